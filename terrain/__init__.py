@@ -1,0 +1,12 @@
+"""terrain: fast, exact, out-of-core graph algorithms on elevation grids and sparse graphs.
+
+The library (I/O, tiles, kernels, algorithms) lives here; ``pipelines`` composes Dask task
+graphs from it and ``terrain.run`` is the command line.
+"""
+
+from .backend import Backend, get_backend, gpu_available
+from .errors import InputError
+
+__version__ = "0.1.0"
+
+__all__ = ["Backend", "get_backend", "gpu_available", "InputError", "__version__"]

@@ -1,0 +1,134 @@
+"""The one place that decides where terrain computes: NumPy + Numba (``cpu``) or CuPy (``gpu``).
+
+``--backend cpu|gpu|auto`` on the command line and ``TERRAIN_BACKEND`` in the environment
+choose; ``auto`` (the default) takes the GPU when CuPy imports and a CUDA device is present.
+Every algorithm module asks :func:`get_backend` for its array module (``backend.xp``) and
+loads its CUDA kernels through :meth:`Backend.cuda_module`; no other module imports CuPy
+on its own.
+
+Kernels come in pairs with one contract: a CUDA kernel in a ``.cu`` file beside the Python
+that launches it, and a Numba CPU twin in that Python module. ``tests/backends.py`` runs a
+function on both and asserts identical results.
+"""
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["Backend", "get_backend", "gpu_available", "BACKEND_CHOICES"]
+
+BACKEND_CHOICES = ("auto", "cpu", "gpu")
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy():
+    """CuPy when it imports and sees a device, else None."""
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return None
+        return cupy
+    except Exception:  # no CuPy, no driver, no device: all mean "no GPU"
+        return None
+
+
+def gpu_available():
+    """True when CuPy imports and a CUDA device is present."""
+    return _cupy() is not None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where to compute.
+
+    Attributes
+    ----------
+    name : {'cpu', 'gpu'}
+    xp : module
+        ``numpy`` or ``cupy``.
+    """
+
+    name: str
+    xp: object
+
+    @property
+    def is_gpu(self):
+        return self.name == "gpu"
+
+    def asarray(self, a, dtype=None):
+        """``a`` on this backend's device."""
+        return self.xp.asarray(a, dtype=dtype)
+
+    def to_numpy(self, a):
+        """``a`` as a NumPy array on the host (no copy on the CPU backend)."""
+        if self.is_gpu and not isinstance(a, np.ndarray):
+            return self.xp.asnumpy(a)
+        return np.asarray(a)
+
+    def cuda_module(self, cu_file, options=("-std=c++17",), name_expressions=None):
+        """Compile (once per process) and return the ``cupy.RawModule`` of ``cu_file``.
+
+        ``cu_file`` is a path, usually ``Path(__file__).with_name("_x.cu")``.
+        """
+        if not self.is_gpu:
+            raise RuntimeError("cuda_module() needs the gpu backend")
+        return _raw_module(str(cu_file), tuple(options),
+                           tuple(name_expressions) if name_expressions else None)
+
+    def device_name(self):
+        """A human name of the device, for benchmark records."""
+        if self.is_gpu:
+            props = self.xp.cuda.runtime.getDeviceProperties(self.xp.cuda.Device().id)
+            name = props["name"]
+            return name.decode() if isinstance(name, bytes) else str(name)
+        import platform
+        return f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+@functools.lru_cache(maxsize=None)
+def _raw_module(cu_file, options, name_expressions):
+    cupy = _cupy()
+    source = Path(cu_file).read_text()
+    module = cupy.RawModule(code=source, options=options, name_expressions=name_expressions)
+    module.compile()
+    return module
+
+
+_CPU = Backend("cpu", np)
+
+
+def get_backend(name=None):
+    """Resolve a backend name to a :class:`Backend`.
+
+    Parameters
+    ----------
+    name : {'cpu', 'gpu', 'auto'} or Backend or None
+        None reads ``TERRAIN_BACKEND`` (default ``auto``).
+
+    Examples
+    --------
+    >>> get_backend("cpu").xp.__name__
+    'numpy'
+    """
+    if isinstance(name, Backend):
+        return name
+    source = "--backend"
+    if name is None:
+        name = os.environ.get("TERRAIN_BACKEND", "auto")
+        source = "TERRAIN_BACKEND"
+    name = str(name).strip().lower()
+    if name not in BACKEND_CHOICES:
+        raise InputError(f"{source}: unknown backend {name!r} (choose from cpu, gpu, auto)")
+    if name == "cpu":
+        return _CPU
+    cupy = _cupy()
+    if cupy is None:
+        if name == "gpu":
+            raise InputError(f"{source}: gpu backend asked for, but CuPy or a CUDA device is missing")
+        return _CPU
+    return Backend("gpu", cupy)

@@ -1,0 +1,202 @@
+"""The z-ordered Zarr tile store every grid algorithm reads.
+
+Format (Zarr v3 group)
+----------------------
+``elevation``
+    float32 array of the grid's shape, ``dimension_names = ("y", "x")``. One chunk is one
+    square tile (a power of two, default 512). Chunks are grouped into square shards of
+    ``tiles_per_shard × tiles_per_shard`` tiles; zarr's sharding codec lays the inner chunks
+    of a shard out in Morton (z) order, so the four children of every quadtree node inside a
+    shard are adjacent on disk. Nodata cells are NaN (the fill value); edge tiles of grids
+    whose sides are not multiples of the tile size are padded with NaN.
+``x``, ``y``
+    float64 cell-centre coordinates, so ``xarray.open_zarr`` gives a georeferenced array.
+attributes
+    ``terrain`` (format version), ``tile``, ``tiles_per_shard``, ``levels``, ``geotransform``
+    (GDAL order), ``cellsize``, ``crs`` (WKT or None), ``nodata``, ``source``, ``header``.
+
+Zarr rewrites a whole shard when a write covers only part of it, so writers must own whole
+shards: :meth:`TileStore.shard_windows` lists them.
+"""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from ..errors import InputError
+from .morton import morton_order
+
+__all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
+           "quadtree_levels", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+DEFAULT_TILE = 512
+# Shards of at most this many cells a side: a band of shards is what one ingest task holds.
+SHARD_TARGET_SIDE = 2048
+
+
+def check_tile_size(tile):
+    """Return ``tile`` as int or raise :class:`InputError` unless it is a power of two >= 2."""
+    try:
+        t = int(tile)
+    except (TypeError, ValueError):
+        raise InputError(f"--tile: {tile!r} is not an integer") from None
+    if t < 2 or t & (t - 1):
+        raise InputError(f"--tile: {tile} is not a power of two >= 2")
+    return t
+
+
+def quadtree_levels(n_tile_rows, n_tile_cols):
+    """Number of quadtree levels over the tiles: 1 for a single tile, root included."""
+    side = max(n_tile_rows, n_tile_cols, 1)
+    return int(math.ceil(math.log2(side))) + 1
+
+
+def _tiles_per_shard(tile, shape):
+    """Largest power of two k with k*tile <= max(SHARD_TARGET_SIDE, tile), not beyond the grid."""
+    k = max(1, SHARD_TARGET_SIDE // tile)
+    tiles_side = max(-(-shape[0] // tile), -(-shape[1] // tile), 1)
+    while k > 1 and k // 2 >= tiles_side:
+        k //= 2
+    return k
+
+
+def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
+                 source=None, header=None, compressors="auto"):
+    """Create an empty tile store at ``path`` (which must not exist) and return its :class:`TileStore`.
+
+    Parameters
+    ----------
+    path : str or Path
+    shape : (int, int)
+        Grid rows and columns.
+    tile : int
+        Tile side, a power of two.
+    geotransform : sequence of 6 floats, optional
+        GDAL order: x0, dx, 0, y0, 0, -dy (upper-left corner of the upper-left cell).
+    """
+    tile = check_tile_size(tile)
+    rows, cols = (int(shape[0]), int(shape[1]))
+    k = _tiles_per_shard(tile, (rows, cols))
+    group = zarr.open_group(store=str(path), mode="w-", zarr_format=3)
+    elev = group.create_array(
+        "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),
+        shards=(k * tile, k * tile), fill_value=np.float32("nan"), dimension_names=("y", "x"),
+        compressors=compressors, config={"write_empty_chunks": False})
+    if geotransform is None:
+        geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
+    gt = [float(v) for v in geotransform]
+    x = group.create_array("x", shape=(cols,), dtype="float64", chunks=(max(cols, 1),),
+                           dimension_names=("x",))
+    y = group.create_array("y", shape=(rows,), dtype="float64", chunks=(max(rows, 1),),
+                           dimension_names=("y",))
+    if cols:
+        x[:] = gt[0] + gt[1] * (np.arange(cols) + 0.5)
+    if rows:
+        y[:] = gt[3] + gt[5] * (np.arange(rows) + 0.5)
+    n_tr, n_tc = -(-rows // tile), -(-cols // tile)
+    group.attrs.update({
+        "terrain": FORMAT_VERSION,
+        "tile": tile,
+        "tiles_per_shard": k,
+        "levels": quadtree_levels(n_tr, n_tc),
+        "geotransform": gt,
+        "cellsize": [abs(gt[1]), abs(gt[5])],
+        "crs": crs,
+        "nodata": nodata,
+        "source": None if source is None else str(source),
+        "header": header or {},
+    })
+    elev.attrs.update({"units": "elevation", "nodata_stored_as": "NaN"})
+    return TileStore(path, group)
+
+
+def open_store(path):
+    """Open an existing tile store read-only; :class:`InputError` when ``path`` is not one."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or directory")
+    try:
+        group = zarr.open_group(store=str(p), mode="r")
+        group["elevation"]
+        if "terrain" not in group.attrs:
+            raise KeyError("terrain")
+    except Exception:
+        raise InputError(f"{path}: not a terrain tile store") from None
+    return TileStore(p, group)
+
+
+def is_store(path):
+    """True when ``path`` looks like a Zarr group (a directory with zarr.json)."""
+    p = Path(path)
+    return p.is_dir() and (p / "zarr.json").exists()
+
+
+class TileStore:
+    """A tile store opened for reading or being written.
+
+    Attributes
+    ----------
+    shape : (rows, cols)
+    tile : int
+    tiles_shape : (tile rows, tile cols)
+    tiles_per_shard : int
+    levels : int
+        Quadtree levels over the tiles (root included).
+    """
+
+    def __init__(self, path, group):
+        self.path = Path(path)
+        self.group = group
+        self.elevation = group["elevation"]
+        a = dict(group.attrs)
+        self.attrs = a
+        self.shape = tuple(int(s) for s in self.elevation.shape)
+        self.tile = int(a["tile"])
+        self.tiles_per_shard = int(a["tiles_per_shard"])
+        self.tiles_shape = (-(-self.shape[0] // self.tile), -(-self.shape[1] // self.tile))
+        self.levels = int(a["levels"])
+
+    def __repr__(self):
+        return (f"TileStore({str(self.path)!r}, shape={self.shape}, tile={self.tile}, "
+                f"tiles={self.tiles_shape}, levels={self.levels})")
+
+    @property
+    def geotransform(self):
+        return tuple(self.attrs["geotransform"])
+
+    @property
+    def cellsize(self):
+        return tuple(self.attrs["cellsize"])
+
+    def tile_window(self, ti, tj):
+        """``(r0, r1, c0, c1)`` of tile ``(ti, tj)`` clipped to the grid."""
+        t = self.tile
+        return (ti * t, min((ti + 1) * t, self.shape[0]), tj * t, min((tj + 1) * t, self.shape[1]))
+
+    def read_tile(self, ti, tj, pad=True):
+        """Elevations of tile ``(ti, tj)`` as float32; NaN-padded to ``tile × tile`` when ``pad``."""
+        r0, r1, c0, c1 = self.tile_window(ti, tj)
+        block = np.asarray(self.elevation[r0:r1, c0:c1], dtype=np.float32)
+        if not pad or block.shape == (self.tile, self.tile):
+            return block
+        out = np.full((self.tile, self.tile), np.nan, dtype=np.float32)
+        out[: r1 - r0, : c1 - c0] = block
+        return out
+
+    def read_window(self, r0, r1, c0, c1):
+        """Elevations of rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) as float32."""
+        return np.asarray(self.elevation[r0:r1, c0:c1], dtype=np.float32)
+
+    def shard_windows(self):
+        """``(r0, r1, c0, c1)`` of every shard, row-major; a writer should own whole shards."""
+        side = self.tile * self.tiles_per_shard
+        rows, cols = self.shape
+        return [(r, min(r + side, rows), c, min(c + side, cols))
+                for r in range(0, rows, side) for c in range(0, cols, side)]
+
+    def tile_order(self):
+        """All tile coordinates in Morton order, as an (N, 2) int array."""
+        return morton_order(*self.tiles_shape)

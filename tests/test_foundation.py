@@ -1,0 +1,98 @@
+"""Backend switch, atomic outputs, Morton codes, the CLI's usage errors."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from backends import assert_backends_identical, assert_identical
+from terrain._atomic import atomic_output
+from terrain.backend import get_backend, gpu_available
+from terrain.errors import InputError
+from terrain.tiles import morton_decode, morton_encode, morton_order
+
+
+def test_cpu_backend_is_numpy():
+    assert get_backend("cpu").xp is np
+    assert get_backend("CPU").name == "cpu"
+
+
+def test_auto_backend_matches_device_presence(monkeypatch):
+    monkeypatch.delenv("TERRAIN_BACKEND", raising=False)
+    assert get_backend().name == ("gpu" if gpu_available() else "cpu")
+
+
+def test_env_var_chooses_backend(monkeypatch):
+    monkeypatch.setenv("TERRAIN_BACKEND", "cpu")
+    assert get_backend().name == "cpu"
+    monkeypatch.setenv("TERRAIN_BACKEND", "tpu")
+    with pytest.raises(InputError, match="TERRAIN_BACKEND: unknown backend 'tpu'"):
+        get_backend()
+
+
+def test_gpu_backend_without_device_is_an_input_error():
+    if gpu_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(InputError, match="gpu backend"):
+        get_backend("gpu")
+
+
+@pytest.mark.gpu
+def test_harness_compares_backends():
+    got = assert_backends_identical(lambda b: b.to_numpy(b.xp.arange(10, dtype=np.int32) * 3))
+    assert got.tolist() == list(range(0, 30, 3))
+
+
+def test_assert_identical_catches_differences():
+    assert_identical({"a": np.array([1.0, np.nan])}, {"a": np.array([1.0, np.nan])})
+    with pytest.raises(AssertionError):
+        assert_identical(np.array([1, 2], np.int32), np.array([1, 2], np.int64))
+    with pytest.raises(AssertionError):
+        assert_identical((1, np.array([0.0])), (1, np.array([-1e-30])))
+
+
+def test_morton_roundtrip_and_order():
+    rng = np.random.default_rng(0)
+    r, c = rng.integers(0, 2**20, 1000), rng.integers(0, 2**20, 1000)
+    rr, cc = morton_decode(morton_encode(r, c))
+    assert np.array_equal(rr, r) and np.array_equal(cc, c)
+    order = morton_order(4, 4)
+    # the four children of each 2x2 quadrant are consecutive
+    for q in range(4):
+        block = order[4 * q: 4 * q + 4]
+        assert len({(int(a) // 2, int(b) // 2) for a, b in block}) == 1
+
+
+def test_atomic_output_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.zarr"
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as tmp:
+            tmp.mkdir()
+            (tmp / "x").write_text("half")
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_output(target) as tmp:
+        tmp.write_text("done")
+    assert target.read_text() == "done"
+    with pytest.raises(InputError, match="output exists"):
+        with atomic_output(target):
+            pass
+    with atomic_output(target, overwrite=True) as tmp:
+        tmp.write_text("again")
+    assert target.read_text() == "again"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["mst", "x.asc", "--backend", "quantum"], "unknown backend 'quantum'"),
+    (["ingest", "x.asc", "-o", "y.zarr", "--tile", "300"], "300 is not a power of two"),
+    (["mst", "x.asc", "--connectivity", "6"], "invalid choice: 6"),
+    (["mst", "x.asc", "--weight", "heaviest"], "invalid choice: 'heaviest'"),
+])
+def test_usage_errors_are_one_line_exit_2(argv, message):
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", *argv], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
