@@ -1,0 +1,239 @@
+"""Per-tile minimum spanning forests by Borůvka supervertex merging (thesis §3.1).
+
+Each round (1) every active vertex finds its lightest edge, in the total order (weight, id),
+to another supervertex and the supervertex keeps the minimum (``boruvka_min_edge``: an
+atomic min on a packed uint64 key on the GPU); (2) every supervertex with an edge hooks onto
+the supervertex at its other end, and of a mutual pair -- both chose the same edge, the only
+possible cycle under a total order -- the smaller root stays a root (``boruvka_hook``, which
+also sets the edge's bit in the mask); (3) pointer jumping makes every hooked root point at
+its final root (``boruvka_jump``) and (4) every vertex takes its root's new label
+(``boruvka_relabel``). A vertex none of whose neighbours lies in another supervertex is
+inactive for good. Rounds stop when no supervertex hooks.
+
+The CUDA kernels (``_boruvka.cu``) process a batch of tiles per launch; the Numba twins
+(``_boruvka_*_cpu``) do the same steps tile by tile over compact lists of active vertices and
+roots. Both give the unique minimum spanning forest of each tile, so the masks are identical.
+There is no tile size limit: the local edge index takes 32 bits (tiles up to 32768²).
+"""
+
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from ..backend import get_backend
+from ..errors import InputError
+
+__all__ = ["boruvka_tiles", "MAX_TILE"]
+
+MAX_TILE = 1 << 15  # 4 * tile² local edge indices must fit 32 bits
+
+_NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+_NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
+_DR = np.array([0, 1, 1, 1], np.int64)
+_DC = np.array([1, 0, 1, -1], np.int64)
+
+from .edges import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)
+
+
+@numba.njit(cache=True, nogil=True)
+def _boruvka_min_edge_cpu(z, comp, active, n_active, best_w, best_i, roots_touched, conn8,
+                          model, hlen):
+    """Lightest edge (weight, local index) from each active vertex to another supervertex.
+
+    Compacts ``active[:n_active]`` in place; returns (new n_active, number of roots touched).
+    """
+    T = z.shape[0]
+    zf = z.ravel()
+    n_keep = 0
+    n_roots = 0
+    for a in range(n_active):
+        v = active[a]
+        r, c = v // T, v % T
+        cv = comp[v]
+        zv = zf[v]
+        bw = np.float32(np.inf)
+        bi = -1
+        for k in range(8):
+            if conn8 == 0 and (k & 3) >= 2:
+                continue
+            rr, cc = r + _NB_DR[k], c + _NB_DC[k]
+            if rr < 0 or rr >= T or cc < 0 or cc >= T:
+                continue
+            u = rr * T + cc
+            cu = comp[u]
+            if cu < 0 or cu == cv:
+                continue
+            d = k & 3
+            if k < 4:
+                w = edge_weight(zv, zf[u], d, model, hlen)
+                idx = 4 * v + d
+            else:
+                w = edge_weight(zf[u], zv, d, model, hlen)
+                idx = 4 * u + d
+            if w < bw or (w == bw and idx < bi):
+                bw, bi = w, idx
+        if bi < 0:
+            continue
+        active[n_keep] = v
+        n_keep += 1
+        if best_i[cv] < 0:
+            roots_touched[n_roots] = cv
+            n_roots += 1
+            best_w[cv], best_i[cv] = bw, bi
+        elif bw < best_w[cv] or (bw == best_w[cv] and bi < best_i[cv]):
+            best_w[cv], best_i[cv] = bw, bi
+    return n_keep, n_roots
+
+
+@numba.njit(cache=True, nogil=True)
+def _boruvka_hook_cpu(comp, best_w, best_i, parent, mask, roots, n_roots, T):
+    """Hook every root in ``roots[:n_roots]`` onto the root across its chosen edge; mark it."""
+    mflat = mask.ravel()
+    for a in range(n_roots):
+        v = roots[a]
+        idx = best_i[v]
+        d = idx & 3
+        owner = idx >> 2
+        other = owner + _DR[d] * T + _DC[d]
+        c_owner = comp[owner]
+        target = comp[other] if c_owner == v else c_owner
+        if best_i[target] == idx and v < target:
+            parent[v] = v
+        else:
+            parent[v] = target
+        mflat[owner] |= np.uint8(1 << d)
+
+
+@numba.njit(cache=True, nogil=True)
+def _boruvka_jump_cpu(parent, roots, n_roots):
+    """Point every hooked root straight at its final root."""
+    for a in range(n_roots):
+        v = roots[a]
+        r = parent[v]
+        while parent[r] != r:
+            r = parent[r]
+        parent[v] = r
+
+
+@numba.njit(cache=True, nogil=True)
+def _boruvka_relabel_cpu(comp, parent, touched, n_touched, best_i):
+    """Every vertex takes its root's final label; reset the roots' best edges."""
+    for v in range(comp.shape[0]):
+        c = comp[v]
+        if c >= 0:
+            comp[v] = parent[c]
+    for a in range(n_touched):
+        best_i[touched[a]] = -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _boruvka_tile_cpu(z, conn8, model, hlen, mask):
+    T = z.shape[0]
+    n = T * T
+    zf = z.ravel()
+    comp = np.empty(n, np.int32)
+    parent = np.empty(n, np.int32)
+    active = np.empty(n, np.int64)
+    n_active = 0
+    for v in range(n):
+        if np.isnan(zf[v]):
+            comp[v] = -1
+        else:
+            comp[v] = v
+            parent[v] = v
+            active[n_active] = v
+            n_active += 1
+    best_w = np.empty(n, np.float32)
+    best_i = np.full(n, -1, np.int64)
+    roots = np.empty(n, np.int64)
+    while n_active > 0:
+        n_active, n_roots = _boruvka_min_edge_cpu(z, comp, active, n_active, best_w, best_i,
+                                                  roots, conn8, model, hlen)
+        if n_roots == 0:
+            break
+        _boruvka_hook_cpu(comp, best_w, best_i, parent, mask, roots, n_roots, T)
+        _boruvka_jump_cpu(parent, roots, n_roots)
+        _boruvka_relabel_cpu(comp, parent, roots, n_roots, best_i)
+
+
+@numba.njit(cache=True, nogil=True)
+def _boruvka_batch_cpu(elev, conn8, model, hlen, mask):
+    for b in range(elev.shape[0]):
+        _boruvka_tile_cpu(elev[b], conn8, model, hlen, mask[b])
+
+
+_BLOCK = 256
+
+
+def _boruvka_batch_gpu(backend, elev, conn8, model, hlen):
+    cp = backend.xp
+    mod = backend.cuda_module(Path(__file__).with_name("_boruvka.cu"))
+    k_min, k_hook = mod.get_function("boruvka_min_edge"), mod.get_function("boruvka_hook")
+    k_jump, k_relabel = mod.get_function("boruvka_jump"), mod.get_function("boruvka_relabel")
+    B, T, _ = elev.shape
+    log2t = T.bit_length() - 1
+    n = B * T * T
+    z = cp.ascontiguousarray(cp.asarray(elev, dtype=cp.float32)).ravel()
+    valid = ~cp.isnan(z)
+    comp = cp.where(valid, cp.arange(n, dtype=cp.int32), cp.int32(-1))
+    active = valid.astype(cp.uint8)
+    parent = cp.arange(n, dtype=cp.int32)
+    best = cp.empty(n, dtype=cp.uint64)
+    mask32 = cp.zeros(n, dtype=cp.uint32)
+    n_hooks = cp.zeros(1, dtype=cp.int32)
+    d_hlen = cp.asarray(hlen, dtype=cp.float64)
+    grid = ((n + _BLOCK - 1) // _BLOCK,)
+    nn = np.int64(n)
+    while True:
+        best.fill(np.uint64(0xFFFFFFFFFFFFFFFF))
+        n_hooks.fill(0)
+        k_min(grid, (_BLOCK,), (z, comp, active, best, nn, np.int32(log2t), np.int32(conn8),
+                                np.int32(model), d_hlen))
+        k_hook(grid, (_BLOCK,), (comp, best, parent, mask32, n_hooks, nn, np.int32(log2t)))
+        if int(n_hooks.get()[0]) == 0:
+            break
+        k_jump(grid, (_BLOCK,), (comp, parent, nn))
+        k_relabel(grid, (_BLOCK,), (comp, parent, nn))
+    return mask32.astype(cp.uint8).reshape(B, T, T)
+
+
+def boruvka_tiles(elev, connectivity, model, hlen, backend=None):
+    """Minimum spanning forest of each tile of a batch, as a direction-bit mask.
+
+    Parameters
+    ----------
+    elev : (B, T, T) float32 array (NumPy, or CuPy on the GPU), NaN = no vertex
+        T a power of two <= 32768; only edges with both ends inside a tile are considered.
+    connectivity : {4, 8}
+    model : int
+        Weight model code (:func:`terrain.grid.edges.weight_model_code`).
+    hlen : (4,) float64
+        Horizontal lengths (:func:`terrain.grid.edges.horizontal_lengths`).
+    backend : str or Backend, optional
+
+    Returns
+    -------
+    (B, T, T) uint8 array on the backend's device; bit d of a cell is set when its edge in
+    direction d is in the tile's forest.
+
+    Examples
+    --------
+    >>> m = boruvka_tiles(np.array([[[1, 2], [3, 4]]], np.float32), 8, 0, np.ones(4), "cpu")
+    >>> m[0].tolist()
+    [[7, 0], [0, 0]]
+    """
+    be = get_backend(backend)
+    if elev.ndim != 3 or elev.shape[1] != elev.shape[2]:
+        raise InputError(f"boruvka_tiles: elev must be (B, T, T), got {elev.shape}")
+    T = int(elev.shape[1])
+    if T < 1 or T & (T - 1) or T > MAX_TILE:
+        raise InputError(f"boruvka_tiles: tile side {T} is not a power of two <= {MAX_TILE}")
+    conn8 = 1 if int(connectivity) == 8 else 0
+    hlen = np.asarray(hlen, np.float64)
+    if be.is_gpu:
+        return _boruvka_batch_gpu(be, elev, conn8, int(model), hlen)
+    z = np.ascontiguousarray(elev, dtype=np.float32)
+    mask = np.zeros(z.shape, np.uint8)
+    _boruvka_batch_cpu(z, conn8, int(model), hlen, mask)
+    return mask

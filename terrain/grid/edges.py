@@ -1,0 +1,244 @@
+"""Edges of the grid graph of a DEM: ids, directions and the four weight models.
+
+The graph
+---------
+One vertex per cell that is not NaN. Each edge belongs to its row-major-lower endpoint
+``cell = row * ncols + col`` and a direction ``d``: E=0 ``(r, c+1)``, S=1 ``(r+1, c)``,
+SE=2 ``(r+1, c+1)``, SW=3 ``(r+1, c-1)``; its id is ``4 * cell + d``. 4-connectivity
+uses E and S only.
+
+Weights (one precise definition, bit-identical on CPU and GPU)
+--------------------------------------------------------------
+A weight is a float32, computed from the two float32 elevations ``z_owner``, ``z_other``
+in float64 with IEEE round-to-nearest operations and rounded once to float32:
+
+``max``       ``max(z_owner, z_other)`` (exact in float32)
+``absdiff``   ``float32(|z_owner - z_other|)``
+``slope``     ``float32(|z_owner - z_other| / h_d)``
+``length3d``  ``float32(sqrt(h_d * h_d + dz * dz))`` (no fused multiply-add: the CUDA twin
+              uses ``__dmul_rn``/``__dadd_rn``/``__dsqrt_rn``)
+
+where ``h_d`` is the horizontal length of direction ``d`` (``dx`` for E, ``dy`` for S and
+``sqrt(dx² + dy²)`` for the diagonals), computed once on the host by
+:func:`horizontal_lengths`. A weight of ``-0.0`` becomes ``+0.0`` so that equal weights
+have equal bits. Edges are ordered by ``(weight, id)``: a total order, hence a unique
+minimum spanning forest.
+
+Packed keys
+-----------
+:func:`order_bits` maps a float32 to a uint32 whose unsigned order is the float order;
+a per-tile key is ``order_bits(w) << 32 | local_edge_index`` (uint64), never lossy.
+
+Examples
+--------
+>>> int(edge_id(1, 2, 0, ncols=5))  # cell (1, 2) -> 7, direction E
+28
+"""
+
+import math
+from fractions import Fraction
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "weight_model_code",
+           "check_connectivity", "horizontal_lengths", "edge_id", "edge_endpoints",
+           "grid_edges", "order_bits", "edge_weight", "edge_weights_np", "WeightSum"]
+
+WEIGHT_MODELS = ("max", "absdiff", "slope", "length3d")
+CONNECTIVITIES = (4, 8)
+# (drow, dcol) from the owner cell, indexed by direction
+DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
+DROW = np.array([d[0] for d in DIRECTIONS], dtype=np.int64)
+DCOL = np.array([d[1] for d in DIRECTIONS], dtype=np.int64)
+
+
+def weight_model_code(weight):
+    """Integer code (0..3) of a weight model name; :class:`InputError` for an unknown one."""
+    if weight not in WEIGHT_MODELS:
+        raise InputError(f"--weight: unknown weight model {weight!r} "
+                         f"(choose from {', '.join(WEIGHT_MODELS)})")
+    return WEIGHT_MODELS.index(weight)
+
+
+def check_connectivity(connectivity):
+    """``connectivity`` as int, or :class:`InputError` unless it is 4 or 8."""
+    try:
+        c = int(connectivity)
+    except (TypeError, ValueError):
+        c = None
+    if c not in CONNECTIVITIES:
+        raise InputError(f"--connectivity: {connectivity!r} is not 4 or 8")
+    return c
+
+
+def horizontal_lengths(cellsize=(1.0, 1.0)):
+    """Horizontal length of each direction (E, S, SE, SW) as float64, from ``(dx, dy)``."""
+    dx, dy = (abs(float(cellsize[0])), abs(float(cellsize[1])))
+    if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
+        raise InputError(f"cell size {cellsize!r}: must be positive and finite")
+    diag = math.sqrt(dx * dx + dy * dy)
+    return np.array([dx, dy, diag, diag], dtype=np.float64)
+
+
+def edge_id(row, col, direction, ncols):
+    """Global id ``4 * (row * ncols + col) + direction`` (int64, vectorised)."""
+    row, col = np.asarray(row, np.int64), np.asarray(col, np.int64)
+    return 4 * (row * np.int64(ncols) + col) + np.asarray(direction, np.int64)
+
+
+def edge_endpoints(ids, ncols):
+    """``(owner_cell, other_cell)`` of global edge ids (int64 arrays)."""
+    ids = np.asarray(ids, np.int64)
+    cell, d = ids >> 2, ids & 3
+    return cell, cell + DROW[d] * np.int64(ncols) + DCOL[d]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def edge_weight(z_owner, z_other, d, model, hlen):
+    """Weight of the edge (float32) from two float32 elevations; see the module docstring."""
+    if model == 0:
+        w = np.float32(z_owner if z_owner >= z_other else z_other)
+    else:
+        dz = abs(np.float64(z_owner) - np.float64(z_other))
+        if model == 1:
+            w = np.float32(dz)
+        elif model == 2:
+            w = np.float32(dz / hlen[d])
+        else:
+            h = hlen[d]
+            w = np.float32(math.sqrt(h * h + dz * dz))
+    if w == 0:
+        w = np.float32(0.0)  # -0.0 and +0.0 get the same bits
+    return w
+
+
+def order_bits(w):
+    """uint32 array whose unsigned order is the order of the float32 array ``w`` (no NaN).
+
+    The GPU packs ``order_bits(w) << 32 | local_edge_index`` into one uint64 key.
+
+    Examples
+    --------
+    >>> order_bits(np.array([-1.0, 0.0, 2.5], np.float32)).argsort().tolist()
+    [0, 1, 2]
+    """
+    b = np.asarray(w, dtype=np.float32).view(np.uint32)
+    return np.where(b & np.uint32(0x80000000), ~b, b | np.uint32(0x80000000)).astype(np.uint32)
+
+
+def edge_weights_np(z_owner, z_other, d, model, hlen):
+    """Vectorised :func:`edge_weight` (bit-identical): float32 weights of edges in direction ``d``."""
+    za = np.asarray(z_owner, np.float32)
+    zb = np.asarray(z_other, np.float32)
+    if model == 0:
+        w = np.maximum(za, zb)
+    else:
+        dz = np.abs(za.astype(np.float64) - zb.astype(np.float64))
+        if model == 1:
+            w = dz.astype(np.float32)
+        elif model == 2:
+            w = (dz / hlen[d]).astype(np.float32)
+        else:
+            w = np.sqrt(hlen[d] * hlen[d] + dz * dz).astype(np.float32)
+    return np.where(w == 0, np.float32(0), w).astype(np.float32)
+
+
+@numba.njit(cache=True, nogil=True)
+def _weight_accumulate_cpu(w, sign, acc):
+    bits = w.view(np.uint32)
+    for i in range(bits.shape[0]):
+        b = bits[i]
+        e = (b >> 23) & 0xFF
+        m = np.int64(b & 0x7FFFFF)
+        if e > 0:
+            m |= np.int64(1) << 23
+        if b >> 31:
+            m = -m
+        acc[e] += sign * m
+
+
+class WeightSum:
+    """Exact sum of float32 weights, independent of the order of the additions.
+
+    Per binary exponent the integer mantissas are summed in int64; :meth:`value` rounds the
+    exact total to float64 once. So the total weight is the same for every tile size,
+    backend and worker count.
+
+    Examples
+    --------
+    >>> WeightSum().add(np.array([0.1, 1e8, -1e8], np.float32)).value()
+    0.10000000149011612
+    """
+
+    def __init__(self, acc=None):
+        self.acc = np.zeros(256, np.int64) if acc is None else np.asarray(acc, np.int64).copy()
+
+    def add(self, w, sign=1):
+        _weight_accumulate_cpu(np.ascontiguousarray(w, np.float32).ravel(), int(sign), self.acc)
+        return self
+
+    def merge(self, other):
+        self.acc += other.acc
+        return self
+
+    def value(self):
+        total = sum(int(a) << (max(e, 1) - 1) for e, a in enumerate(self.acc.tolist()) if a)
+        return float(Fraction(total, 1 << 149))
+
+
+def grid_edges(dem, connectivity=8, weight="max", cellsize=(1.0, 1.0)):
+    """All edges of the grid graph of ``dem``: ``(ids, owner, other, weights)``.
+
+    A plain NumPy construction over the whole grid (memory O(cells)); used for small grids,
+    for oracles and for the benchmark's scipy figure, never by the tiled algorithm.
+
+    Parameters
+    ----------
+    dem : (rows, cols) array, NaN = nodata
+    connectivity : {4, 8}
+    weight : {'max', 'absdiff', 'slope', 'length3d'}
+    cellsize : (dx, dy)
+
+    Returns
+    -------
+    ids, owner, other : int64 arrays
+    weights : float32 array
+
+    Examples
+    --------
+    >>> ids, u, v, w = grid_edges(np.array([[1.0, 2.0], [3.0, np.nan]]), 8)
+    >>> ids.tolist(), w.tolist()
+    ([0, 1, 7], [2.0, 3.0, 3.0])
+    """
+    z = np.asarray(dem, dtype=np.float32)
+    if z.ndim != 2:
+        raise InputError(f"grid_edges: dem must be 2-D, got shape {z.shape}")
+    conn = check_connectivity(connectivity)
+    model = weight_model_code(weight)
+    hlen = horizontal_lengths(cellsize)
+    rows, cols = z.shape
+    valid = ~np.isnan(z)
+    parts = []
+    for d in range(2 if conn == 4 else 4):
+        dr, dc = DIRECTIONS[d]
+        r0, r1 = 0, rows - dr
+        c0, c1 = max(0, -dc), cols - max(0, dc)
+        if r1 <= r0 or c1 <= c0:
+            continue
+        a = z[r0:r1, c0:c1]
+        b = z[r0 + dr:r1 + dr, c0 + dc:c1 + dc]
+        ok = valid[r0:r1, c0:c1] & valid[r0 + dr:r1 + dr, c0 + dc:c1 + dc]
+        rr, cc = np.nonzero(ok)
+        rr, cc = rr + r0, cc + c0
+        w = edge_weights_np(a[ok], b[ok], d, model, hlen)
+        owner = rr.astype(np.int64) * cols + cc
+        parts.append((4 * owner + d, owner, owner + dr * cols + dc, w))
+    if not parts:
+        e = np.zeros(0, np.int64)
+        return e, e.copy(), e.copy(), np.zeros(0, np.float32)
+    ids, owner, other, w = (np.concatenate(p) for p in zip(*parts))
+    order = np.argsort(ids, kind="stable")
+    return ids[order], owner[order], other[order], w[order]

@@ -1,0 +1,314 @@
+"""Level merges up the tile quadtree and the changes they make, applied top down (Haverkort).
+
+A quadtree node covers ``2^k × 2^k`` tiles; its four children (NW, NE, SW, SE) are
+Morton-adjacent in the store. Every node hands up a :class:`LevelGraph`: the reduced forest
+of its block (:mod:`terrain.grid.reduce`) plus the elevations of the block's four border
+lines, so that the parent builds the grid edges crossing between its children (the
+*separator* edges) without reading any tile again.
+
+:func:`merge_level` takes the four children's graphs and the separator edges, computes their
+minimum spanning forest (Kruskal over the ``(weight, rep)`` order, union-find in Numba: these
+graphs have O(perimeter) edges), and records the *changes* it makes to the union of the
+tile forests:
+
+* ``added`` -- separator edges in the forest (original grid edges, new to the forest);
+* ``dropped`` -- for every child edge *not* in the forest, its representative: a contracted
+  path that is dropped loses exactly its heaviest edge, and that edge is the representative.
+
+It then reduces the forest again with the node's own boundary and passes it up. At the root
+nothing is on the boundary, so everything is final.
+
+Expansion: the final forest is the union of the tile forests, plus every ``added`` edge,
+minus every ``dropped`` edge (an edge is dropped at most once and never re-added, so the
+order does not matter). :func:`split_changes` routes a node's changes (and those coming from
+above) to the child whose block owns each edge's cell; :func:`apply_changes` applies them to a
+block of the mask.
+"""
+
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+from .edges import edge_weights_np
+from .reduce import reduce_forest
+
+__all__ = ["LevelGraph", "Changes", "merge_level", "split_changes", "apply_changes",
+           "block_boundary", "child_windows"]
+
+
+@dataclass
+class LevelGraph:
+    """A block's reduced forest (global cell ids) and its border elevations.
+
+    ``window`` is ``(r0, r1, c0, c1)``, clipped to the grid. ``top``/``bottom`` hold rows
+    ``r0`` and ``r1 - 1`` (columns ``c0:c1``), ``left``/``right`` columns ``c0`` and ``c1 - 1``.
+    """
+
+    window: tuple
+    a: np.ndarray
+    b: np.ndarray
+    w: np.ndarray
+    rep: np.ndarray
+    top: np.ndarray
+    bottom: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+
+    @classmethod
+    def from_block(cls, window, z, a, b, w, rep):
+        z = np.asarray(z, np.float32)
+        return cls(tuple(int(x) for x in window), a, b, w, rep, z[0].copy(), z[-1].copy(),
+                   z[:, 0].copy(), z[:, -1].copy())
+
+    @property
+    def nbytes(self):
+        return sum(getattr(self, k).nbytes for k in ("a", "b", "w", "rep", "top", "bottom",
+                                                     "left", "right"))
+
+
+@dataclass
+class Changes:
+    """Edges added to and dropped from the union of the tile forests (global ids, weights)."""
+
+    added: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    added_w: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    dropped: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    dropped_w: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+
+    @staticmethod
+    def concat(items):
+        items = [c for c in items if c is not None]
+        if not items:
+            return Changes()
+        return Changes(*(np.concatenate([getattr(c, k) for c in items])
+                         for k in ("added", "added_w", "dropped", "dropped_w")))
+
+    def take(self, sel_added, sel_dropped):
+        return Changes(self.added[sel_added], self.added_w[sel_added],
+                       self.dropped[sel_dropped], self.dropped_w[sel_dropped])
+
+    @property
+    def nbytes(self):
+        return self.added.nbytes + self.added_w.nbytes + self.dropped.nbytes + self.dropped_w.nbytes
+
+
+def block_boundary(cells, window, shape):
+    """True for cells on a side of ``window`` that is not the grid's border."""
+    r0, r1, c0, c1 = window
+    ncols = shape[1]
+    r, c = np.divmod(np.asarray(cells, np.int64), ncols)
+    return (((r == r0) & (r0 > 0)) | ((r == r1 - 1) & (r1 < shape[0]))
+            | ((c == c0) & (c0 > 0)) | ((c == c1 - 1) & (c1 < shape[1])))
+
+
+def child_windows(window, half, shape):
+    """Windows of the NW, NE, SW, SE children of a node (None where outside the grid)."""
+    r0, r1, c0, c1 = window
+    rm, cm = r0 + half, c0 + half
+    out = []
+    for ra, rb in ((r0, min(rm, r1)), (rm, r1)):
+        for ca, cb in ((c0, min(cm, c1)), (cm, c1)):
+            out.append((ra, rb, ca, cb) if ra < rb and ca < cb else None)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _kruskal_cpu(order, u, v, n):
+    parent = np.arange(n)
+    keep = np.zeros(order.shape[0], np.bool_)
+    for k in range(order.shape[0]):
+        e = order[k]
+        a = u[e]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        b = v[e]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            parent[a] = b
+            keep[e] = True
+    return keep
+
+
+def _separator_edges(row_hi, row_lo, r, c0, vertical, connectivity, model, hlen, ncols, skip_row):
+    """Grid edges crossing one separator line.
+
+    Horizontal (``vertical=False``): between row ``r`` (values ``row_hi`` over columns
+    ``c0..``) and row ``r + 1`` (``row_lo``). Vertical: between column ``c0`` (``row_hi``
+    over rows ``r..``) and column ``c0 + 1`` (``row_lo``); diagonals at row ``skip_row``
+    cross the horizontal separator too and are left to it.
+    """
+    n = row_hi.shape[0]
+    idx = np.arange(n)
+    parts = []
+    diag = connectivity == 8
+    if not vertical:
+        # S: (r, c) -> (r+1, c);  SE: (r, c) -> (r+1, c+1);  SW: (r, c) -> (r+1, c-1)
+        specs = [(1, idx, idx)]
+        if diag:
+            specs += [(2, idx[:-1], idx[1:]), (3, idx[1:], idx[:-1])]
+        for d, i_hi, i_lo in specs:
+            za, zb = row_hi[i_hi], row_lo[i_lo]
+            ok = ~(np.isnan(za) | np.isnan(zb))
+            owner = np.int64(r) * ncols + c0 + i_hi[ok]
+            other = np.int64(r + 1) * ncols + c0 + i_lo[ok]
+            parts.append((owner, other, d, edge_weights_np(za[ok], zb[ok], d, model, hlen)))
+    else:
+        # E: (r, c) -> (r, c+1);  SE: (r, c) -> (r+1, c+1);  SW: (r, c+1) -> (r+1, c)
+        specs = [(0, idx, idx, False)]
+        if diag:
+            lo = idx[:-1][(r + idx[:-1]) != skip_row]
+            specs += [(2, lo, lo + 1, False), (3, lo, lo + 1, True)]
+        for d, i_a, i_b, from_right in specs:
+            if from_right:
+                za, zb = row_lo[i_a], row_hi[i_b]
+                ca, cb = c0 + 1, c0
+            else:
+                za, zb = row_hi[i_a], row_lo[i_b]
+                ca, cb = c0, c0 + 1
+            ok = ~(np.isnan(za) | np.isnan(zb))
+            owner = (r + i_a[ok]).astype(np.int64) * ncols + ca
+            other = (r + i_b[ok]).astype(np.int64) * ncols + cb
+            parts.append((owner, other, d, edge_weights_np(za[ok], zb[ok], d, model, hlen)))
+    a = np.concatenate([p[0] for p in parts])
+    b = np.concatenate([p[1] for p in parts])
+    w = np.concatenate([p[3] for p in parts]).astype(np.float32)
+    ids = np.concatenate([4 * p[0] + p[2] for p in parts])
+    return a, b, w, ids
+
+
+def _cat(parts, dtype):
+    parts = [p for p in parts if p is not None]
+    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+
+def merge_level(window, half, children, shape, connectivity, model, hlen):
+    """Merge four children's reduced forests into the node's reduced forest.
+
+    Parameters
+    ----------
+    window : (r0, r1, c0, c1)
+        The node's block, clipped to the grid.
+    half : int
+        Side of a child block in cells (before clipping).
+    children : list of 4 LevelGraph or None
+        NW, NE, SW, SE (None where a child lies outside the grid).
+    shape : (rows, cols) of the grid
+    connectivity, model, hlen
+        As in :func:`terrain.grid.edges.grid_edges` (model as a code, hlen as lengths).
+
+    Returns
+    -------
+    graph : LevelGraph
+        The node's reduced forest and border.
+    changes : Changes
+        Separator edges added to the forest, representatives dropped from it.
+    n_edges_in : int
+        Edges of the merged graph (children's plus separators), for statistics.
+
+    Examples
+    --------
+    Two 1×1 blocks side by side: the separator edge joins them.
+
+    >>> z = np.array([[1.0, 2.0]], np.float32)
+    >>> kids = [LevelGraph.from_block((0, 1, c, c + 1), z[:, c:c + 1], *(np.zeros(0),) * 4)
+    ...         for c in (0, 1)] + [None, None]
+    >>> g, ch, _ = merge_level((0, 1, 0, 2), 1, kids, (1, 2), 8, 0, np.ones(4))
+    >>> ch.added.tolist(), ch.dropped.tolist(), len(g.a)
+    ([0], [], 0)
+    """
+    if len(children) != 4:
+        raise InputError("merge_level: needs the four children (None where absent)")
+    nw, ne, sw, se = children
+    if nw is None:
+        raise InputError("merge_level: the NW child must exist")
+    r0, r1, c0, c1 = window
+    rm, cm = r0 + half, c0 + half
+    ncols = shape[1]
+    kids = [k for k in children if k is not None]
+    ka = _cat([k.a for k in kids], np.int64)
+    kb = _cat([k.b for k in kids], np.int64)
+    kw = _cat([k.w for k in kids], np.float32)
+    krep = _cat([k.rep for k in kids], np.int64)
+    seps = []
+    if sw is not None:  # horizontal separator between rows rm-1 and rm
+        hi = np.concatenate([nw.bottom] + ([ne.bottom] if ne is not None else []))
+        lo = np.concatenate([sw.top] + ([se.top] if se is not None else []))
+        seps.append(_separator_edges(hi, lo, rm - 1, c0, False, connectivity, model, hlen, ncols, -1))
+    if ne is not None:  # vertical separator between columns cm-1 and cm
+        left = np.concatenate([nw.right] + ([sw.right] if sw is not None else []))
+        right = np.concatenate([ne.left] + ([se.left] if se is not None else []))
+        seps.append(_separator_edges(left, right, r0, cm - 1, True, connectivity, model, hlen, ncols,
+                                     rm - 1))
+    sa = _cat([s[0] for s in seps], np.int64)
+    sb = _cat([s[1] for s in seps], np.int64)
+    sw_ = _cat([s[2] for s in seps], np.float32)
+    sid = _cat([s[3] for s in seps], np.int64)
+    n_child = ka.shape[0]
+    a = np.concatenate([ka, sa])
+    b = np.concatenate([kb, sb])
+    w = np.concatenate([kw, sw_])
+    rep = np.concatenate([krep, sid])
+    cells, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
+    la, lb = inv[:a.shape[0]].astype(np.int64), inv[a.shape[0]:].astype(np.int64)
+    order = np.lexsort((rep, w))
+    keep = _kruskal_cpu(order, la, lb, cells.shape[0])
+    is_child = np.arange(a.shape[0]) < n_child
+    drop = is_child & ~keep
+    add = ~is_child & keep
+    changes = Changes(rep[add], w[add], rep[drop], w[drop])
+    boundary = block_boundary(cells, window, shape)
+    ra, rb, rw, rrep, _ = reduce_forest(cells.shape[0], la[keep], lb[keep], w[keep], rep[keep],
+                                        boundary)
+    top = np.concatenate([nw.top] + ([ne.top] if ne is not None else []))
+    left = np.concatenate([nw.left] + ([sw.left] if sw is not None else []))
+    low = (sw, se) if sw is not None else (nw, ne)
+    bottom = np.concatenate([k.bottom for k in low if k is not None])
+    east = (ne, se) if ne is not None else (nw, sw)
+    right = np.concatenate([k.right for k in east if k is not None])
+    graph = LevelGraph(tuple(window), cells[ra], cells[rb], rw, rrep, top, bottom, left, right)
+    return graph, changes, int(a.shape[0])
+
+
+def split_changes(changes, window, half, ncols):
+    """Route changes to the NW, NE, SW, SE children of a node (by each edge's owner cell)."""
+    r0, _, c0, _ = window
+
+    def quadrant(ids):
+        r, c = np.divmod(np.asarray(ids, np.int64) >> 2, ncols)
+        return (r >= r0 + half).astype(np.int64) * 2 + (c >= c0 + half)
+
+    qa, qd = quadrant(changes.added), quadrant(changes.dropped)
+    return [changes.take(qa == q, qd == q) for q in range(4)]
+
+
+@numba.njit(cache=True, nogil=True)
+def _apply_changes_cpu(mask, r0, c0, ncols, ids, on):
+    R, C = mask.shape
+    for k in range(ids.shape[0]):
+        cell = ids[k] >> 2
+        d = ids[k] & 3
+        r = cell // ncols - r0
+        c = cell % ncols - c0
+        if r < 0 or r >= R or c < 0 or c >= C:
+            return k + 1  # an id outside the block: a routing bug
+        if on:
+            mask[r, c] |= np.uint8(1 << d)
+        else:
+            mask[r, c] &= np.uint8(~(1 << d) & 0xFF)
+    return 0
+
+
+def apply_changes(mask, r0, c0, ncols, changes):
+    """Apply added (set) then dropped (clear) edges to a mask block whose corner is (r0, c0)."""
+    bad = 0
+    for ids, on in ((changes.added, True), (changes.dropped, False)):
+        bad = bad or _apply_changes_cpu(mask, int(r0), int(c0), int(ncols),
+                                        np.ascontiguousarray(ids, np.int64), on)
+    if bad:
+        raise RuntimeError("apply_changes: an edge outside the block (changes routed wrongly)")
+    return mask

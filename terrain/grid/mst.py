@@ -1,0 +1,358 @@
+"""Exact minimum spanning forest of a DEM's grid graph, tile by tile (thesis ch. 2-3).
+
+Algorithm
+---------
+1. *Tiles.* Tiles are processed in groups (a shard of the tile store: a quadtree node of
+   ``2^g × 2^g`` tiles, read at once). Each tile's minimum spanning forest comes from
+   Borůvka supervertex merging (:mod:`terrain.grid._boruvka`, many tiles per GPU launch), as
+   a direction-bit mask; the mask is reduced (:mod:`terrain.grid.reduce`): dead ends are
+   final, degree-2 paths become one edge carrying their heaviest edge as representative.
+2. *Merges.* Quadtree nodes merge their four children's reduced forests with the separator
+   edges between them (:func:`terrain.grid.merge.merge_level`), inside a group and then
+   above, up to the root. Every merge records the edges it adds and drops.
+3. *Expansion.* Top down, each node routes its own and its ancestors' changes to its
+   children; at the groups they are applied to the tile forests' masks.
+
+The total order ``(weight, id)`` makes the forest unique, hence identical for every tile
+size, group size, backend and schedule. The total weight is summed exactly
+(:class:`terrain.grid.edges.WeightSum`) so it does not depend on them either.
+
+This module is the library's driver (no Dask): :func:`grid_mst` runs the phases in a loop
+over the groups and nodes of a :class:`QuadtreePlan`; ``pipelines/mst.py`` turns the same
+functions into a Dask graph.
+"""
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..backend import get_backend
+from ..errors import InputError
+from ..tiles.store import TileStore, is_store, open_store, quadtree_levels
+from ._boruvka import MAX_TILE, boruvka_tiles
+from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
+from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
+from .reduce import reduce_tile
+
+__all__ = ["grid_mst", "MSTSpec", "MSTResult", "QuadtreePlan", "GroupResult", "group_forest",
+           "merge_node", "finish_stats", "PHASES"]
+
+PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
+
+
+@dataclass(frozen=True)
+class MSTSpec:
+    """What is computed: grid shape, tile side, connectivity, weight model and cell size."""
+
+    shape: tuple
+    tile: int
+    connectivity: int = 8
+    weight: str = "max"
+    cellsize: tuple = (1.0, 1.0)
+
+    def __post_init__(self):
+        check_connectivity(self.connectivity)
+        weight_model_code(self.weight)
+        t = int(self.tile)
+        if t < 2 or t & (t - 1) or t > MAX_TILE:
+            raise InputError(f"--tile: {self.tile} is not a power of two in [2, {MAX_TILE}]")
+        horizontal_lengths(self.cellsize)
+
+    @property
+    def model(self):
+        return weight_model_code(self.weight)
+
+    @property
+    def hlen(self):
+        return horizontal_lengths(self.cellsize)
+
+    @property
+    def tiles_shape(self):
+        return (-(-self.shape[0] // self.tile), -(-self.shape[1] // self.tile))
+
+    @property
+    def levels(self):
+        return quadtree_levels(*self.tiles_shape)
+
+    def window(self, level, i, j):
+        """Block of quadtree node ``(level, i, j)``, clipped to the grid."""
+        side = self.tile << level
+        return (i * side, min((i + 1) * side, self.shape[0]),
+                j * side, min((j + 1) * side, self.shape[1]))
+
+
+@dataclass
+class QuadtreePlan:
+    """Groups (quadtree nodes of level ``group_level``) and the merge nodes above them.
+
+    ``levels[k]`` lists the ``(i, j)`` of the nodes of level ``k`` for ``k > group_level``,
+    each with its existing children among level ``k - 1``'s.
+    """
+
+    spec: MSTSpec
+    group_level: int
+    groups: list
+    levels: dict
+
+    @classmethod
+    def build(cls, spec, group_tiles):
+        """``group_tiles`` tiles a side per group (a power of two, e.g. the store's shard)."""
+        g = min(int(group_tiles).bit_length() - 1, spec.levels - 1)
+        nr, nc = spec.tiles_shape
+        gr, gc = -(-nr // (1 << g)), -(-nc // (1 << g))
+        groups = [(i, j) for i in range(gr) for j in range(gc)]
+        levels = {}
+        rows, cols = gr, gc
+        for k in range(g + 1, spec.levels):
+            rows, cols = -(-rows // 2), -(-cols // 2)
+            levels[k] = [(i, j) for i in range(rows) for j in range(cols)]
+        return cls(spec, g, groups, levels)
+
+    def children(self, k, i, j):
+        """The four children ``(i, j)`` of node ``(k, i, j)`` at level ``k - 1``, None outside."""
+        below = self.groups if k - 1 == self.group_level else self.levels[k - 1]
+        present = set(below)
+        return [(2 * i + di, 2 * j + dj) if (2 * i + di, 2 * j + dj) in present else None
+                for di in (0, 1) for dj in (0, 1)]
+
+
+@dataclass
+class GroupResult:
+    """What a group hands on: its mask (tile forests), its node's graph and its changes."""
+
+    window: tuple
+    mask: np.ndarray
+    graph: LevelGraph
+    changes: Changes
+    forest_sum: WeightSum
+    forest_edges: int
+    vertices: int
+    times: dict = field(default_factory=dict)
+    tile_edges_in: int = 0
+
+
+def merge_node(spec, level, i, j, children):
+    """Merge the children's graphs of node ``(level, i, j)``: ``(graph, changes, seconds)``."""
+    t0 = time.perf_counter()
+    half = spec.tile << (level - 1)
+    graph, changes, _ = merge_level(spec.window(level, i, j), half, children, spec.shape,
+                                    spec.connectivity, spec.model, spec.hlen)
+    return graph, changes, time.perf_counter() - t0
+
+
+def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0):
+    """Tile forests, reductions and in-group merges of one group.
+
+    Parameters
+    ----------
+    spec : MSTSpec
+    z_block : (r1 - r0, c1 - c0) float32 array
+        The group's elevations (NaN = nodata).
+    window : (r0, r1, c0, c1)
+        The group's block, aligned to ``tile << group_level``.
+    group_level : int
+    backend : str or Backend, optional
+
+    Returns
+    -------
+    GroupResult
+
+    Examples
+    --------
+    >>> spec = MSTSpec((2, 3), tile=2)
+    >>> g = group_forest(spec, np.arange(6, dtype=np.float32).reshape(2, 3), (0, 2, 0, 3), 1, "cpu")
+    >>> g.forest_edges + len(g.changes.added) - len(g.changes.dropped)
+    5
+    """
+    be = get_backend(backend)
+    T = spec.tile
+    r0, r1, c0, c1 = window
+    z_block = np.asarray(z_block, np.float32)
+    if z_block.shape != (r1 - r0, c1 - c0):
+        raise InputError(f"group_forest: block shape {z_block.shape} does not match {window}")
+    times = {p: 0.0 for p in PHASES}
+    times["read"] = read_seconds
+    nt_r, nt_c = -(-(r1 - r0) // T), -(-(c1 - c0) // T)
+    padded = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
+    padded[: r1 - r0, : c1 - c0] = z_block
+    batch = padded.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3).reshape(nt_r * nt_c, T, T)
+    t0 = time.perf_counter()
+    masks = be.to_numpy(boruvka_tiles(be.asarray(batch) if be.is_gpu else batch,
+                                      spec.connectivity, spec.model, spec.hlen, be))
+    times["boruvka"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ncols = spec.shape[1]
+    forest_sum = WeightSum()
+    forest_edges = 0
+    graphs = {}
+    model, hlen = spec.model, spec.hlen
+    for ti in range(nt_r):
+        for tj in range(nt_c):
+            tr0, tc0 = r0 + ti * T, c0 + tj * T
+            win = (tr0, min(tr0 + T, spec.shape[0]), tc0, min(tc0 + T, spec.shape[1]))
+            zt = batch[ti * nt_c + tj]
+            a, b, w, rep, forest_w = reduce_tile(masks[ti * nt_c + tj], zt, win, spec.shape,
+                                                 model, hlen)
+            forest_sum.add(forest_w)
+            forest_edges += forest_w.shape[0]
+            ga = (tr0 + a // T) * ncols + tc0 + a % T
+            gb = (tr0 + b // T) * ncols + tc0 + b % T
+            graphs[(ti, tj)] = LevelGraph.from_block(
+                win, zt[: win[1] - win[0], : win[3] - win[2]], ga, gb, w, rep)
+    times["reduce"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    changes = []
+    gi, gj = r0 // (T << group_level), c0 // (T << group_level)
+    for k in range(1, group_level + 1):
+        nr, nc = -(-nt_r // (1 << k)), -(-nt_c // (1 << k))
+        nxt = {}
+        for i in range(nr):
+            for j in range(nc):
+                kids = [graphs.get((2 * i + di, 2 * j + dj)) for di in (0, 1) for dj in (0, 1)]
+                gi_k, gj_k = (gi << (group_level - k)) + i, (gj << (group_level - k)) + j
+                g, ch, _ = merge_node(spec, k, gi_k, gj_k, kids)
+                nxt[(i, j)] = g
+                changes.append(ch)
+        graphs = nxt
+    times["merge"] = time.perf_counter() - t0
+    mask = masks.reshape(nt_r, nt_c, T, T).transpose(0, 2, 1, 3).reshape(nt_r * T, nt_c * T)
+    mask = np.ascontiguousarray(mask[: r1 - r0, : c1 - c0])
+    return GroupResult(tuple(window), mask, graphs[(0, 0)], Changes.concat(changes), forest_sum,
+                       forest_edges, int(np.count_nonzero(~np.isnan(z_block))), times)
+
+
+@dataclass
+class MSTResult:
+    """The forest as a direction-bit mask and its statistics.
+
+    ``mask[r, c]`` has bit ``d`` set when edge ``(cell, d)`` is in the forest.
+    """
+
+    mask: np.ndarray
+    total_weight: float
+    edges: int
+    trees: int
+    vertices: int
+    tile: int
+    levels: int
+    connectivity: int
+    weight: str
+    times: dict
+
+    def summary(self):
+        """A JSON-able dict of the statistics."""
+        return {"total_weight": self.total_weight, "edges": self.edges, "trees": self.trees,
+                "vertices": self.vertices, "tile": self.tile, "levels": self.levels,
+                "connectivity": self.connectivity, "weight": self.weight,
+                "times": dict(self.times)}
+
+
+def finish_stats(groups_sum, groups_edges, changes):
+    """``(total_weight, edges)`` from the tile forests' sums and all changes."""
+    total = WeightSum(groups_sum.acc).add(changes.added_w).add(changes.dropped_w, sign=-1)
+    edges = groups_edges + len(changes.added) - len(changes.dropped)
+    return total.value(), int(edges)
+
+
+def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None, cellsize=None,
+             group_tiles=None):
+    """Minimum spanning forest of the grid graph of a DEM.
+
+    Parameters
+    ----------
+    dem_or_store : 2-D array, TileStore or path of a tile store
+        Elevations, NaN = nodata. A store gives its own tile size and cell size.
+    connectivity : {4, 8}
+    weight : {'max', 'absdiff', 'slope', 'length3d'}
+    tile : int
+        Tile side (a power of two) for an array input.
+    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+    cellsize : (dx, dy), optional
+        Cell size for ``slope`` and ``length3d`` (default: the store's, or 1).
+    group_tiles : int, optional
+        Tiles a side processed together (default: the store's shard, or 4).
+
+    Returns
+    -------
+    MSTResult
+
+    Examples
+    --------
+    >>> r = grid_mst(np.array([[1, 2], [3, 4]], np.float32), tile=2, backend="cpu")
+    >>> r.mask.tolist(), r.total_weight, r.edges, r.trees
+    ([[7, 0], [0, 0]], 9.0, 3, 1)
+    """
+    t_start = time.perf_counter()
+    store = None
+    if isinstance(dem_or_store, TileStore):
+        store = dem_or_store
+    elif isinstance(dem_or_store, (str, Path)):
+        if not is_store(dem_or_store):
+            raise InputError(f"{dem_or_store}: not a terrain tile store")
+        store = open_store(dem_or_store)
+    if store is not None:
+        shape, tile = store.shape, store.tile
+        cellsize = cellsize or store.cellsize
+        group_tiles = group_tiles or store.tiles_per_shard
+    else:
+        dem = np.asarray(dem_or_store, dtype=np.float32)
+        if dem.ndim != 2:
+            raise InputError(f"grid_mst: the DEM must be 2-D, got shape {dem.shape}")
+        shape = dem.shape
+    spec = MSTSpec(tuple(int(s) for s in shape), int(tile), check_connectivity(connectivity),
+                   weight, tuple(cellsize or (1.0, 1.0)))
+    plan = QuadtreePlan.build(spec, group_tiles or 4)
+    times = {p: 0.0 for p in PHASES}
+    mask = np.zeros(spec.shape, np.uint8)
+    if 0 in spec.shape:
+        return MSTResult(mask, 0.0, 0, 0, 0, spec.tile, spec.levels, spec.connectivity, weight,
+                         times)
+    results, node_changes = {}, {}
+    fsum, fedges, nverts, all_changes = WeightSum(), 0, 0, []
+    for (i, j) in plan.groups:
+        win = spec.window(plan.group_level, i, j)
+        t0 = time.perf_counter()
+        z = (store.read_window(*win) if store is not None
+             else dem[win[0]:win[1], win[2]:win[3]])
+        g = group_forest(spec, z, win, plan.group_level, backend, time.perf_counter() - t0)
+        for p, s in g.times.items():
+            times[p] += s
+        results[(plan.group_level, i, j)] = g.graph
+        node_changes[(plan.group_level, i, j)] = g.changes
+        mask[win[0]:win[1], win[2]:win[3]] = g.mask
+        fsum.merge(g.forest_sum)
+        fedges += g.forest_edges
+        nverts += g.vertices
+        all_changes.append(g.changes)
+    for k in sorted(plan.levels):
+        for (i, j) in plan.levels[k]:
+            kids = [results.pop((k - 1,) + c) if c is not None else None
+                    for c in plan.children(k, i, j)]
+            graph, ch, s = merge_node(spec, k, i, j, kids)
+            times["merge"] += s
+            results[(k, i, j)] = graph
+            node_changes[(k, i, j)] = ch
+            all_changes.append(ch)
+    # expansion: in memory every change lands in the one mask; route top-down all the same
+    t0 = time.perf_counter()
+    pending = {}
+    for k in sorted(plan.levels, reverse=True):
+        for (i, j) in plan.levels[k]:
+            incoming = Changes.concat([pending.pop((k, i, j), None), node_changes[(k, i, j)]])
+            parts = split_changes(incoming, spec.window(k, i, j), spec.tile << (k - 1),
+                                  spec.shape[1])
+            for c, part in zip(plan.children(k, i, j), parts):
+                if c is not None:
+                    pending[(k - 1,) + c] = part
+    for (i, j) in plan.groups:
+        win = spec.window(plan.group_level, i, j)
+        incoming = Changes.concat([pending.pop((plan.group_level, i, j), None),
+                                   node_changes[(plan.group_level, i, j)]])
+        apply_changes(mask[win[0]:win[1], win[2]:win[3]], win[0], win[2], spec.shape[1], incoming)
+    times["expand"] = time.perf_counter() - t0
+    total, edges = finish_stats(fsum, fedges, Changes.concat(all_changes))
+    times["total"] = time.perf_counter() - t_start
+    return MSTResult(mask, total, edges, nverts - edges, nverts, spec.tile, spec.levels,
+                     spec.connectivity, weight, times)

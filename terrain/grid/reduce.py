@@ -1,0 +1,305 @@
+"""Reduce a block's spanning forest to what the levels above still need (thesis §2, obs. 3-4).
+
+Given a forest on a block's vertices and which of them are *boundary* vertices (on a side of
+the block that is not the grid's border, so grid edges leave the block there):
+
+1. Dead ends. A vertex that is not on the boundary and has degree 1 is peeled off, with its
+   edge, repeatedly (a stack, O(V)). What is peeled -- branches and whole trees reaching no
+   boundary vertex -- is in the final forest as it is: no edge outside the block can replace
+   it. It stays in the block's mask and is not passed up.
+2. Paths. What remains is a forest whose leaves are boundary vertices. Every maximal path
+   whose inner vertices are non-boundary and of degree 2 becomes one edge between its ends,
+   weighted by the path's maximum; its *representative* is the original edge with the
+   largest ``(weight, id)`` on the path. If the level above drops the contracted edge, exactly
+   the representative leaves the forest; if it keeps it, the whole path stays.
+
+Edges carry ``(weight, rep)`` with ``rep`` the global id of an original edge, so the order of
+contracted edges is the order of their representatives and stays total.
+
+The walk is sequential per block (O(V) in Numba); blocks are reduced in parallel by the
+pipeline's tasks. The thesis's GPU variant iterates peeling rounds, O(longest branch) launches
+per block, and lost to the CPU version when transfers were counted (its Table 3.5); the GPU
+backend therefore sends the tile masks (one byte per cell) to the host and reduces there.
+"""
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["reduce_forest", "reduce_tile"]
+
+
+@numba.njit(cache=True, nogil=True)
+def _reduce_forest_cpu(n, eu, ev, ew, erep, boundary):
+    m = eu.shape[0]
+    deg = np.zeros(n + 1, np.int64)
+    for e in range(m):
+        deg[eu[e] + 1] += 1
+        deg[ev[e] + 1] += 1
+    start = np.cumsum(deg)
+    fill = start[:-1].copy()
+    adj = np.empty(2 * m, np.int64)
+    for e in range(m):
+        adj[fill[eu[e]]] = e
+        fill[eu[e]] += 1
+        adj[fill[ev[e]]] = e
+        fill[ev[e]] += 1
+    degree = (start[1:] - start[:-1]).copy()
+    alive = np.ones(m, np.bool_)
+    # 1. peel dead ends
+    stack = np.empty(n, np.int64)
+    top = 0
+    for v in range(n):
+        if degree[v] == 1 and not boundary[v]:
+            stack[top] = v
+            top += 1
+    n_dead = 0
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        if degree[v] != 1:
+            continue
+        for k in range(start[v], start[v + 1]):
+            e = adj[k]
+            if alive[e]:
+                alive[e] = False
+                n_dead += 1
+                o = ev[e] if eu[e] == v else eu[e]
+                degree[v] = 0
+                degree[o] -= 1
+                if degree[o] == 1 and not boundary[o]:
+                    stack[top] = o
+                    top += 1
+                break
+    # 2. contract degree-2 paths between kept vertices
+    out_a = np.empty(m, np.int64)
+    out_b = np.empty(m, np.int64)
+    out_w = np.empty(m, np.float32)
+    out_rep = np.empty(m, np.int64)
+    n_out = 0
+    visited = np.zeros(m, np.bool_)
+    for v in range(n):
+        if degree[v] == 0 or (degree[v] == 2 and not boundary[v]):
+            continue
+        for k in range(start[v], start[v + 1]):
+            e = adj[k]
+            if not alive[e] or visited[e]:
+                continue
+            visited[e] = True
+            bw, brep = ew[e], erep[e]
+            cur = ev[e] if eu[e] == v else eu[e]
+            while degree[cur] == 2 and not boundary[cur]:
+                nxt = -1
+                for kk in range(start[cur], start[cur + 1]):
+                    f = adj[kk]
+                    if alive[f] and f != e:
+                        nxt = f
+                        break
+                e = nxt
+                visited[e] = True
+                if ew[e] > bw or (ew[e] == bw and erep[e] > brep):
+                    bw, brep = ew[e], erep[e]
+                cur = ev[e] if eu[e] == cur else eu[e]
+            out_a[n_out] = v
+            out_b[n_out] = cur
+            out_w[n_out] = bw
+            out_rep[n_out] = brep
+            n_out += 1
+    return out_a[:n_out], out_b[:n_out], out_w[:n_out], out_rep[:n_out], n_dead
+
+
+def reduce_forest(n, eu, ev, ew, erep, boundary):
+    """Remove dead ends and contract degree-2 paths of a forest.
+
+    Parameters
+    ----------
+    n : int
+        Number of vertices (ids ``0..n-1``).
+    eu, ev : int64 arrays
+        Edge endpoints; the edges must form a forest.
+    ew : float32 array
+        Edge weights.
+    erep : int64 array
+        Global id of each edge's representative original edge (itself for a grid edge).
+    boundary : bool array of length n
+
+    Returns
+    -------
+    a, b, w, rep : arrays of the reduced forest's edges (contracted paths included)
+    n_dead : int
+        Number of input edges peeled as dead ends.
+
+    Examples
+    --------
+    A path 0-1-2-3 with boundary ends 0 and 3 becomes one edge, and the branch 1-4 dies:
+
+    >>> a, b, w, rep, dead = reduce_forest(
+    ...     5, np.array([0, 1, 2, 1]), np.array([1, 2, 3, 4]),
+    ...     np.array([5, 7, 6, 9], np.float32), np.array([10, 11, 12, 13]),
+    ...     np.array([True, False, False, True, False]))
+    >>> a.tolist(), b.tolist(), w.tolist(), rep.tolist(), dead
+    ([0], [3], [7.0], [11], 1)
+    """
+    eu, ev = np.ascontiguousarray(eu, np.int64), np.ascontiguousarray(ev, np.int64)
+    ew, erep = np.ascontiguousarray(ew, np.float32), np.ascontiguousarray(erep, np.int64)
+    boundary = np.ascontiguousarray(boundary, np.bool_)
+    if not (eu.shape == ev.shape == ew.shape == erep.shape) or boundary.shape != (n,):
+        raise InputError("reduce_forest: edge arrays and boundary must match n")
+    return _reduce_forest_cpu(int(n), eu, ev, ew, erep, boundary)
+
+
+_NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+_NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _incident(alive, R, C, r, c, k):
+    """Owner (row, col) of the k-th possible edge at (r, c) if it is alive, else (-1, -1)."""
+    d = k & 3
+    if k < 4:
+        orow, ocol = r, c
+        rr, cc = r + _NB_DR[k], c + _NB_DC[k]
+    else:
+        orow, ocol = r + _NB_DR[k], c + _NB_DC[k]
+        rr, cc = orow, ocol
+    if rr < 0 or rr >= R or cc < 0 or cc >= C or orow < 0 or ocol < 0 or orow >= R or ocol >= C:
+        return -1, -1
+    if alive[orow, ocol] & (1 << d):
+        return orow, ocol
+    return -1, -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
+    """reduce_forest specialised to a tile mask: no edge list, neighbours by direction bits.
+
+    ``bnd`` = (top, bottom, left, right) flags: which sides of the ``h × w`` valid part of the
+    tile face other tiles. Returns local endpoints, weights and representatives of the reduced
+    forest, and the weights of all the tile forest's edges (for the total).
+    """
+    R, C = mask.shape
+    alive = mask.copy()
+    deg = np.zeros((R, C), np.int32)
+    m = 0
+    for r in range(R):
+        for c in range(C):
+            b = mask[r, c]
+            if b == 0:
+                continue
+            for d in range(4):
+                if b & (1 << d):
+                    deg[r, c] += 1
+                    deg[r + _NB_DR[d], c + _NB_DC[d]] += 1
+                    m += 1
+    forest_w = np.empty(m, np.float32)
+    k = 0
+    for r in range(R):
+        for c in range(C):
+            b = mask[r, c]
+            for d in range(4):
+                if b & (1 << d):
+                    forest_w[k] = edge_weight(z[r, c], z[r + _NB_DR[d], c + _NB_DC[d]], d, model, hlen)
+                    k += 1
+
+    def boundary(r, c):
+        return ((r == 0 and bnd[0]) or (r == h - 1 and bnd[1]) or (c == 0 and bnd[2])
+                or (c == w - 1 and bnd[3]))
+
+    stack = np.empty(R * C, np.int64)
+    top = 0
+    for r in range(R):
+        for c in range(C):
+            if deg[r, c] == 1 and not boundary(r, c):
+                stack[top] = r * C + c
+                top += 1
+    while top > 0:
+        top -= 1
+        r, c = divmod(stack[top], C)
+        if deg[r, c] != 1:
+            continue
+        for kk in range(8):
+            orow, ocol = _incident(alive, R, C, r, c, kk)
+            if orow >= 0:
+                d = kk & 3
+                alive[orow, ocol] &= np.uint8(~(1 << d) & 0xFF)
+                rr, cc = (r + _NB_DR[kk], c + _NB_DC[kk])
+                deg[r, c] = 0
+                deg[rr, cc] -= 1
+                if deg[rr, cc] == 1 and not boundary(rr, cc):
+                    stack[top] = rr * C + cc
+                    top += 1
+                break
+    visited = np.zeros((R, C), np.uint8)
+    out_a = np.empty(m, np.int64)
+    out_b = np.empty(m, np.int64)
+    out_w = np.empty(m, np.float32)
+    out_rep = np.empty(m, np.int64)
+    n_out = 0
+    for r in range(R):
+        for c in range(C):
+            if deg[r, c] == 0 or (deg[r, c] == 2 and not boundary(r, c)):
+                continue
+            for kk in range(8):
+                orow, ocol = _incident(alive, R, C, r, c, kk)
+                if orow < 0:
+                    continue
+                d = kk & 3
+                if visited[orow, ocol] & (1 << d):
+                    continue
+                visited[orow, ocol] |= np.uint8(1 << d)
+                cur_r, cur_c = r + _NB_DR[kk], c + _NB_DC[kk]
+                bw = edge_weight(z[orow, ocol], z[orow + _NB_DR[d], ocol + _NB_DC[d]], d, model,
+                                 hlen)
+                brep = 4 * ((r0 + orow) * ncols + c0 + ocol) + d
+                while deg[cur_r, cur_c] == 2 and not boundary(cur_r, cur_c):
+                    for k2 in range(8):
+                        o2r, o2c = _incident(alive, R, C, cur_r, cur_c, k2)
+                        if o2r < 0:
+                            continue
+                        d2 = k2 & 3
+                        if visited[o2r, o2c] & (1 << d2):
+                            continue
+                        visited[o2r, o2c] |= np.uint8(1 << d2)
+                        ew = edge_weight(z[o2r, o2c], z[o2r + _NB_DR[d2], o2c + _NB_DC[d2]], d2,
+                                         model, hlen)
+                        eid = 4 * ((r0 + o2r) * ncols + c0 + o2c) + d2
+                        if ew > bw or (ew == bw and eid > brep):
+                            bw, brep = ew, eid
+                        cur_r, cur_c = cur_r + _NB_DR[k2], cur_c + _NB_DC[k2]
+                        break
+                out_a[n_out] = r * C + c
+                out_b[n_out] = cur_r * C + cur_c
+                out_w[n_out] = bw
+                out_rep[n_out] = brep
+                n_out += 1
+    return out_a[:n_out], out_b[:n_out], out_w[:n_out], out_rep[:n_out], forest_w
+
+
+def reduce_tile(mask, z, window, shape, model, hlen):
+    """Reduce one tile's forest given as its direction-bit mask (see :func:`reduce_forest`).
+
+    Parameters
+    ----------
+    mask, z : (T, T) arrays (uint8 mask, float32 elevations, NaN-padded)
+    window : (r0, r1, c0, c1)
+        The tile's cells in the grid (clipped).
+    shape : (rows, cols) of the grid
+    model, hlen : weight model code and horizontal lengths
+
+    Returns
+    -------
+    a, b : int64 arrays
+        Local (row-major, ``T`` a row) endpoints of the reduced forest's edges.
+    w, rep : float32, int64 arrays
+    forest_w : float32 array
+        Weights of every edge of the tile's forest.
+    """
+    r0, r1, c0, c1 = window
+    bnd = np.array([r0 > 0, r1 < shape[0], c0 > 0, c1 < shape[1]], np.bool_)
+    return _reduce_tile_cpu(np.ascontiguousarray(mask, np.uint8), np.ascontiguousarray(z, np.float32),
+                            r1 - r0, c1 - c0, bnd, r0, c0, int(shape[1]), int(model),
+                            np.asarray(hlen, np.float64))
+
+
+from .edges import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)
