@@ -1,0 +1,227 @@
+"""Benchmarks ``bench bfs`` and ``bench diameter``: terrain beside scipy / networkx, one run.
+
+Graphs: a Graph500 RMAT graph (A, B, C = 0.57, 0.19, 0.19; vertex labels randomly
+permuted, as the Graph500 generator does), a 4-neighbour grid, or a file.
+
+``bench bfs`` times BFS from ``--sources`` random vertices of the largest component (the
+same sources for every contender) and reports GTEPS as Graph500 does: edges of the
+traversed component counted as directed edges (the sum of the reached degrees), harmonic
+mean over sources; plus time per BFS level (the figure that matters on long-diameter
+graphs such as grids), and scipy's ``breadth_first_order`` on the same graph from the same
+run. GPU times come from CUDA events around the whole traversal (seeding and the per-level
+host reads included); GPU distances are checked against the CPU's on one source.
+
+``bench diameter`` times the exact diameter on the CPU, the GPU (when present) and
+networkx's bounding ``diameter(usebounds=True)`` when the graph is small enough for it.
+
+Dask strategy: none (single-process timing).
+"""
+
+import resource
+import sys
+import time
+
+import numpy as np
+
+from terrain.backend import get_backend, gpu_available
+from terrain.errors import InputError
+from terrain.graph import FrontierCore, build_csr, diameter, largest_component, load_graph
+from terrain.graph.bfs import traverse
+
+__all__ = ["bench_bfs_command", "bench_diameter_command", "rmat_graph", "grid_graph"]
+
+RMAT_ABC = (0.57, 0.19, 0.19)
+
+
+def rmat_edges(scale, edge_factor, seed=1, xp=np):
+    """Graph500 Kronecker/RMAT edge list: ``edge_factor * 2**scale`` edges on ``2**scale``
+    vertices, labels permuted. ``xp`` is numpy or cupy (the GPU draws much faster)."""
+    a, b, c = RMAT_ABC
+    m = edge_factor << scale
+    rs = xp.random.RandomState(seed)
+    u = xp.zeros(m, xp.int64)
+    v = xp.zeros(m, xp.int64)
+    ab, c_norm, a_norm = a + b, c / (1.0 - (a + b)), a / (a + b)
+    for bit in range(scale):
+        ii = _uniform(rs, m, xp) > ab
+        jj = _uniform(rs, m, xp) > a_norm + (c_norm - a_norm) * ii
+        u += ii.astype(xp.int64) << bit
+        v += jj.astype(xp.int64) << bit
+    perm = rs.permutation(1 << scale)
+    return perm[u], perm[v]
+
+
+def _uniform(rs, m, xp):
+    return rs.random_sample(m) if xp is np else rs.random_sample(m, dtype=xp.float32)
+
+
+def rmat_graph(scale, edge_factor, seed=1, backend=None):
+    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple)."""
+    b = get_backend(backend)
+    u, v = rmat_edges(scale, edge_factor, seed, b.xp)
+    return build_csr(1 << scale, b.to_numpy(u), b.to_numpy(v),
+                     name=f"rmat-{scale}-{edge_factor}")
+
+
+def grid_graph(rows, cols):
+    """4-neighbour ``rows x cols`` grid; vertex ``r * cols + c``."""
+    idx = np.arange(rows * cols, dtype=np.int64).reshape(rows, cols)
+    u = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    v = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    return build_csr(rows * cols, u, v, name=f"grid-{rows}x{cols}")
+
+
+def _graph(args):
+    t0 = time.perf_counter()
+    if args.graph == "rmat":
+        g = rmat_graph(args.scale, args.edge_factor, args.seed,
+                       "gpu" if gpu_available() and args.backend != "cpu" else "cpu")
+    elif args.graph == "grid":
+        g = grid_graph(args.rows, args.cols)
+    else:
+        if not args.file:
+            raise InputError("bench: --graph file needs --file PATH")
+        g = load_graph(args.file)
+    print(f"graph {g.name}: {g.n} vertices, {g.m} undirected edges "
+          f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)
+    return g
+
+
+def _rss_gib():
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib / 2**20
+
+
+def _lcc_sources(graph, k, seed):
+    from terrain.graph import connected_components
+    count, labels = connected_components(graph)
+    big = int(np.argmax(np.bincount(labels)))
+    members = np.flatnonzero((labels == big) & (np.diff(graph.indptr) > 0))
+    rng = np.random.default_rng(seed)
+    return rng.choice(members, size=min(k, members.size), replace=False)
+
+
+def _time_terrain(core, sources, **kw):
+    """Per-source (seconds, edges, levels) of terrain BFS on ``core``."""
+    b = core.backend
+    traverse(core, [int(sources[0])], **kw)  # warm-up: compile, allocate
+    out = []
+    if b.is_gpu:
+        cp = b.xp
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        for s in sources:
+            start.record()
+            stats = traverse(core, [int(s)], **kw)
+            stop.record()
+            stop.synchronize()
+            out.append((cp.cuda.get_elapsed_time(start, stop) / 1e3, stats.edges,
+                        len(stats.level_sizes)))
+    else:
+        for s in sources:
+            t0 = time.perf_counter()
+            stats = traverse(core, [int(s)], **kw)
+            out.append((time.perf_counter() - t0, stats.edges, len(stats.level_sizes)))
+    return out
+
+
+def _report(label, runs):
+    secs = np.array([r[0] for r in runs])
+    edges = np.array([r[1] for r in runs], float)
+    levels = np.array([r[2] for r in runs], float)
+    teps = edges / secs
+    hmean = len(teps) / np.sum(1.0 / teps)
+    per_level = np.mean(secs / levels) * 1e6
+    print(f"  {label:<34} {hmean / 1e9:9.3f} GTEPS  {np.mean(secs) * 1e3:10.3f} ms/BFS  "
+          f"{per_level:9.1f} us/level  ({np.mean(levels):.0f} levels, {len(runs)} sources)",
+          flush=True)
+    return hmean
+
+
+def bench_bfs_command(args):
+    """``bench bfs``: terrain BFS (GPU and CPU) vs scipy breadth_first_order."""
+    from scipy.sparse.csgraph import breadth_first_order
+    graph = _graph(args)
+    sources = _lcc_sources(graph, args.sources, args.seed)
+    want_gpu = gpu_available() and args.backend in (None, "auto", "gpu")
+    print(f"BFS from {len(sources)} random sources of the largest component; "
+          "GTEPS = harmonic mean of (reached degrees / time)")
+    if want_gpu:
+        gpu = get_backend("gpu")
+        core = FrontierCore(graph, gpu)
+        print(f"terrain gpu ({gpu.device_name()}):")
+        _report("direction-optimising hybrid", _time_terrain(core, sources))
+        for direction, variant in (("top-down", "hybrid"), ("top-down", "fused"),
+                                   ("top-down", "balanced"), ("top-down", "two-phase"),
+                                   ("auto", "fused"), ("auto", "balanced")):
+            _report(f"{direction} {variant}",
+                    _time_terrain(core, sources, direction=direction, variant=variant))
+        traverse(core, [int(sources[0])])
+        gpu_dist = gpu.to_numpy(core.dist)
+        del core
+    cpu = get_backend("cpu")
+    core = FrontierCore(graph, cpu)
+    print(f"terrain cpu ({cpu.device_name()}, Numba):")
+    _report("direction-optimising", _time_terrain(core, sources))
+    _report("top-down", _time_terrain(core, sources, direction="top-down"))
+    if want_gpu:
+        traverse(core, [int(sources[0])])
+        same = np.array_equal(gpu_dist, core.dist)
+        print(f"  gpu distances == cpu distances: {same}")
+        if not same:
+            return 1
+    adj = graph.to_scipy()
+    k = len(sources) if graph.nnz < 50_000_000 else min(len(sources), 4)
+    runs = []
+    breadth_first_order(adj, int(sources[0]), directed=False, return_predecessors=False)
+    deg = np.diff(graph.indptr)
+    for s in sources[:k]:
+        t0 = time.perf_counter()
+        order = breadth_first_order(adj, int(s), directed=False, return_predecessors=False)
+        secs = time.perf_counter() - t0
+        runs.append((secs, int(deg[order].sum()), stats_levels(core, s)))
+    print("scipy.sparse.csgraph.breadth_first_order:")
+    _report("breadth_first_order", runs)
+    print(f"peak RSS {_rss_gib():.2f} GiB")
+    return 0
+
+
+def stats_levels(core, s):
+    return len(traverse(core, [int(s)]).level_sizes)
+
+
+def bench_diameter_command(args):
+    """``bench diameter``: terrain (CPU, GPU) vs networkx's bounding diameter."""
+    graph = _graph(args)
+    lcc, info = largest_component(graph)
+    print(f"largest component: {lcc.n} vertices, {lcc.m} edges ({info['components']} components)")
+    results = {}
+    names = ["cpu"] + (["gpu"] if gpu_available() and args.backend != "cpu" else [])
+    for name in names:
+        diameter(lcc, backend=name) if name == "gpu" else None  # GPU warm-up (compile)
+        t0 = time.perf_counter()
+        r = diameter(lcc, backend=name)
+        secs = time.perf_counter() - t0
+        results[name] = r
+        print(f"  terrain {name:<4} diameter {r.diameter:5d}  {r.bfs_count:6d} BFS  "
+              f"{secs:9.3f} s  endpoints {r.endpoints}", flush=True)
+    if len(results) == 2 and results["cpu"].diameter != results["gpu"].diameter:
+        print("  cpu and gpu disagree!", file=sys.stderr)
+        return 1
+    if lcc.m <= 2_000_000:
+        import networkx as nx
+        t0 = time.perf_counter()
+        G = nx.Graph()
+        G.add_nodes_from(range(lcc.n))
+        rows = np.repeat(np.arange(lcc.n), np.diff(lcc.indptr))
+        keep = rows < lcc.indices
+        G.add_edges_from(zip(rows[keep].tolist(), lcc.indices[keep].tolist()))
+        build = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        d = nx.diameter(G, usebounds=True)
+        secs = time.perf_counter() - t0
+        print(f"  networkx diameter(usebounds=True) {d:5d}  {'?':>6} BFS  {secs:9.3f} s  "
+              f"(+{build:.1f} s to build the nx graph)")
+    else:
+        print("  networkx: skipped (more than 2M edges)")
+    print(f"peak RSS {_rss_gib():.2f} GiB")
+    return 0

@@ -1,0 +1,373 @@
+// Frontier operators of terrain.graph.frontier (the CPU twins are the _*_cpu functions there).
+//
+// A traversal keeps, on the device: dist (int32, -1 = unvisited), a visited bitmask (one bit
+// per vertex), two vertex queues, an optional edge queue, and a ring of per-level counter
+// slots. Slot L holds {frontier size of level L, sum of the degrees of that frontier,
+// edge-queue length produced from it, spare}. Kernels read their input size from the slot on
+// the device, so the host may launch several levels without reading anything back; the
+// kernel of level L zeroes slot L+2 before anybody writes it.
+//
+// Gathering (Merrill, Garland & Grimshaw, "Scalable GPU graph traversal", sec. 4.1):
+// adjacency lists of >= BS edges are strip-mined by the whole block (CTA), lists of >= 32 by
+// a warp, and what is left by fine-grained scan-based gathering: a block-wide prefix sum of
+// the remaining lengths packs all edges of the tile into a shared gather vector.
+// Enqueueing uses prefix-sum scatter offsets: a warp ballot/popc prefix, a block prefix over
+// the warps, and one atomicAdd per block for the global offset.
+// Status lookup (sec. 4.2): visited bitmask, then the label (dist), then warp culling of
+// duplicates (__match_any_sync), then an atomicOr on the bitmask as the exact claim (the
+// paper avoided atomics on Fermi and tolerated duplicates; today's atomics are cheap, and an
+// exact claim gives every vertex exactly one queue entry).
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define BS 256
+#define WARPS (BS / 32)
+#define FULL 0xffffffffu
+#define SLOTS 64
+
+__device__ __forceinline__ u64* level_slot(u64* counters, int level)
+{
+    return counters + 4 * (level % SLOTS);
+}
+
+__device__ __forceinline__ void zero_slot(u64* counters, int level)
+{
+    if (blockIdx.x == 0 && threadIdx.x < 4) level_slot(counters, level)[threadIdx.x] = 0;
+}
+
+// Exact claim of w for the next level: bitmask filter, label check, atomic bit set.
+template <typename IT>
+__device__ __forceinline__ bool try_claim(IT w, int* dist, unsigned* visited, int next_level)
+{
+    const unsigned bit = 1u << (unsigned)(w & 31);
+    unsigned* word = visited + (w >> 5);
+    if (*word & bit) return false;
+    if (dist[w] >= 0) return false;
+    if (atomicOr(word, bit) & bit) return false;
+    dist[w] = next_level;
+    return true;
+}
+
+// Edge e of a gathered list: its head w; FUSED also claims w and returns whether it did
+// (with w's degree), the expand-only phase keeps every edge.
+template <typename IT, bool FUSED>
+__device__ __forceinline__ bool visit_edge(i64 e, const i64* __restrict__ indptr,
+                                           const IT* __restrict__ indices, int* dist,
+                                           unsigned* visited, int next_level, IT& w, i64& deg)
+{
+    w = indices[e];
+    if (!FUSED) return true;
+    if (!try_claim(w, dist, visited, next_level)) return false;
+    deg = indptr[w + 1] - indptr[w];
+    return true;
+}
+
+// Every thread of the block calls this together. Appends the values of the valid threads to
+// out[] at offsets from a block-wide prefix sum plus one atomicAdd on *count; adds their
+// degrees to *degsum (when not null).
+template <typename IT>
+__device__ __forceinline__ void block_enqueue(bool valid, IT value, i64 degree, IT* out,
+                                              u64* count, u64* degsum, unsigned* s_wcount,
+                                              u64* s_wdeg, unsigned* s_wbase, u64* s_base)
+{
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned ballot = __ballot_sync(FULL, valid);
+    u64 d = valid ? (u64)degree : 0;
+    for (int o = 16; o > 0; o >>= 1) d += __shfl_down_sync(FULL, d, o);
+    if (lane == 0) {
+        s_wcount[warp] = __popc(ballot);
+        s_wdeg[warp] = d;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned total = 0;
+        u64 dt = 0;
+        for (int w = 0; w < WARPS; ++w) {
+            s_wbase[w] = total;
+            total += s_wcount[w];
+            dt += s_wdeg[w];
+        }
+        *s_base = total ? atomicAdd(count, (u64)total) : 0;
+        if (degsum != nullptr && dt) atomicAdd(degsum, dt);
+    }
+    __syncthreads();
+    if (valid) out[*s_base + s_wbase[warp] + __popc(ballot & ((1u << lane) - 1u))] = value;
+}
+
+// The threads of one warp call this together (warp-strip-mined lists).
+template <typename IT>
+__device__ __forceinline__ void warp_enqueue(bool valid, IT value, i64 degree, IT* out,
+                                             u64* count, u64* degsum)
+{
+    const unsigned lane = threadIdx.x & 31;
+    const unsigned ballot = __ballot_sync(FULL, valid);
+    if (!ballot) return;
+    u64 d = valid ? (u64)degree : 0;
+    for (int o = 16; o > 0; o >>= 1) d += __shfl_down_sync(FULL, d, o);
+    u64 base = 0;
+    if (lane == 0) {
+        base = atomicAdd(count, (u64)__popc(ballot));
+        if (degsum != nullptr && d) atomicAdd(degsum, d);
+    }
+    base = __shfl_sync(FULL, base, 0);
+    if (valid) out[base + __popc(ballot & ((1u << lane) - 1u))] = value;
+}
+
+// Exclusive block-wide prefix sum of x; every thread gets its offset and the block total.
+__device__ __forceinline__ void block_exclusive_scan(int x, int& excl, int& total, int* s_warp)
+{
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int incl = x;
+    for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(FULL, incl, o);
+        if (lane >= (unsigned)o) incl += y;
+    }
+    if (lane == 31) s_warp[warp] = incl;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int run = 0;
+        for (int w = 0; w < WARPS; ++w) {
+            const int t = s_warp[w];
+            s_warp[w] = run;
+            run += t;
+        }
+        s_warp[WARPS] = run;
+    }
+    __syncthreads();
+    excl = s_warp[warp] + incl - x;
+    total = s_warp[WARPS];
+    __syncthreads();
+}
+
+// Expand the vertex frontier of `level`. FUSED: expand-contract in one kernel, writing the
+// claimed neighbours to out (the next vertex queue; slot level+1). Not FUSED: the expansion
+// phase of the two-phase variant, writing every neighbour to out (the edge queue; slot[2]).
+template <typename IT, bool FUSED>
+__global__ void __launch_bounds__(BS) advance_topdown(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
+    IT* __restrict__ out, int* dist, unsigned* visited, u64* counters, int level)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    __shared__ int s_owner, s_scan[WARPS + 1];
+    __shared__ i64 s_row[2];
+    __shared__ i64 s_gather[BS];
+
+    u64* cur = level_slot(counters, level);
+    u64* nxt = level_slot(counters, level + 1);
+    if (FUSED) zero_slot(counters, level + 2);
+    u64* out_count = FUSED ? &nxt[0] : &cur[2];
+    u64* out_deg = FUSED ? &nxt[1] : nullptr;
+    const int next = level + 1;
+    const unsigned lane = threadIdx.x & 31;
+    const u64 n_in = cur[0];
+
+    for (u64 tile = (u64)blockIdx.x * BS; tile < n_in; tile += (u64)gridDim.x * BS) {
+        const u64 i = tile + threadIdx.x;
+        i64 rs = 0, re = 0;
+        if (i < n_in) {
+            const IT u = in_q[i];
+            rs = indptr[u];
+            re = indptr[u + 1];
+        }
+        // 1. CTA-wide gathering of lists of at least BS edges
+        while (true) {
+            if (threadIdx.x == 0) s_owner = -1;
+            __syncthreads();
+            if (re - rs >= BS) s_owner = threadIdx.x;
+            __syncthreads();
+            const int owner = s_owner;
+            if (owner < 0) break;
+            if ((int)threadIdx.x == owner) {
+                s_row[0] = rs;
+                s_row[1] = re;
+                rs = re;
+            }
+            __syncthreads();
+            const i64 cs = s_row[0], ce = s_row[1];
+            for (i64 e = cs + threadIdx.x; e - (i64)threadIdx.x < ce; e += BS) {
+                IT w = 0;
+                i64 deg = 0;
+                const bool ok = e < ce && visit_edge<IT, FUSED>(e, indptr, indices, dist,
+                                                                visited, next, w, deg);
+                block_enqueue(ok, w, deg, out, out_count, out_deg, s_wcount, s_wdeg, s_wbase,
+                              &s_base);
+            }
+        }
+        // 2. warp-wide gathering of lists of at least 32 edges
+        while (true) {
+            const unsigned want = __ballot_sync(FULL, re - rs >= 32);
+            if (!want) break;
+            const int leader = __ffs(want) - 1;
+            const i64 ws = __shfl_sync(FULL, rs, leader), we = __shfl_sync(FULL, re, leader);
+            if ((int)lane == leader) rs = re;
+            for (i64 e = ws + lane; e - (i64)lane < we; e += 32) {
+                IT w = 0;
+                i64 deg = 0;
+                const bool ok = e < we && visit_edge<IT, FUSED>(e, indptr, indices, dist,
+                                                                visited, next, w, deg);
+                warp_enqueue(ok, w, deg, out, out_count, out_deg);
+            }
+        }
+        // 3. fine-grained scan-based gathering of the rest (each list now < 32 edges)
+        int off, total;
+        block_exclusive_scan((int)(re - rs), off, total, s_scan);
+        i64 ptr = rs;
+        for (int base = 0; base < total; base += BS) {
+            while (ptr < re && off < base + BS) {
+                s_gather[off - base] = ptr;
+                ++off;
+                ++ptr;
+            }
+            __syncthreads();
+            const bool have = base + (int)threadIdx.x < total;
+            IT w = have ? indices[s_gather[threadIdx.x]] : (IT)-1;
+            bool ok = have;
+            i64 deg = 0;
+            if (FUSED) {
+                // warp culling: of equal ids in the warp only the lowest lane goes on
+                const unsigned peers = __match_any_sync(FULL, w);
+                ok = have && (__ffs(peers) - 1) == (int)lane && try_claim(w, dist, visited, next);
+                if (ok) deg = indptr[w + 1] - indptr[w];
+            }
+            block_enqueue(ok, w, deg, out, out_count, out_deg, s_wcount, s_wdeg, s_wbase,
+                          &s_base);
+            __syncthreads();
+        }
+    }
+}
+
+// Contraction phase of the two-phase variant: filter the edge queue of `level` into the
+// vertex queue of level+1 (bitmask, label, warp culling, exact claim).
+template <typename IT>
+__global__ void __launch_bounds__(BS) contract_frontier(
+    const i64* __restrict__ indptr, const IT* __restrict__ edge_q, IT* __restrict__ out_q,
+    int* dist, unsigned* visited, u64* counters, int level)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    u64* cur = level_slot(counters, level);
+    u64* nxt = level_slot(counters, level + 1);
+    zero_slot(counters, level + 2);
+    const unsigned lane = threadIdx.x & 31;
+    const u64 n_e = cur[2];
+    for (u64 tile = (u64)blockIdx.x * BS; tile < n_e; tile += (u64)gridDim.x * BS) {
+        const u64 i = tile + threadIdx.x;
+        const bool have = i < n_e;
+        const IT w = have ? edge_q[i] : (IT)-1;
+        const unsigned peers = __match_any_sync(FULL, w);
+        const bool ok = have && (__ffs(peers) - 1) == (int)lane
+                        && try_claim(w, dist, visited, level + 1);
+        const i64 deg = ok ? indptr[w + 1] - indptr[w] : 0;
+        block_enqueue(ok, w, deg, out_q, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase, &s_base);
+    }
+}
+
+// Bottom-up step (direction-optimising BFS, Beamer et al.): every unvisited vertex looks for
+// a neighbour in the frontier (dist == level) and stops at the first one.
+template <typename IT>
+__global__ void __launch_bounds__(BS) advance_bottomup(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* __restrict__ out_q,
+    int* dist, unsigned* visited, u64* counters, int level, i64 n)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    u64* nxt = level_slot(counters, level + 1);
+    zero_slot(counters, level + 2);
+    const unsigned lane = threadIdx.x & 31;
+    for (i64 tile = (i64)blockIdx.x * BS; tile < n; tile += (i64)gridDim.x * BS) {
+        const i64 v = tile + threadIdx.x;
+        bool ok = false;
+        i64 deg = 0;
+        if (v < n && !(visited[v >> 5] & (1u << (v & 31)))) {
+            const i64 rs = indptr[v], re = indptr[v + 1];
+            for (i64 e = rs; e < re; ++e) {
+                if (dist[indices[e]] == level) {
+                    ok = true;
+                    break;
+                }
+            }
+            deg = re - rs;
+        }
+        const unsigned ballot = __ballot_sync(FULL, ok);
+        if (ok) dist[v] = level + 1;
+        // the 32 vertices of a warp share one bitmask word (tile is a multiple of BS)
+        if (lane == 0 && ballot) atomicOr(&visited[v >> 5], ballot);
+        block_enqueue(ok, (IT)v, ok ? deg : 0, out_q, &nxt[0], &nxt[1], s_wcount, s_wdeg,
+                      s_wbase, &s_base);
+    }
+}
+
+// Sources: label 0, mark visited, fill the first queue, set slot 0.
+template <typename IT>
+__global__ void seed_sources(const i64* __restrict__ indptr, const IT* __restrict__ sources,
+                             i64 k, IT* q, int* dist, unsigned* visited, u64* counters)
+{
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < k;
+         i += (i64)gridDim.x * blockDim.x) {
+        const IT s = sources[i];
+        dist[s] = 0;
+        atomicOr(&visited[s >> 5], 1u << (unsigned)(s & 31));
+        q[i] = s;
+        atomicAdd(&counters[1], (u64)(indptr[s + 1] - indptr[s]));
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters[0], (u64)k);
+}
+
+// Deterministic predecessors: the smallest-id neighbour one level closer (rows are sorted).
+template <typename IT>
+__global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict__ indices,
+                            const int* __restrict__ dist, IT* __restrict__ pred, i64 n)
+{
+    for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < n;
+         v += (i64)gridDim.x * blockDim.x) {
+        const int d = dist[v];
+        IT p = (IT)-1;
+        if (d > 0) {
+            for (i64 e = indptr[v]; e < indptr[v + 1]; ++e) {
+                const IT u = indices[e];
+                if (dist[u] == d - 1) {
+                    p = u;
+                    break;
+                }
+            }
+        }
+        pred[v] = p;
+    }
+}
+
+// Edge-balanced expand-contract (Gunrock's load-balanced advance): `offsets` is the
+// inclusive prefix sum of the frontier's degrees, `total` its last value. Each thread takes
+// one edge of the concatenated lists and finds its frontier vertex by binary search, so a
+// hub's list is spread over the whole grid instead of one block (scale-free graphs).
+template <typename IT>
+__global__ void __launch_bounds__(BS) advance_balanced(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
+    const i64* __restrict__ offsets, i64 n_in, i64 total, IT* __restrict__ out_q, int* dist,
+    unsigned* visited, u64* counters, int level)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    u64* nxt = level_slot(counters, level + 1);
+    zero_slot(counters, level + 2);
+    for (i64 tile = (i64)blockIdx.x * BS; tile < total; tile += (i64)gridDim.x * BS) {
+        const i64 e = tile + threadIdx.x;
+        bool ok = false;
+        IT w = 0;
+        i64 deg = 0;
+        if (e < total) {
+            i64 lo = 0, hi = n_in - 1;  // first i with offsets[i] > e
+            while (lo < hi) {
+                const i64 mid = (lo + hi) >> 1;
+                if (offsets[mid] > e) hi = mid; else lo = mid + 1;
+            }
+            const IT u = in_q[lo];
+            const i64 start = offsets[lo] - (indptr[u + 1] - indptr[u]);
+            w = indices[indptr[u] + (e - start)];
+            ok = try_claim(w, dist, visited, level + 1);
+            if (ok) deg = indptr[w + 1] - indptr[w];
+        }
+        block_enqueue(ok, w, deg, out_q, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase, &s_base);
+    }
+}

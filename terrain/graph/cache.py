@@ -1,0 +1,130 @@
+"""The graph-ingest cache: a parsed CSR kept as a Zarr group, and :func:`load_graph`.
+
+Parsing a large text graph takes far longer than reading its CSR back, so
+``python -m terrain.run graph-ingest FILE -o G.zarr`` writes ``indptr``, ``indices`` and
+(when the file's ids are not ``id_base + 0..n-1``) ``ids`` as arrays of one Zarr group,
+with the vertex count, id base, source file and format in its attributes. Zarr rather than
+``.npz``: it is the project's store format already (tile stores), its chunks are compressed
+and decompressed in parallel, and a directory store is written atomically beside its target
+(:func:`terrain._atomic.atomic_output`) like every other output.
+
+Every command accepts the cache or the raw file: :func:`load_graph` tells them apart.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from .._atomic import atomic_output
+from ..errors import InputError
+from .csr import Graph, build_csr, largest_component
+from .loaders import read_graph_file
+
+__all__ = ["write_graph_cache", "read_graph_cache", "is_graph_cache", "load_graph"]
+
+_KIND = "terrain-graph-csr"
+_CHUNK = 1 << 24
+
+
+def is_graph_cache(path):
+    """True when ``path`` is a Zarr group written by :func:`write_graph_cache`."""
+    path = Path(path)
+    if not (path / "zarr.json").is_file():
+        return False
+    import zarr
+    try:
+        return zarr.open_group(str(path), mode="r").attrs.get("kind") == _KIND
+    except Exception:  # not a readable group: not our cache
+        return False
+
+
+def write_graph_cache(graph, path, overwrite=False):
+    """Write ``graph`` to the Zarr group ``path`` (atomically).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> g = build_csr(3, np.array([0, 1]), np.array([1, 2]), id_base=1, name="g")
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.zarr")
+    >>> write_graph_cache(g, p)
+    >>> read_graph_cache(p).indices.tolist()
+    [1, 0, 2, 1]
+    """
+    import zarr
+    ids = None
+    if graph.ids is not None:
+        ids = np.asarray(graph.ids)
+        if ids.dtype.kind not in "iu":
+            raise ValueError("write_graph_cache: only integer vertex ids can be cached")
+    with atomic_output(path, overwrite) as tmp:
+        root = zarr.open_group(str(tmp), mode="w")
+        for name, arr in (("indptr", graph.indptr), ("indices", graph.indices), ("ids", ids)):
+            if arr is None:
+                continue
+            root.create_array(name, data=np.ascontiguousarray(arr),
+                              chunks=(min(max(arr.size, 1), _CHUNK),))
+        root.attrs.update({"kind": _KIND, "version": 1, "n": graph.n, "nnz": graph.nnz,
+                           "id_base": int(graph.id_base), "name": str(graph.name),
+                           "meta": {k: v for k, v in graph.meta.items()
+                                    if not k.startswith("_")}})
+
+
+def read_graph_cache(path):
+    """Read a cache written by :func:`write_graph_cache` into a :class:`Graph`."""
+    import zarr
+    path = Path(path)
+    if not is_graph_cache(path):
+        raise InputError(f"{path}: not a graph cache written by graph-ingest")
+    root = zarr.open_group(str(path), mode="r")
+    attrs = dict(root.attrs)
+    indptr = np.asarray(root["indptr"][:])
+    indices = np.asarray(root["indices"][:])
+    ids = np.asarray(root["ids"][:]) if "ids" in root else None
+    if indptr.size != attrs["n"] + 1 or indices.size != attrs["nnz"]:
+        raise InputError(f"{path}: damaged graph cache (array sizes disagree with attributes)")
+    return Graph(indptr, indices, ids, int(attrs["id_base"]), attrs.get("name", str(path)),
+                 dict(attrs.get("meta", {})))
+
+
+def load_graph(path, fmt="auto", *, lcc=False, workers=None):
+    """Load a graph file or cache as a :class:`Graph`.
+
+    Parameters
+    ----------
+    path : str or Path
+        Text graph (see :func:`terrain.graph.read_graph_file`) or a graph-ingest cache.
+    fmt : {'auto', 'snap', 'mtx', 'dimacs', 'metis', 'store'}
+    lcc : bool
+        Keep only the largest connected component.
+    workers : int, optional
+        Parser threads.
+
+    Returns
+    -------
+    Graph
+        ``graph.meta`` holds ``format``, and with ``lcc`` the component counts.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
+    >>> _ = open(p, "w").write("1 2\\n2 3\\n7 8\\n")
+    >>> g = load_graph(p, lcc=True)
+    >>> g.n, g.id_array().tolist()
+    (3, [1, 2, 3])
+    """
+    path = Path(path)
+    if fmt == "store" or (fmt == "auto" and path.is_dir()):
+        graph = read_graph_cache(path)
+    else:
+        edges = read_graph_file(path, fmt, workers=workers)
+        graph = build_csr(edges.n, edges.u, edges.v, ids=edges.ids, id_base=edges.id_base,
+                          name=str(path))
+        graph.meta["format"] = edges.fmt
+        graph.meta["source"] = str(path)
+    if graph.m == 0:
+        raise InputError(f"{path}: empty graph (no edges besides self-loops)")
+    if lcc:
+        graph, info = largest_component(graph)
+        graph.meta["lcc"] = info
+    return graph

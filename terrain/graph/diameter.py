@@ -1,0 +1,310 @@
+"""Exact diameter (and radius, center, periphery) by eccentricity bounding.
+
+Algorithm (Takes & Kosters, "Determining the diameter of small world networks", 2011; on
+the GPU as in Dal, Kosters & Takes, "Fast diameter computation of large sparse graphs
+using GPUs", 2014). Every vertex w keeps bounds ``lower[w] <= ecc(w) <= upper[w]``. A BFS
+from v (eccentricity e, distances d) tightens all of them at once:
+
+    lower[w] = max(lower[w], d(v, w), e - d(v, w))      upper[w] = min(upper[w], e + d(v, w))
+
+``delta_lower = max(lower)`` is a lower bound on the diameter (it is the largest
+eccentricity computed so far) and ``radius_upper = min(upper)`` an upper bound on the
+radius. A candidate is dropped when its eccentricity is settled (``lower == upper``) or can
+no longer matter: for the diameter when ``upper <= delta_lower``; for ``extremes`` (radius,
+center, periphery) when ``upper < delta_lower`` *and* ``lower > radius_upper``. The search
+ends when no candidate is left; then the diameter is ``delta_lower``, and with extremes
+every vertex of eccentricity = diameter or = radius is settled, so periphery and center
+are exact. The next BFS source alternates between the candidate with the largest upper
+bound and the one with the smallest lower bound (ties: higher degree, then lower number).
+
+The BFS runs on the frontier core (:func:`terrain.graph.bfs.traverse`); the bound update
+and the pruning are kernels (``_diameter.cu``) with Numba twins, and candidate selection
+is a few array reductions, so on the GPU nothing but a handful of scalars per BFS crosses
+to the host. Cycles are the known worst case (every vertex has the same eccentricity, and
+bounds settle one vertex per BFS); small-world graphs, grids and trees need few BFS.
+
+A disconnected graph has infinite diameter: we say so and answer for its largest
+connected component. The sampled *effective diameter* is the 90th percentile of the
+distances from ``k`` random sources, linearly interpolated between hop counts (as SNAP
+reports it).
+"""
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+from .bfs import traverse
+from .csr import as_graph, largest_component
+from .frontier import BLOCK, FrontierCore
+
+__all__ = ["diameter", "DiameterResult", "effective_diameter"]
+
+
+@dataclass
+class DiameterResult:
+    """Result of :func:`diameter` (vertices in the graph's own ids).
+
+    Attributes
+    ----------
+    diameter : int
+    bfs_count : int
+        BFS runs the bounding took (not counting ``effective`` samples).
+    endpoints : tuple
+        Two vertices at distance ``diameter``.
+    path : list
+        A shortest path between them (``diameter + 1`` vertices).
+    connected : bool
+    components : int
+    vertices, lcc_vertices : int
+        Vertices of the graph and of the component answered for.
+    radius, center, periphery : optional
+        With ``extremes=True``.
+    effective_diameter : float, optional
+    effective_sources : int, optional
+    """
+
+    diameter: int
+    bfs_count: int
+    endpoints: tuple
+    path: list
+    connected: bool
+    components: int
+    vertices: int
+    lcc_vertices: int
+    radius: object = None
+    center: object = None
+    periphery: object = None
+    effective_diameter: object = None
+    effective_sources: object = None
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self):
+        d = {k: getattr(self, k) for k in ("diameter", "bfs_count", "endpoints", "path",
+                                           "connected", "components", "vertices",
+                                           "lcc_vertices")}
+        d["endpoints"] = list(d["endpoints"])
+        for k in ("radius", "center", "periphery", "effective_diameter", "effective_sources"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+
+# --------------------------------------------------------------------------- CPU twins
+
+@numba.njit(nogil=True, cache=True)
+def _update_bounds_cpu(dist, ecc, lower, upper):
+    for w in range(dist.shape[0]):
+        d = dist[w]
+        if d < 0:
+            continue
+        lower[w] = max(lower[w], max(d, ecc - d))
+        upper[w] = min(upper[w], ecc + d)
+
+
+@numba.njit(nogil=True, cache=True)
+def _prune_candidates_cpu(cand, lower, upper, delta_lower, radius_upper, extremes):
+    left = 0
+    for w in range(cand.shape[0]):
+        if not cand[w]:
+            continue
+        lo, up = lower[w], upper[w]
+        if lo == up:
+            keep = False
+        elif extremes:
+            keep = up >= delta_lower or lo <= radius_upper
+        else:
+            keep = up > delta_lower
+        if keep:
+            left += 1
+        else:
+            cand[w] = 0
+    return left
+
+
+class _Bounds:
+    """Eccentricity bounds and candidates on the core's backend, and their kernels."""
+
+    def __init__(self, core, extremes):
+        self.core = core
+        self.backend = core.backend
+        xp = self.backend.xp
+        n = core.n
+        self.lower = xp.zeros(n, np.int32)
+        self.upper = xp.full(n, np.iinfo(np.int32).max, np.int32)
+        self.cand = xp.ones(n, np.uint8)
+        self.degree = self.backend.asarray(core.graph.degrees())
+        self.extremes = bool(extremes)
+        if self.backend.is_gpu:
+            module = self.backend.cuda_module(Path(__file__).with_name("_diameter.cu"))
+            self._update = module.get_function("update_bounds")
+            self._prune = module.get_function("prune_candidates")
+            self._remaining = xp.zeros(1, np.uint64)
+
+    def update(self, ecc):
+        if self.backend.is_gpu:
+            self._update((self.core._blocks(self.core.n),), (BLOCK,),
+                         (self.core.dist, np.int32(ecc), self.lower, self.upper,
+                          np.int64(self.core.n)))
+        else:
+            _update_bounds_cpu(self.core.dist, ecc, self.lower, self.upper)
+
+    def prune(self, delta_lower, radius_upper):
+        if self.backend.is_gpu:
+            self._remaining.fill(0)
+            self._prune((self.core._blocks(self.core.n),), (BLOCK,),
+                        (self.cand, self.lower, self.upper, np.int32(delta_lower),
+                         np.int32(radius_upper), np.int32(self.extremes),
+                         np.int64(self.core.n), self._remaining))
+            return int(self._remaining.get()[0])
+        return int(_prune_candidates_cpu(self.cand, self.lower, self.upper, delta_lower,
+                                         radius_upper, self.extremes))
+
+    def select(self, largest_upper):
+        """Candidate with the largest upper (or smallest lower) bound; ties: higher degree,
+        then lower number. Same reductions on both backends, so the same choice."""
+        xp = self.backend.xp
+        cand = self.cand.astype(bool)
+        if largest_upper:
+            best = int(xp.where(cand, self.upper, -1).max())
+            tie = cand & (self.upper == best)
+        else:
+            best = int(xp.where(cand, self.lower, np.iinfo(np.int32).max).min())
+            tie = cand & (self.lower == best)
+        top = int(xp.where(tie, self.degree, -1).max())
+        return int(xp.flatnonzero(tie & (self.degree == top))[0])
+
+
+def _farthest_and_path(graph, dist, ecc):
+    """Smallest-numbered vertex at distance ``ecc`` and the path back to the source along
+    smallest-numbered predecessors (host; ``ecc`` steps)."""
+    t = int(np.flatnonzero(dist == ecc)[0])
+    path = [t]
+    v = t
+    while dist[v] > 0:
+        nb = graph.neighbors(v)
+        v = int(nb[np.flatnonzero(dist[nb] == dist[v] - 1)[0]])
+        path.append(v)
+    return t, path[::-1]
+
+
+def effective_diameter(core, k, seed=0, sources=None):
+    """Sampled effective diameter of the component ``core`` holds: 90th percentile of the
+    hop distances from ``k`` random sources (interpolated). Returns ``(value, sources)``."""
+    rng = np.random.default_rng(seed)
+    if sources is None:
+        sources = rng.choice(core.n, size=min(int(k), core.n), replace=False)
+    hist = np.zeros(1, np.int64)
+    for s in sources:
+        sizes = np.asarray(traverse(core, [int(s)]).level_sizes, np.int64)
+        if sizes.size > hist.size:
+            hist = np.pad(hist, (0, sizes.size - hist.size))
+        hist[:sizes.size] += sizes
+    hist[0] = 0  # a vertex and itself is no pair
+    total = hist.sum()
+    if total == 0:
+        return 0.0, np.asarray(sources)
+    cum = np.cumsum(hist) / total
+    d = int(np.searchsorted(cum, 0.9 - 1e-12))
+    prev = cum[d - 1] if d > 0 else 0.0
+    value = (d - 1) + (0.9 - prev) / (cum[d] - prev) if cum[d] > prev else float(d)
+    return round(float(value), 6), np.asarray(sources)
+
+
+def _stderr_progress(start=time.monotonic):
+    t0 = start()
+    last = [t0]
+
+    def report(bfs_count, delta_lower, diameter_upper, remaining):
+        now = start()
+        if now - t0 > 2.0 and now - last[0] > 1.0:
+            last[0] = now
+            print(f"diameter: {bfs_count} BFS, {delta_lower} <= diameter <= {diameter_upper}, "
+                  f"{remaining} candidates left", file=sys.stderr, flush=True)
+    return report
+
+
+def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, progress=None):
+    """Exact diameter by eccentricity bounding; optionally radius, center, periphery.
+
+    Parameters
+    ----------
+    graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
+        Treated as undirected; a disconnected graph is answered for its largest component.
+    extremes : bool
+        Also radius, center and periphery (needs more BFS than the diameter alone).
+    effective : int, optional
+        Also the sampled effective diameter over this many random sources.
+    seed : int
+        Seed of the effective-diameter sample.
+    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+    progress : callable or True, optional
+        ``progress(bfs_count, delta_lower, diameter_upper, candidates_left)`` after each
+        BFS; True prints to stderr on long runs.
+
+    Returns
+    -------
+    DiameterResult
+        Vertices in the graph's own ids (file ids, networkx nodes).
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> r = diameter(nx.path_graph(5), extremes=True, backend="cpu")
+    >>> r.diameter, r.endpoints, r.path, r.radius, r.center
+    (4, (0, 4), [0, 1, 2, 3, 4], 2, [2])
+    """
+    g = as_graph(graph)
+    if g.n == 0:
+        raise InputError(f"{g.name}: empty graph (no vertices)")
+    lcc, info = largest_component(g)
+    core = FrontierCore(lcc, backend)
+    bounds = _Bounds(core, extremes)
+    if progress is True:
+        progress = _stderr_progress()
+    xp = core.backend.xp
+    delta_lower, radius_upper = 0, np.iinfo(np.int32).max
+    best = None
+    bfs_count = 0
+    largest_upper = True
+    remaining = lcc.n
+    while remaining > 0:
+        v = bounds.select(largest_upper)
+        largest_upper = not largest_upper
+        ecc = traverse(core, [v]).eccentricity
+        bfs_count += 1
+        if best is None or ecc > best[0]:
+            best = (ecc, v, core.dist.copy())
+        bounds.update(ecc)
+        delta_lower = int(bounds.lower.max())
+        radius_upper = int(bounds.upper.min())
+        remaining = bounds.prune(delta_lower, radius_upper)
+        if progress:
+            upper = int(xp.where(bounds.cand.astype(bool), bounds.upper, delta_lower).max())
+            progress(bfs_count, delta_lower, max(upper, delta_lower), remaining)
+    ecc, source, dist = best
+    dist = core.backend.to_numpy(dist)
+    target, path = _farthest_and_path(lcc, dist, ecc)
+    result = DiameterResult(
+        diameter=int(delta_lower), bfs_count=bfs_count,
+        endpoints=(lcc.id_of(source), lcc.id_of(target)),
+        path=[lcc.id_of(x) for x in path],
+        connected=info["components"] <= 1, components=info["components"],
+        vertices=g.n, lcc_vertices=lcc.n)
+    if extremes:
+        lower = core.backend.to_numpy(bounds.lower)
+        upper = core.backend.to_numpy(bounds.upper)
+        settled = lower == upper
+        result.radius = int(upper.min())
+        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (upper == result.radius)))
+        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (lower == result.diameter)))
+    if effective:
+        value, sources = effective_diameter(core, effective, seed)
+        result.effective_diameter = value
+        result.effective_sources = int(len(sources))
+        result.extra["effective_source_ids"] = [lcc.id_of(s) for s in sources]
+    return result

@@ -1,0 +1,92 @@
+"""BFS against scipy.sparse.csgraph.shortest_path; predecessors; CPU/GPU identity."""
+
+import networkx as nx
+import numpy as np
+import pytest
+from scipy.sparse.csgraph import shortest_path
+
+from backends import assert_backends_identical
+from pipelines.bench_graph import grid_graph, rmat_graph
+from terrain.graph import Graph, as_graph, bfs, build_csr
+
+
+def _oracle(graph, sources):
+    d = shortest_path(graph.to_scipy(), directed=False, unweighted=True, indices=sources)
+    d = np.atleast_2d(d).min(axis=0)
+    return np.where(np.isinf(d), -1, d).astype(np.int32)
+
+
+def _check_pred(graph, dist, pred, sources):
+    reached = dist > 0
+    assert np.all(pred[~reached] == -1)
+    v = np.flatnonzero(reached)
+    p = pred[v].astype(np.int64)
+    assert np.all(dist[p] == dist[v] - 1)
+    # p is a neighbour of v, and the smallest-numbered one a level closer
+    for a, b in zip(v[:200], p[:200]):
+        nb = graph.neighbors(a)
+        assert b in nb and b == nb[dist[nb] == dist[a] - 1].min()
+    assert np.all(dist[sources] == 0)
+
+
+def _graphs():
+    rng = np.random.default_rng(0)
+    two = nx.disjoint_union(nx.gnm_random_graph(60, 90, seed=2), nx.path_graph(15))
+    two.add_nodes_from(range(75, 80))  # isolated vertices
+    return {
+        "random": as_graph(nx.gnm_random_graph(400, 900, seed=1)),
+        "grid": grid_graph(23, 31),
+        "path": as_graph(nx.path_graph(300)),
+        "star": as_graph(nx.star_graph(500)),
+        "disconnected": as_graph(two),
+        "rmat": rmat_graph(11, 16, seed=3, backend="cpu"),
+        "multi-edge": build_csr(50, rng.integers(0, 50, 400), rng.integers(0, 50, 400)),
+    }
+
+
+GRAPHS = _graphs()
+
+
+@pytest.mark.parametrize("direction", ["auto", "top-down", "bottom-up"])
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_distances_match_scipy(backend, name, direction):
+    g = GRAPHS[name]
+    rng = np.random.default_rng(len(name))
+    for sources in ([0], [int(rng.integers(g.n))], sorted(rng.choice(g.n, 3, replace=False))):
+        r = bfs(g, sources, backend=backend, direction=direction)
+        want = _oracle(g, sources)
+        assert np.array_equal(r.dist, want), (name, sources)
+        _check_pred(g, r.dist, r.pred, sources)
+        assert r.stats.reached == np.count_nonzero(want >= 0)
+        assert r.stats.edges == int(g.degrees()[want >= 0].sum())
+        assert r.stats.eccentricity == want.max()
+
+
+def test_friendly_layer_networkx_nodes_and_errors():
+    G = nx.relabel_nodes(nx.cycle_graph(8), {i: f"v{i}" for i in range(8)})
+    r = bfs(G, "v0", backend="cpu")
+    assert r.dist.tolist() == [0, 1, 2, 3, 4, 3, 2, 1]
+    with pytest.raises(ValueError, match="bfs: source 8 is not a vertex"):
+        bfs(nx.to_scipy_sparse_array(nx.path_graph(8)), 8, backend="cpu")
+    with pytest.raises(ValueError, match="direction"):
+        bfs(nx.path_graph(3), 0, backend="cpu", direction="sideways")
+
+
+def _as_int64(graph):
+    """The same graph with int64 indices (the kernels' other instantiation)."""
+    return Graph(graph.indptr, graph.indices.astype(np.int64), name=graph.name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["hybrid", "fused", "balanced", "two-phase"])
+@pytest.mark.parametrize("direction", ["auto", "top-down", "bottom-up"])
+def test_cpu_and_gpu_identical(variant, direction):
+    rmat = rmat_graph(14, 16, seed=5, backend="cpu")  # hubs: CTA- and warp-wide gathering
+    graphs = [rmat, _as_int64(rmat), grid_graph(200, 300), GRAPHS["disconnected"]]
+    for g in graphs:
+        for sources in ([int(np.argmax(g.degrees()))], [1, 7, g.n - 1]):
+            def run(b, g=g, sources=sources):
+                r = bfs(g, sources, backend=b, direction=direction, variant=variant)
+                return r.dist, r.pred, r.stats.level_sizes, r.stats.level_edges
+            dist = assert_backends_identical(run)[0]
+            assert np.array_equal(dist, _oracle(g, sources))

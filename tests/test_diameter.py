@@ -1,0 +1,132 @@
+"""Exact diameter, radius, center, periphery against networkx; BFS counts; effective
+diameter against scipy; CPU/GPU identity; the command line."""
+
+import json
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+from scipy.sparse.csgraph import shortest_path
+
+from backends import assert_backends_identical
+from pipelines.bench_graph import grid_graph, rmat_graph
+from terrain.graph import as_graph, diameter, largest_component
+
+
+def _nx_graphs():
+    return {
+        "random": nx.gnm_random_graph(300, 420, seed=1),
+        "dense-random": nx.gnm_random_graph(120, 900, seed=2),
+        "tree": nx.random_labeled_tree(200, seed=3),
+        "path": nx.path_graph(57),
+        "cycle-odd": nx.cycle_graph(31),
+        "cycle-even": nx.cycle_graph(40),
+        "grid": nx.grid_2d_graph(9, 14),
+        "lollipop": nx.lollipop_graph(12, 20),
+        "barbell": nx.barbell_graph(10, 7),
+        "small-world": nx.connected_watts_strogatz_graph(200, 4, 0.05, seed=4),
+    }
+
+
+NX_GRAPHS = _nx_graphs()
+
+
+def _check_path(G, r):
+    assert len(r.path) == r.diameter + 1
+    assert (r.path[0], r.path[-1]) == tuple(r.endpoints)
+    assert all(G.has_edge(a, b) for a, b in zip(r.path, r.path[1:]))
+    assert nx.shortest_path_length(G, *r.endpoints) == r.diameter
+
+
+@pytest.mark.parametrize("name", sorted(NX_GRAPHS))
+def test_matches_networkx(backend, name):
+    G = NX_GRAPHS[name]
+    lcc = G.subgraph(max(nx.connected_components(G), key=len))
+    ecc = nx.eccentricity(lcc)
+    r = diameter(G, extremes=True, backend=backend)
+    assert r.diameter == nx.diameter(lcc, e=ecc)
+    assert r.radius == nx.radius(lcc, e=ecc)
+    assert r.center == sorted(nx.center(lcc, e=ecc))
+    assert r.periphery == sorted(nx.periphery(lcc, e=ecc))
+    assert r.connected == nx.is_connected(G)
+    assert 1 <= r.bfs_count <= lcc.number_of_nodes()
+    _check_path(lcc, r)
+    plain = diameter(G, backend=backend)
+    assert plain.diameter == r.diameter and 1 <= plain.bfs_count <= lcc.number_of_nodes()
+
+
+def test_disconnected_answers_for_largest_component():
+    G = nx.disjoint_union(nx.path_graph(4), nx.path_graph(9))
+    G.add_node(100)
+    r = diameter(G, backend="cpu")
+    assert (r.connected, r.components, r.lcc_vertices, r.vertices) == (False, 3, 9, 14)
+    assert r.diameter == 8 and set(r.endpoints) == {4, 12}
+
+
+def _component(graph):
+    lcc, _ = largest_component(graph)
+    return lcc
+
+
+def test_bfs_count_far_below_n_on_large_graphs():
+    for g in (_component(rmat_graph(17, 16, seed=7, backend="cpu")), grid_graph(250, 400)):
+        assert g.n > 90_000
+        r = diameter(g, backend="cpu")
+        assert r.bfs_count < g.n / 1000, (g.name, r.bfs_count)
+        # an oracle that needs no APSP: the endpoints are `diameter` apart, and no sampled
+        # vertex (nor any of the path) has a larger eccentricity
+        a, b = g.index_of(r.endpoints)
+        rng = np.random.default_rng(0)
+        probes = np.concatenate([rng.choice(g.n, 6, replace=False), [a]])
+        d = shortest_path(g.to_scipy(), directed=False, unweighted=True, indices=probes)
+        assert d.max() == r.diameter
+        assert d[-1, b] == r.diameter
+
+
+def test_effective_diameter_matches_scipy_on_the_same_sources():
+    G = nx.connected_watts_strogatz_graph(500, 6, 0.1, seed=8)
+    r = diameter(G, effective=40, seed=3, backend="cpu")
+    sources = r.extra["effective_source_ids"]
+    d = shortest_path(as_graph(G).to_scipy(), directed=False, unweighted=True, indices=sources)
+    pairs = np.sort(d[d > 0])
+    hist = np.bincount(pairs.astype(int))
+    cum = np.cumsum(hist) / pairs.size
+    k = int(np.argmax(cum >= 0.9))
+    want = (k - 1) + (0.9 - cum[k - 1]) / (cum[k] - cum[k - 1])
+    assert r.effective_sources == 40
+    assert r.effective_diameter == pytest.approx(want)
+    assert np.quantile(pairs, 0.9, method="lower") <= np.ceil(r.effective_diameter)
+
+
+@pytest.mark.gpu
+def test_cpu_and_gpu_identical():
+    graphs = [_component(rmat_graph(13, 8, seed=9, backend="cpu")), grid_graph(60, 90),
+              as_graph(NX_GRAPHS["barbell"]), as_graph(NX_GRAPHS["random"])]
+    for g in graphs:
+        assert_backends_identical(lambda b, g=g: diameter(g, extremes=True, effective=8,
+                                                          backend=b).as_dict())
+
+
+def _cli(*argv):
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_cli_reports_in_file_ids(tmp_path):
+    # a lollipop relabelled to sparse ids, plus a separate edge
+    G = nx.lollipop_graph(5, 4)
+    ids = {v: 1000 + 7 * v for v in G}
+    lines = [f"{ids[a]}\t{ids[b]}" for a, b in G.edges()] + ["1 2"]
+    (tmp_path / "g.txt").write_text("# lollipop\n" + "\n".join(lines) + "\n")
+    code, out, err = _cli("diameter", tmp_path / "g.txt", "--all", "--json", "--backend", "cpu")
+    assert code == 0, err
+    r = json.loads(out)
+    H = nx.relabel_nodes(G, ids)
+    assert r["diameter"] == nx.diameter(H) and r["connected"] is False
+    assert r["periphery"] == sorted(nx.periphery(H)) and r["center"] == sorted(nx.center(H))
+    assert nx.shortest_path_length(H, *r["endpoints"]) == r["diameter"]
+    code, out, err = _cli("diameter", tmp_path / "g.txt", "--backend", "cpu")
+    assert code == 0 and "disconnected (2 components)" in out and "path: " in out

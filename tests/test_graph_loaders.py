@@ -1,0 +1,213 @@
+"""Graph loaders (SNAP, Matrix Market, DIMACS, METIS; gzip, CRLF), CSR building, the cache,
+and the command line's answers to bad input."""
+
+import gzip
+import json
+import subprocess
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from terrain.errors import InputError
+from terrain.graph import (as_graph, build_csr, load_graph, read_graph_cache, read_graph_file,
+                           write_graph_cache)
+
+
+def _write(path, text, gz=False, crlf=False):
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    data = text.encode()
+    if gz:
+        path = path.with_name(path.name + ".gz")
+        path.write_bytes(gzip.compress(data))
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def _edge_set(graph):
+    """Undirected edges as a set of (file id, file id) with the smaller id first."""
+    ids = graph.id_array()
+    rows = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+    return {(int(min(ids[a], ids[b])), int(max(ids[a], ids[b])))
+            for a, b in zip(rows, graph.indices)}
+
+
+def _reference_edges(pairs):
+    return {(min(a, b), max(a, b)) for a, b in pairs if a != b}
+
+
+def _random_pairs(rng, n_ids, m, id_pool):
+    ids = rng.choice(id_pool, size=n_ids, replace=False)
+    return [(int(ids[a]), int(ids[b])) for a, b in rng.integers(0, n_ids, size=(m, 2))]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("crlf", [False, True])
+def test_snap_sparse_ids_comments_tabs(tmp_path, gz, crlf):
+    rng = np.random.default_rng(1)
+    pairs = _random_pairs(rng, 40, 120, np.arange(5, 10**9, 7919))
+    lines = ["# SNAP-style header", "# FromNodeId\tToNodeId"]
+    for k, (a, b) in enumerate(pairs):
+        sep = "\t" if k % 2 else "  "
+        lines.append(f"{a}{sep}{b}" + (" 3.5" if k % 5 == 0 else ""))
+        if k == 10:
+            lines.append("")
+    path = _write(tmp_path / "g.txt", "\n".join(lines) + "\n", gz, crlf)
+    g = load_graph(path)
+    assert g.meta["format"] == "snap"
+    assert _edge_set(g) == _reference_edges(pairs)
+    used = sorted({x for p in pairs for x in p})
+    assert g.id_array().tolist() == used
+
+
+def test_snap_parallel_chunks_match_one_chunk(tmp_path):
+    rng = np.random.default_rng(2)
+    pairs = rng.integers(0, 500, size=(3000, 2))
+    text = "# c\n" + "".join(f"{a} {b}\n" for a, b in pairs)
+    path = _write(tmp_path / "big.txt", text)
+    one = read_graph_file(path)
+    many = read_graph_file(path, chunk_bytes=97, workers=3)
+    assert np.array_equal(one.u, many.u) and np.array_equal(one.v, many.v)
+    # an error in a late chunk still reports its own line number
+    lines = text.splitlines()
+    lines[2500] = "12 twelve"
+    _write(path, "\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"big\.txt:2501: cannot parse '12 twelve'"):
+        read_graph_file(path, chunk_bytes=97, workers=3)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("field,symmetry", [("pattern", "general"), ("real", "symmetric"),
+                                            ("integer", "general")])
+def test_matrix_market(tmp_path, gz, field, symmetry):
+    rng = np.random.default_rng(3)
+    n = 30
+    pairs = [(int(a), int(b)) for a, b in rng.integers(1, n + 1, size=(80, 2))]
+    body = []
+    for a, b in pairs:
+        val = {"pattern": "", "real": " 0.25", "integer": " 7"}[field]
+        body.append(f"{a} {b}{val}")
+    text = (f"%%MatrixMarket matrix coordinate {field} {symmetry}\n% comment\n"
+            f"{n} {n} {len(body)}\n" + "\n".join(body) + "\n")
+    g = load_graph(_write(tmp_path / "g.mtx", text, gz, crlf=gz))
+    assert g.n == n and g.id_base == 1
+    assert _edge_set(g) == _reference_edges(pairs)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_dimacs(tmp_path, gz):
+    rng = np.random.default_rng(4)
+    n = 25
+    pairs = [(int(a), int(b)) for a, b in rng.integers(1, n + 1, size=(60, 2))]
+    text = (f"c road graph\np sp {n} {len(pairs)}\nc arcs\n"
+            + "".join(f"a {a} {b} {rng.integers(1, 100)}\n" for a, b in pairs))
+    g = load_graph(_write(tmp_path / "g.gr", text, gz, crlf=True))
+    assert g.n == n and g.meta["format"] == "dimacs"
+    assert _edge_set(g) == _reference_edges(pairs)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("fmt", ["", "0", "1", "11", "100"])
+def test_metis(tmp_path, gz, fmt):
+    G = nx.gnm_random_graph(20, 45, seed=5)
+    G.add_node(20)  # an isolated vertex: a blank adjacency line
+    lines = ["% METIS graph", f"{G.number_of_nodes()} {G.number_of_edges()} {fmt}".strip()]
+    for v in range(G.number_of_nodes()):
+        toks = []
+        if fmt == "100":
+            toks.append("3")          # vertex size
+        if fmt == "11":
+            toks.append("9")          # vertex weight
+        for w in sorted(G[v]):
+            toks.append(str(w + 1))
+            if fmt in ("1", "11"):
+                toks.append("2")      # edge weight
+        lines.append(" ".join(toks))
+        if v == 3:
+            lines.append("% a comment between vertex lines")
+    g = load_graph(_write(tmp_path / "g.graph", "\n".join(lines) + "\n", gz))
+    assert g.n == 21
+    assert _edge_set(g) == {(a + 1, b + 1) for a, b in map(sorted, G.edges())}
+    assert g.degrees()[20] == 0
+
+
+def test_build_csr_matches_scipy():
+    rng = np.random.default_rng(6)
+    n = 200
+    u, v = rng.integers(0, n, 2000), rng.integers(0, n, 2000)
+    g = build_csr(n, u, v)
+    A = sp.coo_matrix((np.ones(u.size), (u, v)), shape=(n, n)).tocsr()
+    A = ((A + A.T) > 0).astype(np.int8)
+    A.setdiag(0)
+    A.eliminate_zeros()
+    A.sort_indices()
+    assert np.array_equal(g.indptr, A.indptr) and np.array_equal(g.indices, A.indices)
+    assert g.indices.dtype == np.int32 and g.indptr.dtype == np.int64
+
+
+def test_as_graph_inputs_agree():
+    G = nx.gnm_random_graph(50, 120, seed=7)
+    A = nx.to_scipy_sparse_array(G, format="csr")
+    a, b, c = as_graph(G), as_graph(A), as_graph((A.indptr, A.indices))
+    for g in (b, c):
+        assert np.array_equal(a.indptr, g.indptr) and np.array_equal(a.indices, g.indices)
+    with pytest.raises(TypeError, match="as_graph"):
+        as_graph("not a graph")
+    with pytest.raises(ValueError, match="build_csr"):
+        build_csr(3, [0, 5], [1, 1])
+
+
+def test_cache_roundtrip_and_lcc(tmp_path):
+    path = _write(tmp_path / "g.txt", "5 6\n6 7\n7 5\n100 200\n")
+    g = load_graph(path)
+    write_graph_cache(g, tmp_path / "g.zarr")
+    back = read_graph_cache(tmp_path / "g.zarr")
+    assert np.array_equal(back.indptr, g.indptr) and np.array_equal(back.indices, g.indices)
+    assert back.id_array().tolist() == [5, 6, 7, 100, 200]
+    lcc = load_graph(tmp_path / "g.zarr", lcc=True)
+    assert lcc.id_array().tolist() == [5, 6, 7] and lcc.meta["lcc"]["components"] == 2
+
+
+def _cli(*argv):
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+BAD_INPUTS = [
+    ("bad.txt", "1 2\n2 three\n", "bad.txt:2: cannot parse '2 three'"),
+    ("neg.txt", "# c\n1 2\n-4 2\n", "neg.txt:3: negative vertex id"),
+    ("range.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n2 9\n",
+     "range.mtx:4: vertex id out of the declared range 1..3"),
+    ("nohead.mtx", "3 3 1\n1 2\n", "nohead.mtx:1: missing Matrix Market header"),
+    ("nohead.gr", "c only comments\na 1 2 3\n", "nohead.gr:2: missing DIMACS header"),
+    ("range.graph", "3 2\n2\n1 4\n\n", "range.graph:3: vertex id out of the declared range 1..3"),
+    ("short.graph", "3 1\n2\n1\n", "the file ends after 2 of the 3 vertex lines"),
+    ("empty.txt", "# nothing\n\n", "empty.txt: empty graph"),
+]
+
+
+@pytest.mark.parametrize("name,text,message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_is_one_line_exit_2(tmp_path, name, text, message):
+    path = _write(tmp_path / name, text)
+    code, out, err = _cli("diameter", path)
+    assert code == 2, err
+    assert err.startswith(f"terrain: {path}") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_source_and_cache_cli(tmp_path):
+    path = _write(tmp_path / "g.txt", "10 20\n20 30\n")
+    code, _, err = _cli("bfs", path, "--source", "11")
+    assert code == 2 and err.strip() == f"terrain: {path}: source vertex 11 is not in the graph"
+    code, out, err = _cli("graph-ingest", path, "-o", tmp_path / "g.zarr")
+    assert code == 0, err
+    code, out, err = _cli("bfs", tmp_path / "g.zarr", "--source", "30", "--json",
+                          "--out", tmp_path / "d.npy", "--backend", "cpu")
+    assert code == 0, err
+    assert json.loads(out)["max_distance"] == 2
+    assert np.load(tmp_path / "d.npy").tolist() == [2, 1, 0]
