@@ -1,7 +1,9 @@
 """Morton (z-order) codes for tile coordinates.
 
 Interleaving the bits of (row, col) puts the four children of every quadtree node next to
-each other, so a level merge reads one contiguous run of tiles.
+each other, so a level merge reads one contiguous run of tiles. The convention is zarr's
+(the first axis takes the low bit), so :func:`morton_order` is exactly the order in which
+zarr's sharding codec lays out the tiles of a shard on disk.
 """
 
 import numpy as np
@@ -30,20 +32,20 @@ def _compact(v):
 
 
 def morton_encode(row, col):
-    """Z-order code of ``(row, col)``: row bits in odd positions, col bits in even ones.
+    """Z-order code of ``(row, col)``: row bits in even positions, col bits in odd ones.
 
     Examples
     --------
-    >>> [int(morton_encode(r, c)) for r, c in [(0, 0), (0, 1), (1, 0), (1, 1), (0, 2)]]
+    >>> [int(morton_encode(r, c)) for r, c in [(0, 0), (1, 0), (0, 1), (1, 1), (2, 0)]]
     [0, 1, 2, 3, 4]
     """
-    return (_spread(row) << np.uint64(1)) | _spread(col)
+    return (_spread(col) << np.uint64(1)) | _spread(row)
 
 
 def morton_decode(code):
     """Inverse of :func:`morton_encode`: returns ``(row, col)``."""
     code = np.asarray(code, dtype=np.uint64)
-    return _compact(code >> np.uint64(1)).astype(np.int64), _compact(code).astype(np.int64)
+    return _compact(code).astype(np.int64), _compact(code >> np.uint64(1)).astype(np.int64)
 
 
 def morton_order(n_rows, n_cols):

@@ -29,7 +29,7 @@ from ..errors import InputError
 from .morton import morton_order
 
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
-           "quadtree_levels", "FORMAT_VERSION"]
+           "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -54,8 +54,17 @@ def quadtree_levels(n_tile_rows, n_tile_cols):
     return int(math.ceil(math.log2(side))) + 1
 
 
-def _tiles_per_shard(tile, shape):
-    """Largest power of two k with k*tile <= max(SHARD_TARGET_SIDE, tile), not beyond the grid."""
+def tiles_per_shard(tile, shape):
+    """Tiles per shard side for a grid: the largest power of two k with
+    k*tile <= max(SHARD_TARGET_SIDE, tile), not beyond the grid.
+
+    Writers that own whole shards work in bands of ``tile * k`` rows.
+
+    Examples
+    --------
+    >>> tiles_per_shard(512, (16384, 16384)), tiles_per_shard(512, (300, 400))
+    (4, 1)
+    """
     k = max(1, SHARD_TARGET_SIDE // tile)
     tiles_side = max(-(-shape[0] // tile), -(-shape[1] // tile), 1)
     while k > 1 and k // 2 >= tiles_side:
@@ -79,7 +88,7 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     """
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
-    k = _tiles_per_shard(tile, (rows, cols))
+    k = tiles_per_shard(tile, (rows, cols))
     group = zarr.open_group(store=str(path), mode="w-", zarr_format=3)
     elev = group.create_array(
         "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),

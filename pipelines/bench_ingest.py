@@ -1,0 +1,133 @@
+"""``terrain bench ingest``: terrain's ingest vs rasterio reading the same ASCII grid whole.
+
+The input (fractal terrain, 2 % nodata, two decimals) is generated once into ``--workdir``
+and reused. terrain's figure is the ingest on a running scheduler with its kernels loaded
+(a long-lived Dask worker's steady state); the once-per-process costs (Numba's first call,
+scheduler start-up) are printed beside it, and the figure with them included. Each side
+runs in its own child process, so each peak RSS is its own (rasterio
+holds the whole grid; terrain should hold a few bands). The file is read once beforehand so
+both sides find it in the page cache. The rasterio child then compares its array with the
+store, cell for cell: the figures only count when the values are identical.
+"""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["bench_ingest_command", "run_bench_ingest"]
+
+
+def _peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+
+
+def _child_terrain(input_path, store_path, tile, scheduler):
+    from pipelines.cluster import open_scheduler
+    from pipelines.ingest import ingest_on_active_scheduler
+    from terrain.io._parse import load_kernels
+    t0 = time.perf_counter()
+    load_kernels()
+    t1 = time.perf_counter()
+    with open_scheduler(scheduler, quiet=True):
+        t2 = time.perf_counter()
+        ingest_on_active_scheduler(input_path, store_path, tile, overwrite=True)
+        t3 = time.perf_counter()
+    return {"seconds": t3 - t2, "kernels": t1 - t0, "startup": t2 - t1,
+            "peak_rss": _peak_rss_bytes()}
+
+
+def _child_rasterio(input_path, store_path):
+    import numpy as np
+    import rasterio
+
+    from terrain.tiles import open_store
+    t0 = time.perf_counter()
+    with rasterio.open(input_path) as src:
+        z = src.read(1, masked=True)
+    seconds = time.perf_counter() - t0
+    want = np.where(np.ma.getmaskarray(z), np.float32(np.nan), z.data.astype(np.float32))
+    store = open_store(store_path)
+    identical = store.shape == want.shape
+    for r0, r1, c0, c1 in store.shard_windows() if identical else []:
+        got = store.read_window(r0, r1, c0, c1)
+        identical &= bool(np.array_equal(got.view(np.uint32), want[r0:r1, c0:c1].view(np.uint32)))
+    return {"seconds": seconds, "peak_rss": _peak_rss_bytes(), "identical": identical}
+
+
+def _run_child(*argv):
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root] + paths)
+    proc = subprocess.run([sys.executable, "-m", "pipelines.bench_ingest", *map(str, argv)],
+                          stdout=subprocess.PIPE, env=env, check=True, text=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _warm_page_cache(path):
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(16 << 20)
+        while f.readinto(buf):
+            pass
+
+
+def run_bench_ingest(rows, cols, tile=512, workdir=None, scheduler=None):
+    """Generate (once) and ingest a ``rows × cols`` grid; return the figures as a dict."""
+    from terrain.io import write_synth
+
+    workdir = Path(workdir or "bench-data")
+    workdir.mkdir(parents=True, exist_ok=True)
+    src = workdir / f"synth-{rows}x{cols}.asc"
+    if not src.exists():
+        print(f"terrain: generating {src} ...", file=sys.stderr, flush=True)
+        write_synth(src, rows, cols, seed=0, nodata=0.02)
+    store = workdir / f"synth-{rows}x{cols}.zarr"
+    _warm_page_cache(src)
+    ours = _run_child("terrain", src, store, tile, scheduler or "")
+    peer = _run_child("rasterio", src, store)
+    size = src.stat().st_size
+    return {"rows": rows, "cols": cols, "tile": tile, "text_bytes": size,
+            "cores": len(os.sched_getaffinity(0)), "scheduler": scheduler or "LocalCluster",
+            "terrain": ours,
+            "rasterio": peer}
+
+
+def _format(r):
+    mb, mcells = r["text_bytes"] / 1e6, r["rows"] * r["cols"] / 1e6
+    lines = [f"ingest {r['rows']} x {r['cols']} ({mcells:.1f} Mcells, {mb:.0f} MB of text), "
+             f"tile {r['tile']}, {r['cores']} cores, scheduler {r['scheduler']}",
+             f"{'':18}{'seconds':>9}{'MB/s':>9}{'Mcells/s':>10}{'peak RSS':>11}"]
+    for name, key in (("terrain ingest", "terrain"), ("rasterio read", "rasterio")):
+        s = r[key]["seconds"]
+        lines.append(f"{name:18}{s:9.2f}{mb / s:9.1f}{mcells / s:10.1f}"
+                     f"{r[key]['peak_rss'] / 2**20:8.0f} MB")
+    t = r["terrain"]
+    once = t["kernels"] + t["startup"]
+    whole = t["seconds"] + once
+    lines.append(f"speed-up {r['rasterio']['seconds'] / t['seconds']:.2f}x; values identical "
+                 f"to rasterio's: {'yes' if r['rasterio']['identical'] else 'NO'}")
+    lines.append(f"once per process, not in terrain's figure: Numba kernel load "
+                 f"{t['kernels']:.2f} s, scheduler start-up {t['startup']:.2f} s; with them "
+                 f"{whole:.2f} s, {mb / whole:.1f} MB/s, "
+                 f"{r['rasterio']['seconds'] / whole:.2f}x")
+    return "\n".join(lines)
+
+
+def bench_ingest_command(args):
+    """``terrain bench ingest [--rows R] [--cols C] [--tile T] [--workdir D] [--scheduler S]``."""
+    r = run_bench_ingest(args.rows, args.cols, args.tile, args.workdir, args.scheduler)
+    print(_format(r))
+    return 0 if r["rasterio"]["identical"] else 1
+
+
+if __name__ == "__main__":  # child processes of run_bench_ingest
+    which, *rest = sys.argv[1:]
+    if which == "terrain":
+        result = _child_terrain(rest[0], rest[1], int(rest[2]), rest[3] or None)
+    else:
+        result = _child_rasterio(rest[0], rest[1])
+    print(json.dumps(result))

@@ -1,0 +1,270 @@
+"""Ingest an elevation grid into a z-ordered tile store, as one Dask graph; ``info``; ``synth``.
+
+Dask strategy
+-------------
+The input's header is read and validated eagerly (:func:`terrain.io.open_grid`), so bad
+input fails before any task runs. The graph then has three layers:
+
+1. ``ingest-index``: for ASCII grids, one task per ``INDEX_CHUNK_BYTES`` of the data section
+   finds the newlines, and one task joins them into the byte span of every row (and checks
+   the row count). Rasters GDAL reads skip this layer.
+2. ``ingest-band``: one task per band of shard rows (``tile × tiles_per_shard`` rows). A
+   task owns whole shards, because zarr rewrites a shard that a write covers only in part:
+   it parses (or reads) its band into float32 (NaN = nodata) and writes each shard of the
+   band with one assignment. Memory per task is the band plus one text block.
+3. ``ingest-finish``: gathers per-band statistics (nodata count, min, max) into the
+   store's attributes so that ``info`` needs no pass over the data.
+
+The store itself is created by a task that every band task depends on, so building the
+graph writes nothing. :func:`build_ingest_graph` is what other pipelines (``mst``) embed in
+their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
+"""
+
+import json
+import math
+import sys
+import threading
+import time
+
+import dask
+import numpy as np
+import zarr
+
+from terrain._atomic import atomic_output, check_output_free
+from terrain.io import AsciiGrid, open_grid, write_synth
+from terrain.io._buffers import BUFFERS
+from terrain.io._parse import load_kernels, nan_min_max
+from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
+from terrain.tiles.store import tiles_per_shard
+
+from .cluster import compute, open_scheduler
+
+__all__ = ["build_ingest_graph", "ingest", "ingest_on_active_scheduler", "store_stats",
+           "ingest_command", "info_command",
+           "synth_command", "default_compressors", "describe_store"]
+
+
+def default_compressors():
+    """Blosc LZ4 (level 1, byte shuffle): on terrain about 0.57 of raw float32 and faster
+    than zstd level 1 (0.70) or the zarr default zstd level 0 (0.51), so the parser, not the
+    codec, bounds throughput (docs/benchmarks.md)."""
+    return (zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle"),)
+
+
+def _create(store_path, grid, tile, compressors):
+    store = create_store(store_path, grid.shape, tile, geotransform=grid.geotransform,
+                         crs=grid.crs, nodata=grid.nodata, source=grid.path.name,
+                         header=grid.header, compressors=compressors)
+    kind = (f"{grid.dialect}-ascii" if isinstance(grid, AsciiGrid)
+            else f"gdal-{grid.header.get('driver', '?').lower()}")
+    store.group.attrs.update({"source_format": kind})
+    return store.elevation.shards[0]
+
+
+def _band_stats(z):
+    nan, lo, hi = nan_min_max(z)
+    return int(nan), float(lo), float(hi)
+
+
+def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
+    """Read rows ``r0:r1`` and write every shard of them; return (nodata cells, min, max)."""
+    cols = grid.shape[1]
+    z = BUFFERS.take((r1 - r0) * cols * 4, np.float32, (r1 - r0, cols))
+    try:
+        grid.read_rows(r0, r1, starts, out=z)
+        elevation = zarr.open_group(store=str(store_path), mode="r+")["elevation"]
+        for c0 in range(0, cols, shard_side):
+            elevation[r0:r1, c0:c0 + shard_side] = z[:, c0:c0 + shard_side]
+        return _band_stats(z)
+    finally:
+        BUFFERS.give(z)
+
+
+def _finish(store_path, band_stats):
+    stats = _finish_stats(band_stats)
+    zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
+    BUFFERS.clear()
+    return store_path
+
+
+def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None):
+    """Dask graph that ingests ``input_path`` into a new tile store at ``store_path``.
+
+    Parameters
+    ----------
+    input_path : str or Path
+        ESRI/GRASS ASCII grid or any raster rasterio reads.
+    store_path : str or Path
+        Where the store is written (must not exist; callers pass a temporary path from
+        :func:`terrain._atomic.atomic_output`).
+    tile : int
+        Tile side, a power of two.
+    compressors : tuple of zarr codecs, optional
+        Default: :func:`default_compressors` (Blosc LZ4).
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        Computing it writes the whole store and returns ``store_path``.
+
+    Raises
+    ------
+    InputError
+        Eagerly, for a missing or unreadable input, a bad header or a bad tile size; errors
+        in the data (bad tokens, short rows, truncation) are raised when the graph runs.
+
+    Examples
+    --------
+    >>> g = build_ingest_graph("data/sample.asc", "sample.zarr", tile=256)   # doctest: +SKIP
+    >>> dask.compute(g)                                                      # doctest: +SKIP
+    ('sample.zarr',)
+    """
+    tile = check_tile_size(tile)
+    grid = open_grid(input_path)
+    compressors = default_compressors() if compressors is None else compressors
+    token = dask.base.tokenize(str(input_path), str(store_path), tile, time.time_ns())
+    shard_side = dask.delayed(_create, pure=False)(
+        store_path, grid, tile, compressors, dask_key_name=f"ingest-create-{token}")
+    starts = None
+    if isinstance(grid, AsciiGrid):
+        pieces = [dask.delayed(grid.newline_offsets)(a, b,
+                                                     dask_key_name=(f"ingest-index-{token}", i))
+                  for i, (a, b) in enumerate(grid.index_ranges())]
+        starts = dask.delayed(grid.row_starts)(pieces, dask_key_name=f"ingest-rows-{token}")
+    rows = grid.shape[0]
+    band_rows = tile * tiles_per_shard(tile, grid.shape)
+    bands = [dask.delayed(_ingest_band, pure=False)(
+                grid, store_path, r0, min(r0 + band_rows, rows), starts, shard_side,
+                dask_key_name=(f"ingest-band-{token}", i))
+             for i, r0 in enumerate(range(0, rows, band_rows))]
+    return dask.delayed(_finish, pure=False)(store_path, bands,
+                                             dask_key_name=f"ingest-finish-{token}")
+
+
+def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, scheduler=None,
+           compressors=None):
+    """Ingest a grid into a tile store at ``output_path``, atomically.
+
+    Parameters
+    ----------
+    input_path, output_path : str or Path
+    tile : int
+    overwrite : bool
+        Replace an existing output.
+    scheduler : str, optional
+        As ``--scheduler``: None starts a LocalCluster, ``"threads"``/``"synchronous"`` run
+        locally, an address attaches to a cluster.
+
+    Returns
+    -------
+    TileStore
+        The finished store, opened for reading.
+
+    Examples
+    --------
+    >>> store = ingest("data/sample.asc", "sample.zarr", scheduler="threads")  # doctest: +SKIP
+    >>> store.shape                                                            # doctest: +SKIP
+    (300, 400)
+    """
+    check_output_free(output_path, overwrite)
+    open_grid(input_path)  # bad input fails before a cluster starts
+    # Numba's first call costs ~0.5 s: pay it while the scheduler starts
+    threading.Thread(target=load_kernels, daemon=True).start()
+    with open_scheduler(scheduler):
+        return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors)
+
+
+def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
+                               compressors=None):
+    """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`."""
+    with atomic_output(output_path, overwrite) as tmp:
+        compute(build_ingest_graph(input_path, tmp, tile, compressors), label="ingest")
+    return open_store(output_path)
+
+
+def store_stats(store):
+    """``{"nodata_cells", "min", "max"}`` of a store: from its attributes, else by a scan."""
+    if "stats" in store.attrs:
+        return dict(store.attrs["stats"])
+
+    def shard(r0, r1, c0, c1):
+        return _band_stats(store.read_window(r0, r1, c0, c1))
+
+    parts = dask.compute(*[dask.delayed(shard)(*w) for w in store.shard_windows()],
+                         scheduler="threads")
+    return _finish_stats(parts)
+
+
+def _finish_stats(parts):
+    lo = min((p[1] for p in parts), default=math.inf)
+    hi = max((p[2] for p in parts), default=-math.inf)
+    return {"nodata_cells": sum(p[0] for p in parts), "min": lo if math.isfinite(lo) else None,
+            "max": hi if math.isfinite(hi) else None}
+
+
+def describe_store(store):
+    """Everything ``info`` prints, as a JSON-ready dict."""
+    stats = store_stats(store)
+    rows, cols = store.shape
+    a = store.attrs
+    return {
+        "store": str(store.path), "shape": [rows, cols], "tile": store.tile,
+        "tiles": list(store.tiles_shape), "tile_count": store.tiles_shape[0] * store.tiles_shape[1],
+        "tiles_per_shard": store.tiles_per_shard, "levels": store.levels,
+        "nodata_cells": stats["nodata_cells"], "min": stats["min"], "max": stats["max"],
+        "geotransform": list(store.geotransform), "cellsize": list(store.cellsize),
+        "crs": a.get("crs"), "nodata": a.get("nodata"), "source": a.get("source"),
+        "source_format": a.get("source_format"), "header": a.get("header", {}),
+    }
+
+
+def _format_info(d):
+    rows, cols = d["shape"]
+    gt = d["geotransform"]
+    cells = rows * cols
+    crs = d["crs"].splitlines()[0][:70] if d["crs"] else "unknown"
+    fmt = (lambda v: "n/a" if v is None else f"{v:.6g}")
+    return "\n".join([
+        f"store     {d['store']}",
+        f"shape     {rows} rows x {cols} cols ({cells} cells)",
+        f"tile      {d['tile']} x {d['tile']}; {d['tiles'][0]} x {d['tiles'][1]} = "
+        f"{d['tile_count']} tiles; {d['tiles_per_shard']} x {d['tiles_per_shard']} tiles per shard",
+        f"levels    {d['levels']} (quadtree over tiles, root included)",
+        f"nodata    {d['nodata_cells']} cells ({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), "
+        f"stored as NaN (source value {d['nodata']})",
+        f"min/max   {fmt(d['min'])} / {fmt(d['max'])}",
+        f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
+        f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
+        f"crs       {crs}",
+        f"source    {d['source']} ({d['source_format']})",
+    ])
+
+
+# -- command handlers ---------------------------------------------------------------------------
+def ingest_command(args):
+    """``terrain ingest INPUT -o OUT.zarr [--tile N] [--overwrite] [--scheduler S]``."""
+    t0 = time.perf_counter()
+    store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
+                   scheduler=args.scheduler)
+    rows, cols = store.shape
+    print(f"terrain: wrote {store.path} ({rows} x {cols}, {store.tiles_shape[0]} x "
+          f"{store.tiles_shape[1]} tiles of {store.tile}) in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def info_command(args):
+    """``terrain info STORE [--json]``."""
+    d = describe_store(open_store(args.store))
+    print(json.dumps(d, indent=2) if args.json else _format_info(d))
+    return 0
+
+
+def synth_command(args):
+    """``terrain synth --rows R --cols C [--seed S] [--nodata F] [--integer] -o FILE.asc``."""
+    t0 = time.perf_counter()
+    n = write_synth(args.output, args.rows, args.cols, seed=args.seed, nodata=args.nodata,
+                    integer=args.integer, overwrite=args.overwrite)
+    dt = time.perf_counter() - t0
+    print(f"terrain: wrote {args.output} ({args.rows} x {args.cols}, {n / 1e6:.1f} MB) in "
+          f"{dt:.2f} s", file=sys.stdout)
+    return 0

@@ -1,0 +1,105 @@
+"""Rasters GDAL reads (GeoTIFF, …) through rasterio, window by window.
+
+Every read opens its own dataset (GDAL handles are not shared between threads) and reads a
+band of whole rows, so a scheduler can read bands in parallel with memory bounded by the
+band. Masked cells (nodata value, mask band, NaN) become NaN; values are cast to float32.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["RasterGrid", "open_raster"]
+
+
+@dataclass(frozen=True)
+class RasterGrid:
+    """A raster's shape and georeference; :meth:`read_rows` reads its first band.
+
+    Attributes
+    ----------
+    path : Path
+    shape : (rows, cols)
+    geotransform : tuple of 6 floats (GDAL order)
+    nodata : float or None
+    crs : str or None (WKT)
+    header : dict
+        Driver, data type, band count and the dataset's tags.
+    """
+
+    path: Path
+    shape: tuple
+    geotransform: tuple
+    nodata: object
+    crs: object
+    header: dict = field(hash=False)
+
+    @property
+    def cellsize(self):
+        return (abs(self.geotransform[1]), abs(self.geotransform[5]))
+
+    def read_rows(self, r0, r1, starts=None, out=None):
+        """Rows ``r0:r1`` of band 1 as float32, masked cells NaN (``starts`` is ignored)."""
+        import rasterio
+        from rasterio.windows import Window
+
+        rows, cols = self.shape
+        if not 0 <= r0 <= r1 <= rows:
+            raise ValueError(f"read_rows: rows {r0}:{r1} outside 0:{rows}")
+        try:
+            with rasterio.open(self.path) as src:
+                m = src.read(1, window=Window(0, r0, cols, r1 - r0), masked=True)
+        except rasterio.errors.RasterioError as e:
+            raise InputError(f"{self.path}: read failed ({e})") from None
+        values = np.asarray(m.data, dtype=np.float32)
+        if out is None:
+            out = values
+        else:
+            out[...] = values
+        mask = np.ma.getmaskarray(m)
+        if mask.any():
+            out[mask] = np.nan
+        return out
+
+
+def open_raster(path):
+    """Open a raster with rasterio and describe it (no pixels are read).
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    RasterGrid
+
+    Raises
+    ------
+    InputError
+        When GDAL cannot open the file as a raster.
+
+    Examples
+    --------
+    >>> r = open_raster("dem.tif")      # doctest: +SKIP
+    >>> r.read_rows(0, 16).shape        # doctest: +SKIP
+    (16, 1024)
+    """
+    import rasterio
+
+    path = Path(path)
+    try:
+        with rasterio.open(path) as src:
+            if src.count < 1:
+                raise InputError(f"{path}: raster has no bands")
+            gt = tuple(float(v) for v in src.transform.to_gdal())
+            crs = src.crs.to_wkt() if src.crs else None
+            header = {"driver": src.driver, "dtype": src.dtypes[0], "count": src.count,
+                      "width": src.width, "height": src.height, "tags": dict(src.tags())}
+            nodata = None if src.nodata is None else float(src.nodata)
+            return RasterGrid(path=path, shape=(src.height, src.width), geotransform=gt,
+                              nodata=nodata, crs=crs, header=header)
+    except rasterio.errors.RasterioIOError:
+        raise InputError(f"{path}: not a grid terrain or GDAL can read") from None

@@ -1,0 +1,67 @@
+"""One entry point for every elevation grid terrain reads: ASCII grids or any GDAL raster.
+
+:func:`open_grid` validates the file and its header eagerly and returns a grid object with
+``shape``, ``geotransform``, ``cellsize``, ``nodata``, ``crs``, ``header`` and
+``read_rows(r0, r1, starts)``. ESRI and GRASS ASCII grids go to terrain's own parser
+(:mod:`terrain.io.ascii_grid`), everything else to rasterio (:mod:`terrain.io.raster`).
+"""
+
+from pathlib import Path
+
+from ..errors import InputError
+from .ascii_grid import AsciiGrid, looks_like_ascii_grid, open_ascii_grid
+from .raster import open_raster
+
+__all__ = ["open_grid", "read_grid", "ASCII_SUFFIXES"]
+
+ASCII_SUFFIXES = (".asc", ".grd", ".txt", ".arx", ".grass")
+
+
+def open_grid(path):
+    """Open an elevation grid (ESRI/GRASS ASCII or any raster GDAL reads).
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    AsciiGrid or RasterGrid
+
+    Raises
+    ------
+    InputError
+        Missing file, a directory, an empty file, a bad header, a file GDAL cannot read.
+
+    Examples
+    --------
+    >>> grid = open_grid("data/sample.asc")   # doctest: +SKIP
+    >>> grid.shape                            # doctest: +SKIP
+    (300, 400)
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not a grid file")
+    if path.stat().st_size == 0:
+        raise InputError(f"{path}: empty file")
+    if path.suffix.lower() in ASCII_SUFFIXES or looks_like_ascii_grid(path):
+        return open_ascii_grid(path)
+    return open_raster(path)
+
+
+def read_grid(path):
+    """Read a whole grid into memory: ``(float32 array with NaN nodata, grid)``.
+
+    For small grids and tests; pipelines read band by band (``pipelines.ingest``).
+
+    Examples
+    --------
+    >>> z, grid = read_grid("data/sample.asc")   # doctest: +SKIP
+    """
+    grid = open_grid(path)
+    starts = None
+    if isinstance(grid, AsciiGrid):
+        starts = grid.row_starts([grid.newline_offsets(a, b) for a, b in grid.index_ranges()])
+    return grid.read_rows(0, grid.shape[0], starts), grid

@@ -1,0 +1,226 @@
+"""Ingest: terrain's ASCII parser against rasterio/GDAL (the oracle), GeoTIFF, synth, the graph."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import rasterio
+
+import terrain.io.ascii_grid as ascii_grid
+from pipelines.ingest import build_ingest_graph, ingest
+from terrain.io import open_grid, read_grid, synth_rows, write_synth
+from terrain.tiles import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gdal_read(path):
+    """rasterio's reading of band 1: float32, masked cells NaN."""
+    with rasterio.open(path) as src:
+        m = src.read(1, masked=True)
+        return np.where(np.ma.getmaskarray(m), np.float32(np.nan), m.data.astype(np.float32))
+
+
+def assert_bits_equal(got, want):
+    assert got.shape == want.shape and got.dtype == want.dtype == np.float32
+    same = got.view(np.uint32) == want.view(np.uint32)
+    assert same.all(), f"{(~same).sum()} cells differ, first at {np.argwhere(~same)[0]}"
+
+
+def store_array(path):
+    store = open_store(path)
+    return store.read_window(0, store.shape[0], 0, store.shape[1])
+
+
+def esri_text(tokens, header=None, sep=" ", eol="\n", nodata="-9999", center=False):
+    rows, cols = tokens.shape
+    h = header or [("ncols", cols), ("nrows", rows),
+                   ("xllcenter" if center else "xllcorner", 1000.5),
+                   ("yllcenter" if center else "yllcorner", -200.25),
+                   ("cellsize", 2.5)] + ([("NODATA_value", nodata)] if nodata else [])
+    lines = [f"{k}{sep}{v}" for k, v in h] + [sep.join(row) for row in tokens]
+    return eol.join(lines) + eol
+
+
+def grass_text(tokens, null=None, eol="\n"):
+    rows, cols = tokens.shape
+    h = [f"north: {4000.0 + rows * 2}", f"south: 4000", f"east: {300.0 + cols * 2}",
+         "west: 300", f"rows: {rows}", f"cols: {cols}"] + ([f"null: {null}"] if null else [])
+    return eol.join(h + [" ".join(r) for r in tokens]) + eol
+
+
+def random_values(rng, shape, kind):
+    """Token strings of one kind and the float32 each must parse to (via Python's float)."""
+    if kind == "int":
+        v = rng.integers(-500, 3000, shape).astype(np.float64)
+        tok = np.array([str(int(x)) for x in v.ravel()])
+    elif kind == "decimal":
+        v = np.round(rng.normal(100, 400, shape), 3)
+        tok = np.array([f"{x:.3f}" for x in v.ravel()])
+    elif kind == "scientific":
+        v = rng.normal(0, 1, shape) * 10.0 ** rng.integers(-30, 30, shape)
+        tok = np.array([f"{x:.8E}" if i % 2 else f"{x:.6e}" for i, x in enumerate(v.ravel())])
+    elif kind == "long":  # 17 significant digits: the exact slow path
+        v = rng.normal(500, 300, shape)
+        tok = np.array([repr(float(x)) for x in v.ravel()])
+    else:
+        raise ValueError(kind)
+    return tok.astype(object).reshape(shape)
+
+
+def with_nodata(rng, tokens, frac=0.1, text="-9999"):
+    tokens = tokens.copy()
+    tokens[rng.random(tokens.shape) < frac] = text
+    return tokens
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Tiny parse blocks and index chunks so a small file crosses every boundary."""
+    monkeypatch.setattr(ascii_grid, "BLOCK_BYTES", 301)
+    monkeypatch.setattr(ascii_grid, "INDEX_CHUNK_BYTES", 97)
+
+
+@pytest.mark.parametrize("kind", ["int", "decimal", "scientific", "long"])
+@pytest.mark.parametrize("shape, tile", [((37, 53), 16), ((64, 32), 8)])
+def test_esri_matches_rasterio(tmp_path, kind, shape, tile, small_blocks):
+    rng = np.random.default_rng([len(kind), *shape])
+    path = tmp_path / "g.asc"
+    path.write_text(esri_text(with_nodata(rng, random_values(rng, shape, kind))))
+    ingest(path, tmp_path / "g.zarr", tile=tile, scheduler="threads")
+    want = gdal_read(path)
+    assert np.isnan(want).any()
+    assert_bits_equal(store_array(tmp_path / "g.zarr"), want)
+
+
+@pytest.mark.parametrize("sep, eol, center", [("\t", "\r\n", False), ("  \t ", "\n", True),
+                                              (" ", "\r\n", True)])
+def test_esri_separators_and_line_endings(tmp_path, sep, eol, center):
+    rng = np.random.default_rng(7)
+    tokens = with_nodata(rng, random_values(rng, (21, 19), "decimal"), text="-3.5e3")
+    path = tmp_path / "g.asc"
+    path.write_bytes(esri_text(tokens, sep=sep, eol=eol, nodata="-3500", center=center).encode())
+    z, grid = read_grid(path)
+    assert_bits_equal(z, gdal_read(path))
+    with rasterio.open(path) as src:
+        np.testing.assert_allclose(grid.geotransform, src.transform.to_gdal())
+
+
+def test_case_insensitive_keys_and_no_trailing_newline(tmp_path):
+    path = tmp_path / "g.asc"
+    path.write_text("NCOLS 3\nNRows 2\nXLLCORNER 0\nyllCorner 0\nCELLSIZE 1\n"
+                    "1 2 3\n-4.5 +5e1 .25")
+    z, grid = read_grid(path)
+    assert grid.header["ncols"] == "3"
+    assert_bits_equal(z, gdal_read(path))
+
+
+def test_first_data_row_longer_than_the_header_probe(tmp_path, monkeypatch):
+    monkeypatch.setattr(ascii_grid, "_HEADER_PROBE", 100)
+    rng = np.random.default_rng(9)
+    tokens = random_values(rng, (3, 40), "decimal")
+    path = tmp_path / "wide.asc"
+    path.write_text(esri_text(tokens, nodata=None))
+    z, grid = read_grid(path)
+    assert grid.data_line == 6
+    assert_bits_equal(z, gdal_read(path))
+
+
+def test_dx_dy_header(tmp_path):
+    path = tmp_path / "g.asc"
+    path.write_text("ncols 2\nnrows 2\nxllcorner 10\nyllcorner 20\ndx 2\ndy 3\n1 2\n3 4\n")
+    z, grid = read_grid(path)
+    assert grid.geotransform == (10.0, 2.0, 0.0, 26.0, 0.0, -3.0)
+    assert_bits_equal(z, np.array([[1, 2], [3, 4]], np.float32))
+
+
+@pytest.mark.parametrize("null", ["-9999", None])
+def test_grass_ascii(tmp_path, null, small_blocks):
+    rng = np.random.default_rng(3)
+    values = random_values(rng, (29, 41), "decimal")
+    holes = rng.random(values.shape) < 0.1
+    written = values.astype(np.float64).astype(np.float32)
+    written[holes] = np.nan
+    stars = values.copy()
+    stars[holes] = "*"
+    path = tmp_path / "stars.grass"
+    path.write_text(grass_text(stars, null=null))
+    ingest(path, tmp_path / "g.zarr", tile=16, scheduler="threads")
+    # GDAL 3.10 reads '*' as 0 (null: line or not): compare with what was written
+    assert_bits_equal(store_array(tmp_path / "g.zarr"), written)
+    store = open_store(tmp_path / "g.zarr")
+    assert store.geotransform == (300.0, 2.0, 0.0, 4058.0, 0.0, -2.0)
+    assert store.attrs["source_format"] == "grass-ascii"
+    if null:  # the null value itself is nodata for GDAL too
+        tokens = values.copy()
+        tokens[holes] = null
+        path = tmp_path / "null.grass"
+        path.write_text(grass_text(tokens, null=null))
+        z, _ = read_grid(path)
+        assert_bits_equal(z, gdal_read(path))
+        assert_bits_equal(z, written)
+
+
+def test_geotiff_through_rasterio(tmp_path):
+    rng = np.random.default_rng(5)
+    z = rng.normal(300, 50, (70, 45)).astype(np.float32)
+    z[10:20, 5:9] = -32768
+    path = tmp_path / "dem.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=70, width=45, count=1, dtype="float32",
+                       crs="EPSG:32617", transform=rasterio.Affine(30, 0, 600000, 0, -30, 3900000),
+                       nodata=-32768, tiled=True, blockxsize=16, blockysize=16) as dst:
+        dst.write(z, 1)
+    store = ingest(path, tmp_path / "dem.zarr", tile=16, scheduler="threads")
+    want = z.copy()
+    want[10:20, 5:9] = np.nan
+    assert_bits_equal(store_array(store.path), want)
+    assert "32617" in store.attrs["crs"] or "UTM zone 17N" in store.attrs["crs"]
+    assert store.geotransform == (600000.0, 30.0, 0.0, 3900000.0, 0.0, -30.0)
+    assert store.attrs["nodata"] == -32768.0
+    assert store.attrs["stats"]["nodata_cells"] == 40
+
+
+def test_synth_bands_are_independent_and_exact(tmp_path, small_blocks):
+    path = tmp_path / "s.asc"
+    write_synth(path, 90, 70, seed=4, nodata=0.2)
+    whole = synth_rows(90, 70, 0, 90, seed=4, nodata=0.2)
+    assert_bits_equal(synth_rows(90, 70, 33, 61, seed=4, nodata=0.2), whole[33:61])
+    assert 0.1 < np.isnan(whole).mean() < 0.3
+    z, _ = read_grid(path)
+    assert_bits_equal(z, whole)
+    assert_bits_equal(gdal_read(path), whole)
+    ints = tmp_path / "i.asc"
+    write_synth(ints, 20, 30, seed=4, integer=True)
+    zi, _ = read_grid(ints)
+    assert np.array_equal(zi, np.round(zi)) and len(np.unique(zi)) < zi.size
+
+
+def test_graph_returns_store_path_and_runs_in_a_bigger_graph(tmp_path):
+    target = tmp_path / "s.zarr"
+    graph = build_ingest_graph(ROOT / "data" / "sample.asc", target, tile=64)
+    assert not target.exists()  # building writes nothing
+    downstream = dask.delayed(lambda p: open_store(p).shape)(graph)
+    assert dask.compute(downstream, scheduler="threads")[0] == (300, 400)
+
+
+def test_cli_ingest_sample_matches_rasterio(tmp_path):
+    out = tmp_path / "sample.zarr"
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "ingest", "data/sample.asc",
+                           "-o", str(out), "--tile", "128"], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert_bits_equal(store_array(out), gdal_read(ROOT / "data" / "sample.asc"))
+    info = subprocess.run([sys.executable, "-m", "terrain.run", "info", str(out)],
+                          capture_output=True, text=True)
+    assert info.returncode == 0, info.stderr
+    want = gdal_read(ROOT / "data" / "sample.asc")
+    assert f"{int(np.isnan(want).sum())} cells" in info.stdout
+    assert f"{np.nanmax(want):.6g}" in info.stdout and "300 rows x 400 cols" in info.stdout
+
+
+def test_open_grid_reports_shape_without_reading_data(tmp_path):
+    grid = open_grid(ROOT / "data" / "sample.asc")
+    assert grid.shape == (300, 400) and grid.dialect == "esri" and grid.nodata == -9999.0
