@@ -46,34 +46,22 @@ def _backend(value):
     return v
 
 
-def _tile(value):
-    try:
-        t = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if t < 2 or t & (t - 1):
-        raise argparse.ArgumentTypeError(f"{value} is not a power of two >= 2")
-    return t
+def _checked(convert, ok, wanted):
+    """An argparse ``type``: ``convert`` the text, then require ``ok(value)`` (``wanted`` says what)."""
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text} is not {wanted}")
+        return value
+    return parse
 
 
-def _positive_int(value):
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return v
-
-
-def _fraction(value):
-    try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"{value} is not in [0, 1)")
-    return v
+_tile = _checked(int, lambda t: t >= 2 and not t & (t - 1), "a power of two >= 2")
+_positive_int = _checked(int, lambda v: v > 0, "a positive integer")
+_fraction = _checked(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
 
 
 def _add_backend(p):
