@@ -7,6 +7,7 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 
 import argparse
 import importlib
+import os
 import sys
 
 from .backend import BACKEND_CHOICES
@@ -197,6 +198,10 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("terrain: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`terrain info STORE | head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
