@@ -76,12 +76,12 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     return str(out_path)
 
 
-def _group_task(dem_path, out_path, spec, level, i, j, backend, prepared):
+def _group_task(dem_path, out_path, spec, level, i, j, backend, key_bits, prepared):
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
                    [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
-    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0)
+    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits)
     t0 = time.perf_counter()
     zarr.open_array(store=str(prepared), path="mst", mode="r+")[win[0]:win[1], win[2]:win[3]] = g.mask
     g.times["write"] = time.perf_counter() - t0
@@ -143,7 +143,7 @@ def _finish(out_path, spec, group_stats, node_stats, all_changes, writes, meta):
 
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None):
+                    geo=None, key_bits="auto"):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
 
     Parameters
@@ -159,6 +159,8 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
         What must run first (the ingest).
     geo : dict, optional
         ``geotransform``/``crs``/``source`` to copy when the output has no coordinates.
+    key_bits : {"auto", 32, 64}
+        Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
 
     Returns
     -------
@@ -175,7 +177,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     up, own, stats = {}, {}, []
     for (i, j) in plan.groups:
         graph, changes, s = dask.delayed(_group_task, nout=3, pure=False)(
-            dem_path, out_path, spec, g, i, j, backend, prepared,
+            dem_path, out_path, spec, g, i, j, backend, key_bits, prepared,
             dask_key_name=(name("group"), i, j))
         up[(g, i, j)], own[(g, i, j)] = graph, changes
         stats.append(s)
@@ -201,16 +203,17 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                   prepared, spec, g, i, j, pending.pop((g, i, j), None), own[(g, i, j)],
                   dask_key_name=(name("write"), i, j))
               for (i, j) in plan.groups]
-    meta = {"backend": backend, "group_tiles": 1 << g}
+    meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits}
     return dask.delayed(_finish, pure=False)(prepared, spec, stats, node_stats, list(own.values()),
                                              writes, meta, dask_key_name=name("finish"))
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
-            scheduler=None, overwrite=False, geotiff=None):
+            scheduler=None, overwrite=False, geotiff=None, key_bits="auto"):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
-    Returns the summary dict. See ``terrain mst --help``.
+    Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
+    width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line).
 
     Examples
     --------
@@ -245,7 +248,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             from .ingest import build_ingest_graph
             upstream = build_ingest_graph(inp, tmp, tile)
             dem_path = tmp
-        graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo)
+        graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits)
         with open_scheduler(scheduler):
             (summary,) = compute(graph, label="mst")
         summary["seconds"] = round(time.perf_counter() - t_start, 6)

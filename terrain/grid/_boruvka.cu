@@ -3,9 +3,15 @@
 // Layout: a batch of B square tiles of side T = 2^log2t, cells flattened as
 // v = b*T*T + row*T + col (NaN = no vertex). comp[v] is v's supervertex (a root: comp[r] == r),
 // -1 for NaN cells. Edge (owner, d) has the tile-local index 4*(row*T + col) + d, which orders
-// like the global id inside a tile. Keys are uint64: order_bits(float32 weight) << 32 | local
-// index -- never lossy, so the minimum is the (weight, id) minimum. Numba twins with the same
-// names (suffix _cpu) live in _boruvka.py and give the identical forest.
+// like the global id inside a tile (idx_bits = 2*log2t + 2 bits). Two key widths, both
+// lossless, so the minimum key is the (weight, id) minimum:
+//   64 bits: order_bits(float32 weight) << 32 | local index       (boruvka_min_edge / _hook)
+//   32 bits: rank << idx_bits | local index, where rank is the weight's dense rank among the
+//            distinct weights of its tile (host-side ranking; only when rank_bits + idx_bits
+//            <= 32)                                                (boruvka_min_edge32 / _hook32)
+// The all-ones key means "none": the index 4*T*T - 1 (last cell, SW) is never an edge inside a
+// tile, so no edge's key is all ones. Numba twins with the same names (suffix _cpu) live in
+// _boruvka.py and give the identical forest.
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -41,18 +47,46 @@ __device__ __forceinline__ u32 order_bits(float w) {
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-extern "C" __global__ void boruvka_min_edge(const float* __restrict__ z, const int* __restrict__ comp,
-                                            unsigned char* __restrict__ active, u64* best,
-                                            long long n, int log2t, int conn8, int model,
-                                            const double* __restrict__ hlen) {
+// Weight of every edge (v, d) inside its tile, NaN where there is none; the table the
+// 32-bit path ranks for the weight models other than max.
+extern "C" __global__ void boruvka_edge_weights(const float* __restrict__ z, float* __restrict__ w,
+                                                long long n, int log2t, int conn8, int model,
+                                                const double* __restrict__ hlen) {
     long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (v >= n || !active[v]) return;
+    if (v >= n) return;
     const int T = 1 << log2t;
     const long long base = v & ~(((long long)T << log2t) - 1);
     const int r = (int)((v - base) >> log2t), c = (int)((v - base) & (T - 1));
-    const int cv = comp[v];
     const float zv = z[v];
-    u64 best_key = ~0ull;
+    for (int d = 0; d < 4; ++d) {
+        float out = __int_as_float(0x7fc00000);  // NaN
+        int rr = r + NB_DR[d], cc = c + NB_DC[d];
+        if ((conn8 || d < 2) && rr < T && cc >= 0 && cc < T) {
+            float zu = z[base + ((long long)rr << log2t) + cc];
+            if (!isnan(zv) && !isnan(zu)) out = edge_weight(zv, zu, d, model, hlen);
+        }
+        w[4 * v + d] = out;
+    }
+}
+
+// Lightest edge from active vertex v to another supervertex; atomic min into best[comp[v]].
+// Key = u64 (weights from z) or u32 (ranks: rank[4*owner + d] when per_edge, else the
+// larger of the two cells' ranks -- the max model's weight is a cell's elevation).
+template <typename Key>
+__device__ __forceinline__ void min_edge_body(const float* __restrict__ z, const u32* __restrict__ rank,
+                                              int per_edge, const int* __restrict__ comp,
+                                              unsigned char* __restrict__ active, Key* best,
+                                              long long n, int log2t, int conn8, int model,
+                                              const double* __restrict__ hlen) {
+    long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n || !active[v]) return;
+    const int T = 1 << log2t;
+    const int idx_bits = 2 * log2t + 2;
+    const long long base = v & ~(((long long)T << log2t) - 1);
+    const int r = (int)((v - base) >> log2t), c = (int)((v - base) & (T - 1));
+    const int cv = comp[v];
+    const Key none = (Key)~(Key)0;
+    Key best_key = none;
     for (int k = 0; k < 8; ++k) {
         if (!conn8 && (k & 3) >= 2) continue;
         int rr = r + NB_DR[k], cc = c + NB_DC[k];
@@ -61,38 +95,55 @@ extern "C" __global__ void boruvka_min_edge(const float* __restrict__ z, const i
         int cu = comp[u];
         if (cu < 0 || cu == cv) continue;
         int d = NB_DIR[k];
-        float w;
-        u32 owner_local;
-        if (k < 4) {
-            w = edge_weight(zv, z[u], d, model, hlen);
-            owner_local = (u32)((r << log2t) + c);
+        long long owner = k < 4 ? v : u, other = k < 4 ? u : v;
+        u32 idx = (u32)(owner - base) * 4u + (u32)d;
+        Key key;
+        if (sizeof(Key) == 8) {
+            float w = edge_weight(z[owner], z[other], d, model, hlen);
+            key = (Key)(((u64)order_bits(w) << 32) | (u64)idx);
         } else {
-            w = edge_weight(z[u], zv, d, model, hlen);
-            owner_local = (u32)((rr << log2t) + cc);
+            u32 rk = per_edge ? rank[4 * owner + d] : max(rank[owner], rank[other]);
+            key = (Key)(((u64)rk << idx_bits) | (u64)idx);
         }
-        u64 key = ((u64)order_bits(w) << 32) | (u64)(owner_local * 4u + (u32)d);
         if (key < best_key) best_key = key;
     }
-    if (best_key == ~0ull) {
+    if (best_key == none) {
         active[v] = 0;  // all neighbours share v's supervertex: they always will
     } else {
         atomicMin(&best[cv], best_key);
     }
 }
 
-extern "C" __global__ void boruvka_hook(const int* __restrict__ comp, const u64* __restrict__ best,
-                                        int* parent, u32* mask32, int* n_hooks, long long n,
-                                        int log2t) {
+extern "C" __global__ void boruvka_min_edge(const float* __restrict__ z, const int* __restrict__ comp,
+                                            unsigned char* __restrict__ active, u64* best,
+                                            long long n, int log2t, int conn8, int model,
+                                            const double* __restrict__ hlen) {
+    min_edge_body<u64>(z, nullptr, 0, comp, active, best, n, log2t, conn8, model, hlen);
+}
+
+extern "C" __global__ void boruvka_min_edge32(const u32* __restrict__ rank, int per_edge,
+                                              const int* __restrict__ comp,
+                                              unsigned char* __restrict__ active, u32* best,
+                                              long long n, int log2t, int conn8) {
+    min_edge_body<u32>(nullptr, rank, per_edge, comp, active, best, n, log2t, conn8, 0, nullptr);
+}
+
+// Every root with an edge hooks onto the root across it and sets the edge's mask bit.
+template <typename Key>
+__device__ __forceinline__ void hook_body(const int* __restrict__ comp, const Key* __restrict__ best,
+                                          int* parent, u32* mask32, int* n_hooks, long long n,
+                                          int log2t) {
     long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (v >= n || comp[v] != v) return;
-    u64 key = best[v];
-    if (key == ~0ull) {
+    Key key = best[v];
+    if (key == (Key)~(Key)0) {
         parent[v] = (int)v;
         return;
     }
     const int T = 1 << log2t;
+    const int idx_bits = sizeof(Key) == 8 ? 32 : 2 * log2t + 2;
     const long long base = v & ~(((long long)T << log2t) - 1);
-    u32 idx = (u32)(key & 0xffffffffull);
+    u32 idx = (u32)((u64)key & ((1ull << idx_bits) - 1ull));
     int d = idx & 3;
     long long owner = base + (idx >> 2);
     const int dr[4] = {0, 1, 1, 1}, dc[4] = {1, 0, 1, -1};
@@ -107,6 +158,18 @@ extern "C" __global__ void boruvka_hook(const int* __restrict__ comp, const u64*
     }
     atomicOr(&mask32[owner], 1u << d);
     atomicAdd(n_hooks, 1);
+}
+
+extern "C" __global__ void boruvka_hook(const int* __restrict__ comp, const u64* __restrict__ best,
+                                        int* parent, u32* mask32, int* n_hooks, long long n,
+                                        int log2t) {
+    hook_body<u64>(comp, best, parent, mask32, n_hooks, n, log2t);
+}
+
+extern "C" __global__ void boruvka_hook32(const int* __restrict__ comp, const u32* __restrict__ best,
+                                          int* parent, u32* mask32, int* n_hooks, long long n,
+                                          int log2t) {
+    hook_body<u32>(comp, best, parent, mask32, n_hooks, n, log2t);
 }
 
 extern "C" __global__ void boruvka_jump(const int* __restrict__ comp, int* parent, long long n) {

@@ -27,7 +27,9 @@ minimum spanning forest.
 Packed keys
 -----------
 :func:`order_bits` maps a float32 to a uint32 whose unsigned order is the float order;
-a per-tile key is ``order_bits(w) << 32 | local_edge_index`` (uint64), never lossy.
+a per-tile key is ``order_bits(w) << 32 | local_edge_index`` (uint64), or, when the tile's
+distinct weights are few enough, ``rank << idx_bits | local_edge_index`` (uint32; see
+:mod:`terrain.grid._boruvka`): never lossy.
 
 Examples
 --------

@@ -142,7 +142,8 @@ def merge_node(spec, level, i, j, children):
     return graph, changes, time.perf_counter() - t0
 
 
-def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0):
+def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0,
+                 key_bits="auto"):
     """Tile forests, reductions and in-group merges of one group.
 
     Parameters
@@ -154,6 +155,10 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
         The group's block, aligned to ``tile << group_level``.
     group_level : int
     backend : str or Backend, optional
+    read_seconds : float
+        Time spent reading ``z_block``, recorded as the ``read`` phase.
+    key_bits : {"auto", 32, 64}
+        Borůvka's key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
 
     Returns
     -------
@@ -180,7 +185,8 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
     batch = padded.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3).reshape(nt_r * nt_c, T, T)
     t0 = time.perf_counter()
     masks = be.to_numpy(boruvka_tiles(be.asarray(batch) if be.is_gpu else batch,
-                                      spec.connectivity, spec.model, spec.hlen, be))
+                                      spec.connectivity, spec.model, spec.hlen, be,
+                                      key_bits=key_bits))
     times["boruvka"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ncols = spec.shape[1]
@@ -257,7 +263,7 @@ def finish_stats(groups_sum, groups_edges, changes):
 
 
 def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None, cellsize=None,
-             group_tiles=None):
+             group_tiles=None, key_bits="auto"):
     """Minimum spanning forest of the grid graph of a DEM.
 
     Parameters
@@ -273,6 +279,9 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         Cell size for ``slope`` and ``length3d`` (default: the store's, or 1).
     group_tiles : int, optional
         Tiles a side processed together (default: the store's shard, or 4).
+    key_bits : {"auto", 32, 64}
+        Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`); the forest
+        does not depend on it.
 
     Returns
     -------
@@ -316,7 +325,8 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         t0 = time.perf_counter()
         z = (store.read_window(*win) if store is not None
              else dem[win[0]:win[1], win[2]:win[3]])
-        g = group_forest(spec, z, win, plan.group_level, backend, time.perf_counter() - t0)
+        g = group_forest(spec, z, win, plan.group_level, backend, time.perf_counter() - t0,
+                         key_bits)
         for p, s in g.times.items():
             times[p] += s
         results[(plan.group_level, i, j)] = g.graph
