@@ -40,7 +40,7 @@ from terrain.grid.merge import Changes, apply_changes, split_changes
 from terrain.grid.mst import (PHASES, MSTSpec, QuadtreePlan, finish_stats, group_forest,
                                merge_node)
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import tiles_per_shard
+from terrain.tiles.store import tiles_per_shard, write_coordinates
 
 from .cluster import compute, open_scheduler
 
@@ -58,12 +58,8 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     del upstream  # only orders this task after the ingest
     group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3)
     if "x" not in group:
-        rows, cols = spec.shape
         gt = geo["geotransform"]
-        group.create_array("x", shape=(cols,), dtype="float64", chunks=(max(cols, 1),),
-                           dimension_names=("x",))[:] = gt[0] + gt[1] * (np.arange(cols) + 0.5)
-        group.create_array("y", shape=(rows,), dtype="float64", chunks=(max(rows, 1),),
-                           dimension_names=("y",))[:] = gt[3] + gt[5] * (np.arange(rows) + 0.5)
+        write_coordinates(group, spec.shape, gt)
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
                             "source": geo.get("source")})
     side = spec.tile * tile_shard

@@ -47,7 +47,7 @@ def esri_text(tokens, header=None, sep=" ", eol="\n", nodata="-9999", center=Fal
 
 def grass_text(tokens, null=None, eol="\n"):
     rows, cols = tokens.shape
-    h = [f"north: {4000.0 + rows * 2}", f"south: 4000", f"east: {300.0 + cols * 2}",
+    h = [f"north: {4000.0 + rows * 2}", "south: 4000", f"east: {300.0 + cols * 2}",
          "west: 300", f"rows: {rows}", f"cols: {cols}"] + ([f"null: {null}"] if null else [])
     return eol.join(h + [" ".join(r) for r in tokens]) + eol
 

@@ -28,7 +28,7 @@ import zarr
 from ..errors import InputError
 from .morton import morton_order
 
-__all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
+__all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
@@ -72,6 +72,23 @@ def tiles_per_shard(tile, shape):
     return k
 
 
+def write_coordinates(group, shape, geotransform):
+    """Add the cell-centre coordinate arrays ``x`` and ``y`` of a grid to a Zarr group.
+
+    With them (and ``dimension_names``), ``xarray.open_zarr`` labels any raster in the group.
+    """
+    rows, cols = (int(shape[0]), int(shape[1]))
+    gt = [float(v) for v in geotransform]
+    x = group.create_array("x", shape=(cols,), dtype="float64", chunks=(max(cols, 1),),
+                           dimension_names=("x",))
+    y = group.create_array("y", shape=(rows,), dtype="float64", chunks=(max(rows, 1),),
+                           dimension_names=("y",))
+    if cols:
+        x[:] = gt[0] + gt[1] * (np.arange(cols) + 0.5)
+    if rows:
+        y[:] = gt[3] + gt[5] * (np.arange(rows) + 0.5)
+
+
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
                  source=None, header=None, compressors="auto"):
     """Create an empty tile store at ``path`` (which must not exist) and return its :class:`TileStore`.
@@ -97,14 +114,7 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     if geotransform is None:
         geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
     gt = [float(v) for v in geotransform]
-    x = group.create_array("x", shape=(cols,), dtype="float64", chunks=(max(cols, 1),),
-                           dimension_names=("x",))
-    y = group.create_array("y", shape=(rows,), dtype="float64", chunks=(max(rows, 1),),
-                           dimension_names=("y",))
-    if cols:
-        x[:] = gt[0] + gt[1] * (np.arange(cols) + 0.5)
-    if rows:
-        y[:] = gt[3] + gt[5] * (np.arange(rows) + 0.5)
+    write_coordinates(group, (rows, cols), gt)
     n_tr, n_tc = -(-rows // tile), -(-cols // tile)
     group.attrs.update({
         "terrain": FORMAT_VERSION,
