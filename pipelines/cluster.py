@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import sys
+import warnings
 
 import dask
 
@@ -42,10 +43,14 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         client = Client(spec)
         cluster = None
     else:
-        cluster = LocalCluster(n_workers=n_workers, processes=False,
-                               threads_per_worker=threads_per_worker or os.cpu_count() or 1,
-                               dashboard_address=os.environ.get("TERRAIN_DASHBOARD", ":8787"),
-                               silence_logs=logging.CRITICAL)
+        with warnings.catch_warnings():
+            # port 8787 taken (another dashboard): distributed picks a free one, and the
+            # line printed below gives the address actually used
+            warnings.filterwarnings("ignore", message="Port .* is already in use")
+            cluster = LocalCluster(n_workers=n_workers, processes=False,
+                                   threads_per_worker=threads_per_worker or os.cpu_count() or 1,
+                                   dashboard_address=os.environ.get("TERRAIN_DASHBOARD", ":8787"),
+                                   silence_logs=logging.CRITICAL)
         client = Client(cluster)
     if not quiet:
         link = client.dashboard_link if cluster is not None else f"{spec} ({client.dashboard_link})"

@@ -34,3 +34,24 @@ def test_mst_on_an_existing_cluster_equals_local_run(tmp_path):
     assert np.array_equal(remote_mask, local_mask)
     for key in ("total_weight", "edges", "trees", "vertices"):
         assert remote[key] == local[key]
+
+
+def test_default_cluster_takes_another_port_quietly_when_8787_is_busy(tmp_path):
+    import socket
+    holder = socket.socket()
+    try:
+        holder.bind(("", 8787))
+        holder.listen()
+    except OSError:
+        pass  # already taken by someone else: the same situation
+    try:
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(SAMPLE), "-o",
+                               str(tmp_path / "m.zarr"), "--backend", "cpu", "--json"],
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        holder.close()
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("terrain: Dask dashboard at http"), proc.stderr
+    assert ":8787/" not in lines[0]
+    assert json.loads(proc.stdout)["edges"] > 0
