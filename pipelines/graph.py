@@ -1,37 +1,147 @@
-"""Command handlers for sparse graphs: ``graph-ingest``, ``bfs``, ``diameter``.
+"""Command handlers for sparse graphs — ``graph-ingest``, ``bfs``, ``diameter`` — as Dask graphs.
 
-Dask strategy: none. These run in-process: parsing parallelises with threads inside
-:func:`terrain.graph.read_graph_file`, and a traversal is one device-resident loop whose
-levels depend on each other; a task graph would only add scheduling overhead.
-Long runs report progress on stderr; results go to stdout (text, or JSON with ``--json``).
+Dask strategy
+-------------
+The library (:mod:`terrain.graph`) supplies plain functions and knows nothing of Dask; this
+module wires them into one task graph per command and runs it on the scheduler that
+``--scheduler`` names (:func:`pipelines.cluster.open_scheduler`: a LocalCluster with its
+dashboard by default, an existing cluster by address, or Dask's local schedulers).
+
+Loading (:func:`build_load_graph`), shared by the three commands:
+
+1. The header is read eagerly (:func:`terrain.graph.plan_graph_file`, a few kilobytes), so a
+   missing or bad header, an unknown format or a missing file fails before any cluster
+   starts; the plan cuts the body into byte ranges.
+2. ``graph-read`` (gzip only): decompresses the whole file once — a gzip stream cannot be
+   read by range — and the chunk tasks slice its result.
+3. ``graph-chunk``: one task per byte range (:func:`terrain.graph.parse_graph_chunk`). A
+   plain file is read by range inside the task, so no file bytes pass between tasks; a
+   task owns the lines that start in its range, so cuts may fall anywhere. It returns its
+   edges, its newline count and its first errors with chunk-relative line numbers.
+4. ``graph-csr``: :func:`terrain.graph.edges_from_chunks` (numbers the lines, raises the
+   first error in file order, concatenates in file order, relabels SNAP ids) and
+   :func:`terrain.graph.graph_from_edges` (CSR, ``--lcc``). A graph-ingest cache is read by
+   this one task instead.
+
+Then per command:
+
+* ``graph-ingest``: ``graph-write`` writes the cache (atomically, beside its target).
+* ``bfs``: ``bfs-run``, one task: the levels of one traversal depend on each other.
+* ``diameter``: ``diameter-component`` (largest component); ``diameter-bound``, one task,
+  because the bounding loop picks each BFS source from the bounds the previous BFS left;
+  with ``--effective K``, ``diameter-sample``: one task per batch of the K random sources
+  (independent BFS runs; each returns an integer distance histogram, so the sum, and the
+  percentile, is the same however the sources are split); ``diameter-finish`` joins them.
+  On the CPU there are as many batches as scheduler threads (each BFS is a sequential Numba
+  loop that releases the GIL); on the GPU one, since the device runs one traversal at a
+  time and every batch would hold its own copy of the graph.
+
+Results are task results held by Dask; with the default in-process LocalCluster (threads,
+not processes: Numba and CuPy kernels share one address space) nothing is copied between
+tasks. An :class:`terrain.errors.InputError` raised inside a task (a bad line, a source that
+is not a vertex) comes out of :func:`pipelines.cluster.compute` unchanged on every
+scheduler, and ``terrain.run`` prints its one line and exits 2. Progress: Dask's bar on
+stderr (on a terminal) and, for long diameter runs, the bounds after each BFS (printed by
+the bounding task, so on an existing cluster in its worker's log). Results go to stdout
+(text, or JSON with ``--json``).
 """
 
 import json
-import sys
+import os
 import time
+from pathlib import Path
 
+import dask
 import numpy as np
 
-from terrain._atomic import atomic_output
+from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.graph import bfs, diameter, load_graph, write_graph_cache
+from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_histogram,
+                           edges_from_chunks, effective_from_histograms, exact_diameter,
+                           graph_from_edges, largest_component, load_graph, parse_graph_chunk,
+                           plan_graph_file, read_whole_file, sample_sources, write_graph_cache)
 
-__all__ = ["graph_ingest_command", "bfs_command", "diameter_command"]
+from .cluster import compute, open_scheduler
+
+__all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
+           "diameter_command"]
 
 
-def _load(args):
+def _token(*parts):
+    return dask.base.tokenize(*map(str, parts), time.time_ns())
+
+
+# --------------------------------------------------------------------------- loading
+
+def _csr_task(plan, chunks, lcc):
+    return graph_from_edges(edges_from_chunks(plan, chunks), lcc=lcc)
+
+
+def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_BYTES,
+                     token=None):
+    """Dask graph loading a graph file (or a graph-ingest cache) into a :class:`Graph`.
+
+    Parameters
+    ----------
+    path : str or Path
+    fmt : {'auto', 'snap', 'mtx', 'dimacs', 'metis', 'store'}
+    lcc : bool
+        Keep only the largest connected component.
+    chunk_bytes : int
+        Nominal byte range of one ``graph-chunk`` task.
+    token : str, optional
+        Suffix of the task names (default: a fresh one).
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        Computing it returns the :class:`terrain.graph.Graph`, identical to
+        :func:`terrain.graph.load_graph`'s.
+
+    Raises
+    ------
+    InputError
+        Eagerly for a missing file or a bad header; errors in the body when it runs.
+
+    Examples
+    --------
+    >>> g = build_load_graph("web-Google.txt.gz", lcc=True)   # doctest: +SKIP
+    >>> dask.compute(g, scheduler="threads")[0].n             # doctest: +SKIP
+    855802
+    """
+    path = Path(path)
+    token = token or _token(path)
+    if fmt == "store" or (fmt == "auto" and path.is_dir()):
+        return dask.delayed(load_graph)(path, "store", lcc=lcc,
+                                        dask_key_name=f"graph-csr-{token}")
+    plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
+    data = None
+    if plan.compressed:
+        data = dask.delayed(read_whole_file)(plan, dask_key_name=f"graph-read-{token}")
+    chunks = [dask.delayed(parse_graph_chunk)(plan, j, data,
+                                              dask_key_name=(f"graph-chunk-{token}", j))
+              for j in range(plan.chunks)]
+    return dask.delayed(_csr_task)(plan, chunks, lcc, dask_key_name=f"graph-csr-{token}")
+
+
+def _scheduler_threads(client, spec):
+    """Threads the scheduler runs tasks on (how many sample batches are worth making)."""
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    return (os.cpu_count() or 1) if spec == "threads" else 1
+
+
+# --------------------------------------------------------------------------- graph-ingest
+
+def _write_task(graph, output, overwrite):
     t0 = time.perf_counter()
-    graph = load_graph(args.graph, args.format, lcc=getattr(args, "lcc", False))
-    seconds = time.perf_counter() - t0
-    if seconds > 2.0:
-        print(f"{args.graph}: loaded {graph.n} vertices, {graph.m} edges in {seconds:.1f} s",
-              file=sys.stderr, flush=True)
-    return graph, seconds
+    write_graph_cache(graph, output, overwrite=overwrite)
+    return {"n": graph.n, "m": graph.m, "format": graph.meta.get("format", "store"),
+            "lcc": graph.meta.get("lcc"), "write_seconds": time.perf_counter() - t0}
 
 
-def _lcc_note(graph):
-    info = graph.meta.get("lcc")
+def _lcc_note(info):
     if info and info["components"] > 1:
         return (f"kept the largest of {info['components']} components "
                 f"({info['lcc_vertices']} of {info['vertices']} vertices)")
@@ -40,19 +150,25 @@ def _lcc_note(graph):
 
 def graph_ingest_command(args):
     """``graph-ingest GRAPH -o G.zarr``: parse once, cache the CSR."""
-    from terrain._atomic import check_output_free
     check_output_free(args.output, args.overwrite)
-    graph, seconds = _load(args)
-    t0 = time.perf_counter()
-    write_graph_cache(graph, args.output, overwrite=args.overwrite)
-    print(f"{args.output}: {graph.n} vertices, {graph.m} edges "
-          f"(format {graph.meta.get('format', 'store')}, parsed in {seconds:.2f} s, "
-          f"written in {time.perf_counter() - t0:.2f} s)")
-    note = _lcc_note(graph)
+    token = _token(args.graph, args.output)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
+    written = dask.delayed(_write_task)(graph, args.output, args.overwrite,
+                                        dask_key_name=f"graph-write-{token}")
+    with open_scheduler(args.scheduler):
+        t0 = time.perf_counter()
+        (s,) = compute(written, label="graph-ingest")
+        seconds = time.perf_counter() - t0 - s["write_seconds"]
+    print(f"{args.output}: {s['n']} vertices, {s['m']} edges "
+          f"(format {s['format']}, parsed in {seconds:.2f} s, "
+          f"written in {s['write_seconds']:.2f} s)")
+    note = _lcc_note(s["lcc"])
     if note:
         print(note)
     return 0
 
+
+# --------------------------------------------------------------------------- bfs
 
 def _parse_sources(text):
     out = []
@@ -69,26 +185,36 @@ def _parse_sources(text):
     return out
 
 
-def bfs_command(args):
-    """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
-    backend = get_backend(args.backend)
-    graph, _ = _load(args)
-    sources = graph.index_of(_parse_sources(args.source), what="source vertex")
-    if args.out:
-        from terrain._atomic import check_output_free
-        check_output_free(args.out, True)
+def _bfs_task(graph, source_ids, backend):
+    sources = graph.index_of(source_ids, what="source vertex")
     t0 = time.perf_counter()
     result = bfs(graph, sources, predecessors=False, backend=backend)
     seconds = time.perf_counter() - t0
     dist = result.dist
-    reached = int(np.count_nonzero(dist >= 0))
     summary = {
-        "graph": str(args.graph), "vertices": graph.n, "edges": graph.m,
-        "sources": [graph.id_of(s) for s in result.sources], "reached": reached,
+        "vertices": graph.n, "edges": graph.m,
+        "sources": [graph.id_of(s) for s in result.sources],
+        "reached": int(np.count_nonzero(dist >= 0)),
         "max_distance": result.stats.eccentricity, "levels": len(result.stats.level_sizes),
         "level_sizes": result.stats.level_sizes, "seconds": round(seconds, 6),
-        "backend": backend.name,
     }
+    return summary, dist
+
+
+def bfs_command(args):
+    """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
+    backend = get_backend(args.backend)
+    source_ids = _parse_sources(args.source)
+    if args.out:
+        check_output_free(args.out, True)
+    token = _token(args.graph, args.source)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
+    run = dask.delayed(_bfs_task, nout=2)(graph, source_ids, backend.name,
+                                          dask_key_name=f"bfs-run-{token}")
+    with open_scheduler(args.scheduler):
+        (result,) = compute(run, label="bfs")
+    found, dist = result
+    summary = {"graph": str(args.graph), **found, "backend": backend.name}
     if args.out:
         with atomic_output(args.out, overwrite=True) as tmp:
             with open(tmp, "wb") as f:
@@ -97,23 +223,107 @@ def bfs_command(args):
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"BFS from {', '.join(map(str, summary['sources']))}: reached {reached} of "
-              f"{graph.n} vertices, max distance {summary['max_distance']} "
-              f"({seconds * 1e3:.1f} ms, {backend.name})")
+        print(f"BFS from {', '.join(map(str, summary['sources']))}: reached "
+              f"{summary['reached']} of {summary['vertices']} vertices, max distance "
+              f"{summary['max_distance']} ({summary['seconds'] * 1e3:.1f} ms, {backend.name})")
         if args.out:
             print(f"distances written to {args.out} (row i = the i-th vertex in increasing "
                   "file-id order, -1 = unreachable)")
     return 0
 
 
+# --------------------------------------------------------------------------- diameter
+
+def _component_task(graph):
+    t0 = time.perf_counter()
+    lcc, info = largest_component(graph)
+    return lcc, info, time.perf_counter() - t0
+
+
+def _bound_task(lcc, info, extremes, backend):
+    t0 = time.perf_counter()
+    result = exact_diameter(lcc, info, extremes=extremes, backend=backend, progress=True)
+    return result, time.perf_counter() - t0
+
+
+def _sample_task(lcc, k, seed, batch, batches, backend):
+    """Batch ``batch`` of ``batches`` of the effective sample: its histogram and source ids."""
+    t0 = time.perf_counter()
+    sources = sample_sources(lcc.n, k, seed)
+    mine = sources[len(sources) * batch // batches:len(sources) * (batch + 1) // batches]
+    hist = distance_histogram(FrontierCore(lcc, backend), mine) if mine.size else None
+    return hist, [lcc.id_of(s) for s in mine], time.perf_counter() - t0
+
+
+def _finish_task(bound, component_seconds, samples):
+    result, seconds = bound
+    seconds += component_seconds
+    if samples:
+        result.effective_diameter = effective_from_histograms(
+            [h for h, _, _ in samples if h is not None])
+        ids = [x for _, batch_ids, _ in samples for x in batch_ids]
+        result.effective_sources = len(ids)
+        result.extra["effective_source_ids"] = ids
+        seconds += sum(s for _, _, s in samples)
+    return result, seconds
+
+
+def build_diameter_graph(graph, *, extremes=False, effective=None, seed=0, backend="cpu",
+                         batches=1, token=None):
+    """Dask graph of the diameter of ``graph`` (a Delayed :class:`Graph`, or a Graph).
+
+    Parameters
+    ----------
+    graph : Delayed or Graph
+    extremes, effective, seed
+        As :func:`terrain.graph.diameter`.
+    backend : str
+        Backend name each task resolves.
+    batches : int
+        ``diameter-sample`` tasks the effective sample is split into.
+    token : str, optional
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        Computing it returns ``(DiameterResult, task_seconds)``; the result equals
+        :func:`terrain.graph.diameter`'s.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> from terrain.graph import as_graph
+    >>> d = build_diameter_graph(as_graph(nx.path_graph(9)), effective=4, batches=2)
+    >>> r, _ = dask.compute(d, scheduler="synchronous")[0]
+    >>> r.diameter, r.effective_sources
+    (8, 4)
+    """
+    token = token or _token("diameter")
+    lcc, info, component_seconds = dask.delayed(_component_task, nout=3)(
+        graph, dask_key_name=f"diameter-component-{token}")
+    bound = dask.delayed(_bound_task)(lcc, info, bool(extremes), backend,
+                                      dask_key_name=f"diameter-bound-{token}")
+    samples = []
+    if effective:
+        batches = max(1, min(int(batches), int(effective)))
+        samples = [dask.delayed(_sample_task)(lcc, int(effective), seed, j, batches, backend,
+                                              dask_key_name=(f"diameter-sample-{token}", j))
+                   for j in range(batches)]
+    return dask.delayed(_finish_task)(bound, component_seconds, samples,
+                                      dask_key_name=f"diameter-finish-{token}")
+
+
 def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K]``: exact diameter by bounding."""
     backend = get_backend(args.backend)
-    graph, _ = _load(args)
-    t0 = time.perf_counter()
-    result = diameter(graph, extremes=args.all, effective=args.effective, seed=args.seed,
-                      backend=backend, progress=True)
-    seconds = time.perf_counter() - t0
+    token = _token(args.graph)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
+    with open_scheduler(args.scheduler) as client:
+        batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
+        work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
+                                    seed=args.seed, backend=backend.name, batches=batches,
+                                    token=token)
+        ((result, seconds),) = compute(work, label="diameter")
     out = result.as_dict()
     out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)
     if args.json:

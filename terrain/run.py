@@ -130,6 +130,7 @@ def build_parser():
     _add_graph_input(p)
     p.add_argument("-o", "--output", required=True, metavar="G.zarr")
     p.add_argument("--overwrite", action="store_true")
+    _add_scheduler(p)
 
     p = sub.add_parser("bfs", help="hop distances and predecessors from one or many sources")
     _add_graph_input(p)
@@ -138,6 +139,7 @@ def build_parser():
     p.add_argument("--out", default=None, metavar="dist.npy", help="write distances (file ids order)")
     p.add_argument("--json", action="store_true")
     _add_backend(p)
+    _add_scheduler(p)
 
     p = sub.add_parser("diameter", help="exact diameter by eccentricity bounding")
     _add_graph_input(p)
@@ -147,6 +149,7 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     _add_backend(p)
+    _add_scheduler(p)
 
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
     bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)

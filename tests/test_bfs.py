@@ -1,5 +1,9 @@
 """BFS against scipy.sparse.csgraph.shortest_path; predecessors; CPU/GPU identity."""
 
+import json
+import subprocess
+import sys
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -90,3 +94,22 @@ def test_cpu_and_gpu_identical(variant, direction):
                 return r.dist, r.pred, r.stats.level_sizes, r.stats.level_edges
             dist = assert_backends_identical(run)[0]
             assert np.array_equal(dist, _oracle(g, sources))
+
+
+def test_cli_on_the_default_local_cluster(tmp_path):
+    """``bfs`` as a Dask graph on the LocalCluster it starts: distances in file-id order."""
+    G = nx.relabel_nodes(nx.gnm_random_graph(60, 100, seed=9), lambda v: 3 * v + 5)
+    path = tmp_path / "g.txt"
+    path.write_bytes(("# g\r\n" + "".join(f"{a} {b}\r\n" for a, b in G.edges())).encode())
+    out = tmp_path / "d.npy"
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "bfs", str(path), "--source",
+                           "5,50", "--out", str(out), "--json", "--backend", "cpu"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Dask dashboard" in proc.stderr
+    g = as_graph(G.subgraph([v for v in G if G.degree(v)]))  # file ids: vertices with edges
+    order = np.argsort(g.id_array())
+    want = _oracle(g, list(g.index_of([5, 50])))[order]
+    assert np.array_equal(np.load(out), want)
+    summary = json.loads(proc.stdout)
+    assert summary["sources"] == [5, 50] and summary["reached"] == np.count_nonzero(want >= 0)

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import dask
 import networkx as nx
 import numpy as np
 import pytest
@@ -109,8 +110,10 @@ def test_cpu_and_gpu_identical():
                                                           backend=b).as_dict())
 
 
-def _cli(*argv):
-    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)],
+def _cli(*argv, scheduler="synchronous"):
+    """Run the command line; ``scheduler=None`` starts the default LocalCluster."""
+    extra = ["--scheduler", scheduler] if scheduler else []
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv), *extra],
                           capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -128,5 +131,57 @@ def test_cli_reports_in_file_ids(tmp_path):
     assert r["diameter"] == nx.diameter(H) and r["connected"] is False
     assert r["periphery"] == sorted(nx.periphery(H)) and r["center"] == sorted(nx.center(H))
     assert nx.shortest_path_length(H, *r["endpoints"]) == r["diameter"]
-    code, out, err = _cli("diameter", tmp_path / "g.txt", "--backend", "cpu")
-    assert code == 0 and "disconnected (2 components)" in out and "path: " in out
+    code, out, err = _cli("diameter", tmp_path / "g.txt", "--backend", "cpu", "--effective", "5",
+                          scheduler=None)
+    assert code == 0 and "disconnected (2 components)" in out and "path: " in out, err
+    assert "effective diameter (90th percentile over 5 sources)" in out
+
+
+def _lollipop_file(tmp_path):
+    G = nx.lollipop_graph(30, 25)
+    ids = {v: 10 + 3 * v for v in G}
+    path = tmp_path / "lollipop.txt"
+    path.write_text("".join(f"{ids[a]} {ids[b]}\n" for a, b in G.edges()))
+    return path
+
+
+def _without_seconds(out):
+    d = json.loads(out)
+    d.pop("seconds")
+    return d
+
+
+def test_cli_on_an_existing_cluster_equals_a_synchronous_run(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    path = _lollipop_file(tmp_path)
+    argv = ["diameter", path, "--all", "--effective", "9", "--json", "--backend", "cpu"]
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=3, processes=False,
+                                  protocol="tcp", dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        code, remote, err = _cli(*argv, scheduler=address)
+        assert code == 0, err
+        ran = set(cluster.scheduler.task_prefixes)
+        assert {"graph-chunk", "graph-csr", "diameter-component", "diameter-bound",
+                "diameter-sample", "diameter-finish"} <= ran, ran
+        # three threads: the effective sample ran as three batches
+        assert cluster.scheduler.task_prefixes["diameter-sample"].state_counts["memory"] == 3
+        code, out, err = _cli("bfs", path, "--source", "7", scheduler=address)
+        assert code == 2 and err.strip().endswith(f"terrain: {path}: source vertex 7 is not in "
+                                                  "the graph"), err
+    code, local, err = _cli(*argv)
+    assert code == 0, err
+    assert _without_seconds(remote) == _without_seconds(local)
+
+
+def test_pipeline_batches_equal_the_library():
+    """Any split of the effective sample into diameter-sample tasks gives diameter()'s answer."""
+    from pipelines.graph import build_diameter_graph
+    G = nx.disjoint_union(nx.connected_watts_strogatz_graph(300, 4, 0.1, seed=5),
+                          nx.path_graph(5))
+    want = diameter(G, extremes=True, effective=11, seed=4, backend="cpu")
+    for batches, scheduler in ((1, "synchronous"), (4, "threads"), (11, "synchronous")):
+        work = build_diameter_graph(as_graph(G), extremes=True, effective=11, seed=4,
+                                    backend="cpu", batches=batches)
+        got, _ = dask.compute(work, scheduler=scheduler)[0]
+        assert got.as_dict() == want.as_dict()
+        assert got.extra == want.extra

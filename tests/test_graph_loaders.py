@@ -8,12 +8,14 @@ import sys
 
 import networkx as nx
 import numpy as np
+import dask
 import pytest
 import scipy.sparse as sp
 
+from pipelines.graph import build_load_graph
 from terrain.errors import InputError
-from terrain.graph import (as_graph, build_csr, load_graph, read_graph_cache, read_graph_file,
-                           write_graph_cache)
+from terrain.graph import (as_graph, build_csr, load_graph, plan_graph_file, read_graph_cache,
+                           read_graph_file, write_graph_cache)
 
 
 def _write(path, text, gz=False, crlf=False):
@@ -172,10 +174,16 @@ def test_cache_roundtrip_and_lcc(tmp_path):
     assert lcc.id_array().tolist() == [5, 6, 7] and lcc.meta["lcc"]["components"] == 2
 
 
-def _cli(*argv):
-    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)],
+def _cli(*argv, scheduler="synchronous"):
+    """Run the command line; ``scheduler=None`` starts the default LocalCluster."""
+    extra = ["--scheduler", scheduler] if scheduler else []
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv), *extra],
                           capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def _error_lines(err):
+    return [x for x in err.splitlines() if "Dask dashboard" not in x]
 
 
 BAD_INPUTS = [
@@ -204,10 +212,100 @@ def test_bad_source_and_cache_cli(tmp_path):
     path = _write(tmp_path / "g.txt", "10 20\n20 30\n")
     code, _, err = _cli("bfs", path, "--source", "11")
     assert code == 2 and err.strip() == f"terrain: {path}: source vertex 11 is not in the graph"
-    code, out, err = _cli("graph-ingest", path, "-o", tmp_path / "g.zarr")
+    code, out, err = _cli("graph-ingest", path, "-o", tmp_path / "g.zarr", scheduler=None)
     assert code == 0, err
+    assert out.startswith(f"{tmp_path / 'g.zarr'}: 3 vertices, 2 edges (format snap")
     code, out, err = _cli("bfs", tmp_path / "g.zarr", "--source", "30", "--json",
                           "--out", tmp_path / "d.npy", "--backend", "cpu")
     assert code == 0, err
     assert json.loads(out)["max_distance"] == 2
     assert np.load(tmp_path / "d.npy").tolist() == [2, 1, 0]
+
+
+@pytest.mark.parametrize("scheduler", [None, "threads"], ids=["LocalCluster", "threads"])
+def test_error_inside_a_task_is_one_line_exit_2_on_every_scheduler(tmp_path, scheduler):
+    """The parse error is raised in a Dask task; it reaches the CLI unchanged (the
+    synchronous scheduler is BAD_INPUTS' case)."""
+    path = _write(tmp_path / "bad.txt", "1 2\n2 3\n3 four\n")
+    code, out, err = _cli("bfs", path, "--source", "1", scheduler=scheduler)
+    assert code == 2 and out == "", err
+    assert _error_lines(err) == [f"terrain: {path}:3: cannot parse '3 four': expected "
+                                 "integer vertex ids"], err
+    assert "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- Dask chunks
+
+def _snap_text(rng, m=90):
+    lines = ["# a SNAP header", "% another comment"]
+    for k, (a, b) in enumerate(rng.integers(0, 10**6, size=(m, 2))):
+        sep = "\t" if k % 3 else "   "
+        lines.append(f"{a}{sep}{b}" + (" 0.5" if k % 4 == 0 else ""))
+        if k % 17 == 5:
+            lines.append("# mid-file comment" if k % 2 else "")
+    return "\n".join(lines) + "\n"
+
+
+def _mtx_text(rng, n=40, m=80):
+    body = [f"{a} {b} 1.5" for a, b in rng.integers(1, n + 1, size=(m, 2))]
+    return (f"%%MatrixMarket matrix coordinate real general\n% c\n{n} {n} {m}\n"
+            + "\n".join(body) + "\n")
+
+
+def _dimacs_text(rng, n=40, m=80):
+    return (f"c hi\np sp {n} {m}\n"
+            + "".join(f"a {a} {b} 9\n" for a, b in rng.integers(1, n + 1, size=(m, 2))))
+
+
+def _load_in_chunks(path, chunk_bytes, scheduler="synchronous"):
+    (graph,) = dask.compute(build_load_graph(path, chunk_bytes=chunk_bytes), scheduler=scheduler)
+    return graph
+
+
+def _assert_same_graph(a, b):
+    assert (a.n, a.id_base, a.meta["format"]) == (b.n, b.id_base, b.meta["format"])
+    assert np.array_equal(a.indptr, b.indptr) and a.indptr.dtype == b.indptr.dtype
+    assert np.array_equal(a.indices, b.indices) and a.indices.dtype == b.indices.dtype
+    assert np.array_equal(a.id_array(), b.id_array())
+
+
+@pytest.mark.parametrize("kind,gz", [("snap", False), ("snap", True), ("mtx", False),
+                                     ("dimacs", True)])
+def test_dask_chunks_give_the_sequential_csr(tmp_path, kind, gz):
+    """Cuts at every byte (chunk_bytes=1: mid-token, mid-line, between CR and LF, inside
+    comments) and at odd sizes give the CSR of one sequential pass, on CRLF files too."""
+    rng = np.random.default_rng(11)
+    text = {"snap": _snap_text, "mtx": _mtx_text, "dimacs": _dimacs_text}[kind](rng)
+    name = {"snap": "g.txt", "mtx": "g.mtx", "dimacs": "g.gr"}[kind]
+    path = _write(tmp_path / name, text, gz=gz, crlf=True)
+    one = read_graph_file(path, workers=1)
+    sequential = load_graph(path, workers=1)
+    assert plan_graph_file(path).chunks == 1
+    for chunk_bytes in (1, 7, 64):
+        plan = plan_graph_file(path, chunk_bytes=chunk_bytes)
+        assert plan.chunks > (len(text) // (chunk_bytes * 2) if not gz else 1)
+        _assert_same_graph(_load_in_chunks(path, chunk_bytes), sequential)
+        many = read_graph_file(path, chunk_bytes=chunk_bytes, workers=1)
+        assert np.array_equal(one.u, many.u) and np.array_equal(one.v, many.v)
+    _assert_same_graph(_load_in_chunks(path, 5, scheduler="threads"), sequential)
+
+
+def test_dask_chunks_report_the_first_error_in_file_order(tmp_path):
+    rng = np.random.default_rng(12)
+    lines = _mtx_text(rng).splitlines()
+    lines[10] = "3 99"               # id out of range on line 11 ...
+    lines[60] = "4 x"                # ... but an unparseable line wins, wherever it is
+    path = _write(tmp_path / "e.mtx", "\r\n".join(lines) + "\r\n")
+    for chunk_bytes in (1, 9, 1 << 20):
+        with pytest.raises(InputError, match=r"e\.mtx:61: cannot parse '4 x'"):
+            _load_in_chunks(path, chunk_bytes)
+    lines[60] = "4 5 1.5"
+    _write(tmp_path / "e.mtx", "\n".join(lines) + "\n")
+    for chunk_bytes in (1, 9, 1 << 20):
+        with pytest.raises(InputError, match=r"e\.mtx:11: vertex id out of the declared "
+                                             r"range 1\.\.40 in '3 99'"):
+            _load_in_chunks(path, chunk_bytes)
+    # a METIS body is one chunk whatever the size
+    path = _write(tmp_path / "m.graph", "% c\n3 2\n2\n1 3\n\n")
+    assert plan_graph_file(path, chunk_bytes=1).chunks == 1
+    _assert_same_graph(_load_in_chunks(path, 1), load_graph(path))

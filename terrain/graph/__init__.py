@@ -15,15 +15,22 @@ Examples
 """
 
 from .bfs import BFSResult, TraversalStats, bfs, traverse
-from .cache import is_graph_cache, load_graph, read_graph_cache, write_graph_cache
+from .cache import (finish_graph, graph_from_edges, is_graph_cache, load_graph,
+                    read_graph_cache, write_graph_cache)
 from .csr import Graph, as_graph, build_csr, connected_components, largest_component
-from .diameter import DiameterResult, diameter, effective_diameter
+from .diameter import (DiameterResult, diameter, distance_histogram, effective_diameter,
+                       effective_from_histograms, exact_diameter, sample_sources)
 from .frontier import FrontierCore
-from .loaders import FORMATS, EdgeList, detect_format, read_graph_file
+from .loaders import (DEFAULT_CHUNK_BYTES, FORMATS, EdgeChunk, EdgeList, GraphFilePlan,
+                      detect_format, edges_from_chunks, parse_graph_chunk, plan_graph_file,
+                      read_graph_file, read_whole_file)
 
 __all__ = [
-    "BFSResult", "DiameterResult", "EdgeList", "FORMATS", "FrontierCore", "Graph",
-    "TraversalStats", "as_graph", "bfs", "build_csr", "connected_components", "detect_format",
-    "diameter", "effective_diameter", "is_graph_cache", "largest_component", "load_graph",
-    "read_graph_cache", "read_graph_file", "traverse", "write_graph_cache",
+    "BFSResult", "DEFAULT_CHUNK_BYTES", "DiameterResult", "EdgeChunk", "EdgeList", "FORMATS",
+    "FrontierCore", "Graph", "GraphFilePlan", "TraversalStats", "as_graph", "bfs", "build_csr",
+    "connected_components", "detect_format", "diameter", "distance_histogram",
+    "edges_from_chunks", "effective_diameter", "effective_from_histograms", "exact_diameter",
+    "finish_graph", "graph_from_edges", "is_graph_cache", "largest_component", "load_graph",
+    "parse_graph_chunk", "plan_graph_file", "read_graph_cache", "read_graph_file",
+    "read_whole_file", "sample_sources", "traverse", "write_graph_cache",
 ]

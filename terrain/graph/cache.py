@@ -20,7 +20,8 @@ from ..errors import InputError
 from .csr import Graph, build_csr, largest_component
 from .loaders import read_graph_file
 
-__all__ = ["write_graph_cache", "read_graph_cache", "is_graph_cache", "load_graph"]
+__all__ = ["write_graph_cache", "read_graph_cache", "is_graph_cache", "load_graph",
+           "graph_from_edges", "finish_graph"]
 
 _KIND = "terrain-graph-csr"
 _CHUNK = 1 << 24
@@ -115,15 +116,47 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None):
     """
     path = Path(path)
     if fmt == "store" or (fmt == "auto" and path.is_dir()):
-        graph = read_graph_cache(path)
-    else:
-        edges = read_graph_file(path, fmt, workers=workers)
-        graph = build_csr(edges.n, edges.u, edges.v, ids=edges.ids, id_base=edges.id_base,
-                          name=str(path))
-        graph.meta["format"] = edges.fmt
-        graph.meta["source"] = str(path)
+        return finish_graph(read_graph_cache(path), path, lcc=lcc)
+    return graph_from_edges(read_graph_file(path, fmt, workers=workers), lcc=lcc)
+
+
+def graph_from_edges(edges, *, lcc=False):
+    """The :class:`Graph` of a parsed file: its CSR, then :func:`finish_graph`.
+
+    The last step of :func:`load_graph` for text files, on its own so that a scheduler can
+    run it as the task after the chunk parsers (``pipelines/graph.py``).
+
+    Parameters
+    ----------
+    edges : EdgeList
+    lcc : bool
+        Keep only the largest connected component.
+
+    Returns
+    -------
+    Graph
+
+    Examples
+    --------
+    >>> from terrain.graph.loaders import EdgeList
+    >>> e = EdgeList(np.array([0, 2]), np.array([1, 3]), 4, None, 1, "g.txt", "mtx")
+    >>> g = graph_from_edges(e, lcc=True)
+    >>> g.n, g.id_array().tolist(), g.meta["format"]
+    (2, [1, 2], 'mtx')
+    """
+    graph = build_csr(edges.n, edges.u, edges.v, ids=edges.ids, id_base=edges.id_base,
+                      name=edges.source)
+    graph.meta["format"] = edges.fmt
+    graph.meta["source"] = edges.source
+    return finish_graph(graph, edges.source, lcc=lcc)
+
+
+def finish_graph(graph, source, *, lcc=False):
+    """Refuse a graph without edges (an :class:`InputError` naming ``source``); with
+    ``lcc``, keep its largest component (the component counts go to
+    ``graph.meta['lcc']``)."""
     if graph.m == 0:
-        raise InputError(f"{path}: empty graph (no edges besides self-loops)")
+        raise InputError(f"{source}: empty graph (no edges besides self-loops)")
     if lcc:
         graph, info = largest_component(graph)
         graph.meta["lcc"] = info

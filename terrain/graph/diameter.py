@@ -27,6 +27,13 @@ A disconnected graph has infinite diameter: we say so and answer for its largest
 connected component. The sampled *effective diameter* is the 90th percentile of the
 distances from ``k`` random sources, linearly interpolated between hop counts (as SNAP
 reports it).
+
+Pieces. :func:`diameter` is the whole answer in one call. Its parts are public so that a
+scheduler can run them as tasks (``pipelines/graph.py``): :func:`exact_diameter` is the
+bounding loop on one component (its BFS runs depend on each other: one task);
+:func:`sample_sources`, :func:`distance_histogram` and :func:`effective_from_histograms`
+split the effective sample into independent batches whose integer histograms sum to the
+same value however the sources were split.
 """
 
 import sys
@@ -42,7 +49,8 @@ from .bfs import traverse
 from .csr import as_graph, largest_component
 from .frontier import BLOCK, FrontierCore
 
-__all__ = ["diameter", "DiameterResult", "effective_diameter"]
+__all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
+           "sample_sources", "distance_histogram", "effective_from_histograms"]
 
 
 @dataclass
@@ -192,27 +200,55 @@ def _farthest_and_path(graph, dist, ecc):
     return t, path[::-1]
 
 
-def effective_diameter(core, k, seed=0, sources=None):
-    """Sampled effective diameter of the component ``core`` holds: 90th percentile of the
-    hop distances from ``k`` random sources (interpolated). Returns ``(value, sources)``."""
-    rng = np.random.default_rng(seed)
-    if sources is None:
-        sources = rng.choice(core.n, size=min(int(k), core.n), replace=False)
+def sample_sources(n, k, seed=0):
+    """The effective-diameter sample: ``min(k, n)`` distinct vertices of ``0..n-1``, drawn
+    with ``numpy.random.default_rng(seed)`` (the same on every backend and scheduler)."""
+    return np.random.default_rng(seed).choice(n, size=min(int(k), n), replace=False)
+
+
+def distance_histogram(core, sources):
+    """``hist[d]``: the (source, vertex) pairs at distance ``d``, summed over ``sources``
+    (one BFS each on the :class:`FrontierCore` ``core``; ``hist[0]`` counts the sources)."""
     hist = np.zeros(1, np.int64)
     for s in sources:
         sizes = np.asarray(traverse(core, [int(s)]).level_sizes, np.int64)
         if sizes.size > hist.size:
             hist = np.pad(hist, (0, sizes.size - hist.size))
         hist[:sizes.size] += sizes
+    return hist
+
+
+def effective_from_histograms(histograms):
+    """The 90th percentile of the distances counted by ``histograms`` (summed; see
+    :func:`distance_histogram`), linearly interpolated between hop counts; pairs of a vertex
+    with itself do not count. Integer sums: the same value however the sources were split.
+
+    Examples
+    --------
+    >>> effective_from_histograms([np.array([1, 2, 1]), np.array([1, 2])])
+    1.5
+    """
+    size = max((h.size for h in histograms), default=1)
+    hist = np.zeros(size, np.int64)
+    for h in histograms:
+        hist[:h.size] += h
     hist[0] = 0  # a vertex and itself is no pair
     total = hist.sum()
     if total == 0:
-        return 0.0, np.asarray(sources)
+        return 0.0
     cum = np.cumsum(hist) / total
     d = int(np.searchsorted(cum, 0.9 - 1e-12))
     prev = cum[d - 1] if d > 0 else 0.0
     value = (d - 1) + (0.9 - prev) / (cum[d] - prev) if cum[d] > prev else float(d)
-    return round(float(value), 6), np.asarray(sources)
+    return round(float(value), 6)
+
+
+def effective_diameter(core, k, seed=0, sources=None):
+    """Sampled effective diameter of the component ``core`` holds: 90th percentile of the
+    hop distances from ``k`` random sources (interpolated). Returns ``(value, sources)``."""
+    if sources is None:
+        sources = sample_sources(core.n, k, seed)
+    return effective_from_histograms([distance_histogram(core, sources)]), np.asarray(sources)
 
 
 def _stderr_progress(start=time.monotonic):
@@ -226,6 +262,88 @@ def _stderr_progress(start=time.monotonic):
             print(f"diameter: {bfs_count} BFS, {delta_lower} <= diameter <= {diameter_upper}, "
                   f"{remaining} candidates left", file=sys.stderr, flush=True)
     return report
+
+
+def exact_diameter(component, components=None, *, extremes=False, backend=None,
+                   progress=None):
+    """The bounding of :func:`diameter` on a connected graph, without the effective sample.
+
+    Parameters
+    ----------
+    component : Graph
+        Connected (a :func:`terrain.graph.largest_component`).
+    components : dict, optional
+        The ``info`` of :func:`terrain.graph.largest_component`, for ``connected``,
+        ``components`` and ``vertices`` of the result (default: ``component`` is the graph).
+    extremes, backend, progress
+        As :func:`diameter`.
+
+    Returns
+    -------
+    DiameterResult
+
+    Examples
+    --------
+    >>> from terrain.graph.csr import build_csr
+    >>> r = exact_diameter(build_csr(4, [0, 1, 2], [1, 2, 3]), backend="cpu")
+    >>> r.diameter, r.endpoints, r.path
+    (3, (0, 3), [0, 1, 2, 3])
+    """
+    if component.n == 0:
+        raise InputError(f"{component.name}: empty graph (no vertices)")
+    if components is None:
+        components = {"components": 1, "vertices": component.n, "lcc_vertices": component.n}
+    return _bound(FrontierCore(component, backend), components, extremes, progress)
+
+
+def _bound(core, info, extremes, progress):
+    """The bounding loop on ``core`` (a connected component); ``info`` as
+    :func:`terrain.graph.largest_component` returns it."""
+    lcc = core.graph
+    bounds = _Bounds(core, extremes)
+    if progress is True:
+        progress = _stderr_progress()
+    xp = core.backend.xp
+    delta_lower, radius_upper = 0, np.iinfo(np.int32).max
+    best = None
+    bfs_count = 0
+    largest_upper = True
+    remaining = lcc.n
+    while remaining > 0:
+        v = bounds.select(largest_upper)
+        largest_upper = not largest_upper
+        stats = traverse(core, [v])
+        if stats.reached != lcc.n:
+            raise ValueError("exact_diameter: the graph is not connected (give its "
+                             "largest_component)")
+        ecc = stats.eccentricity
+        bfs_count += 1
+        if best is None or ecc > best[0]:
+            best = (ecc, v, core.dist.copy())
+        bounds.update(ecc)
+        delta_lower = int(bounds.lower.max())
+        radius_upper = int(bounds.upper.min())
+        remaining = bounds.prune(delta_lower, radius_upper)
+        if progress:
+            upper = int(xp.where(bounds.cand.astype(bool), bounds.upper, delta_lower).max())
+            progress(bfs_count, delta_lower, max(upper, delta_lower), remaining)
+    ecc, source, dist = best
+    dist = core.backend.to_numpy(dist)
+    target, path = _farthest_and_path(lcc, dist, ecc)
+    result = DiameterResult(
+        diameter=int(delta_lower), bfs_count=bfs_count,
+        endpoints=(lcc.id_of(source), lcc.id_of(target)),
+        path=[lcc.id_of(x) for x in path],
+        connected=info["components"] <= 1, components=info["components"],
+        vertices=info["vertices"], lcc_vertices=lcc.n)
+    if extremes:
+        lower = core.backend.to_numpy(bounds.lower)
+        upper = core.backend.to_numpy(bounds.upper)
+        settled = lower == upper
+        result.radius = int(upper.min())
+        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (upper == result.radius)))
+        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (lower == result.diameter)))
+    return result
 
 
 def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, progress=None):
@@ -263,45 +381,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
         raise InputError(f"{g.name}: empty graph (no vertices)")
     lcc, info = largest_component(g)
     core = FrontierCore(lcc, backend)
-    bounds = _Bounds(core, extremes)
-    if progress is True:
-        progress = _stderr_progress()
-    xp = core.backend.xp
-    delta_lower, radius_upper = 0, np.iinfo(np.int32).max
-    best = None
-    bfs_count = 0
-    largest_upper = True
-    remaining = lcc.n
-    while remaining > 0:
-        v = bounds.select(largest_upper)
-        largest_upper = not largest_upper
-        ecc = traverse(core, [v]).eccentricity
-        bfs_count += 1
-        if best is None or ecc > best[0]:
-            best = (ecc, v, core.dist.copy())
-        bounds.update(ecc)
-        delta_lower = int(bounds.lower.max())
-        radius_upper = int(bounds.upper.min())
-        remaining = bounds.prune(delta_lower, radius_upper)
-        if progress:
-            upper = int(xp.where(bounds.cand.astype(bool), bounds.upper, delta_lower).max())
-            progress(bfs_count, delta_lower, max(upper, delta_lower), remaining)
-    ecc, source, dist = best
-    dist = core.backend.to_numpy(dist)
-    target, path = _farthest_and_path(lcc, dist, ecc)
-    result = DiameterResult(
-        diameter=int(delta_lower), bfs_count=bfs_count,
-        endpoints=(lcc.id_of(source), lcc.id_of(target)),
-        path=[lcc.id_of(x) for x in path],
-        connected=info["components"] <= 1, components=info["components"],
-        vertices=g.n, lcc_vertices=lcc.n)
-    if extremes:
-        lower = core.backend.to_numpy(bounds.lower)
-        upper = core.backend.to_numpy(bounds.upper)
-        settled = lower == upper
-        result.radius = int(upper.min())
-        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (upper == result.radius)))
-        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (lower == result.diameter)))
+    result = _bound(core, info, extremes, progress)
     if effective:
         value, sources = effective_diameter(core, effective, seed)
         result.effective_diameter = value

@@ -4,15 +4,29 @@ Every reader returns an :class:`EdgeList` — 0-based endpoint arrays ``u``, ``v
 vertex count and the map back to the file's own ids — that :func:`terrain.graph.csr.build_csr`
 turns into a CSR. Gzip-compressed files (``.gz``) are read the same way.
 
-Algorithm. The file is read into one byte buffer. A small Python pass reads the header
-(Matrix Market banner and size line, DIMACS ``p sp`` line, METIS ``n m [fmt [ncon]]``
-line); the body is parsed by a Numba byte scanner (``_parse_pairs``), which needs no
-Python object per line. For edge-list formats the body is cut at line boundaries into
-chunks of ``chunk_bytes`` that threads parse concurrently (the scanner releases the GIL), so
-big files parse at several hundred MB/s per core. METIS adjacency lists are numbered by
-line, so that body is scanned in one pass (still Numba). ``numpy.loadtxt`` or
-``pandas.read_csv`` would either be slow, add a dependency, or lose the line numbers the
-error messages need; hence the hand-written scanner.
+Algorithm. Reading is three steps, each a plain function, so that a scheduler can run them
+as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
+:func:`read_graph_file` can run them in a loop or on a thread pool:
+
+1. :func:`plan_graph_file` reads only the head of the file: a small Python pass parses the
+   header (Matrix Market banner and size line, DIMACS ``p sp`` line, METIS
+   ``n m [fmt [ncon]]`` line) — a bad header fails here, before any parsing — and cuts the
+   body into ``chunks`` nominal byte ranges of about ``chunk_bytes``.
+2. :func:`parse_graph_chunk` parses one chunk. It owns the lines that *start* inside its
+   nominal range (it reads one byte before the range and on past its end to the next
+   newline), so neighbouring chunks tile the body exactly whatever byte a cut falls on
+   (mid-line, between CR and LF). A plain file is read by range (``seek``); a gzip stream
+   cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`).
+   The body is parsed by a Numba byte scanner (``_parse_pairs``, no Python object per
+   line; it releases the GIL). A chunk returns its edges, its newline count and its first
+   errors with chunk-relative line numbers: no chunk needs another's result.
+3. :func:`edges_from_chunks` numbers the lines (header lines plus the newline counts of the
+   chunks before), raises the first error in file order, concatenates the edges in file
+   order and relabels SNAP ids.
+
+METIS adjacency lists are numbered by line, so that body is one chunk (still Numba).
+``numpy.loadtxt`` or ``pandas.read_csv`` would either be slow, add a dependency, or lose
+the line numbers the error messages need; hence the hand-written scanner.
 
 Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
 ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
@@ -21,7 +35,8 @@ Edge weights and values are read past and ignored: these are unweighted graphs.
 
 Errors (:class:`terrain.errors.InputError`) start with ``FILE:LINE`` and name the problem:
 an unparseable line, a negative id, an id out of the declared range, a missing header, or
-no edges at all.
+no edges at all. The first unparseable line in file order wins, then the first id out of
+range, however the file was chunked.
 """
 
 import gzip
@@ -35,12 +50,22 @@ import numpy as np
 
 from ..errors import InputError, where
 
-__all__ = ["EdgeList", "read_graph_file", "detect_format", "FORMATS"]
+__all__ = ["EdgeList", "EdgeChunk", "GraphFilePlan", "read_graph_file", "detect_format",
+           "plan_graph_file", "read_whole_file", "parse_graph_chunk", "edges_from_chunks",
+           "FORMATS", "DEFAULT_CHUNK_BYTES"]
 
 FORMATS = ("snap", "mtx", "dimacs", "metis")
+DEFAULT_CHUNK_BYTES = 64 << 20
 
 _ERR_NONE, _ERR_TOKEN, _ERR_FEW, _ERR_NEG, _ERR_TAG, _ERR_BIG, _ERR_RANGE, _ERR_LINES = range(8)
 _SP, _TAB, _CR, _LF = 32, 9, 13, 10
+_HEAD_BYTES = 1 << 16       # first read of the head; grows while the header runs past it
+_SCAN_BYTES = 1 << 16       # read size while looking for the newline that ends a chunk
+_GZIP_RATIO = 4             # guessed text : gzip size ratio, to size a gzip file's chunks
+
+# per format: comment bytes, line tag, what the tag means (edge-list formats)
+_SCANNER = {"snap": (ord("#"), ord("%"), 0, ""), "mtx": (ord("%"), 0, 0, ""),
+            "dimacs": (ord("c"), 0, ord("a"), "an arc line 'a U V W'")}
 
 
 @dataclass
@@ -70,6 +95,88 @@ class EdgeList:
     id_base: int = 0
     source: str = ""
     fmt: str = ""
+
+
+@dataclass(frozen=True)
+class GraphFilePlan:
+    """What :func:`parse_graph_chunk` needs to parse one chunk of a graph file.
+
+    Made by :func:`plan_graph_file`; small, picklable, holds no file data.
+
+    Attributes
+    ----------
+    path : str
+    fmt : str
+        One of :data:`FORMATS`.
+    compressed : bool
+        Gzip: chunks slice the bytes of :func:`read_whole_file` instead of reading by range.
+    length : int or None
+        Bytes of the (decompressed) file; None for a gzip file longer than its head.
+    body : int
+        Offset of the first byte after the header.
+    header_lines : int
+        Newlines before ``body``.
+    chunks : int
+        Number of chunks the body is cut into.
+    n : int
+        Declared vertex count (0 for SNAP: the ids that occur).
+    id_base : int
+        1 for the formats numbering vertices ``1..n``.
+    declared : tuple or None
+        ``(lo, hi_u, hi_v)``: the id range the header declares (Matrix Market, DIMACS).
+    entries : int
+        Matrix Market: declared entry count (-1 otherwise).
+    size_line : int
+        Matrix Market: line number of the size line.
+    metis : tuple or None
+        METIS: ``(edges, tokens skipped per line, edge weights present)``.
+    """
+
+    path: str
+    fmt: str
+    compressed: bool
+    length: object
+    body: int
+    header_lines: int
+    chunks: int
+    n: int = 0
+    id_base: int = 0
+    declared: object = None
+    entries: int = -1
+    size_line: int = 0
+    metis: object = None
+
+    def nominal_range(self, index, length):
+        """Byte range ``[a, b)`` of chunk ``index`` before line alignment (``length``: the
+        file's bytes)."""
+        if not 0 <= index < self.chunks:
+            raise ValueError(f"GraphFilePlan.nominal_range: chunk {index} of {self.chunks}")
+        body = min(self.body, length)
+        span = length - body
+        return body + span * index // self.chunks, body + span * (index + 1) // self.chunks
+
+
+@dataclass
+class EdgeChunk:
+    """What :func:`parse_graph_chunk` returns for one chunk: its edges, in file order.
+
+    Attributes
+    ----------
+    u, v : ndarray of int64
+        Endpoints, already 0-based for the 1-based formats (SNAP ids are relabelled later).
+    newlines : int
+        Newlines in the chunk's bytes (line numbers of the chunks after it).
+    error : tuple or None
+        ``(newlines before the line, message)`` of the chunk's first unparseable line.
+    range_error : tuple or None
+        The same for its first id outside the declared range.
+    """
+
+    u: np.ndarray
+    v: np.ndarray
+    newlines: int
+    error: object = None
+    range_error: object = None
 
 
 # --------------------------------------------------------------------------- Numba scanners
@@ -223,23 +330,44 @@ def _parse_metis_body(buf, start, n, skip_before, edge_weights, out_u, out_v):
 
 # --------------------------------------------------------------------------- helpers
 
-def _read_bytes(path):
-    path = Path(path)
+def _cannot_read(path, e):
+    if isinstance(e, FileNotFoundError):
+        return InputError(f"{path}: no such file")
+    return InputError(f"{path}: cannot read ({e})")
+
+
+def _read_head(path, compressed, size):
+    """First ``size`` bytes of the (decompressed) file, cut after its last newline unless
+    they are the whole file; and whether they are."""
     try:
-        if path.name.endswith(".gz"):
+        opener = gzip.open if compressed else open
+        with opener(path, "rb") as f:
+            data = f.read(size)
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise _cannot_read(path, e) from None
+    head = np.frombuffer(data, dtype=np.uint8)
+    if head.shape[0] < size:
+        return head, True
+    nl = np.flatnonzero(head == _LF)
+    return head[:int(nl[-1]) + 1 if nl.size else 0], False
+
+
+def read_whole_file(plan):
+    """The whole (decompressed) file of ``plan`` as a uint8 array.
+
+    What the chunks of a gzip file slice (a gzip stream cannot be read by range); plain
+    files need it not: :func:`parse_graph_chunk` reads their ranges itself.
+    """
+    path = Path(plan.path)
+    try:
+        if plan.compressed:
             with gzip.open(path, "rb") as f:
                 data = f.read()
         else:
             data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
     except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise InputError(f"{path}: cannot read ({e})") from None
+        raise _cannot_read(path, e) from None
     return np.frombuffer(data, dtype=np.uint8)
-
-
-def _line_number(buf, pos):
-    return int(np.count_nonzero(buf[:pos] == _LF)) + 1
 
 
 def _line_text(buf, pos, width=60):
@@ -250,21 +378,28 @@ def _line_text(buf, pos, width=60):
     return bytes(buf[pos:end]).decode("utf-8", "replace").rstrip("\r")
 
 
+def _newlines(buf, end=None):
+    return int(np.count_nonzero(buf[:end] == _LF))
+
+
 _MESSAGES = {
     _ERR_TOKEN: "cannot parse {text!r}: expected integer vertex ids",
     _ERR_FEW: "cannot parse {text!r}: expected two vertex ids",
     _ERR_NEG: "negative vertex id in {text!r}",
     _ERR_TAG: "cannot parse {text!r}: expected {what}",
     _ERR_BIG: "vertex id too large in {text!r}",
-    _ERR_RANGE: "vertex id out of the declared range 1..{n} in {text!r}",
+    _ERR_RANGE: "vertex id out of the declared range {lo}..{n} in {text!r}",
     _ERR_LINES: "more adjacency lines or entries than the header declares: {text!r}",
 }
 
 
-def _raise(path, buf, code, pos, **kw):
-    text = _line_text(buf, pos)
-    msg = _MESSAGES[code].format(text=text, **kw)
-    raise InputError(f"{where(path, _line_number(buf, pos))}: {msg}")
+def _chunk_error(buf, code, pos, **kw):
+    """``(newlines before the line at pos, message)``: an error the chunk cannot number."""
+    return _newlines(buf, pos), _MESSAGES[code].format(text=_line_text(buf, pos), **kw)
+
+
+class _MoreHeader(Exception):
+    """The head read so far ends before the header does: read more of it."""
 
 
 def _header_lines(buf, start=0):
@@ -281,80 +416,98 @@ def _header_lines(buf, start=0):
         pos = nl + 1
 
 
-def _first_content_line(lines, lineno, comment):
+def _first_content_line(lines, lineno, comment, whole):
     """``(line number, tokens, next offset)`` of the first non-blank line of ``lines`` that
-    does not start with ``comment``; ``(last line number, None, None)`` if there is none."""
+    does not start with ``comment``; ``(last line number, None, None)`` if the file has
+    none; :class:`_MoreHeader` if the head ends first."""
     for _, nxt, text in lines:
         lineno += 1
         if text and not text.startswith(comment):
             return lineno, text.split(), nxt
+    if not whole:
+        raise _MoreHeader
     return lineno, None, None
 
 
-def _chunk_bounds(buf, start, chunk_bytes):
-    n = buf.shape[0]
-    bounds = [start]
-    pos = start
-    while pos < n:
-        nxt = pos + chunk_bytes
-        if nxt >= n:
-            break
-        rest = np.flatnonzero(buf[nxt:nxt + (1 << 20)] == _LF)
-        if rest.size == 0:
-            break  # a megabyte without a newline: leave it to one chunk
-        nxt += int(rest[0]) + 1
-        bounds.append(nxt)
-        pos = nxt
-    bounds.append(n)
-    return bounds
+def _line_start(read, x, body, length):
+    """Offset of the first line that starts at or after ``x`` (``x`` itself when the byte
+    before it is a newline); ``read(lo, hi)`` returns the file's bytes ``[lo, hi)``."""
+    if x <= body:
+        return body
+    pos = x - 1
+    while pos < length:
+        block = read(pos, min(pos + _SCAN_BYTES, length))
+        hits = np.flatnonzero(block == _LF)
+        if hits.size:
+            return pos + int(hits[0]) + 1
+        pos += block.shape[0]
+    return length
 
 
-def _parse_pairs_parallel(path, buf, start, comment_a, comment_b, tag, what, chunk_bytes,
-                          workers):
-    """Parse the body in line-aligned chunks on a thread pool; concatenate in file order."""
-    bounds = _chunk_bounds(buf, start, chunk_bytes)
-
-    def work(j):
-        s, e = bounds[j], bounds[j + 1]
-        cap = int(np.count_nonzero(buf[s:e] == _LF)) + 1
-        u = np.empty(cap, np.int64)
-        v = np.empty(cap, np.int64)
-        k, err, pos = _parse_pairs(buf, s, e, comment_a, comment_b, tag, -1, u, v)
-        return u[:k], v[:k], err, pos
-
-    chunks = len(bounds) - 1
-    if chunks == 1:
-        results = [work(0)]
-    else:
-        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-            results = list(pool.map(work, range(chunks)))
-    for _, _, err, pos in results:
-        if err != _ERR_NONE:
-            _raise(path, buf, err, pos, what=what)
-    u = np.concatenate([r[0] for r in results]) if chunks > 1 else results[0][0]
-    v = np.concatenate([r[1] for r in results]) if chunks > 1 else results[0][1]
-    return u, v, bounds, [len(r[0]) for r in results]
+def _chunk_bytes(plan, index, data):
+    """The bytes chunk ``index`` owns: the lines that start in its nominal range."""
+    if plan.compressed:
+        if data is None:
+            raise ValueError("parse_graph_chunk: a gzip file's chunks need its bytes "
+                             "(read_whole_file(plan))")
+        length = data.shape[0]
+        a, b = plan.nominal_range(index, length)
+        body = min(plan.body, length)
+        read = (lambda lo, hi: data[lo:hi])
+        return data[_line_start(read, a, body, length):_line_start(read, b, body, length)]
+    length = plan.length
+    a, b = plan.nominal_range(index, length)
+    body = min(plan.body, length)
+    try:
+        with open(plan.path, "rb") as f:
+            def read(lo, hi):
+                f.seek(lo)
+                return np.frombuffer(f.read(hi - lo), dtype=np.uint8)
+            start, end = _line_start(read, a, body, length), _line_start(read, b, body, length)
+            return read(start, end)
+    except OSError as e:
+        raise _cannot_read(plan.path, e) from None
 
 
-def _entry_line(buf, bounds, counts, index, comment_a, comment_b, tag):
-    """Byte offset of the line holding record ``index`` (for range errors)."""
-    for j, c in enumerate(counts):
-        if index < c:
+def _parse_pairs_chunk(plan, buf):
+    comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
+    newlines = _newlines(buf)
+    u = np.empty(newlines + 1, np.int64)
+    v = np.empty(newlines + 1, np.int64)
+    k, err, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, -1, u, v)
+    u, v = u[:k], v[:k]
+    if err != _ERR_NONE:
+        return EdgeChunk(u, v, newlines, _chunk_error(buf, err, pos, what=what))
+    range_error = None
+    if plan.declared is not None:
+        lo, hi_u, hi_v = plan.declared
+        bad = np.flatnonzero((u < lo) | (u > hi_u) | (v < lo) | (v > hi_v))
+        if bad.size:
+            # the line of that record: parse again up to it
+            index = int(bad[0])
             dummy = np.empty(index + 1, np.int64)
-            _, _, pos = _parse_pairs(buf, bounds[j], bounds[j + 1], comment_a, comment_b, tag,
+            _, _, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag,
                                      index + 1, dummy, dummy.copy())
-            return pos
-        index -= c
-    return 0
+            range_error = _chunk_error(buf, _ERR_RANGE, pos, lo=lo, n=max(hi_u, hi_v))
+        u -= lo
+        v -= lo
+    return EdgeChunk(u, v, newlines, None, range_error)
 
 
-def _check_range(path, buf, bounds, counts, u, v, lo, hi_u, hi_v, comment_a, comment_b, tag):
-    bad = np.flatnonzero((u < lo) | (u > hi_u) | (v < lo) | (v > hi_v)) if u.size else []
-    if len(bad):
-        pos = _entry_line(buf, bounds, counts, int(bad[0]), comment_a, comment_b, tag)
-        n = max(hi_u, hi_v)
-        raise InputError(f"{where(path, _line_number(buf, pos))}: vertex id out of the declared "
-                         f"range {lo}..{n} in {_line_text(buf, pos)!r}")
+def _parse_metis_chunk(plan, buf):
+    edges, skip, edge_weights = plan.metis
+    n = plan.n
+    u = np.empty(2 * edges, np.int64)
+    v = np.empty(2 * edges, np.int64)
+    k, err, pos, lines = _parse_metis_body(buf, 0, n, skip, edge_weights, u, v)
+    newlines = _newlines(buf)
+    error = None
+    if err != _ERR_NONE:
+        error = _chunk_error(buf, err, pos, lo=1, n=n)
+    elif lines < n:
+        error = (newlines, f"the file ends after {lines} of the {n} vertex lines the header "
+                           "declares")
+    return EdgeChunk(u[:k], v[:k], newlines, error)
 
 
 def _nonempty(path, u):
@@ -362,32 +515,17 @@ def _nonempty(path, u):
         raise InputError(f"{path}: empty graph (no edges)")
 
 
-# --------------------------------------------------------------------------- formats
+# --------------------------------------------------------------------------- headers
 
-def _read_snap(path, buf, chunk_bytes, workers):
-    u, v, _, _ = _parse_pairs_parallel(path, buf, 0, ord("#"), ord("%"), 0, "", chunk_bytes,
-                                       workers)
-    _nonempty(path, u)
-    hi = int(max(u.max(), v.max()))
-    if hi < max(1 << 26, 8 * u.size):
-        # dense enough: a presence array relabels in O(m) (np.unique would sort 2m ids)
-        present = np.zeros(hi + 1, bool)
-        present[u] = True
-        present[v] = True
-        ids = np.flatnonzero(present).astype(np.int64)
-        relabel = np.cumsum(present, dtype=np.int64) - 1
-        u, v = relabel[u], relabel[v]
-    else:
-        ids, inverse = np.unique(np.concatenate([u, v]), return_inverse=True)
-        u, v = inverse[:u.size].astype(np.int64), inverse[u.size:].astype(np.int64)
-    if ids.size and ids[0] == 0 and ids[-1] == ids.size - 1:
-        return EdgeList(u, v, int(ids.size), None, 0, str(path), "snap")
-    return EdgeList(u, v, int(ids.size), ids, 0, str(path), "snap")
+def _snap_header(path, head, whole):
+    return {}
 
 
-def _read_mtx(path, buf, chunk_bytes, workers):
-    lines = _header_lines(buf)
+def _mtx_header(path, head, whole):
+    lines = _header_lines(head)
     first = next(lines, None)
+    if first is None and not whole:
+        raise _MoreHeader
     if first is None or not first[2].lower().startswith("%%matrixmarket"):
         raise InputError(f"{where(path, 1)}: missing Matrix Market header "
                          "'%%MatrixMarket matrix coordinate ...'")
@@ -397,7 +535,7 @@ def _read_mtx(path, buf, chunk_bytes, workers):
                          f"graphs, not {first[2]!r}")
     if banner[3] not in ("pattern", "integer", "real", "complex"):
         raise InputError(f"{where(path, 1)}: unknown field {banner[3]!r}")
-    lineno, size, body = _first_content_line(lines, 1, "%")
+    lineno, size, body = _first_content_line(lines, 1, "%", whole)
     if size is None:
         raise InputError(f"{where(path, lineno)}: missing the size line 'ROWS COLS ENTRIES'")
     try:
@@ -407,18 +545,12 @@ def _read_mtx(path, buf, chunk_bytes, workers):
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse size line {' '.join(size)!r}: "
                          "expected 'ROWS COLS ENTRIES'") from None
-    u, v, bounds, counts = _parse_pairs_parallel(path, buf, body, ord("%"), 0, 0, "",
-                                                 chunk_bytes, workers)
-    _check_range(path, buf, bounds, counts, u, v, 1, rows, cols, ord("%"), 0, 0)
-    if u.size != nnz:
-        raise InputError(f"{where(path, lineno)}: the size line declares {nnz} entries, "
-                         f"the file has {u.size}")
-    _nonempty(path, u)
-    return EdgeList(u - 1, v - 1, max(rows, cols), None, 1, str(path), "mtx")
+    return {"body": body, "n": max(rows, cols), "id_base": 1, "declared": (1, rows, cols),
+            "entries": nnz, "size_line": lineno}
 
 
-def _read_dimacs(path, buf, chunk_bytes, workers):
-    lineno, header, body = _first_content_line(_header_lines(buf), 0, "c")
+def _dimacs_header(path, head, whole):
+    lineno, header, body = _first_content_line(_header_lines(head), 0, "c", whole)
     if header is None or header[0] != "p":
         raise InputError(f"{where(path, max(lineno, 1))}: missing DIMACS "
                          "header 'p sp NODES ARCS'")
@@ -431,15 +563,11 @@ def _read_dimacs(path, buf, chunk_bytes, workers):
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse DIMACS header "
                          f"{' '.join(header)!r}: expected 'p sp NODES ARCS'") from None
-    u, v, bounds, counts = _parse_pairs_parallel(path, buf, body, ord("c"), 0, ord("a"),
-                                                 "an arc line 'a U V W'", chunk_bytes, workers)
-    _check_range(path, buf, bounds, counts, u, v, 1, n, n, ord("c"), 0, ord("a"))
-    _nonempty(path, u)
-    return EdgeList(u - 1, v - 1, n, None, 1, str(path), "dimacs")
+    return {"body": body, "n": n, "id_base": 1, "declared": (1, n, n)}
 
 
-def _read_metis(path, buf):
-    lineno, header, body = _first_content_line(_header_lines(buf), 0, "%")
+def _metis_header(path, head, whole):
+    lineno, header, body = _first_content_line(_header_lines(head), 0, "%", whole)
     if not header:
         raise InputError(f"{where(path, max(lineno, 1))}: missing METIS header 'NODES EDGES "
                          "[FMT [NCON]]'")
@@ -455,16 +583,11 @@ def _read_metis(path, buf):
         raise InputError(f"{where(path, lineno)}: cannot parse METIS header "
                          f"{' '.join(header)!r}: expected 'NODES EDGES [FMT [NCON]]'") from None
     skip = (fmt[0] == "1") + (ncon if fmt[1] == "1" else 0)
-    u = np.empty(2 * m, np.int64)
-    v = np.empty(2 * m, np.int64)
-    k, err, pos, lines = _parse_metis_body(buf, body, n, skip, fmt[2] == "1", u, v)
-    if err != _ERR_NONE:
-        _raise(path, buf, err, pos, n=n)
-    if lines < n:
-        raise InputError(f"{where(path, _line_number(buf, buf.shape[0]))}: the file ends after "
-                         f"{lines} of the {n} vertex lines the header declares")
-    _nonempty(path, u[:k])
-    return EdgeList(u[:k], v[:k], n, None, 1, str(path), "metis")
+    return {"body": body, "n": n, "id_base": 1, "metis": (m, skip, fmt[2] == "1")}
+
+
+_HEADERS = {"snap": _snap_header, "mtx": _mtx_header, "dimacs": _dimacs_header,
+            "metis": _metis_header}
 
 
 def detect_format(path):
@@ -500,8 +623,179 @@ def detect_format(path):
     return "snap"
 
 
-def read_graph_file(path, fmt="auto", *, chunk_bytes=64 << 20, workers=None):
+# --------------------------------------------------------------------------- the three steps
+
+def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """Read the header of a graph file and cut its body into chunks (step 1 of 3).
+
+    Reads only the head of the file. Bad headers, unknown formats and unreadable files
+    fail here, before any chunk is parsed.
+
+    Parameters
+    ----------
+    path : str or Path
+    fmt : {'auto', 'snap', 'mtx', 'dimacs', 'metis'}
+    chunk_bytes : int
+        Nominal chunk size (the METIS body is always one chunk; a gzip file's count is
+        estimated from its compressed size).
+
+    Returns
+    -------
+    GraphFilePlan
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.gr")
+    >>> _ = open(p, "w").write("c x\\np sp 3 2\\na 1 2 5\\na 2 3 5\\n")
+    >>> plan = plan_graph_file(p, chunk_bytes=8)
+    >>> plan.fmt, plan.n, plan.body, plan.header_lines, plan.chunks
+    ('dimacs', 3, 13, 2, 2)
+    """
+    path = Path(path)
+    if fmt in (None, "auto"):
+        fmt = detect_format(path)
+    if fmt not in FORMATS:
+        raise InputError(f"{path}: unknown graph format {fmt!r} (choose from {', '.join(FORMATS)})")
+    chunk_bytes = int(chunk_bytes)
+    if chunk_bytes < 1:
+        raise ValueError(f"plan_graph_file: chunk_bytes must be >= 1, got {chunk_bytes}")
+    compressed = path.name.endswith(".gz")
+    size = _HEAD_BYTES
+    while True:
+        head, whole = _read_head(path, compressed, size)
+        try:
+            header = _HEADERS[fmt](path, head, whole)
+            break
+        except _MoreHeader:
+            size *= 4
+    if whole:
+        length = head.shape[0]
+    elif compressed:
+        length = None
+    else:
+        try:
+            length = path.stat().st_size
+        except OSError as e:
+            raise _cannot_read(path, e) from None
+    body = header.pop("body", 0)
+    body = min(body, length) if length is not None else body
+    header_lines = _newlines(head, body)
+    if fmt == "metis":
+        chunks = 1
+    elif length is not None:
+        chunks = max(1, -(-(length - body) // chunk_bytes))
+    else:
+        chunks = max(1, -(-(path.stat().st_size * _GZIP_RATIO) // chunk_bytes))
+    return GraphFilePlan(str(path), fmt, compressed, length, body, header_lines, chunks,
+                         **header)
+
+
+def parse_graph_chunk(plan, index, data=None):
+    """Parse chunk ``index`` of the file ``plan`` describes (step 2 of 3).
+
+    Independent of every other chunk: it reads its own byte range of a plain file, or
+    slices ``data`` (:func:`read_whole_file`) for a gzip file.
+
+    Parameters
+    ----------
+    plan : GraphFilePlan
+    index : int
+        ``0 <= index < plan.chunks``.
+    data : ndarray of uint8, optional
+        The whole decompressed file; required when ``plan.compressed``.
+
+    Returns
+    -------
+    EdgeChunk
+        Errors are recorded, not raised: only :func:`edges_from_chunks` knows line numbers.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
+    >>> _ = open(p, "w").write("10 20\\n20 30\\n30 x\\n")
+    >>> plan = plan_graph_file(p, chunk_bytes=6)
+    >>> [(c.u.tolist(), c.error) for c in (parse_graph_chunk(plan, j) for j in range(3))]
+    [([10], None), ([20], None), ([], (0, "cannot parse '30 x': expected integer vertex ids"))]
+    """
+    buf = _chunk_bytes(plan, int(index), data)
+    if plan.fmt == "metis":
+        return _parse_metis_chunk(plan, buf)
+    return _parse_pairs_chunk(plan, buf)
+
+
+def _relabel_snap(path, u, v):
+    hi = int(max(u.max(), v.max()))
+    if hi < max(1 << 26, 8 * u.size):
+        # dense enough: a presence array relabels in O(m) (np.unique would sort 2m ids)
+        present = np.zeros(hi + 1, bool)
+        present[u] = True
+        present[v] = True
+        ids = np.flatnonzero(present).astype(np.int64)
+        relabel = np.cumsum(present, dtype=np.int64) - 1
+        u, v = relabel[u], relabel[v]
+    else:
+        ids, inverse = np.unique(np.concatenate([u, v]), return_inverse=True)
+        u, v = inverse[:u.size].astype(np.int64), inverse[u.size:].astype(np.int64)
+    if ids.size and ids[0] == 0 and ids[-1] == ids.size - 1:
+        return EdgeList(u, v, int(ids.size), None, 0, str(path), "snap")
+    return EdgeList(u, v, int(ids.size), ids, 0, str(path), "snap")
+
+
+def edges_from_chunks(plan, chunks):
+    """Join the parsed chunks of ``plan`` into an :class:`EdgeList` (step 3 of 3).
+
+    Raises the first error in file order (an unparseable line before an id out of range),
+    with its line number; concatenates the edges in file order; relabels SNAP ids.
+
+    Parameters
+    ----------
+    plan : GraphFilePlan
+    chunks : sequence of EdgeChunk
+        All ``plan.chunks`` of them, in order.
+
+    Returns
+    -------
+    EdgeList
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
+    >>> _ = open(p, "w").write("# tiny\\n10 20\\n20 30\\n")
+    >>> plan = plan_graph_file(p, chunk_bytes=4)
+    >>> e = edges_from_chunks(plan, [parse_graph_chunk(plan, j) for j in range(plan.chunks)])
+    >>> e.n, e.u.tolist(), e.v.tolist(), e.ids.tolist()
+    (3, [0, 1], [1, 2], [10, 20, 30])
+    """
+    chunks = list(chunks)
+    if len(chunks) != plan.chunks:
+        raise ValueError(f"edges_from_chunks: {len(chunks)} chunks given, the plan has "
+                         f"{plan.chunks}")
+    first_line = np.cumsum([plan.header_lines] + [c.newlines for c in chunks[:-1]]) + 1
+    for attr in ("error", "range_error"):
+        for line, chunk in zip(first_line, chunks):
+            err = getattr(chunk, attr)
+            if err is not None:
+                raise InputError(f"{where(plan.path, int(line) + err[0])}: {err[1]}")
+    u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
+    v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
+    if plan.entries >= 0 and u.size != plan.entries:
+        raise InputError(f"{where(plan.path, plan.size_line)}: the size line declares "
+                         f"{plan.entries} entries, the file has {u.size}")
+    _nonempty(plan.path, u)
+    if plan.fmt == "snap":
+        return _relabel_snap(plan.path, u, v)
+    return EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
+
+
+def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, workers=None):
     """Read a graph file into an :class:`EdgeList`.
+
+    The three steps in one call: :func:`plan_graph_file`, :func:`parse_graph_chunk` for
+    every chunk (in a loop, or on a thread pool: the scanner releases the GIL), then
+    :func:`edges_from_chunks`. ``pipelines/graph.py`` runs the same steps as Dask tasks.
 
     Parameters
     ----------
@@ -513,7 +807,7 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=64 << 20, workers=None):
     chunk_bytes : int
         Size of the chunks parsed in parallel (edge-list formats).
     workers : int, optional
-        Parser threads (default: all cores).
+        Parser threads (default: all cores; 1: sequential, no pool).
 
     Returns
     -------
@@ -533,16 +827,13 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=64 << 20, workers=None):
     >>> e.n, e.u.tolist(), e.v.tolist(), e.ids.tolist()
     (3, [0, 1], [1, 2], [10, 20, 30])
     """
-    path = Path(path)
-    if fmt in (None, "auto"):
-        fmt = detect_format(path)
-    if fmt not in FORMATS:
-        raise InputError(f"{path}: unknown graph format {fmt!r} (choose from {', '.join(FORMATS)})")
-    buf = _read_bytes(path)
-    if fmt == "snap":
-        return _read_snap(path, buf, chunk_bytes, workers)
-    if fmt == "mtx":
-        return _read_mtx(path, buf, chunk_bytes, workers)
-    if fmt == "dimacs":
-        return _read_dimacs(path, buf, chunk_bytes, workers)
-    return _read_metis(path, buf)
+    plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
+    data = read_whole_file(plan) if plan.compressed else None
+    workers = int(workers or os.cpu_count() or 1)
+    if workers == 1 or plan.chunks == 1:
+        chunks = [parse_graph_chunk(plan, j, data) for j in range(plan.chunks)]
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, plan.chunks)) as pool:
+            chunks = list(pool.map(lambda j: parse_graph_chunk(plan, j, data),
+                                   range(plan.chunks)))
+    return edges_from_chunks(plan, chunks)
