@@ -2,8 +2,6 @@
 diameter against scipy; CPU/GPU identity; the command line."""
 
 import json
-import subprocess
-import sys
 
 import dask
 import networkx as nx
@@ -12,6 +10,7 @@ import pytest
 from scipy.sparse.csgraph import shortest_path
 
 from backends import assert_backends_identical
+from cli import run_cli as _cli
 from pipelines.bench_graph import grid_graph, rmat_graph
 from terrain.graph import as_graph, diameter, largest_component
 
@@ -108,14 +107,6 @@ def test_cpu_and_gpu_identical():
     for g in graphs:
         assert_backends_identical(lambda b, g=g: diameter(g, extremes=True, effective=8,
                                                           backend=b).as_dict())
-
-
-def _cli(*argv, scheduler="synchronous"):
-    """Run the command line; ``scheduler=None`` starts the default LocalCluster."""
-    extra = ["--scheduler", scheduler] if scheduler else []
-    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv), *extra],
-                          capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_cli_reports_in_file_ids(tmp_path):

@@ -3,8 +3,6 @@ and the command line's answers to bad input."""
 
 import gzip
 import json
-import subprocess
-import sys
 
 import networkx as nx
 import numpy as np
@@ -17,6 +15,7 @@ from terrain.errors import InputError
 from terrain.graph import (as_graph, build_csr, load_graph, plan_graph_file, read_graph_cache,
                            read_graph_file, write_graph_cache)
 
+from cli import run_cli as _cli
 
 def _write(path, text, gz=False, crlf=False):
     if crlf:
@@ -172,14 +171,6 @@ def test_cache_roundtrip_and_lcc(tmp_path):
     assert back.id_array().tolist() == [5, 6, 7, 100, 200]
     lcc = load_graph(tmp_path / "g.zarr", lcc=True)
     assert lcc.id_array().tolist() == [5, 6, 7] and lcc.meta["lcc"]["components"] == 2
-
-
-def _cli(*argv, scheduler="synchronous"):
-    """Run the command line; ``scheduler=None`` starts the default LocalCluster."""
-    extra = ["--scheduler", scheduler] if scheduler else []
-    proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv), *extra],
-                          capture_output=True, text=True, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _error_lines(err):
