@@ -18,8 +18,12 @@ reads one row per block and re-scans the file; rasterio/GDAL serve as the test o
 
 Example
 -------
->>> grid = open_ascii_grid("data/sample.asc")          # doctest: +SKIP
->>> z = grid.read_rows(0, grid.shape[0])               # whole grid, float32, NaN = nodata
+>>> grid = open_ascii_grid("data/sample.asc")   # header only: nothing else is read yet
+>>> grid.shape, grid.nodata
+((300, 400), -9999.0)
+
+Reading goes through :func:`terrain.io.read_grid` (whole grid) or the ingest pipeline
+(band by band, in parallel).
 """
 
 import math
@@ -266,8 +270,8 @@ def open_ascii_grid(path):
 
     Examples
     --------
-    >>> g = open_ascii_grid("data/sample.asc")   # doctest: +SKIP
-    >>> g.shape, g.cellsize                      # doctest: +SKIP
+    >>> g = open_ascii_grid("data/sample.asc")
+    >>> g.shape, g.cellsize
     ((300, 400), (10.0, 10.0))
     """
     path = Path(path)
