@@ -17,7 +17,6 @@ networkx's bounding ``diameter(usebounds=True)`` when the graph is small enough 
 Dask strategy: none (single-process timing).
 """
 
-import resource
 import sys
 import time
 
@@ -27,6 +26,8 @@ from terrain.backend import get_backend, gpu_available
 from terrain.errors import InputError
 from terrain.graph import FrontierCore, build_csr, diameter, largest_component, load_graph
 from terrain.graph.bfs import traverse
+
+from ._bench import peak_rss_bytes
 
 __all__ = ["bench_bfs_command", "bench_diameter_command", "rmat_graph", "grid_graph"]
 
@@ -85,11 +86,6 @@ def _graph(args):
     print(f"graph {g.name}: {g.n} vertices, {g.m} undirected edges "
           f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)
     return g
-
-
-def _rss_gib():
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kib / 2**20
 
 
 def _lcc_sources(graph, k, seed):
@@ -181,7 +177,7 @@ def bench_bfs_command(args):
         runs.append((secs, int(deg[order].sum()), stats_levels(core, s)))
     print("scipy.sparse.csgraph.breadth_first_order:")
     _report("breadth_first_order", runs)
-    print(f"peak RSS {_rss_gib():.2f} GiB")
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
     return 0
 
 
@@ -223,5 +219,5 @@ def bench_diameter_command(args):
               f"(+{build:.1f} s to build the nx graph)")
     else:
         print("  networkx: skipped (more than 2M edges)")
-    print(f"peak RSS {_rss_gib():.2f} GiB")
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
     return 0

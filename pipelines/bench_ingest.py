@@ -12,17 +12,14 @@ store, cell for cell: the figures only count when the values are identical.
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from ._bench import peak_rss_bytes
+
 __all__ = ["bench_ingest_command", "run_bench_ingest"]
-
-
-def _peak_rss_bytes():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
 
 
 def _child_terrain(input_path, store_path, tile, scheduler):
@@ -37,7 +34,7 @@ def _child_terrain(input_path, store_path, tile, scheduler):
         ingest_on_active_scheduler(input_path, store_path, tile, overwrite=True)
         t3 = time.perf_counter()
     return {"seconds": t3 - t2, "kernels": t1 - t0, "startup": t2 - t1,
-            "peak_rss": _peak_rss_bytes()}
+            "peak_rss": peak_rss_bytes()}
 
 
 def _child_rasterio(input_path, store_path):
@@ -55,7 +52,7 @@ def _child_rasterio(input_path, store_path):
     for r0, r1, c0, c1 in store.shard_windows() if identical else []:
         got = store.read_window(r0, r1, c0, c1)
         identical &= bool(np.array_equal(got.view(np.uint32), want[r0:r1, c0:c1].view(np.uint32)))
-    return {"seconds": seconds, "peak_rss": _peak_rss_bytes(), "identical": identical}
+    return {"seconds": seconds, "peak_rss": peak_rss_bytes(), "identical": identical}
 
 
 def _run_child(*argv):

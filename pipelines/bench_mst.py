@@ -15,7 +15,6 @@ a shard) is written into a tile store under ``--workdir`` (reused when present).
 
 import json
 import os
-import resource
 import shutil
 import tempfile
 import time
@@ -29,13 +28,10 @@ from terrain.grid._boruvka import boruvka_tiles, weight_ranks
 from terrain.grid.edges import grid_edges, horizontal_lengths, weight_model_code
 from terrain.tiles import create_store, is_store, open_store
 
+from ._bench import peak_rss_bytes
 from .mst import run_mst
 
 __all__ = ["bench_mst_command", "synthetic_store"]
-
-
-def _peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _relief(r0, r1, c0, c1, seed):
@@ -201,12 +197,12 @@ def bench_mst_command(args):
         if be.is_gpu:
             record["runs"][name]["key_widths_s"] = _key_width_report(store, conn, name)
         shutil.rmtree(out, ignore_errors=True)
-    rss_ours = _peak_rss_mb()
+    rss_ours = peak_rss_bytes() / 2**20
     print(f"peak RSS after terrain: {rss_ours:.0f} MB")
     record["peak_rss_mb_terrain"] = rss_ours
     if not args.no_scipy:
         dt, total, nnz = _scipy_mst(store, conn)
-        rss = _peak_rss_mb()
+        rss = peak_rss_bytes() / 2**20
         ours = record["runs"]["cpu"]["seconds"] if "cpu" in record["runs"] else None
         print(f"scipy minimum_spanning_tree (csr build included): {dt:7.2f} s, "
               f"{cells / dt / 1e6:8.2f} Mcells/s; weight {total:.10g} ({nnz} edges)"
