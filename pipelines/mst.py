@@ -10,7 +10,10 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
 2. ``mst-prepare``: creates the ``mst`` array (uint8, chunks = tiles, shards = the DEM's).
 3. ``mst-group``: one task per shard of the store (a quadtree node of ``k × k`` tiles): reads
    the shard once, runs Borůvka on all its tiles (one batch = one GPU launch per round),
-   reduces each tile forest and merges the shard's quadtree levels. It writes the tile
+   reduces each tile forest and merges the shard's quadtree levels. On the GPU, when the
+   shard fits the device (it always does at 2048²), the shard is one super-tile instead:
+   its whole forest in core (:func:`terrain.grid.mst_device.device_mst`), reduced once, no
+   in-group merges (:func:`terrain.grid.mst.group_forest` with ``in_core``). It writes the tile
    forests as the shard's provisional mask (a writer owns whole shards) and returns the
    shard's reduced graph (up) and its changes (down), as separate outputs.
 4. ``mst-merge``: one task per quadtree node above the shards, up to the root.
@@ -43,6 +46,7 @@ from terrain.grid.edges import WeightSum
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
                                merge_step)
+from terrain.grid.mst_device import fits_on_device
 from terrain.tiles.quadtree import walk_down, walk_up
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import tiles_per_shard, write_coordinates
@@ -83,7 +87,8 @@ def _group_task(dem_path, out_path, spec, backend, key_bits, prepared, level, i,
     win = spec.window(level, i, j)
     z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
                    [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
-    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits)
+    in_core = get_backend(backend).is_gpu and fits_on_device(z.shape, backend)
+    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits, in_core)
     t0 = time.perf_counter()
     zarr.open_array(store=str(prepared), path="mst", mode="r+")[win[0]:win[1], win[2]:win[3]] = g.mask
     g.times["write"] = time.perf_counter() - t0

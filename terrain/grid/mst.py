@@ -38,12 +38,14 @@ from ..tiles.store import TileStore, is_store, open_store, quadtree_levels
 from ._boruvka import MAX_TILE, boruvka_tiles
 from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
+from .mst_device import device_mst, fits_on_device
 from .reduce import reduce_tile
 
 __all__ = ["grid_mst", "MSTSpec", "MSTResult", "GroupResult", "group_forest", "merge_node",
-           "merge_step", "expand_step", "finish_stats", "PHASES"]
+           "merge_step", "expand_step", "finish_stats", "super_tile_side", "PHASES"]
 
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
+IN_CORE = ("auto", True, False, "groups")
 
 
 @dataclass(frozen=True)
@@ -131,8 +133,13 @@ def expand_step(spec, k, i, j, incoming, own):
 
 
 def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0,
-                 key_bits="auto"):
+                 key_bits="auto", in_core=False):
     """Tile forests, reductions and in-group merges of one group.
+
+    With ``in_core`` the group is one super-tile: its block's forest comes whole from
+    :func:`grid_mst` of the block (the in-core device path on the GPU), and is reduced once,
+    with no tile forests and no in-group merges (the changes are empty). Both ways give the
+    same reduced forest above, hence the same final forest.
 
     Parameters
     ----------
@@ -147,6 +154,8 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
         Time spent reading ``z_block``, recorded as the ``read`` phase.
     key_bits : {"auto", 32, 64}
         Borůvka's key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
+    in_core : bool
+        One super-tile (above).
 
     Returns
     -------
@@ -167,6 +176,8 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
         raise InputError(f"group_forest: block shape {z_block.shape} does not match {window}")
     times = {p: 0.0 for p in PHASES}
     times["read"] = read_seconds
+    if in_core:
+        return _super_tile_forest(spec, z_block, tuple(window), be, times)
     nt_r, nt_c = -(-(r1 - r0) // T), -(-(c1 - c0) // T)
     padded = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
     padded[: r1 - r0, : c1 - c0] = z_block
@@ -215,6 +226,25 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
                        forest_edges, int(np.count_nonzero(~np.isnan(z_block))), times)
 
 
+def _super_tile_forest(spec, z_block, window, be, times):
+    """:func:`group_forest` of a group taken whole (``in_core``)."""
+    t0 = time.perf_counter()
+    block = grid_mst(z_block, spec.connectivity, spec.weight, spec.tile, be, spec.cellsize,
+                     in_core=True if be.is_gpu else False)
+    times["boruvka"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r0, r1, c0, c1 = window
+    a, b, w, rep, forest_w = reduce_tile(block.mask, z_block, window, spec.shape, spec.model,
+                                         spec.hlen)
+    C = c1 - c0
+    ncols = spec.shape[1]
+    graph = LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
+                                  (r0 + b // C) * ncols + c0 + b % C, w, rep)
+    times["reduce"] = time.perf_counter() - t0
+    return GroupResult(window, block.mask, graph, Changes(), WeightSum().add(forest_w),
+                       int(forest_w.shape[0]), block.vertices, times)
+
+
 @dataclass
 class MSTResult:
     """The forest as a direction-bit mask and its statistics.
@@ -232,13 +262,14 @@ class MSTResult:
     connectivity: int
     weight: str
     times: dict
+    path: str = "tiled"
 
     def summary(self):
         """A JSON-able dict of the statistics."""
         return {"total_weight": self.total_weight, "edges": self.edges, "trees": self.trees,
                 "vertices": self.vertices, "tile": self.tile, "levels": self.levels,
                 "connectivity": self.connectivity, "weight": self.weight,
-                "times": dict(self.times)}
+                "times": dict(self.times), "path": self.path}
 
 
 def finish_stats(groups_sum, groups_edges, changes):
@@ -249,12 +280,22 @@ def finish_stats(groups_sum, groups_edges, changes):
 
 
 def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None, cellsize=None,
-             group_tiles=None, key_bits="auto"):
+             group_tiles=None, key_bits="auto", in_core="auto"):
     """Minimum spanning forest of the grid graph of a DEM.
+
+    The one dispatch point between the two paths, which give the same forest:
+
+    * *in core* (GPU only): when the grid and its working arrays fit in the device's free
+      memory (:func:`terrain.grid.mst_device.fits_on_device`), Borůvka on the whole grid at
+      once (:func:`terrain.grid.mst_device.device_mst`): no tiles, no host-side reduction or
+      merges. The CPU has no such path (its tiled path is its best algorithm).
+    * *tiled* (out of core): tile forests, reductions, quadtree merges and expansion (module
+      docstring). On the GPU each group is one super-tile taken in core when it fits, and
+      by default the group (super-tile) side is the largest that fits the device's memory.
 
     Parameters
     ----------
-    dem_or_store : 2-D array, TileStore or path of a tile store
+    dem_or_store : 2-D array (NumPy, or CuPy on the GPU), TileStore or path of a tile store
         Elevations, NaN = nodata. A store gives its own tile size and cell size.
     connectivity : {4, 8}
     weight : {'max', 'absdiff', 'slope', 'length3d'}
@@ -268,10 +309,17 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
     key_bits : {"auto", 32, 64}
         Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`); the forest
         does not depend on it.
+    in_core : {"auto", True, False, "groups"}
+        "auto": in core when on the GPU and the grid fits, else tiled with super-tile groups
+        on the GPU; True: in core or an error; False: the tiled path with tile batches per
+        group (as on the CPU); "groups": the tiled path with each group taken whole (its
+        forest from this function; on the CPU that is the tiled path of the block, which
+        only the tests want).
 
     Returns
     -------
     MSTResult
+        ``path`` says which path ran ("in-core" or "tiled").
 
     Examples
     --------
@@ -287,17 +335,33 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         if not is_store(dem_or_store):
             raise InputError(f"{dem_or_store}: not a terrain tile store")
         store = open_store(dem_or_store)
+    be = get_backend(backend)
+    if in_core not in IN_CORE:
+        raise InputError(f"grid_mst: in_core {in_core!r} is not one of {IN_CORE}")
+    if in_core is True and not be.is_gpu:
+        raise InputError("grid_mst: the in-core path needs the gpu backend")
     if store is not None:
         shape, tile = store.shape, store.tile
         cellsize = cellsize or store.cellsize
         group_tiles = group_tiles or store.tiles_per_shard
     else:
-        dem = np.asarray(dem_or_store, dtype=np.float32)
+        dem = dem_or_store
+        if not (be.is_gpu and hasattr(dem, "__cuda_array_interface__")):
+            dem = np.asarray(dem, dtype=np.float32)
         if dem.ndim != 2:
             raise InputError(f"grid_mst: the DEM must be 2-D, got shape {dem.shape}")
         shape = dem.shape
     spec = MSTSpec(tuple(int(s) for s in shape), int(tile), check_connectivity(connectivity),
                    weight, tuple(cellsize or (1.0, 1.0)))
+    if in_core is True or (in_core == "auto" and fits_on_device(spec.shape, be)):
+        t0 = time.perf_counter()
+        z = store.read_window(0, spec.shape[0], 0, spec.shape[1]) if store is not None else dem
+        return _grid_mst_in_core(spec, z, be, t_start, time.perf_counter() - t0)
+    super_tiles = in_core == "groups" or (be.is_gpu and in_core == "auto")
+    if super_tiles and group_tiles is None:
+        group_tiles = super_tile_side(spec, be)
+    if store is None and not isinstance(dem, np.ndarray):
+        dem = be.to_numpy(dem)
     plan = spec.plan(group_tiles or 4)
     times = {p: 0.0 for p in PHASES}
     mask = np.zeros(spec.shape, np.uint8)
@@ -311,7 +375,8 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         t0 = time.perf_counter()
         z = (store.read_window(*win) if store is not None
              else dem[win[0]:win[1], win[2]:win[3]])
-        g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits)
+        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, key_bits,
+                         in_core=super_tiles and (not be.is_gpu or fits_on_device(z.shape, be)))
         mask[win[0]:win[1], win[2]:win[3]] = g.mask
         groups.append(g)
         return g.graph, g.changes, {"times": g.times}
@@ -340,3 +405,25 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
     times["total"] = time.perf_counter() - t_start
     return MSTResult(mask, total, edges, nverts - edges, nverts, spec.tile, spec.levels,
                      spec.connectivity, weight, times)
+
+
+def super_tile_side(spec, backend=None):
+    """Tiles a side per group on the GPU: the largest power of two whose block fits the
+    device's free memory in core (at least 1, at most the whole grid)."""
+    g = 1
+    while g < (1 << (spec.levels - 1)) and fits_on_device((spec.tile * 2 * g,) * 2, backend):
+        g *= 2
+    return g
+
+
+def _grid_mst_in_core(spec, z, be, t_start, read_seconds):
+    """:func:`grid_mst` of a grid that fits on the device, whole (``z`` on host or device)."""
+    times = {p: 0.0 for p in PHASES}
+    times["read"] = read_seconds
+    t0 = time.perf_counter()
+    forest = device_mst(z, spec.connectivity, spec.model, spec.hlen, be)
+    mask = be.to_numpy(forest.mask)
+    times["boruvka"] = time.perf_counter() - t0
+    times["total"] = time.perf_counter() - t_start
+    return MSTResult(mask, forest.total_weight, forest.edges, forest.trees, forest.vertices,
+                     spec.tile, spec.levels, spec.connectivity, spec.weight, times, "in-core")
