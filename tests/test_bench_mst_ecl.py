@@ -13,7 +13,7 @@ def test_egr_is_the_8_connected_grid_with_max_weights(tmp_path):
     arcs = write_egr(z, tmp_path / "g.egr")
     raw = np.fromfile(tmp_path / "g.egr", np.int32)
     nodes, m = raw[:2]
-    assert nodes == z.size and m == arcs == 2 * (2 * 23 * 16 + 2 * 22 * 16 + 22 * 17)
+    assert nodes == z.size and m == arcs == 2 * (23 * 16 + 22 * 17 + 2 * 22 * 16)
     nindex = raw[2:3 + nodes]
     nlist = raw[3 + nodes:3 + nodes + m]
     w = raw[3 + nodes + m:]
