@@ -57,6 +57,7 @@ Examples
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -376,6 +377,53 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
+def _init_padded_cpu(z, f, has_f, pad, zp, fp, dist, label):
+    """Copy ``z`` (and ``f``) into NaN-framed flat arrays; distance +inf at vertices, -inf
+    elsewhere; labels 'none' (max int64)."""
+    rows, cols = z.shape
+    width = cols + 2 * pad
+    none = np.iinfo(np.int64).max
+    for pr in numba.prange(rows + 2 * pad):
+        r = pr - pad
+        for pc in range(width):
+            c = pc - pad
+            i = pr * width + pc
+            label[i] = none
+            if 0 <= r < rows and 0 <= c < cols:
+                zv = z[r, c]
+                zp[i] = zv
+                ok = zv == zv
+                if has_f:
+                    fv = f[r, c]
+                    fp[i] = fv
+                    ok = ok and fv == fv
+                dist[i] = math.inf if ok else -math.inf
+            else:
+                zp[i] = np.float32(np.nan)
+                if has_f:
+                    fp[i] = np.float32(np.nan)
+                dist[i] = -math.inf
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _unpad_labels_cpu(dist, label, rows, cols, pad, distance, allocation, hops):
+    width = cols + 2 * pad
+    for r in numba.prange(rows):
+        base = (r + pad) * width + pad
+        for c in range(cols):
+            d = dist[base + c]
+            if d > -math.inf and d < math.inf:
+                lab = label[base + c]
+                distance[r, c] = d
+                allocation[r, c] = np.int32(lab >> 32)
+                hops[r, c] = np.int32(lab & 0xFFFFFFFF)
+            else:
+                distance[r, c] = np.nan
+                allocation[r, c] = -1
+                hops[r, c] = -1
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
 def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, cols, pad,
                   backlink):
     """Backlink of every cell of the unpadded grid (``backlink`` is rows x cols uint8)."""
@@ -413,13 +461,6 @@ def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, c
 
 # ----------------------------------------------------------------------------------------
 # drivers
-
-
-def _padded(a, fill):
-    rows, cols = a.shape
-    out = np.full((rows + 2 * PAD, cols + 2 * PAD), fill, dtype=a.dtype)
-    out[PAD:PAD + rows, PAD:PAD + cols] = a
-    return out
 
 
 def _offsets(cols):
@@ -550,11 +591,11 @@ def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
         return None
     used = lengths[codes]
     if f is not None:
-        with np.errstate(invalid="ignore"):
-            fin = f[np.isfinite(f) & ~np.isnan(z)]
-        if fin.size == 0 or np.isinf(f).any():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: no plan
+            fmin, fmax = float(np.nanmin(f)), float(np.nanmax(f))
+        if not (math.isfinite(fmin) and math.isfinite(fmax)):
             return None
-        fmin, fmax = float(fin.min()), float(fin.max())
     else:
         fmin = fmax = 1.0
     if model == 1:
@@ -581,10 +622,7 @@ def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
 
 def _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit, queue="auto"):
     shape = z.shape
-    zp = _padded(z, np.float32(np.nan)).ravel()
-    fp = _padded(f, np.float32(np.nan)).ravel() if f is not None else np.ones(1, np.float32)
-    dist = _padded(np.where(valid, np.inf, -np.inf), -np.inf).ravel()
-    label = np.full(dist.size, np.iinfo(np.int64).max, np.int64)
+    zp, fp, dist, label = _padded_state(z, f)
     seeds, seed_dist, seed_label = _flat_seeds(rows, cols, costs, shape[1])
     offs = _offsets(shape[1])
     plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs) if queue != "heap" else None
@@ -602,13 +640,25 @@ def _finish_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, 
     backlink = np.empty(shape, np.uint8)
     backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
                   PAD, backlink)
-    d = _unpad(dist, shape)
-    reached = np.isfinite(d)
-    distance = np.where(reached, d, np.nan)
-    lab = _unpad(label, shape)
-    allocation = np.where(reached, lab >> _HOPS_BITS, -1).astype(np.int32)
-    hops = np.where(reached, lab & _HOPS_MASK, -1).astype(np.int32)
+    distance = np.empty(shape, np.float64)
+    allocation = np.empty(shape, np.int32)
+    hops = np.empty(shape, np.int32)
+    _unpad_labels_cpu(dist, label, shape[0], shape[1], PAD, distance, allocation, hops)
     return SSSPResult(distance, allocation, backlink, hops, stats)
+
+
+def _padded_state(z, f):
+    """``(zp, fp, dist, label)``: the padded flat arrays the kernels work on."""
+    n = (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD)
+    zp = np.empty(n, np.float32)
+    fp = np.empty(n if f is not None else 1, np.float32)
+    dist = np.empty(n, np.float64)
+    label = np.empty(n, np.int64)
+    _init_padded_cpu(z, f if f is not None else np.ones((1, 1), np.float32), f is not None,
+                     PAD, zp, fp, dist, label)
+    if f is None:
+        fp[0] = 1.0
+    return zp, fp, dist, label
 
 
 def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", friction=None,
@@ -659,10 +709,8 @@ def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", f
         return labels_from_distance_gpu(be, z, f, known, dist_in, model, codes, lengths, rows,
                                         cols, seed_d, seed_labels)
     shape = z.shape
-    zp = _padded(z, np.float32(np.nan)).ravel()
-    fp = _padded(f, np.float32(np.nan)).ravel() if f is not None else np.ones(1, np.float32)
-    dist = _padded(np.where(known, dist_in, -np.inf), -np.inf).ravel()
-    label = np.full(dist.size, np.iinfo(np.int64).max, np.int64)
+    zp, fp, dist, label = _padded_state(z, f)
+    _unpad(dist, shape)[...] = np.where(known, dist_in, -np.inf)
     seeds_flat, _, _ = _flat_seeds(rows, cols, seed_d, shape[1])
     seed_lab = (seed_labels[:, 0] << _HOPS_BITS) | seed_labels[:, 1]
     offs = _offsets(shape[1])
