@@ -235,8 +235,8 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
             k = codes[j]
             v = u + offs[k]
             dv = dist[v]
-            if dv < d:
-                continue  # settled earlier, or not a vertex (-inf)
+            if model == 2 and dv < d:
+                continue  # settled (or not a vertex): spare the exp of tobler
             w = arc_cost(zu, z[v], fu, f[v] if has_f else one, k, model, lengths)
             nd = d + w
             if fixed:
@@ -344,7 +344,7 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
             k = codes[j]
             v = u + offs[k]
             dv = dist[v]
-            if dv < d:
+            if model == 2 and dv < d:
                 continue
             w = arc_cost(zu, z[v], fu, f[v] if has_f else one, k, model, lengths)
             nd = d + w
