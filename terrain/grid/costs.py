@@ -1,0 +1,216 @@
+"""Arc costs of the directed grid graph used by cost distance (SSSP): tables and cost models.
+
+Arcs
+----
+An arc goes from cell ``u = (r, c)`` to ``v = (r + ARC_DR[k], c + ARC_DC[k])``. The arc
+code ``k`` indexes fixed tables (see ``docs/cost-distance.md``)::
+
+    k : 0   1   2   3   4   5   6   7  | 8    9    10   11   12   13   14   15
+    dr: 0   1   1   1   0  -1  -1  -1  | -1   1    2    2    1   -1   -2   -2
+    dc: 1   1   0  -1  -1  -1   0   1  |  2   2    1   -1   -2   -2   -1    1
+        E   SE  S   SW  W   NW  N   NE | ENE  ESE  SSE  SSW  WSW  WNW  NNW  NNE
+
+Connectivity 4 uses ``k`` in {0, 2, 4, 6}, 8 uses 0..7 and 16 uses 0..15 (knight moves, as
+GRASS ``r.cost -k``; a knight arc needs only its two endpoint cells to be valid). The
+horizontal length of arc ``k`` is ``L_k = sqrt((dc*dx)**2 + (dr*dy)**2)`` (float64),
+computed once on the host by :func:`arc_lengths` and handed to the kernels as a table.
+
+Cost models (float64, from float32 inputs; one definition)
+----------------------------------------------------------
+``absdiff``   ``w = |z_v - z_u|`` (the thesis's SSSP weight; ignores length; symmetric)
+``friction``  ``w = L_k * ((f_u + f_v) * 0.5)`` (GRASS r.cost and scikit-image
+              ``MCP_Geometric``)
+``tobler``    anisotropic walking time in seconds along the arc: slope ``s = (z_v - z_u) / L_k``,
+              speed ``V0 * exp(-3.5 * |s + 0.05|)`` m/s with ``V0 = 6000 / 3600``, evaluated as
+              ``w = ((L_k * E) / V0) * ((f_u + f_v) * 0.5)`` with ``E = exp(3.5 * |s + 0.05|)``
+              (the friction factor is exactly 1 without a friction raster: pass ``f = 1``)
+
+Each operation is one IEEE float64 operation rounded to nearest, in the order written; the
+CUDA twin (``_costs.cuh``) spells them ``__dadd_rn``/``__dmul_rn``/``__ddiv_rn`` so that no
+fused multiply-add changes a bit. ``exp`` is not correctly rounded in any maths library, and
+libm and CUDA differ in the last bit, so :func:`exp_det` is our own: a Cody-Waite reduction
+by ``ln 2`` and a degree-13 Taylor polynomial in Horner form, using only ``+``, ``*`` and an
+exact ``ldexp`` — the same bits on NumPy, Numba and CUDA (relative error below ``4e-16``).
+
+An arc whose cost is not finite (``tobler`` on a slope steeper than about 200:1, an infinite
+friction) is never taken: label-setting never improves an infinite label. Costs are ``>= 0``;
+negative friction is an :class:`~terrain.errors.InputError` (:func:`check_friction`).
+
+Examples
+--------
+>>> arc_codes(4).tolist()
+[0, 2, 4, 6]
+>>> lengths = arc_lengths((1.0, 1.0))
+>>> float(arc_cost(np.float32(0), np.float32(0), np.float32(1), np.float32(2), 1, 1, lengths))
+2.121320343559643
+"""
+
+import math
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["COST_MODELS", "CONNECTIVITIES", "ARC_DR", "ARC_DC", "ARC_NAMES", "arc_codes",
+           "arc_lengths", "cost_model_code", "check_friction", "arc_cost", "arc_costs_np",
+           "exp_det", "exp_det_np", "TOBLER_V0"]
+
+COST_MODELS = ("absdiff", "friction", "tobler")
+CONNECTIVITIES = (4, 8, 16)
+ARC_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1, -1, 1, 2, 2, 1, -1, -2, -2], dtype=np.int64)
+ARC_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1, 2, 2, 1, -1, -2, -2, -1, 1], dtype=np.int64)
+ARC_NAMES = ("E", "SE", "S", "SW", "W", "NW", "N", "NE",
+             "ENE", "ESE", "SSE", "SSW", "WSW", "WNW", "NNW", "NNE")
+
+TOBLER_V0 = 6000.0 / 3600.0  # m/s on flat ground going slightly downhill (s = -0.05)
+TOBLER_A = 3.5
+TOBLER_S0 = 0.05
+
+# exp_det: exp(x) = 2**k * exp(r), r = x - k*ln2 (ln2 split so that k*LN2_HI is exact)
+_INV_LN2 = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_EXP_MAX = 709.782712893384  # above: +inf
+_EXP_MIN = -745.1332191019411  # below: 0
+_EXP_COEF = tuple(1.0 / math.factorial(n) for n in range(14))  # 1/0! .. 1/13!
+
+
+def arc_codes(connectivity):
+    """The arc codes ``k`` used by ``connectivity`` (4, 8 or 16), as an int64 array.
+
+    Examples
+    --------
+    >>> arc_codes(16).size
+    16
+    """
+    try:
+        c = int(connectivity)
+    except (TypeError, ValueError):
+        c = None
+    if c not in CONNECTIVITIES or str(connectivity).strip() not in ("4", "8", "16"):
+        raise InputError(f"connectivity {connectivity!r}: must be 4, 8 or 16")
+    if c == 4:
+        return np.array([0, 2, 4, 6], dtype=np.int64)
+    return np.arange(c, dtype=np.int64)
+
+
+def arc_lengths(cellsize=(1.0, 1.0)):
+    """Horizontal length ``L_k`` of each of the 16 arcs (float64[16]) from ``(dx, dy)``.
+
+    Examples
+    --------
+    >>> arc_lengths((2.0, 1.0))[:3].tolist()
+    [2.0, 2.23606797749979, 1.0]
+    """
+    try:
+        dx, dy = (float(cellsize[0]), float(cellsize[1]))
+    except (TypeError, ValueError, IndexError):
+        raise InputError(f"cell size {cellsize!r}: must be two positive numbers") from None
+    dx, dy = abs(dx), abs(dy)
+    if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
+        raise InputError(f"cell size {cellsize!r}: must be positive and finite")
+    ex = (ARC_DC.astype(np.float64) * dx) ** 2
+    ey = (ARC_DR.astype(np.float64) * dy) ** 2
+    return np.sqrt(ex + ey)
+
+
+def cost_model_code(model):
+    """Integer code (0, 1, 2) of a cost model name; :class:`InputError` for an unknown one."""
+    if model not in COST_MODELS:
+        raise InputError(f"cost model {model!r}: unknown (choose from {', '.join(COST_MODELS)})")
+    return COST_MODELS.index(model)
+
+
+def check_friction(friction, name="friction raster"):
+    """``friction`` as float32, or :class:`InputError` if it has a negative value.
+
+    NaN is nodata (a barrier) and allowed; ``+inf`` makes every arc at the cell impassable.
+    """
+    f = np.asarray(friction, dtype=np.float32)
+    with np.errstate(invalid="ignore"):
+        bad = f < 0
+    if bad.any():
+        idx = np.argwhere(bad)[0].tolist()
+        raise InputError(f"{name}: negative friction {float(f[tuple(idx)])!r} at cell "
+                         f"(row, col) = {tuple(idx)}")
+    return f
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def exp_det(x):
+    """``exp(x)`` in float64 with the same bits on every backend (see the module docstring)."""
+    if x != x:
+        return x
+    if x > _EXP_MAX:
+        return math.inf
+    if x < _EXP_MIN:
+        return 0.0
+    k = math.floor(x * _INV_LN2 + 0.5)
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    p = _EXP_COEF[13]
+    p = p * r + _EXP_COEF[12]
+    p = p * r + _EXP_COEF[11]
+    p = p * r + _EXP_COEF[10]
+    p = p * r + _EXP_COEF[9]
+    p = p * r + _EXP_COEF[8]
+    p = p * r + _EXP_COEF[7]
+    p = p * r + _EXP_COEF[6]
+    p = p * r + _EXP_COEF[5]
+    p = p * r + _EXP_COEF[4]
+    p = p * r + _EXP_COEF[3]
+    p = p * r + _EXP_COEF[2]
+    p = p * r + _EXP_COEF[1]
+    p = p * r + _EXP_COEF[0]
+    return math.ldexp(p, int(k))
+
+
+def exp_det_np(x):
+    """Vectorised :func:`exp_det` (bit-identical)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        k = np.floor(x * _INV_LN2 + 0.5)
+        k = np.where(np.isfinite(k), k, 0.0)
+        r = (x - k * _LN2_HI) - k * _LN2_LO
+        p = np.full_like(x, _EXP_COEF[13])
+        for n in range(12, -1, -1):
+            p = p * r + _EXP_COEF[n]
+        out = np.ldexp(p, k.astype(np.int64).clip(-2000, 2000))
+    out = np.where(x > _EXP_MAX, np.inf, out)
+    out = np.where(x < _EXP_MIN, 0.0, out)
+    return np.where(np.isnan(x), x, out)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def arc_cost(zu, zv, fu, fv, k, model, lengths):
+    """Cost (float64) of arc ``k`` from ``u`` to ``v``; see the module docstring.
+
+    ``zu, zv`` are the float32 elevations, ``fu, fv`` the float32 frictions (pass 1 without a
+    friction raster), ``model`` a :func:`cost_model_code`, ``lengths`` :func:`arc_lengths`.
+    """
+    if model == 0:
+        return abs(np.float64(zv) - np.float64(zu))
+    fmean = (np.float64(fu) + np.float64(fv)) * 0.5
+    length = lengths[k]
+    if model == 1:
+        return length * fmean
+    s = (np.float64(zv) - np.float64(zu)) / length
+    e = exp_det(TOBLER_A * abs(s + TOBLER_S0))
+    return ((length * e) / TOBLER_V0) * fmean
+
+
+def arc_costs_np(zu, zv, fu, fv, k, model, lengths):
+    """Vectorised :func:`arc_cost` (bit-identical); ``k`` may be a scalar or an array."""
+    zu = np.asarray(zu, np.float32).astype(np.float64)
+    zv = np.asarray(zv, np.float32).astype(np.float64)
+    if model == 0:
+        return np.abs(zv - zu)
+    fmean = (np.asarray(fu, np.float32).astype(np.float64)
+             + np.asarray(fv, np.float32).astype(np.float64)) * 0.5
+    length = np.asarray(lengths, np.float64)[np.asarray(k, np.int64)]
+    if model == 1:
+        return length * fmean
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = (zv - zu) / length
+        e = exp_det_np(TOBLER_A * np.abs(s + TOBLER_S0))
+        return ((length * e) / TOBLER_V0) * fmean
