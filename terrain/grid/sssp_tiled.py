@@ -1,0 +1,1033 @@
+"""Tiled, out-of-core exact SSSP / cost distance on a grid (thesis ch. 4-5, Haverkort's hierarchy).
+
+Conventions (graph, arc codes, costs, labels, outputs) are those of ``SSSP_CONVENTIONS.md`` and
+:mod:`terrain.grid.costs`: a vertex is a cell whose elevation and friction are not NaN, arc
+``k`` goes from ``u`` to ``u + (ARC_DR[k], ARC_DC[k])`` with cost ``arc_cost(...)``, and every
+vertex gets the lexicographically least label ``(distance, allocation, hops)`` over all paths
+from a source ``i`` (start label ``(c_i, i, 0)``).
+
+Algorithm
+---------
+The grid is cut into ``T x T`` tiles (``T`` a power of two), grouped by a quadtree
+(:class:`terrain.grid.mst.QuadtreePlan`, one tile per group). The *boundary* of a window (a tile
+or a quadtree node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
+arc jumps two cells) on the sides that face other windows, nodata cells left out. Every arc
+between two windows joins two boundary cells.
+
+1. *Phase 1, per tile, source independent* (:func:`tile_boundaries`): Dijkstra inside the tile
+   from every boundary cell, with a fixed-capacity tournament tree
+   (:mod:`terrain.grid._tournament`) as the queue, gives the ``B x B`` matrix of
+   ``(distance, hops)`` between the tile's boundary cells (paths inside the tile). Many tiles per
+   call: Numba ``prange`` over tiles on the CPU; on the GPU one CUDA thread per (tile, boundary
+   source), the tile's elevations and frictions in shared memory (``_boundary.cu``).
+2. *Phase 2, the hierarchy.* Bottom-up (:func:`node_boundary`), a quadtree node builds the
+   *child-boundary graph*: its children's boundary cells, each child's matrix as dense arcs and
+   the grid arcs between children; Dijkstra from each of the node's own boundary cells on that
+   graph gives the node's matrix. That costs ``O(S)`` per cell for a node of side ``S``, so the
+   height is capped (``max_height``); above the cap ONE Dijkstra runs on the graph of the top
+   nodes' boundaries (:func:`top_labels`). Sources: each tile's sources reach its boundary by a
+   multi-source Dijkstra inside the tile (:func:`tile_source_labels`; the thesis's special case
+   §5.6.1: those labels exist only for paths inside the tile), then climb the tree the same way
+   (:func:`node_source_labels`). Top-down (:func:`node_down`) each node seeds its
+   child-boundary graph with its boundary's final labels and its children's source labels, and
+   a multi-source Dijkstra gives the final labels of its children's boundaries.
+3. *Phase 3, per tile* (:func:`tile_fill`): Dijkstra seeded with the final labels of the halo
+   (the cells within ``w`` outside the tile: the neighbours' boundary cells, fixed) and the
+   tile's sources, then the backlink pass: the lowest code ``k`` whose neighbour is a tight
+   predecessor with ``(allocation, hops - 1)``, halo cells included.
+
+Phase 1 and the bottom-up matrices do not depend on the sources: :class:`TiledIndex` holds them
+as plain arrays (:meth:`TiledIndex.to_arrays`/:meth:`TiledIndex.from_arrays`) so that a second
+query (``reuse=``) runs only the source part of phase 2 and phase 3.
+
+Exactness. Labels are compared as ``(distance, allocation, hops)`` everywhere, so with integer
+costs (e.g. an integer DEM with ``absdiff``) distances, allocations and backlinks equal the in-core
+result bit for bit, for every tile size and height cap. With float costs the tiled algorithm adds
+path *segments* (a different association of the same sums), so distances agree within a relative
+``1e-12``; within a tile the left-fold sum is kept (phase 3 continues from the halo labels).
+
+Why by hand: no library does boundary-pair SSSP with a fixed-capacity queue on the GPU, and
+scipy's ``dijkstra`` neither takes lexicographic keys nor runs inside Numba.
+
+Costs: phase 1 ``O(T log T)`` per cell (``4T`` Dijkstras over ``T^2`` cells per tile);
+hierarchy ``O(S)`` per cell for level side ``S``; top Dijkstra ``O(16 N)`` arcs; phase 3
+``O(log T)`` per cell.
+
+This module is the library (no Dask): :func:`tiled_sssp` runs the phases in loops; every phase
+is a function of explicit arrays (one call per tile, group or node) for a Dask pipeline.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit, prange
+
+from ..backend import get_backend
+from ..errors import InputError
+from ..tiles.store import quadtree_levels
+from ._tournament import INT_INF, key_less, tt_new, tt_pop, tt_reset, tt_update
+from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
+                    check_friction, cost_model_code)
+from .mst import QuadtreePlan
+
+__all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
+           "tile_boundaries", "node_boundary", "tile_source_labels", "node_source_labels",
+           "top_labels", "node_down", "tile_fill", "halo_seeds", "boundary_pairs_cpu",
+           "window_dijkstra_cpu", "MAX_GPU_TILE", "PHASES"]
+
+PHASES = ("phase1", "up", "sources_up", "top", "down", "phase3")
+MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
+_INF = np.inf
+
+
+# --------------------------------------------------------------------------- spec and windows
+
+@dataclass(frozen=True)
+class TiledSpec:
+    """What is computed: grid shape, tile side, connectivity, cost model, cell size, height cap.
+
+    Examples
+    --------
+    >>> s = TiledSpec((10, 20), 8)
+    >>> s.tiles_shape, s.levels, s.width, s.window(1, 0, 1)
+    ((2, 3), 3, 1, (0, 10, 16, 20))
+    """
+
+    shape: tuple
+    tile: int
+    connectivity: int = 8
+    cost: str = "absdiff"
+    cellsize: tuple = (1.0, 1.0)
+    max_height: int = None
+
+    def __post_init__(self):
+        arc_codes(self.connectivity)
+        cost_model_code(self.cost)
+        t = int(self.tile)
+        if t < 2 or t & (t - 1) or t > 4096:
+            raise InputError(f"tile {self.tile}: not a power of two in [2, 4096]")
+        arc_lengths(self.cellsize)
+        if self.max_height is not None and int(self.max_height) < 0:
+            raise InputError(f"max_height {self.max_height}: must be >= 0")
+
+    @property
+    def model(self):
+        return cost_model_code(self.cost)
+
+    @property
+    def lengths(self):
+        return arc_lengths(self.cellsize)
+
+    @property
+    def codes(self):
+        return arc_codes(self.connectivity)
+
+    @property
+    def width(self):
+        """Frame width: the longest arc's reach in rows or columns."""
+        return 2 if int(self.connectivity) == 16 else 1
+
+    @property
+    def tiles_shape(self):
+        return (-(-self.shape[0] // self.tile), -(-self.shape[1] // self.tile))
+
+    @property
+    def levels(self):
+        return quadtree_levels(*self.tiles_shape)
+
+    @property
+    def height(self):
+        """Highest level that gets boundary matrices (the cap, at most the root's level)."""
+        top = self.levels - 1
+        if self.max_height is None:
+            return min(top, default_max_height(self.tile))
+        return min(top, int(self.max_height))
+
+    def window(self, level, i, j):
+        """Block of quadtree node ``(level, i, j)`` (level 0 = tile), clipped to the grid."""
+        side = self.tile << level
+        return (i * side, min((i + 1) * side, self.shape[0]),
+                j * side, min((j + 1) * side, self.shape[1]))
+
+
+def default_max_height(tile, max_side=512):
+    """Default height cap: the highest level whose node side is at most ``max(4 T, 512)``.
+
+    A node of side ``S`` costs ``O(S)`` work per cell and ``12 (4S)^2`` bytes of matrix; above
+    the cap one Dijkstra on the top nodes' boundary graph is cheaper.
+    """
+    h = 0
+    while (tile << (h + 1)) <= max(4 * tile, max_side):
+        h += 1
+    return h
+
+
+def _frame_mask(rows, cols, window, shape, width):
+    """True for cells ``(rows, cols)`` of ``window`` within ``width`` of a side facing the grid."""
+    r0, r1, c0, c1 = window
+    m = np.zeros(np.shape(rows), bool)
+    if r0 > 0:
+        m |= rows < r0 + width
+    if r1 < shape[0]:
+        m |= rows >= r1 - width
+    if c0 > 0:
+        m |= cols < c0 + width
+    if c1 < shape[1]:
+        m |= cols >= c1 - width
+    return m
+
+
+def _window_frame(window, shape, width):
+    """Global linear ids (row-major, sorted) of the frame cells of ``window``."""
+    r0, r1, c0, c1 = window
+    rr, cc = np.meshgrid(np.arange(r0, r1), np.arange(c0, c1), indexing="ij")
+    m = _frame_mask(rr, cc, window, shape, width)
+    return (rr[m].astype(np.int64) * shape[1] + cc[m]).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- Numba kernels
+
+@njit(cache=True, nogil=True)
+def _window_dijkstra(z, f, inner, codes, model, lengths, ld, la, lh, kd, ka, kh, win):
+    """Multi-source Dijkstra on the cells of a window, keys ``(d, a, h)`` lexicographic.
+
+    ``ld, la, lh`` (flat, row-major) hold the seeds (``d = inf`` elsewhere) and receive the
+    labels. Only cells with ``inner`` set are ever updated (halo cells are fixed seeds).
+    """
+    H, W = z.shape
+    tt_reset(kd, ka, kh, win)
+    for p in range(H * W):
+        if ld[p] < _INF:
+            tt_update(kd, ka, kh, win, p, ld[p], la[p], lh[p])
+    while kd[1] < _INF:
+        u = tt_pop(kd, ka, kh, win)
+        ur = u // W
+        uc = u - ur * W
+        du = ld[u]
+        au = la[u]
+        hu = lh[u] + 1
+        zu = z[ur, uc]
+        fu = f[ur, uc]
+        for k in codes:
+            vr = ur + ARC_DR[k]
+            vc = uc + ARC_DC[k]
+            if vr < 0 or vr >= H or vc < 0 or vc >= W:
+                continue
+            if not inner[vr, vc]:
+                continue
+            zv = z[vr, vc]
+            fv = f[vr, vc]
+            if zv != zv or fv != fv:
+                continue
+            w = arc_cost(zu, zv, fu, fv, k, model, lengths)
+            if not w < _INF:
+                continue
+            nd = du + w
+            v = vr * W + vc
+            if key_less(nd, au, hu, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = hu
+                tt_update(kd, ka, kh, win, v, nd, au, hu)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
+    """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j from boundary cell s.
+
+    ``z, f`` (n, T, T) float32 (NaN = nodata), ``bidx`` (n, Bmax) int32 local cell indices
+    (row-major), ``bcount`` (n,) int32. Paths stay inside the tile.
+    """
+    n, T, _ = z.shape
+    for t in prange(n):
+        cap = 1
+        while cap < T * T:
+            cap *= 2
+        kd = np.empty(2 * cap, np.float64)
+        ka = np.empty(2 * cap, np.int32)
+        kh = np.empty(2 * cap, np.int32)
+        win = np.empty(2 * cap, np.int32)
+        ld = np.empty(T * T, np.float64)
+        la = np.empty(T * T, np.int32)
+        lh = np.empty(T * T, np.int32)
+        inner = np.ones((T, T), np.bool_)
+        B = bcount[t]
+        for s in range(B):
+            ld[:] = _INF
+            la[:] = INT_INF
+            lh[:] = INT_INF
+            src = bidx[t, s]
+            ld[src] = 0.0
+            la[src] = 0
+            lh[src] = 0
+            _window_dijkstra(z[t], f[t], inner, codes, model, lengths, ld, la, lh,
+                             kd, ka, kh, win)
+            for j in range(B):
+                out_d[t, s, j] = ld[bidx[t, j]]
+                out_h[t, s, j] = lh[bidx[t, j]]
+
+
+def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
+    """Multi-source Dijkstra on one window (see ``_window_dijkstra``); labels in place."""
+    tt = tt_new(z.size)
+    _window_dijkstra(z, f, inner, codes, model, lengths, ld, la, lh, *tt)
+
+
+@njit(cache=True, nogil=True)
+def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
+                    ld, la, lh, kd, ka, kh, win):
+    """Multi-source Dijkstra on a child-boundary graph (dense child matrices + CSR arcs)."""
+    V = ld.shape[0]
+    tt_reset(kd, ka, kh, win)
+    for p in range(V):
+        if ld[p] < _INF:
+            tt_update(kd, ka, kh, win, p, ld[p], la[p], lh[p])
+    while kd[1] < _INF:
+        u = tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u]
+        c = vchild[u]
+        base = coff[c]
+        B = csize[c]
+        row = moff[c] + (u - base) * B
+        for j in range(B):
+            w = mat_d[row + j]
+            if not w < _INF:
+                continue
+            v = base + j
+            nd = du + w
+            nh = hu + mat_h[row + j]
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_update(kd, ka, kh, win, v, nd, au, nh)
+        for e in range(cptr[u], cptr[u + 1]):
+            v = cdst[e]
+            nd = du + cw[e]
+            nh = hu + 1
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_update(kd, ka, kh, win, v, nd, au, nh)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _graph_pairs(srcs, targets, vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
+                 out_d, out_h):
+    V = vchild.shape[0]
+    for s in prange(srcs.shape[0]):
+        cap = 1
+        while cap < V:
+            cap *= 2
+        kd = np.empty(2 * cap, np.float64)
+        ka = np.empty(2 * cap, np.int32)
+        kh = np.empty(2 * cap, np.int32)
+        win = np.empty(2 * cap, np.int32)
+        ld = np.full(V, _INF)
+        la = np.full(V, INT_INF, np.int32)
+        lh = np.full(V, INT_INF, np.int32)
+        ld[srcs[s]] = 0.0
+        la[srcs[s]] = 0
+        lh[srcs[s]] = 0
+        _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
+                        ld, la, lh, kd, ka, kh, win)
+        for j in range(targets.shape[0]):
+            out_d[s, j] = ld[targets[j]]
+            out_h[s, j] = lh[targets[j]]
+
+
+@njit(cache=True, nogil=True)
+def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
+    """Backlink of every inner cell: lowest ``k + 1`` whose neighbour is a tight predecessor."""
+    H, W = z.shape
+    for vr in range(H):
+        for vc in range(W):
+            if not inner[vr, vc]:
+                continue
+            v = vr * W + vc
+            if not ld[v] < _INF:
+                out[vr, vc] = 255
+                continue
+            if lh[v] == 0:
+                out[vr, vc] = 0
+                continue
+            out[vr, vc] = 255
+            for k in codes:
+                ur = vr + ARC_DR[k]
+                uc = vc + ARC_DC[k]
+                if ur < 0 or ur >= H or uc < 0 or uc >= W:
+                    continue
+                u = ur * W + uc
+                if not ld[u] < _INF or la[u] != la[v] or lh[u] + 1 != lh[v]:
+                    continue
+                zu = z[ur, uc]
+                fu = f[ur, uc]
+                if zu != zu or fu != fu:
+                    continue
+                back = (k + 4) % 8 if k < 8 else 8 + (k - 8 + 4) % 8  # the arc u -> v
+                if ld[u] + arc_cost(zu, z[vr, vc], fu, f[vr, vc], back, model, lengths) == ld[v]:
+                    out[vr, vc] = k + 1
+                    break
+
+
+# --------------------------------------------------------------------------- data
+
+@dataclass
+class NodeBoundary:
+    """A tile's or node's boundary: cells and their source-independent pair matrix.
+
+    ``ids`` global linear ids (sorted), ``z``/``f`` their elevations and frictions,
+    ``dist[s, j]``/``hops[s, j]`` the least ``(distance, hops)`` from ``ids[s]`` to ``ids[j]``
+    on paths inside ``window``.
+    """
+
+    level: int
+    index: tuple
+    window: tuple
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
+    dist: np.ndarray
+    hops: np.ndarray
+
+    @property
+    def size(self):
+        return int(self.ids.size)
+
+
+def _inf_labels(n):
+    return (np.full(n, _INF), np.full(n, INT_INF, np.int32), np.full(n, INT_INF, np.int32))
+
+
+def _has_finite(labels):
+    return labels is not None and labels[0].size > 0 and bool(np.any(labels[0] < _INF))
+
+
+@dataclass
+class TiledIndex:
+    """The source-independent part (phase 1 and the bottom-up matrices), for ``reuse=``.
+
+    ``nodes[(level, i, j)]`` is a :class:`NodeBoundary` for every tile (level 0) and every
+    node up to ``spec.height``.
+    """
+
+    spec: TiledSpec
+    nodes: dict
+    times: dict = field(default_factory=dict)
+
+    def to_arrays(self):
+        """A flat ``{name: ndarray}`` (for a Zarr group or ``np.savez``)."""
+        s = self.spec
+        out = {"spec_shape": np.array(s.shape, np.int64), "spec_tile": np.array(s.tile),
+               "spec_connectivity": np.array(s.connectivity),
+               "spec_cost": np.array(s.cost), "spec_cellsize": np.array(s.cellsize, np.float64),
+               "spec_height": np.array(s.height)}
+        keys = sorted(self.nodes)
+        out["node_keys"] = np.array(keys, np.int64).reshape(-1, 3)
+        for key in keys:
+            nb = self.nodes[key]
+            name = "node_%d_%d_%d" % key
+            out[name + "_ids"] = nb.ids
+            out[name + "_z"] = nb.z
+            out[name + "_f"] = nb.f
+            out[name + "_dist"] = nb.dist
+            out[name + "_hops"] = nb.hops
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """Inverse of :meth:`to_arrays`."""
+        a = {k: np.asarray(v) for k, v in dict(arrays).items()}
+        spec = TiledSpec(tuple(int(x) for x in a["spec_shape"]), int(a["spec_tile"]),
+                         int(a["spec_connectivity"]), str(a["spec_cost"]),
+                         tuple(float(x) for x in a["spec_cellsize"]), int(a["spec_height"]))
+        nodes = {}
+        for key in a["node_keys"].tolist():
+            key = tuple(int(x) for x in key)
+            name = "node_%d_%d_%d" % key
+            nodes[key] = NodeBoundary(key[0], key[1:], spec.window(*key), a[name + "_ids"],
+                                      a[name + "_z"], a[name + "_f"], a[name + "_dist"],
+                                      a[name + "_hops"])
+        return cls(spec, nodes)
+
+
+@dataclass
+class TiledSSSPResult:
+    """Distances (float64, NaN unreached), allocation (int32, -1), backlink (uint8, 255)."""
+
+    distance: np.ndarray
+    allocation: np.ndarray
+    backlink: np.ndarray
+    stats: dict
+    index: TiledIndex = None
+
+
+# --------------------------------------------------------------------------- phase 1
+
+def _tile_batch(spec, z_block, f_block, window):
+    """Tiles of a block as ``(n, T, T)`` padded batches and their windows, row-major."""
+    T = spec.tile
+    r0, r1, c0, c1 = window
+    nt_r, nt_c = -(-(r1 - r0) // T), -(-(c1 - c0) // T)
+    zp = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
+    fp = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
+    zp[: r1 - r0, : c1 - c0] = z_block
+    fp[: r1 - r0, : c1 - c0] = f_block
+    zb = np.ascontiguousarray(zp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
+    fb = np.ascontiguousarray(fp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
+    wins = []
+    for ti in range(nt_r):
+        for tj in range(nt_c):
+            tr0, tc0 = r0 + ti * T, c0 + tj * T
+            wins.append((tr0, min(tr0 + T, spec.shape[0]), tc0, min(tc0 + T, spec.shape[1])))
+    return zb, fb, wins
+
+
+def tile_boundaries(spec, z_block, f_block, window, backend=None):
+    """Phase 1 on every tile of a block: one :class:`NodeBoundary` per tile (row-major).
+
+    Parameters
+    ----------
+    spec : TiledSpec
+    z_block, f_block : 2-D float32 arrays of the block's shape
+        Elevations and frictions (ones without a friction raster); NaN = nodata.
+    window : (r0, r1, c0, c1)
+        The block, aligned to the tile grid.
+    backend : {'cpu', 'gpu'} or Backend, optional
+        On the GPU, tiles up to ``MAX_GPU_TILE`` (64) run in ``_boundary.cu``; larger tiles
+        run on the CPU kernel (a T x T tournament tree does not fit a thread's budget).
+
+    Examples
+    --------
+    >>> spec = TiledSpec((4, 4), 2, connectivity=4)
+    >>> z = np.arange(16, dtype=np.float32).reshape(4, 4)
+    >>> nb = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 4), "cpu")[0]
+    >>> nb.ids.tolist(), nb.dist.tolist()
+    ([1, 4, 5], [[0.0, 5.0, 4.0], [5.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
+    """
+    be = get_backend(backend)
+    T, w = spec.tile, spec.width
+    zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
+                               np.asarray(f_block, np.float32), window)
+    n = len(wins)
+    frames = []
+    for t, win in enumerate(wins):
+        ids = _window_frame(win, spec.shape, w)
+        lr, lc = ids // spec.shape[1] - win[0], ids % spec.shape[1] - win[2]
+        ok = ~np.isnan(zb[t, lr, lc]) & ~np.isnan(fb[t, lr, lc])
+        frames.append((ids[ok], (lr[ok] * T + lc[ok]).astype(np.int32)))
+    bmax = max([fr[0].size for fr in frames] + [1])
+    bidx = np.zeros((n, bmax), np.int32)
+    bcount = np.zeros(n, np.int32)
+    for t, (_, loc) in enumerate(frames):
+        bidx[t, : loc.size] = loc
+        bcount[t] = loc.size
+    if be.is_gpu and T <= MAX_GPU_TILE:
+        from ._boundary_gpu import boundary_pairs_gpu
+        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, bcount, spec)
+    else:
+        out_d = np.full((n, bmax, bmax), _INF)
+        out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
+        if bcount.any():
+            boundary_pairs_cpu(zb, fb, bidx, bcount, spec.codes, spec.model, spec.lengths,
+                               out_d, out_h)
+    result = []
+    for t, (ids, loc) in enumerate(frames):
+        B = ids.size
+        tz, tf = zb[t].reshape(-1)[loc], fb[t].reshape(-1)[loc]
+        win = wins[t]
+        result.append(NodeBoundary(0, (win[0] // T, win[2] // T), win, ids, tz, tf,
+                                   np.ascontiguousarray(out_d[t, :B, :B]),
+                                   np.ascontiguousarray(out_h[t, :B, :B])))
+    return result
+
+
+# --------------------------------------------------------------------------- phase 2
+
+@dataclass
+class _ChildGraph:
+    kids: list          # the non-empty children (NodeBoundary), in order
+    slots: list         # position in the original children list of each kid
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
+    vchild: np.ndarray
+    coff: np.ndarray
+    csize: np.ndarray
+    moff: np.ndarray
+    mat_d: np.ndarray
+    mat_h: np.ndarray
+    cptr: np.ndarray
+    cdst: np.ndarray
+    cw: np.ndarray
+
+    def dijkstra(self, ld, la, lh):
+        tt = tt_new(ld.size)
+        _graph_dijkstra(self.vchild, self.coff, self.csize, self.moff, self.mat_d, self.mat_h,
+                        self.cptr, self.cdst, self.cw, ld, la, lh, *tt)
+
+    def positions(self, ids):
+        """Vertex index of each of ``ids`` (all must be vertices)."""
+        order = np.argsort(self.ids, kind="stable")
+        return order[np.searchsorted(self.ids, ids, sorter=order)]
+
+
+def _child_graph(spec, children):
+    """The child-boundary graph of ``children`` (NodeBoundary or None)."""
+    kids, slots = [], []
+    for s, c in enumerate(children):
+        if c is not None and c.size:
+            kids.append(c)
+            slots.append(s)
+    sizes = np.array([c.size for c in kids], np.int64)
+    coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    moff = np.concatenate([[0], np.cumsum(sizes * sizes)]).astype(np.int64)
+    V = int(coff[-1])
+    if V == 0:
+        z0 = np.zeros(0, np.int64)
+        return _ChildGraph([], [], z0, np.zeros(0, np.float32), np.zeros(0, np.float32), z0,
+                           coff, sizes, moff, np.zeros(0), np.zeros(0, np.int32),
+                           np.zeros(1, np.int64), z0, np.zeros(0))
+    ids = np.concatenate([c.ids for c in kids]) if kids else np.zeros(0, np.int64)
+    z = np.concatenate([c.z for c in kids]) if kids else np.zeros(0, np.float32)
+    f = np.concatenate([c.f for c in kids]) if kids else np.zeros(0, np.float32)
+    vchild = np.repeat(np.arange(len(kids), dtype=np.int64), sizes)
+    mat_d = (np.concatenate([c.dist.reshape(-1) for c in kids]) if kids
+             else np.zeros(0, np.float64))
+    mat_h = (np.concatenate([c.hops.reshape(-1) for c in kids]) if kids
+             else np.zeros(0, np.int32))
+    # grid arcs between different children
+    R, C = spec.shape
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    rows, cols = ids // C, ids % C
+    src, dst, wts = [], [], []
+    for k in spec.codes:
+        rr, cc = rows + ARC_DR[k], cols + ARC_DC[k]
+        ok = (rr >= 0) & (rr < R) & (cc >= 0) & (cc < C)
+        nid = rr * C + cc
+        pos = np.searchsorted(sorted_ids, nid)
+        pos[pos >= V] = 0
+        found = ok & (sorted_ids[pos] == nid)
+        u = np.nonzero(found)[0]
+        v = order[pos[u]]
+        keep = vchild[u] != vchild[v]
+        u, v = u[keep], v[keep]
+        w = arc_costs_np(z[u], z[v], f[u], f[v], k, spec.model, spec.lengths)
+        fin = np.isfinite(w)
+        src.append(u[fin])
+        dst.append(v[fin])
+        wts.append(w[fin])
+    src = np.concatenate(src) if src else np.zeros(0, np.int64)
+    dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+    wts = np.concatenate(wts) if wts else np.zeros(0, np.float64)
+    o = np.argsort(src, kind="stable")
+    cptr = np.zeros(V + 1, np.int64)
+    np.add.at(cptr, src + 1, 1)
+    cptr = np.cumsum(cptr)
+    return _ChildGraph(kids, slots, ids, z, f, vchild, coff, sizes, moff, mat_d, mat_h,
+                       cptr, dst[o].astype(np.int64), wts[o].astype(np.float64))
+
+
+def node_boundary(spec, level, i, j, children):
+    """Bottom-up: the :class:`NodeBoundary` of node ``(level, i, j)`` from its 4 children's.
+
+    ``children`` lists the children's NodeBoundary (None where a child is outside the grid),
+    in the order of :meth:`QuadtreePlan.children`.
+
+    Examples
+    --------
+    >>> spec = TiledSpec((4, 8), 2, connectivity=4)
+    >>> z = np.zeros((4, 8), np.float32)
+    >>> tiles = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 8), "cpu")
+    >>> kids = [tiles[0], tiles[1], tiles[4], tiles[5]]
+    >>> node_boundary(spec, 1, 0, 0, kids).ids.tolist()
+    [3, 11, 19, 27]
+    """
+    window = spec.window(level, i, j)
+    g = _child_graph(spec, children)
+    C = spec.shape[1]
+    frame = _frame_mask(g.ids // C, g.ids % C, window, spec.shape, spec.width)
+    targets = np.nonzero(frame)[0]
+    targets = targets[np.argsort(g.ids[targets], kind="stable")]
+    B = targets.size
+    out_d = np.full((B, B), _INF)
+    out_h = np.full((B, B), INT_INF, np.int32)
+    if B:
+        _graph_pairs(targets.astype(np.int64), targets.astype(np.int64), g.vchild, g.coff,
+                     g.csize, g.moff, g.mat_d, g.mat_h, g.cptr, g.cdst, g.cw, out_d, out_h)
+    return NodeBoundary(level, (i, j), window, g.ids[targets], g.z[targets], g.f[targets],
+                        out_d, out_h)
+
+
+def _check_sources(spec, rows, cols, costs):
+    rows = np.asarray(rows, np.int64).reshape(-1)
+    cols = np.asarray(cols, np.int64).reshape(-1)
+    costs = np.asarray(costs, np.float64).reshape(-1)
+    return rows, cols, costs
+
+
+def tile_source_labels(spec, z_tile, f_tile, window, nb, sources):
+    """Sources inside a tile to the tile's boundary, on paths inside the tile (thesis §5.6.1).
+
+    ``sources`` is ``(rows, cols, start_costs, index)`` of the sources inside ``window``
+    (global rows/cols). Returns ``(d, a, h)`` over ``nb.ids``.
+    """
+    rows, cols, costs, index = sources
+    B = nb.size
+    if len(rows) == 0 or B == 0:
+        return _inf_labels(B)
+    r0, r1, c0, c1 = window
+    H, W = r1 - r0, c1 - c0
+    ld, la, lh = _inf_labels(H * W)
+    _seed_sources(ld, la, lh, W, np.asarray(rows) - r0, np.asarray(cols) - c0, costs, index)
+    window_dijkstra_cpu(np.asarray(z_tile, np.float32), np.asarray(f_tile, np.float32),
+                        np.ones((H, W), bool), spec.codes, spec.model, spec.lengths, ld, la, lh)
+    C = spec.shape[1]
+    loc = (nb.ids // C - r0) * W + (nb.ids % C - c0)
+    return ld[loc].copy(), la[loc].copy(), lh[loc].copy()
+
+
+def _seed_sources(ld, la, lh, W, lr, lc, costs, index):
+    for r, c, s, i in zip(np.asarray(lr).tolist(), np.asarray(lc).tolist(),
+                          np.asarray(costs).tolist(), np.asarray(index).tolist()):
+        p = r * W + c
+        if (s, i, 0) < (ld[p], la[p], lh[p]):
+            ld[p], la[p], lh[p] = s, i, 0
+
+
+def _seed_graph(g, children_labels):
+    """Vertex labels of graph ``g`` seeded with each child's labels (in ``children`` order)."""
+    ld, la, lh = _inf_labels(int(g.ids.size))
+    for kid_pos, slot in enumerate(g.slots):
+        lab = children_labels[slot]
+        if lab is None:
+            continue
+        s, e = g.coff[kid_pos], g.coff[kid_pos + 1]
+        ld[s:e], la[s:e], lh[s:e] = lab
+    return ld, la, lh
+
+
+def node_source_labels(spec, node, children, children_labels):
+    """Bottom-up sources: ``(d, a, h)`` over ``node.ids`` from the children's source labels."""
+    if not any(_has_finite(lab) for lab in children_labels):
+        return _inf_labels(node.size)
+    g = _child_graph(spec, children)
+    ld, la, lh = _seed_graph(g, children_labels)
+    g.dijkstra(ld, la, lh)
+    pos = g.positions(node.ids)
+    return ld[pos], la[pos], lh[pos]
+
+
+def top_labels(spec, tops, tops_labels):
+    """ONE Dijkstra on the boundary graph of the top nodes (above the height cap).
+
+    ``tops`` lists NodeBoundary, ``tops_labels`` their source labels; returns the final labels
+    of each top node's boundary (a list in the same order).
+    """
+    g = _child_graph(spec, tops)
+    ld, la, lh = _seed_graph(g, tops_labels)
+    if np.any(ld < _INF):
+        g.dijkstra(ld, la, lh)
+    return _split(g, len(tops), ld, la, lh)
+
+
+def _split(g, n, ld, la, lh):
+    out = [None] * n
+    for kid_pos, slot in enumerate(g.slots):
+        s, e = g.coff[kid_pos], g.coff[kid_pos + 1]
+        out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
+    return out
+
+
+def node_down(spec, node, node_labels, children, children_labels):
+    """Top-down: final labels of the children's boundaries from the node's final labels.
+
+    Multi-source Dijkstra on the child-boundary graph seeded with ``node_labels`` (final, over
+    ``node.ids``) and the children's bottom-up source labels. Returns a list (None for absent
+    children) of ``(d, a, h)`` over each child's ``ids``.
+    """
+    n = len(children)
+    if not _has_finite(node_labels) and not any(_has_finite(lab) for lab in children_labels):
+        return [None if c is None else _inf_labels(c.size) for c in children]
+    g = _child_graph(spec, children)
+    ld, la, lh = _seed_graph(g, children_labels)
+    if node.size:
+        pos = g.positions(node.ids)
+        nd, na, nh = node_labels
+        for p, d, a, h in zip(pos.tolist(), nd.tolist(), na.tolist(), nh.tolist()):
+            if (d, a, h) < (ld[p], la[p], lh[p]):
+                ld[p], la[p], lh[p] = d, a, h
+    g.dijkstra(ld, la, lh)
+    out = _split(g, n, ld, la, lh)
+    return [o if o is not None else (None if c is None else _inf_labels(c.size))
+            for o, c in zip(out, children)]
+
+
+# --------------------------------------------------------------------------- phase 3
+
+def _ext_window(spec, window):
+    r0, r1, c0, c1 = window
+    w = spec.width
+    return (max(r0 - w, 0), min(r1 + w, spec.shape[0]), max(c0 - w, 0), min(c1 + w, spec.shape[1]))
+
+
+def halo_seeds(spec, window, neighbours):
+    """Seed labels over the halo-extended window of a tile from its neighbours' final labels.
+
+    ``neighbours`` lists ``(ids, (d, a, h))`` of neighbouring tiles' boundaries (any order;
+    cells outside the halo are ignored). Returns ``(ext_window, ld, la, lh)`` (flat labels).
+    """
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    H, W = er1 - er0, ec1 - ec0
+    ld, la, lh = _inf_labels(H * W)
+    C = spec.shape[1]
+    r0, r1, c0, c1 = window
+    for ids, (d, a, h) in neighbours:
+        rr, cc = ids // C, ids % C
+        m = ((rr >= er0) & (rr < er1) & (cc >= ec0) & (cc < ec1)
+             & ~((rr >= r0) & (rr < r1) & (cc >= c0) & (cc < c1)))
+        loc = (rr[m] - er0) * W + (cc[m] - ec0)
+        ld[loc], la[loc], lh[loc] = d[m], a[m], h[m]
+    return ext, ld, la, lh
+
+
+def tile_fill(spec, z_ext, f_ext, window, ext_window, seeds, sources, backend=None):
+    """Phase 3 on one tile: distance, allocation, backlink of the cells of ``window``.
+
+    ``z_ext, f_ext`` cover ``ext_window`` (the tile and its halo), ``seeds`` = ``(ld, la, lh)``
+    flat over ``ext_window`` (from :func:`halo_seeds`), ``sources`` = ``(rows, cols,
+    start_costs, index)`` inside the tile. Returns ``(distance, allocation, backlink)`` in the
+    output conventions (NaN / -1 / 255 where unreached).
+    """
+    er0, er1, ec0, ec1 = ext_window
+    r0, r1, c0, c1 = window
+    H, W = er1 - er0, ec1 - ec0
+    z_ext = np.asarray(z_ext, np.float32)
+    f_ext = np.asarray(f_ext, np.float32)
+    ld, la, lh = (np.array(x) for x in seeds)
+    rows, cols, costs, index = sources
+    _seed_sources(ld, la, lh, W, np.asarray(rows) - er0, np.asarray(cols) - ec0, costs, index)
+    inner = np.zeros((H, W), bool)
+    inner[r0 - er0:r1 - er0, c0 - ec0:c1 - ec0] = True
+    inner &= ~np.isnan(z_ext) & ~np.isnan(f_ext)
+    back = np.full((H, W), 255, np.uint8)
+    if np.any(ld < _INF):
+        window_dijkstra_cpu(z_ext, f_ext, inner, spec.codes, spec.model, spec.lengths,
+                            ld, la, lh)
+        _backlinks(z_ext, f_ext, inner, spec.codes, spec.model, spec.lengths, ld, la, lh, back)
+    sl = (slice(r0 - er0, r1 - er0), slice(c0 - ec0, c1 - ec0))
+    d = ld.reshape(H, W)[sl]
+    reached = (d < _INF) & inner[sl]
+    dist = np.where(reached, d, np.nan)
+    alloc = np.where(reached, la.reshape(H, W)[sl], -1).astype(np.int32)
+    return dist, alloc, np.where(reached, back[sl], 255).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------- driver
+
+def _prepare(dem, friction, cost, sources, start_costs):
+    z = np.asarray(dem, dtype=np.float32)
+    if z.ndim != 2:
+        raise InputError(f"tiled_sssp: the DEM must be 2-D, got shape {z.shape}")
+    if friction is None:
+        if cost == "friction":
+            raise InputError("cost model 'friction' needs a friction raster")
+        f = np.ones_like(z)
+    else:
+        f = check_friction(friction)
+        if f.shape != z.shape:
+            raise InputError(f"friction raster of shape {f.shape} does not match the DEM's "
+                             f"{z.shape}")
+    src = np.asarray(sources, dtype=np.int64).reshape(-1, 2)
+    if src.shape[0] == 0:
+        raise InputError("no source cells given")
+    rows, cols = src[:, 0], src[:, 1]
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
+            raise InputError(f"source cell (row, col) = ({r}, {c}) is outside the raster "
+                             f"of shape {z.shape}")
+        if np.isnan(z[r, c]) or np.isnan(f[r, c]):
+            raise InputError(f"source cell (row, col) = ({r}, {c}) is on nodata")
+    if start_costs is None:
+        costs = np.zeros(rows.size)
+    else:
+        costs = np.broadcast_to(np.asarray(start_costs, np.float64), rows.shape).copy()
+        if not np.all(np.isfinite(costs)) or np.any(costs < 0):
+            raise InputError("start costs must be finite and >= 0")
+    return z, f, rows, cols, costs
+
+
+def _sources_in(window, rows, cols, costs):
+    r0, r1, c0, c1 = window
+    m = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
+    idx = np.nonzero(m)[0]
+    return rows[idx], cols[idx], costs[idx], idx.astype(np.int32)
+
+
+def build_index(spec, z, f, backend=None):
+    """Phase 1 on every tile and the bottom-up matrices up to ``spec.height``."""
+    times = {"phase1": 0.0, "up": 0.0}
+    plan = QuadtreePlan.build(spec, 1)
+    t0 = time.perf_counter()
+    nodes = {}
+    # phase 1: many tiles per call, in bands of tile rows
+    T = spec.tile
+    nt_r, nt_c = spec.tiles_shape
+    band = max(1, 256 // max(1, nt_c))
+    for br in range(0, nt_r, band):
+        win = (br * T, min((br + band) * T, spec.shape[0]), 0, spec.shape[1])
+        for nb in tile_boundaries(spec, z[win[0]:win[1]], f[win[0]:win[1]], win, backend):
+            nodes[(0,) + nb.index] = nb
+    times["phase1"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for k in range(1, spec.height + 1):
+        for (i, j) in plan.levels[k]:
+            kids = [None if c is None else nodes[(k - 1,) + c] for c in plan.children(k, i, j)]
+            nodes[(k, i, j)] = node_boundary(spec, k, i, j, kids)
+    times["up"] = time.perf_counter() - t0
+    return TiledIndex(spec, nodes, times)
+
+
+def _check_reuse(index, spec, z, f):
+    s = index.spec
+    if (tuple(s.shape), s.tile, int(s.connectivity), s.cost, tuple(s.cellsize)) != (
+            tuple(spec.shape), spec.tile, int(spec.connectivity), spec.cost,
+            tuple(float(x) for x in spec.cellsize)):
+        raise InputError("reuse: the stored index was computed for another grid, tile, "
+                         "connectivity, cost model or cell size")
+    # the stored boundary cells' elevations and frictions must be this raster's
+    for key, nb in index.nodes.items():
+        if key[0] == 0 and nb.size and not (
+                np.array_equal(z.reshape(-1)[nb.ids], nb.z, equal_nan=True)
+                and np.array_equal(f.reshape(-1)[nb.ids], nb.f, equal_nan=True)):
+            raise InputError("reuse: the stored index does not match this raster")
+
+
+def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile=64,
+               start_costs=None, max_cost=None, cellsize=(1, 1), backend=None,
+               max_height=None, reuse=None):
+    """Exact multi-source cost distance by the tiled algorithm (phases 1-3, see module doc).
+
+    Parameters
+    ----------
+    dem : 2-D array
+        Elevations (float32; NaN = nodata, a barrier).
+    sources : (n, 2) int array-like
+        Source cells ``(row, col)``; source ``i`` is row ``i``.
+    cost : {'absdiff', 'friction', 'tobler'}
+    friction : 2-D array, optional
+        Friction raster (needed for ``friction``; a factor for ``tobler``); NaN = nodata.
+    connectivity : {4, 8, 16}
+    tile : int
+        Tile side, a power of two.
+    start_costs : float or (n,) array, optional
+    max_cost : float, optional
+        Cells farther than this are unreached.
+    cellsize : (dx, dy)
+    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+        The GPU runs phase 1 (tiles up to 64) and phase 3; phase 2 runs on the CPU.
+    max_height : int, optional
+        Highest quadtree level that gets boundary matrices (0: the thesis's flat boundary
+        graph; default :func:`default_max_height`).
+    reuse : TiledIndex or dict of arrays, optional
+        Phase 1 and bottom-up matrices from an earlier run on the same raster and cost.
+
+    Returns
+    -------
+    TiledSSSPResult
+
+    Examples
+    --------
+    >>> z = np.array([[0, 1, 3], [2, 2, 2], [5, 1, 0]], np.float32)
+    >>> r = tiled_sssp(z, [(0, 0)], tile=2, backend="cpu")
+    >>> r.distance.tolist()
+    [[0.0, 1.0, 3.0], [2.0, 2.0, 2.0], [5.0, 3.0, 4.0]]
+    >>> r.backlink.tolist()
+    [[0, 5, 4], [7, 6, 5], [7, 6, 6]]
+    """
+    t_start = time.perf_counter()
+    be = get_backend(backend)
+    z, f, rows, cols, costs = _prepare(dem, friction, cost, sources, start_costs)
+    if max_cost is not None and not (float(max_cost) > 0):
+        raise InputError(f"max cost {max_cost!r}: must be > 0")
+    spec = TiledSpec(tuple(int(s) for s in z.shape), int(tile), int(connectivity), cost,
+                     tuple(float(x) for x in cellsize), max_height)
+    if reuse is not None:
+        index = reuse if isinstance(reuse, TiledIndex) else TiledIndex.from_arrays(reuse)
+        _check_reuse(index, spec, z, f)
+        spec = TiledSpec(spec.shape, spec.tile, spec.connectivity, spec.cost, spec.cellsize,
+                         index.spec.height)
+        times = {"phase1": 0.0, "up": 0.0}
+    else:
+        index = build_index(spec, z, f, be)
+        times = dict(index.times)
+    nodes = index.nodes
+    plan = QuadtreePlan.build(spec, 1)
+    H = spec.height
+    # sources up
+    t0 = time.perf_counter()
+    labels = {}
+    for (i, j) in plan.groups:
+        win = spec.window(0, i, j)
+        src = _sources_in(win, rows, cols, costs)
+        nb = nodes[(0, i, j)]
+        labels[(0, i, j)] = (tile_source_labels(spec, z[win[0]:win[1], win[2]:win[3]],
+                                                f[win[0]:win[1], win[2]:win[3]], win, nb, src)
+                             if len(src[0]) else _inf_labels(nb.size))
+    for k in range(1, H + 1):
+        for (i, j) in plan.levels[k]:
+            kids = [None if c is None else (k - 1,) + c for c in plan.children(k, i, j)]
+            labels[(k, i, j)] = node_source_labels(
+                spec, nodes[(k, i, j)], [None if c is None else nodes[c] for c in kids],
+                [None if c is None else labels[c] for c in kids])
+    times["sources_up"] = time.perf_counter() - t0
+    # top: one Dijkstra on the boundary graph of the level-H nodes
+    t0 = time.perf_counter()
+    top_keys = [(H, i, j) for (i, j) in (plan.groups if H == 0 else plan.levels[H])]
+    final = dict(zip(top_keys, top_labels(spec, [nodes[k] for k in top_keys],
+                                          [labels[k] for k in top_keys])))
+    times["top"] = time.perf_counter() - t0
+    # down
+    t0 = time.perf_counter()
+    for k in range(H, 0, -1):
+        for (i, j) in plan.levels[k]:
+            kids = [None if c is None else (k - 1,) + c for c in plan.children(k, i, j)]
+            down = node_down(spec, nodes[(k, i, j)], final.pop((k, i, j)),
+                             [None if c is None else nodes[c] for c in kids],
+                             [None if c is None else labels[c] for c in kids])
+            for c, lab in zip(kids, down):
+                if c is not None:
+                    final[c] = lab
+    times["down"] = time.perf_counter() - t0
+    # phase 3
+    t0 = time.perf_counter()
+    dist = np.full(spec.shape, np.nan)
+    alloc = np.full(spec.shape, -1, np.int32)
+    back = np.full(spec.shape, 255, np.uint8)
+    nt_r, nt_c = spec.tiles_shape
+    for (i, j) in plan.groups:
+        win = spec.window(0, i, j)
+        neigh = [(nodes[(0, i + di, j + dj)].ids, final[(0, i + di, j + dj)])
+                 for di in (-1, 0, 1) for dj in (-1, 0, 1)
+                 if (di or dj) and 0 <= i + di < nt_r and 0 <= j + dj < nt_c]
+        ext, ld, la, lh = halo_seeds(spec, win, neigh)
+        src = _sources_in(win, rows, cols, costs)
+        d, a, b = tile_fill(spec, z[ext[0]:ext[1], ext[2]:ext[3]], f[ext[0]:ext[1], ext[2]:ext[3]],
+                            win, ext, (ld, la, lh), src, be)
+        dist[win[0]:win[1], win[2]:win[3]] = d
+        alloc[win[0]:win[1], win[2]:win[3]] = a
+        back[win[0]:win[1], win[2]:win[3]] = b
+    times["phase3"] = time.perf_counter() - t0
+    if max_cost is not None:
+        far = dist > float(max_cost)
+        dist[far], alloc[far], back[far] = np.nan, -1, 255
+    times["total"] = time.perf_counter() - t_start
+    stats = {"tile": spec.tile, "levels": spec.levels, "height": H, "connectivity":
+             spec.connectivity, "cost": cost, "reached": int(np.count_nonzero(~np.isnan(dist))),
+             "reused": reuse is not None, "backend": be.name, "times": times}
+    return TiledSSSPResult(dist, alloc, back, stats, index)
