@@ -23,7 +23,7 @@ Arrays (``tt = (key_d, key_a, key_h, win)``):
 import numpy as np
 from numba import njit
 
-__all__ = ["tt_new", "tt_reset", "tt_update", "tt_decrease", "tt_pop", "tt_empty", "tt_top",
+__all__ = ["tt_new", "tt_reset", "tt_update", "tt_decrease", "tt_lower", "tt_pop", "tt_empty", "tt_top",
            "key_less", "INT_INF"]
 
 INT_INF = np.int32(2**31 - 1)
@@ -104,16 +104,35 @@ def tt_update(key_d, key_a, key_h, win, i, d, a, h):
     _propagate(key_d, key_a, key_h, win, p)
 
 
+@njit(cache=True, inline="always")
+def tt_lower(key_d, key_a, key_h, win, i, d, a, h):
+    """Set leaf ``i``'s key to ``(d, a, h)``, which must not be larger than its key now.
+
+    Climbs only while the new key wins: an ancestor whose winner is another, smaller leaf
+    stops the climb (its ancestors do not change either). Dijkstra's decrease-key.
+    """
+    cap = key_d.shape[0] // 2
+    p = cap + i
+    key_d[p] = d
+    key_a[p] = a
+    key_h[p] = h
+    while p > 1:
+        p >>= 1
+        if win[p] != i and not key_less(d, a, h, i, key_d[p], key_a[p], key_h[p], win[p]):
+            break
+        key_d[p] = d
+        key_a[p] = a
+        key_h[p] = h
+        win[p] = i
+
+
 @njit(cache=True)
 def tt_decrease(key_d, key_a, key_h, win, i, d, a, h):
     """Lower leaf ``i``'s key to ``(d, a, h)`` if that is smaller; True when it was."""
     cap = key_d.shape[0] // 2
     p = cap + i
     if key_less(d, a, h, i, key_d[p], key_a[p], key_h[p], i):
-        key_d[p] = d
-        key_a[p] = a
-        key_h[p] = h
-        _propagate(key_d, key_a, key_h, win, p)
+        tt_lower(key_d, key_a, key_h, win, i, d, a, h)
         return True
     return False
 

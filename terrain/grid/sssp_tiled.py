@@ -66,7 +66,8 @@ from numba import njit, prange
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.store import quadtree_levels
-from ._tournament import INT_INF, key_less, tt_new, tt_pop, tt_reset, tt_update
+from ._tournament import (INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_reset,
+                          tt_update)
 from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
                     check_friction, cost_model_code)
 from .mst import QuadtreePlan
@@ -189,47 +190,71 @@ def _window_frame(window, shape, width):
 # --------------------------------------------------------------------------- Numba kernels
 
 @njit(cache=True, nogil=True)
-def _window_dijkstra(z, f, inner, codes, model, lengths, ld, la, lh, kd, ka, kh, win):
-    """Multi-source Dijkstra on the cells of a window, keys ``(d, a, h)`` lexicographic.
+def _arc_table(z, f, inner, codes, model, lengths):
+    """Costs ``wt[u, kk]`` of arc ``codes[kk]`` from cell u of a window (inf: no such arc).
 
-    ``ld, la, lh`` (flat, row-major) hold the seeds (``d = inf`` elsewhere) and receive the
-    labels. Only cells with ``inner`` set are ever updated (halo cells are fixed seeds).
+    An arc exists when both ends are in the window and valid and its head is ``inner``.
+    Computed once per window and shared by all the Dijkstras run on it (phase 1 runs ``B``).
     """
     H, W = z.shape
+    K = codes.shape[0]
+    wt = np.full((H * W, K), _INF)
+    for ur in range(H):
+        for uc in range(W):
+            zu = z[ur, uc]
+            fu = f[ur, uc]
+            if zu != zu or fu != fu:
+                continue
+            for kk in range(K):
+                k = codes[kk]
+                vr = ur + ARC_DR[k]
+                vc = uc + ARC_DC[k]
+                if vr < 0 or vr >= H or vc < 0 or vc >= W or not inner[vr, vc]:
+                    continue
+                zv = z[vr, vc]
+                fv = f[vr, vc]
+                if zv != zv or fv != fv:
+                    continue
+                w = arc_cost(zu, zv, fu, fv, k, model, lengths)
+                if w < _INF:
+                    wt[ur * W + uc, kk] = w
+    return wt
+
+
+@njit(cache=True, nogil=True)
+def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
+    """Multi-source Dijkstra on the cells of a window, keys ``(d, a, h)`` lexicographic.
+
+    ``wt`` from :func:`_arc_table`, ``off[kk]`` the flat offset of arc ``kk``. ``ld, la, lh``
+    (flat, row-major) hold the seeds (``d = inf`` elsewhere) and receive the labels. Cells
+    that are not ``inner`` have no incoming arcs in ``wt``: halo seeds stay fixed.
+    """
+    n = ld.shape[0]
+    K = off.shape[0]
     tt_reset(kd, ka, kh, win)
-    for p in range(H * W):
+    for p in range(n):
         if ld[p] < _INF:
             tt_update(kd, ka, kh, win, p, ld[p], la[p], lh[p])
     while kd[1] < _INF:
         u = tt_pop(kd, ka, kh, win)
-        ur = u // W
-        uc = u - ur * W
         du = ld[u]
         au = la[u]
         hu = lh[u] + 1
-        zu = z[ur, uc]
-        fu = f[ur, uc]
-        for k in codes:
-            vr = ur + ARC_DR[k]
-            vc = uc + ARC_DC[k]
-            if vr < 0 or vr >= H or vc < 0 or vc >= W:
-                continue
-            if not inner[vr, vc]:
-                continue
-            zv = z[vr, vc]
-            fv = f[vr, vc]
-            if zv != zv or fv != fv:
-                continue
-            w = arc_cost(zu, zv, fu, fv, k, model, lengths)
+        for kk in range(K):
+            w = wt[u, kk]
             if not w < _INF:
                 continue
             nd = du + w
-            v = vr * W + vc
+            v = u + off[kk]
             if key_less(nd, au, hu, 0, ld[v], la[v], lh[v], 0):
                 ld[v] = nd
                 la[v] = au
                 lh[v] = hu
-                tt_update(kd, ka, kh, win, v, nd, au, hu)
+                tt_lower(kd, ka, kh, win, v, nd, au, hu)
+
+
+def _offsets(codes, W):
+    return (ARC_DR[codes] * W + ARC_DC[codes]).astype(np.int64)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -240,7 +265,13 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
     (row-major), ``bcount`` (n,) int32. Paths stay inside the tile.
     """
     n, T, _ = z.shape
+    off = np.empty(codes.shape[0], np.int64)
+    for kk in range(codes.shape[0]):
+        off[kk] = ARC_DR[codes[kk]] * T + ARC_DC[codes[kk]]
     for t in prange(n):
+        B = bcount[t]
+        if B == 0:
+            continue
         cap = 1
         while cap < T * T:
             cap *= 2
@@ -251,8 +282,7 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
         ld = np.empty(T * T, np.float64)
         la = np.empty(T * T, np.int32)
         lh = np.empty(T * T, np.int32)
-        inner = np.ones((T, T), np.bool_)
-        B = bcount[t]
+        wt = _arc_table(z[t], f[t], np.ones((T, T), np.bool_), codes, model, lengths)
         for s in range(B):
             ld[:] = _INF
             la[:] = INT_INF
@@ -261,8 +291,7 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
             ld[src] = 0.0
             la[src] = 0
             lh[src] = 0
-            _window_dijkstra(z[t], f[t], inner, codes, model, lengths, ld, la, lh,
-                             kd, ka, kh, win)
+            _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win)
             for j in range(B):
                 out_d[t, s, j] = ld[bidx[t, j]]
                 out_h[t, s, j] = lh[bidx[t, j]]
@@ -271,7 +300,8 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
 def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
     """Multi-source Dijkstra on one window (see ``_window_dijkstra``); labels in place."""
     tt = tt_new(z.size)
-    _window_dijkstra(z, f, inner, codes, model, lengths, ld, la, lh, *tt)
+    wt = _arc_table(z, f, inner, codes, model, lengths)
+    _window_dijkstra(wt, _offsets(codes, z.shape[1]), ld, la, lh, *tt)
 
 
 @njit(cache=True, nogil=True)
@@ -303,7 +333,7 @@ def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
                 ld[v] = nd
                 la[v] = au
                 lh[v] = nh
-                tt_update(kd, ka, kh, win, v, nd, au, nh)
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
         for e in range(cptr[u], cptr[u + 1]):
             v = cdst[e]
             nd = du + cw[e]
@@ -312,7 +342,7 @@ def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
                 ld[v] = nd
                 la[v] = au
                 lh[v] = nh
-                tt_update(kd, ka, kh, win, v, nd, au, nh)
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
 
 
 @njit(cache=True, nogil=True, parallel=True)
