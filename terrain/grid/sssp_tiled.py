@@ -75,7 +75,8 @@ from .mst import QuadtreePlan
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
            "tile_boundaries", "node_boundary", "tile_source_labels", "node_source_labels",
            "top_labels", "node_down", "tile_fill", "halo_seeds", "boundary_pairs_cpu",
-           "window_dijkstra_cpu", "MAX_GPU_TILE", "PHASES"]
+           "windows_dijkstra_cpu", "boundary_pairs_gpu", "windows_dijkstra_gpu",
+           "tiles_fill", "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
 PHASES = ("phase1", "up", "sources_up", "top", "down", "phase3")
 MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
@@ -142,7 +143,7 @@ class TiledSpec:
         """Highest level that gets boundary matrices (the cap, at most the root's level)."""
         top = self.levels - 1
         if self.max_height is None:
-            return min(top, default_max_height(self.tile))
+            return min(top, default_max_height(self.tiles_shape))
         return min(top, int(self.max_height))
 
     def window(self, level, i, j):
@@ -152,14 +153,23 @@ class TiledSpec:
                 j * side, min((j + 1) * side, self.shape[1]))
 
 
-def default_max_height(tile, max_side=512):
-    """Default height cap: the highest level whose node side is at most ``max(4 T, 512)``.
+def default_max_height(tiles_shape, max_top_nodes=4096):
+    """Default height cap: the lowest level with at most ``max_top_nodes`` nodes.
 
-    A node of side ``S`` costs ``O(S)`` work per cell and ``12 (4S)^2`` bytes of matrix; above
-    the cap one Dijkstra on the top nodes' boundary graph is cheaper.
+    The budget is the top Dijkstra's graph: its vertex count ``~ 4 S`` per top node of side
+    ``S`` shrinks as the cap rises, while every level below the cap costs ``O(S)`` work per
+    cell (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
+    4096 tiles the flat boundary graph (height 0) is the cheapest in memory and time.
+
+    Examples
+    --------
+    >>> default_max_height((16, 16)), default_max_height((256, 256))
+    (0, 2)
     """
+    rows, cols = tiles_shape
     h = 0
-    while (tile << (h + 1)) <= max(4 * tile, max_side):
+    while rows * cols > max_top_nodes:
+        rows, cols = -(-rows // 2), -(-cols // 2)
         h += 1
     return h
 
@@ -253,10 +263,6 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
                 tt_lower(kd, ka, kh, win, v, nd, au, hu)
 
 
-def _offsets(codes, W):
-    return (ARC_DR[codes] * W + ARC_DC[codes]).astype(np.int64)
-
-
 @njit(cache=True, nogil=True, parallel=True)
 def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
     """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j from boundary cell s.
@@ -297,11 +303,114 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
                 out_h[t, s, j] = lh[bidx[t, j]]
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
+    """Seeded Dijkstra on a batch of windows: ``z, f, inner`` (n, H, W), labels (n, H*W).
+
+    ``ld, la, lh`` hold the seeds (``d = inf`` elsewhere) and receive the labels; only
+    ``inner`` cells are updated (halo seeds stay fixed). One window per ``prange`` step.
+    """
+    n, H, W = z.shape
+    off = np.empty(codes.shape[0], np.int64)
+    for kk in range(codes.shape[0]):
+        off[kk] = ARC_DR[codes[kk]] * W + ARC_DC[codes[kk]]
+    for t in prange(n):
+        cap = 1
+        while cap < H * W:
+            cap *= 2
+        kd = np.empty(2 * cap, np.float64)
+        ka = np.empty(2 * cap, np.int32)
+        kh = np.empty(2 * cap, np.int32)
+        win = np.empty(2 * cap, np.int32)
+        wt = _arc_table(z[t], f[t], inner[t], codes, model, lengths)
+        _window_dijkstra(wt, off, ld[t], la[t], lh[t], kd, ka, kh, win)
+
+
+def _tree_cap(n):
+    cap = 1
+    while cap < n:
+        cap *= 2
+    return cap
+
+
+def _cuda(be):
+    from pathlib import Path
+    here = Path(__file__).parent
+    return be.cuda_module(here / "_boundary.cu", options=("-std=c++17", f"-I{here}"))
+
+
+def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=1 << 30):
+    """CUDA twin of :func:`boundary_pairs_cpu` (``_boundary.cu: boundary_pairs``), host in/out.
+
+    Tiles go in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
+    bytes.
+    """
+    cp = be.xp
+    n, T, _ = z.shape
+    bmax = bidx.shape[1]
+    cap = _tree_cap(T * T)
+    per_tile = bmax * (T * T * 16 + 2 * cap * 20)
+    chunk = max(1, min(n, max_scratch // max(per_tile, 1)))
+    kern = _cuda(be).get_function("boundary_pairs")
+    out_d = np.empty((n, bmax, bmax))
+    out_h = np.empty((n, bmax, bmax), np.int32)
+    codes_d = cp.asarray(codes, cp.int32)
+    len_d = cp.asarray(lengths, cp.float64)
+    threads = 64
+    for t0 in range(0, n, chunk):
+        m = min(chunk, n - t0)
+        zd = cp.asarray(z[t0:t0 + m])
+        fd = cp.asarray(f[t0:t0 + m])
+        bi = cp.asarray(bidx[t0:t0 + m])
+        bc = cp.asarray(bcount[t0:t0 + m])
+        od = cp.full((m, bmax, bmax), np.inf)
+        oh = cp.full((m, bmax, bmax), INT_INF, cp.int32)
+        slots = m * bmax
+        s_ld = cp.empty(slots * T * T, cp.float64)
+        s_la = cp.empty(slots * T * T, cp.int32)
+        s_lh = cp.empty(slots * T * T, cp.int32)
+        s_kd = cp.empty(slots * 2 * cap, cp.float64)
+        s_ka = cp.empty(slots * 2 * cap, cp.int32)
+        s_kh = cp.empty(slots * 2 * cap, cp.int32)
+        s_win = cp.empty(slots * 2 * cap, cp.int32)
+        grid = (m, -(-bmax // threads))
+        kern(grid, (threads,), (zd, fd, bi, bc, np.int32(T), np.int32(bmax), codes_d,
+                                np.int32(codes.size), np.int32(model), len_d, od, oh, s_ld, s_la,
+                                s_lh, s_kd, s_ka, s_kh, s_win, np.int32(cap)),
+             shared_mem=2 * T * T * 4)
+        out_d[t0:t0 + m] = od.get()
+        out_h[t0:t0 + m] = oh.get()
+    return out_d, out_h
+
+
+def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh):
+    """CUDA twin of :func:`windows_dijkstra_cpu` (``_boundary.cu: windows_dijkstra``)."""
+    cp = be.xp
+    n, H, W = z.shape
+    if n == 0:
+        return
+    cap = _tree_cap(H * W)
+    kern = _cuda(be).get_function("windows_dijkstra")
+    dd, da, dh = cp.asarray(ld), cp.asarray(la), cp.asarray(lh)
+    s_kd = cp.empty(n * 2 * cap, cp.float64)
+    s_ka = cp.empty(n * 2 * cap, cp.int32)
+    s_kh = cp.empty(n * 2 * cap, cp.int32)
+    s_win = cp.empty(n * 2 * cap, cp.int32)
+    threads = 32
+    kern((-(-n // threads),), (threads,),
+         (cp.asarray(z), cp.asarray(f), cp.asarray(inner.astype(np.uint8)), np.int32(n),
+          np.int32(H), np.int32(W), cp.asarray(codes, cp.int32), np.int32(codes.size),
+          np.int32(model), cp.asarray(lengths, cp.float64), dd, da, dh, s_kd, s_ka, s_kh, s_win,
+          np.int32(cap)))
+    ld[...], la[...], lh[...] = dd.get(), da.get(), dh.get()
+
+
 def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
-    """Multi-source Dijkstra on one window (see ``_window_dijkstra``); labels in place."""
-    tt = tt_new(z.size)
-    wt = _arc_table(z, f, inner, codes, model, lengths)
-    _window_dijkstra(wt, _offsets(codes, z.shape[1]), ld, la, lh, *tt)
+    """Seeded Dijkstra on one window (a batch of one); labels (flat) in place."""
+    H, W = z.shape
+    bd, ba, bh = ld.reshape(1, -1), la.reshape(1, -1), lh.reshape(1, -1)
+    windows_dijkstra_cpu(z.reshape(1, H, W), f.reshape(1, H, W), inner.reshape(1, H, W),
+                         codes, model, lengths, bd, ba, bh)
 
 
 @njit(cache=True, nogil=True)
@@ -557,8 +666,8 @@ def tile_boundaries(spec, z_block, f_block, window, backend=None):
         bidx[t, : loc.size] = loc
         bcount[t] = loc.size
     if be.is_gpu and T <= MAX_GPU_TILE:
-        from ._boundary_gpu import boundary_pairs_gpu
-        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, bcount, spec)
+        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, bcount, spec.codes, spec.model,
+                                          spec.lengths)
     else:
         out_d = np.full((n, bmax, bmax), _INF)
         out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
@@ -694,13 +803,6 @@ def node_boundary(spec, level, i, j, children):
                         out_d, out_h)
 
 
-def _check_sources(spec, rows, cols, costs):
-    rows = np.asarray(rows, np.int64).reshape(-1)
-    cols = np.asarray(cols, np.int64).reshape(-1)
-    costs = np.asarray(costs, np.float64).reshape(-1)
-    return rows, cols, costs
-
-
 def tile_source_labels(spec, z_tile, f_tile, window, nb, sources):
     """Sources inside a tile to the tile's boundary, on paths inside the tile (thesis §5.6.1).
 
@@ -834,28 +936,64 @@ def tile_fill(spec, z_ext, f_ext, window, ext_window, seeds, sources, backend=No
     start_costs, index)`` inside the tile. Returns ``(distance, allocation, backlink)`` in the
     output conventions (NaN / -1 / 255 where unreached).
     """
-    er0, er1, ec0, ec1 = ext_window
-    r0, r1, c0, c1 = window
-    H, W = er1 - er0, ec1 - ec0
-    z_ext = np.asarray(z_ext, np.float32)
-    f_ext = np.asarray(f_ext, np.float32)
-    ld, la, lh = (np.array(x) for x in seeds)
-    rows, cols, costs, index = sources
-    _seed_sources(ld, la, lh, W, np.asarray(rows) - er0, np.asarray(cols) - ec0, costs, index)
-    inner = np.zeros((H, W), bool)
-    inner[r0 - er0:r1 - er0, c0 - ec0:c1 - ec0] = True
-    inner &= ~np.isnan(z_ext) & ~np.isnan(f_ext)
-    back = np.full((H, W), 255, np.uint8)
-    if np.any(ld < _INF):
-        window_dijkstra_cpu(z_ext, f_ext, inner, spec.codes, spec.model, spec.lengths,
-                            ld, la, lh)
-        _backlinks(z_ext, f_ext, inner, spec.codes, spec.model, spec.lengths, ld, la, lh, back)
-    sl = (slice(r0 - er0, r1 - er0), slice(c0 - ec0, c1 - ec0))
-    d = ld.reshape(H, W)[sl]
-    reached = (d < _INF) & inner[sl]
-    dist = np.where(reached, d, np.nan)
-    alloc = np.where(reached, la.reshape(H, W)[sl], -1).astype(np.int32)
-    return dist, alloc, np.where(reached, back[sl], 255).astype(np.uint8)
+    return tiles_fill(spec, [(z_ext, f_ext, window, ext_window, seeds, sources)], backend)[0]
+
+
+def tiles_fill(spec, items, backend=None):
+    """Phase 3 on a batch of tiles (one kernel call): a list of :func:`tile_fill` results.
+
+    ``items`` lists ``(z_ext, f_ext, window, ext_window, seeds, sources)`` as
+    :func:`tile_fill` takes them. The windows are padded (NaN) to one shape; on the GPU one
+    thread runs each tile's Dijkstra (``_boundary.cu: windows_dijkstra``); the backlink pass
+    runs on the CPU for both backends.
+    """
+    be = get_backend(backend)
+    if not items:
+        return []
+    Hm = max(e[1] - e[0] for _, _, _, e, _, _ in items)
+    Wm = max(e[3] - e[2] for _, _, _, e, _, _ in items)
+    n = len(items)
+    zb = np.full((n, Hm, Wm), np.nan, np.float32)
+    fb = np.full((n, Hm, Wm), np.nan, np.float32)
+    inner = np.zeros((n, Hm, Wm), bool)
+    ld, la, lh = (x.reshape(n, Hm * Wm) for x in _inf_labels(n * Hm * Wm))
+    for t, (z_ext, f_ext, window, ext, seeds, sources) in enumerate(items):
+        er0, er1, ec0, ec1 = ext
+        r0, r1, c0, c1 = window
+        H, W = er1 - er0, ec1 - ec0
+        zb[t, :H, :W] = z_ext
+        fb[t, :H, :W] = f_ext
+        inner[t, r0 - er0:r1 - er0, c0 - ec0:c1 - ec0] = True
+        for lab, sd in zip((ld, la, lh), seeds):
+            lab[t].reshape(Hm, Wm)[:H, :W] = np.asarray(sd).reshape(H, W)
+        rows, cols, costs, index = sources
+        _seed_sources(ld[t], la[t], lh[t], Wm, np.asarray(rows) - er0, np.asarray(cols) - ec0,
+                      costs, index)
+    inner &= ~np.isnan(zb) & ~np.isnan(fb)
+    live = np.nonzero(np.any(ld < _INF, axis=1))[0]
+    if live.size:
+        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
+        sd, sa, sh = ld[live], la[live], lh[live]
+        if be.is_gpu:
+            windows_dijkstra_gpu(be, *args, sd, sa, sh)
+        else:
+            windows_dijkstra_cpu(*args, sd, sa, sh)
+        ld[live], la[live], lh[live] = sd, sa, sh
+    out = []
+    for t, (_, _, window, ext, _, _) in enumerate(items):
+        er0, er1, ec0, ec1 = ext
+        r0, r1, c0, c1 = window
+        back = np.full((Hm, Wm), 255, np.uint8)
+        if t in set(live.tolist()):
+            _backlinks(zb[t], fb[t], inner[t], spec.codes, spec.model, spec.lengths,
+                       ld[t], la[t], lh[t], back)
+        sl = (slice(r0 - er0, r1 - er0), slice(c0 - ec0, c1 - ec0))
+        d = ld[t].reshape(Hm, Wm)[sl]
+        reached = (d < _INF) & inner[t][sl]
+        out.append((np.where(reached, d, np.nan),
+                    np.where(reached, la[t].reshape(Hm, Wm)[sl], -1).astype(np.int32),
+                    np.where(reached, back[sl], 255).astype(np.uint8)))
+    return out
 
 
 # --------------------------------------------------------------------------- driver
@@ -1040,18 +1178,21 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
     alloc = np.full(spec.shape, -1, np.int32)
     back = np.full(spec.shape, 255, np.uint8)
     nt_r, nt_c = spec.tiles_shape
-    for (i, j) in plan.groups:
-        win = spec.window(0, i, j)
-        neigh = [(nodes[(0, i + di, j + dj)].ids, final[(0, i + di, j + dj)])
-                 for di in (-1, 0, 1) for dj in (-1, 0, 1)
-                 if (di or dj) and 0 <= i + di < nt_r and 0 <= j + dj < nt_c]
-        ext, ld, la, lh = halo_seeds(spec, win, neigh)
-        src = _sources_in(win, rows, cols, costs)
-        d, a, b = tile_fill(spec, z[ext[0]:ext[1], ext[2]:ext[3]], f[ext[0]:ext[1], ext[2]:ext[3]],
-                            win, ext, (ld, la, lh), src, be)
-        dist[win[0]:win[1], win[2]:win[3]] = d
-        alloc[win[0]:win[1], win[2]:win[3]] = a
-        back[win[0]:win[1], win[2]:win[3]] = b
+    batch = max(1, 4096 // (spec.tile * spec.tile) * 64)
+    for b0 in range(0, len(plan.groups), batch):
+        items = []
+        for (i, j) in plan.groups[b0:b0 + batch]:
+            win = spec.window(0, i, j)
+            neigh = [(nodes[(0, i + di, j + dj)].ids, final[(0, i + di, j + dj)])
+                     for di in (-1, 0, 1) for dj in (-1, 0, 1)
+                     if (di or dj) and 0 <= i + di < nt_r and 0 <= j + dj < nt_c]
+            ext, ld, la, lh = halo_seeds(spec, win, neigh)
+            items.append((z[ext[0]:ext[1], ext[2]:ext[3]], f[ext[0]:ext[1], ext[2]:ext[3]], win,
+                          ext, (ld, la, lh), _sources_in(win, rows, cols, costs)))
+        for (_, _, win, _, _, _), (d, a, b) in zip(items, tiles_fill(spec, items, be)):
+            dist[win[0]:win[1], win[2]:win[3]] = d
+            alloc[win[0]:win[1], win[2]:win[3]] = a
+            back[win[0]:win[1], win[2]:win[3]] = b
     times["phase3"] = time.perf_counter() - t0
     if max_cost is not None:
         far = dist > float(max_cost)
