@@ -26,6 +26,9 @@ HANDLERS = {
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
     "bench diameter": "pipelines.bench_graph:bench_diameter_command",
+    "cost-distance": "pipelines.cost_distance:cost_distance_command",
+    "path": "pipelines.cost_distance:path_command",
+    "bench cost-distance": "pipelines.bench_cost_distance:bench_cost_distance_command",
 }
 
 CONNECTIVITIES = (4, 8)
@@ -151,6 +154,41 @@ def build_parser():
     _add_backend(p)
     _add_scheduler(p)
 
+    p = sub.add_parser("cost-distance", help="accumulated cost, allocation and backlinks from "
+                       "sources (exact grid SSSP)")
+    p.add_argument("input", metavar="INPUT", help="DEM: ASCII grid, any rasterio raster, or a tile store")
+    p.add_argument("--source", action="append", metavar="X,Y",
+                   help="a source in map coordinates (repeatable)")
+    p.add_argument("--source-cell", action="append", metavar="ROW,COL",
+                   help="a source cell (repeatable)")
+    p.add_argument("--sources", default=None, metavar="FILE",
+                   help="sources: a raster (non-zero, non-nodata cells), CSV of x,y, or GeoJSON points")
+    p.add_argument("--start-cost", type=float, default=None, metavar="C",
+                   help="cost already spent at every source (default 0)")
+    p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
+                   help="result store (default: INPUT's name with .cost.zarr)")
+    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default="absdiff",
+                   help="arc cost: |dz| (default), length x mean friction, or Tobler walking time")
+    p.add_argument("--friction", default=None, metavar="RASTER",
+                   help="friction per cell (same grid as INPUT); NaN/nodata = barrier")
+    p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8)
+    p.add_argument("--max-cost", type=float, default=None, metavar="C",
+                   help="cells farther than C stay unreached")
+    p.add_argument("--tile", type=_tile, default=512)
+    _add_backend(p)
+    _add_scheduler(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--geotiff-dir", default=None, metavar="DIR",
+                   help="also write distance.tif, allocation.tif and backlink.tif there")
+    p.add_argument("--overwrite", action="store_true")
+
+    p = sub.add_parser("path", help="least-cost paths along the backlinks of a cost-distance store")
+    p.add_argument("store", metavar="COSTSTORE")
+    p.add_argument("--to", action="append", required=True, metavar="X,Y",
+                   help="end of a path in map coordinates (repeatable)")
+    p.add_argument("-o", "--output", required=True, metavar="PATH.geojson")
+    p.add_argument("--overwrite", action="store_true")
+
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
     bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
     bsub.required = True
@@ -169,6 +207,12 @@ def build_parser():
     b.add_argument("--workdir", default=None)
     _add_backend(b)
     _add_scheduler(b)
+    b = bsub.add_parser("cost-distance", help="terrain cost distance vs skimage MCP_Geometric, "
+                        "scipy dijkstra and xarray-spatial")
+    b.add_argument("--rows", type=_positive_int, default=4096)
+    b.add_argument("--cols", type=_positive_int, default=4096)
+    b.add_argument("--seed", type=int, default=0)
+    _add_backend(b)
     for name in ("bfs", "diameter"):
         b = bsub.add_parser(name, help=f"terrain {name} vs "
                             + ("scipy breadth_first_order" if name == "bfs" else "networkx"))

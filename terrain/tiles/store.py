@@ -29,7 +29,7 @@ from ..errors import InputError
 from .morton import morton_order
 
 __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
-           "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION"]
+           "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -132,13 +132,46 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     return TileStore(path, group)
 
 
-def open_store(path):
-    """Open an existing tile store read-only; :class:`InputError` when ``path`` is not one."""
+def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None):
+    """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group``.
+
+    Every layer (friction, sources, distance, backlink, ...) has the grid's ``shape``, one
+    ``tile × tile`` chunk per tile and the elevation's shards, so that the same windows
+    (:meth:`TileStore.shard_windows`) own whole shards of every layer. ``group`` may be a
+    zarr group or a store path. Returns the zarr array.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> s = create_store(os.path.join(d, "s.zarr"), (5, 6), tile=4)
+    >>> a = create_layer(s.group, "distance", "float64", np.nan, 4, (5, 6))
+    >>> s.write_window("distance", 0, 0, np.ones((5, 6)))
+    >>> float(s.read_window(0, 2, 0, 2, layer="distance").sum())
+    4.0
+    """
+    if not isinstance(group, zarr.Group):
+        group = zarr.open_group(store=str(group), mode="a", zarr_format=3)
+    tile = check_tile_size(tile)
+    rows, cols = (int(shape[0]), int(shape[1]))
+    k = tiles_per_shard(tile, (rows, cols))
+    arr = group.create_array(
+        name, shape=(rows, cols), dtype=dtype, chunks=(tile, tile), shards=(k * tile, k * tile),
+        fill_value=fill, dimension_names=("y", "x"), compressors=compressors,
+        config={"write_empty_chunks": False})
+    if attrs:
+        arr.attrs.update(attrs)
+    return arr
+
+
+def open_store(path, mode="r"):
+    """Open an existing tile store (read-only unless ``mode="r+"``); :class:`InputError` when
+    ``path`` is not one."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
     try:
-        group = zarr.open_group(store=str(p), mode="r")
+        group = zarr.open_group(store=str(p), mode=mode)
         group["elevation"]
         if "terrain" not in group.attrs:
             raise KeyError("terrain")
@@ -205,9 +238,28 @@ class TileStore:
         out[: r1 - r0, : c1 - c0] = block
         return out
 
-    def read_window(self, r0, r1, c0, c1):
-        """Elevations of rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) as float32."""
-        return np.asarray(self.elevation[r0:r1, c0:c1], dtype=np.float32)
+    def read_window(self, r0, r1, c0, c1, layer="elevation"):
+        """Rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) of a layer: elevations as
+        float32, other layers in their own dtype."""
+        if layer == "elevation":
+            return np.asarray(self.elevation[r0:r1, c0:c1], dtype=np.float32)
+        return np.asarray(self.layer(layer)[r0:r1, c0:c1])
+
+    def layer(self, name):
+        """The zarr array of layer ``name``; :class:`InputError` when the store lacks it."""
+        try:
+            return self.group[name]
+        except KeyError:
+            raise InputError(f"{self.path}: no layer {name!r} in this store") from None
+
+    def has_layer(self, name):
+        return name in self.group
+
+    def write_window(self, layer, r0, c0, block):
+        """Write ``block`` at rows ``r0:``, cols ``c0:`` of a layer (open with ``mode="r+"``);
+        the window should cover whole shards (zarr rewrites a shard written in part)."""
+        block = np.asarray(block)
+        self.layer(layer)[r0:r0 + block.shape[0], c0:c0 + block.shape[1]] = block
 
     def shard_windows(self):
         """``(r0, r1, c0, c1)`` of every shard, row-major; a writer should own whole shards."""

@@ -1,0 +1,502 @@
+"""``terrain cost-distance``: accumulated cost, allocation and backlinks from sources, as one
+Dask graph; ``terrain path``: least-cost paths traced along the backlinks.
+
+Dask strategy
+-------------
+1. ``cost-ingest`` (raster input): :func:`pipelines.ingest.build_ingest_graph` writes the
+   DEM's tile store *into the output store itself* (the temporary directory of
+   :func:`terrain._atomic.atomic_output`); a friction raster is ingested the same way into a
+   hidden store beside it, removed when the run ends.
+2. ``cost-prepare``: creates the layers ``distance`` (float64, NaN), ``backlink`` (uint8,
+   255), ``allocation`` (int32, -1) and ``friction`` (float32, NaN) with
+   :func:`terrain.tiles.store.create_layer` (chunks = tiles, shards = the DEM's).
+3. ``cost-solve``: the algorithm :func:`choose_algorithm` picks. Today that is the in-core
+   exact SSSP (:func:`terrain.grid.sssp.grid_sssp`, one task holding the grid); the tiled
+   algorithm (``terrain.grid.sssp_tiled``) plugs in at that seam when the grid does not fit.
+4. ``cost-write``: one task per band of shards writes its windows of every layer (a writer
+   owns whole shards).
+5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
+
+Bad input is found before anything runs where the headers suffice (sources outside the
+raster, a friction raster of another shape or georeference, ``--max-cost <= 0``); a source
+on nodata or a negative friction is found when the data are read, and the atomic output
+then leaves nothing behind.
+"""
+
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+import zarr
+
+from terrain._atomic import atomic_output, check_output_free
+from terrain.backend import get_backend
+from terrain.errors import InputError
+from terrain.grid.costs import arc_codes, check_friction, cost_model_code
+from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
+from terrain.tiles import is_store, open_store
+from terrain.tiles.store import create_layer, tiles_per_shard, write_coordinates
+
+from .cluster import compute, open_scheduler
+
+__all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
+           "choose_algorithm", "default_output", "resolve_sources", "LAYERS"]
+
+# name -> (dtype, fill, description)
+LAYERS = {
+    "distance": ("float64", np.nan, "accumulated cost from the nearest source; NaN unreached"),
+    "backlink": ("uint8", 255, "0 source root, k+1 = arc code k to the predecessor (1..8 "
+                 "E SE S SW W NW N NE, 9..16 knight moves ENE..NNE), 255 unreached"),
+    "allocation": ("int32", -1, "index of the nearest source (ties: lower index); -1 unreached"),
+}
+
+
+def default_output(input_path):
+    """``INPUT``'s name with ``.cost.zarr`` (``dem.tif`` -> ``dem.cost.zarr``)."""
+    p = Path(input_path)
+    return p.with_name((p.stem if p.suffix else p.name) + ".cost.zarr")
+
+
+def choose_algorithm(shape, has_friction=False, memory_bytes=None):
+    """``"in-core"`` when the grid's working set fits in memory, else ``"tiled"``.
+
+    The in-core SSSP needs about 40 bytes a cell (padded elevation, friction, distance,
+    labels, outputs) plus its queue; it takes the grid when that is under half the memory.
+    """
+    cells = int(shape[0]) * int(shape[1])
+    need = cells * (40 + (4 if has_friction else 0))
+    if memory_bytes is None:
+        try:
+            import psutil
+            memory_bytes = psutil.virtual_memory().available
+        except Exception:  # no psutil: assume it fits
+            return "in-core"
+    return "in-core" if need <= memory_bytes // 2 else "tiled"
+
+
+def _parse_pair(text, what, cast=float):
+    try:
+        a, b = (cast(v.strip()) for v in str(text).split(","))
+    except ValueError:
+        raise InputError(f"{what} {text!r}: expected two numbers A,B") from None
+    return a, b
+
+
+def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None, label=""):
+    """Source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y), then ``cells``
+    (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, CSV or GeoJSON)."""
+    out = []
+    for p in points:
+        x, y = _parse_pair(p, "source") if isinstance(p, str) else p
+        out.append(map_to_cell(x, y, geotransform, shape, what=f"{label}source"))
+    for c in cells:
+        r, k = _parse_pair(c, "source cell", int) if isinstance(c, str) else c
+        if not (0 <= r < shape[0] and 0 <= k < shape[1]):
+            raise InputError(f"{label}source cell ({r}, {k}) is outside the raster "
+                             f"({shape[0]} x {shape[1]} cells)")
+        out.append((int(r), int(k)))
+    if sources_file is not None:
+        path = Path(sources_file)
+        suffix = path.suffix.lower()
+        if suffix in (".csv", ".txt", ".json", ".geojson") and not is_store(path):
+            for x, y in read_points(path):
+                out.append(map_to_cell(x, y, geotransform, shape, what=f"{path}: source"))
+        elif is_store(path):
+            st = open_store(path)
+            out.extend(raster_source_cells(st.read_window(0, st.shape[0], 0, st.shape[1]),
+                                           st.geotransform, geotransform, shape, path))
+        else:
+            from terrain.io import read_grid
+            values, grid = read_grid(path)
+            out.extend(raster_source_cells(values, grid.geotransform, geotransform, shape, path))
+    if not out:
+        raise InputError(f"{label}no sources given")
+    return out
+
+
+def _check_friction_grid(friction_path, shape, geotransform):
+    if is_store(friction_path):
+        st = open_store(friction_path)
+        fshape, fgt = st.shape, st.geotransform
+    else:
+        from terrain.io import open_grid
+        g = open_grid(friction_path)
+        fshape, fgt = g.shape, g.geotransform
+    if tuple(fshape) != tuple(shape):
+        raise InputError(f"{friction_path}: friction raster has {fshape[0]} x {fshape[1]} "
+                         f"cells, the DEM {shape[0]} x {shape[1]}")
+    if not np.allclose(np.asarray(fgt, float), np.asarray(geotransform, float), rtol=1e-9,
+                       atol=1e-9 * max(abs(float(geotransform[1])), 1e-300)):
+        raise InputError(f"{friction_path}: friction raster's georeference {list(fgt)} differs "
+                         f"from the DEM's {list(geotransform)}")
+
+
+# ------------------------------------------------------------------------------------------
+# tasks
+
+
+def _prepare(out_path, shape, tile, geo, with_friction, upstream):
+    del upstream  # orders this task after the ingests
+    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3)
+    if "x" not in group:
+        write_coordinates(group, shape, geo["geotransform"])
+        group.attrs.update({"geotransform": list(geo["geotransform"]), "crs": geo.get("crs"),
+                            "source": geo.get("source"), "tile": tile,
+                            "cellsize": [abs(geo["geotransform"][1]),
+                                         abs(geo["geotransform"][5])]})
+    comp = (zarr.codecs.ZstdCodec(level=1),)
+    for name, (dtype, fill, desc) in LAYERS.items():
+        create_layer(group, name, dtype, fill, tile, shape, compressors=comp,
+                     attrs={"description": desc})
+    if with_friction:
+        create_layer(group, "friction", "float32", np.nan, tile, shape, compressors=comp,
+                     attrs={"description": "friction per cell (cost per unit length)"})
+    return str(out_path)
+
+
+def _read_full(path, layer="elevation"):
+    arr = zarr.open_array(store=str(path), path=layer, mode="r")
+    return np.asarray(arr[:, :], dtype=np.float32)
+
+
+def _solve(dem_path, friction_store, spec, sources, start_costs, backend, prepared):
+    """The cost-solve task: reads the grid, runs the chosen algorithm, returns the result."""
+    del prepared
+    t0 = time.perf_counter()
+    z = _read_full(dem_path)
+    f = None
+    if friction_store is not None:
+        f = check_friction(_read_full(friction_store), name=str(spec["friction_path"]))
+    t_read = time.perf_counter() - t0
+    if spec["algorithm"] != "in-core":
+        from terrain.grid.sssp_tiled import tiled_sssp  # the tiled algorithm's seam
+        res = tiled_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
+                         connectivity=spec["connectivity"], cellsize=spec["cellsize"],
+                         max_cost=spec["max_cost"], backend=backend, tile=spec["tile"])
+    else:
+        from terrain.grid.sssp import grid_sssp
+        try:
+            res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
+                            connectivity=spec["connectivity"], cellsize=spec["cellsize"],
+                            max_cost=spec["max_cost"], backend=backend)
+        except InputError as e:
+            raise InputError(f"{spec['input']}: {e}") from None
+    res.stats["read_seconds"] = t_read
+    return res, f
+
+
+def _write(out_path, solved, windows):
+    res, f = solved
+    group = zarr.open_group(store=str(out_path), mode="r+")
+    t0 = time.perf_counter()
+    for r0, r1, c0, c1 in windows:
+        for name in LAYERS:
+            group[name][r0:r1, c0:c1] = getattr(res, name)[r0:r1, c0:c1]
+        if f is not None:
+            group["friction"][r0:r1, c0:c1] = f[r0:r1, c0:c1]
+    return time.perf_counter() - t0
+
+
+def _finish(out_path, solved, writes, meta):
+    res, _ = solved
+    d = res.distance
+    reached = int(np.count_nonzero(~np.isnan(d)))
+    summary = dict(meta)
+    summary.update({
+        "reached_cells": reached,
+        "max_distance": float(np.nanmax(d)) if reached else None,
+        "solve_seconds": round(res.stats.get("seconds", 0.0), 6),
+        "read_seconds": round(res.stats.get("read_seconds", 0.0), 6),
+        "write_seconds": round(float(sum(writes)), 6),
+        "queue": res.stats.get("queue"),
+        "device": res.stats.get("device"),
+    })
+    group = zarr.open_group(store=str(out_path), mode="r+")
+    group.attrs.update({"cost_distance": summary})
+    return summary
+
+
+def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, windows,
+                              backend="cpu", upstream=None, geo=None, friction_store=None):
+    """Dask graph computing the cost distance of the DEM in ``dem_path`` into ``out_path``.
+
+    Returns a Delayed whose value is the summary dict.
+    """
+    token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
+    name = (lambda stage: f"cost-{stage}-{token}")
+    prepared = dask.delayed(_prepare, pure=False)(
+        out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
+        dask_key_name=name("prepare"))
+    solved = dask.delayed(_solve, pure=False)(dem_path, friction_store, spec, sources,
+                                              start_costs, backend, prepared,
+                                              dask_key_name=name("solve"))
+    band = spec["tile"] * spec["tiles_per_shard"]
+    bands = {}
+    for w in windows:
+        bands.setdefault(w[0] // band, []).append(w)
+    writes = [dask.delayed(_write, pure=False)(out_path, solved, ws,
+                                               dask_key_name=(name("write"), i))
+              for i, ws in sorted(bands.items())]
+    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
+    return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
+                                             dask_key_name=name("finish"))
+
+
+def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
+                      start_cost=None, cost="absdiff", friction=None, connectivity=8,
+                      max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
+                      geotiff_dir=None):
+    """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
+
+    Returns the summary dict (also in the output's ``cost_distance`` attribute).
+    """
+    t_start = time.perf_counter()
+    be = get_backend(backend)
+    model = cost_model_code(cost)
+    connectivity = int(arc_codes(connectivity).size)
+    if max_cost is not None and not float(max_cost) > 0:
+        raise InputError(f"max cost {max_cost}: must be > 0")
+    if model == 1 and friction is None:
+        raise InputError("cost model 'friction' needs a friction raster")
+    inp = Path(input_path)
+    out = Path(output_path) if output_path else default_output(inp)
+    check_output_free(out, overwrite)
+    if geotiff_dir:
+        for name in LAYERS:
+            check_output_free(Path(geotiff_dir) / f"{name}.tif", overwrite)
+    if is_store(inp):
+        store = open_store(inp)
+        shape, tile = store.shape, store.tile
+        gt = list(store.geotransform)
+        geo = {"geotransform": gt, "crs": store.attrs.get("crs"), "source": str(inp)}
+        shard = store.tiles_per_shard
+    else:
+        from terrain.io import open_grid
+        grid = open_grid(inp)
+        shape, gt = grid.shape, list(grid.geotransform)
+        geo = {"geotransform": gt, "crs": grid.crs, "source": str(inp)}
+        shard = tiles_per_shard(tile, shape)
+    shape = tuple(int(s) for s in shape)
+    srcs = resolve_sources(gt, shape, points, cells, sources_file, label=f"{inp}: ")
+    if start_cost is None:
+        costs = None
+    else:
+        costs = np.broadcast_to(np.asarray(start_cost, np.float64), (len(srcs),)).copy()
+        if not (np.all(np.isfinite(costs)) and np.all(costs >= 0)):
+            raise InputError(f"start cost {start_cost}: must be finite and >= 0")
+    if friction is not None:
+        _check_friction_grid(friction, shape, gt)
+    spec = {"shape": shape, "tile": int(tile), "tiles_per_shard": shard, "cost": cost,
+            "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
+            "max_cost": None if max_cost is None else float(max_cost),
+            "algorithm": choose_algorithm(shape, friction is not None),
+            "input": str(inp), "friction_path": None if friction is None else str(friction)}
+    if spec["algorithm"] == "tiled":
+        try:
+            import terrain.grid.sssp_tiled  # noqa: F401
+        except ImportError:
+            raise InputError(f"{inp}: {shape[0]} x {shape[1]} cells do not fit in memory and "
+                             f"the tiled algorithm is not available") from None
+    friction_tmp = None
+    try:
+        with atomic_output(out, overwrite) as tmp:
+            friction_tmp = Path(tmp).with_name(Path(tmp).name + ".friction")
+            summary = _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs,
+                                 shard, shape, be, geo, scheduler)
+            summary["sources"] = [
+                {"index": i, "row": r, "col": c, "x": cell_centre(r, c, gt)[0],
+                 "y": cell_centre(r, c, gt)[1],
+                 "start_cost": 0.0 if costs is None else float(costs[i])}
+                for i, (r, c) in enumerate(srcs)]
+            summary["seconds"] = round(time.perf_counter() - t_start, 6)
+            summary["output"] = str(out)
+            zarr.open_group(store=str(tmp), mode="r+").attrs.update({"cost_distance": summary})
+    finally:
+        if friction_tmp is not None:
+            shutil.rmtree(friction_tmp, ignore_errors=True)
+    if geotiff_dir:
+        summary["geotiff"] = write_geotiffs(out, geotiff_dir, overwrite)
+    return summary
+
+
+def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be,
+               geo, scheduler):
+    """Build the graph (ingests included) and compute it; returns the summary."""
+    upstream = []
+    if is_store(inp):
+        zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+        dem_path = inp
+    else:
+        from .ingest import build_ingest_graph
+        upstream.append(build_ingest_graph(inp, tmp, tile))
+        dem_path = tmp
+    friction_store = None
+    if friction is not None:
+        if is_store(friction):
+            friction_store = Path(friction)
+        else:
+            from .ingest import build_ingest_graph
+            friction_store = friction_tmp
+            upstream.append(build_ingest_graph(friction, friction_store, tile))
+    windows = [(r, min(r + tile * shard, shape[0]), c, min(c + tile * shard, shape[1]))
+               for r in range(0, shape[0], tile * shard)
+               for c in range(0, shape[1], tile * shard)]
+    graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
+                                      upstream, geo, friction_store)
+    with open_scheduler(scheduler):
+        (summary,) = compute(graph, label="cost-distance")
+    return summary
+
+
+def write_geotiffs(store_path, directory, overwrite=False):
+    """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as GeoTIFFs."""
+    import rasterio
+    from rasterio.transform import Affine
+
+    group = zarr.open_group(store=str(store_path), mode="r")
+    gt = group.attrs.get("geotransform")
+    crs = group.attrs.get("crs")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (dtype, fill, _) in LAYERS.items():
+        arr = group[name]
+        rows, cols = arr.shape
+        side = arr.shards[0] if arr.shards else arr.chunks[0]
+        target = directory / f"{name}.tif"
+        with atomic_output(target, overwrite) as tmp:
+            profile = {"driver": "GTiff", "height": rows, "width": cols, "count": 1,
+                       "dtype": dtype, "transform": Affine.from_gdal(*gt),
+                       "compress": "deflate", "tiled": True, "blockxsize": 256,
+                       "blockysize": 256, "nodata": fill}
+            if crs:
+                profile["crs"] = crs
+            with rasterio.open(tmp, "w", **profile) as dst:
+                for r0 in range(0, rows, side):
+                    for c0 in range(0, cols, side):
+                        block = np.asarray(arr[r0:r0 + side, c0:c0 + side])
+                        dst.write(block, 1, window=rasterio.windows.Window(
+                            c0, r0, block.shape[1], block.shape[0]))
+        written.append(str(target))
+    return written
+
+
+def _format_summary(s):
+    md = s["max_distance"]
+    return "\n".join([
+        f"cost-distance {s['output']}",
+        f"grid      {s['rows']} x {s['cols']}, {s['connectivity']}-connected, cost {s['cost']}"
+        + (f", max cost {s['max_cost']:g}" if s.get("max_cost") else ""),
+        f"sources   {len(s['sources'])}",
+        f"reached   {s['reached_cells']} cells, max distance "
+        + ("-" if md is None else f"{md:.10g}"),
+        f"algorithm {s['algorithm']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
+        f"time      {s['seconds']:.2f} s (solve {s['solve_seconds']:.2f} s, read "
+        f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s)",
+    ] + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
+
+
+def cost_distance_command(args):
+    """``terrain cost-distance INPUT --source X,Y ... [-o OUT.zarr] ...``."""
+    summary = run_cost_distance(
+        args.input, args.output, points=args.source or (), cells=args.source_cell or (),
+        sources_file=args.sources, start_cost=args.start_cost, cost=args.cost,
+        friction=args.friction, connectivity=args.connectivity, max_cost=args.max_cost,
+        tile=args.tile, backend=args.backend, scheduler=args.scheduler,
+        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(_format_summary(summary))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# least-cost paths
+
+
+def trace_paths(store_path, cells):
+    """Least-cost paths from ``cells`` back to their sources along the backlinks.
+
+    Reads only the tiles the walk passes through (one tile of each layer at a time).
+    Returns a list of dicts ``{"cells": [(row, col), ...] from the source to the cell,
+    "cost": distance, "source": allocation}``; :class:`InputError` for an unreached cell.
+    """
+    from terrain.grid.costs import ARC_DC, ARC_DR
+    group = zarr.open_group(store=str(store_path), mode="r")
+    for name in LAYERS:
+        if name not in group:
+            raise InputError(f"{store_path}: not a cost-distance store (no {name!r} layer)")
+    back, dist, alloc = group["backlink"], group["distance"], group["allocation"]
+    tile = back.chunks[0]
+    cache = {}
+
+    def tile_of(r, c):
+        key = (r // tile, c // tile)
+        if key not in cache:
+            if len(cache) > 64:
+                cache.clear()
+            r0, c0 = key[0] * tile, key[1] * tile
+            cache[key] = np.asarray(back[r0:r0 + tile, c0:c0 + tile])
+        return cache[key], key[0] * tile, key[1] * tile
+
+    out = []
+    limit = back.shape[0] * back.shape[1]
+    for r, c in cells:
+        d = float(dist[r, c])
+        if math.isnan(d):
+            raise InputError(f"{store_path}: cell ({r}, {c}) is not reached from any source")
+        path = [(r, c)]
+        while True:
+            t, r0, c0 = tile_of(r, c)
+            code = int(t[r - r0, c - c0])
+            if code == 0:
+                break
+            if code == 255 or len(path) > limit:
+                raise InputError(f"{store_path}: broken backlink at cell ({r}, {c})")
+            r, c = r + int(ARC_DR[code - 1]), c + int(ARC_DC[code - 1])
+            path.append((r, c))
+        path.reverse()
+        out.append({"cells": path, "cost": d, "source": int(alloc[path[-1][0], path[-1][1]])})
+    return out
+
+
+def path_command(args):
+    """``terrain path COSTSTORE --to X,Y [--to ...] -o path.geojson``."""
+    store = Path(args.store)
+    if not is_store(store):
+        raise InputError(f"{store}: not a cost-distance store")
+    out = Path(args.output)
+    check_output_free(out, args.overwrite)
+    group = zarr.open_group(store=str(store), mode="r")
+    if "backlink" not in group:
+        raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
+    shape = group["backlink"].shape
+    gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+    targets = [map_to_cell(*_parse_pair(t, "--to"), gt, shape, what=f"{store}: target")
+               for t in args.to]
+    paths = trace_paths(store, targets)
+    features = []
+    for (text, p) in zip(args.to, paths):
+        coords = [list(cell_centre(r, c, gt)) for r, c in p["cells"]]
+        if len(coords) == 1:
+            coords = coords * 2  # a LineString needs two positions
+        features.append({"type": "Feature",
+                         "geometry": {"type": "LineString", "coordinates": coords},
+                         "properties": {"cost": p["cost"], "source": p["source"],
+                                        "to": text, "cells": len(p["cells"])}})
+    doc = {"type": "FeatureCollection", "features": features}
+    crs = group.attrs.get("crs")
+    with atomic_output(out, args.overwrite) as tmp:
+        Path(tmp).write_text(json.dumps(doc))
+    print(f"path      {out}: {len(features)} path(s)"
+          + "".join(f"\n  to {f['properties']['to']}: cost {f['properties']['cost']:.10g}, "
+                    f"source {f['properties']['source']}, {f['properties']['cells']} cells"
+                    for f in features)
+          + ("" if not crs else ""))
+    return 0

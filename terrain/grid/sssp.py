@@ -1,0 +1,722 @@
+"""Exact single- and multi-source shortest paths (cost distance) on a grid that fits in memory.
+
+Conventions (``docs/cost-distance.md``; shared with the tiled algorithm)
+-----------------------------------------------------------------------
+Vertices are the cells whose elevation (and friction, when given) is not NaN; arcs and their
+float64 costs come from :mod:`terrain.grid.costs`. For sources ``i`` at cells ``s_i`` with
+start costs ``c_i``, every reached cell ``v`` gets
+
+* ``distance[v]``: the minimum over sources and paths of the left-fold float64 sum
+  ``c_i + w_1 + w_2 + ...`` (round to nearest after each addition);
+* ``(allocation[v], hops[v])``: the lexicographic minimum of ``(allocation[u], hops[u] + 1)``
+  over tight arcs ``u -> v`` (``distance[u] + w == distance[v]`` exactly) and of ``(i, 0)``
+  where ``v = s_i`` and ``c_i == distance[v]``: the nearest source, ties to the lower index;
+* ``backlink[v]``: ``0`` at a source root, else ``k + 1`` for the lowest arc code ``k`` such
+  that the neighbour ``u = v + (ARC_DR[k], ARC_DC[k])`` is a tight predecessor with
+  ``(allocation[u], hops[u] + 1) == (allocation[v], hops[v])``; ``255`` where unreached.
+
+Unreached cells (and cells beyond ``max_cost``) have distance NaN, allocation -1.
+
+Algorithm (CPU)
+---------------
+Dijkstra on the implicit grid, with no graph built: the grid is copied into a frame padded
+by two NaN cells, so a neighbour is ``cell + offset[k]`` without bounds checks, and a
+cell that is not a vertex carries the label ``-inf`` so that no arc into it ever improves
+it. The priority queue is a flat binary heap of ``(distance, label, cell)`` in preallocated
+arrays with lazy deletion, ordered lexicographically by ``(distance, label)`` where
+``label = allocation << 32 | hops``: a lexicographic-key Dijkstra, so that every cell is
+settled once with its final distance *and* its final label, and zero-cost arcs (flats under
+``absdiff``) need no second pass. Backlinks follow in one parallel pass over the cells. The
+heap is written by hand because no library offers a Numba-callable, allocation-free heap
+keyed by two numbers; scipy's ``dijkstra`` needs a CSR graph (about 10 times the grid's
+memory) and scikit-image's ``MCP_Geometric`` is several times slower (``terrain.run bench
+cost-distance``).
+
+:func:`labels_from_distance` is the same kernel run with the distances fixed: it relaxes only
+tight arcs, which gives allocation, hops and backlinks for distances computed elsewhere (the
+tiled algorithm's per-tile fill).
+
+Algorithm (GPU)
+---------------
+See ``_sssp.cu``: label-correcting relaxation of a compacted frontier with ``atomicMin`` on
+the distance bits (non-negative float64 order like their uint64 bits), iterated on the
+device; then min-label propagation of ``allocation << 32 | hops`` over tight arcs, then the
+backlink pass. Every correct algorithm reaches the same least fixed point, so the GPU gives
+the CPU's bits.
+
+Examples
+--------
+>>> import numpy as np
+>>> dem = np.array([[0, 1, 3], [0, 5, 3]], np.float32)
+>>> r = grid_sssp(dem, [(0, 0)], cost="absdiff", connectivity=4, backend="cpu")
+>>> r.distance.tolist()
+[[0.0, 1.0, 3.0], [0.0, 5.0, 3.0]]
+>>> r.backlink.tolist()
+[[0, 5, 5], [7, 5, 7]]
+"""
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from ..backend import get_backend
+from ..errors import InputError
+from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_lengths, check_friction,
+                    cost_model_code)
+
+__all__ = ["grid_sssp", "labels_from_distance", "SSSPResult", "check_sources", "PAD",
+           "UNREACHED_BACKLINK", "sssp_cpu", "backlinks_cpu"]
+
+PAD = 2  # NaN frame around the grid: knight moves reach two cells away
+UNREACHED_BACKLINK = 255
+_HOPS_BITS = 32
+_HOPS_MASK = (1 << _HOPS_BITS) - 1
+
+
+@dataclass
+class SSSPResult:
+    """Labels of every cell (NumPy arrays of the grid's shape) and run statistics."""
+
+    distance: np.ndarray   # float64, NaN where unreached
+    allocation: np.ndarray  # int32, -1 where unreached
+    backlink: np.ndarray   # uint8, 0 at a source root, 1..16 arc code + 1, 255 unreached
+    hops: np.ndarray       # int32, arcs on the labelled path, -1 where unreached
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def reached(self):
+        """Number of reached cells."""
+        return int(np.count_nonzero(self.allocation >= 0))
+
+
+# ----------------------------------------------------------------------------------------
+# checks
+
+
+def check_sources(sources, valid, start_costs=None, name="source"):
+    """Sources as ``(rows, cols, start_costs)`` arrays; :class:`InputError` if one is outside
+    the grid, on a cell that is not a vertex (nodata), or has a bad start cost.
+
+    ``valid`` is the boolean vertex mask (or just the grid shape, to skip the nodata check).
+    """
+    src = np.asarray(sources, dtype=np.float64)
+    if src.ndim != 2 or src.shape[1] != 2 or src.shape[0] == 0:
+        raise InputError(f"{name}s: expected a non-empty list of (row, col) cells")
+    if not np.all(np.isfinite(src)) or np.any(src != np.round(src)):
+        raise InputError(f"{name}s: cells must be whole (row, col) numbers")
+    rows, cols = src[:, 0].astype(np.int64), src[:, 1].astype(np.int64)
+    shape = valid.shape if hasattr(valid, "shape") else tuple(valid)
+    for i, (r, c) in enumerate(zip(rows.tolist(), cols.tolist())):
+        if not (0 <= r < shape[0] and 0 <= c < shape[1]):
+            raise InputError(f"{name} {i} at cell (row, col) = ({r}, {c}) is outside the "
+                             f"{shape[0]} x {shape[1]} grid")
+        if hasattr(valid, "shape") and not valid[r, c]:
+            raise InputError(f"{name} {i} at cell (row, col) = ({r}, {c}) is on nodata")
+    if start_costs is None:
+        costs = np.zeros(rows.size, np.float64)
+    else:
+        costs = np.broadcast_to(np.asarray(start_costs, np.float64), rows.shape).copy()
+        if not (np.all(np.isfinite(costs)) and np.all(costs >= 0)):
+            raise InputError(f"{name}s: start costs must be finite and >= 0")
+    return rows, cols, costs
+
+
+def _check_max_cost(max_cost):
+    if max_cost is None:
+        return math.inf
+    m = float(max_cost)
+    if not m > 0:
+        raise InputError(f"max cost {max_cost!r}: must be > 0")
+    return m
+
+
+# ----------------------------------------------------------------------------------------
+# CPU kernels (Numba); CUDA twins of the same names without _cpu in _sssp.cu
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _less(d1, l1, d2, l2):
+    return d1 < d2 or (d1 == d2 and l1 < l2)
+
+
+@numba.njit(cache=True, nogil=True)
+def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
+             seed_label, fixed, max_cost):
+    """Lexicographic-key Dijkstra on the padded flat grid (in place on ``dist`` and ``label``).
+
+    ``dist``: +inf at vertices, -inf elsewhere (or, with ``fixed``, the final distances with
+    -inf at non-vertices and +inf where unreached); ``label``: int64 ``alloc << 32 | hops``
+    (max int64 = none). ``seeds`` are flat padded cells with their distance and label.
+    ``fixed`` relaxes only tight arcs and never changes a distance. Returns the number of
+    cells settled.
+    """
+    cap = 1024
+    hd = np.empty(cap, np.float64)
+    hl = np.empty(cap, np.int64)
+    hc = np.empty(cap, np.int32)
+    n = 0
+    for s in range(seeds.size):
+        c = seeds[s]
+        d0 = seed_dist[s]
+        l0 = seed_label[s]
+        if not (d0 > -math.inf and d0 <= max_cost):
+            continue
+        if fixed:
+            if d0 != dist[c] or l0 >= label[c]:
+                continue
+        elif not _less(d0, l0, dist[c], label[c]):
+            continue
+        dist[c] = d0
+        label[c] = l0
+        if n == cap:
+            cap *= 2
+            hd2 = np.empty(cap, np.float64)
+            hl2 = np.empty(cap, np.int64)
+            hc2 = np.empty(cap, np.int32)
+            hd2[:n] = hd[:n]
+            hl2[:n] = hl[:n]
+            hc2[:n] = hc[:n]
+            hd, hl, hc = hd2, hl2, hc2
+        # sift up
+        i = n
+        n += 1
+        while i > 0:
+            p = (i - 1) >> 1
+            if not _less(d0, l0, hd[p], hl[p]):
+                break
+            hd[i] = hd[p]
+            hl[i] = hl[p]
+            hc[i] = hc[p]
+            i = p
+        hd[i] = d0
+        hl[i] = l0
+        hc[i] = c
+    nk = codes.size
+    one = np.float32(1.0)
+    settled = 0
+    while n > 0:
+        d = hd[0]
+        lab = hl[0]
+        u = hc[0]
+        # pop: move the last entry down from the root
+        n -= 1
+        if n > 0:
+            xd = hd[n]
+            xl = hl[n]
+            xc = hc[n]
+            i = 0
+            while True:
+                ch = 2 * i + 1
+                if ch >= n:
+                    break
+                if ch + 1 < n and _less(hd[ch + 1], hl[ch + 1], hd[ch], hl[ch]):
+                    ch += 1
+                if not _less(hd[ch], hl[ch], xd, xl):
+                    break
+                hd[i] = hd[ch]
+                hl[i] = hl[ch]
+                hc[i] = hc[ch]
+                i = ch
+            hd[i] = xd
+            hl[i] = xl
+            hc[i] = xc
+        if d != dist[u] or lab != label[u]:
+            continue  # stale entry
+        settled += 1
+        zu = z[u]
+        fu = f[u] if has_f else one
+        nlab = lab + 1
+        for j in range(nk):
+            k = codes[j]
+            v = u + offs[k]
+            dv = dist[v]
+            if dv < d:
+                continue  # settled earlier, or not a vertex (-inf)
+            w = arc_cost(zu, z[v], fu, f[v] if has_f else one, k, model, lengths)
+            nd = d + w
+            if fixed:
+                if nd != dv or nlab >= label[v]:
+                    continue
+            else:
+                if nd > max_cost or not _less(nd, nlab, dv, label[v]):
+                    continue
+            dist[v] = nd
+            label[v] = nlab
+            # push (nd, nlab, v)
+            if n == cap:
+                cap *= 2
+                hd2 = np.empty(cap, np.float64)
+                hl2 = np.empty(cap, np.int64)
+                hc2 = np.empty(cap, np.int32)
+                hd2[:n] = hd[:n]
+                hl2[:n] = hl[:n]
+                hc2[:n] = hc[:n]
+                hd, hl, hc = hd2, hl2, hc2
+            i = n
+            n += 1
+            while i > 0:
+                p = (i - 1) >> 1
+                if not _less(nd, nlab, hd[p], hl[p]):
+                    break
+                hd[i] = hd[p]
+                hl[i] = hl[p]
+                hc[i] = hc[p]
+                i = p
+            hd[i] = nd
+            hl[i] = nlab
+            hc[i] = v
+    return settled
+
+
+@numba.njit(cache=True, nogil=True)
+def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
+                     seed_label, max_cost, inv_width, nbuckets):
+    """Dijkstra with a circular array of buckets (Dinitz): exact when every arc costs at least
+    ``2 / inv_width``, so that no cell of the current bucket can improve another one of it.
+
+    Same arguments and results as :func:`sssp_cpu` (``fixed`` is not supported); a cell's
+    bucket is ``int(distance * inv_width)``; ``nbuckets`` (a power of two) must exceed the
+    span of live buckets (largest arc cost and start-cost spread over the bucket width).
+    """
+    mask = nbuckets - 1
+    heads = np.full(nbuckets, -1, np.int32)
+    cap = 1 << 16
+    pcell = np.empty(cap, np.int32)
+    pnext = np.empty(cap, np.int32)
+    free = -1
+    used = 0
+    live = 0
+    cur = np.int64(1) << 62
+    for s in range(seeds.size):
+        c = seeds[s]
+        d0 = seed_dist[s]
+        l0 = seed_label[s]
+        if not (d0 > -math.inf and d0 <= max_cost):
+            continue
+        if not _less(d0, l0, dist[c], label[c]):
+            continue
+        dist[c] = d0
+        label[c] = l0
+        b = np.int64(d0 * inv_width)
+        cur = min(cur, b)
+        if used == cap:
+            cap *= 2
+            pcell2 = np.empty(cap, np.int32)
+            pnext2 = np.empty(cap, np.int32)
+            pcell2[:used] = pcell[:used]
+            pnext2[:used] = pnext[:used]
+            pcell, pnext = pcell2, pnext2
+        e = used
+        used += 1
+        pcell[e] = c
+        pnext[e] = heads[b & mask]
+        heads[b & mask] = e
+        live += 1
+    nk = codes.size
+    one = np.float32(1.0)
+    settled = 0
+    while live > 0:
+        slot = cur & mask
+        e = heads[slot]
+        if e < 0:
+            cur += 1
+            continue
+        heads[slot] = pnext[e]
+        u = pcell[e]
+        pnext[e] = free
+        free = e
+        live -= 1
+        d = dist[u]
+        if np.int64(d * inv_width) != cur or label[u] < 0:
+            continue  # stale: improved into a later bucket's slot, or settled already
+        lab = label[u]
+        label[u] = -1 - lab  # settled mark (restored below)
+        settled += 1
+        zu = z[u]
+        fu = f[u] if has_f else one
+        nlab = lab + 1
+        for j in range(nk):
+            k = codes[j]
+            v = u + offs[k]
+            dv = dist[v]
+            if dv < d:
+                continue
+            w = arc_cost(zu, z[v], fu, f[v] if has_f else one, k, model, lengths)
+            nd = d + w
+            if nd > max_cost or not _less(nd, nlab, dv, label[v]):
+                continue
+            dist[v] = nd
+            label[v] = nlab
+            b = np.int64(nd * inv_width)
+            if free >= 0:
+                e = free
+                free = pnext[e]
+            else:
+                if used == cap:
+                    cap *= 2
+                    pcell2 = np.empty(cap, np.int32)
+                    pnext2 = np.empty(cap, np.int32)
+                    pcell2[:used] = pcell[:used]
+                    pnext2[:used] = pnext[:used]
+                    pcell, pnext = pcell2, pnext2
+                e = used
+                used += 1
+            pcell[e] = v
+            pnext[e] = heads[b & mask]
+            heads[b & mask] = e
+            live += 1
+    for i in range(label.size):  # undo the settled marks
+        if label[i] < 0:
+            label[i] = -1 - label[i]
+    return settled
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _init_padded_cpu(z, f, has_f, pad, zp, fp, dist, label):
+    """Copy ``z`` (and ``f``) into NaN-framed flat arrays; distance +inf at vertices, -inf
+    elsewhere; labels 'none' (max int64)."""
+    rows, cols = z.shape
+    width = cols + 2 * pad
+    none = np.iinfo(np.int64).max
+    for pr in numba.prange(rows + 2 * pad):
+        r = pr - pad
+        for pc in range(width):
+            c = pc - pad
+            i = pr * width + pc
+            label[i] = none
+            if 0 <= r < rows and 0 <= c < cols:
+                zv = z[r, c]
+                zp[i] = zv
+                ok = zv == zv
+                if has_f:
+                    fv = f[r, c]
+                    fp[i] = fv
+                    ok = ok and fv == fv
+                dist[i] = math.inf if ok else -math.inf
+            else:
+                zp[i] = np.float32(np.nan)
+                if has_f:
+                    fp[i] = np.float32(np.nan)
+                dist[i] = -math.inf
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _unpad_labels_cpu(dist, label, rows, cols, pad, distance, allocation, hops):
+    width = cols + 2 * pad
+    for r in numba.prange(rows):
+        base = (r + pad) * width + pad
+        for c in range(cols):
+            d = dist[base + c]
+            if d > -math.inf and d < math.inf:
+                lab = label[base + c]
+                distance[r, c] = d
+                allocation[r, c] = np.int32(lab >> 32)
+                hops[r, c] = np.int32(lab & 0xFFFFFFFF)
+            else:
+                distance[r, c] = np.nan
+                allocation[r, c] = -1
+                hops[r, c] = -1
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, cols, pad,
+                  backlink):
+    """Backlink of every cell of the unpadded grid (``backlink`` is rows x cols uint8)."""
+    width = cols + 2 * pad
+    nk = codes.size
+    one = np.float32(1.0)
+    for r in numba.prange(rows):
+        base = (r + pad) * width + pad
+        for c in range(cols):
+            v = base + c
+            lv = label[v]
+            dv = dist[v]
+            if not (dv > -math.inf and dv < math.inf):
+                backlink[r, c] = 255
+                continue
+            if (lv & _HOPS_MASK) == 0:
+                backlink[r, c] = 0
+                continue
+            want = lv - 1
+            code = 255
+            zv = z[v]
+            fv = f[v] if has_f else one
+            for j in range(nk):  # codes are increasing
+                k = codes[j]
+                u = v + offs[k]
+                if label[u] != want:
+                    continue
+                ku = (k & 8) | ((k + 4) & 7)  # the reverse arc u -> v
+                du = dist[u]
+                if du + arc_cost(z[u], zv, f[u] if has_f else one, fv, ku, model, lengths) == dv:
+                    code = k + 1
+                    break
+            backlink[r, c] = code
+
+
+# ----------------------------------------------------------------------------------------
+# drivers
+
+
+def _offsets(cols):
+    width = cols + 2 * PAD
+    return (ARC_DR * width + ARC_DC).astype(np.int64)
+
+
+def _prepare(dem, friction, cost, connectivity, cellsize):
+    z = np.asarray(dem)
+    if z.ndim != 2 or z.size == 0:
+        raise InputError(f"elevation grid: expected a non-empty 2-D array, got shape {z.shape}")
+    z = z.astype(np.float32, copy=False)
+    model = cost_model_code(cost)
+    codes = arc_codes(connectivity)
+    lengths = arc_lengths(cellsize)
+    if friction is not None:
+        f = check_friction(friction)
+        if f.shape != z.shape:
+            raise InputError(f"friction raster: shape {f.shape} differs from the elevation "
+                             f"grid's {z.shape}")
+        valid = ~np.isnan(z) & ~np.isnan(f)
+    else:
+        if model == 1:
+            raise InputError("cost model 'friction' needs a friction raster")
+        f = None
+        valid = ~np.isnan(z)
+    if (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD) >= 2 ** 31:
+        raise InputError(f"grid of {z.shape[0]} x {z.shape[1]} cells is too large for the "
+                         f"in-core algorithm")
+    return z, f, valid, model, codes, lengths
+
+
+def _flat_seeds(rows, cols, costs, ncols, indices=None):
+    width = ncols + 2 * PAD
+    seeds = ((rows + PAD) * width + cols + PAD).astype(np.int64)
+    idx = np.arange(rows.size, dtype=np.int64) if indices is None else np.asarray(indices, np.int64)
+    return seeds, np.asarray(costs, np.float64), idx << _HOPS_BITS
+
+
+def _unpad(a, shape):
+    rows, cols = shape
+    return a.reshape(rows + 2 * PAD, cols + 2 * PAD)[PAD:PAD + rows, PAD:PAD + cols]
+
+
+def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
+              connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None):
+    """Cost distance, allocation and backlinks from ``sources`` over a grid held in memory.
+
+    Parameters
+    ----------
+    dem : (rows, cols) array
+        Elevation (float32; NaN = nodata, a barrier).
+    sources : sequence of (row, col)
+        Source cells; the source index is the position in this list.
+    start_costs : float or sequence of float, optional
+        Cost already spent at each source (default 0).
+    cost : {'absdiff', 'friction', 'tobler'}
+    friction : (rows, cols) array, optional
+        Friction per cell (NaN = barrier, >= 0); required by ``'friction'``, multiplies
+        ``'tobler'``, ignored by ``'absdiff'`` except for its NaN barriers.
+    connectivity : {4, 8, 16}
+    cellsize : (dx, dy)
+        Cell size (for arc lengths).
+    max_cost : float, optional
+        Cells farther than this stay unreached.
+    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+
+    Returns
+    -------
+    SSSPResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = grid_sssp(np.ones((3, 3), np.float32), [(1, 1)], cost="friction",
+    ...               friction=np.ones((3, 3), np.float32), backend="cpu")
+    >>> r.distance[0].tolist(), int(r.backlink[0, 0])
+    ([1.4142135623730951, 1.0, 1.4142135623730951], 2)
+    """
+    t0 = time.perf_counter()
+    be = get_backend(backend)
+    z, f, valid, model, codes, lengths = _prepare(dem, friction, cost, connectivity, cellsize)
+    rows, cols, costs = check_sources(sources, valid, start_costs)
+    limit = _check_max_cost(max_cost)
+    if be.is_gpu:
+        from ._sssp_gpu import grid_sssp_gpu
+        res = grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit)
+    else:
+        res = _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit)
+    res.stats.update(seconds=time.perf_counter() - t0, backend=be.name,
+                     device=be.device_name(), algorithm="in-core")
+    return res
+
+
+MAX_BUCKETS = 1 << 22
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _max_abs_slope(zp, offs, codes, lengths, rows, cols, pad):
+    """Largest ``|z_v - z_u| / L_k`` over the arcs between vertices (padded flat grid)."""
+    width = cols + 2 * pad
+    best = np.zeros(rows, np.float64)
+    for r in numba.prange(rows):
+        m = 0.0
+        base = (r + pad) * width + pad
+        for c in range(cols):
+            u = base + c
+            zu = np.float64(zp[u])
+            if zu != zu:
+                continue
+            for j in range(codes.size):
+                k = codes[j]
+                s = abs(np.float64(zp[u + offs[k]]) - zu) / lengths[k]
+                if s > m:
+                    m = s
+        best[r] = m
+    return best.max()
+
+
+def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
+    """``(inv_width, nbuckets)`` of the bucket queue, or None where the heap must be used.
+
+    Buckets need a positive lower bound ``w_lo`` on every arc cost (width ``w_lo / 2``) and
+    an upper bound ``w_hi`` so that the live buckets fit a circular array of at most
+    :data:`MAX_BUCKETS`; ``absdiff`` (flats cost 0) and unbounded costs use the heap.
+    """
+    if model == 0:
+        return None
+    used = lengths[codes]
+    if f is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: no plan
+            fmin, fmax = float(np.nanmin(f)), float(np.nanmax(f))
+        if not (math.isfinite(fmin) and math.isfinite(fmax)):
+            return None
+    else:
+        fmin = fmax = 1.0
+    if model == 1:
+        w_lo, w_hi = float(used.min()) * fmin, float(used.max()) * fmax
+    else:
+        smax = _max_abs_slope(zp, offs, codes, lengths, z.shape[0], z.shape[1], PAD)
+        from .costs import TOBLER_A, TOBLER_S0, TOBLER_V0
+        growth = TOBLER_A * (smax + TOBLER_S0)
+        if not growth < 600:
+            return None
+        w_lo = float(used.min()) / TOBLER_V0 * fmin
+        w_hi = float(used.max()) * math.exp(growth) / TOBLER_V0 * fmax
+    w_lo *= 1 - 1e-9
+    w_hi *= 1 + 1e-9
+    if not (w_lo > 0 and math.isfinite(w_hi)):
+        return None
+    inv_width = 2.0 / w_lo
+    spread = (float(np.max(start_costs)) - float(np.min(start_costs))) * inv_width
+    span = w_hi * inv_width + spread + 4
+    if span >= MAX_BUCKETS or (float(np.max(start_costs)) + z.size * w_hi) * inv_width > 2.0 ** 50:
+        return None
+    return inv_width, 1 << int(math.ceil(math.log2(span)))
+
+
+def _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit, queue="auto"):
+    shape = z.shape
+    zp, fp, dist, label = _padded_state(z, f)
+    seeds, seed_dist, seed_label = _flat_seeds(rows, cols, costs, shape[1])
+    offs = _offsets(shape[1])
+    plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs) if queue != "heap" else None
+    if plan is not None:
+        settled = sssp_buckets_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist,
+                                   label, seeds, seed_dist, seed_label, limit, *plan)
+    else:
+        settled = sssp_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
+                           seeds, seed_dist, seed_label, False, limit)
+    return _finish_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
+                       {"settled": int(settled), "queue": "buckets" if plan else "heap"})
+
+
+def _finish_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
+    backlink = np.empty(shape, np.uint8)
+    backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
+                  PAD, backlink)
+    distance = np.empty(shape, np.float64)
+    allocation = np.empty(shape, np.int32)
+    hops = np.empty(shape, np.int32)
+    _unpad_labels_cpu(dist, label, shape[0], shape[1], PAD, distance, allocation, hops)
+    return SSSPResult(distance, allocation, backlink, hops, stats)
+
+
+def _padded_state(z, f):
+    """``(zp, fp, dist, label)``: the padded flat arrays the kernels work on."""
+    n = (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD)
+    zp = np.empty(n, np.float32)
+    fp = np.empty(n if f is not None else 1, np.float32)
+    dist = np.empty(n, np.float64)
+    label = np.empty(n, np.int64)
+    _init_padded_cpu(z, f if f is not None else np.ones((1, 1), np.float32), f is not None,
+                     PAD, zp, fp, dist, label)
+    if f is None:
+        fp[0] = 1.0
+    return zp, fp, dist, label
+
+
+def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", friction=None,
+                         connectivity=8, cellsize=(1.0, 1.0), backend=None):
+    """Allocation, hops and backlinks for given final distances (the tight-arc label pass).
+
+    Parameters
+    ----------
+    dem, friction, cost, connectivity, cellsize
+        As for :func:`grid_sssp`.
+    distance : (rows, cols) float64
+        Final distances (NaN where unreached), e.g. a tile's distances from the tiled
+        algorithm.
+    seeds : sequence of (row, col)
+        Cells whose label is given: the sources' roots, or cells on a tile's boundary whose
+        label comes from outside.
+    seed_labels : sequence of (allocation, hops)
+        Their labels. A seed's label is a candidate: the least fixed point over tight arcs
+        inside the grid wins.
+
+    Returns
+    -------
+    SSSPResult
+        With ``distance`` as given (NaN where no seed reaches over tight arcs).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> dem = np.array([[0, 1, 3]], np.float32)
+    >>> r = grid_sssp(dem, [(0, 0), (0, 2)], backend="cpu")
+    >>> l = labels_from_distance(dem, r.distance, [(0, 0), (0, 2)], [(0, 0), (1, 0)])
+    >>> l.allocation.tolist(), l.backlink.tolist()
+    ([[0, 0, 1]], [[0, 5, 0]])
+    """
+    be = get_backend(backend)
+    z, f, valid, model, codes, lengths = _prepare(dem, friction, cost, connectivity, cellsize)
+    dist_in = np.asarray(distance, np.float64)
+    if dist_in.shape != z.shape:
+        raise InputError(f"distance: shape {dist_in.shape} differs from the grid's {z.shape}")
+    seed_labels = np.asarray(seed_labels, np.int64).reshape(-1, 2)
+    rows, cols, _ = check_sources(seeds, z.shape, None, name="seed")
+    if seed_labels.shape[0] != rows.size:
+        raise InputError("seeds and seed labels differ in number")
+    known = valid & ~np.isnan(dist_in)
+    seed_d = dist_in[rows, cols]
+    if be.is_gpu:
+        from ._sssp_gpu import labels_from_distance_gpu
+        return labels_from_distance_gpu(be, z, f, known, dist_in, model, codes, lengths, rows,
+                                        cols, seed_d, seed_labels)
+    shape = z.shape
+    zp, fp, dist, label = _padded_state(z, f)
+    _unpad(dist, shape)[...] = np.where(known, dist_in, -np.inf)
+    seeds_flat, _, _ = _flat_seeds(rows, cols, seed_d, shape[1])
+    seed_lab = (seed_labels[:, 0] << _HOPS_BITS) | seed_labels[:, 1]
+    offs = _offsets(shape[1])
+    sssp_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label, seeds_flat,
+             np.nan_to_num(seed_d, nan=-np.inf), seed_lab, True, math.inf)
+    # cells whose distance no seed explains stay unreached
+    dist[label == np.iinfo(np.int64).max] = -np.inf
+    return _finish_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
+                       {})
