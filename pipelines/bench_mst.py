@@ -154,7 +154,16 @@ def _scipy_mst(store, connectivity):
 
 
 def bench_mst_command(args):
-    """``terrain bench mst [--rows R] [--cols C] [--tile N] [--connectivity 4|8] ...``."""
+    """``terrain bench mst [--rows R] [--cols C] [--tile N] [--connectivity 4|8] ...``.
+
+    ``--peer ecl --ecl-source DIR`` runs :func:`pipelines.bench_mst_ecl.bench_mst_ecl` instead
+    (the in-core GPU path against ECL-MST).
+    """
+    if getattr(args, "peer", "scipy") == "ecl":
+        from .bench_mst_ecl import bench_mst_ecl
+        if not args.ecl_source:
+            raise InputError("bench mst: --peer ecl needs --ecl-source DIR")
+        return bench_mst_ecl(args)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.gettempdir()) / "terrain-bench"
     workdir.mkdir(parents=True, exist_ok=True)
     rows, cols, tile, conn = args.rows, args.cols, args.tile, args.connectivity

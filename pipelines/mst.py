@@ -10,7 +10,10 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
 2. ``mst-prepare``: creates the ``mst`` array (uint8, chunks = tiles, shards = the DEM's).
 3. ``mst-group``: one task per shard of the store (a quadtree node of ``k × k`` tiles): reads
    the shard once, runs Borůvka on all its tiles (one batch = one GPU launch per round),
-   reduces each tile forest and merges the shard's quadtree levels. It writes the tile
+   reduces each tile forest and merges the shard's quadtree levels. On the GPU, when the
+   shard fits the device (it always does at 2048²), the shard is one super-tile instead:
+   its whole forest in core (:func:`terrain.grid.mst_device.device_mst`), reduced once, no
+   in-group merges (:func:`terrain.grid.mst.group_forest` with ``in_core``). It writes the tile
    forests as the shard's provisional mask (a writer owns whole shards) and returns the
    shard's reduced graph (up) and its changes (down), as separate outputs.
 4. ``mst-merge``: one task per quadtree node above the shards, up to the root.
@@ -18,6 +21,10 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
    to its four children.
 6. ``mst-write``: one task per shard: reads its provisional mask, applies the changes, writes.
 7. ``mst-finish``: sums the statistics and writes them into the store's attributes.
+
+Steps 3-6 are the walks of :mod:`terrain.tiles.quadtree` (the same plan and walk as the
+in-memory :func:`terrain.grid.mst.grid_mst`), their steps made tasks by
+:func:`pipelines.quadtree.delayed_call`.
 
 Level graphs are task results held by Dask (O(perimeter) per node, written once); each
 shard of the DEM is read once and each shard of the mask written, read and written once.
@@ -36,13 +43,16 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.grid.edges import WeightSum
-from terrain.grid.merge import Changes, apply_changes, split_changes
-from terrain.grid.mst import (PHASES, MSTSpec, QuadtreePlan, finish_stats, group_forest,
-                               merge_node)
+from terrain.grid.merge import Changes, apply_changes
+from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
+                               merge_step)
+from terrain.grid.mst_device import fits_on_device
+from terrain.tiles.quadtree import walk_down, walk_up
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import tiles_per_shard, write_coordinates
 
 from .cluster import compute, open_scheduler
+from .quadtree import delayed_call
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
 
@@ -72,12 +82,13 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     return str(out_path)
 
 
-def _group_task(dem_path, out_path, spec, level, i, j, backend, key_bits, prepared):
+def _group_task(dem_path, out_path, spec, backend, key_bits, prepared, level, i, j):
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
                    [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
-    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits)
+    in_core = get_backend(backend).is_gpu and fits_on_device(z.shape, backend)
+    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits, in_core)
     t0 = time.perf_counter()
     zarr.open_array(store=str(prepared), path="mst", mode="r+")[win[0]:win[1], win[2]:win[3]] = g.mask
     g.times["write"] = time.perf_counter() - t0
@@ -85,19 +96,6 @@ def _group_task(dem_path, out_path, spec, level, i, j, backend, key_bits, prepar
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
              "forest_edges": g.forest_edges, "vertices": g.vertices}
     return g.graph, g.changes, stats
-
-
-def _merge_task(spec, k, i, j, *children):
-    graph, changes, seconds = merge_node(spec, k, i, j, list(children))
-    stats = {"times": {"merge": seconds}, "graph_bytes": graph.nbytes + changes.nbytes}
-    return graph, changes, stats
-
-
-def _expand_task(spec, k, i, j, incoming, own):
-    t0 = time.perf_counter()
-    parts = split_changes(Changes.concat([incoming, own]), spec.window(k, i, j),
-                          spec.tile << (k - 1), spec.shape[1])
-    return tuple(parts) + ({"times": {"expand": time.perf_counter() - t0}},)
 
 
 def _write_task(out_path, spec, level, i, j, incoming, own):
@@ -164,44 +162,22 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
         Computing it returns the summary dict (also stored in the ``mst`` attribute).
     """
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, time.time_ns())
-    name = (lambda stage: f"mst-{stage}-{token}")
-    plan = QuadtreePlan.build(spec, group_tiles)
+    call = delayed_call("mst", token)
+    plan = spec.plan(group_tiles)
     shard = tiles_per_shard(spec.tile, spec.shape)
-    prepared = dask.delayed(_prepare, pure=False)(out_path, spec, shard, geo or {}, upstream,
-                                                  dask_key_name=name("prepare"))
+    prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
+    _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits, prepared),
+                      (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
-    up, own, stats = {}, {}, []
-    for (i, j) in plan.groups:
-        graph, changes, s = dask.delayed(_group_task, nout=3, pure=False)(
-            dem_path, out_path, spec, g, i, j, backend, key_bits, prepared,
-            dask_key_name=(name("group"), i, j))
-        up[(g, i, j)], own[(g, i, j)] = graph, changes
-        stats.append(s)
-    node_stats = []
-    for k in sorted(plan.levels):
-        for (i, j) in plan.levels[k]:
-            kids = [up.pop((k - 1,) + c) if c is not None else None for c in plan.children(k, i, j)]
-            graph, changes, s = dask.delayed(_merge_task, nout=3)(
-                spec, k, i, j, *kids, dask_key_name=(name(f"merge{k}"), i, j))
-            up[(k, i, j)], own[(k, i, j)] = graph, changes
-            node_stats.append(s)
-    pending = {}
-    for k in sorted(plan.levels, reverse=True):
-        for (i, j) in plan.levels[k]:
-            out = dask.delayed(_expand_task, nout=5)(
-                spec, k, i, j, pending.pop((k, i, j), None), own[(k, i, j)],
-                dask_key_name=(name(f"expand{k}"), i, j))
-            for q, c in enumerate(plan.children(k, i, j)):
-                if c is not None:
-                    pending[(k - 1,) + c] = out[q]
-            node_stats.append(out[4])
-    writes = [dask.delayed(_write_task, pure=False)(
-                  prepared, spec, g, i, j, pending.pop((g, i, j), None), own[(g, i, j)],
-                  dask_key_name=(name("write"), i, j))
-              for (i, j) in plan.groups]
+    own = {node: r[:1] for node, r in rest.items()}
+    stats = [rest[(g, i, j)][1] for (i, j) in plan.groups]
+    node_rest, writes = walk_down(plan, (expand_step, spec), (_write_task, prepared, spec), call,
+                                  extra=own, node_nout=5, names=("expand", "write"))
+    node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
+                  + [r[0] for r in node_rest.values()])
     meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits}
-    return dask.delayed(_finish, pure=False)(prepared, spec, stats, node_stats, list(own.values()),
-                                             writes, meta, dask_key_name=name("finish"))
+    return call(_finish, prepared, spec, stats, node_stats, [r[0] for r in own.values()],
+                list(writes.values()), meta, key=("finish",))
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,

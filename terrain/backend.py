@@ -13,6 +13,7 @@ function on both and asserts identical results.
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +74,10 @@ class Backend:
     def cuda_module(self, cu_file, options=("-std=c++17",), name_expressions=None):
         """Compile (once per process) and return the ``cupy.RawModule`` of ``cu_file``.
 
-        ``cu_file`` is a path, usually ``Path(__file__).with_name("_x.cu")``.
+        ``cu_file`` is a path, usually ``Path(__file__).with_name("_x.cu")``. Its
+        ``#include "x.cuh"`` lines are replaced by those headers' text (looked up beside the
+        including file, each header once), so shared device code lives in one header and
+        CuPy's compile cache, keyed by the source text, sees header edits.
         """
         if not self.is_gpu:
             raise RuntimeError("cuda_module() needs the gpu backend")
@@ -90,10 +94,33 @@ class Backend:
         return f"CPU {platform.processor() or platform.machine()} x{os.cpu_count()}"
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[^\n]*$', re.M)
+_PRAGMA_ONCE = re.compile(r'^[ \t]*#[ \t]*pragma[ \t]+once[^\n]*$', re.M)
+
+
+def cuda_source(cu_file, _seen=None):
+    """The text of ``cu_file`` with its quoted ``#include`` headers inlined (once each).
+
+    >>> "order_bits" in cuda_source(Path(__file__).parent / "grid" / "_boruvka.cu")
+    True
+    """
+    seen = set() if _seen is None else _seen
+    path = Path(cu_file)
+
+    def inline(m):
+        header = (path.parent / m.group(1)).resolve()
+        if header in seen:
+            return f"// {m.group(1)}: already included"
+        seen.add(header)
+        return f"// begin {m.group(1)}\n{cuda_source(header, seen)}\n// end {m.group(1)}"
+
+    return _INCLUDE.sub(inline, _PRAGMA_ONCE.sub("", path.read_text()))
+
+
 @functools.lru_cache(maxsize=None)
 def _raw_module(cu_file, options, name_expressions):
     cupy = _cupy()
-    source = Path(cu_file).read_text()
+    source = cuda_source(cu_file)
     module = cupy.RawModule(code=source, options=options, name_expressions=name_expressions)
     module.compile()
     return module

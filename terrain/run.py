@@ -205,6 +205,10 @@ def build_parser():
     b.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8)
     b.add_argument("--no-scipy", action="store_true", help="skip the scipy figure (grids too big for it)")
     b.add_argument("--workdir", default=None)
+    b.add_argument("--peer", choices=("scipy", "ecl"), default="scipy",
+                   help="scipy (default) or ecl: the in-core GPU MST against ECL-MST")
+    b.add_argument("--ecl-source", default=None, help="with --peer ecl: ECL-MST's source folder")
+    b.add_argument("--sides", default="4096,8192", help="with --peer ecl: square grid sides")
     _add_backend(b)
     _add_scheduler(b)
     b = bsub.add_parser("cost-distance", help="terrain cost distance vs skimage MCP_Geometric, "

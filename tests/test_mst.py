@@ -326,3 +326,29 @@ def test_grid_mst_with_32_bit_keys_matches_reference():
     want, _ = ref_kruskal(z, 8, "absdiff")
     r = grid_mst(z, 8, "absdiff", tile=64, backend="cpu", key_bits=32)
     assert np.array_equal(mask_ids(r.mask), want)
+
+
+# -- super-tile groups and the in-core dispatch ---------------------------------------------------
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("kind", ["integer", "holes"])
+def test_groups_taken_whole_give_the_same_forest(kind, conn):
+    # each group's forest from the block as a whole (the GPU's super-tile path; on the CPU the
+    # block's own tiled forest), reduced once, then the same merges above
+    z = dem(kind, (203, 141), seed=conn)
+    want, _ = ref_kruskal(z, conn, "max")
+    a = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu")
+    b = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu", in_core="groups")
+    assert np.array_equal(mask_ids(b.mask), want)
+    assert (b.total_weight, b.edges, b.trees, b.vertices) == (a.total_weight, a.edges, a.trees,
+                                                              a.vertices)
+
+
+def test_in_core_needs_the_gpu_and_a_known_choice():
+    from terrain.errors import InputError
+
+    z = dem("integer", (8, 8))
+    with pytest.raises(InputError, match="gpu backend"):
+        grid_mst(z, backend="cpu", in_core=True)
+    with pytest.raises(InputError, match="in_core"):
+        grid_mst(z, backend="cpu", in_core="sometimes")
+    assert grid_mst(z, tile=4, backend="cpu").path == "tiled"

@@ -101,3 +101,67 @@ def test_pipeline_identical_on_cpu_and_gpu(tmp_path):
         return zarr.open_array(str(out), path="mst", mode="r")[:], s["total_weight"], s["edges"]
 
     assert_backends_identical(run)
+
+
+# -- the in-core whole-grid path against the tiled CPU path ---------------------------------------
+def _tiled_cpu(z, conn, weight, cellsize=(1.0, 1.0)):
+    return grid_mst(z, conn, weight, tile=64, backend="cpu", cellsize=cellsize, in_core=False)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("kind", ["integer", "holes", "plateau", "random"])
+@pytest.mark.parametrize("shape", [(517, 333), (1, 1000), (999, 1), (1031, 1029)])
+def test_in_core_equals_tiled_cpu(kind, conn, shape):
+    z = dem(kind, shape, seed=conn)
+    if kind == "integer":
+        z[np.random.default_rng(1).random(shape) < 0.1] = np.nan  # ties and nodata
+    gpu = grid_mst(z, conn, "max", backend="gpu")
+    assert gpu.path == "in-core"
+    cpu = _tiled_cpu(z, conn, "max")
+    assert np.array_equal(gpu.mask, cpu.mask)
+    assert (gpu.total_weight, gpu.edges, gpu.trees, gpu.vertices) == (
+        cpu.total_weight, cpu.edges, cpu.trees, cpu.vertices)
+
+
+@pytest.mark.parametrize("weight", ["absdiff", "slope", "length3d"])
+def test_in_core_every_weight_model(weight):
+    z = dem("holes", (700, 530), seed=3)
+    gpu = grid_mst(z, 8, weight, backend="gpu", cellsize=(3.0, 7.0), in_core=True)
+    cpu = _tiled_cpu(z, 8, weight, (3.0, 7.0))
+    assert np.array_equal(gpu.mask, cpu.mask) and gpu.total_weight == cpu.total_weight
+    want, _ = ref_kruskal(z, 8, weight, (3.0, 7.0))
+    assert np.array_equal(mask_ids(gpu.mask), want)
+
+
+def test_in_core_long_chains_and_device_input():
+    # a flat grid: every cell's lightest edge (by id) leads NW, chains as long as the grid
+    cp = pytest.importorskip("cupy")
+    z = np.zeros((1500, 1100), np.float32)
+    z[700:705, 100:1000] = np.nan
+    gpu = grid_mst(cp.asarray(z), 8, "max", backend="gpu")
+    cpu = _tiled_cpu(z, 8, "max")
+    assert gpu.path == "in-core" and np.array_equal(gpu.mask, cpu.mask)
+    assert (gpu.edges, gpu.trees) == (cpu.edges, cpu.trees)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+def test_super_tile_groups_on_gpu_equal_tiled_cpu(conn):
+    # the out-of-core path on the GPU: each group in core, reduced, merged above
+    z = dem("holes", (1100, 700), seed=conn)
+    z2 = dem("integer", (1100, 700), seed=conn)
+    z = np.where(np.isnan(z), z, z2)
+    gpu = grid_mst(z, conn, "max", tile=64, group_tiles=4, backend="gpu", in_core="groups")
+    cpu = _tiled_cpu(z, conn, "max")
+    assert gpu.path == "tiled" and np.array_equal(gpu.mask, cpu.mask)
+    assert gpu.total_weight == cpu.total_weight and gpu.edges == cpu.edges
+
+
+def test_device_mst_empty_and_tiny():
+    from terrain.grid.mst_device import device_mst
+
+    f = device_mst(np.array([[1, 2], [3, 4]], np.float32))
+    assert f.mask.get().tolist() == [[7, 0], [0, 0]] and f.total_weight == 9.0 and f.edges == 3
+    f = device_mst(np.full((3, 5), np.nan, np.float32))
+    assert f.edges == 0 and f.vertices == 0 and not f.mask.get().any()
+    f = device_mst(np.zeros((0, 4), np.float32))
+    assert f.edges == 0 and f.mask.shape == (0, 4)

@@ -13,39 +13,7 @@
 // tile, so no edge's key is all ones. Numba twins with the same names (suffix _cpu) live in
 // _boruvka.py and give the identical forest.
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
-
-// neighbour k of a cell: (drow, dcol, owned-by-this-cell, direction); k < 4 are E,S,SE,SW owned,
-// k >= 4 the same edges seen from their other endpoint. 4-connectivity uses k = 0, 1, 4, 5.
-__constant__ int NB_DR[8] = {0, 1, 1, 1, 0, -1, -1, -1};
-__constant__ int NB_DC[8] = {1, 0, 1, -1, -1, 0, -1, 1};
-__constant__ int NB_DIR[8] = {0, 1, 2, 3, 0, 1, 2, 3};
-
-__device__ __forceinline__ float edge_weight(float z_owner, float z_other, int d, int model,
-                                             const double* hlen) {
-    float w;
-    if (model == 0) {
-        w = z_owner >= z_other ? z_owner : z_other;
-    } else {
-        double dz = fabs(__dsub_rn((double)z_owner, (double)z_other));
-        if (model == 1) {
-            w = __double2float_rn(dz);
-        } else if (model == 2) {
-            w = __double2float_rn(__ddiv_rn(dz, hlen[d]));
-        } else {
-            double h = hlen[d];
-            w = __double2float_rn(__dsqrt_rn(__dadd_rn(__dmul_rn(h, h), __dmul_rn(dz, dz))));
-        }
-    }
-    if (w == 0.0f) w = 0.0f;  // -0.0 -> +0.0
-    return w;
-}
-
-__device__ __forceinline__ u32 order_bits(float w) {
-    u32 b = __float_as_uint(w);
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
+#include "_grid_edges.cuh"  // u64, u32, NB_* tables, edge_weight, order_bits
 
 // Weight of every edge (v, d) inside its tile, NaN where there is none; the table the
 // 32-bit path ranks for the weight models other than max.

@@ -17,9 +17,12 @@ The total order ``(weight, id)`` makes the forest unique, hence identical for ev
 size, group size, backend and schedule. The total weight is summed exactly
 (:class:`terrain.grid.edges.WeightSum`) so it does not depend on them either.
 
-This module is the library's driver (no Dask): :func:`grid_mst` runs the phases in a loop
-over the groups and nodes of a :class:`QuadtreePlan`; ``pipelines/mst.py`` turns the same
-functions into a Dask graph.
+This module is the library's driver (no Dask): :func:`grid_mst` runs the phases along the
+walks of :mod:`terrain.tiles.quadtree` (:func:`~terrain.tiles.quadtree.walk_up` with
+:func:`group_forest` at the groups and :func:`merge_step` above, then
+:func:`~terrain.tiles.quadtree.walk_down` with :func:`expand_step`), calling each step at
+once; ``pipelines/mst.py`` walks the same plan with the same steps as Dask tasks. Inside a
+group, the tile forests are merged by the same walk over the group's block.
 """
 
 import time
@@ -30,16 +33,19 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
+from ..tiles.quadtree import QuadtreePlan, node_window, walk_down, walk_up
 from ..tiles.store import TileStore, is_store, open_store, quadtree_levels
 from ._boruvka import MAX_TILE, boruvka_tiles
 from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
+from .mst_device import device_mst, fits_on_device
 from .reduce import reduce_tile
 
-__all__ = ["grid_mst", "MSTSpec", "MSTResult", "QuadtreePlan", "GroupResult", "group_forest",
-           "merge_node", "finish_stats", "PHASES"]
+__all__ = ["grid_mst", "MSTSpec", "MSTResult", "GroupResult", "group_forest", "merge_node",
+           "merge_step", "expand_step", "finish_stats", "super_tile_side", "PHASES"]
 
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
+IN_CORE = ("auto", True, False, "groups")
 
 
 @dataclass(frozen=True)
@@ -78,44 +84,12 @@ class MSTSpec:
 
     def window(self, level, i, j):
         """Block of quadtree node ``(level, i, j)``, clipped to the grid."""
-        side = self.tile << level
-        return (i * side, min((i + 1) * side, self.shape[0]),
-                j * side, min((j + 1) * side, self.shape[1]))
+        return node_window(self.shape, self.tile, level, i, j)
 
-
-@dataclass
-class QuadtreePlan:
-    """Groups (quadtree nodes of level ``group_level``) and the merge nodes above them.
-
-    ``levels[k]`` lists the ``(i, j)`` of the nodes of level ``k`` for ``k > group_level``,
-    each with its existing children among level ``k - 1``'s.
-    """
-
-    spec: MSTSpec
-    group_level: int
-    groups: list
-    levels: dict
-
-    @classmethod
-    def build(cls, spec, group_tiles):
-        """``group_tiles`` tiles a side per group (a power of two, e.g. the store's shard)."""
-        g = min(int(group_tiles).bit_length() - 1, spec.levels - 1)
-        nr, nc = spec.tiles_shape
-        gr, gc = -(-nr // (1 << g)), -(-nc // (1 << g))
-        groups = [(i, j) for i in range(gr) for j in range(gc)]
-        levels = {}
-        rows, cols = gr, gc
-        for k in range(g + 1, spec.levels):
-            rows, cols = -(-rows // 2), -(-cols // 2)
-            levels[k] = [(i, j) for i in range(rows) for j in range(cols)]
-        return cls(spec, g, groups, levels)
-
-    def children(self, k, i, j):
-        """The four children ``(i, j)`` of node ``(k, i, j)`` at level ``k - 1``, None outside."""
-        below = self.groups if k - 1 == self.group_level else self.levels[k - 1]
-        present = set(below)
-        return [(2 * i + di, 2 * j + dj) if (2 * i + di, 2 * j + dj) in present else None
-                for di in (0, 1) for dj in (0, 1)]
+    def plan(self, group_tiles):
+        """The :class:`terrain.tiles.quadtree.QuadtreePlan` with ``group_tiles`` tiles a side
+        per group."""
+        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
 
 
 @dataclass
@@ -142,9 +116,30 @@ def merge_node(spec, level, i, j, children):
     return graph, changes, time.perf_counter() - t0
 
 
+def merge_step(spec, k, i, j, *children):
+    """The walk's merge step: ``(graph, changes, stats)`` of node ``(k, i, j)``."""
+    graph, changes, seconds = merge_node(spec, k, i, j, list(children))
+    stats = {"times": {"merge": seconds}, "graph_bytes": graph.nbytes + changes.nbytes}
+    return graph, changes, stats
+
+
+def expand_step(spec, k, i, j, incoming, own):
+    """The walk's top-down node step: node ``(k, i, j)``'s incoming and own changes split
+    among its four children, then ``stats``."""
+    t0 = time.perf_counter()
+    parts = split_changes(Changes.concat([incoming, own]), spec.window(k, i, j),
+                          spec.tile << (k - 1), spec.shape[1])
+    return tuple(parts) + ({"times": {"expand": time.perf_counter() - t0}},)
+
+
 def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0,
-                 key_bits="auto"):
+                 key_bits="auto", in_core=False):
     """Tile forests, reductions and in-group merges of one group.
+
+    With ``in_core`` the group is one super-tile: its block's forest comes whole from
+    :func:`grid_mst` of the block (the in-core device path on the GPU), and is reduced once,
+    with no tile forests and no in-group merges (the changes are empty). Both ways give the
+    same reduced forest above, hence the same final forest.
 
     Parameters
     ----------
@@ -159,6 +154,8 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
         Time spent reading ``z_block``, recorded as the ``read`` phase.
     key_bits : {"auto", 32, 64}
         Borůvka's key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
+    in_core : bool
+        One super-tile (above).
 
     Returns
     -------
@@ -179,6 +176,8 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
         raise InputError(f"group_forest: block shape {z_block.shape} does not match {window}")
     times = {p: 0.0 for p in PHASES}
     times["read"] = read_seconds
+    if in_core:
+        return _super_tile_forest(spec, z_block, tuple(window), be, times)
     nt_r, nt_c = -(-(r1 - r0) // T), -(-(c1 - c0) // T)
     padded = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
     padded[: r1 - r0, : c1 - c0] = z_block
@@ -209,24 +208,41 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
                 win, zt[: win[1] - win[0], : win[3] - win[2]], ga, gb, w, rep)
     times["reduce"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    changes = []
+    # the group's own levels: the same walk on the group's block, tiles as leaves
     gi, gj = r0 // (T << group_level), c0 // (T << group_level)
-    for k in range(1, group_level + 1):
-        nr, nc = -(-nt_r // (1 << k)), -(-nt_c // (1 << k))
-        nxt = {}
-        for i in range(nr):
-            for j in range(nc):
-                kids = [graphs.get((2 * i + di, 2 * j + dj)) for di in (0, 1) for dj in (0, 1)]
-                gi_k, gj_k = (gi << (group_level - k)) + i, (gj << (group_level - k)) + j
-                g, ch, _ = merge_node(spec, k, gi_k, gj_k, kids)
-                nxt[(i, j)] = g
-                changes.append(ch)
-        graphs = nxt
+    inner = QuadtreePlan.build((r1 - r0, c1 - c0), T, 1, nlevels=group_level + 1)
+
+    def merge(k, i, j, *kids):
+        g, ch, _ = merge_node(spec, k, (gi << (group_level - k)) + i,
+                              (gj << (group_level - k)) + j, kids)
+        return g, ch
+
+    graph, own = walk_up(inner, lambda k, i, j: (graphs[(i, j)], None), merge)
+    changes = [r[0] for node, r in own.items() if node[0] > 0]
     times["merge"] = time.perf_counter() - t0
     mask = masks.reshape(nt_r, nt_c, T, T).transpose(0, 2, 1, 3).reshape(nt_r * T, nt_c * T)
     mask = np.ascontiguousarray(mask[: r1 - r0, : c1 - c0])
-    return GroupResult(tuple(window), mask, graphs[(0, 0)], Changes.concat(changes), forest_sum,
+    return GroupResult(tuple(window), mask, graph, Changes.concat(changes), forest_sum,
                        forest_edges, int(np.count_nonzero(~np.isnan(z_block))), times)
+
+
+def _super_tile_forest(spec, z_block, window, be, times):
+    """:func:`group_forest` of a group taken whole (``in_core``)."""
+    t0 = time.perf_counter()
+    block = grid_mst(z_block, spec.connectivity, spec.weight, spec.tile, be, spec.cellsize,
+                     in_core=True if be.is_gpu else False)
+    times["boruvka"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r0, r1, c0, c1 = window
+    a, b, w, rep, forest_w = reduce_tile(block.mask, z_block, window, spec.shape, spec.model,
+                                         spec.hlen)
+    C = c1 - c0
+    ncols = spec.shape[1]
+    graph = LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
+                                  (r0 + b // C) * ncols + c0 + b % C, w, rep)
+    times["reduce"] = time.perf_counter() - t0
+    return GroupResult(window, block.mask, graph, Changes(), WeightSum().add(forest_w),
+                       int(forest_w.shape[0]), block.vertices, times)
 
 
 @dataclass
@@ -246,13 +262,14 @@ class MSTResult:
     connectivity: int
     weight: str
     times: dict
+    path: str = "tiled"
 
     def summary(self):
         """A JSON-able dict of the statistics."""
         return {"total_weight": self.total_weight, "edges": self.edges, "trees": self.trees,
                 "vertices": self.vertices, "tile": self.tile, "levels": self.levels,
                 "connectivity": self.connectivity, "weight": self.weight,
-                "times": dict(self.times)}
+                "times": dict(self.times), "path": self.path}
 
 
 def finish_stats(groups_sum, groups_edges, changes):
@@ -263,12 +280,22 @@ def finish_stats(groups_sum, groups_edges, changes):
 
 
 def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None, cellsize=None,
-             group_tiles=None, key_bits="auto"):
+             group_tiles=None, key_bits="auto", in_core="auto"):
     """Minimum spanning forest of the grid graph of a DEM.
+
+    The one dispatch point between the two paths, which give the same forest:
+
+    * *in core* (GPU only): when the grid and its working arrays fit in the device's free
+      memory (:func:`terrain.grid.mst_device.fits_on_device`), Borůvka on the whole grid at
+      once (:func:`terrain.grid.mst_device.device_mst`): no tiles, no host-side reduction or
+      merges. The CPU has no such path (its tiled path is its best algorithm).
+    * *tiled* (out of core): tile forests, reductions, quadtree merges and expansion (module
+      docstring). On the GPU each group is one super-tile taken in core when it fits, and
+      by default the group (super-tile) side is the largest that fits the device's memory.
 
     Parameters
     ----------
-    dem_or_store : 2-D array, TileStore or path of a tile store
+    dem_or_store : 2-D array (NumPy, or CuPy on the GPU), TileStore or path of a tile store
         Elevations, NaN = nodata. A store gives its own tile size and cell size.
     connectivity : {4, 8}
     weight : {'max', 'absdiff', 'slope', 'length3d'}
@@ -282,10 +309,17 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
     key_bits : {"auto", 32, 64}
         Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`); the forest
         does not depend on it.
+    in_core : {"auto", True, False, "groups"}
+        "auto": in core when on the GPU and the grid fits, else tiled with super-tile groups
+        on the GPU; True: in core or an error; False: the tiled path with tile batches per
+        group (as on the CPU); "groups": the tiled path with each group taken whole (its
+        forest from this function; on the CPU that is the tiled path of the block, which
+        only the tests want).
 
     Returns
     -------
     MSTResult
+        ``path`` says which path ran ("in-core" or "tiled").
 
     Examples
     --------
@@ -301,68 +335,95 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         if not is_store(dem_or_store):
             raise InputError(f"{dem_or_store}: not a terrain tile store")
         store = open_store(dem_or_store)
+    be = get_backend(backend)
+    if in_core not in IN_CORE:
+        raise InputError(f"grid_mst: in_core {in_core!r} is not one of {IN_CORE}")
+    if in_core is True and not be.is_gpu:
+        raise InputError("grid_mst: the in-core path needs the gpu backend")
     if store is not None:
         shape, tile = store.shape, store.tile
         cellsize = cellsize or store.cellsize
         group_tiles = group_tiles or store.tiles_per_shard
     else:
-        dem = np.asarray(dem_or_store, dtype=np.float32)
+        dem = dem_or_store
+        if not (be.is_gpu and hasattr(dem, "__cuda_array_interface__")):
+            dem = np.asarray(dem, dtype=np.float32)
         if dem.ndim != 2:
             raise InputError(f"grid_mst: the DEM must be 2-D, got shape {dem.shape}")
         shape = dem.shape
     spec = MSTSpec(tuple(int(s) for s in shape), int(tile), check_connectivity(connectivity),
                    weight, tuple(cellsize or (1.0, 1.0)))
-    plan = QuadtreePlan.build(spec, group_tiles or 4)
+    if in_core is True or (in_core == "auto" and fits_on_device(spec.shape, be)):
+        t0 = time.perf_counter()
+        z = store.read_window(0, spec.shape[0], 0, spec.shape[1]) if store is not None else dem
+        return _grid_mst_in_core(spec, z, be, t_start, time.perf_counter() - t0)
+    super_tiles = in_core == "groups" or (be.is_gpu and in_core == "auto")
+    if super_tiles and group_tiles is None:
+        group_tiles = super_tile_side(spec, be)
+    if store is None and not isinstance(dem, np.ndarray):
+        dem = be.to_numpy(dem)
+    plan = spec.plan(group_tiles or 4)
     times = {p: 0.0 for p in PHASES}
     mask = np.zeros(spec.shape, np.uint8)
     if 0 in spec.shape:
         return MSTResult(mask, 0.0, 0, 0, 0, spec.tile, spec.levels, spec.connectivity, weight,
                          times)
-    results, node_changes = {}, {}
-    fsum, fedges, nverts, all_changes = WeightSum(), 0, 0, []
-    for (i, j) in plan.groups:
-        win = spec.window(plan.group_level, i, j)
+    groups = []
+
+    def leaf(level, i, j):
+        win = spec.window(level, i, j)
         t0 = time.perf_counter()
         z = (store.read_window(*win) if store is not None
              else dem[win[0]:win[1], win[2]:win[3]])
-        g = group_forest(spec, z, win, plan.group_level, backend, time.perf_counter() - t0,
-                         key_bits)
-        for p, s in g.times.items():
-            times[p] += s
-        results[(plan.group_level, i, j)] = g.graph
-        node_changes[(plan.group_level, i, j)] = g.changes
+        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, key_bits,
+                         in_core=super_tiles and (not be.is_gpu or fits_on_device(z.shape, be)))
         mask[win[0]:win[1], win[2]:win[3]] = g.mask
+        groups.append(g)
+        return g.graph, g.changes, {"times": g.times}
+
+    def apply(level, i, j, incoming, own):
+        # in memory every change lands in the one mask, routed top-down all the same
+        t0 = time.perf_counter()
+        win = spec.window(level, i, j)
+        apply_changes(mask[win[0]:win[1], win[2]:win[3]], win[0], win[2], spec.shape[1],
+                      Changes.concat([incoming, own]))
+        return {"times": {"expand": time.perf_counter() - t0}}
+
+    _, rest = walk_up(plan, leaf, (merge_step, spec), nout=3)
+    own = {node: r[:1] for node, r in rest.items()}
+    node_rest, leaf_out = walk_down(plan, (expand_step, spec), apply, extra=own, node_nout=5)
+    for s in ([r[1] for r in rest.values()] + [r[0] for r in node_rest.values()]
+              + list(leaf_out.values())):
+        for p, v in s["times"].items():
+            times[p] += v
+    fsum, fedges, nverts = WeightSum(), 0, 0
+    for g in groups:
         fsum.merge(g.forest_sum)
         fedges += g.forest_edges
         nverts += g.vertices
-        all_changes.append(g.changes)
-    for k in sorted(plan.levels):
-        for (i, j) in plan.levels[k]:
-            kids = [results.pop((k - 1,) + c) if c is not None else None
-                    for c in plan.children(k, i, j)]
-            graph, ch, s = merge_node(spec, k, i, j, kids)
-            times["merge"] += s
-            results[(k, i, j)] = graph
-            node_changes[(k, i, j)] = ch
-            all_changes.append(ch)
-    # expansion: in memory every change lands in the one mask; route top-down all the same
-    t0 = time.perf_counter()
-    pending = {}
-    for k in sorted(plan.levels, reverse=True):
-        for (i, j) in plan.levels[k]:
-            incoming = Changes.concat([pending.pop((k, i, j), None), node_changes[(k, i, j)]])
-            parts = split_changes(incoming, spec.window(k, i, j), spec.tile << (k - 1),
-                                  spec.shape[1])
-            for c, part in zip(plan.children(k, i, j), parts):
-                if c is not None:
-                    pending[(k - 1,) + c] = part
-    for (i, j) in plan.groups:
-        win = spec.window(plan.group_level, i, j)
-        incoming = Changes.concat([pending.pop((plan.group_level, i, j), None),
-                                   node_changes[(plan.group_level, i, j)]])
-        apply_changes(mask[win[0]:win[1], win[2]:win[3]], win[0], win[2], spec.shape[1], incoming)
-    times["expand"] = time.perf_counter() - t0
-    total, edges = finish_stats(fsum, fedges, Changes.concat(all_changes))
+    total, edges = finish_stats(fsum, fedges, Changes.concat([r[0] for r in rest.values()]))
     times["total"] = time.perf_counter() - t_start
     return MSTResult(mask, total, edges, nverts - edges, nverts, spec.tile, spec.levels,
                      spec.connectivity, weight, times)
+
+
+def super_tile_side(spec, backend=None):
+    """Tiles a side per group on the GPU: the largest power of two whose block fits the
+    device's free memory in core (at least 1, at most the whole grid)."""
+    g = 1
+    while g < (1 << (spec.levels - 1)) and fits_on_device((spec.tile * 2 * g,) * 2, backend):
+        g *= 2
+    return g
+
+
+def _grid_mst_in_core(spec, z, be, t_start, read_seconds):
+    """:func:`grid_mst` of a grid that fits on the device, whole (``z`` on host or device)."""
+    times = {p: 0.0 for p in PHASES}
+    times["read"] = read_seconds
+    t0 = time.perf_counter()
+    forest = device_mst(z, spec.connectivity, spec.model, spec.hlen, be)
+    mask = be.to_numpy(forest.mask)
+    times["boruvka"] = time.perf_counter() - t0
+    times["total"] = time.perf_counter() - t_start
+    return MSTResult(mask, forest.total_weight, forest.edges, forest.trees, forest.vertices,
+                     spec.tile, spec.levels, spec.connectivity, spec.weight, times, "in-core")

@@ -1,0 +1,71 @@
+"""The quadtree plan and walk: coverage, order, and the same results run now or by Dask."""
+
+import numpy as np
+import pytest
+
+from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
+
+
+@pytest.mark.parametrize("shape,tile,group", [((5, 7), 2, 1), ((33, 70), 4, 2), ((64, 64), 8, 4),
+                                              ((1, 1), 2, 8), ((100, 9), 2, 16)])
+def test_groups_partition_the_grid_and_walks_visit_children_first(shape, tile, group):
+    plan = QuadtreePlan.build(shape, tile, group)
+    cover = np.zeros(shape, int)
+    for (i, j) in plan.groups:
+        r0, r1, c0, c1 = plan.window(plan.group_level, i, j)
+        cover[r0:r1, c0:c1] += 1
+    assert (cover == 1).all()
+    seen = []
+
+    def leaf(k, i, j):
+        seen.append((k, i, j))
+        r0, r1, c0, c1 = plan.window(k, i, j)
+        return (r1 - r0) * (c1 - c0), None
+
+    def merge(k, i, j, *kids):
+        for c, kid in zip(plan.children(k, i, j), kids):
+            assert (c is None) == (kid is None)
+            if c is not None:
+                assert (k - 1,) + c in seen
+        seen.append((k, i, j))
+        r0, r1, c0, c1 = plan.window(k, i, j)
+        total = sum(x for x in kids if x is not None)
+        assert total == (r1 - r0) * (c1 - c0)
+        return total, None
+
+    root, rest = walk_up(plan, leaf, merge)
+    assert root == shape[0] * shape[1]
+    assert seen[-1] == plan.root and set(rest) == set(seen)
+    order = []
+
+    def split(k, i, j, incoming):
+        order.append((k, i, j))
+        assert (incoming is None) == ((k, i, j) == plan.root)
+        return 4 * ((k, i, j),)
+
+    def apply(k, i, j, incoming):
+        parent = None if (k, i, j) == plan.root else incoming
+        return parent
+
+    _, leaves = walk_down(plan, split, apply)
+    assert order == sorted(order, key=lambda n: -n[0])
+    for (k, i, j), parent in leaves.items():
+        if parent is not None:
+            assert parent[0] == k + 1 and (i, j) in plan.children(*parent)
+
+
+def test_the_dask_walk_equals_the_direct_walk():
+    dask = pytest.importorskip("dask")
+    from pipelines.quadtree import delayed_call
+
+    plan = QuadtreePlan.build((45, 30), 4, 2)
+
+    def leaf(k, i, j):
+        return np.int64(100 * i + j), f"{k}/{i}/{j}"
+
+    def merge(k, i, j, *kids):
+        return sum(int(x) * (q + 1) for q, x in enumerate(kids) if x is not None), f"{k}/{i}/{j}"
+
+    direct = walk_up(plan, leaf, merge)
+    lazy = walk_up(plan, leaf, merge, call=delayed_call("t", "x"))
+    assert dask.compute(lazy)[0] == direct
