@@ -9,7 +9,7 @@ from a source ``i`` (start label ``(c_i, i, 0)``).
 Algorithm
 ---------
 The grid is cut into ``T x T`` tiles (``T`` a power of two), grouped by a quadtree
-(:class:`terrain.grid.mst.QuadtreePlan`, one tile per group). The *boundary* of a window (a tile
+(:class:`terrain.tiles.quadtree.QuadtreePlan`; a group is a block of tiles). The *boundary* of a window (a tile
 or a quadtree node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
 arc jumps two cells) on the sides that face other windows, nodata cells left out. Every arc
 between two windows joins two boundary cells.
@@ -70,7 +70,7 @@ from ._tournament import (INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_reset,
                           tt_update)
 from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
                     check_friction, cost_model_code)
-from .mst import QuadtreePlan
+from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
            "tile_boundaries", "node_boundary", "tile_source_labels", "node_source_labels",
@@ -1037,28 +1037,214 @@ def _sources_in(window, rows, cols, costs):
     return rows[idx], cols[idx], costs[idx], idx.astype(np.int32)
 
 
-def build_index(spec, z, f, backend=None):
-    """Phase 1 on every tile and the bottom-up matrices up to ``spec.height``."""
-    times = {"phase1": 0.0, "up": 0.0}
-    plan = QuadtreePlan.build(spec, 1)
-    t0 = time.perf_counter()
-    nodes = {}
-    # phase 1: many tiles per call, in bands of tile rows
-    T = spec.tile
+class ArrayReader:
+    """``reader(window) -> (z, f)`` over in-memory arrays (a pipeline passes a store reader)."""
+
+    def __init__(self, z, f):
+        self.z, self.f = z, f
+
+    def __call__(self, window):
+        r0, r1, c0, c1 = window
+        return self.z[r0:r1, c0:c1], self.f[r0:r1, c0:c1]
+
+
+def _global(g, gi, gj, k, i, j):
+    """Global ``(k, I, J)`` of node ``(k, i, j)`` of the inner plan of group ``(g, gi, gj)``."""
+    return (k, (gi << (g - k)) + i, (gj << (g - k)) + j)
+
+
+def _inner_plan(spec, window, g):
+    r0, r1, c0, c1 = window
+    return QuadtreePlan.build((r1 - r0, c1 - c0), spec.tile, 1, nlevels=g + 1)
+
+
+def index_merge(spec, k, i, j, *kids):
+    """Bottom-up index step of node ``(k, i, j)``: ``(up, own)``.
+
+    ``kids`` are the children's ``up`` lists (None outside the grid). At or below the height
+    cap, ``up = [node_boundary(...)]``; above it the children's lists are passed on whole (the
+    top nodes reach the root, whose step runs :func:`top_labels`). ``own`` maps the keys of
+    the NodeBoundary made here to them.
+    """
+    if k <= spec.height:
+        nb = node_boundary(spec, k, i, j, [None if c is None else c[0] for c in kids])
+        return [nb], {(k, i, j): nb}
+    return [nb for c in kids if c is not None for nb in c], {}
+
+
+def index_leaf(spec, reader, backend, g, i, j):
+    """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles (one batched call),
+    then its own levels by the same walk on the group's block. Returns ``(up, own)``."""
+    window = spec.window(g, i, j)
+    z, f = reader(window)
+    tiles = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
+    own = dict(tiles)
+
+    def leaf(k, ii, jj):
+        key = _global(g, i, j, 0, ii, jj)
+        return [tiles[key]], None
+
+    def merge(k, ii, jj, *kids):
+        up, made = index_merge(spec, *_global(g, i, j, k, ii, jj), *kids)
+        own.update(made)
+        return up, None
+
+    up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
+    return up, own
+
+
+def sources_merge(spec, nodes, k, i, j, *kids):
+    """Bottom-up source step of node ``(k, i, j)``: ``(up, own)`` as :func:`index_merge`, with
+    ``up`` a list of ``(key, (d, a, h))`` (the sources' labels on the node's boundary, paths
+    inside the node) and ``own = {key: labels}``."""
+    if k <= spec.height:
+        key = (k, i, j)
+        kid_keys = [None if c is None else c[0][0] for c in kids]
+        lab = node_source_labels(spec, nodes[key], [None if c is None else nodes[c]
+                                                    for c in kid_keys],
+                                 [None if c is None else c[0][1] for c in kids])
+        return [(key, lab)], {key: lab}
+    return [e for c in kids if c is not None for e in c], {}
+
+
+def sources_leaf(spec, nodes, reader, sources, g, i, j):
+    """Bottom-up source step of group ``(g, i, j)``: each tile's sources to its boundary
+    (:func:`tile_source_labels`), then the group's own levels. ``sources`` = ``(rows, cols,
+    start_costs)`` of all sources."""
+    window = spec.window(g, i, j)
+    rows, cols, costs = sources
+    own = {}
+    z = f = None
+    if len(_sources_in(window, rows, cols, costs)[0]):
+        z, f = reader(window)
+
+    def leaf(k, ii, jj):
+        key = _global(g, i, j, 0, ii, jj)
+        nb = nodes[key]
+        win = spec.window(*key)
+        src = _sources_in(win, rows, cols, costs)
+        if len(src[0]):
+            r0, c0 = win[0] - window[0], win[2] - window[2]
+            sl = (slice(r0, r0 + win[1] - win[0]), slice(c0, c0 + win[3] - win[2]))
+            lab = tile_source_labels(spec, z[sl], f[sl], win, nb, src)
+        else:
+            lab = _inf_labels(nb.size)
+        own[key] = lab
+        return [(key, lab)], None
+
+    def merge(k, ii, jj, *kids):
+        up, made = sources_merge(spec, nodes, *_global(g, i, j, k, ii, jj), *kids)
+        own.update(made)
+        return up, None
+
+    up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
+    return up, own
+
+
+def _inside(key, k, ci, cj):
+    """Whether node ``key`` (of a lower level) lies in node ``(k, ci, cj)``."""
+    s = k - key[0]
+    return (key[1] >> s) == ci and (key[2] >> s) == cj
+
+
+def _children(spec, k, i, j):
+    """Keys of the four children of node ``(k, i, j)`` (NW, NE, SW, SE), None outside."""
+    side = spec.tile << (k - 1)
+    return [(k - 1, 2 * i + di, 2 * j + dj)
+            if (2 * i + di) * side < spec.shape[0] and (2 * j + dj) * side < spec.shape[1]
+            else None for di in (0, 1) for dj in (0, 1)]
+
+
+def down_node(spec, nodes, labels, k, i, j, incoming):
+    """Top-down step of node ``(k, i, j)``: four dicts ``{key: final labels}``, one per child.
+
+    ``incoming`` maps keys (this node's, or the top nodes' below it above the cap) to final
+    labels; None at the root, which runs :func:`top_labels` on the top nodes. At or below
+    the cap, :func:`node_down` turns this node's final labels (and the children's source
+    labels) into the children's.
+    """
+    key = (k, i, j)
+    H = spec.height
+    kids = _children(spec, k, i, j)
+    if incoming is None:
+        tops = sorted(n for n in nodes if n[0] == H and (k <= H or _inside(n, k, i, j)))
+        tops = [key] if k <= H else tops
+        incoming = dict(zip(tops, top_labels(spec, [nodes[t] for t in tops],
+                                             [labels[t] for t in tops])))
+    if k > H:
+        return [None if c is None else {n: lab for n, lab in incoming.items()
+                                        if _inside(n, *c)} for c in kids]
+    down = node_down(spec, nodes[key], incoming[key],
+                     [None if c is None else nodes[c] for c in kids],
+                     [None if c is None else labels[c] for c in kids])
+    return [None if c is None else {c: lab} for c, lab in zip(kids, down)]
+
+
+def down_leaf(spec, nodes, labels, g, i, j, incoming):
+    """Top-down step of group ``(g, i, j)``: ``{tile key: final labels}`` of its tiles, by
+    the same walk on the group's block."""
+    if g == 0:
+        if incoming is None:  # a single tile is the root: it has no boundary
+            return {(0, i, j): _inf_labels(nodes[(0, i, j)].size)}
+        return incoming
+
+    def node(k, ii, jj, inc):
+        return down_node(spec, nodes, labels, *_global(g, i, j, k, ii, jj),
+                         incoming if k == g else inc)
+
+    def leaf(k, ii, jj, inc):
+        return inc
+
+    _, out = walk_down(_inner_plan(spec, spec.window(g, i, j), g), node, leaf)
+    final = {}
+    for d in out.values():
+        final.update(d)
+    return final
+
+
+def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
+    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation, backlink)``.
+
+    ``final`` maps tile keys to final boundary labels, for the group's tiles and their
+    neighbours (the halo).
+    """
+    window = spec.window(g, i, j)
+    rows, cols, costs = sources
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    z, f = reader(ext)
     nt_r, nt_c = spec.tiles_shape
-    band = max(1, 256 // max(1, nt_c))
-    for br in range(0, nt_r, band):
-        win = (br * T, min((br + band) * T, spec.shape[0]), 0, spec.shape[1])
-        for nb in tile_boundaries(spec, z[win[0]:win[1]], f[win[0]:win[1]], win, backend):
-            nodes[(0,) + nb.index] = nb
-    times["phase1"] = time.perf_counter() - t0
+    ti0, tj0 = i << g, j << g
+    items = []
+    for ti in range(ti0, min(ti0 + (1 << g), nt_r)):
+        for tj in range(tj0, min(tj0 + (1 << g), nt_c)):
+            win = spec.window(0, ti, tj)
+            neigh = [(nodes[(0, ti + di, tj + dj)].ids, final[(0, ti + di, tj + dj)])
+                     for di in (-1, 0, 1) for dj in (-1, 0, 1)
+                     if (di or dj) and 0 <= ti + di < nt_r and 0 <= tj + dj < nt_c]
+            tex, ld, la, lh = halo_seeds(spec, win, neigh)
+            sl = (slice(tex[0] - er0, tex[1] - er0), slice(tex[2] - ec0, tex[3] - ec0))
+            items.append((z[sl], f[sl], win, tex, (ld, la, lh),
+                          _sources_in(win, rows, cols, costs)))
+    H, W = window[1] - window[0], window[3] - window[2]
+    dist = np.full((H, W), np.nan)
+    alloc = np.full((H, W), -1, np.int32)
+    back = np.full((H, W), 255, np.uint8)
+    for (_, _, win, _, _, _), (d, a, b) in zip(items, tiles_fill(spec, items, backend)):
+        sl = (slice(win[0] - window[0], win[1] - window[0]),
+              slice(win[2] - window[2], win[3] - window[2]))
+        dist[sl], alloc[sl], back[sl] = d, a, b
+    return window, dist, alloc, back
+
+
+def build_index(spec, reader, backend=None, group_tiles=4):
+    """Phase 1 on every tile and the bottom-up matrices up to ``spec.height``: a TiledIndex."""
     t0 = time.perf_counter()
-    for k in range(1, spec.height + 1):
-        for (i, j) in plan.levels[k]:
-            kids = [None if c is None else nodes[(k - 1,) + c] for c in plan.children(k, i, j)]
-            nodes[(k, i, j)] = node_boundary(spec, k, i, j, kids)
-    times["up"] = time.perf_counter() - t0
-    return TiledIndex(spec, nodes, times)
+    plan = QuadtreePlan.build(spec.shape, spec.tile, group_tiles)
+    _, rest = walk_up(plan, (index_leaf, spec, reader, backend), (index_merge, spec))
+    nodes = {}
+    for (own,) in rest.values():
+        nodes.update(own)
+    return TiledIndex(spec, nodes, {"index": time.perf_counter() - t0})
 
 
 def _check_reuse(index, spec, z, f):
@@ -1078,7 +1264,7 @@ def _check_reuse(index, spec, z, f):
 
 def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile=64,
                start_costs=None, max_cost=None, cellsize=(1, 1), backend=None,
-               max_height=None, reuse=None):
+               max_height=None, reuse=None, group_tiles=4):
     """Exact multi-source cost distance by the tiled algorithm (phases 1-3, see module doc).
 
     Parameters
@@ -1104,6 +1290,9 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
         graph; default :func:`default_max_height`).
     reuse : TiledIndex or dict of arrays, optional
         Phase 1 and bottom-up matrices from an earlier run on the same raster and cost.
+    group_tiles : int
+        Tiles a side per group (a quadtree node read and processed in one call: phase 1 is
+        batched over its tiles).
 
     Returns
     -------
@@ -1125,80 +1314,49 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
         raise InputError(f"max cost {max_cost!r}: must be > 0")
     spec = TiledSpec(tuple(int(s) for s in z.shape), int(tile), int(connectivity), cost,
                      tuple(float(x) for x in cellsize), max_height)
+    reader = ArrayReader(z, f)
     if reuse is not None:
         index = reuse if isinstance(reuse, TiledIndex) else TiledIndex.from_arrays(reuse)
         _check_reuse(index, spec, z, f)
         spec = TiledSpec(spec.shape, spec.tile, spec.connectivity, spec.cost, spec.cellsize,
                          index.spec.height)
-        times = {"phase1": 0.0, "up": 0.0}
+        times = {"index": 0.0}
     else:
-        index = build_index(spec, z, f, be)
+        index = build_index(spec, reader, be, group_tiles)
         times = dict(index.times)
     nodes = index.nodes
-    plan = QuadtreePlan.build(spec, 1)
-    H = spec.height
-    # sources up
+    plan = QuadtreePlan.build(spec.shape, spec.tile, group_tiles)
+    srcs = (rows, cols, costs)
     t0 = time.perf_counter()
+    _, rest = walk_up(plan, (sources_leaf, spec, nodes, reader, srcs),
+                      (sources_merge, spec, nodes))
     labels = {}
-    for (i, j) in plan.groups:
-        win = spec.window(0, i, j)
-        src = _sources_in(win, rows, cols, costs)
-        nb = nodes[(0, i, j)]
-        labels[(0, i, j)] = (tile_source_labels(spec, z[win[0]:win[1], win[2]:win[3]],
-                                                f[win[0]:win[1], win[2]:win[3]], win, nb, src)
-                             if len(src[0]) else _inf_labels(nb.size))
-    for k in range(1, H + 1):
-        for (i, j) in plan.levels[k]:
-            kids = [None if c is None else (k - 1,) + c for c in plan.children(k, i, j)]
-            labels[(k, i, j)] = node_source_labels(
-                spec, nodes[(k, i, j)], [None if c is None else nodes[c] for c in kids],
-                [None if c is None else labels[c] for c in kids])
+    for (own,) in rest.values():
+        labels.update(own)
     times["sources_up"] = time.perf_counter() - t0
-    # top: one Dijkstra on the boundary graph of the level-H nodes
     t0 = time.perf_counter()
-    top_keys = [(H, i, j) for (i, j) in (plan.groups if H == 0 else plan.levels[H])]
-    final = dict(zip(top_keys, top_labels(spec, [nodes[k] for k in top_keys],
-                                          [labels[k] for k in top_keys])))
-    times["top"] = time.perf_counter() - t0
-    # down
-    t0 = time.perf_counter()
-    for k in range(H, 0, -1):
-        for (i, j) in plan.levels[k]:
-            kids = [None if c is None else (k - 1,) + c for c in plan.children(k, i, j)]
-            down = node_down(spec, nodes[(k, i, j)], final.pop((k, i, j)),
-                             [None if c is None else nodes[c] for c in kids],
-                             [None if c is None else labels[c] for c in kids])
-            for c, lab in zip(kids, down):
-                if c is not None:
-                    final[c] = lab
-    times["down"] = time.perf_counter() - t0
-    # phase 3
+    _, out = walk_down(plan, (down_node, spec, nodes, labels), (down_leaf, spec, nodes, labels),
+                       node_nout=4)
+    final = {}
+    for d in out.values():
+        final.update(d)
+    times["top_down"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     dist = np.full(spec.shape, np.nan)
     alloc = np.full(spec.shape, -1, np.int32)
     back = np.full(spec.shape, 255, np.uint8)
-    nt_r, nt_c = spec.tiles_shape
-    batch = max(1, 4096 // (spec.tile * spec.tile) * 64)
-    for b0 in range(0, len(plan.groups), batch):
-        items = []
-        for (i, j) in plan.groups[b0:b0 + batch]:
-            win = spec.window(0, i, j)
-            neigh = [(nodes[(0, i + di, j + dj)].ids, final[(0, i + di, j + dj)])
-                     for di in (-1, 0, 1) for dj in (-1, 0, 1)
-                     if (di or dj) and 0 <= i + di < nt_r and 0 <= j + dj < nt_c]
-            ext, ld, la, lh = halo_seeds(spec, win, neigh)
-            items.append((z[ext[0]:ext[1], ext[2]:ext[3]], f[ext[0]:ext[1], ext[2]:ext[3]], win,
-                          ext, (ld, la, lh), _sources_in(win, rows, cols, costs)))
-        for (_, _, win, _, _, _), (d, a, b) in zip(items, tiles_fill(spec, items, be)):
-            dist[win[0]:win[1], win[2]:win[3]] = d
-            alloc[win[0]:win[1], win[2]:win[3]] = a
-            back[win[0]:win[1], win[2]:win[3]] = b
+    g = plan.group_level
+    for (i, j) in plan.groups:
+        win, d, a, b = fill_group(spec, reader, be, nodes, final, srcs, g, i, j)
+        dist[win[0]:win[1], win[2]:win[3]] = d
+        alloc[win[0]:win[1], win[2]:win[3]] = a
+        back[win[0]:win[1], win[2]:win[3]] = b
     times["phase3"] = time.perf_counter() - t0
     if max_cost is not None:
         far = dist > float(max_cost)
         dist[far], alloc[far], back[far] = np.nan, -1, 255
     times["total"] = time.perf_counter() - t_start
-    stats = {"tile": spec.tile, "levels": spec.levels, "height": H, "connectivity":
+    stats = {"tile": spec.tile, "levels": spec.levels, "height": spec.height, "connectivity":
              spec.connectivity, "cost": cost, "reached": int(np.count_nonzero(~np.isnan(dist))),
              "reused": reuse is not None, "backend": be.name, "times": times}
     return TiledSSSPResult(dist, alloc, back, stats, index)
