@@ -1,0 +1,110 @@
+// Tiled SSSP kernels (thesis 5.4): the CUDA twins of terrain/grid/sssp_tiled.py's Numba kernels
+// boundary_pairs_cpu (phase 1) and windows_dijkstra_cpu (phase 3). Compiled with -I<terrain/grid>.
+//
+// Both run Dijkstra with the tournament tree of _tournament.cuh and the arc cost of
+// _costs.cuh; labels are the least (distance, allocation, hops) keys, which do not depend on the
+// order of the pops, so they equal the CPU's bit for bit.
+#include "_costs.cuh"
+#include "_tournament.cuh"
+
+// Multi-source Dijkstra on an H x W window. ld/la/lh (flat, row-major) hold the seeds (+inf
+// elsewhere) and receive the labels; only cells with inner != 0 (all when inner is null) are
+// ever updated. z and f may live in shared memory.
+__device__ void window_dijkstra_dev(const float* z, const float* f, const unsigned char* inner,
+                                    int H, int W, const int* codes, int K, int model,
+                                    const double* lengths, double* ld, int* la, int* lh,
+                                    TTree t) {
+    const double inf = tt_inf();
+    tt_reset(t);
+    for (int p = 0; p < H * W; ++p)
+        if (ld[p] < inf) tt_update(t, p, ld[p], la[p], lh[p]);
+    while (!tt_empty(t)) {
+        const int u = tt_pop(t);
+        const int ur = u / W, uc = u - ur * W;
+        const double du = ld[u];
+        const int au = la[u], hu = lh[u] + 1;
+        const float zu = z[u], fu = f[u];
+        for (int kk = 0; kk < K; ++kk) {
+            const int k = codes[kk];
+            const int vr = ur + ARC_DR[k], vc = uc + ARC_DC[k];
+            if (vr < 0 || vr >= H || vc < 0 || vc >= W) continue;
+            const int v = vr * W + vc;
+            if (inner != nullptr && !inner[v]) continue;
+            const float zv = z[v], fv = f[v];
+            if (zv != zv || fv != fv) continue;
+            const double w = arc_cost(zu, zv, fu, fv, k, model, lengths);
+            if (!(w < inf)) continue;
+            const double nd = __dadd_rn(du, w);
+            if (key_less(nd, au, hu, 0, ld[v], la[v], lh[v], 0)) {
+                ld[v] = nd;
+                la[v] = au;
+                lh[v] = hu;
+                tt_lower(t, v, nd, au, hu);
+            }
+        }
+    }
+}
+
+// Phase 1: one thread per (tile, boundary source). Grid (n_tiles, ceil(bmax / blockDim.x)),
+// dynamic shared memory 2 * T * T floats (the tile's elevations and frictions). Scratch per
+// thread slot (tile * bmax + s): T*T labels and a tree of 2*cap nodes, in global memory.
+extern "C" __global__ void boundary_pairs(const float* z, const float* f, const int* bidx,
+                                          const int* bcount, int T, int bmax, const int* codes,
+                                          int K, int model, const double* lengths,
+                                          double* out_d, int* out_h, double* s_ld, int* s_la,
+                                          int* s_lh, double* s_kd, int* s_ka, int* s_kh,
+                                          int* s_win, int cap) {
+    extern __shared__ float tile_zf[];
+    const int t = blockIdx.x;
+    const int n = T * T;
+    float* sz = tile_zf;
+    float* sf = tile_zf + n;
+    for (int p = threadIdx.x; p < n; p += blockDim.x) {
+        sz[p] = z[(long long)t * n + p];
+        sf[p] = f[(long long)t * n + p];
+    }
+    __syncthreads();
+    const int s = blockIdx.y * blockDim.x + threadIdx.x;
+    const int B = bcount[t];
+    if (s >= B) return;
+    const long long slot = (long long)t * bmax + s;
+    double* ld = s_ld + slot * n;
+    int* la = s_la + slot * n;
+    int* lh = s_lh + slot * n;
+    TTree tree = {s_kd + slot * 2 * cap, s_ka + slot * 2 * cap, s_kh + slot * 2 * cap,
+                  s_win + slot * 2 * cap, cap};
+    const double inf = tt_inf();
+    for (int p = 0; p < n; ++p) {
+        ld[p] = inf;
+        la[p] = TT_INT_INF;
+        lh[p] = TT_INT_INF;
+    }
+    const int src = bidx[(long long)t * bmax + s];
+    ld[src] = 0.0;
+    la[src] = 0;
+    lh[src] = 0;
+    window_dijkstra_dev(sz, sf, nullptr, T, T, codes, K, model, lengths, ld, la, lh, tree);
+    const long long row = ((long long)t * bmax + s) * bmax;
+    for (int j = 0; j < B; ++j) {
+        const int c = bidx[(long long)t * bmax + j];
+        out_d[row + j] = ld[c];
+        out_h[row + j] = lh[c];
+    }
+}
+
+// Phase 3 (and any batch of seeded windows): one thread per H x W window; ld/la/lh hold the
+// seeds and receive the labels, inner marks the cells that may be updated.
+extern "C" __global__ void windows_dijkstra(const float* z, const float* f,
+                                            const unsigned char* inner, int n_win, int H, int W,
+                                            const int* codes, int K, int model,
+                                            const double* lengths, double* ld, int* la, int* lh,
+                                            double* s_kd, int* s_ka, int* s_kh, int* s_win,
+                                            int cap) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_win) return;
+    const long long n = (long long)H * W;
+    TTree tree = {s_kd + (long long)t * 2 * cap, s_ka + (long long)t * 2 * cap,
+                  s_kh + (long long)t * 2 * cap, s_win + (long long)t * 2 * cap, cap};
+    window_dijkstra_dev(z + t * n, f + t * n, inner + t * n, H, W, codes, K, model, lengths,
+                        ld + t * n, la + t * n, lh + t * n, tree);
+}

@@ -1,0 +1,1362 @@
+"""Tiled, out-of-core exact SSSP / cost distance on a grid (thesis ch. 4-5, Haverkort's hierarchy).
+
+Conventions (graph, arc codes, costs, labels, outputs) are those of ``SSSP_CONVENTIONS.md`` and
+:mod:`terrain.grid.costs`: a vertex is a cell whose elevation and friction are not NaN, arc
+``k`` goes from ``u`` to ``u + (ARC_DR[k], ARC_DC[k])`` with cost ``arc_cost(...)``, and every
+vertex gets the lexicographically least label ``(distance, allocation, hops)`` over all paths
+from a source ``i`` (start label ``(c_i, i, 0)``).
+
+Algorithm
+---------
+The grid is cut into ``T x T`` tiles (``T`` a power of two), grouped by a quadtree
+(:class:`terrain.tiles.quadtree.QuadtreePlan`; a group is a block of tiles). The *boundary* of a window (a tile
+or a quadtree node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
+arc jumps two cells) on the sides that face other windows, nodata cells left out. Every arc
+between two windows joins two boundary cells.
+
+1. *Phase 1, per tile, source independent* (:func:`tile_boundaries`): Dijkstra inside the tile
+   from every boundary cell, with a fixed-capacity tournament tree
+   (:mod:`terrain.grid._tournament`) as the queue, gives the ``B x B`` matrix of
+   ``(distance, hops)`` between the tile's boundary cells (paths inside the tile). Many tiles per
+   call: Numba ``prange`` over tiles on the CPU; on the GPU one CUDA thread per (tile, boundary
+   source), the tile's elevations and frictions in shared memory (``_boundary.cu``).
+2. *Phase 2, the hierarchy.* Bottom-up (:func:`node_boundary`), a quadtree node builds the
+   *child-boundary graph*: its children's boundary cells, each child's matrix as dense arcs and
+   the grid arcs between children; Dijkstra from each of the node's own boundary cells on that
+   graph gives the node's matrix. That costs ``O(S)`` per cell for a node of side ``S``, so the
+   height is capped (``max_height``); above the cap ONE Dijkstra runs on the graph of the top
+   nodes' boundaries (:func:`top_labels`). Sources: each tile's sources reach its boundary by a
+   multi-source Dijkstra inside the tile (:func:`tile_source_labels`; the thesis's special case
+   §5.6.1: those labels exist only for paths inside the tile), then climb the tree the same way
+   (:func:`node_source_labels`). Top-down (:func:`node_down`) each node seeds its
+   child-boundary graph with its boundary's final labels and its children's source labels, and
+   a multi-source Dijkstra gives the final labels of its children's boundaries.
+3. *Phase 3, per tile* (:func:`tile_fill`): Dijkstra seeded with the final labels of the halo
+   (the cells within ``w`` outside the tile: the neighbours' boundary cells, fixed) and the
+   tile's sources, then the backlink pass: the lowest code ``k`` whose neighbour is a tight
+   predecessor with ``(allocation, hops - 1)``, halo cells included.
+
+Phase 1 and the bottom-up matrices do not depend on the sources: :class:`TiledIndex` holds them
+as plain arrays (:meth:`TiledIndex.to_arrays`/:meth:`TiledIndex.from_arrays`) so that a second
+query (``reuse=``) runs only the source part of phase 2 and phase 3.
+
+Exactness. Labels are compared as ``(distance, allocation, hops)`` everywhere, so with integer
+costs (e.g. an integer DEM with ``absdiff``) distances, allocations and backlinks equal the in-core
+result bit for bit, for every tile size and height cap. With float costs the tiled algorithm adds
+path *segments* (a different association of the same sums), so distances agree within a relative
+``1e-12``; within a tile the left-fold sum is kept (phase 3 continues from the halo labels).
+
+Why by hand: no library does boundary-pair SSSP with a fixed-capacity queue on the GPU, and
+scipy's ``dijkstra`` neither takes lexicographic keys nor runs inside Numba.
+
+Costs: phase 1 ``O(T log T)`` per cell (``4T`` Dijkstras over ``T^2`` cells per tile);
+hierarchy ``O(S)`` per cell for level side ``S``; top Dijkstra ``O(16 N)`` arcs; phase 3
+``O(log T)`` per cell.
+
+This module is the library (no Dask): :func:`tiled_sssp` runs the phases in loops; every phase
+is a function of explicit arrays (one call per tile, group or node) for a Dask pipeline.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit, prange
+
+from ..backend import get_backend
+from ..errors import InputError
+from ..tiles.store import quadtree_levels
+from ._tournament import (INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_reset,
+                          tt_update)
+from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
+                    check_friction, cost_model_code)
+from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
+
+__all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
+           "tile_boundaries", "node_boundary", "tile_source_labels", "node_source_labels",
+           "top_labels", "node_down", "tile_fill", "halo_seeds", "boundary_pairs_cpu",
+           "windows_dijkstra_cpu", "boundary_pairs_gpu", "windows_dijkstra_gpu",
+           "tiles_fill", "default_max_height", "MAX_GPU_TILE", "PHASES"]
+
+PHASES = ("phase1", "up", "sources_up", "top", "down", "phase3")
+MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
+_INF = np.inf
+
+
+# --------------------------------------------------------------------------- spec and windows
+
+@dataclass(frozen=True)
+class TiledSpec:
+    """What is computed: grid shape, tile side, connectivity, cost model, cell size, height cap.
+
+    Examples
+    --------
+    >>> s = TiledSpec((10, 20), 8)
+    >>> s.tiles_shape, s.levels, s.width, s.window(1, 0, 1)
+    ((2, 3), 3, 1, (0, 10, 16, 20))
+    """
+
+    shape: tuple
+    tile: int
+    connectivity: int = 8
+    cost: str = "absdiff"
+    cellsize: tuple = (1.0, 1.0)
+    max_height: int = None
+
+    def __post_init__(self):
+        arc_codes(self.connectivity)
+        cost_model_code(self.cost)
+        t = int(self.tile)
+        if t < 2 or t & (t - 1) or t > 4096:
+            raise InputError(f"tile {self.tile}: not a power of two in [2, 4096]")
+        arc_lengths(self.cellsize)
+        if self.max_height is not None and int(self.max_height) < 0:
+            raise InputError(f"max_height {self.max_height}: must be >= 0")
+
+    @property
+    def model(self):
+        return cost_model_code(self.cost)
+
+    @property
+    def lengths(self):
+        return arc_lengths(self.cellsize)
+
+    @property
+    def codes(self):
+        return arc_codes(self.connectivity)
+
+    @property
+    def width(self):
+        """Frame width: the longest arc's reach in rows or columns."""
+        return 2 if int(self.connectivity) == 16 else 1
+
+    @property
+    def tiles_shape(self):
+        return (-(-self.shape[0] // self.tile), -(-self.shape[1] // self.tile))
+
+    @property
+    def levels(self):
+        return quadtree_levels(*self.tiles_shape)
+
+    @property
+    def height(self):
+        """Highest level that gets boundary matrices (the cap, at most the root's level)."""
+        top = self.levels - 1
+        if self.max_height is None:
+            return min(top, default_max_height(self.tiles_shape))
+        return min(top, int(self.max_height))
+
+    def window(self, level, i, j):
+        """Block of quadtree node ``(level, i, j)`` (level 0 = tile), clipped to the grid."""
+        side = self.tile << level
+        return (i * side, min((i + 1) * side, self.shape[0]),
+                j * side, min((j + 1) * side, self.shape[1]))
+
+
+def default_max_height(tiles_shape, max_top_nodes=4096):
+    """Default height cap: the lowest level with at most ``max_top_nodes`` nodes.
+
+    The budget is the top Dijkstra's graph: its vertex count ``~ 4 S`` per top node of side
+    ``S`` shrinks as the cap rises, while every level below the cap costs ``O(S)`` work per
+    cell (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
+    4096 tiles the flat boundary graph (height 0) is the cheapest in memory and time.
+
+    Examples
+    --------
+    >>> default_max_height((16, 16)), default_max_height((256, 256))
+    (0, 2)
+    """
+    rows, cols = tiles_shape
+    h = 0
+    while rows * cols > max_top_nodes:
+        rows, cols = -(-rows // 2), -(-cols // 2)
+        h += 1
+    return h
+
+
+def _frame_mask(rows, cols, window, shape, width):
+    """True for cells ``(rows, cols)`` of ``window`` within ``width`` of a side facing the grid."""
+    r0, r1, c0, c1 = window
+    m = np.zeros(np.shape(rows), bool)
+    if r0 > 0:
+        m |= rows < r0 + width
+    if r1 < shape[0]:
+        m |= rows >= r1 - width
+    if c0 > 0:
+        m |= cols < c0 + width
+    if c1 < shape[1]:
+        m |= cols >= c1 - width
+    return m
+
+
+def _window_frame(window, shape, width):
+    """Global linear ids (row-major, sorted) of the frame cells of ``window``."""
+    r0, r1, c0, c1 = window
+    rr, cc = np.meshgrid(np.arange(r0, r1), np.arange(c0, c1), indexing="ij")
+    m = _frame_mask(rr, cc, window, shape, width)
+    return (rr[m].astype(np.int64) * shape[1] + cc[m]).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- Numba kernels
+
+@njit(cache=True, nogil=True)
+def _arc_table(z, f, inner, codes, model, lengths):
+    """Costs ``wt[u, kk]`` of arc ``codes[kk]`` from cell u of a window (inf: no such arc).
+
+    An arc exists when both ends are in the window and valid and its head is ``inner``.
+    Computed once per window and shared by all the Dijkstras run on it (phase 1 runs ``B``).
+    """
+    H, W = z.shape
+    K = codes.shape[0]
+    wt = np.full((H * W, K), _INF)
+    for ur in range(H):
+        for uc in range(W):
+            zu = z[ur, uc]
+            fu = f[ur, uc]
+            if zu != zu or fu != fu:
+                continue
+            for kk in range(K):
+                k = codes[kk]
+                vr = ur + ARC_DR[k]
+                vc = uc + ARC_DC[k]
+                if vr < 0 or vr >= H or vc < 0 or vc >= W or not inner[vr, vc]:
+                    continue
+                zv = z[vr, vc]
+                fv = f[vr, vc]
+                if zv != zv or fv != fv:
+                    continue
+                w = arc_cost(zu, zv, fu, fv, k, model, lengths)
+                if w < _INF:
+                    wt[ur * W + uc, kk] = w
+    return wt
+
+
+@njit(cache=True, nogil=True)
+def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
+    """Multi-source Dijkstra on the cells of a window, keys ``(d, a, h)`` lexicographic.
+
+    ``wt`` from :func:`_arc_table`, ``off[kk]`` the flat offset of arc ``kk``. ``ld, la, lh``
+    (flat, row-major) hold the seeds (``d = inf`` elsewhere) and receive the labels. Cells
+    that are not ``inner`` have no incoming arcs in ``wt``: halo seeds stay fixed.
+    """
+    n = ld.shape[0]
+    K = off.shape[0]
+    tt_reset(kd, ka, kh, win)
+    for p in range(n):
+        if ld[p] < _INF:
+            tt_update(kd, ka, kh, win, p, ld[p], la[p], lh[p])
+    while kd[1] < _INF:
+        u = tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u] + 1
+        for kk in range(K):
+            w = wt[u, kk]
+            if not w < _INF:
+                continue
+            nd = du + w
+            v = u + off[kk]
+            if key_less(nd, au, hu, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = hu
+                tt_lower(kd, ka, kh, win, v, nd, au, hu)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
+    """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j from boundary cell s.
+
+    ``z, f`` (n, T, T) float32 (NaN = nodata), ``bidx`` (n, Bmax) int32 local cell indices
+    (row-major), ``bcount`` (n,) int32. Paths stay inside the tile.
+    """
+    n, T, _ = z.shape
+    off = np.empty(codes.shape[0], np.int64)
+    for kk in range(codes.shape[0]):
+        off[kk] = ARC_DR[codes[kk]] * T + ARC_DC[codes[kk]]
+    for t in prange(n):
+        B = bcount[t]
+        if B == 0:
+            continue
+        cap = 1
+        while cap < T * T:
+            cap *= 2
+        kd = np.empty(2 * cap, np.float64)
+        ka = np.empty(2 * cap, np.int32)
+        kh = np.empty(2 * cap, np.int32)
+        win = np.empty(2 * cap, np.int32)
+        ld = np.empty(T * T, np.float64)
+        la = np.empty(T * T, np.int32)
+        lh = np.empty(T * T, np.int32)
+        wt = _arc_table(z[t], f[t], np.ones((T, T), np.bool_), codes, model, lengths)
+        for s in range(B):
+            ld[:] = _INF
+            la[:] = INT_INF
+            lh[:] = INT_INF
+            src = bidx[t, s]
+            ld[src] = 0.0
+            la[src] = 0
+            lh[src] = 0
+            _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win)
+            for j in range(B):
+                out_d[t, s, j] = ld[bidx[t, j]]
+                out_h[t, s, j] = lh[bidx[t, j]]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
+    """Seeded Dijkstra on a batch of windows: ``z, f, inner`` (n, H, W), labels (n, H*W).
+
+    ``ld, la, lh`` hold the seeds (``d = inf`` elsewhere) and receive the labels; only
+    ``inner`` cells are updated (halo seeds stay fixed). One window per ``prange`` step.
+    """
+    n, H, W = z.shape
+    off = np.empty(codes.shape[0], np.int64)
+    for kk in range(codes.shape[0]):
+        off[kk] = ARC_DR[codes[kk]] * W + ARC_DC[codes[kk]]
+    for t in prange(n):
+        cap = 1
+        while cap < H * W:
+            cap *= 2
+        kd = np.empty(2 * cap, np.float64)
+        ka = np.empty(2 * cap, np.int32)
+        kh = np.empty(2 * cap, np.int32)
+        win = np.empty(2 * cap, np.int32)
+        wt = _arc_table(z[t], f[t], inner[t], codes, model, lengths)
+        _window_dijkstra(wt, off, ld[t], la[t], lh[t], kd, ka, kh, win)
+
+
+def _tree_cap(n):
+    cap = 1
+    while cap < n:
+        cap *= 2
+    return cap
+
+
+def _cuda(be):
+    from pathlib import Path
+    here = Path(__file__).parent
+    return be.cuda_module(here / "_boundary.cu", options=("-std=c++17", f"-I{here}"))
+
+
+def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=1 << 30):
+    """CUDA twin of :func:`boundary_pairs_cpu` (``_boundary.cu: boundary_pairs``), host in/out.
+
+    Tiles go in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
+    bytes.
+    """
+    cp = be.xp
+    n, T, _ = z.shape
+    bmax = bidx.shape[1]
+    cap = _tree_cap(T * T)
+    per_tile = bmax * (T * T * 16 + 2 * cap * 20)
+    chunk = max(1, min(n, max_scratch // max(per_tile, 1)))
+    kern = _cuda(be).get_function("boundary_pairs")
+    out_d = np.empty((n, bmax, bmax))
+    out_h = np.empty((n, bmax, bmax), np.int32)
+    codes_d = cp.asarray(codes, cp.int32)
+    len_d = cp.asarray(lengths, cp.float64)
+    threads = 64
+    for t0 in range(0, n, chunk):
+        m = min(chunk, n - t0)
+        zd = cp.asarray(z[t0:t0 + m])
+        fd = cp.asarray(f[t0:t0 + m])
+        bi = cp.asarray(bidx[t0:t0 + m])
+        bc = cp.asarray(bcount[t0:t0 + m])
+        od = cp.full((m, bmax, bmax), np.inf)
+        oh = cp.full((m, bmax, bmax), INT_INF, cp.int32)
+        slots = m * bmax
+        s_ld = cp.empty(slots * T * T, cp.float64)
+        s_la = cp.empty(slots * T * T, cp.int32)
+        s_lh = cp.empty(slots * T * T, cp.int32)
+        s_kd = cp.empty(slots * 2 * cap, cp.float64)
+        s_ka = cp.empty(slots * 2 * cap, cp.int32)
+        s_kh = cp.empty(slots * 2 * cap, cp.int32)
+        s_win = cp.empty(slots * 2 * cap, cp.int32)
+        grid = (m, -(-bmax // threads))
+        kern(grid, (threads,), (zd, fd, bi, bc, np.int32(T), np.int32(bmax), codes_d,
+                                np.int32(codes.size), np.int32(model), len_d, od, oh, s_ld, s_la,
+                                s_lh, s_kd, s_ka, s_kh, s_win, np.int32(cap)),
+             shared_mem=2 * T * T * 4)
+        out_d[t0:t0 + m] = od.get()
+        out_h[t0:t0 + m] = oh.get()
+    return out_d, out_h
+
+
+def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh):
+    """CUDA twin of :func:`windows_dijkstra_cpu` (``_boundary.cu: windows_dijkstra``)."""
+    cp = be.xp
+    n, H, W = z.shape
+    if n == 0:
+        return
+    cap = _tree_cap(H * W)
+    kern = _cuda(be).get_function("windows_dijkstra")
+    dd, da, dh = cp.asarray(ld), cp.asarray(la), cp.asarray(lh)
+    s_kd = cp.empty(n * 2 * cap, cp.float64)
+    s_ka = cp.empty(n * 2 * cap, cp.int32)
+    s_kh = cp.empty(n * 2 * cap, cp.int32)
+    s_win = cp.empty(n * 2 * cap, cp.int32)
+    threads = 32
+    kern((-(-n // threads),), (threads,),
+         (cp.asarray(z), cp.asarray(f), cp.asarray(inner.astype(np.uint8)), np.int32(n),
+          np.int32(H), np.int32(W), cp.asarray(codes, cp.int32), np.int32(codes.size),
+          np.int32(model), cp.asarray(lengths, cp.float64), dd, da, dh, s_kd, s_ka, s_kh, s_win,
+          np.int32(cap)))
+    ld[...], la[...], lh[...] = dd.get(), da.get(), dh.get()
+
+
+def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
+    """Seeded Dijkstra on one window (a batch of one); labels (flat) in place."""
+    H, W = z.shape
+    bd, ba, bh = ld.reshape(1, -1), la.reshape(1, -1), lh.reshape(1, -1)
+    windows_dijkstra_cpu(z.reshape(1, H, W), f.reshape(1, H, W), inner.reshape(1, H, W),
+                         codes, model, lengths, bd, ba, bh)
+
+
+@njit(cache=True, nogil=True)
+def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
+                    ld, la, lh, kd, ka, kh, win):
+    """Multi-source Dijkstra on a child-boundary graph (dense child matrices + CSR arcs)."""
+    V = ld.shape[0]
+    tt_reset(kd, ka, kh, win)
+    for p in range(V):
+        if ld[p] < _INF:
+            tt_update(kd, ka, kh, win, p, ld[p], la[p], lh[p])
+    while kd[1] < _INF:
+        u = tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u]
+        c = vchild[u]
+        base = coff[c]
+        B = csize[c]
+        row = moff[c] + (u - base) * B
+        for j in range(B):
+            w = mat_d[row + j]
+            if not w < _INF:
+                continue
+            v = base + j
+            nd = du + w
+            nh = hu + mat_h[row + j]
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+        for e in range(cptr[u], cptr[u + 1]):
+            v = cdst[e]
+            nd = du + cw[e]
+            nh = hu + 1
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _graph_pairs(srcs, targets, vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
+                 out_d, out_h):
+    V = vchild.shape[0]
+    for s in prange(srcs.shape[0]):
+        cap = 1
+        while cap < V:
+            cap *= 2
+        kd = np.empty(2 * cap, np.float64)
+        ka = np.empty(2 * cap, np.int32)
+        kh = np.empty(2 * cap, np.int32)
+        win = np.empty(2 * cap, np.int32)
+        ld = np.full(V, _INF)
+        la = np.full(V, INT_INF, np.int32)
+        lh = np.full(V, INT_INF, np.int32)
+        ld[srcs[s]] = 0.0
+        la[srcs[s]] = 0
+        lh[srcs[s]] = 0
+        _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
+                        ld, la, lh, kd, ka, kh, win)
+        for j in range(targets.shape[0]):
+            out_d[s, j] = ld[targets[j]]
+            out_h[s, j] = lh[targets[j]]
+
+
+@njit(cache=True, nogil=True)
+def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
+    """Backlink of every inner cell: lowest ``k + 1`` whose neighbour is a tight predecessor."""
+    H, W = z.shape
+    for vr in range(H):
+        for vc in range(W):
+            if not inner[vr, vc]:
+                continue
+            v = vr * W + vc
+            if not ld[v] < _INF:
+                out[vr, vc] = 255
+                continue
+            if lh[v] == 0:
+                out[vr, vc] = 0
+                continue
+            out[vr, vc] = 255
+            for k in codes:
+                ur = vr + ARC_DR[k]
+                uc = vc + ARC_DC[k]
+                if ur < 0 or ur >= H or uc < 0 or uc >= W:
+                    continue
+                u = ur * W + uc
+                if not ld[u] < _INF or la[u] != la[v] or lh[u] + 1 != lh[v]:
+                    continue
+                zu = z[ur, uc]
+                fu = f[ur, uc]
+                if zu != zu or fu != fu:
+                    continue
+                back = (k + 4) % 8 if k < 8 else 8 + (k - 8 + 4) % 8  # the arc u -> v
+                if ld[u] + arc_cost(zu, z[vr, vc], fu, f[vr, vc], back, model, lengths) == ld[v]:
+                    out[vr, vc] = k + 1
+                    break
+
+
+# --------------------------------------------------------------------------- data
+
+@dataclass
+class NodeBoundary:
+    """A tile's or node's boundary: cells and their source-independent pair matrix.
+
+    ``ids`` global linear ids (sorted), ``z``/``f`` their elevations and frictions,
+    ``dist[s, j]``/``hops[s, j]`` the least ``(distance, hops)`` from ``ids[s]`` to ``ids[j]``
+    on paths inside ``window``.
+    """
+
+    level: int
+    index: tuple
+    window: tuple
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
+    dist: np.ndarray
+    hops: np.ndarray
+
+    @property
+    def size(self):
+        return int(self.ids.size)
+
+
+def _inf_labels(n):
+    return (np.full(n, _INF), np.full(n, INT_INF, np.int32), np.full(n, INT_INF, np.int32))
+
+
+def _has_finite(labels):
+    return labels is not None and labels[0].size > 0 and bool(np.any(labels[0] < _INF))
+
+
+@dataclass
+class TiledIndex:
+    """The source-independent part (phase 1 and the bottom-up matrices), for ``reuse=``.
+
+    ``nodes[(level, i, j)]`` is a :class:`NodeBoundary` for every tile (level 0) and every
+    node up to ``spec.height``.
+    """
+
+    spec: TiledSpec
+    nodes: dict
+    times: dict = field(default_factory=dict)
+
+    def to_arrays(self):
+        """A flat ``{name: ndarray}`` (for a Zarr group or ``np.savez``)."""
+        s = self.spec
+        out = {"spec_shape": np.array(s.shape, np.int64), "spec_tile": np.array(s.tile),
+               "spec_connectivity": np.array(s.connectivity),
+               "spec_cost": np.array(s.cost), "spec_cellsize": np.array(s.cellsize, np.float64),
+               "spec_height": np.array(s.height)}
+        keys = sorted(self.nodes)
+        out["node_keys"] = np.array(keys, np.int64).reshape(-1, 3)
+        for key in keys:
+            nb = self.nodes[key]
+            name = "node_%d_%d_%d" % key
+            out[name + "_ids"] = nb.ids
+            out[name + "_z"] = nb.z
+            out[name + "_f"] = nb.f
+            out[name + "_dist"] = nb.dist
+            out[name + "_hops"] = nb.hops
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        """Inverse of :meth:`to_arrays`."""
+        a = {k: np.asarray(v) for k, v in dict(arrays).items()}
+        spec = TiledSpec(tuple(int(x) for x in a["spec_shape"]), int(a["spec_tile"]),
+                         int(a["spec_connectivity"]), str(a["spec_cost"]),
+                         tuple(float(x) for x in a["spec_cellsize"]), int(a["spec_height"]))
+        nodes = {}
+        for key in a["node_keys"].tolist():
+            key = tuple(int(x) for x in key)
+            name = "node_%d_%d_%d" % key
+            nodes[key] = NodeBoundary(key[0], key[1:], spec.window(*key), a[name + "_ids"],
+                                      a[name + "_z"], a[name + "_f"], a[name + "_dist"],
+                                      a[name + "_hops"])
+        return cls(spec, nodes)
+
+
+@dataclass
+class TiledSSSPResult:
+    """Distances (float64, NaN unreached), allocation (int32, -1), backlink (uint8, 255)."""
+
+    distance: np.ndarray
+    allocation: np.ndarray
+    backlink: np.ndarray
+    stats: dict
+    index: TiledIndex = None
+
+
+# --------------------------------------------------------------------------- phase 1
+
+def _tile_batch(spec, z_block, f_block, window):
+    """Tiles of a block as ``(n, T, T)`` padded batches and their windows, row-major."""
+    T = spec.tile
+    r0, r1, c0, c1 = window
+    nt_r, nt_c = -(-(r1 - r0) // T), -(-(c1 - c0) // T)
+    zp = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
+    fp = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
+    zp[: r1 - r0, : c1 - c0] = z_block
+    fp[: r1 - r0, : c1 - c0] = f_block
+    zb = np.ascontiguousarray(zp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
+    fb = np.ascontiguousarray(fp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
+    wins = []
+    for ti in range(nt_r):
+        for tj in range(nt_c):
+            tr0, tc0 = r0 + ti * T, c0 + tj * T
+            wins.append((tr0, min(tr0 + T, spec.shape[0]), tc0, min(tc0 + T, spec.shape[1])))
+    return zb, fb, wins
+
+
+def tile_boundaries(spec, z_block, f_block, window, backend=None):
+    """Phase 1 on every tile of a block: one :class:`NodeBoundary` per tile (row-major).
+
+    Parameters
+    ----------
+    spec : TiledSpec
+    z_block, f_block : 2-D float32 arrays of the block's shape
+        Elevations and frictions (ones without a friction raster); NaN = nodata.
+    window : (r0, r1, c0, c1)
+        The block, aligned to the tile grid.
+    backend : {'cpu', 'gpu'} or Backend, optional
+        On the GPU, tiles up to ``MAX_GPU_TILE`` (64) run in ``_boundary.cu``; larger tiles
+        run on the CPU kernel (a T x T tournament tree does not fit a thread's budget).
+
+    Examples
+    --------
+    >>> spec = TiledSpec((4, 4), 2, connectivity=4)
+    >>> z = np.arange(16, dtype=np.float32).reshape(4, 4)
+    >>> nb = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 4), "cpu")[0]
+    >>> nb.ids.tolist(), nb.dist.tolist()
+    ([1, 4, 5], [[0.0, 5.0, 4.0], [5.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
+    """
+    be = get_backend(backend)
+    T, w = spec.tile, spec.width
+    zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
+                               np.asarray(f_block, np.float32), window)
+    n = len(wins)
+    frames = []
+    for t, win in enumerate(wins):
+        ids = _window_frame(win, spec.shape, w)
+        lr, lc = ids // spec.shape[1] - win[0], ids % spec.shape[1] - win[2]
+        ok = ~np.isnan(zb[t, lr, lc]) & ~np.isnan(fb[t, lr, lc])
+        frames.append((ids[ok], (lr[ok] * T + lc[ok]).astype(np.int32)))
+    bmax = max([fr[0].size for fr in frames] + [1])
+    bidx = np.zeros((n, bmax), np.int32)
+    bcount = np.zeros(n, np.int32)
+    for t, (_, loc) in enumerate(frames):
+        bidx[t, : loc.size] = loc
+        bcount[t] = loc.size
+    if be.is_gpu and T <= MAX_GPU_TILE:
+        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, bcount, spec.codes, spec.model,
+                                          spec.lengths)
+    else:
+        out_d = np.full((n, bmax, bmax), _INF)
+        out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
+        if bcount.any():
+            boundary_pairs_cpu(zb, fb, bidx, bcount, spec.codes, spec.model, spec.lengths,
+                               out_d, out_h)
+    result = []
+    for t, (ids, loc) in enumerate(frames):
+        B = ids.size
+        tz, tf = zb[t].reshape(-1)[loc], fb[t].reshape(-1)[loc]
+        win = wins[t]
+        result.append(NodeBoundary(0, (win[0] // T, win[2] // T), win, ids, tz, tf,
+                                   np.ascontiguousarray(out_d[t, :B, :B]),
+                                   np.ascontiguousarray(out_h[t, :B, :B])))
+    return result
+
+
+# --------------------------------------------------------------------------- phase 2
+
+@dataclass
+class _ChildGraph:
+    kids: list          # the non-empty children (NodeBoundary), in order
+    slots: list         # position in the original children list of each kid
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
+    vchild: np.ndarray
+    coff: np.ndarray
+    csize: np.ndarray
+    moff: np.ndarray
+    mat_d: np.ndarray
+    mat_h: np.ndarray
+    cptr: np.ndarray
+    cdst: np.ndarray
+    cw: np.ndarray
+
+    def dijkstra(self, ld, la, lh):
+        tt = tt_new(ld.size)
+        _graph_dijkstra(self.vchild, self.coff, self.csize, self.moff, self.mat_d, self.mat_h,
+                        self.cptr, self.cdst, self.cw, ld, la, lh, *tt)
+
+    def positions(self, ids):
+        """Vertex index of each of ``ids`` (all must be vertices)."""
+        order = np.argsort(self.ids, kind="stable")
+        return order[np.searchsorted(self.ids, ids, sorter=order)]
+
+
+def _child_graph(spec, children):
+    """The child-boundary graph of ``children`` (NodeBoundary or None)."""
+    kids, slots = [], []
+    for s, c in enumerate(children):
+        if c is not None and c.size:
+            kids.append(c)
+            slots.append(s)
+    sizes = np.array([c.size for c in kids], np.int64)
+    coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    moff = np.concatenate([[0], np.cumsum(sizes * sizes)]).astype(np.int64)
+    V = int(coff[-1])
+    if V == 0:
+        z0 = np.zeros(0, np.int64)
+        return _ChildGraph([], [], z0, np.zeros(0, np.float32), np.zeros(0, np.float32), z0,
+                           coff, sizes, moff, np.zeros(0), np.zeros(0, np.int32),
+                           np.zeros(1, np.int64), z0, np.zeros(0))
+    ids = np.concatenate([c.ids for c in kids]) if kids else np.zeros(0, np.int64)
+    z = np.concatenate([c.z for c in kids]) if kids else np.zeros(0, np.float32)
+    f = np.concatenate([c.f for c in kids]) if kids else np.zeros(0, np.float32)
+    vchild = np.repeat(np.arange(len(kids), dtype=np.int64), sizes)
+    mat_d = (np.concatenate([c.dist.reshape(-1) for c in kids]) if kids
+             else np.zeros(0, np.float64))
+    mat_h = (np.concatenate([c.hops.reshape(-1) for c in kids]) if kids
+             else np.zeros(0, np.int32))
+    # grid arcs between different children
+    R, C = spec.shape
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    rows, cols = ids // C, ids % C
+    src, dst, wts = [], [], []
+    for k in spec.codes:
+        rr, cc = rows + ARC_DR[k], cols + ARC_DC[k]
+        ok = (rr >= 0) & (rr < R) & (cc >= 0) & (cc < C)
+        nid = rr * C + cc
+        pos = np.searchsorted(sorted_ids, nid)
+        pos[pos >= V] = 0
+        found = ok & (sorted_ids[pos] == nid)
+        u = np.nonzero(found)[0]
+        v = order[pos[u]]
+        keep = vchild[u] != vchild[v]
+        u, v = u[keep], v[keep]
+        w = arc_costs_np(z[u], z[v], f[u], f[v], k, spec.model, spec.lengths)
+        fin = np.isfinite(w)
+        src.append(u[fin])
+        dst.append(v[fin])
+        wts.append(w[fin])
+    src = np.concatenate(src) if src else np.zeros(0, np.int64)
+    dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+    wts = np.concatenate(wts) if wts else np.zeros(0, np.float64)
+    o = np.argsort(src, kind="stable")
+    cptr = np.zeros(V + 1, np.int64)
+    np.add.at(cptr, src + 1, 1)
+    cptr = np.cumsum(cptr)
+    return _ChildGraph(kids, slots, ids, z, f, vchild, coff, sizes, moff, mat_d, mat_h,
+                       cptr, dst[o].astype(np.int64), wts[o].astype(np.float64))
+
+
+def node_boundary(spec, level, i, j, children):
+    """Bottom-up: the :class:`NodeBoundary` of node ``(level, i, j)`` from its 4 children's.
+
+    ``children`` lists the children's NodeBoundary (None where a child is outside the grid),
+    in the order of :meth:`QuadtreePlan.children`.
+
+    Examples
+    --------
+    >>> spec = TiledSpec((4, 8), 2, connectivity=4)
+    >>> z = np.zeros((4, 8), np.float32)
+    >>> tiles = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 8), "cpu")
+    >>> kids = [tiles[0], tiles[1], tiles[4], tiles[5]]
+    >>> node_boundary(spec, 1, 0, 0, kids).ids.tolist()
+    [3, 11, 19, 27]
+    """
+    window = spec.window(level, i, j)
+    g = _child_graph(spec, children)
+    C = spec.shape[1]
+    frame = _frame_mask(g.ids // C, g.ids % C, window, spec.shape, spec.width)
+    targets = np.nonzero(frame)[0]
+    targets = targets[np.argsort(g.ids[targets], kind="stable")]
+    B = targets.size
+    out_d = np.full((B, B), _INF)
+    out_h = np.full((B, B), INT_INF, np.int32)
+    if B:
+        _graph_pairs(targets.astype(np.int64), targets.astype(np.int64), g.vchild, g.coff,
+                     g.csize, g.moff, g.mat_d, g.mat_h, g.cptr, g.cdst, g.cw, out_d, out_h)
+    return NodeBoundary(level, (i, j), window, g.ids[targets], g.z[targets], g.f[targets],
+                        out_d, out_h)
+
+
+def tile_source_labels(spec, z_tile, f_tile, window, nb, sources):
+    """Sources inside a tile to the tile's boundary, on paths inside the tile (thesis §5.6.1).
+
+    ``sources`` is ``(rows, cols, start_costs, index)`` of the sources inside ``window``
+    (global rows/cols). Returns ``(d, a, h)`` over ``nb.ids``.
+    """
+    rows, cols, costs, index = sources
+    B = nb.size
+    if len(rows) == 0 or B == 0:
+        return _inf_labels(B)
+    r0, r1, c0, c1 = window
+    H, W = r1 - r0, c1 - c0
+    ld, la, lh = _inf_labels(H * W)
+    _seed_sources(ld, la, lh, W, np.asarray(rows) - r0, np.asarray(cols) - c0, costs, index)
+    window_dijkstra_cpu(np.asarray(z_tile, np.float32), np.asarray(f_tile, np.float32),
+                        np.ones((H, W), bool), spec.codes, spec.model, spec.lengths, ld, la, lh)
+    C = spec.shape[1]
+    loc = (nb.ids // C - r0) * W + (nb.ids % C - c0)
+    return ld[loc].copy(), la[loc].copy(), lh[loc].copy()
+
+
+def _seed_sources(ld, la, lh, W, lr, lc, costs, index):
+    for r, c, s, i in zip(np.asarray(lr).tolist(), np.asarray(lc).tolist(),
+                          np.asarray(costs).tolist(), np.asarray(index).tolist()):
+        p = r * W + c
+        if (s, i, 0) < (ld[p], la[p], lh[p]):
+            ld[p], la[p], lh[p] = s, i, 0
+
+
+def _seed_graph(g, children_labels):
+    """Vertex labels of graph ``g`` seeded with each child's labels (in ``children`` order)."""
+    ld, la, lh = _inf_labels(int(g.ids.size))
+    for kid_pos, slot in enumerate(g.slots):
+        lab = children_labels[slot]
+        if lab is None:
+            continue
+        s, e = g.coff[kid_pos], g.coff[kid_pos + 1]
+        ld[s:e], la[s:e], lh[s:e] = lab
+    return ld, la, lh
+
+
+def node_source_labels(spec, node, children, children_labels):
+    """Bottom-up sources: ``(d, a, h)`` over ``node.ids`` from the children's source labels."""
+    if not any(_has_finite(lab) for lab in children_labels):
+        return _inf_labels(node.size)
+    g = _child_graph(spec, children)
+    ld, la, lh = _seed_graph(g, children_labels)
+    g.dijkstra(ld, la, lh)
+    pos = g.positions(node.ids)
+    return ld[pos], la[pos], lh[pos]
+
+
+def top_labels(spec, tops, tops_labels):
+    """ONE Dijkstra on the boundary graph of the top nodes (above the height cap).
+
+    ``tops`` lists NodeBoundary, ``tops_labels`` their source labels; returns the final labels
+    of each top node's boundary (a list in the same order).
+    """
+    g = _child_graph(spec, tops)
+    ld, la, lh = _seed_graph(g, tops_labels)
+    if np.any(ld < _INF):
+        g.dijkstra(ld, la, lh)
+    return _split(g, len(tops), ld, la, lh)
+
+
+def _split(g, n, ld, la, lh):
+    out = [None] * n
+    for kid_pos, slot in enumerate(g.slots):
+        s, e = g.coff[kid_pos], g.coff[kid_pos + 1]
+        out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
+    return out
+
+
+def node_down(spec, node, node_labels, children, children_labels):
+    """Top-down: final labels of the children's boundaries from the node's final labels.
+
+    Multi-source Dijkstra on the child-boundary graph seeded with ``node_labels`` (final, over
+    ``node.ids``) and the children's bottom-up source labels. Returns a list (None for absent
+    children) of ``(d, a, h)`` over each child's ``ids``.
+    """
+    n = len(children)
+    if not _has_finite(node_labels) and not any(_has_finite(lab) for lab in children_labels):
+        return [None if c is None else _inf_labels(c.size) for c in children]
+    g = _child_graph(spec, children)
+    ld, la, lh = _seed_graph(g, children_labels)
+    if node.size:
+        pos = g.positions(node.ids)
+        nd, na, nh = node_labels
+        for p, d, a, h in zip(pos.tolist(), nd.tolist(), na.tolist(), nh.tolist()):
+            if (d, a, h) < (ld[p], la[p], lh[p]):
+                ld[p], la[p], lh[p] = d, a, h
+    g.dijkstra(ld, la, lh)
+    out = _split(g, n, ld, la, lh)
+    return [o if o is not None else (None if c is None else _inf_labels(c.size))
+            for o, c in zip(out, children)]
+
+
+# --------------------------------------------------------------------------- phase 3
+
+def _ext_window(spec, window):
+    r0, r1, c0, c1 = window
+    w = spec.width
+    return (max(r0 - w, 0), min(r1 + w, spec.shape[0]), max(c0 - w, 0), min(c1 + w, spec.shape[1]))
+
+
+def halo_seeds(spec, window, neighbours):
+    """Seed labels over the halo-extended window of a tile from its neighbours' final labels.
+
+    ``neighbours`` lists ``(ids, (d, a, h))`` of neighbouring tiles' boundaries (any order;
+    cells outside the halo are ignored). Returns ``(ext_window, ld, la, lh)`` (flat labels).
+    """
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    H, W = er1 - er0, ec1 - ec0
+    ld, la, lh = _inf_labels(H * W)
+    C = spec.shape[1]
+    r0, r1, c0, c1 = window
+    for ids, (d, a, h) in neighbours:
+        rr, cc = ids // C, ids % C
+        m = ((rr >= er0) & (rr < er1) & (cc >= ec0) & (cc < ec1)
+             & ~((rr >= r0) & (rr < r1) & (cc >= c0) & (cc < c1)))
+        loc = (rr[m] - er0) * W + (cc[m] - ec0)
+        ld[loc], la[loc], lh[loc] = d[m], a[m], h[m]
+    return ext, ld, la, lh
+
+
+def tile_fill(spec, z_ext, f_ext, window, ext_window, seeds, sources, backend=None):
+    """Phase 3 on one tile: distance, allocation, backlink of the cells of ``window``.
+
+    ``z_ext, f_ext`` cover ``ext_window`` (the tile and its halo), ``seeds`` = ``(ld, la, lh)``
+    flat over ``ext_window`` (from :func:`halo_seeds`), ``sources`` = ``(rows, cols,
+    start_costs, index)`` inside the tile. Returns ``(distance, allocation, backlink)`` in the
+    output conventions (NaN / -1 / 255 where unreached).
+    """
+    return tiles_fill(spec, [(z_ext, f_ext, window, ext_window, seeds, sources)], backend)[0]
+
+
+def tiles_fill(spec, items, backend=None):
+    """Phase 3 on a batch of tiles (one kernel call): a list of :func:`tile_fill` results.
+
+    ``items`` lists ``(z_ext, f_ext, window, ext_window, seeds, sources)`` as
+    :func:`tile_fill` takes them. The windows are padded (NaN) to one shape; on the GPU one
+    thread runs each tile's Dijkstra (``_boundary.cu: windows_dijkstra``); the backlink pass
+    runs on the CPU for both backends.
+    """
+    be = get_backend(backend)
+    if not items:
+        return []
+    Hm = max(e[1] - e[0] for _, _, _, e, _, _ in items)
+    Wm = max(e[3] - e[2] for _, _, _, e, _, _ in items)
+    n = len(items)
+    zb = np.full((n, Hm, Wm), np.nan, np.float32)
+    fb = np.full((n, Hm, Wm), np.nan, np.float32)
+    inner = np.zeros((n, Hm, Wm), bool)
+    ld, la, lh = (x.reshape(n, Hm * Wm) for x in _inf_labels(n * Hm * Wm))
+    for t, (z_ext, f_ext, window, ext, seeds, sources) in enumerate(items):
+        er0, er1, ec0, ec1 = ext
+        r0, r1, c0, c1 = window
+        H, W = er1 - er0, ec1 - ec0
+        zb[t, :H, :W] = z_ext
+        fb[t, :H, :W] = f_ext
+        inner[t, r0 - er0:r1 - er0, c0 - ec0:c1 - ec0] = True
+        for lab, sd in zip((ld, la, lh), seeds):
+            lab[t].reshape(Hm, Wm)[:H, :W] = np.asarray(sd).reshape(H, W)
+        rows, cols, costs, index = sources
+        _seed_sources(ld[t], la[t], lh[t], Wm, np.asarray(rows) - er0, np.asarray(cols) - ec0,
+                      costs, index)
+    inner &= ~np.isnan(zb) & ~np.isnan(fb)
+    live = np.nonzero(np.any(ld < _INF, axis=1))[0]
+    if live.size:
+        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
+        sd, sa, sh = ld[live], la[live], lh[live]
+        if be.is_gpu:
+            windows_dijkstra_gpu(be, *args, sd, sa, sh)
+        else:
+            windows_dijkstra_cpu(*args, sd, sa, sh)
+        ld[live], la[live], lh[live] = sd, sa, sh
+    out = []
+    for t, (_, _, window, ext, _, _) in enumerate(items):
+        er0, er1, ec0, ec1 = ext
+        r0, r1, c0, c1 = window
+        back = np.full((Hm, Wm), 255, np.uint8)
+        if t in set(live.tolist()):
+            _backlinks(zb[t], fb[t], inner[t], spec.codes, spec.model, spec.lengths,
+                       ld[t], la[t], lh[t], back)
+        sl = (slice(r0 - er0, r1 - er0), slice(c0 - ec0, c1 - ec0))
+        d = ld[t].reshape(Hm, Wm)[sl]
+        reached = (d < _INF) & inner[t][sl]
+        out.append((np.where(reached, d, np.nan),
+                    np.where(reached, la[t].reshape(Hm, Wm)[sl], -1).astype(np.int32),
+                    np.where(reached, back[sl], 255).astype(np.uint8)))
+    return out
+
+
+# --------------------------------------------------------------------------- driver
+
+def _prepare(dem, friction, cost, sources, start_costs):
+    z = np.asarray(dem, dtype=np.float32)
+    if z.ndim != 2:
+        raise InputError(f"tiled_sssp: the DEM must be 2-D, got shape {z.shape}")
+    if friction is None:
+        if cost == "friction":
+            raise InputError("cost model 'friction' needs a friction raster")
+        f = np.ones_like(z)
+    else:
+        f = check_friction(friction)
+        if f.shape != z.shape:
+            raise InputError(f"friction raster of shape {f.shape} does not match the DEM's "
+                             f"{z.shape}")
+    src = np.asarray(sources, dtype=np.int64).reshape(-1, 2)
+    if src.shape[0] == 0:
+        raise InputError("no source cells given")
+    rows, cols = src[:, 0], src[:, 1]
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
+            raise InputError(f"source cell (row, col) = ({r}, {c}) is outside the raster "
+                             f"of shape {z.shape}")
+        if np.isnan(z[r, c]) or np.isnan(f[r, c]):
+            raise InputError(f"source cell (row, col) = ({r}, {c}) is on nodata")
+    if start_costs is None:
+        costs = np.zeros(rows.size)
+    else:
+        costs = np.broadcast_to(np.asarray(start_costs, np.float64), rows.shape).copy()
+        if not np.all(np.isfinite(costs)) or np.any(costs < 0):
+            raise InputError("start costs must be finite and >= 0")
+    return z, f, rows, cols, costs
+
+
+def _sources_in(window, rows, cols, costs):
+    r0, r1, c0, c1 = window
+    m = (rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1)
+    idx = np.nonzero(m)[0]
+    return rows[idx], cols[idx], costs[idx], idx.astype(np.int32)
+
+
+class ArrayReader:
+    """``reader(window) -> (z, f)`` over in-memory arrays (a pipeline passes a store reader)."""
+
+    def __init__(self, z, f):
+        self.z, self.f = z, f
+
+    def __call__(self, window):
+        r0, r1, c0, c1 = window
+        return self.z[r0:r1, c0:c1], self.f[r0:r1, c0:c1]
+
+
+def _global(g, gi, gj, k, i, j):
+    """Global ``(k, I, J)`` of node ``(k, i, j)`` of the inner plan of group ``(g, gi, gj)``."""
+    return (k, (gi << (g - k)) + i, (gj << (g - k)) + j)
+
+
+def _inner_plan(spec, window, g):
+    r0, r1, c0, c1 = window
+    return QuadtreePlan.build((r1 - r0, c1 - c0), spec.tile, 1, nlevels=g + 1)
+
+
+def index_merge(spec, k, i, j, *kids):
+    """Bottom-up index step of node ``(k, i, j)``: ``(up, own)``.
+
+    ``kids`` are the children's ``up`` lists (None outside the grid). At or below the height
+    cap, ``up = [node_boundary(...)]``; above it the children's lists are passed on whole (the
+    top nodes reach the root, whose step runs :func:`top_labels`). ``own`` maps the keys of
+    the NodeBoundary made here to them.
+    """
+    if k <= spec.height:
+        nb = node_boundary(spec, k, i, j, [None if c is None else c[0] for c in kids])
+        return [nb], {(k, i, j): nb}
+    return [nb for c in kids if c is not None for nb in c], {}
+
+
+def index_leaf(spec, reader, backend, g, i, j):
+    """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles (one batched call),
+    then its own levels by the same walk on the group's block. Returns ``(up, own)``."""
+    window = spec.window(g, i, j)
+    z, f = reader(window)
+    tiles = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
+    own = dict(tiles)
+
+    def leaf(k, ii, jj):
+        key = _global(g, i, j, 0, ii, jj)
+        return [tiles[key]], None
+
+    def merge(k, ii, jj, *kids):
+        up, made = index_merge(spec, *_global(g, i, j, k, ii, jj), *kids)
+        own.update(made)
+        return up, None
+
+    up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
+    return up, own
+
+
+def sources_merge(spec, nodes, k, i, j, *kids):
+    """Bottom-up source step of node ``(k, i, j)``: ``(up, own)`` as :func:`index_merge`, with
+    ``up`` a list of ``(key, (d, a, h))`` (the sources' labels on the node's boundary, paths
+    inside the node) and ``own = {key: labels}``."""
+    if k <= spec.height:
+        key = (k, i, j)
+        kid_keys = [None if c is None else c[0][0] for c in kids]
+        lab = node_source_labels(spec, nodes[key], [None if c is None else nodes[c]
+                                                    for c in kid_keys],
+                                 [None if c is None else c[0][1] for c in kids])
+        return [(key, lab)], {key: lab}
+    return [e for c in kids if c is not None for e in c], {}
+
+
+def sources_leaf(spec, nodes, reader, sources, g, i, j):
+    """Bottom-up source step of group ``(g, i, j)``: each tile's sources to its boundary
+    (:func:`tile_source_labels`), then the group's own levels. ``sources`` = ``(rows, cols,
+    start_costs)`` of all sources."""
+    window = spec.window(g, i, j)
+    rows, cols, costs = sources
+    own = {}
+    z = f = None
+    if len(_sources_in(window, rows, cols, costs)[0]):
+        z, f = reader(window)
+
+    def leaf(k, ii, jj):
+        key = _global(g, i, j, 0, ii, jj)
+        nb = nodes[key]
+        win = spec.window(*key)
+        src = _sources_in(win, rows, cols, costs)
+        if len(src[0]):
+            r0, c0 = win[0] - window[0], win[2] - window[2]
+            sl = (slice(r0, r0 + win[1] - win[0]), slice(c0, c0 + win[3] - win[2]))
+            lab = tile_source_labels(spec, z[sl], f[sl], win, nb, src)
+        else:
+            lab = _inf_labels(nb.size)
+        own[key] = lab
+        return [(key, lab)], None
+
+    def merge(k, ii, jj, *kids):
+        up, made = sources_merge(spec, nodes, *_global(g, i, j, k, ii, jj), *kids)
+        own.update(made)
+        return up, None
+
+    up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
+    return up, own
+
+
+def _inside(key, k, ci, cj):
+    """Whether node ``key`` (of a lower level) lies in node ``(k, ci, cj)``."""
+    s = k - key[0]
+    return (key[1] >> s) == ci and (key[2] >> s) == cj
+
+
+def _children(spec, k, i, j):
+    """Keys of the four children of node ``(k, i, j)`` (NW, NE, SW, SE), None outside."""
+    side = spec.tile << (k - 1)
+    return [(k - 1, 2 * i + di, 2 * j + dj)
+            if (2 * i + di) * side < spec.shape[0] and (2 * j + dj) * side < spec.shape[1]
+            else None for di in (0, 1) for dj in (0, 1)]
+
+
+def down_node(spec, nodes, labels, k, i, j, incoming):
+    """Top-down step of node ``(k, i, j)``: four dicts ``{key: final labels}``, one per child.
+
+    ``incoming`` maps keys (this node's, or the top nodes' below it above the cap) to final
+    labels; None at the root, which runs :func:`top_labels` on the top nodes. At or below
+    the cap, :func:`node_down` turns this node's final labels (and the children's source
+    labels) into the children's.
+    """
+    key = (k, i, j)
+    H = spec.height
+    kids = _children(spec, k, i, j)
+    if incoming is None:
+        tops = sorted(n for n in nodes if n[0] == H and (k <= H or _inside(n, k, i, j)))
+        tops = [key] if k <= H else tops
+        incoming = dict(zip(tops, top_labels(spec, [nodes[t] for t in tops],
+                                             [labels[t] for t in tops])))
+    if k > H:
+        return [None if c is None else {n: lab for n, lab in incoming.items()
+                                        if _inside(n, *c)} for c in kids]
+    down = node_down(spec, nodes[key], incoming[key],
+                     [None if c is None else nodes[c] for c in kids],
+                     [None if c is None else labels[c] for c in kids])
+    return [None if c is None else {c: lab} for c, lab in zip(kids, down)]
+
+
+def down_leaf(spec, nodes, labels, g, i, j, incoming):
+    """Top-down step of group ``(g, i, j)``: ``{tile key: final labels}`` of its tiles, by
+    the same walk on the group's block."""
+    if g == 0:
+        if incoming is None:  # a single tile is the root: it has no boundary
+            return {(0, i, j): _inf_labels(nodes[(0, i, j)].size)}
+        return incoming
+
+    def node(k, ii, jj, inc):
+        return down_node(spec, nodes, labels, *_global(g, i, j, k, ii, jj),
+                         incoming if k == g else inc)
+
+    def leaf(k, ii, jj, inc):
+        return inc
+
+    _, out = walk_down(_inner_plan(spec, spec.window(g, i, j), g), node, leaf)
+    final = {}
+    for d in out.values():
+        final.update(d)
+    return final
+
+
+def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
+    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation, backlink)``.
+
+    ``final`` maps tile keys to final boundary labels, for the group's tiles and their
+    neighbours (the halo).
+    """
+    window = spec.window(g, i, j)
+    rows, cols, costs = sources
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    z, f = reader(ext)
+    nt_r, nt_c = spec.tiles_shape
+    ti0, tj0 = i << g, j << g
+    items = []
+    for ti in range(ti0, min(ti0 + (1 << g), nt_r)):
+        for tj in range(tj0, min(tj0 + (1 << g), nt_c)):
+            win = spec.window(0, ti, tj)
+            neigh = [(nodes[(0, ti + di, tj + dj)].ids, final[(0, ti + di, tj + dj)])
+                     for di in (-1, 0, 1) for dj in (-1, 0, 1)
+                     if (di or dj) and 0 <= ti + di < nt_r and 0 <= tj + dj < nt_c]
+            tex, ld, la, lh = halo_seeds(spec, win, neigh)
+            sl = (slice(tex[0] - er0, tex[1] - er0), slice(tex[2] - ec0, tex[3] - ec0))
+            items.append((z[sl], f[sl], win, tex, (ld, la, lh),
+                          _sources_in(win, rows, cols, costs)))
+    H, W = window[1] - window[0], window[3] - window[2]
+    dist = np.full((H, W), np.nan)
+    alloc = np.full((H, W), -1, np.int32)
+    back = np.full((H, W), 255, np.uint8)
+    for (_, _, win, _, _, _), (d, a, b) in zip(items, tiles_fill(spec, items, backend)):
+        sl = (slice(win[0] - window[0], win[1] - window[0]),
+              slice(win[2] - window[2], win[3] - window[2]))
+        dist[sl], alloc[sl], back[sl] = d, a, b
+    return window, dist, alloc, back
+
+
+def build_index(spec, reader, backend=None, group_tiles=4):
+    """Phase 1 on every tile and the bottom-up matrices up to ``spec.height``: a TiledIndex."""
+    t0 = time.perf_counter()
+    plan = QuadtreePlan.build(spec.shape, spec.tile, group_tiles)
+    _, rest = walk_up(plan, (index_leaf, spec, reader, backend), (index_merge, spec))
+    nodes = {}
+    for (own,) in rest.values():
+        nodes.update(own)
+    return TiledIndex(spec, nodes, {"index": time.perf_counter() - t0})
+
+
+def _check_reuse(index, spec, z, f):
+    s = index.spec
+    if (tuple(s.shape), s.tile, int(s.connectivity), s.cost, tuple(s.cellsize)) != (
+            tuple(spec.shape), spec.tile, int(spec.connectivity), spec.cost,
+            tuple(float(x) for x in spec.cellsize)):
+        raise InputError("reuse: the stored index was computed for another grid, tile, "
+                         "connectivity, cost model or cell size")
+    # the stored boundary cells' elevations and frictions must be this raster's
+    for key, nb in index.nodes.items():
+        if key[0] == 0 and nb.size and not (
+                np.array_equal(z.reshape(-1)[nb.ids], nb.z, equal_nan=True)
+                and np.array_equal(f.reshape(-1)[nb.ids], nb.f, equal_nan=True)):
+            raise InputError("reuse: the stored index does not match this raster")
+
+
+def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile=64,
+               start_costs=None, max_cost=None, cellsize=(1, 1), backend=None,
+               max_height=None, reuse=None, group_tiles=4):
+    """Exact multi-source cost distance by the tiled algorithm (phases 1-3, see module doc).
+
+    Parameters
+    ----------
+    dem : 2-D array
+        Elevations (float32; NaN = nodata, a barrier).
+    sources : (n, 2) int array-like
+        Source cells ``(row, col)``; source ``i`` is row ``i``.
+    cost : {'absdiff', 'friction', 'tobler'}
+    friction : 2-D array, optional
+        Friction raster (needed for ``friction``; a factor for ``tobler``); NaN = nodata.
+    connectivity : {4, 8, 16}
+    tile : int
+        Tile side, a power of two.
+    start_costs : float or (n,) array, optional
+    max_cost : float, optional
+        Cells farther than this are unreached.
+    cellsize : (dx, dy)
+    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+        The GPU runs phase 1 (tiles up to 64) and phase 3; phase 2 runs on the CPU.
+    max_height : int, optional
+        Highest quadtree level that gets boundary matrices (0: the thesis's flat boundary
+        graph; default :func:`default_max_height`).
+    reuse : TiledIndex or dict of arrays, optional
+        Phase 1 and bottom-up matrices from an earlier run on the same raster and cost.
+    group_tiles : int
+        Tiles a side per group (a quadtree node read and processed in one call: phase 1 is
+        batched over its tiles).
+
+    Returns
+    -------
+    TiledSSSPResult
+
+    Examples
+    --------
+    >>> z = np.array([[0, 1, 3], [2, 2, 2], [5, 1, 0]], np.float32)
+    >>> r = tiled_sssp(z, [(0, 0)], tile=2, backend="cpu")
+    >>> r.distance.tolist()
+    [[0.0, 1.0, 3.0], [2.0, 2.0, 2.0], [5.0, 3.0, 4.0]]
+    >>> r.backlink.tolist()
+    [[0, 5, 4], [7, 6, 5], [7, 6, 6]]
+    """
+    t_start = time.perf_counter()
+    be = get_backend(backend)
+    z, f, rows, cols, costs = _prepare(dem, friction, cost, sources, start_costs)
+    if max_cost is not None and not (float(max_cost) > 0):
+        raise InputError(f"max cost {max_cost!r}: must be > 0")
+    spec = TiledSpec(tuple(int(s) for s in z.shape), int(tile), int(connectivity), cost,
+                     tuple(float(x) for x in cellsize), max_height)
+    reader = ArrayReader(z, f)
+    if reuse is not None:
+        index = reuse if isinstance(reuse, TiledIndex) else TiledIndex.from_arrays(reuse)
+        _check_reuse(index, spec, z, f)
+        spec = TiledSpec(spec.shape, spec.tile, spec.connectivity, spec.cost, spec.cellsize,
+                         index.spec.height)
+        times = {"index": 0.0}
+    else:
+        index = build_index(spec, reader, be, group_tiles)
+        times = dict(index.times)
+    nodes = index.nodes
+    plan = QuadtreePlan.build(spec.shape, spec.tile, group_tiles)
+    srcs = (rows, cols, costs)
+    t0 = time.perf_counter()
+    _, rest = walk_up(plan, (sources_leaf, spec, nodes, reader, srcs),
+                      (sources_merge, spec, nodes))
+    labels = {}
+    for (own,) in rest.values():
+        labels.update(own)
+    times["sources_up"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, out = walk_down(plan, (down_node, spec, nodes, labels), (down_leaf, spec, nodes, labels),
+                       node_nout=4)
+    final = {}
+    for d in out.values():
+        final.update(d)
+    times["top_down"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    dist = np.full(spec.shape, np.nan)
+    alloc = np.full(spec.shape, -1, np.int32)
+    back = np.full(spec.shape, 255, np.uint8)
+    g = plan.group_level
+    for (i, j) in plan.groups:
+        win, d, a, b = fill_group(spec, reader, be, nodes, final, srcs, g, i, j)
+        dist[win[0]:win[1], win[2]:win[3]] = d
+        alloc[win[0]:win[1], win[2]:win[3]] = a
+        back[win[0]:win[1], win[2]:win[3]] = b
+    times["phase3"] = time.perf_counter() - t0
+    if max_cost is not None:
+        far = dist > float(max_cost)
+        dist[far], alloc[far], back[far] = np.nan, -1, 255
+    times["total"] = time.perf_counter() - t_start
+    stats = {"tile": spec.tile, "levels": spec.levels, "height": spec.height, "connectivity":
+             spec.connectivity, "cost": cost, "reached": int(np.count_nonzero(~np.isnan(dist))),
+             "reused": reuse is not None, "backend": be.name, "times": times}
+    return TiledSSSPResult(dist, alloc, back, stats, index)
