@@ -267,6 +267,9 @@ def _format_info(d):
 # -- command handlers ---------------------------------------------------------------------------
 def ingest_command(args):
     """``terrain ingest INPUT -o OUT.zarr [--tile N] [--overwrite] [--scheduler S]``."""
+    if getattr(args, "dry_run", False):
+        from ._plan import dry_run_command
+        return dry_run_command("ingest", args)
     t0 = time.perf_counter()
     store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
                    scheduler=args.scheduler, resume=getattr(args, "resume", False))

@@ -314,6 +314,9 @@ def _format_summary(s):
 
 def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
+    if getattr(args, "dry_run", False):
+        from ._plan import dry_run_command
+        return dry_run_command("mst", args)
     summary = run_mst(args.input, args.output, tile=args.tile, connectivity=args.connectivity,
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
                       overwrite=args.overwrite, geotiff=args.geotiff,

@@ -24,6 +24,7 @@ HANDLERS = {
     "graph-ingest": "pipelines.graph:graph_ingest_command",
     "bfs": "pipelines.graph:bfs_command",
     "diameter": "pipelines.graph:diameter_command",
+    "batch": "pipelines.batch:batch_command",
     "bench ingest": "pipelines.bench_ingest:bench_ingest_command",
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
@@ -33,6 +34,7 @@ HANDLERS = {
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
+BATCH_COMMANDS = ("ingest", "mst")  # pipelines.batch.RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -167,6 +169,22 @@ def build_parser():
     p.add_argument("--json", action="store_true")
     _add_backend(p)
     _add_scheduler(p)
+
+    p = sub.add_parser("batch", help="run ingest or mst over many rasters on one cluster, "
+                       "with a manifest (OUTDIR/manifest.json, .csv); exit 1 if any file failed")
+    p.add_argument("what", choices=BATCH_COMMANDS, metavar="|".join(BATCH_COMMANDS))
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="quoted globs ('rasters/*.tif'), directories, or manifest files "
+                        "(.lst/.txt: one path a line)")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR")
+    p.add_argument("--tile", type=_tile, default=512)
+    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8, help="mst")
+    p.add_argument("--weight", choices=WEIGHTS, default="max", help="mst")
+    _add_backend(p)
+    _add_scheduler(p)
+    p.add_argument("--overwrite", action="store_true",
+                   help="redo every file and replace its output (default: skip files done)")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
     bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)

@@ -270,3 +270,35 @@ def test_ingest_resume_after_sigkill(tmp_path, big_grid):
     ref, _ = read_grid(big_grid)
     assert z.tobytes() == ref.tobytes()
     assert sorted(os.listdir(tmp_path)) == ["e.zarr"]
+
+
+# ----------------------------------------------------------------------------- dry run
+
+def test_dry_run_prints_the_plan_and_writes_nothing(workdir):
+    before = snapshot(workdir)
+    proc = run_terrain("mst", "good.asc", "-o", "m.zarr", "--tile", "64", "--dry-run", "--json",
+                       cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert (plan["rows"], plan["cols"], plan["tiles"], plan["levels"]) == (300, 400, [5, 7], 4)
+    # the real graph's size: ingest (create, index, rows, 1 band, finish) + mst tasks
+    assert plan["tasks"] > 10 and plan["backend"] in ("cpu", "gpu")
+    assert 0 < plan["disk_needed_bytes"] < plan["disk_free_bytes"]
+    assert plan["memory_per_task_bytes"] > 300 * 400 * 4
+    assert snapshot(workdir) == before and proc.stderr == ""
+
+
+def test_dry_run_refuses_when_the_disk_cannot_hold_the_output(tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.transform import Affine
+    side = 1 << 20  # 2**40 cells: about 2.6 TiB of store; the GeoTIFF itself is sparse
+    with rasterio.open(tmp_path / "huge.tif", "w", driver="GTiff", width=side, height=side,
+                       count=1, dtype="float32", tiled=True, blockxsize=4096, blockysize=4096,
+                       compress="deflate", sparse_ok=True,
+                       transform=Affine(1.0, 0.0, 0.0, 0.0, -1.0, float(side))) as dst:
+        dst.write(np.ones((16, 16), np.float32), 1, window=rasterio.windows.Window(0, 0, 16, 16))
+    before = snapshot(tmp_path)
+    proc = run_terrain("ingest", "huge.tif", "-o", "h.zarr", "--dry-run", cwd=tmp_path)
+    assert_one_line_error(proc, "terrain: h.zarr: needs about 2.6 TiB of disk,")
+    assert "1048576 x 1048576" in proc.stdout
+    assert snapshot(tmp_path) == before
