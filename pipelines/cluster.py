@@ -173,8 +173,13 @@ def _cancel(client, futures):
     with contextlib.suppress(Exception):
         client.cancel(futures, force=True)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(client.processing().values()):
+        while time.monotonic() < deadline and any(client.run(_executing).values()):
             time.sleep(0.05)
+
+
+def _executing(dask_worker):
+    """Tasks still running on a worker (cancelled ones included, until their thread ends)."""
+    return len(dask_worker.state.executing)
 
 
 def _stderr_progress_bar_class():

@@ -116,10 +116,11 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     """
     target = Path(target)
     check_outputs(inputs, [target], overwrite)
-    tmp = partial_path(target, key)
+    # absolute: tasks on an external cluster's workers may run in another directory
+    tmp = Path(os.path.abspath(partial_path(target, key)))
     with _lock(target):
         for stale in stale_partials(target):
-            if resume and stale == tmp:
+            if resume and stale.absolute() == tmp:
                 notify(f"resuming from {stale}, left by an interrupted run")
                 continue
             _remove(stale)
