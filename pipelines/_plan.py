@@ -49,7 +49,8 @@ def format_bytes(n):
 
 
 def _task_count(delayed):
-    return len(dict(delayed.__dask_graph__()))
+    from ._resume import graph_dict
+    return len(graph_dict(delayed))
 
 
 def build_plan(command, args):

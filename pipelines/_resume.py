@@ -32,7 +32,8 @@ from dask.delayed import Delayed
 
 from terrain._paths import input_identity
 
-__all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key"]
+__all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
+           "graph_dict"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
 
@@ -74,6 +75,22 @@ def _run_checkpointed(path, func, *args, **kwargs):
     return result
 
 
+def graph_dict(delayed):
+    """The tasks of a Delayed as one dict ``key -> Task``.
+
+    Merges the layers' own mappings: ``dict(HighLevelGraph)`` looks every key up through
+    the layers and culls, 50 times slower (9 s for the 7559 tasks of a Neuse-size MST).
+    """
+    graph = delayed.__dask_graph__()
+    layers = getattr(graph, "layers", None)
+    if layers and all(hasattr(layer, "mapping") for layer in layers.values()):
+        out = {}
+        for layer in layers.values():
+            out.update(layer.mapping)
+        return out
+    return dict(graph)
+
+
 def checkpointed(delayed, partial, prefixes):
     """Return ``(delayed', reused)``: ``delayed`` with checkpoints for the named tasks.
 
@@ -92,7 +109,7 @@ def checkpointed(delayed, partial, prefixes):
         not run again).
     """
     folder = Path(partial) / CHECKPOINT_DIR
-    graph = dict(delayed.__dask_graph__())
+    graph = graph_dict(delayed)
     reused = 0
     for key, task in list(graph.items()):
         if not isinstance(task, Task) or not _key_name(key).startswith(tuple(prefixes)):
