@@ -62,14 +62,13 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         # printed below gives the address used (a filter for the whole process: the warning
         # may come from the cluster's thread after an interrupt left this block)
         warnings.filterwarnings("ignore", message="Port .* is already in use")
-        if True:
-            dashboard = os.environ.get("TERRAIN_DASHBOARD", DEFAULT_DASHBOARD)
-            cluster = LocalCluster(n_workers=n_workers, processes=False,
-                                   threads_per_worker=threads_per_worker or os.cpu_count() or 1,
-                                   dashboard_address=dashboard,
-                                   # the worker's own HTTP server too (else on every interface)
-                                   worker_dashboard_address=_local_twin(dashboard),
-                                   silence_logs=logging.CRITICAL)
+        dashboard = os.environ.get("TERRAIN_DASHBOARD", DEFAULT_DASHBOARD)
+        cluster = LocalCluster(n_workers=n_workers, processes=False,
+                               threads_per_worker=threads_per_worker or os.cpu_count() or 1,
+                               dashboard_address=dashboard,
+                               # the worker's own HTTP server too (else on every interface)
+                               worker_dashboard_address=_local_twin(dashboard),
+                               silence_logs=logging.CRITICAL)
         client = Client(cluster)
     if not quiet:
         link = (_dashboard_link(cluster, dashboard) if cluster is not None

@@ -224,7 +224,8 @@ def _mst_arrays(path):
 
 @pytest.mark.slow
 def test_sigkill_then_resume_is_bit_identical_and_reuses_tasks(tmp_path, big_grid):
-    argv = ["mst", big_grid, "--tile", "256", "--backend", "cpu", "--json"]
+    argv = ["mst", big_grid, "--tile", "256", "--backend", "cpu", "--json",
+            "--scheduler", "threads"]
     proc = _start(argv + ["-o", "m.zarr"], tmp_path)
     _wait_for(".m.zarr.partial-*/.terrain-checkpoints/mst-group-*", tmp_path, proc)
     proc.send_signal(signal.SIGKILL)
@@ -260,7 +261,6 @@ def test_ingest_resume_after_sigkill(tmp_path, big_grid):
     _wait_for(".e.zarr.partial-*/.terrain-checkpoints/ingest-band-*", tmp_path, proc)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
-    # without --resume: the partial is removed, with a notice, and the run starts over
     resumed = _start(["ingest", big_grid, "-o", "e.zarr", "--tile", "256", "--resume"], tmp_path)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
