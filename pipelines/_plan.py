@@ -68,7 +68,8 @@ def build_plan(command, args):
     from_store = command == "mst" and is_store(inp)
     if from_store:
         store = open_store(inp)
-        shape, tile, cellsize, shard = store.shape, store.tile, store.cellsize, store.tiles_per_shard
+        shape, tile, cellsize = store.shape, store.tile, store.cellsize
+        shard = store.tiles_per_shard
     else:
         from terrain.io import open_grid
         tile = check_tile_size(args.tile)

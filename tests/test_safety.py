@@ -40,6 +40,7 @@ def workdir(tmp_path):
     (tmp_path / "g.txt").write_text("1 2\n2 3\n3 4\n")
     (tmp_path / "existing.txt").write_text("keep me\n")
     (tmp_path / "link.asc").symlink_to("good.asc")
+    os.link(tmp_path / "good.asc", tmp_path / "hard.asc")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "in.asc").write_text(HEADER + ROWS)
     data = "".join(f"{i} {i * 7 % 1000}\n" for i in range(5000)).encode()
@@ -61,6 +62,8 @@ REFUSED = {
                            "good.asc: output is the input good.asc"),
     "output_via_symlink": (["ingest", "good.asc", "-o", "link.asc", "--overwrite", *SYNC],
                            "link.asc: output is the input good.asc"),
+    "output_via_hard_link": (["ingest", "good.asc", "-o", "hard.asc", "--overwrite", *SYNC],
+                             "hard.asc: output is the input good.asc"),
     "output_via_relative_path": (["mst", "good.asc", "-o", "sub/../good.asc", "--overwrite", *SYNC],
                                  "sub/../good.asc: output is the input good.asc"),
     "output_contains_input": (["ingest", "sub/in.asc", "-o", "sub", "--overwrite", *SYNC],
