@@ -54,7 +54,8 @@ from pathlib import Path
 import dask
 import numpy as np
 
-from terrain._atomic import atomic_output, check_output_free
+from terrain._atomic import atomic_output
+from terrain._paths import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_histogram,
@@ -150,7 +151,7 @@ def _lcc_note(info):
 
 def graph_ingest_command(args):
     """``graph-ingest GRAPH -o G.zarr``: parse once, cache the CSR."""
-    check_output_free(args.output, args.overwrite)
+    check_outputs([args.graph], [args.output], args.overwrite)
     token = _token(args.graph, args.output)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
     written = dask.delayed(_write_task)(graph, args.output, args.overwrite,
@@ -205,8 +206,7 @@ def bfs_command(args):
     """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
     backend = get_backend(args.backend)
     source_ids = _parse_sources(args.source)
-    if args.out:
-        check_output_free(args.out, True)
+    check_outputs([args.graph], [args.out], args.overwrite)
     token = _token(args.graph, args.source)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
     run = dask.delayed(_bfs_task, nout=2)(graph, source_ids, backend.name,
@@ -216,7 +216,7 @@ def bfs_command(args):
     found, dist = result
     summary = {"graph": str(args.graph), **found, "backend": backend.name}
     if args.out:
-        with atomic_output(args.out, overwrite=True) as tmp:
+        with atomic_output(args.out, args.overwrite, inputs=[args.graph]) as tmp:
             with open(tmp, "wb") as f:
                 np.save(f, dist)
         summary["out"] = str(args.out)

@@ -30,13 +30,15 @@ import dask
 import numpy as np
 import zarr
 
-from terrain._atomic import atomic_output, check_output_free
+from terrain._atomic import atomic_output
+from terrain._paths import check_outputs, input_identity
 from terrain.io import AsciiGrid, open_grid, write_synth
 from terrain.io._buffers import BUFFERS
 from terrain.io._parse import load_kernels, nan_min_max
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import tiles_per_shard
 
+from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import compute, open_scheduler
 
 __all__ = ["build_ingest_graph", "ingest", "ingest_on_active_scheduler", "store_stats",
@@ -122,7 +124,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     tile = check_tile_size(tile)
     grid = open_grid(input_path)
     compressors = default_compressors() if compressors is None else compressors
-    token = dask.base.tokenize(str(input_path), str(store_path), tile, time.time_ns())
+    token = dask.base.tokenize(input_identity(input_path), str(store_path), tile)
     shard_side = dask.delayed(_create, pure=False)(
         store_path, grid, tile, compressors, dask_key_name=f"ingest-create-{token}")
     starts = None
@@ -141,8 +143,12 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
                                              dask_key_name=f"ingest-finish-{token}")
 
 
+# tasks whose results are checkpointed in the partial store (``--resume``)
+CHECKPOINTED = ("ingest-create", "ingest-band")
+
+
 def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, scheduler=None,
-           compressors=None):
+           compressors=None, resume=False):
     """Ingest a grid into a tile store at ``output_path``, atomically.
 
     Parameters
@@ -154,6 +160,9 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     scheduler : str, optional
         As ``--scheduler``: None starts a LocalCluster, ``"threads"``/``"synchronous"`` run
         locally, an address attaches to a cluster.
+    resume : bool
+        Finish the partial output a killed run of the same input and tile left (its
+        finished bands are not read again).
 
     Returns
     -------
@@ -166,20 +175,35 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     >>> store.shape                                                            # doctest: +SKIP
     (300, 400)
     """
-    check_output_free(output_path, overwrite)
+    check_outputs([input_path], [output_path], overwrite)
+    check_tile_size(tile)
     open_grid(input_path)  # bad input fails before a cluster starts
     # Numba's first call costs ~0.5 s: pay it while the scheduler starts
     threading.Thread(target=load_kernels, daemon=True).start()
     with open_scheduler(scheduler):
-        return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors)
+        return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
+                                          resume)
 
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
-                               compressors=None):
-    """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`."""
-    with atomic_output(output_path, overwrite) as tmp:
-        compute(build_ingest_graph(input_path, tmp, tile, compressors), label="ingest")
-    return open_store(output_path)
+                               compressors=None, resume=False):
+    """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`.
+
+    The returned store's ``reused_tasks`` attribute counts the tasks a resumed run took
+    from the partial output's checkpoints.
+    """
+    key = run_key("ingest", [input_path], tile, compressors)
+    with atomic_output(output_path, overwrite, inputs=[input_path], key=key,
+                       resume=resume) as tmp:
+        if resume:
+            prepare_resume(tmp)
+        graph, reused = checkpointed(build_ingest_graph(input_path, tmp, tile, compressors),
+                                     tmp, CHECKPOINTED)
+        compute(graph, label="ingest")
+        drop_checkpoints(tmp)
+    store = open_store(output_path)
+    store.reused_tasks = reused
+    return store
 
 
 def store_stats(store):
@@ -243,12 +267,18 @@ def _format_info(d):
 # -- command handlers ---------------------------------------------------------------------------
 def ingest_command(args):
     """``terrain ingest INPUT -o OUT.zarr [--tile N] [--overwrite] [--scheduler S]``."""
+    if getattr(args, "dry_run", False):
+        from ._plan import dry_run_command
+        return dry_run_command("ingest", args)
     t0 = time.perf_counter()
     store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
-                   scheduler=args.scheduler)
+                   scheduler=args.scheduler, resume=getattr(args, "resume", False))
     rows, cols = store.shape
+    reused = (f"; {store.reused_tasks} tasks reused from the interrupted run"
+              if store.reused_tasks else "")
     print(f"terrain: wrote {store.path} ({rows} x {cols}, {store.tiles_shape[0]} x "
-          f"{store.tiles_shape[1]} tiles of {store.tile}) in {time.perf_counter() - t0:.2f} s")
+          f"{store.tiles_shape[1]} tiles of {store.tile}) in {time.perf_counter() - t0:.2f} s"
+          f"{reused}")
     return 0
 
 

@@ -43,7 +43,8 @@ import dask
 import numpy as np
 import zarr
 
-from terrain._atomic import atomic_output, check_output_free
+from terrain._atomic import atomic_output
+from terrain._paths import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.edges import WeightSum
@@ -53,12 +54,17 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import device_mst, fits_on_device
 from terrain.tiles.quadtree import walk_down, walk_up
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import tiles_per_shard, write_coordinates
+from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
 
+from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import compute, open_scheduler
 from .quadtree import delayed_call
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
+
+# tasks whose results are checkpointed in the partial output (``--resume``)
+CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-in-core", "mst-group",
+                "mst-merge", "mst-write")
 
 
 def default_output(input_path):
@@ -81,7 +87,7 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
                              chunks=(spec.tile, spec.tile), shards=(side, side), fill_value=0,
                              dimension_names=("y", "x"),
                              compressors=(zarr.codecs.ZstdCodec(level=1),),
-                             config={"write_empty_chunks": False})
+                             config={"write_empty_chunks": False}, overwrite=True)
     arr.attrs.update({"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, SW=3"})
     return str(out_path)
 
@@ -187,7 +193,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     dask.delayed.Delayed
         Computing it returns the summary dict (also stored in the ``mst`` attribute).
     """
-    token = dask.base.tokenize(str(dem_path), str(out_path), spec, time.time_ns())
+    token = dask.base.tokenize(str(dem_path), str(out_path), spec)  # out_path names the run
     call = delayed_call("mst", token)
     plan = spec.plan(group_tiles)
     shard = tiles_per_shard(spec.tile, spec.shape)
@@ -218,12 +224,15 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
-            scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto"):
+            scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto",
+            resume=False):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
     width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line),
-    ``in_core`` the GPU's path (:func:`build_mst_graph`).
+    ``in_core`` the GPU's path (:func:`build_mst_graph`); ``resume`` finishes the partial
+    output a killed run of the same input and options left (the summary's ``reused_tasks``
+    counts the tasks not run again).
 
     Examples
     --------
@@ -233,9 +242,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
-    check_output_free(out, overwrite)
-    if geotiff:
-        check_output_free(geotiff, overwrite)
+    check_outputs([inp], [out, geotiff], overwrite)
+    check_tile_size(tile)
     if is_store(inp):
         store = open_store(inp)
         shape, tile, cellsize = store.shape, store.tile, store.cellsize
@@ -250,8 +258,11 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         shard = tiles_per_shard(tile, shape)
     spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
                    tuple(float(c) for c in cellsize))
-    with atomic_output(out, overwrite) as tmp:
-        if is_store(inp):
+    key = run_key("mst", [inp], spec)
+    with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
+        if resume:
+            prepare_resume(tmp)
+        if is_store(inp) and not tmp.exists():
             zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
             dem_path, upstream = inp, None
         else:
@@ -260,19 +271,22 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             dem_path = tmp
         graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits,
                                 in_core)
+        graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
         with open_scheduler(scheduler):
             (summary,) = compute(graph, label="mst")
+        drop_checkpoints(tmp)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()
+        summary["reused_tasks"] = reused
         zarr.open_group(store=str(tmp), mode="r+").attrs.update({"mst": summary})
-    if geotiff:
-        write_geotiff(out, geotiff, overwrite)
-        summary["geotiff"] = str(geotiff)
+        if geotiff:  # from the partial: a failing GeoTIFF leaves no store behind either
+            write_geotiff(tmp, geotiff, overwrite, inputs=[inp])
+            summary["geotiff"] = str(geotiff)
     return summary
 
 
-def write_geotiff(store_path, tif_path, overwrite=False):
+def write_geotiff(store_path, tif_path, overwrite=False, inputs=()):
     """Write the ``mst`` mask of an output store as a uint8 GeoTIFF, shard by shard."""
     import rasterio
     from rasterio.transform import Affine
@@ -283,7 +297,7 @@ def write_geotiff(store_path, tif_path, overwrite=False):
     gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(rows), 0.0, -1.0]
     crs = group.attrs.get("crs")
     side = arr.shards[0] if arr.shards else arr.chunks[0]
-    with atomic_output(tif_path, overwrite) as tmp:
+    with atomic_output(tif_path, overwrite, inputs=[store_path, *inputs]) as tmp:
         profile = {"driver": "GTiff", "height": max(rows, 1), "width": max(cols, 1), "count": 1,
                    "dtype": "uint8", "transform": Affine.from_gdal(*gt), "compress": "deflate",
                    "tiled": True, "blockxsize": 256, "blockysize": 256}
@@ -310,14 +324,19 @@ def _format_summary(s):
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",
         f"time      {s['seconds']:.2f} s",
-    ] + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
+    ] + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
+         if s.get("reused_tasks") else []) + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
 
 
 def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
+    if getattr(args, "dry_run", False):
+        from ._plan import dry_run_command
+        return dry_run_command("mst", args)
     summary = run_mst(args.input, args.output, tile=args.tile, connectivity=args.connectivity,
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
-                      overwrite=args.overwrite, geotiff=args.geotiff)
+                      overwrite=args.overwrite, geotiff=args.geotiff,
+                      resume=getattr(args, "resume", False))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -7,11 +7,13 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 
 from .backend import BACKEND_CHOICES
 from .errors import InputError
+from ._signals import Terminated, terminate_raises
 
 # command -> "module:function"; imported only when that command runs (fast --help, light deps)
 HANDLERS = {
@@ -22,6 +24,7 @@ HANDLERS = {
     "graph-ingest": "pipelines.graph:graph_ingest_command",
     "bfs": "pipelines.graph:bfs_command",
     "diameter": "pipelines.graph:diameter_command",
+    "batch": "pipelines.batch:batch_command",
     "bench ingest": "pipelines.bench_ingest:bench_ingest_command",
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
@@ -34,6 +37,7 @@ HANDLERS = {
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
+BATCH_COMMANDS = ("ingest", "mst")  # pipelines.batch.RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,6 +81,18 @@ def _add_scheduler(p):
     p.add_argument("--scheduler", default=None, metavar="ADDRESS|threads|synchronous",
                    help="attach to a running Dask scheduler, or run without one "
                         "(default: start a LocalCluster and print its dashboard address)")
+    p.add_argument("--dashboard-address", default=None, metavar="HOST:PORT",
+                   help="where the LocalCluster's dashboard listens (default 127.0.0.1:8787, "
+                        "localhost only; e.g. 0.0.0.0:8787 opens it to the network)")
+
+
+def _add_run_control(p):
+    p.add_argument("--resume", action="store_true",
+                   help="finish the partial output a killed run with the same input and "
+                        "options left, without redoing its finished tasks")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (tiles, levels, tasks, memory, disk) and stop; exit 2 "
+                        "when the output's file system has too little free space")
 
 
 def _add_graph_input(p):
@@ -100,6 +116,7 @@ def build_parser():
     p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     _add_scheduler(p)
+    _add_run_control(p)
 
     p = sub.add_parser("info", help="describe a tile store")
     p.add_argument("store", metavar="STORE")
@@ -128,6 +145,7 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--geotiff", default=None, metavar="FILE.tif", help="also write the mask as GeoTIFF")
     p.add_argument("--overwrite", action="store_true")
+    _add_run_control(p)
 
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")
     _add_graph_input(p)
@@ -140,6 +158,7 @@ def build_parser():
     p.add_argument("--source", required=True, metavar="S[,S...]",
                    help="source vertex id(s) in the file's own ids; several = multi-source BFS")
     p.add_argument("--out", default=None, metavar="dist.npy", help="write distances (file ids order)")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     p.add_argument("--json", action="store_true")
     _add_backend(p)
     _add_scheduler(p)
@@ -188,6 +207,22 @@ def build_parser():
                    help="end of a path in map coordinates (repeatable)")
     p.add_argument("-o", "--output", required=True, metavar="PATH.geojson")
     p.add_argument("--overwrite", action="store_true")
+
+    p = sub.add_parser("batch", help="run ingest or mst over many rasters on one cluster, "
+                       "with a manifest (OUTDIR/manifest.json, .csv); exit 1 if any file failed")
+    p.add_argument("what", choices=BATCH_COMMANDS, metavar="|".join(BATCH_COMMANDS))
+    p.add_argument("inputs", nargs="+", metavar="INPUT",
+                   help="quoted globs ('rasters/*.tif'), directories, or manifest files "
+                        "(.lst/.txt: one path a line)")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR")
+    p.add_argument("--tile", type=_tile, default=512)
+    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8, help="mst")
+    p.add_argument("--weight", choices=WEIGHTS, default="max", help="mst")
+    _add_backend(p)
+    _add_scheduler(p)
+    p.add_argument("--overwrite", action="store_true",
+                   help="redo every file and replace its output (default: skip files done)")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
     bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
@@ -241,14 +276,20 @@ def _handler(args):
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "dashboard_address", None):
+        os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     try:
-        return int(_handler(args)(args) or 0)
+        with terminate_raises():
+            return int(_handler(args)(args) or 0)
     except InputError as e:
         print(f"terrain: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("terrain: interrupted", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as e:
+        # late failures of cancelled tasks are not news ("Task exception was never retrieved")
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
+        interrupted = isinstance(e, KeyboardInterrupt)
+        print(f"terrain: {'interrupted' if interrupted else 'terminated'}", file=sys.stderr)
+        return 130 if interrupted else 143
     except BrokenPipeError:
         # the reader went away (`terrain info STORE | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

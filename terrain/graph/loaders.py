@@ -40,6 +40,7 @@ range, however the file was chunked.
 """
 
 import gzip
+import zlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -343,7 +344,7 @@ def _read_head(path, compressed, size):
         opener = gzip.open if compressed else open
         with opener(path, "rb") as f:
             data = f.read(size)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise _cannot_read(path, e) from None
     head = np.frombuffer(data, dtype=np.uint8)
     if head.shape[0] < size:
@@ -365,7 +366,7 @@ def read_whole_file(plan):
                 data = f.read()
         else:
             data = path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise _cannot_read(path, e) from None
     return np.frombuffer(data, dtype=np.uint8)
 
@@ -610,7 +611,7 @@ def detect_format(path):
         opener = gzip.open if Path(path).name.endswith(".gz") else open
         with opener(path, "rb") as f:
             head = f.read(4096)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         return "snap"
     for raw in head.splitlines():
         text = raw.decode("utf-8", "replace").strip()

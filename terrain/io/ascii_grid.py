@@ -289,10 +289,25 @@ def open_ascii_grid(path):
         shape, gt, nodata = _grass_georef(path, keys, data_line)
     else:
         shape, gt, nodata = _esri_georef(path, keys, data_line)
+    _check_size_fits(path, keys, shape, size - data_offset, grass)
     header = {k: v for k, (v, _) in keys.items()}
     return AsciiGrid(path=path, dialect="grass" if grass else "esri", shape=shape,
                      geotransform=gt, nodata=nodata, crs=_prj_crs(path), header=header,
                      data_offset=data_offset, data_line=data_line, size=size)
+
+
+def _check_size_fits(path, keys, shape, data_bytes, grass):
+    """Refuse at once a header that claims more cells than the file can hold.
+
+    Every value takes at least one byte (and a separator): a data section shorter than one
+    byte per cell cannot be the grid. Files short of the exact count get the precise
+    row-count message of :meth:`AsciiGrid.row_starts` after the newline scan.
+    """
+    cells = shape[0] * shape[1]
+    if data_bytes < cells:
+        line = max(keys["rows" if grass else "nrows"][1], keys["cols" if grass else "ncols"][1])
+        raise InputError(f"{path}:{line}: header claims {shape[0]} x {shape[1]} = {cells} cells "
+                         f"but the file holds {data_bytes} bytes of data (at least one per cell)")
 
 
 def _check_readable_file(path):

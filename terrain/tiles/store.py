@@ -33,6 +33,8 @@ __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFA
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
+# Largest tile side: a task holds whole tiles (and the MST their edges) in memory.
+TILE_LIMIT = 4096
 # Shards of at most this many cells a side: a band of shards is what one ingest task holds.
 SHARD_TARGET_SIDE = 2048
 
@@ -45,6 +47,9 @@ def check_tile_size(tile):
         raise InputError(f"--tile: {tile!r} is not an integer") from None
     if t < 2 or t & (t - 1):
         raise InputError(f"--tile: {tile} is not a power of two >= 2")
+    if t > TILE_LIMIT:
+        raise InputError(f"--tile: {t} is above {TILE_LIMIT}: a task holds whole tiles in memory "
+                         f"(one of {t} x {t} float32 cells is {4 * t * t / 2**30:,.0f} GiB)")
     return t
 
 

@@ -1,0 +1,209 @@
+"""``terrain batch ingest|mst INPUTS... -o OUTDIR``: one command over many rasters, one cluster.
+
+Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
+raster files), or manifest files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII
+grid: one path a line, ``#`` comments, relative to the manifest). Formats may be mixed:
+every file goes through :func:`terrain.io.open_grid` (ESRI/GRASS ASCII, GeoTIFF, anything
+GDAL reads).
+
+Dask strategy
+-------------
+The files run one after the other on one scheduler (:func:`pipelines.cluster.open_scheduler`
+opened once; each file's pipeline reuses its client), each as its own graph, so the
+dashboard shows the whole batch and a file's tasks use the whole cluster. One graph for
+all files would hold every file's results at once and make one bad file's error stop the
+others.
+
+Every file gets a line in ``OUTDIR/manifest.json`` and ``OUTDIR/manifest.csv`` (status
+``done``, ``failed`` or ``skipped``, seconds, output, the error's one line), rewritten
+atomically after each file, so a killed batch leaves a valid manifest. A rerun skips the
+files whose output is there and whose input is unchanged since (same identity: path, size,
+modification time); failed files run again. The exit status is 1 when any file failed.
+
+New batch commands (``cost-distance``) add one entry to :data:`RUNNERS`.
+"""
+
+import csv
+import glob
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from terrain._atomic import atomic_output
+from terrain._paths import input_identity, real_path
+from terrain.errors import InputError
+
+from .cluster import LOCAL_SCHEDULERS, open_scheduler
+
+__all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
+
+RASTER_SUFFIXES = (".asc", ".grd", ".arx", ".grass", ".tif", ".tiff", ".img", ".vrt", ".bil",
+                   ".dem", ".hgt", ".nc", ".txt")
+MANIFEST_SUFFIXES = (".lst", ".list", ".txt")
+FIELDS = ("input", "status", "seconds", "output", "error")
+
+
+def _run_ingest(inp, out, args, scheduler):
+    from .ingest import ingest
+    store = ingest(inp, out, tile=args.tile, overwrite=args.overwrite, scheduler=scheduler)
+    return {"rows": store.shape[0], "cols": store.shape[1]}
+
+
+def _run_mst(inp, out, args, scheduler):
+    from .mst import run_mst
+    s = run_mst(inp, out, tile=args.tile, connectivity=args.connectivity, weight=args.weight,
+                backend=args.backend, scheduler=scheduler, overwrite=args.overwrite)
+    return {k: s[k] for k in ("rows", "cols", "edges", "trees", "total_weight")}
+
+
+# command -> (runner(input, output, args, scheduler) -> summary dict, output suffix)
+RUNNERS = {
+    "ingest": (_run_ingest, ".zarr"),
+    "mst": (_run_mst, ".mst.zarr"),
+}
+
+
+def _is_manifest(path):
+    from terrain.io.ascii_grid import looks_like_ascii_grid
+    return path.suffix.lower() in MANIFEST_SUFFIXES and not looks_like_ascii_grid(path)
+
+
+def _read_manifest(path):
+    out = []
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if text:
+            p = Path(text)
+            out.append(p if p.is_absolute() else path.parent / p)
+    return out
+
+
+def expand_inputs(specs):
+    """Files named by globs, directories and manifest files, in order, without repeats.
+
+    Raises :class:`InputError` for a spec that names nothing.
+    """
+    files, seen = [], set()
+    for spec in specs:
+        p = Path(spec)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and not q.name.startswith(".")
+                           and q.suffix.lower() in RASTER_SUFFIXES)
+        elif p.is_file():
+            found = _read_manifest(p) if _is_manifest(p) else [p]
+        else:
+            found = [Path(q) for q in sorted(glob.glob(os.path.expanduser(str(spec))))]
+            found = [q for q in found if not q.is_dir()]
+        if not found:
+            raise InputError(f"{spec}: no such file, directory or matching files")
+        for q in found:
+            key = real_path(q)
+            if key not in seen:
+                seen.add(key)
+                files.append(q)
+    return files
+
+
+def _output_names(files, outdir, suffix):
+    """``OUTDIR/STEM+suffix``; the full name where two inputs share a stem."""
+    stems = [f.stem for f in files]
+    return [outdir / ((f.stem if stems.count(f.stem) == 1 else f.name) + suffix) for f in files]
+
+
+def _write_manifest(outdir, command, rows):
+    doc = {"command": command, "files": rows}
+    with atomic_output(outdir / "manifest.json", overwrite=True,
+                       notify=lambda message: None) as tmp:
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    with atomic_output(outdir / "manifest.csv", overwrite=True,
+                       notify=lambda message: None) as tmp:
+        tmp.write_text(text.getvalue())
+
+
+def _previous(outdir):
+    """input path -> row of the last run's manifest (empty when there is none)."""
+    try:
+        doc = json.loads((outdir / "manifest.json").read_text())
+        return {row["input"]: row for row in doc.get("files", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _prepare_outdir(outdir):
+    outdir = Path(outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise InputError(f"{outdir}: exists and is not a directory")
+    if not outdir.exists():
+        parent = real_path(outdir).parent
+        if not parent.is_dir():
+            raise InputError(f"{outdir}: cannot create it, directory {parent} does not exist")
+        try:
+            outdir.mkdir()
+        except OSError as e:
+            raise InputError(f"{outdir}: cannot create it ({e.strerror})") from None
+    return outdir
+
+
+def _say(message):
+    print(f"terrain: {message}", file=sys.stderr, flush=True)
+
+
+def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
+    """Run ``command`` over every input; returns the manifest rows (one dict per file)."""
+    runner, suffix = RUNNERS[command]
+    files = expand_inputs(specs)
+    outdir = _prepare_outdir(outdir)
+    outputs = _output_names(files, outdir, suffix)
+    previous = _previous(outdir)
+    rows = []
+    # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
+    inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
+    t_batch = time.perf_counter()
+    with open_scheduler(scheduler):
+        for n, (inp, out) in enumerate(zip(files, outputs), 1):
+            ident = list(input_identity(inp))
+            row = {"input": str(inp), "output": str(out), "identity": ident}
+            before = previous.get(str(inp), {})
+            tag = f"[{n}/{len(files)}] {inp}"
+            if (not args.overwrite and before.get("status") in ("done", "skipped")
+                    and before.get("identity") == ident
+                    and before.get("output") == str(out) and out.exists()):
+                row.update(status="skipped", seconds=before.get("seconds"), error="",
+                           summary=before.get("summary"))
+                progress(f"{tag}: skipped (done by an earlier run)")
+            else:
+                t0 = time.perf_counter()
+                try:
+                    summary = runner(inp, out, args, inner)
+                    row.update(status="done", error="", summary=summary)
+                except InputError as e:
+                    row.update(status="failed", error=str(e))
+                except Exception as e:  # a bug in one file's run must not stop the others
+                    first = (str(e).splitlines() or [""])[0]
+                    row.update(status="failed", error=f"{type(e).__name__}: {first}")
+                row["seconds"] = round(time.perf_counter() - t0, 3)
+                progress(f"{tag}: {row['status']} in {row['seconds']:.2f} s"
+                         + (f": {row['error']}" if row["error"] else f" -> {out}"))
+            rows.append(row)
+            _write_manifest(outdir, command, rows + [
+                {"input": str(f), "output": str(o), "status": "pending", "seconds": None,
+                 "error": ""} for f, o in zip(files[n:], outputs[n:])])
+    failed = sum(r["status"] == "failed" for r in rows)
+    progress(f"batch {command}: {len(rows) - failed} of {len(rows)} done, {failed} failed, "
+             f"in {time.perf_counter() - t_batch:.2f} s; manifest {outdir / 'manifest.json'}")
+    return rows
+
+
+def batch_command(args):
+    """``terrain batch ingest|mst INPUT... -o OUTDIR [options]``."""
+    rows = run_batch(args.what, args.inputs, args.output, args, scheduler=args.scheduler)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 1 if any(r["status"] == "failed" for r in rows) else 0
