@@ -34,6 +34,7 @@ from terrain._atomic import atomic_output, check_output_free
 from terrain.io import AsciiGrid, open_grid, write_synth
 from terrain.io._buffers import BUFFERS
 from terrain.io._parse import load_kernels, nan_min_max
+from terrain.io.georef import finish_store
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import tiles_per_shard
 
@@ -83,6 +84,7 @@ def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
 def _finish(store_path, band_stats):
     stats = _finish_stats(band_stats)
     zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
+    finish_store(store_path)
     BUFFERS.clear()
     return store_path
 
