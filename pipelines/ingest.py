@@ -25,6 +25,7 @@ import math
 import sys
 import threading
 import time
+import warnings
 
 import dask
 import numpy as np
@@ -89,7 +90,8 @@ def _finish(store_path, band_stats):
     return store_path
 
 
-def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None):
+def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None, *,
+                       band=None, nodata=None, crs=None):
     """Dask graph that ingests ``input_path`` into a new tile store at ``store_path``.
 
     Parameters
@@ -103,6 +105,8 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
         Tile side, a power of two.
     compressors : tuple of zarr codecs, optional
         Default: :func:`default_compressors` (Blosc LZ4).
+    band, nodata, crs : optional
+        Band to read, nodata value and CRS overriding the file's (:func:`terrain.io.open_grid`).
 
     Returns
     -------
@@ -122,7 +126,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     ('sample.zarr',)
     """
     tile = check_tile_size(tile)
-    grid = open_grid(input_path)
+    grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)
     compressors = default_compressors() if compressors is None else compressors
     token = dask.base.tokenize(str(input_path), str(store_path), tile, time.time_ns())
     shard_side = dask.delayed(_create, pure=False)(
@@ -144,7 +148,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
 
 
 def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, scheduler=None,
-           compressors=None):
+           compressors=None, *, band=None, nodata=None, crs=None):
     """Ingest a grid into a tile store at ``output_path``, atomically.
 
     Parameters
@@ -169,18 +173,19 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     (300, 400)
     """
     check_output_free(output_path, overwrite)
-    open_grid(input_path)  # bad input fails before a cluster starts
+    open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails before a cluster starts
     # Numba's first call costs ~0.5 s: pay it while the scheduler starts
     threading.Thread(target=load_kernels, daemon=True).start()
     with open_scheduler(scheduler):
-        return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors)
+        return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
+                                          band=band, nodata=nodata, crs=crs)
 
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
-                               compressors=None):
+                               compressors=None, **options):
     """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`."""
     with atomic_output(output_path, overwrite) as tmp:
-        compute(build_ingest_graph(input_path, tmp, tile, compressors), label="ingest")
+        compute(build_ingest_graph(input_path, tmp, tile, compressors, **options), label="ingest")
     return open_store(output_path)
 
 
@@ -246,8 +251,17 @@ def _format_info(d):
 def ingest_command(args):
     """``terrain ingest INPUT -o OUT.zarr [--tile N] [--overwrite] [--scheduler S]``."""
     t0 = time.perf_counter()
-    store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
-                   scheduler=args.scheduler)
+    options = {"band": getattr(args, "band", None), "nodata": getattr(args, "nodata", None),
+               "crs": getattr(args, "crs", None)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        open_grid(args.input, **options)
+    for w in caught:  # once, as one line (e.g. a multi-band input without --band)
+        print(f"terrain: warning: {w.message} (--band N picks another)", file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
+                       scheduler=args.scheduler, **options)
     rows, cols = store.shape
     print(f"terrain: wrote {store.path} ({rows} x {cols}, {store.tiles_shape[0]} x "
           f"{store.tiles_shape[1]} tiles of {store.tile}) in {time.perf_counter() - t0:.2f} s")
@@ -255,10 +269,9 @@ def ingest_command(args):
 
 
 def info_command(args):
-    """``terrain info STORE [--json]``."""
-    d = describe_store(open_store(args.store))
-    print(json.dumps(d, indent=2) if args.json else _format_info(d))
-    return 0
+    """``terrain info STORE [--json]``: any store terrain writes (:mod:`pipelines.info`)."""
+    from .info import info_command as describe_any
+    return describe_any(args)
 
 
 def synth_command(args):

@@ -36,7 +36,7 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.grid.edges import WeightSum
-from terrain.io.georef import finish_store
+from terrain.io.georef import check_weight_units, finish_store
 from terrain.grid.merge import Changes, apply_changes, split_changes
 from terrain.grid.mst import (PHASES, MSTSpec, QuadtreePlan, finish_stats, group_forest,
                                merge_node)
@@ -206,7 +206,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
-            scheduler=None, overwrite=False, geotiff=None, key_bits="auto"):
+            scheduler=None, overwrite=False, geotiff=None, key_bits="auto", cog=True):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
@@ -235,6 +235,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         shape, cellsize = grid.shape, grid.cellsize
         geo = None
         shard = tiles_per_shard(tile, shape)
+    check_weight_units(weight, geo["crs"] if geo else grid.crs, inp)
     spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
                    tuple(float(c) for c in cellsize))
     with atomic_output(out, overwrite) as tmp:
@@ -254,7 +255,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         zarr.open_group(store=str(tmp), mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
     if geotiff:
-        write_geotiff(out, geotiff, overwrite)
+        write_geotiff(out, geotiff, overwrite, cog=cog)
         summary["geotiff"] = str(geotiff)
     return summary
 
@@ -303,7 +304,8 @@ def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
     summary = run_mst(args.input, args.output, tile=args.tile, connectivity=args.connectivity,
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
-                      overwrite=args.overwrite, geotiff=args.geotiff)
+                      overwrite=args.overwrite, geotiff=args.geotiff,
+                      cog=not getattr(args, "no_cog", False))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

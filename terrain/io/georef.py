@@ -45,7 +45,8 @@ import zarr
 from ..errors import InputError
 
 __all__ = ["crs_wkt", "crs_label", "is_geographic", "write_georeference", "mark_raster",
-           "finish_store", "fill_value_attr", "GRID_MAPPING", "RASTER_DIMS"]
+           "finish_store", "fill_value_attr", "check_weight_units", "GRID_MAPPING",
+           "RASTER_DIMS", "METRIC_WEIGHTS"]
 
 GRID_MAPPING = "spatial_ref"
 RASTER_DIMS = ("y", "x")
@@ -233,3 +234,29 @@ def finish_store(path):
         # zarr warns that consolidated metadata is not (yet) in the v3 spec: xarray reads it
         warnings.simplefilter("ignore")
         zarr.consolidate_metadata(str(path))
+
+
+METRIC_WEIGHTS = ("slope", "length3d")
+
+
+def check_weight_units(weight, crs, where):
+    """Raise :class:`InputError` for a length-based weight on a geographic CRS.
+
+    ``slope`` and ``length3d`` divide or add elevation differences and horizontal cell
+    lengths, which must be in the same unit; in a geographic CRS the cell size is in
+    degrees. terrain does not guess geodesic cell sizes (they vary with latitude, so the
+    weights would no longer be one formula per direction): reproject the DEM to a
+    projected CRS first.
+
+    Examples
+    --------
+    >>> check_weight_units("max", crs_wkt("EPSG:4326"), "dem.tif")
+    >>> check_weight_units("slope", crs_wkt("EPSG:4326"), "dem.tif")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: dem.tif: weight 'slope' needs cell sizes in the elevation's unit, but the CRS (EPSG:4326) is geographic: cells are in degrees; reproject the DEM to a projected CRS first
+    """
+    if weight in METRIC_WEIGHTS and crs and is_geographic(crs):
+        raise InputError(f"{where}: weight {weight!r} needs cell sizes in the elevation's unit, "
+                         f"but the CRS ({crs_label(crs)}) is geographic: cells are in degrees; "
+                         "reproject the DEM to a projected CRS first")
