@@ -26,6 +26,7 @@ HANDLERS = {
     "bfs": "pipelines.graph:bfs_command",
     "diameter": "pipelines.graph:diameter_command",
     "verify": "pipelines.verify:verify_command",
+    "plot": "pipelines.plot:plot_command",
     "bench ingest": "pipelines.bench_ingest:bench_ingest_command",
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
@@ -191,6 +192,15 @@ def build_parser():
     p.add_argument("--source", default=None, metavar="S[,S...]", help="the BFS source id(s)")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    p = sub.add_parser("plot", help="PNG: hillshade of the DEM with the minimum spanning forest drawn")
+    p.add_argument("store", metavar="STORE", help="a tile store or an mst output store")
+    p.add_argument("-o", "--output", required=True, metavar="PIC.png", help="the PNG to write")
+    p.add_argument("--size", default="1200x900", metavar="WxH", help="picture size in pixels (default 1200x900)")
+    p.add_argument("--window", default=None, metavar="r0:r1,c0:c1",
+                   help="draw only these rows and columns (the forest is drawn when a cell covers "
+                        "at least 3 pixels)")
+    p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
 
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
     bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
