@@ -1,6 +1,7 @@
 """``terrain info STORE``: describe any store terrain writes (tile stores, result stores).
 
-A tile store (``ingest``; an ``mst`` output of a raster input also holds the DEM) is
+A graph cache (``graph-ingest``) is described by its vertex and edge counts. A tile store
+(``ingest``; an ``mst`` output of a raster input also holds the DEM) is
 described by :func:`pipelines.ingest.describe_store`; a result store without a DEM (``mst``
 of a tile store) by its layers and georeference. Both list every raster layer with its
 type and meaning, and the summary of each result the store holds (its ``mst`` attribute,
@@ -45,6 +46,9 @@ def describe_path(path):
         open_store(path)  # raises the usual "no such file" / "not a terrain tile store"
     group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
     a = dict(group.attrs)
+    if a.get("kind") == "terrain-graph-csr":
+        return {"store": str(path), "kind": "graph cache", "vertices": int(a["n"]),
+                "edges": int(a["nnz"]) // 2, "name": a.get("name"), "meta": a.get("meta", {})}
     if "elevation" in group and "terrain" in a:
         d = describe_store(open_store(path))
         d["kind"] = "tile store"
@@ -76,6 +80,10 @@ def format_description(d):
     """The text ``info`` prints for :func:`describe_path`'s dict."""
     from .ingest import _format_info
 
+    if d["kind"] == "graph cache":
+        return "\n".join([f"store     {d['store']} (graph cache written by graph-ingest)",
+                          f"graph     {d['vertices']} vertices, {d['edges']} undirected edges",
+                          f"source    {d['name']}"])
     if d["kind"] == "tile store":
         lines = _format_info({**d, "crs": d["crs_label"]}).splitlines()
     else:

@@ -1,4 +1,5 @@
-"""``terrain plot STORE -o pic.png``: a hillshade of the DEM with the forest drawn on it.
+"""``terrain plot STORE -o pic.png``: a hillshade of the DEM with the forest drawn on it;
+``terrain plot GRAPH --source S -o levels.png``: a BFS's frontier size per level.
 
 No Dask graph: a picture reads a strided sample of the DEM (:func:`terrain.plot.read_for_picture`)
 and, when zoomed in, the mask of the window; both are small. The PNG appears atomically.
@@ -37,10 +38,30 @@ def parse_window(text):
     return r0, r1, c0, c1
 
 
+def _plot_bfs_levels(args):
+    from terrain.graph import bfs, load_graph
+    from terrain.plot import render_bfs_levels
+
+    from .graph import _parse_sources
+
+    check_output_free(args.output, args.overwrite)
+    size = parse_size(args.size)
+    graph = load_graph(args.store, args.format)
+    r = bfs(graph, _parse_sources(args.source), by_id=True, predecessors=False,
+            backend=args.backend)
+    with atomic_output(args.output, args.overwrite) as tmp:
+        info = render_bfs_levels(tmp, r.stats, size=size)
+    print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; {info['levels']} levels, "
+          f"{info['reached']} vertices reached)")
+    return 0
+
+
 def plot_command(args):
     """``terrain plot STORE -o pic.png [--size WxH] [--window r0:r1,c0:c1]``."""
     from terrain.plot import render_mst
 
+    if getattr(args, "source", None):
+        return _plot_bfs_levels(args)
     if not is_store(args.store):
         raise InputError(f"{args.store}: not a terrain store")
     check_output_free(args.output, args.overwrite)

@@ -21,7 +21,8 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["hillshade", "read_for_picture", "mst_segments", "render_mst", "MIN_PIXELS_PER_CELL"]
+__all__ = ["hillshade", "read_for_picture", "mst_segments", "render_mst", "render_bfs_levels",
+           "MIN_PIXELS_PER_CELL"]
 
 MIN_PIXELS_PER_CELL = 3
 
@@ -182,3 +183,49 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     fig.savefig(path, dpi=dpi, format="png")
     plt.close(fig)
     return {"stride": stride, "window": [r0, r1, c0, c1], "edges_drawn": edges}
+
+
+def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100):
+    """Write a PNG of a BFS's frontier size per level (log scale), coloured by the operator
+    that built each level (top-down or bottom-up), in the style of the BFS papers' figures.
+
+    Parameters
+    ----------
+    path : str or Path
+    stats : terrain.graph.TraversalStats
+    size : (width, height) in pixels
+
+    Returns
+    -------
+    dict
+        ``levels`` (beyond the sources) and ``reached``.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise InputError("pictures need matplotlib (pip install 'terrain[plot]')") from None
+    width, height = (int(size[0]), int(size[1]))
+    if width < 50 or height < 50:
+        raise InputError(f"picture size {width} x {height}: at least 50 x 50 pixels")
+    sizes = np.asarray(stats.level_sizes, dtype=np.int64)
+    ops = ["source"] + list(stats.operators)
+    colours = {"source": "#444444", "bottom-up": "#d95f02"}
+    fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
+    ax = fig.add_axes((0.1, 0.12, 0.85, 0.78))
+    levels = np.arange(sizes.size)
+    ax.bar(levels, sizes, color=[colours.get(o, "#1b9e77") for o in ops], width=0.85)
+    ax.set_yscale("log")
+    ax.set_xlabel("BFS level (hops from the source)", fontsize=9)
+    ax.set_ylabel("vertices in the frontier", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.legend(handles=[Patch(color="#444444", label="source(s)"),
+                       Patch(color="#1b9e77", label="top-down"),
+                       Patch(color="#d95f02", label="bottom-up")], fontsize=8)
+    ax.set_title(title or f"{int(sizes.sum())} vertices reached in {sizes.size - 1} levels",
+                 fontsize=9)
+    fig.savefig(path, dpi=dpi, format="png")
+    plt.close(fig)
+    return {"levels": int(sizes.size - 1), "reached": int(sizes.sum())}

@@ -193,8 +193,14 @@ def build_parser():
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
 
-    p = sub.add_parser("plot", help="PNG: hillshade of the DEM with the minimum spanning forest drawn")
-    p.add_argument("store", metavar="STORE", help="a tile store or an mst output store")
+    p = sub.add_parser("plot", help="PNG: hillshade of the DEM with the minimum spanning forest "
+                       "drawn; or a graph's BFS frontier size per level (with --source)")
+    p.add_argument("store", metavar="STORE|GRAPH",
+                   help="a tile store or an mst output store; with --source: a graph")
+    p.add_argument("--source", default=None, metavar="S[,S...]",
+                   help="plot the frontier size per level of a BFS from these vertex ids of GRAPH")
+    p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of GRAPH")
+    _add_backend(p)
     p.add_argument("-o", "--output", required=True, metavar="PIC.png", help="the PNG to write")
     p.add_argument("--size", default="1200x900", metavar="WxH", help="picture size in pixels (default 1200x900)")
     p.add_argument("--window", default=None, metavar="r0:r1,c0:c1",
@@ -254,7 +260,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
-    warnings.showwarning = _show_warning
+    shown, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         return int(_handler(args)(args) or 0)
     except InputError as e:
@@ -267,6 +273,8 @@ def main(argv=None):
         # the reader went away (`terrain info STORE | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from terrain.errors import InputError
 from terrain.io.geotiff import overview_factors, write_geotiff
 from terrain.io.georef import finish_store, write_georeference
 
-from cli import run_cli
+from cli import run_main
 
 GT = (600000.0, 30.0, 0.0, 3900000.0, 0.0, -30.0)
 
@@ -62,10 +62,10 @@ def test_mst_cog(mst_store, dem_tif, tmp_path):
         assert ov.shape == (276, 176)
 
 
-def test_mst_cli_geotiff_from_a_store(dem_tif, tmp_path):
+def test_mst_cli_geotiff_from_a_store(dem_tif, tmp_path, capsys):
     store = ingest(dem_tif, tmp_path / "dem.zarr", tile=128, scheduler="threads")
     tif = tmp_path / "m.tif"
-    rc, out, err = run_cli("mst", store.path, "-o", tmp_path / "m.zarr", "--connectivity", "4",
+    rc, out, err = run_main(capsys, "mst", store.path, "-o", tmp_path / "m.zarr", "--connectivity", "4",
                            "--geotiff", tif, "--backend", "cpu")
     assert rc == 0, err
     with rasterio.open(tif) as src:

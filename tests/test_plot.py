@@ -5,7 +5,7 @@ import pytest
 
 from terrain.plot import hillshade, mst_segments, read_for_picture
 
-from cli import run_cli
+from cli import run_main
 
 mpl_image = pytest.importorskip("matplotlib.image")
 
@@ -20,13 +20,13 @@ def mst_out(tmp_path_factory):
     return d / "s.mst.zarr"
 
 
-def test_plot_sizes_and_level_of_detail(mst_out, tmp_path):
-    rc, out, err = run_cli("plot", mst_out, "-o", tmp_path / "a.png", "--size", "320x240",
+def test_plot_sizes_and_level_of_detail(mst_out, tmp_path, capsys):
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "a.png", "--size", "320x240",
                            scheduler=None)
     assert rc == 0, err
     assert mpl_image.imread(tmp_path / "a.png").shape[:2] == (240, 320)
     assert "forest not drawn" in out
-    rc, out, err = run_cli("plot", mst_out, "-o", tmp_path / "b.png", "--size", "500x400",
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "b.png", "--size", "500x400",
                            "--window", "10:50,20:70", scheduler=None)
     assert rc == 0, err
     img = mpl_image.imread(tmp_path / "b.png")
@@ -35,9 +35,9 @@ def test_plot_sizes_and_level_of_detail(mst_out, tmp_path):
     # the forest is drawn in red: many strongly red pixels
     red = (img[..., 0] > 0.55) & (img[..., 1] < 0.2) & (img[..., 2] < 0.25)
     assert red.sum() > 1000
-    rc, out, err = run_cli("plot", mst_out, "-o", tmp_path / "b.png", scheduler=None)
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "b.png", scheduler=None)
     assert rc == 2 and "exists" in err
-    rc, out, err = run_cli("plot", mst_out, "-o", tmp_path / "c.png", "--size", "big",
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "c.png", "--size", "big",
                            scheduler=None)
     assert rc == 2 and "WIDTHxHEIGHT" in err and not (tmp_path / "c.png").exists()
 
@@ -65,3 +65,19 @@ def test_segments_follow_the_bits():
     m[1, 1] = 4 | 8  # SE and SW
     segs = mst_segments(m)
     assert segs.tolist() == [[[1.5, 1.5], [2.5, 2.5]], [[1.5, 1.5], [0.5, 2.5]]]
+
+
+def test_bfs_levels_picture(tmp_path, capsys):
+    nx = pytest.importorskip("networkx")
+    G = nx.grid_2d_graph(12, 20)
+    G = nx.convert_node_labels_to_integers(G, first_label=1)
+    g = tmp_path / "g.txt"
+    g.write_text("".join(f"{u} {v}\n" for u, v in G.edges()))
+    rc, out, err = run_main(capsys, "plot", g, "--source", "1", "-o", tmp_path / "l.png",
+                            "--size", "600x400", "--backend", "cpu", scheduler=None)
+    assert rc == 0, err
+    assert f"{11 + 19} levels, 240 vertices reached" in out
+    assert mpl_image.imread(tmp_path / "l.png").shape[:2] == (400, 600)
+    rc, out, err = run_main(capsys, "plot", g, "--source", "999", "-o", tmp_path / "m.png",
+                            "--backend", "cpu", scheduler=None)
+    assert rc == 2 and "999" in err and not (tmp_path / "m.png").exists()

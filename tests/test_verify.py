@@ -7,7 +7,7 @@ import zarr
 from terrain.grid.mst import grid_mst
 from terrain.verify import verify_grid_mst, verify_sssp
 
-from cli import run_cli
+from cli import run_main
 
 
 def dem(rows, cols, seed, holes=0.1, integer=False):
@@ -122,13 +122,13 @@ def test_accepts_dijkstra_distances():
     assert not verify_sssp(a, d, [0], weights="data").ok
 
 
-def test_verify_cli_on_mst_output_and_bfs_result(tmp_path):
+def test_verify_cli_on_mst_output_and_bfs_result(tmp_path, capsys):
     from terrain.io import write_synth
     write_synth(tmp_path / "s.asc", 40, 50, seed=3, nodata=0.1)
     out = tmp_path / "s.mst.zarr"
-    rc, _, err = run_cli("mst", tmp_path / "s.asc", "-o", out, "--tile", "16", "--backend", "cpu")
+    rc, _, err = run_main(capsys, "mst", tmp_path / "s.asc", "-o", out, "--tile", "16", "--backend", "cpu")
     assert rc == 0, err
-    rc, text, err = run_cli("verify", out, scheduler=None)
+    rc, text, err = run_main(capsys, "verify", out, scheduler=None)
     assert rc == 0, err
     assert "cycle property" in text and text.count("ok ") >= 4
     m = zarr.open_group(str(out), mode="r+", use_consolidated=False)["mst"]
@@ -136,21 +136,21 @@ def test_verify_cli_on_mst_output_and_bfs_result(tmp_path):
     r, c = np.argwhere(mask)[5]
     mask[r, c] ^= np.uint8(1 << (int(mask[r, c]).bit_length() - 1))
     m[:] = mask
-    rc, text, err = run_cli("verify", out, scheduler=None)
+    rc, text, err = run_main(capsys, "verify", out, scheduler=None)
     assert rc == 1 and "FAIL" in text
     # BFS result: distances file + graph
     g = tmp_path / "g.txt"
     g.write_text("# path\n1 2\n2 3\n3 4\n7 8\n")
-    rc, _, err = run_cli("bfs", g, "--source", "2", "--out", tmp_path / "d.npy", "--backend", "cpu")
+    rc, _, err = run_main(capsys, "bfs", g, "--source", "2", "--out", tmp_path / "d.npy", "--backend", "cpu")
     assert rc == 0, err
-    rc, text, err = run_cli("verify", tmp_path / "d.npy", "--graph", g, "--source", "2",
+    rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", "--graph", g, "--source", "2",
                             scheduler=None)
     assert rc == 0, err + text
     d = np.load(tmp_path / "d.npy")
     d[3] = 1
     np.save(tmp_path / "bad.npy", d)
-    rc, text, err = run_cli("verify", tmp_path / "bad.npy", "--graph", g, "--source", "2",
+    rc, text, err = run_main(capsys, "verify", tmp_path / "bad.npy", "--graph", g, "--source", "2",
                             scheduler=None)
     assert rc == 1 and "FAIL" in text
-    rc, text, err = run_cli("verify", tmp_path / "d.npy", scheduler=None)
+    rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", scheduler=None)
     assert rc == 2 and "--graph" in err
