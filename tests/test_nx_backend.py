@@ -66,6 +66,14 @@ def test_disconnected_and_declined():
     assert "hop" in B.can_run("diameter", (G,), {"weight": "weight"})
     assert "e=" in B.can_run("radius", (G, {0: 1}), {})
     assert B.can_run("eccentricity", (G, 0), {}) is True
+    P = nx.path_graph(5)
+    T = B.convert_from_nx(P)
+    # v as NetworkX's nbunch: a node, a container (nodes not in G skipped), not a node at all
+    assert B.eccentricity(T, [1, 99]) == nx.eccentricity(P, [1, 99]) == {1: 3}
+    with pytest.raises(nx.NetworkXError):
+        nx.eccentricity(P, 99)
+    with pytest.raises(nx.NetworkXError):
+        B.eccentricity(T, 99)
     info = get_info()
     assert set(info["functions"]) >= {"diameter", "bfs_layers", "eccentricity"}
     assert all(hasattr(B, f) for f in info["functions"])

@@ -203,16 +203,20 @@ class BackendInterface:
         """Eccentricity of one node (a number) or of several / all nodes (a dict)."""
         import networkx as nx
         from terrain.graph import traverse
-        if v in G:
-            wanted, single = [v], True
-        else:
-            wanted, single = (list(G.nodes) if v is None else list(v)), False
+        single = v is not None and v in G
+        if v is None:
+            wanted = list(G.nodes)
+        elif single:
+            wanted = [v]
+        else:  # a container of nodes: those in G, as NetworkX's nbunch_iter takes them
+            try:
+                wanted = [node for node in v if node in G]
+            except TypeError:
+                raise nx.NetworkXError("nbunch is not a node or a sequence of nodes.") from None
         core = _core(G)
         n = len(G)
         out = {}
         for node in wanted:
-            if node not in G:
-                raise nx.NodeNotFound(f"Node {node} is not in G")
             stats = traverse(core, np.array([G.index_of(node)], np.int64))
             if stats.reached != n:
                 raise nx.NetworkXError(_NOT_CONNECTED)
