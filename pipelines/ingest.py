@@ -85,7 +85,6 @@ def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
 def _finish(store_path, band_stats):
     stats = _finish_stats(band_stats)
     zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
-    finish_store(store_path)
     BUFFERS.clear()
     return store_path
 
@@ -186,6 +185,9 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
     """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`."""
     with atomic_output(output_path, overwrite) as tmp:
         compute(build_ingest_graph(input_path, tmp, tile, compressors, **options), label="ingest")
+        # consolidated metadata last, by the command that owns the store: a pipeline that
+        # embeds the ingest graph (mst) adds arrays afterwards and consolidates at its end
+        finish_store(tmp)
     return open_store(output_path)
 
 

@@ -132,8 +132,8 @@ def build_parser():
                        "output store holds the DEM's elevation (raster input) and 'mst', a uint8 "
                        "raster: bit d of a cell set = the forest holds the edge from that cell in "
                        "direction d (bit 0 E, 1 S, 2 SE, 3 SW); each edge is stored once, at its "
-                       "upper/left cell. The summary (total weight, edges, trees) is printed and "
-                       "kept in the store's attributes.")
+                       "first cell in row-major order. The summary (total weight, edges, "
+                       "trees) is printed and kept in the store's attributes.")
     p.add_argument("input", metavar="INPUT", help="ASCII grid, any rasterio raster, or a tile store")
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .mst.zarr)")

@@ -19,8 +19,11 @@ every raster array (``dimension_names == ("y", "x")``)
     no ``_FillValue``.
 consolidated metadata
     :func:`finish_store` consolidates the group so ``xarray.open_zarr`` opens it without
-    a warning. Consolidated metadata is a snapshot: terrain's own readers open groups with
-    ``use_consolidated=False``, and every writer calls :func:`finish_store` last.
+    a warning. Consolidated metadata is a snapshot: zarr then looks members up in it only
+    (``group[name]`` of an array added later raises KeyError), so terrain's readers open
+    groups with ``use_consolidated=False``, and only the command that owns a store calls
+    :func:`finish_store`, once, after its last write (``ingest``, ``mst``: not the ingest
+    graph that ``mst`` embeds).
 
 The CRS is kept as WKT; :func:`crs_wkt` normalises what a user gives (``EPSG:32617``,
 an integer EPSG code, WKT, PROJ JSON, a rasterio CRS) and :func:`crs_label` gives the
