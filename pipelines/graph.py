@@ -313,9 +313,39 @@ def build_diameter_graph(graph, *, extremes=False, effective=None, seed=0, backe
                                       dask_key_name=f"diameter-finish-{token}")
 
 
+_SHOWN = 5
+
+
+def summarize_ids(ids, shown=_SHOWN):
+    """``n vertices: a b c ... x y z`` for a long id list, all of it when short.
+
+    Examples
+    --------
+    >>> summarize_ids(list(range(100)), 3)
+    '100 vertices: 0 1 2 ... 97 98 99'
+    >>> summarize_ids([4, 5])
+    '2 vertices: 4 5'
+    """
+    ids = list(ids)
+    if len(ids) <= 2 * shown:
+        body = " ".join(map(str, ids))
+    else:
+        body = " ".join(map(str, ids[:shown])) + " ... " + " ".join(map(str, ids[-shown:]))
+    return f"{len(ids)} vertices: {body}"
+
+
+def _write_ids(path, ids):
+    """One id a line, atomically (never over an existing file)."""
+    with atomic_output(path) as tmp:
+        with open(tmp, "w") as f:
+            f.writelines(f"{v}\n" for v in ids)
+
+
 def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K]``: exact diameter by bounding."""
     backend = get_backend(args.backend)
+    if getattr(args, "path_out", None):
+        check_output_free(args.path_out)
     token = _token(args.graph)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
     with open_scheduler(args.scheduler) as client:
@@ -326,6 +356,9 @@ def diameter_command(args):
         ((result, seconds),) = compute(work, label="diameter")
     out = result.as_dict()
     out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)
+    if getattr(args, "path_out", None):
+        _write_ids(args.path_out, result.path)
+        out["path_out"] = str(args.path_out)
     if args.json:
         print(json.dumps(out))
         return 0
@@ -336,7 +369,9 @@ def diameter_command(args):
     a, b = result.endpoints
     print(f"diameter {result.diameter} (exact, {result.bfs_count} BFS, {seconds:.3f} s, "
           f"{backend.name}) between {a} and {b}")
-    print("path: " + " ".join(map(str, result.path)))
+    print("path: " + summarize_ids(result.path)
+          + (f" (whole path in {args.path_out})" if getattr(args, "path_out", None) else
+             " (the whole path: --json or --path-out FILE)" if len(result.path) > 2 * _SHOWN else ""))
     if args.all:
         print(f"radius {result.radius}")
         print(f"center ({len(result.center)}): " + " ".join(map(str, result.center[:50]))

@@ -25,6 +25,7 @@ import math
 import sys
 import threading
 import time
+import warnings
 
 import dask
 import numpy as np
@@ -35,6 +36,7 @@ from terrain._paths import check_outputs, input_identity
 from terrain.io import AsciiGrid, open_grid, write_synth
 from terrain.io._buffers import BUFFERS
 from terrain.io._parse import load_kernels, nan_min_max
+from terrain.io.georef import finish_store
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import tiles_per_shard
 
@@ -89,7 +91,8 @@ def _finish(store_path, band_stats):
     return store_path
 
 
-def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None):
+def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None, *,
+                       band=None, nodata=None, crs=None):
     """Dask graph that ingests ``input_path`` into a new tile store at ``store_path``.
 
     Parameters
@@ -103,6 +106,8 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
         Tile side, a power of two.
     compressors : tuple of zarr codecs, optional
         Default: :func:`default_compressors` (Blosc LZ4).
+    band, nodata, crs : optional
+        Band to read, nodata value and CRS overriding the file's (:func:`terrain.io.open_grid`).
 
     Returns
     -------
@@ -122,7 +127,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     ('sample.zarr',)
     """
     tile = check_tile_size(tile)
-    grid = open_grid(input_path)
+    grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)
     compressors = default_compressors() if compressors is None else compressors
     token = dask.base.tokenize(input_identity(input_path), str(store_path), tile)
     shard_side = dask.delayed(_create, pure=False)(
@@ -148,7 +153,7 @@ CHECKPOINTED = ("ingest-create", "ingest-band")
 
 
 def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, scheduler=None,
-           compressors=None, resume=False):
+           compressors=None, resume=False, *, band=None, nodata=None, crs=None):
     """Ingest a grid into a tile store at ``output_path``, atomically.
 
     Parameters
@@ -177,30 +182,34 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     """
     check_outputs([input_path], [output_path], overwrite)
     check_tile_size(tile)
-    open_grid(input_path)  # bad input fails before a cluster starts
+    open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails before a cluster starts
     # Numba's first call costs ~0.5 s: pay it while the scheduler starts
     threading.Thread(target=load_kernels, daemon=True).start()
     with open_scheduler(scheduler):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
-                                          resume)
+                                          resume, band=band, nodata=nodata, crs=crs)
 
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
-                               compressors=None, resume=False):
+                               compressors=None, resume=False, **options):
     """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`.
 
-    The returned store's ``reused_tasks`` attribute counts the tasks a resumed run took
-    from the partial output's checkpoints.
+    ``options`` are :func:`terrain.io.open_grid`'s (``band``, ``nodata``, ``crs``). The
+    returned store's ``reused_tasks`` attribute counts the tasks a resumed run took from the
+    partial output's checkpoints.
     """
-    key = run_key("ingest", [input_path], tile, compressors)
+    key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with atomic_output(output_path, overwrite, inputs=[input_path], key=key,
                        resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
-        graph, reused = checkpointed(build_ingest_graph(input_path, tmp, tile, compressors),
-                                     tmp, CHECKPOINTED)
+        graph, reused = checkpointed(
+            build_ingest_graph(input_path, tmp, tile, compressors, **options), tmp, CHECKPOINTED)
         compute(graph, label="ingest")
         drop_checkpoints(tmp)
+        # consolidated metadata last, by the command that owns the store: a pipeline that
+        # embeds the ingest graph (mst) adds arrays afterwards and consolidates at its end
+        finish_store(tmp)
     store = open_store(output_path)
     store.reused_tasks = reused
     return store
@@ -271,8 +280,18 @@ def ingest_command(args):
         from ._plan import dry_run_command
         return dry_run_command("ingest", args)
     t0 = time.perf_counter()
-    store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
-                   scheduler=args.scheduler, resume=getattr(args, "resume", False))
+    options = {"band": getattr(args, "band", None), "nodata": getattr(args, "nodata", None),
+               "crs": getattr(args, "crs", None)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        open_grid(args.input, **options)
+    for w in caught:  # once, as one line (e.g. a multi-band input without --band)
+        print(f"terrain: warning: {w.message} (--band N picks another)", file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        store = ingest(args.input, args.output, tile=args.tile, overwrite=args.overwrite,
+                       scheduler=args.scheduler, resume=getattr(args, "resume", False),
+                       **options)
     rows, cols = store.shape
     reused = (f"; {store.reused_tasks} tasks reused from the interrupted run"
               if store.reused_tasks else "")
@@ -283,10 +302,9 @@ def ingest_command(args):
 
 
 def info_command(args):
-    """``terrain info STORE [--json]``."""
-    d = describe_store(open_store(args.store))
-    print(json.dumps(d, indent=2) if args.json else _format_info(d))
-    return 0
+    """``terrain info STORE [--json]``: any store terrain writes (:mod:`pipelines.info`)."""
+    from .info import info_command as describe_any
+    return describe_any(args)
 
 
 def synth_command(args):

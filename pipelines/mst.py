@@ -48,6 +48,7 @@ from terrain._paths import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.edges import WeightSum
+from terrain.io.georef import check_weight_units, finish_store
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
                                merge_step)
@@ -79,7 +80,7 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3)
     if "x" not in group:
         gt = geo["geotransform"]
-        write_coordinates(group, spec.shape, gt)
+        write_coordinates(group, spec.shape, gt, geo.get("crs"))
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
                             "source": geo.get("source")})
     side = spec.tile * tile_shard
@@ -225,7 +226,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
             scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto",
-            resume=False):
+            resume=False, cog=True):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
@@ -248,7 +249,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         store = open_store(inp)
         shape, tile, cellsize = store.shape, store.tile, store.cellsize
         geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp)}
+               "source": str(inp.resolve())}
         shard = store.tiles_per_shard
     else:
         from terrain.io import open_grid
@@ -256,6 +257,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         shape, cellsize = grid.shape, grid.cellsize
         geo = None
         shard = tiles_per_shard(tile, shape)
+    check_weight_units(weight, geo["crs"] if geo else grid.crs, inp)
     spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
                    tuple(float(c) for c in cellsize))
     key = run_key("mst", [inp], spec)
@@ -280,35 +282,35 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         summary["device"] = be.device_name()
         summary["reused_tasks"] = reused
         zarr.open_group(store=str(tmp), mode="r+").attrs.update({"mst": summary})
+        finish_store(tmp)
         if geotiff:  # from the partial: a failing GeoTIFF leaves no store behind either
-            write_geotiff(tmp, geotiff, overwrite, inputs=[inp])
+            write_geotiff(tmp, geotiff, overwrite, cog=cog)
             summary["geotiff"] = str(geotiff)
     return summary
 
 
-def write_geotiff(store_path, tif_path, overwrite=False, inputs=()):
-    """Write the ``mst`` mask of an output store as a uint8 GeoTIFF, shard by shard."""
-    import rasterio
-    from rasterio.transform import Affine
+MST_BAND_DESCRIPTION = ("MST edges: bit d set = the forest holds the edge from this cell in "
+                        "direction d (1 = E, 2 = S, 4 = SE, 8 = SW); 255 = nodata cell")
 
-    group = zarr.open_group(store=str(store_path), mode="r")
-    arr = group["mst"]
-    rows, cols = arr.shape
-    gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(rows), 0.0, -1.0]
-    crs = group.attrs.get("crs")
-    side = arr.shards[0] if arr.shards else arr.chunks[0]
-    with atomic_output(tif_path, overwrite, inputs=[store_path, *inputs]) as tmp:
-        profile = {"driver": "GTiff", "height": max(rows, 1), "width": max(cols, 1), "count": 1,
-                   "dtype": "uint8", "transform": Affine.from_gdal(*gt), "compress": "deflate",
-                   "tiled": True, "blockxsize": 256, "blockysize": 256}
-        if crs:
-            profile["crs"] = crs
-        with rasterio.open(tmp, "w", **profile) as dst:
-            for r0 in range(0, rows, side):
-                for c0 in range(0, cols, side):
-                    block = np.asarray(arr[r0:r0 + side, c0:c0 + side])
-                    dst.write(block, 1, window=rasterio.windows.Window(c0, r0, block.shape[1],
-                                                                       block.shape[0]))
+
+def write_geotiff(store_path, tif_path, overwrite=False, cog=True):
+    """Write the ``mst`` mask of an output store as a uint8 (Cloud-Optimized) GeoTIFF.
+
+    Nodata cells of the DEM (the output's ``elevation``, else the source store's) are 255,
+    so they never read as 0 (a valid cell owning no edge); see :mod:`terrain.io.geotiff`.
+    """
+    from terrain.io.geotiff import write_geotiff as write_layer
+
+    group = zarr.open_group(store=str(store_path), mode="r", use_consolidated=False)
+    valid = None
+    if "elevation" in group:
+        valid = (store_path, "elevation")
+    elif group.attrs.get("source") and is_store(group.attrs["source"]):
+        valid = (group.attrs["source"], "elevation")
+    return write_layer(store_path, "mst", tif_path, cog=cog, nodata=255, valid_from=valid,
+                       description=MST_BAND_DESCRIPTION, resampling="nearest",
+                       tags={"E": 1, "S": 2, "SE": 4, "SW": 8, "nodata": 255},
+                       overwrite=overwrite)
 
 
 def _format_summary(s):
@@ -336,7 +338,8 @@ def mst_command(args):
     summary = run_mst(args.input, args.output, tile=args.tile, connectivity=args.connectivity,
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
                       overwrite=args.overwrite, geotiff=args.geotiff,
-                      resume=getattr(args, "resume", False))
+                      resume=getattr(args, "resume", False),
+                      cog=not getattr(args, "no_cog", False))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -9,4 +9,16 @@ from .errors import InputError
 
 __version__ = "0.1.0"
 
-__all__ = ["Backend", "get_backend", "gpu_available", "InputError", "__version__"]
+__all__ = ["Backend", "get_backend", "gpu_available", "InputError", "__version__",
+           "mst", "bfs", "diameter"]
+
+# The Python API (terrain/api.py) is imported on first use: `import terrain` stays light
+# for the command line.
+_API = ("mst", "bfs", "diameter")
+
+
+def __getattr__(name):
+    if name in _API:
+        from . import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'terrain' has no attribute {name!r}")

@@ -10,10 +10,13 @@ import importlib
 import logging
 import os
 import sys
+import warnings
 
 from .backend import BACKEND_CHOICES
 from .errors import InputError
 from ._signals import Terminated, terminate_raises
+
+_python_show_warning = warnings.showwarning
 
 # command -> "module:function"; imported only when that command runs (fast --help, light deps)
 HANDLERS = {
@@ -25,6 +28,8 @@ HANDLERS = {
     "bfs": "pipelines.graph:bfs_command",
     "diameter": "pipelines.graph:diameter_command",
     "batch": "pipelines.batch:batch_command",
+    "verify": "pipelines.verify:verify_command",
+    "plot": "pipelines.plot:plot_command",
     "bench ingest": "pipelines.bench_ingest:bench_ingest_command",
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
@@ -107,50 +112,73 @@ def _add_graph_input(p):
 def build_parser():
     parser = _Parser(prog="terrain", description="Fast, exact, out-of-core graph algorithms on "
                      "elevation grids and sparse graphs.")
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"terrain {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     p = sub.add_parser("ingest", help="ingest an elevation grid into a z-ordered Zarr tile store")
     p.add_argument("input", metavar="INPUT", help="ESRI ASCII, GRASS ASCII or any raster rasterio reads")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.zarr")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.zarr",
+                   help="the tile store to write (Zarr v3; georeferenced for xarray/rioxarray)")
     p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--band", type=_positive_int, default=None, metavar="N",
+                   help="raster band to read, from 1 (default 1; a multi-band input warns)")
+    p.add_argument("--nodata", type=float, default=None, metavar="VALUE",
+                   help="cells equal to VALUE are nodata (replaces the file's own nodata value)")
+    p.add_argument("--crs", default=None, metavar="EPSG:XXXX|WKT",
+                   help="assign this coordinate reference system (replaces the file's own)")
     _add_scheduler(p)
     _add_run_control(p)
 
-    p = sub.add_parser("info", help="describe a tile store")
-    p.add_argument("store", metavar="STORE")
+    p = sub.add_parser("info", help="describe a tile store or a result store (mst, ...)")
+    p.add_argument("store", metavar="STORE", help="a store written by ingest, mst or another command")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("synth", help="write fractal terrain as an ESRI ASCII grid, streaming")
-    p.add_argument("--rows", type=_positive_int, required=True)
-    p.add_argument("--cols", type=_positive_int, required=True)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rows", type=_positive_int, required=True, help="grid rows")
+    p.add_argument("--cols", type=_positive_int, required=True, help="grid columns")
+    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same terrain)")
     p.add_argument("--nodata", type=_fraction, default=0.0, metavar="FRACTION",
                    help="fraction of cells (in blobs) written as nodata (default 0)")
     p.add_argument("--integer", action="store_true", help="write integer elevations (many ties)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.asc")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.asc", help="the ESRI ASCII grid to write")
+    p.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
 
-    p = sub.add_parser("mst", help="minimum spanning forest of the grid graph of a DEM")
+    p = sub.add_parser("mst", help="minimum spanning forest of the grid graph of a DEM",
+                       description="Exact minimum spanning forest of the grid graph of a DEM "
+                       "(vertices: cells that are not nodata; edges: 4 or 8 neighbours). The "
+                       "output store holds the DEM's elevation (raster input) and 'mst', a uint8 "
+                       "raster: bit d of a cell set = the forest holds the edge from that cell in "
+                       "direction d (bit 0 E, 1 S, 2 SE, 3 SW); each edge is stored once, at its "
+                       "first cell in row-major order. The summary (total weight, edges, "
+                       "trees) is printed and kept in the store's attributes.")
     p.add_argument("input", metavar="INPUT", help="ASCII grid, any rasterio raster, or a tile store")
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .mst.zarr)")
-    p.add_argument("--tile", type=_tile, default=512)
-    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8)
+    p.add_argument("--tile", type=_tile, default=512,
+                   help="tile side for a raster input, a power of two (default 512; a store keeps its own)")
+    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="4: E/W/N/S neighbours; 8: also the diagonals (default 8)")
     p.add_argument("--weight", choices=WEIGHTS, default="max",
-                   help="edge weight: max(z_u, z_v) (default), absdiff, slope, length3d")
+                   help="edge weight: max(z_u, z_v) (default), absdiff, slope, length3d "
+                        "(slope and length3d need a projected CRS: cell sizes in metres)")
     _add_backend(p)
     _add_scheduler(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--geotiff", default=None, metavar="FILE.tif", help="also write the mask as GeoTIFF")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--geotiff", default=None, metavar="FILE.tif",
+                   help="also write the mask as a Cloud-Optimized GeoTIFF (uint8, 255 = nodata, "
+                        "overviews, band description)")
+    p.add_argument("--no-cog", action="store_true",
+                   help="with --geotiff: a plain tiled GeoTIFF with overviews instead of a COG")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT (and FILE.tif) if they exist")
     _add_run_control(p)
 
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")
     _add_graph_input(p)
-    p.add_argument("-o", "--output", required=True, metavar="G.zarr")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("-o", "--output", required=True, metavar="G.zarr", help="the graph cache to write")
+    p.add_argument("--overwrite", action="store_true", help="replace G.zarr if it exists")
     _add_scheduler(p)
 
     p = sub.add_parser("bfs", help="hop distances and predecessors from one or many sources")
@@ -159,7 +187,7 @@ def build_parser():
                    help="source vertex id(s) in the file's own ids; several = multi-source BFS")
     p.add_argument("--out", default=None, metavar="dist.npy", help="write distances (file ids order)")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_backend(p)
     _add_scheduler(p)
 
@@ -168,8 +196,11 @@ def build_parser():
     p.add_argument("--all", action="store_true", help="also radius, center and periphery")
     p.add_argument("--effective", type=_positive_int, default=None, metavar="K",
                    help="also the sampled effective diameter (90th percentile) over K sources")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled sources (with --effective)")
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON, with the whole diameter path")
+    p.add_argument("--path-out", default=None, metavar="FILE",
+                   help="write the diameter path (one vertex id a line) to FILE")
     _add_backend(p)
     _add_scheduler(p)
 
@@ -224,22 +255,49 @@ def build_parser():
                    help="redo every file and replace its output (default: skip files done)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
+    p = sub.add_parser("verify", help="check a result with a certificate (exit 0 ok, 1 a violation)",
+                       description="MST store: the mask is a spanning forest of each component "
+                       "and every non-tree edge satisfies the cycle property. BFS distances "
+                       "(.npy, with --graph and --source): d(source) = 0, d(v) <= d(u) + 1 for "
+                       "every arc, a tight arc into every reached vertex.")
+    p.add_argument("result", metavar="STORE|RESULT", help="an mst output store or a bfs --out .npy file")
+    p.add_argument("--graph", default=None, metavar="GRAPH", help="the graph a distances file came from")
+    p.add_argument("--source", default=None, metavar="S[,S...]", help="the BFS source id(s)")
+    p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+    p = sub.add_parser("plot", help="PNG: hillshade of the DEM with the minimum spanning forest "
+                       "drawn; or a graph's BFS frontier size per level (with --source)")
+    p.add_argument("store", metavar="STORE|GRAPH",
+                   help="a tile store or an mst output store; with --source: a graph")
+    p.add_argument("--source", default=None, metavar="S[,S...]",
+                   help="plot the frontier size per level of a BFS from these vertex ids of GRAPH")
+    p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of GRAPH")
+    _add_backend(p)
+    p.add_argument("-o", "--output", required=True, metavar="PIC.png", help="the PNG to write")
+    p.add_argument("--size", default="1200x900", metavar="WxH", help="picture size in pixels (default 1200x900)")
+    p.add_argument("--window", default=None, metavar="r0:r1,c0:c1",
+                   help="draw only these rows and columns (the forest is drawn when a cell covers "
+                        "at least 3 pixels)")
+    p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
+
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
     bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
     bsub.required = True
     b = bsub.add_parser("ingest", help="terrain ingest vs rasterio reading the same ASCII grid")
-    b.add_argument("--rows", type=_positive_int, default=8192)
-    b.add_argument("--cols", type=_positive_int, default=8192)
-    b.add_argument("--tile", type=_tile, default=512)
+    b.add_argument("--rows", type=_positive_int, default=8192, help="synthetic grid rows (default 8192)")
+    b.add_argument("--cols", type=_positive_int, default=8192, help="synthetic grid columns (default 8192)")
+    b.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
     _add_scheduler(b)
     b = bsub.add_parser("mst", help="terrain grid MST vs scipy minimum_spanning_tree")
-    b.add_argument("--rows", type=_positive_int, default=4096)
-    b.add_argument("--cols", type=_positive_int, default=4096)
-    b.add_argument("--tile", type=_tile, default=512)
-    b.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8)
+    b.add_argument("--rows", type=_positive_int, default=4096, help="synthetic grid rows (default 4096)")
+    b.add_argument("--cols", type=_positive_int, default=4096, help="synthetic grid columns (default 4096)")
+    b.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
+    b.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="4 or 8 neighbours (default 8)")
     b.add_argument("--no-scipy", action="store_true", help="skip the scipy figure (grids too big for it)")
-    b.add_argument("--workdir", default=None)
+    b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
     b.add_argument("--peer", choices=("scipy", "ecl"), default="scipy",
                    help="scipy (default) or ecl: the in-core GPU MST against ECL-MST")
     b.add_argument("--ecl-source", default=None, help="with --peer ecl: ECL-MST's source folder")
@@ -255,14 +313,15 @@ def build_parser():
     for name in ("bfs", "diameter"):
         b = bsub.add_parser(name, help=f"terrain {name} vs "
                             + ("scipy breadth_first_order" if name == "bfs" else "networkx"))
-        b.add_argument("--graph", choices=("rmat", "grid", "file"), default="rmat")
+        b.add_argument("--graph", choices=("rmat", "grid", "file"), default="rmat",
+                       help="RMAT generator, a rows x cols grid graph, or --file (default rmat)")
         b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
         b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
-        b.add_argument("--rows", type=_positive_int, default=1024)
-        b.add_argument("--cols", type=_positive_int, default=1024)
+        b.add_argument("--rows", type=_positive_int, default=1024, help="grid graph rows (default 1024)")
+        b.add_argument("--cols", type=_positive_int, default=1024, help="grid graph columns (default 1024)")
         b.add_argument("--file", default=None, help="with --graph file: the graph to load")
         b.add_argument("--sources", type=_positive_int, default=16, help="BFS sources to average over")
-        b.add_argument("--seed", type=int, default=1)
+        b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
         _add_backend(b)
     return parser
 
@@ -273,11 +332,20 @@ def _handler(args):
     return getattr(importlib.import_module(module), func)
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """terrain's own warnings as one line ``terrain: warning: ...``; others as Python prints them."""
+    if os.path.dirname(os.path.abspath(filename)).startswith(os.path.dirname(__file__)):
+        print(f"terrain: warning: {message}", file=sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
+    shown, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         with terminate_raises():
             return int(_handler(args)(args) or 0)
@@ -294,6 +362,8 @@ def main(argv=None):
         # the reader went away (`terrain info STORE | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

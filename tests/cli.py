@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-__all__ = ["run_cli"]
+__all__ = ["run_cli", "run_main"]
 
 
 def run_cli(*argv, scheduler="synchronous", timeout=120):
@@ -15,3 +15,15 @@ def run_cli(*argv, scheduler="synchronous", timeout=120):
     proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv), *extra],
                           capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def run_main(capsys, *argv, scheduler="synchronous"):
+    """``terrain.run.main`` in this process (fast: no interpreter start, kernels loaded once);
+    ``capsys`` is pytest's fixture. Returns ``(exit status, stdout, stderr)``."""
+    from terrain.run import main
+
+    capsys.readouterr()
+    extra = ["--scheduler", scheduler] if scheduler else []
+    rc = main([*map(str, argv), *extra])
+    out, err = capsys.readouterr()
+    return rc, out, err

@@ -204,7 +204,9 @@ def test_cli_ascii_end_to_end(tmp_path, capsys):
     assert summary["levels"] == 4 and summary["tile"] == 16
     import rasterio
     with rasterio.open(tif) as t:
-        assert np.array_equal(t.read(1), group["mst"][:])
+        # nodata cells of the DEM are 255 in the GeoTIFF (docs/gis.md), the rest the mask
+        assert t.nodata == 255
+        assert np.array_equal(t.read(1), np.where(np.isnan(zin), 255, group["mst"][:]))
         assert t.transform.c == 1000 and t.transform.f == 2000 + 70 * 10
 
 

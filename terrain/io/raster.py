@@ -5,6 +5,7 @@ band of whole rows, so a scheduler can read bands in parallel with memory bounde
 band. Masked cells (nodata value, mask band, NaN) become NaN; values are cast to float32.
 """
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,11 @@ class RasterGrid:
     crs : str or None (WKT)
     header : dict
         Driver, data type, band count and the dataset's tags.
+    band : int
+        The band :meth:`read_rows` reads (from 1).
+    file_mask : bool
+        True: cells masked by the file (nodata value, mask band) are nodata; False: only
+        cells equal to ``nodata`` (a value the user gave) and NaN.
     """
 
     path: Path
@@ -36,13 +42,15 @@ class RasterGrid:
     nodata: object
     crs: object
     header: dict = field(hash=False)
+    band: int = 1
+    file_mask: bool = True
 
     @property
     def cellsize(self):
         return (abs(self.geotransform[1]), abs(self.geotransform[5]))
 
     def read_rows(self, r0, r1, starts=None, out=None):
-        """Rows ``r0:r1`` of band 1 as float32, masked cells NaN (``starts`` is ignored)."""
+        """Rows ``r0:r1`` of :attr:`band` as float32, nodata cells NaN (``starts`` is ignored)."""
         import rasterio
         from rasterio.windows import Window
 
@@ -51,7 +59,8 @@ class RasterGrid:
             raise ValueError(f"read_rows: rows {r0}:{r1} outside 0:{rows}")
         try:
             with rasterio.open(self.path) as src:
-                m = src.read(1, window=Window(0, r0, cols, r1 - r0), masked=True)
+                m = src.read(self.band, window=Window(0, r0, cols, r1 - r0),
+                             masked=self.file_mask)
         except rasterio.errors.RasterioError as e:
             raise InputError(f"{self.path}: read failed ({e})") from None
         values = np.asarray(m.data, dtype=np.float32)
@@ -60,17 +69,21 @@ class RasterGrid:
         else:
             out[...] = values
         mask = np.ma.getmaskarray(m)
+        if not self.file_mask and self.nodata is not None:
+            mask = values == np.float32(self.nodata)
         if mask.any():
             out[mask] = np.nan
         return out
 
 
-def open_raster(path):
+def open_raster(path, band=None):
     """Open a raster with rasterio and describe it (no pixels are read).
 
     Parameters
     ----------
     path : str or Path
+    band : int, optional
+        The band to read, from 1. Default 1; a raster of several bands then warns once.
 
     Returns
     -------
@@ -94,12 +107,23 @@ def open_raster(path):
         with rasterio.open(path) as src:
             if src.count < 1:
                 raise InputError(f"{path}: raster has no bands")
+            if band is None:
+                if src.count > 1:
+                    warnings.warn(f"{path}: {src.count} bands; reading band 1",
+                                  UserWarning, stacklevel=2)
+                band = 1
+            band = int(band)
+            if not 1 <= band <= src.count:
+                raise InputError(f"{path}: band {band} does not exist (the raster has "
+                                 f"{src.count} band{'s' if src.count > 1 else ''})")
             gt = tuple(float(v) for v in src.transform.to_gdal())
             crs = src.crs.to_wkt() if src.crs else None
-            header = {"driver": src.driver, "dtype": src.dtypes[0], "count": src.count,
+            header = {"driver": src.driver, "dtype": src.dtypes[band - 1], "count": src.count,
+                      "band": band, "description": src.descriptions[band - 1],
                       "width": src.width, "height": src.height, "tags": dict(src.tags())}
-            nodata = None if src.nodata is None else float(src.nodata)
+            nodata = src.nodatavals[band - 1]
+            nodata = None if nodata is None else float(nodata)
             return RasterGrid(path=path, shape=(src.height, src.width), geotransform=gt,
-                              nodata=nodata, crs=crs, header=header)
+                              nodata=nodata, crs=crs, header=header, band=band)
     except rasterio.errors.RasterioIOError:
         raise InputError(f"{path}: not a grid terrain or GDAL can read") from None

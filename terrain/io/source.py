@@ -6,23 +6,33 @@
 (:mod:`terrain.io.ascii_grid`), everything else to rasterio (:mod:`terrain.io.raster`).
 """
 
+import dataclasses
+import math
 from pathlib import Path
 
 from ..errors import InputError
 from .ascii_grid import AsciiGrid, looks_like_ascii_grid, open_ascii_grid
-from .raster import open_raster
+from .georef import crs_wkt
+from .raster import RasterGrid, open_raster
 
 __all__ = ["open_grid", "read_grid", "ASCII_SUFFIXES"]
 
 ASCII_SUFFIXES = (".asc", ".grd", ".txt", ".arx", ".grass")
 
 
-def open_grid(path):
+def open_grid(path, *, band=None, nodata=None, crs=None):
     """Open an elevation grid (ESRI/GRASS ASCII or any raster GDAL reads).
 
     Parameters
     ----------
     path : str or Path
+    band : int, optional
+        Raster band to read (from 1; default 1, a multi-band raster warns). ASCII grids
+        have one band.
+    nodata : float, optional
+        Cells equal to this value are nodata, instead of the file's own nodata value.
+    crs : str, optional
+        Assign this CRS (``EPSG:xxxx``, WKT, …) instead of the file's own.
 
     Returns
     -------
@@ -47,8 +57,22 @@ def open_grid(path):
     if path.stat().st_size == 0:
         raise InputError(f"{path}: empty file")
     if path.suffix.lower() in ASCII_SUFFIXES or looks_like_ascii_grid(path):
-        return open_ascii_grid(path)
-    return open_raster(path)
+        grid = open_ascii_grid(path)
+        if band is not None and int(band) != 1:
+            raise InputError(f"{path}: band {band} does not exist (an ASCII grid has 1 band)")
+    else:
+        grid = open_raster(path, band)
+    changes = {}
+    if nodata is not None:
+        value = float(nodata)
+        if not math.isfinite(value):
+            raise InputError(f"{path}: nodata {nodata!r} must be a finite number")
+        changes["nodata"] = value
+        if isinstance(grid, RasterGrid):
+            changes["file_mask"] = False
+    if crs is not None:
+        changes["crs"] = crs_wkt(crs, what=str(path))
+    return dataclasses.replace(grid, **changes) if changes else grid
 
 
 def read_grid(path):

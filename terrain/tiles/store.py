@@ -9,8 +9,10 @@ Format (Zarr v3 group)
     of a shard out in Morton (z) order, so the four children of every quadtree node inside a
     shard are adjacent on disk. Nodata cells are NaN (the fill value); edge tiles of grids
     whose sides are not multiples of the tile size are padded with NaN.
-``x``, ``y``
-    float64 cell-centre coordinates, so ``xarray.open_zarr`` gives a georeferenced array.
+``x``, ``y``, ``spatial_ref``
+    float64 cell-centre coordinates and the CF grid mapping (CRS WKT, GeoTransform), written
+    by :func:`terrain.io.georef.write_georeference`, so ``xarray.open_zarr`` gives a
+    georeferenced array and rioxarray sees its CRS, transform and nodata (``_FillValue``).
 attributes
     ``terrain`` (format version), ``tile``, ``tiles_per_shard``, ``levels``, ``geotransform``
     (GDAL order), ``cellsize``, ``crs`` (WKT or None), ``nodata``, ``source``, ``header``.
@@ -26,6 +28,7 @@ import numpy as np
 import zarr
 
 from ..errors import InputError
+from ..io.georef import crs_wkt, write_georeference
 from .morton import morton_order
 
 __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
@@ -77,21 +80,12 @@ def tiles_per_shard(tile, shape):
     return k
 
 
-def write_coordinates(group, shape, geotransform):
-    """Add the cell-centre coordinate arrays ``x`` and ``y`` of a grid to a Zarr group.
-
-    With them (and ``dimension_names``), ``xarray.open_zarr`` labels any raster in the group.
+def write_coordinates(group, shape, geotransform, crs=None):
+    """Georeference a Zarr group: ``x``, ``y``, ``spatial_ref`` and ``grid_mapping`` on every
+    raster (:func:`terrain.io.georef.write_georeference`; call
+    :func:`terrain.io.georef.finish_store` when the store is complete).
     """
-    rows, cols = (int(shape[0]), int(shape[1]))
-    gt = [float(v) for v in geotransform]
-    x = group.create_array("x", shape=(cols,), dtype="float64", chunks=(max(cols, 1),),
-                           dimension_names=("x",))
-    y = group.create_array("y", shape=(rows,), dtype="float64", chunks=(max(rows, 1),),
-                           dimension_names=("y",))
-    if cols:
-        x[:] = gt[0] + gt[1] * (np.arange(cols) + 0.5)
-    if rows:
-        y[:] = gt[3] + gt[5] * (np.arange(rows) + 0.5)
+    write_georeference(group, shape, geotransform, crs)
 
 
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
@@ -119,7 +113,10 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     if geotransform is None:
         geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
     gt = [float(v) for v in geotransform]
-    write_coordinates(group, (rows, cols), gt)
+    crs = crs_wkt(crs)
+    # attributes first: write_coordinates tags the array through another handle
+    elev.attrs.update({"units": "elevation", "nodata_stored_as": "NaN"})
+    write_coordinates(group, (rows, cols), gt, crs)
     n_tr, n_tc = -(-rows // tile), -(-cols // tile)
     group.attrs.update({
         "terrain": FORMAT_VERSION,
@@ -133,7 +130,6 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
         "source": None if source is None else str(source),
         "header": header or {},
     })
-    elev.attrs.update({"units": "elevation", "nodata_stored_as": "NaN"})
     return TileStore(path, group)
 
 
@@ -176,7 +172,7 @@ def open_store(path, mode="r"):
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
     try:
-        group = zarr.open_group(store=str(p), mode=mode)
+        group = zarr.open_group(store=str(p), mode=mode, use_consolidated=False)
         group["elevation"]
         if "terrain" not in group.attrs:
             raise KeyError("terrain")

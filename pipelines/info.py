@@ -1,0 +1,108 @@
+"""``terrain info STORE``: describe any store terrain writes (tile stores, result stores).
+
+A graph cache (``graph-ingest``) is described by its vertex and edge counts. A tile store
+(``ingest``; an ``mst`` output of a raster input also holds the DEM) is
+described by :func:`pipelines.ingest.describe_store`; a result store without a DEM (``mst``
+of a tile store) by its layers and georeference. Both list every raster layer with its
+type and meaning, and the summary of each result the store holds (its ``mst`` attribute,
+…). The CRS is printed as ``EPSG:xxxx`` (``--json`` gives the full WKT too).
+"""
+
+import json
+
+import zarr
+
+from terrain.errors import InputError
+from terrain.io.georef import RASTER_DIMS, crs_label
+from terrain.tiles import is_store, open_store
+
+__all__ = ["describe_path", "format_description", "info_command", "RESULT_ATTRS"]
+
+# store attributes that hold a result's summary (other commands add theirs here)
+RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs")
+_MEANINGS = {"elevation": "elevation, NaN = nodata",
+             "mst": "forest edge bits: 1 E, 2 S, 4 SE, 8 SW (0 = no edge owned)"}
+
+
+def _layers(group):
+    out = []
+    for name, arr in sorted(group.arrays()):
+        dims = tuple(getattr(arr.metadata, "dimension_names", None) or ())
+        if dims != RASTER_DIMS:
+            continue
+        a = dict(arr.attrs)
+        out.append({"name": name, "dtype": str(arr.dtype), "shape": list(arr.shape),
+                    "chunks": list(arr.chunks),
+                    "meaning": a.get("bits") or a.get("meaning") or a.get("units")
+                    if name not in _MEANINGS else _MEANINGS[name]})
+    return out
+
+
+def describe_path(path):
+    """Everything ``info`` prints about a store, as a JSON-ready dict."""
+    from .ingest import describe_store
+
+    if not is_store(path):
+        open_store(path)  # raises the usual "no such file" / "not a terrain tile store"
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    a = dict(group.attrs)
+    if a.get("kind") == "terrain-graph-csr":
+        return {"store": str(path), "kind": "graph cache", "vertices": int(a["n"]),
+                "edges": int(a["nnz"]) // 2, "name": a.get("name"), "meta": a.get("meta", {})}
+    if "elevation" in group and "terrain" in a:
+        d = describe_store(open_store(path))
+        d["kind"] = "tile store"
+    else:
+        layers = _layers(group)
+        if not layers:
+            raise InputError(f"{path}: not a terrain tile store or result store")
+        rows, cols = layers[0]["shape"]
+        gt = a.get("geotransform") or [0.0, 1.0, 0.0, float(rows), 0.0, -1.0]
+        d = {"store": str(path), "kind": "result store", "shape": [rows, cols],
+             "geotransform": list(gt), "cellsize": [abs(gt[1]), abs(gt[5])],
+             "crs": a.get("crs"), "source": a.get("source")}
+    d["crs_label"] = crs_label(d.get("crs"))
+    d["layers"] = _layers(group)
+    d["results"] = {k: a[k] for k in RESULT_ATTRS if isinstance(a.get(k), dict)}
+    return d
+
+
+def _format_result(name, s):
+    if name == "mst":
+        return (f"{s.get('edges')} edges, {s.get('trees')} trees, total weight "
+                f"{s.get('total_weight', float('nan')):.10g} ({s.get('connectivity')}-connected, "
+                f"weight {s.get('weight')})")
+    keys = [k for k, v in s.items() if isinstance(v, (int, float, str)) and k != "output"][:6]
+    return ", ".join(f"{k} {s[k]}" for k in keys)
+
+
+def format_description(d):
+    """The text ``info`` prints for :func:`describe_path`'s dict."""
+    from .ingest import _format_info
+
+    if d["kind"] == "graph cache":
+        return "\n".join([f"store     {d['store']} (graph cache written by graph-ingest)",
+                          f"graph     {d['vertices']} vertices, {d['edges']} undirected edges",
+                          f"source    {d['name']}"])
+    if d["kind"] == "tile store":
+        lines = _format_info({**d, "crs": d["crs_label"]}).splitlines()
+    else:
+        rows, cols = d["shape"]
+        gt = d["geotransform"]
+        lines = [f"store     {d['store']} (result store; the DEM is in {d.get('source')})",
+                 f"shape     {rows} rows x {cols} cols ({rows * cols} cells)",
+                 f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
+                 f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
+                 f"crs       {d['crs_label']}"]
+    for layer in d["layers"]:
+        lines.append(f"layer     {layer['name']}: {layer['dtype']}, {layer['meaning']}")
+    for name, s in d["results"].items():
+        lines.append(f"result    {name}: {_format_result(name, s)}")
+    return "\n".join(lines)
+
+
+def info_command(args):
+    """``terrain info STORE [--json]``."""
+    d = describe_path(args.store)
+    print(json.dumps(d, indent=2) if args.json else format_description(d))
+    return 0

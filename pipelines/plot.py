@@ -1,0 +1,88 @@
+"""``terrain plot STORE -o pic.png``: a hillshade of the DEM with the forest drawn on it;
+``terrain plot GRAPH --source S -o levels.png``: a BFS's frontier size per level.
+
+No Dask graph: a picture reads a strided sample of the DEM (:func:`terrain.plot.read_for_picture`)
+and, when zoomed in, the mask of the window; both are small. The PNG appears atomically.
+"""
+
+import sys
+
+import zarr
+
+from terrain._atomic import atomic_output, check_output_free
+from terrain.errors import InputError
+from terrain.tiles import is_store
+
+__all__ = ["plot_command", "parse_size", "parse_window"]
+
+
+def parse_size(text):
+    """``"1200x900"`` -> ``(1200, 900)``."""
+    try:
+        w, h = (int(v) for v in str(text).lower().split("x"))
+    except ValueError:
+        raise InputError(f"--size: {text!r} is not WIDTHxHEIGHT in pixels") from None
+    return w, h
+
+
+def parse_window(text):
+    """``"r0:r1,c0:c1"`` -> ``(r0, r1, c0, c1)``; None stays None."""
+    if text is None:
+        return None
+    try:
+        rows, cols = text.split(",")
+        r0, r1 = (int(v) for v in rows.split(":"))
+        c0, c1 = (int(v) for v in cols.split(":"))
+    except ValueError:
+        raise InputError(f"--window: {text!r} is not r0:r1,c0:c1") from None
+    return r0, r1, c0, c1
+
+
+def _plot_bfs_levels(args):
+    from terrain.graph import bfs, load_graph
+    from terrain.plot import render_bfs_levels
+
+    from .graph import _parse_sources
+
+    check_output_free(args.output, args.overwrite)
+    size = parse_size(args.size)
+    graph = load_graph(args.store, args.format)
+    r = bfs(graph, _parse_sources(args.source), by_id=True, predecessors=False,
+            backend=args.backend)
+    with atomic_output(args.output, args.overwrite) as tmp:
+        info = render_bfs_levels(tmp, r.stats, size=size)
+    print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; {info['levels']} levels, "
+          f"{info['reached']} vertices reached)")
+    return 0
+
+
+def plot_command(args):
+    """``terrain plot STORE -o pic.png [--size WxH] [--window r0:r1,c0:c1]``."""
+    from terrain.plot import render_mst
+
+    if getattr(args, "source", None):
+        return _plot_bfs_levels(args)
+    if not is_store(args.store):
+        raise InputError(f"{args.store}: not a terrain store")
+    check_output_free(args.output, args.overwrite)
+    group = zarr.open_group(store=str(args.store), mode="r", use_consolidated=False)
+    if "elevation" in group:
+        dem = group["elevation"]
+    else:
+        source = group.attrs.get("source")
+        if not source or not is_store(source):
+            raise InputError(f"{args.store}: no elevation here and the source DEM {source!r} "
+                             "is not a tile store")
+        dem = zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
+    mask = group["mst"] if "mst" in group else None
+    size = parse_size(args.size)
+    window = parse_window(args.window)
+    with atomic_output(args.output, args.overwrite) as tmp:
+        info = render_mst(tmp, dem, mask, size=size, window=window,
+                          geotransform=group.attrs.get("geotransform"))
+    drawn = info["edges_drawn"]
+    print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; stride {info['stride']}; "
+          + (f"{drawn} forest edges drawn)" if drawn is not None else
+             "forest not drawn at this scale: zoom in with --window)" if mask is not None
+             else "no forest in this store)"), file=sys.stdout)
+    return 0

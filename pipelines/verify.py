@@ -1,0 +1,104 @@
+"""``terrain verify STORE|RESULT``: check a result with a certificate (:mod:`terrain.verify`).
+
+What it can check
+-----------------
+* an ``mst`` output store: the DEM (the store's ``elevation``, else the tile store it was
+  computed from, named in its ``source`` attribute) and the ``mst`` mask, with the
+  connectivity and weight model the summary records;
+* a BFS distances file (``bfs --out dist.npy``) with ``--graph GRAPH --source S[,S...]``.
+
+The checks run in one process, in memory (no Dask graph: a certificate is a single pass
+over the whole result). Exit status: 0 all checks pass, 1 a check fails (the first
+violation is printed), 2 bad input.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from terrain.errors import InputError
+from terrain.tiles import is_store
+
+__all__ = ["verify_path", "verify_command"]
+
+
+def _verify_mst_store(path):
+    from terrain.verify import verify_grid_mst
+
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    summary = dict(group.attrs.get("mst") or {})
+    if "elevation" in group:
+        dem = group["elevation"]
+    else:
+        source = group.attrs.get("source")
+        if not source or not is_store(source):
+            raise InputError(f"{path}: the DEM is not in this store and its source "
+                             f"{source!r} is not a tile store")
+        dem = zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
+    a = dict(group.attrs)
+    gt = a.get("geotransform") or [0.0, 1.0, 0.0, 0.0, 0.0, -1.0]
+    cellsize = a.get("cellsize") or [abs(gt[1]), abs(gt[5])]
+    return verify_grid_mst(dem[:], group["mst"][:], int(summary.get("connectivity", 8)),
+                           summary.get("weight", "max"), tuple(cellsize))
+
+
+def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
+    from terrain.graph import load_graph
+    from terrain.verify import verify_sssp
+
+    if not graph_path or not sources:
+        raise InputError(f"{path}: a distances file needs the graph and the source(s) it was "
+                         "computed from")
+    try:
+        dist = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise InputError(f"{path}: not a NumPy distances file ({e})") from None
+    graph = load_graph(graph_path, fmt)
+    src = graph.index_of(sources, "source")
+    return verify_sssp(graph, dist, src, unreached=-1)
+
+
+def verify_path(path, graph=None, sources=None, fmt="auto"):
+    """Certificate for a result path (see the module docstring); raises InputError."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if is_store(p):
+        group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
+        if "mst" in group:
+            return _verify_mst_store(p)
+        raise InputError(f"{path}: no result verify knows in this store (an mst output)")
+    if p.suffix == ".npy":
+        return _verify_bfs_file(p, graph, sources, fmt)
+    raise InputError(f"{path}: not a result store or a .npy distances file")
+
+
+def verify_command(args):
+    """``terrain verify STORE|RESULT [--graph G --source S] [--json]``."""
+    sources = None
+    if getattr(args, "source", None):
+        from .graph import _parse_sources
+        sources = _parse_sources(args.source)
+    if str(args.result).endswith(".npy") and not (args.graph and sources):
+        raise InputError(f"{args.result}: a distances file needs --graph and --source")
+    t0 = time.perf_counter()
+    cert = verify_path(args.result, args.graph, sources, args.format)
+    seconds = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"result": str(args.result), "what": cert.what, "ok": cert.ok,
+                          "checks": cert.checks, "violation": cert.violation,
+                          "facts": cert.facts, "seconds": round(seconds, 6)}, indent=2))
+    else:
+        print(f"verify    {args.result}: {cert.what}")
+        for c in cert.checks:
+            print(f"ok        {c}")
+        if cert.ok:
+            print(f"verified  in {seconds:.2f} s")
+        else:
+            print(f"FAIL      {cert.violation}")
+    sys.stdout.flush()
+    return 0 if cert.ok else 1

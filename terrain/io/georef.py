@@ -1,0 +1,265 @@
+"""Georeferencing of the Zarr stores terrain writes, in the CF / GeoZarr shape that xarray,
+rioxarray, GDAL and QGIS understand.
+
+Conventions (one function writes them all: :func:`write_georeference`)
+---------------------------------------------------------------------
+``x``, ``y``
+    float64 cell-centre coordinates (``dimension_names`` ``("x",)`` / ``("y",)``).
+``spatial_ref``
+    A scalar int32 array (value 0) whose attributes carry the grid mapping, as rioxarray
+    writes it: ``crs_wkt`` and ``spatial_ref`` (the CRS as WKT, absent when unknown) and
+    ``GeoTransform`` (GDAL order, space separated).
+every raster array (``dimension_names == ("y", "x")``)
+    ``grid_mapping: "spatial_ref"`` and ``coordinates: "spatial_ref"`` (so xarray makes
+    ``spatial_ref`` a coordinate). Nodata as ``_FillValue`` where the array has one:
+    xarray ignores a Zarr v3 array's ``fill_value`` by default and reads the
+    ``_FillValue`` *attribute* (floats base64-encoded as a little-endian double, as
+    xarray itself writes them); float arrays whose fill value is NaN get it automatically.
+    Integer layers whose fill value is a valid value (the ``mst`` mask: 0 = no edge) get
+    no ``_FillValue``.
+consolidated metadata
+    :func:`finish_store` consolidates the group so ``xarray.open_zarr`` opens it without
+    a warning. Consolidated metadata is a snapshot: zarr then looks members up in it only
+    (``group[name]`` of an array added later raises KeyError), so terrain's readers open
+    groups with ``use_consolidated=False``, and only the command that owns a store calls
+    :func:`finish_store`, once, after its last write (``ingest``, ``mst``: not the ingest
+    graph that ``mst`` embeds).
+
+The CRS is kept as WKT; :func:`crs_wkt` normalises what a user gives (``EPSG:32617``,
+an integer EPSG code, WKT, PROJ JSON, a rasterio CRS) and :func:`crs_label` gives the
+short ``EPSG:xxxx`` form for terminals.
+
+Examples
+--------
+>>> crs_label(crs_wkt("EPSG:32617"))
+'EPSG:32617'
+>>> is_geographic(crs_wkt("EPSG:4326")), is_geographic(crs_wkt("EPSG:32617"))
+(True, False)
+"""
+
+import base64
+import math
+import struct
+import warnings
+
+import numpy as np
+import zarr
+
+from ..errors import InputError
+
+__all__ = ["crs_wkt", "crs_label", "is_geographic", "write_georeference", "mark_raster",
+           "finish_store", "fill_value_attr", "check_weight_units", "GRID_MAPPING",
+           "RASTER_DIMS", "METRIC_WEIGHTS"]
+
+GRID_MAPPING = "spatial_ref"
+RASTER_DIMS = ("y", "x")
+
+
+def _crs(value, what="crs"):
+    from rasterio.crs import CRS
+    from rasterio.errors import CRSError
+
+    if isinstance(value, CRS):
+        return value
+    try:
+        if isinstance(value, (int, np.integer)):
+            return CRS.from_epsg(int(value))
+        return CRS.from_user_input(str(value).strip())
+    except (CRSError, ValueError, TypeError) as e:
+        short = str(value).strip().splitlines()[0][:60] if str(value).strip() else repr(value)
+        raise InputError(f"{what}: {short!r} is not a coordinate reference system ({e})") from None
+
+
+def crs_wkt(value, what="crs"):
+    """WKT of a CRS given as ``EPSG:xxxx``, an int, WKT, PROJ text or a rasterio CRS; None stays None.
+
+    Raises
+    ------
+    InputError
+        When ``value`` names no CRS (``what`` starts the message, e.g. a file name).
+
+    Examples
+    --------
+    >>> crs_wkt("EPSG:4326").startswith('GEOGCS["WGS 84"')
+    True
+    >>> crs_wkt(None) is None
+    True
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _crs(value, what).to_wkt()
+
+
+def crs_label(wkt):
+    """``EPSG:xxxx`` when the CRS has an EPSG code, else its name; ``"unknown"`` for None.
+
+    Examples
+    --------
+    >>> crs_label(None)
+    'unknown'
+    """
+    if not wkt:
+        return "unknown"
+    crs = _crs(wkt)
+    epsg = crs.to_epsg()
+    if epsg:
+        return f"EPSG:{epsg}"
+    text = crs.to_wkt()
+    # the name is the first quoted string of the WKT
+    start = text.find('"')
+    end = text.find('"', start + 1)
+    return text[start + 1:end] if 0 <= start < end else text[:60]
+
+
+def is_geographic(wkt):
+    """True when the CRS is geographic (degrees), False when projected or unknown."""
+    return bool(wkt) and bool(_crs(wkt).is_geographic)
+
+
+def fill_value_attr(value, dtype):
+    """``value`` encoded as xarray reads a Zarr ``_FillValue`` attribute for ``dtype``.
+
+    Examples
+    --------
+    >>> fill_value_attr(255, np.uint8)
+    255
+    >>> fill_value_attr(float("nan"), np.float32)
+    'AAAAAAAA+H8='
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return base64.standard_b64encode(struct.pack("<d", float(value))).decode()
+    if dtype.kind in "iu":
+        return int(value)
+    if dtype.kind == "b":
+        return bool(value)
+    raise ValueError(f"fill_value_attr: unsupported dtype {dtype}")
+
+
+def _dims(array):
+    names = getattr(array.metadata, "dimension_names", None)
+    return tuple(names) if names else None
+
+
+def mark_raster(array, nodata=None):
+    """Tag one raster array of a georeferenced group: ``grid_mapping`` and, when it has
+    nodata, ``_FillValue``.
+
+    Parameters
+    ----------
+    array : zarr.Array
+        Opened writable; ``dimension_names`` ``("y", "x")``.
+    nodata : number, optional
+        The stored value meaning nodata. Default: the array's fill value when the array is
+        float and that fill value is NaN; integer arrays get none unless given.
+    """
+    attrs = {"grid_mapping": GRID_MAPPING, "coordinates": GRID_MAPPING}
+    dtype = np.dtype(array.dtype)
+    if nodata is None and dtype.kind == "f":
+        fill = array.fill_value
+        if fill is not None and math.isnan(float(fill)):
+            nodata = float("nan")
+    if nodata is not None:
+        attrs["_FillValue"] = fill_value_attr(nodata, dtype)
+    array.attrs.update(attrs)
+
+
+def write_georeference(group, shape, geotransform, crs=None):
+    """Write ``x``, ``y`` and ``spatial_ref`` into a Zarr group and tag its raster arrays.
+
+    Idempotent: existing coordinate arrays are kept, ``spatial_ref``'s attributes are
+    rewritten, every ``("y", "x")`` array present is tagged (:func:`mark_raster`, keeping
+    a ``_FillValue`` it has). Arrays created later are tagged by :func:`finish_store`.
+
+    Parameters
+    ----------
+    group : zarr.Group
+        Opened writable.
+    shape : (rows, cols)
+    geotransform : sequence of 6 floats
+        GDAL order: x0, dx, 0, y0, 0, -dy (upper-left corner of the upper-left cell).
+    crs : str, optional
+        Anything :func:`crs_wkt` accepts; None when unknown.
+
+    Examples
+    --------
+    >>> g = zarr.open_group(zarr.storage.MemoryStore(), mode="w", zarr_format=3)
+    >>> write_georeference(g, (2, 3), (500000, 10, 0, 4000020, 0, -10), "EPSG:32617")
+    >>> g["x"][:].tolist(), g["y"][:].tolist()
+    ([500005.0, 500015.0, 500025.0], [4000015.0, 4000005.0])
+    >>> g["spatial_ref"].attrs["GeoTransform"]
+    '500000 10 0 4000020 0 -10'
+    """
+    rows, cols = (int(shape[0]), int(shape[1]))
+    gt = [float(v) for v in geotransform]
+    if len(gt) != 6:
+        raise ValueError(f"write_georeference: geotransform needs 6 numbers, got {len(gt)}")
+    members = set(group.array_keys())
+    if "x" not in members:
+        x = group.create_array("x", shape=(cols,), dtype="float64", chunks=(max(cols, 1),),
+                               dimension_names=("x",))
+        if cols:
+            x[:] = gt[0] + gt[1] * (np.arange(cols) + 0.5)
+    if "y" not in members:
+        y = group.create_array("y", shape=(rows,), dtype="float64", chunks=(max(rows, 1),),
+                               dimension_names=("y",))
+        if rows:
+            y[:] = gt[3] + gt[5] * (np.arange(rows) + 0.5)
+    if GRID_MAPPING in members:
+        ref = group[GRID_MAPPING]
+    else:
+        ref = group.create_array(GRID_MAPPING, shape=(), dtype="int32", fill_value=0)
+        ref[...] = 0
+    wkt = crs_wkt(crs)
+    attrs = {"GeoTransform": " ".join(f"{v:.17g}" for v in gt)}
+    if wkt:
+        attrs.update({"crs_wkt": wkt, "spatial_ref": wkt})
+    ref.attrs.update(attrs)
+    _mark_all(group)
+
+
+def _mark_all(group):
+    for name, array in group.arrays():
+        if _dims(array) == RASTER_DIMS and array.attrs.get("grid_mapping") != GRID_MAPPING:
+            mark_raster(array)
+
+
+def finish_store(path):
+    """Tag every raster array (:func:`mark_raster`) and consolidate the group's metadata.
+
+    The last step of every writer: afterwards ``xarray.open_zarr(path)`` opens without a
+    warning and ``.rio.crs`` / ``.rio.transform()`` / ``.rio.nodata`` work.
+    """
+    group = zarr.open_group(store=str(path), mode="r+", use_consolidated=False)
+    if GRID_MAPPING in group:
+        _mark_all(group)
+    with warnings.catch_warnings():
+        # zarr warns that consolidated metadata is not (yet) in the v3 spec: xarray reads it
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(path))
+
+
+METRIC_WEIGHTS = ("slope", "length3d")
+
+
+def check_weight_units(weight, crs, where):
+    """Raise :class:`InputError` for a length-based weight on a geographic CRS.
+
+    ``slope`` and ``length3d`` divide or add elevation differences and horizontal cell
+    lengths, which must be in the same unit; in a geographic CRS the cell size is in
+    degrees. terrain does not guess geodesic cell sizes (they vary with latitude, so the
+    weights would no longer be one formula per direction): reproject the DEM to a
+    projected CRS first.
+
+    Examples
+    --------
+    >>> check_weight_units("max", crs_wkt("EPSG:4326"), "dem.tif")
+    >>> check_weight_units("slope", crs_wkt("EPSG:4326"), "dem.tif")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: dem.tif: weight 'slope' needs cell sizes in the elevation's unit, but the CRS (EPSG:4326) is geographic: cells are in degrees; reproject the DEM to a projected CRS first
+    """
+    if weight in METRIC_WEIGHTS and crs and is_geographic(crs):
+        raise InputError(f"{where}: weight {weight!r} needs cell sizes in the elevation's unit, "
+                         f"but the CRS ({crs_label(crs)}) is geographic: cells are in degrees; "
+                         "reproject the DEM to a projected CRS first")

@@ -1,0 +1,92 @@
+"""The Python API: terrain.mst on NumPy, xarray (rioxarray georeference), Dask, paths;
+terrain.bfs/diameter on SciPy and NetworkX graphs."""
+
+import numpy as np
+import pytest
+import rasterio
+
+import terrain
+from terrain.errors import InputError
+from terrain.grid.mst import grid_mst
+
+xr = pytest.importorskip("xarray")
+
+GT = (600000.0, 30.0, 0.0, 3900000.0, 0.0, -30.0)
+
+
+def dem(seed=0, shape=(40, 33)):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(300, 40, shape).astype(np.float32)
+    z[5:9, 3:7] = np.nan
+    return z
+
+
+def test_numpy_and_dask_inputs():
+    da = pytest.importorskip("dask.array")
+    z = dem()
+    want = grid_mst(z, connectivity=4, weight="absdiff", tile=16, backend="cpu")
+    got = terrain.mst(z, 4, "absdiff", tile=16, backend="cpu")
+    assert got.dims == ("y", "x") and got.dtype == np.uint8 and got.name == "mst"
+    assert np.array_equal(got.values, want.mask)
+    assert got.attrs["edges"] == want.edges and got.attrs["total_weight"] == want.total_weight
+    lazy = terrain.mst(da.from_array(z, chunks=16), 4, "absdiff", tile=16, backend="cpu")
+    assert np.array_equal(lazy.values, want.mask)
+
+
+def test_rioxarray_dataarray_keeps_georeference(tmp_path):
+    rioxarray = pytest.importorskip("rioxarray")
+    z = dem(1)
+    path = tmp_path / "dem.tif"
+    filled = np.where(np.isnan(z), -9999, z).astype(np.float32)
+    with rasterio.open(path, "w", driver="GTiff", height=z.shape[0], width=z.shape[1], count=1,
+                       dtype="float32", crs="EPSG:32617", transform=rasterio.Affine.from_gdal(*GT),
+                       nodata=-9999) as dst:
+        dst.write(filled, 1)
+    da = rioxarray.open_rasterio(path)  # (band, y, x), nodata -9999 not masked
+    f = terrain.mst(da, weight="slope", backend="cpu")
+    want = grid_mst(z, weight="slope", tile=512, backend="cpu", cellsize=(30.0, 30.0))
+    assert np.array_equal(f.values, want.mask)
+    assert f.rio.crs.to_epsg() == 32617
+    assert tuple(f.rio.transform().to_gdal()) == GT
+    assert np.array_equal(f.x.values, da.x.values)
+    # masked input (nodata as NaN) gives the same; the path gives the same too
+    masked = rioxarray.open_rasterio(path, masked=True)
+    assert np.array_equal(terrain.mst(masked, weight="slope", backend="cpu").values, want.mask)
+    from_path = terrain.mst(path, weight="slope", backend="cpu")
+    assert np.array_equal(from_path.values, want.mask)
+    assert from_path.rio.crs.to_epsg() == 32617 and tuple(from_path.rio.transform().to_gdal()) == GT
+    # the result writes as a georeferenced raster
+    from_path.rio.to_raster(tmp_path / "f.tif")
+    with rasterio.open(tmp_path / "f.tif") as src:
+        assert src.crs.to_epsg() == 32617 and np.array_equal(src.read(1), want.mask)
+
+
+def test_store_path_and_geographic_refusal(tmp_path):
+    from pipelines.ingest import ingest
+    z = dem(2)
+    path = tmp_path / "geo.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=z.shape[0], width=z.shape[1], count=1,
+                       dtype="float32", crs="EPSG:4326",
+                       transform=rasterio.Affine(0.001, 0, 10, 0, -0.001, 50)) as dst:
+        dst.write(z, 1)
+    store = ingest(path, tmp_path / "geo.zarr", tile=16, scheduler="threads")
+    f = terrain.mst(store.path, backend="cpu")
+    assert np.array_equal(f.values, grid_mst(z, tile=16, backend="cpu").mask)
+    assert f.attrs["grid_mapping"] == "spatial_ref" and "WGS 84" in f.spatial_ref.attrs["crs_wkt"]
+    with pytest.raises(InputError, match="geographic"):
+        terrain.mst(store.path, weight="length3d", backend="cpu")
+    with pytest.raises(InputError, match="2-D"):
+        terrain.mst(np.zeros((2, 2, 2)), backend="cpu")
+
+
+def test_graph_inputs():
+    nx = pytest.importorskip("networkx")
+    sp = pytest.importorskip("scipy.sparse")
+    G = nx.grid_2d_graph(5, 8)
+    r = terrain.diameter(G, extremes=True, backend="cpu")
+    assert r.diameter == nx.diameter(G) and r.radius == nx.radius(G)
+    A = nx.to_scipy_sparse_array(nx.convert_node_labels_to_integers(G))
+    assert terrain.diameter(A, backend="cpu").diameter == nx.diameter(G)
+    d = terrain.bfs(A, 0, backend="cpu").dist
+    want = nx.single_source_shortest_path_length(nx.convert_node_labels_to_integers(G), 0)
+    assert d.tolist() == [want[i] for i in range(len(want))]

@@ -1,0 +1,159 @@
+"""CLI polish: --version, help everywhere, --band/--nodata/--crs, geographic weights, info on
+every store, diameter's summarised path."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+import rasterio
+
+from pipelines.ingest import ingest
+from terrain import __version__
+from terrain.errors import InputError
+from terrain.io import open_grid, read_grid
+from terrain.run import build_parser
+
+from cli import run_cli, run_main
+
+
+@pytest.fixture(scope="module")
+def three_bands(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bands")
+    z = np.arange(3 * 20 * 30, dtype=np.float32).reshape(3, 20, 30)
+    z[1, 2:4, 5:9] = -5
+    path = d / "m.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=3, dtype="float32",
+                       crs="EPSG:4326", transform=rasterio.Affine(0.001, 0, 10, 0, -0.001, 50),
+                       nodata=-1) as dst:
+        dst.write(z)
+    return path, z
+
+
+def test_version():
+    rc, out, _ = run_cli("--version", scheduler=None)
+    assert rc == 0 and out.strip() == f"terrain {__version__}"
+
+
+def test_every_option_of_every_command_has_help():
+    missing = []
+
+    def walk(parser, name):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub, p in a.choices.items():
+                    walk(p, f"{name} {sub}")
+            elif not isinstance(a, (argparse._HelpAction, argparse._VersionAction)) and not a.help:
+                missing.append(f"{name} {'/'.join(a.option_strings) or a.dest}")
+
+    walk(build_parser(), "terrain")
+    assert missing == []
+    rc, out, _ = run_cli("mst", "--help", scheduler=None)
+    assert rc == 0 and "bit d" in out and "SE" in out
+
+
+def test_band_choice_and_errors(three_bands, tmp_path, capsys):
+    path, z = three_bands
+    with pytest.warns(UserWarning, match="3 bands; reading band 1"):
+        g = open_grid(path)
+    assert g.band == 1
+    got, _ = read_grid_band(path, 2)
+    want = z[1].copy()
+    want[2:4, 5:9] = -5  # -5 is not the file's nodata (-1)
+    assert np.array_equal(got, want)
+    with pytest.raises(InputError, match=r"m\.tif: band 4 does not exist \(the raster has 3 bands\)"):
+        open_grid(path, band=4)
+    rc, out, err = run_main(capsys, "ingest", path, "-o", tmp_path / "a.zarr", "--band", "4")
+    assert rc == 2 and err.strip() == f"terrain: {path}: band 4 does not exist (the raster has 3 bands)"
+    assert not (tmp_path / "a.zarr").exists()
+    rc, out, err = run_main(capsys, "ingest", path, "-o", tmp_path / "b.zarr")
+    assert rc == 0 and err.count("warning") == 1 and "3 bands; reading band 1" in err
+    rc, out, err = run_main(capsys, "ingest", path, "-o", tmp_path / "c.zarr", "--band", "2",
+                           "--nodata", "-5", "--crs", "EPSG:32617")
+    assert rc == 0 and "warning" not in err
+    store = ingest_store(tmp_path / "c.zarr")
+    e = store.elevation[:]
+    assert np.isnan(e[2:4, 5:9]).all() and np.isnan(e).sum() == 8
+    assert store.attrs["nodata"] == -5.0
+    rc, out, err = run_main(capsys, "info", tmp_path / "c.zarr", scheduler=None)
+    assert rc == 0 and "crs       EPSG:32617" in out
+    rc, out, err = run_main(capsys, "info", tmp_path / "c.zarr", "--json", scheduler=None)
+    d = json.loads(out)
+    assert d["crs_label"] == "EPSG:32617" and 'UTM zone 17N' in d["crs"]
+    rc, out, err = run_main(capsys, "ingest", path, "-o", tmp_path / "d.zarr", "--crs", "EPSG:nope")
+    assert rc == 2 and "not a coordinate reference system" in err
+
+
+def read_grid_band(path, band):
+    grid = open_grid(path, band=band)
+    return grid.read_rows(0, grid.shape[0]), grid
+
+
+def ingest_store(path):
+    from terrain.tiles import open_store
+    return open_store(path)
+
+
+def test_nodata_override_ascii(tmp_path):
+    p = tmp_path / "g.asc"
+    p.write_text("ncols 3\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\nNODATA_value -9999\n"
+                 "1 2 -9999\n7 2 3\n")
+    z, _ = read_grid(p)
+    assert np.isnan(z).sum() == 1
+    g = open_grid(p, nodata=2)
+    got = g.read_rows(0, 2, g.row_starts([g.newline_offsets(a, b) for a, b in g.index_ranges()]))
+    assert np.isnan(got).tolist() == [[False, True, False], [False, True, False]]
+    assert got[0, 2] == -9999
+    with pytest.raises(InputError, match="band 2"):
+        open_grid(p, band=2)
+
+
+def test_length_weights_on_a_geographic_crs(three_bands, tmp_path, capsys):
+    path, _ = three_bands
+    for weight in ("slope", "length3d"):
+        rc, out, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr", "--weight", weight)
+        assert rc == 2 and "geographic" in err and "EPSG:4326" in err
+        assert not (tmp_path / "m.zarr").exists()
+    rc, out, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr", "--weight", "absdiff",
+                           "--backend", "cpu")
+    assert rc == 0, err
+
+
+def test_info_on_mst_outputs(tmp_path, capsys):
+    from terrain.io import write_synth
+    write_synth(tmp_path / "s.asc", 30, 40, seed=1, nodata=0.1)
+    ingest(tmp_path / "s.asc", tmp_path / "s.zarr", tile=16, scheduler="threads")
+    for src, out in ((tmp_path / "s.asc", tmp_path / "a.mst.zarr"),
+                     (tmp_path / "s.zarr", tmp_path / "b.mst.zarr")):
+        rc, _, err = run_main(capsys, "mst", src, "-o", out, "--tile", "16", "--backend", "cpu")
+        assert rc == 0, err
+        rc, text, err = run_main(capsys, "info", out, scheduler=None)
+        assert rc == 0, err
+        assert "layer     mst: uint8" in text and "result    mst:" in text and "trees" in text
+        d = json.loads(run_main(capsys, "info", out, "--json", scheduler=None)[1])
+        assert d["results"]["mst"]["edges"] > 0 and d["shape"] == [30, 40]
+    rc, _, err = run_main(capsys, "info", tmp_path / "s.asc", scheduler=None)
+    assert rc == 2 and "not a terrain" in err
+    g = tmp_path / "g.txt"
+    g.write_text("1 2\n2 3\n3 1\n7 8\n")
+    rc, _, err = run_main(capsys, "graph-ingest", g, "-o", tmp_path / "g.zarr")
+    assert rc == 0, err
+    rc, text, err = run_main(capsys, "info", tmp_path / "g.zarr", scheduler=None)
+    assert rc == 0 and "5 vertices, 4 undirected edges" in text, err + text
+
+
+def test_diameter_prints_a_summary_of_the_path(tmp_path, capsys):
+    g = tmp_path / "path.txt"
+    g.write_text("".join(f"{i} {i + 1}\n" for i in range(1, 60)))
+    rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu")
+    assert rc == 0, err
+    line = [x for x in out.splitlines() if x.startswith("path:")][0]
+    assert line.startswith("path: 60 vertices: ") and " ... " in line and len(line) < 120
+    rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu", "--path-out", tmp_path / "p.txt")
+    assert rc == 0, err
+    ids = [int(x) for x in (tmp_path / "p.txt").read_text().split()]
+    assert len(ids) == 60 and {ids[0], ids[-1]} == {1, 60}
+    rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu", "--path-out", tmp_path / "p.txt")
+    assert rc == 2 and "exists" in err
+    rc, out, err = run_main(capsys, "diameter", g, "--backend", "cpu", "--json")
+    assert len(json.loads(out)["path"]) == 60

@@ -1,0 +1,83 @@
+"""Pictures: PNGs of the requested size; the forest drawn only when zoomed in enough."""
+
+import numpy as np
+import pytest
+
+from terrain.plot import hillshade, mst_segments, read_for_picture
+
+from cli import run_main
+
+mpl_image = pytest.importorskip("matplotlib.image")
+
+
+@pytest.fixture(scope="module")
+def mst_out(tmp_path_factory):
+    from pipelines.mst import run_mst
+    from terrain.io import write_synth
+    d = tmp_path_factory.mktemp("plot")
+    write_synth(d / "s.asc", 120, 160, seed=3, nodata=0.05)
+    run_mst(d / "s.asc", d / "s.mst.zarr", tile=32, scheduler="synchronous", backend="cpu")
+    return d / "s.mst.zarr"
+
+
+def test_plot_sizes_and_level_of_detail(mst_out, tmp_path, capsys):
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "a.png", "--size", "320x240",
+                           scheduler=None)
+    assert rc == 0, err
+    assert mpl_image.imread(tmp_path / "a.png").shape[:2] == (240, 320)
+    assert "forest not drawn" in out
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "b.png", "--size", "500x400",
+                           "--window", "10:50,20:70", scheduler=None)
+    assert rc == 0, err
+    img = mpl_image.imread(tmp_path / "b.png")
+    assert img.shape[:2] == (400, 500)
+    assert "forest edges drawn" in out
+    # the forest is drawn in red: many strongly red pixels
+    red = (img[..., 0] > 0.55) & (img[..., 1] < 0.2) & (img[..., 2] < 0.25)
+    assert red.sum() > 1000
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "b.png", scheduler=None)
+    assert rc == 2 and "exists" in err
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "c.png", "--size", "big",
+                           scheduler=None)
+    assert rc == 2 and "WIDTHxHEIGHT" in err and not (tmp_path / "c.png").exists()
+
+
+def test_level_of_detail_reads_a_strided_sample():
+    z = np.arange(10000.0).reshape(100, 100)
+    v, stride, win = read_for_picture(z, (10, 20), window=(0, 100, 0, 50))
+    assert stride == 5 and v.shape == (20, 10) and v[1, 1] == z[5, 5]
+
+
+def test_hillshade_faces_the_light():
+    """Light from the north-west: slopes facing north or west are brighter than their opposites."""
+    steps = np.arange(20.0)
+    faces_south = np.add.outer(-steps, np.zeros(20))  # row numbers grow to the south
+    faces_east = np.add.outer(np.zeros(20), -steps)
+    mean = (lambda z: hillshade(z)[5:15, 5:15].mean())
+    assert mean(-faces_south) > mean(faces_south)
+    assert mean(-faces_east) > mean(faces_east)
+    flat = hillshade(np.zeros((5, 5)))
+    assert np.allclose(flat, np.sin(np.radians(45)))
+
+
+def test_segments_follow_the_bits():
+    m = np.zeros((3, 3), np.uint8)
+    m[1, 1] = 4 | 8  # SE and SW
+    segs = mst_segments(m)
+    assert segs.tolist() == [[[1.5, 1.5], [2.5, 2.5]], [[1.5, 1.5], [0.5, 2.5]]]
+
+
+def test_bfs_levels_picture(tmp_path, capsys):
+    nx = pytest.importorskip("networkx")
+    G = nx.grid_2d_graph(12, 20)
+    G = nx.convert_node_labels_to_integers(G, first_label=1)
+    g = tmp_path / "g.txt"
+    g.write_text("".join(f"{u} {v}\n" for u, v in G.edges()))
+    rc, out, err = run_main(capsys, "plot", g, "--source", "1", "-o", tmp_path / "l.png",
+                            "--size", "600x400", "--backend", "cpu", scheduler=None)
+    assert rc == 0, err
+    assert f"{11 + 19} levels, 240 vertices reached" in out
+    assert mpl_image.imread(tmp_path / "l.png").shape[:2] == (400, 600)
+    rc, out, err = run_main(capsys, "plot", g, "--source", "999", "-o", tmp_path / "m.png",
+                            "--backend", "cpu", scheduler=None)
+    assert rc == 2 and "999" in err and not (tmp_path / "m.png").exists()

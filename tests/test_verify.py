@@ -1,0 +1,156 @@
+"""verify: certificates accept our results and reject corrupted ones."""
+
+import numpy as np
+import pytest
+import zarr
+
+from terrain.grid.mst import grid_mst
+from terrain.verify import verify_grid_mst, verify_sssp
+
+from cli import run_main
+
+
+def dem(rows, cols, seed, holes=0.1, integer=False):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(100, 30, (rows, cols)).astype(np.float32)
+    if integer:
+        z = np.round(z / 10).astype(np.float32)  # many ties: the id breaks them
+    z[rng.random((rows, cols)) < holes] = np.nan
+    return z
+
+
+@pytest.mark.parametrize("connectivity,weight", [(8, "max"), (4, "absdiff"), (8, "slope"),
+                                                  (4, "length3d")])
+def test_accepts_grid_mst(connectivity, weight):
+    for seed in range(3):
+        z = dem(37, 29, seed, integer=seed == 1)
+        r = grid_mst(z, connectivity=connectivity, weight=weight, tile=8, backend="cpu",
+                     cellsize=(2.0, 3.0))
+        c = verify_grid_mst(z, r.mask, connectivity, weight, (2.0, 3.0))
+        assert c.ok, c.violation
+        assert c.facts["edges"] == r.edges and c.facts["trees"] == r.trees
+        assert c.facts["total_weight"] == pytest.approx(r.total_weight, rel=1e-9)
+        assert len(c.checks) == 4
+
+
+def test_rejects_flipped_bits():
+    z = dem(30, 30, 4)
+    r = grid_mst(z, tile=8, backend="cpu")
+    rng = np.random.default_rng(0)
+    rows, cols = np.nonzero(r.mask)
+    for k in rng.choice(rows.size, 10, replace=False):
+        m = r.mask.copy()
+        bit = int(m[rows[k], cols[k]]).bit_length() - 1
+        m[rows[k], cols[k]] ^= np.uint8(1 << bit)  # drop a tree edge: two trees where one was
+        c = verify_grid_mst(z, m)
+        assert not c.ok and "joins two trees" in c.violation
+    # add a non-tree edge: a cycle
+    m = r.mask.copy()
+    ok_cells = np.argwhere(~np.isnan(z[:-1, :-1]) & ~np.isnan(z[1:, 1:]) & ((m[:-1, :-1] & 4) == 0))
+    i, j = ok_cells[0]
+    m[i, j] |= 4
+    c = verify_grid_mst(z, m)
+    assert not c.ok and "closes a cycle" in c.violation
+    # a bit on a nodata cell, and a diagonal bit under 4-connectivity
+    m = r.mask.copy()
+    hole = np.argwhere(np.isnan(z))[0]
+    m[tuple(hole)] |= 1
+    assert "nodata" in verify_grid_mst(z, m).violation
+    r4 = grid_mst(z, connectivity=4, tile=8, backend="cpu")
+    m = r4.mask.copy()
+    m[ok_cells[1][0], ok_cells[1][1]] |= 4
+    assert "4-connectivity" in verify_grid_mst(z, m, connectivity=4).violation
+
+
+def test_rejects_a_spanning_tree_that_is_not_minimum():
+    """Swap a tree edge for a heavier non-tree edge that reconnects: still a spanning forest,
+    so only the cycle property (path maxima) can catch it."""
+    z = dem(12, 14, 9, holes=0.0)
+    r = grid_mst(z, connectivity=4, tile=4, backend="cpu")
+    rows, cols = z.shape
+    # drop the tree edge E of (r0, c0) and add a non-tree edge that reconnects the two halves
+    found = 0
+    for (r0, c0) in np.argwhere(r.mask & 1):
+        m = r.mask.copy()
+        m[r0, c0] &= np.uint8(~1 & 0xFF)
+        for (r1, c1) in np.argwhere((m & 2) == 0):
+            if r1 + 1 >= rows:
+                continue
+            m2 = m.copy()
+            m2[r1, c1] |= 2
+            c = verify_grid_mst(z, m2, connectivity=4)
+            if c.violation and "cycle property" in c.violation:
+                found += 1
+                break
+        if found >= 3:
+            break
+    assert found >= 3
+
+
+def test_accepts_bfs_and_rejects_a_lowered_distance():
+    nx = pytest.importorskip("networkx")
+    from terrain.graph import bfs
+    G = nx.grid_2d_graph(9, 7)
+    G.add_nodes_from([("a", 1), ("b", 2)])  # unreachable
+    G.add_edge(("a", 1), ("b", 2))
+    H = nx.convert_node_labels_to_integers(G)
+    r = bfs(H, [0, 5], backend="cpu")
+    assert verify_sssp(H, r.dist, r.sources).ok
+    d = r.dist.copy()
+    d[30] -= 1
+    c = verify_sssp(H, d, r.sources)
+    assert not c.ok
+    d = r.dist.copy()
+    d[-2:] = 50  # an unreachable component marked reached
+    assert "no arc into it is tight" in verify_sssp(H, d, r.sources).violation
+    d = r.dist.copy()
+    d[0] = 1
+    assert "source" in verify_sssp(H, d, r.sources).violation
+
+
+def test_accepts_dijkstra_distances():
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    from scipy.sparse.csgraph import dijkstra
+    rng = np.random.default_rng(3)
+    a = scipy_sparse.random(60, 60, density=0.08, random_state=4, format="csr")
+    a = (a + a.T).tocsr()
+    a.data = rng.integers(1, 9, a.data.size).astype(np.float64)
+    d = dijkstra(a, indices=0)
+    assert verify_sssp(a, d, [0], weights="data", unreached=np.inf).ok
+    reached = np.flatnonzero(np.isfinite(d) & (d > 0))
+    d[reached[0]] -= 0.5
+    assert not verify_sssp(a, d, [0], weights="data").ok
+
+
+def test_verify_cli_on_mst_output_and_bfs_result(tmp_path, capsys):
+    from terrain.io import write_synth
+    write_synth(tmp_path / "s.asc", 40, 50, seed=3, nodata=0.1)
+    out = tmp_path / "s.mst.zarr"
+    rc, _, err = run_main(capsys, "mst", tmp_path / "s.asc", "-o", out, "--tile", "16", "--backend", "cpu")
+    assert rc == 0, err
+    rc, text, err = run_main(capsys, "verify", out, scheduler=None)
+    assert rc == 0, err
+    assert "cycle property" in text and text.count("ok ") >= 4
+    m = zarr.open_group(str(out), mode="r+", use_consolidated=False)["mst"]
+    mask = m[:]
+    r, c = np.argwhere(mask)[5]
+    mask[r, c] ^= np.uint8(1 << (int(mask[r, c]).bit_length() - 1))
+    m[:] = mask
+    rc, text, err = run_main(capsys, "verify", out, scheduler=None)
+    assert rc == 1 and "FAIL" in text
+    # BFS result: distances file + graph
+    g = tmp_path / "g.txt"
+    g.write_text("# path\n1 2\n2 3\n3 4\n7 8\n")
+    rc, _, err = run_main(capsys, "bfs", g, "--source", "2", "--out", tmp_path / "d.npy", "--backend", "cpu")
+    assert rc == 0, err
+    rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", "--graph", g, "--source", "2",
+                            scheduler=None)
+    assert rc == 0, err + text
+    d = np.load(tmp_path / "d.npy")
+    d[3] = 1
+    np.save(tmp_path / "bad.npy", d)
+    rc, text, err = run_main(capsys, "verify", tmp_path / "bad.npy", "--graph", g, "--source", "2",
+                            scheduler=None)
+    assert rc == 1 and "FAIL" in text
+    rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", scheduler=None)
+    assert rc == 2 and "--graph" in err
