@@ -1,11 +1,24 @@
-"""Where pipelines run: a LocalCluster with its dashboard by default, any existing scheduler on request.
+"""Where pipelines run: a LocalCluster with its dashboard for big jobs, any scheduler on request.
 
 ``--scheduler`` takes
-  * nothing: start a ``distributed.LocalCluster`` in this process (threads, so Numba/CuPy
-    kernels share one address space and peak RSS is this process's) and print its
-    dashboard address;
+  * nothing: for a job big enough to watch (a grid of more than :data:`DASHBOARD_MIN_CELLS`
+    cells, or a job whose size the caller does not state) start a ``distributed.LocalCluster``
+    in this process (threads, so Numba/CuPy kernels share one address space and peak RSS is
+    this process's) and print its dashboard address; smaller jobs run on Dask's ``threads``
+    scheduler, because the cluster's start-up (~1 s, mostly importing the dashboard) would
+    be most of their run time;
+  * ``local``: the LocalCluster and its dashboard whatever the job's size;
   * ``threads`` or ``synchronous``: Dask's local schedulers, no dashboard;
   * ``tcp://host:port`` (or any address ``distributed.Client`` takes): attach to that cluster.
+
+The in-process LocalCluster runs its scheduler, its worker and the dashboard on one event
+loop thread of this process, so every millisecond that loop holds the GIL is taken from the
+task threads. Its defaults are made for a worker process of its own; here three of them are
+costly (docs/architecture.md, "The default scheduler"): the worker's statistical profiler
+walks the stack of every task thread every 10 ms, the event-loop health tick runs every
+20 ms and the system monitor every 500 ms. :data:`IN_PROCESS_CONFIG` samples 10× less often
+(the dashboard keeps its profile page, coarser) and makes the loop's own work cost a few
+per cent of a core.
 
 :func:`compute` runs Dask collections on the active scheduler with a progress bar on
 stderr (stdout stays clean for ``--json``).
@@ -19,22 +32,46 @@ import warnings
 
 import dask
 
-__all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS"]
+__all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
+LOCAL_CLUSTER = "local"
+
+#: Grids with more cells than this get the LocalCluster and its dashboard by default
+#: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
+DASHBOARD_MIN_CELLS = 1 << 26
+
+#: dask config for the in-process LocalCluster (module docstring): the profiler samples every
+#: 100 ms instead of 10, the loop tick every 500 ms instead of 20, the system monitor every 2 s.
+IN_PROCESS_CONFIG = {
+    "distributed.worker.profile.interval": "100ms",
+    "distributed.worker.profile.cycle": "2s",
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.admin.system-monitor.interval": "2s",
+}
 
 _active_client = None
 
 
 @contextlib.contextmanager
-def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False):
+def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
+    ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
+    :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
     global _active_client
+    if spec is None and cells is not None and cells <= DASHBOARD_MIN_CELLS:
+        spec = "threads"
+    if spec == LOCAL_CLUSTER:
+        spec = None
     if spec in LOCAL_SCHEDULERS:
-        with dask.config.set(scheduler="synchronous" if spec != "threads" else "threads"):
+        # the functions, not their names: dask resolves a name by importing distributed
+        # first (to look for a Client), ~0.5 s that a small job should not pay
+        from dask import local, threaded
+        with dask.config.set(scheduler=threaded.get if spec == "threads" else local.get_sync):
             yield None
         return
     from distributed import Client, LocalCluster
@@ -43,7 +80,7 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         client = Client(spec)
         cluster = None
     else:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), dask.config.set(IN_PROCESS_CONFIG):
             # port 8787 taken (another dashboard): distributed picks a free one, and the
             # line printed below gives the address actually used
             warnings.filterwarnings("ignore", message="Port .* is already in use")

@@ -152,8 +152,10 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     overwrite : bool
         Replace an existing output.
     scheduler : str, optional
-        As ``--scheduler``: None starts a LocalCluster, ``"threads"``/``"synchronous"`` run
-        locally, an address attaches to a cluster.
+        As ``--scheduler``: None starts a LocalCluster for grids of more than
+        :data:`pipelines.cluster.DASHBOARD_MIN_CELLS` cells and runs smaller ones on threads,
+        ``"local"`` always starts one, ``"threads"``/``"synchronous"`` run locally, an
+        address attaches to a cluster.
 
     Returns
     -------
@@ -167,10 +169,10 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     (300, 400)
     """
     check_output_free(output_path, overwrite)
-    open_grid(input_path)  # bad input fails before a cluster starts
+    grid = open_grid(input_path)  # bad input fails before a cluster starts
     # Numba's first call costs ~0.5 s: pay it while the scheduler starts
     threading.Thread(target=load_kernels, daemon=True).start()
-    with open_scheduler(scheduler):
+    with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors)
 
 

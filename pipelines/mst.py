@@ -245,7 +245,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             upstream = build_ingest_graph(inp, tmp, tile)
             dem_path = tmp
         graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits)
-        with open_scheduler(scheduler):
+        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
             (summary,) = compute(graph, label="mst")
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)

@@ -71,9 +71,10 @@ def _add_backend(p):
 
 
 def _add_scheduler(p):
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS|threads|synchronous",
-                   help="attach to a running Dask scheduler, or run without one "
-                        "(default: start a LocalCluster and print its dashboard address)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS|local|threads|synchronous",
+                   help="attach to a running Dask scheduler, start a LocalCluster with its dashboard "
+                        "(local), or run without one (default: a LocalCluster, its dashboard "
+                        "address printed, for grids of more than 8192² cells; threads for smaller)")
 
 
 def _add_graph_input(p):
