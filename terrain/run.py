@@ -160,6 +160,7 @@ def build_parser():
     b.add_argument("--cols", type=_positive_int, default=8192)
     b.add_argument("--tile", type=_tile, default=512)
     b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
+    b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs of each side")
     _add_scheduler(b)
     b = bsub.add_parser("mst", help="terrain grid MST vs scipy minimum_spanning_tree")
     b.add_argument("--rows", type=_positive_int, default=4096)
