@@ -26,6 +26,7 @@ HANDLERS = {
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
     "bench diameter": "pipelines.bench_graph:bench_diameter_command",
+    "bench startup": "pipelines.bench_startup:bench_startup_command",
 }
 
 CONNECTIVITIES = (4, 8)
@@ -171,6 +172,9 @@ def build_parser():
     b.add_argument("--workdir", default=None)
     _add_backend(b)
     _add_scheduler(b)
+    b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
+    b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
+    b.add_argument("--repeat", type=_positive_int, default=3)
     for name in ("bfs", "diameter"):
         b = bsub.add_parser(name, help=f"terrain {name} vs "
                             + ("scipy breadth_first_order" if name == "bfs" else "networkx"))
