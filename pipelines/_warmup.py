@@ -51,13 +51,16 @@ def _commands(tmp):
     ]
 
 
-def warm_up(verbose=True):
-    """Run every command once on tiny inputs; return the names of those that failed."""
+def warm_up(commands=None, verbose=True):
+    """Run every command (or those named in ``commands``) once on tiny inputs; return the
+    names of those that failed."""
     from terrain.run import main
 
     failed = []
     with tempfile.TemporaryDirectory(prefix="terrain-warmup-") as d:
         for argv in _commands(Path(d)):
+            if commands is not None and argv[0] not in commands:
+                continue
             t0 = time.perf_counter()
             sink = io.StringIO()
             try:
@@ -75,5 +78,5 @@ def warm_up(verbose=True):
     return failed
 
 
-if __name__ == "__main__":
-    sys.exit(1 if warm_up() else 0)
+if __name__ == "__main__":  # python -m pipelines._warmup [COMMAND ...]
+    sys.exit(1 if warm_up(sys.argv[1:] or None) else 0)
