@@ -3,7 +3,8 @@
 First, as a user runs them, whole processes timed from the outside (start-up, imports,
 scheduler and kernel loading included): ``python -m terrain.run ingest IN -o OUT`` against
 ``python -c "import rasterio; rasterio.open(IN).read(1)"``, alternating, ``--repeat`` times
-each, best and median printed side by side (peak RSS from ``wait4``). Then the in-process
+each, best and median printed side by side (peak RSS and CPU seconds from ``wait4``: on a
+shared machine the CPU figure carries much less of the other processes' load). Then the in-process
 figures below.
 
 The input (fractal terrain, 2 % nodata, two decimals) is generated once into ``--workdir``
@@ -72,7 +73,7 @@ def _run_child(*argv):
 
 
 def _whole_process(argv):
-    """Wall seconds and peak RSS of one child process, output discarded."""
+    """Wall seconds, peak RSS and CPU seconds (user + system) of one child process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -82,7 +83,7 @@ def _whole_process(argv):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise RuntimeError(f"{' '.join(map(str, argv))} failed: {err.strip()[-500:]}")
-    return seconds, usage.ru_maxrss * 1024
+    return seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def _whole_processes(src, store, tile, scheduler, repeat):
@@ -99,7 +100,7 @@ def _whole_processes(src, store, tile, scheduler, repeat):
     for key, rs in runs.items():
         secs = sorted(r[0] for r in rs)
         out[key] = {"best": secs[0], "median": secs[len(secs) // 2], "all": [r[0] for r in rs],
-                    "peak_rss": max(r[1] for r in rs)}
+                    "peak_rss": max(r[1] for r in rs), "cpu": min(r[2] for r in rs)}
     return out
 
 
@@ -137,12 +138,14 @@ def _format(r):
     lines = [f"ingest {r['rows']} x {r['cols']} ({mcells:.1f} Mcells, {mb:.0f} MB of text), "
              f"tile {r['tile']}, {r['cores']} cores, scheduler {r['scheduler']}",
              f"whole processes (best of {len(r['whole_process']['terrain']['all'])}, start-up "
-             f"included):{'':4}{'best s':>8}{'median s':>10}{'MB/s':>8}{'peak RSS':>11}"]
+             f"included):{'':4}{'best s':>8}{'median s':>10}{'MB/s':>8}{'peak RSS':>11}"
+             f"{'CPU s':>8}"]
     w = r["whole_process"]
     for name, key in (("python -m terrain.run ingest", "terrain"),
                       ("python -c 'rasterio...read(1)'", "rasterio")):
         lines.append(f"  {name:40}{w[key]['best']:8.2f}{w[key]['median']:10.2f}"
-                     f"{mb / w[key]['best']:8.1f}{w[key]['peak_rss'] / 2**20:8.0f} MB")
+                     f"{mb / w[key]['best']:8.1f}{w[key]['peak_rss'] / 2**20:8.0f} MB"
+                     f"{w[key]['cpu']:8.2f}")
     lines.append(f"  whole-process speed-up {w['rasterio']['best'] / w['terrain']['best']:.2f}x (best), "
                  f"{w['rasterio']['median'] / w['terrain']['median']:.2f}x (median)")
     lines.append(f"in-process (terrain on a running scheduler, kernels loaded; scheduler "
