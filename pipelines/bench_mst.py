@@ -151,8 +151,8 @@ def _scheduler_report(store, out, connectivity, backend):
     with open_scheduler("local", quiet=True):
         runs["local"]["startup_seconds"] = time.perf_counter() - t0
     th, lc = runs["threads"], runs["local"]
-    print(f"  scheduler: LocalCluster {lc['seconds']:.2f} s wall (its start-up, "
-          f"{lc['startup_seconds']:.2f} s alone, included), "
+    print(f"  scheduler: LocalCluster {lc['seconds']:.2f} s wall (its start-up included: "
+          f"{lc['startup_seconds']:.2f} s alone once distributed is imported), "
           f"{lc['task_seconds']:.2f} task s | threads {th['seconds']:.2f} s wall, "
           f"{th['task_seconds']:.2f} task s | LocalCluster/threads {lc['seconds'] / th['seconds']:.2f}x "
           f"wall, {lc['task_seconds'] / th['task_seconds']:.2f}x task s")
