@@ -10,7 +10,10 @@ a shard) is written into a tile store under ``--workdir`` (reused when present).
 * scipy: ``grid_edges`` -> ``csr_matrix`` -> ``minimum_spanning_tree`` on the whole grid
   (building the sparse matrix included; skipped with ``--no-scipy``), and its total weight
   next to ours as a check;
-* peak RSS (``ru_maxrss``) after terrain's runs and after scipy's.
+* peak RSS (``ru_maxrss``) after terrain's runs and after scipy's;
+* without ``--scheduler``: the pipeline on the in-process LocalCluster (the default for big
+  grids) and on Dask's ``threads`` scheduler, both warm, alternating three times, the best
+  of each side by side: wall seconds and task seconds (docs/architecture.md, "The default scheduler").
 """
 
 import json
@@ -133,6 +136,36 @@ def _key_width_report(store, connectivity, backend):
     return {k: dt for k, (r, dt) in rows.items()}
 
 
+def _scheduler_report(store, out, connectivity, backend, rounds=3):
+    """The pipeline on Dask's threads scheduler and on the in-process LocalCluster, warm,
+    alternating ``rounds`` times (so that a shared machine's load falls on both); the best
+    round of each by wall seconds."""
+    runs = {}
+    for _ in range(rounds):
+        for sched in ("threads", "local"):
+            t0 = time.perf_counter()
+            s = run_mst(store.path, out, connectivity=connectivity, backend=backend,
+                        scheduler=sched, overwrite=True)
+            r = {"seconds": time.perf_counter() - t0,
+                 "task_seconds": sum(s["phase_seconds"].values()),
+                 "phase_seconds": s["phase_seconds"]}
+            if sched not in runs or r["seconds"] < runs[sched]["seconds"]:
+                runs[sched] = r
+    from .cluster import open_scheduler
+    t0 = time.perf_counter()
+    with open_scheduler("local", quiet=True):
+        runs["local"]["startup_seconds"] = time.perf_counter() - t0
+    th, lc = runs["threads"], runs["local"]
+    print(f"  scheduler: LocalCluster {lc['seconds']:.2f} s wall (its start-up included: "
+          f"{lc['startup_seconds']:.2f} s alone once distributed is imported), "
+          f"{lc['task_seconds']:.2f} task s | threads {th['seconds']:.2f} s wall, "
+          f"{th['task_seconds']:.2f} task s | LocalCluster/threads {lc['seconds'] / th['seconds']:.2f}x "
+          f"wall, {lc['task_seconds'] / th['task_seconds']:.2f}x task s")
+    print(f"    best of {rounds} alternating rounds; task s by phase, LocalCluster | threads: " + ", ".join(
+        f"{p} {lc['phase_seconds'][p]:.2f} | {th['phase_seconds'][p]:.2f}" for p in lc["phase_seconds"]))
+    return runs
+
+
 def _scipy_mst(store, connectivity):
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import minimum_spanning_tree
@@ -186,8 +219,8 @@ def bench_mst_command(args):
         be = get_backend(name)
         out = workdir / f"mst-{rows}x{cols}-t{tile}.{name}.mst.zarr"
         t0 = time.perf_counter()
-        s = run_mst(store.path, out, connectivity=conn, backend=name, scheduler=args.scheduler,
-                    overwrite=True)
+        s = run_mst(store.path, out, connectivity=conn, backend=name,
+                    scheduler=args.scheduler or "local", overwrite=True)
         dt = time.perf_counter() - t0
         rate, ntiles, bdt = _boruvka_rate(store, conn, name)
         total_ours = s["total_weight"]
@@ -205,6 +238,8 @@ def bench_mst_command(args):
                                 "boruvka_edges_per_s": rate, "device": be.device_name(), **s}
         if be.is_gpu:
             record["runs"][name]["key_widths_s"] = _key_width_report(store, conn, name)
+        if not args.scheduler:
+            record["runs"][name]["schedulers"] = _scheduler_report(store, out, conn, name)
         shutil.rmtree(out, ignore_errors=True)
     rss_ours = peak_rss_bytes() / 2**20
     print(f"peak RSS after terrain: {rss_ours:.0f} MB")

@@ -1,9 +1,13 @@
-"""Where pipelines run: a LocalCluster with its dashboard by default, any existing scheduler on request.
+"""Where pipelines run: a LocalCluster with its dashboard for big jobs, any scheduler on request.
 
 ``--scheduler`` takes
-  * nothing: start a ``distributed.LocalCluster`` in this process (threads, so Numba/CuPy
-    kernels share one address space and peak RSS is this process's) and print its
-    dashboard address;
+  * nothing: for a job big enough to watch (a grid of more than :data:`DASHBOARD_MIN_CELLS`
+    cells, or a job whose size the caller does not state) start a ``distributed.LocalCluster``
+    in this process (threads, so Numba/CuPy kernels share one address space and peak RSS is
+    this process's) and print its dashboard address; smaller jobs run on Dask's ``threads``
+    scheduler, because the cluster's start-up (~1 s, mostly importing the dashboard) would
+    be most of their run time;
+  * ``local``: the LocalCluster and its dashboard whatever the job's size;
   * ``threads`` or ``synchronous``: Dask's local schedulers, no dashboard;
   * ``tcp://host:port`` (or any address ``distributed.Client`` takes): attach to that cluster.
 
@@ -13,6 +17,15 @@ when that one is taken): on a shared machine the neighbours cannot watch the job
 that is not one, or a scheduler that does not answer within ``CONNECT_TIMEOUT`` seconds,
 is an :class:`~terrain.errors.InputError` before any work. A nested :func:`open_scheduler`
 without a spec reuses the active client (a batch runs every file on one cluster).
+
+The in-process LocalCluster runs its scheduler, its worker and the dashboard on one event
+loop thread of this process, so every millisecond that loop holds the GIL is taken from the
+task threads. Its defaults are made for a worker process of its own; here three of them are
+costly (docs/architecture.md, "The default scheduler"): the worker's statistical profiler
+walks the stack of every task thread every 10 ms, the event-loop health tick runs every
+20 ms and the system monitor every 500 ms. :data:`IN_PROCESS_CONFIG` samples 10× less often
+(the dashboard keeps its profile page, coarser) and makes the loop's own work cost a few
+per cent of a core.
 
 :func:`compute` runs Dask collections on the active scheduler with a progress bar on
 stderr (stdout stays clean for ``--json``).
@@ -29,27 +42,51 @@ import dask
 
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS"]
+__all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
+LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
+
+#: Grids with more cells than this get the LocalCluster and its dashboard by default
+#: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
+DASHBOARD_MIN_CELLS = 1 << 26
+
+#: dask config for the in-process LocalCluster (module docstring): the profiler samples every
+#: 100 ms instead of 10, the loop tick every 500 ms instead of 20, the system monitor every 2 s.
+IN_PROCESS_CONFIG = {
+    "distributed.worker.profile.interval": "100ms",
+    "distributed.worker.profile.cycle": "2s",
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.admin.system-monitor.interval": "2s",
+}
 
 _active_client = None
 
 
 @contextlib.contextmanager
-def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False):
+def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
+    ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
+    :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
     global _active_client
     if spec is None and _active_client is not None:
         yield _active_client
         return
+    if spec is None and cells is not None and cells <= DASHBOARD_MIN_CELLS:
+        spec = "threads"
+    if spec == LOCAL_CLUSTER:
+        spec = None
     if spec in LOCAL_SCHEDULERS:
-        with dask.config.set(scheduler="synchronous" if spec != "threads" else "threads"):
+        # the functions, not their names: dask resolves a name by importing distributed
+        # first (to look for a Client), ~0.5 s that a small job should not pay
+        from dask import local, threaded
+        with dask.config.set(scheduler=threaded.get if spec == "threads" else local.get_sync):
             yield None
         return
     from distributed import Client, LocalCluster
@@ -63,12 +100,13 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         # may come from the cluster's thread after an interrupt left this block)
         warnings.filterwarnings("ignore", message="Port .* is already in use")
         dashboard = os.environ.get("TERRAIN_DASHBOARD", DEFAULT_DASHBOARD)
-        cluster = LocalCluster(n_workers=n_workers, processes=False,
-                               threads_per_worker=threads_per_worker or os.cpu_count() or 1,
-                               dashboard_address=dashboard,
-                               # the worker's own HTTP server too (else on every interface)
-                               worker_dashboard_address=_local_twin(dashboard),
-                               silence_logs=logging.CRITICAL)
+        with dask.config.set(IN_PROCESS_CONFIG):
+            cluster = LocalCluster(n_workers=n_workers, processes=False,
+                                   threads_per_worker=threads_per_worker or os.cpu_count() or 1,
+                                   dashboard_address=dashboard,
+                                   # the worker's own HTTP server too (else on every interface)
+                                   worker_dashboard_address=_local_twin(dashboard),
+                                   silence_logs=logging.CRITICAL)
         client = Client(cluster)
     if not quiet:
         link = (_dashboard_link(cluster, dashboard) if cluster is not None
@@ -103,7 +141,7 @@ def _connect(client_class, spec):
     """A client of the scheduler at ``spec``, or one line saying why not (within seconds)."""
     if not re.fullmatch(r"[a-z]+://\S+|[\w.\-\[\]:]+:\d+", spec):
         raise InputError(f"scheduler {spec!r}: not an address (tcp://HOST:PORT) nor one of "
-                         "threads, synchronous")
+                         "local, threads, synchronous")
     hostport = re.fullmatch(r"(?:tcp://)?([\w.\-]+):(\d+)", spec)
     if hostport:  # refused or unroutable: say so now, not after distributed's retries
         import socket

@@ -163,8 +163,10 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     overwrite : bool
         Replace an existing output.
     scheduler : str, optional
-        As ``--scheduler``: None starts a LocalCluster, ``"threads"``/``"synchronous"`` run
-        locally, an address attaches to a cluster.
+        As ``--scheduler``: None starts a LocalCluster for grids of more than
+        :data:`pipelines.cluster.DASHBOARD_MIN_CELLS` cells and runs smaller ones on threads,
+        ``"local"`` always starts one, ``"threads"``/``"synchronous"`` run locally, an
+        address attaches to a cluster.
     resume : bool
         Finish the partial output a killed run of the same input and tile left (its
         finished bands are not read again).
@@ -182,10 +184,10 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     """
     check_outputs([input_path], [output_path], overwrite)
     check_tile_size(tile)
-    open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails before a cluster starts
+    grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     # Numba's first call costs ~0.5 s: pay it while the scheduler starts
     threading.Thread(target=load_kernels, daemon=True).start()
-    with open_scheduler(scheduler):
+    with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
 

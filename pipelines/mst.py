@@ -274,7 +274,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits,
                                 in_core)
         graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
-        with open_scheduler(scheduler):
+        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
             (summary,) = compute(graph, label="mst")
         drop_checkpoints(tmp)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)

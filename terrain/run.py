@@ -37,6 +37,7 @@ HANDLERS = {
     "cost-distance": "pipelines.cost_distance:cost_distance_command",
     "path": "pipelines.cost_distance:path_command",
     "bench cost-distance": "pipelines.bench_cost_distance:bench_cost_distance_command",
+    "bench startup": "pipelines.bench_startup:bench_startup_command",
 }
 
 CONNECTIVITIES = (4, 8)
@@ -83,9 +84,10 @@ def _add_backend(p):
 
 
 def _add_scheduler(p):
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS|threads|synchronous",
-                   help="attach to a running Dask scheduler, or run without one "
-                        "(default: start a LocalCluster and print its dashboard address)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS|local|threads|synchronous",
+                   help="attach to a running Dask scheduler, start a LocalCluster with its dashboard "
+                        "(local), or run without one (default: a LocalCluster, its dashboard "
+                        "address printed, for grids of more than 8192² cells; threads for smaller)")
     p.add_argument("--dashboard-address", default=None, metavar="HOST:PORT",
                    help="where the LocalCluster's dashboard listens (default 127.0.0.1:8787, "
                         "localhost only; e.g. 0.0.0.0:8787 opens it to the network)")
@@ -289,6 +291,7 @@ def build_parser():
     b.add_argument("--cols", type=_positive_int, default=8192, help="synthetic grid columns (default 8192)")
     b.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
+    b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs of each side")
     _add_scheduler(b)
     b = bsub.add_parser("mst", help="terrain grid MST vs scipy minimum_spanning_tree")
     b.add_argument("--rows", type=_positive_int, default=4096, help="synthetic grid rows (default 4096)")
@@ -310,6 +313,9 @@ def build_parser():
     b.add_argument("--cols", type=_positive_int, default=4096)
     b.add_argument("--seed", type=int, default=0)
     _add_backend(b)
+    b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
+    b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
+    b.add_argument("--repeat", type=_positive_int, default=3)
     for name in ("bfs", "diameter"):
         b = bsub.add_parser(name, help=f"terrain {name} vs "
                             + ("scipy breadth_first_order" if name == "bfs" else "networkx"))

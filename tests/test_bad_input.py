@@ -85,15 +85,18 @@ def test_bad_grid_file(tmp_path, name):
                                                           else [])
 
 
-def test_data_error_on_the_default_cluster_names_the_line(tmp_path):
-    """Raised inside a Dask task on the LocalCluster, still one error line (after the
-    dashboard notice), and the partial store is gone."""
+def test_data_error_on_the_local_cluster_names_the_line(tmp_path):
+    """Raised inside a Dask task on the LocalCluster (``--scheduler local``: the default
+    runs a grid this small on threads), still one error line (after the dashboard notice),
+    and the partial store is gone."""
     rows = [" ".join(str(r * 10 + c) for c in range(4)) for r in range(40)]
     rows[33] = "1 2 3 x4"
     src = tmp_path / "late.asc"
     src.write_text(HEADER.replace("nrows 3", "nrows 40") + "\n".join(rows) + "\n")
-    proc = run_terrain("ingest", src.name, "-o", "out.zarr", "--tile", "4", cwd=tmp_path)
+    proc = run_terrain("ingest", src.name, "-o", "out.zarr", "--tile", "4", "--scheduler", "local",
+                       cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "Dask dashboard" in proc.stderr
     lines = [x for x in proc.stderr.strip().splitlines() if "Dask dashboard" not in x]
     assert lines == ["terrain: late.asc:40: non-numeric token 'x4' (row 34, column 4)"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late.asc"]

@@ -46,7 +46,8 @@ def test_default_cluster_takes_another_port_quietly_when_8787_is_busy(tmp_path):
         pass  # already taken by someone else: the same situation
     try:
         proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(SAMPLE), "-o",
-                               str(tmp_path / "m.zarr"), "--backend", "cpu", "--json"],
+                               str(tmp_path / "m.zarr"), "--backend", "cpu", "--json",
+                               "--scheduler", "local"],
                               capture_output=True, text=True, timeout=300)
     finally:
         holder.close()
@@ -55,3 +56,29 @@ def test_default_cluster_takes_another_port_quietly_when_8787_is_busy(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("terrain: Dask dashboard at http"), proc.stderr
     assert ":8787/" not in lines[0]
     assert json.loads(proc.stdout)["edges"] > 0
+
+
+def test_small_grid_by_default_runs_without_a_cluster_and_equals_one(tmp_path):
+    """No dashboard for a grid far below DASHBOARD_MIN_CELLS; the same forest as on the
+    LocalCluster that ``--scheduler local`` starts."""
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(SAMPLE), "-o",
+                           str(tmp_path / "d.zarr"), "--tile", "64", "--backend", "cpu", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "dashboard" not in proc.stderr
+    default = json.loads(proc.stdout)
+    local, local_mask = _mst(tmp_path, "l.zarr", "local")
+    assert np.array_equal(np.asarray(zarr.open_group(str(tmp_path / "d.zarr"), mode="r")["mst"][:]),
+                          local_mask)
+    assert default["total_weight"] == local["total_weight"]
+
+
+def test_in_process_cluster_samples_and_ticks_less_often():
+    """The LocalCluster that ``open_scheduler`` starts takes IN_PROCESS_CONFIG (docs/architecture.md)."""
+    pytest.importorskip("distributed")
+    from pipelines.cluster import open_scheduler
+
+    with open_scheduler("local", quiet=True) as client:
+        worker = next(iter(client.cluster.workers.values()))
+        profile = worker.periodic_callbacks["profile"].callback_time
+    assert profile == 100  # ms; distributed's default is 10
