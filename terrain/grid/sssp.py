@@ -56,6 +56,7 @@ Examples
 """
 
 import math
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -127,12 +128,14 @@ def check_sources(sources, valid, start_costs=None, name="source"):
 
 
 def _check_max_cost(max_cost):
+    """The distance limit: ``max_cost``, else the largest float64, so that an arc of infinite
+    cost (tobler on a cliff) never reaches a cell."""
     if max_cost is None:
-        return math.inf
+        return sys.float_info.max
     m = float(max_cost)
     if not m > 0:
         raise InputError(f"max cost {max_cost!r}: must be > 0")
-    return m
+    return min(m, sys.float_info.max)
 
 
 # ----------------------------------------------------------------------------------------
