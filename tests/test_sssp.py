@@ -182,7 +182,7 @@ def test_friction_float_costs_equal_scipy(conn):
     zz, f, valid, model, codes, lengths = _prepare(z, fr, "friction", conn, (1, 1))
     heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, np.array([15, 0]),
                           np.array([13, 25]), np.zeros(2), math.inf, queue="heap")
-    assert res.stats["queue"].startswith("buckets") and heap.stats["queue"] == "heap"
+    assert res.stats["queue"] == "buckets" and heap.stats["queue"] == "heap"
     for name in ("distance", "allocation", "backlink", "hops"):
         np.testing.assert_array_equal(getattr(res, name), getattr(heap, name), strict=True)
 
@@ -211,7 +211,7 @@ def test_tobler_is_anisotropic_and_equals_scipy_on_the_directed_graph():
     assert (g != g.T).nnz > 0  # d(a->b) != d(b->a)
     back = grid_sssp(z, [(12, 29)], cost="tobler", cellsize=(10, 10), backend="cpu")
     assert back.distance[12, 0] != res.distance[12, 29]
-    assert res.stats["queue"].startswith("buckets")
+    assert res.stats["queue"] == "buckets"
     # the heap gives the same bits
     zz, f, valid, model, codes, lengths = _prepare(z, None, "tobler", 8, (10, 10))
     heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, np.array([12]), np.array([0]),
@@ -295,28 +295,3 @@ def test_infinite_arc_costs_are_never_taken():
     assert np.isfinite(res.distance[:, :2]).all()
     assert np.isnan(res.distance[:, 2:]).all() and (res.allocation[:, 2:] == -1).all()
     assert (res.backlink[:, 2:] == 255).all() and (res.hops[:, 2:] == -1).all()
-
-
-@pytest.mark.parametrize("conn, cost", [(8, "friction"), (16, "friction"), (4, "tobler")])
-def test_two_thread_buckets_equal_one_thread_and_heap(conn, cost):
-    rng = np.random.default_rng(conn)
-    shape = (90, 71)
-    fr = rng.uniform(0.5, 2, shape).astype(np.float32)
-    fr[rng.random(shape) < 0.1] = np.nan
-    fr[44:47, 10:60] = np.nan  # a barrier along the cut between the halves
-    z = np.cumsum(rng.normal(0, 0.01, shape), axis=1).astype(np.float32)  # gentle: buckets
-    cells = np.argwhere(~np.isnan(fr))
-    src = cells[[0, len(cells) // 2, len(cells) - 1]]
-    zz, f, valid, model, codes, lengths = _prepare(z, fr, cost, conn, (1.0, 1.5))
-    runs = {q: _grid_sssp_cpu(zz, f, valid, model, codes, lengths, src[:, 0], src[:, 1],
-                              np.array([0.0, 1.0, 0.5]), 1e308, queue=q)
-            for q in ("buckets2", "buckets", "heap")}
-    assert runs["buckets2"].stats["queue"] == "buckets x2"
-    assert runs["buckets"].stats["queue"] == "buckets"
-    for q in ("buckets2", "buckets"):
-        for name in ("distance", "allocation", "backlink", "hops"):
-            np.testing.assert_array_equal(getattr(runs[q], name), getattr(runs["heap"], name),
-                                          strict=True)
-    ref = oracle_distance(csr_graph(z, cost, fr, conn, 1.0, 1.5), shape, [tuple(s) for s in src],
-                          [0.0, 1.0, 0.5])
-    np.testing.assert_allclose(runs["buckets2"].distance, ref, rtol=1e-12, equal_nan=True)

@@ -26,12 +26,7 @@ it. The priority queue is a flat binary heap of ``(distance, label, cell)`` in p
 arrays with lazy deletion, ordered lexicographically by ``(distance, label)`` where
 ``label = allocation << 32 | hops``: a lexicographic-key Dijkstra, so that every cell is
 settled once with its final distance *and* its final label, and zero-cost arcs (flats under
-``absdiff``) need no second pass. When every arc costs at least some ``w_lo > 0``
-(``friction``, gentle ``tobler``), a circular array of buckets of width ``w_lo / 2``
-replaces the heap (Dinitz): the cells of a bucket are final in any order, so two threads
-settle the two halves of the grid bucket by bucket, exchanging the arcs that cross between
-the halves after each bucket (:func:`sssp_buckets2_cpu`). Backlinks follow in one parallel
-pass over the cells. The
+``absdiff``) need no second pass. Backlinks follow in one parallel pass over the cells. The
 heap is written by hand because no library offers a Numba-callable, allocation-free heap
 keyed by two numbers; scipy's ``dijkstra`` needs a CSR graph (about 10 times the grid's
 memory) and scikit-image's ``MCP_Geometric`` is several times slower (``terrain.run bench
@@ -61,7 +56,6 @@ Examples
 """
 
 import math
-import os
 import sys
 import time
 import warnings
@@ -385,180 +379,6 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
     return settled
 
 
-@numba.njit(cache=True, nogil=True)
-def _bucket_half_cpu(h, cur, z, f, has_f, model, lengths, offs, codes, dist, label, max_cost,
-                     inv_width, mask, split, heads, pcell, pnext, state, ob_cell, ob_d, ob_l):
-    """Settle the cells of bucket ``cur`` owned by half ``h`` (cells below / at or above the
-    flat index ``split``); arcs into the other half go to the outbox ``ob_*[h]``.
-    ``state[h]`` = (free, used, live, outbox count, overflow)."""
-    one = np.float32(1.0)
-    nk = codes.size
-    cap = pcell.shape[1]
-    slot = cur & mask
-    free = state[h, 0]
-    used = state[h, 1]
-    live = state[h, 2]
-    nob = state[h, 3]
-    settled = 0
-    while True:
-        e = heads[h, slot]
-        if e < 0:
-            break
-        heads[h, slot] = pnext[h, e]
-        u = pcell[h, e]
-        pnext[h, e] = free
-        free = e
-        live -= 1
-        d = dist[u]
-        lab = label[u]
-        if np.int64(d * inv_width) != cur or lab < 0:
-            continue
-        label[u] = -1 - lab
-        settled += 1
-        zu = z[u]
-        fu = f[u] if has_f else one
-        nlab = lab + 1
-        for j in range(nk):
-            k = codes[j]
-            v = u + offs[k]
-            mine = (v >= split) == (h == 1)
-            if mine:
-                dv = dist[v]
-                if model == 2 and dv < d:
-                    continue
-            w = arc_cost(zu, z[v], fu, f[v] if has_f else one, k, model, lengths)
-            nd = d + w
-            if nd > max_cost:
-                continue
-            if not mine:
-                if z[v] != z[v]:
-                    continue  # padding or nodata elevation: never a vertex
-                ob_cell[h, nob] = v
-                ob_d[h, nob] = nd
-                ob_l[h, nob] = nlab
-                nob += 1
-                continue
-            if not _less(nd, nlab, dv, label[v]):
-                continue
-            dist[v] = nd
-            label[v] = nlab
-            if free >= 0:
-                e = free
-                free = pnext[h, e]
-            else:
-                if used == cap:
-                    state[h, 4] = 1  # overflow: the caller falls back
-                    break
-                e = used
-                used += 1
-            b = np.int64(nd * inv_width) & mask
-            pcell[h, e] = v
-            pnext[h, e] = heads[h, b]
-            heads[h, b] = e
-            live += 1
-        if state[h, 4]:
-            break
-    state[h, 0] = free
-    state[h, 1] = used
-    state[h, 2] = live
-    state[h, 3] = nob
-    return settled
-
-
-@numba.njit(cache=True, parallel=True)
-def sssp_buckets2_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
-                      seed_label, max_cost, inv_width, nbuckets, split, cap, ob_cap):
-    """:func:`sssp_buckets_cpu` on two threads: the grid is cut in two halves at the flat
-    index ``split``; each thread settles its half's cells of the current bucket (they are
-    final in any order) and relaxes arcs inside its half; arcs into the other half wait in
-    an outbox applied between buckets (they reach later buckets only). Same fixed point,
-    same bits. Returns the cells settled, or -1 when a queue overflowed (the caller then
-    runs the one-thread kernel on fresh arrays)."""
-    mask = nbuckets - 1
-    heads = np.full((2, nbuckets), -1, np.int32)
-    pcell = np.empty((2, cap), np.int32)
-    pnext = np.empty((2, cap), np.int32)
-    state = np.zeros((2, 5), np.int64)
-    state[:, 0] = -1
-    ob_cell = np.empty((2, ob_cap), np.int64)
-    ob_d = np.empty((2, ob_cap), np.float64)
-    ob_l = np.empty((2, ob_cap), np.int64)
-    cur = np.int64(1) << 62
-    for s in range(seeds.size):
-        c = seeds[s]
-        d0 = seed_dist[s]
-        l0 = seed_label[s]
-        if not (d0 > -math.inf and d0 <= max_cost):
-            continue
-        if not _less(d0, l0, dist[c], label[c]):
-            continue
-        dist[c] = d0
-        label[c] = l0
-        cur = min(cur, np.int64(d0 * inv_width))
-        h = 1 if c >= split else 0
-        if state[h, 1] == cap:
-            return -1
-        e = state[h, 1]
-        state[h, 1] += 1
-        b = np.int64(d0 * inv_width) & mask
-        pcell[h, e] = c
-        pnext[h, e] = heads[h, b]
-        heads[h, b] = e
-        state[h, 2] += 1
-    settled = 0
-    counts = np.zeros(2, np.int64)
-    while state[0, 2] + state[1, 2] > 0:
-        slot = cur & mask
-        a0 = heads[0, slot] >= 0
-        a1 = heads[1, slot] >= 0
-        if not (a0 or a1):
-            cur += 1
-            continue
-        if a0 and a1:
-            for h in numba.prange(2):
-                counts[h] = _bucket_half_cpu(h, cur, z, f, has_f, model, lengths, offs, codes,
-                                             dist, label, max_cost, inv_width, mask, split,
-                                             heads, pcell, pnext, state, ob_cell, ob_d, ob_l)
-            settled += counts[0] + counts[1]
-        else:
-            h = 0 if a0 else 1
-            settled += _bucket_half_cpu(h, cur, z, f, has_f, model, lengths, offs, codes, dist,
-                                        label, max_cost, inv_width, mask, split, heads, pcell,
-                                        pnext, state, ob_cell, ob_d, ob_l)
-        if state[0, 4] or state[1, 4]:
-            return -1
-        for h in range(2):  # the outboxes, into the other half's queue
-            g = 1 - h
-            for i in range(state[h, 3]):
-                v = ob_cell[h, i]
-                nd = ob_d[h, i]
-                nl = ob_l[h, i]
-                if not _less(nd, nl, dist[v], label[v]):
-                    continue
-                dist[v] = nd
-                label[v] = nl
-                free = state[g, 0]
-                if free >= 0:
-                    e = free
-                    state[g, 0] = pnext[g, e]
-                else:
-                    if state[g, 1] == cap:
-                        return -1
-                    e = state[g, 1]
-                    state[g, 1] += 1
-                b = np.int64(nd * inv_width) & mask
-                pcell[g, e] = v
-                pnext[g, e] = heads[g, b]
-                heads[g, b] = e
-                state[g, 2] += 1
-            state[h, 3] = 0
-        cur += 1
-    for i in numba.prange(label.size):  # undo the settled marks
-        if label[i] < 0:
-            label[i] = -1 - label[i]
-    return settled
-
-
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _init_padded_cpu(z, f, has_f, pad, zp, fp, dist, label):
     """Copy ``z`` (and ``f``) into NaN-framed flat arrays; distance +inf at vertices, -inf
@@ -807,45 +627,20 @@ def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
     return inv_width, 1 << int(math.ceil(math.log2(span)))
 
 
-def _two_cores_free():
-    """Two threads help only when two cores are free: the threads meet once per bucket, and
-    on an oversubscribed machine each meeting waits for the scheduler (measured: 4x slower)."""
-    if numba.get_num_threads() < 2:
-        return False
-    try:
-        return os.getloadavg()[0] <= max(1, (os.cpu_count() or 1) - 1)
-    except OSError:
-        return True
-
-
 def _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit, queue="auto"):
     shape = z.shape
     zp, fp, dist, label = _padded_state(z, f)
     seeds, seed_dist, seed_label = _flat_seeds(rows, cols, costs, shape[1])
     offs = _offsets(shape[1])
     plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs) if queue != "heap" else None
-    settled, threads = -1, 1
-    two = queue == "buckets2" or (queue == "auto" and shape[0] >= 64 and _two_cores_free())
-    if plan is not None and two and shape[0] >= 8:
-        # two threads, one half of the rows each
-        split = (PAD + shape[0] // 2) * (shape[1] + 2 * PAD)
-        half = dist.size // 2
-        settled = sssp_buckets2_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist,
-                                    label, seeds, seed_dist, seed_label, limit, *plan, split,
-                                    max(1 << 16, half // 4), 64 * (shape[1] + 4) + 64)
-        if settled < 0:  # a queue overflowed: start again on one thread
-            zp, fp, dist, label = _padded_state(z, f)
-        else:
-            threads = 2
-    if plan is None:
-        settled = sssp_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
-                           seeds, seed_dist, seed_label, False, limit)
-    elif settled < 0:
+    if plan is not None:
         settled = sssp_buckets_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist,
                                    label, seeds, seed_dist, seed_label, limit, *plan)
+    else:
+        settled = sssp_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
+                           seeds, seed_dist, seed_label, False, limit)
     return _finish_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
-                       {"settled": int(settled),
-                        "queue": ("buckets" if plan else "heap") + (" x2" if threads > 1 else "")})
+                       {"settled": int(settled), "queue": "buckets" if plan else "heap"})
 
 
 def _finish_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
