@@ -169,7 +169,8 @@ def test_a_live_run_holds_its_output(tmp_path):
 
 
 def test_dashboard_listens_on_localhost_by_default(tmp_path):
-    proc = run_terrain("ingest", str(SAMPLE), "-o", "o.zarr", "--tile", "64", cwd=tmp_path)
+    proc = run_terrain("ingest", str(SAMPLE), "-o", "o.zarr", "--tile", "64",
+                       "--scheduler", "local", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     line = proc.stderr.strip().splitlines()[0]
     assert line.startswith("terrain: Dask dashboard at http://127.0.0.1:"), line
