@@ -293,6 +293,7 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
         raise InputError(f"{component.name}: empty graph (no vertices)")
     if components is None:
         components = {"components": 1, "vertices": component.n, "lcc_vertices": component.n}
+    component = component.undirected()
     return _bound(FrontierCore(component, backend), components, extremes, progress)
 
 
@@ -376,7 +377,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (4, (0, 4), [0, 1, 2, 3, 4], 2, [2])
     """
-    g = as_graph(graph)
+    g = as_graph(graph, directed=False)
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
     lcc, info = largest_component(g)
