@@ -27,6 +27,9 @@ Then per command:
 
 * ``graph-ingest``: ``graph-write`` writes the cache (atomically, beside its target).
 * ``bfs``: ``bfs-run``, one task: the levels of one traversal depend on each other.
+* ``sssp``: ``sssp-run``, one task (Dijkstra's heap, or the GPU's settle/relax iterations,
+  each depend on the one before). ``--out`` is written by the client after the run, in
+  the file's ids (:mod:`terrain.graph.results`).
 * ``diameter``: ``diameter-component`` (largest component); ``diameter-bound``, one task,
   because the bounding loop picks each BFS source from the bounds the previous BFS left;
   with ``--effective K``, ``diameter-sample``: one task per batch of the K random sources
@@ -60,12 +63,14 @@ from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_histogram,
                            edges_from_chunks, effective_from_histograms, exact_diameter,
                            graph_from_edges, largest_component, load_graph, parse_graph_chunk,
-                           plan_graph_file, read_whole_file, sample_sources, write_graph_cache)
+                           plan_graph_file, read_whole_file, sample_sources, sssp,
+                           write_graph_cache)
+from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
 
 from .cluster import compute, open_scheduler
 
 __all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
-           "diameter_command"]
+           "diameter_command", "sssp_command"]
 
 
 def _token(*parts):
@@ -74,12 +79,12 @@ def _token(*parts):
 
 # --------------------------------------------------------------------------- loading
 
-def _csr_task(plan, chunks, lcc):
-    return graph_from_edges(edges_from_chunks(plan, chunks), lcc=lcc)
+def _csr_task(plan, chunks, lcc, directed=None):
+    return graph_from_edges(edges_from_chunks(plan, chunks), lcc=lcc, directed=directed)
 
 
 def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_BYTES,
-                     token=None):
+                     token=None, directed=None):
     """Dask graph loading a graph file (or a graph-ingest cache) into a :class:`Graph`.
 
     Parameters
@@ -92,6 +97,8 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
         Nominal byte range of one ``graph-chunk`` task.
     token : str, optional
         Suffix of the task names (default: a fresh one).
+    directed : bool, optional
+        As :func:`terrain.graph.load_graph` (default: as the format says).
 
     Returns
     -------
@@ -113,7 +120,7 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
     path = Path(path)
     token = token or _token(path)
     if fmt == "store" or (fmt == "auto" and path.is_dir()):
-        return dask.delayed(load_graph)(path, "store", lcc=lcc,
+        return dask.delayed(load_graph)(path, "store", lcc=lcc, directed=directed,
                                         dask_key_name=f"graph-csr-{token}")
     plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
     data = None
@@ -122,7 +129,8 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
     chunks = [dask.delayed(parse_graph_chunk)(plan, j, data,
                                               dask_key_name=(f"graph-chunk-{token}", j))
               for j in range(plan.chunks)]
-    return dask.delayed(_csr_task)(plan, chunks, lcc, dask_key_name=f"graph-csr-{token}")
+    return dask.delayed(_csr_task)(plan, chunks, lcc, directed,
+                                   dask_key_name=f"graph-csr-{token}")
 
 
 def _scheduler_threads(client, spec):
@@ -185,10 +193,10 @@ def _parse_sources(text):
     return out
 
 
-def _bfs_task(graph, source_ids, backend):
+def _bfs_task(graph, source_ids, backend, predecessors=False):
     sources = graph.index_of(source_ids, what="source vertex")
     t0 = time.perf_counter()
-    result = bfs(graph, sources, predecessors=False, backend=backend)
+    result = bfs(graph, sources, predecessors=predecessors, backend=backend)
     seconds = time.perf_counter() - t0
     dist = result.dist
     summary = {
@@ -198,27 +206,40 @@ def _bfs_task(graph, source_ids, backend):
         "max_distance": result.stats.eccentricity, "levels": len(result.stats.level_sizes),
         "level_sizes": result.stats.level_sizes, "seconds": round(seconds, 6),
     }
-    return summary, dist
+    table = vertex_table(graph, dist, result.pred) if predecessors else None
+    return summary, (table, dense_ids(graph))
+
+
+def _check_out(args):
+    """Refuse an existing ``--out`` (without ``--overwrite``) or an unknown suffix before
+    any work starts."""
+    if args.out:
+        check_output_free(args.out, args.overwrite)
+        check_table_path(args.out)
+
+
+def _write_out(args, table, dense):
+    if not dense:
+        check_table_path(args.out, dense_ids=False)
+    write_table(args.out, table, overwrite=args.overwrite)
 
 
 def bfs_command(args):
     """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
     backend = get_backend(args.backend)
     source_ids = _parse_sources(args.source)
-    if args.out:
-        check_output_free(args.out, True)
+    _check_out(args)
     token = _token(args.graph, args.source)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
-    run = dask.delayed(_bfs_task, nout=2)(graph, source_ids, backend.name,
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
+                             directed=False)
+    run = dask.delayed(_bfs_task, nout=2)(graph, source_ids, backend.name, bool(args.out),
                                           dask_key_name=f"bfs-run-{token}")
     with open_scheduler(args.scheduler):
         (result,) = compute(run, label="bfs")
-    found, dist = result
+    found, (table, dense) = result
     summary = {"graph": str(args.graph), **found, "backend": backend.name}
     if args.out:
-        with atomic_output(args.out, overwrite=True) as tmp:
-            with open(tmp, "wb") as f:
-                np.save(f, dist)
+        _write_out(args, table, dense)
         summary["out"] = str(args.out)
     if args.json:
         print(json.dumps(summary))
@@ -227,8 +248,65 @@ def bfs_command(args):
               f"{summary['reached']} of {summary['vertices']} vertices, max distance "
               f"{summary['max_distance']} ({summary['seconds'] * 1e3:.1f} ms, {backend.name})")
         if args.out:
-            print(f"distances written to {args.out} (row i = the i-th vertex in increasing "
-                  "file-id order, -1 = unreachable)")
+            print(f"distances written to {args.out} (id, distance, predecessor; -1 = "
+                  "unreachable / none)")
+    return 0
+
+
+# --------------------------------------------------------------------------- sssp
+
+def _sssp_task(graph, source_ids, algorithm, delta, backend, with_table):
+    sources = graph.index_of(source_ids, what="source vertex")
+    t0 = time.perf_counter()
+    result = sssp(graph, sources, algorithm=algorithm, delta=delta, backend=backend,
+                  predecessors=with_table)
+    seconds = time.perf_counter() - t0
+    reached = result.reached
+    far = result.dist[reached].max() if reached.any() else 0
+    summary = {
+        "vertices": graph.n, "edges": graph.m, "directed": graph.directed,
+        "weighted": graph.weighted,
+        "sources": [graph.id_of(s) for s in result.sources],
+        "reached": int(np.count_nonzero(reached)), "max_distance": far.item(),
+        "algorithm": result.algorithm, "delta": result.delta,
+        "iterations": result.iterations, "seconds": round(seconds, 6),
+    }
+    table = vertex_table(graph, result.dist, result.pred) if with_table else None
+    return summary, (table, dense_ids(graph))
+
+
+def sssp_command(args):
+    """``sssp GRAPH --source S[,S...]``: weighted shortest-path distances and predecessors."""
+    backend = get_backend(args.backend)
+    source_ids = _parse_sources(args.source)
+    if args.delta is not None and args.algorithm not in ("delta", "auto"):
+        raise InputError("--delta is the bucket width of --algorithm delta")
+    _check_out(args)
+    token = _token(args.graph, args.source)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
+                             directed=True if args.directed else None)
+    run = dask.delayed(_sssp_task, nout=2)(graph, source_ids, args.algorithm, args.delta,
+                                           backend.name, bool(args.out),
+                                           dask_key_name=f"sssp-run-{token}")
+    with open_scheduler(args.scheduler):
+        (result,) = compute(run, label="sssp")
+    found, (table, dense) = result
+    summary = {"graph": str(args.graph), **found, "backend": backend.name}
+    if args.out:
+        _write_out(args, table, dense)
+        summary["out"] = str(args.out)
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    how = found["algorithm"] + (f", delta {found['delta']}" if found["delta"] else "")
+    print(f"SSSP from {', '.join(map(str, summary['sources']))}: reached {summary['reached']} "
+          f"of {summary['vertices']} vertices, max distance {summary['max_distance']} "
+          f"({summary['seconds'] * 1e3:.1f} ms, {how}, {backend.name}, "
+          f"{'directed' if found['directed'] else 'undirected'}"
+          f"{'' if found['weighted'] else ', unweighted: 1 per edge'})")
+    if args.out:
+        print(f"written to {args.out} (id, distance, predecessor; unreachable: distance "
+              "-1 or inf, predecessor -1)")
     return 0
 
 
@@ -317,7 +395,8 @@ def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K]``: exact diameter by bounding."""
     backend = get_backend(args.backend)
     token = _token(args.graph)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
+                             directed=False)
     with open_scheduler(args.scheduler) as client:
         batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
         work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,

@@ -22,6 +22,7 @@ HANDLERS = {
     "graph-ingest": "pipelines.graph:graph_ingest_command",
     "bfs": "pipelines.graph:bfs_command",
     "diameter": "pipelines.graph:diameter_command",
+    "sssp": "pipelines.graph:sssp_command",
     "bench ingest": "pipelines.bench_ingest:bench_ingest_command",
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
@@ -63,6 +64,7 @@ def _checked(convert, ok, wanted):
 _tile = _checked(int, lambda t: t >= 2 and not t & (t - 1), "a power of two >= 2")
 _positive_int = _checked(int, lambda v: v > 0, "a positive integer")
 _fraction = _checked(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+_positive_float = _checked(float, lambda v: v > 0 and v < float("inf"), "a positive number")
 
 
 def _add_backend(p):
@@ -136,7 +138,30 @@ def build_parser():
     _add_graph_input(p)
     p.add_argument("--source", required=True, metavar="S[,S...]",
                    help="source vertex id(s) in the file's own ids; several = multi-source BFS")
-    p.add_argument("--out", default=None, metavar="dist.npy", help="write distances (file ids order)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write id, distance, predecessor: .parquet, .csv or .npz (.npy: "
+                        "distances only, for ids 0..n-1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--json", action="store_true")
+    _add_backend(p)
+    _add_scheduler(p)
+
+    p = sub.add_parser("sssp", help="weighted shortest paths (and predecessors) from one or "
+                                    "many sources")
+    _add_graph_input(p)
+    p.add_argument("--source", required=True, metavar="S[,S...]",
+                   help="source vertex id(s) in the file's own ids; several = multi-source")
+    p.add_argument("--algorithm", choices=("auto", "crauser", "delta", "dijkstra"),
+                   default="auto", help="auto (default): dijkstra on the CPU, delta-stepping "
+                   "or Crauser on the GPU by graph shape")
+    p.add_argument("--delta", type=_positive_float, default=None, metavar="D",
+                   help="bucket width of delta-stepping (default: from the weights)")
+    p.add_argument("--directed", action="store_true",
+                   help="arcs as listed (DIMACS .gr always; default: undirected)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write id, distance, predecessor: .parquet, .csv or .npz (.npy: "
+                        "distances only, for ids 0..n-1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--json", action="store_true")
     _add_backend(p)
     _add_scheduler(p)

@@ -179,3 +179,72 @@ def test_gpu_grid_and_rmat_equal_cpu():
         for algorithm in ("crauser", "delta"):
             gpu = sssp(g, 0, algorithm=algorithm, backend="gpu")
             assert np.array_equal(gpu.dist, cpu.dist) and np.array_equal(gpu.pred, cpu.pred)
+
+
+# --------------------------------------------------------------------------- command line
+
+def _table(path):
+    from terrain.graph.results import read_table
+    return read_table(path)
+
+
+def test_cli_tables_in_file_ids_and_overwrite(tmp_path):
+    from cli import run_cli
+    rng = np.random.default_rng(4)
+    ids = rng.choice(np.arange(100, 10**6), 60, replace=False)
+    lines = [f"{ids[a]} {ids[b]} {rng.integers(1, 50)}" for a, b in rng.integers(0, 60, (200, 2))]
+    path = tmp_path / "g.txt"
+    path.write_text("\n".join(lines) + "\n")
+    from terrain.graph import load_graph
+    g = load_graph(path)
+    src = int(g.id_of(0))
+    ref = sssp(g, 0, backend="cpu")
+    outs = ["d.csv", "d.npz"]
+    try:
+        import pyarrow  # noqa: F401
+        outs.append("d.parquet")
+    except ImportError:
+        pass
+    for name in outs:
+        code, out, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / name,
+                                 "--backend", "cpu", "--json")
+        assert code == 0, err
+        t = _table(tmp_path / name)
+        assert t["id"].tolist() == g.id_array().tolist()
+        assert t["distance"].tolist() == ref.dist.tolist()
+        expect = [int(g.id_of(p)) if p >= 0 else -1 for p in ref.pred]
+        assert t["predecessor"].tolist() == expect
+    code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.csv")
+    assert code == 2 and err.count("\n") == 1 and "output exists" in err
+    code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.csv",
+                           "--overwrite", "--algorithm", "delta", "--delta", "7")
+    assert code == 0, err
+    code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.npy")
+    assert code == 2 and "not 0..n-1" in err and not (tmp_path / "d.npy").exists()
+
+
+def test_cli_dimacs_is_directed_and_negative_weights_fail(tmp_path):
+    from cli import run_cli
+    gr = tmp_path / "g.gr"
+    gr.write_text("p sp 4 3\na 1 2 5\na 2 3 1\na 4 1 1\n")
+    code, out, err = run_cli("sssp", gr, "--source", 1, "--json", "--backend", "cpu",
+                             "--out", tmp_path / "d.csv")
+    assert code == 0, err
+    import json
+    s = json.loads(out)
+    assert s["directed"] and s["reached"] == 3 and s["max_distance"] == 6
+    assert _table(tmp_path / "d.csv")["distance"].tolist() == [0, 5, 6, -1]
+    bad = tmp_path / "neg.txt"
+    bad.write_text("0 1 2\n1 2 -3\n")
+    code, out, err = run_cli("sssp", bad, "--source", 0, "--out", tmp_path / "n.npy")
+    assert code == 2 and err.strip() == f"terrain: {bad}: negative edge weight -3 (shortest " \
+                                        "paths need weights >= 0)"
+    assert not (tmp_path / "n.npy").exists()
+    code, out, err = run_cli("sssp", bad, "--source", 0, "--directed", "--out",
+                             tmp_path / "n.txt")
+    assert code == 2 and "unknown output format '.txt'" in err
+    dense = tmp_path / "dense.txt"
+    dense.write_text("0 1 2.5\n1 2 0.5\n")
+    code, out, err = run_cli("sssp", dense, "--source", 0, "--out", tmp_path / "d.npy")
+    assert code == 0, err
+    assert np.load(tmp_path / "d.npy").tolist() == [0.0, 2.5, 3.0]
