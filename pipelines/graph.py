@@ -27,6 +27,8 @@ Then per command:
 
 * ``graph-ingest``: ``graph-write`` writes the cache (atomically, beside its target).
 * ``bfs``: ``bfs-run``, one task: the levels of one traversal depend on each other.
+* ``mst`` on a graph file (:func:`mst_graph_if_graph`): ``mst-graph-run``, one task
+  (Borůvka's rounds depend on each other); the edge table is written by the client.
 * ``sssp``: ``sssp-run``, one task (Dijkstra's heap, or the GPU's settle/relax iterations,
   each depend on the one before). ``--out`` is written by the client after the run, in
   the file's ids (:mod:`terrain.graph.results`).
@@ -65,12 +67,13 @@ from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_hist
                            graph_from_edges, largest_component, load_graph, parse_graph_chunk,
                            plan_graph_file, read_whole_file, sample_sources, sssp,
                            write_graph_cache)
+from terrain.graph.mst import minimum_spanning_forest
 from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
 
 from .cluster import compute, open_scheduler
 
 __all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
-           "diameter_command", "sssp_command"]
+           "diameter_command", "sssp_command", "is_graph_input", "mst_graph_if_graph"]
 
 
 def _token(*parts):
@@ -425,4 +428,98 @@ def diameter_command(args):
     if args.effective:
         print(f"effective diameter (90th percentile over {result.effective_sources} sources): "
               f"{result.effective_diameter:.2f}")
+    return 0
+
+
+# --------------------------------------------------------------------------- mst of a graph
+
+_GRID_SUFFIXES = {".asc", ".tif", ".tiff", ".img", ".vrt", ".nc", ".grd", ".bil", ".flt",
+                  ".dem", ".hgt", ".jp2", ".png", ".zarr"}
+_GRAPH_SUFFIXES = {".mtx", ".gr", ".graph", ".metis", ".edges", ".el", ".snap"}
+_GRID_HEADERS = ("ncols", "nrows", "xllcorner", "xllcenter", "north:", "south:", "east:",
+                 "west:", "rows:", "cols:")
+
+
+def is_graph_input(path):
+    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix,
+    or a text file whose first content line is an edge ``U V [W]``) rather than a grid (a
+    tile store, a raster, an ASCII grid with its ``ncols`` / ``north:`` header)."""
+    from terrain.graph import is_graph_cache
+    path = Path(path)
+    if path.is_dir():
+        return is_graph_cache(path)
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return True
+    suffix = Path(name).suffix
+    if suffix in _GRAPH_SUFFIXES:
+        return True
+    if suffix in _GRID_SUFFIXES:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False  # the grid path reports the missing file
+    for line in head.splitlines():
+        text = line.strip().lower()
+        if not text or text.startswith(("#", "%")):
+            continue
+        if text.startswith(_GRID_HEADERS):
+            return False
+        tokens = text.split()
+        try:
+            [float(t) for t in tokens]
+        except ValueError:
+            return False
+        return 2 <= len(tokens) <= 3 and all(t.lstrip("-").isdigit() for t in tokens[:2])
+    return False
+
+
+def _mst_graph_task(graph, backend):
+    t0 = time.perf_counter()
+    result = minimum_spanning_forest(graph, backend=backend)
+    seconds = time.perf_counter() - t0
+    w = result.weight if graph.weights is not None else result.weight.astype(np.int64)
+    table = {"u": _ids_of(graph, result.u), "v": _ids_of(graph, result.v), "weight": w}
+    summary = {"vertices": graph.n, "edges": graph.m, "weighted": graph.weighted,
+               "forest_edges": int(result.u.size), "total_weight": result.total_weight,
+               "trees": result.trees, "rounds": result.rounds, "seconds": round(seconds, 6)}
+    return summary, table
+
+
+def _ids_of(graph, internal):
+    return graph.id_array()[internal].astype(np.int64)
+
+
+def mst_graph_if_graph(args):
+    """``mst GRAPH``: when ``args.input`` is a graph file (:func:`is_graph_input`), the
+    minimum spanning forest as an edge table (``-o`` .csv / .parquet / .npz, default
+    ``INPUT.mst.csv``) with original ids, its total weight and tree count; returns the exit
+    status. Returns None for grids (the grid command goes on)."""
+    if not is_graph_input(args.input):
+        return None
+    backend = get_backend(args.backend)
+    out = Path(args.output) if args.output else Path(args.input).with_name(
+        Path(args.input).name.split(".")[0] + ".mst.csv")
+    check_output_free(out, args.overwrite)
+    if out.suffix.lower() == ".npy":
+        raise InputError(f"{out}: an edge table needs .parquet, .csv or .npz")
+    check_table_path(out)
+    token = _token(args.input, "mst")
+    graph = build_load_graph(args.input, token=token, directed=False)
+    run = dask.delayed(_mst_graph_task, nout=2)(graph, backend.name,
+                                                dask_key_name=f"mst-graph-run-{token}")
+    with open_scheduler(args.scheduler):
+        ((summary, table),) = compute(run, label="mst")
+    write_table(out, table, overwrite=args.overwrite)
+    summary = {"graph": str(args.input), **summary, "backend": backend.name, "out": str(out)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"minimum spanning forest of {args.input}: {summary['forest_edges']} edges, "
+              f"{summary['trees']} tree(s), total weight {summary['total_weight']} "
+              f"({summary['rounds']} Boruvka rounds, {summary['seconds']:.3f} s, "
+              f"{backend.name})")
+        print(f"edges written to {out} (u, v, weight in the file's ids)")
     return 0

@@ -300,6 +300,9 @@ def _format_summary(s):
 
 def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
+    from .graph import mst_graph_if_graph  # a graph file: the general-graph forest
+    if (status := mst_graph_if_graph(args)) is not None:
+        return status
     summary = run_mst(args.input, args.output, tile=args.tile, connectivity=args.connectivity,
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
                       overwrite=args.overwrite, geotiff=args.geotiff)
