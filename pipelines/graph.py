@@ -32,6 +32,8 @@ Then per command:
 * ``sssp``: ``sssp-run``, one task (Dijkstra's heap, or the GPU's settle/relax iterations,
   each depend on the one before). ``--out`` is written by the client after the run, in
   the file's ids (:mod:`terrain.graph.results`).
+* ``diameter --weighted``: ``diameter-weighted``, one task (the bounding loop with
+  shortest-path searches; each source depends on the bounds before it).
 * ``diameter``: ``diameter-component`` (largest component); ``diameter-bound``, one task,
   because the bounding loop picks each BFS source from the bounds the previous BFS left;
   with ``--effective K``, ``diameter-sample``: one task per batch of the K random sources
@@ -67,6 +69,7 @@ from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_hist
                            graph_from_edges, largest_component, load_graph, parse_graph_chunk,
                            plan_graph_file, read_whole_file, sample_sources, sssp,
                            write_graph_cache)
+from terrain.graph.diameter import weighted_diameter
 from terrain.graph.mst import minimum_spanning_forest
 from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
 
@@ -394,17 +397,31 @@ def build_diameter_graph(graph, *, extremes=False, effective=None, seed=0, backe
                                       dask_key_name=f"diameter-finish-{token}")
 
 
+def _weighted_task(graph, extremes, backend):
+    t0 = time.perf_counter()
+    result = weighted_diameter(graph, extremes=extremes, backend=backend, progress=True)
+    return result, time.perf_counter() - t0
+
+
 def diameter_command(args):
-    """``diameter GRAPH [--all] [--effective K]``: exact diameter by bounding."""
+    """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
     backend = get_backend(args.backend)
+    weighted = getattr(args, "weighted", False)
+    if weighted and args.effective:
+        raise InputError("--effective samples hop distances; it does not combine with "
+                         "--weighted")
     token = _token(args.graph)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
                              directed=False)
     with open_scheduler(args.scheduler) as client:
-        batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
-        work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
-                                    seed=args.seed, backend=backend.name, batches=batches,
-                                    token=token)
+        if weighted:
+            work = dask.delayed(_weighted_task)(graph, bool(args.all), backend.name,
+                                                dask_key_name=f"diameter-weighted-{token}")
+        else:
+            batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
+            work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
+                                        seed=args.seed, backend=backend.name,
+                                        batches=batches, token=token)
         ((result, seconds),) = compute(work, label="diameter")
     out = result.as_dict()
     out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)
@@ -416,8 +433,9 @@ def diameter_command(args):
               f"infinite; answering for the largest component ({result.lcc_vertices} of "
               f"{result.vertices} vertices)")
     a, b = result.endpoints
-    print(f"diameter {result.diameter} (exact, {result.bfs_count} BFS, {seconds:.3f} s, "
-          f"{backend.name}) between {a} and {b}")
+    searches = f"{result.bfs_count} {'Dijkstra' if weighted else 'BFS'}"
+    print(f"diameter {result.diameter} (exact{', weighted' if weighted else ''}, {searches}, "
+          f"{seconds:.3f} s, {backend.name}) between {a} and {b}")
     print("path: " + " ".join(map(str, result.path)))
     if args.all:
         print(f"radius {result.radius}")

@@ -172,6 +172,8 @@ def build_parser():
     p.add_argument("--effective", type=_positive_int, default=None, metavar="K",
                    help="also the sampled effective diameter (90th percentile) over K sources")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--weighted", action="store_true",
+                   help="weighted distances (Dijkstra in place of BFS; the file's weights)")
     p.add_argument("--json", action="store_true")
     _add_backend(p)
     _add_scheduler(p)
