@@ -239,12 +239,24 @@ def _sort_unique_rows_weighted(indptr, indices, weights, unique_deg):
     n = indptr.shape[0] - 1
     for i in numba.prange(n):
         a, b = indptr[i], indptr[i + 1]
-        if b - a > 1:
+        if b - a > 32:
             order = np.argsort(indices[a:b], kind="mergesort")
             idx = indices[a:b][order]
             wt = weights[a:b][order]
             indices[a:b] = idx
             weights[a:b] = wt
+        elif b - a > 1:
+            # short rows (most of them): an in-place insertion sort, no allocation
+            for e in range(a + 1, b):
+                x = indices[e]
+                y = weights[e]
+                j = e - 1
+                while j >= a and indices[j] > x:
+                    indices[j + 1] = indices[j]
+                    weights[j + 1] = weights[j]
+                    j -= 1
+                indices[j + 1] = x
+                weights[j + 1] = y
         cnt = 0
         for e in range(a, b):
             if cnt == 0 or indices[e] != indices[a + cnt - 1]:
