@@ -333,14 +333,17 @@ def bench_sssp_command(args):
             path = f"{tmp}/g.mtx"
             _write_mtx(graph, path)
             s = int(sources[0])
-            t0 = time.perf_counter()
-            r = sssp(load_graph(path), graph.index_of([graph.id_of(s)])[0], backend="cpu")
-            ours_load = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            m = mmread(path).tocsr()
-            d = dijkstra(m, directed=False, indices=s, return_predecessors=True)
-            theirs_load = time.perf_counter() - t0
-            print(f"load included (Matrix Market file, one source): terrain load_graph + sssp "
+            ours_load = theirs_load = np.inf
+            for _ in range(2):  # best of two: the first also loads compiled code
+                t0 = time.perf_counter()
+                sssp(load_graph(path), s, backend="cpu")
+                ours_load = min(ours_load, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                dijkstra(mmread(path).tocsr(), directed=False, indices=s,
+                         return_predecessors=True)
+                theirs_load = min(theirs_load, time.perf_counter() - t0)
+            print(f"load included (Matrix Market file, one source, best of 2): terrain "
+                  f"load_graph + sssp "
                   f"{ours_load:.2f} s, scipy mmread + dijkstra {theirs_load:.2f} s "
                   f"({theirs_load / ours_load:.2f}x)")
     print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")

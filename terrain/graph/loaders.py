@@ -1001,8 +1001,13 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     (3, [0, 1], [1, 2], [10, 20, 30])
     """
     plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
-    data = read_whole_file(plan) if plan.compressed else None
     workers = int(workers or os.cpu_count() or 1)
+    if workers > 1 and plan.chunks < workers and plan.length and plan.fmt != "metis":
+        # a file smaller than workers x chunk_bytes: cut it so that every worker parses
+        span = plan.length - plan.body
+        plan = plan_graph_file(path, plan.fmt,
+                               chunk_bytes=max(1 << 20, -(-span // workers)))
+    data = read_whole_file(plan) if plan.compressed else None
     if workers == 1 or plan.chunks == 1:
         chunks = [parse_graph_chunk(plan, j, data) for j in range(plan.chunks)]
     else:
