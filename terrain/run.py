@@ -223,6 +223,7 @@ def build_parser():
         b.add_argument("--load-limit", type=_positive_int, default=4_000_000,
                        help="sssp: time the load-included run up to this many vertices")
         b.add_argument("--workdir", default=None, help="where to write the load-included file")
+        b.add_argument("--no-scipy", action="store_true", help="skip scipy (graphs too big for it)")
         b.add_argument("--seed", type=int, default=1)
         _add_backend(b)
     return parser

@@ -25,6 +25,8 @@ from .loaders import (DEFAULT_CHUNK_BYTES, FORMATS, EdgeChunk, EdgeList, GraphFi
                       detect_format, edges_from_chunks, parse_graph_chunk, plan_graph_file,
                       read_graph_file, read_whole_file)
 from .sssp import SSSPResult, sssp
+from .mst import MSTResult, minimum_spanning_forest
+from .diameter import weighted_diameter
 
 __all__ = [
     "BFSResult", "DEFAULT_CHUNK_BYTES", "DiameterResult", "EdgeChunk", "EdgeList", "FORMATS",
@@ -34,4 +36,5 @@ __all__ = [
     "finish_graph", "graph_from_edges", "is_graph_cache", "largest_component", "load_graph",
     "parse_graph_chunk", "plan_graph_file", "read_graph_cache", "read_graph_file",
     "read_whole_file", "sample_sources", "traverse", "write_graph_cache", "sssp", "SSSPResult",
+    "minimum_spanning_forest", "MSTResult", "weighted_diameter",
 ]
