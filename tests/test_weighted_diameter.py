@@ -71,3 +71,15 @@ def test_cli_weighted(tmp_path):
     assert s["center"] == sorted(x + 100 for x in nx.center(H, weight="weight"))
     code, out, err = run_cli("diameter", path, "--weighted", "--effective", "3")
     assert code == 2 and "--weighted" in err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_cpu_and_gpu_identical(kind):
+    from backends import assert_backends_identical
+    rng = np.random.default_rng(11)
+    G = nx.connected_watts_strogatz_graph(400, 6, 0.1, seed=11)
+    for a, b in G.edges():
+        G[a][b]["weight"] = float(rng.random()) if kind == "float" else int(rng.integers(1, 50))
+    assert_backends_identical(lambda backend: weighted_diameter(G, extremes=True,
+                                                                backend=backend).as_dict())
