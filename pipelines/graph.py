@@ -61,7 +61,7 @@ from pathlib import Path
 import dask
 import numpy as np
 
-from terrain._atomic import atomic_output, check_output_free
+from terrain._atomic import check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_histogram,
