@@ -1,4 +1,12 @@
-"""Benchmarks ``bench bfs`` and ``bench diameter``: terrain beside scipy / networkx, one run.
+"""Benchmarks ``bench bfs``, ``bench diameter``, ``bench sssp``, ``bench mst-graph``: terrain
+beside scipy / networkx, one run.
+
+``bench sssp`` times SSSP with predecessors from ``--sources`` random sources on a grid or
+RMAT graph with random integer weights 1..100 (or a file): our CPU twin and scipy's
+``dijkstra`` (load excluded), on the GPU Crauser and delta-stepping (ms per source and GTEPS
+= arcs of the reached component / time), and once with the load included (both read the
+same Matrix Market file). ``bench mst-graph`` times the minimum spanning forest (CPU, GPU)
+beside scipy's ``minimum_spanning_tree``.
 
 Graphs: a Graph500 RMAT graph (A, B, C = 0.57, 0.19, 0.19; vertex labels randomly
 permuted, as the Graph500 generator does), a 4-neighbour grid, or a file.
@@ -29,7 +37,8 @@ from terrain.graph.bfs import traverse
 
 from ._bench import peak_rss_bytes
 
-__all__ = ["bench_bfs_command", "bench_diameter_command", "rmat_graph", "grid_graph"]
+__all__ = ["bench_bfs_command", "bench_diameter_command", "rmat_graph", "grid_graph",
+           "bench_sssp_command", "bench_mst_graph_command", "weighted_graph"]
 
 RMAT_ABC = (0.57, 0.19, 0.19)
 
@@ -221,3 +230,158 @@ def bench_diameter_command(args):
         print("  networkx: skipped (more than 2M edges)")
     print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
     return 0
+
+
+# --------------------------------------------------------------------------- weighted
+
+def weighted_graph(args, rng):
+    """The bench graph of ``args`` with random integer weights 1..100 per edge (a grid: the
+    road-like case; RMAT: the scale-free case; or a file with its own weights)."""
+    t0 = time.perf_counter()
+    if args.graph == "file":
+        if not args.file:
+            raise InputError("bench: --graph file needs --file PATH")
+        g = load_graph(args.file)
+    else:
+        if args.graph == "rmat":
+            b = get_backend("gpu" if gpu_available() and args.backend != "cpu" else "cpu")
+            u, v = (b.to_numpy(x) for x in rmat_edges(args.scale, args.edge_factor,
+                                                      args.seed, b.xp))
+            n, name = 1 << args.scale, f"rmat-{args.scale}-{args.edge_factor}"
+        else:
+            idx = np.arange(args.rows * args.cols, dtype=np.int64).reshape(args.rows, args.cols)
+            u = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+            v = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+            n, name = args.rows * args.cols, f"grid-{args.rows}x{args.cols}"
+        w = rng.integers(1, 101, u.size).astype(np.int32)
+        g = build_csr(n, u, v, weights=w, name=name)
+    print(f"graph {g.name}: {g.n} vertices, {g.m} edges, weights "
+          f"{'none' if g.weights is None else g.weights.dtype} "
+          f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)
+    return g
+
+
+def _write_mtx(graph, path):
+    """The graph as a Matrix Market ``integer symmetric`` file (lower triangle), for the
+    load-included timings of both contenders."""
+    rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.indptr))
+    keep = rows > graph.indices
+    body = np.column_stack([rows[keep] + 1, graph.indices[keep].astype(np.int64) + 1,
+                            graph.weights[keep].astype(np.int64)])
+    with open(path, "w") as f:
+        f.write("%%MatrixMarket matrix coordinate integer symmetric\n")
+        f.write(f"{graph.n} {graph.n} {body.shape[0]}\n")
+        np.savetxt(f, body, fmt="%d")
+
+
+def bench_sssp_command(args):
+    """``bench sssp``: terrain SSSP (CPU twin; GPU Crauser and delta-stepping) vs scipy's
+    dijkstra on the same graph and sources, load excluded and included."""
+    import tempfile
+    from scipy.io import mmread
+    from scipy.sparse.csgraph import dijkstra
+    from terrain.graph import sssp
+    rng = np.random.default_rng(args.seed)
+    graph = weighted_graph(args, rng)
+    sources = _lcc_sources(graph, args.sources, args.seed)
+    adj = graph.to_scipy(weighted=True)
+    print(f"SSSP from {len(sources)} random sources (distances and predecessors); time per "
+          "source")
+    sssp(graph, int(sources[0]), backend="cpu")  # compile
+    rows = {}
+
+    def timed(label, fn):
+        secs = []
+        for s in sources:
+            t0 = time.perf_counter()
+            out = fn(int(s))
+            secs.append(time.perf_counter() - t0)
+        rows[label] = float(np.mean(secs))
+        print(f"  {label:<44} {rows[label] * 1e3:10.1f} ms/source", flush=True)
+        return out
+
+    ours = timed("terrain cpu (Dial/heap Dijkstra, Numba)",
+                 lambda s: sssp(graph, s, backend="cpu"))
+    same = True
+    if not args.no_scipy:
+        theirs = timed("scipy.sparse.csgraph.dijkstra",
+                       lambda s: dijkstra(adj, directed=False, indices=s,
+                                          return_predecessors=True))
+        same = np.array_equal(np.where(ours.dist < 0, np.inf, ours.dist), theirs[0])
+        print(f"  distances equal scipy's: {same}; speed-up "
+              f"{rows['scipy.sparse.csgraph.dijkstra'] / rows['terrain cpu (Dial/heap Dijkstra, Numba)']:.2f}x")
+    if gpu_available() and args.backend != "cpu":
+        gpu = get_backend("gpu")
+        reached = int(np.count_nonzero(ours.dist >= 0))
+        edges = int(np.diff(graph.indptr)[ours.dist >= 0].sum())
+        print(f"terrain gpu ({gpu.device_name()}), reached {reached} vertices / {edges} arcs:")
+        for algorithm in ("delta", "crauser"):  # delta first: Crauser is slow on grids
+            r = sssp(graph, int(sources[0]), algorithm=algorithm, backend=gpu)  # compile
+            cp = gpu.xp
+            secs = []
+            for s in sources:
+                cp.cuda.Device().synchronize()
+                t0 = time.perf_counter()
+                r = sssp(graph, int(s), algorithm=algorithm, backend=gpu, predecessors=False)
+                cp.cuda.Device().synchronize()
+                secs.append(time.perf_counter() - t0)
+            ok = np.array_equal(sssp(graph, int(sources[-1]), algorithm=algorithm,
+                                     backend=gpu).dist, ours.dist) if len(sources) == 1 \
+                else None
+            same = same and ok is not False
+            mean = float(np.mean(secs))
+            print(f"  {algorithm:<10} {mean * 1e3:10.1f} ms/source  {edges / mean / 1e9:7.3f} "
+                  f"GTEPS  ({r.iterations} iterations{', delta ' + str(r.delta) if r.delta else ''}"
+                  f"{'' if ok is None else ', equal to cpu: ' + str(ok)})", flush=True)
+    if graph.n <= args.load_limit and not args.no_scipy:
+        with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+            path = f"{tmp}/g.mtx"
+            _write_mtx(graph, path)
+            s = int(sources[0])
+            ours_load = theirs_load = np.inf
+            for _ in range(2):  # best of two: the first also loads compiled code
+                t0 = time.perf_counter()
+                sssp(load_graph(path), s, backend="cpu")
+                ours_load = min(ours_load, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                dijkstra(mmread(path).tocsr(), directed=False, indices=s,
+                         return_predecessors=True)
+                theirs_load = min(theirs_load, time.perf_counter() - t0)
+            print(f"load included (Matrix Market file, one source, best of 2): terrain "
+                  f"load_graph + sssp "
+                  f"{ours_load:.2f} s, scipy mmread + dijkstra {theirs_load:.2f} s "
+                  f"({theirs_load / ours_load:.2f}x)")
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
+    return 0 if same else 1
+
+
+def bench_mst_graph_command(args):
+    """``bench mst-graph``: terrain's Borůvka forest (CPU, GPU) vs scipy's
+    minimum_spanning_tree (Kruskal) on the same weighted graph."""
+    from scipy.sparse.csgraph import minimum_spanning_tree
+    from terrain.graph.mst import minimum_spanning_forest
+    rng = np.random.default_rng(args.seed)
+    graph = weighted_graph(args, rng)
+    names = ["cpu"] + (["gpu"] if gpu_available() and args.backend != "cpu" else [])
+    totals = {}
+    for name in names:
+        minimum_spanning_forest(graph, backend=name)  # compile, allocate
+        t0 = time.perf_counter()
+        r = minimum_spanning_forest(graph, backend=name)
+        secs = time.perf_counter() - t0
+        totals[name] = r.total_weight
+        print(f"  terrain {name:<4} total {r.total_weight}  {r.trees} trees  {r.rounds} rounds  "
+              f"{secs:8.3f} s  {graph.m / secs / 1e6:8.1f} M edges/s", flush=True)
+    total = totals["cpu"]
+    if not args.no_scipy:
+        adj = graph.to_scipy(weighted=True)
+        t0 = time.perf_counter()
+        t = minimum_spanning_tree(adj)
+        secs = time.perf_counter() - t0
+        total = int(t.sum())
+        print(f"  scipy minimum_spanning_tree total {total}  {secs:8.3f} s  "
+              f"{graph.m / secs / 1e6:8.1f} M edges/s")
+    ok = all(v == total for v in totals.values())
+    print(f"  totals equal: {ok}")
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
+    return 0 if ok else 1

@@ -27,6 +27,13 @@ Then per command:
 
 * ``graph-ingest``: ``graph-write`` writes the cache (atomically, beside its target).
 * ``bfs``: ``bfs-run``, one task: the levels of one traversal depend on each other.
+* ``mst`` on a graph file (:func:`mst_graph_if_graph`): ``mst-graph-run``, one task
+  (Borůvka's rounds depend on each other); the edge table is written by the client.
+* ``sssp``: ``sssp-run``, one task (Dijkstra's heap, or the GPU's settle/relax iterations,
+  each depend on the one before). ``--out`` is written by the client after the run, in
+  the file's ids (:mod:`terrain.graph.results`).
+* ``diameter --weighted``: ``diameter-weighted``, one task (the bounding loop with
+  shortest-path searches; each source depends on the bounds before it).
 * ``diameter``: ``diameter-component`` (largest component); ``diameter-bound``, one task,
   because the bounding loop picks each BFS source from the bounds the previous BFS left;
   with ``--effective K``, ``diameter-sample``: one task per batch of the K random sources
@@ -54,19 +61,23 @@ from pathlib import Path
 import dask
 import numpy as np
 
-from terrain._atomic import atomic_output
+from terrain._atomic import atomic_output, check_output_free
 from terrain._paths import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_histogram,
                            edges_from_chunks, effective_from_histograms, exact_diameter,
                            graph_from_edges, largest_component, load_graph, parse_graph_chunk,
-                           plan_graph_file, read_whole_file, sample_sources, write_graph_cache)
+                           plan_graph_file, read_whole_file, sample_sources, sssp,
+                           write_graph_cache)
+from terrain.graph.diameter import weighted_diameter
+from terrain.graph.mst import minimum_spanning_forest
+from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
 
 from .cluster import compute, open_scheduler
 
 __all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
-           "diameter_command"]
+           "diameter_command", "sssp_command", "is_graph_input", "mst_graph_if_graph"]
 
 
 def _token(*parts):
@@ -75,12 +86,12 @@ def _token(*parts):
 
 # --------------------------------------------------------------------------- loading
 
-def _csr_task(plan, chunks, lcc):
-    return graph_from_edges(edges_from_chunks(plan, chunks), lcc=lcc)
+def _csr_task(plan, chunks, lcc, directed=None):
+    return graph_from_edges(edges_from_chunks(plan, chunks), lcc=lcc, directed=directed)
 
 
 def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_BYTES,
-                     token=None):
+                     token=None, directed=None):
     """Dask graph loading a graph file (or a graph-ingest cache) into a :class:`Graph`.
 
     Parameters
@@ -93,6 +104,8 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
         Nominal byte range of one ``graph-chunk`` task.
     token : str, optional
         Suffix of the task names (default: a fresh one).
+    directed : bool, optional
+        As :func:`terrain.graph.load_graph` (default: as the format says).
 
     Returns
     -------
@@ -114,7 +127,7 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
     path = Path(path)
     token = token or _token(path)
     if fmt == "store" or (fmt == "auto" and path.is_dir()):
-        return dask.delayed(load_graph)(path, "store", lcc=lcc,
+        return dask.delayed(load_graph)(path, "store", lcc=lcc, directed=directed,
                                         dask_key_name=f"graph-csr-{token}")
     plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
     data = None
@@ -123,7 +136,8 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
     chunks = [dask.delayed(parse_graph_chunk)(plan, j, data,
                                               dask_key_name=(f"graph-chunk-{token}", j))
               for j in range(plan.chunks)]
-    return dask.delayed(_csr_task)(plan, chunks, lcc, dask_key_name=f"graph-csr-{token}")
+    return dask.delayed(_csr_task)(plan, chunks, lcc, directed,
+                                   dask_key_name=f"graph-csr-{token}")
 
 
 def _scheduler_threads(client, spec):
@@ -186,10 +200,10 @@ def _parse_sources(text):
     return out
 
 
-def _bfs_task(graph, source_ids, backend):
+def _bfs_task(graph, source_ids, backend, predecessors=False):
     sources = graph.index_of(source_ids, what="source vertex")
     t0 = time.perf_counter()
-    result = bfs(graph, sources, predecessors=False, backend=backend)
+    result = bfs(graph, sources, predecessors=predecessors, backend=backend)
     seconds = time.perf_counter() - t0
     dist = result.dist
     summary = {
@@ -199,26 +213,40 @@ def _bfs_task(graph, source_ids, backend):
         "max_distance": result.stats.eccentricity, "levels": len(result.stats.level_sizes),
         "level_sizes": result.stats.level_sizes, "seconds": round(seconds, 6),
     }
-    return summary, dist
+    table = vertex_table(graph, dist, result.pred) if predecessors else None
+    return summary, (table, dense_ids(graph))
+
+
+def _check_out(args):
+    """Refuse an existing ``--out`` (without ``--overwrite``) or an unknown suffix before
+    any work starts."""
+    if args.out:
+        check_outputs([args.graph], [args.out], args.overwrite)
+        check_table_path(args.out)
+
+
+def _write_out(args, table, dense):
+    if not dense:
+        check_table_path(args.out, dense_ids=False)
+    write_table(args.out, table, overwrite=args.overwrite)
 
 
 def bfs_command(args):
     """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
     backend = get_backend(args.backend)
     source_ids = _parse_sources(args.source)
-    check_outputs([args.graph], [args.out], args.overwrite)
+    _check_out(args)
     token = _token(args.graph, args.source)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
-    run = dask.delayed(_bfs_task, nout=2)(graph, source_ids, backend.name,
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
+                             directed=False)
+    run = dask.delayed(_bfs_task, nout=2)(graph, source_ids, backend.name, bool(args.out),
                                           dask_key_name=f"bfs-run-{token}")
     with open_scheduler(args.scheduler):
         (result,) = compute(run, label="bfs")
-    found, dist = result
+    found, (table, dense) = result
     summary = {"graph": str(args.graph), **found, "backend": backend.name}
     if args.out:
-        with atomic_output(args.out, args.overwrite, inputs=[args.graph]) as tmp:
-            with open(tmp, "wb") as f:
-                np.save(f, dist)
+        _write_out(args, table, dense)
         summary["out"] = str(args.out)
     if args.json:
         print(json.dumps(summary))
@@ -227,8 +255,65 @@ def bfs_command(args):
               f"{summary['reached']} of {summary['vertices']} vertices, max distance "
               f"{summary['max_distance']} ({summary['seconds'] * 1e3:.1f} ms, {backend.name})")
         if args.out:
-            print(f"distances written to {args.out} (row i = the i-th vertex in increasing "
-                  "file-id order, -1 = unreachable)")
+            print(f"distances written to {args.out} (id, distance, predecessor; -1 = "
+                  "unreachable / none)")
+    return 0
+
+
+# --------------------------------------------------------------------------- sssp
+
+def _sssp_task(graph, source_ids, algorithm, delta, backend, with_table):
+    sources = graph.index_of(source_ids, what="source vertex")
+    t0 = time.perf_counter()
+    result = sssp(graph, sources, algorithm=algorithm, delta=delta, backend=backend,
+                  predecessors=with_table)
+    seconds = time.perf_counter() - t0
+    reached = result.reached
+    far = result.dist[reached].max() if reached.any() else 0
+    summary = {
+        "vertices": graph.n, "edges": graph.m, "directed": graph.directed,
+        "weighted": graph.weighted,
+        "sources": [graph.id_of(s) for s in result.sources],
+        "reached": int(np.count_nonzero(reached)), "max_distance": far.item(),
+        "algorithm": result.algorithm, "delta": result.delta,
+        "iterations": result.iterations, "seconds": round(seconds, 6),
+    }
+    table = vertex_table(graph, result.dist, result.pred) if with_table else None
+    return summary, (table, dense_ids(graph))
+
+
+def sssp_command(args):
+    """``sssp GRAPH --source S[,S...]``: weighted shortest-path distances and predecessors."""
+    backend = get_backend(args.backend)
+    source_ids = _parse_sources(args.source)
+    if args.delta is not None and args.algorithm not in ("delta", "auto"):
+        raise InputError("--delta is the bucket width of --algorithm delta")
+    _check_out(args)
+    token = _token(args.graph, args.source)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
+                             directed=True if args.directed else None)
+    run = dask.delayed(_sssp_task, nout=2)(graph, source_ids, args.algorithm, args.delta,
+                                           backend.name, bool(args.out),
+                                           dask_key_name=f"sssp-run-{token}")
+    with open_scheduler(args.scheduler):
+        (result,) = compute(run, label="sssp")
+    found, (table, dense) = result
+    summary = {"graph": str(args.graph), **found, "backend": backend.name}
+    if args.out:
+        _write_out(args, table, dense)
+        summary["out"] = str(args.out)
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    how = found["algorithm"] + (f", delta {found['delta']}" if found["delta"] else "")
+    print(f"SSSP from {', '.join(map(str, summary['sources']))}: reached {summary['reached']} "
+          f"of {summary['vertices']} vertices, max distance {summary['max_distance']} "
+          f"({summary['seconds'] * 1e3:.1f} ms, {how}, {backend.name}, "
+          f"{'directed' if found['directed'] else 'undirected'}"
+          f"{'' if found['weighted'] else ', unweighted: 1 per edge'})")
+    if args.out:
+        print(f"written to {args.out} (id, distance, predecessor; unreachable: distance "
+              "-1 or inf, predecessor -1)")
     return 0
 
 
@@ -341,18 +426,33 @@ def _write_ids(path, ids):
             f.writelines(f"{v}\n" for v in ids)
 
 
+def _weighted_task(graph, extremes, backend):
+    t0 = time.perf_counter()
+    result = weighted_diameter(graph, extremes=extremes, backend=backend, progress=True)
+    return result, time.perf_counter() - t0
+
+
 def diameter_command(args):
-    """``diameter GRAPH [--all] [--effective K]``: exact diameter by bounding."""
+    """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
     backend = get_backend(args.backend)
     if getattr(args, "path_out", None):
         check_output_free(args.path_out)
+    weighted = getattr(args, "weighted", False)
+    if weighted and args.effective:
+        raise InputError("--effective samples hop distances; it does not combine with "
+                         "--weighted")
     token = _token(args.graph)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
+                             directed=False)
     with open_scheduler(args.scheduler) as client:
-        batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
-        work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
-                                    seed=args.seed, backend=backend.name, batches=batches,
-                                    token=token)
+        if weighted:
+            work = dask.delayed(_weighted_task)(graph, bool(args.all), backend.name,
+                                                dask_key_name=f"diameter-weighted-{token}")
+        else:
+            batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
+            work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
+                                        seed=args.seed, backend=backend.name,
+                                        batches=batches, token=token)
         ((result, seconds),) = compute(work, label="diameter")
     out = result.as_dict()
     out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)
@@ -367,8 +467,9 @@ def diameter_command(args):
               f"infinite; answering for the largest component ({result.lcc_vertices} of "
               f"{result.vertices} vertices)")
     a, b = result.endpoints
-    print(f"diameter {result.diameter} (exact, {result.bfs_count} BFS, {seconds:.3f} s, "
-          f"{backend.name}) between {a} and {b}")
+    searches = f"{result.bfs_count} {'Dijkstra' if weighted else 'BFS'}"
+    print(f"diameter {result.diameter} (exact{', weighted' if weighted else ''}, {searches}, "
+          f"{seconds:.3f} s, {backend.name}) between {a} and {b}")
     print("path: " + summarize_ids(result.path)
           + (f" (whole path in {args.path_out})" if getattr(args, "path_out", None) else
              " (the whole path: --json or --path-out FILE)" if len(result.path) > 2 * _SHOWN else ""))
@@ -381,4 +482,98 @@ def diameter_command(args):
     if args.effective:
         print(f"effective diameter (90th percentile over {result.effective_sources} sources): "
               f"{result.effective_diameter:.2f}")
+    return 0
+
+
+# --------------------------------------------------------------------------- mst of a graph
+
+_GRID_SUFFIXES = {".asc", ".tif", ".tiff", ".img", ".vrt", ".nc", ".grd", ".bil", ".flt",
+                  ".dem", ".hgt", ".jp2", ".png", ".zarr"}
+_GRAPH_SUFFIXES = {".mtx", ".gr", ".graph", ".metis", ".edges", ".el", ".snap"}
+_GRID_HEADERS = ("ncols", "nrows", "xllcorner", "xllcenter", "north:", "south:", "east:",
+                 "west:", "rows:", "cols:")
+
+
+def is_graph_input(path):
+    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix,
+    or a text file whose first content line is an edge ``U V [W]``) rather than a grid (a
+    tile store, a raster, an ASCII grid with its ``ncols`` / ``north:`` header)."""
+    from terrain.graph import is_graph_cache
+    path = Path(path)
+    if path.is_dir():
+        return is_graph_cache(path)
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return True
+    suffix = Path(name).suffix
+    if suffix in _GRAPH_SUFFIXES:
+        return True
+    if suffix in _GRID_SUFFIXES:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False  # the grid path reports the missing file
+    for line in head.splitlines():
+        text = line.strip().lower()
+        if not text or text.startswith(("#", "%")):
+            continue
+        if text.startswith(_GRID_HEADERS):
+            return False
+        tokens = text.split()
+        try:
+            [float(t) for t in tokens]
+        except ValueError:
+            return False
+        return 2 <= len(tokens) <= 3 and all(t.lstrip("-").isdigit() for t in tokens[:2])
+    return False
+
+
+def _mst_graph_task(graph, backend):
+    t0 = time.perf_counter()
+    result = minimum_spanning_forest(graph, backend=backend)
+    seconds = time.perf_counter() - t0
+    w = result.weight if graph.weights is not None else result.weight.astype(np.int64)
+    table = {"u": _ids_of(graph, result.u), "v": _ids_of(graph, result.v), "weight": w}
+    summary = {"vertices": graph.n, "edges": graph.m, "weighted": graph.weighted,
+               "forest_edges": int(result.u.size), "total_weight": result.total_weight,
+               "trees": result.trees, "rounds": result.rounds, "seconds": round(seconds, 6)}
+    return summary, table
+
+
+def _ids_of(graph, internal):
+    return graph.id_array()[internal].astype(np.int64)
+
+
+def mst_graph_if_graph(args):
+    """``mst GRAPH``: when ``args.input`` is a graph file (:func:`is_graph_input`), the
+    minimum spanning forest as an edge table (``-o`` .csv / .parquet / .npz, default
+    ``INPUT.mst.csv``) with original ids, its total weight and tree count; returns the exit
+    status. Returns None for grids (the grid command goes on)."""
+    if not is_graph_input(args.input):
+        return None
+    backend = get_backend(args.backend)
+    out = Path(args.output) if args.output else Path(args.input).with_name(
+        Path(args.input).name.split(".")[0] + ".mst.csv")
+    check_output_free(out, args.overwrite)
+    if out.suffix.lower() == ".npy":
+        raise InputError(f"{out}: an edge table needs .parquet, .csv or .npz")
+    check_table_path(out)
+    token = _token(args.input, "mst")
+    graph = build_load_graph(args.input, token=token, directed=False)
+    run = dask.delayed(_mst_graph_task, nout=2)(graph, backend.name,
+                                                dask_key_name=f"mst-graph-run-{token}")
+    with open_scheduler(args.scheduler):
+        ((summary, table),) = compute(run, label="mst")
+    write_table(out, table, overwrite=args.overwrite)
+    summary = {"graph": str(args.input), **summary, "backend": backend.name, "out": str(out)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"minimum spanning forest of {args.input}: {summary['forest_edges']} edges, "
+              f"{summary['trees']} tree(s), total weight {summary['total_weight']} "
+              f"({summary['rounds']} Boruvka rounds, {summary['seconds']:.3f} s, "
+              f"{backend.name})")
+        print(f"edges written to {out} (u, v, weight in the file's ids)")
     return 0

@@ -332,6 +332,9 @@ def _format_summary(s):
 
 def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
+    from .graph import mst_graph_if_graph  # a graph file: the general-graph forest
+    if (status := mst_graph_if_graph(args)) is not None:
+        return status
     if getattr(args, "dry_run", False):
         from ._plan import dry_run_command
         return dry_run_command("mst", args)

@@ -30,6 +30,7 @@ HANDLERS = {
     "batch": "pipelines.batch:batch_command",
     "verify": "pipelines.verify:verify_command",
     "plot": "pipelines.plot:plot_command",
+    "sssp": "pipelines.graph:sssp_command",
     "bench ingest": "pipelines.bench_ingest:bench_ingest_command",
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
@@ -38,6 +39,8 @@ HANDLERS = {
     "path": "pipelines.cost_distance:path_command",
     "bench cost-distance": "pipelines.bench_cost_distance:bench_cost_distance_command",
     "bench startup": "pipelines.bench_startup:bench_startup_command",
+    "bench sssp": "pipelines.bench_graph:bench_sssp_command",
+    "bench mst-graph": "pipelines.bench_graph:bench_mst_graph_command",
 }
 
 CONNECTIVITIES = (4, 8)
@@ -76,6 +79,7 @@ def _checked(convert, ok, wanted):
 _tile = _checked(int, lambda t: t >= 2 and not t & (t - 1), "a power of two >= 2")
 _positive_int = _checked(int, lambda v: v > 0, "a positive integer")
 _fraction = _checked(float, lambda v: 0.0 <= v < 1.0, "a number in [0, 1)")
+_positive_float = _checked(float, lambda v: v > 0 and v < float("inf"), "a positive number")
 
 
 def _add_backend(p):
@@ -187,8 +191,30 @@ def build_parser():
     _add_graph_input(p)
     p.add_argument("--source", required=True, metavar="S[,S...]",
                    help="source vertex id(s) in the file's own ids; several = multi-source BFS")
-    p.add_argument("--out", default=None, metavar="dist.npy", help="write distances (file ids order)")
-    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write id, distance, predecessor: .parquet, .csv or .npz (.npy: "
+                        "distances only, for ids 0..n-1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_backend(p)
+    _add_scheduler(p)
+
+    p = sub.add_parser("sssp", help="weighted shortest paths (and predecessors) from one or "
+                                    "many sources")
+    _add_graph_input(p)
+    p.add_argument("--source", required=True, metavar="S[,S...]",
+                   help="source vertex id(s) in the file's own ids; several = multi-source")
+    p.add_argument("--algorithm", choices=("auto", "crauser", "delta", "dijkstra"),
+                   default="auto", help="auto (default): dijkstra on the CPU, delta-stepping "
+                   "or Crauser on the GPU by graph shape")
+    p.add_argument("--delta", type=_positive_float, default=None, metavar="D",
+                   help="bucket width of delta-stepping (default: from the weights)")
+    p.add_argument("--directed", action="store_true",
+                   help="arcs as listed (DIMACS .gr always; default: undirected)")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write id, distance, predecessor: .parquet, .csv or .npz (.npy: "
+                        "distances only, for ids 0..n-1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _add_backend(p)
     _add_scheduler(p)
@@ -199,6 +225,8 @@ def build_parser():
     p.add_argument("--effective", type=_positive_int, default=None, metavar="K",
                    help="also the sampled effective diameter (90th percentile) over K sources")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled sources (with --effective)")
+    p.add_argument("--weighted", action="store_true",
+                   help="weighted distances (Dijkstra in place of BFS; the file's weights)")
     p.add_argument("--json", action="store_true",
                    help="print the result as JSON, with the whole diameter path")
     p.add_argument("--path-out", default=None, metavar="FILE",
@@ -328,6 +356,22 @@ def build_parser():
         b.add_argument("--file", default=None, help="with --graph file: the graph to load")
         b.add_argument("--sources", type=_positive_int, default=16, help="BFS sources to average over")
         b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
+        _add_backend(b)
+    for name in ("sssp", "mst-graph"):
+        b = bsub.add_parser(name, help="terrain " + ("SSSP vs scipy dijkstra" if name == "sssp"
+                                                     else "graph MST vs scipy minimum_spanning_tree"))
+        b.add_argument("--graph", choices=("rmat", "grid", "file"), default="grid")
+        b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
+        b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
+        b.add_argument("--rows", type=_positive_int, default=1024)
+        b.add_argument("--cols", type=_positive_int, default=1024)
+        b.add_argument("--file", default=None, help="with --graph file: the graph to load")
+        b.add_argument("--sources", type=_positive_int, default=4, help="sources to average over")
+        b.add_argument("--load-limit", type=_positive_int, default=4_000_000,
+                       help="sssp: time the load-included run up to this many vertices")
+        b.add_argument("--workdir", default=None, help="where to write the load-included file")
+        b.add_argument("--no-scipy", action="store_true", help="skip scipy (graphs too big for it)")
+        b.add_argument("--seed", type=int, default=1)
         _add_backend(b)
     return parser
 

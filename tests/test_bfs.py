@@ -101,7 +101,7 @@ def test_cli_on_the_default_local_cluster(tmp_path):
     G = nx.relabel_nodes(nx.gnm_random_graph(60, 100, seed=9), lambda v: 3 * v + 5)
     path = tmp_path / "g.txt"
     path.write_bytes(("# g\r\n" + "".join(f"{a} {b}\r\n" for a, b in G.edges())).encode())
-    out = tmp_path / "d.npy"
+    out = tmp_path / "d.npz"   # ids 5, 8, ...: a bare .npy would lose them
     proc = subprocess.run([sys.executable, "-m", "terrain.run", "bfs", str(path), "--source",
                            "5,50", "--out", str(out), "--json", "--backend", "cpu"],
                           capture_output=True, text=True, timeout=120)
@@ -110,6 +110,8 @@ def test_cli_on_the_default_local_cluster(tmp_path):
     g = as_graph(G.subgraph([v for v in G if G.degree(v)]))  # file ids: vertices with edges
     order = np.argsort(g.id_array())
     want = _oracle(g, list(g.index_of([5, 50])))[order]
-    assert np.array_equal(np.load(out), want)
+    with np.load(out) as table:
+        assert np.array_equal(table["distance"], want)
+        assert np.array_equal(table["id"], np.sort(g.id_array()))
     summary = json.loads(proc.stdout)
     assert summary["sources"] == [5, 50] and summary["reached"] == np.count_nonzero(want >= 0)

@@ -207,10 +207,16 @@ def test_bad_source_and_cache_cli(tmp_path):
     assert code == 0, err
     assert out.startswith(f"{tmp_path / 'g.zarr'}: 3 vertices, 2 edges (format snap")
     code, out, err = _cli("bfs", tmp_path / "g.zarr", "--source", "30", "--json",
-                          "--out", tmp_path / "d.npy", "--backend", "cpu")
+                          "--out", tmp_path / "d.npz", "--backend", "cpu")
     assert code == 0, err
     assert json.loads(out)["max_distance"] == 2
-    assert np.load(tmp_path / "d.npy").tolist() == [2, 1, 0]
+    with np.load(tmp_path / "d.npz") as z:
+        assert z["id"].tolist() == [10, 20, 30] and z["distance"].tolist() == [2, 1, 0]
+        assert z["predecessor"].tolist() == [20, 30, -1]
+    # ids are not 0..n-1: a bare .npy would lose them
+    code, _, err = _cli("bfs", tmp_path / "g.zarr", "--source", "30", "--out",
+                        tmp_path / "d.npy")
+    assert code == 2 and "not 0..n-1" in err and not (tmp_path / "d.npy").exists()
 
 
 @pytest.mark.parametrize("scheduler", [None, "threads"], ids=["LocalCluster", "threads"])

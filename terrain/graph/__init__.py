@@ -1,4 +1,4 @@
-"""Sparse graphs: loaders, CSR, the frontier core, BFS and exact diameter.
+"""Sparse graphs: loaders, CSR, the frontier core, BFS, exact diameter, SSSP.
 
 Read a file with :func:`load_graph` (SNAP, Matrix Market, DIMACS, METIS, optionally gzip,
 or a cache written by ``graph-ingest``), or pass a scipy.sparse matrix, a networkx graph
@@ -24,6 +24,9 @@ from .frontier import FrontierCore
 from .loaders import (DEFAULT_CHUNK_BYTES, FORMATS, EdgeChunk, EdgeList, GraphFilePlan,
                       detect_format, edges_from_chunks, parse_graph_chunk, plan_graph_file,
                       read_graph_file, read_whole_file)
+from .sssp import SSSPResult, sssp
+from .mst import MSTResult, minimum_spanning_forest
+from .diameter import weighted_diameter
 
 __all__ = [
     "BFSResult", "DEFAULT_CHUNK_BYTES", "DiameterResult", "EdgeChunk", "EdgeList", "FORMATS",
@@ -32,5 +35,6 @@ __all__ = [
     "edges_from_chunks", "effective_diameter", "effective_from_histograms", "exact_diameter",
     "finish_graph", "graph_from_edges", "is_graph_cache", "largest_component", "load_graph",
     "parse_graph_chunk", "plan_graph_file", "read_graph_cache", "read_graph_file",
-    "read_whole_file", "sample_sources", "traverse", "write_graph_cache",
+    "read_whole_file", "sample_sources", "traverse", "write_graph_cache", "sssp", "SSSPResult",
+    "minimum_spanning_forest", "MSTResult", "weighted_diameter",
 ]

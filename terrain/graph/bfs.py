@@ -218,7 +218,7 @@ def bfs(graph, sources, *, predecessors=True, backend=None, direction="auto",
     """
     if by_id is None:
         by_id = _is_networkx(graph)
-    g = as_graph(graph)
+    g = as_graph(graph, directed=False)
     src = np.atleast_1d(np.asarray(sources, dtype=object if by_id else None))
     if src.size == 0:
         raise ValueError("bfs: at least one source is needed")

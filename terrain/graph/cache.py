@@ -1,9 +1,11 @@
 """The graph-ingest cache: a parsed CSR kept as a Zarr group, and :func:`load_graph`.
 
 Parsing a large text graph takes far longer than reading its CSR back, so
-``python -m terrain.run graph-ingest FILE -o G.zarr`` writes ``indptr``, ``indices`` and
-(when the file's ids are not ``id_base + 0..n-1``) ``ids`` as arrays of one Zarr group,
-with the vertex count, id base, source file and format in its attributes. Zarr rather than
+``python -m terrain.run graph-ingest FILE -o G.zarr`` writes ``indptr``, ``indices``,
+``weights`` (weighted graphs, in the dtype read: int32/int64/float32/float64) and (when
+the file's ids are not ``id_base + 0..n-1``) ``ids`` as arrays of one Zarr group, with the
+vertex count, id base, whether arcs are directed, the weight dtype, source file and format
+in its attributes. Zarr rather than
 ``.npz``: it is the project's store format already (tile stores), its chunks are compressed
 and decompressed in parallel, and a directory store is written atomically beside its target
 (:func:`terrain._atomic.atomic_output`) like every other output.
@@ -59,13 +61,17 @@ def write_graph_cache(graph, path, overwrite=False):
             raise ValueError("write_graph_cache: only integer vertex ids can be cached")
     with atomic_output(path, overwrite) as tmp:
         root = zarr.open_group(str(tmp), mode="w")
-        for name, arr in (("indptr", graph.indptr), ("indices", graph.indices), ("ids", ids)):
+        for name, arr in (("indptr", graph.indptr), ("indices", graph.indices), ("ids", ids),
+                          ("weights", graph.weights)):
             if arr is None:
                 continue
             root.create_array(name, data=np.ascontiguousarray(arr),
                               chunks=(min(max(arr.size, 1), _CHUNK),))
         root.attrs.update({"kind": _KIND, "version": 1, "n": graph.n, "nnz": graph.nnz,
                            "id_base": int(graph.id_base), "name": str(graph.name),
+                           "directed": bool(graph.directed),
+                           "weight_dtype": (None if graph.weights is None
+                                            else np.dtype(graph.weights.dtype).name),
                            "meta": {k: v for k, v in graph.meta.items()
                                     if not k.startswith("_")}})
 
@@ -81,13 +87,16 @@ def read_graph_cache(path):
     indptr = np.asarray(root["indptr"][:])
     indices = np.asarray(root["indices"][:])
     ids = np.asarray(root["ids"][:]) if "ids" in root else None
-    if indptr.size != attrs["n"] + 1 or indices.size != attrs["nnz"]:
+    weights = np.asarray(root["weights"][:]) if "weights" in root else None
+    if indptr.size != attrs["n"] + 1 or indices.size != attrs["nnz"] or (
+            weights is not None and (weights.size != indices.size
+                                     or weights.dtype.name != attrs.get("weight_dtype"))):
         raise InputError(f"{path}: damaged graph cache (array sizes disagree with attributes)")
     return Graph(indptr, indices, ids, int(attrs["id_base"]), attrs.get("name", str(path)),
-                 dict(attrs.get("meta", {})))
+                 dict(attrs.get("meta", {})), weights, bool(attrs.get("directed", False)))
 
 
-def load_graph(path, fmt="auto", *, lcc=False, workers=None):
+def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None):
     """Load a graph file or cache as a :class:`Graph`.
 
     Parameters
@@ -99,6 +108,9 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None):
         Keep only the largest connected component.
     workers : int, optional
         Parser threads.
+    directed : bool, optional
+        Arcs as listed (True) or the undirected view (False); default: as the format says
+        (DIMACS ``.gr`` directed, the others undirected; a cache as it was written).
 
     Returns
     -------
@@ -116,11 +128,12 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None):
     """
     path = Path(path)
     if fmt == "store" or (fmt == "auto" and path.is_dir()):
-        return finish_graph(read_graph_cache(path), path, lcc=lcc)
-    return graph_from_edges(read_graph_file(path, fmt, workers=workers), lcc=lcc)
+        return finish_graph(read_graph_cache(path), path, lcc=lcc, directed=directed)
+    return graph_from_edges(read_graph_file(path, fmt, workers=workers), lcc=lcc,
+                            directed=directed)
 
 
-def graph_from_edges(edges, *, lcc=False):
+def graph_from_edges(edges, *, lcc=False, directed=None):
     """The :class:`Graph` of a parsed file: its CSR, then :func:`finish_graph`.
 
     The last step of :func:`load_graph` for text files, on its own so that a scheduler can
@@ -131,6 +144,8 @@ def graph_from_edges(edges, *, lcc=False):
     edges : EdgeList
     lcc : bool
         Keep only the largest connected component.
+    directed : bool, optional
+        Default: ``edges.directed`` (as the format says).
 
     Returns
     -------
@@ -144,17 +159,26 @@ def graph_from_edges(edges, *, lcc=False):
     >>> g.n, g.id_array().tolist(), g.meta["format"]
     (2, [1, 2], 'mtx')
     """
-    graph = build_csr(edges.n, edges.u, edges.v, ids=edges.ids, id_base=edges.id_base,
-                      name=edges.source)
+    directed = edges.directed if directed is None else bool(directed)
+    u, v, w = edges.u, edges.v, edges.weights
+    if directed and edges.symmetric:
+        # a symmetric Matrix Market entry stands for both arcs
+        u, v = np.concatenate([u, v]), np.concatenate([v, u])
+        w = None if w is None else np.concatenate([w, w])
+    graph = build_csr(edges.n, u, v, weights=w, directed=directed, ids=edges.ids,
+                      id_base=edges.id_base, name=edges.source)
     graph.meta["format"] = edges.fmt
     graph.meta["source"] = edges.source
     return finish_graph(graph, edges.source, lcc=lcc)
 
 
-def finish_graph(graph, source, *, lcc=False):
+def finish_graph(graph, source, *, lcc=False, directed=None):
     """Refuse a graph without edges (an :class:`InputError` naming ``source``); with
     ``lcc``, keep its largest component (the component counts go to
-    ``graph.meta['lcc']``)."""
+    ``graph.meta['lcc']``); ``directed=False`` takes the undirected view of a directed
+    graph."""
+    if directed is False and graph.directed:
+        graph = graph.undirected()
     if graph.m == 0:
         raise InputError(f"{source}: empty graph (no edges besides self-loops)")
     if lcc:

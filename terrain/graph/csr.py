@@ -3,7 +3,11 @@
 :class:`Graph` holds the undirected view of a graph — each edge stored in both directions,
 self-loops and duplicate edges dropped, every adjacency list sorted — plus the map from
 internal vertex numbers ``0..n-1`` back to the ids of the file (or the nodes of a networkx
-graph) it came from.
+graph) it came from. A *directed* graph (``directed=True``: DIMACS arc lists, ``--directed``)
+stores each arc once, in its tail's row. Optional ``weights`` run parallel to ``indices``
+in the dtype they were read in (int32, int64, float32 or float64); parallel edges keep the
+minimum weight. BFS and the diameter use the undirected, unweighted view
+(:meth:`Graph.undirected`); SSSP and MST read the weights.
 
 Algorithm (:func:`build_csr`). A counting sort: count degrees (both directions), prefix-sum
 them into row offsets, scatter each edge into both rows, then sort and de-duplicate each
@@ -24,7 +28,8 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["Graph", "build_csr", "as_graph", "largest_component", "connected_components"]
+__all__ = ["Graph", "build_csr", "as_graph", "largest_component", "connected_components",
+           "weight_dtype", "WEIGHT_DTYPES"]
 
 
 @dataclass(eq=False)
@@ -43,6 +48,11 @@ class Graph:
     id_base : int
     name : str
         Where the graph came from, for messages and reports.
+    weights : ndarray or None
+        ``weights[e]`` is the weight of the edge ``indices[e]`` (int32, int64, float32 or
+        float64, as read); None for an unweighted graph.
+    directed : bool
+        Rows hold out-arcs only (each arc once); otherwise every edge is in both rows.
 
     Examples
     --------
@@ -57,6 +67,8 @@ class Graph:
     id_base: int = 0
     name: str = "graph"
     meta: dict = field(default_factory=dict)
+    weights: object = None
+    directed: bool = False
 
     @property
     def n(self):
@@ -70,8 +82,26 @@ class Graph:
 
     @property
     def m(self):
-        """Number of undirected edges."""
-        return self.nnz // 2
+        """Number of undirected edges (of arcs, for a directed graph)."""
+        return self.nnz if self.directed else self.nnz // 2
+
+    @property
+    def weighted(self):
+        return self.weights is not None
+
+    def undirected(self, weights=True):
+        """The undirected view: ``self`` when already undirected (and weighted as asked),
+        else every arc in both rows (parallel edges keep the minimum weight)."""
+        if not self.directed and (weights or self.weights is None):
+            return self
+        if not self.directed:
+            return Graph(self.indptr, self.indices, self.ids, self.id_base, self.name,
+                         dict(self.meta))
+        rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+        g = build_csr(self.n, rows, self.indices, weights=self.weights if weights else None,
+                      ids=self.ids, id_base=self.id_base, name=self.name)
+        g.meta = {k: v for k, v in self.meta.items() if k != "_index"}
+        return g
 
     def degrees(self):
         """Vertex degrees (int64)."""
@@ -125,11 +155,13 @@ class Graph:
             out.append(table[key])
         return np.asarray(out, dtype=np.int64)
 
-    def to_scipy(self):
-        """The adjacency matrix as ``scipy.sparse.csr_matrix`` (int8 ones, shares arrays)."""
+    def to_scipy(self, weighted=False):
+        """The adjacency matrix as ``scipy.sparse.csr_matrix`` (int8 ones, or the weights
+        with ``weighted=True``; shares the index arrays)."""
         import scipy.sparse as sp
-        return sp.csr_matrix((np.ones(self.nnz, np.int8), self.indices, self.indptr),
-                             shape=(self.n, self.n))
+        data = self.weights if weighted and self.weights is not None else np.ones(self.nnz,
+                                                                                  np.int8)
+        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.n, self.n))
 
 
 # --------------------------------------------------------------------------- Numba kernels
@@ -180,8 +212,77 @@ def _compact_rows(indptr, indices, new_indptr, out):
 
 
 @numba.njit(nogil=True, cache=True)
-def _induced_subgraph(indptr, indices, new_id, new_indptr, out):
-    """Rows of the kept vertices (``new_id >= 0``), neighbours renumbered; order preserved."""
+def _count_out_degrees(n, u, v, deg):
+    for k in range(u.shape[0]):
+        if u[k] != v[k]:
+            deg[u[k]] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _scatter_weighted(u, v, w, fill, indices, weights, both):
+    for k in range(u.shape[0]):
+        a, b = u[k], v[k]
+        if a != b:
+            indices[fill[a]] = b
+            weights[fill[a]] = w[k]
+            fill[a] += 1
+            if both:
+                indices[fill[b]] = a
+                weights[fill[b]] = w[k]
+                fill[b] += 1
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _sort_unique_rows_weighted(indptr, indices, weights, unique_deg):
+    """Sort each row by neighbour and keep, of parallel edges, the one of minimum weight;
+    the unique entries end up at the front of the row."""
+    n = indptr.shape[0] - 1
+    for i in numba.prange(n):
+        a, b = indptr[i], indptr[i + 1]
+        if b - a > 32:
+            order = np.argsort(indices[a:b], kind="mergesort")
+            idx = indices[a:b][order]
+            wt = weights[a:b][order]
+            indices[a:b] = idx
+            weights[a:b] = wt
+        elif b - a > 1:
+            # short rows (most of them): an in-place insertion sort, no allocation
+            for e in range(a + 1, b):
+                x = indices[e]
+                y = weights[e]
+                j = e - 1
+                while j >= a and indices[j] > x:
+                    indices[j + 1] = indices[j]
+                    weights[j + 1] = weights[j]
+                    j -= 1
+                indices[j + 1] = x
+                weights[j + 1] = y
+        cnt = 0
+        for e in range(a, b):
+            if cnt == 0 or indices[e] != indices[a + cnt - 1]:
+                indices[a + cnt] = indices[e]
+                weights[a + cnt] = weights[e]
+                cnt += 1
+            elif weights[e] < weights[a + cnt - 1]:
+                weights[a + cnt - 1] = weights[e]
+        unique_deg[i] = cnt
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _compact_row_fronts(indptr, indices, weights, new_indptr, out, out_w):
+    n = indptr.shape[0] - 1
+    for i in numba.prange(n):
+        a = indptr[i]
+        k = new_indptr[i]
+        for j in range(new_indptr[i + 1] - k):
+            out[k + j] = indices[a + j]
+            out_w[k + j] = weights[a + j]
+
+
+@numba.njit(nogil=True, cache=True)
+def _induced_subgraph(indptr, indices, new_id, new_indptr, out, out_e):
+    """Rows of the kept vertices (``new_id >= 0``), neighbours renumbered; order preserved.
+    ``out_e`` records the position each kept entry came from (to carry weights along)."""
     n = indptr.shape[0] - 1
     k = 0
     r = 0
@@ -193,6 +294,7 @@ def _induced_subgraph(indptr, indices, new_id, new_indptr, out):
             w = new_id[indices[e]]
             if w >= 0:
                 out[k] = w
+                out_e[k] = e
                 k += 1
         r += 1
         new_indptr[r] = k
@@ -203,16 +305,38 @@ def _index_dtype(n):
     return np.int32 if n < 2**31 else np.int64
 
 
-def build_csr(n, u, v, *, ids=None, id_base=0, name="graph"):
-    """Undirected CSR of the edges ``(u[k], v[k])`` on ``n`` vertices.
+WEIGHT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32),
+                 np.dtype(np.float64))
+
+
+def weight_dtype(dtype):
+    """The dtype a weight array is kept in: int32/int64/float32/float64 as given; other
+    integers widen to int64, other floats to float64."""
+    dtype = np.dtype(dtype)
+    if dtype in WEIGHT_DTYPES:
+        return dtype
+    if dtype.kind in "iub":
+        return np.dtype(np.int64)
+    if dtype.kind == "f":
+        return np.dtype(np.float64)
+    raise ValueError(f"edge weights must be integers or real numbers, got {dtype}")
+
+
+def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, name="graph"):
+    """CSR of the edges ``(u[k], v[k])`` (weights ``weights[k]``) on ``n`` vertices.
 
     Strict inner constructor: ``u`` and ``v`` are equal-length integer arrays with values in
-    ``0..n-1``. Both directions are stored, self-loops and duplicates dropped, rows sorted.
+    ``0..n-1``. Undirected (default): both directions are stored; directed: each arc in its
+    tail's row. Self-loops dropped, rows sorted, parallel edges merged keeping the minimum
+    weight.
 
     Parameters
     ----------
     n : int
     u, v : array_like of int
+    weights : array_like, optional
+        Kept in their dtype (see :func:`weight_dtype`).
+    directed : bool
     ids, id_base, name
         See :class:`Graph`.
 
@@ -225,6 +349,9 @@ def build_csr(n, u, v, *, ids=None, id_base=0, name="graph"):
     >>> g = build_csr(4, [0, 1, 1, 2, 3], [1, 0, 2, 2, 0])
     >>> g.indptr.tolist(), g.indices.tolist()
     ([0, 2, 4, 5, 6], [1, 3, 0, 2, 1, 0])
+    >>> g = build_csr(3, [0, 1, 0], [1, 0, 2], weights=[5, 3, 7], directed=True)
+    >>> g.indices.tolist(), g.weights.tolist(), g.weights.dtype.name
+    ([1, 2, 0], [5, 7, 3], 'int64')
     """
     u = np.ascontiguousarray(u)
     v = np.ascontiguousarray(v)
@@ -240,6 +367,8 @@ def build_csr(n, u, v, *, ids=None, id_base=0, name="graph"):
         raise ValueError(f"build_csr: vertex numbers must lie in 0..{n - 1}")
     u = u.astype(np.int64, copy=False)
     v = v.astype(np.int64, copy=False)
+    if weights is not None or directed:
+        return _build_weighted(n, u, v, weights, bool(directed), ids, id_base, name)
     deg = np.zeros(n, np.int64)
     _count_degrees(n, u, v, deg)
     indptr = np.zeros(n + 1, np.int64)
@@ -255,6 +384,38 @@ def build_csr(n, u, v, *, ids=None, id_base=0, name="graph"):
         _compact_rows(indptr, indices, new_indptr, out)
         indptr, indices = new_indptr, out
     return Graph(indptr, indices, ids, id_base, name)
+
+
+def _build_weighted(n, u, v, weights, directed, ids, id_base, name):
+    unweighted = weights is None
+    if unweighted:
+        w = np.zeros(u.size, np.int8)
+    else:
+        w = np.ascontiguousarray(weights)
+        if w.shape != u.shape:
+            raise ValueError(f"build_csr: weights must have the shape of u, got {w.shape}")
+        w = w.astype(weight_dtype(w.dtype), copy=False)
+    deg = np.zeros(n, np.int64)
+    if directed:
+        _count_out_degrees(n, u, v, deg)
+    else:
+        _count_degrees(n, u, v, deg)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), _index_dtype(n))
+    wts = np.empty(int(indptr[-1]), w.dtype)
+    _scatter_weighted(u, v, w, indptr[:-1].copy(), indices, wts, not directed)
+    unique_deg = np.empty(n, np.int64)
+    _sort_unique_rows_weighted(indptr, indices, wts, unique_deg)
+    if int(unique_deg.sum()) != indices.shape[0]:
+        new_indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(unique_deg, out=new_indptr[1:])
+        out = np.empty(int(new_indptr[-1]), indices.dtype)
+        out_w = np.empty(int(new_indptr[-1]), wts.dtype)
+        _compact_row_fronts(indptr, indices, wts, new_indptr, out, out_w)
+        indptr, indices, wts = new_indptr, out, out_w
+    return Graph(indptr, indices, ids, id_base, name, weights=None if unweighted else wts,
+                 directed=directed)
 
 
 def _check_csr(indptr, indices, where="graph"):
@@ -276,9 +437,12 @@ def _subgraph(graph, keep):
     new_id[kept] = np.arange(kept.size)
     new_indptr = np.empty(kept.size + 1, np.int64)
     out = np.empty(graph.nnz, graph.indices.dtype)
-    k = _induced_subgraph(graph.indptr, graph.indices, new_id, new_indptr, out)
+    out_e = np.empty(graph.nnz, np.int64)
+    k = _induced_subgraph(graph.indptr, graph.indices, new_id, new_indptr, out, out_e)
     ids = graph.id_array()[kept]
-    sub = Graph(new_indptr, out[:k].copy(), ids, 0, graph.name, dict(graph.meta))
+    weights = graph.weights[out_e[:k]] if graph.weights is not None else None
+    sub = Graph(new_indptr, out[:k].copy(), ids, 0, graph.name, dict(graph.meta), weights,
+                graph.directed)
     sub.meta.pop("_index", None)
     return sub
 
@@ -308,37 +472,56 @@ def largest_component(graph):
     return sub, info
 
 
-def as_graph(obj, *, name=None):
+def as_graph(obj, *, name=None, weight="weight", directed=None):
     """The friendly entry: turn ``obj`` into a :class:`Graph`.
 
     Parameters
     ----------
-    obj : Graph, scipy.sparse matrix/array, networkx.Graph, or (indptr, indices)
-        Directed inputs are symmetrised; weights are ignored; self-loops and duplicate
-        edges dropped. networkx node labels become the graph's ids.
+    obj : Graph, scipy.sparse matrix/array, networkx graph, (indptr, indices) or
+        (indptr, indices, weights)
+        Self-loops dropped, parallel edges merged (minimum weight). networkx node labels
+        become the graph's ids.
+    weight : str or None
+        Weights: a scipy matrix's values (unless boolean), the networkx edge attribute of
+        this name (edges without it weigh 1, as in networkx; no edge with it: unweighted).
+        None: unweighted.
+    directed : bool, optional
+        Keep arcs directed. Default: networkx graphs as they are (``is_directed()``),
+        matrices and arrays undirected (symmetrised). False turns a directed
+        :class:`Graph` into its undirected view.
 
     Examples
     --------
     >>> import scipy.sparse as sp
     >>> g = as_graph(sp.csr_matrix(np.array([[0, 1], [0, 0]])))
-    >>> g.indices.tolist()
-    [1, 0]
+    >>> g.indices.tolist(), g.weights.tolist()
+    ([1, 0], [1, 1])
+    >>> import networkx as nx
+    >>> G = nx.DiGraph([(1, 2, {"weight": 2.5}), (2, 3, {"weight": 1.0})])
+    >>> g = as_graph(G)
+    >>> g.directed, g.indices.tolist(), g.weights.tolist()
+    (True, [1, 2], [2.5, 1.0])
     """
     if isinstance(obj, Graph):
+        if directed is False and obj.directed:
+            return obj.undirected()
         return obj
-    if isinstance(obj, tuple) and len(obj) == 2:
-        indptr, indices = _check_csr(*obj, where="as_graph")
+    if isinstance(obj, tuple) and len(obj) in (2, 3):
+        indptr, indices = _check_csr(*obj[:2], where="as_graph")
         n = indptr.size - 1
         rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr).astype(np.int64))
-        return build_csr(n, rows, indices.astype(np.int64), name=name or "arrays")
+        w = np.asarray(obj[2]) if len(obj) == 3 and weight is not None else None
+        return build_csr(n, rows, indices.astype(np.int64), weights=w,
+                         directed=bool(directed), name=name or "arrays")
     try:
         import scipy.sparse as sp
         if sp.issparse(obj):
             if obj.shape[0] != obj.shape[1]:
                 raise ValueError(f"as_graph: adjacency matrix must be square, got {obj.shape}")
             coo = obj.tocoo()
+            w = coo.data if weight is not None and coo.data.dtype != bool else None
             return build_csr(obj.shape[0], coo.row.astype(np.int64), coo.col.astype(np.int64),
-                             name=name or "matrix")
+                             weights=w, directed=bool(directed), name=name or "matrix")
     except ImportError:  # pragma: no cover - scipy is a dependency
         pass
     if hasattr(obj, "nodes") and hasattr(obj, "edges") and hasattr(obj, "adj"):
@@ -347,11 +530,17 @@ def as_graph(obj, *, name=None):
         m = obj.number_of_edges()
         u = np.fromiter((index[a] for a, _ in obj.edges()), np.int64, count=m)
         v = np.fromiter((index[b] for _, b in obj.edges()), np.int64, count=m)
+        w = None
+        if weight is not None and any(weight in d for _, _, d in obj.edges(data=True)):
+            w = np.asarray([d.get(weight, 1) for _, _, d in obj.edges(data=True)])
         if nodes and all(isinstance(x, (int, np.integer)) for x in nodes):
             ids = np.asarray(nodes, dtype=np.int64)
         else:
             ids = np.empty(len(nodes), dtype=object)
             ids[:] = nodes
-        return build_csr(len(nodes), u, v, ids=ids, name=name or "networkx graph")
+        if directed is None:
+            directed = obj.is_directed() if hasattr(obj, "is_directed") else False
+        return build_csr(len(nodes), u, v, weights=w, directed=bool(directed), ids=ids,
+                         name=name or "networkx graph")
     raise TypeError(f"as_graph: cannot make a graph from {type(obj).__name__} (give a Graph, a "
                     "scipy.sparse matrix, a networkx graph or (indptr, indices))")

@@ -23,6 +23,10 @@ is a few array reductions, so on the GPU nothing but a handful of scalars per BF
 to the host. Cycles are the known worst case (every vertex has the same eccentricity, and
 bounds settle one vertex per BFS); small-world graphs, grids and trees need few BFS.
 
+:func:`weighted_diameter` runs the same bounding with a shortest-path search (Dijkstra on
+the CPU, Crauser / delta-stepping on the GPU) in place of BFS, for weighted undirected
+graphs: the bounds hold for any metric.
+
 A disconnected graph has infinite diameter: we say so and answer for its largest
 connected component. The sampled *effective diameter* is the 90th percentile of the
 distances from ``k`` random sources, linearly interpolated between hop counts (as SNAP
@@ -50,7 +54,8 @@ from .csr import as_graph, largest_component
 from .frontier import BLOCK, FrontierCore
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
-           "sample_sources", "distance_histogram", "effective_from_histograms"]
+           "sample_sources", "distance_histogram", "effective_from_histograms",
+           "weighted_diameter"]
 
 
 @dataclass
@@ -293,6 +298,7 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
         raise InputError(f"{component.name}: empty graph (no vertices)")
     if components is None:
         components = {"components": 1, "vertices": component.n, "lcc_vertices": component.n}
+    component = component.undirected()
     return _bound(FrontierCore(component, backend), components, extremes, progress)
 
 
@@ -376,7 +382,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (4, (0, 4), [0, 1, 2, 3, 4], 2, [2])
     """
-    g = as_graph(graph)
+    g = as_graph(graph, directed=False)
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
     lcc, info = largest_component(g)
@@ -387,4 +393,144 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
         result.effective_diameter = value
         result.effective_sources = int(len(sources))
         result.extra["effective_source_ids"] = [lcc.id_of(s) for s in sources]
+    return result
+
+
+# --------------------------------------------------------------------------- weighted
+
+def _weighted_select(cand, lower, upper, degree, largest_upper):
+    """As :meth:`_Bounds.select`, on host arrays of any numeric dtype."""
+    if largest_upper:
+        best = upper[cand].max()
+        tie = cand & (upper == best)
+    else:
+        best = lower[cand].min()
+        tie = cand & (lower == best)
+    top = degree[tie].max()
+    return int(np.flatnonzero(tie & (degree == top))[0])
+
+
+def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
+                      progress=None):
+    """Exact weighted diameter (and radius, center, periphery) of an undirected graph:
+    Takes & Kosters' bounding with a shortest-path search in place of BFS.
+
+    The bounds ``max(d, e - d) <= ecc(w) <= e + d`` hold for any metric, so they hold for
+    weighted undirected graphs. Integer weights: exact int64 arithmetic, the same pruning
+    and settling as the unweighted bounding. Real weights: distances are float64 left-fold
+    sums, for which the triangle inequality holds only up to rounding, so the pruning tests
+    are widened by ``1e-9`` times the largest eccentricity found and a vertex counts as
+    settled only once its own eccentricity has been computed: the answers are computed
+    eccentricities, exactly, at the price of a few more searches. Each search is
+    :func:`terrain.graph.sssp` (Dijkstra on the CPU, Crauser / delta-stepping on the GPU);
+    bounds are updated on the host (``n`` values per search).
+
+    Parameters
+    ----------
+    graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices, weights)
+        Taken undirected; weights >= 0; a disconnected graph is answered for its largest
+        component.
+    extremes : bool
+        Also radius, center and periphery.
+    backend, algorithm
+        Passed to :func:`terrain.graph.sssp`.
+    progress : callable or True, optional
+        As :func:`diameter`.
+
+    Returns
+    -------
+    DiameterResult
+        ``diameter`` / ``radius`` are int (integer weights) or float; ``bfs_count`` counts
+        the shortest-path searches; ``path`` follows canonical predecessors.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> G = nx.Graph([(0, 1, {"weight": 5}), (1, 2, {"weight": 1}), (2, 3, {"weight": 1})])
+    >>> r = weighted_diameter(G, extremes=True, backend="cpu")
+    >>> r.diameter, r.endpoints, r.path, r.radius, r.center
+    (7, (3, 0), [3, 2, 1, 0], 5, [1])
+    """
+    from .sssp import sssp
+    g = as_graph(graph, directed=False)
+    if g.n == 0:
+        raise InputError(f"{g.name}: empty graph (no vertices)")
+    lcc, info = largest_component(g)
+    n = lcc.n
+    is_float = lcc.weights is not None and lcc.weights.dtype.kind == "f"
+    dtype = np.float64 if is_float else np.int64
+    big = np.inf if is_float else np.iinfo(np.int64).max // 4
+    lower = np.zeros(n, dtype)
+    upper = np.full(n, big, dtype)
+    cand = np.ones(n, bool)
+    sourced = np.zeros(n, bool)
+    ecc_of = np.zeros(n, dtype)
+    degree = lcc.degrees()
+    if progress is True:
+        progress = _stderr_progress()
+    best = None
+    count = 0
+    largest_upper = True
+    delta_lower, radius_upper = dtype(0), dtype(big)
+    while cand.any():
+        v = _weighted_select(cand, lower, upper, degree, largest_upper)
+        largest_upper = not largest_upper
+        r = sssp(lcc, [v], algorithm=algorithm, backend=backend, predecessors=False)
+        d = r.dist.astype(dtype, copy=False)
+        ecc = d.max()
+        count += 1
+        sourced[v] = True
+        ecc_of[v] = ecc
+        if best is None or ecc > best[0]:
+            best = (ecc, v)
+        np.maximum(lower, np.maximum(d, ecc - d), out=lower)
+        np.minimum(upper, ecc + d, out=upper)
+        if is_float:
+            delta_lower = ecc_of[sourced].max()
+            radius_upper = ecc_of[sourced].min()
+            tol = 1e-9 * delta_lower
+            open_ = ~sourced
+            if extremes:
+                keep = (upper + tol >= delta_lower) | (lower - tol <= radius_upper)
+            else:
+                keep = upper + tol > delta_lower
+        else:
+            delta_lower = lower.max()
+            radius_upper = upper.min()
+            open_ = lower != upper
+            keep = ((upper >= delta_lower) | (lower <= radius_upper)) if extremes \
+                else upper > delta_lower
+        cand &= open_ & keep
+        if progress:
+            progress(count, delta_lower, max(upper[cand].max() if cand.any() else delta_lower,
+                                             delta_lower), int(cand.sum()))
+    ecc, source = best
+    r = sssp(lcc, [source], algorithm=algorithm, backend=backend)
+    d = r.dist.astype(dtype, copy=False)
+    target = int(np.flatnonzero(d == ecc)[0])
+    path = [target]
+    while r.pred[path[-1]] >= 0:
+        path.append(int(r.pred[path[-1]]))
+    path = path[::-1]
+    py = float if is_float else int
+    result = DiameterResult(
+        diameter=py(delta_lower), bfs_count=count,
+        endpoints=(lcc.id_of(source), lcc.id_of(target)),
+        path=[lcc.id_of(x) for x in path],
+        connected=info["components"] <= 1, components=info["components"],
+        vertices=info["vertices"], lcc_vertices=n)
+    result.extra["weighted"] = True
+    if extremes:
+        if is_float:
+            radius = ecc_of[sourced].min()
+            center = sourced & (ecc_of == radius)
+            periphery = sourced & (ecc_of == delta_lower)
+        else:
+            settled = lower == upper
+            radius = upper.min()
+            center = settled & (upper == radius)
+            periphery = settled & (lower == delta_lower)
+        result.radius = py(radius)
+        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(center))
+        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(periphery))
     return result

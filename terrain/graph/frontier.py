@@ -25,6 +25,19 @@ operators that each turn the frontier of one level into the next, in the spirit 
     the smallest-id neighbour one level closer: deterministic predecessors, identical on
     every backend however the levels were built.
 
+Weighted operators (SSSP, :mod:`terrain.graph.sssp`; distances are int64 or float64 arrays
+the caller owns):
+
+``relax``
+    the weighted advance: one thread per arc of the input queue (edge-balanced, as
+    ``advance_balanced``), arcs filtered by weight range (light / heavy) and by a settled
+    mask; ``dist[v] = min(dist[v], dist[u] + w)`` by an atomicMin; what improved is
+    enqueued by the algorithm's rule (``RELAX_FRINGE``: Crauser's newly reached vertices;
+    ``RELAX_BUCKET``: delta-stepping's next round of the bucket or its pending pile).
+``sssp_parents``
+    canonical predecessors from final distances (the smallest tight tail one step closer;
+    a hop-level pass inside zero-weight classes) - identical on every backend.
+
 Each operator is a CUDA kernel in ``_frontier.cu`` (gpu backend) or a Numba function
 ``_<name>_cpu`` here (cpu backend) with the same contract: the same ``dist`` labels and
 the same set of vertices in the next queue (queue *order* is free; nothing depends on it).
@@ -42,7 +55,7 @@ import numpy as np
 from ..backend import get_backend
 from .csr import Graph
 
-__all__ = ["FrontierCore", "BLOCK", "SLOTS"]
+__all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
 
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
@@ -111,6 +124,98 @@ def _bfs_parents_cpu(indptr, indices, dist, pred):
         pred[v] = p
 
 
+RELAX_FRINGE = 0
+RELAX_BUCKET = 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _relax_arcs_cpu(indptr, indices, weights, in_q, n_in, dist, settled, wlo, whi, hi, inf,
+                    mode, stamp_value, stamp, pending, out_a, n_a, out_b, n_b):
+    for i in range(n_in):
+        u = in_q[i]
+        du = dist[u]
+        for e in range(indptr[u], indptr[u + 1]):
+            w = weights[e]
+            v = indices[e]
+            if w < wlo or w > whi or settled[v]:
+                continue
+            nd = du + w
+            old = dist[v]
+            if nd < old:
+                dist[v] = nd
+                if mode == RELAX_FRINGE:
+                    if old == inf:
+                        out_a[n_a] = v
+                        n_a += 1
+                elif nd < hi:
+                    if stamp[v] != stamp_value:
+                        stamp[v] = stamp_value
+                        out_a[n_a] = v
+                        n_a += 1
+                elif pending[v] == 0:
+                    pending[v] = 1
+                    out_b[n_b] = v
+                    n_b += 1
+    return n_a, n_b
+
+
+@numba.njit(nogil=True, cache=True)
+def _sssp_parents_cpu(indptr, indices, weights, dist, inf, pred):
+    for u in range(dist.shape[0]):
+        du = dist[u]
+        if du == inf:
+            continue
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            dv = dist[v]
+            if du < dv and du + weights[e] == dv and u < pred[v]:
+                pred[v] = u
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _sssp_parents_pull_cpu(indptr, indices, weights, dist, inf, pred):
+    """Undirected graphs: the same predecessors pulled from each vertex's own sorted row
+    (the first tight, strictly closer neighbour is the smallest), in parallel."""
+    for v in numba.prange(dist.shape[0]):
+        dv = dist[v]
+        if dv == inf:
+            continue
+        for e in range(indptr[v], indptr[v + 1]):
+            u = indices[e]
+            du = dist[u]
+            if du < dv and du + weights[e] == dv:
+                pred[v] = u
+                break
+
+
+@numba.njit(nogil=True, cache=True)
+def _zero_hop_level_cpu(indptr, indices, weights, dist, hops, level):
+    changed = 0
+    for u in range(dist.shape[0]):
+        if hops[u] != level:
+            continue
+        du = dist[u]
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            if weights[e] == 0 and dist[v] == du and hops[v] < 0:
+                hops[v] = level + 1
+                changed = 1
+    return changed
+
+
+@numba.njit(nogil=True, cache=True)
+def _zero_parents_cpu(indptr, indices, weights, dist, hops, pred):
+    for u in range(dist.shape[0]):
+        h = hops[u]
+        if h < 0:
+            continue
+        du = dist[u]
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            if weights[e] == 0 and dist[v] == du and hops[v] == h + 1 and u < pred[v]:
+                pred[v] = u
+
+
 # --------------------------------------------------------------------------- the core
 
 class FrontierCore:
@@ -170,6 +275,9 @@ class FrontierCore:
             "seed": f"seed_sources<{it}>",
             "parents": f"bfs_parents<{it}>",
         }
+        for wt in ("long long", "double"):
+            for op in ("relax_arcs", "sssp_parents", "zero_hop_level", "zero_parents"):
+                names[f"{op}:{wt}"] = f"{op}<{it}, {wt}>"
         module = self.backend.cuda_module(Path(__file__).with_name("_frontier.cu"),
                                           name_expressions=tuple(names.values()))
         self._k = {key: module.get_function(name) for key, name in names.items()}
@@ -276,6 +384,91 @@ class FrontierCore:
             return None
         return _advance_bottomup_cpu(self.indptr, self.indices, self.queue(level + 1),
                                      self.dist, level)
+
+    # ------------------------------------------------------------------ weighted operators
+    def _wt(self, dist):
+        return "double" if dist.dtype == np.float64 else "long long"
+
+    def relax(self, in_q, n_in, dist, weights, settled, wlo, whi, hi, inf, mode, stamp_value,
+              stamp, pending, out_a, n_a, out_b, n_b):
+        """Relax the arcs of ``in_q[:n_in]`` whose weight lies in ``[wlo, whi]`` into
+        unsettled heads; enqueue what improved by ``mode`` (see the module docstring).
+
+        ``weights`` and ``dist`` share one dtype (int64 or float64); ``out_a`` / ``out_b``
+        already hold ``n_a`` / ``n_b`` entries. Returns the new ``(n_a, n_b)``.
+        """
+        n_in = int(n_in)
+        if n_in == 0:
+            return n_a, n_b
+        dt = dist.dtype.type
+        if not self.backend.is_gpu:
+            return _relax_arcs_cpu(self.indptr, self.indices, weights, in_q, n_in, dist,
+                                   settled, dt(wlo), dt(whi), dt(hi), dt(inf), mode,
+                                   stamp_value, stamp, pending, out_a, n_a, out_b, n_b)
+        cp = self.backend.xp
+        q = in_q[:n_in]
+        offsets = cp.cumsum(self.indptr[q + 1] - self.indptr[q])
+        total = int(offsets[-1])
+        if total == 0:
+            return n_a, n_b
+        counts = cp.asarray(np.array([n_a, n_b], np.uint64))
+        self._k[f"relax_arcs:{self._wt(dist)}"](
+            (self._blocks(total),), (BLOCK,),
+            (self.indptr, self.indices, weights, q, offsets, np.int64(n_in), np.int64(total),
+             dist, settled, dt(wlo), dt(whi), dt(hi), dt(inf), np.int32(mode),
+             np.int32(stamp_value), stamp, pending, out_a, counts[0:1], out_b, counts[1:2]))
+        a, b = (int(x) for x in counts.get())
+        return a, b
+
+    def sssp_parents(self, dist, weights, inf, sources):
+        """Canonical predecessors of final distances ``dist`` (int64, -1 for sources and
+        unreached vertices): the smallest ``u`` with ``dist[u] < dist[v]`` and
+        ``dist[u] + w(u, v) == dist[v]``; a vertex whose tight tails all lie at its own
+        distance (zero-weight arcs) takes the smallest zero-weight tail one hop level
+        closer, the levels counted by a BFS inside each class of equal distance from the
+        vertices that have a strictly closer tail. Hop levels fall along every chain, so
+        predecessors form a forest rooted at the sources."""
+        xp = self.backend.xp
+        big = np.iinfo(np.int64).max
+        pred = xp.full(self.n, big, np.int64)
+        dt = dist.dtype.type
+        gpu = self.backend.is_gpu
+        grid = (self._blocks(self.n),) if gpu else None
+        wt = self._wt(dist)
+        if gpu:
+            self._k[f"sssp_parents:{wt}"](grid, (BLOCK,), (self.indptr, self.indices, weights,
+                                                          dist, dt(inf), pred,
+                                                          np.int64(self.n)))
+        elif self.graph.directed:
+            _sssp_parents_cpu(self.indptr, self.indices, weights, dist, dt(inf), pred)
+        else:
+            _sssp_parents_pull_cpu(self.indptr, self.indices, weights, dist, dt(inf), pred)
+        if self.nnz and bool((weights == 0).any()):
+            hops = xp.where((dist != inf) & (pred != big), 0, -1).astype(np.int32)
+            hops[xp.asarray(sources)] = 0
+            level = 0
+            changed = xp.zeros(1, np.uint64) if gpu else None
+            while True:
+                if gpu:
+                    changed.fill(0)
+                    self._k[f"zero_hop_level:{wt}"](grid, (BLOCK,), (
+                        self.indptr, self.indices, weights, dist, hops, np.int32(level),
+                        np.int64(self.n), changed))
+                    more = int(changed.get()[0])
+                else:
+                    more = _zero_hop_level_cpu(self.indptr, self.indices, weights, dist, hops,
+                                               level)
+                if not more:
+                    break
+                level += 1
+            if gpu:
+                self._k[f"zero_parents:{wt}"](grid, (BLOCK,), (self.indptr, self.indices,
+                                                              weights, dist, hops, pred,
+                                                              np.int64(self.n)))
+            else:
+                _zero_parents_cpu(self.indptr, self.indices, weights, dist, hops, pred)
+        pred[pred == big] = -1
+        return pred
 
     def parents(self):
         """Predecessors from the current labels: smallest-id neighbour one level closer,

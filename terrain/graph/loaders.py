@@ -58,7 +58,8 @@ __all__ = ["EdgeList", "EdgeChunk", "GraphFilePlan", "read_graph_file", "detect_
 FORMATS = ("snap", "mtx", "dimacs", "metis")
 DEFAULT_CHUNK_BYTES = 64 << 20
 
-_ERR_NONE, _ERR_TOKEN, _ERR_FEW, _ERR_NEG, _ERR_TAG, _ERR_BIG, _ERR_RANGE, _ERR_LINES = range(8)
+(_ERR_NONE, _ERR_TOKEN, _ERR_FEW, _ERR_NEG, _ERR_TAG, _ERR_BIG, _ERR_RANGE, _ERR_LINES,
+ _ERR_WEIGHT, _ERR_WEIGHT_INT) = range(10)
 _SP, _TAB, _CR, _LF = 32, 9, 13, 10
 _HEAD_BYTES = 1 << 16       # first read of the head; grows while the header runs past it
 _SCAN_BYTES = 1 << 16       # read size while looking for the newline that ends a chunk
@@ -87,6 +88,14 @@ class EdgeList:
         File name, for messages.
     fmt : str
         One of :data:`FORMATS`.
+    weights : ndarray or None
+        Edge weights as read: int64 for integer tokens (DIMACS, Matrix Market ``integer``,
+        METIS, SNAP when every weight is an integer), float64 otherwise (Matrix Market
+        ``real``, SNAP with a decimal weight), correctly rounded; None when unweighted.
+    directed : bool
+        The file's arcs are directed (DIMACS ``.gr`` by definition; ``directed=True`` asked).
+    symmetric : bool
+        Matrix Market ``symmetric``: each entry stands for both directions.
     """
 
     u: np.ndarray
@@ -96,6 +105,9 @@ class EdgeList:
     id_base: int = 0
     source: str = ""
     fmt: str = ""
+    weights: object = None
+    directed: bool = False
+    symmetric: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,10 @@ class GraphFilePlan:
         Matrix Market: line number of the size line.
     metis : tuple or None
         METIS: ``(edges, tokens skipped per line, edge weights present)``.
+    wmode : int
+        Weight column: 0 none, 1 optional (SNAP), 2 integer, 3 number (see ``_parse_pairs``).
+    directed, symmetric : bool
+        See :class:`EdgeList`.
     """
 
     path: str
@@ -146,6 +162,9 @@ class GraphFilePlan:
     entries: int = -1
     size_line: int = 0
     metis: object = None
+    wmode: int = 0
+    directed: bool = False
+    symmetric: bool = False
 
     def nominal_range(self, index, length):
         """Byte range ``[a, b)`` of chunk ``index`` before line alignment (``length``: the
@@ -171,6 +190,12 @@ class EdgeChunk:
         ``(newlines before the line, message)`` of the chunk's first unparseable line.
     range_error : tuple or None
         The same for its first id outside the declared range.
+    weight_error : tuple or None
+        The same for its first record without the weight its format requires.
+    w : ndarray or None
+        Weights (int64 or float64) of the chunk's records; 0 where a SNAP line has none.
+    weighted : int
+        Records that carry a weight.
     """
 
     u: np.ndarray
@@ -178,19 +203,91 @@ class EdgeChunk:
     newlines: int
     error: object = None
     range_error: object = None
+    w: object = None
+    weighted: int = 0
+    weight_error: object = None
 
 
 # --------------------------------------------------------------------------- Numba scanners
 
 @numba.njit(nogil=True, cache=True)
-def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v):
-    """Parse lines ``[tag] a b [ignored...]`` of ``buf[start:end]`` into ``out_u``, ``out_v``.
+def _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len):
+    """The weight token at or after ``buf[i]`` of record ``k`` (see :func:`_parse_pairs`)."""
+    w_len[k] = 0
+    w_int[k] = 0
+    w_start[k] = i
+    while i < end and (buf[i] == _SP or buf[i] == _TAB):
+        i += 1
+    if i >= end or buf[i] == _LF or buf[i] == _CR:
+        return _ERR_NONE  # no weight: optional (SNAP), or reported after range errors
+    s = i
+    neg = False
+    if buf[i] == 45 or buf[i] == 43:  # '-' '+'
+        neg = buf[i] == 45
+        i += 1
+    val = np.int64(0)
+    nd = 0
+    frac = 0
+    exp_digits = 0
+    is_int = True
+    while i < end and buf[i] >= 48 and buf[i] <= 57:
+        if nd < 19:
+            val = val * 10 + (buf[i] - 48)
+        nd += 1
+        i += 1
+    if i < end and buf[i] == 46:  # '.'
+        is_int = False
+        i += 1
+        while i < end and buf[i] >= 48 and buf[i] <= 57:
+            frac += 1
+            i += 1
+    if nd + frac > 0 and i < end and (buf[i] == 101 or buf[i] == 69):  # 'e' 'E'
+        is_int = False
+        i += 1
+        if i < end and (buf[i] == 45 or buf[i] == 43):
+            i += 1
+        while i < end and buf[i] >= 48 and buf[i] <= 57:
+            exp_digits += 1
+            i += 1
+        if exp_digits == 0:
+            nd = 0
+            frac = 0
+    ok = nd + frac > 0 and (i >= end or buf[i] == _SP or buf[i] == _TAB or buf[i] == _CR
+                            or buf[i] == _LF)
+    if not ok:
+        return _ERR_NONE if wmode == 1 else _ERR_WEIGHT
+    if is_int:
+        if nd > 18:
+            return _ERR_NONE if wmode == 1 else _ERR_WEIGHT
+        w_int[k] = -val if neg else val
+        w_start[k] = s
+        w_len[k] = i - s
+        return _ERR_NONE
+    if wmode == 2:
+        return _ERR_WEIGHT_INT
+    w_start[k] = s
+    w_len[k] = -(i - s)
+    return _ERR_NONE
+
+
+@numba.njit(nogil=True, cache=True)
+def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v,
+                 wmode, w_int, w_start, w_len):
+    """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf[start:end]`` into ``out_u``,
+    ``out_v`` (and the weight token of each record).
 
     Lines whose first non-blank byte is ``comment_a`` or ``comment_b`` and blank lines are
     skipped. With ``tag`` != 0 every other line must start with that byte (DIMACS ``a``).
-    Stops after ``limit`` records (``limit < 0``: no limit). Returns ``(count, error,
-    line_start)``: on error, ``line_start`` is the offending line's first byte; without
-    error it is the first byte of the last record's line.
+    Stops after ``limit`` records (``limit < 0``: no limit).
+
+    Weights (``wmode``): 0 none; 1 optional number (SNAP: a third token that is not a
+    number, or none, leaves ``w_len[k] = 0``); 2 required integer; 3 required number. For
+    each record ``w_start``/``w_len`` locate the token, ``w_int`` holds its value when it is
+    an integer and ``w_len`` is negated when it is not (a decimal point or an exponent:
+    converted later, correctly rounded, by :func:`_float_tokens`).
+
+    Returns ``(count, error, line_start)``: on error, ``line_start`` is the offending line's
+    first byte; without error it is the first byte of the last record's line.
     """
     i = start
     k = 0
@@ -243,6 +340,10 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
             else:
                 out_u[k] = a
                 out_v[k] = val
+        if wmode != 0:
+            err = _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len)
+            if err != _ERR_NONE:
+                return k, err, ls
         k += 1
         last = ls
         while i < end and buf[i] != _LF:
@@ -252,12 +353,12 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
 
 
 @numba.njit(nogil=True, cache=True)
-def _parse_metis_body(buf, start, n, skip_before, edge_weights, out_u, out_v):
+def _parse_metis_body(buf, start, n, skip_before, edge_weights, out_u, out_v, out_w):
     """Parse ``n`` METIS adjacency lines starting at ``buf[start]``.
 
     ``skip_before`` tokens (vertex size and weights) open each line; with ``edge_weights``
-    every neighbour is followed by a weight token. Neighbours are 1-based and must lie in
-    ``1..n``. ``%`` lines are comments; blank lines are vertices without neighbours.
+    every neighbour is followed by an integer weight token (into ``out_w``). Neighbours are
+    1-based and must lie in ``1..n``. ``%`` lines are comments; blank lines are vertices without neighbours.
     Returns ``(count, error, line_start, lines_read)``.
     """
     end = buf.shape[0]
@@ -310,6 +411,10 @@ def _parse_metis_body(buf, start, n, skip_before, edge_weights, out_u, out_v):
                 out_u[k] = line
                 out_v[k] = val - 1
                 k += 1
+            elif edge_weights and tok > skip_before:
+                if dot or nd > 18:
+                    return k, _ERR_WEIGHT_INT, ls, line
+                out_w[k - 1] = -val if neg else val
             tok += 1
         i += 1
         line += 1
@@ -391,6 +496,8 @@ _MESSAGES = {
     _ERR_BIG: "vertex id too large in {text!r}",
     _ERR_RANGE: "vertex id out of the declared range {lo}..{n} in {text!r}",
     _ERR_LINES: "more adjacency lines or entries than the header declares: {text!r}",
+    _ERR_WEIGHT: "cannot parse {text!r}: expected a numeric weight after the two vertex ids",
+    _ERR_WEIGHT_INT: "cannot parse {text!r}: expected an integer weight",
 }
 
 
@@ -470,29 +577,71 @@ def _chunk_bytes(plan, index, data):
         raise _cannot_read(plan.path, e) from None
 
 
+def _float_tokens(buf, starts, lengths):
+    """The numbers written at ``buf[starts[i]:starts[i] + lengths[i]]`` as float64, correctly
+    rounded (NumPy's bytes-to-float conversion, i.e. Python's ``float``), all at once."""
+    if starts.size == 0:
+        return np.zeros(0, np.float64)
+    width = int(lengths.max())
+    cols = np.arange(width, dtype=np.int64)
+    idx = np.minimum(starts[:, None] + cols, buf.shape[0] - 1)
+    text = np.where(cols < lengths[:, None], buf[idx], 0).astype(np.uint8)
+    return np.ascontiguousarray(text).view(f"S{width}").ravel().astype(np.float64)
+
+
+def _chunk_weights(buf, k, w_int, w_start, w_len):
+    """``(weights, records with a weight)`` of a parsed chunk."""
+    lens = w_len[:k]
+    weighted = int(np.count_nonzero(lens))
+    floats = np.flatnonzero(lens < 0)
+    if floats.size == 0:
+        return w_int[:k].copy(), weighted
+    w = w_int[:k].astype(np.float64)
+    w[floats] = _float_tokens(buf, w_start[floats], -lens[floats].astype(np.int64))
+    return w, weighted
+
+
 def _parse_pairs_chunk(plan, buf):
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
     newlines = _newlines(buf)
     u = np.empty(newlines + 1, np.int64)
     v = np.empty(newlines + 1, np.int64)
-    k, err, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, -1, u, v)
+    cap = newlines + 1 if plan.wmode else 1
+    w_int = np.empty(cap, np.int64)
+    w_start = np.empty(cap, np.int64)
+    w_len = np.zeros(cap, np.int32)
+    k, err, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, -1, u, v,
+                               plan.wmode, w_int, w_start, w_len)
     u, v = u[:k], v[:k]
+    w, weighted = (None, 0)
+    if plan.wmode:
+        w, weighted = _chunk_weights(buf, k, w_int, w_start, w_len)
+        if plan.wmode == 3 and w.dtype != np.float64:
+            w = w.astype(np.float64)
     if err != _ERR_NONE:
-        return EdgeChunk(u, v, newlines, _chunk_error(buf, err, pos, what=what))
-    range_error = None
+        return EdgeChunk(u, v, newlines, _chunk_error(buf, err, pos, what=what), None, w,
+                         weighted)
+    def line_of(index):
+        # the line of record ``index``: parse again up to it
+        dummy = np.empty(index + 1, np.int64)
+        _, _, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, index + 1,
+                                 dummy, dummy.copy(), 0, dummy, dummy.copy(),
+                                 np.zeros(1, np.int32))
+        return pos
+
+    range_error = weight_error = None
     if plan.declared is not None:
         lo, hi_u, hi_v = plan.declared
         bad = np.flatnonzero((u < lo) | (u > hi_u) | (v < lo) | (v > hi_v))
         if bad.size:
-            # the line of that record: parse again up to it
-            index = int(bad[0])
-            dummy = np.empty(index + 1, np.int64)
-            _, _, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag,
-                                     index + 1, dummy, dummy.copy())
-            range_error = _chunk_error(buf, _ERR_RANGE, pos, lo=lo, n=max(hi_u, hi_v))
+            range_error = _chunk_error(buf, _ERR_RANGE, line_of(int(bad[0])), lo=lo,
+                                       n=max(hi_u, hi_v))
         u -= lo
         v -= lo
-    return EdgeChunk(u, v, newlines, None, range_error)
+    if plan.wmode >= 2 and weighted < k:
+        missing = int(np.flatnonzero(w_len[:k] == 0)[0])
+        weight_error = _chunk_error(buf, _ERR_WEIGHT, line_of(missing))
+    return EdgeChunk(u, v, newlines, None, range_error, w, weighted, weight_error)
 
 
 def _parse_metis_chunk(plan, buf):
@@ -500,7 +649,8 @@ def _parse_metis_chunk(plan, buf):
     n = plan.n
     u = np.empty(2 * edges, np.int64)
     v = np.empty(2 * edges, np.int64)
-    k, err, pos, lines = _parse_metis_body(buf, 0, n, skip, edge_weights, u, v)
+    w = np.zeros(2 * edges if edge_weights else 1, np.int64)
+    k, err, pos, lines = _parse_metis_body(buf, 0, n, skip, edge_weights, u, v, w)
     newlines = _newlines(buf)
     error = None
     if err != _ERR_NONE:
@@ -508,7 +658,9 @@ def _parse_metis_chunk(plan, buf):
     elif lines < n:
         error = (newlines, f"the file ends after {lines} of the {n} vertex lines the header "
                            "declares")
-    return EdgeChunk(u[:k], v[:k], newlines, error)
+    if not edge_weights:
+        return EdgeChunk(u[:k], v[:k], newlines, error)
+    return EdgeChunk(u[:k], v[:k], newlines, error, None, w[:k], k)
 
 
 def _nonempty(path, u):
@@ -519,7 +671,7 @@ def _nonempty(path, u):
 # --------------------------------------------------------------------------- headers
 
 def _snap_header(path, head, whole):
-    return {}
+    return {"wmode": 1}
 
 
 def _mtx_header(path, head, whole):
@@ -546,8 +698,10 @@ def _mtx_header(path, head, whole):
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse size line {' '.join(size)!r}: "
                          "expected 'ROWS COLS ENTRIES'") from None
+    symmetric = len(banner) > 4 and banner[4] != "general"
+    wmode = {"integer": 2, "real": 3}.get(banner[3], 0)
     return {"body": body, "n": max(rows, cols), "id_base": 1, "declared": (1, rows, cols),
-            "entries": nnz, "size_line": lineno}
+            "entries": nnz, "size_line": lineno, "wmode": wmode, "symmetric": symmetric}
 
 
 def _dimacs_header(path, head, whole):
@@ -564,7 +718,8 @@ def _dimacs_header(path, head, whole):
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse DIMACS header "
                          f"{' '.join(header)!r}: expected 'p sp NODES ARCS'") from None
-    return {"body": body, "n": n, "id_base": 1, "declared": (1, n, n)}
+    return {"body": body, "n": n, "id_base": 1, "declared": (1, n, n), "wmode": 2,
+            "directed": True}
 
 
 def _metis_header(path, head, whole):
@@ -775,7 +930,7 @@ def edges_from_chunks(plan, chunks):
         raise ValueError(f"edges_from_chunks: {len(chunks)} chunks given, the plan has "
                          f"{plan.chunks}")
     first_line = np.cumsum([plan.header_lines] + [c.newlines for c in chunks[:-1]]) + 1
-    for attr in ("error", "range_error"):
+    for attr in ("error", "range_error", "weight_error"):
         for line, chunk in zip(first_line, chunks):
             err = getattr(chunk, attr)
             if err is not None:
@@ -786,9 +941,27 @@ def edges_from_chunks(plan, chunks):
         raise InputError(f"{where(plan.path, plan.size_line)}: the size line declares "
                          f"{plan.entries} entries, the file has {u.size}")
     _nonempty(plan.path, u)
+    weights = _join_weights(chunks, u.size)
     if plan.fmt == "snap":
-        return _relabel_snap(plan.path, u, v)
-    return EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
+        edges = _relabel_snap(plan.path, u, v)
+    else:
+        edges = EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
+    edges.weights = weights
+    edges.directed = plan.directed
+    edges.symmetric = plan.symmetric
+    return edges
+
+
+def _join_weights(chunks, m):
+    """The weights of all records in file order, or None: unweighted formats, and SNAP files
+    where not every line has a numeric third column (then it is read past, as before).
+    Integer chunks join float ones as float64 (exact below 2**53)."""
+    if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
+        return None
+    ws = [c.w for c in chunks]
+    if any(w.dtype.kind == "f" for w in ws):
+        ws = [w.astype(np.float64, copy=False) for w in ws]
+    return np.concatenate(ws) if len(ws) > 1 else ws[0]
 
 
 def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, workers=None):
@@ -829,8 +1002,13 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     (3, [0, 1], [1, 2], [10, 20, 30])
     """
     plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
-    data = read_whole_file(plan) if plan.compressed else None
     workers = int(workers or os.cpu_count() or 1)
+    if workers > 1 and plan.chunks < workers and plan.length and plan.fmt != "metis":
+        # a file smaller than workers x chunk_bytes: cut it so that every worker parses
+        span = plan.length - plan.body
+        plan = plan_graph_file(path, plan.fmt,
+                               chunk_bytes=max(1 << 20, -(-span // workers)))
+    data = read_whole_file(plan) if plan.compressed else None
     if workers == 1 or plan.chunks == 1:
         chunks = [parse_graph_chunk(plan, j, data) for j in range(plan.chunks)]
     else:

@@ -1,0 +1,142 @@
+"""Per-vertex and per-edge result tables in the graph's own ids: Parquet, CSV, NPZ (NPY).
+
+``bfs --out`` / ``sssp --out`` write one row per vertex with the columns ``id``,
+``distance``, ``predecessor`` (the predecessor's id; -1 at sources and unreached vertices;
+an unreached distance is -1 for integer distances and ``inf`` for real ones); ``mst``
+writes one row per forest edge (``u``, ``v``, ``weight``). The format follows the suffix:
+
+``.parquet``
+    via pyarrow (an optional dependency: ``pip install terrain[parquet]``); column types
+    kept (int64 ids, int32/int64/float64 distances).
+``.csv``
+    a header row, then one row per vertex; reals written with 17 significant digits, so
+    they read back to the same bits.
+``.npz``
+    one NumPy array per column.
+``.npy``
+    only the distance column, and only when the ids are ``0..n-1`` (row i is vertex i);
+    anything else would lose the ids.
+
+Written atomically (:func:`terrain._atomic.atomic_output`); an existing file is refused
+unless ``overwrite``.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from .._atomic import atomic_output
+from ..errors import InputError
+
+__all__ = ["TABLE_SUFFIXES", "write_table", "vertex_table", "check_table_path", "read_table"]
+
+TABLE_SUFFIXES = (".parquet", ".csv", ".npz", ".npy")
+
+
+def check_table_path(path, dense_ids=True):
+    """Raise :class:`InputError` for a suffix :func:`write_table` cannot write."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise InputError(f"{path}: unknown output format {suffix or '(no suffix)'!r} "
+                         f"(choose from {', '.join(TABLE_SUFFIXES)})")
+    if suffix == ".npy" and not dense_ids:
+        raise InputError(f"{path}: .npy holds distances by row number only, and this graph's "
+                         "ids are not 0..n-1: write .parquet, .csv or .npz (with the ids)")
+    if suffix == ".parquet":
+        _pyarrow(path)
+    return suffix
+
+
+def _pyarrow(path):
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise InputError(f"{path}: writing Parquet needs pyarrow (pip install "
+                         "'terrain[parquet]'), or write .csv or .npz") from None
+    return pyarrow
+
+
+def _id_column(graph, internal):
+    """Ids of internal vertices ``internal`` (-1 stays -1)."""
+    internal = np.asarray(internal, np.int64)
+    ids = graph.id_array()
+    if ids.dtype.kind not in "iu":
+        raise InputError(f"{graph.name}: only integer vertex ids can be written to a table")
+    out = np.full(internal.shape, -1, np.int64)
+    ok = internal >= 0
+    out[ok] = ids[internal[ok]]
+    return out
+
+
+def dense_ids(graph):
+    """True when the graph's ids are ``0..n-1`` (row i is vertex i)."""
+    return graph.ids is None and graph.id_base == 0
+
+
+def vertex_table(graph, dist, pred=None):
+    """Columns ``id``, ``distance``, ``predecessor`` (ids of the graph) as a dict."""
+    columns = {"id": graph.id_array().astype(np.int64), "distance": np.asarray(dist)}
+    if pred is not None:
+        columns["predecessor"] = _id_column(graph, pred)
+    return columns
+
+
+def write_table(path, columns, overwrite=False):
+    """Write ``columns`` (name -> 1-D array, equal lengths) to ``path`` by its suffix.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "d.csv")
+    >>> write_table(p, {"id": np.array([10, 20]), "distance": np.array([0.0, 1.5])})
+    >>> print(open(p).read().strip())
+    id,distance
+    10,0
+    20,1.5
+    """
+    path = Path(path)
+    suffix = check_table_path(path)
+    with atomic_output(path, overwrite) as tmp:
+        if suffix == ".npy":
+            with open(tmp, "wb") as f:
+                np.save(f, columns["distance"])
+        elif suffix == ".npz":
+            with open(tmp, "wb") as f:
+                np.savez(f, **columns)
+        elif suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+            pq.write_table(pa.table({k: np.asarray(v) for k, v in columns.items()}), str(tmp))
+        else:
+            _write_csv(tmp, columns)
+
+
+def _write_csv(path, columns):
+    names = list(columns)
+    arrays = [np.asarray(columns[k]) for k in names]
+    fmt = ",".join("%.17g" if a.dtype.kind == "f" else "%d" for a in arrays)
+    with open(path, "w", newline="\n") as f:
+        f.write(",".join(names) + "\n")
+        if arrays and arrays[0].size:
+            block = 1 << 18
+            for start in range(0, arrays[0].size, block):
+                cols = [a[start:start + block] for a in arrays]
+                np.savetxt(f, np.rec.fromarrays(cols), fmt=fmt, delimiter=",")
+
+
+def read_table(path):
+    """Read a table written by :func:`write_table` back into a dict of arrays (tests, tools)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return {"distance": np.load(path)}
+    if suffix == ".npz":
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+        t = pq.read_table(str(path))
+        return {k: t[k].to_numpy() for k in t.column_names}
+    data = np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
+    return {k: np.atleast_1d(data[k]) for k in data.dtype.names}

@@ -1,0 +1,495 @@
+"""Single-source (and multi-source) shortest paths on weighted sparse graphs.
+
+Algorithms (``algorithm=``):
+
+``dijkstra`` (the CPU twin)
+    Dijkstra with a 4-ary heap and lazy deletion, in Numba: each improvement pushes
+    ``(distance, vertex)``, stale entries are skipped when popped. O(m log m), cache-friendly
+    flat arrays, no decrease-key bookkeeping (scipy's ``dijkstra`` uses a Fibonacci heap of
+    node objects). Integer weights up to ``DIAL_MAX_WEIGHT`` (and 4n) use Dial's bucket
+    queue instead: ``C + 1`` cyclic buckets, O(1) per operation, O(m + max distance) in all.
+    Written by hand because no library offers a Numba-callable priority queue.
+``crauser`` (GPU; Crauser, Mehlhorn, Meyer & Sanders 1998, as in Ortega-Arranz et al.'s GPU
+    Dijkstra) — a label-setting loop on the frontier core: each iteration (1) computes, over
+    the *fringe* (reached, unsettled vertices), ``L = min d(v)`` and
+    ``M = min (d(u) + minout(u))``; (2) settles every fringe vertex with
+    ``d(v) <= L + minin(v)`` (IN criterion) or ``d(v) <= M`` (OUT criterion) — both
+    reductions and the compaction of the fringe into settled/unsettled run on the device; (3)
+    relaxes the arcs of the newly settled vertices (:meth:`FrontierCore.relax`, atomicMin);
+    a first reach puts a vertex in the fringe. Every arc is relaxed once.
+``delta`` (GPU; Meyer & Sanders' delta-stepping, in the bucket/pile form Gunrock and ADDS
+    use) — buckets of width ``delta``: the current bucket is everything pending below
+    ``hi = (floor(min/delta) + 1) * delta``; rounds relax its *light* arcs (``w <= delta``)
+    until no vertex of the bucket improves, then its *heavy* arcs once; improvements at or
+    above ``hi`` go to the pending pile. Label-correcting: a vertex may be relaxed more
+    than once, in exchange for far fewer synchronised iterations than Crauser on
+    high-diameter graphs.
+``auto``
+    ``dijkstra`` on the CPU (one thread: a heap does the least work). On the GPU,
+    ``delta`` for sparse, road-like graphs (average degree <= 8: long weighted diameters,
+    where Crauser's thresholds settle only a thin shell per iteration and the iteration
+    count, each a device round trip, dominates) and ``crauser`` otherwise (low-diameter,
+    scale-free graphs: few iterations anyway, and label-setting never re-relaxes a hub's
+    list).
+
+Conventions (the same on every algorithm and backend, bit for bit):
+
+* integer weights (any integer dtype) are summed in int64; real weights (float32 or
+  float64) in float64 as a left fold ``d = fl(d + w)`` along the path. fl(a + w) is
+  monotone in ``a``, so every correct label-setting or label-correcting algorithm reaches
+  the same fixed point: Dijkstra on the CPU and Crauser / delta-stepping on the GPU give
+  identical bits.
+* unreached vertices: distance -1 (integers) or ``inf`` (reals); predecessor -1.
+* predecessors are canonical: the smallest-numbered ``u`` with ``d(u) < d(v)`` and
+  ``d(u) + w(u, v) == d(v)``. Zero-weight arcs can leave a vertex with tight tails only at
+  its own distance; it then takes the smallest such tail one *hop level* closer, levels
+  counted by a BFS over zero-weight tight arcs inside each class of equal distance, from the
+  vertices that have a strictly closer tail (level 0). Levels fall by one along each
+  predecessor, so the predecessor graph is a forest rooted at the sources.
+* weights must be >= 0 (an :class:`InputError` otherwise), and integer sums must stay below
+  2**62 (``max weight * (n - 1)``), the unreached marker of the device arrays.
+
+Directed graphs use their arcs; undirected graphs every edge both ways.
+"""
+
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+from .csr import Graph, as_graph
+from .frontier import RELAX_BUCKET, RELAX_FRINGE, FrontierCore
+
+__all__ = ["sssp", "SSSPResult", "ALGORITHMS", "default_delta", "choose_algorithm"]
+
+ALGORITHMS = ("auto", "dijkstra", "crauser", "delta")
+INT_INF = np.int64(1) << np.int64(62)
+SPARSE_DEGREE = 8.0
+
+
+@dataclass
+class SSSPResult:
+    """Result of :func:`sssp` (arrays indexed by internal vertex number).
+
+    Attributes
+    ----------
+    dist : ndarray of int64 or float64
+        Distance to the nearest source; -1 (integers) or inf (reals) where unreachable.
+    pred : ndarray of int64
+        Canonical predecessor (see the module docstring); -1 at sources and unreached
+        vertices.
+    sources : ndarray of int64
+    algorithm : str
+        The algorithm that ran (``auto`` resolved).
+    delta : number or None
+        Bucket width (delta-stepping).
+    iterations : int
+        Heap pops (dijkstra), settle iterations (crauser) or relax rounds (delta).
+    """
+
+    dist: np.ndarray
+    pred: np.ndarray
+    sources: np.ndarray
+    algorithm: str
+    delta: object = None
+    iterations: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def reached(self):
+        """Boolean mask of the vertices some source reaches."""
+        return self.dist >= 0 if self.dist.dtype.kind == "i" else np.isfinite(self.dist)
+
+
+# --------------------------------------------------------------------------- CPU Dijkstra
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _heap_push(keys, vals, size, k, v):
+    """Sift ``(k, v)`` up a 4-ary min-heap of ``size`` entries; returns the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 2
+        if keys[parent] <= k:
+            break
+        keys[i] = keys[parent]
+        vals[i] = vals[parent]
+        i = parent
+    keys[i] = k
+    vals[i] = v
+    return size + 1
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _heap_pop(keys, vals, size):
+    """Remove the root of a 4-ary min-heap of ``size`` entries; returns the new size.
+
+    The hole left at the root moves down along the smallest children until the last entry
+    fits (a 4-ary heap: half the depth of a binary one, four keys per cache line)."""
+    size -= 1
+    k = keys[size]
+    v = vals[size]
+    i = 0
+    while True:
+        c = 4 * i + 1
+        if c >= size:
+            break
+        best = c
+        bk = keys[c]
+        last = min(c + 4, size)
+        for j in range(c + 1, last):
+            if keys[j] < bk:
+                bk = keys[j]
+                best = j
+        if bk >= k:
+            break
+        keys[i] = bk
+        vals[i] = vals[best]
+        i = best
+    keys[i] = k
+    vals[i] = v
+    return size
+
+
+@numba.njit(nogil=True, cache=True)
+def _dijkstra_cpu(indptr, indices, weights, sources, dist, inf):
+    """Multi-source Dijkstra into ``dist`` (pre-filled with ``inf``); returns the settled
+    count. An entry is stale when its key exceeds the vertex's distance (keys of one vertex
+    strictly decrease, so exactly one entry per vertex is current)."""
+    cap = indices.shape[0] + sources.shape[0] + 1
+    keys = np.empty(cap, dist.dtype)
+    vals = np.empty(cap, indices.dtype)
+    size = 0
+    for i in range(sources.shape[0]):
+        s = sources[i]
+        if dist[s] != 0:
+            dist[s] = 0
+            size = _heap_push(keys, vals, size, dist[s], s)
+    settled = 0
+    while size > 0:
+        k = keys[0]
+        u = vals[0]
+        size = _heap_pop(keys, vals, size)
+        if k > dist[u]:
+            continue
+        settled += 1
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            nd = k + weights[e]
+            if nd < dist[v]:
+                dist[v] = nd
+                size = _heap_push(keys, vals, size, nd, v)
+    return settled
+
+
+@numba.njit(nogil=True, cache=True)
+def _dial_cpu(indptr, indices, weights, sources, dist, max_weight):
+    """Multi-source Dijkstra with Dial's bucket queue, for integer weights <= ``max_weight``:
+    ``max_weight + 1`` cyclic buckets hold every queued key (all lie in ``[d, d + C]``), each
+    a LIFO list in one pool of ``(vertex, next)`` entries, so a push or a pop is O(1) and the
+    cursor walks the distances once. Stale entries: key (the cursor) above the distance."""
+    nb = max_weight + 1
+    head = np.full(nb, -1, np.int64)
+    cap = indices.shape[0] + sources.shape[0] + 1
+    pool_v = np.empty(cap, indices.dtype)
+    pool_next = np.empty(cap, np.int64)
+    top = 0
+    queued = 0
+    for i in range(sources.shape[0]):
+        s = sources[i]
+        if dist[s] != 0:
+            dist[s] = 0
+            pool_v[top] = s
+            pool_next[top] = head[0]
+            head[0] = top
+            top += 1
+            queued += 1
+    settled = 0
+    cur = np.int64(0)
+    b = 0
+    while queued > 0:
+        while head[b] < 0:
+            cur += 1
+            b += 1
+            if b == nb:
+                b = 0
+        entry = head[b]
+        head[b] = pool_next[entry]
+        queued -= 1
+        u = pool_v[entry]
+        if dist[u] != cur:
+            continue
+        settled += 1
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            nd = cur + weights[e]
+            if nd < dist[v]:
+                dist[v] = nd
+                t = nd % nb
+                pool_v[top] = v
+                pool_next[top] = head[t]
+                head[t] = top
+                top += 1
+                queued += 1
+    return settled
+
+
+DIAL_MAX_WEIGHT = 1 << 20
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _sum_weights(graph):
+    """The graph's weights in the dtype distances are summed in (int64 or float64), on the
+    host, checked: >= 0, no NaN, integer sums bounded. Unweighted graphs weigh 1."""
+    if graph.weights is None:
+        return np.ones(graph.nnz, np.int64)
+    w = graph.weights
+    if w.dtype.kind == "f":
+        w = w.astype(np.float64) + 0.0  # -0.0 -> 0.0: the atomicMin compares bit patterns
+        if np.isnan(w).any():
+            raise InputError(f"{graph.name}: NaN edge weight (shortest paths need weights "
+                             ">= 0)")
+    else:
+        w = w.astype(np.int64, copy=False)
+    if w.size:
+        low = w.min()
+        if low < 0:
+            raise InputError(f"{graph.name}: negative edge weight {low.item()} (shortest "
+                             "paths need weights >= 0)")
+        if w.dtype.kind == "i" and int(w.max()) * max(graph.n - 1, 1) >= int(INT_INF):
+            raise InputError(f"{graph.name}: edge weights up to {int(w.max())} could overflow "
+                             "exact int64 path sums (at most 2**62)")
+    return w
+
+
+def default_delta(weights, n, nnz):
+    """Bucket width: the mean weight times 32 / average degree (Davidson et al.'s near-far
+    heuristic: about a warp's worth of light arcs per vertex), at least the smallest positive
+    weight; an integer for integer weights."""
+    if weights.size == 0:
+        return 1
+    avg_degree = max(nnz / max(n, 1), 1.0)
+    delta = float(weights.mean()) * 32.0 / avg_degree
+    positive = weights[weights > 0]
+    if positive.size:
+        delta = max(delta, float(positive.min()))
+    if weights.dtype.kind == "i":
+        return int(max(1, np.ceil(delta)))
+    return delta if delta > 0 else 1.0
+
+
+def choose_algorithm(graph, backend):
+    """``auto``'s choice (see the module docstring)."""
+    if not backend.is_gpu:
+        return "dijkstra"
+    return "delta" if graph.nnz <= SPARSE_DEGREE * max(graph.n, 1) else "crauser"
+
+
+def _min_per_row(indptr, values, empty):
+    out = np.full(indptr.size - 1, empty, values.dtype)
+    deg = np.diff(indptr)
+    rows = np.flatnonzero(deg)
+    if rows.size:
+        out[rows] = np.minimum.reduceat(values, indptr[rows])
+    return out
+
+
+def _crauser(core, w, dist, sources, inf):
+    xp = core.backend.xp
+    g = core.graph
+    min_out = _min_per_row(g.indptr, w, inf)
+    if g.directed:
+        min_in = np.full(g.n, inf, w.dtype)
+        np.minimum.at(min_in, g.indices, w)
+    else:
+        min_in = min_out
+    min_out, min_in = core.backend.asarray(min_out), core.backend.asarray(min_in)
+    d_w = core.backend.asarray(w)
+    settled = xp.zeros(core.n, np.uint8)
+    unused = xp.zeros(1, np.int32)
+    fringe = xp.empty(core.n, core.index_dtype)
+    frontier = xp.empty(core.n, core.index_dtype)
+    src = core.backend.asarray(sources.astype(core.index_dtype))
+    dist[src] = 0
+    fringe[:src.size] = src
+    nf = int(src.size)
+    iterations = 0
+    while nf:
+        f = fringe[:nf]
+        df = dist[f]
+        low = df.min()
+        out_bound = (df + min_out[f]).min()
+        ok = (df <= low + min_in[f]) | (df <= out_bound)
+        new = f[ok]
+        rest = f[~ok]
+        settled[new] = 1
+        frontier[:new.size] = new
+        fringe[:rest.size] = rest
+        nf, _ = core.relax(frontier, new.size, dist, d_w, settled, 0, inf, inf, inf,
+                           RELAX_FRINGE, 0, unused, unused, fringe, int(rest.size),
+                           fringe, 0)
+        iterations += 1
+    return iterations
+
+
+def _delta_stepping(core, w, dist, sources, inf, delta):
+    xp = core.backend.xp
+    is_float = w.dtype.kind == "f"
+    w_max = w.max() if w.size else w.dtype.type(0)
+    heavy_lo = np.nextafter(delta, np.inf) if is_float else delta + 1
+    d_w = core.backend.asarray(w)
+    n = core.n
+    settled = xp.zeros(n, np.uint8)
+    stamp = xp.zeros(n, np.int32)
+    pending = xp.zeros(n, np.int32)
+    pile = xp.empty(n, core.index_dtype)
+    cur = xp.empty(n, core.index_dtype)
+    nxt = xp.empty(n, core.index_dtype)
+    src = core.backend.asarray(sources.astype(core.index_dtype))
+    dist[src] = 0
+    pending[src] = 1
+    pile[:src.size] = src
+    n_pile = int(src.size)
+    stamp_value = 0
+    rounds = 0
+    while n_pile:
+        p = pile[:n_pile]
+        dp = dist[p]
+        low = dp.min().item()
+        hi = (np.floor(low / delta) + 1.0) * delta if is_float else (low // delta + 1) * delta
+        take = dp < hi
+        bucket = p[take]
+        rest = p[~take]
+        pending[bucket] = 0
+        pile[:rest.size] = rest
+        n_pile = int(rest.size)
+        stamp_value += 1
+        stamp[bucket] = stamp_value
+        cur[:bucket.size] = bucket
+        n_cur = int(bucket.size)
+        while n_cur:
+            removed = []
+            while n_cur:                               # light rounds of the bucket
+                removed.append(cur[:n_cur].copy())
+                stamp_value += 1
+                n_next, n_pile = core.relax(cur, n_cur, dist, d_w, settled, 0, delta, hi, inf,
+                                            RELAX_BUCKET, stamp_value, stamp, pending, nxt, 0,
+                                            pile, n_pile)
+                cur, nxt = nxt, cur
+                n_cur = n_next
+                rounds += 1
+            if w_max <= delta:
+                break
+            heavy = xp.unique(xp.concatenate(removed))  # heavy arcs once per vertex
+            stamp_value += 1
+            n_cur, n_pile = core.relax(heavy, heavy.size, dist, d_w, settled, heavy_lo, w_max,
+                                       hi, inf, RELAX_BUCKET, stamp_value, stamp, pending, cur,
+                                       0, pile, n_pile)
+            rounds += 1
+    return rounds
+
+
+def _is_networkx(obj):
+    return hasattr(obj, "nodes") and hasattr(obj, "adj") and not isinstance(obj, Graph)
+
+
+def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed=None,
+         by_id=None, predecessors=True):
+    """Shortest-path distances (and canonical predecessors) from one source or many.
+
+    Parameters
+    ----------
+    graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices[, weights])
+        Weighted (unweighted graphs weigh 1 per edge); weights >= 0.
+    sources : int or sequence
+        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids.
+    algorithm : {'auto', 'dijkstra', 'crauser', 'delta'}
+        See the module docstring; every one gives the same result.
+    delta : number, optional
+        Bucket width for ``delta`` (default :func:`default_delta`).
+    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+    directed : bool, optional
+        Passed to :func:`terrain.graph.as_graph` (networkx: as the graph is; matrices:
+        undirected unless True).
+    by_id : bool, optional
+        Sources are the graph's own ids (default: True for networkx graphs only).
+    predecessors : bool
+        Also compute predecessors (one more pass over the arcs).
+
+    Returns
+    -------
+    SSSPResult
+
+    Raises
+    ------
+    InputError
+        Negative or NaN weights, a source that is not a vertex (by id).
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> G = nx.Graph([(0, 1, {"weight": 4}), (1, 2, {"weight": 1}), (0, 2, {"weight": 7})])
+    >>> r = sssp(G, 0, backend="cpu")
+    >>> r.dist.tolist(), r.pred.tolist()
+    ([0, 4, 5], [-1, 0, 1])
+    >>> sssp(G, [0, 2], algorithm="crauser", backend="cpu").dist.tolist()
+    [0, 1, 0]
+    """
+    from ..backend import get_backend
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"sssp: algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+    if by_id is None:
+        by_id = _is_networkx(graph)
+    g = as_graph(graph, directed=directed)
+    if by_id:
+        # a node may itself be a tuple: only lists and arrays are several sources
+        ids = list(sources) if isinstance(sources, (list, np.ndarray)) else [sources]
+        if not ids:
+            raise ValueError("sssp: at least one source is needed")
+        src = g.index_of(ids, what="source vertex")
+    else:
+        src = np.atleast_1d(np.asarray(sources))
+        if src.size == 0:
+            raise ValueError("sssp: at least one source is needed")
+        if src.dtype.kind not in "iu":
+            raise ValueError(f"sssp: sources must be integers, got {src.dtype}")
+        bad = src[(src < 0) | (src >= g.n)]
+        if bad.size:
+            raise ValueError(f"sssp: source {int(bad[0])} is not a vertex (0..{g.n - 1})")
+    src = np.unique(src.astype(np.int64))
+    b = get_backend(backend)
+    w = _sum_weights(g)
+    is_float = w.dtype.kind == "f"
+    inf = np.float64(np.inf) if is_float else INT_INF
+    if algorithm == "auto":
+        algorithm = choose_algorithm(g, b)
+    if algorithm == "delta":
+        delta = default_delta(w, g.n, g.nnz) if delta is None else delta
+        if not delta > 0:
+            raise InputError(f"delta must be > 0, got {delta}")
+        delta = float(delta) if is_float else int(np.ceil(delta))
+    else:
+        delta = None
+    core = FrontierCore(g, b)
+    dist = b.xp.full(g.n, inf, w.dtype)
+    if algorithm == "dijkstra":
+        if b.is_gpu:
+            raise ValueError("sssp: 'dijkstra' is the CPU algorithm (use crauser or delta on "
+                             "the GPU)")
+        w_max = int(w.max()) if w.size else 0
+        if not is_float and w_max <= min(DIAL_MAX_WEIGHT, 4 * g.n + 16):
+            iterations = int(_dial_cpu(g.indptr, g.indices, w, src, dist, w_max))
+        else:
+            iterations = int(_dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf))
+    elif algorithm == "crauser":
+        iterations = _crauser(core, w, dist, src, inf)
+    else:
+        iterations = _delta_stepping(core, w, dist, src, inf, delta)
+    pred = None
+    if predecessors:
+        pred = b.to_numpy(core.sssp_parents(dist, b.asarray(w), inf, b.asarray(src)))
+    dist = b.to_numpy(dist)
+    if not is_float:
+        dist = np.where(dist == inf, np.int64(-1), dist)
+    return SSSPResult(dist, pred, src, algorithm, delta, int(iterations))

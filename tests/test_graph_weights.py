@@ -1,0 +1,207 @@
+"""Weights end to end: loaders (SNAP, Matrix Market, DIMACS, METIS; gzip), directed arc lists,
+parallel edges (minimum weight), self-loops, CSR, as_graph, the cache. Expected values come
+from independent parses (Python's ``float``/``int`` per token, networkx, scipy)."""
+
+import gzip
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from terrain.errors import InputError
+from terrain.graph import as_graph, build_csr, load_graph, read_graph_cache, write_graph_cache
+
+
+def _write(path, text, gz=False):
+    if gz:
+        path = path.with_name(path.name + ".gz")
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+def _weighted_edges(graph):
+    """{(file id, file id): weight} of the stored arcs (both directions when undirected)."""
+    ids = graph.id_array()
+    rows = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+    py = [x.item() if hasattr(x, "item") else x for x in ids]
+    return {(py[a], py[b]): graph.weights[e].item()
+            for e, (a, b) in enumerate(zip(rows, graph.indices))}
+
+
+def _reference(triples, directed, convert):
+    """Independent expectation: minimum weight per (undirected or directed) pair."""
+    out = {}
+    for a, b, w in triples:
+        if a == b:
+            continue
+        w = convert(w)
+        keys = [(a, b)] if directed else [(a, b), (b, a)]
+        for k in keys:
+            out[k] = min(out.get(k, w), w)
+    return out
+
+
+FLOAT_TOKENS = ["1.5", "2e-3", "-0.25", ".5", "7.", "3.14159265358979311", "1E+2", "0.1",
+                "12", "+4.75"]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_snap_third_column(tmp_path, gz, kind):
+    rng = np.random.default_rng(1)
+    ids = rng.choice(np.arange(3, 10**7, 97), 30, replace=False)
+    triples = []
+    for k in range(200):
+        a, b = (int(x) for x in rng.choice(ids, 2))
+        w = str(int(rng.integers(-5, 1000))) if kind == "int" else FLOAT_TOKENS[k % 10]
+        triples.append((a, b, w))
+    triples.append((int(ids[0]), int(ids[0]), "1"))           # a self-loop: dropped
+    text = "# u v w\n" + "".join(f"{a}\t{b} {w}\n" for a, b, w in triples)
+    g = load_graph(_write(tmp_path / "g.txt", text, gz))
+    assert g.weights.dtype == (np.int64 if kind == "int" else np.float64)
+    assert not g.directed
+    assert _weighted_edges(g) == _reference(triples, False, int if kind == "int" else float)
+    d = load_graph(_write(tmp_path / "g.txt", text, gz), directed=True)
+    assert d.directed and _weighted_edges(d) == _reference(triples, True,
+                                                            int if kind == "int" else float)
+
+
+def test_snap_without_a_weight_on_every_line_is_unweighted(tmp_path):
+    g = load_graph(_write(tmp_path / "g.txt", "1 2 3\n2 3\n3 4 x\n"))
+    assert g.weights is None and g.m == 3
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("field,symmetry", [("integer", "general"), ("real", "symmetric"),
+                                            ("real", "general"), ("pattern", "general")])
+def test_matrix_market_values(tmp_path, gz, field, symmetry):
+    rng = np.random.default_rng(2)
+    n = 25
+    triples = []
+    for k, (a, b) in enumerate(rng.integers(1, n + 1, size=(90, 2))):
+        if symmetry == "symmetric" and a < b:
+            a, b = b, a
+        w = {"integer": str(int(rng.integers(0, 50))), "real": FLOAT_TOKENS[k % 10],
+             "pattern": ""}[field]
+        triples.append((int(a), int(b), w))
+    text = (f"%%MatrixMarket matrix coordinate {field} {symmetry}\n{n} {n} {len(triples)}\n"
+            + "".join(f"{a} {b} {w}\n" for a, b, w in triples))
+    path = _write(tmp_path / "g.mtx", text, gz)
+    g = load_graph(path)
+    if field == "pattern":
+        assert g.weights is None
+        return
+    convert = int if field == "integer" else float
+    assert g.weights.dtype == (np.int64 if field == "integer" else np.float64)
+    assert _weighted_edges(g) == _reference(triples, False, convert)
+    d = load_graph(path, directed=True)
+    arcs = triples + ([(b, a, w) for a, b, w in triples] if symmetry == "symmetric" else [])
+    assert _weighted_edges(d) == _reference(arcs, True, convert)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_dimacs_is_directed(tmp_path, gz):
+    rng = np.random.default_rng(3)
+    n = 20
+    triples = [(int(a), int(b), str(int(rng.integers(0, 100))))
+               for a, b in rng.integers(1, n + 1, size=(70, 2))]
+    text = f"c x\np sp {n} {len(triples)}\n" + "".join(f"a {a} {b} {w}\n" for a, b, w in triples)
+    path = _write(tmp_path / "g.gr", text, gz)
+    g = load_graph(path)
+    assert g.directed and g.weights.dtype == np.int64 and g.n == n
+    assert _weighted_edges(g) == _reference(triples, True, int)
+    u = load_graph(path, directed=False)
+    assert not u.directed and _weighted_edges(u) == _reference(triples, False, int)
+
+
+@pytest.mark.parametrize("fmt", ["1", "11", "011"])
+def test_metis_edge_weights(tmp_path, fmt):
+    G = nx.gnm_random_graph(15, 35, seed=4)
+    rng = np.random.default_rng(4)
+    for a, b in G.edges():
+        G[a][b]["weight"] = int(rng.integers(1, 60))
+    lines = [f"{G.number_of_nodes()} {G.number_of_edges()} {fmt}"]
+    for v in range(G.number_of_nodes()):
+        toks = ["5"] if fmt.endswith("11") else []
+        for w in sorted(G[v]):
+            toks += [str(w + 1), str(G[v][w]["weight"])]
+        lines.append(" ".join(toks))
+    g = load_graph(_write(tmp_path / "g.graph", "\n".join(lines) + "\n"))
+    expected = {(a + 1, b + 1): d["weight"] for a, b, d in G.edges(data=True)}
+    expected.update({(b, a): w for (a, b), w in expected.items()})
+    assert g.weights.dtype == np.int64 and _weighted_edges(g) == expected
+
+
+BAD = [
+    ("i.mtx", "%%MatrixMarket matrix coordinate integer general\n3 3 2\n1 2 4\n2 3 1.5\n",
+     "i.mtx:4: cannot parse '2 3 1.5': expected an integer weight"),
+    ("r.mtx", "%%MatrixMarket matrix coordinate real general\n3 3 2\n1 2 4\n2 3\n",
+     "r.mtx:4: cannot parse '2 3': expected a numeric weight"),
+    ("w.gr", "p sp 3 2\na 1 2 4\na 2 3 x\n", "w.gr:3: cannot parse 'a 2 3 x': expected a numeric"),
+    ("m.graph", "2 1 1\n2 1.5\n1 1.5\n", "m.graph:2: cannot parse '2 1.5': expected an integer"),
+]
+
+
+@pytest.mark.parametrize("name,text,message", BAD, ids=[b[0] for b in BAD])
+def test_bad_weights_name_the_line(tmp_path, name, text, message):
+    with pytest.raises(InputError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        load_graph(_write(tmp_path / name, text))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32, np.float64])
+def test_dtype_kept_through_csr_as_graph_and_cache(tmp_path, dtype):
+    rng = np.random.default_rng(5)
+    n = 40
+    u, v = rng.integers(0, n, 300), rng.integers(0, n, 300)
+    w = rng.integers(1, 100, 300).astype(dtype) / (dtype(4) if np.dtype(dtype).kind == "f" else 1)
+    w = w.astype(dtype)
+    for directed in (False, True):
+        g = as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=directed)
+        assert g.weights.dtype == dtype and g.directed == directed
+        trip = [(int(a), int(b), x) for a, b, x in zip(u, v, w)]
+        assert _weighted_edges(g) == _reference(trip, directed, lambda x: x.item())
+        write_graph_cache(g, tmp_path / f"g{directed}.zarr")
+        back = read_graph_cache(tmp_path / f"g{directed}.zarr")
+        assert back.weights.dtype == dtype and back.directed == directed
+        assert np.array_equal(back.weights, g.weights)
+        assert np.array_equal(back.indices, g.indices) and np.array_equal(back.indptr, g.indptr)
+
+
+def test_networkx_weight_attribute_and_lcc_carry_weights():
+    G = nx.Graph()
+    G.add_edge("a", "b", weight=2.5)
+    G.add_edge("b", "c")                     # no attribute: weighs 1, as in networkx
+    G.add_edge("x", "y", weight=7.0)
+    g = as_graph(G)
+    assert _weighted_edges(g)[("a", "b")] == 2.5 and _weighted_edges(g)[("c", "b")] == 1
+    assert as_graph(G, weight=None).weights is None
+    from terrain.graph import largest_component
+    lcc, _ = largest_component(g)
+    assert _weighted_edges(lcc) == {k: v for k, v in _weighted_edges(g).items()
+                                   if "x" not in k}
+    D = nx.DiGraph([(1, 2, {"weight": 3}), (2, 1, {"weight": 5})])
+    assert _weighted_edges(as_graph(D)) == {(1, 2): 3, (2, 1): 5}
+    assert _weighted_edges(as_graph(D).undirected()) == {(1, 2): 3, (2, 1): 3}
+
+
+def test_build_csr_weighted_matches_scipy_min():
+    rng = np.random.default_rng(6)
+    n = 300
+    u, v = rng.integers(0, n, 5000), rng.integers(0, n, 5000)
+    w = rng.random(5000)
+    g = build_csr(n, u, v, weights=w)
+    # independent: scipy's coo -> csr with a minimum over duplicates via sorting
+    keep = u != v
+    uu, vv, ww = (np.concatenate([u[keep], v[keep]]), np.concatenate([v[keep], u[keep]]),
+                  np.concatenate([w[keep], w[keep]]))
+    order = np.lexsort((ww, vv, uu))
+    uu, vv, ww = uu[order], vv[order], ww[order]
+    first = np.ones(uu.size, bool)
+    first[1:] = (uu[1:] != uu[:-1]) | (vv[1:] != vv[:-1])
+    A = sp.csr_matrix((ww[first], (uu[first], vv[first])), shape=(n, n))
+    A.sort_indices()
+    assert np.array_equal(g.indptr, A.indptr) and np.array_equal(g.indices, A.indices)
+    assert np.array_equal(g.weights, A.data)
