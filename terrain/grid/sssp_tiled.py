@@ -339,7 +339,7 @@ def _cuda(be):
     return be.cuda_module(here / "_boundary.cu", options=("-std=c++17", f"-I{here}"))
 
 
-def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=1 << 30):
+def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30):
     """CUDA twin of :func:`boundary_pairs_cpu` (``_boundary.cu: boundary_pairs``), host in/out.
 
     Tiles go in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
@@ -908,13 +908,15 @@ def _ext_window(spec, window):
     return (max(r0 - w, 0), min(r1 + w, spec.shape[0]), max(c0 - w, 0), min(c1 + w, spec.shape[1]))
 
 
-def halo_seeds(spec, window, neighbours):
+def halo_seeds(spec, window, neighbours, ext=None):
     """Seed labels over the halo-extended window of a tile from its neighbours' final labels.
 
     ``neighbours`` lists ``(ids, (d, a, h))`` of neighbouring tiles' boundaries (any order;
     cells outside the halo are ignored). Returns ``(ext_window, ld, la, lh)`` (flat labels).
+    ``ext`` overrides the extended window (then every given cell in it outside ``window`` is
+    seeded).
     """
-    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window) if ext is None else ext
     H, W = er1 - er0, ec1 - ec0
     ld, la, lh = _inf_labels(H * W)
     C = spec.shape[1]
@@ -1214,16 +1216,29 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
     z, f = reader(ext)
     nt_r, nt_c = spec.tiles_shape
     ti0, tj0 = i << g, j << g
+    ti1, tj1 = min(ti0 + (1 << g), nt_r), min(tj0 + (1 << g), nt_c)
+    # the final boundary labels of the group's tiles and of the ring of tiles around it,
+    # scattered once over the group's halo-extended window
+    ring = [(0, ti, tj) for ti in range(max(ti0 - 1, 0), min(ti1 + 1, nt_r))
+            for tj in range(max(tj0 - 1, 0), min(tj1 + 1, nt_c))]
+    _, cd, ca, ch = halo_seeds(spec, (er0, er0, ec0, ec0),
+                               [(nodes[t].ids, final[t]) for t in ring], ext)
+    Wg = ec1 - ec0
+    cd, ca, ch = cd.reshape(-1, Wg), ca.reshape(-1, Wg), ch.reshape(-1, Wg)
     items = []
-    for ti in range(ti0, min(ti0 + (1 << g), nt_r)):
-        for tj in range(tj0, min(tj0 + (1 << g), nt_c)):
+    for ti in range(ti0, ti1):
+        for tj in range(tj0, tj1):
             win = spec.window(0, ti, tj)
-            neigh = [(nodes[(0, ti + di, tj + dj)].ids, final[(0, ti + di, tj + dj)])
-                     for di in (-1, 0, 1) for dj in (-1, 0, 1)
-                     if (di or dj) and 0 <= ti + di < nt_r and 0 <= tj + dj < nt_c]
-            tex, ld, la, lh = halo_seeds(spec, win, neigh)
+            tex = _ext_window(spec, win)
             sl = (slice(tex[0] - er0, tex[1] - er0), slice(tex[2] - ec0, tex[3] - ec0))
-            items.append((z[sl], f[sl], win, tex, (ld, la, lh),
+            inside = (slice(win[0] - tex[0], win[1] - tex[0]),
+                      slice(win[2] - tex[2], win[3] - tex[2]))
+            seeds = []
+            for lab, empty in ((cd, _INF), (ca, INT_INF), (ch, INT_INF)):
+                x = lab[sl].copy()
+                x[inside] = empty  # the tile's own cells are computed, not seeded
+                seeds.append(x.reshape(-1))
+            items.append((z[sl], f[sl], win, tex, tuple(seeds),
                           _sources_in(win, rows, cols, costs)))
     H, W = window[1] - window[0], window[3] - window[2]
     dist = np.full((H, W), np.nan)
