@@ -1,4 +1,4 @@
-"""Tiled SSSP (phases 1-3, Haverkort's hierarchy, reuse) against scipy's Dijkstra on a CSR oracle."""
+"""Tiled SSSP (phases 1-3, Haverkort's hierarchy, reuse) against scipy's Dijkstra (CSR oracle)."""
 
 import heapq
 

@@ -1,62 +1,67 @@
-"""Tiled, out-of-core exact SSSP / cost distance on a grid (thesis ch. 4-5, Haverkort's hierarchy).
+"""Tiled, out-of-core exact SSSP / cost distance (thesis ch. 4-5 with Haverkort's hierarchy).
 
 Conventions (graph, arc codes, costs, labels, outputs) are those of ``SSSP_CONVENTIONS.md`` and
 :mod:`terrain.grid.costs`: a vertex is a cell whose elevation and friction are not NaN, arc
-``k`` goes from ``u`` to ``u + (ARC_DR[k], ARC_DC[k])`` with cost ``arc_cost(...)``, and every
+``k`` goes from ``u`` to ``u + (ARC_DR[k], ARC_DC[k])`` and costs ``arc_cost(...)``, and every
 vertex gets the lexicographically least label ``(distance, allocation, hops)`` over all paths
-from a source ``i`` (start label ``(c_i, i, 0)``).
+from a source ``i`` (start label ``(c_i, i, 0)``); the backlink is the lowest arc code to a
+tight predecessor with ``(allocation, hops - 1)``.
 
 Algorithm
 ---------
-The grid is cut into ``T x T`` tiles (``T`` a power of two), grouped by a quadtree
-(:class:`terrain.tiles.quadtree.QuadtreePlan`; a group is a block of tiles). The *boundary* of a window (a tile
-or a quadtree node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
-arc jumps two cells) on the sides that face other windows, nodata cells left out. Every arc
+The grid is cut into ``T x T`` tiles (``T`` a power of two) under the quadtree of
+:mod:`terrain.tiles.quadtree` (groups of tiles, nodes above). The *boundary* of a window (a
+tile or a node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
+arc reaches two cells) on the sides that face other windows, nodata cells left out. Every arc
 between two windows joins two boundary cells.
 
-1. *Phase 1, per tile, source independent* (:func:`tile_boundaries`): Dijkstra inside the tile
-   from every boundary cell, with a fixed-capacity tournament tree
-   (:mod:`terrain.grid._tournament`) as the queue, gives the ``B x B`` matrix of
-   ``(distance, hops)`` between the tile's boundary cells (paths inside the tile). Many tiles per
-   call: Numba ``prange`` over tiles on the CPU; on the GPU one CUDA thread per (tile, boundary
-   source), the tile's elevations and frictions in shared memory (``_boundary.cu``).
-2. *Phase 2, the hierarchy.* Bottom-up (:func:`node_boundary`), a quadtree node builds the
-   *child-boundary graph*: its children's boundary cells, each child's matrix as dense arcs and
-   the grid arcs between children; Dijkstra from each of the node's own boundary cells on that
-   graph gives the node's matrix. That costs ``O(S)`` per cell for a node of side ``S``, so the
-   height is capped (``max_height``); above the cap ONE Dijkstra runs on the graph of the top
-   nodes' boundaries (:func:`top_labels`). Sources: each tile's sources reach its boundary by a
-   multi-source Dijkstra inside the tile (:func:`tile_source_labels`; the thesis's special case
-   §5.6.1: those labels exist only for paths inside the tile), then climb the tree the same way
-   (:func:`node_source_labels`). Top-down (:func:`node_down`) each node seeds its
-   child-boundary graph with its boundary's final labels and its children's source labels, and
-   a multi-source Dijkstra gives the final labels of its children's boundaries.
-3. *Phase 3, per tile* (:func:`tile_fill`): Dijkstra seeded with the final labels of the halo
-   (the cells within ``w`` outside the tile: the neighbours' boundary cells, fixed) and the
-   tile's sources, then the backlink pass: the lowest code ``k`` whose neighbour is a tight
-   predecessor with ``(allocation, hops - 1)``, halo cells included.
+1. *Phase 1, per tile, source independent* (:func:`tile_boundaries`): Dijkstra inside the
+   tile from each boundary cell, with the fixed-capacity tournament tree of
+   :mod:`terrain.grid._tournament` as its queue, gives the ``B x B`` matrices of least
+   ``(distance, hops)`` between the tile's boundary cells. Many tiles per call: Numba
+   ``prange`` over the tiles (:func:`boundary_pairs_cpu`); on the GPU
+   (:func:`boundary_pairs_gpu`, ``_boundary.cu``) one CUDA thread per (tile, boundary
+   source), the tile's elevations and frictions in shared memory, each thread's tree and
+   labels in global scratch; tiles above ``MAX_GPU_TILE`` (64) run on the CPU kernel.
+2. *Phase 2, the hierarchy.* Bottom-up (:func:`index_leaf`, :func:`index_merge`,
+   :func:`node_boundary`) a node builds its *child-boundary graph* (its children's boundary
+   cells, each child's matrix as dense arcs, the grid arcs between children) and runs
+   Dijkstra on it from each of its own boundary cells. A node of side ``S`` costs ``O(S)``
+   work per cell, so the height is capped (``max_height``, default
+   :func:`default_max_height`); above the cap the root's step runs ONE Dijkstra on the
+   boundary graph of all top nodes (:func:`top_labels`). Sources climb the same way
+   (:func:`sources_leaf`, :func:`sources_merge`): each tile's sources reach its boundary by a
+   Dijkstra inside the tile (:func:`tile_source_labels`: the thesis's special case §5.6.1,
+   the source's own tile), nodes combine their children's. Top-down (:func:`down_node`,
+   :func:`down_leaf`, :func:`node_down`) a node seeds its child-boundary graph with its
+   boundary's final labels and its children's source labels; a multi-source Dijkstra gives
+   the children's final boundary labels.
+3. *Phase 3, per tile* (:func:`fill_group`, :func:`tiles_fill`): Dijkstra seeded with the
+   final labels of the halo (the cells within ``w`` outside the tile, which are the
+   neighbours' boundary cells, fixed) and the tile's sources; then the backlink pass, halo
+   cells counting as predecessors. Batched like phase 1 (``windows_dijkstra`` on the GPU).
 
-Phase 1 and the bottom-up matrices do not depend on the sources: :class:`TiledIndex` holds them
-as plain arrays (:meth:`TiledIndex.to_arrays`/:meth:`TiledIndex.from_arrays`) so that a second
-query (``reuse=``) runs only the source part of phase 2 and phase 3.
+The walks are :func:`terrain.tiles.quadtree.walk_up`/``walk_down`` (inside a group, the same
+walks on the group's block), so a pipeline can schedule the same steps as Dask tasks.
 
-Exactness. Labels are compared as ``(distance, allocation, hops)`` everywhere, so with integer
-costs (e.g. an integer DEM with ``absdiff``) distances, allocations and backlinks equal the in-core
-result bit for bit, for every tile size and height cap. With float costs the tiled algorithm adds
-path *segments* (a different association of the same sums), so distances agree within a relative
-``1e-12``; within a tile the left-fold sum is kept (phase 3 continues from the halo labels).
+Reuse: phase 1 and the bottom-up matrices do not depend on the sources. :class:`TiledIndex`
+holds them as plain arrays (:meth:`TiledIndex.to_arrays`, :meth:`TiledIndex.from_arrays`);
+``tiled_sssp(..., reuse=index)`` runs only the source part of phase 2 and phase 3.
+
+Exactness: labels are compared as ``(distance, allocation, hops)`` everywhere, so with
+integer costs (an integer DEM with ``absdiff``) distance, allocation and backlink equal the
+in-core :func:`terrain.grid.sssp.grid_sssp` bit for bit, for every tile size, group size and
+height cap. With float costs the boundary matrices add path *segments* (another association
+of the same float64 sums): distances agree within a relative ``1e-12``.
 
 Why by hand: no library does boundary-pair SSSP with a fixed-capacity queue on the GPU, and
 scipy's ``dijkstra`` neither takes lexicographic keys nor runs inside Numba.
 
-Costs: phase 1 ``O(T log T)`` per cell (``4T`` Dijkstras over ``T^2`` cells per tile);
-hierarchy ``O(S)`` per cell for level side ``S``; top Dijkstra ``O(16 N)`` arcs; phase 3
-``O(log T)`` per cell.
-
-This module is the library (no Dask): :func:`tiled_sssp` runs the phases in loops; every phase
-is a function of explicit arrays (one call per tile, group or node) for a Dask pipeline.
+Costs: phase 1 ``O(T log T)`` per cell (``~4T`` Dijkstras over ``T^2`` cells per tile) and
+``12 (4T)^2 / T^2 = 192`` bytes per cell of matrices; each hierarchy level of side ``S``
+``O(S)`` per cell; the top Dijkstra ``~16`` matrix arcs per cell; phase 3 ``O(log T)`` per
+cell.
 """
-
 import time
 from dataclasses import dataclass, field
 
@@ -73,12 +78,14 @@ from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengt
 from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
-           "tile_boundaries", "node_boundary", "tile_source_labels", "node_source_labels",
-           "top_labels", "node_down", "tile_fill", "halo_seeds", "boundary_pairs_cpu",
-           "windows_dijkstra_cpu", "boundary_pairs_gpu", "windows_dijkstra_gpu",
-           "tiles_fill", "default_max_height", "MAX_GPU_TILE", "PHASES"]
+           "ArrayReader", "build_index", "index_leaf", "index_merge", "sources_leaf",
+           "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
+           "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
+           "node_down", "halo_seeds", "tile_fill", "tiles_fill", "boundary_pairs_cpu",
+           "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
+           "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
-PHASES = ("phase1", "up", "sources_up", "top", "down", "phase3")
+PHASES = ("index", "sources_up", "top_down", "phase3")
 MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
 _INF = np.inf
 
