@@ -202,8 +202,7 @@ def test_node_boundary_equals_scipy_on_node():
 
 # ----------------------------------------------------------------------------- full algorithm
 
-@pytest.mark.parametrize("tile", [4, 8, 16, 32])
-@pytest.mark.parametrize("connectivity", [4, 8])
+@pytest.mark.parametrize("tile,connectivity", [(4, 4), (8, 8), (16, 4), (32, 8)])
 def test_exact_integer_costs(tile, connectivity):
     rng = np.random.default_rng(tile * 10 + connectivity)
     z = int_dem(rng, (45, 38), nan_frac=0.05)
@@ -236,7 +235,7 @@ def test_sources_on_tile_corners_and_edges():
     assert r.allocation[8, 8] == 1 and r.backlink[8, 8] == 0
 
 
-@pytest.mark.parametrize("max_height", [0, 1, 2, None, 9])
+@pytest.mark.parametrize("max_height", [0, 2, 9])
 def test_height_cap_does_not_change_result(max_height):
     rng = np.random.default_rng(8)
     z = int_dem(rng, (50, 61), nan_frac=0.03)
@@ -249,8 +248,8 @@ def test_height_cap_does_not_change_result(max_height):
     np.testing.assert_array_equal(r.backlink, ref.backlink)
 
 
-@pytest.mark.parametrize("group_tiles,max_height", [(1, 0), (1, 3), (2, 0), (2, 1), (4, 2),
-                                                    (8, 1), (8, None), (16, 0)])
+@pytest.mark.parametrize("group_tiles,max_height", [(1, 3), (2, 0), (4, 1), (8, None),
+                                                    (16, 0)])
 def test_groups_and_height_equal_in_core(group_tiles, max_height):
     from terrain.grid.sssp import grid_sssp
     rng = np.random.default_rng(14)

@@ -342,8 +342,7 @@ def _tree_cap(n):
 
 def _cuda(be):
     from pathlib import Path
-    here = Path(__file__).parent
-    return be.cuda_module(here / "_boundary.cu", options=("-std=c++17", f"-I{here}"))
+    return be.cuda_module(Path(__file__).with_name("_boundary.cu"))
 
 
 def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30):
