@@ -259,8 +259,9 @@ def test_groups_and_height_equal_in_core(group_tiles, max_height):
     r = tiled_sssp(z, sources, tile=4, backend="cpu", max_height=max_height,
                    group_tiles=group_tiles)
     ref = grid_sssp(z, sources, backend="cpu")
-    for name in ("distance", "allocation", "backlink"):
+    for name in ("distance", "allocation", "backlink", "hops"):
         np.testing.assert_array_equal(getattr(r, name), getattr(ref, name), err_msg=name)
+    assert isinstance(r, type(ref)) and r.reached == ref.reached
 
 
 @pytest.mark.parametrize("connectivity", [4, 8, 16])

@@ -75,6 +75,7 @@ from ._tournament import (INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_reset,
                           tt_update)
 from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
                     check_friction, cost_model_code)
+from .sssp import SSSPResult, check_sources
 from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
@@ -601,13 +602,10 @@ class TiledIndex:
 
 
 @dataclass
-class TiledSSSPResult:
-    """Distances (float64, NaN unreached), allocation (int32, -1), backlink (uint8, 255)."""
+class TiledSSSPResult(SSSPResult):
+    """:class:`terrain.grid.sssp.SSSPResult` (distance, allocation, backlink, hops, stats) and
+    the :class:`TiledIndex` it used (for ``reuse=``)."""
 
-    distance: np.ndarray
-    allocation: np.ndarray
-    backlink: np.ndarray
-    stats: dict
     index: TiledIndex = None
 
 
@@ -941,8 +939,8 @@ def tile_fill(spec, z_ext, f_ext, window, ext_window, seeds, sources, backend=No
 
     ``z_ext, f_ext`` cover ``ext_window`` (the tile and its halo), ``seeds`` = ``(ld, la, lh)``
     flat over ``ext_window`` (from :func:`halo_seeds`), ``sources`` = ``(rows, cols,
-    start_costs, index)`` inside the tile. Returns ``(distance, allocation, backlink)`` in the
-    output conventions (NaN / -1 / 255 where unreached).
+    start_costs, index)`` inside the tile. Returns ``(distance, allocation, backlink, hops)``
+    in the output conventions (NaN / -1 / 255 / -1 where unreached).
     """
     return tiles_fill(spec, [(z_ext, f_ext, window, ext_window, seeds, sources)], backend)[0]
 
@@ -1000,7 +998,8 @@ def tiles_fill(spec, items, backend=None):
         reached = (d < _INF) & inner[t][sl]
         out.append((np.where(reached, d, np.nan),
                     np.where(reached, la[t].reshape(Hm, Wm)[sl], -1).astype(np.int32),
-                    np.where(reached, back[sl], 255).astype(np.uint8)))
+                    np.where(reached, back[sl], 255).astype(np.uint8),
+                    np.where(reached, lh[t].reshape(Hm, Wm)[sl], -1).astype(np.int32)))
     return out
 
 
@@ -1019,22 +1018,7 @@ def _prepare(dem, friction, cost, sources, start_costs):
         if f.shape != z.shape:
             raise InputError(f"friction raster of shape {f.shape} does not match the DEM's "
                              f"{z.shape}")
-    src = np.asarray(sources, dtype=np.int64).reshape(-1, 2)
-    if src.shape[0] == 0:
-        raise InputError("no source cells given")
-    rows, cols = src[:, 0], src[:, 1]
-    for r, c in zip(rows.tolist(), cols.tolist()):
-        if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
-            raise InputError(f"source cell (row, col) = ({r}, {c}) is outside the raster "
-                             f"of shape {z.shape}")
-        if np.isnan(z[r, c]) or np.isnan(f[r, c]):
-            raise InputError(f"source cell (row, col) = ({r}, {c}) is on nodata")
-    if start_costs is None:
-        costs = np.zeros(rows.size)
-    else:
-        costs = np.broadcast_to(np.asarray(start_costs, np.float64), rows.shape).copy()
-        if not np.all(np.isfinite(costs)) or np.any(costs < 0):
-            raise InputError("start costs must be finite and >= 0")
+    rows, cols, costs = check_sources(sources, ~np.isnan(z) & ~np.isnan(f), start_costs)
     return z, f, rows, cols, costs
 
 
@@ -1211,7 +1195,8 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
 
 
 def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
-    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation, backlink)``.
+    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation,
+    backlink, hops)``.
 
     ``final`` maps tile keys to final boundary labels, for the group's tiles and their
     neighbours (the halo).
@@ -1250,11 +1235,12 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
     dist = np.full((H, W), np.nan)
     alloc = np.full((H, W), -1, np.int32)
     back = np.full((H, W), 255, np.uint8)
-    for (_, _, win, _, _, _), (d, a, b) in zip(items, tiles_fill(spec, items, backend)):
+    hops = np.full((H, W), -1, np.int32)
+    for (_, _, win, _, _, _), (d, a, b, h) in zip(items, tiles_fill(spec, items, backend)):
         sl = (slice(win[0] - window[0], win[1] - window[0]),
               slice(win[2] - window[2], win[3] - window[2]))
-        dist[sl], alloc[sl], back[sl] = d, a, b
-    return window, dist, alloc, back
+        dist[sl], alloc[sl], back[sl], hops[sl] = d, a, b, h
+    return window, dist, alloc, back, hops
 
 
 def build_index(spec, reader, backend=None, group_tiles=4):
@@ -1366,18 +1352,18 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
     dist = np.full(spec.shape, np.nan)
     alloc = np.full(spec.shape, -1, np.int32)
     back = np.full(spec.shape, 255, np.uint8)
+    hops = np.full(spec.shape, -1, np.int32)
     g = plan.group_level
     for (i, j) in plan.groups:
-        win, d, a, b = fill_group(spec, reader, be, nodes, final, srcs, g, i, j)
-        dist[win[0]:win[1], win[2]:win[3]] = d
-        alloc[win[0]:win[1], win[2]:win[3]] = a
-        back[win[0]:win[1], win[2]:win[3]] = b
+        win, d, a, b, h = fill_group(spec, reader, be, nodes, final, srcs, g, i, j)
+        sl = (slice(win[0], win[1]), slice(win[2], win[3]))
+        dist[sl], alloc[sl], back[sl], hops[sl] = d, a, b, h
     times["phase3"] = time.perf_counter() - t0
     if max_cost is not None:
         far = dist > float(max_cost)
-        dist[far], alloc[far], back[far] = np.nan, -1, 255
+        dist[far], alloc[far], back[far], hops[far] = np.nan, -1, 255, -1
     times["total"] = time.perf_counter() - t_start
     stats = {"tile": spec.tile, "levels": spec.levels, "height": spec.height, "connectivity":
              spec.connectivity, "cost": cost, "reached": int(np.count_nonzero(~np.isnan(dist))),
              "reused": reuse is not None, "backend": be.name, "times": times}
-    return TiledSSSPResult(dist, alloc, back, stats, index)
+    return TiledSSSPResult(dist, alloc, back, hops, stats, index)
