@@ -178,3 +178,27 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     else:
         assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_path_bad_input(dem, tmp_path):
+    z, path = dem
+    out = tmp_path / "c.zarr"
+    rc, _, se = run_cli("cost-distance", path, "--source-cell", "3,4", "--max-cost", 5, "-o", out)
+    assert rc == 0, se
+    d = np.asarray(zarr.open_group(str(out), mode="r")["distance"][:])
+    far = tuple(int(v) for v in np.argwhere(np.isnan(d) & ~np.isnan(z))[0])
+    for to in ["%r,%r" % xy(*far, z.shape[0]), f"{XLL - 1},{YLL}"]:
+        rc, _, se = run_cli("path", out, "--to", to, "-o", tmp_path / "p.geojson", scheduler=None)
+        assert rc == 2 and se.startswith("terrain: ") and len(se.strip().splitlines()) == 1, se
+        assert not (tmp_path / "p.geojson").exists()
+
+
+def test_bench_cost_distance_runs_and_agrees():
+    rc, so, se = run_cli("bench", "cost-distance", "--rows", 48, "--cols", 40, "--backend", "cpu",
+                         scheduler=None)
+    assert rc == 0, se
+    rows = {line.split("  ")[0].strip(): line for line in so.splitlines()}
+    assert any(k.startswith("terrain in-core (cpu") for k in rows)
+    for peer in ("scikit-image MCP_Geometric", "scipy dijkstra (CSR build incl.)"):
+        line = rows[peer]
+        assert float(line.split()[-1]) < 1e-12 or "not installed" in line

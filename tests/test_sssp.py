@@ -286,3 +286,12 @@ def test_gpu_labels_from_distance_equals_cpu():
         return r.distance, r.allocation, r.backlink, r.hops
 
     assert_backends_identical(run)
+
+
+def test_infinite_arc_costs_are_never_taken():
+    z = np.array([[0, 0, 3e4, 3e4], [0, 0, 3e4, 3e4]], np.float32)  # a cliff: tobler cost inf
+    res = grid_sssp(z, [(0, 0)], cost="tobler", backend="cpu")
+    assert res.stats["queue"] == "heap"
+    assert np.isfinite(res.distance[:, :2]).all()
+    assert np.isnan(res.distance[:, 2:]).all() and (res.allocation[:, 2:] == -1).all()
+    assert (res.backlink[:, 2:] == 255).all() and (res.hops[:, 2:] == -1).all()

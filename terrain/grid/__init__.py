@@ -9,3 +9,10 @@ from .reduce import reduce_forest
 __all__ = ["grid_mst", "MSTResult", "MSTSpec", "grid_edges", "edge_id", "edge_endpoints",
            "horizontal_lengths", "WeightSum", "WEIGHT_MODELS", "CONNECTIVITIES",
            "reduce_forest", "merge_level", "LevelGraph", "Changes"]
+
+# cost distance (grid SSSP): cost models and the in-core exact algorithm
+from .costs import COST_MODELS, arc_codes, arc_lengths  # noqa: E402
+from .sssp import SSSPResult, grid_sssp, labels_from_distance  # noqa: E402
+
+__all__ += ["COST_MODELS", "arc_codes", "arc_lengths", "grid_sssp", "labels_from_distance",
+            "SSSPResult"]

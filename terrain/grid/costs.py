@@ -46,6 +46,7 @@ Examples
 """
 
 import math
+import warnings
 
 import numba
 import numpy as np
@@ -128,6 +129,10 @@ def check_friction(friction, name="friction raster"):
     NaN is nodata (a barrier) and allowed; ``+inf`` makes every arc at the cell impassable.
     """
     f = np.asarray(friction, dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: nanmin is NaN, fine
+        if f.size == 0 or not np.nanmin(f) < 0:
+            return f
     with np.errstate(invalid="ignore"):
         bad = f < 0
     if bad.any():

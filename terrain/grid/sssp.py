@@ -56,6 +56,7 @@ Examples
 """
 
 import math
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -127,12 +128,14 @@ def check_sources(sources, valid, start_costs=None, name="source"):
 
 
 def _check_max_cost(max_cost):
+    """The distance limit: ``max_cost``, else the largest float64, so that an arc of infinite
+    cost (tobler on a cliff) never reaches a cell."""
     if max_cost is None:
-        return math.inf
+        return sys.float_info.max
     m = float(max_cost)
     if not m > 0:
         raise InputError(f"max cost {max_cost!r}: must be > 0")
-    return m
+    return min(m, sys.float_info.max)
 
 
 # ----------------------------------------------------------------------------------------
@@ -235,8 +238,8 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
             k = codes[j]
             v = u + offs[k]
             dv = dist[v]
-            if dv < d:
-                continue  # settled earlier, or not a vertex (-inf)
+            if model == 2 and dv < d:
+                continue  # settled (or not a vertex): spare the exp of tobler
             w = arc_cost(zu, z[v], fu, f[v] if has_f else one, k, model, lengths)
             nd = d + w
             if fixed:
@@ -344,7 +347,7 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
             k = codes[j]
             v = u + offs[k]
             dv = dist[v]
-            if dv < d:
+            if model == 2 and dv < d:
                 continue
             w = arc_cost(zu, z[v], fu, f[v] if has_f else one, k, model, lengths)
             nd = d + w
@@ -406,27 +409,10 @@ def _init_padded_cpu(z, f, has_f, pad, zp, fp, dist, label):
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _unpad_labels_cpu(dist, label, rows, cols, pad, distance, allocation, hops):
-    width = cols + 2 * pad
-    for r in numba.prange(rows):
-        base = (r + pad) * width + pad
-        for c in range(cols):
-            d = dist[base + c]
-            if d > -math.inf and d < math.inf:
-                lab = label[base + c]
-                distance[r, c] = d
-                allocation[r, c] = np.int32(lab >> 32)
-                hops[r, c] = np.int32(lab & 0xFFFFFFFF)
-            else:
-                distance[r, c] = np.nan
-                allocation[r, c] = -1
-                hops[r, c] = -1
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
 def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, cols, pad,
-                  backlink):
-    """Backlink of every cell of the unpadded grid (``backlink`` is rows x cols uint8)."""
+                  backlink, distance, allocation, hops):
+    """Backlink of every cell of the unpadded grid, and its distance (NaN where unreached),
+    allocation and hops (-1 where unreached): one pass over the padded labels."""
     width = cols + 2 * pad
     nk = codes.size
     one = np.float32(1.0)
@@ -438,7 +424,13 @@ def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, c
             dv = dist[v]
             if not (dv > -math.inf and dv < math.inf):
                 backlink[r, c] = 255
+                distance[r, c] = np.nan
+                allocation[r, c] = -1
+                hops[r, c] = -1
                 continue
+            distance[r, c] = dv
+            allocation[r, c] = np.int32(lv >> 32)
+            hops[r, c] = np.int32(lv & 0xFFFFFFFF)
             if (lv & _HOPS_MASK) == 0:
                 backlink[r, c] = 0
                 continue
@@ -468,6 +460,21 @@ def _offsets(cols):
     return (ARC_DR * width + ARC_DC).astype(np.int64)
 
 
+class _VertexMask:
+    """Whether a cell is a vertex, looked up cell by cell (no pass over the grid)."""
+
+    def __init__(self, z, f):
+        self.z, self.f, self.shape = z, f, z.shape
+
+    def __getitem__(self, rc):
+        ok = not np.isnan(self.z[rc])
+        return ok and (self.f is None or not np.isnan(self.f[rc]))
+
+    def full(self):
+        m = ~np.isnan(self.z)
+        return m if self.f is None else m & ~np.isnan(self.f)
+
+
 def _prepare(dem, friction, cost, connectivity, cellsize):
     z = np.asarray(dem)
     if z.ndim != 2 or z.size == 0:
@@ -481,12 +488,12 @@ def _prepare(dem, friction, cost, connectivity, cellsize):
         if f.shape != z.shape:
             raise InputError(f"friction raster: shape {f.shape} differs from the elevation "
                              f"grid's {z.shape}")
-        valid = ~np.isnan(z) & ~np.isnan(f)
+        valid = _VertexMask(z, f)
     else:
         if model == 1:
             raise InputError("cost model 'friction' needs a friction raster")
         f = None
-        valid = ~np.isnan(z)
+        valid = _VertexMask(z, None)
     if (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD) >= 2 ** 31:
         raise InputError(f"grid of {z.shape[0]} x {z.shape[1]} cells is too large for the "
                          f"in-core algorithm")
@@ -638,12 +645,11 @@ def _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit,
 
 def _finish_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
     backlink = np.empty(shape, np.uint8)
-    backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
-                  PAD, backlink)
     distance = np.empty(shape, np.float64)
     allocation = np.empty(shape, np.int32)
     hops = np.empty(shape, np.int32)
-    _unpad_labels_cpu(dist, label, shape[0], shape[1], PAD, distance, allocation, hops)
+    backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
+                  PAD, backlink, distance, allocation, hops)
     return SSSPResult(distance, allocation, backlink, hops, stats)
 
 
@@ -702,7 +708,7 @@ def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", f
     rows, cols, _ = check_sources(seeds, z.shape, None, name="seed")
     if seed_labels.shape[0] != rows.size:
         raise InputError("seeds and seed labels differ in number")
-    known = valid & ~np.isnan(dist_in)
+    known = valid.full() & ~np.isnan(dist_in)
     seed_d = dist_in[rows, cols]
     if be.is_gpu:
         from ._sssp_gpu import labels_from_distance_gpu

@@ -1,0 +1,29 @@
+"""Tile-store layers: one API for elevation, friction, sources and outputs."""
+
+import numpy as np
+import pytest
+
+from terrain.errors import InputError
+from terrain.tiles import create_store, open_store
+from terrain.tiles.store import create_layer
+
+
+def test_layers_share_tiles_shards_and_windows(tmp_path):
+    store = create_store(tmp_path / "s.zarr", (37, 70), tile=16)
+    z = np.arange(37 * 70, dtype=np.float32).reshape(37, 70)
+    store.elevation[:, :] = z
+    a = create_layer(store.group, "backlink", "uint8", 255, 16, store.shape)
+    create_layer(tmp_path / "s.zarr", "distance", "float64", np.nan, 16, store.shape)
+    assert a.chunks == store.elevation.chunks and a.shards == store.elevation.shards
+    back = (np.arange(37 * 70) % 17).astype(np.uint8).reshape(37, 70)
+    s = open_store(tmp_path / "s.zarr", mode="r+")
+    for r0, r1, c0, c1 in s.shard_windows():
+        s.write_window("backlink", r0, c0, back[r0:r1, c0:c1])
+    s = open_store(tmp_path / "s.zarr")
+    assert s.has_layer("distance") and not s.has_layer("friction")
+    np.testing.assert_array_equal(s.read_window(3, 30, 5, 66, layer="backlink"), back[3:30, 5:66])
+    assert s.read_window(0, 2, 0, 2, layer="backlink").dtype == np.uint8
+    assert np.isnan(s.read_window(0, 37, 0, 70, layer="distance")).all()
+    np.testing.assert_array_equal(s.read_window(1, 4, 2, 9), z[1:4, 2:9])
+    with pytest.raises(InputError, match="no layer 'friction'"):
+        s.read_window(0, 1, 0, 1, layer="friction")
