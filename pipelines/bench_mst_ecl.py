@@ -117,8 +117,13 @@ def build_ecl(source_dir, build_dir, arch="sm_90"):
     for h in Path(source_dir).glob("*.h"):
         shutil.copy(h, build_dir / h.name)
     exe = build_dir / "ecl-mst"
-    subprocess.run(["nvcc", "-O3", f"-arch={arch}", "ECL-MST_10.cu", "-o", str(exe)],
-                   cwd=build_dir, check=True, capture_output=True, text=True)
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).is_file():
+        raise InputError("bench mst --peer ecl: nvcc not found (ECL-MST is built from source)")
+    done = subprocess.run([nvcc, "-O3", f"-arch={arch}", "ECL-MST_10.cu", "-o", str(exe)],
+                          cwd=build_dir, capture_output=True, text=True)
+    if done.returncode:
+        raise InputError(f"{src}: nvcc failed: {done.stderr.strip()[-500:]}")
     return exe, patched
 
 

@@ -16,6 +16,9 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
    in-group merges (:func:`terrain.grid.mst.group_forest` with ``in_core``). It writes the tile
    forests as the shard's provisional mask (a writer owns whole shards) and returns the
    shard's reduced graph (up) and its changes (down), as separate outputs.
+   On the GPU, when the whole grid fits the device, steps 3-6 are one task instead,
+   ``mst-in-core``: it reads the whole DEM, computes its forest in core and writes the mask
+   (no reduction, no merges: nothing above a single node).
 4. ``mst-merge``: one task per quadtree node above the shards, up to the root.
 5. ``mst-expand``: top down, one task per node: routes its own and its ancestors' changes
    to its four children.
@@ -42,11 +45,12 @@ import zarr
 
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
+from terrain.errors import InputError
 from terrain.grid.edges import WeightSum
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
                                merge_step)
-from terrain.grid.mst_device import fits_on_device
+from terrain.grid.mst_device import device_mst, fits_on_device
 from terrain.tiles.quadtree import walk_down, walk_up
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import tiles_per_shard, write_coordinates
@@ -82,12 +86,12 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     return str(out_path)
 
 
-def _group_task(dem_path, out_path, spec, backend, key_bits, prepared, level, i, j):
+def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, level, i, j):
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
                    [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
-    in_core = get_backend(backend).is_gpu and fits_on_device(z.shape, backend)
+    in_core = super_tile and get_backend(backend).is_gpu and fits_on_device(z.shape, backend)
     g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits, in_core)
     t0 = time.perf_counter()
     zarr.open_array(store=str(prepared), path="mst", mode="r+")[win[0]:win[1], win[2]:win[3]] = g.mask
@@ -136,8 +140,25 @@ def _finish(out_path, spec, group_stats, node_stats, all_changes, writes, meta):
     return summary
 
 
+def _in_core_task(dem_path, spec, backend, prepared):
+    """The whole grid at once on the device: read, forest, write (the in-core path)."""
+    t0 = time.perf_counter()
+    z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")[:],
+                   dtype=np.float32)
+    t1 = time.perf_counter()
+    forest = device_mst(z, spec.connectivity, spec.model, spec.hlen, backend)
+    mask = forest.mask.get()
+    t2 = time.perf_counter()
+    zarr.open_array(store=str(prepared), path="mst", mode="r+")[:] = mask
+    t3 = time.perf_counter()
+    return {"times": {"read": t1 - t0, "boruvka": t2 - t1, "write": t3 - t2},
+            "read_bytes": z.nbytes, "written_bytes": mask.nbytes,
+            "forest_sum": forest.weight_sum.acc, "forest_edges": forest.edges,
+            "vertices": forest.vertices}
+
+
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None, key_bits="auto"):
+                    geo=None, key_bits="auto", in_core="auto"):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
 
     Parameters
@@ -155,6 +176,11 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
         ``geotransform``/``crs``/``source`` to copy when the output has no coordinates.
     key_bits : {"auto", 32, 64}
         Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
+    in_core : {"auto", "groups", False}
+        On the GPU: "auto" computes the whole grid in one task when it fits the device
+        (``mst-in-core``: read, :func:`terrain.grid.mst_device.device_mst`, write), else
+        each shard as one super-tile; "groups" always takes the shards as super-tiles;
+        False runs tile batches. Ignored on the CPU. The forest is the same.
 
     Returns
     -------
@@ -166,7 +192,17 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     plan = spec.plan(group_tiles)
     shard = tiles_per_shard(spec.tile, spec.shape)
     prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
-    _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits, prepared),
+    if in_core not in ("auto", "groups", False):
+        raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
+    gpu = get_backend(backend).is_gpu
+    if gpu and in_core == "auto" and fits_on_device(spec.shape, backend):
+        stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
+        meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
+                "path": "in-core"}
+        return call(_finish, prepared, spec, [stats], [], [], [], meta, key=("finish",))
+    super_tile = gpu and in_core in ("auto", "groups")
+    _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits,
+                             super_tile, prepared),
                       (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
     own = {node: r[:1] for node, r in rest.items()}
@@ -175,17 +211,19 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                                   extra=own, node_nout=5, names=("expand", "write"))
     node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
                   + [r[0] for r in node_rest.values()])
-    meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits}
+    meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits,
+            "path": "super-tiles" if super_tile else "tiled"}
     return call(_finish, prepared, spec, stats, node_stats, [r[0] for r in own.values()],
                 list(writes.values()), meta, key=("finish",))
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
-            scheduler=None, overwrite=False, geotiff=None, key_bits="auto"):
+            scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto"):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
-    width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line).
+    width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line),
+    ``in_core`` the GPU's path (:func:`build_mst_graph`).
 
     Examples
     --------
@@ -220,7 +258,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             from .ingest import build_ingest_graph
             upstream = build_ingest_graph(inp, tmp, tile)
             dem_path = tmp
-        graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits)
+        graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits,
+                                in_core)
         with open_scheduler(scheduler):
             (summary,) = compute(graph, label="mst")
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
@@ -266,7 +305,7 @@ def _format_summary(s):
         f"forest    {s['edges']} edges, {s['trees']} trees, {s['vertices']} vertices",
         f"weight    {s['total_weight']:.10g}",
         f"tiles     {s['tile']} a side, {s['levels']} levels, backend {s['backend']} "
-        f"({s['device']})",
+        f"({s['device']}), {s.get('path', 'tiled')} path",
         "phases    " + ", ".join(f"{p} {v:.2f}" for p, v in t.items()) + " (task seconds)",
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",

@@ -86,7 +86,8 @@ def test_grid_mst_identical_on_cpu_and_gpu(kind, tile, key_bits):
     assert np.array_equal(mask_ids(mask), want)
 
 
-def test_pipeline_identical_on_cpu_and_gpu(tmp_path):
+@pytest.mark.parametrize("in_core", ["auto", "groups", False])
+def test_pipeline_identical_on_cpu_and_gpu(tmp_path, in_core):
     from pipelines.mst import run_mst
     from terrain.tiles import create_store
 
@@ -97,8 +98,12 @@ def test_pipeline_identical_on_cpu_and_gpu(tmp_path):
 
     def run(backend):
         out = tmp_path / f"{backend.name}.zarr"
-        s = run_mst(tmp_path / "in.zarr", out, backend=backend.name, scheduler="threads")
-        return zarr.open_array(str(out), path="mst", mode="r")[:], s["total_weight"], s["edges"]
+        s = run_mst(tmp_path / "in.zarr", out, backend=backend.name, scheduler="threads",
+                    in_core=in_core)
+        if backend.is_gpu:
+            assert s["path"] == {"auto": "in-core", "groups": "super-tiles", False: "tiled"}[in_core]
+        return (zarr.open_array(str(out), path="mst", mode="r")[:], s["total_weight"], s["edges"],
+                s["trees"], s["vertices"])
 
     assert_backends_identical(run)
 
