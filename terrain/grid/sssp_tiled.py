@@ -1269,8 +1269,8 @@ def _check_reuse(index, spec, z, f):
             raise InputError("reuse: the stored index does not match this raster")
 
 
-def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile=64,
-               start_costs=None, max_cost=None, cellsize=(1, 1), backend=None,
+def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
+               connectivity=8, tile=16, max_cost=None, cellsize=(1, 1), backend=None,
                max_height=None, reuse=None, group_tiles=4):
     """Exact multi-source cost distance by the tiled algorithm (phases 1-3, see module doc).
 
@@ -1280,13 +1280,15 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
         Elevations (float32; NaN = nodata, a barrier).
     sources : (n, 2) int array-like
         Source cells ``(row, col)``; source ``i`` is row ``i``.
+    start_costs : float or (n,) array, optional
+        Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}
     friction : 2-D array, optional
         Friction raster (needed for ``friction``; a factor for ``tobler``); NaN = nodata.
     connectivity : {4, 8, 16}
     tile : int
-        Tile side, a power of two.
-    start_costs : float or (n,) array, optional
+        Tile side, a power of two (16 is the fastest on the CPU: phase 1 costs ``O(T)`` per
+        cell; at most 64 for phase 1 on the GPU).
     max_cost : float, optional
         Cells farther than this are unreached.
     cellsize : (dx, dy)
