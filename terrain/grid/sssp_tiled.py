@@ -520,6 +520,13 @@ def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
                     break
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _backlinks_batch(z, f, inner, codes, model, lengths, ld, la, lh, out):
+    """:func:`_backlinks` on a batch of windows (``z`` (n, H, W), labels (n, H*W))."""
+    for t in prange(z.shape[0]):
+        _backlinks(z[t], f[t], inner[t], codes, model, lengths, ld[t], la[t], lh[t], out[t])
+
+
 # --------------------------------------------------------------------------- data
 
 @dataclass
@@ -1196,50 +1203,82 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
 
 def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
     """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation,
-    backlink, hops)``.
+    backlink, hops)`` of the group's block.
 
-    ``final`` maps tile keys to final boundary labels, for the group's tiles and their
-    neighbours (the halo).
+    ``final`` maps tile keys to final boundary labels, for the group's tiles and the ring of
+    tiles around it (the halo). The tiles' halo-extended windows are cut, all of one shape
+    ``T + 2w``, from the group's block padded with nodata, and run as one batch
+    (:func:`windows_dijkstra_cpu` or ``_boundary.cu: windows_dijkstra``).
     """
+    T, w = spec.tile, spec.width
+    R, C = spec.shape
     window = spec.window(g, i, j)
+    r0, r1, c0, c1 = window
     rows, cols, costs = sources
-    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
-    z, f = reader(ext)
     nt_r, nt_c = spec.tiles_shape
     ti0, tj0 = i << g, j << g
     ti1, tj1 = min(ti0 + (1 << g), nt_r), min(tj0 + (1 << g), nt_c)
-    # the final boundary labels of the group's tiles and of the ring of tiles around it,
-    # scattered once over the group's halo-extended window
+    nr, nc = ti1 - ti0, tj1 - tj0
+    # the group's block and halo, padded to whole tiles plus w (nodata outside the grid)
+    pr0, pc0 = r0 - w, c0 - w
+    Hp, Wp = nr * T + 2 * w, nc * T + 2 * w
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    zc, fc = reader(ext)
+    zp = np.full((Hp, Wp), np.nan, np.float32)
+    fp = np.full((Hp, Wp), np.nan, np.float32)
+    sl = (slice(er0 - pr0, er1 - pr0), slice(ec0 - pc0, ec1 - pc0))
+    zp[sl], fp[sl] = zc, fc
+    # the final boundary labels of the group's tiles and of the ring of tiles around it
     ring = [(0, ti, tj) for ti in range(max(ti0 - 1, 0), min(ti1 + 1, nt_r))
             for tj in range(max(tj0 - 1, 0), min(tj1 + 1, nt_c))]
-    _, cd, ca, ch = halo_seeds(spec, (er0, er0, ec0, ec0),
-                               [(nodes[t].ids, final[t]) for t in ring], ext)
-    Wg = ec1 - ec0
-    cd, ca, ch = cd.reshape(-1, Wg), ca.reshape(-1, Wg), ch.reshape(-1, Wg)
-    items = []
-    for ti in range(ti0, ti1):
-        for tj in range(tj0, tj1):
-            win = spec.window(0, ti, tj)
-            tex = _ext_window(spec, win)
-            sl = (slice(tex[0] - er0, tex[1] - er0), slice(tex[2] - ec0, tex[3] - ec0))
-            inside = (slice(win[0] - tex[0], win[1] - tex[0]),
-                      slice(win[2] - tex[2], win[3] - tex[2]))
-            seeds = []
-            for lab, empty in ((cd, _INF), (ca, INT_INF), (ch, INT_INF)):
-                x = lab[sl].copy()
-                x[inside] = empty  # the tile's own cells are computed, not seeded
-                seeds.append(x.reshape(-1))
-            items.append((z[sl], f[sl], win, tex, tuple(seeds),
-                          _sources_in(win, rows, cols, costs)))
-    H, W = window[1] - window[0], window[3] - window[2]
-    dist = np.full((H, W), np.nan)
-    alloc = np.full((H, W), -1, np.int32)
-    back = np.full((H, W), 255, np.uint8)
-    hops = np.full((H, W), -1, np.int32)
-    for (_, _, win, _, _, _), (d, a, b, h) in zip(items, tiles_fill(spec, items, backend)):
-        sl = (slice(win[0] - window[0], win[1] - window[0]),
-              slice(win[2] - window[2], win[3] - window[2]))
-        dist[sl], alloc[sl], back[sl], hops[sl] = d, a, b, h
+    _, cd, ca, ch = halo_seeds(spec, (pr0, pr0, pc0, pc0),
+                               [(nodes[t].ids, final[t]) for t in ring],
+                               (pr0, pr0 + Hp, pc0, pc0 + Wp))
+    S = T + 2 * w
+
+    def cut(a):  # (Hp, Wp) -> (nr * nc, S, S), window of tile (ti, tj) at (ti*T, tj*T)
+        v = np.lib.stride_tricks.sliding_window_view(a, (S, S))[::T, ::T][:nr, :nc]
+        return np.array(v).reshape(nr * nc, S, S)  # a copy (the view is read-only)
+
+    zb, fb = cut(zp), cut(fp)
+    n = nr * nc
+    ld = cut(cd.reshape(Hp, Wp))
+    la = cut(ca.reshape(Hp, Wp))
+    lh = cut(ch.reshape(Hp, Wp))
+    centre = (slice(None), slice(w, w + T), slice(w, w + T))
+    ld[centre], la[centre], lh[centre] = _INF, INT_INF, INT_INF  # computed, not seeded
+    inner = np.zeros((n, S, S), bool)
+    inner[centre] = True
+    inner &= ~np.isnan(zb) & ~np.isnan(fb)
+    ld, la, lh = ld.reshape(n, S * S), la.reshape(n, S * S), lh.reshape(n, S * S)
+    src = _sources_in(window, rows, cols, costs)
+    for r, c, cost, idx in zip(*(x.tolist() for x in src)):
+        t = ((r - r0) // T) * nc + (c - c0) // T
+        p = (w + (r - r0) % T) * S + w + (c - c0) % T
+        if (cost, idx, 0) < (ld[t, p], la[t, p], lh[t, p]):
+            ld[t, p], la[t, p], lh[t, p] = cost, idx, 0
+    live = np.nonzero(np.any(ld < _INF, axis=1))[0]
+    back = np.full((n, S, S), 255, np.uint8)
+    if live.size:
+        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
+        sd, sa, sh = ld[live], la[live], lh[live]
+        if get_backend(backend).is_gpu:
+            windows_dijkstra_gpu(get_backend(backend), *args, sd, sa, sh)
+        else:
+            windows_dijkstra_cpu(*args, sd, sa, sh)
+        bl = back[live]
+        _backlinks_batch(*args, sd, sa, sh, bl)
+        ld[live], la[live], lh[live], back[live] = sd, sa, sh, bl
+
+    def uncut(a):  # (n, S, S) centres -> the group's block
+        c = a.reshape(nr, nc, S, S)[:, :, w:w + T, w:w + T]
+        return c.transpose(0, 2, 1, 3).reshape(nr * T, nc * T)[: r1 - r0, : c1 - c0]
+
+    reached = uncut(inner) & (uncut(ld.reshape(n, S, S)) < _INF)
+    dist = np.where(reached, uncut(ld.reshape(n, S, S)), np.nan)
+    alloc = np.where(reached, uncut(la.reshape(n, S, S)), -1).astype(np.int32)
+    hops = np.where(reached, uncut(lh.reshape(n, S, S)), -1).astype(np.int32)
+    back = np.where(reached, uncut(back), 255).astype(np.uint8)
     return window, dist, alloc, back, hops
 
 
