@@ -36,7 +36,7 @@ between two windows joins two boundary cells.
    :func:`down_leaf`, :func:`node_down`) a node seeds its child-boundary graph with its
    boundary's final labels and its children's source labels; a multi-source Dijkstra gives
    the children's final boundary labels.
-3. *Phase 3, per tile* (:func:`fill_group`, :func:`tiles_fill`): Dijkstra seeded with the
+3. *Phase 3, per tile* (:func:`fill_group`): Dijkstra seeded with the
    final labels of the halo (the cells within ``w`` outside the tile, which are the
    neighbours' boundary cells, fixed) and the tile's sources; then the backlink pass, halo
    cells counting as predecessors. Batched like phase 1 (``windows_dijkstra`` on the GPU).
@@ -82,7 +82,7 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "ArrayReader", "build_index", "index_leaf", "index_merge", "sources_leaf",
            "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
-           "node_down", "halo_seeds", "tile_fill", "tiles_fill", "boundary_pairs_cpu",
+           "node_down", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
            "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
@@ -939,75 +939,6 @@ def halo_seeds(spec, window, neighbours, ext=None):
         loc = (rr[m] - er0) * W + (cc[m] - ec0)
         ld[loc], la[loc], lh[loc] = d[m], a[m], h[m]
     return ext, ld, la, lh
-
-
-def tile_fill(spec, z_ext, f_ext, window, ext_window, seeds, sources, backend=None):
-    """Phase 3 on one tile: distance, allocation, backlink of the cells of ``window``.
-
-    ``z_ext, f_ext`` cover ``ext_window`` (the tile and its halo), ``seeds`` = ``(ld, la, lh)``
-    flat over ``ext_window`` (from :func:`halo_seeds`), ``sources`` = ``(rows, cols,
-    start_costs, index)`` inside the tile. Returns ``(distance, allocation, backlink, hops)``
-    in the output conventions (NaN / -1 / 255 / -1 where unreached).
-    """
-    return tiles_fill(spec, [(z_ext, f_ext, window, ext_window, seeds, sources)], backend)[0]
-
-
-def tiles_fill(spec, items, backend=None):
-    """Phase 3 on a batch of tiles (one kernel call): a list of :func:`tile_fill` results.
-
-    ``items`` lists ``(z_ext, f_ext, window, ext_window, seeds, sources)`` as
-    :func:`tile_fill` takes them. The windows are padded (NaN) to one shape; on the GPU one
-    thread runs each tile's Dijkstra (``_boundary.cu: windows_dijkstra``); the backlink pass
-    runs on the CPU for both backends.
-    """
-    be = get_backend(backend)
-    if not items:
-        return []
-    Hm = max(e[1] - e[0] for _, _, _, e, _, _ in items)
-    Wm = max(e[3] - e[2] for _, _, _, e, _, _ in items)
-    n = len(items)
-    zb = np.full((n, Hm, Wm), np.nan, np.float32)
-    fb = np.full((n, Hm, Wm), np.nan, np.float32)
-    inner = np.zeros((n, Hm, Wm), bool)
-    ld, la, lh = (x.reshape(n, Hm * Wm) for x in _inf_labels(n * Hm * Wm))
-    for t, (z_ext, f_ext, window, ext, seeds, sources) in enumerate(items):
-        er0, er1, ec0, ec1 = ext
-        r0, r1, c0, c1 = window
-        H, W = er1 - er0, ec1 - ec0
-        zb[t, :H, :W] = z_ext
-        fb[t, :H, :W] = f_ext
-        inner[t, r0 - er0:r1 - er0, c0 - ec0:c1 - ec0] = True
-        for lab, sd in zip((ld, la, lh), seeds):
-            lab[t].reshape(Hm, Wm)[:H, :W] = np.asarray(sd).reshape(H, W)
-        rows, cols, costs, index = sources
-        _seed_sources(ld[t], la[t], lh[t], Wm, np.asarray(rows) - er0, np.asarray(cols) - ec0,
-                      costs, index)
-    inner &= ~np.isnan(zb) & ~np.isnan(fb)
-    live = np.nonzero(np.any(ld < _INF, axis=1))[0]
-    if live.size:
-        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
-        sd, sa, sh = ld[live], la[live], lh[live]
-        if be.is_gpu:
-            windows_dijkstra_gpu(be, *args, sd, sa, sh)
-        else:
-            windows_dijkstra_cpu(*args, sd, sa, sh)
-        ld[live], la[live], lh[live] = sd, sa, sh
-    out = []
-    for t, (_, _, window, ext, _, _) in enumerate(items):
-        er0, er1, ec0, ec1 = ext
-        r0, r1, c0, c1 = window
-        back = np.full((Hm, Wm), 255, np.uint8)
-        if t in set(live.tolist()):
-            _backlinks(zb[t], fb[t], inner[t], spec.codes, spec.model, spec.lengths,
-                       ld[t], la[t], lh[t], back)
-        sl = (slice(r0 - er0, r1 - er0), slice(c0 - ec0, c1 - ec0))
-        d = ld[t].reshape(Hm, Wm)[sl]
-        reached = (d < _INF) & inner[t][sl]
-        out.append((np.where(reached, d, np.nan),
-                    np.where(reached, la[t].reshape(Hm, Wm)[sl], -1).astype(np.int32),
-                    np.where(reached, back[sl], 255).astype(np.uint8),
-                    np.where(reached, lh[t].reshape(Hm, Wm)[sl], -1).astype(np.int32)))
-    return out
 
 
 # --------------------------------------------------------------------------- driver
