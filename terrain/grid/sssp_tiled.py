@@ -1241,7 +1241,7 @@ def _check_reuse(index, spec, z, f):
 
 def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
                connectivity=8, tile=16, max_cost=None, cellsize=(1, 1), backend=None,
-               max_height=None, reuse=None, group_tiles=4):
+               max_height=None, reuse=None, group_tiles=None):
     """Exact multi-source cost distance by the tiled algorithm (phases 1-3, see module doc).
 
     Parameters
@@ -1269,9 +1269,10 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
         graph; default :func:`default_max_height`).
     reuse : TiledIndex or dict of arrays, optional
         Phase 1 and bottom-up matrices from an earlier run on the same raster and cost.
-    group_tiles : int
-        Tiles a side per group (a quadtree node read and processed in one call: phase 1 is
-        batched over its tiles).
+    group_tiles : int, optional
+        Tiles a side per group (a quadtree node read and processed in one call: phases 1 and
+        3 are batched over its tiles; default ``max(4, 1024 // tile)``, blocks of about
+        1024 cells a side).
 
     Returns
     -------
@@ -1294,6 +1295,8 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     spec = TiledSpec(tuple(int(s) for s in z.shape), int(tile), int(connectivity), cost,
                      tuple(float(x) for x in cellsize), max_height)
     reader = ArrayReader(z, f)
+    if group_tiles is None:
+        group_tiles = max(4, 1024 // spec.tile)
     if reuse is not None:
         index = reuse if isinstance(reuse, TiledIndex) else TiledIndex.from_arrays(reuse)
         _check_reuse(index, spec, z, f)
