@@ -17,6 +17,12 @@ The total order ``(weight, id)`` makes the forest unique, hence identical for ev
 size, group size, backend and schedule. The total weight is summed exactly
 (:class:`terrain.grid.edges.WeightSum`) so it does not depend on them either.
 
+On the GPU a grid that fits the device skips all of this: :func:`grid_mst` (the one
+dispatch point) runs Borůvka on the whole grid in core (:mod:`terrain.grid.mst_device`), and
+a grid that does not fit is tiled into super-tile groups sized from the device's memory, each
+group's forest computed whole in core and reduced once (:func:`group_forest` with
+``in_core``). The forest is the same on every path.
+
 This module is the library's driver (no Dask): :func:`grid_mst` runs the phases along the
 walks of :mod:`terrain.tiles.quadtree` (:func:`~terrain.tiles.quadtree.walk_up` with
 :func:`group_forest` at the groups and :func:`merge_step` above, then
