@@ -297,6 +297,17 @@ def test_nodata_barrier_splits_grid():
     assert np.all(~np.isnan(r.distance[:, :16]))
 
 
+def test_tile_without_boundary_cells():
+    # tile (1, 1) of 4 x 4 is nodata but for one interior cell: its boundary is empty
+    rng = np.random.default_rng(16)
+    z = int_dem(rng, (12, 12))
+    z[4:8, 4:8] = np.nan
+    z[5, 5] = 3
+    r = check_exact(z, [(0, 0), (11, 3)], 4, 8, max_height=0)
+    assert np.isnan(r.distance[5, 5]) and r.backlink[5, 5] == 255
+    check_exact(z, [(5, 5), (0, 0)], 4, 8, max_height=1)
+
+
 def test_start_costs_and_max_cost():
     rng = np.random.default_rng(10)
     z = int_dem(rng, (20, 20))

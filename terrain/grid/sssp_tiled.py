@@ -876,11 +876,13 @@ def top_labels(spec, tops, tops_labels):
     ld, la, lh = _seed_graph(g, tops_labels)
     if np.any(ld < _INF):
         g.dijkstra(ld, la, lh)
-    return _split(g, len(tops), ld, la, lh)
+    return _split(g, tops, ld, la, lh)
 
 
-def _split(g, n, ld, la, lh):
-    out = [None] * n
+def _split(g, children, ld, la, lh):
+    """Vertex labels of ``g`` back per child (None for an absent child, empty for a child
+    without boundary cells)."""
+    out = [None if c is None else _inf_labels(c.size) for c in children]
     for kid_pos, slot in enumerate(g.slots):
         s, e = g.coff[kid_pos], g.coff[kid_pos + 1]
         out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
@@ -894,7 +896,6 @@ def node_down(spec, node, node_labels, children, children_labels):
     ``node.ids``) and the children's bottom-up source labels. Returns a list (None for absent
     children) of ``(d, a, h)`` over each child's ``ids``.
     """
-    n = len(children)
     if not _has_finite(node_labels) and not any(_has_finite(lab) for lab in children_labels):
         return [None if c is None else _inf_labels(c.size) for c in children]
     g = _child_graph(spec, children)
@@ -906,9 +907,7 @@ def node_down(spec, node, node_labels, children, children_labels):
             if (d, a, h) < (ld[p], la[p], lh[p]):
                 ld[p], la[p], lh[p] = d, a, h
     g.dijkstra(ld, la, lh)
-    out = _split(g, n, ld, la, lh)
-    return [o if o is not None else (None if c is None else _inf_labels(c.size))
-            for o, c in zip(out, children)]
+    return _split(g, children, ld, la, lh)
 
 
 # --------------------------------------------------------------------------- phase 3
