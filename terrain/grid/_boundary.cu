@@ -1,5 +1,6 @@
 // Tiled SSSP kernels (thesis 5.4): the CUDA twins of terrain/grid/sssp_tiled.py's Numba kernels
-// boundary_pairs_cpu (phase 1) and windows_dijkstra_cpu (phase 3). Compiled with -I<terrain/grid>.
+// boundary_pairs_cpu (phase 1) and windows_dijkstra_cpu (phase 3). Backend.cuda_module inlines
+// the quoted headers.
 //
 // Both run Dijkstra with the tournament tree of _tournament.cuh and the arc cost of
 // _costs.cuh; labels are the least (distance, allocation, hops) keys, which do not depend on the

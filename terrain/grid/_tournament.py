@@ -23,8 +23,8 @@ Arrays (``tt = (key_d, key_a, key_h, win)``):
 import numpy as np
 from numba import njit
 
-__all__ = ["tt_new", "tt_reset", "tt_update", "tt_decrease", "tt_lower", "tt_pop", "tt_empty", "tt_top",
-           "key_less", "INT_INF"]
+__all__ = ["tt_new", "tt_reset", "tt_update", "tt_decrease", "tt_lower", "tt_pop", "tt_empty",
+           "tt_top", "key_less", "INT_INF"]
 
 INT_INF = np.int32(2**31 - 1)
 

@@ -1,62 +1,67 @@
-"""Tiled, out-of-core exact SSSP / cost distance on a grid (thesis ch. 4-5, Haverkort's hierarchy).
+"""Tiled, out-of-core exact SSSP / cost distance (thesis ch. 4-5 with Haverkort's hierarchy).
 
 Conventions (graph, arc codes, costs, labels, outputs) are those of ``SSSP_CONVENTIONS.md`` and
 :mod:`terrain.grid.costs`: a vertex is a cell whose elevation and friction are not NaN, arc
-``k`` goes from ``u`` to ``u + (ARC_DR[k], ARC_DC[k])`` with cost ``arc_cost(...)``, and every
+``k`` goes from ``u`` to ``u + (ARC_DR[k], ARC_DC[k])`` and costs ``arc_cost(...)``, and every
 vertex gets the lexicographically least label ``(distance, allocation, hops)`` over all paths
-from a source ``i`` (start label ``(c_i, i, 0)``).
+from a source ``i`` (start label ``(c_i, i, 0)``); the backlink is the lowest arc code to a
+tight predecessor with ``(allocation, hops - 1)``.
 
 Algorithm
 ---------
-The grid is cut into ``T x T`` tiles (``T`` a power of two), grouped by a quadtree
-(:class:`terrain.tiles.quadtree.QuadtreePlan`; a group is a block of tiles). The *boundary* of a window (a tile
-or a quadtree node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
-arc jumps two cells) on the sides that face other windows, nodata cells left out. Every arc
+The grid is cut into ``T x T`` tiles (``T`` a power of two) under the quadtree of
+:mod:`terrain.tiles.quadtree` (groups of tiles, nodes above). The *boundary* of a window (a
+tile or a node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
+arc reaches two cells) on the sides that face other windows, nodata cells left out. Every arc
 between two windows joins two boundary cells.
 
-1. *Phase 1, per tile, source independent* (:func:`tile_boundaries`): Dijkstra inside the tile
-   from every boundary cell, with a fixed-capacity tournament tree
-   (:mod:`terrain.grid._tournament`) as the queue, gives the ``B x B`` matrix of
-   ``(distance, hops)`` between the tile's boundary cells (paths inside the tile). Many tiles per
-   call: Numba ``prange`` over tiles on the CPU; on the GPU one CUDA thread per (tile, boundary
-   source), the tile's elevations and frictions in shared memory (``_boundary.cu``).
-2. *Phase 2, the hierarchy.* Bottom-up (:func:`node_boundary`), a quadtree node builds the
-   *child-boundary graph*: its children's boundary cells, each child's matrix as dense arcs and
-   the grid arcs between children; Dijkstra from each of the node's own boundary cells on that
-   graph gives the node's matrix. That costs ``O(S)`` per cell for a node of side ``S``, so the
-   height is capped (``max_height``); above the cap ONE Dijkstra runs on the graph of the top
-   nodes' boundaries (:func:`top_labels`). Sources: each tile's sources reach its boundary by a
-   multi-source Dijkstra inside the tile (:func:`tile_source_labels`; the thesis's special case
-   §5.6.1: those labels exist only for paths inside the tile), then climb the tree the same way
-   (:func:`node_source_labels`). Top-down (:func:`node_down`) each node seeds its
-   child-boundary graph with its boundary's final labels and its children's source labels, and
-   a multi-source Dijkstra gives the final labels of its children's boundaries.
-3. *Phase 3, per tile* (:func:`tile_fill`): Dijkstra seeded with the final labels of the halo
-   (the cells within ``w`` outside the tile: the neighbours' boundary cells, fixed) and the
-   tile's sources, then the backlink pass: the lowest code ``k`` whose neighbour is a tight
-   predecessor with ``(allocation, hops - 1)``, halo cells included.
+1. *Phase 1, per tile, source independent* (:func:`tile_boundaries`): Dijkstra inside the
+   tile from each boundary cell, with the fixed-capacity tournament tree of
+   :mod:`terrain.grid._tournament` as its queue, gives the ``B x B`` matrices of least
+   ``(distance, hops)`` between the tile's boundary cells. Many tiles per call: Numba
+   ``prange`` over the tiles (:func:`boundary_pairs_cpu`); on the GPU
+   (:func:`boundary_pairs_gpu`, ``_boundary.cu``) one CUDA thread per (tile, boundary
+   source), the tile's elevations and frictions in shared memory, each thread's tree and
+   labels in global scratch; tiles above ``MAX_GPU_TILE`` (64) run on the CPU kernel.
+2. *Phase 2, the hierarchy.* Bottom-up (:func:`index_leaf`, :func:`index_merge`,
+   :func:`node_boundary`) a node builds its *child-boundary graph* (its children's boundary
+   cells, each child's matrix as dense arcs, the grid arcs between children) and runs
+   Dijkstra on it from each of its own boundary cells. A node of side ``S`` costs ``O(S)``
+   work per cell, so the height is capped (``max_height``, default
+   :func:`default_max_height`); above the cap the root's step runs ONE Dijkstra on the
+   boundary graph of all top nodes (:func:`top_labels`). Sources climb the same way
+   (:func:`sources_leaf`, :func:`sources_merge`): each tile's sources reach its boundary by a
+   Dijkstra inside the tile (:func:`tile_source_labels`: the thesis's special case §5.6.1,
+   the source's own tile), nodes combine their children's. Top-down (:func:`down_node`,
+   :func:`down_leaf`, :func:`node_down`) a node seeds its child-boundary graph with its
+   boundary's final labels and its children's source labels; a multi-source Dijkstra gives
+   the children's final boundary labels.
+3. *Phase 3, per tile* (:func:`fill_group`): Dijkstra seeded with the
+   final labels of the halo (the cells within ``w`` outside the tile, which are the
+   neighbours' boundary cells, fixed) and the tile's sources; then the backlink pass, halo
+   cells counting as predecessors. Batched like phase 1 (``windows_dijkstra`` on the GPU).
 
-Phase 1 and the bottom-up matrices do not depend on the sources: :class:`TiledIndex` holds them
-as plain arrays (:meth:`TiledIndex.to_arrays`/:meth:`TiledIndex.from_arrays`) so that a second
-query (``reuse=``) runs only the source part of phase 2 and phase 3.
+The walks are :func:`terrain.tiles.quadtree.walk_up`/``walk_down`` (inside a group, the same
+walks on the group's block), so a pipeline can schedule the same steps as Dask tasks.
 
-Exactness. Labels are compared as ``(distance, allocation, hops)`` everywhere, so with integer
-costs (e.g. an integer DEM with ``absdiff``) distances, allocations and backlinks equal the in-core
-result bit for bit, for every tile size and height cap. With float costs the tiled algorithm adds
-path *segments* (a different association of the same sums), so distances agree within a relative
-``1e-12``; within a tile the left-fold sum is kept (phase 3 continues from the halo labels).
+Reuse: phase 1 and the bottom-up matrices do not depend on the sources. :class:`TiledIndex`
+holds them as plain arrays (:meth:`TiledIndex.to_arrays`, :meth:`TiledIndex.from_arrays`);
+``tiled_sssp(..., reuse=index)`` runs only the source part of phase 2 and phase 3.
+
+Exactness: labels are compared as ``(distance, allocation, hops)`` everywhere, so with
+integer costs (an integer DEM with ``absdiff``) distance, allocation and backlink equal the
+in-core :func:`terrain.grid.sssp.grid_sssp` bit for bit, for every tile size, group size and
+height cap. With float costs the boundary matrices add path *segments* (another association
+of the same float64 sums): distances agree within a relative ``1e-12``.
 
 Why by hand: no library does boundary-pair SSSP with a fixed-capacity queue on the GPU, and
 scipy's ``dijkstra`` neither takes lexicographic keys nor runs inside Numba.
 
-Costs: phase 1 ``O(T log T)`` per cell (``4T`` Dijkstras over ``T^2`` cells per tile);
-hierarchy ``O(S)`` per cell for level side ``S``; top Dijkstra ``O(16 N)`` arcs; phase 3
-``O(log T)`` per cell.
-
-This module is the library (no Dask): :func:`tiled_sssp` runs the phases in loops; every phase
-is a function of explicit arrays (one call per tile, group or node) for a Dask pipeline.
+Costs: phase 1 ``O(T log T)`` per cell (``~4T`` Dijkstras over ``T^2`` cells per tile) and
+``12 (4T)^2 / T^2 = 192`` bytes per cell of matrices; each hierarchy level of side ``S``
+``O(S)`` per cell; the top Dijkstra ``~16`` matrix arcs per cell; phase 3 ``O(log T)`` per
+cell.
 """
-
 import time
 from dataclasses import dataclass, field
 
@@ -70,15 +75,18 @@ from ._tournament import (INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_reset,
                           tt_update)
 from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
                     check_friction, cost_model_code)
+from .sssp import SSSPResult, check_sources
 from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
-           "tile_boundaries", "node_boundary", "tile_source_labels", "node_source_labels",
-           "top_labels", "node_down", "tile_fill", "halo_seeds", "boundary_pairs_cpu",
-           "windows_dijkstra_cpu", "boundary_pairs_gpu", "windows_dijkstra_gpu",
-           "tiles_fill", "default_max_height", "MAX_GPU_TILE", "PHASES"]
+           "ArrayReader", "build_index", "index_leaf", "index_merge", "sources_leaf",
+           "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
+           "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
+           "node_down", "halo_seeds", "boundary_pairs_cpu",
+           "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
+           "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
-PHASES = ("phase1", "up", "sources_up", "top", "down", "phase3")
+PHASES = ("index", "sources_up", "top_down", "phase3")
 MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
 _INF = np.inf
 
@@ -335,11 +343,10 @@ def _tree_cap(n):
 
 def _cuda(be):
     from pathlib import Path
-    here = Path(__file__).parent
-    return be.cuda_module(here / "_boundary.cu", options=("-std=c++17", f"-I{here}"))
+    return be.cuda_module(Path(__file__).with_name("_boundary.cu"))
 
 
-def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=1 << 30):
+def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30):
     """CUDA twin of :func:`boundary_pairs_cpu` (``_boundary.cu: boundary_pairs``), host in/out.
 
     Tiles go in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
@@ -513,6 +520,13 @@ def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
                     break
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def _backlinks_batch(z, f, inner, codes, model, lengths, ld, la, lh, out):
+    """:func:`_backlinks` on a batch of windows (``z`` (n, H, W), labels (n, H*W))."""
+    for t in prange(z.shape[0]):
+        _backlinks(z[t], f[t], inner[t], codes, model, lengths, ld[t], la[t], lh[t], out[t])
+
+
 # --------------------------------------------------------------------------- data
 
 @dataclass
@@ -595,13 +609,10 @@ class TiledIndex:
 
 
 @dataclass
-class TiledSSSPResult:
-    """Distances (float64, NaN unreached), allocation (int32, -1), backlink (uint8, 255)."""
+class TiledSSSPResult(SSSPResult):
+    """:class:`terrain.grid.sssp.SSSPResult` (distance, allocation, backlink, hops, stats) and
+    the :class:`TiledIndex` it used (for ``reuse=``)."""
 
-    distance: np.ndarray
-    allocation: np.ndarray
-    backlink: np.ndarray
-    stats: dict
     index: TiledIndex = None
 
 
@@ -865,11 +876,13 @@ def top_labels(spec, tops, tops_labels):
     ld, la, lh = _seed_graph(g, tops_labels)
     if np.any(ld < _INF):
         g.dijkstra(ld, la, lh)
-    return _split(g, len(tops), ld, la, lh)
+    return _split(g, tops, ld, la, lh)
 
 
-def _split(g, n, ld, la, lh):
-    out = [None] * n
+def _split(g, children, ld, la, lh):
+    """Vertex labels of ``g`` back per child (None for an absent child, empty for a child
+    without boundary cells)."""
+    out = [None if c is None else _inf_labels(c.size) for c in children]
     for kid_pos, slot in enumerate(g.slots):
         s, e = g.coff[kid_pos], g.coff[kid_pos + 1]
         out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
@@ -883,7 +896,6 @@ def node_down(spec, node, node_labels, children, children_labels):
     ``node.ids``) and the children's bottom-up source labels. Returns a list (None for absent
     children) of ``(d, a, h)`` over each child's ``ids``.
     """
-    n = len(children)
     if not _has_finite(node_labels) and not any(_has_finite(lab) for lab in children_labels):
         return [None if c is None else _inf_labels(c.size) for c in children]
     g = _child_graph(spec, children)
@@ -895,9 +907,7 @@ def node_down(spec, node, node_labels, children, children_labels):
             if (d, a, h) < (ld[p], la[p], lh[p]):
                 ld[p], la[p], lh[p] = d, a, h
     g.dijkstra(ld, la, lh)
-    out = _split(g, n, ld, la, lh)
-    return [o if o is not None else (None if c is None else _inf_labels(c.size))
-            for o, c in zip(out, children)]
+    return _split(g, children, ld, la, lh)
 
 
 # --------------------------------------------------------------------------- phase 3
@@ -908,13 +918,15 @@ def _ext_window(spec, window):
     return (max(r0 - w, 0), min(r1 + w, spec.shape[0]), max(c0 - w, 0), min(c1 + w, spec.shape[1]))
 
 
-def halo_seeds(spec, window, neighbours):
+def halo_seeds(spec, window, neighbours, ext=None):
     """Seed labels over the halo-extended window of a tile from its neighbours' final labels.
 
     ``neighbours`` lists ``(ids, (d, a, h))`` of neighbouring tiles' boundaries (any order;
     cells outside the halo are ignored). Returns ``(ext_window, ld, la, lh)`` (flat labels).
+    ``ext`` overrides the extended window (then every given cell in it outside ``window`` is
+    seeded).
     """
-    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window) if ext is None else ext
     H, W = er1 - er0, ec1 - ec0
     ld, la, lh = _inf_labels(H * W)
     C = spec.shape[1]
@@ -926,74 +938,6 @@ def halo_seeds(spec, window, neighbours):
         loc = (rr[m] - er0) * W + (cc[m] - ec0)
         ld[loc], la[loc], lh[loc] = d[m], a[m], h[m]
     return ext, ld, la, lh
-
-
-def tile_fill(spec, z_ext, f_ext, window, ext_window, seeds, sources, backend=None):
-    """Phase 3 on one tile: distance, allocation, backlink of the cells of ``window``.
-
-    ``z_ext, f_ext`` cover ``ext_window`` (the tile and its halo), ``seeds`` = ``(ld, la, lh)``
-    flat over ``ext_window`` (from :func:`halo_seeds`), ``sources`` = ``(rows, cols,
-    start_costs, index)`` inside the tile. Returns ``(distance, allocation, backlink)`` in the
-    output conventions (NaN / -1 / 255 where unreached).
-    """
-    return tiles_fill(spec, [(z_ext, f_ext, window, ext_window, seeds, sources)], backend)[0]
-
-
-def tiles_fill(spec, items, backend=None):
-    """Phase 3 on a batch of tiles (one kernel call): a list of :func:`tile_fill` results.
-
-    ``items`` lists ``(z_ext, f_ext, window, ext_window, seeds, sources)`` as
-    :func:`tile_fill` takes them. The windows are padded (NaN) to one shape; on the GPU one
-    thread runs each tile's Dijkstra (``_boundary.cu: windows_dijkstra``); the backlink pass
-    runs on the CPU for both backends.
-    """
-    be = get_backend(backend)
-    if not items:
-        return []
-    Hm = max(e[1] - e[0] for _, _, _, e, _, _ in items)
-    Wm = max(e[3] - e[2] for _, _, _, e, _, _ in items)
-    n = len(items)
-    zb = np.full((n, Hm, Wm), np.nan, np.float32)
-    fb = np.full((n, Hm, Wm), np.nan, np.float32)
-    inner = np.zeros((n, Hm, Wm), bool)
-    ld, la, lh = (x.reshape(n, Hm * Wm) for x in _inf_labels(n * Hm * Wm))
-    for t, (z_ext, f_ext, window, ext, seeds, sources) in enumerate(items):
-        er0, er1, ec0, ec1 = ext
-        r0, r1, c0, c1 = window
-        H, W = er1 - er0, ec1 - ec0
-        zb[t, :H, :W] = z_ext
-        fb[t, :H, :W] = f_ext
-        inner[t, r0 - er0:r1 - er0, c0 - ec0:c1 - ec0] = True
-        for lab, sd in zip((ld, la, lh), seeds):
-            lab[t].reshape(Hm, Wm)[:H, :W] = np.asarray(sd).reshape(H, W)
-        rows, cols, costs, index = sources
-        _seed_sources(ld[t], la[t], lh[t], Wm, np.asarray(rows) - er0, np.asarray(cols) - ec0,
-                      costs, index)
-    inner &= ~np.isnan(zb) & ~np.isnan(fb)
-    live = np.nonzero(np.any(ld < _INF, axis=1))[0]
-    if live.size:
-        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
-        sd, sa, sh = ld[live], la[live], lh[live]
-        if be.is_gpu:
-            windows_dijkstra_gpu(be, *args, sd, sa, sh)
-        else:
-            windows_dijkstra_cpu(*args, sd, sa, sh)
-        ld[live], la[live], lh[live] = sd, sa, sh
-    out = []
-    for t, (_, _, window, ext, _, _) in enumerate(items):
-        er0, er1, ec0, ec1 = ext
-        r0, r1, c0, c1 = window
-        back = np.full((Hm, Wm), 255, np.uint8)
-        if t in set(live.tolist()):
-            _backlinks(zb[t], fb[t], inner[t], spec.codes, spec.model, spec.lengths,
-                       ld[t], la[t], lh[t], back)
-        sl = (slice(r0 - er0, r1 - er0), slice(c0 - ec0, c1 - ec0))
-        d = ld[t].reshape(Hm, Wm)[sl]
-        reached = (d < _INF) & inner[t][sl]
-        out.append((np.where(reached, d, np.nan),
-                    np.where(reached, la[t].reshape(Hm, Wm)[sl], -1).astype(np.int32),
-                    np.where(reached, back[sl], 255).astype(np.uint8)))
-    return out
 
 
 # --------------------------------------------------------------------------- driver
@@ -1011,22 +955,7 @@ def _prepare(dem, friction, cost, sources, start_costs):
         if f.shape != z.shape:
             raise InputError(f"friction raster of shape {f.shape} does not match the DEM's "
                              f"{z.shape}")
-    src = np.asarray(sources, dtype=np.int64).reshape(-1, 2)
-    if src.shape[0] == 0:
-        raise InputError("no source cells given")
-    rows, cols = src[:, 0], src[:, 1]
-    for r, c in zip(rows.tolist(), cols.tolist()):
-        if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
-            raise InputError(f"source cell (row, col) = ({r}, {c}) is outside the raster "
-                             f"of shape {z.shape}")
-        if np.isnan(z[r, c]) or np.isnan(f[r, c]):
-            raise InputError(f"source cell (row, col) = ({r}, {c}) is on nodata")
-    if start_costs is None:
-        costs = np.zeros(rows.size)
-    else:
-        costs = np.broadcast_to(np.asarray(start_costs, np.float64), rows.shape).copy()
-        if not np.all(np.isfinite(costs)) or np.any(costs < 0):
-            raise InputError("start costs must be finite and >= 0")
+    rows, cols, costs = check_sources(sources, ~np.isnan(z) & ~np.isnan(f), start_costs)
     return z, f, rows, cols, costs
 
 
@@ -1203,37 +1132,84 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
 
 
 def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
-    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation, backlink)``.
+    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation,
+    backlink, hops)`` of the group's block.
 
-    ``final`` maps tile keys to final boundary labels, for the group's tiles and their
-    neighbours (the halo).
+    ``final`` maps tile keys to final boundary labels, for the group's tiles and the ring of
+    tiles around it (the halo). The tiles' halo-extended windows are cut, all of one shape
+    ``T + 2w``, from the group's block padded with nodata, and run as one batch
+    (:func:`windows_dijkstra_cpu` or ``_boundary.cu: windows_dijkstra``).
     """
+    T, w = spec.tile, spec.width
+    R, C = spec.shape
     window = spec.window(g, i, j)
+    r0, r1, c0, c1 = window
     rows, cols, costs = sources
-    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
-    z, f = reader(ext)
     nt_r, nt_c = spec.tiles_shape
     ti0, tj0 = i << g, j << g
-    items = []
-    for ti in range(ti0, min(ti0 + (1 << g), nt_r)):
-        for tj in range(tj0, min(tj0 + (1 << g), nt_c)):
-            win = spec.window(0, ti, tj)
-            neigh = [(nodes[(0, ti + di, tj + dj)].ids, final[(0, ti + di, tj + dj)])
-                     for di in (-1, 0, 1) for dj in (-1, 0, 1)
-                     if (di or dj) and 0 <= ti + di < nt_r and 0 <= tj + dj < nt_c]
-            tex, ld, la, lh = halo_seeds(spec, win, neigh)
-            sl = (slice(tex[0] - er0, tex[1] - er0), slice(tex[2] - ec0, tex[3] - ec0))
-            items.append((z[sl], f[sl], win, tex, (ld, la, lh),
-                          _sources_in(win, rows, cols, costs)))
-    H, W = window[1] - window[0], window[3] - window[2]
-    dist = np.full((H, W), np.nan)
-    alloc = np.full((H, W), -1, np.int32)
-    back = np.full((H, W), 255, np.uint8)
-    for (_, _, win, _, _, _), (d, a, b) in zip(items, tiles_fill(spec, items, backend)):
-        sl = (slice(win[0] - window[0], win[1] - window[0]),
-              slice(win[2] - window[2], win[3] - window[2]))
-        dist[sl], alloc[sl], back[sl] = d, a, b
-    return window, dist, alloc, back
+    ti1, tj1 = min(ti0 + (1 << g), nt_r), min(tj0 + (1 << g), nt_c)
+    nr, nc = ti1 - ti0, tj1 - tj0
+    # the group's block and halo, padded to whole tiles plus w (nodata outside the grid)
+    pr0, pc0 = r0 - w, c0 - w
+    Hp, Wp = nr * T + 2 * w, nc * T + 2 * w
+    er0, er1, ec0, ec1 = ext = _ext_window(spec, window)
+    zc, fc = reader(ext)
+    zp = np.full((Hp, Wp), np.nan, np.float32)
+    fp = np.full((Hp, Wp), np.nan, np.float32)
+    sl = (slice(er0 - pr0, er1 - pr0), slice(ec0 - pc0, ec1 - pc0))
+    zp[sl], fp[sl] = zc, fc
+    # the final boundary labels of the group's tiles and of the ring of tiles around it
+    ring = [(0, ti, tj) for ti in range(max(ti0 - 1, 0), min(ti1 + 1, nt_r))
+            for tj in range(max(tj0 - 1, 0), min(tj1 + 1, nt_c))]
+    _, cd, ca, ch = halo_seeds(spec, (pr0, pr0, pc0, pc0),
+                               [(nodes[t].ids, final[t]) for t in ring],
+                               (pr0, pr0 + Hp, pc0, pc0 + Wp))
+    S = T + 2 * w
+
+    def cut(a):  # (Hp, Wp) -> (nr * nc, S, S), window of tile (ti, tj) at (ti*T, tj*T)
+        v = np.lib.stride_tricks.sliding_window_view(a, (S, S))[::T, ::T][:nr, :nc]
+        return np.array(v).reshape(nr * nc, S, S)  # a copy (the view is read-only)
+
+    zb, fb = cut(zp), cut(fp)
+    n = nr * nc
+    ld = cut(cd.reshape(Hp, Wp))
+    la = cut(ca.reshape(Hp, Wp))
+    lh = cut(ch.reshape(Hp, Wp))
+    centre = (slice(None), slice(w, w + T), slice(w, w + T))
+    ld[centre], la[centre], lh[centre] = _INF, INT_INF, INT_INF  # computed, not seeded
+    inner = np.zeros((n, S, S), bool)
+    inner[centre] = True
+    inner &= ~np.isnan(zb) & ~np.isnan(fb)
+    ld, la, lh = ld.reshape(n, S * S), la.reshape(n, S * S), lh.reshape(n, S * S)
+    src = _sources_in(window, rows, cols, costs)
+    for r, c, cost, idx in zip(*(x.tolist() for x in src)):
+        t = ((r - r0) // T) * nc + (c - c0) // T
+        p = (w + (r - r0) % T) * S + w + (c - c0) % T
+        if (cost, idx, 0) < (ld[t, p], la[t, p], lh[t, p]):
+            ld[t, p], la[t, p], lh[t, p] = cost, idx, 0
+    live = np.nonzero(np.any(ld < _INF, axis=1))[0]
+    back = np.full((n, S, S), 255, np.uint8)
+    if live.size:
+        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
+        sd, sa, sh = ld[live], la[live], lh[live]
+        if get_backend(backend).is_gpu:
+            windows_dijkstra_gpu(get_backend(backend), *args, sd, sa, sh)
+        else:
+            windows_dijkstra_cpu(*args, sd, sa, sh)
+        bl = back[live]
+        _backlinks_batch(*args, sd, sa, sh, bl)
+        ld[live], la[live], lh[live], back[live] = sd, sa, sh, bl
+
+    def uncut(a):  # (n, S, S) centres -> the group's block
+        c = a.reshape(nr, nc, S, S)[:, :, w:w + T, w:w + T]
+        return c.transpose(0, 2, 1, 3).reshape(nr * T, nc * T)[: r1 - r0, : c1 - c0]
+
+    reached = uncut(inner) & (uncut(ld.reshape(n, S, S)) < _INF)
+    dist = np.where(reached, uncut(ld.reshape(n, S, S)), np.nan)
+    alloc = np.where(reached, uncut(la.reshape(n, S, S)), -1).astype(np.int32)
+    hops = np.where(reached, uncut(lh.reshape(n, S, S)), -1).astype(np.int32)
+    back = np.where(reached, uncut(back), 255).astype(np.uint8)
+    return window, dist, alloc, back, hops
 
 
 def build_index(spec, reader, backend=None, group_tiles=4):
@@ -1262,9 +1238,9 @@ def _check_reuse(index, spec, z, f):
             raise InputError("reuse: the stored index does not match this raster")
 
 
-def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile=64,
-               start_costs=None, max_cost=None, cellsize=(1, 1), backend=None,
-               max_height=None, reuse=None, group_tiles=4):
+def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
+               connectivity=8, tile=16, max_cost=None, cellsize=(1, 1), backend=None,
+               max_height=None, reuse=None, group_tiles=None):
     """Exact multi-source cost distance by the tiled algorithm (phases 1-3, see module doc).
 
     Parameters
@@ -1273,13 +1249,15 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
         Elevations (float32; NaN = nodata, a barrier).
     sources : (n, 2) int array-like
         Source cells ``(row, col)``; source ``i`` is row ``i``.
+    start_costs : float or (n,) array, optional
+        Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}
     friction : 2-D array, optional
         Friction raster (needed for ``friction``; a factor for ``tobler``); NaN = nodata.
     connectivity : {4, 8, 16}
     tile : int
-        Tile side, a power of two.
-    start_costs : float or (n,) array, optional
+        Tile side, a power of two (16 is the fastest on the CPU: phase 1 costs ``O(T)`` per
+        cell; at most 64 for phase 1 on the GPU).
     max_cost : float, optional
         Cells farther than this are unreached.
     cellsize : (dx, dy)
@@ -1290,9 +1268,10 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
         graph; default :func:`default_max_height`).
     reuse : TiledIndex or dict of arrays, optional
         Phase 1 and bottom-up matrices from an earlier run on the same raster and cost.
-    group_tiles : int
-        Tiles a side per group (a quadtree node read and processed in one call: phase 1 is
-        batched over its tiles).
+    group_tiles : int, optional
+        Tiles a side per group (a quadtree node read and processed in one call: phases 1 and
+        3 are batched over its tiles; default ``max(4, 1024 // tile)``, blocks of about
+        1024 cells a side).
 
     Returns
     -------
@@ -1315,6 +1294,8 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
     spec = TiledSpec(tuple(int(s) for s in z.shape), int(tile), int(connectivity), cost,
                      tuple(float(x) for x in cellsize), max_height)
     reader = ArrayReader(z, f)
+    if group_tiles is None:
+        group_tiles = max(4, 1024 // spec.tile)
     if reuse is not None:
         index = reuse if isinstance(reuse, TiledIndex) else TiledIndex.from_arrays(reuse)
         _check_reuse(index, spec, z, f)
@@ -1345,18 +1326,18 @@ def tiled_sssp(dem, sources, cost="absdiff", friction=None, connectivity=8, tile
     dist = np.full(spec.shape, np.nan)
     alloc = np.full(spec.shape, -1, np.int32)
     back = np.full(spec.shape, 255, np.uint8)
+    hops = np.full(spec.shape, -1, np.int32)
     g = plan.group_level
     for (i, j) in plan.groups:
-        win, d, a, b = fill_group(spec, reader, be, nodes, final, srcs, g, i, j)
-        dist[win[0]:win[1], win[2]:win[3]] = d
-        alloc[win[0]:win[1], win[2]:win[3]] = a
-        back[win[0]:win[1], win[2]:win[3]] = b
+        win, d, a, b, h = fill_group(spec, reader, be, nodes, final, srcs, g, i, j)
+        sl = (slice(win[0], win[1]), slice(win[2], win[3]))
+        dist[sl], alloc[sl], back[sl], hops[sl] = d, a, b, h
     times["phase3"] = time.perf_counter() - t0
     if max_cost is not None:
         far = dist > float(max_cost)
-        dist[far], alloc[far], back[far] = np.nan, -1, 255
+        dist[far], alloc[far], back[far], hops[far] = np.nan, -1, 255, -1
     times["total"] = time.perf_counter() - t_start
     stats = {"tile": spec.tile, "levels": spec.levels, "height": spec.height, "connectivity":
              spec.connectivity, "cost": cost, "reached": int(np.count_nonzero(~np.isnan(dist))),
              "reused": reuse is not None, "backend": be.name, "times": times}
-    return TiledSSSPResult(dist, alloc, back, stats, index)
+    return TiledSSSPResult(dist, alloc, back, hops, stats, index)
