@@ -261,8 +261,11 @@ def build_parser():
                        description="MST store: the mask is a spanning forest of each component "
                        "and every non-tree edge satisfies the cycle property. BFS distances "
                        "(.npy, with --graph and --source): d(source) = 0, d(v) <= d(u) + 1 for "
-                       "every arc, a tight arc into every reached vertex.")
-    p.add_argument("result", metavar="STORE|RESULT", help="an mst output store or a bfs --out .npy file")
+                       "every arc, a tight arc into every reached vertex. Cost-distance store: "
+                       "the same SSSP certificate on the grid, window by window, with the cost "
+                       "model recorded in the store, plus tight backlinks and allocation.")
+    p.add_argument("result", metavar="STORE|RESULT",
+                   help="an mst or cost-distance output store, or a bfs --out .npy file")
     p.add_argument("--graph", default=None, metavar="GRAPH", help="the graph a distances file came from")
     p.add_argument("--source", default=None, metavar="S[,S...]", help="the BFS source id(s)")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")
