@@ -36,7 +36,8 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.costs import ARC_NAMES, arc_codes, check_friction, cost_model_code
+from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes
+from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
@@ -46,21 +47,6 @@ from .cluster import compute, open_scheduler
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS"]
-
-# name -> (dtype, fill (= nodata), description)
-LAYERS = {
-    "distance": ("float64", np.nan, "accumulated cost from the nearest source; NaN unreached"),
-    "backlink": ("uint8", 255, "0 source root, k+1 = arc code k to the predecessor (1..8 "
-                 "E SE S SW W NW N NE, 9..16 knight moves ENE..NNE), 255 unreached"),
-    "allocation": ("int32", -1, "index of the nearest source (ties: lower index); -1 unreached"),
-}
-# the backlink codes as band tags / attributes: code -> direction to the predecessor
-BACKLINK_CODES = {"0": "source", **{str(k + 1): n for k, n in enumerate(ARC_NAMES)},
-                  "255": "unreached"}
-# units of the distance per cost model
-DISTANCE_UNITS = {"absdiff": "elevation units (sum of |dz| along the path)",
-                  "friction": "friction x CRS length units (sum of L x mean friction)",
-                  "tobler": "seconds of walking (Tobler), times the friction factor"}
 
 
 def default_output(input_path):
@@ -166,20 +152,6 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
         arr = create_layer(group, name, dtype, fill, tile, shape, compressors=comp, attrs=attrs)
         mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
     return str(out_path)
-
-
-def layer_attributes(cost):
-    """Attributes of each output layer (``long_name``, ``units``, ``description``, codes)."""
-    return {
-        "distance": {"long_name": "accumulated cost", "units": DISTANCE_UNITS[cost],
-                     "description": LAYERS["distance"][2], "cost": cost},
-        "backlink": {"long_name": "direction to the predecessor", "units": "1",
-                     "description": LAYERS["backlink"][2], "codes": BACKLINK_CODES},
-        "allocation": {"long_name": "nearest source", "units": "1",
-                       "description": LAYERS["allocation"][2]},
-        "friction": {"long_name": "friction", "units": "cost per CRS length unit",
-                     "description": "friction per cell (cost per unit length); NaN barrier"},
-    }
 
 
 def _read_full(path, layer="elevation"):
