@@ -272,9 +272,11 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     p = sub.add_parser("plot", help="PNG: hillshade of the DEM with the minimum spanning forest "
-                       "drawn; or a graph's BFS frontier size per level (with --source)")
+                       "drawn; a cost-distance map with contours and paths; or a graph's BFS "
+                       "frontier size per level (with --source)")
     p.add_argument("store", metavar="STORE|GRAPH",
-                   help="a tile store or an mst output store; with --source: a graph")
+                   help="a tile store, an mst or cost-distance output store; with --source: "
+                        "a graph")
     p.add_argument("--source", default=None, metavar="S[,S...]",
                    help="plot the frontier size per level of a BFS from these vertex ids of GRAPH")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of GRAPH")
@@ -284,6 +286,8 @@ def build_parser():
     p.add_argument("--window", default=None, metavar="r0:r1,c0:c1",
                    help="draw only these rows and columns (the forest is drawn when a cell covers "
                         "at least 3 pixels)")
+    p.add_argument("--paths", default=None, metavar="FILE.geojson",
+                   help="cost-distance store: draw these least-cost paths (from terrain path)")
     p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
 
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
