@@ -54,7 +54,7 @@ from pathlib import Path
 import dask
 import numpy as np
 
-from terrain._atomic import atomic_output
+from terrain._atomic import atomic_output, check_output_free
 from terrain._paths import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
