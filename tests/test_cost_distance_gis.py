@@ -168,3 +168,23 @@ def test_verify_rejects_corrupted_results(corruption):
                   "backlink": "not tight|does not lead", "allocation": "allocation",
                   "unreached": "unreached|does not lead", "source": "start cost"}[corruption]
         assert __import__("re").search(expect, c.violation), c.violation
+
+
+def test_verify_accepts_the_tiled_algorithm_within_rtol():
+    """The tiled SSSP sums the same arcs in another order (last bits differ): verify accepts it
+    with the relative tolerance the command uses for it."""
+    from terrain.grid.sssp_tiled import tiled_sssp
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(100, 20, (70, 90)).astype(np.float32)
+    z[rng.random(z.shape) < 0.05] = np.nan
+    f = rng.uniform(1, 2, z.shape).astype(np.float32)
+    src = [(10, 10), (60, 80)]
+    z[10, 10] = z[60, 80] = 100
+    for cost in ("friction", "tobler"):
+        r = tiled_sssp(z, src, cost=cost, friction=f, connectivity=16, tile=16,
+                       start_costs=[0, 3.0], cellsize=(2.0, 3.0), backend="cpu")
+        c = verify_grid_sssp(z, r.distance, r.backlink, r.allocation, src, [0, 3.0], cost=cost,
+                             friction=f, connectivity=16, cellsize=(2.0, 3.0), rtol=1e-10,
+                             window=32)
+        assert c.ok, c.violation

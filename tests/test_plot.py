@@ -118,3 +118,6 @@ def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
                           "-o", tmp_path / "e.png", scheduler=None)
     assert rc == 2 and "cost-distance store" in err and not (tmp_path / "e.png").exists()
     assert _nice_levels(0, 95) == [10, 20, 30, 40, 50, 60, 70, 80, 90]
+    # the DEM lives in the tile store the cost store names: verify finds it there too
+    rc, text, err = run_main(capsys, "verify", out, scheduler=None)
+    assert rc == 0 and "verified" in text, err + text
