@@ -86,7 +86,7 @@ def test_info_and_verify_on_a_cost_store(cost_out, capsys):
     rc, text, err = run_main(capsys, "info", out, scheduler=None)
     assert rc == 0, err
     assert "crs       EPSG:32617" in text and "layer     distance: float64" in text
-    assert "result    cost_distance:" in text
+    assert "result    cost_distance: 2 source(s)" in text and "backlink: uint8" in text
     rc, text, err = run_main(capsys, "verify", out, "--json", scheduler=None)
     assert rc == 0, err + text
     v = json.loads(text)
@@ -188,3 +188,31 @@ def test_verify_accepts_the_tiled_algorithm_within_rtol():
                              friction=f, connectivity=16, cellsize=(2.0, 3.0), rtol=1e-10,
                              window=32)
         assert c.ok, c.violation
+
+
+def test_store_input_keeps_the_crs_and_records_the_dem(cost_out, tmp_path, capsys):
+    """cost-distance of a tile store (the DEM stays there) with a friction raster: the output
+    has the store's CRS, the friction layer with its _FillValue, and verifies."""
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("rioxarray")
+    from pipelines.ingest import ingest
+
+    d, _, _, z = cost_out
+    store = ingest(d / "dem.tif", tmp_path / "dem.zarr", tile=128, scheduler="synchronous")
+    fr = np.random.default_rng(1).uniform(1, 2, z.shape).astype(np.float32)
+    fpath = tmp_path / "fr.tif"
+    with rasterio.open(fpath, "w", driver="GTiff", height=ROWS, width=COLS, count=1,
+                       dtype="float32", crs="EPSG:32617", transform=TRANSFORM) as dst:
+        dst.write(fr, 1)
+    out = tmp_path / "f.cost.zarr"
+    run_cost_distance(store.path, out, cells=[(100, 200)], cost="friction", friction=fpath,
+                      connectivity=16, max_cost=3000, tile=128, backend="cpu",
+                      scheduler="synchronous")
+    ds = xr.open_zarr(out)
+    assert "elevation" not in ds and ds.distance.rio.crs.to_epsg() == 32617
+    assert ds.friction.encoding["_FillValue"] != ds.friction.encoding["_FillValue"]  # NaN
+    m = zarr.open_group(str(out), mode="r").attrs["cost_model"]
+    assert m["dem"] == str(store.path) and m["friction"] == "friction"
+    assert m["connectivity"] == 16 and m["max_cost"] == 3000 and m["cellsize"] == [CELL, CELL]
+    rc, text, err = run_main(capsys, "verify", out, scheduler=None)
+    assert rc == 0 and "within max cost 3000" in text, err + text
