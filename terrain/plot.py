@@ -356,7 +356,9 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     ax.set_ylim(y1, y0)
     ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(lo, hi))
-    cax = fig.add_axes((0.85, 0.08, 0.025, 0.84))
+    ax.apply_aspect()  # the colour bar beside the axes' drawn box, not its layout box
+    pos = ax.get_position()
+    cax = fig.add_axes((min(pos.x1 + 0.015, 0.88), pos.y0, 0.022, pos.height))
     cb = fig.colorbar(sm, cax=cax)
     cb.set_label(f"accumulated cost ({units})" if units else "accumulated cost", fontsize=8)
     cb.ax.tick_params(labelsize=7)
