@@ -216,3 +216,20 @@ def test_store_input_keeps_the_crs_and_records_the_dem(cost_out, tmp_path, capsy
     assert m["connectivity"] == 16 and m["max_cost"] == 3000 and m["cellsize"] == [CELL, CELL]
     rc, text, err = run_main(capsys, "verify", out, scheduler=None)
     assert rc == 0 and "within max cost 3000" in text, err + text
+
+
+def test_existing_geotiffs_are_not_overwritten(cost_out, tmp_path):
+    from terrain.errors import InputError
+
+    d, _, _, _ = cost_out
+    before = (d / "tif" / "distance.tif").stat().st_mtime_ns
+    with pytest.raises(InputError, match="distance.tif"):
+        run_cost_distance(d / "dem.tif", tmp_path / "again.zarr", cells=[(100, 200)],
+                          tile=128, backend="cpu", scheduler="synchronous",
+                          geotiff_dir=d / "tif")
+    assert not (tmp_path / "again.zarr").exists()
+    assert (d / "tif" / "distance.tif").stat().st_mtime_ns == before
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="not a directory"):
+        run_cost_distance(d / "dem.tif", tmp_path / "again.zarr", cells=[(100, 200)],
+                          backend="cpu", scheduler="synchronous", geotiff_dir=tmp_path / "file")
