@@ -36,23 +36,17 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
+from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
+from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import create_layer, tiles_per_shard, write_coordinates
+from terrain.tiles.store import create_layer, tiles_per_shard
 
 from .cluster import compute, open_scheduler
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS"]
-
-# name -> (dtype, fill, description)
-LAYERS = {
-    "distance": ("float64", np.nan, "accumulated cost from the nearest source; NaN unreached"),
-    "backlink": ("uint8", 255, "0 source root, k+1 = arc code k to the predecessor (1..8 "
-                 "E SE S SW W NW N NE, 9..16 knight moves ENE..NNE), 255 unreached"),
-    "allocation": ("int32", -1, "index of the nearest source (ties: lower index); -1 unreached"),
-}
 
 
 def default_output(input_path):
@@ -141,20 +135,22 @@ def _check_friction_grid(friction_path, shape, geotransform):
 
 def _prepare(out_path, shape, tile, geo, with_friction, upstream):
     del upstream  # orders this task after the ingests
-    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3)
+    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
+                            use_consolidated=False)
     if "x" not in group:
-        write_coordinates(group, shape, geo["geotransform"])
         group.attrs.update({"geotransform": list(geo["geotransform"]), "crs": geo.get("crs"),
                             "source": geo.get("source"), "tile": tile,
                             "cellsize": [abs(geo["geotransform"][1]),
                                          abs(geo["geotransform"][5])]})
+    # CF georeference (idempotent: an ingested DEM already wrote x, y, spatial_ref)
+    write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
     comp = (zarr.codecs.ZstdCodec(level=1),)
-    for name, (dtype, fill, desc) in LAYERS.items():
-        create_layer(group, name, dtype, fill, tile, shape, compressors=comp,
-                     attrs={"description": desc})
-    if with_friction:
-        create_layer(group, "friction", "float32", np.nan, tile, shape, compressors=comp,
-                     attrs={"description": "friction per cell (cost per unit length)"})
+    for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
+        dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
+        if name == "friction" and not with_friction:
+            continue
+        arr = create_layer(group, name, dtype, fill, tile, shape, compressors=comp, attrs=attrs)
+        mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
     return str(out_path)
 
 
@@ -267,8 +263,11 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     out = Path(output_path) if output_path else default_output(inp)
     check_output_free(out, overwrite)
     if geotiff_dir:
-        for name in LAYERS:
-            check_output_free(Path(geotiff_dir) / f"{name}.tif", overwrite)
+        if Path(geotiff_dir).exists() and not Path(geotiff_dir).is_dir():
+            raise InputError(f"{geotiff_dir}: exists and is not a directory")
+        if Path(geotiff_dir).is_dir():  # else created when the GeoTIFFs are written
+            for name in LAYERS:
+                check_output_free(Path(geotiff_dir) / f"{name}.tif", overwrite)
     if is_store(inp):
         store = open_store(inp)
         shape, tile = store.shape, store.tile
@@ -281,6 +280,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         shape, gt = grid.shape, list(grid.geotransform)
         geo = {"geotransform": gt, "crs": grid.crs, "source": str(inp)}
         shard = tiles_per_shard(tile, shape)
+    geo["cost"] = cost
     shape = tuple(int(s) for s in shape)
     srcs = resolve_sources(gt, shape, points, cells, sources_file, label=f"{inp}: ")
     if start_cost is None:
@@ -315,13 +315,37 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 for i, (r, c) in enumerate(srcs)]
             summary["seconds"] = round(time.perf_counter() - t_start, 6)
             summary["output"] = str(out)
-            zarr.open_group(store=str(tmp), mode="r+").attrs.update({"cost_distance": summary})
+            model_attrs = cost_model_attributes(spec, srcs, costs, friction is not None,
+                                                "elevation" if dem_in_output(tmp) else str(inp))
+            zarr.open_group(store=str(tmp), mode="r+", use_consolidated=False).attrs.update(
+                {"cost_distance": summary, "cost_model": model_attrs})
+            finish_store(tmp)
+            if geotiff_dir:  # from the partial: a failing GeoTIFF leaves no store behind
+                summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite)
     finally:
         if friction_tmp is not None:
             shutil.rmtree(friction_tmp, ignore_errors=True)
-    if geotiff_dir:
-        summary["geotiff"] = write_geotiffs(out, geotiff_dir, overwrite)
     return summary
+
+
+def dem_in_output(path):
+    """True when the output store holds the DEM (``elevation``: a raster input was ingested)."""
+    return "elevation" in zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+
+
+def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
+    """What ``verify`` needs to recompute every arc cost: the store's ``cost_model`` attribute.
+
+    ``dem`` is ``"elevation"`` (the layer of this store) or the path of the tile store the
+    distances were computed from; ``friction`` names this store's friction layer or is None.
+    """
+    return {"cost": spec["cost"], "connectivity": int(spec["connectivity"]),
+            "cellsize": [float(v) for v in spec["cellsize"]],
+            "max_cost": spec["max_cost"],
+            "sources": [[int(r), int(c)] for r, c in sources],
+            "start_costs": [0.0] * len(sources) if start_costs is None
+            else [float(v) for v in start_costs],
+            "dem": dem, "friction": "friction" if has_friction else None}
 
 
 def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be,
@@ -353,35 +377,30 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     return summary
 
 
-def write_geotiffs(store_path, directory, overwrite=False):
-    """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as GeoTIFFs."""
-    import rasterio
-    from rasterio.transform import Affine
+def write_geotiffs(store_path, directory, overwrite=False, cog=True):
+    """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
+    GeoTIFFs ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiff`: overviews, nodata,
+    band descriptions; each appears atomically). Nodata: distance NaN, allocation -1,
+    backlink 255 (the layers' fill values). Returns the paths written."""
+    from terrain.io.geotiff import write_geotiff
 
-    group = zarr.open_group(store=str(store_path), mode="r")
-    gt = group.attrs.get("geotransform")
-    crs = group.attrs.get("crs")
+    group = zarr.open_group(store=str(store_path), mode="r", use_consolidated=False)
+    cost = (group.attrs.get("cost_model") or {}).get("cost", "absdiff")
+    attrs = layer_attributes(cost)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, (dtype, fill, _) in LAYERS.items():
-        arr = group[name]
-        rows, cols = arr.shape
-        side = arr.shards[0] if arr.shards else arr.chunks[0]
+    for name in ("distance", "allocation", "backlink"):
+        _, fill, _ = LAYERS[name]
+        a = attrs[name]
+        tags = {"units": a["units"]}
+        if name == "backlink":
+            tags.update({f"code_{k}": v for k, v in BACKLINK_CODES.items()})
         target = directory / f"{name}.tif"
-        with atomic_output(target, overwrite) as tmp:
-            profile = {"driver": "GTiff", "height": rows, "width": cols, "count": 1,
-                       "dtype": dtype, "transform": Affine.from_gdal(*gt),
-                       "compress": "deflate", "tiled": True, "blockxsize": 256,
-                       "blockysize": 256, "nodata": fill}
-            if crs:
-                profile["crs"] = crs
-            with rasterio.open(tmp, "w", **profile) as dst:
-                for r0 in range(0, rows, side):
-                    for c0 in range(0, cols, side):
-                        block = np.asarray(arr[r0:r0 + side, c0:c0 + side])
-                        dst.write(block, 1, window=rasterio.windows.Window(
-                            c0, r0, block.shape[1], block.shape[0]))
+        write_geotiff(store_path, name, target, cog=cog, nodata=fill,
+                      description=f"{a['long_name']}: {a['description']}", tags=tags,
+                      resampling="average" if name == "distance" else "nearest",
+                      overwrite=overwrite)
         written.append(str(target))
     return written
 

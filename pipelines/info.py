@@ -21,6 +21,9 @@ __all__ = ["describe_path", "format_description", "info_command", "RESULT_ATTRS"
 # store attributes that hold a result's summary (other commands add theirs here)
 RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs")
 _MEANINGS = {"elevation": "elevation, NaN = nodata",
+             "allocation": "index of the nearest source (ties: lower index), -1 unreached",
+             "backlink": "direction to the predecessor: 0 source, 1..16 E SE S SW W NW N NE "
+                         "ENE..NNE, 255 unreached",
              "mst": "forest edge bits: 1 E, 2 S, 4 SE, 8 SW (0 = no edge owned)"}
 
 
@@ -72,6 +75,12 @@ def _format_result(name, s):
         return (f"{s.get('edges')} edges, {s.get('trees')} trees, total weight "
                 f"{s.get('total_weight', float('nan')):.10g} ({s.get('connectivity')}-connected, "
                 f"weight {s.get('weight')})")
+    if name == "cost_distance":
+        md = s.get("max_distance")
+        return (f"{len(s.get('sources') or [])} source(s), {s.get('reached_cells')} cells "
+                f"reached, max distance {'-' if md is None else f'{md:.10g}'} (cost "
+                f"{s.get('cost')}, {s.get('connectivity')}-connected"
+                + (f", max cost {s['max_cost']:g}" if s.get("max_cost") else "") + ")")
     keys = [k for k, v in s.items() if isinstance(v, (int, float, str)) and k != "output"][:6]
     return ", ".join(f"{k} {s[k]}" for k in keys)
 

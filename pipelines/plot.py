@@ -1,4 +1,6 @@
 """``terrain plot STORE -o pic.png``: a hillshade of the DEM with the forest drawn on it;
+``terrain plot COSTSTORE -o pic.png [--paths FILE.geojson]``: the cost-distance map with
+contours over the hillshade (and the least-cost paths ``terrain path`` wrote);
 ``terrain plot GRAPH --source S -o levels.png``: a BFS's frontier size per level.
 
 No Dask graph: a picture reads a strided sample of the DEM (:func:`terrain.plot.read_for_picture`)
@@ -56,6 +58,36 @@ def _plot_bfs_levels(args):
     return 0
 
 
+def _dem_of(store, group, where):
+    """The DEM of a result store: its ``elevation``, else the tile store ``where`` names."""
+    if "elevation" in group:
+        return group["elevation"]
+    if where and is_store(where):
+        return zarr.open_group(store=str(where), mode="r", use_consolidated=False)["elevation"]
+    return None
+
+
+def _plot_cost_distance(args, group):
+    from terrain.plot import read_paths, render_cost_distance
+
+    check_output_free(args.output, args.overwrite)
+    model = dict(group.attrs.get("cost_model") or {})
+    dem = _dem_of(args.store, group, model.get("dem") or group.attrs.get("source"))
+    paths = read_paths(args.paths)[0] if getattr(args, "paths", None) else None
+    size = parse_size(args.size)
+    units = (group["distance"].attrs.get("units") or "").split(" (")[0] or None
+    with atomic_output(args.output, args.overwrite) as tmp:
+        info = render_cost_distance(tmp, group["distance"], dem, paths=paths,
+                                    sources=model.get("sources"), size=size,
+                                    window=parse_window(args.window),
+                                    geotransform=group.attrs.get("geotransform"), units=units)
+    print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; stride {info['stride']}; "
+          f"{len(info['levels'])} contour levels"
+          + (f"; {info['paths_drawn']} path(s)" if info["paths_drawn"] else "")
+          + ("" if dem is not None else "; no DEM for a hillshade") + ")")
+    return 0
+
+
 def plot_command(args):
     """``terrain plot STORE -o pic.png [--size WxH] [--window r0:r1,c0:c1]``."""
     from terrain.plot import render_mst
@@ -64,8 +96,12 @@ def plot_command(args):
         return _plot_bfs_levels(args)
     if not is_store(args.store):
         raise InputError(f"{args.store}: not a terrain store")
-    check_output_free(args.output, args.overwrite)
     group = zarr.open_group(store=str(args.store), mode="r", use_consolidated=False)
+    if "distance" in group and "backlink" in group:
+        return _plot_cost_distance(args, group)
+    if getattr(args, "paths", None):
+        raise InputError(f"{args.store}: --paths needs a cost-distance store")
+    check_output_free(args.output, args.overwrite)
     if "elevation" in group:
         dem = group["elevation"]
     else:

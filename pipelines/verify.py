@@ -5,10 +5,13 @@ What it can check
 * an ``mst`` output store: the DEM (the store's ``elevation``, else the tile store it was
   computed from, named in its ``source`` attribute) and the ``mst`` mask, with the
   connectivity and weight model the summary records;
+* a ``cost-distance`` output store: distance, backlink and allocation against the DEM,
+  friction and cost model recorded in its ``cost_model`` attribute (the SSSP certificate of
+  :func:`terrain.verify.verify_grid_sssp`, window by window with a 2-cell halo: out of core);
 * a BFS distances file (``bfs --out dist.npy``) with ``--graph GRAPH --source S[,S...]``.
 
-The checks run in one process, in memory (no Dask graph: a certificate is a single pass
-over the whole result). Exit status: 0 all checks pass, 1 a check fails (the first
+The checks run in one process (no Dask graph: a certificate is a single pass over the
+result); the MST certificate holds the grid in memory, the cost-distance one a window. Exit status: 0 all checks pass, 1 a check fails (the first
 violation is printed), 2 bad input.
 """
 
@@ -46,6 +49,35 @@ def _verify_mst_store(path):
                            summary.get("weight", "max"), tuple(cellsize))
 
 
+def _verify_cost_store(path):
+    from terrain.verify import verify_grid_sssp
+
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    m = group.attrs.get("cost_model")
+    if not isinstance(m, dict):
+        raise InputError(f"{path}: no 'cost_model' attribute (written by cost-distance): "
+                         "cannot recompute the arc costs")
+    if m.get("dem") == "elevation":
+        dem = group["elevation"]
+    else:
+        source = m.get("dem")
+        if not source or not is_store(source):
+            raise InputError(f"{path}: the DEM is not in this store and its source "
+                             f"{source!r} is not a tile store")
+        dem = zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
+    friction = group[m["friction"]] if m.get("friction") else None
+    algorithm = (group.attrs.get("cost_distance") or {}).get("algorithm", "in-core")
+    # the in-core SSSP sums exactly what verify sums; the tiled one adds boundary-matrix
+    # entries (other sums of the same arcs), which differ in the last bits (1e-16 per add)
+    rtol = 0.0 if algorithm == "in-core" else 1e-10
+    side = int(group["distance"].chunks[0])
+    return verify_grid_sssp(dem, group["distance"], group["backlink"], group["allocation"],
+                            m["sources"], m.get("start_costs"), cost=m["cost"],
+                            friction=friction, connectivity=int(m["connectivity"]),
+                            cellsize=tuple(m["cellsize"]), max_cost=m.get("max_cost"),
+                            rtol=rtol, window=side * max(1, 1024 // side))
+
+
 def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
     from terrain.graph import load_graph
     from terrain.verify import verify_sssp
@@ -71,7 +103,10 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
         group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
         if "mst" in group:
             return _verify_mst_store(p)
-        raise InputError(f"{path}: no result verify knows in this store (an mst output)")
+        if "distance" in group and "backlink" in group:
+            return _verify_cost_store(p)
+        raise InputError(f"{path}: no result verify knows in this store (an mst or "
+                         "cost-distance output)")
     if p.suffix == ".npy":
         return _verify_bfs_file(p, graph, sources, fmt)
     raise InputError(f"{path}: not a result store or a .npy distances file")

@@ -1,7 +1,7 @@
 """The friendly Python API, in the shape of xarray-spatial: rasters in, rasters out.
 
-Raster operations (:func:`mst`; ``cost_distance`` and ``sssp`` join here the same way) take
-a DEM as
+Raster operations (:func:`mst`, :func:`cost_distance`; ``sssp`` joins here the same way)
+take a DEM as
 
 * a NumPy array (NaN = nodata),
 * an xarray DataArray (2-D, or ``(band, y, x)`` with one band): its coordinates, attributes
@@ -12,8 +12,8 @@ a DEM as
 * a path: a tile store (read window by window) or any grid :func:`terrain.io.open_grid`
   reads (georeference from the file),
 
-and return an :class:`xarray.DataArray` on the same grid (same coordinates and CRS) with
-the result's summary in its attributes. Graph operations (:func:`bfs`, :func:`diameter`)
+and return an :class:`xarray.DataArray` (:func:`cost_distance`: an :class:`xarray.Dataset`)
+on the same grid (same coordinates and CRS) with the result's summary in its attributes. Graph operations (:func:`bfs`, :func:`diameter`)
 take a :class:`terrain.graph.Graph`, a SciPy sparse matrix, a NetworkX graph or
 ``(indptr, indices)`` (see :func:`terrain.graph.as_graph`).
 
@@ -39,7 +39,8 @@ import numpy as np
 from .errors import InputError
 from .io.georef import GRID_MAPPING, check_weight_units, crs_wkt
 
-__all__ = ["mst", "bfs", "diameter", "as_dem", "raster_like", "Georef", "MST_BITS"]
+__all__ = ["mst", "cost_distance", "bfs", "diameter", "as_dem", "raster_like", "Georef",
+           "MST_BITS"]
 
 MST_BITS = "bit d set: the forest holds the edge from this cell in direction d (1 E, 2 S, 4 SE, 8 SW)"
 
@@ -229,6 +230,124 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
              "vertices": int(r.vertices), "connectivity": int(r.connectivity),
              "weight": str(r.weight), "bits": MST_BITS}
     return raster_like(r.mask, geo, "mst", attrs)
+
+
+def _geotransform(geo, shape):
+    """GDAL geotransform of the input's grid, or None when it has no georeference."""
+    if geo.geotransform is not None:
+        return tuple(float(v) for v in geo.geotransform)
+    t = geo.template
+    if t is None:
+        return None
+    try:
+        return tuple(float(v) for v in t.rio.transform().to_gdal())
+    except Exception:
+        pass
+    ydim, xdim = t.dims[-2], t.dims[-1]
+    if xdim not in t.coords or ydim not in t.coords or min(shape) < 2:
+        return None
+    x = np.asarray(t.coords[xdim].values, np.float64)
+    y = np.asarray(t.coords[ydim].values, np.float64)
+    dx, dy = x[1] - x[0], y[1] - y[0]
+    return (x[0] - dx / 2, dx, 0.0, y[0] - dy / 2, 0.0, dy)
+
+
+def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost="absdiff",
+                  friction=None, connectivity=8, max_cost=None, backend=None, cellsize=None):
+    """Accumulated cost from sources over a DEM: distance, allocation and backlinks.
+
+    The exact grid SSSP of :func:`terrain.grid.sssp.grid_sssp` (in memory; the command line
+    ``cost-distance`` runs the same out of core). Conventions: ``docs/cost-distance.md``.
+
+    Parameters
+    ----------
+    dem : ndarray, xarray.DataArray, dask array, or path
+        Elevations, NaN (or the DataArray's nodata) = nodata, a barrier; see the module
+        docstring.
+    sources : sequence of (row, col), optional
+        Source cells.
+    points : sequence of (x, y), optional
+        Sources as map points (in the DEM's CRS; needs a georeferenced DEM). Numbered after
+        ``sources``.
+    start_costs : float or sequence of float, optional
+        Cost already spent at each source (default 0).
+    cost : {'absdiff', 'friction', 'tobler'}
+    friction : same kinds as ``dem``, optional
+        Friction per cell on the DEM's grid (NaN = barrier); required by ``'friction'``.
+    connectivity : {4, 8, 16}
+    max_cost : float, optional
+        Cells farther than this stay unreached.
+    backend : {'cpu', 'gpu', 'auto'}, optional
+    cellsize : (dx, dy), optional
+        Overrides the cell size taken from the input's georeference.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``distance`` (float64, NaN unreached), ``allocation`` (int32, index of the nearest
+        source, -1 unreached), ``backlink`` (uint8, 0 source, ``k + 1`` towards the
+        predecessor along arc ``k``, 255 unreached) on the DEM's grid (coordinates and
+        ``spatial_ref``/CRS kept), with units and codes in each variable's attributes and
+        the summary (sources, reached cells, max distance) in the Dataset's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = cost_distance(np.ones((3, 4), np.float32), [(0, 0)], cost="friction",
+    ...                    friction=np.full((3, 4), 2, np.float32), backend="cpu")
+    >>> ds.distance.values[0].tolist(), int(ds.backlink.values[0, 1])
+    ([0.0, 2.0, 4.0, 6.0], 5)
+    >>> int(ds.attrs["reached_cells"]), ds.allocation.dtype.name
+    (12, 'int32')
+    """
+    import xarray as xr
+
+    from .grid.cost_outputs import layer_attributes
+    from .grid.costs import check_friction, cost_model_code
+    from .grid.sssp import grid_sssp
+    from .io.points import map_to_cell
+
+    cost_model_code(cost)
+    z, geo = as_dem(dem)
+    if z is None:  # a tile store: the in-memory SSSP reads the whole grid
+        z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
+                       np.float32)
+    cs = tuple(cellsize) if cellsize is not None else geo.cellsize
+    f = None
+    if friction is not None:
+        f, fgeo = as_dem(friction)
+        if f is None:
+            f = fgeo.store.read_window(0, fgeo.store.shape[0], 0, fgeo.store.shape[1])
+        f = check_friction(f, name=fgeo.where)
+        if f.shape != z.shape:
+            raise InputError(f"{fgeo.where}: friction has {f.shape[0]} x {f.shape[1]} cells, "
+                             f"the DEM {z.shape[0]} x {z.shape[1]}")
+    cells = [(int(r), int(c)) for r, c in (sources if sources is not None else ())]
+    if points is not None:
+        gt = _geotransform(geo, z.shape)
+        if gt is None:
+            raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
+                             "(give (row, col) cells instead)")
+        cells += [map_to_cell(x, y, gt, z.shape, what=f"{geo.where}: source")
+                  for x, y in points]
+    if not cells:
+        raise InputError(f"{geo.where}: no sources given")
+    r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
+                  cellsize=cs, max_cost=max_cost, backend=backend)
+    attrs = layer_attributes(cost)
+    layers = {name: raster_like(getattr(r, name), geo, name, attrs[name])
+              for name in ("distance", "allocation", "backlink")}
+    reached = int(np.count_nonzero(~np.isnan(r.distance)))
+    summary = {"cost": cost, "connectivity": int(connectivity), "cellsize": list(cs),
+               "sources": [list(c) for c in cells], "reached_cells": reached,
+               "max_distance": float(np.nanmax(r.distance)) if reached else float("nan"),
+               "backend": r.stats.get("backend")}
+    if max_cost is not None:
+        summary["max_cost"] = float(max_cost)
+    if start_costs is not None:
+        summary["start_costs"] = np.broadcast_to(np.asarray(start_costs, np.float64),
+                                                 (len(cells),)).tolist()
+    return xr.Dataset(layers, attrs=summary)
 
 
 def bfs(graph, sources, **options):

@@ -1,4 +1,5 @@
-"""Pictures of DEMs and results: a hillshade with the minimum spanning forest drawn on it.
+"""Pictures of DEMs and results: a hillshade with the minimum spanning forest drawn on it;
+a cost-distance map with contours and least-cost paths over the hillshade.
 
 Level of detail
 ---------------
@@ -9,6 +10,11 @@ c0:c1:s]`` of the window asked for: zarr decodes only the tiles that hold a samp
 not the grid. The forest is drawn edge by edge only where a cell covers at least
 ``MIN_PIXELS_PER_CELL`` pixels (zoom in with a window); coarser pictures show the hillshade
 and say so in the title.
+
+Cost distance (:func:`render_cost_distance`): the same strided sample of ``distance`` (and
+of the DEM, for the hillshade underneath), coloured, with contour lines at "nice" levels
+computed on the sample, the sources marked, and least-cost paths (GeoJSON LineStrings in
+map coordinates, as ``terrain path`` writes them) drawn on top at any scale.
 
 Hillshade: the usual GDAL/ESRI formula (azimuth 315°, altitude 45°) from central differences
 on the sampled grid with the sampled cell size, blended with a terrain colour map.
@@ -22,7 +28,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = ["hillshade", "read_for_picture", "mst_segments", "render_mst", "render_bfs_levels",
-           "MIN_PIXELS_PER_CELL"]
+           "render_cost_distance", "read_paths", "MIN_PIXELS_PER_CELL"]
 
 MIN_PIXELS_PER_CELL = 3
 
@@ -229,3 +235,138 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100):
     fig.savefig(path, dpi=dpi, format="png")
     plt.close(fig)
     return {"levels": int(sizes.size - 1), "reached": int(sizes.sum())}
+
+
+def read_paths(path):
+    """LineStrings ``[(N, 2) array of map x, y, ...]`` and their costs from a GeoJSON file
+    (a FeatureCollection of LineString / MultiLineString features, as ``terrain path``
+    writes)."""
+    import json
+    from pathlib import Path
+
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a GeoJSON file ({e})") from None
+    feats = doc.get("features", [doc]) if isinstance(doc, dict) else []
+    lines, costs = [], []
+    for i, f in enumerate(feats):
+        g = (f or {}).get("geometry") or {}
+        if g.get("type") == "LineString":
+            parts = [g.get("coordinates")]
+        elif g.get("type") == "MultiLineString":
+            parts = g.get("coordinates")
+        else:
+            raise InputError(f"{path}: feature {i} is not a LineString")
+        for p in parts:
+            a = np.asarray(p, dtype=np.float64)
+            if a.ndim != 2 or a.shape[1] < 2:
+                raise InputError(f"{path}: feature {i} has malformed coordinates")
+            lines.append(a[:, :2])
+            costs.append((f.get("properties") or {}).get("cost"))
+    return lines, costs
+
+
+def _nice_levels(lo, hi, count=10):
+    """About ``count`` round contour levels strictly inside ``(lo, hi]``."""
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo:
+        return []
+    raw = (hi - lo) / count
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step + 1) * step
+    return [v for v in np.arange(first, hi + step * 1e-9, step).tolist() if lo < v <= hi]
+
+
+def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=None,
+                         size=(1200, 900), window=None, geotransform=None, units=None,
+                         title=None, dpi=100):
+    """Write a PNG of ``size`` pixels: the ``distance`` map (NaN unreached: transparent)
+    with contour lines, over a hillshade of ``elevation`` when given, the ``sources``
+    ``[(row, col), ...]`` marked and ``paths`` (:func:`read_paths`' lines, map coordinates)
+    drawn.
+
+    Returns
+    -------
+    dict
+        ``stride``, ``window``, ``levels`` (the contour values), ``paths_drawn``.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.collections import LineCollection
+    except ImportError:
+        raise InputError("pictures need matplotlib (pip install 'terrain[plot]')") from None
+    width, height = (int(size[0]), int(size[1]))
+    if width < 50 or height < 50:
+        raise InputError(f"picture size {width} x {height}: at least 50 x 50 pixels")
+    d, stride, (r0, r1, c0, c1) = read_for_picture(distance, (int(width * 0.7),
+                                                              int(height * 0.8)), window)
+    d = d.astype(np.float64)
+    gt = [float(v) for v in geotransform] if geotransform is not None else None
+    cell = (abs(gt[1]), abs(gt[5])) if gt else (1.0, 1.0)
+    rgba = np.ones(d.shape + (4,))
+    if elevation is not None:
+        z = np.asarray(elevation[r0:r1:stride, c0:c1:stride], dtype=np.float64)
+        shade = np.nan_to_num(hillshade(z, (cell[0] * stride, cell[1] * stride)), nan=1.0)
+        rgba[..., :3] = (0.25 + 0.75 * shade)[..., None]
+        rgba[np.isnan(z)] = (1.0, 1.0, 1.0, 0.0)
+    finite = d[np.isfinite(d)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    cmap = plt.get_cmap("magma_r")
+    colour = cmap(np.nan_to_num((d - lo) / (hi - lo if hi > lo else 1.0), nan=0.0))
+    reached = np.isfinite(d)
+    alpha = 0.6 if elevation is not None else 1.0
+    rgba[reached, :3] = (1 - alpha) * rgba[reached, :3] + alpha * colour[reached, :3]
+    rgba[reached, 3] = 1.0
+    if gt:
+        x0, x1 = gt[0] + gt[1] * c0, gt[0] + gt[1] * c1
+        y0, y1 = gt[3] + gt[5] * r0, gt[3] + gt[5] * r1
+    else:
+        x0, x1, y0, y1 = c0, c1, r0, r1
+    fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
+    ax = fig.add_axes((0.08, 0.08, 0.74, 0.84))
+    ax.imshow(rgba, extent=(x0, x1, y1, y0), interpolation="nearest", origin="upper")
+    levels = _nice_levels(lo, hi)
+    if levels and min(d.shape) >= 2:
+        # sample centres in map coordinates
+        xs = x0 + (np.arange(d.shape[1]) + 0.5) * (x1 - x0) / d.shape[1]
+        ys = y0 + (np.arange(d.shape[0]) + 0.5) * (y1 - y0) / d.shape[0]
+        cs = ax.contour(xs, ys, np.where(reached, d, np.nan), levels=levels, colors="#1a1a1a",
+                        linewidths=0.6, alpha=0.8)
+        ax.clabel(cs, fontsize=6, fmt="%g", inline=True)
+    drawn = 0
+    if paths:
+        segs = list(paths)
+        ax.add_collection(LineCollection(segs, colors="white", linewidths=3.0, alpha=0.9))
+        ax.add_collection(LineCollection(segs, colors="#00a0ff", linewidths=1.5))
+        drawn = len(segs)
+    if sources:
+        sr = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
+        inside = (sr[:, 0] >= r0) & (sr[:, 0] < r1) & (sr[:, 1] >= c0) & (sr[:, 1] < c1)
+        sr = sr[inside]
+        if gt:
+            sx, sy = gt[0] + gt[1] * (sr[:, 1] + 0.5), gt[3] + gt[5] * (sr[:, 0] + 0.5)
+        else:
+            sx, sy = sr[:, 1] + 0.5, sr[:, 0] + 0.5
+        ax.scatter(sx, sy, marker="*", s=120, c="#00e040", edgecolors="black", linewidths=0.6,
+                   zorder=5, label="sources")
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y1, y0)
+    ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(lo, hi))
+    ax.apply_aspect()  # the colour bar beside the axes' drawn box, not its layout box
+    pos = ax.get_position()
+    cax = fig.add_axes((min(pos.x1 + 0.015, 0.88), pos.y0, 0.022, pos.height))
+    cb = fig.colorbar(sm, cax=cax)
+    cb.set_label(f"accumulated cost ({units})" if units else "accumulated cost", fontsize=8)
+    cb.ax.tick_params(labelsize=7)
+    ax.set_title(title or f"cost distance: rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}"
+                 + (f"; {drawn} least-cost path(s)" if drawn else ""), fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.ticklabel_format(useOffset=False, style="plain")
+    fig.savefig(path, dpi=dpi, format="png")
+    plt.close(fig)
+    return {"stride": stride, "window": [r0, r1, c0, c1], "levels": levels,
+            "paths_drawn": drawn}

@@ -251,32 +251,35 @@ def build_parser():
                    help="arc cost: |dz| (default), length x mean friction, or Tobler walking time")
     p.add_argument("--friction", default=None, metavar="RASTER",
                    help="friction per cell (same grid as INPUT); NaN/nodata = barrier")
-    p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8)
+    p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
+                   help="4 (rook), 8 (queen, default) or 16 (adds knight moves, as r.cost -k)")
     p.add_argument("--max-cost", type=float, default=None, metavar="C",
                    help="cells farther than C stay unreached")
-    p.add_argument("--tile", type=_tile, default=512)
+    p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     _add_backend(p)
     _add_scheduler(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
                    help="also write distance.tif, allocation.tif and backlink.tif there")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT.zarr (and the GeoTIFFs) if they exist")
 
     p = sub.add_parser("path", help="least-cost paths along the backlinks of a cost-distance store")
-    p.add_argument("store", metavar="COSTSTORE")
+    p.add_argument("store", metavar="COSTSTORE", help="a cost-distance output store")
     p.add_argument("--to", action="append", required=True, metavar="X,Y",
                    help="end of a path in map coordinates (repeatable)")
-    p.add_argument("-o", "--output", required=True, metavar="PATH.geojson")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("-o", "--output", required=True, metavar="PATH.geojson",
+                   help="GeoJSON FeatureCollection of LineStrings (source to target)")
+    p.add_argument("--overwrite", action="store_true", help="replace PATH.geojson if it exists")
 
     p = sub.add_parser("batch", help="run ingest or mst over many rasters on one cluster, "
                        "with a manifest (OUTDIR/manifest.json, .csv); exit 1 if any file failed")
-    p.add_argument("what", choices=BATCH_COMMANDS, metavar="|".join(BATCH_COMMANDS))
+    p.add_argument("what", choices=BATCH_COMMANDS, metavar="|".join(BATCH_COMMANDS),
+                   help="the command to run on every input")
     p.add_argument("inputs", nargs="+", metavar="INPUT",
                    help="quoted globs ('rasters/*.tif'), directories, or manifest files "
                         "(.lst/.txt: one path a line)")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR")
-    p.add_argument("--tile", type=_tile, default=512)
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="directory for the outputs")
+    p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8, help="mst")
     p.add_argument("--weight", choices=WEIGHTS, default="max", help="mst")
     _add_backend(p)
@@ -289,17 +292,22 @@ def build_parser():
                        description="MST store: the mask is a spanning forest of each component "
                        "and every non-tree edge satisfies the cycle property. BFS distances "
                        "(.npy, with --graph and --source): d(source) = 0, d(v) <= d(u) + 1 for "
-                       "every arc, a tight arc into every reached vertex.")
-    p.add_argument("result", metavar="STORE|RESULT", help="an mst output store or a bfs --out .npy file")
+                       "every arc, a tight arc into every reached vertex. Cost-distance store: "
+                       "the same SSSP certificate on the grid, window by window, with the cost "
+                       "model recorded in the store, plus tight backlinks and allocation.")
+    p.add_argument("result", metavar="STORE|RESULT",
+                   help="an mst or cost-distance output store, or a bfs --out .npy file")
     p.add_argument("--graph", default=None, metavar="GRAPH", help="the graph a distances file came from")
     p.add_argument("--source", default=None, metavar="S[,S...]", help="the BFS source id(s)")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
 
     p = sub.add_parser("plot", help="PNG: hillshade of the DEM with the minimum spanning forest "
-                       "drawn; or a graph's BFS frontier size per level (with --source)")
+                       "drawn; a cost-distance map with contours and paths; or a graph's BFS "
+                       "frontier size per level (with --source)")
     p.add_argument("store", metavar="STORE|GRAPH",
-                   help="a tile store or an mst output store; with --source: a graph")
+                   help="a tile store, an mst or cost-distance output store; with --source: "
+                        "a graph")
     p.add_argument("--source", default=None, metavar="S[,S...]",
                    help="plot the frontier size per level of a BFS from these vertex ids of GRAPH")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of GRAPH")
@@ -309,6 +317,8 @@ def build_parser():
     p.add_argument("--window", default=None, metavar="r0:r1,c0:c1",
                    help="draw only these rows and columns (the forest is drawn when a cell covers "
                         "at least 3 pixels)")
+    p.add_argument("--paths", default=None, metavar="FILE.geojson",
+                   help="cost-distance store: draw these least-cost paths (from terrain path)")
     p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
 
     bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
@@ -337,13 +347,13 @@ def build_parser():
     _add_scheduler(b)
     b = bsub.add_parser("cost-distance", help="terrain cost distance vs skimage MCP_Geometric, "
                         "scipy dijkstra and xarray-spatial")
-    b.add_argument("--rows", type=_positive_int, default=4096)
-    b.add_argument("--cols", type=_positive_int, default=4096)
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--rows", type=_positive_int, default=4096, help="synthetic grid rows (default 4096)")
+    b.add_argument("--cols", type=_positive_int, default=4096, help="synthetic grid columns (default 4096)")
+    b.add_argument("--seed", type=int, default=0, help="random seed of the friction raster")
     _add_backend(b)
     b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
     b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
-    b.add_argument("--repeat", type=_positive_int, default=3)
+    b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs (default 3)")
     for name in ("bfs", "diameter"):
         b = bsub.add_parser(name, help=f"terrain {name} vs "
                             + ("scipy breadth_first_order" if name == "bfs" else "networkx"))

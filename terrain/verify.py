@@ -46,16 +46,18 @@ True
 (False, 'the forest has 2 trees but the graph has 1 connected component(s): non-tree edge (0, 0) SE joins two trees')
 """
 
+import math
 from dataclasses import dataclass, field
 
 import numba
 import numpy as np
 
 from .errors import InputError
+from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T, arc_cost
 from .grid.edges import (CONNECTIVITIES, DIRECTIONS, edge_weight, horizontal_lengths,
                          order_bits, weight_model_code)
 
-__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "DIRECTION_NAMES"]
+__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "DIRECTION_NAMES"]
 
 DIRECTION_NAMES = ("E", "S", "SE", "SW")
 
@@ -457,3 +459,238 @@ def verify_sssp(graph, dist, sources, weights=None, unreached=-1, rtol=0.0):
     cert.facts = {"vertices": n, "reached": reached,
                   "max_distance": float(d[np.isfinite(d)].max()) if reached else None}
     return cert
+
+
+# --------------------------------------------------------------------------- grid cost distance
+HALO = 2  # the longest arc (a knight move) spans 2 cells
+
+_GRID_SSSP_CODES = {
+    1: "nodata cell ({r}, {c}) is labelled (distance {d}, backlink {b}, allocation {a})",
+    2: "unreached cell ({r}, {c}) has backlink {b} and allocation {a} (want 255 and -1)",
+    3: "reached cell ({r}, {c}) (distance {d}) has backlink {b} and allocation {a}",
+    4: "cell ({r}, {c}) is a backlink root (code 0) with distance {d} and allocation {a}, but "
+       "source {a} is not there with that start cost",
+    5: "cell ({r}, {c}): backlink {b} does not lead to a reached cell of the graph",
+    6: "cell ({r}, {c}): backlink {b} is not tight: d = {d} but d(predecessor) + w = {x}",
+    7: "cell ({r}, {c}): allocation {a} differs from its predecessor's ({x}) along backlink {b}",
+    8: "cell ({r2}, {c2}): d = {d2} > d({r}, {c}) + w = {x}",
+    9: "cell ({r2}, {c2}) is unreached but a neighbour of reached cell ({r}, {c}) at "
+       "d + w = {x} (within the max cost)",
+}
+
+
+@numba.njit(cache=True, nogil=True)
+def _check_cost_window(z, f, has_f, d, b, a, h, model, lengths, codes, src_r, src_c, start,
+                       limit, rtol, r0, c0, rows, cols, out):
+    """Checks of the cells of one window (the arrays carry a halo of ``h`` cells on every
+    side, NaN / 255 / -1 outside the grid). Writes ``(code, r, c, k)`` and a value into
+    ``out`` on the first violation; returns the code (0 = none)."""
+    nr, nc = z.shape
+    one = np.float32(1.0)
+    nk = codes.size
+    nsrc = src_r.size
+    for i in range(h, nr - h):
+        for j in range(h, nc - h):
+            zv = z[i, j]
+            fv = f[i, j] if has_f else one
+            dv = d[i, j]
+            bv = b[i, j]
+            av = a[i, j]
+            valid = zv == zv and fv == fv
+            reached = dv == dv
+            code = 0
+            x = 0.0
+            if not valid:
+                if reached or bv != 255 or av != -1:
+                    code = 1
+            elif not reached:
+                if bv != 255 or av != -1:
+                    code = 2
+            elif bv == 255 or av < 0 or av >= nsrc:
+                code = 3
+            elif bv == 0:
+                if src_r[av] != r0 + i - h or src_c[av] != c0 + j - h or dv != start[av]:
+                    code = 4
+            else:
+                k = bv - 1
+                allowed = False
+                for q in range(nk):
+                    if codes[q] == k:
+                        allowed = True
+                if not allowed:
+                    code = 5
+                else:
+                    pi = i + ARC_DR_T[k]
+                    pj = j + ARC_DC_T[k]
+                    zu = z[pi, pj]
+                    fu = f[pi, pj] if has_f else one
+                    du = d[pi, pj]
+                    if not (zu == zu and fu == fu and du == du):
+                        code = 5
+                    else:
+                        ku = (k & 8) | ((k + 4) & 7)  # the arc u -> v
+                        x = du + arc_cost(zu, zv, fu, fv, ku, model, lengths)
+                        if not abs(dv - x) <= rtol * max(1.0, abs(x)):
+                            code = 6
+                        elif a[pi, pj] != av:
+                            code = 7
+                            x = a[pi, pj]
+            if code != 0:
+                out[0], out[1], out[2], out[3] = code, r0 + i - h, c0 + j - h, 0
+                out[4] = x
+                return code
+            if not (valid and reached):
+                continue
+            # every arc out of this reached cell: d(w) <= d(v) + w(v, w)
+            for q in range(nk):
+                k = codes[q]
+                ti = i + ARC_DR_T[k]
+                tj = j + ARC_DC_T[k]
+                zt = z[ti, tj]
+                ft = f[ti, tj] if has_f else one
+                if not (zt == zt and ft == ft):
+                    continue
+                w = arc_cost(zv, zt, fv, ft, k, model, lengths)
+                if not w < math.inf:
+                    continue  # never taken (tobler on a cliff, infinite friction)
+                x = dv + w
+                dt = d[ti, tj]
+                if dt != dt:
+                    if x <= limit:
+                        code = 9
+                elif dt > x + rtol * max(1.0, abs(x)):
+                    code = 8
+                if code != 0:
+                    out[0], out[1], out[2], out[3] = code, r0 + i - h, c0 + j - h, k
+                    out[4] = x
+                    return code
+    return 0
+
+
+def _halo_window(array, r0, r1, c0, c1, h, fill, dtype):
+    """``array[r0-h:r1+h, c0-h:c1+h]`` with ``fill`` outside the grid (reads one window)."""
+    rows, cols = array.shape
+    out = np.full((r1 - r0 + 2 * h, c1 - c0 + 2 * h), fill, dtype=dtype)
+    a0, a1, b0, b1 = max(0, r0 - h), min(rows, r1 + h), max(0, c0 - h), min(cols, c1 + h)
+    out[a0 - r0 + h:a1 - r0 + h, b0 - c0 + h:b1 - c0 + h] = np.asarray(array[a0:a1, b0:b1])
+    return out
+
+
+def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=None, *,
+                     cost="absdiff", friction=None, connectivity=8, cellsize=(1.0, 1.0),
+                     max_cost=None, rtol=0.0, window=1024):
+    """Certificate that ``distance`` / ``backlink`` / ``allocation`` are a cost-distance result.
+
+    The arrays may be NumPy or zarr arrays: they are read one window at a time, with a halo
+    of :data:`HALO` cells (a knight move's reach), so memory is one window, never the grid.
+    Checks, with the cost model of :mod:`terrain.grid.costs` (vertices: cells valid in the
+    DEM and the friction):
+
+    1. every source ``i`` has ``d <= start_i`` (sources beyond ``max_cost`` excepted), and
+       every backlink root (code 0) is a source ``i`` with ``d = start_i`` and allocation
+       ``i``;
+    2. ``d(v) <= d(u) + w(u, v)`` for every arc out of a reached cell; an unreached vertex
+       has no reached neighbour with ``d(u) + w(u, v) <= max_cost``; nodata and unreached
+       cells carry the fill values (NaN, 255, -1);
+    3. the backlink of every reached non-root cell names a reached predecessor ``u`` with
+       ``d(v) = d(u) + w(u, v)`` (a tight arc) and the same allocation.
+
+    With positive arc costs, 2 and 3 prove ``d`` is the exact distance (the tight arcs lead
+    down to a root, so ``d`` is the length of a path, and no path is shorter); with zero-cost
+    arcs (``absdiff`` on flats) 3 does not exclude a cycle of tight backlinks, which an
+    out-of-core pass cannot see. Equality is within ``rtol`` (relative; 0 = exact, right for
+    the in-core SSSP, which sums the same float64 values the same way).
+
+    Returns
+    -------
+    Certificate
+
+    Examples
+    --------
+    >>> from terrain.grid.sssp import grid_sssp
+    >>> z = np.array([[1, 2, 4], [1, 1, 3]], np.float32)
+    >>> r = grid_sssp(z, [(0, 0)], backend="cpu")
+    >>> verify_grid_sssp(z, r.distance, r.backlink, r.allocation, [(0, 0)]).ok
+    True
+    >>> d = r.distance.copy(); d[1, 2] -= 1
+    >>> verify_grid_sssp(z, d, r.backlink, r.allocation, [(0, 0)]).violation
+    'cell (1, 2): backlink 5 is not tight: d = 1 but d(predecessor) + w = 2'
+    """
+    from .grid.costs import arc_codes, arc_lengths, cost_model_code
+    from .grid.sssp import _check_max_cost
+
+    model = cost_model_code(cost)
+    codes = arc_codes(connectivity)
+    lengths = arc_lengths(cellsize)
+    limit = _check_max_cost(max_cost)
+    shape = tuple(int(s) for s in distance.shape)
+    for name, arr in (("dem", dem), ("backlink", backlink), ("allocation", allocation),
+                      ("friction", friction)):
+        if arr is not None and tuple(arr.shape) != shape:
+            raise InputError(f"verify: {name} has shape {tuple(arr.shape)}, the distances "
+                             f"{shape}")
+    src = np.asarray(sources, np.int64).reshape(-1, 2)
+    if src.shape[0] == 0:
+        raise InputError("verify: no sources")
+    start = (np.zeros(src.shape[0]) if start_costs is None
+             else np.broadcast_to(np.asarray(start_costs, np.float64), (src.shape[0],)).copy())
+    fmt = (lambda v: f"{float(v):.17g}")
+    cert = Certificate("cost distance (grid SSSP)")
+    for i, (r, c) in enumerate(src.tolist()):
+        if not (0 <= r < shape[0] and 0 <= c < shape[1]):
+            return cert.fail(f"source {i} at cell ({r}, {c}) is outside the grid")
+        ds = float(distance[r, c])
+        if start[i] <= limit and not ds <= start[i] + rtol * max(1.0, start[i]):
+            return cert.fail(f"source {i} at cell ({r}, {c}): d = {fmt(ds)}, above its start "
+                             f"cost {fmt(start[i])}")
+    cert.checks.append(f"d(source) <= start cost for the {src.shape[0]} source(s)")
+    h = HALO
+    out = np.zeros(5, np.float64)
+    rows, cols = shape
+    side = max(1, int(window))
+    stats = {"reached": 0, "max_distance": -math.inf, "windows": 0}
+    for r0 in range(0, rows, side):
+        r1 = min(rows, r0 + side)
+        for c0 in range(0, cols, side):
+            c1 = min(cols, c0 + side)
+            z = _halo_window(dem, r0, r1, c0, c1, h, np.nan, np.float32)
+            f = (_halo_window(friction, r0, r1, c0, c1, h, np.nan, np.float32)
+                 if friction is not None else np.ones((1, 1), np.float32))
+            d = _halo_window(distance, r0, r1, c0, c1, h, np.nan, np.float64)
+            b = _halo_window(backlink, r0, r1, c0, c1, h, 255, np.uint8)
+            a = _halo_window(allocation, r0, r1, c0, c1, h, -1, np.int32)
+            code = _check_cost_window(z, f, friction is not None, d, b, a, h, model, lengths,
+                                      codes, src[:, 0].copy(), src[:, 1].copy(), start,
+                                      limit, float(rtol), r0, c0, rows, cols, out)
+            if code:
+                return cert.fail(_cost_violation(out, d, b, a, r0 - h, c0 - h, fmt))
+            core = d[h:-h, h:-h]
+            n = int(np.count_nonzero(~np.isnan(core)))
+            stats["reached"] += n
+            if n:
+                stats["max_distance"] = max(stats["max_distance"], float(np.nanmax(core)))
+            stats["windows"] += 1
+    nk = codes.size
+    cert.checks.append(f"nodata and unreached cells carry NaN / 255 / -1; every backlink root "
+                       f"is its source")
+    cert.checks.append(f"d(v) <= d(u) + w(u, v) for every arc ({nk} per cell) out of the "
+                       f"{stats['reached']} reached cells; no reachable cell left unreached"
+                       + (f" within max cost {max_cost:g}" if max_cost is not None else ""))
+    cert.checks.append("every reached non-source cell's backlink is a tight arc "
+                       "(d(v) = d(u) + w(u, v)) from a cell of the same allocation"
+                       + (f" (rtol {rtol:g})" if rtol else " (exact)"))
+    cert.facts = {"reached": stats["reached"], "windows": stats["windows"],
+                  "max_distance": stats["max_distance"] if stats["reached"] else None}
+    return cert
+
+
+def _cost_violation(out, d, b, a, rr0, cc0, fmt):
+    code, r, c, k = (int(v) for v in out[:4])
+    i, j = r - rr0, c - cc0
+    fields = {"r": r, "c": c, "d": fmt(d[i, j]), "b": int(b[i, j]), "a": int(a[i, j]),
+              "x": fmt(out[4]) if code != 7 else int(out[4])}
+    if code in (8, 9):
+        from .grid.costs import ARC_DC, ARC_DR
+        r2, c2 = r + int(ARC_DR[k]), c + int(ARC_DC[k])
+        fields.update(r2=r2, c2=c2, d2=fmt(d[r2 - rr0, c2 - cc0]))
+    return _GRID_SSSP_CODES[code].format(**fields)

@@ -90,3 +90,59 @@ def test_graph_inputs():
     d = terrain.bfs(A, 0, backend="cpu").dist
     want = nx.single_source_shortest_path_length(nx.convert_node_labels_to_integers(G), 0)
     assert d.tolist() == [want[i] for i in range(len(want))]
+
+
+def test_cost_distance_on_every_input_kind(tmp_path):
+    """terrain.cost_distance: NumPy, Dask, rioxarray DataArray (CRS and coords kept), GeoTIFF
+    path and tile store give grid_sssp's result; sources as cells or map points."""
+    rioxarray = pytest.importorskip("rioxarray")
+    da = pytest.importorskip("dask.array")
+    from pipelines.ingest import ingest
+    from terrain.grid.sssp import grid_sssp
+
+    z = dem(4)
+    rng = np.random.default_rng(4)
+    fr = rng.uniform(1, 3, z.shape).astype(np.float32)
+    want = grid_sssp(z, [(20, 20), (2, 30)], [0.0, 5.0], cost="tobler", friction=fr,
+                     connectivity=16, cellsize=(30.0, 30.0), max_cost=4000, backend="cpu")
+
+    def same(ds):
+        for name in ("distance", "allocation", "backlink"):
+            np.testing.assert_array_equal(ds[name].values, getattr(want, name))
+        assert ds.attrs["reached_cells"] == int(np.count_nonzero(~np.isnan(want.distance)))
+        assert ds.distance.attrs["units"].startswith("seconds")
+        assert ds.backlink.attrs["codes"]["9"] == "ENE"
+
+    kw = dict(start_costs=[0.0, 5.0], cost="tobler", connectivity=16, max_cost=4000,
+              backend="cpu")
+    same(terrain.cost_distance(z, [(20, 20), (2, 30)], friction=fr, cellsize=(30, 30), **kw))
+    same(terrain.cost_distance(da.from_array(z, chunks=16), [(20, 20), (2, 30)],
+                               friction=da.from_array(fr, chunks=16), cellsize=(30, 30), **kw))
+    path = tmp_path / "dem.tif"
+    prof = dict(driver="GTiff", height=z.shape[0], width=z.shape[1], count=1, dtype="float32",
+                crs="EPSG:32617", transform=rasterio.Affine.from_gdal(*GT), nodata=-9999)
+    with rasterio.open(path, "w", **prof) as dst:
+        dst.write(np.where(np.isnan(z), -9999, z).astype(np.float32), 1)
+    fpath = tmp_path / "fr.tif"
+    with rasterio.open(fpath, "w", **prof) as dst:
+        dst.write(fr, 1)
+    arr = rioxarray.open_rasterio(path)
+    x, y = GT[0] + 30.5 * GT[1], GT[3] + 2.5 * GT[5]  # centre of cell (2, 30)
+    ds = terrain.cost_distance(arr, [(20, 20)], points=[(x, y)],
+                               friction=rioxarray.open_rasterio(fpath), **kw)
+    same(ds)
+    assert ds.rio.crs.to_epsg() == 32617 and ds.distance.rio.crs.to_epsg() == 32617
+    assert tuple(ds.distance.rio.transform().to_gdal()) == GT
+    assert np.array_equal(ds.x.values, arr.x.values) and ds.attrs["sources"][1] == [2, 30]
+    same(terrain.cost_distance(path, [(20, 20), (2, 30)], friction=fpath, **kw))
+    store = ingest(path, tmp_path / "dem.zarr", tile=16, scheduler="threads")
+    from_store = terrain.cost_distance(store.path, [(20, 20)], points=[(x, y)], friction=fpath,
+                                       **kw)
+    same(from_store)
+    assert from_store.rio.crs.to_epsg() == 32617
+    with pytest.raises(InputError, match="georeferenced"):
+        terrain.cost_distance(z, points=[(1.0, 2.0)], backend="cpu")
+    with pytest.raises(InputError, match="outside"):
+        terrain.cost_distance(path, points=[(0.0, 0.0)], backend="cpu")
+    with pytest.raises(InputError, match="friction has"):
+        terrain.cost_distance(z, [(20, 20)], cost="friction", friction=fr[:5], backend="cpu")

@@ -81,3 +81,43 @@ def test_bfs_levels_picture(tmp_path, capsys):
     rc, out, err = run_main(capsys, "plot", g, "--source", "999", "-o", tmp_path / "m.png",
                             "--backend", "cpu", scheduler=None)
     assert rc == 2 and "999" in err and not (tmp_path / "m.png").exists()
+
+
+def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
+    """plot COSTSTORE: the distance map over the hillshade, contours, the least-cost paths of
+    ``terrain path`` drawn (blue pixels along them); a store without the DEM points to it."""
+    from pipelines.cost_distance import run_cost_distance
+    from pipelines.ingest import ingest
+    from terrain.io import write_synth
+    from terrain.plot import _nice_levels
+
+    write_synth(tmp_path / "s.asc", 120, 160, seed=5, nodata=0.02)
+    ingest(tmp_path / "s.asc", tmp_path / "s.zarr", tile=32, scheduler="synchronous")
+    out = tmp_path / "c.zarr"
+    run_cost_distance(tmp_path / "s.zarr", out, cells=[(60, 40)], cost="tobler", tile=32,
+                      backend="cpu", scheduler="synchronous")
+    import zarr
+    gt = zarr.open_group(str(out), mode="r").attrs["geotransform"]
+    to = f"{gt[0] + gt[1] * 150.5},{gt[3] + gt[5] * 110.5}"
+    rc, _, err = run_main(capsys, "path", out, "--to", to, "-o", tmp_path / "p.geojson",
+                          scheduler=None)
+    assert rc == 0, err
+    rc, text, err = run_main(capsys, "plot", out, "--paths", tmp_path / "p.geojson", "-o",
+                             tmp_path / "c.png", "--size", "640x480", scheduler=None)
+    assert rc == 0, err
+    assert "1 path(s)" in text and "contour levels" in text and "no DEM" not in text
+    img = mpl_image.imread(tmp_path / "c.png")
+    assert img.shape[:2] == (480, 640)
+    blue = (img[..., 0] < 0.1) & (img[..., 1] > 0.5) & (img[..., 2] > 0.9)  # the path colour
+    assert blue.sum() > 100
+    rc, text, err = run_main(capsys, "plot", out, "-o", tmp_path / "d.png", "--size", "300x200",
+                             "--window", "40:80,20:60", scheduler=None)
+    assert rc == 0, err
+    assert mpl_image.imread(tmp_path / "d.png").shape[:2] == (200, 300)
+    rc, _, err = run_main(capsys, "plot", tmp_path / "s.zarr", "--paths", tmp_path / "p.geojson",
+                          "-o", tmp_path / "e.png", scheduler=None)
+    assert rc == 2 and "cost-distance store" in err and not (tmp_path / "e.png").exists()
+    assert _nice_levels(0, 95) == [10, 20, 30, 40, 50, 60, 70, 80, 90]
+    # the DEM lives in the tile store the cost store names: verify finds it there too
+    rc, text, err = run_main(capsys, "verify", out, scheduler=None)
+    assert rc == 0 and "verified" in text, err + text

@@ -1,0 +1,52 @@
+"""What the cost-distance output layers hold: types, nodata (fill) values, units and codes.
+
+One definition for every writer and reader: the output store (``pipelines.cost_distance``),
+its GeoTIFFs, ``info``, ``verify``, the pictures and :func:`terrain.cost_distance`.
+
+``distance``   float64, accumulated cost from the nearest source; NaN unreached (nodata)
+``backlink``   uint8, 0 at a source root, ``k + 1`` for arc code ``k`` towards the
+               predecessor (:data:`terrain.grid.costs.ARC_NAMES`); 255 unreached
+``allocation`` int32, index of the nearest source (ties: the lower index); -1 unreached
+
+Examples
+--------
+>>> BACKLINK_CODES["1"], BACKLINK_CODES["9"], BACKLINK_CODES["255"]
+('E', 'ENE', 'unreached')
+>>> layer_attributes("tobler")["distance"]["units"]
+'seconds of walking (Tobler), times the friction factor'
+"""
+
+import numpy as np
+
+from .costs import ARC_NAMES
+
+__all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes"]
+
+# name -> (dtype, fill (= nodata), description)
+LAYERS = {
+    "distance": ("float64", np.nan, "accumulated cost from the nearest source; NaN unreached"),
+    "backlink": ("uint8", 255, "0 source root, k+1 = arc code k to the predecessor (1..8 "
+                 "E SE S SW W NW N NE, 9..16 knight moves ENE..NNE), 255 unreached"),
+    "allocation": ("int32", -1, "index of the nearest source (ties: lower index); -1 unreached"),
+}
+# code -> direction from the cell to its predecessor
+BACKLINK_CODES = {"0": "source", **{str(k + 1): n for k, n in enumerate(ARC_NAMES)},
+                  "255": "unreached"}
+# units of the distance per cost model
+DISTANCE_UNITS = {"absdiff": "elevation units (sum of |dz| along the path)",
+                  "friction": "friction x CRS length units (sum of L x mean friction)",
+                  "tobler": "seconds of walking (Tobler), times the friction factor"}
+
+
+def layer_attributes(cost):
+    """Attributes of each output layer (``long_name``, ``units``, ``description``, codes)."""
+    return {
+        "distance": {"long_name": "accumulated cost", "units": DISTANCE_UNITS[cost],
+                     "description": LAYERS["distance"][2], "cost": cost},
+        "backlink": {"long_name": "direction to the predecessor", "units": "1",
+                     "description": LAYERS["backlink"][2], "codes": dict(BACKLINK_CODES)},
+        "allocation": {"long_name": "nearest source", "units": "1",
+                       "description": LAYERS["allocation"][2]},
+        "friction": {"long_name": "friction", "units": "cost per CRS length unit",
+                     "description": "friction per cell (cost per unit length); NaN barrier"},
+    }
