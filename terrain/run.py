@@ -370,18 +370,19 @@ def build_parser():
     for name in ("sssp", "mst-graph"):
         b = bsub.add_parser(name, help="terrain " + ("SSSP vs scipy dijkstra" if name == "sssp"
                                                      else "graph MST vs scipy minimum_spanning_tree"))
-        b.add_argument("--graph", choices=("rmat", "grid", "file"), default="grid")
+        b.add_argument("--graph", choices=("rmat", "grid", "file"), default="grid",
+                       help="a 2-D grid with random integer weights (default), RMAT, or a file")
         b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
         b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
-        b.add_argument("--rows", type=_positive_int, default=1024)
-        b.add_argument("--cols", type=_positive_int, default=1024)
+        b.add_argument("--rows", type=_positive_int, default=1024, help="grid rows (default 1024)")
+        b.add_argument("--cols", type=_positive_int, default=1024, help="grid columns (default 1024)")
         b.add_argument("--file", default=None, help="with --graph file: the graph to load")
         b.add_argument("--sources", type=_positive_int, default=4, help="sources to average over")
         b.add_argument("--load-limit", type=_positive_int, default=4_000_000,
                        help="sssp: time the load-included run up to this many vertices")
         b.add_argument("--workdir", default=None, help="where to write the load-included file")
         b.add_argument("--no-scipy", action="store_true", help="skip scipy (graphs too big for it)")
-        b.add_argument("--seed", type=int, default=1)
+        b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
         _add_backend(b)
     return parser
 

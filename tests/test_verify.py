@@ -140,16 +140,16 @@ def test_verify_cli_on_mst_output_and_bfs_result(tmp_path, capsys):
     assert rc == 1 and "FAIL" in text
     # BFS result: distances file + graph
     g = tmp_path / "g.txt"
-    g.write_text("# path\n1 2\n2 3\n3 4\n7 8\n")
-    rc, _, err = run_main(capsys, "bfs", g, "--source", "2", "--out", tmp_path / "d.npy", "--backend", "cpu")
+    g.write_text("# path\n0 1\n1 2\n2 3\n4 5\n")  # ids 0..n-1: .npy holds them by position
+    rc, _, err = run_main(capsys, "bfs", g, "--source", "1", "--out", tmp_path / "d.npy", "--backend", "cpu")
     assert rc == 0, err
-    rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", "--graph", g, "--source", "2",
+    rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", "--graph", g, "--source", "1",
                             scheduler=None)
     assert rc == 0, err + text
     d = np.load(tmp_path / "d.npy")
     d[3] = 1
     np.save(tmp_path / "bad.npy", d)
-    rc, text, err = run_main(capsys, "verify", tmp_path / "bad.npy", "--graph", g, "--source", "2",
+    rc, text, err = run_main(capsys, "verify", tmp_path / "bad.npy", "--graph", g, "--source", "1",
                             scheduler=None)
     assert rc == 1 and "FAIL" in text
     rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", scheduler=None)
