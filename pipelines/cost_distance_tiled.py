@@ -110,7 +110,8 @@ def _save_nodes(root, name, nodes):
     for field, dtype in _FIELDS:
         parts = [np.asarray(getattr(nodes[k], field), dtype).reshape(-1) for k in keys]
         data = np.concatenate(parts) if parts else np.zeros(0, dtype)
-        g.create_array(field, data=data, chunks=(max(data.size, 1),), overwrite=True)
+        g.create_array(field, data=data, chunks=(min(max(data.size, 1), 1 << 22),),
+                       overwrite=True)
         nbytes += data.nbytes
     return nbytes
 

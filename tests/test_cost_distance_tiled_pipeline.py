@@ -41,7 +41,8 @@ def _run(capsys, *argv):
     return json.loads(so)
 
 
-@pytest.mark.parametrize("conn,tile_sssp,height", [(8, 4, None), (4, 4, 0), (16, 8, 1)])
+@pytest.mark.parametrize("conn,tile_sssp,height", [(8, 4, None), (4, 4, 0), (16, 8, 1),
+                                                    (8, 16, None)])
 def test_tiled_equals_in_core(capsys, tmp_path, dem, small_shards, conn, tile_sssp, height):
     z, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "44,0",
