@@ -267,7 +267,7 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
 def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
                       start_cost=None, cost="absdiff", friction=None, connectivity=8,
                       max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
-                      geotiff_dir=None, algorithm="auto", tile_sssp=16, max_height=None,
+                      geotiff_dir=None, algorithm="auto", tile_sssp=None, max_height=None,
                       reuse=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
@@ -436,7 +436,7 @@ def cost_distance_command(args):
         friction=args.friction, connectivity=args.connectivity, max_cost=args.max_cost,
         tile=args.tile, backend=args.backend, scheduler=args.scheduler,
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
-        algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", 16),
+        algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None))
     if args.json:
         print(json.dumps(summary, indent=2))

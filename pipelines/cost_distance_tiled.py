@@ -310,11 +310,17 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
-def tiled_spec(spec, tile_sssp=16, max_height=None, reuse=None):
-    """Complete the command's ``spec`` for the tiled path (in place): SSSP tile, height cap,
+def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None):
+    """Complete the command's ``spec`` for the tiled path (in place): SSSP tile (default: the
+    reused store's, else 16), height cap,
     group side (a shard of the store), and, with ``reuse``, the stored index's height after
     checking it matches (:func:`check_reuse_store`)."""
-    spec["tile_sssp"] = int(tile_sssp)
+    if tile_sssp is None and reuse is not None:  # the stored index's tile
+        try:
+            tile_sssp = zarr.open_group(store=str(reuse), mode="r")[INDEX_GROUP].attrs["tile"]
+        except Exception:
+            tile_sssp = None  # check_reuse_store names the problem
+    spec["tile_sssp"] = int(tile_sssp or 16)
     spec["max_height"] = None if max_height is None else int(max_height)
     spec["group_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
     TiledSpec(tuple(spec["shape"]), spec["tile_sssp"], int(spec["connectivity"]), spec["cost"],

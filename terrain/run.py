@@ -258,8 +258,8 @@ def build_parser():
     p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
                    help="in-core SSSP, the tiled (out-of-core) algorithm, or auto (default): "
                    "in-core when the grid fits in memory")
-    p.add_argument("--tile-sssp", type=_tile, default=16, metavar="N",
-                   help="tiled: SSSP tile side, a power of two (default 16)")
+    p.add_argument("--tile-sssp", type=_tile, default=None, metavar="N",
+                   help="tiled: SSSP tile side, a power of two (default 16, or the --reuse store's)")
     p.add_argument("--max-height", type=int, default=None, metavar="H",
                    help="tiled: highest quadtree level with boundary matrices (default: auto)")
     p.add_argument("--reuse", default=None, metavar="STORE",

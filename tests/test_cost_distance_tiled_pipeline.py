@@ -71,8 +71,8 @@ def test_reuse_gives_a_fresh_runs_result(capsys, tmp_path, dem, small_shards):
     assert s1["index_tasks"] > 0 and s1["reused_tasks"] == 0
     new = ["--source-cell", "40,30", "--source-cell", "10,36", "--max-cost", "60"]
     fresh = _run(capsys, path, "-o", tmp_path / "fresh.zarr", *new, *base)
-    reused = _run(capsys, path, "-o", tmp_path / "r.zarr", *new, *base,
-                  "--reuse", tmp_path / "a.zarr")
+    reused = _run(capsys, path, "-o", tmp_path / "r.zarr", *new, "--tile", 8,
+                  "--reuse", tmp_path / "a.zarr")  # tiled, tile 4: the store's
     assert reused["reused_tasks"] == s1["index_tasks"] and reused["index_tasks"] == 0
     assert reused["skipped_phases"] == ["phase 1", "phase 2 upward"]
     a, b = _layers(tmp_path / "fresh.zarr"), _layers(tmp_path / "r.zarr")
