@@ -10,9 +10,11 @@ Dask strategy
 2. ``cost-prepare``: creates the layers ``distance`` (float64, NaN), ``backlink`` (uint8,
    255), ``allocation`` (int32, -1) and ``friction`` (float32, NaN) with
    :func:`terrain.tiles.store.create_layer` (chunks = tiles, shards = the DEM's).
-3. ``cost-solve``: the algorithm :func:`choose_algorithm` picks. Today that is the in-core
-   exact SSSP (:func:`terrain.grid.sssp.grid_sssp`, one task holding the grid); the tiled
-   algorithm (``terrain.grid.sssp_tiled``) plugs in at that seam when the grid does not fit.
+3. ``cost-solve``: the algorithm :func:`choose_algorithm` picks: the in-core exact SSSP
+   (:func:`terrain.grid.sssp.grid_sssp`, one task holding the grid), or, when the grid does
+   not fit (or ``algorithm="tiled"``), the tiled algorithm's own graph
+   (:mod:`pipelines.cost_distance_tiled`: per-shard tasks on the quadtree walk, replacing
+   steps 3-5).
 4. ``cost-write``: one task per band of shards writes its windows of every layer (a writer
    owns whole shards).
 5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
