@@ -10,9 +10,11 @@ Dask strategy
 2. ``cost-prepare``: creates the layers ``distance`` (float64, NaN), ``backlink`` (uint8,
    255), ``allocation`` (int32, -1) and ``friction`` (float32, NaN) with
    :func:`terrain.tiles.store.create_layer` (chunks = tiles, shards = the DEM's).
-3. ``cost-solve``: the algorithm :func:`choose_algorithm` picks. Today that is the in-core
-   exact SSSP (:func:`terrain.grid.sssp.grid_sssp`, one task holding the grid); the tiled
-   algorithm (``terrain.grid.sssp_tiled``) plugs in at that seam when the grid does not fit.
+3. ``cost-solve``: the algorithm :func:`choose_algorithm` picks: the in-core exact SSSP
+   (:func:`terrain.grid.sssp.grid_sssp`, one task holding the grid), or, when the grid does
+   not fit (or ``algorithm="tiled"``), the tiled algorithm's own graph
+   (:mod:`pipelines.cost_distance_tiled`: per-shard tasks on the quadtree walk, replacing
+   steps 3-5).
 4. ``cost-write``: one task per band of shards writes its windows of every layer (a writer
    owns whole shards).
 5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
@@ -55,14 +57,31 @@ def default_output(input_path):
     return p.with_name((p.stem if p.suffix else p.name) + ".cost.zarr")
 
 
-def choose_algorithm(shape, has_friction=False, memory_bytes=None):
+def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",
+                     backend="cpu"):
     """``"in-core"`` when the grid's working set fits in memory, else ``"tiled"``.
 
     The in-core SSSP needs about 40 bytes a cell (padded elevation, friction, distance,
-    labels, outputs) plus its queue; it takes the grid when that is under half the memory.
+    labels, outputs) plus its queue; it takes the grid when that is under half the memory
+    (the free device memory with ``backend="gpu"``, else the available RAM). ``algorithm``
+    other than ``"auto"`` is returned as it is.
+
+    >>> choose_algorithm((1000, 1000), memory_bytes=10**9), choose_algorithm(
+    ...     (10**5, 10**5), memory_bytes=10**9)
+    ('in-core', 'tiled')
     """
+    if algorithm not in ("auto", "in-core", "tiled"):
+        raise InputError(f"algorithm {algorithm!r}: expected auto, in-core or tiled")
+    if algorithm != "auto":
+        return algorithm
     cells = int(shape[0]) * int(shape[1])
     need = cells * (40 + (4 if has_friction else 0))
+    if memory_bytes is None and backend == "gpu":
+        try:
+            import cupy
+            memory_bytes = cupy.cuda.Device().mem_info[0]
+        except Exception:
+            memory_bytes = None
     if memory_bytes is None:
         try:
             import psutil
@@ -246,7 +265,8 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
 def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
                       start_cost=None, cost="absdiff", friction=None, connectivity=8,
                       max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
-                      geotiff_dir=None):
+                      geotiff_dir=None, algorithm="auto", tile_sssp=None, max_height=None,
+                      reuse=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
     Returns the summary dict (also in the output's ``cost_distance`` attribute).
@@ -294,8 +314,12 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     spec = {"shape": shape, "tile": int(tile), "tiles_per_shard": shard, "cost": cost,
             "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
-            "algorithm": choose_algorithm(shape, friction is not None),
+            "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
+                "tiled" if reuse is not None else algorithm), backend=be.name),
             "input": str(inp), "friction_path": None if friction is None else str(friction)}
+    if spec["algorithm"] == "tiled":
+        from .cost_distance_tiled import tiled_spec
+        tiled_spec(spec, tile_sssp, max_height, reuse)
     if spec["algorithm"] == "tiled":
         try:
             import terrain.grid.sssp_tiled  # noqa: F401
@@ -370,8 +394,13 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     windows = [(r, min(r + tile * shard, shape[0]), c, min(c + tile * shard, shape[1]))
                for r in range(0, shape[0], tile * shard)
                for c in range(0, shape[1], tile * shard)]
-    graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
-                                      upstream, geo, friction_store)
+    if spec["algorithm"] == "tiled":
+        from .cost_distance_tiled import build_cost_distance_tiled
+        graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
+                                          geo, friction_store)
+    else:
+        graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
+                                          upstream, geo, friction_store)
     with open_scheduler(scheduler):
         (summary,) = compute(graph, label="cost-distance")
     return summary
@@ -427,7 +456,9 @@ def cost_distance_command(args):
         sources_file=args.sources, start_cost=args.start_cost, cost=args.cost,
         friction=args.friction, connectivity=args.connectivity, max_cost=args.max_cost,
         tile=args.tile, backend=args.backend, scheduler=args.scheduler,
-        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir)
+        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
+        algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
+        max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

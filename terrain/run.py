@@ -256,6 +256,16 @@ def build_parser():
     p.add_argument("--max-cost", type=float, default=None, metavar="C",
                    help="cells farther than C stay unreached")
     p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
+    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
+                   help="in-core SSSP, the tiled (out-of-core) algorithm, or auto (default): "
+                   "in-core when the grid fits in memory")
+    p.add_argument("--tile-sssp", type=_tile, default=None, metavar="N",
+                   help="tiled: SSSP tile side, a power of two (default 16, or the --reuse store's)")
+    p.add_argument("--max-height", type=int, default=None, metavar="H",
+                   help="tiled: highest quadtree level with boundary matrices (default: auto)")
+    p.add_argument("--reuse", default=None, metavar="STORE",
+                   help="tiled: reuse phase 1 and the upward hierarchy of an earlier tiled "
+                   "cost-distance store on the same raster and cost")
     _add_backend(p)
     _add_scheduler(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

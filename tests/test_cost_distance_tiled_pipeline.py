@@ -1,0 +1,110 @@
+"""``cost-distance --algorithm tiled`` (the Dask graph of pipelines/cost_distance_tiled.py)
+against the in-core command and scipy, several groups (shards of 16 cells), and ``--reuse``."""
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_main
+from test_cost_distance_cli import write_asc
+from test_sssp import csr_graph, oracle_distance
+
+LAYERS = ("distance", "allocation", "backlink")
+
+
+@pytest.fixture
+def small_shards(monkeypatch):
+    import terrain.tiles.store as store
+    monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 16)  # groups = shards of 16 cells
+
+
+@pytest.fixture
+def dem(tmp_path):
+    rng = np.random.default_rng(1)
+    z = rng.integers(0, 30, (45, 37)).astype(np.float32)
+    z[rng.random(z.shape) < 0.05] = np.nan
+    z[20, :30] = np.nan  # a barrier across several groups
+    z[3, 4] = z[40, 30] = z[44, 0] = 5
+    return z, write_asc(tmp_path / "dem.asc", z)
+
+
+def _layers(path):
+    g = zarr.open_group(str(path), mode="r")
+    return {n: np.asarray(g[n][:]) for n in LAYERS}
+
+
+def _run(capsys, *argv):
+    rc, so, se = run_main(capsys, "cost-distance", *argv, "--json")
+    assert rc == 0, se
+    return json.loads(so)
+
+
+@pytest.mark.parametrize("conn,tile_sssp,height", [(8, 4, None), (4, 4, 0), (16, 8, 1),
+                                                    (8, 16, None)])
+def test_tiled_equals_in_core(capsys, tmp_path, dem, small_shards, conn, tile_sssp, height):
+    z, path = dem
+    common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "44,0",
+              "--tile", 8, "--connectivity", conn]
+    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core", *common)
+    extra = [] if height is None else ["--max-height", height]
+    s_t = _run(capsys, path, "-o", tmp_path / "t.zarr", "--algorithm", "tiled",
+               "--tile-sssp", tile_sssp, *extra, *common)
+    assert s_in["algorithm"] == "in-core" and s_t["algorithm"] == "tiled"
+    assert s_t["groups"] == 9 and s_t["group_side"] == 16  # 45 x 37 cells in shards of 16
+    a, b = _layers(tmp_path / "in.zarr"), _layers(tmp_path / "t.zarr")
+    for n in LAYERS:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+    if conn == 8:
+        ref = oracle_distance(csr_graph(z), z.shape, [(3, 4), (40, 30), (44, 0)])
+        np.testing.assert_array_equal(b["distance"], ref)
+    assert s_t["reached_cells"] == s_in["reached_cells"]
+    assert s_t["max_distance"] == s_in["max_distance"]
+    assert "sssp_index" in zarr.open_group(str(tmp_path / "t.zarr"), mode="r")
+
+
+def test_reuse_gives_a_fresh_runs_result(capsys, tmp_path, dem, small_shards):
+    z, path = dem
+    base = ["--tile", 8, "--algorithm", "tiled", "--tile-sssp", 4]
+    s1 = _run(capsys, path, "-o", tmp_path / "a.zarr", "--source-cell", "3,4", *base)
+    assert s1["index_tasks"] > 0 and s1["reused_tasks"] == 0
+    new = ["--source-cell", "40,30", "--source-cell", "10,36", "--max-cost", "60"]
+    fresh = _run(capsys, path, "-o", tmp_path / "fresh.zarr", *new, *base)
+    reused = _run(capsys, path, "-o", tmp_path / "r.zarr", *new, "--tile", 8,
+                  "--reuse", tmp_path / "a.zarr")  # tiled, tile 4: the store's
+    assert reused["reused_tasks"] == s1["index_tasks"] and reused["index_tasks"] == 0
+    assert reused["skipped_phases"] == ["phase 1", "phase 2 upward"]
+    a, b = _layers(tmp_path / "fresh.zarr"), _layers(tmp_path / "r.zarr")
+    for n in LAYERS:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+    # a store of another connectivity, or of another raster, is one line, exit 2
+    rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "x.zarr", *new,
+                          *base, "--connectivity", 4, "--reuse", tmp_path / "a.zarr")
+    assert rc == 2 and se.count("\n") == 1 and "connectivity" in se
+    assert not (tmp_path / "x.zarr").exists()
+    z2 = z.copy()
+    z2[np.isfinite(z2)] += 1
+    other = write_asc(tmp_path / "other.asc", z2)
+    rc, so, se = run_main(capsys, "cost-distance", other, "-o", tmp_path / "y.zarr", *new,
+                          *base, "--reuse", tmp_path / "a.zarr")
+    assert rc == 2 and se.count("\n") == 1 and "does not match" in se
+    assert not (tmp_path / "y.zarr").exists()
+    rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "w.zarr", *new,
+                          "--tile", 8, "--reuse", tmp_path / "fresh.zarr" / "distance")
+    assert rc == 2 and se.count("\n") == 1
+
+
+def test_tiled_source_on_nodata(capsys, tmp_path, dem, small_shards):
+    z, path = dem
+    rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "n.zarr",
+                          "--source-cell", "20,5", "--tile", 8, "--algorithm", "tiled")
+    assert rc == 2 and "nodata" in se and se.count("\n") == 1
+    assert not (tmp_path / "n.zarr").exists()
+
+
+def test_choose_algorithm():
+    from pipelines.cost_distance import choose_algorithm
+    assert choose_algorithm((100, 100), memory_bytes=10**9) == "in-core"
+    assert choose_algorithm((10**5, 10**5), memory_bytes=10**9) == "tiled"
+    assert choose_algorithm((100, 100), algorithm="tiled") == "tiled"
