@@ -114,6 +114,7 @@ def checkpointed(delayed, partial, prefixes):
     folder = Path(partial) / CHECKPOINT_DIR
     graph = graph_dict(delayed)
     reused = 0
+    rewritten = False
     for key, task in list(graph.items()):
         if not isinstance(task, Task) or not _key_name(key).startswith(tuple(prefixes)):
             continue
@@ -124,7 +125,9 @@ def checkpointed(delayed, partial, prefixes):
         reused += path.is_file()
         graph[key] = Task(key, run_checkpointed, str(path), task.func, *task.args,
                           **task.kwargs)
-    return Delayed(delayed.key, graph), reused
+        rewritten = True
+    # a graph wrapped at construction is returned as it is (with its annotations)
+    return (Delayed(delayed.key, graph) if rewritten else delayed), reused
 
 
 def prepare_resume(partial):

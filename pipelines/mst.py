@@ -59,7 +59,7 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .cluster import compute, open_scheduler
+from .cluster import active_gpu_workers, assign_groups, compute, open_scheduler
 from .quadtree import TaskGraph
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
@@ -177,7 +177,7 @@ def _in_core_task(dem_path, spec, backend, prepared):
 
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None, key_bits="auto", in_core="auto", partial=None):
+                    geo=None, key_bits="auto", in_core="auto", partial=None, workers=()):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
 
     Parameters
@@ -203,6 +203,11 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     partial : path, optional
         The partial output holding the checkpoints of :data:`CHECKPOINTED` tasks
         (``--resume``); None: no checkpoints.
+    workers : list of str
+        GPU workers (:func:`pipelines.cluster.active_gpu_workers`): the shards are spread over
+        them (:func:`pipelines.cluster.assign_groups`), each worker reading, computing and
+        writing its own; the grid is then never taken whole in core (one task would use one
+        GPU). Empty: the scheduler places every task.
 
     Returns
     -------
@@ -218,7 +223,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     if in_core not in ("auto", "groups", False):
         raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
     gpu = get_backend(backend).is_gpu
-    if gpu and in_core == "auto" and fits_on_device(spec.shape, backend):
+    if gpu and in_core == "auto" and len(workers) < 2 and fits_on_device(spec.shape, backend):
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
                 "path": "in-core"}
@@ -235,29 +240,41 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                                   extra=own, node_nout=5, names=("expand", "write"))
     node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
                   + [r[0] for r in node_rest.values()])
+    for (i, j), worker in assign_groups(plan.groups, list(workers)).items():
+        graph.pin("group", (i, j), worker)
+        graph.pin("write", (i, j), worker)
     meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits,
             "path": "super-tiles" if super_tile else "tiled"}
+    if workers:
+        meta["gpus"] = len(workers)
     return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
                               meta, key=("finish",)))
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
             scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto",
-            resume=False, cog=True):
+            resume=False, cog=True, gpus=None):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
     width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line),
     ``in_core`` the GPU's path (:func:`build_mst_graph`); ``resume`` finishes the partial
     output a killed run of the same input and options left (the summary's ``reused_tasks``
-    counts the tasks not run again).
+    counts the tasks not run again). ``gpus`` (``"N"`` or ``"all"``) runs on one worker
+    process per GPU (:func:`pipelines.cluster.open_scheduler`), the shards spread over them;
+    the forest is the same.
 
     Examples
     --------
     >>> run_mst("data/sample.asc", "sample.mst.zarr", scheduler="threads")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
+    if gpus is not None and backend is None:
+        backend = "gpu"
     be = get_backend(backend)
+    if gpus is not None and not be.is_gpu:
+        raise InputError(f"{input_path}: a GPU count needs the gpu backend, not "
+                         f"{be.name}")
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
     check_outputs([inp], [out, geotiff], overwrite)
@@ -286,12 +303,13 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             dem_path, upstream = inp, None
         else:
             from .ingest import build_ingest_graph
-            upstream = build_ingest_graph(inp, tmp, tile)
+            upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp, CHECKPOINTED)
             dem_path = tmp
-        graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits,
-                                in_core, partial=tmp)
-        graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
-        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
+        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1], gpus=gpus):
+            graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
+                                    key_bits, in_core, partial=tmp,
+                                    workers=active_gpu_workers())
+            graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
             (summary,) = compute(graph, label="mst")
         drop_checkpoints(tmp)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
@@ -342,7 +360,7 @@ def _format_summary(s):
         "phases    " + ", ".join(f"{p} {v:.2f}" for p, v in t.items()) + " (task seconds)",
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",
-        f"time      {s['seconds']:.2f} s",
+        f"time      {s['seconds']:.2f} s" + (f" on {s['gpus']} GPUs" if s.get("gpus") else ""),
     ] + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
          if s.get("reused_tasks") else []) + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
 
@@ -356,7 +374,7 @@ def mst_command(args):
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
                       overwrite=args.overwrite, geotiff=args.geotiff,
                       resume=getattr(args, "resume", False),
-                      cog=not getattr(args, "no_cog", False))
+                      cog=not getattr(args, "no_cog", False), gpus=getattr(args, "gpus", None))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

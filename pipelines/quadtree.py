@@ -17,6 +17,9 @@ one small ``getitem`` task per value (``(f"getitem-{prefix}-{stage}-{token}", i,
 as ``dask.delayed`` would: each consumer depends on its value only, so the scheduler frees a
 value (a level graph) once its consumer ran, not when the last value of the tuple is used.
 
+Several GPUs: :meth:`TaskGraph.pin` restricts a step to a worker (loosely), carried to the
+scheduler as layer annotations (:func:`pipelines.cluster.assign_groups` says which).
+
 Checkpoints (``--resume``, :mod:`pipelines._resume`) are wrapped in at construction: a
 step whose stage is listed runs through :func:`pipelines._resume.run_checkpointed` with
 its checkpoint file's path, so no rewrite of the finished graph is needed.
@@ -79,6 +82,7 @@ class TaskGraph:
         self.prefix, self.token = prefix, token
         self.tasks = {}
         self.reused = 0
+        self.workers = {}  # key -> the worker (name) it should run on
         self._folder = Path(partial) / CHECKPOINT_DIR if partial is not None else None
         self._checkpoint = tuple(checkpoint)
 
@@ -120,9 +124,23 @@ class TaskGraph:
         part = f"getitem-{self.prefix}-{stage}-{self.token}"
         return tuple(self.add(part, (*index, q), operator.getitem, ref, q) for q in range(nout))
 
+    def pin(self, stage, index, worker):
+        """Ask for the task of step ``(stage, *index)`` to run on ``worker`` (a name or an
+        address); a loose restriction: another worker takes it when that one is gone."""
+        self.workers[(f"{self.prefix}-{stage}-{self.token}", *index)] = worker
+
     def delayed(self, ref):
-        """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it)."""
-        return Delayed(ref.key, self.tasks)
+        """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it); the pinned
+        tasks carry ``workers``/``allow_other_workers`` annotations to the scheduler."""
+        if not self.workers:
+            return Delayed(ref.key, self.tasks)
+        from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+        pinned = self.workers
+        name = f"{self.prefix}-graph-{self.token}"
+        layer = MaterializedLayer(self.tasks, annotations={
+            "workers": lambda k: [pinned[k]] if k in pinned else None,
+            "allow_other_workers": lambda k: True if k in pinned else None})
+        return Delayed(ref.key, HighLevelGraph({name: layer}, {name: set()}), layer=name)
 
 
 def delayed_call(prefix, token):
