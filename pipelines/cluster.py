@@ -171,8 +171,14 @@ def assign_groups(groups, workers):
 
 
 def active_gpu_workers():
-    """Names of the GPU workers of the active :func:`open_scheduler` (empty without ``gpus``)."""
-    return [gpu_worker_name(i) for i in range(_active_gpus)]
+    """Addresses of the GPU workers of the active :func:`open_scheduler`, in device order
+    (empty without ``gpus``). Addresses, not names: the scheduler takes a name it does not
+    know as an address for a restriction as a host name, which no worker matches."""
+    if not _active_gpus:
+        return []
+    by_name = {w["name"]: address
+               for address, w in _active_client.scheduler_info(n_workers=-1)["workers"].items()}
+    return [by_name[gpu_worker_name(i)] for i in range(_active_gpus)]
 
 
 @contextlib.contextmanager
@@ -255,8 +261,11 @@ def _gpu_cluster(devices, quiet):
     dashboard = os.environ.get("TERRAIN_DASHBOARD", DEFAULT_DASHBOARD)
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard,
                                                "host": "127.0.0.1"}}
-    cluster = SpecCluster(workers=gpu_worker_spec(devices), scheduler=scheduler,
-                          silence_logs=logging.CRITICAL, name="terrain-gpus")
+    # no work stealing: it would move a pinned (loosely restricted) group to the other GPU
+    # whenever one is idle, and the groups' assignment is the plan (module docstring)
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        cluster = SpecCluster(workers=gpu_worker_spec(devices), scheduler=scheduler,
+                              silence_logs=logging.CRITICAL, name="terrain-gpus")
     client = Client(cluster)
     try:
         client.wait_for_workers(len(devices))

@@ -59,7 +59,8 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .cluster import active_gpu_workers, assign_groups, compute, open_scheduler
+from .cluster import (active_gpu_workers, assign_groups, compute, open_scheduler, parse_gpus,
+                      visible_gpus)
 from .quadtree import TaskGraph
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
@@ -226,7 +227,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     if gpu and in_core == "auto" and len(workers) < 2 and fits_on_device(spec.shape, backend):
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
-                "path": "in-core"}
+                "path": "in-core", **({"gpus": len(workers)} if workers else {})}
         return graph.delayed(call(_finish, prepared, spec, [stats], [], [], meta,
                                   key=("finish",)))
     super_tile = gpu and in_core in ("auto", "groups")
@@ -269,12 +270,12 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     >>> run_mst("data/sample.asc", "sample.mst.zarr", scheduler="threads")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
-    if gpus is not None and backend is None:
+    if gpus is not None:
+        if getattr(backend, "name", backend) == "cpu":
+            raise InputError(f"{input_path}: a GPU count needs the gpu backend, not cpu")
+        parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
         backend = "gpu"
     be = get_backend(backend)
-    if gpus is not None and not be.is_gpu:
-        raise InputError(f"{input_path}: a GPU count needs the gpu backend, not "
-                         f"{be.name}")
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
     check_outputs([inp], [out, geotiff], overwrite)

@@ -125,8 +125,7 @@ class TaskGraph:
         return tuple(self.add(part, (*index, q), operator.getitem, ref, q) for q in range(nout))
 
     def pin(self, stage, index, worker):
-        """Ask for the task of step ``(stage, *index)`` to run on ``worker`` (a name or an
-        address); a loose restriction: another worker takes it when that one is gone."""
+        """Ask for the task of step ``(stage, *index)`` to run on ``worker`` (its address); a loose restriction: another worker takes it when that one is gone."""
         self.workers[(f"{self.prefix}-{stage}-{self.token}", *index)] = worker
 
     def delayed(self, ref):
