@@ -260,6 +260,7 @@ def build_parser():
     p.add_argument("--weight", choices=WEIGHTS, default="max", help="mst")
     _add_backend(p)
     _add_scheduler(p)
+    _add_gpus(p)
     p.add_argument("--overwrite", action="store_true",
                    help="redo every file and replace its output (default: skip files done)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")

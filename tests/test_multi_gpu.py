@@ -181,3 +181,18 @@ def test_mst_on_all_gpus_equals_one_gpu(tmp_path):
     for k in ("total_weight", "edges", "trees", "vertices"):
         assert summaries["1"][k] == summaries["all"][k]
     assert summaries["all"]["gpus"] >= 1
+
+
+@pytest.mark.parametrize("what, extra, message", [
+    ("ingest", [], "batch ingest: runs on the CPU; a GPU count is for mst"),
+    ("mst", ["--backend", "cpu"], "needs the gpu backend"),
+    ("mst", [], "CuPy sees none")])
+def test_batch_gpus_errors_before_anything_is_written(tmp_path, what, extra, message):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", what, "data/sample.asc",
+                           "-o", str(tmp_path / "out"), "--gpus", "1", *extra],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert message in proc.stderr
+    assert not (tmp_path / "out").exists()
