@@ -143,7 +143,8 @@ def gpu_worker_spec(devices):
         "name": gpu_worker_name(i), "nthreads": 1, "resources": {"GPU": 1},
         # CuPy reads these once, when the worker process first touches CUDA
         "env": {"CUDA_VISIBLE_DEVICES": str(d), "TERRAIN_BACKEND": "gpu"},
-        "dashboard_address": None, "host": "127.0.0.1"}}
+        "dashboard_address": None, "host": "127.0.0.1",
+        "silence_logs": logging.CRITICAL}}  # the worker processes' logs: nothing for the user
         for i, d in enumerate(devices)}
 
 

@@ -30,6 +30,12 @@ in-memory :func:`terrain.grid.mst.grid_mst`), their steps made tasks by
 :class:`pipelines.quadtree.TaskGraph` (one task dict written during the walk, checkpoints
 wrapped in as the tasks are made: ~0.1 s for the 7532 tasks of the 10-ft Neuse size).
 
+With ``--gpus N`` (:func:`pipelines.cluster.open_scheduler`) each GPU has a worker process of
+its own; the shards' ``mst-group`` and ``mst-write`` tasks are pinned to them in Z-order runs
+(:func:`pipelines.cluster.assign_groups`), loosely, so a lost worker's shards run elsewhere;
+merges and expansions go wherever the scheduler puts them. The forest does not depend on
+where a task ran.
+
 Level graphs are task results held by Dask (O(perimeter) per node, written once); each
 shard of the DEM is read once and each shard of the mask written, read and written once.
 The bytes are counted: logical (uncompressed) bytes of the DEM read and of the mask written
