@@ -3,10 +3,11 @@
 Dask strategy
 -------------
 :func:`checkpointed` rewrites a built task graph: every task whose name starts with one
-of the given prefixes runs through :func:`_run_checkpointed`, which returns the task's
+of the given prefixes runs through :func:`run_checkpointed`, which returns the task's
 result from ``PARTIAL/.terrain-checkpoints/KEY.pkl`` when that file exists, and otherwise
 runs the task and writes the file (beside, then renamed: a checkpoint is whole or absent)
-*after* the task's own writes into the store. So a checkpoint means "this task's data is in
+*after* the task's own writes into the store. Big graphs wrap their tasks at construction
+instead (:class:`pipelines.quadtree.TaskGraph`); :func:`checkpointed` then only counts them. So a checkpoint means "this task's data is in
 the store and here is what it returned"; a task killed half-way has none and runs again.
 Tasks are idempotent (a band or shard task rewrites whole shards; the MST write task sets
 and clears the same bits), which is also what makes Dask's retries after a lost worker safe.
@@ -33,7 +34,7 @@ from dask.delayed import Delayed
 from terrain._paths import input_identity
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
-           "graph_dict"]
+           "graph_dict", "run_checkpointed", "checkpoint_file"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
 
@@ -56,12 +57,14 @@ def _key_name(key):
     return key[0] if isinstance(key, tuple) else str(key)
 
 
-def _file_name(key):
+def checkpoint_file(key):
+    """The checkpoint's file name of task ``key`` (``('a', 1, 2)`` -> ``a.1.2.pkl``)."""
     parts = [str(p) for p in (key if isinstance(key, tuple) else (key,))]
     return ".".join(parts) + ".pkl"
 
 
-def _run_checkpointed(path, func, *args, **kwargs):
+def run_checkpointed(path, func, *args, **kwargs):
+    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run."""
     path = Path(path)
     if path.is_file():
         with open(path, "rb") as f:
@@ -111,14 +114,20 @@ def checkpointed(delayed, partial, prefixes):
     folder = Path(partial) / CHECKPOINT_DIR
     graph = graph_dict(delayed)
     reused = 0
+    rewritten = False
     for key, task in list(graph.items()):
         if not isinstance(task, Task) or not _key_name(key).startswith(tuple(prefixes)):
             continue
-        path = folder / _file_name(key)
+        if task.func is run_checkpointed:  # wrapped at construction (pipelines.quadtree)
+            reused += Path(task.args[0]).is_file()
+            continue
+        path = folder / checkpoint_file(key)
         reused += path.is_file()
-        graph[key] = Task(key, _run_checkpointed, str(path), task.func, *task.args,
+        graph[key] = Task(key, run_checkpointed, str(path), task.func, *task.args,
                           **task.kwargs)
-    return Delayed(delayed.key, graph), reused
+        rewritten = True
+    # a graph wrapped at construction is returned as it is (with its annotations)
+    return (Delayed(delayed.key, graph) if rewritten else delayed), reused
 
 
 def prepare_resume(partial):

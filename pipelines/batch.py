@@ -36,7 +36,7 @@ from terrain._atomic import atomic_output
 from terrain._paths import input_identity, real_path
 from terrain.errors import InputError
 
-from .cluster import LOCAL_SCHEDULERS, open_scheduler
+from .cluster import LOCAL_SCHEDULERS, open_scheduler, parse_gpus, visible_gpus
 
 __all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
 
@@ -54,8 +54,10 @@ def _run_ingest(inp, out, args, scheduler):
 
 def _run_mst(inp, out, args, scheduler):
     from .mst import run_mst
+    # with --gpus the batch's GPU workers are active (run_batch): the shards spread over them
+    backend = "gpu" if getattr(args, "gpus", None) is not None else args.backend
     s = run_mst(inp, out, tile=args.tile, connectivity=args.connectivity, weight=args.weight,
-                backend=args.backend, scheduler=scheduler, overwrite=args.overwrite)
+                backend=backend, scheduler=scheduler, overwrite=args.overwrite)
     return {k: s[k] for k in ("rows", "cols", "edges", "trees", "total_weight")}
 
 
@@ -158,6 +160,13 @@ def _say(message):
 def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     """Run ``command`` over every input; returns the manifest rows (one dict per file)."""
     runner, suffix = RUNNERS[command]
+    gpus = getattr(args, "gpus", None)
+    if gpus is not None:  # one worker per GPU for the whole batch (mst only: ingest parses text)
+        if command != "mst":
+            raise InputError(f"batch {command}: runs on the CPU; a GPU count is for mst")
+        if getattr(args, "backend", None) == "cpu":
+            raise InputError("batch mst: a GPU count needs the gpu backend, not cpu")
+        parse_gpus(gpus, visible_gpus())  # before the output folder is made
     files = expand_inputs(specs)
     outdir = _prepare_outdir(outdir)
     outputs = _output_names(files, outdir, suffix)
@@ -166,7 +175,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
     t_batch = time.perf_counter()
-    with open_scheduler(scheduler):
+    with open_scheduler(scheduler, gpus=gpus):
         for n, (inp, out) in enumerate(zip(files, outputs), 1):
             ident = list(input_identity(inp))
             row = {"input": str(inp), "output": str(out), "identity": ident}

@@ -13,7 +13,20 @@
 
 The LocalCluster's dashboard listens on localhost only (``127.0.0.1:8787``, another port
 when that one is taken): on a shared machine the neighbours cannot watch the job.
-``--dashboard-address`` (``$TERRAIN_DASHBOARD``) opens it elsewhere on purpose. An address
+``--dashboard-address`` (``$TERRAIN_DASHBOARD``) opens it elsewhere on purpose.
+
+Several GPUs (``--gpus N|all``): :func:`open_scheduler` with ``gpus`` starts one worker
+*process* per GPU (:func:`gpu_worker_spec`), each started by a Nanny whose environment sets
+``CUDA_VISIBLE_DEVICES`` to its one device (so CuPy's device 0 in that process is its GPU),
+one task thread each, and a ``GPU`` resource of 1. This is what dask-cuda's
+``LocalCUDACluster`` does for us; we do not depend on it because the binding is a dozen lines
+of ``distributed.SpecCluster`` and dask-cuda pins dask/distributed to the RAPIDS release
+train (and pulls pynvml), which would hold back the pair this project tests with. The
+pipelines give each worker a contiguous Z-order run of the tile groups
+(:func:`assign_groups`: siblings of the quadtree stay on one GPU, so most merge inputs do
+not cross processes), as a loose restriction (``allow_other_workers``): a lost worker's
+groups run elsewhere and the forest is the same, since every group's result depends on its
+data only. An address
 that is not one, or a scheduler that does not answer within ``CONNECT_TIMEOUT`` seconds,
 is an :class:`~terrain.errors.InputError` before any work. A nested :func:`open_scheduler`
 without a spec reuses the active client (a batch runs every file on one cluster).
@@ -43,7 +56,8 @@ import dask
 from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
-           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG"]
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
+           "gpu_worker_spec", "gpu_worker_name", "assign_groups", "active_gpu_workers"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -64,17 +78,135 @@ IN_PROCESS_CONFIG = {
 }
 
 _active_client = None
+_active_gpus = 0
+
+
+def visible_gpus():
+    """The CUDA devices this process may use, as ids for ``CUDA_VISIBLE_DEVICES``.
+
+    ``$CUDA_VISIBLE_DEVICES`` when set (its entries, in order), else ``0 .. n-1`` for the
+    ``n`` devices CuPy sees; none without CuPy or a driver.
+    """
+    from terrain.backend import _cupy
+    cupy = _cupy()
+    count = cupy.cuda.runtime.getDeviceCount() if cupy is not None else 0
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        ids = [d.strip() for d in listed.split(",") if d.strip()]
+        return ids[:count]
+    return [str(d) for d in range(count)]
+
+
+def parse_gpus(text, visible):
+    """The devices ``text`` (``"N"`` or ``"all"``) asks for, among ``visible`` device ids.
+
+    >>> parse_gpus("2", ["0", "1", "2"]), parse_gpus("all", ["4", "5"])
+    (['0', '1'], ['4', '5'])
+    >>> parse_gpus("3", ["0"])
+    Traceback (most recent call last):
+    terrain.errors.InputError: 3 GPUs asked for, but CuPy sees 1
+    """
+    text = str(text).strip().lower()
+    if text == "all":
+        n = len(visible)
+        if n == 0:
+            raise InputError("all GPUs asked for, but CuPy sees none (no CuPy, driver or device)")
+    else:
+        try:
+            n = int(text)
+        except ValueError:
+            raise InputError(f"GPU count {text!r}: not a number nor 'all'") from None
+        if n < 1:
+            raise InputError(f"GPU count {n}: at least 1")
+        if n > len(visible):
+            seen = len(visible) or "none"
+            raise InputError(f"{n} GPU{'s' if n > 1 else ''} asked for, but CuPy sees {seen}")
+    return list(visible[:n])
+
+
+def gpu_worker_name(index):
+    """The name of the worker of the ``index``-th GPU (restrictions use it)."""
+    return f"gpu-{index}"
+
+
+def gpu_worker_spec(devices):
+    """``distributed.SpecCluster`` worker spec: one Nanny process per device, bound to it.
+
+    >>> spec = gpu_worker_spec(["2", "3"])
+    >>> sorted(spec), spec["gpu-1"]["options"]["env"]["CUDA_VISIBLE_DEVICES"]
+    (['gpu-0', 'gpu-1'], '3')
+    >>> spec["gpu-0"]["options"]["nthreads"], spec["gpu-0"]["options"]["resources"]
+    (1, {'GPU': 1})
+    """
+    from distributed import Nanny
+    return {gpu_worker_name(i): {"cls": Nanny, "options": {
+        "name": gpu_worker_name(i), "nthreads": 1, "resources": {"GPU": 1},
+        # CuPy reads these once, when the worker process first touches CUDA
+        "env": {"CUDA_VISIBLE_DEVICES": str(d), "TERRAIN_BACKEND": "gpu"},
+        "dashboard_address": None, "host": "127.0.0.1",
+        "silence_logs": logging.CRITICAL}}  # the worker processes' logs: nothing for the user
+        for i, d in enumerate(devices)}
+
+
+def assign_groups(groups, workers):
+    """``{(i, j): worker}``: contiguous runs of ``groups`` in Z order, one run per worker.
+
+    Z (Morton) order keeps the four children of a quadtree node next to each other, so a
+    merge mostly takes its inputs from one worker. Runs differ in length by at most one.
+
+    >>> assign_groups([(0, 0), (0, 1), (1, 0), (1, 1), (0, 2)], ["a", "b"])
+    {(0, 0): 'a', (0, 1): 'a', (1, 0): 'a', (1, 1): 'b', (0, 2): 'b'}
+    """
+    def morton(ij):
+        i, j, code = ij[0], ij[1], 0
+        for b in range(max(i.bit_length(), j.bit_length())):
+            code |= ((i >> b) & 1) << (2 * b + 1) | ((j >> b) & 1) << (2 * b)
+        return code
+
+    if not workers:
+        return {}
+    ordered = sorted(groups, key=morton)
+    n, w = len(ordered), len(workers)
+    out = {g: workers[q * w // n] for q, g in enumerate(ordered)}
+    return {g: out[g] for g in groups}
+
+
+def active_gpu_workers():
+    """Addresses of the GPU workers of the active :func:`open_scheduler`, in device order
+    (empty without ``gpus``). Addresses, not names: the scheduler takes a name it does not
+    know as an address for a restriction as a host name, which no worker matches."""
+    if not _active_gpus:
+        return []
+    by_name = {w["name"]: address
+               for address, w in _active_client.scheduler_info(n_workers=-1)["workers"].items()}
+    return [by_name[gpu_worker_name(i)] for i in range(_active_gpus)]
 
 
 @contextlib.contextmanager
-def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None):
+def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None,
+                   gpus=None):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
     ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
     :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
+    ``gpus``: ``"N"`` or ``"all"``: a cluster of one worker process per GPU (module
+    docstring); only with ``spec=None``.
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
-    global _active_client
+    global _active_client, _active_gpus
+    if gpus is not None:
+        if spec is not None:
+            raise InputError(f"GPU workers are started here: scheduler {spec!r} cannot be "
+                             "used with a GPU count")
+        devices = parse_gpus(gpus, visible_gpus())
+        with _gpu_cluster(devices, quiet) as client:
+            previous = (_active_client, _active_gpus)
+            _active_client, _active_gpus = client, len(devices)
+            try:
+                yield client
+            finally:
+                _active_client, _active_gpus = previous
+        return
     if spec is None and _active_client is not None:
         yield _active_client
         return
@@ -120,6 +252,32 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+@contextlib.contextmanager
+def _gpu_cluster(devices, quiet):
+    """A SpecCluster of :func:`gpu_worker_spec` workers and its client."""
+    from distributed import Client, Scheduler, SpecCluster
+    warnings.filterwarnings("ignore", message="Port .* is already in use")
+    dashboard = os.environ.get("TERRAIN_DASHBOARD", DEFAULT_DASHBOARD)
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard,
+                                               "host": "127.0.0.1"}}
+    # no work stealing: it would move a pinned (loosely restricted) group to the other GPU
+    # whenever one is idle, and the groups' assignment is the plan (module docstring)
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        cluster = SpecCluster(workers=gpu_worker_spec(devices), scheduler=scheduler,
+                              silence_logs=logging.CRITICAL, name="terrain-gpus")
+    client = Client(cluster)
+    try:
+        client.wait_for_workers(len(devices))
+        if not quiet:
+            print(f"terrain: {len(devices)} GPU workers (devices {','.join(devices)}); Dask "
+                  f"dashboard at {_dashboard_link(cluster, dashboard)}", file=sys.stderr,
+                  flush=True)
+        yield client
+    finally:
+        client.close()
+        cluster.close()
 
 
 def _local_twin(address):

@@ -27,7 +27,14 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
 
 Steps 3-6 are the walks of :mod:`terrain.tiles.quadtree` (the same plan and walk as the
 in-memory :func:`terrain.grid.mst.grid_mst`), their steps made tasks by
-:func:`pipelines.quadtree.delayed_call`.
+:class:`pipelines.quadtree.TaskGraph` (one task dict written during the walk, checkpoints
+wrapped in as the tasks are made: ~0.1 s for the 7532 tasks of the 10-ft Neuse size).
+
+With ``--gpus N`` (:func:`pipelines.cluster.open_scheduler`) each GPU has a worker process of
+its own; the shards' ``mst-group`` and ``mst-write`` tasks are pinned to them in Z-order runs
+(:func:`pipelines.cluster.assign_groups`), loosely, so a lost worker's shards run elsewhere;
+merges and expansions go wherever the scheduler puts them. The forest does not depend on
+where a task ran.
 
 Level graphs are task results held by Dask (O(perimeter) per node, written once); each
 shard of the DEM is read once and each shard of the mask written, read and written once.
@@ -58,8 +65,9 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .cluster import compute, open_scheduler
-from .quadtree import delayed_call
+from .cluster import (active_gpu_workers, assign_groups, compute, open_scheduler, parse_gpus,
+                      visible_gpus)
+from .quadtree import TaskGraph
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
 
@@ -115,16 +123,24 @@ def _write_task(out_path, spec, level, i, j, incoming, own):
     arr = zarr.open_array(store=str(out_path), path="mst", mode="r+")
     mask = np.asarray(arr[win[0]:win[1], win[2]:win[3]], dtype=np.uint8)
     t1 = time.perf_counter()
-    apply_changes(mask, win[0], win[2], spec.shape[1], Changes.concat([incoming, own]))
+    changes = Changes.concat([incoming, own])
+    apply_changes(mask, win[0], win[2], spec.shape[1], changes)
     t2 = time.perf_counter()
     arr[win[0]:win[1], win[2]:win[3]] = mask
     t3 = time.perf_counter()
+    # every change reaches exactly one shard: the sums here add up to the forest's
+    changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
     return {"times": {"read": t1 - t0, "expand": t2 - t1, "write": t3 - t2},
-            "read_bytes": mask.nbytes, "written_bytes": mask.nbytes}
+            "read_bytes": mask.nbytes, "written_bytes": mask.nbytes,
+            "changes_sum": changes_sum.acc,
+            "changes_edges": len(changes.added) - len(changes.dropped)}
 
 
-def _finish(out_path, spec, group_stats, node_stats, all_changes, writes, meta):
-    """Sum the statistics; store them in the output's attributes; return the summary."""
+def _finish(out_path, spec, group_stats, node_stats, writes, meta):
+    """Sum the statistics; store them in the output's attributes; return the summary.
+
+    The changes' weights and counts come summed by the write tasks (each change is applied
+    by one), so no task holds all the changes at once."""
     times = {p: 0.0 for p in PHASES}
     totals = {"read_bytes": 0, "written_bytes": 0, "graph_bytes": 0}
     fsum, fedges, verts = WeightSum(), 0, 0
@@ -137,7 +153,10 @@ def _finish(out_path, spec, group_stats, node_stats, all_changes, writes, meta):
             fsum.merge(WeightSum(s["forest_sum"]))
             fedges += s["forest_edges"]
             verts += s["vertices"]
-    total, edges = finish_stats(fsum, fedges, Changes.concat(all_changes))
+        if "changes_sum" in s:
+            fsum.merge(WeightSum(s["changes_sum"]))
+            fedges += s["changes_edges"]
+    total, edges = finish_stats(fsum, fedges, Changes())
     summary = {"total_weight": total, "edges": int(edges), "trees": int(verts - edges),
                "vertices": int(verts), "rows": spec.shape[0], "cols": spec.shape[1],
                "tile": spec.tile, "levels": spec.levels, "connectivity": spec.connectivity,
@@ -165,7 +184,7 @@ def _in_core_task(dem_path, spec, backend, prepared):
 
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None, key_bits="auto", in_core="auto"):
+                    geo=None, key_bits="auto", in_core="auto", partial=None, workers=()):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
 
     Parameters
@@ -188,6 +207,14 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
         (``mst-in-core``: read, :func:`terrain.grid.mst_device.device_mst`, write), else
         each shard as one super-tile; "groups" always takes the shards as super-tiles;
         False runs tile batches. Ignored on the CPU. The forest is the same.
+    partial : path, optional
+        The partial output holding the checkpoints of :data:`CHECKPOINTED` tasks
+        (``--resume``); None: no checkpoints.
+    workers : list of str
+        GPU workers (:func:`pipelines.cluster.active_gpu_workers`): the shards are spread over
+        them (:func:`pipelines.cluster.assign_groups`), each worker reading, computing and
+        writing its own; the grid is then never taken whole in core (one task would use one
+        GPU). Empty: the scheduler places every task.
 
     Returns
     -------
@@ -195,18 +222,20 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
         Computing it returns the summary dict (also stored in the ``mst`` attribute).
     """
     token = dask.base.tokenize(str(dem_path), str(out_path), spec)  # out_path names the run
-    call = delayed_call("mst", token)
+    graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
+    call = graph.call
     plan = spec.plan(group_tiles)
     shard = tiles_per_shard(spec.tile, spec.shape)
     prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
     if in_core not in ("auto", "groups", False):
         raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
     gpu = get_backend(backend).is_gpu
-    if gpu and in_core == "auto" and fits_on_device(spec.shape, backend):
+    if gpu and in_core == "auto" and len(workers) < 2 and fits_on_device(spec.shape, backend):
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
-                "path": "in-core"}
-        return call(_finish, prepared, spec, [stats], [], [], [], meta, key=("finish",))
+                "path": "in-core", **({"gpus": len(workers)} if workers else {})}
+        return graph.delayed(call(_finish, prepared, spec, [stats], [], [], meta,
+                                  key=("finish",)))
     super_tile = gpu and in_core in ("auto", "groups")
     _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits,
                              super_tile, prepared),
@@ -218,28 +247,40 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                                   extra=own, node_nout=5, names=("expand", "write"))
     node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
                   + [r[0] for r in node_rest.values()])
+    for (i, j), worker in assign_groups(plan.groups, list(workers)).items():
+        graph.pin("group", (i, j), worker)
+        graph.pin("write", (i, j), worker)
     meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits,
             "path": "super-tiles" if super_tile else "tiled"}
-    return call(_finish, prepared, spec, stats, node_stats, [r[0] for r in own.values()],
-                list(writes.values()), meta, key=("finish",))
+    if workers:
+        meta["gpus"] = len(workers)
+    return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
+                              meta, key=("finish",)))
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
             scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto",
-            resume=False, cog=True):
+            resume=False, cog=True, gpus=None):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
     width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line),
     ``in_core`` the GPU's path (:func:`build_mst_graph`); ``resume`` finishes the partial
     output a killed run of the same input and options left (the summary's ``reused_tasks``
-    counts the tasks not run again).
+    counts the tasks not run again). ``gpus`` (``"N"`` or ``"all"``) runs on one worker
+    process per GPU (:func:`pipelines.cluster.open_scheduler`), the shards spread over them;
+    the forest is the same.
 
     Examples
     --------
     >>> run_mst("data/sample.asc", "sample.mst.zarr", scheduler="threads")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
+    if gpus is not None:
+        if getattr(backend, "name", backend) == "cpu":
+            raise InputError(f"{input_path}: a GPU count needs the gpu backend, not cpu")
+        parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
+        backend = "gpu"
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
@@ -269,12 +310,13 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             dem_path, upstream = inp, None
         else:
             from .ingest import build_ingest_graph
-            upstream = build_ingest_graph(inp, tmp, tile)
+            upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp, CHECKPOINTED)
             dem_path = tmp
-        graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo, key_bits,
-                                in_core)
-        graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
-        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
+        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1], gpus=gpus):
+            graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
+                                    key_bits, in_core, partial=tmp,
+                                    workers=active_gpu_workers())
+            graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
             (summary,) = compute(graph, label="mst")
         drop_checkpoints(tmp)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
@@ -325,7 +367,7 @@ def _format_summary(s):
         "phases    " + ", ".join(f"{p} {v:.2f}" for p, v in t.items()) + " (task seconds)",
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",
-        f"time      {s['seconds']:.2f} s",
+        f"time      {s['seconds']:.2f} s" + (f" on {s['gpus']} GPUs" if s.get("gpus") else ""),
     ] + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
          if s.get("reused_tasks") else []) + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
 
@@ -342,7 +384,7 @@ def mst_command(args):
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
                       overwrite=args.overwrite, geotiff=args.geotiff,
                       resume=getattr(args, "resume", False),
-                      cog=not getattr(args, "no_cog", False))
+                      cog=not getattr(args, "no_cog", False), gpus=getattr(args, "gpus", None))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

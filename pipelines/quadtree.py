@@ -2,18 +2,149 @@
 
 The library walks a :class:`~terrain.tiles.quadtree.QuadtreePlan` and hands each step to a
 ``call(fn, *args, key=(stage, i, j), nout=n)``. In memory the step runs at once; here it
-becomes a ``dask.delayed`` task named ``(f"{prefix}-{stage}-{token}", i, j)``: one name per
-stage and quadtree level, so the dashboard groups the tasks by stage, and keys are
-deterministic for a given token.
+becomes a task named ``(f"{prefix}-{stage}-{token}", i, j)``: one name per stage and
+quadtree level, so the dashboard groups the tasks by stage, and keys are deterministic for
+a given token.
+
+Dask strategy
+-------------
+:class:`TaskGraph` writes each step straight into one task dict (``dask._task_spec.Task``
+with ``TaskRef`` arguments), during the library's one walk. ``dask.delayed`` does the same
+job but merges its arguments' graphs into a new ``HighLevelGraph`` at every call, which is
+quadratic in the walk's length: 48 s to build the 7532 tasks of the 10-ft Neuse MST on the
+2-core VM, against ~0.1 s here (docs/benchmarks.md). A step returning ``nout`` values gets
+one small ``getitem`` task per value (``(f"getitem-{prefix}-{stage}-{token}", i, j, q)``),
+as ``dask.delayed`` would: each consumer depends on its value only, so the scheduler frees a
+value (a level graph) once its consumer ran, not when the last value of the tuple is used.
+
+Several GPUs: :meth:`TaskGraph.pin` restricts a step to a worker (loosely), carried to the
+scheduler as layer annotations (:func:`pipelines.cluster.assign_groups` says which).
+
+Checkpoints (``--resume``, :mod:`pipelines._resume`) are wrapped in at construction: a
+step whose stage is listed runs through :func:`pipelines._resume.run_checkpointed` with
+its checkpoint file's path, so no rewrite of the finished graph is needed.
+
+:func:`delayed_call` is the older ``dask.delayed`` flavour, kept for small walks.
 """
 
-import dask
+import operator
+from pathlib import Path
 
-__all__ = ["delayed_call"]
+import dask
+from dask._task_spec import Task, TaskRef, parse_input
+from dask.delayed import Delayed
+
+from ._resume import CHECKPOINT_DIR, checkpoint_file, graph_dict, run_checkpointed
+
+__all__ = ["TaskGraph", "delayed_call"]
+
+
+class _Ref:
+    """A step's output inside a :class:`TaskGraph` (``key`` is its task)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+
+class TaskGraph:
+    """A task dict built by the walks: ``graph.call`` is their ``call``.
+
+    Parameters
+    ----------
+    prefix, token : str
+        Task names are ``f"{prefix}-{stage}-{token}"``.
+    partial : path, optional
+        The partial output: steps whose key name starts with one of ``checkpoint``'s names
+        keep their result in its checkpoint folder (:mod:`pipelines._resume`).
+    checkpoint : tuple of str
+        Key names (``f"{prefix}-{stage}"`` and other graphs' names) that get checkpoints.
+
+    Attributes
+    ----------
+    reused : int
+        Checkpointed steps whose checkpoint already exists (they will not run again).
+
+    Examples
+    --------
+    >>> from terrain.tiles.quadtree import QuadtreePlan, walk_up
+    >>> plan = QuadtreePlan.build((4, 4), 2, 1)
+    >>> graph = TaskGraph("count", "t")
+    >>> root, _ = walk_up(plan, lambda k, i, j: (1, None), lambda k, i, j, *c: (sum(
+    ...     x for x in c if x is not None), None), call=graph.call)
+    >>> total = graph.delayed(root)
+    >>> total.compute(scheduler="sync"), ("count-merge1-t", 0, 0) in graph.tasks
+    (4, True)
+    """
+
+    def __init__(self, prefix, token, partial=None, checkpoint=()):
+        self.prefix, self.token = prefix, token
+        self.tasks = {}
+        self.reused = 0
+        self.workers = {}  # key -> the worker (name) it should run on
+        self._folder = Path(partial) / CHECKPOINT_DIR if partial is not None else None
+        self._checkpoint = tuple(checkpoint)
+
+    def _arg(self, value):
+        """``value`` as a task argument: references become ``TaskRef``; a Delayed's tasks
+        join the dict."""
+        if isinstance(value, _Ref):
+            return TaskRef(value.key)
+        if isinstance(value, Delayed):
+            self.tasks.update(graph_dict(value))
+            return TaskRef(value.key)
+        if isinstance(value, (list, tuple)) and any(isinstance(v, (_Ref, Delayed, list, tuple))
+                                                    for v in value):
+            return parse_input(type(value)(self._arg(v) for v in value))
+        return value
+
+    def add(self, name, index, fn, *args):
+        """Add the task ``(name, *index)`` running ``fn(*args)``; return its reference."""
+        key = (name, *index) if index else name
+        args = [self._arg(a) for a in args]
+        if self._folder is not None and name.startswith(self._checkpoint):
+            path = self._folder / checkpoint_file(key)
+            self.reused += path.is_file()
+            self.tasks[key] = Task(key, run_checkpointed, str(path), fn, *args)
+        else:
+            self.tasks[key] = Task(key, fn, *args)
+        return _Ref(key)
+
+    def call(self, fn, *args, key, nout=None):
+        """The walks' ``call``: the step as task ``(f"{prefix}-{stage}-{token}", *index)``.
+
+        Returns a reference, or ``nout`` references to its values (``getitem`` tasks).
+        """
+        stage, *index = key
+        name = f"{self.prefix}-{stage}-{self.token}"
+        ref = self.add(name, index, fn, *args)
+        if nout is None:
+            return ref
+        part = f"getitem-{self.prefix}-{stage}-{self.token}"
+        return tuple(self.add(part, (*index, q), operator.getitem, ref, q) for q in range(nout))
+
+    def pin(self, stage, index, worker):
+        """Ask for the task of step ``(stage, *index)`` to run on ``worker`` (its address); a loose restriction: another worker takes it when that one is gone."""
+        self.workers[(f"{self.prefix}-{stage}-{self.token}", *index)] = worker
+
+    def delayed(self, ref):
+        """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it); the pinned
+        tasks carry ``workers``/``allow_other_workers`` annotations to the scheduler."""
+        if not self.workers:
+            return Delayed(ref.key, self.tasks)
+        from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+        pinned = self.workers
+        name = f"{self.prefix}-graph-{self.token}"
+        layer = MaterializedLayer(self.tasks, annotations={
+            "workers": lambda k: [pinned[k]] if k in pinned else None,
+            "allow_other_workers": lambda k: True if k in pinned else None})
+        return Delayed(ref.key, HighLevelGraph({name: layer}, {name: set()}), layer=name)
 
 
 def delayed_call(prefix, token):
-    """A ``call`` for :func:`~terrain.tiles.quadtree.walk_up` / ``walk_down`` building tasks.
+    """A ``call`` for :func:`~terrain.tiles.quadtree.walk_up` / ``walk_down`` building
+    ``dask.delayed`` tasks (quadratic in the walk's length: :class:`TaskGraph` is not).
 
     >>> from terrain.tiles.quadtree import QuadtreePlan, walk_up
     >>> plan = QuadtreePlan.build((4, 4), 2, 1)

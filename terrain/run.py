@@ -97,6 +97,12 @@ def _add_scheduler(p):
                         "localhost only; e.g. 0.0.0.0:8787 opens it to the network)")
 
 
+def _add_gpus(p):
+    p.add_argument("--gpus", default=None, metavar="N|all",
+                   help="one Dask worker process per GPU, each bound to its device, the tile "
+                        "groups spread over them (implies --backend gpu; same result as one GPU)")
+
+
 def _add_run_control(p):
     p.add_argument("--resume", action="store_true",
                    help="finish the partial output a killed run with the same input and "
@@ -172,6 +178,7 @@ def build_parser():
                         "(slope and length3d need a projected CRS: cell sizes in metres)")
     _add_backend(p)
     _add_scheduler(p)
+    _add_gpus(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--geotiff", default=None, metavar="FILE.tif",
                    help="also write the mask as a Cloud-Optimized GeoTIFF (uint8, 255 = nodata, "
@@ -294,6 +301,7 @@ def build_parser():
     p.add_argument("--weight", choices=WEIGHTS, default="max", help="mst")
     _add_backend(p)
     _add_scheduler(p)
+    _add_gpus(p)
     p.add_argument("--overwrite", action="store_true",
                    help="redo every file and replace its output (default: skip files done)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")

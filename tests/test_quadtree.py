@@ -69,3 +69,42 @@ def test_the_dask_walk_equals_the_direct_walk():
     direct = walk_up(plan, leaf, merge)
     lazy = walk_up(plan, leaf, merge, call=delayed_call("t", "x"))
     assert dask.compute(lazy)[0] == direct
+
+
+def test_the_task_graph_walk_equals_the_direct_walk_both_ways(tmp_path):
+    dask = pytest.importorskip("dask")
+    from pipelines._resume import CHECKPOINT_DIR
+    from pipelines.quadtree import TaskGraph
+
+    plan = QuadtreePlan.build((45, 30), 4, 2)
+
+    def leaf(k, i, j):
+        return np.int64(100 * i + j), f"{k}/{i}/{j}"
+
+    def merge(k, i, j, *kids):
+        return sum(int(x) * (q + 1) for q, x in enumerate(kids) if x is not None), f"{k}/{i}/{j}"
+
+    def split(k, i, j, incoming, label):
+        return 4 * ((incoming or ()) + (label,),) + (label,)
+
+    def receive(k, i, j, incoming, label):
+        return (label, incoming)
+
+    up_direct, rest_direct = walk_up(plan, leaf, merge)
+    down_direct = walk_down(plan, split, receive, extra=rest_direct, node_nout=5)
+    for partial in (None, tmp_path):
+        graph = TaskGraph("t", "x", partial, ("t-leaf", "t-apply"))
+        up, rest = walk_up(plan, leaf, merge, call=graph.call)
+        node_rest, leaves = walk_down(plan, split, receive, call=graph.call, extra=rest,
+                                      node_nout=5)
+        refs = [up, [list(r) for r in node_rest.values()], list(leaves.values())]
+        result = dask.compute(graph.delayed(graph.add("t-all", (), lambda *a: a, *refs)),
+                              scheduler="sync")[0]
+        assert result[0] == up_direct
+        assert result[1] == [list(r) for r in down_direct[0].values()]
+        assert result[2] == list(down_direct[1].values())
+    # the checkpoints were written as the tasks ran, and a second graph finds them
+    assert len(list((tmp_path / CHECKPOINT_DIR).glob("*.pkl"))) == 2 * len(plan.groups)
+    again = TaskGraph("t", "x", tmp_path, ("t-leaf", "t-apply"))
+    walk_up(plan, leaf, merge, call=again.call)
+    assert again.reused == len(plan.groups)

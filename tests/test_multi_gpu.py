@@ -1,0 +1,198 @@
+"""``--gpus``: the cluster spec, the GPU count's parsing and errors, the groups' assignment,
+and a real two-worker-process run (CPU backend) giving the same forest; the GPU run itself
+is a ``gpu`` test."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zarr
+
+from pipelines import cluster
+from pipelines.cluster import (assign_groups, gpu_worker_spec, open_scheduler, parse_gpus,
+                               visible_gpus)
+from terrain.errors import InputError
+
+
+@pytest.mark.parametrize("text, visible, want", [
+    ("1", ["0", "1"], ["0"]), ("2", ["0", "1"], ["0", "1"]), ("all", ["3"], ["3"]),
+    (" ALL ", ["0", "1", "2"], ["0", "1", "2"]), (2, ["5", "7"], ["5", "7"])])
+def test_gpu_count_picks_the_first_visible_devices(text, visible, want):
+    assert parse_gpus(text, visible) == want
+
+
+@pytest.mark.parametrize("text, visible, message", [
+    ("3", ["0", "1"], "3 GPUs asked for, but CuPy sees 2"),
+    ("1", [], "1 GPU asked for, but CuPy sees none"),
+    ("all", [], "CuPy sees none"),
+    ("0", ["0"], "at least 1"), ("-2", ["0"], "at least 1"),
+    ("two", ["0", "1"], "'two': not a number nor 'all'")])
+def test_gpu_count_errors_say_what_is_wrong(text, visible, message):
+    with pytest.raises(InputError, match=message):
+        parse_gpus(text, visible)
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    import terrain.backend
+
+    class FakeCupy:
+        class cuda:
+            class runtime:
+                @staticmethod
+                def getDeviceCount():
+                    return 2
+
+    monkeypatch.setattr(terrain.backend, "_cupy", lambda: FakeCupy)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4, 6,7")
+    assert visible_gpus() == ["4", "6"]  # CuPy counts 2 of the 3 listed
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert visible_gpus() == ["0", "1"]
+    monkeypatch.setattr(terrain.backend, "_cupy", lambda: None)
+    assert visible_gpus() == []
+
+
+def test_worker_spec_binds_one_process_per_device():
+    from distributed import Nanny
+    spec = gpu_worker_spec(["4", "6"])
+    assert list(spec) == ["gpu-0", "gpu-1"]
+    for name, device in zip(spec, ["4", "6"]):
+        assert spec[name]["cls"] is Nanny  # a process: CUDA_VISIBLE_DEVICES is read per process
+        opts = spec[name]["options"]
+        assert opts["env"]["CUDA_VISIBLE_DEVICES"] == device
+        assert opts["nthreads"] == 1 and opts["name"] == name
+        assert opts["host"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("rows, cols, workers", [(7, 9, 2), (25, 35, 4), (3, 3, 8), (1, 1, 2)])
+def test_groups_are_spread_in_balanced_z_order_runs(rows, cols, workers):
+    groups = [(i, j) for i in range(rows) for j in range(cols)]
+    names = [f"w{k}" for k in range(workers)]
+    got = assign_groups(groups, names)
+    assert list(got) == groups  # every group once, in the caller's order
+    counts = [sum(1 for w in got.values() if w == n) for n in names]
+    assert max(counts) - min(counts) <= 1
+    # a quadtree node's four children (an aligned 2x2 block) span at most two workers, and
+    # in Z order each worker's run is contiguous
+    z = sorted(groups, key=lambda ij: int("".join(f"{a}{b}" for a, b in zip(
+        f"{ij[0]:08b}", f"{ij[1]:08b}")), 2))
+    runs = [got[g] for g in z]
+    assert runs == sorted(runs, key=names.index)
+    assert assign_groups(groups, []) == {}
+
+
+def test_gpu_count_is_refused_before_any_cluster_starts(monkeypatch):
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0"])
+    with pytest.raises(InputError, match="2 GPUs asked for, but CuPy sees 1"):
+        with open_scheduler(gpus="2"):
+            pass
+    with pytest.raises(InputError, match="cannot be used with a GPU count"):
+        with open_scheduler("threads", gpus="1"):
+            pass
+
+
+def test_cli_gpus_errors_are_one_line(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # no device, even on a GPU machine
+    for extra, message in ((["--gpus", "2"], "2 GPUs asked for, but CuPy sees none"),
+                           (["--gpus", "1", "--backend", "cpu"], "needs the gpu backend"),
+                           (["--gpus", "x", "--backend", "gpu"], None)):
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "data/sample.asc",
+                               "-o", str(tmp_path / "o.zarr"), *extra], capture_output=True,
+                              text=True, timeout=60, env=env)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("terrain: "), proc.stderr
+        if message:
+            assert message in lines[0]
+        assert not (tmp_path / "o.zarr").exists()
+        assert not list(tmp_path.glob(".o.zarr.partial*"))
+
+
+@pytest.mark.slow
+def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch):
+    # the GPU cluster's machinery on the CPU backend: two Nanny processes, each told its own
+    # CUDA_VISIBLE_DEVICES, the shards pinned to them in Z order
+    from distributed import get_task_stream
+
+    import terrain.tiles.store as store_mod
+    from pipelines.cluster import active_gpu_workers, compute
+    from pipelines.mst import build_mst_graph
+    from terrain.grid.mst import MSTSpec
+    from test_mst import dem, mask_ids, ref_kruskal
+
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
+    z = dem("random", (150, 111), seed=3)
+    z[np.random.default_rng(2).random(z.shape) < 0.1] = np.nan
+    store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 8)
+    for (r0, r1, c0, c1) in store.shard_windows():
+        store.elevation[r0:r1, c0:c1] = z[r0:r1, c0:c1]
+    spec = MSTSpec(z.shape, 8, 8, "max", (1.0, 1.0))
+    out = tmp_path / "out.zarr"
+    zarr.open_group(store=str(out), mode="w-", zarr_format=3)
+    with open_scheduler(gpus="2", quiet=True) as client:
+        workers = active_gpu_workers()
+        devices = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
+        names = {i["name"]: a for a, i in client.scheduler_info()["workers"].items()}
+        assert workers == [names["gpu-0"], names["gpu-1"]]
+        assert [devices[w] for w in workers] == ["0", "1"]
+        geo = {"geotransform": list(store.geotransform), "crs": None, "source": "in.zarr"}
+        graph = build_mst_graph(tmp_path / "in.zarr", out, spec, store.tiles_per_shard, "cpu",
+                                geo=geo, workers=workers)
+        with get_task_stream(client) as ts:
+            (summary,) = compute(graph)
+        plan = spec.plan(store.tiles_per_shard)
+        want = assign_groups(plan.groups, workers)
+        ran = {}
+        for rec in ts.data:
+            key = rec["key"]
+            if isinstance(key, tuple) and key[0].startswith(("mst-group-", "mst-write-")):
+                ran[(key[0].split("-")[1], key[1], key[2])] = rec["worker"]
+    assert len(ran) == 2 * len(plan.groups)
+    for (stage, i, j), address in ran.items():
+        assert address == want[(i, j)], (stage, i, j)
+    assert summary["gpus"] == 2
+    want_ids, _ = ref_kruskal(z, 8, "max")
+    assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]),
+                          want_ids)
+
+
+@pytest.mark.gpu
+def test_mst_on_all_gpus_equals_one_gpu(tmp_path):
+    # --gpus all (one GPU is enough for the run) against --gpus 1: the same store bits
+    src = tmp_path / "g.asc"
+    subprocess.run([sys.executable, "-m", "terrain.run", "synth", "--rows", "3000", "--cols",
+                    "4500", "--nodata", "0.02", "-o", str(src)], check=True, timeout=300)
+    summaries = {}
+    for gpus in ("1", "all"):
+        out = tmp_path / f"m{gpus}.zarr"
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(src), "-o",
+                               str(out), "--gpus", gpus, "--json"], capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr and "Warning" not in proc.stderr
+        summaries[gpus] = json.loads(proc.stdout)
+    a = zarr.open_group(str(tmp_path / "m1.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "mall.zarr"), mode="r")
+    for k in ("elevation", "mst"):
+        assert np.asarray(a[k][:]).tobytes() == np.asarray(b[k][:]).tobytes(), k
+    for k in ("total_weight", "edges", "trees", "vertices"):
+        assert summaries["1"][k] == summaries["all"][k]
+    assert summaries["all"]["gpus"] >= 1
+
+
+@pytest.mark.parametrize("what, extra, message", [
+    ("ingest", [], "batch ingest: runs on the CPU; a GPU count is for mst"),
+    ("mst", ["--backend", "cpu"], "needs the gpu backend"),
+    ("mst", [], "CuPy sees none")])
+def test_batch_gpus_errors_before_anything_is_written(tmp_path, what, extra, message):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", what, "data/sample.asc",
+                           "-o", str(tmp_path / "out"), "--gpus", "1", *extra],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert message in proc.stderr
+    assert not (tmp_path / "out").exists()
