@@ -339,11 +339,7 @@ def compute(*collections, label="terrain", progress=None):
         progress = sys.stderr.isatty()
     client = _active_client
     if client is None:
-        if progress:
-            from dask.diagnostics import ProgressBar
-            with ProgressBar(out=sys.stderr):
-                return dask.compute(*collections)
-        return dask.compute(*collections)
+        return _compute_locally(collections, progress)
     futures = client.compute(list(collections))
     try:
         if progress:
@@ -353,6 +349,31 @@ def compute(*collections, label="terrain", progress=None):
     except BaseException:
         _cancel(client, futures)
         raise
+
+
+def _compute_locally(collections, progress):
+    """``dask.compute`` on the local scheduler, in a thread pool of our own.
+
+    Our own pool so that after an error or a signal the tasks already running end before the
+    caller removes the partial output (and before the interpreter exits): dask's shared pool
+    would leave them writing into a removed store, and zarr's event loop would report
+    "Exception ignored in coroutine" on the way out. Queued tasks are cancelled.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
+    try:
+        with dask.config.set(pool=pool):
+            if progress:
+                from dask.diagnostics import ProgressBar
+                with ProgressBar(out=sys.stderr):
+                    return dask.compute(*collections)
+            return dask.compute(*collections)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _cancel(client, futures):
