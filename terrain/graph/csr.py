@@ -17,7 +17,9 @@ in the same pass) and compact. O(m log d) for m edges of degree d, and no
 global sort of 2m keys as ``scipy.sparse`` coo→csr conversion plus ``sum_duplicates``
 would need. A second counting sort (scatter by head, then stably by tail, which leaves the
 rows sorted) was tried: its scatter's random reads and writes over the whole 2m arcs cost
-about twice the CPU time of the per-row sorts, which run in cache; it also controls the index dtypes: ``indices`` are int32 whenever the vertex
+about twice the CPU time of the per-row sorts, which run in cache. A parallel scatter (each
+thread scanning all edges, writing the rows of its span) was slower on the shared 2-core
+box than the sequential one, so the scatter stays sequential; it also controls the index dtypes: ``indices`` are int32 whenever the vertex
 count fits (half the memory traffic of a traversal), ``indptr`` int64 always (row offsets
 of large graphs exceed 2**31, and one dtype keeps the kernels simple).
 
