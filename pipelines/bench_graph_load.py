@@ -1,4 +1,4 @@
-"""``terrain bench graph-load``: ``terrain bfs EDGES --source 0`` against numpy + scipy, whole processes.
+"""``terrain bench graph-load``: ``terrain bfs EDGES --source S`` against numpy + scipy, whole processes.
 
 The input is a SNAP edge list (three ``#`` comment lines, then ``u<TAB>v`` per line) of a
 Graph500 RMAT graph, ``2**scale`` vertices and ``edge_factor * 2**scale`` edges (duplicates
@@ -9,9 +9,10 @@ factor 8, is 1 M vertices, 8 M edges, about 116 MB of text. It is written once i
 Whole processes, timed from the outside (start-up, imports, scheduler and Numba kernel
 loading included), alternating, ``--repeat`` times each, best and median side by side:
 
-* ours: ``python -m terrain.run bfs EDGES --source 0`` (``--scheduler`` passed through);
+* ours: ``python -m terrain.run bfs EDGES --source S`` (``--scheduler`` passed through; S
+  is the first edge's tail, a vertex of the giant component);
 * the peer: one ``python -c`` process doing ``numpy.loadtxt`` + ``scipy.sparse`` CSR of
-  ``A + A.T`` + ``scipy.sparse.csgraph.breadth_first_order`` from vertex 0, printing its
+  ``A + A.T`` + ``scipy.sparse.csgraph.breadth_first_order`` from S, printing its
   own parse / CSR / BFS split.
 
 Both must reach the same number of vertices (the figures only count then). Then, in this
@@ -47,7 +48,7 @@ n = int(e.max()) + 1
 a = sp.csr_matrix((np.ones(len(e), np.int8), (e[:, 0], e[:, 1])), shape=(n, n))
 a = (a + a.T).tocsr()
 t2 = time.perf_counter()
-order = breadth_first_order(a, 0, directed=False, return_predecessors=False)
+order = breadth_first_order(a, int(sys.argv[2]), directed=False, return_predecessors=False)
 t3 = time.perf_counter()
 print(f"PEER reached={order.size} parse={t1 - t0:.3f} csr={t2 - t1:.3f} bfs={t3 - t2:.3f}")
 """
@@ -192,11 +193,13 @@ def bench_graph_load_command(args):
     repo = str(Path(__file__).resolve().parent.parent)
     env_path = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = repo + (os.pathsep + env_path if env_path else "")
-    ours_cmd = [sys.executable, "-m", "terrain.run", "bfs", str(path), "--source", "0",
+    with open(path) as f:  # the BFS source: the first edge's tail (an id of the file)
+        source = next(line for line in f if not line.startswith("#")).split()[0]
+    ours_cmd = [sys.executable, "-m", "terrain.run", "bfs", str(path), "--source", source,
                 "--backend", "cpu"]
     if args.scheduler:
         ours_cmd += ["--scheduler", args.scheduler]
-    peer_cmd = [sys.executable, "-c", _PEER, str(path)]
+    peer_cmd = [sys.executable, "-c", _PEER, str(path), source]
     ours, peer = [], []
     reached_ours = reached_peer = None
     peer_split = ""

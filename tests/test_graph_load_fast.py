@@ -122,3 +122,13 @@ def test_snap_writer(tmp_path):
     path = tmp_path / "w.txt"
     write_snap_edges(path, u, v, "# h\n")
     assert path.read_text() == "# h\n" + "".join(f"{a}\t{b}\n" for a, b in zip(u, v))
+
+
+@pytest.mark.slow
+def test_bench_graph_load_runs_and_agrees(tmp_path):
+    from cli import run_cli
+    rc, so, se = run_cli("bench", "graph-load", "--scale", 10, "--edge-factor", 4, "--repeat", 1,
+                         "--workdir", tmp_path, scheduler="threads", timeout=300)
+    assert rc == 0, se
+    assert "vertices: same" in so, so
+    assert "numpy loadtxt + scipy" in so and "CSR build" in so
