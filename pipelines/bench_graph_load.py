@@ -1,4 +1,4 @@
-"""``terrain bench graph-load``: ``terrain bfs EDGES --source S`` against numpy + scipy, whole processes.
+"""``terrain bench graph-load``: ``terrain bfs EDGES --source S`` against numpy + scipy.
 
 The input is a SNAP edge list (three ``#`` comment lines, then ``u<TAB>v`` per line) of a
 Graph500 RMAT graph, ``2**scale`` vertices and ``edge_factor * 2**scale`` edges (duplicates
@@ -187,8 +187,8 @@ def bench_graph_load_command(args):
     path = _make_input(workdir, args.scale, args.edge_factor, args.seed)
     size = path.stat().st_size
     print(f"input {path}: {size / 1e6:.1f} MB, {1 << args.scale} vertex ids, "
-          f"{args.edge_factor << args.scale} edge lines (ready in {time.perf_counter() - t0:.1f} s)",
-          flush=True)
+          f"{args.edge_factor << args.scale} edge lines "
+          f"(ready in {time.perf_counter() - t0:.1f} s)", flush=True)
     path.read_bytes()  # into the page cache for both sides
     repo = str(Path(__file__).resolve().parent.parent)
     env_path = os.environ.get("PYTHONPATH", "")

@@ -13,15 +13,17 @@ Algorithm (:func:`build_csr`). A counting sort: count degrees (both directions),
 them into row offsets, scatter each edge into both rows, then sort and de-duplicate each
 row in parallel (Numba ``prange``; rows of up to 32 entries — most rows — by an in-place
 insertion sort, longer ones by a sort call; de-duplication, keeping the minimum weight,
-in the same pass) and compact. O(m log d) for m edges of degree d, and no
-global sort of 2m keys as ``scipy.sparse`` coo→csr conversion plus ``sum_duplicates``
-would need. A second counting sort (scatter by head, then stably by tail, which leaves the
-rows sorted) was tried: its scatter's random reads and writes over the whole 2m arcs cost
-about twice the CPU time of the per-row sorts, which run in cache. A parallel scatter (each
-thread scanning all edges, writing the rows of its span) was slower on the shared 2-core
-box than the sequential one, so the scatter stays sequential; it also controls the index dtypes: ``indices`` are int32 whenever the vertex
-count fits (half the memory traffic of a traversal), ``indptr`` int64 always (row offsets
-of large graphs exceed 2**31, and one dtype keeps the kernels simple).
+in the same pass) and compact. O(m log d) for m edges of degree d, and no global sort of
+2m keys as ``scipy.sparse`` coo→csr conversion plus ``sum_duplicates`` would need. It also
+controls the index dtypes: ``indices`` are int32 whenever the vertex count fits (half the
+memory traffic of a traversal), ``indptr`` int64 always (row offsets of large graphs exceed
+2**31, and one dtype keeps the kernels simple).
+
+Tried and dropped (``bench graph-load``, 16 M arcs, shared 2-core box): a second counting
+sort instead of the per-row sorts (scatter by head, then stably by tail, which leaves the
+rows sorted) cost about twice the CPU time — its scatter's random reads and writes span all
+2m arcs, while the per-row sorts run in cache; a parallel scatter (each thread scanning all
+edges, writing the rows of its span) was slower than the sequential one.
 
 The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a
 networkx graph or an ``(indptr, indices)`` pair.
