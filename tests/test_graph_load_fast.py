@@ -132,3 +132,25 @@ def test_bench_graph_load_runs_and_agrees(tmp_path):
     assert rc == 0, se
     assert "vertices: same" in so, so
     assert "numpy loadtxt + scipy" in so and "CSR build" in so
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_build_csr_long_rows_match_oracle(weighted):
+    """Hubs (rows of thousands: radix-sorted), mid rows (33..256: sort call), short rows
+    (insertion sort), with duplicates and self-loops, against the lexsort oracle."""
+    from terrain.graph import build_csr
+    rng = np.random.default_rng(7)
+    n = 5000
+    hub = np.concatenate([np.zeros(3000, np.int64), np.ones(120, np.int64)])
+    u = np.concatenate([hub, rng.integers(0, n, 4000)])
+    v = np.concatenate([rng.integers(0, n, hub.size), rng.integers(0, n, 4000)])
+    w = rng.integers(-20, 20, u.size)
+    records = [(int(a), int(b), str(int(x)) if weighted else None) for a, b, x in zip(u, v, w)]
+    ids, indptr, indices, want_w = _oracle(records, directed=False)
+    g = build_csr(ids.size, np.searchsorted(ids, u), np.searchsorted(ids, v),
+                  weights=w if weighted else None)
+    assert np.diff(g.indptr).max() > 2000
+    assert g.indptr.tolist() == indptr.tolist()
+    assert g.indices.tolist() == indices.tolist()
+    if weighted:
+        assert g.weights.tolist() == want_w.tolist()

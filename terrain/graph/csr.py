@@ -12,7 +12,10 @@ minimum weight. BFS and the diameter use the undirected, unweighted view
 Algorithm (:func:`build_csr`). A counting sort: count degrees (both directions), prefix-sum
 them into row offsets, scatter each edge into both rows, then sort and de-duplicate each
 row in parallel (Numba ``prange``; rows of up to 32 entries — most rows — by an in-place
-insertion sort, longer ones by a sort call; de-duplication, keeping the minimum weight,
+insertion sort, rows of up to 256 by a sort call, longer ones — hubs, which hold most
+entries of a skewed graph (81 % of an RMAT graph's) — by an LSD radix sort of 11-bit
+digits, a few linear passes instead of log d comparisons; in the unweighted build; the
+weighted one sorts them stably by argsort; de-duplication, keeping the minimum weight,
 in the same pass) and compact. O(m log d) for m edges of degree d, and no global sort of
 2m keys as ``scipy.sparse`` coo→csr conversion plus ``sum_duplicates`` would need. It also
 controls the index dtypes: ``indices`` are int32 whenever the vertex count fits (half the
@@ -211,12 +214,47 @@ def _scatter_both_ways(u, v, fill, indices):
             fill[b] += 1
 
 
+@numba.njit(nogil=True, cache=True)
+def _radix_sort(x, tmp, nbits):
+    """Sort the non-negative ``x`` (values below ``2**nbits``) in place: LSD radix sort,
+    11-bit digits, ``tmp`` a scratch array of the same length."""
+    count = np.empty(2048, np.int64)
+    src, dst = x, tmp
+    shift = 0
+    passes = 0
+    while shift < nbits:
+        count[:] = 0
+        for e in range(src.shape[0]):
+            count[(src[e] >> shift) & 2047] += 1
+        total = 0
+        for d in range(2048):
+            c = count[d]
+            count[d] = total
+            total += c
+        for e in range(src.shape[0]):
+            d = (src[e] >> shift) & 2047
+            dst[count[d]] = src[e]
+            count[d] += 1
+        src, dst = dst, src
+        shift += 11
+        passes += 1
+    if passes % 2 == 1:
+        x[:] = tmp
+
+
 @numba.njit(nogil=True, cache=True, parallel=True)
 def _sort_unique_rows(indptr, indices, unique_deg):
     n = indptr.shape[0] - 1
+    nbits = 1
+    while (1 << nbits) < n:
+        nbits += 1
     for i in numba.prange(n):
         a, b = indptr[i], indptr[i + 1]
-        if b - a > 32:
+        if b - a > 256:
+            # long rows (hubs: most entries of a skewed graph): a radix sort, a few linear
+            # passes, instead of a comparison sort's log d
+            _radix_sort(indices[a:b], np.empty(b - a, indices.dtype), nbits)
+        elif b - a > 32:
             indices[a:b].sort()
         elif b - a > 1:
             # short rows (most of them): insertion sort, far cheaper than a sort call per row
