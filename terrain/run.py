@@ -41,6 +41,7 @@ HANDLERS = {
     "bench startup": "pipelines.bench_startup:bench_startup_command",
     "bench sssp": "pipelines.bench_graph:bench_sssp_command",
     "bench mst-graph": "pipelines.bench_graph:bench_mst_graph_command",
+    "bench graph-load": "pipelines.bench_graph_load:bench_graph_load_command",
 }
 
 CONNECTIVITIES = (4, 8)
@@ -402,6 +403,14 @@ def build_parser():
         b.add_argument("--no-scipy", action="store_true", help="skip scipy (graphs too big for it)")
         b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
         _add_backend(b)
+    b = bsub.add_parser("graph-load", help="terrain bfs on a SNAP edge list vs numpy loadtxt + "
+                        "scipy, whole processes")
+    b.add_argument("--scale", type=_positive_int, default=20, help="RMAT: 2**scale vertices (default 20)")
+    b.add_argument("--edge-factor", type=_positive_int, default=8, help="RMAT: edges per vertex (default 8)")
+    b.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
+    b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
+    b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs of each side")
+    _add_scheduler(b)
     return parser
 
 

@@ -11,11 +11,22 @@ minimum weight. BFS and the diameter use the undirected, unweighted view
 
 Algorithm (:func:`build_csr`). A counting sort: count degrees (both directions), prefix-sum
 them into row offsets, scatter each edge into both rows, then sort and de-duplicate each
-row in parallel (Numba ``prange``) and compact. O(m log d) for m edges of degree d, and no
-global sort of 2m keys as ``scipy.sparse`` coo→csr conversion plus ``sum_duplicates``
-would need; it also controls the index dtypes: ``indices`` are int32 whenever the vertex
-count fits (half the memory traffic of a traversal), ``indptr`` int64 always (row offsets
-of large graphs exceed 2**31, and one dtype keeps the kernels simple).
+row in parallel (Numba ``prange``; rows of up to 32 entries — most rows — by an in-place
+insertion sort, rows of up to 256 by a sort call, longer ones — hubs, which hold most
+entries of a skewed graph (81 % of an RMAT graph's) — by an LSD radix sort of 11-bit
+digits, a few linear passes instead of log d comparisons; in the unweighted build; the
+weighted one sorts them stably by argsort; de-duplication, keeping the minimum weight,
+in the same pass) and compact. O(m log d) for m edges of degree d, and no global sort of
+2m keys as ``scipy.sparse`` coo→csr conversion plus ``sum_duplicates`` would need. It also
+controls the index dtypes: ``indices`` are int32 whenever the vertex count fits (half the
+memory traffic of a traversal), ``indptr`` int64 always (row offsets of large graphs exceed
+2**31, and one dtype keeps the kernels simple).
+
+Tried and dropped (``bench graph-load``, 16 M arcs, shared 2-core box): a second counting
+sort instead of the per-row sorts (scatter by head, then stably by tail, which leaves the
+rows sorted) cost about twice the CPU time — its scatter's random reads and writes span all
+2m arcs, while the per-row sorts run in cache; a parallel scatter (each thread scanning all
+edges, writing the rows of its span) was slower than the sequential one.
 
 The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a
 networkx graph or an ``(indptr, indices)`` pair.
@@ -138,6 +149,20 @@ class Graph:
                     raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
                 out.append(v)
             return np.asarray(out, dtype=np.int64)
+        ids_array = self.ids if isinstance(self.ids, np.ndarray) else None
+        if ids_array is not None and ids_array.dtype.kind in "iu" and self._ids_increasing():
+            # file ids (SNAP) rise with the vertex number: a binary search, no dict of n ids
+            out = []
+            for x in ids:
+                try:
+                    key = int(x)
+                except (TypeError, ValueError):
+                    key = None
+                v = int(np.searchsorted(ids_array, key)) if key is not None else self.n
+                if v >= self.n or int(ids_array[v]) != key:
+                    raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
+                out.append(v)
+            return np.asarray(out, dtype=np.int64)
         table = self.meta.get("_index")
         if table is None:
             table = {(k.item() if hasattr(k, "item") else k): i for i, k in enumerate(self.ids)}
@@ -154,6 +179,9 @@ class Graph:
                 raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
             out.append(table[key])
         return np.asarray(out, dtype=np.int64)
+
+    def _ids_increasing(self):
+        return bool(self.ids.size < 2 or np.all(self.ids[1:] > self.ids[:-1]))
 
     def to_scipy(self, weighted=False):
         """The adjacency matrix as ``scipy.sparse.csr_matrix`` (int8 ones, or the weights
@@ -186,13 +214,57 @@ def _scatter_both_ways(u, v, fill, indices):
             fill[b] += 1
 
 
+@numba.njit(nogil=True, cache=True)
+def _radix_sort(x, tmp, nbits):
+    """Sort the non-negative ``x`` (values below ``2**nbits``) in place: LSD radix sort,
+    11-bit digits, ``tmp`` a scratch array of the same length."""
+    count = np.empty(2048, np.int64)
+    src, dst = x, tmp
+    shift = 0
+    passes = 0
+    while shift < nbits:
+        count[:] = 0
+        for e in range(src.shape[0]):
+            count[(src[e] >> shift) & 2047] += 1
+        total = 0
+        for d in range(2048):
+            c = count[d]
+            count[d] = total
+            total += c
+        for e in range(src.shape[0]):
+            d = (src[e] >> shift) & 2047
+            dst[count[d]] = src[e]
+            count[d] += 1
+        src, dst = dst, src
+        shift += 11
+        passes += 1
+    if passes % 2 == 1:
+        x[:] = tmp
+
+
 @numba.njit(nogil=True, cache=True, parallel=True)
 def _sort_unique_rows(indptr, indices, unique_deg):
     n = indptr.shape[0] - 1
+    nbits = 1
+    while (1 << nbits) < n:
+        nbits += 1
     for i in numba.prange(n):
         a, b = indptr[i], indptr[i + 1]
-        if b - a > 1:
+        if b - a > 256:
+            # long rows (hubs: most entries of a skewed graph): a radix sort, a few linear
+            # passes, instead of a comparison sort's log d
+            _radix_sort(indices[a:b], np.empty(b - a, indices.dtype), nbits)
+        elif b - a > 32:
             indices[a:b].sort()
+        elif b - a > 1:
+            # short rows (most of them): insertion sort, far cheaper than a sort call per row
+            for e in range(a + 1, b):
+                x = indices[e]
+                j = e - 1
+                while j >= a and indices[j] > x:
+                    indices[j + 1] = indices[j]
+                    j -= 1
+                indices[j + 1] = x
         cnt = 0
         for e in range(a, b):
             if e == a or indices[e] != indices[e - 1]:

@@ -16,7 +16,8 @@ as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
    nominal range (it reads one byte before the range and on past its end to the next
    newline), so neighbouring chunks tile the body exactly whatever byte a cut falls on
    (mid-line, between CR and LF). A plain file is read by range (``seek``); a gzip stream
-   cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`).
+   cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`);
+   a plain file is memory-mapped, so a range is read in place.
    The body is parsed by a Numba byte scanner (``_parse_pairs``, no Python object per
    line; it releases the GIL). A chunk returns its edges, its newline count and its first
    errors with chunk-relative line numbers: no chunk needs another's result.
@@ -25,8 +26,22 @@ as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
    order and relabels SNAP ids.
 
 METIS adjacency lists are numbered by line, so that body is one chunk (still Numba).
-``numpy.loadtxt`` or ``pandas.read_csv`` would either be slow, add a dependency, or lose
-the line numbers the error messages need; hence the hand-written scanner.
+
+Why a hand-written scanner (measured by ``python -m terrain.run bench graph-load``: a SNAP
+file of 8 M edges, 116 MB, on a shared 2-core VM). pyarrow's multithreaded CSV reader
+(``pyarrow.csv.read_csv``, tab delimiter, header rows skipped, int64 columns) took 0.47-0.7
+CPU seconds on one thread (about 170-250 MB/s per core) and 1.1-2.3 s wall on two; this
+scanner takes 0.24-0.4 CPU seconds (300-480 MB/s per core) on the same bytes. pyarrow
+would also need a fallback anyway (it is an optional extra), skips comment lines only at the
+top (SNAP files put ``#`` lines anywhere), takes one delimiter where SNAP mixes tabs and
+spaces, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about
+50-100 MB/s. The speed comes from what the grid parser (:mod:`terrain.io._parse`) does:
+byte ranges parsed by Numba kernels that release the GIL, one pass per byte, and no copy of
+the file: a plain file is memory-mapped (reading it into fresh buffers cost as much in page
+faults as the parse itself), its newlines counted by a Numba loop (no temporary bool copy).
+A SNAP line without a third number makes the file unweighted (see :func:`edges_from_chunks`),
+so the scanner stops recording weights at the first one and writes two arrays per record,
+not five. The relabelling of SNAP ids writes straight into the joined endpoint arrays.
 
 Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
 ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
@@ -40,6 +55,7 @@ range, however the file was chunked.
 """
 
 import gzip
+import mmap
 import zlib
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -286,12 +302,15 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
     an integer and ``w_len`` is negated when it is not (a decimal point or an exponent:
     converted later, correctly rounded, by :func:`_float_tokens`).
 
-    Returns ``(count, error, line_start)``: on error, ``line_start`` is the offending line's
-    first byte; without error it is the first byte of the last record's line.
+    Returns ``(count, error, line_start, dropped)``: on error, ``line_start`` is the
+    offending line's first byte; without error it is the first byte of the last record's
+    line. ``dropped``: in mode 1 a record had no weight, and no weight was recorded from
+    it on (the chunk, hence the file, is unweighted).
     """
     i = start
     k = 0
     last = -1
+    dropped = False
     while i < end:
         if limit >= 0 and k >= limit:
             break
@@ -308,16 +327,16 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
             continue
         if tag != 0:
             if c != tag:
-                return k, _ERR_TAG, ls
+                return k, _ERR_TAG, ls, dropped
             i += 1
             if i < end and buf[i] != _SP and buf[i] != _TAB:
-                return k, _ERR_TAG, ls
+                return k, _ERR_TAG, ls, dropped
         a = np.int64(0)
         for t in range(2):
             while i < end and (buf[i] == _SP or buf[i] == _TAB):
                 i += 1
             if i >= end or buf[i] == _LF or buf[i] == _CR:
-                return k, _ERR_FEW, ls
+                return k, _ERR_FEW, ls, dropped
             neg = False
             if buf[i] == 45:  # '-'
                 neg = True
@@ -330,11 +349,11 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
                 nd += 1
             if nd == 0 or (i < end and buf[i] != _SP and buf[i] != _TAB
                            and buf[i] != _CR and buf[i] != _LF):
-                return k, _ERR_TOKEN, ls
+                return k, _ERR_TOKEN, ls, dropped
             if nd > 18:
-                return k, _ERR_BIG, ls
+                return k, _ERR_BIG, ls, dropped
             if neg:
-                return k, _ERR_NEG, ls
+                return k, _ERR_NEG, ls, dropped
             if t == 0:
                 a = val
             else:
@@ -343,13 +362,18 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
         if wmode != 0:
             err = _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len)
             if err != _ERR_NONE:
-                return k, err, ls
+                return k, err, ls, dropped
+            if wmode == 1 and w_len[k] == 0:
+                # an optional weight missing: the file is unweighted (see _join_weights),
+                # so stop writing three weight arrays per record
+                wmode = 0
+                dropped = True
         k += 1
         last = ls
         while i < end and buf[i] != _LF:
             i += 1
         i += 1
-    return k, _ERR_NONE, last
+    return k, _ERR_NONE, last, dropped
 
 
 @numba.njit(nogil=True, cache=True)
@@ -484,8 +508,18 @@ def _line_text(buf, pos, width=60):
     return bytes(buf[pos:end]).decode("utf-8", "replace").rstrip("\r")
 
 
+@numba.njit(nogil=True, cache=True)
+def _count_newlines(buf, end):
+    count = 0
+    for i in range(end):
+        count += buf[i] == _LF
+    return count
+
+
 def _newlines(buf, end=None):
-    return int(np.count_nonzero(buf[:end] == _LF))
+    # a Numba loop: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
+    end = buf.shape[0] if end is None else min(int(end), buf.shape[0])
+    return int(_count_newlines(buf, end))
 
 
 _MESSAGES = {
@@ -568,9 +602,20 @@ def _chunk_bytes(plan, index, data):
     body = min(plan.body, length)
     try:
         with open(plan.path, "rb") as f:
-            def read(lo, hi):
-                f.seek(lo)
-                return np.frombuffer(f.read(hi - lo), dtype=np.uint8)
+            try:
+                # map the file rather than read it: the parser reads the page cache in
+                # place, no copy of the range into fresh memory (whose page faults cost as
+                # much as the parse); the array keeps the mapping alive while it is used
+                data = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ),
+                                     np.uint8)
+            except (OSError, ValueError):
+                data = None  # not mappable (empty, a pipe): read the range
+            if data is not None and data.shape[0] == length:
+                read = (lambda lo, hi: data[lo:hi])
+            else:
+                def read(lo, hi):
+                    f.seek(lo)
+                    return np.frombuffer(f.read(hi - lo), dtype=np.uint8)
             start, end = _line_start(read, a, body, length), _line_start(read, b, body, length)
             return read(start, end)
     except OSError as e:
@@ -610,11 +655,11 @@ def _parse_pairs_chunk(plan, buf):
     w_int = np.empty(cap, np.int64)
     w_start = np.empty(cap, np.int64)
     w_len = np.zeros(cap, np.int32)
-    k, err, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, -1, u, v,
-                               plan.wmode, w_int, w_start, w_len)
+    k, err, pos, dropped = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, -1,
+                                        u, v, plan.wmode, w_int, w_start, w_len)
     u, v = u[:k], v[:k]
     w, weighted = (None, 0)
-    if plan.wmode:
+    if plan.wmode and not dropped:
         w, weighted = _chunk_weights(buf, k, w_int, w_start, w_len)
         if plan.wmode == 3 and w.dtype != np.float64:
             w = w.astype(np.float64)
@@ -624,7 +669,7 @@ def _parse_pairs_chunk(plan, buf):
     def line_of(index):
         # the line of record ``index``: parse again up to it
         dummy = np.empty(index + 1, np.int64)
-        _, _, pos = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, index + 1,
+        _, _, pos, _ = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, index + 1,
                                  dummy, dummy.copy(), 0, dummy, dummy.copy(),
                                  np.zeros(1, np.int32))
         return pos
@@ -661,11 +706,6 @@ def _parse_metis_chunk(plan, buf):
     if not edge_weights:
         return EdgeChunk(u[:k], v[:k], newlines, error)
     return EdgeChunk(u[:k], v[:k], newlines, error, None, w[:k], k)
-
-
-def _nonempty(path, u):
-    if u.size == 0:
-        raise InputError(f"{path}: empty graph (no edges)")
 
 
 # --------------------------------------------------------------------------- headers
@@ -881,19 +921,41 @@ def parse_graph_chunk(plan, index, data=None):
     return _parse_pairs_chunk(plan, buf)
 
 
-def _relabel_snap(path, u, v):
-    hi = int(max(u.max(), v.max()))
-    if hi < max(1 << 26, 8 * u.size):
-        # dense enough: a presence array relabels in O(m) (np.unique would sort 2m ids)
+@numba.njit(nogil=True, cache=True)
+def _mark_present(ids, present):
+    for k in range(ids.shape[0]):
+        present[ids[k]] = True
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _relabel_into(ids, relabel, out, offset):
+    for k in numba.prange(ids.shape[0]):
+        out[offset + k] = relabel[ids[k]]
+
+
+def _relabel_snap(path, us, vs):
+    """Relabel the SNAP ids of the chunks' endpoint arrays ``us``, ``vs`` to ``0..n-1``
+    (increasing id order), joining the chunks in file order."""
+    m = sum(x.size for x in us)
+    hi = max(int(max(x.max(), y.max())) for x, y in zip(us, vs) if x.size)
+    if hi < max(1 << 26, 8 * m):
+        # dense enough: a presence array relabels in O(m) (np.unique would sort 2m ids);
+        # the relabelled ids are written straight into the joined arrays (no concatenate)
         present = np.zeros(hi + 1, bool)
-        present[u] = True
-        present[v] = True
+        for x in us + vs:
+            _mark_present(x, present)
         ids = np.flatnonzero(present).astype(np.int64)
-        relabel = np.cumsum(present, dtype=np.int64) - 1
-        u, v = relabel[u], relabel[v]
+        relabel = np.cumsum(present, dtype=np.int64)
+        relabel -= 1
+        u, v = np.empty(m, np.int64), np.empty(m, np.int64)
+        offset = 0
+        for x, y in zip(us, vs):
+            _relabel_into(x, relabel, u, offset)
+            _relabel_into(y, relabel, v, offset)
+            offset += x.size
     else:
-        ids, inverse = np.unique(np.concatenate([u, v]), return_inverse=True)
-        u, v = inverse[:u.size].astype(np.int64), inverse[u.size:].astype(np.int64)
+        ids, inverse = np.unique(np.concatenate(us + vs), return_inverse=True)
+        u, v = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)
     if ids.size and ids[0] == 0 and ids[-1] == ids.size - 1:
         return EdgeList(u, v, int(ids.size), None, 0, str(path), "snap")
     return EdgeList(u, v, int(ids.size), ids, 0, str(path), "snap")
@@ -935,16 +997,18 @@ def edges_from_chunks(plan, chunks):
             err = getattr(chunk, attr)
             if err is not None:
                 raise InputError(f"{where(plan.path, int(line) + err[0])}: {err[1]}")
-    u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
-    v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
-    if plan.entries >= 0 and u.size != plan.entries:
+    m = sum(c.u.size for c in chunks)
+    if plan.entries >= 0 and m != plan.entries:
         raise InputError(f"{where(plan.path, plan.size_line)}: the size line declares "
-                         f"{plan.entries} entries, the file has {u.size}")
-    _nonempty(plan.path, u)
-    weights = _join_weights(chunks, u.size)
+                         f"{plan.entries} entries, the file has {m}")
+    if m == 0:
+        raise InputError(f"{plan.path}: empty graph (no edges)")
+    weights = _join_weights(chunks, m)
     if plan.fmt == "snap":
-        edges = _relabel_snap(plan.path, u, v)
+        edges = _relabel_snap(plan.path, [c.u for c in chunks], [c.v for c in chunks])
     else:
+        u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
+        v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
         edges = EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
     edges.weights = weights
     edges.directed = plan.directed
