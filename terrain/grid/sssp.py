@@ -147,6 +147,33 @@ def _less(d1, l1, d2, l2):
     return d1 < d2 or (d1 == d2 and l1 < l2)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _heap_push(hd, hl, hc, n, d, lab, c):
+    """Push ``(d, lab, c)`` on the binary heap ``hd/hl/hc[:n]`` (doubled when full); returns
+    the arrays (new ones after a doubling) and the new size."""
+    if n == hd.shape[0]:
+        hd2 = np.empty(2 * n, np.float64)
+        hl2 = np.empty(2 * n, np.int64)
+        hc2 = np.empty(2 * n, np.int32)
+        hd2[:n] = hd[:n]
+        hl2[:n] = hl[:n]
+        hc2[:n] = hc[:n]
+        hd, hl, hc = hd2, hl2, hc2
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _less(d, lab, hd[p], hl[p]):
+            break
+        hd[i] = hd[p]
+        hl[i] = hl[p]
+        hc[i] = hc[p]
+        i = p
+    hd[i] = d
+    hl[i] = lab
+    hc[i] = c
+    return hd, hl, hc, n + 1
+
+
 @numba.njit(cache=True, nogil=True)
 def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
              seed_label, fixed, max_cost):
@@ -176,29 +203,7 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
             continue
         dist[c] = d0
         label[c] = l0
-        if n == cap:
-            cap *= 2
-            hd2 = np.empty(cap, np.float64)
-            hl2 = np.empty(cap, np.int64)
-            hc2 = np.empty(cap, np.int32)
-            hd2[:n] = hd[:n]
-            hl2[:n] = hl[:n]
-            hc2[:n] = hc[:n]
-            hd, hl, hc = hd2, hl2, hc2
-        # sift up
-        i = n
-        n += 1
-        while i > 0:
-            p = (i - 1) >> 1
-            if not _less(d0, l0, hd[p], hl[p]):
-                break
-            hd[i] = hd[p]
-            hl[i] = hl[p]
-            hc[i] = hc[p]
-            i = p
-        hd[i] = d0
-        hl[i] = l0
-        hc[i] = c
+        hd, hl, hc, n = _heap_push(hd, hl, hc, n, d0, l0, c)
     nk = codes.size
     one = np.float32(1.0)
     settled = 0
@@ -250,29 +255,7 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
                     continue
             dist[v] = nd
             label[v] = nlab
-            # push (nd, nlab, v)
-            if n == cap:
-                cap *= 2
-                hd2 = np.empty(cap, np.float64)
-                hl2 = np.empty(cap, np.int64)
-                hc2 = np.empty(cap, np.int32)
-                hd2[:n] = hd[:n]
-                hl2[:n] = hl[:n]
-                hc2[:n] = hc[:n]
-                hd, hl, hc = hd2, hl2, hc2
-            i = n
-            n += 1
-            while i > 0:
-                p = (i - 1) >> 1
-                if not _less(nd, nlab, hd[p], hl[p]):
-                    break
-                hd[i] = hd[p]
-                hl[i] = hl[p]
-                hc[i] = hc[p]
-                i = p
-            hd[i] = nd
-            hl[i] = nlab
-            hc[i] = v
+            hd, hl, hc, n = _heap_push(hd, hl, hc, n, nd, nlab, v)
     return settled
 
 
