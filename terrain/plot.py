@@ -33,6 +33,20 @@ __all__ = ["hillshade", "read_for_picture", "mst_segments", "render_mst", "rende
 MIN_PIXELS_PER_CELL = 3
 
 
+def _pyplot(size):
+    """``(pyplot, width, height)`` for a picture of ``size`` pixels (matplotlib, Agg backend)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("pictures need matplotlib (pip install 'terrain[plot]')") from None
+    width, height = (int(size[0]), int(size[1]))
+    if width < 50 or height < 50:
+        raise InputError(f"picture size {width} x {height}: at least 50 x 50 pixels")
+    return plt, width, height
+
+
 def hillshade(z, cellsize=(1.0, 1.0), azimuth=315.0, altitude=45.0):
     """Hillshade in [0, 1] of a float grid (NaN stays NaN).
 
@@ -128,16 +142,8 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     dict
         ``stride``, ``window``, ``edges_drawn`` (None when the forest was too fine to draw).
     """
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.collections import LineCollection
-    except ImportError:
-        raise InputError("pictures need matplotlib (pip install 'terrain[plot]')") from None
-    width, height = (int(size[0]), int(size[1]))
-    if width < 50 or height < 50:
-        raise InputError(f"picture size {width} x {height}: at least 50 x 50 pixels")
+    plt, width, height = _pyplot(size)
+    from matplotlib.collections import LineCollection
     # the axes get about 80% of the figure: sample for that
     z, stride, (r0, r1, c0, c1) = read_for_picture(elevation, (int(width * 0.8),
                                                                int(height * 0.8)), window)
@@ -206,16 +212,8 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100):
     dict
         ``levels`` (beyond the sources) and ``reached``.
     """
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
-    except ImportError:
-        raise InputError("pictures need matplotlib (pip install 'terrain[plot]')") from None
-    width, height = (int(size[0]), int(size[1]))
-    if width < 50 or height < 50:
-        raise InputError(f"picture size {width} x {height}: at least 50 x 50 pixels")
+    plt, width, height = _pyplot(size)
+    from matplotlib.patches import Patch
     sizes = np.asarray(stats.level_sizes, dtype=np.int64)
     ops = ["source"] + list(stats.operators)
     colours = {"source": "#444444", "bottom-up": "#d95f02"}
@@ -291,16 +289,8 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     dict
         ``stride``, ``window``, ``levels`` (the contour values), ``paths_drawn``.
     """
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.collections import LineCollection
-    except ImportError:
-        raise InputError("pictures need matplotlib (pip install 'terrain[plot]')") from None
-    width, height = (int(size[0]), int(size[1]))
-    if width < 50 or height < 50:
-        raise InputError(f"picture size {width} x {height}: at least 50 x 50 pixels")
+    plt, width, height = _pyplot(size)
+    from matplotlib.collections import LineCollection
     d, stride, (r0, r1, c0, c1) = read_for_picture(distance, (int(width * 0.7),
                                                               int(height * 0.8)), window)
     d = d.astype(np.float64)
