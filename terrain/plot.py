@@ -291,6 +291,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     """
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
+    from matplotlib.colors import Normalize
     d, stride, (r0, r1, c0, c1) = read_for_picture(distance, (int(width * 0.7),
                                                               int(height * 0.8)), window)
     d = d.astype(np.float64)
@@ -345,7 +346,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     ax.set_xlim(x0, x1)
     ax.set_ylim(y1, y0)
     ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
-    sm = plt.cm.ScalarMappable(cmap=cmap, norm=matplotlib.colors.Normalize(lo, hi))
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=Normalize(lo, hi))
     ax.apply_aspect()  # the colour bar beside the axes' drawn box, not its layout box
     pos = ax.get_position()
     cax = fig.add_axes((min(pos.x1 + 0.015, 0.88), pos.y0, 0.022, pos.height))
