@@ -10,11 +10,11 @@ from .errors import InputError
 __version__ = "0.1.0"
 
 __all__ = ["Backend", "get_backend", "gpu_available", "InputError", "__version__",
-           "mst", "cost_distance", "bfs", "diameter"]
+           "mst", "cost_distance", "bfs", "diameter", "sssp"]
 
 # The Python API (terrain/api.py) is imported on first use: `import terrain` stays light
 # for the command line.
-_API = ("mst", "cost_distance", "bfs", "diameter")
+_API = ("mst", "cost_distance", "bfs", "diameter", "sssp")
 
 
 def __getattr__(name):

@@ -13,7 +13,7 @@ take a DEM as
   reads (georeference from the file),
 
 and return an :class:`xarray.DataArray` (:func:`cost_distance`: an :class:`xarray.Dataset`)
-on the same grid (same coordinates and CRS) with the result's summary in its attributes. Graph operations (:func:`bfs`, :func:`diameter`)
+on the same grid (same coordinates and CRS) with the result's summary in its attributes. Graph operations (:func:`bfs`, :func:`diameter`, :func:`sssp`)
 take a :class:`terrain.graph.Graph`, a SciPy sparse matrix, a NetworkX graph or
 ``(indptr, indices)`` (see :func:`terrain.graph.as_graph`).
 
@@ -39,7 +39,7 @@ import numpy as np
 from .errors import InputError
 from .io.georef import GRID_MAPPING, check_weight_units, crs_wkt
 
-__all__ = ["mst", "cost_distance", "bfs", "diameter", "as_dem", "raster_like", "Georef",
+__all__ = ["mst", "cost_distance", "bfs", "diameter", "sssp", "as_dem", "raster_like", "Georef",
            "MST_BITS"]
 
 MST_BITS = "bit d set: the forest holds the edge from this cell in direction d (1 E, 2 S, 4 SE, 8 SW)"
@@ -377,3 +377,56 @@ def diameter(graph, **options):
     """
     from .graph import diameter as _diameter
     return _diameter(graph, **options)
+
+
+def sssp(graph, sources, **options):
+    """Weighted shortest paths from one source or many: :func:`terrain.graph.sssp`, with
+    the results in the input's own vertex labels.
+
+    Parameters
+    ----------
+    graph : SciPy sparse matrix, NetworkX graph, :class:`terrain.graph.Graph` or
+        ``(indptr, indices[, weights])``
+        A matrix's values are the weights (undirected unless ``directed=True``); a NetworkX
+        graph's ``weight`` attribute (edges without it weigh 1), directed as the graph is.
+    sources : vertex or list of vertices
+        Row numbers of a matrix; nodes of a NetworkX graph.
+    **options
+        ``algorithm``, ``delta``, ``backend``, ``directed``, ``predecessors`` of
+        :func:`terrain.graph.sssp`.
+
+    Returns
+    -------
+    SSSPResult
+        For a matrix (or Graph, arrays): ``dist`` and ``pred`` arrays indexed by row
+        number (-1 / ``inf`` where unreached). For a NetworkX graph: ``dist`` a dict
+        ``{node: distance}`` of the reached nodes in order of distance (what
+        ``nx.multi_source_dijkstra_path_length`` returns), ``pred`` a dict
+        ``{node: predecessor node}`` of the reached non-source nodes (the canonical
+        predecessor), ``sources`` a list of nodes.
+
+    Examples
+    --------
+    >>> import networkx as nx, scipy.sparse as sp
+    >>> G = nx.Graph([("a", "b", {"weight": 4}), ("b", "c", {"weight": 1}),
+    ...               ("a", "c", {"weight": 7}), ("x", "y", {"weight": 2})])
+    >>> r = sssp(G, "a", backend="cpu")
+    >>> r.dist, r.pred
+    ({'a': 0, 'b': 4, 'c': 5}, {'b': 'a', 'c': 'b'})
+    >>> A = sp.csr_array(np.array([[0, 2.5, 0], [0, 0, 1.0], [0, 0, 0]]))
+    >>> sssp(A, 0, backend="cpu").dist.tolist()
+    [0.0, 2.5, 3.5]
+    """
+    from .graph.sssp import _is_networkx
+    from .graph.sssp import sssp as _sssp
+    r = _sssp(graph, sources, **options)
+    if not _is_networkx(graph):
+        return r
+    nodes = list(graph)
+    reached = np.flatnonzero(r.reached)
+    order = reached[np.argsort(r.dist[reached], kind="stable")]
+    r.dist = {nodes[i]: r.dist[i].item() for i in order.tolist()}
+    if r.pred is not None:
+        r.pred = {nodes[i]: nodes[int(r.pred[i])] for i in order.tolist() if r.pred[i] >= 0}
+    r.sources = [nodes[i] for i in r.sources.tolist()]
+    return r

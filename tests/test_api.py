@@ -146,3 +146,34 @@ def test_cost_distance_on_every_input_kind(tmp_path):
         terrain.cost_distance(path, points=[(0.0, 0.0)], backend="cpu")
     with pytest.raises(InputError, match="friction has"):
         terrain.cost_distance(z, [(20, 20)], cost="friction", friction=fr[:5], backend="cpu")
+
+
+def test_sssp_on_matrices_and_networkx_graphs():
+    """terrain.sssp: a SciPy matrix gives arrays by row number (scipy's dijkstra as the
+    oracle); a NetworkX graph gives dicts keyed by its nodes (NetworkX's Dijkstra)."""
+    nx = pytest.importorskip("networkx")
+    sp = pytest.importorskip("scipy.sparse")
+    from scipy.sparse.csgraph import dijkstra
+
+    rng = np.random.default_rng(7)
+    G = nx.gnm_random_graph(50, 90, seed=7)
+    for a, b in G.edges:
+        G.add_edge(a, b, weight=int(rng.integers(1, 30)))
+    G = nx.relabel_nodes(G, {v: f"v{v}" for v in G})
+    for src in (["v0"], ["v0", "v9"]):
+        r = terrain.sssp(G, src, backend="cpu")
+        want = nx.multi_source_dijkstra_path_length(G, set(src))
+        assert r.dist == want and r.sources == sorted(src, key=list(G).index)
+        for v, u in r.pred.items():   # each predecessor is a tight neighbour
+            assert r.dist[u] + G.edges[u, v]["weight"] == r.dist[v]
+        assert set(r.pred) == set(r.dist) - set(src)
+    A = nx.to_scipy_sparse_array(nx.convert_node_labels_to_integers(G), dtype=np.float64)
+    A = sp.csr_array(A * 0.37)
+    r = terrain.sssp(A, 3, backend="cpu")
+    want = dijkstra(A, directed=False, indices=3)
+    assert np.array_equal(r.dist, want)
+    reached = np.isfinite(want)
+    assert (r.pred[reached & (np.arange(50) != 3)] >= 0).all()
+    assert "sssp" in terrain.__all__
+    with pytest.raises(InputError):
+        terrain.sssp(G, "nowhere", backend="cpu")

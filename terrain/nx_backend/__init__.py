@@ -13,9 +13,17 @@ Algorithms
 parallel edges do not change hop distances), unweighted. ``can_run`` declines, with the
 reason, what terrain does not compute (directed graphs, ``weight=``, a precomputed ``e=`` or
 ``sp=``), so NetworkX runs those itself when fallback is on. Disconnected graphs raise
-NetworkX's own ``NetworkXError`` where NetworkX does. ``minimum_spanning_tree`` of general
-graphs waits for weighted sparse graphs in :mod:`terrain.graph` (terrain's MST is the grid
-MST of :mod:`terrain.grid`).
+NetworkX's own ``NetworkXError`` where NetworkX does.
+
+Weighted: ``single_source_dijkstra_path_length`` and ``dijkstra_path_length`` run
+:func:`terrain.graph.sssp` (the same left-fold sums NetworkX forms, so the same numbers;
+parallel edges of a multigraph count with their smallest weight, as in NetworkX);
+``minimum_spanning_tree`` runs :func:`terrain.graph.minimum_spanning_forest` and returns a
+NetworkX graph of ``G``'s class with ``G``'s nodes (with their data), graph attributes and
+the forest's edges with their data. Any ``algorithm=`` gives the minimum spanning forest
+(the same edges as NetworkX's when the weights are distinct; the same total weight always).
+``can_run`` declines a callable ``weight``, ``ignore_nan=True``, multigraph MSTs and
+directed graphs. Edges without the weight attribute weigh 1, as in NetworkX.
 
 Conversion keeps the node order of the NetworkX graph: internal vertex ``i`` is
 ``list(G)[i]``; results come back as NetworkX returns them (dicts keyed by node, lists of
@@ -52,6 +60,9 @@ class TerrainGraph:
         self.multigraph = bool(multigraph)
         self.graph = dict(graph_attrs or {})
         self._index = None
+        self.edge_weight = None   # the edge attribute the CSR's weights came from
+        self.node_data = None     # [(node, data)] when converted with preserve_node_attrs
+        self.edge_data = None     # [(u, v, data)] when converted with preserve_edge_attrs
         self.__networkx_cache__ = {}
 
     def index_of(self, node):
@@ -110,7 +121,9 @@ class BackendInterface:
     def convert_from_nx(G, edge_attrs=None, node_attrs=None, preserve_edge_attrs=False,
                         preserve_node_attrs=False, preserve_graph_attrs=False, name=None,
                         graph_name=None):
-        """A NetworkX graph as a :class:`TerrainGraph` (hop algorithms: no attributes)."""
+        """A NetworkX graph as a :class:`TerrainGraph`: unweighted, or weighted by the one
+        attribute named in ``edge_attrs`` (``{name: default}``); the nodes' and edges' data
+        kept as lists when asked to preserve them (``minimum_spanning_tree``)."""
         from terrain.graph import build_csr
         if isinstance(G, TerrainGraph):
             return G
@@ -121,10 +134,24 @@ class BackendInterface:
         v = np.empty(m, np.int64)
         for k, (a, b) in enumerate(G.edges()):
             u[k], v[k] = index[a], index[b]
-        csr = build_csr(len(nodes), u, v, name=graph_name or "networkx graph")
+        weight = None
+        if isinstance(edge_attrs, dict) and len(edge_attrs) == 1:
+            weight = next(iter(edge_attrs))
+        weights = None
+        if weight is not None:
+            default = edge_attrs[weight]
+            default = 1 if default is None else default
+            weights = np.asarray([d.get(weight, default) for _, _, d in G.edges(data=True)])
+        csr = build_csr(len(nodes), u, v, weights=weights if m else None,
+                        name=graph_name or "networkx graph")
         out = TerrainGraph(csr, nodes, G.is_directed(), G.is_multigraph(),
                            G.graph if preserve_graph_attrs else None)
         out._index = index
+        out.edge_weight = weight
+        if preserve_node_attrs:
+            out.node_data = list(G.nodes(data=True))
+        if preserve_edge_attrs:
+            out.edge_data = list(G.edges(data=True))
         return out
 
     @staticmethod
@@ -150,8 +177,16 @@ class BackendInterface:
         G = bound.get("G")
         if G is not None and hasattr(G, "is_directed") and G.is_directed():
             return "terrain's BFS and diameter treat graphs as undirected"
-        if bound.get("weight") is not None:
+        weighted = name in WEIGHTED
+        if weighted and callable(bound.get("weight")):
+            return "terrain reads weights from an edge attribute (weight= a callable given)"
+        if not weighted and bound.get("weight") is not None:
             return "terrain computes hop distances (weight=None)"
+        if name == "minimum_spanning_tree":
+            if bound.get("ignore_nan"):
+                return "ignore_nan=True: NetworkX skips NaN edges itself"
+            if G is not None and hasattr(G, "is_multigraph") and G.is_multigraph():
+                return "multigraph: NetworkX keeps edge keys in the tree"
         for key in ("e", "sp"):
             if bound.get(key) is not None:
                 return f"{key}= given: NetworkX computes from it"
@@ -258,13 +293,111 @@ class BackendInterface:
         ids = sorted(int(i) for i in BackendInterface._bounds(G).periphery)
         return [G.nodes[i] for i in ids]
 
+    # ---- weighted -------------------------------------------------------------------
+    @staticmethod
+    def _weighted_csr(G, weight):
+        """G's CSR weighted by the attribute ``weight`` (None: every edge weighs 1)."""
+        if G.edge_weight == weight:
+            return G.csr
+        if weight is None:
+            from terrain.graph import build_csr
+            return G.csr if G.csr.weights is None else build_csr(
+                G.csr.n, *_csr_edges(G.csr), name=G.csr.name)
+        if G.edge_data is not None:
+            from terrain.graph import build_csr
+            w = np.asarray([d.get(weight, 1) for _, _, d in G.edge_data])
+            u = np.asarray([G.index_of(a) for a, _, _ in G.edge_data], np.int64)
+            v = np.asarray([G.index_of(b) for _, b, _ in G.edge_data], np.int64)
+            return build_csr(G.csr.n, u, v, weights=w if w.size else None, name=G.csr.name)
+        raise NotImplementedError(f"this TerrainGraph carries weights {G.edge_weight!r}, not "
+                                  f"{weight!r} (convert with edge_attrs={{{weight!r}: 1}})")
+
+    @staticmethod
+    def single_source_dijkstra_path_length(G, source, cutoff=None, weight="weight"):
+        """Weighted distance to every node reachable from ``source`` (within ``cutoff``),
+        in order of distance, as NetworkX returns it."""
+        from terrain.graph import sssp
+        import networkx as nx
+        if source not in G:
+            raise nx.NodeNotFound(f"Node {source} not found in graph")
+        r = sssp(BackendInterface._weighted_csr(G, weight), G.index_of(source),
+                 backend="cpu", predecessors=False)
+        reached = np.flatnonzero(r.reached)
+        if cutoff is not None:
+            reached = reached[r.dist[reached] <= cutoff]
+        order = reached[np.argsort(r.dist[reached], kind="stable")]
+        out = {G.nodes[int(i)]: r.dist[i].item() for i in order}
+        out[source] = 0   # NetworkX's source distance is the int 0 whatever the weights
+        return out
+
+    @staticmethod
+    def dijkstra_path_length(G, source, target, weight="weight"):
+        """Weighted distance from ``source`` to ``target``."""
+        import networkx as nx
+        if source not in G:
+            raise nx.NodeNotFound(f"Node {source} not found in graph")
+        if source == target:
+            return 0
+        dist = BackendInterface.single_source_dijkstra_path_length(G, source, weight=weight)
+        try:
+            return dist[target]
+        except (KeyError, TypeError):
+            raise nx.NetworkXNoPath(f"Node {target} not reachable from {source}") from None
+
+    @staticmethod
+    def minimum_spanning_tree(G, weight="weight", algorithm="kruskal", ignore_nan=False):
+        """The minimum spanning forest as a NetworkX graph: ``G``'s nodes (with their data)
+        and graph attributes, the forest's edges with their data."""
+        import networkx as nx
+        from terrain.graph import build_csr, minimum_spanning_forest
+        if algorithm not in ("kruskal", "prim", "boruvka"):
+            raise ValueError(f"{algorithm} is not a valid choice for an algorithm.")
+        if ignore_nan or G.multigraph:
+            raise NotImplementedError("terrain: ignore_nan=True and multigraphs run in NetworkX")
+        if G.edge_data is None:
+            raise NotImplementedError("minimum_spanning_tree needs the edges' data (convert "
+                                      "with preserve_edge_attrs=True)")
+        edges = [(a, b, d) for a, b, d in G.edge_data if a != b]
+        u = np.asarray([G.index_of(a) for a, _, _ in edges], np.int64)
+        v = np.asarray([G.index_of(b) for _, b, _ in edges], np.int64)
+        w = np.asarray([d.get(weight, 1) for _, _, d in edges])
+        if w.dtype.kind == "f" and np.isnan(w).any():
+            k = int(np.flatnonzero(np.isnan(w))[0])
+            raise ValueError(f"NaN found as an edge weight. Edge {edges[k]}")
+        if w.dtype.kind not in "iuf" and w.size:
+            raise NotImplementedError(f"terrain: edge weights of type {w.dtype} run in NetworkX")
+        csr = build_csr(len(G), u, v, weights=w if w.size else None, name=G.csr.name)
+        r = minimum_spanning_forest(csr, backend="cpu")
+        data = {}
+        for (a, b, d), i, j in zip(edges, u.tolist(), v.tolist()):
+            key = (min(i, j), max(i, j))
+            if key not in data or d.get(weight, 1) < data[key].get(weight, 1):
+                data[key] = d
+        T = nx.Graph()
+        T.graph.update(G.graph)
+        T.add_nodes_from(G.node_data if G.node_data is not None else G.nodes)
+        T.add_edges_from((G.nodes[i], G.nodes[j], data[(i, j)])
+                         for i, j in zip(r.u.tolist(), r.v.tolist()))
+        return T
+
+
+def _csr_edges(csr):
+    rows = np.repeat(np.arange(csr.n, dtype=np.int64), np.diff(csr.indptr))
+    return rows, csr.indices.astype(np.int64)
+
+
+WEIGHTED = ("single_source_dijkstra_path_length", "dijkstra_path_length",
+            "minimum_spanning_tree")
 
 # positional parameters of the NetworkX functions (to read ``args`` in can_run)
 PARAMETERS = {"bfs_layers": ("G", "sources"),
               "single_source_shortest_path_length": ("G", "source", "cutoff"),
               "eccentricity": ("G", "v", "sp", "weight"),
               **{k: ("G", "e", "usebounds", "weight")
-                 for k in ("diameter", "radius", "center", "periphery")}}
+                 for k in ("diameter", "radius", "center", "periphery")},
+              "single_source_dijkstra_path_length": ("G", "source", "cutoff", "weight"),
+              "dijkstra_path_length": ("G", "source", "target", "weight"),
+              "minimum_spanning_tree": ("G", "weight", "algorithm", "ignore_nan")}
 
 FUNCTIONS = {
     "bfs_layers": {},
@@ -275,6 +408,11 @@ FUNCTIONS = {
     "radius": {"additional_docs": "Exact, by eccentricity bounding."},
     "center": {"additional_docs": "Exact, by eccentricity bounding."},
     "periphery": {"additional_docs": "Exact, by eccentricity bounding."},
+    "single_source_dijkstra_path_length": {
+        "additional_docs": "terrain's SSSP (Dijkstra / Dial); undirected graphs, weights >= 0."},
+    "dijkstra_path_length": {"additional_docs": "terrain's SSSP; undirected graphs."},
+    "minimum_spanning_tree": {
+        "additional_docs": "Boruvka with unique packed keys; any algorithm= gives the forest."},
 }
 
 
