@@ -27,7 +27,10 @@ class BuildPyWithKernels(build_py):
         if os.environ.get("TERRAIN_NO_PRECOMPILE") or self.dry_run:
             return
         build_lib = os.path.abspath(self.build_lib)
-        env = dict(os.environ, PYTHONPATH=build_lib)
+        # prepend, never replace: pip's isolated build environment reaches its packages
+        # (numpy, numba, ...) through PYTHONPATH
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [build_lib] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
         env.pop("NUMBA_CACHE_DIR", None)  # the cache must land beside the modules
         env.pop("NUMBA_DISABLE_JIT", None)
         try:
