@@ -23,7 +23,7 @@ Arrays (``tt = (key_d, key_a, key_h, win)``):
 import numpy as np
 from numba import njit
 
-__all__ = ["tt_new", "tt_reset", "tt_update", "tt_decrease", "tt_lower", "tt_pop", "tt_empty",
+__all__ = ["tt_new", "tt_reset", "tt_seed", "tt_update", "tt_decrease", "tt_lower", "tt_pop", "tt_empty",
            "tt_top", "key_less", "INT_INF"]
 
 INT_INF = np.int32(2**31 - 1)
@@ -102,6 +102,15 @@ def tt_update(key_d, key_a, key_h, win, i, d, a, h):
     key_a[p] = a
     key_h[p] = h
     _propagate(key_d, key_a, key_h, win, p)
+
+
+@njit(cache=True)
+def tt_seed(key_d, key_a, key_h, win, ld, la, lh):
+    """Reset the tree, then put in every leaf ``p`` with a finite label ``ld[p]``."""
+    tt_reset(key_d, key_a, key_h, win)
+    for p in range(ld.shape[0]):
+        if ld[p] < np.inf:
+            tt_update(key_d, key_a, key_h, win, p, ld[p], la[p], lh[p])
 
 
 @njit(cache=True, inline="always")

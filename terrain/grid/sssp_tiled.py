@@ -71,8 +71,7 @@ from numba import njit, prange
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.store import quadtree_levels
-from ._tournament import (INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_reset,
-                          tt_update)
+from ._tournament import INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_seed
 from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
                     check_friction, cost_model_code)
 from .sssp import SSSPResult, check_sources
@@ -249,10 +248,7 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
     """
     n = ld.shape[0]
     K = off.shape[0]
-    tt_reset(kd, ka, kh, win)
-    for p in range(n):
-        if ld[p] < _INF:
-            tt_update(kd, ka, kh, win, p, ld[p], la[p], lh[p])
+    tt_seed(kd, ka, kh, win, ld, la, lh)
     while kd[1] < _INF:
         u = tt_pop(kd, ka, kh, win)
         du = ld[u]
@@ -425,10 +421,7 @@ def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
                     ld, la, lh, kd, ka, kh, win):
     """Multi-source Dijkstra on a child-boundary graph (dense child matrices + CSR arcs)."""
     V = ld.shape[0]
-    tt_reset(kd, ka, kh, win)
-    for p in range(V):
-        if ld[p] < _INF:
-            tt_update(kd, ka, kh, win, p, ld[p], la[p], lh[p])
+    tt_seed(kd, ka, kh, win, ld, la, lh)
     while kd[1] < _INF:
         u = tt_pop(kd, ka, kh, win)
         du = ld[u]
