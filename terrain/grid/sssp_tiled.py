@@ -246,7 +246,6 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
     (flat, row-major) hold the seeds (``d = inf`` elsewhere) and receive the labels. Cells
     that are not ``inner`` have no incoming arcs in ``wt``: halo seeds stay fixed.
     """
-    n = ld.shape[0]
     K = off.shape[0]
     tt_seed(kd, ka, kh, win, ld, la, lh)
     while kd[1] < _INF:
@@ -420,7 +419,6 @@ def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
 def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
                     ld, la, lh, kd, ka, kh, win):
     """Multi-source Dijkstra on a child-boundary graph (dense child matrices + CSR arcs)."""
-    V = ld.shape[0]
     tt_seed(kd, ka, kh, win, ld, la, lh)
     while kd[1] < _INF:
         u = tt_pop(kd, ka, kh, win)
