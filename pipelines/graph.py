@@ -231,6 +231,16 @@ def _write_out(args, table, dense):
     write_table(args.out, table, overwrite=args.overwrite)
 
 
+def _summarize_and_write(args, result, backend):
+    """``(found, summary)`` of a bfs/sssp task's result; writes its table to ``--out``."""
+    found, (table, dense) = result
+    summary = {"graph": str(args.graph), **found, "backend": backend.name}
+    if args.out:
+        _write_out(args, table, dense)
+        summary["out"] = str(args.out)
+    return found, summary
+
+
 def bfs_command(args):
     """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
     backend = get_backend(args.backend)
@@ -243,11 +253,7 @@ def bfs_command(args):
                                           dask_key_name=f"bfs-run-{token}")
     with open_scheduler(args.scheduler):
         (result,) = compute(run, label="bfs")
-    found, (table, dense) = result
-    summary = {"graph": str(args.graph), **found, "backend": backend.name}
-    if args.out:
-        _write_out(args, table, dense)
-        summary["out"] = str(args.out)
+    found, summary = _summarize_and_write(args, result, backend)
     if args.json:
         print(json.dumps(summary))
     else:
@@ -297,11 +303,7 @@ def sssp_command(args):
                                            dask_key_name=f"sssp-run-{token}")
     with open_scheduler(args.scheduler):
         (result,) = compute(run, label="sssp")
-    found, (table, dense) = result
-    summary = {"graph": str(args.graph), **found, "backend": backend.name}
-    if args.out:
-        _write_out(args, table, dense)
-        summary["out"] = str(args.out)
+    found, summary = _summarize_and_write(args, result, backend)
     if args.json:
         print(json.dumps(summary))
         return 0
