@@ -57,12 +57,13 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
-           "gpu_worker_spec", "gpu_worker_name", "assign_groups", "active_gpu_workers"]
+           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
+GPU_WORKER_THREADS = 4  # the most threads of one GPU worker (gpu_worker_threads)
 
 #: Grids with more cells than this get the LocalCluster and its dashboard by default
 #: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
@@ -129,18 +130,36 @@ def gpu_worker_name(index):
     return f"gpu-{index}"
 
 
-def gpu_worker_spec(devices):
-    """``distributed.SpecCluster`` worker spec: one Nanny process per device, bound to it.
+def gpu_worker_threads(devices, cores=None):
+    """Threads per GPU worker: the host's cores shared out, at most :data:`GPU_WORKER_THREADS`.
 
-    >>> spec = gpu_worker_spec(["2", "3"])
+    One thread per worker left the device idle while it read a shard, reduced the previous
+    one's forest to its boundary graph (Numba, on the host) and wrote its mask: on 4 H200s the
+    10-ft Neuse size spent 233 task-seconds reducing, one shard after another. A few threads
+    overlap those host steps with the next shard's device work; the cap keeps the shards in
+    flight, hence the RSS, independent of the core count.
+
+    >>> gpu_worker_threads(["0", "1"], cores=64), gpu_worker_threads(["0"], cores=2)
+    (4, 2)
+    """
+    cores = cores or os.cpu_count() or 1
+    return max(1, min(GPU_WORKER_THREADS, cores // max(1, len(devices))))
+
+
+def gpu_worker_spec(devices, nthreads=None):
+    """``distributed.SpecCluster`` worker spec: one Nanny process per device, bound to it,
+    with ``nthreads`` threads (default :func:`gpu_worker_threads`).
+
+    >>> spec = gpu_worker_spec(["2", "3"], nthreads=1)
     >>> sorted(spec), spec["gpu-1"]["options"]["env"]["CUDA_VISIBLE_DEVICES"]
     (['gpu-0', 'gpu-1'], '3')
     >>> spec["gpu-0"]["options"]["nthreads"], spec["gpu-0"]["options"]["resources"]
     (1, {'GPU': 1})
     """
     from distributed import Nanny
+    nthreads = nthreads or gpu_worker_threads(devices)
     return {gpu_worker_name(i): {"cls": Nanny, "options": {
-        "name": gpu_worker_name(i), "nthreads": 1, "resources": {"GPU": 1},
+        "name": gpu_worker_name(i), "nthreads": nthreads, "resources": {"GPU": 1},
         # CuPy reads these once, when the worker process first touches CUDA
         "env": {"CUDA_VISIBLE_DEVICES": str(d), "TERRAIN_BACKEND": "gpu"},
         "dashboard_address": None, "host": "127.0.0.1",

@@ -12,8 +12,8 @@ import pytest
 import zarr
 
 from pipelines import cluster
-from pipelines.cluster import (assign_groups, gpu_worker_spec, open_scheduler, parse_gpus,
-                               visible_gpus)
+from pipelines.cluster import (assign_groups, gpu_worker_spec, gpu_worker_threads, open_scheduler,
+                               parse_gpus, visible_gpus)
 from terrain.errors import InputError
 
 
@@ -62,8 +62,16 @@ def test_worker_spec_binds_one_process_per_device():
         assert spec[name]["cls"] is Nanny  # a process: CUDA_VISIBLE_DEVICES is read per process
         opts = spec[name]["options"]
         assert opts["env"]["CUDA_VISIBLE_DEVICES"] == device
-        assert opts["nthreads"] == 1 and opts["name"] == name
+        assert opts["nthreads"] == gpu_worker_threads(["4", "6"]) and opts["name"] == name
         assert opts["host"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("devices, cores, want", [
+    (1, 16, 4), (4, 64, 4), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1)])
+def test_gpu_workers_share_the_cores_up_to_a_cap(devices, cores, want):
+    # threads overlap one shard's host steps with the next one's device work; the cap keeps
+    # the shards in flight (the RSS) independent of the core count
+    assert gpu_worker_threads([str(d) for d in range(devices)], cores=cores) == want
 
 
 @pytest.mark.parametrize("rows, cols, workers", [(7, 9, 2), (25, 35, 4), (3, 3, 8), (1, 1, 2)])
