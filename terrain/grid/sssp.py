@@ -74,6 +74,10 @@ from pathlib import Path
 
 import numba
 import numpy as np
+from llvmlite import binding as llvm_binding
+from llvmlite import ir as llvm_ir
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ..backend import get_backend
 from ..errors import InputError
@@ -87,6 +91,9 @@ PAD = 2  # NaN frame around the grid: knight moves reach two cells away
 UNREACHED_BACKLINK = 255
 _HOPS_BITS = 32
 _HOPS_MASK = (1 << _HOPS_BITS) - 1
+# opaque pointers from LLVM 15 on
+_PREFETCH_NAME = "llvm.prefetch.p0" if llvm_binding.llvm_version_info[0] >= 15 else \
+    "llvm.prefetch.p0i8"
 
 
 @dataclass
@@ -150,6 +157,29 @@ def _check_max_cost(max_cost):
 
 # ----------------------------------------------------------------------------------------
 # CPU kernels (Numba); CUDA twins of the same names without _cpu in _sssp.cu
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Hint the CPU to bring ``arr[idx]`` into the caches (LLVM's ``prefetch``: read,
+    high locality). Numba has no prefetch of its own; the bucket queue knows its next cell
+    one settle ahead, and fetching its neighbourhood early saves a third of the time on
+    grids larger than the caches."""
+    sig = numba.types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
+                                       wraparound=False)
+        i8p = llvm_ir.IntType(8).as_pointer()
+        i32 = llvm_ir.IntType(32)
+        fnty = llvm_ir.FunctionType(llvm_ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, _PREFETCH_NAME)
+        builder.call(fn, [builder.bitcast(ptr, i8p), llvm_ir.Constant(i32, 0),
+                          llvm_ir.Constant(i32, 3), llvm_ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return sig, codegen
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -332,6 +362,7 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
         k = codes[j]
         offj[j] = offs[k]
         backj[j] = ((k & 8) | ((k + 4) & 7)) + 1
+    row = offs[2] - offs[0] + 1  # the padded row width
     one = np.float32(1.0)
     settled = 0
     while live > 0:
@@ -340,8 +371,25 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
         if e < 0:
             cur += 1
             continue
-        heads[slot] = pnext[e]
+        en = pnext[e]
+        heads[slot] = en
         u = pcell[e]
+        if en >= 0:  # the next cell's neighbourhood and the entry after it, ahead of time
+            un = pcell[en]
+            _prefetch(dist, un - row)
+            _prefetch(dist, un)
+            _prefetch(dist, un + row)
+            _prefetch(label, un)
+            if has_f:
+                _prefetch(f, un - row)
+                _prefetch(f, un)
+                _prefetch(f, un + row)
+            if model != 1:
+                _prefetch(z, un)
+            en2 = pnext[en]
+            if en2 >= 0:
+                _prefetch(pcell, en2)
+                _prefetch(pnext, en2)
         pnext[e] = free
         free = e
         live -= 1
