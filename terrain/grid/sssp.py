@@ -743,7 +743,7 @@ def _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit,
                                    backlink_p)
     finally:
         prefault.join()
-    backlink, distance, allocation, hops = outputs
+    backlink, distance, allocation, hops = outputs or _touched_outputs(shape)  # (if it failed)
     _outputs_cpu(dist, label, backlink_p, shape[0], shape[1], PAD, backlink, distance,
                  allocation, hops)
     return SSSPResult(distance, allocation, backlink, hops,
