@@ -1,4 +1,5 @@
-"""``terrain batch ingest|mst|cost-distance INPUTS... -o OUTDIR``: one command over many rasters, one cluster.
+"""``terrain batch ingest|mst|cost-distance INPUTS... -o OUTDIR``: one command over many
+rasters, one cluster.
 
 Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
 raster files), or manifest files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII
@@ -107,7 +108,7 @@ def _check_cost_distance(args):
     arc_codes(args.connectivity)
     if args.max_cost is not None and not args.max_cost > 0:
         raise InputError(f"max cost {args.max_cost}: must be > 0")
-    if args.start_cost is not None and not (args.start_cost >= 0 and args.start_cost < float("inf")):
+    if args.start_cost is not None and not 0 <= args.start_cost < float("inf"):
         raise InputError(f"start cost {args.start_cost}: must be finite and >= 0")
 
 
