@@ -1,4 +1,5 @@
-"""``terrain batch ingest|mst INPUTS... -o OUTDIR``: one command over many rasters, one cluster.
+"""``terrain batch ingest|mst|cost-distance INPUTS... -o OUTDIR``: one command over many
+rasters, one cluster.
 
 Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
 raster files), or manifest files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII
@@ -20,7 +21,15 @@ atomically after each file, so a killed batch leaves a valid manifest. A rerun s
 files whose output is there and whose input is unchanged since (same identity: path, size,
 modification time); failed files run again. The exit status is 1 when any file failed.
 
-New batch commands (``cost-distance``) add one entry to :data:`RUNNERS`.
+A rerun also runs a file again when its parameters changed (:func:`_file_params`: the
+options its result depends on, and the identity of its friction raster or sources file).
+
+``cost-distance`` takes the single command's options: sources by map coordinates
+(``--source X,Y``) apply to every raster (a raster that does not contain one fails, the
+others run), as do ``--source-cell ROW,COL`` and ``--sources FILE``; ``--friction`` names
+one raster for every input or, with ``{stem}`` in it, one per input
+(``--friction 'friction/{stem}.tif'``). Options that hold for every file are checked before
+any runs (:data:`CHECKS`). New batch commands add one entry to :data:`RUNNERS`.
 """
 
 import csv
@@ -61,11 +70,76 @@ def _run_mst(inp, out, args, scheduler):
     return {k: s[k] for k in ("rows", "cols", "edges", "trees", "total_weight")}
 
 
+def _per_file(template, inp):
+    """A path option for one input: ``{stem}`` in it becomes the input's file stem (one
+    friction raster per DEM), else the same file for every input."""
+    if template is None:
+        return None
+    return str(template).replace("{stem}", Path(inp).stem)
+
+
+def _run_cost_distance(inp, out, args, scheduler):
+    from .cost_distance import run_cost_distance
+    s = run_cost_distance(
+        inp, out, points=args.source or (), cells=args.source_cell or (),
+        sources_file=_per_file(args.sources, inp), start_cost=args.start_cost, cost=args.cost,
+        friction=_per_file(args.friction, inp), connectivity=args.connectivity,
+        max_cost=args.max_cost, tile=args.tile, backend=args.backend, scheduler=scheduler,
+        overwrite=args.overwrite, algorithm=args.algorithm)
+    summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
+    summary["sources"] = len(s.get("sources", ()))
+    return summary
+
+
+def _check_cost_distance(args):
+    """The options every file shares, checked before any file runs (one line, exit 2)."""
+    from terrain.grid.costs import arc_codes, cost_model_code
+
+    from .cost_distance import _parse_pair
+    if not (args.source or args.source_cell or args.sources):
+        raise InputError("batch cost-distance: no sources given (map coordinates, cells or "
+                         "a sources file)")
+    for text in args.source or ():
+        _parse_pair(text, "source")
+    for text in args.source_cell or ():
+        _parse_pair(text, "source cell", int)
+    if cost_model_code(args.cost) == 1 and args.friction is None:
+        raise InputError("cost model 'friction' needs a friction raster")
+    arc_codes(args.connectivity)
+    if args.max_cost is not None and not args.max_cost > 0:
+        raise InputError(f"max cost {args.max_cost}: must be > 0")
+    if args.start_cost is not None and not 0 <= args.start_cost < float("inf"):
+        raise InputError(f"start cost {args.start_cost}: must be finite and >= 0")
+
+
+def _check_mst(args):
+    if args.connectivity not in (4, 8):
+        raise InputError(f"batch mst: connectivity {args.connectivity}: must be 4 or 8")
+
+
+def _file_params(command, args, inp):
+    """What a file's result depends on besides the input itself: a rerun skips a file only
+    when these are unchanged (a changed option or friction raster runs it again)."""
+    if command == "ingest":
+        return {"tile": args.tile}
+    if command == "mst":
+        return {"tile": args.tile, "connectivity": args.connectivity, "weight": args.weight}
+    files = {name: _per_file(getattr(args, name), inp) for name in ("friction", "sources")}
+    return {"source": list(args.source or ()), "source_cell": list(args.source_cell or ()),
+            "start_cost": args.start_cost, "cost": args.cost,
+            "connectivity": args.connectivity, "max_cost": args.max_cost,
+            **{name: None if path is None else list(input_identity(path))
+               for name, path in files.items()}}
+
+
 # command -> (runner(input, output, args, scheduler) -> summary dict, output suffix)
 RUNNERS = {
     "ingest": (_run_ingest, ".zarr"),
     "mst": (_run_mst, ".mst.zarr"),
+    "cost-distance": (_run_cost_distance, ".cost.zarr"),
 }
+# command -> check(args), run before any file: options shared by every file
+CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance}
 
 
 def _is_manifest(path):
@@ -167,6 +241,8 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
         if getattr(args, "backend", None) == "cpu":
             raise InputError("batch mst: a GPU count needs the gpu backend, not cpu")
         parse_gpus(gpus, visible_gpus())  # before the output folder is made
+    if command in CHECKS:
+        CHECKS[command](args)
     files = expand_inputs(specs)
     outdir = _prepare_outdir(outdir)
     outputs = _output_names(files, outdir, suffix)
@@ -178,11 +254,12 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     with open_scheduler(scheduler, gpus=gpus):
         for n, (inp, out) in enumerate(zip(files, outputs), 1):
             ident = list(input_identity(inp))
-            row = {"input": str(inp), "output": str(out), "identity": ident}
+            params = _file_params(command, args, inp)
+            row = {"input": str(inp), "output": str(out), "identity": ident, "params": params}
             before = previous.get(str(inp), {})
             tag = f"[{n}/{len(files)}] {inp}"
             if (not args.overwrite and before.get("status") in ("done", "skipped")
-                    and before.get("identity") == ident
+                    and before.get("identity") == ident and before.get("params") == params
                     and before.get("output") == str(out) and out.exists()):
                 row.update(status="skipped", seconds=before.get("seconds"), error="",
                            summary=before.get("summary"))
@@ -211,7 +288,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
 
 
 def batch_command(args):
-    """``terrain batch ingest|mst INPUT... -o OUTDIR [options]``."""
+    """``terrain batch ingest|mst|cost-distance INPUT... -o OUTDIR [options]``."""
     rows = run_batch(args.what, args.inputs, args.output, args, scheduler=args.scheduler)
     if args.json:
         print(json.dumps(rows, indent=2))

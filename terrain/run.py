@@ -47,7 +47,7 @@ HANDLERS = {
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
-BATCH_COMMANDS = ("ingest", "mst")  # pipelines.batch.RUNNERS
+BATCH_COMMANDS = ("ingest", "mst", "cost-distance")  # pipelines.batch.RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -289,7 +289,7 @@ def build_parser():
                    help="GeoJSON FeatureCollection of LineStrings (source to target)")
     p.add_argument("--overwrite", action="store_true", help="replace PATH.geojson if it exists")
 
-    p = sub.add_parser("batch", help="run ingest or mst over many rasters on one cluster, "
+    p = sub.add_parser("batch", help="run ingest, mst or cost-distance over many rasters on one cluster, "
                        "with a manifest (OUTDIR/manifest.json, .csv); exit 1 if any file failed")
     p.add_argument("what", choices=BATCH_COMMANDS, metavar="|".join(BATCH_COMMANDS),
                    help="the command to run on every input")
@@ -298,8 +298,26 @@ def build_parser():
                         "(.lst/.txt: one path a line)")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="directory for the outputs")
     p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
-    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8, help="mst")
+    p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
+                   help="mst (4 or 8), cost-distance (4, 8 or 16)")
     p.add_argument("--weight", choices=WEIGHTS, default="max", help="mst")
+    p.add_argument("--source", action="append", metavar="X,Y",
+                   help="cost-distance: a source in map coordinates, for every raster (repeatable)")
+    p.add_argument("--source-cell", action="append", metavar="ROW,COL",
+                   help="cost-distance: a source cell, for every raster (repeatable)")
+    p.add_argument("--sources", default=None, metavar="FILE",
+                   help="cost-distance: sources file (raster, CSV or GeoJSON); {stem} = the input's stem")
+    p.add_argument("--start-cost", type=float, default=None, metavar="C",
+                   help="cost-distance: cost already spent at every source (default 0)")
+    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default="absdiff",
+                   help="cost-distance: arc cost (default absdiff)")
+    p.add_argument("--friction", default=None, metavar="RASTER",
+                   help="cost-distance: friction raster; {stem} = the input's stem "
+                   "('friction/{stem}.tif'), else the same raster for every input")
+    p.add_argument("--max-cost", type=float, default=None, metavar="C",
+                   help="cost-distance: cells farther than C stay unreached")
+    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
+                   help="cost-distance: in-core, tiled, or auto (default)")
     _add_backend(p)
     _add_scheduler(p)
     _add_gpus(p)
