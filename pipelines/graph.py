@@ -441,8 +441,9 @@ def diameter_command(args):
         check_output_free(args.path_out)
     weighted = getattr(args, "weighted", False)
     if weighted and args.effective:
-        raise InputError("--effective samples hop distances; it does not combine with "
-                         "--weighted")
+        raise InputError("--effective does not combine with --weighted: the effective "
+                         "diameter is SNAP's 90th percentile of hop counts, interpolated "
+                         "between hop levels, which weighted distances do not have")
     token = _token(args.graph)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
                              directed=False)

@@ -231,7 +231,8 @@ def build_parser():
     _add_graph_input(p)
     p.add_argument("--all", action="store_true", help="also radius, center and periphery")
     p.add_argument("--effective", type=_positive_int, default=None, metavar="K",
-                   help="also the sampled effective diameter (90th percentile) over K sources")
+                   help="also the sampled effective diameter (90th percentile of hop counts) over K "
+                   "sources; not with --weighted")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled sources (with --effective)")
     p.add_argument("--weighted", action="store_true",
                    help="weighted distances (Dijkstra in place of BFS; the file's weights)")

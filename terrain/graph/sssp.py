@@ -9,28 +9,40 @@ Algorithms (``algorithm=``):
     node objects). Integer weights up to ``DIAL_MAX_WEIGHT`` (and 4n) use Dial's bucket
     queue instead: ``C + 1`` cyclic buckets, O(1) per operation, O(m + max distance) in all.
     Written by hand because no library offers a Numba-callable priority queue.
-``crauser`` (GPU; Crauser, Mehlhorn, Meyer & Sanders 1998, as in Ortega-Arranz et al.'s GPU
-    Dijkstra) — a label-setting loop on the frontier core: each iteration (1) computes, over
+``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998, as in
+    Ortega-Arranz et al.'s GPU Dijkstra) - a label-setting loop: each iteration computes, over
     the *fringe* (reached, unsettled vertices), ``L = min d(v)`` and
-    ``M = min (d(u) + minout(u))``; (2) settles every fringe vertex with
-    ``d(v) <= L + minin(v)`` (IN criterion) or ``d(v) <= M`` (OUT criterion) — both
-    reductions and the compaction of the fringe into settled/unsettled run on the device; (3)
-    relaxes the arcs of the newly settled vertices (:meth:`FrontierCore.relax`, atomicMin);
-    a first reach puts a vertex in the fringe. Every arc is relaxed once.
-``delta`` (GPU; Meyer & Sanders' delta-stepping, in the bucket/pile form Gunrock and ADDS
-    use) — buckets of width ``delta``: the current bucket is everything pending below
-    ``hi = (floor(min/delta) + 1) * delta``; rounds relax its *light* arcs (``w <= delta``)
-    until no vertex of the bucket improves, then its *heavy* arcs once; improvements at or
-    above ``hi`` go to the pending pile. Label-correcting: a vertex may be relaxed more
-    than once, in exchange for far fewer synchronised iterations than Crauser on
-    high-diameter graphs.
+    ``M = min (d(u) + minout(u))`` (``crauser_bounds``: block reductions, one atomicMin per
+    warp); then settles every fringe vertex with ``d(v) <= L + minin(v)`` (IN criterion) or
+    ``d(v) <= M`` (OUT criterion) and relaxes its arcs at once (``crauser_settle``: a settled
+    distance is final, so settling and relaxing need no barrier between them); the unsettled
+    rest and the first-reached heads form the next fringe. Every arc is relaxed once.
+``delta`` (GPU and its Numba twin; near-far delta-stepping, Meyer & Sanders' buckets in the
+    two-pile form of Davidson et al. 2014 that Gunrock uses) - the *near* queue holds the
+    vertices whose distance fell below the bucket bound ``thr``; a step relaxes all their
+    arcs, improvements below ``thr`` form the next near queue (once per step), the others go
+    to the *far* pile (once). When the near queue runs dry, ``thr`` moves up by ``delta``
+    (or jumps to the pile's minimum if that bucket is empty) and the pile is split.
+    Label-correcting: a vertex may be relaxed more than once (never twice at the same
+    distance), in exchange for far fewer synchronised steps than Crauser on long-diameter
+    graphs.
 ``auto``
-    ``dijkstra`` on the CPU (one thread: a heap does the least work). On the GPU,
-    ``delta`` for sparse, road-like graphs (average degree <= 8: long weighted diameters,
-    where Crauser's thresholds settle only a thin shell per iteration and the iteration
-    count, each a device round trip, dominates) and ``crauser`` otherwise (low-diameter,
-    scale-free graphs: few iterations anyway, and label-setting never re-relaxes a hub's
-    list).
+    ``dijkstra`` on the CPU (one thread: a heap or Dial's buckets do the least work). On
+    the GPU, ``delta`` for sparse, road-like graphs (average degree <= 8: long weighted
+    diameters, where Crauser's thresholds settle only a thin shell per iteration, so tens
+    of thousands of iterations) and ``crauser`` otherwise (low-diameter, scale-free graphs:
+    few iterations anyway, and label-setting never re-relaxes a hub's list).
+
+The device loops (``_sssp.cu``) never return to the host between steps: each kernel reads
+its mode, queue sizes and threshold from a control block in device memory, and the last
+block to finish a step writes the next step's control block. The host launches steps in
+batches (8, 16, ... 256, each batch one replayed CUDA graph) and reads one word, the mode,
+per batch. :class:`ShortestPaths` keeps the graph, the weights and every buffer on the
+device between searches.
+
+Bucket width (``default_delta``): ``mean weight * 32 / average degree`` (Davidson et al.'s
+near-far heuristic: about a warp's worth of light arcs per vertex), at least the smallest
+positive weight; an integer for integer weights. Any ``delta > 0`` gives the same answer.
 
 Conventions (the same on every algorithm and backend, bit for bit):
 
