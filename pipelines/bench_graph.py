@@ -39,7 +39,7 @@ from ._bench import peak_rss_bytes
 
 __all__ = ["bench_bfs_command", "bench_diameter_command", "rmat_graph", "grid_graph",
            "bench_sssp_command", "bench_mst_graph_command", "weighted_graph",
-           "weighted_grid_graph", "geometric_graph"]
+           "weighted_grid_graph", "geometric_graph", "weighted_rmat_graph"]
 
 RMAT_ABC = (0.57, 0.19, 0.19)
 
@@ -308,6 +308,30 @@ def geometric_graph(n, degree=6.0, seed=1, xp=np):
                  weights=to_host(w))
 
 
+def weighted_rmat_graph(scale, edge_factor, seed=1, xp=np):
+    """Graph500 RMAT graph (:func:`rmat_edges`) with random integer weights 1..100 per edge,
+    its CSR built on ``xp`` (numpy or cupy): both directions, self loops dropped, parallel
+    edges merged keeping the minimum weight (as :func:`terrain.graph.build_csr` does)."""
+    from terrain.graph.csr import Graph
+    n = 1 << scale
+    u, v = rmat_edges(scale, edge_factor, seed, xp)
+    w = xp.random.RandomState(seed + 1).randint(1, 101, u.size).astype(xp.int64)
+    keep = u != v
+    u, v, w = u[keep], v[keep], w[keep]
+    u, v, w = xp.concatenate([u, v]), xp.concatenate([v, u]), xp.concatenate([w, w])
+    order = xp.argsort((u * n + v) * 128 + w)              # by arc, then weight
+    key = (u * n + v)[order]
+    first = xp.ones(key.size, bool)
+    first[1:] = key[1:] != key[:-1]                        # the lightest of each arc
+    sel = order[first]
+    u, v, w = u[sel], v[sel], w[sel]
+    indptr = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(xp.bincount(u, minlength=n), out=indptr[1:])
+    to_host = (lambda a: a) if xp is np else xp.asnumpy
+    return Graph(to_host(indptr), to_host(v.astype(xp.int32)),
+                 name=f"rmat-{scale}-{edge_factor}", weights=to_host(w.astype(xp.int32)))
+
+
 def weighted_graph(args, rng):
     """The bench graph of ``args`` with random integer weights 1..100 per edge (a grid: the
     road-like case; a random geometric graph with length weights: road-like too; RMAT: the
@@ -324,12 +348,7 @@ def weighted_graph(args, rng):
     elif graph == "geometric":
         g = geometric_graph(args.rows * args.cols, getattr(args, "degree", 6.0), args.seed, xp)
     else:
-        b = get_backend("gpu" if gpu_available() and args.backend != "cpu" else "cpu")
-        u, v = (b.to_numpy(x) for x in rmat_edges(args.scale, args.edge_factor,
-                                                  args.seed, b.xp))
-        w = rng.integers(1, 101, u.size).astype(np.int32)
-        g = build_csr(1 << args.scale, u, v, weights=w,
-                      name=f"rmat-{args.scale}-{args.edge_factor}")
+        g = weighted_rmat_graph(args.scale, args.edge_factor, args.seed, xp)
     print(f"graph {g.name}: {g.n} vertices, {g.m} edges, weights "
           f"{'none' if g.weights is None else g.weights.dtype} "
           f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)

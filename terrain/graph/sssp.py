@@ -684,11 +684,16 @@ class ShortestPaths:
                         (self.core.indptr, self.core.indices, self.w, st.dist, min_in,
                          st.settled, st.queues[0], st.queues[1], st.ctl, st.wctl,
                          dt(self.inf))))
-        batch = 8
+        batch, launched = 8, 0
+        limit = 64 * (self.graph.n + 1024)   # far above any real run: a guard, not a bound
         while True:
             st.launch(key, kernels, batch)
+            launched += batch
             if int(st.ctl[_C_MODE:_C_MODE + 1].get(stream=st.stream)[0]) == _M_DONE:
                 break
+            if launched > limit:
+                raise RuntimeError(f"sssp: the device {algorithm} loop did not finish in "
+                                   f"{launched} steps")
             batch = min(2 * batch, _MAX_BATCH)
         words = st.ctl.get(stream=st.stream)
         extra = {"arcs_scanned": int(words[_C_WORK]), "splits": int(words[_C_SPLITS])}
