@@ -398,6 +398,8 @@ def _gpu_sssp_runs(solver, sources, algorithm, delta, reference, edges, cap_s=10
     with_pred = cp.cuda.get_elapsed_time(start, stop)
     mean = float(np.mean(secs))
     label = algorithm + (f" delta={r.delta}" if r.delta is not None else "")
+    if algorithm == "delta" and solver.fuse_rounds:
+        label += f" fuse={solver.fuse_rounds}"
     print(f"  {label:<22} {mean * 1e3:9.1f} ms/source  {edges / mean / 1e9:7.3f} GTEPS  "
           f"({with_pred:.1f} ms with predecessors; {np.mean(steps):.0f} steps, "
           f"{np.mean(work) / max(edges, 1):.2f} arcs scanned per arc, {len(secs)} sources"

@@ -279,13 +279,14 @@ def test_solver_reuse_and_twins_on_a_grid_with_an_island():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("graphs", [True, False])
-def test_gpu_solver_reuse_equals_cpu(graphs):
+@pytest.mark.parametrize("graphs,fuse", [(True, 0), (False, 0), (True, 16)])
+def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
     from pipelines.bench_graph import geometric_graph, weighted_grid_graph
     from terrain.graph.sssp import ShortestPaths
     for g in (weighted_grid_graph(120, 90, seed=2), geometric_graph(5000, 5.0, seed=3)):
         cpu = ShortestPaths(g, "cpu")
         gpu = ShortestPaths(g, "gpu", graphs=graphs)
+        gpu.fuse_rounds = fuse   # bucket fusion: scheduling only, the same answer
         for sources in ([0], [17, 4000], [g.n - 1]):
             want = cpu.run(sources, "dijkstra")
             for algorithm, delta in (("delta", None), ("delta", 3), ("delta", 1000),

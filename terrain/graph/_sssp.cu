@@ -156,6 +156,8 @@ __device__ __forceinline__ bool last_block(i64* ctl)
 
 // ------------------------------------------------------------------ near-far delta-stepping
 
+#define LOCAL_Q 2048   // bucket fusion: capacity of a block's local near queue (shared memory)
+
 template <typename IT, typename WT>
 struct NearFarRelax {
     const IT* __restrict__ indices;
@@ -169,6 +171,8 @@ struct NearFarRelax {
     u64* far_count;
     WT thr;
     int step;
+    IT* local_q;     // bucket fusion: the block's local near queue (null: off)
+    int* local_n;
 
     __device__ __forceinline__ void operator()(i64 e, WT du) const
     {
@@ -178,6 +182,13 @@ struct NearFarRelax {
         const WT old = atomic_min_dist(dist + v, nd);
         if (!(nd < old)) return;
         if (nd < thr) {
+            if (local_q != nullptr) {
+                const int at = atomicAdd(local_n, 1);
+                if (at < LOCAL_Q) {
+                    local_q[at] = v;
+                    return;
+                }
+            }
             if (atomicExch(stamp + v, step) != step) append(near_out, near_count, v);
         } else if (atomicExch(in_far + v, 1) == 0) {
             append(far_out, far_count, v);
@@ -196,7 +207,8 @@ template <typename IT, typename WT>
 __global__ void __launch_bounds__(BS) nearfar_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices,
     const WT* __restrict__ weights, WT* dist, WT* relaxed_at, int* stamp, int* in_far,
-    IT* near0, IT* near1, IT* far0, IT* far1, i64* ctl, WT* wctl, WT delta, WT inf)
+    IT* near0, IT* near1, IT* far0, IT* far1, i64* ctl, WT* wctl, WT delta, WT inf,
+    int fuse_rounds)
 {
     const i64 mode = ctl[C_MODE];
     if (mode == M_DONE) return;
@@ -208,10 +220,14 @@ __global__ void __launch_bounds__(BS) nearfar_step(
     const WT thr = wctl[W_THR];
     const WT thr_new = next_threshold(thr, delta);
     if (mode == M_RELAX) {
+        __shared__ IT s_local[2][LOCAL_Q];
+        __shared__ int s_local_n[2];
+        if (threadIdx.x < 2) s_local_n[threadIdx.x] = 0;
+        __syncthreads();
         const i64 n = ctl[C_NEAR_N];
-        const NearFarRelax<IT, WT> f{indices, weights, dist, stamp, in_far, near_out,
-                                     near_count, far_sel ? far1 : far0,
-                                     (u64*)&ctl[C_FAR_N0 + far_sel], thr, step};
+        NearFarRelax<IT, WT> f{indices, weights, dist, stamp, in_far, near_out, near_count,
+                               far_sel ? far1 : far0, (u64*)&ctl[C_FAR_N0 + far_sel], thr,
+                               step, fuse_rounds > 0 ? s_local[0] : nullptr, &s_local_n[0]};
         for (i64 tile = (i64)blockIdx.x * BS; tile < n; tile += (i64)gridDim.x * BS) {
             const i64 i = tile + threadIdx.x;
             i64 rs = 0, re = 0;
@@ -227,6 +243,44 @@ __global__ void __launch_bounds__(BS) nearfar_step(
             }
             add_work(ctl, re - rs);
             gather_rows(rs, re, du, f);
+        }
+        // Bucket fusion (Zhang et al., CGO 2020): the block goes on relaxing what it put in
+        // its own local queue, for up to fuse_rounds rounds, instead of waiting a whole step
+        // for it; what is left (or overflowed) goes to the global near queue.
+        int cur = 0;
+        for (int round = 0; round < fuse_rounds; ++round) {
+            __syncthreads();
+            const int m = min(s_local_n[cur], LOCAL_Q);
+            if (m == 0) break;
+            if (threadIdx.x == 0) s_local_n[cur ^ 1] = 0;
+            __syncthreads();
+            f.local_q = s_local[cur ^ 1];
+            f.local_n = &s_local_n[cur ^ 1];
+            for (int base = 0; base < m; base += BS) {
+                const int i = base + threadIdx.x;
+                i64 rs = 0, re = 0;
+                WT du = 0;
+                if (i < m) {
+                    const IT u = s_local[cur][i];
+                    du = *(volatile WT*)(dist + u);
+                    if (du < relaxed_at[u]) {
+                        relaxed_at[u] = du;
+                        rs = indptr[u];
+                        re = indptr[u + 1];
+                    }
+                }
+                add_work(ctl, re - rs);
+                gather_rows(rs, re, du, f);
+            }
+            cur ^= 1;
+        }
+        __syncthreads();
+        if (fuse_rounds > 0) {
+            const int m = min(s_local_n[cur], LOCAL_Q);
+            for (int i = threadIdx.x; i < m; i += BS) {
+                const IT v = s_local[cur][i];
+                if (atomicExch(stamp + v, step) != step) append(near_out, near_count, v);
+            }
         }
     } else {
         const IT* far_in = far_sel ? far1 : far0;

@@ -536,6 +536,7 @@ _M_DONE = 2
 _BLOCK = 256                 # threads per block (must match _sssp.cu)
 _BLOCKS_PER_SM = 4
 _MAX_BATCH = 256             # steps launched between two reads of the mode word
+FUSE_ROUNDS = 0              # GPU near-far: local rounds of bucket fusion per block and step
 
 
 class ShortestPaths:
@@ -573,6 +574,7 @@ class ShortestPaths:
         self._minima = None
         self._gpu = None
         self._use_graphs = graphs
+        self.fuse_rounds = FUSE_ROUNDS
 
     # ------------------------------------------------------------------ shared
     def min_in_out(self):
@@ -666,10 +668,11 @@ class ShortestPaths:
             st.in_far.fill(0)
             st.wctl.set(np.array([dt(delta), self.inf, 0, 0], self.weights.dtype),
                         stream=st.stream)
-            key = ("delta", delta)
+            key = ("delta", delta, self.fuse_rounds)
             args = (self.core.indptr, self.core.indices, self.w, st.dist, st.relaxed_at,
                     st.stamp, st.in_far, st.queues[0], st.queues[1], st.queues[2],
-                    st.queues[3], st.ctl, st.wctl, dt(delta), dt(self.inf))
+                    st.queues[3], st.ctl, st.wctl, dt(delta), dt(self.inf),
+                    np.int32(self.fuse_rounds))
             kernels = ((st.kernel("nearfar_step"), args),)
         else:
             min_in, min_out = self.min_in_out()
