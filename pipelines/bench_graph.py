@@ -401,7 +401,8 @@ def _gpu_sssp_runs(solver, sources, algorithm, delta, reference, edges, cap_s=10
     if algorithm == "delta" and solver.fuse_rounds:
         label += f" fuse={solver.fuse_rounds}"
     print(f"  {label:<22} {mean * 1e3:9.1f} ms/source  {edges / mean / 1e9:7.3f} GTEPS  "
-          f"({with_pred:.1f} ms with predecessors; {np.mean(steps):.0f} steps, "
+          f"(min {min(secs) * 1e3:.1f} ms; {with_pred:.1f} ms with predecessors; "
+          f"{np.mean(steps):.0f} steps, "
           f"{np.mean(work) / max(edges, 1):.2f} arcs scanned per arc, {len(secs)} sources"
           f"{'' if ok is None else ', equal to cpu: ' + str(ok)})", flush=True)
     return mean, ok
@@ -462,6 +463,10 @@ def bench_sssp_command(args):
         for delta in deltas:
             _, ok = _gpu_sssp_runs(solver, sources, "delta", delta, reference, edges)
             same = same and ok is not False
+        solver.fuse_rounds = 16                   # bucket fusion, the first width again
+        _, ok = _gpu_sssp_runs(solver, sources, "delta", deltas[0], reference, edges)
+        same = same and ok is not False
+        solver.fuse_rounds = 0
         _, ok = _gpu_sssp_runs(solver, sources, "crauser", None, reference, edges)
         same = same and ok is not False
         del solver

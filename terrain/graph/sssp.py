@@ -72,7 +72,7 @@ import numpy as np
 
 from ..errors import InputError
 from .csr import Graph, as_graph
-from .frontier import RELAX_BUCKET, RELAX_FRINGE, FrontierCore
+from .frontier import FrontierCore
 
 __all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "default_delta",
            "choose_algorithm"]
@@ -307,101 +307,6 @@ def _min_per_row(indptr, values, empty):
     if rows.size:
         out[rows] = np.minimum.reduceat(values, indptr[rows])
     return out
-
-
-def _crauser(core, w, dist, sources, inf):
-    xp = core.backend.xp
-    g = core.graph
-    min_out = _min_per_row(g.indptr, w, inf)
-    if g.directed:
-        min_in = np.full(g.n, inf, w.dtype)
-        np.minimum.at(min_in, g.indices, w)
-    else:
-        min_in = min_out
-    min_out, min_in = core.backend.asarray(min_out), core.backend.asarray(min_in)
-    d_w = core.backend.asarray(w)
-    settled = xp.zeros(core.n, np.uint8)
-    unused = xp.zeros(1, np.int32)
-    fringe = xp.empty(core.n, core.index_dtype)
-    frontier = xp.empty(core.n, core.index_dtype)
-    src = core.backend.asarray(sources.astype(core.index_dtype))
-    dist[src] = 0
-    fringe[:src.size] = src
-    nf = int(src.size)
-    iterations = 0
-    while nf:
-        f = fringe[:nf]
-        df = dist[f]
-        low = df.min()
-        out_bound = (df + min_out[f]).min()
-        ok = (df <= low + min_in[f]) | (df <= out_bound)
-        new = f[ok]
-        rest = f[~ok]
-        settled[new] = 1
-        frontier[:new.size] = new
-        fringe[:rest.size] = rest
-        nf, _ = core.relax(frontier, new.size, dist, d_w, settled, 0, inf, inf, inf,
-                           RELAX_FRINGE, 0, unused, unused, fringe, int(rest.size),
-                           fringe, 0)
-        iterations += 1
-    return iterations
-
-
-def _delta_stepping(core, w, dist, sources, inf, delta):
-    xp = core.backend.xp
-    is_float = w.dtype.kind == "f"
-    w_max = w.max() if w.size else w.dtype.type(0)
-    heavy_lo = np.nextafter(delta, np.inf) if is_float else delta + 1
-    d_w = core.backend.asarray(w)
-    n = core.n
-    settled = xp.zeros(n, np.uint8)
-    stamp = xp.zeros(n, np.int32)
-    pending = xp.zeros(n, np.int32)
-    pile = xp.empty(n, core.index_dtype)
-    cur = xp.empty(n, core.index_dtype)
-    nxt = xp.empty(n, core.index_dtype)
-    src = core.backend.asarray(sources.astype(core.index_dtype))
-    dist[src] = 0
-    pending[src] = 1
-    pile[:src.size] = src
-    n_pile = int(src.size)
-    stamp_value = 0
-    rounds = 0
-    while n_pile:
-        p = pile[:n_pile]
-        dp = dist[p]
-        low = dp.min().item()
-        hi = (np.floor(low / delta) + 1.0) * delta if is_float else (low // delta + 1) * delta
-        take = dp < hi
-        bucket = p[take]
-        rest = p[~take]
-        pending[bucket] = 0
-        pile[:rest.size] = rest
-        n_pile = int(rest.size)
-        stamp_value += 1
-        stamp[bucket] = stamp_value
-        cur[:bucket.size] = bucket
-        n_cur = int(bucket.size)
-        while n_cur:
-            removed = []
-            while n_cur:                               # light rounds of the bucket
-                removed.append(cur[:n_cur].copy())
-                stamp_value += 1
-                n_next, n_pile = core.relax(cur, n_cur, dist, d_w, settled, 0, delta, hi, inf,
-                                            RELAX_BUCKET, stamp_value, stamp, pending, nxt, 0,
-                                            pile, n_pile)
-                cur, nxt = nxt, cur
-                n_cur = n_next
-                rounds += 1
-            if w_max <= delta:
-                break
-            heavy = xp.unique(xp.concatenate(removed))  # heavy arcs once per vertex
-            stamp_value += 1
-            n_cur, n_pile = core.relax(heavy, heavy.size, dist, d_w, settled, heavy_lo, w_max,
-                                       hi, inf, RELAX_BUCKET, stamp_value, stamp, pending, cur,
-                                       0, pile, n_pile)
-            rounds += 1
-    return rounds
 
 
 # --------------------------------------------------------------------------- CPU twins of
