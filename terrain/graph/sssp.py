@@ -477,6 +477,7 @@ class ShortestPaths:
         self.core = FrontierCore(graph, b)
         self.w = b.asarray(self.weights)
         self._minima = None
+        self._default_delta = None
         self._gpu = None
         self._use_graphs = graphs
         self.fuse_rounds = FUSE_ROUNDS
@@ -496,7 +497,10 @@ class ShortestPaths:
         return self._minima
 
     def default_delta(self):
-        return default_delta(self.weights, self.graph.n, self.graph.nnz)
+        """:func:`default_delta` of this graph (computed once: a pass over the weights)."""
+        if self._default_delta is None:
+            self._default_delta = default_delta(self.weights, self.graph.n, self.graph.nnz)
+        return self._default_delta
 
     def run(self, sources, algorithm="auto", delta=None, predecessors=True):
         """Distances (and canonical predecessors) from ``sources`` (unique internal ids).
