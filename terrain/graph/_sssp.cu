@@ -92,32 +92,37 @@ __device__ __forceinline__ void append(IT* out, u64* count, IT v)
     out[base + __popc(mask & ((1u << lane) - 1u))] = v;
 }
 
-// Every thread of the block calls this together with its own list [rs, re) and the distance
-// `base` of the list's tail; f(arc, base) runs once per arc, by whichever thread.
+// Every thread of the block calls this together with its own list [rs, re), the distance
+// `base` of the list's tail and the tail itself (`owner`); f(arc, base, owner) runs once per
+// arc, by whichever thread.
 template <typename WT, typename F>
-__device__ __forceinline__ void gather_rows(i64 rs, i64 re, WT base, const F& f)
+__device__ __forceinline__ void gather_rows_owned(i64 rs, i64 re, WT base, long long owner,
+                                                  const F& f)
 {
     __shared__ int s_owner;
     __shared__ i64 s_row[2];
     __shared__ WT s_base;
+    __shared__ long long s_tail;
     const unsigned lane = threadIdx.x & 31;
     while (true) {  // 1. the block strip-mines lists of >= BS arcs, one at a time
         if (threadIdx.x == 0) s_owner = -1;
         __syncthreads();
         if (re - rs >= BS) s_owner = threadIdx.x;
         __syncthreads();
-        const int owner = s_owner;
-        if (owner < 0) break;
-        if ((int)threadIdx.x == owner) {
+        const int who = s_owner;
+        if (who < 0) break;
+        if ((int)threadIdx.x == who) {
             s_row[0] = rs;
             s_row[1] = re;
             s_base = base;
+            s_tail = owner;
             rs = re;
         }
         __syncthreads();
         const i64 cs = s_row[0], ce = s_row[1];
         const WT b = s_base;
-        for (i64 e = cs + threadIdx.x; e < ce; e += BS) f(e, b);
+        const long long t = s_tail;
+        for (i64 e = cs + threadIdx.x; e < ce; e += BS) f(e, b, t);
         __syncthreads();
     }
     while (true) {  // 2. a warp strip-mines lists of >= 32 arcs
@@ -126,10 +131,25 @@ __device__ __forceinline__ void gather_rows(i64 rs, i64 re, WT base, const F& f)
         const int leader = __ffs(want) - 1;
         const i64 ws = __shfl_sync(FULL, rs, leader), we = __shfl_sync(FULL, re, leader);
         const WT b = __shfl_sync(FULL, base, leader);
+        const long long t = __shfl_sync(FULL, owner, leader);
         if ((int)lane == leader) rs = re;
-        for (i64 e = ws + lane; e < we; e += 32) f(e, b);
+        for (i64 e = ws + lane; e < we; e += 32) f(e, b, t);
     }
-    for (i64 e = rs; e < re; ++e) f(e, base);  // 3. short lists: their own thread
+    for (i64 e = rs; e < re; ++e) f(e, base, owner);  // 3. short lists: their own thread
+}
+
+// The relax steps' form: f(arc, base) (the tail is not needed).
+template <typename F>
+struct DropOwner {
+    const F& f;
+    template <typename WT>
+    __device__ __forceinline__ void operator()(i64 e, WT b, long long) const { f(e, b); }
+};
+
+template <typename WT, typename F>
+__device__ __forceinline__ void gather_rows(i64 rs, i64 re, WT base, const F& f)
+{
+    gather_rows_owned(rs, re, base, 0LL, DropOwner<F>{f});
 }
 
 // Count the arcs a warp scans (statistics, one atomic per warp).
@@ -437,4 +457,47 @@ __global__ void __launch_bounds__(BS) crauser_settle(
     w[W_THR] = inf;
     w[W_FARMIN] = inf;
     if (nn == 0) c[C_MODE] = M_DONE;
+}
+
+// ------------------------------------------------------------------ predecessors
+
+template <typename IT, typename WT>
+struct TightTail {
+    const IT* __restrict__ indices;
+    const WT* __restrict__ weights;
+    const WT* __restrict__ dist;
+    long long* pred;
+
+    // arc e = u -> v of the row of u (base = d(u), owner = u)
+    __device__ __forceinline__ void operator()(i64 e, WT du, long long u) const
+    {
+        const IT v = indices[e];
+        const WT dv = dist[v];
+        if (du < dv && dist_add(du, weights[e]) == dv && u < pred[v]) atomicMin(pred + v, u);
+    }
+};
+
+// Canonical predecessors, pass 1 (the frontier core's sssp_parents, load-balanced): every
+// reached u offers itself to the heads v of its tight arcs (d(u) < d(v), d(u) + w == d(v));
+// pred[v] keeps the smallest (pred starts at LLONG_MAX). Rows are gathered as in the relax
+// steps, so a hub's list is spread over a block instead of one thread.
+template <typename IT, typename WT>
+__global__ void __launch_bounds__(BS) tight_tails(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices,
+    const WT* __restrict__ weights, const WT* __restrict__ dist, WT inf, long long* pred, i64 n)
+{
+    const TightTail<IT, WT> f{indices, weights, dist, pred};
+    for (i64 tile = (i64)blockIdx.x * BS; tile < n; tile += (i64)gridDim.x * BS) {
+        const i64 u = tile + threadIdx.x;
+        i64 rs = 0, re = 0;
+        WT du = 0;
+        if (u < n) {
+            du = dist[u];
+            if (du != inf) {
+                rs = indptr[u];
+                re = indptr[u + 1];
+            }
+        }
+        gather_rows_owned(rs, re, du, (long long)u, f);
+    }
 }

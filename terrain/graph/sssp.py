@@ -478,6 +478,7 @@ class ShortestPaths:
         self.w = b.asarray(self.weights)
         self._minima = None
         self._default_delta = None
+        self._has_zero = None
         self._gpu = None
         self._use_graphs = graphs
         self.fuse_rounds = FUSE_ROUNDS
@@ -552,7 +553,20 @@ class ShortestPaths:
         return SSSPResult(dist, pred, src, algorithm, delta, iterations, extra)
 
     def _preds(self, dist, src):
-        return self.core.sssp_parents(dist, self.w, self.inf, self.backend.asarray(src))
+        if self._has_zero is None:
+            self._has_zero = bool(self.weights.size and (self.weights == 0).any())
+        if not self.backend.is_gpu or self._has_zero:
+            return self.core.sssp_parents(dist, self.w, self.inf, self.backend.asarray(src))
+        # no zero weights: pass 1 of the core's rule is the whole rule; run it
+        # load-balanced (hub lists over a block), which matters on scale-free graphs
+        st = self._gpu
+        big = np.iinfo(np.int64).max
+        pred = st.pred
+        pred.fill(big)
+        st.kernel("tight_tails")((st.blocks,), (_BLOCK,), (
+            self.core.indptr, self.core.indices, self.w, dist,
+            self.weights.dtype.type(self.inf), pred, np.int64(self.graph.n)))
+        return self.backend.xp.where(pred == big, np.int64(-1), pred)
 
     # ------------------------------------------------------------------ GPU
     def _device(self):
@@ -625,7 +639,7 @@ class _DeviceState:
         it = "int" if core.index_dtype == np.int32 else "long long"
         wt = "double" if solver.is_float else "long long"
         names = {k: f"{k}<{it}, {wt}>" for k in ("nearfar_step", "crauser_bounds",
-                                                    "crauser_settle")}
+                                                    "crauser_settle", "tight_tails")}
         module = b.cuda_module(Path(__file__).with_name("_sssp.cu"),
                                name_expressions=tuple(names.values()))
         self._kernels = {k: module.get_function(v) for k, v in names.items()}
@@ -635,6 +649,7 @@ class _DeviceState:
             self.stamp = cp.empty(n, np.int32)
             self.in_far = cp.empty(n, np.int32)
             self.settled = cp.empty(n, np.uint8)
+            self.pred = cp.empty(n, np.int64)
             self.queues = tuple(cp.empty(n, core.index_dtype) for _ in range(4))
             self.ctl = cp.zeros(_C_WORDS, np.int64)
             self.wctl = cp.zeros(4, wdt)
