@@ -1,15 +1,20 @@
 """Benchmarks ``bench bfs``, ``bench diameter``, ``bench sssp``, ``bench mst-graph``: terrain
 beside scipy / networkx, one run.
 
-``bench sssp`` times SSSP with predecessors from ``--sources`` random sources on a grid or
-RMAT graph with random integer weights 1..100 (or a file): our CPU twin and scipy's
-``dijkstra`` (load excluded), on the GPU Crauser and delta-stepping (ms per source and GTEPS
-= arcs of the reached component / time), and once with the load included (both read the
-same Matrix Market file). ``bench mst-graph`` times the minimum spanning forest (CPU, GPU)
+``bench sssp`` times SSSP from ``--sources`` random sources on a grid, a random geometric
+graph or an RMAT graph (built on the device when there is one) with integer weights 1..100
+(or a file): our CPU twin and scipy's ``dijkstra`` (distances and predecessors, load
+excluded; one source on graphs over 4 M vertices), on the GPU near-far delta-stepping for
+each ``--delta`` (default: the rule's width), once more with bucket fusion toggled, and
+Crauser — ``ShortestPaths.run`` timed by CUDA events with the graph on the device (ms per
+source and GTEPS = arcs of the reached component / time; distances checked against the CPU
+twin's from the same source) — and once with the load included (both read the same Matrix
+Market file). ``bench mst-graph`` times the minimum spanning forest (CPU, GPU)
 beside scipy's ``minimum_spanning_tree``.
 
 Graphs: a Graph500 RMAT graph (A, B, C = 0.57, 0.19, 0.19; vertex labels randomly
-permuted, as the Graph500 generator does), a 4-neighbour grid, or a file.
+permuted, as the Graph500 generator does), a 4-neighbour grid, a random geometric graph
+(``bench sssp`` / ``mst-graph`` only), or a file.
 
 ``bench bfs`` times BFS from ``--sources`` random vertices of the largest component (the
 same sources for every contender) and reports GTEPS as Graph500 does: edges of the
@@ -398,7 +403,7 @@ def _gpu_sssp_runs(solver, sources, algorithm, delta, reference, edges, cap_s=10
     with_pred = cp.cuda.get_elapsed_time(start, stop)
     mean = float(np.mean(secs))
     label = algorithm + (f" delta={r.delta}" if r.delta is not None else "")
-    if algorithm == "delta" and solver.fuse_rounds:
+    if algorithm == "delta":
         label += f" fuse={solver.fuse_rounds}"
     print(f"  {label:<22} {mean * 1e3:9.1f} ms/source  {edges / mean / 1e9:7.3f} GTEPS  "
           f"(min {min(secs) * 1e3:.1f} ms; {with_pred:.1f} ms with predecessors; "
@@ -414,7 +419,7 @@ def bench_sssp_command(args):
     import tempfile
     from scipy.io import mmread
     from scipy.sparse.csgraph import dijkstra
-    from terrain.graph.sssp import ShortestPaths
+    from terrain.graph.sssp import FUSE_ROUNDS, ShortestPaths
     rng = np.random.default_rng(args.seed)
     graph = weighted_graph(args, rng)
     sources = _lcc_sources(graph, args.sources, args.seed)
@@ -429,11 +434,13 @@ def bench_sssp_command(args):
     rows = {}
 
     def timed(label, fn):
-        secs = []
+        """Mean time over the CPU sources; returns the output of the first source."""
+        secs, out = [], None
         for s in cpu_sources:
             t0 = time.perf_counter()
-            out = fn(int(s))
+            result = fn(int(s))
             secs.append(time.perf_counter() - t0)
+            out = result if out is None else out
         rows[label] = float(np.mean(secs))
         print(f"  {label:<44} {rows[label] * 1e3:10.1f} ms/source", flush=True)
         return out
@@ -463,10 +470,11 @@ def bench_sssp_command(args):
         for delta in deltas:
             _, ok = _gpu_sssp_runs(solver, sources, "delta", delta, reference, edges)
             same = same and ok is not False
-        solver.fuse_rounds = 16                   # bucket fusion, the first width again
+        default_fuse = solver.fuse_rounds        # bucket fusion toggled, the first width again
+        solver.fuse_rounds = 0 if default_fuse else FUSE_ROUNDS
         _, ok = _gpu_sssp_runs(solver, sources, "delta", deltas[0], reference, edges)
         same = same and ok is not False
-        solver.fuse_rounds = 0
+        solver.fuse_rounds = default_fuse
         _, ok = _gpu_sssp_runs(solver, sources, "crauser", None, reference, edges)
         same = same and ok is not False
         del solver

@@ -40,9 +40,12 @@ batches (8, 16, ... 256, each batch one replayed CUDA graph) and reads one word,
 per batch. :class:`ShortestPaths` keeps the graph, the weights and every buffer on the
 device between searches.
 
-Bucket width (``default_delta``): ``mean weight * 32 / average degree`` (Davidson et al.'s
-near-far heuristic: about a warp's worth of light arcs per vertex), at least the smallest
-positive weight; an integer for integer weights. Any ``delta > 0`` gives the same answer.
+Bucket width (``default_delta``): ``mean weight * 128 / average degree`` (Davidson et al.'s
+near-far heuristic with 4x their warp's worth of arcs: measured on the H100, the step count
+dominates on road-like graphs), at least the smallest positive weight; an integer for
+integer weights. Any ``delta > 0`` gives the same answer. On road-like graphs the GPU loop
+also uses bucket fusion (``ShortestPaths.fuse_rounds``): blocks relax what they improved
+below the bound themselves for a few rounds before it goes to the global queue.
 
 Conventions (the same on every algorithm and backend, bit for bit):
 
@@ -75,7 +78,7 @@ from .csr import Graph, as_graph
 from .frontier import FrontierCore
 
 __all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "default_delta",
-           "choose_algorithm"]
+           "choose_algorithm", "is_road_like"]
 
 ALGORITHMS = ("auto", "dijkstra", "crauser", "delta")
 INT_INF = np.int64(1) << np.int64(62)
@@ -277,14 +280,28 @@ def _sum_weights(graph):
     return w
 
 
+DELTA_ARCS = 128.0   # default_delta: arcs' worth of mean weight per bucket, per unit degree
+
+
 def default_delta(weights, n, nnz):
-    """Bucket width: the mean weight times 32 / average degree (Davidson et al.'s near-far
-    heuristic: about a warp's worth of light arcs per vertex), at least the smallest positive
-    weight; an integer for integer weights."""
+    """Bucket width: the mean weight times ``DELTA_ARCS`` (128) / average degree, at least
+    the smallest positive weight; an integer for integer weights.
+
+    Davidson et al.'s near-far heuristic uses 32 (a warp's worth of arcs per vertex); on the
+    H100 a sweep over road-like graphs of 24 M vertices (grid, random geometric) found the
+    step count, not the extra relaxations, to be the cost, and 4x wider buckets 15-20 %
+    faster than 32 (docs/benchmarks.md); on RMAT the width hardly matters (16-17 ms for
+    widths 25-100).
+
+    Examples
+    --------
+    >>> default_delta(np.full(400, 50), 100, 400)   # a 4-regular graph, weights 50
+    1600
+    """
     if weights.size == 0:
         return 1
     avg_degree = max(nnz / max(n, 1), 1.0)
-    delta = float(weights.mean()) * 32.0 / avg_degree
+    delta = float(weights.mean()) * DELTA_ARCS / avg_degree
     positive = weights[weights > 0]
     if positive.size:
         delta = max(delta, float(positive.min()))
@@ -293,11 +310,25 @@ def default_delta(weights, n, nnz):
     return delta if delta > 0 else 1.0
 
 
+def is_road_like(graph):
+    """Average degree <= ``SPARSE_DEGREE`` (8): grids, road networks, geometric graphs."""
+    return graph.nnz <= SPARSE_DEGREE * max(graph.n, 1)
+
+
 def choose_algorithm(graph, backend):
-    """``auto``'s choice (see the module docstring)."""
+    """``auto``'s choice (see the module docstring): ``dijkstra`` on the CPU; on the GPU
+    ``delta`` for road-like graphs (:func:`is_road_like`), else ``crauser``.
+
+    Examples
+    --------
+    >>> from terrain.backend import get_backend
+    >>> from terrain.graph.csr import build_csr
+    >>> choose_algorithm(build_csr(3, [0, 1], [1, 2]), get_backend("cpu"))
+    'dijkstra'
+    """
     if not backend.is_gpu:
         return "dijkstra"
-    return "delta" if graph.nnz <= SPARSE_DEGREE * max(graph.n, 1) else "crauser"
+    return "delta" if is_road_like(graph) else "crauser"
 
 
 def _min_per_row(indptr, values, empty):
@@ -441,7 +472,7 @@ _M_DONE = 2
 _BLOCK = 256                 # threads per block (must match _sssp.cu)
 _BLOCKS_PER_SM = 4
 _MAX_BATCH = 256             # steps launched between two reads of the mode word
-FUSE_ROUNDS = 0              # GPU near-far: local rounds of bucket fusion per block and step
+FUSE_ROUNDS = 16             # GPU near-far on road-like graphs: bucket-fusion rounds per step
 
 
 class ShortestPaths:
@@ -478,10 +509,12 @@ class ShortestPaths:
         self.w = b.asarray(self.weights)
         self._minima = None
         self._default_delta = None
-        self._has_zero = None
+        self._has_zero = bool(self.weights.size and (self.weights == 0).any())
         self._gpu = None
         self._use_graphs = graphs
-        self.fuse_rounds = FUSE_ROUNDS
+        # bucket fusion pays on long-diameter graphs (grid 24 M: 122 -> 103 ms) and costs
+        # on scale-free ones (RMAT-21: 17 -> 82 ms: hub lists serialise a block's rounds)
+        self.fuse_rounds = FUSE_ROUNDS if is_road_like(graph) else 0
 
     # ------------------------------------------------------------------ shared
     def min_in_out(self):
@@ -553,8 +586,6 @@ class ShortestPaths:
         return SSSPResult(dist, pred, src, algorithm, delta, iterations, extra)
 
     def _preds(self, dist, src):
-        if self._has_zero is None:
-            self._has_zero = bool(self.weights.size and (self.weights == 0).any())
         if not self.backend.is_gpu or self._has_zero:
             return self.core.sssp_parents(dist, self.w, self.inf, self.backend.asarray(src))
         # no zero weights: pass 1 of the core's rule is the whole rule; run it
