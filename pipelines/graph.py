@@ -29,8 +29,8 @@ Then per command:
 * ``bfs``: ``bfs-run``, one task: the levels of one traversal depend on each other.
 * ``mst`` on a graph file (:func:`mst_graph_if_graph`): ``mst-graph-run``, one task
   (Borůvka's rounds depend on each other); the edge table is written by the client.
-* ``sssp``: ``sssp-run``, one task (Dijkstra's heap, or the GPU's settle/relax iterations,
-  each depend on the one before). ``--out`` is written by the client after the run, in
+* ``sssp``: ``sssp-run``, one task (Dijkstra's heap, or the GPU's device-resident
+  near-far / Crauser loop: each step depends on the one before). ``--out`` is written by the client after the run, in
   the file's ids (:mod:`terrain.graph.results`).
 * ``diameter --weighted``: ``diameter-weighted``, one task (the bounding loop with
   shortest-path searches; each source depends on the bounds before it).
@@ -441,8 +441,9 @@ def diameter_command(args):
         check_output_free(args.path_out)
     weighted = getattr(args, "weighted", False)
     if weighted and args.effective:
-        raise InputError("--effective samples hop distances; it does not combine with "
-                         "--weighted")
+        raise InputError("--effective does not combine with --weighted: the effective "
+                         "diameter is SNAP's 90th percentile of hop counts, interpolated "
+                         "between hop levels, which weighted distances do not have")
     token = _token(args.graph)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
                              directed=False)

@@ -231,7 +231,8 @@ def build_parser():
     _add_graph_input(p)
     p.add_argument("--all", action="store_true", help="also radius, center and periphery")
     p.add_argument("--effective", type=_positive_int, default=None, metavar="K",
-                   help="also the sampled effective diameter (90th percentile) over K sources")
+                   help="also the sampled effective diameter (90th percentile of hop counts) over K "
+                   "sources; not with --weighted")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled sources (with --effective)")
     p.add_argument("--weighted", action="store_true",
                    help="weighted distances (Dijkstra in place of BFS; the file's weights)")
@@ -407,8 +408,13 @@ def build_parser():
     for name in ("sssp", "mst-graph"):
         b = bsub.add_parser(name, help="terrain " + ("SSSP vs scipy dijkstra" if name == "sssp"
                                                      else "graph MST vs scipy minimum_spanning_tree"))
-        b.add_argument("--graph", choices=("rmat", "grid", "file"), default="grid",
+        b.add_argument("--graph", choices=("rmat", "grid", "file", "geometric"), default="grid",
                        help="a 2-D grid with random integer weights (default), RMAT, or a file")
+        b.add_argument("--degree", type=float, default=6.0,
+                       help="geometric: rows*cols random points, this many expected neighbours")
+        if name == "sssp":
+            b.add_argument("--delta", default=None,
+                           help="GPU delta-stepping bucket widths to time, comma-separated")
         b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
         b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
         b.add_argument("--rows", type=_positive_int, default=1024, help="grid rows (default 1024)")

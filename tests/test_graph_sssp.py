@@ -248,3 +248,49 @@ def test_cli_dimacs_is_directed_and_negative_weights_fail(tmp_path):
     code, out, err = run_cli("sssp", dense, "--source", 0, "--out", tmp_path / "d.npy")
     assert code == 0, err
     assert np.load(tmp_path / "d.npy").tolist() == [0.0, 2.5, 3.0]
+
+
+# --------------------------------------------------------------------------- reusable solver
+
+def test_solver_reuse_and_twins_on_a_grid_with_an_island():
+    """One ShortestPaths answers many searches (state reset per run); the near-far and
+    Crauser twins equal scipy on a grid with a cut-off island and zero weights."""
+    from pipelines.bench_graph import weighted_grid_graph
+    from terrain.graph.sssp import ShortestPaths
+    g = weighted_grid_graph(30, 40, seed=5)
+    g.weights[g.weights < 8] = 0
+    col = np.repeat(np.arange(g.n), np.diff(g.indptr)) % 40
+    g.weights[(col == 35) ^ (g.indices % 40 == 35)] = 0  # weights stay symmetric
+    cut = ((col == 36) & (g.indices % 40 == 35)) | ((col == 35) & (g.indices % 40 == 36))
+    keep = ~cut
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))[keep]
+    g = as_graph((np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=g.n))]),
+                  g.indices[keep], g.weights[keep]))
+    solver = ShortestPaths(g, "cpu")
+    for s in (0, 17, 1199, 36):
+        want = _scipy(g, [s])
+        for algorithm, delta in (("dijkstra", None), ("delta", 1), ("delta", 37),
+                                 ("delta", None), ("crauser", None)):
+            r = solver.run([s], algorithm, delta)
+            d = r.dist.astype(np.float64)
+            d[r.dist == solver.inf] = np.inf
+            assert np.array_equal(d, want), (s, algorithm, delta)
+    assert np.isinf(want).any() and np.isfinite(want).sum() > 100
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graphs,fuse", [(True, 0), (False, 0), (True, 16)])
+def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
+    from pipelines.bench_graph import geometric_graph, weighted_grid_graph
+    from terrain.graph.sssp import ShortestPaths
+    for g in (weighted_grid_graph(120, 90, seed=2), geometric_graph(5000, 5.0, seed=3)):
+        cpu = ShortestPaths(g, "cpu")
+        gpu = ShortestPaths(g, "gpu", graphs=graphs)
+        gpu.fuse_rounds = fuse   # bucket fusion: scheduling only, the same answer
+        for sources in ([0], [17, 4000], [g.n - 1]):
+            want = cpu.run(sources, "dijkstra")
+            for algorithm, delta in (("delta", None), ("delta", 3), ("delta", 1000),
+                                     ("crauser", None)):
+                got = gpu.run(sources, algorithm, delta)
+                assert np.array_equal(got.dist.get(), want.dist), (algorithm, delta)
+                assert np.array_equal(got.pred.get(), want.pred), (algorithm, delta)

@@ -7,7 +7,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from cli import run_cli
+from cli import run_cli, run_main
 from terrain.graph.diameter import weighted_diameter
 
 
@@ -83,3 +83,86 @@ def test_cpu_and_gpu_identical(kind):
         G[a][b]["weight"] = float(rng.random()) if kind == "float" else int(rng.integers(1, 50))
     assert_backends_identical(lambda backend: weighted_diameter(G, extremes=True,
                                                                 backend=backend).as_dict())
+
+
+# --------------------------------------------------------------------------- hold-out style
+
+def _snap_family(name, rng):
+    """A small graph shaped like one SNAP family (no network: generated here)."""
+    if name == "collaboration":         # ca-GrQc-like: clustered, heavy-tailed, many parts
+        G = nx.powerlaw_cluster_graph(260, 2, 0.4, seed=int(rng.integers(1 << 30)))
+        G.add_edges_from([(300, 301), (301, 302)])   # a small separate component
+    elif name == "road":                # roadNet-like: planar grid with missing streets
+        G = nx.convert_node_labels_to_integers(nx.grid_2d_graph(14, 18))
+        drop = [e for e in G.edges() if rng.random() < 0.15]
+        G.remove_edges_from(drop)
+    elif name == "email":               # email-Enron-like: a hub-dominated core and a fringe
+        G = nx.barabasi_albert_graph(220, 2, seed=int(rng.integers(1 << 30)))
+        G.add_edges_from((220 + i, int(rng.integers(0, 220))) for i in range(40))
+    else:                               # p2p-Gnutella-like: sparse random, low clustering
+        G = nx.gnm_random_graph(300, 420, seed=int(rng.integers(1 << 30)))
+    return G
+
+
+def _write_snap(path, G, rng):
+    """SNAP text: comment header, tab-separated, sparse random ids, each undirected edge
+    listed in both directions, some pairs listed again with a larger weight (the loader
+    keeps the minimum). Returns the id map."""
+    ids = rng.choice(np.arange(1, 10**7), G.number_of_nodes() + 5, replace=False)
+    node_id = {v: int(ids[i]) for i, v in enumerate(sorted(G.nodes()))}
+    lines = ["# Undirected graph: hold-out style test file",
+             f"# Nodes: {G.number_of_nodes()} Edges: {G.number_of_edges()}",
+             "# FromNodeId\tToNodeId\tWeight"]
+    for a, b, d in G.edges(data=True):
+        w = d["weight"]
+        lines.append(f"{node_id[a]}\t{node_id[b]}\t{w}")
+        lines.append(f"{node_id[b]}\t{node_id[a]}\t{w}")
+        if rng.random() < 0.1:
+            lines.append(f"{node_id[a]}\t{node_id[b]}\t{w + int(rng.integers(1, 20))}")
+    order = rng.permutation(len(lines) - 3) + 3
+    path.write_text("\n".join(lines[:3] + [lines[i] for i in order]) + "\n")
+    return node_id
+
+
+@pytest.mark.parametrize("family", ["collaboration", "road", "email", "p2p"])
+def test_snap_files_with_random_integer_weights_match_networkx(tmp_path, capsys, family):
+    """``diameter --weighted --all`` on SNAP-style files (random integer weights 1..100)
+    equals networkx's weighted diameter, radius, center and periphery of the largest
+    component, computed from the edge records independently."""
+    rng = np.random.default_rng(sum(map(ord, family)))
+    G = _snap_family(family, rng)
+    for a, b in G.edges():
+        G[a][b]["weight"] = int(rng.integers(1, 101))
+    path = tmp_path / f"{family}.txt"
+    node_id = _write_snap(path, G, rng)
+    H = G.subgraph(max(nx.connected_components(G), key=len)).copy()
+    code, out, err = run_main(capsys, "diameter", path, "--weighted", "--all", "--json",
+                              "--backend", "cpu")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["diameter"] == nx.diameter(H, weight="weight")
+    assert s["radius"] == nx.radius(H, weight="weight")
+    assert s["center"] == sorted(node_id[v] for v in nx.center(H, weight="weight"))
+    assert s["periphery"] == sorted(node_id[v] for v in nx.periphery(H, weight="weight"))
+    back = {i: v for v, i in node_id.items()}
+    walk = [back[i] for i in s["path"]]
+    assert nx.path_weight(H, walk, "weight") == s["diameter"]
+    assert s["connected"] == nx.is_connected(G)
+
+
+@pytest.mark.gpu
+def test_snap_file_gpu_equals_cpu(tmp_path):
+    rng = np.random.default_rng(7)
+    G = _snap_family("road", rng)
+    for a, b in G.edges():
+        G[a][b]["weight"] = int(rng.integers(1, 101))
+    path = tmp_path / "road.txt"
+    _write_snap(path, G, rng)
+    answers = []
+    for backend in ("cpu", "gpu"):
+        code, out, err = run_cli("diameter", path, "--weighted", "--all", "--json",
+                                 "--backend", backend)
+        assert code == 0, err
+        answers.append(json.loads(out))
+    for key in ("diameter", "radius", "center", "periphery", "endpoints", "path"):
+        assert answers[0][key] == answers[1][key], key

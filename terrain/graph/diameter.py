@@ -451,7 +451,8 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (7, (3, 0), [3, 2, 1, 0], 5, [1])
     """
-    from .sssp import sssp
+    from ..backend import get_backend
+    from .sssp import ShortestPaths
     g = as_graph(graph, directed=False)
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
@@ -472,11 +473,13 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     count = 0
     largest_upper = True
     delta_lower, radius_upper = dtype(0), dtype(big)
+    b = get_backend(backend)
+    solver = ShortestPaths(lcc, b)  # one set-up (weights, device arrays) for every search
     while cand.any():
         v = _weighted_select(cand, lower, upper, degree, largest_upper)
         largest_upper = not largest_upper
-        r = sssp(lcc, [v], algorithm=algorithm, backend=backend, predecessors=False)
-        d = r.dist.astype(dtype, copy=False)
+        r = solver.run([v], algorithm, predecessors=False)
+        d = b.to_numpy(r.dist).astype(dtype, copy=False)  # connected: every vertex reached
         ecc = d.max()
         count += 1
         sourced[v] = True
@@ -505,8 +508,8 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
             progress(count, delta_lower, max(upper[cand].max() if cand.any() else delta_lower,
                                              delta_lower), int(cand.sum()))
     ecc, source = best
-    r = sssp(lcc, [source], algorithm=algorithm, backend=backend)
-    d = r.dist.astype(dtype, copy=False)
+    r = solver.run([source], algorithm)
+    d, r.pred = b.to_numpy(r.dist).astype(dtype, copy=False), b.to_numpy(r.pred)
     target = int(np.flatnonzero(d == ecc)[0])
     path = [target]
     while r.pred[path[-1]] >= 0:

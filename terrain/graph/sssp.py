@@ -9,28 +9,43 @@ Algorithms (``algorithm=``):
     node objects). Integer weights up to ``DIAL_MAX_WEIGHT`` (and 4n) use Dial's bucket
     queue instead: ``C + 1`` cyclic buckets, O(1) per operation, O(m + max distance) in all.
     Written by hand because no library offers a Numba-callable priority queue.
-``crauser`` (GPU; Crauser, Mehlhorn, Meyer & Sanders 1998, as in Ortega-Arranz et al.'s GPU
-    Dijkstra) — a label-setting loop on the frontier core: each iteration (1) computes, over
+``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998, as in
+    Ortega-Arranz et al.'s GPU Dijkstra) - a label-setting loop: each iteration computes, over
     the *fringe* (reached, unsettled vertices), ``L = min d(v)`` and
-    ``M = min (d(u) + minout(u))``; (2) settles every fringe vertex with
-    ``d(v) <= L + minin(v)`` (IN criterion) or ``d(v) <= M`` (OUT criterion) — both
-    reductions and the compaction of the fringe into settled/unsettled run on the device; (3)
-    relaxes the arcs of the newly settled vertices (:meth:`FrontierCore.relax`, atomicMin);
-    a first reach puts a vertex in the fringe. Every arc is relaxed once.
-``delta`` (GPU; Meyer & Sanders' delta-stepping, in the bucket/pile form Gunrock and ADDS
-    use) — buckets of width ``delta``: the current bucket is everything pending below
-    ``hi = (floor(min/delta) + 1) * delta``; rounds relax its *light* arcs (``w <= delta``)
-    until no vertex of the bucket improves, then its *heavy* arcs once; improvements at or
-    above ``hi`` go to the pending pile. Label-correcting: a vertex may be relaxed more
-    than once, in exchange for far fewer synchronised iterations than Crauser on
-    high-diameter graphs.
+    ``M = min (d(u) + minout(u))`` (``crauser_bounds``: block reductions, one atomicMin per
+    warp); then settles every fringe vertex with ``d(v) <= L + minin(v)`` (IN criterion) or
+    ``d(v) <= M`` (OUT criterion) and relaxes its arcs at once (``crauser_settle``: a settled
+    distance is final, so settling and relaxing need no barrier between them); the unsettled
+    rest and the first-reached heads form the next fringe. Every arc is relaxed once.
+``delta`` (GPU and its Numba twin; near-far delta-stepping, Meyer & Sanders' buckets in the
+    two-pile form of Davidson et al. 2014 that Gunrock uses) - the *near* queue holds the
+    vertices whose distance fell below the bucket bound ``thr``; a step relaxes all their
+    arcs, improvements below ``thr`` form the next near queue (once per step), the others go
+    to the *far* pile (once). When the near queue runs dry, ``thr`` moves up by ``delta``
+    (or jumps to the pile's minimum if that bucket is empty) and the pile is split.
+    Label-correcting: a vertex may be relaxed more than once (never twice at the same
+    distance), in exchange for far fewer synchronised steps than Crauser on long-diameter
+    graphs.
 ``auto``
-    ``dijkstra`` on the CPU (one thread: a heap does the least work). On the GPU,
-    ``delta`` for sparse, road-like graphs (average degree <= 8: long weighted diameters,
-    where Crauser's thresholds settle only a thin shell per iteration and the iteration
-    count, each a device round trip, dominates) and ``crauser`` otherwise (low-diameter,
-    scale-free graphs: few iterations anyway, and label-setting never re-relaxes a hub's
-    list).
+    ``dijkstra`` on the CPU (one thread: a heap or Dial's buckets do the least work). On
+    the GPU, ``delta`` for sparse, road-like graphs (average degree <= 8: long weighted
+    diameters, where Crauser's thresholds settle only a thin shell per iteration, so tens
+    of thousands of iterations) and ``crauser`` otherwise (low-diameter, scale-free graphs:
+    few iterations anyway, and label-setting never re-relaxes a hub's list).
+
+The device loops (``_sssp.cu``) never return to the host between steps: each kernel reads
+its mode, queue sizes and threshold from a control block in device memory, and the last
+block to finish a step writes the next step's control block. The host launches steps in
+batches (8, 16, ... 256, each batch one replayed CUDA graph) and reads one word, the mode,
+per batch. :class:`ShortestPaths` keeps the graph, the weights and every buffer on the
+device between searches.
+
+Bucket width (``default_delta``): ``mean weight * 128 / average degree`` (Davidson et al.'s
+near-far heuristic with 4x their warp's worth of arcs: measured on the H100, the step count
+dominates on road-like graphs), at least the smallest positive weight; an integer for
+integer weights. Any ``delta > 0`` gives the same answer. On road-like graphs the GPU loop
+also uses bucket fusion (``ShortestPaths.fuse_rounds``): blocks relax what they improved
+below the bound themselves for a few rounds before it goes to the global queue.
 
 Conventions (the same on every algorithm and backend, bit for bit):
 
@@ -53,15 +68,17 @@ Directed graphs use their arcs; undirected graphs every edge both ways.
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numba
 import numpy as np
 
 from ..errors import InputError
 from .csr import Graph, as_graph
-from .frontier import RELAX_BUCKET, RELAX_FRINGE, FrontierCore
+from .frontier import FrontierCore
 
-__all__ = ["sssp", "SSSPResult", "ALGORITHMS", "default_delta", "choose_algorithm"]
+__all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "default_delta",
+           "choose_algorithm", "is_road_like"]
 
 ALGORITHMS = ("auto", "dijkstra", "crauser", "delta")
 INT_INF = np.int64(1) << np.int64(62)
@@ -263,14 +280,28 @@ def _sum_weights(graph):
     return w
 
 
+DELTA_ARCS = 128.0   # default_delta: arcs' worth of mean weight per bucket, per unit degree
+
+
 def default_delta(weights, n, nnz):
-    """Bucket width: the mean weight times 32 / average degree (Davidson et al.'s near-far
-    heuristic: about a warp's worth of light arcs per vertex), at least the smallest positive
-    weight; an integer for integer weights."""
+    """Bucket width: the mean weight times ``DELTA_ARCS`` (128) / average degree, at least
+    the smallest positive weight; an integer for integer weights.
+
+    Davidson et al.'s near-far heuristic uses 32 (a warp's worth of arcs per vertex); on the
+    H100 a sweep over road-like graphs of 24 M vertices (grid, random geometric) found the
+    step count, not the extra relaxations, to be the cost, and 4x wider buckets 15-20 %
+    faster than 32 (docs/benchmarks.md); on RMAT the width hardly matters (16-17 ms for
+    widths 25-100).
+
+    Examples
+    --------
+    >>> default_delta(np.full(400, 50), 100, 400)   # a 4-regular graph, weights 50
+    1600
+    """
     if weights.size == 0:
         return 1
     avg_degree = max(nnz / max(n, 1), 1.0)
-    delta = float(weights.mean()) * 32.0 / avg_degree
+    delta = float(weights.mean()) * DELTA_ARCS / avg_degree
     positive = weights[weights > 0]
     if positive.size:
         delta = max(delta, float(positive.min()))
@@ -279,11 +310,25 @@ def default_delta(weights, n, nnz):
     return delta if delta > 0 else 1.0
 
 
+def is_road_like(graph):
+    """Average degree <= ``SPARSE_DEGREE`` (8): grids, road networks, geometric graphs."""
+    return graph.nnz <= SPARSE_DEGREE * max(graph.n, 1)
+
+
 def choose_algorithm(graph, backend):
-    """``auto``'s choice (see the module docstring)."""
+    """``auto``'s choice (see the module docstring): ``dijkstra`` on the CPU; on the GPU
+    ``delta`` for road-like graphs (:func:`is_road_like`), else ``crauser``.
+
+    Examples
+    --------
+    >>> from terrain.backend import get_backend
+    >>> from terrain.graph.csr import build_csr
+    >>> choose_algorithm(build_csr(3, [0, 1], [1, 2]), get_backend("cpu"))
+    'dijkstra'
+    """
     if not backend.is_gpu:
         return "dijkstra"
-    return "delta" if graph.nnz <= SPARSE_DEGREE * max(graph.n, 1) else "crauser"
+    return "delta" if is_road_like(graph) else "crauser"
 
 
 def _min_per_row(indptr, values, empty):
@@ -295,99 +340,380 @@ def _min_per_row(indptr, values, empty):
     return out
 
 
-def _crauser(core, w, dist, sources, inf):
-    xp = core.backend.xp
-    g = core.graph
-    min_out = _min_per_row(g.indptr, w, inf)
-    if g.directed:
-        min_in = np.full(g.n, inf, w.dtype)
-        np.minimum.at(min_in, g.indices, w)
-    else:
-        min_in = min_out
-    min_out, min_in = core.backend.asarray(min_out), core.backend.asarray(min_in)
-    d_w = core.backend.asarray(w)
-    settled = xp.zeros(core.n, np.uint8)
-    unused = xp.zeros(1, np.int32)
-    fringe = xp.empty(core.n, core.index_dtype)
-    frontier = xp.empty(core.n, core.index_dtype)
-    src = core.backend.asarray(sources.astype(core.index_dtype))
-    dist[src] = 0
-    fringe[:src.size] = src
-    nf = int(src.size)
+# --------------------------------------------------------------------------- CPU twins of
+# the device loops (_sssp.cu): the same queues, thresholds and criteria, one thread
+
+@numba.njit(nogil=True, cache=True)
+def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny):
+    """Near-far delta-stepping into ``dist`` (pre-filled with ``inf``): the twin of
+    ``nearfar_step``. ``tiny`` (0 for integers) is the relative step that moves a real
+    threshold past ``thr`` when ``thr + delta`` rounds back to it. Returns the steps run."""
+    n = dist.shape[0]
+    relaxed_at = np.full(n, inf, dist.dtype)
+    stamp = np.full(n, -1, np.int64)
+    in_far = np.zeros(n, np.uint8)
+    near = np.empty(max(n, 1), indices.dtype)
+    nxt = np.empty(max(n, 1), indices.dtype)
+    far = np.empty(max(n, 1), indices.dtype)
+    far2 = np.empty(max(n, 1), indices.dtype)
+    nn = 0
+    for i in range(sources.shape[0]):
+        s = sources[i]
+        if dist[s] != 0:
+            dist[s] = 0
+            near[nn] = s
+            nn += 1
+    nf = 0
+    thr = dist.dtype.type(delta)
+    step = 0
+    while nn > 0 or nf > 0:
+        cnt = 0
+        if nn > 0:                                       # relax the near queue
+            for i in range(nn):
+                u = near[i]
+                du = dist[u]
+                if not du < relaxed_at[u]:
+                    continue
+                relaxed_at[u] = du
+                for e in range(indptr[u], indptr[u + 1]):
+                    v = indices[e]
+                    nd = du + weights[e]
+                    if nd < dist[v]:
+                        dist[v] = nd
+                        if nd < thr:
+                            if stamp[v] != step:
+                                stamp[v] = step
+                                nxt[cnt] = v
+                                cnt += 1
+                        elif in_far[v] == 0:
+                            in_far[v] = 1
+                            far[nf] = v
+                            nf += 1
+        else:                                            # split the far pile
+            thr_new = thr + delta
+            if not thr_new > thr:
+                thr_new = thr + thr * tiny
+            low = inf
+            nf2 = 0
+            for i in range(nf):
+                v = far[i]
+                d = dist[v]
+                if d < thr_new:
+                    in_far[v] = 0
+                    if not d < thr:
+                        nxt[cnt] = v
+                        cnt += 1
+                else:
+                    far2[nf2] = v
+                    nf2 += 1
+                    low = min(low, d)
+            far, far2 = far2, far
+            nf = nf2
+            thr = thr_new if cnt > 0 else low
+        near, nxt = nxt, near
+        nn = cnt
+        step += 1
+    return step
+
+
+@numba.njit(nogil=True, cache=True)
+def _crauser_cpu(indptr, indices, weights, min_in, min_out, sources, dist, inf):
+    """Crauser's IN/OUT settling into ``dist`` (pre-filled with ``inf``): the twin of
+    ``crauser_bounds`` + ``crauser_settle``. Returns the iterations run."""
+    n = dist.shape[0]
+    settled = np.zeros(n, np.uint8)
+    fringe = np.empty(max(n, 1), indices.dtype)
+    nxt = np.empty(max(n, 1), indices.dtype)
+    nf = 0
+    for i in range(sources.shape[0]):
+        s = sources[i]
+        if dist[s] != 0:
+            dist[s] = 0
+            fringe[nf] = s
+            nf += 1
     iterations = 0
-    while nf:
-        f = fringe[:nf]
-        df = dist[f]
-        low = df.min()
-        out_bound = (df + min_out[f]).min()
-        ok = (df <= low + min_in[f]) | (df <= out_bound)
-        new = f[ok]
-        rest = f[~ok]
-        settled[new] = 1
-        frontier[:new.size] = new
-        fringe[:rest.size] = rest
-        nf, _ = core.relax(frontier, new.size, dist, d_w, settled, 0, inf, inf, inf,
-                           RELAX_FRINGE, 0, unused, unused, fringe, int(rest.size),
-                           fringe, 0)
+    while nf > 0:
+        low = inf
+        out_bound = inf
+        for i in range(nf):
+            v = fringe[i]
+            low = min(low, dist[v])
+            out_bound = min(out_bound, dist[v] + min_out[v])
+        cnt = 0
+        for i in range(nf):
+            v = fringe[i]
+            d = dist[v]
+            if d <= low + min_in[v] or d <= out_bound:
+                settled[v] = 1
+                for e in range(indptr[v], indptr[v + 1]):
+                    x = indices[e]
+                    if settled[x]:
+                        continue
+                    nd = d + weights[e]
+                    if nd < dist[x]:
+                        if dist[x] == inf:
+                            nxt[cnt] = x
+                            cnt += 1
+                        dist[x] = nd
+            else:
+                nxt[cnt] = v
+                cnt += 1
+        fringe, nxt = nxt, fringe
+        nf = cnt
         iterations += 1
     return iterations
 
 
-def _delta_stepping(core, w, dist, sources, inf, delta):
-    xp = core.backend.xp
-    is_float = w.dtype.kind == "f"
-    w_max = w.max() if w.size else w.dtype.type(0)
-    heavy_lo = np.nextafter(delta, np.inf) if is_float else delta + 1
-    d_w = core.backend.asarray(w)
-    n = core.n
-    settled = xp.zeros(n, np.uint8)
-    stamp = xp.zeros(n, np.int32)
-    pending = xp.zeros(n, np.int32)
-    pile = xp.empty(n, core.index_dtype)
-    cur = xp.empty(n, core.index_dtype)
-    nxt = xp.empty(n, core.index_dtype)
-    src = core.backend.asarray(sources.astype(core.index_dtype))
-    dist[src] = 0
-    pending[src] = 1
-    pile[:src.size] = src
-    n_pile = int(src.size)
-    stamp_value = 0
-    rounds = 0
-    while n_pile:
-        p = pile[:n_pile]
-        dp = dist[p]
-        low = dp.min().item()
-        hi = (np.floor(low / delta) + 1.0) * delta if is_float else (low // delta + 1) * delta
-        take = dp < hi
-        bucket = p[take]
-        rest = p[~take]
-        pending[bucket] = 0
-        pile[:rest.size] = rest
-        n_pile = int(rest.size)
-        stamp_value += 1
-        stamp[bucket] = stamp_value
-        cur[:bucket.size] = bucket
-        n_cur = int(bucket.size)
-        while n_cur:
-            removed = []
-            while n_cur:                               # light rounds of the bucket
-                removed.append(cur[:n_cur].copy())
-                stamp_value += 1
-                n_next, n_pile = core.relax(cur, n_cur, dist, d_w, settled, 0, delta, hi, inf,
-                                            RELAX_BUCKET, stamp_value, stamp, pending, nxt, 0,
-                                            pile, n_pile)
-                cur, nxt = nxt, cur
-                n_cur = n_next
-                rounds += 1
-            if w_max <= delta:
+# --------------------------------------------------------------------------- the solver
+
+_C_MODE, _C_STEP, _C_NEAR_SEL, _C_NEAR_N, _C_WORK, _C_SPLITS = 0, 1, 2, 3, 9, 10
+_C_WORDS = 16
+_M_DONE = 2
+_BLOCK = 256                 # threads per block (must match _sssp.cu)
+_BLOCKS_PER_SM = 4
+_MAX_BATCH = 256             # steps launched between two reads of the mode word
+FUSE_ROUNDS = 16             # GPU near-far on road-like graphs: bucket-fusion rounds per step
+
+
+class ShortestPaths:
+    """SSSP state of one graph on one backend, reused across searches (benchmarks, the
+    weighted diameter's many Dijkstras): weights in the summing dtype and, on the GPU, the
+    graph, the queues and the control block stay on the device.
+
+    Parameters
+    ----------
+    graph : Graph
+    backend : str or Backend, optional
+    graphs : bool
+        GPU: replay each batch of device steps as one CUDA graph (fewer launch overheads);
+        plain launches when False or when CuPy cannot capture.
+
+    Examples
+    --------
+    >>> from terrain.graph.csr import build_csr
+    >>> sp = ShortestPaths(build_csr(3, [0, 1], [1, 2], weights=[5, 2]), "cpu")
+    >>> sp.run([0], "delta").dist.tolist()
+    [0, 5, 7]
+    """
+
+    def __init__(self, graph, backend=None, *, graphs=True):
+        from ..backend import get_backend
+        if not isinstance(graph, Graph):
+            raise TypeError(f"ShortestPaths: expected a Graph, got {type(graph).__name__}")
+        self.graph = graph
+        self.backend = b = get_backend(backend)
+        self.weights = _sum_weights(graph)
+        self.is_float = self.weights.dtype.kind == "f"
+        self.inf = np.float64(np.inf) if self.is_float else INT_INF
+        self.core = FrontierCore(graph, b)
+        self.w = b.asarray(self.weights)
+        self._minima = None
+        self._default_delta = None
+        self._has_zero = bool(self.weights.size and (self.weights == 0).any())
+        self._gpu = None
+        self._use_graphs = graphs
+        # bucket fusion pays on long-diameter graphs (grid 24 M: 122 -> 103 ms) and costs
+        # on scale-free ones (RMAT-21: 17 -> 82 ms: hub lists serialise a block's rounds)
+        self.fuse_rounds = FUSE_ROUNDS if is_road_like(graph) else 0
+
+    # ------------------------------------------------------------------ shared
+    def min_in_out(self):
+        """Per vertex, the smallest incoming and outgoing arc weight (``inf`` when none)."""
+        if self._minima is None:
+            g, w = self.graph, self.weights
+            min_out = _min_per_row(g.indptr, w, self.inf)
+            if g.directed:
+                min_in = np.full(g.n, self.inf, w.dtype)
+                np.minimum.at(min_in, g.indices, w)
+            else:
+                min_in = min_out
+            self._minima = (self.backend.asarray(min_in), self.backend.asarray(min_out))
+        return self._minima
+
+    def default_delta(self):
+        """:func:`default_delta` of this graph (computed once: a pass over the weights)."""
+        if self._default_delta is None:
+            self._default_delta = default_delta(self.weights, self.graph.n, self.graph.nnz)
+        return self._default_delta
+
+    def run(self, sources, algorithm="auto", delta=None, predecessors=True):
+        """Distances (and canonical predecessors) from ``sources`` (unique internal ids).
+
+        Returns an :class:`SSSPResult` whose arrays live on the backend (GPU: ``dist`` is
+        this solver's buffer, valid until the next run; integer distances keep ``inf``,
+        2**62, for unreached vertices).
+        """
+        b = self.backend
+        g = self.graph
+        src = np.unique(np.asarray(sources, dtype=np.int64))
+        if algorithm == "auto":
+            algorithm = choose_algorithm(g, b)
+        if algorithm == "delta":
+            delta = self.default_delta() if delta is None else delta
+            if not delta > 0:
+                raise InputError(f"delta must be > 0, got {delta}")
+            delta = float(delta) if self.is_float else int(np.ceil(delta))
+        else:
+            delta = None
+        if algorithm == "dijkstra" and b.is_gpu:
+            raise ValueError("sssp: 'dijkstra' is the CPU algorithm (use crauser or delta on "
+                             "the GPU)")
+        extra = {}
+        if b.is_gpu:
+            with self._device().stream:
+                dist, iterations, extra = self._run_gpu(src, algorithm, delta)
+                pred = self._preds(dist, src) if predecessors else None
+            self._gpu.stream.synchronize()
+        else:
+            w, inf = self.weights, self.inf
+            dist = np.full(g.n, inf, w.dtype)
+            if algorithm == "dijkstra":
+                w_max = int(w.max()) if w.size else 0
+                if not self.is_float and w_max <= min(DIAL_MAX_WEIGHT, 4 * g.n + 16):
+                    iterations = int(_dial_cpu(g.indptr, g.indices, w, src, dist, w_max))
+                else:
+                    iterations = int(_dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf))
+            elif algorithm == "crauser":
+                min_in, min_out = self.min_in_out()
+                iterations = int(_crauser_cpu(g.indptr, g.indices, w, min_in, min_out,
+                                              src.astype(g.indices.dtype), dist, inf))
+            else:
+                tiny = w.dtype.type(2.0 ** -50 if self.is_float else 0)
+                iterations = int(_nearfar_cpu(g.indptr, g.indices, w,
+                                              src.astype(g.indices.dtype), dist,
+                                              w.dtype.type(delta), inf, tiny))
+            pred = self._preds(dist, src) if predecessors else None
+        return SSSPResult(dist, pred, src, algorithm, delta, iterations, extra)
+
+    def _preds(self, dist, src):
+        if not self.backend.is_gpu or self._has_zero:
+            return self.core.sssp_parents(dist, self.w, self.inf, self.backend.asarray(src))
+        # no zero weights: pass 1 of the core's rule is the whole rule; run it
+        # load-balanced (hub lists over a block), which matters on scale-free graphs
+        st = self._gpu
+        big = np.iinfo(np.int64).max
+        pred = st.pred
+        pred.fill(big)
+        st.kernel("tight_tails")((st.blocks,), (_BLOCK,), (
+            self.core.indptr, self.core.indices, self.w, dist,
+            self.weights.dtype.type(self.inf), pred, np.int64(self.graph.n)))
+        return self.backend.xp.where(pred == big, np.int64(-1), pred)
+
+    # ------------------------------------------------------------------ GPU
+    def _device(self):
+        if self._gpu is None:
+            self._gpu = _DeviceState(self)
+        return self._gpu
+
+    def _run_gpu(self, src, algorithm, delta):
+        st = self._gpu
+        cp = self.backend.xp
+        dt = self.weights.dtype.type
+        st.dist.fill(self.inf)
+        ctl = np.zeros(_C_WORDS, np.int64)
+        ctl[_C_NEAR_N] = src.size
+        st.ctl.set(ctl, stream=st.stream)
+        d_src = cp.asarray(src.astype(self.core.index_dtype))
+        st.queues[0][:src.size] = d_src
+        st.dist[d_src] = 0
+        if algorithm == "delta":
+            st.relaxed_at.fill(self.inf)
+            st.stamp.fill(-1)
+            st.in_far.fill(0)
+            st.wctl.set(np.array([dt(delta), self.inf, 0, 0], self.weights.dtype),
+                        stream=st.stream)
+            key = ("delta", delta, self.fuse_rounds)
+            args = (self.core.indptr, self.core.indices, self.w, st.dist, st.relaxed_at,
+                    st.stamp, st.in_far, st.queues[0], st.queues[1], st.queues[2],
+                    st.queues[3], st.ctl, st.wctl, dt(delta), dt(self.inf),
+                    np.int32(self.fuse_rounds))
+            kernels = ((st.kernel("nearfar_step"), args),)
+        else:
+            min_in, min_out = self.min_in_out()
+            st.settled.fill(0)
+            st.wctl.set(np.array([self.inf, self.inf, 0, 0], self.weights.dtype),
+                        stream=st.stream)
+            key = ("crauser",)
+            kernels = ((st.kernel("crauser_bounds"),
+                        (st.queues[0], st.queues[1], st.dist, min_out, st.ctl, st.wctl,
+                         dt(self.inf))),
+                       (st.kernel("crauser_settle"),
+                        (self.core.indptr, self.core.indices, self.w, st.dist, min_in,
+                         st.settled, st.queues[0], st.queues[1], st.ctl, st.wctl,
+                         dt(self.inf))))
+        batch, launched = 8, 0
+        limit = 64 * (self.graph.n + 1024)   # far above any real run: a guard, not a bound
+        while True:
+            st.launch(key, kernels, batch)
+            launched += batch
+            if int(st.ctl[_C_MODE:_C_MODE + 1].get(stream=st.stream)[0]) == _M_DONE:
                 break
-            heavy = xp.unique(xp.concatenate(removed))  # heavy arcs once per vertex
-            stamp_value += 1
-            n_cur, n_pile = core.relax(heavy, heavy.size, dist, d_w, settled, heavy_lo, w_max,
-                                       hi, inf, RELAX_BUCKET, stamp_value, stamp, pending, cur,
-                                       0, pile, n_pile)
-            rounds += 1
-    return rounds
+            if launched > limit:
+                raise RuntimeError(f"sssp: the device {algorithm} loop did not finish in "
+                                   f"{launched} steps")
+            batch = min(2 * batch, _MAX_BATCH)
+        words = st.ctl.get(stream=st.stream)
+        extra = {"arcs_scanned": int(words[_C_WORK]), "splits": int(words[_C_SPLITS])}
+        return st.dist, int(words[_C_STEP]), extra
+
+
+class _DeviceState:
+    """Device buffers, kernels and captured step batches of a :class:`ShortestPaths`."""
+
+    def __init__(self, solver):
+        b = solver.backend
+        cp = b.xp
+        core = solver.core
+        n = max(core.n, 1)
+        wdt = solver.weights.dtype
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        it = "int" if core.index_dtype == np.int32 else "long long"
+        wt = "double" if solver.is_float else "long long"
+        names = {k: f"{k}<{it}, {wt}>" for k in ("nearfar_step", "crauser_bounds",
+                                                    "crauser_settle", "tight_tails")}
+        module = b.cuda_module(Path(__file__).with_name("_sssp.cu"),
+                               name_expressions=tuple(names.values()))
+        self._kernels = {k: module.get_function(v) for k, v in names.items()}
+        with self.stream:
+            self.dist = cp.empty(n, wdt)
+            self.relaxed_at = cp.empty(n, wdt)
+            self.stamp = cp.empty(n, np.int32)
+            self.in_far = cp.empty(n, np.int32)
+            self.settled = cp.empty(n, np.uint8)
+            self.pred = cp.empty(n, np.int64)
+            self.queues = tuple(cp.empty(n, core.index_dtype) for _ in range(4))
+            self.ctl = cp.zeros(_C_WORDS, np.int64)
+            self.wctl = cp.zeros(4, wdt)
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        self.blocks = props["multiProcessorCount"] * _BLOCKS_PER_SM
+        self.use_graphs = solver._use_graphs
+        self._graphs = {}
+
+    def kernel(self, name):
+        return self._kernels[name]
+
+    def _launch_plain(self, kernels, count):
+        for _ in range(count):
+            for k, args in kernels:
+                k((self.blocks,), (_BLOCK,), args)
+
+    def launch(self, key, kernels, count):
+        """``count`` steps (each: the kernels in order) on this state's stream."""
+        if not self.use_graphs:
+            return self._launch_plain(kernels, count)
+        graph = self._graphs.get((key, count))
+        if graph is None:
+            try:
+                self.stream.begin_capture()
+                try:
+                    self._launch_plain(kernels, count)
+                finally:
+                    graph = self.stream.end_capture()
+            except Exception:           # no stream capture in this CuPy / driver
+                self.use_graphs = False
+                return self._launch_plain(kernels, count)
+            self._graphs[(key, count)] = graph
+        graph.launch(self.stream)
 
 
 def _is_networkx(obj):
@@ -457,39 +783,16 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
         bad = src[(src < 0) | (src >= g.n)]
         if bad.size:
             raise ValueError(f"sssp: source {int(bad[0])} is not a vertex (0..{g.n - 1})")
-    src = np.unique(src.astype(np.int64))
+    if algorithm == "dijkstra" and get_backend(backend).is_gpu:
+        raise ValueError("sssp: 'dijkstra' is the CPU algorithm (use crauser or delta on "
+                         "the GPU)")
+    r = ShortestPaths(g, backend).run(src, algorithm, delta, predecessors)
     b = get_backend(backend)
-    w = _sum_weights(g)
-    is_float = w.dtype.kind == "f"
-    inf = np.float64(np.inf) if is_float else INT_INF
-    if algorithm == "auto":
-        algorithm = choose_algorithm(g, b)
-    if algorithm == "delta":
-        delta = default_delta(w, g.n, g.nnz) if delta is None else delta
-        if not delta > 0:
-            raise InputError(f"delta must be > 0, got {delta}")
-        delta = float(delta) if is_float else int(np.ceil(delta))
-    else:
-        delta = None
-    core = FrontierCore(g, b)
-    dist = b.xp.full(g.n, inf, w.dtype)
-    if algorithm == "dijkstra":
-        if b.is_gpu:
-            raise ValueError("sssp: 'dijkstra' is the CPU algorithm (use crauser or delta on "
-                             "the GPU)")
-        w_max = int(w.max()) if w.size else 0
-        if not is_float and w_max <= min(DIAL_MAX_WEIGHT, 4 * g.n + 16):
-            iterations = int(_dial_cpu(g.indptr, g.indices, w, src, dist, w_max))
-        else:
-            iterations = int(_dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf))
-    elif algorithm == "crauser":
-        iterations = _crauser(core, w, dist, src, inf)
-    else:
-        iterations = _delta_stepping(core, w, dist, src, inf, delta)
-    pred = None
-    if predecessors:
-        pred = b.to_numpy(core.sssp_parents(dist, b.asarray(w), inf, b.asarray(src)))
-    dist = b.to_numpy(dist)
-    if not is_float:
-        dist = np.where(dist == inf, np.int64(-1), dist)
-    return SSSPResult(dist, pred, src, algorithm, delta, int(iterations))
+    dist = b.to_numpy(r.dist).copy() if b.is_gpu else r.dist
+    if r.pred is not None:
+        r.pred = b.to_numpy(r.pred)
+    if dist.dtype.kind == "i":
+        dist = np.where(dist == INT_INF, np.int64(-1), dist)
+    r.dist = dist
+    return r
+
