@@ -187,13 +187,13 @@ def test_gpu_kernels_every_dtype_equal_kruskal(kind):
 
 @pytest.mark.gpu
 def test_gpu_rmat_graph_equals_scipy_total():
-    """A skewed graph (RMAT-14, hubs of hundreds of arcs) with int32 weights: GPU forest
+    """A skewed graph (RMAT-14, hubs of thousands of arcs) with int32 weights: GPU forest
     == CPU forest, total == scipy's."""
     from pipelines.bench_graph import rmat_edges
     u, v = rmat_edges(14, 16, seed=3)
     w = np.random.default_rng(3).integers(1, 1000, u.size).astype(np.int32)
     g = as_graph(sp.coo_matrix((w, (u, v)), shape=(1 << 14, 1 << 14)))
-    assert np.diff(g.indptr).max() > 256
+    assert np.diff(g.indptr).max() > 512  # extract_long
     r = minimum_spanning_forest(g, backend="gpu")
     c = minimum_spanning_forest(g, backend="cpu")
     assert np.array_equal(r.edge_ids, c.edge_ids) and r.total_weight == c.total_weight

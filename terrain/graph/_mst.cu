@@ -14,6 +14,7 @@
 //
 //   count_upper  per row, the number of its u < v arcs (cumsum: the rows' first edge ids)
 //   extract      per row, its u < v arcs in order: eu, ev, w_e, key at their edge ids
+//   extract_long the same for rows of more than LONG_ROW upper arcs, a block a row
 //   offer        per worklist edge with lo < key <= hi: find both roots (path halving); an
 //                edge inside one component is dropped (edge filtering), any other is
 //                appended to the next worklist and offers its key to both roots
@@ -22,9 +23,7 @@
 //                (CAS on the larger root), mark the edge; the winner resets that root's best
 //                (no other edge compares equal to its key, so resetting early is safe)
 //
-// Rows: one thread per row; rows of more than SMALL_ROW arcs are walked by the whole warp
-// (ballot + popc keep the arcs' order), so hubs of a skewed graph do not stall one thread.
-// Appends: one atomicAdd per warp (ballot + popc offsets).
+// Appends to worklists: one atomicAdd per warp (ballot + popc offsets).
 
 #include "../grid/_grid_edges.cuh"  // u64, u32, order_bits
 
@@ -32,6 +31,7 @@ typedef long long i64;
 
 #define FULL_MASK 0xffffffffu
 #define SMALL_ROW 32
+#define LONG_ROW 512
 #define NONE_KEY 0x7fffffffffffffffll  // int64 max: the CPU twin's "none"
 
 // order-preserving ranks of the weight types whose rank needs no reduction
@@ -40,76 +40,98 @@ __device__ __forceinline__ i64 rank_of(float w) { return (i64)order_bits(w + 0.0
 __device__ __forceinline__ i64 rank_of(i64) { return 0; }     // given by the caller
 __device__ __forceinline__ i64 rank_of(double) { return 0; }  // given by the caller
 
-// Calls visit(r, a, p) for every arc a of row r with indices[a] > r, p = its position among
-// them, then done(r, count). Whole warps call this (no early return before it): lanes with a
-// short row walk it alone, then the warp walks each long row of its lanes together.
-template <typename IT, typename Visit, typename Done>
-__device__ __forceinline__ void upper_arcs(i64 r, i64 n, const i64* __restrict__ indptr,
-                                           const IT* __restrict__ indices, Visit visit,
-                                           Done done)
-{
-    i64 beg = 0, end = 0;
-    if (r < n) {
-        beg = indptr[r];
-        end = indptr[r + 1];
-    }
-    const bool small = end - beg <= SMALL_ROW;
-    if (r < n && small) {
-        i64 p = 0;
-        for (i64 a = beg; a < end; ++a)
-            if ((i64)indices[a] > r) visit(r, a, p++);
-        done(r, p);
-    }
-    const int lane = threadIdx.x & 31;
-    const unsigned below = (1u << lane) - 1u;
-    unsigned long_rows = __ballot_sync(FULL_MASK, r < n && !small);
-    while (long_rows) {
-        const int src = __ffs(long_rows) - 1;
-        long_rows &= long_rows - 1;
-        const i64 rr = __shfl_sync(FULL_MASK, r, src);
-        const i64 b = __shfl_sync(FULL_MASK, beg, src);
-        const i64 e = __shfl_sync(FULL_MASK, end, src);
-        i64 p = 0;
-        for (i64 a0 = b; a0 < e; a0 += 32) {
-            const i64 a = a0 + lane;
-            const bool up = a < e && (i64)indices[a] > rr;
-            const unsigned mask = __ballot_sync(FULL_MASK, up);
-            if (up) visit(rr, a, p + __popc(mask & below));
-            p += __popc(mask);
-        }
-        if (lane == src) done(rr, p);
-    }
-}
+// Rows are sorted (Graph's invariant), so row r's u < v arcs are the suffix
+// [end - count[r], end) and edge id first[r] + k is its k-th arc: no arc needs a comparison.
 
+// count[r]: the number of arcs of row r with indices[a] > r (binary search in the row)
 template <typename IT>
 __global__ void count_upper(const i64* __restrict__ indptr, const IT* __restrict__ indices,
                             i64 n, i64* __restrict__ count)
 {
-    const i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    upper_arcs<IT>(r, n, indptr, indices, [](i64, i64, i64) {},
-                   [&](i64 row, i64 p) { count[row] = p; });
+    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < n;
+         r += (i64)gridDim.x * blockDim.x) {
+        i64 lo = indptr[r];
+        const i64 end = indptr[r + 1];
+        i64 hi = end;
+        while (lo < hi) {  // first arc with indices[a] > r
+            const i64 mid = (lo + hi) >> 1;
+            if ((i64)indices[mid] > r) hi = mid;
+            else lo = mid + 1;
+        }
+        count[r] = end - lo;
+    }
 }
 
-// first[r]: the edge id of row r's first u < v arc (exclusive prefix sum of count_upper).
-// key_mode: 1 = rank_of(w), 2 = rank 0 (unweighted: weights may be null), 0 = keys left to
-// the caller (ranks that need a sort).
+template <typename IT, typename W>
+__device__ __forceinline__ void put_edge(i64 r, i64 a, i64 e, const IT* __restrict__ indices,
+                                         const W* __restrict__ weights, int key_mode,
+                                         int id_bits, IT* __restrict__ eu, IT* __restrict__ ev,
+                                         W* __restrict__ w_e, i64* __restrict__ key)
+{
+    eu[e] = (IT)r;
+    ev[e] = indices[a];
+    if (key_mode != 2) w_e[e] = weights[a];
+    if (key_mode == 1) key[e] = (rank_of(weights[a]) << id_bits) | e;
+    else if (key_mode == 2) key[e] = e;
+}
+
+// One thread a row for rows of up to SMALL_ROW upper arcs, the warp together for rows of up
+// to LONG_ROW; longer rows (hubs: one warp would walk 10^5 arcs alone) go to long_rows for
+// extract_long, a block a row. first[r]: exclusive prefix sum of count. key_mode: 1 =
+// rank_of(w), 2 = rank 0 (unweighted: weights unused), 0 = keys left to the caller.
 template <typename IT, typename W>
 __global__ void extract(const i64* __restrict__ indptr, const IT* __restrict__ indices,
-                        const W* __restrict__ weights, i64 n, const i64* __restrict__ first,
-                        int key_mode, int id_bits, IT* __restrict__ eu, IT* __restrict__ ev,
-                        W* __restrict__ w_e, i64* __restrict__ key)
+                        const W* __restrict__ weights, i64 n, const i64* __restrict__ count,
+                        const i64* __restrict__ first, int key_mode, int id_bits,
+                        IT* __restrict__ eu, IT* __restrict__ ev, W* __restrict__ w_e,
+                        i64* __restrict__ key, i64* __restrict__ long_rows,
+                        unsigned long long* n_long)
 {
-    const i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    upper_arcs<IT>(r, n, indptr, indices,
-                   [&](i64 row, i64 a, i64 p) {
-                       const i64 e = first[row] + p;
-                       eu[e] = (IT)row;
-                       ev[e] = indices[a];
-                       if (key_mode != 2) w_e[e] = weights[a];
-                       if (key_mode == 1) key[e] = (rank_of(weights[a]) << id_bits) | e;
-                       else if (key_mode == 2) key[e] = e;
-                   },
-                   [](i64, i64) {});
+    const i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // no grid-stride: warps whole
+    i64 cnt = 0, lo = 0;
+    if (r < n) {
+        cnt = count[r];
+        lo = indptr[r + 1] - cnt;
+        if (cnt <= SMALL_ROW) {
+            const i64 f = first[r];
+            for (i64 k = 0; k < cnt; ++k)
+                put_edge<IT, W>(r, lo + k, f + k, indices, weights, key_mode, id_bits, eu, ev,
+                                w_e, key);
+        } else if (cnt > LONG_ROW) {
+            long_rows[atomicAdd(n_long, 1ull)] = r;
+        }
+    }
+    const int lane = threadIdx.x & 31;
+    unsigned medium = __ballot_sync(FULL_MASK, cnt > SMALL_ROW && cnt <= LONG_ROW);
+    while (medium) {
+        const int src = __ffs(medium) - 1;
+        medium &= medium - 1;
+        const i64 rr = __shfl_sync(FULL_MASK, r, src);
+        const i64 c = __shfl_sync(FULL_MASK, cnt, src);
+        const i64 l = __shfl_sync(FULL_MASK, lo, src);
+        const i64 f = first[rr];
+        for (i64 k = lane; k < c; k += 32)
+            put_edge<IT, W>(rr, l + k, f + k, indices, weights, key_mode, id_bits, eu, ev,
+                            w_e, key);
+    }
+}
+
+template <typename IT, typename W>
+__global__ void extract_long(const i64* __restrict__ indptr, const IT* __restrict__ indices,
+                             const W* __restrict__ weights, const i64* __restrict__ count,
+                             const i64* __restrict__ first, int key_mode, int id_bits,
+                             IT* __restrict__ eu, IT* __restrict__ ev, W* __restrict__ w_e,
+                             i64* __restrict__ key, const i64* __restrict__ long_rows,
+                             const unsigned long long* n_long)
+{
+    const i64 rows = (i64)*n_long;
+    for (i64 j = blockIdx.x; j < rows; j += gridDim.x) {
+        const i64 r = long_rows[j];
+        const i64 c = count[r], l = indptr[r + 1] - c, f = first[r];
+        for (i64 k = threadIdx.x; k < c; k += blockDim.x)
+            put_edge<IT, W>(r, l + k, f + k, indices, weights, key_mode, id_bits, eu, ev,
+                            w_e, key);
+    }
 }
 
 // root of x's component, halving the path on the way (every value written is an ancestor of
