@@ -121,6 +121,7 @@ def test_every_weight_dtype_with_edge_filter(kind):
     ref, trees = _kruskal(g.n, u, v, w)
     assert set(zip(r.u.tolist(), r.v.tolist())) == ref and r.trees == trees
     assert r.weight.dtype == (np.int64 if kind == "unweighted" else g.weights.dtype)
+    assert r.u.dtype == r.v.dtype == g.indices.dtype and r.edge_ids.dtype == np.int32
     eu, ev, ew = graph_edges(g)
     assert np.array_equal(eu[r.edge_ids], r.u) and np.array_equal(ev[r.edge_ids], r.v)
     assert np.array_equal(ew[r.edge_ids], r.weight)
