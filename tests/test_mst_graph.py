@@ -2,6 +2,8 @@
 minimum_spanning_tree, the edge set equals a reference Kruskal with the (weight, edge id)
 order, disconnected graphs give forests, CPU == GPU; the mst command on graph files."""
 
+import math
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 from backends import assert_backends_identical
 from cli import run_cli
 from terrain.graph import as_graph
-from terrain.graph.mst import minimum_spanning_forest
+from terrain.graph.mst import graph_edges, minimum_spanning_forest
 
 
 def _kruskal(n, u, v, w):
@@ -82,6 +84,71 @@ def test_unweighted_graph_counts_edges():
     assert r.total_weight == 29 and r.trees == 1
 
 
+def _typed_graph(kind, n, m, seed, hubs=0):
+    """A random graph with weights of ``kind`` (each dtype's own key path) and ``hubs``
+    vertices joined to a fifth of the others (rows longer than a warp)."""
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    if hubs:
+        spokes = rng.integers(0, n, (hubs, n // 5))
+        u = np.concatenate([u, np.repeat(np.arange(hubs), n // 5)])
+        v = np.concatenate([v, spokes.ravel()])
+    k = u.size
+    w = {"int32": rng.integers(-1000, 1000, k).astype(np.int32),
+         "int32-ties": rng.integers(1, 4, k).astype(np.int32),
+         "float32": (rng.integers(-3, 4, k) * 0.5).astype(np.float32),
+         "int64-wide": rng.integers(-2**51, 2**51, k),  # too wide for w - min: a sort
+         "int64": rng.integers(0, 100, k),
+         "float64": rng.random(k) - 0.5,
+         "unweighted": np.ones(k, bool)}[kind]
+    if kind == "float32":
+        w[w == 0] = np.where(rng.random(int((w == 0).sum())) < 0.5, -0.0, 0.0)
+    return as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n))), u, v, w
+
+
+KINDS = ["int32", "int32-ties", "float32", "int64-wide", "int64", "float64", "unweighted"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_weight_dtype_with_edge_filter(kind):
+    """Each key path (int32 and float32 ranks from the bits, int64 offsets or a sort,
+    unweighted) on a graph dense enough for the light/heavy edge filter."""
+    g, u, v, w = _typed_graph(kind, 300, 3000, 11, hubs=2)
+    r = minimum_spanning_forest(g, backend="cpu")
+    assert r.extra["light_threshold"] is not None and r.rounds > 1
+    if kind == "unweighted":
+        w = np.ones(u.size, np.int64)
+    ref, trees = _kruskal(g.n, u, v, w)
+    assert set(zip(r.u.tolist(), r.v.tolist())) == ref and r.trees == trees
+    assert r.weight.dtype == (np.int64 if kind == "unweighted" else g.weights.dtype)
+    assert r.u.dtype == r.v.dtype == g.indices.dtype and r.edge_ids.dtype == np.int32
+    eu, ev, ew = graph_edges(g)
+    assert np.array_equal(eu[r.edge_ids], r.u) and np.array_equal(ev[r.edge_ids], r.v)
+    assert np.array_equal(ew[r.edge_ids], r.weight)
+    exact = math.fsum(r.weight.astype(np.float64).tolist()) if w.dtype.kind == "f" \
+        else int(r.weight.astype(object).sum())
+    assert r.total_weight == exact
+
+
+def test_bench_grid_csr_is_a_valid_weighted_grid():
+    from pipelines.bench_graph import weighted_grid_graph
+    from terrain.graph import build_csr
+    g = weighted_grid_graph(5, 7, seed=1)
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    ref = build_csr(g.n, rows, g.indices, weights=g.weights)  # symmetric, sorted: unchanged
+    assert np.array_equal(ref.indptr, g.indptr) and np.array_equal(ref.indices, g.indices)
+    assert np.array_equal(ref.weights, g.weights) and g.m == 5 * 6 + 4 * 7
+    assert set(np.abs(rows - g.indices).tolist()) == {1, 7}
+    total = int(minimum_spanning_tree(g.to_scipy(weighted=True)).sum())
+    assert minimum_spanning_forest(g, backend="cpu").total_weight == total
+
+
+def test_graph_edges_in_csr_order():
+    g = as_graph(sp.coo_matrix(([5, 7, 2], ([2, 0, 1], [0, 1, 2])), shape=(3, 3)))
+    u, v, w = graph_edges(g)
+    assert (u.tolist(), v.tolist(), w.tolist()) == ([0, 0, 1], [1, 2, 2], [7, 5, 2])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["int", "float", "ties"])
 def test_cpu_and_gpu_identical(kind):
@@ -94,8 +161,44 @@ def test_cpu_and_gpu_identical(kind):
 
     def run(backend):
         r = minimum_spanning_forest(g, backend=backend)
-        return r.u, r.v, r.weight, r.edge_ids, r.total_weight, r.trees
+        return r.u, r.v, r.weight, r.edge_ids, r.total_weight, r.trees, r.rounds
     assert_backends_identical(run)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_gpu_kernels_every_dtype_equal_kruskal(kind):
+    """The device's extract (warp-walked hub rows), offer and join on every key path, with
+    and without the edge filter: equal to the reference Kruskal and to the CPU twin."""
+    for n, m, hubs in ((300, 3000, 3), (5000, 6000, 1)):
+        g, u, v, w = _typed_graph(kind, n, m, 12, hubs=hubs)
+        r = minimum_spanning_forest(g, backend="gpu")
+        assert (r.extra["light_threshold"] is not None) == (n == 300)
+        assert r.extra["device_seconds"] > 0
+        ref, trees = _kruskal(n, u, v, np.ones(u.size, np.int64) if kind == "unweighted"
+                              else w)
+        assert set(zip(r.u.tolist(), r.v.tolist())) == ref and r.trees == trees
+
+        def run(backend):
+            x = minimum_spanning_forest(g, backend=backend)
+            return x.u, x.v, x.weight, x.edge_ids, x.total_weight, x.trees, x.rounds, \
+                x.extra["worklist"]
+        assert_backends_identical(run)
+
+
+@pytest.mark.gpu
+def test_gpu_rmat_graph_equals_scipy_total():
+    """A skewed graph (RMAT-14, hubs of thousands of arcs) with int32 weights: GPU forest
+    == CPU forest, total == scipy's."""
+    from pipelines.bench_graph import rmat_edges
+    u, v = rmat_edges(14, 16, seed=3)
+    w = np.random.default_rng(3).integers(1, 1000, u.size).astype(np.int32)
+    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(1 << 14, 1 << 14)))
+    assert np.diff(g.indptr).max() > 512  # extract_long
+    r = minimum_spanning_forest(g, backend="gpu")
+    c = minimum_spanning_forest(g, backend="cpu")
+    assert np.array_equal(r.edge_ids, c.edge_ids) and r.total_weight == c.total_weight
+    assert r.total_weight == int(minimum_spanning_tree(g.to_scipy(weighted=True)).sum())
 
 
 def test_mst_command_on_graph_files(tmp_path):
