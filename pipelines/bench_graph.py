@@ -154,20 +154,28 @@ def bench_bfs_command(args):
         gpu = get_backend("gpu")
         core = FrontierCore(graph, gpu)
         print(f"terrain gpu ({gpu.device_name()}):")
-        _report("direction-optimising hybrid", _time_terrain(core, sources))
+        _report("direction-optimising, graph loop", _time_terrain(core, sources))
+        if core.graph_error:
+            print(f"  (CUDA graph capture failed, direct launches: {core.graph_error})")
+        _report("direction-optimising, device loop",
+                _time_terrain(core, sources, loop="device"))
+        _report("direction-optimising, host loop", _time_terrain(core, sources, loop="host"))
+        _report("top-down, graph loop", _time_terrain(core, sources, direction="top-down"))
         for direction, variant in (("top-down", "hybrid"), ("top-down", "fused"),
                                    ("top-down", "balanced"), ("top-down", "two-phase"),
                                    ("auto", "fused"), ("auto", "balanced")):
-            _report(f"{direction} {variant}",
-                    _time_terrain(core, sources, direction=direction, variant=variant))
+            _report(f"{direction} {variant}, host loop",
+                    _time_terrain(core, sources, direction=direction, variant=variant,
+                                  loop="host"))
         traverse(core, [int(sources[0])])
         gpu_dist = gpu.to_numpy(core.dist)
         del core
     cpu = get_backend("cpu")
     core = FrontierCore(graph, cpu)
-    print(f"terrain cpu ({cpu.device_name()}, Numba):")
-    _report("direction-optimising", _time_terrain(core, sources))
-    _report("top-down", _time_terrain(core, sources, direction="top-down"))
+    if args.backend != "gpu":
+        print(f"terrain cpu ({cpu.device_name()}, Numba):")
+        _report("direction-optimising", _time_terrain(core, sources))
+        _report("top-down", _time_terrain(core, sources, direction="top-down"))
     if want_gpu:
         traverse(core, [int(sources[0])])
         same = np.array_equal(gpu_dist, core.dist)
@@ -194,21 +202,61 @@ def stats_levels(core, s):
     return len(traverse(core, [int(s)]).level_sizes)
 
 
+def _sync(backend):
+    if backend.is_gpu:
+        backend.xp.cuda.Device().synchronize()
+
+
+def _timed_phases(graph, backend):
+    """``(result, {phase: seconds})`` of terrain's diameter of ``graph``, phase by phase:
+    upload (GPU: the CSR to the device), components (labels and the largest component cut
+    out, on the backend), bounding (the BFS runs and bound kernels, path included)."""
+    from terrain.graph.csr import Graph
+    from terrain.graph.diameter import _bound, largest_component_on
+    t = {}
+    t0 = time.perf_counter()
+    dev = Graph(backend.asarray(graph.indptr), backend.asarray(graph.indices), graph.ids,
+                graph.id_base, graph.name)
+    _sync(backend)
+    t["upload"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lcc, info = largest_component_on(dev, backend)
+    _sync(backend)
+    t["components"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r = _bound(FrontierCore(lcc, backend), info, False, None)
+    t["bounding"] = time.perf_counter() - t0
+    return r, t
+
+
 def bench_diameter_command(args):
-    """``bench diameter``: terrain (CPU, GPU) vs networkx's bounding diameter."""
+    """``bench diameter``: terrain (CPU, GPU) vs networkx's bounding diameter; terrain phase
+    by phase (upload, components, bounding) on the whole graph and on its largest
+    component (the component given as the input)."""
     graph = _graph(args)
+    t0 = time.perf_counter()
     lcc, info = largest_component(graph)
-    print(f"largest component: {lcc.n} vertices, {lcc.m} edges ({info['components']} components)")
+    print(f"largest component: {lcc.n} vertices, {lcc.m} edges ({info['components']} "
+          f"components; scipy labels + host extraction {time.perf_counter() - t0:.3f} s)")
     results = {}
-    names = ["cpu"] + (["gpu"] if gpu_available() and args.backend != "cpu" else [])
+    names = ((["cpu"] if args.backend != "gpu" else [])
+             + (["gpu"] if gpu_available() and args.backend != "cpu" else []))
     for name in names:
-        diameter(lcc, backend=name) if name == "gpu" else None  # GPU warm-up (compile)
+        b = get_backend(name)
+        diameter(lcc, backend=b)  # warm-up: compile, allocate
+        for label, g in (("graph", graph), ("component", lcc)):
+            r, t = _timed_phases(g, b)
+            total = sum(t.values())
+            results[name] = r
+            print(f"  terrain {name:<4} {label:<9} diameter {r.diameter:5d}  {r.bfs_count:6d} BFS  "
+                  f"{total:9.3f} s  (upload {t['upload'] * 1e3:.1f} ms, components "
+                  f"{t['components'] * 1e3:.1f} ms, bounding {t['bounding'] * 1e3:.1f} ms)"
+                  f"  endpoints {r.endpoints}", flush=True)
         t0 = time.perf_counter()
-        r = diameter(lcc, backend=name)
-        secs = time.perf_counter() - t0
-        results[name] = r
-        print(f"  terrain {name:<4} diameter {r.diameter:5d}  {r.bfs_count:6d} BFS  "
-              f"{secs:9.3f} s  endpoints {r.endpoints}", flush=True)
+        r = diameter(lcc, backend=b)
+        _sync(b)
+        print(f"  terrain {name:<4} diameter(component) one call {time.perf_counter() - t0:9.3f} s",
+              flush=True)
     if len(results) == 2 and results["cpu"].diameter != results["gpu"].diameter:
         print("  cpu and gpu disagree!", file=sys.stderr)
         return 1

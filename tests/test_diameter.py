@@ -176,3 +176,29 @@ def test_pipeline_batches_equal_the_library():
         got, _ = dask.compute(work, scheduler=scheduler)[0]
         assert got.as_dict() == want.as_dict()
         assert got.extra == want.extra
+
+
+def _component_cases():
+    two = nx.disjoint_union(nx.gnm_random_graph(60, 90, seed=2), nx.path_graph(15))
+    two.add_nodes_from(range(75, 80))
+    tie = nx.disjoint_union(nx.path_graph(6), nx.cycle_graph(6))  # equal sizes: lowest wins
+    return [as_graph(two), as_graph(tie), rmat_graph(12, 8, seed=3, backend="cpu"),
+            grid_graph(20, 30), as_graph(nx.empty_graph(4))]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_components_match_scipy(backend, case):
+    from scipy.sparse.csgraph import connected_components as scipy_cc
+    from terrain.graph.diameter import component_roots, largest_component_on
+    g = _component_cases()[case]
+    roots = backend.to_numpy(component_roots(g.indptr, g.indices, backend))
+    _, labels = scipy_cc(g.to_scipy(), directed=False)
+    smallest = np.full(labels.max() + 1, g.n)
+    np.minimum.at(smallest, labels, np.arange(g.n))
+    assert np.array_equal(roots, smallest[labels])
+    lcc, info = largest_component_on(g, backend)
+    want, want_info = largest_component(g)
+    assert info == want_info
+    assert np.array_equal(backend.to_numpy(lcc.indptr), want.indptr)
+    assert np.array_equal(backend.to_numpy(lcc.indices), want.indices)
+    assert np.array_equal(lcc.id_array(), want.id_array())

@@ -143,25 +143,22 @@ __device__ __forceinline__ void block_exclusive_scan(int x, int& excl, int& tota
 // Expand the vertex frontier of `level`. FUSED: expand-contract in one kernel, writing the
 // claimed neighbours to out (the next vertex queue; slot level+1). Not FUSED: the expansion
 // phase of the two-phase variant, writing every neighbour to out (the edge queue; slot[2]).
+// The gathering loop of advance_topdown (and of the device-driven level loop): the block
+// strides over the n_in vertices of in_q. With hub_q, lists of at least hub_min edges are not
+// gathered here but appended to hub_q (count in *hub_count) for advance_hubs, which spreads
+// each of them over the whole grid.
 template <typename IT, bool FUSED>
-__global__ void __launch_bounds__(BS) advance_topdown(
+__device__ __forceinline__ void topdown_tiles(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
-    IT* __restrict__ out, int* dist, unsigned* visited, u64* counters, int level)
+    u64 n_in, IT* __restrict__ out, u64* out_count, u64* out_deg, int* dist, unsigned* visited,
+    int next, IT* hub_q, u64* hub_count, i64 hub_min)
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
     __shared__ int s_owner, s_scan[WARPS + 1];
     __shared__ i64 s_row[2];
     __shared__ i64 s_gather[BS];
-
-    u64* cur = level_slot(counters, level);
-    u64* nxt = level_slot(counters, level + 1);
-    if (FUSED) zero_slot(counters, level + 2);
-    u64* out_count = FUSED ? &nxt[0] : &cur[2];
-    u64* out_deg = FUSED ? &nxt[1] : nullptr;
-    const int next = level + 1;
     const unsigned lane = threadIdx.x & 31;
-    const u64 n_in = cur[0];
 
     for (u64 tile = (u64)blockIdx.x * BS; tile < n_in; tile += (u64)gridDim.x * BS) {
         const u64 i = tile + threadIdx.x;
@@ -170,6 +167,10 @@ __global__ void __launch_bounds__(BS) advance_topdown(
             const IT u = in_q[i];
             rs = indptr[u];
             re = indptr[u + 1];
+            if (hub_q != nullptr && re - rs >= hub_min) {
+                hub_q[atomicAdd(hub_count, (u64)1)] = u;
+                rs = re;
+            }
         }
         // 1. CTA-wide gathering of lists of at least BS edges
         while (true) {
@@ -236,6 +237,19 @@ __global__ void __launch_bounds__(BS) advance_topdown(
             __syncthreads();
         }
     }
+}
+
+template <typename IT, bool FUSED>
+__global__ void __launch_bounds__(BS) advance_topdown(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
+    IT* __restrict__ out, int* dist, unsigned* visited, u64* counters, int level)
+{
+    u64* cur = level_slot(counters, level);
+    u64* nxt = level_slot(counters, level + 1);
+    if (FUSED) zero_slot(counters, level + 2);
+    topdown_tiles<IT, FUSED>(indptr, indices, in_q, cur[0], out, FUSED ? &nxt[0] : &cur[2],
+                             FUSED ? &nxt[1] : nullptr, dist, visited, level + 1, (IT*)nullptr,
+                             (u64*)nullptr, 0);
 }
 
 // Contraction phase of the two-phase variant: filter the edge queue of `level` into the
@@ -335,6 +349,189 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
         }
         pred[v] = p;
     }
+}
+
+// ------------------------------------------------------------------ device-driven level loop
+// A whole BFS without the host in the loop: every step is the same five launches, so a
+// stream of steps can be captured once into a CUDA graph and replayed per BFS. A step reads
+// what to do from `ctrl` on the device:
+//   step_decide    (one thread) advances to the level the last step built, stops when that
+//                  level is empty, and picks the direction by Beamer's rule;
+//   step_topdown   expand-contract (topdown_tiles) when the step goes top-down; hub lists
+//                  go to the hub queue;
+//   step_hubs      the hub lists, each spread over the whole grid in chunks of BS edges;
+//   step_bottomup  bottom-up over a snapshot of the visited bitmask: an unvisited vertex's
+//                  visited neighbours all sit on the current level (else it would have been
+//                  reached earlier), so the bitmask alone is the frontier and the scan reads
+//                  one bit per neighbour (an n/8-byte array that lives in L2) and stops at
+//                  the first hit; every warp writes its own 32-vertex word of the new bitmask;
+//   step_commit    copies the new bitmask back after a bottom-up step.
+// Inactive kernels return at once. Slot L+1 gets {count, degree sum, 0, operator} with
+// operator 1 = top-down, 2 = bottom-up, so the host rebuilds the statistics from one read.
+
+#define C_LEVEL 0
+#define C_ACTIVE 1
+#define C_BOTTOM 2
+#define C_EXPLORED 3
+#define C_PREV 4
+#define C_HUBS 5
+#define C_STARTED 6
+#define C_WORDS 8
+
+#define DIR_AUTO 0
+#define DIR_TOPDOWN 1
+#define DIR_BOTTOMUP 2
+
+extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz, int mode,
+                                       int alpha, int beta)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    if (!ctrl[C_STARTED]) {
+        ctrl[C_STARTED] = 1;
+        ctrl[C_EXPLORED] = level_slot(counters, 0)[1];
+        ctrl[C_BOTTOM] = mode == DIR_BOTTOMUP;
+    } else if (ctrl[C_ACTIVE]) {
+        const int done = (int)ctrl[C_LEVEL];
+        ctrl[C_PREV] = level_slot(counters, done)[0];
+        ctrl[C_LEVEL] = done + 1;
+        ctrl[C_EXPLORED] += level_slot(counters, done + 1)[1];
+    }
+    const int level = (int)ctrl[C_LEVEL];
+    const u64 nf = level_slot(counters, level)[0], mf = level_slot(counters, level)[1];
+    if (nf == 0) {
+        ctrl[C_ACTIVE] = 0;
+        return;
+    }
+    bool bottom = ctrl[C_BOTTOM] != 0;
+    if (mode == DIR_AUTO) {
+        const bool growing = level == 0 || nf > ctrl[C_PREV];
+        const i64 left = nnz - (i64)ctrl[C_EXPLORED];
+        if (!bottom && growing && (i64)mf * alpha > left) bottom = true;
+        else if (bottom && !growing && (i64)nf * beta < n) bottom = false;
+    }
+    ctrl[C_BOTTOM] = bottom;
+    ctrl[C_ACTIVE] = 1;
+    ctrl[C_HUBS] = 0;
+    u64* nxt = level_slot(counters, level + 1);
+    nxt[0] = nxt[1] = nxt[2] = 0;
+    nxt[3] = bottom ? 2 : 1;
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_topdown(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
+{
+    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* cur = level_slot(counters, level);
+    u64* nxt = level_slot(counters, level + 1);
+    topdown_tiles<IT, true>(indptr, indices, (level & 1) ? q1 : q0, cur[0], (level & 1) ? q0 : q1,
+                            &nxt[0], &nxt[1], dist, visited, level + 1, hub_q, &ctrl[C_HUBS],
+                            hub_min);
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_hubs(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited, u64* counters, u64* ctrl, const IT* __restrict__ hub_q)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
+    const u64 hubs = ctrl[C_HUBS];
+    if (hubs == 0) return;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    // chunk c of the concatenated hub lists goes to block c % gridDim.x
+    u64 first = 0;  // global number of the current hub's first chunk
+    for (u64 h = 0; h < hubs; ++h) {
+        const IT u = hub_q[h];
+        const i64 rs = indptr[u], re = indptr[u + 1];
+        const u64 chunks = (u64)((re - rs + BS - 1) / BS);
+        u64 c = (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x;
+        for (; c < chunks; c += gridDim.x) {
+            const i64 e = rs + (i64)c * BS + threadIdx.x;
+            bool ok = false;
+            IT w = 0;
+            i64 deg = 0;
+            if (e < re) {
+                w = indices[e];
+                ok = try_claim(w, dist, visited, level + 1);
+                if (ok) deg = indptr[w + 1] - indptr[w];
+            }
+            block_enqueue(ok, w, deg, out, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase,
+                          &s_base);
+        }
+        first += chunks;
+    }
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_bottomup(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    const unsigned* __restrict__ visited, unsigned* __restrict__ visited_next, u64* counters,
+    u64* ctrl, i64 n)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    const unsigned lane = threadIdx.x & 31;
+    for (i64 tile = (i64)blockIdx.x * BS; tile < n; tile += (i64)gridDim.x * BS) {
+        const i64 v = tile + threadIdx.x;
+        const i64 word = v >> 5;  // the warp's word: tile is a multiple of BS
+        const unsigned seen = (v - (i64)lane < n) ? visited[word] : FULL;
+        bool ok = false;
+        i64 deg = 0;
+        if (v < n && !(seen & (1u << lane))) {
+            const i64 rs = indptr[v], re = indptr[v + 1];
+            for (i64 e = rs; e < re; ++e) {
+                const IT u = indices[e];
+                if (visited[u >> 5] & (1u << (unsigned)(u & 31))) {
+                    ok = true;
+                    break;
+                }
+            }
+            if (ok) {
+                dist[v] = level + 1;
+                deg = re - rs;
+            }
+        }
+        const unsigned ballot = __ballot_sync(FULL, ok);
+        if (lane == 0 && v < n) visited_next[word] = seen | ballot;
+        block_enqueue(ok, (IT)v, deg, out, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase,
+                      &s_base);
+    }
+}
+
+extern "C" __global__ void step_commit(unsigned* visited, const unsigned* visited_next,
+                                       const u64* ctrl, i64 words)
+{
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < words;
+         i += (i64)gridDim.x * blockDim.x)
+        visited[i] = visited_next[i];
+}
+
+// Sources of the captured loop: src[0] = k, src[1..k] the sources (unique).
+template <typename IT>
+__global__ void step_seed(const i64* __restrict__ indptr, const long long* __restrict__ src,
+                          IT* q, int* dist, unsigned* visited, u64* counters)
+{
+    const i64 k = src[0];
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < k;
+         i += (i64)gridDim.x * blockDim.x) {
+        const IT s = (IT)src[1 + i];
+        dist[s] = 0;
+        atomicOr(&visited[s >> 5], 1u << (unsigned)(s & 31));
+        q[i] = s;
+        atomicAdd(&counters[1], (u64)(indptr[s + 1] - indptr[s]));
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters[0], (u64)k);
 }
 
 // Edge-balanced expand-contract (Gunrock's load-balanced advance): `offsets` is the

@@ -40,6 +40,10 @@ BATCH_EDGE_LIMIT = 1 << 16
 HYBRID_BALANCED_EDGES = 4096  # edge frontier from which edge balancing beats one fused launch
 DIRECTIONS = ("auto", "top-down", "bottom-up")
 VARIANTS = ("hybrid", "fused", "balanced", "two-phase")
+LOOPS = ("graph", "device", "host")
+DEVICE_FIRST_STEPS = 8       # levels of the first launch of the device loop (no hint yet)
+DEVICE_MAX_FIRST_STEPS = 32
+DEVICE_MORE_STEPS = 8        # levels per further launch
 
 
 @dataclass
@@ -76,7 +80,19 @@ class TraversalStats:
         return int(sum(self.level_edges))
 
 
-def traverse(core, sources, *, direction="auto", variant="hybrid"):
+def _traverse_device(core, sources, direction, use_graph):
+    """GPU: the whole traversal by the device-driven level loop (:meth:`FrontierCore.run_levels`);
+    the first launch covers as many levels as the last traversal on this core needed."""
+    mode = {"auto": 0, "top-down": 1, "bottom-up": 2}[direction]
+    first = getattr(core, "_levels_hint", DEVICE_FIRST_STEPS)
+    sizes, degs, ops = core.run_levels(sources, mode, ALPHA, BETA, first, DEVICE_MORE_STEPS,
+                                       use_graph)
+    core._levels_hint = max(2, min(len(sizes), DEVICE_MAX_FIRST_STEPS))
+    names = {1: "fused", 2: "bottom-up"}
+    return TraversalStats(sizes, degs, [names[o] for o in ops])
+
+
+def traverse(core, sources, *, direction="auto", variant="hybrid", loop=None):
     """Run one BFS on ``core`` (a :class:`FrontierCore`); labels end in ``core.dist``.
 
     Strict inner layer: ``sources`` are valid internal vertex numbers.
@@ -90,6 +106,13 @@ def traverse(core, sources, *, direction="auto", variant="hybrid"):
         (for tests and benchmarks).
     variant : {'hybrid', 'fused', 'balanced', 'two-phase'}
         GPU top-down variant; 'hybrid' picks per level.
+    loop : {'device', 'graph', 'host'}, optional
+        GPU: who runs the level loop. 'graph' (the default for the hybrid variant): the
+        device decides each level's direction and the steps are replayed from a captured
+        CUDA graph, the host reads counters once per launch; 'device': the same kernels
+        launched one by one; 'host': the host picks each level's operator from the
+        counters it reads back (the only loop for the fused / balanced / two-phase
+        variants). Ignored on the CPU.
 
     Returns
     -------
@@ -100,6 +123,14 @@ def traverse(core, sources, *, direction="auto", variant="hybrid"):
     if variant not in VARIANTS:
         raise ValueError(f"traverse: variant must be one of {VARIANTS}, got {variant!r}")
     gpu = core.backend.is_gpu
+    if loop is None:
+        loop = "graph" if variant == "hybrid" else "host"
+    if loop not in LOOPS:
+        raise ValueError(f"traverse: loop must be one of {LOOPS}, got {loop!r}")
+    if gpu and loop != "host":
+        if variant != "hybrid":
+            raise ValueError(f"traverse: the {loop} loop runs the hybrid variant only")
+        return _traverse_device(core, sources, direction, loop == "graph")
     nf, mf = core.seed(sources)
     stats = TraversalStats([int(nf)], [int(mf)], [])
     explored = int(mf)

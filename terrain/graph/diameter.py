@@ -48,12 +48,14 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from ..backend import get_backend
 from ..errors import InputError
 from .bfs import traverse
-from .csr import as_graph, largest_component
+from .csr import Graph, _subgraph, as_graph, largest_component
 from .frontier import BLOCK, FrontierCore
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
+           "component_roots", "largest_component_on",
            "sample_sources", "distance_histogram", "effective_from_histograms",
            "weighted_diameter"]
 
@@ -110,6 +112,36 @@ class DiameterResult:
 # --------------------------------------------------------------------------- CPU twins
 
 @numba.njit(nogil=True, cache=True)
+def _find_root_cpu(parent, v):
+    while True:
+        p = parent[v]
+        if p == v:
+            return v
+        g = parent[p]
+        parent[v] = g
+        v = p
+
+
+@numba.njit(nogil=True, cache=True)
+def _component_roots_cpu(indptr, indices, parent):
+    """Union-find twin of ``hook_edges``: each component's label is its smallest vertex."""
+    n = parent.shape[0]
+    for v in range(n):
+        parent[v] = v
+    for u in range(n):
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            if v >= u:
+                continue
+            a = _find_root_cpu(parent, u)
+            b = _find_root_cpu(parent, v)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    for v in range(n):
+        parent[v] = _find_root_cpu(parent, v)
+
+
+@numba.njit(nogil=True, cache=True)
 def _update_bounds_cpu(dist, ecc, lower, upper):
     for w in range(dist.shape[0]):
         d = dist[w]
@@ -139,6 +171,92 @@ def _prune_candidates_cpu(cand, lower, upper, delta_lower, radius_upper, extreme
     return left
 
 
+_DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
+
+
+def _diameter_kernels(backend, index_dtype):
+    """The kernels of ``_diameter.cu`` for one index type (compiled once per process)."""
+    it = "int" if np.dtype(index_dtype) == np.int32 else "long long"
+    names = {"update": "update_bounds", "prune": "prune_candidates",
+             "init": f"init_parents<{it}>", "hook": f"hook_edges<{it}>",
+             "flatten": f"flatten_parents<{it}>"}
+    module = backend.cuda_module(_DIAMETER_CU, name_expressions=tuple(names.values()))
+    return {k: module.get_function(v) for k, v in names.items()}
+
+
+def component_roots(indptr, indices, backend=None):
+    """Connected-component labels of an undirected CSR on ``backend``: ``roots[v]`` is the
+    smallest vertex of ``v``'s component (union-find; unique labels, so the same on every
+    backend). ``indptr`` / ``indices`` may already live on the device.
+
+    Examples
+    --------
+    >>> component_roots(np.array([0, 1, 2, 2, 2]), np.array([1, 0], np.int32), "cpu").tolist()
+    [0, 0, 2, 3]
+    """
+    b = get_backend(backend)
+    indptr, indices = b.asarray(indptr), b.asarray(indices)
+    n = indptr.shape[0] - 1
+    parent = b.xp.empty(n, indices.dtype)
+    if not b.is_gpu:
+        _component_roots_cpu(indptr, indices, parent)
+        return parent
+    k = _diameter_kernels(b, indices.dtype)
+    grid = (max(1, min(4096, -(-n // BLOCK))),)
+    n64 = np.int64(n)
+    k["init"](grid, (BLOCK,), (parent, n64))
+    k["hook"]((max(1, min(65536, -(-n * 32 // BLOCK))),), (BLOCK,),
+              (indptr, indices, parent, n64))
+    k["flatten"](grid, (BLOCK,), (parent, n64))
+    return parent
+
+
+def largest_component_on(graph, backend=None):
+    """``(lcc, info)`` as :func:`terrain.graph.largest_component`, computed on ``backend``
+    (same component: the largest, ties to the one with the smallest vertex).
+
+    On the GPU the graph is uploaded once, the components found and the component cut out
+    there (neighbours of a kept vertex are kept, so the kept rows are whole), and ``lcc``
+    holds device arrays (``lcc.meta['device']`` is True; ids stay on the host) ready for
+    :class:`FrontierCore`; nothing of size ``m`` comes back to the host.
+    """
+    b = get_backend(backend)
+    xp = b.xp
+    indptr, indices = b.asarray(graph.indptr), b.asarray(graph.indices)
+    roots = component_roots(indptr, indices, b)
+    n = graph.n
+    info = {"components": 0, "vertices": n, "lcc_vertices": n}
+    if n == 0:
+        return graph, info
+    is_root = roots == xp.arange(n, dtype=roots.dtype)
+    info["components"] = count = int(is_root.sum())
+    if count <= 1:
+        if not b.is_gpu:
+            return graph, info
+        lcc = Graph(indptr, indices, graph.ids, graph.id_base, graph.name, dict(graph.meta))
+        lcc.meta["device"] = True
+        return lcc, info
+    sizes = xp.bincount(roots, minlength=n)
+    root = int(sizes.argmax())
+    keep = roots == root
+    info["lcc_vertices"] = int(sizes[root])
+    if not b.is_gpu:
+        lcc = _subgraph(graph, keep)
+    else:
+        new_id = (xp.cumsum(keep, dtype=np.int64) - 1).astype(indices.dtype)
+        deg = indptr[1:] - indptr[:-1]
+        new_indptr = xp.zeros(info["lcc_vertices"] + 1, np.int64)
+        xp.cumsum(deg[keep], out=new_indptr[1:])
+        new_indices = new_id[indices[keep[indices]]]
+        kept = b.to_numpy(xp.flatnonzero(keep))
+        lcc = Graph(new_indptr, new_indices, graph.id_array()[kept], 0, graph.name,
+                    dict(graph.meta))
+        lcc.meta.pop("_index", None)
+        lcc.meta["device"] = True
+    lcc.meta["lcc_of"] = info
+    return lcc, info
+
+
 class _Bounds:
     """Eccentricity bounds and candidates on the core's backend, and their kernels."""
 
@@ -150,12 +268,11 @@ class _Bounds:
         self.lower = xp.zeros(n, np.int32)
         self.upper = xp.full(n, np.iinfo(np.int32).max, np.int32)
         self.cand = xp.ones(n, np.uint8)
-        self.degree = self.backend.asarray(core.graph.degrees())
+        self.degree = core.indptr[1:] - core.indptr[:-1]
         self.extremes = bool(extremes)
         if self.backend.is_gpu:
-            module = self.backend.cuda_module(Path(__file__).with_name("_diameter.cu"))
-            self._update = module.get_function("update_bounds")
-            self._prune = module.get_function("prune_candidates")
+            k = _diameter_kernels(self.backend, core.index_dtype)
+            self._update, self._prune = k["update"], k["prune"]
             self._remaining = xp.zeros(1, np.uint64)
 
     def update(self, ecc):
@@ -202,6 +319,19 @@ def _farthest_and_path(graph, dist, ecc):
         nb = graph.neighbors(v)
         v = int(nb[np.flatnonzero(dist[nb] == dist[v] - 1)[0]])
         path.append(v)
+    return t, path[::-1]
+
+
+def _farthest_and_path_on(core, dist, ecc):
+    """:func:`_farthest_and_path` from device labels: the same vertices, through the
+    deterministic predecessors of :meth:`FrontierCore.parents` (one pass, then ``ecc``
+    host lookups in the downloaded array)."""
+    xp = core.backend.xp
+    t = int(xp.flatnonzero(dist == ecc)[0])
+    pred = core.backend.to_numpy(core.parents(dist))
+    path = [t]
+    while pred[path[-1]] >= 0:
+        path.append(int(pred[path[-1]]))
     return t, path[::-1]
 
 
@@ -334,8 +464,10 @@ def _bound(core, info, extremes, progress):
             upper = int(xp.where(bounds.cand.astype(bool), bounds.upper, delta_lower).max())
             progress(bfs_count, delta_lower, max(upper, delta_lower), remaining)
     ecc, source, dist = best
-    dist = core.backend.to_numpy(dist)
-    target, path = _farthest_and_path(lcc, dist, ecc)
+    if core.backend.is_gpu:
+        target, path = _farthest_and_path_on(core, dist, ecc)
+    else:
+        target, path = _farthest_and_path(lcc, dist, ecc)
     result = DiameterResult(
         diameter=int(delta_lower), bfs_count=bfs_count,
         endpoints=(lcc.id_of(source), lcc.id_of(target)),
@@ -385,7 +517,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     g = as_graph(graph, directed=False)
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
-    lcc, info = largest_component(g)
+    lcc, info = largest_component_on(g, backend)
     core = FrontierCore(lcc, backend)
     result = _bound(core, info, extremes, progress)
     if effective:

@@ -59,6 +59,8 @@ __all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
 
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
+HUB_MIN = 2048       # device level loop: lists from this length are spread over the grid
+_C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 8  # control words of the level loop (_frontier.cu)
 _RESIDENT_BLOCKS_PER_SM = 8
 
 
@@ -259,6 +261,7 @@ class FrontierCore:
         self.queues = (xp.empty(max(self.n, 1), self.index_dtype),
                        xp.empty(max(self.n, 1), self.index_dtype))
         self.edge_queue = None
+        self._host_indptr = graph.indptr if isinstance(graph.indptr, np.ndarray) else None
         if self.backend.is_gpu:
             self._init_gpu()
 
@@ -274,6 +277,12 @@ class FrontierCore:
             "bottomup": f"advance_bottomup<{it}>",
             "seed": f"seed_sources<{it}>",
             "parents": f"bfs_parents<{it}>",
+            "step_decide": "step_decide",
+            "step_topdown": f"step_topdown<{it}>",
+            "step_hubs": f"step_hubs<{it}>",
+            "step_bottomup": f"step_bottomup<{it}>",
+            "step_commit": "step_commit",
+            "step_seed": f"step_seed<{it}>",
         }
         for wt in ("long long", "double"):
             for op in ("relax_arcs", "sssp_parents", "zero_hop_level", "zero_parents"):
@@ -288,6 +297,142 @@ class FrontierCore:
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
         self.resident_blocks = props["multiProcessorCount"] * _RESIDENT_BLOCKS_PER_SM
         self.resident_threads = self.resident_blocks * BLOCK
+        self._loop = None
+        self.graph_error = None  # why CUDA-graph capture failed, if it did
+
+    # ------------------------------------------------------------------ device level loop
+    def _init_loop(self):
+        cp = self.backend.xp
+        n = max(self.n, 1)
+        pinned_src = cp.cuda.alloc_pinned_memory(8 * (n + 1))
+        pinned_ctrl = cp.cuda.alloc_pinned_memory(8 * _C_WORDS)
+        self._loop = {
+            "ctrl": cp.zeros(_C_WORDS, np.uint64),
+            "visited_next": cp.zeros_like(self.visited),
+            "hub_q": cp.empty(n, self.index_dtype),
+            "src": cp.zeros(n + 1, np.int64),
+            "pinned": (pinned_src, pinned_ctrl),
+            "host_src": np.frombuffer(pinned_src, np.int64, n + 1),
+            "host_ctrl": np.frombuffer(pinned_ctrl, np.uint64, _C_WORDS),
+            "stream": cp.cuda.Stream(non_blocking=True),
+            "graphs": {},
+        }
+
+    def _enqueue_seed(self, seed_blocks):
+        lp = self._loop
+        self.dist.fill(-1)
+        self.visited.fill(0)
+        self.counters.fill(0)
+        lp["ctrl"].fill(0)
+        self._k["step_seed"]((seed_blocks,), (BLOCK,),
+                             (self.indptr, lp["src"], self.queues[0], self.dist, self.visited,
+                              self.counters))
+
+    def _enqueue_steps(self, steps, mode, alpha, beta):
+        lp = self._loop
+        rb = (self.resident_blocks,)
+        words = np.int64((self.n + 31) // 32)
+        q0, q1 = self.queues
+        for _ in range(steps):
+            self._k["step_decide"]((1,), (32,), (self.counters, lp["ctrl"], np.int64(self.n),
+                                                 np.int64(self.nnz), np.int32(mode),
+                                                 np.int32(alpha), np.int32(beta)))
+            self._k["step_topdown"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
+                                                   self.visited, self.counters, lp["ctrl"],
+                                                   lp["hub_q"], np.int64(HUB_MIN)))
+            self._k["step_hubs"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
+                                                self.visited, self.counters, lp["ctrl"],
+                                                lp["hub_q"]))
+            self._k["step_bottomup"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1,
+                                                    self.dist, self.visited, lp["visited_next"],
+                                                    self.counters, lp["ctrl"],
+                                                    np.int64(self.n)))
+            self._k["step_commit"]((self._blocks(int(words)),), (BLOCK,),
+                                   (self.visited, lp["visited_next"], lp["ctrl"], words))
+
+    def _launch(self, key, enqueue, use_graph):
+        """Run ``enqueue`` on the loop's stream: replayed from a captured CUDA graph (captured
+        on first use per ``key``), or launched directly."""
+        lp = self._loop
+        stream = lp["stream"]
+        if use_graph and self.graph_error is None:
+            graph = lp["graphs"].get(key)
+            if graph is None:
+                try:
+                    with stream:
+                        stream.begin_capture()
+                        try:
+                            enqueue()
+                        finally:
+                            graph = stream.end_capture()
+                except Exception as exc:  # no capture here: launch directly from now on
+                    self.graph_error = f"{type(exc).__name__}: {exc}"
+                    graph = None
+                lp["graphs"][key] = graph
+            if graph is not None:
+                graph.launch(stream)
+                return
+        with stream:
+            enqueue()
+
+    def _read_loop(self):
+        cp = self.backend.xp
+        lp = self._loop
+        stream = lp["stream"]
+        for host, dev in ((self._host_counters, self.counters), (lp["host_ctrl"], lp["ctrl"])):
+            cp.cuda.runtime.memcpyAsync(host.ctypes.data, dev.data.ptr, host.nbytes,
+                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        stream.synchronize()
+        return self._host_counters.reshape(SLOTS, 4), lp["host_ctrl"]
+
+    def run_levels(self, sources, mode, alpha, beta, first_steps, more_steps=8, use_graph=True):
+        """GPU: a whole traversal by the device-driven level loop (``step_*`` kernels of
+        ``_frontier.cu``): seed and ``first_steps`` levels in one launch (a CUDA graph when
+        ``use_graph``), then ``more_steps`` at a time until a level comes out empty; the
+        host reads the counters once per launch. ``mode``: 0 auto (Beamer's rule with
+        ``alpha``, ``beta``), 1 top-down, 2 bottom-up.
+
+        Returns ``(sizes, degree_sums, operators)`` per level (operator 1 top-down,
+        2 bottom-up, for the levels after the first).
+        """
+        cp = self.backend.xp
+        if self._loop is None:
+            self._init_loop()
+        lp = self._loop
+        src = np.unique(np.asarray(sources, dtype=np.int64))
+        k = int(src.size)
+        lp["host_src"][0] = k
+        lp["host_src"][1:k + 1] = src
+        stream = lp["stream"]
+        stream.wait_event(cp.cuda.get_current_stream().record())
+        cp.cuda.runtime.memcpyAsync(lp["src"].data.ptr, lp["host_src"].ctypes.data, 8 * (k + 1),
+                                    cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        first_steps = max(1, min(int(first_steps), SLOTS - 8))
+        more_steps = max(1, min(int(more_steps), SLOTS - 8))
+        seed_blocks = self._blocks(k)
+
+        def first():
+            self._enqueue_seed(seed_blocks)
+            self._enqueue_steps(first_steps, mode, alpha, beta)
+
+        self._launch(("first", first_steps, seed_blocks, mode, alpha, beta), first, use_graph)
+        sizes, degs, ops = [], [], []
+        while True:
+            ring, ctrl = self._read_loop()
+            level, active = int(ctrl[_C_LEVEL]), int(ctrl[_C_ACTIVE])
+            last = level + 1 if active else level - 1  # last level whose slot is final
+            for lv in range(len(sizes), last + 1):
+                slot = ring[lv % SLOTS]
+                if int(slot[0]) == 0:
+                    return sizes, degs, ops
+                sizes.append(int(slot[0]))
+                degs.append(int(slot[1]))
+                if lv:
+                    ops.append(int(slot[3]))
+            if not active:
+                return sizes, degs, ops
+            self._launch(("more", more_steps, mode, alpha, beta),
+                         lambda: self._enqueue_steps(more_steps, mode, alpha, beta), use_graph)
 
     def _blocks(self, work):
         return max(1, min(self.resident_blocks, -(-int(work) // BLOCK)))
@@ -301,6 +446,13 @@ class FrontierCore:
                                     cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
         stream.synchronize()
         return self._host_counters.reshape(SLOTS, 4)
+
+    @property
+    def host_indptr(self):
+        """``indptr`` on the host (downloaded once when the graph came on the device)."""
+        if self._host_indptr is None:
+            self._host_indptr = self.backend.to_numpy(self.indptr)
+        return self._host_indptr
 
     def queue(self, level):
         """The vertex queue holding the frontier of ``level``."""
@@ -322,7 +474,7 @@ class FrontierCore:
             self._k["seed"]((self._blocks(src.size),), (BLOCK,),
                             (self.indptr, d_src, np.int64(src.size), self.queues[0], self.dist,
                              self.visited, self.counters))
-            ip = self.graph.indptr
+            ip = self.host_indptr
             s64 = src.astype(np.int64)
             return int(src.size), int((ip[s64 + 1] - ip[s64]).sum())
         self.dist.fill(-1)
@@ -470,14 +622,16 @@ class FrontierCore:
         pred[pred == big] = -1
         return pred
 
-    def parents(self):
-        """Predecessors from the current labels: smallest-id neighbour one level closer,
-        -1 for sources and unreached vertices (same dtype as ``indices``)."""
+    def parents(self, dist=None):
+        """Predecessors from the current labels (or from ``dist``, hop labels of an earlier
+        traversal): smallest-id neighbour one level closer, -1 for sources and unreached
+        vertices (same dtype as ``indices``)."""
         xp = self.backend.xp
+        dist = self.dist if dist is None else dist
         pred = xp.empty(self.n, self.index_dtype)
         if self.backend.is_gpu:
             self._k["parents"]((self._blocks(self.n),), (BLOCK,),
-                               (self.indptr, self.indices, self.dist, pred, np.int64(self.n)))
+                               (self.indptr, self.indices, dist, pred, np.int64(self.n)))
         else:
-            _bfs_parents_cpu(self.indptr, self.indices, self.dist, pred)
+            _bfs_parents_cpu(self.indptr, self.indices, dist, pred)
         return pred
