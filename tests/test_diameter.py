@@ -12,7 +12,7 @@ from scipy.sparse.csgraph import shortest_path
 from backends import assert_backends_identical
 from cli import run_cli as _cli
 from pipelines.bench_graph import grid_graph, rmat_graph
-from terrain.graph import as_graph, diameter, largest_component
+from terrain.graph import as_graph, build_csr, diameter, largest_component
 
 
 def _nx_graphs():
@@ -202,3 +202,54 @@ def test_components_match_scipy(backend, case):
     assert np.array_equal(backend.to_numpy(lcc.indptr), want.indptr)
     assert np.array_equal(backend.to_numpy(lcc.indices), want.indices)
     assert np.array_equal(lcc.id_array(), want.id_array())
+
+
+def _bitwise_cases():
+    rng = np.random.default_rng(11)
+    u = np.concatenate([np.zeros(5000, np.int64), rng.integers(1, 5001, 3000)])
+    v = np.concatenate([np.arange(1, 5001), rng.integers(1, 5001, 3000)])
+    hub = build_csr(5001, u, v, name="hub")  # a row above BITWISE_HUB_MIN (GPU grid-wide pull)
+    return [as_graph(nx.cycle_graph(40)), _component(rmat_graph(12, 8, seed=3, backend="cpu")),
+            grid_graph(9, 14), hub, as_graph(nx.disjoint_union(nx.path_graph(5),
+                                                               nx.path_graph(3)))]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_bitwise_bfs_equals_single_source_runs(backend, case):
+    """64 sources in one bit-parallel pass: the eccentricities and the Takes-Kosters bounds
+    of 64 single-source BFS (oracle: scipy's shortest_path)."""
+    from terrain.graph import FrontierCore
+    g = _bitwise_cases()[case]
+    src = np.random.default_rng(case).choice(g.n, min(64, g.n), replace=False)
+    d = shortest_path(g.to_scipy(), directed=False, unweighted=True, indices=src)
+    d = np.where(np.isinf(d), -1, d).astype(np.int64)
+    ecc = d.max(axis=1)
+    lower = np.zeros(g.n, np.int64)
+    upper = np.full(g.n, np.iinfo(np.int32).max, np.int64)
+    for row, e in zip(d, ecc):
+        m = row >= 0
+        lower[m] = np.maximum(lower[m], np.maximum(row[m], e - row[m]))
+        upper[m] = np.minimum(upper[m], e + row[m])
+    core = FrontierCore(g, backend)
+    got = core.bitwise_bfs(src)
+    assert got.tolist() == ecc.tolist()
+    lo = backend.xp.zeros(g.n, np.int32)
+    up = backend.xp.full(g.n, np.iinfo(np.int32).max, np.int32)
+    core.bitwise_bfs(src, got, lo, up)
+    assert np.array_equal(backend.to_numpy(lo), lower)
+    assert np.array_equal(backend.to_numpy(up), upper)
+
+
+@pytest.mark.parametrize("name", ["cycle-odd", "grid", "lollipop", "small-world", "tree"])
+def test_bit_parallel_bounding_matches_networkx(backend, name, monkeypatch):
+    """The bounding with bit-parallel batches from the second BFS on: same answers."""
+    import importlib
+    monkeypatch.setattr(importlib.import_module("terrain.graph.diameter"), "SINGLE_BFS", 1)
+    G = NX_GRAPHS[name]
+    ecc = nx.eccentricity(G)
+    r = diameter(G, extremes=True, backend=backend)
+    assert (r.diameter, r.radius) == (nx.diameter(G, e=ecc), nx.radius(G, e=ecc))
+    assert r.center == sorted(nx.center(G, e=ecc))
+    assert r.periphery == sorted(nx.periphery(G, e=ecc))
+    _check_path(G, r)
+    assert r.bfs_count > 1

@@ -697,3 +697,112 @@ __global__ void zero_parents(const i64* __restrict__ indptr, const IT* __restric
         }
     }
 }
+
+// ------------------------------------------------------------------ bit-parallel BFS
+// Up to 64 BFS at once (for eccentricity bounding): source i owns bit i of a uint64 per
+// vertex. seen[v] holds the sources that have reached v, frontier[v] those that reached it
+// on the last level; a level is next[v] = (OR of frontier over v's neighbours) & ~seen[v]
+// (pull: no atomics, and a vertex stops scanning once every source it lacks has been found),
+// then bitwise_finish folds next into seen and frontier. The bits that appear on level L
+// are the sources whose distance to v is L, so the eccentricity of source i is the last
+// level on which bit i appears anywhere; with those known, a second pass turns every
+// (source, vertex, level) into the Takes-Kosters bounds of v without storing distances.
+// Rows of at least `hub_min` edges are pulled by bitwise_pull_hubs, spread over the grid.
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) bitwise_pull(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices,
+    const u64* __restrict__ frontier, const u64* __restrict__ seen, u64* __restrict__ next,
+    u64 full, i64 hub_min, i64 n)
+{
+    const unsigned lane = threadIdx.x & 31;
+    const i64 warps = ((i64)gridDim.x * BS) >> 5;
+    for (i64 v = ((i64)blockIdx.x * BS + threadIdx.x) >> 5; v < n; v += warps) {
+        const u64 s = seen[v];
+        const i64 rs = indptr[v], re = indptr[v + 1];
+        if (re - rs >= hub_min) continue;  // bitwise_pull_hubs
+        u64 acc = 0;
+        if (s != full) {
+            for (i64 base = rs; base < re; base += 32) {
+                const i64 e = base + lane;
+                u64 f = e < re ? frontier[indices[e]] : 0;
+                for (int o = 16; o > 0; o >>= 1) f |= __shfl_xor_sync(FULL, f, o);
+                acc |= f;
+                if ((acc | s) == full) break;
+            }
+        }
+        if (lane == 0) next[v] = acc & ~s;
+    }
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) bitwise_pull_hubs(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices,
+    const u64* __restrict__ frontier, const u64* __restrict__ seen, u64* next,
+    const IT* __restrict__ hubs, i64 n_hubs, u64 full)
+{
+    // chunk c (BS edges) of the concatenated hub rows goes to block c % gridDim.x
+    u64 first = 0;
+    for (i64 h = 0; h < n_hubs; ++h) {
+        const IT v = hubs[h];
+        const i64 rs = indptr[v], re = indptr[v + 1];
+        const u64 chunks = (u64)((re - rs + BS - 1) / BS);
+        const u64 s = seen[v];
+        if (s != full) {
+            for (u64 c = (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x; c < chunks;
+                 c += gridDim.x) {
+                const i64 e = rs + (i64)c * BS + threadIdx.x;
+                u64 f = e < re ? frontier[indices[e]] : 0;
+                for (int o = 16; o > 0; o >>= 1) f |= __shfl_xor_sync(FULL, f, o);
+                f &= ~s;
+                if ((threadIdx.x & 31) == 0 && f) atomicOr(next + v, f);
+            }
+        }
+        first += chunks;
+    }
+}
+
+// Sources: bit i at sources[i] (unique); with bounds, the sources' own bounds (distance 0).
+extern "C" __global__ void bitwise_seed(const long long* __restrict__ sources, int k, u64* seen,
+                                        u64* frontier, const int* __restrict__ ecc, int* lower,
+                                        int* upper, int with_bounds)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= k) return;
+    const long long s = sources[i];
+    seen[s] = frontier[s] = 1ull << i;
+    if (with_bounds) {
+        lower[s] = max(lower[s], ecc[i]);
+        upper[s] = min(upper[s], ecc[i]);
+    }
+}
+
+// Fold level `level`'s next into seen and frontier (next is cleared for the following
+// level); OR of every new bit into *bits; with bounds, each new (source i, v) pair at
+// distance `level` tightens v's bounds with ecc[i].
+extern "C" __global__ void __launch_bounds__(BS) bitwise_finish(
+    u64* seen, u64* frontier, u64* next, i64 n, int level, const int* __restrict__ ecc,
+    int* lower, int* upper, int with_bounds, u64* bits)
+{
+    u64 acc = 0;
+    for (i64 v = (i64)blockIdx.x * BS + threadIdx.x; v < n; v += (i64)gridDim.x * BS) {
+        const u64 fresh = next[v];
+        frontier[v] = fresh;
+        if (!fresh) continue;
+        next[v] = 0;
+        seen[v] |= fresh;
+        acc |= fresh;
+        if (with_bounds) {
+            int lo = lower[v], up = upper[v];
+            for (u64 m = fresh; m; m &= m - 1) {
+                const int e = ecc[__ffsll((long long)m) - 1];
+                lo = max(lo, max(level, e - level));
+                up = min(up, e + level);
+            }
+            lower[v] = lo;
+            upper[v] = up;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) acc |= __shfl_xor_sync(FULL, acc, o);
+    if ((threadIdx.x & 31) == 0 && acc) atomicOr(bits, acc);
+}

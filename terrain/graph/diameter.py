@@ -172,6 +172,8 @@ def _prune_candidates_cpu(cand, lower, upper, delta_lower, radius_upper, extreme
 
 
 _DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
+SINGLE_BFS = 16  # single-source BFS before the bounding switches to bit-parallel batches
+BATCH = 64       # sources per bit-parallel pass
 
 
 def _diameter_kernels(backend, index_dtype):
@@ -308,6 +310,27 @@ class _Bounds:
         top = int(xp.where(tie, self.degree, -1).max())
         return int(xp.flatnonzero(tie & (self.degree == top))[0])
 
+    def select_batch(self, k):
+        """Up to ``k`` candidates for one bit-parallel pass: taken in turn from the order of
+        :meth:`select`'s two rules (largest upper bound; smallest lower bound; ties: higher
+        degree, then lower number), each vertex once. Host int64 array."""
+        xp = self.backend.xp
+        cand = xp.flatnonzero(self.cand)
+        if cand.size <= k:
+            return self.backend.to_numpy(cand).astype(np.int64)
+        up = self.upper[cand].astype(np.int64)
+        lo = self.lower[cand].astype(np.int64)
+        deg = self.degree[cand].astype(np.int64)
+        by_upper = self.backend.to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, -up]))[:k]])
+        by_lower = self.backend.to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, lo]))[:k]])
+        chosen, seen = [], set()
+        for a, b in zip(by_upper.tolist(), by_lower.tolist()):
+            for v in (a, b):
+                if v not in seen and len(chosen) < k:
+                    seen.add(v)
+                    chosen.append(v)
+        return np.array(chosen, np.int64)
+
 
 def _farthest_and_path(graph, dist, ecc):
     """Smallest-numbered vertex at distance ``ecc`` and the path back to the source along
@@ -432,9 +455,12 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
     return _bound(FrontierCore(component, backend), components, extremes, progress)
 
 
-def _bound(core, info, extremes, progress):
+def _bound(core, info, extremes, progress, single_bfs=None):
     """The bounding loop on ``core`` (a connected component); ``info`` as
-    :func:`terrain.graph.largest_component` returns it."""
+    :func:`terrain.graph.largest_component` returns it. The first ``single_bfs`` BFS
+    (default ``SINGLE_BFS``) run one source at a time, the rest in bit-parallel batches of
+    ``BATCH`` sources."""
+    single_bfs = SINGLE_BFS if single_bfs is None else int(single_bfs)
     lcc = core.graph
     bounds = _Bounds(core, extremes)
     if progress is True:
@@ -446,17 +472,26 @@ def _bound(core, info, extremes, progress):
     largest_upper = True
     remaining = lcc.n
     while remaining > 0:
-        v = bounds.select(largest_upper)
-        largest_upper = not largest_upper
-        stats = traverse(core, [v])
-        if stats.reached != lcc.n:
-            raise ValueError("exact_diameter: the graph is not connected (give its "
-                             "largest_component)")
-        ecc = stats.eccentricity
-        bfs_count += 1
-        if best is None or ecc > best[0]:
-            best = (ecc, v, core.dist.copy())
-        bounds.update(ecc)
+        if bfs_count < single_bfs:
+            v = bounds.select(largest_upper)
+            largest_upper = not largest_upper
+            stats = traverse(core, [v])
+            if stats.reached != lcc.n:
+                raise ValueError("exact_diameter: the graph is not connected (give its "
+                                 "largest_component)")
+            ecc = stats.eccentricity
+            bfs_count += 1
+            if best is None or ecc > best[0]:
+                best = (ecc, v, core.dist.copy())
+            bounds.update(ecc)
+        else:
+            batch = bounds.select_batch(BATCH)
+            eccs = core.bitwise_bfs(batch)
+            bfs_count += len(batch)
+            top = int(eccs.max())
+            if best is None or top > best[0]:
+                best = (top, int(batch[int(np.argmax(eccs))]), None)
+            core.bitwise_bfs(batch, eccs, bounds.lower, bounds.upper)
         delta_lower = int(bounds.lower.max())
         radius_upper = int(bounds.upper.min())
         remaining = bounds.prune(delta_lower, radius_upper)
@@ -464,6 +499,9 @@ def _bound(core, info, extremes, progress):
             upper = int(xp.where(bounds.cand.astype(bool), bounds.upper, delta_lower).max())
             progress(bfs_count, delta_lower, max(upper, delta_lower), remaining)
     ecc, source, dist = best
+    if dist is None:  # found by a bit-parallel batch: one BFS for its labels
+        traverse(core, [source])
+        dist = core.dist
     if core.backend.is_gpu:
         target, path = _farthest_and_path_on(core, dist, ecc)
     else:

@@ -60,6 +60,7 @@ __all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
 HUB_MIN = 2048       # device level loop: lists from this length are spread over the grid
+BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by the whole grid
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 8  # control words of the level loop (_frontier.cu)
 _RESIDENT_BLOCKS_PER_SM = 8
 
@@ -124,6 +125,57 @@ def _bfs_parents_cpu(indptr, indices, dist, pred):
                     p = u
                     break
         pred[v] = p
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _bitwise_pull_cpu(indptr, indices, frontier, seen, nxt, full):
+    for v in numba.prange(seen.shape[0]):
+        s = seen[v]
+        acc = np.uint64(0)
+        if s != full:
+            for e in range(indptr[v], indptr[v + 1]):
+                acc |= frontier[indices[e]]
+                if (acc | s) == full:
+                    break
+        nxt[v] = acc & ~s
+
+
+@numba.njit(nogil=True, cache=True)
+def _bitwise_seed_cpu(sources, seen, frontier, ecc, lower, upper, with_bounds):
+    for i in range(sources.shape[0]):
+        s = sources[i]
+        seen[s] = frontier[s] = np.uint64(1) << np.uint64(i)
+        if with_bounds:
+            lower[s] = max(lower[s], ecc[i])
+            upper[s] = min(upper[s], ecc[i])
+
+
+@numba.njit(nogil=True, cache=True)
+def _bitwise_finish_cpu(seen, frontier, nxt, level, ecc, lower, upper, with_bounds):
+    acc = np.uint64(0)
+    one = np.uint64(1)
+    for v in range(seen.shape[0]):
+        fresh = nxt[v]
+        frontier[v] = fresh
+        if fresh == 0:
+            continue
+        nxt[v] = 0
+        seen[v] |= fresh
+        acc |= fresh
+        if with_bounds:
+            lo, up = lower[v], upper[v]
+            m = fresh
+            i = 0
+            while m:
+                if m & one:
+                    e = ecc[i]
+                    lo = max(lo, max(level, e - level))
+                    up = min(up, e + level)
+                m >>= one
+                i += 1
+            lower[v] = lo
+            upper[v] = up
+    return acc
 
 
 RELAX_FRINGE = 0
@@ -283,6 +335,10 @@ class FrontierCore:
             "step_bottomup": f"step_bottomup<{it}>",
             "step_commit": "step_commit",
             "step_seed": f"step_seed<{it}>",
+            "bitwise_pull": f"bitwise_pull<{it}>",
+            "bitwise_pull_hubs": f"bitwise_pull_hubs<{it}>",
+            "bitwise_seed": "bitwise_seed",
+            "bitwise_finish": "bitwise_finish",
         }
         for wt in ("long long", "double"):
             for op in ("relax_arcs", "sssp_parents", "zero_hop_level", "zero_parents"):
@@ -536,6 +592,77 @@ class FrontierCore:
             return None
         return _advance_bottomup_cpu(self.indptr, self.indices, self.queue(level + 1),
                                      self.dist, level)
+
+    # ------------------------------------------------------------------ bit-parallel BFS
+    def bitwise_bfs(self, sources, ecc=None, lower=None, upper=None):
+        """Up to 64 BFS at once, one bit per source (see ``bitwise_pull`` in
+        ``_frontier.cu``). Returns the sources' eccentricities (host int32 array) in their
+        given order.
+
+        With ``ecc`` (their eccentricities, from an earlier call) and int32 bound arrays
+        ``lower`` / ``upper`` on the backend, every vertex ``w`` reached at distance ``d``
+        from source ``i`` gets ``lower[w] = max(lower[w], d, ecc[i] - d)`` and
+        ``upper[w] = min(upper[w], ecc[i] + d)`` — the bounds 64 single BFS would leave.
+        Leaves ``self.dist`` alone.
+        """
+        src = np.asarray(sources, dtype=np.int64)
+        k = int(src.size)
+        if not 1 <= k <= 64 or np.unique(src).size != k:
+            raise ValueError("bitwise_bfs: 1 to 64 distinct sources")
+        xp = self.backend.xp
+        gpu = self.backend.is_gpu
+        n = self.n
+        if getattr(self, "_bitwise", None) is None:
+            hubs = None
+            if gpu:
+                deg = self.indptr[1:] - self.indptr[:-1]
+                hubs = xp.flatnonzero(deg >= BITWISE_HUB_MIN).astype(self.index_dtype)
+            self._bitwise = {"seen": xp.zeros(n, np.uint64), "frontier": xp.zeros(n, np.uint64),
+                             "next": xp.zeros(n, np.uint64), "bits": xp.zeros(1, np.uint64),
+                             "hubs": hubs}
+        st = self._bitwise
+        seen, frontier, nxt = st["seen"], st["frontier"], st["next"]
+        for a in (seen, frontier, nxt):
+            a.fill(0)
+        full = np.uint64((1 << k) - 1) if k < 64 else np.uint64(2**64 - 1)
+        with_bounds = ecc is not None
+        d_ecc = xp.asarray(np.asarray(ecc if with_bounds else np.zeros(k), np.int32))
+        if not with_bounds:
+            lower = upper = xp.zeros(1, np.int32)
+        out = np.zeros(k, np.int32)
+        level = 0
+        if gpu:
+            d_src = xp.asarray(src)
+            self._k["bitwise_seed"]((1,), (64,), (d_src, np.int32(k), seen, frontier, d_ecc,
+                                                  lower, upper, np.int32(with_bounds)))
+            hubs = st["hubs"]
+            rb = (self.resident_blocks,)
+        else:
+            _bitwise_seed_cpu(src, seen, frontier, d_ecc, lower, upper, with_bounds)
+        while True:
+            level += 1
+            if gpu:
+                self._k["bitwise_pull"](rb, (BLOCK,), (self.indptr, self.indices, frontier, seen,
+                                                       nxt, full, np.int64(BITWISE_HUB_MIN),
+                                                       np.int64(n)))
+                if hubs.size:
+                    self._k["bitwise_pull_hubs"](rb, (BLOCK,), (
+                        self.indptr, self.indices, frontier, seen, nxt, hubs,
+                        np.int64(hubs.size), full))
+                st["bits"].fill(0)
+                self._k["bitwise_finish"](rb, (BLOCK,), (seen, frontier, nxt, np.int64(n),
+                                                         np.int32(level), d_ecc, lower, upper,
+                                                         np.int32(with_bounds), st["bits"]))
+                bits = int(st["bits"].get()[0])
+            else:
+                _bitwise_pull_cpu(self.indptr, self.indices, frontier, seen, nxt, full)
+                bits = int(_bitwise_finish_cpu(seen, frontier, nxt, level, d_ecc, lower, upper,
+                                               with_bounds))
+            if bits == 0:
+                return out
+            for i in range(k):
+                if bits >> i & 1:
+                    out[i] = level
 
     # ------------------------------------------------------------------ weighted operators
     def _wt(self, dist):
