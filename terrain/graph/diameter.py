@@ -20,7 +20,22 @@ bound and the one with the smallest lower bound (ties: higher degree, then lower
 The BFS runs on the frontier core (:func:`terrain.graph.bfs.traverse`); the bound update
 and the pruning are kernels (``_diameter.cu``) with Numba twins, and candidate selection
 is a few array reductions, so on the GPU nothing but a handful of scalars per BFS crosses
-to the host. Cycles are the known worst case (every vertex has the same eccentricity, and
+to the host.
+
+Bit-parallel batches. After ``SINGLE_BFS`` single-source BFS (enough for small-world
+graphs) the bounding takes ``BATCH`` = 64 candidates at a time (alternately from the two
+selection orders) and runs them as one bit-parallel BFS (:meth:`FrontierCore.bitwise_bfs`:
+a uint64 per vertex, bit i for source i, a level is an OR over the neighbours): one pass
+for the 64 eccentricities, a second that applies each (source, vertex, distance) to the
+bounds as it appears — the bounds 64 single BFS would leave, for the memory of three
+uint64 arrays. Cycles, grids and other graphs that settle few vertices per BFS need 64
+times fewer passes; no peer uses bit-parallel BFS for exact diameter.
+
+Components. The component is found where the BFS runs: union-find on the device (every
+edge hooks the larger root under the smaller with a CAS, so each label is the component's
+smallest vertex whatever the order; ``_diameter.cu``, Numba twin ``_component_roots_cpu``)
+and cut out there (the kept rows are whole), so the graph crosses to the device once and
+scipy's labelling (which builds the transpose) is off the path. Cycles are the known worst case (every vertex has the same eccentricity, and
 bounds settle one vertex per BFS); small-world graphs, grids and trees need few BFS.
 
 :func:`weighted_diameter` runs the same bounding with a shortest-path search (Dijkstra on

@@ -24,6 +24,14 @@ operators that each turn the frontier of one level into the next, in the spirit 
 ``parents``
     the smallest-id neighbour one level closer: deterministic predecessors, identical on
     every backend however the levels were built.
+``run_levels`` (GPU)
+    a whole traversal driven by the device: per level a decide kernel (Beamer's rule on
+    the counters), fused top-down with hub lists spread over the grid, bottom-up over the
+    visited bitmask (the bitmask is the frontier for an unvisited vertex), a bitmask
+    commit; captured once into a CUDA graph and replayed (``step_*`` in ``_frontier.cu``).
+``bitwise_bfs``
+    up to 64 BFS in one pass, a uint64 per vertex (bit i: source i): eccentricities, and
+    with them the Takes-Kosters bounds of every vertex (``bitwise_*``).
 
 Weighted operators (SSSP, :mod:`terrain.graph.sssp`; distances are int64 or float64 arrays
 the caller owns):
