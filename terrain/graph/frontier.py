@@ -453,7 +453,8 @@ class FrontierCore:
         """GPU: a whole traversal by the device-driven level loop (``step_*`` kernels of
         ``_frontier.cu``): seed and ``first_steps`` levels in one launch (a CUDA graph when
         ``use_graph``), then ``more_steps`` at a time until a level comes out empty; the
-        host reads the counters once per launch. ``mode``: 0 auto (Beamer's rule with
+        host reads the counters once per launch (launches double in length up to
+        ``SLOTS - 8`` levels on long traversals). ``mode``: 0 auto (Beamer's rule with
         ``alpha``, ``beta``), 1 top-down, 2 bottom-up.
 
         Returns ``(sizes, degree_sums, operators)`` per level (operator 1 top-down,
@@ -495,8 +496,10 @@ class FrontierCore:
                     ops.append(int(slot[3]))
             if not active:
                 return sizes, degs, ops
-            self._launch(("more", more_steps, mode, alpha, beta),
-                         lambda: self._enqueue_steps(more_steps, mode, alpha, beta), use_graph)
+            steps = more_steps
+            self._launch(("more", steps, mode, alpha, beta),
+                         lambda: self._enqueue_steps(steps, mode, alpha, beta), use_graph)
+            more_steps = min(2 * more_steps, SLOTS - 8)  # long traversals: fewer read-backs
 
     def _blocks(self, work):
         return max(1, min(self.resident_blocks, -(-int(work) // BLOCK)))
