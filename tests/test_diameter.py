@@ -253,3 +253,20 @@ def test_bit_parallel_bounding_matches_networkx(backend, name, monkeypatch):
     assert r.periphery == sorted(nx.periphery(G, e=ecc))
     _check_path(G, r)
     assert r.bfs_count > 1
+
+
+def test_distance_histogram_bit_parallel_equals_single_runs(backend):
+    """The effective diameter's histogram from 64-source bit-parallel passes equals the sum
+    of single-source level sizes (70 sources: a full batch and a partial one)."""
+    from terrain.graph import FrontierCore, distance_histogram
+    from terrain.graph.bfs import traverse
+    g = _component(rmat_graph(12, 8, seed=3, backend="cpu"))
+    src = np.random.default_rng(5).choice(g.n, 70, replace=False)
+    core = FrontierCore(g, backend)
+    want = np.zeros(32, np.int64)
+    for s in src:
+        sizes = traverse(core, [int(s)]).level_sizes
+        want[:len(sizes)] += sizes
+    got = distance_histogram(core, src)
+    assert np.array_equal(got, want[:got.size]) and not want[got.size:].any()
+    assert np.array_equal(distance_histogram(core, [3, 3]), 2 * distance_histogram(core, [3]))

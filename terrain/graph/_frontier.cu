@@ -778,13 +778,14 @@ extern "C" __global__ void bitwise_seed(const long long* __restrict__ sources, i
 }
 
 // Fold level `level`'s next into seen and frontier (next is cleared for the following
-// level); OR of every new bit into *bits; with bounds, each new (source i, v) pair at
+// level); OR of every new bit into bits[0], their number (the (source, vertex) pairs at
+// distance `level`) into bits[1]; with bounds, each new (source i, v) pair at
 // distance `level` tightens v's bounds with ecc[i].
 extern "C" __global__ void __launch_bounds__(BS) bitwise_finish(
     u64* seen, u64* frontier, u64* next, i64 n, int level, const int* __restrict__ ecc,
     int* lower, int* upper, int with_bounds, u64* bits)
 {
-    u64 acc = 0;
+    u64 acc = 0, pairs = 0;
     for (i64 v = (i64)blockIdx.x * BS + threadIdx.x; v < n; v += (i64)gridDim.x * BS) {
         const u64 fresh = next[v];
         frontier[v] = fresh;
@@ -792,6 +793,7 @@ extern "C" __global__ void __launch_bounds__(BS) bitwise_finish(
         next[v] = 0;
         seen[v] |= fresh;
         acc |= fresh;
+        pairs += __popcll(fresh);
         if (with_bounds) {
             int lo = lower[v], up = upper[v];
             for (u64 m = fresh; m; m &= m - 1) {
@@ -803,6 +805,12 @@ extern "C" __global__ void __launch_bounds__(BS) bitwise_finish(
             upper[v] = up;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) acc |= __shfl_xor_sync(FULL, acc, o);
-    if ((threadIdx.x & 31) == 0 && acc) atomicOr(bits, acc);
+    for (int o = 16; o > 0; o >>= 1) {
+        acc |= __shfl_xor_sync(FULL, acc, o);
+        pairs += __shfl_xor_sync(FULL, pairs, o);
+    }
+    if ((threadIdx.x & 31) == 0 && acc) {
+        atomicOr(bits, acc);
+        atomicAdd(bits + 1, pairs);
+    }
 }

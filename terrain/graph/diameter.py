@@ -381,10 +381,20 @@ def sample_sources(n, k, seed=0):
 
 def distance_histogram(core, sources):
     """``hist[d]``: the (source, vertex) pairs at distance ``d``, summed over ``sources``
-    (one BFS each on the :class:`FrontierCore` ``core``; ``hist[0]`` counts the sources)."""
+    (on the :class:`FrontierCore` ``core``: bit-parallel BFS of up to ``BATCH`` distinct
+    sources at a time, or one BFS per source when ``sources`` repeats one; ``hist[0]``
+    counts the sources)."""
+    src = [int(s) for s in sources]
+    if len(set(src)) == len(src):
+        runs = []
+        for i in range(0, len(src), BATCH):
+            runs.append([])
+            core.bitwise_bfs(src[i:i + BATCH], pairs=runs[-1])
+    else:
+        runs = [traverse(core, [s]).level_sizes for s in src]
     hist = np.zeros(1, np.int64)
-    for s in sources:
-        sizes = np.asarray(traverse(core, [int(s)]).level_sizes, np.int64)
+    for sizes in runs:
+        sizes = np.asarray(sizes, np.int64)
         if sizes.size > hist.size:
             hist = np.pad(hist, (0, sizes.size - hist.size))
         hist[:sizes.size] += sizes

@@ -162,6 +162,7 @@ def _bitwise_seed_cpu(sources, seen, frontier, ecc, lower, upper, with_bounds):
 def _bitwise_finish_cpu(seen, frontier, nxt, level, ecc, lower, upper, with_bounds):
     acc = np.uint64(0)
     one = np.uint64(1)
+    pairs = 0
     for v in range(seen.shape[0]):
         fresh = nxt[v]
         frontier[v] = fresh
@@ -170,20 +171,18 @@ def _bitwise_finish_cpu(seen, frontier, nxt, level, ecc, lower, upper, with_boun
         nxt[v] = 0
         seen[v] |= fresh
         acc |= fresh
-        if with_bounds:
-            lo, up = lower[v], upper[v]
-            m = fresh
-            i = 0
-            while m:
-                if m & one:
+        m = fresh
+        i = 0
+        while m:
+            if m & one:
+                pairs += 1
+                if with_bounds:
                     e = ecc[i]
-                    lo = max(lo, max(level, e - level))
-                    up = min(up, e + level)
-                m >>= one
-                i += 1
-            lower[v] = lo
-            upper[v] = up
-    return acc
+                    lower[v] = max(lower[v], max(level, e - level))
+                    upper[v] = min(upper[v], e + level)
+            m >>= one
+            i += 1
+    return acc, pairs
 
 
 RELAX_FRINGE = 0
@@ -605,7 +604,7 @@ class FrontierCore:
                                      self.dist, level)
 
     # ------------------------------------------------------------------ bit-parallel BFS
-    def bitwise_bfs(self, sources, ecc=None, lower=None, upper=None):
+    def bitwise_bfs(self, sources, ecc=None, lower=None, upper=None, pairs=None):
         """Up to 64 BFS at once, one bit per source (see ``bitwise_pull`` in
         ``_frontier.cu``). Returns the sources' eccentricities (host int32 array) in their
         given order.
@@ -614,7 +613,8 @@ class FrontierCore:
         ``lower`` / ``upper`` on the backend, every vertex ``w`` reached at distance ``d``
         from source ``i`` gets ``lower[w] = max(lower[w], d, ecc[i] - d)`` and
         ``upper[w] = min(upper[w], ecc[i] + d)`` — the bounds 64 single BFS would leave.
-        Leaves ``self.dist`` alone.
+        With a list ``pairs``, appends the number of (source, vertex) pairs at distance
+        0, 1, 2, ... (the sum of the sources' level sizes). Leaves ``self.dist`` alone.
         """
         src = np.asarray(sources, dtype=np.int64)
         k = int(src.size)
@@ -629,7 +629,7 @@ class FrontierCore:
                 deg = self.indptr[1:] - self.indptr[:-1]
                 hubs = xp.flatnonzero(deg >= BITWISE_HUB_MIN).astype(self.index_dtype)
             self._bitwise = {"seen": xp.zeros(n, np.uint64), "frontier": xp.zeros(n, np.uint64),
-                             "next": xp.zeros(n, np.uint64), "bits": xp.zeros(1, np.uint64),
+                             "next": xp.zeros(n, np.uint64), "bits": xp.zeros(2, np.uint64),
                              "hubs": hubs}
         st = self._bitwise
         seen, frontier, nxt = st["seen"], st["frontier"], st["next"]
@@ -642,6 +642,8 @@ class FrontierCore:
             lower = upper = xp.zeros(1, np.int32)
         out = np.zeros(k, np.int32)
         level = 0
+        if pairs is not None:
+            pairs.append(k)
         if gpu:
             d_src = xp.asarray(src)
             self._k["bitwise_seed"]((1,), (64,), (d_src, np.int32(k), seen, frontier, d_ecc,
@@ -664,13 +666,16 @@ class FrontierCore:
                 self._k["bitwise_finish"](rb, (BLOCK,), (seen, frontier, nxt, np.int64(n),
                                                          np.int32(level), d_ecc, lower, upper,
                                                          np.int32(with_bounds), st["bits"]))
-                bits = int(st["bits"].get()[0])
+                bits, count = (int(x) for x in st["bits"].get())
             else:
                 _bitwise_pull_cpu(self.indptr, self.indices, frontier, seen, nxt, full)
-                bits = int(_bitwise_finish_cpu(seen, frontier, nxt, level, d_ecc, lower, upper,
-                                               with_bounds))
+                bits, count = _bitwise_finish_cpu(seen, frontier, nxt, level, d_ecc, lower,
+                                                  upper, with_bounds)
+                bits, count = int(bits), int(count)
             if bits == 0:
                 return out
+            if pairs is not None:
+                pairs.append(count)
             for i in range(k):
                 if bits >> i & 1:
                     out[i] = level
