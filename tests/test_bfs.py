@@ -140,9 +140,13 @@ def test_gpu_level_loops_match_cpu(loop, direction):
     from terrain.graph import FrontierCore
     from terrain.graph.bfs import traverse
     rmat = rmat_graph(14, 16, seed=5, backend="cpu")
+    tunings = [(1, 2048), (4, 64), (8, 2048), (32, 256)] if loop != "host" else [(1, 2048)]
     for g in (_hub_graph(), rmat, _as_int64(rmat), GRAPHS["path"], GRAPHS["disconnected"]):
         gpu, cpu = FrontierCore(g, "gpu"), FrontierCore(g, "cpu")
-        for sources in ([0], [int(np.argmax(g.degrees()))], [1, 7, g.n - 1], [g.n - 1]):
+        for (lanes, hub_min), sources in zip(tunings * 2, ([0], [int(np.argmax(g.degrees()))],
+                                                           [1, 7, g.n - 1], [g.n - 1],
+                                                           [3], [g.n // 2])):
+            gpu.bottomup_lanes, gpu.hub_min = lanes, hub_min
             got = traverse(gpu, sources, direction=direction, loop=loop)
             want = traverse(cpu, sources, direction=direction)
             assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), (g.name, sources)

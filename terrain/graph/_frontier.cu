@@ -508,6 +508,71 @@ __global__ void __launch_bounds__(BS) step_bottomup(
     }
 }
 
+// The same step with G lanes per unvisited vertex (G = 4, 8 or 32): a warp takes one
+// 32-vertex bitmask word, lists its unvisited vertices in shared memory, and its 32 / G
+// groups scan them G neighbours at a time (one 4*G-byte read per group, a group ballot for
+// the first hit): long rows that find no parent are scanned G times faster than by one
+// thread. The warp's claimed vertices are enqueued together at the end of the word.
+template <typename IT, int G>
+__global__ void __launch_bounds__(BS) step_bottomup_group(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    const unsigned* __restrict__ visited, unsigned* __restrict__ visited_next, u64* counters,
+    u64* ctrl, i64 n)
+{
+    __shared__ unsigned char s_list[WARPS][32];
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned group = lane / G, sub = lane % G;
+    const unsigned gmask = (G == 32) ? FULL : (((1u << (G % 32)) - 1u) << (group * G));
+    const i64 words = (n + 31) >> 5;
+    const i64 warps = ((i64)gridDim.x * BS) >> 5;
+    for (i64 word = ((i64)blockIdx.x * BS + threadIdx.x) >> 5; word < words; word += warps) {
+        const i64 v0 = word << 5;
+        const unsigned seen = visited[word];
+        const unsigned valid = (n - v0 >= 32) ? FULL : ((1u << (unsigned)(n - v0)) - 1u);
+        const unsigned todo = ~seen & valid;
+        if (todo & (1u << lane)) s_list[warp][__popc(todo & ((1u << lane) - 1u))] = lane;
+        __syncwarp();
+        const int count = __popc(todo);
+        unsigned found = 0;
+        for (int base = 0; base < count; base += 32 / G) {
+            const int r = base + (int)group;
+            const bool mine = r < count;
+            const i64 v = mine ? v0 + s_list[warp][r] : 0;
+            const i64 rs = mine ? indptr[v] : 0, re = mine ? indptr[v + 1] : 0;
+            bool hit = false;
+            for (i64 e = rs; e < re; e += G) {
+                bool b = false;
+                if (e + (i64)sub < re) {
+                    const IT u = indices[e + sub];
+                    b = (visited[u >> 5] >> (unsigned)(u & 31)) & 1u;
+                }
+                hit = (__ballot_sync(gmask, b) & gmask) != 0;
+                if (hit) break;
+            }
+            const unsigned hits = __ballot_sync(FULL, hit && sub == 0);
+            // lanes group*G of every group with a hit: the bit of its vertex
+            for (unsigned m = hits; m; m &= m - 1) {
+                const int g = (__ffs(m) - 1) / G;
+                found |= 1u << s_list[warp][base + g];
+            }
+        }
+        __syncwarp();
+        const bool ok = (found >> lane) & 1u;
+        i64 deg = 0;
+        if (ok) {
+            const i64 v = v0 + lane;
+            dist[v] = level + 1;
+            deg = indptr[v + 1] - indptr[v];
+        }
+        if (lane == 0) visited_next[word] = seen | found;
+        warp_enqueue(ok, (IT)(v0 + lane), deg, out, &nxt[0], &nxt[1]);
+    }
+}
+
 extern "C" __global__ void step_commit(unsigned* visited, const unsigned* visited_next,
                                        const u64* ctrl, i64 words)
 {

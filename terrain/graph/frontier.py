@@ -68,6 +68,7 @@ __all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
 HUB_MIN = 2048       # device level loop: lists from this length are spread over the grid
+BOTTOMUP_LANES = 1   # device level loop: lanes per unvisited vertex in bottom-up (1, 4, 8, 32)
 BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by the whole grid
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 8  # control words of the level loop (_frontier.cu)
 _RESIDENT_BLOCKS_PER_SM = 8
@@ -277,6 +278,17 @@ def _zero_parents_cpu(indptr, indices, weights, dist, hops, pred):
                 pred[v] = u
 
 
+_SM_COUNT = {}
+
+
+def _multiprocessors(cp):
+    """SM count of the current device (the properties query is slow: once per device)."""
+    dev = cp.cuda.Device().id
+    if dev not in _SM_COUNT:
+        _SM_COUNT[dev] = cp.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
+    return _SM_COUNT[dev]
+
+
 # --------------------------------------------------------------------------- the core
 
 class FrontierCore:
@@ -341,6 +353,9 @@ class FrontierCore:
             "step_hubs": f"step_hubs<{it}>",
             "step_bottomup": f"step_bottomup<{it}>",
             "step_commit": "step_commit",
+            "step_bottomup:4": f"step_bottomup_group<{it}, 4>",
+            "step_bottomup:8": f"step_bottomup_group<{it}, 8>",
+            "step_bottomup:32": f"step_bottomup_group<{it}, 32>",
             "step_seed": f"step_seed<{it}>",
             "bitwise_pull": f"bitwise_pull<{it}>",
             "bitwise_pull_hubs": f"bitwise_pull_hubs<{it}>",
@@ -357,17 +372,20 @@ class FrontierCore:
         self.counters = cp.zeros(4 * SLOTS, np.uint64)
         self._pinned = cp.cuda.alloc_pinned_memory(4 * SLOTS * 8)
         self._host_counters = np.frombuffer(self._pinned, np.uint64, 4 * SLOTS)
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        self.resident_blocks = props["multiProcessorCount"] * _RESIDENT_BLOCKS_PER_SM
+        self.resident_blocks = _multiprocessors(cp) * _RESIDENT_BLOCKS_PER_SM
         self.resident_threads = self.resident_blocks * BLOCK
         self._loop = None
         self.graph_error = None  # why CUDA-graph capture failed, if it did
+        # device level loop tunables (part of the captured graphs' keys)
+        self.hub_min = HUB_MIN
+        self.bottomup_lanes = BOTTOMUP_LANES
+        self.profile = None  # a list: (kernel name, event) recorded after every launch
 
     # ------------------------------------------------------------------ device level loop
     def _init_loop(self):
         cp = self.backend.xp
         n = max(self.n, 1)
-        pinned_src = cp.cuda.alloc_pinned_memory(8 * (n + 1))
+        pinned_src = cp.cuda.alloc_pinned_memory(8 * 65)
         pinned_ctrl = cp.cuda.alloc_pinned_memory(8 * _C_WORDS)
         self._loop = {
             "ctrl": cp.zeros(_C_WORDS, np.uint64),
@@ -375,7 +393,7 @@ class FrontierCore:
             "hub_q": cp.empty(n, self.index_dtype),
             "src": cp.zeros(n + 1, np.int64),
             "pinned": (pinned_src, pinned_ctrl),
-            "host_src": np.frombuffer(pinned_src, np.int64, n + 1),
+            "host_src": np.frombuffer(pinned_src, np.int64, 65),
             "host_ctrl": np.frombuffer(pinned_ctrl, np.uint64, _C_WORDS),
             "stream": cp.cuda.Stream(non_blocking=True),
             "graphs": {},
@@ -396,22 +414,33 @@ class FrontierCore:
         rb = (self.resident_blocks,)
         words = np.int64((self.n + 31) // 32)
         q0, q1 = self.queues
+        mark = self._mark
+        lanes = self.bottomup_lanes
         for _ in range(steps):
             self._k["step_decide"]((1,), (32,), (self.counters, lp["ctrl"], np.int64(self.n),
                                                  np.int64(self.nnz), np.int32(mode),
                                                  np.int32(alpha), np.int32(beta)))
+            mark("decide")
             self._k["step_topdown"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
                                                    self.visited, self.counters, lp["ctrl"],
-                                                   lp["hub_q"], np.int64(HUB_MIN)))
+                                                   lp["hub_q"], np.int64(self.hub_min)))
+            mark("topdown")
             self._k["step_hubs"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
                                                 self.visited, self.counters, lp["ctrl"],
                                                 lp["hub_q"]))
-            self._k["step_bottomup"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1,
-                                                    self.dist, self.visited, lp["visited_next"],
-                                                    self.counters, lp["ctrl"],
-                                                    np.int64(self.n)))
+            mark("hubs")
+            self._k["step_bottomup" if lanes == 1 else f"step_bottomup:{lanes}"](
+                rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist, self.visited,
+                               lp["visited_next"], self.counters, lp["ctrl"], np.int64(self.n)))
+            mark("bottomup")
             self._k["step_commit"]((self._blocks(int(words)),), (BLOCK,),
                                    (self.visited, lp["visited_next"], lp["ctrl"], words))
+            mark("commit")
+
+    def _mark(self, name):
+        """Profiling (direct launches only): an event after the kernel just launched."""
+        if self.profile is not None:
+            self.profile.append((name, self._loop["stream"].record()))
 
     def _launch(self, key, enqueue, use_graph):
         """Run ``enqueue`` on the loop's stream: replayed from a captured CUDA graph (captured
@@ -465,6 +494,10 @@ class FrontierCore:
         lp = self._loop
         src = np.unique(np.asarray(sources, dtype=np.int64))
         k = int(src.size)
+        if lp["host_src"].size < k + 1:  # many sources: a larger pinned staging buffer
+            buf = cp.cuda.alloc_pinned_memory(8 * (k + 1))
+            lp["pinned"] = (buf, lp["pinned"][1])
+            lp["host_src"] = np.frombuffer(buf, np.int64, k + 1)
         lp["host_src"][0] = k
         lp["host_src"][1:k + 1] = src
         stream = lp["stream"]
@@ -479,7 +512,9 @@ class FrontierCore:
             self._enqueue_seed(seed_blocks)
             self._enqueue_steps(first_steps, mode, alpha, beta)
 
-        self._launch(("first", first_steps, seed_blocks, mode, alpha, beta), first, use_graph)
+        tune = (self.hub_min, self.bottomup_lanes)
+        self._launch(("first", first_steps, seed_blocks, mode, alpha, beta) + tune, first,
+                     use_graph)
         sizes, degs, ops = [], [], []
         while True:
             ring, ctrl = self._read_loop()
@@ -496,7 +531,7 @@ class FrontierCore:
             if not active:
                 return sizes, degs, ops
             steps = more_steps
-            self._launch(("more", steps, mode, alpha, beta),
+            self._launch(("more", steps, mode, alpha, beta) + tune,
                          lambda: self._enqueue_steps(steps, mode, alpha, beta), use_graph)
             more_steps = min(2 * more_steps, SLOTS - 8)  # long traversals: fewer read-backs
 
