@@ -143,7 +143,7 @@ def test_gpu_level_loops_match_cpu(loop, direction):
     tunings = [(1, 2048), (4, 64), (8, 2048), (32, 256)] if loop != "host" else [(1, 2048)]
     for g in (_hub_graph(), rmat, _as_int64(rmat), GRAPHS["path"], GRAPHS["disconnected"]):
         gpu, cpu = FrontierCore(g, "gpu"), FrontierCore(g, "cpu")
-        for (lanes, hub_min), sources in zip(tunings * 2, ([0], [int(np.argmax(g.degrees()))],
+        for (lanes, hub_min), sources in zip(tunings * 6, ([0], [int(np.argmax(g.degrees()))],
                                                            [1, 7, g.n - 1], [g.n - 1],
                                                            [3], [g.n // 2])):
             gpu.bottomup_lanes, gpu.hub_min = lanes, hub_min
