@@ -98,7 +98,8 @@ def _traverse_device(core, sources, direction, use_graph):
     first = getattr(core, "_levels_hint", DEVICE_FIRST_STEPS)
     sizes, degs, ops = core.run_levels(sources, mode, ALPHA, BETA, first, DEVICE_MORE_STEPS,
                                        use_graph)
-    core._levels_hint = max(2, min(len(sizes), DEVICE_MAX_FIRST_STEPS))
+    # rounded up to a multiple of 4: few distinct captured graphs per core
+    core._levels_hint = max(4, min(-(-len(sizes) // 4) * 4, DEVICE_MAX_FIRST_STEPS))
     names = {1: "fused", 2: "bottom-up"}
     return TraversalStats(sizes, degs, [names[o] for o in ops])
 

@@ -362,13 +362,13 @@ def _farthest_and_path(graph, dist, ecc):
 
 def _farthest_and_path_on(core, dist, ecc):
     """:func:`_farthest_and_path` from device labels: the same vertices, through the
-    deterministic predecessors of :meth:`FrontierCore.parents` (one pass, then ``ecc``
-    host lookups in the downloaded array)."""
+    deterministic predecessors of :meth:`FrontierCore.parents` (one pass on the device,
+    then ``ecc`` scalar reads)."""
     xp = core.backend.xp
     t = int(xp.flatnonzero(dist == ecc)[0])
-    pred = core.backend.to_numpy(core.parents(dist))
+    pred = core.parents(dist)
     path = [t]
-    while pred[path[-1]] >= 0:
+    for _ in range(ecc):  # ecc scalar reads, not an n-sized download
         path.append(int(pred[path[-1]]))
     return t, path[::-1]
 
