@@ -55,6 +55,7 @@ LOOPS = ("graph", "device", "host")
 DEVICE_FIRST_STEPS = 8       # levels of the first launch of the device loop (no hint yet)
 DEVICE_MAX_FIRST_STEPS = 32
 DEVICE_MORE_STEPS = 8        # levels per further launch
+DEVICE_ALPHA, DEVICE_BETA = ALPHA, BETA  # Beamer's thresholds of the device loop
 
 
 @dataclass
@@ -96,8 +97,8 @@ def _traverse_device(core, sources, direction, use_graph):
     the first launch covers as many levels as the last traversal on this core needed."""
     mode = {"auto": 0, "top-down": 1, "bottom-up": 2}[direction]
     first = getattr(core, "_levels_hint", DEVICE_FIRST_STEPS)
-    sizes, degs, ops = core.run_levels(sources, mode, ALPHA, BETA, first, DEVICE_MORE_STEPS,
-                                       use_graph)
+    sizes, degs, ops = core.run_levels(sources, mode, DEVICE_ALPHA, DEVICE_BETA, first,
+                                       DEVICE_MORE_STEPS, use_graph)
     # rounded up to a multiple of 4: few distinct captured graphs per core
     core._levels_hint = max(4, min(-(-len(sizes) // 4) * 4, DEVICE_MAX_FIRST_STEPS))
     names = {1: "fused", 2: "bottom-up"}
