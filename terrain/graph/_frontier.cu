@@ -352,7 +352,7 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
 }
 
 // ------------------------------------------------------------------ device-driven level loop
-// A whole BFS without the host in the loop: every step is the same five launches, so a
+// A whole BFS without the host in the loop: every step is the same four launches, so a
 // stream of steps can be captured once into a CUDA graph and replayed per BFS. A step reads
 // what to do from `ctrl` on the device:
 //   step_decide    (one thread) advances to the level the last step built, stops when that
@@ -360,12 +360,13 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
 //   step_topdown   expand-contract (topdown_tiles) when the step goes top-down; hub lists
 //                  go to the hub queue;
 //   step_hubs      the hub lists, each spread over the whole grid in chunks of BS edges;
-//   step_bottomup  bottom-up over a snapshot of the visited bitmask: an unvisited vertex's
+//   step_bottomup  bottom-up over the current visited bitmask: an unvisited vertex's
 //                  visited neighbours all sit on the current level (else it would have been
 //                  reached earlier), so the bitmask alone is the frontier and the scan reads
 //                  one bit per neighbour (an n/8-byte array that lives in L2) and stops at
-//                  the first hit; every warp writes its own 32-vertex word of the new bitmask;
-//   step_commit    copies the new bitmask back after a bottom-up step.
+//                  the first hit; every warp writes its own 32-vertex word of the *other*
+//                  bitmask (no atomics, no torn reads), and the next step_decide makes that
+//                  one current (ctrl[C_VIS]).
 // Inactive kernels return at once. Slot L+1 gets {count, degree sum, 0, operator} with
 // operator 1 = top-down, 2 = bottom-up, so the host rebuilds the statistics from one read.
 
@@ -376,6 +377,7 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
 #define C_PREV 4
 #define C_HUBS 5
 #define C_STARTED 6
+#define C_VIS 7  // which of the two bitmasks is current (bottom-up writes the other)
 #define C_WORDS 8
 
 #define DIR_AUTO 0
@@ -391,6 +393,7 @@ extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz,
         ctrl[C_EXPLORED] = level_slot(counters, 0)[1];
         ctrl[C_BOTTOM] = mode == DIR_BOTTOMUP;
     } else if (ctrl[C_ACTIVE]) {
+        if (ctrl[C_BOTTOM]) ctrl[C_VIS] ^= 1;  // the bottom-up step wrote the other bitmask
         const int done = (int)ctrl[C_LEVEL];
         ctrl[C_PREV] = level_slot(counters, done)[0];
         ctrl[C_LEVEL] = done + 1;
@@ -420,10 +423,11 @@ extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz,
 template <typename IT>
 __global__ void __launch_bounds__(BS) step_topdown(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
 {
     if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
     const int level = (int)ctrl[C_LEVEL];
+    unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
     u64* cur = level_slot(counters, level);
     u64* nxt = level_slot(counters, level + 1);
     topdown_tiles<IT, true>(indptr, indices, (level & 1) ? q1 : q0, cur[0], (level & 1) ? q0 : q1,
@@ -434,13 +438,15 @@ __global__ void __launch_bounds__(BS) step_topdown(
 template <typename IT>
 __global__ void __launch_bounds__(BS) step_hubs(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited, u64* counters, u64* ctrl, const IT* __restrict__ hub_q)
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
+    const IT* __restrict__ hub_q)
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
     if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
     const u64 hubs = ctrl[C_HUBS];
     if (hubs == 0) return;
+    unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
     const int level = (int)ctrl[C_LEVEL];
     u64* nxt = level_slot(counters, level + 1);
     IT* out = (level & 1) ? q0 : q1;
@@ -471,12 +477,13 @@ __global__ void __launch_bounds__(BS) step_hubs(
 template <typename IT>
 __global__ void __launch_bounds__(BS) step_bottomup(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    const unsigned* __restrict__ visited, unsigned* __restrict__ visited_next, u64* counters,
-    u64* ctrl, i64 n)
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
     if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
+    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
     const int level = (int)ctrl[C_LEVEL];
     u64* nxt = level_slot(counters, level + 1);
     IT* out = (level & 1) ? q0 : q1;
@@ -516,11 +523,12 @@ __global__ void __launch_bounds__(BS) step_bottomup(
 template <typename IT, int G>
 __global__ void __launch_bounds__(BS) step_bottomup_group(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    const unsigned* __restrict__ visited, unsigned* __restrict__ visited_next, u64* counters,
-    u64* ctrl, i64 n)
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
 {
     __shared__ unsigned char s_list[WARPS][32];
     if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
+    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
     const int level = (int)ctrl[C_LEVEL];
     u64* nxt = level_slot(counters, level + 1);
     IT* out = (level & 1) ? q0 : q1;
@@ -571,15 +579,6 @@ __global__ void __launch_bounds__(BS) step_bottomup_group(
         if (lane == 0) visited_next[word] = seen | found;
         warp_enqueue(ok, (IT)(v0 + lane), deg, out, &nxt[0], &nxt[1]);
     }
-}
-
-extern "C" __global__ void step_commit(unsigned* visited, const unsigned* visited_next,
-                                       const u64* ctrl, i64 words)
-{
-    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < words;
-         i += (i64)gridDim.x * blockDim.x)
-        visited[i] = visited_next[i];
 }
 
 // Sources of the captured loop: src[0] = k, src[1..k] the sources (unique).

@@ -21,11 +21,12 @@ builds the next frontier:
 
 That is the **host loop** (``loop='host'``). The GPU default is the **device-driven loop**
 (``loop='graph'``): the same rule evaluated by a one-thread kernel on the device's counters,
-each level the same five launches (decide; fused top-down with adjacency lists of
+each level the same four launches (decide; fused top-down with adjacency lists of
 ``frontier.HUB_MIN`` edges or more deferred to a kernel that spreads each over the whole
 grid; bottom-up over the visited *bitmask* — an unvisited vertex's visited neighbours are
 all on the current level, so one bit per neighbour is the whole frontier test, and the scan
-stops at the first hit; bitmask commit), captured once into a CUDA graph and replayed per
+stops at the first hit; it writes the other of two bitmasks), captured once into a CUDA
+graph and replayed per
 traversal. The host reads the counter ring once per launch of ``DEVICE_MORE_STEPS`` levels
 (the first launch covers as many levels as the last traversal needed), instead of once per
 level. ``loop='device'`` launches the same kernels without the graph.

@@ -27,8 +27,9 @@ operators that each turn the frontier of one level into the next, in the spirit 
 ``run_levels`` (GPU)
     a whole traversal driven by the device: per level a decide kernel (Beamer's rule on
     the counters), fused top-down with hub lists spread over the grid, bottom-up over the
-    visited bitmask (the bitmask is the frontier for an unvisited vertex), a bitmask
-    commit; captured once into a CUDA graph and replayed (``step_*`` in ``_frontier.cu``).
+    visited bitmask (the bitmask is the frontier for an unvisited vertex; it writes the
+    other of two bitmasks); captured once into a CUDA graph and replayed (``step_*`` in
+    ``_frontier.cu``).
 ``bitwise_bfs``
     up to 64 BFS in one pass, a uint64 per vertex (bit i: source i): eccentricities, and
     with them the Takes-Kosters bounds of every vertex (``bitwise_*``).
@@ -352,7 +353,6 @@ class FrontierCore:
             "step_topdown": f"step_topdown<{it}>",
             "step_hubs": f"step_hubs<{it}>",
             "step_bottomup": f"step_bottomup<{it}>",
-            "step_commit": "step_commit",
             "step_bottomup:4": f"step_bottomup_group<{it}, 4>",
             "step_bottomup:8": f"step_bottomup_group<{it}, 8>",
             "step_bottomup:32": f"step_bottomup_group<{it}, 32>",
@@ -412,7 +412,6 @@ class FrontierCore:
     def _enqueue_steps(self, steps, mode, alpha, beta):
         lp = self._loop
         rb = (self.resident_blocks,)
-        words = np.int64((self.n + 31) // 32)
         q0, q1 = self.queues
         mark = self._mark
         lanes = self.bottomup_lanes
@@ -421,21 +420,18 @@ class FrontierCore:
                                                  np.int64(self.nnz), np.int32(mode),
                                                  np.int32(alpha), np.int32(beta)))
             mark("decide")
+            vis = (self.visited, lp["visited_next"])
             self._k["step_topdown"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
-                                                   self.visited, self.counters, lp["ctrl"],
+                                                   *vis, self.counters, lp["ctrl"],
                                                    lp["hub_q"], np.int64(self.hub_min)))
             mark("topdown")
             self._k["step_hubs"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
-                                                self.visited, self.counters, lp["ctrl"],
-                                                lp["hub_q"]))
+                                                *vis, self.counters, lp["ctrl"], lp["hub_q"]))
             mark("hubs")
             self._k["step_bottomup" if lanes == 1 else f"step_bottomup:{lanes}"](
-                rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist, self.visited,
-                               lp["visited_next"], self.counters, lp["ctrl"], np.int64(self.n)))
+                rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist, *vis,
+                               self.counters, lp["ctrl"], np.int64(self.n)))
             mark("bottomup")
-            self._k["step_commit"]((self._blocks(int(words)),), (BLOCK,),
-                                   (self.visited, lp["visited_next"], lp["ctrl"], words))
-            mark("commit")
 
     def _mark(self, name):
         """Profiling (direct launches only): an event after the kernel just launched."""
