@@ -140,19 +140,20 @@ def test_gpu_level_loops_match_cpu(loop, direction):
     from terrain.graph import FrontierCore
     from terrain.graph.bfs import traverse
     rmat = rmat_graph(14, 16, seed=5, backend="cpu")
-    tunings = [(1, 2048), (4, 64), (8, 2048), (32, 256)] if loop != "host" else [(1, 2048)]
+    tunings = ([(1, 2048, False), (4, 64, False), (8, 2048, False), (32, 256, False),
+                (1, 512, True), (1, 64, True)] if loop != "host" else [(1, 512, False)])
     for g in (_hub_graph(), rmat, _as_int64(rmat), GRAPHS["path"], GRAPHS["disconnected"]):
         gpu, cpu = FrontierCore(g, "gpu"), FrontierCore(g, "cpu")
-        for (lanes, hub_min), sources in zip(tunings * 6, ([0], [int(np.argmax(g.degrees()))],
-                                                           [1, 7, g.n - 1], [g.n - 1],
-                                                           [3], [g.n // 2])):
-            gpu.bottomup_lanes, gpu.hub_min = lanes, hub_min
-            got = traverse(gpu, sources, direction=direction, loop=loop)
+        for sources in ([0], [int(np.argmax(g.degrees()))], [1, 7, g.n - 1], [g.n // 2]):
             want = traverse(cpu, sources, direction=direction)
-            assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), (g.name, sources)
             assert np.array_equal(cpu.dist, _oracle(g, sources))
-            assert got.level_sizes == want.level_sizes
-            assert got.level_edges == want.level_edges
-            if direction != "auto":
-                assert set(got.operators) <= ({"bottom-up"} if direction == "bottom-up"
-                                              else {"fused", "balanced"})
+            for lanes, hub_min, fused in tunings:
+                gpu.bottomup_lanes, gpu.hub_min, gpu.fused_steps = lanes, hub_min, fused
+                got = traverse(gpu, sources, direction=direction, loop=loop)
+                assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), \
+                    (g.name, sources, lanes, hub_min, fused)
+                assert got.level_sizes == want.level_sizes
+                assert got.level_edges == want.level_edges
+                if direction != "auto":
+                    assert set(got.operators) <= ({"bottom-up"} if direction == "bottom-up"
+                                                  else {"fused", "balanced"})

@@ -51,8 +51,9 @@ extern "C" __global__ void prune_candidates(unsigned char* __restrict__ cand,
 // ran in, the same as the sequential twin's (_component_roots_cpu).
 
 template <typename IT>
-__device__ __forceinline__ IT find_root(IT* parent, IT v)
+__device__ __forceinline__ IT find_root(IT* parent_, IT v)
 {
+    volatile IT* parent = parent_;  // other threads hook and halve concurrently: no caching
     while (true) {
         const IT p = parent[v];
         if (p == v) return v;
@@ -112,4 +113,23 @@ __global__ void flatten_parents(IT* parent, long long n)
     for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < n;
          v += (long long)gridDim.x * blockDim.x)
         parent[v] = find_root(parent, (IT)v);
+}
+
+// Safety net: any edge whose ends carry different labels after flatten_parents sets *missed
+// (hooks only ever join vertices of one component, so a miss can only leave a component
+// split; the host then hooks and flattens again).
+template <typename IT>
+__global__ void check_components(const long long* __restrict__ indptr,
+                                 const IT* __restrict__ indices, const IT* __restrict__ parent,
+                                 long long n, unsigned long long* missed)
+{
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    for (long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < n;
+         u += warps) {
+        const IT pu = parent[u];
+        const long long re = indptr[u + 1];
+        for (long long e = indptr[u] + lane; e < re; e += 32)
+            if (parent[indices[e]] != pu) *missed = 1;
+    }
 }

@@ -378,29 +378,31 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
 #define C_HUBS 5
 #define C_STARTED 6
 #define C_VIS 7  // which of the two bitmasks is current (bottom-up writes the other)
-#define C_WORDS 8
+#define C_DONE 8  // blocks of step_hubs_decide that have finished (fused steps)
+#define C_WORDS 16
 
 #define DIR_AUTO 0
 #define DIR_TOPDOWN 1
 #define DIR_BOTTOMUP 2
 
-extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz, int mode,
-                                       int alpha, int beta)
+// One thread: the decision for the next step (volatile: in the fused steps the last block
+// of step_hubs_decide runs it on counters other blocks have just written).
+__device__ void decide_step(volatile u64* counters, volatile u64* ctrl, i64 n, i64 nnz,
+                            int mode, int alpha, int beta)
 {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (!ctrl[C_STARTED]) {
         ctrl[C_STARTED] = 1;
-        ctrl[C_EXPLORED] = level_slot(counters, 0)[1];
+        ctrl[C_EXPLORED] = counters[1];
         ctrl[C_BOTTOM] = mode == DIR_BOTTOMUP;
     } else if (ctrl[C_ACTIVE]) {
         if (ctrl[C_BOTTOM]) ctrl[C_VIS] ^= 1;  // the bottom-up step wrote the other bitmask
         const int done = (int)ctrl[C_LEVEL];
-        ctrl[C_PREV] = level_slot(counters, done)[0];
+        ctrl[C_PREV] = counters[4 * (done % SLOTS)];
         ctrl[C_LEVEL] = done + 1;
-        ctrl[C_EXPLORED] += level_slot(counters, done + 1)[1];
+        ctrl[C_EXPLORED] += counters[4 * ((done + 1) % SLOTS) + 1];
     }
     const int level = (int)ctrl[C_LEVEL];
-    const u64 nf = level_slot(counters, level)[0], mf = level_slot(counters, level)[1];
+    const u64 nf = counters[4 * (level % SLOTS)], mf = counters[4 * (level % SLOTS) + 1];
     if (nf == 0) {
         ctrl[C_ACTIVE] = 0;
         return;
@@ -415,17 +417,23 @@ extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz,
     ctrl[C_BOTTOM] = bottom;
     ctrl[C_ACTIVE] = 1;
     ctrl[C_HUBS] = 0;
-    u64* nxt = level_slot(counters, level + 1);
+    volatile u64* nxt = counters + 4 * ((level + 1) % SLOTS);
     nxt[0] = nxt[1] = nxt[2] = 0;
     nxt[3] = bottom ? 2 : 1;
 }
 
+extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz, int mode,
+                                       int alpha, int beta)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
+}
+
 template <typename IT>
-__global__ void __launch_bounds__(BS) step_topdown(
+__device__ __forceinline__ void topdown_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
 {
-    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
     const int level = (int)ctrl[C_LEVEL];
     unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
     u64* cur = level_slot(counters, level);
@@ -436,16 +444,23 @@ __global__ void __launch_bounds__(BS) step_topdown(
 }
 
 template <typename IT>
-__global__ void __launch_bounds__(BS) step_hubs(
+__global__ void __launch_bounds__(BS) step_topdown(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
+{
+    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
+    topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
+                     hub_min);
+}
+
+template <typename IT>
+__device__ __forceinline__ void hubs_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
-    const IT* __restrict__ hub_q)
+    const IT* __restrict__ hub_q, u64 hubs)
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
-    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
-    const u64 hubs = ctrl[C_HUBS];
-    if (hubs == 0) return;
     unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
     const int level = (int)ctrl[C_LEVEL];
     u64* nxt = level_slot(counters, level + 1);
@@ -475,13 +490,25 @@ __global__ void __launch_bounds__(BS) step_hubs(
 }
 
 template <typename IT>
-__global__ void __launch_bounds__(BS) step_bottomup(
+__global__ void __launch_bounds__(BS) step_hubs(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
+    const IT* __restrict__ hub_q)
+{
+    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
+    const u64 hubs = ctrl[C_HUBS];
+    if (hubs == 0) return;
+    hubs_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
+                  hubs);
+}
+
+template <typename IT>
+__device__ __forceinline__ void bottomup_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
-    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
     const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
     unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
     const int level = (int)ctrl[C_LEVEL];
@@ -512,6 +539,57 @@ __global__ void __launch_bounds__(BS) step_bottomup(
         if (lane == 0 && v < n) visited_next[word] = seen | ballot;
         block_enqueue(ok, (IT)v, deg, out, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase,
                       &s_base);
+    }
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_bottomup(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+}
+
+// Fused steps (two launches per level): step_advance runs the chosen direction,
+// step_hubs_decide the hub lists and then, in the last block to finish, decide_step for the
+// next level (the "last block" pattern: each block fences its writes and counts itself out).
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_advance(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min,
+    i64 n)
+{
+    if (!ctrl[C_ACTIVE]) return;
+    if (ctrl[C_BOTTOM])
+        bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+    else
+        topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                         hub_q, hub_min);
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_hubs_decide(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
+    const IT* __restrict__ hub_q, i64 n, i64 nnz, int mode, int alpha, int beta)
+{
+    __shared__ int s_last;
+    const u64 hubs = ctrl[C_ACTIVE] && !ctrl[C_BOTTOM] ? ctrl[C_HUBS] : 0;
+    if (hubs)
+        hubs_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
+                      hubs);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        s_last = atomicAdd(&ctrl[C_DONE], 1ull) == (u64)gridDim.x - 1;
+    }
+    __syncthreads();
+    if (s_last && threadIdx.x == 0) {
+        __threadfence();
+        ((volatile u64*)ctrl)[C_DONE] = 0;
+        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
+        __threadfence();
     }
 }
 

@@ -196,7 +196,7 @@ def _diameter_kernels(backend, index_dtype):
     it = "int" if np.dtype(index_dtype) == np.int32 else "long long"
     names = {"update": "update_bounds", "prune": "prune_candidates",
              "init": f"init_parents<{it}>", "hook": f"hook_edges<{it}>",
-             "flatten": f"flatten_parents<{it}>"}
+             "flatten": f"flatten_parents<{it}>", "check": f"check_components<{it}>"}
     module = backend.cuda_module(_DIAMETER_CU, name_expressions=tuple(names.values()))
     return {k: module.get_function(v) for k, v in names.items()}
 
@@ -222,10 +222,16 @@ def component_roots(indptr, indices, backend=None):
     grid = (max(1, min(4096, -(-n // BLOCK))),)
     n64 = np.int64(n)
     k["init"](grid, (BLOCK,), (parent, n64))
-    k["hook"]((max(1, min(65536, -(-n * 32 // BLOCK))),), (BLOCK,),
-              (indptr, indices, parent, n64))
-    k["flatten"](grid, (BLOCK,), (parent, n64))
-    return parent
+    warp_grid = (max(1, min(65536, -(-n * 32 // BLOCK))),)
+    missed = b.xp.zeros(1, np.uint64)
+    for _ in range(64):
+        k["hook"](warp_grid, (BLOCK,), (indptr, indices, parent, n64))
+        k["flatten"](grid, (BLOCK,), (parent, n64))
+        missed.fill(0)
+        k["check"](warp_grid, (BLOCK,), (indptr, indices, parent, n64, missed))
+        if not int(missed.get()[0]):
+            return parent
+    raise RuntimeError("component_roots: labels did not settle")
 
 
 def largest_component_on(graph, backend=None):

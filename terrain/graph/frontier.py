@@ -68,10 +68,11 @@ __all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
 
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
-HUB_MIN = 2048       # device level loop: lists from this length are spread over the grid
+HUB_MIN = 512        # device level loop: lists from this length are spread over the grid
 BOTTOMUP_LANES = 1   # device level loop: lanes per unvisited vertex in bottom-up (1, 4, 8, 32)
 BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by the whole grid
-_C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 8  # control words of the level loop (_frontier.cu)
+_C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the level loop (_frontier.cu)
+FUSED_STEPS = False  # device level loop: two launches per level (see step_advance)
 _RESIDENT_BLOCKS_PER_SM = 8
 
 
@@ -353,6 +354,8 @@ class FrontierCore:
             "step_topdown": f"step_topdown<{it}>",
             "step_hubs": f"step_hubs<{it}>",
             "step_bottomup": f"step_bottomup<{it}>",
+            "step_advance": f"step_advance<{it}>",
+            "step_hubs_decide": f"step_hubs_decide<{it}>",
             "step_bottomup:4": f"step_bottomup_group<{it}, 4>",
             "step_bottomup:8": f"step_bottomup_group<{it}, 8>",
             "step_bottomup:32": f"step_bottomup_group<{it}, 32>",
@@ -379,6 +382,7 @@ class FrontierCore:
         # device level loop tunables (part of the captured graphs' keys)
         self.hub_min = HUB_MIN
         self.bottomup_lanes = BOTTOMUP_LANES
+        self.fused_steps = FUSED_STEPS
         self.profile = None  # a list: (kernel name, event) recorded after every launch
 
     # ------------------------------------------------------------------ device level loop
@@ -409,17 +413,36 @@ class FrontierCore:
                              (self.indptr, lp["src"], self.queues[0], self.dist, self.visited,
                               self.counters))
 
+    def _fused(self):
+        return self.fused_steps and self.bottomup_lanes == 1
+
+    def _enqueue_decide(self, mode, alpha, beta):
+        self._k["step_decide"]((1,), (32,), (self.counters, self._loop["ctrl"], np.int64(self.n),
+                                             np.int64(self.nnz), np.int32(mode),
+                                             np.int32(alpha), np.int32(beta)))
+        self._mark("decide")
+
     def _enqueue_steps(self, steps, mode, alpha, beta):
         lp = self._loop
         rb = (self.resident_blocks,)
         q0, q1 = self.queues
         mark = self._mark
         lanes = self.bottomup_lanes
+        if self._fused():  # the decide of each level runs at the end of the one before
+            vis = (self.visited, lp["visited_next"])
+            for _ in range(steps):
+                self._k["step_advance"](rb, (BLOCK,), (
+                    self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
+                    lp["ctrl"], lp["hub_q"], np.int64(self.hub_min), np.int64(self.n)))
+                mark("advance")
+                self._k["step_hubs_decide"](rb, (BLOCK,), (
+                    self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
+                    lp["ctrl"], lp["hub_q"], np.int64(self.n), np.int64(self.nnz),
+                    np.int32(mode), np.int32(alpha), np.int32(beta)))
+                mark("hubs_decide")
+            return
         for _ in range(steps):
-            self._k["step_decide"]((1,), (32,), (self.counters, lp["ctrl"], np.int64(self.n),
-                                                 np.int64(self.nnz), np.int32(mode),
-                                                 np.int32(alpha), np.int32(beta)))
-            mark("decide")
+            self._enqueue_decide(mode, alpha, beta)
             vis = (self.visited, lp["visited_next"])
             self._k["step_topdown"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
                                                    *vis, self.counters, lp["ctrl"],
@@ -504,18 +527,24 @@ class FrontierCore:
         more_steps = max(1, min(int(more_steps), SLOTS - 8))
         seed_blocks = self._blocks(k)
 
+        fused = self._fused()
+
         def first():
             self._enqueue_seed(seed_blocks)
+            if fused:
+                self._enqueue_decide(mode, alpha, beta)
             self._enqueue_steps(first_steps, mode, alpha, beta)
 
-        tune = (self.hub_min, self.bottomup_lanes)
+        tune = (self.hub_min, self.bottomup_lanes, fused)
         self._launch(("first", first_steps, seed_blocks, mode, alpha, beta) + tune, first,
                      use_graph)
         sizes, degs, ops = [], [], []
         while True:
             ring, ctrl = self._read_loop()
             level, active = int(ctrl[_C_LEVEL]), int(ctrl[_C_ACTIVE])
-            last = level + 1 if active else level - 1  # last level whose slot is final
+            # the last level whose slot is final: fused steps end with the next level's
+            # decide (level is the one to build from), the others with a step's launches
+            last = (level if fused else level + 1) if active else level - 1
             for lv in range(len(sizes), last + 1):
                 slot = ring[lv % SLOTS]
                 if int(slot[0]) == 0:
