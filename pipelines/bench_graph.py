@@ -161,6 +161,11 @@ def bench_bfs_command(args):
         _report("direction-optimising, graph loop", _time_terrain(core, sources))
         if core.graph_error:
             print(f"  (CUDA graph capture failed, direct launches: {core.graph_error})")
+        fused = core.fused_steps
+        core.fused_steps = not fused
+        _report(f"direction-optimising, graph loop, fused steps {not fused}",
+                _time_terrain(core, sources))
+        core.fused_steps = fused
         _report("direction-optimising, device loop",
                 _time_terrain(core, sources, loop="device"))
         _report("direction-optimising, host loop", _time_terrain(core, sources, loop="host"))
@@ -268,6 +273,14 @@ def bench_diameter_command(args):
         _sync(b)
         print(f"  terrain {name:<4} diameter(component) one call {time.perf_counter() - t0:9.3f} s",
               flush=True)
+        if b.is_gpu:  # the bounding's BFS launched directly: no CUDA graph to capture per core
+            import importlib
+            dm = importlib.import_module("terrain.graph.diameter")
+            dm.BOUND_LOOP = "device"
+            r, t = _timed_phases(lcc, b)
+            dm.BOUND_LOOP = None
+            print(f"  terrain gpu  component, direct launches: bounding "
+                  f"{t['bounding'] * 1e3:.1f} ms ({r.bfs_count} BFS)", flush=True)
     if len(results) == 2 and results["cpu"].diameter != results["gpu"].diameter:
         print("  cpu and gpu disagree!", file=sys.stderr)
         return 1

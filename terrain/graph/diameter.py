@@ -189,6 +189,7 @@ def _prune_candidates_cpu(cand, lower, upper, delta_lower, radius_upper, extreme
 _DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
 SINGLE_BFS = 16  # single-source BFS before the bounding switches to bit-parallel batches
 BATCH = 64       # sources per bit-parallel pass
+BOUND_LOOP = None  # GPU level loop of the bounding's BFS (None: traverse's default)
 
 
 def _diameter_kernels(backend, index_dtype):
@@ -506,7 +507,7 @@ def _bound(core, info, extremes, progress, single_bfs=None):
         if bfs_count < single_bfs:
             v = bounds.select(largest_upper)
             largest_upper = not largest_upper
-            stats = traverse(core, [v])
+            stats = traverse(core, [v], loop=BOUND_LOOP)
             if stats.reached != lcc.n:
                 raise ValueError("exact_diameter: the graph is not connected (give its "
                                  "largest_component)")

@@ -71,6 +71,7 @@ SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
 HUB_MIN = 512        # device level loop: lists from this length are spread over the grid
 BOTTOMUP_LANES = 1   # device level loop: lanes per unvisited vertex in bottom-up (1, 4, 8, 32)
 BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by the whole grid
+BITWISE_PARALLEL_NNZ = 1 << 22  # CPU bit-parallel BFS: threads from this many stored edges
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the level loop (_frontier.cu)
 FUSED_STEPS = False  # device level loop: two launches per level (see step_advance)
 _RESIDENT_BLOCKS_PER_SM = 8
@@ -138,17 +139,29 @@ def _bfs_parents_cpu(indptr, indices, dist, pred):
         pred[v] = p
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
+@numba.njit(nogil=True, cache=True, inline="always")
+def _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v):
+    s = seen[v]
+    acc = np.uint64(0)
+    if s != full:
+        for e in range(indptr[v], indptr[v + 1]):
+            acc |= frontier[indices[e]]
+            if (acc | s) == full:
+                break
+    nxt[v] = acc & ~s
+
+
+@numba.njit(nogil=True, cache=True)
 def _bitwise_pull_cpu(indptr, indices, frontier, seen, nxt, full):
+    for v in range(seen.shape[0]):
+        _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v)
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _bitwise_pull_parallel_cpu(indptr, indices, frontier, seen, nxt, full):
+    """The same, vertices in parallel (big graphs: the thread pool costs ~ms per call)."""
     for v in numba.prange(seen.shape[0]):
-        s = seen[v]
-        acc = np.uint64(0)
-        if s != full:
-            for e in range(indptr[v], indptr[v + 1]):
-                acc |= frontier[indices[e]]
-                if (acc | s) == full:
-                    break
-        nxt[v] = acc & ~s
+        _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -728,7 +741,9 @@ class FrontierCore:
                                                          np.int32(with_bounds), st["bits"]))
                 bits, count = (int(x) for x in st["bits"].get())
             else:
-                _bitwise_pull_cpu(self.indptr, self.indices, frontier, seen, nxt, full)
+                pull = (_bitwise_pull_parallel_cpu if self.nnz >= BITWISE_PARALLEL_NNZ
+                        else _bitwise_pull_cpu)
+                pull(self.indptr, self.indices, frontier, seen, nxt, full)
                 bits, count = _bitwise_finish_cpu(seen, frontier, nxt, level, d_ecc, lower,
                                                   upper, with_bounds)
                 bits, count = int(bits), int(count)
