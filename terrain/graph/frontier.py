@@ -318,7 +318,13 @@ class FrontierCore:
     -----
     Allocates ``dist`` (int32), two vertex queues, and on the GPU a bitmask, a counter ring
     and (lazily, for two-phase levels) an edge queue of ``2m`` entries. Reuse one core for
-    many traversals of the same graph (diameter, benchmarks): only ``seed`` resets state.
+    many traversals of the same graph (diameter, benchmarks): only ``seed`` resets state,
+    and the device level loop's CUDA graphs are captured once per core.
+
+    GPU tunables of the device level loop (:meth:`run_levels`): ``hub_min`` (lists of this
+    many edges or more are spread over the grid), ``bottomup_lanes`` (1, 4, 8 or 32 lanes
+    per unvisited vertex), ``fused_steps`` (two launches per level instead of four);
+    ``profile`` (a list) collects an event after every kernel of direct launches.
 
     Examples
     --------
@@ -568,6 +574,8 @@ class FrontierCore:
                     ops.append(int(slot[3]))
             if not active:
                 return sizes, degs, ops
+            if len(sizes) > self.n + 1:
+                raise RuntimeError("run_levels: more levels than vertices (corrupt counters)")
             steps = more_steps
             self._launch(("more", steps, mode, alpha, beta) + tune,
                          lambda: self._enqueue_steps(steps, mode, alpha, beta), use_graph)
