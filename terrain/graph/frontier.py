@@ -68,7 +68,7 @@ __all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
 
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
-HUB_MIN = 512        # device level loop: lists from this length are spread over the grid
+HUB_MIN = 128        # device level loop: lists from this length are spread over the grid
 BOTTOMUP_LANES = 1   # device level loop: lanes per unvisited vertex in bottom-up (1, 4, 8, 32)
 BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by the whole grid
 BITWISE_PARALLEL_NNZ = 1 << 22  # CPU bit-parallel BFS: threads from this many stored edges
