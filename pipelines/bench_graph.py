@@ -22,7 +22,9 @@ traversed component counted as directed edges (the sum of the reached degrees), 
 mean over sources; plus time per BFS level (the figure that matters on long-diameter
 graphs such as grids), and scipy's ``breadth_first_order`` on the same graph from the same
 run. GPU times come from CUDA events around the whole traversal (seeding and the per-level
-host reads included); GPU distances are checked against the CPU's on one source.
+host reads included), after an untimed pass over the same sources (compilation, and the
+capture of the level loop's CUDA graphs: one per level count, once per core); GPU distances
+are checked against the CPU's on one source.
 
 ``bench diameter`` times the exact diameter on the CPU, the GPU (when present) and
 networkx's bounding ``diameter(usebounds=True)`` when the graph is small enough for it.
@@ -118,6 +120,8 @@ def _time_terrain(core, sources, **kw):
     traverse(core, [int(sources[0])], **kw)  # warm-up: compile, allocate
     out = []
     if b.is_gpu:
+        for s in sources[1:]:  # and capture the CUDA graphs of every level count
+            traverse(core, [int(s)], **kw)
         cp = b.xp
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         for s in sources:
@@ -160,20 +164,33 @@ def bench_bfs_command(args):
         gpu = get_backend("gpu")
         core = FrontierCore(graph, gpu)
         print(f"terrain gpu ({gpu.device_name()}):")
-        _report("direction-optimising hybrid", _time_terrain(core, sources))
+        _report("direction-optimising, graph loop", _time_terrain(core, sources))
+        if core.graph_error:
+            print(f"  (CUDA graph capture failed, direct launches: {core.graph_error})")
+        fused = core.fused_steps
+        core.fused_steps = not fused
+        _report(f"direction-optimising, graph loop, fused steps {not fused}",
+                _time_terrain(core, sources))
+        core.fused_steps = fused
+        _report("direction-optimising, device loop",
+                _time_terrain(core, sources, loop="device"))
+        _report("direction-optimising, host loop", _time_terrain(core, sources, loop="host"))
+        _report("top-down, graph loop", _time_terrain(core, sources, direction="top-down"))
         for direction, variant in (("top-down", "hybrid"), ("top-down", "fused"),
                                    ("top-down", "balanced"), ("top-down", "two-phase"),
                                    ("auto", "fused"), ("auto", "balanced")):
-            _report(f"{direction} {variant}",
-                    _time_terrain(core, sources, direction=direction, variant=variant))
+            _report(f"{direction} {variant}, host loop",
+                    _time_terrain(core, sources, direction=direction, variant=variant,
+                                  loop="host"))
         traverse(core, [int(sources[0])])
         gpu_dist = gpu.to_numpy(core.dist)
         del core
     cpu = get_backend("cpu")
     core = FrontierCore(graph, cpu)
-    print(f"terrain cpu ({cpu.device_name()}, Numba):")
-    _report("direction-optimising", _time_terrain(core, sources))
-    _report("top-down", _time_terrain(core, sources, direction="top-down"))
+    if args.backend != "gpu":
+        print(f"terrain cpu ({cpu.device_name()}, Numba):")
+        _report("direction-optimising", _time_terrain(core, sources))
+        _report("top-down", _time_terrain(core, sources, direction="top-down"))
     if want_gpu:
         traverse(core, [int(sources[0])])
         same = np.array_equal(gpu_dist, core.dist)
@@ -200,21 +217,76 @@ def stats_levels(core, s):
     return len(traverse(core, [int(s)]).level_sizes)
 
 
+def _sync(backend):
+    if backend.is_gpu:
+        backend.xp.cuda.Device().synchronize()
+
+
+def _timed_phases(graph, backend):
+    """``(result, {phase: seconds})`` of terrain's diameter of ``graph``, phase by phase:
+    upload (GPU: the CSR to the device), components (labels and the largest component cut
+    out, on the backend), bounding (the BFS runs and bound kernels, path included)."""
+    from terrain.graph.csr import Graph
+    from terrain.graph.diameter import _bound, largest_component_on
+    t = {}
+    t0 = time.perf_counter()
+    dev = Graph(backend.asarray(graph.indptr), backend.asarray(graph.indices), graph.ids,
+                graph.id_base, graph.name)
+    _sync(backend)
+    t["upload"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lcc, info = largest_component_on(dev, backend)
+    _sync(backend)
+    t["components"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    core = FrontierCore(lcc, backend)
+    _sync(backend)
+    t["core"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r = _bound(core, info, False, None)
+    t["bounding"] = time.perf_counter() - t0
+    return r, t
+
+
 def bench_diameter_command(args):
-    """``bench diameter``: terrain (CPU, GPU) vs networkx's bounding diameter."""
+    """``bench diameter``: terrain (CPU, GPU) vs networkx's bounding diameter; terrain phase
+    by phase (upload, components, bounding) on the whole graph and on its largest
+    component (the component given as the input)."""
     graph = _graph(args)
+    t0 = time.perf_counter()
     lcc, info = largest_component(graph)
-    print(f"largest component: {lcc.n} vertices, {lcc.m} edges ({info['components']} components)")
+    print(f"largest component: {lcc.n} vertices, {lcc.m} edges ({info['components']} "
+          f"components; scipy labels + host extraction {time.perf_counter() - t0:.3f} s)")
     results = {}
-    names = ["cpu"] + (["gpu"] if gpu_available() and args.backend != "cpu" else [])
+    names = ((["cpu"] if args.backend != "gpu" else [])
+             + (["gpu"] if gpu_available() and args.backend != "cpu" else []))
     for name in names:
-        diameter(lcc, backend=name) if name == "gpu" else None  # GPU warm-up (compile)
+        b = get_backend(name)
+        # warm-up (compile, allocate): the component, and a small disconnected graph for the
+        # cut-out path
+        diameter(lcc, backend=b)
+        diameter(build_csr(9, np.array([0, 1, 2, 4, 5]), np.array([1, 2, 3, 5, 6])), backend=b)
+        for label, g in (("graph", graph), ("component", lcc)):
+            r, t = _timed_phases(g, b)
+            total = sum(t.values())
+            results[name] = r
+            print(f"  terrain {name:<4} {label:<9} diameter {r.diameter:5d}  {r.bfs_count:6d} BFS  "
+                  f"{total:9.3f} s  (upload {t['upload'] * 1e3:.1f} ms, components "
+                  f"{t['components'] * 1e3:.1f} ms, core {t['core'] * 1e3:.1f} ms, bounding "
+                  f"{t['bounding'] * 1e3:.1f} ms)  endpoints {r.endpoints}", flush=True)
         t0 = time.perf_counter()
-        r = diameter(lcc, backend=name)
-        secs = time.perf_counter() - t0
-        results[name] = r
-        print(f"  terrain {name:<4} diameter {r.diameter:5d}  {r.bfs_count:6d} BFS  "
-              f"{secs:9.3f} s  endpoints {r.endpoints}", flush=True)
+        r = diameter(lcc, backend=b)
+        _sync(b)
+        print(f"  terrain {name:<4} diameter(component) one call {time.perf_counter() - t0:9.3f} s",
+              flush=True)
+        if b.is_gpu:  # the bounding's BFS launched directly: no CUDA graph to capture per core
+            import importlib
+            dm = importlib.import_module("terrain.graph.diameter")
+            dm.BOUND_LOOP = "device"
+            r, t = _timed_phases(lcc, b)
+            dm.BOUND_LOOP = None
+            print(f"  terrain gpu  component, direct launches: bounding "
+                  f"{t['bounding'] * 1e3:.1f} ms ({r.bfs_count} BFS)", flush=True)
     if len(results) == 2 and results["cpu"].diameter != results["gpu"].diameter:
         print("  cpu and gpu disagree!", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from scipy.sparse.csgraph import shortest_path
 from backends import assert_backends_identical
 from cli import run_cli as _cli
 from pipelines.bench_graph import grid_graph, rmat_graph
-from terrain.graph import as_graph, diameter, largest_component
+from terrain.graph import as_graph, build_csr, diameter, largest_component
 
 
 def _nx_graphs():
@@ -176,3 +176,97 @@ def test_pipeline_batches_equal_the_library():
         got, _ = dask.compute(work, scheduler=scheduler)[0]
         assert got.as_dict() == want.as_dict()
         assert got.extra == want.extra
+
+
+def _component_cases():
+    two = nx.disjoint_union(nx.gnm_random_graph(60, 90, seed=2), nx.path_graph(15))
+    two.add_nodes_from(range(75, 80))
+    tie = nx.disjoint_union(nx.path_graph(6), nx.cycle_graph(6))  # equal sizes: lowest wins
+    return [as_graph(two), as_graph(tie), rmat_graph(12, 8, seed=3, backend="cpu"),
+            grid_graph(20, 30), as_graph(nx.empty_graph(4))]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_components_match_scipy(backend, case):
+    from scipy.sparse.csgraph import connected_components as scipy_cc
+    from terrain.graph.diameter import component_roots, largest_component_on
+    g = _component_cases()[case]
+    roots = backend.to_numpy(component_roots(g.indptr, g.indices, backend))
+    _, labels = scipy_cc(g.to_scipy(), directed=False)
+    smallest = np.full(labels.max() + 1, g.n)
+    np.minimum.at(smallest, labels, np.arange(g.n))
+    assert np.array_equal(roots, smallest[labels])
+    lcc, info = largest_component_on(g, backend)
+    want, want_info = largest_component(g)
+    assert info == want_info
+    assert np.array_equal(backend.to_numpy(lcc.indptr), want.indptr)
+    assert np.array_equal(backend.to_numpy(lcc.indices), want.indices)
+    assert np.array_equal(lcc.id_array(), want.id_array())
+
+
+def _bitwise_cases():
+    rng = np.random.default_rng(11)
+    u = np.concatenate([np.zeros(5000, np.int64), rng.integers(1, 5001, 3000)])
+    v = np.concatenate([np.arange(1, 5001), rng.integers(1, 5001, 3000)])
+    hub = build_csr(5001, u, v, name="hub")  # a row above BITWISE_HUB_MIN (GPU grid-wide pull)
+    return [as_graph(nx.cycle_graph(40)), _component(rmat_graph(12, 8, seed=3, backend="cpu")),
+            grid_graph(9, 14), hub, as_graph(nx.disjoint_union(nx.path_graph(5),
+                                                               nx.path_graph(3)))]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_bitwise_bfs_equals_single_source_runs(backend, case):
+    """64 sources in one bit-parallel pass: the eccentricities and the Takes-Kosters bounds
+    of 64 single-source BFS (oracle: scipy's shortest_path)."""
+    from terrain.graph import FrontierCore
+    g = _bitwise_cases()[case]
+    src = np.random.default_rng(case).choice(g.n, min(64, g.n), replace=False)
+    d = shortest_path(g.to_scipy(), directed=False, unweighted=True, indices=src)
+    d = np.where(np.isinf(d), -1, d).astype(np.int64)
+    ecc = d.max(axis=1)
+    lower = np.zeros(g.n, np.int64)
+    upper = np.full(g.n, np.iinfo(np.int32).max, np.int64)
+    for row, e in zip(d, ecc):
+        m = row >= 0
+        lower[m] = np.maximum(lower[m], np.maximum(row[m], e - row[m]))
+        upper[m] = np.minimum(upper[m], e + row[m])
+    core = FrontierCore(g, backend)
+    got = core.bitwise_bfs(src)
+    assert got.tolist() == ecc.tolist()
+    lo = backend.xp.zeros(g.n, np.int32)
+    up = backend.xp.full(g.n, np.iinfo(np.int32).max, np.int32)
+    core.bitwise_bfs(src, got, lo, up)
+    assert np.array_equal(backend.to_numpy(lo), lower)
+    assert np.array_equal(backend.to_numpy(up), upper)
+
+
+@pytest.mark.parametrize("name", ["cycle-odd", "grid", "lollipop", "small-world", "tree"])
+def test_bit_parallel_bounding_matches_networkx(backend, name, monkeypatch):
+    """The bounding with bit-parallel batches from the second BFS on: same answers."""
+    import importlib
+    monkeypatch.setattr(importlib.import_module("terrain.graph.diameter"), "SINGLE_BFS", 1)
+    G = NX_GRAPHS[name]
+    ecc = nx.eccentricity(G)
+    r = diameter(G, extremes=True, backend=backend)
+    assert (r.diameter, r.radius) == (nx.diameter(G, e=ecc), nx.radius(G, e=ecc))
+    assert r.center == sorted(nx.center(G, e=ecc))
+    assert r.periphery == sorted(nx.periphery(G, e=ecc))
+    _check_path(G, r)
+    assert r.bfs_count > 1
+
+
+def test_distance_histogram_bit_parallel_equals_single_runs(backend):
+    """The effective diameter's histogram from 64-source bit-parallel passes equals the sum
+    of single-source level sizes (70 sources: a full batch and a partial one)."""
+    from terrain.graph import FrontierCore, distance_histogram
+    from terrain.graph.bfs import traverse
+    g = _component(rmat_graph(12, 8, seed=3, backend="cpu"))
+    src = np.random.default_rng(5).choice(g.n, 70, replace=False)
+    core = FrontierCore(g, backend)
+    want = np.zeros(32, np.int64)
+    for s in src:
+        sizes = traverse(core, [int(s)]).level_sizes
+        want[:len(sizes)] += sizes
+    got = distance_histogram(core, src)
+    assert np.array_equal(got, want[:got.size]) and not want[got.size:].any()
+    assert np.array_equal(distance_histogram(core, [3, 3]), 2 * distance_histogram(core, [3]))

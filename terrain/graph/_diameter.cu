@@ -42,3 +42,94 @@ extern "C" __global__ void prune_candidates(unsigned char* __restrict__ cand,
     for (int o = 16; o > 0; o >>= 1) left += __shfl_down_sync(0xffffffffu, left, o);
     if ((threadIdx.x & 31) == 0 && left) atomicAdd(remaining, (u64)left);
 }
+
+// ------------------------------------------------------------------ connected components
+// Union-find on the device (in the spirit of Jaiganesh & Burtscher's ECL-CC): every edge
+// (u, v) with v < u hooks the larger of the two roots under the smaller with a CAS, finds
+// halve their paths as they go. Pointers only ever point to a smaller id, so each
+// component's root is its smallest vertex: the labels are unique whatever order the hooks
+// ran in, the same as the sequential twin's (_component_roots_cpu).
+
+template <typename IT>
+__device__ __forceinline__ IT find_root(IT* parent_, IT v)
+{
+    volatile IT* parent = parent_;  // other threads hook and halve concurrently: no caching
+    while (true) {
+        const IT p = parent[v];
+        if (p == v) return v;
+        const IT g = parent[p];
+        if (g != p) parent[v] = g;  // path halving; g is still an ancestor of v
+        v = p;
+    }
+}
+
+__device__ __forceinline__ int cas_parent(int* a, int expect, int value)
+{
+    return atomicCAS(a, expect, value);
+}
+__device__ __forceinline__ long long cas_parent(long long* a, long long expect, long long value)
+{
+    return (long long)atomicCAS((unsigned long long*)a, (unsigned long long)expect,
+                                (unsigned long long)value);
+}
+
+template <typename IT>
+__global__ void init_parents(IT* parent, long long n)
+{
+    for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < n;
+         v += (long long)gridDim.x * blockDim.x)
+        parent[v] = (IT)v;
+}
+
+// One warp per vertex u (lanes stride its row): hook u with each smaller neighbour.
+template <typename IT>
+__global__ void hook_edges(const long long* __restrict__ indptr, const IT* __restrict__ indices,
+                           IT* parent, long long n)
+{
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    for (long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < n;
+         u += warps) {
+        const long long re = indptr[u + 1];
+        for (long long e = indptr[u] + lane; e < re; e += 32) {
+            const IT v = indices[e];
+            if (v >= (IT)u) continue;
+            IT a = find_root(parent, (IT)u), b = find_root(parent, v);
+            while (a != b) {
+                const IT hi = a > b ? a : b, lo = a > b ? b : a;
+                const IT old = cas_parent(parent + hi, hi, lo);
+                if (old == hi) break;  // hooked
+                a = find_root(parent, hi);
+                b = find_root(parent, lo);
+            }
+        }
+    }
+}
+
+// Final labels: every vertex points at its root (the smallest vertex of its component).
+template <typename IT>
+__global__ void flatten_parents(IT* parent, long long n)
+{
+    for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < n;
+         v += (long long)gridDim.x * blockDim.x)
+        parent[v] = find_root(parent, (IT)v);
+}
+
+// Safety net: any edge whose ends carry different labels after flatten_parents sets *missed
+// (hooks only ever join vertices of one component, so a miss can only leave a component
+// split; the host then hooks and flattens again).
+template <typename IT>
+__global__ void check_components(const long long* __restrict__ indptr,
+                                 const IT* __restrict__ indices, const IT* __restrict__ parent,
+                                 long long n, unsigned long long* missed)
+{
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    for (long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; u < n;
+         u += warps) {
+        const IT pu = parent[u];
+        const long long re = indptr[u + 1];
+        for (long long e = indptr[u] + lane; e < re; e += 32)
+            if (parent[indices[e]] != pu) *missed = 1;
+    }
+}

@@ -143,25 +143,22 @@ __device__ __forceinline__ void block_exclusive_scan(int x, int& excl, int& tota
 // Expand the vertex frontier of `level`. FUSED: expand-contract in one kernel, writing the
 // claimed neighbours to out (the next vertex queue; slot level+1). Not FUSED: the expansion
 // phase of the two-phase variant, writing every neighbour to out (the edge queue; slot[2]).
+// The gathering loop of advance_topdown (and of the device-driven level loop): the block
+// strides over the n_in vertices of in_q. With hub_q, lists of at least hub_min edges are not
+// gathered here but appended to hub_q (count in *hub_count) for advance_hubs, which spreads
+// each of them over the whole grid.
 template <typename IT, bool FUSED>
-__global__ void __launch_bounds__(BS) advance_topdown(
+__device__ __forceinline__ void topdown_tiles(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
-    IT* __restrict__ out, int* dist, unsigned* visited, u64* counters, int level)
+    u64 n_in, IT* __restrict__ out, u64* out_count, u64* out_deg, int* dist, unsigned* visited,
+    int next, IT* hub_q, u64* hub_count, i64 hub_min)
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
     __shared__ int s_owner, s_scan[WARPS + 1];
     __shared__ i64 s_row[2];
     __shared__ i64 s_gather[BS];
-
-    u64* cur = level_slot(counters, level);
-    u64* nxt = level_slot(counters, level + 1);
-    if (FUSED) zero_slot(counters, level + 2);
-    u64* out_count = FUSED ? &nxt[0] : &cur[2];
-    u64* out_deg = FUSED ? &nxt[1] : nullptr;
-    const int next = level + 1;
     const unsigned lane = threadIdx.x & 31;
-    const u64 n_in = cur[0];
 
     for (u64 tile = (u64)blockIdx.x * BS; tile < n_in; tile += (u64)gridDim.x * BS) {
         const u64 i = tile + threadIdx.x;
@@ -170,6 +167,10 @@ __global__ void __launch_bounds__(BS) advance_topdown(
             const IT u = in_q[i];
             rs = indptr[u];
             re = indptr[u + 1];
+            if (hub_q != nullptr && re - rs >= hub_min) {
+                hub_q[atomicAdd(hub_count, (u64)1)] = u;
+                rs = re;
+            }
         }
         // 1. CTA-wide gathering of lists of at least BS edges
         while (true) {
@@ -236,6 +237,19 @@ __global__ void __launch_bounds__(BS) advance_topdown(
             __syncthreads();
         }
     }
+}
+
+template <typename IT, bool FUSED>
+__global__ void __launch_bounds__(BS) advance_topdown(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
+    IT* __restrict__ out, int* dist, unsigned* visited, u64* counters, int level)
+{
+    u64* cur = level_slot(counters, level);
+    u64* nxt = level_slot(counters, level + 1);
+    if (FUSED) zero_slot(counters, level + 2);
+    topdown_tiles<IT, FUSED>(indptr, indices, in_q, cur[0], out, FUSED ? &nxt[0] : &cur[2],
+                             FUSED ? &nxt[1] : nullptr, dist, visited, level + 1, (IT*)nullptr,
+                             (u64*)nullptr, 0);
 }
 
 // Contraction phase of the two-phase variant: filter the edge queue of `level` into the
@@ -335,6 +349,331 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
         }
         pred[v] = p;
     }
+}
+
+// ------------------------------------------------------------------ device-driven level loop
+// A whole BFS without the host in the loop: every step is the same four launches, so a
+// stream of steps can be captured once into a CUDA graph and replayed per BFS. A step reads
+// what to do from `ctrl` on the device:
+//   step_decide    (one thread) advances to the level the last step built, stops when that
+//                  level is empty, and picks the direction by Beamer's rule;
+//   step_topdown   expand-contract (topdown_tiles) when the step goes top-down; hub lists
+//                  go to the hub queue;
+//   step_hubs      the hub lists, each spread over the whole grid in chunks of BS edges;
+//   step_bottomup  bottom-up over the current visited bitmask: an unvisited vertex's
+//                  visited neighbours all sit on the current level (else it would have been
+//                  reached earlier), so the bitmask alone is the frontier and the scan reads
+//                  one bit per neighbour (an n/8-byte array that lives in L2) and stops at
+//                  the first hit; every warp writes its own 32-vertex word of the *other*
+//                  bitmask (no atomics, no torn reads), and the next step_decide makes that
+//                  one current (ctrl[C_VIS]).
+// Inactive kernels return at once. Slot L+1 gets {count, degree sum, 0, operator} with
+// operator 1 = top-down, 2 = bottom-up, so the host rebuilds the statistics from one read.
+
+#define C_LEVEL 0
+#define C_ACTIVE 1
+#define C_BOTTOM 2
+#define C_EXPLORED 3
+#define C_PREV 4
+#define C_HUBS 5
+#define C_STARTED 6
+#define C_VIS 7  // which of the two bitmasks is current (bottom-up writes the other)
+#define C_DONE 8  // blocks of step_hubs_decide that have finished (fused steps)
+#define C_WORDS 16
+
+#define DIR_AUTO 0
+#define DIR_TOPDOWN 1
+#define DIR_BOTTOMUP 2
+
+// One thread: the decision for the next step (volatile: in the fused steps the last block
+// of step_hubs_decide runs it on counters other blocks have just written).
+__device__ void decide_step(volatile u64* counters, volatile u64* ctrl, i64 n, i64 nnz,
+                            int mode, int alpha, int beta)
+{
+    if (!ctrl[C_STARTED]) {
+        ctrl[C_STARTED] = 1;
+        ctrl[C_EXPLORED] = counters[1];
+        ctrl[C_BOTTOM] = mode == DIR_BOTTOMUP;
+    } else if (ctrl[C_ACTIVE]) {
+        if (ctrl[C_BOTTOM]) ctrl[C_VIS] ^= 1;  // the bottom-up step wrote the other bitmask
+        const int done = (int)ctrl[C_LEVEL];
+        ctrl[C_PREV] = counters[4 * (done % SLOTS)];
+        ctrl[C_LEVEL] = done + 1;
+        ctrl[C_EXPLORED] += counters[4 * ((done + 1) % SLOTS) + 1];
+    }
+    const int level = (int)ctrl[C_LEVEL];
+    const u64 nf = counters[4 * (level % SLOTS)], mf = counters[4 * (level % SLOTS) + 1];
+    if (nf == 0) {
+        ctrl[C_ACTIVE] = 0;
+        return;
+    }
+    bool bottom = ctrl[C_BOTTOM] != 0;
+    if (mode == DIR_AUTO) {
+        const bool growing = level == 0 || nf > ctrl[C_PREV];
+        const i64 left = nnz - (i64)ctrl[C_EXPLORED];
+        if (!bottom && growing && (i64)mf * alpha > left) bottom = true;
+        else if (bottom && !growing && (i64)nf * beta < n) bottom = false;
+    }
+    ctrl[C_BOTTOM] = bottom;
+    ctrl[C_ACTIVE] = 1;
+    ctrl[C_HUBS] = 0;
+    volatile u64* nxt = counters + 4 * ((level + 1) % SLOTS);
+    nxt[0] = nxt[1] = nxt[2] = 0;
+    nxt[3] = bottom ? 2 : 1;
+}
+
+extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz, int mode,
+                                       int alpha, int beta)
+{
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
+}
+
+template <typename IT>
+__device__ __forceinline__ void topdown_step(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
+{
+    const int level = (int)ctrl[C_LEVEL];
+    unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
+    u64* cur = level_slot(counters, level);
+    u64* nxt = level_slot(counters, level + 1);
+    topdown_tiles<IT, true>(indptr, indices, (level & 1) ? q1 : q0, cur[0], (level & 1) ? q0 : q1,
+                            &nxt[0], &nxt[1], dist, visited, level + 1, hub_q, &ctrl[C_HUBS],
+                            hub_min);
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_topdown(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
+{
+    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
+    topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
+                     hub_min);
+}
+
+template <typename IT>
+__device__ __forceinline__ void hubs_step(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
+    const IT* __restrict__ hub_q, u64 hubs)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    // chunk c of the concatenated hub lists goes to block c % gridDim.x
+    u64 first = 0;  // global number of the current hub's first chunk
+    for (u64 h = 0; h < hubs; ++h) {
+        const IT u = hub_q[h];
+        const i64 rs = indptr[u], re = indptr[u + 1];
+        const u64 chunks = (u64)((re - rs + BS - 1) / BS);
+        u64 c = (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x;
+        for (; c < chunks; c += gridDim.x) {
+            const i64 e = rs + (i64)c * BS + threadIdx.x;
+            bool ok = false;
+            IT w = 0;
+            i64 deg = 0;
+            if (e < re) {
+                w = indices[e];
+                ok = try_claim(w, dist, visited, level + 1);
+                if (ok) deg = indptr[w + 1] - indptr[w];
+            }
+            block_enqueue(ok, w, deg, out, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase,
+                          &s_base);
+        }
+        first += chunks;
+    }
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_hubs(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
+    const IT* __restrict__ hub_q)
+{
+    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
+    const u64 hubs = ctrl[C_HUBS];
+    if (hubs == 0) return;
+    hubs_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
+                  hubs);
+}
+
+template <typename IT>
+__device__ __forceinline__ void bottomup_step(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
+    __shared__ u64 s_wdeg[WARPS], s_base;
+    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
+    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    const unsigned lane = threadIdx.x & 31;
+    for (i64 tile = (i64)blockIdx.x * BS; tile < n; tile += (i64)gridDim.x * BS) {
+        const i64 v = tile + threadIdx.x;
+        const i64 word = v >> 5;  // the warp's word: tile is a multiple of BS
+        const unsigned seen = (v - (i64)lane < n) ? visited[word] : FULL;
+        bool ok = false;
+        i64 deg = 0;
+        if (v < n && !(seen & (1u << lane))) {
+            const i64 rs = indptr[v], re = indptr[v + 1];
+            for (i64 e = rs; e < re; ++e) {
+                const IT u = indices[e];
+                if (visited[u >> 5] & (1u << (unsigned)(u & 31))) {
+                    ok = true;
+                    break;
+                }
+            }
+            if (ok) {
+                dist[v] = level + 1;
+                deg = re - rs;
+            }
+        }
+        const unsigned ballot = __ballot_sync(FULL, ok);
+        if (lane == 0 && v < n) visited_next[word] = seen | ballot;
+        block_enqueue(ok, (IT)v, deg, out, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase,
+                      &s_base);
+    }
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_bottomup(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+}
+
+// Fused steps (two launches per level): step_advance runs the chosen direction,
+// step_hubs_decide the hub lists and then, in the last block to finish, decide_step for the
+// next level (the "last block" pattern: each block fences its writes and counts itself out).
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_advance(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min,
+    i64 n)
+{
+    if (!ctrl[C_ACTIVE]) return;
+    if (ctrl[C_BOTTOM])
+        bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+    else
+        topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                         hub_q, hub_min);
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) step_hubs_decide(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
+    const IT* __restrict__ hub_q, i64 n, i64 nnz, int mode, int alpha, int beta)
+{
+    __shared__ int s_last;
+    const u64 hubs = ctrl[C_ACTIVE] && !ctrl[C_BOTTOM] ? ctrl[C_HUBS] : 0;
+    if (hubs)
+        hubs_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
+                      hubs);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        s_last = atomicAdd(&ctrl[C_DONE], 1ull) == (u64)gridDim.x - 1;
+    }
+    __syncthreads();
+    if (s_last && threadIdx.x == 0) {
+        __threadfence();
+        ((volatile u64*)ctrl)[C_DONE] = 0;
+        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
+        __threadfence();
+    }
+}
+
+// The same step with G lanes per unvisited vertex (G = 4, 8 or 32): a warp takes one
+// 32-vertex bitmask word, lists its unvisited vertices in shared memory, and its 32 / G
+// groups scan them G neighbours at a time (one 4*G-byte read per group, a group ballot for
+// the first hit): long rows that find no parent are scanned G times faster than by one
+// thread. The warp's claimed vertices are enqueued together at the end of the word.
+template <typename IT, int G>
+__global__ void __launch_bounds__(BS) step_bottomup_group(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    __shared__ unsigned char s_list[WARPS][32];
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
+    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned group = lane / G, sub = lane % G;
+    const unsigned gmask = (G == 32) ? FULL : (((1u << (G % 32)) - 1u) << (group * G));
+    const i64 words = (n + 31) >> 5;
+    const i64 warps = ((i64)gridDim.x * BS) >> 5;
+    for (i64 word = ((i64)blockIdx.x * BS + threadIdx.x) >> 5; word < words; word += warps) {
+        const i64 v0 = word << 5;
+        const unsigned seen = visited[word];
+        const unsigned valid = (n - v0 >= 32) ? FULL : ((1u << (unsigned)(n - v0)) - 1u);
+        const unsigned todo = ~seen & valid;
+        if (todo & (1u << lane)) s_list[warp][__popc(todo & ((1u << lane) - 1u))] = lane;
+        __syncwarp();
+        const int count = __popc(todo);
+        unsigned found = 0;
+        for (int base = 0; base < count; base += 32 / G) {
+            const int r = base + (int)group;
+            const bool mine = r < count;
+            const i64 v = mine ? v0 + s_list[warp][r] : 0;
+            const i64 rs = mine ? indptr[v] : 0, re = mine ? indptr[v + 1] : 0;
+            bool hit = false;
+            for (i64 e = rs; e < re; e += G) {
+                bool b = false;
+                if (e + (i64)sub < re) {
+                    const IT u = indices[e + sub];
+                    b = (visited[u >> 5] >> (unsigned)(u & 31)) & 1u;
+                }
+                hit = (__ballot_sync(gmask, b) & gmask) != 0;
+                if (hit) break;
+            }
+            const unsigned hits = __ballot_sync(FULL, hit && sub == 0);
+            // lanes group*G of every group with a hit: the bit of its vertex
+            for (unsigned m = hits; m; m &= m - 1) {
+                const int g = (__ffs(m) - 1) / G;
+                found |= 1u << s_list[warp][base + g];
+            }
+        }
+        __syncwarp();
+        const bool ok = (found >> lane) & 1u;
+        i64 deg = 0;
+        if (ok) {
+            const i64 v = v0 + lane;
+            dist[v] = level + 1;
+            deg = indptr[v + 1] - indptr[v];
+        }
+        if (lane == 0) visited_next[word] = seen | found;
+        warp_enqueue(ok, (IT)(v0 + lane), deg, out, &nxt[0], &nxt[1]);
+    }
+}
+
+// Sources of the captured loop: src[0] = k, src[1..k] the sources (unique).
+template <typename IT>
+__global__ void step_seed(const i64* __restrict__ indptr, const long long* __restrict__ src,
+                          IT* q, int* dist, unsigned* visited, u64* counters)
+{
+    const i64 k = src[0];
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < k;
+         i += (i64)gridDim.x * blockDim.x) {
+        const IT s = (IT)src[1 + i];
+        dist[s] = 0;
+        atomicOr(&visited[s >> 5], 1u << (unsigned)(s & 31));
+        q[i] = s;
+        atomicAdd(&counters[1], (u64)(indptr[s + 1] - indptr[s]));
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters[0], (u64)k);
 }
 
 // Edge-balanced expand-contract (Gunrock's load-balanced advance): `offsets` is the
@@ -498,5 +837,122 @@ __global__ void zero_parents(const i64* __restrict__ indptr, const IT* __restric
             if (weights[e] == (WT)0 && dist[v] == du && hops[v] == h + 1)
                 atomicMin(pred + v, (long long)u);
         }
+    }
+}
+
+// ------------------------------------------------------------------ bit-parallel BFS
+// Up to 64 BFS at once (for eccentricity bounding): source i owns bit i of a uint64 per
+// vertex. seen[v] holds the sources that have reached v, frontier[v] those that reached it
+// on the last level; a level is next[v] = (OR of frontier over v's neighbours) & ~seen[v]
+// (pull: no atomics, and a vertex stops scanning once every source it lacks has been found),
+// then bitwise_finish folds next into seen and frontier. The bits that appear on level L
+// are the sources whose distance to v is L, so the eccentricity of source i is the last
+// level on which bit i appears anywhere; with those known, a second pass turns every
+// (source, vertex, level) into the Takes-Kosters bounds of v without storing distances.
+// Rows of at least `hub_min` edges are pulled by bitwise_pull_hubs, spread over the grid.
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) bitwise_pull(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices,
+    const u64* __restrict__ frontier, const u64* __restrict__ seen, u64* __restrict__ next,
+    u64 full, i64 hub_min, i64 n)
+{
+    const unsigned lane = threadIdx.x & 31;
+    const i64 warps = ((i64)gridDim.x * BS) >> 5;
+    for (i64 v = ((i64)blockIdx.x * BS + threadIdx.x) >> 5; v < n; v += warps) {
+        const u64 s = seen[v];
+        const i64 rs = indptr[v], re = indptr[v + 1];
+        if (re - rs >= hub_min) continue;  // bitwise_pull_hubs
+        u64 acc = 0;
+        if (s != full) {
+            for (i64 base = rs; base < re; base += 32) {
+                const i64 e = base + lane;
+                u64 f = e < re ? frontier[indices[e]] : 0;
+                for (int o = 16; o > 0; o >>= 1) f |= __shfl_xor_sync(FULL, f, o);
+                acc |= f;
+                if ((acc | s) == full) break;
+            }
+        }
+        if (lane == 0) next[v] = acc & ~s;
+    }
+}
+
+template <typename IT>
+__global__ void __launch_bounds__(BS) bitwise_pull_hubs(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices,
+    const u64* __restrict__ frontier, const u64* __restrict__ seen, u64* next,
+    const IT* __restrict__ hubs, i64 n_hubs, u64 full)
+{
+    // chunk c (BS edges) of the concatenated hub rows goes to block c % gridDim.x
+    u64 first = 0;
+    for (i64 h = 0; h < n_hubs; ++h) {
+        const IT v = hubs[h];
+        const i64 rs = indptr[v], re = indptr[v + 1];
+        const u64 chunks = (u64)((re - rs + BS - 1) / BS);
+        const u64 s = seen[v];
+        if (s != full) {
+            for (u64 c = (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x; c < chunks;
+                 c += gridDim.x) {
+                const i64 e = rs + (i64)c * BS + threadIdx.x;
+                u64 f = e < re ? frontier[indices[e]] : 0;
+                for (int o = 16; o > 0; o >>= 1) f |= __shfl_xor_sync(FULL, f, o);
+                f &= ~s;
+                if ((threadIdx.x & 31) == 0 && f) atomicOr(next + v, f);
+            }
+        }
+        first += chunks;
+    }
+}
+
+// Sources: bit i at sources[i] (unique); with bounds, the sources' own bounds (distance 0).
+extern "C" __global__ void bitwise_seed(const long long* __restrict__ sources, int k, u64* seen,
+                                        u64* frontier, const int* __restrict__ ecc, int* lower,
+                                        int* upper, int with_bounds)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= k) return;
+    const long long s = sources[i];
+    seen[s] = frontier[s] = 1ull << i;
+    if (with_bounds) {
+        lower[s] = max(lower[s], ecc[i]);
+        upper[s] = min(upper[s], ecc[i]);
+    }
+}
+
+// Fold level `level`'s next into seen and frontier (next is cleared for the following
+// level); OR of every new bit into bits[0], their number (the (source, vertex) pairs at
+// distance `level`) into bits[1]; with bounds, each new (source i, v) pair at
+// distance `level` tightens v's bounds with ecc[i].
+extern "C" __global__ void __launch_bounds__(BS) bitwise_finish(
+    u64* seen, u64* frontier, u64* next, i64 n, int level, const int* __restrict__ ecc,
+    int* lower, int* upper, int with_bounds, u64* bits)
+{
+    u64 acc = 0, pairs = 0;
+    for (i64 v = (i64)blockIdx.x * BS + threadIdx.x; v < n; v += (i64)gridDim.x * BS) {
+        const u64 fresh = next[v];
+        frontier[v] = fresh;
+        if (!fresh) continue;
+        next[v] = 0;
+        seen[v] |= fresh;
+        acc |= fresh;
+        pairs += __popcll(fresh);
+        if (with_bounds) {
+            int lo = lower[v], up = upper[v];
+            for (u64 m = fresh; m; m &= m - 1) {
+                const int e = ecc[__ffsll((long long)m) - 1];
+                lo = max(lo, max(level, e - level));
+                up = min(up, e + level);
+            }
+            lower[v] = lo;
+            upper[v] = up;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        acc |= __shfl_xor_sync(FULL, acc, o);
+        pairs += __shfl_xor_sync(FULL, pairs, o);
+    }
+    if ((threadIdx.x & 31) == 0 && acc) {
+        atomicOr(bits, acc);
+        atomicAdd(bits + 1, pairs);
     }
 }

@@ -19,6 +19,18 @@ builds the next frontier:
   launches ``BATCH_LEVELS`` fused levels back to back and reads the counter ring once:
   kernels read their frontier size on the device, so no level waits for the host.
 
+That is the **host loop** (``loop='host'``). The GPU default is the **device-driven loop**
+(``loop='graph'``): the same rule evaluated by a one-thread kernel on the device's counters,
+each level the same four launches (decide; fused top-down with adjacency lists of
+``frontier.HUB_MIN`` edges or more deferred to a kernel that spreads each over the whole
+grid; bottom-up over the visited *bitmask* — an unvisited vertex's visited neighbours are
+all on the current level, so one bit per neighbour is the whole frontier test, and the scan
+stops at the first hit; it writes the other of two bitmasks), captured once into a CUDA
+graph and replayed per
+traversal. The host reads the counter ring once per launch of ``DEVICE_MORE_STEPS`` levels
+(the first launch covers as many levels as the last traversal needed), instead of once per
+level. ``loop='device'`` launches the same kernels without the graph.
+
 Multi-source BFS seeds every source at level 0, so ``dist`` is the hop distance to the
 nearest source. Distances are identical on every backend (they are unique); predecessors
 are the smallest-id neighbour one level closer, so they are identical too.
@@ -40,6 +52,13 @@ BATCH_EDGE_LIMIT = 1 << 16
 HYBRID_BALANCED_EDGES = 4096  # edge frontier from which edge balancing beats one fused launch
 DIRECTIONS = ("auto", "top-down", "bottom-up")
 VARIANTS = ("hybrid", "fused", "balanced", "two-phase")
+LOOPS = ("graph", "device", "host")
+DEVICE_FIRST_STEPS = 8       # levels of the first launch of the device loop (no hint yet)
+DEVICE_MAX_FIRST_STEPS = 32
+DEVICE_MORE_STEPS = 8        # levels per further launch
+# Beamer's thresholds of the device loop: alpha 30 goes bottom-up a level earlier than the
+# CPU's 14 (GPU bottom-up levels are cheap; H200, RMAT-21: 249 GTEPS against 202, same hubs)
+DEVICE_ALPHA, DEVICE_BETA = 30, BETA
 
 
 @dataclass
@@ -76,7 +95,20 @@ class TraversalStats:
         return int(sum(self.level_edges))
 
 
-def traverse(core, sources, *, direction="auto", variant="hybrid"):
+def _traverse_device(core, sources, direction, use_graph):
+    """GPU: the whole traversal by the device-driven level loop (:meth:`FrontierCore.run_levels`);
+    the first launch covers as many levels as the last traversal on this core needed."""
+    mode = {"auto": 0, "top-down": 1, "bottom-up": 2}[direction]
+    first = getattr(core, "_levels_hint", DEVICE_FIRST_STEPS)
+    sizes, degs, ops = core.run_levels(sources, mode, DEVICE_ALPHA, DEVICE_BETA, first,
+                                       DEVICE_MORE_STEPS, use_graph)
+    # rounded up to a multiple of 4: few distinct captured graphs per core
+    core._levels_hint = max(4, min(-(-len(sizes) // 4) * 4, DEVICE_MAX_FIRST_STEPS))
+    names = {1: "fused", 2: "bottom-up"}
+    return TraversalStats(sizes, degs, [names[o] for o in ops])
+
+
+def traverse(core, sources, *, direction="auto", variant="hybrid", loop=None):
     """Run one BFS on ``core`` (a :class:`FrontierCore`); labels end in ``core.dist``.
 
     Strict inner layer: ``sources`` are valid internal vertex numbers.
@@ -90,6 +122,13 @@ def traverse(core, sources, *, direction="auto", variant="hybrid"):
         (for tests and benchmarks).
     variant : {'hybrid', 'fused', 'balanced', 'two-phase'}
         GPU top-down variant; 'hybrid' picks per level.
+    loop : {'device', 'graph', 'host'}, optional
+        GPU: who runs the level loop. 'graph' (the default for the hybrid variant): the
+        device decides each level's direction and the steps are replayed from a captured
+        CUDA graph, the host reads counters once per launch; 'device': the same kernels
+        launched one by one; 'host': the host picks each level's operator from the
+        counters it reads back (the only loop for the fused / balanced / two-phase
+        variants). Ignored on the CPU.
 
     Returns
     -------
@@ -100,6 +139,14 @@ def traverse(core, sources, *, direction="auto", variant="hybrid"):
     if variant not in VARIANTS:
         raise ValueError(f"traverse: variant must be one of {VARIANTS}, got {variant!r}")
     gpu = core.backend.is_gpu
+    if loop is None:
+        loop = "graph" if variant == "hybrid" else "host"
+    if loop not in LOOPS:
+        raise ValueError(f"traverse: loop must be one of {LOOPS}, got {loop!r}")
+    if gpu and loop != "host":
+        if variant != "hybrid":
+            raise ValueError(f"traverse: the {loop} loop runs the hybrid variant only")
+        return _traverse_device(core, sources, direction, loop == "graph")
     nf, mf = core.seed(sources)
     stats = TraversalStats([int(nf)], [int(mf)], [])
     explored = int(mf)

@@ -20,7 +20,22 @@ bound and the one with the smallest lower bound (ties: higher degree, then lower
 The BFS runs on the frontier core (:func:`terrain.graph.bfs.traverse`); the bound update
 and the pruning are kernels (``_diameter.cu``) with Numba twins, and candidate selection
 is a few array reductions, so on the GPU nothing but a handful of scalars per BFS crosses
-to the host. Cycles are the known worst case (every vertex has the same eccentricity, and
+to the host.
+
+Bit-parallel batches. After ``SINGLE_BFS`` single-source BFS (enough for small-world
+graphs) the bounding takes ``BATCH`` = 64 candidates at a time (alternately from the two
+selection orders) and runs them as one bit-parallel BFS (:meth:`FrontierCore.bitwise_bfs`:
+a uint64 per vertex, bit i for source i, a level is an OR over the neighbours): one pass
+for the 64 eccentricities, a second that applies each (source, vertex, distance) to the
+bounds as it appears — the bounds 64 single BFS would leave, for the memory of three
+uint64 arrays. Cycles, grids and other graphs that settle few vertices per BFS need 64
+times fewer passes; no peer uses bit-parallel BFS for exact diameter.
+
+Components. The component is found where the BFS runs: union-find on the device (every
+edge hooks the larger root under the smaller with a CAS, so each label is the component's
+smallest vertex whatever the order; ``_diameter.cu``, Numba twin ``_component_roots_cpu``)
+and cut out there (the kept rows are whole), so the graph crosses to the device once and
+scipy's labelling (which builds the transpose) is off the path. Cycles are the known worst case (every vertex has the same eccentricity, and
 bounds settle one vertex per BFS); small-world graphs, grids and trees need few BFS.
 
 :func:`weighted_diameter` runs the same bounding with a shortest-path search (Dijkstra on
@@ -48,12 +63,14 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from ..backend import get_backend
 from ..errors import InputError
 from .bfs import traverse
-from .csr import as_graph, largest_component
+from .csr import Graph, _subgraph, as_graph, largest_component
 from .frontier import BLOCK, FrontierCore
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
+           "component_roots", "largest_component_on",
            "sample_sources", "distance_histogram", "effective_from_histograms",
            "weighted_diameter"]
 
@@ -110,6 +127,36 @@ class DiameterResult:
 # --------------------------------------------------------------------------- CPU twins
 
 @numba.njit(nogil=True, cache=True)
+def _find_root_cpu(parent, v):
+    while True:
+        p = parent[v]
+        if p == v:
+            return v
+        g = parent[p]
+        parent[v] = g
+        v = p
+
+
+@numba.njit(nogil=True, cache=True)
+def _component_roots_cpu(indptr, indices, parent):
+    """Union-find twin of ``hook_edges``: each component's label is its smallest vertex."""
+    n = parent.shape[0]
+    for v in range(n):
+        parent[v] = v
+    for u in range(n):
+        for e in range(indptr[u], indptr[u + 1]):
+            v = indices[e]
+            if v >= u:
+                continue
+            a = _find_root_cpu(parent, u)
+            b = _find_root_cpu(parent, v)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    for v in range(n):
+        parent[v] = _find_root_cpu(parent, v)
+
+
+@numba.njit(nogil=True, cache=True)
 def _update_bounds_cpu(dist, ecc, lower, upper):
     for w in range(dist.shape[0]):
         d = dist[w]
@@ -139,6 +186,101 @@ def _prune_candidates_cpu(cand, lower, upper, delta_lower, radius_upper, extreme
     return left
 
 
+_DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
+SINGLE_BFS = 16  # single-source BFS before the bounding switches to bit-parallel batches
+BATCH = 64       # sources per bit-parallel pass
+BOUND_LOOP = None  # GPU level loop of the bounding's BFS (None: traverse's default)
+
+
+def _diameter_kernels(backend, index_dtype):
+    """The kernels of ``_diameter.cu`` for one index type (compiled once per process)."""
+    it = "int" if np.dtype(index_dtype) == np.int32 else "long long"
+    names = {"update": "update_bounds", "prune": "prune_candidates",
+             "init": f"init_parents<{it}>", "hook": f"hook_edges<{it}>",
+             "flatten": f"flatten_parents<{it}>", "check": f"check_components<{it}>"}
+    module = backend.cuda_module(_DIAMETER_CU, name_expressions=tuple(names.values()))
+    return {k: module.get_function(v) for k, v in names.items()}
+
+
+def component_roots(indptr, indices, backend=None):
+    """Connected-component labels of an undirected CSR on ``backend``: ``roots[v]`` is the
+    smallest vertex of ``v``'s component (union-find; unique labels, so the same on every
+    backend). ``indptr`` / ``indices`` may already live on the device.
+
+    Examples
+    --------
+    >>> component_roots(np.array([0, 1, 2, 2, 2]), np.array([1, 0], np.int32), "cpu").tolist()
+    [0, 0, 2, 3]
+    """
+    b = get_backend(backend)
+    indptr, indices = b.asarray(indptr), b.asarray(indices)
+    n = indptr.shape[0] - 1
+    parent = b.xp.empty(n, indices.dtype)
+    if not b.is_gpu:
+        _component_roots_cpu(indptr, indices, parent)
+        return parent
+    k = _diameter_kernels(b, indices.dtype)
+    grid = (max(1, min(4096, -(-n // BLOCK))),)
+    n64 = np.int64(n)
+    k["init"](grid, (BLOCK,), (parent, n64))
+    warp_grid = (max(1, min(65536, -(-n * 32 // BLOCK))),)
+    missed = b.xp.zeros(1, np.uint64)
+    for _ in range(64):
+        k["hook"](warp_grid, (BLOCK,), (indptr, indices, parent, n64))
+        k["flatten"](grid, (BLOCK,), (parent, n64))
+        missed.fill(0)
+        k["check"](warp_grid, (BLOCK,), (indptr, indices, parent, n64, missed))
+        if not int(missed.get()[0]):
+            return parent
+    raise RuntimeError("component_roots: labels did not settle")
+
+
+def largest_component_on(graph, backend=None):
+    """``(lcc, info)`` as :func:`terrain.graph.largest_component`, computed on ``backend``
+    (same component: the largest, ties to the one with the smallest vertex).
+
+    On the GPU the graph is uploaded once, the components found and the component cut out
+    there (neighbours of a kept vertex are kept, so the kept rows are whole), and ``lcc``
+    holds device arrays (``lcc.meta['device']`` is True; ids stay on the host) ready for
+    :class:`FrontierCore`; nothing of size ``m`` comes back to the host.
+    """
+    b = get_backend(backend)
+    xp = b.xp
+    indptr, indices = b.asarray(graph.indptr), b.asarray(graph.indices)
+    roots = component_roots(indptr, indices, b)
+    n = graph.n
+    info = {"components": 0, "vertices": n, "lcc_vertices": n}
+    if n == 0:
+        return graph, info
+    is_root = roots == xp.arange(n, dtype=roots.dtype)
+    info["components"] = count = int(is_root.sum())
+    if count <= 1:
+        if not b.is_gpu:
+            return graph, info
+        lcc = Graph(indptr, indices, graph.ids, graph.id_base, graph.name, dict(graph.meta))
+        lcc.meta["device"] = True
+        return lcc, info
+    sizes = xp.bincount(roots, minlength=n)
+    root = int(sizes.argmax())
+    keep = roots == root
+    info["lcc_vertices"] = int(sizes[root])
+    if not b.is_gpu:
+        lcc = _subgraph(graph, keep)
+    else:
+        new_id = (xp.cumsum(keep, dtype=np.int64) - 1).astype(indices.dtype)
+        deg = indptr[1:] - indptr[:-1]
+        new_indptr = xp.zeros(info["lcc_vertices"] + 1, np.int64)
+        xp.cumsum(deg[keep], out=new_indptr[1:])
+        new_indices = new_id[indices[keep[indices]]]
+        kept = b.to_numpy(xp.flatnonzero(keep))
+        lcc = Graph(new_indptr, new_indices, graph.id_array()[kept], 0, graph.name,
+                    dict(graph.meta))
+        lcc.meta.pop("_index", None)
+        lcc.meta["device"] = True
+    lcc.meta["lcc_of"] = info
+    return lcc, info
+
+
 class _Bounds:
     """Eccentricity bounds and candidates on the core's backend, and their kernels."""
 
@@ -150,12 +292,11 @@ class _Bounds:
         self.lower = xp.zeros(n, np.int32)
         self.upper = xp.full(n, np.iinfo(np.int32).max, np.int32)
         self.cand = xp.ones(n, np.uint8)
-        self.degree = self.backend.asarray(core.graph.degrees())
+        self.degree = core.indptr[1:] - core.indptr[:-1]
         self.extremes = bool(extremes)
         if self.backend.is_gpu:
-            module = self.backend.cuda_module(Path(__file__).with_name("_diameter.cu"))
-            self._update = module.get_function("update_bounds")
-            self._prune = module.get_function("prune_candidates")
+            k = _diameter_kernels(self.backend, core.index_dtype)
+            self._update, self._prune = k["update"], k["prune"]
             self._remaining = xp.zeros(1, np.uint64)
 
     def update(self, ecc):
@@ -191,6 +332,27 @@ class _Bounds:
         top = int(xp.where(tie, self.degree, -1).max())
         return int(xp.flatnonzero(tie & (self.degree == top))[0])
 
+    def select_batch(self, k):
+        """Up to ``k`` candidates for one bit-parallel pass: taken in turn from the order of
+        :meth:`select`'s two rules (largest upper bound; smallest lower bound; ties: higher
+        degree, then lower number), each vertex once. Host int64 array."""
+        xp = self.backend.xp
+        cand = xp.flatnonzero(self.cand)
+        if cand.size <= k:
+            return self.backend.to_numpy(cand).astype(np.int64)
+        up = self.upper[cand].astype(np.int64)
+        lo = self.lower[cand].astype(np.int64)
+        deg = self.degree[cand].astype(np.int64)
+        by_upper = self.backend.to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, -up]))[:k]])
+        by_lower = self.backend.to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, lo]))[:k]])
+        chosen, seen = [], set()
+        for a, b in zip(by_upper.tolist(), by_lower.tolist()):
+            for v in (a, b):
+                if v not in seen and len(chosen) < k:
+                    seen.add(v)
+                    chosen.append(v)
+        return np.array(chosen, np.int64)
+
 
 def _farthest_and_path(graph, dist, ecc):
     """Smallest-numbered vertex at distance ``ecc`` and the path back to the source along
@@ -205,6 +367,19 @@ def _farthest_and_path(graph, dist, ecc):
     return t, path[::-1]
 
 
+def _farthest_and_path_on(core, dist, ecc):
+    """:func:`_farthest_and_path` from device labels: the same vertices, through the
+    deterministic predecessors of :meth:`FrontierCore.parents` (one pass on the device,
+    then ``ecc`` scalar reads)."""
+    xp = core.backend.xp
+    t = int(xp.flatnonzero(dist == ecc)[0])
+    pred = core.parents(dist)
+    path = [t]
+    for _ in range(ecc):  # ecc scalar reads, not an n-sized download
+        path.append(int(pred[path[-1]]))
+    return t, path[::-1]
+
+
 def sample_sources(n, k, seed=0):
     """The effective-diameter sample: ``min(k, n)`` distinct vertices of ``0..n-1``, drawn
     with ``numpy.random.default_rng(seed)`` (the same on every backend and scheduler)."""
@@ -213,10 +388,20 @@ def sample_sources(n, k, seed=0):
 
 def distance_histogram(core, sources):
     """``hist[d]``: the (source, vertex) pairs at distance ``d``, summed over ``sources``
-    (one BFS each on the :class:`FrontierCore` ``core``; ``hist[0]`` counts the sources)."""
+    (on the :class:`FrontierCore` ``core``: bit-parallel BFS of up to ``BATCH`` distinct
+    sources at a time, or one BFS per source when ``sources`` repeats one; ``hist[0]``
+    counts the sources)."""
+    src = [int(s) for s in sources]
+    if len(set(src)) == len(src):
+        runs = []
+        for i in range(0, len(src), BATCH):
+            runs.append([])
+            core.bitwise_bfs(src[i:i + BATCH], pairs=runs[-1])
+    else:
+        runs = [traverse(core, [s]).level_sizes for s in src]
     hist = np.zeros(1, np.int64)
-    for s in sources:
-        sizes = np.asarray(traverse(core, [int(s)]).level_sizes, np.int64)
+    for sizes in runs:
+        sizes = np.asarray(sizes, np.int64)
         if sizes.size > hist.size:
             hist = np.pad(hist, (0, sizes.size - hist.size))
         hist[:sizes.size] += sizes
@@ -302,9 +487,12 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
     return _bound(FrontierCore(component, backend), components, extremes, progress)
 
 
-def _bound(core, info, extremes, progress):
+def _bound(core, info, extremes, progress, single_bfs=None):
     """The bounding loop on ``core`` (a connected component); ``info`` as
-    :func:`terrain.graph.largest_component` returns it."""
+    :func:`terrain.graph.largest_component` returns it. The first ``single_bfs`` BFS
+    (default ``SINGLE_BFS``) run one source at a time, the rest in bit-parallel batches of
+    ``BATCH`` sources."""
+    single_bfs = SINGLE_BFS if single_bfs is None else int(single_bfs)
     lcc = core.graph
     bounds = _Bounds(core, extremes)
     if progress is True:
@@ -316,17 +504,26 @@ def _bound(core, info, extremes, progress):
     largest_upper = True
     remaining = lcc.n
     while remaining > 0:
-        v = bounds.select(largest_upper)
-        largest_upper = not largest_upper
-        stats = traverse(core, [v])
-        if stats.reached != lcc.n:
-            raise ValueError("exact_diameter: the graph is not connected (give its "
-                             "largest_component)")
-        ecc = stats.eccentricity
-        bfs_count += 1
-        if best is None or ecc > best[0]:
-            best = (ecc, v, core.dist.copy())
-        bounds.update(ecc)
+        if bfs_count < single_bfs:
+            v = bounds.select(largest_upper)
+            largest_upper = not largest_upper
+            stats = traverse(core, [v], loop=BOUND_LOOP)
+            if stats.reached != lcc.n:
+                raise ValueError("exact_diameter: the graph is not connected (give its "
+                                 "largest_component)")
+            ecc = stats.eccentricity
+            bfs_count += 1
+            if best is None or ecc > best[0]:
+                best = (ecc, v, core.dist.copy())
+            bounds.update(ecc)
+        else:
+            batch = bounds.select_batch(BATCH)
+            eccs = core.bitwise_bfs(batch)
+            bfs_count += len(batch)
+            top = int(eccs.max())
+            if best is None or top > best[0]:
+                best = (top, int(batch[int(np.argmax(eccs))]), None)
+            core.bitwise_bfs(batch, eccs, bounds.lower, bounds.upper)
         delta_lower = int(bounds.lower.max())
         radius_upper = int(bounds.upper.min())
         remaining = bounds.prune(delta_lower, radius_upper)
@@ -334,8 +531,13 @@ def _bound(core, info, extremes, progress):
             upper = int(xp.where(bounds.cand.astype(bool), bounds.upper, delta_lower).max())
             progress(bfs_count, delta_lower, max(upper, delta_lower), remaining)
     ecc, source, dist = best
-    dist = core.backend.to_numpy(dist)
-    target, path = _farthest_and_path(lcc, dist, ecc)
+    if dist is None:  # found by a bit-parallel batch: one BFS for its labels
+        traverse(core, [source])
+        dist = core.dist
+    if core.backend.is_gpu:
+        target, path = _farthest_and_path_on(core, dist, ecc)
+    else:
+        target, path = _farthest_and_path(lcc, dist, ecc)
     result = DiameterResult(
         diameter=int(delta_lower), bfs_count=bfs_count,
         endpoints=(lcc.id_of(source), lcc.id_of(target)),
@@ -385,7 +587,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     g = as_graph(graph, directed=False)
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
-    lcc, info = largest_component(g)
+    lcc, info = largest_component_on(g, backend)
     core = FrontierCore(lcc, backend)
     result = _bound(core, info, extremes, progress)
     if effective:

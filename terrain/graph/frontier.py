@@ -24,6 +24,15 @@ operators that each turn the frontier of one level into the next, in the spirit 
 ``parents``
     the smallest-id neighbour one level closer: deterministic predecessors, identical on
     every backend however the levels were built.
+``run_levels`` (GPU)
+    a whole traversal driven by the device: per level a decide kernel (Beamer's rule on
+    the counters), fused top-down with hub lists spread over the grid, bottom-up over the
+    visited bitmask (the bitmask is the frontier for an unvisited vertex; it writes the
+    other of two bitmasks); captured once into a CUDA graph and replayed (``step_*`` in
+    ``_frontier.cu``).
+``bitwise_bfs``
+    up to 64 BFS in one pass, a uint64 per vertex (bit i: source i): eccentricities, and
+    with them the Takes-Kosters bounds of every vertex (``bitwise_*``).
 
 Weighted operators (SSSP, :mod:`terrain.graph.sssp`; distances are int64 or float64 arrays
 the caller owns):
@@ -59,6 +68,12 @@ __all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
 
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
+HUB_MIN = 128        # device level loop: lists from this length are spread over the grid
+BOTTOMUP_LANES = 1   # device level loop: lanes per unvisited vertex in bottom-up (1, 4, 8, 32)
+BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by the whole grid
+BITWISE_PARALLEL_NNZ = 1 << 22  # CPU bit-parallel BFS: threads from this many stored edges
+_C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the level loop (_frontier.cu)
+FUSED_STEPS = False  # device level loop: two launches per level (see step_advance)
 _RESIDENT_BLOCKS_PER_SM = 8
 
 
@@ -122,6 +137,68 @@ def _bfs_parents_cpu(indptr, indices, dist, pred):
                     p = u
                     break
         pred[v] = p
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v):
+    s = seen[v]
+    acc = np.uint64(0)
+    if s != full:
+        for e in range(indptr[v], indptr[v + 1]):
+            acc |= frontier[indices[e]]
+            if (acc | s) == full:
+                break
+    nxt[v] = acc & ~s
+
+
+@numba.njit(nogil=True, cache=True)
+def _bitwise_pull_cpu(indptr, indices, frontier, seen, nxt, full):
+    for v in range(seen.shape[0]):
+        _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v)
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _bitwise_pull_parallel_cpu(indptr, indices, frontier, seen, nxt, full):
+    """The same, vertices in parallel (big graphs: the thread pool costs ~ms per call)."""
+    for v in numba.prange(seen.shape[0]):
+        _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v)
+
+
+@numba.njit(nogil=True, cache=True)
+def _bitwise_seed_cpu(sources, seen, frontier, ecc, lower, upper, with_bounds):
+    for i in range(sources.shape[0]):
+        s = sources[i]
+        seen[s] = frontier[s] = np.uint64(1) << np.uint64(i)
+        if with_bounds:
+            lower[s] = max(lower[s], ecc[i])
+            upper[s] = min(upper[s], ecc[i])
+
+
+@numba.njit(nogil=True, cache=True)
+def _bitwise_finish_cpu(seen, frontier, nxt, level, ecc, lower, upper, with_bounds):
+    acc = np.uint64(0)
+    one = np.uint64(1)
+    pairs = 0
+    for v in range(seen.shape[0]):
+        fresh = nxt[v]
+        frontier[v] = fresh
+        if fresh == 0:
+            continue
+        nxt[v] = 0
+        seen[v] |= fresh
+        acc |= fresh
+        m = fresh
+        i = 0
+        while m:
+            if m & one:
+                pairs += 1
+                if with_bounds:
+                    e = ecc[i]
+                    lower[v] = max(lower[v], max(level, e - level))
+                    upper[v] = min(upper[v], e + level)
+            m >>= one
+            i += 1
+    return acc, pairs
 
 
 RELAX_FRINGE = 0
@@ -216,6 +293,17 @@ def _zero_parents_cpu(indptr, indices, weights, dist, hops, pred):
                 pred[v] = u
 
 
+_SM_COUNT = {}
+
+
+def _multiprocessors(cp):
+    """SM count of the current device (the properties query is slow: once per device)."""
+    dev = cp.cuda.Device().id
+    if dev not in _SM_COUNT:
+        _SM_COUNT[dev] = cp.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
+    return _SM_COUNT[dev]
+
+
 # --------------------------------------------------------------------------- the core
 
 class FrontierCore:
@@ -230,7 +318,13 @@ class FrontierCore:
     -----
     Allocates ``dist`` (int32), two vertex queues, and on the GPU a bitmask, a counter ring
     and (lazily, for two-phase levels) an edge queue of ``2m`` entries. Reuse one core for
-    many traversals of the same graph (diameter, benchmarks): only ``seed`` resets state.
+    many traversals of the same graph (diameter, benchmarks): only ``seed`` resets state,
+    and the device level loop's CUDA graphs are captured once per core.
+
+    GPU tunables of the device level loop (:meth:`run_levels`): ``hub_min`` (lists of this
+    many edges or more are spread over the grid), ``bottomup_lanes`` (1, 4, 8 or 32 lanes
+    per unvisited vertex), ``fused_steps`` (two launches per level instead of four);
+    ``profile`` (a list) collects an event after every kernel of direct launches.
 
     Examples
     --------
@@ -259,6 +353,7 @@ class FrontierCore:
         self.queues = (xp.empty(max(self.n, 1), self.index_dtype),
                        xp.empty(max(self.n, 1), self.index_dtype))
         self.edge_queue = None
+        self._host_indptr = graph.indptr if isinstance(graph.indptr, np.ndarray) else None
         if self.backend.is_gpu:
             self._init_gpu()
 
@@ -274,6 +369,20 @@ class FrontierCore:
             "bottomup": f"advance_bottomup<{it}>",
             "seed": f"seed_sources<{it}>",
             "parents": f"bfs_parents<{it}>",
+            "step_decide": "step_decide",
+            "step_topdown": f"step_topdown<{it}>",
+            "step_hubs": f"step_hubs<{it}>",
+            "step_bottomup": f"step_bottomup<{it}>",
+            "step_advance": f"step_advance<{it}>",
+            "step_hubs_decide": f"step_hubs_decide<{it}>",
+            "step_bottomup:4": f"step_bottomup_group<{it}, 4>",
+            "step_bottomup:8": f"step_bottomup_group<{it}, 8>",
+            "step_bottomup:32": f"step_bottomup_group<{it}, 32>",
+            "step_seed": f"step_seed<{it}>",
+            "bitwise_pull": f"bitwise_pull<{it}>",
+            "bitwise_pull_hubs": f"bitwise_pull_hubs<{it}>",
+            "bitwise_seed": "bitwise_seed",
+            "bitwise_finish": "bitwise_finish",
         }
         for wt in ("long long", "double"):
             for op in ("relax_arcs", "sssp_parents", "zero_hop_level", "zero_parents"):
@@ -285,9 +394,192 @@ class FrontierCore:
         self.counters = cp.zeros(4 * SLOTS, np.uint64)
         self._pinned = cp.cuda.alloc_pinned_memory(4 * SLOTS * 8)
         self._host_counters = np.frombuffer(self._pinned, np.uint64, 4 * SLOTS)
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        self.resident_blocks = props["multiProcessorCount"] * _RESIDENT_BLOCKS_PER_SM
+        self.resident_blocks = _multiprocessors(cp) * _RESIDENT_BLOCKS_PER_SM
         self.resident_threads = self.resident_blocks * BLOCK
+        self._loop = None
+        self.graph_error = None  # why CUDA-graph capture failed, if it did
+        # device level loop tunables (part of the captured graphs' keys)
+        self.hub_min = HUB_MIN
+        self.bottomup_lanes = BOTTOMUP_LANES
+        self.fused_steps = FUSED_STEPS
+        self.profile = None  # a list: (kernel name, event) recorded after every launch
+
+    # ------------------------------------------------------------------ device level loop
+    def _init_loop(self):
+        cp = self.backend.xp
+        n = max(self.n, 1)
+        pinned_src = cp.cuda.alloc_pinned_memory(8 * 65)
+        pinned_ctrl = cp.cuda.alloc_pinned_memory(8 * _C_WORDS)
+        self._loop = {
+            "ctrl": cp.zeros(_C_WORDS, np.uint64),
+            "visited_next": cp.zeros_like(self.visited),
+            "hub_q": cp.empty(n, self.index_dtype),
+            "src": cp.zeros(n + 1, np.int64),
+            "pinned": (pinned_src, pinned_ctrl),
+            "host_src": np.frombuffer(pinned_src, np.int64, 65),
+            "host_ctrl": np.frombuffer(pinned_ctrl, np.uint64, _C_WORDS),
+            "stream": cp.cuda.Stream(non_blocking=True),
+            "graphs": {},
+        }
+
+    def _enqueue_seed(self, seed_blocks):
+        lp = self._loop
+        self.dist.fill(-1)
+        self.visited.fill(0)
+        self.counters.fill(0)
+        lp["ctrl"].fill(0)
+        self._k["step_seed"]((seed_blocks,), (BLOCK,),
+                             (self.indptr, lp["src"], self.queues[0], self.dist, self.visited,
+                              self.counters))
+
+    def _fused(self):
+        return self.fused_steps and self.bottomup_lanes == 1
+
+    def _enqueue_decide(self, mode, alpha, beta):
+        self._k["step_decide"]((1,), (32,), (self.counters, self._loop["ctrl"], np.int64(self.n),
+                                             np.int64(self.nnz), np.int32(mode),
+                                             np.int32(alpha), np.int32(beta)))
+        self._mark("decide")
+
+    def _enqueue_steps(self, steps, mode, alpha, beta):
+        lp = self._loop
+        rb = (self.resident_blocks,)
+        q0, q1 = self.queues
+        mark = self._mark
+        lanes = self.bottomup_lanes
+        if self._fused():  # the decide of each level runs at the end of the one before
+            vis = (self.visited, lp["visited_next"])
+            for _ in range(steps):
+                self._k["step_advance"](rb, (BLOCK,), (
+                    self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
+                    lp["ctrl"], lp["hub_q"], np.int64(self.hub_min), np.int64(self.n)))
+                mark("advance")
+                self._k["step_hubs_decide"](rb, (BLOCK,), (
+                    self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
+                    lp["ctrl"], lp["hub_q"], np.int64(self.n), np.int64(self.nnz),
+                    np.int32(mode), np.int32(alpha), np.int32(beta)))
+                mark("hubs_decide")
+            return
+        for _ in range(steps):
+            self._enqueue_decide(mode, alpha, beta)
+            vis = (self.visited, lp["visited_next"])
+            self._k["step_topdown"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
+                                                   *vis, self.counters, lp["ctrl"],
+                                                   lp["hub_q"], np.int64(self.hub_min)))
+            mark("topdown")
+            self._k["step_hubs"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
+                                                *vis, self.counters, lp["ctrl"], lp["hub_q"]))
+            mark("hubs")
+            self._k["step_bottomup" if lanes == 1 else f"step_bottomup:{lanes}"](
+                rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist, *vis,
+                               self.counters, lp["ctrl"], np.int64(self.n)))
+            mark("bottomup")
+
+    def _mark(self, name):
+        """Profiling (direct launches only): an event after the kernel just launched."""
+        if self.profile is not None:
+            self.profile.append((name, self._loop["stream"].record()))
+
+    def _launch(self, key, enqueue, use_graph):
+        """Run ``enqueue`` on the loop's stream: replayed from a captured CUDA graph (captured
+        on first use per ``key``), or launched directly."""
+        lp = self._loop
+        stream = lp["stream"]
+        if use_graph and self.graph_error is None:
+            graph = lp["graphs"].get(key)
+            if graph is None:
+                try:
+                    with stream:
+                        stream.begin_capture()
+                        try:
+                            enqueue()
+                        finally:
+                            graph = stream.end_capture()
+                except Exception as exc:  # no capture here: launch directly from now on
+                    self.graph_error = f"{type(exc).__name__}: {exc}"
+                    graph = None
+                lp["graphs"][key] = graph
+            if graph is not None:
+                graph.launch(stream)
+                return
+        with stream:
+            enqueue()
+
+    def _read_loop(self):
+        cp = self.backend.xp
+        lp = self._loop
+        stream = lp["stream"]
+        for host, dev in ((self._host_counters, self.counters), (lp["host_ctrl"], lp["ctrl"])):
+            cp.cuda.runtime.memcpyAsync(host.ctypes.data, dev.data.ptr, host.nbytes,
+                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        stream.synchronize()
+        return self._host_counters.reshape(SLOTS, 4), lp["host_ctrl"]
+
+    def run_levels(self, sources, mode, alpha, beta, first_steps, more_steps=8, use_graph=True):
+        """GPU: a whole traversal by the device-driven level loop (``step_*`` kernels of
+        ``_frontier.cu``): seed and ``first_steps`` levels in one launch (a CUDA graph when
+        ``use_graph``), then ``more_steps`` at a time until a level comes out empty; the
+        host reads the counters once per launch (launches double in length up to
+        ``SLOTS - 8`` levels on long traversals). ``mode``: 0 auto (Beamer's rule with
+        ``alpha``, ``beta``), 1 top-down, 2 bottom-up.
+
+        Returns ``(sizes, degree_sums, operators)`` per level (operator 1 top-down,
+        2 bottom-up, for the levels after the first).
+        """
+        cp = self.backend.xp
+        if self._loop is None:
+            self._init_loop()
+        lp = self._loop
+        src = np.unique(np.asarray(sources, dtype=np.int64))
+        k = int(src.size)
+        if lp["host_src"].size < k + 1:  # many sources: a larger pinned staging buffer
+            buf = cp.cuda.alloc_pinned_memory(8 * (k + 1))
+            lp["pinned"] = (buf, lp["pinned"][1])
+            lp["host_src"] = np.frombuffer(buf, np.int64, k + 1)
+        lp["host_src"][0] = k
+        lp["host_src"][1:k + 1] = src
+        stream = lp["stream"]
+        stream.wait_event(cp.cuda.get_current_stream().record())
+        cp.cuda.runtime.memcpyAsync(lp["src"].data.ptr, lp["host_src"].ctypes.data, 8 * (k + 1),
+                                    cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        first_steps = max(1, min(int(first_steps), SLOTS - 8))
+        more_steps = max(1, min(int(more_steps), SLOTS - 8))
+        seed_blocks = self._blocks(k)
+
+        fused = self._fused()
+
+        def first():
+            self._enqueue_seed(seed_blocks)
+            if fused:
+                self._enqueue_decide(mode, alpha, beta)
+            self._enqueue_steps(first_steps, mode, alpha, beta)
+
+        tune = (self.hub_min, self.bottomup_lanes, fused)
+        self._launch(("first", first_steps, seed_blocks, mode, alpha, beta) + tune, first,
+                     use_graph)
+        sizes, degs, ops = [], [], []
+        while True:
+            ring, ctrl = self._read_loop()
+            level, active = int(ctrl[_C_LEVEL]), int(ctrl[_C_ACTIVE])
+            # the last level whose slot is final: fused steps end with the next level's
+            # decide (level is the one to build from), the others with a step's launches
+            last = (level if fused else level + 1) if active else level - 1
+            for lv in range(len(sizes), last + 1):
+                slot = ring[lv % SLOTS]
+                if int(slot[0]) == 0:
+                    return sizes, degs, ops
+                sizes.append(int(slot[0]))
+                degs.append(int(slot[1]))
+                if lv:
+                    ops.append(int(slot[3]))
+            if not active:
+                return sizes, degs, ops
+            if len(sizes) > self.n + 1:
+                raise RuntimeError("run_levels: more levels than vertices (corrupt counters)")
+            steps = more_steps
+            self._launch(("more", steps, mode, alpha, beta) + tune,
+                         lambda: self._enqueue_steps(steps, mode, alpha, beta), use_graph)
+            more_steps = min(2 * more_steps, SLOTS - 8)  # long traversals: fewer read-backs
 
     def _blocks(self, work):
         return max(1, min(self.resident_blocks, -(-int(work) // BLOCK)))
@@ -301,6 +593,13 @@ class FrontierCore:
                                     cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
         stream.synchronize()
         return self._host_counters.reshape(SLOTS, 4)
+
+    @property
+    def host_indptr(self):
+        """``indptr`` on the host (downloaded once when the graph came on the device)."""
+        if self._host_indptr is None:
+            self._host_indptr = self.backend.to_numpy(self.indptr)
+        return self._host_indptr
 
     def queue(self, level):
         """The vertex queue holding the frontier of ``level``."""
@@ -322,7 +621,7 @@ class FrontierCore:
             self._k["seed"]((self._blocks(src.size),), (BLOCK,),
                             (self.indptr, d_src, np.int64(src.size), self.queues[0], self.dist,
                              self.visited, self.counters))
-            ip = self.graph.indptr
+            ip = self.host_indptr
             s64 = src.astype(np.int64)
             return int(src.size), int((ip[s64 + 1] - ip[s64]).sum())
         self.dist.fill(-1)
@@ -384,6 +683,85 @@ class FrontierCore:
             return None
         return _advance_bottomup_cpu(self.indptr, self.indices, self.queue(level + 1),
                                      self.dist, level)
+
+    # ------------------------------------------------------------------ bit-parallel BFS
+    def bitwise_bfs(self, sources, ecc=None, lower=None, upper=None, pairs=None):
+        """Up to 64 BFS at once, one bit per source (see ``bitwise_pull`` in
+        ``_frontier.cu``). Returns the sources' eccentricities (host int32 array) in their
+        given order.
+
+        With ``ecc`` (their eccentricities, from an earlier call) and int32 bound arrays
+        ``lower`` / ``upper`` on the backend, every vertex ``w`` reached at distance ``d``
+        from source ``i`` gets ``lower[w] = max(lower[w], d, ecc[i] - d)`` and
+        ``upper[w] = min(upper[w], ecc[i] + d)`` — the bounds 64 single BFS would leave.
+        With a list ``pairs``, appends the number of (source, vertex) pairs at distance
+        0, 1, 2, ... (the sum of the sources' level sizes). Leaves ``self.dist`` alone.
+        """
+        src = np.asarray(sources, dtype=np.int64)
+        k = int(src.size)
+        if not 1 <= k <= 64 or np.unique(src).size != k:
+            raise ValueError("bitwise_bfs: 1 to 64 distinct sources")
+        xp = self.backend.xp
+        gpu = self.backend.is_gpu
+        n = self.n
+        if getattr(self, "_bitwise", None) is None:
+            hubs = None
+            if gpu:
+                deg = self.indptr[1:] - self.indptr[:-1]
+                hubs = xp.flatnonzero(deg >= BITWISE_HUB_MIN).astype(self.index_dtype)
+            self._bitwise = {"seen": xp.zeros(n, np.uint64), "frontier": xp.zeros(n, np.uint64),
+                             "next": xp.zeros(n, np.uint64), "bits": xp.zeros(2, np.uint64),
+                             "hubs": hubs}
+        st = self._bitwise
+        seen, frontier, nxt = st["seen"], st["frontier"], st["next"]
+        for a in (seen, frontier, nxt):
+            a.fill(0)
+        full = np.uint64((1 << k) - 1) if k < 64 else np.uint64(2**64 - 1)
+        with_bounds = ecc is not None
+        d_ecc = xp.asarray(np.asarray(ecc if with_bounds else np.zeros(k), np.int32))
+        if not with_bounds:
+            lower = upper = xp.zeros(1, np.int32)
+        out = np.zeros(k, np.int32)
+        level = 0
+        if pairs is not None:
+            pairs.append(k)
+        if gpu:
+            d_src = xp.asarray(src)
+            self._k["bitwise_seed"]((1,), (64,), (d_src, np.int32(k), seen, frontier, d_ecc,
+                                                  lower, upper, np.int32(with_bounds)))
+            hubs = st["hubs"]
+            rb = (self.resident_blocks,)
+        else:
+            _bitwise_seed_cpu(src, seen, frontier, d_ecc, lower, upper, with_bounds)
+        while True:
+            level += 1
+            if gpu:
+                self._k["bitwise_pull"](rb, (BLOCK,), (self.indptr, self.indices, frontier, seen,
+                                                       nxt, full, np.int64(BITWISE_HUB_MIN),
+                                                       np.int64(n)))
+                if hubs.size:
+                    self._k["bitwise_pull_hubs"](rb, (BLOCK,), (
+                        self.indptr, self.indices, frontier, seen, nxt, hubs,
+                        np.int64(hubs.size), full))
+                st["bits"].fill(0)
+                self._k["bitwise_finish"](rb, (BLOCK,), (seen, frontier, nxt, np.int64(n),
+                                                         np.int32(level), d_ecc, lower, upper,
+                                                         np.int32(with_bounds), st["bits"]))
+                bits, count = (int(x) for x in st["bits"].get())
+            else:
+                pull = (_bitwise_pull_parallel_cpu if self.nnz >= BITWISE_PARALLEL_NNZ
+                        else _bitwise_pull_cpu)
+                pull(self.indptr, self.indices, frontier, seen, nxt, full)
+                bits, count = _bitwise_finish_cpu(seen, frontier, nxt, level, d_ecc, lower,
+                                                  upper, with_bounds)
+                bits, count = int(bits), int(count)
+            if bits == 0:
+                return out
+            if pairs is not None:
+                pairs.append(count)
+            for i in range(k):
+                if bits >> i & 1:
+                    out[i] = level
 
     # ------------------------------------------------------------------ weighted operators
     def _wt(self, dist):
@@ -470,14 +848,16 @@ class FrontierCore:
         pred[pred == big] = -1
         return pred
 
-    def parents(self):
-        """Predecessors from the current labels: smallest-id neighbour one level closer,
-        -1 for sources and unreached vertices (same dtype as ``indices``)."""
+    def parents(self, dist=None):
+        """Predecessors from the current labels (or from ``dist``, hop labels of an earlier
+        traversal): smallest-id neighbour one level closer, -1 for sources and unreached
+        vertices (same dtype as ``indices``)."""
         xp = self.backend.xp
+        dist = self.dist if dist is None else dist
         pred = xp.empty(self.n, self.index_dtype)
         if self.backend.is_gpu:
             self._k["parents"]((self._blocks(self.n),), (BLOCK,),
-                               (self.indptr, self.indices, self.dist, pred, np.int64(self.n)))
+                               (self.indptr, self.indices, dist, pred, np.int64(self.n)))
         else:
-            _bfs_parents_cpu(self.indptr, self.indices, self.dist, pred)
+            _bfs_parents_cpu(self.indptr, self.indices, dist, pred)
         return pred
