@@ -81,7 +81,7 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "ArrayReader", "build_index", "index_leaf", "index_merge", "sources_leaf",
            "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
-           "node_down", "halo_seeds", "boundary_pairs_cpu",
+           "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
            "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
@@ -741,7 +741,14 @@ def _child_graph(spec, children):
              else np.zeros(0, np.float64))
     mat_h = (np.concatenate([c.hops.reshape(-1) for c in kids]) if kids
              else np.zeros(0, np.int32))
-    # grid arcs between different children
+    cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
+    return _ChildGraph(kids, slots, ids, z, f, vchild, coff, sizes, moff, mat_d, mat_h,
+                       cptr, cdst, cw)
+
+
+def _graph_arcs(spec, ids, z, f, vchild):
+    """CSR ``(cptr, cdst, cw)`` of the grid arcs between vertices of different children."""
+    V = ids.size
     R, C = spec.shape
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
@@ -770,8 +777,7 @@ def _child_graph(spec, children):
     cptr = np.zeros(V + 1, np.int64)
     np.add.at(cptr, src + 1, 1)
     cptr = np.cumsum(cptr)
-    return _ChildGraph(kids, slots, ids, z, f, vchild, coff, sizes, moff, mat_d, mat_h,
-                       cptr, dst[o].astype(np.int64), wts[o].astype(np.float64))
+    return cptr, dst[o].astype(np.int64), wts[o].astype(np.float64)
 
 
 def node_boundary(spec, level, i, j, children):
@@ -868,6 +874,136 @@ def top_labels(spec, tops, tops_labels):
     if np.any(ld < _INF):
         g.dijkstra(ld, la, lh)
     return _split(g, tops, ld, la, lh)
+
+
+@njit(cache=True, nogil=True)
+def _graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_d, pool_h,
+                          stamp, clock, cptr, cdst, cw, ld, la, lh, kd, ka, kh, win):
+    """:func:`_graph_dijkstra` with the child matrices in a cache of pages.
+
+    ``pool_*[slot, loc]`` is the matrix of the ``loc``-th node of the page held in ``slot``
+    (padded; row ``r`` entry ``j`` for ``r, j < csize``). Runs until the queue is empty
+    (returns -1) or until the next vertex to settle lies in a node whose page is not in the
+    cache: it then returns that page, the queue untouched, so the caller loads the page and
+    calls again. ``stamp[slot]`` records the last use (``clock[0]`` counts) for LRU.
+    """
+    while kd[1] < _INF:
+        u = win[1]
+        c = vchild[u]
+        sl = slot_of[page_of[c]]
+        if sl < 0:
+            return page_of[c]
+        stamp[sl] = clock[0]
+        clock[0] += 1
+        tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u]
+        base = coff[c]
+        B = csize[c]
+        r = u - base
+        loc = page_loc[c]
+        for j in range(B):
+            w = pool_d[sl, loc, r, j]
+            if not w < _INF:
+                continue
+            v = base + j
+            nd = du + w
+            nh = hu + pool_h[sl, loc, r, j]
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+        for e in range(cptr[u], cptr[u + 1]):
+            v = cdst[e]
+            nd = du + cw[e]
+            nh = hu + 1
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+    return -1
+
+
+def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
+                     cache_bytes=256 << 20):
+    """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
+
+    Out of core: only the top nodes' boundary cells (``tops``: objects with ``ids``, ``z``,
+    ``f``, ``size``; no matrices) and their labels are in memory; a node's ``(distance,
+    hops)`` matrix is needed only while the Dijkstra settles its boundary cells, which
+    happens while the wavefront crosses it. Matrices come in *pages* (``page_of[t]``,
+    ``page_loc[t]``: the page of top node ``t`` and its place in it; ``load_page(p)`` returns
+    ``(dist, hops)`` of shape ``page_shape = (nodes, bpad, bpad)``), held in an LRU cache of
+    ``cache_bytes`` (at least two pages). The result equals :func:`top_labels`'s.
+
+    Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
+    ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
+    """
+    kids, slots = [], []
+    for s, c in enumerate(tops):
+        if c is not None and c.size:
+            kids.append(c)
+            slots.append(s)
+    sizes = np.array([c.size for c in kids], np.int64)
+    coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    V = int(coff[-1])
+    out = [None if c is None else _inf_labels(c.size) for c in tops]
+    stats = {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": V}
+    if V == 0:
+        return out, stats
+    ids = np.concatenate([c.ids for c in kids])
+    z = np.concatenate([c.z for c in kids])
+    f = np.concatenate([c.f for c in kids])
+    vchild = np.repeat(np.arange(len(kids), dtype=np.int64), sizes)
+    ld = np.full(V, _INF)
+    la = np.full(V, INT_INF, np.int32)
+    lh = np.full(V, INT_INF, np.int32)
+    for kid_pos, slot in enumerate(slots):
+        lab = tops_labels[slot]
+        if lab is not None:
+            s, e = coff[kid_pos], coff[kid_pos + 1]
+            ld[s:e], la[s:e], lh[s:e] = lab
+    if np.any(ld < _INF):
+        cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
+        del ids, z, f
+        pg = np.asarray(page_of, np.int64)[slots]
+        loc = np.asarray(page_loc, np.int64)[slots]
+        npages = int(np.max(pg)) + 1
+        per_page = int(np.prod(page_shape)) * 12
+        nslots = int(max(2, min(cache_bytes // max(per_page, 1), len(set(pg.tolist())))))
+        pool_d = np.empty((nslots,) + tuple(page_shape), np.float64)
+        pool_h = np.empty((nslots,) + tuple(page_shape), np.int32)
+        slot_of = np.full(npages, -1, np.int64)
+        held = np.full(nslots, -1, np.int64)
+        stamp = np.zeros(nslots, np.int64)
+        clock = np.zeros(1, np.int64)
+        tt = tt_new(V)
+        tt_seed(*tt, ld, la, lh)
+        seen = set()
+        while True:
+            p = _graph_dijkstra_paged(vchild, coff, sizes, pg, loc, slot_of, pool_d, pool_h,
+                                      stamp, clock, cptr, cdst, cw, ld, la, lh, *tt)
+            if p < 0:
+                break
+            free = np.nonzero(held < 0)[0]
+            sl = int(free[0]) if free.size else int(np.argmin(stamp))
+            if held[sl] >= 0:
+                slot_of[held[sl]] = -1
+            d, h = load_page(int(p))
+            pool_d[sl], pool_h[sl] = d, h
+            held[sl], slot_of[p] = p, sl
+            stamp[sl] = clock[0]
+            stats["page_loads"] += 1
+            stats["page_bytes"] += per_page
+            seen.add(int(p))
+        stats["pages"] = len(seen)
+    for kid_pos, slot in enumerate(slots):
+        s, e = coff[kid_pos], coff[kid_pos + 1]
+        out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
+    return out, stats
 
 
 def _split(g, children, ld, la, lh):
@@ -1020,6 +1156,8 @@ def sources_merge(spec, nodes, k, i, j, *kids):
     if k <= spec.height:
         key = (k, i, j)
         kid_keys = [None if c is None else c[0][0] for c in kids]
+        if not any(c is not None and _has_finite(c[0][1]) for c in kids):
+            return [(key, None)], {key: None}  # no source below: nothing read
         lab = node_source_labels(spec, nodes[key], [None if c is None else nodes[c]
                                                     for c in kid_keys],
                                  [None if c is None else c[0][1] for c in kids])
@@ -1040,15 +1178,13 @@ def sources_leaf(spec, nodes, reader, sources, g, i, j):
 
     def leaf(k, ii, jj):
         key = _global(g, i, j, 0, ii, jj)
-        nb = nodes[key]
         win = spec.window(*key)
         src = _sources_in(win, rows, cols, costs)
+        lab = None  # no source in the tile: all labels infinite (the index is not read)
         if len(src[0]):
             r0, c0 = win[0] - window[0], win[2] - window[2]
             sl = (slice(r0, r0 + win[1] - win[0]), slice(c0, c0 + win[3] - win[2]))
-            lab = tile_source_labels(spec, z[sl], f[sl], win, nb, src)
-        else:
-            lab = _inf_labels(nb.size)
+            lab = tile_source_labels(spec, z[sl], f[sl], win, nodes[key], src)
         own[key] = lab
         return [(key, lab)], None
 
@@ -1090,13 +1226,13 @@ def down_node(spec, nodes, labels, k, i, j, incoming):
         tops = sorted(n for n in nodes if n[0] == H and (k <= H or _inside(n, k, i, j)))
         tops = [key] if k <= H else tops
         incoming = dict(zip(tops, top_labels(spec, [nodes[t] for t in tops],
-                                             [labels[t] for t in tops])))
+                                             [labels.get(t) for t in tops])))
     if k > H:
         return [None if c is None else {n: lab for n, lab in incoming.items()
                                         if _inside(n, *c)} for c in kids]
     down = node_down(spec, nodes[key], incoming[key],
                      [None if c is None else nodes[c] for c in kids],
-                     [None if c is None else labels[c] for c in kids])
+                     [None if c is None else labels.get(c) for c in kids])
     return [None if c is None else {c: lab} for c, lab in zip(kids, down)]
 
 
