@@ -68,7 +68,7 @@ __all__ = ["StoreReader", "IndexStore", "build_tiled_graph", "build_cost_distanc
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
 GROUP_SIDE = 512       # cells a side of a group (phase 1 / phase 3 batch, index chunks)
-PAGE_BYTES = 2 << 20   # a page of matrices (the top Dijkstra's cache unit), about
+PAGE_BYTES = 512 << 10  # a page of distance matrices (the top Dijkstra's cache unit), at most
 TOP_CACHE_BYTES = 256 << 20
 
 
@@ -547,7 +547,7 @@ def _finish(out_path, fills, meta, tops):
 
 def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                       backend="cpu", friction_store=None, reuse=None, token="t",
-                      cache_bytes=TOP_CACHE_BYTES):
+                      cache_bytes=None):
     """Dask graph of the tiled cost distance (module docstring); a Delayed summary.
 
     ``spec`` holds ``shape, cost, connectivity, cellsize, tile_sssp, max_height,
@@ -556,6 +556,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     """
     import dask
 
+    cache_bytes = TOP_CACHE_BYTES if cache_bytes is None else int(cache_bytes)
     tspec = TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
                       spec["cost"], tuple(float(x) for x in spec["cellsize"]),
                       spec.get("max_height"))

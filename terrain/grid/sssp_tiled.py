@@ -927,6 +927,27 @@ def _graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_
     return -1
 
 
+@njit(cache=True, nogil=True)
+def _page_to_evict(held, pptr, pverts, kd):
+    """The cache slot whose page is needed last: the largest least queued distance over its
+    vertices (the tree's leaf keys; +inf when none of them is queued). Belady's rule with
+    Dijkstra's order as the future: LRU would evict in the order the wavefront comes back."""
+    cap = kd.shape[0] // 2
+    best, best_key = 0, -1.0
+    for sl in range(held.shape[0]):
+        p = held[sl]
+        m = np.inf
+        for e in range(pptr[p], pptr[p + 1]):
+            d = kd[cap + pverts[e]]
+            if d < m:
+                m = d
+        if m > best_key:
+            best, best_key = sl, m
+            if m == np.inf:
+                break
+    return best
+
+
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
                      cache_bytes=256 << 20):
     """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
@@ -936,8 +957,9 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
     hops)`` matrix is needed only while the Dijkstra settles its boundary cells, which
     happens while the wavefront crosses it. Matrices come in *pages* (``page_of[t]``,
     ``page_loc[t]``: the page of top node ``t`` and its place in it; ``load_page(p)`` returns
-    ``(dist, hops)`` of shape ``page_shape = (nodes, bpad, bpad)``), held in an LRU cache of
-    ``cache_bytes`` (at least two pages). The result equals :func:`top_labels`'s.
+    ``(dist, hops)`` of shape ``page_shape = (nodes, bpad, bpad)``), held in a cache of
+    ``cache_bytes`` (at least two pages) that evicts the page needed last
+    (:func:`_page_to_evict`). The result equals :func:`top_labels`'s.
 
     Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
     ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
@@ -982,6 +1004,9 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
         clock = np.zeros(1, np.int64)
         tt = tt_new(V)
         tt_seed(*tt, ld, la, lh)
+        vpage = pg[vchild]
+        pverts = np.argsort(vpage, kind="stable")
+        pptr = np.searchsorted(vpage[pverts], np.arange(npages + 1)).astype(np.int64)
         seen = set()
         while True:
             p = _graph_dijkstra_paged(vchild, coff, sizes, pg, loc, slot_of, pool_d, pool_h,
@@ -989,7 +1014,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             if p < 0:
                 break
             free = np.nonzero(held < 0)[0]
-            sl = int(free[0]) if free.size else int(np.argmin(stamp))
+            sl = int(free[0]) if free.size else int(_page_to_evict(held, pptr, pverts, tt[0]))
             if held[sl] >= 0:
                 slot_of[held[sl]] = -1
             d, h = load_page(int(p))
