@@ -109,9 +109,12 @@ def pipeline(a):
         rec = json.loads(r.stdout.strip().splitlines()[-1])
         store_bytes = _dir_bytes(out)
         index_bytes = _dir_bytes(out / "sssp_index") if (out / "sssp_index").exists() else 0
+        if reuse is not None:  # the query's store: its output and the index it read
+            index_bytes = _dir_bytes(outs[reuse] / "sssp_index")
+            store_bytes += index_bytes
         io = rec["read_bytes"] + rec["written_bytes"]
         rec.update({"run": name, "size": n, "tile": a.tile, "dem_store_bytes": dem_bytes,
-                    "out_store_bytes": store_bytes, "index_bytes": index_bytes,
+                    "store_bytes": store_bytes, "index_bytes": index_bytes,
                     "io_over_store": round(io / max(store_bytes, 1), 2),
                     "io_over_store_and_dem": round(io / max(store_bytes + dem_bytes, 1), 2)})
         print(json.dumps(rec), flush=True)

@@ -150,7 +150,7 @@ class TiledSpec:
         """Highest level that gets boundary matrices (the cap, at most the root's level)."""
         top = self.levels - 1
         if self.max_height is None:
-            return min(top, default_max_height(self.tiles_shape))
+            return min(top, default_max_height(self.tiles_shape, tile=self.tile))
         return min(top, int(self.max_height))
 
     def window(self, level, i, j):
@@ -160,22 +160,28 @@ class TiledSpec:
                 j * side, min((j + 1) * side, self.shape[1]))
 
 
-def default_max_height(tiles_shape, max_top_nodes=4096):
-    """Default height cap: the lowest level with at most ``max_top_nodes`` nodes.
+def default_max_height(tiles_shape, max_top_nodes=4096, tile=None, max_top_cells=1 << 21):
+    """Default height cap: the lowest level with at most ``max_top_nodes`` nodes and, given
+    the ``tile`` side, at most ``max_top_cells`` top boundary cells (``~4 S`` per node of
+    side ``S``).
 
     The budget is the top Dijkstra's graph: its vertex count ``~ 4 S`` per top node of side
-    ``S`` shrinks as the cap rises, while every level below the cap costs ``O(S)`` work per
-    cell (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
+    ``S`` shrinks as the cap rises (out of core, ~250 bytes per vertex are held in memory:
+    2^21 cells are ~0.5 GB), while every level below the cap costs ``O(S)`` work per cell
+    (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
     4096 tiles the flat boundary graph (height 0) is the cheapest in memory and time.
 
     Examples
     --------
     >>> default_max_height((16, 16)), default_max_height((256, 256))
     (0, 2)
+    >>> default_max_height((1024, 1024), tile=16)  # 16384^2 cells: 1024 top nodes of 512
+    5
     """
     rows, cols = tiles_shape
     h = 0
-    while rows * cols > max_top_nodes:
+    while rows * cols > 1 and (rows * cols > max_top_nodes or (
+            tile is not None and rows * cols * 4 * (int(tile) << h) > max_top_cells)):
         rows, cols = -(-rows // 2), -(-cols // 2)
         h += 1
     return h
