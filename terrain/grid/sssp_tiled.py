@@ -752,38 +752,60 @@ def _child_graph(spec, children):
                        cptr, cdst, cw)
 
 
+@njit(cache=True, nogil=True)
+def _arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
+              cw, fill):
+    """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw`` from ``cptr``) the
+    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code."""
+    V = ids.shape[0]
+    for u in range(V):
+        r = ids[u] // C
+        c = ids[u] % C
+        e = cptr[u]
+        n = 0
+        for k in codes:
+            rr = r + ARC_DR[k]
+            cc = c + ARC_DC[k]
+            if rr < 0 or rr >= R or cc < 0 or cc >= C:
+                continue
+            nid = rr * C + cc
+            pos = np.searchsorted(sorted_ids, nid)
+            if pos >= V or sorted_ids[pos] != nid:
+                continue
+            v = order[pos]
+            if vchild[v] == vchild[u]:
+                continue
+            w = arc_cost(z[u], z[v], f[u], f[v], k, model, lengths)
+            if not w < _INF:
+                continue
+            if fill:
+                cdst[e + n] = v
+                cw[e + n] = w
+            n += 1
+        if not fill:
+            cptr[u + 1] = n
+
+
 def _graph_arcs(spec, ids, z, f, vchild):
-    """CSR ``(cptr, cdst, cw)`` of the grid arcs between vertices of different children."""
+    """CSR ``(cptr, cdst, cw)`` of the grid arcs between vertices of different children
+    (:func:`_arcs_cpu`: two passes, no temporaries beyond the CSR and a sorted copy of
+    ``ids``)."""
     V = ids.size
     R, C = spec.shape
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    rows, cols = ids // C, ids % C
-    src, dst, wts = [], [], []
-    for k in spec.codes:
-        rr, cc = rows + ARC_DR[k], cols + ARC_DC[k]
-        ok = (rr >= 0) & (rr < R) & (cc >= 0) & (cc < C)
-        nid = rr * C + cc
-        pos = np.searchsorted(sorted_ids, nid)
-        pos[pos >= V] = 0
-        found = ok & (sorted_ids[pos] == nid)
-        u = np.nonzero(found)[0]
-        v = order[pos[u]]
-        keep = vchild[u] != vchild[v]
-        u, v = u[keep], v[keep]
-        w = arc_costs_np(z[u], z[v], f[u], f[v], k, spec.model, spec.lengths)
-        fin = np.isfinite(w)
-        src.append(u[fin])
-        dst.append(v[fin])
-        wts.append(w[fin])
-    src = np.concatenate(src) if src else np.zeros(0, np.int64)
-    dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
-    wts = np.concatenate(wts) if wts else np.zeros(0, np.float64)
-    o = np.argsort(src, kind="stable")
+    order = np.argsort(ids, kind="stable").astype(np.int64)
+    sorted_ids = np.ascontiguousarray(ids[order], np.int64)
+    ids = np.ascontiguousarray(ids, np.int64)
+    z = np.ascontiguousarray(z, np.float32)
+    f = np.ascontiguousarray(f, np.float32)
+    vchild = np.ascontiguousarray(vchild, np.int64)
     cptr = np.zeros(V + 1, np.int64)
-    np.add.at(cptr, src + 1, 1)
-    cptr = np.cumsum(cptr)
-    return cptr, dst[o].astype(np.int64), wts[o].astype(np.float64)
+    args = (ids, order, sorted_ids, z, f, vchild, R, C, spec.codes, spec.model, spec.lengths)
+    _arcs_cpu(*args, cptr, np.zeros(0, np.int64), np.zeros(0), False)
+    np.cumsum(cptr, out=cptr)
+    cdst = np.empty(int(cptr[-1]), np.int64)
+    cw = np.empty(int(cptr[-1]), np.float64)
+    _arcs_cpu(*args, cptr, cdst, cw, True)
+    return cptr, cdst, cw
 
 
 def node_boundary(spec, level, i, j, children):
