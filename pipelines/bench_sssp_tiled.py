@@ -81,7 +81,8 @@ def _one(job):
                       "written_bytes": io1["wchar"] - io0["wchar"],
                       "summary": {k: s.get(k) for k in (
                           "height", "groups", "group_side", "reached_cells", "max_distance",
-                          "top_vertices", "top_pages", "top_page_loads")}}), flush=True)
+                          "top_vertices", "top_pages", "top_page_loads", "top_seconds",
+                          "solve_seconds", "write_seconds")}}), flush=True)
     return 0
 
 
