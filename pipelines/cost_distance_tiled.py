@@ -334,9 +334,16 @@ def _make_stores(index, labels, spec, height, prepared):
 def _index_leaf_task(tspec, reader, backend, store, made, g, i, j):
     """Phase 1 and the group's own levels; written to the index. Returns a token."""
     del made
-    _, own = index_leaf(tspec, reader, backend, g, i, j)
-    for k in range(min(g, tspec.height) + 1):
-        store.write_nodes(k, _group_region(store, k, i, j), own)
+    written = set()
+
+    def emit(k, nodes):  # level by level: at most two levels of the group in memory
+        if k <= tspec.height:
+            store.write_nodes(k, _group_region(store, k, i, j), nodes)
+            written.add(k)
+    index_leaf(tspec, reader, backend, g, i, j, emit=emit)
+    for k in range(min(g, tspec.height) + 1):  # levels of empty nodes (none in the group)
+        if k not in written:
+            store.write_nodes(k, _group_region(store, k, i, j), {})
     return (g, i, j), None
 
 

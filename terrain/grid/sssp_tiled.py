@@ -1181,24 +1181,42 @@ def index_merge(spec, k, i, j, *kids):
     return [nb for c in kids if c is not None for nb in c], {}
 
 
-def index_leaf(spec, reader, backend, g, i, j):
+def index_leaf(spec, reader, backend, g, i, j, emit=None):
     """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles (one batched call),
-    then its own levels by the same walk on the group's block. Returns ``(up, own)``."""
+    then its own levels by the same walk on the group's block. Returns ``(up, own)``.
+
+    With ``emit``, each level's nodes go to ``emit(level, {key: NodeBoundary})`` as soon as
+    the level above starts (the walk runs level by level) and are not kept in ``own``: a
+    pipeline writes them out and holds at most two levels of the group.
+    """
     window = spec.window(g, i, j)
     z, f = reader(window)
     tiles = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
-    own = dict(tiles)
+    del z, f
+    own, pending = {}, {}
+
+    def keep(k, made):
+        if emit is None:
+            own.update(made)
+            return
+        for lv in sorted(x for x in pending if x < k):
+            emit(lv, pending.pop(lv))
+        pending.setdefault(k, {}).update(made)
+
+    keep(0, tiles)
 
     def leaf(k, ii, jj):
         key = _global(g, i, j, 0, ii, jj)
-        return [tiles[key]], None
+        return [tiles.pop(key)], None
 
     def merge(k, ii, jj, *kids):
         up, made = index_merge(spec, *_global(g, i, j, k, ii, jj), *kids)
-        own.update(made)
+        keep(k, made)
         return up, None
 
     up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
+    for lv in sorted(pending):
+        emit(lv, pending.pop(lv))
     return up, own
 
 
