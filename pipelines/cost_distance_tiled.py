@@ -128,6 +128,12 @@ class IndexStore:
         return 1 << (self.g - k) if k <= self.g else 1
 
     def page(self, k):
+        """Nodes a side per page of level ``k``: the stored chunks' (a store written with
+        another :data:`PAGE_BYTES` is read as it was written), else from the page bytes."""
+        try:
+            return int(self.array(k, "dist").chunks[0])
+        except Exception:
+            pass
         B, m = self.bpad(k), self.side(k)
         while m > 1 and m * m * B * B * 8 > PAGE_BYTES:
             m //= 2
@@ -428,9 +434,16 @@ def _top(tspec, store, lstore, labels, cache_bytes):
     npc = -(-nc // m)
     page_of = [(i // m) * npc + j // m for _, i, j in keys]
     page_loc = [(i % m) * m + j % m for _, i, j in keys]
+    npr = -(-nr // m)
+
+    def around(p):  # the 8 pages around page p
+        pi, pj = divmod(p, npc)
+        return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
+                if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
     final, stats = top_labels_paged(
         tspec, [tops[t] for t in keys], [labels.get(t) for t in keys], page_of, page_loc,
-        lambda p: store.load_page(H, p), (m * m, store.bpad(H), store.bpad(H)), cache_bytes)
+        lambda p: store.load_page(H, p), (m * m, store.bpad(H), store.bpad(H)), cache_bytes,
+        neighbours=around)
     lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
     stats["seconds"] = time.perf_counter() - t0
     return stats

@@ -22,10 +22,11 @@ def _layers(path):
     return {n: np.asarray(g[n][:]) for n in LAYERS}
 
 
-@pytest.mark.parametrize("cache_pages", [2, 100])
-def test_paged_top_dijkstra_equals_in_memory(cache_pages):
-    """Matrices read page by page through an LRU cache of 2 pages (evictions and reloads
-    all the time) or of all pages give the labels of the in-memory top Dijkstra."""
+@pytest.mark.parametrize("cache_pages,prefetch", [(2, 0), (4, 3), (100, 0), (100, 3)])
+def test_paged_top_dijkstra_equals_in_memory(cache_pages, prefetch):
+    """Matrices read page by page through a cache of 2 or 4 pages (evictions and reloads
+    all the time) or of all pages, with or without reading neighbouring pages ahead, give
+    the labels of the in-memory top Dijkstra."""
     rng = np.random.default_rng(5)
     z = int_dem(rng, (40, 36), nan_frac=0.05)
     spec = TiledSpec(z.shape, 4, 8)
@@ -53,13 +54,17 @@ def test_paged_top_dijkstra_equals_in_memory(cache_pages):
         return d, h
 
     per_page = m * m * bp * bp * 12
-    got, stats = top_labels_paged(spec, tiles, labels, page_of,
-                                  page_loc, load, (m * m, bp, bp), cache_pages * per_page)
+    def around(p):
+        pi, pj = divmod(p, npc)
+        return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
+                if (a or b) and 0 <= pi + a < 5 and 0 <= pj + b < npc]
+    got, stats = top_labels_paged(spec, tiles, labels, page_of, page_loc, load,
+                                  (m * m, bp, bp), cache_pages * per_page, around, prefetch)
     for w, g in zip(want, got):
         for a, b in zip(w, g):
             np.testing.assert_array_equal(a, b)
     assert stats["pages"] == len(set(page_of)) and stats["page_loads"] == len(loads)
-    if cache_pages == 2:
+    if cache_pages < 20:
         assert stats["page_loads"] > stats["pages"]  # the cache did evict and reload
     else:
         assert stats["page_loads"] == stats["pages"]

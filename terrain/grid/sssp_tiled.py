@@ -976,8 +976,20 @@ def _page_to_evict(held, pptr, pverts, kd):
     return best
 
 
+@njit(cache=True, nogil=True)
+def _page_min_key(p, pptr, pverts, kd):
+    """Least queued distance over the vertices of page ``p`` (+inf: none queued)."""
+    cap = kd.shape[0] // 2
+    m = np.inf
+    for e in range(pptr[p], pptr[p + 1]):
+        d = kd[cap + pverts[e]]
+        if d < m:
+            m = d
+    return m
+
+
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
-                     cache_bytes=256 << 20):
+                     cache_bytes=256 << 20, neighbours=None, prefetch=3):
     """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
 
     Out of core: only the top nodes' boundary cells (``tops``: objects with ``ids``, ``z``,
@@ -987,7 +999,10 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
     ``page_loc[t]``: the page of top node ``t`` and its place in it; ``load_page(p)`` returns
     ``(dist, hops)`` of shape ``page_shape = (nodes, bpad, bpad)``), held in a cache of
     ``cache_bytes`` (at least two pages) that evicts the page needed last
-    (:func:`_page_to_evict`). The result equals :func:`top_labels`'s.
+    (:func:`_page_to_evict`). The result equals :func:`top_labels`'s. With
+    ``neighbours(p)`` (the pages around page ``p``), a miss also reads up to ``prefetch``
+    neighbouring pages that hold queued vertices, into free slots or slots whose page has
+    none queued, all in parallel threads (the reads release the GIL).
 
     Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
     ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
@@ -1036,22 +1051,51 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
         pverts = np.argsort(vpage, kind="stable")
         pptr = np.searchsorted(vpage[pverts], np.arange(npages + 1)).astype(np.int64)
         seen = set()
-        while True:
-            p = _graph_dijkstra_paged(vchild, coff, sizes, pg, loc, slot_of, pool_d, pool_h,
-                                      stamp, clock, cptr, cdst, cw, ld, la, lh, *tt)
-            if p < 0:
-                break
-            free = np.nonzero(held < 0)[0]
-            sl = int(free[0]) if free.size else int(_page_to_evict(held, pptr, pverts, tt[0]))
-            if held[sl] >= 0:
-                slot_of[held[sl]] = -1
-            d, h = load_page(int(p))
-            pool_d[sl], pool_h[sl] = d, h
-            held[sl], slot_of[p] = p, sl
-            stamp[sl] = clock[0]
-            stats["page_loads"] += 1
-            stats["page_bytes"] += per_page
-            seen.add(int(p))
+        threads = None
+        if neighbours is not None and prefetch > 0 and nslots > 2:
+            from concurrent.futures import ThreadPoolExecutor
+            threads = ThreadPoolExecutor(max_workers=prefetch + 1)
+        try:
+            while True:
+                p = _graph_dijkstra_paged(vchild, coff, sizes, pg, loc, slot_of, pool_d,
+                                          pool_h, stamp, clock, cptr, cdst, cw, ld, la, lh, *tt)
+                if p < 0:
+                    break
+                free = np.nonzero(held < 0)[0]
+                sl = int(free[0]) if free.size else int(_page_to_evict(held, pptr, pverts,
+                                                                       tt[0]))
+                want = [(int(p), sl)]
+                if threads is not None:  # neighbours with queued vertices, into spare slots
+                    taken = {sl}
+                    for q in neighbours(int(p)):
+                        if len(want) > prefetch:
+                            break
+                        if not (0 <= q < npages) or slot_of[q] >= 0 or not (
+                                _page_min_key(q, pptr, pverts, tt[0]) < _INF):
+                            continue
+                        spare = [x for x in range(nslots) if x not in taken and (
+                            held[x] < 0 or not _page_min_key(held[x], pptr, pverts,
+                                                             tt[0]) < _INF)]
+                        if not spare:
+                            break
+                        want.append((int(q), spare[0]))
+                        taken.add(spare[0])
+                for q, x in want:
+                    if held[x] >= 0:
+                        slot_of[held[x]] = -1
+                        held[x] = -1
+                pages = (threads.map(load_page, [q for q, _ in want]) if len(want) > 1
+                         else [load_page(want[0][0])])
+                for (q, x), (d, h) in zip(want, pages):
+                    pool_d[x], pool_h[x] = d, h
+                    held[x], slot_of[q] = q, x
+                    stamp[x] = clock[0]
+                    stats["page_loads"] += 1
+                    stats["page_bytes"] += per_page
+                    seen.add(q)
+        finally:
+            if threads is not None:
+                threads.shutdown()
         stats["pages"] = len(seen)
     for kid_pos, slot in enumerate(slots):
         s, e = coff[kid_pos], coff[kid_pos + 1]
