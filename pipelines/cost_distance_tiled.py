@@ -108,8 +108,9 @@ class IndexStore:
     ``m x m`` nodes (about :data:`PAGE_BYTES`), sharded per group.
     """
 
-    def __init__(self, path, tspec, group_level, labels=False):
+    def __init__(self, path, tspec, group_level, labels=False, mode="r+"):
         self.path, self.tspec, self.g, self.labels = str(path), tspec, int(group_level), labels
+        self.mode = mode  # "r" for a reused store: never written
         self.name = LABELS_GROUP if labels else INDEX_GROUP
         self._arrays = {}
 
@@ -170,7 +171,8 @@ class IndexStore:
         key = (k, name)
         if key not in self._arrays:
             self._arrays[key] = zarr.open_array(store=self.path,
-                                                path=f"{self.name}/L{k}/{name}", mode="r+")
+                                                path=f"{self.name}/L{k}/{name}",
+                                                mode=self.mode)
         return self._arrays[key]
 
     # index
@@ -594,7 +596,8 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     srcs = (rows, cols, costs)
     call = (lambda stage: delayed_call(f"cost-{stage}", token))
     tasks = {"index": 0, "reused": 0}
-    index = IndexStore(out_path if reuse is None else reuse, tspec, g)
+    index = (IndexStore(out_path, tspec, g) if reuse is None
+             else IndexStore(reuse, tspec, g, mode="r"))
     lstore = IndexStore(out_path, tspec, g, labels=True)
     made = dask.delayed(_make_stores, pure=False)(
         index if reuse is None else None, lstore, spec, tspec.height, prepared,
