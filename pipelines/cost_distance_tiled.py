@@ -1,53 +1,75 @@
-"""The tiled cost distance (``cost-distance --algorithm tiled``) as a Dask graph.
+"""The tiled cost distance (``cost-distance --algorithm tiled``) as an out-of-core Dask graph.
 
 The steps are those of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's
 hierarchy), scheduled on the ONE quadtree walk of :mod:`terrain.tiles.quadtree` with the
-Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a shard of the tile store (``shard``
-cells a side), cut into SSSP tiles of ``tile_sssp`` cells (16 by default: phase 1 costs grow
-linearly with the tile side, so the store's 512 tiles would be far too big).
+Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a block of ``group_side`` cells (at
+most :data:`GROUP_SIDE` = 512, at most a shard of the tile store), cut into SSSP tiles of
+``tile_sssp`` cells (16 by default: phase 1 costs grow linearly with the tile side).
+
+Out of core
+-----------
+Nothing grid-sized is held in memory or passed between tasks. The index (phase 1 and the
+upward matrices) lives in the output store (:class:`IndexStore`, Zarr group ``sssp_index``:
+per quadtree level ``k`` up to the height cap, arrays over the level's nodes: ``count``,
+boundary cell ``ids``, their ``z``/``f``, and the padded ``dist``/``hops`` matrices, one
+chunk per *page* of nodes, sharded per group); the run's final boundary labels live in
+``sssp_labels`` (deleted at the end). Each task writes what it computes and reads what it
+needs; tasks pass only tokens and the (sparse) source labels of the nodes that hold a
+source. Memory per task (see ``docs/cost-distance-tiled.md``): a group's phase 1 or phase
+3 (``~192 (H + 1)`` bytes a cell of a 512² group, ~50 MB per level), a node's merge
+(``192 S^2`` bytes for a node of side ``S``: the height cap keeps ``S`` small), and the top
+Dijkstra: its vertices (``~150`` bytes per top boundary cell) plus an LRU cache of matrix
+pages (``cache_bytes``, 256 MB) filled as the wavefront crosses the top nodes.
 
 Dask strategy
 -------------
-1. ``cost-index-leaf`` per group: reads the group's DEM (and friction) window from the store,
-   phase 1 on its tiles and the hierarchy inside the group (:func:`index_leaf`), and writes
-   them to the output store's ``sssp_index/g_I_J`` (the reuse record, one Zarr group per
-   quadtree group). ``cost-index-merge{k}`` per node above the groups (:func:`index_merge`,
-   up to the height cap), ``cost-index-top`` saves those nodes. With ``--reuse STORE`` the
-   leaf step instead loads the group's record from STORE (checking the stored boundary
-   cells against this raster), and no merge runs: phase 1 and the upward matrices are
-   skipped.
-2. ``cost-nodes``: the index as one in-process dict (the LocalCluster runs threads, so the
-   tasks share it; nothing is copied).
-3. ``cost-src-leaf`` / ``cost-src-merge{k}``: the sources up (:func:`sources_leaf`,
-   :func:`sources_merge`); a group reads its window only when it holds a source.
-4. ``cost-down-split{k}`` / ``cost-down-apply``: the top Dijkstra at the root and the final
-   boundary labels down to every tile (:func:`down_node`, :func:`down_leaf`).
-5. ``cost-fill`` per group: phase 3 (:func:`fill_group`) on the group's tiles, given the final
-   labels of its own and the eight neighbouring groups' tiles; it writes its shard of
-   ``distance``, ``allocation`` and ``backlink`` (a writer owns whole shards).
-6. ``cost-tiled-finish``: the summary.
+1. ``cost-index-make``: the index arrays. ``cost-index-leaf`` per group: reads the group's
+   DEM (and friction) window, phase 1 on its tiles and the hierarchy inside the group
+   (:func:`index_leaf`), writes them (one region per level, whole chunks and shards).
+   ``cost-index-merge{k}`` per node above the groups up to the cap: reads its four children,
+   :func:`node_boundary`, writes. With ``--reuse STORE``, ``cost-index-check`` per group
+   compares the stored boundary cells' elevations and frictions with this raster instead,
+   and the index is read from STORE.
+2. ``cost-src-leaf`` / ``cost-src-merge{k}``: the sources up (:func:`sources_leaf`,
+   :func:`sources_merge`); only nodes holding a source read anything.
+3. ``cost-down-split{k}``: at the root, the top Dijkstra on the level-``H`` nodes
+   (:func:`top_labels_paged`, matrices paged in from the index), writing their final
+   labels; each node at or below the cap reads its final labels and its children's
+   matrices, :func:`node_down`, writes its children's labels. ``cost-down-apply`` per
+   group: the same inside the group, down to the tiles' labels.
+4. ``cost-fill`` per shard of the output: phase 3 (:func:`fill_group`) on each group in the
+   shard, reading the final labels of its tiles and the ring around them; one write of the
+   shard's ``distance``, ``allocation`` and ``backlink`` (a writer owns whole shards).
+5. ``cost-tiled-finish``: the summary; ``sssp_labels`` removed.
 """
 
+import shutil
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import zarr
 
 from terrain.errors import InputError
+from terrain.grid._tournament import INT_INF
 from terrain.grid.costs import check_friction
-from terrain.grid.sssp_tiled import (NodeBoundary, TiledSpec, down_leaf, down_node,
-                                     fill_group, index_leaf, index_merge, sources_leaf,
-                                     sources_merge)
+from terrain.grid.sssp_tiled import (NodeBoundary, TiledSpec, fill_group, index_leaf,
+                                     node_boundary, node_down, sources_leaf, sources_merge,
+                                     top_labels_paged)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 from .quadtree import delayed_call
 
-__all__ = ["StoreReader", "build_tiled_graph", "build_cost_distance_tiled", "tiled_spec",
-           "index_spec", "check_reuse_store", "INDEX_GROUP"]
+__all__ = ["StoreReader", "IndexStore", "build_tiled_graph", "build_cost_distance_tiled",
+           "tiled_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
+           "GROUP_SIDE"]
 
 INDEX_GROUP = "sssp_index"
-_FIELDS = (("ids", "int64"), ("z", "float32"), ("f", "float32"), ("dist", "float64"),
-           ("hops", "int32"))
+LABELS_GROUP = "sssp_labels"
+GROUP_SIDE = 512       # cells a side of a group (phase 1 / phase 3 batch, index chunks)
+PAGE_BYTES = 512 << 10  # a page of distance matrices (the top Dijkstra's cache unit), at most
+TOP_CACHE_BYTES = 256 << 20
 
 
 class StoreReader:
@@ -67,6 +89,206 @@ class StoreReader:
         f = np.asarray(zarr.open_array(store=str(self.friction_path), path="elevation",
                                        mode="r")[r0:r1, c0:c1], np.float32)
         return z, check_friction(f, name=self.name)
+
+
+def _comp():
+    return (zarr.codecs.ZstdCodec(level=1),)
+
+
+class IndexStore:
+    """Per-level node arrays in a Zarr group (the index, or with ``labels=True`` a run's
+    final boundary labels).
+
+    Level ``k`` (0 = tiles, up to the height cap ``H``) has ``nr x nc`` nodes, each with at
+    most ``bpad(k)`` boundary cells. Index arrays: ``count`` (nr, nc) int32, ``ids`` (nr, nc,
+    B) int64 (-1 padding), ``z``, ``f`` (nr, nc, B) float32, ``dist`` (nr, nc, B, B) float64
+    (inf padding) and ``hops`` int32; label arrays: ``d``, ``a``, ``h`` (nr, nc, B). Chunks
+    of level ``k <= g`` (the group level) cover one group (``2^(g-k)`` nodes a side), so a
+    group's task writes whole chunks; above, one node. The matrices are chunked in pages of
+    ``m x m`` nodes (about :data:`PAGE_BYTES`), sharded per group.
+    """
+
+    def __init__(self, path, tspec, group_level, labels=False, mode="r+"):
+        self.path, self.tspec, self.g, self.labels = str(path), tspec, int(group_level), labels
+        self.mode = mode  # "r" for a reused store: never written
+        self.name = LABELS_GROUP if labels else INDEX_GROUP
+        self._arrays = {}
+
+    # geometry
+    def shape(self, k):
+        nt_r, nt_c = self.tspec.tiles_shape
+        return (nt_r + (1 << k) - 1) >> k, (nt_c + (1 << k) - 1) >> k
+
+    def bpad(self, k):
+        S, w = self.tspec.tile << k, self.tspec.width
+        R, C = min(S, self.tspec.shape[0]), min(S, self.tspec.shape[1])
+        return max(R * C - max(R - 2 * w, 0) * max(C - 2 * w, 0), 1)
+
+    def side(self, k):
+        """Nodes a side per chunk of level ``k``."""
+        return 1 << (self.g - k) if k <= self.g else 1
+
+    def page(self, k):
+        """Nodes a side per page of level ``k``: the stored chunks' (a store written with
+        another :data:`PAGE_BYTES` is read as it was written), else from the page bytes."""
+        try:
+            return int(self.array(k, "dist").chunks[0])
+        except Exception:
+            pass
+        B, m = self.bpad(k), self.side(k)
+        while m > 1 and m * m * B * B * 8 > PAGE_BYTES:
+            m //= 2
+        return m
+
+    def create(self, attrs):
+        root = zarr.open_group(store=self.path, mode="a")
+        grp = root.require_group(self.name)
+        grp.attrs.update(attrs)
+        for k in range(self.tspec.height + 1):
+            lev = grp.require_group(f"L{k}")
+            nr, nc = self.shape(k)
+            B, c, m = self.bpad(k), self.side(k), self.page(k)
+            cfg = {"write_empty_chunks": False}
+
+            def arr(name, shp, chunks, dtype, fill, shards=None):
+                lev.create_array(name, shape=shp, chunks=chunks, shards=shards, dtype=dtype,
+                                 fill_value=fill, compressors=_comp(), config=cfg,
+                                 overwrite=True)
+            if self.labels:
+                arr("d", (nr, nc, B), (c, c, B), "float64", np.inf)
+                arr("a", (nr, nc, B), (c, c, B), "int32", int(INT_INF))
+                arr("h", (nr, nc, B), (c, c, B), "int32", int(INT_INF))
+                continue
+            arr("count", (nr, nc), (c, c), "int32", 0)
+            arr("ids", (nr, nc, B), (c, c, B), "int64", -1)
+            arr("z", (nr, nc, B), (c, c, B), "float32", np.nan)
+            arr("f", (nr, nc, B), (c, c, B), "float32", np.nan)
+            shards = (c, c, B, B) if c > m else None
+            arr("dist", (nr, nc, B, B), (m, m, B, B), "float64", np.inf, shards)
+            arr("hops", (nr, nc, B, B), (m, m, B, B), "int32", int(INT_INF), shards)
+
+    def array(self, k, name):
+        key = (k, name)
+        if key not in self._arrays:
+            self._arrays[key] = zarr.open_array(store=self.path,
+                                                path=f"{self.name}/L{k}/{name}",
+                                                mode=self.mode)
+        return self._arrays[key]
+
+    # index
+    def write_nodes(self, k, region, nodes):
+        """Write the nodes ``{(k, i, j): NodeBoundary}`` of ``region`` = (i0, i1, j0, j1)."""
+        i0, i1, j0, j1 = region
+        B = self.bpad(k)
+        ni, nj = i1 - i0, j1 - j0
+        count = np.zeros((ni, nj), np.int32)
+        ids = np.full((ni, nj, B), -1, np.int64)
+        z = np.full((ni, nj, B), np.nan, np.float32)
+        f = np.full((ni, nj, B), np.nan, np.float32)
+        dist = np.full((ni, nj, B, B), np.inf)
+        hops = np.full((ni, nj, B, B), INT_INF, np.int32)
+        for (kk, i, j), nb in nodes.items():
+            if kk != k or not (i0 <= i < i1 and j0 <= j < j1):
+                continue
+            n, a, b = nb.size, i - i0, j - j0
+            count[a, b] = n
+            ids[a, b, :n], z[a, b, :n], f[a, b, :n] = nb.ids, nb.z, nb.f
+            dist[a, b, :n, :n], hops[a, b, :n, :n] = nb.dist, nb.hops
+        sl = (slice(i0, i1), slice(j0, j1))
+        for name, data in (("count", count), ("ids", ids), ("z", z), ("f", f),
+                           ("dist", dist), ("hops", hops)):
+            self.array(k, name)[sl] = data
+        return dist.nbytes + hops.nbytes + ids.nbytes + z.nbytes + f.nbytes
+
+    def meta(self, k, region, matrices=False):
+        """``{(k, i, j): NodeBoundary}`` of the nodes in ``region`` (clipped); without
+        ``matrices`` their ``dist``/``hops`` are None."""
+        nr, nc = self.shape(k)
+        i0, i1, j0, j1 = max(region[0], 0), min(region[1], nr), max(region[2], 0), min(
+            region[3], nc)
+        if i1 <= i0 or j1 <= j0:
+            return {}
+        sl = (slice(i0, i1), slice(j0, j1))
+        count = np.asarray(self.array(k, "count")[sl])
+        ids = np.asarray(self.array(k, "ids")[sl])
+        z = np.asarray(self.array(k, "z")[sl])
+        f = np.asarray(self.array(k, "f")[sl])
+        if matrices:
+            dist = np.asarray(self.array(k, "dist")[sl])
+            hops = np.asarray(self.array(k, "hops")[sl])
+        out = {}
+        for a in range(i1 - i0):
+            for b in range(j1 - j0):
+                n, key = int(count[a, b]), (k, i0 + a, j0 + b)
+                out[key] = NodeBoundary(k, key[1:], self.tspec.window(*key), ids[a, b, :n],
+                                        z[a, b, :n], f[a, b, :n],
+                                        dist[a, b, :n, :n] if matrices else None,
+                                        hops[a, b, :n, :n] if matrices else None)
+        return out
+
+    def node(self, key):
+        """One node with its matrices."""
+        k, i, j = key
+        return self.meta(k, (i, i + 1, j, j + 1), matrices=True)[key]
+
+    def load_page(self, k, p):
+        """Page ``p`` of level ``k`` (pages row-major): ``(dist, hops)`` of shape
+        ``(m * m, B, B)``, padded."""
+        m, B = self.page(k), self.bpad(k)
+        npc = -(-self.shape(k)[1] // m)
+        pi, pj = divmod(p, npc)
+        sl = (slice(pi * m, (pi + 1) * m), slice(pj * m, (pj + 1) * m))
+        out = []
+        for name, fill, dtype in (("dist", np.inf, np.float64), ("hops", INT_INF, np.int32)):
+            part = np.asarray(self.array(k, name)[sl])
+            full = np.full((m, m, B, B), fill, dtype)
+            full[: part.shape[0], : part.shape[1]] = part
+            out.append(full.reshape(m * m, B, B))
+        return out
+
+    # labels
+    def write_labels(self, k, region, labels):
+        """Write final labels ``{(k, i, j): (d, a, h)}`` of ``region``."""
+        i0, i1, j0, j1 = region
+        B = self.bpad(k)
+        d = np.full((i1 - i0, j1 - j0, B), np.inf)
+        a = np.full((i1 - i0, j1 - j0, B), INT_INF, np.int32)
+        h = np.full((i1 - i0, j1 - j0, B), INT_INF, np.int32)
+        for (kk, i, j), lab in labels.items():
+            if kk == k and lab is not None and i0 <= i < i1 and j0 <= j < j1 and lab[0].size:
+                n = lab[0].size
+                d[i - i0, j - j0, :n], a[i - i0, j - j0, :n], h[i - i0, j - j0, :n] = lab
+        sl = (slice(i0, i1), slice(j0, j1))
+        self.array(k, "d")[sl], self.array(k, "a")[sl], self.array(k, "h")[sl] = d, a, h
+
+    def read_labels(self, k, region, counts):
+        """``{key: (d, a, h)}`` over ``region`` (clipped); ``counts[key]`` boundary sizes."""
+        nr, nc = self.shape(k)
+        i0, i1, j0, j1 = max(region[0], 0), min(region[1], nr), max(region[2], 0), min(
+            region[3], nc)
+        if i1 <= i0 or j1 <= j0:
+            return {}
+        sl = (slice(i0, i1), slice(j0, j1))
+        d, a, h = (np.asarray(self.array(k, n)[sl]) for n in ("d", "a", "h"))
+        out = {}
+        for x in range(i1 - i0):
+            for y in range(j1 - j0):
+                key = (k, i0 + x, j0 + y)
+                n = counts[key]
+                out[key] = (d[x, y, :n].copy(), a[x, y, :n].copy(), h[x, y, :n].copy())
+        return out
+
+
+class _LazyNodes:
+    """``nodes[key]`` read from an :class:`IndexStore` on first use (a task's view)."""
+
+    def __init__(self, store):
+        self.store, self.cache = store, {}
+
+    def __getitem__(self, key):
+        if key not in self.cache:
+            self.cache[key] = self.store.node(key)
+        return self.cache[key]
 
 
 def index_spec(spec):
@@ -99,92 +321,77 @@ def check_reuse_store(path, spec):
     return attrs
 
 
-def _save_nodes(root, name, nodes):
-    """Write ``{key: NodeBoundary}`` as one Zarr group of concatenated arrays."""
-    keys = sorted(nodes)
-    g = root.require_group(name)
-    sizes = np.array([nodes[k].size for k in keys], np.int64)
-    g.create_array("keys", data=np.array(keys, np.int64).reshape(-1, 3), overwrite=True)
-    g.create_array("sizes", data=sizes, overwrite=True)
-    nbytes = sizes.nbytes
-    for field, dtype in _FIELDS:
-        parts = [np.asarray(getattr(nodes[k], field), dtype).reshape(-1) for k in keys]
-        data = np.concatenate(parts) if parts else np.zeros(0, dtype)
-        g.create_array(field, data=data, chunks=(min(max(data.size, 1), 1 << 22),),
-                       overwrite=True)
-        nbytes += data.nbytes
-    return nbytes
-
-
-def _load_nodes(tspec, path, name):
-    g = zarr.open_group(store=str(path), mode="r")[INDEX_GROUP][name]
-    keys = np.asarray(g["keys"][:]).tolist()
-    sizes = np.asarray(g["sizes"][:])
-    data = {field: np.asarray(g[field][:]) for field, _ in _FIELDS}
-    out, o1, o2 = {}, 0, 0
-    for key, n in zip(keys, sizes.tolist()):
-        key = tuple(int(x) for x in key)
-        out[key] = NodeBoundary(key[0], key[1:], tspec.window(*key), data["ids"][o1:o1 + n],
-                                data["z"][o1:o1 + n], data["f"][o1:o1 + n],
-                                data["dist"][o2:o2 + n * n].reshape(n, n),
-                                data["hops"][o2:o2 + n * n].reshape(n, n))
-        o1, o2 = o1 + n, o2 + n * n
-    return out
-
-
 # ------------------------------------------------------------------------------- tasks
 
-def _index_leaf_saved(tspec, reader, backend, out_path, prepared, g, i, j):
+def _group_region(store, k, i, j):
+    """Level-``k`` node region ``(i0, i1, j0, j1)`` of group ``(g, i, j)`` (``k <= g``),
+    clipped."""
+    s = 1 << (store.g - k)
+    nr, nc = store.shape(k)
+    return i * s, min((i + 1) * s, nr), j * s, min((j + 1) * s, nc)
+
+
+def _make_stores(index, labels, spec, height, prepared):
     del prepared  # after cost-prepare made the output store
-    up, own = index_leaf(tspec, reader, backend, g, i, j)
-    _save_nodes(zarr.open_group(store=str(out_path), mode="a")[INDEX_GROUP],
-                f"g_{i}_{j}", own)
-    return up, own
+    if index is not None:
+        index.create(dict(index_spec(spec), height=int(height)))
+    labels.create({})
+    return True
 
 
-def _index_leaf_loaded(tspec, reader, reuse_path, prepared, g, i, j):
-    """A group's stored index, its boundary cells checked against this raster."""
+def _index_leaf_task(tspec, reader, backend, store, made, g, i, j):
+    """Phase 1 and the group's own levels; written to the index. Returns a token."""
+    del made
+    written = set()
+
+    def emit(k, nodes):  # level by level: at most two levels of the group in memory
+        if k <= tspec.height:
+            store.write_nodes(k, _group_region(store, k, i, j), nodes)
+            written.add(k)
+    index_leaf(tspec, reader, backend, g, i, j, emit=emit)
+    for k in range(min(g, tspec.height) + 1):  # levels of empty nodes (none in the group)
+        if k not in written:
+            store.write_nodes(k, _group_region(store, k, i, j), {})
+    return (g, i, j), None
+
+
+def _index_merge_task(tspec, store, k, i, j, *kids):
+    """A node's matrix from its four children's (read from the index), written."""
+    if k <= tspec.height:
+        children = [None if c is None else store.node(c) for c in _child_keys(store, k, i, j)]
+        store.write_nodes(k, (i, i + 1, j, j + 1),
+                          {(k, i, j): node_boundary(tspec, k, i, j, children)})
+    return (k, i, j), None
+
+
+def _child_keys(store, k, i, j):
+    nr, nc = store.shape(k - 1)
+    return [(k - 1, a, b) if a < nr and b < nc else None
+            for a in (2 * i, 2 * i + 1) for b in (2 * j, 2 * j + 1)]
+
+
+def _index_check_task(tspec, reader, store, prepared, g, i, j):
+    """With ``--reuse``: the stored boundary cells of the group's tiles must carry this
+    raster's elevations and frictions."""
     del prepared  # the DEM is in place (a raster input is ingested first)
-    own = _load_nodes(tspec, reuse_path, f"g_{i}_{j}")
     window = tspec.window(g, i, j)
     z, f = reader(window)
     r0, c0 = window[0], window[2]
     cols = tspec.shape[1]
-    for key, nb in own.items():
-        if key[0] == 0 and nb.size:
+    for nb in store.meta(0, _group_region(store, 0, i, j)).values():
+        if nb.size:
             rr, cc = nb.ids // cols - r0, nb.ids % cols - c0
             if not (np.array_equal(z[rr, cc], nb.z, equal_nan=True)
                     and np.array_equal(f[rr, cc], nb.f, equal_nan=True)):
-                raise InputError(f"{reuse_path}: the stored index does not match this raster "
+                raise InputError(f"{store.path}: the stored index does not match this raster "
                                  f"(group {i},{j})")
-    return own
+    return True
 
 
-def _save_top(out_path, rest, g):
-    top = {}
-    for key, (own,) in rest.items():
-        if key[0] > g:
-            top.update(own)
-    _save_nodes(zarr.open_group(store=str(out_path), mode="a")[INDEX_GROUP], "top", top)
-    return len(top)
-
-
-def _collect(*dicts):
-    out = {}
-    for d in dicts:
-        out.update(d)
-    return out
-
-
-def _collect_rest(rest):
-    out = {}
-    for (own,) in rest.values():
-        out.update(own)
-    return out
-
-
-def _sources_leaf_checked(tspec, nodes, reader, srcs, name, g, i, j):
-    """:func:`sources_leaf`, after checking that the group's sources are on data."""
+def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
+    """:func:`sources_leaf`, after checking that the group's sources are on data; ``own``
+    keeps only the nodes that reach a source."""
+    del ready
     rows, cols, _ = srcs
     r0, r1, c0, c1 = window = tspec.window(g, i, j)
     inside = np.nonzero((rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1))[0]
@@ -195,62 +402,186 @@ def _sources_leaf_checked(tspec, nodes, reader, srcs, name, g, i, j):
             if np.isnan(z[r, c]) or np.isnan(f[r, c]):
                 raise InputError(f"{name}: source {s} at cell (row, col) = ({rows[s]}, "
                                  f"{cols[s]}) is on nodata")
-    return sources_leaf(tspec, nodes, reader, srcs, g, i, j)
+    up, own = sources_leaf(tspec, _LazyNodes(store), reader, srcs, g, i, j)
+    if g > tspec.height:  # pass on only the top nodes that reach a source
+        up = [e for e in up if e[1] is not None]
+    return up, {k: v for k, v in own.items() if v is not None}
 
 
-def _fill_write(tspec, reader, backend, nodes, srcs, out_path, max_cost, write_friction,
-                prepared, g, i, j, *finals):
-    del prepared  # the layers exist
+def _sources_merge_task(tspec, store, k, i, j, *kids):
+    up, own = sources_merge(tspec, _LazyNodes(store), k, i, j, *kids)
+    if k > tspec.height:  # pass on only the top nodes that reach a source
+        up = [e for e in up if e[1] is not None]
+    return up, {key: v for key, v in own.items() if v is not None}
+
+
+def _collect_rest(rest):
+    out = {}
+    for (own,) in rest.values():
+        out.update(own)
+    return out
+
+
+def _top(tspec, store, lstore, labels, cache_bytes):
+    """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
+    labels. Returns its paging stats."""
     t0 = time.perf_counter()
-    final = _collect(*finals)
-    win, d, a, b, _ = fill_group(tspec, reader, backend, nodes, final, srcs, g, i, j)
+    H = tspec.height
+    nr, nc = store.shape(H)
+    if H == tspec.levels - 1:  # the root has its matrix and no boundary: nothing above
+        return {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": 0}
+    tops = store.meta(H, (0, nr, 0, nc))
+    keys = sorted(tops)
+    m = store.page(H)
+    npc = -(-nc // m)
+    page_of = [(i // m) * npc + j // m for _, i, j in keys]
+    page_loc = [(i % m) * m + j % m for _, i, j in keys]
+    npr = -(-nr // m)
+
+    def around(p):  # the 8 pages around page p
+        pi, pj = divmod(p, npc)
+        return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
+                if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
+    final, stats = top_labels_paged(
+        tspec, [tops[t] for t in keys], [labels.get(t) for t in keys], page_of, page_loc,
+        lambda p: store.load_page(H, p), (m * m, store.bpad(H), store.bpad(H)), cache_bytes,
+        neighbours=around)
+    lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
+    stats["seconds"] = time.perf_counter() - t0
+    return stats
+
+
+def _own_labels(store, lstore, k, region):
+    """Final labels of the level-``k`` nodes of ``region`` and their meta (ids)."""
+    meta = store.meta(k, region)
+    lab = lstore.read_labels(k, region, {key: nb.size for key, nb in meta.items()})
+    return meta, lab
+
+
+def _node_down(tspec, store, lstore, labels, meta, lab, k, region):
+    """Children's final labels of the level-``k`` nodes in ``region``."""
+    kids_all = store.meta(k - 1, (2 * region[0], 2 * region[1], 2 * region[2],
+                                  2 * region[3]), matrices=True)
+    out = {}
+    for key, nb in meta.items():
+        _, i, j = key
+        kids = [c if c in kids_all else None for c in _child_keys(store, k, i, j)]
+        down = node_down(tspec, nb, lab[key], [None if c is None else kids_all[c]
+                                                for c in kids],
+                         [None if c is None else labels.get(c) for c in kids])
+        for c, d in zip(kids, down):
+            if c is not None:  # the child's ids stay, its matrices go
+                out[c] = (replace(kids_all[c], dist=None, hops=None), d)
+    return out
+
+
+def _down_node_task(tspec, store, lstore, labels, cache_bytes, ready, k, i, j, incoming):
+    """Top-down step of node ``(k, i, j)`` above the groups (the root runs the top)."""
+    del ready
+    stats = _top(tspec, store, lstore, labels, cache_bytes) if incoming is None else incoming
+    if k <= tspec.height:
+        meta, lab = _own_labels(store, lstore, k, (i, i + 1, j, j + 1))
+        kids = _node_down(tspec, store, lstore, labels, meta, lab, k, (i, i + 1, j, j + 1))
+        for key, (_, d) in kids.items():
+            lstore.write_labels(k - 1, (key[1], key[1] + 1, key[2], key[2] + 1), {key: d})
+    return (stats,) * 4
+
+
+def _down_leaf_task(tspec, store, lstore, labels, cache_bytes, ready, g, i, j, incoming):
+    """Top-down inside group ``(g, i, j)``: from the final labels of its level-``min(H, g)``
+    nodes down to its tiles', written to ``sssp_labels/L0``."""
+    del ready
+    stats = _top(tspec, store, lstore, labels, cache_bytes) if incoming is None else incoming
+    s = min(tspec.height, g)
+    meta, lab = _own_labels(store, lstore, s, _group_region(store, s, i, j))
+    if s == tspec.levels - 1 and s == tspec.height:
+        lab = {key: (np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32))
+               for key in meta}  # the root: no boundary
+    for k in range(s, 0, -1):
+        kids = _node_down(tspec, store, lstore, labels, meta, lab, k,
+                          _group_region(store, k, i, j))
+        meta = {key: nb for key, (nb, _) in kids.items()}
+        lab = {key: d for key, (_, d) in kids.items()}
+    if s > 0:
+        lstore.write_labels(0, _group_region(store, 0, i, j), lab)
+    return stats
+
+
+class _Ids:
+    def __init__(self, ids):
+        self.ids = ids
+
+
+def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
+               write_friction, group_level, shard, prepared, *downs):
+    """Phase 3 on the groups of one output shard, then one write of the shard."""
+    del prepared
+    t0 = time.perf_counter()
+    g = group_level
+    r0, r1, c0, c1 = shard
+    d = np.full((r1 - r0, c1 - c0), np.nan)
+    a = np.full((r1 - r0, c1 - c0), -1, np.int32)
+    b = np.full((r1 - r0, c1 - c0), 255, np.uint8)
+    side = tspec.tile << g
+    for gi in range(r0 // side, -(-r1 // side)):
+        for gj in range(c0 // side, -(-c1 // side)):
+            reg = _group_region(store, 0, gi, gj)
+            ring = (reg[0] - 1, reg[1] + 1, reg[2] - 1, reg[3] + 1)
+            meta = store.meta(0, ring)
+            final = lstore.read_labels(0, ring, {key: nb.size for key, nb in meta.items()})
+            nodes = {key: _Ids(nb.ids) for key, nb in meta.items()}
+            win, gd, ga, gb, _ = fill_group(tspec, reader, backend, nodes, final, srcs, g,
+                                            gi, gj)
+            x0, x1, y0, y1 = max(win[0], r0), min(win[1], r1), max(win[2], c0), min(win[3], c1)
+            src = (slice(x0 - win[0], x1 - win[0]), slice(y0 - win[2], y1 - win[2]))
+            dst = (slice(x0 - r0, x1 - r0), slice(y0 - c0, y1 - c0))
+            d[dst], a[dst], b[dst] = gd[src], ga[src], gb[src]
     if max_cost is not None:
         far = d > max_cost
         d[far], a[far], b[far] = np.nan, -1, 255
     t1 = time.perf_counter()
     group = zarr.open_group(store=str(out_path), mode="r+")
-    sl = (slice(win[0], win[1]), slice(win[2], win[3]))
+    sl = (slice(r0, r1), slice(c0, c1))
     group["distance"][sl] = d
     group["allocation"][sl] = a
     group["backlink"][sl] = b
     if write_friction:
-        group["friction"][sl] = reader(win)[1]
+        group["friction"][sl] = reader(shard)[1]
     reached = int(np.count_nonzero(~np.isnan(d)))
     return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
             "solve": t1 - t0, "write": time.perf_counter() - t1}
 
 
-def _finish(out_path, fills, meta, times_marker):
-    del times_marker
+def _finish(out_path, fills, meta, tops):
     reached = sum(f["reached"] for f in fills)
     maxes = [f["max"] for f in fills if f["max"] is not None]
     summary = dict(meta)
+    top = next((t for t in tops if isinstance(t, dict)), {})
     summary.update({
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
         "solve_seconds": round(sum(f["solve"] for f in fills), 6), "read_seconds": 0.0,
         "write_seconds": round(sum(f["write"] for f in fills), 6),
-        "queue": "tournament tree", "device": meta.get("backend")})
+        "queue": "tournament tree", "device": meta.get("backend"),
+        "top_vertices": top.get("vertices", 0), "top_pages": top.get("pages", 0),
+        "top_page_loads": top.get("page_loads", 0),
+        "top_seconds": round(top.get("seconds", 0.0), 3)})
+    shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
     zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary
 
 
-def _make_index_group(out_path, spec, height, prepared):
-    del prepared
-    root = zarr.open_group(store=str(out_path), mode="a")
-    g = root.require_group(INDEX_GROUP)
-    g.attrs.update(dict(index_spec(spec), height=int(height)))
-    return True
-
-
 def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
-                      backend="cpu", friction_store=None, reuse=None, token="t"):
+                      backend="cpu", friction_store=None, reuse=None, token="t",
+                      cache_bytes=None):
     """Dask graph of the tiled cost distance (module docstring); a Delayed summary.
 
     ``spec`` holds ``shape, cost, connectivity, cellsize, tile_sssp, max_height,
-    group_side, max_cost, input``; ``prepared`` is the Delayed that made the output layers.
+    group_side, max_cost, input, shard_side``; ``prepared`` is the Delayed that made the
+    output layers.
     """
     import dask
 
+    cache_bytes = TOP_CACHE_BYTES if cache_bytes is None else int(cache_bytes)
     tspec = TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
                       spec["cost"], tuple(float(x) for x in spec["cellsize"]),
                       spec.get("max_height"))
@@ -265,40 +596,45 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     srcs = (rows, cols, costs)
     call = (lambda stage: delayed_call(f"cost-{stage}", token))
     tasks = {"index": 0, "reused": 0}
+    index = (IndexStore(out_path, tspec, g) if reuse is None
+             else IndexStore(reuse, tspec, g, mode="r"))
+    lstore = IndexStore(out_path, tspec, g, labels=True)
+    made = dask.delayed(_make_stores, pure=False)(
+        index if reuse is None else None, lstore, spec, tspec.height, prepared,
+        dask_key_name=f"cost-index-make-{token}")
     if reuse is None:
-        made = dask.delayed(_make_index_group, pure=False)(
-            out_path, spec, tspec.height, prepared, dask_key_name=f"cost-index-make-{token}")
-        _, rest = walk_up(plan, (_index_leaf_saved, tspec, reader, backend, out_path, made),
-                          (index_merge, tspec), call=call("index"))
-        saved_top = dask.delayed(_save_top, pure=False)(out_path, rest, g,
-                                                        dask_key_name=f"cost-index-top-{token}")
-        nodes = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-nodes-{token}")
+        ready, _ = walk_up(plan, (_index_leaf_task, tspec, reader, backend, index, made),
+                           (_index_merge_task, tspec, index), call=call("index"))
         tasks["index"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     else:
-        owns = [dask.delayed(_index_leaf_loaded, pure=False)(
-            tspec, reader, reuse, prepared, g, i, j, dask_key_name=(f"cost-index-load-{token}", i, j))
+        ready = [dask.delayed(_index_check_task, pure=False)(
+            tspec, reader, index, made, g, i, j, dask_key_name=(f"cost-index-check-{token}",
+                                                                i, j))
             for (i, j) in plan.groups]
-        top = dask.delayed(_load_nodes, pure=False)(
-            tspec, reuse, "top", dask_key_name=f"cost-index-load-top-{token}")
-        nodes = dask.delayed(_collect, pure=False)(*owns, top,
-                                                   dask_key_name=f"cost-nodes-{token}")
-        saved_top = None
         tasks["reused"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     name = spec.get("input", "")
-    _, rest = walk_up(plan, (_sources_leaf_checked, tspec, nodes, reader, srcs, name),
-                      (sources_merge, tspec, nodes), call=call("src"))
+    _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
+                      (_sources_merge_task, tspec, index), call=call("src"))
     labels = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-labels-{token}")
-    _, out = walk_down(plan, (down_node, tspec, nodes, labels), (down_leaf, tspec, nodes, labels),
+    _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, cache_bytes, made),
+                       (_down_leaf_task, tspec, index, lstore, labels, cache_bytes, made),
                        call=call("down"), node_nout=4)
     max_cost = spec.get("max_cost")
+    R, C = tspec.shape
+    sh = int(spec.get("shard_side") or spec["group_side"])
+    side = tspec.tile << g
     fills = []
-    for (i, j) in plan.groups:
-        ring = [out[(g, a, b)] for a in range(i - 1, i + 2) for b in range(j - 1, j + 2)
-                if (g, a, b) in out]
-        fills.append(dask.delayed(_fill_write, pure=False)(
-            tspec, reader, backend, nodes, srcs, out_path, max_cost,
-            friction_store is not None, prepared, g, i, j, *ring,
-            dask_key_name=(f"cost-fill-{token}", i, j)))
+    for r in range(0, R, sh):
+        for c in range(0, C, sh):
+            shard = (r, min(r + sh, R), c, min(c + sh, C))
+            gi0, gi1 = max(r // side - 1, 0), -(-shard[1] // side) + 1
+            gj0, gj1 = max(c // side - 1, 0), -(-shard[3] // side) + 1
+            deps = [out[(g, a, b)] for a in range(gi0, gi1) for b in range(gj0, gj1)
+                    if (g, a, b) in out]
+            fills.append(dask.delayed(_fill_task, pure=False)(
+                tspec, index, lstore, reader, backend, srcs, out_path, max_cost,
+                friction_store is not None, g, shard, prepared, *deps,
+                dask_key_name=(f"cost-fill-{token}", r // sh, c // sh)))
     meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     meta.update({"rows": tspec.shape[0], "cols": tspec.shape[1], "backend": backend,
                  "tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
@@ -306,7 +642,8 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                  "reused_tasks": tasks["reused"],
                  "skipped_phases": [] if reuse is None else ["phase 1", "phase 2 upward"],
                  "reuse": None if reuse is None else str(reuse)})
-    return dask.delayed(_finish, pure=False)(out_path, fills, meta, saved_top,
+    tops = [out[(g, 0, 0)]] if (g, 0, 0) in out else []
+    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
@@ -322,7 +659,8 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None):
             tile_sssp = None  # check_reuse_store names the problem
     spec["tile_sssp"] = int(tile_sssp or 16)
     spec["max_height"] = None if max_height is None else int(max_height)
-    spec["group_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
+    spec["shard_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
+    spec["group_side"] = min(spec["shard_side"], GROUP_SIDE)
     TiledSpec(tuple(spec["shape"]), spec["tile_sssp"], int(spec["connectivity"]), spec["cost"],
               tuple(float(x) for x in spec["cellsize"]), spec["max_height"])
     spec["reuse"] = None

@@ -81,7 +81,7 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "ArrayReader", "build_index", "index_leaf", "index_merge", "sources_leaf",
            "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
-           "node_down", "halo_seeds", "boundary_pairs_cpu",
+           "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
            "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
@@ -150,7 +150,7 @@ class TiledSpec:
         """Highest level that gets boundary matrices (the cap, at most the root's level)."""
         top = self.levels - 1
         if self.max_height is None:
-            return min(top, default_max_height(self.tiles_shape))
+            return min(top, default_max_height(self.tiles_shape, tile=self.tile))
         return min(top, int(self.max_height))
 
     def window(self, level, i, j):
@@ -160,22 +160,28 @@ class TiledSpec:
                 j * side, min((j + 1) * side, self.shape[1]))
 
 
-def default_max_height(tiles_shape, max_top_nodes=4096):
-    """Default height cap: the lowest level with at most ``max_top_nodes`` nodes.
+def default_max_height(tiles_shape, max_top_nodes=4096, tile=None, max_top_cells=1 << 21):
+    """Default height cap: the lowest level with at most ``max_top_nodes`` nodes and, given
+    the ``tile`` side, at most ``max_top_cells`` top boundary cells (``~4 S`` per node of
+    side ``S``).
 
     The budget is the top Dijkstra's graph: its vertex count ``~ 4 S`` per top node of side
-    ``S`` shrinks as the cap rises, while every level below the cap costs ``O(S)`` work per
-    cell (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
+    ``S`` shrinks as the cap rises (out of core, ~250 bytes per vertex are held in memory:
+    2^21 cells are ~0.5 GB), while every level below the cap costs ``O(S)`` work per cell
+    (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
     4096 tiles the flat boundary graph (height 0) is the cheapest in memory and time.
 
     Examples
     --------
     >>> default_max_height((16, 16)), default_max_height((256, 256))
     (0, 2)
+    >>> default_max_height((1024, 1024), tile=16)  # 16384^2 cells: 1024 top nodes of 512
+    5
     """
     rows, cols = tiles_shape
     h = 0
-    while rows * cols > max_top_nodes:
+    while rows * cols > 1 and (rows * cols > max_top_nodes or (
+            tile is not None and rows * cols * 4 * (int(tile) << h) > max_top_cells)):
         rows, cols = -(-rows // 2), -(-cols // 2)
         h += 1
     return h
@@ -741,37 +747,65 @@ def _child_graph(spec, children):
              else np.zeros(0, np.float64))
     mat_h = (np.concatenate([c.hops.reshape(-1) for c in kids]) if kids
              else np.zeros(0, np.int32))
-    # grid arcs between different children
-    R, C = spec.shape
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    rows, cols = ids // C, ids % C
-    src, dst, wts = [], [], []
-    for k in spec.codes:
-        rr, cc = rows + ARC_DR[k], cols + ARC_DC[k]
-        ok = (rr >= 0) & (rr < R) & (cc >= 0) & (cc < C)
-        nid = rr * C + cc
-        pos = np.searchsorted(sorted_ids, nid)
-        pos[pos >= V] = 0
-        found = ok & (sorted_ids[pos] == nid)
-        u = np.nonzero(found)[0]
-        v = order[pos[u]]
-        keep = vchild[u] != vchild[v]
-        u, v = u[keep], v[keep]
-        w = arc_costs_np(z[u], z[v], f[u], f[v], k, spec.model, spec.lengths)
-        fin = np.isfinite(w)
-        src.append(u[fin])
-        dst.append(v[fin])
-        wts.append(w[fin])
-    src = np.concatenate(src) if src else np.zeros(0, np.int64)
-    dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
-    wts = np.concatenate(wts) if wts else np.zeros(0, np.float64)
-    o = np.argsort(src, kind="stable")
-    cptr = np.zeros(V + 1, np.int64)
-    np.add.at(cptr, src + 1, 1)
-    cptr = np.cumsum(cptr)
+    cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
     return _ChildGraph(kids, slots, ids, z, f, vchild, coff, sizes, moff, mat_d, mat_h,
-                       cptr, dst[o].astype(np.int64), wts[o].astype(np.float64))
+                       cptr, cdst, cw)
+
+
+@njit(cache=True, nogil=True)
+def _arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
+              cw, fill):
+    """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw`` from ``cptr``) the
+    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code."""
+    V = ids.shape[0]
+    for u in range(V):
+        r = ids[u] // C
+        c = ids[u] % C
+        e = cptr[u]
+        n = 0
+        for k in codes:
+            rr = r + ARC_DR[k]
+            cc = c + ARC_DC[k]
+            if rr < 0 or rr >= R or cc < 0 or cc >= C:
+                continue
+            nid = rr * C + cc
+            pos = np.searchsorted(sorted_ids, nid)
+            if pos >= V or sorted_ids[pos] != nid:
+                continue
+            v = order[pos]
+            if vchild[v] == vchild[u]:
+                continue
+            w = arc_cost(z[u], z[v], f[u], f[v], k, model, lengths)
+            if not w < _INF:
+                continue
+            if fill:
+                cdst[e + n] = v
+                cw[e + n] = w
+            n += 1
+        if not fill:
+            cptr[u + 1] = n
+
+
+def _graph_arcs(spec, ids, z, f, vchild):
+    """CSR ``(cptr, cdst, cw)`` of the grid arcs between vertices of different children
+    (:func:`_arcs_cpu`: two passes, no temporaries beyond the CSR and a sorted copy of
+    ``ids``)."""
+    V = ids.size
+    R, C = spec.shape
+    order = np.argsort(ids, kind="stable").astype(np.int64)
+    sorted_ids = np.ascontiguousarray(ids[order], np.int64)
+    ids = np.ascontiguousarray(ids, np.int64)
+    z = np.ascontiguousarray(z, np.float32)
+    f = np.ascontiguousarray(f, np.float32)
+    vchild = np.ascontiguousarray(vchild, np.int64)
+    cptr = np.zeros(V + 1, np.int64)
+    args = (ids, order, sorted_ids, z, f, vchild, R, C, spec.codes, spec.model, spec.lengths)
+    _arcs_cpu(*args, cptr, np.zeros(0, np.int64), np.zeros(0), False)
+    np.cumsum(cptr, out=cptr)
+    cdst = np.empty(int(cptr[-1]), np.int64)
+    cw = np.empty(int(cptr[-1]), np.float64)
+    _arcs_cpu(*args, cptr, cdst, cw, True)
+    return cptr, cdst, cw
 
 
 def node_boundary(spec, level, i, j, children):
@@ -868,6 +902,205 @@ def top_labels(spec, tops, tops_labels):
     if np.any(ld < _INF):
         g.dijkstra(ld, la, lh)
     return _split(g, tops, ld, la, lh)
+
+
+@njit(cache=True, nogil=True)
+def _graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_d, pool_h,
+                          stamp, clock, cptr, cdst, cw, ld, la, lh, kd, ka, kh, win):
+    """:func:`_graph_dijkstra` with the child matrices in a cache of pages.
+
+    ``pool_*[slot, loc]`` is the matrix of the ``loc``-th node of the page held in ``slot``
+    (padded; row ``r`` entry ``j`` for ``r, j < csize``). Runs until the queue is empty
+    (returns -1) or until the next vertex to settle lies in a node whose page is not in the
+    cache: it then returns that page, the queue untouched, so the caller loads the page and
+    calls again. ``stamp[slot]`` records the last use (``clock[0]`` counts) for LRU.
+    """
+    while kd[1] < _INF:
+        u = win[1]
+        c = vchild[u]
+        sl = slot_of[page_of[c]]
+        if sl < 0:
+            return page_of[c]
+        stamp[sl] = clock[0]
+        clock[0] += 1
+        tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u]
+        base = coff[c]
+        B = csize[c]
+        r = u - base
+        loc = page_loc[c]
+        for j in range(B):
+            w = pool_d[sl, loc, r, j]
+            if not w < _INF:
+                continue
+            v = base + j
+            nd = du + w
+            nh = hu + pool_h[sl, loc, r, j]
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+        for e in range(cptr[u], cptr[u + 1]):
+            v = cdst[e]
+            nd = du + cw[e]
+            nh = hu + 1
+            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = nh
+                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _page_to_evict(held, pptr, pverts, kd):
+    """The cache slot whose page is needed last: the largest least queued distance over its
+    vertices (the tree's leaf keys; +inf when none of them is queued). Belady's rule with
+    Dijkstra's order as the future: LRU would evict in the order the wavefront comes back."""
+    cap = kd.shape[0] // 2
+    best, best_key = 0, -1.0
+    for sl in range(held.shape[0]):
+        p = held[sl]
+        m = np.inf
+        for e in range(pptr[p], pptr[p + 1]):
+            d = kd[cap + pverts[e]]
+            if d < m:
+                m = d
+        if m > best_key:
+            best, best_key = sl, m
+            if m == np.inf:
+                break
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _page_min_key(p, pptr, pverts, kd):
+    """Least queued distance over the vertices of page ``p`` (+inf: none queued)."""
+    cap = kd.shape[0] // 2
+    m = np.inf
+    for e in range(pptr[p], pptr[p + 1]):
+        d = kd[cap + pverts[e]]
+        if d < m:
+            m = d
+    return m
+
+
+def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
+                     cache_bytes=256 << 20, neighbours=None, prefetch=3):
+    """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
+
+    Out of core: only the top nodes' boundary cells (``tops``: objects with ``ids``, ``z``,
+    ``f``, ``size``; no matrices) and their labels are in memory; a node's ``(distance,
+    hops)`` matrix is needed only while the Dijkstra settles its boundary cells, which
+    happens while the wavefront crosses it. Matrices come in *pages* (``page_of[t]``,
+    ``page_loc[t]``: the page of top node ``t`` and its place in it; ``load_page(p)`` returns
+    ``(dist, hops)`` of shape ``page_shape = (nodes, bpad, bpad)``), held in a cache of
+    ``cache_bytes`` (at least two pages) that evicts the page needed last
+    (:func:`_page_to_evict`). The result equals :func:`top_labels`'s. With
+    ``neighbours(p)`` (the pages around page ``p``), a miss also reads up to ``prefetch``
+    neighbouring pages that hold queued vertices, into free slots or slots whose page has
+    none queued, all in parallel threads (the reads release the GIL).
+
+    Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
+    ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
+    """
+    kids, slots = [], []
+    for s, c in enumerate(tops):
+        if c is not None and c.size:
+            kids.append(c)
+            slots.append(s)
+    sizes = np.array([c.size for c in kids], np.int64)
+    coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    V = int(coff[-1])
+    out = [None if c is None else _inf_labels(c.size) for c in tops]
+    stats = {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": V}
+    if V == 0:
+        return out, stats
+    ids = np.concatenate([c.ids for c in kids])
+    z = np.concatenate([c.z for c in kids])
+    f = np.concatenate([c.f for c in kids])
+    vchild = np.repeat(np.arange(len(kids), dtype=np.int64), sizes)
+    ld = np.full(V, _INF)
+    la = np.full(V, INT_INF, np.int32)
+    lh = np.full(V, INT_INF, np.int32)
+    for kid_pos, slot in enumerate(slots):
+        lab = tops_labels[slot]
+        if lab is not None:
+            s, e = coff[kid_pos], coff[kid_pos + 1]
+            ld[s:e], la[s:e], lh[s:e] = lab
+    if np.any(ld < _INF):
+        cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
+        del ids, z, f
+        pg = np.asarray(page_of, np.int64)[slots]
+        loc = np.asarray(page_loc, np.int64)[slots]
+        npages = int(np.max(pg)) + 1
+        per_page = int(np.prod(page_shape)) * 12
+        nslots = int(max(2, min(cache_bytes // max(per_page, 1), len(set(pg.tolist())))))
+        pool_d = np.empty((nslots,) + tuple(page_shape), np.float64)
+        pool_h = np.empty((nslots,) + tuple(page_shape), np.int32)
+        slot_of = np.full(npages, -1, np.int64)
+        held = np.full(nslots, -1, np.int64)
+        stamp = np.zeros(nslots, np.int64)
+        clock = np.zeros(1, np.int64)
+        tt = tt_new(V)
+        tt_seed(*tt, ld, la, lh)
+        vpage = pg[vchild]
+        pverts = np.argsort(vpage, kind="stable")
+        pptr = np.searchsorted(vpage[pverts], np.arange(npages + 1)).astype(np.int64)
+        seen = set()
+        threads = None
+        if neighbours is not None and prefetch > 0 and nslots > 2:
+            from concurrent.futures import ThreadPoolExecutor
+            threads = ThreadPoolExecutor(max_workers=prefetch + 1)
+        try:
+            while True:
+                p = _graph_dijkstra_paged(vchild, coff, sizes, pg, loc, slot_of, pool_d,
+                                          pool_h, stamp, clock, cptr, cdst, cw, ld, la, lh, *tt)
+                if p < 0:
+                    break
+                free = np.nonzero(held < 0)[0]
+                sl = int(free[0]) if free.size else int(_page_to_evict(held, pptr, pverts,
+                                                                       tt[0]))
+                want = [(int(p), sl)]
+                if threads is not None:  # neighbours with queued vertices, into spare slots
+                    taken = {sl}
+                    for q in neighbours(int(p)):
+                        if len(want) > prefetch:
+                            break
+                        if not (0 <= q < npages) or slot_of[q] >= 0 or not (
+                                _page_min_key(q, pptr, pverts, tt[0]) < _INF):
+                            continue
+                        spare = [x for x in range(nslots) if x not in taken and (
+                            held[x] < 0 or not _page_min_key(held[x], pptr, pverts,
+                                                             tt[0]) < _INF)]
+                        if not spare:
+                            break
+                        want.append((int(q), spare[0]))
+                        taken.add(spare[0])
+                for q, x in want:
+                    if held[x] >= 0:
+                        slot_of[held[x]] = -1
+                        held[x] = -1
+                pages = (threads.map(load_page, [q for q, _ in want]) if len(want) > 1
+                         else [load_page(want[0][0])])
+                for (q, x), (d, h) in zip(want, pages):
+                    pool_d[x], pool_h[x] = d, h
+                    held[x], slot_of[q] = q, x
+                    stamp[x] = clock[0]
+                    stats["page_loads"] += 1
+                    stats["page_bytes"] += per_page
+                    seen.add(q)
+        finally:
+            if threads is not None:
+                threads.shutdown()
+        stats["pages"] = len(seen)
+    for kid_pos, slot in enumerate(slots):
+        s, e = coff[kid_pos], coff[kid_pos + 1]
+        out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
+    return out, stats
 
 
 def _split(g, children, ld, la, lh):
@@ -992,24 +1225,42 @@ def index_merge(spec, k, i, j, *kids):
     return [nb for c in kids if c is not None for nb in c], {}
 
 
-def index_leaf(spec, reader, backend, g, i, j):
+def index_leaf(spec, reader, backend, g, i, j, emit=None):
     """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles (one batched call),
-    then its own levels by the same walk on the group's block. Returns ``(up, own)``."""
+    then its own levels by the same walk on the group's block. Returns ``(up, own)``.
+
+    With ``emit``, each level's nodes go to ``emit(level, {key: NodeBoundary})`` as soon as
+    the level above starts (the walk runs level by level) and are not kept in ``own``: a
+    pipeline writes them out and holds at most two levels of the group.
+    """
     window = spec.window(g, i, j)
     z, f = reader(window)
     tiles = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
-    own = dict(tiles)
+    del z, f
+    own, pending = {}, {}
+
+    def keep(k, made):
+        if emit is None:
+            own.update(made)
+            return
+        for lv in sorted(x for x in pending if x < k):
+            emit(lv, pending.pop(lv))
+        pending.setdefault(k, {}).update(made)
+
+    keep(0, tiles)
 
     def leaf(k, ii, jj):
         key = _global(g, i, j, 0, ii, jj)
-        return [tiles[key]], None
+        return [tiles.pop(key)], None
 
     def merge(k, ii, jj, *kids):
         up, made = index_merge(spec, *_global(g, i, j, k, ii, jj), *kids)
-        own.update(made)
+        keep(k, made)
         return up, None
 
     up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
+    for lv in sorted(pending):
+        emit(lv, pending.pop(lv))
     return up, own
 
 
@@ -1020,6 +1271,8 @@ def sources_merge(spec, nodes, k, i, j, *kids):
     if k <= spec.height:
         key = (k, i, j)
         kid_keys = [None if c is None else c[0][0] for c in kids]
+        if not any(c is not None and _has_finite(c[0][1]) for c in kids):
+            return [(key, None)], {key: None}  # no source below: nothing read
         lab = node_source_labels(spec, nodes[key], [None if c is None else nodes[c]
                                                     for c in kid_keys],
                                  [None if c is None else c[0][1] for c in kids])
@@ -1040,15 +1293,13 @@ def sources_leaf(spec, nodes, reader, sources, g, i, j):
 
     def leaf(k, ii, jj):
         key = _global(g, i, j, 0, ii, jj)
-        nb = nodes[key]
         win = spec.window(*key)
         src = _sources_in(win, rows, cols, costs)
+        lab = None  # no source in the tile: all labels infinite (the index is not read)
         if len(src[0]):
             r0, c0 = win[0] - window[0], win[2] - window[2]
             sl = (slice(r0, r0 + win[1] - win[0]), slice(c0, c0 + win[3] - win[2]))
-            lab = tile_source_labels(spec, z[sl], f[sl], win, nb, src)
-        else:
-            lab = _inf_labels(nb.size)
+            lab = tile_source_labels(spec, z[sl], f[sl], win, nodes[key], src)
         own[key] = lab
         return [(key, lab)], None
 
@@ -1090,13 +1341,13 @@ def down_node(spec, nodes, labels, k, i, j, incoming):
         tops = sorted(n for n in nodes if n[0] == H and (k <= H or _inside(n, k, i, j)))
         tops = [key] if k <= H else tops
         incoming = dict(zip(tops, top_labels(spec, [nodes[t] for t in tops],
-                                             [labels[t] for t in tops])))
+                                             [labels.get(t) for t in tops])))
     if k > H:
         return [None if c is None else {n: lab for n, lab in incoming.items()
                                         if _inside(n, *c)} for c in kids]
     down = node_down(spec, nodes[key], incoming[key],
                      [None if c is None else nodes[c] for c in kids],
-                     [None if c is None else labels[c] for c in kids])
+                     [None if c is None else labels.get(c) for c in kids])
     return [None if c is None else {c: lab} for c, lab in zip(kids, down)]
 
 

@@ -1,0 +1,161 @@
+"""The tiled cost distance out of core: the index lives in the output store (per-level Zarr
+arrays), a fresh process reuses it, the top Dijkstra pages matrices through an LRU cache,
+and no task holds the whole index."""
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_cli, run_main
+from test_cost_distance_cli import write_asc
+from test_sssp_tiled import int_dem, oracle
+
+from terrain.grid.sssp_tiled import TiledSpec, tile_boundaries, top_labels, top_labels_paged
+
+LAYERS = ("distance", "allocation", "backlink")
+
+
+def _layers(path):
+    g = zarr.open_group(str(path), mode="r")
+    return {n: np.asarray(g[n][:]) for n in LAYERS}
+
+
+@pytest.mark.parametrize("cache_pages,prefetch", [(2, 0), (4, 3), (100, 0), (100, 3)])
+def test_paged_top_dijkstra_equals_in_memory(cache_pages, prefetch):
+    """Matrices read page by page through a cache of 2 or 4 pages (evictions and reloads
+    all the time) or of all pages, with or without reading neighbouring pages ahead, give
+    the labels of the in-memory top Dijkstra."""
+    rng = np.random.default_rng(5)
+    z = int_dem(rng, (40, 36), nan_frac=0.05)
+    spec = TiledSpec(z.shape, 4, 8)
+    tiles = tile_boundaries(spec, z, np.ones_like(z), (0, 40, 0, 36), "cpu")  # 10 x 9 tiles
+    srcs = {3: (np.zeros(tiles[3].size), np.zeros(tiles[3].size, np.int32),
+                np.zeros(tiles[3].size, np.int32)),
+            70: (np.full(tiles[70].size, 5.0), np.ones(tiles[70].size, np.int32),
+                 np.zeros(tiles[70].size, np.int32))}
+    labels = [srcs.get(t) for t in range(len(tiles))]
+    want = top_labels(spec, tiles, labels)
+    bp = max(t.size for t in tiles)
+    m, npc = 2, 5  # pages of 2 x 2 tiles, 5 pages a row
+    page_of = [(t // 9 // m) * npc + (t % 9) // m for t in range(len(tiles))]
+    page_loc = [(t // 9 % m) * m + (t % 9) % m for t in range(len(tiles))]
+    loads = []
+
+    def load(p):
+        loads.append(p)
+        d = np.full((m * m, bp, bp), np.inf)
+        h = np.zeros((m * m, bp, bp), np.int32)
+        for t, (pg, loc) in enumerate(zip(page_of, page_loc)):
+            if pg == p:
+                n = tiles[t].size
+                d[loc, :n, :n], h[loc, :n, :n] = tiles[t].dist, tiles[t].hops
+        return d, h
+
+    per_page = m * m * bp * bp * 12
+    def around(p):
+        pi, pj = divmod(p, npc)
+        return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
+                if (a or b) and 0 <= pi + a < 5 and 0 <= pj + b < npc]
+    got, stats = top_labels_paged(spec, tiles, labels, page_of, page_loc, load,
+                                  (m * m, bp, bp), cache_pages * per_page, around, prefetch)
+    for w, g in zip(want, got):
+        for a, b in zip(w, g):
+            np.testing.assert_array_equal(a, b)
+    assert stats["pages"] == len(set(page_of)) and stats["page_loads"] == len(loads)
+    if cache_pages < 20:
+        assert stats["page_loads"] > stats["pages"]  # the cache did evict and reload
+    else:
+        assert stats["page_loads"] == stats["pages"]
+
+
+def test_index_in_store_reused_by_a_fresh_process(capsys, tmp_path):
+    """The index is Zarr arrays in the output store (no run scratch left); another process
+    reuses it, and its result equals a fresh run's and scipy's."""
+    rng = np.random.default_rng(2)
+    z = int_dem(rng, (70, 61), hi=30, nan_frac=0.04)
+    z[30, 5:] = np.nan  # a barrier with a gap
+    z[5, 5] = z[60, 50] = z[2, 58] = 7
+    dem = write_asc(tmp_path / "dem.asc", z)
+    rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "a.zarr",
+                          "--source-cell", "5,5", "--algorithm", "tiled", "--tile-sssp", 4,
+                          "--max-height", 1, "--tile", 16, "--json")
+    assert rc == 0, se
+    root = zarr.open_group(str(tmp_path / "a.zarr"), mode="r")
+    idx = root["sssp_index"]
+    assert idx.attrs["height"] == 1 and "sssp_labels" not in root
+    n0 = idx["L0/count"]
+    assert n0.shape == (18, 16) and idx["L0/dist"].shape[:2] == (18, 16)
+    assert idx["L1/dist"].shape[:2] == (9, 8)
+    # tile (3, 2)'s stored matrix is phase 1 on that tile
+    spec = TiledSpec(z.shape, 4, 8)
+    t = tile_boundaries(spec, z[12:16, 8:12], np.ones((4, 4), np.float32), (12, 16, 8, 12),
+                        "cpu")[0]
+    n = int(n0[3, 2])
+    assert n == t.size
+    np.testing.assert_array_equal(idx["L0/ids"][3, 2, :n], t.ids)
+    np.testing.assert_array_equal(idx["L0/dist"][3, 2, :n, :n], t.dist)
+    # a fresh process reuses it
+    src = ["--source-cell", "60,50", "--source-cell", "2,58"]
+    rc, so, se = run_cli("cost-distance", dem, "-o", tmp_path / "r.zarr", *src, "--tile", 16,
+                         "--reuse", tmp_path / "a.zarr", "--json", scheduler="threads",
+                         timeout=300)
+    assert rc == 0, se
+    s = json.loads(so)
+    assert s["skipped_phases"] == ["phase 1", "phase 2 upward"] and s["index_tasks"] == 0
+    rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "f.zarr", *src,
+                          "--algorithm", "tiled", "--tile-sssp", 4, "--max-height", 1,
+                          "--tile", 16, "--json")
+    assert rc == 0, se
+    a, b = _layers(tmp_path / "f.zarr"), _layers(tmp_path / "r.zarr")
+    for name in LAYERS:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    ref, alloc = oracle(z, np.ones_like(z), [(60, 50), (2, 58)], 8, 0)
+    np.testing.assert_array_equal(b["distance"], np.where(np.isfinite(ref), ref, np.nan))
+    assert "sssp_index" not in zarr.open_group(str(tmp_path / "r.zarr"), mode="r")
+
+
+def test_no_task_holds_the_whole_index(capsys, tmp_path, monkeypatch):
+    """Many groups and a top cache of two pages: every read of the index (a group's or a
+    node's matrices, a page) is a small part of it, the top Dijkstra reloads evicted pages,
+    and the result equals the in-core one."""
+    import pipelines.cost_distance_tiled as cdt
+    import terrain.tiles.store as store
+    monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 64)  # groups of 64 x 64 cells
+    monkeypatch.setattr(cdt, "TOP_CACHE_BYTES", 9 * 64 * 28 * 28 * 12)  # 9 pages of 8 x 8 tiles
+    reads = []
+    meta, load_page = cdt.IndexStore.meta, cdt.IndexStore.load_page
+
+    def counted_meta(self, k, region, matrices=False):
+        out = meta(self, k, region, matrices)
+        if matrices:
+            reads.append(sum(nb.dist.nbytes + nb.hops.nbytes for nb in out.values()))
+        return out
+
+    def counted_page(self, k, p):
+        out = load_page(self, k, p)
+        reads.append(out[0].nbytes + out[1].nbytes)
+        return out
+    monkeypatch.setattr(cdt.IndexStore, "meta", counted_meta)
+    monkeypatch.setattr(cdt.IndexStore, "load_page", counted_page)
+    rng = np.random.default_rng(3)
+    z = int_dem(rng, (192, 200), hi=50)
+    dem = write_asc(tmp_path / "dem.asc", z)
+    common = ["--source-cell", "100,90", "--source-cell", "3,190", "--tile", 16, "--json"]
+    rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "i.zarr",
+                          "--algorithm", "in-core", *common)
+    assert rc == 0, se
+    rc, so, se = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "t.zarr",
+                          "--algorithm", "tiled", "--tile-sssp", 8, "--max-height", 0,
+                          *common)
+    assert rc == 0, se
+    s = json.loads(so)
+    assert s["groups"] == 12 and s["top_pages"] == 12
+    assert s["top_page_loads"] > s["top_pages"]  # 9 of 12 pages held: evicted and reloaded
+    idx = zarr.open_group(str(tmp_path / "t.zarr"), mode="r")["sssp_index/L0"]
+    index_bytes = idx["dist"].nbytes + idx["hops"].nbytes
+    assert reads and max(reads) * 8 < index_bytes, (max(reads), index_bytes)
+    a, b = _layers(tmp_path / "i.zarr"), _layers(tmp_path / "t.zarr")
+    for name in LAYERS:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
