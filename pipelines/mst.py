@@ -183,6 +183,90 @@ def _in_core_task(dem_path, spec, backend, prepared):
             "vertices": forest.vertices}
 
 
+def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
+    """ASCII grid -> device -> forest, the store written beside it (the text in-core path).
+
+    The whole grid fits the device (:func:`fits_on_device`), so nothing is gained from a
+    round trip through the store: the text is parsed on a thread pool (every core, blocks
+    of ``BLOCK_BYTES``), each block copied to the device as soon as it is parsed; then the
+    forest runs on the device while the pool writes the ``elevation`` shards; the mask comes
+    back and the pool writes its shards. The store's contents are those of the ingest + the
+    ``mst-in-core`` task (the same writers and statistics), so the output is the same.
+    Returns the summary of :func:`_finish`; ``times`` holds the wall seconds of each step.
+    """
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .ingest import _create, _finish as finish_ingest, default_compressors
+    from .ingest import parse_whole_grid, write_band_shards
+
+    cp = get_backend(backend).xp
+    rows, cols = spec.shape
+    side = spec.tile * shard
+    wall = {}
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-mst") as pool:
+        created = pool.submit(_create, out_path, grid, tile, default_compressors())
+        zd = cp.empty((rows, cols), cp.float32)
+        z = np.empty((rows, cols), np.float32)
+
+        def to_device(r0, r1):
+            zd[r0:r1].set(z[r0:r1])
+
+        z, band_stats = parse_whole_grid(grid, pool, out=z, on_block=to_device)
+        cp.cuda.Device().synchronize()
+        t1 = time.perf_counter()
+        wall["parse+copy"] = t1 - t0
+        created.result()
+        writes = [pool.submit(write_band_shards, out_path, z, r0, min(r0 + side, rows), side)
+                  for r0 in range(0, rows, side)]
+        prepared = _prepare(out_path, spec, shard, {}, None)
+        forest = device_mst(zd, spec.connectivity, spec.model, spec.hlen, backend)
+        cp.cuda.Device().synchronize()
+        t2 = time.perf_counter()
+        wall["mst"] = t2 - t1
+        del zd
+        mask = forest.mask.get()
+        t3 = time.perf_counter()
+        wall["mask-to-host"] = t3 - t2
+        arr = zarr.open_array(store=str(prepared), path="mst", mode="r+")
+
+        def write_mask(r0, c0):
+            arr[r0:r0 + side, c0:c0 + side] = mask[r0:r0 + side, c0:c0 + side]
+
+        mask_writes = [pool.submit(write_mask, r0, c0)
+                       for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+        for f in writes:
+            f.result()
+        t4 = time.perf_counter()
+        wall["elevation-write-tail"] = t4 - t3
+        for f in mask_writes:
+            f.result()
+        t5 = time.perf_counter()
+        wall["mask-write"] = t5 - t4
+    finish_ingest(out_path, band_stats)
+    stats = {"times": {"read": t1 - t0, "boruvka": t3 - t1, "write": t5 - t3},
+             "read_bytes": z.nbytes, "written_bytes": mask.nbytes,
+             "forest_sum": forest.weight_sum.acc, "forest_edges": forest.edges,
+             "vertices": forest.vertices}
+    meta = {"backend": backend, "group_tiles": 1 << spec.plan(shard).group_level,
+            "key_bits": key_bits, "path": "text-in-core",
+            "wall_seconds": {k: round(v, 6) for k, v in wall.items()}}
+    return _finish(prepared, spec, [stats], [], [], meta)
+
+
+def _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
+    """The text in-core path: an ASCII grid that fits the device, no cluster asked for
+    (a LocalCluster or an address still runs the task graph), no resume."""
+    from terrain.io import looks_like_ascii_grid
+
+    from . import cluster
+    return (be.is_gpu and in_core == "auto" and gpus is None and not resume
+            and scheduler is None and cluster._active_client is None
+            and not is_store(inp) and looks_like_ascii_grid(inp)
+            and fits_on_device(spec.shape, be.name))
+
+
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
                     geo=None, key_bits="auto", in_core="auto", partial=None, workers=()):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
@@ -305,19 +389,24 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
-        if is_store(inp) and not tmp.exists():
-            zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
-            dem_path, upstream = inp, None
+        if _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
+            summary = _text_in_core(grid, tmp, spec, shard, be.name, tile, key_bits)
+            reused = 0
         else:
-            from .ingest import build_ingest_graph
-            upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp, CHECKPOINTED)
-            dem_path = tmp
-        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1], gpus=gpus):
-            graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
-                                    key_bits, in_core, partial=tmp,
-                                    workers=active_gpu_workers())
-            graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
-            (summary,) = compute(graph, label="mst")
+            if is_store(inp) and not tmp.exists():
+                zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+                dem_path, upstream = inp, None
+            else:
+                from .ingest import build_ingest_graph
+                upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp,
+                                           CHECKPOINTED)
+                dem_path = tmp
+            with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1], gpus=gpus):
+                graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
+                                        key_bits, in_core, partial=tmp,
+                                        workers=active_gpu_workers())
+                graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
+                (summary,) = compute(graph, label="mst")
         drop_checkpoints(tmp)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
