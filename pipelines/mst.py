@@ -187,17 +187,23 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
     """ASCII grid -> device -> forest, the store written beside it (the text in-core path).
 
     The whole grid fits the device (:func:`fits_on_device`), so nothing is gained from a
-    round trip through the store: the text is parsed on a thread pool (every core, blocks
-    of ``BLOCK_BYTES``), each block copied to the device as soon as it is parsed; then the
-    forest runs on the device while the pool writes the ``elevation`` shards; the mask comes
-    back and the pool writes its shards. The store's contents are those of the ingest + the
-    ``mst-in-core`` task (the same writers and statistics), so the output is the same.
-    Returns the summary of :func:`_finish`; ``times`` holds the wall seconds of each step.
+    round trip through the store. The text goes to the device and is parsed there
+    (:func:`terrain.io._parse_gpu.parse_grid_on_device`; when the text does not fit beside
+    the forest's arrays, or is not a valid grid, on the CPU's thread pool instead, each block
+    copied to the device as soon as it is parsed). The forest then runs on the device while
+    the pool brings the elevations back band by band (a stream of their own) and writes the
+    ``elevation`` shards; the mask comes back and the pool writes its shards. The store's
+    contents are those of the ingest + ``mst-in-core`` tasks (the same writers and
+    statistics), so the output is the same. Returns the summary of :func:`_finish`; its
+    ``wall_seconds`` holds the wall seconds of each step.
     """
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from .ingest import _create, _finish as finish_ingest, default_compressors
+    from terrain.grid.mst_device import device_bytes, free_device_bytes
+    from terrain.io._parse_gpu import parse_device_bytes, parse_grid_on_device
+
+    from .ingest import _band_stats, _create, _finish as finish_ingest, default_compressors
     from .ingest import parse_whole_grid, write_band_shards
 
     cp = get_backend(backend).xp
@@ -207,25 +213,46 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
     t0 = time.perf_counter()
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-mst") as pool:
         created = pool.submit(_create, out_path, grid, tile, default_compressors())
-        zd = cp.empty((rows, cols), cp.float32)
+        zd = None
+        if (parse_device_bytes(grid) + device_bytes(spec.shape)
+                <= 0.9 * free_device_bytes(backend)):
+            zd = parse_grid_on_device(grid, backend, pool, times=wall)
         z = np.empty((rows, cols), np.float32)
+        if zd is None:  # on the CPU (also for the error message of a bad text)
+            zd = cp.empty((rows, cols), cp.float32)
 
-        def to_device(r0, r1):
-            zd[r0:r1].set(z[r0:r1])
+            def to_device(r0, r1):
+                zd[r0:r1].set(z[r0:r1])
 
-        z, band_stats = parse_whole_grid(grid, pool, out=z, on_block=to_device)
+            z, band_stats = parse_whole_grid(grid, pool, out=z, on_block=to_device)
+            wall["cpu-parse"] = time.perf_counter() - t0
+            copied = None
+        else:
+            def to_host(r0):
+                r1 = min(r0 + side, rows)
+                stream = cp.cuda.Stream(non_blocking=True)
+                zd[r0:r1].get(stream=stream, out=z[r0:r1])
+                stream.synchronize()
+                return _band_stats(z[r0:r1])
+
+            copied = [pool.submit(to_host, r0) for r0 in range(0, rows, side)]
         cp.cuda.Device().synchronize()
         t1 = time.perf_counter()
-        wall["parse+copy"] = t1 - t0
         created.result()
-        writes = [pool.submit(write_band_shards, out_path, z, r0, min(r0 + side, rows), side)
-                  for r0 in range(0, rows, side)]
+
+        def write_elevation(r0, band):
+            if band is not None:
+                stats = band.result()
+            write_band_shards(out_path, z, r0, min(r0 + side, rows), side)
+            return stats if band is not None else None
+
+        writes = [pool.submit(write_elevation, r0, copied[i] if copied else None)
+                  for i, r0 in enumerate(range(0, rows, side))]
         prepared = _prepare(out_path, spec, shard, {}, None)
         forest = device_mst(zd, spec.connectivity, spec.model, spec.hlen, backend)
         cp.cuda.Device().synchronize()
         t2 = time.perf_counter()
         wall["mst"] = t2 - t1
-        del zd
         mask = forest.mask.get()
         t3 = time.perf_counter()
         wall["mask-to-host"] = t3 - t2
@@ -236,14 +263,16 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
 
         mask_writes = [pool.submit(write_mask, r0, c0)
                        for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
-        for f in writes:
-            f.result()
+        written = [f.result() for f in writes]
+        if copied is not None:
+            band_stats = written
         t4 = time.perf_counter()
         wall["elevation-write-tail"] = t4 - t3
         for f in mask_writes:
             f.result()
         t5 = time.perf_counter()
         wall["mask-write"] = t5 - t4
+        del zd
     finish_ingest(out_path, band_stats)
     stats = {"times": {"read": t1 - t0, "boruvka": t3 - t1, "write": t5 - t3},
              "read_bytes": z.nbytes, "written_bytes": mask.nbytes,
@@ -251,6 +280,7 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
              "vertices": forest.vertices}
     meta = {"backend": backend, "group_tiles": 1 << spec.plan(shard).group_level,
             "key_bits": key_bits, "path": "text-in-core",
+            "parse": "cpu" if copied is None else "gpu",
             "wall_seconds": {k: round(v, 6) for k, v in wall.items()}}
     return _finish(prepared, spec, [stats], [], [], meta)
 
