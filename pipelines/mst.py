@@ -25,6 +25,15 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
 6. ``mst-write``: one task per shard: reads its provisional mask, applies the changes, writes.
 7. ``mst-finish``: sums the statistics and writes them into the store's attributes.
 
+Text in, GPU, grid fits the device, no scheduler asked for (``--scheduler`` unset, no
+``--gpus``, no ``--resume``): no task graph at all (:func:`_text_in_core`). The text is
+parsed on the device (:mod:`terrain.io._parse_gpu`), the forest computed from the parsed
+array where it lies, and the store (``elevation``, statistics, ``mst``) written by a thread
+pool while the forest runs -- the same store the graph writes, without the Zarr round trip
+between ingest and forest, the cluster's start-up or per-task overheads. A cluster would
+only add those: the work is one device's. ``--scheduler threads|local|ADDRESS`` still runs
+the graph below.
+
 Steps 3-6 are the walks of :mod:`terrain.tiles.quadtree` (the same plan and walk as the
 in-memory :func:`terrain.grid.mst.grid_mst`), their steps made tasks by
 :class:`pipelines.quadtree.TaskGraph` (one task dict written during the walk, checkpoints
