@@ -243,3 +243,18 @@ def test_parse_whole_grid_on_a_pool_matches_rasterio(tmp_path, kind, small_block
     n_nan, lo, hi = _band_stats(want)
     assert sum(s[0] for s in stats) == n_nan
     assert min(s[1] for s in stats) == lo and max(s[2] for s in stats) == hi
+
+
+@pytest.mark.parametrize("eol, tail", [("\n", ""), ("\r\n", "\r\n"), ("\n", "\n\n")])
+def test_newline_index_by_memchr_equals_numpy(tmp_path, monkeypatch, eol, tail):
+    rng = np.random.default_rng(7)
+    path = tmp_path / "l.asc"
+    path.write_text(esri_text(random_values(rng, (23, 40), "decimal"), eol=eol).rstrip() + tail)
+    grid = open_grid(path)
+    for chunk in (1, 7, 97, 1 << 20):
+        ranges = grid.index_ranges(chunk)
+        monkeypatch.setattr(ascii_grid, "_FIND_MIN_LINE", 1)
+        by_find = grid.row_starts([grid.newline_offsets(a, b) for a, b in ranges])
+        monkeypatch.setattr(ascii_grid, "_FIND_MIN_LINE", 1 << 40)
+        by_numpy = grid.row_starts([grid.newline_offsets(a, b) for a, b in ranges])
+        assert np.array_equal(by_find, by_numpy) and len(by_find) == 24
