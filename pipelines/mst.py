@@ -215,11 +215,17 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
     from .ingest import _band_stats, _create, _finish as finish_ingest, default_compressors
     from .ingest import parse_whole_grid, write_band_shards
 
+    import threading
+
+    from terrain.io._parse import load_kernels
+
     cp = get_backend(backend).xp
     rows, cols = spec.shape
     side = spec.tile * shard
     wall = {}
     t0 = time.perf_counter()
+    # the band statistics' Numba kernel: loaded while the text goes to the device
+    threading.Thread(target=load_kernels, daemon=True).start()
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-mst") as pool:
         created = pool.submit(_create, out_path, grid, tile, default_compressors())
         zd = None
