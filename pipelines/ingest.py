@@ -43,7 +43,7 @@ from terrain.tiles.store import tiles_per_shard
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import compute, open_scheduler
 
-__all__ = ["build_ingest_graph", "ingest", "parse_whole_grid", "write_band_shards", "ingest_on_active_scheduler", "store_stats",
+__all__ = ["build_ingest_graph", "ingest", "parse_whole_grid", "write_window", "ingest_on_active_scheduler", "store_stats",
            "ingest_command", "info_command",
            "synth_command", "default_compressors", "describe_store"]
 
@@ -84,12 +84,11 @@ def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
         BUFFERS.give(z)
 
 
-def write_band_shards(store_path, z, r0, r1, shard_side):
-    """Write rows ``r0:r1`` of the whole-grid array ``z`` into the store's ``elevation``,
-    one assignment per shard (``r0:r1`` is a band of whole shard rows)."""
-    elevation = zarr.open_group(store=str(store_path), mode="r+")["elevation"]
-    for c0 in range(0, z.shape[1], shard_side):
-        elevation[r0:r1, c0:c0 + shard_side] = z[r0:r1, c0:c0 + shard_side]
+def write_window(store_path, z, r0, c0):
+    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)`` (one assignment: a whole
+    shard, or whole shards, so zarr rewrites nothing)."""
+    elevation = zarr.open_array(store=str(store_path), path="elevation", mode="r+")
+    elevation[r0:r0 + z.shape[0], c0:c0 + z.shape[1]] = z
 
 
 def parse_whole_grid(grid, pool, out=None, on_block=None):

@@ -213,7 +213,7 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
     from terrain.io._parse_gpu import parse_device_bytes, parse_grid_on_device
 
     from .ingest import _band_stats, _create, _finish as finish_ingest, default_compressors
-    from .ingest import parse_whole_grid, write_band_shards
+    from .ingest import parse_whole_grid, write_window
 
     import threading
 
@@ -232,8 +232,9 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
         if (parse_device_bytes(grid) + device_bytes(spec.shape)
                 <= 0.9 * free_device_bytes(backend)):
             zd = parse_grid_on_device(grid, backend, pool, times=wall)
-        z = np.empty((rows, cols), np.float32)
+        z = None
         if zd is None:  # on the CPU (also for the error message of a bad text)
+            z = np.empty((rows, cols), np.float32)
             zd = cp.empty((rows, cols), cp.float32)
 
             def to_device(r0, r1):
@@ -241,28 +242,23 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
 
             z, band_stats = parse_whole_grid(grid, pool, out=z, on_block=to_device)
             wall["cpu-parse"] = time.perf_counter() - t0
-            copied = None
-        else:
-            def to_host(r0):
-                r1 = min(r0 + side, rows)
-                stream = cp.cuda.Stream(non_blocking=True)
-                zd[r0:r1].get(stream=stream, out=z[r0:r1])
-                stream.synchronize()
-                return _band_stats(z[r0:r1])
-
-            copied = [pool.submit(to_host, r0) for r0 in range(0, rows, side)]
         cp.cuda.Device().synchronize()
         t1 = time.perf_counter()
         created.result()
+        shards = [(r0, min(r0 + side, rows), c0, min(c0 + side, cols))
+                  for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+        if z is None:  # each shard from the device through a pinned buffer, then written
+            staging = _PinnedStaging(side * side * 4)
 
-        def write_elevation(r0, band):
-            if band is not None:
-                stats = band.result()
-            write_band_shards(out_path, z, r0, min(r0 + side, rows), side)
-            return stats if band is not None else None
+            def write_shard(r0, r1, c0, c1):
+                band = staging.fetch(cp, zd[r0:r1, c0:c1])
+                write_window(out_path, band, r0, c0)
+                return _band_stats(band)
+        else:
+            def write_shard(r0, r1, c0, c1):
+                write_window(out_path, z[r0:r1, c0:c1], r0, c0)
 
-        writes = [pool.submit(write_elevation, r0, copied[i] if copied else None)
-                  for i, r0 in enumerate(range(0, rows, side))]
+        writes = [pool.submit(write_shard, *w) for w in shards]
         prepared = _prepare(out_path, spec, shard, {}, None)
         forest = device_mst(zd, spec.connectivity, spec.model, spec.hlen, backend)
         cp.cuda.Device().synchronize()
@@ -273,13 +269,12 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
         wall["mask-to-host"] = t3 - t2
         arr = zarr.open_array(store=str(prepared), path="mst", mode="r+")
 
-        def write_mask(r0, c0):
-            arr[r0:r0 + side, c0:c0 + side] = mask[r0:r0 + side, c0:c0 + side]
+        def write_mask(r0, r1, c0, c1):
+            arr[r0:r1, c0:c1] = mask[r0:r1, c0:c1]
 
-        mask_writes = [pool.submit(write_mask, r0, c0)
-                       for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+        mask_writes = [pool.submit(write_mask, *w) for w in shards]
         written = [f.result() for f in writes]
-        if copied is not None:
+        if z is None:
             band_stats = written
         t4 = time.perf_counter()
         wall["elevation-write-tail"] = t4 - t3
@@ -288,16 +283,41 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
         t5 = time.perf_counter()
         wall["mask-write"] = t5 - t4
         del zd
+        nbytes = rows * cols * 4
     finish_ingest(out_path, band_stats)
     stats = {"times": {"read": t1 - t0, "boruvka": t3 - t1, "write": t5 - t3},
-             "read_bytes": z.nbytes, "written_bytes": mask.nbytes,
+             "read_bytes": nbytes, "written_bytes": mask.nbytes,
              "forest_sum": forest.weight_sum.acc, "forest_edges": forest.edges,
              "vertices": forest.vertices}
     meta = {"backend": backend, "group_tiles": 1 << spec.plan(shard).group_level,
             "key_bits": key_bits, "path": "text-in-core",
-            "parse": "cpu" if copied is None else "gpu",
+            "parse": "cpu" if z is not None else "gpu",
             "wall_seconds": {k: round(v, 6) for k, v in wall.items()}}
     return _finish(prepared, spec, [stats], [], [], meta)
+
+
+class _PinnedStaging:
+    """One pinned host buffer per thread (and a stream), for device -> host copies of
+    shards: a pinned copy runs at the bus's speed, a pageable one at a fraction of it."""
+
+    def __init__(self, nbytes):
+        import threading
+        self.nbytes = nbytes
+        self.local = threading.local()
+
+    def fetch(self, cp, window):
+        """``window`` (a CuPy 2-D view) as a NumPy array in this thread's pinned buffer."""
+        import cupyx
+        loc = self.local
+        if not hasattr(loc, "buf"):
+            loc.buf = cupyx.empty_pinned(self.nbytes, np.uint8)
+            loc.stream = cp.cuda.Stream(non_blocking=True)
+        with loc.stream:
+            dense = cp.ascontiguousarray(window)
+            out = loc.buf[: dense.nbytes].view(dense.dtype).reshape(dense.shape)
+            dense.get(stream=loc.stream, out=out)
+        loc.stream.synchronize()
+        return out
 
 
 def _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):

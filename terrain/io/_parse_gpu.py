@@ -38,7 +38,7 @@ from ._parse import SLOW_BITS
 
 __all__ = ["parse_grid_on_device", "parse_device_bytes", "COPY_BYTES"]
 
-COPY_BYTES = 32 << 20  # text read and copied to the device per task
+COPY_BYTES = 8 << 20   # text read and copied to the device per task
 _SEG = 64              # bytes per thread in count_starts / write_starts (_parse.cu's SEG)
 _BLOCK = 256
 _NO_BAD = np.iinfo(np.int64).max
@@ -54,7 +54,12 @@ def parse_device_bytes(grid):
 
 
 def _copy_to_device(grid, cp, pool):
-    """The data section plus a ``\\n`` sentinel, as a CuPy uint8 array."""
+    """The data section plus a ``\n`` sentinel, as a CuPy uint8 array.
+
+    Each pool thread owns two pinned buffers of ``COPY_BYTES``, each with its stream, and
+    alternates between them: it reads a piece into one while the other's copy to the
+    device is still running.
+    """
     import cupyx
 
     size = grid.size - grid.data_offset
@@ -62,24 +67,30 @@ def _copy_to_device(grid, cp, pool):
     text[size:] = 10
     local = threading.local()
     fd = os.open(grid.path, os.O_RDONLY)
+    used = []
 
     def copy(a):
         n = min(COPY_BYTES, size - a)
-        if not hasattr(local, "buf"):
-            local.buf = cupyx.empty_pinned(COPY_BYTES, np.uint8)
-            local.stream = cp.cuda.Stream(non_blocking=True)
-        local.stream.synchronize()  # the previous copy out of this buffer is done
-        got = os.preadv(fd, [memoryview(local.buf)[:n]], grid.data_offset + a)
+        if not hasattr(local, "ring"):
+            local.ring = [(cupyx.empty_pinned(COPY_BYTES, np.uint8),
+                           cp.cuda.Stream(non_blocking=True)) for _ in range(2)]
+            local.turn = 0
+            used.append(local.ring)
+        buf, stream = local.ring[local.turn]
+        local.turn ^= 1
+        stream.synchronize()  # this buffer's previous copy is done
+        got = os.preadv(fd, [memoryview(buf)[:n]], grid.data_offset + a)
         if got != n:
             from ..errors import InputError
             raise InputError(f"{grid.path}: file changed while being read")
-        text[a:a + n].set(local.buf[:n], stream=local.stream)
-        return local.stream
+        text[a:a + n].set(buf[:n], stream=stream)
 
     try:
-        streams = set(pool.map(copy, range(0, size, COPY_BYTES)))
-        for s in streams:
-            s.synchronize()
+        for _ in pool.map(copy, range(0, size, COPY_BYTES)):
+            pass
+        for ring in used:
+            for _, stream in ring:
+                stream.synchronize()
     finally:
         os.close(fd)
     return text
