@@ -228,10 +228,15 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
     threading.Thread(target=load_kernels, daemon=True).start()
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-mst") as pool:
         created = pool.submit(_create, out_path, grid, tile, default_compressors())
+        from .mst_start import take_prefetched_text
+
         zd = None
-        if (parse_device_bytes(grid) + device_bytes(spec.shape)
-                <= 0.9 * free_device_bytes(backend)):
-            zd = parse_grid_on_device(grid, backend, pool, times=wall)
+        text = take_prefetched_text(grid.path)  # the data section, copied at start-up
+        held = 0 if text is None else text.nbytes
+        if (parse_device_bytes(grid) + device_bytes(spec.shape) - held
+                <= 0.9 * (free_device_bytes(backend) + held)):
+            zd = parse_grid_on_device(grid, backend, pool, times=wall, text=text)
+        del text
         z = None
         if zd is None:  # on the CPU (also for the error message of a bad text)
             z = np.empty((rows, cols), np.float32)

@@ -28,3 +28,26 @@ def test_text_in_core_equals_graph_path(tmp_path, shape, tile):
     skip = {"mst"}
     assert {k: v for k, v in a.attrs.items() if k not in skip} == \
            {k: v for k, v in b.attrs.items() if k not in skip}
+
+
+def test_cli_copies_the_text_at_start_up_and_writes_the_same_store(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pipelines.mst import run_mst
+    src = tmp_path / "g.asc"
+    write_synth(src, 700, 900, seed=5, nodata=0.02)
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(src), "-o",
+                           str(tmp_path / "cli.zarr"), "--tile", "64", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    cli = json.loads(proc.stdout)
+    assert cli["path"] == "text-in-core" and cli["parse"] == "gpu"
+    assert cli["wall_seconds"]["copy"] == 0.0  # the start-up thread had copied it
+    lib = run_mst(src, tmp_path / "lib.zarr", tile=64, backend="gpu")
+    assert lib["wall_seconds"]["copy"] > 0.0
+    a = zarr.open_group(str(tmp_path / "cli.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "lib.zarr"), mode="r")
+    for name in ("elevation", "mst"):
+        assert np.array_equal(a[name][:].view(np.uint8), b[name][:].view(np.uint8)), name
+    assert cli["total_weight"] == lib["total_weight"] and cli["edges"] == lib["edges"]

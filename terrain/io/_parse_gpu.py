@@ -34,9 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from ..backend import get_backend
-from ._parse import SLOW_BITS
 
-__all__ = ["parse_grid_on_device", "parse_device_bytes", "COPY_BYTES"]
+__all__ = ["parse_grid_on_device", "parse_device_bytes", "copy_text_to_device", "COPY_BYTES"]
 
 COPY_BYTES = 8 << 20   # text read and copied to the device per task
 _SEG = 64              # bytes per thread in count_starts / write_starts (_parse.cu's SEG)
@@ -96,7 +95,20 @@ def _copy_to_device(grid, cp, pool):
     return text
 
 
-def parse_grid_on_device(grid, backend="gpu", pool=None, times=None):
+def copy_text_to_device(grid, backend="gpu", max_fraction=1.0):
+    """The data section of ``grid`` on the device (a pool of ``os.cpu_count()`` threads), or
+    None when it would take more than ``max_fraction`` of the device's free memory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cp = get_backend(backend).xp
+    free, _ = cp.cuda.runtime.memGetInfo()
+    if grid.size - grid.data_offset + 1 > max_fraction * free:
+        return None
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        return _copy_to_device(grid, cp, pool)
+
+
+def parse_grid_on_device(grid, backend="gpu", pool=None, times=None, text=None):
     """Parse the ASCII grid ``grid`` (:class:`~terrain.io.AsciiGrid`) into device memory.
 
     Parameters
@@ -108,6 +120,8 @@ def parse_grid_on_device(grid, backend="gpu", pool=None, times=None):
         Threads reading the file (default: a pool of ``os.cpu_count()``).
     times : dict, optional
         Filled with the seconds of each step ("copy", "index", "parse").
+    text : CuPy uint8 array, optional
+        The data section already on the device (:func:`copy_text_to_device`).
 
     Returns
     -------
@@ -122,13 +136,15 @@ def parse_grid_on_device(grid, backend="gpu", pool=None, times=None):
     rows, cols = grid.shape
     times = {} if times is None else times
     t0 = time.perf_counter()
-    if pool is None:
+    if text is not None:
+        times["copy"] = 0.0  # copied at start-up (pipelines.mst_start)
+    elif pool is None:
         with ThreadPoolExecutor(os.cpu_count() or 1) as own:
             text = _copy_to_device(grid, cp, own)
     else:
         text = _copy_to_device(grid, cp, pool)
     t1 = time.perf_counter()
-    times["copy"] = t1 - t0
+    times.setdefault("copy", t1 - t0)
     size = text.size - 1
     nseg = max(-(-size // _SEG), 1)
     n_starts = cp.zeros(nseg, cp.int32)
@@ -181,6 +197,8 @@ def parse_grid_on_device(grid, backend="gpu", pool=None, times=None):
 def _finish_slow(grid, cp, out, starts):
     """Cells marked SLOW_BITS: Python's correctly rounded ``float`` of their tokens, saturated
     at +-FLT_MAX, nodata to NaN (what ``_fix_slow`` does on the CPU)."""
+    from ._parse import SLOW_BITS
+
     flat = out.reshape(-1)
     idx = cp.flatnonzero(flat.view(cp.uint32) == SLOW_BITS)
     offsets = (starts[idx] + grid.data_offset).get()

@@ -36,7 +36,6 @@ import numpy as np
 
 from ..errors import InputError
 from ._buffers import BUFFERS
-from ._parse import PARSE_BAD_TOKEN, PARSE_OK, SLOW_BITS, newline_positions, parse_rows
 
 __all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "ESRI_KEYS", "GRASS_KEYS",
            "BLOCK_BYTES", "INDEX_CHUNK_BYTES"]
@@ -108,6 +107,8 @@ class AsciiGrid:
         rows = max(self.shape[0], 1)
         if (self.size - self.data_offset) // rows >= _FIND_MIN_LINE:
             return self._newline_offsets_find(a, b)
+        from ._parse import newline_positions  # Numba's import: only once data is read
+
         buf = BUFFERS.take(min(b - a, _SCAN_BYTES))
         pieces = []
         try:
@@ -209,6 +210,8 @@ class AsciiGrid:
                              f"{out.dtype} {out.shape}")
         if r1 == r0:
             return out
+        from ._parse import PARSE_OK, parse_rows
+
         starts = np.asarray(starts, dtype=np.int64)
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
         has_nodata = self.nodata is not None
@@ -238,6 +241,8 @@ class AsciiGrid:
         return out
 
     def _raise_parse_error(self, status, row, count, token):
+        from ._parse import PARSE_BAD_TOKEN
+
         line = self.data_line + row
         if status == PARSE_BAD_TOKEN:
             text = bytes(token[:40]).decode("latin-1")
@@ -253,6 +258,8 @@ def _fix_slow(buf, local, out, nodata, has_nodata):
 
     Like GDAL, doubles beyond the float32 range saturate at +-FLT_MAX.
     """
+    from ._parse import SLOW_BITS
+
     marked = out.view(np.uint32) == SLOW_BITS
     for r in np.flatnonzero(marked.any(axis=1)):
         tokens = bytes(buf[local[r]: local[r + 1]]).split()
