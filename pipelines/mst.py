@@ -456,6 +456,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             summary = _text_in_core(grid, tmp, spec, shard, be.name, tile, key_bits)
             reused = 0
         else:
+            from .mst_start import take_prefetched_text
+            take_prefetched_text(inp)  # a copy made at start-up: not this path's, free it
             if is_store(inp) and not tmp.exists():
                 zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
                 dem_path, upstream = inp, None

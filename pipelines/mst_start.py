@@ -16,7 +16,8 @@ import threading
 __all__ = ["mst_command", "take_prefetched_text"]
 
 _lock = threading.Lock()
-_prefetched = {}  # file identity -> CuPy text array (or None when the copy failed)
+_prefetched = {}  # file identity -> CuPy text array
+_jobs = []        # the copying thread, while there is one
 
 
 def _identity(path):
@@ -25,7 +26,10 @@ def _identity(path):
 
 
 def take_prefetched_text(path):
-    """The device copy of ``path``'s data section made at start-up, once, or None."""
+    """The device copy of ``path``'s data section made at start-up, once, or None (waits
+    for the copy to finish: the caller would otherwise copy the text a second time)."""
+    for job in list(_jobs):
+        job.join()
     try:
         key = _identity(path)
     except OSError:
@@ -66,6 +70,7 @@ def mst_command(args):
             backend = get_backend(getattr(args, "backend", None))
             if backend.is_gpu:
                 job = threading.Thread(target=_copy, args=(args.input, backend), daemon=True)
+                _jobs.append(job)
                 job.start()
     except Exception:  # a bad backend name or input: the command says so
         job = None
@@ -75,5 +80,6 @@ def mst_command(args):
     finally:
         if job is not None:
             job.join()
+            _jobs.remove(job)
         with _lock:
             _prefetched.clear()
