@@ -51,3 +51,22 @@ def test_cli_copies_the_text_at_start_up_and_writes_the_same_store(tmp_path):
     for name in ("elevation", "mst"):
         assert np.array_equal(a[name][:].view(np.uint8), b[name][:].view(np.uint8)), name
     assert cli["total_weight"] == lib["total_weight"] and cli["edges"] == lib["edges"]
+
+
+@pytest.mark.parametrize("damage", [(" ", " x"), ("\n", "\n\n")])
+def test_bad_text_fails_as_on_the_cpu_and_leaves_nothing(tmp_path, damage):
+    from pipelines.mst import run_mst
+    from terrain.errors import InputError
+    src = tmp_path / "g.asc"
+    write_synth(src, 300, 200, seed=1, nodata=0.0)
+    text = src.read_text()
+    head = text.index("\n", text.index("NODATA")) + 1
+    src.write_text(text[:head] + text[head:].replace(*damage, 1))
+    messages = []
+    for backend, scheduler in (("gpu", None), ("cpu", "threads")):
+        with pytest.raises(InputError) as err:
+            run_mst(src, tmp_path / f"{backend}.zarr", tile=64, backend=backend,
+                    scheduler=scheduler)
+        messages.append(str(err.value))
+        assert not (tmp_path / f"{backend}.zarr").exists()
+    assert messages[0] == messages[1] and str(src) in messages[0]
