@@ -3,7 +3,9 @@
 First, as a user runs them, whole processes timed from the outside (start-up, imports,
 scheduler and kernel loading included): ``python -m terrain.run ingest IN -o OUT`` against
 ``python -c "import rasterio; rasterio.open(IN).read(1)"``, alternating, ``--repeat`` times
-each, best and median printed side by side (peak RSS and CPU seconds from ``wait4``: on a
+each, best and median printed side by side, and under each the fixed start-up of its process
+alone (terrain: importing the ingest and loading the parser's Numba kernels; rasterio: its
+import) (peak RSS and CPU seconds from ``wait4``: on a
 shared machine the CPU figure carries much less of the other processes' load). Then the in-process
 figures below.
 
@@ -92,10 +94,16 @@ def _whole_processes(src, store, tile, scheduler, repeat):
                  "--tile", str(tile), "--overwrite"] + (["--scheduler", scheduler] if scheduler else [])
     peer_argv = [sys.executable, "-c", "import sys, rasterio; rasterio.open(sys.argv[1]).read(1)",
                  str(src)]
-    runs = {"terrain": [], "rasterio": []}
+    # the fixed start-up of each: imports (and, for terrain, loading the parser's kernels)
+    ours_start = [sys.executable, "-c", "import pipelines.ingest, pipelines.cluster; "
+                  "from terrain.io._parse import load_kernels; load_kernels()"]
+    peer_start = [sys.executable, "-c", "import rasterio"]
+    runs = {"terrain": [], "rasterio": [], "terrain start-up": [], "rasterio start-up": []}
     for _ in range(repeat):
         runs["terrain"].append(_whole_process(ours_argv))
         runs["rasterio"].append(_whole_process(peer_argv))
+        runs["terrain start-up"].append(_whole_process(ours_start))
+        runs["rasterio start-up"].append(_whole_process(peer_start))
     out = {}
     for key, rs in runs.items():
         secs = sorted(r[0] for r in rs)
@@ -146,6 +154,11 @@ def _format(r):
         lines.append(f"  {name:40}{w[key]['best']:8.2f}{w[key]['median']:10.2f}"
                      f"{mb / w[key]['best']:8.1f}{w[key]['peak_rss'] / 2**20:8.0f} MB"
                      f"{w[key]['cpu']:8.2f}")
+    for name, key in (("  of which start-up: imports + kernels", "terrain start-up"),
+                      ("  of which start-up: import rasterio", "rasterio start-up")):
+        if key in w:
+            lines.append(f"  {name:40}{w[key]['best']:8.2f}{w[key]['median']:10.2f}{'':8}"
+                         f"{w[key]['peak_rss'] / 2**20:8.0f} MB{w[key]['cpu']:8.2f}")
     lines.append(f"  whole-process speed-up {w['rasterio']['best'] / w['terrain']['best']:.2f}x (best), "
                  f"{w['rasterio']['median'] / w['terrain']['median']:.2f}x (median)")
     lines.append(f"in-process (terrain on a running scheduler, kernels loaded; scheduler "

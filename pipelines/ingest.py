@@ -43,7 +43,7 @@ from terrain.tiles.store import tiles_per_shard
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import compute, open_scheduler
 
-__all__ = ["build_ingest_graph", "ingest", "ingest_on_active_scheduler", "store_stats",
+__all__ = ["build_ingest_graph", "ingest", "parse_whole_grid", "write_window", "ingest_on_active_scheduler", "store_stats",
            "ingest_command", "info_command",
            "synth_command", "default_compressors", "describe_store"]
 
@@ -82,6 +82,47 @@ def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
         return _band_stats(z)
     finally:
         BUFFERS.give(z)
+
+
+def write_window(store_path, z, r0, c0):
+    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)`` (one assignment: a whole
+    shard, or whole shards, so zarr rewrites nothing)."""
+    elevation = zarr.open_array(store=str(store_path), path="elevation", mode="r+")
+    elevation[r0:r0 + z.shape[0], c0:c0 + z.shape[1]] = z
+
+
+def parse_whole_grid(grid, pool, out=None, on_block=None):
+    """Parse a whole ASCII grid into ``out`` (float32, NaN = nodata) on a thread pool.
+
+    The newline index runs as one task per ``INDEX_CHUNK_BYTES`` and the parse as one task
+    per ``BLOCK_BYTES`` of text (so every core has work whatever the shard size); the
+    kernels release the GIL. ``on_block(r0, r1)``, when given, runs in the worker right
+    after rows ``r0:r1`` are parsed (e.g. to start their copy to the device).
+
+    Returns
+    -------
+    (out, stats)
+        ``stats`` as the ingest's band statistics (nodata cells, min, max) per block.
+    """
+    from terrain.io.ascii_grid import BLOCK_BYTES
+
+    rows, cols = grid.shape
+    if out is None:
+        out = np.empty((rows, cols), dtype=np.float32)
+    pieces = list(pool.map(lambda ab: grid.newline_offsets(*ab), grid.index_ranges()))
+    starts = grid.row_starts(pieces)
+    row_bytes = max(1.0, float(starts[-1] - starts[0]) / max(rows, 1))
+    block = max(1, int(BLOCK_BYTES // row_bytes))
+
+    def parse(r0):
+        r1 = min(r0 + block, rows)
+        grid.read_rows(r0, r1, starts, out=out[r0:r1])
+        if on_block is not None:
+            on_block(r0, r1)
+        return _band_stats(out[r0:r1])
+
+    stats = list(pool.map(parse, range(0, rows, block)))
+    return out, stats
 
 
 def _finish(store_path, band_stats):

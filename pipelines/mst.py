@@ -25,6 +25,15 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
 6. ``mst-write``: one task per shard: reads its provisional mask, applies the changes, writes.
 7. ``mst-finish``: sums the statistics and writes them into the store's attributes.
 
+Text in, GPU, grid fits the device, no scheduler asked for (``--scheduler`` unset, no
+``--gpus``, no ``--resume``): no task graph at all (:func:`_text_in_core`). The text is
+parsed on the device (:mod:`terrain.io._parse_gpu`), the forest computed from the parsed
+array where it lies, and the store (``elevation``, statistics, ``mst``) written by a thread
+pool while the forest runs -- the same store the graph writes, without the Zarr round trip
+between ingest and forest, the cluster's start-up or per-task overheads. A cluster would
+only add those: the work is one device's. ``--scheduler threads|local|ADDRESS`` still runs
+the graph below.
+
 Steps 3-6 are the walks of :mod:`terrain.tiles.quadtree` (the same plan and walk as the
 in-memory :func:`terrain.grid.mst.grid_mst`), their steps made tasks by
 :class:`pipelines.quadtree.TaskGraph` (one task dict written during the walk, checkpoints
@@ -183,6 +192,144 @@ def _in_core_task(dem_path, spec, backend, prepared):
             "vertices": forest.vertices}
 
 
+def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
+    """ASCII grid -> device -> forest, the store written beside it (the text in-core path).
+
+    The whole grid fits the device (:func:`fits_on_device`), so nothing is gained from a
+    round trip through the store. The text goes to the device and is parsed there
+    (:func:`terrain.io._parse_gpu.parse_grid_on_device`; when the text does not fit beside
+    the forest's arrays, or is not a valid grid, on the CPU's thread pool instead, each block
+    copied to the device as soon as it is parsed). The forest then runs on the device while
+    the pool brings the elevations back shard by shard (pinned buffers, a stream per thread)
+    and writes the ``elevation`` shards; then the mask's shards the same way. The store's
+    contents are those of the ingest + ``mst-in-core`` tasks (the same writers and
+    statistics), so the output is the same. Returns the summary of :func:`_finish`; its
+    ``wall_seconds`` holds the wall seconds of each step.
+    """
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from terrain.grid.mst_device import device_bytes, free_device_bytes
+    from terrain.io._parse import load_kernels
+    from terrain.io._parse_gpu import parse_device_bytes, parse_grid_on_device
+
+    from .ingest import _band_stats, _create, _finish as finish_ingest, default_compressors
+    from .ingest import parse_whole_grid, write_window
+    from .mst_start import take_prefetched_text
+
+    cp = get_backend(backend).xp
+    rows, cols = spec.shape
+    side = spec.tile * shard
+    wall = {}
+    t0 = time.perf_counter()
+    # the band statistics' Numba kernel: loaded while the text goes to the device
+    threading.Thread(target=load_kernels, daemon=True).start()
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-mst") as pool:
+        created = pool.submit(_create, out_path, grid, tile, default_compressors())
+        zd = None
+        text = take_prefetched_text(grid.path)  # the data section, copied at start-up
+        held = 0 if text is None else text.nbytes
+        if (parse_device_bytes(grid) + device_bytes(spec.shape) - held
+                <= 0.9 * (free_device_bytes(backend) + held)):
+            zd = parse_grid_on_device(grid, backend, pool, times=wall, text=text)
+        del text
+        z = None
+        if zd is None:  # on the CPU (also for the error message of a bad text)
+            z = np.empty((rows, cols), np.float32)
+            zd = cp.empty((rows, cols), cp.float32)
+
+            def to_device(r0, r1):
+                zd[r0:r1].set(z[r0:r1])
+
+            z, band_stats = parse_whole_grid(grid, pool, out=z, on_block=to_device)
+            wall["cpu-parse"] = time.perf_counter() - t0
+        cp.cuda.Device().synchronize()
+        t1 = time.perf_counter()
+        created.result()
+        shards = [(r0, min(r0 + side, rows), c0, min(c0 + side, cols))
+                  for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+        staging = _PinnedStaging(side * side * 4)
+        if z is None:  # each shard from the device through a pinned buffer, then written
+            def write_shard(r0, r1, c0, c1):
+                band = staging.fetch(cp, zd[r0:r1, c0:c1])
+                write_window(out_path, band, r0, c0)
+                return _band_stats(band)
+        else:
+            def write_shard(r0, r1, c0, c1):
+                write_window(out_path, z[r0:r1, c0:c1], r0, c0)
+
+        writes = [pool.submit(write_shard, *w) for w in shards]
+        prepared = _prepare(out_path, spec, shard, {}, None)
+        forest = device_mst(zd, spec.connectivity, spec.model, spec.hlen, backend)
+        cp.cuda.Device().synchronize()
+        t3 = time.perf_counter()
+        wall["mst"] = t3 - t1
+        arr = zarr.open_array(store=str(prepared), path="mst", mode="r+")
+
+        def write_mask(r0, r1, c0, c1):  # through the pinned buffers too
+            arr[r0:r1, c0:c1] = staging.fetch(cp, forest.mask[r0:r1, c0:c1])
+
+        mask_writes = [pool.submit(write_mask, *w) for w in shards]
+        written = [f.result() for f in writes]
+        if z is None:
+            band_stats = written
+        t4 = time.perf_counter()
+        wall["elevation-write-tail"] = t4 - t3
+        for f in mask_writes:
+            f.result()
+        t5 = time.perf_counter()
+        wall["mask-write"] = t5 - t4
+        del zd
+        nbytes = rows * cols * 4
+    finish_ingest(out_path, band_stats)
+    stats = {"times": {"read": t1 - t0, "boruvka": t3 - t1, "write": t5 - t3},
+             "read_bytes": nbytes, "written_bytes": rows * cols,
+             "forest_sum": forest.weight_sum.acc, "forest_edges": forest.edges,
+             "vertices": forest.vertices}
+    meta = {"backend": backend, "group_tiles": 1 << spec.plan(shard).group_level,
+            "key_bits": key_bits, "path": "text-in-core",
+            "parse": "cpu" if z is not None else "gpu",
+            "wall_seconds": {k: round(v, 6) for k, v in wall.items()}}
+    return _finish(prepared, spec, [stats], [], [], meta)
+
+
+class _PinnedStaging:
+    """One pinned host buffer per thread (and a stream), for device -> host copies of
+    shards: a pinned copy runs at the bus's speed, a pageable one at a fraction of it."""
+
+    def __init__(self, nbytes):
+        import threading
+        self.nbytes = nbytes
+        self.local = threading.local()
+
+    def fetch(self, cp, window):
+        """``window`` (a CuPy 2-D view) as a NumPy array in this thread's pinned buffer."""
+        import cupyx
+        loc = self.local
+        if not hasattr(loc, "buf"):
+            loc.buf = cupyx.empty_pinned(self.nbytes, np.uint8)
+            loc.stream = cp.cuda.Stream(non_blocking=True)
+        with loc.stream:
+            dense = cp.ascontiguousarray(window)
+            out = loc.buf[: dense.nbytes].view(dense.dtype).reshape(dense.shape)
+            dense.get(stream=loc.stream, out=out)
+        loc.stream.synchronize()
+        return out
+
+
+def _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
+    """The text in-core path: an ASCII grid that fits the device, no cluster asked for
+    (a LocalCluster or an address still runs the task graph), no resume."""
+    from terrain.io import looks_like_ascii_grid
+
+    from . import cluster
+    return (be.is_gpu and in_core == "auto" and gpus is None and not resume
+            and scheduler is None and cluster._active_client is None
+            and not is_store(inp) and looks_like_ascii_grid(inp)
+            and fits_on_device(spec.shape, be.name))
+
+
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
                     geo=None, key_bits="auto", in_core="auto", partial=None, workers=()):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
@@ -305,19 +452,26 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
-        if is_store(inp) and not tmp.exists():
-            zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
-            dem_path, upstream = inp, None
+        if _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
+            summary = _text_in_core(grid, tmp, spec, shard, be.name, tile, key_bits)
+            reused = 0
         else:
-            from .ingest import build_ingest_graph
-            upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp, CHECKPOINTED)
-            dem_path = tmp
-        with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1], gpus=gpus):
-            graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
-                                    key_bits, in_core, partial=tmp,
-                                    workers=active_gpu_workers())
-            graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
-            (summary,) = compute(graph, label="mst")
+            from .mst_start import take_prefetched_text
+            take_prefetched_text(inp)  # a copy made at start-up: not this path's, free it
+            if is_store(inp) and not tmp.exists():
+                zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+                dem_path, upstream = inp, None
+            else:
+                from .ingest import build_ingest_graph
+                upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp,
+                                           CHECKPOINTED)
+                dem_path = tmp
+            with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1], gpus=gpus):
+                graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
+                                        key_bits, in_core, partial=tmp,
+                                        workers=active_gpu_workers())
+                graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
+                (summary,) = compute(graph, label="mst")
         drop_checkpoints(tmp)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)

@@ -23,7 +23,7 @@ HANDLERS = {
     "ingest": "pipelines.ingest:ingest_command",
     "info": "pipelines.ingest:info_command",
     "synth": "pipelines.ingest:synth_command",
-    "mst": "pipelines.mst:mst_command",
+    "mst": "pipelines.mst_start:mst_command",  # the text starts for the GPU first
     "graph-ingest": "pipelines.graph:graph_ingest_command",
     "bfs": "pipelines.graph:bfs_command",
     "diameter": "pipelines.graph:diameter_command",

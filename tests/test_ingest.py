@@ -224,3 +224,37 @@ def test_cli_ingest_sample_matches_rasterio(tmp_path):
 def test_open_grid_reports_shape_without_reading_data(tmp_path):
     grid = open_grid(ROOT / "data" / "sample.asc")
     assert grid.shape == (300, 400) and grid.dialect == "esri" and grid.nodata == -9999.0
+
+
+@pytest.mark.parametrize("kind", ["decimal", "scientific", "long"])
+def test_parse_whole_grid_on_a_pool_matches_rasterio(tmp_path, kind, small_blocks):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipelines.ingest import _band_stats, parse_whole_grid
+    rng = np.random.default_rng(len(kind))
+    path = tmp_path / "g.asc"
+    path.write_text(esri_text(with_nodata(rng, random_values(rng, (41, 29), kind))))
+    seen = []
+    with ThreadPoolExecutor(3) as pool:
+        z, stats = parse_whole_grid(open_grid(path), pool, on_block=lambda a, b: seen.append((a, b)))
+    want = gdal_read(path)
+    assert_bits_equal(z, want)
+    assert sorted(seen)[0][0] == 0 and sorted(seen)[-1][1] == 41 and len(seen) > 2
+    n_nan, lo, hi = _band_stats(want)
+    assert sum(s[0] for s in stats) == n_nan
+    assert min(s[1] for s in stats) == lo and max(s[2] for s in stats) == hi
+
+
+@pytest.mark.parametrize("eol, tail", [("\n", ""), ("\r\n", "\r\n"), ("\n", "\n\n")])
+def test_newline_index_by_memchr_equals_numpy(tmp_path, monkeypatch, eol, tail):
+    rng = np.random.default_rng(7)
+    path = tmp_path / "l.asc"
+    path.write_text(esri_text(random_values(rng, (23, 40), "decimal"), eol=eol).rstrip() + tail)
+    grid = open_grid(path)
+    for chunk in (1, 7, 97, 1 << 20):
+        ranges = grid.index_ranges(chunk)
+        monkeypatch.setattr(ascii_grid, "_FIND_MIN_LINE", 1)
+        by_find = grid.row_starts([grid.newline_offsets(a, b) for a, b in ranges])
+        monkeypatch.setattr(ascii_grid, "_FIND_MIN_LINE", 1 << 40)
+        by_numpy = grid.row_starts([grid.newline_offsets(a, b) for a, b in ranges])
+        assert np.array_equal(by_find, by_numpy) and len(by_find) == 24

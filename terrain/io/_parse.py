@@ -49,7 +49,8 @@ def load_kernels():
     The first Numba call of a process initialises the compiler (about half a second);
     ingest runs this in a background thread while the scheduler starts.
     """
-    buf = np.frombuffer(b"1 *\n\n", dtype=np.uint8)
+    # writable, as the parser's buffers are: a read-only array is another specialization
+    buf = np.frombuffer(bytearray(b"1 *\n\n"), dtype=np.uint8)
     out = np.empty((1, 2), dtype=np.float32)
     parse_rows(buf, np.array([0, 4], dtype=np.int64), 2, out, np.float32(0), False, True)
     nan_min_max(out)

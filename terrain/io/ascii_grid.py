@@ -27,6 +27,8 @@ Reading goes through :func:`terrain.io.read_grid` (whole grid) or the ingest pip
 """
 
 import math
+import mmap
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +36,6 @@ import numpy as np
 
 from ..errors import InputError
 from ._buffers import BUFFERS
-from ._parse import PARSE_BAD_TOKEN, PARSE_OK, SLOW_BITS, newline_positions, parse_rows
 
 __all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "ESRI_KEYS", "GRASS_KEYS",
            "BLOCK_BYTES", "INDEX_CHUNK_BYTES"]
@@ -47,6 +48,7 @@ GRASS_TYPES = ("int", "float", "double")
 BLOCK_BYTES = 8 << 20         # text parsed per kernel call (bounds the read buffer)
 INDEX_CHUNK_BYTES = 32 << 20  # bytes scanned for newlines per index task
 _SCAN_BYTES = 8 << 20         # newline scan block (a pooled buffer)
+_FIND_MIN_LINE = 256          # mean line length from which newlines are found by memchr
 _HEADER_PROBE = 1 << 16       # a header longer than this is not a grid header
 _FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -96,7 +98,17 @@ class AsciiGrid:
                 for a in range(self.data_offset, self.size, chunk_bytes)]
 
     def newline_offsets(self, a, b):
-        """File offsets of the bytes just after each newline in ``[a, b)`` (int64)."""
+        """File offsets of the bytes just after each newline in ``[a, b)`` (int64).
+
+        Long lines (the usual grid: one row of thousands of values a line) are found with
+        ``mmap.find`` (``memchr``: no copy of the text, a few calls per row); short ones
+        with a NumPy comparison over blocks read into a pooled buffer.
+        """
+        rows = max(self.shape[0], 1)
+        if (self.size - self.data_offset) // rows >= _FIND_MIN_LINE:
+            return self._newline_offsets_find(a, b)
+        from ._parse import newline_positions  # Numba's import: only once data is read
+
         buf = BUFFERS.take(min(b - a, _SCAN_BYTES))
         pieces = []
         try:
@@ -112,6 +124,19 @@ class AsciiGrid:
         finally:
             BUFFERS.give(buf)
         return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
+
+    def _newline_offsets_find(self, a, b):
+        with open(self.path, "rb", buffering=0) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < b:
+                raise InputError(f"{self.path}: file changed while being read")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                found = []
+                pos = mm.find(b"\n", a, b)
+                while pos >= 0:
+                    found.append(pos + 1)
+                    pos = mm.find(b"\n", pos + 1, b)
+        return np.array(found, dtype=np.int64)
 
     def row_starts(self, pieces):
         """Byte boundaries of the ``nrows`` data rows (``nrows + 1`` int64 offsets).
@@ -185,6 +210,8 @@ class AsciiGrid:
                              f"{out.dtype} {out.shape}")
         if r1 == r0:
             return out
+        from ._parse import PARSE_OK, parse_rows
+
         starts = np.asarray(starts, dtype=np.int64)
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
         has_nodata = self.nodata is not None
@@ -214,6 +241,8 @@ class AsciiGrid:
         return out
 
     def _raise_parse_error(self, status, row, count, token):
+        from ._parse import PARSE_BAD_TOKEN
+
         line = self.data_line + row
         if status == PARSE_BAD_TOKEN:
             text = bytes(token[:40]).decode("latin-1")
@@ -229,6 +258,8 @@ def _fix_slow(buf, local, out, nodata, has_nodata):
 
     Like GDAL, doubles beyond the float32 range saturate at +-FLT_MAX.
     """
+    from ._parse import SLOW_BITS
+
     marked = out.view(np.uint32) == SLOW_BITS
     for r in np.flatnonzero(marked.any(axis=1)):
         tokens = bytes(buf[local[r]: local[r + 1]]).split()

@@ -1,0 +1,78 @@
+"""The GPU parser of ASCII grids (terrain/io/_parse.cu) gives the CPU parser's float32 values
+bit for bit on every token form the CPU accepts, and hands every bad text back to the CPU."""
+
+import numpy as np
+import pytest
+
+from terrain.io import open_grid, read_grid
+from test_ingest import assert_bits_equal, esri_text, grass_text, random_values, with_nodata
+
+pytestmark = pytest.mark.gpu
+
+TRICKY = [
+    "0", "-0", "+0", "0.0", "-0.0", "00000", "007", "-007.500", "+12", "+.5", ".5", "-.5", "5.",
+    "-5.", "1e0", "1E5", "1e+5", "1e-5", "-1.5E-3", "2.5e+02", "1e22", "1e-22", "9e22", "1e23",
+    "1e-23", "123456789012345", "1234567890123456", "12345678901234567890123",
+    "0.1", "0.2", "0.3", "3.14159265358979323846", "1.7976931348623157e308", "-1e300", "1e-50",
+    "4.9e-324", "1e-45", "1.4e-45", "1.17549435e-38", "3.4028235e38", "3.4028236e38",
+    "3.40282357e38", "-3.4028235e38", "16777217", "16777216.5", "9007199254740993",
+    "9007199254740992000", "0.000000000000000000000000001", "100000000000000000000000",
+    "-9999", "-9999.0", "-9.999e3", "-9999.00000000000000000001", "1e000000000000005",
+    "1e-0", "2.5000000000000000000000000000001", "65504.0", "0.1e1", "10e-1",
+]
+
+
+def gpu_parse(path):
+    from terrain.io._parse_gpu import parse_grid_on_device
+    z = parse_grid_on_device(open_grid(path), "gpu")
+    return None if z is None else z.get()
+
+
+@pytest.mark.parametrize("sep, eol, trail", [(" ", "\n", "\n"), ("\t", "\r\n", ""),
+                                             ("  \t ", "\n", "\n\n  \n")])
+def test_tricky_tokens_bit_for_bit(tmp_path, sep, eol, trail):
+    tokens = np.array(TRICKY * 3, dtype=object).reshape(3, len(TRICKY))
+    path = tmp_path / "t.asc"
+    path.write_text(esri_text(tokens, sep=sep, eol=eol).rstrip("\r\n") + trail)
+    want, _ = read_grid(path)
+    assert_bits_equal(gpu_parse(path), want)
+    assert np.isnan(want).any() and (want.view(np.uint32) == 0x80000000).any()  # -0.0 kept
+
+
+@pytest.mark.parametrize("kind", ["int", "decimal", "scientific", "long"])
+def test_random_tokens_bit_for_bit(tmp_path, kind):
+    rng = np.random.default_rng(len(kind))
+    path = tmp_path / "r.asc"
+    path.write_text(esri_text(with_nodata(rng, random_values(rng, (211, 97), kind))))
+    want, _ = read_grid(path)
+    assert_bits_equal(gpu_parse(path), want)
+
+
+def test_grass_star_and_synth(tmp_path):
+    rng = np.random.default_rng(5)
+    tokens = with_nodata(rng, random_values(rng, (40, 33), "decimal"), text="*")
+    path = tmp_path / "g.asc"
+    path.write_text(grass_text(tokens, null="-1"))
+    want, _ = read_grid(path)
+    assert_bits_equal(gpu_parse(path), want)
+    from terrain.io import write_synth
+    write_synth(tmp_path / "s.asc", 300, 257, seed=2, nodata=0.1)
+    want, _ = read_grid(tmp_path / "s.asc")
+    assert_bits_equal(gpu_parse(tmp_path / "s.asc"), want)
+
+
+@pytest.mark.parametrize("bad", ["bad token", "short row", "long row", "few rows", "extra row",
+                                 "star in esri", "lone sign"])
+def test_bad_text_goes_back_to_the_cpu(tmp_path, bad):
+    tokens = np.array([["1", "2", "3"]] * 4, dtype=object)
+    text = esri_text(tokens)
+    text = {"bad token": text.replace("\n2 ", "\n2x ", 1).replace(" 2 ", " 2x ", 1),
+            "short row": text[: text.rindex("3")],
+            "long row": text.replace("1 2 3\n", "1 2 3 4\n", 1),
+            "few rows": text.replace("1 2 3\n", "", 1),
+            "extra row": text + "1 2 3\n",
+            "star in esri": text.replace(" 2 ", " * ", 1),
+            "lone sign": text.replace(" 2 ", " - ", 1)}[bad]
+    path = tmp_path / "b.asc"
+    path.write_text(text)
+    assert gpu_parse(path) is None

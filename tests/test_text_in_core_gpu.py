@@ -1,0 +1,72 @@
+"""The text in-core GPU path of ``terrain mst`` (ASCII grid -> device, no store round trip)
+writes the same store as the task-graph path: elevation, statistics, mask and summary."""
+
+import numpy as np
+import pytest
+import zarr
+
+from terrain.io import write_synth
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("shape, tile", [((1500, 2100), 256), ((333, 517), 64)])
+def test_text_in_core_equals_graph_path(tmp_path, shape, tile):
+    from pipelines.mst import run_mst
+    src = tmp_path / "g.asc"
+    write_synth(src, *shape, seed=3, nodata=0.05)
+    fast = run_mst(src, tmp_path / "fast.zarr", tile=tile, backend="gpu")
+    assert fast["path"] == "text-in-core"
+    slow = run_mst(src, tmp_path / "slow.zarr", tile=tile, backend="cpu", scheduler="threads")
+    for key in ("total_weight", "edges", "trees", "vertices"):
+        assert fast[key] == slow[key], key
+    a = zarr.open_group(str(tmp_path / "fast.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "slow.zarr"), mode="r")
+    for name in ("elevation", "mst", "x", "y"):
+        assert str(a[name].metadata.to_dict()) == str(b[name].metadata.to_dict()), name
+        assert np.array_equal(a[name][:].view(np.uint8), b[name][:].view(np.uint8)), name
+    skip = {"mst"}
+    assert {k: v for k, v in a.attrs.items() if k not in skip} == \
+           {k: v for k, v in b.attrs.items() if k not in skip}
+
+
+def test_cli_copies_the_text_at_start_up_and_writes_the_same_store(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pipelines.mst import run_mst
+    src = tmp_path / "g.asc"
+    write_synth(src, 700, 900, seed=5, nodata=0.02)
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(src), "-o",
+                           str(tmp_path / "cli.zarr"), "--tile", "64", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    cli = json.loads(proc.stdout)
+    assert cli["path"] == "text-in-core" and cli["parse"] == "gpu"
+    assert cli["wall_seconds"]["copy"] == 0.0  # the start-up thread had copied it
+    lib = run_mst(src, tmp_path / "lib.zarr", tile=64, backend="gpu")
+    assert lib["wall_seconds"]["copy"] > 0.0
+    a = zarr.open_group(str(tmp_path / "cli.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "lib.zarr"), mode="r")
+    for name in ("elevation", "mst"):
+        assert np.array_equal(a[name][:].view(np.uint8), b[name][:].view(np.uint8)), name
+    assert cli["total_weight"] == lib["total_weight"] and cli["edges"] == lib["edges"]
+
+
+@pytest.mark.parametrize("damage", [(" ", " x"), ("\n", "\n\n")])
+def test_bad_text_fails_as_on_the_cpu_and_leaves_nothing(tmp_path, damage):
+    from pipelines.mst import run_mst
+    from terrain.errors import InputError
+    src = tmp_path / "g.asc"
+    write_synth(src, 300, 200, seed=1, nodata=0.0)
+    text = src.read_text()
+    head = text.index("\n", text.index("NODATA")) + 1
+    src.write_text(text[:head] + text[head:].replace(*damage, 1))
+    messages = []
+    for backend, scheduler in (("gpu", None), ("cpu", "threads")):
+        with pytest.raises(InputError) as err:
+            run_mst(src, tmp_path / f"{backend}.zarr", tile=64, backend=backend,
+                    scheduler=scheduler)
+        messages.append(str(err.value))
+        assert not (tmp_path / f"{backend}.zarr").exists()
+    assert messages[0] == messages[1] and str(src) in messages[0]
