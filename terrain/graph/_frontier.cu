@@ -716,69 +716,7 @@ __global__ void __launch_bounds__(BS) advance_balanced(
 // array of WT = long long | double; "unreached" is `inf` (2**62 for integers, +inf for reals).
 // A 64-bit atomicMin on the bit pattern orders non-negative doubles like their values.
 
-__device__ __forceinline__ long long dist_add(long long d, long long w) { return d + w; }
-__device__ __forceinline__ double dist_add(double d, double w) { return __dadd_rn(d, w); }
-
-__device__ __forceinline__ long long atomic_min_dist(long long* a, long long v)
-{
-    return atomicMin(a, v);
-}
-__device__ __forceinline__ double atomic_min_dist(double* a, double v)
-{
-    return __longlong_as_double(atomicMin((long long*)a, __double_as_longlong(v)));
-}
-
-#define RELAX_FRINGE 0  // Crauser: an arc reaching an unreached vertex puts it in the fringe
-#define RELAX_BUCKET 1  // delta-stepping: improved below `hi` -> next round of the bucket
-                        // (once per round: stamp), else -> the pending pile (once: flag)
-
-// Weighted advance (the functor of SSSP): edge-balanced like advance_balanced - one thread per
-// arc of the input queue, its tail found by binary search in `offsets` (inclusive prefix sum
-// of the queue's degrees). Arcs with weight outside [wlo, whi] (light / heavy) or into a
-// settled vertex are skipped; the others relax dist[v] = min(dist[v], dist[u] + w) with an
-// atomicMin, and what improved is enqueued per `mode` into out_a / out_b.
-template <typename IT, typename WT>
-__global__ void __launch_bounds__(BS) relax_arcs(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices,
-    const WT* __restrict__ weights, const IT* __restrict__ in_q,
-    const i64* __restrict__ offsets, i64 n_in, i64 total, WT* dist,
-    const unsigned char* __restrict__ settled, WT wlo, WT whi, WT hi, WT inf, int mode,
-    int stamp_value, int* stamp, int* pending, IT* out_a, u64* count_a, IT* out_b,
-    u64* count_b)
-{
-    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
-    __shared__ u64 s_wdeg[WARPS], s_base;
-    for (i64 tile = (i64)blockIdx.x * BS; tile < total; tile += (i64)gridDim.x * BS) {
-        const i64 e = tile + threadIdx.x;
-        bool to_a = false, to_b = false;
-        IT v = 0;
-        if (e < total) {
-            i64 lo = 0, hi_i = n_in - 1;  // first i with offsets[i] > e
-            while (lo < hi_i) {
-                const i64 mid = (lo + hi_i) >> 1;
-                if (offsets[mid] > e) hi_i = mid; else lo = mid + 1;
-            }
-            const IT u = in_q[lo];
-            const i64 start = offsets[lo] - (indptr[u + 1] - indptr[u]);
-            const i64 arc = indptr[u] + (e - start);
-            v = indices[arc];
-            const WT w = weights[arc];
-            if (w >= wlo && w <= whi && !settled[v]) {
-                const WT nd = dist_add(dist[u], w);
-                const WT old = atomic_min_dist(dist + v, nd);
-                if (nd < old) {
-                    if (mode == RELAX_FRINGE) to_a = old == inf;
-                    else if (nd < hi) to_a = atomicExch(stamp + v, stamp_value) != stamp_value;
-                    else to_b = atomicExch(pending + v, 1) == 0;
-                }
-            }
-        }
-        block_enqueue(to_a, v, 0, out_a, count_a, (u64*)nullptr, s_wcount, s_wdeg, s_wbase,
-                      &s_base);
-        block_enqueue(to_b, v, 0, out_b, count_b, (u64*)nullptr, s_wcount, s_wdeg, s_wbase,
-                      &s_base);
-    }
-}
+#include "_dist.cuh"  // dist_add, atomic_min_dist
 
 // Canonical predecessors, pass 1: pred[v] = the smallest u with dist[u] < dist[v] and
 // dist[u] + w(u, v) == dist[v] (atomicMin over the tails; pred starts at LLONG_MAX).

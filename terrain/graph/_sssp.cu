@@ -45,17 +45,7 @@ typedef unsigned long long u64;
 #define W_THR 0        // near-far: upper end (exclusive) of the current bucket; Crauser: L
 #define W_FARMIN 1     // near-far: smallest distance left in the far pile; Crauser: M
 
-__device__ __forceinline__ long long dist_add(long long d, long long w) { return d + w; }
-__device__ __forceinline__ double dist_add(double d, double w) { return __dadd_rn(d, w); }
-
-__device__ __forceinline__ long long atomic_min_dist(long long* a, long long v)
-{
-    return atomicMin(a, v);
-}
-__device__ __forceinline__ double atomic_min_dist(double* a, double v)
-{
-    return __longlong_as_double(atomicMin((long long*)a, __double_as_longlong(v)));
-}
+#include "_dist.cuh"  // dist_add, atomic_min_dist
 
 // The next bucket bound after `thr`: thr + delta, and for reals at least the next double.
 __device__ __forceinline__ long long next_threshold(long long thr, long long delta)

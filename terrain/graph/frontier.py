@@ -37,12 +37,9 @@ operators that each turn the frontier of one level into the next, in the spirit 
 Weighted operators (SSSP, :mod:`terrain.graph.sssp`; distances are int64 or float64 arrays
 the caller owns):
 
-``relax``
-    the weighted advance: one thread per arc of the input queue (edge-balanced, as
-    ``advance_balanced``), arcs filtered by weight range (light / heavy) and by a settled
-    mask; ``dist[v] = min(dist[v], dist[u] + w)`` by an atomicMin; what improved is
-    enqueued by the algorithm's rule (``RELAX_FRINGE``: Crauser's newly reached vertices;
-    ``RELAX_BUCKET``: delta-stepping's next round of the bucket or its pending pile).
+(the relaxation loops themselves, near-far and Crauser, live on the device in
+``terrain/graph/_sssp.cu``; the distance arithmetic both files use is ``_dist.cuh``)
+
 ``sssp_parents``
     canonical predecessors from final distances (the smallest tight tail one step closer;
     a hop-level pass inside zero-weight classes) - identical on every backend.
@@ -64,7 +61,7 @@ import numpy as np
 from ..backend import get_backend
 from .csr import Graph
 
-__all__ = ["FrontierCore", "BLOCK", "SLOTS", "RELAX_FRINGE", "RELAX_BUCKET"]
+__all__ = ["FrontierCore", "BLOCK", "SLOTS"]
 
 BLOCK = 256          # threads per block; CTA-gathering threshold (must match _frontier.cu)
 SLOTS = 64           # ring of per-level counter slots (must match _frontier.cu)
@@ -199,41 +196,6 @@ def _bitwise_finish_cpu(seen, frontier, nxt, level, ecc, lower, upper, with_boun
             m >>= one
             i += 1
     return acc, pairs
-
-
-RELAX_FRINGE = 0
-RELAX_BUCKET = 1
-
-
-@numba.njit(nogil=True, cache=True)
-def _relax_arcs_cpu(indptr, indices, weights, in_q, n_in, dist, settled, wlo, whi, hi, inf,
-                    mode, stamp_value, stamp, pending, out_a, n_a, out_b, n_b):
-    for i in range(n_in):
-        u = in_q[i]
-        du = dist[u]
-        for e in range(indptr[u], indptr[u + 1]):
-            w = weights[e]
-            v = indices[e]
-            if w < wlo or w > whi or settled[v]:
-                continue
-            nd = du + w
-            old = dist[v]
-            if nd < old:
-                dist[v] = nd
-                if mode == RELAX_FRINGE:
-                    if old == inf:
-                        out_a[n_a] = v
-                        n_a += 1
-                elif nd < hi:
-                    if stamp[v] != stamp_value:
-                        stamp[v] = stamp_value
-                        out_a[n_a] = v
-                        n_a += 1
-                elif pending[v] == 0:
-                    pending[v] = 1
-                    out_b[n_b] = v
-                    n_b += 1
-    return n_a, n_b
 
 
 @numba.njit(nogil=True, cache=True)
@@ -385,7 +347,7 @@ class FrontierCore:
             "bitwise_finish": "bitwise_finish",
         }
         for wt in ("long long", "double"):
-            for op in ("relax_arcs", "sssp_parents", "zero_hop_level", "zero_parents"):
+            for op in ("sssp_parents", "zero_hop_level", "zero_parents"):
                 names[f"{op}:{wt}"] = f"{op}<{it}, {wt}>"
         module = self.backend.cuda_module(Path(__file__).with_name("_frontier.cu"),
                                           name_expressions=tuple(names.values()))
@@ -766,37 +728,6 @@ class FrontierCore:
     # ------------------------------------------------------------------ weighted operators
     def _wt(self, dist):
         return "double" if dist.dtype == np.float64 else "long long"
-
-    def relax(self, in_q, n_in, dist, weights, settled, wlo, whi, hi, inf, mode, stamp_value,
-              stamp, pending, out_a, n_a, out_b, n_b):
-        """Relax the arcs of ``in_q[:n_in]`` whose weight lies in ``[wlo, whi]`` into
-        unsettled heads; enqueue what improved by ``mode`` (see the module docstring).
-
-        ``weights`` and ``dist`` share one dtype (int64 or float64); ``out_a`` / ``out_b``
-        already hold ``n_a`` / ``n_b`` entries. Returns the new ``(n_a, n_b)``.
-        """
-        n_in = int(n_in)
-        if n_in == 0:
-            return n_a, n_b
-        dt = dist.dtype.type
-        if not self.backend.is_gpu:
-            return _relax_arcs_cpu(self.indptr, self.indices, weights, in_q, n_in, dist,
-                                   settled, dt(wlo), dt(whi), dt(hi), dt(inf), mode,
-                                   stamp_value, stamp, pending, out_a, n_a, out_b, n_b)
-        cp = self.backend.xp
-        q = in_q[:n_in]
-        offsets = cp.cumsum(self.indptr[q + 1] - self.indptr[q])
-        total = int(offsets[-1])
-        if total == 0:
-            return n_a, n_b
-        counts = cp.asarray(np.array([n_a, n_b], np.uint64))
-        self._k[f"relax_arcs:{self._wt(dist)}"](
-            (self._blocks(total),), (BLOCK,),
-            (self.indptr, self.indices, weights, q, offsets, np.int64(n_in), np.int64(total),
-             dist, settled, dt(wlo), dt(whi), dt(hi), dt(inf), np.int32(mode),
-             np.int32(stamp_value), stamp, pending, out_a, counts[0:1], out_b, counts[1:2]))
-        a, b = (int(x) for x in counts.get())
-        return a, b
 
     def sssp_parents(self, dist, weights, inf, sources):
         """Canonical predecessors of final distances ``dist`` (int64, -1 for sources and

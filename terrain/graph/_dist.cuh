@@ -1,0 +1,19 @@
+// Distance arithmetic of the weighted traversals (_frontier.cu's predecessor passes and
+// _sssp.cu's near-far and Crauser loops), one definition for both.
+// Distances are int64 sums (integer weights) or float64 left-fold sums (real weights); the
+// real sum is rounded once per arc (__dadd_rn, no contraction into an FMA) so the CPU twin's
+// plain `d + w` gives the same bits. A 64-bit atomicMin on the bit pattern orders
+// non-negative doubles like their values (distances are never negative).
+#pragma once
+
+__device__ __forceinline__ long long dist_add(long long d, long long w) { return d + w; }
+__device__ __forceinline__ double dist_add(double d, double w) { return __dadd_rn(d, w); }
+
+__device__ __forceinline__ long long atomic_min_dist(long long* a, long long v)
+{
+    return atomicMin(a, v);
+}
+__device__ __forceinline__ double atomic_min_dist(double* a, double v)
+{
+    return __longlong_as_double(atomicMin((long long*)a, __double_as_longlong(v)));
+}
