@@ -200,15 +200,21 @@ class IndexStore:
             self.array(k, name)[sl] = data
         return dist.nbytes + hops.nbytes + ids.nbytes + z.nbytes + f.nbytes
 
+    def _clip(self, k, region):
+        """The slices of level ``k``'s node grid inside ``region`` (rows i0:i1, cols
+        j0:j1, clipped), or None when nothing is left."""
+        nr, nc = self.shape(k)
+        i0, i1 = max(region[0], 0), min(region[1], nr)
+        j0, j1 = max(region[2], 0), min(region[3], nc)
+        return (slice(i0, i1), slice(j0, j1)) if i1 > i0 and j1 > j0 else None
+
     def meta(self, k, region, matrices=False):
         """``{(k, i, j): NodeBoundary}`` of the nodes in ``region`` (clipped); without
         ``matrices`` their ``dist``/``hops`` are None."""
-        nr, nc = self.shape(k)
-        i0, i1, j0, j1 = max(region[0], 0), min(region[1], nr), max(region[2], 0), min(
-            region[3], nc)
-        if i1 <= i0 or j1 <= j0:
+        sl = self._clip(k, region)
+        if sl is None:
             return {}
-        sl = (slice(i0, i1), slice(j0, j1))
+        (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
         count = np.asarray(self.array(k, "count")[sl])
         ids = np.asarray(self.array(k, "ids")[sl])
         z = np.asarray(self.array(k, "z")[sl])
@@ -263,12 +269,10 @@ class IndexStore:
 
     def read_labels(self, k, region, counts):
         """``{key: (d, a, h)}`` over ``region`` (clipped); ``counts[key]`` boundary sizes."""
-        nr, nc = self.shape(k)
-        i0, i1, j0, j1 = max(region[0], 0), min(region[1], nr), max(region[2], 0), min(
-            region[3], nc)
-        if i1 <= i0 or j1 <= j0:
+        sl = self._clip(k, region)
+        if sl is None:
             return {}
-        sl = (slice(i0, i1), slice(j0, j1))
+        (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
         d, a, h = (np.asarray(self.array(k, n)[sl]) for n in ("d", "a", "h"))
         out = {}
         for x in range(i1 - i0):

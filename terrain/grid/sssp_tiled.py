@@ -421,6 +421,17 @@ def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
                          codes, model, lengths, bd, ba, bh)
 
 
+
+@njit(cache=True, nogil=True)
+def _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh):
+    """Label ``v`` with ``(nd, au, nh)`` and lower its key in the tournament tree when that
+    label comes first (the labels' total order, :func:`key_less`)."""
+    if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+        ld[v] = nd
+        la[v] = au
+        lh[v] = nh
+        tt_lower(kd, ka, kh, win, v, nd, au, nh)
+
 @njit(cache=True, nogil=True)
 def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
                     ld, la, lh, kd, ka, kh, win):
@@ -442,20 +453,12 @@ def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
             v = base + j
             nd = du + w
             nh = hu + mat_h[row + j]
-            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
-                ld[v] = nd
-                la[v] = au
-                lh[v] = nh
-                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
         for e in range(cptr[u], cptr[u + 1]):
             v = cdst[e]
             nd = du + cw[e]
             nh = hu + 1
-            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
-                ld[v] = nd
-                la[v] = au
-                lh[v] = nh
-                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -938,20 +941,12 @@ def _graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_
             v = base + j
             nd = du + w
             nh = hu + pool_h[sl, loc, r, j]
-            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
-                ld[v] = nd
-                la[v] = au
-                lh[v] = nh
-                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
         for e in range(cptr[u], cptr[u + 1]):
             v = cdst[e]
             nd = du + cw[e]
             nh = hu + 1
-            if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
-                ld[v] = nd
-                la[v] = au
-                lh[v] = nh
-                tt_lower(kd, ka, kh, win, v, nd, au, nh)
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
     return -1
 
 
