@@ -516,6 +516,31 @@ def _count_newlines(buf, end):
     return count
 
 
+@numba.njit(nogil=True, cache=True)
+def _count_records(buf, comment_a, comment_b):
+    """``(newlines, records)`` of ``buf``: records are the lines :func:`_parse_pairs` parses
+    (a first non-blank byte that is neither a line end nor a comment byte). One light pass,
+    so that every chunk can parse straight into its own slice of one array."""
+    end = buf.shape[0]
+    newlines = 0
+    records = 0
+    i = 0
+    while i < end:
+        while i < end and (buf[i] == _SP or buf[i] == _TAB):
+            i += 1
+        if i >= end:
+            break
+        c = buf[i]
+        if not (c == _LF or c == _CR or c == comment_a or c == comment_b):
+            records += 1
+        while i < end and buf[i] != _LF:
+            i += 1
+        if i < end:
+            newlines += 1
+        i += 1
+    return newlines, records
+
+
 def _newlines(buf, end=None):
     # a Numba loop: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
     end = buf.shape[0] if end is None else min(int(end), buf.shape[0])
@@ -634,33 +659,43 @@ def _float_tokens(buf, starts, lengths):
     return np.ascontiguousarray(text).view(f"S{width}").ravel().astype(np.float64)
 
 
-def _chunk_weights(buf, k, w_int, w_start, w_len):
-    """``(weights, records with a weight)`` of a parsed chunk."""
+def _chunk_weights(buf, k, w_int, w_start, w_len, copy=True):
+    """``(weights, records with a weight)`` of a parsed chunk (integer weights: ``w_int``
+    itself unless ``copy``)."""
     lens = w_len[:k]
     weighted = int(np.count_nonzero(lens))
     floats = np.flatnonzero(lens < 0)
     if floats.size == 0:
-        return w_int[:k].copy(), weighted
+        return (w_int[:k].copy() if copy else w_int[:k]), weighted
     w = w_int[:k].astype(np.float64)
     w[floats] = _float_tokens(buf, w_start[floats], -lens[floats].astype(np.int64))
     return w, weighted
 
 
-def _parse_pairs_chunk(plan, buf):
+def _parse_pairs_chunk(plan, buf, out=None):
+    """Parse an edge-list chunk; ``out = (newlines, u, v, w_int)``: its newline count and
+    the slices to parse into (exactly its record count long, :func:`_count_records`),
+    else fresh arrays."""
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
-    newlines = _newlines(buf)
-    u = np.empty(newlines + 1, np.int64)
-    v = np.empty(newlines + 1, np.int64)
-    cap = newlines + 1 if plan.wmode else 1
-    w_int = np.empty(cap, np.int64)
+    if out is None:
+        newlines = _newlines(buf)
+        u = np.empty(newlines + 1, np.int64)
+        v = np.empty(newlines + 1, np.int64)
+        cap = newlines + 1 if plan.wmode else 1
+        w_int = np.empty(cap, np.int64)
+        limit = -1
+    else:
+        newlines, u, v, w_int = out
+        cap = u.shape[0] if plan.wmode else 1
+        limit = u.shape[0]  # never past the slice, whatever the count said
     w_start = np.empty(cap, np.int64)
     w_len = np.zeros(cap, np.int32)
-    k, err, pos, dropped = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, -1,
-                                        u, v, plan.wmode, w_int, w_start, w_len)
+    k, err, pos, dropped = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag,
+                                        limit, u, v, plan.wmode, w_int, w_start, w_len)
     u, v = u[:k], v[:k]
     w, weighted = (None, 0)
     if plan.wmode and not dropped:
-        w, weighted = _chunk_weights(buf, k, w_int, w_start, w_len)
+        w, weighted = _chunk_weights(buf, k, w_int, w_start, w_len, copy=out is None)
         if plan.wmode == 3 and w.dtype != np.float64:
             w = w.astype(np.float64)
     if err != _ERR_NONE:
@@ -921,23 +956,34 @@ def parse_graph_chunk(plan, index, data=None):
     return _parse_pairs_chunk(plan, buf)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _max_id(u, v):
+    hi = np.int64(-1)
+    for k in numba.prange(u.shape[0]):
+        hi = max(hi, max(u[k], v[k]))
+    return hi
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _mark_present(ids, present):
-    for k in range(ids.shape[0]):
+    # threads may store True into the same byte: the same value, whichever lands last
+    for k in numba.prange(ids.shape[0]):
         present[ids[k]] = True
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
 def _relabel_into(ids, relabel, out, offset):
+    # out may be ids itself (in place): each entry is read and written by one iteration
     for k in numba.prange(ids.shape[0]):
         out[offset + k] = relabel[ids[k]]
 
 
-def _relabel_snap(path, us, vs):
+def _relabel_snap(path, us, vs, in_place=False):
     """Relabel the SNAP ids of the chunks' endpoint arrays ``us``, ``vs`` to ``0..n-1``
-    (increasing id order), joining the chunks in file order."""
+    (increasing id order), joining the chunks in file order (``in_place``: ``us`` and
+    ``vs`` are one array each, relabelled where they are)."""
     m = sum(x.size for x in us)
-    hi = max(int(max(x.max(), y.max())) for x, y in zip(us, vs) if x.size)
+    hi = max(int(_max_id(x, y)) for x, y in zip(us, vs))
     if hi < max(1 << 26, 8 * m):
         # dense enough: a presence array relabels in O(m) (np.unique would sort 2m ids);
         # the relabelled ids are written straight into the joined arrays (no concatenate)
@@ -947,7 +993,10 @@ def _relabel_snap(path, us, vs):
         ids = np.flatnonzero(present).astype(np.int64)
         relabel = np.cumsum(present, dtype=np.int64)
         relabel -= 1
-        u, v = np.empty(m, np.int64), np.empty(m, np.int64)
+        if in_place:
+            (u,), (v,) = us, vs
+        else:
+            u, v = np.empty(m, np.int64), np.empty(m, np.int64)
         offset = 0
         for x, y in zip(us, vs):
             _relabel_into(x, relabel, u, offset)
@@ -961,7 +1010,7 @@ def _relabel_snap(path, us, vs):
     return EdgeList(u, v, int(ids.size), ids, 0, str(path), "snap")
 
 
-def edges_from_chunks(plan, chunks):
+def edges_from_chunks(plan, chunks, joined=None):
     """Join the parsed chunks of ``plan`` into an :class:`EdgeList` (step 3 of 3).
 
     Raises the first error in file order (an unparseable line before an id out of range),
@@ -972,6 +1021,9 @@ def edges_from_chunks(plan, chunks):
     plan : GraphFilePlan
     chunks : sequence of EdgeChunk
         All ``plan.chunks`` of them, in order.
+    joined : tuple, optional
+        ``(u, v, w_int)``: arrays the chunks were parsed into, one slice each, in order
+        (:func:`read_graph_file`); used in place of a concatenation, relabelled in place.
 
     Returns
     -------
@@ -1003,12 +1055,20 @@ def edges_from_chunks(plan, chunks):
                          f"{plan.entries} entries, the file has {m}")
     if m == 0:
         raise InputError(f"{plan.path}: empty graph (no edges)")
-    weights = _join_weights(chunks, m)
+    if joined is not None and joined[0].size != m:
+        joined = None  # not one slice per chunk after all: concatenate
+    weights = _join_weights(chunks, m, None if joined is None else joined[2])
     if plan.fmt == "snap":
-        edges = _relabel_snap(plan.path, [c.u for c in chunks], [c.v for c in chunks])
+        if joined is not None:
+            edges = _relabel_snap(plan.path, [joined[0]], [joined[1]], in_place=True)
+        else:
+            edges = _relabel_snap(plan.path, [c.u for c in chunks], [c.v for c in chunks])
     else:
-        u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
-        v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
+        if joined is not None:
+            u, v = joined[0], joined[1]
+        else:
+            u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
+            v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
         edges = EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
     edges.weights = weights
     edges.directed = plan.directed
@@ -1016,13 +1076,17 @@ def edges_from_chunks(plan, chunks):
     return edges
 
 
-def _join_weights(chunks, m):
+def _join_weights(chunks, m, joined=None):
     """The weights of all records in file order, or None: unweighted formats, and SNAP files
     where not every line has a numeric third column (then it is read past, as before).
-    Integer chunks join float ones as float64 (exact below 2**53)."""
+    Integer chunks join float ones as float64 (exact below 2**53). ``joined``: the integer
+    array every chunk's integer weights are a slice of (used as it is when no chunk has a
+    decimal weight)."""
     if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
         return None
     ws = [c.w for c in chunks]
+    if joined is not None and joined.size == m and all(w.dtype == joined.dtype for w in ws):
+        return joined
     if any(w.dtype.kind == "f" for w in ws):
         ws = [w.astype(np.float64, copy=False) for w in ws]
     return np.concatenate(ws) if len(ws) > 1 else ws[0]
@@ -1073,10 +1137,29 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
         plan = plan_graph_file(path, plan.fmt,
                                chunk_bytes=max(1 << 20, -(-span // workers)))
     data = read_whole_file(plan) if plan.compressed else None
-    if workers == 1 or plan.chunks == 1:
-        chunks = [parse_graph_chunk(plan, j, data) for j in range(plan.chunks)]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, plan.chunks)) as pool:
-            chunks = list(pool.map(lambda j: parse_graph_chunk(plan, j, data),
-                                   range(plan.chunks)))
-    return edges_from_chunks(plan, chunks)
+    pool = (ThreadPoolExecutor(max_workers=min(workers, plan.chunks))
+            if workers > 1 and plan.chunks > 1 else None)
+    run = map if pool is None else pool.map
+    try:
+        if plan.fmt == "metis":
+            return edges_from_chunks(plan, [parse_graph_chunk(plan, 0, data)])
+        # count each chunk's records (one light pass), then parse every chunk straight
+        # into its slice of one array: no second copy of the edges, no join
+        comment_a, comment_b, _, _ = _SCANNER[plan.fmt]
+        bufs = [_chunk_bytes(plan, j, data) for j in range(plan.chunks)]
+        counts = list(run(lambda b: _count_records(b, comment_a, comment_b), bufs))
+        offsets = np.cumsum([0] + [r for _, r in counts])
+        total = int(offsets[-1])
+        u, v = np.empty(total, np.int64), np.empty(total, np.int64)
+        w = np.empty(total if plan.wmode else 1, np.int64)
+
+        def parse(j):
+            a, b = int(offsets[j]), int(offsets[j + 1])
+            return _parse_pairs_chunk(plan, bufs[j], (counts[j][0], u[a:b], v[a:b],
+                                                      w[a:b] if plan.wmode else w))
+
+        chunks = list(run(parse, range(plan.chunks)))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return edges_from_chunks(plan, chunks, (u, v, w if plan.wmode else None))
