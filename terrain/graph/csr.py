@@ -359,16 +359,24 @@ def _sort_unique_rows(indptr, indices, weights, unique_deg, with_w):
         unique_deg[i] = cnt
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _compact_row_fronts(indptr, indices, weights, new_indptr, out, out_w, with_w):
+@numba.njit(nogil=True, cache=True)
+def _compact_row_fronts(indptr, indices, weights, unique_deg, with_w):
+    """Move the unique front of every row down to close the gaps, in place (rows in
+    order: an entry only moves towards the start, never over one still to be read);
+    ``indptr`` becomes the new row offsets. Returns the entries kept."""
     n = indptr.shape[0] - 1
-    for i in numba.prange(n):
+    k = 0
+    for i in range(n):
         a = indptr[i]
-        k = new_indptr[i]
-        for j in range(new_indptr[i + 1] - k):
-            out[k + j] = indices[a + j]
-            if with_w:
-                out_w[k + j] = weights[a + j]
+        indptr[i] = k
+        if a != k:
+            for j in range(unique_deg[i]):
+                indices[k + j] = indices[a + j]
+                if with_w:
+                    weights[k + j] = weights[a + j]
+        k += unique_deg[i]
+    indptr[n] = k
+    return k
 
 
 @numba.njit(nogil=True, cache=True)
@@ -467,7 +475,9 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
             raise ValueError(f"build_csr: weights must have the shape of u, got {w.shape}")
         w = w.astype(weight_dtype(w.dtype), copy=False)
     directed = bool(directed)
-    counts = np.zeros((_blocks(n, u.shape[0]), n), np.int64)
+    # per-block row counters, int32 while every row offset fits (half the cache footprint)
+    counts = np.zeros((_blocks(n, u.shape[0]), n),
+                      np.int32 if 2 * u.shape[0] < 2**31 else np.int64)
     _block_degrees(u, v, counts, not directed)
     deg = np.empty(n, np.int64)
     _row_sums(counts, deg)
@@ -486,12 +496,11 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
     unique_deg = deg  # rewritten row by row: the degrees are no longer needed
     _sort_unique_rows(indptr, indices, wts, unique_deg, with_w)
     if int(unique_deg.sum()) != indices.shape[0]:
-        new_indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(unique_deg, out=new_indptr[1:])
-        out = np.empty(int(new_indptr[-1]), indices.dtype)
-        out_w = np.empty(out.shape[0] if with_w else 1, wts.dtype)
-        _compact_row_fronts(indptr, indices, wts, new_indptr, out, out_w, with_w)
-        indptr, indices, wts = new_indptr, out, out_w
+        # duplicates dropped: close the gaps in place (one sequential pass; a parallel
+        # copy would need a second array as large, and its fresh pages cost more)
+        kept = _compact_row_fronts(indptr, indices, wts, unique_deg, with_w)
+        indices = indices[:kept]
+        wts = wts[:kept] if with_w else wts
     return Graph(indptr, indices, ids, id_base, name, weights=wts if with_w else None,
                  directed=directed)
 
