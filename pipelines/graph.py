@@ -7,6 +7,15 @@ module wires them into one task graph per command and runs it on the scheduler t
 ``--scheduler`` names (:func:`pipelines.cluster.open_scheduler`: a LocalCluster with its
 dashboard by default, an existing cluster by address, or Dask's local schedulers).
 
+Without ``--scheduler`` (and no cluster already active), ``bfs`` and ``sssp`` run in this
+process and import no Dask at all (:func:`_load_and_run`): their work is one load (the
+parser's thread pool, the CSR build's Numba threads) and one traversal whose steps depend
+on each other, so a task graph would add nothing but start-up — the LocalCluster and its
+dashboard cost about a second of a job that takes about one (``bench graph-load``). The
+result is the same as on every scheduler (the same three steps below, run by
+:func:`terrain.graph.read_graph_file`). Any ``--scheduler`` (``local`` for the dashboard)
+builds the task graph below.
+
 Loading (:func:`build_load_graph`), shared by the three commands:
 
 1. The header is read eagerly (:func:`terrain.graph.plan_graph_file`, a few kilobytes), so a

@@ -155,3 +155,36 @@ def test_bfs_without_scheduler_imports_no_dask(tmp_path):
     assert "reached 3 of 5 vertices" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "[]"
     assert "Dask dashboard" not in proc.stderr
+
+
+def _decimal_tokens(rng, count):
+    """Decimal weights of every shape: short and long mantissas (past the 15 digits of the
+    fast path), leading and trailing zeros, exponents in and out of 1e±22, signs."""
+    out = []
+    for _ in range(count):
+        digits = "".join(str(d) for d in rng.integers(0, 10, int(rng.integers(1, 22))))
+        point = int(rng.integers(0, len(digits) + 1))
+        body = digits[:point] + "." + digits[point:]
+        if rng.random() < 0.2:
+            body = "0.000" + digits
+        if rng.random() < 0.4:
+            body += rng.choice(["e", "E"]) + str(rng.choice(["", "-", "+"])) + \
+                str(int(rng.integers(0, 40)))
+        out.append(str(rng.choice(["", "-", "+"])) + body)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["snap", "mtx"])
+def test_decimal_weights_round_like_python_float(tmp_path, fmt):
+    rng = np.random.default_rng(5 if fmt == "snap" else 6)
+    tokens = _decimal_tokens(rng, 3000)
+    lines = [f"{1 + j % 50} {1 + (7 * j) % 50} {t}" for j, t in enumerate(tokens)]
+    head = ("%%MatrixMarket matrix coordinate real general\n50 50 3000\n" if fmt == "mtx"
+            else "")
+    path = tmp_path / ("g.mtx" if fmt == "mtx" else "g.txt")
+    path.write_text(head + "\n".join(lines) + "\n")
+    want = np.array([float(t) for t in tokens])
+    for workers in (1, 2):
+        e = read_graph_file(path, chunk_bytes=4096, workers=workers)
+        assert e.weights.dtype == np.float64
+        assert np.array_equal(e.weights.view(np.int64), want.view(np.int64))  # bit for bit

@@ -27,21 +27,33 @@ as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
 
 METIS adjacency lists are numbered by line, so that body is one chunk (still Numba).
 
+In one process (:func:`read_graph_file`, what the commands run without ``--scheduler``) the
+chunks do not return arrays of their own: a light Numba pass counts each chunk's records
+(:func:`_count_records`, in parallel), and then every chunk is parsed straight into its
+slice of one ``u``, ``v`` (and weight) array, so step 3 joins nothing and relabels the SNAP
+ids in place — no second copy of the edges, and no fresh memory to fault in for it. The
+chunks are the same and the result is identical to the Dask path's (tested).
+
 Why a hand-written scanner (measured by ``python -m terrain.run bench graph-load``: a SNAP
-file of 8 M edges, 116 MB, on a shared 2-core VM). pyarrow's multithreaded CSV reader
-(``pyarrow.csv.read_csv``, tab delimiter, header rows skipped, int64 columns) took 0.47-0.7
-CPU seconds on one thread (about 170-250 MB/s per core) and 1.1-2.3 s wall on two; this
-scanner takes 0.24-0.4 CPU seconds (300-480 MB/s per core) on the same bytes. pyarrow
-would also need a fallback anyway (it is an optional extra), skips comment lines only at the
-top (SNAP files put ``#`` lines anywhere), takes one delimiter where SNAP mixes tabs and
-spaces, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about
-50-100 MB/s. The speed comes from what the grid parser (:mod:`terrain.io._parse`) does:
-byte ranges parsed by Numba kernels that release the GIL, one pass per byte, and no copy of
-the file: a plain file is memory-mapped (reading it into fresh buffers cost as much in page
-faults as the parse itself), its newlines counted by a Numba loop (no temporary bool copy).
-A SNAP line without a third number makes the file unweighted (see :func:`edges_from_chunks`),
-so the scanner stops recording weights at the first one and writes two arrays per record,
-not five. The relabelling of SNAP ids writes straight into the joined endpoint arrays.
+file of 8 M edges, 116 MB, on a 2-core VM shared with other jobs). pyarrow's multithreaded
+CSV reader (``pyarrow.csv.read_csv``, tab delimiter, header rows skipped, int64 columns,
+``use_threads``) took 0.9 s wall on two threads (about 130 MB/s; 170-250 MB/s per core),
+against 0.26 s for this scanner including the SNAP relabelling (450 MB/s; about 490 MB/s per
+core, measured on one thread). We keep our own, and pyarrow stays out of the runtime
+dependencies (it is in the test extra only, for the bench's comparison and Parquet output):
+besides being 2-3x slower here, its reader skips comment lines only at the top (SNAP files
+put ``#`` lines anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows
+no Matrix Market or DIMACS header, and loses the line numbers the error messages need; and
+its import costs as much as parsing this file. ``numpy.loadtxt`` parses about 100 MB/s. The
+speed comes from what the grid parser (:mod:`terrain.io._parse`) does: byte ranges parsed
+by Numba kernels that release the GIL, one pass per byte, and no copy of the file: a plain
+file is memory-mapped (reading it into fresh buffers cost as much in page faults as the
+parse itself). A SNAP line without a third number makes the file unweighted (see
+:func:`edges_from_chunks`), so the scanner stops recording weights at the first one.
+Weights take two arrays per record (value or token start, token length); a decimal weight
+of at most 15 significant digits and a power of ten within 1e±22 is converted in the
+scanner (Clinger's fast path: one correctly rounded IEEE operation on exact operands, the
+same double ``float()`` gives), any other by NumPy's string conversion afterwards.
 
 Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
 ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
@@ -226,12 +238,19 @@ class EdgeChunk:
 
 # --------------------------------------------------------------------------- Numba scanners
 
+_POW10 = np.array([10.0 ** e for e in range(23)])  # exact doubles
+
+
 @numba.njit(nogil=True, cache=True)
-def _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len):
-    """The weight token at or after ``buf[i]`` of record ``k`` (see :func:`_parse_pairs`)."""
+def _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt):
+    """The weight token at or after ``buf[i]`` of record ``k`` (see :func:`_parse_pairs`).
+
+    A decimal token of at most 15 significant digits and a power of ten within 1e±22 is
+    converted here: its digits are an exact double, so is the power, and one IEEE
+    multiplication or division rounds correctly (Clinger's fast path; what ``float()``
+    gives). Others are left to :func:`_float_tokens` (``w_flt[k]`` NaN)."""
     w_len[k] = 0
     w_int[k] = 0
-    w_start[k] = i
     while i < end and (buf[i] == _SP or buf[i] == _TAB):
         i += 1
     if i >= end or buf[i] == _LF or buf[i] == _CR:
@@ -246,25 +265,53 @@ def _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len):
     frac = 0
     exp_digits = 0
     is_int = True
+    mant = np.int64(0)   # significant digits (leading zeros skipped), while exact
+    sig = 0
+    scale = 0            # fraction digits taken into mant
+    exact = True
     while i < end and buf[i] >= 48 and buf[i] <= 57:
+        d = buf[i] - 48
         if nd < 19:
-            val = val * 10 + (buf[i] - 48)
+            val = val * 10 + d
+        if mant != 0 or d != 0:
+            if sig < 18:
+                mant = mant * 10 + d
+                sig += 1
+            else:
+                exact = False
         nd += 1
         i += 1
     if i < end and buf[i] == 46:  # '.'
         is_int = False
         i += 1
         while i < end and buf[i] >= 48 and buf[i] <= 57:
+            d = buf[i] - 48
+            if mant != 0 or d != 0:
+                if sig < 18:
+                    mant = mant * 10 + d
+                    sig += 1
+                    scale += 1
+                else:
+                    exact = False
+            elif exact:
+                scale += 1
             frac += 1
             i += 1
+    exp10 = 0
     if nd + frac > 0 and i < end and (buf[i] == 101 or buf[i] == 69):  # 'e' 'E'
         is_int = False
         i += 1
+        eneg = False
         if i < end and (buf[i] == 45 or buf[i] == 43):
+            eneg = buf[i] == 45
             i += 1
         while i < end and buf[i] >= 48 and buf[i] <= 57:
+            if exp10 < 100000:
+                exp10 = exp10 * 10 + (buf[i] - 48)
             exp_digits += 1
             i += 1
+        if eneg:
+            exp10 = -exp10
         if exp_digits == 0:
             nd = 0
             frac = 0
@@ -276,19 +323,25 @@ def _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len):
         if nd > 18:
             return _ERR_NONE if wmode == 1 else _ERR_WEIGHT
         w_int[k] = -val if neg else val
-        w_start[k] = s
         w_len[k] = i - s
         return _ERR_NONE
     if wmode == 2:
         return _ERR_WEIGHT_INT
-    w_start[k] = s
+    w_int[k] = s  # a decimal token: where it starts, for _float_tokens
     w_len[k] = -(i - s)
+    e = exp10 - scale
+    if exact and sig <= 15 and -22 <= e <= 22:
+        x = np.float64(mant)
+        x = x * _POW10[e] if e >= 0 else x / _POW10[-e]
+        w_flt[k] = -x if neg else x
+    else:
+        w_flt[k] = np.nan
     return _ERR_NONE
 
 
 @numba.njit(nogil=True, cache=True)
 def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v,
-                 wmode, w_int, w_start, w_len):
+                 wmode, w_int, w_len, w_flt):
     """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf[start:end]`` into ``out_u``,
     ``out_v`` (and the weight token of each record).
 
@@ -298,9 +351,10 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
 
     Weights (``wmode``): 0 none; 1 optional number (SNAP: a third token that is not a
     number, or none, leaves ``w_len[k] = 0``); 2 required integer; 3 required number. For
-    each record ``w_start``/``w_len`` locate the token, ``w_int`` holds its value when it is
-    an integer and ``w_len`` is negated when it is not (a decimal point or an exponent:
-    converted later, correctly rounded, by :func:`_float_tokens`).
+    each record ``w_len`` is the token's length and ``w_int`` its value when it is an
+    integer; when it is not (a decimal point or an exponent) ``w_len`` is negated and
+    ``w_int`` is where the token starts, and ``w_flt`` its value (:func:`_scan_weight`),
+    or NaN when only :func:`_float_tokens` can round it correctly.
 
     Returns ``(count, error, line_start, dropped)``: on error, ``line_start`` is the
     offending line's first byte; without error it is the first byte of the last record's
@@ -360,7 +414,7 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
                 out_u[k] = a
                 out_v[k] = val
         if wmode != 0:
-            err = _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len)
+            err = _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt)
             if err != _ERR_NONE:
                 return k, err, ls, dropped
             if wmode == 1 and w_len[k] == 0:
@@ -659,7 +713,7 @@ def _float_tokens(buf, starts, lengths):
     return np.ascontiguousarray(text).view(f"S{width}").ravel().astype(np.float64)
 
 
-def _chunk_weights(buf, k, w_int, w_start, w_len, copy=True):
+def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
     """``(weights, records with a weight)`` of a parsed chunk (integer weights: ``w_int``
     itself unless ``copy``)."""
     lens = w_len[:k]
@@ -668,7 +722,9 @@ def _chunk_weights(buf, k, w_int, w_start, w_len, copy=True):
     if floats.size == 0:
         return (w_int[:k].copy() if copy else w_int[:k]), weighted
     w = w_int[:k].astype(np.float64)
-    w[floats] = _float_tokens(buf, w_start[floats], -lens[floats].astype(np.int64))
+    w[floats] = w_flt[floats]
+    slow = floats[np.isnan(w[floats])]
+    w[slow] = _float_tokens(buf, w_int[slow], -lens[slow].astype(np.int64))
     return w, weighted
 
 
@@ -688,14 +744,14 @@ def _parse_pairs_chunk(plan, buf, out=None):
         newlines, u, v, w_int = out
         cap = u.shape[0] if plan.wmode else 1
         limit = u.shape[0]  # never past the slice, whatever the count said
-    w_start = np.empty(cap, np.int64)
     w_len = np.zeros(cap, np.int32)
+    w_flt = np.empty(cap if plan.wmode in (1, 3) else 1, np.float64)
     k, err, pos, dropped = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag,
-                                        limit, u, v, plan.wmode, w_int, w_start, w_len)
+                                        limit, u, v, plan.wmode, w_int, w_len, w_flt)
     u, v = u[:k], v[:k]
     w, weighted = (None, 0)
     if plan.wmode and not dropped:
-        w, weighted = _chunk_weights(buf, k, w_int, w_start, w_len, copy=out is None)
+        w, weighted = _chunk_weights(buf, k, w_int, w_len, w_flt, copy=out is None)
         if plan.wmode == 3 and w.dtype != np.float64:
             w = w.astype(np.float64)
     if err != _ERR_NONE:
@@ -705,8 +761,8 @@ def _parse_pairs_chunk(plan, buf, out=None):
         # the line of record ``index``: parse again up to it
         dummy = np.empty(index + 1, np.int64)
         _, _, pos, _ = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, index + 1,
-                                 dummy, dummy.copy(), 0, dummy, dummy.copy(),
-                                 np.zeros(1, np.int32))
+                                 dummy, dummy.copy(), 0, dummy, np.zeros(1, np.int32),
+                                 np.zeros(1))
         return pos
 
     range_error = weight_error = None
