@@ -571,10 +571,8 @@ def _count_newlines(buf, end):
 
 
 @numba.njit(nogil=True, cache=True)
-def _count_records(buf, comment_a, comment_b):
-    """``(newlines, records)`` of ``buf``: records are the lines :func:`_parse_pairs` parses
-    (a first non-blank byte that is neither a line end nor a comment byte). One light pass,
-    so that every chunk can parse straight into its own slice of one array."""
+def _scan_records(buf, comment_a, comment_b):
+    """``(newlines, records)`` of ``buf`` line by line (see :func:`_count_records`)."""
     end = buf.shape[0]
     newlines = 0
     records = 0
@@ -593,6 +591,34 @@ def _count_records(buf, comment_a, comment_b):
             newlines += 1
         i += 1
     return newlines, records
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_records(buf, comment_a, comment_b):
+    """``(newlines, records)`` of ``buf``: records are the lines :func:`_parse_pairs` parses
+    (a first non-blank byte that is neither a line end nor a comment byte). One light pass,
+    so that every chunk can parse straight into its own slice of one array: branch-free
+    sums over every byte and the one before it (SIMD), which see a line's first byte only;
+    a line opening with a blank (rare) sends the chunk to the line-by-line scan."""
+    end = buf.shape[0]
+    if end == 0:
+        return 0, 0
+    starts = 1          # line starts: byte 0 and every byte after a newline
+    skipped = 0         # ... whose first byte makes the line a blank or a comment
+    indented = 0        # ... whose first byte is a blank
+    c = buf[0]
+    skipped += (c == _LF) | (c == _CR) | (c == comment_a) | (c == comment_b)
+    indented += (c == _SP) | (c == _TAB)
+    for i in range(1, end):
+        start = buf[i - 1] == _LF
+        c = buf[i]
+        starts += start
+        skipped += start & ((c == _LF) | (c == _CR) | (c == comment_a) | (c == comment_b))
+        indented += start & ((c == _SP) | (c == _TAB))
+    if indented:
+        return _scan_records(buf, comment_a, comment_b)
+    newlines = starts - 1 + (buf[end - 1] == _LF)
+    return newlines, starts - skipped
 
 
 def _newlines(buf, end=None):
