@@ -35,16 +35,17 @@ ids in place — no second copy of the edges, and no fresh memory to fault in fo
 chunks are the same and the result is identical to the Dask path's (tested).
 
 Why a hand-written scanner (measured by ``python -m terrain.run bench graph-load``: a SNAP
-file of 8 M edges, 116 MB, on a 2-core VM shared with other jobs). pyarrow's multithreaded
-CSV reader (``pyarrow.csv.read_csv``, tab delimiter, header rows skipped, int64 columns,
-``use_threads``) took 0.9 s wall on two threads (about 130 MB/s; 170-250 MB/s per core),
-against 0.26 s for this scanner including the SNAP relabelling (450 MB/s; about 490 MB/s per
-core, measured on one thread). We keep our own, and pyarrow stays out of the runtime
-dependencies (it is in the test extra only, for the bench's comparison and Parquet output):
-besides being 2-3x slower here, its reader skips comment lines only at the top (SNAP files
-put ``#`` lines anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows
-no Matrix Market or DIMACS header, and loses the line numbers the error messages need; and
-its import costs as much as parsing this file. ``numpy.loadtxt`` parses about 100 MB/s. The
+file of 8 M edges, 116 MB). pyarrow's multithreaded CSV reader (``pyarrow.csv.read_csv``,
+tab delimiter, header rows skipped, int64 columns, ``use_threads``) took 0.9 s wall on a
+2-core VM (about 130 MB/s; 170-250 MB/s per core), against 0.26 s for this scanner
+*including* the SNAP relabelling (450 MB/s; about 490 MB/s per core on one thread). On the
+16-core H100 host pyarrow's raw columns came first: 0.089 s against our 0.142 s for parse
+plus relabel (which pyarrow's output would still need) — a gap smaller than importing
+pyarrow (0.1-0.2 s) in the process that waits. We keep our own, and pyarrow stays out of the
+runtime dependencies (it is in the test extra only, for the bench's comparison and Parquet
+output): its reader also skips comment lines only at the top (SNAP files put ``#`` lines
+anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows no Matrix Market
+or DIMACS header, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about 100 MB/s. The
 speed comes from what the grid parser (:mod:`terrain.io._parse`) does: byte ranges parsed
 by Numba kernels that release the GIL, one pass per byte, and no copy of the file: a plain
 file is memory-mapped (reading it into fresh buffers cost as much in page faults as the
