@@ -16,10 +16,11 @@ loading included), alternating, ``--repeat`` times each, best and median side by
   own parse / CSR / BFS split.
 
 Both must reach the same number of vertices (the figures only count then). Then, in this
-process (kernels loaded by a first untimed run), our breakdown: parse (all chunks on a
-thread pool), join (line numbering, SNAP relabelling), CSR build (degree count, scatter,
-per-row sort with de-duplication), and pyarrow's multithreaded CSV reader on the same file
-when pyarrow is installed — the library :mod:`terrain.graph.loaders` was measured against.
+process (kernels loaded by a first untimed run), our breakdown: parse (record count and
+parse of all chunks on a thread pool, SNAP relabelling), CSR build (degree count and
+scatter by edge blocks in parallel, per-row sort with de-duplication), and pyarrow's
+multithreaded CSV reader on the same file when pyarrow is installed — the library
+:mod:`terrain.graph.loaders` was measured against.
 CPU seconds (``wait4``) are printed beside the wall clock: the machine may be shared.
 
 Dask strategy: none here (the ``bfs`` child uses its own scheduler).
@@ -29,7 +30,6 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numba
@@ -136,25 +136,28 @@ def _reached(text, pattern):
     return int(hit.group(1)) if hit else None
 
 
+def _cpu():
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def _breakdown(path, workers):
-    """In-process parse / join / CSR seconds of our loader (the best of two runs)."""
-    from terrain.graph import build_csr, edges_from_chunks, parse_graph_chunk, plan_graph_file
+    """In-process ``(parse, CSR)`` wall and CPU seconds of our loader (the best of two
+    runs): :func:`terrain.graph.read_graph_file` (record count, parse into one array,
+    SNAP relabelling) and :func:`terrain.graph.build_csr` (degree count, scatter, per-row
+    sort with de-duplication)."""
+    from terrain.graph import build_csr, read_graph_file
     best = None
     for _ in range(2):
-        t0 = time.perf_counter()
-        plan = plan_graph_file(path)
-        if plan.chunks < workers:
-            plan = plan_graph_file(path, chunk_bytes=max(1 << 20, -(-plan.length // workers)))
-        with ThreadPoolExecutor(workers) as pool:
-            chunks = list(pool.map(lambda j: parse_graph_chunk(plan, j), range(plan.chunks)))
-        t1 = time.perf_counter()
-        edges = edges_from_chunks(plan, chunks)
-        t2 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
+        edges = read_graph_file(path, workers=workers)
+        t1, c1 = time.perf_counter(), _cpu()
         graph = build_csr(edges.n, edges.u, edges.v, weights=edges.weights)
-        t3 = time.perf_counter()
-        times = (t1 - t0, t2 - t1, t3 - t2)
-        best = times if best is None or sum(times) < sum(best) else best
-    return best, graph, plan.length
+        t2, c2 = time.perf_counter(), _cpu()
+        times = (t1 - t0, c1 - c0, t2 - t1, c2 - c1)
+        best = times if best is None or times[0] + times[2] < best[0] + best[2] else best
+    return best, graph
 
 
 def _pyarrow_seconds(path, skip_rows):
@@ -165,7 +168,7 @@ def _pyarrow_seconds(path, skip_rows):
         return None
     best = None
     for _ in range(2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         table = pcsv.read_csv(
             path, read_options=pcsv.ReadOptions(skip_rows=skip_rows, use_threads=True,
                                                 autogenerate_column_names=True),
@@ -174,7 +177,7 @@ def _pyarrow_seconds(path, skip_rows):
                                                               "f1": pa.int64()}))
         u = table.column(0).to_numpy()
         v = table.column(1).to_numpy()
-        seconds = time.perf_counter() - t0
+        seconds = (time.perf_counter() - t0, _cpu() - c0)
         best = seconds if best is None else min(best, seconds)
     return best, int(u.size + 0 * v.size)
 
@@ -226,12 +229,17 @@ def bench_graph_load_command(args):
           f"{'same' if same else 'DIFFERENT'}")
     print(f"  peer's split: {peer_split}")
     workers = os.cpu_count() or 1
-    (parse, join, build), graph, length = _breakdown(path, workers)
-    print(f"terrain in-process ({workers} threads, kernels loaded): parse {parse:.3f} s "
-          f"({length / parse / 1e6:.0f} MB/s), join + relabel {join:.3f} s, CSR build with "
-          f"de-duplication {build:.3f} s ({graph.n} vertices, {graph.m} edges)")
+    (parse, parse_cpu, build, build_cpu), graph = _breakdown(path, workers)
+    print(f"terrain in-process ({workers} threads, kernels loaded; wall / CPU seconds): "
+          f"parse {parse:.3f} / {parse_cpu:.3f} s ({size / parse / 1e6:.0f} MB/s, "
+          f"{size / parse_cpu / 1e6:.0f} MB/s per CPU second), CSR build with "
+          f"de-duplication {build:.3f} / {build_cpu:.3f} s ({graph.n} vertices, "
+          f"{graph.m} edges)")
     arrow = _pyarrow_seconds(path, 3)
     if arrow is not None:
-        print(f"pyarrow.csv.read_csv ({workers} threads) to numpy: {arrow[0]:.3f} s "
-              f"({length / arrow[0] / 1e6:.0f} MB/s), {arrow[1]} rows")
+        (wall, cpu), rows = arrow
+        print(f"pyarrow.csv.read_csv ({workers} threads) to numpy: {wall:.3f} / {cpu:.3f} s "
+              f"({size / wall / 1e6:.0f} MB/s, {size / cpu / 1e6:.0f} MB/s per CPU second), "
+              f"{rows} rows")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0 if same else 1

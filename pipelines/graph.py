@@ -7,6 +7,15 @@ module wires them into one task graph per command and runs it on the scheduler t
 ``--scheduler`` names (:func:`pipelines.cluster.open_scheduler`: a LocalCluster with its
 dashboard by default, an existing cluster by address, or Dask's local schedulers).
 
+Without ``--scheduler`` (and no cluster already active), ``bfs`` and ``sssp`` run in this
+process and import no Dask at all (:func:`_load_and_run`): their work is one load (the
+parser's thread pool, the CSR build's Numba threads) and one traversal whose steps depend
+on each other, so a task graph would add nothing but start-up — the LocalCluster and its
+dashboard cost about a second of a job that takes about one (``bench graph-load``). The
+result is the same as on every scheduler (the same three steps below, run by
+:func:`terrain.graph.read_graph_file`). Any ``--scheduler`` (``local`` for the dashboard)
+builds the task graph below.
+
 Loading (:func:`build_load_graph`), shared by the three commands:
 
 1. The header is read eagerly (:func:`terrain.graph.plan_graph_file`, a few kilobytes), so a
@@ -55,10 +64,10 @@ the bounding task, so on an existing cluster in its worker's log). Results go to
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
-import dask
 import numpy as np
 
 from terrain._atomic import atomic_output, check_output_free
@@ -74,14 +83,41 @@ from terrain.graph.diameter import weighted_diameter
 from terrain.graph.mst import minimum_spanning_forest
 from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
 
-from .cluster import compute, open_scheduler
 
 __all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
            "diameter_command", "sssp_command", "is_graph_input", "mst_graph_if_graph"]
 
 
 def _token(*parts):
+    import dask
     return dask.base.tokenize(*map(str, parts), time.time_ns())
+
+
+def _in_process(scheduler):
+    """True when a graph command runs in this process, without Dask: no ``--scheduler``
+    asked for and no cluster already active (a batch's). See the module docstring."""
+    if scheduler is not None:
+        return False
+    cluster = sys.modules.get("pipelines.cluster")
+    return cluster is None or cluster._active_client is None
+
+
+def _load_and_run(args, task, task_args, *, directed, name, label, token_parts):
+    """``task(graph, *task_args)`` on the graph of ``args.graph``: loaded and run in this
+    process when :func:`_in_process`, else as the Dask graph ``graph-chunk`` ... ``graph-csr``
+    -> ``NAME`` on the scheduler ``args.scheduler`` names."""
+    if _in_process(args.scheduler):
+        graph = load_graph(args.graph, args.format, lcc=args.lcc, directed=directed)
+        return task(graph, *task_args)
+    import dask
+    from .cluster import compute, open_scheduler
+    token = _token(*token_parts)
+    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
+                             directed=directed)
+    run = dask.delayed(task)(graph, *task_args, dask_key_name=f"{name}-{token}")
+    with open_scheduler(args.scheduler):
+        (result,) = compute(run, label=label)
+    return result
 
 
 # --------------------------------------------------------------------------- loading
@@ -124,6 +160,7 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
     >>> dask.compute(g, scheduler="threads")[0].n             # doctest: +SKIP
     855802
     """
+    import dask
     path = Path(path)
     token = token or _token(path)
     if fmt == "store" or (fmt == "auto" and path.is_dir()):
@@ -165,6 +202,8 @@ def _lcc_note(info):
 
 def graph_ingest_command(args):
     """``graph-ingest GRAPH -o G.zarr``: parse once, cache the CSR."""
+    import dask
+    from .cluster import compute, open_scheduler
     check_outputs([args.graph], [args.output], args.overwrite)
     token = _token(args.graph, args.output)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
@@ -246,13 +285,9 @@ def bfs_command(args):
     backend = get_backend(args.backend)
     source_ids = _parse_sources(args.source)
     _check_out(args)
-    token = _token(args.graph, args.source)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
-                             directed=False)
-    run = dask.delayed(_bfs_task, nout=2)(graph, source_ids, backend.name, bool(args.out),
-                                          dask_key_name=f"bfs-run-{token}")
-    with open_scheduler(args.scheduler):
-        (result,) = compute(run, label="bfs")
+    result = _load_and_run(args, _bfs_task, (source_ids, backend.name, bool(args.out)),
+                           directed=False, name="bfs-run", label="bfs",
+                           token_parts=(args.graph, args.source))
     found, summary = _summarize_and_write(args, result, backend)
     if args.json:
         print(json.dumps(summary))
@@ -295,14 +330,10 @@ def sssp_command(args):
     if args.delta is not None and args.algorithm not in ("delta", "auto"):
         raise InputError("--delta is the bucket width of --algorithm delta")
     _check_out(args)
-    token = _token(args.graph, args.source)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
-                             directed=True if args.directed else None)
-    run = dask.delayed(_sssp_task, nout=2)(graph, source_ids, args.algorithm, args.delta,
-                                           backend.name, bool(args.out),
-                                           dask_key_name=f"sssp-run-{token}")
-    with open_scheduler(args.scheduler):
-        (result,) = compute(run, label="sssp")
+    result = _load_and_run(args, _sssp_task, (source_ids, args.algorithm, args.delta,
+                                              backend.name, bool(args.out)),
+                           directed=True if args.directed else None, name="sssp-run",
+                           label="sssp", token_parts=(args.graph, args.source))
     found, summary = _summarize_and_write(args, result, backend)
     if args.json:
         print(json.dumps(summary))
@@ -380,11 +411,13 @@ def build_diameter_graph(graph, *, extremes=False, effective=None, seed=0, backe
     --------
     >>> import networkx as nx
     >>> from terrain.graph import as_graph
+    >>> import dask
     >>> d = build_diameter_graph(as_graph(nx.path_graph(9)), effective=4, batches=2)
     >>> r, _ = dask.compute(d, scheduler="synchronous")[0]
     >>> r.diameter, r.effective_sources
     (8, 4)
     """
+    import dask
     token = token or _token("diameter")
     lcc, info, component_seconds = dask.delayed(_component_task, nout=3)(
         graph, dask_key_name=f"diameter-component-{token}")
@@ -436,6 +469,8 @@ def _weighted_task(graph, extremes, backend):
 
 def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
+    import dask
+    from .cluster import compute, open_scheduler
     backend = get_backend(args.backend)
     if getattr(args, "path_out", None):
         check_output_free(args.path_out)
@@ -563,6 +598,8 @@ def mst_graph_if_graph(args):
     if out.suffix.lower() == ".npy":
         raise InputError(f"{out}: an edge table needs .parquet, .csv or .npz")
     check_table_path(out)
+    import dask
+    from .cluster import compute, open_scheduler
     token = _token(args.input, "mst")
     graph = build_load_graph(args.input, token=token, directed=False)
     run = dask.delayed(_mst_graph_task, nout=2)(graph, backend.name,

@@ -97,13 +97,15 @@ def test_cpu_and_gpu_identical(variant, direction):
 
 
 def test_cli_on_the_default_local_cluster(tmp_path):
-    """``bfs`` as a Dask graph on the LocalCluster it starts: distances in file-id order."""
+    """``bfs --scheduler local`` as a Dask graph on the LocalCluster it starts: distances in
+    file-id order (without ``--scheduler`` it runs in-process, without Dask)."""
     G = nx.relabel_nodes(nx.gnm_random_graph(60, 100, seed=9), lambda v: 3 * v + 5)
     path = tmp_path / "g.txt"
     path.write_bytes(("# g\r\n" + "".join(f"{a} {b}\r\n" for a, b in G.edges())).encode())
     out = tmp_path / "d.npz"   # ids 5, 8, ...: a bare .npy would lose them
     proc = subprocess.run([sys.executable, "-m", "terrain.run", "bfs", str(path), "--source",
-                           "5,50", "--out", str(out), "--json", "--backend", "cpu"],
+                           "5,50", "--out", str(out), "--json", "--backend", "cpu",
+                           "--scheduler", "local"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Dask dashboard" in proc.stderr

@@ -9,24 +9,35 @@ in the dtype they were read in (int32, int64, float32 or float64); parallel edge
 minimum weight. BFS and the diameter use the undirected, unweighted view
 (:meth:`Graph.undirected`); SSSP and MST read the weights.
 
-Algorithm (:func:`build_csr`). A counting sort: count degrees (both directions), prefix-sum
-them into row offsets, scatter each edge into both rows, then sort and de-duplicate each
-row in parallel (Numba ``prange``; rows of up to 32 entries — most rows — by an in-place
-insertion sort, rows of up to 256 by a sort call, longer ones — hubs, which hold most
-entries of a skewed graph (81 % of an RMAT graph's) — by an LSD radix sort of 11-bit
-digits, a few linear passes instead of log d comparisons; in the unweighted build; the
-weighted one sorts them stably by argsort; de-duplication, keeping the minimum weight,
-in the same pass) and compact. O(m log d) for m edges of degree d, and no global sort of
-2m keys as ``scipy.sparse`` coo→csr conversion plus ``sum_duplicates`` would need. It also
-controls the index dtypes: ``indices`` are int32 whenever the vertex count fits (half the
-memory traffic of a traversal), ``indptr`` int64 always (row offsets of large graphs exceed
-2**31, and one dtype keeps the kernels simple).
+Algorithm (:func:`build_csr`). A counting sort, in parallel by edge blocks: the edges are
+cut into one block per thread (fewer when the graph is so sparse that a block's row counters
+would outweigh its edges); each block counts its entries per row (both directions; int32
+counters while the offsets fit), a prefix sum over rows and blocks gives every block its own
+slot range in every row, and each block scatters its edges into its slots with no
+synchronisation. Then each row is sorted and de-duplicated in parallel (Numba ``prange``):
+rows of up to 32 entries — most rows — by an in-place insertion sort, longer ones — hubs,
+which hold most entries of a skewed graph (81 % of an RMAT graph's) — by an LSD radix sort
+of 8-bit digits (11-bit past 16384 entries; a pass whose digit is constant is skipped), a
+few linear passes instead of log d comparisons, with the weights carried through the same
+passes; de-duplication, keeping the minimum weight, in the same loop. Finally one sequential
+pass closes the gaps the duplicates left, in place (entries only move towards the start).
+O(m + n x blocks) work plus the row sorts, and no global sort of 2m keys as ``scipy.sparse``
+coo→csr conversion plus ``sum_duplicates`` would need. It also controls the index dtypes:
+``indices`` are int32 whenever the vertex count fits (half the memory traffic of a
+traversal), ``indptr`` int64 always (row offsets of large graphs exceed 2**31, and one dtype
+keeps the kernels simple); int32 endpoint arrays are read as they are.
 
 Tried and dropped (``bench graph-load``, 16 M arcs, shared 2-core box): a second counting
 sort instead of the per-row sorts (scatter by head, then stably by tail, which leaves the
 rows sorted) cost about twice the CPU time — its scatter's random reads and writes span all
-2m arcs, while the per-row sorts run in cache; a parallel scatter (each thread scanning all
-edges, writing the rows of its span) was slower than the sequential one.
+2m arcs, while the per-row sorts run in cache; a parallel scatter where each thread scans
+all edges and writes the rows of its span was slower than the sequential one (the block
+scatter above reads each edge once). Sorting rows of 33..256 entries by a sort call and
+radix-sorting longer ones with 11-bit digits took 1.9x the CPU time of the 8-bit radix
+sort from 33 entries on (0.26 against 0.14 s on one core for the 16 M arcs): a 2048-bucket
+count array costs more to clear and prefix-sum than a row of a few hundred entries does to
+sort. Compacting into a fresh array in parallel cost more in page faults than the
+sequential in-place pass.
 
 The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a
 networkx graph or an ``(indptr, indices)`` pair.
@@ -194,161 +205,189 @@ class Graph:
 
 # --------------------------------------------------------------------------- Numba kernels
 
-@numba.njit(nogil=True, cache=True)
-def _count_degrees(n, u, v, deg):
-    for k in range(u.shape[0]):
-        a, b = u[k], v[k]
-        if a != b:
-            deg[a] += 1
-            deg[b] += 1
-
-
-@numba.njit(nogil=True, cache=True)
-def _scatter_both_ways(u, v, fill, indices):
-    for k in range(u.shape[0]):
-        a, b = u[k], v[k]
-        if a != b:
-            indices[fill[a]] = b
-            fill[a] += 1
-            indices[fill[b]] = a
-            fill[b] += 1
-
-
-@numba.njit(nogil=True, cache=True)
-def _radix_sort(x, tmp, nbits):
-    """Sort the non-negative ``x`` (values below ``2**nbits``) in place: LSD radix sort,
-    11-bit digits, ``tmp`` a scratch array of the same length."""
-    count = np.empty(2048, np.int64)
-    src, dst = x, tmp
-    shift = 0
-    passes = 0
-    while shift < nbits:
-        count[:] = 0
-        for e in range(src.shape[0]):
-            count[(src[e] >> shift) & 2047] += 1
-        total = 0
-        for d in range(2048):
-            c = count[d]
-            count[d] = total
-            total += c
-        for e in range(src.shape[0]):
-            d = (src[e] >> shift) & 2047
-            dst[count[d]] = src[e]
-            count[d] += 1
-        src, dst = dst, src
-        shift += 11
-        passes += 1
-    if passes % 2 == 1:
-        x[:] = tmp
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _block_degrees(u, v, counts, both):
+    """``counts[t, i]``: entries of row ``i`` that block ``t`` of the edges holds (block ``t``
+    is the ``t``-th of ``counts.shape[0]`` equal slices of ``u``, ``v``); self-loops
+    dropped, each edge in both rows when ``both``."""
+    blocks = counts.shape[0]
+    m = u.shape[0]
+    for t in numba.prange(blocks):
+        c = counts[t]
+        for k in range(m * t // blocks, m * (t + 1) // blocks):
+            a, b = u[k], v[k]
+            if a != b:
+                c[a] += 1
+                if both:
+                    c[b] += 1
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def _sort_unique_rows(indptr, indices, unique_deg):
+def _row_sums(counts, deg):
+    blocks, n = counts.shape
+    for i in numba.prange(n):
+        s = 0
+        for t in range(blocks):
+            s += counts[t, i]
+        deg[i] = s
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _block_offsets(counts, indptr):
+    """Turn ``counts`` into each block's first slot in every row: row ``i`` is filled by
+    block 0 from ``indptr[i]``, then block 1, ... (so the scatter keeps edge order)."""
+    blocks, n = counts.shape
+    for i in numba.prange(n):
+        run = indptr[i]
+        for t in range(blocks):
+            c = counts[t, i]
+            counts[t, i] = run
+            run += c
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _block_scatter(u, v, fill, indices, both):
+    blocks = fill.shape[0]
+    m = u.shape[0]
+    for t in numba.prange(blocks):
+        f = fill[t]
+        for k in range(m * t // blocks, m * (t + 1) // blocks):
+            a, b = u[k], v[k]
+            if a != b:
+                indices[f[a]] = b
+                f[a] += 1
+                if both:
+                    indices[f[b]] = a
+                    f[b] += 1
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _block_scatter_weighted(u, v, w, fill, indices, weights, both):
+    blocks = fill.shape[0]
+    m = u.shape[0]
+    for t in numba.prange(blocks):
+        f = fill[t]
+        for k in range(m * t // blocks, m * (t + 1) // blocks):
+            a, b = u[k], v[k]
+            if a != b:
+                indices[f[a]] = b
+                weights[f[a]] = w[k]
+                f[a] += 1
+                if both:
+                    indices[f[b]] = a
+                    weights[f[b]] = w[k]
+                    f[b] += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def _radix_sort(x, w, tx, tw, nbits, digit_bits, with_w):
+    """Sort the non-negative ``x`` (values below ``2**nbits``) in place, carrying ``w`` along
+    when ``with_w``: LSD radix sort of ``digit_bits``-bit digits, ``tx``/``tw`` scratch
+    arrays of the same length. A pass whose digit is the same for every key is skipped."""
+    buckets = 1 << digit_bits
+    mask = buckets - 1
+    count = np.empty(buckets, np.int64)
+    src_x, src_w, dst_x, dst_w = x, w, tx, tw
+    shift = 0
+    swapped = False
+    size = x.shape[0]
+    while shift < nbits:
+        count[:] = 0
+        for e in range(size):
+            count[(src_x[e] >> shift) & mask] += 1
+        if count[(src_x[0] >> shift) & mask] == size:
+            shift += digit_bits
+            continue
+        total = 0
+        for d in range(buckets):
+            c = count[d]
+            count[d] = total
+            total += c
+        for e in range(size):
+            d = (src_x[e] >> shift) & mask
+            dst_x[count[d]] = src_x[e]
+            if with_w:
+                dst_w[count[d]] = src_w[e]
+            count[d] += 1
+        src_x, dst_x = dst_x, src_x
+        src_w, dst_w = dst_w, src_w
+        swapped = not swapped
+        shift += digit_bits
+    if swapped:
+        x[:] = tx
+        if with_w:
+            w[:] = tw
+
+
+@numba.njit(nogil=True, cache=True)
+def _sort_row(indices, weights, a, b, nbits, with_w):
+    """Sort row ``[a, b)`` by neighbour (weights carried along when ``with_w``)."""
+    d = b - a
+    if d > 32:
+        # long rows (hubs hold most entries of a skewed graph): a radix sort, a few linear
+        # passes instead of a comparison sort's log d; wider digits for the longest rows
+        digit_bits = 11 if d > 16384 else 8
+        tw = np.empty(d if with_w else 1, weights.dtype)
+        _radix_sort(indices[a:b], weights[a:b], np.empty(d, indices.dtype), tw, nbits,
+                    digit_bits, with_w)
+    else:
+        # short rows (most of them): insertion sort in place, no allocation
+        for e in range(a + 1, b):
+            x = indices[e]
+            y = weights[e] if with_w else weights[0]
+            j = e - 1
+            while j >= a and indices[j] > x:
+                indices[j + 1] = indices[j]
+                if with_w:
+                    weights[j + 1] = weights[j]
+                j -= 1
+            indices[j + 1] = x
+            if with_w:
+                weights[j + 1] = y
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _sort_unique_rows(indptr, indices, weights, unique_deg, with_w):
+    """Sort each row by neighbour and move its unique entries to its front (of parallel
+    edges the one of minimum weight, when ``with_w``); ``unique_deg[i]``: how many."""
     n = indptr.shape[0] - 1
     nbits = 1
     while (1 << nbits) < n:
         nbits += 1
     for i in numba.prange(n):
         a, b = indptr[i], indptr[i + 1]
-        if b - a > 256:
-            # long rows (hubs: most entries of a skewed graph): a radix sort, a few linear
-            # passes, instead of a comparison sort's log d
-            _radix_sort(indices[a:b], np.empty(b - a, indices.dtype), nbits)
-        elif b - a > 32:
-            indices[a:b].sort()
-        elif b - a > 1:
-            # short rows (most of them): insertion sort, far cheaper than a sort call per row
-            for e in range(a + 1, b):
-                x = indices[e]
-                j = e - 1
-                while j >= a and indices[j] > x:
-                    indices[j + 1] = indices[j]
-                    j -= 1
-                indices[j + 1] = x
-        cnt = 0
-        for e in range(a, b):
-            if e == a or indices[e] != indices[e - 1]:
-                cnt += 1
-        unique_deg[i] = cnt
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _compact_rows(indptr, indices, new_indptr, out):
-    n = indptr.shape[0] - 1
-    for i in numba.prange(n):
-        k = new_indptr[i]
-        for e in range(indptr[i], indptr[i + 1]):
-            if e == indptr[i] or indices[e] != indices[e - 1]:
-                out[k] = indices[e]
-                k += 1
-
-
-@numba.njit(nogil=True, cache=True)
-def _count_out_degrees(n, u, v, deg):
-    for k in range(u.shape[0]):
-        if u[k] != v[k]:
-            deg[u[k]] += 1
-
-
-@numba.njit(nogil=True, cache=True)
-def _scatter_weighted(u, v, w, fill, indices, weights, both):
-    for k in range(u.shape[0]):
-        a, b = u[k], v[k]
-        if a != b:
-            indices[fill[a]] = b
-            weights[fill[a]] = w[k]
-            fill[a] += 1
-            if both:
-                indices[fill[b]] = a
-                weights[fill[b]] = w[k]
-                fill[b] += 1
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _sort_unique_rows_weighted(indptr, indices, weights, unique_deg):
-    """Sort each row by neighbour and keep, of parallel edges, the one of minimum weight;
-    the unique entries end up at the front of the row."""
-    n = indptr.shape[0] - 1
-    for i in numba.prange(n):
-        a, b = indptr[i], indptr[i + 1]
-        if b - a > 32:
-            order = np.argsort(indices[a:b], kind="mergesort")
-            idx = indices[a:b][order]
-            wt = weights[a:b][order]
-            indices[a:b] = idx
-            weights[a:b] = wt
-        elif b - a > 1:
-            # short rows (most of them): an in-place insertion sort, no allocation
-            for e in range(a + 1, b):
-                x = indices[e]
-                y = weights[e]
-                j = e - 1
-                while j >= a and indices[j] > x:
-                    indices[j + 1] = indices[j]
-                    weights[j + 1] = weights[j]
-                    j -= 1
-                indices[j + 1] = x
-                weights[j + 1] = y
+        if b - a > 1:
+            _sort_row(indices, weights, a, b, nbits, with_w)
         cnt = 0
         for e in range(a, b):
             if cnt == 0 or indices[e] != indices[a + cnt - 1]:
                 indices[a + cnt] = indices[e]
-                weights[a + cnt] = weights[e]
+                if with_w:
+                    weights[a + cnt] = weights[e]
                 cnt += 1
-            elif weights[e] < weights[a + cnt - 1]:
+            elif with_w and weights[e] < weights[a + cnt - 1]:
                 weights[a + cnt - 1] = weights[e]
         unique_deg[i] = cnt
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _compact_row_fronts(indptr, indices, weights, new_indptr, out, out_w):
+@numba.njit(nogil=True, cache=True)
+def _compact_row_fronts(indptr, indices, weights, unique_deg, with_w):
+    """Move the unique front of every row down to close the gaps, in place (rows in
+    order: an entry only moves towards the start, never over one still to be read);
+    ``indptr`` becomes the new row offsets. Returns the entries kept."""
     n = indptr.shape[0] - 1
-    for i in numba.prange(n):
+    k = 0
+    for i in range(n):
         a = indptr[i]
-        k = new_indptr[i]
-        for j in range(new_indptr[i + 1] - k):
-            out[k + j] = indices[a + j]
-            out_w[k + j] = weights[a + j]
+        indptr[i] = k
+        if a != k:
+            for j in range(unique_deg[i]):
+                indices[k + j] = indices[a + j]
+                if with_w:
+                    weights[k + j] = weights[a + j]
+        k += unique_deg[i]
+    indptr[n] = k
+    return k
 
 
 @numba.njit(nogil=True, cache=True)
@@ -437,57 +476,50 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         raise ValueError(f"build_csr: n must be >= 0, got {n}")
     if u.size and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= n):
         raise ValueError(f"build_csr: vertex numbers must lie in 0..{n - 1}")
-    u = u.astype(np.int64, copy=False)
-    v = v.astype(np.int64, copy=False)
-    if weights is not None or directed:
-        return _build_weighted(n, u, v, weights, bool(directed), ids, id_base, name)
-    deg = np.zeros(n, np.int64)
-    _count_degrees(n, u, v, deg)
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(deg, out=indptr[1:])
-    indices = np.empty(int(indptr[-1]), _index_dtype(n))
-    _scatter_both_ways(u, v, indptr[:-1].copy(), indices)
-    unique_deg = np.empty(n, np.int64)
-    _sort_unique_rows(indptr, indices, unique_deg)
-    if int(unique_deg.sum()) != indices.shape[0]:
-        new_indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(unique_deg, out=new_indptr[1:])
-        out = np.empty(int(new_indptr[-1]), indices.dtype)
-        _compact_rows(indptr, indices, new_indptr, out)
-        indptr, indices = new_indptr, out
-    return Graph(indptr, indices, ids, id_base, name)
-
-
-def _build_weighted(n, u, v, weights, directed, ids, id_base, name):
-    unweighted = weights is None
-    if unweighted:
-        w = np.zeros(u.size, np.int8)
-    else:
+    if u.dtype != v.dtype or u.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        u = u.astype(np.int64)
+        v = v.astype(np.int64)
+    w = None
+    if weights is not None:
         w = np.ascontiguousarray(weights)
         if w.shape != u.shape:
             raise ValueError(f"build_csr: weights must have the shape of u, got {w.shape}")
         w = w.astype(weight_dtype(w.dtype), copy=False)
-    deg = np.zeros(n, np.int64)
-    if directed:
-        _count_out_degrees(n, u, v, deg)
-    else:
-        _count_degrees(n, u, v, deg)
+    directed = bool(directed)
+    # per-block row counters, int32 while every row offset fits (half the cache footprint)
+    counts = np.zeros((_blocks(n, u.shape[0]), n),
+                      np.int32 if 2 * u.shape[0] < 2**31 else np.int64)
+    _block_degrees(u, v, counts, not directed)
+    deg = np.empty(n, np.int64)
+    _row_sums(counts, deg)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(deg, out=indptr[1:])
+    _block_offsets(counts, indptr)
     indices = np.empty(int(indptr[-1]), _index_dtype(n))
-    wts = np.empty(int(indptr[-1]), w.dtype)
-    _scatter_weighted(u, v, w, indptr[:-1].copy(), indices, wts, not directed)
-    unique_deg = np.empty(n, np.int64)
-    _sort_unique_rows_weighted(indptr, indices, wts, unique_deg)
+    if w is None:
+        wts = np.zeros(1, np.int8)
+        _block_scatter(u, v, counts, indices, not directed)
+    else:
+        wts = np.empty(indices.shape[0], w.dtype)
+        _block_scatter_weighted(u, v, w, counts, indices, wts, not directed)
+    del counts
+    with_w = w is not None
+    unique_deg = deg  # rewritten row by row: the degrees are no longer needed
+    _sort_unique_rows(indptr, indices, wts, unique_deg, with_w)
     if int(unique_deg.sum()) != indices.shape[0]:
-        new_indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(unique_deg, out=new_indptr[1:])
-        out = np.empty(int(new_indptr[-1]), indices.dtype)
-        out_w = np.empty(int(new_indptr[-1]), wts.dtype)
-        _compact_row_fronts(indptr, indices, wts, new_indptr, out, out_w)
-        indptr, indices, wts = new_indptr, out, out_w
-    return Graph(indptr, indices, ids, id_base, name, weights=None if unweighted else wts,
+        # duplicates dropped: close the gaps in place (one sequential pass; a parallel
+        # copy would need a second array as large, and its fresh pages cost more)
+        kept = _compact_row_fronts(indptr, indices, wts, unique_deg, with_w)
+        indices = indices[:kept]
+        wts = wts[:kept] if with_w else wts
+    return Graph(indptr, indices, ids, id_base, name, weights=wts if with_w else None,
                  directed=directed)
+
+
+def _blocks(n, m):
+    """Edge blocks the degree count and the scatter run on in parallel: one per thread,
+    fewer when their per-block row counters (``blocks x n``) would outweigh the edges."""
+    return int(max(1, min(numba.get_num_threads(), m // max(n, 1))))
 
 
 def _check_csr(indptr, indices, where="graph"):

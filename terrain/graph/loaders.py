@@ -27,21 +27,34 @@ as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
 
 METIS adjacency lists are numbered by line, so that body is one chunk (still Numba).
 
+In one process (:func:`read_graph_file`, what the commands run without ``--scheduler``) the
+chunks do not return arrays of their own: a light Numba pass counts each chunk's records
+(:func:`_count_records`, in parallel), and then every chunk is parsed straight into its
+slice of one ``u``, ``v`` (and weight) array, so step 3 joins nothing and relabels the SNAP
+ids in place — no second copy of the edges, and no fresh memory to fault in for it. The
+chunks are the same and the result is identical to the Dask path's (tested).
+
 Why a hand-written scanner (measured by ``python -m terrain.run bench graph-load``: a SNAP
-file of 8 M edges, 116 MB, on a shared 2-core VM). pyarrow's multithreaded CSV reader
-(``pyarrow.csv.read_csv``, tab delimiter, header rows skipped, int64 columns) took 0.47-0.7
-CPU seconds on one thread (about 170-250 MB/s per core) and 1.1-2.3 s wall on two; this
-scanner takes 0.24-0.4 CPU seconds (300-480 MB/s per core) on the same bytes. pyarrow
-would also need a fallback anyway (it is an optional extra), skips comment lines only at the
-top (SNAP files put ``#`` lines anywhere), takes one delimiter where SNAP mixes tabs and
-spaces, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about
-50-100 MB/s. The speed comes from what the grid parser (:mod:`terrain.io._parse`) does:
-byte ranges parsed by Numba kernels that release the GIL, one pass per byte, and no copy of
-the file: a plain file is memory-mapped (reading it into fresh buffers cost as much in page
-faults as the parse itself), its newlines counted by a Numba loop (no temporary bool copy).
-A SNAP line without a third number makes the file unweighted (see :func:`edges_from_chunks`),
-so the scanner stops recording weights at the first one and writes two arrays per record,
-not five. The relabelling of SNAP ids writes straight into the joined endpoint arrays.
+file of 8 M edges, 116 MB). pyarrow's multithreaded CSV reader (``pyarrow.csv.read_csv``,
+tab delimiter, header rows skipped, int64 columns, ``use_threads``) took 0.9 s wall on a
+2-core VM (about 130 MB/s; 170-250 MB/s per core), against 0.26 s for this scanner
+*including* the SNAP relabelling (450 MB/s; about 490 MB/s per core on one thread). On the
+16-core H100 host pyarrow's raw columns came first: 0.089 s against our 0.142 s for parse
+plus relabel (which pyarrow's output would still need) — a gap smaller than importing
+pyarrow (0.1-0.2 s) in the process that waits. We keep our own, and pyarrow stays out of the
+runtime dependencies (it is in the test extra only, for the bench's comparison and Parquet
+output): its reader also skips comment lines only at the top (SNAP files put ``#`` lines
+anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows no Matrix Market
+or DIMACS header, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about 100 MB/s. The
+speed comes from what the grid parser (:mod:`terrain.io._parse`) does: byte ranges parsed
+by Numba kernels that release the GIL, one pass per byte, and no copy of the file: a plain
+file is memory-mapped (reading it into fresh buffers cost as much in page faults as the
+parse itself). A SNAP line without a third number makes the file unweighted (see
+:func:`edges_from_chunks`), so the scanner stops recording weights at the first one.
+Weights take two arrays per record (value or token start, token length); a decimal weight
+of at most 15 significant digits and a power of ten within 1e±22 is converted in the
+scanner (Clinger's fast path: one correctly rounded IEEE operation on exact operands, the
+same double ``float()`` gives), any other by NumPy's string conversion afterwards.
 
 Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
 ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
@@ -226,12 +239,19 @@ class EdgeChunk:
 
 # --------------------------------------------------------------------------- Numba scanners
 
+_POW10 = np.array([10.0 ** e for e in range(23)])  # exact doubles
+
+
 @numba.njit(nogil=True, cache=True)
-def _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len):
-    """The weight token at or after ``buf[i]`` of record ``k`` (see :func:`_parse_pairs`)."""
+def _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt):
+    """The weight token at or after ``buf[i]`` of record ``k`` (see :func:`_parse_pairs`).
+
+    A decimal token of at most 15 significant digits and a power of ten within 1e±22 is
+    converted here: its digits are an exact double, so is the power, and one IEEE
+    multiplication or division rounds correctly (Clinger's fast path; what ``float()``
+    gives). Others are left to :func:`_float_tokens` (``w_flt[k]`` NaN)."""
     w_len[k] = 0
     w_int[k] = 0
-    w_start[k] = i
     while i < end and (buf[i] == _SP or buf[i] == _TAB):
         i += 1
     if i >= end or buf[i] == _LF or buf[i] == _CR:
@@ -246,25 +266,53 @@ def _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len):
     frac = 0
     exp_digits = 0
     is_int = True
+    mant = np.int64(0)   # significant digits (leading zeros skipped), while exact
+    sig = 0
+    scale = 0            # fraction digits taken into mant
+    exact = True
     while i < end and buf[i] >= 48 and buf[i] <= 57:
+        d = buf[i] - 48
         if nd < 19:
-            val = val * 10 + (buf[i] - 48)
+            val = val * 10 + d
+        if mant != 0 or d != 0:
+            if sig < 18:
+                mant = mant * 10 + d
+                sig += 1
+            else:
+                exact = False
         nd += 1
         i += 1
     if i < end and buf[i] == 46:  # '.'
         is_int = False
         i += 1
         while i < end and buf[i] >= 48 and buf[i] <= 57:
+            d = buf[i] - 48
+            if mant != 0 or d != 0:
+                if sig < 18:
+                    mant = mant * 10 + d
+                    sig += 1
+                    scale += 1
+                else:
+                    exact = False
+            elif exact:
+                scale += 1
             frac += 1
             i += 1
+    exp10 = 0
     if nd + frac > 0 and i < end and (buf[i] == 101 or buf[i] == 69):  # 'e' 'E'
         is_int = False
         i += 1
+        eneg = False
         if i < end and (buf[i] == 45 or buf[i] == 43):
+            eneg = buf[i] == 45
             i += 1
         while i < end and buf[i] >= 48 and buf[i] <= 57:
+            if exp10 < 100000:
+                exp10 = exp10 * 10 + (buf[i] - 48)
             exp_digits += 1
             i += 1
+        if eneg:
+            exp10 = -exp10
         if exp_digits == 0:
             nd = 0
             frac = 0
@@ -276,19 +324,25 @@ def _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len):
         if nd > 18:
             return _ERR_NONE if wmode == 1 else _ERR_WEIGHT
         w_int[k] = -val if neg else val
-        w_start[k] = s
         w_len[k] = i - s
         return _ERR_NONE
     if wmode == 2:
         return _ERR_WEIGHT_INT
-    w_start[k] = s
+    w_int[k] = s  # a decimal token: where it starts, for _float_tokens
     w_len[k] = -(i - s)
+    e = exp10 - scale
+    if exact and sig <= 15 and -22 <= e <= 22:
+        x = np.float64(mant)
+        x = x * _POW10[e] if e >= 0 else x / _POW10[-e]
+        w_flt[k] = -x if neg else x
+    else:
+        w_flt[k] = np.nan
     return _ERR_NONE
 
 
 @numba.njit(nogil=True, cache=True)
 def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v,
-                 wmode, w_int, w_start, w_len):
+                 wmode, w_int, w_len, w_flt):
     """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf[start:end]`` into ``out_u``,
     ``out_v`` (and the weight token of each record).
 
@@ -298,9 +352,10 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
 
     Weights (``wmode``): 0 none; 1 optional number (SNAP: a third token that is not a
     number, or none, leaves ``w_len[k] = 0``); 2 required integer; 3 required number. For
-    each record ``w_start``/``w_len`` locate the token, ``w_int`` holds its value when it is
-    an integer and ``w_len`` is negated when it is not (a decimal point or an exponent:
-    converted later, correctly rounded, by :func:`_float_tokens`).
+    each record ``w_len`` is the token's length and ``w_int`` its value when it is an
+    integer; when it is not (a decimal point or an exponent) ``w_len`` is negated and
+    ``w_int`` is where the token starts, and ``w_flt`` its value (:func:`_scan_weight`),
+    or NaN when only :func:`_float_tokens` can round it correctly.
 
     Returns ``(count, error, line_start, dropped)``: on error, ``line_start`` is the
     offending line's first byte; without error it is the first byte of the last record's
@@ -360,7 +415,7 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
                 out_u[k] = a
                 out_v[k] = val
         if wmode != 0:
-            err = _scan_weight(buf, i, end, wmode, k, w_int, w_start, w_len)
+            err = _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt)
             if err != _ERR_NONE:
                 return k, err, ls, dropped
             if wmode == 1 and w_len[k] == 0:
@@ -516,6 +571,57 @@ def _count_newlines(buf, end):
     return count
 
 
+@numba.njit(nogil=True, cache=True)
+def _scan_records(buf, comment_a, comment_b):
+    """``(newlines, records)`` of ``buf`` line by line (see :func:`_count_records`)."""
+    end = buf.shape[0]
+    newlines = 0
+    records = 0
+    i = 0
+    while i < end:
+        while i < end and (buf[i] == _SP or buf[i] == _TAB):
+            i += 1
+        if i >= end:
+            break
+        c = buf[i]
+        if not (c == _LF or c == _CR or c == comment_a or c == comment_b):
+            records += 1
+        while i < end and buf[i] != _LF:
+            i += 1
+        if i < end:
+            newlines += 1
+        i += 1
+    return newlines, records
+
+
+@numba.njit(nogil=True, cache=True)
+def _count_records(buf, comment_a, comment_b):
+    """``(newlines, records)`` of ``buf``: records are the lines :func:`_parse_pairs` parses
+    (a first non-blank byte that is neither a line end nor a comment byte). One light pass,
+    so that every chunk can parse straight into its own slice of one array: branch-free
+    sums over every byte and the one before it (SIMD), which see a line's first byte only;
+    a line opening with a blank (rare) sends the chunk to the line-by-line scan."""
+    end = buf.shape[0]
+    if end == 0:
+        return 0, 0
+    starts = 1          # line starts: byte 0 and every byte after a newline
+    skipped = 0         # ... whose first byte makes the line a blank or a comment
+    indented = 0        # ... whose first byte is a blank
+    c = buf[0]
+    skipped += (c == _LF) | (c == _CR) | (c == comment_a) | (c == comment_b)
+    indented += (c == _SP) | (c == _TAB)
+    for i in range(1, end):
+        start = buf[i - 1] == _LF
+        c = buf[i]
+        starts += start
+        skipped += start & ((c == _LF) | (c == _CR) | (c == comment_a) | (c == comment_b))
+        indented += start & ((c == _SP) | (c == _TAB))
+    if indented:
+        return _scan_records(buf, comment_a, comment_b)
+    newlines = starts - 1 + (buf[end - 1] == _LF)
+    return newlines, starts - skipped
+
+
 def _newlines(buf, end=None):
     # a Numba loop: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
     end = buf.shape[0] if end is None else min(int(end), buf.shape[0])
@@ -634,33 +740,45 @@ def _float_tokens(buf, starts, lengths):
     return np.ascontiguousarray(text).view(f"S{width}").ravel().astype(np.float64)
 
 
-def _chunk_weights(buf, k, w_int, w_start, w_len):
-    """``(weights, records with a weight)`` of a parsed chunk."""
+def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
+    """``(weights, records with a weight)`` of a parsed chunk (integer weights: ``w_int``
+    itself unless ``copy``)."""
     lens = w_len[:k]
     weighted = int(np.count_nonzero(lens))
     floats = np.flatnonzero(lens < 0)
     if floats.size == 0:
-        return w_int[:k].copy(), weighted
+        return (w_int[:k].copy() if copy else w_int[:k]), weighted
     w = w_int[:k].astype(np.float64)
-    w[floats] = _float_tokens(buf, w_start[floats], -lens[floats].astype(np.int64))
+    w[floats] = w_flt[floats]
+    slow = floats[np.isnan(w[floats])]
+    w[slow] = _float_tokens(buf, w_int[slow], -lens[slow].astype(np.int64))
     return w, weighted
 
 
-def _parse_pairs_chunk(plan, buf):
+def _parse_pairs_chunk(plan, buf, out=None):
+    """Parse an edge-list chunk; ``out = (newlines, u, v, w_int)``: its newline count and
+    the slices to parse into (exactly its record count long, :func:`_count_records`),
+    else fresh arrays."""
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
-    newlines = _newlines(buf)
-    u = np.empty(newlines + 1, np.int64)
-    v = np.empty(newlines + 1, np.int64)
-    cap = newlines + 1 if plan.wmode else 1
-    w_int = np.empty(cap, np.int64)
-    w_start = np.empty(cap, np.int64)
+    if out is None:
+        newlines = _newlines(buf)
+        u = np.empty(newlines + 1, np.int64)
+        v = np.empty(newlines + 1, np.int64)
+        cap = newlines + 1 if plan.wmode else 1
+        w_int = np.empty(cap, np.int64)
+        limit = -1
+    else:
+        newlines, u, v, w_int = out
+        cap = u.shape[0] if plan.wmode else 1
+        limit = u.shape[0]  # never past the slice, whatever the count said
     w_len = np.zeros(cap, np.int32)
-    k, err, pos, dropped = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, -1,
-                                        u, v, plan.wmode, w_int, w_start, w_len)
+    w_flt = np.empty(cap if plan.wmode in (1, 3) else 1, np.float64)
+    k, err, pos, dropped = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag,
+                                        limit, u, v, plan.wmode, w_int, w_len, w_flt)
     u, v = u[:k], v[:k]
     w, weighted = (None, 0)
     if plan.wmode and not dropped:
-        w, weighted = _chunk_weights(buf, k, w_int, w_start, w_len)
+        w, weighted = _chunk_weights(buf, k, w_int, w_len, w_flt, copy=out is None)
         if plan.wmode == 3 and w.dtype != np.float64:
             w = w.astype(np.float64)
     if err != _ERR_NONE:
@@ -670,8 +788,8 @@ def _parse_pairs_chunk(plan, buf):
         # the line of record ``index``: parse again up to it
         dummy = np.empty(index + 1, np.int64)
         _, _, pos, _ = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, index + 1,
-                                 dummy, dummy.copy(), 0, dummy, dummy.copy(),
-                                 np.zeros(1, np.int32))
+                                 dummy, dummy.copy(), 0, dummy, np.zeros(1, np.int32),
+                                 np.zeros(1))
         return pos
 
     range_error = weight_error = None
@@ -921,23 +1039,34 @@ def parse_graph_chunk(plan, index, data=None):
     return _parse_pairs_chunk(plan, buf)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, parallel=True)
+def _max_id(u, v):
+    hi = np.int64(-1)
+    for k in numba.prange(u.shape[0]):
+        hi = max(hi, max(u[k], v[k]))
+    return hi
+
+
+@numba.njit(nogil=True, cache=True, parallel=True)
 def _mark_present(ids, present):
-    for k in range(ids.shape[0]):
+    # threads may store True into the same byte: the same value, whichever lands last
+    for k in numba.prange(ids.shape[0]):
         present[ids[k]] = True
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
 def _relabel_into(ids, relabel, out, offset):
+    # out may be ids itself (in place): each entry is read and written by one iteration
     for k in numba.prange(ids.shape[0]):
         out[offset + k] = relabel[ids[k]]
 
 
-def _relabel_snap(path, us, vs):
+def _relabel_snap(path, us, vs, in_place=False):
     """Relabel the SNAP ids of the chunks' endpoint arrays ``us``, ``vs`` to ``0..n-1``
-    (increasing id order), joining the chunks in file order."""
+    (increasing id order), joining the chunks in file order (``in_place``: ``us`` and
+    ``vs`` are one array each, relabelled where they are)."""
     m = sum(x.size for x in us)
-    hi = max(int(max(x.max(), y.max())) for x, y in zip(us, vs) if x.size)
+    hi = max(int(_max_id(x, y)) for x, y in zip(us, vs))
     if hi < max(1 << 26, 8 * m):
         # dense enough: a presence array relabels in O(m) (np.unique would sort 2m ids);
         # the relabelled ids are written straight into the joined arrays (no concatenate)
@@ -947,7 +1076,10 @@ def _relabel_snap(path, us, vs):
         ids = np.flatnonzero(present).astype(np.int64)
         relabel = np.cumsum(present, dtype=np.int64)
         relabel -= 1
-        u, v = np.empty(m, np.int64), np.empty(m, np.int64)
+        if in_place:
+            (u,), (v,) = us, vs
+        else:
+            u, v = np.empty(m, np.int64), np.empty(m, np.int64)
         offset = 0
         for x, y in zip(us, vs):
             _relabel_into(x, relabel, u, offset)
@@ -961,7 +1093,7 @@ def _relabel_snap(path, us, vs):
     return EdgeList(u, v, int(ids.size), ids, 0, str(path), "snap")
 
 
-def edges_from_chunks(plan, chunks):
+def edges_from_chunks(plan, chunks, joined=None):
     """Join the parsed chunks of ``plan`` into an :class:`EdgeList` (step 3 of 3).
 
     Raises the first error in file order (an unparseable line before an id out of range),
@@ -972,6 +1104,9 @@ def edges_from_chunks(plan, chunks):
     plan : GraphFilePlan
     chunks : sequence of EdgeChunk
         All ``plan.chunks`` of them, in order.
+    joined : tuple, optional
+        ``(u, v, w_int)``: arrays the chunks were parsed into, one slice each, in order
+        (:func:`read_graph_file`); used in place of a concatenation, relabelled in place.
 
     Returns
     -------
@@ -1003,12 +1138,20 @@ def edges_from_chunks(plan, chunks):
                          f"{plan.entries} entries, the file has {m}")
     if m == 0:
         raise InputError(f"{plan.path}: empty graph (no edges)")
-    weights = _join_weights(chunks, m)
+    if joined is not None and joined[0].size != m:
+        joined = None  # not one slice per chunk after all: concatenate
+    weights = _join_weights(chunks, m, None if joined is None else joined[2])
     if plan.fmt == "snap":
-        edges = _relabel_snap(plan.path, [c.u for c in chunks], [c.v for c in chunks])
+        if joined is not None:
+            edges = _relabel_snap(plan.path, [joined[0]], [joined[1]], in_place=True)
+        else:
+            edges = _relabel_snap(plan.path, [c.u for c in chunks], [c.v for c in chunks])
     else:
-        u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
-        v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
+        if joined is not None:
+            u, v = joined[0], joined[1]
+        else:
+            u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
+            v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
         edges = EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
     edges.weights = weights
     edges.directed = plan.directed
@@ -1016,13 +1159,17 @@ def edges_from_chunks(plan, chunks):
     return edges
 
 
-def _join_weights(chunks, m):
+def _join_weights(chunks, m, joined=None):
     """The weights of all records in file order, or None: unweighted formats, and SNAP files
     where not every line has a numeric third column (then it is read past, as before).
-    Integer chunks join float ones as float64 (exact below 2**53)."""
+    Integer chunks join float ones as float64 (exact below 2**53). ``joined``: the integer
+    array every chunk's integer weights are a slice of (used as it is when no chunk has a
+    decimal weight)."""
     if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
         return None
     ws = [c.w for c in chunks]
+    if joined is not None and joined.size == m and all(w.dtype == joined.dtype for w in ws):
+        return joined
     if any(w.dtype.kind == "f" for w in ws):
         ws = [w.astype(np.float64, copy=False) for w in ws]
     return np.concatenate(ws) if len(ws) > 1 else ws[0]
@@ -1073,10 +1220,29 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
         plan = plan_graph_file(path, plan.fmt,
                                chunk_bytes=max(1 << 20, -(-span // workers)))
     data = read_whole_file(plan) if plan.compressed else None
-    if workers == 1 or plan.chunks == 1:
-        chunks = [parse_graph_chunk(plan, j, data) for j in range(plan.chunks)]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, plan.chunks)) as pool:
-            chunks = list(pool.map(lambda j: parse_graph_chunk(plan, j, data),
-                                   range(plan.chunks)))
-    return edges_from_chunks(plan, chunks)
+    pool = (ThreadPoolExecutor(max_workers=min(workers, plan.chunks))
+            if workers > 1 and plan.chunks > 1 else None)
+    run = map if pool is None else pool.map
+    try:
+        if plan.fmt == "metis":
+            return edges_from_chunks(plan, [parse_graph_chunk(plan, 0, data)])
+        # count each chunk's records (one light pass), then parse every chunk straight
+        # into its slice of one array: no second copy of the edges, no join
+        comment_a, comment_b, _, _ = _SCANNER[plan.fmt]
+        bufs = [_chunk_bytes(plan, j, data) for j in range(plan.chunks)]
+        counts = list(run(lambda b: _count_records(b, comment_a, comment_b), bufs))
+        offsets = np.cumsum([0] + [r for _, r in counts])
+        total = int(offsets[-1])
+        u, v = np.empty(total, np.int64), np.empty(total, np.int64)
+        w = np.empty(total if plan.wmode else 1, np.int64)
+
+        def parse(j):
+            a, b = int(offsets[j]), int(offsets[j + 1])
+            return _parse_pairs_chunk(plan, bufs[j], (counts[j][0], u[a:b], v[a:b],
+                                                      w[a:b] if plan.wmode else w))
+
+        chunks = list(run(parse, range(plan.chunks)))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return edges_from_chunks(plan, chunks, (u, v, w if plan.wmode else None))
