@@ -7,10 +7,11 @@ module wires them into one task graph per command and runs it on the scheduler t
 ``--scheduler`` names (:func:`pipelines.cluster.open_scheduler`: a LocalCluster with its
 dashboard by default, an existing cluster by address, or Dask's local schedulers).
 
-Without ``--scheduler`` (and no cluster already active), ``bfs`` and ``sssp`` run in this
-process and import no Dask at all (:func:`_load_and_run`): their work is one load (the
-parser's thread pool, the CSR build's Numba threads) and one traversal whose steps depend
-on each other, so a task graph would add nothing but start-up — the LocalCluster and its
+Without ``--scheduler`` (and no cluster already active), ``bfs``, ``sssp`` and ``diameter``
+run in this process and import no Dask at all (:func:`_load_and_run`,
+:func:`_diameter_in_process`): their work is one load (the parser's thread pool, the CSR
+build's Numba threads) and traversals whose steps depend on each other (the diameter's
+components on the device, then its bounding searches), so a task graph would add nothing but start-up — the LocalCluster and its
 dashboard cost about a second of a job that takes about one (``bench graph-load``). The
 result is the same as on every scheduler (the same three steps below, run by
 :func:`terrain.graph.read_graph_file`). Any ``--scheduler`` (``local`` for the dashboard)
@@ -79,7 +80,7 @@ from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_hist
                            graph_from_edges, largest_component, load_graph, parse_graph_chunk,
                            plan_graph_file, read_whole_file, sample_sources, sssp,
                            write_graph_cache)
-from terrain.graph.diameter import weighted_diameter
+from terrain.graph.diameter import diameter, weighted_diameter
 from terrain.graph.mst import minimum_spanning_forest
 from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
 
@@ -467,18 +468,26 @@ def _weighted_task(graph, extremes, backend):
     return result, time.perf_counter() - t0
 
 
-def diameter_command(args):
-    """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
+def _diameter_in_process(args, backend, weighted):
+    """``(result, seconds)`` of ``diameter`` loaded and bounded in this process, no Dask
+    (module docstring): the components, the bounding BFS (and the effective diameter's
+    samples) run on ``backend`` one after another."""
+    graph = load_graph(args.graph, args.format, lcc=args.lcc, directed=False)
+    t0 = time.perf_counter()
+    if weighted:
+        result = weighted_diameter(graph, extremes=bool(args.all), backend=backend,
+                                   progress=True)
+    else:
+        result = diameter(graph, extremes=bool(args.all), effective=args.effective,
+                          seed=args.seed, backend=backend, progress=True)
+    return result, time.perf_counter() - t0
+
+
+def _diameter_on_scheduler(args, backend, weighted):
+    """``(result, seconds)`` of ``diameter`` as the Dask graph of :func:`build_diameter_graph`
+    (or the weighted task) on the scheduler ``args.scheduler`` names."""
     import dask
     from .cluster import compute, open_scheduler
-    backend = get_backend(args.backend)
-    if getattr(args, "path_out", None):
-        check_output_free(args.path_out)
-    weighted = getattr(args, "weighted", False)
-    if weighted and args.effective:
-        raise InputError("--effective does not combine with --weighted: the effective "
-                         "diameter is SNAP's 90th percentile of hop counts, interpolated "
-                         "between hop levels, which weighted distances do not have")
     token = _token(args.graph)
     graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
                              directed=False)
@@ -492,6 +501,23 @@ def diameter_command(args):
                                         seed=args.seed, backend=backend.name,
                                         batches=batches, token=token)
         ((result, seconds),) = compute(work, label="diameter")
+    return result, seconds
+
+
+def diameter_command(args):
+    """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
+    backend = get_backend(args.backend)
+    if getattr(args, "path_out", None):
+        check_output_free(args.path_out)
+    weighted = getattr(args, "weighted", False)
+    if weighted and args.effective:
+        raise InputError("--effective does not combine with --weighted: the effective "
+                         "diameter is SNAP's 90th percentile of hop counts, interpolated "
+                         "between hop levels, which weighted distances do not have")
+    if _in_process(args.scheduler):
+        result, seconds = _diameter_in_process(args, backend, weighted)
+    else:
+        result, seconds = _diameter_on_scheduler(args, backend, weighted)
     out = result.as_dict()
     out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)
     if getattr(args, "path_out", None):
