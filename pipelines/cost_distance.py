@@ -228,6 +228,7 @@ def _finish(out_path, solved, writes, meta):
         "read_seconds": round(res.stats.get("read_seconds", 0.0), 6),
         "write_seconds": round(float(sum(writes)), 6),
         "queue": res.stats.get("queue"),
+        "phases": res.stats.get("phases"),
         "device": res.stats.get("device"),
     })
     group = zarr.open_group(store=str(out_path), mode="r+")
