@@ -131,7 +131,9 @@ def synthetic_dem_store(path, rows, cols, seed=1, nodata=0.02, tile=512):
     g = SYNTH_GEOREF
     gt = (g["xllcorner"], g["cellsize"], 0.0, g["yllcorner"] + rows * g["cellsize"], 0.0,
           -g["cellsize"])
-    store = create_store(tmp, (rows, cols), tile, geotransform=gt, source="bench-synth")
+    from .ingest import default_compressors
+    store = create_store(tmp, (rows, cols), tile, geotransform=gt, source="bench-synth",
+                         compressors=default_compressors())
     band = tile * store.tiles_per_shard
     for r0 in range(0, rows, band):
         r1 = min(r0 + band, rows)

@@ -15,8 +15,8 @@ Dask strategy
    not fit (or ``algorithm="tiled"``), the tiled algorithm's own graph
    (:mod:`pipelines.cost_distance_tiled`: per-shard tasks on the quadtree walk, replacing
    steps 3-5).
-4. ``cost-write``: one task per band of shards writes its windows of every layer (a writer
-   owns whole shards).
+4. ``cost-write``: one task per shard window writes that window of every layer (a writer
+   owns whole shards; Blosc compresses without the GIL, so the tasks run in parallel).
 5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
 
 Bad input is found before anything runs where the headers suffice (sources outside the
@@ -38,7 +38,7 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes
+from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
@@ -163,7 +163,7 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
                                          abs(geo["geotransform"][5])]})
     # CF georeference (idempotent: an ingested DEM already wrote x, y, spatial_ref)
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
-    comp = (zarr.codecs.ZstdCodec(level=1),)
+    comp = layer_compressors()
     for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
         dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
         if name == "friction" and not with_friction:
@@ -250,13 +250,10 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
     solved = dask.delayed(_solve, pure=False)(dem_path, friction_store, spec, sources,
                                               start_costs, backend, prepared,
                                               dask_key_name=name("solve"))
-    band = spec["tile"] * spec["tiles_per_shard"]
-    bands = {}
-    for w in windows:
-        bands.setdefault(w[0] // band, []).append(w)
-    writes = [dask.delayed(_write, pure=False)(out_path, solved, ws,
+    # one task per shard window: the threads compress in parallel (Blosc releases the GIL)
+    writes = [dask.delayed(_write, pure=False)(out_path, solved, [w],
                                                dask_key_name=(name("write"), i))
-              for i, ws in sorted(bands.items())]
+              for i, w in enumerate(windows)]
     meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
     return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,

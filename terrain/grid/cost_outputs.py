@@ -8,6 +8,12 @@ its GeoTIFFs, ``info``, ``verify``, the pictures and :func:`terrain.cost_distanc
                predecessor (:data:`terrain.grid.costs.ARC_NAMES`); 255 unreached
 ``allocation`` int32, index of the nearest source (ties: the lower index); -1 unreached
 
+Every layer is compressed with Blosc LZ4 (level 5) after a bit shuffle
+(:func:`layer_compressors`): on cost distances it is about 6 times faster than zstd level 1
+and 20 % smaller (ratio 0.30 against 0.36 of raw float64 on a 4096² absdiff result), and
+Blosc releases the GIL, so the write tasks' threads compress in parallel (numcodecs' zstd
+holds it: threads do not help there). Readers see the same values whatever the codec.
+
 Examples
 --------
 >>> BACKLINK_CODES["1"], BACKLINK_CODES["9"], BACKLINK_CODES["255"]
@@ -17,10 +23,12 @@ Examples
 """
 
 import numpy as np
+import zarr
 
 from .costs import ARC_NAMES
 
-__all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes"]
+__all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
+           "layer_compressors"]
 
 # name -> (dtype, fill (= nodata), description)
 LAYERS = {
@@ -50,3 +58,12 @@ def layer_attributes(cost):
         "friction": {"long_name": "friction", "units": "cost per CRS length unit",
                      "description": "friction per cell (cost per unit length); NaN barrier"},
     }
+
+
+def layer_compressors():
+    """The codecs of the output layers (module docstring): Blosc LZ4 5 with bit shuffle.
+
+    >>> layer_compressors()[0].cname.value, layer_compressors()[0].shuffle.value
+    ('lz4', 'bitshuffle')
+    """
+    return (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
