@@ -156,6 +156,7 @@ class _Grid:
         fn = self.mod.get_function(kernel)
         grid, block = (self.blocks,), (_BLOCK,)
         graph = None
+        self.sync()  # the stream below does not wait for the default stream's work
         stream = cp.cuda.Stream(non_blocking=True)
         if use_graph:
             try:
@@ -168,6 +169,7 @@ class _Grid:
                         graph = stream.end_capture()
             except Exception:  # noqa: BLE001 - no capture here: plain launches
                 graph = None
+                stream = cp.cuda.Stream(non_blocking=True)
         launches = 0
         done = ctl[C_DONE:C_DONE + 1]
         host = np.zeros(1, np.uint64)
