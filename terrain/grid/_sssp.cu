@@ -268,6 +268,7 @@ extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __r
             }
         }
     }
+    __threadfence();  // this thread's pushes before the block's arrival below
     __syncthreads();
     if (threadIdx.x == 0) is_last = last_block(ctl);
     __syncthreads();
@@ -341,6 +342,7 @@ extern "C" __global__ void labels_step(const float* __restrict__ z, const float*
             if (nlab < old) stamped_push(v, stamp, mark, next, &ctl[C_NNEAR + 1 - cur]);
         }
     }
+    __threadfence();  // this thread's pushes before the block's arrival below
     __syncthreads();
     if (threadIdx.x == 0) is_last = last_block(ctl);
     __syncthreads();
