@@ -38,7 +38,8 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
+from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
+                                      layer_compressors, write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
@@ -206,13 +207,11 @@ def _solve(dem_path, friction_store, spec, sources, start_costs, backend, prepar
 
 def _write(out_path, solved, windows):
     res, f = solved
-    group = zarr.open_group(store=str(out_path), mode="r+")
     t0 = time.perf_counter()
-    for r0, r1, c0, c1 in windows:
-        for name in LAYERS:
-            group[name][r0:r1, c0:c1] = getattr(res, name)[r0:r1, c0:c1]
-        if f is not None:
-            group["friction"][r0:r1, c0:c1] = f[r0:r1, c0:c1]
+    layers = {name: getattr(res, name) for name in LAYERS}
+    if f is not None:
+        layers["friction"] = f
+    write_windows(out_path, layers, windows)
     return time.perf_counter() - t0
 
 

@@ -64,7 +64,8 @@ def _case(seed, cost, conn, shape=(60, 80), flat=False):
 @pytest.mark.gpu
 @pytest.mark.parametrize("queue, factor", [("near-far", None), ("near-far", 1e-6),
                                            ("near-far", 0.3), ("near-far", math.inf),
-                                           ("frontier", None)])
+                                           ("frontier", None), ("steps", None),
+                                           ("steps", 1e-6)])
 @pytest.mark.parametrize("cost, conn", [("absdiff", 8), ("friction", 4), ("tobler", 16)])
 def test_gpu_queues_equal_cpu(queue, factor, cost, conn):
     from terrain.backend import get_backend
@@ -81,18 +82,21 @@ def test_gpu_queues_equal_cpu(queue, factor, cost, conn):
         delta = near_far_delta(mean_arc_cost(zz, f, model, codes, lengths), len(codes), factor)
         if factor == math.inf:
             delta = math.inf
+    # "steps": near-far with one launch a step instead of the persistent kernels
     gpu = grid_sssp_gpu(get_backend("gpu"), zz, f, valid, model, codes, lengths, rows, cols,
-                        costs, _check_max_cost(150.0), queue=queue, delta=delta)
+                        costs, _check_max_cost(150.0), queue="near-far" if queue == "steps"
+                        else queue, delta=delta, persistent=queue != "steps")
     for name in ("distance", "allocation", "backlink", "hops"):
         a, b = getattr(cpu, name), getattr(gpu, name)
         assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("graph", [True, False])
-def test_gpu_near_far_large_frontiers_equal_cpu(graph):
+@pytest.mark.parametrize("persistent, graph", [(True, False), (False, True), (False, False)])
+def test_gpu_near_far_large_frontiers_equal_cpu(persistent, graph):
     """A grid wide enough for many blocks per step, absdiff with flats (zero costs), one
-    source in the middle and one at a corner; with and without the captured CUDA graph."""
+    source in the middle and one at a corner; the persistent kernels, and one launch a step
+    with and without the captured CUDA graph."""
     from terrain.backend import get_backend
     from terrain.grid._sssp_gpu import grid_sssp_gpu
 
@@ -105,8 +109,11 @@ def test_gpu_near_far_large_frontiers_equal_cpu(graph):
     zz, f, valid, model, codes, lengths = _prepare(z, None, "absdiff", 8, (1.0, 1.0))
     rows, cols, costs = check_sources(sources, valid, None)
     gpu = grid_sssp_gpu(get_backend("gpu"), zz, f, valid, model, codes, lengths, rows, cols,
-                        costs, _check_max_cost(None), use_graph=graph)
-    assert gpu.stats["graph"] == graph or not graph
+                        costs, _check_max_cost(None), use_graph=graph, persistent=persistent)
+    if persistent:
+        assert gpu.stats["launches"] == 1 and gpu.stats["label_launches"] == 1
+    else:
+        assert gpu.stats["graph"] == graph
     for name in ("distance", "allocation", "backlink", "hops"):
         assert np.array_equal(getattr(cpu, name), getattr(gpu, name), equal_nan=True), name
 
@@ -124,3 +131,19 @@ def test_gpu_grid_sssp_reports_phases():
         return r.distance, r.allocation, r.backlink, r.hops
 
     assert_backends_identical(run)
+
+
+@pytest.mark.gpu
+def test_download_through_pinned_stages_equals_asnumpy():
+    import cupy as cp
+
+    from terrain.grid._sssp_gpu import download
+
+    big = cp.arange(40_000_003, dtype=cp.float64) * 0.5  # 320 MB: many stages, a short tail
+    small = cp.arange(1001, dtype=cp.uint8)
+    ints = cp.arange(-5, 3_000_000, dtype=cp.int32)
+    out = download(cp, (big, small, ints))
+    for dev, host in zip((big, small, ints), out):
+        assert host.dtype == dev.dtype and np.array_equal(host, cp.asnumpy(dev))
+    (only,) = download(cp, (small,))  # below the staging threshold: plain copies
+    assert np.array_equal(only, cp.asnumpy(small))

@@ -370,3 +370,193 @@ extern "C" __global__ void pad_grid(const float* __restrict__ a, long long rows,
                      ? a[r * cols + c] : __int_as_float(0x7fc00000);
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// Persistent variants: one launch runs the whole loop, one block per SM (all resident at once),
+// with a software grid barrier between steps (grid_barrier). Every block takes the same
+// decisions from the same counters, so no block runs the control alone: lists are
+// triple-buffered (the list of step s is L[s % 3]; step s appends to L[(s + 1) % 3]; block 0
+// clears the count of L[(s + 2) % 3], last read in step s - 1, before the barrier that ends
+// step s), and the far lists the same way by split index e (the split reads F[e % 3] and
+// appends to F[(e + 1) % 3]; relax steps append to F[e % 3]). A split is a step as well (it
+// fills L[(s + 1) % 3]): no block ever changes a counter that the others read to decide the
+// current step. A step costs one barrier instead of a launch and a serial control.
+//
+// bar: [0] arrivals, [1] generation. cnt: near counts [0..2], far counts [3..5], far minima
+// [6..8] (bits), statistics [9..11] = steps, splits, cells relaxed.
+
+__device__ __forceinline__ void grid_barrier(unsigned int* bar) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned int* gen = bar + 1;
+        const unsigned int g = *gen;
+        __threadfence();
+        if (atomicAdd(&bar[0], 1u) == gridDim.x - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(&bar[1], 1u);
+        } else {
+            while (*gen == g) __nanosleep(20);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void nf_persistent(const float* __restrict__ z, const float* __restrict__ f,
+                                         int has_f, int model, const double* __restrict__ lengths,
+                                         const long long* __restrict__ offs,
+                                         const int* __restrict__ codes, int nk, u64* dist,
+                                         int* near0, int* near1, int* near2, int* far0, int* far1,
+                                         int* far2, int* near_mark, int* far_mark, u64* cnt,
+                                         unsigned int* bar, double delta, double max_cost) {
+    int* nears[3] = {near0, near1, near2};
+    int* fars[3] = {far0, far1, far2};
+    volatile u64* vc = cnt;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
+    long long s = 0, e = 0, steps = 0, splits = 0, relaxed = 0;
+    double T = -1.0, told = -1.0;
+    while (true) {
+        const long long n = (long long)vc[s % 3];
+        if (n > 0) {
+            if (boss) vc[(s + 2) % 3] = 0;
+            const int* cur = nears[s % 3];
+            int* next = nears[(s + 1) % 3];
+            u64* n_next = &cnt[(s + 1) % 3];
+            int* far = fars[e % 3];
+            u64* n_far = &cnt[3 + e % 3];
+            u64* far_min = &cnt[6 + e % 3];
+            const int stamp = (int)(s + 1), epoch = (int)e;
+            for (long long i = tid; i < n; i += stride) {
+                const int u = cur[i];
+                const double d = bits_to_double(dist[u]);
+                const float zu = z[u];
+                const float fu = has_f ? f[u] : 1.0f;
+                for (int j = 0; j < nk; ++j) {
+                    const int k = codes[j];
+                    const int v = u + (int)offs[k];
+                    if (!is_vertex(z, f, has_f, v)) continue;
+                    const u64 dv_bits = dist[v];
+                    if (dv_bits != SSSP_INF_BITS && bits_to_double(dv_bits) <= d) continue;
+                    const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model,
+                                              lengths);
+                    const double nd = __dadd_rn(d, w);
+                    if (!(nd <= max_cost)) continue;  // also drops +inf costs
+                    const u64 nd_bits = double_to_bits(nd);
+                    if (nd_bits < dv_bits) {
+                        const u64 old = atomicMin(&dist[v], nd_bits);
+                        if (nd_bits < old) {
+                            if (nd < T) {
+                                stamped_push(v, stamp, near_mark, next, n_next);
+                            } else if (atomicExch(&far_mark[v], epoch) != epoch) {
+                                list_push(v, far, n_far);
+                                atomicMin(far_min, nd_bits);
+                            }
+                        }
+                    }
+                }
+            }
+            s += 1;
+            steps += 1;
+            relaxed += n;
+        } else {
+            const long long nf = (long long)vc[3 + e % 3];
+            if (nf == 0) break;
+            const double m = fmax(T, bits_to_double(vc[6 + e % 3]));
+            double t_next = __dadd_rn(m, delta);
+            if (!(t_next > m)) t_next = nextafter(m, bits_to_double(SSSP_INF_BITS));
+            told = T;
+            T = t_next;
+            if (boss) {
+                vc[(s + 2) % 3] = 0;
+                vc[3 + (e + 2) % 3] = 0;
+                vc[6 + (e + 2) % 3] = SSSP_INF_BITS;
+            }
+            // a split is a step too: it fills L[(s + 1) % 3], so that no block changes the
+            // count (of L[s % 3]) that a slower block may still be reading to decide
+            const int* src = fars[e % 3];
+            int* dst = fars[(e + 1) % 3];
+            u64* n_dst = &cnt[3 + (e + 1) % 3];
+            u64* dst_min = &cnt[6 + (e + 1) % 3];
+            int* near = nears[(s + 1) % 3];
+            u64* n_near = &cnt[(s + 1) % 3];
+            const int stamp = (int)(s + 1), epoch = (int)(e + 1);
+            for (long long i = tid; i < nf; i += stride) {
+                const int v = src[i];
+                const u64 b = dist[v];
+                const double d = bits_to_double(b);
+                if (d < told) continue;
+                if (d < T) {
+                    stamped_push(v, stamp, near_mark, near, n_near);
+                } else if (atomicExch(&far_mark[v], epoch) != epoch) {
+                    list_push(v, dst, n_dst);
+                    atomicMin(dst_min, b);
+                }
+            }
+            s += 1;
+            e += 1;
+            splits += 1;
+        }
+        grid_barrier(bar);
+    }
+    if (boss) {
+        cnt[9] = steps;
+        cnt[10] = splits;
+        cnt[11] = relaxed;
+    }
+}
+
+extern "C" __global__ void labels_persistent(const float* __restrict__ z,
+                                             const float* __restrict__ f, int has_f, int model,
+                                             const double* __restrict__ lengths,
+                                             const long long* __restrict__ offs,
+                                             const int* __restrict__ codes, int nk,
+                                             const u64* __restrict__ dist, u64* label,
+                                             int* list0, int* list1, int* list2, int* mark,
+                                             u64* cnt, unsigned int* bar) {
+    int* lists[3] = {list0, list1, list2};
+    volatile u64* vc = cnt;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
+    long long s = 0, relaxed = 0;
+    while (true) {
+        const long long n = (long long)vc[s % 3];
+        if (n == 0) break;
+        if (boss) vc[(s + 2) % 3] = 0;
+        const int* cur = lists[s % 3];
+        int* next = lists[(s + 1) % 3];
+        u64* n_next = &cnt[(s + 1) % 3];
+        const int stamp = (int)(s + 1);
+        for (long long i = tid; i < n; i += stride) {
+            const int u = cur[i];
+            const double d = bits_to_double(dist[u]);
+            const u64 nlab = label[u] + 1ULL;
+            const float zu = z[u];
+            const float fu = has_f ? f[u] : 1.0f;
+            for (int j = 0; j < nk; ++j) {
+                const int k = codes[j];
+                const int v = u + (int)offs[k];
+                const u64 dv_bits = dist[v];
+                if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) continue;
+                const double dv = bits_to_double(dv_bits);
+                if (dv < d) continue;
+                if (nlab >= label[v]) continue;
+                const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+                if (__dadd_rn(d, w) != dv) continue;
+                const u64 old = atomicMin(&label[v], nlab);
+                if (nlab < old) stamped_push(v, stamp, mark, next, n_next);
+            }
+        }
+        s += 1;
+        relaxed += n;
+        grid_barrier(bar);
+    }
+    if (boss) {
+        cnt[9] = s;
+        cnt[11] = relaxed;
+    }
+}

@@ -121,7 +121,8 @@ class _Grid:
         self.nk = np.int32(len(codes))
         self.n = int(self.z.size)
         dev = cp.cuda.Device()
-        self.blocks = int(dev.attributes["MultiProcessorCount"]) * 4
+        self.sms = int(dev.attributes["MultiProcessorCount"])
+        self.blocks = self.sms * 4
         self.in_next = None
         self.counter = cp.zeros(1, cp.uint64)
 
@@ -186,6 +187,70 @@ class _Grid:
             if host[0]:
                 break
         return launches, graph is not None
+
+    def persistent_shape(self, fn):
+        """``(blocks, threads)`` for a persistent kernel: every block resident at once (one
+        or two per SM, as the kernel's registers allow), or the grid barrier would wait
+        forever."""
+        cp = self.cp
+        threads = 512
+        try:
+            threads = min(threads, int(fn.max_threads_per_block)) // 32 * 32
+        except Exception:  # noqa: BLE001 - attribute missing: the safe size
+            threads = 256
+        per_sm = 1
+        try:
+            per_sm = int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                fn.ptr, threads, 0))
+        except Exception:  # noqa: BLE001 - no occupancy query: one block per SM
+            per_sm = 1
+        return self.sms * max(1, min(per_sm, 2)), threads
+
+    def near_far_persistent(self, dist, start_cells, start_bits, delta, limit):
+        """Near-far SSSP in one launch of ``nf_persistent`` (grid barrier between steps)."""
+        cp = self.cp
+        n = self.n
+        nears = [cp.empty(n, cp.int32) for _ in range(3)]
+        fars = [cp.empty(n, cp.int32) for _ in range(3)]
+        near_mark = cp.full(n, -1, cp.int32)
+        far_mark = cp.full(n, -1, cp.int32)
+        m = int(start_cells.size)
+        if m:
+            fars[0][:m] = start_cells.astype(cp.int32)
+            far_mark[start_cells] = 0
+        host = np.zeros(16, np.uint64)
+        host[3] = m
+        host[6:9] = _INF_BITS
+        if m:
+            host[6] = start_bits.min()
+        cnt = cp.asarray(host)
+        bar = cp.zeros(2, cp.uint32)
+        fn = self.mod.get_function("nf_persistent")
+        blocks, threads = self.persistent_shape(fn)
+        fn((blocks,), (threads,), self.arcs() + (dist, *nears, *fars, near_mark, far_mark, cnt,
+                                                 bar, np.float64(delta), np.float64(limit)))
+        c = cnt.get()
+        return {"steps": int(c[9]), "splits": int(c[10]), "relaxed": int(c[11]),
+                "launches": 1, "persistent": [blocks, threads], "delta": float(delta)}
+
+    def labels_persistent(self, dist, label, cells):
+        """Min-label propagation in one launch of ``labels_persistent``."""
+        cp = self.cp
+        n = self.n
+        lists = [cp.empty(n, cp.int32) for _ in range(3)]
+        mark = cp.full(n, -1, cp.int32)
+        m = int(cells.size)
+        lists[0][:m] = cells.astype(cp.int32)
+        mark[cells] = 0
+        host = np.zeros(16, np.uint64)
+        host[0] = m
+        cnt = cp.asarray(host)
+        bar = cp.zeros(2, cp.uint32)
+        fn = self.mod.get_function("labels_persistent")
+        blocks, threads = self.persistent_shape(fn)
+        fn((blocks,), (threads,), self.arcs() + (dist, label, *lists, mark, cnt, bar))
+        c = cnt.get()
+        return {"label_steps": int(c[9]), "label_relaxed": int(c[11]), "label_launches": 1}
 
     def near_far(self, dist, start_cells, start_bits, delta, limit, use_graph=True):
         """Near-far SSSP from ``start_cells`` (their distances already in ``dist``)."""
@@ -255,13 +320,15 @@ class _Grid:
             rounds += 1
         return rounds
 
-    def labels(self, dist, label_cells, label_values, use_graph=True):
+    def labels(self, dist, label_cells, label_values, use_graph=True, persistent=True):
         """Min-label propagation over tight arcs from the root labels."""
         cp = self.cp
         n = self.n
         label = cp.full(n, _NO_LABEL, cp.uint64)
         cells = cp.asarray(label_cells, cp.int64)
         label[cells] = cp.asarray(label_values, cp.uint64)
+        if persistent:
+            return label, self.labels_persistent(dist, label, cells)
         list0, list1 = cp.empty(n, cp.int32), cp.empty(n, cp.int32)
         mark = cp.full(n, -1, cp.int32)
         m = int(cells.size)
@@ -293,11 +360,59 @@ class _Grid:
                            backlink, distance, allocation, hops))
         self.sync()
         t1 = time.perf_counter()
-        host = [cp.asnumpy(a).reshape(self.shape) for a in (distance, allocation, backlink, hops)]
+        host = [a.reshape(self.shape) for a in download(cp, (distance, allocation, backlink,
+                                                                 hops))]
         t2 = time.perf_counter()
         phases.update(backlinks=t1 - t0, download=t2 - t1)
         stats["phases"] = {k: round(v, 6) for k, v in phases.items()}
         return SSSPResult(*host, stats=stats)
+
+
+_STAGE_BYTES = 32 << 20
+_STAGES = 8
+
+
+def download(cp, arrays):
+    """Contiguous device arrays to new NumPy arrays, through pinned staging buffers.
+
+    A plain ``asnumpy`` into fresh pageable memory runs at about 3 GB/s on the H100 host:
+    the driver copies through its own staging buffer on one thread, and every new page
+    faults. Here the device copies into :data:`_STAGES` pinned buffers in turn while a pool
+    of threads moves the previous buffers into the NumPy arrays (page faults spread over
+    the cores; NumPy copies without the GIL).
+    """
+    import concurrent.futures
+
+    import cupyx
+    out = [np.empty(a.shape, a.dtype) for a in arrays]
+    if sum(a.nbytes for a in arrays) <= 4 * _STAGE_BYTES:
+        for a, o in zip(arrays, out):
+            a.get(out=o)
+        return out
+    stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
+    busy = [None] * _STAGES
+    stream = cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Device().synchronize()
+    d2h = cp.cuda.runtime.memcpyDeviceToHost
+    i = 0
+    with concurrent.futures.ThreadPoolExecutor(_STAGES) as pool:
+        for a, o in zip(arrays, out):
+            dst = o.reshape(-1).view(np.uint8)
+            for off in range(0, a.nbytes, _STAGE_BYTES):
+                size = min(_STAGE_BYTES, a.nbytes - off)
+                k = i % _STAGES
+                if busy[k] is not None:
+                    busy[k].result()
+                buf = stages[k]
+                cp.cuda.runtime.memcpyAsync(buf.ctypes.data, a.data.ptr + off, size, d2h,
+                                            stream.ptr)
+                stream.synchronize()
+                busy[k] = pool.submit(np.copyto, dst[off:off + size], buf[:size])
+                i += 1
+        for b in busy:
+            if b is not None:
+                b.result()
+    return out
 
 
 def _root_labels(seeds, seed_dist, seed_label, final_dist):
@@ -312,11 +427,13 @@ def _root_labels(seeds, seed_dist, seed_label, final_dist):
 
 
 def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
-                  queue="near-far", delta=None, use_graph=True):
+                  queue="near-far", delta=None, use_graph=True, persistent=True):
     """GPU twin of ``_grid_sssp_cpu`` (same arguments after checking).
 
     ``queue``: ``"near-far"`` (default) or ``"frontier"``; ``delta``: the near-far bucket
-    width (default :func:`near_far_delta` of the sampled mean arc cost).
+    width (default :func:`near_far_delta` of the sampled mean arc cost); ``persistent``:
+    the whole loop in one launch with a grid barrier between steps (default), else one
+    launch a step (``use_graph``: replayed from a captured CUDA graph).
     """
     cp = be.xp
     phases = {}
@@ -346,7 +463,10 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
             mean = mean_arc_cost(z, f, model, codes, lengths)
             delta = near_far_delta(mean, len(codes))
             stats["mean_arc_cost"] = mean
-        stats.update(g.near_far(dist, d_cells, start_bits, float(delta), limit, use_graph))
+        if persistent:
+            stats.update(g.near_far_persistent(dist, d_cells, start_bits, float(delta), limit))
+        else:
+            stats.update(g.near_far(dist, d_cells, start_bits, float(delta), limit, use_graph))
     else:
         raise ValueError(f"queue {queue!r}: expected near-far or frontier")
     g.sync()
@@ -354,7 +474,7 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
     phases["distance"] = t2 - t1
     final = cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size else seed_dist
     cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
-    label, lstats = g.labels(dist, cells, labels, use_graph)
+    label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
     stats.update(lstats)
     stats["rounds"] = stats.get("rounds", stats.get("steps"))
     stats["label_rounds"] = lstats["label_steps"]
