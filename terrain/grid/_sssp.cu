@@ -382,26 +382,48 @@ extern "C" __global__ void pad_grid(const float* __restrict__ a, long long rows,
 // fills L[(s + 1) % 3]): no block ever changes a counter that the others read to decide the
 // current step. A step costs one barrier instead of a launch and a serial control.
 //
-// bar: [0] arrivals, [1] generation. cnt: near counts [0..2], far counts [3..5], far minima
+// bar: [0] arrivals, [1] generation, [2] abort. cnt: near counts [0..2], far counts [3..5], far minima
 // [6..8] (bits), statistics [9..11] = steps, splits, cells relaxed.
 
-__device__ __forceinline__ void grid_barrier(unsigned int* bar) {
+#define BARRIER_TIMEOUT_NS 5000000000ULL
+
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Returns false when the run is aborted: a block waited BARRIER_TIMEOUT_NS (the blocks were
+// not all resident, which the launcher sizes against) or another block gave up; the
+// launcher then starts over with one launch a step.
+__device__ __forceinline__ bool grid_barrier(unsigned int* bar) {
+    __shared__ bool ok;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        volatile unsigned int* gen = bar + 1;
-        const unsigned int g = *gen;
+        volatile unsigned int* vbar = bar;
+        const unsigned int g = vbar[1];
+        ok = true;
         __threadfence();
         if (atomicAdd(&bar[0], 1u) == gridDim.x - 1) {
             bar[0] = 0;
             __threadfence();
             atomicAdd(&bar[1], 1u);
         } else {
-            while (*gen == g) __nanosleep(20);
+            const unsigned long long t0 = global_ns();
+            while (vbar[1] == g) {
+                __nanosleep(32);
+                if (vbar[2] || global_ns() - t0 > BARRIER_TIMEOUT_NS) {
+                    atomicExch(&bar[2], 1u);
+                    break;
+                }
+            }
         }
         __threadfence();
+        ok = vbar[2] == 0;
     }
     __syncthreads();
+    return ok;
 }
 
 extern "C" __global__ void nf_persistent(const float* __restrict__ z, const float* __restrict__ f,
@@ -419,6 +441,7 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
     const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
     long long s = 0, e = 0, steps = 0, splits = 0, relaxed = 0;
     double T = -1.0, told = -1.0;
+    if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
     while (true) {
         const long long n = (long long)vc[s % 3];
         if (n > 0) {
@@ -500,7 +523,7 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
             e += 1;
             splits += 1;
         }
-        grid_barrier(bar);
+        if (!grid_barrier(bar)) break;
     }
     if (boss) {
         cnt[9] = steps;
@@ -523,6 +546,7 @@ extern "C" __global__ void labels_persistent(const float* __restrict__ z,
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
     long long s = 0, relaxed = 0;
+    if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
     while (true) {
         const long long n = (long long)vc[s % 3];
         if (n == 0) break;
@@ -553,7 +577,7 @@ extern "C" __global__ void labels_persistent(const float* __restrict__ z,
         }
         s += 1;
         relaxed += n;
-        grid_barrier(bar);
+        if (!grid_barrier(bar)) break;
     }
     if (boss) {
         cnt[9] = s;

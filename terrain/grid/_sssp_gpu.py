@@ -224,12 +224,14 @@ class _Grid:
         if m:
             host[6] = start_bits.min()
         cnt = cp.asarray(host)
-        bar = cp.zeros(2, cp.uint32)
+        bar = cp.zeros(3, cp.uint32)
         fn = self.mod.get_function("nf_persistent")
         blocks, threads = self.persistent_shape(fn)
         fn((blocks,), (threads,), self.arcs() + (dist, *nears, *fars, near_mark, far_mark, cnt,
                                                  bar, np.float64(delta), np.float64(limit)))
         c = cnt.get()
+        if bar.get()[2]:
+            return None  # aborted: blocks not all resident
         return {"steps": int(c[9]), "splits": int(c[10]), "relaxed": int(c[11]),
                 "launches": 1, "persistent": [blocks, threads], "delta": float(delta)}
 
@@ -245,11 +247,13 @@ class _Grid:
         host = np.zeros(16, np.uint64)
         host[0] = m
         cnt = cp.asarray(host)
-        bar = cp.zeros(2, cp.uint32)
+        bar = cp.zeros(3, cp.uint32)
         fn = self.mod.get_function("labels_persistent")
         blocks, threads = self.persistent_shape(fn)
         fn((blocks,), (threads,), self.arcs() + (dist, label, *lists, mark, cnt, bar))
         c = cnt.get()
+        if bar.get()[2]:
+            return None  # aborted: blocks not all resident
         return {"label_steps": int(c[9]), "label_relaxed": int(c[11]), "label_launches": 1}
 
     def near_far(self, dist, start_cells, start_bits, delta, limit, use_graph=True):
@@ -328,7 +332,11 @@ class _Grid:
         cells = cp.asarray(label_cells, cp.int64)
         label[cells] = cp.asarray(label_values, cp.uint64)
         if persistent:
-            return label, self.labels_persistent(dist, label, cells)
+            st = self.labels_persistent(dist, label, cells)
+            if st is not None:
+                return label, st
+            label.fill(_NO_LABEL)  # aborted: start over, one launch a step
+            label[cells] = cp.asarray(label_values, cp.uint64)
         list0, list1 = cp.empty(n, cp.int32), cp.empty(n, cp.int32)
         mark = cp.full(n, -1, cp.int32)
         m = int(cells.size)
@@ -463,10 +471,16 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
             mean = mean_arc_cost(z, f, model, codes, lengths)
             delta = near_far_delta(mean, len(codes))
             stats["mean_arc_cost"] = mean
+        st = None
         if persistent:
-            stats.update(g.near_far_persistent(dist, d_cells, start_bits, float(delta), limit))
-        else:
-            stats.update(g.near_far(dist, d_cells, start_bits, float(delta), limit, use_graph))
+            st = g.near_far_persistent(dist, d_cells, start_bits, float(delta), limit)
+            if st is None:  # aborted: start over, one launch a step
+                dist.fill(_INF_BITS)
+                if start_cells.size:
+                    dist[d_cells] = cp.asarray(start_bits)
+        if st is None:
+            st = g.near_far(dist, d_cells, start_bits, float(delta), limit, use_graph)
+        stats.update(st)
     else:
         raise ValueError(f"queue {queue!r}: expected near-far or frontier")
     g.sync()
