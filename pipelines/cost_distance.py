@@ -39,7 +39,7 @@ from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
-                                      layer_compressors, write_windows)
+                                      layer_compressors, read_layer, write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
@@ -175,8 +175,7 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
 
 
 def _read_full(path, layer="elevation"):
-    arr = zarr.open_array(store=str(path), path=layer, mode="r")
-    return np.asarray(arr[:, :], dtype=np.float32)
+    return read_layer(path, layer, np.float32)
 
 
 def _solve(dem_path, friction_store, spec, sources, start_costs, backend, prepared):

@@ -17,6 +17,8 @@ holds it: threads do not help there). Readers see the same values whatever the c
 :func:`write_windows` writes one window of several layers on an asyncio event loop of the
 calling thread: zarr's synchronous API runs every caller's coroutines on one shared loop
 thread, where each shard's copies and fill-value checks then queue behind the others'.
+:func:`read_layer` reads a whole layer (the solve's elevation and friction) the same way,
+shard by shard from a pool of threads.
 
 Examples
 --------
@@ -27,6 +29,8 @@ Examples
 """
 
 import asyncio
+import concurrent.futures
+import os
 
 import numpy as np
 import zarr
@@ -34,7 +38,7 @@ import zarr
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
-           "layer_compressors", "write_windows"]
+           "layer_compressors", "write_windows", "read_layer"]
 
 # name -> (dtype, fill (= nodata), description)
 LAYERS = {
@@ -106,3 +110,42 @@ async def _write_windows(store_path, layers, windows):
         arr = await open_array(store=store_path, path=name, mode="r+")
         for r0, r1, c0, c1 in windows:
             await arr.setitem((slice(r0, r1), slice(c0, c1)), values[r0:r1, c0:c1])
+
+
+def read_layer(store_path, layer, dtype=None, workers=None):
+    """The whole layer ``layer`` of the Zarr store at ``store_path`` as a NumPy array, its
+    shards read by ``workers`` threads (default: the CPU count), each on an event loop of
+    its own (module docstring).
+
+    >>> import tempfile, os
+    >>> from terrain.tiles.store import create_layer
+    >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> a = create_layer(d, "allocation", "int32", -1, 4, (5, 6))
+    >>> a[1:3, 2:6] = 7
+    >>> read_layer(d, "allocation")[:3].tolist()
+    [[-1, -1, -1, -1, -1, -1], [-1, -1, 7, 7, 7, 7], [-1, -1, 7, 7, 7, 7]]
+    """
+    arr = zarr.open_array(store=str(store_path), path=layer, mode="r")
+    rows, cols = arr.shape
+    side = getattr(arr, "shards", None) or arr.chunks
+    out = np.empty((rows, cols), dtype or arr.dtype)
+    windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
+               for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(windows)))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        batches = [windows[i::workers] for i in range(workers)]
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda b: asyncio.run(_read_windows(str(store_path), layer, b, out)),
+                          batches))
+        return out
+    out[...] = arr[:, :]
+    return out
+
+
+async def _read_windows(store_path, layer, windows, out):
+    from zarr.api.asynchronous import open_array
+    arr = await open_array(store=store_path, path=layer, mode="r")
+    for r0, r1, c0, c1 in windows:
+        out[r0:r1, c0:c1] = await arr.getitem((slice(r0, r1), slice(c0, c1)))
