@@ -442,7 +442,9 @@ def _format_summary(s):
         f"algorithm {s['algorithm']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
         f"time      {s['seconds']:.2f} s (solve {s['solve_seconds']:.2f} s, read "
         f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s)",
-    ] + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
+    ] + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
+         if s.get("phases") else [])
+      + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
 def cost_distance_command(args):
