@@ -169,7 +169,8 @@ def whole_process(args):
     print(f"{'implementation':36s} {'wall s':>8s}  inside the run")
     print(f"{'terrain cost-distance (' + s['algorithm'] + ')':36s} {wall:8.2f}  "
           f"run {s['seconds']:.2f} s: read {s['read_seconds']:.2f}, solve "
-          f"{s['solve_seconds']:.2f}, write {s['write_seconds']:.2f} (task s)")
+          f"{s['solve_seconds']:.2f}, write {s.get('write_wall_seconds', 0.0):.2f} (wall; "
+          f"{s['write_seconds']:.2f} task s)")
     if s.get("phases"):
         print("solve phases: " + ", ".join(f"{k} {v:.3f} s" for k, v in s["phases"].items()))
     print(f"reached {s['reached_cells']} cells, max distance {s['max_distance']}, queue "

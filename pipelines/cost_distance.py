@@ -211,7 +211,7 @@ def _write(out_path, solved, windows):
     if f is not None:
         layers["friction"] = f
     write_windows(out_path, layers, windows)
-    return time.perf_counter() - t0
+    return t0, time.perf_counter()
 
 
 def _finish(out_path, solved, writes, meta):
@@ -224,7 +224,9 @@ def _finish(out_path, solved, writes, meta):
         "max_distance": float(np.nanmax(d)) if reached else None,
         "solve_seconds": round(res.stats.get("seconds", 0.0), 6),
         "read_seconds": round(res.stats.get("read_seconds", 0.0), 6),
-        "write_seconds": round(float(sum(writes)), 6),
+        "write_seconds": round(float(sum(t1 - t0 for t0, t1 in writes)), 6),
+        "write_wall_seconds": round(max(t1 for _, t1 in writes) - min(t0 for t0, _ in writes)
+                                    if writes else 0.0, 6),
         "queue": res.stats.get("queue"),
         "phases": res.stats.get("phases"),
         "device": res.stats.get("device"),

@@ -398,8 +398,7 @@ __device__ __forceinline__ unsigned long long global_ns() {
 // launcher then starts over with one launch a step.
 __device__ __forceinline__ bool grid_barrier(unsigned int* bar) {
     __shared__ bool ok;
-    __threadfence();
-    __syncthreads();
+    __syncthreads();  // then thread 0's fence publishes the block's writes (as cg grid.sync)
     if (threadIdx.x == 0) {
         volatile unsigned int* vbar = bar;
         const unsigned int g = vbar[1];
@@ -439,6 +438,9 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
+    // blockDim is a multiple of nk (4, 8 or 16)
+    const long long cell0 = tid / nk, cell_stride = stride / nk;
+    const int my_code = codes[threadIdx.x % nk];
     long long s = 0, e = 0, steps = 0, splits = 0, relaxed = 0;
     double T = -1.0, told = -1.0;
     if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
@@ -453,13 +455,14 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
             u64* n_far = &cnt[3 + e % 3];
             u64* far_min = &cnt[6 + e % 3];
             const int stamp = (int)(s + 1), epoch = (int)e;
-            for (long long i = tid; i < n; i += stride) {
+            // one thread per (cell, arc): the nk arcs of a cell are nk neighbouring lanes
+            for (long long i = cell0; i < n; i += cell_stride) {
                 const int u = cur[i];
                 const double d = bits_to_double(dist[u]);
                 const float zu = z[u];
                 const float fu = has_f ? f[u] : 1.0f;
-                for (int j = 0; j < nk; ++j) {
-                    const int k = codes[j];
+                {
+                    const int k = my_code;
                     const int v = u + (int)offs[k];
                     if (!is_vertex(z, f, has_f, v)) continue;
                     const u64 dv_bits = dist[v];
@@ -545,6 +548,8 @@ extern "C" __global__ void labels_persistent(const float* __restrict__ z,
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
+    const long long cell0 = tid / nk, cell_stride = stride / nk;
+    const int my_code = codes[threadIdx.x % nk];
     long long s = 0, relaxed = 0;
     if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
     while (true) {
@@ -555,14 +560,15 @@ extern "C" __global__ void labels_persistent(const float* __restrict__ z,
         int* next = lists[(s + 1) % 3];
         u64* n_next = &cnt[(s + 1) % 3];
         const int stamp = (int)(s + 1);
-        for (long long i = tid; i < n; i += stride) {
+        // one thread per (cell, arc), as in nf_persistent
+        for (long long i = cell0; i < n; i += cell_stride) {
             const int u = cur[i];
             const double d = bits_to_double(dist[u]);
             const u64 nlab = label[u] + 1ULL;
             const float zu = z[u];
             const float fu = has_f ? f[u] : 1.0f;
-            for (int j = 0; j < nk; ++j) {
-                const int k = codes[j];
+            {
+                const int k = my_code;
                 const int v = u + (int)offs[k];
                 const u64 dv_bits = dist[v];
                 if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) continue;
