@@ -217,11 +217,15 @@ def _write(out_path, solved, windows):
 def _finish(out_path, solved, writes, meta):
     res, _ = solved
     d = res.distance
-    reached = int(np.count_nonzero(~np.isnan(d)))
+    if "reached_cells" in res.stats:  # counted on the device already
+        reached, max_d = res.stats["reached_cells"], res.stats["max_distance"]
+    else:
+        reached = int(np.count_nonzero(~np.isnan(d)))
+        max_d = float(np.nanmax(d)) if reached else None
     summary = dict(meta)
     summary.update({
         "reached_cells": reached,
-        "max_distance": float(np.nanmax(d)) if reached else None,
+        "max_distance": max_d,
         "solve_seconds": round(res.stats.get("seconds", 0.0), 6),
         "read_seconds": round(res.stats.get("read_seconds", 0.0), 6),
         "write_seconds": round(float(sum(t1 - t0 for t0, t1 in writes)), 6),

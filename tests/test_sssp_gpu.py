@@ -128,6 +128,8 @@ def test_gpu_grid_sssp_reports_phases():
             assert r.stats["queue"] == "near-far"
             assert set(r.stats["phases"]) >= {"upload", "distance", "labels", "backlinks",
                                               "download"}
+            assert r.stats["reached_cells"] == np.count_nonzero(~np.isnan(r.distance))
+            assert r.stats["max_distance"] == np.nanmax(r.distance)
         return r.distance, r.allocation, r.backlink, r.hops
 
     assert_backends_identical(run)

@@ -366,6 +366,9 @@ class _Grid:
             ((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
             self.arcs() + (dist, label, np.int64(rows), np.int64(cols), np.int32(PAD),
                            backlink, distance, allocation, hops))
+        reached = int(cp.count_nonzero(allocation >= 0))
+        stats["reached_cells"] = reached
+        stats["max_distance"] = float(cp.nanmax(distance)) if reached else None
         self.sync()
         t1 = time.perf_counter()
         host = [a.reshape(self.shape) for a in download(cp, (distance, allocation, backlink,
