@@ -79,10 +79,11 @@ def layer_compressors():
     return (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
 
 
-def write_windows(store_path, layers, windows):
+def write_windows(store_path, layers, windows, config=None):
     """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
     ``store_path`` for every window ``(r0, r1, c0, c1)``, on an event loop of this thread
     (module docstring); through zarr's shared loop when this thread runs a loop already.
+    ``config``: zarr's runtime array configuration for these writes (default zarr's).
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -96,18 +97,21 @@ def write_windows(store_path, layers, windows):
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        asyncio.run(_write_windows(str(store_path), layers, windows))
+        asyncio.run(_write_windows(str(store_path), layers, windows, config))
         return
     group = zarr.open_group(store=str(store_path), mode="r+")
     for r0, r1, c0, c1 in windows:
         for name, values in layers.items():
-            group[name][r0:r1, c0:c1] = values[r0:r1, c0:c1]
+            arr = group[name] if config is None else group[name].with_config(config)
+            arr[r0:r1, c0:c1] = values[r0:r1, c0:c1]
 
 
-async def _write_windows(store_path, layers, windows):
+async def _write_windows(store_path, layers, windows, config):
     from zarr.api.asynchronous import open_array
     for name, values in layers.items():
         arr = await open_array(store=store_path, path=name, mode="r+")
+        if config is not None:
+            arr = arr.with_config(config)
         for r0, r1, c0, c1 in windows:
             await arr.setitem((slice(r0, r1), slice(c0, c1)), values[r0:r1, c0:c1])
 
