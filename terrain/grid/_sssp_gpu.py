@@ -41,8 +41,9 @@ _BLOCK = 256
 _BATCH = 64  # launches per host check (and per captured graph)
 _INF_BITS = np.uint64(0x7FF0000000000000)
 _NO_LABEL = np.uint64(0xFFFFFFFFFFFFFFFF)
-#: Multiplier of Davidson's ``32 w / d`` bucket width (tuned on the H100: docs/benchmarks.md).
-DELTA_FACTOR = 1.0
+#: Multiplier of Davidson's ``32 w / d`` bucket width: 2 was the fastest of 0.5, 1 and 2 at
+#: 8192² and at the Neuse size (absdiff, H200, persistent kernels; docs/benchmarks.md).
+DELTA_FACTOR = 2.0
 _SAMPLE_SIDE = 256
 
 # ctl slots (the C_* of _sssp.cu)
@@ -90,7 +91,7 @@ def near_far_delta(mean_cost, degree, factor=None):
     """Bucket width of the near-far queue: ``factor * 32 / degree * mean_cost``; ``inf``
     (one bucket: plain label-correcting) when the mean cost is 0, not finite or unknown.
 
-    >>> near_far_delta(0.5, 8), near_far_delta(0.0, 8), near_far_delta(2.0, 4, factor=0.5)
+    >>> near_far_delta(0.5, 8, factor=1), near_far_delta(0.0, 8), near_far_delta(2.0, 4, 0.5)
     (2.0, inf, 8.0)
     """
     factor = DELTA_FACTOR if factor is None else float(factor)
