@@ -15,8 +15,8 @@ Dask strategy
    not fit (or ``algorithm="tiled"``), the tiled algorithm's own graph
    (:mod:`pipelines.cost_distance_tiled`: per-shard tasks on the quadtree walk, replacing
    steps 3-5).
-4. ``cost-write``: one task per band of shards writes its windows of every layer (a writer
-   owns whole shards).
+4. ``cost-write``: one task per shard window writes that window of every layer (a writer
+   owns whole shards; Blosc compresses without the GIL, so the tasks run in parallel).
 5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
 
 Bad input is found before anything runs where the headers suffice (sources outside the
@@ -38,7 +38,8 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes
+from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
+                                      layer_compressors, read_layer, write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
@@ -163,7 +164,7 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
                                          abs(geo["geotransform"][5])]})
     # CF georeference (idempotent: an ingested DEM already wrote x, y, spatial_ref)
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
-    comp = (zarr.codecs.ZstdCodec(level=1),)
+    comp = layer_compressors()
     for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
         dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
         if name == "friction" and not with_friction:
@@ -174,8 +175,7 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
 
 
 def _read_full(path, layer="elevation"):
-    arr = zarr.open_array(store=str(path), path=layer, mode="r")
-    return np.asarray(arr[:, :], dtype=np.float32)
+    return read_layer(path, layer, np.float32)
 
 
 def _solve(dem_path, friction_store, spec, sources, start_costs, backend, prepared):
@@ -206,28 +206,33 @@ def _solve(dem_path, friction_store, spec, sources, start_costs, backend, prepar
 
 def _write(out_path, solved, windows):
     res, f = solved
-    group = zarr.open_group(store=str(out_path), mode="r+")
     t0 = time.perf_counter()
-    for r0, r1, c0, c1 in windows:
-        for name in LAYERS:
-            group[name][r0:r1, c0:c1] = getattr(res, name)[r0:r1, c0:c1]
-        if f is not None:
-            group["friction"][r0:r1, c0:c1] = f[r0:r1, c0:c1]
-    return time.perf_counter() - t0
+    layers = {name: getattr(res, name) for name in LAYERS}
+    if f is not None:
+        layers["friction"] = f
+    write_windows(out_path, layers, windows)
+    return t0, time.perf_counter()
 
 
 def _finish(out_path, solved, writes, meta):
     res, _ = solved
     d = res.distance
-    reached = int(np.count_nonzero(~np.isnan(d)))
+    if "reached_cells" in res.stats:  # counted on the device already
+        reached, max_d = res.stats["reached_cells"], res.stats["max_distance"]
+    else:
+        reached = int(np.count_nonzero(~np.isnan(d)))
+        max_d = float(np.nanmax(d)) if reached else None
     summary = dict(meta)
     summary.update({
         "reached_cells": reached,
-        "max_distance": float(np.nanmax(d)) if reached else None,
+        "max_distance": max_d,
         "solve_seconds": round(res.stats.get("seconds", 0.0), 6),
         "read_seconds": round(res.stats.get("read_seconds", 0.0), 6),
-        "write_seconds": round(float(sum(writes)), 6),
+        "write_seconds": round(float(sum(t1 - t0 for t0, t1 in writes)), 6),
+        "write_wall_seconds": round(max(t1 for _, t1 in writes) - min(t0 for t0, _ in writes)
+                                    if writes else 0.0, 6),
         "queue": res.stats.get("queue"),
+        "phases": res.stats.get("phases"),
         "device": res.stats.get("device"),
     })
     group = zarr.open_group(store=str(out_path), mode="r+")
@@ -249,13 +254,10 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
     solved = dask.delayed(_solve, pure=False)(dem_path, friction_store, spec, sources,
                                               start_costs, backend, prepared,
                                               dask_key_name=name("solve"))
-    band = spec["tile"] * spec["tiles_per_shard"]
-    bands = {}
-    for w in windows:
-        bands.setdefault(w[0] // band, []).append(w)
-    writes = [dask.delayed(_write, pure=False)(out_path, solved, ws,
+    # one task per shard window: the threads compress in parallel (Blosc releases the GIL)
+    writes = [dask.delayed(_write, pure=False)(out_path, solved, [w],
                                                dask_key_name=(name("write"), i))
-              for i, ws in sorted(bands.items())]
+              for i, w in enumerate(windows)]
     meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
     return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
@@ -446,7 +448,9 @@ def _format_summary(s):
         f"algorithm {s['algorithm']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
         f"time      {s['seconds']:.2f} s (solve {s['solve_seconds']:.2f} s, read "
         f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s)",
-    ] + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
+    ] + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
+         if s.get("phases") else [])
+      + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
 def cost_distance_command(args):

@@ -389,6 +389,13 @@ def build_parser():
     b.add_argument("--rows", type=_positive_int, default=4096, help="synthetic grid rows (default 4096)")
     b.add_argument("--cols", type=_positive_int, default=4096, help="synthetic grid columns (default 4096)")
     b.add_argument("--seed", type=int, default=0, help="random seed of the friction raster")
+    b.add_argument("--whole-process", action="store_true",
+                   help="time the cost-distance command on a synthesised store (give --rows "
+                   "12555 --cols 17630 for the Neuse 40-ft size)")
+    b.add_argument("--cost", choices=("absdiff", "tobler"), default="absdiff",
+                   help="with --whole-process: the cost model (default absdiff)")
+    b.add_argument("--workdir", default=None,
+                   help="with --whole-process: where the store is kept (reused)")
     _add_backend(b)
     b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
     b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")

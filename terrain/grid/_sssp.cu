@@ -10,8 +10,9 @@
 // 1. sssp_relax: label-correcting relaxation of a frontier (a list of cells whose distance
 //    dropped); a cell whose distance drops is appended to the next frontier once (flag).
 //    The fixed point is the least one: the left-fold minimum over paths, as on the CPU.
-// 2. labels_relax: min-label propagation of (alloc, hops) over tight arcs
-//    (dist[u] + w == dist[v], exact), the same frontier scheme.
+//    (queue="frontier": kept to compare with nf_step below, the default.)
+// 2. labels_step (below): min-label propagation of (alloc, hops) over tight arcs
+//    (dist[u] + w == dist[v], exact), the loop on the device.
 // 3. backlinks: per cell, the lowest arc code k whose neighbour is a tight predecessor with
 //    label == label[v] - 1.
 #include "_costs.cuh"
@@ -81,38 +82,6 @@ extern "C" __global__ void clear_flags(const long long* __restrict__ frontier, l
     if (i < n) in_next[frontier[i]] = 0;
 }
 
-extern "C" __global__ void labels_relax(const float* __restrict__ z, const float* __restrict__ f,
-                                        int has_f, int model, const double* __restrict__ lengths,
-                                        const long long* __restrict__ offs,
-                                        const int* __restrict__ codes, int nk,
-                                        const u64* __restrict__ dist, u64* __restrict__ label,
-                                        const long long* __restrict__ frontier,
-                                        long long n_frontier, int* __restrict__ in_next,
-                                        long long* __restrict__ next,
-                                        unsigned long long* __restrict__ n_next) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_frontier) return;
-    const long long u = frontier[i];
-    const double d = __longlong_as_double((long long)dist[u]);
-    const u64 nlab = label[u] + 1ULL;
-    const float zu = z[u];
-    const float fu = has_f ? f[u] : 1.0f;
-    for (int j = 0; j < nk; ++j) {
-        const int k = codes[j];
-        const long long v = u + offs[k];
-        const u64 dv_bits = dist[v];
-        if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) continue;
-        const double dv = __longlong_as_double((long long)dv_bits);
-        if (dv < d) continue;
-        const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
-        if (__dadd_rn(d, w) != dv) continue;
-        if (nlab < label[v]) {
-            const u64 old = atomicMin(&label[v], nlab);
-            if (nlab < old) push_next(v, in_next, next, n_next);
-        }
-    }
-}
-
 // Backlink codes (0 root, k+1, 255 unreached) of the unpadded grid, and its distance (NaN
 // where unreached), allocation and hops (-1 where unreached).
 extern "C" __global__ void backlinks(const float* __restrict__ z, const float* __restrict__ f,
@@ -161,4 +130,463 @@ extern "C" __global__ void backlinks(const float* __restrict__ z, const float* _
         }
     }
     backlink[i] = code;
+}
+
+// ------------------------------------------------------------------------------------------
+// Near-far SSSP (Davidson, Baxter, Garland, Owens 2014) and tight-arc label propagation with
+// the iteration loop on the device.
+//
+// One launch of nf_step is one step: it either relaxes the near list (every cell whose
+// distance dropped below the threshold T and was not yet relaxed with that distance) or,
+// when the near list ran dry, splits the far list (cells whose distance is >= T) at the
+// next threshold. The last block to finish a launch (a counter in ctl) does the control:
+// it swaps the double-buffered lists and decides the next step, so the host only enqueues
+// launches and reads ctl[C_DONE] every few dozen steps. Lists hold flat cell indices (the
+// padded grid has < 2^31 cells); a cell enters a list at most once per list (stamps in
+// near_mark / far_mark: the step id or the far epoch that list belongs to).
+//
+// Invariant: a cell whose latest distance has not been relaxed is in the near list when
+// that distance is < T, else in the far list. Far entries whose distance fell below the
+// previous threshold were relaxed through a near list already and are dropped at the
+// split. Any order of relaxations reaches the same least fixed point (fl(d + w) is
+// monotone in d), so the distances are the CPU's bits.
+
+#define C_NNEAR 0    // 0, 1: sizes of the near lists
+#define C_NFAR 2     // 2, 3: sizes of the far lists
+#define C_CUR 4      // the near list being relaxed
+#define C_FCUR 5     // the far list being filled
+#define C_STEP 6     // step id (the stamp of the current near list)
+#define C_EPOCH 7    // far epoch (the stamp of the current far list)
+#define C_T 8        // threshold (float64 bits)
+#define C_TOLD 9     // previous threshold (float64 bits)
+#define C_FARMIN 10  // smallest distance pushed to the current far list (bits)
+#define C_SPLIT 11   // 1: this step splits the far list
+#define C_DONE 12
+#define C_BLOCKS 13  // blocks finished in this launch
+#define C_DELTA 14   // bucket width (float64 bits)
+#define C_NSTEPS 15  // relax steps run
+#define C_NSPLITS 16 // splits run
+#define C_NPROC 17   // cells relaxed, summed over steps
+
+__device__ __forceinline__ double bits_to_double(u64 b) {
+    return __longlong_as_double((long long)b);
+}
+__device__ __forceinline__ u64 double_to_bits(double d) {
+    return (u64)__double_as_longlong(d);
+}
+
+// Append v to list (size *count), one atomicAdd per warp and list.
+__device__ __forceinline__ void list_push(int v, int* list, u64* count) {
+    const unsigned active = __activemask();
+    const unsigned peers = __match_any_sync(active, (unsigned long long)count);
+    const int lane = threadIdx.x & 31;
+    const int leader = __ffs(peers) - 1;
+    u64 base = 0;
+    if (lane == leader) base = atomicAdd(count, (u64)__popc(peers));
+    base = __shfl_sync(peers, base, leader);
+    list[base + __popc(peers & ((1u << lane) - 1u))] = v;
+}
+
+// Append v unless its stamp says it is in that list already.
+__device__ __forceinline__ void stamped_push(int v, int stamp, int* mark, int* list,
+                                             u64* count) {
+    if (atomicExch(&mark[v], stamp) != stamp) list_push(v, list, count);
+}
+
+// Called by thread 0 of every block after its work: true in the last block to finish.
+__device__ __forceinline__ bool last_block(u64* ctl) {
+    __threadfence();
+    const u64 done = atomicAdd(&ctl[C_BLOCKS], 1ULL);
+    return done == (u64)gridDim.x - 1;
+}
+
+extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __restrict__ f,
+                                   int has_f, int model, const double* __restrict__ lengths,
+                                   const long long* __restrict__ offs,
+                                   const int* __restrict__ codes, int nk, u64* dist,
+                                   int* near0, int* near1, int* far0, int* far1,
+                                   int* near_mark, int* far_mark, u64* ctl, double max_cost) {
+    __shared__ bool is_last;
+    if (ctl[C_DONE]) return;
+    const int split = (int)ctl[C_SPLIT];
+    const int cur = (int)ctl[C_CUR];
+    const int fcur = (int)ctl[C_FCUR];
+    int* near_cur = cur ? near1 : near0;
+    int* near_next = cur ? near0 : near1;
+    int* far_cur = fcur ? far1 : far0;
+    int* far_next = fcur ? far0 : far1;
+    const int epoch = (int)ctl[C_EPOCH];
+    const double T = bits_to_double(ctl[C_T]);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (split) {
+        // far list -> near list (distance < T), next far list (>= T) or dropped (< T_old)
+        const long long n = (long long)ctl[C_NFAR + fcur];
+        const double told = bits_to_double(ctl[C_TOLD]);
+        const int stamp = (int)ctl[C_STEP];
+        for (long long i = tid; i < n; i += stride) {
+            const int v = far_cur[i];
+            const u64 b = dist[v];
+            const double d = bits_to_double(b);
+            if (d < told) continue;
+            if (d < T) {
+                stamped_push(v, stamp, near_mark, near_cur, &ctl[C_NNEAR + cur]);
+            } else if (atomicExch(&far_mark[v], epoch) != epoch) {
+                list_push(v, far_next, &ctl[C_NFAR + 1 - fcur]);
+                atomicMin(&ctl[C_FARMIN], b);
+            }
+        }
+    } else {
+        const long long n = (long long)ctl[C_NNEAR + cur];
+        const int stamp = (int)ctl[C_STEP] + 1;
+        for (long long i = tid; i < n; i += stride) {
+            const int u = near_cur[i];
+            const double d = bits_to_double(dist[u]);
+            const float zu = z[u];
+            const float fu = has_f ? f[u] : 1.0f;
+            for (int j = 0; j < nk; ++j) {
+                const int k = codes[j];
+                const int v = u + (int)offs[k];
+                if (!is_vertex(z, f, has_f, v)) continue;
+                const u64 dv_bits = dist[v];
+                if (dv_bits != SSSP_INF_BITS && bits_to_double(dv_bits) <= d) continue;
+                const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+                const double nd = __dadd_rn(d, w);
+                if (!(nd <= max_cost)) continue;  // also drops +inf costs
+                const u64 nd_bits = double_to_bits(nd);
+                if (nd_bits < dv_bits) {
+                    const u64 old = atomicMin(&dist[v], nd_bits);
+                    if (nd_bits < old) {
+                        if (nd < T) {
+                            stamped_push(v, stamp, near_mark, near_next, &ctl[C_NNEAR + 1 - cur]);
+                        } else if (atomicExch(&far_mark[v], epoch) != epoch) {
+                            list_push(v, far_cur, &ctl[C_NFAR + fcur]);
+                            atomicMin(&ctl[C_FARMIN], nd_bits);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    __threadfence();  // this thread's pushes before the block's arrival below
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = last_block(ctl);
+    __syncthreads();
+    if (!is_last || threadIdx.x != 0) return;
+    // control, one thread: finish this step, then choose the next
+    volatile u64* c = ctl;
+    if (split) {
+        c[C_NFAR + fcur] = 0;
+        c[C_FCUR] = 1 - fcur;
+        c[C_SPLIT] = 0;
+        c[C_NSPLITS] += 1;
+    } else {
+        c[C_NPROC] += c[C_NNEAR + cur];
+        c[C_NNEAR + cur] = 0;
+        c[C_CUR] = 1 - cur;
+        c[C_STEP] += 1;
+        c[C_NSTEPS] += 1;
+    }
+    c[C_BLOCKS] = 0;
+    if (c[C_NNEAR + c[C_CUR]] == 0) {
+        if (c[C_NFAR + c[C_FCUR]] == 0) {
+            c[C_DONE] = 1;
+        } else {
+            const double t_now = bits_to_double(c[C_T]);
+            const double m = fmax(t_now, bits_to_double(c[C_FARMIN]));
+            double t_next = __dadd_rn(m, bits_to_double(c[C_DELTA]));
+            if (!(t_next > m)) t_next = nextafter(m, bits_to_double(SSSP_INF_BITS));
+            c[C_TOLD] = double_to_bits(t_now);
+            c[C_T] = double_to_bits(t_next);
+            c[C_FARMIN] = SSSP_INF_BITS;
+            c[C_EPOCH] += 1;
+            c[C_SPLIT] = 1;
+        }
+    }
+    __threadfence();
+}
+
+// One step of min-label propagation of (alloc << 32 | hops) over tight arcs, with the loop
+// control of nf_step (C_NNEAR, C_CUR, C_STEP, C_DONE, C_BLOCKS, C_NSTEPS, C_NPROC).
+extern "C" __global__ void labels_step(const float* __restrict__ z, const float* __restrict__ f,
+                                       int has_f, int model, const double* __restrict__ lengths,
+                                       const long long* __restrict__ offs,
+                                       const int* __restrict__ codes, int nk,
+                                       const u64* __restrict__ dist, u64* label,
+                                       int* list0, int* list1, int* mark, u64* ctl) {
+    __shared__ bool is_last;
+    if (ctl[C_DONE]) return;
+    const int cur = (int)ctl[C_CUR];
+    int* list = cur ? list1 : list0;
+    int* next = cur ? list0 : list1;
+    const long long n = (long long)ctl[C_NNEAR + cur];
+    const int stamp = (int)ctl[C_STEP] + 1;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int u = list[i];
+        const double d = bits_to_double(dist[u]);
+        const u64 nlab = label[u] + 1ULL;
+        const float zu = z[u];
+        const float fu = has_f ? f[u] : 1.0f;
+        for (int j = 0; j < nk; ++j) {
+            const int k = codes[j];
+            const int v = u + (int)offs[k];
+            const u64 dv_bits = dist[v];
+            if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) continue;
+            const double dv = bits_to_double(dv_bits);
+            if (dv < d) continue;
+            if (nlab >= label[v]) continue;
+            const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+            if (__dadd_rn(d, w) != dv) continue;
+            const u64 old = atomicMin(&label[v], nlab);
+            if (nlab < old) stamped_push(v, stamp, mark, next, &ctl[C_NNEAR + 1 - cur]);
+        }
+    }
+    __threadfence();  // this thread's pushes before the block's arrival below
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = last_block(ctl);
+    __syncthreads();
+    if (!is_last || threadIdx.x != 0) return;
+    volatile u64* c = ctl;
+    c[C_NPROC] += c[C_NNEAR + cur];
+    c[C_NNEAR + cur] = 0;
+    c[C_CUR] = 1 - cur;
+    c[C_STEP] += 1;
+    c[C_NSTEPS] += 1;
+    c[C_BLOCKS] = 0;
+    if (c[C_NNEAR + 1 - cur] == 0) c[C_DONE] = 1;
+    __threadfence();
+}
+
+// Pad the grid on the device: out (rows + 2 pad) x (cols + 2 pad), NaN frame.
+extern "C" __global__ void pad_grid(const float* __restrict__ a, long long rows, long long cols,
+                                    int pad, float* __restrict__ out) {
+    const long long width = cols + 2 * pad;
+    const long long n = (rows + 2 * pad) * width;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const long long r = i / width - pad, c = i % width - pad;
+        out[i] = (r >= 0 && r < rows && c >= 0 && c < cols)
+                     ? a[r * cols + c] : __int_as_float(0x7fc00000);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Persistent variants: one launch runs the whole loop, one block per SM (all resident at once),
+// with a software grid barrier between steps (grid_barrier). Every block takes the same
+// decisions from the same counters, so no block runs the control alone: lists are
+// triple-buffered (the list of step s is L[s % 3]; step s appends to L[(s + 1) % 3]; block 0
+// clears the count of L[(s + 2) % 3], last read in step s - 1, before the barrier that ends
+// step s), and the far lists the same way by split index e (the split reads F[e % 3] and
+// appends to F[(e + 1) % 3]; relax steps append to F[e % 3]). A split is a step as well (it
+// fills L[(s + 1) % 3]): no block ever changes a counter that the others read to decide the
+// current step. A step costs one barrier instead of a launch and a serial control.
+//
+// bar: [0] arrivals, [1] generation, [2] abort. cnt: near counts [0..2], far counts [3..5], far minima
+// [6..8] (bits), statistics [9..11] = steps, splits, cells relaxed.
+
+#define BARRIER_TIMEOUT_NS 5000000000ULL
+
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// Returns false when the run is aborted: a block waited BARRIER_TIMEOUT_NS (the blocks were
+// not all resident, which the launcher sizes against) or another block gave up; the
+// launcher then starts over with one launch a step.
+__device__ __forceinline__ bool grid_barrier(unsigned int* bar) {
+    __shared__ bool ok;
+    __syncthreads();  // then thread 0's fence publishes the block's writes (as cg grid.sync)
+    if (threadIdx.x == 0) {
+        volatile unsigned int* vbar = bar;
+        const unsigned int g = vbar[1];
+        ok = true;
+        __threadfence();
+        if (atomicAdd(&bar[0], 1u) == gridDim.x - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(&bar[1], 1u);
+        } else {
+            const unsigned long long t0 = global_ns();
+            while (vbar[1] == g) {
+                __nanosleep(32);
+                if (vbar[2] || global_ns() - t0 > BARRIER_TIMEOUT_NS) {
+                    atomicExch(&bar[2], 1u);
+                    break;
+                }
+            }
+        }
+        __threadfence();
+        ok = vbar[2] == 0;
+    }
+    __syncthreads();
+    return ok;
+}
+
+extern "C" __global__ void nf_persistent(const float* __restrict__ z, const float* __restrict__ f,
+                                         int has_f, int model, const double* __restrict__ lengths,
+                                         const long long* __restrict__ offs,
+                                         const int* __restrict__ codes, int nk, u64* dist,
+                                         int* near0, int* near1, int* near2, int* far0, int* far1,
+                                         int* far2, int* near_mark, int* far_mark, u64* cnt,
+                                         unsigned int* bar, double delta, double max_cost) {
+    int* nears[3] = {near0, near1, near2};
+    int* fars[3] = {far0, far1, far2};
+    volatile u64* vc = cnt;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
+    // blockDim is a multiple of nk (4, 8 or 16)
+    const long long cell0 = tid / nk, cell_stride = stride / nk;
+    const int my_code = codes[threadIdx.x % nk];
+    long long s = 0, e = 0, steps = 0, splits = 0, relaxed = 0;
+    double T = -1.0, told = -1.0;
+    if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
+    while (true) {
+        const long long n = (long long)vc[s % 3];
+        if (n > 0) {
+            if (boss) vc[(s + 2) % 3] = 0;
+            const int* cur = nears[s % 3];
+            int* next = nears[(s + 1) % 3];
+            u64* n_next = &cnt[(s + 1) % 3];
+            int* far = fars[e % 3];
+            u64* n_far = &cnt[3 + e % 3];
+            u64* far_min = &cnt[6 + e % 3];
+            const int stamp = (int)(s + 1), epoch = (int)e;
+            // one thread per (cell, arc): the nk arcs of a cell are nk neighbouring lanes
+            for (long long i = cell0; i < n; i += cell_stride) {
+                const int u = cur[i];
+                const double d = bits_to_double(dist[u]);
+                const float zu = z[u];
+                const float fu = has_f ? f[u] : 1.0f;
+                {
+                    const int k = my_code;
+                    const int v = u + (int)offs[k];
+                    if (!is_vertex(z, f, has_f, v)) continue;
+                    const u64 dv_bits = dist[v];
+                    if (dv_bits != SSSP_INF_BITS && bits_to_double(dv_bits) <= d) continue;
+                    const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model,
+                                              lengths);
+                    const double nd = __dadd_rn(d, w);
+                    if (!(nd <= max_cost)) continue;  // also drops +inf costs
+                    const u64 nd_bits = double_to_bits(nd);
+                    if (nd_bits < dv_bits) {
+                        const u64 old = atomicMin(&dist[v], nd_bits);
+                        if (nd_bits < old) {
+                            if (nd < T) {
+                                stamped_push(v, stamp, near_mark, next, n_next);
+                            } else if (atomicExch(&far_mark[v], epoch) != epoch) {
+                                list_push(v, far, n_far);
+                                atomicMin(far_min, nd_bits);
+                            }
+                        }
+                    }
+                }
+            }
+            s += 1;
+            steps += 1;
+            relaxed += n;
+        } else {
+            const long long nf = (long long)vc[3 + e % 3];
+            if (nf == 0) break;
+            const double m = fmax(T, bits_to_double(vc[6 + e % 3]));
+            double t_next = __dadd_rn(m, delta);
+            if (!(t_next > m)) t_next = nextafter(m, bits_to_double(SSSP_INF_BITS));
+            told = T;
+            T = t_next;
+            if (boss) {
+                vc[(s + 2) % 3] = 0;
+                vc[3 + (e + 2) % 3] = 0;
+                vc[6 + (e + 2) % 3] = SSSP_INF_BITS;
+            }
+            // a split is a step too: it fills L[(s + 1) % 3], so that no block changes the
+            // count (of L[s % 3]) that a slower block may still be reading to decide
+            const int* src = fars[e % 3];
+            int* dst = fars[(e + 1) % 3];
+            u64* n_dst = &cnt[3 + (e + 1) % 3];
+            u64* dst_min = &cnt[6 + (e + 1) % 3];
+            int* near = nears[(s + 1) % 3];
+            u64* n_near = &cnt[(s + 1) % 3];
+            const int stamp = (int)(s + 1), epoch = (int)(e + 1);
+            for (long long i = tid; i < nf; i += stride) {
+                const int v = src[i];
+                const u64 b = dist[v];
+                const double d = bits_to_double(b);
+                if (d < told) continue;
+                if (d < T) {
+                    stamped_push(v, stamp, near_mark, near, n_near);
+                } else if (atomicExch(&far_mark[v], epoch) != epoch) {
+                    list_push(v, dst, n_dst);
+                    atomicMin(dst_min, b);
+                }
+            }
+            s += 1;
+            e += 1;
+            splits += 1;
+        }
+        if (!grid_barrier(bar)) break;
+    }
+    if (boss) {
+        cnt[9] = steps;
+        cnt[10] = splits;
+        cnt[11] = relaxed;
+    }
+}
+
+extern "C" __global__ void labels_persistent(const float* __restrict__ z,
+                                             const float* __restrict__ f, int has_f, int model,
+                                             const double* __restrict__ lengths,
+                                             const long long* __restrict__ offs,
+                                             const int* __restrict__ codes, int nk,
+                                             const u64* __restrict__ dist, u64* label,
+                                             int* list0, int* list1, int* list2, int* mark,
+                                             u64* cnt, unsigned int* bar) {
+    int* lists[3] = {list0, list1, list2};
+    volatile u64* vc = cnt;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
+    const long long cell0 = tid / nk, cell_stride = stride / nk;
+    const int my_code = codes[threadIdx.x % nk];
+    long long s = 0, relaxed = 0;
+    if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
+    while (true) {
+        const long long n = (long long)vc[s % 3];
+        if (n == 0) break;
+        if (boss) vc[(s + 2) % 3] = 0;
+        const int* cur = lists[s % 3];
+        int* next = lists[(s + 1) % 3];
+        u64* n_next = &cnt[(s + 1) % 3];
+        const int stamp = (int)(s + 1);
+        // one thread per (cell, arc), as in nf_persistent
+        for (long long i = cell0; i < n; i += cell_stride) {
+            const int u = cur[i];
+            const double d = bits_to_double(dist[u]);
+            const u64 nlab = label[u] + 1ULL;
+            const float zu = z[u];
+            const float fu = has_f ? f[u] : 1.0f;
+            {
+                const int k = my_code;
+                const int v = u + (int)offs[k];
+                const u64 dv_bits = dist[v];
+                if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) continue;
+                const double dv = bits_to_double(dv_bits);
+                if (dv < d) continue;
+                if (nlab >= label[v]) continue;
+                const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+                if (__dadd_rn(d, w) != dv) continue;
+                const u64 old = atomicMin(&label[v], nlab);
+                if (nlab < old) stamped_push(v, stamp, mark, next, n_next);
+            }
+        }
+        s += 1;
+        relaxed += n;
+        if (!grid_barrier(bar)) break;
+    }
+    if (boss) {
+        cnt[9] = s;
+        cnt[11] = relaxed;
+    }
 }

@@ -8,6 +8,19 @@ its GeoTIFFs, ``info``, ``verify``, the pictures and :func:`terrain.cost_distanc
                predecessor (:data:`terrain.grid.costs.ARC_NAMES`); 255 unreached
 ``allocation`` int32, index of the nearest source (ties: the lower index); -1 unreached
 
+Every layer is compressed with Blosc LZ4 (level 5) after a bit shuffle
+(:func:`layer_compressors`): on cost distances it is about 6 times faster than zstd level 1
+and 20 % smaller (ratio 0.30 against 0.36 of raw float64 on a 4096² absdiff result), and
+Blosc releases the GIL, so the write tasks' threads compress in parallel (numcodecs' zstd
+holds it: threads do not help there). Readers see the same values whatever the codec.
+
+:func:`write_windows` writes one window of several layers through zarr's synchronous API
+(an event loop per writing thread was tried: 2.86 s against 2.41 s for the Neuse-size
+outputs from 16 threads on the H200 host, so it was dropped). :func:`read_layer` reads a
+whole layer (the solve's elevation and friction) shard by shard from a pool of threads,
+each on an asyncio event loop of its own (zarr's synchronous API runs every caller's
+coroutines on one shared loop thread).
+
 Examples
 --------
 >>> BACKLINK_CODES["1"], BACKLINK_CODES["9"], BACKLINK_CODES["255"]
@@ -16,11 +29,17 @@ Examples
 'seconds of walking (Tobler), times the friction factor'
 """
 
+import asyncio
+import concurrent.futures
+import os
+
 import numpy as np
+import zarr
 
 from .costs import ARC_NAMES
 
-__all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes"]
+__all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
+           "layer_compressors", "write_windows", "read_layer"]
 
 # name -> (dtype, fill (= nodata), description)
 LAYERS = {
@@ -50,3 +69,72 @@ def layer_attributes(cost):
         "friction": {"long_name": "friction", "units": "cost per CRS length unit",
                      "description": "friction per cell (cost per unit length); NaN barrier"},
     }
+
+
+def layer_compressors():
+    """The codecs of the output layers (module docstring): Blosc LZ4 5 with bit shuffle.
+
+    >>> layer_compressors()[0].cname.value, layer_compressors()[0].shuffle.value
+    ('lz4', 'bitshuffle')
+    """
+    return (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
+
+
+def write_windows(store_path, layers, windows, config=None):
+    """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
+    ``store_path`` for every window ``(r0, r1, c0, c1)`` (zarr's synchronous API).
+    ``config``: zarr's runtime array configuration for these writes (default zarr's).
+
+    >>> import tempfile, os
+    >>> from terrain.tiles.store import create_layer
+    >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> a = create_layer(d, "backlink", "uint8", 255, 4, (5, 6))
+    >>> write_windows(d, {"backlink": np.arange(30, dtype=np.uint8).reshape(5, 6)},
+    ...               [(0, 4, 0, 4), (4, 5, 0, 6)])
+    >>> zarr.open_array(d, path="backlink")[4, :3].tolist(), int(a[0, 4])
+    ([24, 25, 26], 255)
+    """
+    group = zarr.open_group(store=str(store_path), mode="r+")
+    for r0, r1, c0, c1 in windows:
+        for name, values in layers.items():
+            arr = group[name] if config is None else group[name].with_config(config)
+            arr[r0:r1, c0:c1] = values[r0:r1, c0:c1]
+
+
+def read_layer(store_path, layer, dtype=None, workers=None):
+    """The whole layer ``layer`` of the Zarr store at ``store_path`` as a NumPy array, its
+    shards read by ``workers`` threads (default: the CPU count), each on an event loop of
+    its own (module docstring).
+
+    >>> import tempfile, os
+    >>> from terrain.tiles.store import create_layer
+    >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> a = create_layer(d, "allocation", "int32", -1, 4, (5, 6))
+    >>> a[1:3, 2:6] = 7
+    >>> read_layer(d, "allocation")[:3].tolist()
+    [[-1, -1, -1, -1, -1, -1], [-1, -1, 7, 7, 7, 7], [-1, -1, 7, 7, 7, 7]]
+    """
+    arr = zarr.open_array(store=str(store_path), path=layer, mode="r")
+    rows, cols = arr.shape
+    side = getattr(arr, "shards", None) or arr.chunks
+    out = np.empty((rows, cols), dtype or arr.dtype)
+    windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
+               for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(windows)))
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        batches = [windows[i::workers] for i in range(workers)]
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda b: asyncio.run(_read_windows(str(store_path), layer, b, out)),
+                          batches))
+        return out
+    out[...] = arr[:, :]
+    return out
+
+
+async def _read_windows(store_path, layer, windows, out):
+    from zarr.api.asynchronous import open_array
+    arr = await open_array(store=store_path, path=layer, mode="r")
+    for r0, r1, c0, c1 in windows:
+        out[r0:r1, c0:c1] = await arr.getitem((slice(r0, r1), slice(c0, c1)))
