@@ -246,7 +246,9 @@ def _block_offsets(counts, indptr):
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def _block_scatter(u, v, fill, indices, both):
+def _block_scatter(u, v, w, fill, indices, weights, both, with_w):
+    """Each edge block's arcs into their rows' slots (``fill``: the block's next slot per
+    row), with the weights when ``with_w`` (``w``/``weights`` are dummies otherwise)."""
     blocks = fill.shape[0]
     m = u.shape[0]
     for t in numba.prange(blocks):
@@ -255,27 +257,13 @@ def _block_scatter(u, v, fill, indices, both):
             a, b = u[k], v[k]
             if a != b:
                 indices[f[a]] = b
+                if with_w:
+                    weights[f[a]] = w[k]
                 f[a] += 1
                 if both:
                     indices[f[b]] = a
-                    f[b] += 1
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _block_scatter_weighted(u, v, w, fill, indices, weights, both):
-    blocks = fill.shape[0]
-    m = u.shape[0]
-    for t in numba.prange(blocks):
-        f = fill[t]
-        for k in range(m * t // blocks, m * (t + 1) // blocks):
-            a, b = u[k], v[k]
-            if a != b:
-                indices[f[a]] = b
-                weights[f[a]] = w[k]
-                f[a] += 1
-                if both:
-                    indices[f[b]] = a
-                    weights[f[b]] = w[k]
+                    if with_w:
+                        weights[f[b]] = w[k]
                     f[b] += 1
 
 
@@ -496,14 +484,10 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
     np.cumsum(deg, out=indptr[1:])
     _block_offsets(counts, indptr)
     indices = np.empty(int(indptr[-1]), _index_dtype(n))
-    if w is None:
-        wts = np.zeros(1, np.int8)
-        _block_scatter(u, v, counts, indices, not directed)
-    else:
-        wts = np.empty(indices.shape[0], w.dtype)
-        _block_scatter_weighted(u, v, w, counts, indices, wts, not directed)
-    del counts
     with_w = w is not None
+    wts = np.empty(indices.shape[0], w.dtype) if with_w else np.zeros(1, np.int8)
+    _block_scatter(u, v, w if with_w else wts, counts, indices, wts, not directed, with_w)
+    del counts
     unique_deg = deg  # rewritten row by row: the degrees are no longer needed
     _sort_unique_rows(indptr, indices, wts, unique_deg, with_w)
     if int(unique_deg.sum()) != indices.shape[0]:
