@@ -343,6 +343,21 @@ def _min_per_row(indptr, values, empty):
 # --------------------------------------------------------------------------- CPU twins of
 # the device loops (_sssp.cu): the same queues, thresholds and criteria, one thread
 
+
+@numba.njit(nogil=True, cache=True)
+def _seed_sources(sources, dist, queue):
+    """Distance 0 at every source, each queued once (a repeated source is skipped); returns
+    the queue's length. The CPU twins' common start."""
+    count = 0
+    for i in range(sources.shape[0]):
+        s = sources[i]
+        if dist[s] != 0:
+            dist[s] = 0
+            queue[count] = s
+            count += 1
+    return count
+
+
 @numba.njit(nogil=True, cache=True)
 def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny):
     """Near-far delta-stepping into ``dist`` (pre-filled with ``inf``): the twin of
@@ -356,13 +371,7 @@ def _nearfar_cpu(indptr, indices, weights, sources, dist, delta, inf, tiny):
     nxt = np.empty(max(n, 1), indices.dtype)
     far = np.empty(max(n, 1), indices.dtype)
     far2 = np.empty(max(n, 1), indices.dtype)
-    nn = 0
-    for i in range(sources.shape[0]):
-        s = sources[i]
-        if dist[s] != 0:
-            dist[s] = 0
-            near[nn] = s
-            nn += 1
+    nn = _seed_sources(sources, dist, near)
     nf = 0
     thr = dist.dtype.type(delta)
     step = 0
@@ -424,13 +433,7 @@ def _crauser_cpu(indptr, indices, weights, min_in, min_out, sources, dist, inf):
     settled = np.zeros(n, np.uint8)
     fringe = np.empty(max(n, 1), indices.dtype)
     nxt = np.empty(max(n, 1), indices.dtype)
-    nf = 0
-    for i in range(sources.shape[0]):
-        s = sources[i]
-        if dist[s] != 0:
-            dist[s] = 0
-            fringe[nf] = s
-            nf += 1
+    nf = _seed_sources(sources, dist, fringe)
     iterations = 0
     while nf > 0:
         low = inf

@@ -471,6 +471,23 @@ def _init_padded_cpu(z, f, has_f, has_z, pad, zp, fp, dist, label):
                 dist[i] = -math.inf
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _put_cell(r, c, dv, lv, distance, allocation, hops, backlink):
+    """Cell ``(r, c)``'s distance, allocation and hops from its distance ``dv`` and label
+    ``lv``, or the unreached marks (NaN, -1, -1 and backlink 255) when ``dv`` is not finite
+    (-inf: not a vertex, +inf: not reached). Returns whether the cell was reached."""
+    if not (dv > -math.inf and dv < math.inf):
+        backlink[r, c] = 255
+        distance[r, c] = np.nan
+        allocation[r, c] = -1
+        hops[r, c] = -1
+        return False
+    distance[r, c] = dv
+    allocation[r, c] = np.int32(lv >> 32)
+    hops[r, c] = np.int32(lv & 0xFFFFFFFF)
+    return True
+
+
 @numba.njit(cache=True, nogil=True, parallel=True)
 def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, cols, pad,
                   backlink, distance, allocation, hops):
@@ -485,15 +502,8 @@ def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, c
             v = base + c
             lv = label[v]
             dv = dist[v]
-            if not (dv > -math.inf and dv < math.inf):
-                backlink[r, c] = 255
-                distance[r, c] = np.nan
-                allocation[r, c] = -1
-                hops[r, c] = -1
+            if not _put_cell(r, c, dv, lv, distance, allocation, hops, backlink):
                 continue
-            distance[r, c] = dv
-            allocation[r, c] = np.int32(lv >> 32)
-            hops[r, c] = np.int32(lv & 0xFFFFFFFF)
             if (lv & _HOPS_MASK) == 0:
                 backlink[r, c] = 0
                 continue
@@ -523,20 +533,11 @@ def _outputs_cpu(dist, label, backlink_p, rows, cols, pad, backlink, distance, a
         base = (r + pad) * width + pad
         for c in range(cols):
             v = base + c
-            dv = dist[v]
-            if not (dv > -math.inf and dv < math.inf):
-                backlink[r, c] = 255
-                distance[r, c] = np.nan
-                allocation[r, c] = -1
-                hops[r, c] = -1
-                continue
             lv = label[v]
-            if lv < 0:
+            if lv < 0:  # a settled mark
                 lv = -1 - lv
-            distance[r, c] = dv
-            allocation[r, c] = np.int32(lv >> 32)
-            hops[r, c] = np.int32(lv & 0xFFFFFFFF)
-            backlink[r, c] = backlink_p[v]
+            if _put_cell(r, c, dist[v], lv, distance, allocation, hops, backlink):
+                backlink[r, c] = backlink_p[v]
 
 
 # ----------------------------------------------------------------------------------------
