@@ -23,10 +23,28 @@ Arrays (``tt = (key_d, key_a, key_h, win)``):
 import numpy as np
 from numba import njit
 
-__all__ = ["tt_new", "tt_reset", "tt_seed", "tt_update", "tt_decrease", "tt_lower", "tt_pop", "tt_empty",
+__all__ = ["tt_new", "tt_alloc", "tt_capacity", "tt_reset", "tt_seed", "tt_update", "tt_decrease", "tt_lower", "tt_pop", "tt_empty",
            "tt_top", "key_less", "INT_INF"]
 
 INT_INF = np.int32(2**31 - 1)
+
+
+@njit(cache=True)
+def tt_capacity(n):
+    """Leaves of a tree for ``n`` items: the smallest power of two >= max(n, 1)."""
+    cap = 1
+    while cap < n:
+        cap *= 2
+    return cap
+
+
+@njit(cache=True)
+def tt_alloc(n):
+    """The arrays of a tree for ``n`` items, not yet reset (kernels allocate once per
+    worker and seed or reset per search): ``(key_d, key_a, key_h, win)``."""
+    cap = tt_capacity(n)
+    return (np.empty(2 * cap, np.float64), np.empty(2 * cap, np.int32),
+            np.empty(2 * cap, np.int32), np.empty(2 * cap, np.int32))
 
 
 def tt_new(n):
@@ -39,15 +57,9 @@ def tt_new(n):
     >>> [tt_pop(*tt) for _ in range(2)], bool(tt_empty(*tt))
     ([2, 0], True)
     """
-    cap = 1
-    while cap < max(int(n), 1):
-        cap *= 2
-    key_d = np.empty(2 * cap, np.float64)
-    key_a = np.empty(2 * cap, np.int32)
-    key_h = np.empty(2 * cap, np.int32)
-    win = np.empty(2 * cap, np.int32)
-    tt_reset(key_d, key_a, key_h, win)
-    return key_d, key_a, key_h, win
+    tt = tt_alloc(max(int(n), 1))
+    tt_reset(*tt)
+    return tt
 
 
 @njit(cache=True, inline="always")

@@ -71,7 +71,8 @@ from numba import njit, prange
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.store import quadtree_levels
-from ._tournament import INT_INF, key_less, tt_lower, tt_new, tt_pop, tt_seed
+from ._tournament import (INT_INF, key_less, tt_alloc, tt_capacity, tt_lower, tt_new,
+                          tt_pop, tt_seed)
 from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
                     check_friction, cost_model_code)
 from .sssp import SSSPResult, check_sources
@@ -287,13 +288,7 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
         B = bcount[t]
         if B == 0:
             continue
-        cap = 1
-        while cap < T * T:
-            cap *= 2
-        kd = np.empty(2 * cap, np.float64)
-        ka = np.empty(2 * cap, np.int32)
-        kh = np.empty(2 * cap, np.int32)
-        win = np.empty(2 * cap, np.int32)
+        kd, ka, kh, win = tt_alloc(T * T)
         ld = np.empty(T * T, np.float64)
         la = np.empty(T * T, np.int32)
         lh = np.empty(T * T, np.int32)
@@ -324,22 +319,9 @@ def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
     for kk in range(codes.shape[0]):
         off[kk] = ARC_DR[codes[kk]] * W + ARC_DC[codes[kk]]
     for t in prange(n):
-        cap = 1
-        while cap < H * W:
-            cap *= 2
-        kd = np.empty(2 * cap, np.float64)
-        ka = np.empty(2 * cap, np.int32)
-        kh = np.empty(2 * cap, np.int32)
-        win = np.empty(2 * cap, np.int32)
+        kd, ka, kh, win = tt_alloc(H * W)
         wt = _arc_table(z[t], f[t], inner[t], codes, model, lengths)
         _window_dijkstra(wt, off, ld[t], la[t], lh[t], kd, ka, kh, win)
-
-
-def _tree_cap(n):
-    cap = 1
-    while cap < n:
-        cap *= 2
-    return cap
 
 
 def _cuda(be):
@@ -356,7 +338,7 @@ def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratc
     cp = be.xp
     n, T, _ = z.shape
     bmax = bidx.shape[1]
-    cap = _tree_cap(T * T)
+    cap = tt_capacity(T * T)
     per_tile = bmax * (T * T * 16 + 2 * cap * 20)
     chunk = max(1, min(n, max_scratch // max(per_tile, 1)))
     kern = _cuda(be).get_function("boundary_pairs")
@@ -397,7 +379,7 @@ def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh):
     n, H, W = z.shape
     if n == 0:
         return
-    cap = _tree_cap(H * W)
+    cap = tt_capacity(H * W)
     kern = _cuda(be).get_function("windows_dijkstra")
     dd, da, dh = cp.asarray(ld), cp.asarray(la), cp.asarray(lh)
     s_kd = cp.empty(n * 2 * cap, cp.float64)
@@ -466,13 +448,7 @@ def _graph_pairs(srcs, targets, vchild, coff, csize, moff, mat_d, mat_h, cptr, c
                  out_d, out_h):
     V = vchild.shape[0]
     for s in prange(srcs.shape[0]):
-        cap = 1
-        while cap < V:
-            cap *= 2
-        kd = np.empty(2 * cap, np.float64)
-        ka = np.empty(2 * cap, np.int32)
-        kh = np.empty(2 * cap, np.int32)
-        win = np.empty(2 * cap, np.int32)
+        kd, ka, kh, win = tt_alloc(V)
         ld = np.full(V, _INF)
         la = np.full(V, INT_INF, np.int32)
         lh = np.full(V, INT_INF, np.int32)
