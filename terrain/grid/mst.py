@@ -40,7 +40,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, node_window, walk_down, walk_up
-from ..tiles.store import TileStore, is_store, open_store, quadtree_levels
+from ..tiles.store import TileStore, check_tile_size, is_store, open_store, quadtree_levels
 from ._boruvka import MAX_TILE, boruvka_tiles
 from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
@@ -67,9 +67,7 @@ class MSTSpec:
     def __post_init__(self):
         check_connectivity(self.connectivity)
         weight_model_code(self.weight)
-        t = int(self.tile)
-        if t < 2 or t & (t - 1) or t > MAX_TILE:
-            raise InputError(f"--tile: {self.tile} is not a power of two in [2, {MAX_TILE}]")
+        check_tile_size(self.tile, MAX_TILE, "4 × tile² local edge indices must fit 32 bits")
         horizontal_lengths(self.cellsize)
 
     @property

@@ -70,7 +70,7 @@ from numba import njit, prange
 
 from ..backend import get_backend
 from ..errors import InputError
-from ..tiles.store import quadtree_levels
+from ..tiles.store import check_tile_size, quadtree_levels
 from ._tournament import (INT_INF, key_less, tt_alloc, tt_capacity, tt_lower, tt_new,
                           tt_pop, tt_seed)
 from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
@@ -114,9 +114,7 @@ class TiledSpec:
     def __post_init__(self):
         arc_codes(self.connectivity)
         cost_model_code(self.cost)
-        t = int(self.tile)
-        if t < 2 or t & (t - 1) or t > 4096:
-            raise InputError(f"tile {self.tile}: not a power of two in [2, 4096]")
+        check_tile_size(self.tile)
         arc_lengths(self.cellsize)
         if self.max_height is not None and int(self.max_height) < 0:
             raise InputError(f"max_height {self.max_height}: must be >= 0")

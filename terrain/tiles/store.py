@@ -42,17 +42,19 @@ TILE_LIMIT = 4096
 SHARD_TARGET_SIDE = 2048
 
 
-def check_tile_size(tile):
-    """Return ``tile`` as int or raise :class:`InputError` unless it is a power of two >= 2."""
+def check_tile_size(tile, limit=TILE_LIMIT, why=None):
+    """Return ``tile`` as int or raise :class:`InputError` unless it is a power of two in
+    ``[2, limit]``; ``why`` says what bounds it (default: the store's :data:`TILE_LIMIT`)."""
     try:
         t = int(tile)
     except (TypeError, ValueError):
         raise InputError(f"--tile: {tile!r} is not an integer") from None
     if t < 2 or t & (t - 1):
         raise InputError(f"--tile: {tile} is not a power of two >= 2")
-    if t > TILE_LIMIT:
-        raise InputError(f"--tile: {t} is above {TILE_LIMIT}: a task holds whole tiles in memory "
-                         f"(one of {t} x {t} float32 cells is {4 * t * t / 2**30:,.0f} GiB)")
+    if t > limit:
+        why = why or (f"a task holds whole tiles in memory (one of {t} x {t} float32 cells is "
+                      f"{4 * t * t / 2**30:,.0f} GiB)")
+        raise InputError(f"--tile: {t} is above {limit}: {why}")
     return t
 
 
