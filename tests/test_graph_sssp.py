@@ -294,3 +294,29 @@ def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
                 got = gpu.run(sources, algorithm, delta)
                 assert np.array_equal(got.dist.get(), want.dist), (algorithm, delta)
                 assert np.array_equal(got.pred.get(), want.pred), (algorithm, delta)
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_dial_blocks_and_fused_predecessors(directed):
+    """Dial's blocked buckets (many entries per bucket: weights 1..3, so blocks chain and
+    freed ones are reused) with the predecessors kept while relaxing: distances equal
+    scipy's, predecessors the brute-force rule and the two-pass rule of the frontier core."""
+    from terrain.graph.sssp import DIAL_BLOCK, ShortestPaths
+    rng = np.random.default_rng(7)
+    n, m = 3000, 30000
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    w = rng.integers(1, 4, m).astype(np.int64)
+    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=directed)
+    sources = [5, 17, 2999]
+    solver = ShortestPaths(g, "cpu")
+    r = solver.run(sources, "dijkstra")
+    assert n // 3 > DIAL_BLOCK   # buckets hold many blocks
+    want = _scipy(g, sources)
+    assert np.array_equal(_as_float(r), want)
+    brute = _brute_pred(g, r.dist)
+    assert {x: int(r.pred[x]) for x in brute} == brute
+    rest = np.setdiff1d(np.arange(n), list(brute))
+    assert np.all(r.pred[rest] == -1)
+    two_pass = solver.core.sssp_parents(r.dist, solver.weights, solver.inf,
+                                        np.array(sources))
+    assert np.array_equal(r.pred, two_pass)

@@ -199,27 +199,60 @@ def _dijkstra_cpu(indptr, indices, weights, sources, dist, inf):
     return settled
 
 
+DIAL_BLOCK = 32  # queue entries per block of a Dial bucket (128 bytes of int32 ids)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _dial_push(blk_v, blk_next, head, fill, state, t, v):
+    """Push ``v`` onto bucket ``t`` (see :func:`_dial_cpu`); ``state = [used, free]``."""
+    h = head[t]
+    if h < 0 or fill[t] == DIAL_BLOCK:
+        nb = state[1]
+        if nb >= 0:                   # a freed block: still in cache
+            state[1] = blk_next[nb]
+        else:
+            nb = state[0]
+            state[0] += 1
+        blk_next[nb] = h
+        head[t] = nb
+        fill[t] = 0
+        h = nb
+    blk_v[h * DIAL_BLOCK + fill[t]] = v
+    fill[t] += 1
+
+
 @numba.njit(nogil=True, cache=True)
-def _dial_cpu(indptr, indices, weights, sources, dist, max_weight):
+def _dial_cpu(indptr, indices, weights, sources, dist, max_weight, pred, with_pred):
     """Multi-source Dijkstra with Dial's bucket queue, for integer weights <= ``max_weight``:
-    ``max_weight + 1`` cyclic buckets hold every queued key (all lie in ``[d, d + C]``), each
-    a LIFO list in one pool of ``(vertex, next)`` entries, so a push or a pop is O(1) and the
-    cursor walks the distances once. Stale entries: key (the cursor) above the distance."""
+    ``max_weight + 1`` cyclic buckets hold every queued key (all lie in ``[d, d + C]``), so
+    a push or a pop is O(1) and the cursor walks the distances once. Stale entries: key (the
+    cursor) above the distance. Returns the settled count.
+
+    A bucket is a LIFO stack of blocks of ``DIAL_BLOCK`` vertex ids (a linked list of
+    blocks, not of entries): a pop reads the next id beside the last one instead of chasing
+    a pointer into a pool as large as the arc count, and an emptied block goes to a free
+    list and is reused while still in cache (measured on RMAT-18: 0.15 -> 0.11 CPU seconds
+    per source against one linked entry per push, whose pool also cost page faults).
+
+    ``with_pred`` (positive weights only): ``pred[v]`` (pre-filled with -1) becomes the
+    smallest settled ``u`` with ``dist[u] + w(u, v) == dist[v]``, kept while relaxing: every
+    tight tail is settled before ``v`` and relaxes ``v`` once, so this is the canonical
+    predecessor without a second pass over the arcs (zero weights need the hop-level rule:
+    :meth:`FrontierCore.sssp_parents`)."""
     nb = max_weight + 1
     head = np.full(nb, -1, np.int64)
+    fill = np.zeros(nb, np.int64)
     cap = indices.shape[0] + sources.shape[0] + 1
-    pool_v = np.empty(cap, indices.dtype)
-    pool_next = np.empty(cap, np.int64)
-    top = 0
+    # blocks in use at once: at most queued / DIAL_BLOCK full ones plus one per bucket
+    blk_v = np.empty((cap // DIAL_BLOCK + nb + 1) * DIAL_BLOCK, indices.dtype)
+    blk_next = np.empty(cap // DIAL_BLOCK + nb + 1, np.int64)
+    state = np.array([0, -1], np.int64)   # blocks handed out, head of the free list
     queued = 0
     for i in range(sources.shape[0]):
         s = sources[i]
         if dist[s] != 0:
             dist[s] = 0
-            pool_v[top] = s
-            pool_next[top] = head[0]
-            head[0] = top
-            top += 1
+            _dial_push(blk_v, blk_next, head, fill, state, 0, s)
             queued += 1
     settled = 0
     cur = np.int64(0)
@@ -230,24 +263,32 @@ def _dial_cpu(indptr, indices, weights, sources, dist, max_weight):
             b += 1
             if b == nb:
                 b = 0
-        entry = head[b]
-        head[b] = pool_next[entry]
+        h = head[b]
+        f = fill[b] - 1
+        u = blk_v[h * DIAL_BLOCK + f]
+        if f == 0:                    # block emptied: to the free list
+            head[b] = blk_next[h]
+            blk_next[h] = state[1]
+            state[1] = h
+            fill[b] = DIAL_BLOCK
+        else:
+            fill[b] = f
         queued -= 1
-        u = pool_v[entry]
         if dist[u] != cur:
             continue
         settled += 1
         for e in range(indptr[u], indptr[u + 1]):
             v = indices[e]
             nd = cur + weights[e]
-            if nd < dist[v]:
+            dv = dist[v]
+            if nd < dv:
                 dist[v] = nd
-                t = nd % nb
-                pool_v[top] = v
-                pool_next[top] = head[t]
-                head[t] = top
-                top += 1
+                if with_pred:
+                    pred[v] = u
+                _dial_push(blk_v, blk_next, head, fill, state, nd % nb, v)
                 queued += 1
+            elif with_pred and nd == dv and u < pred[v]:
+                pred[v] = u
     return settled
 
 
@@ -257,10 +298,12 @@ DIAL_MAX_WEIGHT = 1 << 20
 # --------------------------------------------------------------------------- helpers
 
 def _sum_weights(graph):
-    """The graph's weights in the dtype distances are summed in (int64 or float64), on the
-    host, checked: >= 0, no NaN, integer sums bounded. Unweighted graphs weigh 1."""
+    """``(weights, smallest, largest)``: the graph's weights in the dtype distances are
+    summed in (int64 or float64), on the host, checked: >= 0, no NaN, integer sums
+    bounded; their extremes as Python numbers (0 when there are none). Unweighted graphs
+    weigh 1."""
     if graph.weights is None:
-        return np.ones(graph.nnz, np.int64)
+        return np.ones(graph.nnz, np.int64), 1, 1
     w = graph.weights
     if w.dtype.kind == "f":
         w = w.astype(np.float64) + 0.0  # -0.0 -> 0.0: the atomicMin compares bit patterns
@@ -269,15 +312,16 @@ def _sum_weights(graph):
                              ">= 0)")
     else:
         w = w.astype(np.int64, copy=False)
-    if w.size:
-        low = w.min()
-        if low < 0:
-            raise InputError(f"{graph.name}: negative edge weight {low.item()} (shortest "
-                             "paths need weights >= 0)")
-        if w.dtype.kind == "i" and int(w.max()) * max(graph.n - 1, 1) >= int(INT_INF):
-            raise InputError(f"{graph.name}: edge weights up to {int(w.max())} could overflow "
-                             "exact int64 path sums (at most 2**62)")
-    return w
+    if not w.size:
+        return w, 0, 0
+    low, high = w.min().item(), w.max().item()
+    if low < 0:
+        raise InputError(f"{graph.name}: negative edge weight {low} (shortest paths need "
+                         "weights >= 0)")
+    if w.dtype.kind == "i" and high * max(graph.n - 1, 1) >= int(INT_INF):
+        raise InputError(f"{graph.name}: edge weights up to {high} could overflow exact "
+                         "int64 path sums (at most 2**62)")
+    return w, low, high
 
 
 DELTA_ARCS = 128.0   # default_delta: arcs' worth of mean weight per bucket, per unit degree
@@ -505,14 +549,14 @@ class ShortestPaths:
             raise TypeError(f"ShortestPaths: expected a Graph, got {type(graph).__name__}")
         self.graph = graph
         self.backend = b = get_backend(backend)
-        self.weights = _sum_weights(graph)
+        self.weights, low, self._w_max = _sum_weights(graph)
         self.is_float = self.weights.dtype.kind == "f"
         self.inf = np.float64(np.inf) if self.is_float else INT_INF
         self.core = FrontierCore(graph, b)
         self.w = b.asarray(self.weights)
         self._minima = None
         self._default_delta = None
-        self._has_zero = bool(self.weights.size and (self.weights == 0).any())
+        self._has_zero = bool(self.weights.size) and low == 0   # weights are >= 0
         self._gpu = None
         self._use_graphs = graphs
         # bucket fusion pays on long-diameter graphs (grid 24 M: 122 -> 103 ms) and costs
@@ -570,10 +614,15 @@ class ShortestPaths:
         else:
             w, inf = self.weights, self.inf
             dist = np.full(g.n, inf, w.dtype)
+            fused = False
             if algorithm == "dijkstra":
-                w_max = int(w.max()) if w.size else 0
+                w_max = self._w_max
                 if not self.is_float and w_max <= min(DIAL_MAX_WEIGHT, 4 * g.n + 16):
-                    iterations = int(_dial_cpu(g.indptr, g.indices, w, src, dist, w_max))
+                    # predecessors kept while relaxing when no weight is zero
+                    fused = predecessors and not self._has_zero
+                    pred = np.full(g.n if fused else 1, -1, np.int64)
+                    iterations = int(_dial_cpu(g.indptr, g.indices, w, src, dist, w_max,
+                                               pred, fused))
                 else:
                     iterations = int(_dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf))
             elif algorithm == "crauser":
@@ -585,7 +634,8 @@ class ShortestPaths:
                 iterations = int(_nearfar_cpu(g.indptr, g.indices, w,
                                               src.astype(g.indices.dtype), dist,
                                               w.dtype.type(delta), inf, tiny))
-            pred = self._preds(dist, src) if predecessors else None
+            if not fused:
+                pred = self._preds(dist, src) if predecessors else None
         return SSSPResult(dist, pred, src, algorithm, delta, iterations, extra)
 
     def _preds(self, dist, src):
