@@ -223,26 +223,28 @@ def _block_degrees(u, v, counts, both):
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
-def _row_sums(counts, deg):
+def _row_offsets(counts, deg, indptr):
+    """From the blocks' row counts: ``deg`` (row lengths), ``indptr`` (their prefix sums)
+    and, in ``counts``, each block's first slot in every row: row ``i`` is filled by block 0
+    from ``indptr[i]``, then block 1, ... (so the scatter keeps edge order). One kernel for
+    the three steps (each kernel costs a cache load at start-up)."""
     blocks, n = counts.shape
-    for i in numba.prange(n):
+    for r in numba.prange(n):
         s = 0
         for t in range(blocks):
-            s += counts[t, i]
-        deg[i] = s
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _block_offsets(counts, indptr):
-    """Turn ``counts`` into each block's first slot in every row: row ``i`` is filled by
-    block 0 from ``indptr[i]``, then block 1, ... (so the scatter keeps edge order)."""
-    blocks, n = counts.shape
-    for i in numba.prange(n):
-        run = indptr[i]
+            s += counts[t, r]
+        deg[r] = s
+    indptr[0] = 0
+    total = 0
+    for i in range(n):
+        total += deg[i]
+        indptr[i + 1] = total
+    for j in numba.prange(n):
+        pos = indptr[j]
         for t in range(blocks):
-            c = counts[t, i]
-            counts[t, i] = run
-            run += c
+            c = counts[t, j]
+            counts[t, j] = pos
+            pos += c
 
 
 @numba.njit(nogil=True, cache=True, parallel=True)
@@ -344,8 +346,16 @@ def _sort_unique_rows(indptr, indices, weights, unique_deg, with_w):
         nbits += 1
     for i in numba.prange(n):
         a, b = indptr[i], indptr[i + 1]
-        if b - a > 1:
-            _sort_row(indices, weights, a, b, nbits, with_w)
+        # a row already strictly increasing needs neither sort nor de-duplication: one
+        # read of it (the rows of a file sorted by either endpoint, e.g. a Matrix Market
+        # triangle in row or column order, come out of the stable scatter this way)
+        e = a + 1
+        while e < b and indices[e] > indices[e - 1]:
+            e += 1
+        if e >= b:
+            unique_deg[i] = b - a
+            continue
+        _sort_row(indices, weights, a, b, nbits, with_w)
         cnt = 0
         for e in range(a, b):
             if cnt == 0 or indices[e] != indices[a + cnt - 1]:
@@ -479,10 +489,8 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
                       np.int32 if 2 * u.shape[0] < 2**31 else np.int64)
     _block_degrees(u, v, counts, not directed)
     deg = np.empty(n, np.int64)
-    _row_sums(counts, deg)
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(deg, out=indptr[1:])
-    _block_offsets(counts, indptr)
+    indptr = np.empty(n + 1, np.int64)
+    _row_offsets(counts, deg, indptr)
     indices = np.empty(int(indptr[-1]), _index_dtype(n))
     with_w = w is not None
     wts = np.empty(indices.shape[0], w.dtype) if with_w else np.zeros(1, np.int8)

@@ -415,9 +415,31 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
                 out_u[k] = a
                 out_v[k] = val
         if wmode != 0:
-            err = _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt)
-            if err != _ERR_NONE:
-                return k, err, ls, dropped
+            # the common case first: a plain integer weight (what _scan_weight would
+            # give it, without its bookkeeping for decimals); anything else goes there
+            j = i
+            while j < end and (buf[j] == _SP or buf[j] == _TAB):
+                j += 1
+            s = j
+            neg = False
+            if j < end and buf[j] == 45:  # '-'
+                neg = True
+                j += 1
+            val = np.int64(0)
+            nd = 0
+            while j < end and buf[j] >= 48 and buf[j] <= 57:
+                val = val * 10 + (buf[j] - 48)
+                j += 1
+                nd += 1
+            if 0 < nd <= 18 and (j >= end or buf[j] == _SP or buf[j] == _TAB
+                                 or buf[j] == _CR or buf[j] == _LF):
+                w_int[k] = -val if neg else val
+                w_len[k] = j - s
+                i = j
+            else:
+                err = _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt)
+                if err != _ERR_NONE:
+                    return k, err, ls, dropped
             if wmode == 1 and w_len[k] == 0:
                 # an optional weight missing: the file is unweighted (see _join_weights),
                 # so stop writing three weight arrays per record
@@ -622,6 +644,20 @@ def _count_records(buf, comment_a, comment_b):
     return newlines, starts - skipped
 
 
+@numba.njit(nogil=True, cache=True)
+def _shift_ids(u, v, lo, hi_u, hi_v):
+    """Subtract the id base ``lo`` from every endpoint, in place, in one pass; returns the
+    first record with ``u`` outside ``lo..hi_u`` or ``v`` outside ``lo..hi_v``, or -1."""
+    bad = -1
+    for k in range(u.shape[0]):
+        a, b = u[k], v[k]
+        if bad < 0 and (a < lo or a > hi_u or b < lo or b > hi_v):
+            bad = k
+        u[k] = a - lo
+        v[k] = b - lo
+    return bad
+
+
 def _newlines(buf, end=None):
     # a Numba loop: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
     end = buf.shape[0] if end is None else min(int(end), buf.shape[0])
@@ -795,12 +831,10 @@ def _parse_pairs_chunk(plan, buf, out=None):
     range_error = weight_error = None
     if plan.declared is not None:
         lo, hi_u, hi_v = plan.declared
-        bad = np.flatnonzero((u < lo) | (u > hi_u) | (v < lo) | (v > hi_v))
-        if bad.size:
-            range_error = _chunk_error(buf, _ERR_RANGE, line_of(int(bad[0])), lo=lo,
+        bad = int(_shift_ids(u, v, lo, hi_u, hi_v))
+        if bad >= 0:
+            range_error = _chunk_error(buf, _ERR_RANGE, line_of(bad), lo=lo,
                                        n=max(hi_u, hi_v))
-        u -= lo
-        v -= lo
     if plan.wmode >= 2 and weighted < k:
         missing = int(np.flatnonzero(w_len[:k] == 0)[0])
         weight_error = _chunk_error(buf, _ERR_WEIGHT, line_of(missing))
