@@ -103,3 +103,19 @@ def test_declared_range_error_names_the_line(tmp_path):
                     "3 0 5\n")
     with pytest.raises(InputError, match=r"g\.mtx:4: vertex id out of the declared range"):
         load_graph(path)
+
+
+@pytest.mark.parametrize("big", ["4294967297", "2147483648", "999999999999999999"])
+def test_ids_beyond_int32_are_range_errors_not_wrapped(tmp_path, big):
+    """Ids past the declared range that would wrap to 1 or to a negative number in 32 bits
+    are reported on their line (the range check and the id shift are one pass)."""
+    path = tmp_path / "g.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate integer symmetric\n3 3 2\n2 1 4\n"
+                    f"{big} 2 5\n")
+    with pytest.raises(InputError, match=r"g\.mtx:4: vertex id out of the declared range"):
+        load_graph(path)
+    path.write_text("%%MatrixMarket matrix coordinate integer symmetric\n3 3 2\n2 1 4\n"
+                    f"3 {big} 5\n")
+    with pytest.raises(InputError, match=r"g\.mtx:4: vertex id out of the declared range"):
+        load_graph(path)
+
