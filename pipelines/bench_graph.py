@@ -433,16 +433,15 @@ def weighted_graph(args, rng):
 
 
 def _write_mtx(graph, path):
-    """The graph as a Matrix Market ``integer symmetric`` file (lower triangle), for the
-    load-included timings of both contenders."""
+    """The graph as a Matrix Market ``integer symmetric`` file (lower triangle, row order),
+    for the load-included timings of both contenders."""
+    from .bench_graph_load import write_int_rows
     rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.indptr))
     keep = rows > graph.indices
-    body = np.column_stack([rows[keep] + 1, graph.indices[keep].astype(np.int64) + 1,
-                            graph.weights[keep].astype(np.int64)])
-    with open(path, "w") as f:
-        f.write("%%MatrixMarket matrix coordinate integer symmetric\n")
-        f.write(f"{graph.n} {graph.n} {body.shape[0]}\n")
-        np.savetxt(f, body, fmt="%d")
+    write_int_rows(path, [rows[keep] + 1, graph.indices[keep].astype(np.int64) + 1,
+                          graph.weights[keep].astype(np.int64)],
+                   "%%MatrixMarket matrix coordinate integer symmetric\n"
+                   f"{graph.n} {graph.n} {int(keep.sum())}\n", sep=" ")
 
 
 def _gpu_sssp_runs(solver, sources, algorithm, delta, reference, edges, cap_s=10.0):
