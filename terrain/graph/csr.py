@@ -14,8 +14,12 @@ cut into one block per thread (fewer when the graph is so sparse that a block's 
 would outweigh its edges); each block counts its entries per row (both directions; int32
 counters while the offsets fit), a prefix sum over rows and blocks gives every block its own
 slot range in every row, and each block scatters its edges into its slots with no
-synchronisation. Then each row is sorted and de-duplicated in parallel (Numba ``prange``):
-rows of up to 32 entries — most rows — by an in-place insertion sort, longer ones — hubs,
+synchronisation. Then each row is sorted and de-duplicated in parallel (Numba ``prange``).
+A row the scatter left strictly increasing is kept as it is after one read (no sort, no
+duplicates): the scatter is stable, so a file sorted by either endpoint — a Matrix Market
+triangle in row or column order, as writers emit it — yields only such rows (on the RMAT-18
+file of ``bench sssp`` the row pass went from 0.36 to 0.03 s, wall, on the shared 2-core box
+at load ~9; a row out of order is usually found within its first few entries). Other rows: rows of up to 32 entries — most rows — by an in-place insertion sort, longer ones — hubs,
 which hold most entries of a skewed graph (81 % of an RMAT graph's) — by an LSD radix sort
 of 8-bit digits (11-bit past 16384 entries; a pass whose digit is constant is skipped), a
 few linear passes instead of log d comparisons, with the weights carried through the same

@@ -7,7 +7,11 @@ Algorithms (``algorithm=``):
     ``(distance, vertex)``, stale entries are skipped when popped. O(m log m), cache-friendly
     flat arrays, no decrease-key bookkeeping (scipy's ``dijkstra`` uses a Fibonacci heap of
     node objects). Integer weights up to ``DIAL_MAX_WEIGHT`` (and 4n) use Dial's bucket
-    queue instead: ``C + 1`` cyclic buckets, O(1) per operation, O(m + max distance) in all.
+    queue instead: ``C + 1`` cyclic buckets, O(1) per operation, O(m + max distance) in all;
+    each bucket a stack of 32-id blocks (reused through a free list, so the queue stays in
+    cache), and with positive weights the canonical predecessors are kept while relaxing
+    instead of in a second pass over the arcs (RMAT-18, one core: 0.19 -> 0.12 CPU seconds
+    per source with predecessors, against one linked pool entry per push and the pass).
     Written by hand because no library offers a Numba-callable priority queue.
 ``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998, as in
     Ortega-Arranz et al.'s GPU Dijkstra) - a label-setting loop: each iteration computes, over
