@@ -10,6 +10,14 @@
 __device__ __forceinline__ long long dist_add(long long d, long long w) { return d + w; }
 __device__ __forceinline__ double dist_add(double d, double w) { return __dadd_rn(d, w); }
 
+// The arc u -> v (weight w) is a predecessor arc: u strictly closer, and tight (the canonical
+// predecessor rule; _is_tight_cpu in frontier.py).
+template <typename WT>
+__device__ __forceinline__ bool is_tight(WT du, WT w, WT dv)
+{
+    return du < dv && dist_add(du, w) == dv;
+}
+
 __device__ __forceinline__ long long atomic_min_dist(long long* a, long long v)
 {
     return atomicMin(a, v);

@@ -45,7 +45,7 @@ typedef unsigned long long u64;
 #define W_THR 0        // near-far: upper end (exclusive) of the current bucket; Crauser: L
 #define W_FARMIN 1     // near-far: smallest distance left in the far pile; Crauser: M
 
-#include "_dist.cuh"     // dist_add, atomic_min_dist, next_threshold
+#include "_dist.cuh"     // dist_add, atomic_min_dist, next_threshold, is_tight
 #include "_nearfar.cuh"  // list_push, stamped_push, push_near_or_far, last_block
 
 template <typename WT>
@@ -416,8 +416,7 @@ struct TightTail {
     __device__ __forceinline__ void operator()(i64 e, WT du, long long u) const
     {
         const IT v = indices[e];
-        const WT dv = dist[v];
-        if (du < dv && dist_add(du, weights[e]) == dv && u < pred[v]) atomicMin(pred + v, u);
+        if (is_tight(du, weights[e], dist[v]) && u < pred[v]) atomicMin(pred + v, u);
     }
 };
 
