@@ -19,6 +19,15 @@ Dask strategy
    owns whole shards; Blosc compresses without the GIL, so the tasks run in parallel).
 5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
 
+Several GPUs (``--gpus N|all``, :func:`pipelines.cluster.open_scheduler`: one worker process
+per GPU): the tiled algorithm's group tasks (phase 1, the sources up, the labels down) are
+spread over the GPU workers in Z-order runs of groups, its fill tasks (phase 3 and the
+writes) in runs of shards (:func:`pipelines.cost_distance_tiled.spread_over_workers`); a grid
+that fits one device is solved in core on the first GPU worker, where its write tasks run
+too (the solved grid never crosses processes), and the summary says so (``gpus_used``: 1).
+The ingest tasks of a raster input go to any worker. The result is the same bits as on one
+GPU.
+
 Bad input is found before anything runs where the headers suffice (sources outside the
 raster, a friction raster of another shape or georeference, ``--max-cost <= 0``); a source
 on nodata or a negative friction is found when the data are read, and the atomic output
@@ -46,7 +55,7 @@ from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, rea
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, tiles_per_shard
 
-from .cluster import compute, open_scheduler
+from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, visible_gpus
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS"]
@@ -241,9 +250,12 @@ def _finish(out_path, solved, writes, meta):
 
 
 def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, windows,
-                              backend="cpu", upstream=None, geo=None, friction_store=None):
+                              backend="cpu", upstream=None, geo=None, friction_store=None,
+                              workers=()):
     """Dask graph computing the cost distance of the DEM in ``dem_path`` into ``out_path``.
 
+    ``workers``: GPU workers (:func:`pipelines.cluster.active_gpu_workers`); the solve, the
+    writes and the finish run on the first (one device holds the grid), the ingests anywhere.
     Returns a Delayed whose value is the summary dict.
     """
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
@@ -260,20 +272,36 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
               for i, w in enumerate(windows)]
     meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
-    return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
-                                             dask_key_name=name("finish"))
+    finish = dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
+                                               dask_key_name=name("finish"))
+    if not workers:
+        return finish
+    from .quadtree import pin_tasks
+
+    def on_first(key):  # this graph's own tasks (not the ingests)
+        return workers[0] if (key if isinstance(key, str) else key[0]).endswith(token) else None
+    return pin_tasks(finish, on_first, name("graph"))
 
 
 def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
                       start_cost=None, cost="absdiff", friction=None, connectivity=8,
                       max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
                       geotiff_dir=None, algorithm="auto", tile_sssp=None, max_height=None,
-                      reuse=None):
+                      reuse=None, gpus=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
+    ``gpus`` (``"N"`` or ``"all"``): one worker process per GPU (module docstring).
     Returns the summary dict (also in the output's ``cost_distance`` attribute).
     """
     t_start = time.perf_counter()
+    if gpus is not None:
+        if getattr(backend, "name", backend) == "cpu":
+            raise InputError(f"{input_path}: a GPU count needs the gpu backend, not cpu")
+        if scheduler is not None:
+            raise InputError(f"{input_path}: GPU workers are started here: scheduler "
+                             f"{scheduler!r} cannot be used with a GPU count")
+        parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
+        backend = "gpu"
     be = get_backend(backend)
     model = cost_model_code(cost)
     connectivity = int(arc_codes(connectivity).size)
@@ -333,7 +361,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         with atomic_output(out, overwrite) as tmp:
             friction_tmp = Path(tmp).with_name(Path(tmp).name + ".friction")
             summary = _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs,
-                                 shard, shape, be, geo, scheduler)
+                                 shard, shape, be, geo, scheduler, gpus=gpus)
             summary["sources"] = [
                 {"index": i, "row": r, "col": c, "x": cell_centre(r, c, gt)[0],
                  "y": cell_centre(r, c, gt)[1],
@@ -375,7 +403,7 @@ def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
 
 
 def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be,
-               geo, scheduler):
+               geo, scheduler, gpus=None):
     """Build the graph (ingests included) and compute it; returns the summary."""
     upstream = []
     if is_store(inp):
@@ -396,15 +424,20 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     windows = [(r, min(r + tile * shard, shape[0]), c, min(c + tile * shard, shape[1]))
                for r in range(0, shape[0], tile * shard)
                for c in range(0, shape[1], tile * shard)]
-    if spec["algorithm"] == "tiled":
-        from .cost_distance_tiled import build_cost_distance_tiled
-        graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
-                                          geo, friction_store)
-    else:
-        graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
-                                          upstream, geo, friction_store)
-    with open_scheduler(scheduler):
+    with open_scheduler(scheduler, gpus=gpus):
+        workers = active_gpu_workers()  # --gpus (here or the batch's): one worker per GPU
+        if spec["algorithm"] == "tiled":
+            from .cost_distance_tiled import build_cost_distance_tiled
+            graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name,
+                                              upstream, geo, friction_store, workers=workers)
+        else:
+            graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows,
+                                              be.name, upstream, geo, friction_store,
+                                              workers=workers)
         (summary,) = compute(graph, label="cost-distance")
+    if workers:  # the in-core solve holds the grid on one device
+        summary.update(gpus=len(workers),
+                       gpus_used=len(workers) if spec["algorithm"] == "tiled" else 1)
     return summary
 
 
@@ -448,7 +481,9 @@ def _format_summary(s):
         f"algorithm {s['algorithm']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
         f"time      {s['seconds']:.2f} s (solve {s['solve_seconds']:.2f} s, read "
         f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s)",
-    ] + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
+    ] + ([f"gpus      {s['gpus_used']} of {s['gpus']} GPU workers"
+          + (" (the grid fits one device: solved in core on the first)"
+             if s["gpus_used"] < s["gpus"] else "")] if s.get("gpus") else []) + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
          if s.get("phases") else [])
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
@@ -462,7 +497,8 @@ def cost_distance_command(args):
         tile=args.tile, backend=args.backend, scheduler=args.scheduler,
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
         algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
-        max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None))
+        max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
+        gpus=getattr(args, "gpus", None))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
