@@ -204,25 +204,34 @@ def _cli(*argv, timeout=300):
 @pytest.mark.gpu
 @pytest.mark.parametrize("algorithm", ["tiled", "in-core"])
 def test_cost_distance_on_all_gpus_equals_one_gpu(tmp_path, algorithm):
-    # --gpus all (one GPU is enough) and --gpus 1 against the plain GPU run: the same bits
+    # --gpus all (one GPU is enough) against the plain GPU run: the same bits
     src = tmp_path / "g.asc"
-    _cli("synth", "--rows", "300", "--cols", "260", "--nodata", "0.02", "-o", src)
-    common = ["--source-cell", "10,12", "--source-cell", "250,200", "--tile", "64",
+    _cli("synth", "--rows", "200", "--cols", "150", "--nodata", "0.02", "-o", src)
+    common = ["--source-cell", "10,12", "--source-cell", "190,140", "--tile", "32",
               "--algorithm", algorithm, "--json"]
     _cli("cost-distance", src, "-o", tmp_path / "one.zarr", "--backend", "gpu",
          "--scheduler", "threads", *common)
-    want = _layers(tmp_path / "one.zarr")
-    for gpus in ("1", "all"):
-        out = tmp_path / f"g{gpus}.zarr"
-        s = json.loads(_cli("cost-distance", src, "-o", out, "--gpus", gpus, *common).stdout)
-        assert s["algorithm"] == algorithm and s["backend"] == "gpu" and s["gpus"] >= 1
-        assert s["gpus_used"] == (s["gpus"] if algorithm == "tiled" else 1)
-        got = _layers(out)
-        for n in LAYERS:
-            assert got[n].tobytes() == want[n].tobytes(), (gpus, n)
-    text = _cli("cost-distance", src, "-o", tmp_path / "t.zarr", "--gpus", "1",
-                *common[:-1]).stdout
-    assert "gpus      1 of 1 GPU workers" in text
+    s = json.loads(_cli("cost-distance", src, "-o", tmp_path / "all.zarr", "--gpus", "all",
+                        *common).stdout)
+    assert s["algorithm"] == algorithm and s["backend"] == "gpu" and s["gpus"] >= 1
+    assert s["gpus_used"] == (s["gpus"] if algorithm == "tiled" else 1)
+    want, got = _layers(tmp_path / "one.zarr"), _layers(tmp_path / "all.zarr")
+    for n in LAYERS:
+        assert got[n].tobytes() == want[n].tobytes(), n
+
+
+def test_summary_says_how_many_gpus_served():
+    s = {"output": "o.zarr", "rows": 3, "cols": 4, "connectivity": 8, "cost": "absdiff",
+         "sources": [{}], "reached_cells": 12, "max_distance": 2.0, "algorithm": "in-core",
+         "queue": "near-far", "backend": "gpu", "device": "GPU", "seconds": 1.0,
+         "solve_seconds": 0.1, "read_seconds": 0.1, "write_seconds": 0.1, "gpus": 4,
+         "gpus_used": 1}
+    assert ("gpus      1 of 4 GPU workers (the grid fits one device: solved in core on the "
+            "first)") in cd._format_summary(s).splitlines()
+    s.update(algorithm="tiled", gpus_used=4)
+    assert "gpus      4 of 4 GPU workers" in cd._format_summary(s).splitlines()
+    del s["gpus"], s["gpus_used"]
+    assert "gpus" not in cd._format_summary(s)
 
 
 @pytest.mark.gpu
