@@ -18,6 +18,7 @@ from pipelines import cluster
 from pipelines import cost_distance as cd
 from pipelines.cluster import assign_groups
 from test_cost_distance_cli import write_asc
+from test_cost_distance_tiled_pipeline import small_shards  # noqa: F401 (a fixture)
 
 LAYERS = ("distance", "allocation", "backlink")
 WORKERS = ["tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"]
@@ -25,12 +26,6 @@ WORKERS = ["tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"]
 
 class _Built(Exception):
     pass
-
-
-@pytest.fixture
-def small_shards(monkeypatch):
-    import terrain.tiles.store as store
-    monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 16)  # groups = shards of 16 cells
 
 
 @pytest.fixture
