@@ -60,6 +60,27 @@ __device__ __forceinline__ bool relax_arc(const float* __restrict__ z,
     return nd_bits < dv_bits && nd_bits < atomicMin(&dist[v], nd_bits);
 }
 
+// Relax every arc of cell u (one thread): push(v, nd) for each neighbour v whose distance
+// it lowered to nd.
+template <typename F>
+__device__ __forceinline__ void relax_cell(const float* __restrict__ z,
+                                           const float* __restrict__ f, int has_f, int model,
+                                           const double* __restrict__ lengths,
+                                           const long long* __restrict__ offs,
+                                           const int* __restrict__ codes, int nk, long long u,
+                                           u64* dist, double max_cost, const F& push) {
+    const double d = bits_to_double(dist[u]);
+    const float zu = z[u];
+    const float fu = has_f ? f[u] : 1.0f;
+    for (int j = 0; j < nk; ++j) {
+        const int k = codes[j];
+        const long long v = u + offs[k];
+        double nd;
+        if (relax_arc(z, f, has_f, model, lengths, v, k, d, zu, fu, dist, max_cost, nd))
+            push(v, nd);
+    }
+}
+
 // Offer the label nlab (the label of a cell at distance d, elevation zu, friction fu, plus
 // one hop) to cell v across the arc of code k when that arc is tight (d + w == dist[v],
 // exact): true when it lowered label[v].
@@ -88,17 +109,10 @@ extern "C" __global__ void sssp_relax(const float* __restrict__ z, const float* 
                                       unsigned long long* __restrict__ n_next, double max_cost) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_frontier) return;
-    const long long u = frontier[i];
-    const double d = bits_to_double(dist[u]);
-    const float zu = z[u];
-    const float fu = has_f ? f[u] : 1.0f;
-    for (int j = 0; j < nk; ++j) {
-        const int k = codes[j];
-        const long long v = u + offs[k];
-        double nd;
-        if (relax_arc(z, f, has_f, model, lengths, v, k, d, zu, fu, dist, max_cost, nd))
-            stamped_push(v, 1, in_next, next, n_next);  // once per frontier (the flag)
-    }
+    relax_cell(z, f, has_f, model, lengths, offs, codes, nk, frontier[i], dist, max_cost,
+               [&](long long v, double) {
+                   stamped_push(v, 1, in_next, next, n_next);  // once per frontier (the flag)
+               });
 }
 
 // Clear the in_next flags of a frontier (before it is relaxed, so cells can re-enter).
@@ -245,19 +259,9 @@ extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __r
         const NearFarLists<int, double> q{near_next, &ctl[C_NNEAR + 1 - cur], near_mark,
                                           (int)ctl[C_STEP] + 1, far_cur, &ctl[C_NFAR + fcur],
                                           far_mark, epoch, as_double(&ctl[C_FARMIN])};
-        for (long long i = tid; i < n; i += stride) {
-            const int u = near_cur[i];
-            const double d = bits_to_double(dist[u]);
-            const float zu = z[u];
-            const float fu = has_f ? f[u] : 1.0f;
-            for (int j = 0; j < nk; ++j) {
-                const int k = codes[j];
-                const int v = u + (int)offs[k];
-                double nd;
-                if (relax_arc(z, f, has_f, model, lengths, v, k, d, zu, fu, dist, max_cost, nd))
-                    push_near_or_far(v, nd, T, q);
-            }
-        }
+        for (long long i = tid; i < n; i += stride)
+            relax_cell(z, f, has_f, model, lengths, offs, codes, nk, near_cur[i], dist, max_cost,
+                       [&](long long v, double nd) { push_near_or_far((int)v, nd, T, q); });
     }
     if (!last_block(&ctl[C_BLOCKS])) return;
     // control, one thread: finish this step, then choose the next
