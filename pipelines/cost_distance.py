@@ -58,7 +58,8 @@ from terrain.tiles.store import create_layer, tiles_per_shard
 from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, visible_gpus
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
-           "choose_algorithm", "default_output", "resolve_sources", "LAYERS"]
+           "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
+           "pin_to_gpu_workers"]
 
 
 def default_output(input_path):
@@ -250,12 +251,9 @@ def _finish(out_path, solved, writes, meta):
 
 
 def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, windows,
-                              backend="cpu", upstream=None, geo=None, friction_store=None,
-                              workers=()):
+                              backend="cpu", upstream=None, geo=None, friction_store=None):
     """Dask graph computing the cost distance of the DEM in ``dem_path`` into ``out_path``.
 
-    ``workers``: GPU workers (:func:`pipelines.cluster.active_gpu_workers`); the solve, the
-    writes and the finish run on the first (one device holds the grid), the ingests anywhere.
     Returns a Delayed whose value is the summary dict.
     """
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
@@ -272,15 +270,26 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
               for i, w in enumerate(windows)]
     meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
-    finish = dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
-                                               dask_key_name=name("finish"))
+    return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
+                                             dask_key_name=name("finish"))
+
+
+def pin_to_gpu_workers(graph, algorithm, workers):
+    """``graph`` (a ``cost-distance`` Delayed) with its tasks placed on the GPU ``workers``
+    (module docstring): tiled, the groups and shards spread over them
+    (:func:`pipelines.cost_distance_tiled.spread_over_workers`); in core, the graph's own
+    tasks (not the ingests) on the first. Without ``workers``, ``graph`` itself."""
     if not workers:
-        return finish
+        return graph
+    token = str(graph.key).rsplit("-", 1)[1]  # cost-[tiled-]finish-TOKEN
+    if algorithm == "tiled":
+        from .cost_distance_tiled import spread_over_workers
+        return spread_over_workers(graph, token, workers)
     from .quadtree import pin_tasks
 
-    def on_first(key):  # this graph's own tasks (not the ingests)
+    def on_first(key):
         return workers[0] if (key if isinstance(key, str) else key[0]).endswith(token) else None
-    return pin_tasks(finish, on_first, name("graph"))
+    return pin_tasks(graph, on_first, f"cost-graph-{token}")
 
 
 def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
@@ -424,16 +433,16 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     windows = [(r, min(r + tile * shard, shape[0]), c, min(c + tile * shard, shape[1]))
                for r in range(0, shape[0], tile * shard)
                for c in range(0, shape[1], tile * shard)]
+    if spec["algorithm"] == "tiled":
+        from .cost_distance_tiled import build_cost_distance_tiled
+        graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
+                                          geo, friction_store)
+    else:
+        graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
+                                          upstream, geo, friction_store)
     with open_scheduler(scheduler, gpus=gpus):
         workers = active_gpu_workers()  # --gpus (here or the batch's): one worker per GPU
-        if spec["algorithm"] == "tiled":
-            from .cost_distance_tiled import build_cost_distance_tiled
-            graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name,
-                                              upstream, geo, friction_store, workers=workers)
-        else:
-            graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows,
-                                              be.name, upstream, geo, friction_store,
-                                              workers=workers)
+        graph = pin_to_gpu_workers(graph, spec["algorithm"], workers)
         (summary,) = compute(graph, label="cost-distance")
     if workers:  # the in-core solve holds the grid on one device
         summary.update(gpus=len(workers),
@@ -481,10 +490,11 @@ def _format_summary(s):
         f"algorithm {s['algorithm']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
         f"time      {s['seconds']:.2f} s (solve {s['solve_seconds']:.2f} s, read "
         f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s)",
-    ] + ([f"gpus      {s['gpus_used']} of {s['gpus']} GPU workers"
-          + (" (the grid fits one device: solved in core on the first)"
-             if s["gpus_used"] < s["gpus"] else "")] if s.get("gpus") else []) + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
+    ] + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
          if s.get("phases") else [])
+      + ([f"gpus      {s['gpus_used']} of {s['gpus']} GPU workers"
+          + (" (the grid fits one device: solved in core on the first)"
+             if s["gpus_used"] < s["gpus"] else "")] if s.get("gpus") else [])
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 

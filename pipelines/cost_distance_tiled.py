@@ -708,10 +708,9 @@ def spread_over_workers(graph, token, workers):
 
 
 def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",
-                              upstream=None, geo=None, friction_store=None, workers=()):
+                              upstream=None, geo=None, friction_store=None):
     """The whole ``cost-distance`` graph on the tiled path: ``cost-prepare`` (the layers, as
-    in the in-core path), then :func:`build_tiled_graph`, its groups and shards spread over
-    the GPU ``workers`` (:func:`spread_over_workers`). A Delayed summary."""
+    in the in-core path), then :func:`build_tiled_graph`. A Delayed summary."""
     import dask
 
     from .cost_distance import _prepare
@@ -720,6 +719,5 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
     prepared = dask.delayed(_prepare, pure=False)(
         out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
         dask_key_name=f"cost-prepare-{token}")
-    graph = build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
-                              backend, friction_store, spec.get("reuse"), token)
-    return spread_over_workers(graph, token, workers)
+    return build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared, backend,
+                             friction_store, spec.get("reuse"), token)
