@@ -163,6 +163,11 @@ def test_two_worker_processes_give_the_threads_result(tmp_path, monkeypatch, dem
     monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
     with open_scheduler(gpus="2", quiet=True) as client:
         workers = active_gpu_workers()
+        # the worker processes make the output layers: the same small shards as here (else
+        # two write tasks would share a shard and one could undo the other's write)
+        client.run(exec, "import terrain.tiles.store as s; s.SHARD_TARGET_SIDE = 16")
+        assert set(client.run(eval, "__import__('terrain.tiles.store', fromlist=['s'])"
+                                    ".SHARD_TARGET_SIDE").values()) == {16}
         for algorithm in ("tiled", "in-core"):
             out = tmp_path / f"{algorithm}-2.zarr"
             with get_task_stream(client) as ts:
