@@ -1,10 +1,40 @@
 """What the benchmarks share."""
 
+import os
 import resource
+import subprocess
+import time
+from pathlib import Path
 
-__all__ = ["peak_rss_bytes"]
+__all__ = ["peak_rss_bytes", "child_env", "timed_child"]
 
 
 def peak_rss_bytes():
     """Peak resident set size of this process so far, in bytes (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def child_env(**extra):
+    """This process's environment for a child process, with this checkout first on
+    ``PYTHONPATH`` (so ``python -m terrain.run`` runs this code) and ``extra`` set."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root] + paths)
+    env.update(extra)
+    return env
+
+
+def timed_child(argv, env=None):
+    """``(wall seconds, peak RSS bytes, user + system CPU seconds)`` of one child process
+    (``wait4``: its own figures, whatever else the machine runs); RuntimeError with the
+    end of its stderr when it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status):
+        raise RuntimeError(f"{' '.join(map(str, argv))} failed: {err.strip()[-500:]}")
+    return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime

@@ -80,11 +80,13 @@ def _per_file(template, inp):
 
 def _run_cost_distance(inp, out, args, scheduler):
     from .cost_distance import run_cost_distance
+    # with --gpus the batch's GPU workers are active (run_batch): groups spread over them
+    backend = "gpu" if getattr(args, "gpus", None) is not None else args.backend
     s = run_cost_distance(
         inp, out, points=args.source or (), cells=args.source_cell or (),
         sources_file=_per_file(args.sources, inp), start_cost=args.start_cost, cost=args.cost,
         friction=_per_file(args.friction, inp), connectivity=args.connectivity,
-        max_cost=args.max_cost, tile=args.tile, backend=args.backend, scheduler=scheduler,
+        max_cost=args.max_cost, tile=args.tile, backend=backend, scheduler=scheduler,
         overwrite=args.overwrite, algorithm=args.algorithm)
     summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
     summary["sources"] = len(s.get("sources", ()))
@@ -138,6 +140,8 @@ RUNNERS = {
     "mst": (_run_mst, ".mst.zarr"),
     "cost-distance": (_run_cost_distance, ".cost.zarr"),
 }
+# the commands that take --gpus (the batch's GPU workers serve each file)
+GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
 CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance}
 
@@ -235,11 +239,12 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     """Run ``command`` over every input; returns the manifest rows (one dict per file)."""
     runner, suffix = RUNNERS[command]
     gpus = getattr(args, "gpus", None)
-    if gpus is not None:  # one worker per GPU for the whole batch (mst only: ingest parses text)
-        if command != "mst":
-            raise InputError(f"batch {command}: runs on the CPU; a GPU count is for mst")
+    if gpus is not None:  # one worker per GPU for the whole batch (not ingest: it parses text)
+        if command not in GPU_COMMANDS:
+            raise InputError(f"batch {command}: runs on the CPU; a GPU count is for "
+                             + " and ".join(GPU_COMMANDS))
         if getattr(args, "backend", None) == "cpu":
-            raise InputError("batch mst: a GPU count needs the gpu backend, not cpu")
+            raise InputError(f"batch {command}: a GPU count needs the gpu backend, not cpu")
         parse_gpus(gpus, visible_gpus())  # before the output folder is made
     if command in CHECKS:
         CHECKS[command](args)

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._bench import peak_rss_bytes
+from ._bench import child_env, peak_rss_bytes, timed_child
 
 __all__ = ["bench_ingest_command", "run_bench_ingest"]
 
@@ -65,27 +65,9 @@ def _child_rasterio(input_path, store_path):
 
 
 def _run_child(*argv):
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([root] + paths)
     proc = subprocess.run([sys.executable, "-m", "pipelines.bench_ingest", *map(str, argv)],
-                          stdout=subprocess.PIPE, env=env, check=True, text=True)
+                          stdout=subprocess.PIPE, env=child_env(), check=True, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _whole_process(argv):
-    """Wall seconds, peak RSS and CPU seconds (user + system) of one child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(map(str, argv))} failed: {err.strip()[-500:]}")
-    return seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def _whole_processes(src, store, tile, scheduler, repeat):
@@ -100,10 +82,10 @@ def _whole_processes(src, store, tile, scheduler, repeat):
     peer_start = [sys.executable, "-c", "import rasterio"]
     runs = {"terrain": [], "rasterio": [], "terrain start-up": [], "rasterio start-up": []}
     for _ in range(repeat):
-        runs["terrain"].append(_whole_process(ours_argv))
-        runs["rasterio"].append(_whole_process(peer_argv))
-        runs["terrain start-up"].append(_whole_process(ours_start))
-        runs["rasterio start-up"].append(_whole_process(peer_start))
+        runs["terrain"].append(timed_child(ours_argv))
+        runs["rasterio"].append(timed_child(peer_argv))
+        runs["terrain start-up"].append(timed_child(ours_start))
+        runs["rasterio start-up"].append(timed_child(peer_start))
     out = {}
     for key, rs in runs.items():
         secs = sorted(r[0] for r in rs)

@@ -17,11 +17,11 @@ carries other processes' load, the CPU figure much less.
 """
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from ._bench import child_env, timed_child
 
 __all__ = ["bench_startup_command", "kernels_shipped"]
 
@@ -34,49 +34,28 @@ def kernels_shipped():
     return sum(1 for _ in Path(terrain.__file__).parent.rglob("__pycache__/*.nbi"))
 
 
-def _run(argv, env):
-    """(wall seconds, user + system CPU seconds) of one child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{' '.join(map(str, argv))} failed: {err.strip()[-500:]}")
-    return wall, usage.ru_utime + usage.ru_stime
-
-
-def _env(**extra):
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([root] + paths)
-    env.update(extra)
-    return env
-
-
 def run_bench_startup(input_path=SAMPLE, repeat=3):
     """The figures as ``{label: {"wall": [...], "cpu": [...]}}``."""
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="terrain-startup-") as d:
         out = Path(d) / "out.mst.zarr"
         mst = [py, "-m", "terrain.run", "mst", str(input_path), "-o", str(out), "--overwrite"]
-        cases = [("python -c pass", [py, "-c", "pass"], _env()),
-                 ("python -c 'import numpy'", [py, "-c", "import numpy"], _env()),
+        cases = [("python -c pass", [py, "-c", "pass"], child_env()),
+                 ("python -c 'import numpy'", [py, "-c", "import numpy"], child_env()),
                  ("terrain mst, empty kernel cache (compiles)", mst, None),
-                 ("terrain mst, kernels this install carries", mst, _env()),
-                 ("terrain mst --scheduler local (dashboard)", mst + ["--scheduler", "local"], _env())]
+                 ("terrain mst, kernels this install carries", mst, child_env()),
+                 ("terrain mst --scheduler local (dashboard)", mst + ["--scheduler", "local"],
+                  child_env())]
         results = {}
         for label, argv, env in cases:
             runs = []
             for i in range(repeat):
                 if env is None:  # a new empty cache each time: every run is a first run
-                    run_env = _env(NUMBA_CACHE_DIR=str(Path(d) / f"numba-cache-{i}"))
+                    run_env = child_env(NUMBA_CACHE_DIR=str(Path(d) / f"numba-cache-{i}"))
                 else:
                     run_env = env
-                runs.append(_run(argv, run_env))
-            results[label] = {"wall": [r[0] for r in runs], "cpu": [r[1] for r in runs]}
+                runs.append(timed_child(argv, run_env))
+            results[label] = {"wall": [r[0] for r in runs], "cpu": [r[2] for r in runs]}
     return results
 
 

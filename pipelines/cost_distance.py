@@ -19,6 +19,15 @@ Dask strategy
    owns whole shards; Blosc compresses without the GIL, so the tasks run in parallel).
 5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
 
+Several GPUs (``--gpus N|all``, :func:`pipelines.cluster.open_scheduler`: one worker process
+per GPU): the tiled algorithm's group tasks (phase 1, the sources up, the labels down) are
+spread over the GPU workers in Z-order runs of groups, its fill tasks (phase 3 and the
+writes) in runs of shards (:func:`pipelines.cost_distance_tiled.spread_over_workers`); a grid
+that fits one device is solved in core on the first GPU worker, where its write tasks run
+too (the solved grid never crosses processes), and the summary says so (``gpus_used``: 1).
+The ingest tasks of a raster input go to any worker. The result is the same bits as on one
+GPU.
+
 Bad input is found before anything runs where the headers suffice (sources outside the
 raster, a friction raster of another shape or georeference, ``--max-cost <= 0``); a source
 on nodata or a negative friction is found when the data are read, and the atomic output
@@ -46,10 +55,11 @@ from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, rea
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, tiles_per_shard
 
-from .cluster import compute, open_scheduler
+from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, visible_gpus
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
-           "choose_algorithm", "default_output", "resolve_sources", "LAYERS"]
+           "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
+           "pin_to_gpu_workers"]
 
 
 def default_output(input_path):
@@ -264,16 +274,43 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
                                              dask_key_name=name("finish"))
 
 
+def pin_to_gpu_workers(graph, algorithm, workers):
+    """``graph`` (a ``cost-distance`` Delayed) with its tasks placed on the GPU ``workers``
+    (module docstring): tiled, the groups and shards spread over them
+    (:func:`pipelines.cost_distance_tiled.spread_over_workers`); in core, the graph's own
+    tasks (not the ingests) on the first. Without ``workers``, ``graph`` itself."""
+    if not workers:
+        return graph
+    token = str(graph.key).rsplit("-", 1)[1]  # cost-[tiled-]finish-TOKEN
+    if algorithm == "tiled":
+        from .cost_distance_tiled import spread_over_workers
+        return spread_over_workers(graph, token, workers)
+    from .quadtree import pin_tasks
+
+    def on_first(key):
+        return workers[0] if (key if isinstance(key, str) else key[0]).endswith(token) else None
+    return pin_tasks(graph, on_first, f"cost-graph-{token}")
+
+
 def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
                       start_cost=None, cost="absdiff", friction=None, connectivity=8,
                       max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
                       geotiff_dir=None, algorithm="auto", tile_sssp=None, max_height=None,
-                      reuse=None):
+                      reuse=None, gpus=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
+    ``gpus`` (``"N"`` or ``"all"``): one worker process per GPU (module docstring).
     Returns the summary dict (also in the output's ``cost_distance`` attribute).
     """
     t_start = time.perf_counter()
+    if gpus is not None:
+        if getattr(backend, "name", backend) == "cpu":
+            raise InputError(f"{input_path}: a GPU count needs the gpu backend, not cpu")
+        if scheduler is not None:
+            raise InputError(f"{input_path}: GPU workers are started here: scheduler "
+                             f"{scheduler!r} cannot be used with a GPU count")
+        parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
+        backend = "gpu"
     be = get_backend(backend)
     model = cost_model_code(cost)
     connectivity = int(arc_codes(connectivity).size)
@@ -333,7 +370,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         with atomic_output(out, overwrite) as tmp:
             friction_tmp = Path(tmp).with_name(Path(tmp).name + ".friction")
             summary = _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs,
-                                 shard, shape, be, geo, scheduler)
+                                 shard, shape, be, geo, scheduler, gpus=gpus)
             summary["sources"] = [
                 {"index": i, "row": r, "col": c, "x": cell_centre(r, c, gt)[0],
                  "y": cell_centre(r, c, gt)[1],
@@ -375,7 +412,7 @@ def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
 
 
 def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be,
-               geo, scheduler):
+               geo, scheduler, gpus=None):
     """Build the graph (ingests included) and compute it; returns the summary."""
     upstream = []
     if is_store(inp):
@@ -403,8 +440,13 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     else:
         graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
                                           upstream, geo, friction_store)
-    with open_scheduler(scheduler):
+    with open_scheduler(scheduler, gpus=gpus):
+        workers = active_gpu_workers()  # --gpus (here or the batch's): one worker per GPU
+        graph = pin_to_gpu_workers(graph, spec["algorithm"], workers)
         (summary,) = compute(graph, label="cost-distance")
+    if workers:  # the in-core solve holds the grid on one device
+        summary.update(gpus=len(workers),
+                       gpus_used=len(workers) if spec["algorithm"] == "tiled" else 1)
     return summary
 
 
@@ -450,6 +492,9 @@ def _format_summary(s):
         f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s)",
     ] + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
          if s.get("phases") else [])
+      + ([f"gpus      {s['gpus_used']} of {s['gpus']} GPU workers"
+          + (" (the grid fits one device: solved in core on the first)"
+             if s["gpus_used"] < s["gpus"] else "")] if s.get("gpus") else [])
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
@@ -462,7 +507,8 @@ def cost_distance_command(args):
         tile=args.tile, backend=args.backend, scheduler=args.scheduler,
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
         algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
-        max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None))
+        max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
+        gpus=getattr(args, "gpus", None))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -63,7 +63,7 @@ from .quadtree import delayed_call
 
 __all__ = ["StoreReader", "IndexStore", "build_tiled_graph", "build_cost_distance_tiled",
            "tiled_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
-           "GROUP_SIDE"]
+           "GROUP_SIDE", "spread_over_workers", "GROUP_STAGES"]
 
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
@@ -673,6 +673,38 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None):
         spec["max_height"] = int(attrs["height"])
         spec["reuse"] = str(reuse)
     return spec
+
+
+#: The stages with one task per group, keys ``(f"cost-{stage}-{token}", i, j)``.
+GROUP_STAGES = ("index-leaf", "index-check", "src-leaf", "down-apply")
+
+
+def spread_over_workers(graph, token, workers):
+    """``graph`` (:func:`build_tiled_graph`'s Delayed, task names ending in ``token``) with
+    its per-group tasks (:data:`GROUP_STAGES`: phase 1, the sources up, the labels down)
+    pinned to ``workers`` in Z-order runs of groups, and its ``cost-fill`` tasks (phase 3
+    and the writes) in Z-order runs of shards (:func:`pipelines.cluster.assign_groups`),
+    loosely (a lost worker's tasks run elsewhere). The merges above the groups and the top
+    Dijkstra go wherever the scheduler puts them: tasks pass tokens, the data stay in the
+    stores. Without ``workers``, ``graph`` itself."""
+    if not workers:
+        return graph
+    from ._resume import graph_dict
+    from .cluster import assign_groups
+    from .quadtree import pin_tasks
+
+    def family(key):
+        if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str)
+                and key[0].startswith("cost-") and key[0].endswith("-" + token)):
+            return None
+        stage = key[0][len("cost-"):-len(token) - 1]
+        return "group" if stage in GROUP_STAGES else "fill" if stage == "fill" else None
+
+    keys = list(graph_dict(graph))
+    owners = {f: assign_groups(sorted({k[1:] for k in keys if family(k) == f}), list(workers))
+              for f in ("group", "fill")}
+    return pin_tasks(graph, lambda k: owners[f][k[1:]] if (f := family(k)) else None,
+                     f"cost-tiled-graph-{token}")
 
 
 def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",

@@ -14,6 +14,7 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.errors import InputError
 from terrain.tiles import is_store
+from terrain.tiles.store import result_dem
 
 __all__ = ["plot_command", "parse_size", "parse_window"]
 
@@ -58,21 +59,13 @@ def _plot_bfs_levels(args):
     return 0
 
 
-def _dem_of(store, group, where):
-    """The DEM of a result store: its ``elevation``, else the tile store ``where`` names."""
-    if "elevation" in group:
-        return group["elevation"]
-    if where and is_store(where):
-        return zarr.open_group(store=str(where), mode="r", use_consolidated=False)["elevation"]
-    return None
-
-
 def _plot_cost_distance(args, group):
     from terrain.plot import read_paths, render_cost_distance
 
     check_output_free(args.output, args.overwrite)
     model = dict(group.attrs.get("cost_model") or {})
-    dem = _dem_of(args.store, group, model.get("dem") or group.attrs.get("source"))
+    dem = result_dem(args.store, group, model.get("dem") or group.attrs.get("source"),
+                     required=False)
     paths = read_paths(args.paths)[0] if getattr(args, "paths", None) else None
     size = parse_size(args.size)
     units = (group["distance"].attrs.get("units") or "").split(" (")[0] or None
@@ -102,14 +95,7 @@ def plot_command(args):
     if getattr(args, "paths", None):
         raise InputError(f"{args.store}: --paths needs a cost-distance store")
     check_output_free(args.output, args.overwrite)
-    if "elevation" in group:
-        dem = group["elevation"]
-    else:
-        source = group.attrs.get("source")
-        if not source or not is_store(source):
-            raise InputError(f"{args.store}: no elevation here and the source DEM {source!r} "
-                             "is not a tile store")
-        dem = zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
+    dem = result_dem(args.store, group, group.attrs.get("source"))
     mask = group["mst"] if "mst" in group else None
     size = parse_size(args.size)
     window = parse_window(args.window)

@@ -18,7 +18,8 @@ as ``dask.delayed`` would: each consumer depends on its value only, so the sched
 value (a level graph) once its consumer ran, not when the last value of the tuple is used.
 
 Several GPUs: :meth:`TaskGraph.pin` restricts a step to a worker (loosely), carried to the
-scheduler as layer annotations (:func:`pipelines.cluster.assign_groups` says which).
+scheduler as layer annotations (:func:`pipelines.cluster.assign_groups` says which);
+:func:`pin_tasks` does the same for a graph built otherwise (``dask.delayed``).
 
 Checkpoints (``--resume``, :mod:`pipelines._resume`) are wrapped in at construction: a
 step whose stage is listed runs through :func:`pipelines._resume.run_checkpointed` with
@@ -36,7 +37,7 @@ from dask.delayed import Delayed
 
 from ._resume import CHECKPOINT_DIR, checkpoint_file, graph_dict, run_checkpointed
 
-__all__ = ["TaskGraph", "delayed_call"]
+__all__ = ["TaskGraph", "delayed_call", "pin_tasks", "pinned_delayed"]
 
 
 class _Ref:
@@ -131,15 +132,36 @@ class TaskGraph:
     def delayed(self, ref):
         """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it); the pinned
         tasks carry ``workers``/``allow_other_workers`` annotations to the scheduler."""
-        if not self.workers:
-            return Delayed(ref.key, self.tasks)
-        from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
-        pinned = self.workers
-        name = f"{self.prefix}-graph-{self.token}"
-        layer = MaterializedLayer(self.tasks, annotations={
-            "workers": lambda k: [pinned[k]] if k in pinned else None,
-            "allow_other_workers": lambda k: True if k in pinned else None})
-        return Delayed(ref.key, HighLevelGraph({name: layer}, {name: set()}), layer=name)
+        return pinned_delayed(ref.key, self.tasks, self.workers,
+                              f"{self.prefix}-graph-{self.token}")
+
+
+def pinned_delayed(key, tasks, workers, name):
+    """A ``Delayed`` computing ``key`` from the task dict ``tasks``; the tasks in ``workers``
+    (key -> worker address) are restricted to theirs, loosely (``workers`` and
+    ``allow_other_workers`` annotations of the one layer ``name``): when that worker is
+    gone, another takes them.
+
+    >>> d = pinned_delayed("b", {"a": 1, "b": (sum, ["a", "a"])}, {"a": "tcp://w:1"}, "g")
+    >>> d.compute(scheduler="sync"), d.__dask_graph__().layers["g"].annotations["workers"]("a")
+    (2, ['tcp://w:1'])
+    """
+    if not workers:
+        return Delayed(key, tasks)
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+    layer = MaterializedLayer(tasks, annotations={
+        "workers": lambda k: [workers[k]] if k in workers else None,
+        "allow_other_workers": lambda k: True if k in workers else None})
+    return Delayed(key, HighLevelGraph({name: layer}, {name: set()}), layer=name)
+
+
+def pin_tasks(delayed, where, name):
+    """``delayed`` with every task whose key ``where(key)`` maps to a worker address pinned
+    to that worker, loosely (:func:`pinned_delayed`); ``where`` returns None for the tasks
+    the scheduler places. ``name``: the layer's name. Without pins, ``delayed`` itself."""
+    tasks = graph_dict(delayed)
+    workers = {k: w for k in tasks if (w := where(k)) is not None}
+    return pinned_delayed(delayed.key, tasks, workers, name) if workers else delayed
 
 
 def delayed_call(prefix, token):

@@ -25,6 +25,7 @@ import zarr
 
 from terrain.errors import InputError
 from terrain.tiles import is_store
+from terrain.tiles.store import result_dem
 
 __all__ = ["verify_path", "verify_command"]
 
@@ -34,14 +35,7 @@ def _verify_mst_store(path):
 
     group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
     summary = dict(group.attrs.get("mst") or {})
-    if "elevation" in group:
-        dem = group["elevation"]
-    else:
-        source = group.attrs.get("source")
-        if not source or not is_store(source):
-            raise InputError(f"{path}: the DEM is not in this store and its source "
-                             f"{source!r} is not a tile store")
-        dem = zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
+    dem = result_dem(path, group, group.attrs.get("source"))
     a = dict(group.attrs)
     gt = a.get("geotransform") or [0.0, 1.0, 0.0, 0.0, 0.0, -1.0]
     cellsize = a.get("cellsize") or [abs(gt[1]), abs(gt[5])]
@@ -57,14 +51,7 @@ def _verify_cost_store(path):
     if not isinstance(m, dict):
         raise InputError(f"{path}: no 'cost_model' attribute (written by cost-distance): "
                          "cannot recompute the arc costs")
-    if m.get("dem") == "elevation":
-        dem = group["elevation"]
-    else:
-        source = m.get("dem")
-        if not source or not is_store(source):
-            raise InputError(f"{path}: the DEM is not in this store and its source "
-                             f"{source!r} is not a tile store")
-        dem = zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
+    dem = result_dem(path, group, m.get("dem"))  # "elevation": the store's own
     friction = group[m["friction"]] if m.get("friction") else None
     algorithm = (group.attrs.get("cost_distance") or {}).get("algorithm", "in-core")
     # the in-core SSSP sums exactly what verify sums; the tiled one adds boundary-matrix

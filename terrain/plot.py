@@ -121,6 +121,60 @@ def mst_segments(mask, r0=0, c0=0):
     return np.concatenate(segs).astype(np.float64) if segs else np.zeros((0, 2, 2))
 
 
+class _Map:
+    """What the map pictures share: ``values`` sampled (:func:`read_for_picture`, as float64)
+    for the ``fraction`` (of width, height) of a ``size`` picture its axes get, the
+    georeference, and the figure with its axes at ``box`` spanning the window's outer edges
+    in map coordinates (cell indices without a geotransform).
+
+    Attributes: ``values``, ``stride``, ``window`` (r0, r1, c0, c1), ``gt`` (list or None),
+    ``cell`` (cell size), ``extent`` (x0, x1, y0, y1), ``fig``, ``ax``.
+    """
+
+    def __init__(self, plt, values, size, fraction, window, geotransform, box, dpi):
+        width, height = size
+        v, self.stride, self.window = read_for_picture(
+            values, (int(width * fraction[0]), int(height * fraction[1])), window)
+        self.values = v.astype(np.float64)
+        self.plt = plt
+        gt = self.gt = [float(x) for x in geotransform] if geotransform is not None else None
+        self.cell = (abs(gt[1]), abs(gt[5])) if gt else (1.0, 1.0)
+        r0, r1, c0, c1 = self.window
+        if gt:
+            self.extent = (gt[0] + gt[1] * c0, gt[0] + gt[1] * c1,
+                           gt[3] + gt[5] * r0, gt[3] + gt[5] * r1)
+        else:
+            self.extent = (c0, c1, r0, r1)
+        self.fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
+        self.ax = self.fig.add_axes(box)
+
+    def normalised(self):
+        """``(values scaled to [0, 1] with NaN as 0, lo, hi)`` over the finite values."""
+        v = self.values
+        finite = v[np.isfinite(v)]
+        lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+        return np.nan_to_num((v - lo) / (hi - lo if hi > lo else 1.0), nan=0.0), lo, hi
+
+    def show(self, rgba):
+        x0, x1, y0, y1 = self.extent
+        self.ax.imshow(rgba, extent=(x0, x1, y1, y0), interpolation="nearest", origin="upper")
+
+    def frame(self):
+        """The axes span the window; equal aspect when the cells are square."""
+        x0, x1, y0, y1 = self.extent
+        self.ax.set_xlim(x0, x1)
+        self.ax.set_ylim(y1, y0)
+        gt = self.gt
+        self.ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
+
+    def save(self, path, title, dpi):
+        self.ax.set_title(title, fontsize=9)
+        self.ax.tick_params(labelsize=7)
+        self.ax.ticklabel_format(useOffset=False, style="plain")
+        self.fig.savefig(path, dpi=dpi, format="png")
+        self.plt.close(self.fig)
+
+
 def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
                geotransform=None, title=None, dpi=100):
     """Write a PNG of ``size`` pixels: hillshade of ``elevation`` and, zoomed in enough,
@@ -145,32 +199,15 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
     # the axes get about 80% of the figure: sample for that
-    z, stride, (r0, r1, c0, c1) = read_for_picture(elevation, (int(width * 0.8),
-                                                               int(height * 0.8)), window)
-    z = z.astype(np.float64)
-    gt = [float(v) for v in geotransform] if geotransform is not None else None
-    cell = (abs(gt[1]), abs(gt[5])) if gt else (1.0, 1.0)
-    shade = hillshade(z, (cell[0] * stride, cell[1] * stride))
-    finite = z[np.isfinite(z)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    norm = (z - lo) / (hi - lo if hi > lo else 1.0)
-    cmap = plt.get_cmap("terrain")
-    rgba = cmap(np.nan_to_num(norm, nan=0.0))
+    m = _Map(plt, elevation, (width, height), (0.8, 0.8), window, geotransform,
+             (0.1, 0.08, 0.85, 0.84), dpi)
+    z, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
+    shade = hillshade(z, (m.cell[0] * stride, m.cell[1] * stride))
+    rgba = plt.get_cmap("terrain")(m.normalised()[0])
     rgba[..., :3] *= (0.35 + 0.65 * np.nan_to_num(shade, nan=1.0))[..., None]
     rgba[np.isnan(z)] = (1.0, 1.0, 1.0, 0.0)
-    # map coordinates of the window's outer edges
-    if gt:
-        x0, x1 = gt[0] + gt[1] * c0, gt[0] + gt[1] * c1
-        y0, y1 = gt[3] + gt[5] * r0, gt[3] + gt[5] * r1
-    else:
-        x0, x1, y0, y1 = c0, c1, r0, r1
-    fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
-    ax = fig.add_axes((0.1, 0.08, 0.85, 0.84))
-    ax.imshow(rgba, extent=(x0, x1, y1, y0) if not gt or gt[5] > 0 else (x0, x1, y1, y0),
-              interpolation="nearest", origin="upper")
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y1, y0)
-    ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
+    m.show(rgba)
+    m.frame()
     pixels_per_cell = min(width * 0.85 / (c1 - c0), height * 0.84 / (r1 - r0))
     edges = None
     note = ""
@@ -188,12 +225,7 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
         else:
             note = (f"; forest not drawn at {1 / pixels_per_cell:.1f} cells per pixel "
                     "(zoom in with a window)")
-    ax.set_title(title or f"rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}{note}",
-                 fontsize=9)
-    ax.tick_params(labelsize=7)
-    ax.ticklabel_format(useOffset=False, style="plain")
-    fig.savefig(path, dpi=dpi, format="png")
-    plt.close(fig)
+    m.save(path, title or f"rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}{note}", dpi)
     return {"stride": stride, "window": [r0, r1, c0, c1], "edges_drawn": edges}
 
 
@@ -292,33 +324,24 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
     from matplotlib.colors import Normalize
-    d, stride, (r0, r1, c0, c1) = read_for_picture(distance, (int(width * 0.7),
-                                                              int(height * 0.8)), window)
-    d = d.astype(np.float64)
-    gt = [float(v) for v in geotransform] if geotransform is not None else None
-    cell = (abs(gt[1]), abs(gt[5])) if gt else (1.0, 1.0)
+    m = _Map(plt, distance, (width, height), (0.7, 0.8), window, geotransform,
+             (0.08, 0.08, 0.74, 0.84), dpi)
+    d, stride, (r0, r1, c0, c1), gt, fig, ax = m.values, m.stride, m.window, m.gt, m.fig, m.ax
+    x0, x1, y0, y1 = m.extent
     rgba = np.ones(d.shape + (4,))
     if elevation is not None:
         z = np.asarray(elevation[r0:r1:stride, c0:c1:stride], dtype=np.float64)
-        shade = np.nan_to_num(hillshade(z, (cell[0] * stride, cell[1] * stride)), nan=1.0)
+        shade = np.nan_to_num(hillshade(z, (m.cell[0] * stride, m.cell[1] * stride)), nan=1.0)
         rgba[..., :3] = (0.25 + 0.75 * shade)[..., None]
         rgba[np.isnan(z)] = (1.0, 1.0, 1.0, 0.0)
-    finite = d[np.isfinite(d)]
-    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    norm, lo, hi = m.normalised()
     cmap = plt.get_cmap("magma_r")
-    colour = cmap(np.nan_to_num((d - lo) / (hi - lo if hi > lo else 1.0), nan=0.0))
+    colour = cmap(norm)
     reached = np.isfinite(d)
     alpha = 0.6 if elevation is not None else 1.0
     rgba[reached, :3] = (1 - alpha) * rgba[reached, :3] + alpha * colour[reached, :3]
     rgba[reached, 3] = 1.0
-    if gt:
-        x0, x1 = gt[0] + gt[1] * c0, gt[0] + gt[1] * c1
-        y0, y1 = gt[3] + gt[5] * r0, gt[3] + gt[5] * r1
-    else:
-        x0, x1, y0, y1 = c0, c1, r0, r1
-    fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
-    ax = fig.add_axes((0.08, 0.08, 0.74, 0.84))
-    ax.imshow(rgba, extent=(x0, x1, y1, y0), interpolation="nearest", origin="upper")
+    m.show(rgba)
     levels = _nice_levels(lo, hi)
     if levels and min(d.shape) >= 2:
         # sample centres in map coordinates
@@ -343,9 +366,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
             sx, sy = sr[:, 1] + 0.5, sr[:, 0] + 0.5
         ax.scatter(sx, sy, marker="*", s=120, c="#00e040", edgecolors="black", linewidths=0.6,
                    zorder=5, label="sources")
-    ax.set_xlim(x0, x1)
-    ax.set_ylim(y1, y0)
-    ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
+    m.frame()
     sm = plt.cm.ScalarMappable(cmap=cmap, norm=Normalize(lo, hi))
     ax.apply_aspect()  # the colour bar beside the axes' drawn box, not its layout box
     pos = ax.get_position()
@@ -353,11 +374,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     cb = fig.colorbar(sm, cax=cax)
     cb.set_label(f"accumulated cost ({units})" if units else "accumulated cost", fontsize=8)
     cb.ax.tick_params(labelsize=7)
-    ax.set_title(title or f"cost distance: rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}"
-                 + (f"; {drawn} least-cost path(s)" if drawn else ""), fontsize=9)
-    ax.tick_params(labelsize=7)
-    ax.ticklabel_format(useOffset=False, style="plain")
-    fig.savefig(path, dpi=dpi, format="png")
-    plt.close(fig)
+    m.save(path, title or f"cost distance: rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}"
+           + (f"; {drawn} least-cost path(s)" if drawn else ""), dpi)
     return {"stride": stride, "window": [r0, r1, c0, c1], "levels": levels,
             "paths_drawn": drawn}

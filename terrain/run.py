@@ -278,6 +278,7 @@ def build_parser():
                    "cost-distance store on the same raster and cost")
     _add_backend(p)
     _add_scheduler(p)
+    _add_gpus(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
                    help="also write distance.tif, allocation.tif and backlink.tif there")

@@ -12,25 +12,19 @@ from terrain.io.georef import crs_label, crs_wkt, is_geographic
 from terrain.errors import InputError
 from terrain.tiles import open_store
 
+from test_geotiff import GT, write_utm_tif
+
 xr = pytest.importorskip("xarray")
 rioxarray = pytest.importorskip("rioxarray")
-
-GT = (600000.0, 30.0, 0.0, 3900000.0, 0.0, -30.0)
 
 
 @pytest.fixture(scope="module")
 def utm_tif(tmp_path_factory):
     """A 70 x 45 float32 GeoTIFF in EPSG:32617 with a nodata block."""
     d = tmp_path_factory.mktemp("georef")
-    rng = np.random.default_rng(5)
-    z = rng.normal(300, 50, (70, 45)).astype(np.float32)
+    z = np.random.default_rng(5).normal(300, 50, (70, 45)).astype(np.float32)
     z[10:20, 5:9] = -32768
-    path = d / "dem.tif"
-    with rasterio.open(path, "w", driver="GTiff", height=70, width=45, count=1, dtype="float32",
-                       crs="EPSG:32617", transform=rasterio.Affine.from_gdal(*GT),
-                       nodata=-32768) as dst:
-        dst.write(z, 1)
-    return path
+    return write_utm_tif(d / "dem.tif", z)
 
 
 def open_quietly(path):

@@ -20,13 +20,16 @@ GT = (600000.0, 30.0, 0.0, 3900000.0, 0.0, -30.0)
 def dem_tif(tmp_path_factory):
     """1100 x 700 float32 GeoTIFF, EPSG:32617, a nodata block: big enough for overviews."""
     d = tmp_path_factory.mktemp("geotiff")
-    rng = np.random.default_rng(7)
-    z = rng.normal(300, 50, (1100, 700)).astype(np.float32)
+    z = np.random.default_rng(7).normal(300, 50, (1100, 700)).astype(np.float32)
     z[100:180, 50:90] = -32768
-    path = d / "dem.tif"
-    with rasterio.open(path, "w", driver="GTiff", height=1100, width=700, count=1,
-                       dtype="float32", crs="EPSG:32617", transform=rasterio.Affine.from_gdal(*GT),
-                       nodata=-32768) as dst:
+    return write_utm_tif(d / "dem.tif", z)
+
+
+def write_utm_tif(path, z):
+    """``z`` (float32, -32768 = nodata) as a GeoTIFF in EPSG:32617 at ``GT``; ``path``."""
+    with rasterio.open(path, "w", driver="GTiff", height=z.shape[0], width=z.shape[1],
+                       count=1, dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine.from_gdal(*GT), nodata=-32768) as dst:
         dst.write(z, 1)
     return path
 

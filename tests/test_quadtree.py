@@ -54,20 +54,22 @@ def test_groups_partition_the_grid_and_walks_visit_children_first(shape, tile, g
             assert parent[0] == k + 1 and (i, j) in plan.children(*parent)
 
 
+def _leaf(k, i, j):  # the walks' test steps: values that say which steps made them
+    return np.int64(100 * i + j), f"{k}/{i}/{j}"
+
+
+def _merge(k, i, j, *kids):
+    return sum(int(x) * (q + 1) for q, x in enumerate(kids) if x is not None), f"{k}/{i}/{j}"
+
+
 def test_the_dask_walk_equals_the_direct_walk():
     dask = pytest.importorskip("dask")
     from pipelines.quadtree import delayed_call
 
     plan = QuadtreePlan.build((45, 30), 4, 2)
 
-    def leaf(k, i, j):
-        return np.int64(100 * i + j), f"{k}/{i}/{j}"
-
-    def merge(k, i, j, *kids):
-        return sum(int(x) * (q + 1) for q, x in enumerate(kids) if x is not None), f"{k}/{i}/{j}"
-
-    direct = walk_up(plan, leaf, merge)
-    lazy = walk_up(plan, leaf, merge, call=delayed_call("t", "x"))
+    direct = walk_up(plan, _leaf, _merge)
+    lazy = walk_up(plan, _leaf, _merge, call=delayed_call("t", "x"))
     assert dask.compute(lazy)[0] == direct
 
 
@@ -78,23 +80,17 @@ def test_the_task_graph_walk_equals_the_direct_walk_both_ways(tmp_path):
 
     plan = QuadtreePlan.build((45, 30), 4, 2)
 
-    def leaf(k, i, j):
-        return np.int64(100 * i + j), f"{k}/{i}/{j}"
-
-    def merge(k, i, j, *kids):
-        return sum(int(x) * (q + 1) for q, x in enumerate(kids) if x is not None), f"{k}/{i}/{j}"
-
     def split(k, i, j, incoming, label):
         return 4 * ((incoming or ()) + (label,),) + (label,)
 
     def receive(k, i, j, incoming, label):
         return (label, incoming)
 
-    up_direct, rest_direct = walk_up(plan, leaf, merge)
+    up_direct, rest_direct = walk_up(plan, _leaf, _merge)
     down_direct = walk_down(plan, split, receive, extra=rest_direct, node_nout=5)
     for partial in (None, tmp_path):
         graph = TaskGraph("t", "x", partial, ("t-leaf", "t-apply"))
-        up, rest = walk_up(plan, leaf, merge, call=graph.call)
+        up, rest = walk_up(plan, _leaf, _merge, call=graph.call)
         node_rest, leaves = walk_down(plan, split, receive, call=graph.call, extra=rest,
                                       node_nout=5)
         refs = [up, [list(r) for r in node_rest.values()], list(leaves.values())]
@@ -106,5 +102,5 @@ def test_the_task_graph_walk_equals_the_direct_walk_both_ways(tmp_path):
     # the checkpoints were written as the tasks ran, and a second graph finds them
     assert len(list((tmp_path / CHECKPOINT_DIR).glob("*.pkl"))) == 2 * len(plan.groups)
     again = TaskGraph("t", "x", tmp_path, ("t-leaf", "t-apply"))
-    walk_up(plan, leaf, merge, call=again.call)
+    walk_up(plan, _leaf, _merge, call=again.call)
     assert again.reused == len(plan.groups)

@@ -716,7 +716,7 @@ __global__ void __launch_bounds__(BS) advance_balanced(
 // array of WT = long long | double; "unreached" is `inf` (2**62 for integers, +inf for reals).
 // A 64-bit atomicMin on the bit pattern orders non-negative doubles like their values.
 
-#include "_dist.cuh"  // dist_add, atomic_min_dist
+#include "_dist.cuh"  // is_tight
 
 // Canonical predecessors, pass 1: pred[v] = the smallest u with dist[u] < dist[v] and
 // dist[u] + w(u, v) == dist[v] (atomicMin over the tails; pred starts at LLONG_MAX).
@@ -731,8 +731,7 @@ __global__ void sssp_parents(const i64* __restrict__ indptr, const IT* __restric
         if (du == inf) continue;
         for (i64 e = indptr[u]; e < indptr[u + 1]; ++e) {
             const IT v = indices[e];
-            const WT dv = dist[v];
-            if (du < dv && dist_add(du, weights[e]) == dv) atomicMin(pred + v, (long long)u);
+            if (is_tight(du, weights[e], dist[v])) atomicMin(pred + v, (long long)u);
         }
     }
 }

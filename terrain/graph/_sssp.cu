@@ -45,18 +45,8 @@ typedef unsigned long long u64;
 #define W_THR 0        // near-far: upper end (exclusive) of the current bucket; Crauser: L
 #define W_FARMIN 1     // near-far: smallest distance left in the far pile; Crauser: M
 
-#include "_dist.cuh"  // dist_add, atomic_min_dist
-
-// The next bucket bound after `thr`: thr + delta, and for reals at least the next double.
-__device__ __forceinline__ long long next_threshold(long long thr, long long delta)
-{
-    return thr + delta;
-}
-__device__ __forceinline__ double next_threshold(double thr, double delta)
-{
-    const double t = __dadd_rn(thr, delta);
-    return t > thr ? t : nextafter(thr, __longlong_as_double(0x7ff0000000000000LL));
-}
+#include "_dist.cuh"     // dist_add, atomic_min_dist, next_threshold, is_tight
+#include "_nearfar.cuh"  // list_push, stamped_push, push_near_or_far, last_block
 
 template <typename WT>
 __device__ __forceinline__ WT warp_min(WT x)
@@ -66,20 +56,6 @@ __device__ __forceinline__ WT warp_min(WT x)
         x = y < x ? y : x;
     }
     return x;
-}
-
-// Append v to out[] (counter *count) from whichever lanes of the warp reach this call
-// together: one atomicAdd per warp (the converged group of cooperative groups).
-template <typename IT>
-__device__ __forceinline__ void append(IT* out, u64* count, IT v)
-{
-    const unsigned mask = __activemask();
-    const unsigned lane = threadIdx.x & 31;
-    const int leader = __ffs(mask) - 1;
-    u64 base = 0;
-    if ((int)lane == leader) base = atomicAdd(count, (u64)__popc(mask));
-    base = __shfl_sync(mask, base, leader);
-    out[base + __popc(mask & ((1u << lane) - 1u))] = v;
 }
 
 // Every thread of the block calls this together with its own list [rs, re), the distance
@@ -150,37 +126,32 @@ __device__ __forceinline__ void add_work(i64* ctl, i64 arcs)
     if ((threadIdx.x & 31) == 0 && a) atomicAdd((u64*)&ctl[C_WORK], a);
 }
 
-// True in thread 0 of the last block to finish this step (every block calls it once).
-__device__ __forceinline__ bool last_block(i64* ctl)
+// The last block's part of ending every step: the ticket and the output queue's counter
+// reset, the output queue (buffer sel ^ 1) becomes the next step's input. Returns its size.
+__device__ __forceinline__ i64 next_step(volatile i64* c, int step, int sel)
 {
-    __shared__ bool s_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0)
-        s_last = atomicAdd((u64*)&ctl[C_TICKET], 1ull) == (u64)gridDim.x - 1;
-    __syncthreads();
-    if (!s_last || threadIdx.x != 0) return false;
-    __threadfence();
-    return true;
+    c[C_TICKET] = 0;
+    c[C_STEP] = step + 1;
+    const i64 nn = c[C_NEAR_OUT];
+    c[C_NEAR_OUT] = 0;
+    c[C_NEAR_N] = nn;
+    c[C_NEAR_SEL] = sel ^ 1;
+    return nn;
 }
 
 // ------------------------------------------------------------------ near-far delta-stepping
 
 #define LOCAL_Q 2048   // bucket fusion: capacity of a block's local near queue (shared memory)
 
+// The near list is stamped with the step (stamp[]), the far pile with 1 (in_far[]: a vertex
+// is in the pile at most once; the split clears the flag of those it takes out).
 template <typename IT, typename WT>
 struct NearFarRelax {
     const IT* __restrict__ indices;
     const WT* __restrict__ weights;
     WT* dist;
-    int* stamp;
-    int* in_far;
-    IT* near_out;
-    u64* near_count;
-    IT* far_out;
-    u64* far_count;
+    NearFarLists<IT, WT> lists;
     WT thr;
-    int step;
     IT* local_q;     // bucket fusion: the block's local near queue (null: off)
     int* local_n;
 
@@ -191,20 +162,36 @@ struct NearFarRelax {
         if (!(nd < dist[v])) return;  // a stale read only costs an atomic
         const WT old = atomic_min_dist(dist + v, nd);
         if (!(nd < old)) return;
-        if (nd < thr) {
-            if (local_q != nullptr) {
-                const int at = atomicAdd(local_n, 1);
-                if (at < LOCAL_Q) {
-                    local_q[at] = v;
-                    return;
-                }
+        if (nd < thr && local_q != nullptr) {
+            const int at = atomicAdd(local_n, 1);
+            if (at < LOCAL_Q) {
+                local_q[at] = v;
+                return;
             }
-            if (atomicExch(stamp + v, step) != step) append(near_out, near_count, v);
-        } else if (atomicExch(in_far + v, 1) == 0) {
-            append(far_out, far_count, v);
         }
+        push_near_or_far(v, nd, thr, lists);
     }
 };
+
+// Every thread of the block together: relax the row of near vertex u (when `has`) if u's
+// distance fell since it was last relaxed (relaxed_at).
+template <typename IT, typename WT, typename F>
+__device__ __forceinline__ void relax_near(bool has, IT u, const i64* __restrict__ indptr,
+                                           WT* dist, WT* relaxed_at, i64* ctl, const F& f)
+{
+    i64 rs = 0, re = 0;
+    WT du = 0;
+    if (has) {
+        du = *(volatile WT*)(dist + u);
+        if (du < relaxed_at[u]) {
+            relaxed_at[u] = du;
+            rs = indptr[u];
+            re = indptr[u + 1];
+        }
+    }
+    add_work(ctl, re - rs);
+    gather_rows(rs, re, du, f);
+}
 
 // One step of near-far delta-stepping (Davidson et al. 2014; Gunrock's SSSP). M_RELAX: relax
 // every arc of the near queue (vertices whose distance fell below the bucket bound W_THR);
@@ -235,24 +222,14 @@ __global__ void __launch_bounds__(BS) nearfar_step(
         if (threadIdx.x < 2) s_local_n[threadIdx.x] = 0;
         __syncthreads();
         const i64 n = ctl[C_NEAR_N];
-        NearFarRelax<IT, WT> f{indices, weights, dist, stamp, in_far, near_out, near_count,
-                               far_sel ? far1 : far0, (u64*)&ctl[C_FAR_N0 + far_sel], thr,
-                               step, fuse_rounds > 0 ? s_local[0] : nullptr, &s_local_n[0]};
+        const NearFarLists<IT, WT> lists{near_out, near_count, stamp, step,
+                                         far_sel ? far1 : far0, (u64*)&ctl[C_FAR_N0 + far_sel],
+                                         in_far, 1, nullptr};
+        NearFarRelax<IT, WT> f{indices, weights, dist, lists, thr,
+                               fuse_rounds > 0 ? s_local[0] : nullptr, &s_local_n[0]};
         for (i64 tile = (i64)blockIdx.x * BS; tile < n; tile += (i64)gridDim.x * BS) {
             const i64 i = tile + threadIdx.x;
-            i64 rs = 0, re = 0;
-            WT du = 0;
-            if (i < n) {
-                const IT u = near_in[i];
-                du = *(volatile WT*)(dist + u);
-                if (du < relaxed_at[u]) {
-                    relaxed_at[u] = du;
-                    rs = indptr[u];
-                    re = indptr[u + 1];
-                }
-            }
-            add_work(ctl, re - rs);
-            gather_rows(rs, re, du, f);
+            relax_near(i < n, i < n ? near_in[i] : (IT)0, indptr, dist, relaxed_at, ctl, f);
         }
         // Bucket fusion (Zhang et al., CGO 2020): the block goes on relaxing what it put in
         // its own local queue, for up to fuse_rounds rounds, instead of waiting a whole step
@@ -268,29 +245,16 @@ __global__ void __launch_bounds__(BS) nearfar_step(
             f.local_n = &s_local_n[cur ^ 1];
             for (int base = 0; base < m; base += BS) {
                 const int i = base + threadIdx.x;
-                i64 rs = 0, re = 0;
-                WT du = 0;
-                if (i < m) {
-                    const IT u = s_local[cur][i];
-                    du = *(volatile WT*)(dist + u);
-                    if (du < relaxed_at[u]) {
-                        relaxed_at[u] = du;
-                        rs = indptr[u];
-                        re = indptr[u + 1];
-                    }
-                }
-                add_work(ctl, re - rs);
-                gather_rows(rs, re, du, f);
+                relax_near(i < m, i < m ? s_local[cur][i] : (IT)0, indptr, dist, relaxed_at,
+                           ctl, f);
             }
             cur ^= 1;
         }
         __syncthreads();
         if (fuse_rounds > 0) {
             const int m = min(s_local_n[cur], LOCAL_Q);
-            for (int i = threadIdx.x; i < m; i += BS) {
-                const IT v = s_local[cur][i];
-                if (atomicExch(stamp + v, step) != step) append(near_out, near_count, v);
-            }
+            for (int i = threadIdx.x; i < m; i += BS)
+                stamped_push(s_local[cur][i], step, stamp, near_out, near_count);
         }
     } else {
         const IT* far_in = far_sel ? far1 : far0;
@@ -305,9 +269,9 @@ __global__ void __launch_bounds__(BS) nearfar_step(
                 const WT d = dist[v];
                 if (d < thr_new) {
                     in_far[v] = 0;
-                    if (!(d < thr)) append(near_out, near_count, v);
+                    if (!(d < thr)) list_push(v, near_out, near_count);
                 } else {
-                    append(far_out, far_count, v);
+                    list_push(v, far_out, far_count);
                     low = d < low ? d : low;
                 }
             }
@@ -315,15 +279,10 @@ __global__ void __launch_bounds__(BS) nearfar_step(
         low = warp_min(low);
         if ((threadIdx.x & 31) == 0 && low < inf) atomic_min_dist(wctl + W_FARMIN, low);
     }
-    if (!last_block(ctl)) return;
+    if (!last_block((u64*)&ctl[C_TICKET])) return;
     volatile i64* c = ctl;
     volatile WT* w = wctl;
-    c[C_TICKET] = 0;
-    c[C_STEP] = step + 1;
-    const i64 nn = c[C_NEAR_OUT];
-    c[C_NEAR_OUT] = 0;
-    c[C_NEAR_N] = nn;
-    c[C_NEAR_SEL] = near_sel ^ 1;
+    const i64 nn = next_step(c, step, near_sel);
     if (mode == M_RELAX) {
         if (nn == 0) {
             if (c[C_FAR_N0 + far_sel] == 0) {
@@ -368,7 +327,7 @@ struct CrauserRelax {
         if (settled[v]) return;
         const WT nd = dist_add(du, weights[e]);
         if (!(nd < dist[v])) return;
-        if (atomic_min_dist(dist + v, nd) == inf) append(out, count, v);  // first reach
+        if (atomic_min_dist(dist + v, nd) == inf) list_push(v, out, count);  // first reach
     }
 };
 
@@ -429,21 +388,16 @@ __global__ void __launch_bounds__(BS) crauser_settle(
                 rs = indptr[v];
                 re = indptr[v + 1];
             } else {
-                append(out, count, v);
+                list_push(v, out, count);
             }
         }
         add_work(ctl, re - rs);
         gather_rows(rs, re, d, f);
     }
-    if (!last_block(ctl)) return;
+    if (!last_block((u64*)&ctl[C_TICKET])) return;
     volatile i64* c = ctl;
     volatile WT* w = wctl;
-    c[C_TICKET] = 0;
-    c[C_STEP] = step + 1;
-    const i64 nn = c[C_NEAR_OUT];
-    c[C_NEAR_OUT] = 0;
-    c[C_NEAR_N] = nn;
-    c[C_NEAR_SEL] = sel ^ 1;
+    const i64 nn = next_step(c, step, sel);
     w[W_THR] = inf;
     w[W_FARMIN] = inf;
     if (nn == 0) c[C_MODE] = M_DONE;
@@ -462,8 +416,7 @@ struct TightTail {
     __device__ __forceinline__ void operator()(i64 e, WT du, long long u) const
     {
         const IT v = indices[e];
-        const WT dv = dist[v];
-        if (du < dv && dist_add(du, weights[e]) == dv && u < pred[v]) atomicMin(pred + v, u);
+        if (is_tight(du, weights[e], dist[v]) && u < pred[v]) atomicMin(pred + v, u);
     }
 };
 

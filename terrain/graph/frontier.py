@@ -198,6 +198,13 @@ def _bitwise_finish_cpu(seen, frontier, nxt, level, ecc, lower, upper, with_boun
     return acc, pairs
 
 
+@numba.njit(nogil=True, cache=True, inline="always")
+def _is_tight_cpu(du, w, dv):
+    """The arc u -> v (weight w) is a predecessor arc: u strictly closer, and tight
+    (``is_tight`` in ``_dist.cuh``)."""
+    return du < dv and du + w == dv
+
+
 @numba.njit(nogil=True, cache=True)
 def _sssp_parents_cpu(indptr, indices, weights, dist, inf, pred):
     for u in range(dist.shape[0]):
@@ -206,8 +213,7 @@ def _sssp_parents_cpu(indptr, indices, weights, dist, inf, pred):
             continue
         for e in range(indptr[u], indptr[u + 1]):
             v = indices[e]
-            dv = dist[v]
-            if du < dv and du + weights[e] == dv and u < pred[v]:
+            if _is_tight_cpu(du, weights[e], dist[v]) and u < pred[v]:
                 pred[v] = u
 
 
@@ -221,8 +227,7 @@ def _sssp_parents_pull_cpu(indptr, indices, weights, dist, inf, pred):
             continue
         for e in range(indptr[v], indptr[v + 1]):
             u = indices[e]
-            du = dist[u]
-            if du < dv and du + weights[e] == dv:
+            if _is_tight_cpu(dist[u], weights[e], dv):
                 pred[v] = u
                 break
 

@@ -16,6 +16,8 @@
 // 3. backlinks: per cell, the lowest arc code k whose neighbour is a tight predecessor with
 //    label == label[v] - 1.
 #include "_costs.cuh"
+#include "../graph/_nearfar.cuh"  // list_push, stamped_push, push_near_or_far, last_block;
+                                  // next_threshold (_dist.cuh)
 
 typedef unsigned long long u64;
 
@@ -32,13 +34,69 @@ __device__ __forceinline__ bool is_vertex(const float* z, const float* f, int ha
     return true;
 }
 
-// Append v to the next frontier unless it is already there.
-__device__ __forceinline__ void push_next(long long v, int* in_next, long long* next,
-                                          unsigned long long* n_next) {
-    if (atomicExch(&in_next[v], 1) == 0) {
-        const unsigned long long slot = atomicAdd(n_next, 1ULL);
-        next[slot] = v;
+__device__ __forceinline__ double bits_to_double(u64 b) {
+    return __longlong_as_double((long long)b);
+}
+__device__ __forceinline__ u64 double_to_bits(double d) {
+    return (u64)__double_as_longlong(d);
+}
+
+// Relax the arc of code k from a cell (distance d, elevation zu, friction fu) to cell v:
+// true when it lowered dist[v] to nd (this thread's atomicMin won). Costs past max_cost (and
+// +inf costs) are dropped. The one relaxation of every queue and launch scheme below.
+__device__ __forceinline__ bool relax_arc(const float* __restrict__ z,
+                                          const float* __restrict__ f, int has_f, int model,
+                                          const double* __restrict__ lengths, long long v, int k,
+                                          double d, float zu, float fu, u64* dist,
+                                          double max_cost, double& nd) {
+    if (!is_vertex(z, f, has_f, v)) return false;
+    const u64 dv_bits = dist[v];
+    // cannot improve unless w == 0 and equal: w >= 0 so nd >= d >= dv
+    if (dv_bits != SSSP_INF_BITS && bits_to_double(dv_bits) <= d) return false;
+    const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+    nd = __dadd_rn(d, w);
+    if (!(nd <= max_cost)) return false;  // also drops +inf costs
+    const u64 nd_bits = double_to_bits(nd);
+    return nd_bits < dv_bits && nd_bits < atomicMin(&dist[v], nd_bits);
+}
+
+// Relax every arc of cell u (one thread): push(v, nd) for each neighbour v whose distance
+// it lowered to nd.
+template <typename F>
+__device__ __forceinline__ void relax_cell(const float* __restrict__ z,
+                                           const float* __restrict__ f, int has_f, int model,
+                                           const double* __restrict__ lengths,
+                                           const long long* __restrict__ offs,
+                                           const int* __restrict__ codes, int nk, long long u,
+                                           u64* dist, double max_cost, const F& push) {
+    const double d = bits_to_double(dist[u]);
+    const float zu = z[u];
+    const float fu = has_f ? f[u] : 1.0f;
+    for (int j = 0; j < nk; ++j) {
+        const int k = codes[j];
+        const long long v = u + offs[k];
+        double nd;
+        if (relax_arc(z, f, has_f, model, lengths, v, k, d, zu, fu, dist, max_cost, nd))
+            push(v, nd);
     }
+}
+
+// Offer the label nlab (the label of a cell at distance d, elevation zu, friction fu, plus
+// one hop) to cell v across the arc of code k when that arc is tight (d + w == dist[v],
+// exact): true when it lowered label[v].
+__device__ __forceinline__ bool label_arc(const float* __restrict__ z,
+                                          const float* __restrict__ f, int has_f, int model,
+                                          const double* __restrict__ lengths, long long v, int k,
+                                          double d, float zu, float fu,
+                                          const u64* __restrict__ dist, u64* label, u64 nlab) {
+    const u64 dv_bits = dist[v];
+    if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) return false;
+    const double dv = bits_to_double(dv_bits);
+    if (dv < d) return false;
+    if (nlab >= label[v]) return false;
+    const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+    if (__dadd_rn(d, w) != dv) return false;
+    return nlab < atomicMin(&label[v], nlab);
 }
 
 extern "C" __global__ void sssp_relax(const float* __restrict__ z, const float* __restrict__ f,
@@ -51,28 +109,10 @@ extern "C" __global__ void sssp_relax(const float* __restrict__ z, const float* 
                                       unsigned long long* __restrict__ n_next, double max_cost) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_frontier) return;
-    const long long u = frontier[i];
-    const double d = __longlong_as_double((long long)dist[u]);
-    const float zu = z[u];
-    const float fu = has_f ? f[u] : 1.0f;
-    for (int j = 0; j < nk; ++j) {
-        const int k = codes[j];
-        const long long v = u + offs[k];
-        if (!is_vertex(z, f, has_f, v)) continue;
-        const u64 dv_bits = dist[v];
-        if (__longlong_as_double((long long)dv_bits) <= d && dv_bits != SSSP_INF_BITS) {
-            // cannot improve unless w == 0 and equal: w >= 0 so nd >= d >= dv
-            continue;
-        }
-        const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
-        const double nd = __dadd_rn(d, w);
-        if (!(nd <= max_cost)) continue;  // also drops +inf costs
-        const u64 nd_bits = (u64)__double_as_longlong(nd);
-        if (nd_bits < dv_bits) {
-            const u64 old = atomicMin(&dist[v], nd_bits);
-            if (nd_bits < old) push_next(v, in_next, next, n_next);
-        }
-    }
+    relax_cell(z, f, has_f, model, lengths, offs, codes, nk, frontier[i], dist, max_cost,
+               [&](long long v, double) {
+                   stamped_push(v, 1, in_next, next, n_next);  // once per frontier (the flag)
+               });
 }
 
 // Clear the in_next flags of a frontier (before it is relaxed, so cells can re-enter).
@@ -168,36 +208,20 @@ extern "C" __global__ void backlinks(const float* __restrict__ z, const float* _
 #define C_NSPLITS 16 // splits run
 #define C_NPROC 17   // cells relaxed, summed over steps
 
-__device__ __forceinline__ double bits_to_double(u64 b) {
-    return __longlong_as_double((long long)b);
-}
-__device__ __forceinline__ u64 double_to_bits(double d) {
-    return (u64)__double_as_longlong(d);
-}
-
-// Append v to list (size *count), one atomicAdd per warp and list.
-__device__ __forceinline__ void list_push(int v, int* list, u64* count) {
-    const unsigned active = __activemask();
-    const unsigned peers = __match_any_sync(active, (unsigned long long)count);
-    const int lane = threadIdx.x & 31;
-    const int leader = __ffs(peers) - 1;
-    u64 base = 0;
-    if (lane == leader) base = atomicAdd(count, (u64)__popc(peers));
-    base = __shfl_sync(peers, base, leader);
-    list[base + __popc(peers & ((1u << lane) - 1u))] = v;
+// The far minimum is a float64 kept as its bits in a u64 word (as dist): the distance-typed
+// atomic min of _dist.cuh orders non-negative doubles like their bits.
+__device__ __forceinline__ double* as_double(u64* word) {
+    return reinterpret_cast<double*>(word);
 }
 
-// Append v unless its stamp says it is in that list already.
-__device__ __forceinline__ void stamped_push(int v, int stamp, int* mark, int* list,
-                                             u64* count) {
-    if (atomicExch(&mark[v], stamp) != stamp) list_push(v, list, count);
-}
-
-// Called by thread 0 of every block after its work: true in the last block to finish.
-__device__ __forceinline__ bool last_block(u64* ctl) {
-    __threadfence();
-    const u64 done = atomicAdd(&ctl[C_BLOCKS], 1ULL);
-    return done == (u64)gridDim.x - 1;
+// The last block's control at the end of a relax step (nf_step, labels_step): the list just
+// relaxed (cur) is counted and emptied, the one filled becomes current, the step id moves on.
+__device__ __forceinline__ void end_relax_step(volatile u64* c, int cur) {
+    c[C_NPROC] += c[C_NNEAR + cur];
+    c[C_NNEAR + cur] = 0;
+    c[C_CUR] = 1 - cur;
+    c[C_STEP] += 1;
+    c[C_NSTEPS] += 1;
 }
 
 extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __restrict__ f,
@@ -206,7 +230,6 @@ extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __r
                                    const int* __restrict__ codes, int nk, u64* dist,
                                    int* near0, int* near1, int* far0, int* far1,
                                    int* near_mark, int* far_mark, u64* ctl, double max_cost) {
-    __shared__ bool is_last;
     if (ctl[C_DONE]) return;
     const int split = (int)ctl[C_SPLIT];
     const int cur = (int)ctl[C_CUR];
@@ -223,56 +246,24 @@ extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __r
         // far list -> near list (distance < T), next far list (>= T) or dropped (< T_old)
         const long long n = (long long)ctl[C_NFAR + fcur];
         const double told = bits_to_double(ctl[C_TOLD]);
-        const int stamp = (int)ctl[C_STEP];
+        const NearFarLists<int, double> q{near_cur, &ctl[C_NNEAR + cur], near_mark,
+                                          (int)ctl[C_STEP], far_next, &ctl[C_NFAR + 1 - fcur],
+                                          far_mark, epoch, as_double(&ctl[C_FARMIN])};
         for (long long i = tid; i < n; i += stride) {
             const int v = far_cur[i];
-            const u64 b = dist[v];
-            const double d = bits_to_double(b);
-            if (d < told) continue;
-            if (d < T) {
-                stamped_push(v, stamp, near_mark, near_cur, &ctl[C_NNEAR + cur]);
-            } else if (atomicExch(&far_mark[v], epoch) != epoch) {
-                list_push(v, far_next, &ctl[C_NFAR + 1 - fcur]);
-                atomicMin(&ctl[C_FARMIN], b);
-            }
+            const double d = bits_to_double(dist[v]);
+            if (!(d < told)) push_near_or_far(v, d, T, q);  // below told: relaxed already
         }
     } else {
         const long long n = (long long)ctl[C_NNEAR + cur];
-        const int stamp = (int)ctl[C_STEP] + 1;
-        for (long long i = tid; i < n; i += stride) {
-            const int u = near_cur[i];
-            const double d = bits_to_double(dist[u]);
-            const float zu = z[u];
-            const float fu = has_f ? f[u] : 1.0f;
-            for (int j = 0; j < nk; ++j) {
-                const int k = codes[j];
-                const int v = u + (int)offs[k];
-                if (!is_vertex(z, f, has_f, v)) continue;
-                const u64 dv_bits = dist[v];
-                if (dv_bits != SSSP_INF_BITS && bits_to_double(dv_bits) <= d) continue;
-                const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
-                const double nd = __dadd_rn(d, w);
-                if (!(nd <= max_cost)) continue;  // also drops +inf costs
-                const u64 nd_bits = double_to_bits(nd);
-                if (nd_bits < dv_bits) {
-                    const u64 old = atomicMin(&dist[v], nd_bits);
-                    if (nd_bits < old) {
-                        if (nd < T) {
-                            stamped_push(v, stamp, near_mark, near_next, &ctl[C_NNEAR + 1 - cur]);
-                        } else if (atomicExch(&far_mark[v], epoch) != epoch) {
-                            list_push(v, far_cur, &ctl[C_NFAR + fcur]);
-                            atomicMin(&ctl[C_FARMIN], nd_bits);
-                        }
-                    }
-                }
-            }
-        }
+        const NearFarLists<int, double> q{near_next, &ctl[C_NNEAR + 1 - cur], near_mark,
+                                          (int)ctl[C_STEP] + 1, far_cur, &ctl[C_NFAR + fcur],
+                                          far_mark, epoch, as_double(&ctl[C_FARMIN])};
+        for (long long i = tid; i < n; i += stride)
+            relax_cell(z, f, has_f, model, lengths, offs, codes, nk, near_cur[i], dist, max_cost,
+                       [&](long long v, double nd) { push_near_or_far((int)v, nd, T, q); });
     }
-    __threadfence();  // this thread's pushes before the block's arrival below
-    __syncthreads();
-    if (threadIdx.x == 0) is_last = last_block(ctl);
-    __syncthreads();
-    if (!is_last || threadIdx.x != 0) return;
+    if (!last_block(&ctl[C_BLOCKS])) return;
     // control, one thread: finish this step, then choose the next
     volatile u64* c = ctl;
     if (split) {
@@ -281,11 +272,7 @@ extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __r
         c[C_SPLIT] = 0;
         c[C_NSPLITS] += 1;
     } else {
-        c[C_NPROC] += c[C_NNEAR + cur];
-        c[C_NNEAR + cur] = 0;
-        c[C_CUR] = 1 - cur;
-        c[C_STEP] += 1;
-        c[C_NSTEPS] += 1;
+        end_relax_step(c, cur);
     }
     c[C_BLOCKS] = 0;
     if (c[C_NNEAR + c[C_CUR]] == 0) {
@@ -294,10 +281,8 @@ extern "C" __global__ void nf_step(const float* __restrict__ z, const float* __r
         } else {
             const double t_now = bits_to_double(c[C_T]);
             const double m = fmax(t_now, bits_to_double(c[C_FARMIN]));
-            double t_next = __dadd_rn(m, bits_to_double(c[C_DELTA]));
-            if (!(t_next > m)) t_next = nextafter(m, bits_to_double(SSSP_INF_BITS));
             c[C_TOLD] = double_to_bits(t_now);
-            c[C_T] = double_to_bits(t_next);
+            c[C_T] = double_to_bits(next_threshold(m, bits_to_double(c[C_DELTA])));
             c[C_FARMIN] = SSSP_INF_BITS;
             c[C_EPOCH] += 1;
             c[C_SPLIT] = 1;
@@ -314,7 +299,6 @@ extern "C" __global__ void labels_step(const float* __restrict__ z, const float*
                                        const int* __restrict__ codes, int nk,
                                        const u64* __restrict__ dist, u64* label,
                                        int* list0, int* list1, int* mark, u64* ctl) {
-    __shared__ bool is_last;
     if (ctl[C_DONE]) return;
     const int cur = (int)ctl[C_CUR];
     int* list = cur ? list1 : list0;
@@ -331,28 +315,13 @@ extern "C" __global__ void labels_step(const float* __restrict__ z, const float*
         for (int j = 0; j < nk; ++j) {
             const int k = codes[j];
             const int v = u + (int)offs[k];
-            const u64 dv_bits = dist[v];
-            if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) continue;
-            const double dv = bits_to_double(dv_bits);
-            if (dv < d) continue;
-            if (nlab >= label[v]) continue;
-            const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
-            if (__dadd_rn(d, w) != dv) continue;
-            const u64 old = atomicMin(&label[v], nlab);
-            if (nlab < old) stamped_push(v, stamp, mark, next, &ctl[C_NNEAR + 1 - cur]);
+            if (label_arc(z, f, has_f, model, lengths, v, k, d, zu, fu, dist, label, nlab))
+                stamped_push(v, stamp, mark, next, &ctl[C_NNEAR + 1 - cur]);
         }
     }
-    __threadfence();  // this thread's pushes before the block's arrival below
-    __syncthreads();
-    if (threadIdx.x == 0) is_last = last_block(ctl);
-    __syncthreads();
-    if (!is_last || threadIdx.x != 0) return;
+    if (!last_block(&ctl[C_BLOCKS])) return;
     volatile u64* c = ctl;
-    c[C_NPROC] += c[C_NNEAR + cur];
-    c[C_NNEAR + cur] = 0;
-    c[C_CUR] = 1 - cur;
-    c[C_STEP] += 1;
-    c[C_NSTEPS] += 1;
+    end_relax_step(c, cur);
     c[C_BLOCKS] = 0;
     if (c[C_NNEAR + 1 - cur] == 0) c[C_DONE] = 1;
     __threadfence();
@@ -425,6 +394,21 @@ __device__ __forceinline__ bool grid_barrier(unsigned int* bar) {
     return ok;
 }
 
+// A persistent kernel's thread: its place in the grid (tid of stride), and as one of the
+// nk lanes of a (cell, arc) pair its first cell, the stride between its cells and its arc
+// code (blockDim is a multiple of nk: 4, 8 or 16). boss: block 0's thread 0.
+struct PersistentThread {
+    long long stride, tid, cell0, cell_stride;
+    int my_code;
+    bool boss;
+
+    __device__ __forceinline__ PersistentThread(const int* __restrict__ codes, int nk)
+        : stride((long long)gridDim.x * blockDim.x),
+          tid((long long)blockIdx.x * blockDim.x + threadIdx.x),
+          cell0(tid / nk), cell_stride(stride / nk), my_code(codes[threadIdx.x % nk]),
+          boss(blockIdx.x == 0 && threadIdx.x == 0) {}
+};
+
 extern "C" __global__ void nf_persistent(const float* __restrict__ z, const float* __restrict__ f,
                                          int has_f, int model, const double* __restrict__ lengths,
                                          const long long* __restrict__ offs,
@@ -435,55 +419,27 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
     int* nears[3] = {near0, near1, near2};
     int* fars[3] = {far0, far1, far2};
     volatile u64* vc = cnt;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
-    // blockDim is a multiple of nk (4, 8 or 16)
-    const long long cell0 = tid / nk, cell_stride = stride / nk;
-    const int my_code = codes[threadIdx.x % nk];
+    const PersistentThread t(codes, nk);
     long long s = 0, e = 0, steps = 0, splits = 0, relaxed = 0;
     double T = -1.0, told = -1.0;
     if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
     while (true) {
         const long long n = (long long)vc[s % 3];
         if (n > 0) {
-            if (boss) vc[(s + 2) % 3] = 0;
+            if (t.boss) vc[(s + 2) % 3] = 0;
             const int* cur = nears[s % 3];
-            int* next = nears[(s + 1) % 3];
-            u64* n_next = &cnt[(s + 1) % 3];
-            int* far = fars[e % 3];
-            u64* n_far = &cnt[3 + e % 3];
-            u64* far_min = &cnt[6 + e % 3];
-            const int stamp = (int)(s + 1), epoch = (int)e;
+            const NearFarLists<int, double> q{nears[(s + 1) % 3], &cnt[(s + 1) % 3], near_mark,
+                                              (int)(s + 1), fars[e % 3], &cnt[3 + e % 3],
+                                              far_mark, (int)e, as_double(&cnt[6 + e % 3])};
             // one thread per (cell, arc): the nk arcs of a cell are nk neighbouring lanes
-            for (long long i = cell0; i < n; i += cell_stride) {
+            for (long long i = t.cell0; i < n; i += t.cell_stride) {
                 const int u = cur[i];
                 const double d = bits_to_double(dist[u]);
-                const float zu = z[u];
-                const float fu = has_f ? f[u] : 1.0f;
-                {
-                    const int k = my_code;
-                    const int v = u + (int)offs[k];
-                    if (!is_vertex(z, f, has_f, v)) continue;
-                    const u64 dv_bits = dist[v];
-                    if (dv_bits != SSSP_INF_BITS && bits_to_double(dv_bits) <= d) continue;
-                    const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model,
-                                              lengths);
-                    const double nd = __dadd_rn(d, w);
-                    if (!(nd <= max_cost)) continue;  // also drops +inf costs
-                    const u64 nd_bits = double_to_bits(nd);
-                    if (nd_bits < dv_bits) {
-                        const u64 old = atomicMin(&dist[v], nd_bits);
-                        if (nd_bits < old) {
-                            if (nd < T) {
-                                stamped_push(v, stamp, near_mark, next, n_next);
-                            } else if (atomicExch(&far_mark[v], epoch) != epoch) {
-                                list_push(v, far, n_far);
-                                atomicMin(far_min, nd_bits);
-                            }
-                        }
-                    }
-                }
+                const int v = u + (int)offs[t.my_code];
+                double nd;
+                if (relax_arc(z, f, has_f, model, lengths, v, t.my_code, d, z[u],
+                              has_f ? f[u] : 1.0f, dist, max_cost, nd))
+                    push_near_or_far(v, nd, T, q);
             }
             s += 1;
             steps += 1;
@@ -491,12 +447,9 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
         } else {
             const long long nf = (long long)vc[3 + e % 3];
             if (nf == 0) break;
-            const double m = fmax(T, bits_to_double(vc[6 + e % 3]));
-            double t_next = __dadd_rn(m, delta);
-            if (!(t_next > m)) t_next = nextafter(m, bits_to_double(SSSP_INF_BITS));
             told = T;
-            T = t_next;
-            if (boss) {
+            T = next_threshold(fmax(T, bits_to_double(vc[6 + e % 3])), delta);
+            if (t.boss) {
                 vc[(s + 2) % 3] = 0;
                 vc[3 + (e + 2) % 3] = 0;
                 vc[6 + (e + 2) % 3] = SSSP_INF_BITS;
@@ -504,23 +457,14 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
             // a split is a step too: it fills L[(s + 1) % 3], so that no block changes the
             // count (of L[s % 3]) that a slower block may still be reading to decide
             const int* src = fars[e % 3];
-            int* dst = fars[(e + 1) % 3];
-            u64* n_dst = &cnt[3 + (e + 1) % 3];
-            u64* dst_min = &cnt[6 + (e + 1) % 3];
-            int* near = nears[(s + 1) % 3];
-            u64* n_near = &cnt[(s + 1) % 3];
-            const int stamp = (int)(s + 1), epoch = (int)(e + 1);
-            for (long long i = tid; i < nf; i += stride) {
+            const NearFarLists<int, double> q{nears[(s + 1) % 3], &cnt[(s + 1) % 3], near_mark,
+                                              (int)(s + 1), fars[(e + 1) % 3],
+                                              &cnt[3 + (e + 1) % 3], far_mark, (int)(e + 1),
+                                              as_double(&cnt[6 + (e + 1) % 3])};
+            for (long long i = t.tid; i < nf; i += t.stride) {
                 const int v = src[i];
-                const u64 b = dist[v];
-                const double d = bits_to_double(b);
-                if (d < told) continue;
-                if (d < T) {
-                    stamped_push(v, stamp, near_mark, near, n_near);
-                } else if (atomicExch(&far_mark[v], epoch) != epoch) {
-                    list_push(v, dst, n_dst);
-                    atomicMin(dst_min, b);
-                }
+                const double d = bits_to_double(dist[v]);
+                if (!(d < told)) push_near_or_far(v, d, T, q);  // below told: relaxed already
             }
             s += 1;
             e += 1;
@@ -528,7 +472,7 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
         }
         if (!grid_barrier(bar)) break;
     }
-    if (boss) {
+    if (t.boss) {
         cnt[9] = steps;
         cnt[10] = splits;
         cnt[11] = relaxed;
@@ -545,47 +489,30 @@ extern "C" __global__ void labels_persistent(const float* __restrict__ z,
                                              u64* cnt, unsigned int* bar) {
     int* lists[3] = {list0, list1, list2};
     volatile u64* vc = cnt;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const bool boss = blockIdx.x == 0 && threadIdx.x == 0;
-    const long long cell0 = tid / nk, cell_stride = stride / nk;
-    const int my_code = codes[threadIdx.x % nk];
+    const PersistentThread t(codes, nk);
     long long s = 0, relaxed = 0;
     if (((volatile unsigned int*)bar)[2]) return;  // started after an abort
     while (true) {
         const long long n = (long long)vc[s % 3];
         if (n == 0) break;
-        if (boss) vc[(s + 2) % 3] = 0;
+        if (t.boss) vc[(s + 2) % 3] = 0;
         const int* cur = lists[s % 3];
         int* next = lists[(s + 1) % 3];
         u64* n_next = &cnt[(s + 1) % 3];
         const int stamp = (int)(s + 1);
         // one thread per (cell, arc), as in nf_persistent
-        for (long long i = cell0; i < n; i += cell_stride) {
+        for (long long i = t.cell0; i < n; i += t.cell_stride) {
             const int u = cur[i];
-            const double d = bits_to_double(dist[u]);
-            const u64 nlab = label[u] + 1ULL;
-            const float zu = z[u];
-            const float fu = has_f ? f[u] : 1.0f;
-            {
-                const int k = my_code;
-                const int v = u + (int)offs[k];
-                const u64 dv_bits = dist[v];
-                if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) continue;
-                const double dv = bits_to_double(dv_bits);
-                if (dv < d) continue;
-                if (nlab >= label[v]) continue;
-                const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
-                if (__dadd_rn(d, w) != dv) continue;
-                const u64 old = atomicMin(&label[v], nlab);
-                if (nlab < old) stamped_push(v, stamp, mark, next, n_next);
-            }
+            const int v = u + (int)offs[t.my_code];
+            if (label_arc(z, f, has_f, model, lengths, v, t.my_code, bits_to_double(dist[u]),
+                          z[u], has_f ? f[u] : 1.0f, dist, label, label[u] + 1ULL))
+                stamped_push(v, stamp, mark, next, n_next);
         }
         s += 1;
         relaxed += n;
         if (!grid_barrier(bar)) break;
     }
-    if (boss) {
+    if (t.boss) {
         cnt[9] = s;
         cnt[11] = relaxed;
     }

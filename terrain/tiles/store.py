@@ -32,7 +32,8 @@ from ..io.georef import crs_wkt, write_georeference
 from .morton import morton_order
 
 __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
-           "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer"]
+           "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
+           "result_dem"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -187,6 +188,21 @@ def is_store(path):
     """True when ``path`` looks like a Zarr group (a directory with zarr.json)."""
     p = Path(path)
     return p.is_dir() and (p / "zarr.json").exists()
+
+
+def result_dem(path, group, source, required=True):
+    """The ``elevation`` array a result store's layers were computed from: the store's own
+    (a raster input is ingested into it), else the tile store ``source`` names (the
+    store's ``source`` attribute, or the ``dem`` of a cost model). ``group`` is ``path``
+    opened; when neither is there, :class:`InputError` (None when not ``required``)."""
+    if "elevation" in group:
+        return group["elevation"]
+    if source and is_store(source):
+        return zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
+    if not required:
+        return None
+    raise InputError(f"{path}: the DEM is not in this store and its source {source!r} is "
+                     "not a tile store")
 
 
 class TileStore:
