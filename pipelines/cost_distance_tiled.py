@@ -44,6 +44,7 @@ Dask strategy
 """
 
 import shutil
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -70,6 +71,32 @@ LABELS_GROUP = "sssp_labels"
 GROUP_SIDE = 512       # cells a side of a group (phase 1 / phase 3 batch, index chunks)
 PAGE_BYTES = 512 << 10  # a page of distance matrices (the top Dijkstra's cache unit), at most
 TOP_CACHE_BYTES = 256 << 20
+
+
+_STAGE_LOCK = threading.Lock()
+_STAGE_SECONDS = {}  # run token -> {stage: task-seconds} (tasks of this process)
+
+
+def _add_seconds(token, stage, seconds):
+    with _STAGE_LOCK:
+        stages = _STAGE_SECONDS.setdefault(token, {})
+        stages[stage] = stages.get(stage, 0.0) + seconds
+
+
+class _Timed:
+    """A task function that adds its wall time to ``_STAGE_SECONDS[token][stage]`` (the
+    summary's ``stage_seconds``: task-seconds per stage, summed over threads)."""
+
+    def __init__(self, fn, token, stage):
+        self.fn, self.token, self.stage = fn, token, stage
+        self.__name__ = getattr(fn, "__name__", stage)
+
+    def __call__(self, *args):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*args)
+        finally:
+            _add_seconds(self.token, self.stage, time.perf_counter() - t0)
 
 
 class StoreReader:
@@ -556,12 +583,20 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
             "solve": t1 - t0, "write": time.perf_counter() - t1}
 
 
-def _finish(out_path, fills, meta, tops):
+def _finish(out_path, fills, meta, tops, token=None):
+    with _STAGE_LOCK:
+        stages = _STAGE_SECONDS.pop(token, {})
+    top = next((t for t in tops if isinstance(t, dict)), {})
+    if top.get("seconds"):  # the root's down task ran the top Dijkstra: count it apart
+        stages["top"] = top["seconds"]
+        down = "down-apply" if "down-apply" in stages and "down-split" not in stages \
+            else "down-split"
+        stages[down] = stages.get(down, 0.0) - top["seconds"]
     reached = sum(f["reached"] for f in fills)
     maxes = [f["max"] for f in fills if f["max"] is not None]
     summary = dict(meta)
-    top = next((t for t in tops if isinstance(t, dict)), {})
     summary.update({
+        "stage_seconds": {k: round(v, 3) for k, v in sorted(stages.items())},
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
         "solve_seconds": round(sum(f["solve"] for f in fills), 6), "read_seconds": 0.0,
         "write_seconds": round(sum(f["write"] for f in fills), 6),
@@ -598,7 +633,13 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     costs = (np.zeros(rows.size) if start_costs is None
              else np.asarray(start_costs, np.float64))
     srcs = (rows, cols, costs)
-    call = (lambda stage: delayed_call(f"cost-{stage}", token))
+    def call(stage):  # Dask tasks of a walk, each timed under "stage-step"
+        inner = delayed_call(f"cost-{stage}", token)
+
+        def timed(fn, *args, key, nout=None):
+            return inner(_Timed(fn, token, f"{stage}-{key[0].rstrip('0123456789')}"), *args,
+                         key=key, nout=nout)
+        return timed
     tasks = {"index": 0, "reused": 0}
     index = (IndexStore(out_path, tspec, g) if reuse is None
              else IndexStore(reuse, tspec, g, mode="r"))
@@ -611,7 +652,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                            (_index_merge_task, tspec, index), call=call("index"))
         tasks["index"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     else:
-        ready = [dask.delayed(_index_check_task, pure=False)(
+        ready = [dask.delayed(_Timed(_index_check_task, token, "index-check"), pure=False)(
             tspec, reader, index, made, g, i, j, dask_key_name=(f"cost-index-check-{token}",
                                                                 i, j))
             for (i, j) in plan.groups]
@@ -635,7 +676,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
             gj0, gj1 = max(c // side - 1, 0), -(-shard[3] // side) + 1
             deps = [out[(g, a, b)] for a in range(gi0, gi1) for b in range(gj0, gj1)
                     if (g, a, b) in out]
-            fills.append(dask.delayed(_fill_task, pure=False)(
+            fills.append(dask.delayed(_Timed(_fill_task, token, "fill"), pure=False)(
                 tspec, index, lstore, reader, backend, srcs, out_path, max_cost,
                 friction_store is not None, g, shard, prepared, *deps,
                 dask_key_name=(f"cost-fill-{token}", r // sh, c // sh)))
@@ -647,7 +688,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                  "skipped_phases": [] if reuse is None else ["phase 1", "phase 2 upward"],
                  "reuse": None if reuse is None else str(reuse)})
     tops = [out[(g, 0, 0)]] if (g, 0, 0) in out else []
-    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops,
+    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops, token,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 

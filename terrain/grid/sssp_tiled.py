@@ -159,7 +159,7 @@ class TiledSpec:
                 j * side, min((j + 1) * side, self.shape[1]))
 
 
-def default_max_height(tiles_shape, max_top_nodes=4096, tile=None, max_top_cells=1 << 21):
+def default_max_height(tiles_shape, max_top_nodes=16384, tile=None, max_top_cells=1 << 21):
     """Default height cap: the lowest level with at most ``max_top_nodes`` nodes and, given
     the ``tile`` side, at most ``max_top_cells`` top boundary cells (``~4 S`` per node of
     side ``S``).
@@ -168,12 +168,14 @@ def default_max_height(tiles_shape, max_top_nodes=4096, tile=None, max_top_cells
     ``S`` shrinks as the cap rises (out of core, ~250 bytes per vertex are held in memory:
     2^21 cells are ~0.5 GB), while every level below the cap costs ``O(S)`` work per cell
     (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
-    4096 tiles the flat boundary graph (height 0) is the cheapest in memory and time.
+    16384 tiles (2048^2 cells with tiles of 16) the flat boundary graph (height 0) is the
+    cheapest in memory and time: measured at 2048^2, height 1 costs ~4x the index time of
+    height 0 and its reuse query is slower too (docs/cost-distance-tiled.md).
 
     Examples
     --------
     >>> default_max_height((16, 16)), default_max_height((256, 256))
-    (0, 2)
+    (0, 1)
     >>> default_max_height((1024, 1024), tile=16)  # 16384^2 cells: 1024 top nodes of 512
     5
     """
@@ -442,22 +444,73 @@ def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _graph_pairs(srcs, targets, vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
-                 out_d, out_h):
-    V = vchild.shape[0]
-    for s in prange(srcs.shape[0]):
+def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize, moff,
+                     mat_d, mat_h, cptr, cdst, cw, out_d, out_h):
+    """Phase 2 bottom-up on a batch of nodes: one Dijkstra per (node, boundary source) pair.
+
+    The nodes' child-boundary graphs are concatenated (:func:`_graphs_batch`): node ``n``
+    owns vertices ``vbase[n]:vbase[n + 1]`` of ``vchild`` and ``cptr``, and ``coff`` /
+    ``cdst`` are node-local, so each Dijkstra runs :func:`_graph_dijkstra` on its node's
+    slices. Pair ``p`` runs from boundary cell ``psrc[p]`` of node ``pnode[p]`` (boundary
+    cells: node-local vertices ``targets[tbase[n]:tbase[n + 1]]``) and writes row ``psrc[p]``
+    of the node's ``B x B`` matrices at ``out_*[obase[n]:]``.
+    """
+    for p in prange(pnode.shape[0]):
+        n = pnode[p]
+        v0, v1 = vbase[n], vbase[n + 1]
+        t0, t1 = tbase[n], tbase[n + 1]
+        B = t1 - t0
+        V = v1 - v0
         kd, ka, kh, win = tt_alloc(V)
         ld = np.full(V, _INF)
         la = np.full(V, INT_INF, np.int32)
         lh = np.full(V, INT_INF, np.int32)
-        ld[srcs[s]] = 0.0
-        la[srcs[s]] = 0
-        lh[srcs[s]] = 0
-        _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
-                        ld, la, lh, kd, ka, kh, win)
-        for j in range(targets.shape[0]):
-            out_d[s, j] = ld[targets[j]]
-            out_h[s, j] = lh[targets[j]]
+        src = targets[t0 + psrc[p]]
+        ld[src] = 0.0
+        la[src] = 0
+        lh[src] = 0
+        _graph_dijkstra(vchild[v0:v1], coff, csize, moff, mat_d, mat_h, cptr[v0:v1 + 1], cdst,
+                        cw, ld, la, lh, kd, ka, kh, win)
+        row = obase[n] + psrc[p] * B
+        for j in range(B):
+            out_d[row + j] = ld[targets[t0 + j]]
+            out_h[row + j] = lh[targets[t0 + j]]
+
+
+def graphs_pairs_gpu(be, pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize,
+                     moff, mat_d, mat_h, cptr, cdst, cw, out_d, out_h, max_scratch=2 << 30):
+    """CUDA twin of :func:`graphs_pairs_cpu` (``_boundary.cu: graphs_pairs``): one thread per
+    pair, in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
+    bytes; the graphs are copied to the device once. ``out_*`` host arrays, filled."""
+    cp = be.xp
+    n_pairs = int(pnode.size)
+    if n_pairs == 0:
+        return
+    vmax = int(np.max(np.diff(vbase)))
+    cap = tt_capacity(vmax)
+    per_pair = vmax * 16 + 2 * cap * 20
+    chunk = max(1, min(n_pairs, max_scratch // per_pair))
+    dev = [cp.asarray(a) for a in (pnode.astype(np.int32), psrc.astype(np.int32), vbase,
+                                   tbase, targets, obase, vchild, coff, csize, moff, mat_d,
+                                   mat_h, cptr, cdst, cw)]
+    od = cp.asarray(out_d)
+    oh = cp.asarray(out_h)
+    s_ld = cp.empty(chunk * vmax, cp.float64)
+    s_la = cp.empty(chunk * vmax, cp.int32)
+    s_lh = cp.empty(chunk * vmax, cp.int32)
+    s_kd = cp.empty(chunk * 2 * cap, cp.float64)
+    s_ka = cp.empty(chunk * 2 * cap, cp.int32)
+    s_kh = cp.empty(chunk * 2 * cap, cp.int32)
+    s_win = cp.empty(chunk * 2 * cap, cp.int32)
+    kern = _cuda(be).get_function("graphs_pairs")
+    threads = 64
+    for p0 in range(0, n_pairs, chunk):
+        m = min(chunk, n_pairs - p0)
+        kern((-(-m // threads),), (threads,),
+             (np.int32(m), np.int32(p0), *dev, od, oh, s_ld, s_la, s_lh, s_kd, s_ka, s_kh,
+              s_win, np.int32(vmax), np.int32(cap)))
+    out_d[...] = od.get()
+    out_h[...] = oh.get()
 
 
 @njit(cache=True, nogil=True)
@@ -785,7 +838,63 @@ def _graph_arcs(spec, ids, z, f, vchild):
     return cptr, cdst, cw
 
 
-def node_boundary(spec, level, i, j, children):
+def nodes_boundary(spec, items, backend=None):
+    """Bottom-up on a batch of nodes: :func:`node_boundary` of each ``(level, i, j,
+    children)`` of ``items``, all their Dijkstras in one call (:func:`graphs_pairs_cpu`, or
+    ``_boundary.cu: graphs_pairs`` with ``backend='gpu'``). A list of NodeBoundary."""
+    C = spec.shape[1]
+    graphs, targets, windows = [], [], []
+    for level, i, j, children in items:
+        window = spec.window(level, i, j)
+        g = _child_graph(spec, children)
+        frame = _frame_mask(g.ids // C, g.ids % C, window, spec.shape, spec.width)
+        t = np.nonzero(frame)[0]
+        graphs.append(g)
+        targets.append(t[np.argsort(g.ids[t], kind="stable")].astype(np.int64))
+        windows.append(window)
+    if not items:
+        return []
+
+    def offsets(sizes):
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    vbase = offsets([g.ids.size for g in graphs])
+    kbase = offsets([g.csize.size for g in graphs])
+    mbase = offsets([g.mat_d.size for g in graphs])
+    ebase = offsets([g.cdst.size for g in graphs])
+    sizes = np.array([t.size for t in targets], np.int64)
+    tbase, obase = offsets(sizes), offsets(sizes * sizes)
+    cat = np.concatenate
+    vchild = cat([g.vchild + kbase[n] for n, g in enumerate(graphs)] + [np.zeros(0, np.int64)])
+    coff = cat([g.coff[:-1] for g in graphs] + [np.zeros(0, np.int64)])
+    csize = cat([g.csize for g in graphs] + [np.zeros(0, np.int64)])
+    moff = cat([g.moff[:-1] + mbase[n] for n, g in enumerate(graphs)] + [np.zeros(0, np.int64)])
+    mat_d = cat([g.mat_d for g in graphs] + [np.zeros(0)])
+    mat_h = cat([g.mat_h for g in graphs] + [np.zeros(0, np.int32)]).astype(np.int32)
+    cptr = cat([g.cptr[:-1] + ebase[n] for n, g in enumerate(graphs)] + [ebase[-1:]])
+    cdst = cat([g.cdst for g in graphs] + [np.zeros(0, np.int64)])
+    cw = cat([g.cw for g in graphs] + [np.zeros(0)])
+    tg = cat(targets + [np.zeros(0, np.int64)])
+    pnode = np.repeat(np.arange(len(items), dtype=np.int64), sizes)
+    psrc = cat([np.arange(b, dtype=np.int64) for b in sizes] + [np.zeros(0, np.int64)])
+    out_d = np.full(int(obase[-1]), _INF)
+    out_h = np.full(int(obase[-1]), INT_INF, np.int32)
+    args = (pnode, psrc, vbase, tbase, tg, obase, vchild, coff, csize, moff, mat_d, mat_h,
+            cptr, cdst, cw, out_d, out_h)
+    be = get_backend(backend)
+    if pnode.size and be.is_gpu:
+        graphs_pairs_gpu(be, *args)
+    elif pnode.size:
+        graphs_pairs_cpu(*args)
+    out = []
+    for n, ((level, i, j, _), g, t) in enumerate(zip(items, graphs, targets)):
+        B = t.size
+        out.append(NodeBoundary(level, (i, j), windows[n], g.ids[t], g.z[t], g.f[t],
+                                out_d[obase[n]:obase[n + 1]].reshape(B, B),
+                                out_h[obase[n]:obase[n + 1]].reshape(B, B)))
+    return out
+
+
+def node_boundary(spec, level, i, j, children, backend=None):
     """Bottom-up: the :class:`NodeBoundary` of node ``(level, i, j)`` from its 4 children's.
 
     ``children`` lists the children's NodeBoundary (None where a child is outside the grid),
@@ -800,20 +909,7 @@ def node_boundary(spec, level, i, j, children):
     >>> node_boundary(spec, 1, 0, 0, kids).ids.tolist()
     [3, 11, 19, 27]
     """
-    window = spec.window(level, i, j)
-    g = _child_graph(spec, children)
-    C = spec.shape[1]
-    frame = _frame_mask(g.ids // C, g.ids % C, window, spec.shape, spec.width)
-    targets = np.nonzero(frame)[0]
-    targets = targets[np.argsort(g.ids[targets], kind="stable")]
-    B = targets.size
-    out_d = np.full((B, B), _INF)
-    out_h = np.full((B, B), INT_INF, np.int32)
-    if B:
-        _graph_pairs(targets.astype(np.int64), targets.astype(np.int64), g.vchild, g.coff,
-                     g.csize, g.moff, g.mat_d, g.mat_h, g.cptr, g.cdst, g.cw, out_d, out_h)
-    return NodeBoundary(level, (i, j), window, g.ids[targets], g.z[targets], g.f[targets],
-                        out_d, out_h)
+    return nodes_boundary(spec, [(level, i, j, children)], backend)[0]
 
 
 def tile_source_labels(spec, z_tile, f_tile, window, nb, sources):
@@ -1196,41 +1292,38 @@ def index_merge(spec, k, i, j, *kids):
 
 def index_leaf(spec, reader, backend, g, i, j, emit=None):
     """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles (one batched call),
-    then its own levels by the same walk on the group's block. Returns ``(up, own)``.
+    then its own levels up to the height cap, each level's nodes in one batched call
+    (:func:`nodes_boundary`). Returns ``(up, own)``: ``up`` the group's nodes of level
+    ``min(g, spec.height)`` (row-major), ``own`` every node made here.
 
     With ``emit``, each level's nodes go to ``emit(level, {key: NodeBoundary})`` as soon as
-    the level above starts (the walk runs level by level) and are not kept in ``own``: a
-    pipeline writes them out and holds at most two levels of the group.
+    they are made and are not kept in ``own``: a pipeline writes them out and holds at most
+    two levels of the group.
     """
     window = spec.window(g, i, j)
     z, f = reader(window)
-    tiles = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
+    level = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
     del z, f
-    own, pending = {}, {}
+    own = {}
 
     def keep(k, made):
         if emit is None:
             own.update(made)
-            return
-        for lv in sorted(x for x in pending if x < k):
-            emit(lv, pending.pop(lv))
-        pending.setdefault(k, {}).update(made)
+        else:
+            emit(k, made)
 
-    keep(0, tiles)
-
-    def leaf(k, ii, jj):
-        key = _global(g, i, j, 0, ii, jj)
-        return [tiles.pop(key)], None
-
-    def merge(k, ii, jj, *kids):
-        up, made = index_merge(spec, *_global(g, i, j, k, ii, jj), *kids)
-        keep(k, made)
-        return up, None
-
-    up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
-    for lv in sorted(pending):
-        emit(lv, pending.pop(lv))
-    return up, own
+    keep(0, level)
+    nt_r, nt_c = spec.tiles_shape
+    for k in range(1, min(g, spec.height) + 1):
+        nr, nc = -(-nt_r // (1 << k)), -(-nt_c // (1 << k))
+        s = 1 << (g - k)
+        keys = [(k, a, b) for a in range(i * s, min((i + 1) * s, nr))
+                for b in range(j * s, min((j + 1) * s, nc))]
+        items = [key + ([None if c is None else level[c] for c in _children(spec, *key)],)
+                 for key in keys]
+        level = dict(zip(keys, nodes_boundary(spec, items, backend)))
+        keep(k, level)
+    return [level[key] for key in sorted(level)], own
 
 
 def sources_merge(spec, nodes, k, i, j, *kids):
