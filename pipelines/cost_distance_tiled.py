@@ -99,6 +99,21 @@ class _Timed:
             _add_seconds(self.token, self.stage, time.perf_counter() - t0)
 
 
+def top_cache_bytes_gpu():
+    """The top Dijkstra's page cache with ``--backend gpu``: 1/16 of the host's memory,
+    between :data:`TOP_CACHE_BYTES` and 8 GB. A GPU run is for speed, and the machines
+    that hold GPUs hold much memory (the device hosts: 128 GB and more); with the level's
+    matrices cached whole (2048^2, height 0: 0.7 GB) the top reads them in one go instead
+    of a thousand page misses of a few ms each. The CPU path keeps its 256 MB bound
+    (docs/cost-distance-tiled.md, memory)."""
+    import os
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 0
+    return int(min(max(TOP_CACHE_BYTES, ram // 16), 8 << 30))
+
+
 class StoreReader:
     """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer (and a friction
     store's; ones without one). Negative or NaN-free checks of friction as in the in-core
@@ -453,7 +468,7 @@ def _collect_rest(rest):
     return out
 
 
-def _top(tspec, store, lstore, labels, cache_bytes):
+def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
     """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
     labels. Returns its paging stats."""
     t0 = time.perf_counter()
@@ -463,6 +478,21 @@ def _top(tspec, store, lstore, labels, cache_bytes):
         return {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": 0}
     tops = store.meta(H, (0, nr, 0, nc))
     keys = sorted(tops)
+    B = store.bpad(H)
+    if nr * nc * B * B * 12 <= cache_bytes:  # the whole level fits: one read (zarr reads
+        # its chunks concurrently), used as a single page
+        page_of, page_loc = [0] * len(keys), [i * nc + j for _, i, j in keys]
+        shape = (nr * nc, B, B)
+
+        def load(p):
+            return tuple(np.asarray(store.array(H, name)[:]).reshape(shape)
+                         for name in ("dist", "hops"))
+        final, stats = top_labels_paged(tspec, [tops[t] for t in keys],
+                                        [labels.get(t) for t in keys], page_of, page_loc,
+                                        load, shape, cache_bytes, backend=backend)
+        lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
+        stats["seconds"] = time.perf_counter() - t0
+        return stats
     m = store.page(H)
     npc = -(-nc // m)
     page_of = [(i // m) * npc + j // m for _, i, j in keys]
@@ -475,8 +505,7 @@ def _top(tspec, store, lstore, labels, cache_bytes):
                 if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
     final, stats = top_labels_paged(
         tspec, [tops[t] for t in keys], [labels.get(t) for t in keys], page_of, page_loc,
-        lambda p: store.load_page(H, p), (m * m, store.bpad(H), store.bpad(H)), cache_bytes,
-        neighbours=around)
+        lambda p: store.load_page(H, p), (m * m, B, B), cache_bytes, neighbours=around)
     lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
     stats["seconds"] = time.perf_counter() - t0
     return stats
@@ -506,10 +535,10 @@ def _node_down(tspec, store, lstore, labels, meta, lab, k, region):
     return out
 
 
-def _down_node_task(tspec, store, lstore, labels, cache_bytes, ready, k, i, j, incoming):
+def _down_node_task(tspec, store, lstore, labels, top_cfg, ready, k, i, j, incoming):
     """Top-down step of node ``(k, i, j)`` above the groups (the root runs the top)."""
     del ready
-    stats = _top(tspec, store, lstore, labels, cache_bytes) if incoming is None else incoming
+    stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     if k <= tspec.height:
         meta, lab = _own_labels(store, lstore, k, (i, i + 1, j, j + 1))
         kids = _node_down(tspec, store, lstore, labels, meta, lab, k, (i, i + 1, j, j + 1))
@@ -518,11 +547,11 @@ def _down_node_task(tspec, store, lstore, labels, cache_bytes, ready, k, i, j, i
     return (stats,) * 4
 
 
-def _down_leaf_task(tspec, store, lstore, labels, cache_bytes, ready, g, i, j, incoming):
+def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incoming):
     """Top-down inside group ``(g, i, j)``: from the final labels of its level-``min(H, g)``
     nodes down to its tiles', written to ``sssp_labels/L0``."""
     del ready
-    stats = _top(tspec, store, lstore, labels, cache_bytes) if incoming is None else incoming
+    stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     s = min(tspec.height, g)
     meta, lab = _own_labels(store, lstore, s, _group_region(store, s, i, j))
     if s == tspec.levels - 1 and s == tspec.height:
@@ -620,7 +649,9 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     """
     import dask
 
-    cache_bytes = TOP_CACHE_BYTES if cache_bytes is None else int(cache_bytes)
+    if cache_bytes is None:
+        cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
+    cache_bytes = int(cache_bytes)
     tspec = TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
                       spec["cost"], tuple(float(x) for x in spec["cellsize"]),
                       spec.get("max_height"))
@@ -661,8 +692,9 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
                       (_sources_merge_task, tspec, index), call=call("src"))
     labels = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-labels-{token}")
-    _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, cache_bytes, made),
-                       (_down_leaf_task, tspec, index, lstore, labels, cache_bytes, made),
+    top_cfg = (cache_bytes, backend)  # the top Dijkstra's page cache and device
+    _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, top_cfg, made),
+                       (_down_leaf_task, tspec, index, lstore, labels, top_cfg, made),
                        call=call("down"), node_nout=4)
     max_cost = spec.get("max_cost")
     R, C = tspec.shape

@@ -204,3 +204,91 @@ extern "C" __global__ void graphs_pairs(int n_pairs, int p0, const int* pnode, c
         out_h[row + j] = lh[c];
     }
 }
+
+// The top solve on the GPU (the twin of the top Dijkstra, sssp_tiled.py: top_labels_gpu): a
+// label-correcting solve of the top nodes' boundary graph in two sweeps that give Dijkstra's
+// labels exactly. Vertex u is boundary cell u - coff[c] of top node c = vchild[u]; that
+// node's (distance, hops) matrix is pool_d / pool_h[loc[c]] (bpad x bpad, padded); the grid
+// arcs of u are cdst[e], cw[e], e in [cptr[u], cptr[u + 1]). One warp per vertex: the lanes
+// share its matrix row and its arcs.
+//
+// Sweep 1, distances: d holds the bits of non-negative doubles, whose order as unsigned
+// integers is their order as numbers, so atomicMin keeps the least; an active vertex relaxes
+// its arcs with the same rounded addition as the CPU (__dadd_rn), and a vertex that improved
+// is active in the next round, until a round changes nothing.
+extern "C" __global__ void top_relax_d(int V, const long long* vchild, const long long* coff,
+                                       const long long* loc, int bpad, const long long* csize,
+                                       const double* pool_d, const long long* cptr,
+                                       const long long* cdst, const double* cw,
+                                       unsigned long long* d, const unsigned char* active,
+                                       unsigned char* next, int* changed) {
+    const int lane = threadIdx.x & 31;
+    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (u >= V || !active[u]) return;
+    const double du = __longlong_as_double((long long)d[u]);
+    const long long c = vchild[u];
+    const long long base = coff[c];
+    const long long B = csize[c];
+    const double* row = pool_d + (loc[c] * bpad + (u - base)) * bpad;
+    for (long long j = lane; j < B; j += 32) {
+        const double w = row[j];
+        if (!(w < tt_inf())) continue;
+        const unsigned long long nd = (unsigned long long)__double_as_longlong(__dadd_rn(du, w));
+        const long long v = base + j;
+        if (nd < atomicMin(d + v, nd)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+    for (long long e = cptr[u] + lane; e < cptr[u + 1]; e += 32) {
+        const unsigned long long nd =
+            (unsigned long long)__double_as_longlong(__dadd_rn(du, cw[e]));
+        const long long v = cdst[e];
+        if (nd < atomicMin(d + v, nd)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+}
+
+// Sweep 2, (allocation, hops) on the tight arcs (those with d[u] + w == d[v], the same
+// rounded sum): key = allocation << 32 | hops, both non-negative, so the least key is the
+// lexicographic least (allocation, hops); an arc adds its hops to the low word.
+extern "C" __global__ void top_relax_key(int V, const long long* vchild, const long long* coff,
+                                         const long long* loc, int bpad,
+                                         const long long* csize, const double* pool_d,
+                                         const int* pool_h, const long long* cptr,
+                                         const long long* cdst, const double* cw,
+                                         const unsigned long long* d, unsigned long long* key,
+                                         const unsigned char* active, unsigned char* next,
+                                         int* changed) {
+    const int lane = threadIdx.x & 31;
+    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (u >= V || !active[u]) return;
+    const double du = __longlong_as_double((long long)d[u]);
+    const unsigned long long ku = key[u];
+    const long long c = vchild[u];
+    const long long base = coff[c];
+    const long long B = csize[c];
+    const long long r = (loc[c] * bpad + (u - base)) * bpad;
+    for (long long j = lane; j < B; j += 32) {
+        const double w = pool_d[r + j];
+        if (!(w < tt_inf())) continue;
+        const long long v = base + j;
+        if ((unsigned long long)__double_as_longlong(__dadd_rn(du, w)) != d[v]) continue;
+        const unsigned long long nk = ku + (unsigned long long)pool_h[r + j];
+        if (nk < atomicMin(key + v, nk)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+    for (long long e = cptr[u] + lane; e < cptr[u + 1]; e += 32) {
+        const long long v = cdst[e];
+        if ((unsigned long long)__double_as_longlong(__dadd_rn(du, cw[e])) != d[v]) continue;
+        const unsigned long long nk = ku + 1ULL;
+        if (nk < atomicMin(key + v, nk)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+}

@@ -1053,8 +1053,71 @@ def _page_min_key(p, pptr, pverts, kd):
     return m
 
 
+def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, ld, la, lh):
+    """The top Dijkstra's labels on the GPU (``_boundary.cu: top_relax_d, top_relax_key``);
+    ``ld, la, lh`` hold the seeds and receive the labels. Returns the rounds of the two
+    sweeps.
+
+    Label-correcting instead of Dijkstra (a serial queue would leave the device idle): sweep
+    1 relaxes the distances alone (Bellman-Ford on the active vertices, ``atomicMin`` on
+    the bits of non-negative doubles, the same rounded sums as the CPU) to their least
+    fixpoint, which is Dijkstra's (every label is a rounded path sum, and rounding is
+    monotone); sweep 2 then relaxes ``(allocation, hops)``, packed in one 64-bit key, along
+    the *tight* arcs (``d[u] + w == d[v]``) from the seeds whose start label is tight. The
+    least key over tight paths is the least ``(allocation, hops)`` among the labels of least
+    distance: Dijkstra's label, so the result equals the CPU's bit for bit. The child
+    matrices are ``pool_d/pool_h[loc[c]]`` (one page holding the whole level).
+    """
+    cp = be.xp
+    V = int(vchild.size)
+    B = int(pool_d.shape[-1])
+
+    def dev(a):
+        return cp.asarray(np.ascontiguousarray(a))
+    vc, co, lo, cs = dev(vchild), dev(coff), dev(loc), dev(csize)
+    pd, ph = dev(pool_d), dev(pool_h)
+    cpd, cdd, cwd = dev(cptr), dev(cdst), dev(cw)
+    seeds = ld < _INF
+    d = cp.asarray(np.ascontiguousarray(ld, np.float64)).view(cp.uint64)
+    cuda = _cuda(be)
+    threads = 256
+    blocks = (-(-V * 32 // threads),)
+    changed = cp.zeros(1, cp.int32)
+
+    def sweep(kern, args, active):
+        nxt = cp.zeros(V, cp.uint8)
+        rounds = 0
+        while True:
+            changed.fill(0)
+            kern(blocks, (threads,), args(active, nxt))
+            rounds += 1
+            if not int(changed.get()[0]):
+                return rounds
+            active, nxt = nxt, active
+            nxt.fill(0)
+    r1 = sweep(cuda.get_function("top_relax_d"),
+               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, cpd, cdd, cwd, d,
+                                 act, nxt, changed), cp.asarray(seeds.astype(np.uint8)))
+    dist = d.view(cp.float64).get()
+    tight = seeds & (dist == ld)  # seeds that keep their start label's distance
+    key0 = np.full(V, np.iinfo(np.uint64).max, np.uint64)
+    key0[tight] = (la[tight].astype(np.uint64) << np.uint64(32)) | lh[tight].astype(np.uint64)
+    key = cp.asarray(key0)
+    r2 = sweep(cuda.get_function("top_relax_key"),
+               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, ph, cpd, cdd,
+                                 cwd, d, key, act, nxt, changed),
+               cp.asarray(tight.astype(np.uint8)))
+    k = key.get()
+    reached = dist < _INF
+    ld[:] = dist
+    la[:] = np.where(reached, (k >> np.uint64(32)).astype(np.int64), INT_INF).astype(np.int32)
+    lh[:] = np.where(reached, (k & np.uint64(0xFFFFFFFF)).astype(np.int64),
+                     INT_INF).astype(np.int32)
+    return r1, r2
+
+
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
-                     cache_bytes=256 << 20, neighbours=None, prefetch=3):
+                     cache_bytes=256 << 20, neighbours=None, prefetch=3, backend=None):
     """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
 
     Out of core: only the top nodes' boundary cells (``tops``: objects with ``ids``, ``z``,
@@ -1067,7 +1130,10 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
     (:func:`_page_to_evict`). The result equals :func:`top_labels`'s. With
     ``neighbours(p)`` (the pages around page ``p``), a miss also reads up to ``prefetch``
     neighbouring pages that hold queued vertices, into free slots or slots whose page has
-    none queued, all in parallel threads (the reads release the GIL).
+    none queued, all in parallel threads (the reads release the GIL). With a single page
+    (every node in page 0: the caller read the whole level at once), that page is read
+    first and used as it is, and with ``backend='gpu'`` the labels are solved on the device
+    (:func:`top_solve_gpu`, equal to the Dijkstra's).
 
     Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
     ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
@@ -1104,18 +1170,32 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
         npages = int(np.max(pg)) + 1
         per_page = int(np.prod(page_shape)) * 12
         nslots = int(max(2, min(cache_bytes // max(per_page, 1), len(set(pg.tolist())))))
-        pool_d = np.empty((nslots,) + tuple(page_shape), np.float64)
-        pool_h = np.empty((nslots,) + tuple(page_shape), np.int32)
         slot_of = np.full(npages, -1, np.int64)
+        if npages == 1:  # one page holds every matrix: it is the pool (no copy, no misses)
+            d, h = load_page(0)
+            pool_d, pool_h = d[None], h[None]
+            nslots, slot_of[0] = 1, 0
+            stats["page_loads"], stats["page_bytes"] = 1, per_page
+        else:
+            pool_d = np.empty((nslots,) + tuple(page_shape), np.float64)
+            pool_h = np.empty((nslots,) + tuple(page_shape), np.int32)
         held = np.full(nslots, -1, np.int64)
+        held[slot_of[slot_of >= 0]] = np.nonzero(slot_of >= 0)[0]
         stamp = np.zeros(nslots, np.int64)
         clock = np.zeros(1, np.int64)
+        be = get_backend(backend)
+        if npages == 1 and be.is_gpu and not np.any(np.signbit(ld[ld < _INF])):
+            # the whole level on the device: solved there, no queue on the host
+            stats["gpu_rounds"] = top_solve_gpu(be, vchild, coff[:-1], sizes, loc, pool_d[0],
+                                                pool_h[0], cptr, cdst, cw, ld, la, lh)
+            stats["pages"] = 1
+            return _top_split(slots, coff, ld, la, lh, out), stats
         tt = tt_new(V)
         tt_seed(*tt, ld, la, lh)
         vpage = pg[vchild]
         pverts = np.argsort(vpage, kind="stable")
         pptr = np.searchsorted(vpage[pverts], np.arange(npages + 1)).astype(np.int64)
-        seen = set()
+        seen = set(np.nonzero(slot_of >= 0)[0].tolist())
         threads = None
         if neighbours is not None and prefetch > 0 and nslots > 2:
             from concurrent.futures import ThreadPoolExecutor
@@ -1162,10 +1242,15 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             if threads is not None:
                 threads.shutdown()
         stats["pages"] = len(seen)
+    return _top_split(slots, coff, ld, la, lh, out), stats
+
+
+def _top_split(slots, coff, ld, la, lh, out):
+    """The top vertices' labels back per top node (``out[slot]``)."""
     for kid_pos, slot in enumerate(slots):
         s, e = coff[kid_pos], coff[kid_pos + 1]
         out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
-    return out, stats
+    return out
 
 
 def _split(g, children, ld, la, lh):
