@@ -838,7 +838,7 @@ def _graph_arcs(spec, ids, z, f, vchild):
     return cptr, cdst, cw
 
 
-def nodes_boundary(spec, items, backend=None):
+def nodes_boundary(spec, items, backend="cpu"):
     """Bottom-up on a batch of nodes: :func:`node_boundary` of each ``(level, i, j,
     children)`` of ``items``, all their Dijkstras in one call (:func:`graphs_pairs_cpu`, or
     ``_boundary.cu: graphs_pairs`` with ``backend='gpu'``). A list of NodeBoundary."""
@@ -894,7 +894,7 @@ def nodes_boundary(spec, items, backend=None):
     return out
 
 
-def node_boundary(spec, level, i, j, children, backend=None):
+def node_boundary(spec, level, i, j, children, backend="cpu"):
     """Bottom-up: the :class:`NodeBoundary` of node ``(level, i, j)`` from its 4 children's.
 
     ``children`` lists the children's NodeBoundary (None where a child is outside the grid),
@@ -1117,7 +1117,7 @@ def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, 
 
 
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
-                     cache_bytes=256 << 20, neighbours=None, prefetch=3, backend=None):
+                     cache_bytes=256 << 20, neighbours=None, prefetch=3, backend="cpu"):
     """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
 
     Out of core: only the top nodes' boundary cells (``tops``: objects with ``ids``, ``z``,
