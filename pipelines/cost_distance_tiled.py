@@ -479,8 +479,9 @@ def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
     tops = store.meta(H, (0, nr, 0, nc))
     keys = sorted(tops)
     B = store.bpad(H)
-    if nr * nc * B * B * 12 <= cache_bytes:  # the whole level fits: one read (zarr reads
-        # its chunks concurrently), used as a single page
+    if backend == "gpu" and nr * nc * B * B * 12 <= cache_bytes:
+        # the whole level fits: one read (zarr reads its chunks concurrently) as a single
+        # page, solved on the device (on the CPU, page by page is as fast and holds less)
         page_of, page_loc = [0] * len(keys), [i * nc + j for _, i, j in keys]
         shape = (nr * nc, B, B)
 
