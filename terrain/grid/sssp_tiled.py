@@ -35,7 +35,10 @@ between two windows joins two boundary cells.
    the source's own tile), nodes combine their children's. Top-down (:func:`down_node`,
    :func:`down_leaf`, :func:`node_down`) a node seeds its child-boundary graph with its
    boundary's final labels and its children's source labels; a multi-source Dijkstra gives
-   the children's final boundary labels.
+   the children's final boundary labels. The merges of a group's level run in one call
+   (:func:`nodes_boundary`: :func:`graphs_pairs_cpu` or ``_boundary.cu: graphs_pairs``),
+   and on the GPU the top can be solved by two label-correcting sweeps
+   (:func:`top_solve_gpu`) that give the Dijkstra's labels.
 3. *Phase 3, per tile* (:func:`fill_group`): Dijkstra seeded with the
    final labels of the halo (the cells within ``w`` outside the tile, which are the
    neighbours' boundary cells, fixed) and the tile's sources; then the backlink pass, halo
@@ -84,6 +87,7 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
+           "nodes_boundary", "graphs_pairs_cpu", "graphs_pairs_gpu", "top_solve_gpu",
            "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
 PHASES = ("index", "sources_up", "top_down", "phase3")
@@ -1651,7 +1655,9 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
         Cells farther than this are unreached.
     cellsize : (dx, dy)
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
-        The GPU runs phase 1 (tiles up to 64) and phase 3; phase 2 runs on the CPU.
+        The GPU runs phase 1 (tiles up to 64), the node merges inside each group and
+        phase 3; the rest of phase 2 runs on the CPU (the pipeline also solves the top on
+        the GPU: :func:`top_solve_gpu`).
     max_height : int, optional
         Highest quadtree level that gets boundary matrices (0: the thesis's flat boundary
         graph; default :func:`default_max_height`).
