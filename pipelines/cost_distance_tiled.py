@@ -424,13 +424,15 @@ def _index_check_task(tspec, reader, store, prepared, g, i, j):
     z, f = reader(window)
     r0, c0 = window[0], window[2]
     cols = tspec.shape[1]
-    for nb in store.meta(0, _group_region(store, 0, i, j)).values():
-        if nb.size:
-            rr, cc = nb.ids // cols - r0, nb.ids % cols - c0
-            if not (np.array_equal(z[rr, cc], nb.z, equal_nan=True)
-                    and np.array_equal(f[rr, cc], nb.f, equal_nan=True)):
-                raise InputError(f"{store.path}: the stored index does not match this raster "
-                                 f"(group {i},{j})")
+    sl = store._clip(0, _group_region(store, 0, i, j))
+    ids = np.asarray(store.array(0, "ids")[sl])  # all the group's tiles at once (-1: padding)
+    cell = ids >= 0
+    rr, cc = ids[cell] // cols - r0, ids[cell] % cols - c0
+    if not (np.array_equal(z[rr, cc], np.asarray(store.array(0, "z")[sl])[cell], equal_nan=True)
+            and np.array_equal(f[rr, cc], np.asarray(store.array(0, "f")[sl])[cell],
+                               equal_nan=True)):
+        raise InputError(f"{store.path}: the stored index does not match this raster "
+                         f"(group {i},{j})")
     return True
 
 
@@ -485,9 +487,11 @@ def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
         page_of, page_loc = [0] * len(keys), [i * nc + j for _, i, j in keys]
         shape = (nr * nc, B, B)
 
-        def load(p):
-            return tuple(np.asarray(store.array(H, name)[:]).reshape(shape)
-                         for name in ("dist", "hops"))
+        def load(p):  # the two arrays in two threads (decompression releases the GIL)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(2) as pool:
+                return tuple(pool.map(lambda name: np.asarray(store.array(H, name)[:])
+                                      .reshape(shape), ("dist", "hops")))
         final, stats = top_labels_paged(tspec, [tops[t] for t in keys],
                                         [labels.get(t) for t in keys], page_of, page_loc,
                                         load, shape, cache_bytes, backend=backend)
