@@ -637,7 +637,9 @@ def _finish(out_path, fills, meta, tops, token=None):
         "queue": "tournament tree", "device": meta.get("backend"),
         "top_vertices": top.get("vertices", 0), "top_pages": top.get("pages", 0),
         "top_page_loads": top.get("page_loads", 0),
-        "top_seconds": round(top.get("seconds", 0.0), 3)})
+        "top_seconds": round(top.get("seconds", 0.0), 3),
+        "top_split": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in top.items()
+                      if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds")}})
     shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
     zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary

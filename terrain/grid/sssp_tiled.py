@@ -1167,7 +1167,9 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             s, e = coff[kid_pos], coff[kid_pos + 1]
             ld[s:e], la[s:e], lh[s:e] = lab
     if np.any(ld < _INF):
+        t_arcs = time.perf_counter()
         cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
+        stats["arcs_seconds"] = time.perf_counter() - t_arcs
         del ids, z, f
         pg = np.asarray(page_of, np.int64)[slots]
         loc = np.asarray(page_loc, np.int64)[slots]
@@ -1176,7 +1178,9 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
         nslots = int(max(2, min(cache_bytes // max(per_page, 1), len(set(pg.tolist())))))
         slot_of = np.full(npages, -1, np.int64)
         if npages == 1:  # one page holds every matrix: it is the pool (no copy, no misses)
+            t_read = time.perf_counter()
             d, h = load_page(0)
+            stats["read_seconds"] = time.perf_counter() - t_read
             pool_d, pool_h = d[None], h[None]
             nslots, slot_of[0] = 1, 0
             stats["page_loads"], stats["page_bytes"] = 1, per_page
@@ -1190,8 +1194,10 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
         be = get_backend(backend)
         if npages == 1 and be.is_gpu and not np.any(np.signbit(ld[ld < _INF])):
             # the whole level on the device: solved there, no queue on the host
+            t_solve = time.perf_counter()
             stats["gpu_rounds"] = top_solve_gpu(be, vchild, coff[:-1], sizes, loc, pool_d[0],
                                                 pool_h[0], cptr, cdst, cw, ld, la, lh)
+            stats["solve_seconds"] = time.perf_counter() - t_solve
             stats["pages"] = 1
             return _top_split(slots, coff, ld, la, lh, out), stats
         tt = tt_new(V)
