@@ -21,6 +21,14 @@ source. Memory per task (see ``docs/cost-distance-tiled.md``): a group's phase 1
 Dijkstra: its vertices (``~150`` bytes per top boundary cell) plus an LRU cache of matrix
 pages (``cache_bytes``, 256 MB) filled as the wavefront crosses the top nodes.
 
+With ``--backend gpu``: phase 1, the node merges inside each group (one launch per level)
+and phase 3 run on the device; the top cache is :func:`top_cache_bytes_gpu` (1/16 of the
+host's memory, at most 8 GB) and when the top level's matrices fit it they are read in
+one go and the top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`)
+instead of the host's paged Dijkstra. The summary's ``stage_seconds`` gives the
+task-seconds of each stage (summed over threads) and ``top_split`` the top's read, arc
+and solve seconds.
+
 Dask strategy
 -------------
 1. ``cost-index-make``: the index arrays. ``cost-index-leaf`` per group: reads the group's
