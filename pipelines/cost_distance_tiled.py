@@ -451,6 +451,8 @@ def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
     rows, cols, _ = srcs
     r0, r1, c0, c1 = window = tspec.window(g, i, j)
     inside = np.nonzero((rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1))[0]
+    if not inside.size:  # no source: every label in the group is infinite, nothing to read
+        return ([] if g > tspec.height else [((g, i, j), None)]), {}
     if inside.size:
         z, f = reader(window)
         for s in inside.tolist():
@@ -566,6 +568,8 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
     del ready
     stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     s = min(tspec.height, g)
+    if s == 0:  # the top wrote the tiles' final labels: nothing to split
+        return stats
     meta, lab = _own_labels(store, lstore, s, _group_region(store, s, i, j))
     if s == tspec.levels - 1 and s == tspec.height:
         lab = {key: (np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32))

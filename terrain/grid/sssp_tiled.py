@@ -786,13 +786,15 @@ def _child_graph(spec, children):
                        cptr, cdst, cw)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
               cw, fill):
     """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw`` from ``cptr``) the
-    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code."""
+    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code.
+    Each ``u`` writes only its own entries: ``prange`` over ``u`` (the top graph has
+    millions of vertices)."""
     V = ids.shape[0]
-    for u in range(V):
+    for u in prange(V):
         r = ids[u] // C
         c = ids[u] % C
         e = cptr[u]
