@@ -82,7 +82,7 @@ def _one(job):
                       "summary": {k: s.get(k) for k in (
                           "height", "groups", "group_side", "reached_cells", "max_distance",
                           "top_vertices", "top_pages", "top_page_loads", "top_seconds",
-                          "solve_seconds", "write_seconds")}}), flush=True)
+                          "solve_seconds", "write_seconds", "stage_seconds", "top_split")}}), flush=True)
     return 0
 
 

@@ -21,6 +21,14 @@ source. Memory per task (see ``docs/cost-distance-tiled.md``): a group's phase 1
 Dijkstra: its vertices (``~150`` bytes per top boundary cell) plus an LRU cache of matrix
 pages (``cache_bytes``, 256 MB) filled as the wavefront crosses the top nodes.
 
+With ``--backend gpu``: phase 1, the node merges inside each group (one launch per level)
+and phase 3 run on the device; the top cache is :func:`top_cache_bytes_gpu` (1/16 of the
+host's memory, at most 8 GB) and when the top level's matrices fit it they are read in
+one go and the top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`)
+instead of the host's paged Dijkstra. The summary's ``stage_seconds`` gives the
+task-seconds of each stage (summed over threads) and ``top_split`` the top's read, arc
+and solve seconds.
+
 Dask strategy
 -------------
 1. ``cost-index-make``: the index arrays. ``cost-index-leaf`` per group: reads the group's
@@ -44,6 +52,7 @@ Dask strategy
 """
 
 import shutil
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -70,6 +79,47 @@ LABELS_GROUP = "sssp_labels"
 GROUP_SIDE = 512       # cells a side of a group (phase 1 / phase 3 batch, index chunks)
 PAGE_BYTES = 512 << 10  # a page of distance matrices (the top Dijkstra's cache unit), at most
 TOP_CACHE_BYTES = 256 << 20
+
+
+_STAGE_LOCK = threading.Lock()
+_STAGE_SECONDS = {}  # run token -> {stage: task-seconds} (tasks of this process)
+
+
+def _add_seconds(token, stage, seconds):
+    with _STAGE_LOCK:
+        stages = _STAGE_SECONDS.setdefault(token, {})
+        stages[stage] = stages.get(stage, 0.0) + seconds
+
+
+class _Timed:
+    """A task function that adds its wall time to ``_STAGE_SECONDS[token][stage]`` (the
+    summary's ``stage_seconds``: task-seconds per stage, summed over threads)."""
+
+    def __init__(self, fn, token, stage):
+        self.fn, self.token, self.stage = fn, token, stage
+        self.__name__ = getattr(fn, "__name__", stage)
+
+    def __call__(self, *args):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*args)
+        finally:
+            _add_seconds(self.token, self.stage, time.perf_counter() - t0)
+
+
+def top_cache_bytes_gpu():
+    """The top Dijkstra's page cache with ``--backend gpu``: 1/16 of the host's memory,
+    between :data:`TOP_CACHE_BYTES` and 8 GB. A GPU run is for speed, and the machines
+    that hold GPUs hold much memory (the device hosts: 128 GB and more); with the level's
+    matrices cached whole (2048^2, height 0: 0.7 GB) the top reads them in one go instead
+    of a thousand page misses of a few ms each. The CPU path keeps its 256 MB bound
+    (docs/cost-distance-tiled.md, memory)."""
+    import os
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 0
+    return int(min(max(TOP_CACHE_BYTES, ram // 16), 8 << 30))
 
 
 class StoreReader:
@@ -382,13 +432,15 @@ def _index_check_task(tspec, reader, store, prepared, g, i, j):
     z, f = reader(window)
     r0, c0 = window[0], window[2]
     cols = tspec.shape[1]
-    for nb in store.meta(0, _group_region(store, 0, i, j)).values():
-        if nb.size:
-            rr, cc = nb.ids // cols - r0, nb.ids % cols - c0
-            if not (np.array_equal(z[rr, cc], nb.z, equal_nan=True)
-                    and np.array_equal(f[rr, cc], nb.f, equal_nan=True)):
-                raise InputError(f"{store.path}: the stored index does not match this raster "
-                                 f"(group {i},{j})")
+    sl = store._clip(0, _group_region(store, 0, i, j))
+    ids = np.asarray(store.array(0, "ids")[sl])  # all the group's tiles at once (-1: padding)
+    cell = ids >= 0
+    rr, cc = ids[cell] // cols - r0, ids[cell] % cols - c0
+    if not (np.array_equal(z[rr, cc], np.asarray(store.array(0, "z")[sl])[cell], equal_nan=True)
+            and np.array_equal(f[rr, cc], np.asarray(store.array(0, "f")[sl])[cell],
+                               equal_nan=True)):
+        raise InputError(f"{store.path}: the stored index does not match this raster "
+                         f"(group {i},{j})")
     return True
 
 
@@ -399,6 +451,8 @@ def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
     rows, cols, _ = srcs
     r0, r1, c0, c1 = window = tspec.window(g, i, j)
     inside = np.nonzero((rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1))[0]
+    if not inside.size:  # no source: every label in the group is infinite, nothing to read
+        return ([] if g > tspec.height else [((g, i, j), None)]), {}
     if inside.size:
         z, f = reader(window)
         for s in inside.tolist():
@@ -426,7 +480,7 @@ def _collect_rest(rest):
     return out
 
 
-def _top(tspec, store, lstore, labels, cache_bytes):
+def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
     """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
     labels. Returns its paging stats."""
     t0 = time.perf_counter()
@@ -436,6 +490,24 @@ def _top(tspec, store, lstore, labels, cache_bytes):
         return {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": 0}
     tops = store.meta(H, (0, nr, 0, nc))
     keys = sorted(tops)
+    B = store.bpad(H)
+    if backend == "gpu" and nr * nc * B * B * 12 <= cache_bytes:
+        # the whole level fits: one read (zarr reads its chunks concurrently) as a single
+        # page, solved on the device (on the CPU, page by page is as fast and holds less)
+        page_of, page_loc = [0] * len(keys), [i * nc + j for _, i, j in keys]
+        shape = (nr * nc, B, B)
+
+        def load(p):  # the two arrays in two threads (decompression releases the GIL)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(2) as pool:
+                return tuple(pool.map(lambda name: np.asarray(store.array(H, name)[:])
+                                      .reshape(shape), ("dist", "hops")))
+        final, stats = top_labels_paged(tspec, [tops[t] for t in keys],
+                                        [labels.get(t) for t in keys], page_of, page_loc,
+                                        load, shape, cache_bytes, backend=backend)
+        lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
+        stats["seconds"] = time.perf_counter() - t0
+        return stats
     m = store.page(H)
     npc = -(-nc // m)
     page_of = [(i // m) * npc + j // m for _, i, j in keys]
@@ -448,8 +520,7 @@ def _top(tspec, store, lstore, labels, cache_bytes):
                 if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
     final, stats = top_labels_paged(
         tspec, [tops[t] for t in keys], [labels.get(t) for t in keys], page_of, page_loc,
-        lambda p: store.load_page(H, p), (m * m, store.bpad(H), store.bpad(H)), cache_bytes,
-        neighbours=around)
+        lambda p: store.load_page(H, p), (m * m, B, B), cache_bytes, neighbours=around)
     lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
     stats["seconds"] = time.perf_counter() - t0
     return stats
@@ -479,10 +550,10 @@ def _node_down(tspec, store, lstore, labels, meta, lab, k, region):
     return out
 
 
-def _down_node_task(tspec, store, lstore, labels, cache_bytes, ready, k, i, j, incoming):
+def _down_node_task(tspec, store, lstore, labels, top_cfg, ready, k, i, j, incoming):
     """Top-down step of node ``(k, i, j)`` above the groups (the root runs the top)."""
     del ready
-    stats = _top(tspec, store, lstore, labels, cache_bytes) if incoming is None else incoming
+    stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     if k <= tspec.height:
         meta, lab = _own_labels(store, lstore, k, (i, i + 1, j, j + 1))
         kids = _node_down(tspec, store, lstore, labels, meta, lab, k, (i, i + 1, j, j + 1))
@@ -491,12 +562,14 @@ def _down_node_task(tspec, store, lstore, labels, cache_bytes, ready, k, i, j, i
     return (stats,) * 4
 
 
-def _down_leaf_task(tspec, store, lstore, labels, cache_bytes, ready, g, i, j, incoming):
+def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incoming):
     """Top-down inside group ``(g, i, j)``: from the final labels of its level-``min(H, g)``
     nodes down to its tiles', written to ``sssp_labels/L0``."""
     del ready
-    stats = _top(tspec, store, lstore, labels, cache_bytes) if incoming is None else incoming
+    stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     s = min(tspec.height, g)
+    if s == 0:  # the top wrote the tiles' final labels: nothing to split
+        return stats
     meta, lab = _own_labels(store, lstore, s, _group_region(store, s, i, j))
     if s == tspec.levels - 1 and s == tspec.height:
         lab = {key: (np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32))
@@ -556,19 +629,29 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
             "solve": t1 - t0, "write": time.perf_counter() - t1}
 
 
-def _finish(out_path, fills, meta, tops):
+def _finish(out_path, fills, meta, tops, token=None):
+    with _STAGE_LOCK:
+        stages = _STAGE_SECONDS.pop(token, {})
+    top = next((t for t in tops if isinstance(t, dict)), {})
+    if top.get("seconds"):  # the root's down task ran the top Dijkstra: count it apart
+        stages["top"] = top["seconds"]
+        down = "down-apply" if "down-apply" in stages and "down-split" not in stages \
+            else "down-split"
+        stages[down] = stages.get(down, 0.0) - top["seconds"]
     reached = sum(f["reached"] for f in fills)
     maxes = [f["max"] for f in fills if f["max"] is not None]
     summary = dict(meta)
-    top = next((t for t in tops if isinstance(t, dict)), {})
     summary.update({
+        "stage_seconds": {k: round(v, 3) for k, v in sorted(stages.items())},
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
         "solve_seconds": round(sum(f["solve"] for f in fills), 6), "read_seconds": 0.0,
         "write_seconds": round(sum(f["write"] for f in fills), 6),
         "queue": "tournament tree", "device": meta.get("backend"),
         "top_vertices": top.get("vertices", 0), "top_pages": top.get("pages", 0),
         "top_page_loads": top.get("page_loads", 0),
-        "top_seconds": round(top.get("seconds", 0.0), 3)})
+        "top_seconds": round(top.get("seconds", 0.0), 3),
+        "top_split": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in top.items()
+                      if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds")}})
     shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
     zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary
@@ -585,7 +668,9 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     """
     import dask
 
-    cache_bytes = TOP_CACHE_BYTES if cache_bytes is None else int(cache_bytes)
+    if cache_bytes is None:
+        cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
+    cache_bytes = int(cache_bytes)
     tspec = TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
                       spec["cost"], tuple(float(x) for x in spec["cellsize"]),
                       spec.get("max_height"))
@@ -598,7 +683,13 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     costs = (np.zeros(rows.size) if start_costs is None
              else np.asarray(start_costs, np.float64))
     srcs = (rows, cols, costs)
-    call = (lambda stage: delayed_call(f"cost-{stage}", token))
+    def call(stage):  # Dask tasks of a walk, each timed under "stage-step"
+        inner = delayed_call(f"cost-{stage}", token)
+
+        def timed(fn, *args, key, nout=None):
+            return inner(_Timed(fn, token, f"{stage}-{key[0].rstrip('0123456789')}"), *args,
+                         key=key, nout=nout)
+        return timed
     tasks = {"index": 0, "reused": 0}
     index = (IndexStore(out_path, tspec, g) if reuse is None
              else IndexStore(reuse, tspec, g, mode="r"))
@@ -611,7 +702,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                            (_index_merge_task, tspec, index), call=call("index"))
         tasks["index"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     else:
-        ready = [dask.delayed(_index_check_task, pure=False)(
+        ready = [dask.delayed(_Timed(_index_check_task, token, "index-check"), pure=False)(
             tspec, reader, index, made, g, i, j, dask_key_name=(f"cost-index-check-{token}",
                                                                 i, j))
             for (i, j) in plan.groups]
@@ -620,8 +711,9 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
                       (_sources_merge_task, tspec, index), call=call("src"))
     labels = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-labels-{token}")
-    _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, cache_bytes, made),
-                       (_down_leaf_task, tspec, index, lstore, labels, cache_bytes, made),
+    top_cfg = (cache_bytes, backend)  # the top Dijkstra's page cache and device
+    _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, top_cfg, made),
+                       (_down_leaf_task, tspec, index, lstore, labels, top_cfg, made),
                        call=call("down"), node_nout=4)
     max_cost = spec.get("max_cost")
     R, C = tspec.shape
@@ -635,7 +727,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
             gj0, gj1 = max(c // side - 1, 0), -(-shard[3] // side) + 1
             deps = [out[(g, a, b)] for a in range(gi0, gi1) for b in range(gj0, gj1)
                     if (g, a, b) in out]
-            fills.append(dask.delayed(_fill_task, pure=False)(
+            fills.append(dask.delayed(_Timed(_fill_task, token, "fill"), pure=False)(
                 tspec, index, lstore, reader, backend, srcs, out_path, max_cost,
                 friction_store is not None, g, shard, prepared, *deps,
                 dask_key_name=(f"cost-fill-{token}", r // sh, c // sh)))
@@ -647,7 +739,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                  "skipped_phases": [] if reuse is None else ["phase 1", "phase 2 upward"],
                  "reuse": None if reuse is None else str(reuse)})
     tops = [out[(g, 0, 0)]] if (g, 0, 0) in out else []
-    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops,
+    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops, token,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 

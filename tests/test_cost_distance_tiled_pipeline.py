@@ -108,3 +108,28 @@ def test_choose_algorithm():
     assert choose_algorithm((100, 100), memory_bytes=10**9) == "in-core"
     assert choose_algorithm((10**5, 10**5), memory_bytes=10**9) == "tiled"
     assert choose_algorithm((100, 100), algorithm="tiled") == "tiled"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("conn,tile_sssp,height", [(8, 4, 1), (16, 4, 0)])
+def test_tiled_gpu_equals_cpu(capsys, tmp_path, dem, small_shards, conn, tile_sssp, height):
+    """``--backend gpu`` on the tiled pipeline (phase 1, the group's node merges, the top
+    solve on the device, phase 3) writes the CPU's layers bit for bit, fresh and reused."""
+    z, path = dem
+    common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "44,0",
+              "--tile", 8, "--connectivity", conn, "--algorithm", "tiled", "--tile-sssp",
+              tile_sssp, "--max-height", height]
+    out = {}
+    for be in ("cpu", "gpu"):
+        s = _run(capsys, path, "-o", tmp_path / f"{be}.zarr", *common, "--backend", be)
+        assert s["backend"] == be
+        out[be] = _layers(tmp_path / f"{be}.zarr")
+    new = ["--source-cell", "40,30", "--source-cell", "10,36", "--tile", 8, "--connectivity",
+           conn, "--backend", "gpu"]
+    _run(capsys, path, "-o", tmp_path / "r.zarr", *new, "--reuse", tmp_path / "cpu.zarr")
+    _run(capsys, path, "-o", tmp_path / "f.zarr", *new[:-2], "--backend", "cpu",
+         "--algorithm", "tiled", "--tile-sssp", tile_sssp, "--max-height", height)
+    out["reuse-gpu"], out["fresh-cpu"] = _layers(tmp_path / "r.zarr"), _layers(tmp_path / "f.zarr")
+    for n in LAYERS:
+        np.testing.assert_array_equal(out["cpu"][n], out["gpu"][n], err_msg=n)
+        np.testing.assert_array_equal(out["reuse-gpu"][n], out["fresh-cpu"][n], err_msg=n)

@@ -400,3 +400,26 @@ def test_gpu_identical(tile, connectivity, model_name):
         return (r.distance, r.allocation, r.backlink, [t.dist for t in tiles],
                 [t.hops for t in tiles])
     assert_backends_identical(run)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,connectivity,model_name", [(4, 8, "absdiff"), (8, 16, "tobler")])
+def test_gpu_hierarchy_identical(tile, connectivity, model_name):
+    """The node merges inside a group (``nodes_boundary``: ``graphs_pairs`` on the GPU) give
+    the CPU's matrices bit for bit, and so the same labels."""
+    from backends import assert_backends_identical
+    rng = np.random.default_rng(21)
+    z = (rng.random((70, 61)) * 30).astype(np.float32)
+    z[rng.random(z.shape) < 0.03] = np.nan
+    f = (1 + rng.random(z.shape)).astype(np.float32)
+    ok = np.argwhere(~np.isnan(z))
+    sources = ok[[0, len(ok) // 3, len(ok) - 1]]
+
+    def run(backend):
+        r = tiled_sssp(z, sources, cost=model_name, friction=f, connectivity=connectivity,
+                       tile=tile, backend=backend, max_height=2, group_tiles=8)
+        keys = sorted(k for k in r.index.nodes if k[0] > 0)
+        assert keys  # levels 1 and 2 were merged inside the groups
+        return (r.distance, r.allocation, r.backlink,
+                [r.index.nodes[k].dist for k in keys], [r.index.nodes[k].hops for k in keys])
+    assert_backends_identical(run)

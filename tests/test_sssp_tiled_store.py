@@ -12,6 +12,7 @@ from cli import run_cli, run_main
 from test_cost_distance_cli import write_asc
 from test_sssp_tiled import int_dem, oracle
 
+from terrain.backend import get_backend
 from terrain.grid.sssp_tiled import TiledSpec, tile_boundaries, top_labels, top_labels_paged
 
 LAYERS = ("distance", "allocation", "backlink")
@@ -68,6 +69,39 @@ def test_paged_top_dijkstra_equals_in_memory(cache_pages, prefetch):
         assert stats["page_loads"] > stats["pages"]  # the cache did evict and reload
     else:
         assert stats["page_loads"] == stats["pages"]
+
+
+@pytest.mark.parametrize("start", [0.0, 2.5])
+def test_top_one_page_equals_in_memory(backend, start):
+    """The whole level as one page (read at once; on the GPU solved by ``top_solve_gpu``'s
+    two label-correcting sweeps) gives the in-memory top Dijkstra's labels bit for bit:
+    float costs, nodata, three sources of which two share a tile, and a source whose
+    start label is not tight (another source reaches its cell for less)."""
+    rng = np.random.default_rng(8)
+    z = (rng.random((44, 38)) * 20).astype(np.float32)
+    z[rng.random(z.shape) < 0.05] = np.nan
+    spec = TiledSpec(z.shape, 4, 16, "tobler")
+    tiles = tile_boundaries(spec, z, np.ones_like(z), (0, 44, 0, 38), "cpu")  # 11 x 10 tiles
+    def lab(t, d, a):
+        n = tiles[t].size
+        return (np.full(n, d), np.full(n, a, np.int32), np.zeros(n, np.int32))
+    srcs = {3: lab(3, 0.0, 0), 57: lab(57, start, 1), 58: lab(58, 1e6, 2),
+            109: lab(109, 0.0, 3)}
+    labels = [srcs.get(t) for t in range(len(tiles))]
+    want = top_labels(spec, tiles, labels)
+    bp = max(t.size for t in tiles)
+    d = np.full((len(tiles), bp, bp), np.inf)
+    h = np.zeros((len(tiles), bp, bp), np.int32)
+    for t, nb in enumerate(tiles):
+        d[t, :nb.size, :nb.size], h[t, :nb.size, :nb.size] = nb.dist, nb.hops
+    got, stats = top_labels_paged(spec, tiles, labels, [0] * len(tiles),
+                                  list(range(len(tiles))), lambda p: (d, h), d.shape,
+                                  d.nbytes + h.nbytes, backend=backend)
+    assert stats["page_loads"] == 1
+    assert ("gpu_rounds" in stats) == get_backend(backend).is_gpu
+    for w, g in zip(want, got):
+        for a, b in zip(w, g):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_index_in_store_reused_by_a_fresh_process(capsys, tmp_path):

@@ -109,3 +109,186 @@ extern "C" __global__ void windows_dijkstra(const float* z, const float* f,
     window_dijkstra_dev(z + t * n, f + t * n, inner + t * n, H, W, codes, K, model, lengths,
                         ld + t * n, la + t * n, lh + t * n, tree);
 }
+
+// Dijkstra on a child-boundary graph (the CUDA twin of sssp_tiled.py's _graph_dijkstra): V
+// vertices; vertex u belongs to child vchild[u] whose vertices start at coff[c] (node-local),
+// csize[c] of them, with its dense (distance, hops) matrix at moff[c] in mat_d / mat_h; the
+// grid arcs of u are cdst[e], cw[e] for e in [cptr[u], cptr[u + 1]) (cdst node-local).
+// ld/la/lh hold the seeds (+inf elsewhere) and receive the labels.
+__device__ void graph_dijkstra_dev(int V, const long long* vchild, const long long* coff,
+                                   const long long* csize, const long long* moff,
+                                   const double* mat_d, const int* mat_h,
+                                   const long long* cptr, const long long* cdst,
+                                   const double* cw, double* ld, int* la, int* lh, TTree t) {
+    tt_reset(t);
+    for (int p = 0; p < V; ++p)
+        if (ld[p] < tt_inf()) tt_update(t, p, ld[p], la[p], lh[p]);
+    while (!tt_empty(t)) {
+        const int u = tt_pop(t);
+        const double du = ld[u];
+        const int au = la[u], hu = lh[u];
+        const long long c = vchild[u];
+        const long long base = coff[c];
+        const long long B = csize[c];
+        const long long row = moff[c] + (u - base) * B;
+        for (long long j = 0; j < B; ++j) {
+            const double w = mat_d[row + j];
+            if (!(w < tt_inf())) continue;
+            const int v = (int)(base + j);
+            const double nd = __dadd_rn(du, w);
+            const int nh = hu + mat_h[row + j];
+            if (key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0)) {
+                ld[v] = nd;
+                la[v] = au;
+                lh[v] = nh;
+                tt_lower(t, v, nd, au, nh);
+            }
+        }
+        for (long long e = cptr[u]; e < cptr[u + 1]; ++e) {
+            const int v = (int)cdst[e];
+            const double nd = __dadd_rn(du, cw[e]);
+            const int nh = hu + 1;
+            if (key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0)) {
+                ld[v] = nd;
+                la[v] = au;
+                lh[v] = nh;
+                tt_lower(t, v, nd, au, nh);
+            }
+        }
+    }
+}
+
+// Phase 2 bottom-up on a batch of nodes (the twin of graphs_pairs_cpu): one thread per
+// (node, boundary source) pair p0 + thread. Node n's vertices are [vbase[n], vbase[n + 1]) of
+// the concatenated vchild / cptr; its boundary cells (the sources and targets, node-local
+// vertex indices) targets[tbase[n] ...], its B x B output at obase[n]. Scratch per thread:
+// vmax labels and a tree of 2 * cap nodes.
+extern "C" __global__ void graphs_pairs(int n_pairs, int p0, const int* pnode, const int* psrc,
+                                        const long long* vbase, const long long* tbase,
+                                        const long long* targets, const long long* obase,
+                                        const long long* vchild, const long long* coff,
+                                        const long long* csize, const long long* moff,
+                                        const double* mat_d, const int* mat_h,
+                                        const long long* cptr, const long long* cdst,
+                                        const double* cw, double* out_d, int* out_h,
+                                        double* s_ld, int* s_la, int* s_lh, double* s_kd,
+                                        int* s_ka, int* s_kh, int* s_win, int vmax, int cap) {
+    const int q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= n_pairs) return;
+    const int p = p0 + q;
+    const int n = pnode[p], s = psrc[p];
+    const long long v0 = vbase[n];
+    const int V = (int)(vbase[n + 1] - v0);
+    const long long t0 = tbase[n];
+    const int B = (int)(tbase[n + 1] - t0);
+    double* ld = s_ld + (long long)q * vmax;
+    int* la = s_la + (long long)q * vmax;
+    int* lh = s_lh + (long long)q * vmax;
+    TTree tree = {s_kd + (long long)q * 2 * cap, s_ka + (long long)q * 2 * cap,
+                  s_kh + (long long)q * 2 * cap, s_win + (long long)q * 2 * cap, cap};
+    for (int v = 0; v < V; ++v) {
+        ld[v] = tt_inf();
+        la[v] = TT_INT_INF;
+        lh[v] = TT_INT_INF;
+    }
+    const long long src = targets[t0 + s];
+    ld[src] = 0.0;
+    la[src] = 0;
+    lh[src] = 0;
+    graph_dijkstra_dev(V, vchild + v0, coff, csize, moff, mat_d, mat_h, cptr + v0, cdst, cw, ld,
+                       la, lh, tree);
+    const long long row = obase[n] + (long long)s * B;
+    for (int j = 0; j < B; ++j) {
+        const long long c = targets[t0 + j];
+        out_d[row + j] = ld[c];
+        out_h[row + j] = lh[c];
+    }
+}
+
+// The top solve on the GPU (the twin of the top Dijkstra, sssp_tiled.py: top_labels_gpu): a
+// label-correcting solve of the top nodes' boundary graph in two sweeps that give Dijkstra's
+// labels exactly. Vertex u is boundary cell u - coff[c] of top node c = vchild[u]; that
+// node's (distance, hops) matrix is pool_d / pool_h[loc[c]] (bpad x bpad, padded); the grid
+// arcs of u are cdst[e], cw[e], e in [cptr[u], cptr[u + 1]). One warp per vertex: the lanes
+// share its matrix row and its arcs.
+//
+// Sweep 1, distances: d holds the bits of non-negative doubles, whose order as unsigned
+// integers is their order as numbers, so atomicMin keeps the least; an active vertex relaxes
+// its arcs with the same rounded addition as the CPU (__dadd_rn), and a vertex that improved
+// is active in the next round, until a round changes nothing.
+extern "C" __global__ void top_relax_d(int V, const long long* vchild, const long long* coff,
+                                       const long long* loc, int bpad, const long long* csize,
+                                       const double* pool_d, const long long* cptr,
+                                       const long long* cdst, const double* cw,
+                                       unsigned long long* d, const unsigned char* active,
+                                       unsigned char* next, int* changed) {
+    const int lane = threadIdx.x & 31;
+    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (u >= V || !active[u]) return;
+    const double du = __longlong_as_double((long long)d[u]);
+    const long long c = vchild[u];
+    const long long base = coff[c];
+    const long long B = csize[c];
+    const double* row = pool_d + (loc[c] * bpad + (u - base)) * bpad;
+    for (long long j = lane; j < B; j += 32) {
+        const double w = row[j];
+        if (!(w < tt_inf())) continue;
+        const unsigned long long nd = (unsigned long long)__double_as_longlong(__dadd_rn(du, w));
+        const long long v = base + j;
+        if (nd < atomicMin(d + v, nd)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+    for (long long e = cptr[u] + lane; e < cptr[u + 1]; e += 32) {
+        const unsigned long long nd =
+            (unsigned long long)__double_as_longlong(__dadd_rn(du, cw[e]));
+        const long long v = cdst[e];
+        if (nd < atomicMin(d + v, nd)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+}
+
+// Sweep 2, (allocation, hops) on the tight arcs (those with d[u] + w == d[v], the same
+// rounded sum): key = allocation << 32 | hops, both non-negative, so the least key is the
+// lexicographic least (allocation, hops); an arc adds its hops to the low word.
+extern "C" __global__ void top_relax_key(int V, const long long* vchild, const long long* coff,
+                                         const long long* loc, int bpad,
+                                         const long long* csize, const double* pool_d,
+                                         const int* pool_h, const long long* cptr,
+                                         const long long* cdst, const double* cw,
+                                         const unsigned long long* d, unsigned long long* key,
+                                         const unsigned char* active, unsigned char* next,
+                                         int* changed) {
+    const int lane = threadIdx.x & 31;
+    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (u >= V || !active[u]) return;
+    const double du = __longlong_as_double((long long)d[u]);
+    const unsigned long long ku = key[u];
+    const long long c = vchild[u];
+    const long long base = coff[c];
+    const long long B = csize[c];
+    const long long r = (loc[c] * bpad + (u - base)) * bpad;
+    for (long long j = lane; j < B; j += 32) {
+        const double w = pool_d[r + j];
+        if (!(w < tt_inf())) continue;
+        const long long v = base + j;
+        if ((unsigned long long)__double_as_longlong(__dadd_rn(du, w)) != d[v]) continue;
+        const unsigned long long nk = ku + (unsigned long long)pool_h[r + j];
+        if (nk < atomicMin(key + v, nk)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+    for (long long e = cptr[u] + lane; e < cptr[u + 1]; e += 32) {
+        const long long v = cdst[e];
+        if ((unsigned long long)__double_as_longlong(__dadd_rn(du, cw[e])) != d[v]) continue;
+        const unsigned long long nk = ku + 1ULL;
+        if (nk < atomicMin(key + v, nk)) {
+            next[v] = 1;
+            *changed = 1;
+        }
+    }
+}

@@ -35,7 +35,10 @@ between two windows joins two boundary cells.
    the source's own tile), nodes combine their children's. Top-down (:func:`down_node`,
    :func:`down_leaf`, :func:`node_down`) a node seeds its child-boundary graph with its
    boundary's final labels and its children's source labels; a multi-source Dijkstra gives
-   the children's final boundary labels.
+   the children's final boundary labels. The merges of a group's level run in one call
+   (:func:`nodes_boundary`: :func:`graphs_pairs_cpu` or ``_boundary.cu: graphs_pairs``),
+   and on the GPU the top can be solved by two label-correcting sweeps
+   (:func:`top_solve_gpu`) that give the Dijkstra's labels.
 3. *Phase 3, per tile* (:func:`fill_group`): Dijkstra seeded with the
    final labels of the halo (the cells within ``w`` outside the tile, which are the
    neighbours' boundary cells, fixed) and the tile's sources; then the backlink pass, halo
@@ -84,6 +87,7 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
+           "nodes_boundary", "graphs_pairs_cpu", "graphs_pairs_gpu", "top_solve_gpu",
            "default_max_height", "MAX_GPU_TILE", "PHASES"]
 
 PHASES = ("index", "sources_up", "top_down", "phase3")
@@ -159,7 +163,7 @@ class TiledSpec:
                 j * side, min((j + 1) * side, self.shape[1]))
 
 
-def default_max_height(tiles_shape, max_top_nodes=4096, tile=None, max_top_cells=1 << 21):
+def default_max_height(tiles_shape, max_top_nodes=16384, tile=None, max_top_cells=1 << 21):
     """Default height cap: the lowest level with at most ``max_top_nodes`` nodes and, given
     the ``tile`` side, at most ``max_top_cells`` top boundary cells (``~4 S`` per node of
     side ``S``).
@@ -168,12 +172,14 @@ def default_max_height(tiles_shape, max_top_nodes=4096, tile=None, max_top_cells
     ``S`` shrinks as the cap rises (out of core, ~250 bytes per vertex are held in memory:
     2^21 cells are ~0.5 GB), while every level below the cap costs ``O(S)`` work per cell
     (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
-    4096 tiles the flat boundary graph (height 0) is the cheapest in memory and time.
+    16384 tiles (2048^2 cells with tiles of 16) the flat boundary graph (height 0) is the
+    cheapest in memory and time: measured at 2048^2, height 1 costs ~4x the index time of
+    height 0 and its reuse query is slower too (docs/cost-distance-tiled.md).
 
     Examples
     --------
     >>> default_max_height((16, 16)), default_max_height((256, 256))
-    (0, 2)
+    (0, 1)
     >>> default_max_height((1024, 1024), tile=16)  # 16384^2 cells: 1024 top nodes of 512
     5
     """
@@ -442,22 +448,73 @@ def _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _graph_pairs(srcs, targets, vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
-                 out_d, out_h):
-    V = vchild.shape[0]
-    for s in prange(srcs.shape[0]):
+def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize, moff,
+                     mat_d, mat_h, cptr, cdst, cw, out_d, out_h):
+    """Phase 2 bottom-up on a batch of nodes: one Dijkstra per (node, boundary source) pair.
+
+    The nodes' child-boundary graphs are concatenated (:func:`_graphs_batch`): node ``n``
+    owns vertices ``vbase[n]:vbase[n + 1]`` of ``vchild`` and ``cptr``, and ``coff`` /
+    ``cdst`` are node-local, so each Dijkstra runs :func:`_graph_dijkstra` on its node's
+    slices. Pair ``p`` runs from boundary cell ``psrc[p]`` of node ``pnode[p]`` (boundary
+    cells: node-local vertices ``targets[tbase[n]:tbase[n + 1]]``) and writes row ``psrc[p]``
+    of the node's ``B x B`` matrices at ``out_*[obase[n]:]``.
+    """
+    for p in prange(pnode.shape[0]):
+        n = pnode[p]
+        v0, v1 = vbase[n], vbase[n + 1]
+        t0, t1 = tbase[n], tbase[n + 1]
+        B = t1 - t0
+        V = v1 - v0
         kd, ka, kh, win = tt_alloc(V)
         ld = np.full(V, _INF)
         la = np.full(V, INT_INF, np.int32)
         lh = np.full(V, INT_INF, np.int32)
-        ld[srcs[s]] = 0.0
-        la[srcs[s]] = 0
-        lh[srcs[s]] = 0
-        _graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
-                        ld, la, lh, kd, ka, kh, win)
-        for j in range(targets.shape[0]):
-            out_d[s, j] = ld[targets[j]]
-            out_h[s, j] = lh[targets[j]]
+        src = targets[t0 + psrc[p]]
+        ld[src] = 0.0
+        la[src] = 0
+        lh[src] = 0
+        _graph_dijkstra(vchild[v0:v1], coff, csize, moff, mat_d, mat_h, cptr[v0:v1 + 1], cdst,
+                        cw, ld, la, lh, kd, ka, kh, win)
+        row = obase[n] + psrc[p] * B
+        for j in range(B):
+            out_d[row + j] = ld[targets[t0 + j]]
+            out_h[row + j] = lh[targets[t0 + j]]
+
+
+def graphs_pairs_gpu(be, pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize,
+                     moff, mat_d, mat_h, cptr, cdst, cw, out_d, out_h, max_scratch=2 << 30):
+    """CUDA twin of :func:`graphs_pairs_cpu` (``_boundary.cu: graphs_pairs``): one thread per
+    pair, in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
+    bytes; the graphs are copied to the device once. ``out_*`` host arrays, filled."""
+    cp = be.xp
+    n_pairs = int(pnode.size)
+    if n_pairs == 0:
+        return
+    vmax = int(np.max(np.diff(vbase)))
+    cap = tt_capacity(vmax)
+    per_pair = vmax * 16 + 2 * cap * 20
+    chunk = max(1, min(n_pairs, max_scratch // per_pair))
+    dev = [cp.asarray(a) for a in (pnode.astype(np.int32), psrc.astype(np.int32), vbase,
+                                   tbase, targets, obase, vchild, coff, csize, moff, mat_d,
+                                   mat_h, cptr, cdst, cw)]
+    od = cp.asarray(out_d)
+    oh = cp.asarray(out_h)
+    s_ld = cp.empty(chunk * vmax, cp.float64)
+    s_la = cp.empty(chunk * vmax, cp.int32)
+    s_lh = cp.empty(chunk * vmax, cp.int32)
+    s_kd = cp.empty(chunk * 2 * cap, cp.float64)
+    s_ka = cp.empty(chunk * 2 * cap, cp.int32)
+    s_kh = cp.empty(chunk * 2 * cap, cp.int32)
+    s_win = cp.empty(chunk * 2 * cap, cp.int32)
+    kern = _cuda(be).get_function("graphs_pairs")
+    threads = 64
+    for p0 in range(0, n_pairs, chunk):
+        m = min(chunk, n_pairs - p0)
+        kern((-(-m // threads),), (threads,),
+             (np.int32(m), np.int32(p0), *dev, od, oh, s_ld, s_la, s_lh, s_kd, s_ka, s_kh,
+              s_win, np.int32(vmax), np.int32(cap)))
+    out_d[...] = od.get()
+    out_h[...] = oh.get()
 
 
 @njit(cache=True, nogil=True)
@@ -729,13 +786,15 @@ def _child_graph(spec, children):
                        cptr, cdst, cw)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
               cw, fill):
     """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw`` from ``cptr``) the
-    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code."""
+    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code.
+    Each ``u`` writes only its own entries: ``prange`` over ``u`` (the top graph has
+    millions of vertices)."""
     V = ids.shape[0]
-    for u in range(V):
+    for u in prange(V):
         r = ids[u] // C
         c = ids[u] % C
         e = cptr[u]
@@ -785,7 +844,63 @@ def _graph_arcs(spec, ids, z, f, vchild):
     return cptr, cdst, cw
 
 
-def node_boundary(spec, level, i, j, children):
+def nodes_boundary(spec, items, backend="cpu"):
+    """Bottom-up on a batch of nodes: :func:`node_boundary` of each ``(level, i, j,
+    children)`` of ``items``, all their Dijkstras in one call (:func:`graphs_pairs_cpu`, or
+    ``_boundary.cu: graphs_pairs`` with ``backend='gpu'``). A list of NodeBoundary."""
+    C = spec.shape[1]
+    graphs, targets, windows = [], [], []
+    for level, i, j, children in items:
+        window = spec.window(level, i, j)
+        g = _child_graph(spec, children)
+        frame = _frame_mask(g.ids // C, g.ids % C, window, spec.shape, spec.width)
+        t = np.nonzero(frame)[0]
+        graphs.append(g)
+        targets.append(t[np.argsort(g.ids[t], kind="stable")].astype(np.int64))
+        windows.append(window)
+    if not items:
+        return []
+
+    def offsets(sizes):
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    vbase = offsets([g.ids.size for g in graphs])
+    kbase = offsets([g.csize.size for g in graphs])
+    mbase = offsets([g.mat_d.size for g in graphs])
+    ebase = offsets([g.cdst.size for g in graphs])
+    sizes = np.array([t.size for t in targets], np.int64)
+    tbase, obase = offsets(sizes), offsets(sizes * sizes)
+    cat = np.concatenate
+    vchild = cat([g.vchild + kbase[n] for n, g in enumerate(graphs)] + [np.zeros(0, np.int64)])
+    coff = cat([g.coff[:-1] for g in graphs] + [np.zeros(0, np.int64)])
+    csize = cat([g.csize for g in graphs] + [np.zeros(0, np.int64)])
+    moff = cat([g.moff[:-1] + mbase[n] for n, g in enumerate(graphs)] + [np.zeros(0, np.int64)])
+    mat_d = cat([g.mat_d for g in graphs] + [np.zeros(0)])
+    mat_h = cat([g.mat_h for g in graphs] + [np.zeros(0, np.int32)]).astype(np.int32)
+    cptr = cat([g.cptr[:-1] + ebase[n] for n, g in enumerate(graphs)] + [ebase[-1:]])
+    cdst = cat([g.cdst for g in graphs] + [np.zeros(0, np.int64)])
+    cw = cat([g.cw for g in graphs] + [np.zeros(0)])
+    tg = cat(targets + [np.zeros(0, np.int64)])
+    pnode = np.repeat(np.arange(len(items), dtype=np.int64), sizes)
+    psrc = cat([np.arange(b, dtype=np.int64) for b in sizes] + [np.zeros(0, np.int64)])
+    out_d = np.full(int(obase[-1]), _INF)
+    out_h = np.full(int(obase[-1]), INT_INF, np.int32)
+    args = (pnode, psrc, vbase, tbase, tg, obase, vchild, coff, csize, moff, mat_d, mat_h,
+            cptr, cdst, cw, out_d, out_h)
+    be = get_backend(backend)
+    if pnode.size and be.is_gpu:
+        graphs_pairs_gpu(be, *args)
+    elif pnode.size:
+        graphs_pairs_cpu(*args)
+    out = []
+    for n, ((level, i, j, _), g, t) in enumerate(zip(items, graphs, targets)):
+        B = t.size
+        out.append(NodeBoundary(level, (i, j), windows[n], g.ids[t], g.z[t], g.f[t],
+                                out_d[obase[n]:obase[n + 1]].reshape(B, B),
+                                out_h[obase[n]:obase[n + 1]].reshape(B, B)))
+    return out
+
+
+def node_boundary(spec, level, i, j, children, backend="cpu"):
     """Bottom-up: the :class:`NodeBoundary` of node ``(level, i, j)`` from its 4 children's.
 
     ``children`` lists the children's NodeBoundary (None where a child is outside the grid),
@@ -800,20 +915,7 @@ def node_boundary(spec, level, i, j, children):
     >>> node_boundary(spec, 1, 0, 0, kids).ids.tolist()
     [3, 11, 19, 27]
     """
-    window = spec.window(level, i, j)
-    g = _child_graph(spec, children)
-    C = spec.shape[1]
-    frame = _frame_mask(g.ids // C, g.ids % C, window, spec.shape, spec.width)
-    targets = np.nonzero(frame)[0]
-    targets = targets[np.argsort(g.ids[targets], kind="stable")]
-    B = targets.size
-    out_d = np.full((B, B), _INF)
-    out_h = np.full((B, B), INT_INF, np.int32)
-    if B:
-        _graph_pairs(targets.astype(np.int64), targets.astype(np.int64), g.vchild, g.coff,
-                     g.csize, g.moff, g.mat_d, g.mat_h, g.cptr, g.cdst, g.cw, out_d, out_h)
-    return NodeBoundary(level, (i, j), window, g.ids[targets], g.z[targets], g.f[targets],
-                        out_d, out_h)
+    return nodes_boundary(spec, [(level, i, j, children)], backend)[0]
 
 
 def tile_source_labels(spec, z_tile, f_tile, window, nb, sources):
@@ -957,8 +1059,71 @@ def _page_min_key(p, pptr, pverts, kd):
     return m
 
 
+def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, ld, la, lh):
+    """The top Dijkstra's labels on the GPU (``_boundary.cu: top_relax_d, top_relax_key``);
+    ``ld, la, lh`` hold the seeds and receive the labels. Returns the rounds of the two
+    sweeps.
+
+    Label-correcting instead of Dijkstra (a serial queue would leave the device idle): sweep
+    1 relaxes the distances alone (Bellman-Ford on the active vertices, ``atomicMin`` on
+    the bits of non-negative doubles, the same rounded sums as the CPU) to their least
+    fixpoint, which is Dijkstra's (every label is a rounded path sum, and rounding is
+    monotone); sweep 2 then relaxes ``(allocation, hops)``, packed in one 64-bit key, along
+    the *tight* arcs (``d[u] + w == d[v]``) from the seeds whose start label is tight. The
+    least key over tight paths is the least ``(allocation, hops)`` among the labels of least
+    distance: Dijkstra's label, so the result equals the CPU's bit for bit. The child
+    matrices are ``pool_d/pool_h[loc[c]]`` (one page holding the whole level).
+    """
+    cp = be.xp
+    V = int(vchild.size)
+    B = int(pool_d.shape[-1])
+
+    def dev(a):
+        return cp.asarray(np.ascontiguousarray(a))
+    vc, co, lo, cs = dev(vchild), dev(coff), dev(loc), dev(csize)
+    pd, ph = dev(pool_d), dev(pool_h)
+    cpd, cdd, cwd = dev(cptr), dev(cdst), dev(cw)
+    seeds = ld < _INF
+    d = cp.asarray(np.ascontiguousarray(ld, np.float64)).view(cp.uint64)
+    cuda = _cuda(be)
+    threads = 256
+    blocks = (-(-V * 32 // threads),)
+    changed = cp.zeros(1, cp.int32)
+
+    def sweep(kern, args, active):
+        nxt = cp.zeros(V, cp.uint8)
+        rounds = 0
+        while True:
+            changed.fill(0)
+            kern(blocks, (threads,), args(active, nxt))
+            rounds += 1
+            if not int(changed.get()[0]):
+                return rounds
+            active, nxt = nxt, active
+            nxt.fill(0)
+    r1 = sweep(cuda.get_function("top_relax_d"),
+               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, cpd, cdd, cwd, d,
+                                 act, nxt, changed), cp.asarray(seeds.astype(np.uint8)))
+    dist = d.view(cp.float64).get()
+    tight = seeds & (dist == ld)  # seeds that keep their start label's distance
+    key0 = np.full(V, np.iinfo(np.uint64).max, np.uint64)
+    key0[tight] = (la[tight].astype(np.uint64) << np.uint64(32)) | lh[tight].astype(np.uint64)
+    key = cp.asarray(key0)
+    r2 = sweep(cuda.get_function("top_relax_key"),
+               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, ph, cpd, cdd,
+                                 cwd, d, key, act, nxt, changed),
+               cp.asarray(tight.astype(np.uint8)))
+    k = key.get()
+    reached = dist < _INF
+    ld[:] = dist
+    la[:] = np.where(reached, (k >> np.uint64(32)).astype(np.int64), INT_INF).astype(np.int32)
+    lh[:] = np.where(reached, (k & np.uint64(0xFFFFFFFF)).astype(np.int64),
+                     INT_INF).astype(np.int32)
+    return r1, r2
+
+
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
-                     cache_bytes=256 << 20, neighbours=None, prefetch=3):
+                     cache_bytes=256 << 20, neighbours=None, prefetch=3, backend="cpu"):
     """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
 
     Out of core: only the top nodes' boundary cells (``tops``: objects with ``ids``, ``z``,
@@ -971,7 +1136,10 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
     (:func:`_page_to_evict`). The result equals :func:`top_labels`'s. With
     ``neighbours(p)`` (the pages around page ``p``), a miss also reads up to ``prefetch``
     neighbouring pages that hold queued vertices, into free slots or slots whose page has
-    none queued, all in parallel threads (the reads release the GIL).
+    none queued, all in parallel threads (the reads release the GIL). With a single page
+    (every node in page 0: the caller read the whole level at once), that page is read
+    first and used as it is, and with ``backend='gpu'`` the labels are solved on the device
+    (:func:`top_solve_gpu`, equal to the Dijkstra's).
 
     Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
     ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
@@ -1001,25 +1169,45 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             s, e = coff[kid_pos], coff[kid_pos + 1]
             ld[s:e], la[s:e], lh[s:e] = lab
     if np.any(ld < _INF):
+        t_arcs = time.perf_counter()
         cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
+        stats["arcs_seconds"] = time.perf_counter() - t_arcs
         del ids, z, f
         pg = np.asarray(page_of, np.int64)[slots]
         loc = np.asarray(page_loc, np.int64)[slots]
         npages = int(np.max(pg)) + 1
         per_page = int(np.prod(page_shape)) * 12
         nslots = int(max(2, min(cache_bytes // max(per_page, 1), len(set(pg.tolist())))))
-        pool_d = np.empty((nslots,) + tuple(page_shape), np.float64)
-        pool_h = np.empty((nslots,) + tuple(page_shape), np.int32)
         slot_of = np.full(npages, -1, np.int64)
+        if npages == 1:  # one page holds every matrix: it is the pool (no copy, no misses)
+            t_read = time.perf_counter()
+            d, h = load_page(0)
+            stats["read_seconds"] = time.perf_counter() - t_read
+            pool_d, pool_h = d[None], h[None]
+            nslots, slot_of[0] = 1, 0
+            stats["page_loads"], stats["page_bytes"] = 1, per_page
+        else:
+            pool_d = np.empty((nslots,) + tuple(page_shape), np.float64)
+            pool_h = np.empty((nslots,) + tuple(page_shape), np.int32)
         held = np.full(nslots, -1, np.int64)
+        held[slot_of[slot_of >= 0]] = np.nonzero(slot_of >= 0)[0]
         stamp = np.zeros(nslots, np.int64)
         clock = np.zeros(1, np.int64)
+        be = get_backend(backend)
+        if npages == 1 and be.is_gpu and not np.any(np.signbit(ld[ld < _INF])):
+            # the whole level on the device: solved there, no queue on the host
+            t_solve = time.perf_counter()
+            stats["gpu_rounds"] = top_solve_gpu(be, vchild, coff[:-1], sizes, loc, pool_d[0],
+                                                pool_h[0], cptr, cdst, cw, ld, la, lh)
+            stats["solve_seconds"] = time.perf_counter() - t_solve
+            stats["pages"] = 1
+            return _top_split(slots, coff, ld, la, lh, out), stats
         tt = tt_new(V)
         tt_seed(*tt, ld, la, lh)
         vpage = pg[vchild]
         pverts = np.argsort(vpage, kind="stable")
         pptr = np.searchsorted(vpage[pverts], np.arange(npages + 1)).astype(np.int64)
-        seen = set()
+        seen = set(np.nonzero(slot_of >= 0)[0].tolist())
         threads = None
         if neighbours is not None and prefetch > 0 and nslots > 2:
             from concurrent.futures import ThreadPoolExecutor
@@ -1066,10 +1254,15 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             if threads is not None:
                 threads.shutdown()
         stats["pages"] = len(seen)
+    return _top_split(slots, coff, ld, la, lh, out), stats
+
+
+def _top_split(slots, coff, ld, la, lh, out):
+    """The top vertices' labels back per top node (``out[slot]``)."""
     for kid_pos, slot in enumerate(slots):
         s, e = coff[kid_pos], coff[kid_pos + 1]
         out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
-    return out, stats
+    return out
 
 
 def _split(g, children, ld, la, lh):
@@ -1196,41 +1389,38 @@ def index_merge(spec, k, i, j, *kids):
 
 def index_leaf(spec, reader, backend, g, i, j, emit=None):
     """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles (one batched call),
-    then its own levels by the same walk on the group's block. Returns ``(up, own)``.
+    then its own levels up to the height cap, each level's nodes in one batched call
+    (:func:`nodes_boundary`). Returns ``(up, own)``: ``up`` the group's nodes of level
+    ``min(g, spec.height)`` (row-major), ``own`` every node made here.
 
     With ``emit``, each level's nodes go to ``emit(level, {key: NodeBoundary})`` as soon as
-    the level above starts (the walk runs level by level) and are not kept in ``own``: a
-    pipeline writes them out and holds at most two levels of the group.
+    they are made and are not kept in ``own``: a pipeline writes them out and holds at most
+    two levels of the group.
     """
     window = spec.window(g, i, j)
     z, f = reader(window)
-    tiles = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
+    level = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
     del z, f
-    own, pending = {}, {}
+    own = {}
 
     def keep(k, made):
         if emit is None:
             own.update(made)
-            return
-        for lv in sorted(x for x in pending if x < k):
-            emit(lv, pending.pop(lv))
-        pending.setdefault(k, {}).update(made)
+        else:
+            emit(k, made)
 
-    keep(0, tiles)
-
-    def leaf(k, ii, jj):
-        key = _global(g, i, j, 0, ii, jj)
-        return [tiles.pop(key)], None
-
-    def merge(k, ii, jj, *kids):
-        up, made = index_merge(spec, *_global(g, i, j, k, ii, jj), *kids)
-        keep(k, made)
-        return up, None
-
-    up, _ = walk_up(_inner_plan(spec, window, g), leaf, merge)
-    for lv in sorted(pending):
-        emit(lv, pending.pop(lv))
-    return up, own
+    keep(0, level)
+    nt_r, nt_c = spec.tiles_shape
+    for k in range(1, min(g, spec.height) + 1):
+        nr, nc = -(-nt_r // (1 << k)), -(-nt_c // (1 << k))
+        s = 1 << (g - k)
+        keys = [(k, a, b) for a in range(i * s, min((i + 1) * s, nr))
+                for b in range(j * s, min((j + 1) * s, nc))]
+        items = [key + ([None if c is None else level[c] for c in _children(spec, *key)],)
+                 for key in keys]
+        level = dict(zip(keys, nodes_boundary(spec, items, backend)))
+        keep(k, level)
+    return [level[key] for key in sorted(level)], own
 
 
 def sources_merge(spec, nodes, k, i, j, *kids):
@@ -1473,7 +1663,9 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
         Cells farther than this are unreached.
     cellsize : (dx, dy)
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
-        The GPU runs phase 1 (tiles up to 64) and phase 3; phase 2 runs on the CPU.
+        The GPU runs phase 1 (tiles up to 64), the node merges inside each group and
+        phase 3; the rest of phase 2 runs on the CPU (the pipeline also solves the top on
+        the GPU: :func:`top_solve_gpu`).
     max_height : int, optional
         Highest quadtree level that gets boundary matrices (0: the thesis's flat boundary
         graph; default :func:`default_max_height`).
