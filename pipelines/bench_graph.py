@@ -45,6 +45,7 @@ from terrain.graph.bfs import traverse
 from ._bench import peak_rss_bytes
 
 __all__ = ["bench_bfs_command", "bench_diameter_command", "rmat_graph", "grid_graph",
+           "bfs_sweep", "bfs_profile",
            "bench_sssp_command", "bench_mst_graph_command", "weighted_graph",
            "weighted_grid_graph", "geometric_graph", "weighted_rmat_graph"]
 
@@ -152,6 +153,72 @@ def _report(label, runs):
     return hmean
 
 
+def bfs_sweep(core, sources, settings, repeats=5):
+    """GPU tuning sweep of the device level loop: for each setting (a dict of
+    :class:`FrontierCore` attributes plus optional ``alpha`` / ``beta``, Beamer's thresholds
+    of :mod:`terrain.graph.bfs`), ``repeats`` timed passes over ``sources``; prints the best
+    and the median pass (harmonic-mean GTEPS) and returns the best per setting."""
+    from terrain.graph import bfs as bfs_module
+    saved = {key: getattr(core, key) for s in settings for key in s
+             if key not in ("alpha", "beta")}
+    defaults = bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA
+    best = []
+    try:
+        for setting in settings:
+            for key, value in saved.items():
+                setattr(core, key, value)
+            bfs_module.DEVICE_ALPHA = setting.get("alpha", defaults[0])
+            bfs_module.DEVICE_BETA = setting.get("beta", defaults[1])
+            for key, value in setting.items():
+                if key not in ("alpha", "beta"):
+                    setattr(core, key, value)
+            passes = []
+            for _ in range(repeats):
+                runs = _time_terrain(core, sources)
+                secs = np.array([r[0] for r in runs])
+                edges = np.array([r[1] for r in runs], float)
+                passes.append((len(runs) / np.sum(secs / edges), float(np.mean(secs))))
+            passes.sort()
+            top, mid = passes[-1], passes[len(passes) // 2]
+            label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
+            print(f"  {label:<58} best {top[0] / 1e9:7.1f} GTEPS {top[1] * 1e3:7.3f} ms/BFS"
+                  f"   median {mid[0] / 1e9:7.1f}", flush=True)
+            best.append(top[0])
+    finally:
+        for key, value in saved.items():
+            setattr(core, key, value)
+        bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA = defaults
+    return best
+
+
+def bfs_profile(core, source):
+    """GPU: where one BFS's time goes: the device loop launched directly (no graph) with a
+    CUDA event after every kernel; prints microseconds per kernel, step by step."""
+    cp = core.backend.xp
+    traverse(core, [int(source)], loop="device")  # warm-up
+    stream = core._loop["stream"]
+    core.profile = [("start", stream.record())]
+    try:
+        stats = traverse(core, [int(source)], loop="device")
+        stream.synchronize()
+        marks = core.profile
+    finally:
+        core.profile = None
+    print(f"  profile, source {int(source)}: level sizes {stats.level_sizes}, "
+          f"operators {stats.operators}")
+    rows, row = [], []
+    for (_, a), (name, b) in zip(marks, marks[1:]):
+        if name in ("decide", "advance") and row:
+            rows.append(row)
+            row = []
+        row.append(f"{name} {cp.cuda.get_elapsed_time(a, b) * 1e3:.1f}")
+    rows.append(row)
+    for i, r in enumerate(rows):
+        print(f"    step {i}: " + ", ".join(r))
+    total = cp.cuda.get_elapsed_time(marks[0][1], marks[-1][1]) * 1e3
+    print(f"    total {total:.1f} us (direct launches)", flush=True)
+
+
 def bench_bfs_command(args):
     """``bench bfs``: terrain BFS (GPU and CPU) vs scipy breadth_first_order."""
     from scipy.sparse.csgraph import breadth_first_order
@@ -164,9 +231,32 @@ def bench_bfs_command(args):
         gpu = get_backend("gpu")
         core = FrontierCore(graph, gpu)
         print(f"terrain gpu ({gpu.device_name()}):")
-        _report("direction-optimising, graph loop", _time_terrain(core, sources))
+        core.device_seconds = []
+        runs = _time_terrain(core, sources)
+        _report("direction-optimising, graph loop", runs)
+        device = core.device_seconds[-len(runs):]
+        core.device_seconds = None
+        _report("  the same, device time of its launches",
+                [(d,) + r[1:] for d, r in zip(device, runs)])
         if core.graph_error:
             print(f"  (CUDA graph capture failed, direct launches: {core.graph_error})")
+        t0 = time.perf_counter()
+        rows = core.bottomup_rows
+        core.bottomup_rows = "degree" if rows == "id" else "id"
+        core._indices_bottomup()
+        gpu.xp.cuda.get_current_stream().synchronize()
+        print(f"  (bottom-up rows ordered by degree in {time.perf_counter() - t0:.3f} s, "
+              "once per core)")
+        _report(f"direction-optimising, graph loop, bottom-up rows {core.bottomup_rows}",
+                _time_terrain(core, sources))
+        core.bottomup_rows = rows
+        grids = core.occupancy_grids
+        core.occupancy_grids = not grids
+        _report(f"direction-optimising, graph loop, occupancy grids {not grids}",
+                _time_terrain(core, sources))
+        print(f"  (grids: {core._grids or core.resident_blocks} blocks, "
+              f"{core.multiprocessors} SMs)")
+        core.occupancy_grids = grids
         fused = core.fused_steps
         core.fused_steps = not fused
         _report(f"direction-optimising, graph loop, fused steps {not fused}",

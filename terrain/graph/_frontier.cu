@@ -502,7 +502,24 @@ __global__ void __launch_bounds__(BS) step_hubs(
                   hubs);
 }
 
-template <typename IT>
+// Is one of the next U neighbours (from e, before re) visited? U loads of indices, then U
+// bitmask loads, all independent: one dependent chain of two loads per U neighbours instead
+// of per neighbour (the scan stops at the first hit, most often within the first few).
+template <typename IT, int U>
+__device__ __forceinline__ bool any_visited(const IT* __restrict__ indices, i64 e, i64 re,
+                                            const unsigned* __restrict__ visited)
+{
+    IT u[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) u[j] = (e + j < re) ? indices[e + j] : (IT)-1;
+    unsigned hit = 0;
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+        if (u[j] >= 0) hit |= visited[u[j] >> 5] >> (unsigned)(u[j] & 31);
+    return hit & 1u;
+}
+
+template <typename IT, int U>
 __device__ __forceinline__ void bottomup_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
@@ -523,9 +540,8 @@ __device__ __forceinline__ void bottomup_step(
         i64 deg = 0;
         if (v < n && !(seen & (1u << lane))) {
             const i64 rs = indptr[v], re = indptr[v + 1];
-            for (i64 e = rs; e < re; ++e) {
-                const IT u = indices[e];
-                if (visited[u >> 5] & (1u << (unsigned)(u & 31))) {
+            for (i64 e = rs; e < re; e += U) {
+                if (any_visited<IT, U>(indices, e, re, visited)) {
                     ok = true;
                     break;
                 }
@@ -542,13 +558,13 @@ __device__ __forceinline__ void bottomup_step(
     }
 }
 
-template <typename IT>
+template <typename IT, int U>
 __global__ void __launch_bounds__(BS) step_bottomup(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
 {
     if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
-    bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+    bottomup_step<IT, U>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
 }
 
 // Fused steps (two launches per level): step_advance runs the chosen direction,
@@ -562,7 +578,8 @@ __global__ void __launch_bounds__(BS) step_advance(
 {
     if (!ctrl[C_ACTIVE]) return;
     if (ctrl[C_BOTTOM])
-        bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+        bottomup_step<IT, 1>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                             n);
     else
         topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
                          hub_q, hub_min);
