@@ -193,16 +193,23 @@ def test_gpu_level_loop_tunings_match_cpu(loop):
             many = sorted(rng.choice(g.n, 100, replace=False).tolist())
             for sources in ([int(np.argmax(g.degrees()))], [1, 7, g.n - 1], many, [0]):
                 want = traverse(cpu, sources)
-                for rows, occupancy, lanes, alpha, beta in (
-                        ("degree", False, 1, 30, 24), ("id", True, 1, 30, 24),
-                        ("degree", True, 8, 14, 24), ("degree", True, 1, 100, 96),
-                        ("id", False, 1, 30, 24)):
+                for rows, occupancy, lanes, ilp, unroll, fused, alpha, beta in (
+                        ("degree", False, 1, 0, 1, False, 30, 24),
+                        ("id", True, 1, 0, 4, False, 30, 24),
+                        ("degree", True, 8, 0, 1, False, 14, 24),
+                        ("degree", True, 1, 4, 1, False, 100, 96),
+                        ("id", False, 1, 2, 1, False, 30, 24),
+                        ("id", False, 1, 4, 1, True, 30, 24),
+                        ("id", True, 1, 8, 1, True, 14, 12),
+                        ("id", False, 1, 0, 2, False, 30, 24)):
                     gpu.bottomup_rows, gpu.occupancy_grids = rows, occupancy
-                    gpu.bottomup_lanes = lanes
+                    gpu.bottomup_lanes, gpu.bottomup_ilp, gpu.bottomup_unroll = lanes, ilp, unroll
+                    gpu.fused_steps = fused
                     bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA = alpha, beta
                     got = traverse(gpu, sources, loop=loop)
                     assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), \
-                        (g.name, len(sources), rows, occupancy, lanes, alpha, beta)
+                        (g.name, len(sources), rows, occupancy, lanes, ilp, unroll, fused,
+                         alpha, beta)
                     assert got.level_sizes == want.level_sizes
                     assert got.level_edges == want.level_edges
     finally:

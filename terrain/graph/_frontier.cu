@@ -567,6 +567,130 @@ __global__ void __launch_bounds__(BS) step_bottomup(
     bottomup_step<IT, U>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
 }
 
+// The same step with K vertices in flight per lane and block-aggregated enqueueing. A warp
+// takes K consecutive bitmask words (32 K vertices) per round, lane i vertex i of each; the
+// K rows of a lane are scanned round-robin, one neighbour of each per pass, so the loads of
+// K rows are independent (K times the memory-level parallelism of one row at a time). The
+// claimed vertices go to a shared buffer (shared atomics); the block adds its buffer to the
+// queue with one global atomicAdd when it fills or the block ends, and its degree sum with
+// one more: the per-tile global atomics of block_enqueue, all on one counter, go away.
+template <typename IT, int K>
+__device__ __forceinline__ void bottomup_ilp_step(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    __shared__ IT s_buf[2 * BS * K];
+    __shared__ unsigned s_fill;
+    __shared__ u64 s_base, s_wdeg[WARPS];
+    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
+    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned below = (1u << lane) - 1u;
+    const i64 words = (n + 31) >> 5;
+    const i64 round_words = (i64)gridDim.x * WARPS * K;
+    u64 my_deg = 0;
+    if (threadIdx.x == 0) s_fill = 0;
+    // block-uniform bounds: every thread of the block runs the same rounds (barriers below)
+    for (i64 w0 = (i64)blockIdx.x * WARPS * K; w0 < words; w0 += round_words) {
+        __syncthreads();
+        const unsigned fill = s_fill;
+        __syncthreads();
+        if (fill > BS * K) {  // room for one more round of BS * K vertices
+            if (threadIdx.x == 0) s_base = atomicAdd(&nxt[0], (u64)fill);
+            __syncthreads();
+            for (unsigned i = threadIdx.x; i < fill; i += BS) out[s_base + i] = s_buf[i];
+            __syncthreads();
+            if (threadIdx.x == 0) s_fill = 0;
+            __syncthreads();
+        }
+        const i64 wb = w0 + (i64)warp * K;  // this warp's first word
+        unsigned seen[K];
+        i64 e[K], re[K];
+        int len[K];
+        bool live[K], ok[K];
+#pragma unroll
+        for (int j = 0; j < K; ++j) seen[j] = (wb + j < words) ? visited[wb + j] : FULL;
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            const i64 v = ((wb + j) << 5) + lane;
+            live[j] = v < n && !((seen[j] >> lane) & 1u);
+            e[j] = live[j] ? indptr[v] : 0;
+            re[j] = live[j] ? indptr[v + 1] : 0;
+            len[j] = (int)(re[j] - e[j]);
+            live[j] = live[j] && e[j] < re[j];
+            ok[j] = false;
+        }
+        while (true) {
+            bool any = false;
+#pragma unroll
+            for (int j = 0; j < K; ++j) any |= live[j];
+            if (!any) break;
+            IT u[K];
+            unsigned bits[K];
+#pragma unroll
+            for (int j = 0; j < K; ++j) u[j] = live[j] ? indices[e[j]] : (IT)0;
+#pragma unroll
+            for (int j = 0; j < K; ++j)
+                bits[j] = live[j] ? visited[u[j] >> 5] >> (unsigned)(u[j] & 31) : 0u;
+#pragma unroll
+            for (int j = 0; j < K; ++j) {
+                if (!live[j]) continue;
+                if (bits[j] & 1u) {
+                    ok[j] = true;
+                    live[j] = false;
+                } else if (++e[j] == re[j]) {
+                    live[j] = false;
+                }
+            }
+        }
+        unsigned found[K], total = 0;
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            found[j] = __ballot_sync(FULL, ok[j]);
+            total += __popc(found[j]);
+            if (lane == (unsigned)j && wb + j < words) visited_next[wb + j] = seen[j] | found[j];
+        }
+        unsigned off = 0;
+        if (lane == 0 && total) off = atomicAdd(&s_fill, total);
+        off = __shfl_sync(FULL, off, 0);
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            if (ok[j]) {
+                const i64 v = ((wb + j) << 5) + lane;
+                dist[v] = level + 1;
+                my_deg += (u64)len[j];
+                s_buf[off + __popc(found[j] & below)] = (IT)v;
+            }
+            off += __popc(found[j]);
+        }
+    }
+    __syncthreads();
+    const unsigned fill = s_fill;
+    if (threadIdx.x == 0 && fill) s_base = atomicAdd(&nxt[0], (u64)fill);
+    for (int o = 16; o > 0; o >>= 1) my_deg += __shfl_down_sync(FULL, my_deg, o);
+    if (lane == 0) s_wdeg[warp] = my_deg;
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < fill; i += BS) out[s_base + i] = s_buf[i];
+    if (threadIdx.x == 0) {
+        u64 d = 0;
+        for (int w = 0; w < WARPS; ++w) d += s_wdeg[w];
+        if (d) atomicAdd(&nxt[1], d);
+    }
+}
+
+template <typename IT, int K>
+__global__ void __launch_bounds__(BS) step_bottomup_ilp(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    bottomup_ilp_step<IT, K>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                             n);
+}
+
 // Fused steps (two launches per level): step_advance runs the chosen direction,
 // step_hubs_decide the hub lists and then, in the last block to finish, decide_step for the
 // next level (the "last block" pattern: each block fences its writes and counts itself out).
@@ -674,6 +798,22 @@ __global__ void __launch_bounds__(BS) step_bottomup_group(
         if (lane == 0) visited_next[word] = seen | found;
         warp_enqueue(ok, (IT)(v0 + lane), deg, out, &nxt[0], &nxt[1]);
     }
+}
+
+// step_advance with the bottom-up step of step_bottomup_ilp<K>.
+template <typename IT, int K>
+__global__ void __launch_bounds__(BS) step_advance_ilp(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min,
+    i64 n)
+{
+    if (!ctrl[C_ACTIVE]) return;
+    if (ctrl[C_BOTTOM])
+        bottomup_ilp_step<IT, K>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters,
+                                 ctrl, n);
+    else
+        topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                         hub_q, hub_min);
 }
 
 // Sources of the captured loop: src[0] = k, src[1..k] the sources (unique).

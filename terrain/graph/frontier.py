@@ -72,6 +72,7 @@ BITWISE_PARALLEL_NNZ = 1 << 22  # CPU bit-parallel BFS: threads from this many s
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the level loop (_frontier.cu)
 FUSED_STEPS = False  # device level loop: two launches per level (see step_advance)
 BOTTOMUP_UNROLL = 1  # device level loop, one lane per vertex: neighbours tested per load round
+BOTTOMUP_ILP = 0  # device level loop: K > 0 (2, 4, 8) runs step_bottomup_ilp<K>
 BOTTOMUP_ROWS = "id"  # device level loop: "degree" scans rows hubs first (a sorted copy)
 OCCUPANCY_GRIDS = False  # device level loop: grids sized by the occupancy calculator
 _CAPTURED_SOURCES = 64  # sources copied inside the level loop's CUDA graph
@@ -357,6 +358,12 @@ class FrontierCore:
             "step_bottomup": f"step_bottomup<{it}, 1>",
             "step_bottomup:u2": f"step_bottomup<{it}, 2>",
             "step_bottomup:u4": f"step_bottomup<{it}, 4>",
+            "step_bottomup_ilp:2": f"step_bottomup_ilp<{it}, 2>",
+            "step_bottomup_ilp:4": f"step_bottomup_ilp<{it}, 4>",
+            "step_bottomup_ilp:8": f"step_bottomup_ilp<{it}, 8>",
+            "step_advance_ilp:2": f"step_advance_ilp<{it}, 2>",
+            "step_advance_ilp:4": f"step_advance_ilp<{it}, 4>",
+            "step_advance_ilp:8": f"step_advance_ilp<{it}, 8>",
             "step_advance": f"step_advance<{it}>",
             "step_hubs_decide": f"step_hubs_decide<{it}>",
             "step_bottomup:4": f"step_bottomup_group<{it}, 4>",
@@ -395,6 +402,7 @@ class FrontierCore:
         self.fused_steps = FUSED_STEPS
         self.bottomup_rows = BOTTOMUP_ROWS
         self.bottomup_unroll = BOTTOMUP_UNROLL
+        self.bottomup_ilp = BOTTOMUP_ILP
         self.occupancy_grids = OCCUPANCY_GRIDS
         self.profile = None  # a list: (kernel name, event) recorded after every launch
         self.device_seconds = None  # a list: device time of each run_levels (CUDA events)
@@ -447,11 +455,14 @@ class FrontierCore:
         """Blocks of a level-loop kernel: resident_blocks, or with ``occupancy_grids`` the
         SM count times what the occupancy calculator says fits per SM (grid-stride kernels:
         one wave, no tail of blocks that wait for a free SM)."""
-        if not self.occupancy_grids:
+        ilp = "_ilp:" in key  # registers limit these kernels' blocks per SM
+        if not (self.occupancy_grids or ilp):
             return self.resident_blocks
         blocks = self._grids.get(key)
         if blocks is None:
-            per_sm = _RESIDENT_BLOCKS_PER_SM
+            # (without the query: what ptxas gives the ILP kernels for sm_90, int32 ids)
+            per_sm = ({"2": 6, "4": 4, "8": 2}[key.rsplit(":", 1)[1]] if ilp
+                      else _RESIDENT_BLOCKS_PER_SM)
             try:
                 from cupy.cuda import driver
                 per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
@@ -495,7 +506,9 @@ class FrontierCore:
             vis = (self.visited, lp["visited_next"])
             for _ in range(steps):
                 # bottom-up and top-down share the kernel: the plain rows for both
-                self._k["step_advance"]((grid("step_advance"),), (BLOCK,), (
+                advance = "step_advance" + (f"_ilp:{self.bottomup_ilp}" if self.bottomup_ilp
+                                            else "")
+                self._k[advance]((grid(advance),), (BLOCK,), (
                     self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
                     lp["ctrl"], lp["hub_q"], np.int64(self.hub_min), np.int64(self.n)))
                 mark("advance")
@@ -517,9 +530,13 @@ class FrontierCore:
                 self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters, lp["ctrl"],
                 lp["hub_q"]))
             mark("hubs")
-            bottomup = ("step_bottomup" + ("" if self.bottomup_unroll == 1
-                                           else f":u{self.bottomup_unroll}")
-                        if lanes == 1 else f"step_bottomup:{lanes}")
+            if lanes != 1:
+                bottomup = f"step_bottomup:{lanes}"
+            elif self.bottomup_ilp:
+                bottomup = f"step_bottomup_ilp:{self.bottomup_ilp}"
+            else:
+                bottomup = "step_bottomup" + ("" if self.bottomup_unroll == 1
+                                              else f":u{self.bottomup_unroll}")
             self._k[bottomup]((grid(bottomup),), (BLOCK,), (
                 self.indptr, bu_indices, q0, q1, self.dist, *vis, self.counters, lp["ctrl"],
                 np.int64(self.n)))
@@ -618,7 +635,7 @@ class FrontierCore:
             self._enqueue_readback()
 
         tune = (self.hub_min, self.bottomup_lanes, fused, self.bottomup_rows,
-                self.occupancy_grids, self.bottomup_unroll)
+                self.occupancy_grids, self.bottomup_unroll, self.bottomup_ilp)
         self._launch(("first", first_steps, seed_blocks, captured_src, mode, alpha, beta) + tune,
                      first, use_graph)
         sizes, degs, ops = [], [], []
@@ -631,15 +648,15 @@ class FrontierCore:
                 last = (level if fused else level + 1) if active else level - 1
                 lo = len(sizes)
                 if last >= lo:
-                    slots = ring[np.arange(lo, last + 1) % SLOTS]
-                    empty = np.flatnonzero(slots[:, 0] == 0)
-                    if empty.size:
-                        slots = slots[:empty[0]]
-                    sizes += slots[:, 0].tolist()
-                    degs += slots[:, 1].tolist()
-                    ops += slots[1 if lo == 0 else 0:, 3].tolist()
-                    if empty.size:
-                        return sizes, degs, ops
+                    rows = (ring[lo:last + 1] if last < SLOTS
+                            else ring[np.arange(lo, last + 1) % SLOTS]).tolist()
+                    for lv, (count, degsum, _, op) in enumerate(rows, lo):
+                        if count == 0:
+                            return sizes, degs, ops
+                        sizes.append(count)
+                        degs.append(degsum)
+                        if lv:
+                            ops.append(op)
                 if not active:
                     return sizes, degs, ops
                 if len(sizes) > self.n + 1:
