@@ -416,7 +416,7 @@ class FrontierCore:
             "ctrl": self._state[4 * SLOTS:],
             "visited_next": cp.zeros_like(self.visited),
             "hub_q": cp.empty(n, self.index_dtype),
-            "src": cp.zeros(n + 1, np.int64),
+            "src": cp.zeros(max(n, _CAPTURED_SOURCES) + 1, np.int64),  # the graph copies 65
             "pinned": [pinned_src],
             "host_src": np.frombuffer(pinned_src, np.int64, _CAPTURED_SOURCES + 1),
             "host_ctrl": self._host_state[4 * SLOTS:],
@@ -597,6 +597,9 @@ class FrontierCore:
         if self._loop is None:
             self._init_loop()
         lp = self._loop
+        fused = self._fused()
+        if not fused:  # built (once) on the current stream, before the wait and any capture
+            self._indices_bottomup()
         src = np.asarray(sources, dtype=np.int64).reshape(-1)
         if src.size > 1:
             src = np.unique(src)
@@ -619,9 +622,6 @@ class FrontierCore:
         more_steps = max(1, min(int(more_steps), SLOTS - 8))
         seed_blocks = self._blocks(k)
 
-        fused = self._fused()
-        if not fused:
-            self._indices_bottomup()  # built (once) before any capture
         timing = self.device_seconds is not None
         if timing:
             t0 = cp.cuda.Event()
