@@ -201,10 +201,11 @@ def test_gpu_level_loop_tunings_match_cpu(loop):
                         ("id", False, 1, 2, 1, False, 30, 24),
                         ("id", False, 1, 4, 1, True, 30, 24),
                         ("id", True, 1, 8, 1, True, 14, 12),
-                        ("id", False, 1, 0, 2, False, 30, 24)):
+                        ("id", False, 1, 0, 2, False, 30, 24),
+                        ("id", False, 1, 4, 1, 3, 30, 24), ("id", False, 1, 0, 1, 3, 14, 24)):
                     gpu.bottomup_rows, gpu.occupancy_grids = rows, occupancy
                     gpu.bottomup_lanes, gpu.bottomup_ilp, gpu.bottomup_unroll = lanes, ilp, unroll
-                    gpu.fused_steps = fused
+                    gpu.fused_steps, gpu.step_launches = fused is True, 3 if fused == 3 else 4
                     bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA = alpha, beta
                     got = traverse(gpu, sources, loop=loop)
                     assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), \

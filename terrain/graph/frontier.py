@@ -71,6 +71,7 @@ BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by 
 BITWISE_PARALLEL_NNZ = 1 << 22  # CPU bit-parallel BFS: threads from this many stored edges
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the level loop (_frontier.cu)
 FUSED_STEPS = False  # device level loop: two launches per level (see step_advance)
+STEP_LAUNCHES = 4  # device level loop without fused steps: 4 or 3 launches per level
 BOTTOMUP_UNROLL = 1  # device level loop, one lane per vertex: neighbours tested per load round
 BOTTOMUP_ILP = 0  # device level loop: K > 0 (2, 4, 8) runs step_bottomup_ilp<K>
 BOTTOMUP_ROWS = "id"  # device level loop: "degree" scans rows hubs first (a sorted copy)
@@ -306,8 +307,14 @@ class FrontierCore:
 
     GPU tunables of the device level loop (:meth:`run_levels`): ``hub_min`` (lists of this
     many edges or more are spread over the grid), ``bottomup_lanes`` (1, 4, 8 or 32 lanes
-    per unvisited vertex), ``fused_steps`` (two launches per level instead of four);
-    ``profile`` (a list) collects an event after every kernel of direct launches.
+    per unvisited vertex), ``bottomup_ilp`` (with one lane: 0, or K = 2, 4, 8 vertices in
+    flight per lane, ``step_bottomup_ilp``), ``bottomup_unroll`` (with one lane and no ILP:
+    neighbours tested per round of loads), ``bottomup_rows`` ('id', or 'degree': rows
+    scanned hubs first, a sorted copy built once per core), ``occupancy_grids`` (grids from
+    the occupancy calculator instead of 8 blocks per SM), ``fused_steps`` (two launches per
+    level instead of four) and ``step_launches`` (3: advance, hubs, decide); ``profile`` (a
+    list) collects an event after every kernel of direct launches, ``device_seconds`` (a
+    list) the device time of every :meth:`run_levels`.
 
     Examples
     --------
@@ -400,6 +407,7 @@ class FrontierCore:
         self.hub_min = HUB_MIN
         self.bottomup_lanes = BOTTOMUP_LANES
         self.fused_steps = FUSED_STEPS
+        self.step_launches = STEP_LAUNCHES
         self.bottomup_rows = BOTTOMUP_ROWS
         self.bottomup_unroll = BOTTOMUP_UNROLL
         self.bottomup_ilp = BOTTOMUP_ILP
@@ -487,8 +495,17 @@ class FrontierCore:
                                                           self.indices)
         return self._bottomup_indices
 
+    def _launches(self):
+        """Launches per level of the device loop: 4 (decide, top-down, hubs, bottom-up),
+        3 (advance in the chosen direction, hubs, decide) or 2 (advance, hubs + decide in
+        the last block: ``fused_steps``); 3 and 2 need one lane per vertex."""
+        if self.bottomup_lanes != 1:
+            return 4
+        return 2 if self.fused_steps else self.step_launches
+
     def _fused(self):
-        return self.fused_steps and self.bottomup_lanes == 1
+        """Whether each level's decide runs at the end of the level before."""
+        return self._launches() < 4
 
     def _enqueue_decide(self, mode, alpha, beta):
         self._k["step_decide"]((1,), (32,), (self.counters, self._loop["ctrl"], np.int64(self.n),
@@ -512,6 +529,13 @@ class FrontierCore:
                     self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
                     lp["ctrl"], lp["hub_q"], np.int64(self.hub_min), np.int64(self.n)))
                 mark("advance")
+                if self._launches() == 3:
+                    self._k["step_hubs"]((grid("step_hubs"),), (BLOCK,), (
+                        self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
+                        lp["ctrl"], lp["hub_q"]))
+                    mark("hubs")
+                    self._enqueue_decide(mode, alpha, beta)
+                    continue
                 self._k["step_hubs_decide"]((grid("step_hubs_decide"),), (BLOCK,), (
                     self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
                     lp["ctrl"], lp["hub_q"], np.int64(self.n), np.int64(self.nnz),
@@ -634,7 +658,7 @@ class FrontierCore:
             self._enqueue_steps(first_steps, mode, alpha, beta)
             self._enqueue_readback()
 
-        tune = (self.hub_min, self.bottomup_lanes, fused, self.bottomup_rows,
+        tune = (self.hub_min, self.bottomup_lanes, self._launches(), self.bottomup_rows,
                 self.occupancy_grids, self.bottomup_unroll, self.bottomup_ilp)
         self._launch(("first", first_steps, seed_blocks, captured_src, mode, alpha, beta) + tune,
                      first, use_graph)
