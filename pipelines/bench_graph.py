@@ -183,38 +183,46 @@ def _graph500_runs(core, sources, runs, tuple_degrees):
 def bfs_sweep(core, sources, settings, repeats=5):
     """GPU tuning sweep of the device level loop: for each setting (a dict of
     :class:`FrontierCore` attributes plus optional ``alpha`` / ``beta``, Beamer's thresholds
-    of :mod:`terrain.graph.bfs`), ``repeats`` timed passes over ``sources``; prints the best
-    and the median pass (harmonic-mean GTEPS) and returns the best per setting."""
-    from terrain.graph import bfs as bfs_module
-    saved = {key: getattr(core, key) for s in settings for key in s
-             if key not in ("alpha", "beta")}
-    defaults = bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA
+    of :mod:`terrain.graph.bfs`, and ``hint_round``), ``repeats`` timed passes over
+    ``sources``; prints the best and the median pass (harmonic-mean GTEPS) and returns the
+    best per setting."""
+    import importlib
+    bfs_module = importlib.import_module("terrain.graph.bfs")  # (the package exports bfs())
+    module_keys = {"alpha": "DEVICE_ALPHA", "beta": "DEVICE_BETA",
+                   "hint_round": "DEVICE_HINT_ROUND"}
+    saved = {key: getattr(core, key) for s in settings for key in s if key not in module_keys}
+    defaults = {key: getattr(bfs_module, name) for key, name in module_keys.items()}
     best = []
     try:
         for setting in settings:
             for key, value in saved.items():
                 setattr(core, key, value)
-            bfs_module.DEVICE_ALPHA = setting.get("alpha", defaults[0])
-            bfs_module.DEVICE_BETA = setting.get("beta", defaults[1])
+            for key, name in module_keys.items():
+                setattr(bfs_module, name, setting.get(key, defaults[key]))
             for key, value in setting.items():
-                if key not in ("alpha", "beta"):
+                if key not in module_keys:
                     setattr(core, key, value)
             passes = []
             for _ in range(repeats):
+                core.device_seconds = []
                 runs = _time_terrain(core, sources)
+                device = core.device_seconds[-len(runs):]
+                core.device_seconds = None
                 secs = np.array([r[0] for r in runs])
                 edges = np.array([r[1] for r in runs], float)
-                passes.append((len(runs) / np.sum(secs / edges), float(np.mean(secs))))
+                passes.append((len(runs) / np.sum(secs / edges), float(np.mean(secs)),
+                               float(np.mean(device))))
             passes.sort()
             top, mid = passes[-1], passes[len(passes) // 2]
             label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
             print(f"  {label:<58} best {top[0] / 1e9:7.1f} GTEPS {top[1] * 1e3:7.3f} ms/BFS"
-                  f"   median {mid[0] / 1e9:7.1f}", flush=True)
+                  f" (device {top[2] * 1e3:.3f})   median {mid[0] / 1e9:7.1f}", flush=True)
             best.append(top[0])
     finally:
         for key, value in saved.items():
             setattr(core, key, value)
-        bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA = defaults
+        for key, name in module_keys.items():
+            setattr(bfs_module, name, defaults[key])
     return best
 
 

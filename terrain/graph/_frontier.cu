@@ -453,6 +453,11 @@ __global__ void __launch_bounds__(BS) step_topdown(
                      hub_min);
 }
 
+// The hub lists of this level, each cut into chunks of BS edges, chunk c of their
+// concatenation to block c % gridDim.x. The hubs are taken BS at a time: every thread loads
+// one hub's row bounds, a block-wide prefix sum of their chunk counts gives every chunk its
+// hub by a binary search in shared memory (no block walks the hub list one dependent load
+// after another).
 template <typename IT>
 __device__ __forceinline__ void hubs_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
@@ -461,23 +466,41 @@ __device__ __forceinline__ void hubs_step(
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
+    __shared__ i64 s_rs[BS], s_re[BS];
+    __shared__ int s_off[BS], s_scan[WARPS + 1];
     unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
     const int level = (int)ctrl[C_LEVEL];
     u64* nxt = level_slot(counters, level + 1);
     IT* out = (level & 1) ? q0 : q1;
-    // chunk c of the concatenated hub lists goes to block c % gridDim.x
-    u64 first = 0;  // global number of the current hub's first chunk
-    for (u64 h = 0; h < hubs; ++h) {
-        const IT u = hub_q[h];
-        const i64 rs = indptr[u], re = indptr[u + 1];
-        const u64 chunks = (u64)((re - rs + BS - 1) / BS);
-        u64 c = (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x;
-        for (; c < chunks; c += gridDim.x) {
-            const i64 e = rs + (i64)c * BS + threadIdx.x;
+    u64 first = 0;  // global number of this batch's first chunk
+    for (u64 h0 = 0; h0 < hubs; h0 += BS) {
+        const u64 h = h0 + threadIdx.x;
+        i64 rs = 0, re = 0;
+        if (h < hubs) {
+            const IT u = hub_q[h];
+            rs = indptr[u];
+            re = indptr[u + 1];
+        }
+        int off, total;
+        block_exclusive_scan((int)((re - rs + BS - 1) / BS), off, total, s_scan);
+        s_rs[threadIdx.x] = rs;
+        s_re[threadIdx.x] = re;
+        s_off[threadIdx.x] = off;
+        __syncthreads();
+        const int last = (int)min((u64)BS, hubs - h0) - 1;  // the batch's last hub
+        for (u64 c = first + (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x;
+             c < first + (u64)total; c += gridDim.x) {
+            const int local = (int)(c - first);
+            int lo = 0, hi = last;  // the hub of chunk `local`: last lo with s_off[lo] <= local
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) >> 1;
+                if (s_off[mid] <= local) lo = mid; else hi = mid - 1;
+            }
+            const i64 e = s_rs[lo] + (i64)(local - s_off[lo]) * BS + threadIdx.x;
             bool ok = false;
             IT w = 0;
             i64 deg = 0;
-            if (e < re) {
+            if (e < s_re[lo]) {
                 w = indices[e];
                 ok = try_claim(w, dist, visited, level + 1);
                 if (ok) deg = indptr[w + 1] - indptr[w];
@@ -485,7 +508,8 @@ __device__ __forceinline__ void hubs_step(
             block_enqueue(ok, w, deg, out, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase,
                           &s_base);
         }
-        first += chunks;
+        first += (u64)total;
+        __syncthreads();  // the next batch overwrites the bounds
     }
 }
 

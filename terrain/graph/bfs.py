@@ -55,6 +55,8 @@ VARIANTS = ("hybrid", "fused", "balanced", "two-phase")
 LOOPS = ("graph", "device", "host")
 DEVICE_FIRST_STEPS = 8       # levels of the first launch of the device loop (no hint yet)
 DEVICE_MAX_FIRST_STEPS = 32
+DEVICE_HINT_TRAVERSALS = 8   # the first launch covers the most levels of this many traversals
+DEVICE_HINT_ROUND = 4        # ... rounded up to a multiple of this (fewer captured graphs)
 DEVICE_MORE_STEPS = 8        # levels per further launch
 # Beamer's thresholds of the device loop: alpha 30 goes bottom-up a level earlier than the
 # CPU's 14 (GPU bottom-up levels are cheap; H200, RMAT-21: 249 GTEPS against 202, same hubs)
@@ -97,13 +99,17 @@ class TraversalStats:
 
 def _traverse_device(core, sources, direction, use_graph):
     """GPU: the whole traversal by the device-driven level loop (:meth:`FrontierCore.run_levels`);
-    the first launch covers as many levels as the last traversal on this core needed."""
+    the first launch covers as many levels as the last ``DEVICE_HINT_TRAVERSALS``
+    traversals on this core needed (a traversal of L levels needs L steps; each step more
+    costs a few idle launches, each step less a second launch and host round trip)."""
     mode = {"auto": 0, "top-down": 1, "bottom-up": 2}[direction]
-    first = getattr(core, "_levels_hint", DEVICE_FIRST_STEPS)
+    recent = core.__dict__.setdefault("_recent_levels", [])
+    first = max(recent) if recent else DEVICE_FIRST_STEPS
+    first = min(-(-first // DEVICE_HINT_ROUND) * DEVICE_HINT_ROUND, DEVICE_MAX_FIRST_STEPS)
     sizes, degs, ops = core.run_levels(sources, mode, DEVICE_ALPHA, DEVICE_BETA, first,
                                        DEVICE_MORE_STEPS, use_graph)
-    # rounded up to a multiple of 4: few distinct captured graphs per core
-    core._levels_hint = max(4, min(-(-len(sizes) // 4) * 4, DEVICE_MAX_FIRST_STEPS))
+    recent.append(len(sizes))
+    del recent[:-DEVICE_HINT_TRAVERSALS]
     names = {1: "fused", 2: "bottom-up"}
     return TraversalStats(sizes, degs, [names[o] for o in ops])
 
