@@ -857,6 +857,32 @@ __global__ void step_seed(const i64* __restrict__ indptr, const long long* __res
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters[0], (u64)k);
 }
 
+// step_seed and the first decide_step in one block (the launches that put the decide at the
+// end of each level): one launch less per traversal.
+template <typename IT>
+__global__ void step_seed_decide(const i64* __restrict__ indptr,
+                                 const long long* __restrict__ src, IT* q, int* dist,
+                                 unsigned* visited, u64* counters, u64* ctrl, i64 n, i64 nnz,
+                                 int mode, int alpha, int beta)
+{
+    const i64 k = src[0];
+    u64 deg = 0;
+    for (i64 i = threadIdx.x; i < k; i += blockDim.x) {
+        const IT s = (IT)src[1 + i];
+        dist[s] = 0;
+        atomicOr(&visited[s >> 5], 1u << (unsigned)(s & 31));
+        q[i] = s;
+        deg += (u64)(indptr[s + 1] - indptr[s]);
+    }
+    if (deg) atomicAdd(&counters[1], deg);
+    __syncthreads();  // the block's global writes are visible to its thread 0
+    if (threadIdx.x == 0) {
+        counters[0] = (u64)k;
+        __threadfence_block();
+        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
+    }
+}
+
 // Edge-balanced expand-contract (Gunrock's load-balanced advance): `offsets` is the
 // inclusive prefix sum of the frontier's degrees, `total` its last value. Each thread takes
 // one edge of the concatenated lists and finds its frontier vertex by binary search, so a

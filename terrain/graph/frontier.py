@@ -377,6 +377,7 @@ class FrontierCore:
             "step_bottomup:8": f"step_bottomup_group<{it}, 8>",
             "step_bottomup:32": f"step_bottomup_group<{it}, 32>",
             "step_seed": f"step_seed<{it}>",
+            "step_seed_decide": f"step_seed_decide<{it}>",
             "bitwise_pull": f"bitwise_pull<{it}>",
             "bitwise_pull_hubs": f"bitwise_pull_hubs<{it}>",
             "bitwise_seed": "bitwise_seed",
@@ -388,10 +389,14 @@ class FrontierCore:
         module = self.backend.cuda_module(Path(__file__).with_name("_frontier.cu"),
                                           name_expressions=tuple(names.values()))
         self._k = {key: module.get_function(name) for key, name in names.items()}
-        self.visited = cp.zeros((self.n + 31) // 32 + 1, np.uint32)
-        # the counter ring and the level loop's control words side by side: the loop reads
-        # both back with one copy (into pinned memory, captured in the CUDA graph)
-        self._state = cp.zeros(4 * SLOTS + _C_WORDS, np.uint64)
+        # the counter ring, the level loop's control words and the visited bitmask in one
+        # buffer: the loop resets them with one memset and reads the first two back with
+        # one copy (into pinned memory, captured in the CUDA graph)
+        words = 4 * SLOTS + _C_WORDS
+        visited_words = (self.n + 31) // 32 + 1
+        self._state_visited = cp.zeros(words + (visited_words + 1) // 2, np.uint64)
+        self._state = self._state_visited[:words]
+        self.visited = self._state_visited[words:].view(np.uint32)[:visited_words]
         self.counters = self._state[:4 * SLOTS]
         self._pinned = cp.cuda.alloc_pinned_memory(self._state.nbytes)
         self._host_state = np.frombuffer(self._pinned, np.uint64, self._state.size)
@@ -433,9 +438,11 @@ class FrontierCore:
             "graphs": {},
         }
 
-    def _enqueue_seed(self, seed_blocks, captured_src):
+    def _enqueue_seed(self, seed_blocks, captured_src, decide=None):
         """Reset (memsets: -1 is all ones) and seed; with ``captured_src`` the sources come
-        from the fixed pinned buffer, copied inside the graph."""
+        from the fixed pinned buffer, copied inside the graph. ``decide`` (``(mode, alpha,
+        beta)``): the first decide too, in the seeding kernel when the sources fit in one
+        block's loop (``captured_src``)."""
         cp = self.backend.xp
         lp = self._loop
         ptr = lp["stream"].ptr
@@ -444,12 +451,21 @@ class FrontierCore:
             rt.memcpyAsync(lp["src"].data.ptr, lp["host_src"].ctypes.data, lp["host_src"].nbytes,
                            rt.memcpyHostToDevice, ptr)
         rt.memsetAsync(self.dist.data.ptr, 0xFF, self.dist.nbytes, ptr)
-        rt.memsetAsync(self.visited.data.ptr, 0, self.visited.nbytes, ptr)
-        rt.memsetAsync(self._state.data.ptr, 0, self._state.nbytes, ptr)
+        rt.memsetAsync(self._state_visited.data.ptr, 0, self._state_visited.nbytes, ptr)
+        if decide is not None and captured_src:
+            mode, alpha, beta = decide
+            self._k["step_seed_decide"]((1,), (64,), (
+                self.indptr, lp["src"], self.queues[0], self.dist, self.visited, self.counters,
+                lp["ctrl"], np.int64(self.n), np.int64(self.nnz), np.int32(mode),
+                np.int32(alpha), np.int32(beta)))
+            self._mark("seed_decide")
+            return
         self._k["step_seed"]((seed_blocks,), (BLOCK,),
                              (self.indptr, lp["src"], self.queues[0], self.dist, self.visited,
                               self.counters))
         self._mark("seed")
+        if decide is not None:
+            self._enqueue_decide(*decide)
 
     def _enqueue_readback(self):
         """Counter ring and control words to pinned host memory (one copy)."""
@@ -652,9 +668,7 @@ class FrontierCore:
             t0.record(stream)
 
         def first():
-            self._enqueue_seed(seed_blocks, captured_src)
-            if fused:
-                self._enqueue_decide(mode, alpha, beta)
+            self._enqueue_seed(seed_blocks, captured_src, (mode, alpha, beta) if fused else None)
             self._enqueue_steps(first_steps, mode, alpha, beta)
             self._enqueue_readback()
 
