@@ -207,6 +207,7 @@ def test_gpu_level_loop_tunings_match_cpu(loop):
                     gpu.bottomup_rows, gpu.occupancy_grids = rows, occupancy
                     gpu.bottomup_lanes, gpu.bottomup_ilp, gpu.bottomup_unroll = lanes, ilp, unroll
                     gpu.fused_steps, gpu.step_launches = fused is True, 3 if fused == 3 else 4
+                    gpu.hub_grid = 2 * (i % 3)
                     bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA = alpha, beta
                     bfs_module.DEVICE_HINT_ROUND = 1 + 3 * (i % 2)  # exact hints: more launches
                     got = traverse(gpu, sources, loop=loop)

@@ -72,6 +72,7 @@ BITWISE_PARALLEL_NNZ = 1 << 22  # CPU bit-parallel BFS: threads from this many s
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the level loop (_frontier.cu)
 FUSED_STEPS = False  # device level loop: two launches per level (see step_advance)
 STEP_LAUNCHES = 4  # device level loop without fused steps: 4 or 3 launches per level
+HUB_GRID = 0  # device level loop: blocks per SM of step_hubs (0: as the other kernels)
 BOTTOMUP_UNROLL = 1  # device level loop, one lane per vertex: neighbours tested per load round
 BOTTOMUP_ILP = 0  # device level loop: K > 0 (2, 4, 8) runs step_bottomup_ilp<K>
 BOTTOMUP_ROWS = "id"  # device level loop: "degree" scans rows hubs first (a sorted copy)
@@ -312,7 +313,8 @@ class FrontierCore:
     neighbours tested per round of loads), ``bottomup_rows`` ('id', or 'degree': rows
     scanned hubs first, a sorted copy built once per core), ``occupancy_grids`` (grids from
     the occupancy calculator instead of 8 blocks per SM), ``fused_steps`` (two launches per
-    level instead of four) and ``step_launches`` (3: advance, hubs, decide); ``profile`` (a
+    level instead of four), ``step_launches`` (3: advance, hubs, decide) and ``hub_grid``
+    (blocks per SM of the hub kernel; 0: as the others); ``profile`` (a
     list) collects an event after every kernel of direct launches, ``device_seconds`` (a
     list) the device time of every :meth:`run_levels`.
 
@@ -413,6 +415,7 @@ class FrontierCore:
         self.bottomup_lanes = BOTTOMUP_LANES
         self.fused_steps = FUSED_STEPS
         self.step_launches = STEP_LAUNCHES
+        self.hub_grid = HUB_GRID
         self.bottomup_rows = BOTTOMUP_ROWS
         self.bottomup_unroll = BOTTOMUP_UNROLL
         self.bottomup_ilp = BOTTOMUP_ILP
@@ -478,7 +481,11 @@ class FrontierCore:
     def _grid(self, key):
         """Blocks of a level-loop kernel: resident_blocks, or with ``occupancy_grids`` the
         SM count times what the occupancy calculator says fits per SM (grid-stride kernels:
-        one wave, no tail of blocks that wait for a free SM)."""
+        one wave, no tail of blocks that wait for a free SM). ``step_hubs``: ``hub_grid``
+        blocks per SM (it has work on a few top-down levels and is an idle launch on the
+        others: fewer blocks launch and retire sooner)."""
+        if key == "step_hubs" and self.hub_grid:
+            return self.multiprocessors * self.hub_grid
         ilp = "_ilp:" in key  # registers limit these kernels' blocks per SM
         if not (self.occupancy_grids or ilp):
             return self.resident_blocks
@@ -673,7 +680,7 @@ class FrontierCore:
             self._enqueue_readback()
 
         tune = (self.hub_min, self.bottomup_lanes, self._launches(), self.bottomup_rows,
-                self.occupancy_grids, self.bottomup_unroll, self.bottomup_ilp)
+                self.occupancy_grids, self.bottomup_unroll, self.bottomup_ilp, self.hub_grid)
         self._launch(("first", first_steps, seed_blocks, captured_src, mode, alpha, beta) + tune,
                      first, use_graph)
         sizes, degs, ops = [], [], []
