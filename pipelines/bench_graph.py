@@ -303,6 +303,8 @@ def bench_bfs_command(args):
             if k != core.bottomup_ilp:
                 variant(f"bottom-up {k} vertices per lane in flight" if k
                         else "bottom-up one vertex per lane (step_bottomup)", bottomup_ilp=k)
+        variant(f"{7 - core.step_launches} launches per level",
+                step_launches=7 - core.step_launches)
         variant(f"occupancy grids {not core.occupancy_grids}",
                 occupancy_grids=not core.occupancy_grids)
         print(f"  (grids: {core._grids or core.resident_blocks} blocks, "

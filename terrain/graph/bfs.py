@@ -56,11 +56,13 @@ LOOPS = ("graph", "device", "host")
 DEVICE_FIRST_STEPS = 8       # levels of the first launch of the device loop (no hint yet)
 DEVICE_MAX_FIRST_STEPS = 32
 DEVICE_HINT_TRAVERSALS = 8   # the first launch covers the most levels of this many traversals
-DEVICE_HINT_ROUND = 4        # ... rounded up to a multiple of this (fewer captured graphs)
+DEVICE_HINT_ROUND = 1        # ... rounded up to a multiple of this (4: fewer captured graphs,
+                             # but idle steps; H100, RMAT-21: 1 gave 248.9 GTEPS against 239.0)
 DEVICE_MORE_STEPS = 8        # levels per further launch
-# Beamer's thresholds of the device loop: alpha 30 goes bottom-up a level earlier than the
-# CPU's 14 (GPU bottom-up levels are cheap; H200, RMAT-21: 249 GTEPS against 202, same hubs)
-DEVICE_ALPHA, DEVICE_BETA = 30, BETA
+# Beamer's thresholds of the device loop: alpha 30 beat 14 on an H200 while the hub lists
+# were walked one by one (249 GTEPS against 202); with the hub lists indexed in parallel 14
+# measured best again (H100, RMAT-21: 255.5 against 239.0 for 30), as on the CPU
+DEVICE_ALPHA, DEVICE_BETA = ALPHA, BETA
 
 
 @dataclass
