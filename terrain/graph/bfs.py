@@ -21,15 +21,16 @@ builds the next frontier:
 
 That is the **host loop** (``loop='host'``). The GPU default is the **device-driven loop**
 (``loop='graph'``): the same rule evaluated by a one-thread kernel on the device's counters,
-each level the same four launches (decide; fused top-down with adjacency lists of
-``frontier.HUB_MIN`` edges or more deferred to a kernel that spreads each over the whole
-grid; bottom-up over the visited *bitmask* — an unvisited vertex's visited neighbours are
-all on the current level, so one bit per neighbour is the whole frontier test, and the scan
-stops at the first hit; it writes the other of two bitmasks), captured once into a CUDA
-graph and replayed per
-traversal. The host reads the counter ring once per launch of ``DEVICE_MORE_STEPS`` levels
-(the first launch covers as many levels as the last traversal needed), instead of once per
-level. ``loop='device'`` launches the same kernels without the graph.
+each level the same three launches (advance in the chosen direction — fused top-down with
+adjacency lists of ``frontier.HUB_MIN`` edges or more deferred, or bottom-up over the
+visited *bitmask*: an unvisited vertex's visited neighbours are all on the current level, so
+one bit per neighbour is the whole frontier test, and the scan stops at the first hit; it
+writes the other of two bitmasks —; the deferred hub lists spread over the whole grid; the
+decide for the next level), captured once into a CUDA graph and replayed per traversal.
+The graph also copies the sources in and the counters out, so the host launches once and
+waits once. It reads the counter ring once per launch of ``DEVICE_MORE_STEPS`` levels (the
+first launch covers the most levels of the last ``DEVICE_HINT_TRAVERSALS`` traversals),
+instead of once per level. ``loop='device'`` launches the same kernels without the graph.
 
 Multi-source BFS seeds every source at level 0, so ``dist`` is the hop distance to the
 nearest source. Distances are identical on every backend (they are unique); predecessors
