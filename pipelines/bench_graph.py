@@ -17,12 +17,16 @@ permuted, as the Graph500 generator does), a 4-neighbour grid, a random geometri
 (``bench sssp`` / ``mst-graph`` only), or a file.
 
 ``bench bfs`` times BFS from ``--sources`` random vertices of the largest component (the
-same sources for every contender) and reports GTEPS as Graph500 does: edges of the
-traversed component counted as directed edges (the sum of the reached degrees), harmonic
-mean over sources; plus time per BFS level (the figure that matters on long-diameter
-graphs such as grids), and scipy's ``breadth_first_order`` on the same graph from the same
-run. GPU times come from CUDA events around the whole traversal (seeding and the per-level
-host reads included), after an untimed pass over the same sources (compilation, and the
+same sources for every contender) and reports GTEPS with Graph500's harmonic mean over
+sources but the edges of the traversed component counted as directed edges (the sum of the
+reached degrees in the simple symmetric graph). Graph500's own count is the generated edge
+tuples within the component, duplicates and self-loops included (specification,
+"Performance Metric (TEPS)"): on RMAT-21 ef 16 that is 0.53 of ours (33.5 M tuples against
+63.5 M arcs), so for RMAT graphs the GPU default is printed a second time with Graph500's
+count. Plus time per BFS level (the figure that matters on long-diameter graphs such as
+grids), and scipy's ``breadth_first_order`` on the same graph from the same run. GPU
+times come from CUDA events around the whole traversal (seeding and the per-level host
+reads included), after an untimed pass over the same sources (compilation, and the
 capture of the level loop's CUDA graphs: one per level count, once per core); GPU distances
 are checked against the CPU's on one source.
 
@@ -45,6 +49,7 @@ from terrain.graph.bfs import traverse
 from ._bench import peak_rss_bytes
 
 __all__ = ["bench_bfs_command", "bench_diameter_command", "rmat_graph", "grid_graph",
+           "bfs_sweep", "bfs_profile",
            "bench_sssp_command", "bench_mst_graph_command", "weighted_graph",
            "weighted_grid_graph", "geometric_graph", "weighted_rmat_graph"]
 
@@ -73,12 +78,18 @@ def _uniform(rs, m, xp):
     return rs.random_sample(m) if xp is np else rs.random_sample(m, dtype=xp.float32)
 
 
-def rmat_graph(scale, edge_factor, seed=1, backend=None):
-    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple)."""
+def rmat_graph(scale, edge_factor, seed=1, backend=None, tuple_degrees=False):
+    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple).
+
+    With ``tuple_degrees``, also the number of generated edge tuples whose first end is each
+    vertex (duplicates and self-loops included): Graph500's edge count of a traversed
+    component is their sum over its vertices."""
     b = get_backend(backend)
     u, v = rmat_edges(scale, edge_factor, seed, b.xp)
-    return build_csr(1 << scale, b.to_numpy(u), b.to_numpy(v),
-                     name=f"rmat-{scale}-{edge_factor}")
+    g = build_csr(1 << scale, b.to_numpy(u), b.to_numpy(v), name=f"rmat-{scale}-{edge_factor}")
+    if tuple_degrees:
+        return g, b.to_numpy(b.xp.bincount(u, minlength=1 << scale))
+    return g
 
 
 def grid_graph(rows, cols):
@@ -89,11 +100,16 @@ def grid_graph(rows, cols):
     return build_csr(rows * cols, u, v, name=f"grid-{rows}x{cols}")
 
 
-def _graph(args):
+def _graph(args, tuples=None):
+    """The benchmark's graph; for RMAT graphs and a dict ``tuples``, its generated tuples per
+    vertex in ``tuples["degrees"]`` (:func:`rmat_graph`)."""
     t0 = time.perf_counter()
     if args.graph == "rmat":
         g = rmat_graph(args.scale, args.edge_factor, args.seed,
-                       "gpu" if gpu_available() and args.backend != "cpu" else "cpu")
+                       "gpu" if gpu_available() and args.backend != "cpu" else "cpu",
+                       tuple_degrees=tuples is not None)
+        if tuples is not None:
+            g, tuples["degrees"] = g
     elif args.graph == "grid":
         g = grid_graph(args.rows, args.cols)
     else:
@@ -152,10 +168,97 @@ def _report(label, runs):
     return hmean
 
 
+def _graph500_runs(core, sources, runs, tuple_degrees):
+    """``runs`` recounted as Graph500 does (its spec, "Performance Metric (TEPS)"): the
+    generated edge tuples within the traversed component, duplicates and self-loops
+    included, instead of the arcs of the simple symmetric graph (about twice as many)."""
+    out = []
+    for s, r in zip(sources, runs):
+        traverse(core, [int(s)])
+        reached = core.backend.to_numpy(core.dist) >= 0
+        out.append((r[0], int(tuple_degrees[reached].sum())) + tuple(r[2:]))
+    return out
+
+
+def bfs_sweep(core, sources, settings, repeats=5):
+    """GPU tuning sweep of the device level loop: for each setting (a dict of
+    :class:`FrontierCore` attributes plus optional ``alpha`` / ``beta``, Beamer's thresholds
+    of :mod:`terrain.graph.bfs`, and ``hint_round``), ``repeats`` timed passes over
+    ``sources``; prints the best and the median pass (harmonic-mean GTEPS) and returns the
+    best per setting."""
+    import importlib
+    bfs_module = importlib.import_module("terrain.graph.bfs")  # (the package exports bfs())
+    module_keys = {"alpha": "DEVICE_ALPHA", "beta": "DEVICE_BETA",
+                   "hint_round": "DEVICE_HINT_ROUND"}
+    saved = {key: getattr(core, key) for s in settings for key in s if key not in module_keys}
+    defaults = {key: getattr(bfs_module, name) for key, name in module_keys.items()}
+    best = []
+    try:
+        for setting in settings:
+            for key, value in saved.items():
+                setattr(core, key, value)
+            for key, name in module_keys.items():
+                setattr(bfs_module, name, setting.get(key, defaults[key]))
+            for key, value in setting.items():
+                if key not in module_keys:
+                    setattr(core, key, value)
+            passes = []
+            for _ in range(repeats):
+                core.device_seconds = []
+                runs = _time_terrain(core, sources)
+                device = core.device_seconds[-len(runs):]
+                core.device_seconds = None
+                secs = np.array([r[0] for r in runs])
+                edges = np.array([r[1] for r in runs], float)
+                passes.append((len(runs) / np.sum(secs / edges), float(np.mean(secs)),
+                               float(np.mean(device))))
+            passes.sort()
+            top, mid = passes[-1], passes[len(passes) // 2]
+            label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
+            print(f"  {label:<58} best {top[0] / 1e9:7.1f} GTEPS {top[1] * 1e3:7.3f} ms/BFS"
+                  f" (device {top[2] * 1e3:.3f})   median {mid[0] / 1e9:7.1f}", flush=True)
+            best.append(top[0])
+    finally:
+        for key, value in saved.items():
+            setattr(core, key, value)
+        for key, name in module_keys.items():
+            setattr(bfs_module, name, defaults[key])
+    return best
+
+
+def bfs_profile(core, source):
+    """GPU: where one BFS's time goes: the device loop launched directly (no graph) with a
+    CUDA event after every kernel; prints microseconds per kernel, step by step."""
+    cp = core.backend.xp
+    traverse(core, [int(source)], loop="device")  # warm-up
+    stream = core._loop["stream"]
+    core.profile = [("start", stream.record())]
+    try:
+        stats = traverse(core, [int(source)], loop="device")
+        stream.synchronize()
+        marks = core.profile
+    finally:
+        core.profile = None
+    print(f"  profile, source {int(source)}: level sizes {stats.level_sizes}, "
+          f"operators {stats.operators}")
+    rows, row = [], []
+    for (_, a), (name, b) in zip(marks, marks[1:]):
+        if name in ("decide", "advance") and row:
+            rows.append(row)
+            row = []
+        row.append(f"{name} {cp.cuda.get_elapsed_time(a, b) * 1e3:.1f}")
+    rows.append(row)
+    for i, r in enumerate(rows):
+        print(f"    step {i}: " + ", ".join(r))
+    total = cp.cuda.get_elapsed_time(marks[0][1], marks[-1][1]) * 1e3
+    print(f"    total {total:.1f} us (direct launches)", flush=True)
+
+
 def bench_bfs_command(args):
     """``bench bfs``: terrain BFS (GPU and CPU) vs scipy breadth_first_order."""
     from scipy.sparse.csgraph import breadth_first_order
-    graph = _graph(args)
+    tuples = {}
+    graph = _graph(args, tuples)
     sources = _lcc_sources(graph, args.sources, args.seed)
     want_gpu = gpu_available() and args.backend in (None, "auto", "gpu")
     print(f"BFS from {len(sources)} random sources of the largest component; "
@@ -164,14 +267,49 @@ def bench_bfs_command(args):
         gpu = get_backend("gpu")
         core = FrontierCore(graph, gpu)
         print(f"terrain gpu ({gpu.device_name()}):")
-        _report("direction-optimising, graph loop", _time_terrain(core, sources))
+        core.device_seconds = []
+        runs = _time_terrain(core, sources)
+        _report("direction-optimising, graph loop", runs)
+        device = core.device_seconds[-len(runs):]
+        core.device_seconds = None
+        _report("  the same, device time of its launches",
+                [(d,) + r[1:] for d, r in zip(device, runs)])
+        if "degrees" in tuples:
+            _report("  the same, Graph500 edge count", _graph500_runs(core, sources, runs,
+                                                                     tuples["degrees"]))
         if core.graph_error:
             print(f"  (CUDA graph capture failed, direct launches: {core.graph_error})")
-        fused = core.fused_steps
-        core.fused_steps = not fused
-        _report(f"direction-optimising, graph loop, fused steps {not fused}",
-                _time_terrain(core, sources))
-        core.fused_steps = fused
+        def variant(label, **attrs):
+            saved = {key: getattr(core, key) for key in attrs}
+            for key, value in attrs.items():
+                setattr(core, key, value)
+            try:
+                _report(f"direction-optimising, graph loop, {label}", _time_terrain(core, sources))
+            finally:
+                for key, value in saved.items():
+                    setattr(core, key, value)
+
+        if core.bottomup_rows == "id":
+            t0 = time.perf_counter()
+            core.bottomup_rows = "degree"
+            core._indices_bottomup()
+            core.bottomup_rows = "id"
+            gpu.xp.cuda.get_current_stream().synchronize()
+            # Graph500 counts the set-up of degree-informed structures in every search
+            print(f"  (rows ordered by degree once per core in {time.perf_counter() - t0:.3f} s, "
+                  "not in the times below)")
+            variant("bottom-up rows by degree", bottomup_rows="degree")
+        for k in (0, 2, 4, 8):
+            if k != core.bottomup_ilp:
+                variant(f"bottom-up {k} vertices per lane in flight" if k
+                        else "bottom-up one vertex per lane (step_bottomup)", bottomup_ilp=k)
+        variant(f"{7 - core.step_launches} launches per level",
+                step_launches=7 - core.step_launches)
+        variant(f"occupancy grids {not core.occupancy_grids}",
+                occupancy_grids=not core.occupancy_grids)
+        print(f"  (grids: {core._grids or core.resident_blocks} blocks, "
+              f"{core.multiprocessors} SMs)")
+        variant(f"fused steps {not core.fused_steps}", fused_steps=not core.fused_steps)
         _report("direction-optimising, device loop",
                 _time_terrain(core, sources, loop="device"))
         _report("direction-optimising, host loop", _time_terrain(core, sources, loop="host"))

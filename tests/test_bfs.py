@@ -159,3 +159,62 @@ def test_gpu_level_loops_match_cpu(loop, direction):
                 if direction != "auto":
                     assert set(got.operators) <= ({"bottom-up"} if direction == "bottom-up"
                                                   else {"fused", "balanced"})
+
+
+def test_degree_ordered_rows_permute_each_row_by_decreasing_degree():
+    """The bottom-up step's optional adjacency (``bottomup_rows='degree'``): every row holds
+    the same neighbours, listed by decreasing degree."""
+    from terrain.graph.frontier import _degree_ordered_rows
+    for g in (rmat_graph(10, 8, seed=2, backend="cpu"), GRAPHS["disconnected"], GRAPHS["star"]):
+        got = _degree_ordered_rows(np, g.indptr, g.indices)
+        deg = g.degrees()
+        for v in range(g.n):
+            row = got[g.indptr[v]:g.indptr[v + 1]]
+            assert np.array_equal(np.sort(row), g.neighbors(v))
+            assert np.all(np.diff(deg[row]) <= 0), v
+    empty = build_csr(3, np.array([], np.int64), np.array([], np.int64))
+    assert _degree_ordered_rows(np, empty.indptr, empty.indices).size == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("loop", ["graph", "device"])
+def test_gpu_level_loop_tunings_match_cpu(loop):
+    """Degree-ordered bottom-up rows, occupancy-sized grids, Beamer thresholds and more
+    sources than the graph copies from pinned memory: the CPU's labels and statistics."""
+    import importlib
+    from terrain.graph import FrontierCore
+    from terrain.graph.bfs import traverse
+    bfs_module = importlib.import_module("terrain.graph.bfs")  # (the package exports bfs())
+    rmat = rmat_graph(14, 16, seed=5, backend="cpu")
+    rng = np.random.default_rng(4)
+    saved = bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA, bfs_module.DEVICE_HINT_ROUND
+    try:
+        for g in (_hub_graph(), rmat, _as_int64(rmat), GRAPHS["disconnected"]):
+            gpu, cpu = FrontierCore(g, "gpu"), FrontierCore(g, "cpu")
+            many = sorted(rng.choice(g.n, min(100, g.n), replace=False).tolist())
+            for sources in ([int(np.argmax(g.degrees()))], [1, 7, g.n - 1], many, [0]):
+                want = traverse(cpu, sources)
+                for i, (rows, occupancy, lanes, ilp, unroll, fused, alpha, beta) in enumerate((
+                        ("degree", False, 1, 0, 1, False, 30, 24),
+                        ("id", True, 1, 0, 4, False, 30, 24),
+                        ("degree", True, 8, 0, 1, False, 14, 24),
+                        ("degree", True, 1, 4, 1, False, 100, 96),
+                        ("id", False, 1, 2, 1, False, 30, 24),
+                        ("id", False, 1, 4, 1, True, 30, 24),
+                        ("id", True, 1, 8, 1, True, 14, 12),
+                        ("id", False, 1, 0, 2, False, 30, 24),
+                        ("id", False, 1, 4, 1, 3, 30, 24), ("id", False, 1, 0, 1, 3, 14, 24))):
+                    gpu.bottomup_rows, gpu.occupancy_grids = rows, occupancy
+                    gpu.bottomup_lanes, gpu.bottomup_ilp, gpu.bottomup_unroll = lanes, ilp, unroll
+                    gpu.fused_steps, gpu.step_launches = fused is True, 3 if fused == 3 else 4
+                    gpu.hub_grid = 2 * (i % 3)
+                    bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA = alpha, beta
+                    bfs_module.DEVICE_HINT_ROUND = 1 + 3 * (i % 2)  # exact hints: more launches
+                    got = traverse(gpu, sources, loop=loop)
+                    assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), \
+                        (g.name, len(sources), rows, occupancy, lanes, ilp, unroll, fused,
+                         alpha, beta)
+                    assert got.level_sizes == want.level_sizes
+                    assert got.level_edges == want.level_edges
+    finally:
+        bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA, bfs_module.DEVICE_HINT_ROUND = saved

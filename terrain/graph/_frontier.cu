@@ -453,6 +453,11 @@ __global__ void __launch_bounds__(BS) step_topdown(
                      hub_min);
 }
 
+// The hub lists of this level, each cut into chunks of BS edges, chunk c of their
+// concatenation to block c % gridDim.x. The hubs are taken BS at a time: every thread loads
+// one hub's row bounds, a block-wide prefix sum of their chunk counts gives every chunk its
+// hub by a binary search in shared memory (no block walks the hub list one dependent load
+// after another).
 template <typename IT>
 __device__ __forceinline__ void hubs_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
@@ -461,23 +466,41 @@ __device__ __forceinline__ void hubs_step(
 {
     __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
     __shared__ u64 s_wdeg[WARPS], s_base;
+    __shared__ i64 s_rs[BS], s_re[BS];
+    __shared__ int s_off[BS], s_scan[WARPS + 1];
     unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
     const int level = (int)ctrl[C_LEVEL];
     u64* nxt = level_slot(counters, level + 1);
     IT* out = (level & 1) ? q0 : q1;
-    // chunk c of the concatenated hub lists goes to block c % gridDim.x
-    u64 first = 0;  // global number of the current hub's first chunk
-    for (u64 h = 0; h < hubs; ++h) {
-        const IT u = hub_q[h];
-        const i64 rs = indptr[u], re = indptr[u + 1];
-        const u64 chunks = (u64)((re - rs + BS - 1) / BS);
-        u64 c = (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x;
-        for (; c < chunks; c += gridDim.x) {
-            const i64 e = rs + (i64)c * BS + threadIdx.x;
+    u64 first = 0;  // global number of this batch's first chunk
+    for (u64 h0 = 0; h0 < hubs; h0 += BS) {
+        const u64 h = h0 + threadIdx.x;
+        i64 rs = 0, re = 0;
+        if (h < hubs) {
+            const IT u = hub_q[h];
+            rs = indptr[u];
+            re = indptr[u + 1];
+        }
+        int off, total;
+        block_exclusive_scan((int)((re - rs + BS - 1) / BS), off, total, s_scan);
+        s_rs[threadIdx.x] = rs;
+        s_re[threadIdx.x] = re;
+        s_off[threadIdx.x] = off;
+        __syncthreads();
+        const int last = (int)min((u64)BS, hubs - h0) - 1;  // the batch's last hub
+        for (u64 c = first + (blockIdx.x + gridDim.x - first % gridDim.x) % gridDim.x;
+             c < first + (u64)total; c += gridDim.x) {
+            const int local = (int)(c - first);
+            int lo = 0, hi = last;  // the hub of chunk `local`: last lo with s_off[lo] <= local
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) >> 1;
+                if (s_off[mid] <= local) lo = mid; else hi = mid - 1;
+            }
+            const i64 e = s_rs[lo] + (i64)(local - s_off[lo]) * BS + threadIdx.x;
             bool ok = false;
             IT w = 0;
             i64 deg = 0;
-            if (e < re) {
+            if (e < s_re[lo]) {
                 w = indices[e];
                 ok = try_claim(w, dist, visited, level + 1);
                 if (ok) deg = indptr[w + 1] - indptr[w];
@@ -485,7 +508,8 @@ __device__ __forceinline__ void hubs_step(
             block_enqueue(ok, w, deg, out, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase,
                           &s_base);
         }
-        first += chunks;
+        first += (u64)total;
+        __syncthreads();  // the next batch overwrites the bounds
     }
 }
 
@@ -502,7 +526,24 @@ __global__ void __launch_bounds__(BS) step_hubs(
                   hubs);
 }
 
-template <typename IT>
+// Is one of the next U neighbours (from e, before re) visited? U loads of indices, then U
+// bitmask loads, all independent: one dependent chain of two loads per U neighbours instead
+// of per neighbour (the scan stops at the first hit, most often within the first few).
+template <typename IT, int U>
+__device__ __forceinline__ bool any_visited(const IT* __restrict__ indices, i64 e, i64 re,
+                                            const unsigned* __restrict__ visited)
+{
+    IT u[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) u[j] = (e + j < re) ? indices[e + j] : (IT)-1;
+    unsigned hit = 0;
+#pragma unroll
+    for (int j = 0; j < U; ++j)
+        if (u[j] >= 0) hit |= visited[u[j] >> 5] >> (unsigned)(u[j] & 31);
+    return hit & 1u;
+}
+
+template <typename IT, int U>
 __device__ __forceinline__ void bottomup_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
@@ -523,9 +564,8 @@ __device__ __forceinline__ void bottomup_step(
         i64 deg = 0;
         if (v < n && !(seen & (1u << lane))) {
             const i64 rs = indptr[v], re = indptr[v + 1];
-            for (i64 e = rs; e < re; ++e) {
-                const IT u = indices[e];
-                if (visited[u >> 5] & (1u << (unsigned)(u & 31))) {
+            for (i64 e = rs; e < re; e += U) {
+                if (any_visited<IT, U>(indices, e, re, visited)) {
                     ok = true;
                     break;
                 }
@@ -542,13 +582,137 @@ __device__ __forceinline__ void bottomup_step(
     }
 }
 
-template <typename IT>
+template <typename IT, int U>
 __global__ void __launch_bounds__(BS) step_bottomup(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
 {
     if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
-    bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+    bottomup_step<IT, U>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+}
+
+// The same step with K vertices in flight per lane and block-aggregated enqueueing. A warp
+// takes K consecutive bitmask words (32 K vertices) per round, lane i vertex i of each; the
+// K rows of a lane are scanned round-robin, one neighbour of each per pass, so the loads of
+// K rows are independent (K times the memory-level parallelism of one row at a time). The
+// claimed vertices go to a shared buffer (shared atomics); the block adds its buffer to the
+// queue with one global atomicAdd when it fills or the block ends, and its degree sum with
+// one more: the per-tile global atomics of block_enqueue, all on one counter, go away.
+template <typename IT, int K>
+__device__ __forceinline__ void bottomup_ilp_step(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    __shared__ IT s_buf[2 * BS * K];
+    __shared__ unsigned s_fill;
+    __shared__ u64 s_base, s_wdeg[WARPS];
+    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
+    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
+    const int level = (int)ctrl[C_LEVEL];
+    u64* nxt = level_slot(counters, level + 1);
+    IT* out = (level & 1) ? q0 : q1;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned below = (1u << lane) - 1u;
+    const i64 words = (n + 31) >> 5;
+    const i64 round_words = (i64)gridDim.x * WARPS * K;
+    u64 my_deg = 0;
+    if (threadIdx.x == 0) s_fill = 0;
+    // block-uniform bounds: every thread of the block runs the same rounds (barriers below)
+    for (i64 w0 = (i64)blockIdx.x * WARPS * K; w0 < words; w0 += round_words) {
+        __syncthreads();
+        const unsigned fill = s_fill;
+        __syncthreads();
+        if (fill > BS * K) {  // room for one more round of BS * K vertices
+            if (threadIdx.x == 0) s_base = atomicAdd(&nxt[0], (u64)fill);
+            __syncthreads();
+            for (unsigned i = threadIdx.x; i < fill; i += BS) out[s_base + i] = s_buf[i];
+            __syncthreads();
+            if (threadIdx.x == 0) s_fill = 0;
+            __syncthreads();
+        }
+        const i64 wb = w0 + (i64)warp * K;  // this warp's first word
+        unsigned seen[K];
+        i64 e[K], re[K];
+        int len[K];
+        bool live[K], ok[K];
+#pragma unroll
+        for (int j = 0; j < K; ++j) seen[j] = (wb + j < words) ? visited[wb + j] : FULL;
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            const i64 v = ((wb + j) << 5) + lane;
+            live[j] = v < n && !((seen[j] >> lane) & 1u);
+            e[j] = live[j] ? indptr[v] : 0;
+            re[j] = live[j] ? indptr[v + 1] : 0;
+            len[j] = (int)(re[j] - e[j]);
+            live[j] = live[j] && e[j] < re[j];
+            ok[j] = false;
+        }
+        while (true) {
+            bool any = false;
+#pragma unroll
+            for (int j = 0; j < K; ++j) any |= live[j];
+            if (!any) break;
+            IT u[K];
+            unsigned bits[K];
+#pragma unroll
+            for (int j = 0; j < K; ++j) u[j] = live[j] ? indices[e[j]] : (IT)0;
+#pragma unroll
+            for (int j = 0; j < K; ++j)
+                bits[j] = live[j] ? visited[u[j] >> 5] >> (unsigned)(u[j] & 31) : 0u;
+#pragma unroll
+            for (int j = 0; j < K; ++j) {
+                if (!live[j]) continue;
+                if (bits[j] & 1u) {
+                    ok[j] = true;
+                    live[j] = false;
+                } else if (++e[j] == re[j]) {
+                    live[j] = false;
+                }
+            }
+        }
+        unsigned found[K], total = 0;
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            found[j] = __ballot_sync(FULL, ok[j]);
+            total += __popc(found[j]);
+            if (lane == (unsigned)j && wb + j < words) visited_next[wb + j] = seen[j] | found[j];
+        }
+        unsigned off = 0;
+        if (lane == 0 && total) off = atomicAdd(&s_fill, total);
+        off = __shfl_sync(FULL, off, 0);
+#pragma unroll
+        for (int j = 0; j < K; ++j) {
+            if (ok[j]) {
+                const i64 v = ((wb + j) << 5) + lane;
+                dist[v] = level + 1;
+                my_deg += (u64)len[j];
+                s_buf[off + __popc(found[j] & below)] = (IT)v;
+            }
+            off += __popc(found[j]);
+        }
+    }
+    __syncthreads();
+    const unsigned fill = s_fill;
+    if (threadIdx.x == 0 && fill) s_base = atomicAdd(&nxt[0], (u64)fill);
+    for (int o = 16; o > 0; o >>= 1) my_deg += __shfl_down_sync(FULL, my_deg, o);
+    if (lane == 0) s_wdeg[warp] = my_deg;
+    __syncthreads();
+    for (unsigned i = threadIdx.x; i < fill; i += BS) out[s_base + i] = s_buf[i];
+    if (threadIdx.x == 0) {
+        u64 d = 0;
+        for (int w = 0; w < WARPS; ++w) d += s_wdeg[w];
+        if (d) atomicAdd(&nxt[1], d);
+    }
+}
+
+template <typename IT, int K>
+__global__ void __launch_bounds__(BS) step_bottomup_ilp(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
+{
+    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
+    bottomup_ilp_step<IT, K>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                             n);
 }
 
 // Fused steps (two launches per level): step_advance runs the chosen direction,
@@ -562,7 +726,8 @@ __global__ void __launch_bounds__(BS) step_advance(
 {
     if (!ctrl[C_ACTIVE]) return;
     if (ctrl[C_BOTTOM])
-        bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
+        bottomup_step<IT, 1>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                             n);
     else
         topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
                          hub_q, hub_min);
@@ -659,6 +824,22 @@ __global__ void __launch_bounds__(BS) step_bottomup_group(
     }
 }
 
+// step_advance with the bottom-up step of step_bottomup_ilp<K>.
+template <typename IT, int K>
+__global__ void __launch_bounds__(BS) step_advance_ilp(
+    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
+    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min,
+    i64 n)
+{
+    if (!ctrl[C_ACTIVE]) return;
+    if (ctrl[C_BOTTOM])
+        bottomup_ilp_step<IT, K>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters,
+                                 ctrl, n);
+    else
+        topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
+                         hub_q, hub_min);
+}
+
 // Sources of the captured loop: src[0] = k, src[1..k] the sources (unique).
 template <typename IT>
 __global__ void step_seed(const i64* __restrict__ indptr, const long long* __restrict__ src,
@@ -674,6 +855,32 @@ __global__ void step_seed(const i64* __restrict__ indptr, const long long* __res
         atomicAdd(&counters[1], (u64)(indptr[s + 1] - indptr[s]));
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters[0], (u64)k);
+}
+
+// step_seed and the first decide_step in one block (the launches that put the decide at the
+// end of each level): one launch less per traversal.
+template <typename IT>
+__global__ void step_seed_decide(const i64* __restrict__ indptr,
+                                 const long long* __restrict__ src, IT* q, int* dist,
+                                 unsigned* visited, u64* counters, u64* ctrl, i64 n, i64 nnz,
+                                 int mode, int alpha, int beta)
+{
+    const i64 k = src[0];
+    u64 deg = 0;
+    for (i64 i = threadIdx.x; i < k; i += blockDim.x) {
+        const IT s = (IT)src[1 + i];
+        dist[s] = 0;
+        atomicOr(&visited[s >> 5], 1u << (unsigned)(s & 31));
+        q[i] = s;
+        deg += (u64)(indptr[s + 1] - indptr[s]);
+    }
+    if (deg) atomicAdd(&counters[1], deg);
+    __syncthreads();  // the block's global writes are visible to its thread 0
+    if (threadIdx.x == 0) {
+        counters[0] = (u64)k;
+        __threadfence_block();
+        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
+    }
 }
 
 // Edge-balanced expand-contract (Gunrock's load-balanced advance): `offsets` is the

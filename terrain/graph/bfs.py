@@ -21,15 +21,16 @@ builds the next frontier:
 
 That is the **host loop** (``loop='host'``). The GPU default is the **device-driven loop**
 (``loop='graph'``): the same rule evaluated by a one-thread kernel on the device's counters,
-each level the same four launches (decide; fused top-down with adjacency lists of
-``frontier.HUB_MIN`` edges or more deferred to a kernel that spreads each over the whole
-grid; bottom-up over the visited *bitmask* — an unvisited vertex's visited neighbours are
-all on the current level, so one bit per neighbour is the whole frontier test, and the scan
-stops at the first hit; it writes the other of two bitmasks), captured once into a CUDA
-graph and replayed per
-traversal. The host reads the counter ring once per launch of ``DEVICE_MORE_STEPS`` levels
-(the first launch covers as many levels as the last traversal needed), instead of once per
-level. ``loop='device'`` launches the same kernels without the graph.
+each level the same three launches (advance in the chosen direction — fused top-down with
+adjacency lists of ``frontier.HUB_MIN`` edges or more deferred, or bottom-up over the
+visited *bitmask*: an unvisited vertex's visited neighbours are all on the current level, so
+one bit per neighbour is the whole frontier test, and the scan stops at the first hit; it
+writes the other of two bitmasks —; the deferred hub lists spread over the whole grid; the
+decide for the next level), captured once into a CUDA graph and replayed per traversal.
+The graph also copies the sources in and the counters out, so the host launches once and
+waits once. It reads the counter ring once per launch of ``DEVICE_MORE_STEPS`` levels (the
+first launch covers the most levels of the last ``DEVICE_HINT_TRAVERSALS`` traversals),
+instead of once per level. ``loop='device'`` launches the same kernels without the graph.
 
 Multi-source BFS seeds every source at level 0, so ``dist`` is the hop distance to the
 nearest source. Distances are identical on every backend (they are unique); predecessors
@@ -55,10 +56,14 @@ VARIANTS = ("hybrid", "fused", "balanced", "two-phase")
 LOOPS = ("graph", "device", "host")
 DEVICE_FIRST_STEPS = 8       # levels of the first launch of the device loop (no hint yet)
 DEVICE_MAX_FIRST_STEPS = 32
+DEVICE_HINT_TRAVERSALS = 8   # the first launch covers the most levels of this many traversals
+DEVICE_HINT_ROUND = 1        # ... rounded up to a multiple of this (4: fewer captured graphs,
+                             # but idle steps; H100, RMAT-21: 1 gave 248.9 GTEPS against 239.0)
 DEVICE_MORE_STEPS = 8        # levels per further launch
-# Beamer's thresholds of the device loop: alpha 30 goes bottom-up a level earlier than the
-# CPU's 14 (GPU bottom-up levels are cheap; H200, RMAT-21: 249 GTEPS against 202, same hubs)
-DEVICE_ALPHA, DEVICE_BETA = 30, BETA
+# Beamer's thresholds of the device loop: alpha 30 beat 14 on an H200 while the hub lists
+# were walked one by one (249 GTEPS against 202); with the hub lists indexed in parallel 14
+# measured best again (H100, RMAT-21: 255.5 against 239.0 for 30), as on the CPU
+DEVICE_ALPHA, DEVICE_BETA = ALPHA, BETA
 
 
 @dataclass
@@ -97,13 +102,17 @@ class TraversalStats:
 
 def _traverse_device(core, sources, direction, use_graph):
     """GPU: the whole traversal by the device-driven level loop (:meth:`FrontierCore.run_levels`);
-    the first launch covers as many levels as the last traversal on this core needed."""
+    the first launch covers as many levels as the last ``DEVICE_HINT_TRAVERSALS``
+    traversals on this core needed (a traversal of L levels needs L steps; each step more
+    costs a few idle launches, each step less a second launch and host round trip)."""
     mode = {"auto": 0, "top-down": 1, "bottom-up": 2}[direction]
-    first = getattr(core, "_levels_hint", DEVICE_FIRST_STEPS)
+    recent = core.__dict__.setdefault("_recent_levels", [])
+    first = max(recent) if recent else DEVICE_FIRST_STEPS
+    first = min(-(-first // DEVICE_HINT_ROUND) * DEVICE_HINT_ROUND, DEVICE_MAX_FIRST_STEPS)
     sizes, degs, ops = core.run_levels(sources, mode, DEVICE_ALPHA, DEVICE_BETA, first,
                                        DEVICE_MORE_STEPS, use_graph)
-    # rounded up to a multiple of 4: few distinct captured graphs per core
-    core._levels_hint = max(4, min(-(-len(sizes) // 4) * 4, DEVICE_MAX_FIRST_STEPS))
+    recent.append(len(sizes))
+    del recent[:-DEVICE_HINT_TRAVERSALS]
     names = {1: "fused", 2: "bottom-up"}
     return TraversalStats(sizes, degs, [names[o] for o in ops])
 

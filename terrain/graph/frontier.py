@@ -71,6 +71,14 @@ BITWISE_HUB_MIN = 4096  # bit-parallel BFS: rows from this length are pulled by 
 BITWISE_PARALLEL_NNZ = 1 << 22  # CPU bit-parallel BFS: threads from this many stored edges
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the level loop (_frontier.cu)
 FUSED_STEPS = False  # device level loop: two launches per level (see step_advance)
+STEP_LAUNCHES = 3  # device level loop without fused steps: 4 or 3 launches per level
+#                   (H100, RMAT-21: 3 gave 252.4 GTEPS against 239.0 for 4)
+HUB_GRID = 0  # device level loop: blocks per SM of step_hubs (0: as the other kernels)
+BOTTOMUP_UNROLL = 1  # device level loop, one lane per vertex: neighbours tested per load round
+BOTTOMUP_ILP = 0  # device level loop: K > 0 (2, 4, 8) runs step_bottomup_ilp<K>
+BOTTOMUP_ROWS = "id"  # device level loop: "degree" scans rows hubs first (a sorted copy)
+OCCUPANCY_GRIDS = False  # device level loop: grids sized by the occupancy calculator
+_CAPTURED_SOURCES = 64  # sources copied inside the level loop's CUDA graph
 _RESIDENT_BLOCKS_PER_SM = 8
 
 
@@ -260,6 +268,22 @@ def _zero_parents_cpu(indptr, indices, weights, dist, hops, pred):
                 pred[v] = u
 
 
+def _degree_ordered_rows(xp, indptr, indices):
+    """``indices`` with every row reordered by decreasing neighbour degree (ties in any
+    order): one sort of (row, -degree) keys over all arcs."""
+    nnz = int(indices.shape[0])
+    if nnz == 0:
+        return indices.copy()
+    deg = indptr[1:] - indptr[:-1]
+    top = int(deg.max())
+    rows = xp.searchsorted(indptr, xp.arange(nnz, dtype=np.int64), side="right") - 1
+    key = rows * (top + 1) + (top - deg[indices])
+    del rows
+    order = xp.argsort(key)
+    del key
+    return indices[order]
+
+
 _SM_COUNT = {}
 
 
@@ -290,8 +314,15 @@ class FrontierCore:
 
     GPU tunables of the device level loop (:meth:`run_levels`): ``hub_min`` (lists of this
     many edges or more are spread over the grid), ``bottomup_lanes`` (1, 4, 8 or 32 lanes
-    per unvisited vertex), ``fused_steps`` (two launches per level instead of four);
-    ``profile`` (a list) collects an event after every kernel of direct launches.
+    per unvisited vertex), ``bottomup_ilp`` (with one lane: 0, or K = 2, 4, 8 vertices in
+    flight per lane, ``step_bottomup_ilp``), ``bottomup_unroll`` (with one lane and no ILP:
+    neighbours tested per round of loads), ``bottomup_rows`` ('id', or 'degree': rows
+    scanned hubs first, a sorted copy built once per core), ``occupancy_grids`` (grids from
+    the occupancy calculator instead of 8 blocks per SM), ``fused_steps`` (two launches per
+    level instead of four), ``step_launches`` (3: advance, hubs, decide) and ``hub_grid``
+    (blocks per SM of the hub kernel; 0: as the others); ``profile`` (a
+    list) collects an event after every kernel of direct launches, ``device_seconds`` (a
+    list) the device time of every :meth:`run_levels`.
 
     Examples
     --------
@@ -339,13 +370,22 @@ class FrontierCore:
             "step_decide": "step_decide",
             "step_topdown": f"step_topdown<{it}>",
             "step_hubs": f"step_hubs<{it}>",
-            "step_bottomup": f"step_bottomup<{it}>",
+            "step_bottomup": f"step_bottomup<{it}, 1>",
+            "step_bottomup:u2": f"step_bottomup<{it}, 2>",
+            "step_bottomup:u4": f"step_bottomup<{it}, 4>",
+            "step_bottomup_ilp:2": f"step_bottomup_ilp<{it}, 2>",
+            "step_bottomup_ilp:4": f"step_bottomup_ilp<{it}, 4>",
+            "step_bottomup_ilp:8": f"step_bottomup_ilp<{it}, 8>",
+            "step_advance_ilp:2": f"step_advance_ilp<{it}, 2>",
+            "step_advance_ilp:4": f"step_advance_ilp<{it}, 4>",
+            "step_advance_ilp:8": f"step_advance_ilp<{it}, 8>",
             "step_advance": f"step_advance<{it}>",
             "step_hubs_decide": f"step_hubs_decide<{it}>",
             "step_bottomup:4": f"step_bottomup_group<{it}, 4>",
             "step_bottomup:8": f"step_bottomup_group<{it}, 8>",
             "step_bottomup:32": f"step_bottomup_group<{it}, 32>",
             "step_seed": f"step_seed<{it}>",
+            "step_seed_decide": f"step_seed_decide<{it}>",
             "bitwise_pull": f"bitwise_pull<{it}>",
             "bitwise_pull_hubs": f"bitwise_pull_hubs<{it}>",
             "bitwise_seed": "bitwise_seed",
@@ -357,50 +397,144 @@ class FrontierCore:
         module = self.backend.cuda_module(Path(__file__).with_name("_frontier.cu"),
                                           name_expressions=tuple(names.values()))
         self._k = {key: module.get_function(name) for key, name in names.items()}
-        self.visited = cp.zeros((self.n + 31) // 32 + 1, np.uint32)
-        self.counters = cp.zeros(4 * SLOTS, np.uint64)
-        self._pinned = cp.cuda.alloc_pinned_memory(4 * SLOTS * 8)
-        self._host_counters = np.frombuffer(self._pinned, np.uint64, 4 * SLOTS)
-        self.resident_blocks = _multiprocessors(cp) * _RESIDENT_BLOCKS_PER_SM
+        # the counter ring, the level loop's control words and the visited bitmask in one
+        # buffer: the loop resets them with one memset and reads the first two back with
+        # one copy (into pinned memory, captured in the CUDA graph)
+        words = 4 * SLOTS + _C_WORDS
+        visited_words = (self.n + 31) // 32 + 1
+        self._state_visited = cp.zeros(words + (visited_words + 1) // 2, np.uint64)
+        self._state = self._state_visited[:words]
+        self.visited = self._state_visited[words:].view(np.uint32)[:visited_words]
+        self.counters = self._state[:4 * SLOTS]
+        self._pinned = cp.cuda.alloc_pinned_memory(self._state.nbytes)
+        self._host_state = np.frombuffer(self._pinned, np.uint64, self._state.size)
+        self._host_counters = self._host_state[:4 * SLOTS]
+        self.multiprocessors = _multiprocessors(cp)
+        self.resident_blocks = self.multiprocessors * _RESIDENT_BLOCKS_PER_SM
         self.resident_threads = self.resident_blocks * BLOCK
+        self._grids = {}  # level-loop kernel -> blocks (occupancy_grids)
+        self._bottomup_indices = None  # degree-ordered rows (bottomup_rows == "degree")
         self._loop = None
         self.graph_error = None  # why CUDA-graph capture failed, if it did
         # device level loop tunables (part of the captured graphs' keys)
         self.hub_min = HUB_MIN
         self.bottomup_lanes = BOTTOMUP_LANES
         self.fused_steps = FUSED_STEPS
+        self.step_launches = STEP_LAUNCHES
+        self.hub_grid = HUB_GRID
+        self.bottomup_rows = BOTTOMUP_ROWS
+        self.bottomup_unroll = BOTTOMUP_UNROLL
+        self.bottomup_ilp = BOTTOMUP_ILP
+        self.occupancy_grids = OCCUPANCY_GRIDS
         self.profile = None  # a list: (kernel name, event) recorded after every launch
+        self.device_seconds = None  # a list: device time of each run_levels (CUDA events)
 
     # ------------------------------------------------------------------ device level loop
     def _init_loop(self):
         cp = self.backend.xp
         n = max(self.n, 1)
-        pinned_src = cp.cuda.alloc_pinned_memory(8 * 65)
-        pinned_ctrl = cp.cuda.alloc_pinned_memory(8 * _C_WORDS)
+        pinned_src = cp.cuda.alloc_pinned_memory(8 * (_CAPTURED_SOURCES + 1))
         self._loop = {
-            "ctrl": cp.zeros(_C_WORDS, np.uint64),
+            "ctrl": self._state[4 * SLOTS:],
             "visited_next": cp.zeros_like(self.visited),
             "hub_q": cp.empty(n, self.index_dtype),
-            "src": cp.zeros(n + 1, np.int64),
-            "pinned": (pinned_src, pinned_ctrl),
-            "host_src": np.frombuffer(pinned_src, np.int64, 65),
-            "host_ctrl": np.frombuffer(pinned_ctrl, np.uint64, _C_WORDS),
+            "src": cp.zeros(max(n, _CAPTURED_SOURCES) + 1, np.int64),  # the graph copies 65
+            "pinned": [pinned_src],
+            "host_src": np.frombuffer(pinned_src, np.int64, _CAPTURED_SOURCES + 1),
+            "host_ctrl": self._host_state[4 * SLOTS:],
             "stream": cp.cuda.Stream(non_blocking=True),
+            "after": cp.cuda.Event(disable_timing=True),
             "graphs": {},
         }
 
-    def _enqueue_seed(self, seed_blocks):
+    def _enqueue_seed(self, seed_blocks, captured_src, decide=None):
+        """Reset (memsets: -1 is all ones) and seed; with ``captured_src`` the sources come
+        from the fixed pinned buffer, copied inside the graph. ``decide`` (``(mode, alpha,
+        beta)``): the first decide too, in the seeding kernel when the sources fit in one
+        block's loop (``captured_src``)."""
+        cp = self.backend.xp
         lp = self._loop
-        self.dist.fill(-1)
-        self.visited.fill(0)
-        self.counters.fill(0)
-        lp["ctrl"].fill(0)
+        ptr = lp["stream"].ptr
+        rt = cp.cuda.runtime
+        if captured_src:
+            rt.memcpyAsync(lp["src"].data.ptr, lp["host_src"].ctypes.data, lp["host_src"].nbytes,
+                           rt.memcpyHostToDevice, ptr)
+        rt.memsetAsync(self.dist.data.ptr, 0xFF, self.dist.nbytes, ptr)
+        rt.memsetAsync(self._state_visited.data.ptr, 0, self._state_visited.nbytes, ptr)
+        if decide is not None and captured_src:
+            mode, alpha, beta = decide
+            self._k["step_seed_decide"]((1,), (64,), (
+                self.indptr, lp["src"], self.queues[0], self.dist, self.visited, self.counters,
+                lp["ctrl"], np.int64(self.n), np.int64(self.nnz), np.int32(mode),
+                np.int32(alpha), np.int32(beta)))
+            self._mark("seed_decide")
+            return
         self._k["step_seed"]((seed_blocks,), (BLOCK,),
                              (self.indptr, lp["src"], self.queues[0], self.dist, self.visited,
                               self.counters))
+        self._mark("seed")
+        if decide is not None:
+            self._enqueue_decide(*decide)
+
+    def _enqueue_readback(self):
+        """Counter ring and control words to pinned host memory (one copy)."""
+        cp = self.backend.xp
+        rt = cp.cuda.runtime
+        rt.memcpyAsync(self._host_state.ctypes.data, self._state.data.ptr, self._state.nbytes,
+                       rt.memcpyDeviceToHost, self._loop["stream"].ptr)
+        self._mark("readback")
+
+    def _grid(self, key):
+        """Blocks of a level-loop kernel: resident_blocks, or with ``occupancy_grids`` the
+        SM count times what the occupancy calculator says fits per SM (grid-stride kernels:
+        one wave, no tail of blocks that wait for a free SM). ``step_hubs``: ``hub_grid``
+        blocks per SM (it has work on a few top-down levels and is an idle launch on the
+        others: fewer blocks launch and retire sooner)."""
+        if key == "step_hubs" and self.hub_grid:
+            return self.multiprocessors * self.hub_grid
+        ilp = "_ilp:" in key  # registers limit these kernels' blocks per SM
+        if not (self.occupancy_grids or ilp):
+            return self.resident_blocks
+        blocks = self._grids.get(key)
+        if blocks is None:
+            # (without the query: what ptxas gives the ILP kernels for sm_90, int32 ids)
+            per_sm = ({"2": 6, "4": 4, "8": 2}[key.rsplit(":", 1)[1]] if ilp
+                      else _RESIDENT_BLOCKS_PER_SM)
+            try:
+                from cupy.cuda import driver
+                per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                    self._k[key].ptr, BLOCK, 0)
+            except Exception:  # no occupancy query in this CuPy: keep the fixed figure
+                pass
+            blocks = self._grids[key] = self.multiprocessors * max(1, min(int(per_sm), 8))
+        return blocks
+
+    def _indices_bottomup(self):
+        """The adjacency the bottom-up step scans: ``indices``, or with ``bottomup_rows ==
+        "degree"`` a copy whose rows list neighbours by decreasing degree (built once per
+        core, on the device, like Graph500's untimed kernel 1). An unvisited vertex stops at
+        its first visited neighbour; hubs are visited first, so listing them first ends most
+        scans at the first read. Rows keep their extents, so ``indptr`` serves both."""
+        if self.bottomup_rows == "id":
+            return self.indices
+        if self.bottomup_rows != "degree":
+            raise ValueError(f"bottomup_rows must be 'id' or 'degree', got {self.bottomup_rows!r}")
+        if self._bottomup_indices is None:
+            self._bottomup_indices = _degree_ordered_rows(self.backend.xp, self.indptr,
+                                                          self.indices)
+        return self._bottomup_indices
+
+    def _launches(self):
+        """Launches per level of the device loop: 4 (decide, top-down, hubs, bottom-up),
+        3 (advance in the chosen direction, hubs, decide) or 2 (advance, hubs + decide in
+        the last block: ``fused_steps``); 3 and 2 need one lane per vertex."""
+        if self.bottomup_lanes != 1:
+            return 4
+        return 2 if self.fused_steps else self.step_launches
 
     def _fused(self):
-        return self.fused_steps and self.bottomup_lanes == 1
+        """Whether each level's decide runs at the end of the level before."""
+        return self._launches() < 4
 
     def _enqueue_decide(self, mode, alpha, beta):
         self._k["step_decide"]((1,), (32,), (self.counters, self._loop["ctrl"], np.int64(self.n),
@@ -410,36 +544,55 @@ class FrontierCore:
 
     def _enqueue_steps(self, steps, mode, alpha, beta):
         lp = self._loop
-        rb = (self.resident_blocks,)
+        grid = self._grid
         q0, q1 = self.queues
         mark = self._mark
         lanes = self.bottomup_lanes
         if self._fused():  # the decide of each level runs at the end of the one before
             vis = (self.visited, lp["visited_next"])
             for _ in range(steps):
-                self._k["step_advance"](rb, (BLOCK,), (
+                # bottom-up and top-down share the kernel: the plain rows for both
+                advance = "step_advance" + (f"_ilp:{self.bottomup_ilp}" if self.bottomup_ilp
+                                            else "")
+                self._k[advance]((grid(advance),), (BLOCK,), (
                     self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
                     lp["ctrl"], lp["hub_q"], np.int64(self.hub_min), np.int64(self.n)))
                 mark("advance")
-                self._k["step_hubs_decide"](rb, (BLOCK,), (
+                if self._launches() == 3:
+                    self._k["step_hubs"]((grid("step_hubs"),), (BLOCK,), (
+                        self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
+                        lp["ctrl"], lp["hub_q"]))
+                    mark("hubs")
+                    self._enqueue_decide(mode, alpha, beta)
+                    continue
+                self._k["step_hubs_decide"]((grid("step_hubs_decide"),), (BLOCK,), (
                     self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters,
                     lp["ctrl"], lp["hub_q"], np.int64(self.n), np.int64(self.nnz),
                     np.int32(mode), np.int32(alpha), np.int32(beta)))
                 mark("hubs_decide")
             return
+        bu_indices = self._indices_bottomup()
         for _ in range(steps):
             self._enqueue_decide(mode, alpha, beta)
             vis = (self.visited, lp["visited_next"])
-            self._k["step_topdown"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
-                                                   *vis, self.counters, lp["ctrl"],
-                                                   lp["hub_q"], np.int64(self.hub_min)))
+            self._k["step_topdown"]((grid("step_topdown"),), (BLOCK,), (
+                self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters, lp["ctrl"],
+                lp["hub_q"], np.int64(self.hub_min)))
             mark("topdown")
-            self._k["step_hubs"](rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist,
-                                                *vis, self.counters, lp["ctrl"], lp["hub_q"]))
+            self._k["step_hubs"]((grid("step_hubs"),), (BLOCK,), (
+                self.indptr, self.indices, q0, q1, self.dist, *vis, self.counters, lp["ctrl"],
+                lp["hub_q"]))
             mark("hubs")
-            self._k["step_bottomup" if lanes == 1 else f"step_bottomup:{lanes}"](
-                rb, (BLOCK,), (self.indptr, self.indices, q0, q1, self.dist, *vis,
-                               self.counters, lp["ctrl"], np.int64(self.n)))
+            if lanes != 1:
+                bottomup = f"step_bottomup:{lanes}"
+            elif self.bottomup_ilp:
+                bottomup = f"step_bottomup_ilp:{self.bottomup_ilp}"
+            else:
+                bottomup = "step_bottomup" + ("" if self.bottomup_unroll == 1
+                                              else f":u{self.bottomup_unroll}")
+            self._k[bottomup]((grid(bottomup),), (BLOCK,), (
+                self.indptr, bu_indices, q0, q1, self.dist, *vis, self.counters, lp["ctrl"],
+                np.int64(self.n)))
             mark("bottomup")
 
     def _mark(self, name):
@@ -473,14 +626,10 @@ class FrontierCore:
             enqueue()
 
     def _read_loop(self):
-        cp = self.backend.xp
-        lp = self._loop
-        stream = lp["stream"]
-        for host, dev in ((self._host_counters, self.counters), (lp["host_ctrl"], lp["ctrl"])):
-            cp.cuda.runtime.memcpyAsync(host.ctypes.data, dev.data.ptr, host.nbytes,
-                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-        stream.synchronize()
-        return self._host_counters.reshape(SLOTS, 4), lp["host_ctrl"]
+        """Wait for the loop's stream; the counter ring and control words its last launch
+        copied to pinned memory."""
+        self._loop["stream"].synchronize()
+        return self._host_counters.reshape(SLOTS, 4), self._loop["host_ctrl"]
 
     def run_levels(self, sources, mode, alpha, beta, first_steps, more_steps=8, use_graph=True):
         """GPU: a whole traversal by the device-driven level loop (``step_*`` kernels of
@@ -490,6 +639,10 @@ class FrontierCore:
         ``SLOTS - 8`` levels on long traversals). ``mode``: 0 auto (Beamer's rule with
         ``alpha``, ``beta``), 1 top-down, 2 bottom-up.
 
+        Per launch the host does one graph launch and one wait: the copy of up to
+        ``_CAPTURED_SOURCES`` sources from pinned memory, the resets and the copy of the
+        counters back to pinned memory are nodes of the graph.
+
         Returns ``(sizes, degree_sums, operators)`` per level (operator 1 top-down,
         2 bottom-up, for the levels after the first).
         """
@@ -497,56 +650,84 @@ class FrontierCore:
         if self._loop is None:
             self._init_loop()
         lp = self._loop
-        src = np.unique(np.asarray(sources, dtype=np.int64))
+        fused = self._fused()
+        if not fused:  # built (once) on the current stream, before the wait and any capture
+            self._indices_bottomup()
+        src = np.asarray(sources, dtype=np.int64).reshape(-1)
+        if src.size > 1:
+            src = np.unique(src)
         k = int(src.size)
-        if lp["host_src"].size < k + 1:  # many sources: a larger pinned staging buffer
-            buf = cp.cuda.alloc_pinned_memory(8 * (k + 1))
-            lp["pinned"] = (buf, lp["pinned"][1])
-            lp["host_src"] = np.frombuffer(buf, np.int64, k + 1)
-        lp["host_src"][0] = k
-        lp["host_src"][1:k + 1] = src
         stream = lp["stream"]
-        stream.wait_event(cp.cuda.get_current_stream().record())
-        cp.cuda.runtime.memcpyAsync(lp["src"].data.ptr, lp["host_src"].ctypes.data, 8 * (k + 1),
-                                    cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        captured_src = k <= _CAPTURED_SOURCES
+        if captured_src:
+            lp["host_src"][0] = k
+            lp["host_src"][1:k + 1] = src
+        stream.wait_event(cp.cuda.get_current_stream().record(lp["after"]))
+        if not captured_src:  # many sources: a pinned staging buffer of their own
+            buf = cp.cuda.alloc_pinned_memory(8 * (k + 1))
+            host = np.frombuffer(buf, np.int64, k + 1)
+            host[0] = k
+            host[1:] = src
+            lp["pinned"].append(buf)  # kept until the copy is done (the wait below)
+            cp.cuda.runtime.memcpyAsync(lp["src"].data.ptr, host.ctypes.data, host.nbytes,
+                                        cp.cuda.runtime.memcpyHostToDevice, stream.ptr)
         first_steps = max(1, min(int(first_steps), SLOTS - 8))
         more_steps = max(1, min(int(more_steps), SLOTS - 8))
         seed_blocks = self._blocks(k)
 
-        fused = self._fused()
+        timing = self.device_seconds is not None
+        if timing:
+            t0 = cp.cuda.Event()
+            t0.record(stream)
 
         def first():
-            self._enqueue_seed(seed_blocks)
-            if fused:
-                self._enqueue_decide(mode, alpha, beta)
+            self._enqueue_seed(seed_blocks, captured_src, (mode, alpha, beta) if fused else None)
             self._enqueue_steps(first_steps, mode, alpha, beta)
+            self._enqueue_readback()
 
-        tune = (self.hub_min, self.bottomup_lanes, fused)
-        self._launch(("first", first_steps, seed_blocks, mode, alpha, beta) + tune, first,
-                     use_graph)
+        tune = (self.hub_min, self.bottomup_lanes, self._launches(), self.bottomup_rows,
+                self.occupancy_grids, self.bottomup_unroll, self.bottomup_ilp, self.hub_grid)
+        self._launch(("first", first_steps, seed_blocks, captured_src, mode, alpha, beta) + tune,
+                     first, use_graph)
         sizes, degs, ops = [], [], []
-        while True:
-            ring, ctrl = self._read_loop()
-            level, active = int(ctrl[_C_LEVEL]), int(ctrl[_C_ACTIVE])
-            # the last level whose slot is final: fused steps end with the next level's
-            # decide (level is the one to build from), the others with a step's launches
-            last = (level if fused else level + 1) if active else level - 1
-            for lv in range(len(sizes), last + 1):
-                slot = ring[lv % SLOTS]
-                if int(slot[0]) == 0:
+        try:
+            while True:
+                ring, ctrl = self._read_loop()
+                level, active = int(ctrl[_C_LEVEL]), int(ctrl[_C_ACTIVE])
+                # the last level whose slot is final: fused steps end with the next level's
+                # decide (level is the one to build from), the others with a step's launches
+                last = (level if fused else level + 1) if active else level - 1
+                lo = len(sizes)
+                if last >= lo:
+                    rows = (ring[lo:last + 1] if last < SLOTS
+                            else ring[np.arange(lo, last + 1) % SLOTS]).tolist()
+                    for lv, (count, degsum, _, op) in enumerate(rows, lo):
+                        if count == 0:
+                            return sizes, degs, ops
+                        sizes.append(count)
+                        degs.append(degsum)
+                        if lv:
+                            ops.append(op)
+                if not active:
                     return sizes, degs, ops
-                sizes.append(int(slot[0]))
-                degs.append(int(slot[1]))
-                if lv:
-                    ops.append(int(slot[3]))
-            if not active:
-                return sizes, degs, ops
-            if len(sizes) > self.n + 1:
-                raise RuntimeError("run_levels: more levels than vertices (corrupt counters)")
-            steps = more_steps
-            self._launch(("more", steps, mode, alpha, beta) + tune,
-                         lambda: self._enqueue_steps(steps, mode, alpha, beta), use_graph)
-            more_steps = min(2 * more_steps, SLOTS - 8)  # long traversals: fewer read-backs
+                if len(sizes) > self.n + 1:
+                    raise RuntimeError("run_levels: more levels than vertices (corrupt counters)")
+                steps = more_steps
+
+                def more():
+                    self._enqueue_steps(steps, mode, alpha, beta)
+                    self._enqueue_readback()
+
+                self._launch(("more", steps, mode, alpha, beta) + tune, more, use_graph)
+                more_steps = min(2 * more_steps, SLOTS - 8)  # long traversals: fewer read-backs
+        finally:
+            if len(lp["pinned"]) > 1:
+                del lp["pinned"][1:]
+            if timing:
+                t1 = cp.cuda.Event()
+                t1.record(stream)
+                t1.synchronize()
+                self.device_seconds.append(cp.cuda.get_elapsed_time(t0, t1) / 1e3)
 
     def _blocks(self, work):
         return max(1, min(self.resident_blocks, -(-int(work) // BLOCK)))
