@@ -18,7 +18,7 @@ when that one is taken): on a shared machine the neighbours cannot watch the job
 Several GPUs (``--gpus N|all``): :func:`open_scheduler` with ``gpus`` starts one worker
 *process* per GPU (:func:`gpu_worker_spec`), each started by a Nanny whose environment sets
 ``CUDA_VISIBLE_DEVICES`` to its one device (so CuPy's device 0 in that process is its GPU),
-one task thread each, and a ``GPU`` resource of 1. This is what dask-cuda's
+a few task threads (:func:`gpu_worker_threads`), and a ``GPU`` resource of 1. This is what dask-cuda's
 ``LocalCUDACluster`` does for us; we do not depend on it because the binding is a dozen lines
 of ``distributed.SpecCluster`` and dask-cuda pins dask/distributed to the RAPIDS release
 train (and pulls pynvml), which would hold back the pair this project tests with. The
@@ -63,7 +63,7 @@ LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
-GPU_WORKER_THREADS = 4  # the most threads of one GPU worker (gpu_worker_threads)
+GPU_WORKER_THREADS = 8  # the most threads of one GPU worker (gpu_worker_threads)
 
 #: Grids with more cells than this get the LocalCluster and its dashboard by default
 #: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
@@ -135,12 +135,14 @@ def gpu_worker_threads(devices, cores=None):
 
     One thread per worker left the device idle while it read a shard, reduced the previous
     one's forest to its boundary graph (Numba, on the host) and wrote its mask: on 4 H200s the
-    10-ft Neuse size spent 233 task-seconds reducing, one shard after another. A few threads
-    overlap those host steps with the next shard's device work; the cap keeps the shards in
-    flight, hence the RSS, independent of the core count.
+    10-ft Neuse size spent 233 task-seconds reducing, one shard after another. The reduction
+    now runs on the device; the threads overlap each super-tile's reads (decompression) and
+    writes with the other threads' device work, each on a stream of its own. The cap keeps
+    the super-tiles in flight, hence the RSS, independent of the core count (and the
+    super-tiles are sized for that many in flight: ``pipelines.mst.super_tile_group_tiles``).
 
     >>> gpu_worker_threads(["0", "1"], cores=64), gpu_worker_threads(["0"], cores=2)
-    (4, 2)
+    (8, 2)
     """
     cores = cores or os.cpu_count() or 1
     return max(1, min(GPU_WORKER_THREADS, cores // max(1, len(devices))))

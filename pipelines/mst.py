@@ -67,15 +67,15 @@ from terrain.grid.edges import WeightSum
 from terrain.io.georef import check_weight_units, finish_store
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
-                               merge_step)
+                               merge_step, super_tile_fits, super_tile_side)
 from terrain.grid.mst_device import device_mst, fits_on_device
 from terrain.tiles.quadtree import walk_down, walk_up
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .cluster import (active_gpu_workers, assign_groups, compute, open_scheduler, parse_gpus,
-                      visible_gpus)
+from .cluster import (active_gpu_workers, assign_groups, compute, gpu_worker_threads,
+                      open_scheduler, parse_gpus, visible_gpus)
 from .quadtree import TaskGraph
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
@@ -115,7 +115,7 @@ def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepare
     win = spec.window(level, i, j)
     z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
                    [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
-    in_core = super_tile and get_backend(backend).is_gpu and fits_on_device(z.shape, backend)
+    in_core = super_tile and get_backend(backend).is_gpu and super_tile_fits(z.shape, backend)
     g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits, in_core)
     t0 = time.perf_counter()
     zarr.open_array(store=str(prepared), path="mst", mode="r+")[win[0]:win[1], win[2]:win[3]] = g.mask
@@ -371,12 +371,14 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     token = dask.base.tokenize(str(dem_path), str(out_path), spec)  # out_path names the run
     graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
     call = graph.call
-    plan = spec.plan(group_tiles)
-    shard = tiles_per_shard(spec.tile, spec.shape)
-    prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
     if in_core not in ("auto", "groups", False):
         raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
     gpu = get_backend(backend).is_gpu
+    if gpu and in_core in ("auto", "groups"):
+        group_tiles = super_tile_group_tiles(spec, group_tiles, backend, workers)
+    plan = spec.plan(group_tiles)
+    shard = tiles_per_shard(spec.tile, spec.shape)
+    prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
     if gpu and in_core == "auto" and len(workers) < 2 and fits_on_device(spec.shape, backend):
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
@@ -403,6 +405,39 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
         meta["gpus"] = len(workers)
     return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
                               meta, key=("finish",)))
+
+
+#: host bytes the super-tile groups in flight may hold, all GPU workers together
+#: (:func:`super_tile_group_tiles`): the peak RSS does not grow with the cores or the GPUs
+SUPER_TILE_HOST_BUDGET = 2 << 30
+
+
+def super_tile_group_tiles(spec, shard_tiles, backend, workers=()):
+    """Tiles a side of a super-tile group: a power-of-two multiple of the store's shard
+    (``shard_tiles``; a writer owns whole shards), as large as
+    :func:`terrain.grid.mst.super_tile_side` allows with one group in flight per task
+    thread of a device -- :func:`pipelines.cluster.gpu_worker_threads` for GPU workers, the
+    cores for a local scheduler -- and :data:`SUPER_TILE_HOST_BUDGET` shared by them all.
+    Larger groups: fewer tasks and small top levels; but at least one group per task thread
+    (else threads, or GPUs, stand idle). The forest is the same.
+
+    >>> super_tile_group_tiles(MSTSpec((5000, 5000), 512), 4, "cpu")
+    4
+    """
+    import os
+    if workers:
+        in_flight = gpu_worker_threads(list(workers))
+        host = SUPER_TILE_HOST_BUDGET // len(workers)
+    else:
+        in_flight = os.cpu_count() or 1
+        host = SUPER_TILE_HOST_BUDGET
+    g = super_tile_side(spec, backend, in_flight, host, min_tiles=shard_tiles)
+    side = spec.tile * g
+    while g > shard_tiles and ((-(-spec.shape[0] // side)) * (-(-spec.shape[1] // side))
+                               < in_flight * max(1, len(workers))):
+        g //= 2
+        side //= 2
+    return g
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,

@@ -67,7 +67,7 @@ def test_worker_spec_binds_one_process_per_device():
 
 
 @pytest.mark.parametrize("devices, cores, want", [
-    (1, 16, 4), (4, 64, 4), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1)])
+    (1, 16, 8), (4, 64, 8), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1), (1, 128, 8)])
 def test_gpu_workers_share_the_cores_up_to_a_cap(devices, cores, want):
     # threads overlap one shard's host steps with the next one's device work; the cap keeps
     # the shards in flight (the RSS) independent of the core count
