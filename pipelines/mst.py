@@ -8,14 +8,19 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
    the tile store *into the output store itself* (the temporary directory of
    :func:`terrain._atomic.atomic_output`), so the result holds the DEM and its forest.
 2. ``mst-prepare``: creates the ``mst`` array (uint8, chunks = tiles, shards = the DEM's).
-3. ``mst-group``: one task per shard of the store (a quadtree node of ``k × k`` tiles): reads
-   the shard once, runs Borůvka on all its tiles (one batch = one GPU launch per round),
-   reduces each tile forest and merges the shard's quadtree levels. On the GPU, when the
-   shard fits the device (it always does at 2048²), the shard is one super-tile instead:
-   its whole forest in core (:func:`terrain.grid.mst_device.device_mst`), reduced once, no
-   in-group merges (:func:`terrain.grid.mst.group_forest` with ``in_core``). It writes the tile
-   forests as the shard's provisional mask (a writer owns whole shards) and returns the
-   shard's reduced graph (up) and its changes (down), as separate outputs.
+3. ``mst-group``: one task per group (a quadtree node of ``k × k`` tiles): reads the group
+   once, runs Borůvka on all its tiles (one batch = one GPU launch per round), reduces each
+   tile forest and merges the group's quadtree levels. On the CPU a group is a shard of the
+   store. On the GPU a group is one *super-tile*: a square of shards as large as the device
+   holds with one super-tile per task thread in flight (:func:`super_tile_group_tiles`),
+   its whole forest computed in core (:func:`terrain.grid.mst_device.device_mst`) and reduced
+   to its boundary graph on the device
+   (:func:`terrain.grid.reduce.reduce_block_device`), no in-group merges
+   (:func:`terrain.grid.mst.group_forest` with ``in_core``); only the mask and the boundary
+   graph come back to the host. Each task thread drives the device on a stream of its own,
+   so one thread's reads (decompression) and writes overlap the others' device work. It
+   writes the tile forests as the group's provisional mask (a writer owns whole shards) and
+   returns the group's reduced graph (up) and its changes (down), as separate outputs.
    On the GPU, when the whole grid fits the device, steps 3-6 are one task instead,
    ``mst-in-core``: it reads the whole DEM, computes its forest in core and writes the mask
    (no reduction, no merges: nothing above a single node).
