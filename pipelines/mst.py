@@ -373,15 +373,17 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     dask.delayed.Delayed
         Computing it returns the summary dict (also stored in the ``mst`` attribute).
     """
-    token = dask.base.tokenize(str(dem_path), str(out_path), spec)  # out_path names the run
-    graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
-    call = graph.call
     if in_core not in ("auto", "groups", False):
         raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
     gpu = get_backend(backend).is_gpu
     if gpu and in_core in ("auto", "groups"):
         group_tiles = super_tile_group_tiles(spec, group_tiles, backend, workers)
     plan = spec.plan(group_tiles)
+    # out_path names the run; the group side (which the device's memory may change between a
+    # run and its --resume) what a group task's (i, j) covers
+    token = dask.base.tokenize(str(dem_path), str(out_path), spec, plan.group_level)
+    graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
+    call = graph.call
     shard = tiles_per_shard(spec.tile, spec.shape)
     prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
     if gpu and in_core == "auto" and len(workers) < 2 and fits_on_device(spec.shape, backend):
