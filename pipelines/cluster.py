@@ -57,7 +57,8 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
-           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers"]
+           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
+           "gpu_workers_free_bytes"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -201,6 +202,18 @@ def active_gpu_workers():
     by_name = {w["name"]: address
                for address, w in _active_client.scheduler_info(n_workers=-1)["workers"].items()}
     return [by_name[gpu_worker_name(i)] for i in range(_active_gpus)]
+
+
+def gpu_workers_free_bytes(workers):
+    """The least free device memory (bytes) among the GPU ``workers`` of the active
+    :func:`open_scheduler`, as each worker's process sees its own device."""
+    got = _active_client.run(_free_device_bytes, workers=list(workers))
+    return min(got.values())
+
+
+def _free_device_bytes():
+    from terrain.grid.mst_device import free_device_bytes
+    return free_device_bytes("gpu")
 
 
 @contextlib.contextmanager

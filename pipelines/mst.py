@@ -80,7 +80,7 @@ from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordina
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import (active_gpu_workers, assign_groups, compute, gpu_worker_threads,
-                      open_scheduler, parse_gpus, visible_gpus)
+                      gpu_workers_free_bytes, open_scheduler, parse_gpus, visible_gpus)
 from .quadtree import TaskGraph
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
@@ -376,8 +376,10 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     if in_core not in ("auto", "groups", False):
         raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
     gpu = get_backend(backend).is_gpu
+    # the GPU workers' devices, as they see them (this process need not touch a device)
+    free = gpu_workers_free_bytes(workers) if gpu and workers else None
     if gpu and in_core in ("auto", "groups"):
-        group_tiles = super_tile_group_tiles(spec, group_tiles, backend, workers)
+        group_tiles = super_tile_group_tiles(spec, group_tiles, backend, workers, free)
     plan = spec.plan(group_tiles)
     # out_path names the run; the group side (which the device's memory may change between a
     # run and its --resume) what a group task's (i, j) covers
@@ -386,7 +388,8 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     call = graph.call
     shard = tiles_per_shard(spec.tile, spec.shape)
     prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
-    if gpu and in_core == "auto" and len(workers) < 2 and fits_on_device(spec.shape, backend):
+    if (gpu and in_core == "auto" and len(workers) < 2
+            and fits_on_device(spec.shape, backend, free=free)):
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
                 "path": "in-core", **({"gpus": len(workers)} if workers else {})}
@@ -419,12 +422,13 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
 SUPER_TILE_HOST_BUDGET = 2 << 30
 
 
-def super_tile_group_tiles(spec, shard_tiles, backend, workers=()):
+def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
     """Tiles a side of a super-tile group: a power-of-two multiple of the store's shard
     (``shard_tiles``; a writer owns whole shards), as large as
     :func:`terrain.grid.mst.super_tile_side` allows with one group in flight per task
     thread of a device -- :func:`pipelines.cluster.gpu_worker_threads` for GPU workers, the
-    cores for a local scheduler -- and :data:`SUPER_TILE_HOST_BUDGET` shared by them all.
+    cores for a local scheduler -- and :data:`SUPER_TILE_HOST_BUDGET` shared by them all
+    (``free``: the workers' free device bytes).
     Larger groups: fewer tasks and small top levels; but at least one group per task thread
     (else threads, or GPUs, stand idle). The forest is the same.
 
@@ -438,7 +442,7 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=()):
     else:
         in_flight = os.cpu_count() or 1
         host = SUPER_TILE_HOST_BUDGET
-    g = super_tile_side(spec, backend, in_flight, host, min_tiles=shard_tiles)
+    g = super_tile_side(spec, backend, in_flight, host, min_tiles=shard_tiles, free=free)
     side = spec.tile * g
     while g > shard_tiles and ((-(-spec.shape[0] // side)) * (-(-spec.shape[1] // side))
                                < in_flight * max(1, len(workers))):

@@ -455,18 +455,20 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
                      spec.connectivity, weight, times)
 
 
-def super_tile_fits(shape, backend=None, in_flight=1):
+def super_tile_fits(shape, backend=None, in_flight=1, free=None):
     """True when ``in_flight`` super-tiles of ``shape`` (forest and reduction) fit the
-    device's free memory together."""
-    return fits_on_device(shape, backend, per_cell=SUPER_TILE_BYTES_PER_CELL, copies=in_flight)
+    device's free memory (or ``free`` bytes) together."""
+    return fits_on_device(shape, backend, per_cell=SUPER_TILE_BYTES_PER_CELL, copies=in_flight,
+                          free=free)
 
 
-def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=1):
+def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=1, free=None):
     """Tiles a side per group on the GPU: the largest power of two whose block fits the
     device's free memory in core ``in_flight`` times over (:func:`super_tile_fits`: one per
     task running at once) and, with ``host_bytes``, whose host buffers
     (:data:`SUPER_TILE_HOST_BYTES_PER_CELL`) ``in_flight`` times fit that many bytes; at least
-    ``min_tiles``, at most the whole grid.
+    ``min_tiles``, at most the whole grid. ``free``: the device's free bytes, when another
+    process's device is meant.
 
     Larger super-tiles mean fewer tasks, fewer and smaller levels above them, and boundary
     graphs that are a smaller share of the cells.
@@ -477,7 +479,7 @@ def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=
     g = max(1, int(min_tiles))
     while g < (1 << (spec.levels - 1)):
         side = spec.tile * 2 * g
-        if not super_tile_fits((side, side), backend, in_flight):
+        if not super_tile_fits((side, side), backend, in_flight, free):
             break
         if host_bytes is not None and (in_flight * side * side * SUPER_TILE_HOST_BYTES_PER_CELL
                                        > host_bytes):
