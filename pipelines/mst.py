@@ -12,8 +12,8 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
    once, runs Borůvka on all its tiles (one batch = one GPU launch per round), reduces each
    tile forest and merges the group's quadtree levels. On the CPU a group is a shard of the
    store. On the GPU a group is one *super-tile*: a square of shards as large as the device
-   holds with one super-tile per task thread in flight (:func:`super_tile_group_tiles`),
-   its whole forest computed in core (:func:`terrain.grid.mst_device.device_mst`) and reduced
+   holds with one super-tile per task thread in flight (:func:`super_tile_group_tiles`; at
+   most that many run at once in a process, whatever the scheduler's threads), its whole forest computed in core (:func:`terrain.grid.mst_device.device_mst`) and reduced
    to its boundary graph on the device
    (:func:`terrain.grid.reduce.reduce_block_device`), no in-group merges
    (:func:`terrain.grid.mst.group_forest` with ``in_core``); only the mask and the boundary
@@ -56,7 +56,9 @@ The bytes are counted: logical (uncompressed) bytes of the DEM read and of the m
 and read, and the bytes of the level graphs and changes passed between tasks.
 """
 
+import contextlib
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -116,19 +118,38 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
 
 
 def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, level, i, j):
-    t0 = time.perf_counter()
-    win = spec.window(level, i, j)
-    z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
-                   [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
-    in_core = super_tile and get_backend(backend).is_gpu and super_tile_fits(z.shape, backend)
-    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits, in_core)
-    t0 = time.perf_counter()
-    zarr.open_array(store=str(prepared), path="mst", mode="r+")[win[0]:win[1], win[2]:win[3]] = g.mask
-    g.times["write"] = time.perf_counter() - t0
+    on_device = super_tile and get_backend(backend).is_gpu
+    with _super_tile_slot() if on_device else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        win = spec.window(level, i, j)
+        z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
+                       [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
+        in_core = on_device and super_tile_fits(z.shape, backend)
+        g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits,
+                         in_core)
+        t0 = time.perf_counter()
+        zarr.open_array(store=str(prepared), path="mst", mode="r+")[
+            win[0]:win[1], win[2]:win[3]] = g.mask
+        g.times["write"] = time.perf_counter() - t0
     stats = {"times": g.times, "read_bytes": z.nbytes, "written_bytes": g.mask.nbytes,
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
              "forest_edges": g.forest_edges, "vertices": g.vertices}
     return g.graph, g.changes, stats
+
+
+_slots = {}
+_slots_lock = threading.Lock()
+
+
+def _super_tile_slot():
+    """This process's semaphore for the super-tile groups in flight: at most
+    :func:`pipelines.cluster.gpu_worker_threads` of one device at once, whatever the
+    scheduler's thread count (:func:`super_tile_group_tiles` sized the groups, in host and
+    device memory, for that many)."""
+    with _slots_lock:
+        if "slot" not in _slots:
+            _slots["slot"] = threading.BoundedSemaphore(gpu_worker_threads(["0"]))
+        return _slots["slot"]
 
 
 def _write_task(out_path, spec, level, i, j, incoming, own):
@@ -426,8 +447,8 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
     """Tiles a side of a super-tile group: a power-of-two multiple of the store's shard
     (``shard_tiles``; a writer owns whole shards), as large as
     :func:`terrain.grid.mst.super_tile_side` allows with one group in flight per task
-    thread of a device -- :func:`pipelines.cluster.gpu_worker_threads` for GPU workers, the
-    cores for a local scheduler -- and :data:`SUPER_TILE_HOST_BUDGET` shared by them all
+    thread of a device -- :func:`pipelines.cluster.gpu_worker_threads`, the bound of
+    ``_super_tile_slot`` for a local scheduler -- and :data:`SUPER_TILE_HOST_BUDGET` shared by them all
     (``free``: the workers' free device bytes).
     Larger groups: fewer tasks and small top levels; but at least one group per task thread
     (else threads, or GPUs, stand idle). The forest is the same.
@@ -435,12 +456,11 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
     >>> super_tile_group_tiles(MSTSpec((5000, 5000), 512), 4, "cpu")
     4
     """
-    import os
     if workers:
         in_flight = gpu_worker_threads(list(workers))
         host = SUPER_TILE_HOST_BUDGET // len(workers)
-    else:
-        in_flight = os.cpu_count() or 1
+    else:  # the scheduler's threads: at most this many at once (_super_tile_slot)
+        in_flight = gpu_worker_threads(["0"])
         host = SUPER_TILE_HOST_BUDGET
     g = super_tile_side(spec, backend, in_flight, host, min_tiles=shard_tiles, free=free)
     side = spec.tile * g

@@ -248,7 +248,7 @@ def test_pipeline_super_tiles_span_several_shards(tmp_path, monkeypatch):
     from pipelines.mst import run_mst
 
     monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 128)
-    monkeypatch.setattr("os.cpu_count", lambda: 16)  # 16 groups in flight: many groups
+    monkeypatch.setattr("os.cpu_count", lambda: 16)  # 8 groups in flight: many groups
     z = dem("holes", (1500, 2100), seed=6)
     z2 = dem("integer", (1500, 2100), seed=6)
     z = np.where(np.isnan(z), z, z2)  # ties
