@@ -82,7 +82,8 @@ from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordina
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import (active_gpu_workers, assign_groups, compute, gpu_worker_threads,
-                      gpu_workers_free_bytes, open_scheduler, parse_gpus, visible_gpus)
+                      gpu_workers_free_bytes, open_scheduler, parse_gpus, visible_gpus,
+                      workers_per_gpu)
 from .quadtree import TaskGraph
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
@@ -409,11 +410,12 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     call = graph.call
     shard = tiles_per_shard(spec.tile, spec.shape)
     prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
-    if (gpu and in_core == "auto" and len(workers) < 2
+    n_gpus = len(workers) // workers_per_gpu() if workers else 0
+    if (gpu and in_core == "auto" and n_gpus < 2
             and fits_on_device(spec.shape, backend, free=free)):
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
-                "path": "in-core", **({"gpus": len(workers)} if workers else {})}
+                "path": "in-core", **({"gpus": n_gpus} if workers else {})}
         return graph.delayed(call(_finish, prepared, spec, [stats], [], [], meta,
                                   key=("finish",)))
     super_tile = gpu and in_core in ("auto", "groups")
@@ -433,7 +435,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits,
             "path": "super-tiles" if super_tile else "tiled"}
     if workers:
-        meta["gpus"] = len(workers)
+        meta["gpus"] = n_gpus
     return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
                               meta, key=("finish",)))
 
@@ -457,12 +459,15 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
     4
     """
     if workers:
-        in_flight = gpu_worker_threads(list(workers))
+        in_flight = gpu_worker_threads(list(workers))  # per worker process
         host = SUPER_TILE_HOST_BUDGET // len(workers)
+        per_device = in_flight * workers_per_gpu()
     else:  # the scheduler's threads: at most this many at once (_super_tile_slot)
-        in_flight = gpu_worker_threads(["0"])
+        in_flight = per_device = gpu_worker_threads(["0"])
         host = SUPER_TILE_HOST_BUDGET
-    g = super_tile_side(spec, backend, in_flight, host, min_tiles=shard_tiles, free=free)
+    # the device holds its processes' groups; the host budget is per worker process
+    g = super_tile_side(spec, backend, per_device, host * per_device // in_flight,
+                        min_tiles=shard_tiles, free=free)
     side = spec.tile * g
     while g > shard_tiles and ((-(-spec.shape[0] // side)) * (-(-spec.shape[1] // side))
                                < in_flight * max(1, len(workers))):
