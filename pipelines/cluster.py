@@ -18,7 +18,7 @@ when that one is taken): on a shared machine the neighbours cannot watch the job
 Several GPUs (``--gpus N|all``): :func:`open_scheduler` with ``gpus`` starts one worker
 *process* per GPU (:func:`gpu_worker_spec`), each started by a Nanny whose environment sets
 ``CUDA_VISIBLE_DEVICES`` to its one device (so CuPy's device 0 in that process is its GPU),
-one task thread each, and a ``GPU`` resource of 1. This is what dask-cuda's
+a few task threads (:func:`gpu_worker_threads`), and a ``GPU`` resource of 1. This is what dask-cuda's
 ``LocalCUDACluster`` does for us; we do not depend on it because the binding is a dozen lines
 of ``distributed.SpecCluster`` and dask-cuda pins dask/distributed to the RAPIDS release
 train (and pulls pynvml), which would hold back the pair this project tests with. The
@@ -57,13 +57,14 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
-           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers"]
+           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
+           "gpu_workers_free_bytes", "workers_per_gpu"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
-GPU_WORKER_THREADS = 4  # the most threads of one GPU worker (gpu_worker_threads)
+GPU_WORKER_THREADS = 8  # the most threads of one GPU worker (gpu_worker_threads)
 
 #: Grids with more cells than this get the LocalCluster and its dashboard by default
 #: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
@@ -80,6 +81,28 @@ IN_PROCESS_CONFIG = {
 
 _active_client = None
 _active_gpus = 0
+_active_per_gpu = 1
+
+
+def workers_per_gpu(requested=None):
+    """Worker processes per GPU: ``$TERRAIN_WORKERS_PER_GPU`` (default 1) when starting,
+    the active cluster's count otherwise.
+
+    Zarr assembles every chunk it reads or writes on one event-loop thread per process, so a
+    GPU fed by the threads of one process waits on that thread; several processes a GPU
+    (each with fewer threads) read and write in parallel.
+    """
+    if requested is None:
+        if _active_gpus:
+            return _active_per_gpu
+        requested = os.environ.get("TERRAIN_WORKERS_PER_GPU", "1")
+    try:
+        k = int(requested)
+    except ValueError:
+        raise InputError(f"TERRAIN_WORKERS_PER_GPU {requested!r}: not a number") from None
+    if k < 1:
+        raise InputError(f"TERRAIN_WORKERS_PER_GPU {k}: at least 1")
+    return k
 
 
 def visible_gpus():
@@ -135,20 +158,23 @@ def gpu_worker_threads(devices, cores=None):
 
     One thread per worker left the device idle while it read a shard, reduced the previous
     one's forest to its boundary graph (Numba, on the host) and wrote its mask: on 4 H200s the
-    10-ft Neuse size spent 233 task-seconds reducing, one shard after another. A few threads
-    overlap those host steps with the next shard's device work; the cap keeps the shards in
-    flight, hence the RSS, independent of the core count.
+    10-ft Neuse size spent 233 task-seconds reducing, one shard after another. The reduction
+    now runs on the device; the threads overlap each super-tile's reads (decompression) and
+    writes with the other threads' device work, each on a stream of its own. The cap keeps
+    the super-tiles in flight, hence the RSS, independent of the core count (and the
+    super-tiles are sized for that many in flight: ``pipelines.mst.super_tile_group_tiles``).
 
     >>> gpu_worker_threads(["0", "1"], cores=64), gpu_worker_threads(["0"], cores=2)
-    (4, 2)
+    (8, 2)
     """
     cores = cores or os.cpu_count() or 1
     return max(1, min(GPU_WORKER_THREADS, cores // max(1, len(devices))))
 
 
-def gpu_worker_spec(devices, nthreads=None):
-    """``distributed.SpecCluster`` worker spec: one Nanny process per device, bound to it,
-    with ``nthreads`` threads (default :func:`gpu_worker_threads`).
+def gpu_worker_spec(devices, nthreads=None, per_device=1):
+    """``distributed.SpecCluster`` worker spec: ``per_device`` Nanny processes per device
+    (one by default), bound to it, with ``nthreads`` threads (default
+    :func:`gpu_worker_threads` of all the processes).
 
     >>> spec = gpu_worker_spec(["2", "3"], nthreads=1)
     >>> sorted(spec), spec["gpu-1"]["options"]["env"]["CUDA_VISIBLE_DEVICES"]
@@ -157,14 +183,15 @@ def gpu_worker_spec(devices, nthreads=None):
     (1, {'GPU': 1})
     """
     from distributed import Nanny
-    nthreads = nthreads or gpu_worker_threads(devices)
+    procs = [d for d in devices for _ in range(per_device)]
+    nthreads = nthreads or gpu_worker_threads(procs)
     return {gpu_worker_name(i): {"cls": Nanny, "options": {
         "name": gpu_worker_name(i), "nthreads": nthreads, "resources": {"GPU": 1},
         # CuPy reads these once, when the worker process first touches CUDA
         "env": {"CUDA_VISIBLE_DEVICES": str(d), "TERRAIN_BACKEND": "gpu"},
         "dashboard_address": None, "host": "127.0.0.1",
         "silence_logs": logging.CRITICAL}}  # the worker processes' logs: nothing for the user
-        for i, d in enumerate(devices)}
+        for i, d in enumerate(procs)}
 
 
 def assign_groups(groups, workers):
@@ -201,6 +228,18 @@ def active_gpu_workers():
     return [by_name[gpu_worker_name(i)] for i in range(_active_gpus)]
 
 
+def gpu_workers_free_bytes(workers):
+    """The least free device memory (bytes) among the GPU ``workers`` of the active
+    :func:`open_scheduler`, as each worker's process sees its own device."""
+    got = _active_client.run(_free_device_bytes, workers=list(workers))
+    return min(got.values())
+
+
+def _free_device_bytes():
+    from terrain.grid.mst_device import free_device_bytes
+    return free_device_bytes("gpu")
+
+
 @contextlib.contextmanager
 def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None,
                    gpus=None):
@@ -212,19 +251,20 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     docstring); only with ``spec=None``.
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
-    global _active_client, _active_gpus
+    global _active_client, _active_gpus, _active_per_gpu
     if gpus is not None:
         if spec is not None:
             raise InputError(f"GPU workers are started here: scheduler {spec!r} cannot be "
                              "used with a GPU count")
         devices = parse_gpus(gpus, visible_gpus())
-        with _gpu_cluster(devices, quiet) as client:
-            previous = (_active_client, _active_gpus)
-            _active_client, _active_gpus = client, len(devices)
+        per_gpu = workers_per_gpu(os.environ.get("TERRAIN_WORKERS_PER_GPU", "1"))
+        with _gpu_cluster(devices, quiet, per_gpu) as client:
+            previous = (_active_client, _active_gpus, _active_per_gpu)
+            _active_client, _active_gpus, _active_per_gpu = client, len(devices) * per_gpu, per_gpu
             try:
                 yield client
             finally:
-                _active_client, _active_gpus = previous
+                _active_client, _active_gpus, _active_per_gpu = previous
         return
     if spec is None and _active_client is not None:
         yield _active_client
@@ -274,7 +314,7 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
 
 
 @contextlib.contextmanager
-def _gpu_cluster(devices, quiet):
+def _gpu_cluster(devices, quiet, per_gpu=1):
     """A SpecCluster of :func:`gpu_worker_spec` workers and its client."""
     from distributed import Client, Scheduler, SpecCluster
     warnings.filterwarnings("ignore", message="Port .* is already in use")
@@ -284,11 +324,12 @@ def _gpu_cluster(devices, quiet):
     # no work stealing: it would move a pinned (loosely restricted) group to the other GPU
     # whenever one is idle, and the groups' assignment is the plan (module docstring)
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        cluster = SpecCluster(workers=gpu_worker_spec(devices), scheduler=scheduler,
+        cluster = SpecCluster(workers=gpu_worker_spec(devices, per_device=per_gpu),
+                              scheduler=scheduler,
                               silence_logs=logging.CRITICAL, name="terrain-gpus")
     client = Client(cluster)
     try:
-        client.wait_for_workers(len(devices))
+        client.wait_for_workers(len(devices) * per_gpu)
         if not quiet:
             print(f"terrain: {len(devices)} GPU workers (devices {','.join(devices)}); Dask "
                   f"dashboard at {_dashboard_link(cluster, dashboard)}", file=sys.stderr,

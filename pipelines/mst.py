@@ -8,14 +8,19 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
    the tile store *into the output store itself* (the temporary directory of
    :func:`terrain._atomic.atomic_output`), so the result holds the DEM and its forest.
 2. ``mst-prepare``: creates the ``mst`` array (uint8, chunks = tiles, shards = the DEM's).
-3. ``mst-group``: one task per shard of the store (a quadtree node of ``k × k`` tiles): reads
-   the shard once, runs Borůvka on all its tiles (one batch = one GPU launch per round),
-   reduces each tile forest and merges the shard's quadtree levels. On the GPU, when the
-   shard fits the device (it always does at 2048²), the shard is one super-tile instead:
-   its whole forest in core (:func:`terrain.grid.mst_device.device_mst`), reduced once, no
-   in-group merges (:func:`terrain.grid.mst.group_forest` with ``in_core``). It writes the tile
-   forests as the shard's provisional mask (a writer owns whole shards) and returns the
-   shard's reduced graph (up) and its changes (down), as separate outputs.
+3. ``mst-group``: one task per group (a quadtree node of ``k × k`` tiles): reads the group
+   once, runs Borůvka on all its tiles (one batch = one GPU launch per round), reduces each
+   tile forest and merges the group's quadtree levels. On the CPU a group is a shard of the
+   store. On the GPU a group is one *super-tile*: a square of shards as large as the device
+   holds with one super-tile per task thread in flight (:func:`super_tile_group_tiles`; at
+   most that many run at once in a process, whatever the scheduler's threads), its whole forest computed in core (:func:`terrain.grid.mst_device.device_mst`) and reduced
+   to its boundary graph on the device
+   (:func:`terrain.grid.reduce.reduce_block_device`), no in-group merges
+   (:func:`terrain.grid.mst.group_forest` with ``in_core``); only the mask and the boundary
+   graph come back to the host. Each task thread drives the device on a stream of its own,
+   so one thread's reads (decompression) and writes overlap the others' device work. It
+   writes the tile forests as the group's provisional mask (a writer owns whole shards) and
+   returns the group's reduced graph (up) and its changes (down), as separate outputs.
    On the GPU, when the whole grid fits the device, steps 3-6 are one task instead,
    ``mst-in-core``: it reads the whole DEM, computes its forest in core and writes the mask
    (no reduction, no merges: nothing above a single node).
@@ -51,7 +56,9 @@ The bytes are counted: logical (uncompressed) bytes of the DEM read and of the m
 and read, and the bytes of the level graphs and changes passed between tasks.
 """
 
+import contextlib
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -67,15 +74,16 @@ from terrain.grid.edges import WeightSum
 from terrain.io.georef import check_weight_units, finish_store
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
-                               merge_step)
+                               merge_step, super_tile_fits, super_tile_side)
 from terrain.grid.mst_device import device_mst, fits_on_device
 from terrain.tiles.quadtree import walk_down, walk_up
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .cluster import (active_gpu_workers, assign_groups, compute, open_scheduler, parse_gpus,
-                      visible_gpus)
+from .cluster import (active_gpu_workers, assign_groups, compute, gpu_worker_threads,
+                      gpu_workers_free_bytes, open_scheduler, parse_gpus, visible_gpus,
+                      workers_per_gpu)
 from .quadtree import TaskGraph
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
@@ -111,19 +119,38 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
 
 
 def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, level, i, j):
-    t0 = time.perf_counter()
-    win = spec.window(level, i, j)
-    z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
-                   [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
-    in_core = super_tile and get_backend(backend).is_gpu and fits_on_device(z.shape, backend)
-    g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits, in_core)
-    t0 = time.perf_counter()
-    zarr.open_array(store=str(prepared), path="mst", mode="r+")[win[0]:win[1], win[2]:win[3]] = g.mask
-    g.times["write"] = time.perf_counter() - t0
+    on_device = super_tile and get_backend(backend).is_gpu
+    with _super_tile_slot() if on_device else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        win = spec.window(level, i, j)
+        z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
+                       [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
+        in_core = on_device and super_tile_fits(z.shape, backend)
+        g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits,
+                         in_core)
+        t0 = time.perf_counter()
+        zarr.open_array(store=str(prepared), path="mst", mode="r+")[
+            win[0]:win[1], win[2]:win[3]] = g.mask
+        g.times["write"] = time.perf_counter() - t0
     stats = {"times": g.times, "read_bytes": z.nbytes, "written_bytes": g.mask.nbytes,
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
              "forest_edges": g.forest_edges, "vertices": g.vertices}
     return g.graph, g.changes, stats
+
+
+_slots = {}
+_slots_lock = threading.Lock()
+
+
+def _super_tile_slot():
+    """This process's semaphore for the super-tile groups in flight: at most
+    :func:`pipelines.cluster.gpu_worker_threads` of one device at once, whatever the
+    scheduler's thread count (:func:`super_tile_group_tiles` sized the groups, in host and
+    device memory, for that many)."""
+    with _slots_lock:
+        if "slot" not in _slots:
+            _slots["slot"] = threading.BoundedSemaphore(gpu_worker_threads(["0"]))
+        return _slots["slot"]
 
 
 def _write_task(out_path, spec, level, i, j, incoming, own):
@@ -368,19 +395,27 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     dask.delayed.Delayed
         Computing it returns the summary dict (also stored in the ``mst`` attribute).
     """
-    token = dask.base.tokenize(str(dem_path), str(out_path), spec)  # out_path names the run
-    graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
-    call = graph.call
-    plan = spec.plan(group_tiles)
-    shard = tiles_per_shard(spec.tile, spec.shape)
-    prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
     if in_core not in ("auto", "groups", False):
         raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
     gpu = get_backend(backend).is_gpu
-    if gpu and in_core == "auto" and len(workers) < 2 and fits_on_device(spec.shape, backend):
+    # the GPU workers' devices, as they see them (this process need not touch a device)
+    free = gpu_workers_free_bytes(workers) if gpu and workers else None
+    if gpu and in_core in ("auto", "groups"):
+        group_tiles = super_tile_group_tiles(spec, group_tiles, backend, workers, free)
+    plan = spec.plan(group_tiles)
+    # out_path names the run; the group side (which the device's memory may change between a
+    # run and its --resume) what a group task's (i, j) covers
+    token = dask.base.tokenize(str(dem_path), str(out_path), spec, plan.group_level)
+    graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
+    call = graph.call
+    shard = tiles_per_shard(spec.tile, spec.shape)
+    prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
+    n_gpus = len(workers) // workers_per_gpu() if workers else 0
+    if (gpu and in_core == "auto" and n_gpus < 2
+            and fits_on_device(spec.shape, backend, free=free)):
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
-                "path": "in-core", **({"gpus": len(workers)} if workers else {})}
+                "path": "in-core", **({"gpus": n_gpus} if workers else {})}
         return graph.delayed(call(_finish, prepared, spec, [stats], [], [], meta,
                                   key=("finish",)))
     super_tile = gpu and in_core in ("auto", "groups")
@@ -400,9 +435,45 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits,
             "path": "super-tiles" if super_tile else "tiled"}
     if workers:
-        meta["gpus"] = len(workers)
+        meta["gpus"] = n_gpus
     return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
                               meta, key=("finish",)))
+
+
+#: host bytes the super-tile groups in flight may hold, all GPU workers together
+#: (:func:`super_tile_group_tiles`): the peak RSS does not grow with the cores or the GPUs
+SUPER_TILE_HOST_BUDGET = 2 << 30
+
+
+def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
+    """Tiles a side of a super-tile group: a power-of-two multiple of the store's shard
+    (``shard_tiles``; a writer owns whole shards), as large as
+    :func:`terrain.grid.mst.super_tile_side` allows with one group in flight per task
+    thread of a device -- :func:`pipelines.cluster.gpu_worker_threads`, the bound of
+    ``_super_tile_slot`` for a local scheduler -- and :data:`SUPER_TILE_HOST_BUDGET` shared by them all
+    (``free``: the workers' free device bytes).
+    Larger groups: fewer tasks and small top levels; but at least one group per task thread
+    (else threads, or GPUs, stand idle). The forest is the same.
+
+    >>> super_tile_group_tiles(MSTSpec((5000, 5000), 512), 4, "cpu")
+    4
+    """
+    if workers:
+        in_flight = gpu_worker_threads(list(workers))  # per worker process
+        host = SUPER_TILE_HOST_BUDGET // len(workers)
+        per_device = in_flight * workers_per_gpu()
+    else:  # the scheduler's threads: at most this many at once (_super_tile_slot)
+        in_flight = per_device = gpu_worker_threads(["0"])
+        host = SUPER_TILE_HOST_BUDGET
+    # the device holds its processes' groups; the host budget is per worker process
+    g = super_tile_side(spec, backend, per_device, host * per_device // in_flight,
+                        min_tiles=shard_tiles, free=free)
+    side = spec.tile * g
+    while g > shard_tiles and ((-(-spec.shape[0] // side)) * (-(-spec.shape[1] // side))
+                               < in_flight * max(1, len(workers))):
+        g //= 2
+        side //= 2
+    return g
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,

@@ -170,3 +170,102 @@ def test_device_mst_empty_and_tiny():
     assert f.edges == 0 and f.vertices == 0 and not f.mask.get().any()
     f = device_mst(np.zeros((0, 4), np.float32))
     assert f.edges == 0 and f.mask.shape == (0, 4)
+
+
+# -- the super-tile's reduction on the device against the CPU's -----------------------------------
+_WINDOWS = {  # (window, grid shape): which sides of the block face other blocks
+    "interior": ((300, 600, 200, 610), (1000, 1000)),
+    "corner": ((0, 300, 0, 410), (1000, 1000)),
+    "bottom-right": ((700, 1000, 590, 1000), (1000, 1000)),
+    "whole-grid": ((0, 300, 0, 410), (300, 410)),  # no boundary: everything is a dead end
+}
+
+
+@pytest.mark.parametrize("where", sorted(_WINDOWS))
+@pytest.mark.parametrize("kind", ["random", "integer", "plateau", "holes"])
+@pytest.mark.parametrize("conn", [4, 8])
+def test_device_reduce_equals_cpu_reduce(kind, conn, where):
+    from terrain.backend import get_backend
+    from terrain.grid.reduce import reduce_block_device, reduce_tile
+
+    window, shape = _WINDOWS[where]
+    z = dem(kind, (300, 410), seed=conn + len(where))
+    mask = grid_mst(z, conn, "max", tile=64, backend="cpu", in_core=False).mask
+    hlen = horizontal_lengths((1.0, 1.0))
+    cpu = reduce_tile(mask, z, window, shape, 0, hlen)[:4]
+    gpu = get_backend("gpu")
+    dev = reduce_block_device(gpu.asarray(mask), gpu.asarray(z), window, shape, 0, hlen, gpu)
+    from backends import assert_identical
+    assert_identical(cpu, dev)
+    if where != "whole-grid" and kind != "holes":
+        assert len(cpu[0]) > 10  # a real boundary graph was compared
+    if where == "whole-grid":
+        assert len(dev[0]) == 0
+
+
+@pytest.mark.parametrize("weight", ["absdiff", "slope", "length3d"])
+def test_device_reduce_every_weight_model_and_long_paths(weight):
+    # a flat grid's forest is long parallel paths (every cell's lightest edge by id): long
+    # walks for both kernels; the weight models pick the representatives
+    from terrain.backend import get_backend
+    from terrain.grid.reduce import reduce_block_device, reduce_tile
+
+    z = np.zeros((700, 530), np.float32)
+    z[::97] += dem("random", (1, 530), seed=2)[0]
+    z[300:305, 50:500] = np.nan
+    hlen = horizontal_lengths((3.0, 7.0))
+    model = weight_model_code(weight)
+    mask = grid_mst(z, 8, weight, tile=64, backend="cpu", cellsize=(3.0, 7.0), in_core=False).mask
+    for window, shape in [((700, 1400, 530, 1060), (2000, 2000)), ((0, 700, 0, 530), (700, 900))]:
+        cpu = reduce_tile(mask, z, window, shape, model, hlen)[:4]
+        gpu = get_backend("gpu")
+        dev = reduce_block_device(gpu.asarray(mask), gpu.asarray(z), window, shape, model, hlen,
+                                  gpu)
+        from backends import assert_identical
+        assert_identical(cpu, dev)
+        assert len(cpu[0]) > 0
+
+
+def test_super_tile_path_reduces_on_the_device(monkeypatch):
+    # the GPU's super-tile groups call the device reduction, never the host walk, and the
+    # forest equals the CPU's
+    import terrain.grid.mst as mst_mod
+
+    def no_host_reduce(*a, **k):
+        raise AssertionError("host reduce_tile called on the GPU super-tile path")
+
+    z = dem("holes", (1100, 700), seed=5)
+    cpu = _tiled_cpu(z, 8, "max")
+    monkeypatch.setattr(mst_mod, "reduce_tile", no_host_reduce)
+    gpu = grid_mst(z, 8, "max", tile=64, group_tiles=4, backend="gpu", in_core="groups")
+    assert np.array_equal(gpu.mask, cpu.mask)
+    assert (gpu.total_weight, gpu.edges, gpu.trees) == (cpu.total_weight, cpu.edges, cpu.trees)
+
+
+def test_pipeline_super_tiles_span_several_shards(tmp_path, monkeypatch):
+    # groups sized from the device: several shards a side, each written whole by its group
+    import terrain.tiles.store as store_mod
+    from pipelines.mst import run_mst
+
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 128)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)  # 8 groups in flight: many groups
+    z = dem("holes", (1500, 2100), seed=6)
+    z2 = dem("integer", (1500, 2100), seed=6)
+    z = np.where(np.isnan(z), z, z2)  # ties
+    store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 64)
+    for (r0, r1, c0, c1) in store.shard_windows():
+        store.elevation[r0:r1, c0:c1] = z[r0:r1, c0:c1]
+    shard_tiles = store.tiles_per_shard
+
+    def run(backend):
+        out = tmp_path / f"{backend.name}.zarr"
+        s = run_mst(tmp_path / "in.zarr", out, backend=backend.name, scheduler="threads",
+                    in_core="groups")
+        if backend.is_gpu:
+            assert s["path"] == "super-tiles" and s["group_tiles"] > shard_tiles, s
+        return (zarr.open_array(str(out), path="mst", mode="r")[:], s["total_weight"], s["edges"],
+                s["trees"], s["vertices"])
+
+    mask, *_ = assert_backends_identical(run)
+    want, _ = ref_kruskal(z)
+    assert np.array_equal(mask_ids(mask), want)

@@ -67,7 +67,7 @@ def test_worker_spec_binds_one_process_per_device():
 
 
 @pytest.mark.parametrize("devices, cores, want", [
-    (1, 16, 4), (4, 64, 4), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1)])
+    (1, 16, 8), (4, 64, 8), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1), (1, 128, 8)])
 def test_gpu_workers_share_the_cores_up_to_a_cap(devices, cores, want):
     # threads overlap one shard's host steps with the next one's device work; the cap keeps
     # the shards in flight (the RSS) independent of the core count
@@ -119,7 +119,8 @@ def test_cli_gpus_errors_are_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch):
+@pytest.mark.parametrize("per_gpu", [1, 2])
+def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch, per_gpu):
     # the GPU cluster's machinery on the CPU backend: two Nanny processes, each told its own
     # CUDA_VISIBLE_DEVICES, the shards pinned to them in Z order
     from distributed import get_task_stream
@@ -132,6 +133,7 @@ def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch):
 
     monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
     monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", str(per_gpu))
     z = dem("random", (150, 111), seed=3)
     z[np.random.default_rng(2).random(z.shape) < 0.1] = np.nan
     store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 8)
@@ -144,8 +146,8 @@ def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch):
         workers = active_gpu_workers()
         devices = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
         names = {i["name"]: a for a, i in client.scheduler_info()["workers"].items()}
-        assert workers == [names["gpu-0"], names["gpu-1"]]
-        assert [devices[w] for w in workers] == ["0", "1"]
+        assert workers == [names[f"gpu-{i}"] for i in range(2 * per_gpu)]
+        assert [devices[w] for w in workers] == ["0"] * per_gpu + ["1"] * per_gpu
         geo = {"geotransform": list(store.geotransform), "crs": None, "source": "in.zarr"}
         graph = build_mst_graph(tmp_path / "in.zarr", out, spec, store.tiles_per_shard, "cpu",
                                 geo=geo, workers=workers)
@@ -204,3 +206,18 @@ def test_batch_gpus_errors_before_anything_is_written(tmp_path, what, extra, mes
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert message in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_several_worker_processes_per_gpu(monkeypatch):
+    # Zarr's one event loop per process: $TERRAIN_WORKERS_PER_GPU processes share a device
+    from pipelines.cluster import workers_per_gpu
+    spec = gpu_worker_spec(["4", "6"], per_device=2)
+    assert list(spec) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    assert [spec[n]["options"]["env"]["CUDA_VISIBLE_DEVICES"] for n in spec] == ["4", "4", "6", "6"]
+    assert spec["gpu-0"]["options"]["nthreads"] == gpu_worker_threads(["4"] * 4)
+    monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", "3")
+    assert workers_per_gpu() == 3
+    for bad, message in (("0", "at least 1"), ("x", "not a number")):
+        monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", bad)
+        with pytest.raises(InputError, match=message):
+            workers_per_gpu()

@@ -31,6 +31,7 @@ once; ``pipelines/mst.py`` walks the same plan with the same steps as Dask tasks
 group, the tile forests are merged by the same walk over the group's block.
 """
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,14 +45,20 @@ from ..tiles.store import TileStore, check_tile_size, is_store, open_store, quad
 from ._boruvka import MAX_TILE, boruvka_tiles
 from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
-from .mst_device import device_mst, fits_on_device
-from .reduce import reduce_tile
+from .mst_device import BYTES_PER_CELL, device_mst, fits_on_device
+from .reduce import DEVICE_BYTES_PER_CELL, reduce_block_device, reduce_tile
 
 __all__ = ["grid_mst", "MSTSpec", "MSTResult", "GroupResult", "group_forest", "merge_node",
-           "merge_step", "expand_step", "finish_stats", "super_tile_side", "PHASES"]
+           "merge_step", "expand_step", "finish_stats", "super_tile_side", "super_tile_fits",
+           "PHASES"]
 
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
 IN_CORE = ("auto", True, False, "groups")
+#: device bytes a cell of a super-tile takes: its forest (:func:`device_mst`) and reduction
+SUPER_TILE_BYTES_PER_CELL = BYTES_PER_CELL + DEVICE_BYTES_PER_CELL
+#: host bytes a super-tile group holds per cell: elevations (4) and mask (1), and about as
+#: much again while Zarr decodes and encodes them
+SUPER_TILE_HOST_BYTES_PER_CELL = 10
 
 
 @dataclass(frozen=True)
@@ -232,6 +239,8 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
 
 def _super_tile_forest(spec, z_block, window, be, times):
     """:func:`group_forest` of a group taken whole (``in_core``)."""
+    if be.is_gpu:
+        return _super_tile_forest_device(spec, z_block, window, be, times)
     t0 = time.perf_counter()
     block = grid_mst(z_block, spec.connectivity, spec.weight, spec.tile, be, spec.cellsize,
                      in_core=True if be.is_gpu else False)
@@ -247,6 +256,41 @@ def _super_tile_forest(spec, z_block, window, be, times):
     times["reduce"] = time.perf_counter() - t0
     return GroupResult(window, block.mask, graph, Changes(), WeightSum().add(forest_w),
                        int(forest_w.shape[0]), block.vertices, times)
+
+
+def _super_tile_forest_device(spec, z_block, window, be, times):
+    """:func:`_super_tile_forest` on the GPU: forest and reduction where the block lies
+    (:func:`device_mst`, :func:`terrain.grid.reduce.reduce_block_device`); the mask and the
+    boundary graph come back. The work runs on a stream of the calling thread's own, so the
+    tasks of a worker's threads overlap on the device."""
+    cp = be.xp
+    t0 = time.perf_counter()
+    with _thread_stream(cp):
+        zd = cp.asarray(z_block)
+        forest = device_mst(zd, spec.connectivity, spec.model, spec.hlen, be)
+        mask = forest.mask.get()
+        t1 = time.perf_counter()
+        a, b, w, rep = reduce_block_device(forest.mask, zd, window, spec.shape, spec.model,
+                                           spec.hlen, be)
+    times["boruvka"] = t1 - t0
+    times["reduce"] = time.perf_counter() - t1
+    r0, r1, c0, c1 = window
+    C, ncols = c1 - c0, spec.shape[1]
+    graph = LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
+                                  (r0 + b // C) * ncols + c0 + b % C, w, rep)
+    return GroupResult(window, mask, graph, Changes(), forest.weight_sum, forest.edges,
+                       forest.vertices, times)
+
+
+_streams = threading.local()
+
+
+def _thread_stream(cp):
+    """This thread's non-blocking CUDA stream (one per thread, made once)."""
+    stream = getattr(_streams, "stream", None)
+    if stream is None:
+        stream = _streams.stream = cp.cuda.Stream(non_blocking=True)
+    return stream
 
 
 @dataclass
@@ -380,7 +424,7 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         z = (store.read_window(*win) if store is not None
              else dem[win[0]:win[1], win[2]:win[3]])
         g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, key_bits,
-                         in_core=super_tiles and (not be.is_gpu or fits_on_device(z.shape, be)))
+                         in_core=super_tiles and (not be.is_gpu or super_tile_fits(z.shape, be)))
         mask[win[0]:win[1], win[2]:win[3]] = g.mask
         groups.append(g)
         return g.graph, g.changes, {"times": g.times}
@@ -411,11 +455,35 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
                      spec.connectivity, weight, times)
 
 
-def super_tile_side(spec, backend=None):
+def super_tile_fits(shape, backend=None, in_flight=1, free=None):
+    """True when ``in_flight`` super-tiles of ``shape`` (forest and reduction) fit the
+    device's free memory (or ``free`` bytes) together."""
+    return fits_on_device(shape, backend, per_cell=SUPER_TILE_BYTES_PER_CELL, copies=in_flight,
+                          free=free)
+
+
+def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=1, free=None):
     """Tiles a side per group on the GPU: the largest power of two whose block fits the
-    device's free memory in core (at least 1, at most the whole grid)."""
-    g = 1
-    while g < (1 << (spec.levels - 1)) and fits_on_device((spec.tile * 2 * g,) * 2, backend):
+    device's free memory in core ``in_flight`` times over (:func:`super_tile_fits`: one per
+    task running at once) and, with ``host_bytes``, whose host buffers
+    (:data:`SUPER_TILE_HOST_BYTES_PER_CELL`) ``in_flight`` times fit that many bytes; at least
+    ``min_tiles``, at most the whole grid. ``free``: the device's free bytes, when another
+    process's device is meant.
+
+    Larger super-tiles mean fewer tasks, fewer and smaller levels above them, and boundary
+    graphs that are a smaller share of the cells.
+
+    >>> super_tile_side(MSTSpec((5000, 5000), 512), "cpu", min_tiles=4)
+    4
+    """
+    g = max(1, int(min_tiles))
+    while g < (1 << (spec.levels - 1)):
+        side = spec.tile * 2 * g
+        if not super_tile_fits((side, side), backend, in_flight, free):
+            break
+        if host_bytes is not None and (in_flight * side * side * SUPER_TILE_HOST_BYTES_PER_CELL
+                                       > host_bytes):
+            break
         g *= 2
     return g
 

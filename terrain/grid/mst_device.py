@@ -79,10 +79,13 @@ def device_bytes(shape):
     return BYTES_PER_CELL * int(shape[0]) * int(shape[1])
 
 
-def fits_on_device(shape, backend=None, headroom=0.9):
+def fits_on_device(shape, backend=None, headroom=0.9, per_cell=BYTES_PER_CELL, copies=1,
+                   free=None):
     """True when a grid of ``shape`` can take the in-core path on ``backend``'s device:
-    at most :data:`MAX_CELLS` cells and :func:`device_bytes` within ``headroom`` of the
-    device's free memory (CuPy's pool counts as free). Always False on the CPU.
+    at most :data:`MAX_CELLS` cells and ``copies`` times ``per_cell`` bytes a cell (default:
+    :func:`device_bytes`) within ``headroom`` of the device's free memory (CuPy's pool counts
+    as free; ``free``: that many bytes instead, e.g. as other processes' devices report it).
+    Always False on the CPU.
 
     >>> fits_on_device((10, 10), "cpu")
     False
@@ -91,7 +94,9 @@ def fits_on_device(shape, backend=None, headroom=0.9):
     n = int(shape[0]) * int(shape[1])
     if not be.is_gpu or n > MAX_CELLS:
         return False
-    return device_bytes(shape) <= headroom * free_device_bytes(be)
+    if free is None:
+        free = free_device_bytes(be)
+    return copies * per_cell * n <= headroom * free
 
 
 def free_device_bytes(backend=None):
