@@ -36,6 +36,7 @@ import os
 import numpy as np
 import zarr
 
+from ..tiles._shards import fast_layout, read_shard, shard_grid, write_shard
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
@@ -82,8 +83,12 @@ def layer_compressors():
 
 def write_windows(store_path, layers, windows, config=None):
     """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
-    ``store_path`` for every window ``(r0, r1, c0, c1)`` (zarr's synchronous API).
-    ``config``: zarr's runtime array configuration for these writes (default zarr's).
+    ``store_path`` for every window ``(r0, r1, c0, c1)``.
+
+    A layer in the usual layout (:func:`terrain.tiles._shards.fast_layout`) whose window
+    covers whole shards is encoded in this thread, shard by shard, in the bytes zarr would
+    write (module docstring); anything else goes through zarr's synchronous API
+    (``config``: zarr's runtime array configuration for those writes).
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -95,10 +100,27 @@ def write_windows(store_path, layers, windows, config=None):
     ([24, 25, 26], 255)
     """
     group = zarr.open_group(store=str(store_path), mode="r+")
-    for r0, r1, c0, c1 in windows:
-        for name, values in layers.items():
-            arr = group[name] if config is None else group[name].with_config(config)
-            arr[r0:r1, c0:c1] = values[r0:r1, c0:c1]
+    for name, values in layers.items():
+        arr = group[name]
+        layout = fast_layout(arr) if config is None else None
+        for r0, r1, c0, c1 in windows:
+            shards = None if layout is None else _whole_shards(layout, (r0, r1, c0, c1))
+            if shards is None:
+                a = arr if config is None else arr.with_config(config)
+                a[r0:r1, c0:c1] = values[r0:r1, c0:c1]
+                continue
+            for si, sj in shards:
+                write_shard(layout, si, sj, values)
+
+
+def _whole_shards(layout, window):
+    """The shards ``(si, sj)`` that ``window`` covers exactly (clipped to the array), or
+    None when it cuts one."""
+    r0, r1, c0, c1 = window
+    (R, C), (rows, cols) = layout.shard, layout.shape
+    if r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols):
+        return None
+    return [(si, sj) for si in range(r0 // R, -(-r1 // R)) for sj in range(c0 // C, -(-c1 // C))]
 
 
 def read_layer(store_path, layer, dtype=None, workers=None):
@@ -117,10 +139,18 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     arr = zarr.open_array(store=str(store_path), path=layer, mode="r")
     rows, cols = arr.shape
     side = getattr(arr, "shards", None) or arr.chunks
-    out = np.empty((rows, cols), dtype or arr.dtype)
     windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
                for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
     workers = max(1, min(workers or os.cpu_count() or 1, len(windows)))
+    layout = fast_layout(arr)
+    if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
+        out = np.empty((rows, cols), layout.dtype)
+        shards = [(si, sj) for si in range(shard_grid(layout)[0])
+                  for sj in range(shard_grid(layout)[1])]
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda s: read_shard(layout, s[0], s[1], out), shards))
+        return out
+    out = np.empty((rows, cols), dtype or arr.dtype)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
