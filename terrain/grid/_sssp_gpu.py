@@ -133,7 +133,7 @@ class _Grid:
         rows, cols = a.shape
         out = cp.empty((rows + 2 * PAD) * (cols + 2 * PAD), cp.float32)
         self.mod.get_function("pad_grid")((self.blocks_for(out.size),), (_BLOCK,),
-                                          (cp.asarray(a), np.int64(rows), np.int64(cols),
+                                          (upload(cp, a), np.int64(rows), np.int64(cols),
                                            np.int32(PAD), out))
         return out
 
@@ -424,6 +424,54 @@ def download(cp, arrays):
         for b in busy:
             if b is not None:
                 b.result()
+    return out
+
+
+def upload(cp, array):
+    """A contiguous NumPy array to a new device array, through pinned staging buffers.
+
+    The twin of :func:`download`: ``cupy.asarray`` of pageable memory copies through the
+    driver's own staging buffer on one thread; here a pool of threads fills
+    :data:`_STAGES` pinned buffers in turn (NumPy copies without the GIL) while the device
+    copies the previous ones.
+    """
+    import concurrent.futures
+
+    import cupyx
+    a = np.ascontiguousarray(array)
+    if a.nbytes <= 4 * _STAGE_BYTES:
+        return cp.asarray(a)
+    out = cp.empty(a.shape, a.dtype)
+    src = a.reshape(-1).view(np.uint8)
+    stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
+    events = [None] * _STAGES
+    stream = cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Device().synchronize()
+    h2d = cp.cuda.runtime.memcpyHostToDevice
+    offsets = list(range(0, a.nbytes, _STAGE_BYTES))
+
+    def fill(i):
+        off = offsets[i]
+        size = min(_STAGE_BYTES, a.nbytes - off)
+        np.copyto(stages[i % _STAGES][:size], src[off:off + size])
+        return size
+
+    with concurrent.futures.ThreadPoolExecutor(_STAGES) as pool:
+        filled = {}
+        for i in range(min(_STAGES, len(offsets))):
+            filled[i] = pool.submit(fill, i)
+        for i, off in enumerate(offsets):
+            k = i % _STAGES
+            size = filled.pop(i).result()
+            cp.cuda.runtime.memcpyAsync(out.data.ptr + off, stages[k].ctypes.data, size, h2d,
+                                        stream.ptr)
+            ev = cp.cuda.Event()
+            ev.record(stream)
+            events[k] = ev
+            j = i + _STAGES
+            if j < len(offsets):  # stage k again once its copy is done
+                filled[j] = pool.submit(lambda j=j, ev=ev: (ev.synchronize(), fill(j))[1])
+    stream.synchronize()
     return out
 
 

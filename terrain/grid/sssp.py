@@ -602,7 +602,7 @@ def _unpad(a, shape):
 
 
 def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
-              connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None):
+              connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None, delta=None):
     """Cost distance, allocation and backlinks from ``sources`` over a grid held in memory.
 
     Parameters
@@ -623,6 +623,10 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     max_cost : float, optional
         Cells farther than this stay unreached.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+    delta : float, optional
+        The GPU near-far queue's bucket width (default: from a sample of the arc costs;
+        ``stats["delta"]`` gives the one used, which a later query on the same grid may pass
+        to skip the sampling). Any width gives the same bits; the CPU ignores it.
 
     Returns
     -------
@@ -643,7 +647,8 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     limit = _check_max_cost(max_cost)
     if be.is_gpu:
         from ._sssp_gpu import grid_sssp_gpu
-        res = grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit)
+        res = grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
+                            delta=delta)
     else:
         res = _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit)
     res.stats.update(seconds=time.perf_counter() - t0, backend=be.name,
