@@ -23,7 +23,8 @@ is written straight into a tile store (:func:`synthetic_dem_store`, what ``inges
 ASCII grid gives, without the text), then ``python -m terrain.run cost-distance STORE
 --source-cell <centre> --cost absdiff`` runs as a child process, timed from its start to its
 exit (imports, CUDA compilation, read, solve and write included); its JSON summary gives the
-phases. A second child then queries that output with ``--reuse`` from two other cells. No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
+phases. A second child then queries that output with ``--reuse`` from two other cells, and
+a third does the same on Dask's ``threads`` scheduler (what the default LocalCluster costs). No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
 holds the grid in one chunk), so that mode prints ours only.
 """
 
@@ -153,18 +154,21 @@ def whole_process(args):
     t_synth = time.perf_counter() - t0
     src = (rows // 2, cols // 2)
     out = work / "out.cost.zarr"
-    runs = [("fresh", [src], None, out),
-            ("--reuse query", [(rows // 4, cols // 4), (3 * rows // 4, 3 * cols // 4)], out,
-             work / "query.cost.zarr")]
+    others = [(rows // 4, cols // 4), (3 * rows // 4, 3 * cols // 4)]
+    runs = [("fresh", [src], None, out, None),
+            ("--reuse query", others, out, work / "query.cost.zarr", None),
+            ("--reuse query, threads", others, out, work / "query.cost.zarr", "threads")]
     print(f"cost-distance whole process: {rows} x {cols} cells (synth seed {args.seed}, nodata "
           f"0.02), cost {args.cost}; a fresh run from source cell {src[0]},{src[1]}, then a "
           f"--reuse query of its store from two other cells")
     print(f"store synthesised in {t_synth:.2f} s (not timed below)")
     print(f"{'implementation':36s} {'wall s':>8s}  inside the run")
-    for label, cells, reuse, target in runs:
+    for label, cells, reuse, target, scheduler in runs:
         cmd = [sys.executable, "-m", "terrain.run", "cost-distance", str(store), "-o",
                str(target), "--cost", args.cost, "--json", "--overwrite",
                "--backend", args.backend or "auto"]
+        if scheduler:
+            cmd += ["--scheduler", scheduler]
         for r, c in cells:
             cmd += ["--source-cell", f"{r},{c}"]
         if reuse is not None:

@@ -19,6 +19,12 @@ Dask strategy
    owns whole shards; Blosc compresses without the GIL, so the tasks run in parallel).
 5. ``cost-finish``: the summary into the store's attributes (``cost_distance``).
 
+``--reuse STORE`` of an in-core run's store (its ``cost_reuse`` attribute): step 1 is
+replaced by hard links to STORE's ``elevation`` and ``friction`` layers
+(:func:`terrain.tiles.store.link_layer`) once the input's fingerprint, grid and cost model
+are checked (:func:`check_incore_reuse`); the friction is not checked again and the GPU's
+bucket width is STORE's. A tiled run's store goes to :mod:`pipelines.cost_distance_tiled`.
+
 Bad input is found before anything runs where the headers suffice (sources outside the
 raster, a friction raster of another shape or georeference, ``--max-cost <= 0``); a source
 on nodata or a negative friction is found when the data are read, and the atomic output
@@ -199,21 +205,60 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                          max_cost=spec["max_cost"], backend=backend, tile=spec["tile"])
     else:
         from terrain.grid.sssp import grid_sssp
+        writer = _EarlyWriter(spec.get("out_path"), spec.get("windows"))
         try:
             res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
                             connectivity=spec["connectivity"], cellsize=spec["cellsize"],
                             max_cost=spec["max_cost"], backend=backend,
-                            delta=spec.get("near_far_delta"))
+                            delta=spec.get("near_far_delta"), hops=False,
+                            on_distance=writer.start if spec.get("windows") else None)
         except InputError as e:
             raise InputError(f"{spec['input']}: {e}") from None
+        finally:
+            done = writer.wait()
+        if done:
+            res.stats["early_writes"] = done
     res.stats["read_seconds"] = t_read
     return res, (f if spec.get("write_friction", True) else None)
+
+
+class _EarlyWriter:
+    """Writes the ``distance`` layer from a pool of threads as soon as the solve has the
+    distances (``grid_sssp(on_distance=...)``): on the GPU while the labels and backlinks
+    are computed and downloaded. :meth:`wait` returns each shard window's ``(start, end)``
+    (and raises what a write raised)."""
+
+    def __init__(self, out_path, windows):
+        self.out_path, self.windows = out_path, windows or []
+        self.pool, self.futures = None, []
+
+    def _one(self, distance, window):
+        t0 = time.perf_counter()
+        write_windows(self.out_path, {"distance": distance}, [window])
+        return t0, time.perf_counter()
+
+    def start(self, distance):
+        import concurrent.futures
+        import os
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max(1, min(os.cpu_count() or 1, len(self.windows))))
+        self.futures = [self.pool.submit(self._one, distance, w) for w in self.windows]
+
+    def wait(self):
+        if self.pool is None:
+            return []
+        try:
+            return [fut.result() for fut in self.futures]
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
 
 
 def _write(out_path, solved, windows):
     res, f = solved
     t0 = time.perf_counter()
-    layers = {name: getattr(res, name) for name in LAYERS}
+    layers = {name: getattr(res, name) for name in LAYERS
+              if not (name == "distance" and "early_writes" in res.stats)}
     if f is not None:
         layers["friction"] = f
     write_windows(out_path, layers, windows)
@@ -228,6 +273,7 @@ def _finish(out_path, solved, writes, meta):
     else:
         reached = int(np.count_nonzero(~np.isnan(d)))
         max_d = float(np.nanmax(d)) if reached else None
+    writes = list(writes) + list(res.stats.get("early_writes", []))
     summary = dict(meta)
     summary.update({
         "reached_cells": reached,
@@ -264,6 +310,8 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
     if friction_store is not None:
         friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
                         else (friction_store, "elevation"))
+    if spec["algorithm"] == "in-core":  # the solve writes the distances itself
+        spec = dict(spec, windows=list(windows), out_path=str(out_path))
     solved = dask.delayed(_solve, pure=False)(dem_path, friction_src, spec, sources,
                                               start_costs, backend, prepared,
                                               dask_key_name=name("solve"))

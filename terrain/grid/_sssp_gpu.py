@@ -354,7 +354,23 @@ class _Grid:
         return label, {"label_steps": int(c[C_NSTEPS]), "label_relaxed": int(c[C_NPROC]),
                        "label_launches": launches}
 
-    def finish(self, dist, label, stats, phases):
+    def early_distance(self, dist):
+        """The unpadded distances (NaN unreached) on the host, before the labels: what
+        ``backlinks`` will write (:meth:`finish` checks the reached counts agree)."""
+        cp = self.cp
+        rows, cols = self.shape
+        n = rows * cols
+        distance = cp.empty(n, cp.float64)
+        self.mod.get_function("distances")(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+                                           (dist, np.int64(rows), np.int64(cols),
+                                            np.int32(PAD), distance))
+        reached = int(cp.count_nonzero(dist != _INF_BITS))
+        host = download(cp, (distance,))[0].reshape(self.shape)
+        return host, reached
+
+    def finish(self, dist, label, stats, phases, hops=True, early=None):
+        """Backlinks, allocation (and hops) of every cell, downloaded with the distances
+        (or with ``early = (distances, reached)`` from :meth:`early_distance`, not again)."""
         cp = self.cp
         t0 = time.perf_counter()
         rows, cols = self.shape
@@ -362,18 +378,22 @@ class _Grid:
         backlink = cp.empty(n, cp.uint8)
         distance = cp.empty(n, cp.float64)
         allocation = cp.empty(n, cp.int32)
-        hops = cp.empty(n, cp.int32)
+        hops_d = cp.empty(n, cp.int32)
         self.mod.get_function("backlinks")(
             ((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
             self.arcs() + (dist, label, np.int64(rows), np.int64(cols), np.int32(PAD),
-                           backlink, distance, allocation, hops))
+                           backlink, distance, allocation, hops_d))
         reached = int(cp.count_nonzero(allocation >= 0))
         stats["reached_cells"] = reached
         stats["max_distance"] = float(cp.nanmax(distance)) if reached else None
+        if early is not None and early[1] != reached:
+            raise RuntimeError(f"{early[1]} cells have a distance, {reached} a label")
         self.sync()
         t1 = time.perf_counter()
-        host = [a.reshape(self.shape) for a in download(cp, (distance, allocation, backlink,
-                                                                 hops))]
+        wanted = ((distance,) if early is None else ()) + (allocation, backlink) + (
+            (hops_d,) if hops else ())
+        host = [a.reshape(self.shape) for a in download(cp, wanted)]
+        host = ([] if early is None else [early[0]]) + host + [None] * (not hops)
         t2 = time.perf_counter()
         phases.update(backlinks=t1 - t0, download=t2 - t1)
         stats["phases"] = {k: round(v, 6) for k, v in phases.items()}
@@ -487,13 +507,17 @@ def _root_labels(seeds, seed_dist, seed_label, final_dist):
 
 
 def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
-                  queue="near-far", delta=None, use_graph=True, persistent=True):
+                  queue="near-far", delta=None, use_graph=True, persistent=True, hops=True,
+                  on_distance=None):
     """GPU twin of ``_grid_sssp_cpu`` (same arguments after checking).
 
     ``queue``: ``"near-far"`` (default) or ``"frontier"``; ``delta``: the near-far bucket
     width (default :func:`near_far_delta` of the sampled mean arc cost); ``persistent``:
     the whole loop in one launch with a grid barrier between steps (default), else one
-    launch a step (``use_graph``: replayed from a captured CUDA graph).
+    launch a step (``use_graph``: replayed from a captured CUDA graph); ``hops=False``
+    leaves the hop counts on the device (``hops`` None: a quarter less to download);
+    ``on_distance(distance)`` is called with the final distances (the result's array) as
+    soon as they are known, before the labels and backlinks are computed.
     """
     cp = be.xp
     phases = {}
@@ -538,6 +562,12 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
     g.sync()
     t2 = time.perf_counter()
     phases["distance"] = t2 - t1
+    early = None
+    if on_distance is not None:
+        early = g.early_distance(dist)
+        on_distance(early[0])
+        t2, t_early = time.perf_counter(), t2
+        phases["distance_out"] = t2 - t_early
     final = cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size else seed_dist
     cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
     label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
@@ -546,7 +576,7 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
     stats["label_rounds"] = lstats["label_steps"]
     g.sync()
     phases["labels"] = time.perf_counter() - t2
-    return g.finish(dist, label, stats, phases)
+    return g.finish(dist, label, stats, phases, hops, early)
 
 
 def labels_from_distance_gpu(be, z, f, known, dist_in, model, codes, lengths, rows, cols,
