@@ -171,12 +171,12 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
                                          abs(geo["geotransform"][5])]})
     # CF georeference (idempotent: an ingested DEM already wrote x, y, spatial_ref)
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
-    comp = layer_compressors()
     for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
         dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
         if name == "friction" and not with_friction:
             continue
-        arr = create_layer(group, name, dtype, fill, tile, shape, compressors=comp, attrs=attrs)
+        arr = create_layer(group, name, dtype, fill, tile, shape,
+                           compressors=layer_compressors(name), attrs=attrs)
         mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
     return str(out_path)
 
@@ -287,8 +287,8 @@ def _finish(out_path, solved, writes, meta):
         "phases": res.stats.get("phases"),
         "device": res.stats.get("device"),
     })
-    if res.stats.get("delta") is not None:
-        summary["near_far_delta"] = float(res.stats["delta"])
+    if res.stats.get("delta") is not None and math.isfinite(res.stats["delta"]):
+        summary["near_far_delta"] = float(res.stats["delta"])  # inf (one bucket) is the default
     group = zarr.open_group(store=str(out_path), mode="r+")
     group.attrs.update({"cost_distance": summary})
     return summary
