@@ -354,9 +354,12 @@ class _Grid:
         return label, {"label_steps": int(c[C_NSTEPS]), "label_relaxed": int(c[C_NPROC]),
                        "label_launches": launches}
 
-    def early_distance(self, dist):
-        """The unpadded distances (NaN unreached) on the host, before the labels: what
-        ``backlinks`` will write (:meth:`finish` checks the reached counts agree)."""
+    def early_distance(self, dist, on_distance):
+        """Start handing the unpadded distances (NaN unreached) to ``on_distance`` before the
+        labels: what ``backlinks`` will write (:meth:`finish` checks the reached counts
+        agree). The download runs in a thread, on its own stream, while the caller goes on
+        to the labels on the device; returns ``(future of the host array, reached)``."""
+        import concurrent.futures
         cp = self.cp
         rows, cols = self.shape
         n = rows * cols
@@ -365,8 +368,17 @@ class _Grid:
                                            (dist, np.int64(rows), np.int64(cols),
                                             np.int32(PAD), distance))
         reached = int(cp.count_nonzero(dist != _INF_BITS))
-        host = download(cp, (distance,))[0].reshape(self.shape)
-        return host, reached
+        self.sync()
+
+        def fetch():
+            host = download(cp, (distance,), synchronize=False)[0].reshape(self.shape)
+            on_distance(host)
+            return host
+
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        future = pool.submit(fetch)
+        pool.shutdown(wait=False)
+        return future, reached
 
     def finish(self, dist, label, stats, phases, hops=True, early=None):
         """Backlinks, allocation (and hops) of every cell, downloaded with the distances
@@ -386,32 +398,39 @@ class _Grid:
         reached = int(cp.count_nonzero(allocation >= 0))
         stats["reached_cells"] = reached
         stats["max_distance"] = float(cp.nanmax(distance)) if reached else None
-        if early is not None and early[1] != reached:
-            raise RuntimeError(f"{early[1]} cells have a distance, {reached} a label")
         self.sync()
         t1 = time.perf_counter()
         wanted = ((distance,) if early is None else ()) + (allocation, backlink) + (
             (hops_d,) if hops else ())
         host = [a.reshape(self.shape) for a in download(cp, wanted)]
-        host = ([] if early is None else [early[0]]) + host + [None] * (not hops)
+        if early is not None:
+            host.insert(0, early[0].result())  # the distances' download (and its error)
+            if early[1] != reached:
+                raise RuntimeError(f"{early[1]} cells have a distance, {reached} a label")
+        host += [None] * (not hops)
         t2 = time.perf_counter()
         phases.update(backlinks=t1 - t0, download=t2 - t1)
         stats["phases"] = {k: round(v, 6) for k, v in phases.items()}
         return SSSPResult(*host, stats=stats)
 
 
-_STAGE_BYTES = 32 << 20
+#: Pinned staging of :func:`download` / :func:`upload`: 8 buffers of 8 MB. Pinning costs
+#: time once per process (cupy's pinned pool keeps the buffers): the first upload of the
+#: Neuse-size elevations took 0.38 s with 8 x 32 MB, 0.034 s once pinned (H100 host).
+_STAGE_BYTES = 8 << 20
 _STAGES = 8
 
 
-def download(cp, arrays):
+def download(cp, arrays, synchronize=True):
     """Contiguous device arrays to new NumPy arrays, through pinned staging buffers.
 
     A plain ``asnumpy`` into fresh pageable memory runs at about 3 GB/s on the H100 host:
     the driver copies through its own staging buffer on one thread, and every new page
     faults. Here the device copies into :data:`_STAGES` pinned buffers in turn while a pool
     of threads moves the previous buffers into the NumPy arrays (page faults spread over
-    the cores; NumPy copies without the GIL).
+    the cores; NumPy copies without the GIL). ``synchronize=False``: the caller has
+    synchronised the device after writing ``arrays`` (kernels launched since on other
+    streams then run on while the copies go).
     """
     import concurrent.futures
 
@@ -424,7 +443,8 @@ def download(cp, arrays):
     stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
     busy = [None] * _STAGES
     stream = cp.cuda.Stream(non_blocking=True)
-    cp.cuda.Device().synchronize()
+    if synchronize:
+        cp.cuda.Device().synchronize()
     d2h = cp.cuda.runtime.memcpyDeviceToHost
     i = 0
     with concurrent.futures.ThreadPoolExecutor(_STAGES) as pool:
@@ -564,19 +584,25 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
     phases["distance"] = t2 - t1
     early = None
     if on_distance is not None:
-        early = g.early_distance(dist)
-        on_distance(early[0])
+        early = g.early_distance(dist, on_distance)
         t2, t_early = time.perf_counter(), t2
         phases["distance_out"] = t2 - t_early
-    final = cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size else seed_dist
-    cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
-    label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
-    stats.update(lstats)
-    stats["rounds"] = stats.get("rounds", stats.get("steps"))
-    stats["label_rounds"] = lstats["label_steps"]
-    g.sync()
-    phases["labels"] = time.perf_counter() - t2
-    return g.finish(dist, label, stats, phases, hops, early)
+    try:
+        final = (cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size
+                 else seed_dist)
+        cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
+        label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
+        stats.update(lstats)
+        stats["rounds"] = stats.get("rounds", stats.get("steps"))
+        stats["label_rounds"] = lstats["label_steps"]
+        g.sync()
+        phases["labels"] = time.perf_counter() - t2
+        return g.finish(dist, label, stats, phases, hops, early)
+    except BaseException:
+        if early is not None:  # no callback may start after this call has failed
+            import concurrent.futures
+            concurrent.futures.wait([early[0]])
+        raise
 
 
 def labels_from_distance_gpu(be, z, f, known, dist_in, model, codes, lengths, rows, cols,
