@@ -85,8 +85,8 @@ def layer_compressors(name="distance"):
     a byte shuffle for the floats, a bit shuffle for the backlinks and none for the
     allocation.
 
-    >>> [(c.cname.value, c.shuffle.value) for n in ("distance", "allocation", "backlink")
-    ...  for c in layer_compressors(n)]
+    >>> [(str(getattr(c.cname, "value", c.cname)), str(getattr(c.shuffle, "value", c.shuffle)))
+    ...  for n in ("distance", "allocation", "backlink") for c in layer_compressors(n)]
     [('lz4', 'shuffle'), ('lz4', 'noshuffle'), ('lz4', 'bitshuffle')]
     """
     cname, clevel, shuffle = LAYER_CODECS.get(name, LAYER_CODECS["distance"])

@@ -171,12 +171,20 @@ class ShardLayout:
                                else bytes(codec.cname), int(codec.blocksize))
         self.key = arr.metadata.chunk_key_encoding.encode_chunk_key
         self.per_shard = (self.shard[0] // inner[0], self.shard[1] // inner[1])
-        from zarr.core.indexing import morton_order_iter
-        self.order = list(morton_order_iter(self.per_shard))
+        try:  # zarr 3.1 ...
+            from zarr.core.indexing import morton_order_iter as morton
+        except ImportError:  # ... 3.4
+            from zarr.core.indexing import morton_order_coords as morton
+        self.order = [tuple(int(v) for v in c) for c in morton(self.per_shard)]
         self.order_array = np.array(self.order, np.int64).reshape(-1, 2)
 
     def file(self, si, sj):
         return self.path / self.key((si, sj))
+
+
+def _name(option):
+    """A codec option's name: zarr 3.1 gives enums, zarr 3.4 strings."""
+    return str(getattr(option, "value", option))
 
 
 def fast_layout(arr):
@@ -193,24 +201,30 @@ def fast_layout(arr):
         if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
             return None
         sh = codecs[0]
-        if sh.index_location.value != "end":
+        if _name(sh.index_location) != "end":
             return None
         ic = sh.index_codecs
         if not (len(ic) == 2 and isinstance(ic[0], BytesCodec) and isinstance(ic[1], Crc32cCodec)
-                and ic[0].endian.value == "little"):
+                and _name(ic[0].endian) == "little"):
             return None
         inner = sh.codecs
         if not inner or not isinstance(inner[0], BytesCodec):
             return None
         dtype = np.dtype(arr.dtype)
-        if dtype.itemsize > 1 and (inner[0].endian is None or inner[0].endian.value != "little"):
+        if dtype.itemsize > 1 and (inner[0].endian is None
+                                   or _name(inner[0].endian) != "little"):
             return None
         codec = None
         if len(inner) == 2 and isinstance(inner[1], BloscCodec):
             b = inner[1]
-            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[b.shuffle.value]
-            codec = numcodecs.Blosc(cname=b.cname.value, clevel=b.clevel, shuffle=shuffle,
-                                    blocksize=b.blocksize, typesize=dtype.itemsize)
+            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[_name(b.shuffle)]
+            try:
+                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
+                                        shuffle=shuffle, blocksize=b.blocksize,
+                                        typesize=dtype.itemsize)
+            except TypeError:  # numcodecs before 0.16: the buffer's item size
+                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
+                                        shuffle=shuffle, blocksize=b.blocksize)
         elif len(inner) != 1:
             return None
         if arr.shards is None or any(s % c for s, c in zip(arr.shards, sh.chunk_shape)):
