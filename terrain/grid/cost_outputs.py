@@ -20,7 +20,7 @@ see the same values whatever the codec.
 
 :func:`write_windows` encodes whole shards in the calling thread
 (:mod:`terrain.tiles._shards`: zarr's bytes without zarr's one event-loop thread, through
-which 16 writer threads took 3.1 s for the Neuse-size outputs on the H200 host);
+which 16 writer threads took 2.4-3.1 s for the Neuse-size outputs on the GPU hosts);
 :func:`read_layer` reads a whole layer (the solve's elevation and friction) shard by shard
 the same way from a pool of threads.
 

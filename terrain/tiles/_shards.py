@@ -6,11 +6,12 @@ Why by hand
 zarr's synchronous API runs every caller's coroutines on ONE event-loop thread, and that
 thread does the per-chunk Python work of the sharding codec: it copies each inner chunk out
 of the value (a fresh 2 MB buffer for a 512² float64 tile), scans it for the fill value,
-hands it to a worker thread to compress, and concatenates the shard. With 16 writer threads
-the Neuse-size outputs (2.9 GB raw) took 47 task-seconds for 3.1 s of wall time on a
-16-core host: the writers wait on that loop. Here each writer thread does all of a shard's
-work itself: NumPy copies and Blosc release the GIL, so shards are encoded in parallel, and
-a per-thread staging tile is reused instead of faulting in a new buffer per chunk.
+hands it to a worker thread to compress, and concatenates the shard. Through it, 16 writer
+threads took 2.4-3.1 s of wall time for the Neuse-size outputs on the H100/H200 hosts,
+whatever the codec, the bytes written or the thread count (8 to 32). Here each writer
+thread does all of a shard's work itself, on per-thread buffers, with the GIL released for
+the copies and the compression. On this 2-core VM the write phase of a 4096² result fell
+from 2.36 s to 0.43 s wall (docs/benchmarks.md); the 16-core figure is the last GPU round's.
 
 Format (the Zarr v3 sharding codec, ``index_location="end"``): the encoded inner chunks in
 Morton order, then the index, a C-order ``(chunks..., 2)`` uint64 array of (offset, length)
@@ -39,12 +40,10 @@ _local = threading.local()
 class _Blosc:
     """c-blosc's ``blosc_compress_ctx`` / ``blosc_decompress_ctx`` (the functions numcodecs'
     Blosc calls from a thread other than the main one) through ctypes, on caller-owned
-    buffers: numcodecs allocates a new ``bytes`` of the tile's size for every call, with the
-    GIL held, and frees it likewise, and those ``mmap``/``munmap`` calls of 16 writer
-    threads serialised the Neuse-size writes (2.4 s whatever the codec, the thread count
-    between 8 and 32 or the bytes written, on the H100 host). ctypes releases the GIL for
-    the call. The library is the one inside numcodecs' extension module; where its symbols
-    are not exported, :data:`BLOSC` is None and numcodecs encodes."""
+    buffers: numcodecs allocates and frees a new ``bytes`` of the tile's size for every
+    call, with the GIL held. ctypes releases the GIL for the call. The library is the one
+    inside numcodecs' extension module; where its symbols are not exported, :data:`BLOSC`
+    is None and numcodecs encodes."""
 
     def __init__(self):
         import ctypes
