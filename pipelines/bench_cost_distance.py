@@ -23,7 +23,8 @@ is written straight into a tile store (:func:`synthetic_dem_store`, what ``inges
 ASCII grid gives, without the text), then ``python -m terrain.run cost-distance STORE
 --source-cell <centre> --cost absdiff`` runs as a child process, timed from its start to its
 exit (imports, CUDA compilation, read, solve and write included); its JSON summary gives the
-phases. No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
+phases. A second child then queries that output with ``--reuse`` from two other cells, and
+a third does the same on Dask's ``threads`` scheduler (what the default LocalCluster costs). No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
 holds the grid in one chunk), so that mode prints ours only.
 """
 
@@ -153,28 +154,43 @@ def whole_process(args):
     t_synth = time.perf_counter() - t0
     src = (rows // 2, cols // 2)
     out = work / "out.cost.zarr"
-    cmd = [sys.executable, "-m", "terrain.run", "cost-distance", str(store), "-o", str(out),
-           "--source-cell", f"{src[0]},{src[1]}", "--cost", args.cost, "--json", "--overwrite",
-           "--backend", args.backend or "auto"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        print(proc.stdout[-2000:], proc.stderr[-4000:], file=sys.stderr)
-        return proc.returncode
-    s = json.loads(proc.stdout)
+    others = [(rows // 4, cols // 4), (3 * rows // 4, 3 * cols // 4)]
+    runs = [("fresh", [src], None, out, None),
+            ("--reuse query", others, out, work / "query.cost.zarr", None),
+            ("--reuse query, threads", others, out, work / "query.cost.zarr", "threads")]
     print(f"cost-distance whole process: {rows} x {cols} cells (synth seed {args.seed}, nodata "
-          f"0.02), cost {args.cost}, source cell {src[0]},{src[1]}; device {s.get('device')}")
+          f"0.02), cost {args.cost}; a fresh run from source cell {src[0]},{src[1]}, then a "
+          f"--reuse query of its store from two other cells")
     print(f"store synthesised in {t_synth:.2f} s (not timed below)")
     print(f"{'implementation':36s} {'wall s':>8s}  inside the run")
-    print(f"{'terrain cost-distance (' + s['algorithm'] + ')':36s} {wall:8.2f}  "
-          f"run {s['seconds']:.2f} s: read {s['read_seconds']:.2f}, solve "
-          f"{s['solve_seconds']:.2f}, write {s.get('write_wall_seconds', 0.0):.2f} (wall; "
-          f"{s['write_seconds']:.2f} task s)")
-    if s.get("phases"):
-        print("solve phases: " + ", ".join(f"{k} {v:.3f} s" for k, v in s["phases"].items()))
-    print(f"reached {s['reached_cells']} cells, max distance {s['max_distance']}, queue "
-          f"{s.get('queue')}")
+    for label, cells, reuse, target, scheduler in runs:
+        cmd = [sys.executable, "-m", "terrain.run", "cost-distance", str(store), "-o",
+               str(target), "--cost", args.cost, "--json", "--overwrite",
+               "--backend", args.backend or "auto"]
+        if scheduler:
+            cmd += ["--scheduler", scheduler]
+        for r, c in cells:
+            cmd += ["--source-cell", f"{r},{c}"]
+        if reuse is not None:
+            cmd += ["--reuse", str(reuse)]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            print(proc.stdout[-2000:], proc.stderr[-4000:], file=sys.stderr)
+            return proc.returncode
+        s = json.loads(proc.stdout)
+        name = f"terrain {label} ({s['algorithm']})"
+        print(f"{name:36s} {wall:8.2f}  "
+              f"run {s['seconds']:.2f} s: read {s['read_seconds']:.2f}, solve "
+              f"{s['solve_seconds']:.2f}, write {s.get('write_wall_seconds', 0.0):.2f} (wall; "
+              f"{s['write_seconds']:.2f} task s); device {s.get('device')}")
+        if s.get("phases"):
+            print("  solve phases: " + ", ".join(f"{k} {v:.3f} s"
+                                                 for k, v in s["phases"].items()))
+        print(f"  reached {s['reached_cells']} cells, max distance {s['max_distance']}, queue "
+              f"{s.get('queue')}" + (f", reused: {', '.join(s['reused']) or 'nothing'}"
+                                     if reuse is not None else ""))
     for name in ("scikit-image MCP_Geometric", "xarray-spatial cost_distance"):
         print(f"{name:36s} {'-':>8s}  not run at this size (whole-process mode)")
     return 0

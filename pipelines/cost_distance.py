@@ -28,6 +28,12 @@ too (the solved grid never crosses processes), and the summary says so (``gpus_u
 The ingest tasks of a raster input go to any worker. The result is the same bits as on one
 GPU.
 
+``--reuse STORE`` of an in-core run's store (its ``cost_reuse`` attribute): step 1 is
+replaced by hard links to STORE's ``elevation`` and ``friction`` layers
+(:func:`terrain.tiles.store.link_layer`) once the input's fingerprint, grid and cost model
+are checked (:func:`check_incore_reuse`); the friction is not checked again and the GPU's
+bucket width is STORE's. A tiled run's store goes to :mod:`pipelines.cost_distance_tiled`.
+
 Bad input is found before anything runs where the headers suffice (sources outside the
 raster, a friction raster of another shape or georeference, ``--max-cost <= 0``); a source
 on nodata or a negative friction is found when the data are read, and the atomic output
@@ -53,13 +59,14 @@ from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import create_layer, tiles_per_shard
+from terrain.tiles.store import create_layer, link_layer, tiles_per_shard
 
 from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, visible_gpus
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
-           "pin_to_gpu_workers"]
+           "pin_to_gpu_workers", "input_fingerprint", "reusable_kind", "check_incore_reuse",
+           "reuse_attributes"]
 
 
 def default_output(input_path):
@@ -174,12 +181,12 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
                                          abs(geo["geotransform"][5])]})
     # CF georeference (idempotent: an ingested DEM already wrote x, y, spatial_ref)
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
-    comp = layer_compressors()
     for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
         dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
         if name == "friction" and not with_friction:
             continue
-        arr = create_layer(group, name, dtype, fill, tile, shape, compressors=comp, attrs=attrs)
+        arr = create_layer(group, name, dtype, fill, tile, shape,
+                           compressors=layer_compressors(name), attrs=attrs)
         mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
     return str(out_path)
 
@@ -188,14 +195,18 @@ def _read_full(path, layer="elevation"):
     return read_layer(path, layer, np.float32)
 
 
-def _solve(dem_path, friction_store, spec, sources, start_costs, backend, prepared):
-    """The cost-solve task: reads the grid, runs the chosen algorithm, returns the result."""
+def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared):
+    """The cost-solve task: reads the grid, runs the chosen algorithm, returns the result.
+
+    ``friction_src``: ``(store, layer)`` of the friction raster, or None."""
     del prepared
     t0 = time.perf_counter()
     z = _read_full(dem_path)
     f = None
-    if friction_store is not None:
-        f = check_friction(_read_full(friction_store), name=str(spec["friction_path"]))
+    if friction_src is not None:
+        f = read_layer(friction_src[0], friction_src[1], np.float32)
+        if not spec.get("friction_checked"):
+            f = check_friction(f, name=str(spec["friction_path"]))
     t_read = time.perf_counter() - t0
     if spec["algorithm"] != "in-core":
         from terrain.grid.sssp_tiled import tiled_sssp  # the tiled algorithm's seam
@@ -204,20 +215,60 @@ def _solve(dem_path, friction_store, spec, sources, start_costs, backend, prepar
                          max_cost=spec["max_cost"], backend=backend, tile=spec["tile"])
     else:
         from terrain.grid.sssp import grid_sssp
+        writer = _EarlyWriter(spec.get("out_path"), spec.get("windows"))
         try:
             res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
                             connectivity=spec["connectivity"], cellsize=spec["cellsize"],
-                            max_cost=spec["max_cost"], backend=backend)
+                            max_cost=spec["max_cost"], backend=backend,
+                            delta=spec.get("near_far_delta"), hops=False,
+                            on_distance=writer.start if spec.get("windows") else None)
         except InputError as e:
             raise InputError(f"{spec['input']}: {e}") from None
+        finally:
+            done = writer.wait()
+        if done:
+            res.stats["early_writes"] = done
     res.stats["read_seconds"] = t_read
-    return res, f
+    return res, (f if spec.get("write_friction", True) else None)
+
+
+class _EarlyWriter:
+    """Writes the ``distance`` layer from a pool of threads as soon as the solve has the
+    distances (``grid_sssp(on_distance=...)``): on the GPU while the labels and backlinks
+    are computed and downloaded. :meth:`wait` returns each shard window's ``(start, end)``
+    (and raises what a write raised)."""
+
+    def __init__(self, out_path, windows):
+        self.out_path, self.windows = out_path, windows or []
+        self.pool, self.futures = None, []
+
+    def _one(self, distance, window):
+        t0 = time.perf_counter()
+        write_windows(self.out_path, {"distance": distance}, [window])
+        return t0, time.perf_counter()
+
+    def start(self, distance):
+        import concurrent.futures
+        import os
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max(1, min(os.cpu_count() or 1, len(self.windows))))
+        self.futures = [self.pool.submit(self._one, distance, w) for w in self.windows]
+
+    def wait(self):
+        if self.pool is None:
+            return []
+        try:
+            return [fut.result() for fut in self.futures]
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
 
 
 def _write(out_path, solved, windows):
     res, f = solved
     t0 = time.perf_counter()
-    layers = {name: getattr(res, name) for name in LAYERS}
+    layers = {name: getattr(res, name) for name in LAYERS
+              if not (name == "distance" and "early_writes" in res.stats)}
     if f is not None:
         layers["friction"] = f
     write_windows(out_path, layers, windows)
@@ -232,6 +283,7 @@ def _finish(out_path, solved, writes, meta):
     else:
         reached = int(np.count_nonzero(~np.isnan(d)))
         max_d = float(np.nanmax(d)) if reached else None
+    writes = list(writes) + list(res.stats.get("early_writes", []))
     summary = dict(meta)
     summary.update({
         "reached_cells": reached,
@@ -245,6 +297,8 @@ def _finish(out_path, solved, writes, meta):
         "phases": res.stats.get("phases"),
         "device": res.stats.get("device"),
     })
+    if res.stats.get("delta") is not None and math.isfinite(res.stats["delta"]):
+        summary["near_far_delta"] = float(res.stats["delta"])  # inf (one bucket) is the default
     group = zarr.open_group(store=str(out_path), mode="r+")
     group.attrs.update({"cost_distance": summary})
     return summary
@@ -259,9 +313,16 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
     name = (lambda stage: f"cost-{stage}-{token}")
     prepared = dask.delayed(_prepare, pure=False)(
-        out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
+        out_path, spec["shape"], spec["tile"], geo or {},
+        friction_store is not None and spec.get("write_friction", True), upstream,
         dask_key_name=name("prepare"))
-    solved = dask.delayed(_solve, pure=False)(dem_path, friction_store, spec, sources,
+    friction_src = None
+    if friction_store is not None:
+        friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
+                        else (friction_store, "elevation"))
+    if spec["algorithm"] == "in-core":  # the solve writes the distances itself
+        spec = dict(spec, windows=list(windows), out_path=str(out_path))
+    solved = dask.delayed(_solve, pure=False)(dem_path, friction_src, spec, sources,
                                               start_costs, backend, prepared,
                                               dask_key_name=name("solve"))
     # one task per shard window: the threads compress in parallel (Blosc releases the GIL)
@@ -350,12 +411,17 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
             raise InputError(f"start cost {start_cost}: must be finite and >= 0")
     if friction is not None:
         _check_friction_grid(friction, shape, gt)
+    reuse_kind = None if reuse is None else reusable_kind(reuse)
     spec = {"shape": shape, "tile": int(tile), "tiles_per_shard": shard, "cost": cost,
             "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
             "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
-                "tiled" if reuse is not None else algorithm), backend=be.name),
+                "tiled" if reuse_kind == "tiled" else algorithm), backend=be.name),
             "input": str(inp), "friction_path": None if friction is None else str(friction)}
+    if reuse_kind == "in-core":
+        spec["reuse_incore"] = check_incore_reuse(reuse, spec, inp, friction, gt)
+        spec.update(near_far_delta=spec["reuse_incore"]["near_far_delta"],
+                    friction_checked=True, write_friction=False)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import tiled_spec
         tiled_spec(spec, tile_sssp, max_height, reuse)
@@ -378,10 +444,17 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 for i, (r, c) in enumerate(srcs)]
             summary["seconds"] = round(time.perf_counter() - t_start, 6)
             summary["output"] = str(out)
-            model_attrs = cost_model_attributes(spec, srcs, costs, friction is not None,
-                                                "elevation" if dem_in_output(tmp) else str(inp))
+            dem = "elevation" if dem_in_output(tmp) else str(inp)
+            model_attrs = cost_model_attributes(spec, srcs, costs, friction is not None, dem)
+            attrs = {"cost_distance": summary, "cost_model": model_attrs}
+            if spec["algorithm"] == "in-core":
+                attrs["cost_reuse"] = reuse_attributes(spec, inp, friction, gt, dem,
+                                                       summary.get("near_far_delta"))
+                if spec.get("reuse_incore"):
+                    summary["reuse"] = str(reuse)
+                    summary["reused"] = spec["reuse_incore"]["reused"]
             zarr.open_group(store=str(tmp), mode="r+", use_consolidated=False).attrs.update(
-                {"cost_distance": summary, "cost_model": model_attrs})
+                attrs)
             finish_store(tmp)
             if geotiff_dir:  # from the partial: a failing GeoTIFF leaves no store behind
                 summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite)
@@ -415,24 +488,35 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
                geo, scheduler, gpus=None):
     """Build the graph (ingests included) and compute it; returns the summary."""
     upstream = []
-    if is_store(inp):
-        zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+    ru = spec.get("reuse_incore")
+    if ru is not None:  # the earlier run's checked inputs, linked into this output
+        group = zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
         dem_path = inp
+        if ru["dem_in_store"]:
+            link_layer(ru["store"], tmp, "elevation")
+            keep = {k: v for k, v in ru["store_attrs"].items() if k not in _RUN_ATTRS}
+            group.attrs.update(keep)
+            dem_path = tmp
+        if ru["friction"]:
+            link_layer(ru["store"], tmp, "friction")
+        friction_store = (tmp, "friction") if ru["friction"] else None
     else:
-        from .ingest import build_ingest_graph
-        upstream.append(build_ingest_graph(inp, tmp, tile))
-        dem_path = tmp
-    friction_store = None
-    if friction is not None:
-        if is_store(friction):
-            friction_store = Path(friction)
+        if is_store(inp):
+            zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+            dem_path = inp
         else:
             from .ingest import build_ingest_graph
-            friction_store = friction_tmp
-            upstream.append(build_ingest_graph(friction, friction_store, tile))
-    windows = [(r, min(r + tile * shard, shape[0]), c, min(c + tile * shard, shape[1]))
-               for r in range(0, shape[0], tile * shard)
-               for c in range(0, shape[1], tile * shard)]
+            upstream.append(build_ingest_graph(inp, tmp, tile))
+            dem_path = tmp
+        friction_store = None
+        if friction is not None:
+            if is_store(friction):
+                friction_store = Path(friction)
+            else:
+                from .ingest import build_ingest_graph
+                friction_store = friction_tmp
+                upstream.append(build_ingest_graph(friction, friction_store, tile))
+    windows = _shard_windows(shape, tile, shard)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import build_cost_distance_tiled
         graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
@@ -448,6 +532,110 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
         summary.update(gpus=len(workers),
                        gpus_used=len(workers) if spec["algorithm"] == "tiled" else 1)
     return summary
+
+
+def _shard_windows(shape, tile, shard):
+    side = tile * shard
+    return [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
+            for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+
+
+# ------------------------------------------------------------------------------------------
+# --reuse of an in-core run
+
+#: attributes of one run, not of the raster (left behind when a store's DEM is linked)
+_RUN_ATTRS = ("cost_distance", "cost_model", "cost_reuse")
+
+
+def input_fingerprint(path):
+    """What says that a raster (a file, or a tile store's ``elevation``) is unchanged: a hash
+    of the size and modification time of each of its files.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.asc")
+    >>> _ = open(p, "w").write("x")
+    >>> input_fingerprint(p) == input_fingerprint(p)
+    True
+    """
+    import hashlib
+    p = Path(path)
+    if p.is_dir():
+        files = [p / "zarr.json"] + sorted(f for f in (p / "elevation").rglob("*") if f.is_file())
+    else:
+        files = [p]
+    entries = []
+    for f in files:
+        st = f.stat()
+        entries.append([str(f.relative_to(p)) if p.is_dir() else f.name, st.st_size,
+                        st.st_mtime_ns])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def reuse_attributes(spec, inp, friction, geotransform, dem, delta):
+    """The ``cost_reuse`` attribute of an in-core run's store: what a later ``--reuse`` query
+    checks (the input's and friction's fingerprints, grid, cost model) and takes (the DEM,
+    the checked friction layer, the GPU queue's bucket width)."""
+    ru = spec.get("reuse_incore")
+    return {"algorithm": "in-core",
+            "input": ru["input"] if ru else input_fingerprint(inp),
+            "friction": None if friction is None else (
+                ru["friction_fingerprint"] if ru else input_fingerprint(friction)),
+            "shape": [int(v) for v in spec["shape"]],
+            "geotransform": [float(v) for v in geotransform],
+            "cost": spec["cost"], "connectivity": int(spec["connectivity"]),
+            "cellsize": [float(v) for v in spec["cellsize"]],
+            "dem": dem, "near_far_delta": None if delta is None else float(delta)}
+
+
+def reusable_kind(path):
+    """``"tiled"`` (the store holds a tiled index) or ``"in-core"`` (an in-core run's
+    ``cost_reuse`` attribute); :class:`InputError` for anything else."""
+    try:
+        group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+        if "sssp_index" in group:
+            return "tiled"
+        if isinstance(group.attrs.get("cost_reuse"), dict):
+            return "in-core"
+    except Exception:
+        pass
+    raise InputError(f"{path}: not a cost-distance store that can be reused")
+
+
+def check_incore_reuse(path, spec, inp, friction, geotransform):
+    """What an in-core ``--reuse`` query takes from the earlier run's store ``path``;
+    :class:`InputError` unless that run had the same input (fingerprint), friction, grid,
+    cost, connectivity and cell size."""
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    got = dict(group.attrs["cost_reuse"])
+    if spec["algorithm"] != "in-core":
+        raise InputError(f"{path}: holds an in-core run's inputs; this run is {spec['algorithm']}"
+                         " (a tiled run reuses a tiled run's store)")
+    want = {"input": input_fingerprint(inp),
+            "friction": None if friction is None else input_fingerprint(friction),
+            "shape": [int(v) for v in spec["shape"]],
+            "geotransform": [float(v) for v in geotransform],
+            "cost": spec["cost"], "connectivity": int(spec["connectivity"]),
+            "cellsize": [float(v) for v in spec["cellsize"]]}
+    diff = [k for k in want if got.get(k) != want[k]]
+    if diff:
+        what = {"input": f"input {inp} does not match the one it was computed from (size or "
+                         f"modification time)",
+                "friction": "friction raster does not match"}
+        raise InputError(f"{path}: cannot reuse: " + "; ".join(
+            what.get(k, f"{k} {got.get(k)} (this run: {want[k]})") for k in diff))
+    dem_in_store = got.get("dem") == "elevation"
+    if dem_in_store and "elevation" not in group:
+        raise InputError(f"{path}: cannot reuse: its 'elevation' layer is missing")
+    has_f = friction is not None
+    if has_f and "friction" not in group:
+        raise InputError(f"{path}: cannot reuse: its 'friction' layer is missing")
+    reused = (["ingested DEM"] if dem_in_store else []) + (
+        ["checked friction"] if has_f else []) + (
+        ["near-far bucket width"] if got.get("near_far_delta") is not None else [])
+    return {"store": str(path), "dem_in_store": dem_in_store, "friction": has_f,
+            "friction_fingerprint": want["friction"], "input": want["input"],
+            "near_far_delta": got.get("near_far_delta"),
+            "store_attrs": dict(group.attrs), "reused": reused}
 
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):

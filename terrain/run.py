@@ -275,7 +275,8 @@ def build_parser():
                    help="tiled: highest quadtree level with boundary matrices (default: auto)")
     p.add_argument("--reuse", default=None, metavar="STORE",
                    help="tiled: reuse phase 1 and the upward hierarchy of an earlier tiled "
-                   "cost-distance store on the same raster and cost")
+                   "cost-distance store on the same raster and cost; in-core: its ingested "
+                   "DEM, checked friction and GPU bucket width")
     _add_backend(p)
     _add_scheduler(p)
     _add_gpus(p)

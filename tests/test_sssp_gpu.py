@@ -149,3 +149,37 @@ def test_download_through_pinned_stages_equals_asnumpy():
         assert host.dtype == dev.dtype and np.array_equal(host, cp.asnumpy(dev))
     (only,) = download(cp, (small,))  # below the staging threshold: plain copies
     assert np.array_equal(only, cp.asnumpy(small))
+
+
+@pytest.mark.gpu
+def test_upload_through_pinned_stages_equals_asarray():
+    import cupy as cp
+
+    from terrain.grid._sssp_gpu import upload
+
+    rng = np.random.default_rng(3)
+    big = rng.uniform(0, 1, 40_000_003).astype(np.float32)  # 160 MB: many stages, a tail
+    big[::7] = np.nan
+    for host in (big, big[:1001], np.arange(-5, 3_000_000, dtype=np.int32).reshape(-1, 5)):
+        dev = upload(cp, host)
+        assert dev.dtype == host.dtype and dev.shape == host.shape
+        assert np.array_equal(cp.asnumpy(dev), host, equal_nan=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cost, conn, max_cost", [("absdiff", 8, None), ("tobler", 16, 40.0)])
+def test_gpu_early_distances_and_no_hops_equal_cpu(cost, conn, max_cost):
+    """``on_distance`` gets the final distances before the labels (the array the result
+    holds), ``hops=False`` leaves the hops on the device; the rest is the CPU's bits."""
+    z, fr, sources = _case(7, cost, conn)
+    seen = []
+    cpu = grid_sssp(z, sources, cost=cost, friction=fr, connectivity=conn, max_cost=max_cost,
+                    backend="cpu", on_distance=seen.append)
+    gpu = grid_sssp(z, sources, cost=cost, friction=fr, connectivity=conn, max_cost=max_cost,
+                    backend="gpu", on_distance=seen.append, hops=False, delta=0.7)
+    assert len(seen) == 2 and seen[0] is cpu.distance and seen[1] is gpu.distance
+    assert gpu.hops is None and "distance_out" in gpu.stats["phases"]
+    assert gpu.stats["delta"] == 0.7
+    for name in ("distance", "allocation", "backlink"):
+        a, b = getattr(cpu, name), getattr(gpu, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name

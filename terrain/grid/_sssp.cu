@@ -172,6 +172,19 @@ extern "C" __global__ void backlinks(const float* __restrict__ z, const float* _
     backlink[i] = code;
 }
 
+// The distance of the unpadded grid (NaN where unreached), as backlinks writes it, from the
+// distances alone: the distance phase's result, available before the labels are (a reached
+// cell always has a label, so the two agree; the launcher checks the counts).
+extern "C" __global__ void distances(const u64* __restrict__ dist, long long rows,
+                                     long long cols, int pad, double* __restrict__ distance) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * cols) return;
+    const long long r = i / cols, c = i - r * cols;
+    const u64 dv_bits = dist[(r + pad) * (cols + 2 * pad) + pad + c];
+    distance[i] = __longlong_as_double(dv_bits == SSSP_INF_BITS ? 0x7ff8000000000000LL
+                                                                : (long long)dv_bits);
+}
+
 // ------------------------------------------------------------------------------------------
 // Near-far SSSP (Davidson, Baxter, Garland, Owens 2014) and tight-arc label propagation with
 // the iteration loop on the device.

@@ -133,7 +133,7 @@ class _Grid:
         rows, cols = a.shape
         out = cp.empty((rows + 2 * PAD) * (cols + 2 * PAD), cp.float32)
         self.mod.get_function("pad_grid")((self.blocks_for(out.size),), (_BLOCK,),
-                                          (cp.asarray(a), np.int64(rows), np.int64(cols),
+                                          (upload(cp, a), np.int64(rows), np.int64(cols),
                                            np.int32(PAD), out))
         return out
 
@@ -354,7 +354,35 @@ class _Grid:
         return label, {"label_steps": int(c[C_NSTEPS]), "label_relaxed": int(c[C_NPROC]),
                        "label_launches": launches}
 
-    def finish(self, dist, label, stats, phases):
+    def early_distance(self, dist, on_distance):
+        """Start handing the unpadded distances (NaN unreached) to ``on_distance`` before the
+        labels: what ``backlinks`` will write (:meth:`finish` checks the reached counts
+        agree). The download runs in a thread, on its own stream, while the caller goes on
+        to the labels on the device; returns ``(future of the host array, reached)``."""
+        import concurrent.futures
+        cp = self.cp
+        rows, cols = self.shape
+        n = rows * cols
+        distance = cp.empty(n, cp.float64)
+        self.mod.get_function("distances")(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+                                           (dist, np.int64(rows), np.int64(cols),
+                                            np.int32(PAD), distance))
+        reached = int(cp.count_nonzero(dist != _INF_BITS))
+        self.sync()
+
+        def fetch():
+            host = download(cp, (distance,), synchronize=False)[0].reshape(self.shape)
+            on_distance(host)
+            return host
+
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        future = pool.submit(fetch)
+        pool.shutdown(wait=False)
+        return future, reached
+
+    def finish(self, dist, label, stats, phases, hops=True, early=None):
+        """Backlinks, allocation (and hops) of every cell, downloaded with the distances
+        (or with ``early = (distances, reached)`` from :meth:`early_distance`, not again)."""
         cp = self.cp
         t0 = time.perf_counter()
         rows, cols = self.shape
@@ -362,36 +390,47 @@ class _Grid:
         backlink = cp.empty(n, cp.uint8)
         distance = cp.empty(n, cp.float64)
         allocation = cp.empty(n, cp.int32)
-        hops = cp.empty(n, cp.int32)
+        hops_d = cp.empty(n, cp.int32)
         self.mod.get_function("backlinks")(
             ((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
             self.arcs() + (dist, label, np.int64(rows), np.int64(cols), np.int32(PAD),
-                           backlink, distance, allocation, hops))
+                           backlink, distance, allocation, hops_d))
         reached = int(cp.count_nonzero(allocation >= 0))
         stats["reached_cells"] = reached
         stats["max_distance"] = float(cp.nanmax(distance)) if reached else None
         self.sync()
         t1 = time.perf_counter()
-        host = [a.reshape(self.shape) for a in download(cp, (distance, allocation, backlink,
-                                                                 hops))]
+        wanted = ((distance,) if early is None else ()) + (allocation, backlink) + (
+            (hops_d,) if hops else ())
+        host = [a.reshape(self.shape) for a in download(cp, wanted)]
+        if early is not None:
+            host.insert(0, early[0].result())  # the distances' download (and its error)
+            if early[1] != reached:
+                raise RuntimeError(f"{early[1]} cells have a distance, {reached} a label")
+        host += [None] * (not hops)
         t2 = time.perf_counter()
         phases.update(backlinks=t1 - t0, download=t2 - t1)
         stats["phases"] = {k: round(v, 6) for k, v in phases.items()}
         return SSSPResult(*host, stats=stats)
 
 
-_STAGE_BYTES = 32 << 20
+#: Pinned staging of :func:`download` / :func:`upload`: 8 buffers of 8 MB. Pinning costs
+#: time once per process (cupy's pinned pool keeps the buffers): the first upload of the
+#: Neuse-size elevations took 0.38 s with 8 x 32 MB, 0.034 s once pinned (H100 host).
+_STAGE_BYTES = 8 << 20
 _STAGES = 8
 
 
-def download(cp, arrays):
+def download(cp, arrays, synchronize=True):
     """Contiguous device arrays to new NumPy arrays, through pinned staging buffers.
 
     A plain ``asnumpy`` into fresh pageable memory runs at about 3 GB/s on the H100 host:
     the driver copies through its own staging buffer on one thread, and every new page
     faults. Here the device copies into :data:`_STAGES` pinned buffers in turn while a pool
     of threads moves the previous buffers into the NumPy arrays (page faults spread over
-    the cores; NumPy copies without the GIL).
+    the cores; NumPy copies without the GIL). ``synchronize=False``: the caller has
+    synchronised the device after writing ``arrays`` (kernels launched since on other
+    streams then run on while the copies go).
     """
     import concurrent.futures
 
@@ -404,7 +443,8 @@ def download(cp, arrays):
     stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
     busy = [None] * _STAGES
     stream = cp.cuda.Stream(non_blocking=True)
-    cp.cuda.Device().synchronize()
+    if synchronize:
+        cp.cuda.Device().synchronize()
     d2h = cp.cuda.runtime.memcpyDeviceToHost
     i = 0
     with concurrent.futures.ThreadPoolExecutor(_STAGES) as pool:
@@ -427,6 +467,54 @@ def download(cp, arrays):
     return out
 
 
+def upload(cp, array):
+    """A contiguous NumPy array to a new device array, through pinned staging buffers.
+
+    The twin of :func:`download`: ``cupy.asarray`` of pageable memory copies through the
+    driver's own staging buffer on one thread; here a pool of threads fills
+    :data:`_STAGES` pinned buffers in turn (NumPy copies without the GIL) while the device
+    copies the previous ones.
+    """
+    import concurrent.futures
+
+    import cupyx
+    a = np.ascontiguousarray(array)
+    if a.nbytes <= 4 * _STAGE_BYTES:
+        return cp.asarray(a)
+    out = cp.empty(a.shape, a.dtype)
+    src = a.reshape(-1).view(np.uint8)
+    stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
+    events = [None] * _STAGES
+    stream = cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Device().synchronize()
+    h2d = cp.cuda.runtime.memcpyHostToDevice
+    offsets = list(range(0, a.nbytes, _STAGE_BYTES))
+
+    def fill(i):
+        off = offsets[i]
+        size = min(_STAGE_BYTES, a.nbytes - off)
+        np.copyto(stages[i % _STAGES][:size], src[off:off + size])
+        return size
+
+    with concurrent.futures.ThreadPoolExecutor(_STAGES) as pool:
+        filled = {}
+        for i in range(min(_STAGES, len(offsets))):
+            filled[i] = pool.submit(fill, i)
+        for i, off in enumerate(offsets):
+            k = i % _STAGES
+            size = filled.pop(i).result()
+            cp.cuda.runtime.memcpyAsync(out.data.ptr + off, stages[k].ctypes.data, size, h2d,
+                                        stream.ptr)
+            ev = cp.cuda.Event()
+            ev.record(stream)
+            events[k] = ev
+            j = i + _STAGES
+            if j < len(offsets):  # stage k again once its copy is done
+                filled[j] = pool.submit(lambda j=j, ev=ev: (ev.synchronize(), fill(j))[1])
+    stream.synchronize()
+    return out
+
+
 def _root_labels(seeds, seed_dist, seed_label, final_dist):
     """Per cell, the smallest seed label whose distance is the cell's final distance."""
     ok = seed_dist == final_dist
@@ -439,13 +527,17 @@ def _root_labels(seeds, seed_dist, seed_label, final_dist):
 
 
 def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
-                  queue="near-far", delta=None, use_graph=True, persistent=True):
+                  queue="near-far", delta=None, use_graph=True, persistent=True, hops=True,
+                  on_distance=None):
     """GPU twin of ``_grid_sssp_cpu`` (same arguments after checking).
 
     ``queue``: ``"near-far"`` (default) or ``"frontier"``; ``delta``: the near-far bucket
     width (default :func:`near_far_delta` of the sampled mean arc cost); ``persistent``:
     the whole loop in one launch with a grid barrier between steps (default), else one
-    launch a step (``use_graph``: replayed from a captured CUDA graph).
+    launch a step (``use_graph``: replayed from a captured CUDA graph); ``hops=False``
+    leaves the hop counts on the device (``hops`` None: a quarter less to download);
+    ``on_distance(distance)`` is called with the final distances (the result's array) as
+    soon as they are known, before the labels and backlinks are computed.
     """
     cp = be.xp
     phases = {}
@@ -490,15 +582,27 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
     g.sync()
     t2 = time.perf_counter()
     phases["distance"] = t2 - t1
-    final = cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size else seed_dist
-    cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
-    label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
-    stats.update(lstats)
-    stats["rounds"] = stats.get("rounds", stats.get("steps"))
-    stats["label_rounds"] = lstats["label_steps"]
-    g.sync()
-    phases["labels"] = time.perf_counter() - t2
-    return g.finish(dist, label, stats, phases)
+    early = None
+    if on_distance is not None:
+        early = g.early_distance(dist, on_distance)
+        t2, t_early = time.perf_counter(), t2
+        phases["distance_out"] = t2 - t_early
+    try:
+        final = (cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size
+                 else seed_dist)
+        cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
+        label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
+        stats.update(lstats)
+        stats["rounds"] = stats.get("rounds", stats.get("steps"))
+        stats["label_rounds"] = lstats["label_steps"]
+        g.sync()
+        phases["labels"] = time.perf_counter() - t2
+        return g.finish(dist, label, stats, phases, hops, early)
+    except BaseException:
+        if early is not None:  # no callback may start after this call has failed
+            import concurrent.futures
+            concurrent.futures.wait([early[0]])
+        raise
 
 
 def labels_from_distance_gpu(be, z, f, known, dist_in, model, codes, lengths, rows, cols,

@@ -8,18 +8,21 @@ its GeoTIFFs, ``info``, ``verify``, the pictures and :func:`terrain.cost_distanc
                predecessor (:data:`terrain.grid.costs.ARC_NAMES`); 255 unreached
 ``allocation`` int32, index of the nearest source (ties: the lower index); -1 unreached
 
-Every layer is compressed with Blosc LZ4 (level 5) after a bit shuffle
-(:func:`layer_compressors`): on cost distances it is about 6 times faster than zstd level 1
-and 20 % smaller (ratio 0.30 against 0.36 of raw float64 on a 4096² absdiff result), and
-Blosc releases the GIL, so the write tasks' threads compress in parallel (numcodecs' zstd
-holds it: threads do not help there). Readers see the same values whatever the codec.
+Every layer is compressed with Blosc LZ4 level 5 (:func:`layer_compressors`), which
+releases the GIL, so the write tasks' threads compress in parallel (numcodecs' zstd holds
+it). The shuffle is chosen per layer (single-thread Blosc on the 512² tiles of a 2048²
+absdiff result with 50 sources, 2-core VM): ``distance`` after a byte shuffle (ratio 0.313
+at 0.68 GB/s; a bit shuffle gives 0.305 at 0.44 GB/s, zstd level 1 0.29 at 0.26 GB/s),
+``allocation`` without a shuffle (0.013 at 9 GB/s: long runs of one int32; a bit shuffle
+gives 0.017 at 0.6 GB/s), ``backlink`` after a bit shuffle (0.42 at 0.55 GB/s: the codes
+use the low 5 bits; a byte shuffle is meaningless for one byte, 0.50 at 0.28 GB/s). Readers
+see the same values whatever the codec.
 
-:func:`write_windows` writes one window of several layers through zarr's synchronous API
-(an event loop per writing thread was tried: 2.86 s against 2.41 s for the Neuse-size
-outputs from 16 threads on the H200 host, so it was dropped). :func:`read_layer` reads a
-whole layer (the solve's elevation and friction) shard by shard from a pool of threads,
-each on an asyncio event loop of its own (zarr's synchronous API runs every caller's
-coroutines on one shared loop thread).
+:func:`write_windows` encodes whole shards in the calling thread
+(:mod:`terrain.tiles._shards`: zarr's bytes without zarr's one event-loop thread, through
+which 16 writer threads took 2.4-3.1 s for the Neuse-size outputs on the GPU hosts);
+:func:`read_layer` reads a whole layer (the solve's elevation and friction) shard by shard
+the same way from a pool of threads.
 
 Examples
 --------
@@ -36,10 +39,11 @@ import os
 import numpy as np
 import zarr
 
+from ..tiles._shards import fast_layout, read_shard, shard_grid, write_shard
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
-           "layer_compressors", "write_windows", "read_layer"]
+           "layer_compressors", "LAYER_CODECS", "write_windows", "read_layer"]
 
 # name -> (dtype, fill (= nodata), description)
 LAYERS = {
@@ -71,19 +75,32 @@ def layer_attributes(cost):
     }
 
 
-def layer_compressors():
-    """The codecs of the output layers (module docstring): Blosc LZ4 5 with bit shuffle.
+#: Blosc settings per layer (module docstring): (cname, clevel, shuffle)
+LAYER_CODECS = {"distance": ("lz4", 5, "shuffle"), "allocation": ("lz4", 5, "noshuffle"),
+                "backlink": ("lz4", 5, "bitshuffle"), "friction": ("lz4", 5, "shuffle")}
 
-    >>> layer_compressors()[0].cname.value, layer_compressors()[0].shuffle.value
-    ('lz4', 'bitshuffle')
+
+def layer_compressors(name="distance"):
+    """The codecs of the output layer ``name`` (module docstring): Blosc LZ4 level 5, after
+    a byte shuffle for the floats, a bit shuffle for the backlinks and none for the
+    allocation.
+
+    >>> [(str(getattr(c.cname, "value", c.cname)), str(getattr(c.shuffle, "value", c.shuffle)))
+    ...  for n in ("distance", "allocation", "backlink") for c in layer_compressors(n)]
+    [('lz4', 'shuffle'), ('lz4', 'noshuffle'), ('lz4', 'bitshuffle')]
     """
-    return (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
+    cname, clevel, shuffle = LAYER_CODECS.get(name, LAYER_CODECS["distance"])
+    return (zarr.codecs.BloscCodec(cname=cname, clevel=clevel, shuffle=shuffle),)
 
 
 def write_windows(store_path, layers, windows, config=None):
     """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
-    ``store_path`` for every window ``(r0, r1, c0, c1)`` (zarr's synchronous API).
-    ``config``: zarr's runtime array configuration for these writes (default zarr's).
+    ``store_path`` for every window ``(r0, r1, c0, c1)``.
+
+    A layer in the usual layout (:func:`terrain.tiles._shards.fast_layout`) whose window
+    covers whole shards is encoded in this thread, shard by shard, in the bytes zarr would
+    write (module docstring); anything else goes through zarr's synchronous API
+    (``config``: zarr's runtime array configuration for those writes).
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -95,10 +112,27 @@ def write_windows(store_path, layers, windows, config=None):
     ([24, 25, 26], 255)
     """
     group = zarr.open_group(store=str(store_path), mode="r+")
-    for r0, r1, c0, c1 in windows:
-        for name, values in layers.items():
-            arr = group[name] if config is None else group[name].with_config(config)
-            arr[r0:r1, c0:c1] = values[r0:r1, c0:c1]
+    for name, values in layers.items():
+        arr = group[name]
+        layout = fast_layout(arr) if config is None else None
+        for r0, r1, c0, c1 in windows:
+            shards = None if layout is None else _whole_shards(layout, (r0, r1, c0, c1))
+            if shards is None:
+                a = arr if config is None else arr.with_config(config)
+                a[r0:r1, c0:c1] = values[r0:r1, c0:c1]
+                continue
+            for si, sj in shards:
+                write_shard(layout, si, sj, values)
+
+
+def _whole_shards(layout, window):
+    """The shards ``(si, sj)`` that ``window`` covers exactly (clipped to the array), or
+    None when it cuts one."""
+    r0, r1, c0, c1 = window
+    (R, C), (rows, cols) = layout.shard, layout.shape
+    if r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols):
+        return None
+    return [(si, sj) for si in range(r0 // R, -(-r1 // R)) for sj in range(c0 // C, -(-c1 // C))]
 
 
 def read_layer(store_path, layer, dtype=None, workers=None):
@@ -117,10 +151,18 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     arr = zarr.open_array(store=str(store_path), path=layer, mode="r")
     rows, cols = arr.shape
     side = getattr(arr, "shards", None) or arr.chunks
-    out = np.empty((rows, cols), dtype or arr.dtype)
     windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
                for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
     workers = max(1, min(workers or os.cpu_count() or 1, len(windows)))
+    layout = fast_layout(arr)
+    if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
+        out = np.empty((rows, cols), layout.dtype)
+        shards = [(si, sj) for si in range(shard_grid(layout)[0])
+                  for sj in range(shard_grid(layout)[1])]
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda s: read_shard(layout, s[0], s[1], out), shards))
+        return out
+    out = np.empty((rows, cols), dtype or arr.dtype)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

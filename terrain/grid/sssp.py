@@ -103,7 +103,7 @@ class SSSPResult:
     distance: np.ndarray   # float64, NaN where unreached
     allocation: np.ndarray  # int32, -1 where unreached
     backlink: np.ndarray   # uint8, 0 at a source root, 1..16 arc code + 1, 255 unreached
-    hops: np.ndarray       # int32, arcs on the labelled path, -1 where unreached
+    hops: np.ndarray       # int32, arcs on the labelled path, -1 where unreached (or None)
     stats: dict = field(default_factory=dict)
 
     @property
@@ -602,7 +602,8 @@ def _unpad(a, shape):
 
 
 def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
-              connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None):
+              connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None, delta=None,
+              hops=True, on_distance=None):
     """Cost distance, allocation and backlinks from ``sources`` over a grid held in memory.
 
     Parameters
@@ -623,6 +624,17 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     max_cost : float, optional
         Cells farther than this stay unreached.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+    delta : float, optional
+        The GPU near-far queue's bucket width (default: from a sample of the arc costs;
+        ``stats["delta"]`` gives the one used, which a later query on the same grid may pass
+        to skip the sampling). Any width gives the same bits; the CPU ignores it.
+    hops : bool
+        False: the GPU leaves the hop counts on the device (``result.hops`` is None there),
+        for callers that write only distance, allocation and backlinks.
+    on_distance : callable, optional
+        Called with the result's ``distance`` array as soon as it is final: on the GPU
+        before the labels and backlinks are computed (a writer may start on it), on the CPU
+        at the end.
 
     Returns
     -------
@@ -643,9 +655,12 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     limit = _check_max_cost(max_cost)
     if be.is_gpu:
         from ._sssp_gpu import grid_sssp_gpu
-        res = grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit)
+        res = grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
+                            delta=delta, hops=hops, on_distance=on_distance)
     else:
         res = _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit)
+        if on_distance is not None:
+            on_distance(res.distance)
     res.stats.update(seconds=time.perf_counter() - t0, backend=be.name,
                      device=be.device_name(), algorithm="in-core")
     return res

@@ -33,7 +33,7 @@ from .morton import morton_order
 
 __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
-           "result_dem"]
+           "result_dem", "link_layer"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -290,3 +290,36 @@ class TileStore:
     def tile_order(self):
         """All tile coordinates in Morton order, as an (N, 2) int array."""
         return morton_order(*self.tiles_shape)
+
+
+def link_layer(src, dst, name):
+    """Give the store ``dst`` the layer ``name`` of the store ``src`` without copying its
+    data: the chunk (shard) files are hard links (copies where the two stores are on
+    different file systems), the metadata files copies, so that attributes written later to
+    one store never reach the other. Shard files are never rewritten in place by this
+    package (an output appears whole, :func:`terrain._atomic.atomic_output`).
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> s = create_store(os.path.join(d, "a.zarr"), (5, 6), tile=4)
+    >>> s.write_window("elevation", 0, 0, np.ones((5, 6)))
+    >>> _ = zarr.open_group(os.path.join(d, "b.zarr"), mode="w", zarr_format=3)
+    >>> link_layer(os.path.join(d, "a.zarr"), os.path.join(d, "b.zarr"), "elevation")
+    >>> float(zarr.open_array(os.path.join(d, "b.zarr"), path="elevation")[:].sum())
+    30.0
+    """
+    import os
+    import shutil
+    src_dir, dst_dir = Path(src) / name, Path(dst) / name
+    for root, _, files in os.walk(src_dir):
+        target = dst_dir / Path(root).relative_to(src_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        for fname in files:
+            a, b = Path(root) / fname, target / fname
+            if fname == "zarr.json":
+                shutil.copyfile(a, b)
+                continue
+            try:
+                os.link(a, b)
+            except OSError:
+                shutil.copyfile(a, b)

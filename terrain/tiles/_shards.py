@@ -1,0 +1,417 @@
+"""Whole shards of a sharded Zarr v3 array encoded and written, or read and decoded, in the
+calling thread, in the bytes zarr itself writes.
+
+Why by hand
+-----------
+zarr's synchronous API runs every caller's coroutines on ONE event-loop thread, and that
+thread does the per-chunk Python work of the sharding codec: it copies each inner chunk out
+of the value (a fresh 2 MB buffer for a 512² float64 tile), scans it for the fill value,
+hands it to a worker thread to compress, and concatenates the shard. Through it, 16 writer
+threads took 2.4-3.1 s of wall time for the Neuse-size outputs on the H100/H200 hosts,
+whatever the codec, the bytes written or the thread count (8 to 32). Here each writer
+thread does all of a shard's work itself, on per-thread buffers, with the GIL released for
+the copies and the compression. On this 2-core VM the write phase of a 4096² result fell
+from 2.36 s to 0.43 s wall (docs/benchmarks.md); the 16-core figure is the last GPU round's.
+
+Format (the Zarr v3 sharding codec, ``index_location="end"``): the encoded inner chunks in
+Morton order, then the index, a C-order ``(chunks..., 2)`` uint64 array of (offset, length)
+(``2**64 - 1`` twice for an absent chunk) in little-endian bytes followed by its CRC-32C.
+An inner chunk is the tile's C-order little-endian bytes, padded with the fill value where
+it passes the array's edge, then Blosc-compressed (or stored as they are without a
+compressor); a tile holding only the fill value is left out (``write_empty_chunks=False``),
+and a shard without chunks is not written at all. Only that layout is handled here
+(:func:`fast_layout` says whether an array has it); anything else goes through zarr. The
+tests compare the bytes with zarr's for every layer type.
+"""
+
+import os
+import threading
+from pathlib import Path
+
+import numba
+import numpy as np
+
+__all__ = ["fast_layout", "write_shard", "read_shard"]
+
+_MAX = np.uint64(2**64 - 1)
+_local = threading.local()
+
+
+class _Blosc:
+    """c-blosc's ``blosc_compress_ctx`` / ``blosc_decompress_ctx`` (the functions numcodecs'
+    Blosc calls from a thread other than the main one) through ctypes, on caller-owned
+    buffers: numcodecs allocates and frees a new ``bytes`` of the tile's size for every
+    call, with the GIL held. ctypes releases the GIL for the call. The library is the one
+    inside numcodecs' extension module; where its symbols are not exported, :data:`BLOSC`
+    is None and numcodecs encodes."""
+
+    def __init__(self):
+        import ctypes
+
+        import numcodecs.blosc
+        lib = ctypes.CDLL(numcodecs.blosc.__file__)
+        self.compress = lib.blosc_compress_ctx
+        self.compress.restype = ctypes.c_int
+        self.compress.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
+                                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+        self.decompress = lib.blosc_decompress_ctx
+        self.decompress.restype = ctypes.c_int
+        self.decompress.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                    ctypes.c_int]
+
+
+try:
+    BLOSC = _Blosc()
+except Exception:  # noqa: BLE001 - no exported symbols: numcodecs' own calls
+    BLOSC = None
+
+
+def _numba_compress():
+    """``blosc_compress_ctx`` for Numba: the pointers declared as ``size_t`` (the same
+    registers on the 64-bit ABIs), so a jitted function passes ``array.ctypes.data``."""
+    import ctypes
+
+    import numcodecs.blosc
+    fn = ctypes.CDLL(numcodecs.blosc.__file__).blosc_compress_ctx
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
+                   ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
+                   ctypes.c_size_t, ctypes.c_int]
+    return fn
+
+
+try:
+    _COMPRESS = _numba_compress() if BLOSC is not None else None
+except Exception:  # noqa: BLE001
+    _COMPRESS = None
+
+
+#: Encode a shard in one jitted call (:func:`_encode_shard`) instead of a NumPy copy and a
+#: c-blosc call per tile. Same bytes; off by default: on one core it costs more (its copy
+#: loop is slower than NumPy's), and whether fewer GIL hand-overs pay on 16 threads was not
+#: measured before the deadline (docs/benchmarks.md).
+WHOLE_SHARD_KERNEL = False
+
+
+def _shard_kernel():
+    """The jitted whole-shard encoder (:func:`write_shard`), when enabled and c-blosc is
+    reachable; else None."""
+    return _encode_shard if WHOLE_SHARD_KERNEL and _COMPRESS is not None else None
+
+
+@numba.njit(nogil=True, cache=True)
+def _encode_shard(values, a_base, b_base, rows, cols, order, tile, fill, nan_fill,
+                  out, index, raw, clevel, shuffle, typesize, cname, blocksize, compress):
+    """Tiles of one shard in Morton order: copy (fill-padded at the edge), skip
+    all-fill tiles, compress (``compress``: :data:`_COMPRESS`, passed as a first-class
+    function so the compiled code is cached) into ``out`` one after another; the index
+    in ``index``. Returns the bytes used in ``out``, -1 when blosc fails."""
+    tr, tc = tile.shape
+    nbytes = tile.size * tile.itemsize
+    flat = tile.reshape(-1)
+    tile_bytes = flat.view(np.uint8)
+    offset = 0
+    for t in range(order.shape[0]):
+        ci, cj = order[t, 0], order[t, 1]
+        a0, b0 = a_base + ci * tr, b_base + cj * tc
+        if a0 >= rows or b0 >= cols:
+            continue
+        a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
+        h, w = a1 - a0, b1 - b0
+        if h < tr or w < tc:
+            tile[:, :] = fill
+        for i in range(h):
+            tile[i, :w] = values[a0 + i, b0:b1]
+        empty = True
+        for k in range(flat.size):
+            v = flat[k]
+            if nan_fill:
+                if v == v:
+                    empty = False
+                    break
+            elif v != fill:
+                empty = False
+                break
+        if empty:
+            continue
+        if raw:
+            out[offset:offset + nbytes] = tile_bytes
+            n = nbytes
+        else:
+            n = compress(clevel, shuffle, typesize, nbytes, tile.ctypes.data,
+                         out.ctypes.data + offset, out.size - offset, cname.ctypes.data,
+                         blocksize, 1)
+            if n <= 0:
+                return -1
+        index[ci, cj, 0] = offset
+        index[ci, cj, 1] = n
+        offset += n
+    return offset
+
+
+_OVERHEAD = 16  # BLOSC_MAX_OVERHEAD
+
+
+class ShardLayout:
+    """What :func:`write_shard` needs to know of one array (see :func:`fast_layout`)."""
+
+    def __init__(self, arr, inner, codec):
+        self.path = Path(str(arr.store_path.store.root)) / arr.path
+        self.shape = tuple(int(s) for s in arr.shape)
+        self.shard = tuple(int(s) for s in arr.shards)
+        self.inner = inner
+        self.dtype = np.dtype(arr.dtype)
+        self.fill = np.asarray(arr.fill_value, self.dtype)
+        self.codec = codec  # numcodecs Blosc or None (raw bytes)
+        if codec is not None:  # the same call as numcodecs' encode, for BLOSC
+            self.blosc_args = (int(codec.clevel), int(codec.shuffle), self.dtype.itemsize,
+                               codec.cname.encode() if isinstance(codec.cname, str)
+                               else bytes(codec.cname), int(codec.blocksize))
+        self.key = arr.metadata.chunk_key_encoding.encode_chunk_key
+        self.per_shard = (self.shard[0] // inner[0], self.shard[1] // inner[1])
+        try:  # zarr 3.1 ...
+            from zarr.core.indexing import morton_order_iter as morton
+        except ImportError:  # ... 3.4
+            from zarr.core.indexing import morton_order_coords as morton
+        self.order = [tuple(int(v) for v in c) for c in morton(self.per_shard)]
+        self.order_array = np.array(self.order, np.int64).reshape(-1, 2)
+
+    def file(self, si, sj):
+        return self.path / self.key((si, sj))
+
+
+def _name(option):
+    """A codec option's name: zarr 3.1 gives enums, zarr 3.4 strings."""
+    return str(getattr(option, "value", option))
+
+
+def fast_layout(arr):
+    """A :class:`ShardLayout` when ``arr`` (a zarr array in a local directory store) is 2-D,
+    sharded, with inner codecs ``bytes`` (little endian) [+ ``blosc``] and the index
+    ``bytes`` + ``crc32c`` at the end; else None (write through zarr)."""
+    try:
+        import numcodecs
+        from zarr.codecs import (BloscCodec, BytesCodec, Crc32cCodec, ShardingCodec)
+        from zarr.storage import LocalStore
+        if not isinstance(arr.store_path.store, LocalStore) or arr.ndim != 2:
+            return None
+        codecs = arr.metadata.codecs
+        if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
+            return None
+        sh = codecs[0]
+        if _name(sh.index_location) != "end":
+            return None
+        ic = sh.index_codecs
+        if not (len(ic) == 2 and isinstance(ic[0], BytesCodec) and isinstance(ic[1], Crc32cCodec)
+                and _name(ic[0].endian) == "little"):
+            return None
+        inner = sh.codecs
+        if not inner or not isinstance(inner[0], BytesCodec):
+            return None
+        dtype = np.dtype(arr.dtype)
+        if dtype.itemsize > 1 and (inner[0].endian is None
+                                   or _name(inner[0].endian) != "little"):
+            return None
+        codec = None
+        if len(inner) == 2 and isinstance(inner[1], BloscCodec):
+            b = inner[1]
+            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[_name(b.shuffle)]
+            try:
+                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
+                                        shuffle=shuffle, blocksize=b.blocksize,
+                                        typesize=dtype.itemsize)
+            except TypeError:  # numcodecs before 0.16: the buffer's item size
+                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
+                                        shuffle=shuffle, blocksize=b.blocksize)
+        elif len(inner) != 1:
+            return None
+        if arr.shards is None or any(s % c for s, c in zip(arr.shards, sh.chunk_shape)):
+            return None
+        return ShardLayout(arr, tuple(int(c) for c in sh.chunk_shape), codec)
+    except Exception:  # noqa: BLE001 - an unknown layout or zarr version: zarr writes it
+        return None
+
+
+def _staging(shape, dtype):
+    """This thread's reusable buffer of this shape and type (no new pages per chunk)."""
+    key = (shape, np.dtype(dtype).str)
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    buf = bufs.get(key)
+    if buf is None:
+        buf = bufs[key] = np.empty(shape, dtype)
+    return buf
+
+
+def _blob(size):
+    """This thread's reusable byte buffer of at least ``size`` bytes (a shard file)."""
+    buf = getattr(_local, "blob", None)
+    if buf is None or buf.nbytes < size:
+        buf = _local.blob = np.empty(max(size, 1 << 20) * 5 // 4, np.uint8)
+    return buf
+
+
+def _all_fill(block, fill):
+    if fill != fill:  # NaN fill
+        return bool(np.isnan(block.flat[0])) and bool(np.isnan(block).all())
+    return block.flat[0] == fill and bool((block == fill).all())
+
+
+def _encode(layout, tile, dest):
+    """``tile`` (C-contiguous) as the inner chunk's bytes: a view of ``dest`` (or of the tile
+    itself without a compressor; a new ``bytes`` where :data:`BLOSC` is missing)."""
+    if layout.codec is None:
+        return memoryview(tile).cast("B")
+    if BLOSC is None:
+        return layout.codec.encode(tile)
+    clevel, shuffle, typesize, cname, blocksize = layout.blosc_args
+    n = BLOSC.compress(clevel, shuffle, typesize, tile.nbytes, tile.ctypes.data,
+                       dest.ctypes.data, dest.nbytes, cname, blocksize, 1)
+    if n <= 0:
+        raise RuntimeError(f"blosc could not compress a tile of {layout.path}")
+    return memoryview(dest)[:n]
+
+
+def write_shard(layout, si, sj, values, r0=0, c0=0):
+    """Encode and write shard ``(si, sj)`` of the array described by ``layout``; returns the
+    bytes written (0: the shard holds only the fill value and has no file).
+
+    ``values`` holds the array's cells from ``(r0, c0)`` on (a whole-grid array with the
+    default origin); it must cover the shard's cells inside the array. Every chunk is
+    written as soon as it is encoded, from this thread's reused buffers.
+    """
+    import google_crc32c
+
+    R, C = layout.shard
+    tr, tc = layout.inner
+    rows, cols = layout.shape
+    fill = layout.fill
+    index = np.full(layout.per_shard + (2,), _MAX, np.uint64)
+    offset = 0
+    tile = _staging(layout.inner, layout.dtype)
+    path = layout.file(si, sj)
+    kernel = _shard_kernel() if (r0, c0) == (0, 0) else None
+    if kernel is not None:  # the whole shard in one call without the GIL
+        n_tiles = len(layout.order)
+        out = _staging((n_tiles * (tile.nbytes + _OVERHEAD),), np.uint8)
+        raw = layout.codec is None
+        clevel, shuffle, typesize, cname, blocksize = (
+            layout.blosc_args if not raw else (0, 0, 1, b"", 0))
+        used = kernel(values, si * R, sj * C, rows, cols, layout.order_array, tile,
+                      fill[()], bool(fill != fill), out, index, raw, clevel, shuffle, typesize,
+                      np.frombuffer(cname + b"\0", np.uint8), blocksize, _COMPRESS)
+        if used < 0:
+            raise RuntimeError(f"blosc could not compress a tile of {path}")
+        if used == 0:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            return 0
+        raw_index = index.astype("<u8").tobytes()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(memoryview(out)[:used])
+            fh.write(raw_index + np.uint32(google_crc32c.value(raw_index)).astype("<u4")
+                     .tobytes())
+        return used + len(raw_index) + 4
+    dest = _staging((tile.nbytes + _OVERHEAD,), np.uint8) if layout.codec is not None else None
+    fh = None
+    try:
+        for ci, cj in layout.order:
+            a0, b0 = si * R + ci * tr, sj * C + cj * tc
+            if a0 >= rows or b0 >= cols:
+                continue
+            a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
+            src = values[a0 - r0:a1 - r0, b0 - c0:b1 - c0]
+            if (a1 - a0, b1 - b0) == layout.inner:
+                np.copyto(tile, src)
+            else:
+                tile[...] = fill
+                tile[:a1 - a0, :b1 - b0] = src
+            if _all_fill(tile, fill):
+                continue
+            data = _encode(layout, tile, dest)
+            if fh is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fh = open(path, "wb")
+            fh.write(data)
+            index[ci, cj] = (offset, len(data))
+            offset += len(data)
+        if fh is None:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+            return 0
+        raw = index.astype("<u8").tobytes()
+        fh.write(raw + np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes())
+        return offset + len(raw) + 4
+    finally:
+        if fh is not None:
+            fh.close()
+
+
+def read_shard(layout, si, sj, out, r0=0, c0=0):
+    """Read shard ``(si, sj)`` into ``out`` (the array's cells from ``(r0, c0)`` on); absent
+    chunks (and a missing shard) give the fill value. The index's CRC is checked."""
+    import google_crc32c
+
+    R, C = layout.shard
+    tr, tc = layout.inner
+    rows, cols = layout.shape
+    a_lo, b_lo = si * R, sj * C
+    a_hi, b_hi = min(a_lo + R, rows), min(b_lo + C, cols)
+    path = layout.file(si, sj)
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        out[a_lo - r0:a_hi - r0, b_lo - c0:b_hi - c0] = layout.fill
+        return
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        blob = _blob(size)
+        view = memoryview(blob)[:size]
+        got = fh.readinto(view)
+        if got != size:
+            raise ValueError(f"{path}: short read")
+    n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
+    raw, crc = bytes(view[size - n_idx - 4:size - 4]), bytes(view[size - 4:size])
+    if np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes() != crc:
+        raise ValueError(f"{path}: shard index checksum mismatch")
+    index = np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
+    tile = _staging(layout.inner, layout.dtype)
+    for ci in range(layout.per_shard[0]):
+        for cj in range(layout.per_shard[1]):
+            a0, b0 = a_lo + ci * tr, b_lo + cj * tc
+            if a0 >= rows or b0 >= cols:
+                continue
+            a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
+            dst = out[a0 - r0:a1 - r0, b0 - c0:b1 - c0]
+            off, length = index[ci, cj]
+            if off == _MAX:
+                dst[...] = layout.fill
+                continue
+            chunk = view[int(off):int(off) + int(length)]
+            if layout.codec is None:
+                src = np.frombuffer(chunk, layout.dtype).reshape(layout.inner)
+            elif BLOSC is None:
+                layout.codec.decode(chunk, out=tile)
+                src = tile
+            else:
+                n = BLOSC.decompress(blob.ctypes.data + int(off), tile.ctypes.data, tile.nbytes,
+                                     1)
+                if n != tile.nbytes:
+                    raise ValueError(f"{path}: a chunk does not decompress to a tile")
+                src = tile
+            dst[...] = src[:a1 - a0, :b1 - b0]
+
+
+def shard_grid(layout):
+    """``(shard rows, shard cols)`` of the array."""
+    return (-(-layout.shape[0] // layout.shard[0]), -(-layout.shape[1] // layout.shard[1]))
+
+
+__all__ += ["shard_grid"]

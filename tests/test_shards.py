@@ -1,0 +1,103 @@
+"""Shards encoded by hand (terrain/tiles/_shards.py) are zarr's own bytes, and read back."""
+
+import numpy as np
+import pytest
+import zarr
+
+from terrain.grid.cost_outputs import layer_compressors, read_layer, write_windows
+from terrain.tiles._shards import fast_layout, read_shard, shard_grid, write_shard
+
+SHAPE = (150, 130)  # 16² tiles in 64² shards: 3 x 3 shards, the edge ones partial
+CODECS = {"lz4-bitshuffle": (zarr.codecs.BloscCodec(cname="lz4", clevel=5,
+                                                    shuffle="bitshuffle"),),
+          "zstd-shuffle": (zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"),),
+          "none": None}
+
+
+def _values(dtype, fill):
+    v = np.random.default_rng(0).integers(0, 5, SHAPE).astype(dtype)
+    v[:40, :40] = fill          # whole tiles of fill: left out of their shard
+    v[128:, 64:] = fill         # two shards of fill only: no files at all
+    v[100:101, :7] = fill       # a few fill cells inside a tile: kept
+    return v
+
+
+def _layer(path, name, dtype, fill, compressors):
+    """A layer as create_layer makes them (chunks in shards), at a test's scale."""
+    g = zarr.open_group(str(path), mode="a", zarr_format=3)
+    return g.create_array(name, shape=SHAPE, dtype=dtype, chunks=(16, 16), shards=(64, 64),
+                          fill_value=fill, dimension_names=("y", "x"),
+                          compressors=compressors, config={"write_empty_chunks": False})
+
+
+def _files(path):
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file() and p.name != "zarr.json"}
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+@pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("float32", np.nan),
+                                         ("int32", -1), ("uint8", 255)])
+@pytest.mark.parametrize("via", ["kernel", "ctypes", "numcodecs"])
+def test_hand_written_shards_are_zarrs_bytes(tmp_path, monkeypatch, codec, dtype, fill, via):
+    """The whole shard in one jitted call, c-blosc through ctypes per tile on reused
+    buffers, or numcodecs' Blosc where that is missing: the same bytes as zarr's."""
+    from terrain.tiles import _shards
+    assert _shards.BLOSC is not None  # numcodecs' extension exports c-blosc here
+    monkeypatch.setattr(_shards, "WHOLE_SHARD_KERNEL", via == "kernel")
+    if via == "numcodecs":
+        monkeypatch.setattr(_shards, "BLOSC", None)
+    v = _values(dtype, fill)
+    by_zarr = _layer(tmp_path / "a.zarr", "x", dtype, fill, CODECS[codec])
+    by_zarr[:, :] = v
+    ours = _layer(tmp_path / "b.zarr", "x", dtype, fill, CODECS[codec])
+    layout = fast_layout(ours)
+    assert layout is not None and shard_grid(layout) == (3, 3)
+    for si in range(3):
+        for sj in range(3):
+            write_shard(layout, si, sj, v)
+    a, b = _files(tmp_path / "a.zarr" / "x"), _files(tmp_path / "b.zarr" / "x")
+    assert sorted(a) == sorted(b) and len(a) == 7  # the empty shards: written by neither
+    for name in a:
+        assert a[name] == b[name], name
+    np.testing.assert_array_equal(np.asarray(ours[:, :]), v)  # zarr reads ours
+    back = np.empty(SHAPE, dtype)
+    for si in range(3):
+        for sj in range(3):
+            read_shard(layout, si, sj, back)  # and we read zarr's
+    np.testing.assert_array_equal(back, np.asarray(by_zarr[:, :]))
+
+
+def test_write_windows_and_read_layer(tmp_path):
+    """Shard windows take the hand-written path, a window that cuts a shard goes through
+    zarr, an emptied shard is removed; ``read_layer`` returns the layer."""
+    path = tmp_path / "s.zarr"
+    arr = _layer(path, "distance", "float64", np.nan, layer_compressors("distance"))
+    v = _values("float64", np.nan)
+    v[128:, 64:] = 3.0
+    write_windows(path, {"distance": v}, [(0, 64, 0, 130), (64, 128, 0, 130),
+                                          (128, 150, 0, 64), (128, 150, 64, 130)])
+    shard = fast_layout(arr).file(2, 2)
+    assert shard.exists()
+    np.testing.assert_array_equal(read_layer(path, "distance"), v)
+    v[128:, 64:] = np.nan  # written again all fill: the shard files go
+    write_windows(path, {"distance": v}, [(128, 150, 64, 130)])
+    assert not shard.exists()
+    v[5:9, 5:9] = 7.0  # a window that cuts a shard: zarr's path, same result
+    write_windows(path, {"distance": v}, [(0, 30, 0, 30)])
+    np.testing.assert_array_equal(read_layer(path, "distance"), v)
+    np.testing.assert_array_equal(read_layer(path, "distance", np.float32),
+                                  v.astype(np.float32))
+
+
+def test_unusual_layouts_go_through_zarr(tmp_path):
+    g = zarr.open_group(str(tmp_path / "u.zarr"), mode="w", zarr_format=3)
+    plain = g.create_array("plain", shape=(10, 10), chunks=(5, 5), dtype="int32",
+                           fill_value=-1)
+    assert fast_layout(plain) is None
+    gz = g.create_array("gz", shape=(10, 10), chunks=(5, 5), shards=(10, 10), dtype="int32",
+                        fill_value=-1, compressors=(zarr.codecs.GzipCodec(),))
+    assert fast_layout(gz) is None
+    write_windows(tmp_path / "u.zarr", {"gz": np.arange(100, dtype=np.int32).reshape(10, 10)},
+                  [(0, 10, 0, 10)])
+    assert int(gz[9, 9]) == 99
