@@ -209,8 +209,11 @@ class _FakeCupy:
     def __init__(self):
         import ctypes
         import types
+        import contextlib
+        device = types.SimpleNamespace(id=0)
         self.cuda = types.SimpleNamespace(
             alloc_pinned_memory=bytearray, Event=self._Event,
+            Device=lambda *i: contextlib.nullcontext(device) if i else device,
             get_current_stream=lambda: types.SimpleNamespace(ptr=0, synchronize=lambda: None),
             runtime=types.SimpleNamespace(
                 memcpyHostToDevice=1,
@@ -295,8 +298,9 @@ def test_gpu_graph_on_device_checked():
     assert np.array_equal(d.edge_ids.get(), c.edge_ids) and d.total_weight == c.total_weight
     indptr, indices = cp.asarray(g.indptr), cp.asarray(g.indices)
     weights = cp.asarray(g.weights)
+    a = int(g.indptr[np.flatnonzero(np.diff(g.indptr) >= 2)[0]])  # a row of 2+ arcs
     swapped = indices.copy()
-    swapped[[0, 1]] = swapped[[1, 0]]
+    swapped[[a, a + 1]] = swapped[[a + 1, a]]
     wide = indices.copy()
     wide[3] = g.n
     nan = weights.copy()

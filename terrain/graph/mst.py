@@ -526,6 +526,7 @@ def _upload_upper_arcs(g, cp):
     w_e = cp.empty(m, wt) if weighted else cp.zeros(1, np.int32)
     chunks = _chunks(g.indptr, n, nnz, cap)
     stream = cp.cuda.get_current_stream()
+    device = cp.cuda.Device().id
     h2d = cp.cuda.runtime.memcpyHostToDevice
 
     def fill(k):
@@ -533,7 +534,8 @@ def _upload_upper_arcs(g, cp):
         arcs = int(g.indptr[r1] - g.indptr[r0])
         if arcs <= cap:
             if k >= slots:
-                freed[k % slots].synchronize()  # the slot's previous copy is done
+                with cp.cuda.Device(device):
+                    freed[k % slots].synchronize()  # the slot's previous copy is done
             buf = ring[k % slots]
             views = (buf[:cap * isz].view(it)[:r1 - r0], buf[cap * isz:2 * cap * isz].view(it),
                      buf[2 * cap * isz:2 * cap * isz + cap * wsz].view(wt))
@@ -672,7 +674,7 @@ def _forest_device(arrays, b):
             except ValueError as e:
                 raise InputError(f"{where}: {e}") from None
             weights = weights.astype(wt, copy=False)
-    ends = indptr[cp.array([0, -1])].get()
+    ends = cp.concatenate((indptr[:1], indptr[-1:])).get()
     if ends[0] != 0 or ends[1] != nnz or (n and bool((indptr[1:] < indptr[:-1]).any())):
         raise InputError(f"{where}: indptr must rise from 0 to len(indices)")
     ops = _gpu_ops(b, it, np.dtype(weights.dtype if weights is not None else np.int32))
