@@ -196,6 +196,9 @@ class _FakeCupy:
         def data(self):
             return type("Ptr", (), {"ptr": self.ctypes.data})()
 
+        def get(self):
+            return np.array(self)
+
     class _Event:
         def __init__(self, **kw):
             pass
@@ -216,7 +219,8 @@ class _FakeCupy:
             Device=lambda *i: contextlib.nullcontext(device) if i else device,
             get_current_stream=lambda: types.SimpleNamespace(ptr=0, synchronize=lambda: None),
             runtime=types.SimpleNamespace(
-                memcpyHostToDevice=1,
+                memcpyHostToDevice=1, memcpyDeviceToHost=2,
+                memcpy=lambda dst, src, size, kind: ctypes.memmove(dst, src, size),
                 memcpyAsync=lambda dst, src, size, kind, stream: ctypes.memmove(dst, src, size)))
 
     def empty(self, n, dtype):
@@ -230,7 +234,8 @@ class _FakeCupy:
 def test_upload_pipeline_places_every_chunk(kind, monkeypatch):
     """The GPU's pipelined upload (chunks of rows compacted by worker threads into a ring
     of slots, copied to offsets decided in chunk order; hub rows longer than a slot staged
-    apart) run on the host with tiny slots: it equals the one-pass host compaction."""
+    apart) run on the host with tiny slots: it equals the one-pass host compaction; the
+    forest rebuilt from one bit per edge by the same chunks equals the CPU's forest."""
     import terrain.graph.mst as mst
     monkeypatch.setattr(mst, "SLOT_BYTES", 4096)
     g, *_ = _typed_graph(kind, 3000, 12000, 5, hubs=3)
@@ -241,10 +246,22 @@ def test_upload_pipeline_places_every_chunk(kind, monkeypatch):
     assert len(chunks) > 3 * (mst._workers()[1] + mst.SPARE_SLOTS)  # the ring wraps
     assert any(g.indptr[b] - g.indptr[a] > cap for a, b in chunks)  # some staged apart
     count, ev, w_e = mst._host_upper_arcs(g)
-    d_count, d_ev, d_w, _ = mst._upload_upper_arcs(g, _FakeCupy())
+    fake = _FakeCupy()
+    d_count, d_ev, d_w, ring, plan = mst._upload_upper_arcs(g, fake)
     assert np.array_equal(d_count, count) and np.array_equal(d_ev, ev)
     if g.weights is not None:
         assert np.array_equal(d_w, w_e)
+    r = minimum_spanning_forest(g, backend="cpu")
+    in_forest = np.zeros(g.m, np.uint8)
+    in_forest[r.edge_ids] = 1
+    bits = np.packbits(in_forest).view(fake._Array)
+    firsts = np.searchsorted(r.edge_ids, [e0 for *_, e0 in plan]).view(fake._Array)
+    for small_ring in (False, True):  # the bits through the pinned ring, or a plain get
+        ids, u, v, w = mst._rebuild_forest(g, bits, firsts, plan, r.edge_ids.size,
+                                           ring[:0] if small_ring else ring, fake)
+        assert ids.dtype == np.int32 and np.array_equal(ids, r.edge_ids)
+        assert np.array_equal(u, r.u) and np.array_equal(v, r.v)
+        assert g.weights is None or np.array_equal(w, r.weight)
     from terrain.graph.csr import Graph
     bad = Graph(np.array([0, 2, 3, 3]), np.array([1, 2, 0], np.int32),
                 weights=np.array([1.0, 2.0, 1.0]))
@@ -262,20 +279,24 @@ def test_upload_pipeline_places_every_chunk(kind, monkeypatch):
 @pytest.mark.parametrize("kind", KINDS)
 def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
     """The host graph's upload in many chunks (tiny slots: the ring wraps, hub rows are
-    staged apart) and the same graph handed in as CuPy arrays (gathered on the device):
-    both forests equal the CPU's bit for bit; the device call returns CuPy arrays."""
+    staged apart), the forest back as bits or as arrays, and the same graph handed in as
+    CuPy arrays (gathered on the device): every forest equals the CPU's bit for bit; the
+    device call returns CuPy arrays."""
     import cupy as cp
     import terrain.graph.mst as mst
     g, *_ = _typed_graph(kind, 3000, 20000, 13, hubs=3)
     c = minimum_spanning_forest(g, backend="cpu")
     monkeypatch.setattr(mst, "SLOT_BYTES", 8192)
-    h = minimum_spanning_forest(g, backend="gpu")
-    assert set(h.extra["phase_seconds"]) == {"upload", "device", "download"}
+    forests = []
+    for download in ("bits", "copy"):
+        monkeypatch.setattr(mst, "FOREST_DOWNLOAD", download)
+        forests.append(minimum_spanning_forest(g, backend="gpu"))
+        assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}
     on_device = (cp.asarray(g.indptr), cp.asarray(g.indices),
                  None if g.weights is None else cp.asarray(g.weights))
     d = minimum_spanning_forest(on_device)
     assert isinstance(d.edge_ids, cp.ndarray) and isinstance(d.u, cp.ndarray)
-    for r in (h, d):
+    for r in forests + [d]:
         got = [x.get() if isinstance(x, cp.ndarray) else x for x in (r.u, r.v, r.weight,
                                                                      r.edge_ids)]
         for a, b in zip(got, (c.u, c.v, c.weight, c.edge_ids)):

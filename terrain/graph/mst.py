@@ -109,6 +109,9 @@ _C_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
 SLOT_BYTES = 16 << 20
 MAX_WORKERS = 16
 SPARE_SLOTS = 4         # slots beyond one per worker: copies in flight while all compact
+# the forest back to the host: "bits" (one bit per edge; the host rescans its CSR) or
+# "copy" (the forest's four arrays through pinned stages)
+FOREST_DOWNLOAD = "bits"
 
 
 @dataclass
@@ -175,6 +178,32 @@ def _upper_arcs_cpu(indptr, indices, weights, with_weights, r0, r1, count, ev, w
                 w_e[e + k] = x
         e += c
     return e, nan
+
+
+@numba.njit(nogil=True, cache=True)
+def _forest_edges_cpu(indptr, indices, weights, with_weights, r0, r1, e0, bits, o0, ids, u, v,
+                      w):
+    """Rows ``r0..r1-1``, whose first ``u < v`` edge has id ``e0``: the edges whose bit is
+    set in ``bits`` (``numpy.packbits`` order) into ``ids, u, v, w`` from ``o0`` on, in
+    edge-id order. Returns the next output position. The host side of the GPU's forest
+    download (the device sends one bit per edge)."""
+    e = e0
+    o = o0
+    for r in range(r0, r1):
+        start, end = indptr[r], indptr[r + 1]
+        lo = end
+        while lo > start and indices[lo - 1] > r:
+            lo -= 1
+        for a in range(lo, end):
+            if (bits[e >> 3] >> (7 - (e & 7))) & 1:
+                ids[o] = e
+                u[o] = r
+                v[o] = indices[a]
+                if with_weights:
+                    w[o] = weights[a]
+                o += 1
+            e += 1
+    return o
 
 
 @numba.njit(nogil=True, cache=True)
@@ -436,7 +465,7 @@ def _gpu_ops(b, it, wt):
 def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
     """The shared core: keys, the edge filter and the rounds over the edge list (``ev``,
     ``w_e`` at the edge ids, ``count`` per row). Returns ``(eu, chosen edge ids (int64,
-    increasing), worklist lengths, light threshold)``."""
+    increasing), worklist lengths, light threshold, in_forest (uint8 per edge))``."""
     xp = ops.xp
     m = int(ev.shape[0])
     it = ev.dtype
@@ -466,7 +495,7 @@ def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
             worklist.append(n_out)
             src, n_in, dst, lo, hi = buffers[dst], n_out, 1 - dst, -1, NONE_KEY
     del buffers, parent, best, key
-    return eu, xp.flatnonzero(in_forest[:m]), worklist, threshold
+    return eu, xp.flatnonzero(in_forest[:m]), worklist, threshold, in_forest[:m]
 
 
 def _total(weights, count):
@@ -504,11 +533,12 @@ def _chunks(indptr, n, nnz, rows_cap):
 
 
 def _upload_upper_arcs(g, cp):
-    """``(count, ev, w_e, pinned)`` on the device from the host graph ``g``: chunks of rows
+    """``(count, ev, w_e, ring, plan)`` on the device from the host graph ``g``: chunks of rows
     compacted by :func:`_upper_arcs_cpu` in worker threads into a ring of pinned slots, each
     slot copied asynchronously (current stream) to its place once filled, in chunk order;
-    a slot is refilled after its copy's event. ``pinned`` must outlive the copies (the
-    caller synchronizes before dropping it)."""
+    a slot is refilled after its copy's event. ``ring`` (the pinned slots) must outlive the
+    copies (the caller synchronizes before dropping it); ``plan`` lists the chunks as ``(r0, r1, first
+    edge id)``."""
     n, m, nnz = g.n, g.m, g.nnz
     it = np.dtype(g.indices.dtype)
     weighted = g.weights is not None
@@ -550,7 +580,7 @@ def _upload_upper_arcs(g, cp):
             cp.cuda.runtime.memcpyAsync(dst, src.ctypes.data, nbytes, h2d, stream.ptr)
 
     futures = {k: pool.submit(fill, k) for k in range(min(slots, len(chunks)))}
-    base, nan = 0, False
+    base, nan, plan = 0, False, []
     try:
         for k, (r0, r1) in enumerate(chunks):
             e, chunk_nan, (c, heads, w) = futures.pop(k).result()
@@ -563,6 +593,7 @@ def _upload_upper_arcs(g, cp):
             if weighted:
                 put(w_e.data.ptr + base * wsz, w, e * wsz)
             freed[k % slots].record(stream)
+            plan.append((r0, r1, base))
             base += e
             if k + slots < len(chunks):
                 futures[k + slots] = pool.submit(fill, k + slots)
@@ -572,7 +603,7 @@ def _upload_upper_arcs(g, cp):
     if nan or base != m:
         stream.synchronize()  # before the pinned slots go back to the pool
         _check_upper_arcs(g.name, base, m, nan)
-    return count, ev, w_e, pinned
+    return count, ev, w_e, ring, plan
 
 
 # --------------------------------------------------------------------------- entry points
@@ -580,7 +611,8 @@ def _upload_upper_arcs(g, cp):
 def _forest_cpu(g):
     count, ev, w_e = _host_upper_arcs(g)
     mode, id_bits = _key_mode(g.weights.dtype if g.weights is not None else None, g.m)
-    eu, chosen, worklist, threshold = _boruvka(_CpuOps(), g.n, count, ev, w_e, mode, id_bits)
+    eu, chosen, worklist, threshold, _ = _boruvka(_CpuOps(), g.n, count, ev, w_e, mode,
+                                                  id_bits)
     weights = w_e[chosen] if g.weights is not None else None
     extra = {"worklist": worklist, "light_threshold": threshold}
     return _result(g.n, g.m, eu[chosen], ev[chosen], weights, chosen, worklist, extra, np)
@@ -596,7 +628,6 @@ def _result(n, m, u, v, weights, chosen, worklist, extra, xp, total=None):
 
 def _forest_gpu(g, b):
     """A host graph on the GPU: upload (pipelined), device Borůvka, download."""
-    from ..grid._sssp_gpu import download
     cp = b.xp
     n, m = g.n, g.m
     weighted = g.weights is not None
@@ -605,21 +636,32 @@ def _forest_gpu(g, b):
     mode, id_bits = _key_mode(g.weights.dtype if weighted else None, m)
     start, uploaded, computed = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
     start.record()
-    count, ev, w_e, pinned = _upload_upper_arcs(g, cp)
+    count, ev, w_e, ring, plan = _upload_upper_arcs(g, cp)
     uploaded.record()
-    eu, chosen, worklist, threshold = _boruvka(ops, n, count, ev, w_e, mode, id_bits)
+    eu, chosen, worklist, threshold, in_forest = _boruvka(ops, n, count, ev, w_e, mode,
+                                                          id_bits)
     del count
-    u, v = eu[chosen], ev[chosen]
-    weights = w_e[chosen] if weighted else None
-    del eu, ev, w_e
-    ids = chosen.astype(np.int32 if m < 2**31 else np.int64, copy=False)
-    int_total = weights.sum(dtype=np.int64) if weighted and weights.dtype.kind in "iu" \
+    int_total = w_e[chosen].sum(dtype=np.int64) if weighted and w_e.dtype.kind in "iu" \
         else None
+    if FOREST_DOWNLOAD == "bits":
+        del eu, ev, w_e
+        bits = cp.packbits(in_forest)
+        firsts = cp.searchsorted(chosen, cp.asarray([e0 for *_, e0 in plan], np.int64))
+        k = int(chosen.size)
+        del chosen, in_forest
+    else:
+        ids = chosen.astype(np.int32 if m < 2**31 else np.int64, copy=False)
+        forest = [ids, eu[chosen], ev[chosen]] + ([w_e[chosen]] if weighted else [])
+        del eu, ev, w_e, chosen, in_forest
     computed.record()
     computed.synchronize()
-    del pinned
     t0 = time.perf_counter()
-    host = download(cp, [ids, u, v] + ([weights] if weighted else []))
+    if FOREST_DOWNLOAD == "bits":
+        host = _rebuild_forest(g, bits, firsts, plan, k, ring, cp)
+    else:
+        from ..grid._sssp_gpu import download
+        host = download(cp, forest)
+    del ring
     total = int(int_total) if int_total is not None else None
     download_seconds = time.perf_counter() - t0
     device = cp.cuda.get_elapsed_time(uploaded, computed) / 1e3
@@ -628,6 +670,33 @@ def _forest_gpu(g, b):
                                "device": device, "download": download_seconds}}
     return _result(n, m, host[1], host[2], host[3] if weighted else None, host[0], worklist,
                    extra, np, total)
+
+
+def _rebuild_forest(g, bits, firsts, plan, k, ring, cp):
+    """``[ids, u, v, w]`` of the forest on the host from one bit per edge (``bits``, on
+    the device) and each upload chunk's first forest position (``firsts``): the chunks'
+    rows are scanned again by :func:`_forest_edges_cpu` in the worker threads, each
+    writing its own stretch of the outputs."""
+    flat = ring.reshape(-1)
+    if bits.nbytes <= flat.nbytes:  # the idle pinned ring: the bits at full PCIe speed
+        host_bits = flat[:bits.nbytes]
+        cp.cuda.runtime.memcpy(host_bits.ctypes.data, bits.data.ptr, bits.nbytes,
+                               cp.cuda.runtime.memcpyDeviceToHost)
+    else:
+        host_bits = bits.get()
+    o0 = firsts.get()
+    weighted = g.weights is not None
+    weights = g.weights if weighted else np.zeros(1, np.int32)
+    ids = np.empty(k, np.int32 if g.m < 2**31 else np.int64)
+    u, v = np.empty(k, g.indices.dtype), np.empty(k, g.indices.dtype)
+    w = np.empty(k if weighted else 0, weights.dtype)
+    pool, _ = _workers()
+    futures = [pool.submit(_forest_edges_cpu, g.indptr, g.indices, weights, weighted, r0, r1,
+                           e0, host_bits, int(o0[i]), ids, u, v, w)
+               for i, (r0, r1, e0) in enumerate(plan)]
+    for f in futures:
+        f.result()
+    return [ids, u, v, w]
 
 
 def _device_csr(obj):
@@ -691,7 +760,7 @@ def _forest_device(arrays, b):
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     start.record()
     csr = (indptr, indices, weights if weights is not None else cp.zeros(1, np.int32))
-    eu, chosen, worklist, threshold = _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr)
+    eu, chosen, worklist, threshold, _ = _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr)
     forest_w = w_e[chosen] if weights is not None else None
     stop.record()
     stop.synchronize()
