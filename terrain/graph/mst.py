@@ -546,15 +546,15 @@ def _upload_upper_arcs(g, cp):
     wt = np.dtype(weights.dtype)
     isz, wsz = it.itemsize, (wt.itemsize if weighted else 0)
     cap = SLOT_BYTES // (2 * isz + wsz) // 64 * 64  # rows and arcs a slot holds
+    chunks = _chunks(g.indptr, n, nnz, cap)
     pool, workers = _workers()
-    slots = workers + SPARE_SLOTS
+    slots = min(workers + SPARE_SLOTS, max(1, len(chunks)))  # small graphs: a small ring
     pinned = cp.cuda.alloc_pinned_memory(slots * SLOT_BYTES)
     ring = np.ndarray((slots, SLOT_BYTES), np.uint8, buffer=pinned)
     freed = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(slots)]
     count = cp.empty(n, it)
     ev = cp.empty(m, it)
     w_e = cp.empty(m, wt) if weighted else cp.zeros(1, np.int32)
-    chunks = _chunks(g.indptr, n, nnz, cap)
     stream = cp.cuda.get_current_stream()
     device = cp.cuda.Device().id
     h2d = cp.cuda.runtime.memcpyHostToDevice
