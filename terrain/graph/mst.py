@@ -387,19 +387,26 @@ class _CpuOps:
         _join_cpu(*wl, n, parent, best, id_mask, in_forest)
 
 
+@functools.lru_cache(maxsize=None)
+def _gpu_kernels(b, it, wt):
+    """The ``_mst.cu`` kernels for index dtype ``it`` and weight dtype ``wt``."""
+    it, wt = _C_TYPES[np.dtype(it)], _C_TYPES[np.dtype(wt)]
+    names = {"count_upper": f"count_upper<{it}>", "extract": f"extract<{it}, {wt}>",
+             "extract_long": f"extract_long<{it}, {wt}>", "offer": f"offer<{it}>",
+             "join": f"join<{it}>", "check_arcs": f"check_arcs<{it}>"}
+    module = b.cuda_module(Path(__file__).with_name("_mst.cu"),
+                           name_expressions=tuple(names.values()))
+    return {k: module.get_function(v) for k, v in names.items()}
+
+
 class _GpuOps:
     """The operators on the GPU (``_mst.cu``) for index dtype ``it`` and weight dtype
-    ``wt`` (int32 when unweighted)."""
+    ``wt`` (int32 when unweighted); one per call (``counts``: the rounds' worklist
+    lengths, appended to atomically, so zero at the start of every call)."""
 
     def __init__(self, b, it, wt):
         cp = self.xp = b.xp
-        it, wt = _C_TYPES[np.dtype(it)], _C_TYPES[np.dtype(wt)]
-        names = {"count_upper": f"count_upper<{it}>", "extract": f"extract<{it}, {wt}>",
-                 "extract_long": f"extract_long<{it}, {wt}>", "offer": f"offer<{it}>",
-                 "join": f"join<{it}>", "check_arcs": f"check_arcs<{it}>"}
-        module = b.cuda_module(Path(__file__).with_name("_mst.cu"),
-                               name_expressions=tuple(names.values()))
-        self.kern = {k: module.get_function(v) for k, v in names.items()}
+        self.kern = _gpu_kernels(b, np.dtype(it), np.dtype(wt))
         self.counts = cp.zeros(_MAX_OFFERS, np.uint64)
 
     @staticmethod
@@ -455,11 +462,6 @@ class _GpuOps:
     def join(self, wl, n, parent, best, id_mask, in_forest):
         self.kern["join"](self.grid(n), (BLOCK,),
                           (*wl, np.int64(n), parent, best, np.int64(id_mask), in_forest))
-
-
-@functools.lru_cache(maxsize=None)
-def _gpu_ops(b, it, wt):
-    return _GpuOps(b, it, wt)
 
 
 def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
@@ -632,7 +634,7 @@ def _forest_gpu(g, b):
     n, m = g.n, g.m
     weighted = g.weights is not None
     it = g.indices.dtype
-    ops = _gpu_ops(b, np.dtype(it), np.dtype(g.weights.dtype if weighted else np.int32))
+    ops = _GpuOps(b, np.dtype(it), np.dtype(g.weights.dtype if weighted else np.int32))
     mode, id_bits = _key_mode(g.weights.dtype if weighted else None, m)
     start, uploaded, computed = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
     start.record()
@@ -746,7 +748,7 @@ def _forest_device(arrays, b):
     ends = cp.concatenate((indptr[:1], indptr[-1:])).get()
     if ends[0] != 0 or ends[1] != nnz or (n and bool((indptr[1:] < indptr[:-1]).any())):
         raise InputError(f"{where}: indptr must rise from 0 to len(indices)")
-    ops = _gpu_ops(b, it, np.dtype(weights.dtype if weights is not None else np.int32))
+    ops = _GpuOps(b, it, np.dtype(weights.dtype if weights is not None else np.int32))
     if nnz and not ops.check_arcs(indptr, indices):
         raise InputError(f"{where}: every row must hold increasing vertex numbers in "
                          f"[0, {n})")
