@@ -256,12 +256,19 @@ def test_upload_pipeline_places_every_chunk(kind, monkeypatch):
     in_forest[r.edge_ids] = 1
     bits = np.packbits(in_forest).view(fake._Array)
     firsts = np.searchsorted(r.edge_ids, [e0 for *_, e0 in plan]).view(fake._Array)
-    for small_ring in (False, True):  # the bits through the pinned ring, or a plain get
-        ids, u, v, w = mst._rebuild_forest(g, bits, firsts, plan, r.edge_ids.size,
-                                           ring[:0] if small_ring else ring, fake)
-        assert ids.dtype == np.int32 and np.array_equal(ids, r.edge_ids)
-        assert np.array_equal(u, r.u) and np.array_equal(v, r.v)
-        assert g.weights is None or np.array_equal(w, r.weight)
+    ids, u, v, w = mst._rebuild_forest(g, bits, firsts, plan, r.edge_ids.size, fake)
+    assert ids.dtype == np.int32 and np.array_equal(ids, r.edge_ids)
+    assert np.array_equal(u, r.u) and np.array_equal(v, r.v)
+    assert g.weights is None or np.array_equal(w, r.weight)
+    # the CSR's own arrays up and the forest's down through the ring, in many pieces
+    host = [g.indptr, g.indices] + ([g.weights] if g.weights is not None else [])
+    device = [fake.empty(a.shape, a.dtype) for a in host]
+    mst._transfer(fake, host, device, True)
+    assert all(np.array_equal(a, b) for a, b in zip(host, device))
+    back = [np.empty(a.shape, a.dtype) for a in host]
+    assert len(mst._pieces(host)) > 3 * (mst._workers()[1] + mst.SPARE_SLOTS)
+    mst._transfer(fake, back, device, False)
+    assert all(np.array_equal(a, b) for a, b in zip(host, back))
     from terrain.graph.csr import Graph
     bad = Graph(np.array([0, 2, 3, 3]), np.array([1, 2, 0], np.int32),
                 weights=np.array([1.0, 2.0, 1.0]))
@@ -278,17 +285,18 @@ def test_upload_pipeline_places_every_chunk(kind, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", KINDS)
 def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
-    """The host graph's upload in many chunks (tiny slots: the ring wraps, hub rows are
-    staged apart), the forest back as bits or as arrays, and the same graph handed in as
-    CuPy arrays (gathered on the device): every forest equals the CPU's bit for bit; the
-    device call returns CuPy arrays."""
+    """The host graph's upload in many pieces (tiny slots: the ring wraps; as its CSR, or
+    as compacted u < v arcs with hub rows staged apart), the forest back as arrays or as
+    bits, and the same graph handed in as CuPy arrays (gathered on the device): every
+    forest equals the CPU's bit for bit; the device call returns CuPy arrays."""
     import cupy as cp
     import terrain.graph.mst as mst
     g, *_ = _typed_graph(kind, 3000, 20000, 13, hubs=3)
     c = minimum_spanning_forest(g, backend="cpu")
     monkeypatch.setattr(mst, "SLOT_BYTES", 8192)
     forests = []
-    for download in ("bits", "copy"):
+    for upload, download in (("csr", "copy"), ("upper", "bits"), ("upper", "copy")):
+        monkeypatch.setattr(mst, "UPLOAD", upload)
         monkeypatch.setattr(mst, "FOREST_DOWNLOAD", download)
         forests.append(minimum_spanning_forest(g, backend="gpu"))
         assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}

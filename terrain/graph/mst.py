@@ -39,24 +39,23 @@ plus ``_cpu``; the round loop is shared):
    total are gathered on the device; only the forest comes back.
 
 Transfers (a host graph on the GPU). The device part is a few ms; the copies are what a
-caller waits for (before this scheme 0.2 of the 4900² grid's 0.23 s). Only what the
-device needs goes up: the ``u < v`` arcs' heads and weights in their own dtypes and one
-count per row (int32 below 2**31 vertices) -- half the arcs and no ``indptr``: 0.48 GB of
-the grid's 0.96 GB CSR. A pool of threads compacts chunks of rows (Numba, without the
-GIL) into a ring of pinned buffers; the main thread copies each filled buffer to its place
-on the device asynchronously, in chunk order (a chunk's place is the sum of the counts
-before it), and a buffer is refilled once an event says its copy is done -- so the
-compaction, the copies and the host's memory reads overlap and the copies run at pinned
-speed instead of the driver's pageable staging. The forest comes back as one bit per
-edge (``FOREST_DOWNLOAD = "bits"``: 6 MB for the grid's 48 M edges instead of 0.38 GB of
-edge ids, endpoints and weights) and each chunk's first forest position; the worker threads
-scan their chunks' rows again (:func:`_forest_edges_cpu`) and write the marked edges'
-ids, endpoints and weights straight into the output arrays, each thread its own stretch
-(``"copy"`` sends the four arrays through :func:`terrain.grid._sssp_gpu.download`'s
-pinned stages instead). ``extra["phase_seconds"]`` splits a call into ``upload`` (CUDA
-events: first copy issued to last copy done, the compaction it waited on included),
-``device`` (events: extraction to the forest's bits) and ``download`` (wall clock: bits
-down and the host's rebuild).
+caller waits for (before this scheme 0.2 of the 4900² grid's 0.23 s). PCIe on the H100
+host moved 54 GB/s from and to pinned memory but 7 GB/s from pageable memory and 2.7 GB/s
+into fresh pageable pages, so every copy goes through a ring of pinned slots
+(:func:`_transfer`): worker threads move slot-sized pieces between the caller's arrays and
+the slots (without the GIL; on the way down they also fault in the fresh output pages in
+parallel) while the main thread issues the asynchronous slot <-> device copies in order.
+``UPLOAD = "csr"`` sends the CSR's arrays as they are and the device finds the ``u < v``
+arcs (``count_upper``, ``extract``, as for a graph given on the device); ``"upper"`` has
+the worker threads compact the ``u < v`` arcs first (:func:`_upper_arcs_cpu`, half the
+bytes and no ``indptr``), which measured slower: the host's per-row compaction (0.42 s on
+one core for the grid) cost more than the PCIe bytes it saved. The forest comes back as
+its four arrays (``FOREST_DOWNLOAD = "copy"``) or, after an ``"upper"`` upload, as one bit
+per edge from which the worker threads rebuild the arrays by rescanning their chunks
+(:func:`_forest_edges_cpu`; slower for the same reason). ``extra["phase_seconds"]``
+splits a call into ``upload`` (CUDA events: the first copy issued to the last one done,
+the host work it waited on included), ``device`` (events: from the uploaded arrays to the
+forest on the device) and ``download`` (wall clock).
 
 A graph already on the device -- ``(indptr, indices[, weights])`` as CuPy arrays, or a
 ``cupyx.scipy.sparse`` matrix -- is taken as a :class:`~terrain.graph.Graph` would hold it
@@ -116,7 +115,10 @@ MAX_WORKERS = 16
 SPARE_SLOTS = 4         # slots beyond one per worker: copies in flight while all compact
 # the forest back to the host: "bits" (one bit per edge; the host rescans its CSR) or
 # "copy" (the forest's four arrays through pinned stages)
-FOREST_DOWNLOAD = "bits"
+FOREST_DOWNLOAD = "copy"
+# the graph up to the device: "csr" (its arrays as they are, through pinned slots; the
+# device finds the u < v arcs) or "upper" (the host compacts the u < v arcs first)
+UPLOAD = "csr"
 
 
 @dataclass
@@ -613,6 +615,76 @@ def _upload_upper_arcs(g, cp):
     return count, ev, w_e, ring, plan
 
 
+def _pieces(arrays):
+    """``(array index, byte offset, bytes)`` of every slot-sized piece of ``arrays``."""
+    return [(i, off, min(SLOT_BYTES, a.nbytes - off)) for i, a in enumerate(arrays)
+            for off in range(0, a.nbytes, SLOT_BYTES)]
+
+
+def _transfer(cp, host, device, to_device):
+    """Copies between the host arrays ``host`` and the device arrays ``device`` (same
+    shapes, contiguous) through a ring of pinned slots: worker threads move slot-sized
+    pieces between the host arrays and the slots (``numpy.copyto``, without the GIL; on
+    the way down they fault in fresh output pages in parallel), the main thread issues the
+    asynchronous slot <-> device copies in order, and a slot is reused once an event (up)
+    or the previous worker (down) says it is free. Pageable memory alone ran at 7 GB/s up
+    and 2.7 GB/s down into fresh pages on the H100 host, pinned slots at 54 GB/s.
+    (``terrain.grid._sssp_gpu.download`` copies small results without staging and starts a
+    thread pool per call; a call of a few tens of ms cannot afford either.) Returns the
+    ring, which must outlive the copies."""
+    pieces = _pieces(host)
+    pool, workers = _workers()
+    slots = min(workers + SPARE_SLOTS, max(1, len(pieces)))
+    ring = np.ndarray((slots, SLOT_BYTES), np.uint8,
+                      buffer=cp.cuda.alloc_pinned_memory(slots * SLOT_BYTES))
+    events = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(slots)]
+    flat = [a.reshape(-1).view(np.uint8) for a in host]
+    stream = cp.cuda.get_current_stream()
+    device_id = cp.cuda.Device().id
+    kind = cp.cuda.runtime.memcpyHostToDevice if to_device \
+        else cp.cuda.runtime.memcpyDeviceToHost
+
+    def wait(k):
+        with cp.cuda.Device(device_id):
+            events[k % slots].synchronize()
+
+    def fill(k):  # up: host piece k into its slot, once the slot's last copy is done
+        i, off, size = pieces[k]
+        if k >= slots:
+            wait(k)
+        np.copyto(ring[k % slots, :size], flat[i][off:off + size])
+
+    def empty(k):  # down: slot into host piece k, once its copy from the device is done
+        i, off, size = pieces[k]
+        wait(k)
+        np.copyto(flat[i][off:off + size], ring[k % slots, :size])
+
+    futures = {}
+    try:
+        if to_device:
+            for k in range(min(slots, len(pieces))):
+                futures[k] = pool.submit(fill, k)
+        for k, (i, off, size) in enumerate(pieces):
+            if to_device:
+                futures.pop(k).result()
+                cp.cuda.runtime.memcpyAsync(device[i].data.ptr + off, ring[k % slots].ctypes.data,
+                                            size, kind, stream.ptr)
+                events[k % slots].record(stream)
+                if k + slots < len(pieces):
+                    futures[k + slots] = pool.submit(fill, k + slots)
+            else:
+                if k >= slots:
+                    futures.pop(k - slots).result()  # the slot's last piece is out
+                cp.cuda.runtime.memcpyAsync(ring[k % slots].ctypes.data, device[i].data.ptr + off,
+                                            size, kind, stream.ptr)
+                events[k % slots].record(stream)
+                futures[k] = pool.submit(empty, k)
+    finally:
+        for f in futures.values():
+            f.result()
+    return ring
+
+
 # --------------------------------------------------------------------------- entry points
 
 def _forest_cpu(g):
@@ -643,14 +715,32 @@ def _forest_gpu(g, b):
     mode, id_bits = _key_mode(g.weights.dtype if weighted else None, m)
     start, uploaded, computed = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
     start.record()
-    count, ev, w_e, ring, plan = _upload_upper_arcs(g, cp)
-    uploaded.record()
+    csr = None
+    if UPLOAD == "csr":
+        host = [np.ascontiguousarray(a) for a in
+                [g.indptr, g.indices] + ([g.weights] if weighted else [])]
+        csr = [cp.empty(a.shape, a.dtype) for a in host]
+        ring = _transfer(cp, host, csr, True)
+        uploaded.record()
+        if not weighted:
+            csr.append(cp.zeros(1, np.int32))
+        count = ops.count_upper(csr[0], csr[1])
+        upper = int(count.sum(dtype=np.int64))
+        nan = weighted and csr[2].dtype.kind == "f" and bool(cp.isnan(csr[2]).any())
+        if nan or upper != m:
+            _check_upper_arcs(g.name, upper, m, nan)
+        ev = cp.empty(m, it)
+        w_e = cp.empty(m, csr[2].dtype) if weighted else cp.zeros(1, np.int32)
+    else:
+        count, ev, w_e, ring, plan = _upload_upper_arcs(g, cp)
+        uploaded.record()
     eu, chosen, worklist, threshold, in_forest = _boruvka(ops, n, count, ev, w_e, mode,
-                                                          id_bits)
-    del count
+                                                          id_bits, csr)
+    del count, csr
     int_total = w_e[chosen].sum(dtype=np.int64) if weighted and w_e.dtype.kind in "iu" \
         else None
-    if FOREST_DOWNLOAD == "bits":
+    bits_down = FOREST_DOWNLOAD == "bits" and UPLOAD != "csr"  # bits need the upload's plan
+    if bits_down:
         del eu, ev, w_e
         bits = cp.packbits(in_forest)
         firsts = cp.searchsorted(chosen, cp.asarray([e0 for *_, e0 in plan], np.int64))
@@ -662,13 +752,14 @@ def _forest_gpu(g, b):
         del eu, ev, w_e, chosen, in_forest
     computed.record()
     computed.synchronize()
-    t0 = time.perf_counter()
-    if FOREST_DOWNLOAD == "bits":
-        host = _rebuild_forest(g, bits, firsts, plan, k, ring, cp)
-    else:
-        from ..grid._sssp_gpu import download
-        host = download(cp, forest)
     del ring
+    t0 = time.perf_counter()
+    if bits_down:
+        host = _rebuild_forest(g, bits, firsts, plan, k, cp)
+    else:
+        host = [np.empty(a.shape, a.dtype) for a in forest]
+        ring = _transfer(cp, host, forest, False)
+        del ring
     total = int(int_total) if int_total is not None else None
     download_seconds = time.perf_counter() - t0
     device = cp.cuda.get_elapsed_time(uploaded, computed) / 1e3
@@ -679,18 +770,12 @@ def _forest_gpu(g, b):
                    extra, np, total)
 
 
-def _rebuild_forest(g, bits, firsts, plan, k, ring, cp):
+def _rebuild_forest(g, bits, firsts, plan, k, cp):
     """``[ids, u, v, w]`` of the forest on the host from one bit per edge (``bits``, on
     the device) and each upload chunk's first forest position (``firsts``): the chunks'
     rows are scanned again by :func:`_forest_edges_cpu` in the worker threads, each
     writing its own stretch of the outputs."""
-    flat = ring.reshape(-1)
-    if bits.nbytes <= flat.nbytes:  # the idle pinned ring: the bits at full PCIe speed
-        host_bits = flat[:bits.nbytes]
-        cp.cuda.runtime.memcpy(host_bits.ctypes.data, bits.data.ptr, bits.nbytes,
-                               cp.cuda.runtime.memcpyDeviceToHost)
-    else:
-        host_bits = bits.get()
+    host_bits = bits.get()  # m / 8 bytes: 0.85 ms for 48 M edges
     o0 = firsts.get()
     weighted = g.weights is not None
     weights = g.weights if weighted else np.zeros(1, np.int32)
