@@ -13,10 +13,9 @@ plus ``_cpu``; the round loop is shared):
 
 0. ``upper arcs``: every row's ``u < v`` arcs (a suffix: rows are sorted) become the edge
    list's heads ``ev`` and weights ``w_e`` at their edge ids, and ``count[u]`` their number.
-   From a host graph the host does this (:func:`_upper_arcs_cpu`, in parallel chunks of
-   rows) straight into pinned staging buffers that are copied to the device while the next
-   chunks are compacted (below); from a graph already on the device ``count_upper`` (a
-   binary search per row) and ``extract`` gather them there;
+   On the device ``count_upper`` (a binary search per row) and ``extract`` gather them
+   from the CSR; the CPU (and the GPU's ``UPLOAD = "upper"``, below) compacts them on the
+   host (:func:`_upper_arcs_cpu`);
 1. ``extract``: the tails ``eu`` and the keys, from ``count`` (a prefix sum gives each
    row's first edge id): a thread a row up to 32 edges, a warp up to 512, and
    ``extract_long`` a block for each longer row (one warp alone took 2.9 ms of RMAT-21's
