@@ -12,6 +12,7 @@ from scipy.sparse.csgraph import minimum_spanning_tree
 
 from backends import assert_backends_identical
 from cli import run_cli
+from terrain.errors import InputError
 from terrain.graph import as_graph
 from terrain.graph.mst import graph_edges, minimum_spanning_forest
 
@@ -184,6 +185,164 @@ def test_gpu_kernels_every_dtype_equal_kruskal(kind):
             return x.u, x.v, x.weight, x.edge_ids, x.total_weight, x.trees, x.rounds, \
                 x.extra["worklist"]
         assert_backends_identical(run)
+
+
+class _FakeCupy:
+    """Just enough of CuPy for the upload pipeline on the host: device arrays are NumPy
+    arrays, copies are memmoves, events and streams are no-ops."""
+
+    class _Array(np.ndarray):
+        @property
+        def data(self):
+            return type("Ptr", (), {"ptr": self.ctypes.data})()
+
+        def get(self):
+            return np.array(self)
+
+    class _Event:
+        def __init__(self, **kw):
+            pass
+
+        def record(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
+
+    def __init__(self):
+        import ctypes
+        import types
+        import contextlib
+        device = types.SimpleNamespace(id=0)
+        self.cuda = types.SimpleNamespace(
+            alloc_pinned_memory=bytearray, Event=self._Event,
+            Device=lambda *i: contextlib.nullcontext(device) if i else device,
+            get_current_stream=lambda: types.SimpleNamespace(ptr=0, synchronize=lambda: None),
+            runtime=types.SimpleNamespace(
+                memcpyHostToDevice=1, memcpyDeviceToHost=2,
+                memcpy=lambda dst, src, size, kind: ctypes.memmove(dst, src, size),
+                memcpyAsync=lambda dst, src, size, kind, stream: ctypes.memmove(dst, src, size)))
+
+    def empty(self, n, dtype):
+        return np.full(n, -7, dtype).view(self._Array)  # garbage shows
+
+    def zeros(self, n, dtype):
+        return np.zeros(n, dtype).view(self._Array)
+
+
+@pytest.mark.parametrize("kind", ["int32", "float64", "unweighted"])
+def test_upload_pipeline_places_every_chunk(kind, monkeypatch):
+    """The GPU's pipelined upload (chunks of rows compacted by worker threads into a ring
+    of slots, copied to offsets decided in chunk order; hub rows longer than a slot staged
+    apart) run on the host with tiny slots: it equals the one-pass host compaction; the
+    forest rebuilt from one bit per edge by the same chunks equals the CPU's forest."""
+    import terrain.graph.mst as mst
+    monkeypatch.setattr(mst, "SLOT_BYTES", 4096)
+    g, *_ = _typed_graph(kind, 3000, 12000, 5, hubs=3)
+    g.indices.flags.writeable = False  # the input is only read
+    cap = 4096 // (2 * 4 + (g.weights.dtype.itemsize if g.weights is not None else 0))
+    cap = cap // 64 * 64
+    chunks = mst._chunks(g.indptr, g.n, g.nnz, cap)
+    assert len(chunks) > 3 * (mst._workers()[1] + mst.SPARE_SLOTS)  # the ring wraps
+    assert any(g.indptr[b] - g.indptr[a] > cap for a, b in chunks)  # some staged apart
+    count, ev, w_e = mst._host_upper_arcs(g)
+    fake = _FakeCupy()
+    d_count, d_ev, d_w, ring, plan = mst._upload_upper_arcs(g, fake)
+    assert np.array_equal(d_count, count) and np.array_equal(d_ev, ev)
+    if g.weights is not None:
+        assert np.array_equal(d_w, w_e)
+    r = minimum_spanning_forest(g, backend="cpu")
+    in_forest = np.zeros(g.m, np.uint8)
+    in_forest[r.edge_ids] = 1
+    bits = np.packbits(in_forest).view(fake._Array)
+    firsts = np.searchsorted(r.edge_ids, [e0 for *_, e0 in plan]).view(fake._Array)
+    ids, u, v, w = mst._rebuild_forest(g, bits, firsts, plan, r.edge_ids.size, fake)
+    assert ids.dtype == np.int32 and np.array_equal(ids, r.edge_ids)
+    assert np.array_equal(u, r.u) and np.array_equal(v, r.v)
+    assert g.weights is None or np.array_equal(w, r.weight)
+    # the CSR's own arrays up and the forest's down through the ring, in many pieces
+    host = [g.indptr, g.indices] + ([g.weights] if g.weights is not None else [])
+    device = [fake.empty(a.shape, a.dtype) for a in host]
+    mst._transfer(fake, host, device, True)
+    assert all(np.array_equal(a, b) for a, b in zip(host, device))
+    back = [np.empty(a.shape, a.dtype) for a in host]
+    assert len(mst._pieces(host)) > 3 * (mst._workers()[1] + mst.SPARE_SLOTS)
+    mst._transfer(fake, back, device, False)
+    assert all(np.array_equal(a, b) for a, b in zip(host, back))
+    from terrain.graph.csr import Graph
+    bad = Graph(np.array([0, 2, 3, 3]), np.array([1, 2, 0], np.int32),
+                weights=np.array([1.0, 2.0, 1.0]))
+    with pytest.raises(InputError, match="not symmetric"):
+        mst._upload_upper_arcs(bad, _FakeCupy())
+    with pytest.raises(InputError, match="not symmetric"):
+        minimum_spanning_forest(bad, backend="cpu")
+    nan = Graph(np.array([0, 1, 2]), np.array([1, 0], np.int32),
+                weights=np.array([np.nan, np.nan]))
+    with pytest.raises(InputError, match="NaN"):
+        mst._upload_upper_arcs(nan, _FakeCupy())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
+    """The host graph's upload in many pieces (tiny slots: the ring wraps; as its CSR, or
+    as compacted u < v arcs with hub rows staged apart), the forest back as arrays or as
+    bits, and the same graph handed in as CuPy arrays (gathered on the device): every
+    forest equals the CPU's bit for bit; the device call returns CuPy arrays."""
+    import cupy as cp
+    import terrain.graph.mst as mst
+    g, *_ = _typed_graph(kind, 3000, 20000, 13, hubs=3)
+    c = minimum_spanning_forest(g, backend="cpu")
+    monkeypatch.setattr(mst, "SLOT_BYTES", 8192)
+    forests = []
+    for upload, download in (("csr", "copy"), ("upper", "bits"), ("upper", "copy")):
+        monkeypatch.setattr(mst, "UPLOAD", upload)
+        monkeypatch.setattr(mst, "FOREST_DOWNLOAD", download)
+        forests.append(minimum_spanning_forest(g, backend="gpu"))
+        assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}
+    on_device = (cp.asarray(g.indptr), cp.asarray(g.indices),
+                 None if g.weights is None else cp.asarray(g.weights))
+    d = minimum_spanning_forest(on_device)
+    assert isinstance(d.edge_ids, cp.ndarray) and isinstance(d.u, cp.ndarray)
+    for r in forests + [d]:
+        got = [x.get() if isinstance(x, cp.ndarray) else x for x in (r.u, r.v, r.weight,
+                                                                     r.edge_ids)]
+        for a, b in zip(got, (c.u, c.v, c.weight, c.edge_ids)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+        assert (r.total_weight, r.trees, r.rounds) == (c.total_weight, c.trees, c.rounds)
+        assert r.extra["worklist"] == c.extra["worklist"]
+
+
+@pytest.mark.gpu
+def test_gpu_graph_on_device_checked():
+    """CuPy CSR input: a cupyx.scipy.sparse matrix works; unsorted rows, heads out of range,
+    NaN weights and a falling indptr are InputErrors; the cpu backend refuses it."""
+    import cupy as cp
+    import cupyx.scipy.sparse as csp
+    g, *_ = _typed_graph("float64", 500, 2000, 14)
+    c = minimum_spanning_forest(g, backend="cpu")
+    m = csp.csr_matrix((cp.asarray(g.weights), cp.asarray(g.indices),
+                        cp.asarray(g.indptr)), shape=(g.n, g.n))
+    d = minimum_spanning_forest(m)
+    assert np.array_equal(d.edge_ids.get(), c.edge_ids) and d.total_weight == c.total_weight
+    indptr, indices = cp.asarray(g.indptr), cp.asarray(g.indices)
+    weights = cp.asarray(g.weights)
+    a = int(g.indptr[np.flatnonzero(np.diff(g.indptr) >= 2)[0]])  # a row of 2+ arcs
+    swapped = indices.copy()
+    swapped[[a, a + 1]] = swapped[[a + 1, a]]
+    wide = indices.copy()
+    wide[3] = g.n
+    nan = weights.copy()
+    nan[5] = cp.nan
+    falling = indptr.copy()
+    falling[2] = falling[3] + 1
+    for args, msg in (((indptr, swapped, weights), "increasing"),
+                      ((indptr, wide, weights), "increasing"),
+                      ((indptr, indices, nan), "NaN"), ((falling, indices), "rise")):
+        with pytest.raises(InputError, match=msg):
+            minimum_spanning_forest(args)
+    with pytest.raises(InputError, match="gpu backend"):
+        minimum_spanning_forest((indptr, indices), backend="cpu")
 
 
 @pytest.mark.gpu

@@ -12,8 +12,12 @@
 // as (a, b, key) with a, b vertices of the edge's two components (after the first round the
 // roots found then: finds start near the top, ECL-MST's implicit path compression).
 //
-//   count_upper  per row, the number of its u < v arcs (cumsum: the rows' first edge ids)
-//   extract      per row, its u < v arcs in order: eu, ev, w_e, key at their edge ids
+//   count_upper  per row, the number of its u < v arcs (cumsum: the rows' first edge ids);
+//                a graph on the device only (the host counts while it compacts)
+//   check_arcs   a graph on the device: heads in range, rows strictly increasing
+//   extract      per row, its u < v edges in order: eu and key at their edge ids, and for a
+//                graph on the device ev and w_e gathered from the CSR (the host uploads
+//                those of a host graph already in place)
 //   extract_long the same for rows of more than LONG_ROW upper arcs, a block a row
 //   offer        per worklist edge with lo < key <= hi: find both roots (path halving); an
 //                edge inside one component is dropped (edge filtering), any other is
@@ -46,7 +50,7 @@ __device__ __forceinline__ i64 rank_of(double) { return 0; }  // given by the ca
 // count[r]: the number of arcs of row r with indices[a] > r (binary search in the row)
 template <typename IT>
 __global__ void count_upper(const i64* __restrict__ indptr, const IT* __restrict__ indices,
-                            i64 n, i64* __restrict__ count)
+                            i64 n, IT* __restrict__ count)
 {
     for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < n;
          r += (i64)gridDim.x * blockDim.x) {
@@ -58,20 +62,45 @@ __global__ void count_upper(const i64* __restrict__ indptr, const IT* __restrict
             if ((i64)indices[mid] > r) hi = mid;
             else lo = mid + 1;
         }
-        count[r] = end - lo;
+        count[r] = (IT)(end - lo);
     }
 }
 
+// A device graph handed in by the caller: every head in [0, n) and every row strictly
+// increasing (row_start[a]: arc a opens a row); *bad = 1 otherwise.
+template <typename IT>
+__global__ void check_arcs(const IT* __restrict__ indices,
+                           const unsigned char* __restrict__ row_start, i64 nnz, i64 n,
+                           int* bad)
+{
+    for (i64 a = (i64)blockIdx.x * blockDim.x + threadIdx.x; a < nnz;
+         a += (i64)gridDim.x * blockDim.x) {
+        const i64 v = (i64)indices[a];
+        bool ok = v >= 0 && v < n;
+        if (a + 1 < nnz && !row_start[a + 1]) ok = ok && (i64)indices[a + 1] > v;
+        if (!ok) *bad = 1;
+    }
+}
+
+// Edge e = first[r] + k (the k-th u < v arc of row r): its tail and key; with gather (a
+// graph on the device) also its head and weight from arc a of the CSR, else (uploaded by
+// the host) those are in ev, w_e already.
 template <typename IT, typename W>
-__device__ __forceinline__ void put_edge(i64 r, i64 a, i64 e, const IT* __restrict__ indices,
+__device__ __forceinline__ void put_edge(i64 r, i64 a, i64 e, int gather,
+                                         const IT* __restrict__ indices,
                                          const W* __restrict__ weights, int key_mode,
                                          int id_bits, IT* __restrict__ eu, IT* __restrict__ ev,
                                          W* __restrict__ w_e, i64* __restrict__ key)
 {
     eu[e] = (IT)r;
-    ev[e] = indices[a];
-    if (key_mode != 2) w_e[e] = weights[a];
-    if (key_mode == 1) key[e] = (rank_of(weights[a]) << id_bits) | e;
+    W w = W(0);
+    if (gather) {
+        ev[e] = indices[a];
+        if (key_mode != 2) w_e[e] = w = weights[a];
+    } else if (key_mode == 1) {
+        w = w_e[e];
+    }
+    if (key_mode == 1) key[e] = (rank_of(w) << id_bits) | e;
     else if (key_mode == 2) key[e] = e;
 }
 
@@ -79,10 +108,11 @@ __device__ __forceinline__ void put_edge(i64 r, i64 a, i64 e, const IT* __restri
 // to LONG_ROW; longer rows (hubs: one warp would walk 10^5 arcs alone) go to long_rows for
 // extract_long, a block a row. first[r]: exclusive prefix sum of count. key_mode: 1 =
 // rank_of(w), 2 = rank 0 (unweighted: weights unused), 0 = keys left to the caller.
+// Without gather, indptr, indices and weights are not read.
 template <typename IT, typename W>
 __global__ void extract(const i64* __restrict__ indptr, const IT* __restrict__ indices,
-                        const W* __restrict__ weights, i64 n, const i64* __restrict__ count,
-                        const i64* __restrict__ first, int key_mode, int id_bits,
+                        const W* __restrict__ weights, i64 n, const IT* __restrict__ count,
+                        const i64* __restrict__ first, int gather, int key_mode, int id_bits,
                         IT* __restrict__ eu, IT* __restrict__ ev, W* __restrict__ w_e,
                         i64* __restrict__ key, i64* __restrict__ long_rows,
                         unsigned long long* n_long)
@@ -90,13 +120,13 @@ __global__ void extract(const i64* __restrict__ indptr, const IT* __restrict__ i
     const i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x;  // no grid-stride: warps whole
     i64 cnt = 0, lo = 0;
     if (r < n) {
-        cnt = count[r];
-        lo = indptr[r + 1] - cnt;
+        cnt = (i64)count[r];
+        if (gather) lo = indptr[r + 1] - cnt;
         if (cnt <= SMALL_ROW) {
             const i64 f = first[r];
             for (i64 k = 0; k < cnt; ++k)
-                put_edge<IT, W>(r, lo + k, f + k, indices, weights, key_mode, id_bits, eu, ev,
-                                w_e, key);
+                put_edge<IT, W>(r, lo + k, f + k, gather, indices, weights, key_mode, id_bits,
+                                eu, ev, w_e, key);
         } else if (cnt > LONG_ROW) {
             long_rows[atomicAdd(n_long, 1ull)] = r;
         }
@@ -111,26 +141,28 @@ __global__ void extract(const i64* __restrict__ indptr, const IT* __restrict__ i
         const i64 l = __shfl_sync(FULL_MASK, lo, src);
         const i64 f = first[rr];
         for (i64 k = lane; k < c; k += 32)
-            put_edge<IT, W>(rr, l + k, f + k, indices, weights, key_mode, id_bits, eu, ev,
-                            w_e, key);
+            put_edge<IT, W>(rr, l + k, f + k, gather, indices, weights, key_mode, id_bits,
+                            eu, ev, w_e, key);
     }
 }
 
 template <typename IT, typename W>
 __global__ void extract_long(const i64* __restrict__ indptr, const IT* __restrict__ indices,
-                             const W* __restrict__ weights, const i64* __restrict__ count,
-                             const i64* __restrict__ first, int key_mode, int id_bits,
-                             IT* __restrict__ eu, IT* __restrict__ ev, W* __restrict__ w_e,
-                             i64* __restrict__ key, const i64* __restrict__ long_rows,
+                             const W* __restrict__ weights, const IT* __restrict__ count,
+                             const i64* __restrict__ first, int gather, int key_mode,
+                             int id_bits, IT* __restrict__ eu, IT* __restrict__ ev,
+                             W* __restrict__ w_e, i64* __restrict__ key,
+                             const i64* __restrict__ long_rows,
                              const unsigned long long* n_long)
 {
     const i64 rows = (i64)*n_long;
     for (i64 j = blockIdx.x; j < rows; j += gridDim.x) {
         const i64 r = long_rows[j];
-        const i64 c = count[r], l = indptr[r + 1] - c, f = first[r];
+        const i64 c = (i64)count[r], f = first[r];
+        const i64 l = gather ? indptr[r + 1] - c : 0;
         for (i64 k = threadIdx.x; k < c; k += blockDim.x)
-            put_edge<IT, W>(r, l + k, f + k, indices, weights, key_mode, id_bits, eu, ev,
-                            w_e, key);
+            put_edge<IT, W>(r, l + k, f + k, gather, indices, weights, key_mode, id_bits, eu,
+                            ev, w_e, key);
     }
 }
 
