@@ -33,7 +33,7 @@ import zarr
 
 from terrain._atomic import atomic_output
 from terrain._paths import check_outputs, input_identity
-from terrain.io import AsciiGrid, open_grid, write_synth
+from terrain.io import AsciiGrid, open_grid
 from terrain.io._buffers import BUFFERS
 from terrain.io._parse import load_kernels, nan_min_max
 from terrain.io.georef import finish_store
@@ -352,6 +352,8 @@ def info_command(args):
 
 def synth_command(args):
     """``terrain synth --rows R --cols C [--seed S] [--nodata F] [--integer] -o FILE.asc``."""
+    from terrain.io import write_synth  # Numba's import: only for this command
+
     t0 = time.perf_counter()
     n = write_synth(args.output, args.rows, args.cols, seed=args.seed, nodata=args.nodata,
                     integer=args.integer, overwrite=args.overwrite)
