@@ -127,7 +127,7 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
         }
         if (col < ncols) {
             double v;
-            if (mant == 0) {
+            if (mant == 0 && exact) { /* a nonzero digit past MAX_DIGITS: not zero */
                 v = neg ? -0.0 : 0.0;
             } else {
                 while (mant > EXACT && mant % 10u == 0) { /* trailing zeros */
