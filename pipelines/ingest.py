@@ -78,11 +78,14 @@ def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
     cols = grid.shape[1]
     z = BUFFERS.take((r1 - r0) * cols * 4, np.float32, (r1 - r0, cols))
     try:
-        grid.read_rows(r0, r1, starts, out=z)
+        if isinstance(grid, AsciiGrid):  # statistics counted by the parser
+            stats = grid.read_rows_stats(r0, r1, starts, out=z)[1]
+        else:
+            stats = _band_stats(grid.read_rows(r0, r1, starts, out=z))
         elevation = zarr.open_group(store=str(store_path), mode="r+")["elevation"]
         for c0 in range(0, cols, shard_side):
             elevation[r0:r1, c0:c0 + shard_side] = z[:, c0:c0 + shard_side]
-        return _band_stats(z)
+        return stats
     finally:
         BUFFERS.give(z)
 

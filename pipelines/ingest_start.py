@@ -66,10 +66,10 @@ def parse_whole_grid(grid, pool, out=None, on_block=None):
 
     def parse(r0):
         r1 = min(r0 + block, rows)
-        grid.read_rows(r0, r1, starts, out=out[r0:r1])
+        _, stats = grid.read_rows_stats(r0, r1, starts, out=out[r0:r1])
         if on_block is not None:
             on_block(r0, r1)
-        return band_stats(out[r0:r1])
+        return stats
 
     stats = list(pool.map(parse, range(0, rows, block)))
     return out, stats

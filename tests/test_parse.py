@@ -68,7 +68,7 @@ def test_grass_stars_and_fast_and_slow_tokens_on_one_row(tmp_path):
 def test_parse_rows_reports_bad_tokens_and_row_lengths():
     text = np.frombuffer(b"1 2 3\n4 x5 6\n7 8\n", dtype=np.uint8)
     out = np.empty((3, 3), dtype=np.float32)
-    status, row, count, t0, t1, _ = parse.parse_rows(text, [0, 6, 13, 17], 3, out,
+    status, row, count, t0, t1, _, _ = parse.parse_rows(text, [0, 6, 13, 17], 3, out,
                                                      np.float32(0), False, False)
     assert (status, row, count, bytes(text[t0:t1])) == (parse.PARSE_BAD_TOKEN, 1, 1, b"x5")
     status, row, count, *_ = parse.parse_rows(text[:6].copy(), [0, 6], 2, out[:1, :2],
@@ -99,6 +99,27 @@ def test_parse_rows_writes_strided_rows_and_checks_its_arguments():
         parse.parse_rows(text, [0, 4, 9], 2, out, np.float32(0), False, False)
     with pytest.raises(ValueError, match="inside buf"):
         parse.parse_rows(text, [4, 0, 8], 2, out, np.float32(0), False, False)
+
+
+@pytest.mark.parametrize("kind", ["tricky", "grass", "all nodata"])
+def test_statistics_counted_by_the_parse_equal_a_pass_over_the_values(tmp_path, kind):
+    from terrain.io import open_grid
+    rng = np.random.default_rng(3)
+    tokens = rng.permutation(np.array(TRICKY * 4, dtype=object)).reshape(4, len(TRICKY))
+    path = tmp_path / "s.asc"
+    if kind == "grass":
+        tokens[rng.random(tokens.shape) < 0.3] = "*"
+        path.write_text(grass_text(tokens, null="0.1"))
+    else:
+        if kind == "all nodata":
+            tokens[:] = "-9999"
+        path.write_text(esri_text(tokens))
+    grid = open_grid(path)
+    starts = grid.row_starts([grid.newline_offsets(a, b) for a, b in grid.index_ranges()])
+    for r0, r1 in ((0, 4), (1, 3), (2, 2)):
+        z, stats = grid.read_rows_stats(r0, r1, starts)
+        want = parse.nan_min_max(z) if r1 > r0 else (0, np.inf, -np.inf)
+        assert stats == want and [np.signbit(v) for v in stats[1:]] == [np.signbit(v) for v in want[1:]]
 
 
 def test_nan_min_max_keeps_the_first_of_equal_values():

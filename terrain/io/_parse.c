@@ -49,15 +49,24 @@ static inline float bits_to_float(uint32_t bits) {
     return f;
 }
 
+/* What a parse counts on the way: cells marked SLOW_BITS, NaN (nodata) cells, min and max of
+ * the others (ties: the first seen kept, as terrain_nan_min_max does). */
+typedef struct {
+    int64_t n_slow, n_nan;
+    double lo, hi;
+} tally;
+
 /* One row, text[0:n): parse its tokens into orow (ncols values). text[n - 1] is whitespace, so
  * the token loops stop without bounds checks. Returns the status; on PARSE_BAD_TOKEN *col is the
  * token's column and [*t0, *t1) its span in text; on PARSE_ROW_LENGTH *col the values found. */
 static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow, float nodata,
                      int has_nodata, int star_is_nodata, int64_t *col_out, int64_t *t0_out,
-                     int64_t *t1_out, int64_t *n_slow) {
+                     int64_t *t1_out, tally *sums) {
     const float nan32 = bits_to_float(NAN_BITS);
     const float slow32 = bits_to_float(SLOW_BITS);
-    int64_t p = 0, col = 0;
+    int64_t p = 0, col = 0, n_slow = sums->n_slow, n_nan = sums->n_nan;
+    double lo = sums->lo, hi = sums->hi;
+    int status = PARSE_OK;
     for (;;) {
         while (p < n && is_space(text[p])) ++p;
         if (p >= n) break;
@@ -116,14 +125,17 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
         if (!ok || !is_space(text[p])) {
             while (p < n && !is_space(text[p])) ++p;
             if (star_is_nodata && p - t0 == 1 && text[t0] == '*') { /* GRASS '*' */
-                if (col < ncols) orow[col] = nan32;
+                if (col < ncols) {
+                    orow[col] = nan32;
+                    ++n_nan;
+                }
                 ++col;
                 continue;
             }
-            *col_out = col;
             *t0_out = t0;
             *t1_out = p;
-            return PARSE_BAD_TOKEN;
+            status = PARSE_BAD_TOKEN;
+            break;
         }
         if (col < ncols) {
             double v;
@@ -136,7 +148,7 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
                 }
                 if (!exact || mant > EXACT || e10 < -22 || e10 > 22) {
                     orow[col] = slow32;
-                    ++*n_slow;
+                    ++n_slow;
                     ++col;
                     continue;
                 }
@@ -145,12 +157,25 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
                 if (neg) v = -v;
             }
             const float f = (float)v;
-            orow[col] = (has_nodata && f == nodata) ? nan32 : f;
+            if (has_nodata && f == nodata) {
+                orow[col] = nan32;
+                ++n_nan;
+            } else {
+                orow[col] = f;
+                const double d = (double)f;
+                if (d < lo) lo = d;
+                if (d > hi) hi = d;
+            }
         }
         ++col;
     }
+    sums->n_slow = n_slow;
+    sums->n_nan = n_nan;
+    sums->lo = lo;
+    sums->hi = hi;
     *col_out = col;
-    return col == ncols ? PARSE_OK : PARSE_ROW_LENGTH;
+    if (status == PARSE_OK && col != ncols) status = PARSE_ROW_LENGTH;
+    return status;
 }
 
 /* Parse rows into out (float32, n_rows rows of ncols values, row r at out + r * out_stride).
@@ -158,40 +183,47 @@ static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow,
  * Row r is buf[starts[r]:starts[r + 1]] (its newline included); nothing outside those spans is
  * read. Values: NaN for nodata (== nodata after the float32 cast, or '*' when star_is_nodata);
  * SLOW_BITS for the cells the caller finishes. Returns PARSE_OK, PARSE_BAD_TOKEN or
- * PARSE_ROW_LENGTH (-1: out of memory); result[0..4] = row, count (the token's column, or the values the row
- * holds), token start and end (offsets in buf), cells marked SLOW_BITS. */
+ * PARSE_ROW_LENGTH (-1: out of memory); result[0..4] = row, count (the token's column, or the
+ * values the row holds), token start and end (offsets in buf), cells marked SLOW_BITS;
+ * result[5] = NaN cells and minmax[0..1] = min and max of the others, as terrain_nan_min_max
+ * gives them for out -- valid when no cell is marked SLOW_BITS. */
 int terrain_parse_rows(const uint8_t *buf, const int64_t *starts, int64_t n_rows, int64_t ncols,
                        float *out, int64_t out_stride, float nodata, int has_nodata,
-                       int star_is_nodata, int64_t *result) {
-    int64_t n_slow = 0, col = 0, t0 = 0, t1 = 0;
-    for (int64_t r = 0; r < n_rows; ++r) {
+                       int star_is_nodata, int64_t *result, double *minmax) {
+    const double inf = (double)bits_to_float(0x7F800000u);
+    tally sums = {0, 0, inf, -inf};
+    int64_t col = 0, t0 = 0, t1 = 0, r = 0;
+    int status = PARSE_OK;
+    for (; r < n_rows; ++r) {
         const uint8_t *text = buf + starts[r];
         const int64_t n = starts[r + 1] - starts[r];
-        int status;
         if (n == 0 || is_space(text[n - 1])) {
             status = parse_row(text, n, ncols, out + r * out_stride, nodata, has_nodata,
-                               star_is_nodata, &col, &t0, &t1, &n_slow);
+                               star_is_nodata, &col, &t0, &t1, &sums);
         } else { /* the file's last line, without a newline: a copy ending in one */
             uint8_t *copy = malloc((size_t)n + 1);
             if (copy == NULL) return -1;
             memcpy(copy, text, (size_t)n);
             copy[n] = '\n';
             status = parse_row(copy, n + 1, ncols, out + r * out_stride, nodata, has_nodata,
-                               star_is_nodata, &col, &t0, &t1, &n_slow);
+                               star_is_nodata, &col, &t0, &t1, &sums);
             free(copy);
         }
-        if (status != PARSE_OK) {
-            result[0] = r;
-            result[1] = col;
-            result[2] = starts[r] + t0;
-            result[3] = starts[r] + t1;
-            result[4] = n_slow;
-            return status;
-        }
+        if (status != PARSE_OK) break;
     }
-    result[0] = result[1] = result[2] = result[3] = 0;
-    result[4] = n_slow;
-    return PARSE_OK;
+    if (status == PARSE_OK) {
+        result[0] = result[1] = result[2] = result[3] = 0;
+    } else {
+        result[0] = r;
+        result[1] = col;
+        result[2] = starts[r] + t0;
+        result[3] = starts[r] + t1;
+    }
+    result[4] = sums.n_slow;
+    result[5] = sums.n_nan;
+    minmax[0] = sums.lo;
+    minmax[1] = sums.hi;
+    return status;
 }
 
 /* Offsets (plus base) just after each '\n' in buf[0:n], in order: the first cap of them into out.

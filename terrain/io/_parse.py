@@ -20,12 +20,12 @@ call, so the row blocks of one file parse in parallel threads.
 >>> import numpy as np
 >>> text = np.frombuffer(b"1.5 -2 -9999\\n3e2 * 7\\n", dtype=np.uint8)
 >>> out = np.empty((2, 3), dtype=np.float32)
->>> status, row, count, t0, t1, n_slow = parse_rows(
+>>> status, row, count, t0, t1, n_slow, stats = parse_rows(
 ...     text, np.array([0, 13, 21]), 3, out, np.float32(-9999), True, True)
 >>> status == PARSE_OK, out.tolist()
 (True, [[1.5, -2.0, nan], [300.0, nan, 7.0]])
->>> nan_min_max(out)
-(2, -2.0, 300.0)
+>>> stats, nan_min_max(out)
+((2, -2.0, 300.0), (2, -2.0, 300.0))
 """
 
 import ctypes
@@ -164,7 +164,7 @@ def _load(path, tag):
         return None  # built from another _parse.c (a checkout edited after its install)
     lib.terrain_parse_rows.restype = ctypes.c_int
     lib.terrain_parse_rows.argtypes = [_vp, _vp, _i64, _i64, _vp, _i64, ctypes.c_float,
-                                       ctypes.c_int, ctypes.c_int, _vp]
+                                       ctypes.c_int, ctypes.c_int, _vp, _vp]
     lib.terrain_newlines.restype = _i64
     lib.terrain_newlines.argtypes = [_vp, _i64, _i64, _vp, _i64]
     lib.terrain_nan_min_max.restype = None
@@ -250,9 +250,11 @@ def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):
 
     Returns
     -------
-    (status, row, count, token_start, token_end, n_slow)
+    (status, row, count, token_start, token_end, n_slow, stats)
         ``status`` is PARSE_OK, PARSE_BAD_TOKEN (row, its column in ``count``, the token's
         byte span in ``buf``) or PARSE_ROW_LENGTH (row and the number of values it holds).
+        ``stats``: :func:`nan_min_max` of ``out``, counted during the parse (no second pass
+        over it); meaningful when the parse is OK and ``n_slow`` is 0.
     """
     lib = load_library()
     buf = _bytes_array(buf, "parse_rows")
@@ -265,17 +267,18 @@ def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):
     if not out.flags.writeable:
         raise ValueError("parse_rows: out is read-only")
     if n_rows <= 0:
-        return PARSE_OK, 0, 0, 0, 0, 0
+        return PARSE_OK, 0, 0, 0, 0, 0, (0, np.inf, -np.inf)
     if starts[0] < 0 or starts[-1] > buf.size or (n_rows > 1 and (np.diff(starts) < 0).any()):
         raise ValueError("parse_rows: starts must be non-decreasing offsets inside buf")
-    result = np.zeros(5, dtype=np.int64)
+    result = np.zeros(6, dtype=np.int64)
+    minmax = np.zeros(2, dtype=np.float64)
     status = lib.terrain_parse_rows(_ptr(buf), _ptr(starts), n_rows, ncols, _ptr(out),
                                     out.strides[0] // 4, float(nodata), bool(has_nodata),
-                                    bool(star_is_nodata), _ptr(result))
+                                    bool(star_is_nodata), _ptr(result), _ptr(minmax))
     if status < 0:
         raise MemoryError("parse_rows: no memory for a copy of the last row")
-    row, count, t0, t1, n_slow = (int(v) for v in result)
-    return status, row, count, t0, t1, n_slow
+    row, count, t0, t1, n_slow, n_nan = (int(v) for v in result)
+    return status, row, count, t0, t1, n_slow, (n_nan, float(minmax[0]), float(minmax[1]))
 
 
 def nan_min_max(z):

@@ -182,6 +182,13 @@ class AsciiGrid:
 
         The text is read through a memory map (:meth:`text`): no buffer beyond ``out``.
         """
+        return self.read_rows_stats(r0, r1, starts, out)[0]
+
+    def read_rows_stats(self, r0, r1, starts, out=None):
+        """:meth:`read_rows`, and ``(nodata cells, min, max)`` of the rows read (min and max
+        ignore NaN; ``inf, -inf`` when every cell is nodata), counted during the parse."""
+        from ._parse import PARSE_OK, nan_min_max, parse_rows
+
         nrows, ncols = self.shape
         if not 0 <= r0 <= r1 <= nrows:
             raise ValueError(f"read_rows: rows {r0}:{r1} outside 0:{nrows}")
@@ -191,20 +198,19 @@ class AsciiGrid:
             raise ValueError(f"read_rows: out must be float32 {(r1 - r0, ncols)}, got "
                              f"{out.dtype} {out.shape}")
         if r1 == r0:
-            return out
-        from ._parse import PARSE_OK, parse_rows
-
+            return out, (0, math.inf, -math.inf)
         starts = np.asarray(starts, dtype=np.int64)
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
         has_nodata = self.nodata is not None
         text = self.text()
-        status, row, count, t0, t1, n_slow = parse_rows(
+        status, row, count, t0, t1, n_slow, stats = parse_rows(
             text, starts[r0: r1 + 1], ncols, out, nodata, has_nodata, self.dialect == "grass")
         if status != PARSE_OK:
             self._raise_parse_error(status, r0 + row, count, text[t0:t1])
         if n_slow:
             _fix_slow(text, starts[r0: r1 + 1], out, nodata, has_nodata)
-        return out
+            stats = nan_min_max(out)
+        return out, stats
 
     def _raise_parse_error(self, status, row, count, token):
         from ._parse import PARSE_BAD_TOKEN
