@@ -17,6 +17,7 @@ Anything unusual (not an ASCII grid, a bad header, an existing output without
 """
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -63,10 +64,11 @@ def parse_whole_grid(grid, pool, out=None, on_block=None):
     starts = grid.row_starts(pieces)
     row_bytes = max(1.0, float(starts[-1] - starts[0]) / max(rows, 1))
     block = max(1, int(BLOCK_BYTES // row_bytes))
+    text = grid.text()  # one map for every block
 
     def parse(r0):
         r1 = min(r0 + block, rows)
-        _, stats = grid.read_rows_stats(r0, r1, starts, out=out[r0:r1])
+        _, stats = grid.read_rows_stats(r0, r1, starts, out=out[r0:r1], text=text)
         if on_block is not None:
             on_block(r0, r1)
         return stats
@@ -147,13 +149,19 @@ def ingest_command(args):
         grid = _wanted(args)
     except Exception:  # a bad input or output: the command says so
         grid = None
+    switch = sys.getswitchinterval()
     if grid is not None:
         with _lock:
             _started.append(start_parse(grid))
+        # while this thread imports (pure Python, holding the GIL), a parse thread that
+        # needs the GIL for a moment between two C calls gets it within 1 ms, not 5
+        sys.setswitchinterval(min(switch, 0.001))
     try:
         from .ingest import ingest_command as command
+        sys.setswitchinterval(switch)
         return command(args)
     finally:
+        sys.setswitchinterval(switch)
         with _lock:
             left, _started[:] = list(_started), []
         for started in left:  # not taken (the command failed before): stop it

@@ -184,9 +184,12 @@ class AsciiGrid:
         """
         return self.read_rows_stats(r0, r1, starts, out)[0]
 
-    def read_rows_stats(self, r0, r1, starts, out=None):
+    def read_rows_stats(self, r0, r1, starts, out=None, text=None):
         """:meth:`read_rows`, and ``(nodata cells, min, max)`` of the rows read (min and max
-        ignore NaN; ``inf, -inf`` when every cell is nodata), counted during the parse."""
+        ignore NaN; ``inf, -inf`` when every cell is nodata), counted during the parse.
+
+        ``text``: :meth:`text` of this grid, when the caller maps the file once for many
+        calls."""
         from ._parse import PARSE_OK, nan_min_max, parse_rows
 
         nrows, ncols = self.shape
@@ -202,7 +205,10 @@ class AsciiGrid:
         starts = np.asarray(starts, dtype=np.int64)
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
         has_nodata = self.nodata is not None
-        text = self.text()
+        if text is None:
+            text = self.text()
+        elif text.size < self.size:
+            raise ValueError("read_rows: text is not this grid's file")
         status, row, count, t0, t1, n_slow, stats = parse_rows(
             text, starts[r0: r1 + 1], ncols, out, nodata, has_nodata, self.dialect == "grass")
         if status != PARSE_OK:
