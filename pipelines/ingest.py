@@ -261,17 +261,22 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     try:
         with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
-            side = _create(tmp, grid, tile, compressors)
-            z, stats = started.result()
-            rows, cols = grid.shape
-            shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
-            list(started.pool.map(
-                lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc),
-                shards))
+            try:
+                side = _create(tmp, grid, tile, compressors)
+                z, stats = started.result()
+                rows, cols = grid.shape
+                shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+                list(started.pool.map(
+                    lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc),
+                    shards))
+            finally:
+                # after an error or a signal: the writes already running end before the
+                # partial output is removed (queued ones are cancelled)
+                started.close()
             _finish(tmp, stats)
             finish_store(tmp)
     finally:
-        started.close()
+        started.close()  # also when the output could not be opened
     store = open_store(output_path)
     store.reused_tasks = 0
     return store

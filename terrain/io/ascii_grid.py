@@ -12,7 +12,7 @@ pieces of the file, so a scheduler can run them in parallel with bounded memory:
 2. :meth:`AsciiGrid.read_rows` parses a band of rows from a memory map of the file with the
    C kernel of :mod:`terrain.io._parse` (ctypes, the GIL released) into float32, nodata as
    NaN. Values equal GDAL's (``strtod`` to double, cast to float32) bit for bit. Callers
-   that parse a whole grid on a pool (:func:`pipelines.ingest.parse_whole_grid`) cut it
+   that parse a whole grid on a pool (:func:`pipelines.ingest_start.parse_whole_grid`) cut it
    into tasks of about ``BLOCK_BYTES`` of text.
 
 Written by hand rather than with GDAL because GDAL's ASCII reader is single-threaded,
