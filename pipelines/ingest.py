@@ -21,8 +21,9 @@ graph writes nothing.
 Without a graph: an ASCII grid that the default scheduler would run on threads (at most
 :data:`pipelines.ingest_start.THREADS_MAX_CELLS` cells) is parsed whole on a thread pool and
 written from memory (:func:`ingest_in_threads`); ``terrain ingest`` starts that parse
-before importing this module (:mod:`pipelines.ingest_start`). Same store, byte for byte. :func:`build_ingest_graph` is what other pipelines (``mst``) embed in
-their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
+before importing this module (:mod:`pipelines.ingest_start`). Same store, byte for byte.
+
+:func:`build_ingest_graph` is what other pipelines (``mst``) embed in their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
 """
 
 import json
@@ -202,7 +203,8 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     check_tile_size(tile)
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     cells = grid.shape[0] * grid.shape[1]
-    if scheduler is None and not resume and isinstance(grid, AsciiGrid) and cells <= THREADS_MAX_CELLS:
+    if (scheduler is None and not resume and isinstance(grid, AsciiGrid)
+            and cells <= THREADS_MAX_CELLS and not _client_active()):
         return ingest_in_threads(grid, input_path, output_path, tile, overwrite, compressors,
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
@@ -212,6 +214,13 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
+
+
+def _client_active():
+    """Whether :func:`pipelines.cluster.open_scheduler` made a cluster active (a batch runs
+    every file there, small ones too). Without that module imported, none can be."""
+    cluster = sys.modules.get("pipelines.cluster")
+    return cluster is not None and getattr(cluster, "_active_client", None) is not None
 
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,

@@ -196,6 +196,18 @@ def test_graph_free_ingest_writes_the_graphs_store_byte_for_byte(tmp_path, monke
     assert np.isnan(z).any()
 
 
+def test_an_active_cluster_runs_small_grids_too(tmp_path, monkeypatch):
+    import pipelines.cluster as cluster
+    import pipelines.ingest as ingest_module
+    ran = []
+    monkeypatch.setattr(cluster, "_active_client", object())  # as in a batch on one cluster
+    monkeypatch.setattr(ingest_module, "ingest_in_threads", lambda *a, **k: ran.append("direct"))
+    monkeypatch.setattr(ingest_module, "ingest_on_active_scheduler",
+                        lambda *a, **k: ran.append("cluster"))
+    ingest_module.ingest(ROOT / "data" / "sample.asc", tmp_path / "s.zarr")
+    assert ran == ["cluster"]
+
+
 def test_cli_ingest_takes_the_parse_it_started(tmp_path, monkeypatch):
     import pipelines.ingest as ingest_module
     from terrain.run import main
