@@ -156,8 +156,17 @@ def ingest_command(args):
         # while this thread imports (pure Python, holding the GIL), a parse thread that
         # needs the GIL for a moment between two C calls gets it within 1 ms, not 5
         sys.setswitchinterval(min(switch, 0.001))
+    # zarr imports CuPy where it is installed (for its GPU buffers, which ingest does not
+    # use): half a second and 160 MB on a GPU host. Hidden while zarr loads on this path.
+    hide_cupy = grid is not None and "cupy" not in sys.modules and "zarr" not in sys.modules
+    if hide_cupy:
+        sys.modules["cupy"] = None  # an import of it raises ImportError
     try:
-        from .ingest import ingest_command as command
+        try:
+            from .ingest import ingest_command as command
+        finally:
+            if hide_cupy and sys.modules.get("cupy", False) is None:
+                del sys.modules["cupy"]
         sys.setswitchinterval(switch)
         return command(args)
     finally:

@@ -222,12 +222,16 @@ def test_cli_ingest_takes_the_parse_it_started(tmp_path, monkeypatch):
 
 
 def test_cli_ingest_of_a_small_grid_imports_neither_numba_nor_dask(tmp_path):
+    # a CuPy that says when it is imported: zarr would import it where it is installed
+    (tmp_path / "fake" / "cupy").mkdir(parents=True)
+    (tmp_path / "fake" / "cupy" / "__init__.py").write_text("IMPORTED = True\n")
     code = ("import sys; from terrain.run import main; "
             f"main(['ingest', {str(ROOT / 'data' / 'sample.asc')!r}, '-o', 's.zarr']); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'numba', 'dask', 'distributed', 'scipy', 'rasterio'}))")
+            "{'numba', 'dask', 'distributed', 'scipy', 'rasterio', 'cupy'}))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        [str(ROOT), str(tmp_path / "fake")]
+        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
