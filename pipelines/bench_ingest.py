@@ -104,8 +104,9 @@ def _whole_processes(src, store, tile, scheduler, repeat):
     # the fixed start-up of each: imports (and, for terrain, loading the parser's library;
     # Dask and the scheduler's module only where a scheduler is named: the default path for
     # grids up to THREADS_MAX_CELLS imports neither)
-    ours_start = [sys.executable, "-c", "import pipelines.ingest_start, pipelines.ingest"
-                  + (", pipelines.cluster, dask" if scheduler else "")
+    ours_start = [sys.executable, "-c", "import pipelines.ingest_start as s; "
+                  + ("import pipelines.ingest, pipelines.cluster, dask" if scheduler
+                     else "s.import_ingest()")  # as the command imports them
                   + "; from terrain.io._parse import load_kernels; load_kernels()"]
     peer_start = [sys.executable, "-c", "import rasterio"]
     runs = {"terrain": [], "rasterio": [], "terrain start-up": [], "rasterio start-up": []}

@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["ingest_command", "parse_whole_grid", "band_stats", "start_parse",
+__all__ = ["ingest_command", "import_ingest", "parse_whole_grid", "band_stats", "start_parse",
            "take_started_parse", "StartedParse", "THREADS_MAX_CELLS"]
 
 #: grids up to this many cells run on threads under the default scheduler: the value of
@@ -143,6 +143,25 @@ def _wanted(args):
     return grid
 
 
+def import_ingest(hide_cupy=True):
+    """Import :mod:`pipelines.ingest` (and zarr) and return it.
+
+    zarr imports CuPy where it is installed, for its GPU buffers, which the ingest does not
+    use: half a second and 160 MB on a GPU host. With ``hide_cupy`` (the graph-free path
+    runs nothing on a GPU) CuPy is hidden while zarr loads, unless something imported it
+    already; it stays importable afterwards.
+    """
+    hide = hide_cupy and "cupy" not in sys.modules and "zarr" not in sys.modules
+    if hide:
+        sys.modules["cupy"] = None  # an import of it raises ImportError
+    try:
+        from . import ingest
+    finally:
+        if hide and sys.modules.get("cupy", False) is None:
+            del sys.modules["cupy"]
+    return ingest
+
+
 def ingest_command(args):
     """``terrain ingest``: :func:`pipelines.ingest.ingest_command`, the parse started first."""
     try:
@@ -156,17 +175,8 @@ def ingest_command(args):
         # while this thread imports (pure Python, holding the GIL), a parse thread that
         # needs the GIL for a moment between two C calls gets it within 1 ms, not 5
         sys.setswitchinterval(min(switch, 0.001))
-    # zarr imports CuPy where it is installed (for its GPU buffers, which ingest does not
-    # use): half a second and 160 MB on a GPU host. Hidden while zarr loads on this path.
-    hide_cupy = grid is not None and "cupy" not in sys.modules and "zarr" not in sys.modules
-    if hide_cupy:
-        sys.modules["cupy"] = None  # an import of it raises ImportError
     try:
-        try:
-            from .ingest import ingest_command as command
-        finally:
-            if hide_cupy and sys.modules.get("cupy", False) is None:
-                del sys.modules["cupy"]
+        command = import_ingest(hide_cupy=grid is not None).ingest_command
         sys.setswitchinterval(switch)
         return command(args)
     finally:
