@@ -28,9 +28,6 @@ import shutil
 import uuid
 from pathlib import Path
 
-from dask._task_spec import Task
-from dask.delayed import Delayed
-
 from terrain._paths import input_identity
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
@@ -111,6 +108,9 @@ def checkpointed(delayed, partial, prefixes):
         The rewritten graph and how many of its tasks already have a checkpoint (they will
         not run again).
     """
+    from dask._task_spec import Task  # here, not at the top: run_key's callers need no Dask
+    from dask.delayed import Delayed
+
     folder = Path(partial) / CHECKPOINT_DIR
     graph = graph_dict(delayed)
     reused = 0

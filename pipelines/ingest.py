@@ -16,8 +16,14 @@ input fails before any task runs. The graph then has three layers:
    store's attributes so that ``info`` needs no pass over the data.
 
 The store itself is created by a task that every band task depends on, so building the
-graph writes nothing. :func:`build_ingest_graph` is what other pipelines (``mst``) embed in
-their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
+graph writes nothing.
+
+Without a graph: an ASCII grid that the default scheduler would run on threads (at most
+:data:`pipelines.ingest_start.THREADS_MAX_CELLS` cells) is parsed whole on a thread pool and
+written from memory (:func:`ingest_in_threads`); ``terrain ingest`` starts that parse
+before importing this module (:mod:`pipelines.ingest_start`). Same store, byte for byte.
+
+:func:`build_ingest_graph` is what other pipelines (``mst``) embed in their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
 """
 
 import json
@@ -27,23 +33,26 @@ import threading
 import time
 import warnings
 
-import dask
 import numpy as np
 import zarr
 
 from terrain._atomic import atomic_output
 from terrain._paths import check_outputs, input_identity
-from terrain.io import AsciiGrid, open_grid, write_synth
+from terrain.io import AsciiGrid, open_grid
 from terrain.io._buffers import BUFFERS
-from terrain.io._parse import load_kernels, nan_min_max
+from terrain.io._parse import load_kernels
 from terrain.io.georef import finish_store
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import tiles_per_shard
 
-from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .cluster import compute, open_scheduler
+from ._resume import drop_checkpoints, prepare_resume, run_key
+from .ingest_start import THREADS_MAX_CELLS, band_stats as _band_stats, parse_whole_grid
+from .ingest_start import start_parse, take_started_parse
 
-__all__ = ["build_ingest_graph", "ingest", "parse_whole_grid", "write_window", "ingest_on_active_scheduler", "store_stats",
+# Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
+# grid's ingest runs without one (ingest_in_threads) and does not pay its import
+
+__all__ = ["build_ingest_graph", "ingest", "ingest_in_threads", "parse_whole_grid", "write_window", "ingest_on_active_scheduler", "store_stats",
            "ingest_command", "info_command",
            "synth_command", "default_compressors", "describe_store"]
 
@@ -65,21 +74,19 @@ def _create(store_path, grid, tile, compressors):
     return store.elevation.shards[0]
 
 
-def _band_stats(z):
-    nan, lo, hi = nan_min_max(z)
-    return int(nan), float(lo), float(hi)
-
-
 def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
     """Read rows ``r0:r1`` and write every shard of them; return (nodata cells, min, max)."""
     cols = grid.shape[1]
     z = BUFFERS.take((r1 - r0) * cols * 4, np.float32, (r1 - r0, cols))
     try:
-        grid.read_rows(r0, r1, starts, out=z)
+        if isinstance(grid, AsciiGrid):  # statistics counted by the parser
+            stats = grid.read_rows_stats(r0, r1, starts, out=z)[1]
+        else:
+            stats = _band_stats(grid.read_rows(r0, r1, starts, out=z))
         elevation = zarr.open_group(store=str(store_path), mode="r+")["elevation"]
         for c0 in range(0, cols, shard_side):
             elevation[r0:r1, c0:c0 + shard_side] = z[:, c0:c0 + shard_side]
-        return _band_stats(z)
+        return stats
     finally:
         BUFFERS.give(z)
 
@@ -89,40 +96,6 @@ def write_window(store_path, z, r0, c0):
     shard, or whole shards, so zarr rewrites nothing)."""
     elevation = zarr.open_array(store=str(store_path), path="elevation", mode="r+")
     elevation[r0:r0 + z.shape[0], c0:c0 + z.shape[1]] = z
-
-
-def parse_whole_grid(grid, pool, out=None, on_block=None):
-    """Parse a whole ASCII grid into ``out`` (float32, NaN = nodata) on a thread pool.
-
-    The newline index runs as one task per ``INDEX_CHUNK_BYTES`` and the parse as one task
-    per ``BLOCK_BYTES`` of text (so every core has work whatever the shard size); the
-    kernels release the GIL. ``on_block(r0, r1)``, when given, runs in the worker right
-    after rows ``r0:r1`` are parsed (e.g. to start their copy to the device).
-
-    Returns
-    -------
-    (out, stats)
-        ``stats`` as the ingest's band statistics (nodata cells, min, max) per block.
-    """
-    from terrain.io.ascii_grid import BLOCK_BYTES
-
-    rows, cols = grid.shape
-    if out is None:
-        out = np.empty((rows, cols), dtype=np.float32)
-    pieces = list(pool.map(lambda ab: grid.newline_offsets(*ab), grid.index_ranges()))
-    starts = grid.row_starts(pieces)
-    row_bytes = max(1.0, float(starts[-1] - starts[0]) / max(rows, 1))
-    block = max(1, int(BLOCK_BYTES // row_bytes))
-
-    def parse(r0):
-        r1 = min(r0 + block, rows)
-        grid.read_rows(r0, r1, starts, out=out[r0:r1])
-        if on_block is not None:
-            on_block(r0, r1)
-        return _band_stats(out[r0:r1])
-
-    stats = list(pool.map(parse, range(0, rows, block)))
-    return out, stats
 
 
 def _finish(store_path, band_stats):
@@ -167,6 +140,8 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     >>> dask.compute(g)                                                      # doctest: +SKIP
     ('sample.zarr',)
     """
+    import dask
+
     tile = check_tile_size(tile)
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)
     compressors = default_compressors() if compressors is None else compressors
@@ -205,7 +180,8 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
         Replace an existing output.
     scheduler : str, optional
         As ``--scheduler``: None starts a LocalCluster for grids of more than
-        :data:`pipelines.cluster.DASHBOARD_MIN_CELLS` cells and runs smaller ones on threads,
+        :data:`pipelines.cluster.DASHBOARD_MIN_CELLS` cells and runs smaller ones on threads
+        (an ASCII grid without a task graph: :func:`ingest_in_threads`),
         ``"local"`` always starts one, ``"threads"``/``"synchronous"`` run locally, an
         address attaches to a cluster.
     resume : bool
@@ -226,11 +202,25 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     check_outputs([input_path], [output_path], overwrite)
     check_tile_size(tile)
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
-    # Numba's first call costs ~0.5 s: pay it while the scheduler starts
+    cells = grid.shape[0] * grid.shape[1]
+    if (scheduler is None and not resume and isinstance(grid, AsciiGrid)
+            and cells <= THREADS_MAX_CELLS and not _client_active()):
+        return ingest_in_threads(grid, input_path, output_path, tile, overwrite, compressors,
+                                 band=band, nodata=nodata, crs=crs)
+    from .cluster import open_scheduler
+
+    # the parser's library (compiled on first use in a checkout): loaded while the scheduler starts
     threading.Thread(target=load_kernels, daemon=True).start()
     with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
+
+
+def _client_active():
+    """Whether :func:`pipelines.cluster.open_scheduler` made a cluster active (a batch runs
+    every file there, small ones too). Without that module imported, none can be."""
+    cluster = sys.modules.get("pipelines.cluster")
+    return cluster is not None and getattr(cluster, "_active_client", None) is not None
 
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
@@ -241,6 +231,9 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
     returned store's ``reused_tasks`` attribute counts the tasks a resumed run took from the
     partial output's checkpoints.
     """
+    from ._resume import checkpointed
+    from .cluster import compute
+
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with atomic_output(output_path, overwrite, inputs=[input_path], key=key,
                        resume=resume) as tmp:
@@ -258,6 +251,46 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
     return store
 
 
+def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
+                      compressors=None, **options):
+    """:func:`ingest` of an ASCII grid that fits in memory, on a thread pool, no task graph.
+
+    The whole grid is parsed into one float32 array (:func:`pipelines.ingest_start.
+    parse_whole_grid`; a parse that :func:`pipelines.ingest_start.ingest_command` started
+    before the imports is taken over), then every shard is written from it on the same pool
+    (the parser and the codec release the GIL, so both run on every core). The store is
+    the one the task graph writes, byte for byte: the same writers, statistics and partial
+    output name (a killed run is resumed by ``--resume``, which takes the graph path).
+    ``options``: :func:`terrain.io.open_grid`'s (``band``, ``nodata``, ``crs``), which
+    ``grid`` was opened with.
+    """
+    check_tile_size(tile)
+    compressors = default_compressors() if compressors is None else compressors
+    started = take_started_parse(grid) or start_parse(grid)
+    key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
+    try:
+        with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
+            try:
+                side = _create(tmp, grid, tile, compressors)
+                z, stats = started.result()
+                rows, cols = grid.shape
+                shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+                list(started.pool.map(
+                    lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc),
+                    shards))
+            finally:
+                # after an error or a signal: the writes already running end before the
+                # partial output is removed (queued ones are cancelled)
+                started.close()
+            _finish(tmp, stats)
+            finish_store(tmp)
+    finally:
+        started.close()  # also when the output could not be opened
+    store = open_store(output_path)
+    store.reused_tasks = 0
+    return store
+
+
 def store_stats(store):
     """``{"nodata_cells", "min", "max"}`` of a store: from its attributes, else by a scan."""
     if "stats" in store.attrs:
@@ -265,6 +298,8 @@ def store_stats(store):
 
     def shard(r0, r1, c0, c1):
         return _band_stats(store.read_window(r0, r1, c0, c1))
+
+    import dask
 
     parts = dask.compute(*[dask.delayed(shard)(*w) for w in store.shard_windows()],
                          scheduler="threads")
@@ -352,6 +387,8 @@ def info_command(args):
 
 def synth_command(args):
     """``terrain synth --rows R --cols C [--seed S] [--nodata F] [--integer] -o FILE.asc``."""
+    from terrain.io import write_synth  # Numba's import: only for this command
+
     t0 = time.perf_counter()
     n = write_synth(args.output, args.rows, args.cols, seed=args.seed, nodata=args.nodata,
                     integer=args.integer, overwrite=args.overwrite)

@@ -20,7 +20,7 @@ _python_show_warning = warnings.showwarning
 
 # command -> "module:function"; imported only when that command runs (fast --help, light deps)
 HANDLERS = {
-    "ingest": "pipelines.ingest:ingest_command",
+    "ingest": "pipelines.ingest_start:ingest_command",  # a small text grid starts parsing first
     "info": "pipelines.ingest:info_command",
     "synth": "pipelines.ingest:synth_command",
     "mst": "pipelines.mst_start:mst_command",  # the text starts for the GPU first

@@ -246,15 +246,19 @@ def test_parse_whole_grid_on_a_pool_matches_rasterio(tmp_path, kind, small_block
 
 
 @pytest.mark.parametrize("eol, tail", [("\n", ""), ("\r\n", "\r\n"), ("\n", "\n\n")])
-def test_newline_index_by_memchr_equals_numpy(tmp_path, monkeypatch, eol, tail):
+def test_newline_index_equals_numpy(tmp_path, eol, tail):
+    from terrain.io._parse import newline_offsets
     rng = np.random.default_rng(7)
     path = tmp_path / "l.asc"
     path.write_text(esri_text(random_values(rng, (23, 40), "decimal"), eol=eol).rstrip() + tail)
     grid = open_grid(path)
+    data = np.fromfile(path, dtype=np.uint8)
+    want = np.flatnonzero(data == 10) + 1
+    want = want[want > grid.data_offset]
+    want = (want if want[-1] == data.size else np.append(want, data.size))[:23]
     for chunk in (1, 7, 97, 1 << 20):
-        ranges = grid.index_ranges(chunk)
-        monkeypatch.setattr(ascii_grid, "_FIND_MIN_LINE", 1)
-        by_find = grid.row_starts([grid.newline_offsets(a, b) for a, b in ranges])
-        monkeypatch.setattr(ascii_grid, "_FIND_MIN_LINE", 1 << 40)
-        by_numpy = grid.row_starts([grid.newline_offsets(a, b) for a, b in ranges])
-        assert np.array_equal(by_find, by_numpy) and len(by_find) == 24
+        got = grid.row_starts([grid.newline_offsets(a, b) for a, b in grid.index_ranges(chunk)])
+        assert np.array_equal(got, np.append(grid.data_offset, want)) and len(got) == 24
+    for guess in (0, 3, 10 ** 4):  # a low guess of the count takes the second pass
+        got = newline_offsets(data[5:], 5, expected=guess)
+        assert np.array_equal(got, np.flatnonzero(data[5:] == 10) + 6)

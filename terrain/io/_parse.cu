@@ -1,5 +1,5 @@
-// Parsing the data section of an ASCII grid on the device: the CUDA twin of parse_rows in
-// _parse.py, per token instead of per row (terrain/io/_parse_gpu.py launches it).
+// Parsing the data section of an ASCII grid on the device: the CUDA twin of parse_row in
+// _parse.c, per token instead of per row (terrain/io/_parse_gpu.py launches it).
 //
 // The text (the data section, one '\n' sentinel appended) is on the device. Tokens are the
 // maximal runs of non-whitespace bytes (whitespace as strtod skips it: space, \t..\r).
@@ -137,7 +137,7 @@ extern "C" __global__ void parse_tokens(const unsigned char* __restrict__ buf,
         return;
     }
     double v;
-    if (mant == 0) {
+    if (mant == 0 && exact) {  // a nonzero digit past MAX_DIGITS: not zero
         v = neg ? -0.0 : 0.0;
     } else {
         while (mant > EXACT && mant % 10ULL == 0) {  // trailing zeros

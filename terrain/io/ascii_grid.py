@@ -9,9 +9,11 @@ pieces of the file, so a scheduler can run them in parallel with bounded memory:
 1. :meth:`AsciiGrid.newline_offsets` finds the line starts inside one byte range
    (a NumPy scan at memory speed, in bounded blocks); :meth:`AsciiGrid.row_starts` joins the pieces
    into the byte span of every grid row and checks the row count (one row per line).
-2. :meth:`AsciiGrid.read_rows` parses a band of rows in sub-blocks of at most
-   ``BLOCK_BYTES`` of text with a Numba kernel (:mod:`terrain.io._parse`) into float32,
-   nodata as NaN. Values equal GDAL's (``strtod`` to double, cast to float32) bit for bit.
+2. :meth:`AsciiGrid.read_rows` parses a band of rows from a memory map of the file with the
+   C kernel of :mod:`terrain.io._parse` (ctypes, the GIL released) into float32, nodata as
+   NaN. Values equal GDAL's (``strtod`` to double, cast to float32) bit for bit. Callers
+   that parse a whole grid on a pool (:func:`pipelines.ingest_start.parse_whole_grid`) cut it
+   into tasks of about ``BLOCK_BYTES`` of text.
 
 Written by hand rather than with GDAL because GDAL's ASCII reader is single-threaded,
 reads one row per block and re-scans the file; rasterio/GDAL serve as the test oracle.
@@ -35,7 +37,6 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ._buffers import BUFFERS
 
 __all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "ESRI_KEYS", "GRASS_KEYS",
            "BLOCK_BYTES", "INDEX_CHUNK_BYTES"]
@@ -45,10 +46,8 @@ ESRI_KEYS = ("ncols", "nrows", "xllcorner", "xllcenter", "yllcorner", "yllcenter
 GRASS_KEYS = ("north", "south", "east", "west", "rows", "cols", "null", "type")
 GRASS_TYPES = ("int", "float", "double")
 
-BLOCK_BYTES = 8 << 20         # text parsed per kernel call (bounds the read buffer)
+BLOCK_BYTES = 8 << 20         # text parsed per task when a whole grid is parsed on a pool
 INDEX_CHUNK_BYTES = 32 << 20  # bytes scanned for newlines per index task
-_SCAN_BYTES = 8 << 20         # newline scan block (a pooled buffer)
-_FIND_MIN_LINE = 256          # mean line length from which newlines are found by memchr
 _HEADER_PROBE = 1 << 16       # a header longer than this is not a grid header
 _FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -100,43 +99,27 @@ class AsciiGrid:
     def newline_offsets(self, a, b):
         """File offsets of the bytes just after each newline in ``[a, b)`` (int64).
 
-        Long lines (the usual grid: one row of thousands of values a line) are found with
-        ``mmap.find`` (``memchr``: no copy of the text, a few calls per row); short ones
-        with a NumPy comparison over blocks read into a pooled buffer.
+        ``memchr`` over a memory map of the file (:func:`terrain.io._parse.newline_offsets`):
+        no copy of the text, the GIL released, so the ranges of one file index in parallel.
         """
+        from ._parse import newline_offsets
+
         rows = max(self.shape[0], 1)
-        if (self.size - self.data_offset) // rows >= _FIND_MIN_LINE:
-            return self._newline_offsets_find(a, b)
-        from ._parse import newline_positions  # Numba's import: only once data is read
+        expected = (b - a) * rows // max(self.size - self.data_offset, 1) + 16
+        return newline_offsets(self.text()[a:b], a, expected)
 
-        buf = BUFFERS.take(min(b - a, _SCAN_BYTES))
-        pieces = []
-        try:
-            with open(self.path, "rb", buffering=0) as f:
-                f.seek(a)
-                pos = a
-                while pos < b:
-                    n = f.readinto(memoryview(buf)[: min(b - pos, buf.size)])
-                    if not n:
-                        raise InputError(f"{self.path}: file changed while being read")
-                    pieces.append(newline_positions(buf, n, pos))
-                    pos += n
-        finally:
-            BUFFERS.give(buf)
-        return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)
+    def text(self):
+        """The whole file as a read-only uint8 array over a memory map (nothing is read
+        until used; the map goes when the last array over it does).
 
-    def _newline_offsets_find(self, a, b):
+        The file must still be ``size`` bytes long: a file cut short while it is being read
+        would fault, so the size is checked here (an :class:`InputError` otherwise).
+        """
         with open(self.path, "rb", buffering=0) as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < b:
+            if os.fstat(f.fileno()).st_size < self.size or self.size == 0:
                 raise InputError(f"{self.path}: file changed while being read")
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                found = []
-                pos = mm.find(b"\n", a, b)
-                while pos >= 0:
-                    found.append(pos + 1)
-                    pos = mm.find(b"\n", pos + 1, b)
-        return np.array(found, dtype=np.int64)
+            mm = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
+        return np.frombuffer(mm, dtype=np.uint8)
 
     def row_starts(self, pieces):
         """Byte boundaries of the ``nrows`` data rows (``nrows + 1`` int64 offsets).
@@ -197,9 +180,18 @@ class AsciiGrid:
         -------
         float32 array (r1 - r0, ncols)
 
-        Memory is ``out`` plus one pooled text block of at most ``BLOCK_BYTES`` (or one
-        row).
+        The text is read through a memory map (:meth:`text`): no buffer beyond ``out``.
         """
+        return self.read_rows_stats(r0, r1, starts, out)[0]
+
+    def read_rows_stats(self, r0, r1, starts, out=None, text=None):
+        """:meth:`read_rows`, and ``(nodata cells, min, max)`` of the rows read (min and max
+        ignore NaN; ``inf, -inf`` when every cell is nodata), counted during the parse.
+
+        ``text``: :meth:`text` of this grid, when the caller maps the file once for many
+        calls."""
+        from ._parse import PARSE_OK, nan_min_max, parse_rows
+
         nrows, ncols = self.shape
         if not 0 <= r0 <= r1 <= nrows:
             raise ValueError(f"read_rows: rows {r0}:{r1} outside 0:{nrows}")
@@ -209,36 +201,22 @@ class AsciiGrid:
             raise ValueError(f"read_rows: out must be float32 {(r1 - r0, ncols)}, got "
                              f"{out.dtype} {out.shape}")
         if r1 == r0:
-            return out
-        from ._parse import PARSE_OK, parse_rows
-
+            return out, (0, math.inf, -math.inf)
         starts = np.asarray(starts, dtype=np.int64)
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
         has_nodata = self.nodata is not None
-        star = self.dialect == "grass"
-        row_bytes = int(starts[r1] - starts[r0]) / (r1 - r0)
-        block_rows = max(1, min(r1 - r0, int(BLOCK_BYTES // max(row_bytes, 1.0))))
-        edges = np.append(np.arange(r0, r1, block_rows), r1)
-        buf = BUFFERS.take(int(np.max(starts[edges[1:]] - starts[edges[:-1]])) + 1)
-        try:
-            with open(self.path, "rb", buffering=0) as f:
-                for i, j in zip(edges[:-1], edges[1:]):
-                    a, b = int(starts[i]), int(starts[j])
-                    f.seek(a)
-                    if f.readinto(memoryview(buf)[: b - a]) != b - a:
-                        raise InputError(f"{self.path}: file changed while being read")
-                    buf[b - a] = 10  # the sentinel parse_rows relies on
-                    local = starts[i: j + 1] - a
-                    band = out[i - r0: j - r0]
-                    status, row, count, t0, t1, n_slow = parse_rows(
-                        buf, local, ncols, band, nodata, has_nodata, star)
-                    if status != PARSE_OK:
-                        self._raise_parse_error(status, i + row, count, buf[t0:t1])
-                    if n_slow:
-                        _fix_slow(buf, local, band, nodata, has_nodata)
-        finally:
-            BUFFERS.give(buf)
-        return out
+        if text is None:
+            text = self.text()
+        elif text.size < self.size:
+            raise ValueError("read_rows: text is not this grid's file")
+        status, row, count, t0, t1, n_slow, stats = parse_rows(
+            text, starts[r0: r1 + 1], ncols, out, nodata, has_nodata, self.dialect == "grass")
+        if status != PARSE_OK:
+            self._raise_parse_error(status, r0 + row, count, text[t0:t1])
+        if n_slow:
+            _fix_slow(text, starts[r0: r1 + 1], out, nodata, has_nodata)
+            stats = nan_min_max(out)
+        return out, stats
 
     def _raise_parse_error(self, status, row, count, token):
         from ._parse import PARSE_BAD_TOKEN
