@@ -38,13 +38,12 @@ def _files(path):
 @pytest.mark.parametrize("codec", sorted(CODECS))
 @pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("float32", np.nan),
                                          ("int32", -1), ("uint8", 255)])
-@pytest.mark.parametrize("via", ["kernel", "ctypes", "numcodecs"])
+@pytest.mark.parametrize("via", ["ctypes", "numcodecs"])
 def test_hand_written_shards_are_zarrs_bytes(tmp_path, monkeypatch, codec, dtype, fill, via):
-    """The whole shard in one jitted call, c-blosc through ctypes per tile on reused
-    buffers, or numcodecs' Blosc where that is missing: the same bytes as zarr's."""
+    """c-blosc through ctypes per tile on reused buffers, or numcodecs' Blosc where that
+    is missing: the same bytes as zarr's."""
     from terrain.tiles import _shards
     assert _shards.BLOSC is not None  # numcodecs' extension exports c-blosc here
-    monkeypatch.setattr(_shards, "WHOLE_SHARD_KERNEL", via == "kernel")
     if via == "numcodecs":
         monkeypatch.setattr(_shards, "BLOSC", None)
     v = _values(dtype, fill)

@@ -28,7 +28,6 @@ import os
 import threading
 from pathlib import Path
 
-import numba
 import numpy as np
 
 __all__ = ["fast_layout", "write_shard", "read_shard"]
@@ -67,89 +66,6 @@ except Exception:  # noqa: BLE001 - no exported symbols: numcodecs' own calls
     BLOSC = None
 
 
-def _numba_compress():
-    """``blosc_compress_ctx`` for Numba: the pointers declared as ``size_t`` (the same
-    registers on the 64-bit ABIs), so a jitted function passes ``array.ctypes.data``."""
-    import ctypes
-
-    import numcodecs.blosc
-    fn = ctypes.CDLL(numcodecs.blosc.__file__).blosc_compress_ctx
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
-                   ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
-                   ctypes.c_size_t, ctypes.c_int]
-    return fn
-
-
-try:
-    _COMPRESS = _numba_compress() if BLOSC is not None else None
-except Exception:  # noqa: BLE001
-    _COMPRESS = None
-
-
-#: Encode a shard in one jitted call (:func:`_encode_shard`) instead of a NumPy copy and a
-#: c-blosc call per tile. Same bytes; off by default: on one core it costs more (its copy
-#: loop is slower than NumPy's), and whether fewer GIL hand-overs pay on 16 threads was not
-#: measured before the deadline (docs/benchmarks.md).
-WHOLE_SHARD_KERNEL = False
-
-
-def _shard_kernel():
-    """The jitted whole-shard encoder (:func:`write_shard`), when enabled and c-blosc is
-    reachable; else None."""
-    return _encode_shard if WHOLE_SHARD_KERNEL and _COMPRESS is not None else None
-
-
-@numba.njit(nogil=True, cache=True)
-def _encode_shard(values, a_base, b_base, rows, cols, order, tile, fill, nan_fill,
-                  out, index, raw, clevel, shuffle, typesize, cname, blocksize, compress):
-    """Tiles of one shard in Morton order: copy (fill-padded at the edge), skip
-    all-fill tiles, compress (``compress``: :data:`_COMPRESS`, passed as a first-class
-    function so the compiled code is cached) into ``out`` one after another; the index
-    in ``index``. Returns the bytes used in ``out``, -1 when blosc fails."""
-    tr, tc = tile.shape
-    nbytes = tile.size * tile.itemsize
-    flat = tile.reshape(-1)
-    tile_bytes = flat.view(np.uint8)
-    offset = 0
-    for t in range(order.shape[0]):
-        ci, cj = order[t, 0], order[t, 1]
-        a0, b0 = a_base + ci * tr, b_base + cj * tc
-        if a0 >= rows or b0 >= cols:
-            continue
-        a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
-        h, w = a1 - a0, b1 - b0
-        if h < tr or w < tc:
-            tile[:, :] = fill
-        for i in range(h):
-            tile[i, :w] = values[a0 + i, b0:b1]
-        empty = True
-        for k in range(flat.size):
-            v = flat[k]
-            if nan_fill:
-                if v == v:
-                    empty = False
-                    break
-            elif v != fill:
-                empty = False
-                break
-        if empty:
-            continue
-        if raw:
-            out[offset:offset + nbytes] = tile_bytes
-            n = nbytes
-        else:
-            n = compress(clevel, shuffle, typesize, nbytes, tile.ctypes.data,
-                         out.ctypes.data + offset, out.size - offset, cname.ctypes.data,
-                         blocksize, 1)
-            if n <= 0:
-                return -1
-        index[ci, cj, 0] = offset
-        index[ci, cj, 1] = n
-        offset += n
-    return offset
-
-
 _OVERHEAD = 16  # BLOSC_MAX_OVERHEAD
 
 
@@ -175,7 +91,6 @@ class ShardLayout:
         except ImportError:  # ... 3.4
             from zarr.core.indexing import morton_order_coords as morton
         self.order = [tuple(int(v) for v in c) for c in morton(self.per_shard)]
-        self.order_array = np.array(self.order, np.int64).reshape(-1, 2)
 
     def file(self, si, sj):
         return self.path / self.key((si, sj))
@@ -292,31 +207,6 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
     offset = 0
     tile = _staging(layout.inner, layout.dtype)
     path = layout.file(si, sj)
-    kernel = _shard_kernel() if (r0, c0) == (0, 0) else None
-    if kernel is not None:  # the whole shard in one call without the GIL
-        n_tiles = len(layout.order)
-        out = _staging((n_tiles * (tile.nbytes + _OVERHEAD),), np.uint8)
-        raw = layout.codec is None
-        clevel, shuffle, typesize, cname, blocksize = (
-            layout.blosc_args if not raw else (0, 0, 1, b"", 0))
-        used = kernel(values, si * R, sj * C, rows, cols, layout.order_array, tile,
-                      fill[()], bool(fill != fill), out, index, raw, clevel, shuffle, typesize,
-                      np.frombuffer(cname + b"\0", np.uint8), blocksize, _COMPRESS)
-        if used < 0:
-            raise RuntimeError(f"blosc could not compress a tile of {path}")
-        if used == 0:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
-            return 0
-        raw_index = index.astype("<u8").tobytes()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(memoryview(out)[:used])
-            fh.write(raw_index + np.uint32(google_crc32c.value(raw_index)).astype("<u4")
-                     .tobytes())
-        return used + len(raw_index) + 4
     dest = _staging((tile.nbytes + _OVERHEAD,), np.uint8) if layout.codec is not None else None
     fh = None
     try:
