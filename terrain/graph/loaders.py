@@ -345,6 +345,24 @@ def _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt):
 
 
 @numba.njit(nogil=True, cache=True)
+def _int_token(buf, i, end):
+    """An optional '-' and the decimal digits at ``buf[i]``: ``(value, digits, negative,
+    position after them)``; the caller checks what follows (more than 18 digits overflow
+    ``value``: callers refuse them)."""
+    neg = False
+    if i < end and buf[i] == 45:  # '-'
+        neg = True
+        i += 1
+    val = np.int64(0)
+    nd = 0
+    while i < end and buf[i] >= 48 and buf[i] <= 57:
+        val = val * 10 + (buf[i] - 48)
+        i += 1
+        nd += 1
+    return val, nd, neg, i
+
+
+@numba.njit(nogil=True, cache=True)
 def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v,
                  wmode, w_int, w_len, w_flt):
     """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf[start:end]`` into ``out_u``,
@@ -396,16 +414,7 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
                 i += 1
             if i >= end or buf[i] == _LF or buf[i] == _CR:
                 return k, _ERR_FEW, ls, dropped
-            neg = False
-            if buf[i] == 45:  # '-'
-                neg = True
-                i += 1
-            val = np.int64(0)
-            nd = 0
-            while i < end and buf[i] >= 48 and buf[i] <= 57:
-                val = val * 10 + (buf[i] - 48)
-                i += 1
-                nd += 1
+            val, nd, neg, i = _int_token(buf, i, end)
             if nd == 0 or (i < end and buf[i] != _SP and buf[i] != _TAB
                            and buf[i] != _CR and buf[i] != _LF):
                 return k, _ERR_TOKEN, ls, dropped
@@ -425,16 +434,7 @@ def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v
             while j < end and (buf[j] == _SP or buf[j] == _TAB):
                 j += 1
             s = j
-            neg = False
-            if j < end and buf[j] == 45:  # '-'
-                neg = True
-                j += 1
-            val = np.int64(0)
-            nd = 0
-            while j < end and buf[j] >= 48 and buf[j] <= 57:
-                val = val * 10 + (buf[j] - 48)
-                j += 1
-                nd += 1
+            val, nd, neg, j = _int_token(buf, j, end)
             if 0 < nd <= 18 and (j >= end or buf[j] == _SP or buf[j] == _TAB
                                  or buf[j] == _CR or buf[j] == _LF):
                 w_int[k] = -val if neg else val
