@@ -1,21 +1,54 @@
-"""``--dry-run``: what an ``ingest`` or ``mst`` run would do, and whether the disk can hold it.
+"""``--dry-run``: what an ``ingest``, ``mst`` or ``cost-distance`` run would do, and whether
+the disk can hold it.
 
-The plan is built from the same pieces the run uses: the input's header (nothing else is
-read), the tile store layout (:func:`terrain.tiles.store.tiles_per_shard`), and the Dask
-graph itself, built but not run (building writes nothing), so the task count is the real
-one. Sizes are estimates from measured ratios, stated as such:
+One planner for every command: :func:`build_plan` checks the paths (as the run does, before
+any work), reads the input's header only (nothing else is read), lays out the tile store
+(:func:`terrain.tiles.store.tiles_per_shard`, the quadtree levels), then asks the command's
+part (:data:`PLANNERS`) for what differs: tasks, backend, the bytes a task and a worker hold,
+and the bytes written to the output and to the partial output. :func:`build_plan` adds the
+free space of the output's file system; :func:`dry_run_command` prints the plan and refuses
+the run (exit 2) when the output's file system has less free space than the estimate.
 
-* elevation store: Blosc LZ4 keeps about 0.64 of float32 on terrain (2.6 bytes a cell;
-  synthetic 3000², docs/benchmarks.md has 0.57 on real grids);
-* forest mask: zstd keeps about 0.22 bytes a cell of the uint8 mask (0.25 is used);
+For ``ingest`` and ``mst`` the Dask graph itself is built, not run (building writes
+nothing), so their task count is the real one. For ``cost-distance`` the plan gives the
+algorithm :func:`pipelines.cost_distance.choose_algorithm` picks and, for the tiled one,
+its groups, SSSP tiles and height cap (:func:`pipelines.cost_distance_tiled.tiled_spec`,
+:class:`terrain.grid.sssp_tiled.TiledSpec`); its task count is not given (the run builds
+its graph inside the partial output).
+
+Sizes are estimates from measured ratios, stated as such (:data:`STORED_BYTES_PER_CELL`;
+synthetic fractal terrain, ``synth``, 2-core VM):
+
+* ``elevation`` (and any raster ingested on the way, such as a friction raster):
+  Blosc LZ4 keeps about 0.64 of float32 on terrain (2.6 bytes a cell; synthetic 3000²,
+  2048²: 2.5; docs/benchmarks.md has 0.57 on real grids);
+* ``mst`` forest mask: zstd keeps about 0.22 bytes a cell of the uint8 mask (0.25 is used);
+* cost-distance layers (2048², one source and 50 sources): ``distance`` 2.5-2.8 bytes a
+  cell with ``absdiff``, 6.0 with ``tobler`` (6.5 is used); ``backlink`` 0.27-0.42 (0.5);
+  ``allocation`` 0.02-0.06 (0.1); ``friction`` is taken at its raw 4 bytes (unmeasured);
+* the tiled index (``sssp_index``): its arrays' raw size follows from the geometry
+  (:class:`pipelines.cost_distance_tiled.IndexStore`: per node ``12 B²`` bytes of
+  matrices for ``B`` boundary cells, plus ids, elevations and frictions); zstd keeps 0.26
+  of it (1024², tile 16, height 0: 46.4 MB of 180.9 MB; 0.3 is used); the run's final
+  labels (``sssp_labels``, 16 bytes a boundary cell, removed at the end) at their raw size;
 * memory per task: an ingest band task holds its band as float32 plus one text block; an
   MST group task holds its shard's elevations, mask and Borůvka's edge arrays (about 16
-  bytes an edge, ``connectivity / 2`` edges a cell);
+  bytes an edge, ``connectivity / 2`` edges a cell); the in-core cost-distance solve holds
+  :func:`pipelines.cost_distance.incore_bytes` (while ``threads`` write tasks hold a shard
+  window of the three result layers each); the tiled tasks follow the memory bound of
+  docs/cost-distance-tiled.md (a group's phase 1 and the levels inside it, ``2 · 192`` bytes
+  a cell a level; a merge above the groups ``2 · 192 S²``; a fill task its shard's layers
+  and one group's phase 3, ~115 bytes a cell; the top Dijkstra, alone, ~250 bytes a top
+  boundary cell plus its page cache);
 * partials: the partial output *is* the output before its rename, plus checkpoints
-  (small: band statistics, and the level graphs, O(perimeter) per shard).
+  (small: band statistics, and the level graphs, O(perimeter) per shard) and, for
+  cost-distance, a friction raster's hidden ingest store and the tiled run's labels.
 
-The run is refused (exit 2) when the output's file system has less free space than the
-estimate.
+Examples
+--------
+>>> plan = build_plan("cost-distance", _Args(input="data/sample.asc", source_cell=["3,4"]))
+>>> plan["algorithm"], plan["output"], plan["output_bytes"] > 0
+('in-core', 'data/sample.cost.zarr', True)
 """
 
 import json
@@ -27,12 +60,33 @@ from terrain._atomic import partial_path
 from terrain._paths import check_outputs, real_path
 from terrain.errors import InputError
 
-__all__ = ["build_plan", "dry_run_command", "format_bytes"]
+__all__ = ["build_plan", "dry_run_command", "format_bytes", "PLANNERS",
+           "STORED_BYTES_PER_CELL"]
 
-ELEVATION_BYTES_PER_CELL = 2.6
-MASK_BYTES_PER_CELL = 0.25
+#: stored bytes a cell of each layer (module docstring: measured ratios)
+STORED_BYTES_PER_CELL = {"elevation": 2.6, "mst": 0.25, "distance": 6.5, "backlink": 0.5,
+                         "allocation": 0.1, "friction": 4.0}
+ELEVATION_BYTES_PER_CELL = STORED_BYTES_PER_CELL["elevation"]
+MASK_BYTES_PER_CELL = STORED_BYTES_PER_CELL["mst"]
 EDGE_BYTES = 16
 TEXT_BLOCK_BYTES = 8 << 20
+INDEX_STORED_FRACTION = 0.3   # zstd on the tiled index's arrays
+TILED_MATRIX_BYTES_PER_CELL = 192   # a level's boundary matrices, a cell (cost-distance-tiled.md)
+TILED_FILL_BYTES_PER_CELL = 115     # a group's phase 3 (~30 MB for 512²)
+TILED_TOP_BYTES_PER_VERTEX = 250    # the top Dijkstra, a top boundary cell
+
+
+class _Args:
+    """The options of a command line with their defaults, for calling :func:`build_plan`
+    from Python (the doctests): ``_Args(input=..., source_cell=[...])``."""
+
+    def __init__(self, **given):
+        defaults = dict(output=None, overwrite=False, tile=512, connectivity=8,
+                        weight="max", backend="cpu", geotiff=None, source=None,
+                        source_cell=None, sources=None, start_cost=None, cost="absdiff",
+                        friction=None, max_cost=None, algorithm="auto", tile_sssp=None,
+                        max_height=None, reuse=None, gpus=None, geotiff_dir=None)
+        self.__dict__.update(defaults, **given)
 
 
 def format_bytes(n):
@@ -53,96 +107,293 @@ def _task_count(delayed):
     return len(graph_dict(delayed))
 
 
-def build_plan(command, args):
-    """The plan of ``command`` (``"ingest"`` or ``"mst"``) for parsed ``args``, as a dict."""
+def _open_header(inp, tile, stores):
+    """The input's grid from its header only: a dict with ``shape``, ``tile``,
+    ``tiles_per_shard``, ``cellsize``, ``geotransform`` and ``from_store`` (a tile store keeps
+    its own tile and shards; ``stores`` False: always read as a raster)."""
     from terrain.tiles import is_store, open_store
-    from terrain.tiles.store import check_tile_size, quadtree_levels, tiles_per_shard
+    from terrain.tiles.store import check_tile_size, tiles_per_shard
+    if stores and is_store(inp):
+        store = open_store(inp)
+        return {"shape": tuple(int(s) for s in store.shape), "tile": int(store.tile),
+                "tiles_per_shard": int(store.tiles_per_shard), "cellsize": store.cellsize,
+                "geotransform": list(store.geotransform), "from_store": True}
+    from terrain.io import open_grid
+    tile = check_tile_size(tile)
+    grid = open_grid(inp)
+    shape = tuple(int(s) for s in grid.shape)
+    return {"shape": shape, "tile": int(tile), "tiles_per_shard": tiles_per_shard(tile, shape),
+            "cellsize": grid.cellsize, "geotransform": list(grid.geotransform),
+            "from_store": False}
+
+
+def _band_task_bytes(grid):
+    """An ingest band task: a band of shard rows as float32 plus one block of text."""
+    rows, cols = grid["shape"]
+    return min(grid["tile"] * grid["tiles_per_shard"], rows) * cols * 4 + TEXT_BLOCK_BYTES
+
+
+def _ingest_bytes(grid):
+    """Stored bytes of an ingested raster (``elevation``) of ``grid``'s shape."""
+    rows, cols = grid["shape"]
+    return rows * cols * ELEVATION_BYTES_PER_CELL
+
+
+# ----------------------------------------------------------------------------- per command
+# planner(plan, grid, args, inp, out) -> dict: tasks, backend, memory_per_task_bytes,
+# memory_per_worker_bytes, output_bytes, partial_extra_bytes (the plan's own keys are
+# read, not changed: rows, cols, cells, shards, threads_per_worker)
+
+def _plan_ingest(plan, grid, args, inp, out):
+    from ._resume import run_key
+    from .ingest import build_ingest_graph
+    key = run_key("ingest", [inp], grid["tile"], None)
+    per_task = _band_task_bytes(grid)
+    return {"tasks": _task_count(build_ingest_graph(inp, partial_path(out, key), grid["tile"])),
+            "backend": "cpu (text parser / GDAL)", "memory_per_task_bytes": per_task,
+            "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
+            "output_bytes": _ingest_bytes(grid), "partial_extra_bytes": plan["shards"] * 64}
+
+
+def _plan_mst(plan, grid, args, inp, out):
+    from terrain.backend import get_backend
+    from terrain.grid.mst import MSTSpec
 
     from ._resume import run_key
-    inp = Path(args.input)
-    out = Path(args.output) if args.output else None
-    if command == "mst" and out is None:
-        from .mst import default_output
-        out = default_output(inp)
-    check_outputs([inp], [out, getattr(args, "geotiff", None)], args.overwrite)
-    from_store = command == "mst" and is_store(inp)
-    if from_store:
-        store = open_store(inp)
-        shape, tile, cellsize = store.shape, store.tile, store.cellsize
-        shard = store.tiles_per_shard
-    else:
-        from terrain.io import open_grid
-        tile = check_tile_size(args.tile)
-        grid = open_grid(inp)
-        shape, cellsize = grid.shape, grid.cellsize
-        shard = tiles_per_shard(tile, shape)
-    rows, cols = shape
-    cells = rows * cols
-    tiles = (-(-rows // tile), -(-cols // tile))
-    side = min(tile * shard, max(rows, cols))
-    threads = os.cpu_count() or 1
-    plan = {"command": command, "input": str(inp), "output": str(out), "rows": rows,
-            "cols": cols, "cells": cells, "tile": tile, "tiles": list(tiles),
-            "tiles_per_shard": shard, "levels": quadtree_levels(*tiles),
-            "shards": (-(-rows // (tile * shard))) * (-(-cols // (tile * shard)))}
-    out_bytes = 0 if from_store else cells * ELEVATION_BYTES_PER_CELL
-    band_task = min(tile * shard, rows) * cols * 4 + TEXT_BLOCK_BYTES
-    per_task = 0 if from_store else band_task
-    checkpoints = plan["shards"] * 64
-    if command == "ingest":
+    from .mst import build_mst_graph
+    shape, tile, shard = grid["shape"], grid["tile"], grid["tiles_per_shard"]
+    spec = MSTSpec(shape, tile, int(args.connectivity), args.weight,
+                   tuple(float(c) for c in grid["cellsize"]))
+    partial = partial_path(out, run_key("mst", [inp], spec))
+    upstream = None
+    if not grid["from_store"]:
         from .ingest import build_ingest_graph
-        key = run_key("ingest", [inp], tile, None)
-        plan["tasks"] = _task_count(build_ingest_graph(inp, partial_path(out, key), tile))
-        plan["backend"] = "cpu (text parser / GDAL)"
-    else:
-        from terrain.backend import get_backend
-        from terrain.grid.mst import MSTSpec
+        upstream = build_ingest_graph(inp, partial, tile)
+    graph = build_mst_graph(inp if grid["from_store"] else partial, partial, spec, shard, "cpu",
+                            upstream)
+    side = min(tile * shard, max(shape))
+    edges = args.connectivity // 2
+    per_task = max(0 if grid["from_store"] else _band_task_bytes(grid),
+                   side * side * (4 + 1 + edges * EDGE_BYTES))
+    out_bytes = (0 if grid["from_store"] else _ingest_bytes(grid)) + plan["cells"] * MASK_BYTES_PER_CELL
+    extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
+    return {"tasks": _task_count(graph), "backend": get_backend(args.backend).name,
+            "memory_per_task_bytes": per_task,
+            "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
+            "output_bytes": out_bytes, "partial_extra_bytes": extra,
+            "other_outputs_bytes": plan["cells"] * MASK_BYTES_PER_CELL
+            if getattr(args, "geotiff", None) else 0}
 
-        from .mst import build_mst_graph
-        spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(args.connectivity),
-                       args.weight, tuple(float(c) for c in cellsize))
-        partial = partial_path(out, run_key("mst", [inp], spec))
-        upstream = None
-        if not from_store:
-            from .ingest import build_ingest_graph
-            upstream = build_ingest_graph(inp, partial, tile)
-        graph = build_mst_graph(inp if from_store else partial, partial, spec, shard, "cpu",
-                                upstream)
-        plan["tasks"] = _task_count(graph)
-        plan["backend"] = get_backend(args.backend).name
-        out_bytes += cells * MASK_BYTES_PER_CELL
-        edges = args.connectivity // 2
-        per_task = max(per_task, side * side * (4 + 1 + edges * EDGE_BYTES))
-        checkpoints += plan["shards"] * 4 * side * EDGE_BYTES * 2
-    out_bytes += (rows + cols) * 8
+
+def _layers_bytes(cells, names):
+    return sum(cells * STORED_BYTES_PER_CELL[n] for n in names)
+
+
+def _tiled_part(spec, backend, threads):
+    """The tiled algorithm's geometry, memory and index bytes (module docstring)."""
+    from terrain.grid.sssp_tiled import TiledSpec
+    from terrain.tiles.quadtree import QuadtreePlan
+
+    from .cost_distance_tiled import (TOP_CACHE_BYTES, IndexStore, top_cache_bytes_gpu)
+    tspec = TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
+                      spec["cost"], tuple(float(x) for x in spec["cellsize"]),
+                      spec.get("max_height"))
+    group = int(spec["group_side"])
+    g = QuadtreePlan.build(tspec.shape, tspec.tile, max(1, group // tspec.tile)).group_level
+    index = IndexStore("", tspec, g)  # its geometry only: nothing is opened
+    height = tspec.height
+    index_raw = labels_raw = 0
+    for k in range(height + 1):
+        nr, nc = index.shape(k)
+        b = index.bpad(k)
+        index_raw += nr * nc * (12 * b * b + (8 + 4 + 4) * b + 4)
+        labels_raw += nr * nc * 16 * b
+    nr, nc = index.shape(height)
+    top_cells = nr * nc * index.bpad(height)
+    cache = top_cache_bytes_gpu() if backend == "gpu" else TOP_CACHE_BYTES
+    rows, cols = tspec.shape
+
+    def block(side):  # cells of a block of ``side`` a side, clipped to the grid
+        return min(side, rows) * min(side, cols)
+    group_task = 2 * TILED_MATRIX_BYTES_PER_CELL * (min(height, g) + 1) * block(group)
+    merge_task = (2 * TILED_MATRIX_BYTES_PER_CELL * block(tspec.tile << height)
+                  if height > g else 0)
+    fill_task = 13 * block(int(spec["shard_side"])) + TILED_FILL_BYTES_PER_CELL * block(group)
+    per_task = max(group_task, merge_task, fill_task)
+    top = TILED_TOP_BYTES_PER_VERTEX * top_cells + cache
+    return {"tile_sssp": tspec.tile, "group_side": group, "height": height,
+            "sssp_levels": tspec.levels,
+            "groups": (-(-tspec.shape[0] // group)) * (-(-tspec.shape[1] // group)),
+            "top_boundary_cells": int(top_cells), "memory_per_task_bytes": per_task,
+            "memory_per_worker_bytes": max(per_task * threads, top),
+            "index_raw_bytes": int(index_raw),
+            "index_bytes": int(index_raw * INDEX_STORED_FRACTION) if spec["reuse"] is None else 0,
+            "labels_bytes": int(labels_raw)}
+
+
+def _plan_cost_distance(plan, grid, args, inp, out):
+    from terrain.backend import get_backend
+
+    from .cost_distance import (check_cost_options, check_incore_reuse, choose_algorithm,
+                                incore_bytes, resolve_sources, reusable_kind,
+                                _check_friction_grid)
+    friction, reuse = args.friction, getattr(args, "reuse", None)
+    connectivity = check_cost_options(args.cost, friction, args.connectivity, args.max_cost,
+                                      args.start_cost)
+    gpus = getattr(args, "gpus", None)
+    be = get_backend("gpu" if gpus is not None else args.backend)
+    shape, gt, cells = grid["shape"], grid["geotransform"], plan["cells"]
+    sources_file = args.sources
+    points_file = sources_file is not None and Path(sources_file).suffix.lower() in (
+        ".csv", ".txt", ".json", ".geojson")
+    if sources_file is not None and not Path(sources_file).exists():
+        raise InputError(f"{sources_file}: no such file")
+    sources = None  # a raster of sources is counted when the run reads it
+    if args.source or args.source_cell or points_file or sources_file is None:
+        sources = len(resolve_sources(gt, shape, args.source or (), args.source_cell or (),
+                                      sources_file if points_file else None,
+                                      label=f"{inp}: "))
+    if friction is not None:
+        _check_friction_grid(friction, shape, gt)
+    reuse_kind = None if reuse is None else reusable_kind(reuse)
+    spec = {"shape": shape, "tile": grid["tile"], "tiles_per_shard": grid["tiles_per_shard"],
+            "cost": args.cost, "connectivity": connectivity,
+            "cellsize": (abs(gt[1]), abs(gt[5])),
+            "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
+                "tiled" if reuse_kind == "tiled" else args.algorithm), backend=be.name)}
+    threads = plan["threads_per_worker"]
+    ingested = [] if grid["from_store"] else ["elevation"]
+    linked = []
+    if reuse_kind == "in-core":  # the earlier run's ingested DEM and friction: hard links
+        ru = check_incore_reuse(reuse, spec, inp, friction, gt)
+        linked = (["elevation"] if ru["dem_in_store"] else []) + (["friction"] if ru["friction"]
+                                                                  else [])
+        ingested = []
+    band = _band_task_bytes(grid)
+    part = {"algorithm": spec["algorithm"], "sources": sources,
+            "backend": be.name + (f", {gpus} GPU workers" if gpus is not None else "")}
+    per_task = band if ingested else 0
+    worker = per_task * threads
+    layers = ["distance", "backlink", "allocation"]
+    if friction is not None and "friction" not in linked:
+        layers.append("friction")
+    out_bytes = _layers_bytes(cells, layers) + sum(_ingest_bytes(grid) for _ in ingested)
+    # a friction raster (not a store) is ingested into a hidden store beside the output
+    extra = (_ingest_bytes(grid) if friction is not None and not linked
+             and not Path(friction, "zarr.json").is_file() else 0)
+    if spec["algorithm"] == "tiled":
+        from .cost_distance_tiled import tiled_spec
+        tiled_spec(spec, getattr(args, "tile_sssp", None), getattr(args, "max_height", None),
+                   reuse)
+        tiled = _tiled_part(spec, be.name, threads)
+        per_task = max(per_task, tiled.pop("memory_per_task_bytes"))
+        worker = max(worker, tiled.pop("memory_per_worker_bytes"))
+        out_bytes += tiled["index_bytes"]
+        extra += tiled["labels_bytes"]
+        part.update(tiled)
+    else:
+        side = grid["tile"] * grid["tiles_per_shard"]
+        solve = incore_bytes(shape, friction is not None)
+        per_task = max(per_task, solve)
+        worker = max(worker, solve + threads * 13 * min(side, shape[0]) * min(side, shape[1]))
+    part.update({"memory_per_task_bytes": per_task, "memory_per_worker_bytes": worker,
+                 "output_bytes": out_bytes, "partial_extra_bytes": extra,
+                 "layers": ingested + linked + layers,
+                 # --geotiff-dir: the result layers again, as GeoTIFFs
+                 "other_outputs_bytes": _layers_bytes(cells, ["distance", "backlink",
+                                                              "allocation"])
+                 if getattr(args, "geotiff_dir", None) else 0})
+    return part
+
+
+def _cost_distance_output(inp, args):
+    from .cost_distance import default_output
+    return default_output(inp)
+
+
+def _mst_output(inp, args):
+    from .mst import default_output
+    return default_output(inp)
+
+
+def _cost_distance_paths(args):
+    """(inputs besides INPUT, outputs besides OUT) of a cost-distance run."""
+    gdir = getattr(args, "geotiff_dir", None)
+    tifs = [Path(gdir) / f"{n}.tif" for n in ("distance", "allocation", "backlink")] \
+        if gdir and Path(gdir).is_dir() else []
+    if gdir and Path(gdir).exists() and not Path(gdir).is_dir():
+        raise InputError(f"{gdir}: exists and is not a directory")
+    return [args.friction, args.sources, getattr(args, "reuse", None)], tifs
+
+
+#: command -> (planner, default output(input, args) or None, other paths(args))
+PLANNERS = {
+    "ingest": (_plan_ingest, None, lambda args: ([], [])),
+    "mst": (_plan_mst, _mst_output, lambda args: ([], [getattr(args, "geotiff", None)])),
+    "cost-distance": (_plan_cost_distance, _cost_distance_output, _cost_distance_paths),
+}
+
+
+def build_plan(command, args):
+    """The plan of ``command`` (a key of :data:`PLANNERS`) for parsed ``args``, as a dict."""
+    from terrain.tiles.store import quadtree_levels
+    planner, default_output, paths = PLANNERS[command]
+    inp = Path(args.input)
+    out = Path(args.output) if args.output else default_output(inp, args)
+    more_inputs, more_outputs = paths(args)
+    check_outputs([inp, *more_inputs], [out, *more_outputs], args.overwrite)
+    grid = _open_header(inp, args.tile, stores=command != "ingest")
+    rows, cols = grid["shape"]
+    tile, shard = grid["tile"], grid["tiles_per_shard"]
+    tiles = (-(-rows // tile), -(-cols // tile))
+    plan = {"command": command, "input": str(inp), "output": str(out), "rows": rows,
+            "cols": cols, "cells": rows * cols, "tile": tile, "tiles": list(tiles),
+            "tiles_per_shard": shard, "levels": quadtree_levels(*tiles),
+            "shards": (-(-rows // (tile * shard))) * (-(-cols // (tile * shard))),
+            "threads_per_worker": os.cpu_count() or 1}
+    plan.update({"other_outputs_bytes": 0}, **planner(plan, grid, args, inp, out))
+    plan["output_bytes"] += (rows + cols) * 8  # the store's x and y coordinates
+    for key in ("memory_per_task_bytes", "memory_per_worker_bytes", "output_bytes",
+                "partial_extra_bytes", "other_outputs_bytes"):
+        plan[key] = int(plan[key])
     parent = real_path(out).parent
-    free = shutil.disk_usage(parent).free
-    plan.update({
-        "memory_per_task_bytes": int(per_task), "threads_per_worker": threads,
-        "memory_per_worker_bytes": int(per_task * threads),
-        "output_bytes": int(out_bytes), "partial_extra_bytes": int(checkpoints),
-        "disk_needed_bytes": int(out_bytes + checkpoints), "disk_free_bytes": int(free),
-        "filesystem": str(parent),
-    })
-    if command == "mst" and getattr(args, "geotiff", None):
-        plan["disk_needed_bytes"] += int(cells * MASK_BYTES_PER_CELL)
+    plan.update({"disk_needed_bytes": plan["output_bytes"] + plan["partial_extra_bytes"]
+                 + plan["other_outputs_bytes"],
+                 "disk_free_bytes": int(shutil.disk_usage(parent).free),
+                 "filesystem": str(parent)})
     return plan
 
 
 def _format(p):
     b = format_bytes
-    return "\n".join([
+    lines = [
         f"plan      {p['command']} {p['input']} -> {p['output']} (dry run: nothing written)",
         f"grid      {p['rows']} x {p['cols']} ({p['cells']} cells)",
         f"tiles     {p['tile']} a side, {p['tiles'][0]} x {p['tiles'][1]}; "
         f"{p['tiles_per_shard']} x {p['tiles_per_shard']} per shard, {p['shards']} shards; "
         f"{p['levels']} levels",
-        f"tasks     {p['tasks']} (backend {p['backend']})",
+    ]
+    if "tasks" in p:
+        lines.append(f"tasks     {p['tasks']} (backend {p['backend']})")
+    if "algorithm" in p:
+        solve = f"solve     {p['algorithm']}, backend {p['backend']}"
+        if p["algorithm"] == "tiled":
+            solve += (f": {p['groups']} groups of {p['group_side']}², SSSP tiles of "
+                      f"{p['tile_sssp']}, matrices up to level {p['height']} of "
+                      f"{p['sssp_levels']}, {p['top_boundary_cells']} top boundary cells")
+        lines.append(solve)
+        lines.append("sources   " + ("read from the raster when the run starts"
+                                     if p["sources"] is None else str(p["sources"])))
+        lines.append("layers    " + ", ".join(p["layers"]))
+    lines += [
         f"memory    about {b(p['memory_per_task_bytes'])} a task, "
         f"{b(p['memory_per_worker_bytes'])} a worker of {p['threads_per_worker']} threads",
         f"disk      about {b(p['output_bytes'])} output + {b(p['partial_extra_bytes'])} "
-        f"checkpoints in the partial; {b(p['disk_free_bytes'])} free in {p['filesystem']}",
-    ])
+        + ("scratch" if "algorithm" in p else "checkpoints") + " in the partial"
+        + (f" + {b(p['other_outputs_bytes'])} GeoTIFF" if p["other_outputs_bytes"] else "")
+        + f"; {b(p['disk_free_bytes'])} free in {p['filesystem']}",
+    ]
+    return "\n".join(lines)
 
 
 def dry_run_command(command, args):

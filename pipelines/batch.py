@@ -95,9 +95,7 @@ def _run_cost_distance(inp, out, args, scheduler):
 
 def _check_cost_distance(args):
     """The options every file shares, checked before any file runs (one line, exit 2)."""
-    from terrain.grid.costs import arc_codes, cost_model_code
-
-    from .cost_distance import _parse_pair
+    from .cost_distance import _parse_pair, check_cost_options
     if not (args.source or args.source_cell or args.sources):
         raise InputError("batch cost-distance: no sources given (map coordinates, cells or "
                          "a sources file)")
@@ -105,13 +103,8 @@ def _check_cost_distance(args):
         _parse_pair(text, "source")
     for text in args.source_cell or ():
         _parse_pair(text, "source cell", int)
-    if cost_model_code(args.cost) == 1 and args.friction is None:
-        raise InputError("cost model 'friction' needs a friction raster")
-    arc_codes(args.connectivity)
-    if args.max_cost is not None and not args.max_cost > 0:
-        raise InputError(f"max cost {args.max_cost}: must be > 0")
-    if args.start_cost is not None and not 0 <= args.start_cost < float("inf"):
-        raise InputError(f"start cost {args.start_cost}: must be finite and >= 0")
+    check_cost_options(args.cost, args.friction, args.connectivity, args.max_cost,
+                       args.start_cost)
 
 
 def _check_mst(args):

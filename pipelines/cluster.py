@@ -96,13 +96,26 @@ def workers_per_gpu(requested=None):
         if _active_gpus:
             return _active_per_gpu
         requested = os.environ.get("TERRAIN_WORKERS_PER_GPU", "1")
+    return _count(requested, "TERRAIN_WORKERS_PER_GPU")
+
+
+def _count(text, what, otherwise=""):
+    """``text`` as an integer of at least 1; else :class:`InputError` naming ``what``
+    (``otherwise``: what else the text may be).
+
+    >>> _count("3", "GPU count")
+    3
+    >>> _count("x", "GPU count", " nor 'all'")
+    Traceback (most recent call last):
+    terrain.errors.InputError: GPU count 'x': not a number nor 'all'
+    """
     try:
-        k = int(requested)
+        n = int(text)
     except ValueError:
-        raise InputError(f"TERRAIN_WORKERS_PER_GPU {requested!r}: not a number") from None
-    if k < 1:
-        raise InputError(f"TERRAIN_WORKERS_PER_GPU {k}: at least 1")
-    return k
+        raise InputError(f"{what} {text!r}: not a number{otherwise}") from None
+    if n < 1:
+        raise InputError(f"{what} {n}: at least 1")
+    return n
 
 
 def visible_gpus():
@@ -136,12 +149,7 @@ def parse_gpus(text, visible):
         if n == 0:
             raise InputError("all GPUs asked for, but CuPy sees none (no CuPy, driver or device)")
     else:
-        try:
-            n = int(text)
-        except ValueError:
-            raise InputError(f"GPU count {text!r}: not a number nor 'all'") from None
-        if n < 1:
-            raise InputError(f"GPU count {n}: at least 1")
+        n = _count(text, "GPU count", " nor 'all'")
         if n > len(visible):
             seen = len(visible) or "none"
             raise InputError(f"{n} GPU{'s' if n > 1 else ''} asked for, but CuPy sees {seen}")

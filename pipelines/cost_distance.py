@@ -66,13 +66,23 @@ from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, vi
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
            "pin_to_gpu_workers", "input_fingerprint", "reusable_kind", "check_incore_reuse",
-           "reuse_attributes"]
+           "reuse_attributes", "incore_bytes", "check_cost_options"]
 
 
 def default_output(input_path):
     """``INPUT``'s name with ``.cost.zarr`` (``dem.tif`` -> ``dem.cost.zarr``)."""
     p = Path(input_path)
     return p.with_name((p.stem if p.suffix else p.name) + ".cost.zarr")
+
+
+def incore_bytes(shape, has_friction=False):
+    """Memory of the in-core SSSP on a grid of ``shape``: about 40 bytes a cell (padded
+    elevation, distance, labels, outputs), 4 more with a friction raster.
+
+    >>> incore_bytes((1000, 1000)), incore_bytes((1000, 1000), has_friction=True)
+    (40000000, 44000000)
+    """
+    return int(shape[0]) * int(shape[1]) * (40 + (4 if has_friction else 0))
 
 
 def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",
@@ -92,8 +102,7 @@ def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="au
         raise InputError(f"algorithm {algorithm!r}: expected auto, in-core or tiled")
     if algorithm != "auto":
         return algorithm
-    cells = int(shape[0]) * int(shape[1])
-    need = cells * (40 + (4 if has_friction else 0))
+    need = incore_bytes(shape, has_friction)
     if memory_bytes is None and backend == "gpu":
         try:
             import cupy
@@ -686,8 +695,36 @@ def _format_summary(s):
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
+def check_cost_options(cost, friction, connectivity, max_cost, start_cost=None):
+    """The options a cost-distance run (or a batch of them, or a dry run) checks before it
+    reads any data: :class:`InputError` for an unknown cost model or connectivity, ``friction``
+    missing for the ``friction`` model, ``max_cost <= 0``, a negative or infinite
+    ``start_cost`` (a number or one a source). Returns the arcs a cell (4, 8 or 16).
+
+    >>> check_cost_options("absdiff", None, 8, None)
+    8
+    >>> check_cost_options("friction", None, 8, None)
+    Traceback (most recent call last):
+    terrain.errors.InputError: cost model 'friction' needs a friction raster
+    """
+    model = cost_model_code(cost)
+    arcs = int(arc_codes(connectivity).size)
+    if model == 1 and friction is None:
+        raise InputError("cost model 'friction' needs a friction raster")
+    if max_cost is not None and not float(max_cost) > 0:
+        raise InputError(f"max cost {max_cost}: must be > 0")
+    if start_cost is not None:
+        costs = np.asarray(start_cost, np.float64)
+        if not (np.all(np.isfinite(costs)) and np.all(costs >= 0)):
+            raise InputError(f"start cost {start_cost}: must be finite and >= 0")
+    return arcs
+
+
 def cost_distance_command(args):
     """``terrain cost-distance INPUT --source X,Y ... [-o OUT.zarr] ...``."""
+    if getattr(args, "dry_run", False):  # the plan (pipelines/_plan.py), nothing written
+        from ._plan import dry_run_command
+        return dry_run_command("cost-distance", args)
     summary = run_cost_distance(
         args.input, args.output, points=args.source or (), cells=args.source_cell or (),
         sources_file=args.sources, start_cost=args.start_cost, cost=args.cost,

@@ -109,9 +109,56 @@ def _add_run_control(p):
     p.add_argument("--resume", action="store_true",
                    help="finish the partial output a killed run with the same input and "
                         "options left, without redoing its finished tasks")
+    _add_dry_run(p)
+
+
+def _add_dry_run(p):
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (tiles, levels, tasks, memory, disk) and stop; exit 2 "
                         "when the output's file system has too little free space")
+
+
+def _add_tile(p, what="tile side, a power of two (default 512)"):
+    p.add_argument("--tile", type=_tile, default=512, help=what)
+
+
+def _add_weight(p, prefix=""):
+    """``--weight`` of ``mst`` (``prefix``: ``"mst: "`` in ``batch``, where it is one
+    command's option among others)."""
+    p.add_argument("--weight", choices=WEIGHTS, default="max",
+                   help=prefix + "edge weight: max(z_u, z_v) (default), absdiff, slope, "
+                        "length3d (slope and length3d need a projected CRS: cell sizes in "
+                        "metres)")
+
+
+def _add_cost_options(p, batch=False):
+    """The options ``cost-distance`` and ``batch cost-distance`` share. In a batch each one
+    says it is cost-distance's, holds for every raster, and a file may be named per input
+    with ``{stem}``."""
+    pre = "cost-distance: " if batch else ""
+    every = ", for every raster" if batch else ""
+    stem = "; {stem} = the input's stem" if batch else ""
+    p.add_argument("--source", action="append", metavar="X,Y",
+                   help=f"{pre}a source in map coordinates{every} (repeatable)")
+    p.add_argument("--source-cell", action="append", metavar="ROW,COL",
+                   help=f"{pre}a source cell{every} (repeatable)")
+    p.add_argument("--sources", default=None, metavar="FILE",
+                   help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y, or "
+                        f"GeoJSON points{stem}")
+    p.add_argument("--start-cost", type=float, default=None, metavar="C",
+                   help=f"{pre}cost already spent at every source (default 0)")
+    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default="absdiff",
+                   help=f"{pre}arc cost: |dz| (default), length x mean friction, or Tobler "
+                        "walking time")
+    p.add_argument("--friction", default=None, metavar="RASTER",
+                   help=f"{pre}friction per cell (same grid as INPUT); NaN/nodata = barrier"
+                   + ("; {stem} = the input's stem ('friction/{stem}.tif'), else the same "
+                      "raster for every input" if batch else ""))
+    p.add_argument("--max-cost", type=float, default=None, metavar="C",
+                   help=f"{pre}cells farther than C stay unreached")
+    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
+                   help=f"{pre}in-core SSSP, the tiled (out-of-core) algorithm, or auto "
+                        "(default): in-core when the grid fits in memory")
 
 
 def _add_graph_input(p):
@@ -135,7 +182,7 @@ def build_parser():
     p.add_argument("input", metavar="INPUT", help="ESRI ASCII, GRASS ASCII or any raster rasterio reads")
     p.add_argument("-o", "--output", required=True, metavar="OUT.zarr",
                    help="the tile store to write (Zarr v3; georeferenced for xarray/rioxarray)")
-    p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
+    _add_tile(p)
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
     p.add_argument("--band", type=_positive_int, default=None, metavar="N",
                    help="raster band to read, from 1 (default 1; a multi-band input warns)")
@@ -171,13 +218,11 @@ def build_parser():
     p.add_argument("input", metavar="INPUT", help="ASCII grid, any rasterio raster, or a tile store")
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .mst.zarr)")
-    p.add_argument("--tile", type=_tile, default=512,
-                   help="tile side for a raster input, a power of two (default 512; a store keeps its own)")
+    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
+                 "its own)")
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="4: E/W/N/S neighbours; 8: also the diagonals (default 8)")
-    p.add_argument("--weight", choices=WEIGHTS, default="max",
-                   help="edge weight: max(z_u, z_v) (default), absdiff, slope, length3d "
-                        "(slope and length3d need a projected CRS: cell sizes in metres)")
+    _add_weight(p)
     _add_backend(p)
     _add_scheduler(p)
     _add_gpus(p)
@@ -247,28 +292,13 @@ def build_parser():
     p = sub.add_parser("cost-distance", help="accumulated cost, allocation and backlinks from "
                        "sources (exact grid SSSP)")
     p.add_argument("input", metavar="INPUT", help="DEM: ASCII grid, any rasterio raster, or a tile store")
-    p.add_argument("--source", action="append", metavar="X,Y",
-                   help="a source in map coordinates (repeatable)")
-    p.add_argument("--source-cell", action="append", metavar="ROW,COL",
-                   help="a source cell (repeatable)")
-    p.add_argument("--sources", default=None, metavar="FILE",
-                   help="sources: a raster (non-zero, non-nodata cells), CSV of x,y, or GeoJSON points")
-    p.add_argument("--start-cost", type=float, default=None, metavar="C",
-                   help="cost already spent at every source (default 0)")
+    _add_cost_options(p)
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .cost.zarr)")
-    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default="absdiff",
-                   help="arc cost: |dz| (default), length x mean friction, or Tobler walking time")
-    p.add_argument("--friction", default=None, metavar="RASTER",
-                   help="friction per cell (same grid as INPUT); NaN/nodata = barrier")
     p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
                    help="4 (rook), 8 (queen, default) or 16 (adds knight moves, as r.cost -k)")
-    p.add_argument("--max-cost", type=float, default=None, metavar="C",
-                   help="cells farther than C stay unreached")
-    p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
-    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
-                   help="in-core SSSP, the tiled (out-of-core) algorithm, or auto (default): "
-                   "in-core when the grid fits in memory")
+    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
+                 "its own)")
     p.add_argument("--tile-sssp", type=_tile, default=None, metavar="N",
                    help="tiled: SSSP tile side, a power of two (default 16, or the --reuse store's)")
     p.add_argument("--max-height", type=int, default=None, metavar="H",
@@ -284,6 +314,7 @@ def build_parser():
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
                    help="also write distance.tif, allocation.tif and backlink.tif there")
     p.add_argument("--overwrite", action="store_true", help="replace OUT.zarr (and the GeoTIFFs) if they exist")
+    _add_dry_run(p)
 
     p = sub.add_parser("path", help="least-cost paths along the backlinks of a cost-distance store")
     p.add_argument("store", metavar="COSTSTORE", help="a cost-distance output store")
@@ -301,27 +332,11 @@ def build_parser():
                    help="quoted globs ('rasters/*.tif'), directories, or manifest files "
                         "(.lst/.txt: one path a line)")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="directory for the outputs")
-    p.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
+    _add_tile(p)
     p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
                    help="mst (4 or 8), cost-distance (4, 8 or 16)")
-    p.add_argument("--weight", choices=WEIGHTS, default="max", help="mst")
-    p.add_argument("--source", action="append", metavar="X,Y",
-                   help="cost-distance: a source in map coordinates, for every raster (repeatable)")
-    p.add_argument("--source-cell", action="append", metavar="ROW,COL",
-                   help="cost-distance: a source cell, for every raster (repeatable)")
-    p.add_argument("--sources", default=None, metavar="FILE",
-                   help="cost-distance: sources file (raster, CSV or GeoJSON); {stem} = the input's stem")
-    p.add_argument("--start-cost", type=float, default=None, metavar="C",
-                   help="cost-distance: cost already spent at every source (default 0)")
-    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default="absdiff",
-                   help="cost-distance: arc cost (default absdiff)")
-    p.add_argument("--friction", default=None, metavar="RASTER",
-                   help="cost-distance: friction raster; {stem} = the input's stem "
-                   "('friction/{stem}.tif'), else the same raster for every input")
-    p.add_argument("--max-cost", type=float, default=None, metavar="C",
-                   help="cost-distance: cells farther than C stay unreached")
-    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
-                   help="cost-distance: in-core, tiled, or auto (default)")
+    _add_weight(p, "mst: ")
+    _add_cost_options(p, batch=True)
     _add_backend(p)
     _add_scheduler(p)
     _add_gpus(p)
