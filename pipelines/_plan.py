@@ -177,7 +177,11 @@ def _plan_mst(plan, grid, args, inp, out):
                    side * side * (4 + 1 + edges * EDGE_BYTES))
     out_bytes = (0 if grid["from_store"] else _ingest_bytes(grid)) + plan["cells"] * MASK_BYTES_PER_CELL
     extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
-    return {"tasks": _task_count(graph), "backend": get_backend(args.backend).name,
+    from .cluster import gpu_count_backend
+    gpus = getattr(args, "gpus", None)
+    backend = get_backend(gpu_count_backend(gpus, args.backend, inp)).name
+    return {"tasks": _task_count(graph),
+            "backend": backend + (f", {gpus} GPU workers" if gpus is not None else ""),
             "memory_per_task_bytes": per_task,
             "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
             "output_bytes": out_bytes, "partial_extra_bytes": extra,
@@ -240,8 +244,12 @@ def _plan_cost_distance(plan, grid, args, inp, out):
     friction, reuse = args.friction, getattr(args, "reuse", None)
     connectivity = check_cost_options(args.cost, friction, args.connectivity, args.max_cost,
                                       args.start_cost)
+    from .cluster import gpu_count_backend
     gpus = getattr(args, "gpus", None)
-    be = get_backend("gpu" if gpus is not None else args.backend)
+    if gpus is not None and getattr(args, "scheduler", None) is not None:
+        raise InputError(f"{inp}: GPU workers are started here: scheduler "
+                         f"{args.scheduler!r} cannot be used with a GPU count")
+    be = get_backend(gpu_count_backend(gpus, args.backend, inp))
     shape, gt, cells = grid["shape"], grid["geotransform"], plan["cells"]
     sources_file = args.sources
     points_file = sources_file is not None and Path(sources_file).suffix.lower() in (

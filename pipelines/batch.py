@@ -45,7 +45,7 @@ from terrain._atomic import atomic_output
 from terrain._paths import input_identity, real_path
 from terrain.errors import InputError
 
-from .cluster import LOCAL_SCHEDULERS, open_scheduler, parse_gpus, visible_gpus
+from .cluster import LOCAL_SCHEDULERS, gpu_count_backend, open_scheduler
 
 __all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
 
@@ -236,9 +236,8 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
         if command not in GPU_COMMANDS:
             raise InputError(f"batch {command}: runs on the CPU; a GPU count is for "
                              + " and ".join(GPU_COMMANDS))
-        if getattr(args, "backend", None) == "cpu":
-            raise InputError(f"batch {command}: a GPU count needs the gpu backend, not cpu")
-        parse_gpus(gpus, visible_gpus())  # before the output folder is made
+        # before the output folder is made
+        gpu_count_backend(gpus, getattr(args, "backend", None), f"batch {command}")
     if command in CHECKS:
         CHECKS[command](args)
     files = expand_inputs(specs)

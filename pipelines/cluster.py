@@ -58,7 +58,7 @@ from terrain.errors import InputError
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
            "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
-           "gpu_workers_free_bytes", "workers_per_gpu"]
+           "gpu_workers_free_bytes", "workers_per_gpu", "gpu_count_backend"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -154,6 +154,26 @@ def parse_gpus(text, visible):
             seen = len(visible) or "none"
             raise InputError(f"{n} GPU{'s' if n > 1 else ''} asked for, but CuPy sees {seen}")
     return list(visible[:n])
+
+
+def gpu_count_backend(gpus, backend, what):
+    """The backend of a run given a GPU count ``gpus`` (``"N"``, ``"all"`` or None): with a
+    count, ``"gpu"`` (a count implies it), after checking that ``backend`` is not the CPU
+    and that CuPy sees enough devices (:func:`parse_gpus`); without, ``backend`` itself.
+    ``what`` starts the error's line (the input, or the batch command).
+
+    >>> gpu_count_backend(None, "cpu", "dem.tif")
+    'cpu'
+    >>> gpu_count_backend("2", "cpu", "dem.tif")
+    Traceback (most recent call last):
+    terrain.errors.InputError: dem.tif: a GPU count needs the gpu backend, not cpu
+    """
+    if gpus is None:
+        return backend
+    if getattr(backend, "name", backend) == "cpu":
+        raise InputError(f"{what}: a GPU count needs the gpu backend, not cpu")
+    parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
+    return "gpu"
 
 
 def gpu_worker_name(index):

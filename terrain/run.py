@@ -114,7 +114,8 @@ def _add_run_control(p):
 
 def _add_dry_run(p):
     p.add_argument("--dry-run", action="store_true",
-                   help="print the plan (tiles, levels, tasks, memory, disk) and stop; exit 2 "
+                   help="print the plan (tiles, levels, tasks or the algorithm, memory, disk) and "
+                        "stop; exit 2 "
                         "when the output's file system has too little free space")
 
 
@@ -159,6 +160,22 @@ def _add_cost_options(p, batch=False):
     p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
                    help=f"{pre}in-core SSSP, the tiled (out-of-core) algorithm, or auto "
                         "(default): in-core when the grid fits in memory")
+
+
+def _add_vertex_results(p):
+    """Where ``bfs`` and ``sssp`` put their per-vertex results."""
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="write id, distance, predecessor: .parquet, .csv or .npz (.npy: "
+                        "distances only, for ids 0..n-1)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _add_grid_size(b, side, what="synthetic grid"):
+    """``--rows`` and ``--cols`` of a benchmark's generated grid (default ``side`` a side)."""
+    b.add_argument("--rows", type=_positive_int, default=side, help=f"{what} rows (default {side})")
+    b.add_argument("--cols", type=_positive_int, default=side,
+                   help=f"{what} columns (default {side})")
 
 
 def _add_graph_input(p):
@@ -245,11 +262,7 @@ def build_parser():
     _add_graph_input(p)
     p.add_argument("--source", required=True, metavar="S[,S...]",
                    help="source vertex id(s) in the file's own ids; several = multi-source BFS")
-    p.add_argument("--out", default=None, metavar="FILE",
-                   help="write id, distance, predecessor: .parquet, .csv or .npz (.npy: "
-                        "distances only, for ids 0..n-1)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_vertex_results(p)
     _add_backend(p)
     _add_scheduler(p)
 
@@ -265,11 +278,7 @@ def build_parser():
                    help="bucket width of delta-stepping (default: from the weights)")
     p.add_argument("--directed", action="store_true",
                    help="arcs as listed (DIMACS .gr always; default: undirected)")
-    p.add_argument("--out", default=None, metavar="FILE",
-                   help="write id, distance, predecessor: .parquet, .csv or .npz (.npy: "
-                        "distances only, for ids 0..n-1)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_vertex_results(p)
     _add_backend(p)
     _add_scheduler(p)
 
@@ -381,15 +390,13 @@ def build_parser():
     bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
     bsub.required = True
     b = bsub.add_parser("ingest", help="terrain ingest vs rasterio reading the same ASCII grid")
-    b.add_argument("--rows", type=_positive_int, default=8192, help="synthetic grid rows (default 8192)")
-    b.add_argument("--cols", type=_positive_int, default=8192, help="synthetic grid columns (default 8192)")
+    _add_grid_size(b, 8192)
     b.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
     b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs of each side")
     _add_scheduler(b)
     b = bsub.add_parser("mst", help="terrain grid MST vs scipy minimum_spanning_tree")
-    b.add_argument("--rows", type=_positive_int, default=4096, help="synthetic grid rows (default 4096)")
-    b.add_argument("--cols", type=_positive_int, default=4096, help="synthetic grid columns (default 4096)")
+    _add_grid_size(b, 4096)
     b.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
     b.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="4 or 8 neighbours (default 8)")
@@ -403,8 +410,7 @@ def build_parser():
     _add_scheduler(b)
     b = bsub.add_parser("cost-distance", help="terrain cost distance vs skimage MCP_Geometric, "
                         "scipy dijkstra and xarray-spatial")
-    b.add_argument("--rows", type=_positive_int, default=4096, help="synthetic grid rows (default 4096)")
-    b.add_argument("--cols", type=_positive_int, default=4096, help="synthetic grid columns (default 4096)")
+    _add_grid_size(b, 4096)
     b.add_argument("--seed", type=int, default=0, help="random seed of the friction raster")
     b.add_argument("--whole-process", action="store_true",
                    help="time the cost-distance command on a synthesised store (give --rows "
@@ -424,8 +430,7 @@ def build_parser():
                        help="RMAT generator, a rows x cols grid graph, or --file (default rmat)")
         b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
         b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
-        b.add_argument("--rows", type=_positive_int, default=1024, help="grid graph rows (default 1024)")
-        b.add_argument("--cols", type=_positive_int, default=1024, help="grid graph columns (default 1024)")
+        _add_grid_size(b, 1024, "grid graph")
         b.add_argument("--file", default=None, help="with --graph file: the graph to load")
         b.add_argument("--sources", type=_positive_int, default=16, help="BFS sources to average over")
         b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
@@ -442,8 +447,7 @@ def build_parser():
                            help="GPU delta-stepping bucket widths to time, comma-separated")
         b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
         b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
-        b.add_argument("--rows", type=_positive_int, default=1024, help="grid rows (default 1024)")
-        b.add_argument("--cols", type=_positive_int, default=1024, help="grid columns (default 1024)")
+        _add_grid_size(b, 1024, "grid")
         b.add_argument("--file", default=None, help="with --graph file: the graph to load")
         b.add_argument("--sources", type=_positive_int, default=4, help="sources to average over")
         b.add_argument("--load-limit", type=_positive_int, default=4_000_000,
