@@ -189,8 +189,20 @@ def _plan_mst(plan, grid, args, inp, out):
             if getattr(args, "geotiff", None) else 0}
 
 
+RESULT_LAYERS = ("distance", "backlink", "allocation")
+
+
 def _layers_bytes(cells, names):
+    """Stored bytes of the layers ``names`` over ``cells`` cells (estimates)."""
     return sum(cells * STORED_BYTES_PER_CELL[n] for n in names)
+
+
+def _result_raw_bytes():
+    """Bytes a cell of the three result layers in memory (their dtypes: 13)."""
+    import numpy as np
+
+    from terrain.grid.cost_outputs import LAYERS
+    return sum(np.dtype(LAYERS[n][0]).itemsize for n in RESULT_LAYERS)
 
 
 def _tiled_part(spec, backend, threads):
@@ -222,7 +234,8 @@ def _tiled_part(spec, backend, threads):
     group_task = 2 * TILED_MATRIX_BYTES_PER_CELL * (min(height, g) + 1) * block(group)
     merge_task = (2 * TILED_MATRIX_BYTES_PER_CELL * block(tspec.tile << height)
                   if height > g else 0)
-    fill_task = 13 * block(int(spec["shard_side"])) + TILED_FILL_BYTES_PER_CELL * block(group)
+    fill_task = (_result_raw_bytes() * block(int(spec["shard_side"]))
+                 + TILED_FILL_BYTES_PER_CELL * block(group))
     per_task = max(group_task, merge_task, fill_task)
     top = TILED_TOP_BYTES_PER_VERTEX * top_cells + cache
     return {"tile_sssp": tspec.tile, "group_side": group, "height": height,
@@ -237,14 +250,15 @@ def _tiled_part(spec, backend, threads):
 
 def _plan_cost_distance(plan, grid, args, inp, out):
     from terrain.backend import get_backend
+    from terrain.tiles import is_store
 
+    from .cluster import gpu_count_backend
     from .cost_distance import (check_cost_options, check_incore_reuse, choose_algorithm,
                                 incore_bytes, resolve_sources, reusable_kind,
                                 _check_friction_grid)
     friction, reuse = args.friction, getattr(args, "reuse", None)
     connectivity = check_cost_options(args.cost, friction, args.connectivity, args.max_cost,
                                       args.start_cost)
-    from .cluster import gpu_count_backend
     gpus = getattr(args, "gpus", None)
     if gpus is not None and getattr(args, "scheduler", None) is not None:
         raise InputError(f"{inp}: GPU workers are started here: scheduler "
@@ -277,18 +291,18 @@ def _plan_cost_distance(plan, grid, args, inp, out):
         linked = (["elevation"] if ru["dem_in_store"] else []) + (["friction"] if ru["friction"]
                                                                   else [])
         ingested = []
-    band = _band_task_bytes(grid)
     part = {"algorithm": spec["algorithm"], "sources": sources,
             "backend": be.name + (f", {gpus} GPU workers" if gpus is not None else "")}
-    per_task = band if ingested else 0
-    worker = per_task * threads
-    layers = ["distance", "backlink", "allocation"]
+    layers = list(RESULT_LAYERS)
     if friction is not None and "friction" not in linked:
         layers.append("friction")
-    out_bytes = _layers_bytes(cells, layers) + sum(_ingest_bytes(grid) for _ in ingested)
     # a friction raster (not a store) is ingested into a hidden store beside the output
-    extra = (_ingest_bytes(grid) if friction is not None and not linked
-             and not Path(friction, "zarr.json").is_file() else 0)
+    friction_ingest = (friction is not None and "friction" not in linked
+                       and not is_store(friction))
+    per_task = _band_task_bytes(grid) if ingested or friction_ingest else 0
+    worker = per_task * threads
+    out_bytes = _layers_bytes(cells, layers) + sum(_ingest_bytes(grid) for _ in ingested)
+    extra = _ingest_bytes(grid) if friction_ingest else 0
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import tiled_spec
         tiled_spec(spec, getattr(args, "tile_sssp", None), getattr(args, "max_height", None),
@@ -303,13 +317,13 @@ def _plan_cost_distance(plan, grid, args, inp, out):
         side = grid["tile"] * grid["tiles_per_shard"]
         solve = incore_bytes(shape, friction is not None)
         per_task = max(per_task, solve)
-        worker = max(worker, solve + threads * 13 * min(side, shape[0]) * min(side, shape[1]))
+        window = min(side, shape[0]) * min(side, shape[1])  # a write task's shard window
+        worker = max(worker, solve + threads * _result_raw_bytes() * window)
     part.update({"memory_per_task_bytes": per_task, "memory_per_worker_bytes": worker,
                  "output_bytes": out_bytes, "partial_extra_bytes": extra,
                  "layers": ingested + linked + layers,
                  # --geotiff-dir: the result layers again, as GeoTIFFs
-                 "other_outputs_bytes": _layers_bytes(cells, ["distance", "backlink",
-                                                              "allocation"])
+                 "other_outputs_bytes": _layers_bytes(cells, RESULT_LAYERS)
                  if getattr(args, "geotiff_dir", None) else 0})
     return part
 
