@@ -39,7 +39,9 @@ def test_in_core_plan_covers_the_real_output_and_writes_nothing(capsys, tmp_path
     from terrain.grid.cost_outputs import LAYERS
 
     before = snapshot(tmp_path)
-    plan = _plan(capsys, sample, "--source-cell", "3,4", "--source", "502005,4001505")
+    # the CPU backend: the same estimates on any, and a real run without compiling kernels
+    plan = _plan(capsys, sample, "--source-cell", "3,4", "--source", "502005,4001505",
+                 "--backend", "cpu")
     assert snapshot(tmp_path) == before  # nothing written, not even a partial
     assert (plan["rows"], plan["cols"], plan["tiles"], plan["levels"]) == (300, 400, [1, 1], 1)
     assert plan["algorithm"] == "in-core" and plan["sources"] == 2 and plan["backend"] == "cpu"
@@ -56,7 +58,7 @@ def test_in_core_plan_covers_the_real_output_and_writes_nothing(capsys, tmp_path
     assert plan["disk_needed_bytes"] < plan["disk_free_bytes"]
     # the run itself: its store fits the estimate, which is not wildly above it
     rc, out, err = run_main(capsys, "cost-distance", sample, "--source-cell", "3,4",
-                            "--source", "502005,4001505", "--json")
+                            "--source", "502005,4001505", "--backend", "cpu", "--json")
     assert rc == 0, err
     real = _store_bytes(tmp_path / "good.cost.zarr")
     assert real <= plan["output_bytes"] <= 3 * real, (real, plan["output_bytes"])
@@ -96,7 +98,8 @@ def test_tiled_plan_matches_the_run(capsys, tmp_path, small_shards):
     z[3, 4] = 1
     path = write_asc(tmp_path / "dem.asc", z)
     argv = [path, "--source-cell", "3,4", "--algorithm", "tiled", "--tile", "8",
-            "--tile-sssp", "4", "--max-height", "1", "-o", tmp_path / "t.zarr"]
+            "--tile-sssp", "4", "--max-height", "1", "-o", tmp_path / "t.zarr", "--backend",
+            "cpu"]
     plan = _plan(capsys, *argv)
     assert sorted(os.listdir(tmp_path)) == ["dem.asc"]
     rc, out, err = run_main(capsys, "cost-distance", *argv, "--json")
