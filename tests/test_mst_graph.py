@@ -203,6 +203,32 @@ def test_upload_wire_dtypes_from_a_weight_sample():
         assert (got is None) if want == np.dtype(None) else got == want, (w, got)
 
 
+def test_heads_relative_to_their_rows_through_the_ring(monkeypatch):
+    """NARROW_UPLOAD's indices: ``v - u`` in the type a sample of them fits, encoded piece
+    by piece by the workers (pieces start inside rows and across empty rows); a head too
+    far from its row is reported, so the upload sends the indices again at full width."""
+    from test_transfer import FakeCupy
+    import terrain._transfer as transfer
+    import terrain.graph.mst as mst
+    from pipelines.bench_graph import weighted_grid_graph
+    monkeypatch.setattr(transfer, "SLOT_BYTES", 4096)
+    g = weighted_grid_graph(40, 300, seed=2)
+    indptr = np.concatenate([g.indptr[:500], g.indptr[499:]])  # an empty row
+    rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    assert mst._wire_index_dtype(indptr, g.indices) == np.int16  # deltas +-1, +-300
+    path = weighted_grid_graph(1, 50, seed=2)
+    assert mst._wire_index_dtype(path.indptr, path.indices) == np.int8  # deltas +-1
+    assert mst._wire_index_dtype(np.array([0, 1, 2]), np.array([70000, 0], np.int32)) is None
+    cp = FakeCupy()
+    for dt in (np.int16, np.int8):
+        dev = cp.empty(g.indices.shape, dt)
+        fits = transfer.to_device(cp, [mst._RowRelative(indptr, g.indices)], [dev]).fits
+        delta = g.indices.astype(np.int64) - rows
+        assert fits == [bool(np.abs(delta).max() <= np.iinfo(dt).max)] == [dt == np.int16]
+        if fits[0]:
+            assert np.array_equal(np.asarray(dev) + rows, g.indices)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", KINDS + ["int32-outlier"])
 def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):

@@ -180,6 +180,26 @@ def _upper_arcs_cpu(indptr, indices, weights, with_weights, r0, r1, count, ev, w
 
 
 @numba.njit(nogil=True, cache=True)
+def _row_relative_cpu(indptr, indices, start, dst, lo, hi):
+    """Arcs ``start, start + 1, ...`` (``len(dst)`` of them) as ``head - row`` into ``dst``;
+    True when every value lies in ``[lo, hi]``. The host side of the upload's
+    ``from_row_relative`` (its device twin adds the row back)."""
+    r = np.searchsorted(indptr, start, side="right") - 1
+    end = start + dst.shape[0]
+    ok = True
+    a = start
+    while a < end:
+        stop = min(indptr[r + 1], end)
+        for k in range(a, stop):
+            x = np.int64(indices[k]) - r
+            ok &= (x >= lo) & (x <= hi)
+            dst[k - start] = x
+        a = stop
+        r += 1
+    return ok
+
+
+@numba.njit(nogil=True, cache=True)
 def _extract_cpu(count, w_e, key_mode, float_bits, id_bits, eu, key):
     """Twin of ``extract`` (from ``count``): sequential, so the running count is the id.
     ``float_bits``: ``w_e`` is a float32 array's uint32 view (rank = order bits)."""
@@ -367,6 +387,8 @@ def _gpu_kernels(b, it, wt):
     names = {"count_upper": f"count_upper<{it}>", "extract": f"extract<{it}, {wt}>",
              "extract_long": f"extract_long<{it}, {wt}>", "offer": f"offer<{it}>",
              "join": f"join<{it}>", "check_arcs": f"check_arcs<{it}>"}
+    for size, dt in ((1, "signed char"), (2, "short"), (4, "int")):
+        names[f"from_row_relative_{size}"] = f"from_row_relative<{it}, {dt}>"
     module = b.cuda_module(Path(__file__).with_name("_mst.cu"),
                            name_expressions=tuple(names.values()))
     return {k: module.get_function(v) for k, v in names.items()}
@@ -379,6 +401,7 @@ class _GpuOps:
 
     def __init__(self, b, it, wt):
         cp = self.xp = b.xp
+        self.it = np.dtype(it)
         self.kern = _gpu_kernels(b, np.dtype(it), np.dtype(wt))
         self.counts = cp.zeros(_MAX_OFFERS, np.uint64)
 
@@ -392,6 +415,17 @@ class _GpuOps:
         self.kern["count_upper"](self.grid(n), (BLOCK,),
                                  (indptr, indices, np.int64(n), count))
         return count[:n]
+
+    def from_row_relative(self, indptr, delta):
+        """The heads of a CSR from ``delta`` (``head - row``, int8 / int16 / int32) and its
+        ``indptr`` (int32 or int64), in the index dtype."""
+        n = int(indptr.shape[0]) - 1
+        indices = self.xp.empty(delta.shape, self.it)
+        kernel = self.kern[f"from_row_relative_{delta.dtype.itemsize}"]
+        if indptr.dtype != np.int64:
+            indptr = indptr.astype(np.int64)
+        kernel(self.grid(n), (BLOCK,), (indptr, delta, np.int64(n), indices))
+        return indices
 
     def check_arcs(self, indptr, indices):
         """True when every head is in ``[0, n)`` and every row strictly increasing
@@ -504,6 +538,15 @@ def _result(n, m, u, v, weights, chosen, worklist, extra, xp, total=None):
     return MSTResult(u, v, weights, ids, total, n - int(chosen.size), len(worklist), extra)
 
 
+def _narrowest(lo, hi, than):
+    """The narrowest integer dtype narrower than ``than`` that holds ``lo..hi`` (None)."""
+    for dt in map(np.dtype, (np.uint8, np.int8, np.uint16, np.int16, np.int32)):
+        info = np.iinfo(dt)
+        if dt.itemsize < np.dtype(than).itemsize and info.min <= lo and hi <= info.max:
+            return dt
+    return None
+
+
 def _wire_weight_dtype(weights):
     """The narrowest integer dtype below ``weights``'s that a strided sample of
     :data:`SAMPLE` weights fits (None: none, or float weights). A guess: the upload
@@ -511,34 +554,72 @@ def _wire_weight_dtype(weights):
     if weights.dtype.kind not in "iu" or weights.size == 0:
         return None
     sample = weights[::max(1, weights.size // SAMPLE)]
-    lo, hi = int(sample.min()), int(sample.max())
-    for dt in map(np.dtype, (np.uint8, np.int8, np.uint16, np.int16, np.int32)):
+    return _narrowest(int(sample.min()), int(sample.max()), weights.dtype)
+
+
+def _wire_index_dtype(indptr, indices):
+    """The signed dtype (int8, int16; int32 for int64 indices) that a strided sample of
+    :data:`SAMPLE` arcs' heads fits *relative to their row* (``v - u``: small on grids and
+    other graphs numbered by locality), None when none does. A guess, as for the weights."""
+    if indices.size == 0:
+        return None
+    at = np.arange(0, indices.size, max(1, indices.size // SAMPLE))
+    delta = indices[at].astype(np.int64) - (np.searchsorted(indptr, at, side="right") - 1)
+    lo, hi = int(delta.min()), int(delta.max())
+    for dt in map(np.dtype, (np.int8, np.int16, np.int32)):
         info = np.iinfo(dt)
-        if dt.itemsize < weights.dtype.itemsize and info.min <= lo and hi <= info.max:
+        if dt.itemsize < indices.dtype.itemsize and info.min <= lo and hi <= info.max:
             return dt
     return None
 
 
+class _RowRelative:
+    """The encoder of a CSR's ``indices`` as ``v - u`` (:func:`terrain._transfer.to_device`
+    calls :meth:`copy_into` piece by piece; the device adds the row back in
+    ``from_row_relative``)."""
+
+    def __init__(self, indptr, indices):
+        self.indptr, self.indices = indptr, indices
+        self.size, self.dtype = indices.size, indices.dtype
+
+    def copy_into(self, start, dst):
+        info = np.iinfo(dst.dtype)
+        return _row_relative_cpu(self.indptr, self.indices, start, dst, info.min, info.max)
+
+
 def _upload_csr(g, cp):
-    """``[indptr (int64), indices, weights]`` of the host graph ``g`` on the device (weights
-    a dummy when unweighted), through :func:`terrain._transfer.to_device`; with
-    :data:`NARROW_UPLOAD` ``indptr`` crosses as int32 (below 2**31 arcs) and integer
-    weights in the narrowest type a sample fits, widened on the device after. Returns the
-    arrays and the :class:`~terrain._transfer.Copies` to keep until they are done."""
+    """``[indptr, indices, weights]`` of the host graph ``g`` on the device as they crossed
+    (weights absent when unweighted), through :func:`terrain._transfer.to_device`, and
+    whether ``indices`` crossed relative to their rows. With :data:`NARROW_UPLOAD`
+    ``indptr`` crosses as int32 (below 2**31 arcs), ``indices`` relative to their row in
+    int8 / int16 and integer weights in the narrowest type, each when a sample of them
+    fits (:func:`_wire_index_dtype`, :func:`_wire_weight_dtype`); an array with a value
+    that did not fit goes again at full width. Returns ``(arrays, relative, copies)``:
+    keep ``copies`` until they are done."""
     weighted = g.weights is not None
     host = [g.indptr, g.indices] + ([g.weights] if weighted else [])
     wire = [a.dtype for a in host]
+    relative = False
     if NARROW_UPLOAD:
         if g.nnz < 2**31:
             wire[0] = np.dtype(np.int32)
+        index_dtype = _wire_index_dtype(g.indptr, g.indices)
+        if index_dtype is not None:
+            wire[1], relative = index_dtype, True
         if weighted:
             wire[2] = _wire_weight_dtype(g.weights) or wire[2]
     dev = [cp.empty(a.shape, d) for a, d in zip(host, wire)]
-    copies = [to_device(cp, host, dev)]
-    if not copies[0].fits[-1]:  # a weight outside the sample's range: again at full width
-        dev[-1] = cp.empty(host[-1].shape, host[-1].dtype)
-        copies.append(to_device(cp, host[-1:], dev[-1:]))
-    return dev, copies
+    sent = list(host)
+    if relative:
+        sent[1] = _RowRelative(g.indptr, g.indices)
+    copies = [to_device(cp, sent, dev)]
+    again = [i for i, fits in enumerate(copies[0].fits) if not fits]
+    if again:  # a value outside the sample's range: those arrays again at full width
+        relative = relative and 1 not in again
+        for i in again:
+            dev[i] = cp.empty(host[i].shape, host[i].dtype)
+        copies.append(to_device(cp, [host[i] for i in again], [dev[i] for i in again]))
+    return dev, relative, copies
 
 
 def _forest_gpu(g, b):
@@ -552,10 +633,13 @@ def _forest_gpu(g, b):
     mode, id_bits = _key_mode(g.weights.dtype if weighted else None, m)
     start, uploaded, computed = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
     start.record()
-    csr, copies = _upload_csr(g, cp)
+    csr, relative, copies = _upload_csr(g, cp)
     uploaded.record()
-    csr = [a if a.dtype == h.dtype else a.astype(h.dtype)
-           for a, h in zip(csr, [g.indptr, g.indices] + ([g.weights] if weighted else []))]
+    csr[0] = csr[0].astype(np.int64, copy=False)  # widened on the device
+    if relative:
+        csr[1] = ops.from_row_relative(csr[0], csr[1])
+    if weighted:
+        csr[2] = csr[2].astype(g.weights.dtype, copy=False)
     if not weighted:
         csr.append(cp.zeros(1, np.int32))
     count = ops.count_upper(csr[0], csr[1])
