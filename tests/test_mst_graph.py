@@ -233,8 +233,9 @@ def test_heads_relative_to_their_rows_through_the_ring(monkeypatch):
 @pytest.mark.parametrize("kind", KINDS + ["int32-outlier"])
 def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
     """The host graph's upload in many pieces (tiny slots: the ring wraps), narrowed
-    (int32 indptr, weights in the type a sample fits; "int32-outlier": weights 1..3 but
-    one edge of 10**6 off the sample, so the weights go again at full width) or not, the
+    (int32 indptr, heads relative to their row, weights in the type a sample fits;
+    "int32-outlier": weights 1..3 but one edge of 10**6 off the sample, so the weights go
+    again at full width) or not, the
     forest back in pinned memory or through the ring, and the same graph handed in as
     CuPy arrays (gathered on the device): every forest equals the CPU's bit for bit; the
     device call returns CuPy arrays, the host call NumPy arrays."""
@@ -252,8 +253,10 @@ def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
     c = minimum_spanning_forest(g, backend="cpu")
     monkeypatch.setattr(transfer, "SLOT_BYTES", 8192)
     forests = []
-    for narrow, download in ((True, "pinned"), (False, "copy"), (True, "copy")):
+    for narrow, relative, download in ((True, True, "pinned"), (False, True, "copy"),
+                                       (True, False, "copy")):
         monkeypatch.setattr(mst, "NARROW_UPLOAD", narrow)
+        monkeypatch.setattr(mst, "RELATIVE_HEADS", relative)
         monkeypatch.setattr(mst, "FOREST_DOWNLOAD", download)
         forests.append(minimum_spanning_forest(g, backend="gpu"))
         assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}
@@ -269,6 +272,26 @@ def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         assert (r.total_weight, r.trees, r.rounds) == (c.total_weight, c.trees, c.rounds)
         assert r.extra["worklist"] == c.extra["worklist"]
+
+
+@pytest.mark.gpu
+def test_gpu_head_off_the_sample_sends_the_heads_again():
+    """A grid (heads +-1, +-cols: int16 relative to their row) plus one edge (0, n - 1)
+    that the sample misses: the heads go again at full width; forest == CPU's."""
+    from pipelines.bench_graph import weighted_grid_graph
+    import terrain.graph.mst as mst
+    grid = weighted_grid_graph(60, 600, seed=4)
+    rows = np.repeat(np.arange(grid.n), np.diff(grid.indptr))
+    u = np.concatenate([rows, [0]])
+    v = np.concatenate([grid.indices, [grid.n - 1]])
+    w = np.concatenate([grid.weights, [1]]).astype(np.int32)
+    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(grid.n, grid.n)))
+    assert mst._wire_index_dtype(g.indptr, g.indices) == np.int16
+    r = minimum_spanning_forest(g, backend="gpu")
+    c = minimum_spanning_forest(g, backend="cpu")
+    assert np.array_equal(r.edge_ids, c.edge_ids) and np.array_equal(r.v, c.v)
+    assert r.total_weight == c.total_weight and (0, grid.n - 1) in zip(r.u.tolist(),
+                                                                      r.v.tolist())
 
 
 @pytest.mark.gpu
