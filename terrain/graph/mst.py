@@ -127,7 +127,9 @@ class MSTResult:
     ----------
     u, v : ndarray of the graph's index dtype (int32 below 2**31 vertices)
         Internal endpoints of the forest's edges (``u < v``), in edge-id order. CuPy
-        arrays when the graph was given on the device.
+        arrays when the graph was given on the device; for a host graph on the GPU,
+        NumPy arrays in pinned host memory (CuPy's pinned pool: freeing them gives the
+        memory back to the pool for the next call), as are ``weight`` and ``edge_ids``.
     weight : ndarray
         Their weights (the graph's dtype; int64 ones when unweighted).
     edge_ids : ndarray of int32 (int64 from 2**31 edges)
