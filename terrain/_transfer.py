@@ -53,13 +53,17 @@ def workers():
 @numba.njit(nogil=True, cache=True)
 def _narrow_cpu(src, dst, lo, hi):
     """``dst[:] = src`` into a narrower integer dtype; True when every value lies in
-    ``[lo, hi]`` (the range of ``dst``'s dtype), else ``dst`` holds wrapped values."""
-    ok = True
+    ``[lo, hi]`` (the range of ``dst``'s dtype), else ``dst`` holds wrapped values. Min /
+    max reductions: the loop vectorises."""
+    if src.shape[0] == 0:
+        return True
+    low = high = src[0]
     for i in range(src.shape[0]):
         x = src[i]
-        ok &= (x >= lo) & (x <= hi)
+        low = min(low, x)
+        high = max(high, x)
         dst[i] = x
-    return ok
+    return low >= lo and high <= hi
 
 
 def _copy_piece(host, start, dst):
@@ -127,7 +131,7 @@ def to_device(cp, host, device, stream=None):
     contiguous; a device dtype may be a narrower integer type) through the pinned ring.
     A host entry may also be an *encoder*: an object with ``size``, ``dtype`` and
     ``copy_into(start, dst) -> bool`` that writes its elements ``start...`` into ``dst``
-    encoded as the device array's dtype (e.g. graph arcs relative to their row) and says
+    encoded as the device array's dtype (e.g. differences of graph heads) and says
     whether they fitted; the workers call it piece by piece.
 
     The copies are asynchronous on ``stream`` (default: the current stream): kernels

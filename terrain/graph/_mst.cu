@@ -15,7 +15,6 @@
 //   count_upper  per row, the number of its u < v arcs (cumsum: the rows' first edge ids);
 //                a graph on the device only (the host counts while it compacts)
 //   check_arcs   a graph on the device: heads in range, rows strictly increasing
-//   from_row_relative  a host graph's heads uploaded as v - u: v again
 //   extract      per row, its u < v edges in order: eu and key at their edge ids, and for a
 //                graph on the device ev and w_e gathered from the CSR (the host uploads
 //                those of a host graph already in place)
@@ -64,20 +63,6 @@ __global__ void count_upper(const i64* __restrict__ indptr, const IT* __restrict
             else lo = mid + 1;
         }
         count[r] = (IT)(end - lo);
-    }
-}
-
-// A host graph's heads sent relative to their row (delta = v - u, int8 / int16 / int32:
-// fewer bytes across PCIe; the host's twin is _row_relative_cpu): v = u + delta, a thread a
-// row (sent only when a sample of the deltas is small: grids, graphs numbered by locality).
-template <typename IT, typename DT>
-__global__ void from_row_relative(const i64* __restrict__ indptr, const DT* __restrict__ delta,
-                                  i64 n, IT* __restrict__ indices)
-{
-    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < n;
-         r += (i64)gridDim.x * blockDim.x) {
-        const i64 end = indptr[r + 1];
-        for (i64 a = indptr[r]; a < end; ++a) indices[a] = (IT)(r + (i64)delta[a]);
     }
 }
 
