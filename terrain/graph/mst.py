@@ -635,7 +635,7 @@ def _forest_gpu(g, b):
     uploaded.record()
     csr[0] = csr[0].astype(np.int64, copy=False)  # widened on the device
     if diffs:  # the heads again: a prefix sum of their differences
-        csr[1] = cp.cumsum(csr[1], dtype=it)
+        csr[1] = cp.cumsum(csr[1].astype(it))
     if weighted:
         csr[2] = csr[2].astype(g.weights.dtype, copy=False)
     if not weighted:
