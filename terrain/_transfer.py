@@ -118,10 +118,13 @@ class Copies:
 
 
 def _ring(cp, n_pieces):
+    """``(pool, slots, ring, events)``: one pinned block per slot, all of one size, so
+    CuPy's pinned pool hands the same blocks back to every transfer (rings of varying
+    total size would each stay pinned in the pool)."""
     pool, n = workers()
     slots = min(n + SPARE_SLOTS, max(1, n_pieces))  # small transfers: a small ring
-    ring = np.ndarray((slots, SLOT_BYTES), np.uint8,
-                      buffer=cp.cuda.alloc_pinned_memory(slots * SLOT_BYTES))
+    ring = [np.ndarray(SLOT_BYTES, np.uint8, buffer=cp.cuda.alloc_pinned_memory(SLOT_BYTES))
+            for _ in range(slots)]
     events = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(slots)]
     return pool, slots, ring, events
 
