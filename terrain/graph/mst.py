@@ -570,6 +570,12 @@ def _wire_index_dtype(indices):
     return None
 
 
+def _heads_from_diffs(xp, diffs, it):
+    """The heads from their differences (:class:`_HeadDiffs`): a prefix sum in the index
+    dtype ``it`` (a plain ``cumsum`` of int32 gives int64, as NumPy's does)."""
+    return xp.cumsum(diffs.astype(it), dtype=it)
+
+
 class _HeadDiffs:
     """The encoder of a CSR's ``indices`` as differences of consecutive heads
     (:func:`terrain._transfer.to_device` calls :meth:`copy_into` piece by piece; the device
@@ -634,8 +640,8 @@ def _forest_gpu(g, b):
     csr, diffs, copies = _upload_csr(g, cp)
     uploaded.record()
     csr[0] = csr[0].astype(np.int64, copy=False)  # widened on the device
-    if diffs:  # the heads again: a prefix sum of their differences
-        csr[1] = cp.cumsum(csr[1].astype(it))
+    if diffs:
+        csr[1] = _heads_from_diffs(cp, csr[1], it)
     if weighted:
         csr[2] = csr[2].astype(g.weights.dtype, copy=False)
     if not weighted:
