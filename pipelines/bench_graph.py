@@ -710,6 +710,20 @@ def bench_sssp_command(args):
     return 0 if same else 1
 
 
+def _induced_prefix(graph, k):
+    """The subgraph induced by vertices ``0..k-1`` (symmetric like ``graph``, the same
+    dtypes; a grid's first rows): warms up the kernels a call on ``graph`` compiles."""
+    from terrain.graph import Graph
+    k = min(k, graph.n)
+    end = int(graph.indptr[k])
+    keep = graph.indices[:end] < k
+    rows = np.repeat(np.arange(k), np.diff(graph.indptr[:k + 1]))[keep]
+    indptr = np.zeros(k + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=k), out=indptr[1:])
+    weights = None if graph.weights is None else graph.weights[:end][keep]
+    return Graph(indptr, graph.indices[:end][keep], weights=weights, name=f"{graph.name}[:{k}]")
+
+
 def bench_mst_graph_command(args):
     """``bench mst-graph``: terrain's Borůvka forest (GPU: CUDA events for the device part;
     the whole call from the host CSR to the host forest, best of 3 warm calls, with its
@@ -733,37 +747,60 @@ def bench_mst_graph_command(args):
         print(f"  {label:<40} {secs * 1e3:10.1f} ms  {m / secs / 1e9:7.3f} G edges/s  "
               f"{r.rounds} rounds{note}", flush=True)
 
-    from terrain.graph import Graph
-    tiny = Graph(np.array([0, 1, 2]), np.array([1, 0], graph.indices.dtype),
-                 weights=None if graph.weights is None else graph.weights[:1].repeat(2))
+    tiny = _induced_prefix(graph, 20000)  # the same dtypes and wire dtypes, small
     if gpu_available() and args.backend != "cpu":
         gpu = get_backend("gpu")
         cp = gpu.xp
-        minimum_spanning_forest(tiny, backend=gpu)  # compile; threads, pinned ring
+        ok_variants = True
+        minimum_spanning_forest(tiny, backend=gpu)  # compile (CUDA, Numba), threads
         cp.cuda.Device().synchronize()
         t0 = time.perf_counter()
         r = minimum_spanning_forest(graph, backend=gpu)
         first = time.perf_counter() - t0
         del r
-        runs = []
-        for _ in range(3):
-            r = None  # the last forest's memory back to the pools before the next call
-            cp.cuda.Device().synchronize()
-            t0 = time.perf_counter()
-            r = minimum_spanning_forest(graph, backend=gpu)
-            runs.append((time.perf_counter() - t0, r.extra["phase_seconds"]))
+
+        def whole_calls():
+            """Best of 3 warm whole calls: (wall, its phases, the last result)."""
+            runs, r = [], None
+            for _ in range(3):
+                r = None  # the last forest's memory back to the pools before the next call
+                cp.cuda.Device().synchronize()
+                t0 = time.perf_counter()
+                r = minimum_spanning_forest(graph, backend=gpu)
+                runs.append((time.perf_counter() - t0, r.extra["phase_seconds"]))
+            wall, phases = min(runs, key=lambda x: x[0])
+            return wall, phases, r, min(x[1]["device"] for x in runs)
+
+        def whole_line(label, wall, phases, r):
+            rest = wall - sum(phases.values())
+            line(label, wall, r,
+                 f"  [upload {phases['upload'] * 1e3:.1f} ms, device "
+                 f"{phases['device'] * 1e3:.1f} ms, download {phases['download'] * 1e3:.1f} "
+                 f"ms, host rest {rest * 1e3:.1f} ms]")
+
+        wall, phases, r, dev = whole_calls()
         results["gpu"] = r
-        wall, phases = min(runs, key=lambda x: x[0])
-        dev = min(x[1]["device"] for x in runs)
         wl = r.extra["worklist"]
         print(f"terrain gpu ({gpu.device_name()}), best of 3; worklist {sum(wl) / m:.2f} m "
               f"over the rounds, light threshold {r.extra['light_threshold']}:")
         line("device part (CUDA events)", dev, r)
-        rest = wall - sum(phases.values())
-        line("whole call (host CSR -> host forest)", wall, r,
-             f"  [upload {phases['upload'] * 1e3:.1f} ms, device {phases['device'] * 1e3:.1f}"
-             f" ms, download {phases['download'] * 1e3:.1f} ms, host rest "
-             f"{rest * 1e3:.1f} ms]")
+        whole_line("whole call (host CSR -> host forest)", wall, phases, r)
+        import terrain.graph.mst as mst
+        for name, value, label in (("HEAD_DIFFS", False, "  the same, heads up as they are"),
+                                   ("NARROW_UPLOAD", False, "  the same, CSR up at full width"),
+                                   ("FOREST_DOWNLOAD", "copy",
+                                    "  the same, forest down into pageable arrays")):
+            default = getattr(mst, name)
+            setattr(mst, name, value)
+            try:
+                v_wall, v_phases, v, _ = whole_calls()
+            finally:
+                setattr(mst, name, default)
+            same = np.array_equal(v.edge_ids, r.edge_ids) and v.total_weight == r.total_weight
+            whole_line(label, v_wall, v_phases, v)
+            print(f"      forest == default call's: {same}")
+            ok_variants = ok_variants and same
+            del v
         line("  first call of the process (cold pools)", first, r)
         on_device = (cp.asarray(graph.indptr), cp.asarray(graph.indices),
                      None if graph.weights is None else cp.asarray(graph.weights))
@@ -779,7 +816,7 @@ def bench_mst_graph_command(args):
         line("graph on the device (CuPy in, CuPy out)", min(walls), d,
              f"  [forest == host call's: {same}]")
         del d, on_device
-        ok_device = same
+        ok_device = same and ok_variants
     else:
         ok_device = True
     cpu = get_backend("cpu")

@@ -187,119 +187,80 @@ def test_gpu_kernels_every_dtype_equal_kruskal(kind):
         assert_backends_identical(run)
 
 
-class _FakeCupy:
-    """Just enough of CuPy for the upload pipeline on the host: device arrays are NumPy
-    arrays, copies are memmoves, events and streams are no-ops."""
-
-    class _Array(np.ndarray):
-        @property
-        def data(self):
-            return type("Ptr", (), {"ptr": self.ctypes.data})()
-
-        def get(self):
-            return np.array(self)
-
-    class _Event:
-        def __init__(self, **kw):
-            pass
-
-        def record(self, stream=None):
-            pass
-
-        def synchronize(self):
-            pass
-
-    def __init__(self):
-        import ctypes
-        import types
-        import contextlib
-        device = types.SimpleNamespace(id=0)
-        self.cuda = types.SimpleNamespace(
-            alloc_pinned_memory=bytearray, Event=self._Event,
-            Device=lambda *i: contextlib.nullcontext(device) if i else device,
-            get_current_stream=lambda: types.SimpleNamespace(ptr=0, synchronize=lambda: None),
-            runtime=types.SimpleNamespace(
-                memcpyHostToDevice=1, memcpyDeviceToHost=2,
-                memcpy=lambda dst, src, size, kind: ctypes.memmove(dst, src, size),
-                memcpyAsync=lambda dst, src, size, kind, stream: ctypes.memmove(dst, src, size)))
-
-    def empty(self, n, dtype):
-        return np.full(n, -7, dtype).view(self._Array)  # garbage shows
-
-    def zeros(self, n, dtype):
-        return np.zeros(n, dtype).view(self._Array)
+def test_upload_wire_dtypes_from_a_weight_sample():
+    """NARROW_UPLOAD's guess: the narrowest integer type a strided sample fits; none for
+    floats or ranges that need the full width."""
+    from terrain.graph.mst import _wire_weight_dtype
+    cases = [(np.arange(1, 101, dtype=np.int32), np.uint8),
+             (np.arange(-1000, 1000, dtype=np.int32), np.int16),
+             (np.arange(0, 100, dtype=np.int64), np.uint8),
+             (np.array([0, 2**40]), np.dtype(None)),
+             (np.array([-2**31, 5], np.int64), np.int32),
+             (np.array([-2**31, 5], np.int32), np.dtype(None)),
+             (np.linspace(0, 1, 10), np.dtype(None)), (np.zeros(0, np.int32), np.dtype(None))]
+    for w, want in cases:
+        got = _wire_weight_dtype(w)
+        assert (got is None) if want == np.dtype(None) else got == want, (w, got)
 
 
-@pytest.mark.parametrize("kind", ["int32", "float64", "unweighted"])
-def test_upload_pipeline_places_every_chunk(kind, monkeypatch):
-    """The GPU's pipelined upload (chunks of rows compacted by worker threads into a ring
-    of slots, copied to offsets decided in chunk order; hub rows longer than a slot staged
-    apart) run on the host with tiny slots: it equals the one-pass host compaction; the
-    forest rebuilt from one bit per edge by the same chunks equals the CPU's forest."""
+def test_head_differences_through_the_ring(monkeypatch):
+    """HEAD_DIFFS: the heads as differences of consecutive heads in the type a sample of
+    them fits, encoded piece by piece by the workers (each piece from the arc before it);
+    their prefix sum is the heads again; a difference that does not fit is reported, so
+    the upload sends the heads again at full width."""
+    from test_transfer import FakeCupy
+    import terrain._transfer as transfer
     import terrain.graph.mst as mst
-    monkeypatch.setattr(mst, "SLOT_BYTES", 4096)
-    g, *_ = _typed_graph(kind, 3000, 12000, 5, hubs=3)
-    g.indices.flags.writeable = False  # the input is only read
-    cap = 4096 // (2 * 4 + (g.weights.dtype.itemsize if g.weights is not None else 0))
-    cap = cap // 64 * 64
-    chunks = mst._chunks(g.indptr, g.n, g.nnz, cap)
-    assert len(chunks) > 3 * (mst._workers()[1] + mst.SPARE_SLOTS)  # the ring wraps
-    assert any(g.indptr[b] - g.indptr[a] > cap for a, b in chunks)  # some staged apart
-    count, ev, w_e = mst._host_upper_arcs(g)
-    fake = _FakeCupy()
-    d_count, d_ev, d_w, ring, plan = mst._upload_upper_arcs(g, fake)
-    assert np.array_equal(d_count, count) and np.array_equal(d_ev, ev)
-    if g.weights is not None:
-        assert np.array_equal(d_w, w_e)
-    r = minimum_spanning_forest(g, backend="cpu")
-    in_forest = np.zeros(g.m, np.uint8)
-    in_forest[r.edge_ids] = 1
-    bits = np.packbits(in_forest).view(fake._Array)
-    firsts = np.searchsorted(r.edge_ids, [e0 for *_, e0 in plan]).view(fake._Array)
-    ids, u, v, w = mst._rebuild_forest(g, bits, firsts, plan, r.edge_ids.size, fake)
-    assert ids.dtype == np.int32 and np.array_equal(ids, r.edge_ids)
-    assert np.array_equal(u, r.u) and np.array_equal(v, r.v)
-    assert g.weights is None or np.array_equal(w, r.weight)
-    # the CSR's own arrays up and the forest's down through the ring, in many pieces
-    host = [g.indptr, g.indices] + ([g.weights] if g.weights is not None else [])
-    device = [fake.empty(a.shape, a.dtype) for a in host]
-    mst._transfer(fake, host, device, True)
-    assert all(np.array_equal(a, b) for a, b in zip(host, device))
-    back = [np.empty(a.shape, a.dtype) for a in host]
-    assert len(mst._pieces(host)) > 3 * (mst._workers()[1] + mst.SPARE_SLOTS)
-    mst._transfer(fake, back, device, False)
-    assert all(np.array_equal(a, b) for a, b in zip(host, back))
-    from terrain.graph.csr import Graph
-    bad = Graph(np.array([0, 2, 3, 3]), np.array([1, 2, 0], np.int32),
-                weights=np.array([1.0, 2.0, 1.0]))
-    with pytest.raises(InputError, match="not symmetric"):
-        mst._upload_upper_arcs(bad, _FakeCupy())
-    with pytest.raises(InputError, match="not symmetric"):
-        minimum_spanning_forest(bad, backend="cpu")
-    nan = Graph(np.array([0, 1, 2]), np.array([1, 0], np.int32),
-                weights=np.array([np.nan, np.nan]))
-    with pytest.raises(InputError, match="NaN"):
-        mst._upload_upper_arcs(nan, _FakeCupy())
+    from pipelines.bench_graph import weighted_grid_graph
+    monkeypatch.setattr(transfer, "SLOT_BYTES", 4096)
+    g = weighted_grid_graph(40, 300, seed=2)
+    assert mst._wire_index_dtype(g.indices) == np.int16  # +-1 .. +-2 cols
+    path = weighted_grid_graph(1, 50, seed=2)
+    assert mst._wire_index_dtype(path.indices) == np.int8
+    assert mst._wire_index_dtype(np.array([70000, 0], np.int32)) is None
+    assert mst._wire_index_dtype(np.array([5, 70000], np.int64)) == np.int32
+    cp = FakeCupy()
+    for dt in (np.int16, np.int8):
+        dev = cp.empty(g.indices.shape, dt)
+        fits = transfer.to_device(cp, [mst._HeadDiffs(g.indices)], [dev]).fits
+        assert fits == [dt == np.int16]
+        if fits[0]:
+            heads = mst._heads_from_diffs(np, np.asarray(dev), g.indices.dtype)
+            assert heads.dtype == g.indices.dtype and np.array_equal(heads, g.indices)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + ["int32-outlier"])
 def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
-    """The host graph's upload in many pieces (tiny slots: the ring wraps; as its CSR, or
-    as compacted u < v arcs with hub rows staged apart), the forest back as arrays or as
-    bits, and the same graph handed in as CuPy arrays (gathered on the device): every
-    forest equals the CPU's bit for bit; the device call returns CuPy arrays."""
+    """The host graph's upload in many pieces (tiny slots: the ring wraps), narrowed
+    (int32 indptr, heads as differences, weights in the type a sample fits;
+    "int32-outlier": weights 1..3 but one edge of 10**6 off the sample, so the weights go
+    again at full width) or not, the
+    forest back in pinned memory or through the ring, and the same graph handed in as
+    CuPy arrays (gathered on the device): every forest equals the CPU's bit for bit; the
+    device call returns CuPy arrays, the host call NumPy arrays."""
     import cupy as cp
+    import terrain._transfer as transfer
     import terrain.graph.mst as mst
-    g, *_ = _typed_graph(kind, 3000, 20000, 13, hubs=3)
+    g, *_ = _typed_graph(kind.replace("-outlier", "-ties"), 3000, 20000, 13, hubs=3)
+    if kind == "int32-outlier":
+        a = 1 + len(g.weights) // 1024 * 7  # off the sample's stride
+        r = int(np.searchsorted(g.indptr, a, side="right") - 1)
+        c = int(g.indices[a])
+        back = g.indptr[c] + int(np.searchsorted(g.indices[g.indptr[c]:g.indptr[c + 1]], r))
+        g.weights[[a, back]] = 10**6
+        assert mst._wire_weight_dtype(g.weights) == np.uint8
     c = minimum_spanning_forest(g, backend="cpu")
-    monkeypatch.setattr(mst, "SLOT_BYTES", 8192)
+    monkeypatch.setattr(transfer, "SLOT_BYTES", 8192)
     forests = []
-    for upload, download in (("csr", "copy"), ("upper", "bits"), ("upper", "copy")):
-        monkeypatch.setattr(mst, "UPLOAD", upload)
+    for narrow, diffs, download in ((True, True, "pinned"), (False, True, "copy"),
+                                    (True, False, "copy")):
+        monkeypatch.setattr(mst, "NARROW_UPLOAD", narrow)
+        monkeypatch.setattr(mst, "HEAD_DIFFS", diffs)
         monkeypatch.setattr(mst, "FOREST_DOWNLOAD", download)
         forests.append(minimum_spanning_forest(g, backend="gpu"))
         assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}
+        assert all(type(x) is np.ndarray for x in (forests[-1].u, forests[-1].edge_ids))
     on_device = (cp.asarray(g.indptr), cp.asarray(g.indices),
                  None if g.weights is None else cp.asarray(g.weights))
     d = minimum_spanning_forest(on_device)
@@ -311,6 +272,26 @@ def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         assert (r.total_weight, r.trees, r.rounds) == (c.total_weight, c.trees, c.rounds)
         assert r.extra["worklist"] == c.extra["worklist"]
+
+
+@pytest.mark.gpu
+def test_gpu_head_off_the_sample_sends_the_heads_again():
+    """A grid (head differences +-1 .. +-2 cols: int16) plus one edge (0, n - 1) that the
+    sample misses: the heads go again at full width; forest == CPU's."""
+    from pipelines.bench_graph import weighted_grid_graph
+    import terrain.graph.mst as mst
+    grid = weighted_grid_graph(60, 600, seed=4)
+    rows = np.repeat(np.arange(grid.n), np.diff(grid.indptr))
+    u = np.concatenate([rows, [0]])
+    v = np.concatenate([grid.indices, [grid.n - 1]])
+    w = np.concatenate([grid.weights, [1]]).astype(np.int32)
+    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(grid.n, grid.n)))
+    assert mst._wire_index_dtype(g.indices) == np.int16
+    r = minimum_spanning_forest(g, backend="gpu")
+    c = minimum_spanning_forest(g, backend="cpu")
+    assert np.array_equal(r.edge_ids, c.edge_ids) and np.array_equal(r.v, c.v)
+    assert r.total_weight == c.total_weight and (0, grid.n - 1) in zip(r.u.tolist(),
+                                                                      r.v.tolist())
 
 
 @pytest.mark.gpu

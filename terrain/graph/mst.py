@@ -14,8 +14,7 @@ plus ``_cpu``; the round loop is shared):
 0. ``upper arcs``: every row's ``u < v`` arcs (a suffix: rows are sorted) become the edge
    list's heads ``ev`` and weights ``w_e`` at their edge ids, and ``count[u]`` their number.
    On the device ``count_upper`` (a binary search per row) and ``extract`` gather them
-   from the CSR; the CPU (and the GPU's ``UPLOAD = "upper"``, below) compacts them on the
-   host (:func:`_upper_arcs_cpu`);
+   from the CSR; the CPU compacts them on the host (:func:`_upper_arcs_cpu`);
 1. ``extract``: the tails ``eu`` and the keys, from ``count`` (a prefix sum gives each
    row's first edge id): a thread a row up to 32 edges, a warp up to 512, and
    ``extract_long`` a block for each longer row (one warp alone took 2.9 ms of RMAT-21's
@@ -38,23 +37,27 @@ plus ``_cpu``; the round loop is shared):
    total are gathered on the device; only the forest comes back.
 
 Transfers (a host graph on the GPU). The device part is a few ms; the copies are what a
-caller waits for (before this scheme 0.2 of the 4900² grid's 0.23 s). PCIe on the H100
-host moved 54 GB/s from and to pinned memory but 7 GB/s from pageable memory and 2.7 GB/s
-into fresh pageable pages, so every copy goes through a ring of pinned slots
-(:func:`_transfer`): worker threads move slot-sized pieces between the caller's arrays and
-the slots (without the GIL; on the way down they also fault in the fresh output pages in
-parallel) while the main thread issues the asynchronous slot <-> device copies in order.
-``UPLOAD = "csr"`` sends the CSR's arrays as they are and the device finds the ``u < v``
-arcs (``count_upper``, ``extract``, as for a graph given on the device); ``"upper"`` has
-the worker threads compact the ``u < v`` arcs first (:func:`_upper_arcs_cpu`, half the
-bytes and no ``indptr``), which measured slower: the host's per-row compaction (0.42 s on
-one core for the grid) cost more than the PCIe bytes it saved. The forest comes back as
-its four arrays (``FOREST_DOWNLOAD = "copy"``) or, after an ``"upper"`` upload, as one bit
-per edge from which the worker threads rebuild the arrays by rescanning their chunks
-(:func:`_forest_edges_cpu`; slower for the same reason). ``extra["phase_seconds"]``
-splits a call into ``upload`` (CUDA events: the first copy issued to the last one done,
-the host work it waited on included), ``device`` (events: from the uploaded arrays to the
-forest on the device) and ``download`` (wall clock).
+caller waits for. Both go through :mod:`terrain._transfer` (a ring of pinned slots filled
+and emptied by worker threads: PCIe on the H100 host moved 54 GB/s from and to pinned
+memory but 7 GB/s from pageable memory and 2.7 GB/s into fresh pageable pages). The CSR
+goes up as it is and the device finds the ``u < v`` arcs (``count_upper``, ``extract``, as
+for a graph given on the device); with ``NARROW_UPLOAD`` its ``indptr`` crosses as int32
+(below 2**31 arcs), integer weights in the narrowest integer type a sample of them fits
+(``uint8`` for weights 1..100: a quarter of the bytes) and, with ``HEAD_DIFFS``, the
+heads as the differences of consecutive heads when a sample of those fits int8 / int16
+(a grid's are ``+-1, +-2 cols``; a loop that found each arc's row to send ``v - u`` was 8x
+slower on the host): the workers narrow or encode each piece on its way into its slot,
+the device widens and decodes (a prefix sum); an array with a value outside its sample's
+range goes again at full width. The forest comes back as NumPy arrays in pinned memory
+(``FOREST_DOWNLOAD = "pinned"``: one direct copy per array, no host copy; freeing them
+returns the memory to CuPy's pinned pool for the next call) or as fresh pageable arrays
+filled through the ring (``"copy"``). Measured slower and removed: the host compacting the
+``u < v`` arcs before the upload (0.42 s on one core for the 4900² grid, more than the
+PCIe bytes it saved) and the forest sent as one bit per edge (the host rescanned its CSR).
+``extra["phase_seconds"]`` splits a call into ``upload`` (CUDA events: the first copy
+issued to the last one done, the host work it waited on included), ``device`` (events:
+from the uploaded arrays to the forest on the device, the widening included) and
+``download`` (wall clock).
 
 A graph already on the device -- ``(indptr, indices[, weights])`` as CuPy arrays, or a
 ``cupyx.scipy.sparse`` matrix -- is taken as a :class:`~terrain.graph.Graph` would hold it
@@ -78,15 +81,14 @@ cuGraph nor scipy breaks ties by our edge ids (the forest would differ between b
 
 import functools
 import math
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numba
 import numpy as np
 
+from .._transfer import to_device, to_host
 from ..backend import get_backend
 from ..errors import InputError
 from .csr import WEIGHT_DTYPES, as_graph, weight_dtype
@@ -107,17 +109,14 @@ LONG_ROW_BLOCKS = 1024  # extract_long's blocks (grid-stride over the long rows)
 _MAX_OFFERS = 512
 _C_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
             np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-# upload: each pinned slot holds one chunk's counts, heads and weights (a chunk: at most
-# SLOT_BYTES / (2 index + 1 weight bytes) rows and about half as many arcs)
-SLOT_BYTES = 16 << 20
-MAX_WORKERS = 16
-SPARE_SLOTS = 4         # slots beyond one per worker: copies in flight while all compact
-# the forest back to the host: "bits" (one bit per edge; the host rescans its CSR) or
-# "copy" (the forest's four arrays through pinned stages)
-FOREST_DOWNLOAD = "copy"
-# the graph up to the device: "csr" (its arrays as they are, through pinned slots; the
-# device finds the u < v arcs) or "upper" (the host compacts the u < v arcs first)
-UPLOAD = "csr"
+# the host graph crosses PCIe with int32 indptr and small integer weights in fewer bytes
+NARROW_UPLOAD = True
+# ... and (with NARROW_UPLOAD) the heads as differences of consecutive heads, in int8 / int16
+# when a sample of them fits (grids, graphs numbered by locality)
+HEAD_DIFFS = True
+# the forest back to the host: "pinned" (NumPy arrays in pinned memory, one direct
+# copy each) or "copy" (fresh pageable arrays filled through the pinned ring)
+FOREST_DOWNLOAD = "pinned"
 
 
 @dataclass
@@ -128,7 +127,9 @@ class MSTResult:
     ----------
     u, v : ndarray of the graph's index dtype (int32 below 2**31 vertices)
         Internal endpoints of the forest's edges (``u < v``), in edge-id order. CuPy
-        arrays when the graph was given on the device.
+        arrays when the graph was given on the device; for a host graph on the GPU,
+        NumPy arrays in pinned host memory (CuPy's pinned pool: freeing them gives the
+        memory back to the pool for the next call), as are ``weight`` and ``edge_ids``.
     weight : ndarray
         Their weights (the graph's dtype; int64 ones when unweighted).
     edge_ids : ndarray of int32 (int64 from 2**31 edges)
@@ -162,8 +163,8 @@ def _upper_arcs_cpu(indptr, indices, weights, with_weights, r0, r1, count, ev, w
     """Rows ``r0..r1-1``: ``count[r - r0]`` = the row's arcs to larger vertices (a suffix:
     rows are sorted), their heads into ``ev`` and (``with_weights``) weights into ``w_e``
     from 0 on. Returns (arcs written, -1 when ``ev`` is too short; whether a weight is
-    NaN). The host side of every backend (no CUDA twin: the device gathers a device
-    graph's arcs in ``extract``)."""
+    NaN). The CPU backend's first step (no CUDA twin: the device finds the arcs with
+    ``count_upper`` and gathers them in ``extract``)."""
     e = 0
     nan = False
     for r in range(r0, r1):
@@ -187,29 +188,25 @@ def _upper_arcs_cpu(indptr, indices, weights, with_weights, r0, r1, count, ev, w
 
 
 @numba.njit(nogil=True, cache=True)
-def _forest_edges_cpu(indptr, indices, weights, with_weights, r0, r1, e0, bits, o0, ids, u, v,
-                      w):
-    """Rows ``r0..r1-1``, whose first ``u < v`` edge has id ``e0``: the edges whose bit is
-    set in ``bits`` (``numpy.packbits`` order) into ``ids, u, v, w`` from ``o0`` on, in
-    edge-id order. Returns the next output position. The host side of the GPU's forest
-    download (the device sends one bit per edge)."""
-    e = e0
-    o = o0
-    for r in range(r0, r1):
-        start, end = indptr[r], indptr[r + 1]
-        lo = end
-        while lo > start and indices[lo - 1] > r:
-            lo -= 1
-        for a in range(lo, end):
-            if (bits[e >> 3] >> (7 - (e & 7))) & 1:
-                ids[o] = e
-                u[o] = r
-                v[o] = indices[a]
-                if with_weights:
-                    w[o] = weights[a]
-                o += 1
-            e += 1
-    return o
+def _head_diffs_cpu(indices, start, dst, lo, hi):
+    """Arcs ``start, start + 1, ...`` (``len(dst)`` of them) as the difference of each head
+    from the arc before (``indices[start - 1]``; 0 before the first arc) into ``dst``; True
+    when every difference lies in ``[lo, hi]``. The host side of the upload's head
+    differences (the device's twin is a prefix sum). Min / max reductions, so the loop
+    vectorises: 4.6 G arcs/s a core, 8x a loop that finds each arc's row."""
+    c = dst.shape[0]
+    if c == 0:
+        return True
+    first = indices[start] - (indices[start - 1] if start > 0 else 0)
+    low = high = first
+    dst[0] = first
+    src = indices[start:start + c]
+    for i in range(1, c):
+        d = src[i] - src[i - 1]
+        low = min(low, d)
+        high = max(high, d)
+        dst[i] = d
+    return low >= lo and high <= hi
 
 
 @numba.njit(nogil=True, cache=True)
@@ -517,173 +514,6 @@ def _total(weights, count):
     return math.fsum(host.astype(np.float64).tolist())
 
 
-# --------------------------------------------------------------------------- upload
-
-@functools.lru_cache(maxsize=None)
-def _workers():
-    """``(pool, workers)``: the compaction threads (persistent: a call should not pay for
-    starting them)."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = max(1, min(MAX_WORKERS, cpus or 1))
-    return ThreadPoolExecutor(workers, thread_name_prefix="terrain-mst-upload"), workers
-
-
-def _chunks(indptr, n, nnz, rows_cap):
-    """Row ranges of about ``rows_cap / 2`` arcs and at most ``rows_cap`` rows (a longer
-    row makes its chunk longer: that chunk is staged in pageable memory)."""
-    if n == 0:
-        return []
-    cuts = np.concatenate([np.searchsorted(indptr, np.arange(0, nnz, max(1, rows_cap // 2)),
-                                           side="right") - 1,
-                           np.arange(0, n, rows_cap), [n]])
-    cuts = np.unique(np.clip(cuts, 0, n))
-    return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
-
-
-def _upload_upper_arcs(g, cp):
-    """``(count, ev, w_e, ring, plan)`` on the device from the host graph ``g``: chunks of rows
-    compacted by :func:`_upper_arcs_cpu` in worker threads into a ring of pinned slots, each
-    slot copied asynchronously (current stream) to its place once filled, in chunk order;
-    a slot is refilled after its copy's event. ``ring`` (the pinned slots) must outlive the
-    copies (the caller synchronizes before dropping it); ``plan`` lists the chunks as ``(r0, r1, first
-    edge id)``."""
-    n, m, nnz = g.n, g.m, g.nnz
-    it = np.dtype(g.indices.dtype)
-    weighted = g.weights is not None
-    weights = g.weights if weighted else np.zeros(1, np.int32)
-    wt = np.dtype(weights.dtype)
-    isz, wsz = it.itemsize, (wt.itemsize if weighted else 0)
-    cap = SLOT_BYTES // (2 * isz + wsz) // 64 * 64  # rows and arcs a slot holds
-    chunks = _chunks(g.indptr, n, nnz, cap)
-    pool, workers = _workers()
-    slots = min(workers + SPARE_SLOTS, max(1, len(chunks)))  # small graphs: a small ring
-    pinned = cp.cuda.alloc_pinned_memory(slots * SLOT_BYTES)
-    ring = np.ndarray((slots, SLOT_BYTES), np.uint8, buffer=pinned)
-    freed = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(slots)]
-    count = cp.empty(n, it)
-    ev = cp.empty(m, it)
-    w_e = cp.empty(m, wt) if weighted else cp.zeros(1, np.int32)
-    stream = cp.cuda.get_current_stream()
-    device = cp.cuda.Device().id
-    h2d = cp.cuda.runtime.memcpyHostToDevice
-
-    def fill(k):
-        r0, r1 = chunks[k]
-        arcs = int(g.indptr[r1] - g.indptr[r0])
-        if arcs <= cap:
-            if k >= slots:
-                with cp.cuda.Device(device):
-                    freed[k % slots].synchronize()  # the slot's previous copy is done
-            buf = ring[k % slots]
-            views = (buf[:cap * isz].view(it)[:r1 - r0], buf[cap * isz:2 * cap * isz].view(it),
-                     buf[2 * cap * isz:2 * cap * isz + cap * wsz].view(wt))
-        else:  # a row longer than a slot: pageable (the driver stages it)
-            views = (np.empty(r1 - r0, it), np.empty(arcs, it),
-                     np.empty(arcs if weighted else 1, wt))
-        e, nan = _upper_arcs_cpu(g.indptr, g.indices, weights, weighted, r0, r1, *views)
-        return e, nan, views
-
-    def put(dst, src, nbytes):
-        if nbytes:
-            cp.cuda.runtime.memcpyAsync(dst, src.ctypes.data, nbytes, h2d, stream.ptr)
-
-    futures = {k: pool.submit(fill, k) for k in range(min(slots, len(chunks)))}
-    base, nan, plan = 0, False, []
-    try:
-        for k, (r0, r1) in enumerate(chunks):
-            e, chunk_nan, (c, heads, w) = futures.pop(k).result()
-            nan |= chunk_nan
-            if base + e > m:
-                base = -1
-                break
-            put(count.data.ptr + r0 * isz, c, (r1 - r0) * isz)
-            put(ev.data.ptr + base * isz, heads, e * isz)
-            if weighted:
-                put(w_e.data.ptr + base * wsz, w, e * wsz)
-            freed[k % slots].record(stream)
-            plan.append((r0, r1, base))
-            base += e
-            if k + slots < len(chunks):
-                futures[k + slots] = pool.submit(fill, k + slots)
-    finally:
-        for f in futures.values():
-            f.result()
-    if nan or base != m:
-        stream.synchronize()  # before the pinned slots go back to the pool
-        _check_upper_arcs(g.name, base, m, nan)
-    return count, ev, w_e, ring, plan
-
-
-def _pieces(arrays):
-    """``(array index, byte offset, bytes)`` of every slot-sized piece of ``arrays``."""
-    return [(i, off, min(SLOT_BYTES, a.nbytes - off)) for i, a in enumerate(arrays)
-            for off in range(0, a.nbytes, SLOT_BYTES)]
-
-
-def _transfer(cp, host, device, to_device):
-    """Copies between the host arrays ``host`` and the device arrays ``device`` (same
-    shapes, contiguous) through a ring of pinned slots: worker threads move slot-sized
-    pieces between the host arrays and the slots (``numpy.copyto``, without the GIL; on
-    the way down they fault in fresh output pages in parallel), the main thread issues the
-    asynchronous slot <-> device copies in order, and a slot is reused once an event (up)
-    or the previous worker (down) says it is free. Pageable memory alone ran at 7 GB/s up
-    and 2.7 GB/s down into fresh pages on the H100 host, pinned slots at 54 GB/s.
-    (``terrain.grid._sssp_gpu.download`` copies small results without staging and starts a
-    thread pool per call; a call of a few tens of ms cannot afford either.) Returns the
-    ring, which must outlive the copies."""
-    pieces = _pieces(host)
-    pool, workers = _workers()
-    slots = min(workers + SPARE_SLOTS, max(1, len(pieces)))
-    ring = np.ndarray((slots, SLOT_BYTES), np.uint8,
-                      buffer=cp.cuda.alloc_pinned_memory(slots * SLOT_BYTES))
-    events = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(slots)]
-    flat = [a.reshape(-1).view(np.uint8) for a in host]
-    stream = cp.cuda.get_current_stream()
-    device_id = cp.cuda.Device().id
-    kind = cp.cuda.runtime.memcpyHostToDevice if to_device \
-        else cp.cuda.runtime.memcpyDeviceToHost
-
-    def wait(k):
-        with cp.cuda.Device(device_id):
-            events[k % slots].synchronize()
-
-    def fill(k):  # up: host piece k into its slot, once the slot's last copy is done
-        i, off, size = pieces[k]
-        if k >= slots:
-            wait(k)
-        np.copyto(ring[k % slots, :size], flat[i][off:off + size])
-
-    def empty(k):  # down: slot into host piece k, once its copy from the device is done
-        i, off, size = pieces[k]
-        wait(k)
-        np.copyto(flat[i][off:off + size], ring[k % slots, :size])
-
-    futures = {}
-    try:
-        if to_device:
-            for k in range(min(slots, len(pieces))):
-                futures[k] = pool.submit(fill, k)
-        for k, (i, off, size) in enumerate(pieces):
-            if to_device:
-                futures.pop(k).result()
-                cp.cuda.runtime.memcpyAsync(device[i].data.ptr + off, ring[k % slots].ctypes.data,
-                                            size, kind, stream.ptr)
-                events[k % slots].record(stream)
-                if k + slots < len(pieces):
-                    futures[k + slots] = pool.submit(fill, k + slots)
-            else:
-                if k >= slots:
-                    futures.pop(k - slots).result()  # the slot's last piece is out
-                cp.cuda.runtime.memcpyAsync(ring[k % slots].ctypes.data, device[i].data.ptr + off,
-                                            size, kind, stream.ptr)
-                events[k % slots].record(stream)
-                futures[k] = pool.submit(empty, k)
-    finally:
-        for f in futures.values():
-            f.result()
-    return ring
-
-
 # --------------------------------------------------------------------------- entry points
 
 def _forest_cpu(g):
@@ -704,8 +534,101 @@ def _result(n, m, u, v, weights, chosen, worklist, extra, xp, total=None):
     return MSTResult(u, v, weights, ids, total, n - int(chosen.size), len(worklist), extra)
 
 
+def _narrowest(lo, hi, than):
+    """The narrowest integer dtype narrower than ``than`` that holds ``lo..hi`` (None)."""
+    for dt in map(np.dtype, (np.uint8, np.int8, np.uint16, np.int16, np.int32)):
+        info = np.iinfo(dt)
+        if dt.itemsize < np.dtype(than).itemsize and info.min <= lo and hi <= info.max:
+            return dt
+    return None
+
+
+def _wire_weight_dtype(weights):
+    """The narrowest integer dtype below ``weights``'s that a strided sample of
+    :data:`SAMPLE` weights fits (None: none, or float weights). A guess: the upload
+    checks every value and sends the weights again at full width when one does not fit."""
+    if weights.dtype.kind not in "iu" or weights.size == 0:
+        return None
+    sample = weights[::max(1, weights.size // SAMPLE)]
+    return _narrowest(int(sample.min()), int(sample.max()), weights.dtype)
+
+
+def _wire_index_dtype(indices):
+    """The signed dtype (int8, int16; int32 for int64 indices) that a strided sample of
+    :data:`SAMPLE` *differences between consecutive heads* fits (small along a row of a
+    graph numbered by locality, about -2 x its bandwidth between rows: a grid's +-2 cols),
+    None when none does. A guess, as for the weights."""
+    if indices.size == 0:
+        return None
+    at = np.arange(1, indices.size, max(1, indices.size // SAMPLE))
+    diff = indices[at].astype(np.int64) - indices[at - 1]
+    lo, hi = min(int(diff.min(initial=0)), 0), max(int(diff.max(initial=0)), int(indices[0]))
+    for dt in map(np.dtype, (np.int8, np.int16, np.int32)):
+        info = np.iinfo(dt)
+        if dt.itemsize < indices.dtype.itemsize and info.min <= lo and hi <= info.max:
+            return dt
+    return None
+
+
+def _heads_from_diffs(xp, diffs, it):
+    """The heads from their differences (:class:`_HeadDiffs`): a prefix sum in the index
+    dtype ``it`` (a plain ``cumsum`` of int32 gives int64, as NumPy's does)."""
+    return xp.cumsum(diffs.astype(it), dtype=it)
+
+
+class _HeadDiffs:
+    """The encoder of a CSR's ``indices`` as differences of consecutive heads
+    (:func:`terrain._transfer.to_device` calls :meth:`copy_into` piece by piece; the device
+    takes the prefix sum)."""
+
+    def __init__(self, indices):
+        self.indices = indices
+        self.size, self.dtype = indices.size, indices.dtype
+
+    def copy_into(self, start, dst):
+        info = np.iinfo(dst.dtype)
+        return _head_diffs_cpu(self.indices, start, dst, info.min, info.max)
+
+
+def _upload_csr(g, cp):
+    """``[indptr, indices, weights]`` of the host graph ``g`` on the device as they crossed
+    (weights absent when unweighted), through :func:`terrain._transfer.to_device`, and
+    whether ``indices`` crossed as differences. With :data:`NARROW_UPLOAD` ``indptr``
+    crosses as int32 (below 2**31 arcs), ``indices`` as the differences of consecutive
+    heads in int8 / int16 (:data:`HEAD_DIFFS`) and integer weights in the narrowest type,
+    each when a sample of them fits (:func:`_wire_index_dtype`,
+    :func:`_wire_weight_dtype`); an array with a value that did not fit goes again at
+    full width. Returns ``(arrays, diffs, copies)``: keep ``copies`` until they are
+    done."""
+    weighted = g.weights is not None
+    host = [g.indptr, g.indices] + ([g.weights] if weighted else [])
+    wire = [a.dtype for a in host]
+    diffs = False
+    if NARROW_UPLOAD:
+        if g.nnz < 2**31:
+            wire[0] = np.dtype(np.int32)
+        index_dtype = _wire_index_dtype(g.indices) if HEAD_DIFFS else None
+        if index_dtype is not None:
+            wire[1], diffs = index_dtype, True
+        if weighted:
+            wire[2] = _wire_weight_dtype(g.weights) or wire[2]
+    dev = [cp.empty(a.shape, d) for a, d in zip(host, wire)]
+    sent = list(host)
+    if diffs:
+        sent[1] = _HeadDiffs(g.indices)
+    copies = [to_device(cp, sent, dev)]
+    again = [i for i, fits in enumerate(copies[0].fits) if not fits]
+    if again:  # a value outside the sample's range: those arrays again at full width
+        diffs = diffs and 1 not in again
+        for i in again:
+            dev[i] = cp.empty(host[i].shape, host[i].dtype)
+        copies.append(to_device(cp, [host[i] for i in again], [dev[i] for i in again]))
+    return dev, diffs, copies
+
+
 def _forest_gpu(g, b):
-    """A host graph on the GPU: upload (pipelined), device Borůvka, download."""
+    """A host graph on the GPU: upload (pinned ring, narrowed), device Borůvka, download
+    (into pinned memory with ``FOREST_DOWNLOAD = "pinned"``)."""
     cp = b.xp
     n, m = g.n, g.m
     weighted = g.weights is not None
@@ -714,51 +637,34 @@ def _forest_gpu(g, b):
     mode, id_bits = _key_mode(g.weights.dtype if weighted else None, m)
     start, uploaded, computed = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
     start.record()
-    csr = None
-    if UPLOAD == "csr":
-        host = [np.ascontiguousarray(a) for a in
-                [g.indptr, g.indices] + ([g.weights] if weighted else [])]
-        csr = [cp.empty(a.shape, a.dtype) for a in host]
-        ring = _transfer(cp, host, csr, True)
-        uploaded.record()
-        if not weighted:
-            csr.append(cp.zeros(1, np.int32))
-        count = ops.count_upper(csr[0], csr[1])
-        upper = int(count.sum(dtype=np.int64))
-        nan = weighted and csr[2].dtype.kind == "f" and bool(cp.isnan(csr[2]).any())
-        if nan or upper != m:
-            _check_upper_arcs(g.name, upper, m, nan)
-        ev = cp.empty(m, it)
-        w_e = cp.empty(m, csr[2].dtype) if weighted else cp.zeros(1, np.int32)
-    else:
-        count, ev, w_e, ring, plan = _upload_upper_arcs(g, cp)
-        uploaded.record()
-    eu, chosen, worklist, threshold, in_forest = _boruvka(ops, n, count, ev, w_e, mode,
-                                                          id_bits, csr)
+    csr, diffs, copies = _upload_csr(g, cp)
+    uploaded.record()
+    csr[0] = csr[0].astype(np.int64, copy=False)  # widened on the device
+    if diffs:
+        csr[1] = _heads_from_diffs(cp, csr[1], it)
+    if weighted:
+        csr[2] = csr[2].astype(g.weights.dtype, copy=False)
+    if not weighted:
+        csr.append(cp.zeros(1, np.int32))
+    count = ops.count_upper(csr[0], csr[1])
+    upper = int(count.sum(dtype=np.int64))
+    nan = weighted and csr[2].dtype.kind == "f" and bool(cp.isnan(csr[2]).any())
+    if nan or upper != m:
+        _check_upper_arcs(g.name, upper, m, nan)
+    ev = cp.empty(m, it)
+    w_e = cp.empty(m, csr[2].dtype) if weighted else cp.zeros(1, np.int32)
+    eu, chosen, worklist, threshold, _ = _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr)
     del count, csr
     int_total = w_e[chosen].sum(dtype=np.int64) if weighted and w_e.dtype.kind in "iu" \
         else None
-    bits_down = FOREST_DOWNLOAD == "bits" and UPLOAD != "csr"  # bits need the upload's plan
-    if bits_down:
-        del eu, ev, w_e
-        bits = cp.packbits(in_forest)
-        firsts = cp.searchsorted(chosen, cp.asarray([e0 for *_, e0 in plan], np.int64))
-        k = int(chosen.size)
-        del chosen, in_forest
-    else:
-        ids = chosen.astype(np.int32 if m < 2**31 else np.int64, copy=False)
-        forest = [ids, eu[chosen], ev[chosen]] + ([w_e[chosen]] if weighted else [])
-        del eu, ev, w_e, chosen, in_forest
+    ids = chosen.astype(np.int32 if m < 2**31 else np.int64, copy=False)
+    forest = [ids, eu[chosen], ev[chosen]] + ([w_e[chosen]] if weighted else [])
+    del eu, ev, w_e, chosen
     computed.record()
     computed.synchronize()
-    del ring
+    del copies
     t0 = time.perf_counter()
-    if bits_down:
-        host = _rebuild_forest(g, bits, firsts, plan, k, cp)
-    else:
-        host = [np.empty(a.shape, a.dtype) for a in forest]
-        ring = _transfer(cp, host, forest, False)
-        del ring
+    host = to_host(cp, forest, pinned=FOREST_DOWNLOAD == "pinned")
     total = int(int_total) if int_total is not None else None
     download_seconds = time.perf_counter() - t0
     device = cp.cuda.get_elapsed_time(uploaded, computed) / 1e3
@@ -767,27 +673,6 @@ def _forest_gpu(g, b):
                                "device": device, "download": download_seconds}}
     return _result(n, m, host[1], host[2], host[3] if weighted else None, host[0], worklist,
                    extra, np, total)
-
-
-def _rebuild_forest(g, bits, firsts, plan, k, cp):
-    """``[ids, u, v, w]`` of the forest on the host from one bit per edge (``bits``, on
-    the device) and each upload chunk's first forest position (``firsts``): the chunks'
-    rows are scanned again by :func:`_forest_edges_cpu` in the worker threads, each
-    writing its own stretch of the outputs."""
-    host_bits = bits.get()  # m / 8 bytes: 0.85 ms for 48 M edges
-    o0 = firsts.get()
-    weighted = g.weights is not None
-    weights = g.weights if weighted else np.zeros(1, np.int32)
-    ids = np.empty(k, np.int32 if g.m < 2**31 else np.int64)
-    u, v = np.empty(k, g.indices.dtype), np.empty(k, g.indices.dtype)
-    w = np.empty(k if weighted else 0, weights.dtype)
-    pool, _ = _workers()
-    futures = [pool.submit(_forest_edges_cpu, g.indptr, g.indices, weights, weighted, r0, r1,
-                           e0, host_bits, int(o0[i]), ids, u, v, w)
-               for i, (r0, r1, e0) in enumerate(plan)]
-    for f in futures:
-        f.result()
-    return [ids, u, v, w]
 
 
 def _device_csr(obj):

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._transfer import to_device, to_host
 from .costs import ARC_DC, ARC_DR, arc_costs_np
 from .sssp import _HOPS_BITS, PAD, SSSPResult, _flat_seeds, _offsets
 
@@ -414,104 +415,24 @@ class _Grid:
         return SSSPResult(*host, stats=stats)
 
 
-#: Pinned staging of :func:`download` / :func:`upload`: 8 buffers of 8 MB. Pinning costs
-#: time once per process (cupy's pinned pool keeps the buffers): the first upload of the
-#: Neuse-size elevations took 0.38 s with 8 x 32 MB, 0.034 s once pinned (H100 host).
-_STAGE_BYTES = 8 << 20
-_STAGES = 8
-
-
 def download(cp, arrays, synchronize=True):
-    """Contiguous device arrays to new NumPy arrays, through pinned staging buffers.
-
-    A plain ``asnumpy`` into fresh pageable memory runs at about 3 GB/s on the H100 host:
-    the driver copies through its own staging buffer on one thread, and every new page
-    faults. Here the device copies into :data:`_STAGES` pinned buffers in turn while a pool
-    of threads moves the previous buffers into the NumPy arrays (page faults spread over
-    the cores; NumPy copies without the GIL). ``synchronize=False``: the caller has
-    synchronised the device after writing ``arrays`` (kernels launched since on other
-    streams then run on while the copies go).
+    """Contiguous device arrays to new NumPy arrays, through the pinned ring of
+    :func:`terrain._transfer.to_host` (a plain ``asnumpy`` into fresh pageable memory runs
+    at about 3 GB/s on the H100 host). The copies run on a stream of their own;
+    ``synchronize=False``: the caller has synchronised the device after writing ``arrays``
+    (kernels launched since on other streams then run on while the copies go).
     """
-    import concurrent.futures
-
-    import cupyx
-    out = [np.empty(a.shape, a.dtype) for a in arrays]
-    if sum(a.nbytes for a in arrays) <= 4 * _STAGE_BYTES:
-        for a, o in zip(arrays, out):
-            a.get(out=o)
-        return out
-    stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
-    busy = [None] * _STAGES
-    stream = cp.cuda.Stream(non_blocking=True)
     if synchronize:
         cp.cuda.Device().synchronize()
-    d2h = cp.cuda.runtime.memcpyDeviceToHost
-    i = 0
-    with concurrent.futures.ThreadPoolExecutor(_STAGES) as pool:
-        for a, o in zip(arrays, out):
-            dst = o.reshape(-1).view(np.uint8)
-            for off in range(0, a.nbytes, _STAGE_BYTES):
-                size = min(_STAGE_BYTES, a.nbytes - off)
-                k = i % _STAGES
-                if busy[k] is not None:
-                    busy[k].result()
-                buf = stages[k]
-                cp.cuda.runtime.memcpyAsync(buf.ctypes.data, a.data.ptr + off, size, d2h,
-                                            stream.ptr)
-                stream.synchronize()
-                busy[k] = pool.submit(np.copyto, dst[off:off + size], buf[:size])
-                i += 1
-        for b in busy:
-            if b is not None:
-                b.result()
-    return out
+    return to_host(cp, arrays, stream=cp.cuda.Stream(non_blocking=True))
 
 
 def upload(cp, array):
-    """A contiguous NumPy array to a new device array, through pinned staging buffers.
-
-    The twin of :func:`download`: ``cupy.asarray`` of pageable memory copies through the
-    driver's own staging buffer on one thread; here a pool of threads fills
-    :data:`_STAGES` pinned buffers in turn (NumPy copies without the GIL) while the device
-    copies the previous ones.
-    """
-    import concurrent.futures
-
-    import cupyx
+    """A NumPy array to a new device array (ready on return), through the pinned ring of
+    :func:`terrain._transfer.to_device`."""
     a = np.ascontiguousarray(array)
-    if a.nbytes <= 4 * _STAGE_BYTES:
-        return cp.asarray(a)
     out = cp.empty(a.shape, a.dtype)
-    src = a.reshape(-1).view(np.uint8)
-    stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
-    events = [None] * _STAGES
-    stream = cp.cuda.Stream(non_blocking=True)
-    cp.cuda.Device().synchronize()
-    h2d = cp.cuda.runtime.memcpyHostToDevice
-    offsets = list(range(0, a.nbytes, _STAGE_BYTES))
-
-    def fill(i):
-        off = offsets[i]
-        size = min(_STAGE_BYTES, a.nbytes - off)
-        np.copyto(stages[i % _STAGES][:size], src[off:off + size])
-        return size
-
-    with concurrent.futures.ThreadPoolExecutor(_STAGES) as pool:
-        filled = {}
-        for i in range(min(_STAGES, len(offsets))):
-            filled[i] = pool.submit(fill, i)
-        for i, off in enumerate(offsets):
-            k = i % _STAGES
-            size = filled.pop(i).result()
-            cp.cuda.runtime.memcpyAsync(out.data.ptr + off, stages[k].ctypes.data, size, h2d,
-                                        stream.ptr)
-            ev = cp.cuda.Event()
-            ev.record(stream)
-            events[k] = ev
-            j = i + _STAGES
-            if j < len(offsets):  # stage k again once its copy is done
-                filled[j] = pool.submit(lambda j=j, ev=ev: (ev.synchronize(), fill(j))[1])
-    stream.synchronize()
+    to_device(cp, [a], [out]).wait()
     return out
 
 
