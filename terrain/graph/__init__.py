@@ -15,24 +15,25 @@ Examples
 """
 
 import importlib
+import sys
+import types
 
-# Names are loaded on first use (PEP 562), as in terrain.io: ``terrain bfs`` needs the loaders,
-# the CSR and the frontier's C operators, not the diameter, SSSP and MST modules, whose Numba
-# kernels would import Numba (about half a second of a one-second process).
+from .bfs import BFSResult, TraversalStats, bfs, traverse
+from .cache import (finish_graph, graph_from_edges, is_graph_cache, load_graph,
+                    read_graph_cache, write_graph_cache)
+from .csr import Graph, as_graph, build_csr, connected_components, largest_component
+from .frontier import FrontierCore
+from .loaders import (DEFAULT_CHUNK_BYTES, FORMATS, EdgeChunk, EdgeList, GraphFilePlan,
+                      detect_format, edges_from_chunks, parse_graph_chunk, plan_graph_file,
+                      read_graph_file, read_whole_file)
+
+# The diameter, SSSP and MST names are loaded on first use (PEP 562): ``terrain bfs`` needs
+# the modules above only (C kernels, :mod:`terrain.graph._native`), and those three import
+# Numba for their kernels (about half a second of a one-second process).
 _WHERE = {
-    "BFSResult": "bfs", "TraversalStats": "bfs", "bfs": "bfs", "traverse": "bfs",
-    "finish_graph": "cache", "graph_from_edges": "cache", "is_graph_cache": "cache",
-    "load_graph": "cache", "read_graph_cache": "cache", "write_graph_cache": "cache",
-    "Graph": "csr", "as_graph": "csr", "build_csr": "csr", "connected_components": "csr",
-    "largest_component": "csr",
     "DiameterResult": "diameter", "diameter": "diameter", "distance_histogram": "diameter",
     "effective_diameter": "diameter", "effective_from_histograms": "diameter",
     "exact_diameter": "diameter", "sample_sources": "diameter", "weighted_diameter": "diameter",
-    "FrontierCore": "frontier",
-    "DEFAULT_CHUNK_BYTES": "loaders", "FORMATS": "loaders", "EdgeChunk": "loaders",
-    "EdgeList": "loaders", "GraphFilePlan": "loaders", "detect_format": "loaders",
-    "edges_from_chunks": "loaders", "parse_graph_chunk": "loaders",
-    "plan_graph_file": "loaders", "read_graph_file": "loaders", "read_whole_file": "loaders",
     "SSSPResult": "sssp", "sssp": "sssp",
     "MSTResult": "mst", "minimum_spanning_forest": "mst",
 }
@@ -48,6 +49,20 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(list(globals()) + list(_WHERE))
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``diameter`` (or ``sssp``) binds the package attribute of that
+    name to the module; the public name is the function of the same name, as the eager
+    ``from .diameter import diameter`` left it."""
+
+    def __setattr__(self, name, value):
+        if name in ("diameter", "sssp") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

@@ -44,8 +44,12 @@ the caller owns):
     canonical predecessors from final distances (the smallest tight tail one step closer;
     a hop-level pass inside zero-weight classes) - identical on every backend.
 
-Each operator is a CUDA kernel in ``_frontier.cu`` (gpu backend) or a Numba function
-``_<name>_cpu`` here (cpu backend) with the same contract: the same ``dist`` labels and
+Each operator is a CUDA kernel in ``_frontier.cu`` (gpu backend) or its CPU twin with the
+same contract: the BFS operators ``seed``, ``fused`` (top-down), ``bottomup`` and ``parents``
+are C functions (``terrain_bfs_*`` in ``terrain/io/_parse.c``, through
+:mod:`terrain.graph._native`: a ``bfs`` process then imports no Numba), the bit-parallel and
+SSSP-predecessor ones Numba functions ``_<name>_cpu`` in :mod:`terrain.graph._frontier_cpu`
+(imported on first use), with the same ``dist`` labels and
 the same set of vertices in the next queue (queue *order* is free; nothing depends on it).
 The sequential CPU twins need no bitmask and no culling — a label check is exact when one
 thread discovers — and return ``(count, degree_sum)`` of the new frontier directly; the GPU

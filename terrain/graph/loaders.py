@@ -18,18 +18,19 @@ as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
    (mid-line, between CR and LF). A plain file is read by range (``seek``); a gzip stream
    cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`);
    a plain file is memory-mapped, so a range is read in place.
-   The body is parsed by a Numba byte scanner (``_parse_pairs``, no Python object per
-   line; it releases the GIL). A chunk returns its edges, its newline count and its first
+   The body is parsed by a C byte scanner (``terrain_edges_parse`` in
+   ``terrain/io/_parse.c``, through :mod:`terrain.graph._native`; no Python object per
+   line; ctypes releases the GIL). A chunk returns its edges, its newline count and its first
    errors with chunk-relative line numbers: no chunk needs another's result.
 3. :func:`edges_from_chunks` numbers the lines (header lines plus the newline counts of the
    chunks before), raises the first error in file order, concatenates the edges in file
    order and relabels SNAP ids.
 
-METIS adjacency lists are numbered by line, so that body is one chunk (still Numba).
+METIS adjacency lists are numbered by line, so that body is one chunk (``terrain_metis_parse``).
 
 In one process (:func:`read_graph_file`, what the commands run without ``--scheduler``) the
-chunks do not return arrays of their own: a light Numba pass counts each chunk's records
-(:func:`_count_records`, in parallel), and then every chunk is parsed straight into its
+chunks do not return arrays of their own: a light C pass counts each chunk's records
+(``terrain_edges_count``: ``memchr`` from line to line, in parallel), and then every chunk is parsed straight into its
 slice of one ``u``, ``v`` (and weight) array, so step 3 joins nothing and relabels the SNAP
 ids in place — no second copy of the edges, and no fresh memory to fault in for it. The
 chunks are the same and the result is identical to the Dask path's (tested).
@@ -47,7 +48,8 @@ output): its reader also skips comment lines only at the top (SNAP files put ``#
 anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows no Matrix Market
 or DIMACS header, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about 100 MB/s. The
 speed comes from what the grid parser (:mod:`terrain.io._parse`) does: byte ranges parsed
-by Numba kernels that release the GIL, one pass per byte, and no copy of the file: a plain
+by C functions that release the GIL (in the grid parser's library: no Numba to import or
+load, which cost a ``bfs`` process 0.5-0.8 CPU seconds before its first kernel ran), one pass per byte, and no copy of the file: a plain
 file is memory-mapped (reading it into fresh buffers cost as much in page faults as the
 parse itself). A SNAP line without a third number makes the file unweighted (see
 :func:`edges_from_chunks`), so the scanner stops recording weights at the first one.
@@ -55,7 +57,7 @@ Weights take two arrays per record (value or token start, token length); a plain
 weight (optional '-', digits) is read inline like the ids — the general weight scanner's
 bookkeeping for decimals doubled the parse time of an integer Matrix Market file (61 MB:
 0.18 -> 0.11 CPU seconds on one core) — and the declared id range of Matrix Market and
-DIMACS files is checked and shifted to 0-based in one Numba pass; a decimal weight
+DIMACS files is checked and shifted to 0-based in one C pass; a decimal weight
 of at most 15 significant digits and a power of ten within 1e±22 is converted in the
 scanner (Clinger's fast path: one correctly rounded IEEE operation on exact operands, the
 same double ``float()`` gives), any other by NumPy's string conversion afterwards.
@@ -177,7 +179,7 @@ class GraphFilePlan:
     metis : tuple or None
         METIS: ``(edges, tokens skipped per line, edge weights present)``.
     wmode : int
-        Weight column: 0 none, 1 optional (SNAP), 2 integer, 3 number (see ``_parse_pairs``).
+        Weight column: 0 none, 1 optional (SNAP), 2 integer, 3 number (see :func:`terrain.graph._native.parse_pairs`).
     directed, symmetric : bool
         See :class:`EdgeList`.
     """
@@ -425,7 +427,7 @@ def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
 
 def _parse_pairs_chunk(plan, buf, out=None):
     """Parse an edge-list chunk; ``out = (newlines, u, v, w_int)``: its newline count and
-    the slices to parse into (exactly its record count long, :func:`_count_records`),
+    the slices to parse into (exactly its record count long, :func:`terrain.graph._native.count_records`),
     else fresh arrays."""
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
     if out is None:
@@ -874,7 +876,7 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     (3, [0, 1], [1, 2], [10, 20, 30])
     """
     plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
-    workers = int(workers or os.cpu_count() or 1)
+    workers = int(workers or _native.threads())
     if workers > 1 and plan.chunks < workers and plan.length and plan.fmt != "metis":
         # a file smaller than workers x chunk_bytes: cut it so that every worker parses
         span = plan.length - plan.body

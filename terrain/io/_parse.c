@@ -336,9 +336,9 @@ static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, 
     return (int64_t)val;
 }
 
-/* The weight token at or after buf[i] of record k (the port of loaders._scan_weight: an
- * integer into w_int with its length in w_len; a decimal token's start in w_int, its negated
- * length in w_len and, on Clinger's exact fast path, its value in w_flt, else NaN there). */
+/* The weight token at or after buf[i] of record k: an integer into w_int with its length in
+ * w_len; a decimal token's start in w_int, its negated length in w_len and, on Clinger's exact
+ * fast path (the grid parser's, above), its value in w_flt, else NaN there. */
 static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, int64_t k,
                          int64_t *w_int, int32_t *w_len, double *w_flt) {
     w_len[k] = 0;
@@ -430,8 +430,8 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
 }
 
 /* Parse lines "[tag] a b [w] [ignored...]" of buf[start:end) into out_u, out_v (and the
- * weights): the C port of loaders._parse_pairs, whose docstring states the rules. result[0..3]
- * = (records, error, line start, dropped). */
+ * weights); terrain/graph/_native.py (parse_pairs) states the rules. result[0..3] = (records,
+ * error, line start, dropped). */
 void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int comment_a,
                          int comment_b, int tag, int64_t limit, int64_t *out_u, int64_t *out_v,
                          int wmode, int64_t *w_int, int32_t *w_len, double *w_flt,
