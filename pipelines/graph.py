@@ -9,8 +9,8 @@ dashboard by default, an existing cluster by address, or Dask's local schedulers
 
 Without ``--scheduler`` (and no cluster already active), ``bfs``, ``sssp`` and ``diameter``
 run in this process and import no Dask at all (:func:`_load_and_run`,
-:func:`_diameter_in_process`): their work is one load (the parser's thread pool, the CSR
-build's Numba threads) and traversals whose steps depend on each other (the diameter's
+:func:`_diameter_in_process`): their work is one load (the parser's and the CSR
+build's thread pools, C kernels) and traversals whose steps depend on each other (the diameter's
 components on the device, then its bounding searches), so a task graph would add nothing but start-up — the LocalCluster and its
 dashboard cost about a second of a job that takes about one (``bench graph-load``). The
 result is the same as on every scheduler (the same three steps below, run by
@@ -49,8 +49,8 @@ Then per command:
   with ``--effective K``, ``diameter-sample``: one task per batch of the K random sources
   (independent BFS runs; each returns an integer distance histogram, so the sum, and the
   percentile, is the same however the sources are split); ``diameter-finish`` joins them.
-  On the CPU there are as many batches as scheduler threads (each BFS is a sequential Numba
-  loop that releases the GIL); on the GPU one, since the device runs one traversal at a
+  On the CPU there are as many batches as scheduler threads (each BFS is a sequential loop of
+  C operators that release the GIL); on the GPU one, since the device runs one traversal at a
   time and every batch would hold its own copy of the graph.
 
 Results are task results held by Dask; with the default in-process LocalCluster (threads,

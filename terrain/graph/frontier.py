@@ -171,6 +171,14 @@ class FrontierCore:
         self.index_dtype = graph.indices.dtype
         self.indptr = self.backend.asarray(graph.indptr)
         self.indices = self.backend.asarray(graph.indices)
+        if not self.backend.is_gpu:
+            # the C operators (terrain/io/_parse.c: seed, top-down, bottom-up, parents) take
+            # contiguous int64 offsets and int32 or int64 indices
+            self.indptr = np.ascontiguousarray(self.indptr, np.int64)
+            if self.index_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+                self.index_dtype = np.dtype(np.int64)
+            self.indices = np.ascontiguousarray(self.indices, self.index_dtype)
+            self._cpu_ops = _native.bfs_kernels(self.index_dtype)
         self.dist = xp.full(self.n, -1, np.int32)
         self.queues = (xp.empty(max(self.n, 1), self.index_dtype),
                        xp.empty(max(self.n, 1), self.index_dtype))
@@ -178,11 +186,6 @@ class FrontierCore:
         self._host_indptr = graph.indptr if isinstance(graph.indptr, np.ndarray) else None
         if self.backend.is_gpu:
             self._init_gpu()
-        else:
-            # C operators (terrain/io/_parse.c): seed, top-down, bottom-up, parents
-            self.indptr = np.ascontiguousarray(self.indptr, np.int64)
-            self.indices = np.ascontiguousarray(self.indices)
-            self._cpu_ops = _native.bfs_kernels(self.index_dtype)
 
     # ------------------------------------------------------------------ GPU plumbing
     def _init_gpu(self):
