@@ -6,7 +6,7 @@ and self-loops included, as the generator makes them); the default, scale 20 and
 factor 8, is 1 M vertices, 8 M edges, about 116 MB of text. It is written once into
 ``--workdir`` and reused.
 
-Whole processes, timed from the outside (start-up, imports, scheduler and Numba kernel
+Whole processes, timed from the outside (start-up, imports, scheduler and kernel
 loading included), alternating, ``--repeat`` times each, best and median side by side:
 
 * ours: ``python -m terrain.run bfs EDGES --source S`` (``--scheduler`` passed through; S
@@ -235,7 +235,8 @@ def bench_graph_load_command(args):
         peer_split = out.strip().split(" ", 2)[-1]
     same = reached_ours is not None and reached_ours == reached_peer
     print(f"whole process, {args.repeat} runs each (wall best / median, CPU seconds best), "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores:")
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+          f"({len(os.sched_getaffinity(0))} usable):")
     for name, runs in (("terrain bfs" + (f" --scheduler {args.scheduler}"
                                          if args.scheduler else ""), ours),
                        ("numpy loadtxt + scipy", peer)):
@@ -247,7 +248,8 @@ def bench_graph_load_command(args):
           f"reached {reached_ours} and {reached_peer} vertices: "
           f"{'same' if same else 'DIFFERENT'}")
     print(f"  peer's split: {peer_split}")
-    workers = os.cpu_count() or 1
+    from terrain.graph._native import threads
+    workers = threads()  # the CPUs this process may use (taskset honoured)
     (parse, parse_cpu, build, build_cpu), graph = _breakdown(path, workers)
     print(f"terrain in-process ({workers} threads, kernels loaded; wall / CPU seconds): "
           f"parse {parse:.3f} / {parse_cpu:.3f} s ({size / parse / 1e6:.0f} MB/s, "

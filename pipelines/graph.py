@@ -9,8 +9,8 @@ dashboard by default, an existing cluster by address, or Dask's local schedulers
 
 Without ``--scheduler`` (and no cluster already active), ``bfs``, ``sssp`` and ``diameter``
 run in this process and import no Dask at all (:func:`_load_and_run`,
-:func:`_diameter_in_process`): their work is one load (the parser's thread pool, the CSR
-build's Numba threads) and traversals whose steps depend on each other (the diameter's
+:func:`_diameter_in_process`): their work is one load (the parser's and the CSR
+build's thread pools, C kernels) and traversals whose steps depend on each other (the diameter's
 components on the device, then its bounding searches), so a task graph would add nothing but start-up — the LocalCluster and its
 dashboard cost about a second of a job that takes about one (``bench graph-load``). The
 result is the same as on every scheduler (the same three steps below, run by
@@ -49,8 +49,8 @@ Then per command:
   with ``--effective K``, ``diameter-sample``: one task per batch of the K random sources
   (independent BFS runs; each returns an integer distance histogram, so the sum, and the
   percentile, is the same however the sources are split); ``diameter-finish`` joins them.
-  On the CPU there are as many batches as scheduler threads (each BFS is a sequential Numba
-  loop that releases the GIL); on the GPU one, since the device runs one traversal at a
+  On the CPU there are as many batches as scheduler threads (each BFS is a sequential loop of
+  C operators that release the GIL); on the GPU one, since the device runs one traversal at a
   time and every batch would hold its own copy of the graph.
 
 Results are task results held by Dask; with the default in-process LocalCluster (threads,
@@ -75,13 +75,11 @@ from terrain._atomic import atomic_output, check_output_free
 from terrain._paths import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.graph import (DEFAULT_CHUNK_BYTES, FrontierCore, bfs, distance_histogram,
-                           edges_from_chunks, effective_from_histograms, exact_diameter,
-                           graph_from_edges, largest_component, load_graph, parse_graph_chunk,
-                           plan_graph_file, read_whole_file, sample_sources, sssp,
-                           write_graph_cache)
-from terrain.graph.diameter import diameter, weighted_diameter
-from terrain.graph.mst import minimum_spanning_forest
+from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, edges_from_chunks, graph_from_edges,
+                           largest_component, load_graph, parse_graph_chunk, plan_graph_file,
+                           read_whole_file, write_graph_cache)
+# diameter, sssp and mst (their Numba kernels) are imported by the tasks that run them:
+# `bfs` imports no Numba (terrain.graph's module docstring)
 from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
 
 
@@ -305,6 +303,7 @@ def bfs_command(args):
 # --------------------------------------------------------------------------- sssp
 
 def _sssp_task(graph, source_ids, algorithm, delta, backend, with_table):
+    from terrain.graph import sssp
     sources = graph.index_of(source_ids, what="source vertex")
     t0 = time.perf_counter()
     result = sssp(graph, sources, algorithm=algorithm, delta=delta, backend=backend,
@@ -360,6 +359,7 @@ def _component_task(graph):
 
 
 def _bound_task(lcc, info, extremes, backend):
+    from terrain.graph import exact_diameter
     t0 = time.perf_counter()
     result = exact_diameter(lcc, info, extremes=extremes, backend=backend, progress=True)
     return result, time.perf_counter() - t0
@@ -367,6 +367,7 @@ def _bound_task(lcc, info, extremes, backend):
 
 def _sample_task(lcc, k, seed, batch, batches, backend):
     """Batch ``batch`` of ``batches`` of the effective sample: its histogram and source ids."""
+    from terrain.graph import FrontierCore, distance_histogram, sample_sources
     t0 = time.perf_counter()
     sources = sample_sources(lcc.n, k, seed)
     mine = sources[len(sources) * batch // batches:len(sources) * (batch + 1) // batches]
@@ -375,6 +376,7 @@ def _sample_task(lcc, k, seed, batch, batches, backend):
 
 
 def _finish_task(bound, component_seconds, samples):
+    from terrain.graph import effective_from_histograms
     result, seconds = bound
     seconds += component_seconds
     if samples:
@@ -463,6 +465,7 @@ def _write_ids(path, ids):
 
 
 def _weighted_task(graph, extremes, backend):
+    from terrain.graph import weighted_diameter
     t0 = time.perf_counter()
     result = weighted_diameter(graph, extremes=extremes, backend=backend, progress=True)
     return result, time.perf_counter() - t0
@@ -472,6 +475,7 @@ def _diameter_in_process(args, backend, weighted):
     """``(result, seconds)`` of ``diameter`` loaded and bounded in this process, no Dask
     (module docstring): the components, the bounding BFS (and the effective diameter's
     samples) run on ``backend`` one after another."""
+    from terrain.graph import diameter, weighted_diameter
     graph = load_graph(args.graph, args.format, lcc=args.lcc, directed=False)
     t0 = time.perf_counter()
     if weighted:
@@ -595,6 +599,7 @@ def is_graph_input(path):
 
 
 def _mst_graph_task(graph, backend):
+    from terrain.graph import minimum_spanning_forest
     t0 = time.perf_counter()
     result = minimum_spanning_forest(graph, backend=backend)
     seconds = time.perf_counter() - t0

@@ -1,4 +1,4 @@
-"""The fast SNAP loading path (Numba newline count, weights dropped at the first weightless
+"""The fast SNAP loading path (C scanner and newline count, weights dropped at the first weightless
 line, relabelling into the joined arrays, CSR by degree count + scatter + per-row sort)
 against an independent oracle: a Python line parser, ``np.unique`` relabelling and a
 ``np.lexsort`` CSR keeping the minimum weight (the first in file order among equal ones), on
@@ -154,3 +154,38 @@ def test_build_csr_long_rows_match_oracle(weighted):
     assert g.indices.tolist() == indices.tolist()
     if weighted:
         assert g.weights.tolist() == want_w.tolist()
+
+
+def test_bfs_process_imports_neither_numba_nor_scipy(tmp_path):
+    """``terrain bfs FILE`` (no ``--out``, CPU) runs on the C kernels alone: neither Numba
+    nor SciPy is imported (their start-up was most of a one-second process), and the
+    distances still match networkx."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    import networkx as nx
+    root = Path(__file__).resolve().parents[1]
+    rng = np.random.default_rng(5)
+    u, v = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
+    path = tmp_path / "g.txt"
+    write_snap_edges(path, u, v, "# g\n")
+    code = ("import sys; from terrain.run import main; "
+            f"status = main(['bfs', {str(path)!r}, '--source', '{int(u[0])}', '--backend', "
+            "'cpu', '--json']); "
+            "print(sorted(m for m in ('numba', 'scipy', 'dask', 'zarr') if m in sys.modules)); "
+            "sys.exit(status)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.strip().splitlines()
+    assert out[-1] == "[]"
+    import json
+    summary = json.loads(out[-2])
+    G = nx.Graph()
+    G.add_edges_from(zip(u.tolist(), v.tolist()))
+    lengths = nx.single_source_shortest_path_length(G, int(u[0]))
+    assert summary["reached"] == len(lengths)
+    assert summary["max_distance"] == max(lengths.values())

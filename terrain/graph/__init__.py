@@ -14,19 +14,56 @@ Examples
 3
 """
 
+import importlib
+import sys
+import types
+
 from .bfs import BFSResult, TraversalStats, bfs, traverse
 from .cache import (finish_graph, graph_from_edges, is_graph_cache, load_graph,
                     read_graph_cache, write_graph_cache)
 from .csr import Graph, as_graph, build_csr, connected_components, largest_component
-from .diameter import (DiameterResult, diameter, distance_histogram, effective_diameter,
-                       effective_from_histograms, exact_diameter, sample_sources)
 from .frontier import FrontierCore
 from .loaders import (DEFAULT_CHUNK_BYTES, FORMATS, EdgeChunk, EdgeList, GraphFilePlan,
                       detect_format, edges_from_chunks, parse_graph_chunk, plan_graph_file,
                       read_graph_file, read_whole_file)
-from .sssp import SSSPResult, sssp
-from .mst import MSTResult, minimum_spanning_forest
-from .diameter import weighted_diameter
+
+# The diameter, SSSP and MST names are loaded on first use (PEP 562): ``terrain bfs`` needs
+# the modules above only (C kernels, :mod:`terrain.graph._native`), and those three import
+# Numba for their kernels (about half a second of a one-second process).
+_WHERE = {
+    "DiameterResult": "diameter", "diameter": "diameter", "distance_histogram": "diameter",
+    "effective_diameter": "diameter", "effective_from_histograms": "diameter",
+    "exact_diameter": "diameter", "sample_sources": "diameter", "weighted_diameter": "diameter",
+    "SSSPResult": "sssp", "sssp": "sssp",
+    "MSTResult": "mst", "minimum_spanning_forest": "mst",
+}
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_WHERE))
+
+
+class _Package(types.ModuleType):
+    """Importing the submodule ``diameter`` (or ``sssp``) binds the package attribute of that
+    name to the module; the public name is the function of the same name, as the eager
+    ``from .diameter import diameter`` left it."""
+
+    def __setattr__(self, name, value):
+        if name in ("diameter", "sssp") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = [
     "BFSResult", "DEFAULT_CHUNK_BYTES", "DiameterResult", "EdgeChunk", "EdgeList", "FORMATS",

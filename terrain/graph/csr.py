@@ -14,7 +14,12 @@ cut into one block per thread (fewer when the graph is so sparse that a block's 
 would outweigh its edges); each block counts its entries per row (both directions; int32
 counters while the offsets fit), a prefix sum over rows and blocks gives every block its own
 slot range in every row, and each block scatters its edges into its slots with no
-synchronisation. Then each row is sorted and de-duplicated in parallel (Numba ``prange``).
+synchronisation. Then each row is sorted and de-duplicated in parallel (row ranges of about
+equal entries, one per thread). The kernels are C (``terrain_csr_*`` in
+``terrain/io/_parse.c``, one definition per index and weight dtype, through
+:mod:`terrain.graph._native`), run on a thread pool (ctypes releases the GIL): a process
+that builds one CSR and runs one BFS does not pay Numba's import and first kernel load
+(0.5-0.8 CPU seconds, more than the build of 16 M arcs on two cores).
 A row the scatter left strictly increasing is kept as it is after one read (no sort, no
 duplicates): the scatter is stable, so a file sorted by either endpoint — a Matrix Market
 triangle in row or column order, as writers emit it — yields only such rows (on the RMAT-18
@@ -47,12 +52,13 @@ The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse mat
 networkx graph or an ``(indptr, indices)`` pair.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from ..errors import InputError
+from . import _native
 
 __all__ = ["Graph", "build_csr", "as_graph", "largest_component", "connected_components",
            "weight_dtype", "WEIGHT_DTYPES"]
@@ -207,212 +213,7 @@ class Graph:
         return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.n, self.n))
 
 
-# --------------------------------------------------------------------------- Numba kernels
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _block_degrees(u, v, counts, both):
-    """``counts[t, i]``: entries of row ``i`` that block ``t`` of the edges holds (block ``t``
-    is the ``t``-th of ``counts.shape[0]`` equal slices of ``u``, ``v``); self-loops
-    dropped, each edge in both rows when ``both``."""
-    blocks = counts.shape[0]
-    m = u.shape[0]
-    for t in numba.prange(blocks):
-        c = counts[t]
-        for k in range(m * t // blocks, m * (t + 1) // blocks):
-            a, b = u[k], v[k]
-            if a != b:
-                c[a] += 1
-                if both:
-                    c[b] += 1
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _row_offsets(counts, deg, indptr):
-    """From the blocks' row counts: ``deg`` (row lengths), ``indptr`` (their prefix sums)
-    and, in ``counts``, each block's first slot in every row: row ``i`` is filled by block 0
-    from ``indptr[i]``, then block 1, ... (so the scatter keeps edge order). One kernel for
-    the three steps (each kernel costs a cache load at start-up)."""
-    blocks, n = counts.shape
-    for r in numba.prange(n):
-        s = 0
-        for t in range(blocks):
-            s += counts[t, r]
-        deg[r] = s
-    indptr[0] = 0
-    total = 0
-    for i in range(n):
-        total += deg[i]
-        indptr[i + 1] = total
-    for j in numba.prange(n):
-        pos = indptr[j]
-        for t in range(blocks):
-            c = counts[t, j]
-            counts[t, j] = pos
-            pos += c
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _block_scatter(u, v, w, fill, indices, weights, both, with_w):
-    """Each edge block's arcs into their rows' slots (``fill``: the block's next slot per
-    row), with the weights when ``with_w`` (``w``/``weights`` are dummies otherwise)."""
-    blocks = fill.shape[0]
-    m = u.shape[0]
-    for t in numba.prange(blocks):
-        f = fill[t]
-        for k in range(m * t // blocks, m * (t + 1) // blocks):
-            a, b = u[k], v[k]
-            if a != b:
-                indices[f[a]] = b
-                if with_w:
-                    weights[f[a]] = w[k]
-                f[a] += 1
-                if both:
-                    indices[f[b]] = a
-                    if with_w:
-                        weights[f[b]] = w[k]
-                    f[b] += 1
-
-
-@numba.njit(nogil=True, cache=True)
-def _radix_sort(x, w, tx, tw, nbits, digit_bits, with_w):
-    """Sort the non-negative ``x`` (values below ``2**nbits``) in place, carrying ``w`` along
-    when ``with_w``: LSD radix sort of ``digit_bits``-bit digits, ``tx``/``tw`` scratch
-    arrays of the same length. A pass whose digit is the same for every key is skipped."""
-    buckets = 1 << digit_bits
-    mask = buckets - 1
-    count = np.empty(buckets, np.int64)
-    src_x, src_w, dst_x, dst_w = x, w, tx, tw
-    shift = 0
-    swapped = False
-    size = x.shape[0]
-    while shift < nbits:
-        count[:] = 0
-        for e in range(size):
-            count[(src_x[e] >> shift) & mask] += 1
-        if count[(src_x[0] >> shift) & mask] == size:
-            shift += digit_bits
-            continue
-        total = 0
-        for d in range(buckets):
-            c = count[d]
-            count[d] = total
-            total += c
-        for e in range(size):
-            d = (src_x[e] >> shift) & mask
-            dst_x[count[d]] = src_x[e]
-            if with_w:
-                dst_w[count[d]] = src_w[e]
-            count[d] += 1
-        src_x, dst_x = dst_x, src_x
-        src_w, dst_w = dst_w, src_w
-        swapped = not swapped
-        shift += digit_bits
-    if swapped:
-        x[:] = tx
-        if with_w:
-            w[:] = tw
-
-
-@numba.njit(nogil=True, cache=True)
-def _sort_row(indices, weights, a, b, nbits, with_w):
-    """Sort row ``[a, b)`` by neighbour (weights carried along when ``with_w``)."""
-    d = b - a
-    if d > 32:
-        # long rows (hubs hold most entries of a skewed graph): a radix sort, a few linear
-        # passes instead of a comparison sort's log d; wider digits for the longest rows
-        digit_bits = 11 if d > 16384 else 8
-        tw = np.empty(d if with_w else 1, weights.dtype)
-        _radix_sort(indices[a:b], weights[a:b], np.empty(d, indices.dtype), tw, nbits,
-                    digit_bits, with_w)
-    else:
-        # short rows (most of them): insertion sort in place, no allocation
-        for e in range(a + 1, b):
-            x = indices[e]
-            y = weights[e] if with_w else weights[0]
-            j = e - 1
-            while j >= a and indices[j] > x:
-                indices[j + 1] = indices[j]
-                if with_w:
-                    weights[j + 1] = weights[j]
-                j -= 1
-            indices[j + 1] = x
-            if with_w:
-                weights[j + 1] = y
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _sort_unique_rows(indptr, indices, weights, unique_deg, with_w):
-    """Sort each row by neighbour and move its unique entries to its front (of parallel
-    edges the one of minimum weight, when ``with_w``); ``unique_deg[i]``: how many."""
-    n = indptr.shape[0] - 1
-    nbits = 1
-    while (1 << nbits) < n:
-        nbits += 1
-    for i in numba.prange(n):
-        a, b = indptr[i], indptr[i + 1]
-        # a row already strictly increasing needs neither sort nor de-duplication: one
-        # read of it (the rows of a file sorted by either endpoint, e.g. a Matrix Market
-        # triangle in row or column order, come out of the stable scatter this way)
-        e = a + 1
-        while e < b and indices[e] > indices[e - 1]:
-            e += 1
-        if e >= b:
-            unique_deg[i] = b - a
-            continue
-        _sort_row(indices, weights, a, b, nbits, with_w)
-        cnt = 0
-        for e in range(a, b):
-            if cnt == 0 or indices[e] != indices[a + cnt - 1]:
-                indices[a + cnt] = indices[e]
-                if with_w:
-                    weights[a + cnt] = weights[e]
-                cnt += 1
-            elif with_w and weights[e] < weights[a + cnt - 1]:
-                weights[a + cnt - 1] = weights[e]
-        unique_deg[i] = cnt
-
-
-@numba.njit(nogil=True, cache=True)
-def _compact_row_fronts(indptr, indices, weights, unique_deg, with_w):
-    """Move the unique front of every row down to close the gaps, in place (rows in
-    order: an entry only moves towards the start, never over one still to be read);
-    ``indptr`` becomes the new row offsets. Returns the entries kept."""
-    n = indptr.shape[0] - 1
-    k = 0
-    for i in range(n):
-        a = indptr[i]
-        indptr[i] = k
-        if a != k:
-            for j in range(unique_deg[i]):
-                indices[k + j] = indices[a + j]
-                if with_w:
-                    weights[k + j] = weights[a + j]
-        k += unique_deg[i]
-    indptr[n] = k
-    return k
-
-
-@numba.njit(nogil=True, cache=True)
-def _induced_subgraph(indptr, indices, new_id, new_indptr, out, out_e):
-    """Rows of the kept vertices (``new_id >= 0``), neighbours renumbered; order preserved.
-    ``out_e`` records the position each kept entry came from (to carry weights along)."""
-    n = indptr.shape[0] - 1
-    k = 0
-    r = 0
-    new_indptr[0] = 0
-    for i in range(n):
-        if new_id[i] < 0:
-            continue
-        for e in range(indptr[i], indptr[i + 1]):
-            w = new_id[indices[e]]
-            if w >= 0:
-                out[k] = w
-                out_e[k] = e
-                k += 1
-        r += 1
-        new_indptr[r] = k
-    return k
-
+# --------------------------------------------------------------------------- kernels (C)
 
 def _index_dtype(n):
     return np.int32 if n < 2**31 else np.int64
@@ -488,34 +289,65 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
             raise ValueError(f"build_csr: weights must have the shape of u, got {w.shape}")
         w = w.astype(weight_dtype(w.dtype), copy=False)
     directed = bool(directed)
-    # per-block row counters, int32 while every row offset fits (half the cache footprint)
-    counts = np.zeros((_blocks(n, u.shape[0]), n),
-                      np.int32 if 2 * u.shape[0] < 2**31 else np.int64)
-    _block_degrees(u, v, counts, not directed)
-    deg = np.empty(n, np.int64)
-    indptr = np.empty(n + 1, np.int64)
-    _row_offsets(counts, deg, indptr)
-    indices = np.empty(int(indptr[-1]), _index_dtype(n))
+    if u.dtype != np.int64:
+        u, v = u.astype(np.int64), v.astype(np.int64)
+    m = u.shape[0]
     with_w = w is not None
-    wts = np.empty(indices.shape[0], w.dtype) if with_w else np.zeros(1, np.int8)
-    _block_scatter(u, v, w if with_w else wts, counts, indices, wts, not directed, with_w)
-    del counts
-    unique_deg = deg  # rewritten row by row: the degrees are no longer needed
-    _sort_unique_rows(indptr, indices, wts, unique_deg, with_w)
+    idx_dtype = _index_dtype(n)
+    scatter, sort_rows, compact = _native.csr_kernels(idx_dtype, w.dtype if with_w else None)
+    blocks = _blocks(n, m)
+    pool = ThreadPoolExecutor(blocks) if blocks > 1 else None
+    run = map if pool is None else pool.map
+    both = not directed
+    try:
+        # per-block row counters; each block counts, then scatters, its own edge slice
+        cuts = [m * t // blocks for t in range(blocks + 1)]
+        counts = np.zeros((blocks, n), np.int64)
+        lib = _native.library()
+        list(run(lambda t: lib.terrain_csr_count(_p(u), _p(v), cuts[t], cuts[t + 1],
+                                                 _p(counts[t]), both), range(blocks)))
+        deg = np.empty(n, np.int64)
+        indptr = np.empty(n + 1, np.int64)
+        lib.terrain_csr_offsets(_p(counts), blocks, n, _p(deg), _p(indptr))
+        indices = np.empty(int(indptr[-1]), idx_dtype)
+        wts = np.empty(indices.shape[0], w.dtype) if with_w else np.zeros(1, np.int8)
+        w_in = w if with_w else wts
+        list(run(lambda t: scatter(_p(u), _p(v), _p(w_in), cuts[t], cuts[t + 1],
+                                   _p(counts[t]), _p(indices), _p(wts), both),
+                 range(blocks)))
+        del counts
+        # rows sorted and de-duplicated in row ranges of about equal entries, one per thread
+        unique_deg = deg  # rewritten row by row: the degrees are no longer needed
+        nbits = max(1, (n - 1).bit_length())
+        parts = _native.threads() if indices.shape[0] >= 1 << 16 else 1
+        bounds = np.searchsorted(indptr, np.linspace(0, indptr[-1], parts + 1)[1:-1])
+        rows = [0, *sorted(set(int(b) for b in bounds)), n]
+        status = list((map if pool is None or parts == 1 else pool.map)(
+            lambda r: sort_rows(_p(indptr), rows[r], rows[r + 1], _p(indices), _p(wts), nbits,
+                                _p(unique_deg)), range(len(rows) - 1)))
+        if min(status, default=0) < 0:
+            raise MemoryError("build_csr: no memory for the row sort's scratch arrays")
+    finally:
+        if pool is not None:
+            pool.shutdown()
     if int(unique_deg.sum()) != indices.shape[0]:
         # duplicates dropped: close the gaps in place (one sequential pass; a parallel
         # copy would need a second array as large, and its fresh pages cost more)
-        kept = _compact_row_fronts(indptr, indices, wts, unique_deg, with_w)
+        kept = compact(_p(indptr), n, _p(indices), _p(wts), _p(unique_deg))
         indices = indices[:kept]
         wts = wts[:kept] if with_w else wts
     return Graph(indptr, indices, ids, id_base, name, weights=wts if with_w else None,
                  directed=directed)
 
 
+def _p(a):
+    return a.ctypes.data
+
+
 def _blocks(n, m):
     """Edge blocks the degree count and the scatter run on in parallel: one per thread,
     fewer when their per-block row counters (``blocks x n``) would outweigh the edges."""
-    return int(max(1, min(numba.get_num_threads(), m // max(n, 1))))
+    return int(max(1, min(_native.threads(), m // max(n, 1))))
 
 
 def _check_csr(indptr, indices, where="graph"):
@@ -535,13 +367,16 @@ def _subgraph(graph, keep):
     new_id = np.full(graph.n, -1, np.int64)
     kept = np.flatnonzero(keep)
     new_id[kept] = np.arange(kept.size)
-    new_indptr = np.empty(kept.size + 1, np.int64)
-    out = np.empty(graph.nnz, graph.indices.dtype)
-    out_e = np.empty(graph.nnz, np.int64)
-    k = _induced_subgraph(graph.indptr, graph.indices, new_id, new_indptr, out, out_e)
+    # NumPy, whole arrays: every entry of a kept row whose neighbour is kept, in order
+    rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.indptr))
+    out_e = np.flatnonzero((new_id[rows] >= 0) & (new_id[graph.indices] >= 0))
+    out = new_id[graph.indices[out_e]].astype(graph.indices.dtype)
+    new_indptr = np.zeros(kept.size + 1, np.int64)
+    np.cumsum(np.bincount(new_id[rows[out_e]], minlength=kept.size), out=new_indptr[1:])
+    k = out.size
     ids = graph.id_array()[kept]
     weights = graph.weights[out_e[:k]] if graph.weights is not None else None
-    sub = Graph(new_indptr, out[:k].copy(), ids, 0, graph.name, dict(graph.meta), weights,
+    sub = Graph(new_indptr, out, ids, 0, graph.name, dict(graph.meta), weights,
                 graph.directed)
     sub.meta.pop("_index", None)
     return sub

@@ -44,8 +44,12 @@ the caller owns):
     canonical predecessors from final distances (the smallest tight tail one step closer;
     a hop-level pass inside zero-weight classes) - identical on every backend.
 
-Each operator is a CUDA kernel in ``_frontier.cu`` (gpu backend) or a Numba function
-``_<name>_cpu`` here (cpu backend) with the same contract: the same ``dist`` labels and
+Each operator is a CUDA kernel in ``_frontier.cu`` (gpu backend) or its CPU twin with the
+same contract: the BFS operators ``seed``, ``fused`` (top-down), ``bottomup`` and ``parents``
+are C functions (``terrain_bfs_*`` in ``terrain/io/_parse.c``, through
+:mod:`terrain.graph._native`: a ``bfs`` process then imports no Numba), the bit-parallel and
+SSSP-predecessor ones Numba functions ``_<name>_cpu`` in :mod:`terrain.graph._frontier_cpu`
+(imported on first use), with the same ``dist`` labels and
 the same set of vertices in the next queue (queue *order* is free; nothing depends on it).
 The sequential CPU twins need no bitmask and no culling — a label check is exact when one
 thread discovers — and return ``(count, degree_sum)`` of the new frontier directly; the GPU
@@ -55,10 +59,10 @@ level (or once per batch of levels on sparse, long-diameter graphs).
 
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from ..backend import get_backend
+from . import _native
 from .csr import Graph
 
 __all__ = ["FrontierCore", "BLOCK", "SLOTS"]
@@ -84,190 +88,6 @@ _RESIDENT_BLOCKS_PER_SM = 8
 
 # --------------------------------------------------------------------------- CPU twins
 
-@numba.njit(nogil=True, cache=True)
-def _seed_sources_cpu(indptr, sources, q, dist):
-    degsum = 0
-    for i in range(sources.shape[0]):
-        s = sources[i]
-        dist[s] = 0
-        q[i] = s
-        degsum += indptr[s + 1] - indptr[s]
-    return sources.shape[0], degsum
-
-
-@numba.njit(nogil=True, cache=True)
-def _advance_topdown_cpu(indptr, indices, in_q, n_in, out_q, dist, level):
-    count = 0
-    degsum = 0
-    nxt = level + 1
-    for i in range(n_in):
-        u = in_q[i]
-        for e in range(indptr[u], indptr[u + 1]):
-            w = indices[e]
-            if dist[w] < 0:
-                dist[w] = nxt
-                out_q[count] = w
-                count += 1
-                degsum += indptr[w + 1] - indptr[w]
-    return count, degsum
-
-
-@numba.njit(nogil=True, cache=True)
-def _advance_bottomup_cpu(indptr, indices, out_q, dist, level):
-    count = 0
-    degsum = 0
-    n = indptr.shape[0] - 1
-    for v in range(n):
-        if dist[v] >= 0:
-            continue
-        for e in range(indptr[v], indptr[v + 1]):
-            if dist[indices[e]] == level:
-                dist[v] = level + 1
-                out_q[count] = v
-                count += 1
-                degsum += indptr[v + 1] - indptr[v]
-                break
-    return count, degsum
-
-
-@numba.njit(nogil=True, cache=True)
-def _bfs_parents_cpu(indptr, indices, dist, pred):
-    for v in range(dist.shape[0]):
-        d = dist[v]
-        p = -1
-        if d > 0:
-            for e in range(indptr[v], indptr[v + 1]):
-                u = indices[e]
-                if dist[u] == d - 1:
-                    p = u
-                    break
-        pred[v] = p
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v):
-    s = seen[v]
-    acc = np.uint64(0)
-    if s != full:
-        for e in range(indptr[v], indptr[v + 1]):
-            acc |= frontier[indices[e]]
-            if (acc | s) == full:
-                break
-    nxt[v] = acc & ~s
-
-
-@numba.njit(nogil=True, cache=True)
-def _bitwise_pull_cpu(indptr, indices, frontier, seen, nxt, full):
-    for v in range(seen.shape[0]):
-        _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v)
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _bitwise_pull_parallel_cpu(indptr, indices, frontier, seen, nxt, full):
-    """The same, vertices in parallel (big graphs: the thread pool costs ~ms per call)."""
-    for v in numba.prange(seen.shape[0]):
-        _bitwise_pull_vertex(indptr, indices, frontier, seen, nxt, full, v)
-
-
-@numba.njit(nogil=True, cache=True)
-def _bitwise_seed_cpu(sources, seen, frontier, ecc, lower, upper, with_bounds):
-    for i in range(sources.shape[0]):
-        s = sources[i]
-        seen[s] = frontier[s] = np.uint64(1) << np.uint64(i)
-        if with_bounds:
-            lower[s] = max(lower[s], ecc[i])
-            upper[s] = min(upper[s], ecc[i])
-
-
-@numba.njit(nogil=True, cache=True)
-def _bitwise_finish_cpu(seen, frontier, nxt, level, ecc, lower, upper, with_bounds):
-    acc = np.uint64(0)
-    one = np.uint64(1)
-    pairs = 0
-    for v in range(seen.shape[0]):
-        fresh = nxt[v]
-        frontier[v] = fresh
-        if fresh == 0:
-            continue
-        nxt[v] = 0
-        seen[v] |= fresh
-        acc |= fresh
-        m = fresh
-        i = 0
-        while m:
-            if m & one:
-                pairs += 1
-                if with_bounds:
-                    e = ecc[i]
-                    lower[v] = max(lower[v], max(level, e - level))
-                    upper[v] = min(upper[v], e + level)
-            m >>= one
-            i += 1
-    return acc, pairs
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _is_tight_cpu(du, w, dv):
-    """The arc u -> v (weight w) is a predecessor arc: u strictly closer, and tight
-    (``is_tight`` in ``_dist.cuh``)."""
-    return du < dv and du + w == dv
-
-
-@numba.njit(nogil=True, cache=True)
-def _sssp_parents_cpu(indptr, indices, weights, dist, inf, pred):
-    for u in range(dist.shape[0]):
-        du = dist[u]
-        if du == inf:
-            continue
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            if _is_tight_cpu(du, weights[e], dist[v]) and u < pred[v]:
-                pred[v] = u
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _sssp_parents_pull_cpu(indptr, indices, weights, dist, inf, pred):
-    """Undirected graphs: the same predecessors pulled from each vertex's own sorted row
-    (the first tight, strictly closer neighbour is the smallest), in parallel."""
-    for v in numba.prange(dist.shape[0]):
-        dv = dist[v]
-        if dv == inf:
-            continue
-        for e in range(indptr[v], indptr[v + 1]):
-            u = indices[e]
-            if _is_tight_cpu(dist[u], weights[e], dv):
-                pred[v] = u
-                break
-
-
-@numba.njit(nogil=True, cache=True)
-def _zero_hop_level_cpu(indptr, indices, weights, dist, hops, level):
-    changed = 0
-    for u in range(dist.shape[0]):
-        if hops[u] != level:
-            continue
-        du = dist[u]
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            if weights[e] == 0 and dist[v] == du and hops[v] < 0:
-                hops[v] = level + 1
-                changed = 1
-    return changed
-
-
-@numba.njit(nogil=True, cache=True)
-def _zero_parents_cpu(indptr, indices, weights, dist, hops, pred):
-    for u in range(dist.shape[0]):
-        h = hops[u]
-        if h < 0:
-            continue
-        du = dist[u]
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            if weights[e] == 0 and dist[v] == du and hops[v] == h + 1 and u < pred[v]:
-                pred[v] = u
-
-
 def _degree_ordered_rows(xp, indptr, indices):
     """``indices`` with every row reordered by decreasing neighbour degree (ties in any
     order): one sort of (row, -degree) keys over all arcs."""
@@ -282,6 +102,10 @@ def _degree_ordered_rows(xp, indptr, indices):
     order = xp.argsort(key)
     del key
     return indices[order]
+
+
+def _p(a):
+    return a.ctypes.data
 
 
 _SM_COUNT = {}
@@ -347,6 +171,14 @@ class FrontierCore:
         self.index_dtype = graph.indices.dtype
         self.indptr = self.backend.asarray(graph.indptr)
         self.indices = self.backend.asarray(graph.indices)
+        if not self.backend.is_gpu:
+            # the C operators (terrain/io/_parse.c: seed, top-down, bottom-up, parents) take
+            # contiguous int64 offsets and int32 or int64 indices
+            self.indptr = np.ascontiguousarray(self.indptr, np.int64)
+            if self.index_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+                self.index_dtype = np.dtype(np.int64)
+            self.indices = np.ascontiguousarray(self.indices, self.index_dtype)
+            self._cpu_ops = _native.bfs_kernels(self.index_dtype)
         self.dist = xp.full(self.n, -1, np.int32)
         self.queues = (xp.empty(max(self.n, 1), self.index_dtype),
                        xp.empty(max(self.n, 1), self.index_dtype))
@@ -773,7 +605,10 @@ class FrontierCore:
             s64 = src.astype(np.int64)
             return int(src.size), int((ip[s64 + 1] - ip[s64]).sum())
         self.dist.fill(-1)
-        return _seed_sources_cpu(self.indptr, src, self.queues[0], self.dist)
+        out = np.zeros(2, np.int64)
+        self._cpu_ops[0](_p(self.indptr), _p(src), src.size, _p(self.queues[0]), _p(self.dist),
+                         _p(out))
+        return int(out[0]), int(out[1])
 
     def advance_topdown(self, level, frontier_size, *, blocks=None):
         """Expand-contract the frontier of ``level`` (``frontier_size`` vertices) into the
@@ -790,8 +625,11 @@ class FrontierCore:
                               self.queue(level + 1), self.dist, self.visited, self.counters,
                               np.int32(level)))
             return None
-        return _advance_topdown_cpu(self.indptr, self.indices, self.queue(level),
-                                    int(frontier_size), self.queue(level + 1), self.dist, level)
+        out = np.zeros(2, np.int64)
+        self._cpu_ops[1](_p(self.indptr), _p(self.indices), _p(self.queue(level)),
+                         int(frontier_size), _p(self.queue(level + 1)), _p(self.dist),
+                         int(level), _p(out))
+        return int(out[0]), int(out[1])
 
     def expand_contract_two_phase(self, level, frontier_size, edge_count):
         """GPU two-phase level: expand into the edge queue, then contract it."""
@@ -829,8 +667,10 @@ class FrontierCore:
                                  self.visited, self.counters, np.int32(level),
                                  np.int64(self.n)))
             return None
-        return _advance_bottomup_cpu(self.indptr, self.indices, self.queue(level + 1),
-                                     self.dist, level)
+        out = np.zeros(2, np.int64)
+        self._cpu_ops[2](_p(self.indptr), _p(self.indices), self.n, _p(self.queue(level + 1)),
+                         _p(self.dist), int(level), _p(out))
+        return int(out[0]), int(out[1])
 
     # ------------------------------------------------------------------ bit-parallel BFS
     def bitwise_bfs(self, sources, ecc=None, lower=None, upper=None, pairs=None):
@@ -845,6 +685,7 @@ class FrontierCore:
         With a list ``pairs``, appends the number of (source, vertex) pairs at distance
         0, 1, 2, ... (the sum of the sources' level sizes). Leaves ``self.dist`` alone.
         """
+        from . import _frontier_cpu as kc  # Numba, loaded on first use
         src = np.asarray(sources, dtype=np.int64)
         k = int(src.size)
         if not 1 <= k <= 64 or np.unique(src).size != k:
@@ -880,7 +721,7 @@ class FrontierCore:
             hubs = st["hubs"]
             rb = (self.resident_blocks,)
         else:
-            _bitwise_seed_cpu(src, seen, frontier, d_ecc, lower, upper, with_bounds)
+            kc._bitwise_seed_cpu(src, seen, frontier, d_ecc, lower, upper, with_bounds)
         while True:
             level += 1
             if gpu:
@@ -897,10 +738,10 @@ class FrontierCore:
                                                          np.int32(with_bounds), st["bits"]))
                 bits, count = (int(x) for x in st["bits"].get())
             else:
-                pull = (_bitwise_pull_parallel_cpu if self.nnz >= BITWISE_PARALLEL_NNZ
-                        else _bitwise_pull_cpu)
+                pull = (kc._bitwise_pull_parallel_cpu if self.nnz >= BITWISE_PARALLEL_NNZ
+                        else kc._bitwise_pull_cpu)
                 pull(self.indptr, self.indices, frontier, seen, nxt, full)
-                bits, count = _bitwise_finish_cpu(seen, frontier, nxt, level, d_ecc, lower,
+                bits, count = kc._bitwise_finish_cpu(seen, frontier, nxt, level, d_ecc, lower,
                                                   upper, with_bounds)
                 bits, count = int(bits), int(count)
             if bits == 0:
@@ -923,6 +764,7 @@ class FrontierCore:
         closer, the levels counted by a BFS inside each class of equal distance from the
         vertices that have a strictly closer tail. Hop levels fall along every chain, so
         predecessors form a forest rooted at the sources."""
+        from . import _frontier_cpu as kc  # Numba, loaded on first use
         xp = self.backend.xp
         big = np.iinfo(np.int64).max
         pred = xp.full(self.n, big, np.int64)
@@ -935,9 +777,9 @@ class FrontierCore:
                                                           dist, dt(inf), pred,
                                                           np.int64(self.n)))
         elif self.graph.directed:
-            _sssp_parents_cpu(self.indptr, self.indices, weights, dist, dt(inf), pred)
+            kc._sssp_parents_cpu(self.indptr, self.indices, weights, dist, dt(inf), pred)
         else:
-            _sssp_parents_pull_cpu(self.indptr, self.indices, weights, dist, dt(inf), pred)
+            kc._sssp_parents_pull_cpu(self.indptr, self.indices, weights, dist, dt(inf), pred)
         if self.nnz and bool((weights == 0).any()):
             hops = xp.where((dist != inf) & (pred != big), 0, -1).astype(np.int32)
             hops[xp.asarray(sources)] = 0
@@ -951,7 +793,7 @@ class FrontierCore:
                         np.int64(self.n), changed))
                     more = int(changed.get()[0])
                 else:
-                    more = _zero_hop_level_cpu(self.indptr, self.indices, weights, dist, hops,
+                    more = kc._zero_hop_level_cpu(self.indptr, self.indices, weights, dist, hops,
                                                level)
                 if not more:
                     break
@@ -961,7 +803,7 @@ class FrontierCore:
                                                               weights, dist, hops, pred,
                                                               np.int64(self.n)))
             else:
-                _zero_parents_cpu(self.indptr, self.indices, weights, dist, hops, pred)
+                kc._zero_parents_cpu(self.indptr, self.indices, weights, dist, hops, pred)
         pred[pred == big] = -1
         return pred
 
@@ -976,5 +818,6 @@ class FrontierCore:
             self._k["parents"]((self._blocks(self.n),), (BLOCK,),
                                (self.indptr, self.indices, dist, pred, np.int64(self.n)))
         else:
-            _bfs_parents_cpu(self.indptr, self.indices, dist, pred)
+            dist = np.ascontiguousarray(dist, np.int32)
+            self._cpu_ops[3](_p(self.indptr), _p(self.indices), self.n, _p(dist), _p(pred))
         return pred

@@ -18,18 +18,19 @@ as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
    (mid-line, between CR and LF). A plain file is read by range (``seek``); a gzip stream
    cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`);
    a plain file is memory-mapped, so a range is read in place.
-   The body is parsed by a Numba byte scanner (``_parse_pairs``, no Python object per
-   line; it releases the GIL). A chunk returns its edges, its newline count and its first
+   The body is parsed by a C byte scanner (``terrain_edges_parse`` in
+   ``terrain/io/_parse.c``, through :mod:`terrain.graph._native`; no Python object per
+   line; ctypes releases the GIL). A chunk returns its edges, its newline count and its first
    errors with chunk-relative line numbers: no chunk needs another's result.
 3. :func:`edges_from_chunks` numbers the lines (header lines plus the newline counts of the
    chunks before), raises the first error in file order, concatenates the edges in file
    order and relabels SNAP ids.
 
-METIS adjacency lists are numbered by line, so that body is one chunk (still Numba).
+METIS adjacency lists are numbered by line, so that body is one chunk (``terrain_metis_parse``).
 
 In one process (:func:`read_graph_file`, what the commands run without ``--scheduler``) the
-chunks do not return arrays of their own: a light Numba pass counts each chunk's records
-(:func:`_count_records`, in parallel), and then every chunk is parsed straight into its
+chunks do not return arrays of their own: a light C pass counts each chunk's records
+(``terrain_edges_count``: ``memchr`` from line to line, in parallel), and then every chunk is parsed straight into its
 slice of one ``u``, ``v`` (and weight) array, so step 3 joins nothing and relabels the SNAP
 ids in place — no second copy of the edges, and no fresh memory to fault in for it. The
 chunks are the same and the result is identical to the Dask path's (tested).
@@ -41,13 +42,16 @@ tab delimiter, header rows skipped, int64 columns, ``use_threads``) took 0.9 s w
 *including* the SNAP relabelling (450 MB/s; about 490 MB/s per core on one thread). On the
 16-core H100 host pyarrow's raw columns came first: 0.089 s against our 0.142 s for parse
 plus relabel (which pyarrow's output would still need) — a gap smaller than importing
-pyarrow (0.1-0.2 s) in the process that waits. We keep our own, and pyarrow stays out of the
+pyarrow (0.1-0.2 s) in the process that waits; on two cores of that host (``taskset``) our C
+scanner's parse *plus* relabel took 0.265 s wall (0.50 CPU s) against 0.41 s (0.73 CPU s) for
+pyarrow's raw columns. We keep our own, and pyarrow stays out of the
 runtime dependencies (it is in the test extra only, for the bench's comparison and Parquet
 output): its reader also skips comment lines only at the top (SNAP files put ``#`` lines
 anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows no Matrix Market
 or DIMACS header, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about 100 MB/s. The
 speed comes from what the grid parser (:mod:`terrain.io._parse`) does: byte ranges parsed
-by Numba kernels that release the GIL, one pass per byte, and no copy of the file: a plain
+by C functions that release the GIL (in the grid parser's library: no Numba to import or
+load, which cost a ``bfs`` process 0.5-0.8 CPU seconds before its first kernel ran), one pass per byte, and no copy of the file: a plain
 file is memory-mapped (reading it into fresh buffers cost as much in page faults as the
 parse itself). A SNAP line without a third number makes the file unweighted (see
 :func:`edges_from_chunks`), so the scanner stops recording weights at the first one.
@@ -55,7 +59,7 @@ Weights take two arrays per record (value or token start, token length); a plain
 weight (optional '-', digits) is read inline like the ids — the general weight scanner's
 bookkeeping for decimals doubled the parse time of an integer Matrix Market file (61 MB:
 0.18 -> 0.11 CPU seconds on one core) — and the declared id range of Matrix Market and
-DIMACS files is checked and shifted to 0-based in one Numba pass; a decimal weight
+DIMACS files is checked and shifted to 0-based in one C pass; a decimal weight
 of at most 15 significant digits and a power of ten within 1e±22 is converted in the
 scanner (Clinger's fast path: one correctly rounded IEEE operation on exact operands, the
 same double ``float()`` gives), any other by NumPy's string conversion afterwards.
@@ -79,10 +83,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from ..errors import InputError, where
+from . import _native
 
 __all__ = ["EdgeList", "EdgeChunk", "GraphFilePlan", "read_graph_file", "detect_format",
            "plan_graph_file", "read_whole_file", "parse_graph_chunk", "edges_from_chunks",
@@ -177,7 +181,7 @@ class GraphFilePlan:
     metis : tuple or None
         METIS: ``(edges, tokens skipped per line, edge weights present)``.
     wmode : int
-        Weight column: 0 none, 1 optional (SNAP), 2 integer, 3 number (see ``_parse_pairs``).
+        Weight column: 0 none, 1 optional (SNAP), 2 integer, 3 number (see :func:`terrain.graph._native.parse_pairs`).
     directed, symmetric : bool
         See :class:`EdgeList`.
     """
@@ -241,304 +245,6 @@ class EdgeChunk:
     weight_error: object = None
 
 
-# --------------------------------------------------------------------------- Numba scanners
-
-_POW10 = np.array([10.0 ** e for e in range(23)])  # exact doubles
-
-
-@numba.njit(nogil=True, cache=True)
-def _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt):
-    """The weight token at or after ``buf[i]`` of record ``k`` (see :func:`_parse_pairs`).
-
-    A decimal token of at most 15 significant digits and a power of ten within 1e±22 is
-    converted here: its digits are an exact double, so is the power, and one IEEE
-    multiplication or division rounds correctly (Clinger's fast path; what ``float()``
-    gives). Others are left to :func:`_float_tokens` (``w_flt[k]`` NaN)."""
-    w_len[k] = 0
-    w_int[k] = 0
-    while i < end and (buf[i] == _SP or buf[i] == _TAB):
-        i += 1
-    if i >= end or buf[i] == _LF or buf[i] == _CR:
-        return _ERR_NONE  # no weight: optional (SNAP), or reported after range errors
-    s = i
-    neg = False
-    if buf[i] == 45 or buf[i] == 43:  # '-' '+'
-        neg = buf[i] == 45
-        i += 1
-    val = np.int64(0)
-    nd = 0
-    frac = 0
-    exp_digits = 0
-    is_int = True
-    mant = np.int64(0)   # significant digits (leading zeros skipped), while exact
-    sig = 0
-    scale = 0            # fraction digits taken into mant
-    exact = True
-    while i < end and buf[i] >= 48 and buf[i] <= 57:
-        d = buf[i] - 48
-        if nd < 19:
-            val = val * 10 + d
-        if mant != 0 or d != 0:
-            if sig < 18:
-                mant = mant * 10 + d
-                sig += 1
-            else:
-                exact = False
-        nd += 1
-        i += 1
-    if i < end and buf[i] == 46:  # '.'
-        is_int = False
-        i += 1
-        while i < end and buf[i] >= 48 and buf[i] <= 57:
-            d = buf[i] - 48
-            if mant != 0 or d != 0:
-                if sig < 18:
-                    mant = mant * 10 + d
-                    sig += 1
-                    scale += 1
-                else:
-                    exact = False
-            elif exact:
-                scale += 1
-            frac += 1
-            i += 1
-    exp10 = 0
-    if nd + frac > 0 and i < end and (buf[i] == 101 or buf[i] == 69):  # 'e' 'E'
-        is_int = False
-        i += 1
-        eneg = False
-        if i < end and (buf[i] == 45 or buf[i] == 43):
-            eneg = buf[i] == 45
-            i += 1
-        while i < end and buf[i] >= 48 and buf[i] <= 57:
-            if exp10 < 100000:
-                exp10 = exp10 * 10 + (buf[i] - 48)
-            exp_digits += 1
-            i += 1
-        if eneg:
-            exp10 = -exp10
-        if exp_digits == 0:
-            nd = 0
-            frac = 0
-    ok = nd + frac > 0 and (i >= end or buf[i] == _SP or buf[i] == _TAB or buf[i] == _CR
-                            or buf[i] == _LF)
-    if not ok:
-        return _ERR_NONE if wmode == 1 else _ERR_WEIGHT
-    if is_int:
-        if nd > 18:
-            return _ERR_NONE if wmode == 1 else _ERR_WEIGHT
-        w_int[k] = -val if neg else val
-        w_len[k] = i - s
-        return _ERR_NONE
-    if wmode == 2:
-        return _ERR_WEIGHT_INT
-    w_int[k] = s  # a decimal token: where it starts, for _float_tokens
-    w_len[k] = -(i - s)
-    e = exp10 - scale
-    if exact and sig <= 15 and -22 <= e <= 22:
-        x = np.float64(mant)
-        x = x * _POW10[e] if e >= 0 else x / _POW10[-e]
-        w_flt[k] = -x if neg else x
-    else:
-        w_flt[k] = np.nan
-    return _ERR_NONE
-
-
-@numba.njit(nogil=True, cache=True)
-def _int_token(buf, i, end):
-    """An optional '-' and the decimal digits at ``buf[i]``: ``(value, digits, negative,
-    position after them)``; the caller checks what follows (more than 18 digits overflow
-    ``value``: callers refuse them)."""
-    neg = False
-    if i < end and buf[i] == 45:  # '-'
-        neg = True
-        i += 1
-    val = np.int64(0)
-    nd = 0
-    while i < end and buf[i] >= 48 and buf[i] <= 57:
-        val = val * 10 + (buf[i] - 48)
-        i += 1
-        nd += 1
-    return val, nd, neg, i
-
-
-@numba.njit(nogil=True, cache=True)
-def _parse_pairs(buf, start, end, comment_a, comment_b, tag, limit, out_u, out_v,
-                 wmode, w_int, w_len, w_flt):
-    """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf[start:end]`` into ``out_u``,
-    ``out_v`` (and the weight token of each record).
-
-    Lines whose first non-blank byte is ``comment_a`` or ``comment_b`` and blank lines are
-    skipped. With ``tag`` != 0 every other line must start with that byte (DIMACS ``a``).
-    Stops after ``limit`` records (``limit < 0``: no limit).
-
-    Weights (``wmode``): 0 none; 1 optional number (SNAP: a third token that is not a
-    number, or none, leaves ``w_len[k] = 0``); 2 required integer; 3 required number. For
-    each record ``w_len`` is the token's length and ``w_int`` its value when it is an
-    integer; when it is not (a decimal point or an exponent) ``w_len`` is negated and
-    ``w_int`` is where the token starts, and ``w_flt`` its value (:func:`_scan_weight`),
-    or NaN when only :func:`_float_tokens` can round it correctly.
-
-    Returns ``(count, error, line_start, dropped)``: on error, ``line_start`` is the
-    offending line's first byte; without error it is the first byte of the last record's
-    line. ``dropped``: in mode 1 a record had no weight, and no weight was recorded from
-    it on (the chunk, hence the file, is unweighted).
-    """
-    i = start
-    k = 0
-    last = -1
-    dropped = False
-    while i < end:
-        if limit >= 0 and k >= limit:
-            break
-        ls = i
-        while i < end and (buf[i] == _SP or buf[i] == _TAB):
-            i += 1
-        if i >= end:
-            break
-        c = buf[i]
-        if c == _LF or c == _CR or c == comment_a or c == comment_b:
-            while i < end and buf[i] != _LF:
-                i += 1
-            i += 1
-            continue
-        if tag != 0:
-            if c != tag:
-                return k, _ERR_TAG, ls, dropped
-            i += 1
-            if i < end and buf[i] != _SP and buf[i] != _TAB:
-                return k, _ERR_TAG, ls, dropped
-        a = np.int64(0)
-        for t in range(2):
-            while i < end and (buf[i] == _SP or buf[i] == _TAB):
-                i += 1
-            if i >= end or buf[i] == _LF or buf[i] == _CR:
-                return k, _ERR_FEW, ls, dropped
-            val, nd, neg, i = _int_token(buf, i, end)
-            if nd == 0 or (i < end and buf[i] != _SP and buf[i] != _TAB
-                           and buf[i] != _CR and buf[i] != _LF):
-                return k, _ERR_TOKEN, ls, dropped
-            if nd > 18:
-                return k, _ERR_BIG, ls, dropped
-            if neg:
-                return k, _ERR_NEG, ls, dropped
-            if t == 0:
-                a = val
-            else:
-                out_u[k] = a
-                out_v[k] = val
-        if wmode != 0:
-            # the common case first: a plain integer weight (what _scan_weight would
-            # give it, without its bookkeeping for decimals); anything else goes there
-            j = i
-            while j < end and (buf[j] == _SP or buf[j] == _TAB):
-                j += 1
-            s = j
-            val, nd, neg, j = _int_token(buf, j, end)
-            if 0 < nd <= 18 and (j >= end or buf[j] == _SP or buf[j] == _TAB
-                                 or buf[j] == _CR or buf[j] == _LF):
-                w_int[k] = -val if neg else val
-                w_len[k] = j - s
-                i = j
-            else:
-                err = _scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt)
-                if err != _ERR_NONE:
-                    return k, err, ls, dropped
-            if wmode == 1 and w_len[k] == 0:
-                # an optional weight missing: the file is unweighted (see _join_weights),
-                # so stop writing three weight arrays per record
-                wmode = 0
-                dropped = True
-        k += 1
-        last = ls
-        while i < end and buf[i] != _LF:
-            i += 1
-        i += 1
-    return k, _ERR_NONE, last, dropped
-
-
-@numba.njit(nogil=True, cache=True)
-def _parse_metis_body(buf, start, n, skip_before, edge_weights, out_u, out_v, out_w):
-    """Parse ``n`` METIS adjacency lines starting at ``buf[start]``.
-
-    ``skip_before`` tokens (vertex size and weights) open each line; with ``edge_weights``
-    every neighbour is followed by an integer weight token (into ``out_w``). Neighbours are
-    1-based and must lie in ``1..n``. ``%`` lines are comments; blank lines are vertices without neighbours.
-    Returns ``(count, error, line_start, lines_read)``.
-    """
-    end = buf.shape[0]
-    i = start
-    k = 0
-    line = 0
-    cap = out_u.shape[0]
-    while i < end and line < n:
-        ls = i
-        while i < end and (buf[i] == _SP or buf[i] == _TAB):
-            i += 1
-        if i < end and buf[i] == 37:  # '%'
-            while i < end and buf[i] != _LF:
-                i += 1
-            i += 1
-            continue
-        tok = 0
-        while True:
-            while i < end and (buf[i] == _SP or buf[i] == _TAB or buf[i] == _CR):
-                i += 1
-            if i >= end or buf[i] == _LF:
-                break
-            neg = False
-            if buf[i] == 45:
-                neg = True
-                i += 1
-            val = np.int64(0)
-            nd = 0
-            dot = False
-            while i < end and ((buf[i] >= 48 and buf[i] <= 57) or buf[i] == 46):
-                if buf[i] == 46:
-                    dot = True
-                else:
-                    val = val * 10 + (buf[i] - 48)
-                    nd += 1
-                i += 1
-            if nd == 0 or (i < end and buf[i] != _SP and buf[i] != _TAB
-                           and buf[i] != _CR and buf[i] != _LF):
-                return k, _ERR_TOKEN, ls, line
-            is_neighbour = tok >= skip_before and (not edge_weights or (tok - skip_before) % 2 == 0)
-            if is_neighbour:
-                if dot or nd > 18:
-                    return k, _ERR_TOKEN, ls, line
-                if neg:
-                    return k, _ERR_NEG, ls, line
-                if val < 1 or val > n:
-                    return k, _ERR_RANGE, ls, line
-                if k >= cap:
-                    return k, _ERR_LINES, ls, line
-                out_u[k] = line
-                out_v[k] = val - 1
-                k += 1
-            elif edge_weights and tok > skip_before:
-                if dot or nd > 18:
-                    return k, _ERR_WEIGHT_INT, ls, line
-                out_w[k - 1] = -val if neg else val
-            tok += 1
-        i += 1
-        line += 1
-    # anything after the n vertex lines must be blank or a comment
-    while i < end:
-        ls = i
-        while i < end and (buf[i] == _SP or buf[i] == _TAB or buf[i] == _CR):
-            i += 1
-        if i >= end:
-            break
-        if buf[i] == 37:
-            while i < end and buf[i] != _LF:
-                i += 1
-        elif buf[i] != _LF:
-            return k, _ERR_LINES, ls, line + 1
-        i += 1
-    return k, _ERR_NONE, -1, line
-
-
 # --------------------------------------------------------------------------- helpers
 
 def _cannot_read(path, e):
@@ -589,83 +295,9 @@ def _line_text(buf, pos, width=60):
     return bytes(buf[pos:end]).decode("utf-8", "replace").rstrip("\r")
 
 
-@numba.njit(nogil=True, cache=True)
-def _count_newlines(buf, end):
-    count = 0
-    for i in range(end):
-        count += buf[i] == _LF
-    return count
-
-
-@numba.njit(nogil=True, cache=True)
-def _scan_records(buf, comment_a, comment_b):
-    """``(newlines, records)`` of ``buf`` line by line (see :func:`_count_records`)."""
-    end = buf.shape[0]
-    newlines = 0
-    records = 0
-    i = 0
-    while i < end:
-        while i < end and (buf[i] == _SP or buf[i] == _TAB):
-            i += 1
-        if i >= end:
-            break
-        c = buf[i]
-        if not (c == _LF or c == _CR or c == comment_a or c == comment_b):
-            records += 1
-        while i < end and buf[i] != _LF:
-            i += 1
-        if i < end:
-            newlines += 1
-        i += 1
-    return newlines, records
-
-
-@numba.njit(nogil=True, cache=True)
-def _count_records(buf, comment_a, comment_b):
-    """``(newlines, records)`` of ``buf``: records are the lines :func:`_parse_pairs` parses
-    (a first non-blank byte that is neither a line end nor a comment byte). One light pass,
-    so that every chunk can parse straight into its own slice of one array: branch-free
-    sums over every byte and the one before it (SIMD), which see a line's first byte only;
-    a line opening with a blank (rare) sends the chunk to the line-by-line scan."""
-    end = buf.shape[0]
-    if end == 0:
-        return 0, 0
-    starts = 1          # line starts: byte 0 and every byte after a newline
-    skipped = 0         # ... whose first byte makes the line a blank or a comment
-    indented = 0        # ... whose first byte is a blank
-    c = buf[0]
-    skipped += (c == _LF) | (c == _CR) | (c == comment_a) | (c == comment_b)
-    indented += (c == _SP) | (c == _TAB)
-    for i in range(1, end):
-        start = buf[i - 1] == _LF
-        c = buf[i]
-        starts += start
-        skipped += start & ((c == _LF) | (c == _CR) | (c == comment_a) | (c == comment_b))
-        indented += start & ((c == _SP) | (c == _TAB))
-    if indented:
-        return _scan_records(buf, comment_a, comment_b)
-    newlines = starts - 1 + (buf[end - 1] == _LF)
-    return newlines, starts - skipped
-
-
-@numba.njit(nogil=True, cache=True)
-def _shift_ids(u, v, lo, hi_u, hi_v):
-    """Subtract the id base ``lo`` from every endpoint, in place, in one pass; returns the
-    first record with ``u`` outside ``lo..hi_u`` or ``v`` outside ``lo..hi_v``, or -1."""
-    bad = -1
-    for k in range(u.shape[0]):
-        a, b = u[k], v[k]
-        if bad < 0 and (a < lo or a > hi_u or b < lo or b > hi_v):
-            bad = k
-        u[k] = a - lo
-        v[k] = b - lo
-    return bad
-
-
 def _newlines(buf, end=None):
-    # a Numba loop: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
-    end = buf.shape[0] if end is None else min(int(end), buf.shape[0])
-    return int(_count_newlines(buf, end))
+    # memchr in C: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
+    return _native.newline_count(buf, end)
 
 
 _MESSAGES = {
@@ -797,7 +429,7 @@ def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
 
 def _parse_pairs_chunk(plan, buf, out=None):
     """Parse an edge-list chunk; ``out = (newlines, u, v, w_int)``: its newline count and
-    the slices to parse into (exactly its record count long, :func:`_count_records`),
+    the slices to parse into (exactly its record count long, :func:`terrain.graph._native.count_records`),
     else fresh arrays."""
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
     if out is None:
@@ -813,8 +445,8 @@ def _parse_pairs_chunk(plan, buf, out=None):
         limit = u.shape[0]  # never past the slice, whatever the count said
     w_len = np.zeros(cap, np.int32)
     w_flt = np.empty(cap if plan.wmode in (1, 3) else 1, np.float64)
-    k, err, pos, dropped = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag,
-                                        limit, u, v, plan.wmode, w_int, w_len, w_flt)
+    k, err, pos, dropped = _native.parse_pairs(buf, comment_a, comment_b, tag, limit, u, v,
+                                               plan.wmode, w_int, w_len, w_flt)
     u, v = u[:k], v[:k]
     w, weighted = (None, 0)
     if plan.wmode and not dropped:
@@ -827,15 +459,15 @@ def _parse_pairs_chunk(plan, buf, out=None):
     def line_of(index):
         # the line of record ``index``: parse again up to it
         dummy = np.empty(index + 1, np.int64)
-        _, _, pos, _ = _parse_pairs(buf, 0, buf.shape[0], comment_a, comment_b, tag, index + 1,
-                                 dummy, dummy.copy(), 0, dummy, np.zeros(1, np.int32),
-                                 np.zeros(1))
+        _, _, pos, _ = _native.parse_pairs(buf, comment_a, comment_b, tag, index + 1, dummy,
+                                           dummy.copy(), 0, dummy, np.zeros(1, np.int32),
+                                           np.zeros(1))
         return pos
 
     range_error = weight_error = None
     if plan.declared is not None:
         lo, hi_u, hi_v = plan.declared
-        bad = int(_shift_ids(u, v, lo, hi_u, hi_v))
+        bad = _native.shift_ids(u, v, lo, hi_u, hi_v)
         if bad >= 0:
             range_error = _chunk_error(buf, _ERR_RANGE, line_of(bad), lo=lo,
                                        n=max(hi_u, hi_v))
@@ -851,7 +483,7 @@ def _parse_metis_chunk(plan, buf):
     u = np.empty(2 * edges, np.int64)
     v = np.empty(2 * edges, np.int64)
     w = np.zeros(2 * edges if edge_weights else 1, np.int64)
-    k, err, pos, lines = _parse_metis_body(buf, 0, n, skip, edge_weights, u, v, w)
+    k, err, pos, lines = _native.parse_metis(buf, n, skip, edge_weights, u, v, w)
     newlines = _newlines(buf)
     error = None
     if err != _ERR_NONE:
@@ -1077,53 +709,48 @@ def parse_graph_chunk(plan, index, data=None):
     return _parse_pairs_chunk(plan, buf)
 
 
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _max_id(u, v):
-    hi = np.int64(-1)
-    for k in numba.prange(u.shape[0]):
-        hi = max(hi, max(u[k], v[k]))
-    return hi
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _mark_present(ids, present):
-    # threads may store True into the same byte: the same value, whichever lands last
-    for k in numba.prange(ids.shape[0]):
-        present[ids[k]] = True
-
-
-@numba.njit(nogil=True, cache=True, parallel=True)
-def _relabel_into(ids, relabel, out, offset):
-    # out may be ids itself (in place): each entry is read and written by one iteration
-    for k in numba.prange(ids.shape[0]):
-        out[offset + k] = relabel[ids[k]]
-
-
 def _relabel_snap(path, us, vs, in_place=False):
     """Relabel the SNAP ids of the chunks' endpoint arrays ``us``, ``vs`` to ``0..n-1``
     (increasing id order), joining the chunks in file order (``in_place``: ``us`` and
     ``vs`` are one array each, relabelled where they are)."""
     m = sum(x.size for x in us)
-    hi = max(int(_max_id(x, y)) for x, y in zip(us, vs))
-    if hi < max(1 << 26, 8 * m):
-        # dense enough: a presence array relabels in O(m) (np.unique would sort 2m ids);
-        # the relabelled ids are written straight into the joined arrays (no concatenate)
-        present = np.zeros(hi + 1, bool)
-        for x in us + vs:
-            _mark_present(x, present)
-        ids = np.flatnonzero(present).astype(np.int64)
-        relabel = np.cumsum(present, dtype=np.int64)
-        relabel -= 1
-        if in_place:
-            (u,), (v,) = us, vs
-        else:
-            u, v = np.empty(m, np.int64), np.empty(m, np.int64)
-        offset = 0
-        for x, y in zip(us, vs):
-            _relabel_into(x, relabel, u, offset)
-            _relabel_into(y, relabel, v, offset)
-            offset += x.size
-    else:
+    us = [np.ascontiguousarray(x, np.int64) for x in us]
+    vs = [np.ascontiguousarray(y, np.int64) for y in vs]
+    parts = _native.threads()
+    pool = ThreadPoolExecutor(parts) if parts > 1 and m >= 1 << 16 else None
+
+    def run(fn, *arrays):
+        # the C loops release the GIL: each array cut into one slice per thread
+        size = arrays[0].shape[0]
+        cuts = [size * t // parts for t in range(parts + 1)] if pool else [0, size]
+        jobs = [(fn, [a[lo:hi] for a in arrays]) for lo, hi in zip(cuts, cuts[1:])]
+        return list((pool.map if pool else map)(lambda job: job[0](*job[1]), jobs))
+
+    try:
+        hi = max(max(run(_native.max_id, x, y)) for x, y in zip(us, vs))
+        if hi < max(1 << 26, 8 * m):
+            # dense enough: a presence array relabels in O(m) (np.unique would sort 2m
+            # ids); the relabelled ids are written straight into the joined arrays
+            present = np.zeros(hi + 1, np.uint8)
+            for x in us + vs:
+                run(lambda part: _native.mark_present(part, present), x)
+            ids = np.flatnonzero(present).astype(np.int64)
+            table = np.cumsum(present, dtype=np.int64)
+            table -= 1
+            if in_place:
+                (u,), (v,) = us, vs
+            else:
+                u, v = np.empty(m, np.int64), np.empty(m, np.int64)
+            offset = 0
+            for x, y in zip(us, vs):
+                for src, dst in ((x, u), (y, v)):
+                    run(lambda a, b: _native.relabel(a, table, b), src,
+                        dst[offset:offset + x.size])
+                offset += x.size
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    if hi >= max(1 << 26, 8 * m):
         ids, inverse = np.unique(np.concatenate(us + vs), return_inverse=True)
         u, v = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)
     if ids.size and ids[0] == 0 and ids[-1] == ids.size - 1:
@@ -1251,7 +878,7 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     (3, [0, 1], [1, 2], [10, 20, 30])
     """
     plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
-    workers = int(workers or os.cpu_count() or 1)
+    workers = int(workers or _native.threads())
     if workers > 1 and plan.chunks < workers and plan.length and plan.fmt != "metis":
         # a file smaller than workers x chunk_bytes: cut it so that every worker parses
         span = plan.length - plan.body
@@ -1268,7 +895,7 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
         # into its slice of one array: no second copy of the edges, no join
         comment_a, comment_b, _, _ = _SCANNER[plan.fmt]
         bufs = [_chunk_bytes(plan, j, data) for j in range(plan.chunks)]
-        counts = list(run(lambda b: _count_records(b, comment_a, comment_b), bufs))
+        counts = list(run(lambda b: _native.count_records(b, comment_a, comment_b), bufs))
         offsets = np.cumsum([0] + [r for _, r in counts])
         total = int(offsets[-1])
         u, v = np.empty(total, np.int64), np.empty(total, np.int64)

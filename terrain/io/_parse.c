@@ -266,3 +266,615 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
     *lo_out = lo;
     *hi_out = hi;
 }
+
+/* ==========================================================================================
+ * Sparse graphs (terrain/graph, loaded through terrain/graph/_native.py): the edge-list
+ * scanner, the SNAP relabelling, the CSR build and the CPU BFS operators.
+ *
+ * The same library as the grid parser, for the same reasons: a process that only loads a
+ * graph and runs one BFS pays neither Numba's import nor its first kernel load (about 0.5 to
+ * 0.8 CPU seconds, more than the whole load of a 100 MB edge list on two cores), and ctypes
+ * releases the GIL, so Python threads run the per-chunk, per-block and per-row-range calls
+ * in parallel. Error codes match terrain/graph/loaders.py (_ERR_*).
+ * ========================================================================================== */
+
+#define G_ERR_NONE 0
+#define G_ERR_TOKEN 1
+#define G_ERR_FEW 2
+#define G_ERR_NEG 3
+#define G_ERR_TAG 4
+#define G_ERR_BIG 5
+#define G_ERR_WEIGHT 8
+#define G_ERR_WEIGHT_INT 9
+#define G_SP 32
+#define G_TAB 9
+#define G_CR 13
+#define G_LF 10
+
+static inline int g_blank(uint8_t c) { return c == G_SP || c == G_TAB; }
+static inline int g_sep(uint8_t c) { return c == G_SP || c == G_TAB || c == G_CR || c == G_LF; }
+
+/* (newlines, records) of buf[0:end): records are the lines terrain_edges_parse parses (a first
+ * non-blank byte that is neither a line end nor a comment byte). memchr finds the line ends. */
+void terrain_edges_count(const uint8_t *buf, int64_t end, int comment_a, int comment_b,
+                         int64_t *out) {
+    int64_t newlines = 0, records = 0, i = 0;
+    while (i < end) {
+        while (i < end && g_blank(buf[i])) ++i;
+        if (i >= end) break;
+        const uint8_t c = buf[i];
+        if (!(c == G_LF || c == G_CR || c == comment_a || c == comment_b)) ++records;
+        const uint8_t *q = memchr(buf + i, G_LF, (size_t)(end - i));
+        if (q == NULL) break;
+        ++newlines;
+        i = (q - buf) + 1;
+    }
+    out[0] = newlines;
+    out[1] = records;
+}
+
+/* An optional '-' and the decimal digits at buf[*i]: value (wrapping past 19 digits; callers
+ * refuse more than 18), digit count, sign; *i moves past them. */
+static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, int *nd_out,
+                                  int *neg_out) {
+    int64_t i = *ip;
+    int neg = 0, nd = 0;
+    uint64_t val = 0;
+    if (i < end && buf[i] == '-') {
+        neg = 1;
+        ++i;
+    }
+    unsigned int d;
+    while (i < end && (d = (unsigned int)buf[i] - '0') <= 9u) {
+        val = val * 10u + d;
+        ++i;
+        ++nd;
+    }
+    *ip = i;
+    *nd_out = nd;
+    *neg_out = neg;
+    return (int64_t)val;
+}
+
+/* The weight token at or after buf[i] of record k: an integer into w_int with its length in
+ * w_len; a decimal token's start in w_int, its negated length in w_len and, on Clinger's exact
+ * fast path (the grid parser's, above), its value in w_flt, else NaN there. */
+static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, int64_t k,
+                         int64_t *w_int, int32_t *w_len, double *w_flt) {
+    w_len[k] = 0;
+    w_int[k] = 0;
+    while (i < end && g_blank(buf[i])) ++i;
+    if (i >= end || buf[i] == G_LF || buf[i] == G_CR) return G_ERR_NONE;
+    const int64_t s = i;
+    int neg = 0;
+    if (buf[i] == '-' || buf[i] == '+') {
+        neg = buf[i] == '-';
+        ++i;
+    }
+    uint64_t val = 0, mant = 0;
+    int64_t nd = 0, frac = 0, exp_digits = 0, sig = 0, scale = 0, exp10 = 0;
+    int is_int = 1, exact = 1;
+    while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+        const unsigned int d = buf[i] - '0';
+        if (nd < 19) val = val * 10u + d;
+        if (mant != 0 || d != 0) {
+            if (sig < 18) {
+                mant = mant * 10u + d;
+                ++sig;
+            } else {
+                exact = 0;
+            }
+        }
+        ++nd;
+        ++i;
+    }
+    if (i < end && buf[i] == '.') {
+        is_int = 0;
+        ++i;
+        while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+            const unsigned int d = buf[i] - '0';
+            if (mant != 0 || d != 0) {
+                if (sig < 18) {
+                    mant = mant * 10u + d;
+                    ++sig;
+                    ++scale;
+                } else {
+                    exact = 0;
+                }
+            } else if (exact) {
+                ++scale;
+            }
+            ++frac;
+            ++i;
+        }
+    }
+    if (nd + frac > 0 && i < end && (buf[i] == 'e' || buf[i] == 'E')) {
+        is_int = 0;
+        ++i;
+        int eneg = 0;
+        if (i < end && (buf[i] == '-' || buf[i] == '+')) {
+            eneg = buf[i] == '-';
+            ++i;
+        }
+        while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+            if (exp10 < 100000) exp10 = exp10 * 10 + (buf[i] - '0');
+            ++exp_digits;
+            ++i;
+        }
+        if (eneg) exp10 = -exp10;
+        if (exp_digits == 0) {
+            nd = 0;
+            frac = 0;
+        }
+    }
+    const int ok = nd + frac > 0 && (i >= end || g_sep(buf[i]));
+    if (!ok) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+    if (is_int) {
+        if (nd > 18) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+        w_int[k] = neg ? -(int64_t)val : (int64_t)val;
+        w_len[k] = (int32_t)(i - s);
+        return G_ERR_NONE;
+    }
+    if (wmode == 2) return G_ERR_WEIGHT_INT;
+    w_int[k] = s;
+    w_len[k] = (int32_t)(-(i - s));
+    const int64_t e = exp10 - scale;
+    if (exact && sig <= 15 && e >= -22 && e <= 22) {
+        double x = (double)(int64_t)mant;
+        x = e >= 0 ? x * POW10[e] : x / POW10[-e];
+        w_flt[k] = neg ? -x : x;
+    } else {
+        w_flt[k] = (double)bits_to_float(NAN_BITS);
+    }
+    return G_ERR_NONE;
+}
+
+/* Parse lines "[tag] a b [w] [ignored...]" of buf[start:end) into out_u, out_v (and the
+ * weights); terrain/graph/_native.py (parse_pairs) states the rules. result[0..3] = (records,
+ * error, line start, dropped). */
+void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int comment_a,
+                         int comment_b, int tag, int64_t limit, int64_t *out_u, int64_t *out_v,
+                         int wmode, int64_t *w_int, int32_t *w_len, double *w_flt,
+                         int64_t *result) {
+    int64_t i = start, k = 0, last = -1;
+    int dropped = 0, err = G_ERR_NONE;
+    int64_t ls = 0;
+    while (i < end) {
+        if (limit >= 0 && k >= limit) break;
+        ls = i;
+        while (i < end && g_blank(buf[i])) ++i;
+        if (i >= end) break;
+        const uint8_t c = buf[i];
+        if (c == G_LF || c == G_CR || c == comment_a || c == comment_b) {
+            const uint8_t *q = memchr(buf + i, G_LF, (size_t)(end - i));
+            i = q == NULL ? end + 1 : (q - buf) + 1;
+            continue;
+        }
+        if (tag != 0) {
+            if (c != tag) {
+                err = G_ERR_TAG;
+                break;
+            }
+            ++i;
+            if (i < end && !g_blank(buf[i])) {
+                err = G_ERR_TAG;
+                break;
+            }
+        }
+        int64_t a = 0;
+        for (int t = 0; t < 2 && err == G_ERR_NONE; ++t) {
+            while (i < end && g_blank(buf[i])) ++i;
+            if (i >= end || buf[i] == G_LF || buf[i] == G_CR) {
+                err = G_ERR_FEW;
+                break;
+            }
+            int nd, neg;
+            const int64_t val = g_int_token(buf, &i, end, &nd, &neg);
+            if (nd == 0 || (i < end && !g_sep(buf[i]))) err = G_ERR_TOKEN;
+            else if (nd > 18) err = G_ERR_BIG;
+            else if (neg) err = G_ERR_NEG;
+            else if (t == 0) a = val;
+            else {
+                out_u[k] = a;
+                out_v[k] = val;
+            }
+        }
+        if (err != G_ERR_NONE) break;
+        if (wmode != 0) {
+            /* the common case first: a plain integer weight; anything else goes to the
+             * general weight scanner */
+            int64_t j = i;
+            while (j < end && g_blank(buf[j])) ++j;
+            const int64_t s = j;
+            int nd, neg;
+            const int64_t val = g_int_token(buf, &j, end, &nd, &neg);
+            if (nd > 0 && nd <= 18 && (j >= end || g_sep(buf[j]))) {
+                w_int[k] = neg ? -val : val;
+                w_len[k] = (int32_t)(j - s);
+                i = j;
+            } else {
+                err = g_scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt);
+                if (err != G_ERR_NONE) break;
+            }
+            if (wmode == 1 && w_len[k] == 0) {
+                wmode = 0; /* an optional weight missing: the file is unweighted */
+                dropped = 1;
+            }
+        }
+        ++k;
+        last = ls;
+        if (i < end && buf[i] != G_LF) {
+            const uint8_t *q = memchr(buf + i, G_LF, (size_t)(end - i));
+            i = q == NULL ? end : (q - buf);
+        }
+        ++i;
+    }
+    result[0] = k;
+    result[1] = err;
+    result[2] = err != G_ERR_NONE ? ls : last;
+    result[3] = dropped;
+}
+
+/* Subtract the id base lo from every endpoint in place; the first record with u outside
+ * lo..hi_u or v outside lo..hi_v, or -1. */
+int64_t terrain_shift_ids(int64_t *u, int64_t *v, int64_t m, int64_t lo, int64_t hi_u,
+                          int64_t hi_v) {
+    int64_t bad = -1;
+    for (int64_t k = 0; k < m; ++k) {
+        const int64_t a = u[k], b = v[k];
+        if (bad < 0 && (a < lo || a > hi_u || b < lo || b > hi_v)) bad = k;
+        u[k] = a - lo;
+        v[k] = b - lo;
+    }
+    return bad;
+}
+
+/* Largest id of u[0:m) and v[0:m) (-1 when m is 0). */
+int64_t terrain_max_id(const int64_t *u, const int64_t *v, int64_t m) {
+    int64_t hi = -1;
+    for (int64_t k = 0; k < m; ++k) {
+        const int64_t x = u[k] > v[k] ? u[k] : v[k];
+        if (x > hi) hi = x;
+    }
+    return hi;
+}
+
+/* present[ids[k]] = 1 (threads may store 1 into the same byte: the same value). */
+void terrain_mark_present(const int64_t *ids, int64_t m, uint8_t *present) {
+    for (int64_t k = 0; k < m; ++k) present[ids[k]] = 1;
+}
+
+/* out[k] = relabel[ids[k]] (out may be ids itself). */
+void terrain_relabel(const int64_t *ids, int64_t m, const int64_t *relabel, int64_t *out) {
+    for (int64_t k = 0; k < m; ++k) out[k] = relabel[ids[k]];
+}
+
+/* ---------------------------------------------------------------- CSR build (csr.py says how)
+ * Row counters per edge block, int64. Block t of the edges counts its entries per row ... */
+
+/* counts[i] += entries of row i in edges [k0, k1) (self-loops dropped; both rows when both). */
+void terrain_csr_count(const int64_t *u, const int64_t *v, int64_t k0, int64_t k1,
+                       int64_t *counts, int both) {
+    for (int64_t k = k0; k < k1; ++k) {
+        const int64_t a = u[k], b = v[k];
+        if (a != b) {
+            ++counts[a];
+            if (both) ++counts[b];
+        }
+    }
+}
+
+/* From the blocks' row counts (counts[t * n + i]): deg, indptr (their prefix sums), and in
+ * counts each block's first slot in every row (block 0 first: the scatter keeps edge order). */
+void terrain_csr_offsets(int64_t *counts, int64_t blocks, int64_t n, int64_t *deg,
+                         int64_t *indptr) {
+    int64_t total = 0;
+    indptr[0] = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        int64_t pos = total;
+        for (int64_t t = 0; t < blocks; ++t) {
+            const int64_t c = counts[t * n + i];
+            counts[t * n + i] = pos;
+            pos += c;
+        }
+        deg[i] = pos - total;
+        total = pos;
+        indptr[i + 1] = total;
+    }
+}
+
+/* One definition per (index type, weight type): the scatter, the row sort with
+ * de-duplication (minimum weight kept) and the compaction. WITH_W 0: no weights (WT is a
+ * dummy, never read). */
+#define TERRAIN_CSR_FUNCS(IT, IN, WT, WN, WITH_W)                                               \
+    void terrain_csr_scatter_##IN##_##WN(const int64_t *u, const int64_t *v, const WT *w,      \
+                                         int64_t k0, int64_t k1, int64_t *fill, IT *indices,   \
+                                         WT *weights, int both) {                              \
+        for (int64_t k = k0; k < k1; ++k) {                                                    \
+            const int64_t a = u[k], b = v[k];                                                  \
+            if (a == b) continue;                                                              \
+            indices[fill[a]] = (IT)b;                                                          \
+            if (WITH_W) weights[fill[a]] = w[k];                                               \
+            ++fill[a];                                                                         \
+            if (both) {                                                                        \
+                indices[fill[b]] = (IT)a;                                                      \
+                if (WITH_W) weights[fill[b]] = w[k];                                           \
+                ++fill[b];                                                                     \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    static void csr_radix_##IN##_##WN(IT *x, WT *w, IT *tx, WT *tw, int64_t size, int nbits,  \
+                                      int digit_bits, int64_t *count) {                        \
+        const int64_t buckets = (int64_t)1 << digit_bits, mask = buckets - 1;                  \
+        IT *sx = x, *dx = tx;                                                                  \
+        WT *sw = w, *dw = tw;                                                                  \
+        int swapped = 0;                                                                       \
+        for (int shift = 0; shift < nbits; shift += digit_bits) {                              \
+            memset(count, 0, (size_t)buckets * sizeof *count);                                 \
+            for (int64_t e = 0; e < size; ++e) ++count[((int64_t)sx[e] >> shift) & mask];      \
+            if (count[((int64_t)sx[0] >> shift) & mask] == size) continue;                     \
+            int64_t total = 0;                                                                 \
+            for (int64_t d = 0; d < buckets; ++d) {                                            \
+                const int64_t c = count[d];                                                    \
+                count[d] = total;                                                              \
+                total += c;                                                                    \
+            }                                                                                  \
+            for (int64_t e = 0; e < size; ++e) {                                               \
+                const int64_t d = ((int64_t)sx[e] >> shift) & mask;                            \
+                dx[count[d]] = sx[e];                                                          \
+                if (WITH_W) dw[count[d]] = sw[e];                                              \
+                ++count[d];                                                                    \
+            }                                                                                  \
+            IT *t = sx; sx = dx; dx = t;                                                       \
+            WT *tw2 = sw; sw = dw; dw = tw2;                                                   \
+            swapped = !swapped;                                                                \
+        }                                                                                      \
+        if (swapped) {                                                                         \
+            memcpy(x, tx, (size_t)size * sizeof *x);                                           \
+            if (WITH_W) memcpy(w, tw, (size_t)size * sizeof *w);                               \
+        }                                                                                      \
+    }                                                                                          \
+    int terrain_csr_sort_rows_##IN##_##WN(const int64_t *indptr, int64_t r0, int64_t r1,       \
+                                          IT *indices, WT *weights, int nbits,                 \
+                                          int64_t *unique_deg) {                               \
+        int64_t longest = 0;                                                                   \
+        for (int64_t i = r0; i < r1; ++i)                                                      \
+            if (indptr[i + 1] - indptr[i] > longest) longest = indptr[i + 1] - indptr[i];      \
+        IT *tx = NULL;                                                                         \
+        WT *tw = NULL;                                                                         \
+        int64_t *count = NULL;                                                                 \
+        if (longest > 32) {                                                                    \
+            tx = malloc((size_t)longest * sizeof *tx);                                         \
+            tw = WITH_W ? malloc((size_t)longest * sizeof *tw) : NULL;                         \
+            count = malloc(((size_t)1 << 11) * sizeof *count);                                 \
+            if (tx == NULL || count == NULL || (WITH_W && tw == NULL)) {                       \
+                free(tx); free(tw); free(count);                                               \
+                return -1;                                                                     \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t i = r0; i < r1; ++i) {                                                    \
+            const int64_t a = indptr[i], b = indptr[i + 1];                                    \
+            int64_t e = a + 1;                                                                 \
+            while (e < b && indices[e] > indices[e - 1]) ++e;                                  \
+            if (e >= b) { /* strictly increasing already: no sort, no duplicates */           \
+                unique_deg[i] = b - a;                                                         \
+                continue;                                                                      \
+            }                                                                                  \
+            const int64_t d = b - a;                                                           \
+            if (d > 32) {                                                                      \
+                csr_radix_##IN##_##WN(indices + a, WITH_W ? weights + a : NULL, tx, tw, d,    \
+                                      nbits, d > 16384 ? 11 : 8, count);                       \
+            } else {                                                                           \
+                for (int64_t f = a + 1; f < b; ++f) {                                          \
+                    const IT x = indices[f];                                                   \
+                    WT y;                                                                      \
+                    if (WITH_W) y = weights[f];                                                \
+                    int64_t j = f - 1;                                                         \
+                    while (j >= a && indices[j] > x) {                                         \
+                        indices[j + 1] = indices[j];                                           \
+                        if (WITH_W) weights[j + 1] = weights[j];                               \
+                        --j;                                                                   \
+                    }                                                                          \
+                    indices[j + 1] = x;                                                        \
+                    if (WITH_W) weights[j + 1] = y;                                            \
+                }                                                                              \
+            }                                                                                  \
+            int64_t cnt = 0;                                                                   \
+            for (int64_t f = a; f < b; ++f) {                                                  \
+                if (cnt == 0 || indices[f] != indices[a + cnt - 1]) {                          \
+                    indices[a + cnt] = indices[f];                                             \
+                    if (WITH_W) weights[a + cnt] = weights[f];                                 \
+                    ++cnt;                                                                     \
+                } else if (WITH_W && weights[f] < weights[a + cnt - 1]) {                      \
+                    weights[a + cnt - 1] = weights[f];                                         \
+                }                                                                              \
+            }                                                                                  \
+            unique_deg[i] = cnt;                                                               \
+        }                                                                                      \
+        free(tx); free(tw); free(count);                                                       \
+        return 0;                                                                              \
+    }                                                                                          \
+    int64_t terrain_csr_compact_##IN##_##WN(int64_t *indptr, int64_t n, IT *indices,           \
+                                            WT *weights, const int64_t *unique_deg) {          \
+        int64_t k = 0;                                                                         \
+        for (int64_t i = 0; i < n; ++i) {                                                      \
+            const int64_t a = indptr[i];                                                       \
+            indptr[i] = k;                                                                     \
+            if (a != k) {                                                                      \
+                memmove(indices + k, indices + a, (size_t)unique_deg[i] * sizeof *indices);    \
+                if (WITH_W) memmove(weights + k, weights + a,                                  \
+                                    (size_t)unique_deg[i] * sizeof *weights);                  \
+            }                                                                                  \
+            k += unique_deg[i];                                                                \
+        }                                                                                      \
+        indptr[n] = k;                                                                         \
+        return k;                                                                              \
+    }
+
+TERRAIN_CSR_FUNCS(int32_t, i32, uint8_t, none, 0)
+TERRAIN_CSR_FUNCS(int32_t, i32, int32_t, i32, 1)
+TERRAIN_CSR_FUNCS(int32_t, i32, int64_t, i64, 1)
+TERRAIN_CSR_FUNCS(int32_t, i32, float, f32, 1)
+TERRAIN_CSR_FUNCS(int32_t, i32, double, f64, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, uint8_t, none, 0)
+TERRAIN_CSR_FUNCS(int64_t, i64, int32_t, i32, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, int64_t, i64, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, float, f32, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, double, f64, 1)
+
+/* ---------------------------------------------------------------- BFS operators (CPU twins of
+ * seed / fused / bottomup / parents in terrain/graph/_frontier.cu; frontier.py drives them).
+ * Each returns (count, degree sum) of the level it builds in out[0..1]. */
+#define TERRAIN_BFS_FUNCS(IT, IN)                                                              \
+    void terrain_bfs_seed_##IN(const int64_t *indptr, const IT *sources, int64_t k, IT *q,     \
+                               int32_t *dist, int64_t *out) {                                  \
+        int64_t degsum = 0;                                                                    \
+        for (int64_t i = 0; i < k; ++i) {                                                      \
+            const IT s = sources[i];                                                           \
+            dist[s] = 0;                                                                       \
+            q[i] = s;                                                                          \
+            degsum += indptr[s + 1] - indptr[s];                                               \
+        }                                                                                      \
+        out[0] = k;                                                                            \
+        out[1] = degsum;                                                                       \
+    }                                                                                          \
+    void terrain_bfs_topdown_##IN(const int64_t *indptr, const IT *indices, const IT *in_q,    \
+                                  int64_t n_in, IT *out_q, int32_t *dist, int32_t level,       \
+                                  int64_t *out) {                                              \
+        int64_t count = 0, degsum = 0;                                                         \
+        const int32_t nxt = level + 1;                                                         \
+        for (int64_t i = 0; i < n_in; ++i) {                                                   \
+            const IT u = in_q[i];                                                              \
+            for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
+                const IT w = indices[e];                                                       \
+                if (dist[w] < 0) {                                                             \
+                    dist[w] = nxt;                                                             \
+                    out_q[count++] = w;                                                        \
+                    degsum += indptr[w + 1] - indptr[w];                                       \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        out[0] = count;                                                                        \
+        out[1] = degsum;                                                                       \
+    }                                                                                          \
+    void terrain_bfs_bottomup_##IN(const int64_t *indptr, const IT *indices, int64_t n,        \
+                                   IT *out_q, int32_t *dist, int32_t level, int64_t *out) {    \
+        int64_t count = 0, degsum = 0;                                                         \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            if (dist[v] >= 0) continue;                                                        \
+            for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                              \
+                if (dist[indices[e]] == level) {                                               \
+                    dist[v] = level + 1;                                                       \
+                    out_q[count++] = (IT)v;                                                    \
+                    degsum += indptr[v + 1] - indptr[v];                                       \
+                    break;                                                                     \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        out[0] = count;                                                                        \
+        out[1] = degsum;                                                                       \
+    }                                                                                          \
+    void terrain_bfs_parents_##IN(const int64_t *indptr, const IT *indices, int64_t n,         \
+                                  const int32_t *dist, IT *pred) {                             \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            const int32_t d = dist[v];                                                         \
+            IT p = -1;                                                                         \
+            if (d > 0) {                                                                       \
+                for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                          \
+                    if (dist[indices[e]] == d - 1) {                                           \
+                        p = indices[e];                                                        \
+                        break;                                                                 \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            pred[v] = p;                                                                       \
+        }                                                                                      \
+    }
+
+TERRAIN_BFS_FUNCS(int32_t, i32)
+TERRAIN_BFS_FUNCS(int64_t, i64)
+
+/* METIS adjacency lines: the n vertex lines from buf[start] (loaders._parse_metis_chunk says
+ * the rules: skip_before tokens open each line; with edge_weights every neighbour is followed by
+ * an integer weight; neighbours 1..n). result[0..3] = (entries, error, line start, lines read). */
+#define G_ERR_RANGE 6
+#define G_ERR_LINES 7
+void terrain_metis_parse(const uint8_t *buf, int64_t end, int64_t start, int64_t n,
+                         int64_t skip_before, int edge_weights, int64_t *out_u, int64_t *out_v,
+                         int64_t *out_w, int64_t cap, int64_t *result) {
+    int64_t i = start, k = 0, line = 0, ls = 0;
+    int err = G_ERR_NONE;
+    while (i < end && line < n && err == G_ERR_NONE) {
+        ls = i;
+        while (i < end && g_blank(buf[i])) ++i;
+        if (i < end && buf[i] == '%') {
+            while (i < end && buf[i] != G_LF) ++i;
+            ++i;
+            continue;
+        }
+        int64_t tok = 0;
+        for (;;) {
+            while (i < end && (g_blank(buf[i]) || buf[i] == G_CR)) ++i;
+            if (i >= end || buf[i] == G_LF) break;
+            int neg = 0, dot = 0;
+            if (buf[i] == '-') {
+                neg = 1;
+                ++i;
+            }
+            uint64_t val = 0;
+            int64_t nd = 0;
+            while (i < end && ((buf[i] >= '0' && buf[i] <= '9') || buf[i] == '.')) {
+                if (buf[i] == '.') dot = 1;
+                else {
+                    val = val * 10u + (unsigned int)(buf[i] - '0');
+                    ++nd;
+                }
+                ++i;
+            }
+            if (nd == 0 || (i < end && !g_sep(buf[i]))) {
+                err = G_ERR_TOKEN;
+                break;
+            }
+            const int is_neighbour = tok >= skip_before
+                                     && (!edge_weights || (tok - skip_before) % 2 == 0);
+            if (is_neighbour) {
+                if (dot || nd > 18) err = G_ERR_TOKEN;
+                else if (neg) err = G_ERR_NEG;
+                else if ((int64_t)val < 1 || (int64_t)val > n) err = G_ERR_RANGE;
+                else if (k >= cap) err = G_ERR_LINES;
+                if (err != G_ERR_NONE) break;
+                out_u[k] = line;
+                out_v[k] = (int64_t)val - 1;
+                ++k;
+            } else if (edge_weights && tok > skip_before) {
+                if (dot || nd > 18) {
+                    err = G_ERR_WEIGHT_INT;
+                    break;
+                }
+                out_w[k - 1] = neg ? -(int64_t)val : (int64_t)val;
+            }
+            ++tok;
+        }
+        if (err != G_ERR_NONE) break;
+        ++i;
+        ++line;
+    }
+    /* anything after the n vertex lines must be blank or a comment */
+    while (err == G_ERR_NONE && i < end) {
+        ls = i;
+        while (i < end && (g_blank(buf[i]) || buf[i] == G_CR)) ++i;
+        if (i >= end) break;
+        if (buf[i] == '%') {
+            while (i < end && buf[i] != G_LF) ++i;
+        } else if (buf[i] != G_LF) {
+            err = G_ERR_LINES;
+            ++line;
+            break;
+        }
+        ++i;
+    }
+    result[0] = k;
+    result[1] = err;
+    result[2] = err != G_ERR_NONE ? ls : -1;
+    result[3] = line;
+}

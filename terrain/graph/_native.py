@@ -1,0 +1,188 @@
+"""ctypes bindings of the graph kernels in ``terrain/io/_parse.c``: edge-list scanner, SNAP
+relabelling, CSR build, CPU BFS operators.
+
+Why C through ctypes: the commands that load a graph and run one traversal (``bfs``,
+``sssp`` on a file) used to spend more CPU time starting Numba (its import, and its first
+kernel call, which registers its typing and lowering tables and imports ``scipy.linalg``:
+0.5-0.8 s) than loading a 100 MB edge list. The grid parser's library
+(:func:`terrain.io._parse.load_library`: built into the wheel by ``pip install .``, compiled
+on first use in a checkout) carries these kernels too, so such a process imports NumPy and
+nothing heavier. ctypes releases the GIL around every call: the callers run chunks, edge
+blocks and row ranges on a thread pool. These wrappers are the strict inner layer: arrays
+must be C-contiguous with the dtypes named (int64 endpoints, int64 ``indptr``, int32 ``dist``)
+— the callers guarantee it, nothing is checked here.
+
+>>> import numpy as np
+>>> buf = np.frombuffer(b"# c\\n1 2\\n3 4 7\\n", np.uint8)
+>>> count_records(buf, ord("#"), ord("%"))
+(3, 2)
+"""
+
+import ctypes
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["library", "count_records", "parse_pairs", "parse_metis", "newline_count",
+           "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "bfs_kernels",
+           "threads"]
+
+_i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
+_lib = None
+_lock = threading.Lock()
+
+_SIGNATURES = {
+    "terrain_edges_count": (None, [_vp, _i64, _int, _int, _vp]),
+    "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _i64, _vp, _vp, _int,
+                                   _vp, _vp, _vp, _vp]),
+    "terrain_metis_parse": (None, [_vp, _i64, _i64, _i64, _i64, _int, _vp, _vp, _vp, _i64,
+                                   _vp]),
+    "terrain_shift_ids": (_i64, [_vp, _vp, _i64, _i64, _i64, _i64]),
+    "terrain_max_id": (_i64, [_vp, _vp, _i64]),
+    "terrain_mark_present": (None, [_vp, _i64, _vp]),
+    "terrain_relabel": (None, [_vp, _i64, _vp, _vp]),
+    "terrain_csr_count": (None, [_vp, _vp, _i64, _i64, _vp, _int]),
+    "terrain_csr_offsets": (None, [_vp, _i64, _i64, _vp, _vp]),
+}
+for _it in ("i32", "i64"):
+    for _wt in ("none", "i32", "i64", "f32", "f64"):
+        _SIGNATURES[f"terrain_csr_scatter_{_it}_{_wt}"] = (
+            None, [_vp, _vp, _vp, _i64, _i64, _vp, _vp, _vp, _int])
+        _SIGNATURES[f"terrain_csr_sort_rows_{_it}_{_wt}"] = (
+            _int, [_vp, _i64, _i64, _vp, _vp, _int, _vp])
+        _SIGNATURES[f"terrain_csr_compact_{_it}_{_wt}"] = (_i64, [_vp, _i64, _vp, _vp, _vp])
+    _SIGNATURES[f"terrain_bfs_seed_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp, _vp])
+    _SIGNATURES[f"terrain_bfs_topdown_{_it}"] = (None, [_vp, _vp, _vp, _i64, _vp, _vp, _i32,
+                                                        _vp])
+    _SIGNATURES[f"terrain_bfs_bottomup_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp, _i32, _vp])
+    _SIGNATURES[f"terrain_bfs_parents_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp])
+
+_TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
+               np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+
+
+def library():
+    """The shared library with the graph kernels' signatures declared (once per process)."""
+    global _lib
+    if _lib is None:
+        from ..io._parse import load_library
+        with _lock:
+            if _lib is None:
+                lib = load_library()
+                for name, (restype, argtypes) in _SIGNATURES.items():
+                    fn = getattr(lib, name)
+                    fn.restype = restype
+                    fn.argtypes = argtypes
+                _lib = lib
+    return _lib
+
+
+def threads():
+    """Threads to run blocks on: the CPUs this process may use (``taskset`` honoured)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _p(a):
+    return a.ctypes.data
+
+
+def count_records(buf, comment_a, comment_b):
+    """``(newlines, records)`` of the uint8 array ``buf``: records are the lines
+    :func:`parse_pairs` parses (a first non-blank byte that is neither a line end nor a
+    comment byte)."""
+    out = np.zeros(2, np.int64)
+    library().terrain_edges_count(_p(buf), buf.shape[0], comment_a, comment_b, _p(out))
+    return int(out[0]), int(out[1])
+
+
+def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt):
+    """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf`` into ``u``, ``v`` (and the
+    weight token of each record).
+
+    Lines whose first non-blank byte is ``comment_a`` or ``comment_b`` and blank lines are
+    skipped. With ``tag`` != 0 every other line must start with that byte (DIMACS ``a``).
+    Stops after ``limit`` records (``limit < 0``: no limit). Ids: optional '-' (refused:
+    negative) and at most 18 digits, followed by a blank or a line end.
+
+    Weights (``wmode``): 0 none; 1 optional number (SNAP: a third token that is not a
+    number, or none, leaves ``w_len[k] = 0``); 2 required integer; 3 required number. For
+    each record ``w_len`` (int32) is the token's length and ``w_int`` its value when it is
+    an integer; when it is not (a decimal point or an exponent) ``w_len`` is negated,
+    ``w_int`` is where the token starts and ``w_flt`` its value when Clinger's fast path
+    applies (at most 15 significant digits, a power of ten within 1e±22: one correctly
+    rounded IEEE operation on exact operands), else NaN, for the caller to convert.
+
+    Returns ``(records, error, line_start, dropped)``: on error (``loaders._ERR_*``),
+    ``line_start`` is the offending line's first byte; without error it is the first byte of
+    the last record's line. ``dropped``: in mode 1 a record had no weight, and no weight was
+    recorded from it on (the chunk, hence the file, is unweighted).
+
+    >>> buf = np.frombuffer(b"% c\\n1 2 5\\n3 4 0.5\\n", np.uint8)
+    >>> u, v, w_int = (np.zeros(2, np.int64) for _ in range(3))
+    >>> w_len, w_flt = np.zeros(2, np.int32), np.zeros(2)
+    >>> parse_pairs(buf, ord("%"), 0, 0, -1, u, v, 3, w_int, w_len, w_flt)
+    (2, 0, 10, False)
+    >>> u.tolist(), v.tolist(), w_int.tolist()[0], w_len.tolist(), w_flt.tolist()[1]
+    ([1, 3], [2, 4], 5, [1, -3], 0.5)
+    """
+    res = np.zeros(4, np.int64)
+    library().terrain_edges_parse(_p(buf), 0, buf.shape[0], comment_a, comment_b, tag, limit,
+                                  _p(u), _p(v), wmode, _p(w_int), _p(w_len), _p(w_flt),
+                                  _p(res))
+    return int(res[0]), int(res[1]), int(res[2]), bool(res[3])
+
+
+def parse_metis(buf, n, skip_before, edge_weights, u, v, w):
+    """Parse ``n`` METIS adjacency lines of ``buf``; ``(entries, error, line_start,
+    lines_read)``."""
+    res = np.zeros(4, np.int64)
+    library().terrain_metis_parse(_p(buf), buf.shape[0], 0, n, skip_before, int(edge_weights),
+                                  _p(u), _p(v), _p(w), u.shape[0], _p(res))
+    return tuple(int(x) for x in res)
+
+
+def newline_count(buf, end=None):
+    """Newlines in ``buf[:end]`` (``memchr``)."""
+    end = buf.shape[0] if end is None else max(0, min(int(end), buf.shape[0]))
+    return int(library().terrain_newlines(_p(buf), end, 0, None, 0))
+
+
+def shift_ids(u, v, lo, hi_u, hi_v):
+    """Subtract ``lo`` from every endpoint in place; the first record out of range, or -1."""
+    return int(library().terrain_shift_ids(_p(u), _p(v), u.shape[0], lo, hi_u, hi_v))
+
+
+def max_id(u, v):
+    return int(library().terrain_max_id(_p(u), _p(v), u.shape[0]))
+
+
+def mark_present(ids, present):
+    library().terrain_mark_present(_p(ids), ids.shape[0], _p(present))
+
+
+def relabel(ids, table, out):
+    """``out[k] = table[ids[k]]`` (``out`` may be ``ids``)."""
+    library().terrain_relabel(_p(ids), ids.shape[0], _p(table), _p(out))
+
+
+def csr_kernels(index_dtype, weight_dtype):
+    """``(scatter, sort_rows, compact)`` for int32/int64 indices and the weight dtype (None:
+    unweighted)."""
+    lib = library()
+    it = _TYPE_NAMES[np.dtype(index_dtype)]
+    wt = "none" if weight_dtype is None else _TYPE_NAMES[np.dtype(weight_dtype)]
+    return (getattr(lib, f"terrain_csr_scatter_{it}_{wt}"),
+            getattr(lib, f"terrain_csr_sort_rows_{it}_{wt}"),
+            getattr(lib, f"terrain_csr_compact_{it}_{wt}"))
+
+
+def bfs_kernels(index_dtype):
+    """``(seed, topdown, bottomup, parents)`` for int32/int64 indices."""
+    lib = library()
+    it = _TYPE_NAMES[np.dtype(index_dtype)]
+    return tuple(getattr(lib, f"terrain_bfs_{op}_{it}")
+                 for op in ("seed", "topdown", "bottomup", "parents"))
