@@ -11,7 +11,7 @@ input fails before any task runs. The graph then has three layers:
 2. ``ingest-band``: one task per band of shard rows (``tile × tiles_per_shard`` rows). A
    task owns whole shards, because zarr rewrites a shard that a write covers only in part:
    it parses (or reads) its band into float32 (NaN = nodata) and writes each shard of the
-   band with one assignment. Memory per task is the band plus one text block.
+   band (:func:`write_window`). Memory per task is the band plus one text block.
 3. ``ingest-finish``: gathers per-band statistics (nodata count, min, max) into the
    store's attributes so that ``info`` needs no pass over the data.
 
@@ -22,6 +22,13 @@ Without a graph: an ASCII grid that the default scheduler would run on threads (
 :data:`pipelines.ingest_start.THREADS_MAX_CELLS` cells) is parsed whole on a thread pool and
 written from memory (:func:`ingest_in_threads`); ``terrain ingest`` starts that parse
 before importing this module (:mod:`pipelines.ingest_start`). Same store, byte for byte.
+
+Shards are encoded and written by :func:`terrain.tiles._shards.write_shard` (through
+:func:`write_window`), the writer of the cost outputs: in the bytes zarr writes (tested),
+but in the calling thread with the copies and Blosc outside the GIL, where zarr's own
+writer does the per-chunk work on its one event-loop thread. On the 2-core VM that took the
+8192² writes from 0.74 to 0.58 CPU s (docs/benchmarks.md, "Whole-process ``ingest``, third
+pass"). zarr still creates the store and its metadata.
 
 :func:`build_ingest_graph` is what other pipelines (``mst``) embed in their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
 """
