@@ -228,7 +228,7 @@ def test_cli_ingest_of_a_small_grid_imports_neither_numba_nor_dask(tmp_path):
     code = ("import sys; from terrain.run import main; "
             f"main(['ingest', {str(ROOT / 'data' / 'sample.asc')!r}, '-o', 's.zarr']); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'numba', 'dask', 'distributed', 'scipy', 'rasterio', 'cupy'}))")
+            "{'numba', 'dask', 'distributed', 'scipy', 'rasterio', 'cupy', 'fsspec'}))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), str(tmp_path / "fake")]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
