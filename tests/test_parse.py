@@ -264,3 +264,26 @@ def test_ingest_shards_are_the_bytes_zarr_writes(tmp_path, scheduler):
     assert sorted(ours) == sorted(theirs) == ["0/0", "2/0"]
     assert all(ours[k] == theirs[k] for k in ours)
     assert zarr.open_array(str(tmp_path / "ours.zarr"), path="elevation").shards == (2048, 2048)
+
+
+def test_ingest_with_a_codec_the_shard_writer_does_not_take_goes_through_zarr(tmp_path):
+    import zarr
+
+    from pipelines import ingest as ingest_module
+    store = ingest_module.ingest(ROOT / "data" / "sample.asc", tmp_path / "z.zarr", tile=64,
+                                 compressors=(zarr.codecs.ZstdCodec(level=1),))
+    assert ingest_module.elevation_layout(tmp_path / "z.zarr") is None  # zarr wrote it
+    z, _ = read_grid(ROOT / "data" / "sample.asc")
+    assert_bits_equal(store.read_window(0, z.shape[0], 0, z.shape[1]), z)
+
+
+def test_write_window_takes_whole_shards_only(tmp_path):
+    from pipelines import ingest as ingest_module
+    from terrain.tiles import create_store
+    create_store(tmp_path / "s.zarr", (300, 200), 64,  # one shard (512²) holds the grid
+                 compressors=ingest_module.default_compressors())
+    assert ingest_module.elevation_layout(tmp_path / "s.zarr") is not None
+    with pytest.raises(ValueError, match="whole shards"):
+        ingest_module.write_window(tmp_path / "s.zarr", np.ones((10, 200), np.float32), 0, 0)
+    ingest_module.write_window(tmp_path / "s.zarr", np.ones((300, 200), np.float32), 0, 0)
+    assert (tmp_path / "s.zarr" / "elevation" / "c" / "0" / "0").is_file()
