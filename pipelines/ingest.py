@@ -11,7 +11,7 @@ input fails before any task runs. The graph then has three layers:
 2. ``ingest-band``: one task per band of shard rows (``tile × tiles_per_shard`` rows). A
    task owns whole shards, because zarr rewrites a shard that a write covers only in part:
    it parses (or reads) its band into float32 (NaN = nodata) and writes each shard of the
-   band with one assignment. Memory per task is the band plus one text block.
+   band (:func:`write_window`). Memory per task is the band plus one text block.
 3. ``ingest-finish``: gathers per-band statistics (nodata count, min, max) into the
    store's attributes so that ``info`` needs no pass over the data.
 
@@ -22,6 +22,13 @@ Without a graph: an ASCII grid that the default scheduler would run on threads (
 :data:`pipelines.ingest_start.THREADS_MAX_CELLS` cells) is parsed whole on a thread pool and
 written from memory (:func:`ingest_in_threads`); ``terrain ingest`` starts that parse
 before importing this module (:mod:`pipelines.ingest_start`). Same store, byte for byte.
+
+Shards are encoded and written by :func:`terrain.tiles._shards.write_shard` (through
+:func:`write_window`), the writer of the cost outputs: in the bytes zarr writes (tested),
+but in the calling thread with the copies and Blosc outside the GIL, where zarr's own
+writer does the per-chunk work on its one event-loop thread. On the 2-core VM that took the
+8192² writes from 0.74 to 0.58 CPU s (docs/benchmarks.md, "Whole-process ``ingest``, third
+pass"). zarr still creates the store and its metadata.
 
 :func:`build_ingest_graph` is what other pipelines (``mst``) embed in their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
 """
@@ -43,6 +50,7 @@ from terrain.io._buffers import BUFFERS
 from terrain.io._parse import load_kernels
 from terrain.io.georef import finish_store
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
+from terrain.tiles._shards import fast_layout, write_shard
 from terrain.tiles.store import tiles_per_shard
 
 from ._resume import drop_checkpoints, prepare_resume, run_key
@@ -52,7 +60,7 @@ from .ingest_start import start_parse, take_started_parse
 # Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
 # grid's ingest runs without one (ingest_in_threads) and does not pay its import
 
-__all__ = ["build_ingest_graph", "ingest", "ingest_in_threads", "parse_whole_grid", "write_window", "ingest_on_active_scheduler", "store_stats",
+__all__ = ["build_ingest_graph", "ingest", "ingest_in_threads", "parse_whole_grid", "write_window", "elevation_layout", "ingest_on_active_scheduler", "store_stats",
            "ingest_command", "info_command",
            "synth_command", "default_compressors", "describe_store"]
 
@@ -75,7 +83,8 @@ def _create(store_path, grid, tile, compressors):
 
 
 def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
-    """Read rows ``r0:r1`` and write every shard of them; return (nodata cells, min, max)."""
+    """Read rows ``r0:r1`` and write every shard of them; return (nodata cells, min, max).
+    ``shard_side`` is the created store's (the task depends on the one creating it)."""
     cols = grid.shape[1]
     z = BUFFERS.take((r1 - r0) * cols * 4, np.float32, (r1 - r0, cols))
     try:
@@ -83,19 +92,41 @@ def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
             stats = grid.read_rows_stats(r0, r1, starts, out=z)[1]
         else:
             stats = _band_stats(grid.read_rows(r0, r1, starts, out=z))
-        elevation = zarr.open_group(store=str(store_path), mode="r+")["elevation"]
-        for c0 in range(0, cols, shard_side):
-            elevation[r0:r1, c0:c0 + shard_side] = z[:, c0:c0 + shard_side]
+        write_window(store_path, z, r0, 0)
         return stats
     finally:
         BUFFERS.give(z)
 
 
-def write_window(store_path, z, r0, c0):
-    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)`` (one assignment: a whole
-    shard, or whole shards, so zarr rewrites nothing)."""
-    elevation = zarr.open_array(store=str(store_path), path="elevation", mode="r+")
-    elevation[r0:r0 + z.shape[0], c0:c0 + z.shape[1]] = z
+def elevation_layout(store_path):
+    """The :class:`terrain.tiles._shards.ShardLayout` of the store's ``elevation`` (None
+    where it is not in the layout the hand-written shard encoder handles)."""
+    return fast_layout(zarr.open_array(store=str(store_path), path="elevation", mode="r+"))
+
+
+def write_window(store_path, z, r0, c0, layout=None):
+    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)``: whole shards (the window
+    starts on a shard corner and ends on one or at the grid's edge).
+
+    Each shard is encoded and written in this thread by :func:`terrain.tiles._shards.
+    write_shard` (zarr's bytes; the copies and Blosc run with the GIL released, on
+    per-thread buffers), through ``layout`` (:func:`elevation_layout`; looked up when not
+    given). Through zarr's own writer, one assignment, where the array is in another layout.
+    """
+    if layout is None:
+        layout = elevation_layout(store_path)
+    r1, c1 = r0 + z.shape[0], c0 + z.shape[1]
+    if layout is None:
+        elevation = zarr.open_array(store=str(store_path), path="elevation", mode="r+")
+        elevation[r0:r1, c0:c1] = z
+        return
+    (R, C), (rows, cols) = layout.shard, layout.shape
+    if r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols):
+        raise ValueError(f"write_window: rows {r0}:{r1}, cols {c0}:{c1} do not cover whole "
+                         f"shards of {R} x {C}")
+    for si in range(r0 // R, -(-r1 // R)):
+        for sj in range(c0 // C, -(-c1 // C)):
+            write_shard(layout, si, sj, z, r0, c0)
 
 
 def _finish(store_path, band_stats):
@@ -272,11 +303,13 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
         with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
             try:
                 side = _create(tmp, grid, tile, compressors)
+                layout = elevation_layout(tmp)
                 z, stats = started.result()
                 rows, cols = grid.shape
                 shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
                 list(started.pool.map(
-                    lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc),
+                    lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc,
+                                            layout=layout),
                     shards))
             finally:
                 # after an error or a signal: the writes already running end before the

@@ -228,7 +228,7 @@ def test_cli_ingest_of_a_small_grid_imports_neither_numba_nor_dask(tmp_path):
     code = ("import sys; from terrain.run import main; "
             f"main(['ingest', {str(ROOT / 'data' / 'sample.asc')!r}, '-o', 's.zarr']); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'numba', 'dask', 'distributed', 'scipy', 'rasterio', 'cupy'}))")
+            "{'numba', 'dask', 'distributed', 'scipy', 'rasterio', 'cupy', 'fsspec'}))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT), str(tmp_path / "fake")]
         + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
@@ -236,3 +236,54 @@ def test_cli_ingest_of_a_small_grid_imports_neither_numba_nor_dask(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+
+
+@pytest.mark.parametrize("scheduler", [None, "threads"])
+def test_ingest_shards_are_the_bytes_zarr_writes(tmp_path, scheduler):
+    """Both ingest paths encode the shards by hand (terrain.tiles._shards): the same files
+    as zarr's own writer given the same values, partial edge shards and a shard of nodata
+    only (no file) included."""
+    import zarr
+
+    from pipelines import ingest as ingest_module
+    from terrain.tiles import create_store
+    rows, cols = 4200, 40  # 256² tiles in 2048² shards: 3 x 1, all partial
+    z = np.round(np.random.default_rng(5).uniform(-50, 900, (rows, cols)), 2).astype(np.float32)
+    z[2048:4096, :] = -9999  # the middle shard: nodata only (no file)
+    z[256:512, :] = -9999  # a tile of nodata only (left out of its shard)
+    z[4150, 7] = -9999
+    tokens = np.array([[f"{v:.2f}" if v != -9999 else "-9999" for v in row] for row in z],
+                      dtype=object)
+    (tmp_path / "g.asc").write_text(esri_text(tokens))
+    ingest_module.ingest(tmp_path / "g.asc", tmp_path / "ours.zarr", tile=256,
+                         scheduler=scheduler)
+    ref = create_store(tmp_path / "ref.zarr", (rows, cols), 256,
+                       compressors=ingest_module.default_compressors())
+    ref.elevation[:, :] = np.where(z == -9999, np.float32(np.nan), z)
+    ours, theirs = (_files(tmp_path / d / "elevation" / "c") for d in ("ours.zarr", "ref.zarr"))
+    assert sorted(ours) == sorted(theirs) == ["0/0", "2/0"]
+    assert all(ours[k] == theirs[k] for k in ours)
+    assert zarr.open_array(str(tmp_path / "ours.zarr"), path="elevation").shards == (2048, 2048)
+
+
+def test_ingest_with_a_codec_the_shard_writer_does_not_take_goes_through_zarr(tmp_path):
+    import zarr
+
+    from pipelines import ingest as ingest_module
+    store = ingest_module.ingest(ROOT / "data" / "sample.asc", tmp_path / "z.zarr", tile=64,
+                                 compressors=(zarr.codecs.ZstdCodec(level=1),))
+    assert ingest_module.elevation_layout(tmp_path / "z.zarr") is None  # zarr wrote it
+    z, _ = read_grid(ROOT / "data" / "sample.asc")
+    assert_bits_equal(store.read_window(0, z.shape[0], 0, z.shape[1]), z)
+
+
+def test_write_window_takes_whole_shards_only(tmp_path):
+    from pipelines import ingest as ingest_module
+    from terrain.tiles import create_store
+    create_store(tmp_path / "s.zarr", (300, 200), 64,  # one shard (512²) holds the grid
+                 compressors=ingest_module.default_compressors())
+    assert ingest_module.elevation_layout(tmp_path / "s.zarr") is not None
+    with pytest.raises(ValueError, match="whole shards"):
+        ingest_module.write_window(tmp_path / "s.zarr", np.ones((10, 200), np.float32), 0, 0)
+    ingest_module.write_window(tmp_path / "s.zarr", np.ones((300, 200), np.float32), 0, 0)
+    assert (tmp_path / "s.zarr" / "elevation" / "c" / "0" / "0").is_file()
