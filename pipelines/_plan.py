@@ -7,7 +7,8 @@ one. Sizes are estimates from measured ratios, stated as such:
 
 * elevation store: Blosc LZ4 keeps about 0.64 of float32 on terrain (2.6 bytes a cell;
   synthetic 3000², docs/benchmarks.md has 0.57 on real grids);
-* forest mask: zstd keeps about 0.22 bytes a cell of the uint8 mask (0.25 is used);
+* forest mask: zstd keeps about 0.22 bytes a cell of the uint8 mask (0.25 is used; Blosc
+  zstd after a bit shuffle, the codec now, keeps as much);
 * memory per task: an ingest band task holds its band as float32 plus one text block; an
   MST group task holds its shard's elevations, mask and Borůvka's edge arrays (about 16
   bytes an edge, ``connectivity / 2`` edges a cell);

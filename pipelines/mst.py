@@ -51,7 +51,13 @@ merges and expansions go wherever the scheduler puts them. The forest does not d
 where a task ran.
 
 Level graphs are task results held by Dask (O(perimeter) per node, written once); each
-shard of the DEM is read once and each shard of the mask written, read and written once.
+shard of the DEM is read once and each shard of the mask written once, then read and
+written again only when a change reaches it (``mst-write`` skips the others). Every such
+read and write of whole shards goes through :func:`terrain.tiles.store.read_block` /
+``write_block`` (:mod:`terrain.tiles._shards`: each task thread decodes and encodes its
+own shards, the GIL released; zarr's synchronous API would funnel every chunk of every
+thread through one event-loop thread: ~125 MB/s of elevations for 8 threads on the H100
+host).
 The bytes are counted: logical (uncompressed) bytes of the DEM read and of the mask written
 and read, and the bytes of the level graphs and changes passed between tasks.
 """
