@@ -7,8 +7,8 @@ one. Sizes are estimates from measured ratios, stated as such:
 
 * elevation store: Blosc LZ4 keeps about 0.64 of float32 on terrain (2.6 bytes a cell;
   synthetic 3000², docs/benchmarks.md has 0.57 on real grids);
-* forest mask: zstd keeps about 0.22 bytes a cell of the uint8 mask (0.25 is used; Blosc
-  zstd after a bit shuffle, the codec now, keeps as much);
+* forest mask: Blosc LZ4 after a bit shuffle keeps about 0.46 bytes a cell of the uint8
+  mask on synthetic relief (0.5 is used; zstd, the codec before, kept 0.22-0.35);
 * memory per task: an ingest band task holds its band as float32 plus one text block; an
   MST group task holds its shard's elevations, mask and Borůvka's edge arrays (about 16
   bytes an edge, ``connectivity / 2`` edges a cell);
@@ -31,7 +31,7 @@ from terrain.errors import InputError
 __all__ = ["build_plan", "dry_run_command", "format_bytes"]
 
 ELEVATION_BYTES_PER_CELL = 2.6
-MASK_BYTES_PER_CELL = 0.25
+MASK_BYTES_PER_CELL = 0.5
 EDGE_BYTES = 16
 TEXT_BLOCK_BYTES = 8 << 20
 

@@ -14,6 +14,7 @@ import zarr
 from pipelines.ingest import default_compressors
 from pipelines.mst import MASK_COMPRESSORS, _changes_by_shard
 from terrain.grid.merge import Changes
+from terrain.tiles._shards import fast_layout
 from terrain.tiles.store import read_block, write_block
 
 SHAPE = (150, 130)  # 16² tiles in 64² shards: 3 x 3 shards, the edge ones partial
@@ -46,6 +47,7 @@ def test_blocks_are_zarrs_bytes_and_read_back(tmp_path, name, dtype, fill, compr
     for r0, r1, c0, c1 in windows:
         assert write_block(ours, name, (r0, r1, c0, c1), v[r0:r1, c0:c1]) > 0
     ref[...] = v
+    assert fast_layout(ref) is not None  # the whole-shard path, not zarr's, wrote ours
     assert _files(ours) and _files(ours) == _files(theirs)
     for r0, r1, c0, c1 in windows + [(10, 77, 5, 129)]:  # the last one cuts shards: zarr's path
         got = read_block(ours, name, (r0, r1, c0, c1))
