@@ -107,3 +107,24 @@ def test_groups_of_several_shards_give_the_reference_forest(tmp_path, monkeypatc
     assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]), want)
     assert summary["edges"] == len(want)
     assert summary["group_tiles"] == store.tiles_per_shard * group_shards
+
+
+def test_shard_buffers_do_not_follow_the_thread_count(tmp_path):
+    # 32 threads reading and writing shards at once keep at most `keep` free buffers a kind
+    from concurrent.futures import ThreadPoolExecutor
+
+    from terrain.tiles import _shards
+    _array(tmp_path, "mst", "uint8", 0, MASK_COMPRESSORS)
+    v = np.random.default_rng(1).integers(0, 16, SHAPE).astype(np.uint8)
+    windows = [(r, min(r + 64, 150), c, min(c + 64, 130)) for r in (0, 64, 128)
+               for c in (0, 64, 128)]
+
+    def one(k):
+        w = windows[k % len(windows)]
+        write_block(tmp_path, "mst", w, v[w[0]:w[1], w[2]:w[3]])
+        return np.array_equal(read_block(tmp_path, "mst", w), v[w[0]:w[1], w[2]:w[3]])
+
+    with ThreadPoolExecutor(32) as pool:
+        assert all(pool.map(one, range(256)))
+    held = _shards._buffers.free
+    assert held and all(len(bufs) <= _shards._buffers.keep for bufs in held.values())
