@@ -119,12 +119,15 @@ def test_shard_buffers_do_not_follow_the_thread_count(tmp_path):
     windows = [(r, min(r + 64, 150), c, min(c + 64, 130)) for r in (0, 64, 128)
                for c in (0, 64, 128)]
 
-    def one(k):
+    def write(w):  # a writer owns its shards
+        return write_block(tmp_path, "mst", w, v[w[0]:w[1], w[2]:w[3]])
+
+    def read(k):
         w = windows[k % len(windows)]
-        write_block(tmp_path, "mst", w, v[w[0]:w[1], w[2]:w[3]])
         return np.array_equal(read_block(tmp_path, "mst", w), v[w[0]:w[1], w[2]:w[3]])
 
     with ThreadPoolExecutor(32) as pool:
-        assert all(pool.map(one, range(256)))
+        assert all(pool.map(write, windows))
+        assert all(pool.map(read, range(256)))
     held = _shards._buffers.free
     assert held and all(len(bufs) <= _shards._buffers.keep for bufs in held.values())
