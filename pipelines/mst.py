@@ -51,7 +51,13 @@ merges and expansions go wherever the scheduler puts them. The forest does not d
 where a task ran.
 
 Level graphs are task results held by Dask (O(perimeter) per node, written once); each
-shard of the DEM is read once and each shard of the mask written, read and written once.
+shard of the DEM is read once and each shard of the mask written once, then read and
+written again only when a change reaches it (``mst-write`` skips the others). Every such
+read and write of whole shards goes through :func:`terrain.tiles.store.read_block` /
+``write_block`` (:mod:`terrain.tiles._shards`: each task thread decodes and encodes its
+own shards, the GIL released; zarr's synchronous API would funnel every chunk of every
+thread through one event-loop thread: ~125 MB/s of elevations for 8 threads on the H100
+host).
 The bytes are counted: logical (uncompressed) bytes of the DEM read and of the mask written
 and read, and the bytes of the level graphs and changes passed between tasks.
 """
@@ -79,6 +85,8 @@ from terrain.grid.mst_device import device_mst, fits_on_device
 from terrain.tiles.quadtree import walk_down, walk_up
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
+from terrain.tiles.store import read_block, window_shards, write_block
+from terrain.tiles._shards import fast_layout
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import (active_gpu_workers, assign_groups, compute, gpu_worker_threads,
@@ -91,6 +99,18 @@ __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write
 # tasks whose results are checkpointed in the partial output (``--resume``)
 CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-in-core", "mst-group",
                 "mst-merge", "mst-write")
+
+
+#: the ``mst`` mask's codec: Blosc LZ4 level 5 after a bit shuffle (the cost-distance
+#: backlinks' codec). On a synthetic 1024² forest (2-core VM, one thread): 0.46 of the bytes
+#: at 1.0 GB/s encoding and 1.3 GB/s decoding; zstd level 1 (the codec before) keeps 0.35
+#: at 0.2 / 0.6 GB/s, and the mask is written twice and read once: on the 10-ft size on one
+#: H100 its encoding was most of the 113 write task-seconds. Blosc is also what the
+#: whole-shard reader and writer (:mod:`terrain.tiles._shards`) handle with the GIL released.
+MASK_COMPRESSORS = (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
+
+#: threads writing the in-core path's mask shards
+GPU_IO_THREADS = 8
 
 
 def default_output(input_path):
@@ -112,7 +132,7 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     arr = group.create_array("mst", shape=spec.shape, dtype="uint8",
                              chunks=(spec.tile, spec.tile), shards=(side, side), fill_value=0,
                              dimension_names=("y", "x"),
-                             compressors=(zarr.codecs.ZstdCodec(level=1),),
+                             compressors=MASK_COMPRESSORS,
                              config={"write_empty_chunks": False}, overwrite=True)
     arr.attrs.update({"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, SW=3"})
     return str(out_path)
@@ -123,14 +143,13 @@ def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepare
     with _super_tile_slot() if on_device else contextlib.nullcontext():
         t0 = time.perf_counter()
         win = spec.window(level, i, j)
-        z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")
-                       [win[0]:win[1], win[2]:win[3]], dtype=np.float32)
+        z = read_block(dem_path, "elevation", win,
+                       out=np.empty((win[1] - win[0], win[3] - win[2]), np.float32))
         in_core = on_device and super_tile_fits(z.shape, backend)
         g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits,
                          in_core)
         t0 = time.perf_counter()
-        zarr.open_array(store=str(prepared), path="mst", mode="r+")[
-            win[0]:win[1], win[2]:win[3]] = g.mask
+        write_block(prepared, "mst", win, g.mask)
         g.times["write"] = time.perf_counter() - t0
     stats = {"times": g.times, "read_bytes": z.nbytes, "written_bytes": g.mask.nbytes,
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
@@ -154,22 +173,75 @@ def _super_tile_slot():
 
 
 def _write_task(out_path, spec, level, i, j, incoming, own):
+    """Apply a group's changes to its provisional mask: only the shards that some change
+    reaches are read, changed and written again (the others already hold their final
+    bytes); each through :func:`terrain.tiles.store.read_block` / ``write_block``."""
     win = spec.window(level, i, j)
-    t0 = time.perf_counter()
-    arr = zarr.open_array(store=str(out_path), path="mst", mode="r+")
-    mask = np.asarray(arr[win[0]:win[1], win[2]:win[3]], dtype=np.uint8)
-    t1 = time.perf_counter()
     changes = Changes.concat([incoming, own])
-    apply_changes(mask, win[0], win[2], spec.shape[1], changes)
-    t2 = time.perf_counter()
-    arr[win[0]:win[1], win[2]:win[3]] = mask
-    t3 = time.perf_counter()
+    times = {"read": 0.0, "expand": 0.0, "write": 0.0}
+    nbytes = 0
+    with _write_slot():
+        nbytes = _apply_to_shards(out_path, spec, win, changes, times)
     # every change reaches exactly one shard: the sums here add up to the forest's
     changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
-    return {"times": {"read": t1 - t0, "expand": t2 - t1, "write": t3 - t2},
-            "read_bytes": mask.nbytes, "written_bytes": mask.nbytes,
+    return {"times": times, "read_bytes": nbytes, "written_bytes": nbytes,
             "changes_sum": changes_sum.acc,
             "changes_edges": len(changes.added) - len(changes.dropped)}
+
+
+#: write tasks reading and writing mask shards at once in a process: their buffers, not
+#: the scheduler's thread count (the cores), bound the RSS of the write phase
+WRITE_SLOTS = 16
+
+
+def _write_slot():
+    """This process's semaphore of :data:`WRITE_SLOTS` write tasks."""
+    with _slots_lock:
+        if "write" not in _slots:
+            _slots["write"] = threading.BoundedSemaphore(WRITE_SLOTS)
+        return _slots["write"]
+
+
+def _apply_to_shards(out_path, spec, win, changes, times):
+    """:func:`_write_task`'s reads, changes and writes; returns the mask bytes read."""
+    nbytes = 0
+    for shard_win, part in _changes_by_shard(out_path, spec, win, changes):
+        t0 = time.perf_counter()
+        mask = read_block(out_path, "mst", shard_win)
+        t1 = time.perf_counter()
+        apply_changes(mask, shard_win[0], shard_win[2], spec.shape[1], part)
+        t2 = time.perf_counter()
+        write_block(out_path, "mst", shard_win, mask)
+        times["read"] += t1 - t0
+        times["expand"] += t2 - t1
+        times["write"] += time.perf_counter() - t2
+        nbytes += mask.nbytes
+    return nbytes
+
+
+def _changes_by_shard(out_path, spec, win, changes):
+    """``[(shard window, its changes)]`` for the shards of the ``mst`` array inside ``win``
+    that hold a change's cell, in row-major shard order; the whole window with all the
+    changes when the mask's shards are not known (or ``win`` cuts one), and nothing when
+    there are no changes."""
+    if len(changes.added) + len(changes.dropped) == 0:
+        return []
+    layout = fast_layout(zarr.open_array(store=str(out_path), path="mst", mode="r"))
+    if layout is None or window_shards(layout, win) is None:
+        return [(win, changes)]
+    (R, C), (rows, cols), ncols = layout.shard, spec.shape, spec.shape[1]
+
+    def shard_of(ids):
+        cells = np.asarray(ids, np.int64) >> 2
+        return (cells // ncols) // R * (-(-cols // C)) + (cells % ncols) // C
+
+    sa, sd = shard_of(changes.added), shard_of(changes.dropped)
+    out = []
+    for s in np.unique(np.concatenate([sa, sd])):
+        si, sj = divmod(int(s), -(-cols // C))
+        shard_win = (si * R, min((si + 1) * R, rows), sj * C, min((sj + 1) * C, cols))
+        out.append((shard_win, changes.take(sa == s, sd == s)))
+    return out
 
 
 def _finish(out_path, spec, group_stats, node_stats, writes, meta):
@@ -204,14 +276,22 @@ def _finish(out_path, spec, group_stats, node_stats, writes, meta):
 
 def _in_core_task(dem_path, spec, backend, prepared):
     """The whole grid at once on the device: read, forest, write (the in-core path)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from terrain.grid.cost_outputs import read_layer
     t0 = time.perf_counter()
-    z = np.asarray(zarr.open_array(store=str(dem_path), path="elevation", mode="r")[:],
-                   dtype=np.float32)
+    z = read_layer(dem_path, "elevation", np.float32)  # shard by shard, a pool of threads
     t1 = time.perf_counter()
     forest = device_mst(z, spec.connectivity, spec.model, spec.hlen, backend)
     mask = forest.mask.get()
     t2 = time.perf_counter()
-    zarr.open_array(store=str(prepared), path="mst", mode="r+")[:] = mask
+    rows, cols = spec.shape
+    side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
+    shards = [(r, min(r + side, rows), c, min(c + side, cols))
+              for r in range(0, rows, side) for c in range(0, cols, side)]
+    with ThreadPoolExecutor(min(len(shards), GPU_IO_THREADS)) as pool:
+        list(pool.map(lambda w: write_block(prepared, "mst", w, mask[w[0]:w[1], w[2]:w[3]]),
+                      shards))
     t3 = time.perf_counter()
     return {"times": {"read": t1 - t0, "boruvka": t2 - t1, "write": t3 - t2},
             "read_bytes": z.nbytes, "written_bytes": mask.nbytes,
@@ -292,10 +372,9 @@ def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
         cp.cuda.Device().synchronize()
         t3 = time.perf_counter()
         wall["mst"] = t3 - t1
-        arr = zarr.open_array(store=str(prepared), path="mst", mode="r+")
-
         def write_mask(r0, r1, c0, c1):  # through the pinned buffers too
-            arr[r0:r1, c0:c1] = staging.fetch(cp, forest.mask[r0:r1, c0:c1])
+            write_block(prepared, "mst", (r0, r1, c0, c1),
+                        staging.fetch(cp, forest.mask[r0:r1, c0:c1]))
 
         mask_writes = [pool.submit(write_mask, *w) for w in shards]
         written = [f.result() for f in writes]

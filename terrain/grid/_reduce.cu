@@ -19,6 +19,10 @@
 //                  not on the boundary. The fixpoint of peeling does not depend on the order,
 //                  so the surviving edges are the CPU stack's. The work is the number of dead
 //                  edges; the launch lasts as long as the longest dead branch.
+//   reduce_count_kept  the cells of degree > 0 other than 2 after the peeling (with the
+//                  boundary's, the bound on the paths that sizes the output), one atomic add
+//                  per block: a CuPy count_nonzero here compiled a reduction kernel at run
+//                  time in every task thread of a process (seconds each, the GIL held).
 //   reduce_chains  one thread per kept cell (degree > 0 and not an inner degree-2 cell) walks
 //                  each of its surviving edges' paths to the next kept cell, keeping the largest
 //                  (weight, id); the path is written by its end with the smaller index (as the
@@ -89,6 +93,14 @@ extern "C" __global__ void reduce_peel(unsigned* alive, int* deg,
         if (before != 2 || on_boundary(orow, o - orow * C, R, C, sides)) return;
         v = o;  // o became a dead end by this edge: this thread peels it
     }
+}
+
+extern "C" __global__ void reduce_count_kept(const int* __restrict__ deg,
+                                             unsigned long long* __restrict__ count, int n) {
+    const int v = blockIdx.x * blockDim.x + threadIdx.x;
+    const int d = v < n ? deg[v] : 0;
+    const int kept = __syncthreads_count(d > 0 && d != 2);
+    if (threadIdx.x == 0 && kept) atomicAdd(count, (unsigned long long)kept);
 }
 
 extern "C" __global__ void reduce_chains(const float* __restrict__ z,

@@ -372,7 +372,9 @@ def reduce_block_device(mask, z, window, shape, model, hlen, backend="gpu"):
     del dead_end
     # fewer paths than kept vertices (a forest), and these are the cells of degree 1 or
     # above 2 plus boundary cells of degree 2
-    cap = int(cp.count_nonzero((deg > 0) & (deg != 2))) + 2 * (R + C)
+    kept = cp.zeros(1, cp.uint64)
+    mod.get_function("reduce_count_kept")(grid, block, (deg, kept, np.int32(n)))
+    cap = int(kept.get()[0]) + 2 * (R + C)
     count = cp.zeros(1, cp.uint64)
     out_key = cp.empty(cap, cp.int64)
     out_b = cp.empty(cap, cp.int32)

@@ -323,3 +323,81 @@ def link_layer(src, dst, name):
                 os.link(a, b)
             except OSError:
                 shutil.copyfile(a, b)
+
+
+def window_shards(layout, window):
+    """The shards ``(si, sj)`` of the array described by ``layout``
+    (:func:`terrain.tiles._shards.fast_layout`) that ``window`` ``(r0, r1, c0, c1)`` covers
+    exactly (clipped to the array), or None when it cuts one."""
+    r0, r1, c0, c1 = window
+    (R, C), (rows, cols) = layout.shard, layout.shape
+    if (r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols)
+            or r1 > rows or c1 > cols):
+        return None
+    return [(si, sj) for si in range(r0 // R, -(-r1 // R)) for sj in range(c0 // C, -(-c1 // C))]
+
+
+def read_block(store_path, layer, window, out=None):
+    """Cells ``window = (r0, r1, c0, c1)`` of the layer ``layer`` of the store at
+    ``store_path`` (into ``out`` when given, else a new array of the layer's dtype).
+
+    A window of whole shards of a layer in the usual layout is read and decoded shard by
+    shard in the calling thread (:func:`terrain.tiles._shards.read_shard`: no per-chunk
+    Python on zarr's one event-loop thread, the GIL released while Blosc decodes), so the
+    threads of a process read in parallel; any other window goes through zarr.
+
+    >>> import tempfile, os
+    >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> s = create_store(d, (5, 6), tile=2)
+    >>> s.write_window("elevation", 0, 0, np.arange(30, dtype=np.float32).reshape(5, 6))
+    >>> read_block(d, "elevation", (4, 5, 0, 6)).tolist()
+    [[24.0, 25.0, 26.0, 27.0, 28.0, 29.0]]
+    """
+    from ._shards import fast_layout, read_shard
+    r0, r1, c0, c1 = window
+    arr = zarr.open_array(store=str(store_path), path=layer, mode="r")
+    layout = fast_layout(arr)
+    shards = None if layout is None else window_shards(layout, window)
+    if out is None:
+        out = np.empty((r1 - r0, c1 - c0), arr.dtype)
+    if shards is None or out.dtype != layout.dtype:
+        out[...] = arr[r0:r1, c0:c1]
+        return out
+    for si, sj in shards:
+        read_shard(layout, si, sj, out, r0, c0)
+    return out
+
+
+def write_block(store_path, layer, window, values, shards=None):
+    """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into the layer
+    ``layer`` of the store at ``store_path``; returns the bytes written to files (None
+    where zarr wrote them).
+
+    Like :func:`read_block`: a window of whole shards of the usual layout is encoded and
+    written shard by shard in the calling thread
+    (:func:`terrain.tiles._shards.write_shard`, the bytes zarr writes), others through zarr.
+    ``shards``: only these shards ``(si, sj)`` of the window (the others keep their bytes).
+
+    >>> import tempfile, os
+    >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
+    >>> s = create_store(d, (5, 6), tile=2)
+    >>> _ = write_block(d, "elevation", (0, 4, 0, 4), np.ones((4, 4), np.float32))
+    >>> float(np.nansum(s.elevation[:]))
+    16.0
+    """
+    from ._shards import fast_layout, write_shard
+    r0, r1, c0, c1 = window
+    arr = zarr.open_array(store=str(store_path), path=layer, mode="r+")
+    layout = fast_layout(arr)
+    whole = None if layout is None else window_shards(layout, window)
+    values = np.asarray(values)
+    if whole is None or values.dtype != layout.dtype:
+        if shards is not None:
+            raise ValueError("write_block: a subset of shards needs the shard layout")
+        arr[r0:r1, c0:c1] = values
+        return None
+    return sum(write_shard(layout, si, sj, values, r0, c0)
+               for si, sj in (whole if shards is None else shards))
+
+
+__all__ += ["window_shards", "read_block", "write_block"]
