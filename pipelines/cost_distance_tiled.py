@@ -63,7 +63,7 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid._tournament import INT_INF
 from terrain.grid.costs import check_friction
-from terrain.grid.sssp_tiled import (NodeBoundary, TiledSpec, fill_group, index_leaf,
+from terrain.grid.sssp_tiled import (NodeBoundary, TileBatch, TiledSpec, fill_group, index_leaf,
                                      node_boundary, node_down, sources_leaf, sources_merge,
                                      top_labels_paged)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
@@ -250,6 +250,29 @@ class IndexStore:
             self.array(k, name)[sl] = data
         return dist.nbytes + hops.nbytes + ids.nbytes + z.nbytes + f.nbytes
 
+    def write_batch(self, region, batch):
+        """Write phase 1 of the tiles of ``region`` (level 0, (i0, i1, j0, j1)) from a
+        :class:`~terrain.grid.sssp_tiled.TileBatch` of exactly those tiles (row-major):
+        its padded arrays go out as they are (padded further to the level's width)."""
+        i0, i1, j0, j1 = region
+        ni, nj = i1 - i0, j1 - j0
+        if tuple(batch.tiles) != (ni, nj):
+            raise ValueError(f"batch of {batch.tiles} tiles for region {region}")
+        B, b = self.bpad(0), batch.ids.shape[1]
+        sl = (slice(i0, i1), slice(j0, j1))
+        out = 0
+        for name, data, fill in (("count", batch.count, None), ("ids", batch.ids, -1),
+                                 ("z", batch.z, np.nan), ("f", batch.f, np.nan),
+                                 ("dist", batch.dist, np.inf), ("hops", batch.hops, INT_INF)):
+            if fill is not None and b < B:  # pad the boundary axes to the level's width
+                full = np.full(data.shape[:1] + (B,) * (data.ndim - 1), fill, data.dtype)
+                full[(slice(None),) + (slice(0, b),) * (data.ndim - 1)] = data
+                data = full
+            data = data.reshape((ni, nj) + data.shape[1:])
+            self.array(0, name)[sl] = data
+            out += data.nbytes
+        return out
+
     def _clip(self, k, region):
         """The slices of level ``k``'s node grid inside ``region`` (rows i0:i1, cols
         j0:j1, clipped), or None when nothing is left."""
@@ -400,7 +423,11 @@ def _index_leaf_task(tspec, reader, backend, store, made, g, i, j):
 
     def emit(k, nodes):  # level by level: at most two levels of the group in memory
         if k <= tspec.height:
-            store.write_nodes(k, _group_region(store, k, i, j), nodes)
+            region = _group_region(store, k, i, j)
+            if isinstance(nodes, TileBatch):  # the tiles: the batch's arrays as they are
+                store.write_batch(region, nodes)
+            else:
+                store.write_nodes(k, region, nodes)
             written.add(k)
     index_leaf(tspec, reader, backend, g, i, j, emit=emit)
     for k in range(min(g, tspec.height) + 1):  # levels of empty nodes (none in the group)

@@ -82,7 +82,7 @@ from .sssp import SSSPResult, check_sources
 from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
-           "ArrayReader", "build_index", "index_leaf", "index_merge", "sources_leaf",
+           "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge", "sources_leaf",
            "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
@@ -205,14 +205,6 @@ def _frame_mask(rows, cols, window, shape, width):
     if c1 < shape[1]:
         m |= cols >= c1 - width
     return m
-
-
-def _window_frame(window, shape, width):
-    """Global linear ids (row-major, sorted) of the frame cells of ``window``."""
-    r0, r1, c0, c1 = window
-    rr, cc = np.meshgrid(np.arange(r0, r1), np.arange(c0, c1), indexing="ij")
-    m = _frame_mask(rr, cc, window, shape, width)
-    return (rr[m].astype(np.int64) * shape[1] + cc[m]).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- Numba kernels
@@ -668,6 +660,98 @@ def _tile_batch(spec, z_block, f_block, window):
     return zb, fb, wins
 
 
+@dataclass
+class TileBatch:
+    """Phase 1 of a block's tiles as padded arrays, tiles row-major over ``tiles`` =
+    ``(nr, nc)`` of side ``tile``: ``count`` (n,) boundary sizes, ``ids`` (n, bmax) global ids (-1 padding),
+    ``z``/``f`` their elevations and frictions (NaN padding), ``dist``/``hops`` (n, bmax,
+    bmax) the pair matrices (inf / ``INT_INF`` padding), ``windows`` the tiles' windows.
+    A pipeline writes these arrays as they are; :meth:`nodes` gives one
+    :class:`NodeBoundary` per tile."""
+
+    tile: int
+    tiles: tuple
+    windows: list
+    count: np.ndarray
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
+    dist: np.ndarray
+    hops: np.ndarray
+
+    def nodes(self):
+        """One :class:`NodeBoundary` per tile (row-major), its arrays copies."""
+        out = []
+        for t, win in enumerate(self.windows):
+            B = int(self.count[t])
+            out.append(NodeBoundary(0, (win[0] // self.tile, win[2] // self.tile), win,
+                                    self.ids[t, :B].copy(), self.z[t, :B].copy(),
+                                    self.f[t, :B].copy(),
+                                    np.ascontiguousarray(self.dist[t, :B, :B]),
+                                    np.ascontiguousarray(self.hops[t, :B, :B])))
+        return out
+
+
+def _batch_frames(spec, zb, fb, wins):
+    """The boundary cells of every tile of a batch at once (the frame of
+    :func:`_frame_mask`, nodata left out): ``(count, ids, bidx, (t, pos, loc))`` with
+    ``ids`` (n, bmax) global ids (-1 padding, sorted per tile), ``bidx`` (n, bmax) int32
+    local cell indices (row-major in the ``T x T`` tile, 0 padding) and the flat
+    ``(tile, position, local index)`` of every boundary cell."""
+    T, w = spec.tile, spec.width
+    R, C = spec.shape
+    n = len(wins)
+    W = np.asarray(wins, np.int64).reshape(n, 4)
+    lr = np.arange(T)[None, :, None]
+    lc = np.arange(T)[None, None, :]
+    h = (W[:, 1] - W[:, 0])[:, None, None]
+    wd = (W[:, 3] - W[:, 2])[:, None, None]
+    m = (((W[:, 0] > 0)[:, None, None] & (lr < w))
+         | ((W[:, 1] < R)[:, None, None] & (lr >= h - w))
+         | ((W[:, 2] > 0)[:, None, None] & (lc < w))
+         | ((W[:, 3] < C)[:, None, None] & (lc >= wd - w)))
+    m &= (lr < h) & (lc < wd) & ~np.isnan(zb) & ~np.isnan(fb)
+    t, loc = np.nonzero(m.reshape(n, T * T))
+    count = np.bincount(t, minlength=n).astype(np.int32)
+    bmax = max(int(count.max()) if n else 0, 1)
+    pos = np.arange(t.size) - (np.cumsum(count) - count)[t]
+    ids = np.full((n, bmax), -1, np.int64)
+    ids[t, pos] = (W[t, 0] + loc // T) * C + W[t, 2] + loc % T
+    bidx = np.zeros((n, bmax), np.int32)
+    bidx[t, pos] = loc
+    return count, ids, bidx, (t, pos, loc)
+
+
+def tile_batch(spec, z_block, f_block, window, backend=None):
+    """Phase 1 on every tile of a block, as one :class:`TileBatch` (row-major tiles).
+
+    ``z_block, f_block``, ``window`` and ``backend`` as in :func:`tile_boundaries`.
+    """
+    be = get_backend(backend)
+    T = spec.tile
+    zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
+                               np.asarray(f_block, np.float32), window)
+    n = len(wins)
+    count, ids, bidx, (t, pos, loc) = _batch_frames(spec, zb, fb, wins)
+    bmax = ids.shape[1]
+    bz = np.full((n, bmax), np.nan, np.float32)
+    bf = np.full((n, bmax), np.nan, np.float32)
+    bz[t, pos] = zb.reshape(n, T * T)[t, loc]
+    bf[t, pos] = fb.reshape(n, T * T)[t, loc]
+    if be.is_gpu and T <= MAX_GPU_TILE:
+        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
+                                          spec.lengths)
+    else:
+        out_d = np.full((n, bmax, bmax), _INF)
+        out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
+        if count.any():
+            boundary_pairs_cpu(zb, fb, bidx, count, spec.codes, spec.model, spec.lengths,
+                               out_d, out_h)
+    r0, r1, c0, c1 = window
+    return TileBatch(T, (-(-(r1 - r0) // T), -(-(c1 - c0) // T)), wins, count, ids, bz, bf,
+                     out_d, out_h)
+
+
 def tile_boundaries(spec, z_block, f_block, window, backend=None):
     """Phase 1 on every tile of a block: one :class:`NodeBoundary` per tile (row-major).
 
@@ -690,41 +774,7 @@ def tile_boundaries(spec, z_block, f_block, window, backend=None):
     >>> nb.ids.tolist(), nb.dist.tolist()
     ([1, 4, 5], [[0.0, 5.0, 4.0], [5.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
     """
-    be = get_backend(backend)
-    T, w = spec.tile, spec.width
-    zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
-                               np.asarray(f_block, np.float32), window)
-    n = len(wins)
-    frames = []
-    for t, win in enumerate(wins):
-        ids = _window_frame(win, spec.shape, w)
-        lr, lc = ids // spec.shape[1] - win[0], ids % spec.shape[1] - win[2]
-        ok = ~np.isnan(zb[t, lr, lc]) & ~np.isnan(fb[t, lr, lc])
-        frames.append((ids[ok], (lr[ok] * T + lc[ok]).astype(np.int32)))
-    bmax = max([fr[0].size for fr in frames] + [1])
-    bidx = np.zeros((n, bmax), np.int32)
-    bcount = np.zeros(n, np.int32)
-    for t, (_, loc) in enumerate(frames):
-        bidx[t, : loc.size] = loc
-        bcount[t] = loc.size
-    if be.is_gpu and T <= MAX_GPU_TILE:
-        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, bcount, spec.codes, spec.model,
-                                          spec.lengths)
-    else:
-        out_d = np.full((n, bmax, bmax), _INF)
-        out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
-        if bcount.any():
-            boundary_pairs_cpu(zb, fb, bidx, bcount, spec.codes, spec.model, spec.lengths,
-                               out_d, out_h)
-    result = []
-    for t, (ids, loc) in enumerate(frames):
-        B = ids.size
-        tz, tf = zb[t].reshape(-1)[loc], fb[t].reshape(-1)[loc]
-        win = wins[t]
-        result.append(NodeBoundary(0, (win[0] // T, win[2] // T), win, ids, tz, tf,
-                                   np.ascontiguousarray(out_d[t, :B, :B]),
-                                   np.ascontiguousarray(out_h[t, :B, :B])))
-    return result
+    return tile_batch(spec, z_block, f_block, window, backend).nodes()
 
 
 # --------------------------------------------------------------------------- phase 2
@@ -1395,11 +1445,13 @@ def index_leaf(spec, reader, backend, g, i, j, emit=None):
 
     With ``emit``, each level's nodes go to ``emit(level, {key: NodeBoundary})`` as soon as
     they are made and are not kept in ``own``: a pipeline writes them out and holds at most
-    two levels of the group.
+    two levels of the group. The tiles go as ``emit(0, TileBatch)`` (padded arrays, written
+    as they are); when the group has no level above its tiles under the cap, ``up`` is
+    then empty (the pipeline reads the index back from its store).
     """
     window = spec.window(g, i, j)
     z, f = reader(window)
-    level = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
+    batch = tile_batch(spec, z, f, window, backend)
     del z, f
     own = {}
 
@@ -1409,9 +1461,13 @@ def index_leaf(spec, reader, backend, g, i, j, emit=None):
         else:
             emit(k, made)
 
-    keep(0, level)
+    top = min(g, spec.height)
+    level = {} if emit is not None and top == 0 else {
+        (0,) + nb.index: nb for nb in batch.nodes()}
+    keep(0, batch if emit is not None else level)  # a pipeline writes the batch's arrays
+    del batch
     nt_r, nt_c = spec.tiles_shape
-    for k in range(1, min(g, spec.height) + 1):
+    for k in range(1, top + 1):
         nr, nc = -(-nt_r // (1 << k)), -(-nt_c // (1 << k))
         s = 1 << (g - k)
         keys = [(k, a, b) for a in range(i * s, min((i + 1) * s, nr))
