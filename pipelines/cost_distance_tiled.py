@@ -63,8 +63,8 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid._tournament import INT_INF
 from terrain.grid.costs import check_friction
-from terrain.grid.sssp_tiled import (NodeBoundary, TileBatch, TiledSpec, fill_group, index_leaf,
-                                     node_boundary, node_down, sources_leaf, sources_merge,
+from terrain.grid.sssp_tiled import (NodeBoundary, TileBatch, TiledSpec, default_max_height,
+                                     fill_group, index_leaf, node_boundary, node_down, sources_leaf, sources_merge,
                                      top_labels_paged)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
@@ -72,7 +72,7 @@ from .quadtree import delayed_call
 
 __all__ = ["StoreReader", "IndexStore", "build_tiled_graph", "build_cost_distance_tiled",
            "tiled_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
-           "GROUP_SIDE", "spread_over_workers", "GROUP_STAGES"]
+           "GROUP_SIDE", "spread_over_workers", "GROUP_STAGES", "gpu_sizing"]
 
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
@@ -764,34 +764,140 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                  "group_side": tspec.tile << g, "index_tasks": tasks["index"],
                  "reused_tasks": tasks["reused"],
                  "skipped_phases": [] if reuse is None else ["phase 1", "phase 2 upward"],
-                 "reuse": None if reuse is None else str(reuse)})
+                 "reuse": None if reuse is None else str(reuse),
+                 "sizing": spec.get("sizing")})
     tops = [out[(g, 0, 0)]] if (g, 0, 0) in out else []
     return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops, token,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
-def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None):
+def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
     """Complete the command's ``spec`` for the tiled path (in place): SSSP tile (default: the
-    reused store's, else 16), height cap,
-    group side (a shard of the store), and, with ``reuse``, the stored index's height after
-    checking it matches (:func:`check_reuse_store`)."""
-    if tile_sssp is None and reuse is not None:  # the stored index's tile
+    reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
+    index's group side and height after checking it matches (:func:`check_reuse_store`).
+
+    Group side and height: on the CPU (and for a reused store, its own) a shard of the
+    store, at most :data:`GROUP_SIDE`, and :func:`~terrain.grid.sssp_tiled.
+    default_max_height`; a fresh ``backend="gpu"`` run sizes both from the device
+    (:func:`gpu_sizing`). ``spec["sizing"]`` says which (the summary prints it). For one
+    tile side, group side and height, CPU and GPU give the same layers bit for bit; the
+    group side never changes a result and with integer costs neither does the height.
+    """
+    stored = {}
+    if reuse is not None:  # the stored index's tile and group side
         try:
-            tile_sssp = zarr.open_group(store=str(reuse), mode="r")[INDEX_GROUP].attrs["tile"]
+            stored = dict(zarr.open_group(store=str(reuse), mode="r")[INDEX_GROUP].attrs)
         except Exception:
-            tile_sssp = None  # check_reuse_store names the problem
+            stored = {}  # check_reuse_store names the problem
+        if tile_sssp is None:
+            tile_sssp = stored.get("tile")
     spec["tile_sssp"] = int(tile_sssp or 16)
     spec["max_height"] = None if max_height is None else int(max_height)
     spec["shard_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
     spec["group_side"] = min(spec["shard_side"], GROUP_SIDE)
+    sizing = {"by": "cpu", "group_side": spec["group_side"]}
     TiledSpec(tuple(spec["shape"]), spec["tile_sssp"], int(spec["connectivity"]), spec["cost"],
               tuple(float(x) for x in spec["cellsize"]), spec["max_height"])
+    if reuse is not None and isinstance(stored.get("group"), int):
+        spec["group_side"] = stored["group"]
+        sizing = {"by": "reused store", "group_side": spec["group_side"]}
+    elif reuse is None and getattr(backend, "name", backend) == "gpu":
+        sizing = gpu_sizing(spec, backend)
+        spec["group_side"] = sizing["group_side"]
+        if spec["max_height"] is None:
+            spec["max_height"] = sizing["height"]
     spec["reuse"] = None
     if reuse is not None:
         attrs = check_reuse_store(reuse, spec)
         spec["max_height"] = int(attrs["height"])
         spec["reuse"] = str(reuse)
+    spec["sizing"] = sizing
     return spec
+
+
+#: phase 1's scratch per launch (``boundary_pairs_gpu``'s bound: larger groups run in chunks)
+PHASE1_SCRATCH = 4 << 30
+
+
+def _device_facts(backend):
+    """``(resident threads, free bytes)`` of the backend's device."""
+    from terrain.backend import get_backend
+    from terrain.grid.mst_device import free_device_bytes
+    be = get_backend(backend)
+    cp = be.xp
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    return (int(props["multiProcessorCount"]) * int(props["maxThreadsPerMultiProcessor"]),
+            free_device_bytes(be))
+
+
+def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None):
+    """Group side and height cap of a fresh ``--backend gpu`` run, from the device.
+
+    ``device``: ``(resident threads, free bytes)`` instead of asking the device (SMs x
+    threads per SM, CUDA's and CuPy's pool's free memory); ``threads``: the task threads
+    (default: the cores); ``cache_bytes``: the top cache (default
+    :func:`top_cache_bytes_gpu`). Returns a dict for the summary: ``group_side``, ``height``,
+    ``launch_threads``, ``device_threads``, ``free_bytes``, ``by``.
+
+    *Group side.* Phase 1 runs one CUDA thread per (tile, boundary cell) and a group's tiles
+    go in one launch (chunked under :data:`PHASE1_SCRATCH`); a 512^2 group of tiles of 16
+    holds 61 k threads, a quarter of an H100's resident 270 k, and the task threads' launches
+    on one device run one after another. So the group is the smallest power-of-two side
+    from :data:`GROUP_SIDE` up whose launch holds the device's resident threads, at most the
+    store's shard (a writer owns whole shards), halved while the groups in flight (one per
+    task thread, at most the group count; each up to :data:`PHASE1_SCRATCH` of scratch plus
+    its matrices) would not fit half the free memory.
+
+    *Height.* 0 when the tiles' matrices (``12 B^2`` bytes a tile, ~192 a cell) fit the
+    GPU's top cache (:func:`top_cache_bytes_gpu`) and a quarter of the free memory: the top
+    is then read in one go and solved on the device, and no level above the tiles is built
+    (a reuse query reads each matrix once); else the CPU's
+    :func:`~terrain.grid.sssp_tiled.default_max_height`.
+
+    >>> s = {"shape": (4096, 4096), "tile_sssp": 16, "connectivity": 8, "cost": "absdiff",
+    ...      "cellsize": (1.0, 1.0), "max_height": None, "shard_side": 2048}
+    >>> g = gpu_sizing(s, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g["group_side"], g["height"], g["launch_threads"]
+    (2048, 0, 299580)
+    >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
+    (512, 1)
+    """
+    import os
+
+    from terrain.grid._tournament import tt_capacity
+    from terrain.tiles.quadtree import QuadtreePlan
+    dev_threads, free = _device_facts(backend) if device is None else device
+    threads = int(threads or os.cpu_count() or 1)
+    T = int(spec["tile_sssp"])
+    tspec = TiledSpec(tuple(spec["shape"]), T, int(spec["connectivity"]), spec["cost"],
+                      tuple(float(x) for x in spec["cellsize"]), spec.get("max_height"))
+    B = IndexStore("", tspec, 0).bpad(0)
+    per_tile = B * (T * T * 16 + 2 * tt_capacity(T * T) * 20)  # labels + tree a thread
+
+    def groups(side):
+        return len(QuadtreePlan.build(tspec.shape, T, max(1, side // T)).groups)
+
+    def group_bytes(side):
+        tiles = (side // T) ** 2
+        return min(tiles * per_tile, PHASE1_SCRATCH) + tiles * B * B * 12
+
+    shard = int(spec["shard_side"])
+    side = min(GROUP_SIDE, shard)
+    while side < shard and (side // T) ** 2 * B < dev_threads:
+        side *= 2
+    while side > min(GROUP_SIDE, shard) and (
+            min(threads, groups(side)) * group_bytes(side) > free // 2):
+        side //= 2
+    nt_r, nt_c = tspec.tiles_shape
+    top_bytes = nt_r * nt_c * B * B * 12
+    cache = top_cache_bytes_gpu() if cache_bytes is None else int(cache_bytes)
+    height = (0 if top_bytes <= min(cache, free // 4) else
+              default_max_height(tspec.tiles_shape, tile=T))
+    return {"by": "device", "group_side": side, "height": height,
+            "launch_threads": min((side // T) ** 2, PHASE1_SCRATCH // per_tile) * B,
+            "device_threads": dev_threads, "free_bytes": int(free),
+            "top_matrix_bytes": int(top_bytes)}
 
 
 #: The stages with one task per group, keys ``(f"cost-{stage}-{token}", i, j)``.
