@@ -825,9 +825,14 @@ def _device_facts(backend):
     from terrain.grid.mst_device import free_device_bytes
     be = get_backend(backend)
     cp = be.xp
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    return (int(props["multiProcessorCount"]) * int(props["maxThreadsPerMultiProcessor"]),
-            free_device_bytes(be))
+    dev = cp.cuda.Device()
+    try:
+        props = cp.cuda.runtime.getDeviceProperties(dev.id)
+        threads = int(props["multiProcessorCount"]) * int(props["maxThreadsPerMultiProcessor"])
+    except (KeyError, AttributeError, TypeError):
+        a = dev.attributes
+        threads = int(a["MultiProcessorCount"]) * int(a["MaxThreadsPerMultiProcessor"])
+    return threads, free_device_bytes(be)
 
 
 def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None):
