@@ -364,8 +364,8 @@ def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratc
                                 np.int32(codes.size), np.int32(model), len_d, od, oh, s_ld, s_la,
                                 s_lh, s_kd, s_ka, s_kh, s_win, np.int32(cap)),
              shared_mem=2 * T * T * 4)
-        out_d[t0:t0 + m] = od.get()
-        out_h[t0:t0 + m] = oh.get()
+        od.get(out=out_d[t0:t0 + m])  # straight into the batch (no temporary host copy)
+        oh.get(out=out_h[t0:t0 + m])
     return out_d, out_h
 
 
