@@ -136,13 +136,18 @@ def _one(job):
         import pipelines.cost_distance_tiled as cdt
         cdt._comp = lambda: (zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"),)
     table = _profile() if job.get("profile") else None
-    io0, t0 = _io(), time.perf_counter()
+    import resource
+
+    def cpu_s():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    io0, t0, c0 = _io(), time.perf_counter(), cpu_s()
     s = run_cost_distance(job["store"], job["out"], cells=[tuple(c) for c in job["cells"]],
                           algorithm="tiled", tile_sssp=job["tile"], max_height=job["height"],
                           backend=job["backend"], scheduler=job["scheduler"], overwrite=True,
                           reuse=job["reuse"])
     wall, io1 = time.perf_counter() - t0, _io()
-    print(json.dumps({"wall_s": round(wall, 2), "peak_rss_bytes": peak_rss_bytes(),
+    print(json.dumps({"wall_s": round(wall, 2), "cpu_s": round(cpu_s() - c0, 2), "peak_rss_bytes": peak_rss_bytes(),
                       "read_bytes": io1["rchar"] - io0["rchar"],
                       "written_bytes": io1["wchar"] - io0["wchar"],
                       "summary": {k: s.get(k) for k in (
