@@ -147,7 +147,8 @@ def _one(job):
                           backend=job["backend"], scheduler=job["scheduler"], overwrite=True,
                           reuse=job["reuse"])
     wall, io1 = time.perf_counter() - t0, _io()
-    print(json.dumps({"wall_s": round(wall, 2), "cpu_s": round(cpu_s() - c0, 2), "peak_rss_bytes": peak_rss_bytes(),
+    print(json.dumps({"wall_s": round(wall, 2), "cpu_s": round(cpu_s() - c0, 2),
+                      "peak_rss_bytes": peak_rss_bytes(),
                       "read_bytes": io1["rchar"] - io0["rchar"],
                       "written_bytes": io1["wchar"] - io0["wchar"],
                       "summary": {k: s.get(k) for k in (

@@ -64,8 +64,8 @@ from terrain.errors import InputError
 from terrain.grid._tournament import INT_INF
 from terrain.grid.costs import check_friction
 from terrain.grid.sssp_tiled import (NodeBoundary, TileBatch, TiledSpec, default_max_height,
-                                     fill_group, index_leaf, node_boundary, node_down, sources_leaf, sources_merge,
-                                     top_labels_paged)
+                                     fill_group, index_leaf, node_boundary, node_down,
+                                     sources_leaf, sources_merge, top_labels_paged)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 from .quadtree import delayed_call

@@ -82,7 +82,8 @@ from .sssp import SSSPResult, check_sources
 from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
-           "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge", "sources_leaf",
+           "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge",
+           "sources_leaf",
            "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
@@ -663,7 +664,8 @@ def _tile_batch(spec, z_block, f_block, window):
 @dataclass
 class TileBatch:
     """Phase 1 of a block's tiles as padded arrays, tiles row-major over ``tiles`` =
-    ``(nr, nc)`` of side ``tile``: ``count`` (n,) boundary sizes, ``ids`` (n, bmax) global ids (-1 padding),
+    ``(nr, nc)`` of side ``tile``: ``count`` (n,) boundary sizes, ``ids`` (n, bmax) global
+    ids (-1 padding),
     ``z``/``f`` their elevations and frictions (NaN padding), ``dist``/``hops`` (n, bmax,
     bmax) the pair matrices (inf / ``INT_INF`` padding), ``windows`` the tiles' windows.
     A pipeline writes these arrays as they are; :meth:`nodes` gives one
