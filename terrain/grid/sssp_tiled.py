@@ -665,11 +665,10 @@ def _tile_batch(spec, z_block, f_block, window):
 class TileBatch:
     """Phase 1 of a block's tiles as padded arrays, tiles row-major over ``tiles`` =
     ``(nr, nc)`` of side ``tile``: ``count`` (n,) boundary sizes, ``ids`` (n, bmax) global
-    ids (-1 padding),
-    ``z``/``f`` their elevations and frictions (NaN padding), ``dist``/``hops`` (n, bmax,
-    bmax) the pair matrices (inf / ``INT_INF`` padding), ``windows`` the tiles' windows.
-    A pipeline writes these arrays as they are; :meth:`nodes` gives one
-    :class:`NodeBoundary` per tile."""
+    ids (-1 padding), ``z``/``f`` their elevations and frictions (NaN padding),
+    ``dist``/``hops`` (n, bmax, bmax) the pair matrices (inf / ``INT_INF`` padding),
+    ``windows`` the tiles' windows. A pipeline writes these arrays as they are;
+    :meth:`nodes` gives one :class:`NodeBoundary` per tile."""
 
     tile: int
     tiles: tuple
