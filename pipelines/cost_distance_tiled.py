@@ -63,7 +63,8 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid._tournament import INT_INF
 from terrain.grid.costs import check_friction
-from terrain.grid.sssp_tiled import (NodeBoundary, TileBatch, TiledSpec, default_max_height,
+from terrain.grid.sssp_tiled import (FlatBoundaries, NodeBoundary, TileBatch, TiledSpec,
+                                     default_max_height,
                                      fill_group, index_leaf, node_boundary, node_down,
                                      sources_leaf, sources_merge, top_labels_paged)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
@@ -509,19 +510,26 @@ def _collect_rest(rest):
 
 def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
     """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
-    labels. Returns its paging stats."""
+    labels. Returns its paging stats. The level's cells are read and its labels written
+    as whole arrays (:class:`~terrain.grid.sssp_tiled.FlatBoundaries`), not node by node."""
     t0 = time.perf_counter()
     H = tspec.height
     nr, nc = store.shape(H)
     if H == tspec.levels - 1:  # the root has its matrix and no boundary: nothing above
         return {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": 0}
-    tops = store.meta(H, (0, nr, 0, nc))
-    keys = sorted(tops)
+    whole = (slice(0, nr), slice(0, nc))
+    count = np.asarray(store.array(H, "count")[whole]).reshape(-1)
+    ids = np.asarray(store.array(H, "ids")[whole])
+    cell = ids >= 0  # (nr, nc, B): node-major, each node's cells first
+    tops = FlatBoundaries(count, ids[cell], np.asarray(store.array(H, "z")[whole])[cell],
+                          np.asarray(store.array(H, "f")[whole])[cell])
+    del ids
+    known = {key[1] * nc + key[2]: lab for key, lab in labels.items() if key[0] == H}
     B = store.bpad(H)
+    node = np.arange(nr * nc, dtype=np.int64)
     if backend == "gpu" and nr * nc * B * B * 12 <= cache_bytes:
         # the whole level fits: one read (zarr reads its chunks concurrently) as a single
         # page, solved on the device (on the CPU, page by page is as fast and holds less)
-        page_of, page_loc = [0] * len(keys), [i * nc + j for _, i, j in keys]
         shape = (nr * nc, B, B)
 
         def load(p):  # the two arrays in two threads (decompression releases the GIL)
@@ -529,26 +537,26 @@ def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
             with ThreadPoolExecutor(2) as pool:
                 return tuple(pool.map(lambda name: np.asarray(store.array(H, name)[:])
                                       .reshape(shape), ("dist", "hops")))
-        final, stats = top_labels_paged(tspec, [tops[t] for t in keys],
-                                        [labels.get(t) for t in keys], page_of, page_loc,
+        final, stats = top_labels_paged(tspec, tops, known, np.zeros(nr * nc, np.int64), node,
                                         load, shape, cache_bytes, backend=backend)
-        lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
-        stats["seconds"] = time.perf_counter() - t0
-        return stats
-    m = store.page(H)
-    npc = -(-nc // m)
-    page_of = [(i // m) * npc + j // m for _, i, j in keys]
-    page_loc = [(i % m) * m + j % m for _, i, j in keys]
-    npr = -(-nr // m)
+    else:
+        m = store.page(H)
+        npc, npr = -(-nc // m), -(-nr // m)
+        i, j = node // nc, node % nc
+        page_of = (i // m) * npc + j // m
+        page_loc = (i % m) * m + j % m
 
-    def around(p):  # the 8 pages around page p
-        pi, pj = divmod(p, npc)
-        return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
-                if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
-    final, stats = top_labels_paged(
-        tspec, [tops[t] for t in keys], [labels.get(t) for t in keys], page_of, page_loc,
-        lambda p: store.load_page(H, p), (m * m, B, B), cache_bytes, neighbours=around)
-    lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
+        def around(p):  # the 8 pages around page p
+            pi, pj = divmod(p, npc)
+            return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
+                    if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
+        final, stats = top_labels_paged(
+            tspec, tops, known, page_of, page_loc, lambda p: store.load_page(H, p),
+            (m * m, B, B), cache_bytes, neighbours=around)
+    for name, lab, fill in zip(("d", "a", "h"), final, (np.inf, INT_INF, INT_INF)):
+        out = np.full(cell.shape, fill, lab.dtype)
+        out[cell] = lab
+        lstore.array(H, name)[whole] = out
     stats["seconds"] = time.perf_counter() - t0
     return stats
 
@@ -611,9 +619,13 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
     return stats
 
 
-class _Ids:
-    def __init__(self, ids):
-        self.ids = ids
+def _ring_seeds(store, lstore, region):
+    """``(ids, (d, a, h))``: the boundary cells of the tiles of ``region`` (clipped) and
+    their final labels, flat (padding dropped), read as whole arrays."""
+    sl = store._clip(0, region)
+    ids = np.asarray(store.array(0, "ids")[sl])
+    cell = ids >= 0
+    return ids[cell], tuple(np.asarray(lstore.array(0, n)[sl])[cell] for n in ("d", "a", "h"))
 
 
 def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
@@ -631,11 +643,8 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
         for gj in range(c0 // side, -(-c1 // side)):
             reg = _group_region(store, 0, gi, gj)
             ring = (reg[0] - 1, reg[1] + 1, reg[2] - 1, reg[3] + 1)
-            meta = store.meta(0, ring)
-            final = lstore.read_labels(0, ring, {key: nb.size for key, nb in meta.items()})
-            nodes = {key: _Ids(nb.ids) for key, nb in meta.items()}
-            win, gd, ga, gb, _ = fill_group(tspec, reader, backend, nodes, final, srcs, g,
-                                            gi, gj)
+            win, gd, ga, gb, _ = fill_group(tspec, reader, backend, None, None, srcs, g,
+                                            gi, gj, seeds=_ring_seeds(store, lstore, ring))
             x0, x1, y0, y1 = max(win[0], r0), min(win[1], r1), max(win[2], c0), min(win[3], c1)
             src = (slice(x0 - win[0], x1 - win[0]), slice(y0 - win[2], y1 - win[2]))
             dst = (slice(x0 - r0, x1 - r0), slice(y0 - c0, y1 - c0))

@@ -13,7 +13,8 @@ from test_cost_distance_cli import write_asc
 from test_sssp_tiled import int_dem, oracle
 
 from terrain.backend import get_backend
-from terrain.grid.sssp_tiled import TiledSpec, tile_boundaries, top_labels, top_labels_paged
+from terrain.grid.sssp_tiled import (FlatBoundaries, TiledSpec, tile_boundaries, top_labels,
+                                     top_labels_paged)
 
 LAYERS = ("distance", "allocation", "backlink")
 
@@ -102,6 +103,14 @@ def test_top_one_page_equals_in_memory(backend, start):
     for w, g in zip(want, got):
         for a, b in zip(w, g):
             np.testing.assert_array_equal(a, b)
+    # the same level read as whole arrays (a pipeline's way): the labels come back flat
+    flat = FlatBoundaries(np.array([t.size for t in tiles], np.int32),
+                          *(np.concatenate([getattr(t, x) for t in tiles])
+                            for x in ("ids", "z", "f")))
+    got, _ = top_labels_paged(spec, flat, srcs, [0] * len(tiles), list(range(len(tiles))),
+                              lambda p: (d, h), d.shape, d.nbytes + h.nbytes, backend=backend)
+    for i in range(3):
+        np.testing.assert_array_equal(np.concatenate([w[i] for w in want]), got[i])
 
 
 def test_index_in_store_reused_by_a_fresh_process(capsys, tmp_path):

@@ -83,6 +83,7 @@ from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
            "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge",
+           "FlatBoundaries",
            "sources_leaf",
            "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
@@ -574,6 +575,18 @@ class NodeBoundary:
     @property
     def size(self):
         return int(self.ids.size)
+
+
+@dataclass
+class FlatBoundaries:
+    """The boundary cells of a row of nodes, concatenated: ``size`` (n,) cells per node,
+    ``ids``, ``z``, ``f`` (``size.sum()``,) in node order (what a pipeline reads of a whole
+    level at once, without one :class:`NodeBoundary` per node)."""
+
+    size: np.ndarray
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
 
 
 def _inf_labels(n):
@@ -1194,31 +1207,51 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
 
     Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
     ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
+
+    ``tops`` may also be a :class:`FlatBoundaries` (every top node's cells concatenated, as a
+    pipeline reads a level; ``tops_labels`` then maps node positions to the few nodes'
+    labels that are known): the labels come back flat, ``(ld, la, lh)`` over those cells.
     """
-    kids, slots = [], []
-    for s, c in enumerate(tops):
-        if c is not None and c.size:
-            kids.append(c)
-            slots.append(s)
-    sizes = np.array([c.size for c in kids], np.int64)
+    flat = isinstance(tops, FlatBoundaries)
+    if flat:
+        slots = np.nonzero(tops.size > 0)[0]
+        sizes = tops.size[slots].astype(np.int64)
+    else:
+        kids, slots = [], []
+        for s, c in enumerate(tops):
+            if c is not None and c.size:
+                kids.append(c)
+                slots.append(s)
+        sizes = np.array([c.size for c in kids], np.int64)
     coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     V = int(coff[-1])
-    out = [None if c is None else _inf_labels(c.size) for c in tops]
-    stats = {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": V}
-    if V == 0:
-        return out, stats
-    ids = np.concatenate([c.ids for c in kids])
-    z = np.concatenate([c.z for c in kids])
-    f = np.concatenate([c.f for c in kids])
-    vchild = np.repeat(np.arange(len(kids), dtype=np.int64), sizes)
     ld = np.full(V, _INF)
     la = np.full(V, INT_INF, np.int32)
     lh = np.full(V, INT_INF, np.int32)
-    for kid_pos, slot in enumerate(slots):
-        lab = tops_labels[slot]
-        if lab is not None:
-            s, e = coff[kid_pos], coff[kid_pos + 1]
-            ld[s:e], la[s:e], lh[s:e] = lab
+    stats = {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": V}
+
+    def result():
+        if flat:
+            return (ld, la, lh), stats
+        out = [None if c is None else _inf_labels(c.size) for c in tops]
+        return _top_split(slots, coff, ld, la, lh, out), stats
+    if V == 0:
+        return result()
+    if flat:
+        ids, z, f = tops.ids, tops.z, tops.f
+        labelled = [(int(np.searchsorted(slots, slot)), lab)
+                    for slot, lab in tops_labels.items()
+                    if lab is not None and tops.size[slot]]
+    else:
+        ids = np.concatenate([c.ids for c in kids])
+        z = np.concatenate([c.z for c in kids])
+        f = np.concatenate([c.f for c in kids])
+        labelled = [(kid_pos, tops_labels[slot]) for kid_pos, slot in enumerate(slots)
+                    if tops_labels[slot] is not None]
+    vchild = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    for kid_pos, lab in labelled:
+        s, e = coff[kid_pos], coff[kid_pos + 1]
+        ld[s:e], la[s:e], lh[s:e] = lab
     if np.any(ld < _INF):
         t_arcs = time.perf_counter()
         cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
@@ -1252,7 +1285,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
                                                 pool_h[0], cptr, cdst, cw, ld, la, lh)
             stats["solve_seconds"] = time.perf_counter() - t_solve
             stats["pages"] = 1
-            return _top_split(slots, coff, ld, la, lh, out), stats
+            return result()
         tt = tt_new(V)
         tt_seed(*tt, ld, la, lh)
         vpage = pg[vchild]
@@ -1305,7 +1338,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             if threads is not None:
                 threads.shutdown()
         stats["pages"] = len(seen)
-    return _top_split(slots, coff, ld, la, lh, out), stats
+    return result()
 
 
 def _top_split(slots, coff, ld, la, lh, out):
@@ -1589,13 +1622,16 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
     return final
 
 
-def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
+def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None):
     """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation,
     backlink, hops)`` of the group's block.
 
     ``final`` maps tile keys to final boundary labels, for the group's tiles and the ring of
-    tiles around it (the halo). The tiles' halo-extended windows are cut, all of one shape
-    ``T + 2w``, from the group's block padded with nodata, and run as one batch
+    tiles around it (the halo); ``nodes`` their boundary cells (``.ids``). Or ``seeds``:
+    ``(ids, (d, a, h))``, those cells and labels as flat arrays (a pipeline reads them so
+    from its store; ``nodes`` and ``final`` are then not used). The tiles' halo-extended
+    windows are cut, all of one shape ``T + 2w``, from the group's block padded with
+    nodata, and run as one batch
     (:func:`windows_dijkstra_cpu` or ``_boundary.cu: windows_dijkstra``).
     """
     T, w = spec.tile, spec.width
@@ -1617,10 +1653,13 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
     sl = (slice(er0 - pr0, er1 - pr0), slice(ec0 - pc0, ec1 - pc0))
     zp[sl], fp[sl] = zc, fc
     # the final boundary labels of the group's tiles and of the ring of tiles around it
-    ring = [(0, ti, tj) for ti in range(max(ti0 - 1, 0), min(ti1 + 1, nt_r))
-            for tj in range(max(tj0 - 1, 0), min(tj1 + 1, nt_c))]
-    _, cd, ca, ch = halo_seeds(spec, (pr0, pr0, pc0, pc0),
-                               [(nodes[t].ids, final[t]) for t in ring],
+    if seeds is None:
+        ring = [(0, ti, tj) for ti in range(max(ti0 - 1, 0), min(ti1 + 1, nt_r))
+                for tj in range(max(tj0 - 1, 0), min(tj1 + 1, nt_c))]
+        seeds = [(nodes[t].ids, final[t]) for t in ring]
+    else:
+        seeds = [seeds]
+    _, cd, ca, ch = halo_seeds(spec, (pr0, pr0, pc0, pc0), seeds,
                                (pr0, pr0 + Hp, pc0, pc0 + Wp))
     S = T + 2 * w
 
