@@ -2,8 +2,9 @@
 
 The steps are those of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's
 hierarchy), scheduled on the ONE quadtree walk of :mod:`terrain.tiles.quadtree` with the
-Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a block of ``group_side`` cells (at
-most :data:`GROUP_SIDE` = 512, at most a shard of the tile store), cut into SSSP tiles of
+Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a block of ``group_side`` cells (on
+the CPU at most :data:`GROUP_SIDE` = 512, at most a shard of the tile store; a fresh GPU run
+sizes it, and the height cap, from the device: :func:`gpu_sizing`), cut into SSSP tiles of
 ``tile_sssp`` cells (16 by default: phase 1 costs grow linearly with the tile side).
 
 Out of core
@@ -25,9 +26,12 @@ With ``--backend gpu``: phase 1, the node merges inside each group (one launch p
 and phase 3 run on the device; the top cache is :func:`top_cache_bytes_gpu` (1/16 of the
 host's memory, at most 8 GB) and when the top level's matrices fit it they are read in
 one go and the top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`)
-instead of the host's paged Dijkstra. The summary's ``stage_seconds`` gives the
-task-seconds of each stage (summed over threads) and ``top_split`` the top's read, arc
-and solve seconds.
+instead of the host's paged Dijkstra. A fresh GPU run takes groups as large as one
+launch needs to fill the device (up to a shard) and height 0 when the tiles' matrices fit
+that cache (:func:`gpu_sizing`; the summary's ``sizing``). The summary's ``stage_seconds``
+gives the task-seconds of each stage (summed over threads) and ``top_split`` the top's
+read, arc and solve seconds. Whole levels and rings of tiles are read and written as
+arrays (:class:`~terrain.grid.sssp_tiled.TileBatch`, ``FlatBoundaries``), not node by node.
 
 Dask strategy
 -------------
