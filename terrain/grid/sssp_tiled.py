@@ -1151,32 +1151,29 @@ def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, 
     d = cp.asarray(np.ascontiguousarray(ld, np.float64)).view(cp.uint64)
     cuda = _cuda(be)
     threads = 256
-    blocks = (-(-V * 32 // threads),)
-    changed = cp.zeros(1, cp.int32)
 
-    def sweep(kern, args, active):
+    def sweep(kern, args, start):
+        """Rounds until none improves: each round one warp per vertex of the frontier (the
+        vertices that improved in the previous round, listed here)."""
+        front = cp.asarray(np.flatnonzero(start).astype(np.int64))
         nxt = cp.zeros(V, cp.uint8)
         rounds = 0
-        while True:
-            changed.fill(0)
-            kern(blocks, (threads,), args(active, nxt))
+        while front.size:
+            kern((-(-front.size * 32 // threads),), (threads,),
+                 (np.int64(front.size), front) + args + (nxt,))
             rounds += 1
-            if not int(changed.get()[0]):
-                return rounds
-            active, nxt = nxt, active
+            front = cp.flatnonzero(nxt)
             nxt.fill(0)
+        return rounds
     r1 = sweep(cuda.get_function("top_relax_d"),
-               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, cpd, cdd, cwd, d,
-                                 act, nxt, changed), cp.asarray(seeds.astype(np.uint8)))
+               (vc, co, lo, np.int32(B), cs, pd, cpd, cdd, cwd, d), seeds)
     dist = d.view(cp.float64).get()
     tight = seeds & (dist == ld)  # seeds that keep their start label's distance
     key0 = np.full(V, np.iinfo(np.uint64).max, np.uint64)
     key0[tight] = (la[tight].astype(np.uint64) << np.uint64(32)) | lh[tight].astype(np.uint64)
     key = cp.asarray(key0)
     r2 = sweep(cuda.get_function("top_relax_key"),
-               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, ph, cpd, cdd,
-                                 cwd, d, key, act, nxt, changed),
-               cp.asarray(tight.astype(np.uint8)))
+               (vc, co, lo, np.int32(B), cs, pd, ph, cpd, cdd, cwd, d, key), tight)
     k = key.get()
     reached = dist < _INF
     ld[:] = dist
@@ -1537,15 +1534,20 @@ def sources_leaf(spec, nodes, reader, sources, g, i, j):
     rows, cols, costs = sources
     own = {}
     z = f = None
-    if len(_sources_in(window, rows, cols, costs)[0]):
+    inside = _sources_in(window, rows, cols, costs)
+    if len(inside[0]):
         z, f = reader(window)
+    T = spec.tile
+    in_tile = {}  # tile -> positions in ``inside`` (one pass, not one test per tile)
+    for p, rc in enumerate(zip((inside[0] // T).tolist(), (inside[1] // T).tolist())):
+        in_tile.setdefault(rc, []).append(p)
 
     def leaf(k, ii, jj):
         key = _global(g, i, j, 0, ii, jj)
-        win = spec.window(*key)
-        src = _sources_in(win, rows, cols, costs)
         lab = None  # no source in the tile: all labels infinite (the index is not read)
-        if len(src[0]):
+        if key[1:] in in_tile:
+            win = spec.window(*key)
+            src = tuple(a[in_tile[key[1:]]] for a in inside)
             r0, c0 = win[0] - window[0], win[2] - window[2]
             sl = (slice(r0, r0 + win[1] - win[0]), slice(c0, c0 + win[3] - win[2]))
             lab = tile_source_labels(spec, z[sl], f[sl], win, nodes[key], src)
