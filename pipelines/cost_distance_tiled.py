@@ -824,7 +824,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
-def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
+def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, devices=1):
     """Complete the command's ``spec`` for the tiled path (in place): SSSP tile (default: the
     reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
     index's group side and height after checking it matches (:func:`check_reuse_store`).
@@ -832,7 +832,8 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
     Group side and height: on the CPU (and for a reused store, its own) a shard of the
     store, at most :data:`GROUP_SIDE`, and :func:`~terrain.grid.sssp_tiled.
     default_max_height`; a fresh ``backend="gpu"`` run sizes both from the device
-    (:func:`gpu_sizing`). ``spec["sizing"]`` says which (the summary prints it). For one
+    (:func:`gpu_sizing`, ``devices`` GPUs). ``spec["sizing"]`` says which (the summary
+    prints it). For one
     tile side, group side and height, CPU and GPU give the same layers bit for bit; the
     group side never changes a result and with integer costs neither does the height.
     """
@@ -855,7 +856,7 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
         spec["group_side"] = stored["group"]
         sizing = {"by": "reused store", "group_side": spec["group_side"]}
     elif reuse is None and getattr(backend, "name", backend) == "gpu":
-        sizing = gpu_sizing(spec, backend)
+        sizing = gpu_sizing(spec, backend, devices=devices)
         spec["group_side"] = sizing["group_side"]
         if spec["max_height"] is None:
             spec["max_height"] = sizing["height"]
@@ -888,13 +889,14 @@ def _device_facts(backend):
     return threads, free_device_bytes(be)
 
 
-def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None):
+def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None, devices=1):
     """Group side and height cap of a fresh ``--backend gpu`` run, from the device.
 
     ``device``: ``(resident threads, free bytes)`` instead of asking the device (SMs x
     threads per SM, CUDA's and CuPy's pool's free memory); ``threads``: the task threads
     (default: the cores); ``cache_bytes``: the top cache (default
-    :func:`top_cache_bytes_gpu`). Returns a dict for the summary: ``group_side``, ``height``,
+    :func:`top_cache_bytes_gpu`); ``devices``: the GPUs the groups are spread over (at
+    least one group each). Returns a dict for the summary: ``group_side``, ``height``,
     ``launch_threads``, ``device_threads``, ``free_bytes``, ``by``.
 
     *Group side.* Phase 1 runs one CUDA thread per (tile, boundary cell) and a group's tiles
@@ -920,6 +922,10 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None)
     >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16, cache_bytes=8 << 30)
     >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
     (512, 1)
+    >>> s2 = dict(s, shape=(2048, 2048))  # one group of 2048, or one for each of 2 GPUs
+    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30,
+    ...             devices=d)["group_side"] for d in (1, 2)]
+    [2048, 1024]
     """
     import os
 
@@ -945,7 +951,8 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None)
     while side < shard and (side // T) ** 2 * B < dev_threads:
         side *= 2
     while side > min(GROUP_SIDE, shard) and (
-            min(threads, groups(side)) * group_bytes(side) > free // 2):
+            min(threads, groups(side)) * group_bytes(side) > free // 2
+            or groups(side) < devices):
         side //= 2
     nt_r, nt_c = tspec.tiles_shape
     top_bytes = nt_r * nt_c * B * B * 12
