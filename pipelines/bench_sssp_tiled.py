@@ -13,7 +13,10 @@ tiled``, :mod:`pipelines.cost_distance_tiled`) on a tile store of the same DEM: 
 (one source in the centre) and a ``--reuse`` query (two other sources), each in its own
 process, with its wall time, peak RSS (``ru_maxrss``), bytes read and written
 (``/proc/self/io``: ``rchar``/``wchar``, every byte through ``read``/``write``, page cache
-included) against the output store's size on disk, and the top Dijkstra's paging.
+included) against the output store's size on disk, and the top Dijkstra's paging;
+``--profile`` adds the seconds and calls of the main steps (phase-1 batches and kernels,
+store reads and writes, phase 3, the top), summed over the task threads, and
+``--group-side`` fixes the GPU's group side (else sized from the device).
 """
 
 import argparse
@@ -66,23 +69,96 @@ def int_store(path, n, tile=512, seed=0):
     return path
 
 
+#: ``--profile``: the calls whose task-seconds (summed over threads) and counts are printed
+PROFILED = ("terrain.grid.sssp_tiled:tile_batch", "terrain.grid.sssp_tiled:boundary_pairs_gpu",
+            "terrain.grid.sssp_tiled:boundary_pairs_cpu",
+            "terrain.grid.sssp_tiled:windows_dijkstra_gpu",
+            "terrain.grid.sssp_tiled:windows_dijkstra_cpu",
+            "terrain.grid.sssp_tiled:_backlinks_batch", "terrain.grid.sssp_tiled:halo_seeds",
+            "terrain.grid.sssp_tiled:nodes_boundary", "terrain.grid.sssp_tiled:top_solve_gpu",
+            "terrain.grid.sssp_tiled:sources_leaf",
+            "pipelines.cost_distance_tiled:fill_group", "pipelines.cost_distance_tiled:_top",
+            "pipelines.cost_distance_tiled:StoreReader.__call__",
+            "pipelines.cost_distance_tiled:IndexStore.write_batch",
+            "pipelines.cost_distance_tiled:IndexStore.write_nodes",
+            "pipelines.cost_distance_tiled:IndexStore.meta",
+            "pipelines.cost_distance_tiled:IndexStore.read_labels",
+            "pipelines.cost_distance_tiled:IndexStore.write_labels",
+            "pipelines.cost_distance_tiled:_make_stores",
+            "pipelines.cost_distance_tiled:_finish", "pipelines.cost_distance:_prepare",
+            "pipelines.cost_distance:finish_store")
+
+
+def _profile(names=PROFILED):
+    """Wrap ``module:attr`` (or ``module:Class.method``) callables so each call adds its
+    wall seconds to a table; returns the table ``{name: [seconds, calls]}``. A measuring
+    aid of this benchmark: the command's own ``stage_seconds`` are per task."""
+    import functools
+    import importlib
+    import threading
+    table, lock = {}, threading.Lock()
+    for name in names:
+        mod, attr = name.split(":")
+        owner = importlib.import_module(mod)
+        *path, last = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        fn = getattr(owner, last)
+
+        def wrap(fn, name):
+            @functools.wraps(fn)
+            def timed(*args, **kwargs):
+                t0 = time.perf_counter()
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    dt = time.perf_counter() - t0
+                    with lock:
+                        row = table.setdefault(name.split(":")[1], [0.0, 0])
+                        row[0] += dt
+                        row[1] += 1
+            return timed
+        setattr(owner, last, wrap(fn, name))
+    return table
+
+
 def _one(job):
     """One command run in this process (a child of :func:`pipeline`): a JSON line."""
     from pipelines.cost_distance import run_cost_distance
     tiled_sssp(np.zeros((64, 64), np.float32), [(3, 3)], tile=16, backend=job["backend"])
-    io0, t0 = _io(), time.perf_counter()
+    if job.get("group_side"):  # a measurement: this group side instead of the device's
+        import pipelines.cost_distance_tiled as cdt
+        sizing, side = cdt.gpu_sizing, int(job["group_side"])
+        cdt.gpu_sizing = lambda *a, **k: dict(sizing(*a, **k), group_side=side, by="bench")
+    if job.get("index_codec") == "blosc":  # a measurement: the index in Blosc (zstd, shuffle)
+        import zarr
+
+        import pipelines.cost_distance_tiled as cdt
+        cdt._comp = lambda: (zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"),)
+    table = _profile() if job.get("profile") else None
+    import resource
+
+    def cpu_s():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+    io0, t0, c0 = _io(), time.perf_counter(), cpu_s()
     s = run_cost_distance(job["store"], job["out"], cells=[tuple(c) for c in job["cells"]],
                           algorithm="tiled", tile_sssp=job["tile"], max_height=job["height"],
                           backend=job["backend"], scheduler=job["scheduler"], overwrite=True,
                           reuse=job["reuse"])
     wall, io1 = time.perf_counter() - t0, _io()
-    print(json.dumps({"wall_s": round(wall, 2), "peak_rss_bytes": peak_rss_bytes(),
+    print(json.dumps({"wall_s": round(wall, 2), "cpu_s": round(cpu_s() - c0, 2),
+                      "peak_rss_bytes": peak_rss_bytes(),
                       "read_bytes": io1["rchar"] - io0["rchar"],
                       "written_bytes": io1["wchar"] - io0["wchar"],
                       "summary": {k: s.get(k) for k in (
                           "height", "groups", "group_side", "reached_cells", "max_distance",
                           "top_vertices", "top_pages", "top_page_loads", "top_seconds",
-                          "solve_seconds", "write_seconds", "stage_seconds", "top_split")}}), flush=True)
+                          "solve_seconds", "write_seconds", "stage_seconds", "top_split",
+                          "sizing")},
+                      "profile": None if table is None else {
+                          k: [round(v[0], 3), v[1]] for k, v in sorted(table.items())}}),
+          flush=True)
     return 0
 
 
@@ -101,7 +177,9 @@ def pipeline(a):
         outs[name] = out
         job = {"store": str(store), "out": str(out), "cells": cells, "tile": a.tile,
                "height": height, "backend": a.backend, "scheduler": a.scheduler,
-               "reuse": None if reuse is None else str(outs[reuse])}
+               "reuse": None if reuse is None else str(outs[reuse]),
+               "group_side": a.group_side, "profile": a.profile,
+               "index_codec": a.index_codec}
         r = subprocess.run([sys.executable, "-m", "pipelines.bench_sssp_tiled", "--one",
                             json.dumps(job)], capture_output=True, text=True)
         if r.returncode:
@@ -136,6 +214,12 @@ def main(argv=None):
     p.add_argument("--scheduler", default="threads")
     p.add_argument("--workdir", default=None)
     p.add_argument("--keep", action="store_true", help="keep the output stores")
+    p.add_argument("--group-side", type=int, default=None,
+                   help="--pipeline on the GPU: this group side instead of the device's")
+    p.add_argument("--index-codec", default="zstd", choices=("zstd", "blosc"),
+                   help="--pipeline: the index's compressor (a measurement)")
+    p.add_argument("--profile", action="store_true",
+                   help="--pipeline: seconds and calls of the main steps (summed over threads)")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:

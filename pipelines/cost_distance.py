@@ -433,7 +433,8 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                     friction_checked=True, write_friction=False)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import tiled_spec
-        tiled_spec(spec, tile_sssp, max_height, reuse)
+        tiled_spec(spec, tile_sssp, max_height, reuse, backend=be.name,
+                   devices=1 if gpus is None else len(parse_gpus(gpus, visible_gpus())))
     if spec["algorithm"] == "tiled":
         try:
             import terrain.grid.sssp_tiled  # noqa: F401

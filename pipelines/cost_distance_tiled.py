@@ -2,8 +2,9 @@
 
 The steps are those of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's
 hierarchy), scheduled on the ONE quadtree walk of :mod:`terrain.tiles.quadtree` with the
-Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a block of ``group_side`` cells (at
-most :data:`GROUP_SIDE` = 512, at most a shard of the tile store), cut into SSSP tiles of
+Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a block of ``group_side`` cells (on
+the CPU at most :data:`GROUP_SIDE` = 512, at most a shard of the tile store; a fresh GPU run
+sizes it, and the height cap, from the device: :func:`gpu_sizing`), cut into SSSP tiles of
 ``tile_sssp`` cells (16 by default: phase 1 costs grow linearly with the tile side).
 
 Out of core
@@ -25,9 +26,12 @@ With ``--backend gpu``: phase 1, the node merges inside each group (one launch p
 and phase 3 run on the device; the top cache is :func:`top_cache_bytes_gpu` (1/16 of the
 host's memory, at most 8 GB) and when the top level's matrices fit it they are read in
 one go and the top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`)
-instead of the host's paged Dijkstra. The summary's ``stage_seconds`` gives the
-task-seconds of each stage (summed over threads) and ``top_split`` the top's read, arc
-and solve seconds.
+instead of the host's paged Dijkstra. A fresh GPU run takes groups as large as one
+launch needs to fill the device (up to a shard) and height 0 when the tiles' matrices fit
+that cache (:func:`gpu_sizing`; the summary's ``sizing``). The summary's ``stage_seconds``
+gives the task-seconds of each stage (summed over threads) and ``top_split`` the top's
+read, arc and solve seconds. Whole levels and rings of tiles are read and written as
+arrays (:class:`~terrain.grid.sssp_tiled.TileBatch`, ``FlatBoundaries``), not node by node.
 
 Dask strategy
 -------------
@@ -63,16 +67,17 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid._tournament import INT_INF
 from terrain.grid.costs import check_friction
-from terrain.grid.sssp_tiled import (NodeBoundary, TiledSpec, fill_group, index_leaf,
-                                     node_boundary, node_down, sources_leaf, sources_merge,
-                                     top_labels_paged)
+from terrain.grid.sssp_tiled import (FlatBoundaries, NodeBoundary, TileBatch, TiledSpec,
+                                     default_max_height,
+                                     fill_group, index_leaf, node_boundary, node_down,
+                                     sources_leaf, sources_merge, top_labels_paged)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 from .quadtree import delayed_call
 
 __all__ = ["StoreReader", "IndexStore", "build_tiled_graph", "build_cost_distance_tiled",
            "tiled_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
-           "GROUP_SIDE", "spread_over_workers", "GROUP_STAGES"]
+           "GROUP_SIDE", "spread_over_workers", "GROUP_STAGES", "gpu_sizing"]
 
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
@@ -190,6 +195,13 @@ class IndexStore:
             m //= 2
         return m
 
+    def shard_rows(self, k):
+        """Node rows per shard of level ``k``'s matrices: an eighth of a group's (at least
+        a page), so a group's task writes its matrices as eight shards in parallel
+        (:meth:`write_batch`; one write of a whole group's 0.7 GB took 2.8 s on one
+        thread)."""
+        return max(self.page(k), self.side(k) // 8)
+
     def create(self, attrs):
         root = zarr.open_group(store=self.path, mode="a")
         grp = root.require_group(self.name)
@@ -213,7 +225,7 @@ class IndexStore:
             arr("ids", (nr, nc, B), (c, c, B), "int64", -1)
             arr("z", (nr, nc, B), (c, c, B), "float32", np.nan)
             arr("f", (nr, nc, B), (c, c, B), "float32", np.nan)
-            shards = (c, c, B, B) if c > m else None
+            shards = (self.shard_rows(k), c, B, B) if c > m else None
             arr("dist", (nr, nc, B, B), (m, m, B, B), "float64", np.inf, shards)
             arr("hops", (nr, nc, B, B), (m, m, B, B), "int32", int(INT_INF), shards)
 
@@ -249,6 +261,42 @@ class IndexStore:
                            ("dist", dist), ("hops", hops)):
             self.array(k, name)[sl] = data
         return dist.nbytes + hops.nbytes + ids.nbytes + z.nbytes + f.nbytes
+
+    def write_batch(self, region, batch):
+        """Write phase 1 of the tiles of ``region`` (level 0, (i0, i1, j0, j1)) from a
+        :class:`~terrain.grid.sssp_tiled.TileBatch` of exactly those tiles (row-major):
+        its padded arrays go out as they are (padded further to the level's width)."""
+        i0, i1, j0, j1 = region
+        ni, nj = i1 - i0, j1 - j0
+        if tuple(batch.tiles) != (ni, nj):
+            raise ValueError(f"batch of {batch.tiles} tiles for region {region}")
+        B, b = self.bpad(0), batch.ids.shape[1]
+        sl = (slice(i0, i1), slice(j0, j1))
+        out = 0
+        jobs = []
+        for name, data, fill in (("count", batch.count, None), ("ids", batch.ids, -1),
+                                 ("z", batch.z, np.nan), ("f", batch.f, np.nan),
+                                 ("dist", batch.dist, np.inf), ("hops", batch.hops, INT_INF)):
+            if fill is not None and b < B:  # pad the boundary axes to the level's width
+                full = np.full(data.shape[:1] + (B,) * (data.ndim - 1), fill, data.dtype)
+                full[(slice(None),) + (slice(0, b),) * (data.ndim - 1)] = data
+                data = full
+            data = data.reshape((ni, nj) + data.shape[1:])
+            out += data.nbytes
+            if name in ("dist", "hops"):  # whole shards, in parallel threads
+                arr = self.array(0, name)
+                step = int((arr.shards or arr.chunks)[0])
+                jobs += [(name, (slice(i0 + r, i0 + min(r + step, ni)), sl[1]),
+                          data[r:r + step]) for r in range(0, ni, step)]
+            else:
+                self.array(0, name)[sl] = data
+        from concurrent.futures import ThreadPoolExecutor
+
+        def put(job):
+            self.array(0, job[0])[job[1]] = job[2]
+        with ThreadPoolExecutor(min(8, len(jobs))) as pool:
+            list(pool.map(put, jobs))
+        return out
 
     def _clip(self, k, region):
         """The slices of level ``k``'s node grid inside ``region`` (rows i0:i1, cols
@@ -286,6 +334,29 @@ class IndexStore:
         """One node with its matrices."""
         k, i, j = key
         return self.meta(k, (i, i + 1, j, j + 1), matrices=True)[key]
+
+    def read_level(self, k, name, threads=None):
+        """The whole array ``name`` of level ``k``, read in bands of chunk rows by
+        ``threads`` threads straight into one array (Zarr decodes a single read's chunks
+        on about one core: the 2.8 GB of 4096^2's tiles took 4.4 s on the H100's host)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from zarr.core.buffer import default_buffer_prototype
+        import os
+        threads = int(threads or min(16, os.cpu_count() or 1))
+        arr = self.array(k, name)
+        out = np.empty(arr.shape, arr.dtype)
+        step = int(arr.chunks[0])
+        rows = arr.shape[0]
+        step *= max(1, -(-rows // (step * threads)))  # about one band per thread
+        nd = default_buffer_prototype().nd_buffer
+
+        def band(r):
+            sl = (slice(r, min(r + step, rows)),)
+            arr.get_basic_selection(sl, out=nd.from_numpy_array(out[sl]))
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(band, range(0, rows, step)))
+        return out
 
     def load_page(self, k, p):
         """Page ``p`` of level ``k`` (pages row-major): ``(dist, hops)`` of shape
@@ -400,7 +471,11 @@ def _index_leaf_task(tspec, reader, backend, store, made, g, i, j):
 
     def emit(k, nodes):  # level by level: at most two levels of the group in memory
         if k <= tspec.height:
-            store.write_nodes(k, _group_region(store, k, i, j), nodes)
+            region = _group_region(store, k, i, j)
+            if isinstance(nodes, TileBatch):  # the tiles: the batch's arrays as they are
+                store.write_batch(region, nodes)
+            else:
+                store.write_nodes(k, region, nodes)
             written.add(k)
     index_leaf(tspec, reader, backend, g, i, j, emit=emit)
     for k in range(min(g, tspec.height) + 1):  # levels of empty nodes (none in the group)
@@ -482,46 +557,50 @@ def _collect_rest(rest):
 
 def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
     """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
-    labels. Returns its paging stats."""
+    labels. Returns its paging stats. The level's cells are read and its labels written
+    as whole arrays (:class:`~terrain.grid.sssp_tiled.FlatBoundaries`), not node by node."""
     t0 = time.perf_counter()
     H = tspec.height
     nr, nc = store.shape(H)
     if H == tspec.levels - 1:  # the root has its matrix and no boundary: nothing above
         return {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": 0}
-    tops = store.meta(H, (0, nr, 0, nc))
-    keys = sorted(tops)
+    whole = (slice(0, nr), slice(0, nc))
+    count = np.asarray(store.array(H, "count")[whole]).reshape(-1)
+    ids = np.asarray(store.array(H, "ids")[whole])
+    cell = ids >= 0  # (nr, nc, B): node-major, each node's cells first
+    tops = FlatBoundaries(count, ids[cell], np.asarray(store.array(H, "z")[whole])[cell],
+                          np.asarray(store.array(H, "f")[whole])[cell])
+    del ids
+    known = {key[1] * nc + key[2]: lab for key, lab in labels.items() if key[0] == H}
     B = store.bpad(H)
+    node = np.arange(nr * nc, dtype=np.int64)
     if backend == "gpu" and nr * nc * B * B * 12 <= cache_bytes:
         # the whole level fits: one read (zarr reads its chunks concurrently) as a single
         # page, solved on the device (on the CPU, page by page is as fast and holds less)
-        page_of, page_loc = [0] * len(keys), [i * nc + j for _, i, j in keys]
         shape = (nr * nc, B, B)
 
-        def load(p):  # the two arrays in two threads (decompression releases the GIL)
-            from concurrent.futures import ThreadPoolExecutor
-            with ThreadPoolExecutor(2) as pool:
-                return tuple(pool.map(lambda name: np.asarray(store.array(H, name)[:])
-                                      .reshape(shape), ("dist", "hops")))
-        final, stats = top_labels_paged(tspec, [tops[t] for t in keys],
-                                        [labels.get(t) for t in keys], page_of, page_loc,
+        def load(p):  # the two arrays, each in bands read by parallel threads
+            return tuple(store.read_level(H, name).reshape(shape) for name in ("dist", "hops"))
+        final, stats = top_labels_paged(tspec, tops, known, np.zeros(nr * nc, np.int64), node,
                                         load, shape, cache_bytes, backend=backend)
-        lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
-        stats["seconds"] = time.perf_counter() - t0
-        return stats
-    m = store.page(H)
-    npc = -(-nc // m)
-    page_of = [(i // m) * npc + j // m for _, i, j in keys]
-    page_loc = [(i % m) * m + j % m for _, i, j in keys]
-    npr = -(-nr // m)
+    else:
+        m = store.page(H)
+        npc, npr = -(-nc // m), -(-nr // m)
+        i, j = node // nc, node % nc
+        page_of = (i // m) * npc + j // m
+        page_loc = (i % m) * m + j % m
 
-    def around(p):  # the 8 pages around page p
-        pi, pj = divmod(p, npc)
-        return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
-                if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
-    final, stats = top_labels_paged(
-        tspec, [tops[t] for t in keys], [labels.get(t) for t in keys], page_of, page_loc,
-        lambda p: store.load_page(H, p), (m * m, B, B), cache_bytes, neighbours=around)
-    lstore.write_labels(H, (0, nr, 0, nc), dict(zip(keys, final)))
+        def around(p):  # the 8 pages around page p
+            pi, pj = divmod(p, npc)
+            return [(pi + a) * npc + pj + b for a in (-1, 0, 1) for b in (-1, 0, 1)
+                    if (a or b) and 0 <= pi + a < npr and 0 <= pj + b < npc]
+        final, stats = top_labels_paged(
+            tspec, tops, known, page_of, page_loc, lambda p: store.load_page(H, p),
+            (m * m, B, B), cache_bytes, neighbours=around)
+    for name, lab, fill in zip(("d", "a", "h"), final, (np.inf, INT_INF, INT_INF)):
+        out = np.full(cell.shape, fill, lab.dtype)
+        out[cell] = lab
+        lstore.array(H, name)[whole] = out
     stats["seconds"] = time.perf_counter() - t0
     return stats
 
@@ -584,9 +663,13 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
     return stats
 
 
-class _Ids:
-    def __init__(self, ids):
-        self.ids = ids
+def _ring_seeds(store, lstore, region):
+    """``(ids, (d, a, h))``: the boundary cells of the tiles of ``region`` (clipped) and
+    their final labels, flat (padding dropped), read as whole arrays."""
+    sl = store._clip(0, region)
+    ids = np.asarray(store.array(0, "ids")[sl])
+    cell = ids >= 0
+    return ids[cell], tuple(np.asarray(lstore.array(0, n)[sl])[cell] for n in ("d", "a", "h"))
 
 
 def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
@@ -604,11 +687,8 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
         for gj in range(c0 // side, -(-c1 // side)):
             reg = _group_region(store, 0, gi, gj)
             ring = (reg[0] - 1, reg[1] + 1, reg[2] - 1, reg[3] + 1)
-            meta = store.meta(0, ring)
-            final = lstore.read_labels(0, ring, {key: nb.size for key, nb in meta.items()})
-            nodes = {key: _Ids(nb.ids) for key, nb in meta.items()}
-            win, gd, ga, gb, _ = fill_group(tspec, reader, backend, nodes, final, srcs, g,
-                                            gi, gj)
+            win, gd, ga, gb, _ = fill_group(tspec, reader, backend, None, None, srcs, g,
+                                            gi, gj, seeds=_ring_seeds(store, lstore, ring))
             x0, x1, y0, y1 = max(win[0], r0), min(win[1], r1), max(win[2], c0), min(win[3], c1)
             src = (slice(x0 - win[0], x1 - win[0]), slice(y0 - win[2], y1 - win[2]))
             dst = (slice(x0 - r0, x1 - r0), slice(y0 - c0, y1 - c0))
@@ -737,34 +817,152 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                  "group_side": tspec.tile << g, "index_tasks": tasks["index"],
                  "reused_tasks": tasks["reused"],
                  "skipped_phases": [] if reuse is None else ["phase 1", "phase 2 upward"],
-                 "reuse": None if reuse is None else str(reuse)})
+                 "reuse": None if reuse is None else str(reuse),
+                 "sizing": spec.get("sizing")})
     tops = [out[(g, 0, 0)]] if (g, 0, 0) in out else []
     return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops, token,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
-def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None):
+def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, devices=1):
     """Complete the command's ``spec`` for the tiled path (in place): SSSP tile (default: the
-    reused store's, else 16), height cap,
-    group side (a shard of the store), and, with ``reuse``, the stored index's height after
-    checking it matches (:func:`check_reuse_store`)."""
-    if tile_sssp is None and reuse is not None:  # the stored index's tile
+    reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
+    index's group side and height after checking it matches (:func:`check_reuse_store`).
+
+    Group side and height: on the CPU (and for a reused store, its own) a shard of the
+    store, at most :data:`GROUP_SIDE`, and :func:`~terrain.grid.sssp_tiled.
+    default_max_height`; a fresh ``backend="gpu"`` run sizes both from the device
+    (:func:`gpu_sizing`, ``devices`` GPUs). ``spec["sizing"]`` says which (the summary
+    prints it). For one
+    tile side, group side and height, CPU and GPU give the same layers bit for bit; the
+    group side never changes a result and with integer costs neither does the height.
+    """
+    stored = {}
+    if reuse is not None:  # the stored index's tile and group side
         try:
-            tile_sssp = zarr.open_group(store=str(reuse), mode="r")[INDEX_GROUP].attrs["tile"]
+            stored = dict(zarr.open_group(store=str(reuse), mode="r")[INDEX_GROUP].attrs)
         except Exception:
-            tile_sssp = None  # check_reuse_store names the problem
+            stored = {}  # check_reuse_store names the problem
+        if tile_sssp is None:
+            tile_sssp = stored.get("tile")
     spec["tile_sssp"] = int(tile_sssp or 16)
     spec["max_height"] = None if max_height is None else int(max_height)
     spec["shard_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
     spec["group_side"] = min(spec["shard_side"], GROUP_SIDE)
+    sizing = {"by": "cpu", "group_side": spec["group_side"]}
     TiledSpec(tuple(spec["shape"]), spec["tile_sssp"], int(spec["connectivity"]), spec["cost"],
               tuple(float(x) for x in spec["cellsize"]), spec["max_height"])
+    if reuse is not None and isinstance(stored.get("group"), int):
+        spec["group_side"] = stored["group"]
+        sizing = {"by": "reused store", "group_side": spec["group_side"]}
+    elif reuse is None and getattr(backend, "name", backend) == "gpu":
+        sizing = gpu_sizing(spec, backend, devices=devices)
+        spec["group_side"] = sizing["group_side"]
+        if spec["max_height"] is None:
+            spec["max_height"] = sizing["height"]
     spec["reuse"] = None
     if reuse is not None:
         attrs = check_reuse_store(reuse, spec)
         spec["max_height"] = int(attrs["height"])
         spec["reuse"] = str(reuse)
+    spec["sizing"] = sizing
     return spec
+
+
+#: phase 1's scratch per launch (``boundary_pairs_gpu``'s bound: larger groups run in chunks)
+PHASE1_SCRATCH = 4 << 30
+
+
+def _device_facts(backend):
+    """``(resident threads, free bytes)`` of the backend's device."""
+    from terrain.backend import get_backend
+    from terrain.grid.mst_device import free_device_bytes
+    be = get_backend(backend)
+    cp = be.xp
+    dev = cp.cuda.Device()
+    try:
+        props = cp.cuda.runtime.getDeviceProperties(dev.id)
+        threads = int(props["multiProcessorCount"]) * int(props["maxThreadsPerMultiProcessor"])
+    except (KeyError, AttributeError, TypeError):
+        a = dev.attributes
+        threads = int(a["MultiProcessorCount"]) * int(a["MaxThreadsPerMultiProcessor"])
+    return threads, free_device_bytes(be)
+
+
+def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None, devices=1):
+    """Group side and height cap of a fresh ``--backend gpu`` run, from the device.
+
+    ``device``: ``(resident threads, free bytes)`` instead of asking the device (SMs x
+    threads per SM, CUDA's and CuPy's pool's free memory); ``threads``: the task threads
+    (default: the cores); ``cache_bytes``: the top cache (default
+    :func:`top_cache_bytes_gpu`); ``devices``: the GPUs the groups are spread over (at
+    least one group each). Returns a dict for the summary: ``group_side``, ``height``,
+    ``launch_threads``, ``device_threads``, ``free_bytes``, ``by``.
+
+    *Group side.* Phase 1 runs one CUDA thread per (tile, boundary cell) and a group's tiles
+    go in one launch (chunked under :data:`PHASE1_SCRATCH`); a 512^2 group of tiles of 16
+    holds 61 k threads, a quarter of an H100's resident 270 k, and the task threads' launches
+    on one device run one after another. So the group is the smallest power-of-two side
+    from :data:`GROUP_SIDE` up whose launch holds the device's resident threads, at most the
+    store's shard (a writer owns whole shards), halved while the groups in flight (one per
+    task thread, at most the group count; each up to :data:`PHASE1_SCRATCH` of scratch plus
+    its matrices) would not fit half the free memory.
+
+    *Height.* 0 when the tiles' matrices (``12 B^2`` bytes a tile, ~192 a cell) fit the
+    GPU's top cache (:func:`top_cache_bytes_gpu`) and a quarter of the free memory: the top
+    is then read in one go and solved on the device, and no level above the tiles is built
+    (a reuse query reads each matrix once); else the CPU's
+    :func:`~terrain.grid.sssp_tiled.default_max_height`.
+
+    >>> s = {"shape": (4096, 4096), "tile_sssp": 16, "connectivity": 8, "cost": "absdiff",
+    ...      "cellsize": (1.0, 1.0), "max_height": None, "shard_side": 2048}
+    >>> g = gpu_sizing(s, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g["group_side"], g["height"], g["launch_threads"]
+    (2048, 0, 299580)
+    >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
+    (512, 1)
+    >>> s2 = dict(s, shape=(2048, 2048))  # one group of 2048, or one for each of 2 GPUs
+    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30,
+    ...             devices=d)["group_side"] for d in (1, 2)]
+    [2048, 1024]
+    """
+    import os
+
+    from terrain.grid._tournament import tt_capacity
+    from terrain.tiles.quadtree import QuadtreePlan
+    dev_threads, free = _device_facts(backend) if device is None else device
+    threads = int(threads or os.cpu_count() or 1)
+    T = int(spec["tile_sssp"])
+    tspec = TiledSpec(tuple(spec["shape"]), T, int(spec["connectivity"]), spec["cost"],
+                      tuple(float(x) for x in spec["cellsize"]), spec.get("max_height"))
+    B = IndexStore("", tspec, 0).bpad(0)
+    per_tile = B * (T * T * 16 + 2 * tt_capacity(T * T) * 20)  # labels + tree a thread
+
+    def groups(side):
+        return len(QuadtreePlan.build(tspec.shape, T, max(1, side // T)).groups)
+
+    def group_bytes(side):
+        tiles = (side // T) ** 2
+        return min(tiles * per_tile, PHASE1_SCRATCH) + tiles * B * B * 12
+
+    shard = int(spec["shard_side"])
+    side = min(GROUP_SIDE, shard)
+    while side < shard and (side // T) ** 2 * B < dev_threads:
+        side *= 2
+    while side > min(GROUP_SIDE, shard) and (
+            min(threads, groups(side)) * group_bytes(side) > free // 2
+            or groups(side) < devices):
+        side //= 2
+    nt_r, nt_c = tspec.tiles_shape
+    top_bytes = nt_r * nt_c * B * B * 12
+    cache = top_cache_bytes_gpu() if cache_bytes is None else int(cache_bytes)
+    height = (0 if top_bytes <= min(cache, free // 4) else
+              default_max_height(tspec.tiles_shape, tile=T))
+    return {"by": "device", "group_side": side, "height": height,
+            "launch_threads": min((side // T) ** 2, PHASE1_SCRATCH // per_tile) * B,
+            "device_threads": dev_threads, "free_bytes": int(free),
+            "top_matrix_bytes": int(top_bytes)}
 
 
 #: The stages with one task per group, keys ``(f"cost-{stage}-{token}", i, j)``.

@@ -133,3 +133,48 @@ def test_tiled_gpu_equals_cpu(capsys, tmp_path, dem, small_shards, conn, tile_ss
     for n in LAYERS:
         np.testing.assert_array_equal(out["cpu"][n], out["gpu"][n], err_msg=n)
         np.testing.assert_array_equal(out["reuse-gpu"][n], out["fresh-cpu"][n], err_msg=n)
+
+
+def test_group_side_does_not_change_the_layers(capsys, tmp_path, dem, small_shards,
+                                               monkeypatch):
+    """Groups of 8 and of 16 cells (the GPU sizes them from the device) write the same
+    layers; a reuse query takes the stored index's group side."""
+    import pipelines.cost_distance_tiled as cdt
+    z, path = dem
+    base = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8, "--algorithm",
+            "tiled", "--tile-sssp", 4, "--max-height", 1]
+    monkeypatch.setattr(cdt, "GROUP_SIDE", 8)
+    s8 = _run(capsys, path, "-o", tmp_path / "g8.zarr", *base)
+    monkeypatch.setattr(cdt, "GROUP_SIDE", 16)
+    s16 = _run(capsys, path, "-o", tmp_path / "g16.zarr", *base)
+    assert (s8["group_side"], s8["groups"], s16["group_side"], s16["groups"]) == (8, 30, 16, 9)
+    assert s16["sizing"] == {"by": "cpu", "group_side": 16}
+    a, b = _layers(tmp_path / "g8.zarr"), _layers(tmp_path / "g16.zarr")
+    for n in LAYERS:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+    new = ["--source-cell", "10,36", "--tile", 8]
+    r = _run(capsys, path, "-o", tmp_path / "r.zarr", *new, "--reuse", tmp_path / "g8.zarr")
+    assert r["sizing"]["by"] == "reused store" and r["group_side"] == 8
+    f = _run(capsys, path, "-o", tmp_path / "f.zarr", *new, "--algorithm", "tiled",
+             "--tile-sssp", 4, "--max-height", 1)
+    a, b = _layers(tmp_path / "r.zarr"), _layers(tmp_path / "f.zarr")
+    for n in LAYERS:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+
+
+@pytest.mark.gpu
+def test_tiled_gpu_sized_from_the_device(capsys, tmp_path, dem, small_shards):
+    """A fresh ``--backend gpu`` run sizes its groups and height from the device (the
+    summary's ``sizing``) and writes the CPU's layers at that height."""
+    z, path = dem
+    common = ["--source-cell", "3,4", "--source-cell", "44,0", "--tile", 8, "--algorithm",
+              "tiled", "--tile-sssp", 4]
+    g = _run(capsys, path, "-o", tmp_path / "g.zarr", *common, "--backend", "gpu")
+    sz = g["sizing"]
+    assert sz["by"] == "device" and sz["device_threads"] > 0 and sz["free_bytes"] > 0
+    assert g["group_side"] == sz["group_side"] == 16 and g["height"] == sz["height"] == 0
+    _run(capsys, path, "-o", tmp_path / "c.zarr", *common, "--backend", "cpu",
+         "--max-height", g["height"])
+    a, b = _layers(tmp_path / "g.zarr"), _layers(tmp_path / "c.zarr")
+    for n in LAYERS:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)

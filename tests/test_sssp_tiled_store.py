@@ -13,7 +13,8 @@ from test_cost_distance_cli import write_asc
 from test_sssp_tiled import int_dem, oracle
 
 from terrain.backend import get_backend
-from terrain.grid.sssp_tiled import TiledSpec, tile_boundaries, top_labels, top_labels_paged
+from terrain.grid.sssp_tiled import (FlatBoundaries, TiledSpec, tile_boundaries, top_labels,
+                                     top_labels_paged)
 
 LAYERS = ("distance", "allocation", "backlink")
 
@@ -102,6 +103,14 @@ def test_top_one_page_equals_in_memory(backend, start):
     for w, g in zip(want, got):
         for a, b in zip(w, g):
             np.testing.assert_array_equal(a, b)
+    # the same level read as whole arrays (a pipeline's way): the labels come back flat
+    flat = FlatBoundaries(np.array([t.size for t in tiles], np.int32),
+                          *(np.concatenate([getattr(t, x) for t in tiles])
+                            for x in ("ids", "z", "f")))
+    got, _ = top_labels_paged(spec, flat, srcs, [0] * len(tiles), list(range(len(tiles))),
+                              lambda p: (d, h), d.shape, d.nbytes + h.nbytes, backend=backend)
+    for i in range(3):
+        np.testing.assert_array_equal(np.concatenate([w[i] for w in want]), got[i])
 
 
 def test_index_in_store_reused_by_a_fresh_process(capsys, tmp_path):
@@ -193,3 +202,20 @@ def test_no_task_holds_the_whole_index(capsys, tmp_path, monkeypatch):
     a, b = _layers(tmp_path / "i.zarr"), _layers(tmp_path / "t.zarr")
     for name in LAYERS:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_index_level_read_in_bands(tmp_path, threads):
+    """A level's matrices read in bands of chunk rows by several threads (the GPU top's
+    whole-level read) equal one read of the array: a grid whose node rows are not a
+    multiple of the chunk rows."""
+    from pipelines.cost_distance_tiled import IndexStore
+    spec = TiledSpec((300, 200), 8, 8, max_height=0)
+    store = IndexStore(tmp_path / "x.zarr", spec, 3)
+    store.create({})
+    nr, nc = store.shape(0)
+    B = store.bpad(0)
+    d = np.random.default_rng(3).random((nr, nc, B, B))
+    store.array(0, "dist")[:] = d
+    assert nr % store.array(0, "dist").chunks[0]  # a partial last band
+    np.testing.assert_array_equal(store.read_level(0, "dist", threads), d)

@@ -209,22 +209,26 @@ extern "C" __global__ void graphs_pairs(int n_pairs, int p0, const int* pnode, c
 // label-correcting solve of the top nodes' boundary graph in two sweeps that give Dijkstra's
 // labels exactly. Vertex u is boundary cell u - coff[c] of top node c = vchild[u]; that
 // node's (distance, hops) matrix is pool_d / pool_h[loc[c]] (bpad x bpad, padded); the grid
-// arcs of u are cdst[e], cw[e], e in [cptr[u], cptr[u + 1]). One warp per vertex: the lanes
-// share its matrix row and its arcs.
+// arcs of u are cdst[e], cw[e], e in [cptr[u], cptr[u + 1]). One warp per vertex of the
+// round's frontier front[0 .. nf) (the vertices that improved in the previous round, listed
+// by the host: a launch over every vertex spent most of a round on warps that had nothing
+// to do): the lanes share its matrix row and its arcs; a vertex that improves is marked in
+// next.
 //
 // Sweep 1, distances: d holds the bits of non-negative doubles, whose order as unsigned
 // integers is their order as numbers, so atomicMin keeps the least; an active vertex relaxes
 // its arcs with the same rounded addition as the CPU (__dadd_rn), and a vertex that improved
 // is active in the next round, until a round changes nothing.
-extern "C" __global__ void top_relax_d(int V, const long long* vchild, const long long* coff,
+extern "C" __global__ void top_relax_d(long long nf, const long long* front,
+                                       const long long* vchild, const long long* coff,
                                        const long long* loc, int bpad, const long long* csize,
                                        const double* pool_d, const long long* cptr,
                                        const long long* cdst, const double* cw,
-                                       unsigned long long* d, const unsigned char* active,
-                                       unsigned char* next, int* changed) {
+                                       unsigned long long* d, unsigned char* next) {
     const int lane = threadIdx.x & 31;
-    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (u >= V || !active[u]) return;
+    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (w >= nf) return;
+    const long long u = front[w];
     const double du = __longlong_as_double((long long)d[u]);
     const long long c = vchild[u];
     const long long base = coff[c];
@@ -237,7 +241,6 @@ extern "C" __global__ void top_relax_d(int V, const long long* vchild, const lon
         const long long v = base + j;
         if (nd < atomicMin(d + v, nd)) {
             next[v] = 1;
-            *changed = 1;
         }
     }
     for (long long e = cptr[u] + lane; e < cptr[u + 1]; e += 32) {
@@ -246,7 +249,6 @@ extern "C" __global__ void top_relax_d(int V, const long long* vchild, const lon
         const long long v = cdst[e];
         if (nd < atomicMin(d + v, nd)) {
             next[v] = 1;
-            *changed = 1;
         }
     }
 }
@@ -254,17 +256,18 @@ extern "C" __global__ void top_relax_d(int V, const long long* vchild, const lon
 // Sweep 2, (allocation, hops) on the tight arcs (those with d[u] + w == d[v], the same
 // rounded sum): key = allocation << 32 | hops, both non-negative, so the least key is the
 // lexicographic least (allocation, hops); an arc adds its hops to the low word.
-extern "C" __global__ void top_relax_key(int V, const long long* vchild, const long long* coff,
+extern "C" __global__ void top_relax_key(long long nf, const long long* front,
+                                         const long long* vchild, const long long* coff,
                                          const long long* loc, int bpad,
                                          const long long* csize, const double* pool_d,
                                          const int* pool_h, const long long* cptr,
                                          const long long* cdst, const double* cw,
                                          const unsigned long long* d, unsigned long long* key,
-                                         const unsigned char* active, unsigned char* next,
-                                         int* changed) {
+                                         unsigned char* next) {
     const int lane = threadIdx.x & 31;
-    const long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (u >= V || !active[u]) return;
+    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (w >= nf) return;
+    const long long u = front[w];
     const double du = __longlong_as_double((long long)d[u]);
     const unsigned long long ku = key[u];
     const long long c = vchild[u];
@@ -279,7 +282,6 @@ extern "C" __global__ void top_relax_key(int V, const long long* vchild, const l
         const unsigned long long nk = ku + (unsigned long long)pool_h[r + j];
         if (nk < atomicMin(key + v, nk)) {
             next[v] = 1;
-            *changed = 1;
         }
     }
     for (long long e = cptr[u] + lane; e < cptr[u + 1]; e += 32) {
@@ -288,7 +290,6 @@ extern "C" __global__ void top_relax_key(int V, const long long* vchild, const l
         const unsigned long long nk = ku + 1ULL;
         if (nk < atomicMin(key + v, nk)) {
             next[v] = 1;
-            *changed = 1;
         }
     }
 }

@@ -82,7 +82,9 @@ from .sssp import SSSPResult, check_sources
 from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
-           "ArrayReader", "build_index", "index_leaf", "index_merge", "sources_leaf",
+           "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge",
+           "FlatBoundaries",
+           "sources_leaf",
            "sources_merge", "down_node", "down_leaf", "fill_group", "tile_boundaries",
            "node_boundary", "tile_source_labels", "node_source_labels", "top_labels",
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
@@ -205,14 +207,6 @@ def _frame_mask(rows, cols, window, shape, width):
     if c1 < shape[1]:
         m |= cols >= c1 - width
     return m
-
-
-def _window_frame(window, shape, width):
-    """Global linear ids (row-major, sorted) of the frame cells of ``window``."""
-    r0, r1, c0, c1 = window
-    rr, cc = np.meshgrid(np.arange(r0, r1), np.arange(c0, c1), indexing="ij")
-    m = _frame_mask(rr, cc, window, shape, width)
-    return (rr[m].astype(np.int64) * shape[1] + cc[m]).astype(np.int64)
 
 
 # --------------------------------------------------------------------------- Numba kernels
@@ -372,8 +366,8 @@ def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratc
                                 np.int32(codes.size), np.int32(model), len_d, od, oh, s_ld, s_la,
                                 s_lh, s_kd, s_ka, s_kh, s_win, np.int32(cap)),
              shared_mem=2 * T * T * 4)
-        out_d[t0:t0 + m] = od.get()
-        out_h[t0:t0 + m] = oh.get()
+        od.get(out=out_d[t0:t0 + m])  # straight into the batch (no temporary host copy)
+        oh.get(out=out_h[t0:t0 + m])
     return out_d, out_h
 
 
@@ -583,6 +577,18 @@ class NodeBoundary:
         return int(self.ids.size)
 
 
+@dataclass
+class FlatBoundaries:
+    """The boundary cells of a row of nodes, concatenated: ``size`` (n,) cells per node,
+    ``ids``, ``z``, ``f`` (``size.sum()``,) in node order (what a pipeline reads of a whole
+    level at once, without one :class:`NodeBoundary` per node)."""
+
+    size: np.ndarray
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
+
+
 def _inf_labels(n):
     return (np.full(n, _INF), np.full(n, INT_INF, np.int32), np.full(n, INT_INF, np.int32))
 
@@ -668,6 +674,98 @@ def _tile_batch(spec, z_block, f_block, window):
     return zb, fb, wins
 
 
+@dataclass
+class TileBatch:
+    """Phase 1 of a block's tiles as padded arrays, tiles row-major over ``tiles`` =
+    ``(nr, nc)`` of side ``tile``: ``count`` (n,) boundary sizes, ``ids`` (n, bmax) global
+    ids (-1 padding), ``z``/``f`` their elevations and frictions (NaN padding),
+    ``dist``/``hops`` (n, bmax, bmax) the pair matrices (inf / ``INT_INF`` padding),
+    ``windows`` the tiles' windows. A pipeline writes these arrays as they are;
+    :meth:`nodes` gives one :class:`NodeBoundary` per tile."""
+
+    tile: int
+    tiles: tuple
+    windows: list
+    count: np.ndarray
+    ids: np.ndarray
+    z: np.ndarray
+    f: np.ndarray
+    dist: np.ndarray
+    hops: np.ndarray
+
+    def nodes(self):
+        """One :class:`NodeBoundary` per tile (row-major), its arrays copies."""
+        out = []
+        for t, win in enumerate(self.windows):
+            B = int(self.count[t])
+            out.append(NodeBoundary(0, (win[0] // self.tile, win[2] // self.tile), win,
+                                    self.ids[t, :B].copy(), self.z[t, :B].copy(),
+                                    self.f[t, :B].copy(),
+                                    np.ascontiguousarray(self.dist[t, :B, :B]),
+                                    np.ascontiguousarray(self.hops[t, :B, :B])))
+        return out
+
+
+def _batch_frames(spec, zb, fb, wins):
+    """The boundary cells of every tile of a batch at once (the frame of
+    :func:`_frame_mask`, nodata left out): ``(count, ids, bidx, (t, pos, loc))`` with
+    ``ids`` (n, bmax) global ids (-1 padding, sorted per tile), ``bidx`` (n, bmax) int32
+    local cell indices (row-major in the ``T x T`` tile, 0 padding) and the flat
+    ``(tile, position, local index)`` of every boundary cell."""
+    T, w = spec.tile, spec.width
+    R, C = spec.shape
+    n = len(wins)
+    W = np.asarray(wins, np.int64).reshape(n, 4)
+    lr = np.arange(T)[None, :, None]
+    lc = np.arange(T)[None, None, :]
+    h = (W[:, 1] - W[:, 0])[:, None, None]
+    wd = (W[:, 3] - W[:, 2])[:, None, None]
+    m = (((W[:, 0] > 0)[:, None, None] & (lr < w))
+         | ((W[:, 1] < R)[:, None, None] & (lr >= h - w))
+         | ((W[:, 2] > 0)[:, None, None] & (lc < w))
+         | ((W[:, 3] < C)[:, None, None] & (lc >= wd - w)))
+    m &= (lr < h) & (lc < wd) & ~np.isnan(zb) & ~np.isnan(fb)
+    t, loc = np.nonzero(m.reshape(n, T * T))
+    count = np.bincount(t, minlength=n).astype(np.int32)
+    bmax = max(int(count.max()) if n else 0, 1)
+    pos = np.arange(t.size) - (np.cumsum(count) - count)[t]
+    ids = np.full((n, bmax), -1, np.int64)
+    ids[t, pos] = (W[t, 0] + loc // T) * C + W[t, 2] + loc % T
+    bidx = np.zeros((n, bmax), np.int32)
+    bidx[t, pos] = loc
+    return count, ids, bidx, (t, pos, loc)
+
+
+def tile_batch(spec, z_block, f_block, window, backend=None):
+    """Phase 1 on every tile of a block, as one :class:`TileBatch` (row-major tiles).
+
+    ``z_block, f_block``, ``window`` and ``backend`` as in :func:`tile_boundaries`.
+    """
+    be = get_backend(backend)
+    T = spec.tile
+    zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
+                               np.asarray(f_block, np.float32), window)
+    n = len(wins)
+    count, ids, bidx, (t, pos, loc) = _batch_frames(spec, zb, fb, wins)
+    bmax = ids.shape[1]
+    bz = np.full((n, bmax), np.nan, np.float32)
+    bf = np.full((n, bmax), np.nan, np.float32)
+    bz[t, pos] = zb.reshape(n, T * T)[t, loc]
+    bf[t, pos] = fb.reshape(n, T * T)[t, loc]
+    if be.is_gpu and T <= MAX_GPU_TILE:
+        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
+                                          spec.lengths)
+    else:
+        out_d = np.full((n, bmax, bmax), _INF)
+        out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
+        if count.any():
+            boundary_pairs_cpu(zb, fb, bidx, count, spec.codes, spec.model, spec.lengths,
+                               out_d, out_h)
+    r0, r1, c0, c1 = window
+    return TileBatch(T, (-(-(r1 - r0) // T), -(-(c1 - c0) // T)), wins, count, ids, bz, bf,
+                     out_d, out_h)
+
+
 def tile_boundaries(spec, z_block, f_block, window, backend=None):
     """Phase 1 on every tile of a block: one :class:`NodeBoundary` per tile (row-major).
 
@@ -690,41 +788,7 @@ def tile_boundaries(spec, z_block, f_block, window, backend=None):
     >>> nb.ids.tolist(), nb.dist.tolist()
     ([1, 4, 5], [[0.0, 5.0, 4.0], [5.0, 0.0, 1.0], [4.0, 1.0, 0.0]])
     """
-    be = get_backend(backend)
-    T, w = spec.tile, spec.width
-    zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
-                               np.asarray(f_block, np.float32), window)
-    n = len(wins)
-    frames = []
-    for t, win in enumerate(wins):
-        ids = _window_frame(win, spec.shape, w)
-        lr, lc = ids // spec.shape[1] - win[0], ids % spec.shape[1] - win[2]
-        ok = ~np.isnan(zb[t, lr, lc]) & ~np.isnan(fb[t, lr, lc])
-        frames.append((ids[ok], (lr[ok] * T + lc[ok]).astype(np.int32)))
-    bmax = max([fr[0].size for fr in frames] + [1])
-    bidx = np.zeros((n, bmax), np.int32)
-    bcount = np.zeros(n, np.int32)
-    for t, (_, loc) in enumerate(frames):
-        bidx[t, : loc.size] = loc
-        bcount[t] = loc.size
-    if be.is_gpu and T <= MAX_GPU_TILE:
-        out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, bcount, spec.codes, spec.model,
-                                          spec.lengths)
-    else:
-        out_d = np.full((n, bmax, bmax), _INF)
-        out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
-        if bcount.any():
-            boundary_pairs_cpu(zb, fb, bidx, bcount, spec.codes, spec.model, spec.lengths,
-                               out_d, out_h)
-    result = []
-    for t, (ids, loc) in enumerate(frames):
-        B = ids.size
-        tz, tf = zb[t].reshape(-1)[loc], fb[t].reshape(-1)[loc]
-        win = wins[t]
-        result.append(NodeBoundary(0, (win[0] // T, win[2] // T), win, ids, tz, tf,
-                                   np.ascontiguousarray(out_d[t, :B, :B]),
-                                   np.ascontiguousarray(out_h[t, :B, :B])))
-    return result
+    return tile_batch(spec, z_block, f_block, window, backend).nodes()
 
 
 # --------------------------------------------------------------------------- phase 2
@@ -1087,32 +1151,29 @@ def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, 
     d = cp.asarray(np.ascontiguousarray(ld, np.float64)).view(cp.uint64)
     cuda = _cuda(be)
     threads = 256
-    blocks = (-(-V * 32 // threads),)
-    changed = cp.zeros(1, cp.int32)
 
-    def sweep(kern, args, active):
+    def sweep(kern, args, start):
+        """Rounds until none improves: each round one warp per vertex of the frontier (the
+        vertices that improved in the previous round, listed here)."""
+        front = cp.asarray(np.flatnonzero(start).astype(np.int64))
         nxt = cp.zeros(V, cp.uint8)
         rounds = 0
-        while True:
-            changed.fill(0)
-            kern(blocks, (threads,), args(active, nxt))
+        while front.size:
+            kern((-(-front.size * 32 // threads),), (threads,),
+                 (np.int64(front.size), front) + args + (nxt,))
             rounds += 1
-            if not int(changed.get()[0]):
-                return rounds
-            active, nxt = nxt, active
+            front = cp.flatnonzero(nxt)
             nxt.fill(0)
+        return rounds
     r1 = sweep(cuda.get_function("top_relax_d"),
-               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, cpd, cdd, cwd, d,
-                                 act, nxt, changed), cp.asarray(seeds.astype(np.uint8)))
+               (vc, co, lo, np.int32(B), cs, pd, cpd, cdd, cwd, d), seeds)
     dist = d.view(cp.float64).get()
     tight = seeds & (dist == ld)  # seeds that keep their start label's distance
     key0 = np.full(V, np.iinfo(np.uint64).max, np.uint64)
     key0[tight] = (la[tight].astype(np.uint64) << np.uint64(32)) | lh[tight].astype(np.uint64)
     key = cp.asarray(key0)
     r2 = sweep(cuda.get_function("top_relax_key"),
-               lambda act, nxt: (np.int32(V), vc, co, lo, np.int32(B), cs, pd, ph, cpd, cdd,
-                                 cwd, d, key, act, nxt, changed),
-               cp.asarray(tight.astype(np.uint8)))
+               (vc, co, lo, np.int32(B), cs, pd, ph, cpd, cdd, cwd, d, key), tight)
     k = key.get()
     reached = dist < _INF
     ld[:] = dist
@@ -1143,31 +1204,51 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
 
     Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
     ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
+
+    ``tops`` may also be a :class:`FlatBoundaries` (every top node's cells concatenated, as a
+    pipeline reads a level; ``tops_labels`` then maps node positions to the few nodes'
+    labels that are known): the labels come back flat, ``(ld, la, lh)`` over those cells.
     """
-    kids, slots = [], []
-    for s, c in enumerate(tops):
-        if c is not None and c.size:
-            kids.append(c)
-            slots.append(s)
-    sizes = np.array([c.size for c in kids], np.int64)
+    flat = isinstance(tops, FlatBoundaries)
+    if flat:
+        slots = np.nonzero(tops.size > 0)[0]
+        sizes = tops.size[slots].astype(np.int64)
+    else:
+        kids, slots = [], []
+        for s, c in enumerate(tops):
+            if c is not None and c.size:
+                kids.append(c)
+                slots.append(s)
+        sizes = np.array([c.size for c in kids], np.int64)
     coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     V = int(coff[-1])
-    out = [None if c is None else _inf_labels(c.size) for c in tops]
-    stats = {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": V}
-    if V == 0:
-        return out, stats
-    ids = np.concatenate([c.ids for c in kids])
-    z = np.concatenate([c.z for c in kids])
-    f = np.concatenate([c.f for c in kids])
-    vchild = np.repeat(np.arange(len(kids), dtype=np.int64), sizes)
     ld = np.full(V, _INF)
     la = np.full(V, INT_INF, np.int32)
     lh = np.full(V, INT_INF, np.int32)
-    for kid_pos, slot in enumerate(slots):
-        lab = tops_labels[slot]
-        if lab is not None:
-            s, e = coff[kid_pos], coff[kid_pos + 1]
-            ld[s:e], la[s:e], lh[s:e] = lab
+    stats = {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": V}
+
+    def result():
+        if flat:
+            return (ld, la, lh), stats
+        out = [None if c is None else _inf_labels(c.size) for c in tops]
+        return _top_split(slots, coff, ld, la, lh, out), stats
+    if V == 0:
+        return result()
+    if flat:
+        ids, z, f = tops.ids, tops.z, tops.f
+        labelled = [(int(np.searchsorted(slots, slot)), lab)
+                    for slot, lab in tops_labels.items()
+                    if lab is not None and tops.size[slot]]
+    else:
+        ids = np.concatenate([c.ids for c in kids])
+        z = np.concatenate([c.z for c in kids])
+        f = np.concatenate([c.f for c in kids])
+        labelled = [(kid_pos, tops_labels[slot]) for kid_pos, slot in enumerate(slots)
+                    if tops_labels[slot] is not None]
+    vchild = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    for kid_pos, lab in labelled:
+        s, e = coff[kid_pos], coff[kid_pos + 1]
+        ld[s:e], la[s:e], lh[s:e] = lab
     if np.any(ld < _INF):
         t_arcs = time.perf_counter()
         cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
@@ -1201,7 +1282,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
                                                 pool_h[0], cptr, cdst, cw, ld, la, lh)
             stats["solve_seconds"] = time.perf_counter() - t_solve
             stats["pages"] = 1
-            return _top_split(slots, coff, ld, la, lh, out), stats
+            return result()
         tt = tt_new(V)
         tt_seed(*tt, ld, la, lh)
         vpage = pg[vchild]
@@ -1254,7 +1335,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             if threads is not None:
                 threads.shutdown()
         stats["pages"] = len(seen)
-    return _top_split(slots, coff, ld, la, lh, out), stats
+    return result()
 
 
 def _top_split(slots, coff, ld, la, lh, out):
@@ -1395,11 +1476,13 @@ def index_leaf(spec, reader, backend, g, i, j, emit=None):
 
     With ``emit``, each level's nodes go to ``emit(level, {key: NodeBoundary})`` as soon as
     they are made and are not kept in ``own``: a pipeline writes them out and holds at most
-    two levels of the group.
+    two levels of the group. The tiles go as ``emit(0, TileBatch)`` (padded arrays, written
+    as they are); when the group has no level above its tiles under the cap, ``up`` is
+    then empty (the pipeline reads the index back from its store).
     """
     window = spec.window(g, i, j)
     z, f = reader(window)
-    level = {(0,) + nb.index: nb for nb in tile_boundaries(spec, z, f, window, backend)}
+    batch = tile_batch(spec, z, f, window, backend)
     del z, f
     own = {}
 
@@ -1409,9 +1492,13 @@ def index_leaf(spec, reader, backend, g, i, j, emit=None):
         else:
             emit(k, made)
 
-    keep(0, level)
+    top = min(g, spec.height)
+    level = {} if emit is not None and top == 0 else {
+        (0,) + nb.index: nb for nb in batch.nodes()}
+    keep(0, batch if emit is not None else level)  # a pipeline writes the batch's arrays
+    del batch
     nt_r, nt_c = spec.tiles_shape
-    for k in range(1, min(g, spec.height) + 1):
+    for k in range(1, top + 1):
         nr, nc = -(-nt_r // (1 << k)), -(-nt_c // (1 << k))
         s = 1 << (g - k)
         keys = [(k, a, b) for a in range(i * s, min((i + 1) * s, nr))
@@ -1447,15 +1534,20 @@ def sources_leaf(spec, nodes, reader, sources, g, i, j):
     rows, cols, costs = sources
     own = {}
     z = f = None
-    if len(_sources_in(window, rows, cols, costs)[0]):
+    inside = _sources_in(window, rows, cols, costs)
+    if len(inside[0]):
         z, f = reader(window)
+    T = spec.tile
+    in_tile = {}  # tile -> positions in ``inside`` (one pass, not one test per tile)
+    for p, rc in enumerate(zip((inside[0] // T).tolist(), (inside[1] // T).tolist())):
+        in_tile.setdefault(rc, []).append(p)
 
     def leaf(k, ii, jj):
         key = _global(g, i, j, 0, ii, jj)
-        win = spec.window(*key)
-        src = _sources_in(win, rows, cols, costs)
         lab = None  # no source in the tile: all labels infinite (the index is not read)
-        if len(src[0]):
+        if key[1:] in in_tile:
+            win = spec.window(*key)
+            src = tuple(a[in_tile[key[1:]]] for a in inside)
             r0, c0 = win[0] - window[0], win[2] - window[2]
             sl = (slice(r0, r0 + win[1] - win[0]), slice(c0, c0 + win[3] - win[2]))
             lab = tile_source_labels(spec, z[sl], f[sl], win, nodes[key], src)
@@ -1532,13 +1624,16 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
     return final
 
 
-def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
+def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None):
     """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation,
     backlink, hops)`` of the group's block.
 
     ``final`` maps tile keys to final boundary labels, for the group's tiles and the ring of
-    tiles around it (the halo). The tiles' halo-extended windows are cut, all of one shape
-    ``T + 2w``, from the group's block padded with nodata, and run as one batch
+    tiles around it (the halo); ``nodes`` their boundary cells (``.ids``). Or ``seeds``:
+    ``(ids, (d, a, h))``, those cells and labels as flat arrays (a pipeline reads them so
+    from its store; ``nodes`` and ``final`` are then not used). The tiles' halo-extended
+    windows are cut, all of one shape ``T + 2w``, from the group's block padded with
+    nodata, and run as one batch
     (:func:`windows_dijkstra_cpu` or ``_boundary.cu: windows_dijkstra``).
     """
     T, w = spec.tile, spec.width
@@ -1560,10 +1655,13 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j):
     sl = (slice(er0 - pr0, er1 - pr0), slice(ec0 - pc0, ec1 - pc0))
     zp[sl], fp[sl] = zc, fc
     # the final boundary labels of the group's tiles and of the ring of tiles around it
-    ring = [(0, ti, tj) for ti in range(max(ti0 - 1, 0), min(ti1 + 1, nt_r))
-            for tj in range(max(tj0 - 1, 0), min(tj1 + 1, nt_c))]
-    _, cd, ca, ch = halo_seeds(spec, (pr0, pr0, pc0, pc0),
-                               [(nodes[t].ids, final[t]) for t in ring],
+    if seeds is None:
+        ring = [(0, ti, tj) for ti in range(max(ti0 - 1, 0), min(ti1 + 1, nt_r))
+                for tj in range(max(tj0 - 1, 0), min(tj1 + 1, nt_c))]
+        seeds = [(nodes[t].ids, final[t]) for t in ring]
+    else:
+        seeds = [seeds]
+    _, cd, ca, ch = halo_seeds(spec, (pr0, pr0, pc0, pc0), seeds,
                                (pr0, pr0 + Hp, pc0, pc0 + Wp))
     S = T + 2 * w
 

@@ -122,8 +122,8 @@ class QuadtreePlan:
         """The four children ``(i, j)`` of node ``(k, i, j)`` at level ``k - 1`` (NW, NE,
         SW, SE), None where outside the grid. Defined for ``k > group_level``."""
         below = self.groups if k - 1 == self.group_level else self.levels[k - 1]
-        present = set(below)
-        return [(2 * i + di, 2 * j + dj) if (2 * i + di, 2 * j + dj) in present else None
+        rows, cols = below[-1][0] + 1, below[-1][1] + 1  # a full row-major rectangle
+        return [(2 * i + di, 2 * j + dj) if 2 * i + di < rows and 2 * j + dj < cols else None
                 for di in (0, 1) for dj in (0, 1)]
 
     @property
