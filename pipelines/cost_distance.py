@@ -42,6 +42,7 @@ then leaves nothing behind.
 
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -66,7 +67,7 @@ from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, vi
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
            "pin_to_gpu_workers", "input_fingerprint", "reusable_kind", "check_incore_reuse",
-           "reuse_attributes"]
+           "reuse_attributes", "in_process_applies", "run_in_process"]
 
 
 def default_output(input_path):
@@ -92,8 +93,8 @@ def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="au
         raise InputError(f"algorithm {algorithm!r}: expected auto, in-core or tiled")
     if algorithm != "auto":
         return algorithm
-    cells = int(shape[0]) * int(shape[1])
-    need = cells * (40 + (4 if has_friction else 0))
+    from .cost_distance_start import in_core_bytes
+    need = in_core_bytes(shape, has_friction)
     if memory_bytes is None and backend == "gpu":
         try:
             import cupy
@@ -195,19 +196,30 @@ def _read_full(path, layer="elevation"):
     return read_layer(path, layer, np.float32)
 
 
+def _read_elevation(dem_path, spec):
+    """The DEM as float32: read at start-up by :mod:`pipelines.cost_distance_start` when
+    it could (``spec["dem_store"]``: the store whose ``elevation`` the run reads), else
+    from ``dem_path`` now."""
+    from .cost_distance_start import take_prefetched_elevation
+    z = take_prefetched_elevation(spec.get("dem_store"))
+    return _read_full(dem_path) if z is None else z
+
+
 def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared):
     """The cost-solve task: reads the grid, runs the chosen algorithm, returns the result.
 
     ``friction_src``: ``(store, layer)`` of the friction raster, or None."""
-    del prepared
     t0 = time.perf_counter()
-    z = _read_full(dem_path)
+    z = _read_elevation(dem_path, spec)
     f = None
     if friction_src is not None:
         f = read_layer(friction_src[0], friction_src[1], np.float32)
         if not spec.get("friction_checked"):
             f = check_friction(f, name=str(spec["friction_path"]))
     t_read = time.perf_counter() - t0
+    if hasattr(prepared, "result"):  # in process: the layers, created beside the read
+        prepared.result()
+    del prepared
     if spec["algorithm"] != "in-core":
         from terrain.grid.sssp_tiled import tiled_sssp  # the tiled algorithm's seam
         res = tiled_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
@@ -304,6 +316,22 @@ def _finish(out_path, solved, writes, meta):
     return summary
 
 
+def _task_arguments(out_path, spec, windows, backend, friction_store):
+    """What the tasks take, for the graph and the in-process path alike: the solve's spec,
+    the friction's ``(store, layer)`` or None, the summary's fixed entries and whether the
+    output gets a ``friction`` layer."""
+    friction_src = None
+    if friction_store is not None:
+        friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
+                        else (friction_store, "elevation"))
+    with_friction = friction_store is not None and spec.get("write_friction", True)
+    if spec["algorithm"] == "in-core":  # the solve writes the distances itself
+        spec = dict(spec, windows=list(windows), out_path=str(out_path))
+    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
+    return spec, friction_src, meta, with_friction
+
+
 def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, windows,
                               backend="cpu", upstream=None, geo=None, friction_store=None):
     """Dask graph computing the cost distance of the DEM in ``dem_path`` into ``out_path``.
@@ -312,16 +340,11 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
     """
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
     name = (lambda stage: f"cost-{stage}-{token}")
+    spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
+                                                              friction_store)
     prepared = dask.delayed(_prepare, pure=False)(
-        out_path, spec["shape"], spec["tile"], geo or {},
-        friction_store is not None and spec.get("write_friction", True), upstream,
+        out_path, spec["shape"], spec["tile"], geo or {}, with_friction, upstream,
         dask_key_name=name("prepare"))
-    friction_src = None
-    if friction_store is not None:
-        friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
-                        else (friction_store, "elevation"))
-    if spec["algorithm"] == "in-core":  # the solve writes the distances itself
-        spec = dict(spec, windows=list(windows), out_path=str(out_path))
     solved = dask.delayed(_solve, pure=False)(dem_path, friction_src, spec, sources,
                                               start_costs, backend, prepared,
                                               dask_key_name=name("solve"))
@@ -329,10 +352,66 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
     writes = [dask.delayed(_write, pure=False)(out_path, solved, [w],
                                                dask_key_name=(name("write"), i))
               for i, w in enumerate(windows)]
-    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
-    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
     return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
                                              dask_key_name=name("finish"))
+
+
+def in_process_applies(algorithm, scheduler=None, gpus=None):
+    """True when a run takes the in-process path (module docstring): the in-core algorithm,
+    no ``scheduler`` asked for, no GPU workers, no cluster active (a batch's).
+
+    >>> in_process_applies("in-core"), in_process_applies("in-core", "threads")
+    (True, False)
+    >>> in_process_applies("tiled"), in_process_applies("in-core", gpus="1")
+    (False, False)
+    """
+    from . import cluster
+    return (algorithm == "in-core" and scheduler is None and gpus is None
+            and cluster._active_client is None)
+
+
+def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
+                   upstream=None, geo=None, friction_store=None):
+    """The in-core run without a task graph: the same task functions as
+    :func:`build_cost_distance_graph`, called here (module docstring), so the store is the
+    graph's byte for byte. A raster input's ingest graph (``upstream``) runs on Dask's
+    threads first. The layers are created on a pool thread while the solve reads the grid;
+    the shard windows are written by the pool once the solve is done. Returns the summary,
+    its ``wall_seconds`` the wall seconds of each step."""
+    import concurrent.futures
+
+    wall = {}
+    t0 = time.perf_counter()
+    if upstream:
+        with open_scheduler("threads"):
+            compute(*upstream, label="cost-ingest")
+        wall["ingest"] = time.perf_counter() - t0
+    spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
+                                                              friction_store)
+    pool = concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1,
+                                                 thread_name_prefix="terrain-cost")
+    try:
+        t1 = time.perf_counter()
+        prepared = pool.submit(_prepare, out_path, spec["shape"], spec["tile"], geo or {},
+                               with_friction, None)
+        solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared)
+        t2 = time.perf_counter()
+        writes = [pool.submit(_write, out_path, solved, [w]) for w in windows]
+        writes = [f.result() for f in writes]
+        t3 = time.perf_counter()
+    except BaseException:  # nothing may write into the partial output after this
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    summary = _finish(out_path, solved, writes, meta)
+    t4 = time.perf_counter()
+    wall.update({"read + solve": t2 - t1, "writes after the solve": t3 - t2,
+                 "finish": t4 - t3})
+    from .cost_distance_start import startup_seconds
+    summary["path"] = "in-process"
+    summary["wall_seconds"] = {**startup_seconds(),
+                               **{k: round(v, 6) for k, v in wall.items()}}
+    return summary
 
 
 def pin_to_gpu_workers(graph, algorithm, workers):
@@ -517,6 +596,13 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
                 friction_store = friction_tmp
                 upstream.append(build_ingest_graph(friction, friction_store, tile))
     windows = _shard_windows(shape, tile, shard)
+    # the store whose elevation the solve reads (the start-up may have read it already)
+    dem_store = ru["store"] if ru is not None and ru["dem_in_store"] else (
+        inp if dem_path == inp else None)
+    spec = dict(spec, dem_store=None if dem_store is None else str(dem_store))
+    if in_process_applies(spec["algorithm"], scheduler, gpus):
+        return run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
+                              geo, friction_store)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import build_cost_distance_tiled
         graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,

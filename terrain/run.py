@@ -35,7 +35,7 @@ HANDLERS = {
     "bench mst": "pipelines.bench_mst:bench_mst_command",
     "bench bfs": "pipelines.bench_graph:bench_bfs_command",
     "bench diameter": "pipelines.bench_graph:bench_diameter_command",
-    "cost-distance": "pipelines.cost_distance:cost_distance_command",
+    "cost-distance": "pipelines.cost_distance_start:cost_distance_command",  # device ready first
     "path": "pipelines.cost_distance:path_command",
     "bench cost-distance": "pipelines.bench_cost_distance:bench_cost_distance_command",
     "bench startup": "pipelines.bench_startup:bench_startup_command",
