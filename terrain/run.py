@@ -398,6 +398,8 @@ def build_parser():
                    help="with --whole-process: the cost model (default absdiff)")
     b.add_argument("--workdir", default=None,
                    help="with --whole-process: where the store is kept (reused)")
+    b.add_argument("--repeat", type=_positive_int, default=1,
+                   help="with --whole-process: run every command this many times (default 1)")
     _add_backend(b)
     b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
     b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
