@@ -47,6 +47,7 @@ import shutil
 import time
 from pathlib import Path
 
+import dask
 import numpy as np
 import zarr
 
@@ -61,8 +62,7 @@ from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, rea
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, link_layer, tiles_per_shard
 
-# Dask (pipelines.cluster, the graph) is imported where a graph is built or run: the
-# in-process path on a tile store needs none of it (module docstring)
+from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, visible_gpus
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
@@ -338,7 +338,6 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
 
     Returns a Delayed whose value is the summary dict.
     """
-    import dask
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
     name = (lambda stage: f"cost-{stage}-{token}")
     spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
@@ -366,10 +365,9 @@ def in_process_applies(algorithm, scheduler=None, gpus=None):
     >>> in_process_applies("tiled"), in_process_applies("in-core", gpus="1")
     (False, False)
     """
-    import sys
-    cluster = sys.modules.get("pipelines.cluster")  # not imported: no cluster is active
+    from . import cluster
     return (algorithm == "in-core" and scheduler is None and gpus is None
-            and (cluster is None or cluster._active_client is None))
+            and cluster._active_client is None)
 
 
 def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
@@ -385,7 +383,6 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
     wall = {}
     t0 = time.perf_counter()
     if upstream:
-        from .cluster import compute, open_scheduler
         with open_scheduler("threads"):
             compute(*upstream, label="cost-ingest")
         wall["ingest"] = time.perf_counter() - t0
@@ -452,7 +449,6 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         if scheduler is not None:
             raise InputError(f"{input_path}: GPU workers are started here: scheduler "
                              f"{scheduler!r} cannot be used with a GPU count")
-        from .cluster import parse_gpus, visible_gpus
         parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
         backend = "gpu"
     be = get_backend(backend)
@@ -614,7 +610,6 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     else:
         graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
                                           upstream, geo, friction_store)
-    from .cluster import active_gpu_workers, compute, open_scheduler
     with open_scheduler(scheduler, gpus=gpus):
         workers = active_gpu_workers()  # --gpus (here or the batch's): one worker per GPU
         graph = pin_to_gpu_workers(graph, spec["algorithm"], workers)
