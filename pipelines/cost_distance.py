@@ -55,7 +55,8 @@ from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
-                                      layer_compressors, read_layer, write_windows)
+                                      layer_compressors, read_layer, shard_layouts,
+                                      write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
@@ -93,8 +94,8 @@ def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="au
         raise InputError(f"algorithm {algorithm!r}: expected auto, in-core or tiled")
     if algorithm != "auto":
         return algorithm
-    from .cost_distance_start import in_core_bytes
-    need = in_core_bytes(shape, has_friction)
+    cells = int(shape[0]) * int(shape[1])
+    need = cells * (40 + (4 if has_friction else 0))
     if memory_bytes is None and backend == "gpu":
         try:
             import cupy
@@ -196,13 +197,6 @@ def _read_full(path, layer="elevation"):
     return read_layer(path, layer, np.float32)
 
 
-def _read_elevation(dem_path, spec):
-    """The DEM as float32: read at start-up by :mod:`pipelines.cost_distance_start` when
-    it could (``spec["dem_store"]``: the store whose ``elevation`` the run reads), else
-    from ``dem_path`` now."""
-    from .cost_distance_start import take_prefetched_elevation
-    z = take_prefetched_elevation(spec.get("dem_store"))
-    return _read_full(dem_path) if z is None else z
 
 
 def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared):
@@ -210,7 +204,7 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
 
     ``friction_src``: ``(store, layer)`` of the friction raster, or None."""
     t0 = time.perf_counter()
-    z = _read_elevation(dem_path, spec)
+    z = _read_full(dem_path)
     f = None
     if friction_src is not None:
         f = read_layer(friction_src[0], friction_src[1], np.float32)
@@ -220,6 +214,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
     if hasattr(prepared, "result"):  # in process: the layers, created beside the read
         prepared.result()
     del prepared
+    from .cost_distance_start import wait_for_start_up
+    wait_for_start_up()  # the device's start-up thread, when the command started one
     if spec["algorithm"] != "in-core":
         from terrain.grid.sssp_tiled import tiled_sssp  # the tiled algorithm's seam
         res = tiled_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
@@ -254,17 +250,18 @@ class _EarlyWriter:
         self.out_path, self.windows = out_path, windows or []
         self.pool, self.futures = None, []
 
-    def _one(self, distance, window):
+    def _one(self, distance, window, layouts):
         t0 = time.perf_counter()
-        write_windows(self.out_path, {"distance": distance}, [window])
+        write_windows(self.out_path, {"distance": distance}, [window], layouts=layouts)
         return t0, time.perf_counter()
 
     def start(self, distance):
         import concurrent.futures
-        import os
+        layouts = shard_layouts(self.out_path, ["distance"])  # once, not per window
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max(1, min(os.cpu_count() or 1, len(self.windows))))
-        self.futures = [self.pool.submit(self._one, distance, w) for w in self.windows]
+        self.futures = [self.pool.submit(self._one, distance, w, layouts)
+                        for w in self.windows]
 
     def wait(self):
         if self.pool is None:
@@ -276,14 +273,18 @@ class _EarlyWriter:
             self.pool = None
 
 
-def _write(out_path, solved, windows):
+def _write(out_path, solved, windows, layouts=None):
+    """The cost-write task: ``windows`` of every layer the solve did not write itself
+    (``layouts``: :func:`terrain.grid.cost_outputs.shard_layouts` of them, or None)."""
     res, f = solved
     t0 = time.perf_counter()
     layers = {name: getattr(res, name) for name in LAYERS
               if not (name == "distance" and "early_writes" in res.stats)}
     if f is not None:
         layers["friction"] = f
-    write_windows(out_path, layers, windows)
+    if layouts is not None and not set(layers) <= set(layouts):
+        layouts = None
+    write_windows(out_path, layers, windows, layouts=layouts)
     return t0, time.perf_counter()
 
 
@@ -396,7 +397,8 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
                                with_friction, None)
         solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared)
         t2 = time.perf_counter()
-        writes = [pool.submit(_write, out_path, solved, [w]) for w in windows]
+        layouts = shard_layouts(out_path, list(LAYERS) + ["friction"] * (solved[1] is not None))
+        writes = [pool.submit(_write, out_path, solved, [w], layouts) for w in windows]
         writes = [f.result() for f in writes]
         t3 = time.perf_counter()
     except BaseException:  # nothing may write into the partial output after this
@@ -596,10 +598,6 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
                 friction_store = friction_tmp
                 upstream.append(build_ingest_graph(friction, friction_store, tile))
     windows = _shard_windows(shape, tile, shard)
-    # the store whose elevation the solve reads (the start-up may have read it already)
-    dem_store = ru["store"] if ru is not None and ru["dem_in_store"] else (
-        inp if dem_path == inp else None)
-    spec = dict(spec, dem_store=None if dem_store is None else str(dem_store))
     if in_process_applies(spec["algorithm"], scheduler, gpus):
         return run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
                               geo, friction_store)

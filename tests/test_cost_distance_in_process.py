@@ -1,8 +1,8 @@
 """The in-core ``cost-distance`` on the default scheduler runs without a task graph
 (``pipelines.cost_distance.run_in_process``): the same store, byte for byte, as the task
 graph on Dask's threads, for a raster input (ingested first, with a friction raster), a tile
-store and a ``--reuse`` query; bad input still leaves nothing. The start-up's prefetched DEM
-(``pipelines.cost_distance_start``) is taken once, and only while the store is unchanged."""
+store and a ``--reuse`` query; bad input still leaves nothing. On the GPU the start-up
+thread (``pipelines.cost_distance_start``) changes no byte either."""
 
 import json
 import os
@@ -101,45 +101,21 @@ def test_the_rule():
     assert not in_process_applies("in-core", gpus="all")
 
 
-def test_prefetched_elevation_is_taken_once_and_only_unchanged(tmp_path):
-    from terrain.tiles import create_store
-    store = create_store(tmp_path / "s.zarr", (5, 6), tile=4)
-    z = np.arange(30, dtype=np.float32).reshape(5, 6)
-    start._prefetched[start._identity(str(store.path))] = z
-    assert start.take_prefetched_elevation(store.path) is z
-    assert start.take_prefetched_elevation(store.path) is None
-    start._prefetched[start._identity(str(store.path))] = z
-    meta = tmp_path / "s.zarr" / "elevation" / "zarr.json"
-    st = os.stat(meta)
-    os.utime(meta, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # changed since the read
-    assert start.take_prefetched_elevation(store.path) is None
-    assert start.take_prefetched_elevation(None) is None
-    start._prefetched.clear()
-
-
-def test_which_store_the_start_up_reads(capsys, tmp_path, dem):
-    z, path = dem
-    _run(capsys, path, "--source-cell", "4,7", "-o", tmp_path / "a.zarr", scheduler="threads")
-    rc, _, se = run_main(capsys, "ingest", path, "-o", tmp_path / "dem.zarr", "--tile", 16)
-    assert rc == 0, se
-    a = Namespace(input=str(path), reuse=None)
-    assert start._elevation_store(a) is None  # a raster: ingested by the run
-    a = Namespace(input=str(path), reuse=str(tmp_path / "a.zarr"))
-    assert start._elevation_store(a) == str(tmp_path / "a.zarr")
-    a = Namespace(input=str(tmp_path / "dem.zarr"), reuse=None)
-    assert start._elevation_store(a) == str(tmp_path / "dem.zarr")
-    with pytest.raises(ValueError):
-        start._elevation_store(Namespace(input=str(path), reuse=str(tmp_path / "dem.zarr")))
+def test_which_runs_start_the_device_early():
     assert not start._wanted(Namespace(scheduler="threads"))
+    assert not start._wanted(Namespace(gpus="1"))
     assert not start._wanted(Namespace(backend="cpu"))
+    assert not start._wanted(Namespace(backend="gpu", algorithm="tiled"))
     assert start._wanted(Namespace(backend="gpu", algorithm="auto"))
+    assert start._wanted(Namespace(backend=None))
+    start.wait_for_start_up()  # no thread: returns at once
 
 
 @pytest.mark.gpu
 def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     """The command line (a process of its own: the start-up thread runs), GPU, default
     scheduler: a fresh run from a tile store and a --reuse query of a raster run's store
-    write the task graph's bytes, with the DEM read by the start-up thread."""
+    write the task graph's bytes, and the CPU's layers."""
     z, path = dem
     env = dict(os.environ)
 
@@ -158,13 +134,13 @@ def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     cli(tmp_path / "dem.zarr", "--source-cell", "4,7", "-o", tmp_path / "b.zarr",
         "--scheduler", "threads")
     assert s1["path"] == "in-process"
-    assert "elevation read (thread)" in s1["wall_seconds"], s1["wall_seconds"]
+    assert "kernels and pinned buffers (thread)" in s1["wall_seconds"], s1["wall_seconds"]
     _same_stores(tmp_path / "a.zarr", tmp_path / "b.zarr")
     cli(path, "--source-cell", "4,7", "-o", tmp_path / "r.zarr", "--scheduler", "threads")
     new = ["--source-cell", "66,50", "--source-cell", "20,33", "--reuse", tmp_path / "r.zarr"]
     q1 = cli(path, *new, "-o", tmp_path / "q1.zarr")
     cli(path, *new, "-o", tmp_path / "q2.zarr", "--scheduler", "threads")
-    assert "elevation read (thread)" in q1["wall_seconds"], q1["wall_seconds"]
+    assert "waited for the start-up thread" in q1["wall_seconds"], q1["wall_seconds"]
     _same_stores(tmp_path / "q1.zarr", tmp_path / "q2.zarr")
     g1 = zarr.open_group(str(tmp_path / "q1.zarr"), mode="r")
     cpu = tmp_path / "c.zarr"

@@ -421,6 +421,13 @@ _STAGE_BYTES = 8 << 20
 _STAGES = 8
 
 
+def pinned(cp, nbytes):
+    """A pinned host buffer of ``nbytes`` bytes (NumPy uint8) from CuPy's pinned pool, as
+    ``cupyx.empty_pinned`` gives, without importing ``cupyx`` (its import pulls in SciPy's
+    sparse package: 0.16 s of a cost-distance run's start on the H100 host)."""
+    return np.ndarray((nbytes,), np.uint8, buffer=cp.cuda.alloc_pinned_memory(nbytes))
+
+
 def download(cp, arrays, synchronize=True):
     """Contiguous device arrays to new NumPy arrays, through pinned staging buffers.
 
@@ -434,13 +441,12 @@ def download(cp, arrays, synchronize=True):
     """
     import concurrent.futures
 
-    import cupyx
     out = [np.empty(a.shape, a.dtype) for a in arrays]
     if sum(a.nbytes for a in arrays) <= 4 * _STAGE_BYTES:
         for a, o in zip(arrays, out):
             a.get(out=o)
         return out
-    stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
+    stages = [pinned(cp, _STAGE_BYTES) for _ in range(_STAGES)]
     busy = [None] * _STAGES
     stream = cp.cuda.Stream(non_blocking=True)
     if synchronize:
@@ -477,13 +483,12 @@ def upload(cp, array):
     """
     import concurrent.futures
 
-    import cupyx
     a = np.ascontiguousarray(array)
     if a.nbytes <= 4 * _STAGE_BYTES:
         return cp.asarray(a)
     out = cp.empty(a.shape, a.dtype)
     src = a.reshape(-1).view(np.uint8)
-    stages = [cupyx.empty_pinned(_STAGE_BYTES, np.uint8) for _ in range(_STAGES)]
+    stages = [pinned(cp, _STAGE_BYTES) for _ in range(_STAGES)]
     events = [None] * _STAGES
     stream = cp.cuda.Stream(non_blocking=True)
     cp.cuda.Device().synchronize()
