@@ -47,7 +47,6 @@ import shutil
 import time
 from pathlib import Path
 
-import dask
 import numpy as np
 import zarr
 
@@ -63,7 +62,8 @@ from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, rea
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, link_layer, tiles_per_shard
 
-from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, visible_gpus
+# Dask (pipelines.cluster, the graph) is imported where a graph is built or run: the
+# in-process path from a tile store needs none of it (0.1-0.2 s of start-up)
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
@@ -339,6 +339,7 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
 
     Returns a Delayed whose value is the summary dict.
     """
+    import dask
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
     name = (lambda stage: f"cost-{stage}-{token}")
     spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
@@ -366,9 +367,10 @@ def in_process_applies(algorithm, scheduler=None, gpus=None):
     >>> in_process_applies("tiled"), in_process_applies("in-core", gpus="1")
     (False, False)
     """
-    from . import cluster
+    import sys
+    cluster = sys.modules.get("pipelines.cluster")  # not imported: no cluster is active
     return (algorithm == "in-core" and scheduler is None and gpus is None
-            and cluster._active_client is None)
+            and (cluster is None or cluster._active_client is None))
 
 
 def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
@@ -384,8 +386,9 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
     wall = {}
     t0 = time.perf_counter()
     if upstream:
-        with open_scheduler("threads"):
-            compute(*upstream, label="cost-ingest")
+        from . import cluster
+        with cluster.open_scheduler("threads"):
+            cluster.compute(*upstream, label="cost-ingest")
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
                                                               friction_store)
@@ -451,6 +454,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         if scheduler is not None:
             raise InputError(f"{input_path}: GPU workers are started here: scheduler "
                              f"{scheduler!r} cannot be used with a GPU count")
+        from .cluster import parse_gpus, visible_gpus
         parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
         backend = "gpu"
     be = get_backend(backend)
@@ -608,10 +612,11 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     else:
         graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
                                           upstream, geo, friction_store)
-    with open_scheduler(scheduler, gpus=gpus):
-        workers = active_gpu_workers()  # --gpus (here or the batch's): one worker per GPU
+    from . import cluster
+    with cluster.open_scheduler(scheduler, gpus=gpus):
+        workers = cluster.active_gpu_workers()  # --gpus (here or the batch's): one per GPU
         graph = pin_to_gpu_workers(graph, spec["algorithm"], workers)
-        (summary,) = compute(graph, label="cost-distance")
+        (summary,) = cluster.compute(graph, label="cost-distance")
     if workers:  # the in-core solve holds the grid on one device
         summary.update(gpus=len(workers),
                        gpus_used=len(workers) if spec["algorithm"] == "tiled" else 1)
