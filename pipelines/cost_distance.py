@@ -199,10 +199,14 @@ def _read_full(path, layer="elevation"):
 
 
 
-def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared):
+def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
+           writer=None):
     """The cost-solve task: reads the grid, runs the chosen algorithm, returns the result.
 
-    ``friction_src``: ``(store, layer)`` of the friction raster, or None."""
+    ``friction_src``: ``(store, layer)`` of the friction raster, or None. In core, the
+    distances are written as soon as they are known (:class:`_EarlyWriter`), and the task
+    waits for those writes; with ``writer`` (the in-process path's) it leaves them running
+    (``stats["early_writes"]`` is then empty until the caller has waited)."""
     t0 = time.perf_counter()
     z = _read_full(dem_path)
     f = None
@@ -223,7 +227,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                          max_cost=spec["max_cost"], backend=backend, tile=spec["tile"])
     else:
         from terrain.grid.sssp import grid_sssp
-        writer = _EarlyWriter(spec.get("out_path"), spec.get("windows"))
+        own = writer is None
+        writer = _EarlyWriter(spec.get("out_path"), spec.get("windows")) if own else writer
         try:
             res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
                             connectivity=spec["connectivity"], cellsize=spec["cellsize"],
@@ -231,11 +236,17 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                             delta=spec.get("near_far_delta"), hops=False,
                             on_distance=writer.start if spec.get("windows") else None)
         except InputError as e:
+            writer.stop()
             raise InputError(f"{spec['input']}: {e}") from None
-        finally:
+        except BaseException:
+            writer.stop()
+            raise
+        if own:
             done = writer.wait()
-        if done:
-            res.stats["early_writes"] = done
+            if done:
+                res.stats["early_writes"] = done
+        elif writer.pool is not None:  # started: the write tasks leave the distances out
+            res.stats["early_writes"] = []
     res.stats["read_seconds"] = t_read
     return res, (f if spec.get("write_friction", True) else None)
 
@@ -271,6 +282,13 @@ class _EarlyWriter:
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+
+    def stop(self):
+        """After a failure: no write runs on (their own errors are not news then)."""
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001 - the failure being handled is the one to report
+            pass
 
 
 def _write(out_path, solved, windows, layouts=None):
@@ -394,18 +412,27 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
                                                               friction_store)
     pool = concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1,
                                                  thread_name_prefix="terrain-cost")
+    # the distances' writes run on while the other layers are written (not waited for
+    # in between: the writes are not CPU-bound, and one set fills the other's gaps)
+    writer = _EarlyWriter(out_path, spec.get("windows")) if spec["algorithm"] == "in-core" \
+        else None
     try:
         t1 = time.perf_counter()
         prepared = pool.submit(_prepare, out_path, spec["shape"], spec["tile"], geo or {},
                                with_friction, None)
-        solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared)
+        solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
+                        writer=writer)
         t2 = time.perf_counter()
         layouts = shard_layouts(out_path, list(LAYERS) + ["friction"] * (solved[1] is not None))
         writes = [pool.submit(_write, out_path, solved, [w], layouts) for w in windows]
         writes = [f.result() for f in writes]
+        if writer is not None and "early_writes" in solved[0].stats:
+            solved[0].stats["early_writes"] = writer.wait()
         t3 = time.perf_counter()
     except BaseException:  # nothing may write into the partial output after this
         pool.shutdown(wait=True, cancel_futures=True)
+        if writer is not None:
+            writer.stop()
         raise
     pool.shutdown(wait=True)
     summary = _finish(out_path, solved, writes, meta)
