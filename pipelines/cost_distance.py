@@ -28,6 +28,16 @@ too (the solved grid never crosses processes), and the summary says so (``gpus_u
 The ingest tasks of a raster input go to any worker. The result is the same bits as on one
 GPU.
 
+No task graph on the default scheduler (:func:`in_process_applies`: no ``--scheduler``, no
+``--gpus``, no active cluster, the in-core algorithm): :func:`run_in_process` calls the same
+task functions in this process (steps 1-5; a raster input's ingest graph on Dask's
+threads). The in-core solve is one task holding the whole grid, so a LocalCluster's
+dashboard would show one bar, and its start (about 1.1 s on the GPU hosts: importing
+``distributed`` and the dashboard, starting the loop) was a quarter of a ``--reuse``
+query; the store is the graph's byte for byte. On the GPU,
+:mod:`pipelines.cost_distance_start` readies the device during the imports. ``--scheduler
+threads|local|ADDRESS`` runs the graph.
+
 ``--reuse STORE`` of an in-core run's store (its ``cost_reuse`` attribute): step 1 is
 replaced by hard links to STORE's ``elevation`` and ``friction`` layers
 (:func:`terrain.tiles.store.link_layer`) once the input's fingerprint, grid and cost model
@@ -195,8 +205,6 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
 
 def _read_full(path, layer="elevation"):
     return read_layer(path, layer, np.float32)
-
-
 
 
 def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
@@ -397,8 +405,10 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
     :func:`build_cost_distance_graph`, called here (module docstring), so the store is the
     graph's byte for byte. A raster input's ingest graph (``upstream``) runs on Dask's
     threads first. The layers are created on a pool thread while the solve reads the grid;
-    the shard windows are written by the pool once the solve is done. Returns the summary,
-    its ``wall_seconds`` the wall seconds of each step."""
+    the distances are written from the moment the solve has them, the other layers' shard
+    windows by the pool once the solve is done. Returns the summary, its ``wall_seconds``
+    the wall seconds of each step (and of the start-up:
+    :func:`pipelines.cost_distance_start.startup_seconds`)."""
     import concurrent.futures
 
     wall = {}
@@ -414,8 +424,7 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
                                                  thread_name_prefix="terrain-cost")
     # the distances' writes run on while the other layers are written (not waited for
     # in between: the writes are not CPU-bound, and one set fills the other's gaps)
-    writer = _EarlyWriter(out_path, spec.get("windows")) if spec["algorithm"] == "in-core" \
-        else None
+    writer = _EarlyWriter(out_path, spec["windows"])
     try:
         t1 = time.perf_counter()
         prepared = pool.submit(_prepare, out_path, spec["shape"], spec["tile"], geo or {},
@@ -426,13 +435,12 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
         layouts = shard_layouts(out_path, list(LAYERS) + ["friction"] * (solved[1] is not None))
         writes = [pool.submit(_write, out_path, solved, [w], layouts) for w in windows]
         writes = [f.result() for f in writes]
-        if writer is not None and "early_writes" in solved[0].stats:
+        if "early_writes" in solved[0].stats:
             solved[0].stats["early_writes"] = writer.wait()
         t3 = time.perf_counter()
     except BaseException:  # nothing may write into the partial output after this
         pool.shutdown(wait=True, cancel_futures=True)
-        if writer is not None:
-            writer.stop()
+        writer.stop()
         raise
     pool.shutdown(wait=True)
     summary = _finish(out_path, solved, writes, meta)
