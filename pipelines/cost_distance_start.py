@@ -2,24 +2,25 @@
 
 ``terrain.run`` dispatches ``cost-distance`` here. When the run will take the in-process
 path (:func:`pipelines.cost_distance.in_process_applies`: no ``--scheduler``, ``--gpus`` or
-``--dry-run``; not ``--algorithm tiled``) on the GPU backend, a thread starts before
-:mod:`pipelines.cost_distance` and what it needs (zarr, Numba, Dask: 0.6-0.9 s on the GPU
-hosts) are imported, and
+``--dry-run``; not ``--algorithm tiled``) on the GPU backend, CuPy is imported here and a
+thread starts before :mod:`pipelines.cost_distance` and what it needs (zarr, Numba: 0.4-0.6
+s on the GPU hosts) are imported, and
 
 1. creates the CUDA context (CuPy's first call: 0.1 s);
-2. pins the host staging buffers of the solve's uploads and downloads
-   (:mod:`terrain.grid._sssp_gpu`; CuPy's pinned pool keeps them for the solve);
-3. loads every kernel the solve launches, CuPy's reductions included, by solving a 64 x 64
+2. loads every kernel the solve launches, CuPy's reductions included, by solving a 64 x 64
    grid (:func:`terrain.grid.sssp.grid_sssp`): a process loads each from CuPy's disk cache
-   on first use, and a fresh device compiles them.
+   on first use, and a fresh device compiles them;
+3. pins the host staging buffers of the solve's uploads and downloads
+   (:mod:`terrain.grid._sssp_gpu`; CuPy's pinned pool keeps them for the solve).
 
 The solve waits for the thread (:func:`wait_for_start_up`) once it has read the grid, before
 it touches the device; the thread changes no result. Its own failures are ignored: the
 command then meets the same problem itself and reports it. The command waits for the
 thread before returning, whether the run took its work or not.
 
-Measured on the H100 host (docs/benchmarks.md): without the thread the solve spent 0.27 s
-more (pinning in the upload, kernel loads in the first reductions). Reading the DEM in the
+Measured on the H100 host (docs/benchmarks.md): without the thread a Neuse-size ``--reuse``
+query returned 0.34 s later (the solve's upload 0.10 s instead of 0.03: pinning and the
+module load; its first reductions 0.12 s instead of 0.004). Reading the DEM in the
 thread as well was tried and dropped: the reader needs zarr and :mod:`terrain.grid`, whose
 imports are the main thread's, so the read could only start when they were done, and the
 solve then waited 0.4-0.5 s for the thread's read and kernels one after the other; read in
