@@ -18,9 +18,12 @@ it touches the device; the thread changes no result. Its own failures are ignore
 command then meets the same problem itself and reports it. The command waits for the
 thread before returning, whether the run took its work or not.
 
-Measured on the H100 host (docs/benchmarks.md): without the thread a Neuse-size ``--reuse``
-query returned 0.34 s later (the solve's upload 0.10 s instead of 0.03: pinning and the
-module load; its first reductions 0.12 s instead of 0.004). Reading the DEM in the
+Measured on the H100 host (docs/benchmarks.md): without the thread the solve of a
+Neuse-size ``--reuse`` query took 0.16-0.27 s longer (its upload 0.10-0.23 s instead of
+0.03: pinning and the module load; its first reductions 0.05-0.12 s instead of 0.004),
+while the thread's own cost to the main thread (the GIL during its Python parts, the wait
+for it) is 0.1-0.2 s: one run without it returned at a process age of 3.09 s, two with it
+at 2.75 and 3.11 s. Reading the DEM in the
 thread as well was tried and dropped: the reader needs zarr and :mod:`terrain.grid`, whose
 imports are the main thread's, so the read could only start when they were done, and the
 solve then waited 0.4-0.5 s for the thread's read and kernels one after the other; read in
