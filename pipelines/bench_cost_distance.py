@@ -23,8 +23,12 @@ is written straight into a tile store (:func:`synthetic_dem_store`, what ``inges
 ASCII grid gives, without the text), then ``python -m terrain.run cost-distance STORE
 --source-cell <centre> --cost absdiff`` runs as a child process, timed from its start to its
 exit (imports, CUDA compilation, read, solve and write included); its JSON summary gives the
-phases. A second child then queries that output with ``--reuse`` from two other cells, and
-a third does the same on Dask's ``threads`` scheduler (what the default LocalCluster costs). No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
+phases. A second child runs the same on Dask's ``threads`` scheduler (the task graph), a
+third queries the first one's output with ``--reuse`` from two other cells, and a fourth does
+that on ``threads`` too; ``--repeat N`` runs the four N times. The default scheduler takes
+the in-process path there (``pipelines.cost_distance.run_in_process``); its summary's
+``wall_seconds`` (start-up, imports, the start-up thread's steps, solve, writes) are printed.
+No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
 holds the grid in one chunk), so that mode prints ours only.
 """
 
@@ -156,8 +160,10 @@ def whole_process(args):
     out = work / "out.cost.zarr"
     others = [(rows // 4, cols // 4), (3 * rows // 4, 3 * cols // 4)]
     runs = [("fresh", [src], None, out, None),
+            ("fresh, threads", [src], None, work / "fresh2.cost.zarr", "threads"),
             ("--reuse query", others, out, work / "query.cost.zarr", None),
             ("--reuse query, threads", others, out, work / "query.cost.zarr", "threads")]
+    runs = runs * max(1, getattr(args, "repeat", 1) or 1)
     print(f"cost-distance whole process: {rows} x {cols} cells (synth seed {args.seed}, nodata "
           f"0.02), cost {args.cost}; a fresh run from source cell {src[0]},{src[1]}, then a "
           f"--reuse query of its store from two other cells")
@@ -188,6 +194,9 @@ def whole_process(args):
         if s.get("phases"):
             print("  solve phases: " + ", ".join(f"{k} {v:.3f} s"
                                                  for k, v in s["phases"].items()))
+        if s.get("wall_seconds"):
+            print(f"  steps ({s.get('path', 'task graph')}): " + ", ".join(
+                f"{k} {v:.3f} s" for k, v in s["wall_seconds"].items()))
         print(f"  reached {s['reached_cells']} cells, max distance {s['max_distance']}, queue "
               f"{s.get('queue')}" + (f", reused: {', '.join(s['reused']) or 'nothing'}"
                                      if reuse is not None else ""))

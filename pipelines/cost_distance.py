@@ -28,6 +28,16 @@ too (the solved grid never crosses processes), and the summary says so (``gpus_u
 The ingest tasks of a raster input go to any worker. The result is the same bits as on one
 GPU.
 
+No task graph on the default scheduler (:func:`in_process_applies`: no ``--scheduler``, no
+``--gpus``, no active cluster, the in-core algorithm): :func:`run_in_process` calls the same
+task functions in this process (steps 1-5; a raster input's ingest graph on Dask's
+threads). The in-core solve is one task holding the whole grid, so a LocalCluster's
+dashboard would show one bar, and its start (about 1.1 s on the GPU hosts: importing
+``distributed`` and the dashboard, starting the loop) was a quarter of a ``--reuse``
+query; the store is the graph's byte for byte. On the GPU,
+:mod:`pipelines.cost_distance_start` readies the device during the imports. ``--scheduler
+threads|local|ADDRESS`` runs the graph.
+
 ``--reuse STORE`` of an in-core run's store (its ``cost_reuse`` attribute): step 1 is
 replaced by hard links to STORE's ``elevation`` and ``friction`` layers
 (:func:`terrain.tiles.store.link_layer`) once the input's fingerprint, grid and cost model
@@ -42,11 +52,11 @@ then leaves nothing behind.
 
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
 
-import dask
 import numpy as np
 import zarr
 
@@ -54,19 +64,22 @@ from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
-                                      layer_compressors, read_layer, write_windows)
+                                      layer_compressors, read_layer, shard_layouts,
+                                      write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, link_layer, tiles_per_shard
 
-from .cluster import active_gpu_workers, compute, open_scheduler, parse_gpus, visible_gpus
+# Dask (pipelines.cluster, the graph) is imported where a graph is built or run: the
+# in-process path from a tile store needs none of it (0.1-0.2 s of start-up)
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
            "pin_to_gpu_workers", "input_fingerprint", "reusable_kind", "check_incore_reuse",
-           "reuse_attributes", "incore_bytes", "check_cost_options"]
+           "reuse_attributes", "incore_bytes", "check_cost_options",
+           "in_process_applies", "run_in_process"]
 
 
 def default_output(input_path):
@@ -204,11 +217,14 @@ def _read_full(path, layer="elevation"):
     return read_layer(path, layer, np.float32)
 
 
-def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared):
+def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
+           writer=None):
     """The cost-solve task: reads the grid, runs the chosen algorithm, returns the result.
 
-    ``friction_src``: ``(store, layer)`` of the friction raster, or None."""
-    del prepared
+    ``friction_src``: ``(store, layer)`` of the friction raster, or None. In core, the
+    distances are written as soon as they are known (:class:`_EarlyWriter`), and the task
+    waits for those writes; with ``writer`` (the in-process path's) it leaves them running
+    (``stats["early_writes"]`` is then empty until the caller has waited)."""
     t0 = time.perf_counter()
     z = _read_full(dem_path)
     f = None
@@ -217,6 +233,11 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
         if not spec.get("friction_checked"):
             f = check_friction(f, name=str(spec["friction_path"]))
     t_read = time.perf_counter() - t0
+    if hasattr(prepared, "result"):  # in process: the layers, created beside the read
+        prepared.result()
+    del prepared
+    from .cost_distance_start import wait_for_start_up
+    wait_for_start_up()  # the device's start-up thread, when the command started one
     if spec["algorithm"] != "in-core":
         from terrain.grid.sssp_tiled import tiled_sssp  # the tiled algorithm's seam
         res = tiled_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
@@ -224,7 +245,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                          max_cost=spec["max_cost"], backend=backend, tile=spec["tile"])
     else:
         from terrain.grid.sssp import grid_sssp
-        writer = _EarlyWriter(spec.get("out_path"), spec.get("windows"))
+        own = writer is None
+        writer = _EarlyWriter(spec.get("out_path"), spec.get("windows")) if own else writer
         try:
             res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
                             connectivity=spec["connectivity"], cellsize=spec["cellsize"],
@@ -232,11 +254,17 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                             delta=spec.get("near_far_delta"), hops=False,
                             on_distance=writer.start if spec.get("windows") else None)
         except InputError as e:
+            writer.stop()
             raise InputError(f"{spec['input']}: {e}") from None
-        finally:
+        except BaseException:
+            writer.stop()
+            raise
+        if own:
             done = writer.wait()
-        if done:
-            res.stats["early_writes"] = done
+            if done:
+                res.stats["early_writes"] = done
+        elif writer.pool is not None:  # started: the write tasks leave the distances out
+            res.stats["early_writes"] = []
     res.stats["read_seconds"] = t_read
     return res, (f if spec.get("write_friction", True) else None)
 
@@ -251,17 +279,18 @@ class _EarlyWriter:
         self.out_path, self.windows = out_path, windows or []
         self.pool, self.futures = None, []
 
-    def _one(self, distance, window):
+    def _one(self, distance, window, layouts):
         t0 = time.perf_counter()
-        write_windows(self.out_path, {"distance": distance}, [window])
+        write_windows(self.out_path, {"distance": distance}, [window], layouts=layouts)
         return t0, time.perf_counter()
 
     def start(self, distance):
         import concurrent.futures
-        import os
+        layouts = shard_layouts(self.out_path, ["distance"])  # once, not per window
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max(1, min(os.cpu_count() or 1, len(self.windows))))
-        self.futures = [self.pool.submit(self._one, distance, w) for w in self.windows]
+        self.futures = [self.pool.submit(self._one, distance, w, layouts)
+                        for w in self.windows]
 
     def wait(self):
         if self.pool is None:
@@ -272,15 +301,26 @@ class _EarlyWriter:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
 
+    def stop(self):
+        """After a failure: no write runs on (their own errors are not news then)."""
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001 - the failure being handled is the one to report
+            pass
 
-def _write(out_path, solved, windows):
+
+def _write(out_path, solved, windows, layouts=None):
+    """The cost-write task: ``windows`` of every layer the solve did not write itself
+    (``layouts``: :func:`terrain.grid.cost_outputs.shard_layouts` of them, or None)."""
     res, f = solved
     t0 = time.perf_counter()
     layers = {name: getattr(res, name) for name in LAYERS
               if not (name == "distance" and "early_writes" in res.stats)}
     if f is not None:
         layers["friction"] = f
-    write_windows(out_path, layers, windows)
+    if layouts is not None and not set(layers) <= set(layouts):
+        layouts = None
+    write_windows(out_path, layers, windows, layouts=layouts)
     return t0, time.perf_counter()
 
 
@@ -313,24 +353,36 @@ def _finish(out_path, solved, writes, meta):
     return summary
 
 
+def _task_arguments(out_path, spec, windows, backend, friction_store):
+    """What the tasks take, for the graph and the in-process path alike: the solve's spec,
+    the friction's ``(store, layer)`` or None, the summary's fixed entries and whether the
+    output gets a ``friction`` layer."""
+    friction_src = None
+    if friction_store is not None:
+        friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
+                        else (friction_store, "elevation"))
+    with_friction = friction_store is not None and spec.get("write_friction", True)
+    if spec["algorithm"] == "in-core":  # the solve writes the distances itself
+        spec = dict(spec, windows=list(windows), out_path=str(out_path))
+    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
+    return spec, friction_src, meta, with_friction
+
+
 def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, windows,
                               backend="cpu", upstream=None, geo=None, friction_store=None):
     """Dask graph computing the cost distance of the DEM in ``dem_path`` into ``out_path``.
 
     Returns a Delayed whose value is the summary dict.
     """
+    import dask
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
     name = (lambda stage: f"cost-{stage}-{token}")
+    spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
+                                                              friction_store)
     prepared = dask.delayed(_prepare, pure=False)(
-        out_path, spec["shape"], spec["tile"], geo or {},
-        friction_store is not None and spec.get("write_friction", True), upstream,
+        out_path, spec["shape"], spec["tile"], geo or {}, with_friction, upstream,
         dask_key_name=name("prepare"))
-    friction_src = None
-    if friction_store is not None:
-        friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
-                        else (friction_store, "elevation"))
-    if spec["algorithm"] == "in-core":  # the solve writes the distances itself
-        spec = dict(spec, windows=list(windows), out_path=str(out_path))
     solved = dask.delayed(_solve, pure=False)(dem_path, friction_src, spec, sources,
                                               start_costs, backend, prepared,
                                               dask_key_name=name("solve"))
@@ -338,10 +390,78 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
     writes = [dask.delayed(_write, pure=False)(out_path, solved, [w],
                                                dask_key_name=(name("write"), i))
               for i, w in enumerate(windows)]
-    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
-    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
     return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
                                              dask_key_name=name("finish"))
+
+
+def in_process_applies(algorithm, scheduler=None, gpus=None):
+    """True when a run takes the in-process path (module docstring): the in-core algorithm,
+    no ``scheduler`` asked for, no GPU workers, no cluster active (a batch's).
+
+    >>> in_process_applies("in-core"), in_process_applies("in-core", "threads")
+    (True, False)
+    >>> in_process_applies("tiled"), in_process_applies("in-core", gpus="1")
+    (False, False)
+    """
+    import sys
+    cluster = sys.modules.get("pipelines.cluster")  # not imported: no cluster is active
+    return (algorithm == "in-core" and scheduler is None and gpus is None
+            and (cluster is None or cluster._active_client is None))
+
+
+def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
+                   upstream=None, geo=None, friction_store=None):
+    """The in-core run without a task graph: the same task functions as
+    :func:`build_cost_distance_graph`, called here (module docstring), so the store is the
+    graph's byte for byte. A raster input's ingest graph (``upstream``) runs on Dask's
+    threads first. The layers are created on a pool thread while the solve reads the grid;
+    the distances are written from the moment the solve has them, the other layers' shard
+    windows by the pool once the solve is done. Returns the summary, its ``wall_seconds``
+    the wall seconds of each step (and of the start-up:
+    :func:`pipelines.cost_distance_start.startup_seconds`)."""
+    import concurrent.futures
+
+    wall = {}
+    t0 = time.perf_counter()
+    if upstream:
+        from . import cluster
+        with cluster.open_scheduler("threads"):
+            cluster.compute(*upstream, label="cost-ingest")
+        wall["ingest"] = time.perf_counter() - t0
+    spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
+                                                              friction_store)
+    pool = concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1,
+                                                 thread_name_prefix="terrain-cost")
+    # the distances' writes run on while the other layers are written (not waited for
+    # in between: the writes are not CPU-bound, and one set fills the other's gaps)
+    writer = _EarlyWriter(out_path, spec["windows"])
+    try:
+        t1 = time.perf_counter()
+        prepared = pool.submit(_prepare, out_path, spec["shape"], spec["tile"], geo or {},
+                               with_friction, None)
+        solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
+                        writer=writer)
+        t2 = time.perf_counter()
+        layouts = shard_layouts(out_path, list(LAYERS) + ["friction"] * (solved[1] is not None))
+        writes = [pool.submit(_write, out_path, solved, [w], layouts) for w in windows]
+        writes = [f.result() for f in writes]
+        if "early_writes" in solved[0].stats:
+            solved[0].stats["early_writes"] = writer.wait()
+        t3 = time.perf_counter()
+    except BaseException:  # nothing may write into the partial output after this
+        pool.shutdown(wait=True, cancel_futures=True)
+        writer.stop()
+        raise
+    pool.shutdown(wait=True)
+    summary = _finish(out_path, solved, writes, meta)
+    t4 = time.perf_counter()
+    wall.update({"read + solve": t2 - t1, "writes after the solve": t3 - t2,
+                 "finish": t4 - t3})
+    from .cost_distance_start import startup_seconds
+    summary["path"] = "in-process"
+    summary["wall_seconds"] = {**startup_seconds(),
+                               **{k: round(v, 6) for k, v in wall.items()}}
+    return summary
 
 
 def pin_to_gpu_workers(graph, algorithm, workers):
@@ -379,6 +499,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         if scheduler is not None:
             raise InputError(f"{input_path}: GPU workers are started here: scheduler "
                              f"{scheduler!r} cannot be used with a GPU count")
+        from .cluster import parse_gpus, visible_gpus
         parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
         backend = "gpu"
     be = get_backend(backend)
@@ -527,6 +648,9 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
                 friction_store = friction_tmp
                 upstream.append(build_ingest_graph(friction, friction_store, tile))
     windows = _shard_windows(shape, tile, shard)
+    if in_process_applies(spec["algorithm"], scheduler, gpus):
+        return run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
+                              geo, friction_store)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import build_cost_distance_tiled
         graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
@@ -534,10 +658,11 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     else:
         graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
                                           upstream, geo, friction_store)
-    with open_scheduler(scheduler, gpus=gpus):
-        workers = active_gpu_workers()  # --gpus (here or the batch's): one worker per GPU
+    from . import cluster
+    with cluster.open_scheduler(scheduler, gpus=gpus):
+        workers = cluster.active_gpu_workers()  # --gpus (here or the batch's): one per GPU
         graph = pin_to_gpu_workers(graph, spec["algorithm"], workers)
-        (summary,) = compute(graph, label="cost-distance")
+        (summary,) = cluster.compute(graph, label="cost-distance")
     if workers:  # the in-core solve holds the grid on one device
         summary.update(gpus=len(workers),
                        gpus_used=len(workers) if spec["algorithm"] == "tiled" else 1)

@@ -47,8 +47,8 @@ def _pins(monkeypatch, tmp_path, path, algorithm):
         built["graph"] = graph
         raise _Built
 
-    monkeypatch.setattr(cd, "compute", capture)
-    monkeypatch.setattr(cd, "active_gpu_workers", lambda: list(WORKERS))
+    monkeypatch.setattr(cluster, "compute", capture)
+    monkeypatch.setattr(cluster, "active_gpu_workers", lambda: list(WORKERS))
     with pytest.raises(_Built):
         cd.run_cost_distance(path, tmp_path / "o.zarr", cells=["3,4", "55,40"], tile=8,
                              algorithm=algorithm, tile_sssp=4, backend="cpu",

@@ -43,7 +43,7 @@ from ..tiles._shards import fast_layout, read_shard, shard_grid, write_shard
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
-           "layer_compressors", "LAYER_CODECS", "write_windows", "read_layer"]
+           "layer_compressors", "LAYER_CODECS", "write_windows", "shard_layouts", "read_layer"]
 
 # name -> (dtype, fill (= nodata), description)
 LAYERS = {
@@ -93,14 +93,29 @@ def layer_compressors(name="distance"):
     return (zarr.codecs.BloscCodec(cname=cname, clevel=clevel, shuffle=shuffle),)
 
 
-def write_windows(store_path, layers, windows, config=None):
+def shard_layouts(store_path, names):
+    """``{name: (zarr array, ShardLayout or None)}`` of the layers ``names`` of the store
+    at ``store_path``, for :func:`write_windows` calls that write many windows: opening a
+    group and a layer goes through zarr's one event-loop thread, which serialised the
+    Neuse-size write tasks' 63 windows x 3 layers (0.45-0.58 s of the writes after the
+    solve on the H100 host, docs/benchmarks.md)."""
+    group = zarr.open_group(store=str(store_path), mode="r+")
+    out = {}
+    for name in names:
+        arr = group[name]
+        out[name] = (arr, fast_layout(arr))
+    return out
+
+
+def write_windows(store_path, layers, windows, config=None, layouts=None):
     """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
     ``store_path`` for every window ``(r0, r1, c0, c1)``.
 
     A layer in the usual layout (:func:`terrain.tiles._shards.fast_layout`) whose window
     covers whole shards is encoded in this thread, shard by shard, in the bytes zarr would
     write (module docstring); anything else goes through zarr's synchronous API
-    (``config``: zarr's runtime array configuration for those writes).
+    (``config``: zarr's runtime array configuration for those writes). ``layouts``: what
+    :func:`shard_layouts` gave for these layers (else the store is opened here).
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -111,10 +126,11 @@ def write_windows(store_path, layers, windows, config=None):
     >>> zarr.open_array(d, path="backlink")[4, :3].tolist(), int(a[0, 4])
     ([24, 25, 26], 255)
     """
-    group = zarr.open_group(store=str(store_path), mode="r+")
+    if layouts is None or config is not None:
+        layouts = shard_layouts(store_path, layers)
     for name, values in layers.items():
-        arr = group[name]
-        layout = fast_layout(arr) if config is None else None
+        arr, layout = layouts[name]
+        layout = layout if config is None else None
         for r0, r1, c0, c1 in windows:
             shards = None if layout is None else _whole_shards(layout, (r0, r1, c0, c1))
             if shards is None:

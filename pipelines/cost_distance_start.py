@@ -1,0 +1,136 @@
+"""Start-up of ``terrain cost-distance``: the device gets ready during the imports.
+
+``terrain.run`` dispatches ``cost-distance`` here. When the run will take the in-process
+path (:func:`pipelines.cost_distance.in_process_applies`: no ``--scheduler``, ``--gpus`` or
+``--dry-run``; not ``--algorithm tiled``) on the GPU backend, CuPy is imported here and a
+thread starts before :mod:`pipelines.cost_distance` and what it needs (zarr, Numba: 0.4-0.6
+s on the GPU hosts) are imported, and
+
+1. creates the CUDA context (CuPy's first call: 0.1 s);
+2. loads every kernel the solve launches, CuPy's reductions included, by solving a 64 x 64
+   grid (:func:`terrain.grid.sssp.grid_sssp`): a process loads each from CuPy's disk cache
+   on first use, and a fresh device compiles them;
+3. pins the host staging buffers of the solve's uploads and downloads
+   (:mod:`terrain.grid._sssp_gpu`; CuPy's pinned pool keeps them for the solve).
+
+The solve waits for the thread (:func:`wait_for_start_up`) once it has read the grid, before
+it touches the device; the thread changes no result. Its own failures are ignored: the
+command then meets the same problem itself and reports it. The command waits for the
+thread before returning, whether the run took its work or not.
+
+Measured on the H100 host (docs/benchmarks.md): without the thread the solve of a
+Neuse-size ``--reuse`` query took 0.16-0.27 s longer (its upload 0.10-0.23 s instead of
+0.03: pinning and the module load; its first reductions 0.05-0.12 s instead of 0.004),
+while the thread's own cost to the main thread (the GIL during its Python parts, the wait
+for it) is 0.1-0.2 s: one run without it returned at a process age of 3.09 s, two with it
+at 2.75 and 3.11 s. Reading the DEM in the
+thread as well was tried and dropped: the reader needs zarr and :mod:`terrain.grid`, whose
+imports are the main thread's, so the read could only start when they were done, and the
+solve then waited 0.4-0.5 s for the thread's read and kernels one after the other; read in
+the main thread, it runs beside the kernels' loading.
+
+:func:`startup_seconds` gives the wall seconds of these steps and of the start-up before
+them (process start to this command, the imports), for the summary's ``wall_seconds``.
+"""
+
+import os
+import threading
+import time
+
+__all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds"]
+
+_jobs = []     # the start-up thread, while there is one
+_seconds = {}  # step -> wall seconds (startup_seconds)
+
+
+def startup_seconds():
+    """Wall seconds of the start-up steps of this process's command (module docstring)."""
+    return {k: round(v, 6) for k, v in _seconds.items()}
+
+
+def _process_age():
+    """Seconds since this process started (Linux ``/proc``; None elsewhere)."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def wait_for_start_up():
+    """Wait for the start-up thread, when there is one (its wait goes to the summary)."""
+    t0 = time.perf_counter()
+    jobs = list(_jobs)
+    for job in jobs:
+        job.join()
+    if jobs:
+        _seconds["waited for the start-up thread"] = time.perf_counter() - t0
+
+
+def _wanted(args):
+    return not (getattr(args, "scheduler", None) is not None
+                or getattr(args, "gpus", None) is not None
+                or getattr(args, "dry_run", False)
+                or getattr(args, "backend", None) == "cpu"
+                or getattr(args, "algorithm", "auto") == "tiled")
+
+
+def _warm(be):
+    try:
+        t0 = time.perf_counter()
+        cp = be.xp
+        cp.cuda.Device().mem_info  # creates the context
+        t1 = time.perf_counter()
+        _seconds["CUDA context (thread)"] = t1 - t0
+        _warm_kernels(be)
+        _seconds["kernels and pinned buffers (thread)"] = time.perf_counter() - t1
+    except Exception:  # noqa: BLE001 - the command meets the problem itself and says so
+        return
+
+
+def _warm_kernels(be):
+    """Loads the solve's kernels (a 64 x 64 grid solved as the command's grid will be) and
+    pins the rings of its uploads and downloads (:func:`terrain._transfer.pin_ring`)."""
+    import numpy as np
+
+    from terrain._transfer import pin_ring
+    from terrain.grid.sssp import grid_sssp
+    z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
+    z[3, 5] = np.nan
+    grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
+    pin_ring(be.xp, 2)  # the upload's and the download's rings, pinned in CuPy's pool
+
+
+def cost_distance_command(args):
+    """``terrain cost-distance``: :func:`pipelines.cost_distance.cost_distance_command`,
+    the device made ready meanwhile (module docstring)."""
+    age = _process_age()
+    _seconds.clear()
+    if age is not None:
+        _seconds["process start to the command"] = age
+    job = None
+    try:
+        if _wanted(args):
+            from terrain.backend import get_backend
+            t0 = time.perf_counter()
+            be = get_backend(getattr(args, "backend", None))  # CuPy imported here, not in
+            _seconds["backend"] = time.perf_counter() - t0    # both threads at once
+            if be.is_gpu:
+                job = threading.Thread(target=_warm, args=(be,), daemon=True,
+                                       name="terrain-cost-start")
+                _jobs.append(job)
+                job.start()
+    except Exception:  # noqa: BLE001 - a bad backend name: the command says so
+        job = None
+    try:
+        t0 = time.perf_counter()
+        from .cost_distance import cost_distance_command as command
+        _seconds["imports"] = time.perf_counter() - t0
+        return command(args)
+    finally:
+        if job is not None:
+            job.join()
+            _jobs.remove(job)

@@ -1,0 +1,154 @@
+"""The in-core ``cost-distance`` on the default scheduler runs without a task graph
+(``pipelines.cost_distance.run_in_process``): the same store, byte for byte, as the task
+graph on Dask's threads, for a raster input (ingested first, with a friction raster), a tile
+store and a ``--reuse`` query; bad input still leaves nothing. On the GPU the start-up
+thread (``pipelines.cost_distance_start``) changes no byte either."""
+
+import json
+import os
+import subprocess
+import sys
+from argparse import Namespace
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_main
+from test_cost_distance_cli import write_asc
+
+from pipelines import cost_distance_start as start
+from pipelines.cost_distance import in_process_applies
+
+
+@pytest.fixture
+def dem(tmp_path):
+    rng = np.random.default_rng(11)
+    z = rng.integers(0, 50, (75, 61)).astype(np.float32)
+    z[rng.random(z.shape) < 0.05] = np.nan
+    z[4, 7] = z[66, 50] = z[20, 33] = 9
+    return z, write_asc(tmp_path / "dem.asc", z)
+
+
+def _files(path):
+    """Every file of a store but the group's own metadata (the summary holds timings)."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file() and str(p.relative_to(path)) != "zarr.json"}
+
+
+def _run(capsys, *argv, scheduler=None, backend="cpu"):
+    rc, so, se = run_main(capsys, "cost-distance", *argv, "--tile", 16, "--json",
+                          "--backend", backend, scheduler=scheduler)
+    assert rc == 0, se
+    assert "dashboard" not in se, se  # no LocalCluster either way
+    return json.loads(so)
+
+
+def _same_stores(a, b):
+    fa, fb = _files(a), _files(b)
+    assert sorted(fa) == sorted(fb)
+    assert len(fa) > 10
+    for name in fa:
+        assert fa[name] == fb[name], name
+
+
+def test_in_process_path_writes_the_task_graphs_bytes(capsys, tmp_path, dem):
+    z, path = dem
+    rng = np.random.default_rng(12)
+    fpath = write_asc(tmp_path / "fr.asc", rng.uniform(1, 3, z.shape).round(2).astype(np.float32))
+    args = [path, "--source-cell", "4,7", "--source-cell", "66,50", "--cost", "tobler",
+            "--friction", fpath]
+    direct = _run(capsys, *args, "-o", tmp_path / "a.zarr")
+    graph = _run(capsys, *args, "-o", tmp_path / "b.zarr", scheduler="threads")
+    assert direct["path"] == "in-process" and "path" not in graph
+    assert {"imports", "read + solve", "writes after the solve"} <= set(direct["wall_seconds"])
+    assert direct["reached_cells"] == graph["reached_cells"] > 0
+    _same_stores(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    # a --reuse query of the first store, both ways
+    new = ["--source-cell", "20,33", "--cost", "tobler", "--friction", fpath, "--reuse",
+           tmp_path / "a.zarr"]
+    q1 = _run(capsys, path, *new, "-o", tmp_path / "q1.zarr")
+    q2 = _run(capsys, path, *new, "-o", tmp_path / "q2.zarr", scheduler="threads")
+    assert q1["reused"] == q2["reused"] == ["ingested DEM", "checked friction"]
+    _same_stores(tmp_path / "q1.zarr", tmp_path / "q2.zarr")
+
+
+def test_in_process_path_from_a_tile_store(capsys, tmp_path, dem):
+    z, path = dem
+    rc, _, se = run_main(capsys, "ingest", path, "-o", tmp_path / "dem.zarr", "--tile", 16)
+    assert rc == 0, se
+    args = [tmp_path / "dem.zarr", "--source-cell", "66,50", "--connectivity", 16]
+    _run(capsys, *args, "-o", tmp_path / "a.zarr")
+    _run(capsys, *args, "-o", tmp_path / "b.zarr", scheduler="synchronous")
+    _same_stores(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    assert not (tmp_path / "a.zarr" / "elevation").exists()
+
+
+def test_in_process_path_bad_input_leaves_nothing(capsys, tmp_path, dem):
+    z, path = dem
+    r, c = map(int, np.argwhere(np.isnan(z))[0])
+    rc, so, se = run_main(capsys, "cost-distance", path, "--source-cell", f"{r},{c}", "-o",
+                          tmp_path / "x.zarr", "--tile", 16, "--backend", "cpu", scheduler=None)
+    assert rc == 2 and se.count("\n") == 1 and "nodata" in se, se
+    assert not (tmp_path / "x.zarr").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["dem.asc"]
+
+
+def test_the_rule():
+    assert in_process_applies("in-core")
+    assert not in_process_applies("in-core", scheduler="local")
+    assert not in_process_applies("tiled")
+    assert not in_process_applies("in-core", gpus="all")
+
+
+def test_which_runs_start_the_device_early():
+    assert not start._wanted(Namespace(scheduler="threads"))
+    assert not start._wanted(Namespace(gpus="1"))
+    assert not start._wanted(Namespace(backend="cpu"))
+    assert not start._wanted(Namespace(backend="gpu", algorithm="tiled"))
+    assert start._wanted(Namespace(backend="gpu", algorithm="auto"))
+    assert start._wanted(Namespace(backend=None))
+    start.wait_for_start_up()  # no thread: returns at once
+
+
+@pytest.mark.gpu
+def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
+    """The command line (a process of its own: the start-up thread runs), GPU, default
+    scheduler: a fresh run from a tile store and a --reuse query of a raster run's store
+    write the task graph's bytes, and the CPU's layers."""
+    z, path = dem
+    env = dict(os.environ)
+
+    def cli(*argv):
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "cost-distance",
+                               *map(str, argv), "--tile", "16", "--json", "--backend", "gpu"],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "dashboard" not in proc.stderr, proc.stderr
+        return json.loads(proc.stdout)
+
+    subprocess.run([sys.executable, "-m", "terrain.run", "ingest", str(path), "-o",
+                    str(tmp_path / "dem.zarr"), "--tile", "16", "--scheduler", "threads"],
+                   check=True, capture_output=True)
+    s1 = cli(tmp_path / "dem.zarr", "--source-cell", "4,7", "-o", tmp_path / "a.zarr")
+    cli(tmp_path / "dem.zarr", "--source-cell", "4,7", "-o", tmp_path / "b.zarr",
+        "--scheduler", "threads")
+    assert s1["path"] == "in-process"
+    assert "kernels and pinned buffers (thread)" in s1["wall_seconds"], s1["wall_seconds"]
+    _same_stores(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    cli(path, "--source-cell", "4,7", "-o", tmp_path / "r.zarr", "--scheduler", "threads")
+    new = ["--source-cell", "66,50", "--source-cell", "20,33", "--reuse", tmp_path / "r.zarr"]
+    q1 = cli(path, *new, "-o", tmp_path / "q1.zarr")
+    cli(path, *new, "-o", tmp_path / "q2.zarr", "--scheduler", "threads")
+    assert "waited for the start-up thread" in q1["wall_seconds"], q1["wall_seconds"]
+    _same_stores(tmp_path / "q1.zarr", tmp_path / "q2.zarr")
+    g1 = zarr.open_group(str(tmp_path / "q1.zarr"), mode="r")
+    cpu = tmp_path / "c.zarr"
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "cost-distance", str(path),
+                           *map(str, new[:4]), "-o", str(cpu), "--tile", "16", "--backend",
+                           "cpu", "--scheduler", "threads"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    g2 = zarr.open_group(str(cpu), mode="r")
+    for name in ("distance", "allocation", "backlink"):
+        np.testing.assert_array_equal(np.asarray(g1[name][:]), np.asarray(g2[name][:]),
+                                      err_msg=name)
