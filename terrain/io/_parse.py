@@ -53,8 +53,9 @@ SLOW_BITS = np.uint32(0x7FC0DEAD)
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
 #: (no fused multiply-add, no fast-math), no Python headers needed. ``-O3`` rather than
-#: ``-O2``: the byte loops parse 17-22 % faster (700 -> 850 MB/s a core on the 2-core VM,
-#: docs/benchmarks.md); it changes no floating-point semantics.
+#: ``-O2``: the byte loops parse 17-22 % faster on the AMD EPYC VM (700 -> 850 MB/s a core),
+#: the same on the H100 hosts' Xeon (~510; docs/benchmarks.md); it changes no floating-point
+#: semantics.
 SOURCE = Path(__file__).with_name("_parse.c")
 CFLAGS = ("-std=c99", "-O3", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared")
 #: module name of the library setup.py builds into the package (loaded by path, not imported)
