@@ -195,13 +195,6 @@ class IndexStore:
             m //= 2
         return m
 
-    def shard_rows(self, k):
-        """Node rows per shard of level ``k``'s matrices: an eighth of a group's (at least
-        a page), so a group's task writes its matrices as eight shards in parallel
-        (:meth:`write_batch`; one write of a whole group's 0.7 GB took 2.8 s on one
-        thread)."""
-        return max(self.page(k), self.side(k) // 8)
-
     def create(self, attrs):
         root = zarr.open_group(store=self.path, mode="a")
         grp = root.require_group(self.name)
@@ -225,7 +218,7 @@ class IndexStore:
             arr("ids", (nr, nc, B), (c, c, B), "int64", -1)
             arr("z", (nr, nc, B), (c, c, B), "float32", np.nan)
             arr("f", (nr, nc, B), (c, c, B), "float32", np.nan)
-            shards = (self.shard_rows(k), c, B, B) if c > m else None
+            shards = (c, c, B, B) if c > m else None
             arr("dist", (nr, nc, B, B), (m, m, B, B), "float64", np.inf, shards)
             arr("hops", (nr, nc, B, B), (m, m, B, B), "int32", int(INT_INF), shards)
 
@@ -273,7 +266,6 @@ class IndexStore:
         B, b = self.bpad(0), batch.ids.shape[1]
         sl = (slice(i0, i1), slice(j0, j1))
         out = 0
-        jobs = []
         for name, data, fill in (("count", batch.count, None), ("ids", batch.ids, -1),
                                  ("z", batch.z, np.nan), ("f", batch.f, np.nan),
                                  ("dist", batch.dist, np.inf), ("hops", batch.hops, INT_INF)):
@@ -282,20 +274,8 @@ class IndexStore:
                 full[(slice(None),) + (slice(0, b),) * (data.ndim - 1)] = data
                 data = full
             data = data.reshape((ni, nj) + data.shape[1:])
+            self.array(0, name)[sl] = data
             out += data.nbytes
-            if name in ("dist", "hops"):  # whole shards, in parallel threads
-                arr = self.array(0, name)
-                step = int((arr.shards or arr.chunks)[0])
-                jobs += [(name, (slice(i0 + r, i0 + min(r + step, ni)), sl[1]),
-                          data[r:r + step]) for r in range(0, ni, step)]
-            else:
-                self.array(0, name)[sl] = data
-        from concurrent.futures import ThreadPoolExecutor
-
-        def put(job):
-            self.array(0, job[0])[job[1]] = job[2]
-        with ThreadPoolExecutor(min(8, len(jobs))) as pool:
-            list(pool.map(put, jobs))
         return out
 
     def _clip(self, k, region):
