@@ -315,29 +315,6 @@ class IndexStore:
         k, i, j = key
         return self.meta(k, (i, i + 1, j, j + 1), matrices=True)[key]
 
-    def read_level(self, k, name, threads=None):
-        """The whole array ``name`` of level ``k``, read in bands of chunk rows by
-        ``threads`` threads straight into one array (Zarr decodes a single read's chunks
-        on about one core: the 2.8 GB of 4096^2's tiles took 4.4 s on the H100's host)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from zarr.core.buffer import default_buffer_prototype
-        import os
-        threads = int(threads or min(16, os.cpu_count() or 1))
-        arr = self.array(k, name)
-        out = np.empty(arr.shape, arr.dtype)
-        step = int(arr.chunks[0])
-        rows = arr.shape[0]
-        step *= max(1, -(-rows // (step * threads)))  # about one band per thread
-        nd = default_buffer_prototype().nd_buffer
-
-        def band(r):
-            sl = (slice(r, min(r + step, rows)),)
-            arr.get_basic_selection(sl, out=nd.from_numpy_array(out[sl]))
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(band, range(0, rows, step)))
-        return out
-
     def load_page(self, k, p):
         """Page ``p`` of level ``k`` (pages row-major): ``(dist, hops)`` of shape
         ``(m * m, B, B)``, padded."""
@@ -559,8 +536,11 @@ def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
         # page, solved on the device (on the CPU, page by page is as fast and holds less)
         shape = (nr * nc, B, B)
 
-        def load(p):  # the two arrays, each in bands read by parallel threads
-            return tuple(store.read_level(H, name).reshape(shape) for name in ("dist", "hops"))
+        def load(p):  # the two arrays in two threads (decompression releases the GIL)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(2) as pool:
+                return tuple(pool.map(lambda name: np.asarray(store.array(H, name)[:])
+                                      .reshape(shape), ("dist", "hops")))
         final, stats = top_labels_paged(tspec, tops, known, np.zeros(nr * nc, np.int64), node,
                                         load, shape, cache_bytes, backend=backend)
     else:
