@@ -130,11 +130,6 @@ def _one(job):
         import pipelines.cost_distance_tiled as cdt
         sizing, side = cdt.gpu_sizing, int(job["group_side"])
         cdt.gpu_sizing = lambda *a, **k: dict(sizing(*a, **k), group_side=side, by="bench")
-    if job.get("index_codec") == "blosc":  # a measurement: the index in Blosc (zstd, shuffle)
-        import zarr
-
-        import pipelines.cost_distance_tiled as cdt
-        cdt._comp = lambda: (zarr.codecs.BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"),)
     table = _profile() if job.get("profile") else None
     import resource
 
@@ -178,8 +173,7 @@ def pipeline(a):
         job = {"store": str(store), "out": str(out), "cells": cells, "tile": a.tile,
                "height": height, "backend": a.backend, "scheduler": a.scheduler,
                "reuse": None if reuse is None else str(outs[reuse]),
-               "group_side": a.group_side, "profile": a.profile,
-               "index_codec": a.index_codec}
+               "group_side": a.group_side, "profile": a.profile}
         r = subprocess.run([sys.executable, "-m", "pipelines.bench_sssp_tiled", "--one",
                             json.dumps(job)], capture_output=True, text=True)
         if r.returncode:
@@ -216,8 +210,6 @@ def main(argv=None):
     p.add_argument("--keep", action="store_true", help="keep the output stores")
     p.add_argument("--group-side", type=int, default=None,
                    help="--pipeline on the GPU: this group side instead of the device's")
-    p.add_argument("--index-codec", default="zstd", choices=("zstd", "blosc"),
-                   help="--pipeline: the index's compressor (a measurement)")
     p.add_argument("--profile", action="store_true",
                    help="--pipeline: seconds and calls of the main steps (summed over threads)")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)

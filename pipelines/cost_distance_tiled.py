@@ -195,13 +195,6 @@ class IndexStore:
             m //= 2
         return m
 
-    def shard_rows(self, k):
-        """Node rows per shard of level ``k``'s matrices: an eighth of a group's (at least
-        a page), so a group's task writes its matrices as eight shards in parallel
-        (:meth:`write_batch`; one write of a whole group's 0.7 GB took 2.8 s on one
-        thread)."""
-        return max(self.page(k), self.side(k) // 8)
-
     def create(self, attrs):
         root = zarr.open_group(store=self.path, mode="a")
         grp = root.require_group(self.name)
@@ -225,7 +218,7 @@ class IndexStore:
             arr("ids", (nr, nc, B), (c, c, B), "int64", -1)
             arr("z", (nr, nc, B), (c, c, B), "float32", np.nan)
             arr("f", (nr, nc, B), (c, c, B), "float32", np.nan)
-            shards = (self.shard_rows(k), c, B, B) if c > m else None
+            shards = (c, c, B, B) if c > m else None
             arr("dist", (nr, nc, B, B), (m, m, B, B), "float64", np.inf, shards)
             arr("hops", (nr, nc, B, B), (m, m, B, B), "int32", int(INT_INF), shards)
 
@@ -273,7 +266,6 @@ class IndexStore:
         B, b = self.bpad(0), batch.ids.shape[1]
         sl = (slice(i0, i1), slice(j0, j1))
         out = 0
-        jobs = []
         for name, data, fill in (("count", batch.count, None), ("ids", batch.ids, -1),
                                  ("z", batch.z, np.nan), ("f", batch.f, np.nan),
                                  ("dist", batch.dist, np.inf), ("hops", batch.hops, INT_INF)):
@@ -282,20 +274,8 @@ class IndexStore:
                 full[(slice(None),) + (slice(0, b),) * (data.ndim - 1)] = data
                 data = full
             data = data.reshape((ni, nj) + data.shape[1:])
+            self.array(0, name)[sl] = data
             out += data.nbytes
-            if name in ("dist", "hops"):  # whole shards, in parallel threads
-                arr = self.array(0, name)
-                step = int((arr.shards or arr.chunks)[0])
-                jobs += [(name, (slice(i0 + r, i0 + min(r + step, ni)), sl[1]),
-                          data[r:r + step]) for r in range(0, ni, step)]
-            else:
-                self.array(0, name)[sl] = data
-        from concurrent.futures import ThreadPoolExecutor
-
-        def put(job):
-            self.array(0, job[0])[job[1]] = job[2]
-        with ThreadPoolExecutor(min(8, len(jobs))) as pool:
-            list(pool.map(put, jobs))
         return out
 
     def _clip(self, k, region):
@@ -334,29 +314,6 @@ class IndexStore:
         """One node with its matrices."""
         k, i, j = key
         return self.meta(k, (i, i + 1, j, j + 1), matrices=True)[key]
-
-    def read_level(self, k, name, threads=None):
-        """The whole array ``name`` of level ``k``, read in bands of chunk rows by
-        ``threads`` threads straight into one array (Zarr decodes a single read's chunks
-        on about one core: the 2.8 GB of 4096^2's tiles took 4.4 s on the H100's host)."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from zarr.core.buffer import default_buffer_prototype
-        import os
-        threads = int(threads or min(16, os.cpu_count() or 1))
-        arr = self.array(k, name)
-        out = np.empty(arr.shape, arr.dtype)
-        step = int(arr.chunks[0])
-        rows = arr.shape[0]
-        step *= max(1, -(-rows // (step * threads)))  # about one band per thread
-        nd = default_buffer_prototype().nd_buffer
-
-        def band(r):
-            sl = (slice(r, min(r + step, rows)),)
-            arr.get_basic_selection(sl, out=nd.from_numpy_array(out[sl]))
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(band, range(0, rows, step)))
-        return out
 
     def load_page(self, k, p):
         """Page ``p`` of level ``k`` (pages row-major): ``(dist, hops)`` of shape
@@ -579,8 +536,11 @@ def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
         # page, solved on the device (on the CPU, page by page is as fast and holds less)
         shape = (nr * nc, B, B)
 
-        def load(p):  # the two arrays, each in bands read by parallel threads
-            return tuple(store.read_level(H, name).reshape(shape) for name in ("dist", "hops"))
+        def load(p):  # the two arrays in two threads (decompression releases the GIL)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(2) as pool:
+                return tuple(pool.map(lambda name: np.asarray(store.array(H, name)[:])
+                                      .reshape(shape), ("dist", "hops")))
         final, stats = top_labels_paged(tspec, tops, known, np.zeros(nr * nc, np.int64), node,
                                         load, shape, cache_bytes, backend=backend)
     else:

@@ -202,20 +202,3 @@ def test_no_task_holds_the_whole_index(capsys, tmp_path, monkeypatch):
     a, b = _layers(tmp_path / "i.zarr"), _layers(tmp_path / "t.zarr")
     for name in LAYERS:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-
-
-@pytest.mark.parametrize("threads", [1, 3])
-def test_index_level_read_in_bands(tmp_path, threads):
-    """A level's matrices read in bands of chunk rows by several threads (the GPU top's
-    whole-level read) equal one read of the array: a grid whose node rows are not a
-    multiple of the chunk rows."""
-    from pipelines.cost_distance_tiled import IndexStore
-    spec = TiledSpec((300, 200), 8, 8, max_height=0)
-    store = IndexStore(tmp_path / "x.zarr", spec, 3)
-    store.create({})
-    nr, nc = store.shape(0)
-    B = store.bpad(0)
-    d = np.random.default_rng(3).random((nr, nc, B, B))
-    store.array(0, "dist")[:] = d
-    assert nr % store.array(0, "dist").chunks[0]  # a partial last band
-    np.testing.assert_array_equal(store.read_level(0, "dist", threads), d)
