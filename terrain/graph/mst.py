@@ -50,9 +50,10 @@ differences of consecutive heads in int16 (a grid's fit) measured slower, the ho
 memory bandwidth, not PCIe, bounding the upload. The forest comes back as NumPy arrays in
 pinned memory (``FOREST_DOWNLOAD = "pinned"``: one direct copy per array, no host copy;
 freeing them returns the memory to CuPy's pinned pool for the next call) or as fresh
-pageable arrays filled through the ring (``"copy"``). Measured slower and removed: the host compacting the
-``u < v`` arcs before the upload (0.42 s on one core for the 4900² grid, more than the
-PCIe bytes it saved) and the forest sent as one bit per edge (the host rescanned its CSR).
+pageable arrays filled through the ring (``"copy"``). Measured slower and removed: the
+host compacting the ``u < v`` arcs before the upload (0.42 s on one core for the 4900²
+grid, more than the PCIe bytes it saved) and the forest sent as one bit per edge (the
+host rescanned its CSR).
 ``extra["phase_seconds"]`` splits a call into ``upload`` (CUDA events: the first copy
 issued to the last one done, the host work it waited on included), ``device`` (events:
 from the uploaded arrays to the forest on the device, the widening included) and
