@@ -786,8 +786,7 @@ def bench_mst_graph_command(args):
         line("device part (CUDA events)", dev, r)
         whole_line("whole call (host CSR -> host forest)", wall, phases, r)
         import terrain.graph.mst as mst
-        for name, value, label in (("HEAD_DIFFS", False, "  the same, heads up as they are"),
-                                   ("NARROW_UPLOAD", False, "  the same, CSR up at full width"),
+        for name, value, label in (("NARROW_UPLOAD", False, "  the same, CSR up at full width"),
                                    ("FOREST_DOWNLOAD", "copy",
                                     "  the same, forest down into pageable arrays")):
             default = getattr(mst, name)

@@ -68,10 +68,7 @@ def _narrow_cpu(src, dst, lo, hi):
 
 def _copy_piece(host, start, dst):
     """Elements ``start...`` of ``host`` into ``dst``: a plain copy for equal dtypes, else
-    narrowed, or ``host``'s own ``copy_into`` (an encoder); returns whether every value
-    fitted."""
-    if not isinstance(host, np.ndarray):
-        return bool(host.copy_into(start, dst))
+    narrowed; returns whether every value fitted."""
     src = host[start:start + dst.shape[0]]
     if src.dtype == dst.dtype:
         np.copyto(dst, src)
@@ -140,18 +137,13 @@ def pin_ring(cp, rings=1):
 def to_device(cp, host, device, stream=None):
     """Copy the host arrays ``host`` into the device arrays ``device`` (same sizes, both
     contiguous; a device dtype may be a narrower integer type) through the pinned ring.
-    A host entry may also be an *encoder*: an object with ``size``, ``dtype`` and
-    ``copy_into(start, dst) -> bool`` that writes its elements ``start...`` into ``dst``
-    encoded as the device array's dtype (e.g. differences of graph heads) and says
-    whether they fitted; the workers call it piece by piece.
 
     The copies are asynchronous on ``stream`` (default: the current stream): kernels
     issued after this call on that stream see the data. Keep the returned
     :class:`Copies` until they are done (it holds the pinned ring): ``wait()`` or
     synchronise past ``done``.
     """
-    host = [np.ascontiguousarray(a).reshape(-1) if isinstance(a, np.ndarray) else a
-            for a in host]
+    host = [np.ascontiguousarray(a).reshape(-1) for a in host]
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     pieces = _pieces(host, device)
     pool, slots, ring, events = _ring(cp, len(pieces))

@@ -203,37 +203,11 @@ def test_upload_wire_dtypes_from_a_weight_sample():
         assert (got is None) if want == np.dtype(None) else got == want, (w, got)
 
 
-def test_head_differences_through_the_ring(monkeypatch):
-    """HEAD_DIFFS: the heads as differences of consecutive heads in the type a sample of
-    them fits, encoded piece by piece by the workers (each piece from the arc before it);
-    their prefix sum is the heads again; a difference that does not fit is reported, so
-    the upload sends the heads again at full width."""
-    from test_transfer import FakeCupy
-    import terrain._transfer as transfer
-    import terrain.graph.mst as mst
-    from pipelines.bench_graph import weighted_grid_graph
-    monkeypatch.setattr(transfer, "SLOT_BYTES", 4096)
-    g = weighted_grid_graph(40, 300, seed=2)
-    assert mst._wire_index_dtype(g.indices) == np.int16  # +-1 .. +-2 cols
-    path = weighted_grid_graph(1, 50, seed=2)
-    assert mst._wire_index_dtype(path.indices) == np.int8
-    assert mst._wire_index_dtype(np.array([70000, 0], np.int32)) is None
-    assert mst._wire_index_dtype(np.array([5, 70000], np.int64)) == np.int32
-    cp = FakeCupy()
-    for dt in (np.int16, np.int8):
-        dev = cp.empty(g.indices.shape, dt)
-        fits = transfer.to_device(cp, [mst._HeadDiffs(g.indices)], [dev]).fits
-        assert fits == [dt == np.int16]
-        if fits[0]:
-            heads = mst._heads_from_diffs(np, np.asarray(dev), g.indices.dtype)
-            assert heads.dtype == g.indices.dtype and np.array_equal(heads, g.indices)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", KINDS + ["int32-outlier"])
 def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
     """The host graph's upload in many pieces (tiny slots: the ring wraps), narrowed
-    (int32 indptr, heads as differences, weights in the type a sample fits;
+    (int32 indptr, weights in the type a sample fits;
     "int32-outlier": weights 1..3 but one edge of 10**6 off the sample, so the weights go
     again at full width) or not, the
     forest back in pinned memory or through the ring, and the same graph handed in as
@@ -253,10 +227,8 @@ def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
     c = minimum_spanning_forest(g, backend="cpu")
     monkeypatch.setattr(transfer, "SLOT_BYTES", 8192)
     forests = []
-    for narrow, diffs, download in ((True, True, "pinned"), (False, True, "copy"),
-                                    (True, False, "copy")):
+    for narrow, download in ((True, "pinned"), (False, "copy"), (True, "copy")):
         monkeypatch.setattr(mst, "NARROW_UPLOAD", narrow)
-        monkeypatch.setattr(mst, "HEAD_DIFFS", diffs)
         monkeypatch.setattr(mst, "FOREST_DOWNLOAD", download)
         forests.append(minimum_spanning_forest(g, backend="gpu"))
         assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}
@@ -272,26 +244,6 @@ def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
             assert a.dtype == b.dtype and np.array_equal(a, b)
         assert (r.total_weight, r.trees, r.rounds) == (c.total_weight, c.trees, c.rounds)
         assert r.extra["worklist"] == c.extra["worklist"]
-
-
-@pytest.mark.gpu
-def test_gpu_head_off_the_sample_sends_the_heads_again():
-    """A grid (head differences +-1 .. +-2 cols: int16) plus one edge (0, n - 1) that the
-    sample misses: the heads go again at full width; forest == CPU's."""
-    from pipelines.bench_graph import weighted_grid_graph
-    import terrain.graph.mst as mst
-    grid = weighted_grid_graph(60, 600, seed=4)
-    rows = np.repeat(np.arange(grid.n), np.diff(grid.indptr))
-    u = np.concatenate([rows, [0]])
-    v = np.concatenate([grid.indices, [grid.n - 1]])
-    w = np.concatenate([grid.weights, [1]]).astype(np.int32)
-    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(grid.n, grid.n)))
-    assert mst._wire_index_dtype(g.indices) == np.int16
-    r = minimum_spanning_forest(g, backend="gpu")
-    c = minimum_spanning_forest(g, backend="cpu")
-    assert np.array_equal(r.edge_ids, c.edge_ids) and np.array_equal(r.v, c.v)
-    assert r.total_weight == c.total_weight and (0, grid.n - 1) in zip(r.u.tolist(),
-                                                                      r.v.tolist())
 
 
 @pytest.mark.gpu

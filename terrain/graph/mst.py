@@ -43,17 +43,17 @@ memory but 7 GB/s from pageable memory and 2.7 GB/s into fresh pageable pages). 
 goes up as it is and the device finds the ``u < v`` arcs (``count_upper``, ``extract``, as
 for a graph given on the device); with ``NARROW_UPLOAD`` its ``indptr`` crosses as int32
 (below 2**31 arcs), integer weights in the narrowest integer type a sample of them fits
-(``uint8`` for weights 1..100: a quarter of the bytes) and, with ``HEAD_DIFFS``, the
-heads as the differences of consecutive heads when a sample of those fits int8 / int16
-(a grid's are ``+-1, +-2 cols``; a loop that found each arc's row to send ``v - u`` was 8x
-slower on the host): the workers narrow or encode each piece on its way into its slot,
-the device widens and decodes (a prefix sum); an array with a value outside its sample's
-range goes again at full width. The forest comes back as NumPy arrays in pinned memory
-(``FOREST_DOWNLOAD = "pinned"``: one direct copy per array, no host copy; freeing them
-returns the memory to CuPy's pinned pool for the next call) or as fresh pageable arrays
-filled through the ring (``"copy"``). Measured slower and removed: the host compacting the
-``u < v`` arcs before the upload (0.42 s on one core for the 4900² grid, more than the
-PCIe bytes it saved) and the forest sent as one bit per edge (the host rescanned its CSR).
+(``uint8`` for weights 1..100: a quarter of the bytes): the workers narrow each piece on
+its way into its slot, the device widens; a weight outside the sample's range sends the
+weights again at full width. The heads go as they are: sending them as ``v - u`` or as
+differences of consecutive heads in int16 (a grid's fit) measured slower, the host's
+memory bandwidth, not PCIe, bounding the upload. The forest comes back as NumPy arrays in
+pinned memory (``FOREST_DOWNLOAD = "pinned"``: one direct copy per array, no host copy;
+freeing them returns the memory to CuPy's pinned pool for the next call) or as fresh
+pageable arrays filled through the ring (``"copy"``). Measured slower and removed: the
+host compacting the ``u < v`` arcs before the upload (0.42 s on one core for the 4900²
+grid, more than the PCIe bytes it saved) and the forest sent as one bit per edge (the
+host rescanned its CSR).
 ``extra["phase_seconds"]`` splits a call into ``upload`` (CUDA events: the first copy
 issued to the last one done, the host work it waited on included), ``device`` (events:
 from the uploaded arrays to the forest on the device, the widening included) and
@@ -111,9 +111,6 @@ _C_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
             np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 # the host graph crosses PCIe with int32 indptr and small integer weights in fewer bytes
 NARROW_UPLOAD = True
-# ... and (with NARROW_UPLOAD) the heads as differences of consecutive heads, in int8 / int16
-# when a sample of them fits (grids, graphs numbered by locality)
-HEAD_DIFFS = True
 # the forest back to the host: "pinned" (NumPy arrays in pinned memory, one direct
 # copy each) or "copy" (fresh pageable arrays filled through the pinned ring)
 FOREST_DOWNLOAD = "pinned"
@@ -185,28 +182,6 @@ def _upper_arcs_cpu(indptr, indices, weights, with_weights, r0, r1, count, ev, w
                 w_e[e + k] = x
         e += c
     return e, nan
-
-
-@numba.njit(nogil=True, cache=True)
-def _head_diffs_cpu(indices, start, dst, lo, hi):
-    """Arcs ``start, start + 1, ...`` (``len(dst)`` of them) as the difference of each head
-    from the arc before (``indices[start - 1]``; 0 before the first arc) into ``dst``; True
-    when every difference lies in ``[lo, hi]``. The host side of the upload's head
-    differences (the device's twin is a prefix sum). Min / max reductions, so the loop
-    vectorises: 4.6 G arcs/s a core, 8x a loop that finds each arc's row."""
-    c = dst.shape[0]
-    if c == 0:
-        return True
-    first = indices[start] - (indices[start - 1] if start > 0 else 0)
-    low = high = first
-    dst[0] = first
-    src = indices[start:start + c]
-    for i in range(1, c):
-        d = src[i] - src[i - 1]
-        low = min(low, d)
-        high = max(high, d)
-        dst[i] = d
-    return low >= lo and high <= hi
 
 
 @numba.njit(nogil=True, cache=True)
@@ -553,77 +528,29 @@ def _wire_weight_dtype(weights):
     return _narrowest(int(sample.min()), int(sample.max()), weights.dtype)
 
 
-def _wire_index_dtype(indices):
-    """The signed dtype (int8, int16; int32 for int64 indices) that a strided sample of
-    :data:`SAMPLE` *differences between consecutive heads* fits (small along a row of a
-    graph numbered by locality, about -2 x its bandwidth between rows: a grid's +-2 cols),
-    None when none does. A guess, as for the weights."""
-    if indices.size == 0:
-        return None
-    at = np.arange(1, indices.size, max(1, indices.size // SAMPLE))
-    diff = indices[at].astype(np.int64) - indices[at - 1]
-    lo, hi = min(int(diff.min(initial=0)), 0), max(int(diff.max(initial=0)), int(indices[0]))
-    for dt in map(np.dtype, (np.int8, np.int16, np.int32)):
-        info = np.iinfo(dt)
-        if dt.itemsize < indices.dtype.itemsize and info.min <= lo and hi <= info.max:
-            return dt
-    return None
-
-
-def _heads_from_diffs(xp, diffs, it):
-    """The heads from their differences (:class:`_HeadDiffs`): a prefix sum in the index
-    dtype ``it`` (a plain ``cumsum`` of int32 gives int64, as NumPy's does)."""
-    return xp.cumsum(diffs.astype(it), dtype=it)
-
-
-class _HeadDiffs:
-    """The encoder of a CSR's ``indices`` as differences of consecutive heads
-    (:func:`terrain._transfer.to_device` calls :meth:`copy_into` piece by piece; the device
-    takes the prefix sum)."""
-
-    def __init__(self, indices):
-        self.indices = indices
-        self.size, self.dtype = indices.size, indices.dtype
-
-    def copy_into(self, start, dst):
-        info = np.iinfo(dst.dtype)
-        return _head_diffs_cpu(self.indices, start, dst, info.min, info.max)
-
-
 def _upload_csr(g, cp):
     """``[indptr, indices, weights]`` of the host graph ``g`` on the device as they crossed
-    (weights absent when unweighted), through :func:`terrain._transfer.to_device`, and
-    whether ``indices`` crossed as differences. With :data:`NARROW_UPLOAD` ``indptr``
-    crosses as int32 (below 2**31 arcs), ``indices`` as the differences of consecutive
-    heads in int8 / int16 (:data:`HEAD_DIFFS`) and integer weights in the narrowest type,
-    each when a sample of them fits (:func:`_wire_index_dtype`,
-    :func:`_wire_weight_dtype`); an array with a value that did not fit goes again at
-    full width. Returns ``(arrays, diffs, copies)``: keep ``copies`` until they are
-    done."""
+    (weights absent when unweighted), through :func:`terrain._transfer.to_device`. With
+    :data:`NARROW_UPLOAD` ``indptr`` crosses as int32 (below 2**31 arcs) and integer
+    weights in the narrowest type a sample of them fits (:func:`_wire_weight_dtype`),
+    sent again at full width when one does not fit. Returns ``(arrays, copies)``: keep
+    ``copies`` until they are done."""
     weighted = g.weights is not None
     host = [g.indptr, g.indices] + ([g.weights] if weighted else [])
     wire = [a.dtype for a in host]
-    diffs = False
     if NARROW_UPLOAD:
         if g.nnz < 2**31:
             wire[0] = np.dtype(np.int32)
-        index_dtype = _wire_index_dtype(g.indices) if HEAD_DIFFS else None
-        if index_dtype is not None:
-            wire[1], diffs = index_dtype, True
         if weighted:
             wire[2] = _wire_weight_dtype(g.weights) or wire[2]
     dev = [cp.empty(a.shape, d) for a, d in zip(host, wire)]
-    sent = list(host)
-    if diffs:
-        sent[1] = _HeadDiffs(g.indices)
-    copies = [to_device(cp, sent, dev)]
+    copies = [to_device(cp, host, dev)]
     again = [i for i, fits in enumerate(copies[0].fits) if not fits]
     if again:  # a value outside the sample's range: those arrays again at full width
-        diffs = diffs and 1 not in again
         for i in again:
             dev[i] = cp.empty(host[i].shape, host[i].dtype)
         copies.append(to_device(cp, [host[i] for i in again], [dev[i] for i in again]))
-    return dev, diffs, copies
+    return dev, copies
 
 
 def _forest_gpu(g, b):
@@ -637,11 +564,9 @@ def _forest_gpu(g, b):
     mode, id_bits = _key_mode(g.weights.dtype if weighted else None, m)
     start, uploaded, computed = cp.cuda.Event(), cp.cuda.Event(), cp.cuda.Event()
     start.record()
-    csr, diffs, copies = _upload_csr(g, cp)
+    csr, copies = _upload_csr(g, cp)
     uploaded.record()
     csr[0] = csr[0].astype(np.int64, copy=False)  # widened on the device
-    if diffs:
-        csr[1] = _heads_from_diffs(cp, csr[1], it)
     if weighted:
         csr[2] = csr[2].astype(g.weights.dtype, copy=False)
     if not weighted:
