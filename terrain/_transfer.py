@@ -28,7 +28,6 @@ import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-import numba
 import numpy as np
 
 __all__ = ["to_device", "to_host", "workers", "pinned_empty", "pin_ring"]
@@ -50,11 +49,10 @@ def workers():
     return ThreadPoolExecutor(n, thread_name_prefix="terrain-transfer"), n
 
 
-@numba.njit(nogil=True, cache=True)
 def _narrow_cpu(src, dst, lo, hi):
     """``dst[:] = src`` into a narrower integer dtype; True when every value lies in
     ``[lo, hi]`` (the range of ``dst``'s dtype), else ``dst`` holds wrapped values. Min /
-    max reductions: the loop vectorises."""
+    max reductions: the loop vectorises. Compiled by :func:`_narrow_kernel`."""
     if src.shape[0] == 0:
         return True
     low = high = src[0]
@@ -66,6 +64,15 @@ def _narrow_cpu(src, dst, lo, hi):
     return low >= lo and high <= hi
 
 
+@functools.lru_cache(maxsize=None)
+def _narrow_kernel():
+    """:func:`_narrow_cpu` compiled by Numba (or loaded from its cache) on first use, so
+    that transfers that never narrow -- a cost-distance run's, whose start-up counts in
+    tenths of a second -- do not pay Numba's import."""
+    import numba
+    return numba.njit(nogil=True, cache=True)(_narrow_cpu)
+
+
 def _copy_piece(host, start, dst):
     """Elements ``start...`` of ``host`` into ``dst``: a plain copy for equal dtypes, else
     narrowed; returns whether every value fitted."""
@@ -74,7 +81,7 @@ def _copy_piece(host, start, dst):
         np.copyto(dst, src)
         return True
     info = np.iinfo(dst.dtype)
-    return bool(_narrow_cpu(src, dst, info.min, info.max))
+    return bool(_narrow_kernel()(src, dst, info.min, info.max))
 
 
 def pinned_empty(cp, shape, dtype):
