@@ -195,8 +195,10 @@ def to_host(cp, device, pinned=False, stream=None):
     """
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     d2h = cp.cuda.runtime.memcpyDeviceToHost
-    if pinned:
-        out = [pinned_empty(cp, a.shape, a.dtype) for a in device]
+    small = sum(a.nbytes for a in device) <= SMALL_BYTES
+    if pinned or small:  # one direct copy per array
+        empty = pinned_empty if pinned else (lambda cp, shape, dtype: np.empty(shape, dtype))
+        out = [empty(cp, a.shape, a.dtype) for a in device]
         for a, o in zip(device, out):
             if a.nbytes:
                 cp.cuda.runtime.memcpyAsync(o.ctypes.data, a.data.ptr, a.nbytes, d2h,
@@ -204,13 +206,6 @@ def to_host(cp, device, pinned=False, stream=None):
         stream.synchronize()
         return out
     out = [np.empty(a.shape, a.dtype) for a in device]
-    if sum(a.nbytes for a in device) <= SMALL_BYTES:
-        for a, o in zip(device, out):
-            if a.nbytes:
-                cp.cuda.runtime.memcpyAsync(o.ctypes.data, a.data.ptr, a.nbytes, d2h,
-                                            stream.ptr)
-        stream.synchronize()
-        return out
     flat = [o.reshape(-1) for o in out]
     pieces = _pieces(flat, flat)
     pool, slots, ring, events = _ring(cp, len(pieces))

@@ -14,9 +14,10 @@ Examples
 3
 """
 
-import importlib
 import sys
 import types
+
+from .._lazy import lazy_names
 
 from .bfs import BFSResult, TraversalStats, bfs, traverse
 from .cache import (finish_graph, graph_from_edges, is_graph_cache, load_graph,
@@ -39,16 +40,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name):
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_WHERE))
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
 
 
 class _Package(types.ModuleType):

@@ -6,7 +6,7 @@ zarr nor rasterio, so ``terrain mst`` can start moving a text grid to the GPU wh
 import.
 """
 
-import importlib
+from .._lazy import lazy_names
 
 _WHERE = {"AsciiGrid": "ascii_grid", "looks_like_ascii_grid": "ascii_grid",
           "open_ascii_grid": "ascii_grid", "RasterGrid": "raster", "open_raster": "raster",
@@ -17,13 +17,4 @@ __all__ = ["AsciiGrid", "RasterGrid", "open_grid", "read_grid", "open_ascii_grid
            "looks_like_ascii_grid", "synth_rows", "write_synth"]
 
 
-def __getattr__(name):
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + list(_WHERE))
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
