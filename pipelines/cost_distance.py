@@ -494,14 +494,11 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     """
     t_start = time.perf_counter()
     if gpus is not None:
-        if getattr(backend, "name", backend) == "cpu":
-            raise InputError(f"{input_path}: a GPU count needs the gpu backend, not cpu")
         if scheduler is not None:
             raise InputError(f"{input_path}: GPU workers are started here: scheduler "
                              f"{scheduler!r} cannot be used with a GPU count")
-        from .cluster import parse_gpus, visible_gpus
-        parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
-        backend = "gpu"
+        from .cluster import gpu_count_backend  # here: an in-core run needs no Dask
+        backend = gpu_count_backend(gpus, backend, input_path)
     be = get_backend(backend)
     model = cost_model_code(cost)
     connectivity = int(arc_codes(connectivity).size)

@@ -89,8 +89,8 @@ from terrain.tiles.store import read_block, window_shards, write_block
 from terrain.tiles._shards import fast_layout
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .cluster import (active_gpu_workers, assign_groups, compute, gpu_worker_threads,
-                      gpu_workers_free_bytes, open_scheduler, parse_gpus, visible_gpus,
+from .cluster import (active_gpu_workers, assign_groups, compute, gpu_count_backend,
+                      gpu_worker_threads, gpu_workers_free_bytes, open_scheduler,
                       workers_per_gpu)
 from .quadtree import TaskGraph
 
@@ -573,11 +573,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     >>> run_mst("data/sample.asc", "sample.mst.zarr", scheduler="threads")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
-    if gpus is not None:
-        if getattr(backend, "name", backend) == "cpu":
-            raise InputError(f"{input_path}: a GPU count needs the gpu backend, not cpu")
-        parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
-        backend = "gpu"
+    backend = gpu_count_backend(gpus, backend, input_path)
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
