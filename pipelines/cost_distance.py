@@ -550,6 +550,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         spec.update(near_far_delta=spec["reuse_incore"]["near_far_delta"],
                     friction_checked=True, write_friction=False)
     if spec["algorithm"] == "tiled":
+        from .cluster import parse_gpus, visible_gpus
         from .cost_distance_tiled import tiled_spec
         tiled_spec(spec, tile_sssp, max_height, reuse, backend=be.name,
                    devices=1 if gpus is None else len(parse_gpus(gpus, visible_gpus())))
