@@ -10,26 +10,14 @@ independent Kruskal of ``tests/test_mst.py``).
 import numpy as np
 import pytest
 import zarr
+from test_shards import SHAPE, _files
+from test_shards import _layer as _array
 
 from pipelines.ingest import default_compressors
 from pipelines.mst import MASK_COMPRESSORS, _changes_by_shard
 from terrain.grid.merge import Changes
 from terrain.tiles._shards import fast_layout
 from terrain.tiles.store import read_block, write_block
-
-SHAPE = (150, 130)  # 16² tiles in 64² shards: 3 x 3 shards, the edge ones partial
-
-
-def _array(path, name, dtype, fill, compressors):
-    g = zarr.open_group(str(path), mode="a", zarr_format=3)
-    return g.create_array(name, shape=SHAPE, dtype=dtype, chunks=(16, 16), shards=(64, 64),
-                          fill_value=fill, dimension_names=("y", "x"),
-                          compressors=compressors, config={"write_empty_chunks": False})
-
-
-def _files(path):
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
-            if p.is_file() and p.name != "zarr.json"}
 
 
 @pytest.mark.parametrize("name, dtype, fill, compressors", [

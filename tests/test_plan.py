@@ -14,7 +14,7 @@ import zarr
 from cli import run_main
 from test_bad_input import assert_one_line_error, run_terrain
 from test_cost_distance_cli import write_asc
-from test_safety import SAMPLE, snapshot
+from test_safety import SAMPLE, snapshot, write_huge_sparse_tif
 
 
 def _store_bytes(path):
@@ -119,14 +119,7 @@ def test_tiled_plan_matches_the_run(capsys, tmp_path, small_shards):
 
 
 def test_dry_run_refuses_when_the_disk_cannot_hold_the_output(tmp_path):
-    rasterio = pytest.importorskip("rasterio")
-    from rasterio.transform import Affine
-    side = 1 << 20  # 2**40 cells: about 9.7 TiB of layers; the GeoTIFF itself is sparse
-    with rasterio.open(tmp_path / "huge.tif", "w", driver="GTiff", width=side, height=side,
-                       count=1, dtype="float32", tiled=True, blockxsize=4096, blockysize=4096,
-                       compress="deflate", sparse_ok=True,
-                       transform=Affine(1.0, 0.0, 0.0, 0.0, -1.0, float(side))) as dst:
-        dst.write(np.ones((16, 16), np.float32), 1, window=rasterio.windows.Window(0, 0, 16, 16))
+    write_huge_sparse_tif(tmp_path / "huge.tif")  # cost layers: about 9.7 TiB
     before = snapshot(tmp_path)
     proc = run_terrain("cost-distance", "huge.tif", "--source-cell", "3,4", "--algorithm",
                        "in-core", "-o", "h.zarr", "--dry-run", cwd=tmp_path)

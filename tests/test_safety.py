@@ -295,15 +295,20 @@ def test_dry_run_prints_the_plan_and_writes_nothing(workdir):
     assert snapshot(workdir) == before and proc.stderr == ""
 
 
-def test_dry_run_refuses_when_the_disk_cannot_hold_the_output(tmp_path):
+def write_huge_sparse_tif(path):
+    """A 2**40-cell float32 GeoTIFF (about 2.6 TiB as a store) that is sparse on disk."""
     rasterio = pytest.importorskip("rasterio")
     from rasterio.transform import Affine
-    side = 1 << 20  # 2**40 cells: about 2.6 TiB of store; the GeoTIFF itself is sparse
-    with rasterio.open(tmp_path / "huge.tif", "w", driver="GTiff", width=side, height=side,
+    side = 1 << 20
+    with rasterio.open(path, "w", driver="GTiff", width=side, height=side,
                        count=1, dtype="float32", tiled=True, blockxsize=4096, blockysize=4096,
                        compress="deflate", sparse_ok=True,
                        transform=Affine(1.0, 0.0, 0.0, 0.0, -1.0, float(side))) as dst:
         dst.write(np.ones((16, 16), np.float32), 1, window=rasterio.windows.Window(0, 0, 16, 16))
+
+
+def test_dry_run_refuses_when_the_disk_cannot_hold_the_output(tmp_path):
+    write_huge_sparse_tif(tmp_path / "huge.tif")
     before = snapshot(tmp_path)
     proc = run_terrain("ingest", "huge.tif", "-o", "h.zarr", "--dry-run", cwd=tmp_path)
     assert_one_line_error(proc, "terrain: h.zarr: needs about 2.6 TiB of disk,")
