@@ -89,6 +89,7 @@ from terrain.tiles.store import read_block, window_shards, write_block
 from terrain.tiles._shards import fast_layout
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
+from .mst_stream import text_streamed, text_streamed_applies
 from .cluster import (active_gpu_workers, assign_groups, compute, gpu_count_backend,
                       gpu_worker_threads, gpu_workers_free_bytes, open_scheduler,
                       workers_per_gpu)
@@ -143,9 +144,13 @@ def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepare
     with _super_tile_slot() if on_device else contextlib.nullcontext():
         t0 = time.perf_counter()
         win = spec.window(level, i, j)
-        z = read_block(dem_path, "elevation", win,
-                       out=np.empty((win[1] - win[0], win[3] - win[2]), np.float32))
-        in_core = on_device and super_tile_fits(z.shape, backend)
+        shape = (win[1] - win[0], win[3] - win[2])
+        in_core = on_device and super_tile_fits(shape, backend)
+        if hasattr(dem_path, "key"):  # a grid on this process's device (pipelines.mst_stream)
+            from .mst_stream import device_block
+            z = device_block(dem_path, win, on_device=in_core)
+        else:
+            z = read_block(dem_path, "elevation", win, out=np.empty(shape, np.float32))
         g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits,
                          in_core)
         t0 = time.perf_counter()
@@ -598,10 +603,16 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
+        summary = None
         if _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
             summary = _text_in_core(grid, tmp, spec, shard, be.name, tile, key_bits)
             reused = 0
-        else:
+        elif text_streamed_applies(inp, be, scheduler, in_core, gpus, resume, spec):
+            from .mst_start import take_prefetched_text
+            take_prefetched_text(inp)  # a copy made at start-up (too large to be one)
+            summary = text_streamed(grid, tmp, spec, shard, be.name, tile, key_bits)
+            reused = 0
+        if summary is None:  # (a text the device parse found invalid: the CPU says why)
             from .mst_start import take_prefetched_text
             take_prefetched_text(inp)  # a copy made at start-up: not this path's, free it
             if is_store(inp) and not tmp.exists():

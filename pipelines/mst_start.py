@@ -15,6 +15,10 @@ import threading
 
 __all__ = ["mst_command", "take_prefetched_text"]
 
+#: :data:`terrain.grid.mst_device.MAX_CELLS` (not imported: this thread imports nothing the
+#: main thread may be importing; tests/test_startup.py checks that the two agree)
+IN_CORE_MAX_CELLS = 1 << 30
+
 _lock = threading.Lock()
 _prefetched = {}  # file identity -> CuPy text array
 _jobs = []        # the copying thread, while there is one
@@ -52,6 +56,8 @@ def _copy(path, backend):
         from terrain.io._parse_gpu import copy_text_to_device
         from terrain.io.ascii_grid import open_ascii_grid
         grid = open_ascii_grid(path)
+        if grid.shape[0] * grid.shape[1] > IN_CORE_MAX_CELLS:
+            return  # not the in-core path's: the text would only take the device's memory
         key = _identity(path)
         text = copy_text_to_device(grid, backend, max_fraction=0.3)
     except Exception:  # any problem: the command reads the file itself and reports it

@@ -287,3 +287,25 @@ def test_write_window_takes_whole_shards_only(tmp_path):
         ingest_module.write_window(tmp_path / "s.zarr", np.ones((10, 200), np.float32), 0, 0)
     ingest_module.write_window(tmp_path / "s.zarr", np.ones((300, 200), np.float32), 0, 0)
     assert (tmp_path / "s.zarr" / "elevation" / "c" / "0" / "0").is_file()
+
+
+@pytest.mark.parametrize("piece", [1, 7, 100, 5000, 1 << 30])
+def test_piece_bounds_cut_after_newlines(tmp_path, piece):
+    """The streamed GPU parse's pieces (terrain.io._parse_gpu.piece_bounds, CPU code): whole
+    lines, in order, covering the data section; a line longer than a piece is one piece."""
+    from terrain.io import open_grid
+    from terrain.io._parse_gpu import piece_bounds
+    rows = ["1 2 3", "4 5 6", " ".join(["7"] * 3000)[:5] + "      " * 2000 + " ", "8 9 10"]
+    path = tmp_path / "p.asc"
+    path.write_text("ncols 3\nnrows 4\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                    + "\n".join(rows))  # the last line without a newline
+    grid = open_grid(path)
+    b = piece_bounds(grid, piece)
+    data = path.read_bytes()
+    assert b[0] == grid.data_offset and b[-1] == grid.size == len(data)
+    assert all(x < y for x, y in zip(b, b[1:]))
+    assert all(data[x - 1:x] == b"\n" for x in b[1:-1])
+    if piece >= len(data):
+        assert b == [grid.data_offset, grid.size]
+    elif piece == 1:
+        assert len(b) == 5  # one piece a line

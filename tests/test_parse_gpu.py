@@ -13,9 +13,25 @@ pytestmark = pytest.mark.gpu
 
 
 def gpu_parse(path):
-    from terrain.io._parse_gpu import parse_grid_on_device
-    z = parse_grid_on_device(open_grid(path), "gpu")
-    return None if z is None else z.get()
+    """The whole-text GPU parse; the streamed parse in pieces of a few lines (and of one
+    line) must give the same bits, or hand the text back too."""
+    import cupy as cp
+    from terrain.io._parse_gpu import parse_grid_on_device, parse_grid_streamed
+    grid = open_grid(path)
+    z = parse_grid_on_device(grid, "gpu")
+    z = None if z is None else z.get()
+    for piece in (1, 97, 4096):
+        rows_done = []
+        out = cp.full(grid.shape, 7.0, cp.float32)
+        s = parse_grid_streamed(grid, out, "gpu", piece_bytes=piece,
+                                on_rows=lambda a, b: rows_done.append((a, b)))
+        if z is None:
+            assert s is None, piece
+        else:
+            assert_bits_equal(s.get(), z)
+            assert rows_done[0][0] == 0 and rows_done[-1][1] == grid.shape[0]
+            assert all(a[1] == b[0] for a, b in zip(rows_done, rows_done[1:]))
+    return z
 
 
 @pytest.mark.parametrize("sep, eol, trail", [(" ", "\n", "\n"), ("\t", "\r\n", ""),

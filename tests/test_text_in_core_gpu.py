@@ -70,3 +70,51 @@ def test_bad_text_fails_as_on_the_cpu_and_leaves_nothing(tmp_path, damage):
         messages.append(str(err.value))
         assert not (tmp_path / f"{backend}.zarr").exists()
     assert messages[0] == messages[1] and str(src) in messages[0]
+
+
+@pytest.fixture
+def streamed(monkeypatch):
+    """The text-streamed path for small grids: the in-core path refused, pieces of 64 KB."""
+    import pipelines.mst_stream as ms
+    import terrain.io._parse_gpu as pg
+    monkeypatch.setattr(ms, "fits_on_device", lambda *a, **k: False)
+    monkeypatch.setattr(pg, "PIECE_BYTES", 64 << 10)
+
+
+@pytest.mark.parametrize("shape, tile", [((1500, 2100), 128), ((333, 517), 64)])
+def test_text_streamed_equals_graph_path(tmp_path, streamed, shape, tile):
+    from pipelines.mst import run_mst
+    src = tmp_path / "g.asc"
+    write_synth(src, *shape, seed=4, nodata=0.05)
+    fast = run_mst(src, tmp_path / "fast.zarr", tile=tile, backend="gpu")
+    assert fast["path"] == "text-streamed" and fast["parse"] == "gpu"
+    assert fast["wall_seconds"]["text"] > 0
+    slow = run_mst(src, tmp_path / "slow.zarr", tile=tile, backend="cpu", scheduler="threads")
+    for key in ("total_weight", "edges", "trees", "vertices"):
+        assert fast[key] == slow[key], key
+    a = zarr.open_group(str(tmp_path / "fast.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "slow.zarr"), mode="r")
+    for name in ("elevation", "mst", "x", "y"):
+        assert str(a[name].metadata.to_dict()) == str(b[name].metadata.to_dict()), name
+        assert np.array_equal(a[name][:].view(np.uint8), b[name][:].view(np.uint8)), name
+    skip = {"mst"}
+    assert {k: v for k, v in a.attrs.items() if k not in skip} == \
+           {k: v for k, v in b.attrs.items() if k not in skip}
+
+
+def test_text_streamed_bad_text_fails_as_on_the_cpu(tmp_path, streamed):
+    from pipelines.mst import run_mst
+    from terrain.errors import InputError
+    src = tmp_path / "g.asc"
+    write_synth(src, 400, 300, seed=1, nodata=0.0)
+    text = src.read_text()
+    at = text.index(" ", len(text) * 3 // 4)  # a bad token in a late piece
+    src.write_text(text[:at] + " x" + text[at:])
+    messages = []
+    for backend, scheduler in (("gpu", None), ("cpu", "threads")):
+        with pytest.raises(InputError) as err:
+            run_mst(src, tmp_path / f"{backend}.zarr", tile=64, backend=backend,
+                    scheduler=scheduler)
+        messages.append(str(err.value))
+        assert not (tmp_path / f"{backend}.zarr").exists()
+    assert messages[0] == messages[1] and str(src) in messages[0]

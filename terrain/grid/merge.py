@@ -58,9 +58,12 @@ class LevelGraph:
 
     @classmethod
     def from_block(cls, window, z, a, b, w, rep):
-        z = np.asarray(z, np.float32)
-        return cls(tuple(int(x) for x in window), a, b, w, rep, z[0].copy(), z[-1].copy(),
-                   z[:, 0].copy(), z[:, -1].copy())
+        if hasattr(z, "get"):  # on the device (a CuPy block): only its four sides come back
+            sides = (z[0].get(), z[-1].get(), z[:, 0].get(), z[:, -1].get())
+        else:
+            z = np.asarray(z, np.float32)
+            sides = (z[0].copy(), z[-1].copy(), z[:, 0].copy(), z[:, -1].copy())
+        return cls(tuple(int(x) for x in window), a, b, w, rep, *sides)
 
     @property
     def nbytes(self):

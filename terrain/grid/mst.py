@@ -182,8 +182,9 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
     be = get_backend(backend)
     T = spec.tile
     r0, r1, c0, c1 = window
-    z_block = np.asarray(z_block, np.float32)
-    if z_block.shape != (r1 - r0, c1 - c0):
+    if not (in_core and be.is_gpu and hasattr(z_block, "device")):  # a CuPy block stays
+        z_block = np.asarray(z_block, np.float32)
+    if tuple(z_block.shape) != (r1 - r0, c1 - c0):
         raise InputError(f"group_forest: block shape {z_block.shape} does not match {window}")
     times = {p: 0.0 for p in PHASES}
     times["read"] = read_seconds

@@ -26,6 +26,7 @@ strtod's exact rounding (cuDF's CSV reader needs one delimiter and parses floats
 own, inexact, algorithm).
 """
 
+import contextlib
 import os
 import threading
 import time
@@ -35,9 +36,12 @@ import numpy as np
 
 from ..backend import get_backend
 
-__all__ = ["parse_grid_on_device", "parse_device_bytes", "copy_text_to_device", "COPY_BYTES"]
+__all__ = ["parse_grid_on_device", "parse_device_bytes", "copy_text_to_device", "COPY_BYTES",
+           "parse_grid_streamed", "piece_bounds", "PIECE_BYTES"]
 
 COPY_BYTES = 8 << 20   # text read and copied to the device per task
+#: text per piece of :func:`parse_grid_streamed` (two on the device at once, with their index)
+PIECE_BYTES = 512 << 20
 _SEG = 64              # bytes per thread in count_starts / write_starts (_parse.cu's SEG)
 _BLOCK = 256
 _NO_BAD = np.iinfo(np.int64).max
@@ -53,7 +57,16 @@ def parse_device_bytes(grid):
 
 
 def _copy_to_device(grid, cp, pool):
-    """The data section plus a ``\n`` sentinel, as a CuPy uint8 array.
+    """The data section plus a ``\n`` sentinel, as a CuPy uint8 array."""
+    size = grid.size - grid.data_offset
+    text = cp.empty(size + 1, cp.uint8)
+    _copy_range_to_device(grid, cp, pool, grid.data_offset, size, text)
+    return text
+
+
+def _copy_range_to_device(grid, cp, pool, start, size, text):
+    """Copy ``size`` bytes of the file from offset ``start`` into ``text[:size]`` and put a
+    ``\n`` sentinel at ``text[size]``.
 
     Each pool thread owns two pinned buffers of ``COPY_BYTES``, each with its stream, and
     alternates between them: it reads a piece into one while the other's copy to the
@@ -61,9 +74,7 @@ def _copy_to_device(grid, cp, pool):
     """
     import cupyx
 
-    size = grid.size - grid.data_offset
-    text = cp.empty(size + 1, cp.uint8)
-    text[size:] = 10
+    text[size:size + 1] = 10
     local = threading.local()
     fd = os.open(grid.path, os.O_RDONLY)
     used = []
@@ -78,7 +89,7 @@ def _copy_to_device(grid, cp, pool):
         buf, stream = local.ring[local.turn]
         local.turn ^= 1
         stream.synchronize()  # this buffer's previous copy is done
-        got = os.preadv(fd, [memoryview(buf)[:n]], grid.data_offset + a)
+        got = os.preadv(fd, [memoryview(buf)[:n]], start + a)
         if got != n:
             from ..errors import InputError
             raise InputError(f"{grid.path}: file changed while being read")
@@ -92,7 +103,7 @@ def _copy_to_device(grid, cp, pool):
                 stream.synchronize()
     finally:
         os.close(fd)
-    return text
+    cp.cuda.Device().synchronize()  # the sentinel, on the null stream
 
 
 def copy_text_to_device(grid, backend="gpu", max_fraction=1.0):
@@ -145,7 +156,27 @@ def parse_grid_on_device(grid, backend="gpu", pool=None, times=None, text=None):
         text = _copy_to_device(grid, cp, pool)
     t1 = time.perf_counter()
     times.setdefault("copy", t1 - t0)
-    size = text.size - 1
+    out = cp.empty((rows, cols), cp.float32)
+    lines = _parse_piece(grid, mod, cp, text, text.size - 1, grid.data_offset, 0, out, times)
+    if lines is None or lines < rows:
+        return None
+    cp.cuda.Device().synchronize()
+    return out
+
+
+def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
+    """Index and parse one piece of the data section on the device: ``text[:size]`` holds
+    whole lines (``text[size]`` is a ``\n`` sentinel), the first of them grid row
+    ``first_row``, ``base`` its offset in the file. Rows of the piece go to ``out`` (the
+    whole grid, flat order), lines after the grid's last row must be blank.
+
+    The checks are :meth:`AsciiGrid.row_starts`' and ``parse_rows``': ``ncols`` tokens on
+    every data row, so token ``k`` of the piece is cell ``first_row * ncols + k``. Returns
+    the number of lines in the piece, or None when the text is not a valid grid there.
+    ``times`` gets the seconds of "index" and "parse" added.
+    """
+    rows, cols = grid.shape
+    t1 = time.perf_counter()
     nseg = max(-(-size // _SEG), 1)
     n_starts = cp.zeros(nseg, cp.int32)
     n_lines = cp.zeros(nseg, cp.int32)
@@ -168,40 +199,44 @@ def parse_grid_on_device(grid, backend="gpu", pool=None, times=None, text=None):
     if int(lines[n_nl].get()) != size:  # a last line without a newline
         lines[n_bounds] = size
         n_bounds += 1
-    if n_bounds - 1 < rows or n_tok != rows * cols:
+    n_lines_piece = n_bounds - 1
+    data_rows = max(0, min(rows - first_row, n_lines_piece))
+    if n_tok != data_rows * cols:  # also: no token on a line after the grid's rows
         return None
-    per_row = cp.diff(cp.searchsorted(starts[:n_tok], lines[: rows + 1]))
-    if not bool(cp.all(per_row == cols)):
-        return None
-    del lines, per_row
+    if data_rows:
+        per_row = cp.diff(cp.searchsorted(starts[:n_tok], lines[: data_rows + 1]))
+        if not bool(cp.all(per_row == cols)):
+            return None
+        del per_row
+    del lines
     cp.cuda.Device().synchronize()
     t2 = time.perf_counter()
-    times["index"] = t2 - t1
-    out = cp.empty((rows, cols), cp.float32)
-    n_slow = cp.zeros(1, cp.uint64)
-    first_bad = cp.full(1, _NO_BAD, cp.int64)
-    nodata = np.float32(grid.nodata if grid.nodata is not None else 0.0)
-    mod.get_function("parse_tokens")(
-        (-(-n_tok // _BLOCK),), (_BLOCK,),
-        (text, starts, np.int64(n_tok), out, nodata, np.int32(grid.nodata is not None),
-         np.int32(grid.dialect == "grass"), n_slow, first_bad))
-    if int(first_bad.get()[0]) != _NO_BAD:
-        return None
-    if int(n_slow.get()[0]):
-        _finish_slow(grid, cp, out, starts)
-    cp.cuda.Device().synchronize()
-    times["parse"] = time.perf_counter() - t2
-    return out
+    times["index"] = times.get("index", 0.0) + t2 - t1
+    if n_tok:
+        flat = out.reshape(-1)[first_row * cols: first_row * cols + n_tok]
+        n_slow = cp.zeros(1, cp.uint64)
+        first_bad = cp.full(1, _NO_BAD, cp.int64)
+        nodata = np.float32(grid.nodata if grid.nodata is not None else 0.0)
+        mod.get_function("parse_tokens")(
+            (-(-n_tok // _BLOCK),), (_BLOCK,),
+            (text, starts, np.int64(n_tok), flat, nodata, np.int32(grid.nodata is not None),
+             np.int32(grid.dialect == "grass"), n_slow, first_bad))
+        if int(first_bad.get()[0]) != _NO_BAD:
+            return None
+        if int(n_slow.get()[0]):
+            _finish_slow(grid, cp, flat, starts, base)
+    times["parse"] = times.get("parse", 0.0) + time.perf_counter() - t2
+    return n_lines_piece
 
 
-def _finish_slow(grid, cp, out, starts):
+def _finish_slow(grid, cp, flat, starts, base):
     """Cells marked SLOW_BITS: Python's correctly rounded ``float`` of their tokens, saturated
-    at +-FLT_MAX, nodata to NaN (what ``_fix_slow`` does on the CPU)."""
+    at +-FLT_MAX, nodata to NaN (what ``_fix_slow`` does on the CPU). ``flat``: the piece's
+    cells, ``starts`` its token offsets, ``base`` the file offset they count from."""
     from ._parse import SLOW_BITS
 
-    flat = out.reshape(-1)
     idx = cp.flatnonzero(flat.view(cp.uint32) == SLOW_BITS)
-    offsets = (starts[idx] + grid.data_offset).get()
+    offsets = (starts[idx] + base).get()
     values = np.empty(len(offsets), np.float32)
     nodata = np.float32(grid.nodata) if grid.nodata is not None else None
     fd = os.open(grid.path, os.O_RDONLY)
@@ -219,3 +254,120 @@ def _finish_slow(grid, cp, out, starts):
     finally:
         os.close(fd)
     flat[idx] = cp.asarray(values)
+
+
+def piece_bounds(grid, piece_bytes=PIECE_BYTES):
+    """File offsets cutting the data section into pieces of whole lines, each about
+    ``piece_bytes`` long: ``[data_offset, ..., size]``, every inner bound just after a
+    ``\n``. Reads a few bytes at each bound (a line longer than ``piece_bytes`` makes a
+    longer piece), not the text.
+
+    >>> from terrain.io import open_grid
+    >>> g = open_grid("data/sample.asc")
+    >>> b = piece_bounds(g, 10000)
+    >>> b[0] == g.data_offset, b[-1] == g.size, len(b) > 2
+    (True, True, True)
+    """
+    bounds = [grid.data_offset]
+    fd = os.open(grid.path, os.O_RDONLY)
+    try:
+        while grid.size - bounds[-1] > piece_bytes:
+            at, want, cut = bounds[-1] + piece_bytes, 1 << 16, None
+            while at < grid.size:
+                chunk = os.pread(fd, want, at)
+                k = chunk.find(b"\n")
+                if k >= 0:
+                    cut = at + k + 1
+                    break
+                if not chunk:
+                    break
+                at += len(chunk)
+                want = min(want * 2, 64 << 20)
+            if cut is None or cut >= grid.size:
+                break
+            bounds.append(cut)
+    finally:
+        os.close(fd)
+    bounds.append(grid.size)
+    return bounds
+
+
+def parse_grid_streamed(grid, out, backend="gpu", pool=None, times=None, on_rows=None,
+                        piece_bytes=PIECE_BYTES):
+    """:func:`parse_grid_on_device` for a text larger than the device holds beside its grid:
+    the data section goes to the device in pieces of whole lines (:func:`piece_bounds`),
+    each indexed and parsed into ``out`` (``(rows, cols)`` float32 CuPy, the whole grid)
+    while the pool copies the next one; device memory beyond ``out`` is two pieces and
+    one piece's index. The text is read once; the bits are :func:`parse_grid_on_device`'s.
+
+    Parameters
+    ----------
+    grid : AsciiGrid
+    out : (rows, cols) float32 CuPy array
+    backend : str or Backend (the GPU)
+    pool : concurrent.futures.Executor, optional
+        Threads reading the file (default: a pool of ``os.cpu_count()``).
+    times : dict, optional
+        Gets the seconds of "copy" (waiting for pieces), "index" and "parse".
+    on_rows : callable, optional
+        ``on_rows(r0, r1)`` in this thread once rows ``r0:r1`` of ``out`` hold their values.
+    piece_bytes : int
+
+    Returns
+    -------
+    ``out``, or None when the text is not a valid grid (parse it on the CPU for the error).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    be = get_backend(backend)
+    cp = be.xp
+    mod = be.cuda_module(Path(__file__).with_name("_parse.cu"))
+    rows, cols = grid.shape
+    if tuple(out.shape) != (rows, cols):
+        raise ValueError(f"parse_grid_streamed: out {out.shape} is not the grid's {grid.shape}")
+    times = {} if times is None else times
+    bounds = piece_bounds(grid, piece_bytes)
+    pieces = list(zip(bounds[:-1], bounds[1:]))
+    longest = max((b - a for a, b in pieces), default=0)
+    texts = [cp.empty(longest + 1, cp.uint8) for _ in range(min(2, len(pieces)))]
+    own = None
+    if pool is None:
+        pool = own = ThreadPoolExecutor(os.cpu_count() or 1)
+    first_row = 0
+    try:
+        with ThreadPoolExecutor(1) as feeder:  # orders the copies; the pool does them
+            def copy(k):
+                a, b = pieces[k]
+                _copy_range_to_device(grid, cp, pool, a, b - a, texts[k % 2])
+
+            pending = feeder.submit(copy, 0) if pieces else None
+            for k, (a, b) in enumerate(pieces):
+                t0 = time.perf_counter()
+                pending.result()
+                times["copy"] = times.get("copy", 0.0) + time.perf_counter() - t0
+                # the other buffer is free: the previous piece's parse has returned
+                pending = feeder.submit(copy, k + 1) if k + 1 < len(pieces) else None
+                try:
+                    lines = _parse_piece(grid, mod, cp, texts[k % 2], b - a, a, first_row,
+                                         out, times)
+                except BaseException:
+                    if pending is not None:
+                        pending.cancel()
+                        with contextlib.suppress(BaseException):
+                            pending.result()
+                    raise
+                if lines is None:
+                    if pending is not None:
+                        with contextlib.suppress(BaseException):
+                            pending.result()
+                    return None
+                done = min(rows, first_row + lines)
+                if on_rows is not None and done > first_row:
+                    on_rows(first_row, done)
+                first_row += lines
+    finally:
+        if own is not None:
+            own.shutdown()
+    if first_row < rows:
+        return None
+    return out
