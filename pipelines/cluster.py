@@ -280,6 +280,8 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
     global _active_client, _active_gpus, _active_per_gpu
+    from terrain._malloc import bound_malloc_arenas
+    bound_malloc_arenas()  # before the worker threads start (terrain._malloc says why)
     if gpus is not None:
         if spec is not None:
             raise InputError(f"GPU workers are started here: scheduler {spec!r} cannot be "

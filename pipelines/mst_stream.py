@@ -44,7 +44,6 @@ import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from terrain.grid.mst_device import fits_on_device, free_device_bytes
 
@@ -60,16 +59,34 @@ _GRIDS = {}  # DeviceDEM.key -> CuPy array, while a run holds it
 _ids = itertools.count()
 
 
-@dataclass(frozen=True)
 class DeviceDEM:
     """A handle, in a task graph, on a grid held on this process's device (:data:`_GRIDS`).
 
-    Its ``str`` names it (task keys hash it); pickling it copies the key only."""
+    Its ``str`` names it (task keys hash it); pickling it copies the key only. A plain
+    class: Dask walks into dataclasses and containers among task arguments.
 
-    key: str
+    >>> str(DeviceDEM("1-0")), DeviceDEM("1-0") == DeviceDEM("1-0")
+    ('device-grid:1-0', True)
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = str(key)
 
     def __str__(self):
         return f"device-grid:{self.key}"
+
+    __repr__ = __str__
+
+    def __eq__(self, other):
+        return isinstance(other, DeviceDEM) and other.key == self.key
+
+    def __hash__(self):
+        return hash(("DeviceDEM", self.key))
+
+    def __reduce__(self):
+        return (DeviceDEM, (self.key,))
 
 
 def device_block(dem, window, on_device=True):
@@ -146,23 +163,28 @@ def text_streamed(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
                     writes.append(writers.submit(write_shard, a, b, c, min(c + side, cols)))
                 written_rows[0] = b
 
+        def parse():
+            try:
+                return _parse_gpu.parse_grid_streamed(grid, zd, backend, readers, times=wall,
+                                                      on_rows=on_rows,
+                                                      piece_bytes=_parse_gpu.PIECE_BYTES)
+            finally:
+                wall["text"] = time.perf_counter() - t0
+
+        parsing = ThreadPoolExecutor(1, thread_name_prefix="terrain-parse")
         try:
-            parsed = _parse_gpu.parse_grid_streamed(grid, zd, backend, readers, times=wall,
-                                                    on_rows=on_rows,
-                                                    piece_bytes=_parse_gpu.PIECE_BYTES)
-            wall["text"] = time.perf_counter() - t0
-            if parsed is None:
-                for f in writes:
-                    f.cancel()
-                for f in writes:
-                    if not f.cancelled():
-                        f.exception()
-                shutil.rmtree(out_path, ignore_errors=True)  # the graph path creates it anew
-                return None
-            t1 = time.perf_counter()
-            dem = DeviceDEM(f"{os.getpid()}-{next(_ids)}")
-            _GRIDS[dem.key] = zd
+            # the scheduler starts (Dask's imports, the cluster) while the text is parsed
+            future = parsing.submit(parse)
             with open_scheduler(None, cells=rows * cols):
+                parsed = future.result()
+                if parsed is None:
+                    _cancel(writes)
+                    shutil.rmtree(out_path, ignore_errors=True)  # the graph path makes it anew
+                    return None
+                cp.get_default_memory_pool().free_all_blocks()  # the pieces' (null stream)
+                t1 = time.perf_counter()
+                dem = DeviceDEM(f"{os.getpid()}-{next(_ids)}")
+                _GRIDS[dem.key] = zd
                 graph = build_mst_graph(dem, out_path, spec, shard, backend, None, None,
                                         key_bits, "groups")
                 (summary,) = compute(graph, label="mst")
@@ -171,20 +193,27 @@ def text_streamed(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
             band_stats = [f.result() for f in writes]
             wall["elevation-write-tail"] = time.perf_counter() - t2
         finally:
+            parsing.shutdown(cancel_futures=True)  # waits for a parse still running
             if dem is not None:
                 _GRIDS.pop(dem.key, None)
-            for f in writes:
-                f.cancel()
-            for f in writes:
-                if not f.cancelled():
-                    f.exception()  # wait: the partial output is removed after an error
+            _cancel(writes)  # wait: the partial output is removed after an error
     del zd
     cp.get_default_memory_pool().free_all_blocks()
     finish_ingest(out_path, band_stats)
     summary["path"] = "text-streamed"
     summary["parse"] = "gpu"
-    summary["read_bytes"] = int(summary.get("read_bytes", 0))
+    # the summary's read_bytes count the super-tiles' elevations as copied on the device
+    summary["text_bytes"] = int(grid.size - grid.data_offset)
     summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
     import zarr
     zarr.open_group(store=str(out_path), mode="r+").attrs.update({"mst": summary})
     return summary
+
+
+def _cancel(futures):
+    """Cancel the futures not started; wait for the others (their errors are not news)."""
+    for f in futures:
+        f.cancel()
+    for f in futures:
+        if not f.cancelled():
+            f.exception()

@@ -505,6 +505,8 @@ def main(argv=None):
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning
+    from ._malloc import bound_malloc_arenas
+    bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     try:
         with terminate_raises():
             status = int(_handler(args)(args) or 0)
