@@ -83,7 +83,7 @@ def streamed(monkeypatch):
     monkeypatch.setattr(pg, "PIECE_BYTES", 64 << 10)
 
 
-@pytest.mark.parametrize("shape, tile", [((1500, 2100), 128), ((333, 517), 64)])
+@pytest.mark.parametrize("shape, tile", [((2500, 3000), 64), ((4500, 2100), 64)])
 def test_text_streamed_equals_graph_path(tmp_path, streamed, shape, tile):
     from pipelines.mst import run_mst
     src = tmp_path / "g.asc"
