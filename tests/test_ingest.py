@@ -262,3 +262,35 @@ def test_newline_index_equals_numpy(tmp_path, eol, tail):
     for guess in (0, 3, 10 ** 4):  # a low guess of the count takes the second pass
         got = newline_offsets(data[5:], 5, expected=guess)
         assert np.array_equal(got, np.flatnonzero(data[5:] == 10) + 6)
+
+
+def test_band_tasks_in_flight_follow_the_host_budget_not_the_threads(tmp_path, monkeypatch):
+    """The ingest's band tasks of one process hold at most BAND_HOST_BUDGET of bands at
+    once (at least two), whatever the scheduler's threads: the RSS does not follow the cores."""
+    import threading
+    import time
+    import pipelines.ingest as ing
+    write_synth(tmp_path / "g.asc", 9000, 6, seed=2)  # five bands of 2048 rows
+    monkeypatch.setattr(ing, "BAND_HOST_BUDGET", 1)  # every band is over it: two at once
+    running, most = [0], [0]
+    lock = threading.Lock()
+    real = ing._ingest_band_now
+
+    def counting(*args):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        try:
+            return real(*args)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(ing, "_ingest_band_now", counting)
+    graph = build_ingest_graph(tmp_path / "g.asc", tmp_path / "g.zarr", tile=64)
+    with dask.config.set(num_workers=8):
+        dask.compute(graph, scheduler="threads")
+    assert most[0] == 2
+    want, _ = read_grid(tmp_path / "g.asc")
+    assert_bits_equal(open_store(tmp_path / "g.zarr").read_window(0, 9000, 0, 6), want)

@@ -309,3 +309,32 @@ def test_piece_bounds_cut_after_newlines(tmp_path, piece):
         assert b == [grid.data_offset, grid.size]
     elif piece == 1:
         assert len(b) == 5  # one piece a line
+
+
+def test_band_read_in_unmapped_blocks_equals_one_parse(tmp_path, monkeypatch):
+    """read_rows without a text map parses in blocks of BLOCK_BYTES, dropping each block's
+    pages from its map (the ingest's band tasks): the same values and statistics as one
+    parse of the whole range, and a bad token in a late block names its line."""
+    import terrain.io.ascii_grid as ag
+    from terrain.io import open_grid, write_synth
+    write_synth(tmp_path / "s.asc", 97, 130, seed=3, nodata=0.1)
+    grid = open_grid(tmp_path / "s.asc")
+    starts = grid.row_starts([grid.newline_offsets(*ab) for ab in grid.index_ranges()])
+    whole, stats = grid.read_rows_stats(5, 90, starts, text=grid.text())
+    monkeypatch.setattr(ag, "BLOCK_BYTES", 3000)  # ~4 rows a block
+    blocks, block_stats = grid.read_rows_stats(5, 90, starts)
+    assert_bits_equal(blocks, whole)
+    assert block_stats == stats and stats[0] > 0
+    text = (tmp_path / "s.asc").read_text()
+    lines = text.split("\n")
+    bad_line = grid.data_line + 80  # 1-based line of data row 81
+    parts = lines[bad_line - 1].split(" ")
+    parts[3] = "x7"
+    lines[bad_line - 1] = " ".join(parts)
+    (tmp_path / "b.asc").write_text("\n".join(lines))
+    bad = open_grid(tmp_path / "b.asc")
+    starts = bad.row_starts([bad.newline_offsets(*ab) for ab in bad.index_ranges()])
+    from terrain.errors import InputError
+    with pytest.raises(InputError, match=rf"b.asc:{bad_line}: non-numeric token 'x7' "
+                                         r"\(row 81, column 4\)"):
+        bad.read_rows_stats(5, 90, starts)
