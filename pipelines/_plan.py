@@ -149,10 +149,13 @@ def _plan_ingest(plan, grid, args, inp, out):
     from ._resume import run_key
     from .ingest import build_ingest_graph
     key = run_key("ingest", [inp], grid["tile"], None)
+    from .ingest import bands_at_once
     per_task = _band_task_bytes(grid)
     return {"tasks": _task_count(build_ingest_graph(inp, partial_path(out, key), grid["tile"])),
             "backend": "cpu (text parser / GDAL)", "memory_per_task_bytes": per_task,
-            "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
+            # the band tasks in flight are bounded by a host budget, not the threads
+            "memory_per_worker_bytes": per_task * bands_at_once(per_task,
+                                                                plan["threads_per_worker"]),
             "output_bytes": _ingest_bytes(grid), "partial_extra_bytes": plan["shards"] * 64}
 
 

@@ -60,7 +60,7 @@ from .ingest_start import start_parse, take_started_parse
 # Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
 # grid's ingest runs without one (ingest_in_threads) and does not pay its import
 
-__all__ = ["build_ingest_graph", "ingest", "ingest_in_threads", "parse_whole_grid", "write_window", "elevation_layout", "ingest_on_active_scheduler", "store_stats",
+__all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads", "parse_whole_grid", "write_window", "elevation_layout", "ingest_on_active_scheduler", "store_stats",
            "ingest_command", "info_command",
            "synth_command", "default_compressors", "describe_store"]
 
@@ -91,10 +91,20 @@ _band_slots = {}
 _band_slots_lock = threading.Lock()
 
 
-def _band_slot(band_bytes):
-    """This process's semaphore for bands of ``band_bytes``: ``BAND_HOST_BUDGET //
-    band_bytes`` at once, at least 2."""
+def bands_at_once(band_bytes, threads=None):
+    """Band tasks of ``band_bytes`` that one process runs at once: ``BAND_HOST_BUDGET //
+    band_bytes``, at least 2 (at most ``threads``, when given).
+
+    >>> bands_at_once(578 << 20), bands_at_once(64 << 20, threads=16)
+    (3, 16)
+    """
     n = max(2, BAND_HOST_BUDGET // max(int(band_bytes), 1))
+    return n if threads is None else min(n, int(threads))
+
+
+def _band_slot(band_bytes):
+    """This process's semaphore for bands of ``band_bytes`` (:func:`bands_at_once`)."""
+    n = bands_at_once(band_bytes)
     with _band_slots_lock:
         if n not in _band_slots:
             _band_slots[n] = threading.BoundedSemaphore(n)
