@@ -1,0 +1,281 @@
+"""``cost-distance --algorithm blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
+out of core on the CPU, in rounds of Dask tasks.
+
+The exact in-core result (bit for bit) with a bounded memory: a task holds one block of
+``block`` cells a side (its window: ~24 bytes a cell, and its heap), the driver holds the
+blocks' rings (:class:`~terrain.grid.sssp_blocked.Bands`: ~24 bytes a cell of the rows and
+columns within 2 cells of a block edge) and each block's key. The block side is the store's
+shard side (at most :data:`MAX_BLOCK`), halved while the tasks of a round would not fit in
+a quarter of the memory budget (``--memory``; default: the available RAM).
+
+Dask strategy
+-------------
+The rounds depend on what the previous round changed, so the driver (this module, in the
+calling process) builds one small graph per round and computes it on the chosen scheduler
+(:func:`pipelines.cluster.compute`): ``cost-block{stage}`` tasks, one per block taken (the
+``batch`` pending blocks of the smallest keys; ``batch`` = the scheduler's threads). Each
+reads its block of the DEM (and friction) from the tile store and its state from the
+scratch directory beside the partial output (its name + ``.blocked``; ``d_I_J.npy`` float64
+distances, ``l_I_J.npy`` int64 labels; written to a temporary name and renamed), solves it
+(:func:`~terrain.grid.sssp_blocked.solve_block`), writes its state and returns its ring (a
+few rows and columns). Stage 1 rounds give the distances, stage 2 rounds the labels. Then
+``cost-block-write`` per output window (whole shards: ``max(block, shard side)`` cells):
+backlinks and outputs of its blocks (:func:`~terrain.grid.sssp_blocked.block_outputs`), one
+write of ``distance``, ``allocation``, ``backlink`` (and ``friction``). The scratch
+directory is removed at the end, also when the run fails (and the partial output goes).
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from terrain.errors import InputError
+from terrain.grid.cost_outputs import write_windows
+from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
+from terrain.grid.sssp import _check_max_cost
+from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, block_outputs,
+                                       solve_block)
+
+__all__ = ["run_blocked", "block_side", "BlockFiles", "MAX_BLOCK", "SCRATCH",
+           "block_task_bytes", "parse_memory"]
+
+MAX_BLOCK = 2048
+SCRATCH = ".blocked"
+_TASK_BYTES_PER_CELL = 40  # window (24) + the state read and written (16) + heap headroom
+
+
+def parse_memory(text):
+    """Bytes from ``"1.5GB"``, ``"800MB"``, ``"2GiB"`` or a plain number.
+
+    >>> parse_memory("1.5GB"), parse_memory("512MiB"), parse_memory(1000)
+    (1500000000, 536870912, 1000)
+    """
+    if text is None:
+        return None
+    s = str(text).strip().upper().replace(" ", "")
+    units = {"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "KB": 10 ** 3,
+             "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12, "K": 10 ** 3, "M": 10 ** 6,
+             "G": 10 ** 9, "T": 10 ** 12, "B": 1}
+    for unit, mult in units.items():
+        if s.endswith(unit):
+            s, scale = s[:-len(unit)], mult
+            break
+    else:
+        scale = 1
+    try:
+        v = float(s) * scale
+    except ValueError:
+        v = -1.0
+    if not (v > 0 and np.isfinite(v)):
+        raise InputError(f"memory {text!r}: expected a size such as 1.5GB or 800MB")
+    return int(v)
+
+
+def block_task_bytes(side):
+    """Memory of one block task of ``side`` cells a side (window, state, heap)."""
+    return _TASK_BYTES_PER_CELL * (side + 8) ** 2
+
+
+def block_side(tile, shard_side, shape, memory_bytes=None, threads=1):
+    """The block side: the shard side (at most :data:`MAX_BLOCK`, at least the store tile),
+    halved while ``threads`` tasks need more than a quarter of ``memory_bytes``.
+
+    >>> block_side(512, 2048, (16384, 16384), 1.5e9, 2), block_side(16, 16, (50, 50))
+    (2048, 16)
+    """
+    side = max(int(tile), min(int(shard_side), MAX_BLOCK))
+    while side > 2 * tile and side % (2 * tile) == 0 and memory_bytes is not None and \
+            threads * block_task_bytes(side) > memory_bytes / 4:
+        side //= 2
+    return max(side, 4)
+
+
+class BlockFiles:
+    """Block states as ``.npy`` files in a directory (uncompressed: they are rewritten at
+    every visit)."""
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    def path(self, name, i, j):
+        return self.root / f"{name}_{i}_{j}.npy"
+
+    def read(self, name, i, j):
+        p = self.path(name, i, j)
+        return np.load(p) if p.exists() else None
+
+    def write(self, name, i, j, a):
+        p = self.path(name, i, j)
+        tmp = p.with_name(p.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.save(fh, a)
+        os.replace(tmp, p)
+
+
+class _Context:
+    """What every task needs: the plan, the cost model, the reader and the state files."""
+
+    def __init__(self, plan, spec, reader, files, has_f, name):
+        self.plan, self.spec, self.reader, self.files = plan, spec, reader, files
+        self.has_f, self.name = has_f, name
+
+    def block(self, i, j):
+        z, f = self.reader(self.plan.window(i, j))
+        return z, (f if self.has_f else None)
+
+
+def _block_task(ctx, stage, i, j, halo, sources):
+    z, f = ctx.block(i, j)
+    rows, cols, _, idx = sources
+    for r, c, n in zip(rows.tolist(), cols.tolist(), idx.tolist()):
+        if np.isnan(z[r, c]) or (f is not None and np.isnan(f[r, c])):
+            r0, _, c0, _ = ctx.plan.window(i, j)
+            raise InputError(f"{ctx.name}: source {n} at cell (row, col) = ({r + r0}, "
+                             f"{c + c0}) is on nodata")
+    d = ctx.files.read("d", i, j)
+    lab = ctx.files.read("l", i, j) if stage == 2 else None
+    nd, nl, ring, settled = solve_block(ctx.spec, stage, z, f, d, lab, halo, sources)
+    if stage == 1:
+        ctx.files.write("d", i, j, nd)
+    else:
+        ctx.files.write("l", i, j, nl)
+    return ring, settled
+
+
+def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
+    """Outputs of the blocks of one output ``window`` (whole shards), one write."""
+    t0 = time.perf_counter()
+    r0, r1, c0, c1 = window
+    d = np.full((r1 - r0, c1 - c0), np.nan)
+    a = np.full((r1 - r0, c1 - c0), -1, np.int32)
+    b = np.full((r1 - r0, c1 - c0), 255, np.uint8)
+    fr = np.full((r1 - r0, c1 - c0), np.nan, np.float32) if write_friction else None
+    for i, j, halo in blocks:
+        q0, q1, p0, p1 = ctx.plan.window(i, j)
+        sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
+        z, f = ctx.reader(ctx.plan.window(i, j))
+        if fr is not None:
+            fr[sl] = f
+        sd = ctx.files.read("d", i, j)
+        if sd is None:
+            continue  # never reached
+        d[sl], a[sl], b[sl] = block_outputs(ctx.spec, z, f if ctx.has_f else None, sd,
+                                            ctx.files.read("l", i, j), halo)
+    t1 = time.perf_counter()
+    layers = {"distance": d, "allocation": a, "backlink": b}
+    if fr is not None:
+        layers["friction"] = fr
+    full = {k: _Offset(v, r0, c0) for k, v in layers.items()}
+    write_windows(out_path, full, [window])
+    reached = int(np.count_nonzero(~np.isnan(d)))
+    return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
+            "solve": t1 - t0, "write": time.perf_counter() - t1}
+
+
+class _Offset:
+    """A window's array seen in grid coordinates (``write_windows`` slices the grid)."""
+
+    def __init__(self, a, r0, c0):
+        self.a, self.r0, self.c0 = a, r0, c0
+        self.dtype, self.shape = a.dtype, a.shape
+
+    def __getitem__(self, key):
+        rs, cs = key
+        return self.a[rs.start - self.r0:rs.stop - self.r0, cs.start - self.c0:cs.stop - self.c0]
+
+
+def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=None,
+                upstream=(), geo=None, scheduler=None, backend="cpu"):
+    """The blocked cost distance into the partial output ``out_path`` (module docstring);
+    returns the summary."""
+    t_start = time.perf_counter()
+    if backend != "cpu":
+        raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
+    shape = tuple(spec["shape"])
+    tile = int(spec["tile"])
+    side = int(spec["block"])
+    rows = np.array([r for r, _ in sources], np.int64)
+    cols = np.array([c for _, c in sources], np.int64)
+    costs = np.zeros(rows.size) if start_costs is None else np.asarray(start_costs, np.float64)
+    model = cost_model_code(spec["cost"])
+    bspec = BlockedSpec(model, arc_codes(spec["connectivity"]), arc_lengths(spec["cellsize"]),
+                        friction_store is not None, _check_max_cost(spec["max_cost"]))
+    plan = BlockPlan(shape, side)
+    files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH))
+    files.root.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec,
+                    plan, files, friction_store, upstream, geo, scheduler, t_start)
+    finally:
+        shutil.rmtree(files.root, ignore_errors=True)
+
+
+def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, plan, files,
+         friction_store, upstream, geo, scheduler, t_start):
+    import dask
+
+    from . import cluster
+    from .cost_distance import _prepare
+    from .cost_distance_tiled import StoreReader
+
+    shard_side = tile * int(spec["tiles_per_shard"])
+    fsrc = friction_store
+    if isinstance(fsrc, (tuple, list)):
+        fsrc = fsrc[0]
+    reader = StoreReader(dem_path, fsrc, spec.get("friction_path") or "")
+    ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"])
+    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
+        if upstream:
+            cluster.compute(*upstream, label="cost-ingest")
+        _prepare(out_path, shape, tile, geo or {}, friction_store is not None, None)
+        batch = max(1, int(spec.get("batch") or os.cpu_count() or 1))
+        driver = BlockedDriver(plan, (rows, cols, costs), batch=batch)
+
+        def execute(stage, blocks):
+            tasks = [dask.delayed(_block_task, pure=False)(
+                ctx, stage, i, j, halo, srcs, dask_key_name=(f"cost-block{stage}", i, j))
+                for i, j, halo, srcs in blocks]
+            return cluster.compute(*tasks, label="cost-block", progress=False)
+
+        t0 = time.perf_counter()
+        visits = driver.run(execute, 1)
+        t1 = time.perf_counter()
+        driver.run(execute, 2)
+        t2 = time.perf_counter()
+        out_side = max(side, shard_side)
+        nbr = max(1, out_side // side)
+        writes = []
+        R, C = shape
+        for r in range(0, R, out_side):
+            for c in range(0, C, out_side):
+                window = (r, min(r + out_side, R), c, min(c + out_side, C))
+                blocks = [(i, j, driver.bands.halo(i, j))
+                          for i in range(r // side, min(r // side + nbr, plan.blocks[0]))
+                          for j in range(c // side, min(c // side + nbr, plan.blocks[1]))]
+                writes.append(dask.delayed(_write_task, pure=False)(
+                    ctx, out_path, window, blocks, friction_store is not None,
+                    spec["max_cost"], dask_key_name=("cost-block-write", r // out_side,
+                                                     c // out_side)))
+        fills = cluster.compute(*writes, label="cost-block-write")
+        t3 = time.perf_counter()
+    reached = sum(f["reached"] for f in fills)
+    maxes = [f["max"] for f in fills if f["max"] is not None]
+    summary = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    summary.update({
+        "rows": shape[0], "cols": shape[1], "backend": "cpu", "device": "cpu",
+        "block": side, "blocks": int(np.prod(plan.blocks)), "batch": batch,
+        "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
+        "stage_stats": driver.stats,
+        "max_block_visits": int(visits.max(initial=0)),
+        "solve_seconds": round(t2 - t0, 6), "read_seconds": 0.0,
+        "write_seconds": round(sum(f["write"] for f in fills), 6),
+        "wall_seconds": {"distances": round(t1 - t0, 6), "labels": round(t2 - t1, 6),
+                         "outputs": round(t3 - t2, 6),
+                         "total": round(time.perf_counter() - t_start, 6)},
+        "queue": "heap, blocks by key", "phases": None})
+    import zarr
+    zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
+    return summary
