@@ -32,7 +32,10 @@ Two stages, because labels are canonical (docs/cost-distance.md):
    reaches exactly the minimum left-fold float64 sums (``fl(a + w)`` is monotone in ``a``),
    whatever the order of the blocks. The allocation and hop labels are not monotone under
    such updates (a predecessor whose distance improves by less than half an ulp of the sum
-   leaves a stale label behind), so this stage computes distances only.
+   leaves a stale label behind), so this stage computes distances only (all labels 0). Where
+   every arc costs more than zero (``friction``, ``tobler``) the block's Dijkstra is the
+   in-core bucket queue (:func:`terrain.grid.sssp.sssp_buckets_cpu`, planned on the window
+   with the halo seeds' spread as start costs), else the heap.
 2. labels: with the distances final, ``(allocation, hops)`` is the least fixed point of the
    tight-arc propagation, which is monotone: the same rounds with the kernel in its
    ``fixed`` mode (tight arcs only; as :func:`terrain.grid.sssp.labels_from_distance`).
@@ -65,8 +68,8 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
-from .sssp import (SSSPResult, _check_max_cost, _prepare, backlinks_cpu, check_sources,
-                   sssp_cpu)
+from .sssp import (SSSPResult, _check_max_cost, _prepare, backlinks_cpu, bucket_plan,
+                   check_sources, sssp_buckets_cpu, sssp_cpu)
 
 __all__ = ["BlockPlan", "BlockedSpec", "Bands", "solve_block", "block_outputs",
            "BlockedDriver", "blocked_sssp", "HALO", "NONE_LABEL", "MemoryBlocks"]
@@ -321,9 +324,22 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
         seed_d = np.concatenate([dist[seed_cells], np.asarray(costs, np.float64)])
         seed_l = np.concatenate([hl[seed_cells], np.asarray(idx, np.int64) << _HOPS_BITS])
         fixed, limit = True, math.inf
-    settled = sssp_cpu(zp, fp if fp is not None else np.ones(1, np.float32), spec.has_f,
-                       spec.model, spec.lengths, _offsets(W), spec.codes, dist, label,
-                       seeds, seed_d, seed_l, fixed, limit)
+    fk = fp if fp is not None else np.ones(1, np.float32)
+    offs = _offsets(W)
+    plan = None
+    if stage == 1 and spec.model != 0 and seeds.size:
+        # the window as the in-core kernels' padded grid (a frame of 2) for the plan's bounds
+        inner2 = (slice(HALO, H - HALO), slice(HALO, W - HALO))
+        plan = bucket_plan(zp.reshape(H, W)[inner2], None if fp is None else
+                           fp.reshape(H, W)[inner2], spec.model, spec.codes, spec.lengths,
+                           seed_d, zp, offs)
+    if plan is not None:
+        settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
+                                   spec.codes, dist, label, seeds, seed_d, seed_l, limit,
+                                   *plan, np.empty(H * W, np.uint8))
+    else:
+        settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
+                           dist, label, seeds, seed_d, seed_l, fixed, limit)
     new_d = dist.reshape(H, W)[inner].copy()
     new_l = label.reshape(H, W)[inner].copy() if stage == 2 else None
     if stage == 2:  # unchanged: the ring carries the final distances
