@@ -232,7 +232,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
             cluster.compute(*upstream, label="cost-ingest")
         _prepare(out_path, shape, tile, geo or {}, friction_store is not None, None)
         batch = max(1, int(spec.get("batch") or os.cpu_count() or 1))
-        driver = BlockedDriver(plan, (rows, cols, costs), batch=batch)
+        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=batch)
 
         def execute(stage, blocks):
             tasks = [dask.delayed(_block_task, pure=False)(

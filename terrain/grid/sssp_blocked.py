@@ -379,13 +379,16 @@ def block_outputs(spec, z, f, state_d, state_l, halo):
 class BlockedDriver:
     """The rounds of the blocked algorithm over a :class:`BlockPlan` (module docstring).
 
-    ``sources``: ``(rows, cols, costs)`` in grid coordinates. :meth:`run` calls
+    ``spec``: the cost model (the driver tests the arcs across block edges itself, so that
+    a block becomes pending only when a neighbour's changed ring cell improves one of its
+    cells). ``sources``: ``(rows, cols, costs)`` in grid coordinates. :meth:`run` calls
     ``execute(stage, blocks)`` with a list of ``(i, j, halo, sources)``; it must solve each
     block (:func:`solve_block` on its stored state, storing the new one) and return the
     rings in the same order. ``batch`` blocks per round (at least one).
     """
 
     plan: BlockPlan
+    spec: BlockedSpec
     sources: tuple
     batch: int = 2
     stats: dict = field(default_factory=dict)
@@ -396,6 +399,56 @@ class BlockedDriver:
         self._src = {}
         for n, (r, c, cost) in enumerate(zip(rows.tolist(), cols.tolist(), costs.tolist())):
             self._src.setdefault(self.plan.block_of(r, c), []).append((r, c, cost, n))
+
+    def _band_cells(self, r, c):
+        """``(z, f, d, l)`` of ring cells ``(r, c)`` (arrays) from the bands."""
+        p = self.plan
+        hk = p.hrow_at[r]
+        inh = hk >= 0
+        out = []
+        for key in ("z", "f", "d", "l"):
+            v = self.bands.v[key][r, p.vcol_at[c]]
+            h = self.bands.h[key][hk, c]
+            out.append(np.where(inh, h, v))
+        return out
+
+    def _improved(self, i, j, rs, cs, stage):
+        """``{neighbour block: key}`` of the neighbours of block ``(i, j)`` that an arc from
+        its changed ring cells ``(rs, cs)`` improves (the exact test: the arcs from a block
+        reach only its neighbours' rings, whose labels the bands hold; a block never solved
+        is tried whenever an arc reaches it); the key is the smallest improved distance. Stage 1: ``d_u + w < d_v``; stage 2: a tight arc with
+        ``l_u + 1 < l_v``."""
+        from .costs import ARC_DC, ARC_DR, arc_costs_np
+        out = {}
+        if rs.size == 0:
+            return out
+        p, sp = self.plan, self.spec
+        R, C = p.shape
+        zu, fu, du, lu = self._band_cells(rs, cs)
+        for k in sp.codes.tolist():
+            vr, vc = rs + ARC_DR[k], cs + ARC_DC[k]
+            ok = (vr >= 0) & (vr < R) & (vc >= 0) & (vc < C)
+            ok &= (vr // p.side != i) | (vc // p.side != j)
+            if not ok.any():
+                continue
+            vr, vc = vr[ok], vc[ok]
+            zv, fv, dv, lv = self._band_cells(vr, vc)
+            w = arc_costs_np(zu[ok], zv, fu[ok], fv, k, sp.model, sp.lengths)
+            nd = du[ok] + w
+            with np.errstate(invalid="ignore"):
+                if stage == 1:
+                    better = (nd < dv) & (nd <= sp.limit)
+                else:
+                    better = (nd == dv) & np.isfinite(dv) & (lu[ok] + 1 < lv)
+                better &= ~np.isnan(zv) & ~np.isnan(fv)
+                if stage == 1:  # a block never solved: its ring is unknown, try it
+                    unknown = np.isnan(zv) & (dv == np.inf) & (du[ok] <= sp.limit)
+                    better |= unknown
+                    nd = np.where(unknown, du[ok], nd)
+            for n in np.flatnonzero(better):
+                blk = (int(vr[n]) // p.side, int(vc[n]) // p.side)
+                out[blk] = min(out.get(blk, np.inf), float(nd[n]))
+        return out
 
     def block_sources(self, i, j):
         """``(rows, cols, costs, indices)`` of the sources in block ``(i, j)``, in block
@@ -432,15 +485,9 @@ class BlockedDriver:
             rounds += 1
             for (i, j), (ring, n) in zip(take, results):
                 settled += n
-                rs, cs, ds = self.bands.store(i, j, ring, labels=stage == 2)
-                if rs.size == 0:
-                    continue
-                for a, b in plan.neighbours(i, j):
-                    q0, q1, p0, p1 = plan.window(a, b)
-                    m = (rs >= q0 - HALO) & (rs < q1 + HALO) & (cs >= p0 - HALO) & \
-                        (cs < p1 + HALO)
-                    if m.any():
-                        keys[a, b] = min(keys[a, b], float(ds[m].min()))
+                rs, cs, _ = self.bands.store(i, j, ring, labels=stage == 2)
+                for (a, b), key in self._improved(i, j, rs, cs, stage).items():
+                    keys[a, b] = min(keys[a, b], key)
         self.stats[f"stage{stage}"] = {
             "rounds": rounds, "visits": int(visits.sum()), "settled": int(settled),
             "max_visits": int(visits.max(initial=0)),
@@ -496,7 +543,7 @@ def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=Non
     rows, cols, costs = check_sources(sources, valid, start_costs)
     spec = BlockedSpec(model, codes, lengths, f is not None, _check_max_cost(max_cost))
     plan = BlockPlan(z.shape, side)
-    driver = BlockedDriver(plan, (rows, cols, costs), batch=batch)
+    driver = BlockedDriver(plan, spec, (rows, cols, costs), batch=batch)
     mem = MemoryBlocks(plan, spec, z, f)
     v1 = driver.run(mem.execute, 1)
     driver.run(mem.execute, 2)
