@@ -627,6 +627,7 @@ def _blocked_spec(spec, memory_bytes, reuse, backend):
             memory_bytes = None
     spec["block"] = block_side(spec["tile"], spec["tile"] * spec["tiles_per_shard"],
                                spec["shape"], memory_bytes, os.cpu_count() or 1)
+    spec["memory_bytes"] = memory_bytes
 
 
 def dem_in_output(path):

@@ -43,6 +43,7 @@ __all__ = ["run_blocked", "block_side", "BlockFiles", "MAX_BLOCK", "SCRATCH",
            "block_task_bytes", "parse_memory"]
 
 MAX_BLOCK = 2048
+CACHE_BLOCKS = 16  # blocks the cache should hold (block_side shrinks blocks to fit them)
 SCRATCH = ".blocked"
 _TASK_BYTES_PER_CELL = 40  # window (24) + the state read and written (16) + heap headroom
 
@@ -79,18 +80,35 @@ def block_task_bytes(side):
     return _TASK_BYTES_PER_CELL * (side + 8) ** 2
 
 
+def block_cache_bytes(side):
+    """Memory of one block in the :class:`BlockCache` (elevation, friction, distance,
+    label)."""
+    return 24 * side * side
+
+
 def block_side(tile, shard_side, shape, memory_bytes=None, threads=1):
     """The block side: the shard side (at most :data:`MAX_BLOCK`, at least the store tile),
-    halved while ``threads`` tasks need more than a quarter of ``memory_bytes``.
+    halved while ``threads`` tasks and :data:`CACHE_BLOCKS` cached blocks need more than
+    half of ``memory_bytes``.
 
     >>> block_side(512, 2048, (16384, 16384), 1.5e9, 2), block_side(16, 16, (50, 50))
-    (2048, 16)
+    (1024, 16)
     """
     side = max(int(tile), min(int(shard_side), MAX_BLOCK))
-    while side > 2 * tile and side % (2 * tile) == 0 and memory_bytes is not None and \
-            threads * block_task_bytes(side) > memory_bytes / 4:
+    while side >= 2 * tile and side % (2 * tile) == 0 and memory_bytes is not None and \
+            threads * block_task_bytes(side) + CACHE_BLOCKS * block_cache_bytes(side) > \
+            memory_bytes / 2:
         side //= 2
     return max(side, 4)
+
+
+def cache_bytes(side, memory_bytes, threads):
+    """The block cache's budget: half of ``memory_bytes`` less the tasks' memory (the other
+    half: the process, the bands, the round's rings); :data:`CACHE_BLOCKS` blocks without
+    a budget."""
+    if memory_bytes is None:
+        return CACHE_BLOCKS * block_cache_bytes(side)
+    return max(0, int(memory_bytes / 2 - threads * block_task_bytes(side)))
 
 
 class BlockFiles:
@@ -116,33 +134,127 @@ class BlockFiles:
 
 
 class _Context:
-    """What every task needs: the plan, the cost model, the reader and the state files."""
+    """What every task needs: the plan, the cost model, the reader, the state files and
+    the block cache (:class:`BlockCache`, None when the tasks may run in other processes)."""
 
-    def __init__(self, plan, spec, reader, files, has_f, name):
+    def __init__(self, plan, spec, reader, files, has_f, name, cache=None):
         self.plan, self.spec, self.reader, self.files = plan, spec, reader, files
-        self.has_f, self.name = has_f, name
+        self.has_f, self.name, self.cache = has_f, name, cache
 
-    def block(self, i, j):
-        z, f = self.reader(self.plan.window(i, j))
-        return z, (f if self.has_f else None)
+    def take(self, i, j, stage):
+        """Block ``(i, j)``'s ``{"z", "f", "d", "l"}`` (``d``/``l`` None when not stored yet),
+        from the cache (taken out of it) or read."""
+        e = self.cache.take(i, j) if self.cache is not None else None
+        if e is None:
+            z, f = self.reader(self.plan.window(i, j))
+            e = {"z": z, "f": f if self.has_f else None, "d": self.files.read("d", i, j),
+                 "l": self.files.read("l", i, j) if stage >= 2 else None, "dirty": set()}
+        elif stage >= 2 and e["l"] is None and "l" not in e["dirty"]:
+            e["l"] = self.files.read("l", i, j)
+        return e
+
+    def give(self, i, j, e, dirty=()):
+        """Block ``(i, j)``'s arrays back: into the cache, or the ``dirty`` ones written."""
+        e["dirty"] |= set(dirty)
+        if self.cache is None:
+            for name in e["dirty"]:
+                self.files.write(name, i, j, e[name])
+            return
+        self.cache.put(i, j, e)
+
+
+class BlockCache:
+    """Blocks' inputs and states held in this process, least recently used first out, up
+    to ``nbytes``; a block leaving the cache has its changed states written (write-back),
+    so a block solved again soon (the neighbours' solves along a shared edge trade
+    improvements back and forth) is neither read nor written in between. Tasks take a
+    block out while they work on it, so eviction never touches a block in use. Only for
+    schedulers whose tasks run in this process."""
+
+    def __init__(self, files, nbytes):
+        import collections
+        import threading
+        self.files, self.nbytes = files, int(nbytes)
+        self.entries = collections.OrderedDict()
+        self.used = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _size(e):
+        return sum(a.nbytes for k, a in e.items() if k != "dirty" and a is not None)
+
+    def take(self, i, j):
+        with self.lock:
+            e = self.entries.pop((i, j), None)
+            if e is not None:
+                self.used -= self._size(e)
+            return e
+
+    def put(self, i, j, e):
+        out = []
+        with self.lock:
+            self.entries[(i, j)] = e
+            self.used += self._size(e)
+            while self.used > self.nbytes and len(self.entries) > 1:
+                key, old = self.entries.popitem(last=False)
+                self.used -= self._size(old)
+                out.append((key, old))
+        for (a, b), old in out:
+            for name in old["dirty"]:
+                self.files.write(name, a, b, old[name])
 
 
 def _block_task(ctx, stage, i, j, halo, sources):
-    z, f = ctx.block(i, j)
+    e = ctx.take(i, j, stage)
+    z, f = e["z"], e["f"]
     rows, cols, _, idx = sources
     for r, c, n in zip(rows.tolist(), cols.tolist(), idx.tolist()):
         if np.isnan(z[r, c]) or (f is not None and np.isnan(f[r, c])):
             r0, _, c0, _ = ctx.plan.window(i, j)
             raise InputError(f"{ctx.name}: source {n} at cell (row, col) = ({r + r0}, "
                              f"{c + c0}) is on nodata")
-    d = ctx.files.read("d", i, j)
-    lab = ctx.files.read("l", i, j) if stage == 2 else None
-    nd, nl, ring, settled = solve_block(ctx.spec, stage, z, f, d, lab, halo, sources)
+    nd, nl, ring, settled = solve_block(ctx.spec, stage, z, f, e["d"], e["l"], halo, sources)
     if stage == 1:
-        ctx.files.write("d", i, j, nd)
+        e["d"] = nd
     else:
-        ctx.files.write("l", i, j, nl)
+        e["l"] = nl
+    ring = _ring(ring)
+    ctx.give(i, j, e, dirty=("d",) if stage == 1 else ("l",))
     return ring, settled
+
+
+def _ring(ring):
+    """The ring as the bands read it, without references to the whole block's arrays (the
+    driver holds the results of a round)."""
+    out = {}
+    for key, a in ring.items():
+        if a is None:
+            out[key] = None
+            continue
+        h, w = a.shape
+        keep_r = np.zeros(h, bool)
+        keep_r[[x for x in (0, 1, h - 2, h - 1) if 0 <= x < h]] = True
+        keep_c = np.zeros(w, bool)
+        keep_c[[x for x in (0, 1, w - 2, w - 1) if 0 <= x < w]] = True
+        # a copy whose other cells are never read: a sparse array would do, but the bands
+        # index the ring by block coordinates, so keep the shape with a broadcast view
+        out[key] = _RingArray(a, keep_r, keep_c)
+    return out
+
+
+class _RingArray:
+    """The ring rows and columns of a block array (what :meth:`Bands.store` reads:
+    ``a[row, :]`` for ring rows, ``a[:, col]`` for ring columns)."""
+
+    def __init__(self, a, keep_r, keep_c):
+        self.rows = {int(r): a[r].copy() for r in np.flatnonzero(keep_r)}
+        self.cols = {int(c): a[:, c].copy() for c in np.flatnonzero(keep_c)}
+
+    def __getitem__(self, key):
+        r, c = key
+        if isinstance(r, slice):
+            return self.cols[int(c)]
+        return self.rows[int(r)]
 
 
 def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
@@ -156,14 +268,13 @@ def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
     for i, j, halo in blocks:
         q0, q1, p0, p1 = ctx.plan.window(i, j)
         sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
-        z, f = ctx.reader(ctx.plan.window(i, j))
+        e = ctx.take(i, j, 3)
         if fr is not None:
-            fr[sl] = f
-        sd = ctx.files.read("d", i, j)
-        if sd is None:
+            fr[sl] = e["f"]
+        if e["d"] is None:
             continue  # never reached
-        d[sl], a[sl], b[sl] = block_outputs(ctx.spec, z, f if ctx.has_f else None, sd,
-                                            ctx.files.read("l", i, j), halo)
+        d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
+        del e  # not given back: the block is done
     t1 = time.perf_counter()
     layers = {"distance": d, "allocation": a, "backlink": b}
     if fr is not None:
@@ -226,12 +337,20 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     if isinstance(fsrc, (tuple, list)):
         fsrc = fsrc[0]
     reader = StoreReader(dem_path, fsrc, spec.get("friction_path") or "")
-    ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"])
+    threads = max(1, int(spec.get("batch") or os.cpu_count() or 1))
+    # tasks in this process (Dask's local schedulers, our in-process LocalCluster): the
+    # cache serves them; a cluster of other processes reads and writes the files each time
+    local = scheduler in cluster.LOCAL_SCHEDULERS or (
+        scheduler in (None, cluster.LOCAL_CLUSTER) and cluster._active_client is None)
+    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads)) \
+        if local else None
+    ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"],
+                   cache)
     with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
         if upstream:
             cluster.compute(*upstream, label="cost-ingest")
         _prepare(out_path, shape, tile, geo or {}, friction_store is not None, None)
-        batch = max(1, int(spec.get("batch") or os.cpu_count() or 1))
+        batch = threads
         driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=batch)
 
         def execute(stage, blocks):
@@ -267,6 +386,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     summary.update({
         "rows": shape[0], "cols": shape[1], "backend": "cpu", "device": "cpu",
         "block": side, "blocks": int(np.prod(plan.blocks)), "batch": batch,
+        "cache_bytes": None if cache is None else cache.nbytes,
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
         "stage_stats": driver.stats,
         "max_block_visits": int(visits.max(initial=0)),

@@ -42,10 +42,16 @@ def _run(capsys, *argv, scheduler="synchronous"):
     return json.loads(so)
 
 
-@pytest.mark.parametrize("conn,cost,scheduler", [(8, "absdiff", "synchronous"),
-                                                 (16, "friction", "threads"),
-                                                 (4, "tobler", "synchronous")])
-def test_blocked_equals_in_core(capsys, tmp_path, dem, small_shards, conn, cost, scheduler):
+@pytest.mark.parametrize("conn,cost,scheduler,cache", [(8, "absdiff", "synchronous", None),
+                                                       (16, "friction", "threads", 0),
+                                                       (4, "tobler", "synchronous", None)])
+def test_blocked_equals_in_core(capsys, tmp_path, dem, small_shards, conn, cost, scheduler,
+                                cache, monkeypatch):
+    """``cache`` 0: the block cache holds one block, every other one is written when it
+    leaves (write-back) and read again."""
+    import pipelines.cost_distance_blocked as blocked
+    if cache is not None:
+        monkeypatch.setattr(blocked, "cache_bytes", lambda *a: cache)
     z, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "16,16",
               "--tile", 8, "--connectivity", conn, "--cost", cost]
@@ -79,10 +85,10 @@ def test_auto_picks_blocked_under_a_small_budget(capsys, tmp_path, dem, small_sh
     _, path = dem
     s = _run(capsys, path, "-o", tmp_path / "b.zarr", "--source-cell", "3,4", "--tile", 8,
              "--memory", "20KB")
-    assert s["algorithm"] == "blocked"
+    assert s["algorithm"] == "blocked" and s["block"] == 8  # the budget halves the blocks
     rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "p.zarr",
                           "--source-cell", "3,4", "--tile", 8, "--memory", "20KB", "--dry-run")
-    assert rc == 0 and "solve     blocked, backend cpu: 9 blocks of 16²" in so and not (tmp_path / "p.zarr").exists()
+    assert rc == 0 and "solve     blocked, backend cpu: 30 blocks of 8²" in so and not (tmp_path / "p.zarr").exists()
 
 
 def test_source_on_nodata_leaves_nothing(capsys, tmp_path, dem, small_shards):
