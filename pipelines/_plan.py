@@ -316,15 +316,17 @@ def _plan_cost_distance(plan, grid, args, inp, out):
         extra += tiled["labels_bytes"]
         part.update(tiled)
     elif spec["algorithm"] == "blocked":
-        from .cost_distance_blocked import block_task_bytes
         from .cost_distance import _blocked_spec
+        from .cost_distance_blocked import block_task_bytes, cache_bytes
         spec["input"] = str(inp)
         _blocked_spec(spec, _memory_bytes(getattr(args, "memory", None)), reuse, be.name)
         side = spec["block"]
         blocks = (-(-shape[0] // side)) * (-(-shape[1] // side))
-        bands = 24 * 4 * (shape[0] + shape[1]) * max(-(-max(shape) // side), 1)
+        # the driver's bands: 4 rows a block row, 4 columns a block column, 24 bytes a cell
+        bands = 24 * 4 * ((-(-shape[0] // side)) * shape[1] + (-(-shape[1] // side)) * shape[0])
         per_task = max(per_task, block_task_bytes(side))
-        worker = max(worker, bands + threads * block_task_bytes(side))
+        worker = max(worker, bands + threads * block_task_bytes(side)
+                     + cache_bytes(side, spec["memory_bytes"], threads, bands))
         extra += 16 * cells  # the blocks' distances and labels in the scratch directory
         part.update({"block": side, "blocks": blocks})
     else:

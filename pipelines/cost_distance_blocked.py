@@ -102,13 +102,13 @@ def block_side(tile, shard_side, shape, memory_bytes=None, threads=1):
     return max(side, 4)
 
 
-def cache_bytes(side, memory_bytes, threads):
-    """The block cache's budget: half of ``memory_bytes`` less the tasks' memory (the other
-    half: the process, the bands, the round's rings); :data:`CACHE_BLOCKS` blocks without
-    a budget."""
+def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
+    """The block cache's budget: 40 % of ``memory_bytes`` less the tasks' memory and the
+    driver's bands (the rest: the process itself, its libraries, the round's rings and the
+    output windows being written); :data:`CACHE_BLOCKS` blocks without a budget."""
     if memory_bytes is None:
         return CACHE_BLOCKS * block_cache_bytes(side)
-    return max(0, int(memory_bytes / 2 - threads * block_task_bytes(side)))
+    return max(0, int(0.4 * memory_bytes - threads * block_task_bytes(side) - bands_bytes))
 
 
 class BlockFiles:
@@ -298,6 +298,20 @@ class _Offset:
         return self.a[rs.start - self.r0:rs.stop - self.r0, cs.start - self.c0:cs.stop - self.c0]
 
 
+def _arrays_from_mmap():
+    """Make glibc's malloc serve blocks of 1 MiB and more from ``mmap`` (returned to the
+    system when freed) for the rest of the process. By default the threshold grows to the
+    largest block freed (up to 32 MiB), after which the blocks' few-MiB arrays come from the
+    threads' heaps, whose freed memory stays in the process (docs/benchmarks.md: peak RSS
+    at 16384² with and without). No-op off glibc."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD (fixed: no dynamic growth)
+    except (OSError, AttributeError):
+        pass
+
+
 def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=None,
                 upstream=(), geo=None, scheduler=None, backend="cpu"):
     """The blocked cost distance into the partial output ``out_path`` (module docstring);
@@ -317,6 +331,7 @@ def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=N
     plan = BlockPlan(shape, side)
     files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH))
     files.root.mkdir(parents=True, exist_ok=True)
+    _arrays_from_mmap()
     try:
         return _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec,
                     plan, files, friction_store, upstream, geo, scheduler, t_start)
@@ -342,7 +357,8 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     # cache serves them; a cluster of other processes reads and writes the files each time
     local = scheduler in cluster.LOCAL_SCHEDULERS or (
         scheduler in (None, cluster.LOCAL_CLUSTER) and cluster._active_client is None)
-    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads)) \
+    bands = 24 * (plan.hrows.size * shape[1] + plan.vcols.size * shape[0])
+    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands)) \
         if local else None
     ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"],
                    cache)
