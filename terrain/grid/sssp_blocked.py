@@ -68,6 +68,7 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
+from .costs import ARC_DC, ARC_DR, arc_costs_np
 from .sssp import (SSSPResult, _check_max_cost, _prepare, backlinks_cpu, bucket_plan,
                    check_sources, sssp_buckets_cpu, sssp_cpu)
 
@@ -252,7 +253,6 @@ def _put_halo(w, halo, key, th, tw):
 
 
 def _offsets(W):
-    from .costs import ARC_DC, ARC_DR
     return (ARC_DR * W + ARC_DC).astype(np.int64)
 
 
@@ -416,9 +416,9 @@ class BlockedDriver:
         """``{neighbour block: key}`` of the neighbours of block ``(i, j)`` that an arc from
         its changed ring cells ``(rs, cs)`` improves (the exact test: the arcs from a block
         reach only its neighbours' rings, whose labels the bands hold; a block never solved
-        is tried whenever an arc reaches it); the key is the smallest improved distance. Stage 1: ``d_u + w < d_v``; stage 2: a tight arc with
+        is tried whenever an arc reaches it); the key is the smallest improved distance.
+        Stage 1: ``d_u + w < d_v``; stage 2: a tight arc with
         ``l_u + 1 < l_v``."""
-        from .costs import ARC_DC, ARC_DR, arc_costs_np
         out = {}
         if rs.size == 0:
             return out
