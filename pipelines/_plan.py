@@ -286,7 +286,8 @@ def _plan_cost_distance(plan, grid, args, inp, out):
             "cost": args.cost, "connectivity": connectivity,
             "cellsize": (abs(gt[1]), abs(gt[5])),
             "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
-                "tiled" if reuse_kind == "tiled" else args.algorithm), backend=be.name)}
+                "tiled" if reuse_kind == "tiled" else args.algorithm), backend=be.name,
+                memory_bytes=_memory_bytes(getattr(args, "memory", None)))}
     threads = plan["threads_per_worker"]
     ingested = [] if grid["from_store"] else ["elevation"]
     linked = []
@@ -317,6 +318,20 @@ def _plan_cost_distance(plan, grid, args, inp, out):
         out_bytes += tiled["index_bytes"]
         extra += tiled["labels_bytes"]
         part.update(tiled)
+    elif spec["algorithm"] == "blocked":
+        from .cost_distance import _blocked_spec
+        from .cost_distance_blocked import block_task_bytes, cache_bytes
+        spec["input"] = str(inp)
+        _blocked_spec(spec, _memory_bytes(getattr(args, "memory", None)), reuse, be.name)
+        side = spec["block"]
+        blocks = (-(-shape[0] // side)) * (-(-shape[1] // side))
+        # the driver's bands: 4 rows a block row, 4 columns a block column, 24 bytes a cell
+        bands = 24 * 4 * ((-(-shape[0] // side)) * shape[1] + (-(-shape[1] // side)) * shape[0])
+        per_task = max(per_task, block_task_bytes(side))
+        worker = max(worker, bands + threads * block_task_bytes(side)
+                     + cache_bytes(side, spec["memory_bytes"], threads, bands))
+        extra += 16 * cells  # the blocks' distances and labels in the scratch directory
+        part.update({"block": side, "blocks": blocks})
     else:
         side = grid["tile"] * grid["tiles_per_shard"]
         solve = incore_bytes(shape, friction is not None)
@@ -330,6 +345,11 @@ def _plan_cost_distance(plan, grid, args, inp, out):
                  "other_outputs_bytes": _layers_bytes(cells, RESULT_LAYERS)
                  if getattr(args, "geotiff_dir", None) else 0})
     return part
+
+
+def _memory_bytes(memory):
+    from .cost_distance import _memory_bytes as parse
+    return parse(memory)
 
 
 def _cost_distance_output(inp, args):
@@ -403,6 +423,8 @@ def _format(p):
         lines.append(f"tasks     {p['tasks']} (backend {p['backend']})")
     if "algorithm" in p:
         solve = f"solve     {p['algorithm']}, backend {p['backend']}"
+        if p["algorithm"] == "blocked":
+            solve += f": {p['blocks']} blocks of {p['block']}², distances then labels"
         if p["algorithm"] == "tiled":
             solve += (f": {p['groups']} groups of {p['group_side']}², SSSP tiles of "
                       f"{p['tile_sssp']}, matrices up to level {p['height']} of "

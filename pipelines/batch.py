@@ -87,7 +87,7 @@ def _run_cost_distance(inp, out, args, scheduler):
         sources_file=_per_file(args.sources, inp), start_cost=args.start_cost, cost=args.cost,
         friction=_per_file(args.friction, inp), connectivity=args.connectivity,
         max_cost=args.max_cost, tile=args.tile, backend=backend, scheduler=scheduler,
-        overwrite=args.overwrite, algorithm=args.algorithm)
+        overwrite=args.overwrite, algorithm=args.algorithm, memory=getattr(args, "memory", None))
     summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
     summary["sources"] = len(s.get("sources", ()))
     return summary

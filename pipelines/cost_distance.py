@@ -100,19 +100,21 @@ def incore_bytes(shape, has_friction=False):
 
 def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",
                      backend="cpu"):
-    """``"in-core"`` when the grid's working set fits in memory, else ``"tiled"``.
+    """``"in-core"`` when the grid's working set fits in memory, else ``"blocked"`` on the
+    CPU (:mod:`pipelines.cost_distance_blocked`) and ``"tiled"`` on the GPU.
 
     The in-core SSSP needs about 40 bytes a cell (padded elevation, friction, distance,
     labels, outputs) plus its queue; it takes the grid when that is under half the memory
-    (the free device memory with ``backend="gpu"``, else the available RAM). ``algorithm``
-    other than ``"auto"`` is returned as it is.
+    (``memory_bytes``, else the free device memory with ``backend="gpu"``, else the
+    available RAM). ``algorithm`` other than ``"auto"`` is returned as it is.
 
     >>> choose_algorithm((1000, 1000), memory_bytes=10**9), choose_algorithm(
-    ...     (10**5, 10**5), memory_bytes=10**9)
-    ('in-core', 'tiled')
+    ...     (10**5, 10**5), memory_bytes=10**9), choose_algorithm(
+    ...     (10**5, 10**5), memory_bytes=10**9, backend="gpu")
+    ('in-core', 'blocked', 'tiled')
     """
-    if algorithm not in ("auto", "in-core", "tiled"):
-        raise InputError(f"algorithm {algorithm!r}: expected auto, in-core or tiled")
+    if algorithm not in ("auto", "in-core", "tiled", "blocked"):
+        raise InputError(f"algorithm {algorithm!r}: expected auto, in-core, tiled or blocked")
     if algorithm != "auto":
         return algorithm
     need = incore_bytes(shape, has_friction)
@@ -128,7 +130,9 @@ def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="au
             memory_bytes = psutil.virtual_memory().available
         except Exception:  # no psutil: assume it fits
             return "in-core"
-    return "in-core" if need <= memory_bytes // 2 else "tiled"
+    if need <= memory_bytes // 2:
+        return "in-core"
+    return "tiled" if backend == "gpu" else "blocked"
 
 
 def _parse_pair(text, what, cast=float):
@@ -486,10 +490,12 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                       start_cost=None, cost="absdiff", friction=None, connectivity=8,
                       max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
                       geotiff_dir=None, algorithm="auto", tile_sssp=None, max_height=None,
-                      reuse=None, gpus=None):
+                      reuse=None, gpus=None, memory=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
     ``gpus`` (``"N"`` or ``"all"``): one worker process per GPU (module docstring).
+    ``memory`` (bytes or a size such as ``"1.5GB"``): the memory budget that chooses the
+    algorithm and sizes the blocked algorithm's blocks (default: the available RAM).
     Returns the summary dict (also in the output's ``cost_distance`` attribute).
     """
     t_start = time.perf_counter()
@@ -539,12 +545,16 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     if friction is not None:
         _check_friction_grid(friction, shape, gt)
     reuse_kind = None if reuse is None else reusable_kind(reuse)
+    memory_bytes = _memory_bytes(memory)
     spec = {"shape": shape, "tile": int(tile), "tiles_per_shard": shard, "cost": cost,
             "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
             "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
-                "tiled" if reuse_kind == "tiled" else algorithm), backend=be.name),
+                "tiled" if reuse_kind == "tiled" else algorithm), backend=be.name,
+                memory_bytes=memory_bytes),
             "input": str(inp), "friction_path": None if friction is None else str(friction)}
+    if spec["algorithm"] == "blocked":
+        _blocked_spec(spec, memory_bytes, reuse, be.name)
     if reuse_kind == "in-core":
         spec["reuse_incore"] = check_incore_reuse(reuse, spec, inp, friction, gt)
         spec.update(near_far_delta=spec["reuse_incore"]["near_far_delta"],
@@ -591,6 +601,33 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         if friction_tmp is not None:
             shutil.rmtree(friction_tmp, ignore_errors=True)
     return summary
+
+
+def _memory_bytes(memory):
+    """The ``memory`` budget in bytes (None: not given)."""
+    if memory is None:
+        return None
+    from .cost_distance_blocked import parse_memory
+    return parse_memory(memory)
+
+
+def _blocked_spec(spec, memory_bytes, reuse, backend):
+    """Complete ``spec`` for the blocked algorithm (in place): its block side
+    (:func:`pipelines.cost_distance_blocked.block_side`); CPU only, no ``--reuse``."""
+    from .cost_distance_blocked import block_side
+    if backend != "cpu":
+        raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
+    if reuse is not None:
+        raise InputError(f"{spec['input']}: the blocked algorithm keeps no index to reuse")
+    if memory_bytes is None:
+        try:
+            import psutil
+            memory_bytes = psutil.virtual_memory().available
+        except Exception:  # noqa: BLE001 - no psutil: no budget, the largest blocks
+            memory_bytes = None
+    spec["block"] = block_side(spec["tile"], spec["tile"] * spec["tiles_per_shard"],
+                               spec["shape"], memory_bytes, os.cpu_count() or 1)
+    spec["memory_bytes"] = memory_bytes
 
 
 def dem_in_output(path):
@@ -646,6 +683,10 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
                 friction_store = friction_tmp
                 upstream.append(build_ingest_graph(friction, friction_store, tile))
     windows = _shard_windows(shape, tile, shard)
+    if spec["algorithm"] == "blocked":
+        from .cost_distance_blocked import run_blocked
+        return run_blocked(dem_path, tmp, spec, srcs, costs, friction_store, upstream, geo,
+                           scheduler, be.name)
     if in_process_applies(spec["algorithm"], scheduler, gpus):
         return run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
                               geo, friction_store)
@@ -857,7 +898,7 @@ def cost_distance_command(args):
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
         algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
-        gpus=getattr(args, "gpus", None))
+        gpus=getattr(args, "gpus", None), memory=getattr(args, "memory", None))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

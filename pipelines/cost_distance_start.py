@@ -75,7 +75,7 @@ def _wanted(args):
                 or getattr(args, "gpus", None) is not None
                 or getattr(args, "dry_run", False)
                 or getattr(args, "backend", None) == "cpu"
-                or getattr(args, "algorithm", "auto") == "tiled")
+                or getattr(args, "algorithm", "auto") in ("tiled", "blocked"))
 
 
 def _warm(be):

@@ -157,9 +157,14 @@ def _add_cost_options(p, batch=False):
                       "raster for every input" if batch else ""))
     p.add_argument("--max-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cells farther than C stay unreached")
-    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled"), default="auto",
-                   help=f"{pre}in-core SSSP, the tiled (out-of-core) algorithm, or auto "
-                        "(default): in-core when the grid fits in memory")
+    p.add_argument("--algorithm", choices=("auto", "in-core", "tiled", "blocked"),
+                   default="auto",
+                   help=f"{pre}in-core SSSP, the tiled (out-of-core) algorithm, the blocked "
+                        "(out-of-core, CPU) one, or auto (default): in-core when the grid "
+                        "fits in memory, else blocked on the CPU and tiled on the GPU")
+    p.add_argument("--memory", default=None, metavar="SIZE",
+                   help=f"{pre}memory budget (e.g. 1.5GB) that picks the algorithm and sizes "
+                        "the blocked algorithm's blocks (default: the available RAM)")
 
 
 def _add_vertex_results(p):

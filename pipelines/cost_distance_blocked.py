@@ -1,0 +1,426 @@
+"""``cost-distance --algorithm blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
+out of core on the CPU, in rounds of Dask tasks.
+
+The exact in-core result (bit for bit) with a bounded memory: a task holds one block of
+``block`` cells a side (its window: ~24 bytes a cell, and its heap), the driver holds the
+blocks' rings (:class:`~terrain.grid.sssp_blocked.Bands`: ~24 bytes a cell of the rows and
+columns within 2 cells of a block edge) and each block's key. The block side is the store's
+shard side (at most :data:`MAX_BLOCK`), halved while the tasks of a round would not fit in
+a quarter of the memory budget (``--memory``; default: the available RAM).
+
+Dask strategy
+-------------
+The rounds depend on what the previous round changed, so the driver (this module, in the
+calling process) builds one small graph per round and computes it on the chosen scheduler
+(:func:`pipelines.cluster.compute`): ``cost-block{stage}`` tasks, one per block taken (the
+``batch`` pending blocks of the smallest keys; ``batch`` = the scheduler's threads). Each
+reads its block of the DEM (and friction) from the tile store and its state from the
+scratch directory beside the partial output (its name + ``.blocked``; :class:`BlockFiles`:
+``d_I_J.blosc`` float64 distances, ``l_I_J.blosc`` int64 labels), solves it
+(:func:`~terrain.grid.sssp_blocked.solve_block`), writes its state and returns its ring (a
+few rows and columns). Stage 1 rounds give the distances, stage 2 rounds the labels. Then
+``cost-block-write`` per output window (whole shards: ``max(block, shard side)`` cells):
+backlinks and outputs of its blocks (:func:`~terrain.grid.sssp_blocked.block_outputs`), one
+write of ``distance``, ``allocation``, ``backlink`` (and ``friction``). The scratch
+directory is removed at the end, also when the run fails (and the partial output goes).
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from terrain.errors import InputError
+from terrain.grid.cost_outputs import write_windows
+from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
+from terrain.grid.sssp import _check_max_cost
+from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, block_outputs,
+                                       solve_block)
+
+__all__ = ["run_blocked", "block_side", "BlockFiles", "MAX_BLOCK", "SCRATCH",
+           "block_task_bytes", "parse_memory"]
+
+MAX_BLOCK = 2048
+CACHE_BLOCKS = 16  # blocks the cache should hold (block_side shrinks blocks to fit them)
+SCRATCH = ".blocked"
+_TASK_BYTES_PER_CELL = 40  # window (24) + the state read and written (16) + heap headroom
+
+
+def parse_memory(text):
+    """Bytes from ``"1.5GB"``, ``"800MB"``, ``"2GiB"`` or a plain number.
+
+    >>> parse_memory("1.5GB"), parse_memory("512MiB"), parse_memory(1000)
+    (1500000000, 536870912, 1000)
+    """
+    if text is None:
+        return None
+    s = str(text).strip().upper().replace(" ", "")
+    units = {"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "KB": 10 ** 3,
+             "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12, "K": 10 ** 3, "M": 10 ** 6,
+             "G": 10 ** 9, "T": 10 ** 12, "B": 1}
+    for unit, mult in units.items():
+        if s.endswith(unit):
+            s, scale = s[:-len(unit)], mult
+            break
+    else:
+        scale = 1
+    try:
+        v = float(s) * scale
+    except ValueError:
+        v = -1.0
+    if not (v > 0 and np.isfinite(v)):
+        raise InputError(f"memory {text!r}: expected a size such as 1.5GB or 800MB")
+    return int(v)
+
+
+def block_task_bytes(side):
+    """Memory of one block task of ``side`` cells a side (window, state, heap)."""
+    return _TASK_BYTES_PER_CELL * (side + 8) ** 2
+
+
+def block_cache_bytes(side):
+    """Memory of one block in the :class:`BlockCache` (elevation, friction, distance,
+    label)."""
+    return 24 * side * side
+
+
+def block_side(tile, shard_side, shape, memory_bytes=None, threads=1):
+    """The block side: the shard side (at most :data:`MAX_BLOCK`, at least the store tile),
+    halved while ``threads`` tasks and :data:`CACHE_BLOCKS` cached blocks need more than
+    half of ``memory_bytes``.
+
+    >>> block_side(512, 2048, (16384, 16384), 1.5e9, 2), block_side(16, 16, (50, 50))
+    (1024, 16)
+    """
+    side = max(int(tile), min(int(shard_side), MAX_BLOCK))
+    while side >= 2 * tile and side % (2 * tile) == 0 and memory_bytes is not None and \
+            threads * block_task_bytes(side) + CACHE_BLOCKS * block_cache_bytes(side) > \
+            memory_bytes / 2:
+        side //= 2
+    return max(side, 4)
+
+
+def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
+    """The block cache's budget: 40 % of ``memory_bytes`` less the tasks' memory and the
+    driver's bands (the rest: the process itself, its libraries, the round's rings and the
+    output windows being written); :data:`CACHE_BLOCKS` blocks without a budget."""
+    if memory_bytes is None:
+        return CACHE_BLOCKS * block_cache_bytes(side)
+    return max(0, int(0.4 * memory_bytes - threads * block_task_bytes(side) - bands_bytes))
+
+
+class BlockFiles:
+    """Block states in a directory, one file per block and state (``d``: float64 distances,
+    ``l``: int64 labels), Blosc LZ4 after a byte shuffle (labels shrink to ~1 %: one source
+    leaves little but the hop counts; distances to ~75 %), written to a temporary name and
+    renamed. ``shape(i, j)`` gives a block's shape."""
+
+    DTYPES = {"d": np.float64, "l": np.int64}
+
+    def __init__(self, root, shape):
+        from numcodecs import Blosc
+        self.root, self.shape = Path(root), shape
+        self.codec = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)
+
+    def path(self, name, i, j):
+        return self.root / f"{name}_{i}_{j}.blosc"
+
+    def read(self, name, i, j):
+        p = self.path(name, i, j)
+        if not p.exists():
+            return None
+        raw = self.codec.decode(p.read_bytes())
+        return np.frombuffer(raw, self.DTYPES[name]).reshape(self.shape(i, j)).copy()
+
+    def write(self, name, i, j, a):
+        p = self.path(name, i, j)
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_bytes(self.codec.encode(np.ascontiguousarray(a, self.DTYPES[name])))
+        os.replace(tmp, p)
+
+
+class _Context:
+    """What every task needs: the plan, the cost model, the reader, the state files and
+    the block cache (:class:`BlockCache`, None when the tasks may run in other processes)."""
+
+    def __init__(self, plan, spec, reader, files, has_f, name, cache=None):
+        self.plan, self.spec, self.reader, self.files = plan, spec, reader, files
+        self.has_f, self.name, self.cache = has_f, name, cache
+
+    def take(self, i, j, stage):
+        """Block ``(i, j)``'s ``{"z", "f", "d", "l"}`` (``d``/``l`` None when not stored yet),
+        from the cache (taken out of it) or read."""
+        e = self.cache.take(i, j) if self.cache is not None else None
+        if e is None:
+            z, f = self.reader(self.plan.window(i, j))
+            e = {"z": z, "f": f if self.has_f else None, "d": self.files.read("d", i, j),
+                 "l": self.files.read("l", i, j) if stage >= 2 else None, "dirty": set()}
+        elif stage >= 2 and e["l"] is None and "l" not in e["dirty"]:
+            e["l"] = self.files.read("l", i, j)
+        return e
+
+    def give(self, i, j, e, dirty=()):
+        """Block ``(i, j)``'s arrays back: into the cache, or the ``dirty`` ones written."""
+        e["dirty"] |= set(dirty)
+        if self.cache is None:
+            for name in e["dirty"]:
+                self.files.write(name, i, j, e[name])
+            return
+        self.cache.put(i, j, e)
+
+
+class BlockCache:
+    """Blocks' inputs and states held in this process, least recently used first out, up
+    to ``nbytes``; a block leaving the cache has its changed states written (write-back),
+    so a block solved again soon (the neighbours' solves along a shared edge trade
+    improvements back and forth) is neither read nor written in between. Tasks take a
+    block out while they work on it, so eviction never touches a block in use. Only for
+    schedulers whose tasks run in this process."""
+
+    def __init__(self, files, nbytes):
+        import collections
+        import threading
+        self.files, self.nbytes = files, int(nbytes)
+        self.entries = collections.OrderedDict()
+        self.used = 0
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def _size(e):
+        return sum(a.nbytes for k, a in e.items() if k != "dirty" and a is not None)
+
+    def take(self, i, j):
+        with self.lock:
+            e = self.entries.pop((i, j), None)
+            if e is not None:
+                self.used -= self._size(e)
+            return e
+
+    def put(self, i, j, e):
+        out = []
+        with self.lock:
+            self.entries[(i, j)] = e
+            self.used += self._size(e)
+            while self.used > self.nbytes and len(self.entries) > 1:
+                key, old = self.entries.popitem(last=False)
+                self.used -= self._size(old)
+                out.append((key, old))
+        for (a, b), old in out:
+            for name in old["dirty"]:
+                self.files.write(name, a, b, old[name])
+
+
+def _block_task(ctx, stage, i, j, halo, sources):
+    e = ctx.take(i, j, stage)
+    z, f = e["z"], e["f"]
+    rows, cols, _, idx = sources
+    for r, c, n in zip(rows.tolist(), cols.tolist(), idx.tolist()):
+        if np.isnan(z[r, c]) or (f is not None and np.isnan(f[r, c])):
+            r0, _, c0, _ = ctx.plan.window(i, j)
+            raise InputError(f"{ctx.name}: source {n} at cell (row, col) = ({r + r0}, "
+                             f"{c + c0}) is on nodata")
+    nd, nl, ring, settled = solve_block(ctx.spec, stage, z, f, e["d"], e["l"], halo, sources)
+    if stage == 1:
+        e["d"] = nd
+    else:
+        e["l"] = nl
+    ring = _ring(ring)
+    ctx.give(i, j, e, dirty=("d",) if stage == 1 else ("l",))
+    return ring, settled
+
+
+def _ring(ring):
+    """The ring as the bands read it, without references to the whole block's arrays (the
+    driver holds the results of a round)."""
+    out = {}
+    for key, a in ring.items():
+        if a is None:
+            out[key] = None
+            continue
+        h, w = a.shape
+        keep_r = np.zeros(h, bool)
+        keep_r[[x for x in (0, 1, h - 2, h - 1) if 0 <= x < h]] = True
+        keep_c = np.zeros(w, bool)
+        keep_c[[x for x in (0, 1, w - 2, w - 1) if 0 <= x < w]] = True
+        # a copy whose other cells are never read: a sparse array would do, but the bands
+        # index the ring by block coordinates, so keep the shape with a broadcast view
+        out[key] = _RingArray(a, keep_r, keep_c)
+    return out
+
+
+class _RingArray:
+    """The ring rows and columns of a block array (what :meth:`Bands.store` reads:
+    ``a[row, :]`` for ring rows, ``a[:, col]`` for ring columns)."""
+
+    def __init__(self, a, keep_r, keep_c):
+        self.rows = {int(r): a[r].copy() for r in np.flatnonzero(keep_r)}
+        self.cols = {int(c): a[:, c].copy() for c in np.flatnonzero(keep_c)}
+
+    def __getitem__(self, key):
+        r, c = key
+        if isinstance(r, slice):
+            return self.cols[int(c)]
+        return self.rows[int(r)]
+
+
+def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
+    """Outputs of the blocks of one output ``window`` (whole shards), one write."""
+    t0 = time.perf_counter()
+    r0, r1, c0, c1 = window
+    d = np.full((r1 - r0, c1 - c0), np.nan)
+    a = np.full((r1 - r0, c1 - c0), -1, np.int32)
+    b = np.full((r1 - r0, c1 - c0), 255, np.uint8)
+    fr = np.full((r1 - r0, c1 - c0), np.nan, np.float32) if write_friction else None
+    for i, j, halo in blocks:
+        q0, q1, p0, p1 = ctx.plan.window(i, j)
+        sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
+        e = ctx.take(i, j, 3)
+        if fr is not None:
+            fr[sl] = e["f"]
+        if e["d"] is None:
+            continue  # never reached
+        d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
+        del e  # not given back: the block is done
+    t1 = time.perf_counter()
+    layers = {"distance": d, "allocation": a, "backlink": b}
+    if fr is not None:
+        layers["friction"] = fr
+    full = {k: _Offset(v, r0, c0) for k, v in layers.items()}
+    write_windows(out_path, full, [window])
+    reached = int(np.count_nonzero(~np.isnan(d)))
+    return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
+            "solve": t1 - t0, "write": time.perf_counter() - t1}
+
+
+class _Offset:
+    """A window's array seen in grid coordinates (``write_windows`` slices the grid)."""
+
+    def __init__(self, a, r0, c0):
+        self.a, self.r0, self.c0 = a, r0, c0
+        self.dtype, self.shape = a.dtype, a.shape
+
+    def __getitem__(self, key):
+        rs, cs = key
+        return self.a[rs.start - self.r0:rs.stop - self.r0, cs.start - self.c0:cs.stop - self.c0]
+
+
+def _arrays_from_mmap():
+    """Make glibc's malloc serve blocks of 1 MiB and more from ``mmap`` (returned to the
+    system when freed) for the rest of the process. By default the threshold grows to the
+    largest block freed (up to 32 MiB), after which the blocks' few-MiB arrays come from the
+    threads' heaps, whose freed memory stays in the process (docs/benchmarks.md: peak RSS
+    at 16384² with and without). No-op off glibc."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD (fixed: no dynamic growth)
+    except (OSError, AttributeError):
+        pass
+
+
+def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=None,
+                upstream=(), geo=None, scheduler=None, backend="cpu"):
+    """The blocked cost distance into the partial output ``out_path`` (module docstring);
+    returns the summary."""
+    t_start = time.perf_counter()
+    if backend != "cpu":
+        raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
+    shape = tuple(spec["shape"])
+    tile = int(spec["tile"])
+    side = int(spec["block"])
+    rows = np.array([r for r, _ in sources], np.int64)
+    cols = np.array([c for _, c in sources], np.int64)
+    costs = np.zeros(rows.size) if start_costs is None else np.asarray(start_costs, np.float64)
+    model = cost_model_code(spec["cost"])
+    bspec = BlockedSpec(model, arc_codes(spec["connectivity"]), arc_lengths(spec["cellsize"]),
+                        friction_store is not None, _check_max_cost(spec["max_cost"]))
+    plan = BlockPlan(shape, side)
+    files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH),
+                       lambda i, j: (lambda w: (w[1] - w[0], w[3] - w[2]))(plan.window(i, j)))
+    files.root.mkdir(parents=True, exist_ok=True)
+    _arrays_from_mmap()
+    try:
+        return _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec,
+                    plan, files, friction_store, upstream, geo, scheduler, t_start)
+    finally:
+        shutil.rmtree(files.root, ignore_errors=True)
+
+
+def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, plan, files,
+         friction_store, upstream, geo, scheduler, t_start):
+    import dask
+
+    from . import cluster
+    from .cost_distance import _prepare
+    from .cost_distance_tiled import StoreReader
+
+    shard_side = tile * int(spec["tiles_per_shard"])
+    fsrc = friction_store
+    if isinstance(fsrc, (tuple, list)):
+        fsrc = fsrc[0]
+    reader = StoreReader(dem_path, fsrc, spec.get("friction_path") or "")
+    threads = max(1, int(spec.get("batch") or os.cpu_count() or 1))
+    # tasks in this process (Dask's local schedulers, our in-process LocalCluster): the
+    # cache serves them; a cluster of other processes reads and writes the files each time
+    local = scheduler in cluster.LOCAL_SCHEDULERS or (
+        scheduler in (None, cluster.LOCAL_CLUSTER) and cluster._active_client is None)
+    bands = 24 * (plan.hrows.size * shape[1] + plan.vcols.size * shape[0])
+    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands)) \
+        if local else None
+    ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"],
+                   cache)
+    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
+        if upstream:
+            cluster.compute(*upstream, label="cost-ingest")
+        _prepare(out_path, shape, tile, geo or {}, friction_store is not None, None)
+        batch = threads
+        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=batch)
+
+        def execute(stage, blocks):
+            tasks = [dask.delayed(_block_task, pure=False)(
+                ctx, stage, i, j, halo, srcs, dask_key_name=(f"cost-block{stage}", i, j))
+                for i, j, halo, srcs in blocks]
+            return cluster.compute(*tasks, label="cost-block", progress=False)
+
+        t0 = time.perf_counter()
+        visits = driver.run(execute, 1)
+        t1 = time.perf_counter()
+        driver.run(execute, 2)
+        t2 = time.perf_counter()
+        out_side = max(side, shard_side)
+        nbr = max(1, out_side // side)
+        writes = []
+        R, C = shape
+        for r in range(0, R, out_side):
+            for c in range(0, C, out_side):
+                window = (r, min(r + out_side, R), c, min(c + out_side, C))
+                blocks = [(i, j, driver.bands.halo(i, j))
+                          for i in range(r // side, min(r // side + nbr, plan.blocks[0]))
+                          for j in range(c // side, min(c // side + nbr, plan.blocks[1]))]
+                writes.append(dask.delayed(_write_task, pure=False)(
+                    ctx, out_path, window, blocks, friction_store is not None,
+                    spec["max_cost"], dask_key_name=("cost-block-write", r // out_side,
+                                                     c // out_side)))
+        fills = cluster.compute(*writes, label="cost-block-write")
+        t3 = time.perf_counter()
+    reached = sum(f["reached"] for f in fills)
+    maxes = [f["max"] for f in fills if f["max"] is not None]
+    summary = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    summary.update({
+        "rows": shape[0], "cols": shape[1], "backend": "cpu", "device": "cpu",
+        "block": side, "blocks": int(np.prod(plan.blocks)), "batch": batch,
+        "cache_bytes": None if cache is None else cache.nbytes,
+        "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
+        "stage_stats": driver.stats,
+        "max_block_visits": int(visits.max(initial=0)),
+        "solve_seconds": round(t2 - t0, 6), "read_seconds": 0.0,
+        "write_seconds": round(sum(f["write"] for f in fills), 6),
+        "wall_seconds": {"distances": round(t1 - t0, 6), "labels": round(t2 - t1, 6),
+                         "outputs": round(t3 - t2, 6),
+                         "total": round(time.perf_counter() - t_start, 6)},
+        "queue": "heap, blocks by key", "phases": None})
+    import zarr
+    zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
+    return summary

@@ -1,0 +1,564 @@
+"""Blocked label-correcting SSSP over tiles ("tile delta-stepping"): exact cost distance out of
+core on the CPU, with the in-core algorithm's bits.
+
+Why
+---
+The in-core SSSP (:mod:`terrain.grid.sssp`) needs about 40 bytes a cell; the thesis's tiled
+algorithm (:mod:`terrain.grid.sssp_tiled`) is bounded in memory but its hierarchy costs
+``O(side)`` CPU per cell per level (docs/benchmarks.md). This algorithm keeps only one block
+of the grid (plus a 2-cell halo) in memory per task and spends ordinary Dijkstra work per
+cell and visit.
+
+Algorithm
+---------
+The grid is cut into square *blocks* of ``side`` cells (the last ones smaller). Each block
+has a *state* (its cells' tentative labels, held by the caller: in memory or in files) and
+a *ring*: its cells within 2 of its edge (knight moves reach 2 cells). The driver keeps the
+rings of all blocks in memory (:class:`Bands`, a few rows and columns of the grid) and a
+priority key per block: the smallest label of a ring cell of a neighbour that changed since
+the block was last solved (or of a source in the block). Rounds, bulk-synchronous: take the
+``batch`` pending blocks of the smallest keys; each block task builds a window of its block,
+its 2-cell halo (the neighbours' rings, from the bands) and a 2-cell NaN frame, seeds the
+halo cells that carry labels (and the block's sources), runs the lexicographic-key Dijkstra
+of the in-core algorithm (:func:`terrain.grid.sssp.sssp_cpu`, the same kernel) inside the
+window, stores its state and returns its ring. The driver writes the rings into the bands,
+and every neighbour whose halo holds a changed ring cell becomes pending (key = the smallest
+changed label). When no block is pending, every arc is relaxed: inside a block by its last
+solve, across blocks by the neighbour's solve after the last change of the ring cell.
+
+Two stages, because labels are canonical (docs/cost-distance.md):
+
+1. distances: a label-correcting algorithm that only ever sets ``d(v) = d(u) + w(u, v)``
+   reaches exactly the minimum left-fold float64 sums (``fl(a + w)`` is monotone in ``a``),
+   whatever the order of the blocks. The allocation and hop labels are not monotone under
+   such updates (a predecessor whose distance improves by less than half an ulp of the sum
+   leaves a stale label behind), so this stage computes distances only (all labels 0). Where
+   every arc costs more than zero (``friction``, ``tobler``) the block's Dijkstra is the
+   in-core bucket queue (:func:`terrain.grid.sssp.sssp_buckets_cpu`, planned on the window
+   with the halo seeds' spread as start costs), else the heap.
+2. labels: with the distances final, ``(allocation, hops)`` is the least fixed point of the
+   tight-arc propagation, which is monotone: the same rounds with the kernel in its
+   ``fixed`` mode (tight arcs only; as :func:`terrain.grid.sssp.labels_from_distance`).
+
+A last pass per block computes backlinks from the final labels of the block and its halo
+(:func:`terrain.grid.sssp.backlinks_cpu`): distance, allocation and backlink equal the
+in-core algorithm's bit for bit (``tests/test_sssp_blocked.py``). ``max_cost`` limits the
+relaxations as in core. Halo cells that a block's solve improves are thrown away: the
+neighbour finds them again from the block's ring.
+
+Memory per task: ``24`` bytes a cell of the padded window (elevation, friction, distance,
+labels) plus the heap; the bands: ``~24 * 8 * (rows + cols) * cells / side`` bytes.
+
+Examples
+--------
+>>> import numpy as np
+>>> dem = np.arange(36, dtype=np.float32).reshape(6, 6) % 5
+>>> r = blocked_sssp(dem, [(0, 0), (5, 5)], side=4, backend="cpu")
+>>> from terrain.grid.sssp import grid_sssp
+>>> ref = grid_sssp(dem, [(0, 0), (5, 5)], backend="cpu")
+>>> bool(np.array_equal(r.distance, ref.distance, equal_nan=True)), r.stats["blocks"]
+(True, 4)
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backend import get_backend
+from ..errors import InputError
+from .costs import ARC_DC, ARC_DR, arc_costs_np
+from .sssp import (SSSPResult, _check_max_cost, _prepare, backlinks_cpu, bucket_plan,
+                   check_sources, sssp_buckets_cpu, sssp_cpu)
+
+__all__ = ["BlockPlan", "BlockedSpec", "Bands", "solve_block", "block_outputs",
+           "BlockedDriver", "blocked_sssp", "HALO", "NONE_LABEL", "MemoryBlocks"]
+
+HALO = 2    # halo (and ring) width: knight moves reach two cells
+_FRAME = 2  # NaN frame around the halo, so that halo cells may be relaxed without bounds checks
+_OFF = HALO + _FRAME  # the block's first row and column in a window
+NONE_LABEL = np.iinfo(np.int64).max
+_HOPS_BITS = 32
+_SIDES = ("top", "bottom", "left", "right")
+
+
+@dataclass(frozen=True)
+class BlockedSpec:
+    """The cost model of a run: ``model`` code, arc ``codes``, ``lengths`` table, whether a
+    friction raster is used, and the distance limit (``max_cost`` or the largest float)."""
+
+    model: int
+    codes: np.ndarray
+    lengths: np.ndarray
+    has_f: bool
+    limit: float
+
+
+class BlockPlan:
+    """Blocks of ``side`` cells over a grid of ``shape``, and the rows and columns that lie in
+    some block's ring (the bands).
+
+    >>> p = BlockPlan((10, 7), 4)
+    >>> p.blocks, p.window(2, 1), p.hrows.tolist()
+    ((3, 2), (8, 10, 4, 7), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    """
+
+    def __init__(self, shape, side):
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.side = int(side)
+        if self.side < 2 * HALO:
+            raise InputError(f"block side {side}: must be at least {2 * HALO}")
+        R, C = self.shape
+        self.blocks = (-(-R // self.side), -(-C // self.side))
+        self.hrows = self._ring_lines(R)
+        self.vcols = self._ring_lines(C)
+        self.hrow_at = np.full(R, -1, np.int64)
+        self.hrow_at[self.hrows] = np.arange(self.hrows.size)
+        self.vcol_at = np.full(C, -1, np.int64)
+        self.vcol_at[self.vcols] = np.arange(self.vcols.size)
+
+    def _ring_lines(self, n):
+        lines = set()
+        for b0 in range(0, n, self.side):
+            b1 = min(b0 + self.side, n)
+            lines.update(x for x in (b0, b0 + 1, b1 - 2, b1 - 1) if b0 <= x < b1)
+        return np.array(sorted(lines), np.int64)
+
+    def window(self, i, j):
+        """``(r0, r1, c0, c1)`` of block ``(i, j)``."""
+        s = self.side
+        return (i * s, min((i + 1) * s, self.shape[0]), j * s, min((j + 1) * s, self.shape[1]))
+
+    def block_of(self, r, c):
+        return int(r) // self.side, int(c) // self.side
+
+    def neighbours(self, i, j):
+        nr, nc = self.blocks
+        return [(i + a, j + b) for a in (-1, 0, 1) for b in (-1, 0, 1)
+                if (a or b) and 0 <= i + a < nr and 0 <= j + b < nc]
+
+
+class Bands:
+    """The rings of every block (module docstring), held by the driver: elevation, friction,
+    distance and label of the cells of :attr:`BlockPlan.hrows` (whole rows) and
+    :attr:`BlockPlan.vcols` (whole columns)."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        R, C = plan.shape
+        self.h = self._arrays((plan.hrows.size, C))
+        self.v = self._arrays((R, plan.vcols.size))
+
+    @staticmethod
+    def _arrays(shape):
+        return {"z": np.full(shape, np.nan, np.float32), "f": np.full(shape, np.nan, np.float32),
+                "d": np.full(shape, np.inf), "l": np.full(shape, NONE_LABEL, np.int64)}
+
+    def reset_labels(self):
+        self.h["l"][...] = NONE_LABEL
+        self.v["l"][...] = NONE_LABEL
+
+    def halo(self, i, j):
+        """The halo strips of block ``(i, j)``: ``{side: {"z", "f", "d", "l"}}`` with ``top``
+        and ``bottom`` of 2 x (width + 4) cells (corners included), ``left`` and ``right``
+        of height x 2; cells outside the grid have NaN elevation."""
+        p = self.plan
+        R, C = p.shape
+        r0, r1, c0, c1 = p.window(i, j)
+        out = {}
+        for name, rows in (("top", range(r0 - HALO, r0)), ("bottom", range(r1, r1 + HALO))):
+            strip = {k: np.full((HALO, c1 - c0 + 2 * HALO), v.flat[0] if k != "z" else np.nan,
+                                v.dtype) for k, v in self._arrays((1, 1)).items()}
+            lo, hi = max(c0 - HALO, 0), min(c1 + HALO, C)
+            for n, r in enumerate(rows):
+                if 0 <= r < R:
+                    k = p.hrow_at[r]
+                    for key in strip:
+                        strip[key][n, lo - (c0 - HALO):hi - (c0 - HALO)] = self.h[key][k, lo:hi]
+            out[name] = strip
+        for name, cols in (("left", range(c0 - HALO, c0)), ("right", range(c1, c1 + HALO))):
+            strip = {k: np.full((r1 - r0, HALO), v.flat[0] if k != "z" else np.nan, v.dtype)
+                     for k, v in self._arrays((1, 1)).items()}
+            for n, c in enumerate(cols):
+                if 0 <= c < C:
+                    k = p.vcol_at[c]
+                    for key in strip:
+                        strip[key][:, n] = self.v[key][r0:r1, k]
+            out[name] = strip
+        return out
+
+    def store(self, i, j, ring, labels=False):
+        """Write block ``(i, j)``'s ``ring`` (:func:`solve_block`'s) into the bands; returns
+        the changed cells as ``(rows, cols, distances)`` (distances improved, or with
+        ``labels`` the labels)."""
+        p = self.plan
+        r0, r1, c0, c1 = p.window(i, j)
+        rows, cols, dists = [], [], []
+        key = "l" if labels else "d"
+        for band, at, lines, axis in ((self.h, p.hrow_at, range(r0, r1), 0),
+                                      (self.v, p.vcol_at, range(c0, c1), 1)):
+            for x in lines:
+                k = at[x]
+                if k < 0:
+                    continue
+                if axis == 0:
+                    dst = (k, slice(c0, c1))
+                    src = (x - r0, slice(None))
+                else:
+                    dst = (slice(r0, r1), k)
+                    src = (slice(None), x - c0)
+                new = ring[key][src]
+                old = band[key][dst]
+                with np.errstate(invalid="ignore"):
+                    changed = (new < old) & np.isfinite(ring["d"][src])
+                if changed.any():
+                    idx = np.flatnonzero(changed)
+                    if axis == 0:
+                        rows.append(np.full(idx.size, x)), cols.append(c0 + idx)
+                    else:
+                        rows.append(r0 + idx), cols.append(np.full(idx.size, x))
+                    dists.append(ring["d"][src][idx])
+                for name in ("z", "f", "d", "l"):
+                    band[name][dst] = ring[name][src]
+        if not rows:
+            e = np.empty(0, np.int64)
+            return e, e, np.empty(0)
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(dists)
+
+
+def _window(z, f, halo, fill_z=np.nan):
+    """Padded flat elevation and friction of a block's window (block, halo, frame)."""
+    th, tw = z.shape
+    H, W = th + 2 * _OFF, tw + 2 * _OFF
+    out = []
+    for a, key in ((z, "z"), (f, "f")):
+        if a is None:
+            out.append(None)
+            continue
+        w = np.full((H, W), fill_z, np.float32)
+        w[_OFF:_OFF + th, _OFF:_OFF + tw] = a
+        _put_halo(w, halo, key, th, tw)
+        out.append(w.reshape(-1))
+    return out[0], out[1], (H, W)
+
+
+def _put_halo(w, halo, key, th, tw):
+    """Write the halo strips' ``key`` into the 2-D window ``w``."""
+    o, h = _OFF, HALO
+    w[o - h:o, o - h:o + tw + h] = halo["top"][key]
+    w[o + th:o + th + h, o - h:o + tw + h] = halo["bottom"][key]
+    w[o:o + th, o - h:o] = halo["left"][key]
+    w[o:o + th, o + tw:o + tw + h] = halo["right"][key]
+
+
+def _offsets(W):
+    return (ARC_DR * W + ARC_DC).astype(np.int64)
+
+
+def _halo_mask(H, W, th, tw):
+    m = np.zeros((H, W), bool)
+    m[_OFF - HALO:_OFF + th + HALO, _OFF - HALO:_OFF + tw + HALO] = True
+    m[_OFF:_OFF + th, _OFF:_OFF + tw] = False
+    return m
+
+
+def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
+    """One block task's solve (module docstring).
+
+    Parameters
+    ----------
+    spec : BlockedSpec
+    stage : {1, 2}
+        1: distances; 2: labels over tight arcs with the distances final.
+    z, f : (h, w) float32
+        The block's elevation and friction (``f`` None without a friction raster).
+    state_d, state_l : (h, w) float64 / int64 or None
+        The block's distances (stage 1: tentative; stage 2: final) and labels (stage 2:
+        tentative ``allocation << 32 | hops``); None before the block's first solve.
+    halo : dict
+        :meth:`Bands.halo`.
+    sources : (rows, cols, costs, indices)
+        The sources inside the block (block coordinates).
+
+    Returns
+    -------
+    (state_d, state_l, ring, settled)
+        The new state (``state_l`` None in stage 1), the ring (``z, f, d, l`` of the block:
+        :meth:`Bands.store` reads its rows and columns) and the cells settled.
+    """
+    th, tw = z.shape
+    zp, fp, (H, W) = _window(z, f, halo)
+    valid = ~np.isnan(zp)
+    if fp is not None:
+        valid &= ~np.isnan(fp)
+    inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
+    hmask = _halo_mask(H, W, th, tw).reshape(-1)
+    hd = np.full((H, W), np.inf)
+    _put_halo(hd, halo, "d", th, tw)
+    hd = hd.reshape(-1)
+    dist = np.full(H * W, np.inf)
+    if state_d is not None:
+        dist.reshape(H, W)[inner] = state_d
+    rows, cols, costs, idx = sources
+    src = (np.asarray(rows, np.int64) + _OFF) * W + np.asarray(cols, np.int64) + _OFF
+    if stage == 1:
+        label = np.zeros(H * W, np.int64)
+        dist[~valid] = -np.inf
+        seed_cells = np.flatnonzero(hmask & valid & np.isfinite(hd))
+        seeds = np.concatenate([seed_cells, src])
+        seed_d = np.concatenate([hd[seed_cells], np.asarray(costs, np.float64)])
+        seed_l = np.zeros(seeds.size, np.int64)
+        fixed, limit = False, spec.limit
+    else:
+        hl = np.full((H, W), NONE_LABEL, np.int64)
+        _put_halo(hl, halo, "l", th, tw)
+        hl = hl.reshape(-1)
+        dist[hmask] = hd[hmask]
+        dist[~(valid & np.isfinite(dist))] = -np.inf  # unreached: no tight arc into it
+        label = np.full(H * W, NONE_LABEL, np.int64)
+        if state_l is not None:
+            label.reshape(H, W)[inner] = state_l
+        seed_cells = np.flatnonzero(hmask & (hl != NONE_LABEL) & (dist > -np.inf))
+        seeds = np.concatenate([seed_cells, src])
+        seed_d = np.concatenate([dist[seed_cells], np.asarray(costs, np.float64)])
+        seed_l = np.concatenate([hl[seed_cells], np.asarray(idx, np.int64) << _HOPS_BITS])
+        fixed, limit = True, math.inf
+    fk = fp if fp is not None else np.ones(1, np.float32)
+    offs = _offsets(W)
+    plan = None
+    if stage == 1 and spec.model != 0 and seeds.size:
+        # the window as the in-core kernels' padded grid (a frame of 2) for the plan's bounds
+        inner2 = (slice(HALO, H - HALO), slice(HALO, W - HALO))
+        plan = bucket_plan(zp.reshape(H, W)[inner2], None if fp is None else
+                           fp.reshape(H, W)[inner2], spec.model, spec.codes, spec.lengths,
+                           seed_d, zp, offs)
+    if plan is not None:
+        settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
+                                   spec.codes, dist, label, seeds, seed_d, seed_l, limit,
+                                   *plan, np.empty(H * W, np.uint8))
+    else:
+        settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
+                           dist, label, seeds, seed_d, seed_l, fixed, limit)
+    new_d = dist.reshape(H, W)[inner].copy()
+    new_l = label.reshape(H, W)[inner].copy() if stage == 2 else None
+    if stage == 2:  # unchanged: the ring carries the final distances
+        new_d = state_d if state_d is not None else np.full(z.shape, -np.inf)
+    ring = {"z": z, "f": f if f is not None else np.ones_like(z),
+            "d": new_d, "l": new_l if new_l is not None else
+            np.full(z.shape, NONE_LABEL, np.int64)}
+    return new_d, new_l, ring, int(settled)
+
+
+def block_outputs(spec, z, f, state_d, state_l, halo):
+    """The block's ``(distance, allocation, backlink)`` from the final distances and labels
+    of the block and its halo (:func:`terrain.grid.sssp.backlinks_cpu` on the window)."""
+    th, tw = z.shape
+    zp, fp, (H, W) = _window(z, f, halo)
+    inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
+    dist = np.full((H, W), -np.inf)
+    _put_halo(dist, halo, "d", th, tw)
+    label = np.full((H, W), NONE_LABEL, np.int64)
+    _put_halo(label, halo, "l", th, tw)
+    if state_d is not None:
+        dist[inner] = state_d
+    if state_l is not None:
+        label[inner] = state_l
+    dist[~np.isfinite(dist)] = -np.inf
+    distance = np.empty((th, tw), np.float64)
+    allocation = np.empty((th, tw), np.int32)
+    backlink = np.empty((th, tw), np.uint8)
+    hops = np.empty((th, tw), np.int32)
+    backlinks_cpu(zp, fp if fp is not None else np.ones(1, np.float32), spec.has_f,
+                  spec.model, spec.lengths, _offsets(W), spec.codes, dist.reshape(-1),
+                  label.reshape(-1), th, tw, _OFF, backlink, distance, allocation, hops)
+    return distance, allocation, backlink
+
+
+@dataclass
+class BlockedDriver:
+    """The rounds of the blocked algorithm over a :class:`BlockPlan` (module docstring).
+
+    ``spec``: the cost model (the driver tests the arcs across block edges itself, so that
+    a block becomes pending only when a neighbour's changed ring cell improves one of its
+    cells). ``sources``: ``(rows, cols, costs)`` in grid coordinates. :meth:`run` calls
+    ``execute(stage, blocks)`` with a list of ``(i, j, halo, sources)``; it must solve each
+    block (:func:`solve_block` on its stored state, storing the new one) and return the
+    rings in the same order. ``batch`` blocks per round (at least one).
+    """
+
+    plan: BlockPlan
+    spec: BlockedSpec
+    sources: tuple
+    batch: int = 2
+    stats: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.bands = Bands(self.plan)
+        rows, cols, costs = (np.asarray(a) for a in self.sources)
+        self._src = {}
+        for n, (r, c, cost) in enumerate(zip(rows.tolist(), cols.tolist(), costs.tolist())):
+            self._src.setdefault(self.plan.block_of(r, c), []).append((r, c, cost, n))
+
+    def _band_cells(self, r, c):
+        """``(z, f, d, l)`` of ring cells ``(r, c)`` (arrays) from the bands."""
+        p = self.plan
+        hk = p.hrow_at[r]
+        inh = hk >= 0
+        out = []
+        for key in ("z", "f", "d", "l"):
+            v = self.bands.v[key][r, p.vcol_at[c]]
+            h = self.bands.h[key][hk, c]
+            out.append(np.where(inh, h, v))
+        return out
+
+    def _improved(self, i, j, rs, cs, stage):
+        """``{neighbour block: key}`` of the neighbours of block ``(i, j)`` that an arc from
+        its changed ring cells ``(rs, cs)`` improves (the exact test: the arcs from a block
+        reach only its neighbours' rings, whose labels the bands hold; a block never solved
+        is tried whenever an arc reaches it); the key is the smallest improved distance.
+        Stage 1: ``d_u + w < d_v``; stage 2: a tight arc with
+        ``l_u + 1 < l_v``."""
+        out = {}
+        if rs.size == 0:
+            return out
+        p, sp = self.plan, self.spec
+        R, C = p.shape
+        zu, fu, du, lu = self._band_cells(rs, cs)
+        for k in sp.codes.tolist():
+            vr, vc = rs + ARC_DR[k], cs + ARC_DC[k]
+            ok = (vr >= 0) & (vr < R) & (vc >= 0) & (vc < C)
+            ok &= (vr // p.side != i) | (vc // p.side != j)
+            if not ok.any():
+                continue
+            vr, vc = vr[ok], vc[ok]
+            zv, fv, dv, lv = self._band_cells(vr, vc)
+            w = arc_costs_np(zu[ok], zv, fu[ok], fv, k, sp.model, sp.lengths)
+            nd = du[ok] + w
+            with np.errstate(invalid="ignore"):
+                if stage == 1:
+                    better = (nd < dv) & (nd <= sp.limit)
+                else:
+                    better = (nd == dv) & np.isfinite(dv) & (lu[ok] + 1 < lv)
+                better &= ~np.isnan(zv) & ~np.isnan(fv)
+                if stage == 1:  # a block never solved: its ring is unknown, try it
+                    unknown = np.isnan(zv) & (dv == np.inf) & (du[ok] <= sp.limit)
+                    better |= unknown
+                    nd = np.where(unknown, du[ok], nd)
+            for n in np.flatnonzero(better):
+                blk = (int(vr[n]) // p.side, int(vc[n]) // p.side)
+                out[blk] = min(out.get(blk, np.inf), float(nd[n]))
+        return out
+
+    def block_sources(self, i, j):
+        """``(rows, cols, costs, indices)`` of the sources in block ``(i, j)``, in block
+        coordinates."""
+        r0, _, c0, _ = self.plan.window(i, j)
+        s = self._src.get((i, j), [])
+        return (np.array([x[0] - r0 for x in s], np.int64),
+                np.array([x[1] - c0 for x in s], np.int64),
+                np.array([x[2] for x in s], np.float64), np.array([x[3] for x in s], np.int64))
+
+    def run(self, execute, stage):
+        """Rounds of ``stage`` until no block is pending; returns the visits per block."""
+        plan = self.plan
+        nr, nc = plan.blocks
+        keys = np.full((nr, nc), np.inf)
+        for (i, j), s in self._src.items():
+            keys[i, j] = min(x[2] for x in s)
+        visits = np.zeros((nr, nc), np.int32)
+        if stage == 2:
+            self.bands.reset_labels()
+        rounds = settled = 0
+        t0 = time.perf_counter()
+        while True:
+            pending = np.flatnonzero(np.isfinite(keys))
+            if pending.size == 0:
+                break
+            order = pending[np.argsort(keys.reshape(-1)[pending], kind="stable")]
+            take = [divmod(int(b), nc) for b in order[:max(1, self.batch)]]
+            for i, j in take:
+                keys[i, j] = np.inf
+                visits[i, j] += 1
+            results = execute(stage, [(i, j, self.bands.halo(i, j), self.block_sources(i, j))
+                                      for i, j in take])
+            rounds += 1
+            for (i, j), (ring, n) in zip(take, results):
+                settled += n
+                rs, cs, _ = self.bands.store(i, j, ring, labels=stage == 2)
+                for (a, b), key in self._improved(i, j, rs, cs, stage).items():
+                    keys[a, b] = min(keys[a, b], key)
+        self.stats[f"stage{stage}"] = {
+            "rounds": rounds, "visits": int(visits.sum()), "settled": int(settled),
+            "max_visits": int(visits.max(initial=0)),
+            "blocks_solved": int(np.count_nonzero(visits)),
+            "seconds": round(time.perf_counter() - t0, 6)}
+        return visits
+
+
+class MemoryBlocks:
+    """Block states held in memory (the in-memory driver's, and the tests'): ``execute`` for
+    :meth:`BlockedDriver.run` and the outputs."""
+
+    def __init__(self, plan, spec, z, f):
+        self.plan, self.spec, self.z, self.f = plan, spec, z, f
+        self.d, self.l = {}, {}
+
+    def block(self, i, j):
+        r0, r1, c0, c1 = self.plan.window(i, j)
+        return self.z[r0:r1, c0:c1], None if self.f is None else self.f[r0:r1, c0:c1]
+
+    def execute(self, stage, blocks):
+        out = []
+        for i, j, halo, srcs in blocks:
+            z, f = self.block(i, j)
+            d, l, ring, n = solve_block(self.spec, stage, z, f, self.d.get((i, j)),
+                                        self.l.get((i, j)), halo, srcs)
+            self.d[(i, j)] = d
+            if l is not None:
+                self.l[(i, j)] = l
+            out.append((ring, n))
+        return out
+
+
+def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
+                 connectivity=8, cellsize=(1.0, 1.0), max_cost=None, side=512, batch=2,
+                 backend=None):
+    """Cost distance, allocation and backlinks by the blocked algorithm, in memory (the
+    out-of-core run is :mod:`pipelines.cost_distance_blocked`). Same arguments and results as
+    :func:`terrain.grid.sssp.grid_sssp` (``hops`` None), plus the block ``side`` and the
+    blocks per round ``batch``; CPU only. ``stats`` gives the rounds and visits per stage.
+
+    >>> import numpy as np
+    >>> r = blocked_sssp(np.ones((5, 9), np.float32), [(2, 4)], cost="friction",
+    ...                  friction=np.ones((5, 9), np.float32), side=4)
+    >>> r.distance[2].tolist()
+    [4.0, 3.0, 2.0, 1.0, 0.0, 1.0, 2.0, 3.0, 4.0]
+    """
+    t0 = time.perf_counter()
+    be = get_backend(backend)
+    if be.is_gpu:
+        raise InputError("the blocked algorithm runs on the CPU only")
+    z, f, valid, model, codes, lengths = _prepare(dem, friction, cost, connectivity, cellsize)
+    rows, cols, costs = check_sources(sources, valid, start_costs)
+    spec = BlockedSpec(model, codes, lengths, f is not None, _check_max_cost(max_cost))
+    plan = BlockPlan(z.shape, side)
+    driver = BlockedDriver(plan, spec, (rows, cols, costs), batch=batch)
+    mem = MemoryBlocks(plan, spec, z, f)
+    v1 = driver.run(mem.execute, 1)
+    driver.run(mem.execute, 2)
+    distance = np.full(z.shape, np.nan)
+    allocation = np.full(z.shape, -1, np.int32)
+    backlink = np.full(z.shape, 255, np.uint8)
+    for i in range(plan.blocks[0]):
+        for j in range(plan.blocks[1]):
+            r0, r1, c0, c1 = plan.window(i, j)
+            if v1[i, j] == 0:
+                continue
+            zb, fb = mem.block(i, j)
+            distance[r0:r1, c0:c1], allocation[r0:r1, c0:c1], backlink[r0:r1, c0:c1] = \
+                block_outputs(spec, zb, fb, mem.d[(i, j)], mem.l.get((i, j)),
+                              driver.bands.halo(i, j))
+    stats = dict(driver.stats, blocks=int(np.prod(plan.blocks)), side=plan.side,
+                 seconds=time.perf_counter() - t0, backend="cpu", algorithm="blocked")
+    return SSSPResult(distance, allocation, backlink, None, stats)

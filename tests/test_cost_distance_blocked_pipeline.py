@@ -1,0 +1,105 @@
+"""``cost-distance --algorithm blocked`` (pipelines/cost_distance_blocked.py): the store equals
+the in-core command's layer for layer, with several blocks and output shards; bad input leaves
+nothing behind; ``auto`` picks it on the CPU when the memory budget is small."""
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_main
+from test_cost_distance_cli import write_asc
+from test_sssp import csr_graph, oracle_distance
+
+LAYERS = ("distance", "allocation", "backlink")
+
+
+@pytest.fixture
+def small_shards(monkeypatch):
+    import terrain.tiles.store as store
+    monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 16)  # blocks = shards of 16 cells
+
+
+@pytest.fixture
+def dem(tmp_path):
+    rng = np.random.default_rng(2)
+    z = rng.integers(0, 30, (45, 37)).astype(np.float32)
+    z[rng.random(z.shape) < 0.05] = np.nan
+    z[20, :30] = np.nan  # a barrier across several blocks
+    z[3, 4] = z[40, 30] = z[16, 16] = 5
+    return z, write_asc(tmp_path / "dem.asc", z)
+
+
+def _layers(path):
+    g = zarr.open_group(str(path), mode="r")
+    return {n: np.asarray(g[n][:]) for n in (*LAYERS, "friction") if n in g}
+
+
+def _run(capsys, *argv, scheduler="synchronous"):
+    rc, so, se = run_main(capsys, "cost-distance", *argv, "--json", scheduler=scheduler)
+    assert rc == 0, se
+    return json.loads(so)
+
+
+@pytest.mark.parametrize("conn,cost,scheduler,cache", [(8, "absdiff", "synchronous", None),
+                                                       (16, "friction", "threads", 0),
+                                                       (4, "tobler", "synchronous", None)])
+def test_blocked_equals_in_core(capsys, tmp_path, dem, small_shards, conn, cost, scheduler,
+                                cache, monkeypatch):
+    """``cache`` 0: the block cache holds one block, every other one is written when it
+    leaves (write-back) and read again."""
+    import pipelines.cost_distance_blocked as blocked
+    if cache is not None:
+        monkeypatch.setattr(blocked, "cache_bytes", lambda *a: cache)
+    z, path = dem
+    common = ["--source-cell", "3,4", "--source-cell", "40,30", "--source-cell", "16,16",
+              "--tile", 8, "--connectivity", conn, "--cost", cost]
+    if cost != "absdiff":
+        f = (1 + np.random.default_rng(3).random(z.shape)).astype(np.float32)
+        common += ["--friction", write_asc(tmp_path / "f.asc", f)]
+    if cost == "tobler":
+        common += ["--max-cost", 40]
+    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core", *common)
+    s_b = _run(capsys, path, "-o", tmp_path / "b.zarr", "--algorithm", "blocked", *common,
+               scheduler=scheduler)
+    assert s_in["algorithm"] == "in-core" and s_b["algorithm"] == "blocked"
+    assert s_b["block"] == 16 and s_b["blocks"] == 9  # 45 x 37 cells in blocks of 16
+    assert s_b["stage_stats"]["stage1"]["visits"] >= 3
+    a, b = _layers(tmp_path / "in.zarr"), _layers(tmp_path / "b.zarr")
+    assert set(a) == set(b)
+    for n in a:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+    if cost == "absdiff":
+        ref = oracle_distance(csr_graph(z), z.shape, [(3, 4), (40, 30), (16, 16)])
+        np.testing.assert_array_equal(b["distance"], ref)
+    assert s_b["reached_cells"] == s_in["reached_cells"]
+    assert s_b["max_distance"] == s_in["max_distance"]
+    g = zarr.open_group(str(tmp_path / "b.zarr"), mode="r")
+    assert g.attrs["cost_distance"]["algorithm"] == "blocked"
+    assert sorted(p.name for p in tmp_path.iterdir() if "zarr" in p.name) == ["b.zarr",
+                                                                              "in.zarr"]
+
+
+def test_auto_picks_blocked_under_a_small_budget(capsys, tmp_path, dem, small_shards):
+    _, path = dem
+    s = _run(capsys, path, "-o", tmp_path / "b.zarr", "--source-cell", "3,4", "--tile", 8,
+             "--memory", "20KB")
+    assert s["algorithm"] == "blocked" and s["block"] == 8  # the budget halves the blocks
+    rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "p.zarr",
+                          "--source-cell", "3,4", "--tile", 8, "--memory", "20KB", "--dry-run")
+    assert rc == 0 and "solve     blocked, backend cpu: 30 blocks of 8²" in so
+    assert not (tmp_path / "p.zarr").exists()
+
+
+def test_source_on_nodata_leaves_nothing(capsys, tmp_path, dem, small_shards):
+    z, path = dem
+    rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "x.zarr",
+                          "--source-cell", "20,5", "--tile", 8, "--algorithm", "blocked")
+    assert rc == 2 and se.startswith("terrain: ") and "nodata" in se
+    assert "Traceback" not in se and len(se.strip().splitlines()) == 1
+    assert not (tmp_path / "x.zarr").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".x.zarr")]
+    rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "y.zarr",
+                          "--source-cell", "3,4", "--memory", "lots")
+    assert rc == 2 and "memory" in se and not (tmp_path / "y.zarr").exists()
