@@ -296,8 +296,9 @@ def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
                 assert np.array_equal(got.pred.get(), want.pred), (algorithm, delta)
 
 
-@pytest.mark.parametrize("directed", [False, True])
-def test_dial_blocks_and_fused_predecessors(directed):
+@pytest.mark.parametrize("directed,wdtype", [(False, np.int64), (True, np.int64),
+                                             (False, np.int32)])
+def test_dial_blocks_and_fused_predecessors(directed, wdtype):
     """Dial's blocked buckets (many entries per bucket: weights 1..3, so blocks chain and
     freed ones are reused) with the predecessors kept while relaxing: distances equal
     scipy's, predecessors the brute-force rule and the two-pass rule of the frontier core."""
@@ -305,8 +306,9 @@ def test_dial_blocks_and_fused_predecessors(directed):
     rng = np.random.default_rng(7)
     n, m = 3000, 30000
     u, v = rng.integers(0, n, m), rng.integers(0, n, m)
-    w = rng.integers(1, 4, m).astype(np.int64)
+    w = rng.integers(1, 4, m).astype(wdtype)
     g = as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=directed)
+    assert g.weights.dtype == wdtype    # int32 weights reach the kernel as stored
     sources = [5, 17, 2999]
     solver = ShortestPaths(g, "cpu")
     r = solver.run(sources, "dijkstra")
