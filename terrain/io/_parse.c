@@ -585,12 +585,37 @@ void terrain_csr_offsets(int64_t *counts, int64_t blocks, int64_t n, int64_t *de
 
 /* One definition per (index type, weight type): the scatter, the row sort with
  * de-duplication (minimum weight kept) and the compaction. WITH_W 0: no weights (WT is a
- * dummy, never read). */
+ * dummy, never read).
+ * The scatter writes to random rows when the vertex numbers carry no locality (RMAT: every
+ * store misses), and the store buffer, full of misses, stalls the loop: it prefetches, for
+ * write, the row cursors of the edge 2 x CSR_AHEAD ahead and the slots of the one
+ * CSR_AHEAD ahead (RMAT-18, 3.8 M edges, one thread: 77 -> 38 ms; a grid, whose rows are
+ * local, 7.7 -> 8.4 ms). A hint only: a cursor read early may be stale, the result is not. */
+#define CSR_AHEAD 16
+#if defined(__GNUC__) || defined(__clang__)
+#define CSR_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#else
+#define CSR_PREFETCH_W(p) ((void)0)
+#endif
 #define TERRAIN_CSR_FUNCS(IT, IN, WT, WN, WITH_W)                                               \
     void terrain_csr_scatter_##IN##_##WN(const int64_t *u, const int64_t *v, const WT *w,      \
                                          int64_t k0, int64_t k1, int64_t *fill, IT *indices,   \
                                          WT *weights, int both) {                              \
         for (int64_t k = k0; k < k1; ++k) {                                                    \
+            if (k + 2 * CSR_AHEAD < k1) {   /* the row cursors of an edge 2 x ahead */         \
+                CSR_PREFETCH_W(&fill[u[k + 2 * CSR_AHEAD]]);                                   \
+                if (both) CSR_PREFETCH_W(&fill[v[k + 2 * CSR_AHEAD]]);                         \
+            }                                                                                  \
+            if (k + CSR_AHEAD < k1) {       /* the slots it will write, from them */           \
+                const int64_t fa = fill[u[k + CSR_AHEAD]];                                     \
+                CSR_PREFETCH_W(&indices[fa]);                                                  \
+                if (WITH_W) CSR_PREFETCH_W(&weights[fa]);                                      \
+                if (both) {                                                                    \
+                    const int64_t fb = fill[v[k + CSR_AHEAD]];                                 \
+                    CSR_PREFETCH_W(&indices[fb]);                                              \
+                    if (WITH_W) CSR_PREFETCH_W(&weights[fb]);                                  \
+                }                                                                              \
+            }                                                                                  \
             const int64_t a = u[k], b = v[k];                                                  \
             if (a == b) continue;                                                              \
             indices[fill[a]] = (IT)b;                                                          \
