@@ -911,7 +911,7 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
     if r.pred is not None:
         r.pred = b.to_numpy(r.pred)
     if dist.dtype.kind == "i":
-        dist = np.where(dist == INT_INF, np.int64(-1), dist)
+        dist[dist == INT_INF] = -1      # in place: the array is this call's own
     r.dist = dist
     return r
 
