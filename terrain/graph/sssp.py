@@ -12,6 +12,10 @@ Algorithms (``algorithm=``):
     cache), and with positive weights the canonical predecessors are kept while relaxing
     instead of in a second pass over the arcs (RMAT-18, one core: 0.19 -> 0.12 CPU seconds
     per source with predecessors, against one linked pool entry per push and the pass).
+    A vertex's distance and predecessor share one int64 label, ``d << bits | p``, so one
+    compare takes the lexicographically smaller ``(d, p)``, and each pop prefetches the
+    vertices a few pops down the bucket (:func:`_dial_cpu`: 140 -> 91 CPU ms per source
+    on the 1000² grid, 95 -> 64 on RMAT-18).
     Written by hand because no library offers a Numba-callable priority queue.
 ``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998, as in
     Ortega-Arranz et al.'s GPU Dijkstra) - a label-setting loop: each iteration computes, over
