@@ -65,6 +65,35 @@ def test_snap_sparse_ids_comments_tabs(tmp_path, gz, crlf):
     assert g.id_array().tolist() == used
 
 
+@pytest.mark.parametrize("crlf", [False, True])
+def test_tokens_of_every_length_and_leading_zeros(tmp_path, crlf):
+    """Ids and integer weights of 1 to 18 digits (leading zeros, negative weights, tabs and
+    runs of blanks) read as Python reads them, at any position in an 8-byte word and at
+    the end of the file (the scanner's word-at-a-time path and its byte loop agree)."""
+    rng = np.random.default_rng(11)
+    lines, want = [], []
+    for k in range(600):
+        a_len, b_len, w_len = (int(x) for x in rng.integers(1, 19, 3))
+        a = "".join(str(d) for d in rng.integers(0, 10, a_len))
+        b = "".join(str(d) for d in rng.integers(0, 10, b_len))
+        w = "".join(str(d) for d in rng.integers(0, 10, w_len))
+        if k % 7 == 3:
+            w = "-" + w
+        sep = ["  ", "\t", " \t "][k % 3]
+        lines.append(f"{a}{sep}{b} {w}")
+        want.append((int(a), int(b), int(w)))
+    path = _write(tmp_path / "g.txt", "\n".join(lines) + "\n", crlf=crlf)
+    for chunk in (1 << 20, 997):       # one chunk, and many cut mid-line
+        e = read_graph_file(path, "snap", chunk_bytes=chunk)
+        ids = e.ids
+        got = list(zip(ids[e.u].tolist(), ids[e.v].tolist(), e.weights.tolist()))
+        assert got == want
+    tail = _write(tmp_path / "t.txt", "5 1234567 7")   # no newline: the last token ends the file
+    e = read_graph_file(tail, "snap")
+    assert e.ids[e.u].tolist() == [5] and e.ids[e.v].tolist() == [1234567]
+    assert e.weights.tolist() == [7]
+
+
 def test_snap_parallel_chunks_match_one_chunk(tmp_path):
     rng = np.random.default_rng(2)
     pairs = rng.integers(0, 500, size=(3000, 2))

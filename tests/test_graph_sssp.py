@@ -296,8 +296,9 @@ def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
                 assert np.array_equal(got.pred.get(), want.pred), (algorithm, delta)
 
 
-@pytest.mark.parametrize("directed", [False, True])
-def test_dial_blocks_and_fused_predecessors(directed):
+@pytest.mark.parametrize("directed,wdtype", [(False, np.int64), (True, np.int64),
+                                             (False, np.int32)])
+def test_dial_blocks_and_fused_predecessors(directed, wdtype):
     """Dial's blocked buckets (many entries per bucket: weights 1..3, so blocks chain and
     freed ones are reused) with the predecessors kept while relaxing: distances equal
     scipy's, predecessors the brute-force rule and the two-pass rule of the frontier core."""
@@ -305,8 +306,9 @@ def test_dial_blocks_and_fused_predecessors(directed):
     rng = np.random.default_rng(7)
     n, m = 3000, 30000
     u, v = rng.integers(0, n, m), rng.integers(0, n, m)
-    w = rng.integers(1, 4, m).astype(np.int64)
+    w = rng.integers(1, 4, m).astype(wdtype)
     g = as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=directed)
+    assert g.weights.dtype == wdtype    # int32 weights reach the kernel as stored
     sources = [5, 17, 2999]
     solver = ShortestPaths(g, "cpu")
     r = solver.run(sources, "dijkstra")
@@ -320,3 +322,27 @@ def test_dial_blocks_and_fused_predecessors(directed):
     two_pass = solver.core.sssp_parents(r.dist, solver.weights, solver.inf,
                                         np.array(sources))
     assert np.array_equal(r.pred, two_pass)
+
+
+@pytest.mark.parametrize("n", [2, 7, 8, 63, 64])
+def test_dial_labels_at_the_predecessor_field_width(n):
+    """Dial's packed labels (distance << bits | predecessor, bits = n.bit_length(), so the
+    largest vertex number sits just below the all-ones 'no predecessor' field): distances
+    equal scipy's and predecessors the brute-force rule, with the last vertex as a tail,
+    the sources and unreached vertices -1; distances too long for the bits left run on
+    the heap (the same answer)."""
+    from types import SimpleNamespace
+    from terrain.graph.sssp import ShortestPaths, _dial_shift
+    rng = np.random.default_rng(n)
+    m = 4 * n
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    u[:2], v[:2] = n - 1, 0               # the largest vertex number relaxes vertex 0
+    w = rng.integers(1, 5, m)
+    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=True)
+    r = ShortestPaths(g, "cpu").run([n - 1], "dijkstra")
+    assert np.array_equal(_as_float(sssp(g, n - 1, backend="cpu")), _scipy(g, [n - 1]))
+    brute = _brute_pred(g, np.where(r.dist == (1 << 62), -1, r.dist))
+    assert {x: int(r.pred[x]) for x in brute} == brute
+    assert np.all(r.pred[np.setdiff1d(np.arange(n), list(brute))] == -1)
+    assert _dial_shift(g, 4) == n.bit_length()
+    assert _dial_shift(SimpleNamespace(n=2**24), 2**20) is None   # 2**44 > 2**38
