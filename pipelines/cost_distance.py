@@ -214,7 +214,9 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
 
 
 def _read_full(path, layer="elevation"):
-    return read_layer(path, layer, np.float32)
+    from .cost_distance_start import take_early_read
+    early = take_early_read(path, layer)  # read during the start-up, when the same bytes
+    return read_layer(path, layer, np.float32) if early is None else early
 
 
 def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,

@@ -31,16 +31,47 @@ the main thread, it runs beside the kernels' loading.
 
 :func:`startup_seconds` gives the wall seconds of these steps and of the start-up before
 them (process start to this command, the imports), for the summary's ``wall_seconds``.
+
+The DEM read at start-up
+------------------------
+When INPUT is a tile store (or ``--reuse`` names one holding the DEM), a second thread
+reads its ``elevation`` while the main thread imports (:func:`take_early_read`): the shards
+are read and decoded by :func:`terrain.tiles._shards.read_array` from a layout built out of
+the array's ``zarr.json`` alone (:func:`terrain.tiles._shards.read_layout`: no zarr, whose
+import the main thread is doing), the reads and the decompression without the GIL. The
+solve takes that array only when the layer it would read is the same bytes: its
+``zarr.json`` equal and every shard file the same (device, inode, size, modification time)
+-- a ``--reuse`` query's hard-linked DEM is; otherwise, or after any failure, it reads the
+layer itself. The array is what :func:`terrain.grid.cost_outputs.read_layer` returns.
+
+``TERRAIN_COST_START`` (comma-separated, for measurements): ``noread`` leaves the DEM to
+the solve, ``nowarm`` starts no device thread, ``pin=N`` pins N transfer rings (default
+:data:`PIN_RINGS`), ``readers=N`` reads with N threads.
 """
 
 import os
 import threading
 import time
 
-__all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds"]
+__all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds",
+           "take_early_read", "layer_signature", "PIN_RINGS"]
 
 _jobs = []     # the start-up thread, while there is one
 _seconds = {}  # step -> wall seconds (startup_seconds)
+_early = {}    # the DEM read at start-up: thread, signature, array or error
+#: transfer rings pinned by the start-up thread (:func:`terrain._transfer.pin_ring`): the
+#: solve's upload and its two downloads, the distances' in a thread beside the others'
+PIN_RINGS = 2
+
+
+def _options():
+    """``TERRAIN_COST_START``'s switches (module docstring) as a dict."""
+    out = {}
+    for item in os.environ.get("TERRAIN_COST_START", "").split(","):
+        key, _, value = item.strip().partition("=")
+        if key:
+            out[key] = value
+    return out
 
 
 def startup_seconds():
@@ -101,7 +132,89 @@ def _warm_kernels(be):
     z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
     z[3, 5] = np.nan
     grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
-    pin_ring(be.xp, 2)  # the upload's and the download's rings, pinned in CuPy's pool
+    rings = int(_options().get("pin", PIN_RINGS))
+    if rings > 0:
+        pin_ring(be.xp, rings)  # the upload's and the downloads' rings, in CuPy's pool
+
+
+def layer_signature(layer_dir):
+    """What says that two layer directories hold the same bytes (module docstring): the
+    content of ``zarr.json``, and ``(device, inode, size, mtime)`` of every other file."""
+    layer_dir = os.fspath(layer_dir)
+    entries = []
+    for root, dirs, files in os.walk(layer_dir):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, layer_dir)
+            if rel == "zarr.json":
+                with open(path, "rb") as fh:
+                    entries.append((rel, fh.read()))
+            else:
+                st = os.stat(path)
+                entries.append((rel, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(entries)
+
+
+def _early_target(args):
+    """The ``elevation`` directory the solve will most likely read, or None."""
+    for store in (getattr(args, "input", None), getattr(args, "reuse", None)):
+        if store is not None and os.path.isfile(os.path.join(store, "elevation", "zarr.json")):
+            return os.path.join(store, "elevation")
+    return None
+
+
+def _read_early(layer_dir, readers):
+    t0 = time.perf_counter()
+    try:
+        import numpy as np
+
+        from terrain.tiles._shards import read_array, read_layout
+        signature = layer_signature(layer_dir)
+        layout = read_layout(layer_dir)
+        if layout is None or layout.dtype != np.float32:
+            return
+        _early["array"] = read_array(layout, readers)
+        _early["signature"] = signature
+        _seconds["DEM read (thread)"] = time.perf_counter() - t0
+    except Exception:  # noqa: BLE001 - the solve reads the layer itself and meets it
+        _early.pop("array", None)
+
+
+def _start_early_read(args, options):
+    target = _early_target(args)
+    if target is None or "noread" in options:
+        return None
+    readers = int(options["readers"]) if options.get("readers") else None
+    job = threading.Thread(target=_read_early, args=(target, readers), daemon=True,
+                           name="terrain-cost-read")
+    _early.clear()
+    _early["thread"] = job
+    job.start()
+    return job
+
+
+def take_early_read(store_path, layer="elevation"):
+    """The layer ``layer`` of the store ``store_path`` as read at start-up (float32), or
+    None when none was read or it is not the same bytes (module docstring); waits for the
+    read. The array is handed out once."""
+    job = _early.get("thread")
+    if job is None:
+        return None
+    t0 = time.perf_counter()
+    job.join()
+    waited = time.perf_counter() - t0
+    array, signature = _early.pop("array", None), _early.pop("signature", None)
+    _early.clear()
+    if array is None:
+        return None
+    try:
+        if layer_signature(os.path.join(os.fspath(store_path), layer)) != signature:
+            return None
+    except OSError:
+        return None
+    _seconds["waited for the DEM read"] = waited  # (only when the read is taken)
+    return array
 
 
 def cost_distance_command(args):
@@ -111,7 +224,8 @@ def cost_distance_command(args):
     _seconds.clear()
     if age is not None:
         _seconds["process start to the command"] = age
-    job = None
+    job = reader = None
+    options = _options()
     try:
         if _wanted(args):
             from terrain.backend import get_backend
@@ -119,10 +233,12 @@ def cost_distance_command(args):
             be = get_backend(getattr(args, "backend", None))  # CuPy imported here, not in
             _seconds["backend"] = time.perf_counter() - t0    # both threads at once
             if be.is_gpu:
-                job = threading.Thread(target=_warm, args=(be,), daemon=True,
-                                       name="terrain-cost-start")
-                _jobs.append(job)
-                job.start()
+                reader = _start_early_read(args, options)
+                if "nowarm" not in options:
+                    job = threading.Thread(target=_warm, args=(be,), daemon=True,
+                                           name="terrain-cost-start")
+                    _jobs.append(job)
+                    job.start()
     except Exception:  # noqa: BLE001 - a bad backend name: the command says so
         job = None
     try:
@@ -131,6 +247,9 @@ def cost_distance_command(args):
         _seconds["imports"] = time.perf_counter() - t0
         return command(args)
     finally:
+        if reader is not None:  # the run may have ended before its solve took the read
+            reader.join()
+            _early.clear()
         if job is not None:
             job.join()
             _jobs.remove(job)

@@ -135,12 +135,14 @@ def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
         "--scheduler", "threads")
     assert s1["path"] == "in-process"
     assert "kernels and pinned buffers (thread)" in s1["wall_seconds"], s1["wall_seconds"]
+    assert "waited for the DEM read" in s1["wall_seconds"], s1["wall_seconds"]  # taken
     _same_stores(tmp_path / "a.zarr", tmp_path / "b.zarr")
     cli(path, "--source-cell", "4,7", "-o", tmp_path / "r.zarr", "--scheduler", "threads")
     new = ["--source-cell", "66,50", "--source-cell", "20,33", "--reuse", tmp_path / "r.zarr"]
     q1 = cli(path, *new, "-o", tmp_path / "q1.zarr")
     cli(path, *new, "-o", tmp_path / "q2.zarr", "--scheduler", "threads")
     assert "waited for the start-up thread" in q1["wall_seconds"], q1["wall_seconds"]
+    assert "waited for the DEM read" in q1["wall_seconds"], q1["wall_seconds"]  # hard links
     _same_stores(tmp_path / "q1.zarr", tmp_path / "q2.zarr")
     g1 = zarr.open_group(str(tmp_path / "q1.zarr"), mode="r")
     cpu = tmp_path / "c.zarr"
@@ -152,3 +154,36 @@ def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     for name in ("distance", "allocation", "backlink"):
         np.testing.assert_array_equal(np.asarray(g1[name][:]), np.asarray(g2[name][:]),
                                       err_msg=name)
+
+
+def test_the_dem_read_at_start_up_is_taken_only_for_the_same_bytes(capsys, tmp_path, dem):
+    """The start-up's DEM read (``take_early_read``): the layer's values, for the store it
+    read and for a store whose layer is hard links of it (a --reuse query's); None for
+    a layer whose files changed, or where nothing was read."""
+    from terrain.grid.cost_outputs import read_layer
+    from terrain.tiles.store import link_layer
+    z, path = dem
+    rc, _, se = run_main(capsys, "ingest", path, "-o", tmp_path / "dem.zarr", "--tile", 16)
+    assert rc == 0, se
+    want = read_layer(tmp_path / "dem.zarr", "elevation", np.float32)
+    np.testing.assert_array_equal(want, z)
+    assert start.take_early_read(tmp_path / "dem.zarr") is None  # nothing read
+    for reader_args in (Namespace(input=str(tmp_path / "dem.zarr"), reuse=None),
+                        Namespace(input=str(path), reuse=str(tmp_path / "dem.zarr"))):
+        start._start_early_read(reader_args, {"readers": "2"})
+        got = start.take_early_read(tmp_path / "dem.zarr")
+        assert got is not None and got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+        assert start.take_early_read(tmp_path / "dem.zarr") is None  # handed out once
+    zarr.open_group(str(tmp_path / "q.zarr"), mode="w", zarr_format=3)
+    link_layer(tmp_path / "dem.zarr", tmp_path / "q.zarr", "elevation")
+    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")), {})
+    np.testing.assert_array_equal(start.take_early_read(tmp_path / "q.zarr"), want)
+    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")), {})
+    shard = next(p for p in (tmp_path / "dem.zarr" / "elevation").rglob("*")
+                 if p.is_file() and p.name != "zarr.json")
+    os.utime(shard, ns=(0, 0))  # the input changed after its read began
+    assert start.take_early_read(tmp_path / "dem.zarr") is None
+    assert start._start_early_read(Namespace(input=str(path), reuse=None), {}) is None
+    assert start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")),
+                                   {"noread": ""}) is None
