@@ -46,7 +46,8 @@ layer itself. The array is what :func:`terrain.grid.cost_outputs.read_layer` ret
 
 ``TERRAIN_COST_START`` (comma-separated, for measurements): ``noread`` leaves the DEM to
 the solve, ``nowarm`` starts no device thread, ``pin=N`` pins N transfer rings (default
-:data:`PIN_RINGS`), ``readers=N`` reads with N threads.
+:data:`PIN_RINGS`), ``readers=N`` reads with N threads, ``age`` prints the process's age
+when the command returns (on stderr).
 """
 
 import os
@@ -125,16 +126,21 @@ def _warm(be):
 def _warm_kernels(be):
     """Loads the solve's kernels (a 64 x 64 grid solved as the command's grid will be) and
     pins the rings of its uploads and downloads (:func:`terrain._transfer.pin_ring`)."""
+    t0 = time.perf_counter()
     import numpy as np
 
     from terrain._transfer import pin_ring
     from terrain.grid.sssp import grid_sssp
+    t1 = time.perf_counter()
     z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
     z[3, 5] = np.nan
     grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
+    t2 = time.perf_counter()
     rings = int(_options().get("pin", PIN_RINGS))
     if rings > 0:
         pin_ring(be.xp, rings)  # the upload's and the downloads' rings, in CuPy's pool
+    _seconds.update({"thread: imports": t1 - t0, "thread: 64 x 64 solve": t2 - t1,
+                     "thread: pinning": time.perf_counter() - t2})
 
 
 def layer_signature(layer_dir):
@@ -247,6 +253,10 @@ def cost_distance_command(args):
         _seconds["imports"] = time.perf_counter() - t0
         return command(args)
     finally:
+        if "age" in options:  # measurements: the process's age when the command returns
+            import sys
+            print(f"terrain: process age at the command's return {_process_age():.3f} s",
+                  file=sys.stderr)
         if reader is not None:  # the run may have ended before its solve took the read
             reader.join()
             _early.clear()
