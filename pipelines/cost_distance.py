@@ -67,6 +67,7 @@ from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
                                       layer_compressors, read_layer, shard_layouts,
                                       write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
+from terrain.grid.sssp import incore_bytes  # the in-core rule, shared with the start-up
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
@@ -86,16 +87,6 @@ def default_output(input_path):
     """``INPUT``'s name with ``.cost.zarr`` (``dem.tif`` -> ``dem.cost.zarr``)."""
     p = Path(input_path)
     return p.with_name((p.stem if p.suffix else p.name) + ".cost.zarr")
-
-
-def incore_bytes(shape, has_friction=False):
-    """Memory of the in-core SSSP on a grid of ``shape``: about 40 bytes a cell (padded
-    elevation, distance, labels, outputs), 4 more with a friction raster.
-
-    >>> incore_bytes((1000, 1000)), incore_bytes((1000, 1000), has_friction=True)
-    (40000000, 44000000)
-    """
-    return int(shape[0]) * int(shape[1]) * (40 + (4 if has_friction else 0))
 
 
 def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",

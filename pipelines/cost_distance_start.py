@@ -3,8 +3,10 @@
 ``terrain.run`` dispatches ``cost-distance`` here. When the run will take the in-process
 path (:func:`pipelines.cost_distance.in_process_applies`: no ``--scheduler``, ``--gpus`` or
 ``--dry-run``; not ``--algorithm tiled``) on the GPU backend, CuPy is imported here and a
-thread starts before :mod:`pipelines.cost_distance` and what it needs (zarr, Numba: 0.4-0.6
-s on the GPU hosts) are imported, and
+thread starts before :mod:`pipelines.cost_distance` and what it needs (zarr: 0.4-0.6 s with
+Numba on the GPU hosts; the GPU path no longer imports Numba, whose kernels are in
+:mod:`terrain.grid._sssp_cpu` and whose cost functions :mod:`terrain.grid.costs` makes on
+first use) are imported, and
 
 1. creates the CUDA context (CuPy's first call: 0.1 s);
 2. loads every kernel the solve launches, CuPy's reductions included, by solving a 64 x 64
@@ -36,8 +38,9 @@ The DEM read at start-up
 ------------------------
 When INPUT is a tile store (or ``--reuse`` names one holding the DEM), a second thread
 reads its ``elevation`` while the main thread imports (:func:`take_early_read`): the shards
-are read and decoded by :func:`terrain.tiles._shards.read_array` from a layout built out of
-the array's ``zarr.json`` alone (:func:`terrain.tiles._shards.read_layout`: no zarr, whose
+are read and decoded by :func:`terrain.tiles._shards.read_array` (when the grid is one the
+in-core algorithm takes: :func:`pipelines.cost_distance.choose_algorithm`'s rule) from a
+layout built out of the array's ``zarr.json`` alone (:func:`terrain.tiles._shards.read_layout`: no zarr, whose
 import the main thread is doing), the reads and the decompression without the GIL. The
 solve takes that array only when the layer it would read is the same bytes: its
 ``zarr.json`` equal and every shard file the same (device, inode, size, modification time)
@@ -170,16 +173,21 @@ def _early_target(args):
     return None
 
 
-def _read_early(layer_dir, readers):
+def _read_early(layer_dir, readers, be, args):
     t0 = time.perf_counter()
     try:
         import numpy as np
 
+        from terrain.grid.sssp import incore_bytes
         from terrain.tiles._shards import read_array, read_layout
         signature = layer_signature(layer_dir)
         layout = read_layout(layer_dir)
         if layout is None or layout.dtype != np.float32:
             return
+        if getattr(args, "algorithm", "auto") != "in-core":  # choose_algorithm's rule
+            need = incore_bytes(layout.shape, getattr(args, "friction", None) is not None)
+            if need > be.xp.cuda.Device().mem_info[0] // 2:  # (waits for the context)
+                return  # tiled: a grid of this size is not read whole
         _early["array"] = read_array(layout, readers)
         _early["signature"] = signature
         _seconds["DEM read (thread)"] = time.perf_counter() - t0
@@ -187,12 +195,12 @@ def _read_early(layer_dir, readers):
         _early.pop("array", None)
 
 
-def _start_early_read(args, options):
+def _start_early_read(args, options, be):
     target = _early_target(args)
     if target is None or "noread" in options:
         return None
     readers = int(options["readers"]) if options.get("readers") else None
-    job = threading.Thread(target=_read_early, args=(target, readers), daemon=True,
+    job = threading.Thread(target=_read_early, args=(target, readers, be, args), daemon=True,
                            name="terrain-cost-read")
     _early.clear()
     _early["thread"] = job
@@ -239,7 +247,7 @@ def cost_distance_command(args):
             be = get_backend(getattr(args, "backend", None))  # CuPy imported here, not in
             _seconds["backend"] = time.perf_counter() - t0    # both threads at once
             if be.is_gpu:
-                reader = _start_early_read(args, options)
+                reader = _start_early_read(args, options, be)
                 if "nowarm" not in options:
                     job = threading.Thread(target=_warm, args=(be,), daemon=True,
                                            name="terrain-cost-start")

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from argparse import Namespace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -163,6 +164,8 @@ def test_the_dem_read_at_start_up_is_taken_only_for_the_same_bytes(capsys, tmp_p
     from terrain.grid.cost_outputs import read_layer
     from terrain.tiles.store import link_layer
     z, path = dem
+    be = SimpleNamespace(xp=SimpleNamespace(cuda=SimpleNamespace(  # a device of 1 GB free
+        Device=lambda: SimpleNamespace(mem_info=(1 << 30, 1 << 30)))))
     rc, _, se = run_main(capsys, "ingest", path, "-o", tmp_path / "dem.zarr", "--tile", 16)
     assert rc == 0, se
     want = read_layer(tmp_path / "dem.zarr", "elevation", np.float32)
@@ -170,20 +173,29 @@ def test_the_dem_read_at_start_up_is_taken_only_for_the_same_bytes(capsys, tmp_p
     assert start.take_early_read(tmp_path / "dem.zarr") is None  # nothing read
     for reader_args in (Namespace(input=str(tmp_path / "dem.zarr"), reuse=None),
                         Namespace(input=str(path), reuse=str(tmp_path / "dem.zarr"))):
-        start._start_early_read(reader_args, {"readers": "2"})
+        start._start_early_read(reader_args, {"readers": "2"}, be)
         got = start.take_early_read(tmp_path / "dem.zarr")
         assert got is not None and got.dtype == np.float32
         np.testing.assert_array_equal(got, want)
         assert start.take_early_read(tmp_path / "dem.zarr") is None  # handed out once
     zarr.open_group(str(tmp_path / "q.zarr"), mode="w", zarr_format=3)
     link_layer(tmp_path / "dem.zarr", tmp_path / "q.zarr", "elevation")
-    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")), {})
+    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")), {}, be)
     np.testing.assert_array_equal(start.take_early_read(tmp_path / "q.zarr"), want)
-    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")), {})
+    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")), {}, be)
     shard = next(p for p in (tmp_path / "dem.zarr" / "elevation").rglob("*")
                  if p.is_file() and p.name != "zarr.json")
-    os.utime(shard, ns=(0, 0))  # the input changed after its read began
+    start._early["thread"].join()
+    os.utime(shard, ns=(0, 0))  # the input changed after it was read
     assert start.take_early_read(tmp_path / "dem.zarr") is None
-    assert start._start_early_read(Namespace(input=str(path), reuse=None), {}) is None
+    assert start._start_early_read(Namespace(input=str(path), reuse=None), {}, be) is None
     assert start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")),
-                                   {"noread": ""}) is None
+                                   {"noread": ""}, be) is None
+    # a grid the in-core algorithm would not take is not read
+    tiny = SimpleNamespace(xp=SimpleNamespace(cuda=SimpleNamespace(
+        Device=lambda: SimpleNamespace(mem_info=(1000, 1000)))))
+    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr")), {}, tiny)
+    assert start.take_early_read(tmp_path / "dem.zarr") is None
+    start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr"), algorithm="in-core"),
+                            {}, tiny)
+    assert start.take_early_read(tmp_path / "dem.zarr") is not None
