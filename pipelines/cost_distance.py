@@ -238,14 +238,22 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                          max_cost=spec["max_cost"], backend=backend, tile=spec["tile"])
     else:
         from terrain.grid.sssp import grid_sssp
+
+        from .cost_distance_start import take_early_solve
         own = writer is None
         writer = _EarlyWriter(spec.get("out_path"), spec.get("windows")) if own else writer
+        early = None if f is not None else take_early_solve(  # the start-up's, same call
+            z, sources, start_costs, spec["cost"], spec["connectivity"], spec["cellsize"],
+            spec["max_cost"], spec.get("near_far_delta"))
         try:
-            res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
-                            connectivity=spec["connectivity"], cellsize=spec["cellsize"],
-                            max_cost=spec["max_cost"], backend=backend,
-                            delta=spec.get("near_far_delta"), hops=False,
-                            on_distance=writer.start if spec.get("windows") else None)
+            res = None if early is None else _take_early_solve(
+                early, writer.start if spec.get("windows") else None)
+            if res is None:
+                res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
+                                connectivity=spec["connectivity"], cellsize=spec["cellsize"],
+                                max_cost=spec["max_cost"], backend=backend,
+                                delta=spec.get("near_far_delta"), hops=False,
+                                on_distance=writer.start if spec.get("windows") else None)
         except InputError as e:
             writer.stop()
             raise InputError(f"{spec['input']}: {e}") from None
@@ -260,6 +268,22 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
             res.stats["early_writes"] = []
     res.stats["read_seconds"] = t_read
     return res, (f if spec.get("write_friction", True) else None)
+
+
+def _take_early_solve(early, on_distance):
+    """The result of the start-up thread's solve (:func:`pipelines.cost_distance_start.
+    take_early_solve`), its distances handed to ``on_distance`` as soon as they are known;
+    None where it failed before them (the command's own call then says why)."""
+    distance = early.distance()
+    if distance is None:
+        try:
+            early.result()
+        except BaseException:  # noqa: BLE001 - the command's own solve meets it again
+            pass
+        return None
+    if on_distance is not None:
+        on_distance(distance)
+    return early.result()
 
 
 class _EarlyWriter:

@@ -199,3 +199,52 @@ def test_the_dem_read_at_start_up_is_taken_only_for_the_same_bytes(capsys, tmp_p
     start._start_early_read(Namespace(input=str(tmp_path / "dem.zarr"), algorithm="in-core"),
                             {}, tiny)
     assert start.take_early_read(tmp_path / "dem.zarr") is not None
+
+
+def test_the_start_up_solve_is_taken_only_for_the_same_call(capsys, tmp_path, dem):
+    """The start-up thread's solve (here on the CPU backend): ``take_early_solve`` hands it
+    out for the call the command would make (the same distances, labels, backlinks as a
+    call of its own), and None for any other call."""
+    from terrain.backend import get_backend
+    from terrain.grid.sssp import grid_sssp
+    from terrain.tiles import open_store
+    z, path = dem
+    rc, _, se = run_main(capsys, "ingest", path, "-o", tmp_path / "dem.zarr", "--tile", 16)
+    assert rc == 0, se
+    gt = open_store(tmp_path / "dem.zarr").geotransform
+    cellsize = (abs(gt[1]), abs(gt[5]))
+    be = get_backend("cpu")
+    args = Namespace(input=str(tmp_path / "dem.zarr"), reuse=None, algorithm="in-core",
+                     source_cell=["66,50", "4,7"], source=None, cost="tobler",
+                     connectivity=16, start_cost=0.5, max_cost=None)
+    call = ([(66, 50), (4, 7)], np.array([0.5, 0.5]), "tobler", 16, cellsize, None, None)
+    start._start_early_read(args, {}, be)
+    grid = start.take_early_read(tmp_path / "dem.zarr")
+    early = start.take_early_solve(grid, *call)
+    assert early is not None
+    np.testing.assert_array_equal(early.distance(), early.result().distance)
+    own = grid_sssp(grid, call[0], call[1], cost="tobler", connectivity=16, cellsize=cellsize,
+                    backend="cpu", hops=False)
+    for name in ("distance", "allocation", "backlink"):
+        np.testing.assert_array_equal(getattr(early.result(), name), getattr(own, name))
+    assert start.take_early_solve(grid, *call) is None  # handed out once
+    for other in ([(66, 50)], np.array([0.5]), "tobler", 16, cellsize, None, None), \
+                 (call[0], None, "tobler", 16, cellsize, None, None), \
+                 (call[0], call[1], "absdiff", 16, cellsize, None, None), \
+                 (call[0], call[1], "tobler", 8, cellsize, None, None), \
+                 (call[0], call[1], "tobler", 16, cellsize, 5.0, None), \
+                 (call[0], call[1], "tobler", 16, cellsize, None, 2.0):
+        start._start_early_read(args, {}, be)
+        assert start.take_early_solve(start.take_early_read(tmp_path / "dem.zarr"),
+                                      *other) is None, other
+    start._start_early_read(args, {}, be)  # another grid than the one read
+    assert start.take_early_solve(z.copy(), *call) is None
+    start._early["thread"].join()
+    # a solve that fails (a source on nodata): no result, the command's own call says why
+    from pipelines.cost_distance import _take_early_solve
+    r, c = map(int, np.argwhere(np.isnan(z))[0])
+    start._start_early_read(Namespace(**dict(vars(args), source_cell=[f"{r},{c}"])), {}, be)
+    early = start.take_early_solve(start.take_early_read(tmp_path / "dem.zarr"), [(r, c)],
+                                   np.array([0.5]), "tobler", 16, cellsize, None, None)
+    assert early is not None and early.distance() is None
+    assert _take_early_solve(early, None) is None
