@@ -193,8 +193,6 @@ def _early_target(args):
 def _read_early(layer_dir, readers, be, args, solve):
     t0 = time.perf_counter()
     try:
-        import numpy as np
-
         from terrain.grid.sssp import incore_bytes
         from terrain.tiles._shards import read_array, read_layout
         signature = layer_signature(layer_dir)
@@ -232,8 +230,6 @@ def _early_call(args, shape):
     stores' ``zarr.json`` tell them (a guess: :func:`take_early_solve` compares them with
     the command's own), or None."""
     import json
-
-    import numpy as np
 
     from terrain.io.points import map_to_cell
 
@@ -324,7 +320,9 @@ class EarlySolve:
 
     def distance(self):
         """The distances as soon as the solve has them (None when it failed before)."""
+        t0 = time.perf_counter()
         _early["got_distance"].wait()
+        _seconds["waited for the start-up solve's distances"] = time.perf_counter() - t0
         return _early["distance"]
 
     def result(self):
@@ -348,9 +346,11 @@ def take_early_read(store_path, layer="elevation"):
     if array is None:
         return None
     try:
-        if layer_signature(os.path.join(os.fspath(store_path), layer)) != signature:
-            return None
+        same = layer_signature(os.path.join(os.fspath(store_path), layer)) == signature
     except OSError:
+        same = False
+    if not same:  # a solve of that read is of no use: its device memory back first
+        _early["thread"].join()
         return None
     _seconds["waited for the DEM read"] = waited  # (only when the read is taken)
     _early["taken"] = array
@@ -362,7 +362,10 @@ def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_
     was called with these arguments of ``grid_sssp`` (no friction, ``hops=False``), else
     None (module docstring); an :class:`EarlySolve` to wait on. Handed out once."""
     call = _early.get("call")
-    if call is None or _early.get("taken") is not z:
+    if call is None:
+        return None
+    if _early.get("taken") is not z:
+        _early["thread"].join()  # its device memory back to the pool before the solve
         return None
     want = {"sources": [(int(r), int(c)) for r, c in sources],
             "start_costs": None if start_costs is None else np.asarray(start_costs, np.float64),

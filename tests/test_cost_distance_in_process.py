@@ -137,6 +137,7 @@ def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     assert s1["path"] == "in-process"
     assert "kernels and pinned buffers (thread)" in s1["wall_seconds"], s1["wall_seconds"]
     assert "waited for the DEM read" in s1["wall_seconds"], s1["wall_seconds"]  # taken
+    assert "waited for the start-up solve's distances" in s1["wall_seconds"]  # taken too
     _same_stores(tmp_path / "a.zarr", tmp_path / "b.zarr")
     cli(path, "--source-cell", "4,7", "-o", tmp_path / "r.zarr", "--scheduler", "threads")
     new = ["--source-cell", "66,50", "--source-cell", "20,33", "--reuse", tmp_path / "r.zarr"]
@@ -144,6 +145,7 @@ def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     cli(path, *new, "-o", tmp_path / "q2.zarr", "--scheduler", "threads")
     assert "waited for the start-up thread" in q1["wall_seconds"], q1["wall_seconds"]
     assert "waited for the DEM read" in q1["wall_seconds"], q1["wall_seconds"]  # hard links
+    assert "waited for the start-up solve's distances" in q1["wall_seconds"]
     _same_stores(tmp_path / "q1.zarr", tmp_path / "q2.zarr")
     g1 = zarr.open_group(str(tmp_path / "q1.zarr"), mode="r")
     cpu = tmp_path / "c.zarr"
@@ -248,3 +250,31 @@ def test_the_start_up_solve_is_taken_only_for_the_same_call(capsys, tmp_path, de
                                    np.array([0.5]), "tobler", 16, cellsize, None, None)
     assert early is not None and early.distance() is None
     assert _take_early_solve(early, None) is None
+
+
+def test_the_command_takes_the_start_up_read_and_solve(capsys, tmp_path, dem, monkeypatch):
+    """The start-up's DEM read and solve, taken by the command (the GPU's start-up, run
+    here on the CPU): the store is byte for byte the one of a run without them, for a
+    fresh run from a tile store and a --reuse query of its store."""
+    import terrain.backend
+    import terrain.grid.sssp as sssp
+    z, path = dem
+    rc, _, se = run_main(capsys, "ingest", path, "-o", tmp_path / "dem.zarr", "--tile", 16)
+    assert rc == 0, se
+    fresh = [tmp_path / "dem.zarr", "--source-cell", "66,50", "--source-cell", "4,7"]
+    query = [tmp_path / "dem.zarr", "--source-cell", "20,33", "--reuse", tmp_path / "a.zarr"]
+    _run(capsys, *fresh, "-o", tmp_path / "a.zarr")
+    _run(capsys, *query, "-o", tmp_path / "q.zarr")
+    real = sssp.grid_sssp
+    device = SimpleNamespace(is_gpu=True, name="gpu", xp=SimpleNamespace(cuda=SimpleNamespace(
+        Device=lambda: SimpleNamespace(mem_info=(1 << 30, 1 << 30)))))
+    monkeypatch.setattr(start, "_wanted", lambda args: True)
+    monkeypatch.setattr(terrain.backend, "get_backend", lambda name=None: device)
+    monkeypatch.setattr(sssp, "grid_sssp", lambda *a, backend=None, **k: real(
+        *a, backend="cpu", **k))
+    s1 = _run(capsys, *fresh, "-o", tmp_path / "b.zarr")
+    s2 = _run(capsys, *query[:-1], tmp_path / "b.zarr", "-o", tmp_path / "r.zarr")
+    for s in (s1, s2):
+        assert "waited for the start-up solve's distances" in s["wall_seconds"], s
+    _same_stores(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    _same_stores(tmp_path / "q.zarr", tmp_path / "r.zarr")
