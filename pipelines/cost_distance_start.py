@@ -65,7 +65,9 @@ before its distances (a source on nodata) is left for the command's own call to 
 the solve, ``nowarm`` starts no device thread, ``pin=N`` pins N transfer rings (default
 :data:`PIN_RINGS`), ``readers=N`` reads with N threads, ``age`` prints the process's age
 when the command returns (on stderr), ``nosolve`` leaves the solve to the command,
-``warm=pin`` only pins the rings in the device thread (no kernels loaded ahead).
+``warm=pin`` only pins the rings in the device thread (no kernels loaded ahead),
+``imports=late`` makes the main thread wait for the device thread's kernels before it
+imports (no two threads running Python at once).
 """
 
 import os
@@ -80,6 +82,7 @@ __all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds",
 _jobs = []     # the start-up thread, while there is one
 _seconds = {}  # step -> wall seconds (startup_seconds)
 _early = {}    # the DEM read at start-up: thread, signature, array or error
+_kernels_loaded = threading.Event()  # the device thread is past its Python-heavy part
 #: transfer rings pinned by the start-up thread (:func:`terrain._transfer.pin_ring`): the
 #: solve's upload and its two downloads, the distances' in a thread beside the others'
 PIN_RINGS = 2
@@ -141,6 +144,8 @@ def _warm(be, kernels=True):
         _seconds["kernels and pinned buffers (thread)"] = time.perf_counter() - t1
     except Exception:  # noqa: BLE001 - the command meets the problem itself and says so
         return
+    finally:
+        _kernels_loaded.set()
 
 
 def _warm_kernels(be, kernels=True):
@@ -155,6 +160,7 @@ def _warm_kernels(be, kernels=True):
         z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
         z[3, 5] = np.nan
         grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
+    _kernels_loaded.set()
     t2 = time.perf_counter()
     rings = int(_options().get("pin", PIN_RINGS))
     if rings > 0:
@@ -403,6 +409,7 @@ def cost_distance_command(args):
             be = get_backend(getattr(args, "backend", None))  # CuPy imported here, not in
             _seconds["backend"] = time.perf_counter() - t0    # both threads at once
             if be.is_gpu:
+                _kernels_loaded.clear()
                 if "nowarm" not in options:
                     kernels = options.get("warm", "full") != "pin"
                     job = threading.Thread(target=_warm, args=(be, kernels), daemon=True,
@@ -410,6 +417,11 @@ def cost_distance_command(args):
                     _jobs.append(job)
                     job.start()
                 reader = _start_early_read(args, options, be)
+                if job is not None and options.get("imports") == "late":
+                    t0 = time.perf_counter()  # the device thread first, not beside imports
+                    _kernels_loaded.wait()
+                    _seconds["waited for the kernels before the imports"] = (
+                        time.perf_counter() - t0)
     except Exception:  # noqa: BLE001 - a bad backend name: the command says so
         job = None
     try:
