@@ -67,6 +67,7 @@ from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
                                       layer_compressors, read_layer, shard_layouts,
                                       write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
+from terrain.grid.sssp import incore_bytes  # the in-core rule, shared with the start-up
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
@@ -86,16 +87,6 @@ def default_output(input_path):
     """``INPUT``'s name with ``.cost.zarr`` (``dem.tif`` -> ``dem.cost.zarr``)."""
     p = Path(input_path)
     return p.with_name((p.stem if p.suffix else p.name) + ".cost.zarr")
-
-
-def incore_bytes(shape, has_friction=False):
-    """Memory of the in-core SSSP on a grid of ``shape``: about 40 bytes a cell (padded
-    elevation, distance, labels, outputs), 4 more with a friction raster.
-
-    >>> incore_bytes((1000, 1000)), incore_bytes((1000, 1000), has_friction=True)
-    (40000000, 44000000)
-    """
-    return int(shape[0]) * int(shape[1]) * (40 + (4 if has_friction else 0))
 
 
 def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",
@@ -218,7 +209,9 @@ def _prepare(out_path, shape, tile, geo, with_friction, upstream):
 
 
 def _read_full(path, layer="elevation"):
-    return read_layer(path, layer, np.float32)
+    from .cost_distance_start import take_early_read
+    early = take_early_read(path, layer)  # read during the start-up, when the same bytes
+    return read_layer(path, layer, np.float32) if early is None else early
 
 
 def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
@@ -249,14 +242,22 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                          max_cost=spec["max_cost"], backend=backend, tile=spec["tile"])
     else:
         from terrain.grid.sssp import grid_sssp
+
+        from .cost_distance_start import take_early_solve
         own = writer is None
         writer = _EarlyWriter(spec.get("out_path"), spec.get("windows")) if own else writer
+        early = None if f is not None else take_early_solve(  # the start-up's, same call
+            z, sources, start_costs, spec["cost"], spec["connectivity"], spec["cellsize"],
+            spec["max_cost"], spec.get("near_far_delta"))
         try:
-            res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
-                            connectivity=spec["connectivity"], cellsize=spec["cellsize"],
-                            max_cost=spec["max_cost"], backend=backend,
-                            delta=spec.get("near_far_delta"), hops=False,
-                            on_distance=writer.start if spec.get("windows") else None)
+            res = None if early is None else _take_early_solve(
+                early, writer.start if spec.get("windows") else None)
+            if res is None:
+                res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
+                                connectivity=spec["connectivity"], cellsize=spec["cellsize"],
+                                max_cost=spec["max_cost"], backend=backend,
+                                delta=spec.get("near_far_delta"), hops=False,
+                                on_distance=writer.start if spec.get("windows") else None)
         except InputError as e:
             writer.stop()
             raise InputError(f"{spec['input']}: {e}") from None
@@ -271,6 +272,22 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
             res.stats["early_writes"] = []
     res.stats["read_seconds"] = t_read
     return res, (f if spec.get("write_friction", True) else None)
+
+
+def _take_early_solve(early, on_distance):
+    """The result of the start-up thread's solve (:func:`pipelines.cost_distance_start.
+    take_early_solve`), its distances handed to ``on_distance`` as soon as they are known;
+    None where it failed before them (the command's own call then says why)."""
+    distance = early.distance()
+    if distance is None:
+        try:
+            early.result()
+        except BaseException:  # noqa: BLE001 - the command's own solve meets it again
+            pass
+        return None
+    if on_distance is not None:
+        on_distance(distance)
+    return early.result()
 
 
 class _EarlyWriter:

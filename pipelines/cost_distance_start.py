@@ -3,8 +3,10 @@
 ``terrain.run`` dispatches ``cost-distance`` here. When the run will take the in-process
 path (:func:`pipelines.cost_distance.in_process_applies`: no ``--scheduler``, ``--gpus`` or
 ``--dry-run``; not ``--algorithm tiled``) on the GPU backend, CuPy is imported here and a
-thread starts before :mod:`pipelines.cost_distance` and what it needs (zarr, Numba: 0.4-0.6
-s on the GPU hosts) are imported, and
+thread starts before :mod:`pipelines.cost_distance` and what it needs (zarr: 0.4-0.6 s with
+Numba on the GPU hosts; the GPU path no longer imports Numba, whose kernels are in
+:mod:`terrain.grid._sssp_cpu` and whose cost functions :mod:`terrain.grid.costs` makes on
+first use) are imported, and
 
 1. creates the CUDA context (CuPy's first call: 0.1 s);
 2. loads every kernel the solve launches, CuPy's reductions included, by solving a 64 x 64
@@ -31,16 +33,69 @@ the main thread, it runs beside the kernels' loading.
 
 :func:`startup_seconds` gives the wall seconds of these steps and of the start-up before
 them (process start to this command, the imports), for the summary's ``wall_seconds``.
+
+The DEM read at start-up
+------------------------
+When INPUT is a tile store (or ``--reuse`` names one holding the DEM), a second thread
+reads its ``elevation`` while the main thread imports (:func:`take_early_read`): the shards
+are read and decoded by :func:`terrain.tiles._shards.read_array` (when the grid is one the
+in-core algorithm takes: :func:`pipelines.cost_distance.choose_algorithm`'s rule) from a
+layout built out of the array's ``zarr.json`` alone (:func:`terrain.tiles._shards.read_layout`: no zarr, whose
+import the main thread is doing), the reads and the decompression without the GIL. The
+solve takes that array only when the layer it would read is the same bytes: its
+``zarr.json`` equal and every shard file the same (device, inode, size, modification time)
+-- a ``--reuse`` query's hard-linked DEM is; otherwise, or after any failure, it reads the
+layer itself. The array is what :func:`terrain.grid.cost_outputs.read_layer` returns.
+
+The solve at start-up
+---------------------
+Without a friction raster or a sources file, the same thread then solves: it guesses the
+command's ``grid_sssp`` call from the command line and the stores' ``zarr.json`` (source
+cells, map points through the input's geotransform, start cost, cost model,
+connectivity, cell size, maximum cost, and a ``--reuse`` store's bucket width;
+:func:`_early_call`), waits for the device thread above (kernels loaded, rings pinned)
+and runs it while the main thread imports zarr and checks the command. The command takes
+the result (:func:`take_early_solve`) only when its own call is that one on the array it
+took from the read, argument for argument; any other call -- a check that fails, an
+argument guessed otherwise -- solves again as before. Its distances go to the writer as
+soon as they are known, as the command's own solve hands them. An error of the early solve
+before its distances (a source on nodata) is left for the command's own call to report.
+
+``TERRAIN_COST_START`` (comma-separated, for measurements): ``noread`` leaves the DEM to
+the solve, ``nowarm`` starts no device thread, ``pin=N`` pins N transfer rings (default
+:data:`PIN_RINGS`), ``readers=N`` reads with N threads, ``age`` prints the process's age
+when the command returns (on stderr), ``nosolve`` leaves the solve to the command,
+``warm=pin`` only pins the rings in the device thread (no kernels loaded ahead),
+``imports=late`` makes the main thread wait for the device thread's kernels before it
+imports (no two threads running Python at once).
 """
 
 import os
 import threading
 import time
 
-__all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds"]
+import numpy as np  # (imported with terrain.run's backend module already)
+
+__all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds",
+           "take_early_read", "layer_signature", "PIN_RINGS"]
 
 _jobs = []     # the start-up thread, while there is one
 _seconds = {}  # step -> wall seconds (startup_seconds)
+_early = {}    # the DEM read at start-up: thread, signature, array or error
+_kernels_loaded = threading.Event()  # the device thread is past its Python-heavy part
+#: transfer rings pinned by the start-up thread (:func:`terrain._transfer.pin_ring`): the
+#: solve's upload and its two downloads, the distances' in a thread beside the others'
+PIN_RINGS = 2
+
+
+def _options():
+    """``TERRAIN_COST_START``'s switches (module docstring) as a dict."""
+    out = {}
+    for item in os.environ.get("TERRAIN_COST_START", "").split(","):
+        key, _, value = item.strip().partition("=")
+        if key:
+            out[key] = value
+    return out
 
 
 def startup_seconds():
@@ -78,30 +133,264 @@ def _wanted(args):
                 or getattr(args, "algorithm", "auto") in ("tiled", "blocked"))
 
 
-def _warm(be):
+def _warm(be, kernels=True):
     try:
         t0 = time.perf_counter()
         cp = be.xp
         cp.cuda.Device().mem_info  # creates the context
         t1 = time.perf_counter()
         _seconds["CUDA context (thread)"] = t1 - t0
-        _warm_kernels(be)
+        _warm_kernels(be, kernels)
         _seconds["kernels and pinned buffers (thread)"] = time.perf_counter() - t1
     except Exception:  # noqa: BLE001 - the command meets the problem itself and says so
         return
+    finally:
+        _kernels_loaded.set()
 
 
-def _warm_kernels(be):
-    """Loads the solve's kernels (a 64 x 64 grid solved as the command's grid will be) and
-    pins the rings of its uploads and downloads (:func:`terrain._transfer.pin_ring`)."""
-    import numpy as np
-
+def _warm_kernels(be, kernels=True):
+    """Loads the solve's kernels (a 64 x 64 grid solved as the command's grid will be;
+    not with ``kernels=False``) and pins the rings of its uploads and downloads
+    (:func:`terrain._transfer.pin_ring`)."""
+    t0 = time.perf_counter()
     from terrain._transfer import pin_ring
     from terrain.grid.sssp import grid_sssp
-    z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
-    z[3, 5] = np.nan
-    grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
-    pin_ring(be.xp, 2)  # the upload's and the download's rings, pinned in CuPy's pool
+    t1 = time.perf_counter()
+    if kernels:
+        z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
+        z[3, 5] = np.nan
+        grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
+    _kernels_loaded.set()
+    t2 = time.perf_counter()
+    rings = int(_options().get("pin", PIN_RINGS))
+    if rings > 0:
+        pin_ring(be.xp, rings)  # the upload's and the downloads' rings, in CuPy's pool
+    _seconds.update({"thread: imports": t1 - t0, "thread: 64 x 64 solve": t2 - t1,
+                     "thread: pinning": time.perf_counter() - t2})
+
+
+def layer_signature(layer_dir):
+    """What says that two layer directories hold the same bytes (module docstring): the
+    content of ``zarr.json``, and ``(device, inode, size, mtime)`` of every other file."""
+    layer_dir = os.fspath(layer_dir)
+    entries = []
+    for root, dirs, files in os.walk(layer_dir):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, layer_dir)
+            if rel == "zarr.json":
+                with open(path, "rb") as fh:
+                    entries.append((rel, fh.read()))
+            else:
+                st = os.stat(path)
+                entries.append((rel, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(entries)
+
+
+def _early_target(args):
+    """The ``elevation`` directory the solve will most likely read, or None."""
+    for store in (getattr(args, "input", None), getattr(args, "reuse", None)):
+        if store is not None and os.path.isfile(os.path.join(store, "elevation", "zarr.json")):
+            return os.path.join(store, "elevation")
+    return None
+
+
+def _read_early(layer_dir, readers, be, args, solve):
+    t0 = time.perf_counter()
+    try:
+        from terrain.grid.sssp import incore_bytes
+        from terrain.tiles._shards import read_array, read_layout
+        signature = layer_signature(layer_dir)
+        layout = read_layout(layer_dir)
+        if layout is None or layout.dtype != np.float32:
+            return
+        if getattr(args, "algorithm", "auto") != "in-core":  # choose_algorithm's rule
+            need = incore_bytes(layout.shape, getattr(args, "friction", None) is not None)
+            if need > be.xp.cuda.Device().mem_info[0] // 2:  # (waits for the context)
+                return  # tiled: a grid of this size is not read whole
+        z = read_array(layout, readers)
+        _early.update(array=z, signature=signature)
+        _seconds["DEM read (thread)"] = time.perf_counter() - t0
+        call = None
+        if solve:
+            try:
+                call = _early_call(args, layout.shape)
+            except Exception:  # noqa: BLE001 - a guess that fails: the command solves
+                call = None
+        if call is not None:  # (known to the command before it can ask for the read)
+            _early.update(call=call, distance=None, got_distance=threading.Event(),
+                          result=None, error=None)
+    except Exception:  # noqa: BLE001 - the solve reads the layer itself and meets it
+        _early.pop("array", None)
+        _early.pop("call", None)
+        return
+    finally:
+        _early["read"].set()
+    if call is not None:
+        _solve_early(z, be, call)
+
+
+def _early_call(args, shape):
+    """The arguments of the command's ``grid_sssp`` call as far as the command line and the
+    stores' ``zarr.json`` tell them (a guess: :func:`take_early_solve` compares them with
+    the command's own), or None."""
+    import json
+
+    from terrain.io.points import map_to_cell
+
+    def attrs(store):
+        with open(os.path.join(store, "zarr.json")) as fh:
+            return json.load(fh).get("attributes", {})
+
+    reuse = getattr(args, "reuse", None)
+    if os.path.isfile(os.path.join(args.input, "elevation", "zarr.json")):
+        gt = attrs(args.input)["geotransform"]
+    else:  # a raster input's query: the geotransform the reused store was checked against
+        gt = attrs(reuse)["cost_reuse"]["geotransform"]
+    sources = [map_to_cell(*(float(v) for v in str(p).split(",")), gt, shape)
+               for p in (getattr(args, "source", None) or ())]
+    sources += [tuple(int(v) for v in str(c).split(",")) for c in
+                (getattr(args, "source_cell", None) or ())]
+    if not sources:
+        return None
+    sources = [(int(r), int(c)) for r, c in sources]
+    start = getattr(args, "start_cost", None)
+    max_cost = getattr(args, "max_cost", None)
+    return {"sources": sources,
+            "start_costs": None if start is None else np.broadcast_to(
+                np.asarray(start, np.float64), (len(sources),)).copy(),
+            "cost": getattr(args, "cost", "absdiff"),
+            "connectivity": int(getattr(args, "connectivity", 8)),
+            "cellsize": (abs(gt[1]), abs(gt[5])),
+            "max_cost": None if max_cost is None else float(max_cost),
+            "delta": attrs(reuse)["cost_reuse"].get("near_far_delta") if reuse else None}
+
+
+def _solve_early(z, be, call):
+    """The solve, in this thread, while the main thread imports and checks the command
+    (:func:`take_early_solve`)."""
+    t0 = time.perf_counter()
+    got = _early["got_distance"]
+
+    def on_distance(distance):
+        _early["distance"] = distance
+        got.set()
+
+    try:
+        from terrain.grid.sssp import grid_sssp
+        t1 = time.perf_counter()
+        for job in list(_jobs):  # the kernels loaded and the rings pinned meanwhile
+            job.join()
+        _seconds["solve waited for the start-up thread (thread)"] = time.perf_counter() - t1
+        _early["result"] = grid_sssp(
+            z, call["sources"], call["start_costs"], cost=call["cost"], friction=None,
+            connectivity=call["connectivity"], cellsize=call["cellsize"],
+            max_cost=call["max_cost"], backend=be, delta=call["delta"], hops=False,
+            on_distance=on_distance)
+    except BaseException as e:  # noqa: BLE001 - handed to the command (take_early_solve)
+        _early["error"] = e
+    finally:
+        got.set()
+        _seconds["solve (thread)"] = time.perf_counter() - t0
+
+
+def _start_early_read(args, options, be):
+    """Starts the DEM read (and, where it can, the solve) of the command ``args``; returns
+    the thread, or None where there is nothing to read."""
+    target = _early_target(args)
+    if target is None or "noread" in options:
+        return None
+    readers = int(options["readers"]) if options.get("readers") else None
+    solve = _may_solve_early(args, options)
+    job = threading.Thread(target=_read_early, args=(target, readers, be, args, solve),
+                           daemon=True, name="terrain-cost-read")
+    _early.clear()
+    _early.update(thread=job, read=threading.Event())
+    job.start()
+    return job
+
+
+def _may_solve_early(args, options):
+    """Whether the start-up thread solves too: no friction raster, no sources file, not
+    switched off (``nosolve``)."""
+    return ("nosolve" not in options and getattr(args, "friction", None) is None
+            and getattr(args, "sources", None) is None)
+
+
+class EarlySolve:
+    """The start-up thread's solve, taken by the command (:func:`take_early_solve`)."""
+
+    def __init__(self, job):
+        self._job = job
+
+    def distance(self):
+        """The distances as soon as the solve has them (None when it failed before)."""
+        t0 = time.perf_counter()
+        _early["got_distance"].wait()
+        _seconds["waited for the start-up solve's distances"] = time.perf_counter() - t0
+        return _early["distance"]
+
+    def result(self):
+        """The solve's result (what ``grid_sssp`` returned); raises what it raised."""
+        self._job.join()
+        if _early["error"] is not None:
+            raise _early["error"]
+        return _early["result"]
+
+
+def take_early_read(store_path, layer="elevation"):
+    """The layer ``layer`` of the store ``store_path`` as read at start-up (float32), or
+    None when none was read or it is not the same bytes (module docstring); waits for the
+    read. The array is handed out once."""
+    if _early.get("thread") is None:
+        return None
+    t0 = time.perf_counter()
+    _early["read"].wait()
+    waited = time.perf_counter() - t0
+    array, signature = _early.pop("array", None), _early.pop("signature", None)
+    if array is None:
+        return None
+    try:
+        same = layer_signature(os.path.join(os.fspath(store_path), layer)) == signature
+    except OSError:
+        same = False
+    if not same:  # a solve of that read is of no use: its device memory back first
+        _early["thread"].join()
+        return None
+    _seconds["waited for the DEM read"] = waited  # (only when the read is taken)
+    _early["taken"] = array
+    return array
+
+
+def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_cost, delta):
+    """The start-up thread's solve of ``z`` (the array :func:`take_early_read` gave) when it
+    was called with these arguments of ``grid_sssp`` (no friction, ``hops=False``), else
+    None (module docstring); an :class:`EarlySolve` to wait on. Handed out once."""
+    call = _early.get("call")
+    if call is None:
+        return None
+    if _early.get("taken") is not z:
+        _early["thread"].join()  # its device memory back to the pool before the solve
+        return None
+    want = {"sources": [(int(r), int(c)) for r, c in sources],
+            "start_costs": None if start_costs is None else np.asarray(start_costs, np.float64),
+            "cost": cost, "connectivity": int(connectivity),
+            "cellsize": tuple(float(v) for v in cellsize),
+            "max_cost": None if max_cost is None else float(max_cost),
+            "delta": None if delta is None else float(delta)}
+    got = dict(call, cellsize=tuple(float(v) for v in call["cellsize"]),
+               delta=None if call["delta"] is None else float(call["delta"]))
+    same = all(
+        (want[k] is None and got[k] is None) or (
+            want[k] is not None and got[k] is not None and (
+                np.array_equal(want[k], got[k]) if k == "start_costs" else want[k] == got[k]))
+        for k in want)
+    _early.pop("call")
+    if not same:
+        _early["thread"].join()  # its device memory back to the pool before the solve
+        return None
+    return EarlySolve(_early["thread"])
 
 
 def cost_distance_command(args):
@@ -111,7 +400,8 @@ def cost_distance_command(args):
     _seconds.clear()
     if age is not None:
         _seconds["process start to the command"] = age
-    job = None
+    job = reader = None
+    options = _options()
     try:
         if _wanted(args):
             from terrain.backend import get_backend
@@ -119,10 +409,19 @@ def cost_distance_command(args):
             be = get_backend(getattr(args, "backend", None))  # CuPy imported here, not in
             _seconds["backend"] = time.perf_counter() - t0    # both threads at once
             if be.is_gpu:
-                job = threading.Thread(target=_warm, args=(be,), daemon=True,
-                                       name="terrain-cost-start")
-                _jobs.append(job)
-                job.start()
+                _kernels_loaded.clear()
+                if "nowarm" not in options:
+                    kernels = options.get("warm", "full") != "pin"
+                    job = threading.Thread(target=_warm, args=(be, kernels), daemon=True,
+                                           name="terrain-cost-start")
+                    _jobs.append(job)
+                    job.start()
+                reader = _start_early_read(args, options, be)
+                if job is not None and options.get("imports") == "late":
+                    t0 = time.perf_counter()  # the device thread first, not beside imports
+                    _kernels_loaded.wait()
+                    _seconds["waited for the kernels before the imports"] = (
+                        time.perf_counter() - t0)
     except Exception:  # noqa: BLE001 - a bad backend name: the command says so
         job = None
     try:
@@ -131,6 +430,13 @@ def cost_distance_command(args):
         _seconds["imports"] = time.perf_counter() - t0
         return command(args)
     finally:
+        if "age" in options:  # measurements: the process's age when the command returns
+            import sys
+            print(f"terrain: process age at the command's return {_process_age():.3f} s",
+                  file=sys.stderr)
+        if reader is not None:  # the run may have ended before its solve took the read
+            reader.join()
+            _early.clear()
         if job is not None:
             job.join()
             _jobs.remove(job)

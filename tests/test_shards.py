@@ -100,3 +100,39 @@ def test_unusual_layouts_go_through_zarr(tmp_path):
     write_windows(tmp_path / "u.zarr", {"gz": np.arange(100, dtype=np.int32).reshape(10, 10)},
                   [(0, 10, 0, 10)])
     assert int(gz[9, 9]) == 99
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+@pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("float32", np.nan),
+                                         ("int32", -1), ("uint8", 255)])
+def test_layout_from_zarr_json_alone_reads_zarrs_layers(tmp_path, codec, dtype, fill):
+    """``read_layout`` (the array's zarr.json, no zarr) describes what ``fast_layout`` (zarr's
+    metadata) does, and ``read_array`` gives zarr's values, absent chunks and shards as the
+    fill value."""
+    from terrain.tiles._shards import read_array, read_layout
+    v = _values(dtype, fill)
+    arr = _layer(tmp_path / "a.zarr", "x", dtype, fill, CODECS[codec])
+    arr[:, :] = v
+    ours, theirs = read_layout(tmp_path / "a.zarr" / "x"), fast_layout(arr)
+    assert ours is not None and theirs is not None
+    for name in ("shape", "shard", "inner", "dtype", "per_shard"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    np.testing.assert_array_equal(ours.fill, theirs.fill)
+    assert (ours.codec is None) == (theirs.codec is None)
+    assert [ours.file(i, j) for i in range(3) for j in range(3)] == [
+        theirs.file(i, j) for i in range(3) for j in range(3)]
+    for workers in (1, 3):
+        np.testing.assert_array_equal(read_array(ours, workers), np.asarray(arr[:, :]))
+
+
+def test_layout_from_zarr_json_refuses_what_it_does_not_know(tmp_path):
+    from terrain.tiles._shards import read_layout
+    g = zarr.open_group(str(tmp_path / "u.zarr"), mode="w", zarr_format=3)
+    g.create_array("plain", shape=(10, 10), chunks=(5, 5), dtype="int32", fill_value=-1)
+    g.create_array("gz", shape=(10, 10), chunks=(5, 5), shards=(10, 10), dtype="int32",
+                   fill_value=-1, compressors=(zarr.codecs.GzipCodec(),))
+    g.create_array("cube", shape=(4, 10, 10), chunks=(1, 5, 5), shards=(1, 10, 10),
+                   dtype="int32", fill_value=-1)
+    for name in ("plain", "gz", "cube", "missing"):
+        assert read_layout(tmp_path / "u.zarr" / name) is None, name
+    assert read_layout(tmp_path / "u.zarr") is None  # a group

@@ -39,7 +39,7 @@ import os
 import numpy as np
 import zarr
 
-from ..tiles._shards import fast_layout, read_shard, shard_grid, write_shard
+from ..tiles._shards import fast_layout, read_array, write_shard
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
@@ -172,12 +172,7 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     workers = max(1, min(workers or os.cpu_count() or 1, len(windows)))
     layout = fast_layout(arr)
     if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
-        out = np.empty((rows, cols), layout.dtype)
-        shards = [(si, sj) for si in range(shard_grid(layout)[0])
-                  for sj in range(shard_grid(layout)[1])]
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda s: read_shard(layout, s[0], s[1], out), shards))
-        return out
+        return read_array(layout, workers)
     out = np.empty((rows, cols), dtype or arr.dtype)
     try:
         asyncio.get_running_loop()

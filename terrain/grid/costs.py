@@ -41,6 +41,7 @@ Examples
 >>> arc_codes(4).tolist()
 [0, 2, 4, 6]
 >>> lengths = arc_lengths((1.0, 1.0))
+>>> from terrain.grid.costs import arc_cost  # Numba's, made on first use
 >>> float(arc_cost(np.float32(0), np.float32(0), np.float32(1), np.float32(2), 1, 1, lengths))
 2.121320343559643
 """
@@ -48,7 +49,8 @@ Examples
 import math
 import warnings
 
-import numba
+import threading
+
 import numpy as np
 
 from ..errors import InputError
@@ -142,8 +144,7 @@ def check_friction(friction, name="friction raster"):
     return f
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def exp_det(x):
+def _exp_det(x):
     """``exp(x)`` in float64 with the same bits on every backend (see the module docstring)."""
     if x != x:
         return x
@@ -186,8 +187,7 @@ def exp_det_np(x):
     return np.where(np.isnan(x), x, out)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def arc_cost(zu, zv, fu, fv, k, model, lengths):
+def _arc_cost(zu, zv, fu, fv, k, model, lengths):
     """Cost (float64) of arc ``k`` from ``u`` to ``v``; see the module docstring.
 
     ``zu, zv`` are the float32 elevations, ``fu, fv`` the float32 frictions (pass 1 without a
@@ -219,3 +219,23 @@ def arc_costs_np(zu, zv, fu, fv, k, model, lengths):
         s = (zv - zu) / length
         e = exp_det_np(TOBLER_A * np.abs(s + TOBLER_S0))
         return ((length * e) / TOBLER_V0) * fmean
+
+
+#: the Numba-compiled functions (module __getattr__): compiled (or loaded from Numba's cache)
+#: on first use, so that the GPU path of a command never imports Numba
+_JITTED = {"exp_det": _exp_det, "arc_cost": _arc_cost}
+_jit_lock = threading.Lock()
+
+
+def __getattr__(name):
+    """:func:`exp_det` and :func:`arc_cost`, Numba functions made on first access."""
+    if name in _JITTED:
+        with _jit_lock:
+            g = globals()
+            if name not in g:
+                import numba
+                jit = numba.njit(cache=True, nogil=True, inline="always")
+                for key in ("exp_det", "arc_cost"):  # arc_cost calls exp_det by its name
+                    g[key] = jit(_JITTED[key])
+            return g[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["fast_layout", "write_shard", "read_shard"]
+__all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array"]
 
 _MAX = np.uint64(2**64 - 1)
 
@@ -94,6 +94,73 @@ class ShardLayout:
 
     def file(self, si, sj):
         return self.path / self.key((si, sj))
+
+
+def read_layout(array_path):
+    """A :class:`ShardLayout` for *reading* the array stored in the directory ``array_path``
+    (:func:`read_shard`, :func:`read_array`), built from its ``zarr.json`` alone, without
+    importing zarr (0.15-0.2 s), so that a command's start-up can read its DEM while the
+    main thread imports zarr; None where :func:`fast_layout` would not take the array, or
+    where Blosc is not reachable through ctypes (:data:`BLOSC`). The layout holds no
+    Morton order and cannot write."""
+    import json
+    try:
+        path = Path(array_path)
+        meta = json.loads((path / "zarr.json").read_text())
+        if meta.get("zarr_format") != 3 or meta.get("node_type") != "array" or BLOSC is None:
+            return None
+        shape = tuple(int(s) for s in meta["shape"])
+        shard = tuple(int(s) for s in meta["chunk_grid"]["configuration"]["chunk_shape"])
+        if (len(shape) != 2 or meta["chunk_grid"]["name"] != "regular"
+                or meta.get("storage_transformers")):
+            return None
+        dtype = np.dtype(meta["data_type"])  # a name (zarr 3.1 and 3.4 write one for these)
+        codecs = meta["codecs"]
+        if len(codecs) != 1 or codecs[0]["name"] != "sharding_indexed":
+            return None
+        sh = codecs[0]["configuration"]
+        index = sh.get("index_codecs", [])
+        if not (sh.get("index_location", "end") == "end" and len(index) == 2
+                and index[0]["name"] == "bytes"
+                and index[0].get("configuration", {}).get("endian") == "little"
+                and index[1]["name"] == "crc32c"):
+            return None
+        inner_codecs = sh["codecs"]
+        if not inner_codecs or inner_codecs[0]["name"] != "bytes" or (
+                dtype.itemsize > 1
+                and inner_codecs[0].get("configuration", {}).get("endian") != "little"):
+            return None
+        if len(inner_codecs) == 2 and inner_codecs[1]["name"] == "blosc":
+            codec = ("blosc", inner_codecs[1].get("configuration", {}))
+        elif len(inner_codecs) == 1:
+            codec = None
+        else:
+            return None
+        inner = tuple(int(c) for c in sh["chunk_shape"])
+        if any(s % c for s, c in zip(shard, inner)):
+            return None
+        fill = meta["fill_value"]
+        fill = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}.get(fill, fill)
+        if isinstance(fill, str) or dtype.kind not in "fiub":  # hex floats, other types
+            return None
+        enc = meta["chunk_key_encoding"]
+        sep = enc.get("configuration", {}).get("separator")
+        if enc["name"] == "default":
+            sep = "/" if sep is None else sep
+            key = (lambda c: sep.join(["c", *map(str, c)]))
+        elif enc["name"] == "v2":
+            sep = "." if sep is None else sep
+            key = (lambda c: sep.join(map(str, c)))
+        else:
+            return None
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+    layout = ShardLayout.__new__(ShardLayout)
+    layout.path, layout.shape, layout.shard, layout.inner = path, shape, shard, inner
+    layout.dtype, layout.fill, layout.codec = dtype, np.asarray(fill, dtype), codec
+    layout.key, layout.order = key, None
+    layout.per_shard = (shard[0] // inner[0], shard[1] // inner[1])
+    return layout
 
 
 def _name(option):
@@ -336,6 +403,20 @@ def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
 def shard_grid(layout):
     """``(shard rows, shard cols)`` of the array."""
     return (-(-layout.shape[0] // layout.shard[0]), -(-layout.shape[1] // layout.shard[1]))
+
+
+def read_array(layout, workers=None):
+    """The whole array described by ``layout`` as a new NumPy array, its shards read by a
+    pool of ``workers`` threads (default: the CPU count; the reads and the decompression
+    run without the GIL)."""
+    import concurrent.futures
+    out = np.empty(layout.shape, layout.dtype)
+    gr, gc = shard_grid(layout)
+    shards = [(si, sj) for si in range(gr) for sj in range(gc)]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(shards)))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda s: read_shard(layout, s[0], s[1], out), shards))
+    return out
 
 
 __all__ += ["shard_grid"]
