@@ -156,20 +156,27 @@ def parse_gpus(text, visible):
     return list(visible[:n])
 
 
-def gpu_count_backend(gpus, backend, what):
+def gpu_count_backend(gpus, backend, what, scheduler=None):
     """The backend of a run given a GPU count ``gpus`` (``"N"``, ``"all"`` or None): with a
-    count, ``"gpu"`` (a count implies it), after checking that ``backend`` is not the CPU
-    and that CuPy sees enough devices (:func:`parse_gpus`); without, ``backend`` itself.
-    ``what`` starts the error's line (the input, or the batch command).
+    count, ``"gpu"`` (a count implies it), after checking that no ``scheduler`` is given
+    (the count starts its own workers), that ``backend`` is not the CPU and that CuPy sees
+    enough devices (:func:`parse_gpus`); without, ``backend`` itself. ``what`` starts the
+    error's line (the input, or the batch command).
 
     >>> gpu_count_backend(None, "cpu", "dem.tif")
     'cpu'
     >>> gpu_count_backend("2", "cpu", "dem.tif")
     Traceback (most recent call last):
     terrain.errors.InputError: dem.tif: a GPU count needs the gpu backend, not cpu
+    >>> gpu_count_backend("2", "gpu", "dem.tif", scheduler="threads")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    terrain.errors.InputError: dem.tif: GPU workers are started here: scheduler 'threads' ...
     """
     if gpus is None:
         return backend
+    if scheduler is not None:
+        raise InputError(f"{what}: GPU workers are started here: scheduler {scheduler!r} "
+                         "cannot be used with a GPU count")
     if getattr(backend, "name", backend) == "cpu":
         raise InputError(f"{what}: a GPU count needs the gpu backend, not cpu")
     parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
