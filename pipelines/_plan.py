@@ -180,7 +180,8 @@ def _plan_mst(plan, grid, args, inp, out):
     extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
     from .cluster import gpu_count_backend
     gpus = getattr(args, "gpus", None)
-    backend = get_backend(gpu_count_backend(gpus, args.backend, inp)).name
+    backend = get_backend(gpu_count_backend(gpus, args.backend, inp,
+                                            getattr(args, "scheduler", None))).name
     return {"tasks": _task_count(graph),
             "backend": backend + (f", {gpus} GPU workers" if gpus is not None else ""),
             "memory_per_task_bytes": per_task,
@@ -259,7 +260,8 @@ def _plan_cost_distance(plan, grid, args, inp, out):
     connectivity = check_cost_options(args.cost, friction, args.connectivity, args.max_cost,
                                       args.start_cost)
     gpus = getattr(args, "gpus", None)
-    be = get_backend(gpu_count_backend(gpus, args.backend, inp, getattr(args, "scheduler", None)))
+    be = get_backend(gpu_count_backend(gpus, args.backend, inp,
+                                       getattr(args, "scheduler", None)))
     shape, gt, cells = grid["shape"], grid["geotransform"], plan["cells"]
     sources_file = args.sources
     points_file = sources_file is not None and Path(sources_file).suffix.lower() in (

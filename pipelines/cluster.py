@@ -156,6 +156,14 @@ def parse_gpus(text, visible):
     return list(visible[:n])
 
 
+def _refuse_scheduler(scheduler, what=None):
+    """:class:`InputError` when a GPU count comes with a ``scheduler`` (it starts its own
+    workers); ``what`` (the input) starts the line."""
+    if scheduler is not None:
+        raise InputError((f"{what}: " if what else "") + "GPU workers are started here: "
+                         f"scheduler {scheduler!r} cannot be used with a GPU count")
+
+
 def gpu_count_backend(gpus, backend, what, scheduler=None):
     """The backend of a run given a GPU count ``gpus`` (``"N"``, ``"all"`` or None): with a
     count, ``"gpu"`` (a count implies it), after checking that no ``scheduler`` is given
@@ -174,9 +182,7 @@ def gpu_count_backend(gpus, backend, what, scheduler=None):
     """
     if gpus is None:
         return backend
-    if scheduler is not None:
-        raise InputError(f"{what}: GPU workers are started here: scheduler {scheduler!r} "
-                         "cannot be used with a GPU count")
+    _refuse_scheduler(scheduler, what)
     if getattr(backend, "name", backend) == "cpu":
         raise InputError(f"{what}: a GPU count needs the gpu backend, not cpu")
     parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
@@ -288,9 +294,7 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     """
     global _active_client, _active_gpus, _active_per_gpu
     if gpus is not None:
-        if spec is not None:
-            raise InputError(f"GPU workers are started here: scheduler {spec!r} cannot be "
-                             "used with a GPU count")
+        _refuse_scheduler(spec)
         devices = parse_gpus(gpus, visible_gpus())
         per_gpu = workers_per_gpu(os.environ.get("TERRAIN_WORKERS_PER_GPU", "1"))
         with _gpu_cluster(devices, quiet, per_gpu) as client:

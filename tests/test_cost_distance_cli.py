@@ -1,7 +1,6 @@
 """``terrain cost-distance`` and ``terrain path`` end to end: outputs against scipy, bad input."""
 
 import json
-import math
 
 import numpy as np
 import pytest

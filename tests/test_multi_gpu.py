@@ -105,7 +105,11 @@ def test_cli_gpus_errors_are_one_line(tmp_path):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # no device, even on a GPU machine
     for extra, message in ((["--gpus", "2"], "2 GPUs asked for, but CuPy sees none"),
                            (["--gpus", "1", "--backend", "cpu"], "needs the gpu backend"),
-                           (["--gpus", "x", "--backend", "gpu"], None)):
+                           (["--gpus", "x", "--backend", "gpu"], None),
+                           (["--gpus", "1", "--scheduler", "threads"],
+                            "sample.asc: GPU workers are started here"),
+                           (["--gpus", "1", "--scheduler", "threads", "--dry-run"],
+                            "sample.asc: GPU workers are started here")):
         proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "data/sample.asc",
                                "-o", str(tmp_path / "o.zarr"), *extra], capture_output=True,
                               text=True, timeout=60, env=env)
