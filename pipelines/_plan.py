@@ -183,7 +183,8 @@ def _plan_mst(plan, grid, args, inp, out):
     extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
     from .cluster import gpu_count_backend
     gpus = getattr(args, "gpus", None)
-    backend = get_backend(gpu_count_backend(gpus, args.backend, inp)).name
+    backend = get_backend(gpu_count_backend(gpus, args.backend, inp,
+                                            getattr(args, "scheduler", None))).name
     return {"tasks": _task_count(graph),
             "backend": backend + (f", {gpus} GPU workers" if gpus is not None else ""),
             "memory_per_task_bytes": per_task,
@@ -211,13 +212,11 @@ def _result_raw_bytes():
 
 def _tiled_part(spec, backend, threads):
     """The tiled algorithm's geometry, memory and index bytes (module docstring)."""
-    from terrain.grid.sssp_tiled import TiledSpec
     from terrain.tiles.quadtree import QuadtreePlan
 
-    from .cost_distance_tiled import (TOP_CACHE_BYTES, IndexStore, top_cache_bytes_gpu)
-    tspec = TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
-                      spec["cost"], tuple(float(x) for x in spec["cellsize"]),
-                      spec.get("max_height"))
+    from .cost_distance_tiled import (TOP_CACHE_BYTES, IndexStore, solve_spec,
+                                      top_cache_bytes_gpu)
+    tspec = solve_spec(spec)
     group = int(spec["group_side"])
     g = QuadtreePlan.build(tspec.shape, tspec.tile, max(1, group // tspec.tile)).group_level
     index = IndexStore("", tspec, g)  # its geometry only: nothing is opened
@@ -264,10 +263,8 @@ def _plan_cost_distance(plan, grid, args, inp, out):
     connectivity = check_cost_options(args.cost, friction, args.connectivity, args.max_cost,
                                       args.start_cost)
     gpus = getattr(args, "gpus", None)
-    if gpus is not None and getattr(args, "scheduler", None) is not None:
-        raise InputError(f"{inp}: GPU workers are started here: scheduler "
-                         f"{args.scheduler!r} cannot be used with a GPU count")
-    be = get_backend(gpu_count_backend(gpus, args.backend, inp))
+    be = get_backend(gpu_count_backend(gpus, args.backend, inp,
+                                       getattr(args, "scheduler", None)))
     shape, gt, cells = grid["shape"], grid["geotransform"], plan["cells"]
     sources_file = args.sources
     points_file = sources_file is not None and Path(sources_file).suffix.lower() in (
@@ -364,11 +361,8 @@ def _mst_output(inp, args):
 
 def _cost_distance_paths(args):
     """(inputs besides INPUT, outputs besides OUT) of a cost-distance run."""
-    gdir = getattr(args, "geotiff_dir", None)
-    tifs = [Path(gdir) / f"{n}.tif" for n in ("distance", "allocation", "backlink")] \
-        if gdir and Path(gdir).is_dir() else []
-    if gdir and Path(gdir).exists() and not Path(gdir).is_dir():
-        raise InputError(f"{gdir}: exists and is not a directory")
+    from .cost_distance import geotiff_paths
+    tifs = geotiff_paths(getattr(args, "geotiff_dir", None))
     return [args.friction, args.sources, getattr(args, "reuse", None)], tifs
 
 

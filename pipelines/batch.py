@@ -237,7 +237,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
             raise InputError(f"batch {command}: runs on the CPU; a GPU count is for "
                              + " and ".join(GPU_COMMANDS))
         # before the output folder is made
-        gpu_count_backend(gpus, getattr(args, "backend", None), f"batch {command}")
+        gpu_count_backend(gpus, getattr(args, "backend", None), f"batch {command}", scheduler)
     if command in CHECKS:
         CHECKS[command](args)
     files = expand_inputs(specs)

@@ -156,20 +156,33 @@ def parse_gpus(text, visible):
     return list(visible[:n])
 
 
-def gpu_count_backend(gpus, backend, what):
+def _refuse_scheduler(scheduler, what=None):
+    """:class:`InputError` when a GPU count comes with a ``scheduler`` (it starts its own
+    workers); ``what`` (the input) starts the line."""
+    if scheduler is not None:
+        raise InputError((f"{what}: " if what else "") + "GPU workers are started here: "
+                         f"scheduler {scheduler!r} cannot be used with a GPU count")
+
+
+def gpu_count_backend(gpus, backend, what, scheduler=None):
     """The backend of a run given a GPU count ``gpus`` (``"N"``, ``"all"`` or None): with a
-    count, ``"gpu"`` (a count implies it), after checking that ``backend`` is not the CPU
-    and that CuPy sees enough devices (:func:`parse_gpus`); without, ``backend`` itself.
-    ``what`` starts the error's line (the input, or the batch command).
+    count, ``"gpu"`` (a count implies it), after checking that no ``scheduler`` is given
+    (the count starts its own workers), that ``backend`` is not the CPU and that CuPy sees
+    enough devices (:func:`parse_gpus`); without, ``backend`` itself. ``what`` starts the
+    error's line (the input, or the batch command).
 
     >>> gpu_count_backend(None, "cpu", "dem.tif")
     'cpu'
     >>> gpu_count_backend("2", "cpu", "dem.tif")
     Traceback (most recent call last):
     terrain.errors.InputError: dem.tif: a GPU count needs the gpu backend, not cpu
+    >>> gpu_count_backend("2", "gpu", "dem.tif", scheduler="threads")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    terrain.errors.InputError: dem.tif: GPU workers are started here: scheduler 'threads' ...
     """
     if gpus is None:
         return backend
+    _refuse_scheduler(scheduler, what)
     if getattr(backend, "name", backend) == "cpu":
         raise InputError(f"{what}: a GPU count needs the gpu backend, not cpu")
     parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
@@ -283,9 +296,7 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     from terrain._malloc import bound_malloc_arenas
     bound_malloc_arenas()  # before the worker threads start (terrain._malloc says why)
     if gpus is not None:
-        if spec is not None:
-            raise InputError(f"GPU workers are started here: scheduler {spec!r} cannot be "
-                             "used with a GPU count")
+        _refuse_scheduler(spec)
         devices = parse_gpus(gpus, visible_gpus())
         per_gpu = workers_per_gpu(os.environ.get("TERRAIN_WORKERS_PER_GPU", "1"))
         with _gpu_cluster(devices, quiet, per_gpu) as client:

@@ -80,7 +80,10 @@ __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_
            "choose_algorithm", "default_output", "resolve_sources", "LAYERS",
            "pin_to_gpu_workers", "input_fingerprint", "reusable_kind", "check_incore_reuse",
            "reuse_attributes", "incore_bytes", "check_cost_options",
-           "in_process_applies", "run_in_process"]
+           "in_process_applies", "run_in_process", "geotiff_paths", "GEOTIFF_LAYERS"]
+
+# the layers --geotiff-dir writes, one GeoTIFF each
+GEOTIFF_LAYERS = ("distance", "allocation", "backlink")
 
 
 def default_output(input_path):
@@ -517,27 +520,15 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     """
     t_start = time.perf_counter()
     if gpus is not None:
-        if scheduler is not None:
-            raise InputError(f"{input_path}: GPU workers are started here: scheduler "
-                             f"{scheduler!r} cannot be used with a GPU count")
         from .cluster import gpu_count_backend  # here: an in-core run needs no Dask
-        backend = gpu_count_backend(gpus, backend, input_path)
+        backend = gpu_count_backend(gpus, backend, input_path, scheduler)
     be = get_backend(backend)
-    model = cost_model_code(cost)
-    connectivity = int(arc_codes(connectivity).size)
-    if max_cost is not None and not float(max_cost) > 0:
-        raise InputError(f"max cost {max_cost}: must be > 0")
-    if model == 1 and friction is None:
-        raise InputError("cost model 'friction' needs a friction raster")
+    connectivity = check_cost_options(cost, friction, connectivity, max_cost, start_cost)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
     check_output_free(out, overwrite)
-    if geotiff_dir:
-        if Path(geotiff_dir).exists() and not Path(geotiff_dir).is_dir():
-            raise InputError(f"{geotiff_dir}: exists and is not a directory")
-        if Path(geotiff_dir).is_dir():  # else created when the GeoTIFFs are written
-            for name in LAYERS:
-                check_output_free(Path(geotiff_dir) / f"{name}.tif", overwrite)
+    for tif in geotiff_paths(geotiff_dir):
+        check_output_free(tif, overwrite)
     if is_store(inp):
         store = open_store(inp)
         shape, tile = store.shape, store.tile
@@ -557,8 +548,6 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         costs = None
     else:
         costs = np.broadcast_to(np.asarray(start_cost, np.float64), (len(srcs),)).copy()
-        if not (np.all(np.isfinite(costs)) and np.all(costs >= 0)):
-            raise InputError(f"start cost {start_cost}: must be finite and >= 0")
     if friction is not None:
         _check_friction_grid(friction, shape, gt)
     reuse_kind = None if reuse is None else reusable_kind(reuse)
@@ -829,6 +818,22 @@ def check_incore_reuse(path, spec, inp, friction, geotransform):
             "store_attrs": dict(group.attrs), "reused": reused}
 
 
+def geotiff_paths(directory):
+    """The files :func:`write_geotiffs` would write into ``directory`` that it must not find
+    there: none when it does not exist yet (it is made then) or is not given;
+    :class:`InputError` when it is not a directory.
+
+    >>> [p.name for p in geotiff_paths(".")]
+    ['distance.tif', 'allocation.tif', 'backlink.tif']
+    """
+    if not directory:
+        return []
+    folder = Path(directory)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{directory}: exists and is not a directory")
+    return [folder / f"{name}.tif" for name in GEOTIFF_LAYERS] if folder.is_dir() else []
+
+
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
     GeoTIFFs ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiff`: overviews, nodata,
@@ -842,7 +847,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in ("distance", "allocation", "backlink"):
+    for name in GEOTIFF_LAYERS:
         _, fill, _ = LAYERS[name]
         a = attrs[name]
         tags = {"units": a["units"]}

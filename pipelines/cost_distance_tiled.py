@@ -76,7 +76,7 @@ from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 from .quadtree import delayed_call
 
 __all__ = ["StoreReader", "IndexStore", "build_tiled_graph", "build_cost_distance_tiled",
-           "tiled_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
+           "tiled_spec", "solve_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
            "GROUP_SIDE", "spread_over_workers", "GROUP_STAGES", "gpu_sizing"]
 
 INDEX_GROUP = "sssp_index"
@@ -380,6 +380,20 @@ def index_spec(spec):
             "connectivity": int(spec["connectivity"]),
             "cellsize": [float(x) for x in spec["cellsize"]], "tile": int(spec["tile_sssp"]),
             "group": int(spec["group_side"])}
+
+
+def solve_spec(spec):
+    """The :class:`~terrain.grid.sssp_tiled.TiledSpec` of a command's ``spec`` (its
+    ``shape, tile_sssp, connectivity, cost, cellsize`` and ``max_height``, if any);
+    :class:`InputError` where one is off.
+
+    >>> solve_spec({"shape": [10, 20], "tile_sssp": 8, "connectivity": 8, "cost": "absdiff",
+    ...             "cellsize": [1, 1]}).tiles_shape
+    (2, 3)
+    """
+    return TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
+                     spec["cost"], tuple(float(x) for x in spec["cellsize"]),
+                     spec.get("max_height"))
 
 
 def check_reuse_store(path, spec):
@@ -711,9 +725,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     if cache_bytes is None:
         cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
     cache_bytes = int(cache_bytes)
-    tspec = TiledSpec(tuple(spec["shape"]), int(spec["tile_sssp"]), int(spec["connectivity"]),
-                      spec["cost"], tuple(float(x) for x in spec["cellsize"]),
-                      spec.get("max_height"))
+    tspec = solve_spec(spec)
     group_tiles = max(1, int(spec["group_side"]) // tspec.tile)
     plan = QuadtreePlan.build(tspec.shape, tspec.tile, group_tiles)
     g = plan.group_level
@@ -810,8 +822,7 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, 
     spec["shard_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
     spec["group_side"] = min(spec["shard_side"], GROUP_SIDE)
     sizing = {"by": "cpu", "group_side": spec["group_side"]}
-    TiledSpec(tuple(spec["shape"]), spec["tile_sssp"], int(spec["connectivity"]), spec["cost"],
-              tuple(float(x) for x in spec["cellsize"]), spec["max_height"])
+    solve_spec(spec)  # checks the values before any sizing
     if reuse is not None and isinstance(stored.get("group"), int):
         spec["group_side"] = stored["group"]
         sizing = {"by": "reused store", "group_side": spec["group_side"]}
@@ -894,8 +905,7 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None,
     dev_threads, free = _device_facts(backend) if device is None else device
     threads = int(threads or os.cpu_count() or 1)
     T = int(spec["tile_sssp"])
-    tspec = TiledSpec(tuple(spec["shape"]), T, int(spec["connectivity"]), spec["cost"],
-                      tuple(float(x) for x in spec["cellsize"]), spec.get("max_height"))
+    tspec = solve_spec(spec)
     B = IndexStore("", tspec, 0).bpad(0)
     per_tile = B * (T * T * 16 + 2 * tt_capacity(T * T) * 20)  # labels + tree a thread
 

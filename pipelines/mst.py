@@ -578,7 +578,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     >>> run_mst("data/sample.asc", "sample.mst.zarr", scheduler="threads")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
-    backend = gpu_count_backend(gpus, backend, input_path)
+    backend = gpu_count_backend(gpus, backend, input_path, scheduler)
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)

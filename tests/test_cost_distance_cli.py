@@ -1,7 +1,6 @@
 """``terrain cost-distance`` and ``terrain path`` end to end: outputs against scipy, bad input."""
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -140,7 +139,8 @@ def test_geojson_and_raster_sources_and_max_cost(dem, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["nodata", "outside", "cell-outside", "shape", "georef",
-                                  "negative", "max-cost", "no-friction", "exists"])
+                                  "negative", "max-cost", "no-friction", "exists",
+                                  "geotiff-file", "geotiff-exists"])
 def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     z, path = dem
     out = tmp_path / "bad.zarr"
@@ -168,11 +168,26 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
         args += ["--cost", "friction"]
     elif case == "exists":
         out.mkdir()
+    elif case == "geotiff-file":  # --geotiff-dir names a file
+        (tmp_path / "tif").write_text("x")
+        args += ["--geotiff-dir", tmp_path / "tif"]
+    elif case == "geotiff-exists":  # one of the GeoTIFFs is there already
+        (tmp_path / "tif").mkdir()
+        (tmp_path / "tif" / "allocation.tif").write_text("x")
+        args += ["--geotiff-dir", tmp_path / "tif"]
     rc, so, se = run_cli("cost-distance", path, *args, "-o", out)
     assert rc == 2
     lines = se.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("terrain: "), se
     assert "Traceback" not in se
+    if case.startswith("geotiff"):  # the run and its dry run refuse alike
+        want = ("tif: exists and is not a directory" if case == "geotiff-file"
+                else "allocation.tif")
+        assert want in lines[0], se
+        rc, so, dry = run_cli("cost-distance", path, *args, "-o", out, "--dry-run")
+        assert rc == 2 and dry == se, dry
+        assert (tmp_path / "tif").is_file() or [p.name for p in (tmp_path / "tif").iterdir()] \
+            == ["allocation.tif"]
     if case == "exists":
         assert list(out.iterdir()) == []
     else:

@@ -123,7 +123,9 @@ def test_gpus_errors_are_one_line_and_write_nothing(tmp_path, dem):
             (["cost-distance", path, "--gpus", "two"], "not a number nor 'all'"),
             (["batch", "cost-distance", path, "--gpus", "1"], "CuPy sees none"),
             (["batch", "cost-distance", path, "--gpus", "1", "--backend", "cpu"],
-             "batch cost-distance: a GPU count needs the gpu backend")):
+             "batch cost-distance: a GPU count needs the gpu backend"),
+            (["batch", "cost-distance", path, "--gpus", "1", "--scheduler", "threads"],
+             "batch cost-distance: GPU workers are started here")):
         out = tmp_path / "out"
         proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv),
                                "--source-cell", "3,4", "-o", str(out)],

@@ -66,27 +66,37 @@ def test_changes_reach_only_their_shards(tmp_path):
     assert _changes_by_shard(tmp_path, spec, (0, 32, 0, 64), ch)[0][0] == (0, 32, 0, 64)
 
 
+def small_shards_case(tmp_path, monkeypatch, seed, nodata_seed):
+    """An MST job on small shards: a random DEM (150 x 111, 10 % nodata, from the two
+    seeds) in ``tmp_path/in.zarr`` with tiles of 8 and shards of 32 cells a side, its
+    :class:`~terrain.grid.mst.MSTSpec`, an empty output group ``tmp_path/out.zarr`` and the
+    georeference the pipeline takes: ``(z, store, spec, out, geo)``."""
+    import terrain.tiles.store as store_mod
+    from terrain.grid.mst import MSTSpec
+    from test_mst import dem
+
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    z = dem("random", (150, 111), seed=seed)
+    z[np.random.default_rng(nodata_seed).random(z.shape) < 0.1] = np.nan
+    store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 8)
+    for (r0, r1, c0, c1) in store.shard_windows():
+        store.elevation[r0:r1, c0:c1] = z[r0:r1, c0:c1]
+    out = tmp_path / "out.zarr"
+    zarr.open_group(store=str(out), mode="w-", zarr_format=3)
+    geo = {"geotransform": list(store.geotransform), "crs": None, "source": "in.zarr"}
+    return z, store, MSTSpec(z.shape, 8, 8, "max", (1.0, 1.0)), out, geo
+
+
 @pytest.mark.parametrize("group_shards", [1, 2])
 def test_groups_of_several_shards_give_the_reference_forest(tmp_path, monkeypatch,
                                                             group_shards):
     # on the CPU a group is normally one shard; groups of 2 x 2 shards (as the GPU's
     # super-tiles are) make write tasks that read and write only their changed shards
-    import terrain.tiles.store as store_mod
     from pipelines.cluster import compute, open_scheduler
     from pipelines.mst import build_mst_graph
-    from terrain.grid.mst import MSTSpec
-    from test_mst import dem, mask_ids, ref_kruskal
+    from test_mst import mask_ids, ref_kruskal
 
-    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
-    z = dem("random", (150, 111), seed=5)
-    z[np.random.default_rng(3).random(z.shape) < 0.1] = np.nan
-    store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 8)
-    for (r0, r1, c0, c1) in store.shard_windows():
-        store.elevation[r0:r1, c0:c1] = z[r0:r1, c0:c1]
-    spec = MSTSpec(z.shape, 8, 8, "max", (1.0, 1.0))
-    out = tmp_path / "out.zarr"
-    zarr.open_group(store=str(out), mode="w-", zarr_format=3)
-    geo = {"geotransform": list(store.geotransform), "crs": None, "source": "in.zarr"}
+    z, store, spec, out, geo = small_shards_case(tmp_path, monkeypatch, 5, 3)
     with open_scheduler("threads", quiet=True):
         graph = build_mst_graph(tmp_path / "in.zarr", out, spec,
                                 store.tiles_per_shard * group_shards, "cpu", geo=geo)

@@ -105,7 +105,11 @@ def test_cli_gpus_errors_are_one_line(tmp_path):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # no device, even on a GPU machine
     for extra, message in ((["--gpus", "2"], "2 GPUs asked for, but CuPy sees none"),
                            (["--gpus", "1", "--backend", "cpu"], "needs the gpu backend"),
-                           (["--gpus", "x", "--backend", "gpu"], None)):
+                           (["--gpus", "x", "--backend", "gpu"], None),
+                           (["--gpus", "1", "--scheduler", "threads"],
+                            "sample.asc: GPU workers are started here"),
+                           (["--gpus", "1", "--scheduler", "threads", "--dry-run"],
+                            "sample.asc: GPU workers are started here")):
         proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "data/sample.asc",
                                "-o", str(tmp_path / "o.zarr"), *extra], capture_output=True,
                               text=True, timeout=60, env=env)
@@ -125,30 +129,20 @@ def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch, per_gp
     # CUDA_VISIBLE_DEVICES, the shards pinned to them in Z order
     from distributed import get_task_stream
 
-    import terrain.tiles.store as store_mod
     from pipelines.cluster import active_gpu_workers, compute
     from pipelines.mst import build_mst_graph
-    from terrain.grid.mst import MSTSpec
-    from test_mst import dem, mask_ids, ref_kruskal
+    from test_mst import mask_ids, ref_kruskal
+    from test_mst_shards import small_shards_case
 
-    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
     monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
     monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", str(per_gpu))
-    z = dem("random", (150, 111), seed=3)
-    z[np.random.default_rng(2).random(z.shape) < 0.1] = np.nan
-    store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 8)
-    for (r0, r1, c0, c1) in store.shard_windows():
-        store.elevation[r0:r1, c0:c1] = z[r0:r1, c0:c1]
-    spec = MSTSpec(z.shape, 8, 8, "max", (1.0, 1.0))
-    out = tmp_path / "out.zarr"
-    zarr.open_group(store=str(out), mode="w-", zarr_format=3)
+    z, store, spec, out, geo = small_shards_case(tmp_path, monkeypatch, 3, 2)
     with open_scheduler(gpus="2", quiet=True) as client:
         workers = active_gpu_workers()
         devices = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
         names = {i["name"]: a for a, i in client.scheduler_info()["workers"].items()}
         assert workers == [names[f"gpu-{i}"] for i in range(2 * per_gpu)]
         assert [devices[w] for w in workers] == ["0"] * per_gpu + ["1"] * per_gpu
-        geo = {"geotransform": list(store.geotransform), "crs": None, "source": "in.zarr"}
         graph = build_mst_graph(tmp_path / "in.zarr", out, spec, store.tiles_per_shard, "cpu",
                                 geo=geo, workers=workers)
         with get_task_stream(client) as ts:

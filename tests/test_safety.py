@@ -97,7 +97,7 @@ REFUSED = {
     "gzip_corrupt_graph_ingest": (["graph-ingest", "bad.txt.gz", "-o", "c.zarr", *SYNC],
                                   "bad.txt.gz: cannot read (Error -3 while decompressing"),
     "tile_too_big": (["ingest", "good.asc", "-o", "o.zarr", "--tile", "1048576", *SYNC],
-                     "--tile: 1048576 is above 4096"),
+                     "tile 1048576 is above 4096"),
     "header_bigger_than_file": (["ingest", "huge.asc", "-o", "o.zarr", *SYNC],
                                 "huge.asc:2: header claims 1000000000 x 1000000000"),
 }

@@ -63,6 +63,17 @@ def int_dem(rng, shape, hi=20, nan_frac=0.0):
     return z
 
 
+def float_case(seed, shape, middle):
+    """Float elevations in [0, 30) with 3 % nodata, frictions in [1, 2), and three sources:
+    the first valid cell, the one at ``1 / middle`` of them, the last."""
+    rng = np.random.default_rng(seed)
+    z = (rng.random(shape) * 30).astype(np.float32)
+    z[rng.random(z.shape) < 0.03] = np.nan
+    f = (1 + rng.random(z.shape)).astype(np.float32)
+    ok = np.argwhere(~np.isnan(z))
+    return z, f, ok[[0, len(ok) // middle, len(ok) - 1]]
+
+
 def check_exact(z, sources, tile, connectivity=8, max_height=None, start=None, f=None,
                 model_name="absdiff"):
     f1 = np.ones_like(z) if f is None else f
@@ -385,12 +396,7 @@ def test_bad_input():
                                                           (64, 8, "friction")])
 def test_gpu_identical(tile, connectivity, model_name):
     from backends import assert_backends_identical
-    rng = np.random.default_rng(13)
-    z = (rng.random((150, 133)) * 30).astype(np.float32)
-    z[rng.random(z.shape) < 0.03] = np.nan
-    f = (1 + rng.random(z.shape)).astype(np.float32)
-    ok = np.argwhere(~np.isnan(z))
-    sources = ok[[0, len(ok) // 2, len(ok) - 1]]
+    z, f, sources = float_case(13, (150, 133), middle=2)
 
     def run(backend):
         r = tiled_sssp(z, sources, cost=model_name, friction=f, connectivity=connectivity,
@@ -408,12 +414,7 @@ def test_gpu_hierarchy_identical(tile, connectivity, model_name):
     """The node merges inside a group (``nodes_boundary``: ``graphs_pairs`` on the GPU) give
     the CPU's matrices bit for bit, and so the same labels."""
     from backends import assert_backends_identical
-    rng = np.random.default_rng(21)
-    z = (rng.random((70, 61)) * 30).astype(np.float32)
-    z[rng.random(z.shape) < 0.03] = np.nan
-    f = (1 + rng.random(z.shape)).astype(np.float32)
-    ok = np.argwhere(~np.isnan(z))
-    sources = ok[[0, len(ok) // 3, len(ok) - 1]]
+    z, f, sources = float_case(21, (70, 61), middle=3)
 
     def run(backend):
         r = tiled_sssp(z, sources, cost=model_name, friction=f, connectivity=connectivity,

@@ -60,7 +60,7 @@ DCOL = np.array([d[1] for d in DIRECTIONS], dtype=np.int64)
 def weight_model_code(weight):
     """Integer code (0..3) of a weight model name; :class:`InputError` for an unknown one."""
     if weight not in WEIGHT_MODELS:
-        raise InputError(f"--weight: unknown weight model {weight!r} "
+        raise InputError(f"unknown weight model {weight!r} "
                          f"(choose from {', '.join(WEIGHT_MODELS)})")
     return WEIGHT_MODELS.index(weight)
 
@@ -72,7 +72,7 @@ def check_connectivity(connectivity):
     except (TypeError, ValueError):
         c = None
     if c not in CONNECTIVITIES:
-        raise InputError(f"--connectivity: {connectivity!r} is not 4 or 8")
+        raise InputError(f"connectivity {connectivity!r} is not 4 or 8")
     return c
 
 

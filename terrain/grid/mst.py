@@ -40,8 +40,8 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
-from ..tiles.quadtree import QuadtreePlan, node_window, walk_down, walk_up
-from ..tiles.store import TileStore, check_tile_size, is_store, open_store, quadtree_levels
+from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
+from ..tiles.store import TileStore, check_tile_size, is_store, open_store
 from ._boruvka import MAX_TILE, boruvka_tiles
 from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
@@ -62,7 +62,7 @@ SUPER_TILE_HOST_BYTES_PER_CELL = 10
 
 
 @dataclass(frozen=True)
-class MSTSpec:
+class MSTSpec(TiledGrid):
     """What is computed: grid shape, tile side, connectivity, weight model and cell size."""
 
     shape: tuple
@@ -84,18 +84,6 @@ class MSTSpec:
     @property
     def hlen(self):
         return horizontal_lengths(self.cellsize)
-
-    @property
-    def tiles_shape(self):
-        return (-(-self.shape[0] // self.tile), -(-self.shape[1] // self.tile))
-
-    @property
-    def levels(self):
-        return quadtree_levels(*self.tiles_shape)
-
-    def window(self, level, i, j):
-        """Block of quadtree node ``(level, i, j)``, clipped to the grid."""
-        return node_window(self.shape, self.tile, level, i, j)
 
     def plan(self, group_tiles):
         """The :class:`terrain.tiles.quadtree.QuadtreePlan` with ``group_tiles`` tiles a side

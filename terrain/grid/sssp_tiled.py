@@ -73,13 +73,13 @@ from numba import njit, prange
 
 from ..backend import get_backend
 from ..errors import InputError
-from ..tiles.store import check_tile_size, quadtree_levels
+from ..tiles.store import check_tile_size
 from ._tournament import (INT_INF, key_less, tt_alloc, tt_capacity, tt_lower, tt_new,
                           tt_pop, tt_seed)
-from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_costs_np, arc_lengths,
+from .costs import (ARC_DC, ARC_DR, arc_codes, arc_cost, arc_lengths,
                     check_friction, cost_model_code)
 from .sssp import SSSPResult, check_sources
-from ..tiles.quadtree import QuadtreePlan, walk_down, walk_up
+from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
            "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge",
@@ -100,7 +100,7 @@ _INF = np.inf
 # --------------------------------------------------------------------------- spec and windows
 
 @dataclass(frozen=True)
-class TiledSpec:
+class TiledSpec(TiledGrid):
     """What is computed: grid shape, tile side, connectivity, cost model, cell size, height cap.
 
     Examples
@@ -143,26 +143,12 @@ class TiledSpec:
         return 2 if int(self.connectivity) == 16 else 1
 
     @property
-    def tiles_shape(self):
-        return (-(-self.shape[0] // self.tile), -(-self.shape[1] // self.tile))
-
-    @property
-    def levels(self):
-        return quadtree_levels(*self.tiles_shape)
-
-    @property
     def height(self):
         """Highest level that gets boundary matrices (the cap, at most the root's level)."""
         top = self.levels - 1
         if self.max_height is None:
             return min(top, default_max_height(self.tiles_shape, tile=self.tile))
         return min(top, int(self.max_height))
-
-    def window(self, level, i, j):
-        """Block of quadtree node ``(level, i, j)`` (level 0 = tile), clipped to the grid."""
-        side = self.tile << level
-        return (i * side, min((i + 1) * side, self.shape[0]),
-                j * side, min((j + 1) * side, self.shape[1]))
 
 
 def default_max_height(tiles_shape, max_top_nodes=16384, tile=None, max_top_cells=1 << 21):
@@ -821,14 +807,26 @@ class _ChildGraph:
         return order[np.searchsorted(self.ids, ids, sorter=order)]
 
 
-def _child_graph(spec, children):
-    """The child-boundary graph of ``children`` (NodeBoundary or None)."""
+def _nonempty(nodes):
+    """``(kids, slots, sizes)``: the non-empty ones of ``nodes`` (NodeBoundary or None), in
+    order, their positions in ``nodes`` and their sizes (int64)."""
     kids, slots = [], []
-    for s, c in enumerate(children):
+    for s, c in enumerate(nodes):
         if c is not None and c.size:
             kids.append(c)
             slots.append(s)
-    sizes = np.array([c.size for c in kids], np.int64)
+    return kids, slots, np.array([c.size for c in kids], np.int64)
+
+
+def _cells(kids):
+    """``(ids, z, f)`` of the boundary cells of ``kids`` (non-empty), concatenated."""
+    return (np.concatenate([c.ids for c in kids]), np.concatenate([c.z for c in kids]),
+            np.concatenate([c.f for c in kids]))
+
+
+def _child_graph(spec, children):
+    """The child-boundary graph of ``children`` (NodeBoundary or None)."""
+    kids, slots, sizes = _nonempty(children)
     coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     moff = np.concatenate([[0], np.cumsum(sizes * sizes)]).astype(np.int64)
     V = int(coff[-1])
@@ -837,14 +835,10 @@ def _child_graph(spec, children):
         return _ChildGraph([], [], z0, np.zeros(0, np.float32), np.zeros(0, np.float32), z0,
                            coff, sizes, moff, np.zeros(0), np.zeros(0, np.int32),
                            np.zeros(1, np.int64), z0, np.zeros(0))
-    ids = np.concatenate([c.ids for c in kids]) if kids else np.zeros(0, np.int64)
-    z = np.concatenate([c.z for c in kids]) if kids else np.zeros(0, np.float32)
-    f = np.concatenate([c.f for c in kids]) if kids else np.zeros(0, np.float32)
+    ids, z, f = _cells(kids)
     vchild = np.repeat(np.arange(len(kids), dtype=np.int64), sizes)
-    mat_d = (np.concatenate([c.dist.reshape(-1) for c in kids]) if kids
-             else np.zeros(0, np.float64))
-    mat_h = (np.concatenate([c.hops.reshape(-1) for c in kids]) if kids
-             else np.zeros(0, np.int32))
+    mat_d = np.concatenate([c.dist.reshape(-1) for c in kids])
+    mat_h = np.concatenate([c.hops.reshape(-1) for c in kids])
     cptr, cdst, cw = _graph_arcs(spec, ids, z, f, vchild)
     return _ChildGraph(kids, slots, ids, z, f, vchild, coff, sizes, moff, mat_d, mat_h,
                        cptr, cdst, cw)
@@ -1214,12 +1208,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
         slots = np.nonzero(tops.size > 0)[0]
         sizes = tops.size[slots].astype(np.int64)
     else:
-        kids, slots = [], []
-        for s, c in enumerate(tops):
-            if c is not None and c.size:
-                kids.append(c)
-                slots.append(s)
-        sizes = np.array([c.size for c in kids], np.int64)
+        kids, slots, sizes = _nonempty(tops)
     coff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     V = int(coff[-1])
     ld = np.full(V, _INF)
@@ -1240,9 +1229,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
                     for slot, lab in tops_labels.items()
                     if lab is not None and tops.size[slot]]
     else:
-        ids = np.concatenate([c.ids for c in kids])
-        z = np.concatenate([c.z for c in kids])
-        f = np.concatenate([c.f for c in kids])
+        ids, z, f = _cells(kids)
         labelled = [(kid_pos, tops_labels[slot]) for kid_pos, slot in enumerate(slots)
                     if tops_labels[slot] is not None]
     vchild = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from .store import quadtree_levels
 
-__all__ = ["QuadtreePlan", "node_window", "walk_up", "walk_down", "call_now"]
+__all__ = ["QuadtreePlan", "TiledGrid", "node_window", "walk_up", "walk_down", "call_now"]
 
 
 def node_window(shape, tile, level, i, j):
@@ -63,6 +63,35 @@ def node_window(shape, tile, level, i, j):
     """
     side = int(tile) << int(level)
     return (i * side, min((i + 1) * side, shape[0]), j * side, min((j + 1) * side, shape[1]))
+
+
+class TiledGrid:
+    """Tile count, quadtree levels and node windows of an object with ``shape`` and ``tile``
+    (the tiled algorithms' specs, :class:`terrain.grid.mst.MSTSpec` and
+    :class:`terrain.grid.sssp_tiled.TiledSpec`, inherit them).
+
+    >>> class Grid(TiledGrid):
+    ...     shape, tile = (5, 7), 2
+    >>> Grid().tiles_shape, Grid().levels, Grid().window(1, 1, 1)
+    ((3, 4), 3, (4, 5, 4, 7))
+    """
+
+    __slots__ = ()
+
+    @property
+    def tiles_shape(self):
+        """``(rows, cols)`` of tiles (the last ones clipped to the grid)."""
+        return (-(-self.shape[0] // self.tile), -(-self.shape[1] // self.tile))
+
+    @property
+    def levels(self):
+        """Quadtree levels over the tiles, root included."""
+        return quadtree_levels(*self.tiles_shape)
+
+    def window(self, level, i, j):
+        """Block ``(r0, r1, c0, c1)`` of quadtree node ``(level, i, j)`` (level 0 = tile),
+        clipped to the grid."""
+        return node_window(self.shape, self.tile, level, i, j)
 
 
 @dataclass

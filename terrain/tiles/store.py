@@ -49,13 +49,13 @@ def check_tile_size(tile, limit=TILE_LIMIT, why=None):
     try:
         t = int(tile)
     except (TypeError, ValueError):
-        raise InputError(f"--tile: {tile!r} is not an integer") from None
+        raise InputError(f"tile {tile!r} is not an integer") from None
     if t < 2 or t & (t - 1):
-        raise InputError(f"--tile: {tile} is not a power of two >= 2")
+        raise InputError(f"tile {tile} is not a power of two >= 2")
     if t > limit:
         why = why or (f"a task holds whole tiles in memory (one of {t} x {t} float32 cells is "
                       f"{4 * t * t / 2**30:,.0f} GiB)")
-        raise InputError(f"--tile: {t} is above {limit}: {why}")
+        raise InputError(f"tile {t} is above {limit}: {why}")
     return t
 
 
