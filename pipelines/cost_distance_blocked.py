@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import write_windows
 from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
@@ -409,7 +410,8 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     maxes = [f["max"] for f in fills if f["max"] is not None]
     summary = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     summary.update({
-        "rows": shape[0], "cols": shape[1], "backend": "cpu", "device": "cpu",
+        "rows": shape[0], "cols": shape[1], "backend": "cpu",
+        "device": get_backend("cpu").device_name(),
         "block": side, "blocks": int(np.prod(plan.blocks)), "batch": batch,
         "cache_bytes": None if cache is None else cache.nbytes,
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,

@@ -16,3 +16,8 @@ from .sssp import SSSPResult, grid_sssp, labels_from_distance  # noqa: E402
 
 __all__ += ["COST_MODELS", "arc_codes", "arc_lengths", "grid_sssp", "labels_from_distance",
             "SSSPResult"]
+
+# the blocked (out-of-core, CPU) algorithm's in-memory driver: the in-core bits
+from .sssp_blocked import blocked_sssp  # noqa: E402
+
+__all__ += ["blocked_sssp"]
