@@ -38,9 +38,7 @@ Two stages, because labels are canonical (docs/cost-distance.md):
    with the halo seeds' spread as start costs), else the heap.
 2. labels: with the distances final, ``(allocation, hops)`` is the least fixed point of the
    tight-arc propagation, which is monotone: the same rounds with the kernel in its
-   ``fixed`` mode (tight arcs only; as :func:`terrain.grid.sssp.labels_from_distance`), or,
-   where every arc costs more than 0, one sweep over the window's cells in increasing
-   distance (:func:`labels_sweep_cpu`: tight predecessors come first; no queue).
+   ``fixed`` mode (tight arcs only; as :func:`terrain.grid.sssp.labels_from_distance`).
 
 A last pass per block computes backlinks from the final labels of the block and its halo
 (:func:`terrain.grid.sssp.backlinks_cpu`): distance, allocation and backlink equal the
@@ -66,12 +64,11 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
-from .costs import ARC_DC, ARC_DR, arc_cost, arc_costs_np
+from .costs import ARC_DC, ARC_DR, arc_costs_np
 from .sssp import (SSSPResult, _check_max_cost, _prepare, backlinks_cpu, bucket_plan,
                    check_sources, sssp_buckets_cpu, sssp_cpu)
 
@@ -330,22 +327,16 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
     fk = fp if fp is not None else np.ones(1, np.float32)
     offs = _offsets(W)
     plan = None
-    if spec.model != 0 and seeds.size:
+    if stage == 1 and spec.model != 0 and seeds.size:
         # the window as the in-core kernels' padded grid (a frame of 2) for the plan's bounds
-        # (a plan exists only where every arc costs more than 0)
         inner2 = (slice(HALO, H - HALO), slice(HALO, W - HALO))
         plan = bucket_plan(zp.reshape(H, W)[inner2], None if fp is None else
                            fp.reshape(H, W)[inner2], spec.model, spec.codes, spec.lengths,
                            seed_d, zp, offs)
-    if plan is not None and stage == 1:
+    if plan is not None:
         settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
                                    spec.codes, dist, label, seeds, seed_d, seed_l, limit,
                                    *plan, np.empty(H * W, np.uint8))
-    elif plan is not None:
-        cells = np.flatnonzero(np.isfinite(dist))
-        order = cells[np.argsort(dist[cells], kind="stable")].astype(np.int64)
-        settled = labels_sweep_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
-                                   spec.codes, dist, label, seeds, seed_d, seed_l, order)
     else:
         settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
                            dist, label, seeds, seed_d, seed_l, fixed, limit)
@@ -357,45 +348,6 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
             "d": new_d, "l": new_l if new_l is not None else
             np.full(z.shape, NONE_LABEL, np.int64)}
     return new_d, new_l, ring, int(settled)
-
-
-@numba.njit(cache=True, nogil=True)
-def labels_sweep_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
-                     seed_label, order):
-    """The tight-arc labels (:func:`terrain.grid.sssp.sssp_cpu`'s ``fixed`` mode) in one
-    sweep over the cells in ``order`` (increasing distance), for arc costs that are all
-    positive: every tight predecessor of a cell then has a smaller distance and its final
-    label when the cell's turn comes, so pulling ``min(label[u] + 1)`` over the tight arcs
-    ``u -> v`` gives the least fixed point with no queue. Seeds as in ``sssp_cpu`` (a seed
-    counts where its distance is the cell's). Returns the cells labelled."""
-    none = np.iinfo(np.int64).max
-    for s in range(seeds.size):
-        c = seeds[s]
-        if seed_dist[s] == dist[c] and seed_label[s] < label[c]:
-            label[c] = seed_label[s]
-    one = np.float32(1.0)
-    labelled = 0
-    for n in range(order.size):
-        v = order[n]
-        dv = dist[v]
-        best = label[v]
-        zv = z[v]
-        fv = f[v] if has_f else one
-        for j in range(codes.size):
-            k = codes[j]
-            u = v - offs[k]  # the arc u -> v has code k
-            du = dist[u]
-            if not (du > -math.inf and du < dv):
-                continue
-            lu = label[u]
-            if lu == none or lu + 1 >= best:
-                continue
-            if du + arc_cost(z[u], zv, f[u] if has_f else one, fv, k, model, lengths) == dv:
-                best = lu + 1
-        label[v] = best
-        if best != none:
-            labelled += 1
-    return labelled
 
 
 def block_outputs(spec, z, f, state_d, state_l, halo):
