@@ -115,7 +115,7 @@ def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
 class BlockFiles:
     """Block states in a directory, one file per block and state (``d``: float64 distances,
     ``l``: int64 labels), Blosc LZ4 after a byte shuffle (labels shrink to ~1 %: one source
-    leaves little but the hop counts; distances to ~75 %), written to a temporary name and
+    leaves little but the hop counts; distances to ~78 %), written to a temporary name and
     renamed. ``shape(i, j)`` gives a block's shape."""
 
     DTYPES = {"d": np.float64, "l": np.int64}
