@@ -876,6 +876,10 @@ def _format_summary(s):
         f"{s['read_seconds']:.2f} s, write {s['write_seconds']:.2f} s)",
     ] + (["phases    " + ", ".join(f"{k} {v:.2f} s" for k, v in s["phases"].items())]
          if s.get("phases") else [])
+      + ([f"blocks    {s['blocks']} of {s['block']}², solved "
+          f"{s['stage_stats']['stage1']['visits']} times for the distances, "
+          f"{s['stage_stats']['stage2']['visits']} for the labels"]
+         if s.get("stage_stats") else [])
       + ([f"gpus      {s['gpus_used']} of {s['gpus']} GPU workers"
           + (" (the grid fits one device: solved in core on the first)"
              if s["gpus_used"] < s["gpus"] else "")] if s.get("gpus") else [])

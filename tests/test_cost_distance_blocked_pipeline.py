@@ -79,6 +79,8 @@ def test_blocked_equals_in_core(capsys, tmp_path, dem, small_shards, conn, cost,
     assert g.attrs["cost_distance"]["algorithm"] == "blocked"
     assert sorted(p.name for p in tmp_path.iterdir() if "zarr" in p.name) == ["b.zarr",
                                                                               "in.zarr"]
+    rc, so, se = run_main(capsys, "verify", tmp_path / "b.zarr", "--json", scheduler=None)
+    assert rc == 0 and json.loads(so)["ok"], so + se
 
 
 def test_auto_picks_blocked_under_a_small_budget(capsys, tmp_path, dem, small_shards):
@@ -86,6 +88,9 @@ def test_auto_picks_blocked_under_a_small_budget(capsys, tmp_path, dem, small_sh
     s = _run(capsys, path, "-o", tmp_path / "b.zarr", "--source-cell", "3,4", "--tile", 8,
              "--memory", "20KB")
     assert s["algorithm"] == "blocked" and s["block"] == 8  # the budget halves the blocks
+    rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "c.zarr",
+                          "--source-cell", "3,4", "--tile", 8, "--memory", "20KB")
+    assert rc == 0 and "blocks    30 of 8², solved" in so
     rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "p.zarr",
                           "--source-cell", "3,4", "--tile", 8, "--memory", "20KB", "--dry-run")
     assert rc == 0 and "solve     blocked, backend cpu: 30 blocks of 8²" in so
@@ -103,3 +108,15 @@ def test_source_on_nodata_leaves_nothing(capsys, tmp_path, dem, small_shards):
     rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "y.zarr",
                           "--source-cell", "3,4", "--memory", "lots")
     assert rc == 2 and "memory" in se and not (tmp_path / "y.zarr").exists()
+
+
+@pytest.mark.slow
+def test_bench_blocked_runs_and_agrees(tmp_path, capsys):
+    """The benchmark module's table, for a small grid: both runs, the same bits."""
+    from pipelines.bench_cost_distance_blocked import main
+    assert main(["--size", "96", "--in-core", "--compare", "--memory", "64KB",
+                 "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "96² in-core" in out and "96² blocked" in out
+    assert "blocked == in-core bit for bit: True" in out
+    assert not list(tmp_path.glob("*.zarr"))  # the stores removed
