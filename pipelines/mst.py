@@ -139,7 +139,12 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     return str(out_path)
 
 
-def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, level, i, j):
+def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, device_mask,
+                level, i, j):
+    """A group's forest (read, Borůvka, reduction, in-group merges) and its provisional
+    mask, written to the output's ``mst`` -- or, with ``device_mask`` (a
+    :class:`pipelines.mst_stream.DeviceGrid`), put there on the device until the write
+    tasks apply the changes: the mask is then written once and never read back."""
     on_device = super_tile and get_backend(backend).is_gpu
     with _super_tile_slot() if on_device else contextlib.nullcontext():
         t0 = time.perf_counter()
@@ -147,16 +152,22 @@ def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepare
         shape = (win[1] - win[0], win[3] - win[2])
         in_core = on_device and super_tile_fits(shape, backend)
         if hasattr(dem_path, "key"):  # a grid on this process's device (pipelines.mst_stream)
-            from .mst_stream import device_block
-            z = device_block(dem_path, win, on_device=in_core)
+            from .mst_stream import device_get
+            z = device_get(dem_path, win, on_device=in_core)
         else:
             z = read_block(dem_path, "elevation", win, out=np.empty(shape, np.float32))
         g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits,
                          in_core)
         t0 = time.perf_counter()
-        write_block(prepared, "mst", win, g.mask)
+        if device_mask is None:
+            write_block(prepared, "mst", win, g.mask)
+        else:
+            from .mst_stream import device_put
+            device_put(device_mask, win, g.mask)
         g.times["write"] = time.perf_counter() - t0
-    stats = {"times": g.times, "read_bytes": z.nbytes, "written_bytes": g.mask.nbytes,
+    # bytes of the store read and written (a grid on the device is neither)
+    stats = {"times": g.times, "read_bytes": 0 if hasattr(dem_path, "key") else z.nbytes,
+             "written_bytes": 0 if device_mask is not None else g.mask.nbytes,
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
              "forest_edges": g.forest_edges, "vertices": g.vertices}
     return g.graph, g.changes, stats
@@ -177,19 +188,22 @@ def _super_tile_slot():
         return _slots["slot"]
 
 
-def _write_task(out_path, spec, level, i, j, incoming, own):
+def _write_task(out_path, spec, device_mask, level, i, j, incoming, own):
     """Apply a group's changes to its provisional mask: only the shards that some change
     reaches are read, changed and written again (the others already hold their final
-    bytes); each through :func:`terrain.tiles.store.read_block` / ``write_block``."""
+    bytes); each through :func:`terrain.tiles.store.read_block` / ``write_block``. With
+    ``device_mask``, every shard of the group is taken from the device, changed and
+    written (its first and only write)."""
     win = spec.window(level, i, j)
     changes = Changes.concat([incoming, own])
     times = {"read": 0.0, "expand": 0.0, "write": 0.0}
     nbytes = 0
     with _write_slot():
-        nbytes = _apply_to_shards(out_path, spec, win, changes, times)
+        nbytes = _apply_to_shards(out_path, spec, win, changes, times, device_mask)
     # every change reaches exactly one shard: the sums here add up to the forest's
     changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
-    return {"times": times, "read_bytes": nbytes, "written_bytes": nbytes,
+    return {"times": times, "read_bytes": nbytes if device_mask is None else 0,
+            "written_bytes": nbytes,
             "changes_sum": changes_sum.acc,
             "changes_edges": len(changes.added) - len(changes.dropped)}
 
@@ -207,12 +221,17 @@ def _write_slot():
         return _slots["write"]
 
 
-def _apply_to_shards(out_path, spec, win, changes, times):
+def _apply_to_shards(out_path, spec, win, changes, times, device_mask=None):
     """:func:`_write_task`'s reads, changes and writes; returns the mask bytes read."""
     nbytes = 0
-    for shard_win, part in _changes_by_shard(out_path, spec, win, changes):
+    every = device_mask is not None
+    for shard_win, part in _changes_by_shard(out_path, spec, win, changes, every):
         t0 = time.perf_counter()
-        mask = read_block(out_path, "mst", shard_win)
+        if every:
+            from .mst_stream import device_get
+            mask = device_get(device_mask, shard_win, on_device=False)
+        else:
+            mask = read_block(out_path, "mst", shard_win)
         t1 = time.perf_counter()
         apply_changes(mask, shard_win[0], shard_win[2], spec.shape[1], part)
         t2 = time.perf_counter()
@@ -224,12 +243,12 @@ def _apply_to_shards(out_path, spec, win, changes, times):
     return nbytes
 
 
-def _changes_by_shard(out_path, spec, win, changes):
+def _changes_by_shard(out_path, spec, win, changes, every=False):
     """``[(shard window, its changes)]`` for the shards of the ``mst`` array inside ``win``
-    that hold a change's cell, in row-major shard order; the whole window with all the
-    changes when the mask's shards are not known (or ``win`` cuts one), and nothing when
-    there are no changes."""
-    if len(changes.added) + len(changes.dropped) == 0:
+    that hold a change's cell (``every``: all its shards), in row-major shard order; the
+    whole window with all the changes when the mask's shards are not known (or ``win`` cuts
+    one), and nothing when there are no changes (and not ``every``)."""
+    if len(changes.added) + len(changes.dropped) == 0 and not every:
         return []
     layout = fast_layout(zarr.open_array(store=str(out_path), path="mst", mode="r"))
     if layout is None or window_shards(layout, win) is None:
@@ -241,8 +260,12 @@ def _changes_by_shard(out_path, spec, win, changes):
         return (cells // ncols) // R * (-(-cols // C)) + (cells % ncols) // C
 
     sa, sd = shard_of(changes.added), shard_of(changes.dropped)
+    if every:
+        shards = [si * (-(-cols // C)) + sj for si, sj in window_shards(layout, win)]
+    else:
+        shards = np.unique(np.concatenate([sa, sd]))
     out = []
-    for s in np.unique(np.concatenate([sa, sd])):
+    for s in shards:
         si, sj = divmod(int(s), -(-cols // C))
         shard_win = (si * R, min((si + 1) * R, rows), sj * C, min((sj + 1) * C, cols))
         out.append((shard_win, changes.take(sa == s, sd == s)))
@@ -442,7 +465,8 @@ def _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
 
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None, key_bits="auto", in_core="auto", partial=None, workers=()):
+                    geo=None, key_bits="auto", in_core="auto", partial=None, workers=(),
+                    device_mask=None):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
 
     Parameters
@@ -471,8 +495,12 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     workers : list of str
         GPU workers (:func:`pipelines.cluster.active_gpu_workers`): the shards are spread over
         them (:func:`pipelines.cluster.assign_groups`), each worker reading, computing and
-        writing its own; the grid is then never taken whole in core (one task would use one
-        GPU). Empty: the scheduler places every task.
+        writing its own -- unless the whole grid fits one device (``in_core="auto"``): then
+        the in-core task runs on the first worker, as fast as one GPU can (the summary's
+        ``note`` says so). Empty: the scheduler places every task.
+    device_mask : pipelines.mst_stream.DeviceGrid, optional
+        A uint8 grid on this process's device holding the provisional mask between the
+        group and write tasks (:mod:`pipelines.mst_stream`); None: the output's ``mst``.
 
     Returns
     -------
@@ -495,21 +523,27 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     shard = tiles_per_shard(spec.tile, spec.shape)
     prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
     n_gpus = len(workers) // workers_per_gpu() if workers else 0
-    if (gpu and in_core == "auto" and n_gpus < 2
-            and fits_on_device(spec.shape, backend, free=free)):
+    if gpu and in_core == "auto" and fits_on_device(spec.shape, backend, free=free):
+        # the whole grid on one device, also with several GPUs: spreading a grid that fits
+        # one device over them was slower (40-ft size, 2 H200s: super-tiles 9.15 s against
+        # 6.43 s in core), and more GPUs must never be slower than one
         stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
         meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
                 "path": "in-core", **({"gpus": n_gpus} if workers else {})}
+        if workers:
+            graph.pin("in-core", (), workers[0])
+        if n_gpus > 1:
+            meta["note"] = f"fits one GPU: in core on GPU 0 of {n_gpus}"
         return graph.delayed(call(_finish, prepared, spec, [stats], [], [], meta,
                                   key=("finish",)))
     super_tile = gpu and in_core in ("auto", "groups")
     _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits,
-                             super_tile, prepared),
+                             super_tile, prepared, device_mask),
                       (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
     own = {node: r[:1] for node, r in rest.items()}
     stats = [rest[(g, i, j)][1] for (i, j) in plan.groups]
-    node_rest, writes = walk_down(plan, (expand_step, spec), (_write_task, prepared, spec), call,
+    node_rest, writes = walk_down(plan, (expand_step, spec), (_write_task, prepared, spec, device_mask), call,
                                   extra=own, node_nout=5, names=("expand", "write"))
     node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
                   + [r[0] for r in node_rest.values()])
@@ -679,7 +713,7 @@ def _format_summary(s):
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",
         f"time      {s['seconds']:.2f} s" + (f" on {s['gpus']} GPUs" if s.get("gpus") else ""),
-    ] + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
+    ] + ([f"note      {s['note']}"] if s.get("note") else []) + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
          if s.get("reused_tasks") else []) + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
 
 

@@ -26,10 +26,13 @@ text read twice, every elevation encoded, written, read and decoded again. Here:
    writer and statistics) by a pool of :data:`WRITER_THREADS`, while the device goes on.
 3. The forest is :func:`pipelines.mst.build_mst_graph`'s super-tile graph (``in_core=
    "groups"``) on the default scheduler, whose group tasks take their block from the
-   device array (a :class:`DeviceDEM` handle in the graph; the array itself is in this
+   device array (a :class:`DeviceGrid` handle in the graph; the array itself is in this
    process's :data:`_GRIDS`, never pickled) instead of reading and decoding it from the store:
-   forest and reduction on the device, mask and boundary graph back; merges, expansions and
-   mask writes as on the store path.
+   forest and reduction on the device, mask and boundary graph back; merges and expansions
+   as on the store path. The provisional masks of the groups go into a uint8 grid on the
+   device (1 byte a cell beside the 4 of the elevations), not into the store: the write
+   tasks take each shard from there, apply its changes and write it -- the mask is written
+   once and never read back (the store path writes it twice and reads it once).
 
 Host memory holds no grid-sized array: pinned buffers of the copies and writers, the
 super-tiles' masks in flight, the level graphs. The output store is the one the graph path
@@ -47,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from terrain.grid.mst_device import fits_on_device, free_device_bytes
 
-__all__ = ["text_streamed_applies", "text_streamed", "DeviceDEM", "device_block",
+__all__ = ["text_streamed_applies", "text_streamed", "DeviceGrid", "device_get", "device_put",
            "DEVICE_SHARE", "WRITER_THREADS"]
 
 #: the device's free memory the float32 grid may take (the rest: pieces of text, super-tiles)
@@ -55,17 +58,17 @@ DEVICE_SHARE = 0.5
 #: threads writing ``elevation`` shards while the device parses and computes the forest
 WRITER_THREADS = 8
 
-_GRIDS = {}  # DeviceDEM.key -> CuPy array, while a run holds it
+_GRIDS = {}  # DeviceGrid.key -> CuPy array, while a run holds it
 _ids = itertools.count()
 
 
-class DeviceDEM:
+class DeviceGrid:
     """A handle, in a task graph, on a grid held on this process's device (:data:`_GRIDS`).
 
     Its ``str`` names it (task keys hash it); pickling it copies the key only. A plain
     class: Dask walks into dataclasses and containers among task arguments.
 
-    >>> str(DeviceDEM("1-0")), DeviceDEM("1-0") == DeviceDEM("1-0")
+    >>> str(DeviceGrid("1-0")), DeviceGrid("1-0") == DeviceGrid("1-0")
     ('device-grid:1-0', True)
     """
 
@@ -80,27 +83,46 @@ class DeviceDEM:
     __repr__ = __str__
 
     def __eq__(self, other):
-        return isinstance(other, DeviceDEM) and other.key == self.key
+        return isinstance(other, DeviceGrid) and other.key == self.key
 
     def __hash__(self):
-        return hash(("DeviceDEM", self.key))
+        return hash(("DeviceGrid", self.key))
 
     def __reduce__(self):
-        return (DeviceDEM, (self.key,))
+        return (DeviceGrid, (self.key,))
 
 
-def device_block(dem, window, on_device=True):
-    """The block ``window = (r0, r1, c0, c1)`` of the device grid ``dem``: a contiguous CuPy
-    copy (``on_device``), else a NumPy one."""
-    z = _GRIDS.get(dem.key)
+def _held(handle):
+    z = _GRIDS.get(handle.key)
     if z is None:
-        raise RuntimeError(f"{dem}: no such grid in this process (a task ran elsewhere?)")
+        raise RuntimeError(f"{handle}: no such grid in this process (a task ran elsewhere?)")
+    return z
+
+
+def device_get(handle, window, on_device=True):
+    """The block ``window = (r0, r1, c0, c1)`` of the device grid ``handle``: a contiguous
+    CuPy copy (``on_device``), else a NumPy one. On the calling thread's stream (the one
+    a super-tile's forest then runs on)."""
     from terrain.grid.mst import _thread_stream
     import cupy as cp
+    z = _held(handle)
     r0, r1, c0, c1 = window
-    with _thread_stream(cp):  # the stream the super-tile's forest then runs on
+    with _thread_stream(cp):
         block = z[r0:r1, c0:c1].copy()
         return block if on_device else block.get()
+
+
+def device_put(handle, window, block):
+    """Copy the host array ``block`` into ``window`` of the device grid ``handle`` (done
+    when this returns)."""
+    from terrain.grid.mst import _thread_stream
+    import cupy as cp
+    z = _held(handle)
+    r0, r1, c0, c1 = window
+    stream = _thread_stream(cp)
+    with stream:
+        z[r0:r1, c0:c1] = cp.asarray(block)
+    stream.synchronize()
 
 
 def text_streamed_applies(inp, be, scheduler, in_core, gpus, resume, spec):
@@ -115,7 +137,8 @@ def text_streamed_applies(inp, be, scheduler, in_core, gpus, resume, spec):
         return False
     if fits_on_device(spec.shape, be.name):
         return False  # the text in-core path (pipelines.mst._text_in_core)
-    return 4 * spec.shape[0] * spec.shape[1] <= DEVICE_SHARE * free_device_bytes(be)
+    # float32 elevations and the uint8 provisional mask
+    return 5 * spec.shape[0] * spec.shape[1] <= DEVICE_SHARE * free_device_bytes(be)
 
 
 def text_streamed(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
@@ -183,10 +206,12 @@ def text_streamed(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
                     return None
                 cp.get_default_memory_pool().free_all_blocks()  # the pieces' (null stream)
                 t1 = time.perf_counter()
-                dem = DeviceDEM(f"{os.getpid()}-{next(_ids)}")
+                dem = DeviceGrid(f"{os.getpid()}-{next(_ids)}")
+                mask = DeviceGrid(f"{dem.key}-mask")
                 _GRIDS[dem.key] = zd
+                _GRIDS[mask.key] = cp.zeros((rows, cols), cp.uint8)
                 graph = build_mst_graph(dem, out_path, spec, shard, backend, None, None,
-                                        key_bits, "groups")
+                                        key_bits, "groups", device_mask=mask)
                 (summary,) = compute(graph, label="mst")
             wall["forest"] = time.perf_counter() - t1
             t2 = time.perf_counter()
@@ -196,6 +221,7 @@ def text_streamed(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
             parsing.shutdown(cancel_futures=True)  # waits for a parse still running
             if dem is not None:
                 _GRIDS.pop(dem.key, None)
+                _GRIDS.pop(f"{dem.key}-mask", None)
             _cancel(writes)  # wait: the partial output is removed after an error
     del zd
     cp.get_default_memory_pool().free_all_blocks()

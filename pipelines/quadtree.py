@@ -127,7 +127,8 @@ class TaskGraph:
 
     def pin(self, stage, index, worker):
         """Ask for the task of step ``(stage, *index)`` to run on ``worker`` (its address); a loose restriction: another worker takes it when that one is gone."""
-        self.workers[(f"{self.prefix}-{stage}-{self.token}", *index)] = worker
+        name = f"{self.prefix}-{stage}-{self.token}"
+        self.workers[(name, *index) if index else name] = worker  # the key add() made
 
     def delayed(self, ref):
         """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it); the pinned

@@ -64,6 +64,13 @@ def test_changes_reach_only_their_shards(tmp_path):
     assert _changes_by_shard(tmp_path, spec, (0, 150, 0, 130), Changes()) == []
     # a window cutting a shard: everything at once (zarr's path)
     assert _changes_by_shard(tmp_path, spec, (0, 32, 0, 64), ch)[0][0] == (0, 32, 0, 64)
+    # every shard of the window (the mask on the device: each shard is written once)
+    every = _changes_by_shard(tmp_path, spec, (0, 128, 0, 130), ch, every=True)
+    assert [w for w, _ in every] == [(0, 64, 0, 64), (0, 64, 64, 128), (0, 64, 128, 130),
+                                     (64, 128, 0, 64), (64, 128, 64, 128), (64, 128, 128, 130)]
+    assert [p.added.tolist() for _, p in every] == [[ids[0], ids[2]], [], [], [], [ids[1]], []]
+    assert sum(len(p.dropped) for _, p in every) == 0  # ids[3]'s shard is outside the window
+    assert len(_changes_by_shard(tmp_path, spec, (0, 64, 0, 64), Changes(), every=True)) == 1
 
 
 def small_shards_case(tmp_path, monkeypatch, seed, nodata_seed):

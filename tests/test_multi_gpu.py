@@ -215,3 +215,42 @@ def test_several_worker_processes_per_gpu(monkeypatch):
         monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", bad)
         with pytest.raises(InputError, match=message):
             workers_per_gpu()
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_a_grid_that_fits_one_gpu_runs_in_core_on_the_first_worker(monkeypatch, fits):
+    # more GPUs must never be slower than one: a grid that fits one device takes the
+    # in-core task, pinned to the first GPU worker, whatever --gpus says (40-ft size on
+    # 2 H200s: super-tiles 9.15 s against 6.43 s in core); else the groups are spread
+    import types
+
+    import pipelines.mst as mst
+    from terrain.grid.mst import MSTSpec
+    workers = ["tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"]
+    monkeypatch.setattr(mst, "get_backend", lambda name: types.SimpleNamespace(
+        is_gpu=True, name="gpu"))
+    monkeypatch.setattr(mst, "gpu_workers_free_bytes", lambda w: 80 << 30)
+    monkeypatch.setattr(mst, "fits_on_device", lambda *a, **k: fits)
+    monkeypatch.setattr(mst, "super_tile_group_tiles", lambda spec, shard, *a, **k: shard)
+    spec = MSTSpec((300, 260), 16)
+    graph = mst.build_mst_graph("in.zarr", "out.zarr", spec, 4, "gpu", workers=workers)
+    (layer,) = graph.__dask_graph__().layers.values()
+    keys = list(layer)
+    in_core = [k for k in keys if isinstance(k, str) and k.startswith("mst-in-core-")]
+    groups = [k for k in keys if isinstance(k, tuple) and k[0].startswith("mst-group-")]
+    if fits:
+        assert len(in_core) == 1 and not groups
+        assert layer.annotations["workers"](in_core[0]) == [workers[0]]
+        finish = layer[[k for k in keys if str(k).startswith("mst-finish-")][0]]
+        meta = finish.args[-1]
+        assert meta["path"] == "in-core" and meta["note"] == "fits one GPU: in core on GPU 0 of 2"
+    else:
+        assert not in_core and len(groups) == len(spec.plan(4).groups) > 2
+        assert {layer.annotations["workers"](k)[0] for k in groups} == set(workers)
+    line = mst._format_summary({"output": "o", "rows": 1, "cols": 1, "connectivity": 8,
+                                "weight": "max", "edges": 0, "trees": 1, "vertices": 1,
+                                "total_weight": 0.0, "tile": 16, "levels": 1, "backend": "gpu",
+                                "device": "d", "path": "in-core", "phase_seconds": {},
+                                "read_bytes": 0, "written_bytes": 0, "graph_bytes": 0,
+                                "seconds": 1.0, "gpus": 2, "note": "fits one GPU: x"})
+    assert "on 2 GPUs" in line and line.splitlines()[-1] == "note      fits one GPU: x"
