@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from terrain._malloc import fixed_mmap_threshold
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import write_windows
@@ -307,20 +308,6 @@ class _Offset:
         return self.a[rs.start - self.r0:rs.stop - self.r0, cs.start - self.c0:cs.stop - self.c0]
 
 
-def _arrays_from_mmap():
-    """Make glibc's malloc serve blocks of 1 MiB and more from ``mmap`` (returned to the
-    system when freed) for the rest of the process. By default the threshold grows to the
-    largest block freed (up to 32 MiB), after which the blocks' few-MiB arrays come from the
-    threads' heaps, whose freed memory stays in the process (docs/benchmarks.md: peak RSS
-    at 16384² with and without). No-op off glibc."""
-    import ctypes
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD (fixed: no dynamic growth)
-    except (OSError, AttributeError):
-        pass
-
-
 def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=None,
                 upstream=(), geo=None, scheduler=None, backend="cpu"):
     """The blocked cost distance into the partial output ``out_path`` (module docstring);
@@ -341,7 +328,7 @@ def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=N
     files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH),
                        lambda i, j: (lambda w: (w[1] - w[0], w[3] - w[2]))(plan.window(i, j)))
     files.root.mkdir(parents=True, exist_ok=True)
-    _arrays_from_mmap()
+    fixed_mmap_threshold()  # the blocks are allocated and freed at every visit
     try:
         return _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec,
                     plan, files, friction_store, upstream, geo, scheduler, t_start)
