@@ -332,6 +332,7 @@ static inline int g_ctz64(uint64_t x) {
 static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, int *nd_out,
                                   int *neg_out) {
     int64_t i = *ip;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if (i + 8 <= end) {
         /* 1-7 digits within the next 8 bytes, in a few word operations (SWAR): the digit
          * loop's exit is a mispredicted branch per token, and a line holds three tokens of
@@ -347,7 +348,7 @@ static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, 
             const int len = g_ctz64(stop) >> 3;
             if (len > 0) {
                 /* the digits to the top bytes (leading zeros below), then pairs, quads,
-                 * eights: 1..9 digit values combined by three multiplies */
+                 * eights of digit values combined by three multiplies */
                 uint64_t v = digits << (8 * (8 - len));
                 v = ((v & 0x0F0F0F0F0F0F0F0Full) * 2561) >> 8;
                 v = ((v & 0x00FF00FF00FF00FFull) * 6553601) >> 16;
@@ -359,6 +360,7 @@ static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, 
             }
         }
     }
+#endif /* the word's first byte must be its lowest: little-endian only */
     int neg = 0, nd = 0;
     uint64_t val = 0;
     if (i < end && buf[i] == '-') {
