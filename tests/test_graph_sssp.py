@@ -346,3 +346,23 @@ def test_dial_labels_at_the_predecessor_field_width(n):
     assert np.all(r.pred[np.setdiff1d(np.arange(n), list(brute))] == -1)
     assert _dial_shift(g, 4) == n.bit_length()
     assert _dial_shift(SimpleNamespace(n=2**24), 2**20) is None   # 2**44 > 2**38
+
+
+@pytest.mark.parametrize("wdtype", [np.int32, np.int64])
+def test_dial_kernel_with_int64_indices_and_empty_graphs(wdtype):
+    """The C Dial kernel's int64-index variants (graphs of 2**31+ vertices) give the int32
+    ones' answer, equal to scipy's; graphs without edges leave every other vertex unreached."""
+    from terrain.graph import Graph
+    from terrain.graph.sssp import ShortestPaths
+    rng = np.random.default_rng(3)
+    n, m = 500, 3000
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    g = as_graph(sp.coo_matrix((rng.integers(1, 50, m).astype(wdtype), (u, v)), shape=(n, n)))
+    wide = Graph(g.indptr, g.indices.astype(np.int64), weights=g.weights)
+    a = ShortestPaths(g, "cpu").run([0, 7], "dijkstra")
+    b = ShortestPaths(wide, "cpu").run([0, 7], "dijkstra")
+    assert np.array_equal(a.dist, b.dist) and np.array_equal(a.pred, b.pred)
+    assert np.array_equal(_as_float(sssp(wide, [0, 7], backend="cpu")), _scipy(g, [0, 7]))
+    empty = Graph(np.zeros(4, np.int64), np.zeros(0, np.int32), weights=np.zeros(0, wdtype))
+    r = sssp(empty, [1], backend="cpu")
+    assert r.dist.tolist() == [-1, 0, -1] and r.pred.tolist() == [-1, -1, -1]

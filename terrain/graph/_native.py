@@ -1,5 +1,5 @@
 """ctypes bindings of the graph kernels in ``terrain/io/_parse.c``: edge-list scanner, SNAP
-relabelling, CSR build, CPU BFS operators.
+relabelling, CSR build, CPU BFS operators, Dial's SSSP bucket queue.
 
 Why C through ctypes: the commands that load a graph and run one traversal (``bfs``,
 ``sssp`` on a file) used to spend more CPU time starting Numba (its import, and its first
@@ -26,7 +26,7 @@ import numpy as np
 
 __all__ = ["library", "count_records", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "bfs_kernels",
-           "threads"]
+           "dial", "dial_labels", "threads"]
 
 _i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
 _lib = None
@@ -57,6 +57,10 @@ for _it in ("i32", "i64"):
                                                         _vp])
     _SIGNATURES[f"terrain_bfs_bottomup_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp, _i32, _vp])
     _SIGNATURES[f"terrain_bfs_parents_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp])
+    for _wt in ("i32", "i64"):
+        _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
+            _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
+_SIGNATURES["terrain_dial_labels"] = (None, [_vp, _i64, _int, _vp, _vp, _i64])
 
 _TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
                np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
@@ -186,3 +190,24 @@ def bfs_kernels(index_dtype):
     it = _TYPE_NAMES[np.dtype(index_dtype)]
     return tuple(getattr(lib, f"terrain_bfs_{op}_{it}")
                  for op in ("seed", "topdown", "bottomup", "parents"))
+
+
+def dial(indptr, indices, weights, sources, label, max_weight, shift):
+    """Dial's bucket-queue Dijkstra into the packed ``label`` array (``terrain_dial_*``; see
+    :func:`terrain.graph.sssp._dial_cpu`): int64 ``indptr``, ``sources`` and ``label``,
+    int32/int64 ``indices`` and ``weights``. Returns the settled count."""
+    it = _TYPE_NAMES[indices.dtype]
+    wt = _TYPE_NAMES[weights.dtype]
+    settled = getattr(library(), f"terrain_dial_{it}_{wt}")(
+        _p(indptr), _p(indices), _p(weights), indices.shape[0], _p(sources),
+        sources.shape[0], _p(label), int(max_weight), int(shift))
+    if settled < 0:
+        raise MemoryError("sssp: no memory for Dial's bucket queue")
+    return int(settled)
+
+
+def dial_labels(label, shift, dist, pred, inf):
+    """Unpack :func:`dial`'s labels into ``dist`` (``inf`` where unreached) and, unless
+    ``pred`` is None, ``pred`` (-1 at sources and unreached vertices); int64 arrays."""
+    library().terrain_dial_labels(_p(label), label.shape[0], int(shift), _p(dist),
+                                  None if pred is None else _p(pred), int(inf))

@@ -14,8 +14,8 @@ Algorithms (``algorithm=``):
     per source with predecessors, against one linked pool entry per push and the pass).
     A vertex's distance and predecessor share one int64 label, ``d << bits | p``, so one
     compare takes the lexicographically smaller ``(d, p)``, and each pop prefetches the
-    vertices a few pops down the bucket (:func:`_dial_cpu`: 140 -> 91 CPU ms per source
-    on the 1000² grid, 95 -> 64 on RMAT-18).
+    vertices a few pops down the bucket; the Dial loop is C (:func:`_dial_cpu` says why:
+    140 -> 56 CPU ms per source on the 1000² grid, 95 -> about 45 on RMAT-18).
     Written by hand because no library offers a Numba-callable priority queue.
 ``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998, as in
     Ortega-Arranz et al.'s GPU Dijkstra) - a label-setting loop: each iteration computes, over
@@ -81,7 +81,6 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .._prefetch import prefetch
 from ..errors import InputError
 from .csr import Graph, as_graph
 from .frontier import FrontierCore
@@ -208,36 +207,15 @@ def _dijkstra_cpu(indptr, indices, weights, sources, dist, inf):
     return settled
 
 
-DIAL_BLOCK = 32  # queue entries per block of a Dial bucket (128 bytes of int32 ids)
-DIAL_AHEAD_ROW = 6   # pops ahead: prefetch a queued vertex's distance and row offsets
-DIAL_AHEAD_ARCS = 3  # pops ahead: prefetch its arcs (its row offsets are in cache by then)
+DIAL_BLOCK = 32  # queue entries per block of a Dial bucket (terrain/io/_parse.c, the same)
 
 
-@numba.njit(nogil=True, cache=True, inline="always")
-def _dial_push(blk_v, blk_next, head, fill, state, t, v):
-    """Push ``v`` onto bucket ``t`` (see :func:`_dial_cpu`); ``state = [used, free]``."""
-    h = head[t]
-    if h < 0 or fill[t] == DIAL_BLOCK:
-        nb = state[1]
-        if nb >= 0:                   # a freed block: still in cache
-            state[1] = blk_next[nb]
-        else:
-            nb = state[0]
-            state[0] += 1
-        blk_next[nb] = h
-        head[t] = nb
-        fill[t] = 0
-        h = nb
-    blk_v[h * DIAL_BLOCK + fill[t]] = v
-    fill[t] += 1
-
-
-@numba.njit(nogil=True, cache=True)
 def _dial_cpu(indptr, indices, weights, sources, label, max_weight, shift):
     """Multi-source Dijkstra with Dial's bucket queue, for integer weights <= ``max_weight``:
     ``max_weight + 1`` cyclic buckets hold every queued key (all lie in ``[d, d + C]``), so
     a push or a pop is O(1) and the cursor walks the distances once. Returns the settled
-    count.
+    count. The kernel is C (``terrain_dial_*`` in ``terrain/io/_parse.c``, through
+    :mod:`terrain.graph._native`).
 
     ``label[v]`` (pre-filled with the int64 maximum: unreached) packs a vertex's distance
     and predecessor into one word, ``d << shift | p`` (``2**shift - 1 >= n``: no
@@ -249,9 +227,9 @@ def _dial_cpu(indptr, indices, weights, sources, label, max_weight, shift):
     without a second pass over the arcs (zero weights need the hop-level rule:
     :meth:`FrontierCore.sssp_parents`; their distances are right all the same). Measured
     against a separate predecessor array written on each improvement and read on each tie
-    (CPU seconds per source, 2-core VM, both with the prefetches below): RMAT-18 78 -> 64
-    ms, grid 1000² 106 -> 91 ms, the unpacking (:func:`_dial_labels`) included. Stale
-    queue entries: the cursor is above the vertex's distance.
+    (CPU seconds per source, 2-core VM, both with the prefetches below, both in Numba):
+    RMAT-18 78 -> 64 ms, grid 1000² 106 -> 91 ms. Stale queue entries: the cursor is above
+    the vertex's distance.
 
     A bucket is a LIFO stack of blocks of ``DIAL_BLOCK`` vertex ids (a linked list of
     blocks, not of entries): a pop reads the next id beside the last one instead of chasing
@@ -260,89 +238,33 @@ def _dial_cpu(indptr, indices, weights, sources, label, max_weight, shift):
     per source against one linked entry per push, whose pool also cost page faults).
 
     The pops of a bucket's top block are known ahead: each pop prefetches the label and row
-    offsets of the vertex ``DIAL_AHEAD_ROW`` entries down and the first arcs of the one
-    ``DIAL_AHEAD_ARCS`` down (:func:`terrain._prefetch.prefetch`). Without the hints every
-    settle waits for its cache misses one after the other (a relaxation's unpredictable
-    branch ends the core's own look-ahead): on the 1000² grid the distance-order visits
-    miss in L2 (the wavefront spans all rows), and the hints took a source from 140 to
-    103 ms (RMAT-18: 95 to 75 ms; CPU seconds, 2-core VM). Prefetching the heads' labels
-    too (a third stage) cost more than it saved on both graphs."""
-    nb = max_weight + 1
-    head = np.full(nb, -1, np.int64)
-    fill = np.zeros(nb, np.int64)
-    cap = indices.shape[0] + sources.shape[0] + 1
-    # blocks in use at once: at most queued / DIAL_BLOCK full ones plus one per bucket
-    blk_v = np.empty((cap // DIAL_BLOCK + nb + 1) * DIAL_BLOCK, indices.dtype)
-    blk_next = np.empty(cap // DIAL_BLOCK + nb + 1, np.int64)
-    state = np.array([0, -1], np.int64)   # blocks handed out, head of the free list
-    root = (np.int64(1) << shift) - 1     # distance 0, no predecessor
-    queued = 0
-    for i in range(sources.shape[0]):
-        s = sources[i]
-        if label[s] != root:
-            label[s] = root
-            _dial_push(blk_v, blk_next, head, fill, state, 0, s)
-            queued += 1
-    settled = 0
-    cur = np.int64(0)
-    b = 0
-    while queued > 0:
-        while head[b] < 0:
-            cur += 1
-            b += 1
-            if b == nb:
-                b = 0
-        h = head[b]
-        f = fill[b] - 1
-        u = blk_v[h * DIAL_BLOCK + f]
-        # the next pops of this block are known: start their cache misses now (the
-        # vertex's label and row DIAL_AHEAD_ROW pops ahead, its arcs DIAL_AHEAD_ARCS)
-        if f >= DIAL_AHEAD_ROW:
-            x = blk_v[h * DIAL_BLOCK + f - DIAL_AHEAD_ROW]
-            prefetch(label, x)
-            prefetch(indptr, x)
-        if f >= DIAL_AHEAD_ARCS:
-            first = indptr[blk_v[h * DIAL_BLOCK + f - DIAL_AHEAD_ARCS]]
-            prefetch(indices, first)
-            prefetch(weights, first)
-        if f == 0:                    # block emptied: to the free list
-            head[b] = blk_next[h]
-            blk_next[h] = state[1]
-            state[1] = h
-            fill[b] = DIAL_BLOCK
-        else:
-            fill[b] = f
-        queued -= 1
-        if (label[u] >> shift) != cur:
-            continue
-        settled += 1
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            nd = cur + weights[e]
-            key = (nd << shift) | u
-            old = label[v]
-            if key < old:
-                label[v] = key
-                if (old >> shift) != nd:      # a shorter distance, not only a smaller tail
-                    _dial_push(blk_v, blk_next, head, fill, state, nd % nb, v)
-                    queued += 1
-    return settled
+    offsets of the vertex 6 entries down and the first arcs of the one 3 down. Without the
+    hints every settle waits for its cache misses one after the other (a relaxation's
+    unpredictable branch ends the core's own look-ahead): they took a source on the 1000²
+    grid from 140 to 103 ms (RMAT-18: 95 to 75 ms; CPU seconds, 2-core VM, Numba), and in C
+    from 97 to 66 ms (RMAT-18: 76 to 56).
+    Prefetching the heads' labels too (a third stage, all of them or the first and last)
+    cost more than it saved on both graphs.
+
+    Why C and not Numba (the other CPU twins are Numba): Numba inlined the push with an
+    atomic reference-count call per array argument (``NRT_incref``/``NRT_decref``, about
+    ten per push), fixed up every index for negative values and kept the arrays' pointers
+    in stack slots; the same loop in C took 56 against 90 CPU ms per source on the grid
+    (1.6x) with the same labels, and needs no Numba in a process that runs one SSSP.
+    """
+    from . import _native
+    return _native.dial(indptr, indices, weights, sources, label, max_weight, shift)
 
 
-@numba.njit(nogil=True, cache=True)
+DIAL_MAX_WEIGHT = 1 << 20
+
+
 def _dial_labels(label, shift, dist, pred, inf):
     """Unpack :func:`_dial_cpu`'s labels: ``dist`` (``inf`` where unreached) and, when
     ``pred`` has a slot per vertex, the predecessors (-1 at sources and unreached)."""
-    none = (np.int64(1) << shift) - 1
-    unreached = np.iinfo(np.int64).max >> shift
-    with_pred = pred.shape[0] == label.shape[0]
-    for i in range(label.shape[0]):
-        x = label[i]
-        d = x >> shift
-        dist[i] = inf if d == unreached else d
-        if with_pred:
-            p = x & none
-            pred[i] = -1 if p == none else p
+    from . import _native
+    _native.dial_labels(label, shift, dist, pred if pred.shape[0] == label.shape[0] else None,
+                        inf)
 
 
 def _dial_shift(graph, max_weight):
@@ -352,9 +274,6 @@ def _dial_shift(graph, max_weight):
     if max_weight * max(graph.n - 1, 1) >= (1 << (63 - shift)) - 1:
         return None
     return shift
-
-
-DIAL_MAX_WEIGHT = 1 << 20
 
 
 # --------------------------------------------------------------------------- helpers

@@ -332,6 +332,7 @@ static inline int g_ctz64(uint64_t x) {
 static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, int *nd_out,
                                   int *neg_out) {
     int64_t i = *ip;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if (i + 8 <= end) {
         /* 1-7 digits within the next 8 bytes, in a few word operations (SWAR): the digit
          * loop's exit is a mispredicted branch per token, and a line holds three tokens of
@@ -347,7 +348,7 @@ static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, 
             const int len = g_ctz64(stop) >> 3;
             if (len > 0) {
                 /* the digits to the top bytes (leading zeros below), then pairs, quads,
-                 * eights: 1..9 digit values combined by three multiplies */
+                 * eights of digit values combined by three multiplies */
                 uint64_t v = digits << (8 * (8 - len));
                 v = ((v & 0x0F0F0F0F0F0F0F0Full) * 2561) >> 8;
                 v = ((v & 0x00FF00FF00FF00FFull) * 6553601) >> 16;
@@ -359,6 +360,7 @@ static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, 
             }
         }
     }
+#endif /* the word's first byte must be its lowest: little-endian only */
     int neg = 0, nd = 0;
     uint64_t val = 0;
     if (i < end && buf[i] == '-') {
@@ -859,6 +861,132 @@ TERRAIN_CSR_FUNCS(int64_t, i64, double, f64, 1)
 
 TERRAIN_BFS_FUNCS(int32_t, i32)
 TERRAIN_BFS_FUNCS(int64_t, i64)
+
+/* ---------------------------------------------------------------- Dial's bucket queue: the
+ * SSSP CPU twin's Dijkstra for integer weights (terrain/graph/sssp.py, _dial_cpu, says how and
+ * why in C). label[v] (pre-filled with INT64_MAX: unreached) packs d << shift | p, p the
+ * predecessor (all ones in the low shift bits: none; 2**shift - 1 >= n). Buckets: LIFO stacks
+ * of DIAL_BLOCK-id blocks in one pool, emptied blocks to a free list. Returns the settled
+ * count, or -1 when the queue's memory cannot be had. */
+#define DIAL_BLOCK 32
+#define DIAL_AHEAD_ROW 6
+#define DIAL_AHEAD_ARCS 3
+#if defined(__GNUC__) || defined(__clang__)
+#define DIAL_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define DIAL_PREFETCH(p) ((void)0)
+#endif
+#define TERRAIN_DIAL_FUNCS(IT, IN, WT, WN)                                                     \
+    int64_t terrain_dial_##IN##_##WN(const int64_t *indptr, const IT *indices, const WT *w,   \
+                                     int64_t nnz, const int64_t *sources, int64_t n_sources,  \
+                                     int64_t *label, int64_t max_weight, int shift) {         \
+        const int64_t nb = max_weight + 1;                                                     \
+        /* blocks in use at once: at most queued / DIAL_BLOCK full ones plus one per bucket */ \
+        const int64_t blocks = (nnz + n_sources + 1) / DIAL_BLOCK + nb + 1;                    \
+        int64_t *head = malloc((size_t)nb * sizeof *head);                                     \
+        int64_t *fill = malloc((size_t)nb * sizeof *fill);                                     \
+        int64_t *next = malloc((size_t)blocks * sizeof *next);                                 \
+        IT *pool = malloc((size_t)blocks * DIAL_BLOCK * sizeof *pool);                         \
+        if (head == NULL || fill == NULL || next == NULL || pool == NULL) {                    \
+            free(head); free(fill); free(next); free(pool);                                    \
+            return -1;                                                                         \
+        }                                                                                      \
+        for (int64_t t = 0; t < nb; ++t) {                                                     \
+            head[t] = -1;                                                                      \
+            fill[t] = 0;                                                                       \
+        }                                                                                      \
+        int64_t used = 0, free_list = -1, queued = 0, settled = 0, cur = 0, b = 0;             \
+        const int64_t root = ((int64_t)1 << shift) - 1; /* distance 0, no predecessor */       \
+        for (int64_t i = 0; i < n_sources; ++i) {                                              \
+            const int64_t s = sources[i];                                                      \
+            if (label[s] != root) {                                                            \
+                label[s] = root;                                                               \
+                DIAL_PUSH(0, (IT)s);                                                           \
+            }                                                                                  \
+        }                                                                                      \
+        while (queued > 0) {                                                                   \
+            while (head[b] < 0) {                                                              \
+                ++cur;                                                                         \
+                if (++b == nb) b = 0;                                                          \
+            }                                                                                  \
+            const int64_t h = head[b], f = fill[b] - 1;                                        \
+            const IT *top = pool + h * DIAL_BLOCK;                                             \
+            const IT u = top[f];                                                               \
+            /* the next pops of this block are known: start their cache misses now */          \
+            if (f >= DIAL_AHEAD_ROW) {                                                         \
+                const IT x = top[f - DIAL_AHEAD_ROW];                                          \
+                DIAL_PREFETCH(&label[x]);                                                      \
+                DIAL_PREFETCH(&indptr[x]);                                                     \
+            }                                                                                  \
+            if (f >= DIAL_AHEAD_ARCS) {                                                        \
+                const int64_t e = indptr[top[f - DIAL_AHEAD_ARCS]];                            \
+                DIAL_PREFETCH(&indices[e]);                                                    \
+                DIAL_PREFETCH(&w[e]);                                                          \
+            }                                                                                  \
+            if (f == 0) { /* block emptied: to the free list */                                \
+                head[b] = next[h];                                                             \
+                next[h] = free_list;                                                           \
+                free_list = h;                                                                 \
+                fill[b] = DIAL_BLOCK;                                                          \
+            } else {                                                                           \
+                fill[b] = f;                                                                   \
+            }                                                                                  \
+            --queued;                                                                          \
+            if ((label[u] >> shift) != cur) continue; /* stale */                              \
+            ++settled;                                                                         \
+            const int64_t e1 = indptr[u + 1];                                                  \
+            for (int64_t e = indptr[u]; e < e1; ++e) {                                         \
+                const IT v = indices[e];                                                       \
+                const int64_t wt = (int64_t)w[e], nd = cur + wt;                               \
+                const int64_t key = (nd << shift) | (int64_t)u, old = label[v];                \
+                if (key < old) {                                                               \
+                    label[v] = key;                                                            \
+                    if ((old >> shift) != nd) { /* shorter, not only a smaller tail */         \
+                        int64_t t = b + wt; /* nd mod nb: b is cur mod nb, wt < nb */          \
+                        if (t >= nb) t -= nb;                                                  \
+                        DIAL_PUSH(t, v);                                                       \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        free(head); free(fill); free(next); free(pool);                                        \
+        return settled;                                                                        \
+    }
+/* push v on bucket t: a fresh block (from the free list, still in cache, else the pool) when
+ * the bucket is empty or its top block full */
+#define DIAL_PUSH(t, v)                                                                        \
+    do {                                                                                       \
+        const int64_t t_ = (t);                                                                \
+        int64_t h_ = head[t_];                                                                 \
+        if (h_ < 0 || fill[t_] == DIAL_BLOCK) {                                                \
+            int64_t nb_ = free_list;                                                           \
+            if (nb_ >= 0) free_list = next[nb_];                                               \
+            else nb_ = used++;                                                                 \
+            next[nb_] = h_;                                                                    \
+            head[t_] = nb_;                                                                    \
+            fill[t_] = 0;                                                                      \
+            h_ = nb_;                                                                          \
+        }                                                                                      \
+        pool[h_ * DIAL_BLOCK + fill[t_]++] = (v);                                              \
+        ++queued;                                                                              \
+    } while (0)
+
+TERRAIN_DIAL_FUNCS(int32_t, i32, int32_t, i32)
+TERRAIN_DIAL_FUNCS(int32_t, i32, int64_t, i64)
+TERRAIN_DIAL_FUNCS(int64_t, i64, int32_t, i32)
+TERRAIN_DIAL_FUNCS(int64_t, i64, int64_t, i64)
+
+/* Unpack terrain_dial_*'s labels: dist[i] (inf where unreached) and, when pred is not NULL,
+ * pred[i] (-1 at sources and unreached vertices). */
+void terrain_dial_labels(const int64_t *label, int64_t n, int shift, int64_t *dist,
+                         int64_t *pred, int64_t inf) {
+    const int64_t none = ((int64_t)1 << shift) - 1, unreached = INT64_MAX >> shift;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t x = label[i], d = x >> shift, p = x & none;
+        dist[i] = d == unreached ? inf : d;
+        if (pred != NULL) pred[i] = p == none ? -1 : p;
+    }
+}
 
 /* METIS adjacency lines: the n vertex lines from buf[start] (loaders._parse_metis_chunk says
  * the rules: skip_before tokens open each line; with edge_weights every neighbour is followed by
