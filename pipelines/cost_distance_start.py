@@ -67,7 +67,9 @@ the solve, ``nowarm`` starts no device thread, ``pin=N`` pins N transfer rings (
 when the command returns (on stderr), ``nosolve`` leaves the solve to the command,
 ``warm=pin`` only pins the rings in the device thread (no kernels loaded ahead),
 ``imports=late`` makes the main thread wait for the device thread's kernels before it
-imports (no two threads running Python at once).
+imports (no two threads running Python at once), ``pinpar`` pins in a thread of its own
+beside the kernels' loading, ``free`` frees CuPy's device and pinned pools once the
+start-up solve is done (not at the process's exit).
 """
 
 import os
@@ -157,14 +159,21 @@ def _warm_kernels(be, kernels=True):
     from terrain._transfer import pin_ring
     from terrain.grid.sssp import grid_sssp
     t1 = time.perf_counter()
+    options = _options()
+    rings = int(options.get("pin", PIN_RINGS))
+    pinning = None
+    if rings > 0 and "pinpar" in options:  # beside the kernels' loading
+        pinning = threading.Thread(target=pin_ring, args=(be.xp, rings), daemon=True)
+        pinning.start()
     if kernels:
         z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
         z[3, 5] = np.nan
         grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
     _kernels_loaded.set()
     t2 = time.perf_counter()
-    rings = int(_options().get("pin", PIN_RINGS))
-    if rings > 0:
+    if pinning is not None:
+        pinning.join()
+    elif rings > 0:
         pin_ring(be.xp, rings)  # the upload's and the downloads' rings, in CuPy's pool
     _seconds.update({"thread: imports": t1 - t0, "thread: 64 x 64 solve": t2 - t1,
                      "thread: pinning": time.perf_counter() - t2})
@@ -294,6 +303,14 @@ def _solve_early(z, be, call):
     finally:
         got.set()
         _seconds["solve (thread)"] = time.perf_counter() - t0
+    if "free" in _options():  # the device's pools freed now, not at the process's exit
+        t1 = time.perf_counter()
+        try:
+            be.xp.get_default_memory_pool().free_all_blocks()
+            be.xp.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001 - the exit frees them anyway
+            pass
+        _seconds["pools freed (thread)"] = time.perf_counter() - t1
 
 
 def _start_early_read(args, options, be):
