@@ -215,11 +215,24 @@ def _read_early(layer_dir, readers, be, args, solve):
         layout = read_layout(layer_dir)
         if layout is None or layout.dtype != np.float32:
             return
-        if getattr(args, "algorithm", "auto") != "in-core":  # choose_algorithm's rule
+        stop, rule = threading.Event(), None
+        if getattr(args, "algorithm", "auto") != "in-core":  # choose_algorithm's rule,
             need = incore_bytes(layout.shape, getattr(args, "friction", None) is not None)
-            if need > be.xp.cuda.Device().mem_info[0] // 2:  # (waits for the context)
-                return  # tiled: a grid of this size is not read whole
-        z = read_array(layout, readers)
+
+            def check():  # beside the read: it waits for the device thread's context
+                try:
+                    if need > be.xp.cuda.Device().mem_info[0] // 2:
+                        stop.set()  # tiled: a grid of this size is not read whole
+                except Exception:  # noqa: BLE001 - no answer: no read
+                    stop.set()
+
+            rule = threading.Thread(target=check, daemon=True)
+            rule.start()
+        z = read_array(layout, readers, stop)
+        if rule is not None:
+            rule.join()
+        if z is None or stop.is_set():
+            return
         _early.update(array=z, signature=signature)
         _seconds["DEM read (thread)"] = time.perf_counter() - t0
         call = None
