@@ -85,10 +85,12 @@ _jobs = []     # the start-up thread, while there is one
 _seconds = {}  # step -> wall seconds (startup_seconds)
 _early = {}    # the DEM read at start-up: thread, signature, array or error
 _kernels_loaded = threading.Event()  # the device thread is past its Python-heavy part
-#: transfer rings pinned by the start-up thread (:func:`terrain._transfer.pin_ring`): one
-#: serves the solve's upload and both its downloads (the distances' is done before the
-#: labels are), and the solve waits for the pinning (0.16 s a ring on the H100 host)
-PIN_RINGS = 1
+#: transfer rings pinned by the start-up thread (:func:`terrain._transfer.pin_ring`): the
+#: solve's upload and its two downloads (the distances' in a thread beside the others').
+#: With one ring the allocation and backlink download of a Neuse-size query took 0.20-0.24 s
+#: instead of 0.09-0.10 (it pinned a second ring itself); the second ring's 0.13-0.16 s of
+#: pinning mostly overlaps the DEM read (docs/benchmarks.md, wave 6, round 3)
+PIN_RINGS = 2
 
 
 def _options():
