@@ -35,7 +35,10 @@ threads). The in-core solve is one task holding the whole grid, so a LocalCluste
 dashboard would show one bar, and its start (about 1.1 s on the GPU hosts: importing
 ``distributed`` and the dashboard, starting the loop) was a quarter of a ``--reuse``
 query; the store is the graph's byte for byte. On the GPU,
-:mod:`pipelines.cost_distance_start` readies the device during the imports. ``--scheduler
+:mod:`pipelines.cost_distance_start` readies the device during the imports, and from a tile
+store (or a ``--reuse`` store holding the DEM) reads the DEM and solves in a thread of its
+own meanwhile; :func:`_solve` takes that result only for its own call
+(:func:`pipelines.cost_distance_start.take_early_solve`). ``--scheduler
 threads|local|ADDRESS`` runs the graph.
 
 ``--reuse STORE`` of an in-core run's store (its ``cost_reuse`` attribute): step 1 is

@@ -67,7 +67,9 @@ the solve, ``nowarm`` starts no device thread, ``pin=N`` pins N transfer rings (
 when the command returns (on stderr), ``nosolve`` leaves the solve to the command,
 ``warm=pin`` only pins the rings in the device thread (no kernels loaded ahead),
 ``imports=late`` makes the main thread wait for the device thread's kernels before it
-imports (no two threads running Python at once).
+imports (no two threads running Python at once), ``pinpar`` pins in a thread of its own
+beside the kernels' loading, ``free`` frees CuPy's device and pinned pools once the
+start-up solve is done (not at the process's exit).
 """
 
 import os
@@ -84,7 +86,10 @@ _seconds = {}  # step -> wall seconds (startup_seconds)
 _early = {}    # the DEM read at start-up: thread, signature, array or error
 _kernels_loaded = threading.Event()  # the device thread is past its Python-heavy part
 #: transfer rings pinned by the start-up thread (:func:`terrain._transfer.pin_ring`): the
-#: solve's upload and its two downloads, the distances' in a thread beside the others'
+#: solve's upload and its two downloads (the distances' in a thread beside the others').
+#: With one ring the allocation and backlink download of a Neuse-size query took 0.20-0.24 s
+#: instead of 0.09-0.10 (it pinned a second ring itself); the second ring's 0.13-0.16 s of
+#: pinning mostly overlaps the DEM read (docs/benchmarks.md, wave 6, round 3)
 PIN_RINGS = 2
 
 
@@ -156,14 +161,21 @@ def _warm_kernels(be, kernels=True):
     from terrain._transfer import pin_ring
     from terrain.grid.sssp import grid_sssp
     t1 = time.perf_counter()
+    options = _options()
+    rings = int(options.get("pin", PIN_RINGS))
+    pinning = None
+    if rings > 0 and "pinpar" in options:  # beside the kernels' loading
+        pinning = threading.Thread(target=pin_ring, args=(be.xp, rings), daemon=True)
+        pinning.start()
     if kernels:
         z = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) % 7
         z[3, 5] = np.nan
         grid_sssp(z, [(0, 0), (40, 50)], backend=be, hops=False, on_distance=lambda d: None)
     _kernels_loaded.set()
     t2 = time.perf_counter()
-    rings = int(_options().get("pin", PIN_RINGS))
-    if rings > 0:
+    if pinning is not None:
+        pinning.join()
+    elif rings > 0:
         pin_ring(be.xp, rings)  # the upload's and the downloads' rings, in CuPy's pool
     _seconds.update({"thread: imports": t1 - t0, "thread: 64 x 64 solve": t2 - t1,
                      "thread: pinning": time.perf_counter() - t2})
@@ -205,11 +217,24 @@ def _read_early(layer_dir, readers, be, args, solve):
         layout = read_layout(layer_dir)
         if layout is None or layout.dtype != np.float32:
             return
-        if getattr(args, "algorithm", "auto") != "in-core":  # choose_algorithm's rule
+        stop, rule = threading.Event(), None
+        if getattr(args, "algorithm", "auto") != "in-core":  # choose_algorithm's rule,
             need = incore_bytes(layout.shape, getattr(args, "friction", None) is not None)
-            if need > be.xp.cuda.Device().mem_info[0] // 2:  # (waits for the context)
-                return  # tiled: a grid of this size is not read whole
-        z = read_array(layout, readers)
+
+            def check():  # beside the read: it waits for the device thread's context
+                try:
+                    if need > be.xp.cuda.Device().mem_info[0] // 2:
+                        stop.set()  # tiled: a grid of this size is not read whole
+                except Exception:  # noqa: BLE001 - no answer: no read
+                    stop.set()
+
+            rule = threading.Thread(target=check, daemon=True)
+            rule.start()
+        z = read_array(layout, readers, stop)
+        if rule is not None:
+            rule.join()
+        if z is None or stop.is_set():
+            return
         _early.update(array=z, signature=signature)
         _seconds["DEM read (thread)"] = time.perf_counter() - t0
         call = None
@@ -293,6 +318,14 @@ def _solve_early(z, be, call):
     finally:
         got.set()
         _seconds["solve (thread)"] = time.perf_counter() - t0
+    if "free" in _options():  # the device's pools freed now, not at the process's exit
+        t1 = time.perf_counter()
+        try:
+            be.xp.get_default_memory_pool().free_all_blocks()
+            be.xp.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001 - the exit frees them anyway
+            pass
+        _seconds["pools freed (thread)"] = time.perf_counter() - t1
 
 
 def _start_early_read(args, options, be):

@@ -123,6 +123,11 @@ def test_layout_from_zarr_json_alone_reads_zarrs_layers(tmp_path, codec, dtype, 
         theirs.file(i, j) for i in range(3) for j in range(3)]
     for workers in (1, 3):
         np.testing.assert_array_equal(read_array(ours, workers), np.asarray(arr[:, :]))
+    import threading
+    stop = threading.Event()
+    np.testing.assert_array_equal(read_array(ours, 2, stop), np.asarray(arr[:, :]))
+    stop.set()  # a read told to stop gives nothing
+    assert read_array(ours, 2, stop) is None
 
 
 def test_layout_from_zarr_json_refuses_what_it_does_not_know(tmp_path):

@@ -355,6 +355,18 @@ class _Grid:
         return label, {"label_steps": int(c[C_NSTEPS]), "label_relaxed": int(c[C_NPROC]),
                        "label_launches": launches}
 
+    def reached_stats(self, distance):
+        """``(cells with a distance, the largest distance or None)`` of the unpadded
+        ``distance`` (NaN unreached): one launch of ``reached_stats`` (CuPy's reductions
+        would import ``cupyx.scipy`` and compile on their first use in a process)."""
+        cp = self.cp
+        out = cp.zeros(2, cp.uint64)
+        self.mod.get_function("reached_stats")((self.blocks,), (_BLOCK,),
+                                               (distance, np.int64(distance.size), out))
+        count, best = out.get()
+        best = np.array([best], np.uint64).view(np.float64)[0]
+        return int(count), (float(best) if count else None)
+
     def early_distance(self, dist, on_distance):
         """Start handing the unpadded distances (NaN unreached) to ``on_distance`` before the
         labels: what ``backlinks`` will write (:meth:`finish` checks the reached counts
@@ -368,7 +380,7 @@ class _Grid:
         self.mod.get_function("distances")(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
                                            (dist, np.int64(rows), np.int64(cols),
                                             np.int32(PAD), distance))
-        reached = int(cp.count_nonzero(dist != _INF_BITS))
+        reached, _ = self.reached_stats(distance)
         self.sync()
 
         def fetch():
@@ -396,9 +408,8 @@ class _Grid:
             ((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
             self.arcs() + (dist, label, np.int64(rows), np.int64(cols), np.int32(PAD),
                            backlink, distance, allocation, hops_d))
-        reached = int(cp.count_nonzero(allocation >= 0))
+        reached, stats["max_distance"] = self.reached_stats(distance)
         stats["reached_cells"] = reached
-        stats["max_distance"] = float(cp.nanmax(distance)) if reached else None
         self.sync()
         t1 = time.perf_counter()
         wanted = ((distance,) if early is None else ()) + (allocation, backlink) + (

@@ -405,18 +405,24 @@ def shard_grid(layout):
     return (-(-layout.shape[0] // layout.shard[0]), -(-layout.shape[1] // layout.shard[1]))
 
 
-def read_array(layout, workers=None):
+def read_array(layout, workers=None, stop=None):
     """The whole array described by ``layout`` as a new NumPy array, its shards read by a
     pool of ``workers`` threads (default: the CPU count; the reads and the decompression
-    run without the GIL)."""
+    run without the GIL). ``stop`` (a ``threading.Event``): once set, the shards not yet
+    begun are skipped and None is returned."""
     import concurrent.futures
     out = np.empty(layout.shape, layout.dtype)
     gr, gc = shard_grid(layout)
     shards = [(si, sj) for si in range(gr) for sj in range(gc)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(shards)))
+
+    def one(s):
+        if stop is None or not stop.is_set():
+            read_shard(layout, s[0], s[1], out)
+
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda s: read_shard(layout, s[0], s[1], out), shards))
-    return out
+        list(pool.map(one, shards))
+    return None if stop is not None and stop.is_set() else out
 
 
 __all__ += ["shard_grid"]
