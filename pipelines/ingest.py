@@ -33,7 +33,6 @@ pass"). zarr still creates the store and its metadata.
 :func:`build_ingest_graph` is what other pipelines (``mst``) embed in their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
 """
 
-import json
 import math
 import sys
 import threading

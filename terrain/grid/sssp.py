@@ -70,7 +70,6 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
