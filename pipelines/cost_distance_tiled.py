@@ -29,7 +29,7 @@ one go and the top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_
 instead of the host's paged Dijkstra. A fresh GPU run takes groups as large as one
 launch needs to fill the device (up to a shard) and height 0 when the tiles' matrices fit
 that cache (:func:`gpu_sizing`; the summary's ``sizing``). The summary's ``stage_seconds``
-gives the task-seconds of each stage (summed over threads) and ``top_split`` the top's
+gives the task-seconds of each stage (summed over threads and worker processes) and ``top_split`` the top's
 read, arc and solve seconds. Whole levels and rings of tiles are read and written as
 arrays (:class:`~terrain.grid.sssp_tiled.TileBatch`, ``FlatBoundaries``), not node by node.
 
@@ -94,6 +94,28 @@ def _add_seconds(token, stage, seconds):
     with _STAGE_LOCK:
         stages = _STAGE_SECONDS.setdefault(token, {})
         stages[stage] = stages.get(stage, 0.0) + seconds
+
+
+def _pop_seconds(token):
+    with _STAGE_LOCK:
+        return _STAGE_SECONDS.pop(token, {})
+
+
+def _run_stage_seconds(token):
+    """Every process's task-seconds of run ``token``: this process's, and on a distributed
+    worker those of the other workers' processes too (``--gpus``, worker processes or an
+    external cluster run tasks elsewhere; without them the top's seconds would be taken
+    from a stage that ran in another process)."""
+    stages = _pop_seconds(token)
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return stages
+    for other in get_client().run(_pop_seconds, token).values():
+        for k, v in other.items():
+            stages[k] = stages.get(k, 0.0) + v
+    return stages
 
 
 class _Timed:
@@ -684,8 +706,7 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
 
 
 def _finish(out_path, fills, meta, tops, token=None):
-    with _STAGE_LOCK:
-        stages = _STAGE_SECONDS.pop(token, {})
+    stages = _run_stage_seconds(token)
     top = next((t for t in tops if isinstance(t, dict)), {})
     if top.get("seconds"):  # the root's down task ran the top Dijkstra: count it apart
         stages["top"] = top["seconds"]

@@ -180,3 +180,26 @@ def test_tiled_gpu_sized_from_the_device(capsys, tmp_path, dem, small_shards):
     a, b = _layers(tmp_path / "g.zarr"), _layers(tmp_path / "c.zarr")
     for n in LAYERS:
         np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+
+
+
+@pytest.mark.slow
+def test_stage_seconds_gather_every_worker_process():
+    """On worker processes the summary's task-seconds come from every worker, not only from
+    the one that runs the finishing task (the top's seconds were once subtracted from a
+    stage that had run in another process: negative seconds with ``--gpus 2``)."""
+    distributed = pytest.importorskip("distributed")
+    import logging
+    from pipelines.cost_distance_tiled import _add_seconds, _run_stage_seconds
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as client:
+        a, b = sorted(client.scheduler_info()["workers"])
+        client.submit(_add_seconds, "run-1", "index-leaf", 2.0, workers=[a], pure=False).result()
+        client.submit(_add_seconds, "run-1", "index-leaf", 3.0, workers=[b], pure=False).result()
+        client.submit(_add_seconds, "run-1", "fill", 1.0, workers=[b], pure=False).result()
+        got = client.submit(_run_stage_seconds, "run-1", workers=[a], pure=False).result()
+        assert got == {"index-leaf": 5.0, "fill": 1.0}
+        # popped everywhere: a second run's summary does not count them again
+        assert client.submit(_run_stage_seconds, "run-1", workers=[b], pure=False).result() == {}
+    assert _run_stage_seconds("run-1") == {}  # outside a worker: this process's own
