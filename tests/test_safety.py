@@ -5,6 +5,7 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -210,10 +211,18 @@ def _wait_for(pattern, folder, proc, timeout=90):
 @pytest.mark.parametrize("sig, status, word", [(signal.SIGTERM, 143, "terminated"),
                                                (signal.SIGINT, 130, "interrupted")])
 def test_signal_mid_run_cleans_up(tmp_path, big_grid, sig, status, word):
-    proc = _start(["mst", big_grid, "-o", "m.zarr", "--tile", "256", "--backend", "cpu"], tmp_path)
-    _wait_for(".m.zarr.partial-*/.terrain-checkpoints/ingest-band-*", tmp_path, proc)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    for attempt in range(3):
+        proc = _start(["mst", big_grid, "-o", "m.zarr", "--tile", "256", "--backend", "cpu"],
+                      tmp_path)
+        _wait_for(".m.zarr.partial-*/.terrain-checkpoints/ingest-band-*", tmp_path, proc)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        if proc.returncode != 0:
+            break
+        # on a loaded machine the run (about a second) can end before the signal lands: it
+        # must then have finished cleanly; try again to catch it mid-run
+        assert (tmp_path / "m.zarr").is_dir() and not list(tmp_path.glob(".m.zarr.partial-*"))
+        shutil.rmtree(tmp_path / "m.zarr")
     assert proc.returncode == status, err
     assert "Traceback" not in err and "never retrieved" not in err, err
     lines = [x for x in err.strip().splitlines() if "Dask dashboard" not in x]
