@@ -10,13 +10,10 @@ from terrain.io import write_synth
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("shape, tile", [((1500, 2100), 256), ((333, 517), 64)])
-def test_text_in_core_equals_graph_path(tmp_path, shape, tile):
+def assert_same_as_the_graph_path(fast, src, tmp_path, tile):
+    """``fast`` (the summary of a GPU run into ``tmp_path/fast.zarr``) against the CPU task
+    graph's run of the same text: the same forest, arrays (bytes and metadata) and attributes."""
     from pipelines.mst import run_mst
-    src = tmp_path / "g.asc"
-    write_synth(src, *shape, seed=3, nodata=0.05)
-    fast = run_mst(src, tmp_path / "fast.zarr", tile=tile, backend="gpu")
-    assert fast["path"] == "text-in-core"
     slow = run_mst(src, tmp_path / "slow.zarr", tile=tile, backend="cpu", scheduler="threads")
     for key in ("total_weight", "edges", "trees", "vertices"):
         assert fast[key] == slow[key], key
@@ -28,6 +25,16 @@ def test_text_in_core_equals_graph_path(tmp_path, shape, tile):
     skip = {"mst"}
     assert {k: v for k, v in a.attrs.items() if k not in skip} == \
            {k: v for k, v in b.attrs.items() if k not in skip}
+
+
+@pytest.mark.parametrize("shape, tile", [((1500, 2100), 256), ((333, 517), 64)])
+def test_text_in_core_equals_graph_path(tmp_path, shape, tile):
+    from pipelines.mst import run_mst
+    src = tmp_path / "g.asc"
+    write_synth(src, *shape, seed=3, nodata=0.05)
+    fast = run_mst(src, tmp_path / "fast.zarr", tile=tile, backend="gpu")
+    assert fast["path"] == "text-in-core"
+    assert_same_as_the_graph_path(fast, src, tmp_path, tile)
 
 
 def test_cli_copies_the_text_at_start_up_and_writes_the_same_store(tmp_path):
@@ -92,17 +99,7 @@ def test_text_streamed_equals_graph_path(tmp_path, streamed, shape, tile):
     assert fast["path"] == "text-streamed" and fast["parse"] == "gpu"
     assert fast["wall_seconds"]["text"] > 0
     assert fast["group_tiles"] * tile < max(shape)  # several super-tiles, merged above
-    slow = run_mst(src, tmp_path / "slow.zarr", tile=tile, backend="cpu", scheduler="threads")
-    for key in ("total_weight", "edges", "trees", "vertices"):
-        assert fast[key] == slow[key], key
-    a = zarr.open_group(str(tmp_path / "fast.zarr"), mode="r")
-    b = zarr.open_group(str(tmp_path / "slow.zarr"), mode="r")
-    for name in ("elevation", "mst", "x", "y"):
-        assert str(a[name].metadata.to_dict()) == str(b[name].metadata.to_dict()), name
-        assert np.array_equal(a[name][:].view(np.uint8), b[name][:].view(np.uint8)), name
-    skip = {"mst"}
-    assert {k: v for k, v in a.attrs.items() if k not in skip} == \
-           {k: v for k, v in b.attrs.items() if k not in skip}
+    assert_same_as_the_graph_path(fast, src, tmp_path, tile)
 
 
 def test_text_streamed_bad_text_fails_as_on_the_cpu(tmp_path, streamed):
