@@ -1,4 +1,4 @@
-"""The in-process loading path (records counted per chunk, every chunk parsed into its slice
+"""The in-process loading path (line feeds counted per chunk, every chunk parsed into its slice
 of one array, SNAP ids relabelled in place; CSR by edge blocks in parallel, radix row sorts
 carrying weights, in-place compaction) against a Python line parser and the Dask path's
 per-chunk arrays, on every edge-list format with tricky whitespace, comments, CRLF, lines
@@ -214,3 +214,18 @@ def test_record_count_matches_the_line_scan():
         for comments in ((ord("#"), ord("%")), (ord("%"), 0), (ord("c"), 0)):
             want = _records_by_python(buf.tobytes(), [c for c in comments if c])
             assert count_records(buf, *comments) == want
+
+
+def test_line_feed_count_across_its_blocks():
+    """The 32-byte-step line-feed count (the slices' sizes in the in-process path) against
+    ``bytes.count`` on lengths around its 32-byte steps and 255-step folds, dense and sparse."""
+    from terrain.graph._native import lf_count
+    rng = np.random.default_rng(3)
+    for length in (0, 1, 31, 32, 33, 255 * 32 - 1, 255 * 32, 255 * 32 + 1, 2 * 255 * 32 + 45,
+                   70001):
+        for p in (0.0, 0.05, 1.0):
+            buf = np.where(rng.random(length) < p, 10, rng.integers(11, 256, length))
+            buf = buf.astype(np.uint8)
+            assert lf_count(buf) == buf.tobytes().count(b"\n")
+            if length > 3:  # an unaligned start
+                assert lf_count(buf[3:]) == buf[3:].tobytes().count(b"\n")

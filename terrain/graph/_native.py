@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["library", "count_records", "parse_pairs", "parse_metis", "newline_count",
+__all__ = ["library", "count_records", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "bfs_kernels",
            "dial", "dial_labels", "threads"]
 
@@ -34,6 +34,7 @@ _lock = threading.Lock()
 
 _SIGNATURES = {
     "terrain_edges_count": (None, [_vp, _i64, _int, _int, _vp]),
+    "terrain_lf_count": (_i64, [_vp, _i64]),
     "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _i64, _vp, _vp, _int,
                                    _vp, _vp, _vp, _vp]),
     "terrain_metis_parse": (None, [_vp, _i64, _i64, _i64, _i64, _int, _vp, _vp, _vp, _i64,
@@ -101,6 +102,16 @@ def count_records(buf, comment_a, comment_b):
     out = np.zeros(2, np.int64)
     library().terrain_edges_count(_p(buf), buf.shape[0], comment_a, comment_b, _p(out))
     return int(out[0]), int(out[1])
+
+
+def lf_count(buf):
+    """Line feeds in the uint8 array ``buf`` (no call per line: an upper bound of the records
+    :func:`count_records` counts, for sizing).
+
+    >>> lf_count(np.frombuffer(b"1 2\\n% c\\n\\n3 4", np.uint8))
+    3
+    """
+    return int(library().terrain_lf_count(_p(buf), buf.shape[0]))
 
 
 def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt):
