@@ -190,32 +190,6 @@ def test_decimal_weights_round_like_python_float(tmp_path, fmt):
         assert np.array_equal(e.weights.view(np.int64), want.view(np.int64))  # bit for bit
 
 
-def _records_by_python(data, comments):
-    """``(newlines, records)`` by Python's own line splitting: a record is a line whose
-    first byte after blanks is neither a line end nor a comment byte."""
-    records = 0
-    for line in data.split(b"\n"):
-        rest = line.lstrip(b" \t")
-        if rest and rest[0] not in (13, *comments):
-            records += 1
-    return data.count(b"\n"), records
-
-
-def test_record_count_matches_the_line_scan():
-    """The C record count against Python's line splitting, on random byte soups of digits,
-    blanks, line ends and comments."""
-    from terrain.graph._native import count_records
-    rng = np.random.default_rng(2)
-    alphabet = np.frombuffer(b"0123456789  \t\n\n\n\r#%c", np.uint8)
-    for trial in range(400):
-        buf = rng.choice(alphabet, int(rng.integers(0, 60)))
-        if trial % 2:  # no indented line
-            buf = buf[~np.isin(buf, np.frombuffer(b" \t", np.uint8))]
-        for comments in ((ord("#"), ord("%")), (ord("%"), 0), (ord("c"), 0)):
-            want = _records_by_python(buf.tobytes(), [c for c in comments if c])
-            assert count_records(buf, *comments) == want
-
-
 def test_line_feed_count_across_its_blocks():
     """The 32-byte-step line-feed count (the slices' sizes in the in-process path) against
     ``bytes.count`` on lengths around its 32-byte steps and 255-step folds, dense and sparse."""

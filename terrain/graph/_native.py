@@ -13,9 +13,8 @@ must be C-contiguous with the dtypes named (int64 endpoints, int64 ``indptr``, i
 — the callers guarantee it, nothing is checked here.
 
 >>> import numpy as np
->>> buf = np.frombuffer(b"# c\\n1 2\\n3 4 7\\n", np.uint8)
->>> count_records(buf, ord("#"), ord("%"))
-(3, 2)
+>>> lf_count(np.frombuffer(b"# c\\n1 2\\n3 4 7\\n", np.uint8))
+3
 """
 
 import ctypes
@@ -24,7 +23,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["library", "count_records", "lf_count", "parse_pairs", "parse_metis", "newline_count",
+__all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "bfs_kernels",
            "dial", "dial_labels", "threads"]
 
@@ -33,7 +32,6 @@ _lib = None
 _lock = threading.Lock()
 
 _SIGNATURES = {
-    "terrain_edges_count": (None, [_vp, _i64, _int, _int, _vp]),
     "terrain_lf_count": (_i64, [_vp, _i64]),
     "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _i64, _vp, _vp, _int,
                                    _vp, _vp, _vp, _vp]),
@@ -95,18 +93,10 @@ def _p(a):
     return a.ctypes.data
 
 
-def count_records(buf, comment_a, comment_b):
-    """``(newlines, records)`` of the uint8 array ``buf``: records are the lines
-    :func:`parse_pairs` parses (a first non-blank byte that is neither a line end nor a
-    comment byte)."""
-    out = np.zeros(2, np.int64)
-    library().terrain_edges_count(_p(buf), buf.shape[0], comment_a, comment_b, _p(out))
-    return int(out[0]), int(out[1])
-
-
 def lf_count(buf):
     """Line feeds in the uint8 array ``buf`` (no call per line: an upper bound of the records
-    :func:`count_records` counts, for sizing).
+    :func:`parse_pairs` parses — lines whose first non-blank byte is neither a line end nor a
+    comment byte — for sizing).
 
     >>> lf_count(np.frombuffer(b"1 2\\n% c\\n\\n3 4", np.uint8))
     3

@@ -294,30 +294,11 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
 static inline int g_blank(uint8_t c) { return c == G_SP || c == G_TAB; }
 static inline int g_sep(uint8_t c) { return c == G_SP || c == G_TAB || c == G_CR || c == G_LF; }
 
-/* (newlines, records) of buf[0:end): records are the lines terrain_edges_parse parses (a first
- * non-blank byte that is neither a line end nor a comment byte). memchr finds the line ends. */
-void terrain_edges_count(const uint8_t *buf, int64_t end, int comment_a, int comment_b,
-                         int64_t *out) {
-    int64_t newlines = 0, records = 0, i = 0;
-    while (i < end) {
-        while (i < end && g_blank(buf[i])) ++i;
-        if (i >= end) break;
-        const uint8_t c = buf[i];
-        if (!(c == G_LF || c == G_CR || c == comment_a || c == comment_b)) ++records;
-        const uint8_t *q = memchr(buf + i, G_LF, (size_t)(end - i));
-        if (q == NULL) break;
-        ++newlines;
-        i = (q - buf) + 1;
-    }
-    out[0] = newlines;
-    out[1] = records;
-}
-
 /* Line feeds in buf[0:end), 32 bytes a step: an upper bound of the records of an edge-list
- * chunk (terrain/graph/loaders.py read_graph_file sizes its slices with it). The per-line
- * memchr of terrain_edges_count costs a call per line (RMAT-18's 16-byte lines: 21 ms a core
- * for 61 MB); this loop counts bytes with no branch per line (the byte counters are folded
- * into the total before they can wrap). */
+ * chunk (terrain/graph/loaders.py read_graph_file sizes its slices with it). An exact record
+ * count with a memchr per line (the loader's earlier pre-pass) costs a call per line
+ * (RMAT-18's 16-byte lines: 21 ms a core for 61 MB); this loop counts bytes with no branch
+ * per line (the byte counters are folded into the total before they can wrap). */
 int64_t terrain_lf_count(const uint8_t *buf, int64_t end) {
     int64_t total = 0, i = 0;
     while (end - i >= 32) {
