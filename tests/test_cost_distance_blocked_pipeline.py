@@ -9,26 +9,17 @@ import pytest
 import zarr
 
 from cli import run_main
-from test_cost_distance_cli import write_asc
+from test_cost_distance_cli import random_dem, write_asc
+from test_cost_distance_tiled_pipeline import small_shards  # noqa: F401 (a fixture)
 from test_sssp import csr_graph, oracle_distance
 
 LAYERS = ("distance", "allocation", "backlink")
 
 
 @pytest.fixture
-def small_shards(monkeypatch):
-    import terrain.tiles.store as store
-    monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 16)  # blocks = shards of 16 cells
-
-
-@pytest.fixture
 def dem(tmp_path):
-    rng = np.random.default_rng(2)
-    z = rng.integers(0, 30, (45, 37)).astype(np.float32)
-    z[rng.random(z.shape) < 0.05] = np.nan
-    z[20, :30] = np.nan  # a barrier across several blocks
-    z[3, 4] = z[40, 30] = z[16, 16] = 5
-    return z, write_asc(tmp_path / "dem.asc", z)
+    return random_dem(tmp_path, 2, (45, 37), 30, [(3, 4), (40, 30), (16, 16)],
+                      5, barrier=(20, slice(None, 30)))
 
 
 def _layers(path):

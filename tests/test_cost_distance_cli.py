@@ -23,6 +23,20 @@ def write_asc(path, z, nodata=-9999, xll=XLL, yll=YLL, cs=CS):
     return path
 
 
+def random_dem(tmp_path, seed, shape, high, cells, value, barrier=None):
+    """The cost-distance tests' DEM: integers ``0..high-1`` with 5 % nodata, the nodata
+    ``barrier`` (an index) and ``value`` at ``cells`` (the sources: never nodata), written
+    to ``tmp_path/dem.asc``; returns ``(z, path)``."""
+    rng = np.random.default_rng(seed)
+    z = rng.integers(0, high, shape).astype(np.float32)
+    z[rng.random(z.shape) < 0.05] = np.nan
+    if barrier is not None:
+        z[barrier] = np.nan
+    for r, c in cells:
+        z[r, c] = value
+    return z, write_asc(tmp_path / "dem.asc", z)
+
+
 def xy(row, col, rows):
     """Map coordinates of a cell centre (ESRI grid: yll is the lower edge)."""
     return XLL + (col + 0.5) * CS, YLL + (rows - row - 0.5) * CS
@@ -30,11 +44,7 @@ def xy(row, col, rows):
 
 @pytest.fixture
 def dem(tmp_path):
-    rng = np.random.default_rng(0)
-    z = rng.integers(0, 30, (45, 37)).astype(np.float32)
-    z[rng.random(z.shape) < 0.05] = np.nan
-    z[3, 4] = z[40, 30] = 5
-    return z, write_asc(tmp_path / "dem.asc", z)
+    return random_dem(tmp_path, 0, (45, 37), 30, [(3, 4), (40, 30)], 5)
 
 
 def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):

@@ -17,7 +17,7 @@ import zarr
 from pipelines import cluster
 from pipelines import cost_distance as cd
 from pipelines.cluster import assign_groups
-from test_cost_distance_cli import write_asc
+from test_cost_distance_cli import random_dem
 from test_cost_distance_tiled_pipeline import small_shards  # noqa: F401 (a fixture)
 
 LAYERS = ("distance", "allocation", "backlink")
@@ -30,12 +30,8 @@ class _Built(Exception):
 
 @pytest.fixture
 def dem(tmp_path):
-    rng = np.random.default_rng(4)
-    z = rng.integers(0, 40, (61, 50)).astype(np.float32)
-    z[rng.random(z.shape) < 0.05] = np.nan
-    z[30, 5:45] = np.nan  # a barrier across several groups
-    z[3, 4] = z[55, 40] = 7
-    return z, write_asc(tmp_path / "dem.asc", z)
+    return random_dem(tmp_path, 4, (61, 50), 40, [(3, 4), (55, 40)], 7,
+                      barrier=(30, slice(5, 45)))
 
 
 def _pins(monkeypatch, tmp_path, path, algorithm):

@@ -16,7 +16,7 @@ import pytest
 import zarr
 
 from cli import run_main
-from test_cost_distance_cli import write_asc
+from test_cost_distance_cli import random_dem, write_asc
 
 from pipelines import cost_distance_start as start
 from pipelines.cost_distance import in_process_applies
@@ -24,11 +24,7 @@ from pipelines.cost_distance import in_process_applies
 
 @pytest.fixture
 def dem(tmp_path):
-    rng = np.random.default_rng(11)
-    z = rng.integers(0, 50, (75, 61)).astype(np.float32)
-    z[rng.random(z.shape) < 0.05] = np.nan
-    z[4, 7] = z[66, 50] = z[20, 33] = 9
-    return z, write_asc(tmp_path / "dem.asc", z)
+    return random_dem(tmp_path, 11, (75, 61), 50, [(4, 7), (66, 50), (20, 33)], 9)
 
 
 def _files(path):

@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 from cli import run_main
-from test_cost_distance_cli import write_asc
+from test_cost_distance_cli import random_dem, write_asc
 from test_sssp import csr_graph, oracle_distance
 
 from pipelines.cost_distance import LAYERS
@@ -18,11 +18,7 @@ from pipelines.cost_distance import LAYERS
 
 @pytest.fixture
 def dem(tmp_path):
-    rng = np.random.default_rng(4)
-    z = rng.integers(0, 40, (70, 53)).astype(np.float32)
-    z[rng.random(z.shape) < 0.05] = np.nan
-    z[5, 6] = z[60, 40] = z[30, 2] = 7
-    return z, write_asc(tmp_path / "dem.asc", z)
+    return random_dem(tmp_path, 4, (70, 53), 40, [(5, 6), (60, 40), (30, 2)], 7)
 
 
 def _run(capsys, *argv, backend="cpu"):

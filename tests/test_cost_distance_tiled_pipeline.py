@@ -8,7 +8,7 @@ import pytest
 import zarr
 
 from cli import run_main
-from test_cost_distance_cli import write_asc
+from test_cost_distance_cli import random_dem, write_asc
 from test_sssp import csr_graph, oracle_distance
 
 LAYERS = ("distance", "allocation", "backlink")
@@ -22,12 +22,8 @@ def small_shards(monkeypatch):
 
 @pytest.fixture
 def dem(tmp_path):
-    rng = np.random.default_rng(1)
-    z = rng.integers(0, 30, (45, 37)).astype(np.float32)
-    z[rng.random(z.shape) < 0.05] = np.nan
-    z[20, :30] = np.nan  # a barrier across several groups
-    z[3, 4] = z[40, 30] = z[44, 0] = 5
-    return z, write_asc(tmp_path / "dem.asc", z)
+    return random_dem(tmp_path, 1, (45, 37), 30, [(3, 4), (40, 30), (44, 0)],
+                      5, barrier=(20, slice(None, 30)))
 
 
 def _layers(path):
@@ -191,9 +187,9 @@ def test_stage_seconds_gather_every_worker_process():
     distributed = pytest.importorskip("distributed")
     import logging
     from pipelines.cost_distance_tiled import _add_seconds, _run_stage_seconds
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
-            distributed.Client(cluster) as client:
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=logging.CRITICAL)
+    with cluster, distributed.Client(cluster) as client:
         a, b = sorted(client.scheduler_info()["workers"])
         client.submit(_add_seconds, "run-1", "index-leaf", 2.0, workers=[a], pure=False).result()
         client.submit(_add_seconds, "run-1", "index-leaf", 3.0, workers=[b], pure=False).result()
