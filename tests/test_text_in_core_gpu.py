@@ -27,6 +27,21 @@ def assert_same_as_the_graph_path(fast, src, tmp_path, tile):
            {k: v for k, v in b.attrs.items() if k not in skip}
 
 
+def assert_fails_as_on_the_cpu(src, tmp_path):
+    """A bad text ``src``: the GPU run and the CPU task graph's fail with the same error (one
+    naming the file), and neither leaves an output behind."""
+    from pipelines.mst import run_mst
+    from terrain.errors import InputError
+    messages = []
+    for backend, scheduler in (("gpu", None), ("cpu", "threads")):
+        with pytest.raises(InputError) as err:
+            run_mst(src, tmp_path / f"{backend}.zarr", tile=64, backend=backend,
+                    scheduler=scheduler)
+        messages.append(str(err.value))
+        assert not (tmp_path / f"{backend}.zarr").exists()
+    assert messages[0] == messages[1] and str(src) in messages[0]
+
+
 @pytest.mark.parametrize("shape, tile", [((1500, 2100), 256), ((333, 517), 64)])
 def test_text_in_core_equals_graph_path(tmp_path, shape, tile):
     from pipelines.mst import run_mst
@@ -62,21 +77,12 @@ def test_cli_copies_the_text_at_start_up_and_writes_the_same_store(tmp_path):
 
 @pytest.mark.parametrize("damage", [(" ", " x"), ("\n", "\n\n")])
 def test_bad_text_fails_as_on_the_cpu_and_leaves_nothing(tmp_path, damage):
-    from pipelines.mst import run_mst
-    from terrain.errors import InputError
     src = tmp_path / "g.asc"
     write_synth(src, 300, 200, seed=1, nodata=0.0)
     text = src.read_text()
     head = text.index("\n", text.index("NODATA")) + 1
     src.write_text(text[:head] + text[head:].replace(*damage, 1))
-    messages = []
-    for backend, scheduler in (("gpu", None), ("cpu", "threads")):
-        with pytest.raises(InputError) as err:
-            run_mst(src, tmp_path / f"{backend}.zarr", tile=64, backend=backend,
-                    scheduler=scheduler)
-        messages.append(str(err.value))
-        assert not (tmp_path / f"{backend}.zarr").exists()
-    assert messages[0] == messages[1] and str(src) in messages[0]
+    assert_fails_as_on_the_cpu(src, tmp_path)
 
 
 @pytest.fixture
@@ -103,18 +109,9 @@ def test_text_streamed_equals_graph_path(tmp_path, streamed, shape, tile):
 
 
 def test_text_streamed_bad_text_fails_as_on_the_cpu(tmp_path, streamed):
-    from pipelines.mst import run_mst
-    from terrain.errors import InputError
     src = tmp_path / "g.asc"
     write_synth(src, 400, 300, seed=1, nodata=0.0)
     text = src.read_text()
     at = text.index(" ", len(text) * 3 // 4)  # a bad token in a late piece
     src.write_text(text[:at] + " x" + text[at:])
-    messages = []
-    for backend, scheduler in (("gpu", None), ("cpu", "threads")):
-        with pytest.raises(InputError) as err:
-            run_mst(src, tmp_path / f"{backend}.zarr", tile=64, backend=backend,
-                    scheduler=scheduler)
-        messages.append(str(err.value))
-        assert not (tmp_path / f"{backend}.zarr").exists()
-    assert messages[0] == messages[1] and str(src) in messages[0]
+    assert_fails_as_on_the_cpu(src, tmp_path)
