@@ -327,13 +327,18 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
     fk = fp if fp is not None else np.ones(1, np.float32)
     offs = _offsets(W)
     plan = None
-    if stage == 1 and spec.model != 0 and seeds.size:
+    if spec.model != 0 and seeds.size:
         # the window as the in-core kernels' padded grid (a frame of 2) for the plan's bounds
         inner2 = (slice(HALO, H - HALO), slice(HALO, W - HALO))
         plan = bucket_plan(zp.reshape(H, W)[inner2], None if fp is None else
                            fp.reshape(H, W)[inner2], spec.model, spec.codes, spec.lengths,
                            seed_d, zp, offs)
-    if plan is not None:
+    if plan is not None and stage == 2:
+        from ._sssp_blocked_cpu import tight_labels_buckets_cpu
+        settled = tight_labels_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
+                                           spec.codes, dist, label, seeds, seed_d, seed_l,
+                                           *plan)
+    elif plan is not None:
         settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
                                    spec.codes, dist, label, seeds, seed_d, seed_l, limit,
                                    *plan, np.empty(H * W, np.uint8))
