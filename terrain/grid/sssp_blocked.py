@@ -61,6 +61,7 @@ Examples
 """
 
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -227,40 +228,84 @@ class Bands:
         return np.concatenate(rows), np.concatenate(cols), np.concatenate(dists)
 
 
-def _window(z, f, halo, fill_z=np.nan):
-    """Padded flat elevation and friction of a block's window (block, halo, frame)."""
+_WORKSPACE = threading.local()
+
+
+def _workspace(n):
+    """This thread's window arrays (elevation, friction, distance, label) of ``n`` cells,
+    kept from one block solve to the next: fresh arrays of a block's size are fresh pages,
+    whose faults cost as much as the solve's own passes over them."""
+    ws = getattr(_WORKSPACE, "arrays", None)
+    if ws is None or ws["d"].size < n:
+        ws = {"z": np.empty(n, np.float32), "f": np.empty(n, np.float32),
+              "d": np.empty(n, np.float64), "l": np.empty(n, np.int64),
+              "b": np.empty(n, np.uint8)}
+        _WORKSPACE.arrays = ws
+    return {k: a[:n] for k, a in ws.items()}
+
+
+def _halo_cells(halo, th, tw, W):
+    """The halo cells' flat window indices (increasing) and their ``z, f, d, l``."""
+    o, h = _OFF, HALO
+    parts = (("top", np.arange(o - h, o), np.arange(o - h, o + tw + h)),
+             ("bottom", np.arange(o + th, o + th + h), np.arange(o - h, o + tw + h)),
+             ("left", np.arange(o, o + th), np.arange(o - h, o)),
+             ("right", np.arange(o, o + th), np.arange(o + tw, o + tw + h)))
+    idx = np.concatenate([np.add.outer(rs * W, cs).ravel() for _, rs, cs in parts])
+    order = np.argsort(idx, kind="stable")
+    vals = {k: np.concatenate([halo[name][k].ravel() for name, _, _ in parts])[order]
+            for k in ("z", "f", "d", "l")}
+    return idx[order], vals
+
+
+def _window(z, f, halo, state_d, state_l, labels, halo_labels=False):
+    """A block's padded flat window (block, halo, 2-cell NaN frame) in this thread's
+    workspace: ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``.
+
+    ``zp``/``fp``: elevation and friction (``fp`` None without friction), NaN in the frame;
+    ``dist``: -inf at non-vertices and in the frame, the block's state ``state_d`` inside
+    (+inf without one in the distance stage, ``labels`` False), and at the halo +inf
+    (distance stage: the halo seeds carry the distances) or the halo's distances (``labels``;
+    -inf where not finite, as inside); ``label``: all 0 (distance stage) or the state
+    ``state_l`` inside and none elsewhere, the halo's labels at the halo with
+    ``halo_labels``. ``halo_ok``: the halo cells that are vertices with a finite distance.
+    """
+    from ._sssp_blocked_cpu import window_inner_cpu
     th, tw = z.shape
     H, W = th + 2 * _OFF, tw + 2 * _OFF
-    out = []
-    for a, key in ((z, "z"), (f, "f")):
+    ws = _workspace(H * W)
+    zp, dist, label = ws["z"], ws["d"], ws["l"]
+    fp = ws["f"] if f is not None else None
+    none = NONE_LABEL if labels else 0
+    fr = _FRAME
+    for a, fill in ((zp, np.nan), (fp, np.nan), (dist, -np.inf), (label, none)):
         if a is None:
-            out.append(None)
             continue
-        w = np.full((H, W), fill_z, np.float32)
-        w[_OFF:_OFF + th, _OFF:_OFF + tw] = a
-        _put_halo(w, halo, key, th, tw)
-        out.append(w.reshape(-1))
-    return out[0], out[1], (H, W)
-
-
-def _put_halo(w, halo, key, th, tw):
-    """Write the halo strips' ``key`` into the 2-D window ``w``."""
-    o, h = _OFF, HALO
-    w[o - h:o, o - h:o + tw + h] = halo["top"][key]
-    w[o + th:o + th + h, o - h:o + tw + h] = halo["bottom"][key]
-    w[o:o + th, o - h:o] = halo["left"][key]
-    w[o:o + th, o + tw:o + tw + h] = halo["right"][key]
+        a2 = a.reshape(H, W)
+        a2[:fr], a2[H - fr:], a2[:, :fr], a2[:, W - fr:] = fill, fill, fill, fill
+    dummy_d, dummy_l = np.empty((1, 1)), np.empty((1, 1), np.int64)
+    window_inner_cpu(z, f if f is not None else z, f is not None,
+                     state_d if state_d is not None else dummy_d, state_d is not None,
+                     state_l if state_l is not None else dummy_l, state_l is not None,
+                     labels, _OFF, W, zp, fp if fp is not None else zp, dist, label)
+    idx, hv = _halo_cells(halo, th, tw, W)
+    zp[idx] = hv["z"]
+    valid = ~np.isnan(hv["z"])
+    if fp is not None:
+        fp[idx] = hv["f"]
+        valid &= ~np.isnan(hv["f"])
+    ok = valid & np.isfinite(hv["d"])
+    if labels:
+        dist[idx] = np.where(ok, hv["d"], -np.inf)
+        label[idx] = hv["l"] if halo_labels else NONE_LABEL
+    else:
+        dist[idx] = np.where(valid, np.inf, -np.inf)
+        label[idx] = 0
+    return zp, fp, dist, label, (H, W), idx, ok, hv
 
 
 def _offsets(W):
     return (ARC_DR * W + ARC_DC).astype(np.int64)
-
-
-def _halo_mask(H, W, th, tw):
-    m = np.zeros((H, W), bool)
-    m[_OFF - HALO:_OFF + th + HALO, _OFF - HALO:_OFF + tw + HALO] = True
-    m[_OFF:_OFF + th, _OFF:_OFF + tw] = False
-    return m
 
 
 def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
@@ -284,45 +329,26 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
     Returns
     -------
     (state_d, state_l, ring, settled)
-        The new state (``state_l`` None in stage 1), the ring (``z, f, d, l`` of the block:
+        The new state (``state_l`` None in stage 1; written into the given state arrays
+        where they are writeable), the ring (``z, f, d, l`` of the block:
         :meth:`Bands.store` reads its rows and columns) and the cells settled.
     """
     th, tw = z.shape
-    zp, fp, (H, W) = _window(z, f, halo)
-    valid = ~np.isnan(zp)
-    if fp is not None:
-        valid &= ~np.isnan(fp)
+    labels = stage != 1
+    zp, fp, dist, label, (H, W), hidx, hok, hv = _window(z, f, halo, state_d, state_l, labels)
     inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
-    hmask = _halo_mask(H, W, th, tw).reshape(-1)
-    hd = np.full((H, W), np.inf)
-    _put_halo(hd, halo, "d", th, tw)
-    hd = hd.reshape(-1)
-    dist = np.full(H * W, np.inf)
-    if state_d is not None:
-        dist.reshape(H, W)[inner] = state_d
     rows, cols, costs, idx = sources
     src = (np.asarray(rows, np.int64) + _OFF) * W + np.asarray(cols, np.int64) + _OFF
-    if stage == 1:
-        label = np.zeros(H * W, np.int64)
-        dist[~valid] = -np.inf
-        seed_cells = np.flatnonzero(hmask & valid & np.isfinite(hd))
-        seeds = np.concatenate([seed_cells, src])
-        seed_d = np.concatenate([hd[seed_cells], np.asarray(costs, np.float64)])
+    if not labels:
+        seeds = np.concatenate([hidx[hok], src])
+        seed_d = np.concatenate([hv["d"][hok], np.asarray(costs, np.float64)])
         seed_l = np.zeros(seeds.size, np.int64)
         fixed, limit = False, spec.limit
     else:
-        hl = np.full((H, W), NONE_LABEL, np.int64)
-        _put_halo(hl, halo, "l", th, tw)
-        hl = hl.reshape(-1)
-        dist[hmask] = hd[hmask]
-        dist[~(valid & np.isfinite(dist))] = -np.inf  # unreached: no tight arc into it
-        label = np.full(H * W, NONE_LABEL, np.int64)
-        if state_l is not None:
-            label.reshape(H, W)[inner] = state_l
-        seed_cells = np.flatnonzero(hmask & (hl != NONE_LABEL) & (dist > -np.inf))
-        seeds = np.concatenate([seed_cells, src])
-        seed_d = np.concatenate([dist[seed_cells], np.asarray(costs, np.float64)])
-        seed_l = np.concatenate([hl[seed_cells], np.asarray(idx, np.int64) << _HOPS_BITS])
+        sel = hok & (hv["l"] != NONE_LABEL)
+        seeds = np.concatenate([hidx[sel], src])
+        seed_d = np.concatenate([hv["d"][sel], np.asarray(costs, np.float64)])
+        seed_l = np.concatenate([hv["l"][sel], np.asarray(idx, np.int64) << _HOPS_BITS])
         fixed, limit = True, math.inf
     fk = fp if fp is not None else np.ones(1, np.float32)
     offs = _offsets(W)
@@ -341,42 +367,44 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
     elif plan is not None:
         settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
                                    spec.codes, dist, label, seeds, seed_d, seed_l, limit,
-                                   *plan, np.empty(H * W, np.uint8))
+                                   *plan, _workspace(H * W)["b"])
     else:
         settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
                            dist, label, seeds, seed_d, seed_l, fixed, limit)
-    new_d = dist.reshape(H, W)[inner].copy()
-    new_l = label.reshape(H, W)[inner].copy() if stage == 2 else None
     if stage == 2:  # unchanged: the ring carries the final distances
         new_d = state_d if state_d is not None else np.full(z.shape, -np.inf)
-    ring = {"z": z, "f": f if f is not None else np.ones_like(z),
+        new_l = _into(state_l, label.reshape(H, W)[inner])
+    else:
+        new_d, new_l = _into(state_d, dist.reshape(H, W)[inner]), None
+    # read-only broadcasts where the ring has nothing to say (the bands copy what they read)
+    ring = {"z": z, "f": f if f is not None else np.broadcast_to(np.float32(1), z.shape),
             "d": new_d, "l": new_l if new_l is not None else
-            np.full(z.shape, NONE_LABEL, np.int64)}
+            np.broadcast_to(np.int64(NONE_LABEL), z.shape)}
     return new_d, new_l, ring, int(settled)
+
+
+def _into(state, a):
+    """``a`` copied into the block's ``state`` array where it can take it (no fresh pages),
+    else a copy."""
+    if state is not None and state.flags.writeable and state.shape == a.shape:
+        state[...] = a
+        return state
+    return a.copy()
 
 
 def block_outputs(spec, z, f, state_d, state_l, halo):
     """The block's ``(distance, allocation, backlink)`` from the final distances and labels
     of the block and its halo (:func:`terrain.grid.sssp.backlinks_cpu` on the window)."""
     th, tw = z.shape
-    zp, fp, (H, W) = _window(z, f, halo)
-    inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
-    dist = np.full((H, W), -np.inf)
-    _put_halo(dist, halo, "d", th, tw)
-    label = np.full((H, W), NONE_LABEL, np.int64)
-    _put_halo(label, halo, "l", th, tw)
-    if state_d is not None:
-        dist[inner] = state_d
-    if state_l is not None:
-        label[inner] = state_l
-    dist[~np.isfinite(dist)] = -np.inf
+    zp, fp, dist, label, (H, W), _, _, _ = _window(z, f, halo, state_d, state_l, True,
+                                                    halo_labels=True)
     distance = np.empty((th, tw), np.float64)
     allocation = np.empty((th, tw), np.int32)
     backlink = np.empty((th, tw), np.uint8)
     hops = np.empty((th, tw), np.int32)
     backlinks_cpu(zp, fp if fp is not None else np.ones(1, np.float32), spec.has_f,
-                  spec.model, spec.lengths, _offsets(W), spec.codes, dist.reshape(-1),
-                  label.reshape(-1), th, tw, _OFF, backlink, distance, allocation, hops)
+                  spec.model, spec.lengths, _offsets(W), spec.codes, dist, label, th, tw,
+                  _OFF, backlink, distance, allocation, hops)
     return distance, allocation, backlink
 
 
