@@ -111,3 +111,40 @@ def test_bench_blocked_runs_and_agrees(tmp_path, capsys):
     assert "96² in-core" in out and "96² blocked" in out
     assert "blocked == in-core bit for bit: True" in out
     assert not list(tmp_path.glob("*.zarr"))  # the stores removed
+
+
+def test_block_reader_equals_zarr(tmp_path, small_shards):
+    """The chunk-by-chunk block reader (terrain.tiles._shards.read_window) gives zarr's
+    cells: windows across shards and partial edge tiles, an absent (all-NaN) chunk, a
+    missing shard file, and the zarr fallback for a store of another layout."""
+    from pipelines.cost_distance_blocked import BlockReader
+    from pipelines.cost_distance_tiled import StoreReader
+    from pipelines.ingest import default_compressors
+    from terrain.tiles.store import create_store
+    rng = np.random.default_rng(5)
+    shape = (45, 37)
+    paths = []
+    for name in ("dem", "fr", "zstd"):  # the last one: zarr's default codec (zstd)
+        st = create_store(tmp_path / f"{name}.zarr", shape, 8, compressors=(
+            "auto" if name == "zstd" else default_compressors()))
+        a = (rng.random(shape) * 9 + (1 if name == "fr" else 0)).astype(np.float32)
+        a[8:16, 8:16] = np.nan  # a whole inner chunk of NaN: not stored
+        st.elevation[:, :] = a
+        paths.append(tmp_path / f"{name}.zarr")
+    shard_files = sorted((paths[0] / "elevation").rglob("c/*/*"))
+    assert len(shard_files) == 9  # 3 x 3 shards of 16
+    shard_files[-1].unlink()  # a missing shard: the fill value (NaN)
+    ref, got = StoreReader(*paths[:2]), BlockReader(*paths[:2])
+    windows = [(0, 16, 0, 16), (3, 45, 5, 37), (8, 16, 8, 16), (40, 45, 30, 37), (0, 45, 0, 37)]
+    for w in windows:
+        for a, b in zip(ref(w), got(w)):
+            assert b.dtype == np.float32 and b.shape == (w[1] - w[0], w[3] - w[2])
+            np.testing.assert_array_equal(a, b)
+    assert got.layouts  # the chunk reader, not zarr
+    assert np.isnan(got((32, 45, 32, 37))[0]).all()
+    z, f = BlockReader(paths[0])((0, 9, 0, 9))
+    assert f is None and np.array_equal(z, ref((0, 9, 0, 9))[0], equal_nan=True)
+    other = BlockReader(paths[0], paths[2])  # another layout: zarr reads both
+    for a, b in zip(StoreReader(paths[0], paths[2])((2, 30, 3, 20)), other((2, 30, 3, 20))):
+        np.testing.assert_array_equal(a, b)
+    assert other.layouts == []

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array"]
+__all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window"]
 
 _MAX = np.uint64(2**64 - 1)
 
@@ -385,19 +385,78 @@ def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
             if off == _MAX:
                 dst[...] = layout.fill
                 continue
-            chunk = view[int(off):int(off) + int(length)]
-            if layout.codec is None:
-                src = np.frombuffer(chunk, layout.dtype).reshape(layout.inner)
-            elif BLOSC is None:
-                layout.codec.decode(chunk, out=tile)
-                src = tile
-            else:
-                n = BLOSC.decompress(blob.ctypes.data + int(off), tile.ctypes.data, tile.nbytes,
-                                     1)
-                if n != tile.nbytes:
-                    raise ValueError(f"{path}: a chunk does not decompress to a tile")
-                src = tile
+            src = _decoded(layout, path, blob, int(off), int(length), tile)
             dst[...] = src[:a1 - a0, :b1 - b0]
+
+
+def _decoded(layout, path, blob, off, length, tile):
+    """The inner chunk at bytes ``off:off + length`` of ``blob`` as a tile (decompressed into
+    ``tile``, or a view of ``blob`` without a compressor)."""
+    chunk = memoryview(blob)[off:off + length]
+    if layout.codec is None:
+        return np.frombuffer(chunk, layout.dtype).reshape(layout.inner)
+    if BLOSC is None:
+        layout.codec.decode(chunk, out=tile)
+        return tile
+    n = BLOSC.decompress(blob.ctypes.data + off, tile.ctypes.data, tile.nbytes, 1)
+    if n != tile.nbytes:
+        raise ValueError(f"{path}: a chunk does not decompress to a tile")
+    return tile
+
+
+def read_window(layout, r0, r1, c0, c1, out):
+    """Cells ``[r0:r1, c0:c1]`` of the array into ``out``, reading only the inner chunks
+    that meet the window (each shard's index, then each chunk's bytes: a block of a shard
+    costs its own bytes, not the shard's); absent chunks and shards give the fill value.
+    The indexes' CRCs are checked."""
+    import google_crc32c
+
+    R, C = layout.shard
+    tr, tc = layout.inner
+    rows, cols = layout.shape
+    n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
+    nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
+    with _buffers.borrow("tile", nbytes) as tbuf:
+        tile = _view(tbuf, layout.inner, layout.dtype)
+        for si in range(r0 // R, (r1 - 1) // R + 1):
+            for sj in range(c0 // C, (c1 - 1) // C + 1):
+                path = layout.file(si, sj)
+                try:
+                    fh = open(path, "rb")
+                except FileNotFoundError:
+                    out[max(si * R, r0) - r0:min(si * R + R, r1) - r0,
+                        max(sj * C, c0) - c0:min(sj * C + C, c1) - c0] = layout.fill
+                    continue
+                with fh:
+                    size = os.fstat(fh.fileno()).st_size
+                    fh.seek(size - n_idx - 4)
+                    tail = fh.read(n_idx + 4)
+                    raw, crc = tail[:n_idx], tail[n_idx:]
+                    if len(tail) != n_idx + 4 or np.uint32(google_crc32c.value(raw)).astype(
+                            "<u4").tobytes() != crc:
+                        raise ValueError(f"{path}: shard index checksum mismatch")
+                    index = np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
+                    for ci in range(layout.per_shard[0]):
+                        a0 = si * R + ci * tr
+                        lo, hi = max(a0, r0), min(a0 + tr, r1, rows)
+                        if lo >= hi:
+                            continue
+                        for cj in range(layout.per_shard[1]):
+                            b0 = sj * C + cj * tc
+                            clo, chi = max(b0, c0), min(b0 + tc, c1, cols)
+                            if clo >= chi:
+                                continue
+                            dst = out[lo - r0:hi - r0, clo - c0:chi - c0]
+                            off, length = (int(x) for x in index[ci, cj])
+                            if off == int(_MAX):
+                                dst[...] = layout.fill
+                                continue
+                            with _buffers.borrow("blob", length) as blob:
+                                fh.seek(off)
+                                if fh.readinto(memoryview(blob)[:length]) != length:
+                                    raise ValueError(f"{path}: short read")
+                                src = _decoded(layout, path, blob, 0, length, tile)
+                                dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
 
 
 def shard_grid(layout):
