@@ -137,3 +137,43 @@ def test_plan_and_bad_input():
         BlockPlan((9, 9), 3)
     with pytest.raises(InputError, match="nodata"):
         blocked_sssp(np.full((8, 8), np.nan, np.float32), [(1, 1)], side=4)
+
+
+@pytest.mark.parametrize("cost", ["friction", "tobler"])
+def test_tight_labels_buckets_equal_heap(cost):
+    """The label stage's bucket kernel gives the heap's least fixed point (``sssp_cpu`` with
+    ``fixed``) from the same final distances, seeds and starting labels: seeds that are not
+    tight (ignored), ties between sources (the lower label wins), labels already lower than
+    what a seed offers (kept), nodata."""
+    from terrain.grid._sssp_blocked_cpu import tight_labels_buckets_cpu
+    from terrain.grid._sssp_cpu import sssp_cpu
+    from terrain.grid.sssp import _offsets, _padded_state, bucket_plan
+    rng = np.random.default_rng(9)
+    z = _rng_dem(40, 33, 4, nodata=0.04)
+    f = np.where(rng.random(z.shape) < 0.5, 1.0, 2.0).astype(np.float32)  # many ties
+    model, codes, lengths = (1 if cost == "friction" else 2), arc_codes(16), arc_lengths((30, 30))
+    zp, fp, dist, label = _padded_state(z, f)
+    offs = _offsets(z.shape[1])
+    cells = np.flatnonzero(dist == np.inf)[[5, 300, 700, 1100]]
+    costs = np.array([0.0, 4.0, 4.0, 1.0])
+    sssp_cpu(zp, fp, True, model, lengths, offs, codes, dist, label, cells, costs,
+             np.zeros(4, np.int64), False, np.inf)  # distances only (labels 0)
+    dist[~np.isfinite(dist)] = -np.inf
+    plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
+    assert plan is not None
+    start = np.full(dist.size, np.iinfo(np.int64).max, np.int64)
+    start[cells[3] + 1] = 7  # a label lower than any path gives: kept
+    # and a seed that is not tight (start cost 50 next to a source of cost 0): ignored,
+    # though it offers the lowest label
+    cells, costs = np.append(cells, cells[0] + 1), np.append(costs, 50.0)
+    seed_l = np.array([1, 2, 3, 4, 0], np.int64) << 32
+    want, got = start.copy(), start.copy()
+    n_heap = sssp_cpu(zp, fp, True, model, lengths, offs, codes, dist, want, cells, costs,
+                      seed_l, True, np.inf)
+    n_buckets = tight_labels_buckets_cpu(zp, fp, True, model, lengths, offs, codes, dist,
+                                         got, cells, costs, seed_l, *plan)
+    assert np.array_equal(got, want)
+    assert got[cells[3] + 1] == 7 and n_buckets <= n_heap
+    reached = want[dist > -np.inf] != np.iinfo(np.int64).max
+    assert reached.mean() > 0.9 and set(np.unique(want[dist > -np.inf] >> 32)) >= {1, 2, 4}
+    assert want[cells[4]] >> 32 == 1
