@@ -129,11 +129,13 @@ class BlockFiles:
     def path(self, name, i, j):
         return self.root / f"{name}_{i}_{j}.blosc"
 
-    def read(self, name, i, j):
+    def read(self, name, i, j, empty=np.empty):
+        """Block ``(i, j)``'s state ``name`` (None if not stored) in an array from
+        ``empty(shape, dtype)``."""
         p = self.path(name, i, j)
         if not p.exists():
             return None
-        out = np.empty(self.shape(i, j), self.DTYPES[name])
+        out = empty(self.shape(i, j), self.DTYPES[name])
         self.codec.decode(p.read_bytes(), out=out)  # no intermediate copy
         return out
 
@@ -156,13 +158,21 @@ class _Context:
         """Block ``(i, j)``'s ``{"z", "f", "d", "l"}`` (``d``/``l`` None when not stored yet),
         from the cache (taken out of it) or read."""
         e = self.cache.take(i, j) if self.cache is not None else None
+        empty = self.cache.pool.empty if self.cache is not None else np.empty
         if e is None:
-            z, f = self.reader(self.plan.window(i, j))
-            e = {"z": z, "f": f if self.has_f else None, "d": self.files.read("d", i, j),
-                 "l": self.files.read("l", i, j) if stage >= 2 else None, "dirty": set()}
+            z, f = self.reader(self.plan.window(i, j), empty)
+            e = {"z": z, "f": f if self.has_f else None,
+                 "d": self.files.read("d", i, j, empty),
+                 "l": self.files.read("l", i, j, empty) if stage >= 2 else None,
+                 "dirty": set()}
         elif stage >= 2 and e["l"] is None and "l" not in e["dirty"]:
-            e["l"] = self.files.read("l", i, j)
+            e["l"] = self.files.read("l", i, j, empty)
         return e
+
+    def done(self, e):
+        """A block's arrays no longer needed (its outputs are made): to the pool."""
+        if self.cache is not None:
+            self.cache.pool.give(e)
 
     def give(self, i, j, e, dirty=()):
         """Block ``(i, j)``'s arrays back: into the cache, or the ``dirty`` ones written."""
@@ -174,6 +184,37 @@ class _Context:
         self.cache.put(i, j, e)
 
 
+class ArrayPool:
+    """Block arrays of blocks that left the cache, kept for the next blocks read (their
+    elevation, friction and states): a fresh array of a block's size is fresh pages, and
+    their faults (~6000 for a 1024² block's arrays, some 4 µs each on the VM) cost as much
+    as reading the block. At most ``keep`` arrays of a shape and type; the arrays given
+    must have no other users."""
+
+    def __init__(self, keep):
+        import threading
+        self.keep, self.free, self.lock = int(keep), {}, threading.Lock()
+
+    def empty(self, shape, dtype):
+        key = (tuple(shape), np.dtype(dtype))
+        with self.lock:
+            free = self.free.get(key)
+            if free:
+                return free.pop()
+        return np.empty(shape, dtype)
+
+    def give(self, e):
+        """The arrays of the block entry ``e`` (its ``z, f, d, l``)."""
+        with self.lock:
+            for k in ("z", "f", "d", "l"):
+                a = e.get(k)
+                if a is None or a.base is not None or not a.flags.writeable:
+                    continue
+                free = self.free.setdefault((a.shape, a.dtype), [])
+                if len(free) < self.keep:
+                    free.append(a)
+
+
 class BlockCache:
     """Blocks' inputs and states held in this process, least recently used first out, up
     to ``nbytes``; a block leaving the cache has its changed states written (write-back),
@@ -182,10 +223,11 @@ class BlockCache:
     block out while they work on it, so eviction never touches a block in use. Only for
     schedulers whose tasks run in this process."""
 
-    def __init__(self, files, nbytes):
+    def __init__(self, files, nbytes, pool_keep=2):
         import collections
         import threading
         self.files, self.nbytes = files, int(nbytes)
+        self.pool = ArrayPool(pool_keep)
         self.entries = collections.OrderedDict()
         self.used = 0
         self.lock = threading.Lock()
@@ -213,6 +255,7 @@ class BlockCache:
         for (a, b), old in out:
             for name in old["dirty"]:
                 self.files.write(name, a, b, old[name])
+            self.pool.give(old)
 
 
 class BlockReader:
@@ -238,7 +281,9 @@ class BlockReader:
                                        for lay in lays) else []
         return bool(self.layouts)
 
-    def __call__(self, window):
+    def __call__(self, window, empty=np.empty):
+        """``(z, f)`` of ``window``, in arrays from ``empty(shape, dtype)`` (zarr's own
+        where it reads)."""
         if not self._fast():
             z, f = self.fallback(window)
             return z, f if self.has_f else None
@@ -247,7 +292,7 @@ class BlockReader:
         r0, r1, c0, c1 = window
         out = []
         for lay in self.layouts:
-            a = np.empty((r1 - r0, c1 - c0), np.float32)
+            a = empty((r1 - r0, c1 - c0), np.float32)
             read_window(lay, r0, r1, c0, c1, a)
             out.append(a)
         if not self.has_f:
@@ -325,7 +370,7 @@ def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
         if e["d"] is None:
             continue  # never reached
         d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
-        del e  # not given back: the block is done
+        ctx.done(e)  # not given back to the cache: the block is done
     t1 = time.perf_counter()
     layers = {"distance": d, "allocation": a, "backlink": b}
     if fr is not None:
@@ -395,7 +440,8 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     local = scheduler in cluster.LOCAL_SCHEDULERS or (
         scheduler in (None, cluster.LOCAL_CLUSTER) and cluster._active_client is None)
     bands = 24 * (plan.hrows.size * shape[1] + plan.vcols.size * shape[0])
-    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands)) \
+    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands),
+                       pool_keep=2 * threads) \
         if local else None
     ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"],
                    cache)
