@@ -14,7 +14,8 @@ The rounds depend on what the previous round changed, so the driver (this module
 calling process) builds one small graph per round and computes it on the chosen scheduler
 (:func:`pipelines.cluster.compute`): ``cost-block{stage}`` tasks, one per block taken (the
 ``batch`` pending blocks of the smallest keys; ``batch`` = the scheduler's threads). Each
-reads its block of the DEM (and friction) from the tile store and its state from the
+reads its block of the DEM (and friction) from the tile store (:class:`BlockReader`: only
+the inner chunks that meet the block, decoded into its arrays) and its state from the
 scratch directory beside the partial output (its name + ``.blocked``; :class:`BlockFiles`:
 ``d_I_J.blosc`` float64 distances, ``l_I_J.blosc`` int64 labels), solves it
 (:func:`~terrain.grid.sssp_blocked.solve_block`), writes its state and returns its ring (a
@@ -27,6 +28,7 @@ directory is removed at the end, also when the run fails (and the partial output
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -169,11 +171,6 @@ class _Context:
             e["l"] = self.files.read("l", i, j, empty)
         return e
 
-    def done(self, e):
-        """A block's arrays no longer needed (its outputs are made): to the pool."""
-        if self.cache is not None:
-            self.cache.pool.give(e)
-
     def give(self, i, j, e, dirty=()):
         """Block ``(i, j)``'s arrays back: into the cache, or the ``dirty`` ones written."""
         e["dirty"] |= set(dirty)
@@ -188,8 +185,10 @@ class ArrayPool:
     """Block arrays of blocks that left the cache, kept for the next blocks read (their
     elevation, friction and states): a fresh array of a block's size is fresh pages, and
     their faults (~6000 for a 1024² block's arrays, some 4 µs each on the VM) cost as much
-    as reading the block. At most ``keep`` arrays of a shape and type; the arrays given
-    must have no other users."""
+    as reading the block. At most ``keep`` arrays of a shape and type (two a task thread:
+    elevation and friction share one kind), and none in the output stage (:meth:`close`):
+    the run's peak memory is there, with a full cache and the output windows; the arrays
+    given must have no other users."""
 
     def __init__(self, keep):
         import threading
@@ -202,6 +201,12 @@ class ArrayPool:
             if free:
                 return free.pop()
         return np.empty(shape, dtype)
+
+    def close(self):
+        """Free the arrays kept and keep none from now on (the output stage: its windows
+        are the run's largest arrays, and the blocks leave the cache one by one)."""
+        with self.lock:
+            self.keep, self.free = 0, {}
 
     def give(self, e):
         """The arrays of the block entry ``e`` (its ``z, f, d, l``)."""
@@ -353,14 +358,32 @@ class _RingArray:
         return self.rows[int(r)]
 
 
+_OUT_BUFFERS = threading.local()
+
+
+def _out_array(name, shape, dtype, fill):
+    """An output window's array of ``shape`` filled with ``fill``, in this thread's buffer
+    ``name`` (kept from one write task to the next: the windows are the largest arrays of
+    the run, and fresh ones are fresh pages; a 2048² window's are 17 000 page faults)."""
+    n = shape[0] * shape[1]
+    buf = getattr(_OUT_BUFFERS, name, None)
+    if buf is None or buf.size < n:
+        buf = np.empty(n, dtype)
+        setattr(_OUT_BUFFERS, name, buf)
+    out = buf[:n].reshape(shape)
+    out[...] = fill
+    return out
+
+
 def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
     """Outputs of the blocks of one output ``window`` (whole shards), one write."""
     t0 = time.perf_counter()
     r0, r1, c0, c1 = window
-    d = np.full((r1 - r0, c1 - c0), np.nan)
-    a = np.full((r1 - r0, c1 - c0), -1, np.int32)
-    b = np.full((r1 - r0, c1 - c0), 255, np.uint8)
-    fr = np.full((r1 - r0, c1 - c0), np.nan, np.float32) if write_friction else None
+    shape = (r1 - r0, c1 - c0)
+    d = _out_array("d", shape, np.float64, np.nan)
+    a = _out_array("a", shape, np.int32, -1)
+    b = _out_array("b", shape, np.uint8, 255)
+    fr = _out_array("f", shape, np.float32, np.nan) if write_friction else None
     for i, j, halo in blocks:
         q0, q1, p0, p1 = ctx.plan.window(i, j)
         sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
@@ -370,7 +393,7 @@ def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
         if e["d"] is None:
             continue  # never reached
         d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
-        ctx.done(e)  # not given back to the cache: the block is done
+        del e  # not given back: the block is done
     t1 = time.perf_counter()
     layers = {"distance": d, "allocation": a, "backlink": b}
     if fr is not None:
@@ -462,6 +485,8 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         visits = driver.run(execute, 1)
         t1 = time.perf_counter()
         driver.run(execute, 2)
+        if cache is not None:
+            cache.pool.close()
         t2 = time.perf_counter()
         out_side = max(side, shard_side)
         nbr = max(1, out_side // side)

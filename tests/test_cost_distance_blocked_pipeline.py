@@ -159,3 +159,7 @@ def test_array_pool_reuses_block_arrays():
     assert pool.empty((4, 5), np.float64) is d
     assert pool.empty((4, 5), np.float64) is not d  # taken: a new one
     assert pool.empty((4, 2), np.int64).base is None
+    pool.give({"d": d})
+    pool.close()  # the output stage: nothing kept
+    pool.give({"d": d})
+    assert pool.empty((4, 5), np.float64) is not d

@@ -39,6 +39,10 @@ Two stages, because labels are canonical (docs/cost-distance.md):
 2. labels: with the distances final, ``(allocation, hops)`` is the least fixed point of the
    tight-arc propagation, which is monotone: the same rounds with the kernel in its
    ``fixed`` mode (tight arcs only; as :func:`terrain.grid.sssp.labels_from_distance`).
+   Where every arc costs more than zero the tight arcs climb at least one bucket of the
+   distance stage's queue, so the block's solve takes the cells bucket by bucket, each
+   once (:func:`terrain.grid._sssp_blocked_cpu.tight_labels_buckets_cpu`, the same least
+   fixed point at about half the heap's cost); else the heap.
 
 A last pass per block computes backlinks from the final labels of the block and its halo
 (:func:`terrain.grid.sssp.backlinks_cpu`): distance, allocation and backlink equal the
@@ -46,8 +50,12 @@ in-core algorithm's bit for bit (``tests/test_sssp_blocked.py``). ``max_cost`` l
 relaxations as in core. Halo cells that a block's solve improves are thrown away: the
 neighbour finds them again from the block's ring.
 
-Memory per task: ``24`` bytes a cell of the padded window (elevation, friction, distance,
-labels) plus the heap; the bands: ``~24 * 8 * (rows + cols) * cells / side`` bytes.
+Memory per task: ``25`` bytes a cell of the padded window (elevation, friction, distance,
+labels, the bucket queue's backlinks) plus the queue; the window's arrays are the thread's
+(kept from one solve to the next: fresh block-sized arrays are fresh pages, whose faults
+cost as much as a pass over them), filled in one pass
+(:func:`terrain.grid._sssp_blocked_cpu.window_inner_cpu`). The bands:
+``~24 * 8 * (rows + cols) * cells / side`` bytes.
 
 Examples
 --------
