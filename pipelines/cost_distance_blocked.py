@@ -26,9 +26,9 @@ write of ``distance``, ``allocation``, ``backlink`` (and ``friction``). The scra
 directory is removed at the end, also when the run fails (and the partial output goes).
 """
 
+import contextlib
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -358,32 +358,34 @@ class _RingArray:
         return self.rows[int(r)]
 
 
-_OUT_BUFFERS = threading.local()
-
-
-def _out_array(name, shape, dtype, fill):
-    """An output window's array of ``shape`` filled with ``fill``, in this thread's buffer
-    ``name`` (kept from one write task to the next: the windows are the largest arrays of
-    the run, and fresh ones are fresh pages; a 2048² window's are 17 000 page faults)."""
+def _out_array(stack, name, shape, dtype, fill):
+    """An output window's array of ``shape`` filled with ``fill``, in a buffer borrowed for
+    the task (``stack``: a ``contextlib.ExitStack``) from those the process's threads share
+    (:data:`terrain.tiles._shards._buffers`): the windows are the run's largest arrays,
+    and fresh ones are fresh pages (a 2048² window's are 17 000 page faults)."""
+    from terrain.tiles._shards import _buffers
     n = shape[0] * shape[1]
-    buf = getattr(_OUT_BUFFERS, name, None)
-    if buf is None or buf.size < n:
-        buf = np.empty(n, dtype)
-        setattr(_OUT_BUFFERS, name, buf)
-    out = buf[:n].reshape(shape)
+    buf = stack.enter_context(_buffers.borrow(f"blocked-out-{name}",
+                                              n * np.dtype(dtype).itemsize))
+    out = buf[:n * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
     out[...] = fill
     return out
 
 
 def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
     """Outputs of the blocks of one output ``window`` (whole shards), one write."""
+    with contextlib.ExitStack() as stack:
+        return _write_window(stack, ctx, out_path, window, blocks, write_friction)
+
+
+def _write_window(stack, ctx, out_path, window, blocks, write_friction):
     t0 = time.perf_counter()
     r0, r1, c0, c1 = window
     shape = (r1 - r0, c1 - c0)
-    d = _out_array("d", shape, np.float64, np.nan)
-    a = _out_array("a", shape, np.int32, -1)
-    b = _out_array("b", shape, np.uint8, 255)
-    fr = _out_array("f", shape, np.float32, np.nan) if write_friction else None
+    d = _out_array(stack, "d", shape, np.float64, np.nan)
+    a = _out_array(stack, "a", shape, np.int32, -1)
+    b = _out_array(stack, "b", shape, np.uint8, 255)
+    fr = _out_array(stack, "f", shape, np.float32, np.nan) if write_friction else None
     for i, j, halo in blocks:
         q0, q1, p0, p1 = ctx.plan.window(i, j)
         sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))

@@ -68,8 +68,8 @@ Examples
 (True, 4)
 """
 
+import contextlib
 import math
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -236,20 +236,18 @@ class Bands:
         return np.concatenate(rows), np.concatenate(cols), np.concatenate(dists)
 
 
-_WORKSPACE = threading.local()
-
-
+@contextlib.contextmanager
 def _workspace(n):
-    """This thread's window arrays (elevation, friction, distance, label) of ``n`` cells,
-    kept from one block solve to the next: fresh arrays of a block's size are fresh pages,
-    whose faults cost as much as the solve's own passes over them."""
-    ws = getattr(_WORKSPACE, "arrays", None)
-    if ws is None or ws["d"].size < n:
-        ws = {"z": np.empty(n, np.float32), "f": np.empty(n, np.float32),
-              "d": np.empty(n, np.float64), "l": np.empty(n, np.int64),
-              "b": np.empty(n, np.uint8)}
-        _WORKSPACE.arrays = ws
-    return {k: a[:n] for k, a in ws.items()}
+    """Window arrays of ``n`` cells (elevation, friction, distance, label, the bucket queue's
+    backlinks) for one solve, in a buffer shared by the threads of the process
+    (:data:`terrain.tiles._shards._buffers`: a free one is reused, so there are as many as
+    solves at once): fresh arrays of a block's size are fresh pages, whose faults cost as
+    much as the solve's own passes over them."""
+    from ..tiles._shards import _buffers
+    with _buffers.borrow("blocked-window", 25 * n) as buf:
+        yield {"d": buf[:8 * n].view(np.float64), "l": buf[8 * n:16 * n].view(np.int64),
+               "z": buf[16 * n:20 * n].view(np.float32),
+               "f": buf[20 * n:24 * n].view(np.float32), "b": buf[24 * n:25 * n]}
 
 
 def _halo_cells(halo, th, tw, W):
@@ -266,9 +264,9 @@ def _halo_cells(halo, th, tw, W):
     return idx[order], vals
 
 
-def _window(z, f, halo, state_d, state_l, labels, halo_labels=False):
-    """A block's padded flat window (block, halo, 2-cell NaN frame) in this thread's
-    workspace: ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``.
+def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
+    """A block's padded flat window (block, halo, 2-cell NaN frame) in the workspace ``ws``
+    (:func:`_workspace`): ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``.
 
     ``zp``/``fp``: elevation and friction (``fp`` None without friction), NaN in the frame;
     ``dist``: -inf at non-vertices and in the frame, the block's state ``state_d`` inside
@@ -281,7 +279,6 @@ def _window(z, f, halo, state_d, state_l, labels, halo_labels=False):
     from ._sssp_blocked_cpu import window_inner_cpu
     th, tw = z.shape
     H, W = th + 2 * _OFF, tw + 2 * _OFF
-    ws = _workspace(H * W)
     zp, dist, label = ws["z"], ws["d"], ws["l"]
     fp = ws["f"] if f is not None else None
     none = NONE_LABEL if labels else 0
@@ -316,34 +313,12 @@ def _offsets(W):
     return (ARC_DR * W + ARC_DC).astype(np.int64)
 
 
-def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
-    """One block task's solve (module docstring).
-
-    Parameters
-    ----------
-    spec : BlockedSpec
-    stage : {1, 2}
-        1: distances; 2: labels over tight arcs with the distances final.
-    z, f : (h, w) float32
-        The block's elevation and friction (``f`` None without a friction raster).
-    state_d, state_l : (h, w) float64 / int64 or None
-        The block's distances (stage 1: tentative; stage 2: final) and labels (stage 2:
-        tentative ``allocation << 32 | hops``); None before the block's first solve.
-    halo : dict
-        :meth:`Bands.halo`.
-    sources : (rows, cols, costs, indices)
-        The sources inside the block (block coordinates).
-
-    Returns
-    -------
-    (state_d, state_l, ring, settled)
-        The new state (``state_l`` None in stage 1; written into the given state arrays
-        where they are writeable), the ring (``z, f, d, l`` of the block:
-        :meth:`Bands.store` reads its rows and columns) and the cells settled.
-    """
+def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
+    """:func:`solve_block`'s work in the workspace ``ws``: ``(state_d, state_l, settled)``."""
     th, tw = z.shape
     labels = stage != 1
-    zp, fp, dist, label, (H, W), hidx, hok, hv = _window(z, f, halo, state_d, state_l, labels)
+    zp, fp, dist, label, (H, W), hidx, hok, hv = _window(ws, z, f, halo, state_d, state_l,
+                                                         labels)
     inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
     rows, cols, costs, idx = sources
     src = (np.asarray(rows, np.int64) + _OFF) * W + np.asarray(cols, np.int64) + _OFF
@@ -375,7 +350,7 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
     elif plan is not None:
         settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
                                    spec.codes, dist, label, seeds, seed_d, seed_l, limit,
-                                   *plan, _workspace(H * W)["b"])
+                                   *plan, ws["b"])
     else:
         settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
                            dist, label, seeds, seed_d, seed_l, fixed, limit)
@@ -384,6 +359,38 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
         new_l = _into(state_l, label.reshape(H, W)[inner])
     else:
         new_d, new_l = _into(state_d, dist.reshape(H, W)[inner]), None
+    return new_d, new_l, settled
+
+
+def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
+    """One block task's solve (module docstring).
+
+    Parameters
+    ----------
+    spec : BlockedSpec
+    stage : {1, 2}
+        1: distances; 2: labels over tight arcs with the distances final.
+    z, f : (h, w) float32
+        The block's elevation and friction (``f`` None without a friction raster).
+    state_d, state_l : (h, w) float64 / int64 or None
+        The block's distances (stage 1: tentative; stage 2: final) and labels (stage 2:
+        tentative ``allocation << 32 | hops``); None before the block's first solve.
+    halo : dict
+        :meth:`Bands.halo`.
+    sources : (rows, cols, costs, indices)
+        The sources inside the block (block coordinates).
+
+    Returns
+    -------
+    (state_d, state_l, ring, settled)
+        The new state (``state_l`` None in stage 1; written into the given state arrays
+        where they are writeable), the ring (``z, f, d, l`` of the block:
+        :meth:`Bands.store` reads its rows and columns) and the cells settled.
+    """
+    th, tw = z.shape
+    with _workspace((th + 2 * _OFF) * (tw + 2 * _OFF)) as ws:
+        new_d, new_l, settled = _solve_window(ws, spec, stage, z, f, state_d, state_l, halo,
+                                              sources)
     # read-only broadcasts where the ring has nothing to say (the bands copy what they read)
     ring = {"z": z, "f": f if f is not None else np.broadcast_to(np.float32(1), z.shape),
             "d": new_d, "l": new_l if new_l is not None else
@@ -404,15 +411,16 @@ def block_outputs(spec, z, f, state_d, state_l, halo):
     """The block's ``(distance, allocation, backlink)`` from the final distances and labels
     of the block and its halo (:func:`terrain.grid.sssp.backlinks_cpu` on the window)."""
     th, tw = z.shape
-    zp, fp, dist, label, (H, W), _, _, _ = _window(z, f, halo, state_d, state_l, True,
-                                                    halo_labels=True)
     distance = np.empty((th, tw), np.float64)
     allocation = np.empty((th, tw), np.int32)
     backlink = np.empty((th, tw), np.uint8)
     hops = np.empty((th, tw), np.int32)
-    backlinks_cpu(zp, fp if fp is not None else np.ones(1, np.float32), spec.has_f,
-                  spec.model, spec.lengths, _offsets(W), spec.codes, dist, label, th, tw,
-                  _OFF, backlink, distance, allocation, hops)
+    with _workspace((th + 2 * _OFF) * (tw + 2 * _OFF)) as ws:
+        zp, fp, dist, label, (H, W), _, _, _ = _window(ws, z, f, halo, state_d, state_l, True,
+                                                        halo_labels=True)
+        backlinks_cpu(zp, fp if fp is not None else np.ones(1, np.float32), spec.has_f,
+                      spec.model, spec.lengths, _offsets(W), spec.codes, dist, label, th, tw,
+                      _OFF, backlink, distance, allocation, hops)
     return distance, allocation, backlink
 
 
