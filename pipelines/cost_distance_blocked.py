@@ -131,13 +131,12 @@ class BlockFiles:
     def path(self, name, i, j):
         return self.root / f"{name}_{i}_{j}.blosc"
 
-    def read(self, name, i, j, empty=np.empty):
-        """Block ``(i, j)``'s state ``name`` (None if not stored) in an array from
-        ``empty(shape, dtype)``."""
+    def read(self, name, i, j):
+        """Block ``(i, j)``'s state ``name`` (None if not stored)."""
         p = self.path(name, i, j)
         if not p.exists():
             return None
-        out = empty(self.shape(i, j), self.DTYPES[name])
+        out = np.empty(self.shape(i, j), self.DTYPES[name])
         self.codec.decode(p.read_bytes(), out=out)  # no intermediate copy
         return out
 
@@ -160,15 +159,12 @@ class _Context:
         """Block ``(i, j)``'s ``{"z", "f", "d", "l"}`` (``d``/``l`` None when not stored yet),
         from the cache (taken out of it) or read."""
         e = self.cache.take(i, j) if self.cache is not None else None
-        empty = self.cache.pool.empty if self.cache is not None else np.empty
         if e is None:
-            z, f = self.reader(self.plan.window(i, j), empty)
-            e = {"z": z, "f": f if self.has_f else None,
-                 "d": self.files.read("d", i, j, empty),
-                 "l": self.files.read("l", i, j, empty) if stage >= 2 else None,
-                 "dirty": set()}
+            z, f = self.reader(self.plan.window(i, j))
+            e = {"z": z, "f": f if self.has_f else None, "d": self.files.read("d", i, j),
+                 "l": self.files.read("l", i, j) if stage >= 2 else None, "dirty": set()}
         elif stage >= 2 and e["l"] is None and "l" not in e["dirty"]:
-            e["l"] = self.files.read("l", i, j, empty)
+            e["l"] = self.files.read("l", i, j)
         return e
 
     def give(self, i, j, e, dirty=()):
@@ -181,45 +177,6 @@ class _Context:
         self.cache.put(i, j, e)
 
 
-class ArrayPool:
-    """Block arrays of blocks that left the cache, kept for the next blocks read (their
-    elevation, friction and states): a fresh array of a block's size is fresh pages, and
-    their faults (~6000 for a 1024² block's arrays, some 4 µs each on the VM) cost as much
-    as reading the block. At most ``keep`` arrays of a shape and type (two a task thread:
-    elevation and friction share one kind), and none in the output stage (:meth:`close`):
-    the run's peak memory is there, with a full cache and the output windows; the arrays
-    given must have no other users."""
-
-    def __init__(self, keep):
-        import threading
-        self.keep, self.free, self.lock = int(keep), {}, threading.Lock()
-
-    def empty(self, shape, dtype):
-        key = (tuple(shape), np.dtype(dtype))
-        with self.lock:
-            free = self.free.get(key)
-            if free:
-                return free.pop()
-        return np.empty(shape, dtype)
-
-    def close(self):
-        """Free the arrays kept and keep none from now on (the output stage: its windows
-        are the run's largest arrays, and the blocks leave the cache one by one)."""
-        with self.lock:
-            self.keep, self.free = 0, {}
-
-    def give(self, e):
-        """The arrays of the block entry ``e`` (its ``z, f, d, l``)."""
-        with self.lock:
-            for k in ("z", "f", "d", "l"):
-                a = e.get(k)
-                if a is None or a.base is not None or not a.flags.writeable:
-                    continue
-                free = self.free.setdefault((a.shape, a.dtype), [])
-                if len(free) < self.keep:
-                    free.append(a)
-
-
 class BlockCache:
     """Blocks' inputs and states held in this process, least recently used first out, up
     to ``nbytes``; a block leaving the cache has its changed states written (write-back),
@@ -228,11 +185,10 @@ class BlockCache:
     block out while they work on it, so eviction never touches a block in use. Only for
     schedulers whose tasks run in this process."""
 
-    def __init__(self, files, nbytes, pool_keep=2):
+    def __init__(self, files, nbytes):
         import collections
         import threading
         self.files, self.nbytes = files, int(nbytes)
-        self.pool = ArrayPool(pool_keep)
         self.entries = collections.OrderedDict()
         self.used = 0
         self.lock = threading.Lock()
@@ -260,7 +216,6 @@ class BlockCache:
         for (a, b), old in out:
             for name in old["dirty"]:
                 self.files.write(name, a, b, old[name])
-            self.pool.give(old)
 
 
 class BlockReader:
@@ -286,9 +241,7 @@ class BlockReader:
                                        for lay in lays) else []
         return bool(self.layouts)
 
-    def __call__(self, window, empty=np.empty):
-        """``(z, f)`` of ``window``, in arrays from ``empty(shape, dtype)`` (zarr's own
-        where it reads)."""
+    def __call__(self, window):
         if not self._fast():
             z, f = self.fallback(window)
             return z, f if self.has_f else None
@@ -297,7 +250,7 @@ class BlockReader:
         r0, r1, c0, c1 = window
         out = []
         for lay in self.layouts:
-            a = empty((r1 - r0, c1 - c0), np.float32)
+            a = np.empty((r1 - r0, c1 - c0), np.float32)
             read_window(lay, r0, r1, c0, c1, a)
             out.append(a)
         if not self.has_f:
@@ -465,8 +418,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     local = scheduler in cluster.LOCAL_SCHEDULERS or (
         scheduler in (None, cluster.LOCAL_CLUSTER) and cluster._active_client is None)
     bands = 24 * (plan.hrows.size * shape[1] + plan.vcols.size * shape[0])
-    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands),
-                       pool_keep=2 * threads) \
+    cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands)) \
         if local else None
     ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"],
                    cache)
@@ -487,8 +439,6 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         visits = driver.run(execute, 1)
         t1 = time.perf_counter()
         driver.run(execute, 2)
-        if cache is not None:
-            cache.pool.close()
         t2 = time.perf_counter()
         out_side = max(side, shard_side)
         nbr = max(1, out_side // side)

@@ -148,18 +148,3 @@ def test_block_reader_equals_zarr(tmp_path, small_shards):
     for a, b in zip(StoreReader(paths[0], paths[2])((2, 30, 3, 20)), other((2, 30, 3, 20))):
         np.testing.assert_array_equal(a, b)
     assert other.layouts == []
-
-
-def test_array_pool_reuses_block_arrays():
-    from pipelines.cost_distance_blocked import ArrayPool
-    pool = ArrayPool(1)
-    d, l = np.ones((4, 5)), np.zeros((4, 5), np.int64)
-    pool.give({"z": None, "f": None, "d": d, "l": l[:, :2]})  # a view is never kept
-    pool.give({"d": np.ones((4, 5))})  # over ``keep``: dropped
-    assert pool.empty((4, 5), np.float64) is d
-    assert pool.empty((4, 5), np.float64) is not d  # taken: a new one
-    assert pool.empty((4, 2), np.int64).base is None
-    pool.give({"d": d})
-    pool.close()  # the output stage: nothing kept
-    pool.give({"d": d})
-    assert pool.empty((4, 5), np.float64) is not d
