@@ -204,11 +204,22 @@ class BlockCache:
                 self.used -= self._size(e)
             return e
 
+    def shrink(self, nbytes):
+        """Hold at most ``nbytes`` from now on (the blocks that leave are written)."""
+        self.nbytes = max(0, int(nbytes))
+        self._evict()
+
     def put(self, i, j, e):
-        out = []
         with self.lock:
             self.entries[(i, j)] = e
             self.used += self._size(e)
+        self._evict()
+
+    def _evict(self):
+        """Blocks out, least recently used first, until the cache fits (at least one stays);
+        their changed states written."""
+        out = []
+        with self.lock:
             while self.used > self.nbytes and len(self.entries) > 1:
                 key, old = self.entries.popitem(last=False)
                 self.used -= self._size(old)
@@ -441,6 +452,9 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         driver.run(execute, 2)
         t2 = time.perf_counter()
         out_side = max(side, shard_side)
+        if cache is not None:  # room for the output windows (the run's largest arrays)
+            cache.shrink(cache.nbytes - threads * out_side ** 2 * (8 + 4 + 1 + 4 * (
+                friction_store is not None)))
         nbr = max(1, out_side // side)
         writes = []
         R, C = shape

@@ -148,3 +148,20 @@ def test_block_reader_equals_zarr(tmp_path, small_shards):
     for a, b in zip(StoreReader(paths[0], paths[2])((2, 30, 3, 20)), other((2, 30, 3, 20))):
         np.testing.assert_array_equal(a, b)
     assert other.layouts == []
+
+
+def test_block_cache_shrinks_writing_changed_states(tmp_path):
+    """Before the output stage the cache makes room for the output windows: the least
+    recently used blocks leave, their changed states written (and read back the same)."""
+    from pipelines.cost_distance_blocked import BlockCache, BlockFiles
+    files = BlockFiles(tmp_path, lambda i, j: (4, 4))
+    cache = BlockCache(files, 10 ** 6)
+    d = [np.full((4, 4), float(k)) for k in range(3)]
+    for k in range(3):
+        cache.put(0, k, {"z": None, "f": None, "d": d[k], "l": None,
+                         "dirty": {"d"} if k != 1 else set()})
+    cache.shrink(2 * 128)  # room for two blocks' distances
+    assert list(cache.entries) == [(0, 1), (0, 2)] and not files.path("d", 0, 1).exists()
+    assert np.array_equal(files.read("d", 0, 0), d[0])  # written when it left
+    cache.shrink(0)  # the last block used stays
+    assert list(cache.entries) == [(0, 2)] and files.read("d", 0, 1) is None
