@@ -227,7 +227,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
     ``friction_src``: ``(store, layer)`` of the friction raster, or None. In core, the
     distances are written as soon as they are known (:class:`_EarlyWriter`), and the task
     waits for those writes; with ``writer`` (the in-process path's) it leaves them running
-    (``stats["early_writes"]`` is then empty until the caller has waited)."""
+    (``stats["early_writes"]`` is then empty until the caller has waited). ``spec["on_device"]``
+    (the in-process path on the GPU): the result's layers are CuPy arrays."""
     t0 = time.perf_counter()
     z = _read_full(dem_path)
     f = None
@@ -252,9 +253,10 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
         from .cost_distance_start import take_early_solve
         own = writer is None
         writer = _EarlyWriter(spec.get("out_path"), spec.get("windows")) if own else writer
+        on_device = bool(spec.get("on_device"))
         early = None if f is not None else take_early_solve(  # the start-up's, same call
             z, sources, start_costs, spec["cost"], spec["connectivity"], spec["cellsize"],
-            spec["max_cost"], spec.get("near_far_delta"))
+            spec["max_cost"], spec.get("near_far_delta"), on_device=on_device)
         try:
             res = None if early is None else _take_early_solve(
                 early, writer.start if spec.get("windows") else None)
@@ -263,7 +265,10 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                                 connectivity=spec["connectivity"], cellsize=spec["cellsize"],
                                 max_cost=spec["max_cost"], backend=backend,
                                 delta=spec.get("near_far_delta"), hops=False,
-                                on_distance=writer.start if spec.get("windows") else None)
+                                on_distance=writer.start if spec.get("windows") else None,
+                                on_device=on_device)
+            if not on_device:
+                res = res.to_host()
         except InputError as e:
             writer.stop()
             raise InputError(f"{spec['input']}: {e}") from None
@@ -445,7 +450,10 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
     the distances are written from the moment the solve has them, the other layers' shard
     windows by the pool once the solve is done. Returns the summary, its ``wall_seconds``
     the wall seconds of each step (and of the start-up:
-    :func:`pipelines.cost_distance_start.startup_seconds`)."""
+    :func:`pipelines.cost_distance_start.startup_seconds`). On the GPU the solve's outputs
+    stay on the device and the writers copy them off shard by shard into small pinned
+    tiles (``grid_sssp(on_device=True)``, :func:`terrain.grid.cost_outputs.write_windows`):
+    no host array of the grid's size but the DEM (issue 11)."""
     import concurrent.futures
 
     wall = {}
@@ -457,6 +465,9 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
                                                               friction_store)
+    from .cost_distance_start import outputs_on_device
+    if backend == "gpu" and spec["algorithm"] == "in-core" and outputs_on_device():
+        spec = dict(spec, on_device=True)  # the layers written off the device (issue 11)
     pool = concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1,
                                                  thread_name_prefix="terrain-cost")
     # the distances' writes run on while the other layers are written (not waited for

@@ -69,7 +69,9 @@ when the command returns (on stderr), ``nosolve`` leaves the solve to the comman
 ``imports=late`` makes the main thread wait for the device thread's kernels before it
 imports (no two threads running Python at once), ``pinpar`` pins in a thread of its own
 beside the kernels' loading, ``free`` frees CuPy's device and pinned pools once the
-start-up solve is done (not at the process's exit).
+start-up solve is done (not at the process's exit), ``hostout`` downloads the solve's
+outputs whole to the host before they are written (as before issue 11;
+:func:`outputs_on_device`).
 """
 
 import os
@@ -79,7 +81,7 @@ import time
 import numpy as np  # (imported with terrain.run's backend module already)
 
 __all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds",
-           "take_early_read", "layer_signature", "PIN_RINGS"]
+           "take_early_read", "layer_signature", "PIN_RINGS", "outputs_on_device"]
 
 _jobs = []     # the start-up thread, while there is one
 _seconds = {}  # step -> wall seconds (startup_seconds)
@@ -89,7 +91,9 @@ _kernels_loaded = threading.Event()  # the device thread is past its Python-heav
 #: solve's upload and its two downloads (the distances' in a thread beside the others').
 #: With one ring the allocation and backlink download of a Neuse-size query took 0.20-0.24 s
 #: instead of 0.09-0.10 (it pinned a second ring itself); the second ring's 0.13-0.16 s of
-#: pinning mostly overlaps the DEM read (docs/benchmarks.md, wave 6, round 3)
+#: pinning mostly overlaps the DEM read (docs/benchmarks.md, wave 6, round 3). With the
+#: outputs written off the device (:func:`outputs_on_device`, the default since issue 11)
+#: nothing is downloaded whole: one ring, the upload's (:func:`_rings`)
 PIN_RINGS = 2
 
 
@@ -101,6 +105,14 @@ def _options():
         if key:
             out[key] = value
     return out
+
+
+def outputs_on_device():
+    """Whether the in-process GPU run keeps the solve's outputs on the device and writes
+    them off it shard by shard (default), rather than downloading them whole first
+    (``TERRAIN_COST_START=hostout``, for measurements: 2.9 GB more host memory at the
+    Neuse 40-ft size, docs/benchmarks.md)."""
+    return "hostout" not in _options()
 
 
 def startup_seconds():
@@ -153,6 +165,13 @@ def _warm(be, kernels=True):
         _kernels_loaded.set()
 
 
+def _rings(options):
+    """Transfer rings the start-up thread pins (:data:`PIN_RINGS`)."""
+    if "pin" in options:
+        return int(options["pin"])
+    return PIN_RINGS if not outputs_on_device() else 1
+
+
 def _warm_kernels(be, kernels=True):
     """Loads the solve's kernels (a 64 x 64 grid solved as the command's grid will be;
     not with ``kernels=False``) and pins the rings of its uploads and downloads
@@ -162,7 +181,7 @@ def _warm_kernels(be, kernels=True):
     from terrain.grid.sssp import grid_sssp
     t1 = time.perf_counter()
     options = _options()
-    rings = int(options.get("pin", PIN_RINGS))
+    rings = _rings(options)
     pinning = None
     if rings > 0 and "pinpar" in options:  # beside the kernels' loading
         pinning = threading.Thread(target=pin_ring, args=(be.xp, rings), daemon=True)
@@ -241,6 +260,8 @@ def _read_early(layer_dir, readers, be, args, solve):
         if solve:
             try:
                 call = _early_call(args, layout.shape)
+                if call is not None:  # the command keeps a GPU solve's outputs there
+                    call["on_device"] = bool(be.is_gpu and call["on_device"])
             except Exception:  # noqa: BLE001 - a guess that fails: the command solves
                 call = None
         if call is not None:  # (known to the command before it can ask for the read)
@@ -289,7 +310,8 @@ def _early_call(args, shape):
             "connectivity": int(getattr(args, "connectivity", 8)),
             "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
-            "delta": attrs(reuse)["cost_reuse"].get("near_far_delta") if reuse else None}
+            "delta": attrs(reuse)["cost_reuse"].get("near_far_delta") if reuse else None,
+            "on_device": outputs_on_device()}
 
 
 def _solve_early(z, be, call):
@@ -312,7 +334,7 @@ def _solve_early(z, be, call):
             z, call["sources"], call["start_costs"], cost=call["cost"], friction=None,
             connectivity=call["connectivity"], cellsize=call["cellsize"],
             max_cost=call["max_cost"], backend=be, delta=call["delta"], hops=False,
-            on_distance=on_distance)
+            on_distance=on_distance, on_device=call["on_device"])
     except BaseException as e:  # noqa: BLE001 - handed to the command (take_early_solve)
         _early["error"] = e
     finally:
@@ -396,7 +418,8 @@ def take_early_read(store_path, layer="elevation"):
     return array
 
 
-def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_cost, delta):
+def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_cost, delta,
+                     on_device=False):
     """The start-up thread's solve of ``z`` (the array :func:`take_early_read` gave) when it
     was called with these arguments of ``grid_sssp`` (no friction, ``hops=False``), else
     None (module docstring); an :class:`EarlySolve` to wait on. Handed out once."""
@@ -411,7 +434,7 @@ def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_
             "cost": cost, "connectivity": int(connectivity),
             "cellsize": tuple(float(v) for v in cellsize),
             "max_cost": None if max_cost is None else float(max_cost),
-            "delta": None if delta is None else float(delta)}
+            "delta": None if delta is None else float(delta), "on_device": bool(on_device)}
     got = dict(call, cellsize=tuple(float(v) for v in call["cellsize"]),
                delta=None if call["delta"] is None else float(call["delta"]))
     same = all(
