@@ -71,7 +71,9 @@ imports (no two threads running Python at once), ``pinpar`` pins in a thread of 
 beside the kernels' loading, ``free`` frees CuPy's device and pinned pools once the
 start-up solve is done (not at the process's exit), ``hostout`` downloads the solve's
 outputs whole to the host before they are written (as before issue 11;
-:func:`outputs_on_device`).
+:func:`outputs_on_device`), ``rss`` samples the resident set every 5 ms from the command's
+start and prints its peak and a timeline on stderr when the command returns (with the
+moments the start-up steps ended; :class:`_RssSampler`).
 """
 
 import os
@@ -105,6 +107,48 @@ def _options():
         if key:
             out[key] = value
     return out
+
+
+class _RssSampler:
+    """``TERRAIN_COST_START=rss`` (measurements, issue 11): a thread reading ``VmRSS`` of
+    ``/proc/self/status`` every 5 ms (pinned and CUDA mappings count there, which
+    ``tracemalloc`` does not see); :meth:`report` gives the peak, the resident set every
+    0.1 s, and when each step of :func:`startup_seconds` ended."""
+
+    def __init__(self):
+        self.t0, self.samples, self.marks = time.perf_counter(), [], []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="terrain-rss")
+        self.thread.start()
+
+    @staticmethod
+    def rss_mb():
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def _run(self):
+        seen = set()
+        while not self.stop.is_set():
+            t = time.perf_counter() - self.t0
+            self.samples.append((t, self.rss_mb()))
+            for key in list(_seconds):
+                if key not in seen:
+                    seen.add(key)
+                    self.marks.append((t, key))
+            self.stop.wait(0.005)
+
+    def report(self):
+        self.stop.set()
+        self.thread.join()
+        self.samples.append((time.perf_counter() - self.t0, self.rss_mb()))
+        t_peak, peak = max(self.samples, key=lambda s: s[1])
+        line = " ".join(f"{t:.1f}:{mb:.0f}" for t, mb in self.samples[::20])
+        marks = "; ".join(f"{t:.2f} {k}" for t, k in self.marks)
+        return (f"terrain: RSS peak {peak:.0f} MB at {t_peak:.2f} s (from the command's start)"
+                f"\nterrain: RSS MB every 0.1 s: {line}\nterrain: steps ended: {marks}")
 
 
 def outputs_on_device():
@@ -458,6 +502,7 @@ def cost_distance_command(args):
         _seconds["process start to the command"] = age
     job = reader = None
     options = _options()
+    sampler = _RssSampler() if "rss" in options else None
     try:
         if _wanted(args):
             from terrain.backend import get_backend
@@ -490,6 +535,9 @@ def cost_distance_command(args):
             import sys
             print(f"terrain: process age at the command's return {_process_age():.3f} s",
                   file=sys.stderr)
+        if sampler is not None:
+            import sys
+            print(sampler.report(), file=sys.stderr)
         if reader is not None:  # the run may have ended before its solve took the read
             reader.join()
             _early.clear()
