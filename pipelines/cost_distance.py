@@ -66,7 +66,7 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
+from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, io_threads, layer_attributes,
                                       layer_compressors, read_layer, shard_layouts,
                                       write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
@@ -320,7 +320,7 @@ class _EarlyWriter:
         import concurrent.futures
         layouts = shard_layouts(self.out_path, ["distance"])  # once, not per window
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            max(1, min(os.cpu_count() or 1, len(self.windows))))
+            max(1, min(io_threads(), len(self.windows))))
         self.futures = [self.pool.submit(self._one, distance, w, layouts)
                         for w in self.windows]
 
@@ -468,7 +468,7 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
     from .cost_distance_start import outputs_on_device
     if backend == "gpu" and spec["algorithm"] == "in-core" and outputs_on_device():
         spec = dict(spec, on_device=True)  # the layers written off the device (issue 11)
-    pool = concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1,
+    pool = concurrent.futures.ThreadPoolExecutor(io_threads(),
                                                  thread_name_prefix="terrain-cost")
     # the distances' writes run on while the other layers are written (not waited for
     # in between: the writes are not CPU-bound, and one set fills the other's gaps)

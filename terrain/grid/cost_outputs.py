@@ -43,11 +43,14 @@ import os
 import numpy as np
 import zarr
 
-from ..tiles._shards import fast_layout, read_array, write_shard
+from ..tiles._shards import (MAX_IO_THREADS, fast_layout, io_threads, read_array,  # noqa: F401
+                             write_shard)
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
-           "layer_compressors", "LAYER_CODECS", "write_windows", "shard_layouts", "read_layer"]
+           "layer_compressors", "LAYER_CODECS", "write_windows", "shard_layouts", "read_layer",
+           "io_threads", "MAX_IO_THREADS"]
+
 
 # name -> (dtype, fill (= nodata), description)
 LAYERS = {
@@ -171,8 +174,8 @@ def _whole_shards(layout, window):
 
 def read_layer(store_path, layer, dtype=None, workers=None):
     """The whole layer ``layer`` of the Zarr store at ``store_path`` as a NumPy array, its
-    shards read by ``workers`` threads (default: the CPU count), each on an event loop of
-    its own (module docstring).
+    shards read by ``workers`` threads (default: :func:`io_threads`), each on an event loop
+    of its own (module docstring).
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -187,7 +190,7 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     side = getattr(arr, "shards", None) or arr.chunks
     windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
                for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(windows)))
+    workers = max(1, min(workers or io_threads(), len(windows)))
     layout = fast_layout(arr)
     if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
         return read_array(layout, workers)

@@ -31,9 +31,29 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array"]
+__all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array",
+           "io_threads", "MAX_IO_THREADS"]
 
 _MAX = np.uint64(2**64 - 1)
+
+#: threads that read or write an array's shards at once (:func:`read_array`, the
+#: cost-distance writers). Each holds its own buffers (a shard's compressed bytes, a tile
+#: and its encoding; a pinned tile for a layer on the device), so the host memory of the
+#: reads and writes is bounded by this count, not by the host's cores (issue 11: the
+#: resident set must not grow with them); 16 is the GPU hosts' core count, where the reads
+#: and writes were measured (docs/benchmarks.md)
+MAX_IO_THREADS = 16
+
+
+def io_threads():
+    """Threads for a run's shard reads and writes: the CPUs this process may run on, at
+    most :data:`MAX_IO_THREADS`.
+
+    >>> 1 <= io_threads() <= MAX_IO_THREADS
+    True
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_IO_THREADS, cpus or 1))
 
 
 class _Blosc:
@@ -427,14 +447,14 @@ def shard_grid(layout):
 
 def read_array(layout, workers=None, stop=None):
     """The whole array described by ``layout`` as a new NumPy array, its shards read by a
-    pool of ``workers`` threads (default: the CPU count; the reads and the decompression
+    pool of ``workers`` threads (default: :func:`io_threads`; the reads and the decompression
     run without the GIL). ``stop`` (a ``threading.Event``): once set, the shards not yet
     begun are skipped and None is returned."""
     import concurrent.futures
     out = np.empty(layout.shape, layout.dtype)
     gr, gc = shard_grid(layout)
     shards = [(si, sj) for si in range(gr) for sj in range(gc)]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(shards)))
+    workers = max(1, min(workers or io_threads(), len(shards)))
 
     def one(s):
         if stop is None or not stop.is_set():
