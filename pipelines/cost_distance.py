@@ -453,7 +453,7 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
     :func:`pipelines.cost_distance_start.startup_seconds`). On the GPU the solve's outputs
     stay on the device and the writers copy them off shard by shard into small pinned
     tiles (``grid_sssp(on_device=True)``, :func:`terrain.grid.cost_outputs.write_windows`):
-    no host array of the grid's size but the DEM (issue 11)."""
+    no host array of the grid's size but the DEM and a friction raster (issue 11)."""
     import concurrent.futures
 
     wall = {}
