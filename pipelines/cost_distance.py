@@ -672,7 +672,9 @@ def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
 
 def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be,
                geo, scheduler, gpus=None):
-    """Build the graph (ingests included) and compute it; returns the summary."""
+    """Build the graph (ingests included) and compute it; returns the summary. On the GPU
+    with Dask's local schedulers (this process's threads) the in-core solve's outputs stay
+    on the device, as on the in-process path (:func:`run_in_process`)."""
     upstream = []
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's checked inputs, linked into this output
@@ -710,6 +712,12 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     if in_process_applies(spec["algorithm"], scheduler, gpus):
         return run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
                               geo, friction_store)
+    from . import cluster
+    if (be.is_gpu and spec["algorithm"] == "in-core" and gpus is None
+            and scheduler in cluster.LOCAL_SCHEDULERS):
+        from .cost_distance_start import outputs_on_device
+        if outputs_on_device():  # this process's threads write: off the device (issue 11)
+            spec = dict(spec, on_device=True)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import build_cost_distance_tiled
         graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
@@ -717,7 +725,6 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     else:
         graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
                                           upstream, geo, friction_store)
-    from . import cluster
     with cluster.open_scheduler(scheduler, gpus=gpus):
         workers = cluster.active_gpu_workers()  # --gpus (here or the batch's): one per GPU
         graph = pin_to_gpu_workers(graph, spec["algorithm"], workers)

@@ -112,8 +112,8 @@ def test_which_runs_start_the_device_early():
 def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     """The command line (a process of its own: the start-up thread runs), GPU, default
     scheduler (the layers written off the device): a fresh run from a tile store and a
-    --reuse query of a raster run's store write the task graph's bytes (the layers
-    downloaded whole first), as the query does with ``hostout``, and the CPU's layers."""
+    --reuse query of a raster run's store write the task graph's bytes, as the query does
+    with ``hostout`` (the layers downloaded whole first), and the CPU's layers."""
     z, path = dem
     env = dict(os.environ)
 
