@@ -66,7 +66,7 @@ import zarr
 from terrain._atomic import atomic_output, check_output_free
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, layer_attributes,
+from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, io_threads, layer_attributes,
                                       layer_compressors, read_layer, shard_layouts,
                                       write_windows)
 from terrain.grid.costs import arc_codes, check_friction, cost_model_code
@@ -227,7 +227,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
     ``friction_src``: ``(store, layer)`` of the friction raster, or None. In core, the
     distances are written as soon as they are known (:class:`_EarlyWriter`), and the task
     waits for those writes; with ``writer`` (the in-process path's) it leaves them running
-    (``stats["early_writes"]`` is then empty until the caller has waited)."""
+    (``stats["early_writes"]`` is then empty until the caller has waited). ``spec["on_device"]``
+    (the in-process path on the GPU): the result's layers are CuPy arrays."""
     t0 = time.perf_counter()
     z = _read_full(dem_path)
     f = None
@@ -252,9 +253,10 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
         from .cost_distance_start import take_early_solve
         own = writer is None
         writer = _EarlyWriter(spec.get("out_path"), spec.get("windows")) if own else writer
+        on_device = bool(spec.get("on_device"))
         early = None if f is not None else take_early_solve(  # the start-up's, same call
             z, sources, start_costs, spec["cost"], spec["connectivity"], spec["cellsize"],
-            spec["max_cost"], spec.get("near_far_delta"))
+            spec["max_cost"], spec.get("near_far_delta"), on_device=on_device)
         try:
             res = None if early is None else _take_early_solve(
                 early, writer.start if spec.get("windows") else None)
@@ -263,7 +265,10 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                                 connectivity=spec["connectivity"], cellsize=spec["cellsize"],
                                 max_cost=spec["max_cost"], backend=backend,
                                 delta=spec.get("near_far_delta"), hops=False,
-                                on_distance=writer.start if spec.get("windows") else None)
+                                on_distance=writer.start if spec.get("windows") else None,
+                                on_device=on_device)
+            if not on_device:
+                res = res.to_host()
         except InputError as e:
             writer.stop()
             raise InputError(f"{spec['input']}: {e}") from None
@@ -315,7 +320,7 @@ class _EarlyWriter:
         import concurrent.futures
         layouts = shard_layouts(self.out_path, ["distance"])  # once, not per window
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            max(1, min(os.cpu_count() or 1, len(self.windows))))
+            max(1, min(io_threads(), len(self.windows))))
         self.futures = [self.pool.submit(self._one, distance, w, layouts)
                         for w in self.windows]
 
@@ -445,7 +450,10 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
     the distances are written from the moment the solve has them, the other layers' shard
     windows by the pool once the solve is done. Returns the summary, its ``wall_seconds``
     the wall seconds of each step (and of the start-up:
-    :func:`pipelines.cost_distance_start.startup_seconds`)."""
+    :func:`pipelines.cost_distance_start.startup_seconds`). On the GPU the solve's outputs
+    stay on the device and the writers copy them off shard by shard into small pinned
+    tiles (``grid_sssp(on_device=True)``, :func:`terrain.grid.cost_outputs.write_windows`):
+    no host array of the grid's size but the DEM and a friction raster (issue 11)."""
     import concurrent.futures
 
     wall = {}
@@ -457,7 +465,10 @@ def run_in_process(dem_path, out_path, spec, sources, start_costs, windows, back
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _task_arguments(out_path, spec, windows, backend,
                                                               friction_store)
-    pool = concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1,
+    from .cost_distance_start import outputs_on_device
+    if backend == "gpu" and spec["algorithm"] == "in-core" and outputs_on_device():
+        spec = dict(spec, on_device=True)  # the layers written off the device (issue 11)
+    pool = concurrent.futures.ThreadPoolExecutor(io_threads(),
                                                  thread_name_prefix="terrain-cost")
     # the distances' writes run on while the other layers are written (not waited for
     # in between: the writes are not CPU-bound, and one set fills the other's gaps)
@@ -661,7 +672,9 @@ def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
 
 def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be,
                geo, scheduler, gpus=None):
-    """Build the graph (ingests included) and compute it; returns the summary."""
+    """Build the graph (ingests included) and compute it; returns the summary. On the GPU
+    with Dask's local schedulers (this process's threads) the in-core solve's outputs stay
+    on the device, as on the in-process path (:func:`run_in_process`)."""
     upstream = []
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's checked inputs, linked into this output
@@ -699,6 +712,12 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     if in_process_applies(spec["algorithm"], scheduler, gpus):
         return run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
                               geo, friction_store)
+    from . import cluster
+    if (be.is_gpu and spec["algorithm"] == "in-core" and gpus is None
+            and scheduler in cluster.LOCAL_SCHEDULERS):
+        from .cost_distance_start import outputs_on_device
+        if outputs_on_device():  # this process's threads write: off the device (issue 11)
+            spec = dict(spec, on_device=True)
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import build_cost_distance_tiled
         graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
@@ -706,7 +725,6 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
     else:
         graph = build_cost_distance_graph(dem_path, tmp, spec, srcs, costs, windows, be.name,
                                           upstream, geo, friction_store)
-    from . import cluster
     with cluster.open_scheduler(scheduler, gpus=gpus):
         workers = cluster.active_gpu_workers()  # --gpus (here or the batch's): one per GPU
         graph = pin_to_gpu_workers(graph, spec["algorithm"], workers)

@@ -69,7 +69,11 @@ when the command returns (on stderr), ``nosolve`` leaves the solve to the comman
 ``imports=late`` makes the main thread wait for the device thread's kernels before it
 imports (no two threads running Python at once), ``pinpar`` pins in a thread of its own
 beside the kernels' loading, ``free`` frees CuPy's device and pinned pools once the
-start-up solve is done (not at the process's exit).
+start-up solve is done (not at the process's exit), ``hostout`` downloads the solve's
+outputs whole to the host before they are written (as before issue 11;
+:func:`outputs_on_device`), ``rss`` samples the resident set every 5 ms from the command's
+start and prints its peak and a timeline on stderr when the command returns (with the
+moments the start-up steps ended; :class:`_RssSampler`).
 """
 
 import os
@@ -79,7 +83,7 @@ import time
 import numpy as np  # (imported with terrain.run's backend module already)
 
 __all__ = ["cost_distance_command", "wait_for_start_up", "startup_seconds",
-           "take_early_read", "layer_signature", "PIN_RINGS"]
+           "take_early_read", "layer_signature", "PIN_RINGS", "outputs_on_device"]
 
 _jobs = []     # the start-up thread, while there is one
 _seconds = {}  # step -> wall seconds (startup_seconds)
@@ -89,7 +93,9 @@ _kernels_loaded = threading.Event()  # the device thread is past its Python-heav
 #: solve's upload and its two downloads (the distances' in a thread beside the others').
 #: With one ring the allocation and backlink download of a Neuse-size query took 0.20-0.24 s
 #: instead of 0.09-0.10 (it pinned a second ring itself); the second ring's 0.13-0.16 s of
-#: pinning mostly overlaps the DEM read (docs/benchmarks.md, wave 6, round 3)
+#: pinning mostly overlaps the DEM read (docs/benchmarks.md, wave 6, round 3). With the
+#: outputs written off the device (:func:`outputs_on_device`, the default since issue 11)
+#: nothing is downloaded whole: one ring, the upload's (:func:`_rings`)
 PIN_RINGS = 2
 
 
@@ -101,6 +107,56 @@ def _options():
         if key:
             out[key] = value
     return out
+
+
+class _RssSampler:
+    """``TERRAIN_COST_START=rss`` (measurements, issue 11): a thread reading ``VmRSS`` of
+    ``/proc/self/status`` every 5 ms (pinned and CUDA mappings count there, which
+    ``tracemalloc`` does not see); :meth:`report` gives the peak, the resident set every
+    0.1 s, and when each step of :func:`startup_seconds` ended."""
+
+    def __init__(self):
+        self.t0, self.samples, self.marks = time.perf_counter(), [], []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="terrain-rss")
+        self.thread.start()
+
+    @staticmethod
+    def rss_mb():
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def _run(self):
+        seen = set()
+        while not self.stop.is_set():
+            t = time.perf_counter() - self.t0
+            self.samples.append((t, self.rss_mb()))
+            for key in list(_seconds):
+                if key not in seen:
+                    seen.add(key)
+                    self.marks.append((t, key))
+            self.stop.wait(0.005)
+
+    def report(self):
+        self.stop.set()
+        self.thread.join()
+        self.samples.append((time.perf_counter() - self.t0, self.rss_mb()))
+        t_peak, peak = max(self.samples, key=lambda s: s[1])
+        line = " ".join(f"{t:.1f}:{mb:.0f}" for t, mb in self.samples[::20])
+        marks = "; ".join(f"{t:.2f} {k}" for t, k in self.marks)
+        return (f"terrain: RSS peak {peak:.0f} MB at {t_peak:.2f} s (from the command's start)"
+                f"\nterrain: RSS MB every 0.1 s: {line}\nterrain: steps ended: {marks}")
+
+
+def outputs_on_device():
+    """Whether the in-process GPU run keeps the solve's outputs on the device and writes
+    them off it shard by shard (default), rather than downloading them whole first
+    (``TERRAIN_COST_START=hostout``, for measurements: 2.9 GB more host memory at the
+    Neuse 40-ft size, docs/benchmarks.md)."""
+    return "hostout" not in _options()
 
 
 def startup_seconds():
@@ -153,6 +209,13 @@ def _warm(be, kernels=True):
         _kernels_loaded.set()
 
 
+def _rings(options):
+    """Transfer rings the start-up thread pins (:data:`PIN_RINGS`)."""
+    if "pin" in options:
+        return int(options["pin"])
+    return PIN_RINGS if not outputs_on_device() else 1
+
+
 def _warm_kernels(be, kernels=True):
     """Loads the solve's kernels (a 64 x 64 grid solved as the command's grid will be;
     not with ``kernels=False``) and pins the rings of its uploads and downloads
@@ -162,7 +225,7 @@ def _warm_kernels(be, kernels=True):
     from terrain.grid.sssp import grid_sssp
     t1 = time.perf_counter()
     options = _options()
-    rings = int(options.get("pin", PIN_RINGS))
+    rings = _rings(options)
     pinning = None
     if rings > 0 and "pinpar" in options:  # beside the kernels' loading
         pinning = threading.Thread(target=pin_ring, args=(be.xp, rings), daemon=True)
@@ -241,6 +304,8 @@ def _read_early(layer_dir, readers, be, args, solve):
         if solve:
             try:
                 call = _early_call(args, layout.shape)
+                if call is not None:  # the command keeps a GPU solve's outputs there
+                    call["on_device"] = bool(be.is_gpu and call["on_device"])
             except Exception:  # noqa: BLE001 - a guess that fails: the command solves
                 call = None
         if call is not None:  # (known to the command before it can ask for the read)
@@ -289,7 +354,8 @@ def _early_call(args, shape):
             "connectivity": int(getattr(args, "connectivity", 8)),
             "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
-            "delta": attrs(reuse)["cost_reuse"].get("near_far_delta") if reuse else None}
+            "delta": attrs(reuse)["cost_reuse"].get("near_far_delta") if reuse else None,
+            "on_device": outputs_on_device()}
 
 
 def _solve_early(z, be, call):
@@ -312,7 +378,7 @@ def _solve_early(z, be, call):
             z, call["sources"], call["start_costs"], cost=call["cost"], friction=None,
             connectivity=call["connectivity"], cellsize=call["cellsize"],
             max_cost=call["max_cost"], backend=be, delta=call["delta"], hops=False,
-            on_distance=on_distance)
+            on_distance=on_distance, on_device=call["on_device"])
     except BaseException as e:  # noqa: BLE001 - handed to the command (take_early_solve)
         _early["error"] = e
     finally:
@@ -396,7 +462,8 @@ def take_early_read(store_path, layer="elevation"):
     return array
 
 
-def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_cost, delta):
+def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_cost, delta,
+                     on_device=False):
     """The start-up thread's solve of ``z`` (the array :func:`take_early_read` gave) when it
     was called with these arguments of ``grid_sssp`` (no friction, ``hops=False``), else
     None (module docstring); an :class:`EarlySolve` to wait on. Handed out once."""
@@ -411,7 +478,7 @@ def take_early_solve(z, sources, start_costs, cost, connectivity, cellsize, max_
             "cost": cost, "connectivity": int(connectivity),
             "cellsize": tuple(float(v) for v in cellsize),
             "max_cost": None if max_cost is None else float(max_cost),
-            "delta": None if delta is None else float(delta)}
+            "delta": None if delta is None else float(delta), "on_device": bool(on_device)}
     got = dict(call, cellsize=tuple(float(v) for v in call["cellsize"]),
                delta=None if call["delta"] is None else float(call["delta"]))
     same = all(
@@ -435,6 +502,7 @@ def cost_distance_command(args):
         _seconds["process start to the command"] = age
     job = reader = None
     options = _options()
+    sampler = _RssSampler() if "rss" in options else None
     try:
         if _wanted(args):
             from terrain.backend import get_backend
@@ -467,6 +535,9 @@ def cost_distance_command(args):
             import sys
             print(f"terrain: process age at the command's return {_process_age():.3f} s",
                   file=sys.stderr)
+        if sampler is not None:
+            import sys
+            print(sampler.report(), file=sys.stderr)
         if reader is not None:  # the run may have ended before its solve took the read
             reader.join()
             _early.clear()

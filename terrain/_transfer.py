@@ -18,6 +18,12 @@ Up, a device array may have a *narrower* integer dtype than its host array (an `
 each piece on its way into its slot (:func:`_narrow_cpu`, one pass) and report whether
 every value fitted; fewer bytes cross PCIe.
 
+Down, block by block (:class:`DeviceBlocks`): a writer that encodes a device array chunk by
+chunk copies each chunk (a strided 2-D copy) into a small pinned tile of its own and
+encodes from there, so no host copy of the whole array is ever made; the host memory is
+that of the writer threads' tiles (issue 11: a Neuse-size cost-distance run's outputs,
+2.9 GB, no longer pass through whole host arrays).
+
 Down, ``pinned=True`` returns NumPy arrays that live in pinned memory (from CuPy's pinned
 pool: freeing them gives the memory back to the pool for the next call): one direct copy
 per array at PCIe speed, no host copy at all (an MST forest of 0.38 GB: 7 ms instead of
@@ -26,11 +32,12 @@ per array at PCIe speed, no host copy at all (an MST forest of 0.38 GB: 7 ms ins
 
 import functools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["to_device", "to_host", "workers", "pinned_empty", "pin_ring"]
+__all__ = ["to_device", "to_host", "workers", "pinned_empty", "pin_ring", "DeviceBlocks"]
 
 #: bytes of one pinned slot (16 MB slots: 43 ms for 0.9 GB with 16 workers on the H100
 #: host; 4 MB: 74-92 ms)
@@ -232,3 +239,60 @@ def to_host(cp, device, pinned=False, stream=None):
         for f in futures.values():
             f.result()
     return out
+
+
+_streams = threading.local()  # per thread: {device id: the stream of its block copies}
+
+
+class DeviceBlocks:
+    """A C-contiguous 2-D device array read block by block into host buffers: the *block
+    reader* of :func:`terrain.tiles._shards.write_shard` (module docstring).
+
+    Each :meth:`read_block` is one strided copy (``cudaMemcpy2DAsync``) on a non-blocking
+    stream of the calling thread's own, waited for before it returns: the copies of
+    several writer threads overlap each other's encoding, and kernels running on other
+    streams meanwhile (the labels, while the distances are written) are not waited for.
+    The caller must have synchronised the device after the array was written. ``out``
+    should be pinned (:meth:`empty`); pageable memory works, through the driver's staging.
+    """
+
+    buffer_kind = "pinned"
+
+    def __init__(self, cp, array):
+        if array.ndim != 2 or not array.flags.c_contiguous:
+            raise ValueError("DeviceBlocks takes a C-contiguous 2-D device array")
+        self.cp, self.array = cp, array
+        self.shape, self.dtype = tuple(array.shape), np.dtype(array.dtype)
+        self.device_id = array.device.id
+
+    def empty(self, nbytes):
+        """A new uint8 buffer of ``nbytes`` bytes in pinned memory (CuPy's pinned pool)."""
+        return pinned_empty(self.cp, (nbytes,), np.uint8)
+
+    def read_block(self, out, r0, r1, c0, c1):
+        """``out[...] = array[r0:r1, c0:c1]`` (``out``: a 2-D host view of the array's dtype
+        whose rows are contiguous)."""
+        cp = self.cp
+        if np.dtype(out.dtype) != self.dtype or out.shape != (r1 - r0, c1 - c0) or (
+                out.ndim != 2 or out.strides[1] != self.dtype.itemsize):
+            raise ValueError("read_block: out does not match the block")
+        if r1 <= r0 or c1 <= c0:
+            return
+        with cp.cuda.Device(self.device_id):
+            streams = getattr(_streams, "by_device", None)
+            if streams is None:
+                streams = _streams.by_device = {}
+            stream = streams.get(self.device_id)
+            if stream is None:
+                stream = streams[self.device_id] = cp.cuda.Stream(non_blocking=True)
+            item = self.dtype.itemsize
+            pitch = self.shape[1] * item
+            cp.cuda.runtime.memcpy2DAsync(
+                out.ctypes.data, out.strides[0], self.array.data.ptr + r0 * pitch + c0 * item,
+                pitch, (c1 - c0) * item, r1 - r0, cp.cuda.runtime.memcpyDeviceToHost,
+                stream.ptr)
+            stream.synchronize()
+
+    def __getitem__(self, key):
+        """A NumPy copy of ``array[key]`` (writers that cannot take blocks)."""
+        return self.cp.asnumpy(self.array[key])

@@ -111,8 +111,9 @@ def test_which_runs_start_the_device_early():
 @pytest.mark.gpu
 def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     """The command line (a process of its own: the start-up thread runs), GPU, default
-    scheduler: a fresh run from a tile store and a --reuse query of a raster run's store
-    write the task graph's bytes, and the CPU's layers."""
+    scheduler (the layers written off the device): a fresh run from a tile store and a
+    --reuse query of a raster run's store write the task graph's bytes, as the query does
+    with ``hostout`` (the layers downloaded whole first), and the CPU's layers."""
     z, path = dem
     env = dict(os.environ)
 
@@ -143,6 +144,9 @@ def test_gpu_in_process_with_the_start_up_equals_the_task_graph(tmp_path, dem):
     assert "waited for the DEM read" in q1["wall_seconds"], q1["wall_seconds"]  # hard links
     assert "waited for the start-up solve's distances" in q1["wall_seconds"]
     _same_stores(tmp_path / "q1.zarr", tmp_path / "q2.zarr")
+    env["TERRAIN_COST_START"] = "hostout"  # the outputs downloaded whole before the writes
+    cli(path, *new, "-o", tmp_path / "q3.zarr")
+    _same_stores(tmp_path / "q1.zarr", tmp_path / "q3.zarr")
     g1 = zarr.open_group(str(tmp_path / "q1.zarr"), mode="r")
     cpu = tmp_path / "c.zarr"
     proc = subprocess.run([sys.executable, "-m", "terrain.run", "cost-distance", str(path),
@@ -266,6 +270,7 @@ def test_the_command_takes_the_start_up_read_and_solve(capsys, tmp_path, dem, mo
         Device=lambda: SimpleNamespace(mem_info=(1 << 30, 1 << 30)))))
     monkeypatch.setattr(start, "_wanted", lambda args: True)
     monkeypatch.setattr(terrain.backend, "get_backend", lambda name=None: device)
+    monkeypatch.setenv("TERRAIN_COST_START", "hostout")  # the CPU's outputs: host arrays
     monkeypatch.setattr(sssp, "grid_sssp", lambda *a, backend=None, **k: real(
         *a, backend="cpu", **k))
     s1 = _run(capsys, *fresh, "-o", tmp_path / "b.zarr")

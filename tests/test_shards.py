@@ -89,6 +89,52 @@ def test_write_windows_and_read_layer(tmp_path):
                                   v.astype(np.float32))
 
 
+class _HostBlocks:
+    """A block reader over a NumPy array (what ``DeviceBlocks`` is over a device array),
+    counting its copies and the buffers it made."""
+
+    buffer_kind = "test-blocks"
+
+    def __init__(self, values):
+        self.values, self.blocks, self.buffers = values, 0, 0
+
+    def empty(self, nbytes):
+        self.buffers += 1
+        return np.empty(nbytes, np.uint8)
+
+    def read_block(self, out, r0, r1, c0, c1):
+        assert out.shape == (r1 - r0, c1 - c0) and out.dtype == self.values.dtype
+        self.blocks += 1
+        out[...] = self.values[r0:r1, c0:c1]
+
+
+@pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("int32", -1), ("uint8", 255)])
+def test_shards_from_a_block_reader_are_the_arrays_bytes(tmp_path, dtype, fill):
+    """``write_shard`` from a block reader (a device array's way, chunk by chunk into
+    buffers of the reader's kind): the same files as from the array, edge tiles included,
+    one block per chunk inside the array, at an origin other than the array's too."""
+    v = _values(dtype, fill)
+    codec = layer_compressors({"float64": "distance", "int32": "allocation",
+                               "uint8": "backlink"}[dtype])
+    ours = _layer(tmp_path / "a.zarr", "x", dtype, fill, codec)
+    theirs = _layer(tmp_path / "b.zarr", "x", dtype, fill, codec)
+    la, lb = fast_layout(ours), fast_layout(theirs)
+    reader = _HostBlocks(v)
+    for si in range(3):
+        for sj in range(3):
+            write_shard(lb, si, sj, v)
+            if (si, sj) == (2, 1):  # a reader over that shard's window alone
+                write_shard(la, si, sj, _HostBlocks(v[128:, 64:128].copy()), 128, 64)
+            else:
+                write_shard(la, si, sj, reader)
+    a, b = _files(tmp_path / "a.zarr" / "x"), _files(tmp_path / "b.zarr" / "x")
+    assert sorted(a) == sorted(b) and len(a) == 7
+    for name in a:
+        assert a[name] == b[name], name
+    assert reader.blocks == 10 * 9 - 2 * 4  # every chunk but the 2 x 4 of shard (2, 1)
+    assert reader.buffers <= 1  # one tile, reused (or one an earlier test left)
+
+
 def test_unusual_layouts_go_through_zarr(tmp_path):
     g = zarr.open_group(str(tmp_path / "u.zarr"), mode="w", zarr_format=3)
     plain = g.create_array("plain", shape=(10, 10), chunks=(5, 5), dtype="int32",
@@ -141,3 +187,33 @@ def test_layout_from_zarr_json_refuses_what_it_does_not_know(tmp_path):
     for name in ("plain", "gz", "cube", "missing"):
         assert read_layout(tmp_path / "u.zarr" / name) is None, name
     assert read_layout(tmp_path / "u.zarr") is None  # a group
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("int32", -1), ("uint8", 255)])
+def test_device_layers_are_written_as_the_host_arrays(tmp_path, dtype, fill):
+    """``write_windows`` of a CuPy layer (chunks copied off the device into pinned tiles,
+    ``terrain._transfer.DeviceBlocks``): the files of the NumPy layer, for shard windows
+    and for a window that cuts shards (zarr's path); a block copy checks its buffer."""
+    import cupy as cp
+
+    from terrain._transfer import DeviceBlocks
+    v = _values(dtype, fill)
+    name = {"float64": "distance", "int32": "allocation", "uint8": "backlink"}[dtype]
+    windows = [(0, 64, 0, 130), (64, 128, 0, 130), (128, 150, 0, 64), (128, 150, 64, 130)]
+    for store, layer in (("a.zarr", v), ("b.zarr", cp.asarray(v))):
+        _layer(tmp_path / store, name, dtype, fill, layer_compressors(name))
+        write_windows(tmp_path / store, {name: layer}, windows)
+        write_windows(tmp_path / store, {name: layer[3:40, 5:77]}, [(0, 30, 0, 30)])
+    a, b = _files(tmp_path / "a.zarr" / name), _files(tmp_path / "b.zarr" / name)
+    assert sorted(a) == sorted(b) and len(a) >= 7
+    for f in a:
+        assert a[f] == b[f], f
+    blocks = DeviceBlocks(cp, cp.asarray(v))
+    out = np.zeros((70, 70), dtype)
+    blocks.read_block(out[5:12, 3:20], 140, 147, 100, 117)
+    np.testing.assert_array_equal(out[5:12, 3:20], v[140:147, 100:117])
+    assert (out[:5] == 0).all() and (out[12:] == 0).all()
+    np.testing.assert_array_equal(blocks[7:9, 1:4], v[7:9, 1:4])
+    with pytest.raises(ValueError):
+        blocks.read_block(np.zeros((7, 17), np.int8), 140, 147, 100, 117)

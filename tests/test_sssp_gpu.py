@@ -183,3 +183,25 @@ def test_gpu_early_distances_and_no_hops_equal_cpu(cost, conn, max_cost):
     for name in ("distance", "allocation", "backlink"):
         a, b = getattr(cpu, name), getattr(gpu, name)
         assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hops", [False, True])
+def test_gpu_results_kept_on_the_device_equal_cpu(hops):
+    """``on_device=True``: the result's arrays (and ``on_distance``'s) are CuPy arrays of
+    the grid's shape, the CPU's bits; ``to_host`` downloads them."""
+    import cupy as cp
+    z, fr, sources = _case(5, "tobler", 16)
+    seen = []
+    cpu = grid_sssp(z, sources, cost="tobler", friction=fr, connectivity=16, backend="cpu")
+    gpu = grid_sssp(z, sources, cost="tobler", friction=fr, connectivity=16, backend="gpu",
+                    on_distance=seen.append, hops=hops, on_device=True)
+    assert len(seen) == 1 and seen[0] is gpu.distance
+    host = gpu.to_host()
+    assert (gpu.hops is None) == (not hops) == (host.hops is None)
+    for name in ("distance", "allocation", "backlink") + (("hops",) if hops else ()):
+        a, d, h = getattr(cpu, name), getattr(gpu, name), getattr(host, name)
+        assert isinstance(d, cp.ndarray) and isinstance(h, np.ndarray), name
+        assert d.shape == h.shape == a.shape and a.dtype == d.dtype == h.dtype, name
+        assert np.array_equal(a, h, equal_nan=True), name
+    assert host.to_host() is host

@@ -367,12 +367,14 @@ class _Grid:
         best = np.array([best], np.uint64).view(np.float64)[0]
         return int(count), (float(best) if count else None)
 
-    def early_distance(self, dist, on_distance):
+    def early_distance(self, dist, on_distance, on_device=False):
         """Start handing the unpadded distances (NaN unreached) to ``on_distance`` before the
         labels: what ``backlinks`` will write (:meth:`finish` checks the reached counts
         agree). The download runs in a thread, on its own stream, while the caller goes on
-        to the labels on the device; returns ``(future of the host array, reached)``."""
-        import concurrent.futures
+        to the labels on the device; ``on_device``: no download, ``on_distance`` gets the
+        device array (the caller copies off what it needs on streams of its own). Returns
+        ``(a callable giving the array handed over, reached)``; the callable raises what the
+        download or ``on_distance`` raised."""
         cp = self.cp
         rows, cols = self.shape
         n = rows * cols
@@ -382,6 +384,11 @@ class _Grid:
                                             np.int32(PAD), distance))
         reached, _ = self.reached_stats(distance)
         self.sync()
+        if on_device:
+            view = distance.reshape(self.shape)
+            on_distance(view)
+            return (lambda: view), reached
+        import concurrent.futures
 
         def fetch():
             host = download(cp, (distance,), synchronize=False)[0].reshape(self.shape)
@@ -391,11 +398,12 @@ class _Grid:
         pool = concurrent.futures.ThreadPoolExecutor(1)
         future = pool.submit(fetch)
         pool.shutdown(wait=False)
-        return future, reached
+        return future.result, reached
 
-    def finish(self, dist, label, stats, phases, hops=True, early=None):
+    def finish(self, dist, label, stats, phases, hops=True, early=None, on_device=False):
         """Backlinks, allocation (and hops) of every cell, downloaded with the distances
-        (or with ``early = (distances, reached)`` from :meth:`early_distance`, not again)."""
+        (or with ``early = (distances, reached)`` from :meth:`early_distance`, not again);
+        ``on_device``: none downloaded, the result holds the device arrays."""
         cp = self.cp
         t0 = time.perf_counter()
         rows, cols = self.shape
@@ -414,9 +422,12 @@ class _Grid:
         t1 = time.perf_counter()
         wanted = ((distance,) if early is None else ()) + (allocation, backlink) + (
             (hops_d,) if hops else ())
-        host = [a.reshape(self.shape) for a in download(cp, wanted)]
+        if on_device:
+            host = [a.reshape(self.shape) for a in wanted]
+        else:
+            host = [a.reshape(self.shape) for a in download(cp, wanted)]
         if early is not None:
-            host.insert(0, early[0].result())  # the distances' download (and its error)
+            host.insert(0, early[0]())  # the distances' download (and its error)
             if early[1] != reached:
                 raise RuntimeError(f"{early[1]} cells have a distance, {reached} a label")
         host += [None] * (not hops)
@@ -460,7 +471,7 @@ def _root_labels(seeds, seed_dist, seed_label, final_dist):
 
 def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
                   queue="near-far", delta=None, use_graph=True, persistent=True, hops=True,
-                  on_distance=None):
+                  on_distance=None, on_device=False):
     """GPU twin of ``_grid_sssp_cpu`` (same arguments after checking).
 
     ``queue``: ``"near-far"`` (default) or ``"frontier"``; ``delta``: the near-far bucket
@@ -469,7 +480,8 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
     launch a step (``use_graph``: replayed from a captured CUDA graph); ``hops=False``
     leaves the hop counts on the device (``hops`` None: a quarter less to download);
     ``on_distance(distance)`` is called with the final distances (the result's array) as
-    soon as they are known, before the labels and backlinks are computed.
+    soon as they are known, before the labels and backlinks are computed; ``on_device``:
+    the result's arrays (and ``on_distance``'s) are CuPy arrays, nothing is downloaded.
     """
     cp = be.xp
     phases = {}
@@ -516,7 +528,7 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
     phases["distance"] = t2 - t1
     early = None
     if on_distance is not None:
-        early = g.early_distance(dist, on_distance)
+        early = g.early_distance(dist, on_distance, on_device)
         t2, t_early = time.perf_counter(), t2
         phases["distance_out"] = t2 - t_early
     try:
@@ -529,11 +541,13 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
         stats["label_rounds"] = lstats["label_steps"]
         g.sync()
         phases["labels"] = time.perf_counter() - t2
-        return g.finish(dist, label, stats, phases, hops, early)
+        return g.finish(dist, label, stats, phases, hops, early, on_device)
     except BaseException:
         if early is not None:  # no callback may start after this call has failed
-            import concurrent.futures
-            concurrent.futures.wait([early[0]])
+            try:
+                early[0]()
+            except BaseException:  # noqa: BLE001 - the failure being handled is the news
+                pass
         raise
 
 

@@ -20,7 +20,11 @@ see the same values whatever the codec.
 
 :func:`write_windows` encodes whole shards in the calling thread
 (:mod:`terrain.tiles._shards`: zarr's bytes without zarr's one event-loop thread, through
-which 16 writer threads took 2.4-3.1 s for the Neuse-size outputs on the GPU hosts);
+which 16 writer threads took 2.4-3.1 s for the Neuse-size outputs on the GPU hosts); a
+layer still on the device (a CuPy array: the GPU solve's outputs in a cost-distance run)
+is copied chunk by chunk into each writer thread's pinned tile and encoded from there
+(:class:`terrain._transfer.DeviceBlocks`), so the run holds no host copy of its outputs
+(issue 11: 2.9 GB of the Neuse-size run's 4.9 GB peak RSS);
 :func:`read_layer` reads a whole layer (the solve's elevation and friction) shard by shard
 the same way from a pool of threads.
 
@@ -39,11 +43,14 @@ import os
 import numpy as np
 import zarr
 
-from ..tiles._shards import fast_layout, read_array, write_shard
+from ..tiles._shards import (MAX_IO_THREADS, fast_layout, io_threads, read_array,  # noqa: F401
+                             write_shard)
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
-           "layer_compressors", "LAYER_CODECS", "write_windows", "shard_layouts", "read_layer"]
+           "layer_compressors", "LAYER_CODECS", "write_windows", "shard_layouts", "read_layer",
+           "io_threads", "MAX_IO_THREADS"]
+
 
 # name -> (dtype, fill (= nodata), description)
 LAYERS = {
@@ -115,7 +122,9 @@ def write_windows(store_path, layers, windows, config=None, layouts=None):
     covers whole shards is encoded in this thread, shard by shard, in the bytes zarr would
     write (module docstring); anything else goes through zarr's synchronous API
     (``config``: zarr's runtime array configuration for those writes). ``layouts``: what
-    :func:`shard_layouts` gave for these layers (else the store is opened here).
+    :func:`shard_layouts` gave for these layers (else the store is opened here). A layer
+    may be a 2-D CuPy array: its shards are encoded from pinned tiles copied off the device
+    (module docstring), its other windows copied to the host window by window.
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -129,6 +138,7 @@ def write_windows(store_path, layers, windows, config=None, layouts=None):
     if layouts is None or config is not None:
         layouts = shard_layouts(store_path, layers)
     for name, values in layers.items():
+        values = _blocks(values)
         arr, layout = layouts[name]
         layout = layout if config is None else None
         for r0, r1, c0, c1 in windows:
@@ -139,6 +149,17 @@ def write_windows(store_path, layers, windows, config=None, layouts=None):
                 continue
             for si, sj in shards:
                 write_shard(layout, si, sj, values)
+
+
+def _blocks(values):
+    """``values`` as :func:`terrain.tiles._shards.write_shard` takes it: a NumPy array as it
+    is, a device array as a :class:`terrain._transfer.DeviceBlocks`."""
+    if isinstance(values, np.ndarray) or not hasattr(values, "__cuda_array_interface__"):
+        return values
+    import cupy
+
+    from .._transfer import DeviceBlocks
+    return DeviceBlocks(cupy, cupy.ascontiguousarray(values))
 
 
 def _whole_shards(layout, window):
@@ -153,8 +174,8 @@ def _whole_shards(layout, window):
 
 def read_layer(store_path, layer, dtype=None, workers=None):
     """The whole layer ``layer`` of the Zarr store at ``store_path`` as a NumPy array, its
-    shards read by ``workers`` threads (default: the CPU count), each on an event loop of
-    its own (module docstring).
+    shards read by ``workers`` threads (default: :func:`io_threads`), each on an event loop
+    of its own (module docstring).
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -169,7 +190,7 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     side = getattr(arr, "shards", None) or arr.chunks
     windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
                for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(windows)))
+    workers = max(1, min(workers or io_threads(), len(windows)))
     layout = fast_layout(arr)
     if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
         return read_array(layout, workers)

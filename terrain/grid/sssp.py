@@ -114,6 +114,26 @@ class SSSPResult:
         """Number of reached cells."""
         return int(np.count_nonzero(self.allocation >= 0))
 
+    def to_host(self):
+        """This result with NumPy arrays: itself, or (a GPU result kept on the device,
+        ``grid_sssp(on_device=True)``) a copy with its arrays downloaded.
+
+        >>> r = SSSPResult(np.zeros((1, 2)), np.zeros((1, 2), np.int32),
+        ...                np.zeros((1, 2), np.uint8), None)
+        >>> r.to_host() is r
+        True
+        """
+        arrays = (self.distance, self.allocation, self.backlink, self.hops)
+        if all(a is None or isinstance(a, np.ndarray) for a in arrays):
+            return self
+        import cupy
+
+        from ._sssp_gpu import download
+        wanted = [cupy.ascontiguousarray(a) for a in arrays if a is not None]
+        host = iter(download(cupy, wanted))
+        return SSSPResult(*(None if a is None else next(host) for a in arrays),
+                          stats=self.stats)
+
 
 def incore_bytes(shape, has_friction=False):
     """Memory of the in-core SSSP on a grid of ``shape``: about 40 bytes a cell (padded
@@ -231,7 +251,7 @@ def _unpad(a, shape):
 
 def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
               connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None, delta=None,
-              hops=True, on_distance=None):
+              hops=True, on_distance=None, on_device=False):
     """Cost distance, allocation and backlinks from ``sources`` over a grid held in memory.
 
     Parameters
@@ -263,6 +283,11 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
         Called with the result's ``distance`` array as soon as it is final: on the GPU
         before the labels and backlinks are computed (a writer may start on it), on the CPU
         at the end.
+    on_device : bool
+        True: on the GPU, the result's arrays (and the one ``on_distance`` gets) stay on the
+        device as CuPy arrays, for a caller that streams them into a store
+        (:func:`terrain.grid.cost_outputs.write_windows`) without a host copy of the whole
+        grid; :meth:`SSSPResult.to_host` downloads them. The CPU ignores it.
 
     Returns
     -------
@@ -284,7 +309,8 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     if be.is_gpu:
         from ._sssp_gpu import grid_sssp_gpu
         res = grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
-                            delta=delta, hops=hops, on_distance=on_distance)
+                            delta=delta, hops=hops, on_distance=on_distance,
+                            on_device=on_device)
     else:
         res = _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit)
         if on_distance is not None:

@@ -31,9 +31,29 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window"]
+__all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
+           "io_threads", "MAX_IO_THREADS"]
 
 _MAX = np.uint64(2**64 - 1)
+
+#: threads that read or write an array's shards at once (:func:`read_array`, the
+#: cost-distance writers). Each holds its own buffers (a shard's compressed bytes, a tile
+#: and its encoding; a pinned tile for a layer on the device), so the host memory of the
+#: reads and writes is bounded by this count, not by the host's cores (issue 11: the
+#: resident set must not grow with them); 16 is the GPU hosts' core count, where the reads
+#: and writes were measured (docs/benchmarks.md)
+MAX_IO_THREADS = 16
+
+
+def io_threads():
+    """Threads for a run's shard reads and writes: the CPUs this process may run on, at
+    most :data:`MAX_IO_THREADS`.
+
+    >>> 1 <= io_threads() <= MAX_IO_THREADS
+    True
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_IO_THREADS, cpus or 1))
 
 
 class _Blosc:
@@ -230,13 +250,16 @@ class _Buffers:
         self.free = {}
 
     @contextlib.contextmanager
-    def borrow(self, kind, nbytes):
-        """A uint8 buffer of at least ``nbytes`` bytes (``kind`` groups buffers of one use)."""
+    def borrow(self, kind, nbytes, empty=None):
+        """A uint8 buffer of at least ``nbytes`` bytes (``kind`` groups buffers of one use;
+        ``empty(nbytes)`` makes a new one, default ``np.empty``: pinned host memory for the
+        tiles of a device array, :func:`write_shard`)."""
         with self.lock:
             free = self.free.get(kind)
             buf = free.pop() if free else None
         if buf is None or buf.nbytes < nbytes:
-            buf = np.empty(max(nbytes, 1 << 16) * 5 // 4, np.uint8)
+            size = max(nbytes, 1 << 16) * 5 // 4
+            buf = np.empty(size, np.uint8) if empty is None else empty(size)
         try:
             yield buf
         finally:
@@ -284,9 +307,18 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
     ``values`` holds the array's cells from ``(r0, c0)`` on (a whole-grid array with the
     default origin); it must cover the shard's cells inside the array. Every chunk is
     written as soon as it is encoded, from reused buffers (:class:`_Buffers`).
+
+    ``values`` may also be a *block reader* instead of a NumPy array: an object with
+    ``read_block(out, r0, r1, c0, c1)`` (copies its cells ``[r0:r1, c0:c1]`` into the 2-D
+    view ``out``, rows of ``out.strides[0]`` bytes), ``empty(nbytes)`` (a new uint8 host
+    buffer for those copies) and ``buffer_kind`` (a name for such buffers):
+    :class:`terrain._transfer.DeviceBlocks` reads a device array chunk by chunk into
+    pinned tiles, so that no host copy of the whole array is made.
     """
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
-    with _buffers.borrow("tile", nbytes) as tile, \
+    reader = hasattr(values, "read_block")
+    kind, empty = (values.buffer_kind, values.empty) if reader else ("tile", None)
+    with _buffers.borrow(kind, nbytes, empty) as tile, \
             _buffers.borrow("dest", nbytes + _OVERHEAD) as dest:
         return _write_shard(layout, si, sj, values, r0, c0,
                             _view(tile, layout.inner, layout.dtype),
@@ -310,12 +342,12 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             if a0 >= rows or b0 >= cols:
                 continue
             a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
-            src = values[a0 - r0:a1 - r0, b0 - c0:b1 - c0]
             if (a1 - a0, b1 - b0) == layout.inner:
-                np.copyto(tile, src)
+                _copy_block(values, tile, a0 - r0, a1 - r0, b0 - c0, b1 - c0)
             else:
                 tile[...] = fill
-                tile[:a1 - a0, :b1 - b0] = src
+                _copy_block(values, tile[:a1 - a0, :b1 - b0], a0 - r0, a1 - r0, b0 - c0,
+                            b1 - c0)
             if _all_fill(tile, fill):
                 continue
             data = _encode(layout, tile, dest)
@@ -337,6 +369,14 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
     finally:
         if fh is not None:
             fh.close()
+
+
+def _copy_block(values, out, r0, r1, c0, c1):
+    """``out[...] = values[r0:r1, c0:c1]`` for an array or a block reader (:func:`write_shard`)."""
+    if hasattr(values, "read_block"):
+        values.read_block(out, r0, r1, c0, c1)
+    else:
+        np.copyto(out, values[r0:r1, c0:c1])
 
 
 def read_shard(layout, si, sj, out, r0=0, c0=0):
@@ -466,14 +506,14 @@ def shard_grid(layout):
 
 def read_array(layout, workers=None, stop=None):
     """The whole array described by ``layout`` as a new NumPy array, its shards read by a
-    pool of ``workers`` threads (default: the CPU count; the reads and the decompression
+    pool of ``workers`` threads (default: :func:`io_threads`; the reads and the decompression
     run without the GIL). ``stop`` (a ``threading.Event``): once set, the shards not yet
     begun are skipped and None is returned."""
     import concurrent.futures
     out = np.empty(layout.shape, layout.dtype)
     gr, gc = shard_grid(layout)
     shards = [(si, sj) for si in range(gr) for sj in range(gc)]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(shards)))
+    workers = max(1, min(workers or io_threads(), len(shards)))
 
     def one(s):
         if stop is None or not stop.is_set():
