@@ -93,6 +93,137 @@ extern "C" __global__ void boundary_pairs(const float* z, const float* f, const 
     }
 }
 
+// Phase 1 with the tile in shared memory (the fast path of boundary_pairs_gpu; the same
+// matrices as boundary_pairs / boundary_pairs_cpu, bit for bit): one block per tile, the
+// tile's incoming arc costs wt[kk * T*T + v] (arc codes[kk] into v; +inf: none) computed once
+// and shared by all its sources, and the labels of S sources at a time in shared memory.
+// Instead of a queue per source (which kept each thread's tree in global memory: ~30 k
+// scattered accesses per Dijkstra), label correcting in two sweeps, as top_relax_d/_key:
+// sweep 1 lowers every cell's distance to min over its in-arcs of fl(d[u] + w) until a
+// whole pass changes nothing; that fixpoint is Dijkstra's distance (every value is a
+// rounded path sum, rounding is monotone). Sweep 2 then gives every non-source cell
+// min(h[u] + 1) over its tight in-arcs (fl(d[u] + w) == d[v]), which is Dijkstra's hops for
+// the least (distance, hops) key (all allocations are 0 here). A cell's labels are written
+// only by the thread that owns it; other threads may read the old or the new value, both
+// real path sums, and a pass that changes nothing has read only final values. The block
+// writes the whole padded bmax x bmax matrix of its tile (+inf / INT_MAX padding).
+// Dynamic shared memory: 8 * T*T * K + 12 * S * T*T bytes.
+extern "C" __global__ void boundary_pairs_shared(const float* z, const float* f,
+                                                 const int* bidx, const int* bcount, int T,
+                                                 int bmax, const int* codes, int K, int model,
+                                                 const double* lengths, double* out_d,
+                                                 int* out_h, int S) {
+    extern __shared__ double bp_smem[];
+    const long long t = blockIdx.x;
+    const int n = T * T;
+    const double inf = tt_inf();
+    double* wt = bp_smem;             // n * K incoming arc costs
+    double* d = wt + (long long)n * K;  // S * n distances
+    int* h = (int*)(d + (long long)S * n);  // S * n hops
+    const float* zt = z + t * n;
+    const float* ft = f + t * n;
+    for (int p = threadIdx.x; p < n * K; p += blockDim.x) {  // kk-major: no bank conflicts
+        const int kk = p / n, v = p - kk * n, k = codes[kk];
+        const int vr = v / T, vc = v - vr * T;
+        const int ur = vr - ARC_DR[k], uc = vc - ARC_DC[k];
+        double w = inf;
+        if (ur >= 0 && ur < T && uc >= 0 && uc < T) {
+            const int u = ur * T + uc;
+            const float zu = zt[u], fu = ft[u], zv = zt[v], fv = ft[v];
+            if (zu == zu && fu == fu && zv == zv && fv == fv) {
+                const double c = arc_cost(zu, zv, fu, fv, k, model, lengths);
+                if (c < inf) w = c;
+            }
+        }
+        wt[p] = w;
+    }
+    const int B = bcount[t];
+    const int* bt = bidx + t * bmax;
+    double* od = out_d + t * bmax * bmax;
+    int* oh = out_h + t * bmax * bmax;
+    for (int s0 = 0; s0 < B; s0 += S) {
+        const int m = min(S, B - s0);
+        __syncthreads();  // wt ready; the previous pass's labels read out
+        for (int p = threadIdx.x; p < m * n; p += blockDim.x) {
+            d[p] = inf;
+            h[p] = TT_INT_INF;
+        }
+        __syncthreads();
+        if (threadIdx.x < m) {
+            const int src = bt[s0 + threadIdx.x];
+            d[threadIdx.x * n + src] = 0.0;
+            h[threadIdx.x * n + src] = 0;
+        }
+        __syncthreads();
+        int changed;
+        do {  // sweep 1: distances
+            changed = 0;
+            for (int p = threadIdx.x; p < m * n; p += blockDim.x) {
+                const int s = p / n, v = p - s * n;
+                const double* dv = d + s * n;
+                const double* wv = wt + v;
+                double best = d[p];
+                for (int kk = 0; kk < K; ++kk) {
+                    const double w = wv[kk * n];
+                    if (!(w < inf)) continue;
+                    const int k = codes[kk];
+                    const double du = dv[v - ARC_DR[k] * T - ARC_DC[k]];
+                    if (!(du < inf)) continue;
+                    const double nd = __dadd_rn(du, w);
+                    if (nd < best) best = nd;
+                }
+                if (best < d[p]) {
+                    d[p] = best;
+                    changed = 1;
+                }
+            }
+        } while (__syncthreads_or(changed));
+        do {  // sweep 2: hops along the tight arcs
+            changed = 0;
+            for (int p = threadIdx.x; p < m * n; p += blockDim.x) {
+                const double dp = d[p];
+                if (!(dp < inf) || h[p] == 0) continue;
+                const int s = p / n, v = p - s * n;
+                const double* dv = d + s * n;
+                const int* hv = h + s * n;
+                const double* wv = wt + v;
+                int best = h[p];
+                for (int kk = 0; kk < K; ++kk) {
+                    const double w = wv[kk * n];
+                    if (!(w < inf)) continue;
+                    const int k = codes[kk];
+                    const int u = v - ARC_DR[k] * T - ARC_DC[k];
+                    const double du = dv[u];
+                    if (!(du < inf) || __dadd_rn(du, w) != dp) continue;
+                    const int hu = hv[u];
+                    if (hu != TT_INT_INF && hu + 1 < best) best = hu + 1;
+                }
+                if (best < h[p]) {
+                    h[p] = best;
+                    changed = 1;
+                }
+            }
+        } while (__syncthreads_or(changed));
+        for (int p = threadIdx.x; p < m * bmax; p += blockDim.x) {
+            const int s = p / bmax, j = p - s * bmax;
+            const long long row = (long long)(s0 + s) * bmax + j;
+            if (j < B) {
+                const int c = bt[j];
+                od[row] = d[s * n + c];
+                oh[row] = h[s * n + c];
+            } else {
+                od[row] = inf;
+                oh[row] = TT_INT_INF;
+            }
+        }
+    }
+    for (long long p = (long long)B * bmax + threadIdx.x; p < (long long)bmax * bmax;
+         p += blockDim.x) {  // the rows of absent sources
+        od[p] = inf;
+        oh[p] = TT_INT_INF;
+    }
+}
+
 // Phase 3 (and any batch of seeded windows): one thread per H x W window; ld/la/lh hold the
 // seeds and receive the labels, inner marks the cells that may be updated.
 extern "C" __global__ void windows_dijkstra(const float* z, const float* f,

@@ -90,7 +90,7 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
            "nodes_boundary", "graphs_pairs_cpu", "graphs_pairs_gpu", "top_solve_gpu",
-           "default_max_height", "MAX_GPU_TILE", "PHASES"]
+           "default_max_height", "MAX_GPU_TILE", "PHASES", "shared_pass", "SHARED_BYTES"]
 
 PHASES = ("index", "sources_up", "top_down", "phase3")
 MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
@@ -313,21 +313,67 @@ def _cuda(be):
     return be.cuda_module(Path(__file__).with_name("_boundary.cu"))
 
 
-def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30):
-    """CUDA twin of :func:`boundary_pairs_cpu` (``_boundary.cu: boundary_pairs``), host in/out.
+#: shared memory of one ``boundary_pairs_shared`` block (the default limit without opt-in)
+SHARED_BYTES = 48 << 10
 
-    Tiles go in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
-    bytes.
+
+def shared_pass(T, K, shared=SHARED_BYTES):
+    """``(sources per pass, threads per block)`` of ``_boundary.cu: boundary_pairs_shared``
+    for tiles of side ``T`` and ``K`` arc codes, or None when its arc table and one source's
+    labels (``8 T^2 K + 12 T^2`` bytes) do not fit ``shared`` bytes (tiles above 16 cells a
+    side with 8 codes: the kernel with a queue per thread serves them).
+
+    >>> shared_pass(16, 8), shared_pass(16, 16), shared_pass(8, 8), shared_pass(32, 8)
+    ((8, 256), (5, 256), (8, 64), None)
+    """
+    n = T * T
+    s = (int(shared) - 8 * n * K) // (12 * n)
+    if s < 1:
+        return None
+    return min(s, 8), min(256, max(32, -(-n // 32) * 32))
+
+
+def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30,
+                       out=None, kernel=None):
+    """CUDA twin of :func:`boundary_pairs_cpu`, host in/out (or ``out`` = device arrays
+    ``(dist, hops)`` of shape (n, bmax, bmax), filled; then nothing is copied back).
+
+    Tiles whose arc table fits a block's shared memory (:func:`shared_pass`: side 16 and
+    below) run ``_boundary.cu: boundary_pairs_shared``, one block per tile, all the tiles in
+    one launch; larger ones ``boundary_pairs`` (one thread per (tile, source), a queue in
+    global memory) in launches whose per-thread scratch (labels + tree) stays under
+    ``max_scratch`` bytes. ``kernel`` ('shared' or 'queue') forces one (tests compare them).
     """
     cp = be.xp
     n, T, _ = z.shape
     bmax = bidx.shape[1]
+    fit = shared_pass(T, int(codes.size))
+    if kernel == "queue" or (kernel is None and fit is None):
+        fit = None
+    elif fit is None:
+        raise ValueError(f"tiles of {T} with {codes.size} codes do not fit shared memory")
+    if fit is not None:
+        S, threads = fit
+        od, oh = (cp.empty((n, bmax, bmax)), cp.empty((n, bmax, bmax), cp.int32)) \
+            if out is None else out
+        if n:
+            kern = _cuda(be).get_function("boundary_pairs_shared")
+            kern((n,), (threads,),
+                 (cp.asarray(z), cp.asarray(f), cp.asarray(bidx), cp.asarray(bcount),
+                  np.int32(T), np.int32(bmax), cp.asarray(codes, cp.int32),
+                  np.int32(codes.size), np.int32(model), cp.asarray(lengths, cp.float64), od,
+                  oh, np.int32(S)),
+                 shared_mem=8 * T * T * int(codes.size) + 12 * S * T * T)
+        if out is not None:
+            return out
+        return od.get(), oh.get()
     cap = tt_capacity(T * T)
     per_tile = bmax * (T * T * 16 + 2 * cap * 20)
     chunk = max(1, min(n, max_scratch // max(per_tile, 1)))
     kern = _cuda(be).get_function("boundary_pairs")
-    out_d = np.empty((n, bmax, bmax))
-    out_h = np.empty((n, bmax, bmax), np.int32)
+    if out is None:
+        out_d = np.empty((n, bmax, bmax))
+        out_h = np.empty((n, bmax, bmax), np.int32)
     codes_d = cp.asarray(codes, cp.int32)
     len_d = cp.asarray(lengths, cp.float64)
     threads = 64
@@ -352,9 +398,12 @@ def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratc
                                 np.int32(codes.size), np.int32(model), len_d, od, oh, s_ld, s_la,
                                 s_lh, s_kd, s_ka, s_kh, s_win, np.int32(cap)),
              shared_mem=2 * T * T * 4)
+        if out is not None:
+            out[0][t0:t0 + m], out[1][t0:t0 + m] = od, oh
+            continue
         od.get(out=out_d[t0:t0 + m])  # straight into the batch (no temporary host copy)
         oh.get(out=out_h[t0:t0 + m])
-    return out_d, out_h
+    return out if out is not None else (out_d, out_h)
 
 
 def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh):
