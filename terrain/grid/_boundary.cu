@@ -424,3 +424,167 @@ extern "C" __global__ void top_relax_key(long long nf, const long long* front,
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// The top solve with the level on the device (sssp_tiled.py: DeviceLevel, level_solve_gpu):
+// the same two sweeps as top_relax_d / top_relax_key, on a level whose nodes sit in slots
+// of a device pool instead of a host-built graph. Vertex u = slot * B + j is boundary cell j
+// of the node in slot u / B (j < count[slot]; the rest is padding, never reached), with
+// global cell id ids[u], elevation z[u], friction f[u]; the node's (distance, hops) matrix
+// is pool_d / pool_h[slot] (B x B). The grid arcs between nodes are not stored: a vertex
+// finds its neighbours' vertices through cell_vertex (the vertex of every boundary cell of
+// the grid, -1 elsewhere) and costs the arc with arc_cost, as the host's _arcs_cpu does (the
+// same arcs, the same float64 costs).
+
+// cell_vertex[ids[u]] = u for the level's cells (cell_vertex preset to -1).
+extern "C" __global__ void level_cell_vertex(long long V, const long long* ids,
+                                             int* cell_vertex) {
+    const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u < V && ids[u] >= 0) cell_vertex[ids[u]] = (int)u;
+}
+
+// d = +inf (bits), key = all ones (no label).
+extern "C" __global__ void level_reset(long long V, unsigned long long* d,
+                                       unsigned long long* key) {
+    const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u < V) {
+        d[u] = 0x7ff0000000000000ULL;
+        key[u] = ~0ULL;
+    }
+}
+
+// arr[idx[i]] = min(arr[idx[i]], val[i]) (seeds; unsigned order = the order of non-negative
+// doubles' bits and of packed keys).
+extern "C" __global__ void scatter_min_u64(long long n, const long long* idx,
+                                           const unsigned long long* val,
+                                           unsigned long long* arr) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicMin(arr + idx[i], val[i]);
+}
+
+// out[i] = arr[idx[i]].
+extern "C" __global__ void gather_u64(long long n, const long long* idx,
+                                      const unsigned long long* arr, unsigned long long* out) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = arr[idx[i]];
+}
+
+// The next frontier: every v with next[v] set, listed in front (order immaterial: the
+// sweeps' fixpoints do not depend on it), next cleared; *nf counts them.
+extern "C" __global__ void level_compact(long long V, unsigned char* next, long long* front,
+                                         unsigned long long* nf) {
+    const long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v < V && next[v]) {
+        next[v] = 0;
+        front[atomicAdd(nf, 1ULL)] = v;
+    }
+}
+
+// The grid neighbour of vertex u along arc codes[kk] that is a vertex of another node (-1:
+// none), and the arc's cost in *w.
+__device__ __forceinline__ long long level_arc(long long u, int kk, int B, const long long* ids,
+                                               const float* z, const float* f,
+                                               const int* cell_vertex, long long R,
+                                               long long C, const int* codes, int model,
+                                               const double* lengths, double* w) {
+    const long long id = ids[u];
+    const long long r = id / C, c = id - (id / C) * C;
+    const int k = codes[kk];
+    const long long rr = r + ARC_DR[k], cc = c + ARC_DC[k];
+    if (rr < 0 || rr >= R || cc < 0 || cc >= C) return -1;
+    const long long v = cell_vertex[rr * C + cc];
+    if (v < 0 || v / B == u / B) return -1;
+    const double a = arc_cost(z[u], z[v], f[u], f[v], k, model, lengths);
+    if (!(a < tt_inf())) return -1;
+    *w = a;
+    return v;
+}
+
+// Sweep 1 (distances), one warp per frontier vertex: lanes share its matrix row; lanes
+// 0..K-1 also take one grid arc each.
+extern "C" __global__ void level_relax_d(long long nf, const long long* front, int B,
+                                         const int* count, const long long* ids,
+                                         const float* z, const float* f,
+                                         const int* cell_vertex, long long R, long long C,
+                                         const int* codes, int K, int model,
+                                         const double* lengths, const double* pool_d,
+                                         unsigned long long* d, unsigned char* next) {
+    const int lane = threadIdx.x & 31;
+    const long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (wi >= nf) return;
+    const long long u = front[wi];
+    const long long slot = u / B;
+    const double du = __longlong_as_double((long long)d[u]);
+    const double* row = pool_d + u * B;
+    const int n = count[slot];
+    for (int j = lane; j < n; j += 32) {
+        const double w = row[j];
+        if (!(w < tt_inf())) continue;
+        const unsigned long long nd = (unsigned long long)__double_as_longlong(__dadd_rn(du, w));
+        const long long v = slot * B + j;
+        if (nd < atomicMin(d + v, nd)) next[v] = 1;
+    }
+    if (lane < K) {
+        double w;
+        const long long v = level_arc(u, lane, B, ids, z, f, cell_vertex, R, C, codes, model,
+                                      lengths, &w);
+        if (v >= 0) {
+            const unsigned long long nd =
+                (unsigned long long)__double_as_longlong(__dadd_rn(du, w));
+            if (nd < atomicMin(d + v, nd)) next[v] = 1;
+        }
+    }
+}
+
+// Sweep 2 (allocation << 32 | hops on the tight arcs), as top_relax_key.
+extern "C" __global__ void level_relax_key(long long nf, const long long* front, int B,
+                                           const int* count, const long long* ids,
+                                           const float* z, const float* f,
+                                           const int* cell_vertex, long long R, long long C,
+                                           const int* codes, int K, int model,
+                                           const double* lengths, const double* pool_d,
+                                           const int* pool_h, const unsigned long long* d,
+                                           unsigned long long* key, unsigned char* next) {
+    const int lane = threadIdx.x & 31;
+    const long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (wi >= nf) return;
+    const long long u = front[wi];
+    const long long slot = u / B;
+    const double du = __longlong_as_double((long long)d[u]);
+    const unsigned long long ku = key[u];
+    const double* row = pool_d + u * B;
+    const int* hrow = pool_h + u * B;
+    const int n = count[slot];
+    for (int j = lane; j < n; j += 32) {
+        const double w = row[j];
+        if (!(w < tt_inf())) continue;
+        const long long v = slot * B + j;
+        if ((unsigned long long)__double_as_longlong(__dadd_rn(du, w)) != d[v]) continue;
+        const unsigned long long nk = ku + (unsigned long long)hrow[j];
+        if (nk < atomicMin(key + v, nk)) next[v] = 1;
+    }
+    if (lane < K) {
+        double w;
+        const long long v = level_arc(u, lane, B, ids, z, f, cell_vertex, R, C, codes, model,
+                                      lengths, &w);
+        if (v >= 0 &&
+            (unsigned long long)__double_as_longlong(__dadd_rn(du, w)) == d[v]) {
+            const unsigned long long nk = ku + 1ULL;
+            if (nk < atomicMin(key + v, nk)) next[v] = 1;
+        }
+    }
+}
+
+// Labels out: la, lh from the packed keys where d is finite, INT_MAX elsewhere.
+extern "C" __global__ void level_labels(long long V, const unsigned long long* d,
+                                        const unsigned long long* key, int* la, int* lh) {
+    const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= V) return;
+    if (d[u] < 0x7ff0000000000000ULL) {
+        la[u] = (int)(key[u] >> 32);
+        lh[u] = (int)(key[u] & 0xffffffffULL);
+    } else {
+        la[u] = TT_INT_INF;
+        lh[u] = TT_INT_INF;
+    }
+}

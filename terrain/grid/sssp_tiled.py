@@ -90,7 +90,8 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
            "nodes_boundary", "graphs_pairs_cpu", "graphs_pairs_gpu", "top_solve_gpu",
-           "default_max_height", "MAX_GPU_TILE", "PHASES", "shared_pass", "SHARED_BYTES"]
+           "default_max_height", "MAX_GPU_TILE", "PHASES", "shared_pass", "SHARED_BYTES",
+           "DeviceLevel", "level_solve_gpu"]
 
 PHASES = ("index", "sources_up", "top_down", "phase3")
 MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
@@ -741,12 +742,13 @@ class TileBatch:
         return out
 
 
-def _batch_frames(spec, zb, fb, wins):
+def _batch_frames(spec, zb, fb, wins, width=None):
     """The boundary cells of every tile of a batch at once (the frame of
     :func:`_frame_mask`, nodata left out): ``(count, ids, bidx, (t, pos, loc))`` with
     ``ids`` (n, bmax) global ids (-1 padding, sorted per tile), ``bidx`` (n, bmax) int32
     local cell indices (row-major in the ``T x T`` tile, 0 padding) and the flat
-    ``(tile, position, local index)`` of every boundary cell."""
+    ``(tile, position, local index)`` of every boundary cell. ``width``: ``bmax`` (at least
+    the largest count), else the largest count."""
     T, w = spec.tile, spec.width
     R, C = spec.shape
     n = len(wins)
@@ -763,6 +765,10 @@ def _batch_frames(spec, zb, fb, wins):
     t, loc = np.nonzero(m.reshape(n, T * T))
     count = np.bincount(t, minlength=n).astype(np.int32)
     bmax = max(int(count.max()) if n else 0, 1)
+    if width is not None:
+        if int(width) < bmax:
+            raise ValueError(f"{bmax} boundary cells in a tile: more than the width {width}")
+        bmax = int(width)
     pos = np.arange(t.size) - (np.cumsum(count) - count)[t]
     ids = np.full((n, bmax), -1, np.int64)
     ids[t, pos] = (W[t, 0] + loc // T) * C + W[t, 2] + loc % T
@@ -771,25 +777,31 @@ def _batch_frames(spec, zb, fb, wins):
     return count, ids, bidx, (t, pos, loc)
 
 
-def tile_batch(spec, z_block, f_block, window, backend=None):
+def tile_batch(spec, z_block, f_block, window, backend=None, width=None, out=None):
     """Phase 1 on every tile of a block, as one :class:`TileBatch` (row-major tiles).
 
     ``z_block, f_block``, ``window`` and ``backend`` as in :func:`tile_boundaries`.
+    ``width`` pads the boundary axes to that many cells; ``out`` (GPU only, with
+    ``width``): device arrays ``(dist, hops)`` of shape (tiles, width, width) that receive
+    the matrices (a :class:`DeviceLevel`'s slots), which the batch then holds instead of
+    host arrays.
     """
     be = get_backend(backend)
     T = spec.tile
     zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
                                np.asarray(f_block, np.float32), window)
     n = len(wins)
-    count, ids, bidx, (t, pos, loc) = _batch_frames(spec, zb, fb, wins)
+    count, ids, bidx, (t, pos, loc) = _batch_frames(spec, zb, fb, wins, width)
     bmax = ids.shape[1]
     bz = np.full((n, bmax), np.nan, np.float32)
     bf = np.full((n, bmax), np.nan, np.float32)
     bz[t, pos] = zb.reshape(n, T * T)[t, loc]
     bf[t, pos] = fb.reshape(n, T * T)[t, loc]
+    if out is not None and not (be.is_gpu and T <= MAX_GPU_TILE and width is not None):
+        raise ValueError("out= needs the gpu backend, tiles up to MAX_GPU_TILE and a width")
     if be.is_gpu and T <= MAX_GPU_TILE:
         out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
-                                          spec.lengths)
+                                          spec.lengths, out=out)
     else:
         out_d = np.full((n, bmax, bmax), _INF)
         out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
@@ -1224,6 +1236,137 @@ def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, 
     lh[:] = np.where(reached, (k & np.uint64(0xFFFFFFFF)).astype(np.int64),
                      INT_INF).astype(np.int32)
     return r1, r2
+
+
+class DeviceLevel:
+    """A level's nodes on the device, in *slots* (a pipeline gives each group a range):
+    ``count`` (n,) int32 boundary sizes, ``ids`` (n, B) int64 global cell ids (-1 padding),
+    ``z``/``f`` (n, B) float32, ``dist``/``hops`` (n, B, B) float64 / int32 matrices (+inf /
+    ``INT_INF`` padding). Phase 1 writes a group's matrices straight into its slots
+    (:func:`tile_batch` with ``out=``), so the top solve (:func:`level_solve_gpu`) reads
+    nothing back from the host; ``filled`` records the ranges written. A level of ``n``
+    nodes holds :meth:`nbytes` ``(n, B)`` bytes of device memory.
+    """
+
+    def __init__(self, be, n, B):
+        cp = be.xp
+        self.be, self.n, self.B = be, int(n), int(B)
+        self.count = cp.zeros(self.n, cp.int32)
+        self.ids = cp.empty((self.n, self.B), cp.int64)
+        self.z = cp.empty((self.n, self.B), cp.float32)
+        self.f = cp.empty((self.n, self.B), cp.float32)
+        self.dist = cp.empty((self.n, self.B, self.B), cp.float64)
+        self.hops = cp.empty((self.n, self.B, self.B), cp.int32)
+        self.filled = set()
+
+    @staticmethod
+    def nbytes(n, B, cells=0):
+        """Device bytes of a level of ``n`` nodes of ``B`` boundary cells in a grid of
+        ``cells`` cells: the pool, the solve's per-vertex arrays (labels, keys, frontier
+        lists and flags) and its map cell -> vertex.
+
+        >>> round(DeviceLevel.nbytes(65536, 60, 4096 * 4096) / 2**30, 2)  # 4096^2, tiles of 16
+        2.91
+        """
+        n, B = int(n), int(B)
+        return n * (4 + B * 16 + B * B * 12) + n * B * (8 + 8 + 8 + 8 + 4 + 4 + 1) + 4 * int(cells)
+
+    def put(self, start, count, ids, z, f, dist=None, hops=None):
+        """Slots ``start : start + len(count)`` from host arrays (``dist``/``hops`` too unless
+        phase 1 wrote them there); copies, no kernels."""
+        s = slice(int(start), int(start) + len(count))
+        for dst, src, dtype in ((self.count, count, np.int32), (self.ids, ids, np.int64),
+                                (self.z, z, np.float32), (self.f, f, np.float32),
+                                (self.dist, dist, np.float64), (self.hops, hops, np.int32)):
+            if src is not None:
+                dst[s].set(np.ascontiguousarray(src, dtype))
+
+    def views(self, start, n):
+        """The ``(dist, hops)`` of slots ``start : start + n`` (contiguous device views)."""
+        return self.dist[start:start + n], self.hops[start:start + n]
+
+
+def level_solve_gpu(be, spec, level, seeds):
+    """The labels of every vertex of a :class:`DeviceLevel` (the top when it is the flat
+    level of tiles): ``(d, a, h)`` device arrays over the ``n * B`` padded vertices
+    (``+inf`` / ``INT_INF`` where unreached and on padding) and the rounds of the sweeps.
+
+    ``seeds`` = ``(vertex, d, a, h)`` host arrays: the source labels of the few vertices
+    that have one (vertex ``slot * B + j``), distances not negative. The two sweeps of
+    :func:`top_solve_gpu` (``_boundary.cu: level_relax_d, level_relax_key``), with the grid
+    arcs between nodes found on the fly through a device map cell -> vertex instead of a
+    host-built CSR: the same arcs and costs as :func:`_graph_arcs`, so the labels are the
+    top Dijkstra's bit for bit.
+    """
+    cp = be.xp
+    V, B = level.n * level.B, level.B
+    if V >= 2**31:
+        raise ValueError(f"{V} vertices: more than a 32-bit map holds")
+    R, C = spec.shape
+    mod = _cuda(be)
+    threads = 256
+
+    def launch(name, n, *args):
+        if n:
+            mod.get_function(name)((-(-int(n) // threads),), (threads,), (np.int64(n),) + args)
+    cell_vertex = cp.empty(R * C, cp.int32)
+    cell_vertex.data.memset_async(0xFF, cell_vertex.nbytes)  # -1
+    launch("level_cell_vertex", V, level.ids, cell_vertex)
+    d = cp.empty(V, cp.uint64)
+    key = cp.empty(V, cp.uint64)
+    launch("level_reset", V, d, key)
+    sv, sd, sa, sh = (np.asarray(x) for x in seeds)
+    sv = sv.astype(np.int64)
+    live = sd < _INF
+    sv, sd, sa, sh = sv[live], sd[live], sa[live], sh[live]
+    nxt = cp.zeros(V, cp.uint8)
+    fronts = (cp.empty(V, cp.int64), cp.empty(V, cp.int64))
+    nf_dev = cp.zeros(1, cp.uint64)
+    codes = cp.asarray(spec.codes, cp.int32)
+    lengths = cp.asarray(spec.lengths, cp.float64)
+    geo = (np.int32(B), level.count, level.ids.reshape(-1), level.z.reshape(-1),
+           level.f.reshape(-1), cell_vertex, np.int64(R), np.int64(C), codes,
+           np.int32(spec.codes.size), np.int32(spec.model), lengths)
+
+    def sweep(kern, tail, start):
+        """Rounds until none improves; round r relaxes the vertices improved in round r - 1
+        (one warp each), listed by ``level_compact``."""
+        front, other = fronts
+        nf = int(start.size)
+        if nf:
+            front[:nf].set(start)
+        rounds = 0
+        while nf:
+            mod.get_function(kern)((-(-nf * 32 // threads),), (threads,),
+                                   (np.int64(nf), front) + geo + tail + (nxt,))
+            rounds += 1
+            nf_dev.data.memset_async(0, 8)
+            launch("level_compact", V, nxt, other, nf_dev)
+            nf = int(nf_dev.get()[0])
+            front, other = other, front
+        return rounds
+    if sv.size:
+        idx = cp.asarray(sv)
+        launch("scatter_min_u64", sv.size, idx, cp.asarray(sd.astype(np.float64).view(np.uint64)),
+               d)
+    r1 = sweep("level_relax_d", (level.dist.reshape(-1), d), np.unique(sv))
+    # the seeds whose start distance stayed final start sweep 2 with their (a, h)
+    got = cp.empty(sv.size, cp.uint64)
+    if sv.size:
+        launch("gather_u64", sv.size, cp.asarray(sv), d, got)
+    final = got.get().view(np.float64)
+    tight = final == sd
+    tkey = (sa[tight].astype(np.uint64) << np.uint64(32)) | sh[tight].astype(np.uint64)
+    if tight.any():
+        launch("scatter_min_u64", int(tight.sum()), cp.asarray(sv[tight]), cp.asarray(tkey),
+               key)
+    r2 = sweep("level_relax_key", (level.dist.reshape(-1), level.hops.reshape(-1), d, key),
+               np.unique(sv[tight]))
+    la = cp.empty(V, cp.int32)
+    lh = cp.empty(V, cp.int32)
+    launch("level_labels", V, d, key, la, lh)
+    del cell_vertex, nxt, fronts, key
+    return (d.view(cp.float64), la, lh), (r1, r2)
 
 
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
