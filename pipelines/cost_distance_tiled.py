@@ -88,7 +88,8 @@ TOP_CACHE_BYTES = 256 << 20
 GPU_PAGE_BYTES = 8 << 20  # a GPU run's index chunks (unsharded: written and read in bands)
 BAND_BYTES = 64 << 20     # matrices per band between the device and the store
 #: bands between the device and the store in flight at once (the host's buffers for them)
-_HOST_BANDS = threading.BoundedSemaphore(6)
+HOST_BANDS = 6
+_HOST_BANDS = threading.BoundedSemaphore(HOST_BANDS)
 #: GPU runs: groups whose host arrays (a window read, phase 1's batch, phase 3's windows and
 #: a shard's layers: a few hundred MB for 2048^2) are held at once; their device work runs
 #: one launch after another anyway, so more threads would only add memory
@@ -580,6 +581,34 @@ def _drop_level(path):
         return _LEVELS.pop(str(path), None)
 
 
+_WRITES = {}     # index store path -> futures of its band writes (this process's)
+_WRITER = []     # the process's writer pool, made on first use
+
+
+def _write_later(path, fn, *args):
+    """Run ``fn(*args)`` (an index write from the device level) in the writer pool: the
+    top and phase 3 need only the device level, so the index reaches the store while they
+    run; :func:`_wait_writes` (the run's finish) waits for it."""
+    from concurrent.futures import ThreadPoolExecutor
+    with _LEVELS_LOCK:
+        if not _WRITER:
+            _WRITER.append(ThreadPoolExecutor(HOST_BANDS,
+                                              thread_name_prefix="terrain-index-write"))
+        fut = _WRITER[0].submit(fn, *args)
+        _WRITES.setdefault(str(path), []).append(fut)
+    return fut
+
+
+def _wait_writes(path):
+    """Wait for the index writes of run store ``path`` (raising the first error); their
+    count."""
+    with _LEVELS_LOCK:
+        futs = _WRITES.pop(str(path), [])
+    for fut in futs:
+        fut.result()
+    return len(futs)
+
+
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
     """Phase 1 of group ``(g, i, j)`` at height 0 with the level on the device: the
     matrices go straight into the group's slots of ``level`` (where the top reads them);
@@ -594,7 +623,8 @@ def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
                            out=level.views(start, n))
         del z, f
         level.put(start, batch.count, batch.ids, batch.z, batch.f)
-    store.write_batch_bands(region, batch)
+    # the batch's device arrays are views of the level: they keep it alive until written
+    _write_later(store.path, store.write_batch_bands, region, batch)
     with _LEVELS_LOCK:
         level.filled.add((i, j))
         if store.path in _LEVELS:
@@ -922,20 +952,28 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
             "solve": t1 - t0, "write": time.perf_counter() - t1}
 
 
-def _drop_levels_everywhere(path):
-    """:func:`_drop_level` here and, on a distributed worker, on every worker (a level
-    that phase 1 left on a device whose process did not run the top)."""
+def _release_level(path):
+    """The end of a run in this process: its index written (:func:`_wait_writes`), its
+    device level dropped."""
+    _wait_writes(path)
     _drop_level(path)
+
+
+def _release_levels_everywhere(path):
+    """:func:`_release_level` here and, on a distributed worker, on every worker (groups
+    written by other processes, a level left on a device whose process did not run the
+    top)."""
+    _release_level(str(path))
     try:
         from distributed import get_client, get_worker
         get_worker()
     except (ImportError, ValueError):
         return
-    get_client().run(_drop_level, str(path))
+    get_client().run(_release_level, str(path))
 
 
 def _finish(out_path, fills, meta, tops, token=None):
-    _drop_levels_everywhere(out_path)
+    _release_levels_everywhere(out_path)
     stages = _run_stage_seconds(token)
     top = next((t for t in tops if isinstance(t, dict)), {})
     if top.get("seconds"):  # the root's down task ran the top Dijkstra: count it apart
