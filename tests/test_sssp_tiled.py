@@ -467,3 +467,45 @@ def test_phase1_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, mo
         for got_d, got_h in ((sd, sh), (qd, qh)):
             np.testing.assert_array_equal(got_d, cpu_d)
             np.testing.assert_array_equal(got_h, cpu_h)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,connectivity,model_name", [(16, 8, "absdiff"), (8, 16, "tobler"),
+                                                          (16, 4, "friction")])
+def test_phase3_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, model_name):
+    """``windows_shared`` (phase 3, label correcting in shared memory) gives the labels of
+    the queue kernel and of the CPU's Dijkstra bit for bit: halo seeds with allocations and
+    hops, a source inside, ties in distance (integer elevations), nodata."""
+    from terrain.backend import get_backend
+    from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
+    from terrain.grid.sssp_tiled import windows_dijkstra_cpu, windows_dijkstra_gpu
+    be = get_backend("gpu")
+    rng = np.random.default_rng(tile + connectivity)
+    w = 2 if connectivity == 16 else 1
+    H = W = tile + 2 * w
+    n = 40
+    z = rng.integers(0, 5, (n, H, W)).astype(np.float32)
+    z[rng.random(z.shape) < 0.06] = np.nan
+    f = (1 + rng.random((n, H, W))).astype(np.float32)
+    inner = np.zeros((n, H, W), bool)
+    inner[:, w:w + tile, w:w + tile] = True
+    inner &= ~np.isnan(z)
+    ld = np.where(~inner & ~np.isnan(z) & (rng.random(z.shape) < 0.5),
+                  rng.integers(0, 9, z.shape).astype(float), np.inf).reshape(n, -1)
+    la = np.where(ld < np.inf, rng.integers(0, 3, ld.shape), 2**31 - 1).astype(np.int32)
+    lh = np.where(ld < np.inf, rng.integers(0, 20, ld.shape), 2**31 - 1).astype(np.int32)
+    src = rng.integers(0, H * W, n)
+    ok = inner.reshape(n, -1)[np.arange(n), src]
+    ld[np.arange(n)[ok], src[ok]], la[np.arange(n)[ok], src[ok]] = 1.0, 7
+    lh[np.arange(n)[ok], src[ok]] = 0
+    args = (z, f, inner, arc_codes(connectivity), cost_model_code(model_name),
+            arc_lengths((1.0, 1.0)))
+    want = [a.copy() for a in (ld, la, lh)]
+    windows_dijkstra_cpu(*args, *want)
+    kernels = ("shared", "queue") if 8 * H * W * len(args[3]) + 16 * H * W <= 48 << 10 \
+        else ("queue",)
+    for kern in kernels:
+        got = [a.copy() for a in (ld, la, lh)]
+        windows_dijkstra_gpu(be, *args, *got, kernel=kern)
+        for g, wnt in zip(got, want):
+            np.testing.assert_array_equal(g, wnt, err_msg=kern)

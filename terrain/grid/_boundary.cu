@@ -241,6 +241,106 @@ extern "C" __global__ void windows_dijkstra(const float* z, const float* f,
                         ld + t * n, la + t * n, lh + t * n, tree);
 }
 
+// Phase 3 with the window in shared memory (the fast path of windows_dijkstra_gpu; the
+// labels of windows_dijkstra / windows_dijkstra_cpu, bit for bit): one block per H x W
+// window, its incoming arc costs wt[kk * H*W + v] (arcs into inner cells only, both ends
+// valid), distances and packed keys (allocation << 32 | hops) in shared memory. Label
+// correcting in the two sweeps of boundary_pairs_shared / top_relax_*: distances to their
+// least fixpoint (Dijkstra's), then the least key over the tight in-arcs, from the seeds
+// whose distance stayed their start distance (every halo seed: its cells are not inner).
+// ld/la/lh hold the seeds and receive the labels of the inner cells.
+// Dynamic shared memory: 8 * H*W * K + 16 * H*W bytes.
+extern "C" __global__ void windows_shared(const float* z, const float* f,
+                                          const unsigned char* inner, int H, int W,
+                                          const int* codes, int K, int model,
+                                          const double* lengths, double* ld, int* la,
+                                          int* lh) {
+    extern __shared__ double ws_smem[];
+    const int n = H * W;
+    const long long base = (long long)blockIdx.x * n;
+    const double inf = tt_inf();
+    const unsigned long long none = ~0ULL;
+    double* wt = ws_smem;
+    double* d = wt + (long long)n * K;
+    unsigned long long* key = (unsigned long long*)(d + n);
+    const float* zt = z + base;
+    const float* ft = f + base;
+    const unsigned char* it = inner + base;
+    for (int p = threadIdx.x; p < n * K; p += blockDim.x) {
+        const int kk = p / n, v = p - kk * n, k = codes[kk];
+        const int vr = v / W, vc = v - vr * W;
+        const int ur = vr - ARC_DR[k], uc = vc - ARC_DC[k];
+        double w = inf;
+        if (it[v] && ur >= 0 && ur < H && uc >= 0 && uc < W) {
+            const int u = ur * W + uc;
+            const float zu = zt[u], fu = ft[u], zv = zt[v], fv = ft[v];
+            if (zu == zu && fu == fu && zv == zv && fv == fv) {
+                const double c = arc_cost(zu, zv, fu, fv, k, model, lengths);
+                if (c < inf) w = c;
+            }
+        }
+        wt[p] = w;
+    }
+    for (int p = threadIdx.x; p < n; p += blockDim.x) d[p] = ld[base + p];
+    __syncthreads();
+    int changed;
+    do {  // sweep 1: distances of the inner cells
+        changed = 0;
+        for (int v = threadIdx.x; v < n; v += blockDim.x) {
+            if (!it[v]) continue;
+            double best = d[v];
+            for (int kk = 0; kk < K; ++kk) {
+                const double w = wt[kk * n + v];
+                if (!(w < inf)) continue;
+                const int k = codes[kk];
+                const double du = d[v - ARC_DR[k] * W - ARC_DC[k]];
+                if (!(du < inf)) continue;
+                const double nd = __dadd_rn(du, w);
+                if (nd < best) best = nd;
+            }
+            if (best < d[v]) {
+                d[v] = best;
+                changed = 1;
+            }
+        }
+    } while (__syncthreads_or(changed));
+    for (int p = threadIdx.x; p < n; p += blockDim.x) {  // the seeds that stayed final
+        const double s = ld[base + p];
+        key[p] = (s < inf && d[p] == s)
+                     ? ((unsigned long long)(unsigned int)la[base + p] << 32) |
+                           (unsigned long long)(unsigned int)lh[base + p]
+                     : none;
+    }
+    __syncthreads();
+    do {  // sweep 2: keys along the tight arcs
+        changed = 0;
+        for (int v = threadIdx.x; v < n; v += blockDim.x) {
+            const double dv = d[v];
+            if (!it[v] || !(dv < inf)) continue;
+            unsigned long long best = key[v];
+            for (int kk = 0; kk < K; ++kk) {
+                const double w = wt[kk * n + v];
+                if (!(w < inf)) continue;
+                const int k = codes[kk];
+                const int u = v - ARC_DR[k] * W - ARC_DC[k];
+                const double du = d[u];
+                if (!(du < inf) || __dadd_rn(du, w) != dv || key[u] == none) continue;
+                if (key[u] + 1ULL < best) best = key[u] + 1ULL;
+            }
+            if (best < key[v]) {
+                key[v] = best;
+                changed = 1;
+            }
+        }
+    } while (__syncthreads_or(changed));
+    for (int v = threadIdx.x; v < n; v += blockDim.x) {
+        if (!it[v] || !(d[v] < inf)) continue;
+        ld[base + v] = d[v];
+        la[base + v] = (int)(key[v] >> 32);
+        lh[base + v] = (int)(key[v] & 0xffffffffULL);
+    }
+}
+
 // Dijkstra on a child-boundary graph (the CUDA twin of sssp_tiled.py's _graph_dijkstra): V
 // vertices; vertex u belongs to child vchild[u] whose vertices start at coff[c] (node-local),
 // csize[c] of them, with its dense (distance, hops) matrix at moff[c] in mat_d / mat_h; the

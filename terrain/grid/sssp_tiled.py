@@ -407,11 +407,30 @@ def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratc
     return out if out is not None else (out_d, out_h)
 
 
-def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh):
-    """CUDA twin of :func:`windows_dijkstra_cpu` (``_boundary.cu: windows_dijkstra``)."""
+def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh, kernel=None):
+    """CUDA twin of :func:`windows_dijkstra_cpu`: windows whose arc table, distances and
+    keys fit a block's shared memory (``8 HW K + 16 HW`` bytes: tiles of 16 with the
+    8-neighbourhood) run ``_boundary.cu: windows_shared``, one block per window; others
+    ``windows_dijkstra``, one thread per window with its queue in global memory.
+    ``kernel`` ('shared' or 'queue') forces one (tests compare them)."""
     cp = be.xp
     n, H, W = z.shape
     if n == 0:
+        return
+    K = int(codes.size)
+    fits = 8 * H * W * K + 16 * H * W <= SHARED_BYTES
+    if kernel == "shared" and not fits:
+        raise ValueError(f"windows of {H} x {W} with {K} codes do not fit shared memory")
+    if kernel != "queue" and fits:
+        dd, da, dh = cp.asarray(ld), cp.asarray(la), cp.asarray(lh)
+        threads = min(256, max(32, -(-H * W // 32) * 32))
+        _cuda(be).get_function("windows_shared")(
+            (n,), (threads,),
+            (cp.asarray(z), cp.asarray(f), cp.asarray(inner.astype(np.uint8)), np.int32(H),
+             np.int32(W), cp.asarray(codes, cp.int32), np.int32(K), np.int32(model),
+             cp.asarray(lengths, cp.float64), dd, da, dh),
+            shared_mem=8 * H * W * K + 16 * H * W)
+        ld[...], la[...], lh[...] = dd.get(), da.get(), dh.get()
         return
     cap = tt_capacity(H * W)
     kern = _cuda(be).get_function("windows_dijkstra")
