@@ -23,12 +23,21 @@ Dijkstra: its vertices (``~150`` bytes per top boundary cell) plus an LRU cache 
 pages (``cache_bytes``, 256 MB) filled as the wavefront crosses the top nodes.
 
 With ``--backend gpu``: phase 1, the node merges inside each group (one launch per level)
-and phase 3 run on the device; the top cache is :func:`top_cache_bytes_gpu` (1/16 of the
-host's memory, at most 8 GB) and when the top level's matrices fit it they are read in
-one go and the top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`)
-instead of the host's paged Dijkstra. A fresh GPU run takes groups as large as one
-launch needs to fill the device (up to a shard) and height 0 when the tiles' matrices fit
-that cache (:func:`gpu_sizing`; the summary's ``sizing``). The summary's ``stage_seconds``
+and phase 3 run on the device. A fresh GPU run takes groups as large as one launch needs
+to fill the device (up to a shard) and height 0 when the level of tiles fits the device
+(:func:`gpu_sizing`; the summary's ``sizing``). Then the level stays there
+(:class:`~terrain.grid.sssp_tiled.DeviceLevel`, one per run and process, ``_LEVELS``):
+each group's phase 1 writes its matrices into the group's slots, the index is written from
+there to the store by a writer pool (bands of whole chunk rows, a few in flight:
+:data:`HOST_BANDS` x :data:`BAND_BYTES` of host buffers) while the run goes on, and the
+top is solved on the device level (:func:`~terrain.grid.sssp_tiled.level_solve_gpu`)
+without reading a matrix back; groups phase 1 ran in another process (``--gpus``), and a
+``--reuse`` query's whole level, are read from the store into it band by band. Host work
+per group (windows, batches, phase 3's arrays) runs at most :data:`_GROUP_SLOTS` groups at
+a time. Otherwise the top cache is :func:`top_cache_bytes_gpu` (1/16 of the host's memory,
+at most 8 GB) and when the top level's matrices fit it they are read in one go and the
+top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`) instead of
+the host's paged Dijkstra. The summary's ``stage_seconds``
 gives the task-seconds of each stage (summed over threads and worker processes) and ``top_split`` the top's
 read, arc and solve seconds. Whole levels and rings of tiles are read and written as
 arrays (:class:`~terrain.grid.sssp_tiled.TileBatch`, ``FlatBoundaries``), not node by node.
