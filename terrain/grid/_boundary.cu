@@ -600,19 +600,13 @@ __device__ __forceinline__ long long level_arc(long long u, int kk, int B, const
     return v;
 }
 
-// Sweep 1 (distances), one warp per frontier vertex: lanes share its matrix row; lanes
-// 0..K-1 also take one grid arc each.
-extern "C" __global__ void level_relax_d(long long nf, const long long* front, int B,
-                                         const int* count, const long long* ids,
-                                         const float* z, const float* f,
-                                         const int* cell_vertex, long long R, long long C,
-                                         const int* codes, int K, int model,
-                                         const double* lengths, const double* pool_d,
-                                         unsigned long long* d, unsigned char* next) {
-    const int lane = threadIdx.x & 31;
-    const long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (wi >= nf) return;
-    const long long u = front[wi];
+// Sweep 1 (distances): vertex u's warp; lanes share its matrix row, lanes 0..K-1 also take
+// one grid arc each.
+__device__ __forceinline__ void level_relax_d_one(
+    long long u, int lane, int B, const int* count, const long long* ids, const float* z,
+    const float* f, const int* cell_vertex, long long R, long long C, const int* codes, int K,
+    int model, const double* lengths, const double* pool_d, unsigned long long* d,
+    unsigned char* next) {
     const long long slot = u / B;
     const double du = __longlong_as_double((long long)d[u]);
     const double* row = pool_d + u * B;
@@ -637,18 +631,11 @@ extern "C" __global__ void level_relax_d(long long nf, const long long* front, i
 }
 
 // Sweep 2 (allocation << 32 | hops on the tight arcs), as top_relax_key.
-extern "C" __global__ void level_relax_key(long long nf, const long long* front, int B,
-                                           const int* count, const long long* ids,
-                                           const float* z, const float* f,
-                                           const int* cell_vertex, long long R, long long C,
-                                           const int* codes, int K, int model,
-                                           const double* lengths, const double* pool_d,
-                                           const int* pool_h, const unsigned long long* d,
-                                           unsigned long long* key, unsigned char* next) {
-    const int lane = threadIdx.x & 31;
-    const long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (wi >= nf) return;
-    const long long u = front[wi];
+__device__ __forceinline__ void level_relax_key_one(
+    long long u, int lane, int B, const int* count, const long long* ids, const float* z,
+    const float* f, const int* cell_vertex, long long R, long long C, const int* codes, int K,
+    int model, const double* lengths, const double* pool_d, const int* pool_h,
+    const unsigned long long* d, unsigned long long* key, unsigned char* next) {
     const long long slot = u / B;
     const double du = __longlong_as_double((long long)d[u]);
     const unsigned long long ku = key[u];
@@ -673,6 +660,43 @@ extern "C" __global__ void level_relax_key(long long nf, const long long* front,
             if (nk < atomicMin(key + v, nk)) next[v] = 1;
         }
     }
+}
+
+// One round of a sweep over the frontier front[0 .. *nf): the count is read on the device,
+// so the host queues many rounds (relax, compact, relax, ...) between two waits; each warp
+// of the fixed grid takes frontier vertices in turn.
+extern "C" __global__ void level_relax_d(const unsigned long long* nf, const long long* front,
+                                         int B, const int* count, const long long* ids,
+                                         const float* z, const float* f,
+                                         const int* cell_vertex, long long R, long long C,
+                                         const int* codes, int K, int model,
+                                         const double* lengths, const double* pool_d,
+                                         unsigned long long* d, unsigned char* next) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long n = (long long)*nf;
+    for (long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; wi < n;
+         wi += warps)
+        level_relax_d_one(front[wi], lane, B, count, ids, z, f, cell_vertex, R, C, codes, K,
+                          model, lengths, pool_d, d, next);
+}
+
+extern "C" __global__ void level_relax_key(const unsigned long long* nf,
+                                           const long long* front, int B, const int* count,
+                                           const long long* ids, const float* z,
+                                           const float* f, const int* cell_vertex,
+                                           long long R, long long C, const int* codes, int K,
+                                           int model, const double* lengths,
+                                           const double* pool_d, const int* pool_h,
+                                           const unsigned long long* d,
+                                           unsigned long long* key, unsigned char* next) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long n = (long long)*nf;
+    for (long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; wi < n;
+         wi += warps)
+        level_relax_key_one(front[wi], lane, B, count, ids, z, f, cell_vertex, R, C, codes, K,
+                            model, lengths, pool_d, pool_h, d, key, next);
 }
 
 // Labels out: la, lh from the packed keys where d is finite, INT_MAX elsewhere.

@@ -1305,7 +1305,7 @@ class DeviceLevel:
         return self.dist[start:start + n], self.hops[start:start + n]
 
 
-def level_solve_gpu(be, spec, level, seeds):
+def level_solve_gpu(be, spec, level, seeds, per_wait=16):
     """The labels of every vertex of a :class:`DeviceLevel` (the top when it is the flat
     level of tiles): ``(d, a, h)`` device arrays over the ``n * B`` padded vertices
     (``+inf`` / ``INT_INF`` where unreached and on padding) and the rounds of the sweeps.
@@ -1315,7 +1315,8 @@ def level_solve_gpu(be, spec, level, seeds):
     :func:`top_solve_gpu` (``_boundary.cu: level_relax_d, level_relax_key``), with the grid
     arcs between nodes found on the fly through a device map cell -> vertex instead of a
     host-built CSR: the same arcs and costs as :func:`_graph_arcs`, so the labels are the
-    top Dijkstra's bit for bit.
+    top Dijkstra's bit for bit. The host waits once per ``per_wait`` rounds (a round is two
+    small launches; a wait per round cost more than the round).
     """
     cp = be.xp
     V, B = level.n * level.B, level.B
@@ -1340,29 +1341,36 @@ def level_solve_gpu(be, spec, level, seeds):
     sv, sd, sa, sh = sv[live], sd[live], sa[live], sh[live]
     nxt = cp.zeros(V, cp.uint8)
     fronts = (cp.empty(V, cp.int64), cp.empty(V, cp.int64))
-    nf_dev = cp.zeros(1, cp.uint64)
     codes = cp.asarray(spec.codes, cp.int32)
     lengths = cp.asarray(spec.lengths, cp.float64)
     geo = (np.int32(B), level.count, level.ids.reshape(-1), level.z.reshape(-1),
            level.f.reshape(-1), cell_vertex, np.int64(R), np.int64(C), codes,
            np.int32(spec.codes.size), np.int32(spec.model), lengths)
 
+    dev = cp.cuda.Device()
+    blocks = int(dev.attributes["MultiProcessorCount"]) * 8  # the resident warps, in turn
+    counts = cp.zeros(per_wait + 1, cp.uint64)
+
     def sweep(kern, tail, start):
         """Rounds until none improves; round r relaxes the vertices improved in round r - 1
-        (one warp each), listed by ``level_compact``."""
+        (one warp each), listed by ``level_compact``. The frontier's size stays on the
+        device (``counts[r]``): ``per_wait`` rounds are queued between two waits."""
         front, other = fronts
         nf = int(start.size)
         if nf:
             front[:nf].set(start)
         rounds = 0
         while nf:
-            mod.get_function(kern)((-(-nf * 32 // threads),), (threads,),
-                                   (np.int64(nf), front) + geo + tail + (nxt,))
-            rounds += 1
-            nf_dev.data.memset_async(0, 8)
-            launch("level_compact", V, nxt, other, nf_dev)
-            nf = int(nf_dev.get()[0])
-            front, other = other, front
+            counts.data.memset_async(0, counts.nbytes)
+            counts[:1].set(np.array([nf], np.uint64))
+            for r in range(per_wait):
+                mod.get_function(kern)((blocks,), (threads,),
+                                       (counts[r:r + 1], front) + geo + tail + (nxt,))
+                launch("level_compact", V, nxt, other, counts[r + 1:r + 2])
+                front, other = other, front
+            c = counts.get()
+            rounds += int(np.count_nonzero(c[:per_wait]))
+            nf = int(c[per_wait])
         return rounds
     if sv.size:
         idx = cp.asarray(sv)
