@@ -324,12 +324,13 @@ class IndexStore:
             out += data.nbytes
         return out
 
-    def write_batch_bands(self, region, batch, band_bytes=None):
+    def write_batch_bands(self, region, batch, band_bytes=None, cells=True, matrices=True):
         """:meth:`write_batch` of a batch whose ``dist``/``hops`` are device arrays of the
         level's width (phase 1 wrote them into a :class:`~terrain.grid.sssp_tiled.
-        DeviceLevel`): brought to the host and written a band of whole chunk rows at a
-        time, each band under :data:`_HOST_BANDS` (so the host holds a few bands, not the
-        groups in flight). The store must not be sharded below the group."""
+        DeviceLevel`): the boundary cells (``cells``: ``count``, ``ids``, ``z``, ``f``),
+        then (``matrices``) the matrices brought to the host and written a band of whole
+        chunk rows at a time, each band under :data:`_HOST_BANDS` (so the host holds a few
+        bands, not the groups in flight). The store must not be sharded below the group."""
         i0, i1, j0, j1 = region
         ni, nj = i1 - i0, j1 - j0
         B = self.bpad(0)
@@ -338,10 +339,10 @@ class IndexStore:
                              f"for region {region} of width {B}")
         sl = (slice(i0, i1), slice(j0, j1))
         for name, data in (("count", batch.count), ("ids", batch.ids), ("z", batch.z),
-                           ("f", batch.f)):
+                           ("f", batch.f)) if cells else ():
             self.array(0, name)[sl] = data.reshape((ni, nj) + data.shape[1:])
-        rows = self._band_rows(nj, band_bytes)
-        for r in range(0, ni, rows):
+        rows = self._band_rows(nj, band_bytes) if matrices else ni
+        for r in range(0, ni if matrices else 0, rows):
             r1 = min(r + rows, ni)
             with _HOST_BANDS:
                 for name, data in (("dist", batch.dist), ("hops", batch.hops)):
@@ -590,32 +591,50 @@ def _drop_level(path):
         return _LEVELS.pop(str(path), None)
 
 
-_WRITES = {}     # index store path -> futures of its band writes (this process's)
+_WRITES = {}     # index store path -> {group: future of its matrices' write} (this process's)
 _WRITER = []     # the process's writer pool, made on first use
 
 
-def _write_later(path, fn, *args):
-    """Run ``fn(*args)`` (an index write from the device level) in the writer pool: the
-    top and phase 3 need only the device level, so the index reaches the store while they
-    run; :func:`_wait_writes` (the run's finish) waits for it."""
+def _write_later(path, group, fn, *args):
+    """Run ``fn(*args)`` (a group's matrices written from the device level) in the writer
+    pool: the top and phase 3 need only the device level, so the index reaches the store
+    while they run. Whatever reads a group's matrices from the store first waits for them
+    (:func:`_wait_writes`: the sources of the group, a top that reads groups of other
+    processes, the run's finish)."""
     from concurrent.futures import ThreadPoolExecutor
     with _LEVELS_LOCK:
         if not _WRITER:
             _WRITER.append(ThreadPoolExecutor(HOST_BANDS,
                                               thread_name_prefix="terrain-index-write"))
         fut = _WRITER[0].submit(fn, *args)
-        _WRITES.setdefault(str(path), []).append(fut)
+        _WRITES.setdefault(str(path), {})[group] = fut
     return fut
 
 
-def _wait_writes(path):
-    """Wait for the index writes of run store ``path`` (raising the first error); their
-    count."""
+def _wait_writes(path, groups=None):
+    """Wait for this process's matrix writes of run store ``path`` (of ``groups``, else
+    all, which are then forgotten), raising the first error; their count."""
     with _LEVELS_LOCK:
-        futs = _WRITES.pop(str(path), [])
+        pending = _WRITES.get(str(path), {})
+        if groups is None:
+            futs = list(_WRITES.pop(str(path), {}).values())
+        else:
+            futs = [pending[k] for k in groups if k in pending]
     for fut in futs:
         fut.result()
     return len(futs)
+
+
+def _wait_writes_everywhere(path):
+    """:func:`_wait_writes` of every group here and, on a distributed worker, on every
+    worker."""
+    _wait_writes(str(path))
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return
+    get_client().run(_wait_writes, str(path))
 
 
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
@@ -632,8 +651,9 @@ def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
                            out=level.views(start, n))
         del z, f
         level.put(start, batch.count, batch.ids, batch.z, batch.f)
+    store.write_batch_bands(region, batch, matrices=False)  # the cells now: phase 3 reads them
     # the batch's device arrays are views of the level: they keep it alive until written
-    _write_later(store.path, store.write_batch_bands, region, batch)
+    _write_later(store.path, (i, j), store.write_batch_bands, region, batch, None, False)
     with _LEVELS_LOCK:
         level.filled.add((i, j))
         if store.path in _LEVELS:
@@ -710,6 +730,7 @@ def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
     if not inside.size:  # no source: every label in the group is infinite, nothing to read
         return ([] if g > tspec.height else [((g, i, j), None)]), {}
     if inside.size:
+        _wait_writes(store.path, [(i, j)])  # the source tiles' matrices, read below
         z, f = reader(window)
         for s in inside.tolist():
             r, c = int(rows[s]) - r0, int(cols[s]) - c0
@@ -768,6 +789,8 @@ def _top_device(tspec, store, lstore, labels):
     level, vertices = held if held is not None else (DeviceLevel(be, n, B), 0)
     held = None
     read = 0.0
+    if len(level.filled) < len(slots):  # groups of other processes: their writes done first
+        _wait_writes_everywhere(store.path)
     for key, (start, region) in slots.items():
         if key not in level.filled:
             t = time.perf_counter()
@@ -777,15 +800,23 @@ def _top_device(tspec, store, lstore, labels):
     (d, a, h), rounds = level_solve_gpu(be, tspec, level, seeds)
     solve = time.perf_counter() - t
     del level
-    for (start, region) in slots.values():
+    t = time.perf_counter()
+
+    def write(start, region):  # one group's labels: one chunk of each array
         ni, nj = region[1] - region[0], region[3] - region[2]
         s = slice(start * B, (start + ni * nj) * B)
         sl = (slice(region[0], region[1]), slice(region[2], region[3]))
-        for name, lab in (("d", d), ("a", a), ("h", h)):
-            lstore.array(0, name)[sl] = lab[s].get().reshape(ni, nj, B)
+        with _HOST_BANDS:
+            for name, lab in (("d", d), ("a", a), ("h", h)):
+                lstore.array(0, name)[sl] = lab[s].get().reshape(ni, nj, B)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(HOST_BANDS) as pool:  # compressed in parallel
+        list(pool.map(lambda item: write(*item), slots.values()))
+    write_s = time.perf_counter() - t
     return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12, "vertices": vertices,
             "read_seconds": read, "solve_seconds": solve, "gpu_rounds": rounds,
-            "device_level": True, "seconds": time.perf_counter() - t0}
+            "write_seconds": write_s, "device_level": True,
+            "seconds": time.perf_counter() - t0}
 
 
 def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
@@ -1004,7 +1035,7 @@ def _finish(out_path, fills, meta, tops, token=None):
         "top_seconds": round(top.get("seconds", 0.0), 3),
         "top_split": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in top.items()
                       if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds",
-                               "device_level")}})
+                               "write_seconds", "device_level")}})
     shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
     zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary
