@@ -1895,15 +1895,18 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None
     live = np.nonzero(np.any(ld < _INF, axis=1))[0]
     back = np.full((n, S, S), 255, np.uint8)
     if live.size:
-        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
-        sd, sa, sh = ld[live], la[live], lh[live]
+        every = live.size == n  # all windows live (a reached grid): no gathered copies
+        pick = (lambda a: a) if every else (lambda a: a[live])
+        args = (pick(zb), pick(fb), pick(inner), spec.codes, spec.model, spec.lengths)
+        sd, sa, sh = pick(ld), pick(la), pick(lh)
         if get_backend(backend).is_gpu:
             windows_dijkstra_gpu(get_backend(backend), *args, sd, sa, sh)
         else:
             windows_dijkstra_cpu(*args, sd, sa, sh)
-        bl = back[live]
+        bl = pick(back)
         _backlinks_batch(*args, sd, sa, sh, bl)
-        ld[live], la[live], lh[live], back[live] = sd, sa, sh, bl
+        if not every:
+            ld[live], la[live], lh[live], back[live] = sd, sa, sh, bl
 
     def uncut(a):  # (n, S, S) centres -> the group's block
         c = a.reshape(nr, nc, S, S)[:, :, w:w + T, w:w + T]
