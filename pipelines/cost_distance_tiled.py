@@ -591,6 +591,22 @@ def _drop_level(path):
         return _LEVELS.pop(str(path), None)
 
 
+#: the top's labels on the device, for phase 3 in the same process: labels store path ->
+#: (group slots, B, (d, a, h) over the level's padded vertices)
+_DEVICE_LABELS = {}
+
+
+def _single_process():
+    """Whether every task of the run runs in this process (the threads scheduler, or one
+    distributed worker): then the top's labels stay on the device for phase 3."""
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return True
+    return len(get_client().scheduler_info()["workers"]) == 1
+
+
 _WRITES = {}     # index store path -> {group: future of its matrices' write} (this process's)
 _WRITER = []     # the process's writer pool, made on first use
 
@@ -801,6 +817,13 @@ def _top_device(tspec, store, lstore, labels):
     solve = time.perf_counter() - t
     del level
     t = time.perf_counter()
+    if _single_process():  # phase 3 runs here: it reads the labels from the device
+        with _LEVELS_LOCK:
+            _DEVICE_LABELS[lstore.path] = (slots, B, (d, a, h))
+        return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12,
+                "vertices": vertices, "read_seconds": read, "solve_seconds": solve,
+                "gpu_rounds": rounds, "write_seconds": 0.0, "device_level": True,
+                "seconds": time.perf_counter() - t0}
 
     def write(start, region):  # one group's labels: one chunk of each array
         ni, nj = region[1] - region[0], region[3] - region[2]
@@ -938,11 +961,29 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
 
 def _ring_seeds(store, lstore, region):
     """``(ids, (d, a, h))``: the boundary cells of the tiles of ``region`` (clipped) and
-    their final labels, flat (padding dropped), read as whole arrays."""
+    their final labels, flat (padding dropped), read as whole arrays (the labels from the
+    device when the top left them there: :data:`_DEVICE_LABELS`)."""
     sl = store._clip(0, region)
     ids = np.asarray(store.array(0, "ids")[sl])
     cell = ids >= 0
-    return ids[cell], tuple(np.asarray(lstore.array(0, n)[sl])[cell] for n in ("d", "a", "h"))
+    with _LEVELS_LOCK:
+        held = _DEVICE_LABELS.get(lstore.path)
+    if held is None:
+        return ids[cell], tuple(np.asarray(lstore.array(0, n)[sl])[cell]
+                                for n in ("d", "a", "h"))
+    slots, B, labs = held
+    (i0, i1), (j0, j1) = (sl[0].start, sl[0].stop), (sl[1].start, sl[1].stop)
+    out = [np.empty((i1 - i0, j1 - j0, B), dt) for dt in (np.float64, np.int32, np.int32)]
+    for start, reg in slots.values():  # the groups the region overlaps, row bands of each
+        a0, a1, b0, b1 = max(i0, reg[0]), min(i1, reg[1]), max(j0, reg[2]), min(j1, reg[3])
+        if a0 >= a1 or b0 >= b1:
+            continue
+        nj = reg[3] - reg[2]
+        s0, s1 = (start + (a0 - reg[0]) * nj) * B, (start + (a1 - reg[0]) * nj) * B
+        for o, lab in zip(out, labs):
+            part = lab[s0:s1].get().reshape(a1 - a0, nj, B)
+            o[a0 - i0:a1 - i0, b0 - j0:b1 - j0] = part[:, b0 - reg[2]:b1 - reg[2]]
+    return ids[cell], tuple(o[cell] for o in out)
 
 
 def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
@@ -994,9 +1035,11 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
 
 def _release_level(path):
     """The end of a run in this process: its index written (:func:`_wait_writes`), its
-    device level dropped."""
+    device level and labels dropped."""
     _wait_writes(path)
     _drop_level(path)
+    with _LEVELS_LOCK:
+        _DEVICE_LABELS.pop(str(path), None)
 
 
 def _release_levels_everywhere(path):
