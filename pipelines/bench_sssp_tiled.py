@@ -71,6 +71,17 @@ def int_store(path, n, tile=512, seed=0):
 
 #: ``--profile``: the calls whose task-seconds (summed over threads) and counts are printed
 PROFILED = ("terrain.grid.sssp_tiled:tile_batch", "terrain.grid.sssp_tiled:boundary_pairs_gpu",
+            "terrain.grid.sssp_tiled:_tile_batch", "terrain.grid.sssp_tiled:_batch_frames",
+            "terrain.grid.sssp_tiled:TileBatch.nodes",
+            "terrain.grid.sssp_tiled:top_labels_paged", "terrain.grid.sssp_tiled:_graph_arcs",
+            "pipelines.cost_distance_tiled:_index_leaf_task",
+            "pipelines.cost_distance_tiled:_index_leaf_device",
+            "pipelines.cost_distance_tiled:_top_device",
+            "terrain.grid.sssp_tiled:level_solve_gpu",
+            "pipelines.cost_distance_tiled:IndexStore.write_batch_bands",
+            "pipelines.cost_distance_tiled:IndexStore.read_group_to",
+            "pipelines.cost_distance_tiled:_fill_shard",
+            "pipelines.cost_distance_tiled:_ring_seeds",
             "terrain.grid.sssp_tiled:boundary_pairs_cpu",
             "terrain.grid.sssp_tiled:windows_dijkstra_gpu",
             "terrain.grid.sssp_tiled:windows_dijkstra_cpu",

@@ -23,12 +23,21 @@ Dijkstra: its vertices (``~150`` bytes per top boundary cell) plus an LRU cache 
 pages (``cache_bytes``, 256 MB) filled as the wavefront crosses the top nodes.
 
 With ``--backend gpu``: phase 1, the node merges inside each group (one launch per level)
-and phase 3 run on the device; the top cache is :func:`top_cache_bytes_gpu` (1/16 of the
-host's memory, at most 8 GB) and when the top level's matrices fit it they are read in
-one go and the top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`)
-instead of the host's paged Dijkstra. A fresh GPU run takes groups as large as one
-launch needs to fill the device (up to a shard) and height 0 when the tiles' matrices fit
-that cache (:func:`gpu_sizing`; the summary's ``sizing``). The summary's ``stage_seconds``
+and phase 3 run on the device. A fresh GPU run takes groups as large as one launch needs
+to fill the device (up to a shard) and height 0 when the level of tiles fits the device
+(:func:`gpu_sizing`; the summary's ``sizing``). Then the level stays there
+(:class:`~terrain.grid.sssp_tiled.DeviceLevel`, one per run and process, ``_LEVELS``):
+each group's phase 1 writes its matrices into the group's slots, the index is written from
+there to the store by a writer pool (bands of whole chunk rows, a few in flight:
+:data:`HOST_BANDS` x :data:`BAND_BYTES` of host buffers) while the run goes on, and the
+top is solved on the device level (:func:`~terrain.grid.sssp_tiled.level_solve_gpu`)
+without reading a matrix back; groups phase 1 ran in another process (``--gpus``), and a
+``--reuse`` query's whole level, are read from the store into it band by band. Host work
+per group (windows, batches, phase 3's arrays) runs at most :data:`_GROUP_SLOTS` groups at
+a time. Otherwise the top cache is :func:`top_cache_bytes_gpu` (1/16 of the host's memory,
+at most 8 GB) and when the top level's matrices fit it they are read in one go and the
+top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`) instead of
+the host's paged Dijkstra. The summary's ``stage_seconds``
 gives the task-seconds of each stage (summed over threads and worker processes) and ``top_split`` the top's
 read, arc and solve seconds. Whole levels and rings of tiles are read and written as
 arrays (:class:`~terrain.grid.sssp_tiled.TileBatch`, ``FlatBoundaries``), not node by node.
@@ -67,8 +76,9 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid._tournament import INT_INF
 from terrain.grid.costs import check_friction
-from terrain.grid.sssp_tiled import (FlatBoundaries, NodeBoundary, TileBatch, TiledSpec,
-                                     default_max_height,
+from terrain.grid.sssp_tiled import (MAX_GPU_TILE, DeviceLevel, FlatBoundaries, NodeBoundary,
+                                     TileBatch, TiledSpec, default_max_height,
+                                     level_solve_gpu, tile_batch,
                                      fill_group, index_leaf, node_boundary, node_down,
                                      sources_leaf, sources_merge, top_labels_paged)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
@@ -84,6 +94,15 @@ LABELS_GROUP = "sssp_labels"
 GROUP_SIDE = 512       # cells a side of a group (phase 1 / phase 3 batch, index chunks)
 PAGE_BYTES = 512 << 10  # a page of distance matrices (the top Dijkstra's cache unit), at most
 TOP_CACHE_BYTES = 256 << 20
+GPU_PAGE_BYTES = 8 << 20  # a GPU run's index chunks (unsharded: written and read in bands)
+BAND_BYTES = 64 << 20     # matrices per band between the device and the store
+#: bands between the device and the store in flight at once (the host's buffers for them)
+HOST_BANDS = 6
+_HOST_BANDS = threading.BoundedSemaphore(HOST_BANDS)
+#: GPU runs: groups whose host arrays (a window read, phase 1's batch, phase 3's windows and
+#: a shard's layers: a few hundred MB for 2048^2) are held at once; their device work runs
+#: one launch after another anyway, so more threads would only add memory
+_GROUP_SLOTS = threading.BoundedSemaphore(4)
 
 
 _STAGE_LOCK = threading.Lock()
@@ -185,9 +204,14 @@ class IndexStore:
     ``m x m`` nodes (about :data:`PAGE_BYTES`), sharded per group.
     """
 
-    def __init__(self, path, tspec, group_level, labels=False, mode="r+"):
+    def __init__(self, path, tspec, group_level, labels=False, mode="r+",
+                 page_bytes=None, sharded=True):
         self.path, self.tspec, self.g, self.labels = str(path), tspec, int(group_level), labels
         self.mode = mode  # "r" for a reused store: never written
+        # the matrices' chunks (pages) when created: PAGE_BYTES and sharded per group for
+        # the CPU's paged top; a GPU run takes larger pages, unsharded, which its group
+        # tasks write band by band (a partial shard would be read back and rewritten)
+        self.page_bytes, self.sharded = int(page_bytes or PAGE_BYTES), bool(sharded)
         self.name = LABELS_GROUP if labels else INDEX_GROUP
         self._arrays = {}
 
@@ -213,7 +237,7 @@ class IndexStore:
         except Exception:
             pass
         B, m = self.bpad(k), self.side(k)
-        while m > 1 and m * m * B * B * 8 > PAGE_BYTES:
+        while m > 1 and m * m * B * B * 8 > self.page_bytes:
             m //= 2
         return m
 
@@ -240,7 +264,7 @@ class IndexStore:
             arr("ids", (nr, nc, B), (c, c, B), "int64", -1)
             arr("z", (nr, nc, B), (c, c, B), "float32", np.nan)
             arr("f", (nr, nc, B), (c, c, B), "float32", np.nan)
-            shards = (c, c, B, B) if c > m else None
+            shards = (c, c, B, B) if c > m and self.sharded else None
             arr("dist", (nr, nc, B, B), (m, m, B, B), "float64", np.inf, shards)
             arr("hops", (nr, nc, B, B), (m, m, B, B), "int32", int(INT_INF), shards)
 
@@ -299,6 +323,62 @@ class IndexStore:
             self.array(0, name)[sl] = data
             out += data.nbytes
         return out
+
+    def write_batch_bands(self, region, batch, band_bytes=None, cells=True, matrices=True):
+        """:meth:`write_batch` of a batch whose ``dist``/``hops`` are device arrays of the
+        level's width (phase 1 wrote them into a :class:`~terrain.grid.sssp_tiled.
+        DeviceLevel`): the boundary cells (``cells``: ``count``, ``ids``, ``z``, ``f``),
+        then (``matrices``) the matrices brought to the host and written a band of whole
+        chunk rows at a time, each band under :data:`_HOST_BANDS` (so the host holds a few
+        bands, not the groups in flight). The store must not be sharded below the group."""
+        i0, i1, j0, j1 = region
+        ni, nj = i1 - i0, j1 - j0
+        B = self.bpad(0)
+        if tuple(batch.tiles) != (ni, nj) or batch.ids.shape[1] != B:
+            raise ValueError(f"batch of {batch.tiles} tiles, width {batch.ids.shape[1]}, "
+                             f"for region {region} of width {B}")
+        sl = (slice(i0, i1), slice(j0, j1))
+        for name, data in (("count", batch.count), ("ids", batch.ids), ("z", batch.z),
+                           ("f", batch.f)) if cells else ():
+            self.array(0, name)[sl] = data.reshape((ni, nj) + data.shape[1:])
+        rows = self._band_rows(nj, band_bytes) if matrices else ni
+        for r in range(0, ni if matrices else 0, rows):
+            r1 = min(r + rows, ni)
+            with _HOST_BANDS:
+                for name, data in (("dist", batch.dist), ("hops", batch.hops)):
+                    part = data[r * nj:r1 * nj].get().reshape((r1 - r, nj, B, B))
+                    self.array(0, name)[i0 + r:i0 + r1, j0:j1] = part
+                    del part
+        return ni * nj * B * (16 + 12 * B)
+
+    def _band_rows(self, nj, band_bytes=None):
+        """Node rows per band of level 0: whole chunk rows, about ``band_bytes`` (default
+        :data:`BAND_BYTES`) of matrices."""
+        B, m = self.bpad(0), self.page(0)
+        per_row = max(nj * B * B * 12, 1)
+        return m * max(1, int(band_bytes or BAND_BYTES) // (m * per_row))
+
+    def read_group_to(self, level, start, region, band_bytes=None):
+        """Level-0 nodes of ``region`` into slots ``start :`` of a
+        :class:`~terrain.grid.sssp_tiled.DeviceLevel`, the matrices a band of chunk rows
+        at a time (bounded host buffers). Returns the boundary cells read."""
+        sl = self._clip(0, region)
+        (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
+        ni, nj = i1 - i0, j1 - j0
+        B = self.bpad(0)
+        count = np.asarray(self.array(0, "count")[sl]).reshape(-1)
+        level.put(start, count, *(np.asarray(self.array(0, n)[sl]).reshape(-1, B)
+                                  for n in ("ids", "z", "f")))
+        rows = self._band_rows(nj, band_bytes)
+        for r in range(0, ni, rows):
+            r1 = min(r + rows, ni)
+            with _HOST_BANDS:
+                s0, s1 = start + r * nj, start + r1 * nj
+                for name, dst in (("dist", level.dist), ("hops", level.hops)):
+                    part = np.asarray(self.array(0, name)[i0 + r:i0 + r1, j0:j1])
+                    dst[s0:s1].set(np.ascontiguousarray(part.reshape((s1 - s0, B, B))))
+                    del part
+        return int(count.sum())
 
     def _clip(self, k, region):
         """The slices of level ``k``'s node grid inside ``region`` (rows i0:i1, cols
@@ -457,9 +537,153 @@ def _make_stores(index, labels, spec, height, prepared):
     return True
 
 
+#: the level of tiles on the device while a GPU run at height 0 builds it: index store path
+#: -> (DeviceLevel, vertices so far); phase 1 fills it, the top takes it (this process's)
+_LEVELS = {}
+_LEVELS_LOCK = threading.Lock()
+
+
+def _group_slots(store):
+    """``{(i, j): (start, region)}``: the slots of each group's tiles in a level-0
+    :class:`~terrain.grid.sssp_tiled.DeviceLevel` (groups row-major, their tiles row-major)
+    and the group's tile region ``(i0, i1, j0, j1)``; and the slot count."""
+    nr, nc = store.shape(store.g)
+    out, start = {}, 0
+    for i in range(nr):
+        for j in range(nc):
+            region = _group_region(store, 0, i, j)
+            out[(i, j)] = (start, region)
+            start += (region[1] - region[0]) * (region[3] - region[2])
+    return out, start
+
+
+def _device_level_fits(tspec, store, backend):
+    """Whether the level of tiles fits the device (:meth:`DeviceLevel.nbytes`, with the
+    map cell -> vertex, under 70 % of the free memory): phase 1 then keeps it there and
+    the top is solved on it."""
+    if backend != "gpu" or tspec.height != 0 or tspec.tile > MAX_GPU_TILE \
+            or tspec.levels == 1:
+        return False
+    from terrain.backend import get_backend
+    from terrain.grid.mst_device import free_device_bytes
+    _, n = _group_slots(store)
+    R, C = tspec.shape
+    return DeviceLevel.nbytes(n, store.bpad(0), R * C) <= 0.7 * free_device_bytes(
+        get_backend(backend))
+
+
+def _device_level(store, tspec, backend):
+    """This run's level of tiles on the device (made by the first group task), or None
+    when it does not fit (:func:`_device_level_fits`)."""
+    with _LEVELS_LOCK:
+        if store.path not in _LEVELS:
+            if not _device_level_fits(tspec, store, backend):
+                return None
+            from terrain.backend import get_backend
+            _LEVELS[store.path] = [DeviceLevel(get_backend(backend), _group_slots(store)[1],
+                                               store.bpad(0)), 0]
+        return _LEVELS[store.path][0]
+
+
+def _drop_level(path):
+    """Free this process's device level of run store ``path`` (if any)."""
+    with _LEVELS_LOCK:
+        return _LEVELS.pop(str(path), None)
+
+
+#: the top's labels on the device, for phase 3 in the same process: labels store path ->
+#: (group slots, B, (d, a, h) over the level's padded vertices)
+_DEVICE_LABELS = {}
+
+
+def _single_process():
+    """Whether every task of the run runs in this process (the threads scheduler, or one
+    distributed worker): then the top's labels stay on the device for phase 3."""
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return True
+    return len(get_client().scheduler_info()["workers"]) == 1
+
+
+_WRITES = {}     # index store path -> {group: future of its matrices' write} (this process's)
+_WRITER = []     # the process's writer pool, made on first use
+
+
+def _write_later(path, group, fn, *args):
+    """Run ``fn(*args)`` (a group's matrices written from the device level) in the writer
+    pool: the top and phase 3 need only the device level, so the index reaches the store
+    while they run. Whatever reads a group's matrices from the store first waits for them
+    (:func:`_wait_writes`: the sources of the group, a top that reads groups of other
+    processes, the run's finish)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with _LEVELS_LOCK:
+        if not _WRITER:
+            _WRITER.append(ThreadPoolExecutor(HOST_BANDS,
+                                              thread_name_prefix="terrain-index-write"))
+        fut = _WRITER[0].submit(fn, *args)
+        _WRITES.setdefault(str(path), {})[group] = fut
+    return fut
+
+
+def _wait_writes(path, groups=None):
+    """Wait for this process's matrix writes of run store ``path`` (of ``groups``, else
+    all, which are then forgotten), raising the first error; their count."""
+    with _LEVELS_LOCK:
+        pending = _WRITES.get(str(path), {})
+        if groups is None:
+            futs = list(_WRITES.pop(str(path), {}).values())
+        else:
+            futs = [pending[k] for k in groups if k in pending]
+    for fut in futs:
+        fut.result()
+    return len(futs)
+
+
+def _wait_writes_everywhere(path):
+    """:func:`_wait_writes` of every group here and, on a distributed worker, on every
+    worker."""
+    _wait_writes(str(path))
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return
+    get_client().run(_wait_writes, str(path))
+
+
+def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
+    """Phase 1 of group ``(g, i, j)`` at height 0 with the level on the device: the
+    matrices go straight into the group's slots of ``level`` (where the top reads them);
+    the index is written from there band by band."""
+    slots, _ = _group_slots(store)
+    start, region = slots[(i, j)]
+    window = tspec.window(g, i, j)
+    n = (region[1] - region[0]) * (region[3] - region[2])
+    with _GROUP_SLOTS:
+        z, f = reader(window)
+        batch = tile_batch(tspec, z, f, window, backend, width=store.bpad(0),
+                           out=level.views(start, n))
+        del z, f
+        level.put(start, batch.count, batch.ids, batch.z, batch.f)
+    store.write_batch_bands(region, batch, matrices=False)  # the cells now: phase 3 reads them
+    # the batch's device arrays are views of the level: they keep it alive until written
+    _write_later(store.path, (i, j), store.write_batch_bands, region, batch, None, False)
+    with _LEVELS_LOCK:
+        level.filled.add((i, j))
+        if store.path in _LEVELS:
+            _LEVELS[store.path][1] += int(batch.count.sum())
+
+
 def _index_leaf_task(tspec, reader, backend, store, made, g, i, j):
     """Phase 1 and the group's own levels; written to the index. Returns a token."""
     del made
+    if backend == "gpu" and tspec.height == 0 and store.mode != "r":
+        level = _device_level(store, tspec, backend)
+        if level is not None:
+            _index_leaf_device(tspec, reader, backend, store, level, g, i, j)
+            return (g, i, j), None
     written = set()
 
     def emit(k, nodes):  # level by level: at most two levels of the group in memory
@@ -522,6 +746,7 @@ def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
     if not inside.size:  # no source: every label in the group is infinite, nothing to read
         return ([] if g > tspec.height else [((g, i, j), None)]), {}
     if inside.size:
+        _wait_writes(store.path, [(i, j)])  # the source tiles' matrices, read below
         z, f = reader(window)
         for s in inside.tolist():
             r, c = int(rows[s]) - r0, int(cols[s]) - c0
@@ -548,15 +773,90 @@ def _collect_rest(rest):
     return out
 
 
+def _top_device(tspec, store, lstore, labels):
+    """The top at height 0 on the device: the level of tiles phase 1 left there (this
+    process's groups; the others', or all of a reused index, read from the store a band at
+    a time), :func:`~terrain.grid.sssp_tiled.level_solve_gpu`, the labels written group by
+    group. None (nothing done) when it does not fit the device or a start cost is negative
+    (the host's Dijkstra serves)."""
+    from terrain.backend import get_backend
+    t0 = time.perf_counter()
+    be = get_backend("gpu")
+    slots, n = _group_slots(store)
+    B = store.bpad(0)
+    g = store.g
+    sv, sd, sa, sh = [], [], [], []
+    for (k, i, j), lab in labels.items():
+        if k != 0 or lab is None or not lab[0].size:
+            continue
+        start, region = slots[(i >> g, j >> g)]
+        slot = start + (i - region[0]) * (region[3] - region[2]) + j - region[2]
+        sv.append(slot * B + np.arange(lab[0].size, dtype=np.int64))
+        sd.append(lab[0])
+        sa.append(lab[1])
+        sh.append(lab[2])
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    seeds = (cat(sv, np.int64), cat(sd, np.float64), cat(sa, np.int32), cat(sh, np.int32))
+    if np.any(np.signbit(seeds[1][seeds[1] < np.inf])):
+        return None
+    held = _drop_level(store.path)  # this task owns it now: freed when the solve is done
+    if held is None and not _device_level_fits(tspec, store, "gpu"):
+        return None
+    level, vertices = held if held is not None else (DeviceLevel(be, n, B), 0)
+    held = None
+    read = 0.0
+    if len(level.filled) < len(slots):  # groups of other processes: their writes done first
+        _wait_writes_everywhere(store.path)
+    for key, (start, region) in slots.items():
+        if key not in level.filled:
+            t = time.perf_counter()
+            vertices += store.read_group_to(level, start, region)
+            read += time.perf_counter() - t
+    t = time.perf_counter()
+    (d, a, h), rounds = level_solve_gpu(be, tspec, level, seeds)
+    solve = time.perf_counter() - t
+    del level
+    t = time.perf_counter()
+    if _single_process():  # phase 3 runs here: it reads the labels from the device
+        with _LEVELS_LOCK:
+            _DEVICE_LABELS[lstore.path] = (slots, B, (d, a, h))
+        return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12,
+                "vertices": vertices, "read_seconds": read, "solve_seconds": solve,
+                "gpu_rounds": rounds, "write_seconds": 0.0, "device_level": True,
+                "seconds": time.perf_counter() - t0}
+
+    def write(start, region):  # one group's labels: one chunk of each array
+        ni, nj = region[1] - region[0], region[3] - region[2]
+        s = slice(start * B, (start + ni * nj) * B)
+        sl = (slice(region[0], region[1]), slice(region[2], region[3]))
+        with _HOST_BANDS:
+            for name, lab in (("d", d), ("a", a), ("h", h)):
+                lstore.array(0, name)[sl] = lab[s].get().reshape(ni, nj, B)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(HOST_BANDS) as pool:  # compressed in parallel
+        list(pool.map(lambda item: write(*item), slots.values()))
+    write_s = time.perf_counter() - t
+    return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12, "vertices": vertices,
+            "read_seconds": read, "solve_seconds": solve, "gpu_rounds": rounds,
+            "write_seconds": write_s, "device_level": True,
+            "seconds": time.perf_counter() - t0}
+
+
 def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
     """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
     labels. Returns its paging stats. The level's cells are read and its labels written
-    as whole arrays (:class:`~terrain.grid.sssp_tiled.FlatBoundaries`), not node by node."""
+    as whole arrays (:class:`~terrain.grid.sssp_tiled.FlatBoundaries`), not node by node.
+    With ``backend='gpu'`` at height 0 the level is solved where phase 1 left it, on the
+    device (:func:`_top_device`)."""
     t0 = time.perf_counter()
     H = tspec.height
     nr, nc = store.shape(H)
     if H == tspec.levels - 1:  # the root has its matrix and no boundary: nothing above
         return {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": 0}
+    if backend == "gpu" and H == 0 and tspec.tile <= MAX_GPU_TILE:
+        stats = _top_device(tspec, store, lstore, labels)
+        if stats is not None:
+            return stats
     whole = (slice(0, nr), slice(0, nc))
     count = np.asarray(store.array(H, "count")[whole]).reshape(-1)
     ids = np.asarray(store.array(H, "ids")[whole])
@@ -661,17 +961,45 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
 
 def _ring_seeds(store, lstore, region):
     """``(ids, (d, a, h))``: the boundary cells of the tiles of ``region`` (clipped) and
-    their final labels, flat (padding dropped), read as whole arrays."""
+    their final labels, flat (padding dropped), read as whole arrays (the labels from the
+    device when the top left them there: :data:`_DEVICE_LABELS`)."""
     sl = store._clip(0, region)
     ids = np.asarray(store.array(0, "ids")[sl])
     cell = ids >= 0
-    return ids[cell], tuple(np.asarray(lstore.array(0, n)[sl])[cell] for n in ("d", "a", "h"))
+    with _LEVELS_LOCK:
+        held = _DEVICE_LABELS.get(lstore.path)
+    if held is None:
+        return ids[cell], tuple(np.asarray(lstore.array(0, n)[sl])[cell]
+                                for n in ("d", "a", "h"))
+    slots, B, labs = held
+    (i0, i1), (j0, j1) = (sl[0].start, sl[0].stop), (sl[1].start, sl[1].stop)
+    out = [np.empty((i1 - i0, j1 - j0, B), dt) for dt in (np.float64, np.int32, np.int32)]
+    for start, reg in slots.values():  # the groups the region overlaps, row bands of each
+        a0, a1, b0, b1 = max(i0, reg[0]), min(i1, reg[1]), max(j0, reg[2]), min(j1, reg[3])
+        if a0 >= a1 or b0 >= b1:
+            continue
+        nj = reg[3] - reg[2]
+        s0, s1 = (start + (a0 - reg[0]) * nj) * B, (start + (a1 - reg[0]) * nj) * B
+        for o, lab in zip(out, labs):
+            part = lab[s0:s1].get().reshape(a1 - a0, nj, B)
+            o[a0 - i0:a1 - i0, b0 - j0:b1 - j0] = part[:, b0 - reg[2]:b1 - reg[2]]
+    return ids[cell], tuple(o[cell] for o in out)
 
 
 def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                write_friction, group_level, shard, prepared, *downs):
-    """Phase 3 on the groups of one output shard, then one write of the shard."""
-    del prepared
+    """Phase 3 on the groups of one output shard, then one write of the shard (on the
+    GPU, at most :data:`_GROUP_SLOTS` shards at once: their host arrays bound the RSS)."""
+    if backend != "gpu":
+        return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
+                           write_friction, group_level, shard)
+    with _GROUP_SLOTS:
+        return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
+                           write_friction, group_level, shard)
+
+
+def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
+                write_friction, group_level, shard):
     t0 = time.perf_counter()
     g = group_level
     r0, r1, c0, c1 = shard
@@ -705,7 +1033,30 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
             "solve": t1 - t0, "write": time.perf_counter() - t1}
 
 
+def _release_level(path):
+    """The end of a run in this process: its index written (:func:`_wait_writes`), its
+    device level and labels dropped."""
+    _wait_writes(path)
+    _drop_level(path)
+    with _LEVELS_LOCK:
+        _DEVICE_LABELS.pop(str(path), None)
+
+
+def _release_levels_everywhere(path):
+    """:func:`_release_level` here and, on a distributed worker, on every worker (groups
+    written by other processes, a level left on a device whose process did not run the
+    top)."""
+    _release_level(str(path))
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return
+    get_client().run(_release_level, str(path))
+
+
 def _finish(out_path, fills, meta, tops, token=None):
+    _release_levels_everywhere(out_path)
     stages = _run_stage_seconds(token)
     top = next((t for t in tops if isinstance(t, dict)), {})
     if top.get("seconds"):  # the root's down task ran the top Dijkstra: count it apart
@@ -726,7 +1077,8 @@ def _finish(out_path, fills, meta, tops, token=None):
         "top_page_loads": top.get("page_loads", 0),
         "top_seconds": round(top.get("seconds", 0.0), 3),
         "top_split": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in top.items()
-                      if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds")}})
+                      if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds",
+                               "write_seconds", "device_level")}})
     shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
     zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary
@@ -764,7 +1116,8 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                          key=key, nout=nout)
         return timed
     tasks = {"index": 0, "reused": 0}
-    index = (IndexStore(out_path, tspec, g) if reuse is None
+    layout = {"page_bytes": GPU_PAGE_BYTES, "sharded": False} if backend == "gpu" else {}
+    index = (IndexStore(out_path, tspec, g, **layout) if reuse is None
              else IndexStore(reuse, tspec, g, mode="r"))
     lstore = IndexStore(out_path, tspec, g, labels=True)
     made = dask.delayed(_make_stores, pure=False)(
@@ -891,26 +1244,30 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None,
     least one group each). Returns a dict for the summary: ``group_side``, ``height``,
     ``launch_threads``, ``device_threads``, ``free_bytes``, ``by``.
 
-    *Group side.* Phase 1 runs one CUDA thread per (tile, boundary cell) and a group's tiles
-    go in one launch (chunked under :data:`PHASE1_SCRATCH`); a 512^2 group of tiles of 16
-    holds 61 k threads, a quarter of an H100's resident 270 k, and the task threads' launches
-    on one device run one after another. So the group is the smallest power-of-two side
-    from :data:`GROUP_SIDE` up whose launch holds the device's resident threads, at most the
-    store's shard (a writer owns whole shards), halved while the groups in flight (one per
-    task thread, at most the group count; each up to :data:`PHASE1_SCRATCH` of scratch plus
-    its matrices) would not fit half the free memory.
+    *Group side.* A group's tiles go in one phase-1 launch (one block per tile in shared
+    memory for tiles up to 16, :func:`~terrain.grid.sssp_tiled.shared_pass`; larger tiles
+    one thread per (tile, boundary cell), chunked under :data:`PHASE1_SCRATCH`), and the
+    task threads' launches on one device run one after another. So the group is the
+    smallest power-of-two side from :data:`GROUP_SIDE` up holding at least as many (tile,
+    boundary cell) pairs as the device has resident threads, at most the store's shard (a
+    writer owns whole shards), halved while the groups in flight (one per task thread, at
+    most the group count; inputs, scratch, and matrices unless they go to the device level)
+    would not fit half the free memory left.
 
-    *Height.* 0 when the tiles' matrices (``12 B^2`` bytes a tile, ~192 a cell) fit the
-    GPU's top cache (:func:`top_cache_bytes_gpu`) and a quarter of the free memory: the top
-    is then read in one go and solved on the device, and no level above the tiles is built
-    (a reuse query reads each matrix once); else the CPU's
-    :func:`~terrain.grid.sssp_tiled.default_max_height`.
+    *Height.* 0 when the level of tiles fits 70 % of the free device memory
+    (:meth:`~terrain.grid.sssp_tiled.DeviceLevel.nbytes`: ~192 bytes a cell of matrices,
+    the solve's vertex arrays, a map of 4 bytes a cell; ``top_on_device``): phase 1 then
+    leaves the matrices there and the top is solved on them
+    (:func:`~terrain.grid.sssp_tiled.level_solve_gpu`) without reading them back, and no
+    level above the tiles is built; else the CPU's
+    :func:`~terrain.grid.sssp_tiled.default_max_height`. (``cache_bytes`` no longer
+    decides: kept for the callers.)
 
     >>> s = {"shape": (4096, 4096), "tile_sssp": 16, "connectivity": 8, "cost": "absdiff",
     ...      "cellsize": (1.0, 1.0), "max_height": None, "shard_side": 2048}
     >>> g = gpu_sizing(s, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30)
-    >>> g["group_side"], g["height"], g["launch_threads"]
-    (2048, 0, 299580)
+    >>> g["group_side"], g["height"], g["launch_threads"], g["top_on_device"]
+    (2048, 0, 4194304, True)
     >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16, cache_bytes=8 << 30)
     >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
     (512, 1)
@@ -922,38 +1279,45 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None,
     import os
 
     from terrain.grid._tournament import tt_capacity
+    from terrain.grid.sssp_tiled import shared_pass
     from terrain.tiles.quadtree import QuadtreePlan
     dev_threads, free = _device_facts(backend) if device is None else device
     threads = int(threads or os.cpu_count() or 1)
     T = int(spec["tile_sssp"])
     tspec = solve_spec(spec)
     B = IndexStore("", tspec, 0).bpad(0)
-    per_tile = B * (T * T * 16 + 2 * tt_capacity(T * T) * 20)  # labels + tree a thread
+    fit = shared_pass(T, tspec.codes.size)  # phase 1 in shared memory: no scratch
+    per_tile = 0 if fit else B * (T * T * 16 + 2 * tt_capacity(T * T) * 20)  # labels + tree
+    nt_r, nt_c = tspec.tiles_shape
+    R, C = tspec.shape
+    top_bytes = nt_r * nt_c * B * B * 12
+    level_bytes = DeviceLevel.nbytes(nt_r * nt_c, B, R * C)
+    on_device = T <= MAX_GPU_TILE and level_bytes <= 0.7 * free  # the top where phase 1 ran
+    avail = free - level_bytes if on_device else free
 
     def groups(side):
         return len(QuadtreePlan.build(tspec.shape, T, max(1, side // T)).groups)
 
-    def group_bytes(side):
+    def group_bytes(side):  # scratch, inputs and (unless in the device level) matrices
         tiles = (side // T) ** 2
-        return min(tiles * per_tile, PHASE1_SCRATCH) + tiles * B * B * 12
+        return (min(tiles * per_tile, PHASE1_SCRATCH) + tiles * (8 * T * T + 16 * B)
+                + (0 if on_device else tiles * B * B * 12))
 
     shard = int(spec["shard_side"])
     side = min(GROUP_SIDE, shard)
     while side < shard and (side // T) ** 2 * B < dev_threads:
         side *= 2
     while side > min(GROUP_SIDE, shard) and (
-            min(threads, groups(side)) * group_bytes(side) > free // 2
+            min(threads, groups(side)) * group_bytes(side) > avail // 2
             or groups(side) < devices):
         side //= 2
-    nt_r, nt_c = tspec.tiles_shape
-    top_bytes = nt_r * nt_c * B * B * 12
-    cache = top_cache_bytes_gpu() if cache_bytes is None else int(cache_bytes)
-    height = (0 if top_bytes <= min(cache, free // 4) else
-              default_max_height(tspec.tiles_shape, tile=T))
+    height = 0 if on_device else default_max_height(tspec.tiles_shape, tile=T)
+    tiles = (side // T) ** 2
     return {"by": "device", "group_side": side, "height": height,
-            "launch_threads": min((side // T) ** 2, PHASE1_SCRATCH // per_tile) * B,
+            "launch_threads": tiles * fit[1] if fit else min(tiles, PHASE1_SCRATCH // per_tile) * B,
             "device_threads": dev_threads, "free_bytes": int(free),
-            "top_matrix_bytes": int(top_bytes)}
+            "top_matrix_bytes": int(top_bytes), "device_level_bytes": int(level_bytes),
+            "top_on_device": bool(on_device)}
 
 
 #: The stages with one task per group, keys ``(f"cost-{stage}-{token}", i, j)``.

@@ -424,3 +424,88 @@ def test_gpu_hierarchy_identical(tile, connectivity, model_name):
         return (r.distance, r.allocation, r.backlink,
                 [r.index.nodes[k].dist for k in keys], [r.index.nodes[k].hops for k in keys])
     assert_backends_identical(run)
+
+
+def test_shared_pass_sizes():
+    """Phase 1's shared-memory kernel takes tiles up to 16 (its arc table and labels fit a
+    block's 48 KB); larger tiles keep the kernel with a queue per thread."""
+    from terrain.grid.sssp_tiled import SHARED_BYTES, shared_pass
+    for T, K in ((4, 8), (8, 16), (16, 4), (16, 8), (16, 16)):
+        S, threads = shared_pass(T, K)
+        assert S >= 1 and 8 * T * T * K + 12 * S * T * T <= SHARED_BYTES
+        assert threads % 32 == 0 and threads >= min(T * T, 256)
+    assert shared_pass(32, 8) is None and shared_pass(64, 4) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,connectivity,model_name", [(16, 8, "absdiff"), (16, 16, "tobler"),
+                                                          (8, 8, "friction"), (4, 4, "tobler")])
+def test_phase1_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, model_name):
+    """``boundary_pairs_shared`` (label correcting in shared memory) gives the matrices of
+    the queue kernel and of the CPU's Dijkstra bit for bit, float costs and nodata
+    included (ties in distance with different hop counts: integer elevations)."""
+    from terrain.backend import get_backend
+    from terrain.grid.sssp_tiled import (_batch_frames, _tile_batch, boundary_pairs_cpu,
+                                         boundary_pairs_gpu)
+    be = get_backend("gpu")
+    for seed, integer in ((5, False), (6, True)):
+        z, f, _ = float_case(seed, (75, 69), middle=2)
+        if integer:
+            z = np.where(np.isnan(z), z, np.floor(z / 10)).astype(np.float32)
+        spec = TiledSpec(z.shape, tile, connectivity, model_name)
+        zb, fb, wins = _tile_batch(spec, z, f, (0, 75, 0, 69))
+        count, ids, bidx, _ = _batch_frames(spec, zb, fb, wins)
+        bmax = ids.shape[1]
+        cpu_d = np.full((len(wins), bmax, bmax), np.inf)
+        cpu_h = np.full((len(wins), bmax, bmax), 2**31 - 1, np.int32)
+        boundary_pairs_cpu(zb, fb, bidx, count, spec.codes, spec.model, spec.lengths, cpu_d,
+                           cpu_h)
+        sd, sh = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
+                                    spec.lengths, kernel="shared")
+        qd, qh = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
+                                    spec.lengths, kernel="queue")
+        for got_d, got_h in ((sd, sh), (qd, qh)):
+            np.testing.assert_array_equal(got_d, cpu_d)
+            np.testing.assert_array_equal(got_h, cpu_h)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile,connectivity,model_name", [(16, 8, "absdiff"), (8, 16, "tobler"),
+                                                          (16, 4, "friction")])
+def test_phase3_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, model_name):
+    """``windows_shared`` (phase 3, label correcting in shared memory) gives the labels of
+    the queue kernel and of the CPU's Dijkstra bit for bit: halo seeds with allocations and
+    hops, a source inside, ties in distance (integer elevations), nodata."""
+    from terrain.backend import get_backend
+    from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
+    from terrain.grid.sssp_tiled import windows_dijkstra_cpu, windows_dijkstra_gpu
+    be = get_backend("gpu")
+    rng = np.random.default_rng(tile + connectivity)
+    w = 2 if connectivity == 16 else 1
+    H = W = tile + 2 * w
+    n = 40
+    z = rng.integers(0, 5, (n, H, W)).astype(np.float32)
+    z[rng.random(z.shape) < 0.06] = np.nan
+    f = (1 + rng.random((n, H, W))).astype(np.float32)
+    inner = np.zeros((n, H, W), bool)
+    inner[:, w:w + tile, w:w + tile] = True
+    inner &= ~np.isnan(z)
+    ld = np.where(~inner & ~np.isnan(z) & (rng.random(z.shape) < 0.5),
+                  rng.integers(0, 9, z.shape).astype(float), np.inf).reshape(n, -1)
+    la = np.where(ld < np.inf, rng.integers(0, 3, ld.shape), 2**31 - 1).astype(np.int32)
+    lh = np.where(ld < np.inf, rng.integers(0, 20, ld.shape), 2**31 - 1).astype(np.int32)
+    src = rng.integers(0, H * W, n)
+    ok = inner.reshape(n, -1)[np.arange(n), src]
+    ld[np.arange(n)[ok], src[ok]], la[np.arange(n)[ok], src[ok]] = 1.0, 7
+    lh[np.arange(n)[ok], src[ok]] = 0
+    args = (z, f, inner, arc_codes(connectivity), cost_model_code(model_name),
+            arc_lengths((1.0, 1.0)))
+    want = [a.copy() for a in (ld, la, lh)]
+    windows_dijkstra_cpu(*args, *want)
+    kernels = ("shared", "queue") if 8 * H * W * len(args[3]) + 16 * H * W <= 48 << 10 \
+        else ("queue",)
+    for kern in kernels:
+        got = [a.copy() for a in (ld, la, lh)]
+        windows_dijkstra_gpu(be, *args, *got, kernel=kern)
+        for g, wnt in zip(got, want):
+            np.testing.assert_array_equal(g, wnt, err_msg=kern)

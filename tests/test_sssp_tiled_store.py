@@ -202,3 +202,61 @@ def test_no_task_holds_the_whole_index(capsys, tmp_path, monkeypatch):
     a, b = _layers(tmp_path / "i.zarr"), _layers(tmp_path / "t.zarr")
     for name in LAYERS:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+class _Host(np.ndarray):
+    """A NumPy array with CuPy's ``get``/``set`` (the device level's band copies, on the
+    host: the layout and the bands are what is tested here)."""
+
+    def get(self):
+        return np.array(self)
+
+    def set(self, a):
+        self[...] = a
+
+
+def test_gpu_index_layout_bands_and_slots(tmp_path):
+    """A GPU run's index (unsharded, larger pages) written band by band from a device
+    batch holds what ``write_batch`` writes; reading it back into a level's slots band by
+    band gives the batch again; the groups' slots tile the level without overlap, in the
+    order ``_top_device`` addresses them."""
+    from pipelines.cost_distance_tiled import BAND_BYTES, IndexStore, _group_slots
+    from terrain.grid.sssp_tiled import tile_batch
+    rng = np.random.default_rng(2)
+    z = int_dem(rng, (70, 52), nan_frac=0.05)
+    spec = TiledSpec(z.shape, 4, 8, max_height=0)  # 18 x 13 tiles
+    g = 3                                            # groups of 8 x 8 tiles: 3 x 2 groups
+    cpu = IndexStore(tmp_path / "c.zarr", spec, g)
+    gpu = IndexStore(tmp_path / "g.zarr", spec, g, page_bytes=4 * 12 * 12 * 8, sharded=False)
+    for st in (cpu, gpu):
+        zarr.open_group(st.path, mode="w")
+        st.create({"height": 0})
+    assert gpu.page(0) == 2 and gpu.array(0, "dist").shards is None
+    slots, n = _group_slots(gpu)
+    assert n == 18 * 13 and sorted(slots) == [(i, j) for i in range(3) for j in range(2)]
+    seen = np.zeros(n, int)
+    B = gpu.bpad(0)
+    level = type("L", (), {})()
+    level.dist = np.full((n, B, B), -1.0).view(_Host)
+    level.hops = np.full((n, B, B), -1, np.int32).view(_Host)
+    level.put = lambda start, count, ids, zz, ff: None
+    for (i, j), (start, region) in slots.items():
+        ni, nj = region[1] - region[0], region[3] - region[2]
+        seen[start:start + ni * nj] += 1
+        window = spec.window(g, i, j)
+        zw = z[window[0]:window[1], window[2]:window[3]]
+        batch = tile_batch(spec, zw, np.ones_like(zw), window, "cpu", width=B)
+        cpu.write_batch(region, batch)
+        dev = tile_batch(spec, zw, np.ones_like(zw), window, "cpu", width=B)
+        dev.dist, dev.hops = dev.dist.view(_Host), dev.hops.view(_Host)
+        gpu.write_batch_bands(region, dev, band_bytes=1)  # a band of one chunk row
+        gpu.read_group_to(level, start, region, band_bytes=BAND_BYTES)
+        np.testing.assert_array_equal(level.dist[start:start + ni * nj], batch.dist)
+        np.testing.assert_array_equal(level.hops[start:start + ni * nj], batch.hops)
+        # _top_device's slot of tile (ti, tj): its group's start + row-major place
+        ti, tj = region[0] + ni - 1, region[2] + nj - 1
+        assert start + (ti - region[0]) * nj + tj - region[2] == start + ni * nj - 1
+    assert np.all(seen == 1)
+    for name in ("count", "ids", "z", "f", "dist", "hops"):
+        np.testing.assert_array_equal(np.asarray(cpu.array(0, name)[:]),
+                                      np.asarray(gpu.array(0, name)[:]), err_msg=name)

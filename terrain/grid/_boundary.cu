@@ -93,6 +93,137 @@ extern "C" __global__ void boundary_pairs(const float* z, const float* f, const 
     }
 }
 
+// Phase 1 with the tile in shared memory (the fast path of boundary_pairs_gpu; the same
+// matrices as boundary_pairs / boundary_pairs_cpu, bit for bit): one block per tile, the
+// tile's incoming arc costs wt[kk * T*T + v] (arc codes[kk] into v; +inf: none) computed once
+// and shared by all its sources, and the labels of S sources at a time in shared memory.
+// Instead of a queue per source (which kept each thread's tree in global memory: ~30 k
+// scattered accesses per Dijkstra), label correcting in two sweeps, as top_relax_d/_key:
+// sweep 1 lowers every cell's distance to min over its in-arcs of fl(d[u] + w) until a
+// whole pass changes nothing; that fixpoint is Dijkstra's distance (every value is a
+// rounded path sum, rounding is monotone). Sweep 2 then gives every non-source cell
+// min(h[u] + 1) over its tight in-arcs (fl(d[u] + w) == d[v]), which is Dijkstra's hops for
+// the least (distance, hops) key (all allocations are 0 here). A cell's labels are written
+// only by the thread that owns it; other threads may read the old or the new value, both
+// real path sums, and a pass that changes nothing has read only final values. The block
+// writes the whole padded bmax x bmax matrix of its tile (+inf / INT_MAX padding).
+// Dynamic shared memory: 8 * T*T * K + 12 * S * T*T bytes.
+extern "C" __global__ void boundary_pairs_shared(const float* z, const float* f,
+                                                 const int* bidx, const int* bcount, int T,
+                                                 int bmax, const int* codes, int K, int model,
+                                                 const double* lengths, double* out_d,
+                                                 int* out_h, int S) {
+    extern __shared__ double bp_smem[];
+    const long long t = blockIdx.x;
+    const int n = T * T;
+    const double inf = tt_inf();
+    double* wt = bp_smem;             // n * K incoming arc costs
+    double* d = wt + (long long)n * K;  // S * n distances
+    int* h = (int*)(d + (long long)S * n);  // S * n hops
+    const float* zt = z + t * n;
+    const float* ft = f + t * n;
+    for (int p = threadIdx.x; p < n * K; p += blockDim.x) {  // kk-major: no bank conflicts
+        const int kk = p / n, v = p - kk * n, k = codes[kk];
+        const int vr = v / T, vc = v - vr * T;
+        const int ur = vr - ARC_DR[k], uc = vc - ARC_DC[k];
+        double w = inf;
+        if (ur >= 0 && ur < T && uc >= 0 && uc < T) {
+            const int u = ur * T + uc;
+            const float zu = zt[u], fu = ft[u], zv = zt[v], fv = ft[v];
+            if (zu == zu && fu == fu && zv == zv && fv == fv) {
+                const double c = arc_cost(zu, zv, fu, fv, k, model, lengths);
+                if (c < inf) w = c;
+            }
+        }
+        wt[p] = w;
+    }
+    const int B = bcount[t];
+    const int* bt = bidx + t * bmax;
+    double* od = out_d + t * bmax * bmax;
+    int* oh = out_h + t * bmax * bmax;
+    for (int s0 = 0; s0 < B; s0 += S) {
+        const int m = min(S, B - s0);
+        __syncthreads();  // wt ready; the previous pass's labels read out
+        for (int p = threadIdx.x; p < m * n; p += blockDim.x) {
+            d[p] = inf;
+            h[p] = TT_INT_INF;
+        }
+        __syncthreads();
+        if (threadIdx.x < m) {
+            const int src = bt[s0 + threadIdx.x];
+            d[threadIdx.x * n + src] = 0.0;
+            h[threadIdx.x * n + src] = 0;
+        }
+        __syncthreads();
+        int changed;
+        do {  // sweep 1: distances
+            changed = 0;
+            for (int p = threadIdx.x; p < m * n; p += blockDim.x) {
+                const int s = p / n, v = p - s * n;
+                const double* dv = d + s * n;
+                const double* wv = wt + v;
+                double best = d[p];
+                for (int kk = 0; kk < K; ++kk) {
+                    const double w = wv[kk * n];
+                    if (!(w < inf)) continue;
+                    const int k = codes[kk];
+                    const double du = dv[v - ARC_DR[k] * T - ARC_DC[k]];
+                    if (!(du < inf)) continue;
+                    const double nd = __dadd_rn(du, w);
+                    if (nd < best) best = nd;
+                }
+                if (best < d[p]) {
+                    d[p] = best;
+                    changed = 1;
+                }
+            }
+        } while (__syncthreads_or(changed));
+        do {  // sweep 2: hops along the tight arcs
+            changed = 0;
+            for (int p = threadIdx.x; p < m * n; p += blockDim.x) {
+                const double dp = d[p];
+                if (!(dp < inf) || h[p] == 0) continue;
+                const int s = p / n, v = p - s * n;
+                const double* dv = d + s * n;
+                const int* hv = h + s * n;
+                const double* wv = wt + v;
+                int best = h[p];
+                for (int kk = 0; kk < K; ++kk) {
+                    const double w = wv[kk * n];
+                    if (!(w < inf)) continue;
+                    const int k = codes[kk];
+                    const int u = v - ARC_DR[k] * T - ARC_DC[k];
+                    const double du = dv[u];
+                    if (!(du < inf) || __dadd_rn(du, w) != dp) continue;
+                    const int hu = hv[u];
+                    if (hu != TT_INT_INF && hu + 1 < best) best = hu + 1;
+                }
+                if (best < h[p]) {
+                    h[p] = best;
+                    changed = 1;
+                }
+            }
+        } while (__syncthreads_or(changed));
+        for (int p = threadIdx.x; p < m * bmax; p += blockDim.x) {
+            const int s = p / bmax, j = p - s * bmax;
+            const long long row = (long long)(s0 + s) * bmax + j;
+            if (j < B) {
+                const int c = bt[j];
+                od[row] = d[s * n + c];
+                oh[row] = h[s * n + c];
+            } else {
+                od[row] = inf;
+                oh[row] = TT_INT_INF;
+            }
+        }
+    }
+    for (long long p = (long long)B * bmax + threadIdx.x; p < (long long)bmax * bmax;
+         p += blockDim.x) {  // the rows of absent sources
+        od[p] = inf;
+        oh[p] = TT_INT_INF;
+    }
+}
+
 // Phase 3 (and any batch of seeded windows): one thread per H x W window; ld/la/lh hold the
 // seeds and receive the labels, inner marks the cells that may be updated.
 extern "C" __global__ void windows_dijkstra(const float* z, const float* f,
@@ -108,6 +239,106 @@ extern "C" __global__ void windows_dijkstra(const float* z, const float* f,
                   s_kh + (long long)t * 2 * cap, s_win + (long long)t * 2 * cap, cap};
     window_dijkstra_dev(z + t * n, f + t * n, inner + t * n, H, W, codes, K, model, lengths,
                         ld + t * n, la + t * n, lh + t * n, tree);
+}
+
+// Phase 3 with the window in shared memory (the fast path of windows_dijkstra_gpu; the
+// labels of windows_dijkstra / windows_dijkstra_cpu, bit for bit): one block per H x W
+// window, its incoming arc costs wt[kk * H*W + v] (arcs into inner cells only, both ends
+// valid), distances and packed keys (allocation << 32 | hops) in shared memory. Label
+// correcting in the two sweeps of boundary_pairs_shared / top_relax_*: distances to their
+// least fixpoint (Dijkstra's), then the least key over the tight in-arcs, from the seeds
+// whose distance stayed their start distance (every halo seed: its cells are not inner).
+// ld/la/lh hold the seeds and receive the labels of the inner cells.
+// Dynamic shared memory: 8 * H*W * K + 16 * H*W bytes.
+extern "C" __global__ void windows_shared(const float* z, const float* f,
+                                          const unsigned char* inner, int H, int W,
+                                          const int* codes, int K, int model,
+                                          const double* lengths, double* ld, int* la,
+                                          int* lh) {
+    extern __shared__ double ws_smem[];
+    const int n = H * W;
+    const long long base = (long long)blockIdx.x * n;
+    const double inf = tt_inf();
+    const unsigned long long none = ~0ULL;
+    double* wt = ws_smem;
+    double* d = wt + (long long)n * K;
+    unsigned long long* key = (unsigned long long*)(d + n);
+    const float* zt = z + base;
+    const float* ft = f + base;
+    const unsigned char* it = inner + base;
+    for (int p = threadIdx.x; p < n * K; p += blockDim.x) {
+        const int kk = p / n, v = p - kk * n, k = codes[kk];
+        const int vr = v / W, vc = v - vr * W;
+        const int ur = vr - ARC_DR[k], uc = vc - ARC_DC[k];
+        double w = inf;
+        if (it[v] && ur >= 0 && ur < H && uc >= 0 && uc < W) {
+            const int u = ur * W + uc;
+            const float zu = zt[u], fu = ft[u], zv = zt[v], fv = ft[v];
+            if (zu == zu && fu == fu && zv == zv && fv == fv) {
+                const double c = arc_cost(zu, zv, fu, fv, k, model, lengths);
+                if (c < inf) w = c;
+            }
+        }
+        wt[p] = w;
+    }
+    for (int p = threadIdx.x; p < n; p += blockDim.x) d[p] = ld[base + p];
+    __syncthreads();
+    int changed;
+    do {  // sweep 1: distances of the inner cells
+        changed = 0;
+        for (int v = threadIdx.x; v < n; v += blockDim.x) {
+            if (!it[v]) continue;
+            double best = d[v];
+            for (int kk = 0; kk < K; ++kk) {
+                const double w = wt[kk * n + v];
+                if (!(w < inf)) continue;
+                const int k = codes[kk];
+                const double du = d[v - ARC_DR[k] * W - ARC_DC[k]];
+                if (!(du < inf)) continue;
+                const double nd = __dadd_rn(du, w);
+                if (nd < best) best = nd;
+            }
+            if (best < d[v]) {
+                d[v] = best;
+                changed = 1;
+            }
+        }
+    } while (__syncthreads_or(changed));
+    for (int p = threadIdx.x; p < n; p += blockDim.x) {  // the seeds that stayed final
+        const double s = ld[base + p];
+        key[p] = (s < inf && d[p] == s)
+                     ? ((unsigned long long)(unsigned int)la[base + p] << 32) |
+                           (unsigned long long)(unsigned int)lh[base + p]
+                     : none;
+    }
+    __syncthreads();
+    do {  // sweep 2: keys along the tight arcs
+        changed = 0;
+        for (int v = threadIdx.x; v < n; v += blockDim.x) {
+            const double dv = d[v];
+            if (!it[v] || !(dv < inf)) continue;
+            unsigned long long best = key[v];
+            for (int kk = 0; kk < K; ++kk) {
+                const double w = wt[kk * n + v];
+                if (!(w < inf)) continue;
+                const int k = codes[kk];
+                const int u = v - ARC_DR[k] * W - ARC_DC[k];
+                const double du = d[u];
+                if (!(du < inf) || __dadd_rn(du, w) != dv || key[u] == none) continue;
+                if (key[u] + 1ULL < best) best = key[u] + 1ULL;
+            }
+            if (best < key[v]) {
+                key[v] = best;
+                changed = 1;
+            }
+        }
+    } while (__syncthreads_or(changed));
+    for (int v = threadIdx.x; v < n; v += blockDim.x) {
+        if (!it[v] || !(d[v] < inf)) continue;
+        ld[base + v] = d[v];
+        la[base + v] = (int)(key[v] >> 32);
+        lh[base + v] = (int)(key[v] & 0xffffffffULL);
+    }
 }
 
 // Dijkstra on a child-boundary graph (the CUDA twin of sssp_tiled.py's _graph_dijkstra): V
@@ -291,5 +522,193 @@ extern "C" __global__ void top_relax_key(long long nf, const long long* front,
         if (nk < atomicMin(key + v, nk)) {
             next[v] = 1;
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The top solve with the level on the device (sssp_tiled.py: DeviceLevel, level_solve_gpu):
+// the same two sweeps as top_relax_d / top_relax_key, on a level whose nodes sit in slots
+// of a device pool instead of a host-built graph. Vertex u = slot * B + j is boundary cell j
+// of the node in slot u / B (j < count[slot]; the rest is padding, never reached), with
+// global cell id ids[u], elevation z[u], friction f[u]; the node's (distance, hops) matrix
+// is pool_d / pool_h[slot] (B x B). The grid arcs between nodes are not stored: a vertex
+// finds its neighbours' vertices through cell_vertex (the vertex of every boundary cell of
+// the grid, -1 elsewhere) and costs the arc with arc_cost, as the host's _arcs_cpu does (the
+// same arcs, the same float64 costs).
+
+// cell_vertex[ids[u]] = u for the level's cells (cell_vertex preset to -1).
+extern "C" __global__ void level_cell_vertex(long long V, const long long* ids,
+                                             int* cell_vertex) {
+    const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u < V && ids[u] >= 0) cell_vertex[ids[u]] = (int)u;
+}
+
+// d = +inf (bits), key = all ones (no label).
+extern "C" __global__ void level_reset(long long V, unsigned long long* d,
+                                       unsigned long long* key) {
+    const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u < V) {
+        d[u] = 0x7ff0000000000000ULL;
+        key[u] = ~0ULL;
+    }
+}
+
+// arr[idx[i]] = min(arr[idx[i]], val[i]) (seeds; unsigned order = the order of non-negative
+// doubles' bits and of packed keys).
+extern "C" __global__ void scatter_min_u64(long long n, const long long* idx,
+                                           const unsigned long long* val,
+                                           unsigned long long* arr) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicMin(arr + idx[i], val[i]);
+}
+
+// out[i] = arr[idx[i]].
+extern "C" __global__ void gather_u64(long long n, const long long* idx,
+                                      const unsigned long long* arr, unsigned long long* out) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = arr[idx[i]];
+}
+
+// The next frontier: every v with next[v] set, listed in front (order immaterial: the
+// sweeps' fixpoints do not depend on it), next cleared; *nf counts them.
+extern "C" __global__ void level_compact(long long V, unsigned char* next, long long* front,
+                                         unsigned long long* nf) {
+    const long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v < V && next[v]) {
+        next[v] = 0;
+        front[atomicAdd(nf, 1ULL)] = v;
+    }
+}
+
+// The grid neighbour of vertex u along arc codes[kk] that is a vertex of another node (-1:
+// none), and the arc's cost in *w.
+__device__ __forceinline__ long long level_arc(long long u, int kk, int B, const long long* ids,
+                                               const float* z, const float* f,
+                                               const int* cell_vertex, long long R,
+                                               long long C, const int* codes, int model,
+                                               const double* lengths, double* w) {
+    const long long id = ids[u];
+    const long long r = id / C, c = id - (id / C) * C;
+    const int k = codes[kk];
+    const long long rr = r + ARC_DR[k], cc = c + ARC_DC[k];
+    if (rr < 0 || rr >= R || cc < 0 || cc >= C) return -1;
+    const long long v = cell_vertex[rr * C + cc];
+    if (v < 0 || v / B == u / B) return -1;
+    const double a = arc_cost(z[u], z[v], f[u], f[v], k, model, lengths);
+    if (!(a < tt_inf())) return -1;
+    *w = a;
+    return v;
+}
+
+// Sweep 1 (distances): vertex u's warp; lanes share its matrix row, lanes 0..K-1 also take
+// one grid arc each.
+__device__ __forceinline__ void level_relax_d_one(
+    long long u, int lane, int B, const int* count, const long long* ids, const float* z,
+    const float* f, const int* cell_vertex, long long R, long long C, const int* codes, int K,
+    int model, const double* lengths, const double* pool_d, unsigned long long* d,
+    unsigned char* next) {
+    const long long slot = u / B;
+    const double du = __longlong_as_double((long long)d[u]);
+    const double* row = pool_d + u * B;
+    const int n = count[slot];
+    for (int j = lane; j < n; j += 32) {
+        const double w = row[j];
+        if (!(w < tt_inf())) continue;
+        const unsigned long long nd = (unsigned long long)__double_as_longlong(__dadd_rn(du, w));
+        const long long v = slot * B + j;
+        if (nd < atomicMin(d + v, nd)) next[v] = 1;
+    }
+    if (lane < K) {
+        double w;
+        const long long v = level_arc(u, lane, B, ids, z, f, cell_vertex, R, C, codes, model,
+                                      lengths, &w);
+        if (v >= 0) {
+            const unsigned long long nd =
+                (unsigned long long)__double_as_longlong(__dadd_rn(du, w));
+            if (nd < atomicMin(d + v, nd)) next[v] = 1;
+        }
+    }
+}
+
+// Sweep 2 (allocation << 32 | hops on the tight arcs), as top_relax_key.
+__device__ __forceinline__ void level_relax_key_one(
+    long long u, int lane, int B, const int* count, const long long* ids, const float* z,
+    const float* f, const int* cell_vertex, long long R, long long C, const int* codes, int K,
+    int model, const double* lengths, const double* pool_d, const int* pool_h,
+    const unsigned long long* d, unsigned long long* key, unsigned char* next) {
+    const long long slot = u / B;
+    const double du = __longlong_as_double((long long)d[u]);
+    const unsigned long long ku = key[u];
+    const double* row = pool_d + u * B;
+    const int* hrow = pool_h + u * B;
+    const int n = count[slot];
+    for (int j = lane; j < n; j += 32) {
+        const double w = row[j];
+        if (!(w < tt_inf())) continue;
+        const long long v = slot * B + j;
+        if ((unsigned long long)__double_as_longlong(__dadd_rn(du, w)) != d[v]) continue;
+        const unsigned long long nk = ku + (unsigned long long)hrow[j];
+        if (nk < atomicMin(key + v, nk)) next[v] = 1;
+    }
+    if (lane < K) {
+        double w;
+        const long long v = level_arc(u, lane, B, ids, z, f, cell_vertex, R, C, codes, model,
+                                      lengths, &w);
+        if (v >= 0 &&
+            (unsigned long long)__double_as_longlong(__dadd_rn(du, w)) == d[v]) {
+            const unsigned long long nk = ku + 1ULL;
+            if (nk < atomicMin(key + v, nk)) next[v] = 1;
+        }
+    }
+}
+
+// One round of a sweep over the frontier front[0 .. *nf): the count is read on the device,
+// so the host queues many rounds (relax, compact, relax, ...) between two waits; each warp
+// of the fixed grid takes frontier vertices in turn.
+extern "C" __global__ void level_relax_d(const unsigned long long* nf, const long long* front,
+                                         int B, const int* count, const long long* ids,
+                                         const float* z, const float* f,
+                                         const int* cell_vertex, long long R, long long C,
+                                         const int* codes, int K, int model,
+                                         const double* lengths, const double* pool_d,
+                                         unsigned long long* d, unsigned char* next) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long n = (long long)*nf;
+    for (long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; wi < n;
+         wi += warps)
+        level_relax_d_one(front[wi], lane, B, count, ids, z, f, cell_vertex, R, C, codes, K,
+                          model, lengths, pool_d, d, next);
+}
+
+extern "C" __global__ void level_relax_key(const unsigned long long* nf,
+                                           const long long* front, int B, const int* count,
+                                           const long long* ids, const float* z,
+                                           const float* f, const int* cell_vertex,
+                                           long long R, long long C, const int* codes, int K,
+                                           int model, const double* lengths,
+                                           const double* pool_d, const int* pool_h,
+                                           const unsigned long long* d,
+                                           unsigned long long* key, unsigned char* next) {
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long n = (long long)*nf;
+    for (long long wi = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; wi < n;
+         wi += warps)
+        level_relax_key_one(front[wi], lane, B, count, ids, z, f, cell_vertex, R, C, codes, K,
+                            model, lengths, pool_d, pool_h, d, key, next);
+}
+
+// Labels out: la, lh from the packed keys where d is finite, INT_MAX elsewhere.
+extern "C" __global__ void level_labels(long long V, const unsigned long long* d,
+                                        const unsigned long long* key, int* la, int* lh) {
+    const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= V) return;
+    if (d[u] < 0x7ff0000000000000ULL) {
+        la[u] = (int)(key[u] >> 32);
+        lh[u] = (int)(key[u] & 0xffffffffULL);
+    } else {
+        la[u] = TT_INT_INF;
+        lh[u] = TT_INT_INF;
     }
 }

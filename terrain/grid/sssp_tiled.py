@@ -90,7 +90,8 @@ __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPRe
            "node_down", "top_labels_paged", "halo_seeds", "boundary_pairs_cpu",
            "boundary_pairs_gpu", "windows_dijkstra_cpu", "windows_dijkstra_gpu",
            "nodes_boundary", "graphs_pairs_cpu", "graphs_pairs_gpu", "top_solve_gpu",
-           "default_max_height", "MAX_GPU_TILE", "PHASES"]
+           "default_max_height", "MAX_GPU_TILE", "PHASES", "shared_pass", "SHARED_BYTES",
+           "DeviceLevel", "level_solve_gpu"]
 
 PHASES = ("index", "sources_up", "top_down", "phase3")
 MAX_GPU_TILE = 64  # phase 1 on the GPU: larger tiles run on the CPU kernel (see tile_boundaries)
@@ -313,21 +314,67 @@ def _cuda(be):
     return be.cuda_module(Path(__file__).with_name("_boundary.cu"))
 
 
-def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30):
-    """CUDA twin of :func:`boundary_pairs_cpu` (``_boundary.cu: boundary_pairs``), host in/out.
+#: shared memory of one ``boundary_pairs_shared`` block (the default limit without opt-in)
+SHARED_BYTES = 48 << 10
 
-    Tiles go in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
-    bytes.
+
+def shared_pass(T, K, shared=SHARED_BYTES):
+    """``(sources per pass, threads per block)`` of ``_boundary.cu: boundary_pairs_shared``
+    for tiles of side ``T`` and ``K`` arc codes, or None when its arc table and one source's
+    labels (``8 T^2 K + 12 T^2`` bytes) do not fit ``shared`` bytes (tiles above 16 cells a
+    side with 8 codes: the kernel with a queue per thread serves them).
+
+    >>> shared_pass(16, 8), shared_pass(16, 16), shared_pass(8, 8), shared_pass(32, 8)
+    ((8, 256), (5, 256), (8, 64), None)
+    """
+    n = T * T
+    s = (int(shared) - 8 * n * K) // (12 * n)
+    if s < 1:
+        return None
+    return min(s, 8), min(256, max(32, -(-n // 32) * 32))
+
+
+def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30,
+                       out=None, kernel=None):
+    """CUDA twin of :func:`boundary_pairs_cpu`, host in/out (or ``out`` = device arrays
+    ``(dist, hops)`` of shape (n, bmax, bmax), filled; then nothing is copied back).
+
+    Tiles whose arc table fits a block's shared memory (:func:`shared_pass`: side 16 and
+    below) run ``_boundary.cu: boundary_pairs_shared``, one block per tile, all the tiles in
+    one launch; larger ones ``boundary_pairs`` (one thread per (tile, source), a queue in
+    global memory) in launches whose per-thread scratch (labels + tree) stays under
+    ``max_scratch`` bytes. ``kernel`` ('shared' or 'queue') forces one (tests compare them).
     """
     cp = be.xp
     n, T, _ = z.shape
     bmax = bidx.shape[1]
+    fit = shared_pass(T, int(codes.size))
+    if kernel == "queue" or (kernel is None and fit is None):
+        fit = None
+    elif fit is None:
+        raise ValueError(f"tiles of {T} with {codes.size} codes do not fit shared memory")
+    if fit is not None:
+        S, threads = fit
+        od, oh = (cp.empty((n, bmax, bmax)), cp.empty((n, bmax, bmax), cp.int32)) \
+            if out is None else out
+        if n:
+            kern = _cuda(be).get_function("boundary_pairs_shared")
+            kern((n,), (threads,),
+                 (cp.asarray(z), cp.asarray(f), cp.asarray(bidx), cp.asarray(bcount),
+                  np.int32(T), np.int32(bmax), cp.asarray(codes, cp.int32),
+                  np.int32(codes.size), np.int32(model), cp.asarray(lengths, cp.float64), od,
+                  oh, np.int32(S)),
+                 shared_mem=8 * T * T * int(codes.size) + 12 * S * T * T)
+        if out is not None:
+            return out
+        return od.get(), oh.get()
     cap = tt_capacity(T * T)
     per_tile = bmax * (T * T * 16 + 2 * cap * 20)
     chunk = max(1, min(n, max_scratch // max(per_tile, 1)))
     kern = _cuda(be).get_function("boundary_pairs")
-    out_d = np.empty((n, bmax, bmax))
-    out_h = np.empty((n, bmax, bmax), np.int32)
+    if out is None:
+        out_d = np.empty((n, bmax, bmax))
+        out_h = np.empty((n, bmax, bmax), np.int32)
     codes_d = cp.asarray(codes, cp.int32)
     len_d = cp.asarray(lengths, cp.float64)
     threads = 64
@@ -352,16 +399,38 @@ def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratc
                                 np.int32(codes.size), np.int32(model), len_d, od, oh, s_ld, s_la,
                                 s_lh, s_kd, s_ka, s_kh, s_win, np.int32(cap)),
              shared_mem=2 * T * T * 4)
+        if out is not None:
+            out[0][t0:t0 + m], out[1][t0:t0 + m] = od, oh
+            continue
         od.get(out=out_d[t0:t0 + m])  # straight into the batch (no temporary host copy)
         oh.get(out=out_h[t0:t0 + m])
-    return out_d, out_h
+    return out if out is not None else (out_d, out_h)
 
 
-def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh):
-    """CUDA twin of :func:`windows_dijkstra_cpu` (``_boundary.cu: windows_dijkstra``)."""
+def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh, kernel=None):
+    """CUDA twin of :func:`windows_dijkstra_cpu`: windows whose arc table, distances and
+    keys fit a block's shared memory (``8 HW K + 16 HW`` bytes: tiles of 16 with the
+    8-neighbourhood) run ``_boundary.cu: windows_shared``, one block per window; others
+    ``windows_dijkstra``, one thread per window with its queue in global memory.
+    ``kernel`` ('shared' or 'queue') forces one (tests compare them)."""
     cp = be.xp
     n, H, W = z.shape
     if n == 0:
+        return
+    K = int(codes.size)
+    fits = 8 * H * W * K + 16 * H * W <= SHARED_BYTES
+    if kernel == "shared" and not fits:
+        raise ValueError(f"windows of {H} x {W} with {K} codes do not fit shared memory")
+    if kernel != "queue" and fits:
+        dd, da, dh = cp.asarray(ld), cp.asarray(la), cp.asarray(lh)
+        threads = min(256, max(32, -(-H * W // 32) * 32))
+        _cuda(be).get_function("windows_shared")(
+            (n,), (threads,),
+            (cp.asarray(z), cp.asarray(f), cp.asarray(inner.astype(np.uint8)), np.int32(H),
+             np.int32(W), cp.asarray(codes, cp.int32), np.int32(K), np.int32(model),
+             cp.asarray(lengths, cp.float64), dd, da, dh),
+            shared_mem=8 * H * W * K + 16 * H * W)
+        ld[...], la[...], lh[...] = dd.get(), da.get(), dh.get()
         return
     cap = tt_capacity(H * W)
     kern = _cuda(be).get_function("windows_dijkstra")
@@ -692,12 +761,13 @@ class TileBatch:
         return out
 
 
-def _batch_frames(spec, zb, fb, wins):
+def _batch_frames(spec, zb, fb, wins, width=None):
     """The boundary cells of every tile of a batch at once (the frame of
     :func:`_frame_mask`, nodata left out): ``(count, ids, bidx, (t, pos, loc))`` with
     ``ids`` (n, bmax) global ids (-1 padding, sorted per tile), ``bidx`` (n, bmax) int32
     local cell indices (row-major in the ``T x T`` tile, 0 padding) and the flat
-    ``(tile, position, local index)`` of every boundary cell."""
+    ``(tile, position, local index)`` of every boundary cell. ``width``: ``bmax`` (at least
+    the largest count), else the largest count."""
     T, w = spec.tile, spec.width
     R, C = spec.shape
     n = len(wins)
@@ -714,6 +784,10 @@ def _batch_frames(spec, zb, fb, wins):
     t, loc = np.nonzero(m.reshape(n, T * T))
     count = np.bincount(t, minlength=n).astype(np.int32)
     bmax = max(int(count.max()) if n else 0, 1)
+    if width is not None:
+        if int(width) < bmax:
+            raise ValueError(f"{bmax} boundary cells in a tile: more than the width {width}")
+        bmax = int(width)
     pos = np.arange(t.size) - (np.cumsum(count) - count)[t]
     ids = np.full((n, bmax), -1, np.int64)
     ids[t, pos] = (W[t, 0] + loc // T) * C + W[t, 2] + loc % T
@@ -722,25 +796,31 @@ def _batch_frames(spec, zb, fb, wins):
     return count, ids, bidx, (t, pos, loc)
 
 
-def tile_batch(spec, z_block, f_block, window, backend=None):
+def tile_batch(spec, z_block, f_block, window, backend=None, width=None, out=None):
     """Phase 1 on every tile of a block, as one :class:`TileBatch` (row-major tiles).
 
     ``z_block, f_block``, ``window`` and ``backend`` as in :func:`tile_boundaries`.
+    ``width`` pads the boundary axes to that many cells; ``out`` (GPU only, with
+    ``width``): device arrays ``(dist, hops)`` of shape (tiles, width, width) that receive
+    the matrices (a :class:`DeviceLevel`'s slots), which the batch then holds instead of
+    host arrays.
     """
     be = get_backend(backend)
     T = spec.tile
     zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
                                np.asarray(f_block, np.float32), window)
     n = len(wins)
-    count, ids, bidx, (t, pos, loc) = _batch_frames(spec, zb, fb, wins)
+    count, ids, bidx, (t, pos, loc) = _batch_frames(spec, zb, fb, wins, width)
     bmax = ids.shape[1]
     bz = np.full((n, bmax), np.nan, np.float32)
     bf = np.full((n, bmax), np.nan, np.float32)
     bz[t, pos] = zb.reshape(n, T * T)[t, loc]
     bf[t, pos] = fb.reshape(n, T * T)[t, loc]
+    if out is not None and not (be.is_gpu and T <= MAX_GPU_TILE and width is not None):
+        raise ValueError("out= needs the gpu backend, tiles up to MAX_GPU_TILE and a width")
     if be.is_gpu and T <= MAX_GPU_TILE:
         out_d, out_h = boundary_pairs_gpu(be, zb, fb, bidx, count, spec.codes, spec.model,
-                                          spec.lengths)
+                                          spec.lengths, out=out)
     else:
         out_d = np.full((n, bmax, bmax), _INF)
         out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
@@ -1175,6 +1255,145 @@ def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, 
     lh[:] = np.where(reached, (k & np.uint64(0xFFFFFFFF)).astype(np.int64),
                      INT_INF).astype(np.int32)
     return r1, r2
+
+
+class DeviceLevel:
+    """A level's nodes on the device, in *slots* (a pipeline gives each group a range):
+    ``count`` (n,) int32 boundary sizes, ``ids`` (n, B) int64 global cell ids (-1 padding),
+    ``z``/``f`` (n, B) float32, ``dist``/``hops`` (n, B, B) float64 / int32 matrices (+inf /
+    ``INT_INF`` padding). Phase 1 writes a group's matrices straight into its slots
+    (:func:`tile_batch` with ``out=``), so the top solve (:func:`level_solve_gpu`) reads
+    nothing back from the host; ``filled`` records the ranges written. A level of ``n``
+    nodes holds :meth:`nbytes` ``(n, B)`` bytes of device memory.
+    """
+
+    def __init__(self, be, n, B):
+        cp = be.xp
+        self.be, self.n, self.B = be, int(n), int(B)
+        self.count = cp.zeros(self.n, cp.int32)
+        self.ids = cp.empty((self.n, self.B), cp.int64)
+        self.z = cp.empty((self.n, self.B), cp.float32)
+        self.f = cp.empty((self.n, self.B), cp.float32)
+        self.dist = cp.empty((self.n, self.B, self.B), cp.float64)
+        self.hops = cp.empty((self.n, self.B, self.B), cp.int32)
+        self.filled = set()
+
+    @staticmethod
+    def nbytes(n, B, cells=0):
+        """Device bytes of a level of ``n`` nodes of ``B`` boundary cells in a grid of
+        ``cells`` cells: the pool, the solve's per-vertex arrays (labels, keys, frontier
+        lists and flags) and its map cell -> vertex.
+
+        >>> round(DeviceLevel.nbytes(65536, 60, 4096 * 4096) / 2**30, 2)  # 4096^2, tiles of 16
+        2.91
+        """
+        n, B = int(n), int(B)
+        return n * (4 + B * 16 + B * B * 12) + n * B * (8 + 8 + 8 + 8 + 4 + 4 + 1) + 4 * int(cells)
+
+    def put(self, start, count, ids, z, f, dist=None, hops=None):
+        """Slots ``start : start + len(count)`` from host arrays (``dist``/``hops`` too unless
+        phase 1 wrote them there); copies, no kernels."""
+        s = slice(int(start), int(start) + len(count))
+        for dst, src, dtype in ((self.count, count, np.int32), (self.ids, ids, np.int64),
+                                (self.z, z, np.float32), (self.f, f, np.float32),
+                                (self.dist, dist, np.float64), (self.hops, hops, np.int32)):
+            if src is not None:
+                dst[s].set(np.ascontiguousarray(src, dtype))
+
+    def views(self, start, n):
+        """The ``(dist, hops)`` of slots ``start : start + n`` (contiguous device views)."""
+        return self.dist[start:start + n], self.hops[start:start + n]
+
+
+def level_solve_gpu(be, spec, level, seeds, per_wait=16):
+    """The labels of every vertex of a :class:`DeviceLevel` (the top when it is the flat
+    level of tiles): ``(d, a, h)`` device arrays over the ``n * B`` padded vertices
+    (``+inf`` / ``INT_INF`` where unreached and on padding) and the rounds of the sweeps.
+
+    ``seeds`` = ``(vertex, d, a, h)`` host arrays: the source labels of the few vertices
+    that have one (vertex ``slot * B + j``), distances not negative. The two sweeps of
+    :func:`top_solve_gpu` (``_boundary.cu: level_relax_d, level_relax_key``), with the grid
+    arcs between nodes found on the fly through a device map cell -> vertex instead of a
+    host-built CSR: the same arcs and costs as :func:`_graph_arcs`, so the labels are the
+    top Dijkstra's bit for bit. The host waits once per ``per_wait`` rounds (a round is two
+    small launches; a wait per round cost more than the round).
+    """
+    cp = be.xp
+    V, B = level.n * level.B, level.B
+    if V >= 2**31:
+        raise ValueError(f"{V} vertices: more than a 32-bit map holds")
+    R, C = spec.shape
+    mod = _cuda(be)
+    threads = 256
+
+    def launch(name, n, *args):
+        if n:
+            mod.get_function(name)((-(-int(n) // threads),), (threads,), (np.int64(n),) + args)
+    cell_vertex = cp.empty(R * C, cp.int32)
+    cell_vertex.data.memset_async(0xFF, cell_vertex.nbytes)  # -1
+    launch("level_cell_vertex", V, level.ids, cell_vertex)
+    d = cp.empty(V, cp.uint64)
+    key = cp.empty(V, cp.uint64)
+    launch("level_reset", V, d, key)
+    sv, sd, sa, sh = (np.asarray(x) for x in seeds)
+    sv = sv.astype(np.int64)
+    live = sd < _INF
+    sv, sd, sa, sh = sv[live], sd[live], sa[live], sh[live]
+    nxt = cp.zeros(V, cp.uint8)
+    fronts = (cp.empty(V, cp.int64), cp.empty(V, cp.int64))
+    codes = cp.asarray(spec.codes, cp.int32)
+    lengths = cp.asarray(spec.lengths, cp.float64)
+    geo = (np.int32(B), level.count, level.ids.reshape(-1), level.z.reshape(-1),
+           level.f.reshape(-1), cell_vertex, np.int64(R), np.int64(C), codes,
+           np.int32(spec.codes.size), np.int32(spec.model), lengths)
+
+    dev = cp.cuda.Device()
+    blocks = int(dev.attributes["MultiProcessorCount"]) * 8  # the resident warps, in turn
+    counts = cp.zeros(per_wait + 1, cp.uint64)
+
+    def sweep(kern, tail, start):
+        """Rounds until none improves; round r relaxes the vertices improved in round r - 1
+        (one warp each), listed by ``level_compact``. The frontier's size stays on the
+        device (``counts[r]``): ``per_wait`` rounds are queued between two waits."""
+        front, other = fronts
+        nf = int(start.size)
+        if nf:
+            front[:nf].set(start)
+        rounds = 0
+        while nf:
+            counts.data.memset_async(0, counts.nbytes)
+            counts[:1].set(np.array([nf], np.uint64))
+            for r in range(per_wait):
+                mod.get_function(kern)((blocks,), (threads,),
+                                       (counts[r:r + 1], front) + geo + tail + (nxt,))
+                launch("level_compact", V, nxt, other, counts[r + 1:r + 2])
+                front, other = other, front
+            c = counts.get()
+            rounds += int(np.count_nonzero(c[:per_wait]))
+            nf = int(c[per_wait])
+        return rounds
+    if sv.size:
+        idx = cp.asarray(sv)
+        launch("scatter_min_u64", sv.size, idx, cp.asarray(sd.astype(np.float64).view(np.uint64)),
+               d)
+    r1 = sweep("level_relax_d", (level.dist.reshape(-1), d), np.unique(sv))
+    # the seeds whose start distance stayed final start sweep 2 with their (a, h)
+    got = cp.empty(sv.size, cp.uint64)
+    if sv.size:
+        launch("gather_u64", sv.size, cp.asarray(sv), d, got)
+    final = got.get().view(np.float64)
+    tight = final == sd
+    tkey = (sa[tight].astype(np.uint64) << np.uint64(32)) | sh[tight].astype(np.uint64)
+    if tight.any():
+        launch("scatter_min_u64", int(tight.sum()), cp.asarray(sv[tight]), cp.asarray(tkey),
+               key)
+    r2 = sweep("level_relax_key", (level.dist.reshape(-1), level.hops.reshape(-1), d, key),
+               np.unique(sv[tight]))
+    la = cp.empty(V, cp.int32)
+    lh = cp.empty(V, cp.int32)
+    launch("level_labels", V, d, key, la, lh)
+    del cell_vertex, nxt, fronts, key
+    return (d.view(cp.float64), la, lh), (r1, r2)
 
 
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
@@ -1676,15 +1895,18 @@ def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None
     live = np.nonzero(np.any(ld < _INF, axis=1))[0]
     back = np.full((n, S, S), 255, np.uint8)
     if live.size:
-        args = (zb[live], fb[live], inner[live], spec.codes, spec.model, spec.lengths)
-        sd, sa, sh = ld[live], la[live], lh[live]
+        every = live.size == n  # all windows live (a reached grid): no gathered copies
+        pick = (lambda a: a) if every else (lambda a: a[live])
+        args = (pick(zb), pick(fb), pick(inner), spec.codes, spec.model, spec.lengths)
+        sd, sa, sh = pick(ld), pick(la), pick(lh)
         if get_backend(backend).is_gpu:
             windows_dijkstra_gpu(get_backend(backend), *args, sd, sa, sh)
         else:
             windows_dijkstra_cpu(*args, sd, sa, sh)
-        bl = back[live]
+        bl = pick(back)
         _backlinks_batch(*args, sd, sa, sh, bl)
-        ld[live], la[live], lh[live], back[live] = sd, sa, sh, bl
+        if not every:
+            ld[live], la[live], lh[live], back[live] = sd, sa, sh, bl
 
     def uncut(a):  # (n, S, S) centres -> the group's block
         c = a.reshape(nr, nc, S, S)[:, :, w:w + T, w:w + T]
