@@ -48,8 +48,14 @@ One decision, :func:`mst_route`, picks the path (text in core, text streamed, in
 super-tiles, tiles) for :func:`run_mst` and ``--dry-run`` alike. With ``--gpus N`` every
 path runs as one GPU runs it, on GPU 0 of the N, in this process: each path is one device's
 (a store of any size goes through super-tiles), and spreading was measured slower
-(:data:`SPREADS`); the summary's ``note`` says "fits one GPU: ... on GPU 0 of N". Spread
-(``run_mst(spread="processes")``, or a batch's GPU cluster), each GPU has a worker process
+(:data:`SPREADS`); the summary's ``note`` says "fits one GPU: ... on GPU 0 of N".
+``run_mst(spread="devices")`` spreads the super-tile groups over the N devices of this
+process instead (group ``(i, j)`` on device ``(i + j) % N`` under ``cupy.cuda.Device``, a
+stream per thread and device): our own equivalent of a worker per GPU, because the level
+graphs then never cross a process and no worker process starts, compiles or imports (the
+costs that made the worker processes slower); dask-cuda's ``LocalCUDACluster`` would be the
+worker processes again (:mod:`pipelines.cluster` says why we do not depend on it). Spread
+over processes (``run_mst(spread="processes")``, or a batch's GPU cluster), each GPU has a worker process
 of its own (:func:`pipelines.cluster.open_scheduler`); the shards' ``mst-group`` and
 ``mst-write`` tasks are pinned to them in Z-order runs
 (:func:`pipelines.cluster.assign_groups`), loosely, so a lost worker's shards run elsewhere;
@@ -134,8 +140,13 @@ PATHS = {"text-in-core": "the text in core", "text-streamed": "the text streamed
 #: host's shard decoding and encoding, the device busy ~15 % of the time; the 40-ft size
 #: 9.15 s as super-tiles on 2 H200s against 6.43 s in core on one. "processes": the task
 #: graph on one worker process per GPU (:func:`pipelines.cluster.open_scheduler`), the groups
-#: spread over them.
-SPREADS = ("auto", "processes")
+#: spread over them. "devices": the super-tile groups of this process spread over its N
+#: devices (:func:`build_mst_graph`'s ``devices``; no level graph crosses a process: the
+#: worker-process path's 2.7-s penalty at the 40-ft size was mostly fresh processes compiling
+#: and moving level graphs); the other paths stay on GPU 0. Measured against "auto" on
+#: 2 H200s (docs/benchmarks.md, "In process on two devices"); not the default until it
+#: is faster there.
+SPREADS = ("auto", "processes", "devices")
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,8 @@ class MSTRoute:
     workers : bool
         The task graph runs on one worker process per GPU (else in this process, on its
         device 0: the first of the GPUs).
+    devices : int
+        Devices of this process the super-tile groups spread over (1: GPU 0 only).
     note : str or None
         What the summary and the terminal say about it ("fits one GPU: ... on GPU 0 of N").
     """
@@ -161,6 +174,7 @@ class MSTRoute:
     gpus: int = 0
     workers: bool = False
     note: str = None
+    devices: int = 1
 
     @property
     def graph(self):
@@ -170,7 +184,9 @@ class MSTRoute:
     @property
     def gpus_used(self):
         """GPUs the run computes on (0: the CPU)."""
-        return self.gpus if self.workers else (1 if self.path != "tiled" or self.gpus else 0)
+        if self.workers:
+            return self.gpus
+        return self.devices if (self.path != "tiled" or self.gpus) else 0
 
     def describe(self):
         """One line for ``--dry-run``.
@@ -178,7 +194,8 @@ class MSTRoute:
         >>> MSTRoute("super-tiles", 2, note="fits one GPU: super-tiles on GPU 0 of 2").describe()
         'super-tiles (fits one GPU: super-tiles on GPU 0 of 2)'
         """
-        where = f" over {self.gpus} GPU worker processes" if self.workers else ""
+        where = (f" over {self.gpus} GPU worker processes" if self.workers
+                 else f" over {self.devices} GPUs in process" if self.devices > 1 else "")
         return self.path + where + (f" ({self.note})" if self.note else "")
 
 
@@ -202,7 +219,7 @@ def mst_route(inp, spec, be, scheduler=None, in_core="auto", gpus=0, resume=Fals
         ``--resume`` runs the task graph (its checkpoints).
     free : int, optional
         Free bytes of the device (device 0 of this process); None: asked of it.
-    spread : {"auto", "processes"}
+    spread : {"auto", "processes", "devices"}
         With ``gpus`` > 1: :data:`SPREADS`.
     text : bool, optional
         Whether ``inp`` is an ESRI/GRASS ASCII grid (None: looked at).
@@ -251,10 +268,11 @@ def mst_route(inp, spec, be, scheduler=None, in_core="auto", gpus=0, resume=Fals
         path = ("in-core" if in_core == "auto" and fits
                 else "super-tiles" if in_core in ("auto", "groups") else "tiled")
     workers = gpus > 0 and spread == "processes"
+    devices = gpus if gpus > 1 and spread == "devices" and path == "super-tiles" else 1
     note = None
-    if gpus > 1 and not workers:
+    if gpus > 1 and not workers and devices == 1:
         note = f"fits one GPU: {PATHS[path]} on GPU 0 of {gpus}"
-    return MSTRoute(path, gpus, workers, note)
+    return MSTRoute(path, gpus, workers, note, devices)
 
 
 def _free_bytes(be):
@@ -289,13 +307,17 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
 
 
 def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, device_mask,
-                level, i, j):
+                devices, level, i, j):
     """A group's forest (read, Borůvka, reduction, in-group merges) and its provisional
     mask, written to the output's ``mst`` -- or, with ``device_mask`` (a
     :class:`pipelines.mst_stream.DeviceGrid`), put there on the device until the write
-    tasks apply the changes: the mask is then written once and never read back."""
+    tasks apply the changes: the mask is then written once and never read back. With
+    ``devices`` > 1 the group runs on device ``(i + j) % devices`` of this process (the
+    in-process spread: neighbouring groups on different devices)."""
     on_device = super_tile and get_backend(backend).is_gpu
-    with _super_tile_slot() if on_device else contextlib.nullcontext():
+    with _super_tile_slot() if on_device else contextlib.nullcontext(), \
+            _on_device((i + j) % devices, backend) if on_device and devices > 1 \
+            else contextlib.nullcontext():
         t0 = time.perf_counter()
         win = spec.window(level, i, j)
         shape = (win[1] - win[0], win[3] - win[2])
@@ -320,6 +342,11 @@ def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepare
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
              "forest_edges": g.forest_edges, "vertices": g.vertices}
     return g.graph, g.changes, stats
+
+
+def _on_device(index, backend):
+    """CuPy's current device set to ``index`` for the calling thread (a context)."""
+    return get_backend(backend).xp.cuda.Device(index)
 
 
 _slots = {}
@@ -603,7 +630,7 @@ class _PinnedStaging:
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
                     geo=None, key_bits="auto", in_core="auto", partial=None, workers=(),
-                    device_mask=None):
+                    device_mask=None, devices=1):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
 
     Parameters
@@ -638,6 +665,9 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     device_mask : pipelines.mst_stream.DeviceGrid, optional
         A uint8 grid on this process's device holding the provisional mask between the
         group and write tasks (:mod:`pipelines.mst_stream`); None: the output's ``mst``.
+    devices : int
+        On the GPU, super-tiles: spread the groups over this process's first ``devices``
+        devices (group ``(i, j)`` on device ``(i + j) % devices``); 1: the current device.
 
     Returns
     -------
@@ -675,7 +705,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                                   key=("finish",)))
     super_tile = gpu and in_core in ("auto", "groups")
     _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits,
-                             super_tile, prepared, device_mask),
+                             super_tile, prepared, device_mask, devices),
                       (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
     own = {node: r[:1] for node, r in rest.items()}
@@ -691,6 +721,8 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
             "path": "super-tiles" if super_tile else "tiled"}
     if workers:
         meta["gpus"] = n_gpus
+    if super_tile and devices > 1:
+        meta["gpus_used"] = devices
     return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
                               meta, key=("finish",)))
 
@@ -743,7 +775,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     counts the tasks not run again). ``gpus`` (``"N"`` or ``"all"``): the run's path is the
     one a single GPU takes, on GPU 0 of the N, unless ``spread`` is "processes": then one
     worker process per GPU (:func:`pipelines.cluster.open_scheduler`), the shards spread
-    over them (:func:`mst_route` says why). The forest is the same.
+    over them; or "devices": the super-tiles spread over the N devices in this process
+    (:func:`mst_route`, :data:`SPREADS` say why). The forest is the same.
 
     Examples
     --------
@@ -804,7 +837,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                                 gpus=gpus if route.workers else None):
                 graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
                                         key_bits, graph_in_core, partial=tmp,
-                                        workers=active_gpu_workers())
+                                        workers=active_gpu_workers(), devices=route.devices)
                 graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
                 (summary,) = compute(graph, label="mst")
         drop_checkpoints(tmp)

@@ -275,6 +275,9 @@ _N = 300 * 400  # data/sample.asc's cells
     (False, 20 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),
     (False, 20 * _N, {"gpus": 1}, ("super-tiles", False, None)),
     (False, 20 * _N, {"gpus": 2, "spread": "processes"}, ("super-tiles", True, None)),
+    (False, 20 * _N, {"gpus": 2, "spread": "devices"}, ("super-tiles", False, None)),
+    (True, 80 << 30, {"gpus": 2, "spread": "devices"}, ("text-in-core", False,
+                                                        "the text in core")),
     (True, 80 << 30, {"gpus": 2, "cluster_active": True}, ("in-core", False, "in core")),
 ])
 def test_gpus_run_the_one_gpu_path_on_gpu_0(text, free, kw, want):
@@ -290,7 +293,9 @@ def test_gpus_run_the_one_gpu_path_on_gpu_0(text, free, kw, want):
     assert (route.path, route.workers) == (path, workers)
     n = kw.get("gpus", 0)
     assert route.note == (f"fits one GPU: {words} on GPU 0 of {n}" if words else None)
-    assert route.gpus_used == (n if workers else 1)
+    spread_in_process = kw.get("spread") == "devices" and path == "super-tiles"
+    assert route.devices == (n if spread_in_process else 1)
+    assert route.gpus_used == (n if workers or spread_in_process else 1)
     assert route.graph == (path not in ("text-in-core", "text-streamed"))
 
 
@@ -387,3 +392,60 @@ def test_dry_run_path_equals_the_cpu_run(tmp_path, capsys):
                             "--backend", "cpu", "--json")
     assert rc == 0, err
     assert plan["path"] == json.loads(out)["path"] == "tiled"
+
+
+def _gpu_count():
+    from terrain.backend import gpu_available
+    return len(visible_gpus()) if gpu_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gpus, spread", [("2", "auto"), ("2", "devices"), ("2", "processes"),
+                                          ("all", "devices")])
+def test_spread_over_gpus_gives_the_one_gpu_forest(tmp_path, capsys, gpus, spread):
+    # super-tiles of a store on GPU 0, over the devices in process, over worker processes:
+    # the same mask bits and statistics as one GPU (skipped with fewer than two devices,
+    # except "all")
+    from cli import run_main
+    from pipelines.mst import run_mst
+    if gpus != "all" and _gpu_count() < int(gpus):
+        pytest.skip(f"needs {gpus} GPUs")
+    src = tmp_path / "g.asc"
+    rc, _, err = run_main(capsys, "synth", "--rows", "3000", "--cols", "4500", "--nodata",
+                          "0.02", "-o", src, scheduler=None)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "ingest", src, "-o", tmp_path / "g.zarr", "--tile", "256")
+    assert rc == 0, err
+    one = run_mst(tmp_path / "g.zarr", tmp_path / "one.zarr", backend="gpu", in_core="groups",
+                  scheduler="threads")
+    many = run_mst(tmp_path / "g.zarr", tmp_path / "many.zarr", in_core="groups", gpus=gpus,
+                   spread=spread)
+    a = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
+    b = zarr.open_array(str(tmp_path / "many.zarr"), path="mst", mode="r")[:]
+    assert a.tobytes() == b.tobytes()
+    for k in ("total_weight", "edges", "trees", "vertices"):
+        assert one[k] == many[k], k
+    assert one["path"] == many["path"] == "super-tiles"
+    n = len(parse_gpus(gpus, visible_gpus()))
+    assert many["gpus"] == n
+    assert many["gpus_used"] == (1 if spread == "auto" else n)
+    if spread == "auto" and n > 1:
+        assert many["note"] == f"fits one GPU: super-tiles on GPU 0 of {n}"
+
+
+@pytest.mark.gpu
+def test_dry_run_path_equals_the_gpu_run(tmp_path, capsys):
+    # on a real device: the text in core, and a store in core (the plan asks the run's route)
+    from cli import run_main
+    rc, _, err = run_main(capsys, "ingest", "data/sample.asc", "-o", tmp_path / "s.zarr")
+    assert rc == 0, err
+    for inp, gpus in (("data/sample.asc", []), ("data/sample.asc", ["--gpus", "all"]),
+                      (tmp_path / "s.zarr", ["--gpus", "1"])):
+        out = tmp_path / "o.zarr"
+        rc, plan, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
+                                 "--dry-run", "--json", scheduler=None)
+        assert rc == 0, err
+        rc, ran, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
+                                "--json", "--overwrite", scheduler=None)
+        assert rc == 0, err
+        assert json.loads(plan)["path"] == json.loads(ran)["path"]
