@@ -449,3 +449,22 @@ def test_dry_run_path_equals_the_gpu_run(tmp_path, capsys):
                                 "--json", "--overwrite", scheduler=None)
         assert rc == 0, err
         assert json.loads(plan)["path"] == json.loads(ran)["path"]
+
+
+@pytest.mark.gpu
+def test_batch_mst_with_gpus_runs_each_file_on_gpu_0(tmp_path):
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", "mst", "data/sample.asc",
+                           "-o", str(tmp_path / "out"), "--gpus", "all"], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (out,) = (tmp_path / "out").glob("*.mst.zarr")
+    s = zarr.open_group(str(out), mode="r").attrs["mst"]
+    assert s["gpus_used"] == 1 and s["gpus"] >= 1 and s["path"] == "in-core"
+    want = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "data/sample.asc", "-o",
+                           str(tmp_path / "one.zarr"), "--backend", "gpu", "--scheduler",
+                           "threads"], capture_output=True, text=True, timeout=300)
+    assert want.returncode == 0, want.stderr
+    a = zarr.open_array(str(out), path="mst", mode="r")[:]
+    b = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
+    assert a.tobytes() == b.tobytes()
