@@ -913,7 +913,7 @@ def _on_gpus(s):
     n, used = s.get("gpus"), s.get("gpus_used", s.get("gpus"))
     if not n:
         return ""
-    return f" on {n} GPUs" if used == n else f" on {used} of {n} GPUs"
+    return f" on {n} GPU{'s' if n > 1 else ''}" if used == n else f" on {used} of {n} GPUs"
 
 
 def mst_command(args):

@@ -439,14 +439,15 @@ def test_dry_run_path_equals_the_gpu_run(tmp_path, capsys):
     from cli import run_main
     rc, _, err = run_main(capsys, "ingest", "data/sample.asc", "-o", tmp_path / "s.zarr")
     assert rc == 0, err
-    for inp, gpus in (("data/sample.asc", []), ("data/sample.asc", ["--gpus", "all"]),
-                      (tmp_path / "s.zarr", ["--gpus", "1"])):
-        out = tmp_path / "o.zarr"
+    for n, (inp, gpus) in enumerate((("data/sample.asc", []),
+                                     ("data/sample.asc", ["--gpus", "all"]),
+                                     (tmp_path / "s.zarr", ["--gpus", "1"]))):
+        out = tmp_path / f"o{n}.zarr"
         rc, plan, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
                                  "--dry-run", "--json", scheduler=None)
         assert rc == 0, err
         rc, ran, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
-                                "--json", "--overwrite", scheduler=None)
+                                "--json", scheduler=None)
         assert rc == 0, err
         assert json.loads(plan)["path"] == json.loads(ran)["path"]
 
