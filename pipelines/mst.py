@@ -184,8 +184,8 @@ class MSTRoute:
     @property
     def gpus_used(self):
         """GPUs the run computes on (0: the CPU)."""
-        if self.workers:
-            return self.gpus
+        if self.workers:  # a grid in core: on the first worker (build_mst_graph)
+            return 1 if self.path == "in-core" else self.gpus
         return self.devices if (self.path != "tiled" or self.gpus) else 0
 
     def describe(self):
@@ -256,7 +256,9 @@ def mst_route(inp, spec, be, scheduler=None, in_core="auto", gpus=0, resume=Fals
         free = _free_bytes(be)
     fits = fits_on_device(spec.shape, be, free=free)
     path = None
-    if in_core == "auto" and not resume and scheduler is None and not cluster_active:
+    workers = gpus > 0 and spread == "processes"
+    if (in_core == "auto" and not resume and scheduler is None and not cluster_active
+            and not workers):
         if text is None:
             from terrain.io import looks_like_ascii_grid
             text = not is_store(inp) and looks_like_ascii_grid(inp)
@@ -267,7 +269,6 @@ def mst_route(inp, spec, be, scheduler=None, in_core="auto", gpus=0, resume=Fals
     if path is None:
         path = ("in-core" if in_core == "auto" and fits
                 else "super-tiles" if in_core in ("auto", "groups") else "tiled")
-    workers = gpus > 0 and spread == "processes"
     devices = gpus if gpus > 1 and spread == "devices" and path == "super-tiles" else 1
     note = None
     if gpus > 1 and not workers and devices == 1:

@@ -275,6 +275,7 @@ _N = 300 * 400  # data/sample.asc's cells
     (False, 20 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),
     (False, 20 * _N, {"gpus": 1}, ("super-tiles", False, None)),
     (False, 20 * _N, {"gpus": 2, "spread": "processes"}, ("super-tiles", True, None)),
+    (True, 80 << 30, {"gpus": 2, "spread": "processes"}, ("in-core", True, None)),
     (False, 20 * _N, {"gpus": 2, "spread": "devices"}, ("super-tiles", False, None)),
     (True, 80 << 30, {"gpus": 2, "spread": "devices"}, ("text-in-core", False,
                                                         "the text in core")),
@@ -295,7 +296,8 @@ def test_gpus_run_the_one_gpu_path_on_gpu_0(text, free, kw, want):
     assert route.note == (f"fits one GPU: {words} on GPU 0 of {n}" if words else None)
     spread_in_process = kw.get("spread") == "devices" and path == "super-tiles"
     assert route.devices == (n if spread_in_process else 1)
-    assert route.gpus_used == (n if workers or spread_in_process else 1)
+    assert route.gpus_used == (n if (workers and path != "in-core") or spread_in_process
+                               else 1)
     assert route.graph == (path not in ("text-in-core", "text-streamed"))
 
 
