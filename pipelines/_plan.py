@@ -10,7 +10,10 @@ free space of the output's file system; :func:`dry_run_command` prints the plan 
 the run (exit 2) when the output's file system has less free space than the estimate.
 
 For ``ingest`` and ``mst`` the Dask graph itself is built, not run (building writes
-nothing), so their task count is the real one. For ``cost-distance`` the plan gives the
+nothing), so their task count is the real one. ``mst``'s path (text in core, text streamed,
+in core, super-tiles, tiles; with ``--gpus N``, on GPU 0 of N or spread) is the run's own
+decision, :func:`pipelines.mst.mst_route`, asked the same questions (the text paths build no
+task graph: 0 tasks). For ``cost-distance`` the plan gives the
 algorithm :func:`pipelines.cost_distance.choose_algorithm` picks and, for the tiled one,
 its groups, SSSP tiles and height cap (:func:`pipelines.cost_distance_tiled.tiled_spec`,
 :class:`terrain.grid.sssp_tiled.TiledSpec`); its task count is not given (the run builds
@@ -182,11 +185,21 @@ def _plan_mst(plan, grid, args, inp, out):
     out_bytes = (0 if grid["from_store"] else _ingest_bytes(grid)) + plan["cells"] * MASK_BYTES_PER_CELL
     extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
     from .cluster import gpu_count_backend
+    from .mst import gpu_count, mst_route
     gpus = getattr(args, "gpus", None)
-    backend = get_backend(gpu_count_backend(gpus, args.backend, inp,
-                                            getattr(args, "scheduler", None))).name
-    return {"tasks": _task_count(graph),
-            "backend": backend + (f", {gpus} GPU workers" if gpus is not None else ""),
+    scheduler = getattr(args, "scheduler", None)
+    be = get_backend(gpu_count_backend(gpus, args.backend, inp, scheduler))
+    # the run's own decision (pipelines.mst.mst_route), asked the same questions
+    route = mst_route(inp, spec, be, scheduler, "auto", gpu_count(gpus),
+                      getattr(args, "resume", False))
+    where = ""
+    if route.gpus:
+        where = (f", {route.gpus} GPU workers" if route.workers
+                 else f", GPU 0 of {route.gpus}")
+    return {"tasks": _task_count(graph) if route.graph else 0,
+            "path": route.path, "route": route.describe(), "gpus_used": route.gpus_used,
+            **({"note": route.note} if route.note else {}),
+            "backend": be.name + where,
             "memory_per_task_bytes": per_task,
             "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
             "output_bytes": out_bytes, "partial_extra_bytes": extra,
@@ -413,8 +426,11 @@ def _format(p):
         f"{p['tiles_per_shard']} x {p['tiles_per_shard']} per shard, {p['shards']} shards; "
         f"{p['levels']} levels",
     ]
+    if "path" in p:
+        lines.append(f"path      {p['route']}")
     if "tasks" in p:
-        lines.append(f"tasks     {p['tasks']} (backend {p['backend']})")
+        lines.append(f"tasks     {p['tasks']} (backend {p['backend']})" if p["tasks"] or
+                     "path" not in p else f"tasks     none: no task graph (backend {p['backend']})")
     if "algorithm" in p:
         solve = f"solve     {p['algorithm']}, backend {p['backend']}"
         if p["algorithm"] == "blocked":

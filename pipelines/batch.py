@@ -63,10 +63,11 @@ def _run_ingest(inp, out, args, scheduler):
 
 def _run_mst(inp, out, args, scheduler):
     from .mst import run_mst
-    # with --gpus the batch's GPU workers are active (run_batch): the shards spread over them
-    backend = "gpu" if getattr(args, "gpus", None) is not None else args.backend
+    # with --gpus each file takes the path one GPU takes, on GPU 0 (pipelines.mst.mst_route)
+    gpus = getattr(args, "gpus", None)
+    backend = "gpu" if gpus is not None else args.backend
     s = run_mst(inp, out, tile=args.tile, connectivity=args.connectivity, weight=args.weight,
-                backend=backend, scheduler=scheduler, overwrite=args.overwrite)
+                backend=backend, scheduler=scheduler, overwrite=args.overwrite, gpus=gpus)
     return {k: s[k] for k in ("rows", "cols", "edges", "trees", "total_weight")}
 
 
@@ -248,7 +249,8 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
     t_batch = time.perf_counter()
-    with open_scheduler(scheduler, gpus=gpus):
+    # mst's files run on GPU 0 of the GPUs (pipelines.mst.mst_route): no worker per GPU
+    with open_scheduler(scheduler, gpus=None if command == "mst" else gpus):
         for n, (inp, out) in enumerate(zip(files, outputs), 1):
             ident = list(input_identity(inp))
             params = _file_params(command, args, inp)

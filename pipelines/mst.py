@@ -31,7 +31,7 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
 7. ``mst-finish``: sums the statistics and writes them into the store's attributes.
 
 Text in, GPU, grid fits the device, no scheduler asked for (``--scheduler`` unset, no
-``--gpus``, no ``--resume``): no task graph at all (:func:`_text_in_core`). The text is
+``--resume``; with ``--gpus N`` on GPU 0): no task graph at all (:func:`_text_in_core`). The text is
 parsed on the device (:mod:`terrain.io._parse_gpu`), the forest computed from the parsed
 array where it lies, and the store (``elevation``, statistics, ``mst``) written by a thread
 pool while the forest runs -- the same store the graph writes, without the Zarr round trip
@@ -44,8 +44,20 @@ in-memory :func:`terrain.grid.mst.grid_mst`), their steps made tasks by
 :class:`pipelines.quadtree.TaskGraph` (one task dict written during the walk, checkpoints
 wrapped in as the tasks are made: ~0.1 s for the 7532 tasks of the 10-ft Neuse size).
 
-With ``--gpus N`` (:func:`pipelines.cluster.open_scheduler`) each GPU has a worker process of
-its own; the shards' ``mst-group`` and ``mst-write`` tasks are pinned to them in Z-order runs
+One decision, :func:`mst_route`, picks the path (text in core, text streamed, in core,
+super-tiles, tiles) for :func:`run_mst` and ``--dry-run`` alike. With ``--gpus N`` every
+path runs as one GPU runs it, on GPU 0 of the N, in this process: each path is one device's
+(a store of any size goes through super-tiles), and spreading was measured slower
+(:data:`SPREADS`); the summary's ``note`` says "fits one GPU: ... on GPU 0 of N".
+``run_mst(spread="devices")`` spreads the super-tile groups over the N devices of this
+process instead (group ``(i, j)`` on device ``(i + j) % N`` under ``cupy.cuda.Device``, a
+stream per thread and device): our own equivalent of a worker per GPU, because the level
+graphs then never cross a process and no worker process starts, compiles or imports (the
+costs that made the worker processes slower); dask-cuda's ``LocalCUDACluster`` would be the
+worker processes again (:mod:`pipelines.cluster` says why we do not depend on it). Spread
+over processes (``run_mst(spread="processes")``, or a batch's GPU cluster), each GPU has a worker process
+of its own (:func:`pipelines.cluster.open_scheduler`); the shards' ``mst-group`` and
+``mst-write`` tasks are pinned to them in Z-order runs
 (:func:`pipelines.cluster.assign_groups`), loosely, so a lost worker's shards run elsewhere;
 merges and expansions go wherever the scheduler puts them. The forest does not depend on
 where a task ran.
@@ -66,6 +78,7 @@ import contextlib
 import json
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import dask
@@ -89,13 +102,14 @@ from terrain.tiles.store import read_block, window_shards, write_block
 from terrain.tiles._shards import fast_layout
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .mst_stream import text_streamed, text_streamed_applies
+from .mst_stream import text_streamed, text_streamed_fits
 from .cluster import (active_gpu_workers, assign_groups, compute, gpu_count_backend,
                       gpu_worker_threads, gpu_workers_free_bytes, open_scheduler,
                       workers_per_gpu)
 from .quadtree import TaskGraph
 
-__all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff"]
+__all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff",
+           "mst_route", "MSTRoute", "PATHS"]
 
 # tasks whose results are checkpointed in the partial output (``--resume``)
 CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-in-core", "mst-group",
@@ -112,6 +126,160 @@ MASK_COMPRESSORS = (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitsh
 
 #: threads writing the in-core path's mask shards
 GPU_IO_THREADS = 8
+
+
+#: the paths of ``terrain mst`` (:func:`mst_route`), as the summary and ``--dry-run`` name them
+PATHS = {"text-in-core": "the text in core", "text-streamed": "the text streamed",
+         "in-core": "in core", "super-tiles": "super-tiles", "tiled": "tiles"}
+
+#: ``spread`` of :func:`mst_route`: how a ``--gpus N`` job (N > 1) runs. "auto": on GPU 0 of
+#: the N, in this process, whatever its path -- every path is served by one device (the
+#: super-tiles take a store of any size), and spreading was measured slower: the 10-ft store
+#: (50220 × 70520) took 50.1 s on 2 H200s and 53.8 s on 4 as worker processes against 23.0 s
+#: in process on one H100 (docs/benchmarks.md, "Several GPUs" ff.): that run is bound by the
+#: host's shard decoding and encoding, the device busy ~15 % of the time; the 40-ft size
+#: 9.15 s as super-tiles on 2 H200s against 6.43 s in core on one. "processes": the task
+#: graph on one worker process per GPU (:func:`pipelines.cluster.open_scheduler`), the groups
+#: spread over them. "devices": the super-tile groups of this process spread over its N
+#: devices (:func:`build_mst_graph`'s ``devices``; no level graph crosses a process: the
+#: worker-process path's 2.7-s penalty at the 40-ft size was mostly fresh processes compiling
+#: and moving level graphs); the other paths stay on GPU 0. Measured against "auto" on
+#: 2 H200s (docs/benchmarks.md, "In process on two devices"); not the default until it
+#: is faster there.
+SPREADS = ("auto", "processes", "devices")
+
+
+@dataclass(frozen=True)
+class MSTRoute:
+    """Where ``terrain mst`` runs (:func:`mst_route`).
+
+    Attributes
+    ----------
+    path : str
+        A key of :data:`PATHS`: "text-in-core" (:func:`_text_in_core`), "text-streamed"
+        (:func:`pipelines.mst_stream.text_streamed`), else the task graph of
+        :func:`build_mst_graph`: "in-core" (one task), "super-tiles" or "tiled".
+    gpus : int
+        GPUs asked for (``--gpus``); 0 without.
+    workers : bool
+        The task graph runs on one worker process per GPU (else in this process, on its
+        device 0: the first of the GPUs).
+    devices : int
+        Devices of this process the super-tile groups spread over (1: GPU 0 only).
+    note : str or None
+        What the summary and the terminal say about it ("fits one GPU: ... on GPU 0 of N").
+    """
+
+    path: str
+    gpus: int = 0
+    workers: bool = False
+    note: str = None
+    devices: int = 1
+
+    @property
+    def graph(self):
+        """True when the path is a task graph (:func:`build_mst_graph`)."""
+        return self.path not in ("text-in-core", "text-streamed")
+
+    @property
+    def gpus_used(self):
+        """GPUs the run computes on (0: the CPU)."""
+        if self.workers:  # a grid in core: on the first worker (build_mst_graph)
+            return 1 if self.path == "in-core" else self.gpus
+        return self.devices if (self.path != "tiled" or self.gpus) else 0
+
+    def describe(self):
+        """One line for ``--dry-run``.
+
+        >>> MSTRoute("super-tiles", 2, note="fits one GPU: super-tiles on GPU 0 of 2").describe()
+        'super-tiles (fits one GPU: super-tiles on GPU 0 of 2)'
+        """
+        where = (f" over {self.gpus} GPU worker processes" if self.workers
+                 else f" over {self.devices} GPUs in process" if self.devices > 1 else "")
+        return self.path + where + (f" ({self.note})" if self.note else "")
+
+
+def mst_route(inp, spec, be, scheduler=None, in_core="auto", gpus=0, resume=False,
+              free=None, spread="auto", text=None, cluster_active=None):
+    """The path of ``terrain mst INPUT``: the one decision :func:`run_mst` takes and
+    ``--dry-run`` prints.
+
+    Parameters
+    ----------
+    inp : path of the input (raster or tile store)
+    spec : MSTSpec
+    be : terrain.backend.Backend
+    scheduler : str or None
+        ``--scheduler``: any given runs the task graph.
+    in_core : {"auto", "groups", False}
+        As :func:`build_mst_graph`'s; only "auto" takes the text paths.
+    gpus : int
+        GPUs asked for (0: no ``--gpus``).
+    resume : bool
+        ``--resume`` runs the task graph (its checkpoints).
+    free : int, optional
+        Free bytes of the device (device 0 of this process); None: asked of it.
+    spread : {"auto", "processes", "devices"}
+        With ``gpus`` > 1: :data:`SPREADS`.
+    text : bool, optional
+        Whether ``inp`` is an ESRI/GRASS ASCII grid (None: looked at).
+    cluster_active : bool, optional
+        A cluster is already active (a batch's); None: looked up.
+
+    Returns
+    -------
+    MSTRoute
+
+    Examples
+    --------
+    >>> from terrain.backend import Backend
+    >>> from terrain.grid.mst import MSTSpec
+    >>> gpu = Backend("gpu", None)  # the device's facts are given, not asked
+    >>> mst_route("dem.asc", MSTSpec((1000, 1000), 512), gpu, gpus=2, free=80 << 30,
+    ...           text=True).note
+    'fits one GPU: the text in core on GPU 0 of 2'
+    >>> mst_route("dem.zarr", MSTSpec((50220, 70520), 512), gpu, gpus=2, free=80 << 30,
+    ...           text=False).describe()
+    'super-tiles (fits one GPU: super-tiles on GPU 0 of 2)'
+    >>> mst_route("dem.asc", MSTSpec((1000, 1000), 512), Backend("cpu", None)).path
+    'tiled'
+    """
+    if spread not in SPREADS:
+        raise InputError(f"mst: spread {spread!r} is not one of {', '.join(SPREADS)}")
+    gpus = int(gpus or 0)
+    if not be.is_gpu:
+        return MSTRoute("tiled")
+    from . import cluster
+    if cluster_active is None:
+        cluster_active = cluster._active_client is not None
+    if free is None:
+        free = _free_bytes(be)
+    fits = fits_on_device(spec.shape, be, free=free)
+    path = None
+    workers = gpus > 0 and spread == "processes"
+    if (in_core == "auto" and not resume and scheduler is None and not cluster_active
+            and not workers):
+        if text is None:
+            from terrain.io import looks_like_ascii_grid
+            text = not is_store(inp) and looks_like_ascii_grid(inp)
+        if text and fits:
+            path = "text-in-core"
+        elif text and text_streamed_fits(spec, free):
+            path = "text-streamed"
+    if path is None:
+        path = ("in-core" if in_core == "auto" and fits
+                else "super-tiles" if in_core in ("auto", "groups") else "tiled")
+    devices = gpus if gpus > 1 and spread == "devices" and path == "super-tiles" else 1
+    note = None
+    if gpus > 1 and not workers and devices == 1:
+        note = f"fits one GPU: {PATHS[path]} on GPU 0 of {gpus}"
+    return MSTRoute(path, gpus, workers, note, devices)
+
+
+def _free_bytes(be):
+    """Free bytes of this process's device (:func:`mst_route` asks it here: tests inject)."""
+    from terrain.grid.mst_device import free_device_bytes
+    return free_device_bytes(be)
 
 
 def default_output(input_path):
@@ -140,13 +308,17 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
 
 
 def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, device_mask,
-                level, i, j):
+                devices, level, i, j):
     """A group's forest (read, Borůvka, reduction, in-group merges) and its provisional
     mask, written to the output's ``mst`` -- or, with ``device_mask`` (a
     :class:`pipelines.mst_stream.DeviceGrid`), put there on the device until the write
-    tasks apply the changes: the mask is then written once and never read back."""
+    tasks apply the changes: the mask is then written once and never read back. With
+    ``devices`` > 1 the group runs on device ``(i + j) % devices`` of this process (the
+    in-process spread: neighbouring groups on different devices)."""
     on_device = super_tile and get_backend(backend).is_gpu
-    with _super_tile_slot() if on_device else contextlib.nullcontext():
+    with _super_tile_slot() if on_device else contextlib.nullcontext(), \
+            _on_device((i + j) % devices, backend) if on_device and devices > 1 \
+            else contextlib.nullcontext():
         t0 = time.perf_counter()
         win = spec.window(level, i, j)
         shape = (win[1] - win[0], win[3] - win[2])
@@ -171,6 +343,11 @@ def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepare
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
              "forest_edges": g.forest_edges, "vertices": g.vertices}
     return g.graph, g.changes, stats
+
+
+def _on_device(index, backend):
+    """CuPy's current device set to ``index`` for the calling thread (a context)."""
+    return get_backend(backend).xp.cuda.Device(index)
 
 
 _slots = {}
@@ -452,21 +629,9 @@ class _PinnedStaging:
         return out
 
 
-def _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
-    """The text in-core path: an ASCII grid that fits the device, no cluster asked for
-    (a LocalCluster or an address still runs the task graph), no resume."""
-    from terrain.io import looks_like_ascii_grid
-
-    from . import cluster
-    return (be.is_gpu and in_core == "auto" and gpus is None and not resume
-            and scheduler is None and cluster._active_client is None
-            and not is_store(inp) and looks_like_ascii_grid(inp)
-            and fits_on_device(spec.shape, be.name))
-
-
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
                     geo=None, key_bits="auto", in_core="auto", partial=None, workers=(),
-                    device_mask=None):
+                    device_mask=None, devices=1):
     """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
 
     Parameters
@@ -501,6 +666,9 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     device_mask : pipelines.mst_stream.DeviceGrid, optional
         A uint8 grid on this process's device holding the provisional mask between the
         group and write tasks (:mod:`pipelines.mst_stream`); None: the output's ``mst``.
+    devices : int
+        On the GPU, super-tiles: spread the groups over this process's first ``devices``
+        devices (group ``(i, j)`` on device ``(i + j) % devices``); 1: the current device.
 
     Returns
     -------
@@ -538,7 +706,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                                   key=("finish",)))
     super_tile = gpu and in_core in ("auto", "groups")
     _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits,
-                             super_tile, prepared, device_mask),
+                             super_tile, prepared, device_mask, devices),
                       (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
     own = {node: r[:1] for node, r in rest.items()}
@@ -554,6 +722,8 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
             "path": "super-tiles" if super_tile else "tiled"}
     if workers:
         meta["gpus"] = n_gpus
+    if super_tile and devices > 1:
+        meta["gpus_used"] = devices
     return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
                               meta, key=("finish",)))
 
@@ -596,16 +766,18 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
             scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto",
-            resume=False, cog=True, gpus=None):
+            resume=False, cog=True, gpus=None, spread="auto"):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
     width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line),
     ``in_core`` the GPU's path (:func:`build_mst_graph`); ``resume`` finishes the partial
     output a killed run of the same input and options left (the summary's ``reused_tasks``
-    counts the tasks not run again). ``gpus`` (``"N"`` or ``"all"``) runs on one worker
-    process per GPU (:func:`pipelines.cluster.open_scheduler`), the shards spread over them;
-    the forest is the same.
+    counts the tasks not run again). ``gpus`` (``"N"`` or ``"all"``): the run's path is the
+    one a single GPU takes, on GPU 0 of the N, unless ``spread`` is "processes": then one
+    worker process per GPU (:func:`pipelines.cluster.open_scheduler`), the shards spread
+    over them; or "devices": the super-tiles spread over the N devices in this process
+    (:func:`mst_route`, :data:`SPREADS` say why). The forest is the same.
 
     Examples
     --------
@@ -633,15 +805,17 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     check_weight_units(weight, geo["crs"] if geo else grid.crs, inp)
     spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
                    tuple(float(c) for c in cellsize))
+    route = mst_route(inp, spec, be, scheduler, in_core, gpu_count(gpus), resume,
+                      spread=spread)
     key = run_key("mst", [inp], spec)
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
         summary = None
-        if _text_in_core_applies(inp, be, scheduler, in_core, gpus, resume, spec):
+        if route.path == "text-in-core":
             summary = _text_in_core(grid, tmp, spec, shard, be.name, tile, key_bits)
             reused = 0
-        elif text_streamed_applies(inp, be, scheduler, in_core, gpus, resume, spec):
+        elif route.path == "text-streamed":
             from .mst_start import take_prefetched_text
             take_prefetched_text(inp)  # a copy made at start-up (too large to be one)
             summary = text_streamed(grid, tmp, spec, shard, be.name, tile, key_bits)
@@ -657,10 +831,14 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                 upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp,
                                            CHECKPOINTED)
                 dem_path = tmp
-            with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1], gpus=gpus):
+            # the graph's own path: the route's (a text path that fell back: its graph twin)
+            graph_in_core = {"in-core": "auto", "text-in-core": "auto", "super-tiles": "groups",
+                             "text-streamed": "groups"}.get(route.path, in_core)
+            with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1],
+                                gpus=gpus if route.workers else None):
                 graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
-                                        key_bits, in_core, partial=tmp,
-                                        workers=active_gpu_workers())
+                                        key_bits, graph_in_core, partial=tmp,
+                                        workers=active_gpu_workers(), devices=route.devices)
                 graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
                 (summary,) = compute(graph, label="mst")
         drop_checkpoints(tmp)
@@ -668,12 +846,26 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         summary["output"] = str(out)
         summary["device"] = be.device_name()
         summary["reused_tasks"] = reused
+        if route.gpus:
+            summary["gpus"] = route.gpus
+            summary["gpus_used"] = summary.get("gpus_used", route.gpus_used)
+        if route.note and not summary.get("note"):
+            summary["note"] = route.note
         zarr.open_group(store=str(tmp), mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
         if geotiff:  # from the partial: a failing GeoTIFF leaves no store behind either
             write_geotiff(tmp, geotiff, overwrite, cog=cog)
             summary["geotiff"] = str(geotiff)
     return summary
+
+
+def gpu_count(gpus):
+    """The number of GPUs ``gpus`` (``"N"``, ``"all"`` or None) asks for: 0 for None (the
+    count was checked by :func:`pipelines.cluster.gpu_count_backend`)."""
+    if gpus is None:
+        return 0
+    from .cluster import parse_gpus, visible_gpus
+    return len(parse_gpus(gpus, visible_gpus()))
 
 
 MST_BAND_DESCRIPTION = ("MST edges: bit d set = the forest holds the edge from this cell in "
@@ -712,9 +904,17 @@ def _format_summary(s):
         "phases    " + ", ".join(f"{p} {v:.2f}" for p, v in t.items()) + " (task seconds)",
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",
-        f"time      {s['seconds']:.2f} s" + (f" on {s['gpus']} GPUs" if s.get("gpus") else ""),
+        f"time      {s['seconds']:.2f} s" + _on_gpus(s),
     ] + ([f"note      {s['note']}"] if s.get("note") else []) + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
          if s.get("reused_tasks") else []) + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
+
+
+def _on_gpus(s):
+    """`` on N GPUs`` (`` on 1 of N GPUs`` when fewer ran it) for a ``--gpus`` summary."""
+    n, used = s.get("gpus"), s.get("gpus_used", s.get("gpus"))
+    if not n:
+        return ""
+    return f" on {n} GPU{'s' if n > 1 else ''}" if used == n else f" on {used} of {n} GPUs"
 
 
 def mst_command(args):

@@ -2,7 +2,7 @@
 
 ``terrain.run`` dispatches ``mst`` here. When the run will take the text in-core path
 (:func:`pipelines.mst._text_in_core`: an ESRI/GRASS ASCII grid, the GPU backend, no
-``--scheduler``, ``--gpus``, ``--resume`` or ``--dry-run``), a thread reads the header and
+``--scheduler``, ``--resume`` or ``--dry-run``; with ``--gpus N`` it runs on GPU 0), a thread reads the header and
 copies the data section to the device (:func:`terrain.io._parse_gpu.copy_text_to_device`)
 while this thread imports :mod:`pipelines.mst` and what it needs (Dask, zarr, Numba: about
 a second); the path then parses the text where it lies. The copy uses no import of its
@@ -43,7 +43,7 @@ def take_prefetched_text(path):
 
 
 def _wanted(args):
-    if (getattr(args, "scheduler", None) is not None or getattr(args, "gpus", None) is not None
+    if (getattr(args, "scheduler", None) is not None
             or getattr(args, "resume", False) or getattr(args, "dry_run", False)
             or getattr(args, "backend", None) == "cpu"):
         return False

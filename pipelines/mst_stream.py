@@ -2,11 +2,12 @@
 
 When it applies
 ---------------
-An ESRI/GRASS ASCII grid, the GPU backend, no ``--scheduler``, ``--gpus`` or ``--resume``,
-and a grid whose whole forest does not fit the device in core
+An ESRI/GRASS ASCII grid, the GPU backend, no ``--scheduler`` or ``--resume`` (with
+``--gpus N`` on GPU 0 of the N), and a grid whose whole forest does not fit the device in core
 (:func:`terrain.grid.mst_device.fits_on_device`: more than 2^30 cells, or too many bytes)
 while its float32 elevations do, with room left for the super-tiles
-(:data:`DEVICE_SHARE`). The 10-ft Neuse size (50220 × 70520, 24.4 GB of text, 14.2 GB of
+(:data:`DEVICE_SHARE`, :func:`text_streamed_fits`); :func:`pipelines.mst.mst_route`
+decides. The 10-ft Neuse size (50220 × 70520, 24.4 GB of text, 14.2 GB of
 float32) on one H100 is the case it was made for.
 
 Algorithm and Dask strategy
@@ -48,9 +49,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from terrain.grid.mst_device import fits_on_device, free_device_bytes
 
-__all__ = ["text_streamed_applies", "text_streamed", "DeviceGrid", "device_get", "device_put",
+__all__ = ["text_streamed_fits", "text_streamed", "DeviceGrid", "device_get", "device_put",
            "DEVICE_SHARE", "WRITER_THREADS"]
 
 #: the device's free memory the float32 grid may take (the rest: pieces of text, super-tiles)
@@ -125,20 +125,17 @@ def device_put(handle, window, block):
     stream.synchronize()
 
 
-def text_streamed_applies(inp, be, scheduler, in_core, gpus, resume, spec):
-    """Whether :func:`text_streamed` takes ``mst INPUT`` (module docstring)."""
-    from terrain.io import looks_like_ascii_grid
-    from terrain.tiles import is_store
+def text_streamed_fits(spec, free):
+    """Whether the float32 elevations and the uint8 provisional mask of ``spec``'s grid fit
+    :data:`DEVICE_SHARE` of ``free`` device bytes (the rest: pieces of text, super-tiles).
+    :func:`pipelines.mst.mst_route` takes this path for an ASCII grid that fits here but
+    not the whole-grid in-core path.
 
-    from . import cluster
-    if not (be.is_gpu and in_core == "auto" and gpus is None and not resume
-            and scheduler is None and cluster._active_client is None
-            and not is_store(inp) and looks_like_ascii_grid(inp)):
-        return False
-    if fits_on_device(spec.shape, be.name):
-        return False  # the text in-core path (pipelines.mst._text_in_core)
-    # float32 elevations and the uint8 provisional mask
-    return 5 * spec.shape[0] * spec.shape[1] <= DEVICE_SHARE * free_device_bytes(be)
+    >>> from terrain.grid.mst import MSTSpec
+    >>> text_streamed_fits(MSTSpec((50220, 70520), 512), 80 << 30)
+    True
+    """
+    return 5 * spec.shape[0] * spec.shape[1] <= DEVICE_SHARE * free
 
 
 def text_streamed(grid, out_path, spec, shard, backend, tile, key_bits="auto"):

@@ -254,3 +254,220 @@ def test_a_grid_that_fits_one_gpu_runs_in_core_on_the_first_worker(monkeypatch, 
                                 "read_bytes": 0, "written_bytes": 0, "graph_bytes": 0,
                                 "seconds": 1.0, "gpus": 2, "note": "fits one GPU: x"})
     assert "on 2 GPUs" in line and line.splitlines()[-1] == "note      fits one GPU: x"
+
+
+# ---------------------------------------------------------------- one route: run and dry run
+
+_N = 300 * 400  # data/sample.asc's cells
+
+
+@pytest.mark.parametrize("text, free, kw, want", [
+    # (is text, device bytes free, mst_route options, (path, workers, note's path words))
+    (True, 80 << 30, {}, ("text-in-core", False, None)),
+    (True, 80 << 30, {"gpus": 2}, ("text-in-core", False, "the text in core")),
+    (True, 20 * _N, {"gpus": 4}, ("text-streamed", False, "the text streamed")),
+    (True, 5 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),  # no room for it
+    (True, 80 << 30, {"gpus": 2, "resume": True}, ("in-core", False, "in core")),
+    (True, 80 << 30, {"scheduler": "threads"}, ("in-core", False, None)),
+    (True, 20 * _N, {"in_core": "groups"}, ("super-tiles", False, None)),
+    (True, 80 << 30, {"in_core": False, "gpus": 2}, ("tiled", False, "tiles")),
+    (False, 80 << 30, {"gpus": 2}, ("in-core", False, "in core")),
+    (False, 20 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),
+    (False, 20 * _N, {"gpus": 1}, ("super-tiles", False, None)),
+    (False, 20 * _N, {"gpus": 2, "spread": "processes"}, ("super-tiles", True, None)),
+    (True, 80 << 30, {"gpus": 2, "spread": "processes"}, ("in-core", True, None)),
+    (False, 20 * _N, {"gpus": 2, "spread": "devices"}, ("super-tiles", False, None)),
+    (True, 80 << 30, {"gpus": 2, "spread": "devices"}, ("text-in-core", False,
+                                                        "the text in core")),
+    (True, 80 << 30, {"gpus": 2, "cluster_active": True}, ("in-core", False, "in core")),
+])
+def test_gpus_run_the_one_gpu_path_on_gpu_0(text, free, kw, want):
+    # --gpus N never slower than one GPU: every path is one device's, taken on GPU 0 of N
+    # (spreading measured slower); only spread="processes" starts a worker per GPU
+    from pipelines.mst import mst_route
+    from terrain.backend import Backend
+    from terrain.grid.mst import MSTSpec
+    kw = {"cluster_active": False, **kw}
+    route = mst_route("dem", MSTSpec((300, 400), 64), Backend("gpu", None), free=free,
+                      text=text, **kw)
+    path, workers, words = want
+    assert (route.path, route.workers) == (path, workers)
+    n = kw.get("gpus", 0)
+    assert route.note == (f"fits one GPU: {words} on GPU 0 of {n}" if words else None)
+    spread_in_process = kw.get("spread") == "devices" and path == "super-tiles"
+    assert route.devices == (n if spread_in_process else 1)
+    assert route.gpus_used == (n if (workers and path != "in-core") or spread_in_process
+                               else 1)
+    assert route.graph == (path not in ("text-in-core", "text-streamed"))
+
+
+def test_route_on_the_cpu_and_bad_spread():
+    from pipelines.mst import mst_route
+    from terrain.backend import get_backend
+    from terrain.grid.mst import MSTSpec
+    route = mst_route("data/sample.asc", MSTSpec((300, 400), 64), get_backend("cpu"))
+    assert (route.path, route.workers, route.note, route.gpus_used) == ("tiled", False, None, 0)
+    with pytest.raises(InputError, match="spread 'x'"):
+        mst_route("d", MSTSpec((3, 4), 64), get_backend("cpu"), spread="x")
+
+
+class _Took(Exception):
+    """Raised by a faked path: which one the run took."""
+
+
+def _fake_gpu(monkeypatch, free):
+    """A GPU backend without a device (two visible GPUs, ``free`` bytes on GPU 0)."""
+    import pipelines.mst as mst
+    import terrain.backend
+    from terrain.backend import Backend
+    real = terrain.backend.get_backend
+    fake = Backend("gpu", None)
+
+    def get_backend(name=None):
+        return fake if getattr(name, "name", name) == "gpu" else real(name)
+
+    monkeypatch.setattr(terrain.backend, "get_backend", get_backend)
+    monkeypatch.setattr(mst, "get_backend", get_backend)
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(mst, "_free_bytes", lambda be: free)
+    return mst
+
+
+@pytest.mark.parametrize("store, free, gpus, want", [
+    (False, 80 << 30, "2", "text-in-core"), (False, 20 * _N, "2", "text-streamed"),
+    (False, 5 * _N, "2", "super-tiles"), (True, 80 << 30, "2", "in-core"),
+    (True, 5 * _N, "all", "super-tiles"), (False, 80 << 30, None, "text-in-core")])
+def test_dry_run_shows_the_path_the_run_takes(tmp_path, capsys, monkeypatch, store, free, gpus,
+                                              want):
+    import contextlib
+
+    from cli import run_main
+    from pipelines._plan import _Args, build_plan
+    from pipelines.mst import run_mst
+    inp = tmp_path / "dem.asc"
+    inp.write_bytes(open("data/sample.asc", "rb").read())
+    if store:
+        rc, _, err = run_main(capsys, "ingest", inp, "-o", tmp_path / "dem.zarr")
+        assert rc == 0, err
+        inp = tmp_path / "dem.zarr"
+    mst = _fake_gpu(monkeypatch, free)
+    plan = build_plan("mst", _Args(input=str(inp), output=str(tmp_path / "o.zarr"),
+                                   backend="gpu", gpus=gpus))
+    scheduled = []
+
+    @contextlib.contextmanager
+    def open_scheduler(spec=None, **kw):
+        scheduled.append(kw.get("gpus"))
+        yield None
+
+    def took(path):
+        def run(*a, **k):
+            raise _Took(path)
+        return run
+
+    monkeypatch.setattr(mst, "_text_in_core", took("text-in-core"))
+    monkeypatch.setattr(mst, "text_streamed", took("text-streamed"))
+    monkeypatch.setattr(mst, "open_scheduler", open_scheduler)
+    monkeypatch.setattr(mst, "build_mst_graph", lambda *a, **k: (_ for _ in ()).throw(
+        _Took({"auto": "in-core", "groups": "super-tiles"}[a[8]])))
+    with pytest.raises(_Took) as ran:
+        run_mst(inp, tmp_path / "o.zarr", backend="gpu", gpus=gpus)
+    assert plan["path"] == ran.value.args[0] == want
+    assert scheduled in ([], [None])  # never a worker per GPU: GPU 0 runs it
+    assert plan["gpus_used"] == 1
+    if gpus is not None:
+        assert plan["backend"] == "gpu, GPU 0 of 2"
+        assert plan["note"].startswith("fits one GPU: ") and plan["note"].endswith(" of 2")
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_dry_run_path_equals_the_cpu_run(tmp_path, capsys):
+    from cli import run_main
+    rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
+                            "--backend", "cpu", "--dry-run", "--json")
+    assert rc == 0, err
+    plan = json.loads(out)
+    assert "path      tiled" in run_main(capsys, "mst", "data/sample.asc", "-o",
+                                         tmp_path / "o.zarr", "--backend", "cpu",
+                                         "--dry-run")[1]
+    rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
+                            "--backend", "cpu", "--json")
+    assert rc == 0, err
+    assert plan["path"] == json.loads(out)["path"] == "tiled"
+
+
+def _gpu_count():
+    from terrain.backend import gpu_available
+    return len(visible_gpus()) if gpu_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gpus, spread", [("2", "auto"), ("2", "devices"), ("2", "processes"),
+                                          ("all", "devices")])
+def test_spread_over_gpus_gives_the_one_gpu_forest(tmp_path, capsys, gpus, spread):
+    # super-tiles of a store on GPU 0, over the devices in process, over worker processes:
+    # the same mask bits and statistics as one GPU (skipped with fewer than two devices,
+    # except "all")
+    from cli import run_main
+    from pipelines.mst import run_mst
+    if gpus != "all" and _gpu_count() < int(gpus):
+        pytest.skip(f"needs {gpus} GPUs")
+    src = tmp_path / "g.asc"
+    rc, _, err = run_main(capsys, "synth", "--rows", "3000", "--cols", "4500", "--nodata",
+                          "0.02", "-o", src, scheduler=None)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "ingest", src, "-o", tmp_path / "g.zarr", "--tile", "256")
+    assert rc == 0, err
+    one = run_mst(tmp_path / "g.zarr", tmp_path / "one.zarr", backend="gpu", in_core="groups",
+                  scheduler="threads")
+    many = run_mst(tmp_path / "g.zarr", tmp_path / "many.zarr", in_core="groups", gpus=gpus,
+                   spread=spread)
+    a = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
+    b = zarr.open_array(str(tmp_path / "many.zarr"), path="mst", mode="r")[:]
+    assert a.tobytes() == b.tobytes()
+    for k in ("total_weight", "edges", "trees", "vertices"):
+        assert one[k] == many[k], k
+    assert one["path"] == many["path"] == "super-tiles"
+    n = len(parse_gpus(gpus, visible_gpus()))
+    assert many["gpus"] == n
+    assert many["gpus_used"] == (1 if spread == "auto" else n)
+    if spread == "auto" and n > 1:
+        assert many["note"] == f"fits one GPU: super-tiles on GPU 0 of {n}"
+
+
+@pytest.mark.gpu
+def test_dry_run_path_equals_the_gpu_run(tmp_path, capsys):
+    # on a real device: the text in core, and a store in core (the plan asks the run's route)
+    from cli import run_main
+    rc, _, err = run_main(capsys, "ingest", "data/sample.asc", "-o", tmp_path / "s.zarr")
+    assert rc == 0, err
+    for n, (inp, gpus) in enumerate((("data/sample.asc", []),
+                                     ("data/sample.asc", ["--gpus", "all"]),
+                                     (tmp_path / "s.zarr", ["--gpus", "1"]))):
+        out = tmp_path / f"o{n}.zarr"
+        rc, plan, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
+                                 "--dry-run", "--json", scheduler=None)
+        assert rc == 0, err
+        rc, ran, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
+                                "--json", scheduler=None)
+        assert rc == 0, err
+        assert json.loads(plan)["path"] == json.loads(ran)["path"]
+
+
+@pytest.mark.gpu
+def test_batch_mst_with_gpus_runs_each_file_on_gpu_0(tmp_path):
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", "mst", "data/sample.asc",
+                           "-o", str(tmp_path / "out"), "--gpus", "all"], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (out,) = (tmp_path / "out").glob("*.mst.zarr")
+    s = zarr.open_group(str(out), mode="r").attrs["mst"]
+    assert s["gpus_used"] == 1 and s["gpus"] >= 1 and s["path"] == "in-core"
+    want = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "data/sample.asc", "-o",
+                           str(tmp_path / "one.zarr"), "--backend", "gpu", "--scheduler",
+                           "threads"], capture_output=True, text=True, timeout=300)
+    assert want.returncode == 0, want.stderr
+    a = zarr.open_array(str(out), path="mst", mode="r")[:]
+    b = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
+    assert a.tobytes() == b.tobytes()

@@ -275,10 +275,14 @@ _streams = threading.local()
 
 
 def _thread_stream(cp):
-    """This thread's non-blocking CUDA stream (one per thread, made once)."""
-    stream = getattr(_streams, "stream", None)
+    """This thread's non-blocking CUDA stream on the current device (one per thread and
+    device, made once: a stream belongs to the device it was made on, and a thread may
+    run groups on several, ``pipelines.mst``'s in-process spread)."""
+    by_device = _streams.__dict__.setdefault("by_device", {})
+    device = cp.cuda.Device().id
+    stream = by_device.get(device)
     if stream is None:
-        stream = _streams.stream = cp.cuda.Stream(non_blocking=True)
+        stream = by_device[device] = cp.cuda.Stream(non_blocking=True)
     return stream
 
 
