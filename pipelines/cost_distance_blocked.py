@@ -431,6 +431,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     bands = 24 * (plan.hrows.size * shape[1] + plan.vcols.size * shape[0])
     cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands)) \
         if local else None
+    cache_budget = None if cache is None else cache.nbytes
     ctx = _Context(plan, bspec, reader, files, friction_store is not None, spec["input"],
                    cache)
     with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
@@ -477,7 +478,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         "rows": shape[0], "cols": shape[1], "backend": "cpu",
         "device": get_backend("cpu").device_name(),
         "block": side, "blocks": int(np.prod(plan.blocks)), "batch": batch,
-        "cache_bytes": None if cache is None else cache.nbytes,
+        "cache_bytes": cache_budget,
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
         "stage_stats": driver.stats,
         "max_block_visits": int(visits.max(initial=0)),

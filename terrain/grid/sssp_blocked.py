@@ -51,9 +51,9 @@ relaxations as in core. Halo cells that a block's solve improves are thrown away
 neighbour finds them again from the block's ring.
 
 Memory per task: ``25`` bytes a cell of the padded window (elevation, friction, distance,
-labels, the bucket queue's backlinks) plus the queue; the window's arrays are the thread's
-(kept from one solve to the next: fresh block-sized arrays are fresh pages, whose faults
-cost as much as a pass over them), filled in one pass
+labels, the bucket queue's backlinks) plus the queue; the window's arrays are borrowed
+from buffers the threads share (a free one is reused: fresh block-sized arrays are fresh
+pages, whose faults cost as much as a pass over them), filled in one pass
 (:func:`terrain.grid._sssp_blocked_cpu.window_inner_cpu`). The bands:
 ``~24 * 8 * (rows + cols) * cells / side`` bytes.
 
