@@ -143,9 +143,10 @@ PATHS = {"text-in-core": "the text in core", "text-streamed": "the text streamed
 #: spread over them. "devices": the super-tile groups of this process spread over its N
 #: devices (:func:`build_mst_graph`'s ``devices``; no level graph crosses a process: the
 #: worker-process path's 2.7-s penalty at the 40-ft size was mostly fresh processes compiling
-#: and moving level graphs); the other paths stay on GPU 0. Measured against "auto" on
-#: 2 H200s (docs/benchmarks.md, "In process on two devices"); not the default until it
-#: is faster there.
+#: and moving level graphs); the other paths stay on GPU 0. Measured no faster than "auto"
+#: (a 50220 × 35260 store on 4 H200s: 12.86 s over 4 devices, 13.19 s over 2, 13.00 s on
+#: GPU 0, 13.03 s with ``--gpus 1``; docs/benchmarks.md, "``--gpus N`` never slower than
+#: one GPU"): the shards' decoding and encoding bound the run, not the devices.
 SPREADS = ("auto", "processes", "devices")
 
 
