@@ -269,6 +269,7 @@ def _plan_cost_distance(plan, grid, args, inp, out):
     from terrain.tiles import is_store
 
     from .cluster import gpu_count_backend
+    from .mst import gpu_count
     from .cost_distance import (check_cost_options, check_incore_reuse, choose_algorithm,
                                 incore_bytes, resolve_sources, reusable_kind,
                                 _check_friction_grid)
@@ -307,7 +308,8 @@ def _plan_cost_distance(plan, grid, args, inp, out):
                                                                   else [])
         ingested = []
     part = {"algorithm": spec["algorithm"], "sources": sources,
-            "backend": be.name + (f", {gpus} GPU workers" if gpus is not None else "")}
+            "backend": be.name + ("" if gpus is None else f", GPU 0 of {gpu_count(gpus)}"
+                                  if spec["algorithm"] == "in-core" else f", {gpus} GPU workers")}
     layers = list(RESULT_LAYERS)
     if friction is not None and "friction" not in linked:
         layers.append("friction")

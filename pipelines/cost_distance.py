@@ -23,13 +23,15 @@ Several GPUs (``--gpus N|all``, :func:`pipelines.cluster.open_scheduler`: one wo
 per GPU): the tiled algorithm's group tasks (phase 1, the sources up, the labels down) are
 spread over the GPU workers in Z-order runs of groups, its fill tasks (phase 3 and the
 writes) in runs of shards (:func:`pipelines.cost_distance_tiled.spread_over_workers`); a grid
-that fits one device is solved in core on the first GPU worker, where its write tasks run
-too (the solved grid never crosses processes), and the summary says so (``gpus_used``: 1).
+that fits one device (the in-core algorithm) is solved in this process on GPU 0 of the N,
+with no workers (as ``mst``'s route: worker processes cost 2.7 s and 3.6 GB more at the Neuse
+40-ft size on 4 H200s), and the summary says so (``gpus_used``: 1, ``note``); inside a
+batch's GPU cluster it is solved on the first GPU worker, where its write tasks run too.
 The ingest tasks of a raster input go to any worker. The result is the same bits as on one
 GPU.
 
 No task graph on the default scheduler (:func:`in_process_applies`: no ``--scheduler``, no
-``--gpus``, no active cluster, the in-core algorithm): :func:`run_in_process` calls the same
+active cluster, the in-core algorithm): :func:`run_in_process` calls the same
 task functions in this process (steps 1-5; a raster input's ingest graph on Dask's
 threads). The in-core solve is one task holding the whole grid, so a LocalCluster's
 dashboard would show one bar, and its start (about 1.1 s on the GPU hosts: importing
@@ -426,18 +428,19 @@ def build_cost_distance_graph(dem_path, out_path, spec, sources, start_costs, wi
                                              dask_key_name=name("finish"))
 
 
-def in_process_applies(algorithm, scheduler=None, gpus=None):
+def in_process_applies(algorithm, scheduler=None):
     """True when a run takes the in-process path (module docstring): the in-core algorithm,
-    no ``scheduler`` asked for, no GPU workers, no cluster active (a batch's).
+    no ``scheduler`` asked for, no cluster active (a batch's). A GPU count does not change
+    it: a grid the in-core algorithm takes fits one device, and GPU 0 solves it here.
 
     >>> in_process_applies("in-core"), in_process_applies("in-core", "threads")
     (True, False)
-    >>> in_process_applies("tiled"), in_process_applies("in-core", gpus="1")
-    (False, False)
+    >>> in_process_applies("tiled")
+    False
     """
     import sys
     cluster = sys.modules.get("pipelines.cluster")  # not imported: no cluster is active
-    return (algorithm == "in-core" and scheduler is None and gpus is None
+    return (algorithm == "in-core" and scheduler is None
             and (cluster is None or cluster._active_client is None))
 
 
@@ -709,9 +712,14 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
         from .cost_distance_blocked import run_blocked
         return run_blocked(dem_path, tmp, spec, srcs, costs, friction_store, upstream, geo,
                            scheduler, be.name)
-    if in_process_applies(spec["algorithm"], scheduler, gpus):
-        return run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
-                              geo, friction_store)
+    if in_process_applies(spec["algorithm"], scheduler):
+        summary = run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
+                                 geo, friction_store)
+        if gpus is not None:  # as mst's route: a grid that fits one GPU runs on GPU 0 of N
+            from .cluster import parse_gpus, visible_gpus
+            n = len(parse_gpus(gpus, visible_gpus()))
+            summary.update(gpus=n, gpus_used=1, note=f"fits one GPU: in core on GPU 0 of {n}")
+        return summary
     from . import cluster
     if (be.is_gpu and spec["algorithm"] == "in-core" and gpus is None
             and scheduler in cluster.LOCAL_SCHEDULERS):
@@ -901,9 +909,8 @@ def _format_summary(s):
           f"{s['stage_stats']['stage1']['visits']} times for the distances, "
           f"{s['stage_stats']['stage2']['visits']} for the labels"]
          if s.get("stage_stats") else [])
-      + ([f"gpus      {s['gpus_used']} of {s['gpus']} GPU workers"
-          + (" (the grid fits one device: solved in core on the first)"
-             if s["gpus_used"] < s["gpus"] else "")] if s.get("gpus") else [])
+      + ([f"gpus      {s['note']}" if s.get("note")
+          else f"gpus      {s['gpus_used']} of {s['gpus']} GPU workers"] if s.get("gpus") else [])
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 

@@ -1,7 +1,7 @@
 """Start-up of ``terrain cost-distance``: the device gets ready during the imports.
 
 ``terrain.run`` dispatches ``cost-distance`` here. When the run will take the in-process
-path (:func:`pipelines.cost_distance.in_process_applies`: no ``--scheduler``, ``--gpus`` or
+path (:func:`pipelines.cost_distance.in_process_applies`: no ``--scheduler`` or
 ``--dry-run``; not ``--algorithm tiled``) on the GPU backend, CuPy is imported here and a
 thread starts before :mod:`pipelines.cost_distance` and what it needs (zarr: 0.4-0.6 s with
 Numba on the GPU hosts; the GPU path no longer imports Numba, whose kernels are in
@@ -188,7 +188,6 @@ def wait_for_start_up():
 
 def _wanted(args):
     return not (getattr(args, "scheduler", None) is not None
-                or getattr(args, "gpus", None) is not None
                 or getattr(args, "dry_run", False)
                 or getattr(args, "backend", None) == "cpu"
                 or getattr(args, "algorithm", "auto") in ("tiled", "blocked"))

@@ -213,6 +213,8 @@ def test_cost_distance_on_all_gpus_equals_one_gpu(tmp_path, algorithm):
                         *common).stdout)
     assert s["algorithm"] == algorithm and s["backend"] == "gpu" and s["gpus"] >= 1
     assert s["gpus_used"] == (s["gpus"] if algorithm == "tiled" else 1)
+    if algorithm == "in-core":  # fits one GPU: solved in this process on GPU 0, no workers
+        assert s["path"] == "in-process" and s["note"] == f"fits one GPU: in core on GPU 0 of {s['gpus']}"
     want, got = _layers(tmp_path / "one.zarr"), _layers(tmp_path / "all.zarr")
     for n in LAYERS:
         assert got[n].tobytes() == want[n].tobytes(), n
@@ -223,9 +225,9 @@ def test_summary_says_how_many_gpus_served():
          "sources": [{}], "reached_cells": 12, "max_distance": 2.0, "algorithm": "in-core",
          "queue": "near-far", "backend": "gpu", "device": "GPU", "seconds": 1.0,
          "solve_seconds": 0.1, "read_seconds": 0.1, "write_seconds": 0.1, "gpus": 4,
-         "gpus_used": 1}
-    assert ("gpus      1 of 4 GPU workers (the grid fits one device: solved in core on the "
-            "first)") in cd._format_summary(s).splitlines()
+         "gpus_used": 1, "note": "fits one GPU: in core on GPU 0 of 4"}
+    assert "gpus      fits one GPU: in core on GPU 0 of 4" in cd._format_summary(s).splitlines()
+    del s["note"]
     s.update(algorithm="tiled", gpus_used=4)
     assert "gpus      4 of 4 GPU workers" in cd._format_summary(s).splitlines()
     del s["gpus"], s["gpus_used"]

@@ -95,12 +95,11 @@ def test_the_rule():
     assert in_process_applies("in-core")
     assert not in_process_applies("in-core", scheduler="local")
     assert not in_process_applies("tiled")
-    assert not in_process_applies("in-core", gpus="all")
 
 
 def test_which_runs_start_the_device_early():
     assert not start._wanted(Namespace(scheduler="threads"))
-    assert not start._wanted(Namespace(gpus="1"))
+    assert start._wanted(Namespace(gpus="2"))  # in core on GPU 0 of 2: early too
     assert not start._wanted(Namespace(backend="cpu"))
     assert not start._wanted(Namespace(backend="gpu", algorithm="tiled"))
     assert start._wanted(Namespace(backend="gpu", algorithm="auto"))
