@@ -44,6 +44,7 @@ from pathlib import Path
 from terrain._atomic import atomic_output
 from terrain._paths import input_identity, real_path
 from terrain.errors import InputError
+from terrain.tiles.store import check_tile_size
 
 from .cluster import LOCAL_SCHEDULERS, gpu_count_backend, open_scheduler
 
@@ -210,14 +211,26 @@ def _previous(outdir):
         return {}
 
 
-def _prepare_outdir(outdir):
+def _check_outdir(outdir, files):
+    """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or
+    holds an input (a rerun would take the outputs and manifests for inputs): before the
+    scheduler starts, so that a refused batch leaves nothing behind (issue 11)."""
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")
+    for f in files:
+        if real_path(outdir) in real_path(f).parents:
+            raise InputError(f"{outdir}: output folder would contain the input {f}")
     if not outdir.exists():
         parent = real_path(outdir).parent
         if not parent.is_dir():
             raise InputError(f"{outdir}: cannot create it, directory {parent} does not exist")
+    return outdir
+
+
+def _prepare_outdir(outdir):
+    """Make OUTDIR (checked by :func:`_check_outdir`) if it does not exist."""
+    if not outdir.exists():
         try:
             outdir.mkdir()
         except OSError as e:
@@ -242,7 +255,8 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     if command in CHECKS:
         CHECKS[command](args)
     files = expand_inputs(specs)
-    outdir = _prepare_outdir(outdir)
+    check_tile_size(args.tile)  # shared by every file: refused once, not once a file
+    outdir = _check_outdir(outdir, files)
     outputs = _output_names(files, outdir, suffix)
     previous = _previous(outdir)
     rows = []
@@ -251,6 +265,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     t_batch = time.perf_counter()
     # mst's files run on GPU 0 of the GPUs (pipelines.mst.mst_route): no worker per GPU
     with open_scheduler(scheduler, gpus=None if command == "mst" else gpus):
+        _prepare_outdir(outdir)  # once the scheduler answered: a bad address leaves no folder
         for n, (inp, out) in enumerate(zip(files, outputs), 1):
             ident = list(input_identity(inp))
             params = _file_params(command, args, inp)

@@ -65,7 +65,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from terrain._atomic import atomic_output, check_output_free
+from terrain._atomic import atomic_output
+from terrain._paths import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, io_threads, layer_attributes,
@@ -543,9 +544,10 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     connectivity = check_cost_options(cost, friction, connectivity, max_cost, start_cost)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
-    check_output_free(out, overwrite)
-    for tif in geotiff_paths(geotiff_dir):
-        check_output_free(tif, overwrite)
+    # the output may not be (or hold, or lie in) the DEM, the friction raster, the sources
+    # file or the reused store: --overwrite would replace the input (issue 11)
+    inputs = [inp, friction, sources_file, reuse]
+    check_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite)
     if is_store(inp):
         store = open_store(inp)
         shape, tile = store.shape, store.tile
@@ -595,7 +597,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                              f"the tiled algorithm is not available") from None
     friction_tmp = None
     try:
-        with atomic_output(out, overwrite) as tmp:
+        with atomic_output(out, overwrite, inputs=inputs) as tmp:
             friction_tmp = Path(tmp).with_name(Path(tmp).name + ".friction")
             summary = _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs,
                                  shard, shape, be, geo, scheduler, gpus=gpus)
@@ -849,18 +851,21 @@ def check_incore_reuse(path, spec, inp, friction, geotransform):
 
 def geotiff_paths(directory):
     """The files :func:`write_geotiffs` would write into ``directory`` that it must not find
-    there: none when it does not exist yet (it is made then) or is not given;
+    there; when it does not exist yet, the directory itself (it is made then: its parent
+    must exist and be writable, checked with the outputs); none when it is not given;
     :class:`InputError` when it is not a directory.
 
     >>> [p.name for p in geotiff_paths(".")]
     ['distance.tif', 'allocation.tif', 'backlink.tif']
+    >>> [str(p) for p in geotiff_paths("no-such-dir")]
+    ['no-such-dir']
     """
     if not directory:
         return []
     folder = Path(directory)
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{directory}: exists and is not a directory")
-    return [folder / f"{name}.tif" for name in GEOTIFF_LAYERS] if folder.is_dir() else []
+    return [folder / f"{name}.tif" for name in GEOTIFF_LAYERS] if folder.is_dir() else [folder]
 
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
@@ -874,7 +879,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     cost = (group.attrs.get("cost_model") or {}).get("cost", "absdiff")
     attrs = layer_attributes(cost)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(exist_ok=True)  # its parent was checked with the outputs
     written = []
     for name in GEOTIFF_LAYERS:
         _, fill, _ = LAYERS[name]
@@ -1016,7 +1021,7 @@ def path_command(args):
     if not is_store(store):
         raise InputError(f"{store}: not a cost-distance store")
     out = Path(args.output)
-    check_output_free(out, args.overwrite)
+    check_outputs([store], [out], args.overwrite)
     group = zarr.open_group(store=str(store), mode="r")
     if "backlink" not in group:
         raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
@@ -1036,7 +1041,7 @@ def path_command(args):
                                         "to": text, "cells": len(p["cells"])}})
     doc = {"type": "FeatureCollection", "features": features}
     crs = group.attrs.get("crs")
-    with atomic_output(out, args.overwrite) as tmp:
+    with atomic_output(out, args.overwrite, inputs=[store]) as tmp:
         Path(tmp).write_text(json.dumps(doc))
     print(f"path      {out}: {len(features)} path(s)"
           + "".join(f"\n  to {f['properties']['to']}: cost {f['properties']['cost']:.10g}, "

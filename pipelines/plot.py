@@ -11,7 +11,8 @@ import sys
 
 import zarr
 
-from terrain._atomic import atomic_output, check_output_free
+from terrain._atomic import atomic_output
+from terrain._paths import check_outputs
 from terrain.errors import InputError
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
@@ -41,13 +42,20 @@ def parse_window(text):
     return r0, r1, c0, c1
 
 
+def _plot_inputs(args, group=None):
+    """What a plot reads: the store (or graph), a ``--paths`` file and the DEM it names.
+    The picture may not replace one of them, even with --overwrite (issue 11)."""
+    source = None if group is None else group.attrs.get("source")
+    return [args.store, getattr(args, "paths", None), source if isinstance(source, str) else None]
+
+
 def _plot_bfs_levels(args):
     from terrain.graph import bfs, load_graph
     from terrain.plot import render_bfs_levels
 
     from .graph import _parse_sources
 
-    check_output_free(args.output, args.overwrite)
+    check_outputs(_plot_inputs(args), [args.output], args.overwrite)
     size = parse_size(args.size)
     graph = load_graph(args.store, args.format)
     r = bfs(graph, _parse_sources(args.source), by_id=True, predecessors=False,
@@ -62,7 +70,7 @@ def _plot_bfs_levels(args):
 def _plot_cost_distance(args, group):
     from terrain.plot import read_paths, render_cost_distance
 
-    check_output_free(args.output, args.overwrite)
+    check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     model = dict(group.attrs.get("cost_model") or {})
     dem = result_dem(args.store, group, model.get("dem") or group.attrs.get("source"),
                      required=False)
@@ -94,7 +102,7 @@ def plot_command(args):
         return _plot_cost_distance(args, group)
     if getattr(args, "paths", None):
         raise InputError(f"{args.store}: --paths needs a cost-distance store")
-    check_output_free(args.output, args.overwrite)
+    check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
     dem = result_dem(args.store, group, group.attrs.get("source"))
     mask = group["mst"] if "mst" in group else None
     size = parse_size(args.size)

@@ -12,11 +12,12 @@ Values are written with two decimals (``--integer``: as integers), so the text i
 
 import concurrent.futures
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_output
+from .._atomic import atomic_output, check_output_free
 from ..errors import InputError
 from ._synth import fbm_rows, format_rows
 
@@ -26,6 +27,23 @@ SYNTH_NODATA = -9999
 SYNTH_GEOREF = {"xllcorner": 500000.0, "yllcorner": 4000000.0, "cellsize": 10.0}
 _BAND_ROWS = 64
 _MASK_SALT = 0x5EED
+_MIN_CELL_BYTES = 2  # "5 ": the shortest a written cell can be
+
+
+def _check_fits(path, rows, cols):
+    """Refuse at once (before any allocation) a grid whose text cannot fit on the disk.
+
+    Without it ``--rows 1e9 --cols 1e9`` tried to allocate bands of 1e9 columns (issue 11).
+    The estimate is a lower bound, so a grid that would fit is never refused.
+    """
+    if rows <= 0 or cols <= 0:
+        raise InputError(f"synth: rows and cols must be positive, got {rows} x {cols}")
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    need = int(rows) * int(cols) * _MIN_CELL_BYTES
+    free = shutil.disk_usage(parent).free
+    if need > free:
+        raise InputError(f"{path}: {rows} x {cols} cells need at least {need / 2**30:.1f} GiB "
+                         f"of text; {free / 2**30:.1f} GiB free in {parent}")
 
 
 def _base_period(rows, cols, divisor):
@@ -126,6 +144,8 @@ def write_synth(path, rows, cols, seed=0, nodata=0.0, integer=False, overwrite=F
     --------
     >>> write_synth("dem.asc", 300, 400, seed=1, nodata=0.05)   # doctest: +SKIP
     """
+    check_output_free(path, overwrite)  # before the size check: its directory must exist
+    _check_fits(path, rows, cols)
     terrain = _Terrain(rows, cols, seed, nodata, integer)
     workers = workers or os.cpu_count() or 1
     bands = [(r, min(r + _BAND_ROWS, terrain.rows)) for r in range(0, terrain.rows, _BAND_ROWS)]
