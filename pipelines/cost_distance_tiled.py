@@ -120,19 +120,25 @@ def _pop_seconds(token):
         return _STAGE_SECONDS.pop(token, {})
 
 
-def _run_stage_seconds(token):
-    """Every process's task-seconds of run ``token``: this process's, and on a distributed
-    worker those of the other workers' processes too (``--gpus``, worker processes or an
-    external cluster run tasks elsewhere; without them the top's seconds would be taken
-    from a stage that ran in another process)."""
-    stages = _pop_seconds(token)
+def _here_and_on_every_worker(fn, *args):
+    """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
+    too (``--gpus``, worker processes or an external cluster run the run's tasks elsewhere);
+    the results, this process's first."""
+    results = [fn(*args)]
     try:
         from distributed import get_client, get_worker
         get_worker()
     except (ImportError, ValueError):
-        return stages
-    for other in get_client().run(_pop_seconds, token).values():
-        for k, v in other.items():
+        return results
+    return results + list(get_client().run(fn, *args).values())
+
+
+def _run_stage_seconds(token):
+    """Every process's task-seconds of run ``token`` (without the other processes' the top's
+    seconds would be taken from a stage that ran in another process)."""
+    stages = {}
+    for part in _here_and_on_every_worker(_pop_seconds, token):
+        for k, v in part.items():
             stages[k] = stages.get(k, 0.0) + v
     return stages
 
@@ -641,18 +647,6 @@ def _wait_writes(path, groups=None):
     return len(futs)
 
 
-def _wait_writes_everywhere(path):
-    """:func:`_wait_writes` of every group here and, on a distributed worker, on every
-    worker."""
-    _wait_writes(str(path))
-    try:
-        from distributed import get_client, get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return
-    get_client().run(_wait_writes, str(path))
-
-
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
     """Phase 1 of group ``(g, i, j)`` at height 0 with the level on the device: the
     matrices go straight into the group's slots of ``level`` (where the top reads them);
@@ -806,7 +800,7 @@ def _top_device(tspec, store, lstore, labels):
     held = None
     read = 0.0
     if len(level.filled) < len(slots):  # groups of other processes: their writes done first
-        _wait_writes_everywhere(store.path)
+        _here_and_on_every_worker(_wait_writes, str(store.path))
     for key, (start, region) in slots.items():
         if key not in level.filled:
             t = time.perf_counter()
@@ -1042,21 +1036,10 @@ def _release_level(path):
         _DEVICE_LABELS.pop(str(path), None)
 
 
-def _release_levels_everywhere(path):
-    """:func:`_release_level` here and, on a distributed worker, on every worker (groups
-    written by other processes, a level left on a device whose process did not run the
-    top)."""
-    _release_level(str(path))
-    try:
-        from distributed import get_client, get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return
-    get_client().run(_release_level, str(path))
-
-
 def _finish(out_path, fills, meta, tops, token=None):
-    _release_levels_everywhere(out_path)
+    # groups written by other processes, a level left on a device whose process did not
+    # run the top: every process ends the run
+    _here_and_on_every_worker(_release_level, str(out_path))
     stages = _run_stage_seconds(token)
     top = next((t for t in tops if isinstance(t, dict)), {})
     if top.get("seconds"):  # the root's down task ran the top Dijkstra: count it apart
