@@ -184,8 +184,8 @@ def _plan_mst(plan, grid, args, inp, out):
                    side * side * (4 + 1 + edges * EDGE_BYTES))
     out_bytes = (0 if grid["from_store"] else _ingest_bytes(grid)) + plan["cells"] * MASK_BYTES_PER_CELL
     extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
-    from .cluster import gpu_count_backend
-    from .mst import gpu_count, mst_route
+    from .cluster import gpu_count, gpu_count_backend
+    from .mst import mst_route
     gpus = getattr(args, "gpus", None)
     scheduler = getattr(args, "scheduler", None)
     be = get_backend(gpu_count_backend(gpus, args.backend, inp, scheduler))
@@ -268,8 +268,7 @@ def _plan_cost_distance(plan, grid, args, inp, out):
     from terrain.backend import get_backend
     from terrain.tiles import is_store
 
-    from .cluster import gpu_count_backend
-    from .mst import gpu_count
+    from .cluster import gpu_count, gpu_count_backend
     from .cost_distance import (check_cost_options, check_incore_reuse, choose_algorithm,
                                 incore_bytes, resolve_sources, reusable_kind,
                                 _check_friction_grid)

@@ -58,7 +58,7 @@ from terrain.errors import InputError
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
            "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
-           "gpu_workers_free_bytes", "workers_per_gpu", "gpu_count_backend"]
+           "gpu_workers_free_bytes", "workers_per_gpu", "gpu_count", "gpu_count_backend"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -162,6 +162,14 @@ def _refuse_scheduler(scheduler, what=None):
     if scheduler is not None:
         raise InputError((f"{what}: " if what else "") + "GPU workers are started here: "
                          f"scheduler {scheduler!r} cannot be used with a GPU count")
+
+
+def gpu_count(gpus):
+    """The number of GPUs ``gpus`` (``"N"``, ``"all"`` or None) asks for: 0 for None (the
+    count was checked by :func:`gpu_count_backend`)."""
+    if gpus is None:
+        return 0
+    return len(parse_gpus(gpus, visible_gpus()))
 
 
 def gpu_count_backend(gpus, backend, what, scheduler=None):

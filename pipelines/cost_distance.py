@@ -585,10 +585,10 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         spec.update(near_far_delta=spec["reuse_incore"]["near_far_delta"],
                     friction_checked=True, write_friction=False)
     if spec["algorithm"] == "tiled":
-        from .cluster import parse_gpus, visible_gpus
+        from .cluster import gpu_count
         from .cost_distance_tiled import tiled_spec
         tiled_spec(spec, tile_sssp, max_height, reuse, backend=be.name,
-                   devices=1 if gpus is None else len(parse_gpus(gpus, visible_gpus())))
+                   devices=gpu_count(gpus) or 1)
     if spec["algorithm"] == "tiled":
         try:
             import terrain.grid.sssp_tiled  # noqa: F401
@@ -718,8 +718,8 @@ def _run_graph(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
         summary = run_in_process(dem_path, tmp, spec, srcs, costs, windows, be.name, upstream,
                                  geo, friction_store)
         if gpus is not None:  # as mst's route: a grid that fits one GPU runs on GPU 0 of N
-            from .cluster import parse_gpus, visible_gpus
-            n = len(parse_gpus(gpus, visible_gpus()))
+            from .cluster import gpu_count
+            n = gpu_count(gpus)
             summary.update(gpus=n, gpus_used=1, note=f"fits one GPU: in core on GPU 0 of {n}")
         return summary
     from . import cluster

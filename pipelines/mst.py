@@ -103,7 +103,7 @@ from terrain.tiles._shards import fast_layout
 
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .mst_stream import text_streamed, text_streamed_fits
-from .cluster import (active_gpu_workers, assign_groups, compute, gpu_count_backend,
+from .cluster import (active_gpu_workers, assign_groups, compute, gpu_count, gpu_count_backend,
                       gpu_worker_threads, gpu_workers_free_bytes, open_scheduler,
                       workers_per_gpu)
 from .quadtree import TaskGraph
@@ -858,15 +858,6 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             write_geotiff(tmp, geotiff, overwrite, cog=cog)
             summary["geotiff"] = str(geotiff)
     return summary
-
-
-def gpu_count(gpus):
-    """The number of GPUs ``gpus`` (``"N"``, ``"all"`` or None) asks for: 0 for None (the
-    count was checked by :func:`pipelines.cluster.gpu_count_backend`)."""
-    if gpus is None:
-        return 0
-    from .cluster import parse_gpus, visible_gpus
-    return len(parse_gpus(gpus, visible_gpus()))
 
 
 MST_BAND_DESCRIPTION = ("MST edges: bit d set = the forest holds the edge from this cell in "
