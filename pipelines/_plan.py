@@ -60,8 +60,8 @@ import os
 import shutil
 from pathlib import Path
 
-from terrain._atomic import partial_path
-from terrain._paths import check_outputs, real_path
+from terrain.io.outputs import partial_path
+from terrain.io.outputs import check_outputs, real_path
 from terrain.errors import InputError
 
 __all__ = ["build_plan", "dry_run_command", "format_bytes", "PLANNERS",

@@ -13,7 +13,7 @@ Tasks are idempotent (a band or shard task rewrites whole shards; the MST write 
 and clears the same bits), which is also what makes Dask's retries after a lost worker safe.
 
 Task keys are deterministic (hash of the inputs' identity and the parameters, see
-:func:`terrain._paths.input_identity`), and so is the partial's name, so a rerun with the
+:func:`terrain.io.outputs.input_identity`), and so is the partial's name, so a rerun with the
 same inputs and options builds the same keys and finds the same files. Checkpoints are
 removed (:func:`drop_checkpoints`) before the partial is renamed into place.
 
@@ -28,7 +28,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from terrain._paths import input_identity
+from terrain.io.outputs import input_identity
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "graph_dict", "run_checkpointed", "checkpoint_file"]

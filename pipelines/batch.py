@@ -41,8 +41,8 @@ import sys
 import time
 from pathlib import Path
 
-from terrain._atomic import atomic_output
-from terrain._paths import input_identity, real_path
+from terrain.io.outputs import atomic_output
+from terrain.io.outputs import input_identity, real_path
 from terrain.errors import InputError
 from terrain.tiles.store import check_tile_size
 

@@ -301,8 +301,8 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
     global _active_client, _active_gpus, _active_per_gpu
-    from terrain._malloc import bound_malloc_arenas
-    bound_malloc_arenas()  # before the worker threads start (terrain._malloc says why)
+    from terrain.startup import bound_malloc_arenas
+    bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if gpus is not None:
         _refuse_scheduler(spec)
         devices = parse_gpus(gpus, visible_gpus())

@@ -5,7 +5,7 @@ Dask strategy
 -------------
 1. ``cost-ingest`` (raster input): :func:`pipelines.ingest.build_ingest_graph` writes the
    DEM's tile store *into the output store itself* (the temporary directory of
-   :func:`terrain._atomic.atomic_output`); a friction raster is ingested the same way into a
+   :func:`terrain.io.outputs.atomic_output`); a friction raster is ingested the same way into a
    hidden store beside it, removed when the run ends.
 2. ``cost-prepare``: creates the layers ``distance`` (float64, NaN), ``backlink`` (uint8,
    255), ``allocation`` (int32, -1) and ``friction`` (float32, NaN) with
@@ -65,8 +65,8 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from terrain._atomic import atomic_output
-from terrain._paths import check_outputs
+from terrain.io.outputs import atomic_output
+from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import (BACKLINK_CODES, LAYERS, io_threads, layer_attributes,

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain._malloc import fixed_mmap_threshold
+from terrain.startup import fixed_mmap_threshold
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import write_windows

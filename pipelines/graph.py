@@ -71,8 +71,8 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain._atomic import atomic_output, check_output_free
-from terrain._paths import check_outputs
+from terrain.io.outputs import atomic_output, check_output_free
+from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, edges_from_chunks, graph_from_edges,

@@ -42,8 +42,8 @@ import warnings
 import numpy as np
 import zarr
 
-from terrain._atomic import atomic_output
-from terrain._paths import check_outputs, input_identity
+from terrain.io.outputs import atomic_output
+from terrain.io.outputs import check_outputs, input_identity
 from terrain.io import AsciiGrid, open_grid
 from terrain.io._buffers import BUFFERS
 from terrain.io._parse import load_kernels
@@ -179,7 +179,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
         ESRI/GRASS ASCII grid or any raster rasterio reads.
     store_path : str or Path
         Where the store is written (must not exist; callers pass a temporary path from
-        :func:`terrain._atomic.atomic_output`).
+        :func:`terrain.io.outputs.atomic_output`).
     tile : int
         Tile side, a power of two.
     compressors : tuple of zarr codecs, optional

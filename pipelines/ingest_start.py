@@ -131,7 +131,7 @@ def _wanted(args):
             or getattr(args, "dry_run", False)
             or any(getattr(args, k, None) is not None for k in ("band", "nodata", "crs"))):
         return None
-    from terrain._paths import check_outputs
+    from terrain.io.outputs import check_outputs
     from terrain.io.ascii_grid import looks_like_ascii_grid, open_ascii_grid
 
     if not looks_like_ascii_grid(args.input):

@@ -6,7 +6,7 @@ The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires the
 
 1. ``mst-ingest`` (raster input only): :func:`pipelines.ingest.build_ingest_graph` writes
    the tile store *into the output store itself* (the temporary directory of
-   :func:`terrain._atomic.atomic_output`), so the result holds the DEM and its forest.
+   :func:`terrain.io.outputs.atomic_output`), so the result holds the DEM and its forest.
 2. ``mst-prepare``: creates the ``mst`` array (uint8, chunks = tiles, shards = the DEM's).
 3. ``mst-group``: one task per group (a quadtree node of ``k × k`` tiles): reads the group
    once, runs Borůvka on all its tiles (one batch = one GPU launch per round), reduces each
@@ -85,8 +85,8 @@ import dask
 import numpy as np
 import zarr
 
-from terrain._atomic import atomic_output
-from terrain._paths import check_outputs
+from terrain.io.outputs import atomic_output
+from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.edges import WeightSum

@@ -11,8 +11,8 @@ import sys
 
 import zarr
 
-from terrain._atomic import atomic_output
-from terrain._paths import check_outputs
+from terrain.io.outputs import atomic_output
+from terrain.io.outputs import check_outputs
 from terrain.errors import InputError
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem

@@ -61,6 +61,16 @@ class Backend:
     def is_gpu(self):
         return self.name == "gpu"
 
+    def select(self, cpu, gpu):
+        """``gpu`` on the GPU backend, else ``cpu``: the one choice between a CPU kernel table
+        and its GPU twin (each algorithm pairs its kernels in one table, as
+        :mod:`terrain.graph.mst`'s ``_CpuOps``/``_GpuOps``, and picks it here once per call).
+
+        >>> get_backend("cpu").select("numba kernels", "cuda kernels")
+        'numba kernels'
+        """
+        return gpu if self.is_gpu else cpu
+
     def asarray(self, a, dtype=None):
         """``a`` on this backend's device."""
         return self.xp.asarray(a, dtype=dtype)
@@ -144,7 +154,7 @@ def get_backend(name=None):
     """
     if isinstance(name, Backend):
         return name
-    source = "--backend"
+    source = "backend"
     if name is None:
         name = os.environ.get("TERRAIN_BACKEND", "auto")
         source = "TERRAIN_BACKEND"
@@ -156,6 +166,7 @@ def get_backend(name=None):
     cupy = _cupy()
     if cupy is None:
         if name == "gpu":
-            raise InputError(f"{source}: gpu backend asked for, but CuPy or a CUDA device is missing")
+            raise InputError(f"{source}: the gpu backend was asked for, but CuPy or a CUDA device "
+                             "is missing")
         return _CPU
     return Backend("gpu", cupy)

@@ -183,7 +183,7 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     Parameters
     ----------
     path : str or Path
-        The PNG (written directly: callers wrap it in :func:`terrain._atomic.atomic_output`).
+        The PNG (written directly: callers wrap it in :func:`terrain.io.outputs.atomic_output`).
     elevation, mask : 2-D zarr or NumPy arrays
     size : (width, height) in pixels
     window : (r0, r1, c0, c1), optional

@@ -14,7 +14,7 @@ import warnings
 
 from .backend import BACKEND_CHOICES
 from .errors import InputError
-from ._signals import Terminated, terminate_raises
+from .startup import Terminated, terminate_raises
 
 _python_show_warning = warnings.showwarning
 
@@ -31,17 +31,8 @@ HANDLERS = {
     "verify": "pipelines.verify:verify_command",
     "plot": "pipelines.plot:plot_command",
     "sssp": "pipelines.graph:sssp_command",
-    "bench ingest": "pipelines.bench_ingest:bench_ingest_command",
-    "bench mst": "pipelines.bench_mst:bench_mst_command",
-    "bench bfs": "pipelines.bench_graph:bench_bfs_command",
-    "bench diameter": "pipelines.bench_graph:bench_diameter_command",
     "cost-distance": "pipelines.cost_distance_start:cost_distance_command",  # device ready first
     "path": "pipelines.cost_distance:path_command",
-    "bench cost-distance": "pipelines.bench_cost_distance:bench_cost_distance_command",
-    "bench startup": "pipelines.bench_startup:bench_startup_command",
-    "bench sssp": "pipelines.bench_graph:bench_sssp_command",
-    "bench mst-graph": "pipelines.bench_graph:bench_mst_graph_command",
-    "bench graph-load": "pipelines.bench_graph_load:bench_graph_load_command",
 }
 
 CONNECTIVITIES = (4, 8)
@@ -391,86 +382,6 @@ def build_parser():
                    help="cost-distance store: draw these least-cost paths (from terrain path)")
     p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
 
-    bench = sub.add_parser("bench", help="benchmarks: ours and a peer's figure from one run")
-    bsub = bench.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
-    bsub.required = True
-    b = bsub.add_parser("ingest", help="terrain ingest vs rasterio reading the same ASCII grid")
-    _add_grid_size(b, 8192)
-    b.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
-    b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
-    b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs of each side")
-    _add_scheduler(b)
-    b = bsub.add_parser("mst", help="terrain grid MST vs scipy minimum_spanning_tree")
-    _add_grid_size(b, 4096)
-    b.add_argument("--tile", type=_tile, default=512, help="tile side, a power of two (default 512)")
-    b.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
-                   help="4 or 8 neighbours (default 8)")
-    b.add_argument("--no-scipy", action="store_true", help="skip the scipy figure (grids too big for it)")
-    b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
-    b.add_argument("--peer", choices=("scipy", "ecl"), default="scipy",
-                   help="scipy (default) or ecl: the in-core GPU MST against ECL-MST")
-    b.add_argument("--ecl-source", default=None, help="with --peer ecl: ECL-MST's source folder")
-    b.add_argument("--sides", default="4096,8192", help="with --peer ecl: square grid sides")
-    _add_backend(b)
-    _add_scheduler(b)
-    b = bsub.add_parser("cost-distance", help="terrain cost distance vs skimage MCP_Geometric, "
-                        "scipy dijkstra and xarray-spatial")
-    _add_grid_size(b, 4096)
-    b.add_argument("--seed", type=int, default=0, help="random seed of the friction raster")
-    b.add_argument("--whole-process", action="store_true",
-                   help="time the cost-distance command on a synthesised store (give --rows "
-                   "12555 --cols 17630 for the Neuse 40-ft size)")
-    b.add_argument("--cost", choices=("absdiff", "tobler"), default="absdiff",
-                   help="with --whole-process: the cost model (default absdiff)")
-    b.add_argument("--workdir", default=None,
-                   help="with --whole-process: where the store is kept (reused)")
-    b.add_argument("--repeat", type=_positive_int, default=1,
-                   help="with --whole-process: run every command this many times (default 1)")
-    _add_backend(b)
-    b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
-    b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
-    b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs (default 3)")
-    for name in ("bfs", "diameter"):
-        b = bsub.add_parser(name, help=f"terrain {name} vs "
-                            + ("scipy breadth_first_order" if name == "bfs" else "networkx"))
-        b.add_argument("--graph", choices=("rmat", "grid", "file"), default="rmat",
-                       help="RMAT generator, a rows x cols grid graph, or --file (default rmat)")
-        b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
-        b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
-        _add_grid_size(b, 1024, "grid graph")
-        b.add_argument("--file", default=None, help="with --graph file: the graph to load")
-        b.add_argument("--sources", type=_positive_int, default=16, help="BFS sources to average over")
-        b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
-        _add_backend(b)
-    for name in ("sssp", "mst-graph"):
-        b = bsub.add_parser(name, help="terrain " + ("SSSP vs scipy dijkstra" if name == "sssp"
-                                                     else "graph MST vs scipy minimum_spanning_tree"))
-        b.add_argument("--graph", choices=("rmat", "grid", "file", "geometric"), default="grid",
-                       help="a 2-D grid with random integer weights (default), RMAT, or a file")
-        b.add_argument("--degree", type=float, default=6.0,
-                       help="geometric: rows*cols random points, this many expected neighbours")
-        if name == "sssp":
-            b.add_argument("--delta", default=None,
-                           help="GPU delta-stepping bucket widths to time, comma-separated")
-        b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
-        b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
-        _add_grid_size(b, 1024, "grid")
-        b.add_argument("--file", default=None, help="with --graph file: the graph to load")
-        b.add_argument("--sources", type=_positive_int, default=4, help="sources to average over")
-        b.add_argument("--load-limit", type=_positive_int, default=4_000_000,
-                       help="sssp: time the load-included run up to this many vertices")
-        b.add_argument("--workdir", default=None, help="where to write the load-included file")
-        b.add_argument("--no-scipy", action="store_true", help="skip scipy (graphs too big for it)")
-        b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
-        _add_backend(b)
-    b = bsub.add_parser("graph-load", help="terrain bfs on a SNAP edge list vs numpy loadtxt + "
-                        "scipy, whole processes")
-    b.add_argument("--scale", type=_positive_int, default=20, help="RMAT: 2**scale vertices (default 20)")
-    b.add_argument("--edge-factor", type=_positive_int, default=8, help="RMAT: edges per vertex (default 8)")
-    b.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
-    b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
-    b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs of each side")
-    _add_scheduler(b)
     return parser
 
 
@@ -510,7 +421,7 @@ def main(argv=None):
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning
-    from ._malloc import bound_malloc_arenas
+    from .startup import bound_malloc_arenas
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     try:
         with terminate_raises():

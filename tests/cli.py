@@ -1,7 +1,12 @@
-"""Run ``python -m terrain.run`` as a user would, for the tests."""
+"""Run ``python -m terrain.run`` as a user would, for the tests, and check what it left."""
 
+import hashlib
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["run_cli", "run_main"]
 
@@ -27,3 +32,39 @@ def run_main(capsys, *argv, scheduler="synchronous"):
     rc = main([*map(str, argv), *extra])
     out, err = capsys.readouterr()
     return rc, out, err
+
+
+HEADER = "ncols 4\nnrows 3\nxllcorner 0\nyllcorner 0\ncellsize 1\nNODATA_value -9999\n"
+
+
+ROWS = "1 2 3 4\n5 6 7 8\n9 10 11 12\n"
+
+
+def assert_one_line_error(proc, expected):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("terrain") and expected in lines[0], lines[0]
+
+
+def run_terrain(*argv, cwd):
+    # run from the test's directory; the checkout stays importable when not pip-installed
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return subprocess.run([sys.executable, "-m", "terrain.run", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+
+
+SAMPLE = ROOT / "data" / "sample.asc"
+
+
+def snapshot(folder):
+    """Every path under ``folder`` (hidden ones too) with a hash of its bytes."""
+    out = {}
+    for p in sorted(Path(folder).rglob("*")):
+        rel = str(p.relative_to(folder))
+        out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink()
+                    else ("link", os.readlink(p)) if p.is_symlink() else "dir")
+    return out
+

@@ -24,3 +24,9 @@ def backend(request):
     """Each test using this fixture runs on the CPU and, where there is one, on the GPU."""
     from terrain.backend import get_backend
     return get_backend(request.param)
+
+
+@pytest.fixture
+def small_shards(monkeypatch):
+    import terrain.tiles.store as store
+    monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 16)  # groups = shards of 16 cells

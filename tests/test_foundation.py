@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from backends import assert_backends_identical, assert_identical
-from terrain._atomic import atomic_output
+from terrain.io.outputs import atomic_output
 from terrain.backend import get_backend, gpu_available
 from terrain.errors import InputError
 from terrain.tiles import morton_decode, morton_encode, morton_order

@@ -3,7 +3,7 @@
 
 Kept apart from :mod:`terrain.graph.frontier`, which imports this module on first use: a
 process that runs one plain BFS (``terrain bfs``) runs only the C operators of
-``terrain/io/_parse.c`` and never imports Numba (see :mod:`terrain.graph._native`).
+``terrain/native/kernels.c`` and never imports Numba (see :mod:`terrain.graph._native`).
 """
 
 import numba

@@ -1,11 +1,11 @@
-"""ctypes bindings of the graph kernels in ``terrain/io/_parse.c``: edge-list scanner, SNAP
+"""ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: edge-list scanner, SNAP
 relabelling, CSR build, CPU BFS operators, Dial's SSSP bucket queue.
 
 Why C through ctypes: the commands that load a graph and run one traversal (``bfs``,
 ``sssp`` on a file) used to spend more CPU time starting Numba (its import, and its first
 kernel call, which registers its typing and lowering tables and imports ``scipy.linalg``:
 0.5-0.8 s) than loading a 100 MB edge list. The grid parser's library
-(:func:`terrain.io._parse.load_library`: built into the wheel by ``pip install .``, compiled
+(:func:`terrain.native.load_library`: built into the wheel by ``pip install .``, compiled
 on first use in a checkout) carries these kernels too, so such a process imports NumPy and
 nothing heavier. ctypes releases the GIL around every call: the callers run chunks, edge
 blocks and row ranges on a thread pool. These wrappers are the strict inner layer: arrays
@@ -69,7 +69,7 @@ def library():
     """The shared library with the graph kernels' signatures declared (once per process)."""
     global _lib
     if _lib is None:
-        from ..io._parse import load_library
+        from ..native import load_library
         with _lock:
             if _lib is None:
                 lib = load_library()
@@ -195,7 +195,7 @@ def bfs_kernels(index_dtype):
 
 def dial(indptr, indices, weights, sources, label, max_weight, shift):
     """Dial's bucket-queue Dijkstra into the packed ``label`` array (``terrain_dial_*``; see
-    :func:`terrain.graph.sssp._dial_cpu`): int64 ``indptr``, ``sources`` and ``label``,
+    :func:`terrain.graph.shortest_paths._dial_cpu`): int64 ``indptr``, ``sources`` and ``label``,
     int32/int64 ``indices`` and ``weights``. Returns the settled count."""
     it = _TYPE_NAMES[indices.dtype]
     wt = _TYPE_NAMES[weights.dtype]

@@ -8,7 +8,7 @@ vertex count, id base, whether arcs are directed, the weight dtype, source file 
 in its attributes. Zarr rather than
 ``.npz``: it is the project's store format already (tile stores), its chunks are compressed
 and decompressed in parallel, and a directory store is written atomically beside its target
-(:func:`terrain._atomic.atomic_output`) like every other output.
+(:func:`terrain.io.outputs.atomic_output`) like every other output.
 
 Every command accepts the cache or the raw file: :func:`load_graph` tells them apart.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_output
+from ..io.outputs import atomic_output
 from ..errors import InputError
 from .csr import Graph, build_csr, largest_component
 from .loaders import read_graph_file

@@ -16,7 +16,7 @@ counters while the offsets fit), a prefix sum over rows and blocks gives every b
 slot range in every row, and each block scatters its edges into its slots with no
 synchronisation. Then each row is sorted and de-duplicated in parallel (row ranges of about
 equal entries, one per thread). The kernels are C (``terrain_csr_*`` in
-``terrain/io/_parse.c``, one definition per index and weight dtype, through
+``terrain/native/kernels.c``, one definition per index and weight dtype, through
 :mod:`terrain.graph._native`), run on a thread pool (ctypes releases the GIL): a process
 that builds one CSR and runs one BFS does not pay Numba's import and first kernel load
 (0.5-0.8 CPU seconds, more than the build of 16 M arcs on two cores).

@@ -34,7 +34,7 @@ operators that each turn the frontier of one level into the next, in the spirit 
     up to 64 BFS in one pass, a uint64 per vertex (bit i: source i): eccentricities, and
     with them the Takes-Kosters bounds of every vertex (``bitwise_*``).
 
-Weighted operators (SSSP, :mod:`terrain.graph.sssp`; distances are int64 or float64 arrays
+Weighted operators (SSSP, :mod:`terrain.graph.shortest_paths`; distances are int64 or float64 arrays
 the caller owns):
 
 (the relaxation loops themselves, near-far and Crauser, live on the device in
@@ -46,7 +46,7 @@ the caller owns):
 
 Each operator is a CUDA kernel in ``_frontier.cu`` (gpu backend) or its CPU twin with the
 same contract: the BFS operators ``seed``, ``fused`` (top-down), ``bottomup`` and ``parents``
-are C functions (``terrain_bfs_*`` in ``terrain/io/_parse.c``, through
+are C functions (``terrain_bfs_*`` in ``terrain/native/kernels.c``, through
 :mod:`terrain.graph._native`: a ``bfs`` process then imports no Numba), the bit-parallel and
 SSSP-predecessor ones Numba functions ``_<name>_cpu`` in :mod:`terrain.graph._frontier_cpu`
 (imported on first use), with the same ``dist`` labels and
@@ -172,7 +172,7 @@ class FrontierCore:
         self.indptr = self.backend.asarray(graph.indptr)
         self.indices = self.backend.asarray(graph.indices)
         if not self.backend.is_gpu:
-            # the C operators (terrain/io/_parse.c: seed, top-down, bottom-up, parents) take
+            # the C operators (terrain/native/kernels.c: seed, top-down, bottom-up, parents) take
             # contiguous int64 offsets and int32 or int64 indices
             self.indptr = np.ascontiguousarray(self.indptr, np.int64)
             if self.index_dtype not in (np.dtype(np.int32), np.dtype(np.int64)):

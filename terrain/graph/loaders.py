@@ -19,7 +19,7 @@ as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
    cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`);
    a plain file is memory-mapped, so a range is read in place.
    The body is parsed by a C byte scanner (``terrain_edges_parse`` in
-   ``terrain/io/_parse.c``, through :mod:`terrain.graph._native`; no Python object per
+   ``terrain/native/kernels.c``, through :mod:`terrain.graph._native`; no Python object per
    line; ctypes releases the GIL). A chunk returns its edges, its newline count and its first
    errors with chunk-relative line numbers: no chunk needs another's result.
 3. :func:`edges_from_chunks` numbers the lines (header lines plus the newline counts of the

@@ -17,7 +17,7 @@ writes one row per forest edge (``u``, ``v``, ``weight``). The format follows th
     only the distance column, and only when the ids are ``0..n-1`` (row i is vertex i);
     anything else would lose the ids.
 
-Written atomically (:func:`terrain._atomic.atomic_output`); an existing file is refused
+Written atomically (:func:`terrain.io.outputs.atomic_output`); an existing file is refused
 unless ``overwrite``.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_output
+from ..io.outputs import atomic_output
 from ..errors import InputError
 
 __all__ = ["TABLE_SUFFIXES", "write_table", "vertex_table", "check_table_path", "read_table"]

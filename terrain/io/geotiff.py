@@ -16,7 +16,7 @@ Algorithm
    writes a plain tiled GTiff with internal overviews.
 
 The result carries CRS, geotransform, nodata, band description and band tags (what the
-values mean), and appears atomically (:func:`terrain._atomic.atomic_output`).
+values mean), and appears atomically (:func:`terrain.io.outputs.atomic_output`).
 
 GDAL does the encoding (rasterio); terrain only streams the windows, because GDAL's own
 Zarr driver does not read zarr v3 sharded arrays with terrain's codecs everywhere.
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .._atomic import atomic_output
+from .outputs import atomic_output
 from ..errors import InputError
 
 __all__ = ["write_geotiff", "overview_factors", "BLOCK"]

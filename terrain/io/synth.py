@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_output, check_output_free
+from .outputs import atomic_output, check_output_free
 from ..errors import InputError
 from ._synth import fbm_rows, format_rows
 

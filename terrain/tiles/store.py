@@ -297,7 +297,7 @@ def link_layer(src, dst, name):
     data: the chunk (shard) files are hard links (copies where the two stores are on
     different file systems), the metadata files copies, so that attributes written later to
     one store never reach the other. Shard files are never rewritten in place by this
-    package (an output appears whole, :func:`terrain._atomic.atomic_output`).
+    package (an output appears whole, :func:`terrain.io.outputs.atomic_output`).
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()

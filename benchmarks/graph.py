@@ -1,0 +1,702 @@
+"""Benchmarks ``bench bfs``, ``bench diameter``, ``bench sssp``, ``bench mst-graph``: terrain
+beside scipy / networkx, one run.
+
+``bench sssp`` times SSSP from ``--sources`` random sources on a grid, a random geometric
+graph or an RMAT graph (built on the device when there is one) with integer weights 1..100
+(or a file): our CPU twin and scipy's ``dijkstra`` (distances and predecessors, load
+excluded; one source on graphs over 4 M vertices), on the GPU near-far delta-stepping for
+each ``--delta`` (default: the rule's width), once more with bucket fusion toggled, and
+Crauser — ``ShortestPaths.run`` timed by CUDA events with the graph on the device (ms per
+source and GTEPS = arcs of the reached component / time; distances checked against the CPU
+twin's from the same source) — and once with the load included (both read the same Matrix
+Market file). ``bench mst-graph`` times the minimum spanning forest (CPU, GPU)
+beside scipy's ``minimum_spanning_tree``.
+
+Graphs: a Graph500 RMAT graph (A, B, C = 0.57, 0.19, 0.19; vertex labels randomly
+permuted, as the Graph500 generator does), a 4-neighbour grid, a random geometric graph
+(``bench sssp`` / ``mst-graph`` only), or a file.
+
+``bench bfs`` times BFS from ``--sources`` random vertices of the largest component (the
+same sources for every contender) and reports GTEPS with Graph500's harmonic mean over
+sources but the edges of the traversed component counted as directed edges (the sum of the
+reached degrees in the simple symmetric graph). Graph500's own count is the generated edge
+tuples within the component, duplicates and self-loops included (specification,
+"Performance Metric (TEPS)"): on RMAT-21 ef 16 that is 0.53 of ours (33.5 M tuples against
+63.5 M arcs), so for RMAT graphs the GPU default is printed a second time with Graph500's
+count. Plus time per BFS level (the figure that matters on long-diameter graphs such as
+grids), and scipy's ``breadth_first_order`` on the same graph from the same run. GPU
+times come from CUDA events around the whole traversal (seeding and the per-level host
+reads included), after an untimed pass over the same sources (compilation, and the
+capture of the level loop's CUDA graphs: one per level count, once per core); GPU distances
+are checked against the CPU's on one source.
+
+``bench diameter`` times the exact diameter on the CPU, the GPU (when present) and
+networkx's bounding ``diameter(usebounds=True)`` when the graph is small enough for it.
+
+Dask strategy: none (single-process timing).
+"""
+
+import sys
+import time
+
+import numpy as np
+
+from terrain.backend import get_backend, gpu_available
+from terrain.errors import InputError
+from terrain.graph import FrontierCore, build_csr, diameter, largest_component, load_graph
+from terrain.graph.traversal import traverse
+
+from terrain.graph.generators import (geometric_graph, grid_graph, rmat_graph,
+                                      weighted_grid_graph, weighted_rmat_graph, write_int_rows)
+
+from .common import peak_rss_bytes
+
+__all__ = ["bench_bfs_command", "bench_diameter_command", "bfs_sweep", "bfs_profile",
+           "bench_sssp_command", "bench_mst_graph_command", "weighted_graph"]
+
+def _graph(args, tuples=None):
+    """The benchmark's graph; for RMAT graphs and a dict ``tuples``, its generated tuples per
+    vertex in ``tuples["degrees"]`` (:func:`rmat_graph`)."""
+    t0 = time.perf_counter()
+    if args.graph == "rmat":
+        g = rmat_graph(args.scale, args.edge_factor, args.seed,
+                       "gpu" if gpu_available() and args.backend != "cpu" else "cpu",
+                       tuple_degrees=tuples is not None)
+        if tuples is not None:
+            g, tuples["degrees"] = g
+    elif args.graph == "grid":
+        g = grid_graph(args.rows, args.cols)
+    else:
+        if not args.file:
+            raise InputError("bench: --graph file needs --file PATH")
+        g = load_graph(args.file)
+    print(f"graph {g.name}: {g.n} vertices, {g.m} undirected edges "
+          f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)
+    return g
+
+
+def _lcc_sources(graph, k, seed):
+    from terrain.graph import connected_components
+    count, labels = connected_components(graph)
+    big = int(np.argmax(np.bincount(labels)))
+    members = np.flatnonzero((labels == big) & (np.diff(graph.indptr) > 0))
+    rng = np.random.default_rng(seed)
+    return rng.choice(members, size=min(k, members.size), replace=False)
+
+
+def _time_terrain(core, sources, **kw):
+    """Per-source (seconds, edges, levels) of terrain BFS on ``core``."""
+    b = core.backend
+    traverse(core, [int(sources[0])], **kw)  # warm-up: compile, allocate
+    out = []
+    if b.is_gpu:
+        for s in sources[1:]:  # and capture the CUDA graphs of every level count
+            traverse(core, [int(s)], **kw)
+        cp = b.xp
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        for s in sources:
+            start.record()
+            stats = traverse(core, [int(s)], **kw)
+            stop.record()
+            stop.synchronize()
+            out.append((cp.cuda.get_elapsed_time(start, stop) / 1e3, stats.edges,
+                        len(stats.level_sizes)))
+    else:
+        for s in sources:
+            t0 = time.perf_counter()
+            stats = traverse(core, [int(s)], **kw)
+            out.append((time.perf_counter() - t0, stats.edges, len(stats.level_sizes)))
+    return out
+
+
+def _report(label, runs):
+    secs = np.array([r[0] for r in runs])
+    edges = np.array([r[1] for r in runs], float)
+    levels = np.array([r[2] for r in runs], float)
+    teps = edges / secs
+    hmean = len(teps) / np.sum(1.0 / teps)
+    per_level = np.mean(secs / levels) * 1e6
+    print(f"  {label:<34} {hmean / 1e9:9.3f} GTEPS  {np.mean(secs) * 1e3:10.3f} ms/BFS  "
+          f"{per_level:9.1f} us/level  ({np.mean(levels):.0f} levels, {len(runs)} sources)",
+          flush=True)
+    return hmean
+
+
+def _graph500_runs(core, sources, runs, tuple_degrees):
+    """``runs`` recounted as Graph500 does (its spec, "Performance Metric (TEPS)"): the
+    generated edge tuples within the traversed component, duplicates and self-loops
+    included, instead of the arcs of the simple symmetric graph (about twice as many)."""
+    out = []
+    for s, r in zip(sources, runs):
+        traverse(core, [int(s)])
+        reached = core.backend.to_numpy(core.dist) >= 0
+        out.append((r[0], int(tuple_degrees[reached].sum())) + tuple(r[2:]))
+    return out
+
+
+def bfs_sweep(core, sources, settings, repeats=5):
+    """GPU tuning sweep of the device level loop: for each setting (a dict of
+    :class:`FrontierCore` attributes plus optional ``alpha`` / ``beta``, Beamer's thresholds
+    of :mod:`terrain.graph.traversal`, and ``hint_round``), ``repeats`` timed passes over
+    ``sources``; prints the best and the median pass (harmonic-mean GTEPS) and returns the
+    best per setting."""
+    import importlib
+    bfs_module = importlib.import_module("terrain.graph.traversal")  # (the package exports bfs())
+    module_keys = {"alpha": "DEVICE_ALPHA", "beta": "DEVICE_BETA",
+                   "hint_round": "DEVICE_HINT_ROUND"}
+    saved = {key: getattr(core, key) for s in settings for key in s if key not in module_keys}
+    defaults = {key: getattr(bfs_module, name) for key, name in module_keys.items()}
+    best = []
+    try:
+        for setting in settings:
+            for key, value in saved.items():
+                setattr(core, key, value)
+            for key, name in module_keys.items():
+                setattr(bfs_module, name, setting.get(key, defaults[key]))
+            for key, value in setting.items():
+                if key not in module_keys:
+                    setattr(core, key, value)
+            passes = []
+            for _ in range(repeats):
+                core.device_seconds = []
+                runs = _time_terrain(core, sources)
+                device = core.device_seconds[-len(runs):]
+                core.device_seconds = None
+                secs = np.array([r[0] for r in runs])
+                edges = np.array([r[1] for r in runs], float)
+                passes.append((len(runs) / np.sum(secs / edges), float(np.mean(secs)),
+                               float(np.mean(device))))
+            passes.sort()
+            top, mid = passes[-1], passes[len(passes) // 2]
+            label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
+            print(f"  {label:<58} best {top[0] / 1e9:7.1f} GTEPS {top[1] * 1e3:7.3f} ms/BFS"
+                  f" (device {top[2] * 1e3:.3f})   median {mid[0] / 1e9:7.1f}", flush=True)
+            best.append(top[0])
+    finally:
+        for key, value in saved.items():
+            setattr(core, key, value)
+        for key, name in module_keys.items():
+            setattr(bfs_module, name, defaults[key])
+    return best
+
+
+def bfs_profile(core, source):
+    """GPU: where one BFS's time goes: the device loop launched directly (no graph) with a
+    CUDA event after every kernel; prints microseconds per kernel, step by step."""
+    cp = core.backend.xp
+    traverse(core, [int(source)], loop="device")  # warm-up
+    stream = core._loop["stream"]
+    core.profile = [("start", stream.record())]
+    try:
+        stats = traverse(core, [int(source)], loop="device")
+        stream.synchronize()
+        marks = core.profile
+    finally:
+        core.profile = None
+    print(f"  profile, source {int(source)}: level sizes {stats.level_sizes}, "
+          f"operators {stats.operators}")
+    rows, row = [], []
+    for (_, a), (name, b) in zip(marks, marks[1:]):
+        if name in ("decide", "advance") and row:
+            rows.append(row)
+            row = []
+        row.append(f"{name} {cp.cuda.get_elapsed_time(a, b) * 1e3:.1f}")
+    rows.append(row)
+    for i, r in enumerate(rows):
+        print(f"    step {i}: " + ", ".join(r))
+    total = cp.cuda.get_elapsed_time(marks[0][1], marks[-1][1]) * 1e3
+    print(f"    total {total:.1f} us (direct launches)", flush=True)
+
+
+def bench_bfs_command(args):
+    """``bench bfs``: terrain BFS (GPU and CPU) vs scipy breadth_first_order."""
+    from scipy.sparse.csgraph import breadth_first_order
+    tuples = {}
+    graph = _graph(args, tuples)
+    sources = _lcc_sources(graph, args.sources, args.seed)
+    want_gpu = gpu_available() and args.backend in (None, "auto", "gpu")
+    print(f"BFS from {len(sources)} random sources of the largest component; "
+          "GTEPS = harmonic mean of (reached degrees / time)")
+    if want_gpu:
+        gpu = get_backend("gpu")
+        core = FrontierCore(graph, gpu)
+        print(f"terrain gpu ({gpu.device_name()}):")
+        core.device_seconds = []
+        runs = _time_terrain(core, sources)
+        _report("direction-optimising, graph loop", runs)
+        device = core.device_seconds[-len(runs):]
+        core.device_seconds = None
+        _report("  the same, device time of its launches",
+                [(d,) + r[1:] for d, r in zip(device, runs)])
+        if "degrees" in tuples:
+            _report("  the same, Graph500 edge count", _graph500_runs(core, sources, runs,
+                                                                     tuples["degrees"]))
+        if core.graph_error:
+            print(f"  (CUDA graph capture failed, direct launches: {core.graph_error})")
+        def variant(label, **attrs):
+            saved = {key: getattr(core, key) for key in attrs}
+            for key, value in attrs.items():
+                setattr(core, key, value)
+            try:
+                _report(f"direction-optimising, graph loop, {label}", _time_terrain(core, sources))
+            finally:
+                for key, value in saved.items():
+                    setattr(core, key, value)
+
+        if core.bottomup_rows == "id":
+            t0 = time.perf_counter()
+            core.bottomup_rows = "degree"
+            core._indices_bottomup()
+            core.bottomup_rows = "id"
+            gpu.xp.cuda.get_current_stream().synchronize()
+            # Graph500 counts the set-up of degree-informed structures in every search
+            print(f"  (rows ordered by degree once per core in {time.perf_counter() - t0:.3f} s, "
+                  "not in the times below)")
+            variant("bottom-up rows by degree", bottomup_rows="degree")
+        for k in (0, 2, 4, 8):
+            if k != core.bottomup_ilp:
+                variant(f"bottom-up {k} vertices per lane in flight" if k
+                        else "bottom-up one vertex per lane (step_bottomup)", bottomup_ilp=k)
+        variant(f"{7 - core.step_launches} launches per level",
+                step_launches=7 - core.step_launches)
+        variant(f"occupancy grids {not core.occupancy_grids}",
+                occupancy_grids=not core.occupancy_grids)
+        print(f"  (grids: {core._grids or core.resident_blocks} blocks, "
+              f"{core.multiprocessors} SMs)")
+        variant(f"fused steps {not core.fused_steps}", fused_steps=not core.fused_steps)
+        _report("direction-optimising, device loop",
+                _time_terrain(core, sources, loop="device"))
+        _report("direction-optimising, host loop", _time_terrain(core, sources, loop="host"))
+        _report("top-down, graph loop", _time_terrain(core, sources, direction="top-down"))
+        for direction, variant in (("top-down", "hybrid"), ("top-down", "fused"),
+                                   ("top-down", "balanced"), ("top-down", "two-phase"),
+                                   ("auto", "fused"), ("auto", "balanced")):
+            _report(f"{direction} {variant}, host loop",
+                    _time_terrain(core, sources, direction=direction, variant=variant,
+                                  loop="host"))
+        traverse(core, [int(sources[0])])
+        gpu_dist = gpu.to_numpy(core.dist)
+        del core
+    cpu = get_backend("cpu")
+    core = FrontierCore(graph, cpu)
+    if args.backend != "gpu":
+        print(f"terrain cpu ({cpu.device_name()}, Numba):")
+        _report("direction-optimising", _time_terrain(core, sources))
+        _report("top-down", _time_terrain(core, sources, direction="top-down"))
+    if want_gpu:
+        traverse(core, [int(sources[0])])
+        same = np.array_equal(gpu_dist, core.dist)
+        print(f"  gpu distances == cpu distances: {same}")
+        if not same:
+            return 1
+    adj = graph.to_scipy()
+    k = len(sources) if graph.nnz < 50_000_000 else min(len(sources), 4)
+    runs = []
+    breadth_first_order(adj, int(sources[0]), directed=False, return_predecessors=False)
+    deg = np.diff(graph.indptr)
+    for s in sources[:k]:
+        t0 = time.perf_counter()
+        order = breadth_first_order(adj, int(s), directed=False, return_predecessors=False)
+        secs = time.perf_counter() - t0
+        runs.append((secs, int(deg[order].sum()), stats_levels(core, s)))
+    print("scipy.sparse.csgraph.breadth_first_order:")
+    _report("breadth_first_order", runs)
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
+    return 0
+
+
+def stats_levels(core, s):
+    return len(traverse(core, [int(s)]).level_sizes)
+
+
+def _sync(backend):
+    if backend.is_gpu:
+        backend.xp.cuda.Device().synchronize()
+
+
+def _timed_phases(graph, backend):
+    """``(result, {phase: seconds})`` of terrain's diameter of ``graph``, phase by phase:
+    upload (GPU: the CSR to the device), components (labels and the largest component cut
+    out, on the backend), bounding (the BFS runs and bound kernels, path included)."""
+    from terrain.graph.csr import Graph
+    from terrain.graph.eccentricity import _bound, largest_component_on
+    t = {}
+    t0 = time.perf_counter()
+    dev = Graph(backend.asarray(graph.indptr), backend.asarray(graph.indices), graph.ids,
+                graph.id_base, graph.name)
+    _sync(backend)
+    t["upload"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    lcc, info = largest_component_on(dev, backend)
+    _sync(backend)
+    t["components"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    core = FrontierCore(lcc, backend)
+    _sync(backend)
+    t["core"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r = _bound(core, info, False, None)
+    t["bounding"] = time.perf_counter() - t0
+    return r, t
+
+
+def bench_diameter_command(args):
+    """``bench diameter``: terrain (CPU, GPU) vs networkx's bounding diameter; terrain phase
+    by phase (upload, components, bounding) on the whole graph and on its largest
+    component (the component given as the input)."""
+    graph = _graph(args)
+    t0 = time.perf_counter()
+    lcc, info = largest_component(graph)
+    print(f"largest component: {lcc.n} vertices, {lcc.m} edges ({info['components']} "
+          f"components; scipy labels + host extraction {time.perf_counter() - t0:.3f} s)")
+    results = {}
+    names = ((["cpu"] if args.backend != "gpu" else [])
+             + (["gpu"] if gpu_available() and args.backend != "cpu" else []))
+    for name in names:
+        b = get_backend(name)
+        # warm-up (compile, allocate): the component, and a small disconnected graph for the
+        # cut-out path
+        diameter(lcc, backend=b)
+        diameter(build_csr(9, np.array([0, 1, 2, 4, 5]), np.array([1, 2, 3, 5, 6])), backend=b)
+        for label, g in (("graph", graph), ("component", lcc)):
+            r, t = _timed_phases(g, b)
+            total = sum(t.values())
+            results[name] = r
+            print(f"  terrain {name:<4} {label:<9} diameter {r.diameter:5d}  {r.bfs_count:6d} BFS  "
+                  f"{total:9.3f} s  (upload {t['upload'] * 1e3:.1f} ms, components "
+                  f"{t['components'] * 1e3:.1f} ms, core {t['core'] * 1e3:.1f} ms, bounding "
+                  f"{t['bounding'] * 1e3:.1f} ms)  endpoints {r.endpoints}", flush=True)
+        t0 = time.perf_counter()
+        r = diameter(lcc, backend=b)
+        _sync(b)
+        print(f"  terrain {name:<4} diameter(component) one call {time.perf_counter() - t0:9.3f} s",
+              flush=True)
+        if b.is_gpu:  # the bounding's BFS launched directly: no CUDA graph to capture per core
+            import importlib
+            dm = importlib.import_module("terrain.graph.eccentricity")
+            dm.BOUND_LOOP = "device"
+            r, t = _timed_phases(lcc, b)
+            dm.BOUND_LOOP = None
+            print(f"  terrain gpu  component, direct launches: bounding "
+                  f"{t['bounding'] * 1e3:.1f} ms ({r.bfs_count} BFS)", flush=True)
+    if len(results) == 2 and results["cpu"].diameter != results["gpu"].diameter:
+        print("  cpu and gpu disagree!", file=sys.stderr)
+        return 1
+    if lcc.m <= 2_000_000:
+        import networkx as nx
+        t0 = time.perf_counter()
+        G = nx.Graph()
+        G.add_nodes_from(range(lcc.n))
+        rows = np.repeat(np.arange(lcc.n), np.diff(lcc.indptr))
+        keep = rows < lcc.indices
+        G.add_edges_from(zip(rows[keep].tolist(), lcc.indices[keep].tolist()))
+        build = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        d = nx.diameter(G, usebounds=True)
+        secs = time.perf_counter() - t0
+        print(f"  networkx diameter(usebounds=True) {d:5d}  {'?':>6} BFS  {secs:9.3f} s  "
+              f"(+{build:.1f} s to build the nx graph)")
+    else:
+        print("  networkx: skipped (more than 2M edges)")
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
+    return 0
+
+
+# --------------------------------------------------------------------------- weighted
+
+def weighted_graph(args, rng):
+    """The bench graph of ``args`` with random integer weights 1..100 per edge (a grid: the
+    road-like case; a random geometric graph with length weights: road-like too; RMAT: the
+    scale-free case; or a file with its own weights)."""
+    t0 = time.perf_counter()
+    xp = get_backend("gpu" if gpu_available() and args.backend != "cpu" else "cpu").xp
+    graph = getattr(args, "graph", "grid")
+    if graph == "file":
+        if not args.file:
+            raise InputError("bench: --graph file needs --file PATH")
+        g = load_graph(args.file)
+    elif graph == "grid":
+        g = weighted_grid_graph(args.rows, args.cols, args.seed, xp)
+    elif graph == "geometric":
+        g = geometric_graph(args.rows * args.cols, getattr(args, "degree", 6.0), args.seed, xp)
+    else:
+        g = weighted_rmat_graph(args.scale, args.edge_factor, args.seed, xp)
+    print(f"graph {g.name}: {g.n} vertices, {g.m} edges, weights "
+          f"{'none' if g.weights is None else g.weights.dtype} "
+          f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)
+    return g
+
+
+def _write_mtx(graph, path):
+    """The graph as a Matrix Market ``integer symmetric`` file (lower triangle, row order),
+    for the load-included timings of both contenders."""
+    rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.indptr))
+    keep = rows > graph.indices
+    write_int_rows(path, [rows[keep] + 1, graph.indices[keep].astype(np.int64) + 1,
+                          graph.weights[keep].astype(np.int64)],
+                   "%%MatrixMarket matrix coordinate integer symmetric\n"
+                   f"{graph.n} {graph.n} {int(keep.sum())}\n", sep=" ")
+
+
+def _gpu_sssp_runs(solver, sources, algorithm, delta, reference, edges, cap_s=10.0):
+    """Time ``solver.run`` per source on the GPU (CUDA events; the graph and buffers stay on
+    the device; distances only, then once with predecessors); prints one line. A contender
+    whose first source takes longer than ``cap_s`` is not repeated."""
+    cp = solver.backend.xp
+    s0 = int(sources[0])
+    r = solver.run([s0], algorithm, delta, predecessors=False)  # compile, capture
+    host = solver.backend.to_numpy(r.dist)
+    ok = bool(np.array_equal(np.where(host == solver.inf, -1, host) if host.dtype.kind == "i"
+                             else host, reference)) if reference is not None else None
+    stream = solver._device().stream
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    secs, steps, work = [], [], []
+    for s in sources:
+        start.record(stream)
+        r = solver.run([int(s)], algorithm, delta, predecessors=False)
+        stop.record(stream)
+        stop.synchronize()
+        secs.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+        steps.append(r.iterations)
+        work.append(r.extra.get("arcs_scanned", 0))
+        if secs[-1] > cap_s:
+            break
+    start.record(stream)
+    solver.run([s0], algorithm, delta, predecessors=True)
+    stop.record(stream)
+    stop.synchronize()
+    with_pred = cp.cuda.get_elapsed_time(start, stop)
+    mean = float(np.mean(secs))
+    label = algorithm + (f" delta={r.delta}" if r.delta is not None else "")
+    if algorithm == "delta":
+        label += f" fuse={solver.fuse_rounds}"
+    print(f"  {label:<22} {mean * 1e3:9.1f} ms/source  {edges / mean / 1e9:7.3f} GTEPS  "
+          f"(min {min(secs) * 1e3:.1f} ms; {with_pred:.1f} ms with predecessors; "
+          f"{np.mean(steps):.0f} steps, "
+          f"{np.mean(work) / max(edges, 1):.2f} arcs scanned per arc, {len(secs)} sources"
+          f"{'' if ok is None else ', equal to cpu: ' + str(ok)})", flush=True)
+    return mean, ok
+
+
+def bench_sssp_command(args):
+    """``bench sssp``: terrain SSSP (CPU twin; GPU near-far delta-stepping and Crauser) vs
+    scipy's dijkstra on the same graph and sources, load excluded and included."""
+    import tempfile
+    from scipy.io import mmread
+    from scipy.sparse.csgraph import dijkstra
+    from terrain.graph.shortest_paths import FUSE_ROUNDS, ShortestPaths
+    rng = np.random.default_rng(args.seed)
+    graph = weighted_graph(args, rng)
+    sources = _lcc_sources(graph, args.sources, args.seed)
+    # the single-threaded CPU contenders take seconds per source on 10 M+ vertices
+    cpu_sources = sources if graph.n <= 4_000_000 else sources[:1]
+    print(f"SSSP from {len(sources)} random sources ({len(cpu_sources)} for the CPU "
+          "contenders; distances and predecessors); time per source")
+    t0 = time.perf_counter()
+    cpu = ShortestPaths(graph, "cpu")
+    cpu.run([int(sources[0])], "dijkstra")  # compile
+    print(f"  terrain cpu set-up (weights, compile) {time.perf_counter() - t0:.1f} s")
+    rows = {}
+
+    def timed(label, fn):
+        """Mean time over the CPU sources; returns the output of the first source."""
+        secs, out = [], None
+        for s in cpu_sources:
+            t0 = time.perf_counter()
+            result = fn(int(s))
+            secs.append(time.perf_counter() - t0)
+            out = result if out is None else out
+        rows[label] = float(np.mean(secs))
+        print(f"  {label:<44} {rows[label] * 1e3:10.1f} ms/source", flush=True)
+        return out
+
+    ours = timed("terrain cpu (Dial in C, else heap)",
+                 lambda s: cpu.run([s], "dijkstra"))
+    reference = np.where(ours.dist == cpu.inf, -1, ours.dist) if ours.dist.dtype.kind == "i" \
+        else ours.dist
+    reached = reference >= 0
+    edges = int(np.diff(graph.indptr)[reached].sum())
+    same = True
+    if not args.no_scipy:
+        adj = graph.to_scipy(weighted=True)
+        theirs = timed("scipy.sparse.csgraph.dijkstra",
+                       lambda s: dijkstra(adj, directed=False, indices=s,
+                                          return_predecessors=True))
+        same = np.array_equal(np.where(reached, reference, np.inf), theirs[0])
+        print(f"  distances equal scipy's: {same}; speed-up "
+              f"{rows['scipy.sparse.csgraph.dijkstra'] / rows['terrain cpu (Dial in C, else heap)']:.2f}x")
+    if gpu_available() and args.backend != "cpu":
+        gpu = get_backend("gpu")
+        solver = ShortestPaths(graph, gpu)
+        deltas = [None] if getattr(args, "delta", None) is None else \
+            [float(x) for x in str(args.delta).split(",")]
+        print(f"terrain gpu ({gpu.device_name()}), reached {int(reached.sum())} vertices / "
+              f"{edges} arcs; default delta {solver.default_delta()}; graph on the device:")
+        for delta in deltas:
+            _, ok = _gpu_sssp_runs(solver, sources, "delta", delta, reference, edges)
+            same = same and ok is not False
+        default_fuse = solver.fuse_rounds        # bucket fusion toggled, the first width again
+        solver.fuse_rounds = 0 if default_fuse else FUSE_ROUNDS
+        _, ok = _gpu_sssp_runs(solver, sources, "delta", deltas[0], reference, edges)
+        same = same and ok is not False
+        solver.fuse_rounds = default_fuse
+        _, ok = _gpu_sssp_runs(solver, sources, "crauser", None, reference, edges)
+        same = same and ok is not False
+        del solver
+    if graph.n <= args.load_limit and not args.no_scipy:
+        with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+            path = f"{tmp}/g.mtx"
+            _write_mtx(graph, path)
+            s = int(sources[0])
+            ours_load = theirs_load = np.inf
+            for _ in range(2):  # best of two: the first also loads compiled code
+                t0 = time.perf_counter()
+                from terrain.graph import sssp
+                sssp(load_graph(path), s, backend="cpu")
+                ours_load = min(ours_load, time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                dijkstra(mmread(path).tocsr(), directed=False, indices=s,
+                         return_predecessors=True)
+                theirs_load = min(theirs_load, time.perf_counter() - t0)
+            print(f"load included (Matrix Market file, one source, best of 2): terrain "
+                  f"load_graph + sssp "
+                  f"{ours_load:.2f} s, scipy mmread + dijkstra {theirs_load:.2f} s "
+                  f"({theirs_load / ours_load:.2f}x)")
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
+    return 0 if same else 1
+
+
+def _induced_prefix(graph, k):
+    """The subgraph induced by vertices ``0..k-1`` (symmetric like ``graph``, the same
+    dtypes; a grid's first rows): warms up the kernels a call on ``graph`` compiles."""
+    from terrain.graph import Graph
+    k = min(k, graph.n)
+    end = int(graph.indptr[k])
+    keep = graph.indices[:end] < k
+    rows = np.repeat(np.arange(k), np.diff(graph.indptr[:k + 1]))[keep]
+    indptr = np.zeros(k + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=k), out=indptr[1:])
+    weights = None if graph.weights is None else graph.weights[:end][keep]
+    return Graph(indptr, graph.indices[:end][keep], weights=weights, name=f"{graph.name}[:{k}]")
+
+
+def bench_mst_graph_command(args):
+    """``bench mst-graph``: terrain's Borůvka forest (GPU: CUDA events for the device part;
+    the whole call from the host CSR to the host forest, best of 3 warm calls, with its
+    phase split and the process's first call; the same graph already on the device, CuPy
+    arrays in and out; CPU twin) vs scipy's minimum_spanning_tree (Kruskal) on the same
+    weighted graph; forests compared."""
+    from scipy.sparse.csgraph import minimum_spanning_tree
+    from terrain.graph.mst import minimum_spanning_forest
+    rng = np.random.default_rng(args.seed)
+    if args.graph == "grid":
+        t0 = time.perf_counter()
+        graph = weighted_grid_graph(args.rows, args.cols, args.seed)
+        print(f"graph {graph.name}: {graph.n} vertices, {graph.m} edges, weights int32 1..100 "
+              f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)
+    else:
+        graph = weighted_graph(args, rng)
+    m = graph.m
+    results = {}
+
+    def line(label, secs, r, note=""):
+        print(f"  {label:<40} {secs * 1e3:10.1f} ms  {m / secs / 1e9:7.3f} G edges/s  "
+              f"{r.rounds} rounds{note}", flush=True)
+
+    tiny = _induced_prefix(graph, 20000)  # the same dtypes and wire dtypes, small
+    if gpu_available() and args.backend != "cpu":
+        gpu = get_backend("gpu")
+        cp = gpu.xp
+        ok_variants = True
+        minimum_spanning_forest(tiny, backend=gpu)  # compile (CUDA, Numba), threads
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        r = minimum_spanning_forest(graph, backend=gpu)
+        first = time.perf_counter() - t0
+        del r
+
+        def whole_calls():
+            """Best of 3 warm whole calls: (wall, its phases, the last result)."""
+            runs, r = [], None
+            for _ in range(3):
+                r = None  # the last forest's memory back to the pools before the next call
+                cp.cuda.Device().synchronize()
+                t0 = time.perf_counter()
+                r = minimum_spanning_forest(graph, backend=gpu)
+                runs.append((time.perf_counter() - t0, r.extra["phase_seconds"]))
+            wall, phases = min(runs, key=lambda x: x[0])
+            return wall, phases, r, min(x[1]["device"] for x in runs)
+
+        def whole_line(label, wall, phases, r):
+            rest = wall - sum(phases.values())
+            line(label, wall, r,
+                 f"  [upload {phases['upload'] * 1e3:.1f} ms, device "
+                 f"{phases['device'] * 1e3:.1f} ms, download {phases['download'] * 1e3:.1f} "
+                 f"ms, host rest {rest * 1e3:.1f} ms]")
+
+        wall, phases, r, dev = whole_calls()
+        results["gpu"] = r
+        wl = r.extra["worklist"]
+        print(f"terrain gpu ({gpu.device_name()}), best of 3; worklist {sum(wl) / m:.2f} m "
+              f"over the rounds, light threshold {r.extra['light_threshold']}:")
+        line("device part (CUDA events)", dev, r)
+        whole_line("whole call (host CSR -> host forest)", wall, phases, r)
+        import terrain.graph.mst as mst
+        for name, value, label in (("NARROW_UPLOAD", False, "  the same, CSR up at full width"),
+                                   ("FOREST_DOWNLOAD", "copy",
+                                    "  the same, forest down into pageable arrays")):
+            default = getattr(mst, name)
+            setattr(mst, name, value)
+            try:
+                v_wall, v_phases, v, _ = whole_calls()
+            finally:
+                setattr(mst, name, default)
+            same = np.array_equal(v.edge_ids, r.edge_ids) and v.total_weight == r.total_weight
+            whole_line(label, v_wall, v_phases, v)
+            print(f"      forest == default call's: {same}")
+            ok_variants = ok_variants and same
+            del v
+        line("  first call of the process (cold pools)", first, r)
+        on_device = (cp.asarray(graph.indptr), cp.asarray(graph.indices),
+                     None if graph.weights is None else cp.asarray(graph.weights))
+        minimum_spanning_forest(on_device)
+        walls = []
+        for _ in range(3):
+            d = None
+            cp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            d = minimum_spanning_forest(on_device)
+            walls.append(time.perf_counter() - t0)
+        same = np.array_equal(d.edge_ids.get(), r.edge_ids) and d.total_weight == r.total_weight
+        line("graph on the device (CuPy in, CuPy out)", min(walls), d,
+             f"  [forest == host call's: {same}]")
+        del d, on_device
+        ok_device = same and ok_variants
+    else:
+        ok_device = True
+    cpu = get_backend("cpu")
+    minimum_spanning_forest(tiny, backend=cpu)  # compile for these dtypes
+    t0 = time.perf_counter()
+    r = minimum_spanning_forest(graph, backend=cpu)
+    secs = time.perf_counter() - t0
+    results["cpu"] = r
+    line(f"terrain cpu twin ({cpu.device_name()}, Numba)", secs, r)
+    ok = ok_device
+    if "gpu" in results:
+        g, c = results["gpu"], results["cpu"]
+        same = np.array_equal(g.edge_ids, c.edge_ids) and g.total_weight == c.total_weight
+        print(f"  gpu forest == cpu forest: {same}")
+        ok = ok and same
+    if not args.no_scipy:
+        adj = graph.to_scipy(weighted=True)
+        t0 = time.perf_counter()
+        t = minimum_spanning_tree(adj)
+        secs = time.perf_counter() - t0
+        total = int(t.sum()) if graph.weights.dtype.kind in "iu" else float(t.sum())
+        print(f"  {'scipy minimum_spanning_tree':<40} {secs * 1e3:10.1f} ms  "
+              f"{m / secs / 1e9:7.3f} G edges/s  total {total}")
+        same = all(x.total_weight == total for x in results.values())
+        print(f"  totals equal scipy's: {same} ({results['cpu'].total_weight})")
+        ok = ok and same
+    print(f"peak RSS {peak_rss_bytes() / 2**30:.2f} GiB")
+    return 0 if ok else 1

@@ -1,0 +1,220 @@
+"""Synthetic graphs for tests and benchmarks, and writers of their edge-list files.
+
+Graph500's RMAT (Kronecker) graphs, 4-neighbour grid graphs (unweighted or with random
+integer weights), random geometric graphs: built on NumPy or CuPy (``xp``) straight into
+:class:`terrain.graph.Graph`. :func:`write_snap_edges` writes an edge list the way SNAP
+files look, fast enough for the 100-million-edge inputs the loaders are measured on.
+"""
+
+import numba
+import numpy as np
+
+from terrain.backend import get_backend
+
+from .csr import Graph, build_csr
+
+__all__ = ["rmat_edges", "rmat_graph", "grid_graph", "weighted_grid_graph", "geometric_graph",
+           "weighted_rmat_graph", "write_int_rows", "write_snap_edges"]
+
+#: Graph500's RMAT initiator probabilities a, b, c (d = 1 - a - b - c)
+RMAT_ABC = (0.57, 0.19, 0.19)
+
+
+def rmat_edges(scale, edge_factor, seed=1, xp=np):
+    """Graph500 Kronecker/RMAT edge list: ``edge_factor * 2**scale`` edges on ``2**scale``
+    vertices, labels permuted. ``xp`` is numpy or cupy (the GPU draws much faster)."""
+    a, b, c = RMAT_ABC
+    m = edge_factor << scale
+    rs = xp.random.RandomState(seed)
+    u = xp.zeros(m, xp.int64)
+    v = xp.zeros(m, xp.int64)
+    ab, c_norm, a_norm = a + b, c / (1.0 - (a + b)), a / (a + b)
+    for bit in range(scale):
+        ii = _uniform(rs, m, xp) > ab
+        jj = _uniform(rs, m, xp) > a_norm + (c_norm - a_norm) * ii
+        u += ii.astype(xp.int64) << bit
+        v += jj.astype(xp.int64) << bit
+    perm = rs.permutation(1 << scale)
+    return perm[u], perm[v]
+
+
+def _uniform(rs, m, xp):
+    return rs.random_sample(m) if xp is np else rs.random_sample(m, dtype=xp.float32)
+
+
+def rmat_graph(scale, edge_factor, seed=1, backend=None, tuple_degrees=False):
+    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple).
+
+    With ``tuple_degrees``, also the number of generated edge tuples whose first end is each
+    vertex (duplicates and self-loops included): Graph500's edge count of a traversed
+    component is their sum over its vertices."""
+    b = get_backend(backend)
+    u, v = rmat_edges(scale, edge_factor, seed, b.xp)
+    g = build_csr(1 << scale, b.to_numpy(u), b.to_numpy(v), name=f"rmat-{scale}-{edge_factor}")
+    if tuple_degrees:
+        return g, b.to_numpy(b.xp.bincount(u, minlength=1 << scale))
+    return g
+
+
+def grid_graph(rows, cols):
+    """4-neighbour ``rows x cols`` grid; vertex ``r * cols + c``."""
+    idx = np.arange(rows * cols, dtype=np.int64).reshape(rows, cols)
+    u = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()])
+    v = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()])
+    return build_csr(rows * cols, u, v, name=f"grid-{rows}x{cols}")
+
+
+def weighted_grid_graph(rows, cols, seed=1, xp=np):
+    """4-neighbour ``rows x cols`` grid (vertex ``r * cols + c``) with random integer weights
+    1..100 per edge, its CSR written directly (rows come out sorted: up, left, right, down),
+    on ``xp`` (numpy or cupy: the GPU builds a 24 M-vertex grid in well under a second)."""
+    n = rows * cols
+    rs = xp.random.RandomState(seed)
+    horiz = rs.randint(1, 101, (rows, max(cols - 1, 0))).astype(xp.int32)
+    vert = rs.randint(1, 101, (max(rows - 1, 0), cols)).astype(xp.int32)
+    nb = xp.full((rows, cols, 4), -1, xp.int64)
+    wt = xp.zeros((rows, cols, 4), xp.int32)
+    idx = xp.arange(n, dtype=xp.int64).reshape(rows, cols)
+    nb[1:, :, 0], wt[1:, :, 0] = idx[:-1, :], vert           # up
+    nb[:, 1:, 1], wt[:, 1:, 1] = idx[:, :-1], horiz          # left
+    nb[:, :-1, 2], wt[:, :-1, 2] = idx[:, 1:], horiz         # right
+    nb[:-1, :, 3], wt[:-1, :, 3] = idx[1:, :], vert          # down
+    keep = (nb >= 0).reshape(n, 4)
+    indptr = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(keep.sum(axis=1), out=indptr[1:])
+    indices = nb.reshape(n, 4)[keep].astype(xp.int32)
+    weights = wt.reshape(n, 4)[keep]
+    to_host = (lambda a: a) if xp is np else xp.asnumpy
+    return Graph(to_host(indptr), to_host(indices), name=f"grid-{rows}x{cols}",
+                 weights=to_host(weights))
+
+
+def geometric_graph(n, degree=6.0, seed=1, xp=np):
+    """Random geometric graph: ``n`` points uniform in the unit square, an edge between
+    points closer than ``r = sqrt(degree / (pi n))`` (``degree`` expected neighbours), weight
+    ``ceil(100 * length / r)`` in 1..100: a metric, road-like graph. Built on ``xp`` (numpy
+    or cupy) by binning the points into cells of side ``r`` and testing each point against
+    the points of its own and the neighbouring cells."""
+    rs = xp.random.RandomState(seed)
+    r = float(np.sqrt(degree / (np.pi * n)))
+    side = max(1, int(1.0 / r))
+    x, y = rs.random_sample(n), rs.random_sample(n)
+    cell = (xp.minimum((y * side).astype(xp.int64), side - 1) * side
+            + xp.minimum((x * side).astype(xp.int64), side - 1))
+    order = xp.argsort(cell)
+    x, y, cell = x[order], y[order], cell[order]        # vertex ids follow the cells
+    counts = xp.bincount(cell, minlength=side * side)
+    start = xp.zeros(side * side + 1, xp.int64)
+    xp.cumsum(counts, out=start[1:])
+    most = int(counts.max())
+    cy, cx = cell // side, cell % side
+    pts = xp.arange(n, dtype=xp.int64)
+    us, vs, ws = [], [], []
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            ny, nx_ = cy + dy, cx + dx
+            ok = (ny >= 0) & (ny < side) & (nx_ >= 0) & (nx_ < side)
+            c2 = xp.where(ok, ny * side + nx_, 0)
+            first, cnt = start[c2], xp.where(ok, counts[c2], 0)
+            for j in range(most):
+                has = cnt > j
+                p = pts[has]
+                q = first[has] + j
+                length = xp.hypot(x[p] - x[q], y[p] - y[q])
+                close = (length < r) & (p != q)
+                us.append(p[close])
+                vs.append(q[close])
+                ws.append(xp.maximum(1, xp.ceil(100.0 * length[close] / r)).astype(xp.int32))
+    u, v, w = xp.concatenate(us), xp.concatenate(vs), xp.concatenate(ws)
+    order = xp.argsort(u * n + v)                         # both directions are there already
+    u, v, w = u[order], v[order], w[order]
+    indptr = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(xp.bincount(u, minlength=n), out=indptr[1:])
+    to_host = (lambda a: a) if xp is np else xp.asnumpy
+    return Graph(to_host(indptr), to_host(v.astype(xp.int32)), name=f"geometric-{n}-{degree:g}",
+                 weights=to_host(w))
+
+
+def weighted_rmat_graph(scale, edge_factor, seed=1, xp=np):
+    """Graph500 RMAT graph (:func:`rmat_edges`) with random integer weights 1..100 per edge,
+    its CSR built on ``xp`` (numpy or cupy): both directions, self loops dropped, parallel
+    edges merged keeping the minimum weight (as :func:`terrain.graph.build_csr` does)."""
+    n = 1 << scale
+    u, v = rmat_edges(scale, edge_factor, seed, xp)
+    w = xp.random.RandomState(seed + 1).randint(1, 101, u.size).astype(xp.int64)
+    keep = u != v
+    u, v, w = u[keep], v[keep], w[keep]
+    u, v, w = xp.concatenate([u, v]), xp.concatenate([v, u]), xp.concatenate([w, w])
+    order = xp.argsort((u * n + v) * 128 + w)              # by arc, then weight
+    key = (u * n + v)[order]
+    first = xp.ones(key.size, bool)
+    first[1:] = key[1:] != key[:-1]                        # the lightest of each arc
+    sel = order[first]
+    u, v, w = u[sel], v[sel], w[sel]
+    indptr = xp.zeros(n + 1, xp.int64)
+    xp.cumsum(xp.bincount(u, minlength=n), out=indptr[1:])
+    to_host = (lambda a: a) if xp is np else xp.asnumpy
+    return Graph(to_host(indptr), to_host(v.astype(xp.int32)),
+                 name=f"rmat-{scale}-{edge_factor}", weights=to_host(w.astype(xp.int32)))
+
+
+@numba.njit(nogil=True, cache=True)
+def _format_rows(table, sep, out):
+    """Write the rows of the non-negative integer ``table`` (records x columns) into
+    ``out``, columns separated by the byte ``sep``, each row ended by LF; returns the bytes
+    written."""
+    pos = 0
+    digits = np.empty(20, np.uint8)
+    cols = table.shape[1]
+    for k in range(table.shape[0]):
+        for t in range(cols):
+            x = table[k, t]
+            nd = 0
+            while True:
+                digits[nd] = 48 + x % 10
+                x //= 10
+                nd += 1
+                if x == 0:
+                    break
+            for j in range(nd - 1, -1, -1):
+                out[pos] = digits[j]
+                pos += 1
+            out[pos] = sep if t < cols - 1 else 10
+            pos += 1
+    return pos
+
+
+def write_int_rows(path, columns, header="", sep="\t"):
+    """Write equal-length non-negative integer ``columns`` as text, one row per line
+    (``header`` first), the way SNAP and Matrix Market bodies look; a Numba formatter, since
+    ``numpy.savetxt`` takes tens of seconds for millions of rows.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.mtx")
+    >>> write_int_rows(p, [np.array([2, 3]), np.array([1, 1]), np.array([7, 40])], "3 3 2\\n",
+    ...                sep=" ")
+    >>> open(p).read()
+    '3 3 2\\n2 1 7\\n3 1 40\\n'
+    """
+    table = np.ascontiguousarray(np.column_stack(columns), np.int64)
+    out = np.empty(21 * table.size, np.uint8)
+    size = _format_rows(table, ord(sep), out)
+    with open(path, "wb") as f:
+        f.write(header.encode())
+        f.write(out[:size].tobytes())
+
+
+def write_snap_edges(path, u, v, header=""):
+    """Write the edge list ``(u, v)`` as a SNAP text file (``header`` lines first).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
+    >>> write_snap_edges(p, np.array([0, 12]), np.array([305, 4]), "# tiny\\n")
+    >>> open(p).read()
+    '# tiny\\n0\\t305\\n12\\t4\\n'
+    """
+    write_int_rows(path, [u, v], header)

@@ -1,0 +1,261 @@
+"""Outputs: checked against the inputs before any work, written atomically.
+
+Every command that writes passes its inputs and outputs to :func:`check_outputs` before it
+reads a byte of data or starts a scheduler, so that a bad path costs nothing and nothing
+is left behind. An output may never be an input, contain one or lie inside one (paths are
+compared after resolving ``~``, relative parts and symlinks, and by inode for hard links);
+an existing output is replaced only with ``overwrite``; the output's directory must exist,
+be a directory and be writable (tested by creating and removing a probe file: as root,
+``os.access`` says yes to ``/proc``).
+
+:func:`input_identity` is what deterministic task keys and partial names hash: a file's
+(or a store's metadata file's) absolute path, size and modification time.
+
+Outputs appear atomically: written beside the target, renamed into place when complete.
+After any failure (an exception, a bad input found half-way, SIGTERM or Ctrl-C turned
+into an exception by the command line) the target path does not exist, or, with
+``overwrite=True``, still holds what it held before.
+
+The partial output is ``.NAME.partial-KEY`` beside the target. ``KEY`` is deterministic
+(the caller's hash of its inputs' identity and parameters; by default a hash of the
+target's path), so a run killed outright (SIGKILL, power loss) leaves a partial the next
+run for the same target finds: it is removed with a one-line notice, or, with
+``resume=True`` and the same key, handed back to the caller to finish. A lock file
+(``.NAME.lock``, ``flock``) tells a live run's partial from a dead one's: the kernel drops
+the lock when its holder dies, however it dies.
+
+Examples
+--------
+>>> check_outputs(["data/sample.asc"], ["data/sample.asc"], overwrite=True)
+Traceback (most recent call last):
+...
+terrain.errors.InputError: data/sample.asc: output is the input data/sample.asc
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from ..errors import InputError
+
+__all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
+           "real_path", "stale_partials"]
+
+
+def real_path(path):
+    """Absolute path with ``~``, ``..`` and symlinks resolved (the target need not exist)."""
+    return Path(os.path.abspath(os.path.expanduser(str(path)))).resolve(strict=False)
+
+
+def _inside(path, folder):
+    return path != folder and folder in path.parents
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_against_inputs(out, real, inputs):
+    for given, r in inputs:
+        if real == r or _same_file(real, r):
+            raise InputError(f"{out}: output is the input {given}")
+        if _inside(r, real):
+            raise InputError(f"{out}: output would contain the input {given}")
+        if r.is_dir() and _inside(real, r):
+            raise InputError(f"{out}: output lies inside the input {given}")
+
+
+def _check_directory(out, real):
+    """The output's directory exists, is a directory and is writable."""
+    parent = real.parent
+    existing = parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"{out}: cannot write there, {existing} is not a directory")
+    if existing != parent:
+        raise InputError(f"{out}: cannot write there, directory {parent} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".terrain-probe-", dir=parent)
+    except OSError as e:
+        raise InputError(f"{out}: cannot write in {parent} ({e.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _check_replaceable(out, real, overwrite):
+    if not (real.exists() or os.path.lexists(out)):
+        return
+    if not overwrite:
+        raise InputError(f"{out}: output exists (use --overwrite to replace it)")
+    if real.is_dir() and not (real / "zarr.json").is_file():
+        raise InputError(f"{out}: is a directory but not a tile store; not replacing it")
+
+
+def check_outputs(inputs, outputs, overwrite=False):
+    """Raise :class:`InputError` unless every output can be written without harm.
+
+    Parameters
+    ----------
+    inputs : iterable of str or Path (None entries are skipped)
+        What the command reads.
+    outputs : iterable of str or Path (None entries are skipped)
+        What it writes (files or store directories).
+    overwrite : bool
+        Whether existing outputs may be replaced (never an input, never a directory that
+        is not a tile store).
+
+    Raises
+    ------
+    InputError
+        Naming the output: it is (or contains, or lies inside) an input, is named twice,
+        exists without ``overwrite``, or its directory is missing, not a directory or not
+        writable.
+    """
+    ins = [(p, real_path(p)) for p in inputs if p is not None]
+    seen = {}
+    for out in outputs:
+        if out is None:
+            continue
+        real = real_path(out)
+        _check_against_inputs(out, real, ins)
+        if real in seen:
+            raise InputError(f"{out}: named twice as an output (also as {seen[real]})")
+        seen[real] = out
+        _check_directory(out, real)
+        _check_replaceable(out, real, overwrite)
+
+
+def input_identity(path):
+    """``(absolute path, size, mtime_ns)`` of a file, or of a store's ``zarr.json``.
+
+    Two runs over the same unchanged input hash alike; touching or rewriting it changes
+    the identity (and so every task key and partial name derived from it).
+    """
+    real = real_path(path)
+    probe = real / "zarr.json" if real.is_dir() else real
+    try:
+        st = probe.stat()
+    except OSError:
+        return (str(real), None, None)
+    return (str(real), st.st_size, st.st_mtime_ns)
+
+
+def check_output_free(target, overwrite=False):
+    """Raise :class:`InputError` when ``target`` cannot be written (see
+    :func:`terrain.io.outputs.check_outputs`; no inputs to compare against)."""
+    check_outputs((), [target], overwrite)
+
+
+def _remove(path):
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _notice(message):
+    print(f"terrain: {message}", file=sys.stderr, flush=True)
+
+
+def partial_path(target, key=None):
+    """Where the output for ``target`` is written before its rename: ``.NAME.partial-KEY``."""
+    target = Path(target)
+    if key is None:
+        key = hashlib.sha256(str(real_path(target)).encode()).hexdigest()
+    return target.with_name(f".{target.name}.partial-{str(key)[:16]}")
+
+
+def stale_partials(target):
+    """Partial (and half-swapped ``.old``) outputs beside ``target`` left by earlier runs."""
+    target = Path(target)
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        return []
+    return sorted(p for p in parent.glob(f".{target.name}.partial-*")) + \
+        sorted(p for p in parent.glob(f".{target.name}.old-*"))
+
+
+@contextlib.contextmanager
+def _lock(target):
+    """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it."""
+    lock_path = target.with_name(f".{target.name}.lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise InputError(f"{target}: another terrain run is writing this output") from None
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
+                  notify=_notice):
+    """Yield a temporary path beside ``target``; rename it to ``target`` on success.
+
+    Works for files and for directories (Zarr stores). The temporary name starts with a
+    dot so that a crashed run leaves nothing that looks like a finished output.
+
+    Parameters
+    ----------
+    target : str or Path
+    overwrite : bool
+        Replace an existing ``target``.
+    inputs : iterable of paths
+        What the output is made from: it may not be, contain or lie inside one of them.
+    key : str, optional
+        Deterministic suffix of the partial's name (a hash of inputs and parameters).
+    resume : bool
+        Hand back an existing partial of the same ``key`` (the caller finishes it) instead
+        of removing it.
+    notify : callable
+        Called with a one-line message for every stale partial removed or resumed.
+
+    Examples
+    --------
+    >>>     >>> d = Path(tempfile.mkdtemp())
+    >>> with atomic_output(d / "out.txt") as tmp:
+    ...     _ = tmp.write_text("done")
+    >>> (d / "out.txt").read_text(), [p.name for p in d.iterdir()]
+    ('done', ['out.txt'])
+    """
+    target = Path(target)
+    check_outputs(inputs, [target], overwrite)
+    # absolute: tasks on an external cluster's workers may run in another directory
+    tmp = Path(os.path.abspath(partial_path(target, key)))
+    with _lock(target):
+        for stale in stale_partials(target):
+            if resume and stale.absolute() == tmp:
+                notify(f"resuming from {stale}, left by an interrupted run")
+                continue
+            _remove(stale)
+            notify(f"removed {stale}, left by an interrupted run")
+        try:
+            yield tmp
+        except BaseException:
+            _remove(tmp)
+            raise
+        if target.exists():
+            # rename the old output away first so the swap leaves no half state
+            old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+            os.replace(target, old)
+            os.replace(tmp, target)
+            _remove(old)
+        else:
+            os.replace(tmp, target)

@@ -1,0 +1,1074 @@
+/* Parsing the data rows of an ESRI/GRASS ASCII grid: the CPU parser (terrain/io/_parse.py loads
+ * it through ctypes; _parse.cu holds its CUDA twin, per token instead of per row).
+ *
+ * Plain C99 with no dependency beyond the C library (memchr, memcpy; no Python.h), so that the
+ * same file builds into the wheel at install (setup.py) and, in a checkout, on first use
+ * into a cache (_parse.py). ctypes releases the GIL around every call, so threads parse
+ * row blocks of one file in parallel.
+ *
+ * Numbers are parsed the way GDAL's ASCII readers do it (strtod to a double, then a cast to
+ * float32), bit for bit, with Clinger's exact fast path: a decimal significand m <= 2^53 (an
+ * exact double) and a power of ten |e| <= 22 (an exact double too) give m * 10^e or m / 10^-e,
+ * one IEEE operation and therefore the correctly rounded double that strtod returns. That
+ * covers every token with at most 15 significant digits. Other tokens (more digits, huge
+ * exponents) get the float32 bits SLOW_BITS (a NaN with a payload) and are counted; the caller
+ * re-parses those with Python's float (also correctly rounded). The build must keep IEEE double
+ * semantics: no -ffast-math, and -ffp-contract=off (the fast path is one operation anyway).
+ */
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PARSE_OK 0
+#define PARSE_BAD_TOKEN 1
+#define PARSE_ROW_LENGTH 2
+
+#define NAN_BITS 0x7FC00000u
+#define SLOW_BITS 0x7FC0DEADu   /* never the canonical NaN of nodata */
+#define MAX_DIGITS 19           /* digits that always fit a uint64 significand */
+#define EXACT 9007199254740992ULL /* 2^53 */
+
+#ifndef TERRAIN_PARSE_SOURCE
+#define TERRAIN_PARSE_SOURCE "" /* the builder passes a digest of this file and its flags */
+#endif
+
+/* What this library was built from: terrain.native loads it only when that is the kernels.c beside it. */
+const char *terrain_parse_source(void) { return TERRAIN_PARSE_SOURCE; }
+
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}; /* all exact */
+
+/* space, \t, \n, \v, \f, \r: what strtod-based readers skip */
+static inline int is_space(unsigned int c) { return c == 32u || c - 9u <= 4u; }
+
+static inline float bits_to_float(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* What a parse counts on the way: cells marked SLOW_BITS, NaN (nodata) cells, min and max of
+ * the others (ties: the first seen kept, as terrain_nan_min_max does). */
+typedef struct {
+    int64_t n_slow, n_nan;
+    double lo, hi;
+} tally;
+
+/* One row, text[0:n): parse its tokens into orow (ncols values). text[n - 1] is whitespace, so
+ * the token loops stop without bounds checks. Returns the status; on PARSE_BAD_TOKEN *col is the
+ * token's column and [*t0, *t1) its span in text; on PARSE_ROW_LENGTH *col the values found. */
+static int parse_row(const uint8_t *text, int64_t n, int64_t ncols, float *orow, float nodata,
+                     int has_nodata, int star_is_nodata, int64_t *col_out, int64_t *t0_out,
+                     int64_t *t1_out, tally *sums) {
+    const float nan32 = bits_to_float(NAN_BITS);
+    const float slow32 = bits_to_float(SLOW_BITS);
+    int64_t p = 0, col = 0, n_slow = sums->n_slow, n_nan = sums->n_nan;
+    double lo = sums->lo, hi = sums->hi;
+    int status = PARSE_OK;
+    for (;;) {
+        while (p < n && is_space(text[p])) ++p;
+        if (p >= n) break;
+        const int64_t t0 = p;
+        const int neg = text[p] == '-';
+        if (neg || text[p] == '+') ++p;
+        uint64_t mant = 0;
+        int nd = 0;           /* digits folded into mant (leading zeros included) */
+        int64_t e10 = 0;      /* power of ten of mant's last digit */
+        int exact = 1;        /* every nonzero digit made it into mant */
+        int64_t n_digits = 0;
+        unsigned int d;
+        /* integer part, then fraction; the whitespace ending the row stops both loops */
+        while ((d = (unsigned int)text[p] - '0') <= 9u) {
+            if (nd < MAX_DIGITS) {
+                mant = mant * 10u + d;
+                ++nd;
+            } else {          /* beyond uint64: only zeros keep the value exact */
+                ++e10;
+                exact &= d == 0;
+            }
+            ++n_digits;
+            ++p;
+        }
+        if (text[p] == '.') {
+            ++p;
+            while ((d = (unsigned int)text[p] - '0') <= 9u) {
+                if (nd < MAX_DIGITS) {
+                    mant = mant * 10u + d;
+                    ++nd;
+                    --e10;
+                } else {
+                    exact &= d == 0;
+                }
+                ++n_digits;
+                ++p;
+            }
+        }
+        int ok = n_digits > 0;
+        if (ok && (text[p] == 'e' || text[p] == 'E')) {
+            ++p;
+            int eneg = 0;
+            if (text[p] == '-' || text[p] == '+') {
+                eneg = text[p] == '-';
+                ++p;
+            }
+            int64_t ex = 0, n_exp = 0;
+            while (text[p] >= '0' && text[p] <= '9') {
+                if (ex < 100000) ex = ex * 10 + (int64_t)text[p] - '0';
+                ++n_exp;
+                ++p;
+            }
+            ok = n_exp > 0;
+            e10 += eneg ? -ex : ex;
+        }
+        if (!ok || !is_space(text[p])) {
+            while (p < n && !is_space(text[p])) ++p;
+            if (star_is_nodata && p - t0 == 1 && text[t0] == '*') { /* GRASS '*' */
+                if (col < ncols) {
+                    orow[col] = nan32;
+                    ++n_nan;
+                }
+                ++col;
+                continue;
+            }
+            *t0_out = t0;
+            *t1_out = p;
+            status = PARSE_BAD_TOKEN;
+            break;
+        }
+        if (col < ncols) {
+            double v;
+            if (mant == 0 && exact) { /* a nonzero digit past MAX_DIGITS: not zero */
+                v = neg ? -0.0 : 0.0;
+            } else {
+                while (mant > EXACT && mant % 10u == 0) { /* trailing zeros */
+                    mant /= 10u;
+                    ++e10;
+                }
+                if (!exact || mant > EXACT || e10 < -22 || e10 > 22) {
+                    orow[col] = slow32;
+                    ++n_slow;
+                    ++col;
+                    continue;
+                }
+                v = (double)mant;
+                v = e10 >= 0 ? v * POW10[e10] : v / POW10[-e10];
+                if (neg) v = -v;
+            }
+            const float f = (float)v;
+            if (has_nodata && f == nodata) {
+                orow[col] = nan32;
+                ++n_nan;
+            } else {
+                orow[col] = f;
+                const double d = (double)f;
+                if (d < lo) lo = d;
+                if (d > hi) hi = d;
+            }
+        }
+        ++col;
+    }
+    sums->n_slow = n_slow;
+    sums->n_nan = n_nan;
+    sums->lo = lo;
+    sums->hi = hi;
+    *col_out = col;
+    if (status == PARSE_OK && col != ncols) status = PARSE_ROW_LENGTH;
+    return status;
+}
+
+/* Parse rows into out (float32, n_rows rows of ncols values, row r at out + r * out_stride).
+ *
+ * Row r is buf[starts[r]:starts[r + 1]] (its newline included); nothing outside those spans is
+ * read. Values: NaN for nodata (== nodata after the float32 cast, or '*' when star_is_nodata);
+ * SLOW_BITS for the cells the caller finishes. Returns PARSE_OK, PARSE_BAD_TOKEN or
+ * PARSE_ROW_LENGTH (-1: out of memory); result[0..4] = row, count (the token's column, or the
+ * values the row holds), token start and end (offsets in buf), cells marked SLOW_BITS;
+ * result[5] = NaN cells and minmax[0..1] = min and max of the others, as terrain_nan_min_max
+ * gives them for out -- valid when no cell is marked SLOW_BITS. */
+int terrain_parse_rows(const uint8_t *buf, const int64_t *starts, int64_t n_rows, int64_t ncols,
+                       float *out, int64_t out_stride, float nodata, int has_nodata,
+                       int star_is_nodata, int64_t *result, double *minmax) {
+    const double inf = (double)bits_to_float(0x7F800000u);
+    tally sums = {0, 0, inf, -inf};
+    int64_t col = 0, t0 = 0, t1 = 0, r = 0;
+    int status = PARSE_OK;
+    for (; r < n_rows; ++r) {
+        const uint8_t *text = buf + starts[r];
+        const int64_t n = starts[r + 1] - starts[r];
+        if (n == 0 || is_space(text[n - 1])) {
+            status = parse_row(text, n, ncols, out + r * out_stride, nodata, has_nodata,
+                               star_is_nodata, &col, &t0, &t1, &sums);
+        } else { /* the file's last line, without a newline: a copy ending in one */
+            uint8_t *copy = malloc((size_t)n + 1);
+            if (copy == NULL) return -1;
+            memcpy(copy, text, (size_t)n);
+            copy[n] = '\n';
+            status = parse_row(copy, n + 1, ncols, out + r * out_stride, nodata, has_nodata,
+                               star_is_nodata, &col, &t0, &t1, &sums);
+            free(copy);
+        }
+        if (status != PARSE_OK) break;
+    }
+    if (status == PARSE_OK) {
+        result[0] = result[1] = result[2] = result[3] = 0;
+    } else {
+        result[0] = r;
+        result[1] = col;
+        result[2] = starts[r] + t0;
+        result[3] = starts[r] + t1;
+    }
+    result[4] = sums.n_slow;
+    result[5] = sums.n_nan;
+    minmax[0] = sums.lo;
+    minmax[1] = sums.hi;
+    return status;
+}
+
+/* Offsets (plus base) just after each '\n' in buf[0:n], in order: the first cap of them into out.
+ * Returns how many there are (more than cap: call again with a larger out). */
+int64_t terrain_newlines(const uint8_t *buf, int64_t n, int64_t base, int64_t *out,
+                         int64_t cap) {
+    int64_t k = 0;
+    const uint8_t *p = buf, *end = buf + n;
+    while (p < end) {
+        const uint8_t *q = memchr(p, '\n', (size_t)(end - p));
+        if (q == NULL) break;
+        if (k < cap) out[k] = base + (q - buf) + 1;
+        ++k;
+        p = q + 1;
+    }
+    return k;
+}
+
+/* NaN count, min and max (NaN ignored; +inf, -inf when every value is NaN) of a float32 array
+ * of rows x cols, row r at z + r * stride. On ties the first value seen is kept (so -0.0 and 0.0
+ * come out as in a left-to-right Python min/max). */
+void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t stride,
+                         int64_t *n_nan, double *lo_out, double *hi_out) {
+    int64_t nan_count = 0;
+    double lo = (double)bits_to_float(0x7F800000u), hi = -lo;
+    for (int64_t i = 0; i < rows; ++i) {
+        const float *row = z + i * stride;
+        for (int64_t j = 0; j < cols; ++j) {
+            const float v = row[j];
+            if (v != v) {
+                ++nan_count;
+            } else {
+                const double d = (double)v;
+                if (d < lo) lo = d;
+                if (d > hi) hi = d;
+            }
+        }
+    }
+    *n_nan = nan_count;
+    *lo_out = lo;
+    *hi_out = hi;
+}
+
+/* ==========================================================================================
+ * Sparse graphs (terrain/graph, loaded through terrain/graph/_native.py): the edge-list
+ * scanner, the SNAP relabelling, the CSR build and the CPU BFS operators.
+ *
+ * The same library as the grid parser, for the same reasons: a process that only loads a
+ * graph and runs one BFS pays neither Numba's import nor its first kernel load (about 0.5 to
+ * 0.8 CPU seconds, more than the whole load of a 100 MB edge list on two cores), and ctypes
+ * releases the GIL, so Python threads run the per-chunk, per-block and per-row-range calls
+ * in parallel. Error codes match terrain/graph/loaders.py (_ERR_*).
+ * ========================================================================================== */
+
+#define G_ERR_NONE 0
+#define G_ERR_TOKEN 1
+#define G_ERR_FEW 2
+#define G_ERR_NEG 3
+#define G_ERR_TAG 4
+#define G_ERR_BIG 5
+#define G_ERR_WEIGHT 8
+#define G_ERR_WEIGHT_INT 9
+#define G_SP 32
+#define G_TAB 9
+#define G_CR 13
+#define G_LF 10
+
+static inline int g_blank(uint8_t c) { return c == G_SP || c == G_TAB; }
+static inline int g_sep(uint8_t c) { return c == G_SP || c == G_TAB || c == G_CR || c == G_LF; }
+
+/* Line feeds in buf[0:end), 32 bytes a step: an upper bound of the records of an edge-list
+ * chunk (terrain/graph/loaders.py read_graph_file sizes its slices with it). An exact record
+ * count with a memchr per line (the loader's earlier pre-pass) costs a call per line
+ * (RMAT-18's 16-byte lines: 21 ms a core for 61 MB); this loop counts bytes with no branch
+ * per line (the byte counters are folded into the total before they can wrap). */
+int64_t terrain_lf_count(const uint8_t *buf, int64_t end) {
+    int64_t total = 0, i = 0;
+    while (end - i >= 32) {
+        int64_t stop = i + 32 * 255;
+        if (stop > end - ((end - i) % 32)) stop = end - ((end - i) % 32);
+        uint8_t acc[32] = {0};
+        for (; i < stop; i += 32)
+            for (int j = 0; j < 32; ++j) acc[j] += (uint8_t)(buf[i + j] == G_LF);
+        for (int j = 0; j < 32; ++j) total += acc[j];
+    }
+    for (; i < end; ++i) total += buf[i] == G_LF;
+    return total;
+}
+
+/* Index of the lowest set bit of x != 0. */
+static inline int g_ctz64(uint64_t x) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(x);
+#else
+    int n = 0;
+    while (!(x & 1u)) {
+        x >>= 1;
+        ++n;
+    }
+    return n;
+#endif
+}
+
+/* An optional '-' and the decimal digits at buf[*i]: value (wrapping past 19 digits; callers
+ * refuse more than 18), digit count, sign; *i moves past them. */
+static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, int *nd_out,
+                                  int *neg_out) {
+    int64_t i = *ip;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (i + 8 <= end) {
+        /* 1-7 digits within the next 8 bytes, in a few word operations (SWAR): the digit
+         * loop's exit is a mispredicted branch per token, and a line holds three tokens of
+         * varying length. Byte b is a digit iff neither b - '0' nor b + 0x46 sets its top bit
+         * (a borrow or carry only spreads from a non-digit byte to the bytes after it, so the
+         * first non-digit is found exactly); anything else (a sign, 8+ digits, no digit) takes
+         * the loop below, which gives the same result. */
+        uint64_t x;
+        memcpy(&x, buf + i, 8);
+        const uint64_t digits = x - 0x3030303030303030ull;
+        const uint64_t stop = (digits | (x + 0x4646464646464646ull)) & 0x8080808080808080ull;
+        if (stop != 0) {
+            const int len = g_ctz64(stop) >> 3;
+            if (len > 0) {
+                /* the digits to the top bytes (leading zeros below), then pairs, quads,
+                 * eights of digit values combined by three multiplies */
+                uint64_t v = digits << (8 * (8 - len));
+                v = ((v & 0x0F0F0F0F0F0F0F0Full) * 2561) >> 8;
+                v = ((v & 0x00FF00FF00FF00FFull) * 6553601) >> 16;
+                v = ((v & 0x0000FFFF0000FFFFull) * 42949672960001ull) >> 32;
+                *ip = i + len;
+                *nd_out = len;
+                *neg_out = 0;
+                return (int64_t)v;
+            }
+        }
+    }
+#endif /* the word's first byte must be its lowest: little-endian only */
+    int neg = 0, nd = 0;
+    uint64_t val = 0;
+    if (i < end && buf[i] == '-') {
+        neg = 1;
+        ++i;
+    }
+    unsigned int d;
+    while (i < end && (d = (unsigned int)buf[i] - '0') <= 9u) {
+        val = val * 10u + d;
+        ++i;
+        ++nd;
+    }
+    *ip = i;
+    *nd_out = nd;
+    *neg_out = neg;
+    return (int64_t)val;
+}
+
+/* The weight token at or after buf[i] of record k: an integer into w_int with its length in
+ * w_len; a decimal token's start in w_int, its negated length in w_len and, on Clinger's exact
+ * fast path (the grid parser's, above), its value in w_flt, else NaN there. */
+static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, int64_t k,
+                         int64_t *w_int, int32_t *w_len, double *w_flt) {
+    w_len[k] = 0;
+    w_int[k] = 0;
+    while (i < end && g_blank(buf[i])) ++i;
+    if (i >= end || buf[i] == G_LF || buf[i] == G_CR) return G_ERR_NONE;
+    const int64_t s = i;
+    int neg = 0;
+    if (buf[i] == '-' || buf[i] == '+') {
+        neg = buf[i] == '-';
+        ++i;
+    }
+    uint64_t val = 0, mant = 0;
+    int64_t nd = 0, frac = 0, exp_digits = 0, sig = 0, scale = 0, exp10 = 0;
+    int is_int = 1, exact = 1;
+    while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+        const unsigned int d = buf[i] - '0';
+        if (nd < 19) val = val * 10u + d;
+        if (mant != 0 || d != 0) {
+            if (sig < 18) {
+                mant = mant * 10u + d;
+                ++sig;
+            } else {
+                exact = 0;
+            }
+        }
+        ++nd;
+        ++i;
+    }
+    if (i < end && buf[i] == '.') {
+        is_int = 0;
+        ++i;
+        while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+            const unsigned int d = buf[i] - '0';
+            if (mant != 0 || d != 0) {
+                if (sig < 18) {
+                    mant = mant * 10u + d;
+                    ++sig;
+                    ++scale;
+                } else {
+                    exact = 0;
+                }
+            } else if (exact) {
+                ++scale;
+            }
+            ++frac;
+            ++i;
+        }
+    }
+    if (nd + frac > 0 && i < end && (buf[i] == 'e' || buf[i] == 'E')) {
+        is_int = 0;
+        ++i;
+        int eneg = 0;
+        if (i < end && (buf[i] == '-' || buf[i] == '+')) {
+            eneg = buf[i] == '-';
+            ++i;
+        }
+        while (i < end && buf[i] >= '0' && buf[i] <= '9') {
+            if (exp10 < 100000) exp10 = exp10 * 10 + (buf[i] - '0');
+            ++exp_digits;
+            ++i;
+        }
+        if (eneg) exp10 = -exp10;
+        if (exp_digits == 0) {
+            nd = 0;
+            frac = 0;
+        }
+    }
+    const int ok = nd + frac > 0 && (i >= end || g_sep(buf[i]));
+    if (!ok) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+    if (is_int) {
+        if (nd > 18) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+        w_int[k] = neg ? -(int64_t)val : (int64_t)val;
+        w_len[k] = (int32_t)(i - s);
+        return G_ERR_NONE;
+    }
+    if (wmode == 2) return G_ERR_WEIGHT_INT;
+    w_int[k] = s;
+    w_len[k] = (int32_t)(-(i - s));
+    const int64_t e = exp10 - scale;
+    if (exact && sig <= 15 && e >= -22 && e <= 22) {
+        double x = (double)(int64_t)mant;
+        x = e >= 0 ? x * POW10[e] : x / POW10[-e];
+        w_flt[k] = neg ? -x : x;
+    } else {
+        w_flt[k] = (double)bits_to_float(NAN_BITS);
+    }
+    return G_ERR_NONE;
+}
+
+/* Parse lines "[tag] a b [w] [ignored...]" of buf[start:end) into out_u, out_v (and the
+ * weights); terrain/graph/_native.py (parse_pairs) states the rules. result[0..3] = (records,
+ * error, line start, dropped). */
+void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int comment_a,
+                         int comment_b, int tag, int64_t limit, int64_t *out_u, int64_t *out_v,
+                         int wmode, int64_t *w_int, int32_t *w_len, double *w_flt,
+                         int64_t *result) {
+    int64_t i = start, k = 0, last = -1;
+    int dropped = 0, err = G_ERR_NONE;
+    int64_t ls = 0;
+    while (i < end) {
+        if (limit >= 0 && k >= limit) break;
+        ls = i;
+        while (i < end && g_blank(buf[i])) ++i;
+        if (i >= end) break;
+        const uint8_t c = buf[i];
+        if (c == G_LF || c == G_CR || c == comment_a || c == comment_b) {
+            const uint8_t *q = memchr(buf + i, G_LF, (size_t)(end - i));
+            i = q == NULL ? end + 1 : (q - buf) + 1;
+            continue;
+        }
+        if (tag != 0) {
+            if (c != tag) {
+                err = G_ERR_TAG;
+                break;
+            }
+            ++i;
+            if (i < end && !g_blank(buf[i])) {
+                err = G_ERR_TAG;
+                break;
+            }
+        }
+        int64_t a = 0;
+        for (int t = 0; t < 2 && err == G_ERR_NONE; ++t) {
+            while (i < end && g_blank(buf[i])) ++i;
+            if (i >= end || buf[i] == G_LF || buf[i] == G_CR) {
+                err = G_ERR_FEW;
+                break;
+            }
+            int nd, neg;
+            const int64_t val = g_int_token(buf, &i, end, &nd, &neg);
+            if (nd == 0 || (i < end && !g_sep(buf[i]))) err = G_ERR_TOKEN;
+            else if (nd > 18) err = G_ERR_BIG;
+            else if (neg) err = G_ERR_NEG;
+            else if (t == 0) a = val;
+            else {
+                out_u[k] = a;
+                out_v[k] = val;
+            }
+        }
+        if (err != G_ERR_NONE) break;
+        if (wmode != 0) {
+            /* the common case first: a plain integer weight; anything else goes to the
+             * general weight scanner */
+            int64_t j = i;
+            while (j < end && g_blank(buf[j])) ++j;
+            const int64_t s = j;
+            int nd, neg;
+            const int64_t val = g_int_token(buf, &j, end, &nd, &neg);
+            if (nd > 0 && nd <= 18 && (j >= end || g_sep(buf[j]))) {
+                w_int[k] = neg ? -val : val;
+                w_len[k] = (int32_t)(j - s);
+                i = j;
+            } else {
+                err = g_scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt);
+                if (err != G_ERR_NONE) break;
+            }
+            if (wmode == 1 && w_len[k] == 0) {
+                wmode = 0; /* an optional weight missing: the file is unweighted */
+                dropped = 1;
+            }
+        }
+        ++k;
+        last = ls;
+        if (i < end && buf[i] != G_LF) {
+            const uint8_t *q = memchr(buf + i, G_LF, (size_t)(end - i));
+            i = q == NULL ? end : (q - buf);
+        }
+        ++i;
+    }
+    result[0] = k;
+    result[1] = err;
+    result[2] = err != G_ERR_NONE ? ls : last;
+    result[3] = dropped;
+}
+
+/* Subtract the id base lo from every endpoint in place; the first record with u outside
+ * lo..hi_u or v outside lo..hi_v, or -1. */
+int64_t terrain_shift_ids(int64_t *u, int64_t *v, int64_t m, int64_t lo, int64_t hi_u,
+                          int64_t hi_v) {
+    int64_t bad = -1;
+    for (int64_t k = 0; k < m; ++k) {
+        const int64_t a = u[k], b = v[k];
+        if (bad < 0 && (a < lo || a > hi_u || b < lo || b > hi_v)) bad = k;
+        u[k] = a - lo;
+        v[k] = b - lo;
+    }
+    return bad;
+}
+
+/* Largest id of u[0:m) and v[0:m) (-1 when m is 0). */
+int64_t terrain_max_id(const int64_t *u, const int64_t *v, int64_t m) {
+    int64_t hi = -1;
+    for (int64_t k = 0; k < m; ++k) {
+        const int64_t x = u[k] > v[k] ? u[k] : v[k];
+        if (x > hi) hi = x;
+    }
+    return hi;
+}
+
+/* present[ids[k]] = 1 (threads may store 1 into the same byte: the same value). */
+void terrain_mark_present(const int64_t *ids, int64_t m, uint8_t *present) {
+    for (int64_t k = 0; k < m; ++k) present[ids[k]] = 1;
+}
+
+/* out[k] = relabel[ids[k]] (out may be ids itself). */
+void terrain_relabel(const int64_t *ids, int64_t m, const int64_t *relabel, int64_t *out) {
+    for (int64_t k = 0; k < m; ++k) out[k] = relabel[ids[k]];
+}
+
+/* ---------------------------------------------------------------- CSR build (csr.py says how)
+ * Row counters per edge block, int64. Block t of the edges counts its entries per row ... */
+
+/* counts[i] += entries of row i in edges [k0, k1) (self-loops dropped; both rows when both). */
+void terrain_csr_count(const int64_t *u, const int64_t *v, int64_t k0, int64_t k1,
+                       int64_t *counts, int both) {
+    for (int64_t k = k0; k < k1; ++k) {
+        const int64_t a = u[k], b = v[k];
+        if (a != b) {
+            ++counts[a];
+            if (both) ++counts[b];
+        }
+    }
+}
+
+/* From the blocks' row counts (counts[t * n + i]): deg, indptr (their prefix sums), and in
+ * counts each block's first slot in every row (block 0 first: the scatter keeps edge order). */
+void terrain_csr_offsets(int64_t *counts, int64_t blocks, int64_t n, int64_t *deg,
+                         int64_t *indptr) {
+    int64_t total = 0;
+    indptr[0] = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        int64_t pos = total;
+        for (int64_t t = 0; t < blocks; ++t) {
+            const int64_t c = counts[t * n + i];
+            counts[t * n + i] = pos;
+            pos += c;
+        }
+        deg[i] = pos - total;
+        total = pos;
+        indptr[i + 1] = total;
+    }
+}
+
+/* One definition per (index type, weight type): the scatter, the row sort with
+ * de-duplication (minimum weight kept) and the compaction. WITH_W 0: no weights (WT is a
+ * dummy, never read).
+ * The scatter writes to random rows when the vertex numbers carry no locality (RMAT: every
+ * store misses), and the store buffer, full of misses, stalls the loop: it prefetches, for
+ * write, the row cursors of the edge 2 x CSR_AHEAD ahead and the slots of the one
+ * CSR_AHEAD ahead (RMAT-18, 3.8 M edges, one thread: 77 -> 38 ms; a grid, whose rows are
+ * local, 7.7 -> 8.4 ms). A hint only: a cursor read early may be stale, the result is not. */
+#define CSR_AHEAD 16
+#if defined(__GNUC__) || defined(__clang__)
+#define CSR_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#else
+#define CSR_PREFETCH_W(p) ((void)0)
+#endif
+#define TERRAIN_CSR_FUNCS(IT, IN, WT, WN, WITH_W)                                               \
+    void terrain_csr_scatter_##IN##_##WN(const int64_t *u, const int64_t *v, const WT *w,      \
+                                         int64_t k0, int64_t k1, int64_t *fill, IT *indices,   \
+                                         WT *weights, int both) {                              \
+        for (int64_t k = k0; k < k1; ++k) {                                                    \
+            if (k + 2 * CSR_AHEAD < k1) {   /* the row cursors of an edge 2 x ahead */         \
+                CSR_PREFETCH_W(&fill[u[k + 2 * CSR_AHEAD]]);                                   \
+                if (both) CSR_PREFETCH_W(&fill[v[k + 2 * CSR_AHEAD]]);                         \
+            }                                                                                  \
+            if (k + CSR_AHEAD < k1) {       /* the slots it will write, from them */           \
+                const int64_t fa = fill[u[k + CSR_AHEAD]];                                     \
+                CSR_PREFETCH_W(&indices[fa]);                                                  \
+                if (WITH_W) CSR_PREFETCH_W(&weights[fa]);                                      \
+                if (both) {                                                                    \
+                    const int64_t fb = fill[v[k + CSR_AHEAD]];                                 \
+                    CSR_PREFETCH_W(&indices[fb]);                                              \
+                    if (WITH_W) CSR_PREFETCH_W(&weights[fb]);                                  \
+                }                                                                              \
+            }                                                                                  \
+            const int64_t a = u[k], b = v[k];                                                  \
+            if (a == b) continue;                                                              \
+            indices[fill[a]] = (IT)b;                                                          \
+            if (WITH_W) weights[fill[a]] = w[k];                                               \
+            ++fill[a];                                                                         \
+            if (both) {                                                                        \
+                indices[fill[b]] = (IT)a;                                                      \
+                if (WITH_W) weights[fill[b]] = w[k];                                           \
+                ++fill[b];                                                                     \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    static void csr_radix_##IN##_##WN(IT *x, WT *w, IT *tx, WT *tw, int64_t size, int nbits,  \
+                                      int digit_bits, int64_t *count) {                        \
+        const int64_t buckets = (int64_t)1 << digit_bits, mask = buckets - 1;                  \
+        IT *sx = x, *dx = tx;                                                                  \
+        WT *sw = w, *dw = tw;                                                                  \
+        int swapped = 0;                                                                       \
+        for (int shift = 0; shift < nbits; shift += digit_bits) {                              \
+            memset(count, 0, (size_t)buckets * sizeof *count);                                 \
+            for (int64_t e = 0; e < size; ++e) ++count[((int64_t)sx[e] >> shift) & mask];      \
+            if (count[((int64_t)sx[0] >> shift) & mask] == size) continue;                     \
+            int64_t total = 0;                                                                 \
+            for (int64_t d = 0; d < buckets; ++d) {                                            \
+                const int64_t c = count[d];                                                    \
+                count[d] = total;                                                              \
+                total += c;                                                                    \
+            }                                                                                  \
+            for (int64_t e = 0; e < size; ++e) {                                               \
+                const int64_t d = ((int64_t)sx[e] >> shift) & mask;                            \
+                dx[count[d]] = sx[e];                                                          \
+                if (WITH_W) dw[count[d]] = sw[e];                                              \
+                ++count[d];                                                                    \
+            }                                                                                  \
+            IT *t = sx; sx = dx; dx = t;                                                       \
+            WT *tw2 = sw; sw = dw; dw = tw2;                                                   \
+            swapped = !swapped;                                                                \
+        }                                                                                      \
+        if (swapped) {                                                                         \
+            memcpy(x, tx, (size_t)size * sizeof *x);                                           \
+            if (WITH_W) memcpy(w, tw, (size_t)size * sizeof *w);                               \
+        }                                                                                      \
+    }                                                                                          \
+    int terrain_csr_sort_rows_##IN##_##WN(const int64_t *indptr, int64_t r0, int64_t r1,       \
+                                          IT *indices, WT *weights, int nbits,                 \
+                                          int64_t *unique_deg) {                               \
+        int64_t longest = 0;                                                                   \
+        for (int64_t i = r0; i < r1; ++i)                                                      \
+            if (indptr[i + 1] - indptr[i] > longest) longest = indptr[i + 1] - indptr[i];      \
+        IT *tx = NULL;                                                                         \
+        WT *tw = NULL;                                                                         \
+        int64_t *count = NULL;                                                                 \
+        if (longest > 32) {                                                                    \
+            tx = malloc((size_t)longest * sizeof *tx);                                         \
+            tw = WITH_W ? malloc((size_t)longest * sizeof *tw) : NULL;                         \
+            count = malloc(((size_t)1 << 11) * sizeof *count);                                 \
+            if (tx == NULL || count == NULL || (WITH_W && tw == NULL)) {                       \
+                free(tx); free(tw); free(count);                                               \
+                return -1;                                                                     \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t i = r0; i < r1; ++i) {                                                    \
+            const int64_t a = indptr[i], b = indptr[i + 1];                                    \
+            int64_t e = a + 1;                                                                 \
+            while (e < b && indices[e] > indices[e - 1]) ++e;                                  \
+            if (e >= b) { /* strictly increasing already: no sort, no duplicates */           \
+                unique_deg[i] = b - a;                                                         \
+                continue;                                                                      \
+            }                                                                                  \
+            const int64_t d = b - a;                                                           \
+            if (d > 32) {                                                                      \
+                csr_radix_##IN##_##WN(indices + a, WITH_W ? weights + a : NULL, tx, tw, d,    \
+                                      nbits, d > 16384 ? 11 : 8, count);                       \
+            } else {                                                                           \
+                for (int64_t f = a + 1; f < b; ++f) {                                          \
+                    const IT x = indices[f];                                                   \
+                    WT y;                                                                      \
+                    if (WITH_W) y = weights[f];                                                \
+                    int64_t j = f - 1;                                                         \
+                    while (j >= a && indices[j] > x) {                                         \
+                        indices[j + 1] = indices[j];                                           \
+                        if (WITH_W) weights[j + 1] = weights[j];                               \
+                        --j;                                                                   \
+                    }                                                                          \
+                    indices[j + 1] = x;                                                        \
+                    if (WITH_W) weights[j + 1] = y;                                            \
+                }                                                                              \
+            }                                                                                  \
+            int64_t cnt = 0;                                                                   \
+            for (int64_t f = a; f < b; ++f) {                                                  \
+                if (cnt == 0 || indices[f] != indices[a + cnt - 1]) {                          \
+                    indices[a + cnt] = indices[f];                                             \
+                    if (WITH_W) weights[a + cnt] = weights[f];                                 \
+                    ++cnt;                                                                     \
+                } else if (WITH_W && weights[f] < weights[a + cnt - 1]) {                      \
+                    weights[a + cnt - 1] = weights[f];                                         \
+                }                                                                              \
+            }                                                                                  \
+            unique_deg[i] = cnt;                                                               \
+        }                                                                                      \
+        free(tx); free(tw); free(count);                                                       \
+        return 0;                                                                              \
+    }                                                                                          \
+    int64_t terrain_csr_compact_##IN##_##WN(int64_t *indptr, int64_t n, IT *indices,           \
+                                            WT *weights, const int64_t *unique_deg) {          \
+        int64_t k = 0;                                                                         \
+        for (int64_t i = 0; i < n; ++i) {                                                      \
+            const int64_t a = indptr[i];                                                       \
+            indptr[i] = k;                                                                     \
+            if (a != k) {                                                                      \
+                memmove(indices + k, indices + a, (size_t)unique_deg[i] * sizeof *indices);    \
+                if (WITH_W) memmove(weights + k, weights + a,                                  \
+                                    (size_t)unique_deg[i] * sizeof *weights);                  \
+            }                                                                                  \
+            k += unique_deg[i];                                                                \
+        }                                                                                      \
+        indptr[n] = k;                                                                         \
+        return k;                                                                              \
+    }
+
+TERRAIN_CSR_FUNCS(int32_t, i32, uint8_t, none, 0)
+TERRAIN_CSR_FUNCS(int32_t, i32, int32_t, i32, 1)
+TERRAIN_CSR_FUNCS(int32_t, i32, int64_t, i64, 1)
+TERRAIN_CSR_FUNCS(int32_t, i32, float, f32, 1)
+TERRAIN_CSR_FUNCS(int32_t, i32, double, f64, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, uint8_t, none, 0)
+TERRAIN_CSR_FUNCS(int64_t, i64, int32_t, i32, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, int64_t, i64, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, float, f32, 1)
+TERRAIN_CSR_FUNCS(int64_t, i64, double, f64, 1)
+
+/* ---------------------------------------------------------------- BFS operators (CPU twins of
+ * seed / fused / bottomup / parents in terrain/graph/_frontier.cu; frontier.py drives them).
+ * Each returns (count, degree sum) of the level it builds in out[0..1]. */
+#define TERRAIN_BFS_FUNCS(IT, IN)                                                              \
+    void terrain_bfs_seed_##IN(const int64_t *indptr, const IT *sources, int64_t k, IT *q,     \
+                               int32_t *dist, int64_t *out) {                                  \
+        int64_t degsum = 0;                                                                    \
+        for (int64_t i = 0; i < k; ++i) {                                                      \
+            const IT s = sources[i];                                                           \
+            dist[s] = 0;                                                                       \
+            q[i] = s;                                                                          \
+            degsum += indptr[s + 1] - indptr[s];                                               \
+        }                                                                                      \
+        out[0] = k;                                                                            \
+        out[1] = degsum;                                                                       \
+    }                                                                                          \
+    void terrain_bfs_topdown_##IN(const int64_t *indptr, const IT *indices, const IT *in_q,    \
+                                  int64_t n_in, IT *out_q, int32_t *dist, int32_t level,       \
+                                  int64_t *out) {                                              \
+        int64_t count = 0, degsum = 0;                                                         \
+        const int32_t nxt = level + 1;                                                         \
+        for (int64_t i = 0; i < n_in; ++i) {                                                   \
+            const IT u = in_q[i];                                                              \
+            for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
+                const IT w = indices[e];                                                       \
+                if (dist[w] < 0) {                                                             \
+                    dist[w] = nxt;                                                             \
+                    out_q[count++] = w;                                                        \
+                    degsum += indptr[w + 1] - indptr[w];                                       \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        out[0] = count;                                                                        \
+        out[1] = degsum;                                                                       \
+    }                                                                                          \
+    void terrain_bfs_bottomup_##IN(const int64_t *indptr, const IT *indices, int64_t n,        \
+                                   IT *out_q, int32_t *dist, int32_t level, int64_t *out) {    \
+        int64_t count = 0, degsum = 0;                                                         \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            if (dist[v] >= 0) continue;                                                        \
+            for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                              \
+                if (dist[indices[e]] == level) {                                               \
+                    dist[v] = level + 1;                                                       \
+                    out_q[count++] = (IT)v;                                                    \
+                    degsum += indptr[v + 1] - indptr[v];                                       \
+                    break;                                                                     \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        out[0] = count;                                                                        \
+        out[1] = degsum;                                                                       \
+    }                                                                                          \
+    void terrain_bfs_parents_##IN(const int64_t *indptr, const IT *indices, int64_t n,         \
+                                  const int32_t *dist, IT *pred) {                             \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            const int32_t d = dist[v];                                                         \
+            IT p = -1;                                                                         \
+            if (d > 0) {                                                                       \
+                for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                          \
+                    if (dist[indices[e]] == d - 1) {                                           \
+                        p = indices[e];                                                        \
+                        break;                                                                 \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            pred[v] = p;                                                                       \
+        }                                                                                      \
+    }
+
+TERRAIN_BFS_FUNCS(int32_t, i32)
+TERRAIN_BFS_FUNCS(int64_t, i64)
+
+/* ---------------------------------------------------------------- Dial's bucket queue: the
+ * SSSP CPU twin's Dijkstra for integer weights (terrain/graph/sssp.py, _dial_cpu, says how and
+ * why in C). label[v] (pre-filled with INT64_MAX: unreached) packs d << shift | p, p the
+ * predecessor (all ones in the low shift bits: none; 2**shift - 1 >= n). Buckets: LIFO stacks
+ * of DIAL_BLOCK-id blocks in one pool, emptied blocks to a free list. Returns the settled
+ * count, or -1 when the queue's memory cannot be had. */
+#define DIAL_BLOCK 32
+#define DIAL_AHEAD_ROW 6
+#define DIAL_AHEAD_ARCS 3
+#if defined(__GNUC__) || defined(__clang__)
+#define DIAL_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define DIAL_PREFETCH(p) ((void)0)
+#endif
+#define TERRAIN_DIAL_FUNCS(IT, IN, WT, WN)                                                     \
+    int64_t terrain_dial_##IN##_##WN(const int64_t *indptr, const IT *indices, const WT *w,   \
+                                     int64_t nnz, const int64_t *sources, int64_t n_sources,  \
+                                     int64_t *label, int64_t max_weight, int shift) {         \
+        const int64_t nb = max_weight + 1;                                                     \
+        /* blocks in use at once: at most queued / DIAL_BLOCK full ones plus one per bucket */ \
+        const int64_t blocks = (nnz + n_sources + 1) / DIAL_BLOCK + nb + 1;                    \
+        int64_t *head = malloc((size_t)nb * sizeof *head);                                     \
+        int64_t *fill = malloc((size_t)nb * sizeof *fill);                                     \
+        int64_t *next = malloc((size_t)blocks * sizeof *next);                                 \
+        IT *pool = malloc((size_t)blocks * DIAL_BLOCK * sizeof *pool);                         \
+        if (head == NULL || fill == NULL || next == NULL || pool == NULL) {                    \
+            free(head); free(fill); free(next); free(pool);                                    \
+            return -1;                                                                         \
+        }                                                                                      \
+        for (int64_t t = 0; t < nb; ++t) {                                                     \
+            head[t] = -1;                                                                      \
+            fill[t] = 0;                                                                       \
+        }                                                                                      \
+        int64_t used = 0, free_list = -1, queued = 0, settled = 0, cur = 0, b = 0;             \
+        const int64_t root = ((int64_t)1 << shift) - 1; /* distance 0, no predecessor */       \
+        for (int64_t i = 0; i < n_sources; ++i) {                                              \
+            const int64_t s = sources[i];                                                      \
+            if (label[s] != root) {                                                            \
+                label[s] = root;                                                               \
+                DIAL_PUSH(0, (IT)s);                                                           \
+            }                                                                                  \
+        }                                                                                      \
+        while (queued > 0) {                                                                   \
+            while (head[b] < 0) {                                                              \
+                ++cur;                                                                         \
+                if (++b == nb) b = 0;                                                          \
+            }                                                                                  \
+            const int64_t h = head[b], f = fill[b] - 1;                                        \
+            const IT *top = pool + h * DIAL_BLOCK;                                             \
+            const IT u = top[f];                                                               \
+            /* the next pops of this block are known: start their cache misses now */          \
+            if (f >= DIAL_AHEAD_ROW) {                                                         \
+                const IT x = top[f - DIAL_AHEAD_ROW];                                          \
+                DIAL_PREFETCH(&label[x]);                                                      \
+                DIAL_PREFETCH(&indptr[x]);                                                     \
+            }                                                                                  \
+            if (f >= DIAL_AHEAD_ARCS) {                                                        \
+                const int64_t e = indptr[top[f - DIAL_AHEAD_ARCS]];                            \
+                DIAL_PREFETCH(&indices[e]);                                                    \
+                DIAL_PREFETCH(&w[e]);                                                          \
+            }                                                                                  \
+            if (f == 0) { /* block emptied: to the free list */                                \
+                head[b] = next[h];                                                             \
+                next[h] = free_list;                                                           \
+                free_list = h;                                                                 \
+                fill[b] = DIAL_BLOCK;                                                          \
+            } else {                                                                           \
+                fill[b] = f;                                                                   \
+            }                                                                                  \
+            --queued;                                                                          \
+            if ((label[u] >> shift) != cur) continue; /* stale */                              \
+            ++settled;                                                                         \
+            const int64_t e1 = indptr[u + 1];                                                  \
+            for (int64_t e = indptr[u]; e < e1; ++e) {                                         \
+                const IT v = indices[e];                                                       \
+                const int64_t wt = (int64_t)w[e], nd = cur + wt;                               \
+                const int64_t key = (nd << shift) | (int64_t)u, old = label[v];                \
+                if (key < old) {                                                               \
+                    label[v] = key;                                                            \
+                    if ((old >> shift) != nd) { /* shorter, not only a smaller tail */         \
+                        int64_t t = b + wt; /* nd mod nb: b is cur mod nb, wt < nb */          \
+                        if (t >= nb) t -= nb;                                                  \
+                        DIAL_PUSH(t, v);                                                       \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        free(head); free(fill); free(next); free(pool);                                        \
+        return settled;                                                                        \
+    }
+/* push v on bucket t: a fresh block (from the free list, still in cache, else the pool) when
+ * the bucket is empty or its top block full */
+#define DIAL_PUSH(t, v)                                                                        \
+    do {                                                                                       \
+        const int64_t t_ = (t);                                                                \
+        int64_t h_ = head[t_];                                                                 \
+        if (h_ < 0 || fill[t_] == DIAL_BLOCK) {                                                \
+            int64_t nb_ = free_list;                                                           \
+            if (nb_ >= 0) free_list = next[nb_];                                               \
+            else nb_ = used++;                                                                 \
+            next[nb_] = h_;                                                                    \
+            head[t_] = nb_;                                                                    \
+            fill[t_] = 0;                                                                      \
+            h_ = nb_;                                                                          \
+        }                                                                                      \
+        pool[h_ * DIAL_BLOCK + fill[t_]++] = (v);                                              \
+        ++queued;                                                                              \
+    } while (0)
+
+TERRAIN_DIAL_FUNCS(int32_t, i32, int32_t, i32)
+TERRAIN_DIAL_FUNCS(int32_t, i32, int64_t, i64)
+TERRAIN_DIAL_FUNCS(int64_t, i64, int32_t, i32)
+TERRAIN_DIAL_FUNCS(int64_t, i64, int64_t, i64)
+
+/* Unpack terrain_dial_*'s labels: dist[i] (inf where unreached) and, when pred is not NULL,
+ * pred[i] (-1 at sources and unreached vertices). */
+void terrain_dial_labels(const int64_t *label, int64_t n, int shift, int64_t *dist,
+                         int64_t *pred, int64_t inf) {
+    const int64_t none = ((int64_t)1 << shift) - 1, unreached = INT64_MAX >> shift;
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t x = label[i], d = x >> shift, p = x & none;
+        dist[i] = d == unreached ? inf : d;
+        if (pred != NULL) pred[i] = p == none ? -1 : p;
+    }
+}
+
+/* METIS adjacency lines: the n vertex lines from buf[start] (loaders._parse_metis_chunk says
+ * the rules: skip_before tokens open each line; with edge_weights every neighbour is followed by
+ * an integer weight; neighbours 1..n). result[0..3] = (entries, error, line start, lines read). */
+#define G_ERR_RANGE 6
+#define G_ERR_LINES 7
+void terrain_metis_parse(const uint8_t *buf, int64_t end, int64_t start, int64_t n,
+                         int64_t skip_before, int edge_weights, int64_t *out_u, int64_t *out_v,
+                         int64_t *out_w, int64_t cap, int64_t *result) {
+    int64_t i = start, k = 0, line = 0, ls = 0;
+    int err = G_ERR_NONE;
+    while (i < end && line < n && err == G_ERR_NONE) {
+        ls = i;
+        while (i < end && g_blank(buf[i])) ++i;
+        if (i < end && buf[i] == '%') {
+            while (i < end && buf[i] != G_LF) ++i;
+            ++i;
+            continue;
+        }
+        int64_t tok = 0;
+        for (;;) {
+            while (i < end && (g_blank(buf[i]) || buf[i] == G_CR)) ++i;
+            if (i >= end || buf[i] == G_LF) break;
+            int neg = 0, dot = 0;
+            if (buf[i] == '-') {
+                neg = 1;
+                ++i;
+            }
+            uint64_t val = 0;
+            int64_t nd = 0;
+            while (i < end && ((buf[i] >= '0' && buf[i] <= '9') || buf[i] == '.')) {
+                if (buf[i] == '.') dot = 1;
+                else {
+                    val = val * 10u + (unsigned int)(buf[i] - '0');
+                    ++nd;
+                }
+                ++i;
+            }
+            if (nd == 0 || (i < end && !g_sep(buf[i]))) {
+                err = G_ERR_TOKEN;
+                break;
+            }
+            const int is_neighbour = tok >= skip_before
+                                     && (!edge_weights || (tok - skip_before) % 2 == 0);
+            if (is_neighbour) {
+                if (dot || nd > 18) err = G_ERR_TOKEN;
+                else if (neg) err = G_ERR_NEG;
+                else if ((int64_t)val < 1 || (int64_t)val > n) err = G_ERR_RANGE;
+                else if (k >= cap) err = G_ERR_LINES;
+                if (err != G_ERR_NONE) break;
+                out_u[k] = line;
+                out_v[k] = (int64_t)val - 1;
+                ++k;
+            } else if (edge_weights && tok > skip_before) {
+                if (dot || nd > 18) {
+                    err = G_ERR_WEIGHT_INT;
+                    break;
+                }
+                out_w[k - 1] = neg ? -(int64_t)val : (int64_t)val;
+            }
+            ++tok;
+        }
+        if (err != G_ERR_NONE) break;
+        ++i;
+        ++line;
+    }
+    /* anything after the n vertex lines must be blank or a comment */
+    while (err == G_ERR_NONE && i < end) {
+        ls = i;
+        while (i < end && (g_blank(buf[i]) || buf[i] == G_CR)) ++i;
+        if (i >= end) break;
+        if (buf[i] == '%') {
+            while (i < end && buf[i] != G_LF) ++i;
+        } else if (buf[i] != G_LF) {
+            err = G_ERR_LINES;
+            ++line;
+            break;
+        }
+        ++i;
+    }
+    result[0] = k;
+    result[1] = err;
+    result[2] = err != G_ERR_NONE ? ls : -1;
+    result[3] = line;
+}

@@ -1,0 +1,116 @@
+"""Every bad input: one line on stderr naming the file (and line), exit 2, nothing written."""
+
+from pathlib import Path
+
+import pytest
+from cli import HEADER, ROWS, assert_one_line_error, run_terrain
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# name -> (file content or a marker, expected message after "terrain: <file>")
+CASES = {
+    "missing": (None, ": no such file"),
+    "directory": ("<dir>", ": is a directory"),
+    "empty": ("", ": empty file"),
+    "blank": ("  \n\n", ": empty file"),
+    "missing_key": (HEADER.replace("nrows 3\n", "") + ROWS, ":6: header lacks 'nrows'"),
+    "missing_cellsize": (HEADER.replace("cellsize 1\n", "") + ROWS, ":6: header lacks 'cellsize'"),
+    "unknown_key": (HEADER.replace("cellsize", "cellsiz") + ROWS,
+                    ":5: unknown ESRI header key 'cellsiz'"),
+    "repeated_key": (HEADER + "NCOLS 4\n" + ROWS, ":7: repeated header key 'ncols' (first on line 1)"),
+    "grass_unknown_key": ("north: 3\nsouth: 0\neast: 4\nwest: 0\nrows: 3\ncols: 4\nnul: *\n" + ROWS,
+                          ":7: unknown GRASS header key 'nul'"),
+    "non_numeric": (HEADER + "1 2 3 4\n5 6 abc 8\n9 10 11 12\n",
+                    ":8: non-numeric token 'abc' (row 2, column 3)"),
+    "star_in_esri": (HEADER + "1 2 3 4\n5 6 7 8\n9 * 11 12\n", ":9: non-numeric token '*'"),
+    "bad_exponent": (HEADER + "1 2 3 4\n5 6 7 8e\n9 10 11 12\n", ":8: non-numeric token '8e'"),
+    "too_few": (HEADER + "1 2 3 4\n5 6 7\n9 10 11 12\n", ":8: row 2 has 3 values, expected ncols=4"),
+    "too_many": (HEADER + "1 2 3 4\n5 6 7 8\n9 10 11 12 13\n",
+                 ":9: row 3 has 5 values, expected ncols=4"),
+    "truncated": (HEADER + "1 2 3 4\n5 6 7 8\n", ":8: file ends after 2 of nrows=3 rows"),
+    "extra_rows": (HEADER + ROWS + "13 14 15 16\n", ":10: more data rows than nrows=3"),
+    "rows_zero": (HEADER.replace("nrows 3", "nrows 0") + ROWS,
+                  ":2: nrows must be a positive integer, got '0'"),
+    "cols_negative": (HEADER.replace("ncols 4", "ncols -4") + ROWS,
+                      ":1: ncols must be a positive integer, got '-4'"),
+    "cellsize_nan": (HEADER.replace("cellsize 1", "cellsize nan") + ROWS,
+                     ":5: cellsize must be a finite positive number, got 'nan'"),
+    "cellsize_inf": (HEADER.replace("cellsize 1", "cellsize inf") + ROWS,
+                     ":5: cellsize must be a finite positive number, got 'inf'"),
+    "cellsize_zero": (HEADER.replace("cellsize 1", "cellsize 0") + ROWS,
+                      ":5: cellsize must be a finite positive number, got '0'"),
+    "cellsize_negative": (HEADER.replace("cellsize 1", "cellsize -2.5") + ROWS,
+                          ":5: cellsize must be a finite positive number, got '-2.5'"),
+    "grass_inverted": ("north: 0\nsouth: 3\neast: 4\nwest: 0\nrows: 3\ncols: 4\n" + ROWS,
+                       ":1: cell size (north - south) / rows must be finite and positive"),
+    "not_a_raster": (b"\x00\x01binary\xff" * 50, ": not a grid terrain or GDAL can read"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_grid_file(tmp_path, name):
+    content, message = CASES[name]
+    src = tmp_path / (f"{name}.tif" if name == "not_a_raster" else f"{name}.asc")
+    if content == "<dir>":
+        src.mkdir()
+    elif isinstance(content, bytes):
+        src.write_bytes(content)
+    elif content is not None:
+        src.write_text(content)
+    proc = run_terrain("ingest", src.name, "-o", "out.zarr", "--tile", "2",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    assert_one_line_error(proc, f"terrain: {src.name}{message}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([src.name] if content is not None
+                                                          else [])
+
+
+def test_data_error_on_the_local_cluster_names_the_line(tmp_path):
+    """Raised inside a Dask task on the LocalCluster (``--scheduler local``: the default
+    runs a grid this small on threads), still one error line (after the dashboard notice),
+    and the partial store is gone."""
+    rows = [" ".join(str(r * 10 + c) for c in range(4)) for r in range(40)]
+    rows[33] = "1 2 3 x4"
+    src = tmp_path / "late.asc"
+    src.write_text(HEADER.replace("nrows 3", "nrows 40") + "\n".join(rows) + "\n")
+    proc = run_terrain("ingest", src.name, "-o", "out.zarr", "--tile", "4", "--scheduler", "local",
+                       cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "Dask dashboard" in proc.stderr
+    lines = [x for x in proc.stderr.strip().splitlines() if "Dask dashboard" not in x]
+    assert lines == ["terrain: late.asc:40: non-numeric token 'x4' (row 34, column 4)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["late.asc"]
+
+
+def test_output_exists_without_overwrite(tmp_path):
+    src = tmp_path / "g.asc"
+    src.write_text(HEADER + ROWS)
+    (tmp_path / "out.zarr").mkdir()
+    (tmp_path / "out.zarr" / "keep").write_text("old")
+    proc = run_terrain("ingest", "g.asc", "-o", "out.zarr", "--scheduler", "synchronous",
+                       cwd=tmp_path)
+    assert_one_line_error(proc, "terrain: out.zarr: output exists (use --overwrite to replace it)")
+    assert (tmp_path / "out.zarr" / "keep").read_text() == "old"
+    proc = run_terrain("synth", "--rows", "3", "--cols", "3", "-o", "g.asc", cwd=tmp_path)
+    assert_one_line_error(proc, "terrain: g.asc: output exists")
+    assert src.read_text() == HEADER + ROWS
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["ingest", "g.asc", "-o", "o.zarr", "--tile", "300"], "300 is not a power of two"),
+    (["ingest", "g.asc", "-o", "o.zarr", "--tile", "1"], "1 is not a power of two"),
+    (["mst", "g.asc", "--backend", "tpu"], "unknown backend 'tpu'"),
+    (["synth", "--rows", "0", "--cols", "5", "-o", "s.asc"], "0 is not a positive integer"),
+])
+def test_bad_options(tmp_path, argv, message):
+    (tmp_path / "g.asc").write_text(HEADER + ROWS)
+    proc = run_terrain(*argv, cwd=tmp_path)
+    assert_one_line_error(proc, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.asc"]
+
+
+def test_info_on_a_non_store(tmp_path):
+    (tmp_path / "g.asc").write_text(HEADER + ROWS)
+    for target, message in (("g.asc", "g.asc: not a terrain tile store"),
+                            ("nothing.zarr", "nothing.zarr: no such file or directory")):
+        assert_one_line_error(run_terrain("info", target, cwd=tmp_path), f"terrain: {message}")

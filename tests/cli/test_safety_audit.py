@@ -1,0 +1,129 @@
+"""Issue 11's acceptance pass (docs/safety.md, "Audit"): the commands the first waves left
+out of tests/test_safety.py (cost-distance in all its algorithms, path, plot, synth, batch)
+refuse an output that is, holds or lies in an input, a bad place to write, an absurd size or
+scheduler: one line, exit 2, before any work, nothing written or destroyed."""
+
+import shutil
+
+import pytest
+
+from cli import HEADER, ROWS, assert_one_line_error, run_terrain
+from cli import snapshot
+
+SYNC = ("--scheduler", "synchronous")
+CD = ("cost-distance", "good.asc", "--source-cell", "0,0")
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """A 3 x 4 DEM with its mst and cost-distance stores, made once by the CLI itself."""
+    d = tmp_path_factory.mktemp("stores")
+    (d / "good.asc").write_text(HEADER + ROWS)
+    for argv in (("mst", "good.asc", "-o", "m.zarr", *SYNC),
+                 (*CD, "-o", "c.zarr", *SYNC)):
+        proc = run_terrain(*argv, cwd=d)
+        assert proc.returncode == 0, proc.stderr
+    return d
+
+
+@pytest.fixture
+def workdir(tmp_path, stores):
+    work = tmp_path / "w"
+    shutil.copytree(stores, work, symlinks=True)
+    (work / "link.asc").symlink_to("good.asc")
+    (work / "existing.txt").write_text("keep me\n")
+    (work / "plain").mkdir()
+    (work / "plain" / "notes.txt").write_text("mine")
+    return work
+
+
+# argv -> expected text of the one error line
+REFUSED = {
+    "cd_onto_its_input": ([*CD, "-o", "good.asc", "--overwrite", *SYNC],
+                          "good.asc: output is the input good.asc"),
+    "cd_tiled_onto_its_input": ([*CD, "--algorithm", "tiled", "-o", "good.asc", "--overwrite",
+                                 *SYNC], "good.asc: output is the input good.asc"),
+    "cd_blocked_onto_its_input": ([*CD, "--algorithm", "blocked", "-o", "good.asc",
+                                   "--overwrite", *SYNC], "good.asc: output is the input good.asc"),
+    "cd_onto_a_symlink_to_its_input": ([*CD, "-o", "link.asc", "--overwrite", *SYNC],
+                                       "link.asc: output is the input good.asc"),
+    "cd_onto_its_friction": ([*CD, "--cost", "friction", "--friction", "m.zarr", "-o", "m.zarr",
+                              "--overwrite", *SYNC], "m.zarr: output is the input m.zarr"),
+    "cd_inside_its_input_store": (["cost-distance", "m.zarr", "--source-cell", "0,0", "-o",
+                                   "m.zarr/c.zarr", *SYNC],
+                                  "m.zarr/c.zarr: output lies inside the input m.zarr"),
+    "cd_holding_its_input": (["cost-distance", "m.zarr", "--source-cell", "0,0", "-o", ".",
+                              "--overwrite", *SYNC], ".: output would contain the input m.zarr"),
+    "cd_exists": ([*CD, "-o", "c.zarr", *SYNC], "c.zarr: output exists (use --overwrite"),
+    "cd_parent_is_a_file": ([*CD, "-o", "good.asc/c.zarr", *SYNC],
+                            "good.asc/c.zarr: cannot write there,"),
+    "cd_tiled_in_proc": ([*CD, "--algorithm", "tiled", "-o", "/proc/c.zarr", *SYNC],
+                         "/proc/c.zarr: cannot write in /proc"),
+    "cd_geotiff_dir_in_proc": ([*CD, "-o", "c2.zarr", "--geotiff-dir", "/proc/gt", *SYNC],
+                               "/proc/gt: cannot write in /proc"),
+    "cd_geotiff_dir_parent_missing": ([*CD, "-o", "c2.zarr", "--geotiff-dir", "nodir/gt", *SYNC],
+                                      "nodir/gt: cannot write there, directory"),
+    "cd_geotiff_dir_is_the_input": ([*CD, "-o", "c2.zarr", "--geotiff-dir", "good.asc", *SYNC],
+                                    "good.asc: exists and is not a directory"),
+    "cd_scheduler_bogus": ([*CD, "-o", "c2.zarr", "--scheduler", "bogus"],
+                           "scheduler 'bogus': not an address"),
+    "cd_tile_too_big": ([*CD, "--algorithm", "tiled", "--tile", "1048576", "-o", "c2.zarr", *SYNC],
+                        "tile 1048576 is above 4096"),
+    "path_onto_its_store": (["path", "--to", "1.5,1.5", "-o", "c.zarr", "--overwrite", "c.zarr"],
+                            "c.zarr: output is the input c.zarr"),
+    "path_inside_its_store": (["path", "--to", "1.5,1.5", "-o", "c.zarr/p.geojson", "c.zarr"],
+                              "c.zarr/p.geojson: output lies inside the input c.zarr"),
+    "path_exists": (["path", "--to", "1.5,1.5", "-o", "existing.txt", "c.zarr"],
+                    "existing.txt: output exists (use --overwrite"),
+    "plot_onto_its_store": (["plot", "m.zarr", "-o", "m.zarr", "--overwrite"],
+                            "m.zarr: output is the input m.zarr"),
+    "plot_onto_the_dem": (["plot", "m.zarr", "-o", "good.asc", "--overwrite"],
+                          "good.asc: output is the input good.asc"),
+    "plot_cost_onto_its_store": (["plot", "c.zarr", "-o", "c.zarr", "--overwrite"],
+                                 "c.zarr: output is the input c.zarr"),
+    "plot_inside_its_store": (["plot", "m.zarr", "-o", "m.zarr/p.png"],
+                              "m.zarr/p.png: output lies inside the input m.zarr"),
+    "plot_in_proc": (["plot", "m.zarr", "-o", "/proc/p.png"], "/proc/p.png: cannot write in /proc"),
+    "synth_exists": (["synth", "--rows", "3", "--cols", "3", "-o", "existing.txt"],
+                     "existing.txt: output exists (use --overwrite"),
+    "synth_parent_is_a_file": (["synth", "--rows", "3", "--cols", "3", "-o", "good.asc/x.asc"],
+                               "good.asc/x.asc: cannot write there,"),
+    "synth_onto_a_plain_directory": (["synth", "--rows", "3", "--cols", "3", "-o", "plain",
+                                      "--overwrite"], "plain: is a directory but not a tile store"),
+    "synth_larger_than_the_disk": (["synth", "--rows", "1000000000", "--cols", "1000000000",
+                                    "-o", "huge.asc"],
+                                   "huge.asc: 1000000000 x 1000000000 cells need at least"),
+    "batch_outdir_holds_the_inputs": (["batch", "ingest", ".", "-o", ".", *SYNC],
+                                      ".: output folder would contain the input"),
+    "batch_outdir_is_a_file": (["batch", "ingest", "good.asc", "-o", "existing.txt", *SYNC],
+                               "existing.txt: exists and is not a directory"),
+    "batch_outdir_parent_missing": (["batch", "ingest", "good.asc", "-o", "nodir/out", *SYNC],
+                                    "nodir/out: cannot create it, directory"),
+    "batch_outdir_in_proc": (["batch", "ingest", "good.asc", "-o", "/proc/out", *SYNC],
+                             "/proc/out: cannot create it"),
+    "batch_scheduler_bogus": (["batch", "ingest", "good.asc", "-o", "out", "--scheduler", "bogus"],
+                              "scheduler 'bogus': not an address"),
+    "batch_scheduler_refused": (["batch", "mst", "good.asc", "-o", "out", "--scheduler",
+                                 "tcp://127.0.0.1:1"],
+                                "cannot reach the Dask scheduler at tcp://127.0.0.1:1"),
+    "batch_tile_too_big": (["batch", "ingest", "good.asc", "-o", "out", "--tile", "1048576",
+                            *SYNC], "tile 1048576 is above 4096"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_before_any_work(workdir, name):
+    argv, message = REFUSED[name]
+    before = snapshot(workdir)
+    proc = run_terrain(*argv, cwd=workdir)
+    assert_one_line_error(proc, f"terrain: {message}")
+    assert snapshot(workdir) == before  # nothing written, nothing destroyed
+
+
+def test_geotiff_dir_is_made_when_its_parent_exists(workdir):
+    """The check above does not refuse a new --geotiff-dir: it is made, the GeoTIFFs land."""
+    proc = run_terrain(*CD, "-o", "c2.zarr", "--geotiff-dir", "tifs", *SYNC, cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (workdir / "tifs").iterdir()) == \
+        ["allocation.tif", "backlink.tif", "distance.tif"]
+    assert (workdir / "c2.zarr" / "zarr.json").is_file()

@@ -1,0 +1,54 @@
+"""Start-up: the kernels the build step compiles are the ones a first run needs."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample.asc"
+
+
+def _index_files(cache):
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(cache).rglob("*.nbi")}
+
+
+@pytest.mark.slow
+def test_warm_up_compiles_every_kernel_the_sample_mst_uses(tmp_path):
+    """After ``python -m pipelines._warmup mst`` (what setup.py runs at build time) into an
+    empty cache, ``mst data/sample.asc`` adds no compiled signature: no index file of the
+    cache is written again."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    subprocess.run([sys.executable, "-m", "pipelines._warmup", "mst"], env=env, check=True,
+                   capture_output=True, timeout=600)
+    before = _index_files(tmp_path / "cache")
+    assert len(before) >= 8, before  # parse, Borůvka, reduction, merge kernels
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(SAMPLE), "-o",
+                           str(tmp_path / "s.mst.zarr")], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "dashboard" not in proc.stderr  # a grid this small runs without a cluster
+    assert _index_files(tmp_path / "cache") == before
+
+
+def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
+    """The default path of a small ASCII job stays off the heavy imports (docs/architecture.md;
+    numba itself imports the top-level scipy package, which is light)."""
+    code = ("import sys; from terrain.run import main; "
+            f"status = main(['ingest', {str(SAMPLE)!r}, '-o', {str(tmp_path / 'g.zarr')!r}]); "
+            "print(sorted(m for m in ('distributed', 'bokeh', 'rasterio', 'scipy.sparse') if m in sys.modules)); "
+            "sys.exit(status)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_start_up_copy_knows_the_in_core_limit():
+    from pipelines.mst_start import IN_CORE_MAX_CELLS
+    from terrain.grid.mst_device import MAX_CELLS
+    assert IN_CORE_MAX_CELLS == MAX_CELLS

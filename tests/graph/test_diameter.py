@@ -1,0 +1,272 @@
+"""Exact diameter, radius, center, periphery against networkx; BFS counts; effective
+diameter against scipy; CPU/GPU identity; the command line."""
+
+import json
+
+import dask
+import networkx as nx
+import numpy as np
+import pytest
+from scipy.sparse.csgraph import shortest_path
+
+from backends import assert_backends_identical
+from cli import run_cli as _cli
+from terrain.graph.generators import grid_graph, rmat_graph
+from terrain.graph import as_graph, build_csr, diameter, largest_component
+
+
+def _nx_graphs():
+    return {
+        "random": nx.gnm_random_graph(300, 420, seed=1),
+        "dense-random": nx.gnm_random_graph(120, 900, seed=2),
+        "tree": nx.random_labeled_tree(200, seed=3),
+        "path": nx.path_graph(57),
+        "cycle-odd": nx.cycle_graph(31),
+        "cycle-even": nx.cycle_graph(40),
+        "grid": nx.grid_2d_graph(9, 14),
+        "lollipop": nx.lollipop_graph(12, 20),
+        "barbell": nx.barbell_graph(10, 7),
+        "small-world": nx.connected_watts_strogatz_graph(200, 4, 0.05, seed=4),
+    }
+
+
+NX_GRAPHS = _nx_graphs()
+
+
+def _check_path(G, r):
+    assert len(r.path) == r.diameter + 1
+    assert (r.path[0], r.path[-1]) == tuple(r.endpoints)
+    assert all(G.has_edge(a, b) for a, b in zip(r.path, r.path[1:]))
+    assert nx.shortest_path_length(G, *r.endpoints) == r.diameter
+
+
+@pytest.mark.parametrize("name", sorted(NX_GRAPHS))
+def test_matches_networkx(backend, name):
+    G = NX_GRAPHS[name]
+    lcc = G.subgraph(max(nx.connected_components(G), key=len))
+    ecc = nx.eccentricity(lcc)
+    r = diameter(G, extremes=True, backend=backend)
+    assert r.diameter == nx.diameter(lcc, e=ecc)
+    assert r.radius == nx.radius(lcc, e=ecc)
+    assert r.center == sorted(nx.center(lcc, e=ecc))
+    assert r.periphery == sorted(nx.periphery(lcc, e=ecc))
+    assert r.connected == nx.is_connected(G)
+    assert 1 <= r.bfs_count <= lcc.number_of_nodes()
+    _check_path(lcc, r)
+    plain = diameter(G, backend=backend)
+    assert plain.diameter == r.diameter and 1 <= plain.bfs_count <= lcc.number_of_nodes()
+
+
+def test_disconnected_answers_for_largest_component():
+    G = nx.disjoint_union(nx.path_graph(4), nx.path_graph(9))
+    G.add_node(100)
+    r = diameter(G, backend="cpu")
+    assert (r.connected, r.components, r.lcc_vertices, r.vertices) == (False, 3, 9, 14)
+    assert r.diameter == 8 and set(r.endpoints) == {4, 12}
+
+
+def _component(graph):
+    lcc, _ = largest_component(graph)
+    return lcc
+
+
+def test_bfs_count_far_below_n_on_large_graphs():
+    for g in (_component(rmat_graph(17, 16, seed=7, backend="cpu")), grid_graph(250, 400)):
+        assert g.n > 90_000
+        r = diameter(g, backend="cpu")
+        assert r.bfs_count < g.n / 1000, (g.name, r.bfs_count)
+        # an oracle that needs no APSP: the endpoints are `diameter` apart, and no sampled
+        # vertex (nor any of the path) has a larger eccentricity
+        a, b = g.index_of(r.endpoints)
+        rng = np.random.default_rng(0)
+        probes = np.concatenate([rng.choice(g.n, 6, replace=False), [a]])
+        d = shortest_path(g.to_scipy(), directed=False, unweighted=True, indices=probes)
+        assert d.max() == r.diameter
+        assert d[-1, b] == r.diameter
+
+
+def test_effective_diameter_matches_scipy_on_the_same_sources():
+    G = nx.connected_watts_strogatz_graph(500, 6, 0.1, seed=8)
+    r = diameter(G, effective=40, seed=3, backend="cpu")
+    sources = r.extra["effective_source_ids"]
+    d = shortest_path(as_graph(G).to_scipy(), directed=False, unweighted=True, indices=sources)
+    pairs = np.sort(d[d > 0])
+    hist = np.bincount(pairs.astype(int))
+    cum = np.cumsum(hist) / pairs.size
+    k = int(np.argmax(cum >= 0.9))
+    want = (k - 1) + (0.9 - cum[k - 1]) / (cum[k] - cum[k - 1])
+    assert r.effective_sources == 40
+    assert r.effective_diameter == pytest.approx(want)
+    assert np.quantile(pairs, 0.9, method="lower") <= np.ceil(r.effective_diameter)
+
+
+@pytest.mark.gpu
+def test_cpu_and_gpu_identical():
+    graphs = [_component(rmat_graph(13, 8, seed=9, backend="cpu")), grid_graph(60, 90),
+              as_graph(NX_GRAPHS["barbell"]), as_graph(NX_GRAPHS["random"])]
+    for g in graphs:
+        assert_backends_identical(lambda b, g=g: diameter(g, extremes=True, effective=8,
+                                                          backend=b).as_dict())
+
+
+def test_cli_reports_in_file_ids(tmp_path):
+    # a lollipop relabelled to sparse ids, plus a separate edge
+    G = nx.lollipop_graph(5, 4)
+    ids = {v: 1000 + 7 * v for v in G}
+    lines = [f"{ids[a]}\t{ids[b]}" for a, b in G.edges()] + ["1 2"]
+    (tmp_path / "g.txt").write_text("# lollipop\n" + "\n".join(lines) + "\n")
+    code, out, err = _cli("diameter", tmp_path / "g.txt", "--all", "--json", "--backend", "cpu")
+    assert code == 0, err
+    r = json.loads(out)
+    H = nx.relabel_nodes(G, ids)
+    assert r["diameter"] == nx.diameter(H) and r["connected"] is False
+    assert r["periphery"] == sorted(nx.periphery(H)) and r["center"] == sorted(nx.center(H))
+    assert nx.shortest_path_length(H, *r["endpoints"]) == r["diameter"]
+    code, out, err = _cli("diameter", tmp_path / "g.txt", "--backend", "cpu", "--effective", "5",
+                          scheduler=None)
+    assert code == 0 and "disconnected (2 components)" in out and "path: " in out, err
+    assert "effective diameter (90th percentile over 5 sources)" in out
+
+
+def _lollipop_file(tmp_path):
+    G = nx.lollipop_graph(30, 25)
+    ids = {v: 10 + 3 * v for v in G}
+    path = tmp_path / "lollipop.txt"
+    path.write_text("".join(f"{ids[a]} {ids[b]}\n" for a, b in G.edges()))
+    return path
+
+
+def _without_seconds(out):
+    d = json.loads(out)
+    d.pop("seconds")
+    return d
+
+
+def test_cli_on_an_existing_cluster_equals_a_synchronous_run(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    path = _lollipop_file(tmp_path)
+    argv = ["diameter", path, "--all", "--effective", "9", "--json", "--backend", "cpu"]
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=3, processes=False,
+                                  protocol="tcp", dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        code, remote, err = _cli(*argv, scheduler=address)
+        assert code == 0, err
+        ran = set(cluster.scheduler.task_prefixes)
+        assert {"graph-chunk", "graph-csr", "diameter-component", "diameter-bound",
+                "diameter-sample", "diameter-finish"} <= ran, ran
+        # three threads: the effective sample ran as three batches
+        assert cluster.scheduler.task_prefixes["diameter-sample"].state_counts["memory"] == 3
+        code, out, err = _cli("bfs", path, "--source", "7", scheduler=address)
+        assert code == 2 and err.strip().endswith(f"terrain: {path}: source vertex 7 is not in "
+                                                  "the graph"), err
+    code, local, err = _cli(*argv)
+    assert code == 0, err
+    assert _without_seconds(remote) == _without_seconds(local)
+
+
+def test_pipeline_batches_equal_the_library():
+    """Any split of the effective sample into diameter-sample tasks gives diameter()'s answer."""
+    from pipelines.graph import build_diameter_graph
+    G = nx.disjoint_union(nx.connected_watts_strogatz_graph(300, 4, 0.1, seed=5),
+                          nx.path_graph(5))
+    want = diameter(G, extremes=True, effective=11, seed=4, backend="cpu")
+    for batches, scheduler in ((1, "synchronous"), (4, "threads"), (11, "synchronous")):
+        work = build_diameter_graph(as_graph(G), extremes=True, effective=11, seed=4,
+                                    backend="cpu", batches=batches)
+        got, _ = dask.compute(work, scheduler=scheduler)[0]
+        assert got.as_dict() == want.as_dict()
+        assert got.extra == want.extra
+
+
+def _component_cases():
+    two = nx.disjoint_union(nx.gnm_random_graph(60, 90, seed=2), nx.path_graph(15))
+    two.add_nodes_from(range(75, 80))
+    tie = nx.disjoint_union(nx.path_graph(6), nx.cycle_graph(6))  # equal sizes: lowest wins
+    return [as_graph(two), as_graph(tie), rmat_graph(12, 8, seed=3, backend="cpu"),
+            grid_graph(20, 30), as_graph(nx.empty_graph(4))]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_components_match_scipy(backend, case):
+    from scipy.sparse.csgraph import connected_components as scipy_cc
+    from terrain.graph.eccentricity import component_roots, largest_component_on
+    g = _component_cases()[case]
+    roots = backend.to_numpy(component_roots(g.indptr, g.indices, backend))
+    _, labels = scipy_cc(g.to_scipy(), directed=False)
+    smallest = np.full(labels.max() + 1, g.n)
+    np.minimum.at(smallest, labels, np.arange(g.n))
+    assert np.array_equal(roots, smallest[labels])
+    lcc, info = largest_component_on(g, backend)
+    want, want_info = largest_component(g)
+    assert info == want_info
+    assert np.array_equal(backend.to_numpy(lcc.indptr), want.indptr)
+    assert np.array_equal(backend.to_numpy(lcc.indices), want.indices)
+    assert np.array_equal(lcc.id_array(), want.id_array())
+
+
+def _bitwise_cases():
+    rng = np.random.default_rng(11)
+    u = np.concatenate([np.zeros(5000, np.int64), rng.integers(1, 5001, 3000)])
+    v = np.concatenate([np.arange(1, 5001), rng.integers(1, 5001, 3000)])
+    hub = build_csr(5001, u, v, name="hub")  # a row above BITWISE_HUB_MIN (GPU grid-wide pull)
+    return [as_graph(nx.cycle_graph(40)), _component(rmat_graph(12, 8, seed=3, backend="cpu")),
+            grid_graph(9, 14), hub, as_graph(nx.disjoint_union(nx.path_graph(5),
+                                                               nx.path_graph(3)))]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_bitwise_bfs_equals_single_source_runs(backend, case):
+    """64 sources in one bit-parallel pass: the eccentricities and the Takes-Kosters bounds
+    of 64 single-source BFS (oracle: scipy's shortest_path)."""
+    from terrain.graph import FrontierCore
+    g = _bitwise_cases()[case]
+    src = np.random.default_rng(case).choice(g.n, min(64, g.n), replace=False)
+    d = shortest_path(g.to_scipy(), directed=False, unweighted=True, indices=src)
+    d = np.where(np.isinf(d), -1, d).astype(np.int64)
+    ecc = d.max(axis=1)
+    lower = np.zeros(g.n, np.int64)
+    upper = np.full(g.n, np.iinfo(np.int32).max, np.int64)
+    for row, e in zip(d, ecc):
+        m = row >= 0
+        lower[m] = np.maximum(lower[m], np.maximum(row[m], e - row[m]))
+        upper[m] = np.minimum(upper[m], e + row[m])
+    core = FrontierCore(g, backend)
+    got = core.bitwise_bfs(src)
+    assert got.tolist() == ecc.tolist()
+    lo = backend.xp.zeros(g.n, np.int32)
+    up = backend.xp.full(g.n, np.iinfo(np.int32).max, np.int32)
+    core.bitwise_bfs(src, got, lo, up)
+    assert np.array_equal(backend.to_numpy(lo), lower)
+    assert np.array_equal(backend.to_numpy(up), upper)
+
+
+@pytest.mark.parametrize("name", ["cycle-odd", "grid", "lollipop", "small-world", "tree"])
+def test_bit_parallel_bounding_matches_networkx(backend, name, monkeypatch):
+    """The bounding with bit-parallel batches from the second BFS on: same answers."""
+    import importlib
+    monkeypatch.setattr(importlib.import_module("terrain.graph.eccentricity"), "SINGLE_BFS", 1)
+    G = NX_GRAPHS[name]
+    ecc = nx.eccentricity(G)
+    r = diameter(G, extremes=True, backend=backend)
+    assert (r.diameter, r.radius) == (nx.diameter(G, e=ecc), nx.radius(G, e=ecc))
+    assert r.center == sorted(nx.center(G, e=ecc))
+    assert r.periphery == sorted(nx.periphery(G, e=ecc))
+    _check_path(G, r)
+    assert r.bfs_count > 1
+
+
+def test_distance_histogram_bit_parallel_equals_single_runs(backend):
+    """The effective diameter's histogram from 64-source bit-parallel passes equals the sum
+    of single-source level sizes (70 sources: a full batch and a partial one)."""
+    from terrain.graph import FrontierCore, distance_histogram
+    from terrain.graph.traversal import traverse
+    g = _component(rmat_graph(12, 8, seed=3, backend="cpu"))
+    src = np.random.default_rng(5).choice(g.n, 70, replace=False)
+    core = FrontierCore(g, backend)
+    want = np.zeros(32, np.int64)
+    for s in src:
+        sizes = traverse(core, [int(s)]).level_sizes
+        want[:len(sizes)] += sizes
+    got = distance_histogram(core, src)
+    assert np.array_equal(got, want[:got.size]) and not want[got.size:].any()
+    assert np.array_equal(distance_histogram(core, [3, 3]), 2 * distance_histogram(core, [3]))

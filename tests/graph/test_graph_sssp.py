@@ -1,0 +1,368 @@
+"""SSSP: distances equal scipy.sparse.csgraph.dijkstra (exactly for integer weights, rel
+1e-12 for real ones), canonical predecessors checked against a brute-force definition,
+every algorithm identical, CPU == GPU bit for bit."""
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import dijkstra
+
+from backends import assert_backends_identical
+from terrain.errors import InputError
+from terrain.graph import as_graph
+from terrain.graph.shortest_paths import sssp
+
+ALGS = ("dijkstra", "crauser", "delta")
+
+
+def _random_graph(seed, n, m, kind, directed, zero=False):
+    rng = np.random.default_rng(seed)
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    if kind == "float":
+        w = rng.random(m) * 10
+        if zero:
+            w[rng.random(m) < 0.3] = 0.0
+    elif kind == "float32":
+        w = (rng.random(m) * 10).astype(np.float32)
+    else:
+        w = rng.integers(0 if zero else 1, 30, m).astype(np.int32 if kind == "int32" else np.int64)
+    return as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=directed)
+
+
+def _scipy(g, sources):
+    return dijkstra(g.to_scipy(weighted=True).astype(np.float64), directed=g.directed,
+                    indices=sources, min_only=True)
+
+
+def _as_float(r):
+    d = r.dist.astype(np.float64)
+    if r.dist.dtype.kind == "i":
+        d[r.dist < 0] = np.inf
+    return d
+
+
+def _brute_pred(g, dist):
+    """The predecessor rule written out directly from the arcs (first pass: strictly closer
+    tight tails only); returns a dict v -> smallest such u."""
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    w = g.weights.astype(np.float64 if g.weights.dtype.kind == "f" else np.int64)
+    best = {}
+    for u, v, x in zip(rows, g.indices, w):
+        du, dv = dist[u], dist[v]
+        reached = np.isfinite(du) if dist.dtype.kind == "f" else du >= 0
+        if reached and du < dv and du + x == dv:
+            best[int(v)] = min(best.get(int(v), u), u)
+    return best
+
+
+@pytest.mark.parametrize("kind", ["int64", "int32", "float", "float32"])
+@pytest.mark.parametrize("directed", [False, True])
+def test_matches_scipy_and_all_algorithms_agree(kind, directed):
+    for seed in range(6):
+        g = _random_graph(seed, 40 + 7 * seed, 150 + 20 * seed, kind, directed)
+        sources = sorted({0, 3 * seed % g.n} if seed % 2 else {seed})
+        ref = _scipy(g, sources)
+        results = [sssp(g, sources, algorithm=a, backend="cpu") for a in ALGS]
+        for r in results:
+            d = _as_float(r)
+            assert r.dist.dtype == (np.float64 if kind.startswith("float") else np.int64)
+            if kind.startswith("int"):
+                assert np.array_equal(d, ref)
+            else:
+                np.testing.assert_allclose(d, ref, rtol=1e-12)
+                assert np.array_equal(np.isinf(d), np.isinf(ref))
+            assert np.array_equal(r.dist, results[0].dist)
+            assert np.array_equal(r.pred, results[0].pred)
+        brute = _brute_pred(g, results[0].dist)
+        pred = results[0].pred
+        assert {v: int(pred[v]) for v in brute} == brute
+        others = np.setdiff1d(np.arange(g.n), list(brute))
+        assert np.all(pred[others] == -1)   # no zero weights: sources and unreached only
+
+
+@pytest.mark.parametrize("kind", ["int64", "float"])
+def test_zero_weights_give_an_acyclic_deterministic_forest(kind):
+    for seed in range(5):
+        g = _random_graph(100 + seed, 50, 220, kind, directed=seed % 2 == 1, zero=True)
+        sources = [0, 7]
+        results = [sssp(g, sources, algorithm=a, backend="cpu") for a in ALGS]
+        ref = _scipy(g, sources)
+        for r in results:
+            assert np.array_equal(r.pred, results[0].pred)
+            if kind == "int64":
+                assert np.array_equal(_as_float(r), ref)
+            else:
+                np.testing.assert_allclose(_as_float(r), ref, rtol=1e-12)
+        r = results[0]
+        w = g.to_scipy(weighted=True).tocsr()
+        reached = np.flatnonzero(r.reached)
+        for v in reached:
+            path = [int(v)]
+            while r.pred[path[-1]] >= 0:                   # ends at a source, no cycle
+                p = int(r.pred[path[-1]])
+                assert r.dist[p] + w[p, path[-1]] == r.dist[path[-1]]   # tight arc
+                path.append(p)
+                assert len(path) <= g.n
+            assert path[-1] in sources
+
+
+def test_networkx_ids_directed_and_unreachable():
+    G = nx.DiGraph()
+    G.add_weighted_edges_from([("a", "b", 2), ("b", "c", 3), ("a", "c", 6), ("d", "a", 1)])
+    r = sssp(G, "a", backend="cpu")
+    assert r.dist.tolist() == [0, 2, 5, -1] and r.pred.tolist() == [-1, 0, 1, -1]
+    und = sssp(G, "a", backend="cpu", directed=False)
+    assert und.dist.tolist() == [0, 2, 5, 1]
+    assert nx.single_source_dijkstra_path_length(G, "a") == {"a": 0, "b": 2, "c": 5}
+    f = sssp(nx.Graph([(0, 1, {"weight": 0.5}), (2, 3, {"weight": 1.0})]), 0,
+             algorithm="delta", backend="cpu")
+    assert f.dist.tolist() == [0.0, 0.5, np.inf, np.inf] and f.pred.tolist() == [-1, 0, -1, -1]
+
+
+def test_bad_weights_and_arguments():
+    g = as_graph(sp.coo_matrix(([1.0, -2.0], ([0, 1], [1, 2])), shape=(3, 3)))
+    with pytest.raises(InputError, match="negative edge weight -2"):
+        sssp(g, 0, backend="cpu")
+    with pytest.raises(ValueError, match="algorithm"):
+        sssp(nx.path_graph(3), 0, algorithm="bellman")
+    with pytest.raises(InputError, match="source vertex 9 is not in the graph"):
+        sssp(nx.path_graph(3), 9)
+
+
+def test_unweighted_graph_weighs_one_per_edge():
+    G = nx.grid_2d_graph(6, 7)
+    r = sssp(G, (0, 0), backend="cpu")
+    assert r.dist.tolist() == [x + y for x, y in G.nodes]
+
+
+@pytest.mark.parametrize("delta", [1, 3, 1000])
+def test_any_delta_gives_the_same_answer(delta):
+    g = _random_graph(9, 300, 1500, "int64", directed=True)
+    a = sssp(g, 0, algorithm="delta", delta=delta, backend="cpu")
+    b = sssp(g, 0, algorithm="dijkstra", backend="cpu")
+    assert np.array_equal(a.dist, b.dist) and np.array_equal(a.pred, b.pred)
+
+
+def test_large_integer_weights_use_the_heap():
+    g = _random_graph(10, 200, 900, "int64", directed=True)
+    g.weights = g.weights * 10**9          # beyond Dial's bucket limit: the 4-ary heap
+    r = sssp(g, 0, backend="cpu")
+    assert np.array_equal(_as_float(r), _scipy(g, [0]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["int64", "float", "float32"])
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("algorithm", ["crauser", "delta", "auto"])
+def test_gpu_equals_cpu_dijkstra(kind, directed, algorithm):
+    for seed, zero in ((1, False), (2, True)):
+        g = _random_graph(seed, 3000, 20000, kind, directed, zero=zero and kind != "float32")
+        cpu = sssp(g, [0, 5], algorithm="dijkstra", backend="cpu")
+
+        def run(backend):
+            if not backend.is_gpu:
+                return cpu.dist, cpu.pred
+            r = sssp(g, [0, 5], algorithm=algorithm, backend=backend)
+            return r.dist, r.pred
+        assert_backends_identical(run)
+
+
+@pytest.mark.gpu
+def test_gpu_grid_and_rmat_equal_cpu():
+    from terrain.graph.generators import grid_graph, rmat_graph
+    rng = np.random.default_rng(3)
+    for g in (grid_graph(200, 300), rmat_graph(12, 8)):
+        g.weights = rng.integers(1, 100, g.nnz).astype(np.int64)
+        g = as_graph((g.indptr, g.indices, g.weights))   # symmetric: min of both directions
+        cpu = sssp(g, 0, algorithm="dijkstra", backend="cpu")
+        for algorithm in ("crauser", "delta"):
+            gpu = sssp(g, 0, algorithm=algorithm, backend="gpu")
+            assert np.array_equal(gpu.dist, cpu.dist) and np.array_equal(gpu.pred, cpu.pred)
+
+
+# --------------------------------------------------------------------------- command line
+
+def _table(path):
+    from terrain.graph.results import read_table
+    return read_table(path)
+
+
+def test_cli_tables_in_file_ids_and_overwrite(tmp_path):
+    from cli import run_cli
+    rng = np.random.default_rng(4)
+    ids = rng.choice(np.arange(100, 10**6), 60, replace=False)
+    lines = [f"{ids[a]} {ids[b]} {rng.integers(1, 50)}" for a, b in rng.integers(0, 60, (200, 2))]
+    path = tmp_path / "g.txt"
+    path.write_text("\n".join(lines) + "\n")
+    from terrain.graph import load_graph
+    g = load_graph(path)
+    src = int(g.id_of(0))
+    ref = sssp(g, 0, backend="cpu")
+    outs = ["d.csv", "d.npz"]
+    try:
+        import pyarrow  # noqa: F401
+        outs.append("d.parquet")
+    except ImportError:
+        pass
+    for name in outs:
+        code, out, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / name,
+                                 "--backend", "cpu", "--json")
+        assert code == 0, err
+        t = _table(tmp_path / name)
+        assert t["id"].tolist() == g.id_array().tolist()
+        assert t["distance"].tolist() == ref.dist.tolist()
+        expect = [int(g.id_of(p)) if p >= 0 else -1 for p in ref.pred]
+        assert t["predecessor"].tolist() == expect
+    code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.csv")
+    assert code == 2 and err.count("\n") == 1 and "output exists" in err
+    code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.csv",
+                           "--overwrite", "--algorithm", "delta", "--delta", "7")
+    assert code == 0, err
+    code, _, err = run_cli("sssp", path, "--source", src, "--out", tmp_path / "d.npy")
+    assert code == 2 and "not 0..n-1" in err and not (tmp_path / "d.npy").exists()
+
+
+def test_cli_dimacs_is_directed_and_negative_weights_fail(tmp_path):
+    from cli import run_cli
+    gr = tmp_path / "g.gr"
+    gr.write_text("p sp 4 3\na 1 2 5\na 2 3 1\na 4 1 1\n")
+    code, out, err = run_cli("sssp", gr, "--source", 1, "--json", "--backend", "cpu",
+                             "--out", tmp_path / "d.csv")
+    assert code == 0, err
+    import json
+    s = json.loads(out)
+    assert s["directed"] and s["reached"] == 3 and s["max_distance"] == 6
+    assert _table(tmp_path / "d.csv")["distance"].tolist() == [0, 5, 6, -1]
+    bad = tmp_path / "neg.txt"
+    bad.write_text("0 1 2\n1 2 -3\n")
+    code, out, err = run_cli("sssp", bad, "--source", 0, "--out", tmp_path / "n.npy")
+    assert code == 2 and err.strip() == f"terrain: {bad}: negative edge weight -3 (shortest " \
+                                        "paths need weights >= 0)"
+    assert not (tmp_path / "n.npy").exists()
+    code, out, err = run_cli("sssp", bad, "--source", 0, "--directed", "--out",
+                             tmp_path / "n.txt")
+    assert code == 2 and "unknown output format '.txt'" in err
+    dense = tmp_path / "dense.txt"
+    dense.write_text("0 1 2.5\n1 2 0.5\n")
+    code, out, err = run_cli("sssp", dense, "--source", 0, "--out", tmp_path / "d.npy")
+    assert code == 0, err
+    assert np.load(tmp_path / "d.npy").tolist() == [0.0, 2.5, 3.0]
+
+
+# --------------------------------------------------------------------------- reusable solver
+
+def test_solver_reuse_and_twins_on_a_grid_with_an_island():
+    """One ShortestPaths answers many searches (state reset per run); the near-far and
+    Crauser twins equal scipy on a grid with a cut-off island and zero weights."""
+    from terrain.graph.generators import weighted_grid_graph
+    from terrain.graph.shortest_paths import ShortestPaths
+    g = weighted_grid_graph(30, 40, seed=5)
+    g.weights[g.weights < 8] = 0
+    col = np.repeat(np.arange(g.n), np.diff(g.indptr)) % 40
+    g.weights[(col == 35) ^ (g.indices % 40 == 35)] = 0  # weights stay symmetric
+    cut = ((col == 36) & (g.indices % 40 == 35)) | ((col == 35) & (g.indices % 40 == 36))
+    keep = ~cut
+    rows = np.repeat(np.arange(g.n), np.diff(g.indptr))[keep]
+    g = as_graph((np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=g.n))]),
+                  g.indices[keep], g.weights[keep]))
+    solver = ShortestPaths(g, "cpu")
+    for s in (0, 17, 1199, 36):
+        want = _scipy(g, [s])
+        for algorithm, delta in (("dijkstra", None), ("delta", 1), ("delta", 37),
+                                 ("delta", None), ("crauser", None)):
+            r = solver.run([s], algorithm, delta)
+            d = r.dist.astype(np.float64)
+            d[r.dist == solver.inf] = np.inf
+            assert np.array_equal(d, want), (s, algorithm, delta)
+    assert np.isinf(want).any() and np.isfinite(want).sum() > 100
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graphs,fuse", [(True, 0), (False, 0), (True, 16)])
+def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
+    from terrain.graph.generators import geometric_graph, weighted_grid_graph
+    from terrain.graph.shortest_paths import ShortestPaths
+    for g in (weighted_grid_graph(120, 90, seed=2), geometric_graph(5000, 5.0, seed=3)):
+        cpu = ShortestPaths(g, "cpu")
+        gpu = ShortestPaths(g, "gpu", graphs=graphs)
+        gpu.fuse_rounds = fuse   # bucket fusion: scheduling only, the same answer
+        for sources in ([0], [17, 4000], [g.n - 1]):
+            want = cpu.run(sources, "dijkstra")
+            for algorithm, delta in (("delta", None), ("delta", 3), ("delta", 1000),
+                                     ("crauser", None)):
+                got = gpu.run(sources, algorithm, delta)
+                assert np.array_equal(got.dist.get(), want.dist), (algorithm, delta)
+                assert np.array_equal(got.pred.get(), want.pred), (algorithm, delta)
+
+
+@pytest.mark.parametrize("directed,wdtype", [(False, np.int64), (True, np.int64),
+                                             (False, np.int32)])
+def test_dial_blocks_and_fused_predecessors(directed, wdtype):
+    """Dial's blocked buckets (many entries per bucket: weights 1..3, so blocks chain and
+    freed ones are reused) with the predecessors kept while relaxing: distances equal
+    scipy's, predecessors the brute-force rule and the two-pass rule of the frontier core."""
+    from terrain.graph.shortest_paths import DIAL_BLOCK, ShortestPaths
+    rng = np.random.default_rng(7)
+    n, m = 3000, 30000
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    w = rng.integers(1, 4, m).astype(wdtype)
+    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=directed)
+    assert g.weights.dtype == wdtype    # int32 weights reach the kernel as stored
+    sources = [5, 17, 2999]
+    solver = ShortestPaths(g, "cpu")
+    r = solver.run(sources, "dijkstra")
+    assert n // 3 > DIAL_BLOCK   # buckets hold many blocks
+    want = _scipy(g, sources)
+    assert np.array_equal(_as_float(r), want)
+    brute = _brute_pred(g, r.dist)
+    assert {x: int(r.pred[x]) for x in brute} == brute
+    rest = np.setdiff1d(np.arange(n), list(brute))
+    assert np.all(r.pred[rest] == -1)
+    two_pass = solver.core.sssp_parents(r.dist, solver.weights, solver.inf,
+                                        np.array(sources))
+    assert np.array_equal(r.pred, two_pass)
+
+
+@pytest.mark.parametrize("n", [2, 7, 8, 63, 64])
+def test_dial_labels_at_the_predecessor_field_width(n):
+    """Dial's packed labels (distance << bits | predecessor, bits = n.bit_length(), so the
+    largest vertex number sits just below the all-ones 'no predecessor' field): distances
+    equal scipy's and predecessors the brute-force rule, with the last vertex as a tail,
+    the sources and unreached vertices -1; distances too long for the bits left run on
+    the heap (the same answer)."""
+    from types import SimpleNamespace
+    from terrain.graph.shortest_paths import ShortestPaths, _dial_shift
+    rng = np.random.default_rng(n)
+    m = 4 * n
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    u[:2], v[:2] = n - 1, 0               # the largest vertex number relaxes vertex 0
+    w = rng.integers(1, 5, m)
+    g = as_graph(sp.coo_matrix((w, (u, v)), shape=(n, n)), directed=True)
+    r = ShortestPaths(g, "cpu").run([n - 1], "dijkstra")
+    assert np.array_equal(_as_float(sssp(g, n - 1, backend="cpu")), _scipy(g, [n - 1]))
+    brute = _brute_pred(g, np.where(r.dist == (1 << 62), -1, r.dist))
+    assert {x: int(r.pred[x]) for x in brute} == brute
+    assert np.all(r.pred[np.setdiff1d(np.arange(n), list(brute))] == -1)
+    assert _dial_shift(g, 4) == n.bit_length()
+    assert _dial_shift(SimpleNamespace(n=2**24), 2**20) is None   # 2**44 > 2**38
+
+
+@pytest.mark.parametrize("wdtype", [np.int32, np.int64])
+def test_dial_kernel_with_int64_indices_and_empty_graphs(wdtype):
+    """The C Dial kernel's int64-index variants (graphs of 2**31+ vertices) give the int32
+    ones' answer, equal to scipy's; graphs without edges leave every other vertex unreached."""
+    from terrain.graph import Graph
+    from terrain.graph.shortest_paths import ShortestPaths
+    rng = np.random.default_rng(3)
+    n, m = 500, 3000
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    g = as_graph(sp.coo_matrix((rng.integers(1, 50, m).astype(wdtype), (u, v)), shape=(n, n)))
+    wide = Graph(g.indptr, g.indices.astype(np.int64), weights=g.weights)
+    a = ShortestPaths(g, "cpu").run([0, 7], "dijkstra")
+    b = ShortestPaths(wide, "cpu").run([0, 7], "dijkstra")
+    assert np.array_equal(a.dist, b.dist) and np.array_equal(a.pred, b.pred)
+    assert np.array_equal(_as_float(sssp(wide, [0, 7], backend="cpu")), _scipy(g, [0, 7]))
+    empty = Graph(np.zeros(4, np.int64), np.zeros(0, np.int32), weights=np.zeros(0, wdtype))
+    r = sssp(empty, [1], backend="cpu")
+    assert r.dist.tolist() == [-1, 0, -1] and r.pred.tolist() == [-1, -1, -1]

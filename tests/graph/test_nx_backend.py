@@ -1,0 +1,221 @@
+"""The NetworkX backend: the interface object against NetworkX's own results, and real
+dispatch (nx.diameter(G, backend="terrain")) through the entry points pyproject declares."""
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+nx = pytest.importorskip("networkx")
+
+from terrain.nx_backend import BackendInterface as B  # noqa: E402
+from terrain.nx_backend import TerrainGraph, get_info  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def graphs():
+    g = nx.les_miserables_graph()
+    yield "les_mis", g
+    yield "grid", nx.grid_2d_graph(7, 9)
+    yield "tree", nx.random_labeled_tree(60, seed=3)
+    yield "gnp", nx.connected_watts_strogatz_graph(80, 4, 0.2, seed=5)
+    m = nx.MultiGraph(nx.cycle_graph(9))
+    m.add_edge(0, 1)
+    yield "multi", m
+
+
+@pytest.mark.parametrize("name,G", list(graphs()))
+def test_matches_networkx(name, G):
+    T = B.convert_from_nx(G)
+    assert isinstance(T, TerrainGraph) and len(T) == len(G)
+    assert B.can_run("diameter", (G,), {}) is True
+    assert B.diameter(T) == nx.diameter(G)
+    assert B.radius(T) == nx.radius(G)
+    assert B.center(T) == nx.center(G)
+    assert B.periphery(T) == nx.periphery(G)
+    assert B.eccentricity(T) == nx.eccentricity(G)
+    node = list(G)[3]
+    assert B.eccentricity(T, node) == nx.eccentricity(G, node)
+    assert B.eccentricity(T, list(G)[:4]) == nx.eccentricity(G, list(G)[:4])
+    assert B.single_source_shortest_path_length(T, node) == \
+        nx.single_source_shortest_path_length(G, node)
+    assert B.single_source_shortest_path_length(T, node, cutoff=2) == \
+        nx.single_source_shortest_path_length(G, node, cutoff=2)
+    ours = [set(layer) for layer in B.bfs_layers(T, node)]
+    assert ours == [set(layer) for layer in nx.bfs_layers(G, node)]
+    two = list(G)[:2]
+    assert [set(x) for x in B.bfs_layers(T, two)] == [set(x) for x in nx.bfs_layers(G, two)]
+
+
+def test_disconnected_and_declined():
+    G = nx.Graph([(0, 1), (2, 3)])
+    T = B.convert_from_nx(G)
+    for f in (B.diameter, B.radius, B.center, B.periphery, B.eccentricity):
+        with pytest.raises(nx.NetworkXError, match="not connected"):
+            f(T)
+    with pytest.raises(nx.NetworkXError):
+        nx.diameter(G)
+    assert B.single_source_shortest_path_length(T, 2) == {2: 0, 3: 1}
+    with pytest.raises(nx.NodeNotFound):
+        B.single_source_shortest_path_length(T, 9)
+    assert "undirected" in B.can_run("diameter", (nx.DiGraph([(0, 1)]),), {})
+    assert "hop" in B.can_run("diameter", (G,), {"weight": "weight"})
+    assert "e=" in B.can_run("radius", (G, {0: 1}), {})
+    assert B.can_run("eccentricity", (G, 0), {}) is True
+    P = nx.path_graph(5)
+    T = B.convert_from_nx(P)
+    # v as NetworkX's nbunch: a node, a container (nodes not in G skipped), not a node at all
+    assert B.eccentricity(T, [1, 99]) == nx.eccentricity(P, [1, 99]) == {1: 3}
+    with pytest.raises(nx.NetworkXError):
+        nx.eccentricity(P, 99)
+    with pytest.raises(nx.NetworkXError):
+        B.eccentricity(T, 99)
+    info = get_info()
+    assert set(info["functions"]) >= {"diameter", "bfs_layers", "eccentricity"}
+    assert all(hasattr(B, f) for f in info["functions"])
+
+
+def test_round_trip():
+    G = nx.petersen_graph()
+    back = B.convert_to_nx(B.convert_from_nx(G, preserve_graph_attrs=True))
+    assert nx.utils.graphs_equal(G, back)
+    assert list(back) == list(G)
+
+
+def test_dispatch_through_the_entry_points(tmp_path):
+    """Declare pyproject's entry points in a dist-info directory on the path, as an install
+    would, and let NetworkX dispatch to the backend in a fresh interpreter."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    eps = project["entry-points"]
+    dist = tmp_path / "terrain-0.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: terrain-nx-test\nVersion: 0.0\n")
+    text = ""
+    for group in ("networkx.backends", "networkx.backend_info"):
+        text += f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps[group].items())
+    (dist / "entry_points.txt").write_text(text)
+    code = ("import networkx as nx\n"
+            "G = nx.grid_2d_graph(6, 11)\n"
+            "print(nx.diameter(G, backend='terrain'), nx.diameter(G))\n"
+            "print(sorted(nx.center(G, backend='terrain')) == sorted(nx.center(G)))\n"
+            "print(dict(nx.single_source_shortest_path_length(G, (0, 0), backend='terrain')) == "
+            "dict(nx.single_source_shortest_path_length(G, (0, 0))))\n"
+            "import random; random.seed(4)\n"
+            "for a, b in list(G.edges): G.add_edge(a, b, weight=random.random())\n"
+            "print(nx.single_source_dijkstra_path_length(G, (0, 0), backend='terrain') == "
+            "nx.single_source_dijkstra_path_length(G, (0, 0)))\n"
+            "print(nx.dijkstra_path_length(G, (0, 0), (5, 10), backend='terrain') == "
+            "nx.dijkstra_path_length(G, (0, 0), (5, 10)))\n"
+            "T = nx.minimum_spanning_tree(G, backend='terrain')\n"
+            "print(type(T).__name__, nx.utils.edges_equal(T.edges(data=True), "
+            "nx.minimum_spanning_tree(G).edges(data=True)))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["15", "15", "True", "True", "True", "True", "Graph", "True"]
+
+
+def weighted_graphs():
+    """Random weighted graphs: integer and float weights, disconnected, string labels."""
+    for seed, kind in [(1, "int"), (2, "float"), (3, "int"), (4, "float")]:
+        rng = np.random.default_rng(seed)
+        G = nx.gnm_random_graph(60, 110, seed=seed)   # sparse enough to be disconnected
+        G.add_nodes_from([100, 101])                   # isolated nodes
+        for a, b in G.edges:
+            G[a][b]["weight"] = (int(rng.integers(0, 20)) if kind == "int"
+                                 else float(rng.random() * 10))
+        if seed == 3:
+            G = nx.relabel_nodes(G, {v: f"n{v}" for v in G})
+        yield f"{kind}{seed}", G
+    H = nx.connected_watts_strogatz_graph(70, 4, 0.3, seed=9)
+    w = np.random.default_rng(9).permutation(H.number_of_edges()) + 1   # distinct weights
+    for (a, b), x in zip(H.edges, w.tolist()):
+        H[a][b]["cost"] = x / 7
+    yield "distinct", H
+
+
+def _convert(G, **kw):
+    return B.convert_from_nx(G, **kw)
+
+
+@pytest.mark.parametrize("name,G", list(weighted_graphs()))
+def test_dijkstra_matches_networkx(name, G):
+    wname = "cost" if name == "distinct" else "weight"
+    T = _convert(G, edge_attrs={wname: 1})
+    assert B.can_run("single_source_dijkstra_path_length", (G, 0), {"weight": wname}) is True
+    for src in list(G)[:3]:
+        want = nx.single_source_dijkstra_path_length(G, src, weight=wname)
+        got = B.single_source_dijkstra_path_length(T, src, weight=wname)
+        assert got == want and list(got.values()) == sorted(got.values())
+        assert all(type(got[k]) is type(want[k]) for k in want)
+        cut = sorted(want.values())[len(want) // 2]
+        assert B.single_source_dijkstra_path_length(T, src, cutoff=cut, weight=wname) == \
+            nx.single_source_dijkstra_path_length(G, src, cutoff=cut, weight=wname)
+    a, b = list(G)[0], list(G)[5]
+    try:
+        want = nx.dijkstra_path_length(G, a, b, weight=wname)
+    except nx.NetworkXNoPath:
+        with pytest.raises(nx.NetworkXNoPath):
+            B.dijkstra_path_length(T, a, b, weight=wname)
+    else:
+        assert B.dijkstra_path_length(T, a, b, weight=wname) == want
+    lonely = [v for v in G if G.degree(v) == 0]
+    if lonely:
+        assert B.single_source_dijkstra_path_length(T, lonely[0], weight=wname) == {lonely[0]: 0}
+        with pytest.raises(nx.NetworkXNoPath):
+            B.dijkstra_path_length(T, lonely[0], a, weight=wname)
+    # unweighted (weight=None) and a weight attribute other than the converted one
+    assert B.single_source_dijkstra_path_length(_convert(G), a, weight=None) == \
+        nx.single_source_dijkstra_path_length(G, a, weight=None)
+    with pytest.raises(nx.NodeNotFound):
+        B.single_source_dijkstra_path_length(T, "missing")
+
+
+@pytest.mark.parametrize("name,G", list(weighted_graphs()))
+def test_minimum_spanning_tree_matches_networkx(name, G):
+    wname = "cost" if name == "distinct" else "weight"
+    G.graph["title"] = name
+    nx.set_node_attributes(G, {v: i for i, v in enumerate(G)}, "order")
+    T = _convert(G, preserve_edge_attrs=True, preserve_node_attrs=True,
+                 preserve_graph_attrs=True)
+    for algorithm in ("kruskal", "prim", "boruvka"):
+        want = nx.minimum_spanning_tree(G, weight=wname, algorithm=algorithm)
+        got = B.minimum_spanning_tree(T, weight=wname, algorithm=algorithm)
+        assert type(got) is nx.Graph and list(got) == list(G)
+        assert dict(got.nodes(data=True)) == dict(G.nodes(data=True))
+        assert got.graph == G.graph
+        assert got.number_of_edges() == want.number_of_edges()
+        assert got.size(weight=wname) == pytest.approx(want.size(weight=wname), rel=1e-12)
+        assert all(d == G.edges[a, b] for a, b, d in got.edges(data=True))
+        if name == "distinct":
+            assert {frozenset(e) for e in got.edges} == {frozenset(e) for e in want.edges}
+        else:  # ties: the same forest weight; a spanning forest of each component
+            assert nx.is_forest(got) and nx.number_connected_components(got) == \
+                nx.number_connected_components(G)
+    with pytest.raises(ValueError, match="not a valid choice"):
+        B.minimum_spanning_tree(T, algorithm="nope")
+
+
+def test_weighted_declined_and_nan():
+    G = nx.Graph([(0, 1, {"weight": 1.0}), (1, 2, {"weight": float("nan")})])
+    T = _convert(G, preserve_edge_attrs=True)
+    with pytest.raises(ValueError, match="NaN"):
+        nx.minimum_spanning_tree(G)
+    with pytest.raises(ValueError, match="NaN"):
+        B.minimum_spanning_tree(T)
+    assert "ignore_nan" in B.can_run("minimum_spanning_tree", (G,), {"ignore_nan": True})
+    assert "multigraph" in B.can_run("minimum_spanning_tree", (nx.MultiGraph(G),), {})
+    assert "callable" in B.can_run("single_source_dijkstra_path_length", (G, 0),
+                                   {"weight": lambda u, v, d: 1})
+    assert "undirected" in B.can_run("dijkstra_path_length", (nx.DiGraph(G), 0, 1), {})
+    with pytest.raises(NotImplementedError):
+        B.minimum_spanning_tree(_convert(G))       # converted without the edges' data
+    M = nx.MultiGraph([(0, 1, {"weight": 5}), (0, 1, {"weight": 2}), (1, 2, {"weight": 1})])
+    assert B.single_source_dijkstra_path_length(_convert(M, edge_attrs={"weight": 1}), 0) == \
+        nx.single_source_dijkstra_path_length(M, 0) == {0: 0, 1: 2, 2: 3}

@@ -1,0 +1,285 @@
+"""In-core grid SSSP (terrain.grid.sssp) against independent oracles: scipy.sparse.csgraph
+dijkstra on a CSR graph built here, scikit-image MCP_Geometric, and backlink walks."""
+
+import math
+
+import numpy as np
+import pytest
+
+from backends import assert_backends_identical
+from terrain.errors import InputError
+from terrain.grid.sssp import _grid_sssp_cpu, _prepare, grid_sssp, labels_from_distance
+from oracles import DC, DR, KS, csr_graph, oracle_cost, oracle_distance
+
+# the arc table, written out again here (independent of terrain.grid.costs)
+
+
+def int_dem(rows, cols, seed, nan_frac=0.0, high=20):
+    rng = np.random.default_rng(seed)
+    z = rng.integers(0, high, (rows, cols)).astype(np.float32)
+    if nan_frac:
+        z[rng.random((rows, cols)) < nan_frac] = np.nan
+    return z
+
+
+def walk_backlinks(res, model, z, f=None, conn=8):
+    """Follow backlinks from every reached cell; check each path ends at a source and its arc
+    costs (oracle formulas) sum, left to right from the source, to the cell's distance."""
+    f = np.ones_like(z) if f is None else f
+    rows, cols = z.shape
+    worst = 0.0
+    for r0 in range(rows):
+        for c0 in range(cols):
+            if np.isnan(res.distance[r0, c0]):
+                assert res.backlink[r0, c0] == 255 and res.allocation[r0, c0] == -1
+                continue
+            path = [(r0, c0)]
+            r, c = r0, c0
+            while res.backlink[r, c] != 0:
+                k = int(res.backlink[r, c]) - 1
+                assert k in KS[conn]
+                r, c = r + DR[k], c + DC[k]
+                assert res.allocation[r, c] == res.allocation[r0, c0]
+                path.append((r, c))
+                assert len(path) <= rows * cols
+            assert res.hops[r0, c0] == len(path) - 1
+            path.reverse()
+            d = res.distance[path[0]]  # the source's own distance (its start cost)
+            for (ra, ca), (rb, cb) in zip(path, path[1:]):
+                w = oracle_cost(model, z[ra:ra + 1, ca], z[rb:rb + 1, cb], f[ra:ra + 1, ca],
+                                f[rb:rb + 1, cb], rb - ra, cb - ca)[0]
+                d = d + w
+            worst = max(worst, abs(d - res.distance[r0, c0]) / max(1.0, d))
+    return worst
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+def test_integer_absdiff_equals_scipy_exactly(conn):
+    z = int_dem(37, 29, conn)
+    sources = [(0, 0), (20, 14), (36, 28)]
+    res = grid_sssp(z, sources, cost="absdiff", connectivity=conn, backend="cpu")
+    ref = oracle_distance(csr_graph(z, "absdiff", conn=conn), z.shape, sources)
+    np.testing.assert_array_equal(res.distance, ref)
+    assert res.distance.dtype == np.float64 and res.allocation.dtype == np.int32
+    assert res.backlink.dtype == np.uint8
+    assert walk_backlinks(res, "absdiff", z, conn=conn) == 0.0
+
+
+def test_allocation_is_argmin_of_per_source_runs():
+    z = int_dem(31, 33, 5, nan_frac=0.05, high=6)  # many ties
+    rng = np.random.default_rng(2)
+    valid = np.argwhere(~np.isnan(z))
+    sources = [tuple(valid[i]) for i in rng.choice(len(valid), 6, replace=False)]
+    sources.append(sources[2])  # a source listed twice: the lower index owns the cell
+    res = grid_sssp(z, sources, backend="cpu")
+    g = csr_graph(z, "absdiff")
+    per = np.stack([oracle_distance(g, z.shape, [s]) for s in sources])
+    best = np.nanmin(np.where(np.isnan(per), np.inf, per), axis=0)
+    reached = np.isfinite(best)
+    np.testing.assert_array_equal(res.distance[reached], best[reached])
+    alloc = np.argmax(per == best, axis=0)  # first (lowest) index attaining the minimum
+    np.testing.assert_array_equal(res.allocation[reached], alloc[reached])
+    assert (res.allocation[~reached] == -1).all()
+    assert 6 not in res.allocation
+    assert walk_backlinks(res, "absdiff", z) == 0.0
+
+
+def test_start_costs_and_max_cost():
+    z = int_dem(25, 40, 9)
+    sources, start = [(3, 3), (20, 30)], [7.0, 0.0]
+    res = grid_sssp(z, sources, start, backend="cpu")
+    ref = oracle_distance(csr_graph(z), z.shape, sources, start)
+    np.testing.assert_array_equal(res.distance, ref)
+    assert res.distance[3, 3] == 7.0 or res.allocation[3, 3] == 1
+    capped = grid_sssp(z, sources, start, max_cost=30, backend="cpu")
+    keep = ref <= 30
+    np.testing.assert_array_equal(capped.distance[keep], ref[keep])
+    assert np.isnan(capped.distance[~keep]).all() and (capped.backlink[~keep] == 255).all()
+    np.testing.assert_array_equal(capped.allocation[keep], res.allocation[keep])
+    np.testing.assert_array_equal(capped.backlink[keep], res.backlink[keep])
+
+
+def test_nodata_barrier_splits_the_grid():
+    z = int_dem(20, 20, 3).astype(np.float32)
+    z[:, 9:11] = np.nan  # a wall two cells thick ...
+    z[5, 10] = np.nan
+    res = grid_sssp(z, [(10, 2)], connectivity=16, backend="cpu")
+    # a knight move jumps over one cell but not over a whole column
+    assert np.isnan(res.distance[:, 9:]).all() and (res.allocation[:, 9:] == -1).all()
+    assert (res.backlink[:, 9:] == 255).all()
+    ref = oracle_distance(csr_graph(z, conn=16), z.shape, [(10, 2)])
+    np.testing.assert_array_equal(res.distance, ref)
+
+
+@pytest.mark.parametrize("conn", [8, 16])
+def test_friction_float_costs_equal_scipy(conn):
+    rng = np.random.default_rng(conn)
+    z = np.zeros((30, 26), np.float32)
+    fr = rng.uniform(0.5, 3, z.shape).astype(np.float32)
+    fr[rng.random(z.shape) < 0.05] = np.nan
+    sources = [(15, 13), (0, 25)]
+    if np.isnan(fr[sources[0]]) or np.isnan(fr[sources[1]]):
+        fr[15, 13] = fr[0, 25] = 1.0
+    res = grid_sssp(z, sources, cost="friction", friction=fr, connectivity=conn, backend="cpu")
+    ref = oracle_distance(csr_graph(z, "friction", fr, conn), z.shape, sources)
+    np.testing.assert_allclose(res.distance, ref, rtol=1e-12, equal_nan=True)
+    assert walk_backlinks(res, "friction", z, fr, conn) < 1e-12
+    # the bucket queue and the heap give the same bits
+    zz, f, valid, model, codes, lengths = _prepare(z, fr, "friction", conn, (1, 1))
+    heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, np.array([15, 0]),
+                          np.array([13, 25]), np.zeros(2), math.inf, queue="heap")
+    assert res.stats["queue"] == "buckets" and heap.stats["queue"] == "heap"
+    for name in ("distance", "allocation", "backlink", "hops"):
+        np.testing.assert_array_equal(getattr(res, name), getattr(heap, name), strict=True)
+
+
+@pytest.mark.parametrize("conn", [4, 8, 16])
+def test_bucket_queue_backlinks_equal_the_heap_under_ties(conn):
+    """The bucket queue keeps backlinks during the relaxations; with friction 1 and 2 many
+    cells have several tight predecessors (and sources tie): the heap's separate backlink
+    pass is the reference, bit for bit, and the backlink walks sum to the distances."""
+    rng = np.random.default_rng(100 + conn)
+    z = np.zeros((37, 41), np.float32)
+    fr = rng.integers(1, 3, z.shape).astype(np.float32)
+    fr[rng.random(z.shape) < 0.08] = np.nan
+    sources = [(0, 0), (36, 40), (18, 20), (0, 40), (36, 0)]
+    for s in sources:
+        fr[s] = 1.0
+    starts = [0.0, 0.0, 3.0, 1.0, 0.0]
+    res = grid_sssp(z, sources, starts, cost="friction", friction=fr, connectivity=conn,
+                    backend="cpu")
+    zz, f, valid, model, codes, lengths = _prepare(z, fr, "friction", conn, (1, 1))
+    rows, cols = np.array(sources).T
+    heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, rows, cols, np.array(starts),
+                          math.inf, queue="heap")
+    assert res.stats["queue"] == "buckets" and heap.stats["queue"] == "heap"
+    for name in ("distance", "allocation", "backlink", "hops"):
+        np.testing.assert_array_equal(getattr(res, name), getattr(heap, name), strict=True)
+    # ties really happen: many reached cells have two tight predecessors with their label
+    ties = 0
+    for r0, c0 in zip(*np.nonzero(res.hops > 0)):
+        tight = 0
+        for k in KS[conn]:
+            r, c = r0 + DR[k], c0 + DC[k]
+            if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]) or np.isnan(res.distance[r, c]):
+                continue
+            w = oracle_cost("friction", z[r:r + 1, c], z[r0:r0 + 1, c0], fr[r:r + 1, c],
+                            fr[r0:r0 + 1, c0], -DR[k], -DC[k])[0]
+            tight += (res.distance[r, c] + w == res.distance[r0, c0]
+                      and res.allocation[r, c] == res.allocation[r0, c0]
+                      and res.hops[r, c] + 1 == res.hops[r0, c0])
+        ties += tight >= 2
+    assert ties > 20
+    assert walk_backlinks(res, "friction", z, fr, conn) < 1e-12
+    ref = oracle_distance(csr_graph(z, "friction", fr, conn), z.shape, sources, starts)
+    np.testing.assert_allclose(res.distance, ref, rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+def test_friction_equals_skimage_mcp_geometric(conn):
+    graph = pytest.importorskip("skimage.graph")
+    rng = np.random.default_rng(7)
+    fr = rng.uniform(1, 2, (40, 35)).astype(np.float32)
+    dx = 2.5
+    res = grid_sssp(np.zeros_like(fr), [(20, 17)], cost="friction", friction=fr,
+                    connectivity=conn, cellsize=(dx, dx), backend="cpu")
+    mcp = graph.MCP_Geometric(fr.astype(np.float64), fully_connected=(conn == 8),
+                              sampling=(dx, dx))
+    cum, _ = mcp.find_costs([(20, 17)])
+    np.testing.assert_allclose(res.distance, cum, rtol=1e-9)
+
+
+def test_tobler_is_anisotropic_and_equals_scipy_on_the_directed_graph():
+    rng = np.random.default_rng(11)
+    z = np.cumsum(rng.normal(0, 1, (24, 30)), axis=1).astype(np.float32)
+    res = grid_sssp(z, [(12, 0)], cost="tobler", cellsize=(10, 10), backend="cpu")
+    g = csr_graph(z, "tobler", dx=10, dy=10)
+    ref = oracle_distance(g, z.shape, [(12, 0)])
+    np.testing.assert_allclose(res.distance, ref, rtol=1e-12)
+    assert (g != g.T).nnz > 0  # d(a->b) != d(b->a)
+    back = grid_sssp(z, [(12, 29)], cost="tobler", cellsize=(10, 10), backend="cpu")
+    assert back.distance[12, 0] != res.distance[12, 29]
+    assert res.stats["queue"] == "buckets"
+    # the heap gives the same bits
+    zz, f, valid, model, codes, lengths = _prepare(z, None, "tobler", 8, (10, 10))
+    heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, np.array([12]), np.array([0]),
+                          np.zeros(1), math.inf, queue="heap")
+    np.testing.assert_array_equal(res.distance, heap.distance)
+    np.testing.assert_array_equal(res.backlink, heap.backlink)
+
+
+def test_labels_from_distance_reproduces_the_labels():
+    z = int_dem(30, 30, 4, nan_frac=0.1, high=4)
+    z[0, 0] = z[29, 29] = z[0, 29] = 1
+    sources = [(0, 0), (29, 29), (0, 29)]
+    res = grid_sssp(z, sources, backend="cpu")
+    lab = labels_from_distance(z, res.distance, sources, [(i, 0) for i in range(3)],
+                               backend="cpu")
+    for name in ("distance", "allocation", "backlink", "hops"):
+        np.testing.assert_array_equal(getattr(lab, name), getattr(res, name))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(sources=[(5, 40)]), "outside"),
+    (dict(sources=[(-1, 0)]), "outside"),
+    (dict(sources=[(2, 2)]), "nodata"),
+    (dict(sources=[(1.5, 2)]), "whole"),
+    (dict(sources=[]), "non-empty"),
+    (dict(start_costs=[-1.0]), "start costs"),
+    (dict(max_cost=0), "max cost"),
+    (dict(connectivity=6), "connectivity"),
+    (dict(cost="slope"), "cost model"),
+    (dict(cost="friction"), "friction raster"),
+    (dict(cost="friction", friction=np.ones((3, 3))), "shape"),
+    (dict(cost="friction", friction=-np.ones((10, 10))), "negative"),
+])
+def test_bad_input(bad, match):
+    z = np.ones((10, 10), np.float32)
+    z[2, 2] = np.nan
+    kw = dict(sources=[(0, 0)])
+    kw.update(bad)
+    with pytest.raises(InputError, match=match):
+        grid_sssp(z, kw.pop("sources"), backend="cpu", **kw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cost, conn", [("absdiff", 4), ("absdiff", 8), ("friction", 8),
+                                        ("tobler", 16)])
+def test_gpu_equals_cpu(cost, conn):
+    rng = np.random.default_rng(3)
+    z = rng.integers(0, 5, (70, 90)).astype(np.float32)
+    z[rng.random(z.shape) < 0.1] = np.nan
+    fr = rng.uniform(1, 2, z.shape).astype(np.float32)
+    valid = np.argwhere(~np.isnan(z))
+    sources = [tuple(valid[i]) for i in (0, len(valid) // 2, len(valid) - 1)]
+
+    def run(backend):
+        r = grid_sssp(z, sources, [0.0, 2.0, 1.0], cost=cost, connectivity=conn,
+                      friction=fr if cost != "absdiff" else None, cellsize=(2.0, 3.0),
+                      max_cost=200.0, backend=backend)
+        return r.distance, r.allocation, r.backlink, r.hops
+
+    assert_backends_identical(run)
+
+
+@pytest.mark.gpu
+def test_gpu_labels_from_distance_equals_cpu():
+    z = int_dem(50, 60, 8, nan_frac=0.1, high=3)
+    z[0, 0] = z[49, 59] = 1
+    sources = [(0, 0), (49, 59)]
+    res = grid_sssp(z, sources, backend="cpu")
+
+    def run(backend):
+        r = labels_from_distance(z, res.distance, sources, [(0, 0), (1, 0)], backend=backend)
+        return r.distance, r.allocation, r.backlink, r.hops
+
+    assert_backends_identical(run)
+
+
+def test_infinite_arc_costs_are_never_taken():
+    z = np.array([[0, 0, 3e4, 3e4], [0, 0, 3e4, 3e4]], np.float32)  # a cliff: tobler cost inf
+    res = grid_sssp(z, [(0, 0)], cost="tobler", backend="cpu")
+    assert res.stats["queue"] == "heap"
+    assert np.isfinite(res.distance[:, :2]).all()
+    assert np.isnan(res.distance[:, 2:]).all() and (res.allocation[:, 2:] == -1).all()
+    assert (res.backlink[:, 2:] == 255).all() and (res.hops[:, 2:] == -1).all()

@@ -1,0 +1,187 @@
+"""Independent oracles the tests compare with: Kruskal with terrain's tie-break order, scipy's
+Dijkstra on a CSR of the grid, Python's own float parsing."""
+
+import math
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import dijkstra
+
+from terrain.grid.costs import ARC_DC, ARC_DR, arc_codes, arc_costs_np, arc_lengths
+
+def ref_edges(z, conn, weight, cellsize=(1.0, 1.0)):
+    """All grid edges (ids, u, v, float32 w), written independently of terrain.grid.edges."""
+    rows, cols = z.shape
+    dx, dy = cellsize
+    diag = math.sqrt(dx * dx + dy * dy)
+    steps = [(0, 1, dx), (1, 0, dy), (1, 1, diag), (1, -1, diag)][: 2 if conn == 4 else 4]
+    ids, us, vs, ws = [], [], [], []
+    for d, (dr, dc, h) in enumerate(steps):
+        r = np.arange(rows - dr)[:, None]
+        c = np.arange(max(0, -dc), cols - max(0, dc))[None, :]
+        r, c = np.broadcast_arrays(r, c)
+        r, c = r.ravel(), c.ravel()
+        a, b = z[r, c].astype(np.float64), z[r + dr, c + dc].astype(np.float64)
+        ok = ~(np.isnan(a) | np.isnan(b))
+        a, b, r, c = a[ok], b[ok], r[ok], c[ok]
+        if weight == "max":
+            w = np.maximum(a, b)
+        elif weight == "absdiff":
+            w = np.abs(a - b)
+        elif weight == "slope":
+            w = np.abs(a - b) / h
+        else:
+            w = np.sqrt(h * h + (a - b) ** 2)
+        w = w.astype(np.float32) + np.float32(0)  # -0.0 -> +0.0
+        u = r.astype(np.int64) * cols + c
+        ids.append(4 * u + d)
+        us.append(u)
+        vs.append((r + dr).astype(np.int64) * cols + c + dc)
+        ws.append(w)
+    return (np.concatenate(ids), np.concatenate(us), np.concatenate(vs),
+            np.concatenate(ws).astype(np.float32))
+
+
+@numba.njit(cache=True)
+def _union_find_keep(order, u, v, n):
+    parent = np.arange(n)
+    keep = np.zeros(order.shape[0], np.bool_)
+    for e in order:
+        a, b = u[e], v[e]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            parent[a] = b
+            keep[e] = True
+    return keep
+
+
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+KS = {4: [0, 2, 4, 6], 8: list(range(8)), 16: list(range(16))}
+
+
+def grid_csr(z, f, connectivity, model, cellsize=(1.0, 1.0)):
+    """The directed grid graph as a scipy CSR matrix, built independently with NumPy."""
+    R, C = z.shape
+    valid = ~np.isnan(z) & ~np.isnan(f)
+    lengths = arc_lengths(cellsize)
+    rows, cols, vals = [], [], []
+    rr, cc = np.meshgrid(np.arange(R), np.arange(C), indexing="ij")
+    for k in arc_codes(connectivity):
+        vr, vc = rr + ARC_DR[k], cc + ARC_DC[k]
+        ok = (vr >= 0) & (vr < R) & (vc >= 0) & (vc < C)
+        ok[ok] &= valid[rr[ok], cc[ok]] & valid[vr[ok], vc[ok]]
+        u = (rr[ok] * C + cc[ok])
+        v = (vr[ok] * C + vc[ok])
+        w = arc_costs_np(z.reshape(-1)[u], z.reshape(-1)[v], f.reshape(-1)[u], f.reshape(-1)[v],
+                         k, model, lengths)
+        rows.append(u)
+        cols.append(v)
+        # scipy drops explicit zeros from a sparse matrix: keep them as a tiny positive that
+        # we map back (absdiff has zero arcs on flats)
+        vals.append(np.where(w == 0, 1e-300, w))
+    n = R * C
+    return csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(n, n))
+
+
+def mask_ids(mask):
+    cell, d = np.nonzero(mask.ravel()[:, None] & (1 << np.arange(4))[None, :])
+    return np.sort(4 * cell.astype(np.int64) + d)
+
+
+def ref_kruskal(z, conn=8, weight="max", cellsize=(1.0, 1.0)):
+    ids, u, v, w = ref_edges(z, conn, weight, cellsize)
+    keep = _union_find_keep(np.lexsort((ids, w)), u, v, z.size)
+    return np.sort(ids[keep]), w[keep]
+
+
+def parse_oracle(tokens, nodata=None, star=False):
+    """float32 of each token as GDAL reads it: the correctly rounded double (Python's
+    ``float``), saturated at +-FLT_MAX, cast; nodata (and GRASS ``*``) as NaN."""
+    def one(t):
+        if star and t == "*":
+            return np.float32(np.nan)
+        v = np.float32(min(max(float(t), -_FLT_MAX), _FLT_MAX))
+        return np.float32(np.nan) if nodata is not None and v == np.float32(nodata) else v
+    return np.array([[one(t) for t in row] for row in tokens], dtype=np.float32)
+
+
+DC = [1, 1, 0, -1, -1, -1, 0, 1, 2, 2, 1, -1, -2, -2, -1, 1]
+
+
+DR = [0, 1, 1, 1, 0, -1, -1, -1, -1, 1, 2, 2, 1, -1, -2, -2]
+
+
+def csr_graph(z, model="absdiff", friction=None, conn=8, dx=1.0, dy=1.0):
+    """Directed CSR graph of the grid (vertices: non-NaN cells), built with NumPy only."""
+    rows, cols = z.shape
+    f = np.ones_like(z) if friction is None else friction.astype(np.float32)
+    valid = ~np.isnan(z) & ~np.isnan(f)
+    src, dst, wts = [], [], []
+    r, c = np.mgrid[0:rows, 0:cols]
+    for k in KS[conn]:
+        r2, c2 = r + DR[k], c + DC[k]
+        inside = (r2 >= 0) & (r2 < rows) & (c2 >= 0) & (c2 < cols)
+        a = inside & valid
+        a[inside] &= valid[r2[inside], c2[inside]]
+        ru, cu, rv, cv = r[a], c[a], r2[a], c2[a]
+        w = oracle_cost(model, z[ru, cu], z[rv, cv], f[ru, cu], f[rv, cv], DR[k], DC[k], dx, dy)
+        src.append(ru * cols + cu)
+        dst.append(rv * cols + cv)
+        wts.append(w)
+    n = rows * cols
+    g = sp.csr_array((np.concatenate(wts), (np.concatenate(src), np.concatenate(dst))),
+                     shape=(n, n))
+    return g
+
+
+def oracle_cost(model, zu, zv, fu, fv, dr, dc, dx=1.0, dy=1.0):
+    """The documented formulas, with NumPy on float64 (vectorised over arcs)."""
+    zu, zv = zu.astype(np.float64), zv.astype(np.float64)
+    length = math.hypot(dc * dx, dr * dy)
+    if model == "absdiff":
+        return np.abs(zv - zu)
+    fmean = (fu.astype(np.float64) + fv.astype(np.float64)) / 2
+    if model == "friction":
+        return length * fmean
+    slope = (zv - zu) / length
+    speed = 6000.0 / 3600.0 * np.exp(-3.5 * np.abs(slope + 0.05))
+    return length / speed * fmean
+
+
+def oracle_distance(g, shape, sources, start_costs=None):
+    """Multi-source distances: a super source with arcs of the start costs."""
+    n = g.shape[0]
+    start = np.zeros(len(sources)) if start_costs is None else np.asarray(start_costs, float)
+    idx = [r * shape[1] + c for r, c in sources]
+    g = g.tocoo()
+    big = sp.csr_array((np.concatenate([g.data, start]),
+                        (np.concatenate([g.row, np.full(len(idx), n)]),
+                         np.concatenate([g.col, idx]))), shape=(n + 1, n + 1))
+    d = dijkstra(big, indices=n)[:n]
+    return np.where(np.isinf(d), np.nan, d).reshape(shape)
+
+
+def tiled_oracle(z, f, sources, connectivity, model, start=None, cellsize=(1.0, 1.0)):
+    g = grid_csr(z, f, connectivity, model, cellsize)
+    ids = [r * z.shape[1] + c for r, c in sources]
+    d = dijkstra(g, directed=True, indices=ids)
+    if start is not None:
+        d = d + np.asarray(start, float)[:, None]
+    d = np.where(d < 1e-200, 0.0, d) if model == 0 else d
+    best = d.min(axis=0)
+    # integer costs: the tiny stand-ins for zero arcs vanish on rounding
+    if model == 0:
+        best = np.round(best, 6)
+    alloc = np.where(np.isfinite(best), np.argmin(d, axis=0), -1)
+    return best.reshape(z.shape), alloc.reshape(z.shape)
+

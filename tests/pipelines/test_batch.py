@@ -1,0 +1,204 @@
+"""``terrain batch``: mixed formats on one cluster, a manifest, bad files do not stop the rest."""
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_terrain
+
+from terrain.io import read_grid
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.asc"
+GRASS = "north: 3\nsouth: 0\neast: 4\nwest: 0\nrows: 3\ncols: 4\n1 2 3 4\n5 6 7 8\n9 10 11 12\n"
+
+
+@pytest.fixture
+def rasters(tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    from rasterio.transform import Affine
+    d = tmp_path / "rasters"
+    d.mkdir()
+    (d / "a.asc").write_bytes(SAMPLE.read_bytes())
+    z, grid = read_grid(SAMPLE)
+    with rasterio.open(d / "b.tif", "w", driver="GTiff", width=z.shape[1], height=z.shape[0],
+                       count=1, dtype="float32", nodata=np.nan,
+                       transform=Affine.from_gdal(*grid.geotransform)) as dst:
+        dst.write(z, 1)
+    (d / "c.grass").write_text(GRASS)
+    (d / "broken.asc").write_text("ncols 4\nnrows 3\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                                  "1 2 3 4\n5 6 x 8\n9 10 11 12\n")
+    return d
+
+
+def _manifest(outdir):
+    doc = json.loads((outdir / "manifest.json").read_text())
+    with open(outdir / "manifest.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [r["input"] for r in table] == [r["input"] for r in doc["files"]]
+    assert [r["status"] for r in table] == [r["status"] for r in doc["files"]]
+    return {Path(r["input"]).name: r for r in doc["files"]}
+
+
+def test_batch_mst_mixed_formats_one_bad_file(tmp_path, rasters):
+    proc = run_terrain("batch", "mst", "rasters/*", "-o", "out", "--tile", "64", "--backend",
+                       "cpu", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # one file failed
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("terrain: Dask dashboard at")  # one cluster for the batch
+    assert sum("Dask dashboard" in x for x in lines) == 1
+    assert any("[3/4] rasters/broken.asc: failed" in x for x in lines), lines
+    rows = _manifest(tmp_path / "out")
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a.asc": "done", "b.tif": "done", "broken.asc": "failed", "c.grass": "done"}
+    assert rows["broken.asc"]["error"] == \
+        "rasters/broken.asc:7: non-numeric token 'x' (row 2, column 3)"
+    assert not (tmp_path / "out" / "broken.mst.zarr").exists()
+    # the ASCII grid and the GeoTIFF of the same data give the same forest
+    a = zarr.open_group(str(tmp_path / "out" / "a.mst.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "out" / "b.mst.zarr"), mode="r")
+    assert np.array_equal(a["mst"][:], b["mst"][:])
+    assert a.attrs["mst"]["total_weight"] == b.attrs["mst"]["total_weight"]
+    assert rows["c.grass"]["summary"]["edges"] == 11  # 3 x 4 cells, connected: 12 - 1
+
+    # rerun: finished files are skipped, the broken one is tried again (and fails again)
+    (rasters / "broken.asc").write_text(GRASS)
+    proc = run_terrain("batch", "mst", "rasters/*", "-o", "out", "--tile", "64", "--backend",
+                       "cpu", "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a.asc": "skipped", "b.tif": "skipped", "broken.asc": "done", "c.grass": "skipped"}
+
+
+def test_batch_ingest_from_a_directory_and_a_manifest_file(tmp_path, rasters):
+    (rasters / "broken.asc").unlink()
+    (tmp_path / "list.lst").write_text("# two of them\nrasters/a.asc\n\nrasters/c.grass\n")
+    proc = run_terrain("batch", "ingest", "list.lst", "-o", "out", "--tile", "64",
+                       "--scheduler", "threads", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [Path(r["input"]).name for r in json.loads(proc.stdout)] == ["a.asc", "c.grass"]
+    proc = run_terrain("batch", "ingest", "rasters", "-o", "out", "--tile", "64",
+                       "--scheduler", "threads", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a.asc": "skipped", "b.tif": "done", "c.grass": "skipped"}
+    z = zarr.open_group(str(tmp_path / "out" / "b.zarr"), mode="r")["elevation"][:]
+    ref, _ = read_grid(SAMPLE)
+    assert np.asarray(z).tobytes() == ref.tobytes()
+
+
+def test_batch_with_nothing_to_do_is_one_line(tmp_path):
+    proc = run_terrain("batch", "ingest", "none/*.asc", "-o", "out", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == "terrain: none/*.asc: no such file, directory or matching files"
+    assert list(tmp_path.iterdir()) == []
+
+
+CD_SOURCES = ("--source", "502005,4001505", "--source-cell", "10,390")
+
+
+def _layers(store):
+    g = zarr.open_group(str(store), mode="r")
+    return {name: np.asarray(g[name][:]) for name in ("distance", "allocation", "backlink")}
+
+
+def test_batch_cost_distance_mixed_formats_one_bad_file(tmp_path, rasters):
+    (rasters / "c.grass").unlink()  # a 3 x 4 grid does not hold the map source
+    lines = SAMPLE.read_text().splitlines(keepends=True)
+    lines[200] = lines[200].replace(" ", " x ", 1)  # broken: a bad token on the grid's row 195
+    (rasters / "broken.asc").write_text("".join(lines))
+    args = ("batch", "cost-distance", "rasters/*", "-o", "out", *CD_SOURCES, "--cost", "tobler",
+            "--connectivity", "16", "--backend", "cpu", "--tile", "64")
+    proc = run_terrain(*args, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # one file failed
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert sum("Dask dashboard" in x for x in lines) == 1  # one cluster for the batch
+    assert any("[3/3] rasters/broken.asc: failed" in x for x in lines), lines
+    rows = _manifest(tmp_path / "out")
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a.asc": "done", "b.tif": "done", "broken.asc": "failed"}
+    assert rows["broken.asc"]["error"].startswith("rasters/broken.asc:201: "), rows
+    assert rows["a.asc"]["output"] == "out/a.cost.zarr"
+    assert rows["a.asc"]["summary"]["sources"] == 2
+    assert not (tmp_path / "out" / "broken.cost.zarr").exists()
+    # the same as single-file runs, for the ESRI grid and the GeoTIFF alike
+    proc = run_terrain("cost-distance", "rasters/a.asc", "-o", "single.zarr", *CD_SOURCES,
+                       "--cost", "tobler", "--connectivity", "16", "--backend", "cpu",
+                       "--tile", "64", "--scheduler", "threads", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    single = _layers(tmp_path / "single.zarr")
+    assert np.isfinite(single["distance"]).sum() > 1000
+    assert set(np.unique(single["allocation"])) >= {0, 1}
+    for name in ("a", "b"):
+        got = _layers(tmp_path / "out" / f"{name}.cost.zarr")
+        for layer, ref in single.items():
+            np.testing.assert_array_equal(got[layer], ref, strict=True)
+
+    # rerun: the finished files are skipped, the broken one is tried again
+    (rasters / "broken.asc").write_bytes(SAMPLE.read_bytes())
+    proc = run_terrain(*args, "--scheduler", "threads", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a.asc": "skipped", "b.tif": "skipped", "broken.asc": "done"}
+    with open(tmp_path / "out" / "manifest.csv", newline="") as f:
+        table = {Path(r["input"]).name: r for r in csv.DictReader(f)}
+    assert table["broken.asc"]["output"] == "out/broken.cost.zarr"
+    assert float(table["broken.asc"]["seconds"]) > 0 and table["broken.asc"]["error"] == ""
+    # other sources: not skipped; the outputs exist, so without --overwrite every file fails
+    proc = run_terrain(*args[:5], "--source-cell", "0,0", "--backend", "cpu", "--tile", "64",
+                       "--scheduler", "threads", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert {r["status"] for r in rows.values()} == {"failed"}
+    assert "exists" in rows["a.asc"]["error"]
+    np.testing.assert_array_equal(_layers(tmp_path / "out" / "a.cost.zarr")["distance"],
+                                  single["distance"])  # nothing overwritten
+
+
+def test_batch_cost_distance_checks_shared_options_first(tmp_path, rasters):
+    for extra, expected in [((), "no sources given"),
+                            (("--source", "1,x"), "expected two numbers"),
+                            (("--source-cell", "1,1", "--cost", "friction"),
+                             "needs a friction raster"),
+                            (("--source-cell", "1,1", "--max-cost", "0"), "must be > 0")]:
+        proc = run_terrain("batch", "cost-distance", "rasters/*", "-o", "out", *extra,
+                           cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_batch_cost_distance_friction_per_input(tmp_path, rasters):
+    """``{stem}`` picks each DEM's own friction raster; a source outside one raster fails
+    that file only."""
+    z, _ = read_grid(SAMPLE)
+    fdir = tmp_path / "fr"
+    fdir.mkdir()
+    (fdir / "a.asc").write_bytes(SAMPLE.read_bytes())  # friction = the elevations
+    head = "".join(SAMPLE.read_text().splitlines(keepends=True)[:6])
+    body = "\n".join(  # friction 2 everywhere
+        " ".join(["2"] * z.shape[1]) for _ in range(z.shape[0]))
+    (fdir / "b.asc").write_text(head + body + "\n")
+    (rasters / "broken.asc").unlink()
+    proc = run_terrain("batch", "cost-distance", "rasters/*", "-o", "out", "--cost",
+                       "friction", "--friction", "fr/{stem}.asc", "--source-cell", "150,200",
+                       "--source", "501005,4002505", "--backend", "cpu", "--scheduler",
+                       "threads", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "a.asc": "done", "b.tif": "done", "c.grass": "failed"}
+    assert rows["c.grass"]["error"].startswith("rasters/c.grass: source")  # outside it
+    b = _layers(tmp_path / "out" / "b.cost.zarr")["distance"]
+    a = _layers(tmp_path / "out" / "a.cost.zarr")["distance"]
+    # friction 2 on 10 m cells: a straight step costs 20
+    assert b[150, 201] == 20.0 and b[151, 200] == 20.0
+    assert a[150, 201] == 10.0 * ((float(z[150, 200]) + float(z[150, 201])) * 0.5)

@@ -1,0 +1,203 @@
+"""``terrain cost-distance`` and ``terrain path`` end to end: outputs against scipy, bad input."""
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_cli
+from oracles import DR, DC, csr_graph, oracle_cost, oracle_distance
+from grids import CS, XLL, YLL, random_dem, write_asc
+
+
+def xy(row, col, rows):
+    """Map coordinates of a cell centre (ESRI grid: yll is the lower edge)."""
+    return XLL + (col + 0.5) * CS, YLL + (rows - row - 0.5) * CS
+
+
+@pytest.fixture
+def dem(tmp_path):
+    return random_dem(tmp_path, 0, (45, 37), 30, [(3, 4), (40, 30)], 5)
+
+
+def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):
+    z, path = dem
+    out = tmp_path / "out.zarr"
+    x, y = xy(40, 30, z.shape[0])
+    rc, so, se = run_cli("cost-distance", path, "--source-cell", "3,4", "--source", f"{x},{y}",
+                         "-o", out, "--tile", 16, "--json")
+    assert rc == 0, se
+    summary = json.loads(so)
+    # sources are numbered: --source points first, then --source-cell cells, then --sources
+    srcs = [(40, 30), (3, 4)]
+    assert [(s["row"], s["col"]) for s in summary["sources"]] == srcs
+    assert summary["algorithm"] == "in-core" and summary["cost"] == "absdiff"
+    g = zarr.open_group(str(out), mode="r")
+    dist = np.asarray(g["distance"][:])
+    ref = oracle_distance(csr_graph(z), z.shape, srcs)
+    np.testing.assert_array_equal(dist, ref)
+    assert summary["reached_cells"] == int(np.count_nonzero(~np.isnan(ref)))
+    assert summary["max_distance"] == np.nanmax(ref)
+    assert g["distance"].chunks == (16, 16) and g["backlink"].dtype == np.uint8
+    assert g["allocation"].dtype == np.int32
+    assert (np.asarray(g["backlink"][:])[np.isnan(ref)] == 255).all()
+    np.testing.assert_array_equal(np.asarray(g["elevation"][:]), z)
+    assert np.asarray(g["x"][:])[0] == XLL + CS / 2
+
+    # least-cost paths to three points
+    targets = [(20, 20), (44, 0), (40, 30)]
+    targets = [t for t in targets if not np.isnan(ref[t])]
+    geo = tmp_path / "p.geojson"
+    args = []
+    for r, c in targets:
+        args += ["--to", "%r,%r" % xy(r, c, z.shape[0])]
+    rc, so, se = run_cli("path", out, *args, "-o", geo, scheduler=None)
+    assert rc == 0, se
+    doc = json.loads(geo.read_text())
+    alloc = np.asarray(g["allocation"][:])
+    for (r, c), feat in zip(targets, doc["features"]):
+        coords = feat["geometry"]["coordinates"]
+        cells = [(round(z.shape[0] - (yy - YLL) / CS - 0.5), round((xx - XLL) / CS - 0.5))
+                 for xx, yy in coords]
+        if cells[0] == cells[-1] and len(cells) == 2:
+            cells = cells[:1]
+        assert cells[-1] == (r, c) and cells[0] in srcs
+        assert feat["properties"]["source"] == alloc[r, c] == srcs.index(cells[0])
+        total = 0.0
+        for (ra, ca), (rb, cb) in zip(cells, cells[1:]):
+            assert (rb - ra, cb - ca) in list(zip(DR[:8], DC[:8]))
+            total += oracle_cost("absdiff", z[ra:ra + 1, ca], z[rb:rb + 1, cb], None, None,
+                                 rb - ra, cb - ca)[0]
+        assert total == feat["properties"]["cost"] == dist[r, c]
+
+
+def test_friction_cost_and_sources_file(dem, tmp_path):
+    z, path = dem
+    rng = np.random.default_rng(1)
+    fr = rng.uniform(1, 3, z.shape).round(2).astype(np.float32)
+    fr[10, :20] = np.nan  # a friction barrier
+    fpath = write_asc(tmp_path / "friction.asc", fr)
+    csv = tmp_path / "src.csv"
+    csv.write_text("x,y\n%r,%r\n" % xy(3, 4, z.shape[0]))
+    out = tmp_path / "f.zarr"
+    rc, so, se = run_cli("cost-distance", path, "--sources", csv, "--cost", "friction",
+                         "--friction", fpath, "--connectivity", 16, "-o", out, "--tile", 32)
+    assert rc == 0, se
+    assert "reached" in so
+    g = zarr.open_group(str(out), mode="r")
+    fz = np.where(np.isnan(z), np.nan, np.asarray(g["friction"][:]))
+    fz[np.isnan(fr)] = np.nan
+    ref = oracle_distance(csr_graph(np.zeros_like(z) + np.where(np.isnan(fz), np.nan, 0),
+                                    "friction", fz, 16, CS, CS), z.shape, [(3, 4)])
+    np.testing.assert_allclose(np.asarray(g["distance"][:]), ref, rtol=1e-12, equal_nan=True)
+    assert not list(tmp_path.glob(".*friction*"))  # the friction ingest left nothing
+
+
+def test_geojson_and_raster_sources_and_max_cost(dem, tmp_path):
+    z, path = dem
+    gj = tmp_path / "s.geojson"
+    gj.write_text(json.dumps({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point", "coordinates": list(xy(40, 30, 45))},
+         "properties": {}}]}))
+    srcr = np.zeros(z.shape, np.float32)
+    srcr[3, 4] = 1
+    rpath = write_asc(tmp_path / "src.asc", srcr)
+    out = tmp_path / "m.zarr"
+    rc, so, se = run_cli("cost-distance", path, "--sources", rpath, "--max-cost", 40,
+                         "--start-cost", 2, "-o", out, "--json", "--geotiff-dir", tmp_path / "tif")
+    assert rc == 0, se
+    s = json.loads(so)
+    assert s["sources"][0]["row"] == 3 and s["sources"][0]["start_cost"] == 2.0
+    d = np.asarray(zarr.open_group(str(out), mode="r")["distance"][:])
+    ref = oracle_distance(csr_graph(z), z.shape, [(3, 4)], [2.0])
+    ref[ref > 40] = np.nan
+    np.testing.assert_array_equal(d, ref)
+    import rasterio
+    with rasterio.open(tmp_path / "tif" / "distance.tif") as ds:
+        np.testing.assert_array_equal(ds.read(1), d)
+    out2 = tmp_path / "g.zarr"
+    rc, so, se = run_cli("cost-distance", path, "--sources", gj, "-o", out2, "--json")
+    assert rc == 0, se
+    assert [(s["row"], s["col"]) for s in json.loads(so)["sources"]] == [(40, 30)]
+
+
+@pytest.mark.parametrize("case", ["nodata", "outside", "cell-outside", "shape", "georef",
+                                  "negative", "max-cost", "no-friction", "exists",
+                                  "geotiff-file", "geotiff-exists"])
+def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
+    z, path = dem
+    out = tmp_path / "bad.zarr"
+    nan_cell = tuple(int(v) for v in np.argwhere(np.isnan(z))[0])
+    args = ["--source-cell", "3,4"]
+    if case == "nodata":
+        args = ["--source-cell", "%d,%d" % nan_cell]
+    elif case == "outside":
+        args = ["--source", f"{XLL - 5},{YLL + 5}"]
+    elif case == "cell-outside":
+        args = ["--source-cell", "45,0"]
+    elif case == "shape":
+        args += ["--cost", "friction", "--friction",
+                 write_asc(tmp_path / "f.asc", np.ones((44, 37), np.float32))]
+    elif case == "georef":
+        args += ["--cost", "friction", "--friction",
+                 write_asc(tmp_path / "f.asc", np.ones(z.shape, np.float32), xll=XLL + 10)]
+    elif case == "negative":
+        f = np.ones(z.shape, np.float32)
+        f[30, 30] = -1
+        args += ["--cost", "friction", "--friction", write_asc(tmp_path / "f.asc", f)]
+    elif case == "max-cost":
+        args += ["--max-cost", "0"]
+    elif case == "no-friction":
+        args += ["--cost", "friction"]
+    elif case == "exists":
+        out.mkdir()
+    elif case == "geotiff-file":  # --geotiff-dir names a file
+        (tmp_path / "tif").write_text("x")
+        args += ["--geotiff-dir", tmp_path / "tif"]
+    elif case == "geotiff-exists":  # one of the GeoTIFFs is there already
+        (tmp_path / "tif").mkdir()
+        (tmp_path / "tif" / "allocation.tif").write_text("x")
+        args += ["--geotiff-dir", tmp_path / "tif"]
+    rc, so, se = run_cli("cost-distance", path, *args, "-o", out)
+    assert rc == 2
+    lines = se.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("terrain: "), se
+    assert "Traceback" not in se
+    if case.startswith("geotiff"):  # the run and its dry run refuse alike
+        want = ("tif: exists and is not a directory" if case == "geotiff-file"
+                else "allocation.tif")
+        assert want in lines[0], se
+        rc, so, dry = run_cli("cost-distance", path, *args, "-o", out, "--dry-run")
+        assert rc == 2 and dry == se, dry
+        assert (tmp_path / "tif").is_file() or [p.name for p in (tmp_path / "tif").iterdir()] \
+            == ["allocation.tif"]
+    if case == "exists":
+        assert list(out.iterdir()) == []
+    else:
+        assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_path_bad_input(dem, tmp_path):
+    z, path = dem
+    out = tmp_path / "c.zarr"
+    rc, _, se = run_cli("cost-distance", path, "--source-cell", "3,4", "--max-cost", 5, "-o", out)
+    assert rc == 0, se
+    d = np.asarray(zarr.open_group(str(out), mode="r")["distance"][:])
+    far = tuple(int(v) for v in np.argwhere(np.isnan(d) & ~np.isnan(z))[0])
+    for to in ["%r,%r" % xy(*far, z.shape[0]), f"{XLL - 1},{YLL}"]:
+        rc, _, se = run_cli("path", out, "--to", to, "-o", tmp_path / "p.geojson", scheduler=None)
+        assert rc == 2 and se.startswith("terrain: ") and len(se.strip().splitlines()) == 1, se
+        assert not (tmp_path / "p.geojson").exists()
+
+
+def test_bench_cost_distance_runs_and_agrees():
+    rc, so, se = run_cli("bench", "cost-distance", "--rows", 48, "--cols", 40, "--backend", "cpu",
+                         scheduler=None)
+    assert rc == 0, se
+    rows = {line.split("  ")[0].strip(): line for line in so.splitlines()}
+    assert any(k.startswith("terrain in-core (cpu") for k in rows)
+    for peer in ("scikit-image MCP_Geometric", "scipy dijkstra (CSR build incl.)"):
+        line = rows[peer]
+        assert float(line.split()[-1]) < 1e-12 or "not installed" in line

@@ -1,0 +1,473 @@
+"""``--gpus``: the cluster spec, the GPU count's parsing and errors, the groups' assignment,
+and a real two-worker-process run (CPU backend) giving the same forest; the GPU run itself
+is a ``gpu`` test."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zarr
+
+from pipelines import cluster
+from pipelines.cluster import (assign_groups, gpu_worker_spec, gpu_worker_threads, open_scheduler,
+                               parse_gpus, visible_gpus)
+from terrain.errors import InputError
+
+
+@pytest.mark.parametrize("text, visible, want", [
+    ("1", ["0", "1"], ["0"]), ("2", ["0", "1"], ["0", "1"]), ("all", ["3"], ["3"]),
+    (" ALL ", ["0", "1", "2"], ["0", "1", "2"]), (2, ["5", "7"], ["5", "7"])])
+def test_gpu_count_picks_the_first_visible_devices(text, visible, want):
+    assert parse_gpus(text, visible) == want
+
+
+@pytest.mark.parametrize("text, visible, message", [
+    ("3", ["0", "1"], "3 GPUs asked for, but CuPy sees 2"),
+    ("1", [], "1 GPU asked for, but CuPy sees none"),
+    ("all", [], "CuPy sees none"),
+    ("0", ["0"], "at least 1"), ("-2", ["0"], "at least 1"),
+    ("two", ["0", "1"], "'two': not a number nor 'all'")])
+def test_gpu_count_errors_say_what_is_wrong(text, visible, message):
+    with pytest.raises(InputError, match=message):
+        parse_gpus(text, visible)
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    import terrain.backend
+
+    class FakeCupy:
+        class cuda:
+            class runtime:
+                @staticmethod
+                def getDeviceCount():
+                    return 2
+
+    monkeypatch.setattr(terrain.backend, "_cupy", lambda: FakeCupy)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4, 6,7")
+    assert visible_gpus() == ["4", "6"]  # CuPy counts 2 of the 3 listed
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert visible_gpus() == ["0", "1"]
+    monkeypatch.setattr(terrain.backend, "_cupy", lambda: None)
+    assert visible_gpus() == []
+
+
+def test_worker_spec_binds_one_process_per_device():
+    from distributed import Nanny
+    spec = gpu_worker_spec(["4", "6"])
+    assert list(spec) == ["gpu-0", "gpu-1"]
+    for name, device in zip(spec, ["4", "6"]):
+        assert spec[name]["cls"] is Nanny  # a process: CUDA_VISIBLE_DEVICES is read per process
+        opts = spec[name]["options"]
+        assert opts["env"]["CUDA_VISIBLE_DEVICES"] == device
+        assert opts["nthreads"] == gpu_worker_threads(["4", "6"]) and opts["name"] == name
+        assert opts["host"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("devices, cores, want", [
+    (1, 16, 8), (4, 64, 8), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1), (1, 128, 8)])
+def test_gpu_workers_share_the_cores_up_to_a_cap(devices, cores, want):
+    # threads overlap one shard's host steps with the next one's device work; the cap keeps
+    # the shards in flight (the RSS) independent of the core count
+    assert gpu_worker_threads([str(d) for d in range(devices)], cores=cores) == want
+
+
+@pytest.mark.parametrize("rows, cols, workers", [(7, 9, 2), (25, 35, 4), (3, 3, 8), (1, 1, 2)])
+def test_groups_are_spread_in_balanced_z_order_runs(rows, cols, workers):
+    groups = [(i, j) for i in range(rows) for j in range(cols)]
+    names = [f"w{k}" for k in range(workers)]
+    got = assign_groups(groups, names)
+    assert list(got) == groups  # every group once, in the caller's order
+    counts = [sum(1 for w in got.values() if w == n) for n in names]
+    assert max(counts) - min(counts) <= 1
+    # a quadtree node's four children (an aligned 2x2 block) span at most two workers, and
+    # in Z order each worker's run is contiguous
+    z = sorted(groups, key=lambda ij: int("".join(f"{a}{b}" for a, b in zip(
+        f"{ij[0]:08b}", f"{ij[1]:08b}")), 2))
+    runs = [got[g] for g in z]
+    assert runs == sorted(runs, key=names.index)
+    assert assign_groups(groups, []) == {}
+
+
+def test_gpu_count_is_refused_before_any_cluster_starts(monkeypatch):
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0"])
+    with pytest.raises(InputError, match="2 GPUs asked for, but CuPy sees 1"):
+        with open_scheduler(gpus="2"):
+            pass
+    with pytest.raises(InputError, match="cannot be used with a GPU count"):
+        with open_scheduler("threads", gpus="1"):
+            pass
+
+
+def test_cli_gpus_errors_are_one_line(tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # no device, even on a GPU machine
+    for extra, message in ((["--gpus", "2"], "2 GPUs asked for, but CuPy sees none"),
+                           (["--gpus", "1", "--backend", "cpu"], "needs the gpu backend"),
+                           (["--gpus", "x", "--backend", "gpu"], None),
+                           (["--gpus", "1", "--scheduler", "threads"],
+                            "sample.asc: GPU workers are started here"),
+                           (["--gpus", "1", "--scheduler", "threads", "--dry-run"],
+                            "sample.asc: GPU workers are started here")):
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "data/sample.asc",
+                               "-o", str(tmp_path / "o.zarr"), *extra], capture_output=True,
+                              text=True, timeout=60, env=env)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("terrain: "), proc.stderr
+        if message:
+            assert message in lines[0]
+        assert not (tmp_path / "o.zarr").exists()
+        assert not list(tmp_path.glob(".o.zarr.partial*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("per_gpu", [1, 2])
+def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch, per_gpu):
+    # the GPU cluster's machinery on the CPU backend: two Nanny processes, each told its own
+    # CUDA_VISIBLE_DEVICES, the shards pinned to them in Z order
+    from distributed import get_task_stream
+
+    from pipelines.cluster import active_gpu_workers, compute
+    from pipelines.mst import build_mst_graph
+    from oracles import mask_ids, ref_kruskal
+    from grids import small_shards_case
+
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", str(per_gpu))
+    z, store, spec, out, geo = small_shards_case(tmp_path, monkeypatch, 3, 2)
+    with open_scheduler(gpus="2", quiet=True) as client:
+        workers = active_gpu_workers()
+        devices = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
+        names = {i["name"]: a for a, i in client.scheduler_info()["workers"].items()}
+        assert workers == [names[f"gpu-{i}"] for i in range(2 * per_gpu)]
+        assert [devices[w] for w in workers] == ["0"] * per_gpu + ["1"] * per_gpu
+        graph = build_mst_graph(tmp_path / "in.zarr", out, spec, store.tiles_per_shard, "cpu",
+                                geo=geo, workers=workers)
+        with get_task_stream(client) as ts:
+            (summary,) = compute(graph)
+        plan = spec.plan(store.tiles_per_shard)
+        want = assign_groups(plan.groups, workers)
+        ran = {}
+        for rec in ts.data:
+            key = rec["key"]
+            if isinstance(key, tuple) and key[0].startswith(("mst-group-", "mst-write-")):
+                ran[(key[0].split("-")[1], key[1], key[2])] = rec["worker"]
+    assert len(ran) == 2 * len(plan.groups)
+    for (stage, i, j), address in ran.items():
+        assert address == want[(i, j)], (stage, i, j)
+    assert summary["gpus"] == 2
+    want_ids, _ = ref_kruskal(z, 8, "max")
+    assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]),
+                          want_ids)
+
+
+@pytest.mark.gpu
+def test_mst_on_all_gpus_equals_one_gpu(tmp_path):
+    # --gpus all (one GPU is enough for the run) against --gpus 1: the same store bits
+    src = tmp_path / "g.asc"
+    subprocess.run([sys.executable, "-m", "terrain.run", "synth", "--rows", "3000", "--cols",
+                    "4500", "--nodata", "0.02", "-o", str(src)], check=True, timeout=300)
+    summaries = {}
+    for gpus in ("1", "all"):
+        out = tmp_path / f"m{gpus}.zarr"
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(src), "-o",
+                               str(out), "--gpus", gpus, "--json"], capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr and "Warning" not in proc.stderr
+        summaries[gpus] = json.loads(proc.stdout)
+    a = zarr.open_group(str(tmp_path / "m1.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "mall.zarr"), mode="r")
+    for k in ("elevation", "mst"):
+        assert np.asarray(a[k][:]).tobytes() == np.asarray(b[k][:]).tobytes(), k
+    for k in ("total_weight", "edges", "trees", "vertices"):
+        assert summaries["1"][k] == summaries["all"][k]
+    assert summaries["all"]["gpus"] >= 1
+
+
+@pytest.mark.parametrize("what, extra, message", [
+    ("ingest", [], "batch ingest: runs on the CPU; a GPU count is for mst"),
+    ("mst", ["--backend", "cpu"], "needs the gpu backend"),
+    ("mst", [], "CuPy sees none")])
+def test_batch_gpus_errors_before_anything_is_written(tmp_path, what, extra, message):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", what, "data/sample.asc",
+                           "-o", str(tmp_path / "out"), "--gpus", "1", *extra],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert message in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_several_worker_processes_per_gpu(monkeypatch):
+    # Zarr's one event loop per process: $TERRAIN_WORKERS_PER_GPU processes share a device
+    from pipelines.cluster import workers_per_gpu
+    spec = gpu_worker_spec(["4", "6"], per_device=2)
+    assert list(spec) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+    assert [spec[n]["options"]["env"]["CUDA_VISIBLE_DEVICES"] for n in spec] == ["4", "4", "6", "6"]
+    assert spec["gpu-0"]["options"]["nthreads"] == gpu_worker_threads(["4"] * 4)
+    monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", "3")
+    assert workers_per_gpu() == 3
+    for bad, message in (("0", "at least 1"), ("x", "not a number")):
+        monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", bad)
+        with pytest.raises(InputError, match=message):
+            workers_per_gpu()
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_a_grid_that_fits_one_gpu_runs_in_core_on_the_first_worker(monkeypatch, fits):
+    # more GPUs must never be slower than one: a grid that fits one device takes the
+    # in-core task, pinned to the first GPU worker, whatever --gpus says (40-ft size on
+    # 2 H200s: super-tiles 9.15 s against 6.43 s in core); else the groups are spread
+    import types
+
+    import pipelines.mst as mst
+    from terrain.grid.mst import MSTSpec
+    workers = ["tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"]
+    monkeypatch.setattr(mst, "get_backend", lambda name: types.SimpleNamespace(
+        is_gpu=True, name="gpu"))
+    monkeypatch.setattr(mst, "gpu_workers_free_bytes", lambda w: 80 << 30)
+    monkeypatch.setattr(mst, "fits_on_device", lambda *a, **k: fits)
+    monkeypatch.setattr(mst, "super_tile_group_tiles", lambda spec, shard, *a, **k: shard)
+    spec = MSTSpec((300, 260), 16)
+    graph = mst.build_mst_graph("in.zarr", "out.zarr", spec, 4, "gpu", workers=workers)
+    (layer,) = graph.__dask_graph__().layers.values()
+    keys = list(layer)
+    in_core = [k for k in keys if isinstance(k, str) and k.startswith("mst-in-core-")]
+    groups = [k for k in keys if isinstance(k, tuple) and k[0].startswith("mst-group-")]
+    if fits:
+        assert len(in_core) == 1 and not groups
+        assert layer.annotations["workers"](in_core[0]) == [workers[0]]
+        finish = layer[[k for k in keys if str(k).startswith("mst-finish-")][0]]
+        meta = finish.args[-1]
+        assert meta["path"] == "in-core" and meta["note"] == "fits one GPU: in core on GPU 0 of 2"
+    else:
+        assert not in_core and len(groups) == len(spec.plan(4).groups) > 2
+        assert {layer.annotations["workers"](k)[0] for k in groups} == set(workers)
+    line = mst._format_summary({"output": "o", "rows": 1, "cols": 1, "connectivity": 8,
+                                "weight": "max", "edges": 0, "trees": 1, "vertices": 1,
+                                "total_weight": 0.0, "tile": 16, "levels": 1, "backend": "gpu",
+                                "device": "d", "path": "in-core", "phase_seconds": {},
+                                "read_bytes": 0, "written_bytes": 0, "graph_bytes": 0,
+                                "seconds": 1.0, "gpus": 2, "note": "fits one GPU: x"})
+    assert "on 2 GPUs" in line and line.splitlines()[-1] == "note      fits one GPU: x"
+
+
+# ---------------------------------------------------------------- one route: run and dry run
+
+_N = 300 * 400  # data/sample.asc's cells
+
+
+@pytest.mark.parametrize("text, free, kw, want", [
+    # (is text, device bytes free, mst_route options, (path, workers, note's path words))
+    (True, 80 << 30, {}, ("text-in-core", False, None)),
+    (True, 80 << 30, {"gpus": 2}, ("text-in-core", False, "the text in core")),
+    (True, 20 * _N, {"gpus": 4}, ("text-streamed", False, "the text streamed")),
+    (True, 5 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),  # no room for it
+    (True, 80 << 30, {"gpus": 2, "resume": True}, ("in-core", False, "in core")),
+    (True, 80 << 30, {"scheduler": "threads"}, ("in-core", False, None)),
+    (True, 20 * _N, {"in_core": "groups"}, ("super-tiles", False, None)),
+    (True, 80 << 30, {"in_core": False, "gpus": 2}, ("tiled", False, "tiles")),
+    (False, 80 << 30, {"gpus": 2}, ("in-core", False, "in core")),
+    (False, 20 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),
+    (False, 20 * _N, {"gpus": 1}, ("super-tiles", False, None)),
+    (False, 20 * _N, {"gpus": 2, "spread": "processes"}, ("super-tiles", True, None)),
+    (True, 80 << 30, {"gpus": 2, "spread": "processes"}, ("in-core", True, None)),
+    (False, 20 * _N, {"gpus": 2, "spread": "devices"}, ("super-tiles", False, None)),
+    (True, 80 << 30, {"gpus": 2, "spread": "devices"}, ("text-in-core", False,
+                                                        "the text in core")),
+    (True, 80 << 30, {"gpus": 2, "cluster_active": True}, ("in-core", False, "in core")),
+])
+def test_gpus_run_the_one_gpu_path_on_gpu_0(text, free, kw, want):
+    # --gpus N never slower than one GPU: every path is one device's, taken on GPU 0 of N
+    # (spreading measured slower); only spread="processes" starts a worker per GPU
+    from pipelines.mst import mst_route
+    from terrain.backend import Backend
+    from terrain.grid.mst import MSTSpec
+    kw = {"cluster_active": False, **kw}
+    route = mst_route("dem", MSTSpec((300, 400), 64), Backend("gpu", None), free=free,
+                      text=text, **kw)
+    path, workers, words = want
+    assert (route.path, route.workers) == (path, workers)
+    n = kw.get("gpus", 0)
+    assert route.note == (f"fits one GPU: {words} on GPU 0 of {n}" if words else None)
+    spread_in_process = kw.get("spread") == "devices" and path == "super-tiles"
+    assert route.devices == (n if spread_in_process else 1)
+    assert route.gpus_used == (n if (workers and path != "in-core") or spread_in_process
+                               else 1)
+    assert route.graph == (path not in ("text-in-core", "text-streamed"))
+
+
+def test_route_on_the_cpu_and_bad_spread():
+    from pipelines.mst import mst_route
+    from terrain.backend import get_backend
+    from terrain.grid.mst import MSTSpec
+    route = mst_route("data/sample.asc", MSTSpec((300, 400), 64), get_backend("cpu"))
+    assert (route.path, route.workers, route.note, route.gpus_used) == ("tiled", False, None, 0)
+    with pytest.raises(InputError, match="spread 'x'"):
+        mst_route("d", MSTSpec((3, 4), 64), get_backend("cpu"), spread="x")
+
+
+class _Took(Exception):
+    """Raised by a faked path: which one the run took."""
+
+
+def _fake_gpu(monkeypatch, free):
+    """A GPU backend without a device (two visible GPUs, ``free`` bytes on GPU 0)."""
+    import pipelines.mst as mst
+    import terrain.backend
+    from terrain.backend import Backend
+    real = terrain.backend.get_backend
+    fake = Backend("gpu", None)
+
+    def get_backend(name=None):
+        return fake if getattr(name, "name", name) == "gpu" else real(name)
+
+    monkeypatch.setattr(terrain.backend, "get_backend", get_backend)
+    monkeypatch.setattr(mst, "get_backend", get_backend)
+    monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(mst, "_free_bytes", lambda be: free)
+    return mst
+
+
+@pytest.mark.parametrize("store, free, gpus, want", [
+    (False, 80 << 30, "2", "text-in-core"), (False, 20 * _N, "2", "text-streamed"),
+    (False, 5 * _N, "2", "super-tiles"), (True, 80 << 30, "2", "in-core"),
+    (True, 5 * _N, "all", "super-tiles"), (False, 80 << 30, None, "text-in-core")])
+def test_dry_run_shows_the_path_the_run_takes(tmp_path, capsys, monkeypatch, store, free, gpus,
+                                              want):
+    import contextlib
+
+    from cli import run_main
+    from pipelines._plan import _Args, build_plan
+    from pipelines.mst import run_mst
+    inp = tmp_path / "dem.asc"
+    inp.write_bytes(open("data/sample.asc", "rb").read())
+    if store:
+        rc, _, err = run_main(capsys, "ingest", inp, "-o", tmp_path / "dem.zarr")
+        assert rc == 0, err
+        inp = tmp_path / "dem.zarr"
+    mst = _fake_gpu(monkeypatch, free)
+    plan = build_plan("mst", _Args(input=str(inp), output=str(tmp_path / "o.zarr"),
+                                   backend="gpu", gpus=gpus))
+    scheduled = []
+
+    @contextlib.contextmanager
+    def open_scheduler(spec=None, **kw):
+        scheduled.append(kw.get("gpus"))
+        yield None
+
+    def took(path):
+        def run(*a, **k):
+            raise _Took(path)
+        return run
+
+    monkeypatch.setattr(mst, "_text_in_core", took("text-in-core"))
+    monkeypatch.setattr(mst, "text_streamed", took("text-streamed"))
+    monkeypatch.setattr(mst, "open_scheduler", open_scheduler)
+    monkeypatch.setattr(mst, "build_mst_graph", lambda *a, **k: (_ for _ in ()).throw(
+        _Took({"auto": "in-core", "groups": "super-tiles"}[a[8]])))
+    with pytest.raises(_Took) as ran:
+        run_mst(inp, tmp_path / "o.zarr", backend="gpu", gpus=gpus)
+    assert plan["path"] == ran.value.args[0] == want
+    assert scheduled in ([], [None])  # never a worker per GPU: GPU 0 runs it
+    assert plan["gpus_used"] == 1
+    if gpus is not None:
+        assert plan["backend"] == "gpu, GPU 0 of 2"
+        assert plan["note"].startswith("fits one GPU: ") and plan["note"].endswith(" of 2")
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_dry_run_path_equals_the_cpu_run(tmp_path, capsys):
+    from cli import run_main
+    rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
+                            "--backend", "cpu", "--dry-run", "--json")
+    assert rc == 0, err
+    plan = json.loads(out)
+    assert "path      tiled" in run_main(capsys, "mst", "data/sample.asc", "-o",
+                                         tmp_path / "o.zarr", "--backend", "cpu",
+                                         "--dry-run")[1]
+    rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
+                            "--backend", "cpu", "--json")
+    assert rc == 0, err
+    assert plan["path"] == json.loads(out)["path"] == "tiled"
+
+
+def _gpu_count():
+    from terrain.backend import gpu_available
+    return len(visible_gpus()) if gpu_available() else 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("gpus, spread", [("2", "auto"), ("2", "devices"), ("2", "processes"),
+                                          ("all", "devices")])
+def test_spread_over_gpus_gives_the_one_gpu_forest(tmp_path, capsys, gpus, spread):
+    # super-tiles of a store on GPU 0, over the devices in process, over worker processes:
+    # the same mask bits and statistics as one GPU (skipped with fewer than two devices,
+    # except "all")
+    from cli import run_main
+    from pipelines.mst import run_mst
+    if gpus != "all" and _gpu_count() < int(gpus):
+        pytest.skip(f"needs {gpus} GPUs")
+    src = tmp_path / "g.asc"
+    rc, _, err = run_main(capsys, "synth", "--rows", "3000", "--cols", "4500", "--nodata",
+                          "0.02", "-o", src, scheduler=None)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "ingest", src, "-o", tmp_path / "g.zarr", "--tile", "256")
+    assert rc == 0, err
+    one = run_mst(tmp_path / "g.zarr", tmp_path / "one.zarr", backend="gpu", in_core="groups",
+                  scheduler="threads")
+    many = run_mst(tmp_path / "g.zarr", tmp_path / "many.zarr", in_core="groups", gpus=gpus,
+                   spread=spread)
+    a = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
+    b = zarr.open_array(str(tmp_path / "many.zarr"), path="mst", mode="r")[:]
+    assert a.tobytes() == b.tobytes()
+    for k in ("total_weight", "edges", "trees", "vertices"):
+        assert one[k] == many[k], k
+    assert one["path"] == many["path"] == "super-tiles"
+    n = len(parse_gpus(gpus, visible_gpus()))
+    assert many["gpus"] == n
+    assert many["gpus_used"] == (1 if spread == "auto" else n)
+    if spread == "auto" and n > 1:
+        assert many["note"] == f"fits one GPU: super-tiles on GPU 0 of {n}"
+
+
+@pytest.mark.gpu
+def test_dry_run_path_equals_the_gpu_run(tmp_path, capsys):
+    # on a real device: the text in core, and a store in core (the plan asks the run's route)
+    from cli import run_main
+    rc, _, err = run_main(capsys, "ingest", "data/sample.asc", "-o", tmp_path / "s.zarr")
+    assert rc == 0, err
+    for n, (inp, gpus) in enumerate((("data/sample.asc", []),
+                                     ("data/sample.asc", ["--gpus", "all"]),
+                                     (tmp_path / "s.zarr", ["--gpus", "1"]))):
+        out = tmp_path / f"o{n}.zarr"
+        rc, plan, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
+                                 "--dry-run", "--json", scheduler=None)
+        assert rc == 0, err
+        rc, ran, err = run_main(capsys, "mst", inp, "-o", out, "--backend", "gpu", *gpus,
+                                "--json", scheduler=None)
+        assert rc == 0, err
+        assert json.loads(plan)["path"] == json.loads(ran)["path"]
+
+
+@pytest.mark.gpu
+def test_batch_mst_with_gpus_runs_each_file_on_gpu_0(tmp_path):
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", "mst", "data/sample.asc",
+                           "-o", str(tmp_path / "out"), "--gpus", "all"], capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (out,) = (tmp_path / "out").glob("*.mst.zarr")
+    s = zarr.open_group(str(out), mode="r").attrs["mst"]
+    assert s["gpus_used"] == 1 and s["gpus"] >= 1 and s["path"] == "in-core"
+    want = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "data/sample.asc", "-o",
+                           str(tmp_path / "one.zarr"), "--backend", "gpu", "--scheduler",
+                           "threads"], capture_output=True, text=True, timeout=300)
+    assert want.returncode == 0, want.stderr
+    a = zarr.open_array(str(out), path="mst", mode="r")[:]
+    b = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
+    assert a.tobytes() == b.tobytes()
