@@ -59,6 +59,7 @@ for _it in ("i32", "i64"):
     for _wt in ("i32", "i64"):
         _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
             _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
+_SIGNATURES["terrain_newlines"] = (_i64, [_vp, _i64, _i64, _vp, _i64])
 _SIGNATURES["terrain_dial_labels"] = (None, [_vp, _i64, _int, _vp, _vp, _i64])
 
 _TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",

@@ -229,7 +229,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
 
     Examples
     --------
-    >>>     >>> d = Path(tempfile.mkdtemp())
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
     >>> with atomic_output(d / "out.txt") as tmp:
     ...     _ = tmp.write_text("done")
     >>> (d / "out.txt").read_text(), [p.name for p in d.iterdir()]

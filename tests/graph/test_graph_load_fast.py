@@ -124,16 +124,6 @@ def test_snap_writer(tmp_path):
     assert path.read_text() == "# h\n" + "".join(f"{a}\t{b}\n" for a, b in zip(u, v))
 
 
-@pytest.mark.slow
-def test_bench_graph_load_runs_and_agrees(tmp_path):
-    from cli import run_cli
-    rc, so, se = run_cli("bench", "graph-load", "--scale", 10, "--edge-factor", 4, "--repeat", 1,
-                         "--workdir", tmp_path, scheduler="threads", timeout=300)
-    assert rc == 0, se
-    assert "vertices: same" in so, so
-    assert "numpy loadtxt + scipy" in so and "CSR build" in so
-
-
 @pytest.mark.parametrize("weighted", [False, True])
 def test_build_csr_long_rows_match_oracle(weighted):
     """Hubs (rows of thousands: radix-sorted), mid rows (33..256: sort call), short rows

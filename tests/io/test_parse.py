@@ -109,45 +109,6 @@ def test_nan_min_max_keeps_the_first_of_equal_values():
     assert parse.nan_min_max(np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]) == (0, 0, 10)
 
 
-@pytest.fixture
-def no_library(monkeypatch, tmp_path):
-    """No library loaded, none built, one empty cache directory."""
-    monkeypatch.setattr(parse, "_lib", None)
-    monkeypatch.setattr(parse, "_built_library", lambda: None)
-    monkeypatch.setattr(parse, "_cache_dirs", lambda: [tmp_path / "cache"])
-    return tmp_path / "cache"
-
-
-def test_library_compiles_on_first_use_into_the_cache(no_library):
-    lib = parse.load_library()
-    files = sorted(p.name for p in no_library.iterdir())
-    assert files == [f"_parse-{parse.source_tag()}{parse.importlib.machinery.EXTENSION_SUFFIXES[0]}"]
-    assert lib.terrain_parse_source().decode() == parse.source_tag()
-    out = np.empty((1, 2), np.float32)
-    parse.parse_rows(np.frombuffer(b"0.1 7e-3\n", np.uint8), [0, 9], 2, out, np.float32(0),
-                     False, False)
-    assert out.tolist() == [[np.float32(0.1), np.float32(7e-3)]]
-
-
-def test_a_library_built_from_another_source_is_not_used(no_library, monkeypatch, tmp_path):
-    stale = parse.compile_library(tmp_path / "stale.so", "0123456789abcdef")
-    monkeypatch.setattr(parse, "_built_library", lambda: stale)
-    lib = parse.load_library()
-    assert lib.terrain_parse_source().decode() == parse.source_tag()
-    assert len(list(no_library.iterdir())) == 1  # compiled afresh, beside nothing half-written
-
-
-def test_no_compiler_is_a_clear_runtime_error(no_library, monkeypatch):
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setattr(parse.shutil, "which", lambda name: None)
-    with pytest.raises(RuntimeError, match="no C compiler was found"):
-        parse.load_library()
-    monkeypatch.setenv("CC", str(no_library / "no-such-cc"))
-    with pytest.raises(RuntimeError, match="compiling terrain's ASCII grid parser failed"):
-        parse.load_library()
-    assert not any(no_library.iterdir())
-
-
 # ----------------------------------------------------------------- the graph-free ingest path
 
 def test_threads_threshold_is_the_default_schedulers():

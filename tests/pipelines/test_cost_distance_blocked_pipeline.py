@@ -100,18 +100,6 @@ def test_source_on_nodata_leaves_nothing(capsys, tmp_path, dem, small_shards):
     assert rc == 2 and "memory" in se and not (tmp_path / "y.zarr").exists()
 
 
-@pytest.mark.slow
-def test_bench_blocked_runs_and_agrees(tmp_path, capsys):
-    """The benchmark module's table, for a small grid: both runs, the same bits."""
-    from benchmarks.cost_distance_blocked import main
-    assert main(["--size", "96", "--in-core", "--compare", "--memory", "64KB",
-                 "--workdir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "96² in-core" in out and "96² blocked" in out
-    assert "blocked == in-core bit for bit: True" in out
-    assert not list(tmp_path.glob("*.zarr"))  # the stores removed
-
-
 def test_block_reader_equals_zarr(tmp_path, small_shards):
     """The chunk-by-chunk block reader (terrain.tiles._shards.read_window) gives zarr's
     cells: windows across shards and partial edge tiles, an absent (all-NaN) chunk, a

@@ -1,0 +1,47 @@
+"""The benchmarks (``python -m benchmarks WHAT``, run from the checkout) run on small inputs and
+report ours and the peers' figures, agreeing on the results."""
+
+import subprocess
+import sys
+
+import pytest
+
+from cli import ROOT
+
+
+def run_benchmark(*argv, timeout=300):
+    """``python -m benchmarks ARGV`` from the checkout: ``(exit status, stdout, stderr)``."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", *map(str, argv)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.slow
+def test_bench_graph_load_runs_and_agrees(tmp_path):
+    rc, so, se = run_benchmark("graph-load", "--scale", 10, "--edge-factor", 4, "--repeat", 1,
+                         "--workdir", tmp_path, "--scheduler", "threads")
+    assert rc == 0, se
+    assert "vertices: same" in so, so
+    assert "numpy loadtxt + scipy" in so and "CSR build" in so
+
+
+def test_bench_cost_distance_runs_and_agrees():
+    rc, so, se = run_benchmark("cost-distance", "--rows", 48, "--cols", 40, "--backend", "cpu")
+    assert rc == 0, se
+    rows = {line.split("  ")[0].strip(): line for line in so.splitlines()}
+    assert any(k.startswith("terrain in-core (cpu") for k in rows)
+    for peer in ("scikit-image MCP_Geometric", "scipy dijkstra (CSR build incl.)"):
+        line = rows[peer]
+        assert float(line.split()[-1]) < 1e-12 or "not installed" in line
+
+
+@pytest.mark.slow
+def test_bench_blocked_runs_and_agrees(tmp_path, capsys):
+    """The benchmark module's table, for a small grid: both runs, the same bits."""
+    from benchmarks.cost_distance_blocked import main
+    assert main(["--size", "96", "--in-core", "--compare", "--memory", "64KB",
+                 "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "96² in-core" in out and "96² blocked" in out
+    assert "blocked == in-core bit for bit: True" in out
+    assert not list(tmp_path.glob("*.zarr"))  # the stores removed

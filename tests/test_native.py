@@ -1,0 +1,47 @@
+"""terrain.native: the C kernels' library is built by the install or compiled on first use into a
+cache, never used when built from another source, and a missing compiler is a clear error."""
+
+import numpy as np
+import pytest
+
+import terrain.io._parse as parse
+import terrain.native as native
+
+
+@pytest.fixture
+def no_library(monkeypatch, tmp_path):
+    """No library loaded, none built, one empty cache directory."""
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_built_library", lambda: None)
+    monkeypatch.setattr(native, "_cache_dirs", lambda: [tmp_path / "cache"])
+    return tmp_path / "cache"
+
+
+def test_library_compiles_on_first_use_into_the_cache(no_library):
+    lib = native.load_library()
+    files = sorted(p.name for p in no_library.iterdir())
+    assert files == [f"_kernels-{native.source_tag()}{native.importlib.machinery.EXTENSION_SUFFIXES[0]}"]
+    assert lib.terrain_parse_source().decode() == native.source_tag()
+    out = np.empty((1, 2), np.float32)
+    parse.parse_rows(np.frombuffer(b"0.1 7e-3\n", np.uint8), [0, 9], 2, out, np.float32(0),
+                     False, False)
+    assert out.tolist() == [[np.float32(0.1), np.float32(7e-3)]]
+
+
+def test_a_library_built_from_another_source_is_not_used(no_library, monkeypatch, tmp_path):
+    stale = native.compile_library(tmp_path / "stale.so", "0123456789abcdef")
+    monkeypatch.setattr(native, "_built_library", lambda: stale)
+    lib = native.load_library()
+    assert lib.terrain_parse_source().decode() == native.source_tag()
+    assert len(list(no_library.iterdir())) == 1  # compiled afresh, beside nothing half-written
+
+
+def test_no_compiler_is_a_clear_runtime_error(no_library, monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(native.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="no C compiler was found"):
+        native.load_library()
+    monkeypatch.setenv("CC", str(no_library / "no-such-cc"))
+    with pytest.raises(RuntimeError, match="compiling terrain's C kernels failed"):
+        native.load_library()
+    assert not any(no_library.iterdir())
