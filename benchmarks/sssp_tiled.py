@@ -89,14 +89,14 @@ PROFILED = ("terrain.grid.sssp_tiled:tile_batch", "terrain.grid.sssp_tiled:bound
             "terrain.grid.sssp_tiled:nodes_boundary", "terrain.grid.sssp_tiled:top_solve_gpu",
             "terrain.grid.sssp_tiled:sources_leaf",
             "pipelines.cost_distance_tiled:fill_group", "pipelines.cost_distance_tiled:_top",
-            "pipelines.cost_distance_tiled:StoreReader.__call__",
+            "pipelines.cost_distance_store:StoreReader.__call__",
             "pipelines.cost_distance_tiled:IndexStore.write_batch",
             "pipelines.cost_distance_tiled:IndexStore.write_nodes",
             "pipelines.cost_distance_tiled:IndexStore.meta",
             "pipelines.cost_distance_tiled:IndexStore.read_labels",
             "pipelines.cost_distance_tiled:IndexStore.write_labels",
             "pipelines.cost_distance_tiled:_make_stores",
-            "pipelines.cost_distance_tiled:_finish", "pipelines.cost_distance:_prepare",
+            "pipelines.cost_distance_tiled:_finish", "pipelines.cost_distance_store:prepare_layers",
             "pipelines.cost_distance:finish_store")
 
 

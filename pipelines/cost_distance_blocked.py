@@ -34,17 +34,20 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.startup import fixed_mmap_threshold
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import write_windows
 from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
-from terrain.grid.sssp import _check_max_cost
+from terrain.grid.sssp import check_max_cost
 from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, block_outputs,
                                        solve_block)
+from terrain.startup import fixed_mmap_threshold
+from terrain.tiles import borrow_buffer, read_layout, read_window
 
-__all__ = ["run_blocked", "block_side", "BlockFiles", "BlockReader", "MAX_BLOCK", "SCRATCH",
-           "block_task_bytes", "parse_memory"]
+from .cost_distance_store import StoreReader, prepare_layers
+
+__all__ = ["run_blocked", "blocked_spec", "block_side", "BlockFiles", "BlockReader",
+           "MAX_BLOCK", "SCRATCH", "block_task_bytes", "parse_memory", "cache_bytes"]
 
 MAX_BLOCK = 2048
 CACHE_BLOCKS = 16  # blocks the cache should hold (block_side shrinks blocks to fit them)
@@ -232,13 +235,11 @@ class BlockCache:
 class BlockReader:
     """``reader(window) -> (z, f)``: a block of the DEM's ``elevation`` layer (and of the
     friction store's; None without one), read chunk by chunk
-    (:func:`terrain.tiles._shards.read_window`: only the inner chunks that meet the block,
-    decoded into the block's array, where zarr took 40 ms a 1024² block for its fills,
-    copies and event loop); through zarr (:class:`~pipelines.cost_distance_tiled.StoreReader`)
+    (:func:`terrain.tiles.read_window`: only the inner chunks that meet the block, decoded
+    into the block's array); through zarr (:class:`~pipelines.cost_distance_store.StoreReader`)
     where a store has another layout. Friction is checked as the in-core path does."""
 
     def __init__(self, dem_path, friction_path=None, name=""):
-        from .cost_distance_tiled import StoreReader
         self.fallback = StoreReader(dem_path, friction_path, name)
         self.paths = [p for p in (dem_path, friction_path) if p is not None]
         self.name, self.has_f = name, friction_path is not None
@@ -246,7 +247,6 @@ class BlockReader:
 
     def _fast(self):
         if self.layouts is None:
-            from terrain.tiles._shards import read_layout
             lays = [read_layout(Path(p) / "elevation") for p in self.paths]
             self.layouts = lays if all(lay is not None and lay.dtype == np.float32
                                        for lay in lays) else []
@@ -257,7 +257,6 @@ class BlockReader:
             z, f = self.fallback(window)
             return z, f if self.has_f else None
         from terrain.grid.costs import check_friction
-        from terrain.tiles._shards import read_window
         r0, r1, c0, c1 = window
         out = []
         for lay in self.layouts:
@@ -325,12 +324,10 @@ class _RingArray:
 def _out_array(stack, name, shape, dtype, fill):
     """An output window's array of ``shape`` filled with ``fill``, in a buffer borrowed for
     the task (``stack``: a ``contextlib.ExitStack``) from those the process's threads share
-    (:data:`terrain.tiles._shards._buffers`): the windows are the run's largest arrays,
-    and fresh ones are fresh pages (a 2048² window's are 17 000 page faults)."""
-    from terrain.tiles._shards import _buffers
+    (:func:`terrain.tiles.borrow_buffer`): the windows are the run's largest arrays, and
+    fresh ones are fresh pages."""
     n = shape[0] * shape[1]
-    buf = stack.enter_context(_buffers.borrow(f"blocked-out-{name}",
-                                              n * np.dtype(dtype).itemsize))
+    buf = stack.enter_context(borrow_buffer(f"blocked-out-{name}", n * np.dtype(dtype).itemsize))
     out = buf[:n * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
     out[...] = fill
     return out
@@ -383,6 +380,25 @@ class _Offset:
         return self.a[rs.start - self.r0:rs.stop - self.r0, cs.start - self.c0:cs.stop - self.c0]
 
 
+def blocked_spec(spec, memory_bytes, reuse, backend):
+    """Complete ``spec`` for the blocked algorithm (in place): its block side
+    (:func:`block_side`) and memory budget; CPU only, no ``--reuse``."""
+    if backend != "cpu":
+        raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
+    if reuse is not None:
+        raise InputError(f"{spec['input']}: the blocked algorithm keeps no index to reuse")
+    if memory_bytes is None:
+        try:
+            import psutil
+            memory_bytes = psutil.virtual_memory().available
+        except Exception:  # noqa: BLE001 - no psutil: no budget, the largest blocks
+            memory_bytes = None
+    spec["block"] = block_side(spec["tile"], spec["tile"] * spec["tiles_per_shard"],
+                               spec["shape"], memory_bytes, os.cpu_count() or 1)
+    spec["memory_bytes"] = memory_bytes
+    return spec
+
+
 def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=None,
                 upstream=(), geo=None, scheduler=None, backend="cpu"):
     """The blocked cost distance into the partial output ``out_path`` (module docstring);
@@ -398,7 +414,7 @@ def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=N
     costs = np.zeros(rows.size) if start_costs is None else np.asarray(start_costs, np.float64)
     model = cost_model_code(spec["cost"])
     bspec = BlockedSpec(model, arc_codes(spec["connectivity"]), arc_lengths(spec["cellsize"]),
-                        friction_store is not None, _check_max_cost(spec["max_cost"]))
+                        friction_store is not None, check_max_cost(spec["max_cost"]))
     plan = BlockPlan(shape, side)
     files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH),
                        lambda i, j: (lambda w: (w[1] - w[0], w[3] - w[2]))(plan.window(i, j)))
@@ -416,7 +432,6 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     import dask
 
     from . import cluster
-    from .cost_distance import _prepare
 
     shard_side = tile * int(spec["tiles_per_shard"])
     fsrc = friction_store
@@ -437,7 +452,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
         if upstream:
             cluster.compute(*upstream, label="cost-ingest")
-        _prepare(out_path, shape, tile, geo or {}, friction_store is not None, None)
+        prepare_layers(out_path, shape, tile, geo or {}, friction_store is not None)
         batch = threads
         driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=batch)
 

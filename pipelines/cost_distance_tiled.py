@@ -74,20 +74,19 @@ import numpy as np
 import zarr
 
 from terrain.errors import InputError
-from terrain.grid._tournament import INT_INF
-from terrain.grid.costs import check_friction
-from terrain.grid.sssp_tiled import (MAX_GPU_TILE, DeviceLevel, FlatBoundaries, NodeBoundary,
-                                     TileBatch, TiledSpec, default_max_height,
-                                     level_solve_gpu, tile_batch,
-                                     fill_group, index_leaf, node_boundary, node_down,
-                                     sources_leaf, sources_merge, top_labels_paged)
+from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBoundaries,
+                                     NodeBoundary, TileBatch, TiledSpec, default_max_height,
+                                     fill_group, index_leaf, level_solve_gpu, node_boundary,
+                                     node_down, shared_pass, sources_leaf, sources_merge,
+                                     tile_batch, top_labels_paged, tt_capacity)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
+from .cost_distance_store import StoreReader, prepare_layers
 from .quadtree import delayed_call
 
-__all__ = ["StoreReader", "IndexStore", "build_tiled_graph", "build_cost_distance_tiled",
-           "tiled_spec", "solve_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
-           "GROUP_SIDE", "spread_over_workers", "GROUP_STAGES", "gpu_sizing"]
+__all__ = ["IndexStore", "build_tiled_graph", "build_cost_distance_tiled", "tiled_spec",
+           "solve_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
+           "GROUP_SIDE", "gpu_sizing", "TOP_CACHE_BYTES", "top_cache_bytes_gpu"]
 
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
@@ -172,25 +171,6 @@ def top_cache_bytes_gpu():
     except (ValueError, OSError, AttributeError):
         ram = 0
     return int(min(max(TOP_CACHE_BYTES, ram // 16), 8 << 30))
-
-
-class StoreReader:
-    """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer (and a friction
-    store's; ones without one). Negative or NaN-free checks of friction as in the in-core
-    path (:func:`terrain.grid.costs.check_friction`)."""
-
-    def __init__(self, dem_path, friction_path=None, name=""):
-        self.dem_path, self.friction_path, self.name = str(dem_path), friction_path, name
-
-    def __call__(self, window):
-        r0, r1, c0, c1 = window
-        z = np.asarray(zarr.open_array(store=self.dem_path, path="elevation", mode="r")
-                       [r0:r1, c0:c1], np.float32)
-        if self.friction_path is None:
-            return z, np.ones_like(z)
-        f = np.asarray(zarr.open_array(store=str(self.friction_path), path="elevation",
-                                       mode="r")[r0:r1, c0:c1], np.float32)
-        return z, check_friction(f, name=self.name)
 
 
 def _comp():
@@ -1261,9 +1241,6 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None,
     """
     import os
 
-    from terrain.grid._tournament import tt_capacity
-    from terrain.grid.sssp_tiled import shared_pass
-    from terrain.tiles.quadtree import QuadtreePlan
     dev_threads, free = _device_facts(backend) if device is None else device
     threads = int(threads or os.cpu_count() or 1)
     T = int(spec["tile_sssp"])
@@ -1303,48 +1280,14 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None,
             "top_on_device": bool(on_device)}
 
 
-#: The stages with one task per group, keys ``(f"cost-{stage}-{token}", i, j)``.
-GROUP_STAGES = ("index-leaf", "index-check", "src-leaf", "down-apply")
-
-
-def spread_over_workers(graph, token, workers):
-    """``graph`` (:func:`build_tiled_graph`'s Delayed, task names ending in ``token``) with
-    its per-group tasks (:data:`GROUP_STAGES`: phase 1, the sources up, the labels down)
-    pinned to ``workers`` in Z-order runs of groups, and its ``cost-fill`` tasks (phase 3
-    and the writes) in Z-order runs of shards (:func:`pipelines.cluster.assign_groups`),
-    loosely (a lost worker's tasks run elsewhere). The merges above the groups and the top
-    Dijkstra go wherever the scheduler puts them: tasks pass tokens, the data stay in the
-    stores. Without ``workers``, ``graph`` itself."""
-    if not workers:
-        return graph
-    from ._resume import graph_dict
-    from .cluster import assign_groups
-    from .quadtree import pin_tasks
-
-    def family(key):
-        if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[0], str)
-                and key[0].startswith("cost-") and key[0].endswith("-" + token)):
-            return None
-        stage = key[0][len("cost-"):-len(token) - 1]
-        return "group" if stage in GROUP_STAGES else "fill" if stage == "fill" else None
-
-    keys = list(graph_dict(graph))
-    owners = {f: assign_groups(sorted({k[1:] for k in keys if family(k) == f}), list(workers))
-              for f in ("group", "fill")}
-    return pin_tasks(graph, lambda k: owners[f][k[1:]] if (f := family(k)) else None,
-                     f"cost-tiled-graph-{token}")
-
-
 def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",
                               upstream=None, geo=None, friction_store=None):
     """The whole ``cost-distance`` graph on the tiled path: ``cost-prepare`` (the layers, as
     in the in-core path), then :func:`build_tiled_graph`. A Delayed summary."""
     import dask
 
-    from .cost_distance import _prepare
-
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
-    prepared = dask.delayed(_prepare, pure=False)(
+    prepared = dask.delayed(prepare_layers, pure=False)(
         out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
         dask_key_name=f"cost-prepare-{token}")
     return build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared, backend,

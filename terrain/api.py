@@ -40,7 +40,7 @@ from .errors import InputError
 from .io.georef import GRID_MAPPING, check_weight_units, crs_wkt
 
 __all__ = ["mst", "cost_distance", "bfs", "diameter", "sssp", "as_dem", "raster_like", "Georef",
-           "MST_BITS"]
+           "MST_BITS", "CostDistance"]
 
 MST_BITS = "bit d set: the forest holds the edge from this cell in direction d (1 E, 2 S, 4 SE, 8 SW)"
 
@@ -252,7 +252,47 @@ def _geotransform(geo, shape):
     return (x[0] - dx / 2, dx, 0.0, y[0] - dy / 2, 0.0, dy)
 
 
-def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost="absdiff",
+@dataclass
+class CostDistance:
+    """The result of :func:`cost_distance` for an input that is not an xarray object: NumPy
+    arrays on the DEM's grid and the run's summary; :meth:`to_xarray` makes the Dataset an
+    xarray input gets (it needs xarray).
+
+    Attributes
+    ----------
+    distance, allocation, backlink : ndarray
+        float64 (NaN unreached), int32 (-1 unreached), uint8 (0 source, ``k + 1`` towards the
+        predecessor along arc ``k``, 255 unreached).
+    attrs : dict
+        The summary: cost model, sources, reached cells, max distance, backend.
+    layer_attrs : dict
+        Per layer: units, description, codes.
+    georef : Georef
+        The DEM's grid (CRS, geotransform).
+    """
+
+    distance: np.ndarray
+    allocation: np.ndarray
+    backlink: np.ndarray
+    attrs: dict
+    layer_attrs: dict
+    georef: Georef
+
+    def __getitem__(self, name):
+        if name not in ("distance", "allocation", "backlink"):
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def to_xarray(self):
+        """The layers as an :class:`xarray.Dataset` on the DEM's grid (CRS kept)."""
+        import xarray as xr
+        layers = {name: raster_like(getattr(self, name), self.georef, name,
+                                    self.layer_attrs[name])
+                  for name in ("distance", "allocation", "backlink")}
+        return xr.Dataset(layers, attrs=dict(self.attrs))
+
+
+def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None,
                   friction=None, connectivity=8, max_cost=None, backend=None, cellsize=None):
     """Accumulated cost from sources over a DEM: distance, allocation and backlinks.
 
@@ -271,7 +311,8 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost="abs
         ``sources``.
     start_costs : float or sequence of float, optional
         Cost already spent at each source (default 0).
-    cost : {'absdiff', 'friction', 'tobler'}
+    cost : {'absdiff', 'friction', 'tobler'}, optional
+        Default: ``friction`` with a friction raster, else ``absdiff``.
     friction : same kinds as ``dem``, optional
         Friction per cell on the DEM's grid (NaN = barrier); required by ``'friction'``.
     connectivity : {4, 8, 16}
@@ -283,30 +324,32 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost="abs
 
     Returns
     -------
-    xarray.Dataset
+    CostDistance or xarray.Dataset
         ``distance`` (float64, NaN unreached), ``allocation`` (int32, index of the nearest
         source, -1 unreached), ``backlink`` (uint8, 0 source, ``k + 1`` towards the
-        predecessor along arc ``k``, 255 unreached) on the DEM's grid (coordinates and
-        ``spatial_ref``/CRS kept), with units and codes in each variable's attributes and
-        the summary (sources, reached cells, max distance) in the Dataset's.
+        predecessor along arc ``k``, 255 unreached) on the DEM's grid, units and codes per
+        layer, the summary (sources, reached cells, max distance) in ``attrs``. An xarray
+        input gets an :class:`xarray.Dataset` (coordinates and ``spatial_ref``/CRS kept);
+        any other input a :class:`CostDistance` of NumPy arrays (xarray is not imported:
+        ``.to_xarray()`` converts).
 
     Examples
     --------
     >>> import numpy as np
-    >>> ds = cost_distance(np.ones((3, 4), np.float32), [(0, 0)], cost="friction",
-    ...                    friction=np.full((3, 4), 2, np.float32), backend="cpu")
-    >>> ds.distance.values[0].tolist(), int(ds.backlink.values[0, 1])
+    >>> r = cost_distance(np.ones((3, 4), np.float32), [(0, 0)],
+    ...                   friction=np.full((3, 4), 2, np.float32), backend="cpu")
+    >>> r.distance[0].tolist(), int(r.backlink[0, 1])
     ([0.0, 2.0, 4.0, 6.0], 5)
-    >>> int(ds.attrs["reached_cells"]), ds.allocation.dtype.name
-    (12, 'int32')
+    >>> int(r.attrs["reached_cells"]), r.allocation.dtype.name, r.attrs["cost"]
+    (12, 'int32', 'friction')
     """
-    import xarray as xr
-
     from .grid.cost_outputs import layer_attributes
     from .grid.costs import check_friction, cost_model_code
     from .grid.sssp import grid_sssp
     from .io.points import map_to_cell
 
+    if cost is None:
+        cost = "friction" if friction is not None else "absdiff"
     cost_model_code(cost)
     z, geo = as_dem(dem)
     if z is None:  # a tile store: the in-memory SSSP reads the whole grid
@@ -322,24 +365,21 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost="abs
         if f.shape != z.shape:
             raise InputError(f"{fgeo.where}: friction has {f.shape[0]} x {f.shape[1]} cells, "
                              f"the DEM {z.shape[0]} x {z.shape[1]}")
-    cells = [(int(r), int(c)) for r, c in (sources if sources is not None else ())]
+    cells = [] if sources is None else list(sources)
     if points is not None:
         gt = _geotransform(geo, z.shape)
         if gt is None:
             raise InputError(f"{geo.where}: map points as sources need a georeferenced DEM "
                              "(give (row, col) cells instead)")
-        cells += [map_to_cell(x, y, gt, z.shape, what=f"{geo.where}: source")
-                  for x, y in points]
+        cells += [map_to_cell(*_pair(p, geo.where), gt, z.shape, what=f"{geo.where}: source")
+                  for p in points]
     if not cells:
         raise InputError(f"{geo.where}: no sources given")
     r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
                   cellsize=cs, max_cost=max_cost, backend=backend)
-    attrs = layer_attributes(cost)
-    layers = {name: raster_like(getattr(r, name), geo, name, attrs[name])
-              for name in ("distance", "allocation", "backlink")}
     reached = int(np.count_nonzero(~np.isnan(r.distance)))
     summary = {"cost": cost, "connectivity": int(connectivity), "cellsize": list(cs),
-               "sources": [list(c) for c in cells], "reached_cells": reached,
+               "sources": [[int(a), int(b)] for a, b in cells], "reached_cells": reached,
                "max_distance": float(np.nanmax(r.distance)) if reached else float("nan"),
                "backend": r.stats.get("backend")}
     if max_cost is not None:
@@ -347,7 +387,18 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost="abs
     if start_costs is not None:
         summary["start_costs"] = np.broadcast_to(np.asarray(start_costs, np.float64),
                                                  (len(cells),)).tolist()
-    return xr.Dataset(layers, attrs=summary)
+    out = CostDistance(r.distance, r.allocation, r.backlink, summary, layer_attributes(cost),
+                       geo)
+    return out.to_xarray() if geo.template is not None else out
+
+
+def _pair(p, where):
+    """A source point as ``(x, y)``; :class:`InputError` for anything else."""
+    try:
+        x, y = p
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: a source point must be (x, y), got {p!r}") from None
+    return x, y
 
 
 def bfs(graph, sources, **options):

@@ -31,7 +31,7 @@ HANDLERS = {
     "verify": "pipelines.verify:verify_command",
     "plot": "pipelines.plot:plot_command",
     "sssp": "pipelines.graph:sssp_command",
-    "cost-distance": "pipelines.cost_distance_start:cost_distance_command",  # device ready first
+    "cost-distance": "pipelines.cost_distance:cost_distance_command",
     "path": "pipelines.cost_distance:path_command",
 }
 
@@ -139,9 +139,9 @@ def _add_cost_options(p, batch=False):
                         f"GeoJSON points{stem}")
     p.add_argument("--start-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cost already spent at every source (default 0)")
-    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default="absdiff",
-                   help=f"{pre}arc cost: |dz| (default), length x mean friction, or Tobler "
-                        "walking time")
+    p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default=None,
+                   help=f"{pre}arc cost: |dz|, length x mean friction, or Tobler walking "
+                        "time (default: friction with --friction, else absdiff)")
     p.add_argument("--friction", default=None, metavar="RASTER",
                    help=f"{pre}friction per cell (same grid as INPUT); NaN/nodata = barrier"
                    + ("; {stem} = the input's stem ('friction/{stem}.tif'), else the same "
@@ -326,7 +326,8 @@ def build_parser():
     p.add_argument("--to", action="append", required=True, metavar="X,Y",
                    help="end of a path in map coordinates (repeatable)")
     p.add_argument("-o", "--output", required=True, metavar="PATH.geojson",
-                   help="GeoJSON FeatureCollection of LineStrings (source to target)")
+                   help="GeoJSON FeatureCollection of LineStrings (source to target), in "
+                        "longitude/latitude (RFC 7946)")
     p.add_argument("--overwrite", action="store_true", help="replace PATH.geojson if it exists")
 
     p = sub.add_parser("batch", help="run ingest, mst or cost-distance over many rasters on one cluster, "

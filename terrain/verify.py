@@ -53,7 +53,8 @@ import numba
 import numpy as np
 
 from .errors import InputError
-from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T, arc_cost
+from .grid import arc_cost
+from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T
 from .grid.edges import (CONNECTIVITIES, DIRECTIONS, edge_weight, horizontal_lengths,
                          order_bits, weight_model_code)
 
@@ -617,12 +618,12 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
     'cell (1, 2): backlink 5 is not tight: d = 1 but d(predecessor) + w = 2'
     """
     from .grid.costs import arc_codes, arc_lengths, cost_model_code
-    from .grid.sssp import _check_max_cost
+    from .grid.sssp import check_max_cost
 
     model = cost_model_code(cost)
     codes = arc_codes(connectivity)
     lengths = arc_lengths(cellsize)
-    limit = _check_max_cost(max_cost)
+    limit = check_max_cost(max_cost)
     shape = tuple(int(s) for s in distance.shape)
     for name, arr in (("dem", dem), ("backlink", backlink), ("allocation", allocation),
                       ("friction", friction)):

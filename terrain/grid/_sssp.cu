@@ -7,11 +7,9 @@
 // long is a float64 atomic min; +inf = unreached. label: alloc << 32 | hops (uint64), all ones
 // = none.
 //
-// 1. sssp_relax: label-correcting relaxation of a frontier (a list of cells whose distance
-//    dropped); a cell whose distance drops is appended to the next frontier once (flag).
-//    The fixed point is the least one: the left-fold minimum over paths, as on the CPU.
-//    (queue="frontier": kept to compare with nf_step below, the default.)
-// 2. labels_step (below): min-label propagation of (alloc, hops) over tight arcs
+// 1. nf_step / nf_persistent (below): near-far label-correcting relaxation; its fixed point
+//    is the least one: the left-fold minimum over paths, as on the CPU.
+// 2. labels_step / labels_persistent (below): min-label propagation of (alloc, hops) over tight arcs
 //    (dist[u] + w == dist[v], exact), the loop on the device.
 // 3. backlinks: per cell, the lowest arc code k whose neighbour is a tight predecessor with
 //    label == label[v] - 1.
@@ -99,29 +97,6 @@ __device__ __forceinline__ bool label_arc(const float* __restrict__ z,
     return nlab < atomicMin(&label[v], nlab);
 }
 
-extern "C" __global__ void sssp_relax(const float* __restrict__ z, const float* __restrict__ f,
-                                      int has_f, int model, const double* __restrict__ lengths,
-                                      const long long* __restrict__ offs,
-                                      const int* __restrict__ codes, int nk,
-                                      u64* __restrict__ dist, const long long* __restrict__ frontier,
-                                      long long n_frontier, int* __restrict__ in_next,
-                                      long long* __restrict__ next,
-                                      unsigned long long* __restrict__ n_next, double max_cost) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_frontier) return;
-    relax_cell(z, f, has_f, model, lengths, offs, codes, nk, frontier[i], dist, max_cost,
-               [&](long long v, double) {
-                   stamped_push(v, 1, in_next, next, n_next);  // once per frontier (the flag)
-               });
-}
-
-// Clear the in_next flags of a frontier (before it is relaxed, so cells can re-enter).
-extern "C" __global__ void clear_flags(const long long* __restrict__ frontier, long long n,
-                                       int* __restrict__ in_next) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) in_next[frontier[i]] = 0;
-}
-
 // Backlink codes (0 root, k+1, 255 unreached) of the unpadded grid, and its distance (NaN
 // where unreached), allocation and hops (-1 where unreached).
 extern "C" __global__ void backlinks(const float* __restrict__ z, const float* __restrict__ f,
@@ -189,7 +164,7 @@ extern "C" __global__ void distances(const u64* __restrict__ dist, long long row
 // distances: out[0] += the count, out[1] = max(out[1], the largest distance's bits), the
 // distances being >= 0 (+0.0 for a -0.0), whose bits order as their values. What
 // cupy.count_nonzero and cupy.nanmax gave, without CuPy's reduction machinery: its first
-// use in a process imports cupyx.scipy and compiles (0.1-0.2 s of a command's start-up).
+// use in a process imports cupyx.scipy and compiles.
 extern "C" __global__ void reached_stats(const double* __restrict__ distance, long long n,
                                          unsigned long long* __restrict__ out) {
     unsigned long long count = 0, best = 0;

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from ._sssp_cpu import _grown, _prefetch
-from .costs import arc_cost
+from ._costs_cpu import arc_cost
 
 __all__ = ["tight_labels_buckets_cpu", "window_inner_cpu"]
 

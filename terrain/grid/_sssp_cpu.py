@@ -1,10 +1,13 @@
-"""The CPU kernels (Numba) of the in-core grid SSSP: the twins of ``_sssp.cu``'s kernels of
-the same names without ``_cpu``; conventions, algorithm and drivers in
-:mod:`terrain.grid.sssp`, which imports this module only where a CPU kernel runs (the GPU
-path of a command then never imports Numba: 0.1-0.4 s of its start-up on the GPU hosts).
+"""The CPU twins (Numba) of the in-core grid SSSP's CUDA kernels (``_sssp.cu``), and
+:class:`CpuOps`, the CPU side of :mod:`terrain.grid.sssp`'s kernel table.
+
+Imported only where a CPU kernel runs, so the GPU path of a command never imports Numba.
+The algorithm is in :mod:`terrain.grid.sssp`'s docstring.
 """
 
 import math
+import threading
+import warnings
 
 import numba
 import numpy as np
@@ -13,10 +16,13 @@ from llvmlite import ir as llvm_ir
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .costs import arc_cost
-from .sssp import _HOPS_MASK
+from ._sssp_frame import (HOPS_BITS, HOPS_MASK, NO_LABEL, PAD, GridSSSPResult, flat_seeds,
+                          offsets, unpad)
+from ._costs_cpu import arc_cost
+from .costs import TOBLER_A, TOBLER_S0, TOBLER_V0
 
-__all__ = ["sssp_cpu", "sssp_buckets_cpu", "backlinks_cpu"]
+__all__ = ["CpuOps", "sssp_cpu", "sssp_buckets_cpu", "backlinks_cpu", "bucket_plan",
+           "padded_state", "MAX_BUCKETS"]
 
 # opaque pointers from LLVM 15 on
 _PREFETCH_NAME = "llvm.prefetch.p0" if llvm_binding.llvm_version_info[0] >= 15 else \
@@ -80,14 +86,15 @@ def _heap_push(hd, hl, hc, n, d, lab, c):
 
 @numba.njit(cache=True, nogil=True)
 def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
-             seed_label, fixed, max_cost):
+             seed_label, fixed, max_cost, stop):
     """Lexicographic-key Dijkstra on the padded flat grid (in place on ``dist`` and ``label``).
 
     ``dist``: +inf at vertices, -inf elsewhere (or, with ``fixed``, the final distances with
     -inf at non-vertices and +inf where unreached); ``label``: int64 ``alloc << 32 | hops``
     (max int64 = none). ``seeds`` are flat padded cells with their distance and label.
     ``fixed`` relaxes only tight arcs and never changes a distance. Returns the number of
-    cells settled.
+    cells settled, or -1 when ``stop[0]`` was set (looked at every 65536 settles: another
+    thread interrupts the run, :func:`_interruptible`).
     """
     cap = 1024
     hd = np.empty(cap, np.float64)
@@ -140,6 +147,8 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
         if d != dist[u] or lab != label[u]:
             continue  # stale entry
         settled += 1
+        if (settled & 0xFFFF) == 0 and stop[0] != 0:
+            return -1
         zu = z[u]
         fu = f[u] if has_f else one
         nlab = lab + 1
@@ -174,12 +183,12 @@ def _grown(a, used):
 
 @numba.njit(cache=True, nogil=True)
 def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
-                     seed_label, max_cost, inv_width, nbuckets, backlink):
+                     seed_label, max_cost, inv_width, nbuckets, backlink, stop):
     """Dijkstra with a circular array of buckets (Dinitz): exact when every arc costs at least
     ``2 / inv_width``, so that no cell of the current bucket can improve another one of it.
 
-    Same arguments and results as :func:`sssp_cpu` (``fixed`` is not supported), plus the
-    backlinks: since every arc costs more than zero, each tight predecessor ``u`` of a cell
+    Same arguments and results as :func:`sssp_cpu` (``fixed`` is not supported; ``stop``
+    the same), plus the backlinks: since every arc costs more than zero, each tight predecessor ``u`` of a cell
     ``v`` is settled before ``v`` and relaxes it with ``v``'s final label, so keeping the
     lowest arc code among the relaxations that set or tie that label (``backlink``, padded
     uint8, written at reached cells only) gives :func:`backlinks_cpu`'s code without a second
@@ -263,6 +272,8 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
             continue  # settled already, or stale: improved into a later bucket's slot
         label[u] = -1 - lab  # settled mark
         settled += 1
+        if (settled & 0xFFFF) == 0 and stop[0] != 0:
+            return -1
         zu = z[u] if model != 1 else one
         fu = f[u] if has_f else one
         nlab = lab + 1
@@ -368,7 +379,7 @@ def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, c
             dv = dist[v]
             if not _put_cell(r, c, dv, lv, distance, allocation, hops, backlink):
                 continue
-            if (lv & _HOPS_MASK) == 0:
+            if (lv & HOPS_MASK) == 0:
                 backlink[r, c] = 0
                 continue
             want = lv - 1
@@ -432,3 +443,181 @@ def _touch_pages(buf):
     """Write a zero into every page of the byte array ``buf`` (its page faults, now)."""
     for i in range(0, buf.size, 4096):
         buf[i] = 0
+
+
+# ----------------------------------------------------------------------------------------
+# the driver: the CPU side of terrain.grid.sssp's kernel table
+
+MAX_BUCKETS = 1 << 22
+
+
+def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
+    """``(inv_width, nbuckets)`` of the bucket queue, or None where the heap must be used.
+
+    Buckets need a positive lower bound ``w_lo`` on every arc cost (width ``w_lo / 2``) and
+    an upper bound ``w_hi`` so that the live buckets fit a circular array of at most
+    :data:`MAX_BUCKETS`; ``absdiff`` (flats cost 0) and unbounded costs use the heap.
+    ``zp``, ``offs``: the padded elevations and arc offsets (``tobler`` bounds the slopes).
+    """
+    if model == 0:
+        return None
+    used = lengths[codes]
+    if f is not None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: no plan
+            fmin, fmax = float(np.nanmin(f)), float(np.nanmax(f))
+        if not (math.isfinite(fmin) and math.isfinite(fmax)):
+            return None
+    else:
+        fmin = fmax = 1.0
+    if model == 1:
+        w_lo, w_hi = float(used.min()) * fmin, float(used.max()) * fmax
+    else:
+        smax = _max_abs_slope(zp, offs, codes, lengths, z.shape[0], z.shape[1], PAD)
+        growth = TOBLER_A * (smax + TOBLER_S0)
+        if not growth < 600:
+            return None
+        w_lo = float(used.min()) / TOBLER_V0 * fmin
+        w_hi = float(used.max()) * math.exp(growth) / TOBLER_V0 * fmax
+    w_lo *= 1 - 1e-9
+    w_hi *= 1 + 1e-9
+    if not (w_lo > 0 and math.isfinite(w_hi)):
+        return None
+    inv_width = 2.0 / w_lo
+    spread = (float(np.max(start_costs)) - float(np.min(start_costs))) * inv_width
+    span = w_hi * inv_width + spread + 4
+    if span >= MAX_BUCKETS or (float(np.max(start_costs)) + z.size * w_hi) * inv_width > 2.0 ** 50:
+        return None
+    return inv_width, 1 << int(math.ceil(math.log2(span)))
+
+
+def padded_state(z, f, keep_z=True):
+    """``(zp, fp, dist, label)``: the padded flat arrays the kernels work on (``zp`` a 1-cell
+    dummy unless ``keep_z``; ``fp`` a 1-cell 1.0 without ``f``)."""
+    n = (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD)
+    zp = np.empty(n if keep_z else 1, np.float32)
+    fp = np.empty(n if f is not None else 1, np.float32)
+    dist = np.empty(n, np.float64)
+    label = np.empty(n, np.int64)
+    _init_padded_cpu(z, f if f is not None else np.ones((1, 1), np.float32), f is not None,
+                     keep_z, PAD, zp, fp, dist, label)
+    if f is None:
+        fp[0] = 1.0
+    if not keep_z:
+        zp[0] = 0.0
+    return zp, fp, dist, label
+
+
+def _touched_outputs(shape):
+    """Empty ``(backlink, distance, allocation, hops)`` arrays of ``shape``, their pages
+    mapped."""
+    arrays = (np.empty(shape, np.uint8), np.empty(shape, np.float64), np.empty(shape, np.int32),
+              np.empty(shape, np.int32))
+    for a in arrays:
+        _touch_pages(a.reshape(-1).view(np.uint8))
+    return arrays
+
+
+def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
+    """The result from a heap run's padded state: the backlink pass over every cell."""
+    backlink = np.empty(shape, np.uint8)
+    distance = np.empty(shape, np.float64)
+    allocation = np.empty(shape, np.int32)
+    hops = np.empty(shape, np.int32)
+    backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
+                  PAD, backlink, distance, allocation, hops)
+    return GridSSSPResult(distance, allocation, backlink, hops, stats)
+
+
+def _interruptible(kernel, *args):
+    """``kernel(*args, stop)`` in a thread of its own while this one waits: Ctrl-C or a
+    termination signal (which Python handles in the main thread, between bytecodes) then
+    sets ``stop`` and the kernel returns within a few milliseconds, instead of the
+    interrupt waiting for the whole solve."""
+    stop = np.zeros(1, np.uint8)
+    result = []
+
+    def run():
+        try:
+            result.append(kernel(*args, stop))
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            result.append(e)
+
+    t = threading.Thread(target=run, name="terrain-sssp", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.05)
+    except BaseException:
+        stop[0] = 1
+        t.join()
+        raise
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
+
+
+class CpuOps:
+    """The in-core SSSP on the CPU: the lexicographic-key Dijkstra on a heap, or on a bucket
+    queue where every arc costs more than zero (:func:`bucket_plan`)."""
+
+    name = "cpu"
+
+    def solve(self, z, f, model, codes, lengths, rows, cols, costs, limit, *, queue="auto",
+              on_distance=None, **_gpu_only):
+        """Distances, labels and backlinks from the sources ``(rows, cols)`` with start
+        ``costs`` (checked); ``queue="heap"`` forces the heap."""
+        shape = z.shape
+        offs = offsets(shape[1])
+        plan = None
+        if queue != "heap" and model == 1:  # friction: the plan needs no padded elevations
+            plan = bucket_plan(z, f, model, codes, lengths, costs)
+        # the bucket queue under friction never reads elevations: no padded copy of them
+        zp, fp, dist, label = padded_state(z, f, keep_z=not (plan is not None and model == 1))
+        if queue != "heap" and model == 2:
+            plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
+        seeds, seed_dist, seed_label = flat_seeds(rows, cols, costs, shape[1])
+        if plan is None:
+            settled = _interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs,
+                                     codes, dist, label, seeds, seed_dist, seed_label, False,
+                                     limit)
+            res = _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
+                          shape, {"settled": int(settled), "queue": "heap"})
+        else:
+            backlink_p = np.empty(dist.size, np.uint8)
+            # the Dijkstra runs on one core without the GIL; meanwhile another thread
+            # allocates the outputs and takes their page faults
+            outputs = []
+            prefault = threading.Thread(target=lambda: outputs.extend(_touched_outputs(shape)))
+            prefault.start()
+            try:
+                settled = _interruptible(sssp_buckets_cpu, zp, fp, f is not None, model,
+                                         lengths, offs, codes, dist, label, seeds, seed_dist,
+                                         seed_label, limit, *plan, backlink_p)
+            finally:
+                prefault.join()
+            backlink, distance, allocation, hops = outputs or _touched_outputs(shape)
+            _outputs_cpu(dist, label, backlink_p, shape[0], shape[1], PAD, backlink, distance,
+                         allocation, hops)
+            res = GridSSSPResult(distance, allocation, backlink, hops,
+                                 {"settled": int(settled), "queue": "buckets"})
+        if on_distance is not None:
+            on_distance(res.distance)
+        return res
+
+    def labels(self, z, f, known, dist_in, model, codes, lengths, rows, cols, seed_d,
+               seed_labels):
+        """Allocation, hops and backlinks for final distances ``dist_in`` (``known``: the
+        vertices that have one) from seed labels: the heap kernel relaxing tight arcs only."""
+        shape = z.shape
+        zp, fp, dist, label = padded_state(z, f)
+        unpad(dist, shape)[...] = np.where(known, dist_in, -np.inf)
+        seeds, _, _ = flat_seeds(rows, cols, seed_d, shape[1])
+        seed_lab = (seed_labels[:, 0] << HOPS_BITS) | seed_labels[:, 1]
+        offs = offsets(shape[1])
+        _interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs, codes, dist,
+                       label, seeds, np.nan_to_num(seed_d, nan=-np.inf), seed_lab, True,
+                       math.inf)
+        dist[label == NO_LABEL] = -np.inf  # cells whose distance no seed explains
+        return _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
+                       {})

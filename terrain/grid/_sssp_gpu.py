@@ -1,5 +1,5 @@
-"""GPU launcher of the in-core grid SSSP (kernels in ``_sssp.cu``); reached only with
-``backend="gpu"`` from :mod:`terrain.grid.sssp`, which holds the conventions and the CPU twin.
+"""The in-core grid SSSP on the GPU: :class:`GpuOps`, the GPU side of :mod:`terrain.grid.sssp`'s
+kernel table (kernels in ``_sssp.cu``; conventions and the CPU twin in :mod:`terrain.grid.sssp`).
 
 Algorithm
 ---------
@@ -19,13 +19,14 @@ fl(d(u) + w(u, v)))``, which is the CPU's left-fold minimum, so distances, label
 backlinks are the CPU's bits whatever ``delta`` is; ``delta`` only trades re-relaxations
 (large) against steps (small).
 
+The persistent kernels (``nf_persistent``, ``labels_persistent``: the whole loop in one
+launch, a grid barrier between steps) are the default; they abort when not every block is
+resident at once, and the run starts over with one launch a step.
+
 The bucket width (:func:`near_far_delta`): ``delta = DELTA_FACTOR * 32 / degree * mean arc
 cost`` (Davidson et al.: a warp's width of work per bucket, ``32 w / d``), the mean taken
 over the finite costs of the arcs of a lattice of at most 256 x 256 sample cells; ``inf``
 (plain label-correcting, one bucket) when that mean is 0.
-
-``queue="frontier"`` keeps the earlier scheme for comparison: every cell whose distance
-dropped is relaxed in the next round, with a host round trip per round.
 """
 
 import math
@@ -35,15 +36,17 @@ from pathlib import Path
 import numpy as np
 
 from .._transfer import to_device, to_host
+from ._sssp_frame import HOPS_BITS, PAD, GridSSSPResult, flat_seeds, offsets
 from .costs import ARC_DC, ARC_DR, arc_costs_np
-from .sssp import _HOPS_BITS, PAD, SSSPResult, _flat_seeds, _offsets
+
+__all__ = ["GpuOps", "mean_arc_cost", "near_far_delta", "download", "upload",
+           "DELTA_FACTOR"]
 
 _BLOCK = 256
 _BATCH = 64  # launches per host check (and per captured graph)
 _INF_BITS = np.uint64(0x7FF0000000000000)
 _NO_LABEL = np.uint64(0xFFFFFFFFFFFFFFFF)
-#: Multiplier of Davidson's ``32 w / d`` bucket width: 2 was the fastest of 0.5, 1 and 2 at
-#: 8192² and at the Neuse size (absdiff, H200, persistent kernels; docs/benchmarks.md).
+#: Multiplier of Davidson's ``32 w / d`` bucket width (docs/cost-distance.md, "Design notes")
 DELTA_FACTOR = 2.0
 _SAMPLE_SIDE = 256
 
@@ -118,15 +121,13 @@ class _Grid:
         self.has_f = np.int32(f is not None)
         self.model = np.int32(model)
         self.lengths = cp.asarray(lengths, cp.float64)
-        self.offs = cp.asarray(_offsets(z.shape[1]), cp.int64)
+        self.offs = cp.asarray(offsets(z.shape[1]), cp.int64)
         self.codes = cp.asarray(codes, cp.int32)
         self.nk = np.int32(len(codes))
         self.n = int(self.z.size)
         dev = cp.cuda.Device()
         self.sms = int(dev.attributes["MultiProcessorCount"])
         self.blocks = self.sms * 4
-        self.in_next = None
-        self.counter = cp.zeros(1, cp.uint64)
 
     def _padded(self, a):
         """``a`` padded by PAD NaN cells on the device (flat float32)."""
@@ -298,34 +299,6 @@ class _Grid:
                 "relaxed": int(c[C_NPROC]), "launches": launches, "graph": graph,
                 "delta": float(delta)}
 
-    def frontier(self, dist, start_cells, limit):
-        """The earlier scheme: relax every improved cell each round (host check per round)."""
-        self.in_next = self.cp.zeros(self.n, self.cp.int32)
-        rounds = self.iterate("sssp_relax", start_cells, (dist,), (np.float64(limit),))
-        self.in_next = None
-        return {"rounds": rounds}
-
-    def iterate(self, kernel, frontier, extra_before, extra_after):
-        """Relax frontiers with ``kernel`` until none is left (one host read per round)."""
-        cp = self.cp
-        clear = self.mod.get_function("clear_flags")
-        relax = self.mod.get_function(kernel)
-        nxt = cp.empty(max(self.n, 1), cp.int64)
-        n_front = int(frontier.size)
-        cur = cp.empty(max(self.n, 1), cp.int64)
-        cur[:n_front] = frontier
-        rounds = 0
-        while n_front > 0:
-            grid = ((n_front + _BLOCK - 1) // _BLOCK,)
-            clear(grid, (_BLOCK,), (cur, np.int64(n_front), self.in_next))
-            self.counter.fill(0)
-            relax(grid, (_BLOCK,), self.arcs() + extra_before
-                  + (cur, np.int64(n_front), self.in_next, nxt, self.counter) + extra_after)
-            n_front = int(self.counter.get()[0])
-            cur, nxt = nxt, cur
-            rounds += 1
-        return rounds
-
     def labels(self, dist, label_cells, label_values, use_graph=True, persistent=True):
         """Min-label propagation over tight arcs from the root labels."""
         cp = self.cp
@@ -434,13 +407,13 @@ class _Grid:
         t2 = time.perf_counter()
         phases.update(backlinks=t1 - t0, download=t2 - t1)
         stats["phases"] = {k: round(v, 6) for k, v in phases.items()}
-        return SSSPResult(*host, stats=stats)
+        return GridSSSPResult(*host, stats=stats)
 
 
 def download(cp, arrays, synchronize=True):
     """Contiguous device arrays to new NumPy arrays, through the pinned ring of
-    :func:`terrain._transfer.to_host` (a plain ``asnumpy`` into fresh pageable memory runs
-    at about 3 GB/s on the H100 host). The copies run on a stream of their own;
+    :func:`terrain._transfer.to_host` (faster than ``asnumpy`` into fresh pageable memory).
+    The copies run on a stream of their own;
     ``synchronize=False``: the caller has synchronised the device after writing ``arrays``
     (kernels launched since on other streams then run on while the copies go).
     """
@@ -469,44 +442,47 @@ def _root_labels(seeds, seed_dist, seed_label, final_dist):
     return cells[first], labels[first]
 
 
-def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
-                  queue="near-far", delta=None, use_graph=True, persistent=True, hops=True,
-                  on_distance=None, on_device=False):
-    """GPU twin of ``_grid_sssp_cpu`` (same arguments after checking).
+class GpuOps:
+    """The in-core SSSP on the GPU (module docstring): the twin of
+    :class:`terrain.grid._sssp_cpu.CpuOps`, the same arguments and bits."""
 
-    ``queue``: ``"near-far"`` (default) or ``"frontier"``; ``delta``: the near-far bucket
-    width (default :func:`near_far_delta` of the sampled mean arc cost); ``persistent``:
-    the whole loop in one launch with a grid barrier between steps (default), else one
-    launch a step (``use_graph``: replayed from a captured CUDA graph); ``hops=False``
-    leaves the hop counts on the device (``hops`` None: a quarter less to download);
-    ``on_distance(distance)`` is called with the final distances (the result's array) as
-    soon as they are known, before the labels and backlinks are computed; ``on_device``:
-    the result's arrays (and ``on_distance``'s) are CuPy arrays, nothing is downloaded.
-    """
-    cp = be.xp
-    phases = {}
-    t0 = time.perf_counter()
-    g = _Grid(be, z, f, model, codes, lengths)
-    seeds, seed_dist, seed_label = _flat_seeds(rows, cols, costs, z.shape[1])
-    keep = seed_dist <= limit
-    seeds, seed_dist, seed_label = seeds[keep], seed_dist[keep], seed_label[keep]
-    # start distances: the minimum start cost per cell
-    order = np.lexsort((seed_dist, seeds))
-    first = np.ones(order.size, bool)
-    first[1:] = seeds[order][1:] != seeds[order][:-1]
-    start_cells = seeds[order][first].astype(np.int64)
-    start_bits = seed_dist[order][first].astype(np.float64).view(np.uint64)
-    dist = cp.full(g.n, _INF_BITS, cp.uint64)
-    d_cells = cp.asarray(start_cells)
-    if start_cells.size:
-        dist[d_cells] = cp.asarray(start_bits)
-    g.sync()
-    t1 = time.perf_counter()
-    phases["upload"] = t1 - t0
-    stats = {"queue": queue}
-    if queue == "frontier":
-        stats.update(g.frontier(dist, d_cells, limit))
-    elif queue == "near-far":
+    name = "gpu"
+
+    def __init__(self, be):
+        self.be = be
+
+    def solve(self, z, f, model, codes, lengths, rows, cols, costs, limit, *, delta=None,
+              use_graph=True, persistent=True, hops=True, on_distance=None, on_device=False):
+        """Distances, labels and backlinks (:meth:`CpuOps.solve`).
+
+        ``delta``: the near-far bucket width (default :func:`near_far_delta` of the sampled
+        mean arc cost); ``persistent``: the whole loop in one launch (default), else one
+        launch a step (``use_graph``: replayed from a captured CUDA graph); ``hops=False``
+        leaves the hop counts on the device; ``on_distance(distance)`` gets the final
+        distances as soon as they are known, before the labels; ``on_device``: the result's
+        arrays (and ``on_distance``'s) are CuPy arrays, nothing is downloaded.
+        """
+        cp = self.be.xp
+        phases = {}
+        t0 = time.perf_counter()
+        g = _Grid(self.be, z, f, model, codes, lengths)
+        seeds, seed_dist, seed_label = flat_seeds(rows, cols, costs, z.shape[1])
+        keep = seed_dist <= limit
+        seeds, seed_dist, seed_label = seeds[keep], seed_dist[keep], seed_label[keep]
+        # start distances: the minimum start cost per cell
+        order = np.lexsort((seed_dist, seeds))
+        first = np.ones(order.size, bool)
+        first[1:] = seeds[order][1:] != seeds[order][:-1]
+        start_cells = seeds[order][first].astype(np.int64)
+        start_bits = seed_dist[order][first].astype(np.float64).view(np.uint64)
+        dist = cp.full(g.n, _INF_BITS, cp.uint64)
+        d_cells = cp.asarray(start_cells)
+        if start_cells.size:
+            dist[d_cells] = cp.asarray(start_bits)
+        g.sync()
+        t1 = time.perf_counter()
+        phases["upload"] = t1 - t0
+        stats = {"queue": "near-far"}
         if delta is None:
             mean = mean_arc_cost(z, f, model, codes, lengths)
             delta = near_far_delta(mean, len(codes))
@@ -521,50 +497,47 @@ def grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, lim
         if st is None:
             st = g.near_far(dist, d_cells, start_bits, float(delta), limit, use_graph)
         stats.update(st)
-    else:
-        raise ValueError(f"queue {queue!r}: expected near-far or frontier")
-    g.sync()
-    t2 = time.perf_counter()
-    phases["distance"] = t2 - t1
-    early = None
-    if on_distance is not None:
-        early = g.early_distance(dist, on_distance, on_device)
-        t2, t_early = time.perf_counter(), t2
-        phases["distance_out"] = t2 - t_early
-    try:
-        final = (cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size
-                 else seed_dist)
-        cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
-        label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
-        stats.update(lstats)
-        stats["rounds"] = stats.get("rounds", stats.get("steps"))
-        stats["label_rounds"] = lstats["label_steps"]
         g.sync()
-        phases["labels"] = time.perf_counter() - t2
-        return g.finish(dist, label, stats, phases, hops, early, on_device)
-    except BaseException:
-        if early is not None:  # no callback may start after this call has failed
-            try:
-                early[0]()
-            except BaseException:  # noqa: BLE001 - the failure being handled is the news
-                pass
-        raise
+        t2 = time.perf_counter()
+        phases["distance"] = t2 - t1
+        early = None
+        if on_distance is not None:
+            early = g.early_distance(dist, on_distance, on_device)
+            t2, t_early = time.perf_counter(), t2
+            phases["distance_out"] = t2 - t_early
+        try:
+            final = (cp.asnumpy(dist[cp.asarray(seeds)]).view(np.float64) if seeds.size
+                     else seed_dist)
+            cells, labels = _root_labels(seeds, seed_dist, seed_label, final)
+            label, lstats = g.labels(dist, cells, labels, use_graph, persistent)
+            stats.update(lstats)
+            stats["rounds"] = stats.get("steps")
+            stats["label_rounds"] = lstats["label_steps"]
+            g.sync()
+            phases["labels"] = time.perf_counter() - t2
+            return g.finish(dist, label, stats, phases, hops, early, on_device)
+        except BaseException:
+            if early is not None:  # no callback may start after this call has failed
+                try:
+                    early[0]()
+                except BaseException:  # noqa: BLE001 - the failure being handled is the news
+                    pass
+            raise
 
-
-def labels_from_distance_gpu(be, z, f, known, dist_in, model, codes, lengths, rows, cols,
-                             seed_d, seed_labels):
-    """GPU twin of the CPU branch of ``labels_from_distance``."""
-    cp = be.xp
-    g = _Grid(be, z, f, model, codes, lengths)
-    r, c = z.shape
-    dp = np.full((r + 2 * PAD, c + 2 * PAD), np.inf)
-    dp[PAD:PAD + r, PAD:PAD + c] = np.where(known, dist_in, np.inf)
-    dist = cp.asarray(dp.ravel().view(np.uint64))
-    seeds, _, _ = _flat_seeds(rows, cols, seed_d, z.shape[1])
-    seed_lab = (seed_labels[:, 0].astype(np.int64) << _HOPS_BITS) | seed_labels[:, 1]
-    finite = np.isfinite(seed_d)
-    final = dp.ravel()[seeds]
-    cells, labels = _root_labels(seeds[finite], seed_d[finite], seed_lab[finite],
-                                 final[finite])
-    label, lstats = g.labels(dist, cells, labels)
-    return g.finish(dist, label, {"label_rounds": lstats["label_steps"]}, {})
+    def labels(self, z, f, known, dist_in, model, codes, lengths, rows, cols, seed_d,
+               seed_labels):
+        """Labels for given final distances (:meth:`CpuOps.labels`)."""
+        cp = self.be.xp
+        g = _Grid(self.be, z, f, model, codes, lengths)
+        r, c = z.shape
+        dp = np.full((r + 2 * PAD, c + 2 * PAD), np.inf)
+        dp[PAD:PAD + r, PAD:PAD + c] = np.where(known, dist_in, np.inf)
+        dist = cp.asarray(dp.ravel().view(np.uint64))
+        seeds, _, _ = flat_seeds(rows, cols, seed_d, z.shape[1])
+        seed_lab = (seed_labels[:, 0].astype(np.int64) << HOPS_BITS) | seed_labels[:, 1]
+        finite = np.isfinite(seed_d)
+        final = dp.ravel()[seeds]
+        cells, labels = _root_labels(seeds[finite], seed_d[finite], seed_lab[finite],
+                                     final[finite])
+        label, lstats = g.labels(dist, cells, labels)
+        return g.finish(dist, label, {"label_rounds": lstats["label_steps"]}, {})

@@ -9,22 +9,16 @@ its GeoTIFFs, ``info``, ``verify``, the pictures and :func:`terrain.cost_distanc
 ``allocation`` int32, index of the nearest source (ties: the lower index); -1 unreached
 
 Every layer is compressed with Blosc LZ4 level 5 (:func:`layer_compressors`), which
-releases the GIL, so the write tasks' threads compress in parallel (numcodecs' zstd holds
-it). The shuffle is chosen per layer (single-thread Blosc on the 512² tiles of a 2048²
-absdiff result with 50 sources, 2-core VM): ``distance`` after a byte shuffle (ratio 0.313
-at 0.68 GB/s; a bit shuffle gives 0.305 at 0.44 GB/s, zstd level 1 0.29 at 0.26 GB/s),
-``allocation`` without a shuffle (0.013 at 9 GB/s: long runs of one int32; a bit shuffle
-gives 0.017 at 0.6 GB/s), ``backlink`` after a bit shuffle (0.42 at 0.55 GB/s: the codes
-use the low 5 bits; a byte shuffle is meaningless for one byte, 0.50 at 0.28 GB/s). Readers
-see the same values whatever the codec.
+releases the GIL, so the write tasks' threads compress in parallel; the shuffle is chosen
+per layer (byte shuffle for ``distance``, none for ``allocation``, bit shuffle for
+``backlink``: docs/cost-distance.md, "Design notes"). Readers see the same values whatever
+the codec.
 
 :func:`write_windows` encodes whole shards in the calling thread
-(:mod:`terrain.tiles._shards`: zarr's bytes without zarr's one event-loop thread, through
-which 16 writer threads took 2.4-3.1 s for the Neuse-size outputs on the GPU hosts); a
+(:func:`terrain.tiles.write_shard`: zarr's bytes without zarr's one event-loop thread); a
 layer still on the device (a CuPy array: the GPU solve's outputs in a cost-distance run)
 is copied chunk by chunk into each writer thread's pinned tile and encoded from there
-(:class:`terrain._transfer.DeviceBlocks`), so the run holds no host copy of its outputs
-(issue 11: 2.9 GB of the Neuse-size run's 4.9 GB peak RSS);
+(:class:`terrain._transfer.DeviceBlocks`), so the run holds no host copy of its outputs;
 :func:`read_layer` reads a whole layer (the solve's elevation and friction) shard by shard
 the same way from a pool of threads.
 
@@ -43,8 +37,7 @@ import os
 import numpy as np
 import zarr
 
-from ..tiles._shards import (MAX_IO_THREADS, fast_layout, io_threads, read_array,  # noqa: F401
-                             write_shard)
+from ..tiles import MAX_IO_THREADS, fast_layout, io_threads, read_array, write_shard
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
@@ -103,9 +96,8 @@ def layer_compressors(name="distance"):
 def shard_layouts(store_path, names):
     """``{name: (zarr array, ShardLayout or None)}`` of the layers ``names`` of the store
     at ``store_path``, for :func:`write_windows` calls that write many windows: opening a
-    group and a layer goes through zarr's one event-loop thread, which serialised the
-    Neuse-size write tasks' 63 windows x 3 layers (0.45-0.58 s of the writes after the
-    solve on the H100 host, docs/benchmarks.md)."""
+    group and a layer goes through zarr's one event-loop thread, which serialises the
+    writers."""
     group = zarr.open_group(store=str(store_path), mode="r+")
     out = {}
     for name in names:
@@ -156,10 +148,10 @@ def _blocks(values):
     is, a device array as a :class:`terrain._transfer.DeviceBlocks`."""
     if isinstance(values, np.ndarray) or not hasattr(values, "__cuda_array_interface__"):
         return values
-    import cupy
-
     from .._transfer import DeviceBlocks
-    return DeviceBlocks(cupy, cupy.ascontiguousarray(values))
+    from ..backend import get_backend
+    cp = get_backend("gpu").xp
+    return DeviceBlocks(cp, cp.ascontiguousarray(values))
 
 
 def _whole_shards(layout, window):

@@ -25,10 +25,11 @@ Cost models (float64, from float32 inputs; one definition)
               ``w = ((L_k * E) / V0) * ((f_u + f_v) * 0.5)`` with ``E = exp(3.5 * |s + 0.05|)``
               (the friction factor is exactly 1 without a friction raster: pass ``f = 1``)
 
-Each operation is one IEEE float64 operation rounded to nearest, in the order written; the
-CUDA twin (``_costs.cuh``) spells them ``__dadd_rn``/``__dmul_rn``/``__ddiv_rn`` so that no
-fused multiply-add changes a bit. ``exp`` is not correctly rounded in any maths library, and
-libm and CUDA differ in the last bit, so :func:`exp_det` is our own: a Cody-Waite reduction
+Each operation is one IEEE float64 operation rounded to nearest, in the order written. Three
+twins compute them with the same bits: NumPy here (:func:`arc_costs_np`), Numba
+(``_costs_cpu.py``: ``arc_cost``, ``exp_det``) and CUDA (``_costs.cuh``, which spells them ``__dadd_rn``/``__dmul_rn``/``__ddiv_rn`` so that no
+fused multiply-add changes a bit). ``exp`` is not correctly rounded in any maths library, and
+libm and CUDA differ in the last bit, so ``exp_det`` is our own: a Cody-Waite reduction
 by ``ln 2`` and a degree-13 Taylor polynomial in Horner form, using only ``+``, ``*`` and an
 exact ``ldexp`` — the same bits on NumPy, Numba and CUDA (relative error below ``4e-16``).
 
@@ -41,23 +42,21 @@ Examples
 >>> arc_codes(4).tolist()
 [0, 2, 4, 6]
 >>> lengths = arc_lengths((1.0, 1.0))
->>> from terrain.grid.costs import arc_cost  # Numba's, made on first use
->>> float(arc_cost(np.float32(0), np.float32(0), np.float32(1), np.float32(2), 1, 1, lengths))
+>>> float(arc_costs_np(0, 0, 1, 2, 1, 1, lengths))
 2.121320343559643
 """
 
 import math
 import warnings
 
-import threading
-
 import numpy as np
 
 from ..errors import InputError
 
 __all__ = ["COST_MODELS", "CONNECTIVITIES", "ARC_DR", "ARC_DC", "ARC_NAMES", "arc_codes",
-           "arc_lengths", "cost_model_code", "check_friction", "arc_cost", "arc_costs_np",
-           "exp_det", "exp_det_np", "TOBLER_V0"]
+           "arc_lengths", "cost_model_code", "check_friction", "arc_costs_np", "exp_det_np",
+           "TOBLER_V0", "TOBLER_A", "TOBLER_S0", "EXP_COEF", "EXP_MAX", "EXP_MIN", "INV_LN2",
+           "LN2_HI", "LN2_LO"]
 
 COST_MODELS = ("absdiff", "friction", "tobler")
 CONNECTIVITIES = (4, 8, 16)
@@ -71,12 +70,12 @@ TOBLER_A = 3.5
 TOBLER_S0 = 0.05
 
 # exp_det: exp(x) = 2**k * exp(r), r = x - k*ln2 (ln2 split so that k*LN2_HI is exact)
-_INV_LN2 = 1.4426950408889634
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-_EXP_MAX = 709.782712893384  # above: +inf
-_EXP_MIN = -745.1332191019411  # below: 0
-_EXP_COEF = tuple(1.0 / math.factorial(n) for n in range(14))  # 1/0! .. 1/13!
+INV_LN2 = 1.4426950408889634
+LN2_HI = 6.93147180369123816490e-01
+LN2_LO = 1.90821492927058770002e-10
+EXP_MAX = 709.782712893384  # above: +inf
+EXP_MIN = -745.1332191019411  # below: 0
+EXP_COEF = tuple(1.0 / math.factorial(n) for n in range(14))  # 1/0! .. 1/13!
 
 
 def arc_codes(connectivity):
@@ -144,68 +143,27 @@ def check_friction(friction, name="friction raster"):
     return f
 
 
-def _exp_det(x):
-    """``exp(x)`` in float64 with the same bits on every backend (see the module docstring)."""
-    if x != x:
-        return x
-    if x > _EXP_MAX:
-        return math.inf
-    if x < _EXP_MIN:
-        return 0.0
-    k = math.floor(x * _INV_LN2 + 0.5)
-    r = (x - k * _LN2_HI) - k * _LN2_LO
-    p = _EXP_COEF[13]
-    p = p * r + _EXP_COEF[12]
-    p = p * r + _EXP_COEF[11]
-    p = p * r + _EXP_COEF[10]
-    p = p * r + _EXP_COEF[9]
-    p = p * r + _EXP_COEF[8]
-    p = p * r + _EXP_COEF[7]
-    p = p * r + _EXP_COEF[6]
-    p = p * r + _EXP_COEF[5]
-    p = p * r + _EXP_COEF[4]
-    p = p * r + _EXP_COEF[3]
-    p = p * r + _EXP_COEF[2]
-    p = p * r + _EXP_COEF[1]
-    p = p * r + _EXP_COEF[0]
-    return math.ldexp(p, int(k))
-
-
 def exp_det_np(x):
-    """Vectorised :func:`exp_det` (bit-identical)."""
+    """``exp(x)`` with the same bits on every backend (module docstring), vectorised."""
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        k = np.floor(x * _INV_LN2 + 0.5)
+        k = np.floor(x * INV_LN2 + 0.5)
         k = np.where(np.isfinite(k), k, 0.0)
-        r = (x - k * _LN2_HI) - k * _LN2_LO
-        p = np.full_like(x, _EXP_COEF[13])
+        r = (x - k * LN2_HI) - k * LN2_LO
+        p = np.full_like(x, EXP_COEF[13])
         for n in range(12, -1, -1):
-            p = p * r + _EXP_COEF[n]
+            p = p * r + EXP_COEF[n]
         out = np.ldexp(p, k.astype(np.int64).clip(-2000, 2000))
-    out = np.where(x > _EXP_MAX, np.inf, out)
-    out = np.where(x < _EXP_MIN, 0.0, out)
+    out = np.where(x > EXP_MAX, np.inf, out)
+    out = np.where(x < EXP_MIN, 0.0, out)
     return np.where(np.isnan(x), x, out)
 
 
-def _arc_cost(zu, zv, fu, fv, k, model, lengths):
-    """Cost (float64) of arc ``k`` from ``u`` to ``v``; see the module docstring.
-
-    ``zu, zv`` are the float32 elevations, ``fu, fv`` the float32 frictions (pass 1 without a
-    friction raster), ``model`` a :func:`cost_model_code`, ``lengths`` :func:`arc_lengths`.
-    """
-    if model == 0:
-        return abs(np.float64(zv) - np.float64(zu))
-    fmean = (np.float64(fu) + np.float64(fv)) * 0.5
-    length = lengths[k]
-    if model == 1:
-        return length * fmean
-    s = (np.float64(zv) - np.float64(zu)) / length
-    e = exp_det(TOBLER_A * abs(s + TOBLER_S0))
-    return ((length * e) / TOBLER_V0) * fmean
-
-
 def arc_costs_np(zu, zv, fu, fv, k, model, lengths):
-    """Vectorised :func:`arc_cost` (bit-identical); ``k`` may be a scalar or an array."""
+    """Cost (float64) of arc ``k`` from ``u`` to ``v`` (module docstring), vectorised; ``k``
+    may be a scalar or an array. ``zu, zv`` float32 elevations, ``fu, fv`` float32 frictions
+    (1 without a friction raster), ``model`` a :func:`cost_model_code`, ``lengths``
+    :func:`arc_lengths`."""
     zu = np.asarray(zu, np.float32).astype(np.float64)
     zv = np.asarray(zv, np.float32).astype(np.float64)
     if model == 0:
@@ -219,23 +177,3 @@ def arc_costs_np(zu, zv, fu, fv, k, model, lengths):
         s = (zv - zu) / length
         e = exp_det_np(TOBLER_A * np.abs(s + TOBLER_S0))
         return ((length * e) / TOBLER_V0) * fmean
-
-
-#: the Numba-compiled functions (module __getattr__): compiled (or loaded from Numba's cache)
-#: on first use, so that the GPU path of a command never imports Numba
-_JITTED = {"exp_det": _exp_det, "arc_cost": _arc_cost}
-_jit_lock = threading.Lock()
-
-
-def __getattr__(name):
-    """:func:`exp_det` and :func:`arc_cost`, Numba functions made on first access."""
-    if name in _JITTED:
-        with _jit_lock:
-            g = globals()
-            if name not in g:
-                import numba
-                jit = numba.njit(cache=True, nogil=True, inline="always")
-                for key in ("exp_det", "arc_cost"):  # arc_cost calls exp_det by its name
-                    g[key] = jit(_JITTED[key])
-            return g[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

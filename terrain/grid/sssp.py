@@ -29,8 +29,8 @@ settled once with its final distance *and* its final label, and zero-cost arcs (
 ``absdiff``) need no second pass. Backlinks follow in one parallel pass over the cells. The
 heap is written by hand because no library offers a Numba-callable, allocation-free heap
 keyed by two numbers; scipy's ``dijkstra`` needs a CSR graph (about 10 times the grid's
-memory) and scikit-image's ``MCP_Geometric`` is several times slower (``terrain.run bench
-cost-distance``).
+memory) and scikit-image's ``MCP_Geometric`` is several times slower (docs/cost-distance.md,
+"Design notes").
 
 When every arc costs at least some ``w_lo > 0`` (``friction`` and ``tobler`` with positive
 friction; :func:`bucket_plan`), a circular array of buckets of width ``w_lo / 2`` (Dinitz)
@@ -38,7 +38,7 @@ replaces the heap: no arc stays inside a bucket, so a bucket's cells are final a
 order does not matter. There every tight predecessor of a cell is settled before it, so
 the backlink (the lowest code among the tight predecessors with the cell's label) is kept
 during the relaxations, and the outputs follow in one parallel copy pass
-(:func:`_outputs_cpu`); under ``friction`` the elevations are not even copied into the
+; under ``friction`` the elevations are not even copied into the
 frame. The Dijkstra itself is sequential; set-up and outputs use every core.
 
 :func:`labels_from_distance` is the same kernel run with the distances fixed: it relaxes only
@@ -47,11 +47,14 @@ tiled algorithm's per-tile fill).
 
 Algorithm (GPU)
 ---------------
-See ``_sssp.cu``: label-correcting relaxation of a compacted frontier with ``atomicMin`` on
-the distance bits (non-negative float64 order like their uint64 bits), iterated on the
-device; then min-label propagation of ``allocation << 32 | hops`` over tight arcs, then the
-backlink pass. Every correct algorithm reaches the same least fixed point, so the GPU gives
-the CPU's bits.
+Near-far (a delta-stepping variant, ``_sssp_gpu.py``/``_sssp.cu``): label-correcting
+relaxation with ``atomicMin`` on the distance bits (non-negative float64 order like their
+uint64 bits), the loop on the device; then min-label propagation of ``allocation << 32 |
+hops`` over tight arcs, then the backlink pass. Every correct algorithm reaches the same
+least fixed point, so the GPU gives the CPU's bits.
+
+The kernels of the two backends form one table (``CpuOps`` in ``_sssp_cpu.py``, ``GpuOps`` in
+``_sssp_gpu.py``), chosen once per call by :meth:`terrain.backend.Backend.select`.
 
 Examples
 --------
@@ -64,75 +67,18 @@ Examples
 [[0, 5, 5], [7, 5, 7]]
 """
 
-import math
 import sys
-import threading
 import time
-import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
-from .costs import (ARC_DC, ARC_DR, arc_codes, arc_lengths, check_friction,
-                    cost_model_code)
+from ._sssp_frame import PAD, UNREACHED_BACKLINK, GridSSSPResult
+from .costs import arc_codes, arc_lengths, check_friction, cost_model_code
 
-__all__ = ["grid_sssp", "labels_from_distance", "SSSPResult", "check_sources", "PAD",
-           "UNREACHED_BACKLINK", "sssp_cpu", "backlinks_cpu", "incore_bytes"]
-
-PAD = 2  # NaN frame around the grid: knight moves reach two cells away
-UNREACHED_BACKLINK = 255
-_HOPS_BITS = 32
-_HOPS_MASK = (1 << _HOPS_BITS) - 1
-#: the CPU kernels (_sssp_cpu.py, Numba), imported where a CPU kernel runs (module __getattr__)
-_CPU_KERNELS = ("sssp_cpu", "sssp_buckets_cpu", "backlinks_cpu", "_init_padded_cpu",
-                "_outputs_cpu", "_max_abs_slope", "_touch_pages", "_put_cell", "_grown",
-                "_heap_push", "_less", "_prefetch")
-
-
-def __getattr__(name):
-    """A CPU kernel (:data:`_CPU_KERNELS`), imported from ``_sssp_cpu`` on first use."""
-    if name in _CPU_KERNELS:
-        from . import _sssp_cpu
-        return getattr(_sssp_cpu, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@dataclass
-class SSSPResult:
-    """Labels of every cell (NumPy arrays of the grid's shape) and run statistics."""
-
-    distance: np.ndarray   # float64, NaN where unreached
-    allocation: np.ndarray  # int32, -1 where unreached
-    backlink: np.ndarray   # uint8, 0 at a source root, 1..16 arc code + 1, 255 unreached
-    hops: np.ndarray       # int32, arcs on the labelled path, -1 where unreached (or None)
-    stats: dict = field(default_factory=dict)
-
-    @property
-    def reached(self):
-        """Number of reached cells."""
-        return int(np.count_nonzero(self.allocation >= 0))
-
-    def to_host(self):
-        """This result with NumPy arrays: itself, or (a GPU result kept on the device,
-        ``grid_sssp(on_device=True)``) a copy with its arrays downloaded.
-
-        >>> r = SSSPResult(np.zeros((1, 2)), np.zeros((1, 2), np.int32),
-        ...                np.zeros((1, 2), np.uint8), None)
-        >>> r.to_host() is r
-        True
-        """
-        arrays = (self.distance, self.allocation, self.backlink, self.hops)
-        if all(a is None or isinstance(a, np.ndarray) for a in arrays):
-            return self
-        import cupy
-
-        from ._sssp_gpu import download
-        wanted = [cupy.ascontiguousarray(a) for a in arrays if a is not None]
-        host = iter(download(cupy, wanted))
-        return SSSPResult(*(None if a is None else next(host) for a in arrays),
-                          stats=self.stats)
+__all__ = ["grid_sssp", "labels_from_distance", "GridSSSPResult", "check_sources",
+           "check_max_cost", "prepare_grid", "incore_bytes", "PAD", "UNREACHED_BACKLINK"]
 
 
 def incore_bytes(shape, has_friction=False):
@@ -145,6 +91,18 @@ def incore_bytes(shape, has_friction=False):
     return int(shape[0]) * int(shape[1]) * (40 + (4 if has_friction else 0))
 
 
+def _ops(be):
+    """The kernel table of backend ``be`` (imported here: the GPU path never imports Numba)."""
+    def cpu():
+        from ._sssp_cpu import CpuOps
+        return CpuOps()
+
+    def gpu():
+        from ._sssp_gpu import GpuOps
+        return GpuOps(be)
+    return be.select(cpu, gpu)()
+
+
 # ----------------------------------------------------------------------------------------
 # checks
 
@@ -155,7 +113,10 @@ def check_sources(sources, valid, start_costs=None, name="source"):
 
     ``valid`` is the boolean vertex mask (or just the grid shape, to skip the nodata check).
     """
-    src = np.asarray(sources, dtype=np.float64)
+    try:
+        src = np.asarray(sources, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{name}s: expected a list of (row, col) cells") from None
     if src.ndim != 2 or src.shape[1] != 2 or src.shape[0] == 0:
         raise InputError(f"{name}s: expected a non-empty list of (row, col) cells")
     if not np.all(np.isfinite(src)) or np.any(src != np.round(src)):
@@ -177,7 +138,7 @@ def check_sources(sources, valid, start_costs=None, name="source"):
     return rows, cols, costs
 
 
-def _check_max_cost(max_cost):
+def check_max_cost(max_cost):
     """The distance limit: ``max_cost``, else the largest float64, so that an arc of infinite
     cost (tobler on a cliff) never reaches a cell."""
     if max_cost is None:
@@ -186,15 +147,6 @@ def _check_max_cost(max_cost):
     if not m > 0:
         raise InputError(f"max cost {max_cost!r}: must be > 0")
     return min(m, sys.float_info.max)
-
-
-# ----------------------------------------------------------------------------------------
-# drivers (the CPU kernels, Numba, are in _sssp_cpu.py; CUDA twins in _sssp.cu)
-
-
-def _offsets(cols):
-    width = cols + 2 * PAD
-    return (ARC_DR * width + ARC_DC).astype(np.int64)
 
 
 class _VertexMask:
@@ -212,7 +164,8 @@ class _VertexMask:
         return m if self.f is None else m & ~np.isnan(self.f)
 
 
-def _prepare(dem, friction, cost, connectivity, cellsize):
+def prepare_grid(dem, friction, cost, connectivity, cellsize):
+    """The checked inputs of a solve: ``(z, f, valid, model, codes, lengths)``."""
     z = np.asarray(dem)
     if z.ndim != 2 or z.size == 0:
         raise InputError(f"elevation grid: expected a non-empty 2-D array, got shape {z.shape}")
@@ -225,28 +178,18 @@ def _prepare(dem, friction, cost, connectivity, cellsize):
         if f.shape != z.shape:
             raise InputError(f"friction raster: shape {f.shape} differs from the elevation "
                              f"grid's {z.shape}")
-        valid = _VertexMask(z, f)
     else:
         if model == 1:
             raise InputError("cost model 'friction' needs a friction raster")
         f = None
-        valid = _VertexMask(z, None)
     if (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD) >= 2 ** 31:
         raise InputError(f"grid of {z.shape[0]} x {z.shape[1]} cells is too large for the "
                          f"in-core algorithm")
-    return z, f, valid, model, codes, lengths
+    return z, f, _VertexMask(z, f), model, codes, lengths
 
 
-def _flat_seeds(rows, cols, costs, ncols, indices=None):
-    width = ncols + 2 * PAD
-    seeds = ((rows + PAD) * width + cols + PAD).astype(np.int64)
-    idx = np.arange(rows.size, dtype=np.int64) if indices is None else np.asarray(indices, np.int64)
-    return seeds, np.asarray(costs, np.float64), idx << _HOPS_BITS
-
-
-def _unpad(a, shape):
-    rows, cols = shape
-    return a.reshape(rows + 2 * PAD, cols + 2 * PAD)[PAD:PAD + rows, PAD:PAD + cols]
+# ----------------------------------------------------------------------------------------
+# the algorithm
 
 
 def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
@@ -287,11 +230,11 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
         True: on the GPU, the result's arrays (and the one ``on_distance`` gets) stay on the
         device as CuPy arrays, for a caller that streams them into a store
         (:func:`terrain.grid.cost_outputs.write_windows`) without a host copy of the whole
-        grid; :meth:`SSSPResult.to_host` downloads them. The CPU ignores it.
+        grid; :meth:`GridSSSPResult.to_host` downloads them. The CPU ignores it.
 
     Returns
     -------
-    SSSPResult
+    GridSSSPResult
 
     Examples
     --------
@@ -303,141 +246,15 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     """
     t0 = time.perf_counter()
     be = get_backend(backend)
-    z, f, valid, model, codes, lengths = _prepare(dem, friction, cost, connectivity, cellsize)
+    z, f, valid, model, codes, lengths = prepare_grid(dem, friction, cost, connectivity,
+                                                      cellsize)
     rows, cols, costs = check_sources(sources, valid, start_costs)
-    limit = _check_max_cost(max_cost)
-    if be.is_gpu:
-        from ._sssp_gpu import grid_sssp_gpu
-        res = grid_sssp_gpu(be, z, f, valid, model, codes, lengths, rows, cols, costs, limit,
-                            delta=delta, hops=hops, on_distance=on_distance,
-                            on_device=on_device)
-    else:
-        res = _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit)
-        if on_distance is not None:
-            on_distance(res.distance)
+    res = _ops(be).solve(z, f, model, codes, lengths, rows, cols, costs,
+                         check_max_cost(max_cost), delta=delta, hops=hops,
+                         on_distance=on_distance, on_device=on_device)
     res.stats.update(seconds=time.perf_counter() - t0, backend=be.name,
                      device=be.device_name(), algorithm="in-core")
     return res
-
-
-MAX_BUCKETS = 1 << 22
-
-
-def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
-    """``(inv_width, nbuckets)`` of the bucket queue, or None where the heap must be used.
-
-    Buckets need a positive lower bound ``w_lo`` on every arc cost (width ``w_lo / 2``) and
-    an upper bound ``w_hi`` so that the live buckets fit a circular array of at most
-    :data:`MAX_BUCKETS`; ``absdiff`` (flats cost 0) and unbounded costs use the heap.
-    """
-    if model == 0:
-        return None
-    from ._sssp_cpu import _max_abs_slope
-    used = lengths[codes]
-    if f is not None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: no plan
-            fmin, fmax = float(np.nanmin(f)), float(np.nanmax(f))
-        if not (math.isfinite(fmin) and math.isfinite(fmax)):
-            return None
-    else:
-        fmin = fmax = 1.0
-    if model == 1:
-        w_lo, w_hi = float(used.min()) * fmin, float(used.max()) * fmax
-    else:
-        smax = _max_abs_slope(zp, offs, codes, lengths, z.shape[0], z.shape[1], PAD)
-        from .costs import TOBLER_A, TOBLER_S0, TOBLER_V0
-        growth = TOBLER_A * (smax + TOBLER_S0)
-        if not growth < 600:
-            return None
-        w_lo = float(used.min()) / TOBLER_V0 * fmin
-        w_hi = float(used.max()) * math.exp(growth) / TOBLER_V0 * fmax
-    w_lo *= 1 - 1e-9
-    w_hi *= 1 + 1e-9
-    if not (w_lo > 0 and math.isfinite(w_hi)):
-        return None
-    inv_width = 2.0 / w_lo
-    spread = (float(np.max(start_costs)) - float(np.min(start_costs))) * inv_width
-    span = w_hi * inv_width + spread + 4
-    if span >= MAX_BUCKETS or (float(np.max(start_costs)) + z.size * w_hi) * inv_width > 2.0 ** 50:
-        return None
-    return inv_width, 1 << int(math.ceil(math.log2(span)))
-
-
-def _grid_sssp_cpu(z, f, valid, model, codes, lengths, rows, cols, costs, limit, queue="auto"):
-    from ._sssp_cpu import _outputs_cpu, sssp_buckets_cpu, sssp_cpu
-    shape = z.shape
-    offs = _offsets(shape[1])
-    plan = None
-    if queue != "heap" and model == 1:  # friction: the plan needs no padded elevations
-        plan = bucket_plan(z, f, model, codes, lengths, costs)
-    # the bucket queue under friction never reads elevations: no padded copy of them
-    zp, fp, dist, label = _padded_state(z, f, keep_z=not (plan is not None and model == 1))
-    if queue != "heap" and model == 2:
-        plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
-    seeds, seed_dist, seed_label = _flat_seeds(rows, cols, costs, shape[1])
-    if plan is None:
-        settled = sssp_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
-                           seeds, seed_dist, seed_label, False, limit)
-        return _finish_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
-                           shape, {"settled": int(settled), "queue": "heap"})
-    backlink_p = np.empty(dist.size, np.uint8)
-    # The Dijkstra runs on one core (without the GIL); meanwhile another thread allocates
-    # the outputs and takes their page faults (a third of the set-up time at 4096²).
-    outputs = []
-    prefault = threading.Thread(target=lambda: outputs.extend(_touched_outputs(shape)))
-    prefault.start()
-    try:
-        settled = sssp_buckets_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist,
-                                   label, seeds, seed_dist, seed_label, limit, *plan,
-                                   backlink_p)
-    finally:
-        prefault.join()
-    backlink, distance, allocation, hops = outputs or _touched_outputs(shape)  # (if it failed)
-    _outputs_cpu(dist, label, backlink_p, shape[0], shape[1], PAD, backlink, distance,
-                 allocation, hops)
-    return SSSPResult(distance, allocation, backlink, hops,
-                      {"settled": int(settled), "queue": "buckets"})
-
-
-def _touched_outputs(shape):
-    """Empty ``(backlink, distance, allocation, hops)`` arrays of ``shape``, their pages
-    mapped."""
-    from ._sssp_cpu import _touch_pages
-    arrays = (np.empty(shape, np.uint8), np.empty(shape, np.float64), np.empty(shape, np.int32),
-              np.empty(shape, np.int32))
-    for a in arrays:
-        _touch_pages(a.reshape(-1).view(np.uint8))
-    return arrays
-
-
-def _finish_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
-    from ._sssp_cpu import backlinks_cpu
-    backlink = np.empty(shape, np.uint8)
-    distance = np.empty(shape, np.float64)
-    allocation = np.empty(shape, np.int32)
-    hops = np.empty(shape, np.int32)
-    backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
-                  PAD, backlink, distance, allocation, hops)
-    return SSSPResult(distance, allocation, backlink, hops, stats)
-
-
-def _padded_state(z, f, keep_z=True):
-    """``(zp, fp, dist, label)``: the padded flat arrays the kernels work on (``zp`` a 1-cell
-    dummy unless ``keep_z``)."""
-    from ._sssp_cpu import _init_padded_cpu
-    n = (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD)
-    zp = np.empty(n if keep_z else 1, np.float32)
-    fp = np.empty(n if f is not None else 1, np.float32)
-    dist = np.empty(n, np.float64)
-    label = np.empty(n, np.int64)
-    _init_padded_cpu(z, f if f is not None else np.ones((1, 1), np.float32), f is not None,
-                     keep_z, PAD, zp, fp, dist, label)
-    if f is None:
-        fp[0] = 1.0
-    if not keep_z:
-        zp[0] = 0.0
-    return zp, fp, dist, label
 
 
 def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", friction=None,
@@ -460,7 +277,7 @@ def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", f
 
     Returns
     -------
-    SSSPResult
+    GridSSSPResult
         With ``distance`` as given (NaN where no seed reaches over tight arcs).
 
     Examples
@@ -473,7 +290,8 @@ def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", f
     ([[0, 0, 1]], [[0, 5, 0]])
     """
     be = get_backend(backend)
-    z, f, valid, model, codes, lengths = _prepare(dem, friction, cost, connectivity, cellsize)
+    z, f, valid, model, codes, lengths = prepare_grid(dem, friction, cost, connectivity,
+                                                      cellsize)
     dist_in = np.asarray(distance, np.float64)
     if dist_in.shape != z.shape:
         raise InputError(f"distance: shape {dist_in.shape} differs from the grid's {z.shape}")
@@ -482,21 +300,5 @@ def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", f
     if seed_labels.shape[0] != rows.size:
         raise InputError("seeds and seed labels differ in number")
     known = valid.full() & ~np.isnan(dist_in)
-    seed_d = dist_in[rows, cols]
-    if be.is_gpu:
-        from ._sssp_gpu import labels_from_distance_gpu
-        return labels_from_distance_gpu(be, z, f, known, dist_in, model, codes, lengths, rows,
-                                        cols, seed_d, seed_labels)
-    from ._sssp_cpu import sssp_cpu
-    shape = z.shape
-    zp, fp, dist, label = _padded_state(z, f)
-    _unpad(dist, shape)[...] = np.where(known, dist_in, -np.inf)
-    seeds_flat, _, _ = _flat_seeds(rows, cols, seed_d, shape[1])
-    seed_lab = (seed_labels[:, 0] << _HOPS_BITS) | seed_labels[:, 1]
-    offs = _offsets(shape[1])
-    sssp_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label, seeds_flat,
-             np.nan_to_num(seed_d, nan=-np.inf), seed_lab, True, math.inf)
-    # cells whose distance no seed explains stay unreached
-    dist[label == np.iinfo(np.int64).max] = -np.inf
-    return _finish_cpu(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
-                       {})
+    return _ops(be).labels(z, f, known, dist_in, model, codes, lengths, rows, cols,
+                           dist_in[rows, cols], seed_labels)

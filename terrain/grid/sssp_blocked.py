@@ -5,7 +5,7 @@ Why
 ---
 The in-core SSSP (:mod:`terrain.grid.sssp`) needs about 40 bytes a cell; the thesis's tiled
 algorithm (:mod:`terrain.grid.sssp_tiled`) is bounded in memory but its hierarchy costs
-``O(side)`` CPU per cell per level (docs/benchmarks.md). This algorithm keeps only one block
+``O(side)`` CPU per cell per level (docs/cost-distance.md). This algorithm keeps only one block
 of the grid (plus a 2-cell halo) in memory per task and spends ordinary Dijkstra work per
 cell and visit.
 
@@ -20,7 +20,7 @@ the block was last solved (or of a source in the block). Rounds, bulk-synchronou
 ``batch`` pending blocks of the smallest keys; each block task builds a window of its block,
 its 2-cell halo (the neighbours' rings, from the bands) and a 2-cell NaN frame, seeds the
 halo cells that carry labels (and the block's sources), runs the lexicographic-key Dijkstra
-of the in-core algorithm (:func:`terrain.grid.sssp.sssp_cpu`, the same kernel) inside the
+of the in-core algorithm (:func:`terrain.grid._sssp_cpu.sssp_cpu`, the same kernel) inside the
 window, stores its state and returns its ring. The driver writes the rings into the bands,
 and every neighbour whose halo holds a changed ring cell becomes pending (key = the smallest
 changed label). When no block is pending, every arc is relaxed: inside a block by its last
@@ -34,7 +34,7 @@ Two stages, because labels are canonical (docs/cost-distance.md):
    such updates (a predecessor whose distance improves by less than half an ulp of the sum
    leaves a stale label behind), so this stage computes distances only (all labels 0). Where
    every arc costs more than zero (``friction``, ``tobler``) the block's Dijkstra is the
-   in-core bucket queue (:func:`terrain.grid.sssp.sssp_buckets_cpu`, planned on the window
+   in-core bucket queue (:func:`terrain.grid._sssp_cpu.sssp_buckets_cpu`, planned on the window
    with the halo seeds' spread as start costs), else the heap.
 2. labels: with the distances final, ``(allocation, hops)`` is the least fixed point of the
    tight-arc propagation, which is monotone: the same rounds with the kernel in its
@@ -77,9 +77,11 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
+from ..tiles import borrow_buffer
+from ._sssp_cpu import backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu
+from ._sssp_frame import HOPS_BITS, NO_LABEL, GridSSSPResult
 from .costs import ARC_DC, ARC_DR, arc_costs_np
-from .sssp import (SSSPResult, _check_max_cost, _prepare, backlinks_cpu, bucket_plan,
-                   check_sources, sssp_buckets_cpu, sssp_cpu)
+from .sssp import check_max_cost, check_sources, prepare_grid
 
 __all__ = ["BlockPlan", "BlockedSpec", "Bands", "solve_block", "block_outputs",
            "BlockedDriver", "blocked_sssp", "HALO", "NONE_LABEL", "MemoryBlocks"]
@@ -87,9 +89,9 @@ __all__ = ["BlockPlan", "BlockedSpec", "Bands", "solve_block", "block_outputs",
 HALO = 2    # halo (and ring) width: knight moves reach two cells
 _FRAME = 2  # NaN frame around the halo, so that halo cells may be relaxed without bounds checks
 _OFF = HALO + _FRAME  # the block's first row and column in a window
-NONE_LABEL = np.iinfo(np.int64).max
-_HOPS_BITS = 32
+NONE_LABEL = NO_LABEL
 _SIDES = ("top", "bottom", "left", "right")
+_NO_STOP = np.zeros(1, np.uint8)  # a block's solve is short: never interrupted inside
 
 
 @dataclass(frozen=True)
@@ -240,11 +242,10 @@ class Bands:
 def _workspace(n):
     """Window arrays of ``n`` cells (elevation, friction, distance, label, the bucket queue's
     backlinks) for one solve, in a buffer shared by the threads of the process
-    (:data:`terrain.tiles._shards._buffers`: a free one is reused, so there are as many as
+    (:func:`terrain.tiles.borrow_buffer`: a free one is reused, so there are as many as
     solves at once): fresh arrays of a block's size are fresh pages, whose faults cost as
     much as the solve's own passes over them."""
-    from ..tiles._shards import _buffers
-    with _buffers.borrow("blocked-window", 25 * n) as buf:
+    with borrow_buffer("blocked-window", 25 * n) as buf:
         yield {"d": buf[:8 * n].view(np.float64), "l": buf[8 * n:16 * n].view(np.int64),
                "z": buf[16 * n:20 * n].view(np.float32),
                "f": buf[20 * n:24 * n].view(np.float32), "b": buf[24 * n:25 * n]}
@@ -331,7 +332,7 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
         sel = hok & (hv["l"] != NONE_LABEL)
         seeds = np.concatenate([hidx[sel], src])
         seed_d = np.concatenate([hv["d"][sel], np.asarray(costs, np.float64)])
-        seed_l = np.concatenate([hv["l"][sel], np.asarray(idx, np.int64) << _HOPS_BITS])
+        seed_l = np.concatenate([hv["l"][sel], np.asarray(idx, np.int64) << HOPS_BITS])
         fixed, limit = True, math.inf
     fk = fp if fp is not None else np.ones(1, np.float32)
     offs = _offsets(W)
@@ -350,10 +351,10 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
     elif plan is not None:
         settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
                                    spec.codes, dist, label, seeds, seed_d, seed_l, limit,
-                                   *plan, ws["b"])
+                                   *plan, ws["b"], _NO_STOP)
     else:
         settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
-                           dist, label, seeds, seed_d, seed_l, fixed, limit)
+                           dist, label, seeds, seed_d, seed_l, fixed, limit, _NO_STOP)
     if stage == 2:  # unchanged: the ring carries the final distances
         new_d = state_d if state_d is not None else np.full(z.shape, -np.inf)
         new_l = _into(state_l, label.reshape(H, W)[inner])
@@ -588,9 +589,9 @@ def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=Non
     be = get_backend(backend)
     if be.is_gpu:
         raise InputError("the blocked algorithm runs on the CPU only")
-    z, f, valid, model, codes, lengths = _prepare(dem, friction, cost, connectivity, cellsize)
+    z, f, valid, model, codes, lengths = prepare_grid(dem, friction, cost, connectivity, cellsize)
     rows, cols, costs = check_sources(sources, valid, start_costs)
-    spec = BlockedSpec(model, codes, lengths, f is not None, _check_max_cost(max_cost))
+    spec = BlockedSpec(model, codes, lengths, f is not None, check_max_cost(max_cost))
     plan = BlockPlan(z.shape, side)
     driver = BlockedDriver(plan, spec, (rows, cols, costs), batch=batch)
     mem = MemoryBlocks(plan, spec, z, f)
@@ -610,4 +611,4 @@ def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=Non
                               driver.bands.halo(i, j))
     stats = dict(driver.stats, blocks=int(np.prod(plan.blocks)), side=plan.side,
                  seconds=time.perf_counter() - t0, backend="cpu", algorithm="blocked")
-    return SSSPResult(distance, allocation, backlink, None, stats)
+    return GridSSSPResult(distance, allocation, backlink, None, stats)

@@ -2,18 +2,20 @@
 
 Algorithm
 ---------
-1. Stage: a tiled GTiff (512 × 512 blocks, DEFLATE) beside the target is written window by
-   window, one Zarr shard at a time, so memory is one shard whatever the grid size. Cells
-   where ``valid_from`` (a float layer such as the DEM's ``elevation``) is NaN are written as
-   the nodata value, so nodata never reads as a valid value (the MST mask uses bits 0-3,
-   i.e. 0..15, and nodata is 255).
-2. Overviews: GDAL builds them in the staging file (``build_overviews``, factors 2, 4, …
-   until the smallest fits one block; ``nearest`` for bit masks and ids, ``average`` for
-   continuous layers), reading the full-resolution blocks back one at a time.
-3. Copy: GDAL's ``COG`` driver copies the stage into a Cloud-Optimized GeoTIFF, reusing
-   its overviews (``OVERVIEWS=FORCE_USE_EXISTING``); without the COG driver (GDAL < 3.1)
-   a GTiff copy with ``COPY_SRC_OVERVIEWS=YES`` gives the same layout. ``cog=False``
-   writes a plain tiled GTiff with internal overviews.
+1. Stage: an uncompressed tiled GTiff (512 × 512 blocks) beside the target is written
+   window by window, one Zarr shard at a time, so memory is one shard whatever the grid
+   size. Cells where ``valid_from`` (a float layer such as the DEM's ``elevation``) is NaN
+   are written as the nodata value, so nodata never reads as a valid value (the MST mask
+   uses bits 0-3, i.e. 0..15, and nodata is 255).
+2. Copy: GDAL's ``COG`` driver copies the stage into a Cloud-Optimized GeoTIFF, building
+   the overviews (factors 2, 4, … until the smallest fits one block; ``nearest`` for bit
+   masks and ids, ``average`` for continuous layers) and compressing the blocks on every
+   core (``NUM_THREADS``). The stage is compressed by nobody: each block is compressed
+   once, by the COG driver (docs/cost-distance.md, "Design notes"). ``cog=False`` writes a
+   plain tiled GTiff with internal overviews the same way.
+
+:func:`write_geotiffs` writes several layers of one store at once, each in a thread of its
+own (GDAL releases the GIL), and renames them only when all are written.
 
 The result carries CRS, geotransform, nodata, band description and band tags (what the
 values mean), and appears atomically (:func:`terrain.io.outputs.atomic_output`).
@@ -22,8 +24,12 @@ GDAL does the encoding (rasterio); terrain only streams the windows, because GDA
 Zarr driver does not read zarr v3 sharded arrays with terrain's codecs everywhere.
 """
 
+import concurrent.futures
+import contextlib
+import errno
 import math
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +38,7 @@ import zarr
 from .outputs import atomic_output
 from ..errors import InputError
 
-__all__ = ["write_geotiff", "overview_factors", "BLOCK"]
+__all__ = ["write_geotiff", "write_geotiffs", "overview_factors", "BLOCK"]
 
 BLOCK = 512
 
@@ -113,11 +119,60 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
     >>> write_geotiff("sample.mst.zarr", "mst", "mst.tif", nodata=255,
     ...               valid_from=("sample.mst.zarr", "elevation"))   # doctest: +SKIP
     """
-    import rasterio
-    from rasterio.enums import Resampling
-    from rasterio.transform import Affine
-    from rasterio.windows import Window
+    job = dict(array_name=array_name, tif_path=tif_path, nodata=nodata,
+               valid_from=valid_from, description=description, tags=tags,
+               resampling=resampling, dtype=dtype, compress=compress)
+    return write_geotiffs(store, [job], cog=cog, overwrite=overwrite)[0]
 
+
+def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
+    """Write several layers of ``store`` as GeoTIFFs at once: ``jobs`` are dicts of
+    :func:`write_geotiff`'s arguments (``array_name``, ``tif_path`` and the optional ones).
+    Each layer is written in a thread of its own; every file appears only when all are
+    written (a failure leaves none of them). A full disk is an :class:`InputError`.
+    Returns the paths."""
+    jobs = [dict(j) for j in jobs]
+    prepared = [_prepare(store, **{k: v for k, v in j.items() if k in _PREPARE_KEYS})
+                for j in jobs]
+    with contextlib.ExitStack() as stack:
+        tmps = [stack.enter_context(atomic_output(Path(j["tif_path"]), overwrite))
+                for j in jobs]
+        try:
+            if len(jobs) == 1:
+                _write_one(prepared[0], tmps[0], cog)
+            else:
+                with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+                    for fut in [pool.submit(_write_one, p, t, cog)
+                                for p, t in zip(prepared, tmps)]:
+                        fut.result()
+        except Exception as e:
+            if _disk_full(e, Path(jobs[0]["tif_path"]).parent):
+                raise InputError(f"{Path(jobs[0]['tif_path']).parent}: no space left on the "
+                                 "device for the GeoTIFFs") from None
+            raise
+    return [Path(j["tif_path"]) for j in jobs]
+
+
+_PREPARE_KEYS = ("array_name", "nodata", "valid_from", "description", "tags", "resampling",
+                 "dtype", "compress")
+
+
+def _disk_full(error, folder):
+    """Whether ``error`` (an OSError or a GDAL error) says the disk is full."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(error).lower()
+    if "no space left" in text or "disk full" in text or "not enough space" in text:
+        return True
+    try:
+        return shutil.disk_usage(folder).free < (1 << 20)
+    except OSError:
+        return False
+
+
+def _prepare(store, array_name, nodata=None, valid_from=None, description=None, tags=None,
+             resampling="nearest", dtype=None, compress="deflate"):
+    """One layer's checked settings: what :func:`_write_one` needs."""
     group, arr = _open_array(store, array_name)
     if arr.ndim != 2:
         raise InputError(f"{store}: {array_name} is not a 2-D raster")
@@ -140,60 +195,76 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
             raise InputError(f"{valid_from[0]}: {valid_from[1]} has shape {valid.shape}, "
                              f"not {arr.shape}")
     gt, crs = _georeference(group, (rows, cols))
-    shard = int((arr.shards or arr.chunks)[0])
-    side = shard * max(1, -(-BLOCK // shard))  # whole shards, at least one GeoTIFF block
-    profile = {"driver": "GTiff", "height": rows, "width": cols, "count": 1,
-               "dtype": out_dtype.name, "transform": Affine.from_gdal(*gt), "tiled": True,
-               "blockxsize": BLOCK, "blockysize": BLOCK, "compress": compress,
-               "BIGTIFF": "IF_SAFER"}
-    if crs:
-        profile["crs"] = crs
-    if nodata is not None:
-        profile["nodata"] = nodata
     band_tags = dict(tags or {})
     if description:
         band_tags.setdefault("meaning", description)
-    tif_path = Path(tif_path)
-    with atomic_output(tif_path, overwrite) as tmp:
-        stage = tmp.with_name(tmp.name + ".stage.tif") if cog else tmp
-        try:
-            with rasterio.open(stage, "w", **profile) as dst:
-                for r0 in range(0, rows, side):
-                    for c0 in range(0, cols, side):
-                        r1, c1 = min(r0 + side, rows), min(c0 + side, cols)
-                        block = np.asarray(arr[r0:r1, c0:c1]).astype(out_dtype, copy=False)
-                        if valid is not None:
-                            holes = np.isnan(np.asarray(valid[r0:r1, c0:c1]))
-                            if holes.any():
-                                block = block.copy()
-                                block[holes] = nodata
-                        dst.write(block, 1, window=Window(c0, r0, c1 - c0, r1 - r0))
-                if description:
-                    dst.set_band_description(1, description)
-                if band_tags:
-                    dst.update_tags(1, **{k: str(v) for k, v in band_tags.items()})
-                factors = overview_factors((rows, cols))
-                if factors:
-                    dst.build_overviews(factors, Resampling[resampling])
-                    dst.update_tags(ns="rio_overview", resampling=resampling)
-            if cog:
-                _copy_cog(stage, tmp, compress)
-        finally:
-            if cog and stage.exists():
-                os.unlink(stage)
-    return tif_path
+    return dict(arr=arr, valid=valid, rows=rows, cols=cols, dtype=out_dtype, nodata=nodata,
+                gt=gt, crs=crs, description=description, tags=band_tags,
+                resampling=resampling, compress=compress)
 
 
-def _copy_cog(stage, target, compress):
+def _write_one(p, tmp, cog):
+    """Stage layer ``p`` (uncompressed, shard by shard) and copy it into ``tmp``."""
+    import rasterio
+    from rasterio.transform import Affine
+    from rasterio.windows import Window
+
+    arr, valid, rows, cols, nodata = p["arr"], p["valid"], p["rows"], p["cols"], p["nodata"]
+    shard = int((arr.shards or arr.chunks)[0])
+    side = shard * max(1, -(-BLOCK // shard))  # whole shards, at least one GeoTIFF block
+    profile = {"driver": "GTiff", "height": rows, "width": cols, "count": 1,
+               "dtype": p["dtype"].name, "transform": Affine.from_gdal(*p["gt"]),
+               "tiled": True, "blockxsize": BLOCK, "blockysize": BLOCK,
+               "BIGTIFF": "IF_SAFER"}
+    if p["crs"]:
+        profile["crs"] = p["crs"]
+    if nodata is not None:
+        profile["nodata"] = nodata
+    stage = tmp.with_name(tmp.name + ".stage.tif")
+    factors = overview_factors((rows, cols))
+    try:
+        with rasterio.open(stage, "w", **profile) as dst:
+            for r0 in range(0, rows, side):
+                for c0 in range(0, cols, side):
+                    r1, c1 = min(r0 + side, rows), min(c0 + side, cols)
+                    block = np.asarray(arr[r0:r1, c0:c1]).astype(p["dtype"], copy=False)
+                    if valid is not None:
+                        holes = np.isnan(np.asarray(valid[r0:r1, c0:c1]))
+                        if holes.any():
+                            block = block.copy()
+                            block[holes] = nodata
+                    dst.write(block, 1, window=Window(c0, r0, c1 - c0, r1 - r0))
+            if p["description"]:
+                dst.set_band_description(1, p["description"])
+            if p["tags"]:
+                dst.update_tags(1, **{k: str(v) for k, v in p["tags"].items()})
+        _copy(stage, tmp, p["compress"], p["resampling"], len(factors), cog)
+    finally:
+        if stage.exists():
+            os.unlink(stage)
+
+
+def _copy(stage, target, compress, resampling, overviews, cog):
+    """The stage into ``target``: a COG (GDAL's COG driver, overviews built on the way) or
+    a tiled GTiff with internal overviews, compressed on every core."""
     import rasterio
     from rasterio.shutil import copy as gdal_copy
 
     with rasterio.Env() as env:
         has_cog = "COG" in env.drivers()
-    if has_cog:
-        gdal_copy(stage, target, driver="COG", BLOCKSIZE=BLOCK, COMPRESS=compress.upper(),
-                  OVERVIEWS="FORCE_USE_EXISTING", BIGTIFF="IF_SAFER")
-    else:
-        gdal_copy(stage, target, driver="GTiff", TILED="YES", BLOCKXSIZE=BLOCK,
-                  BLOCKYSIZE=BLOCK, COMPRESS=compress.upper(), COPY_SRC_OVERVIEWS="YES",
-                  BIGTIFF="IF_SAFER")
+    if cog and has_cog:
+        options = dict(BLOCKSIZE=BLOCK, COMPRESS=compress.upper(), NUM_THREADS="ALL_CPUS",
+                       BIGTIFF="IF_SAFER", RESAMPLING=resampling.upper())
+        if overviews:
+            options["OVERVIEW_COUNT"] = overviews
+        else:
+            options["OVERVIEWS"] = "NONE"
+        gdal_copy(stage, target, driver="COG", **options)
+        return
+    from rasterio.enums import Resampling
+    if overviews:
+        with rasterio.open(stage, "r+") as ds:
+            ds.build_overviews([2 ** (k + 1) for k in range(overviews)], Resampling[resampling])
+    gdal_copy(stage, target, driver="GTiff", TILED="YES", BLOCKXSIZE=BLOCK, BLOCKYSIZE=BLOCK,
+              COMPRESS=compress.upper(), COPY_SRC_OVERVIEWS="YES", NUM_THREADS="ALL_CPUS",
+              BIGTIFF="IF_SAFER")

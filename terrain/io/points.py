@@ -1,9 +1,15 @@
-"""Points in map coordinates: read from CSV / GeoJSON / rasters, and mapped to grid cells.
+"""Points in map coordinates: read from CSV / GeoJSON / rasters, mapped to grid cells, and
+least-cost paths written as GeoJSON.
 
 A grid's geotransform is GDAL's ``(x0, dx, 0, y0, 0, dy)`` (``dy < 0`` for north-up): cell
 ``(row, col)`` covers ``x0 + col*dx .. x0 + (col+1)*dx`` and its centre is at
 ``x0 + (col + 0.5)*dx, y0 + (row + 0.5)*dy``. A point on a cell's west or north edge
 belongs to that cell.
+
+CRS: a GeoJSON file is in WGS 84 longitude/latitude (RFC 7946) unless it names another CRS
+in a ``crs`` member (the 2008 GeoJSON form); its points are reprojected into the raster's
+CRS (pyproj, through rasterio). A CSV file's points are in the raster's CRS. Written paths
+are RFC 7946 GeoJSON: longitude/latitude, reprojected from the raster's CRS.
 
 Examples
 --------
@@ -22,19 +28,37 @@ import numpy as np
 
 from ..errors import InputError, where
 
-__all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells"]
+__all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
+           "path_format", "POINT_SUFFIXES", "WGS84"]
+
+#: files read as points (anything else is read as a raster of sources)
+POINT_SUFFIXES = (".csv", ".txt", ".json", ".geojson")
+WGS84 = "EPSG:4326"
+_X_NAMES = ("x", "lon", "long", "longitude", "easting", "east", "e")
+_Y_NAMES = ("y", "lat", "latitude", "northing", "north", "n")
 
 
 def map_to_cell(x, y, geotransform, shape, what="point"):
-    """``(row, col)`` of the cell holding map point ``(x, y)``; :class:`InputError` outside."""
+    """``(row, col)`` of the cell holding map point ``(x, y)``; :class:`InputError` outside
+    the raster or for a coordinate that is not a finite number."""
+    try:
+        x, y = float(x), float(y)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} ({x}, {y}): coordinates must be numbers") from None
+    if not (math.isfinite(x) and math.isfinite(y)):
+        raise InputError(f"{what} ({x}, {y}): coordinates must be finite numbers")
     x0, dx, rx, y0, ry, dy = (float(v) for v in geotransform)
     if rx or ry:
         raise InputError(f"{what}: rotated geotransforms are not supported")
-    col = math.floor((float(x) - x0) / dx)
-    row = math.floor((float(y) - y0) / dy)
+    col = math.floor((x - x0) / dx)
+    row = math.floor((y - y0) / dy)
     if not (0 <= row < shape[0] and 0 <= col < shape[1]):
+        hint = ""
+        if -180 <= x <= 180 and -90 <= y <= 90 and not (-180 <= x0 <= 180 and -90 <= y0 <= 90):
+            hint = (" (it looks like longitude/latitude: give points in the raster's CRS, or "
+                    "a GeoJSON file, whose points are reprojected)")
         raise InputError(f"{what} ({x}, {y}) is outside the raster "
-                         f"({shape[0]} x {shape[1]} cells)")
+                         f"({shape[0]} x {shape[1]} cells){hint}")
     return row, col
 
 
@@ -44,24 +68,45 @@ def cell_centre(row, col, geotransform):
     return x0 + (col + 0.5) * dx, y0 + (row + 0.5) * dy
 
 
-def read_points(path):
-    """Points ``[(x, y), ...]`` from a CSV (``x,y`` per line, optional header) or a GeoJSON
-    file (Point / MultiPoint geometries, or a FeatureCollection of them)."""
+def read_points(path, crs=None):
+    """Points ``[(x, y), ...]`` from a CSV file or a GeoJSON file, in ``crs`` (the raster's;
+    None: as they are written).
+
+    CSV: ``x,y`` per line, or a header naming the columns (``x``/``lon``/``longitude``/
+    ``easting`` and ``y``/``lat``/``latitude``/``northing``, any case) in any position.
+    GeoJSON: Point / MultiPoint geometries, Features, FeatureCollections, in WGS 84
+    longitude/latitude unless a ``crs`` member names another CRS; reprojected into ``crs``.
+    """
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise InputError(f"{path}: no such file")
     text = path.read_text(errors="replace")
     if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
-        return _geojson_points(path, text)
+        points, src_crs = _geojson_points(path, text)
+        if crs is None:
+            return points
+        return _reproject(points, src_crs, crs, path)
+    return _csv_points(path, text)
+
+
+def _csv_points(path, text):
     points = []
+    cx, cy = 0, 1
     for line, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
             continue
+        if not points and line == _first_line(text):
+            names = [c.strip().lower() for c in row]
+            hx = [i for i, n in enumerate(names) if n in _X_NAMES]
+            hy = [i for i, n in enumerate(names) if n in _Y_NAMES]
+            if hx and hy:  # a header naming the columns
+                cx, cy = hx[0], hy[0]
+                continue
         try:
-            x, y = float(row[0]), float(row[1])
+            x, y = float(row[cx]), float(row[cy])
         except (ValueError, IndexError):
-            if line == 1 and not points:
-                continue  # a header
+            if line == _first_line(text) and not points:
+                continue  # a header of other names: x, y are the first two columns
             raise InputError(f"{where(path, line)}: expected x,y numbers, got {','.join(row)!r}")
         if not (math.isfinite(x) and math.isfinite(y)):
             raise InputError(f"{where(path, line)}: coordinates must be finite")
@@ -71,35 +116,107 @@ def read_points(path):
     return points
 
 
+def _first_line(text):
+    """Line number of the first line that is neither empty nor a comment."""
+    for n, s in enumerate(text.splitlines(), start=1):
+        if s.strip() and not s.lstrip().startswith("#"):
+            return n
+    return 0
+
+
 def _geojson_points(path, text):
+    """``(points, crs)`` of a GeoJSON text: its points and the CRS they are in."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{where(path, e.lineno)}: not valid JSON ({e.msg})") from None
     out = []
 
-    def visit(g):
+    def position(c):
+        if not isinstance(c, (list, tuple)) or len(c) < 2:
+            raise InputError(f"{path}: a position must be an array of two numbers, got "
+                             f"{json.dumps(c)[:60]}")
+        try:
+            x, y = float(c[0]), float(c[1])
+        except (TypeError, ValueError):
+            raise InputError(f"{path}: a position must be numbers, got "
+                             f"{json.dumps(c)[:60]}") from None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise InputError(f"{path}: coordinates must be finite, got {json.dumps(c)[:60]}")
+        return x, y
+
+    def visit(g, depth=0):
+        if depth > 32:
+            raise InputError(f"{path}: GeoJSON nested too deeply")
         if not isinstance(g, dict):
             raise InputError(f"{path}: not a GeoJSON object")
         t = g.get("type")
         if t == "FeatureCollection":
-            for f in g.get("features", []):
-                visit(f)
+            feats = g.get("features", [])
+            if not isinstance(feats, list):
+                raise InputError(f"{path}: 'features' must be an array")
+            for f in feats:
+                visit(f, depth + 1)
         elif t == "Feature":
-            visit(g.get("geometry") or {})
+            if g.get("geometry") is not None:
+                visit(g["geometry"], depth + 1)
         elif t == "GeometryCollection":
-            for h in g.get("geometries", []):
-                visit(h)
+            geoms = g.get("geometries", [])
+            if not isinstance(geoms, list):
+                raise InputError(f"{path}: 'geometries' must be an array")
+            for h in geoms:
+                visit(h, depth + 1)
         elif t == "Point":
-            out.append(tuple(float(v) for v in g["coordinates"][:2]))
+            out.append(position(g.get("coordinates")))
         elif t == "MultiPoint":
-            out.extend(tuple(float(v) for v in c[:2]) for c in g["coordinates"])
+            cs = g.get("coordinates")
+            if not isinstance(cs, list):
+                raise InputError(f"{path}: MultiPoint coordinates must be an array")
+            out.extend(position(c) for c in cs)
         else:
             raise InputError(f"{path}: GeoJSON {t!r} is not a point geometry")
 
     visit(doc)
     if not out:
         raise InputError(f"{path}: no points")
+    return out, _geojson_crs(doc, path)
+
+
+def _geojson_crs(doc, path):
+    """The CRS a GeoJSON document's positions are in: its ``crs`` member's name (GeoJSON
+    2008: ``{"type": "name", "properties": {"name": ...}}``), else WGS 84 (RFC 7946)."""
+    c = doc.get("crs")
+    if c is None:
+        return WGS84
+    name = (c.get("properties") or {}).get("name") if isinstance(c, dict) else None
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{path}: its 'crs' member names no CRS")
+    if name.upper().replace(":", "") in ("URNOGCDEF CRSOGC1.3CRS84".replace(" ", ""),
+                                         "OGCCRS84"):
+        return WGS84
+    return name
+
+
+def _crs(value, what):
+    from rasterio.crs import CRS
+    from rasterio.errors import CRSError
+    try:
+        return CRS.from_user_input(value)
+    except (CRSError, ValueError, TypeError):
+        raise InputError(f"{what}: unknown CRS {str(value)[:80]!r}") from None
+
+
+def _reproject(points, src, dst, path):
+    """``points`` from CRS ``src`` into ``dst`` (both strings or WKT); unchanged when they
+    are the same."""
+    s, d = _crs(src, path), _crs(dst, f"{path}: the raster's CRS")
+    if s == d:
+        return points
+    from rasterio.warp import transform
+    xs, ys = transform(s, d, [p[0] for p in points], [p[1] for p in points])
+    out = list(zip(xs, ys))
+    if not all(math.isfinite(x) and math.isfinite(y) for x, y in out):
+        raise InputError(f"{path}: some points cannot be reprojected into the raster's CRS")
     return out
 
 
@@ -117,3 +234,48 @@ def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, pat
     return [map_to_cell(*cell_centre(r, c, geotransform), grid_geotransform, grid_shape,
                         what=f"{path}: source cell ({r}, {c}) at")
             for r, c in zip(rr.tolist(), cc.tolist())]
+
+
+def path_format(path):
+    """The format a paths file is written in, by its suffix: ``"geojson"``;
+    :class:`InputError` for another.
+
+    >>> path_format("p.geojson")
+    'geojson'
+    """
+    if Path(path).suffix.lower() in (".geojson", ".json"):
+        return "geojson"
+    raise InputError(f"{path}: paths are written as GeoJSON (.geojson)")
+
+
+def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"):
+    """Write LineStrings (lists of map ``(x, y)`` in ``crs``) with their properties as an
+    RFC 7946 GeoJSON FeatureCollection: positions reprojected to WGS 84 longitude/latitude.
+    Without a CRS the positions are written as they are, with a ``crs`` member saying that
+    they are grid coordinates of an unknown CRS."""
+    if fmt != "geojson":
+        raise InputError(f"{target}: unknown paths format {fmt!r}")
+    project = None
+    if crs:
+        s = _crs(crs, what)
+        if s != _crs(WGS84, what):
+            from rasterio.warp import transform
+
+            def project(pts):
+                xs, ys = transform(s, WGS84, [p[0] for p in pts], [p[1] for p in pts])
+                return list(zip(xs, ys))
+    features = []
+    for pts, props in zip(lines, properties):
+        pts = list(pts)
+        if project is not None:
+            pts = project(pts)
+        coords = [[float(x), float(y)] for x, y in pts]
+        if len(coords) == 1:
+            coords = coords * 2  # a LineString needs two positions
+        features.append({"type": "Feature",
+                         "geometry": {"type": "LineString", "coordinates": coords},
+                         "properties": props})
+    doc = {"type": "FeatureCollection", "features": features}
+    if not crs:
+        doc["crs"] = {"type": "name", "properties": {"name": "unknown (grid coordinates)"}}
+    Path(target).write_text(json.dumps(doc))

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
-           "io_threads", "MAX_IO_THREADS"]
+           "io_threads", "MAX_IO_THREADS", "borrow_buffer"]
 
 _MAX = np.uint64(2**64 - 1)
 
@@ -270,6 +270,12 @@ class _Buffers:
 
 
 _buffers = _Buffers()
+
+
+def borrow_buffer(kind, nbytes, empty=None):
+    """A reusable uint8 buffer of at least ``nbytes`` bytes, as a context manager
+    (:meth:`_Buffers.borrow`): the threads of a process share them."""
+    return _buffers.borrow(kind, nbytes, empty)
 
 
 def _view(buf, shape, dtype):

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from terrain.errors import InputError
+from terrain.grid._costs_cpu import arc_cost, exp_det
 from terrain.grid.costs import (ARC_DC, ARC_DR, ARC_NAMES, COST_MODELS, TOBLER_V0, arc_codes,
-                                arc_cost, arc_costs_np, arc_lengths, check_friction,
-                                cost_model_code, exp_det, exp_det_np)
+                                arc_costs_np, arc_lengths, check_friction, cost_model_code,
+                                exp_det_np)
 
 
 def test_arc_tables():

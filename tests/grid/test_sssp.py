@@ -8,7 +8,8 @@ import pytest
 
 from backends import assert_backends_identical
 from terrain.errors import InputError
-from terrain.grid.sssp import _grid_sssp_cpu, _prepare, grid_sssp, labels_from_distance
+from terrain.grid._sssp_cpu import CpuOps
+from terrain.grid.sssp import grid_sssp, labels_from_distance, prepare_grid
 from oracles import DC, DR, KS, csr_graph, oracle_cost, oracle_distance
 
 # the arc table, written out again here (independent of terrain.grid.costs)
@@ -125,8 +126,8 @@ def test_friction_float_costs_equal_scipy(conn):
     np.testing.assert_allclose(res.distance, ref, rtol=1e-12, equal_nan=True)
     assert walk_backlinks(res, "friction", z, fr, conn) < 1e-12
     # the bucket queue and the heap give the same bits
-    zz, f, valid, model, codes, lengths = _prepare(z, fr, "friction", conn, (1, 1))
-    heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, np.array([15, 0]),
+    zz, f, valid, model, codes, lengths = prepare_grid(z, fr, "friction", conn, (1, 1))
+    heap = CpuOps().solve(zz, f, model, codes, lengths, np.array([15, 0]),
                           np.array([13, 25]), np.zeros(2), math.inf, queue="heap")
     assert res.stats["queue"] == "buckets" and heap.stats["queue"] == "heap"
     for name in ("distance", "allocation", "backlink", "hops"):
@@ -148,9 +149,9 @@ def test_bucket_queue_backlinks_equal_the_heap_under_ties(conn):
     starts = [0.0, 0.0, 3.0, 1.0, 0.0]
     res = grid_sssp(z, sources, starts, cost="friction", friction=fr, connectivity=conn,
                     backend="cpu")
-    zz, f, valid, model, codes, lengths = _prepare(z, fr, "friction", conn, (1, 1))
+    zz, f, valid, model, codes, lengths = prepare_grid(z, fr, "friction", conn, (1, 1))
     rows, cols = np.array(sources).T
-    heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, rows, cols, np.array(starts),
+    heap = CpuOps().solve(zz, f, model, codes, lengths, rows, cols, np.array(starts),
                           math.inf, queue="heap")
     assert res.stats["queue"] == "buckets" and heap.stats["queue"] == "heap"
     for name in ("distance", "allocation", "backlink", "hops"):
@@ -201,8 +202,8 @@ def test_tobler_is_anisotropic_and_equals_scipy_on_the_directed_graph():
     assert back.distance[12, 0] != res.distance[12, 29]
     assert res.stats["queue"] == "buckets"
     # the heap gives the same bits
-    zz, f, valid, model, codes, lengths = _prepare(z, None, "tobler", 8, (10, 10))
-    heap = _grid_sssp_cpu(zz, f, valid, model, codes, lengths, np.array([12]), np.array([0]),
+    zz, f, valid, model, codes, lengths = prepare_grid(z, None, "tobler", 8, (10, 10))
+    heap = CpuOps().solve(zz, f, model, codes, lengths, np.array([12]), np.array([0]),
                           np.zeros(1), math.inf, queue="heap")
     np.testing.assert_array_equal(res.distance, heap.distance)
     np.testing.assert_array_equal(res.backlink, heap.backlink)

@@ -147,17 +147,18 @@ def test_tight_labels_buckets_equal_heap(cost):
     what a seed offers (kept), nodata."""
     from terrain.grid._sssp_blocked_cpu import tight_labels_buckets_cpu
     from terrain.grid._sssp_cpu import sssp_cpu
-    from terrain.grid.sssp import _offsets, _padded_state, bucket_plan
+    from terrain.grid._sssp_cpu import bucket_plan, padded_state
+    from terrain.grid._sssp_frame import offsets
     rng = np.random.default_rng(9)
     z = _rng_dem(40, 33, 4, nodata=0.04)
     f = np.where(rng.random(z.shape) < 0.5, 1.0, 2.0).astype(np.float32)  # many ties
     model, codes, lengths = (1 if cost == "friction" else 2), arc_codes(16), arc_lengths((30, 30))
-    zp, fp, dist, label = _padded_state(z, f)
-    offs = _offsets(z.shape[1])
+    zp, fp, dist, label = padded_state(z, f)
+    offs = offsets(z.shape[1])
     cells = np.flatnonzero(dist == np.inf)[[5, 300, 700, 1100]]
     costs = np.array([0.0, 4.0, 4.0, 1.0])
     sssp_cpu(zp, fp, True, model, lengths, offs, codes, dist, label, cells, costs,
-             np.zeros(4, np.int64), False, np.inf)  # distances only (labels 0)
+             np.zeros(4, np.int64), False, np.inf, np.zeros(1, np.uint8))  # distances only
     dist[~np.isfinite(dist)] = -np.inf
     plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
     assert plan is not None
@@ -169,7 +170,7 @@ def test_tight_labels_buckets_equal_heap(cost):
     seed_l = np.array([1, 2, 3, 4, 0], np.int64) << 32
     want, got = start.copy(), start.copy()
     n_heap = sssp_cpu(zp, fp, True, model, lengths, offs, codes, dist, want, cells, costs,
-                      seed_l, True, np.inf)
+                      seed_l, True, np.inf, np.zeros(1, np.uint8))
     n_buckets = tight_labels_buckets_cpu(zp, fp, True, model, lengths, offs, codes, dist,
                                          got, cells, costs, seed_l, *plan)
     assert np.array_equal(got, want)

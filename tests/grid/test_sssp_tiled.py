@@ -400,8 +400,9 @@ def test_phase1_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, mo
     the queue kernel and of the CPU's Dijkstra bit for bit, float costs and nodata
     included (ties in distance with different hop counts: integer elevations)."""
     from terrain.backend import get_backend
-    from terrain.grid.sssp_tiled import (_batch_frames, _tile_batch, boundary_pairs_cpu,
-                                         boundary_pairs_gpu)
+    from terrain.grid._tiled_cpu import boundary_pairs_cpu
+    from terrain.grid._tiled_gpu import boundary_pairs_gpu
+    from terrain.grid._tiled_graphs import _batch_frames, _tile_batch
     be = get_backend("gpu")
     for seed, integer in ((5, False), (6, True)):
         z, f, _ = float_case(seed, (75, 69), middle=2)
@@ -433,7 +434,8 @@ def test_phase3_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, mo
     hops, a source inside, ties in distance (integer elevations), nodata."""
     from terrain.backend import get_backend
     from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
-    from terrain.grid.sssp_tiled import windows_dijkstra_cpu, windows_dijkstra_gpu
+    from terrain.grid._tiled_cpu import windows_dijkstra_cpu
+    from terrain.grid._tiled_gpu import windows_dijkstra_gpu
     be = get_backend("gpu")
     rng = np.random.default_rng(tile + connectivity)
     w = 2 if connectivity == 16 else 1

@@ -105,7 +105,7 @@ def test_block_reader_equals_zarr(tmp_path, small_shards):
     cells: windows across shards and partial edge tiles, an absent (all-NaN) chunk, a
     missing shard file, and the zarr fallback for a store of another layout."""
     from pipelines.cost_distance_blocked import BlockReader
-    from pipelines.cost_distance_tiled import StoreReader
+    from pipelines.cost_distance_store import StoreReader
     from pipelines.ingest import default_compressors
     from terrain.tiles.store import create_store
     rng = np.random.default_rng(5)

@@ -96,10 +96,15 @@ def test_tiled_source_on_nodata(capsys, tmp_path, dem, small_shards):
 def test_choose_algorithm():
     from pipelines.cost_distance import choose_algorithm
     assert choose_algorithm((100, 100), memory_bytes=10**9) == "in-core"
-    assert choose_algorithm((10**5, 10**5), memory_bytes=10**9, backend="gpu") == "tiled"
     # on the CPU the blocked algorithm serves out of core (tests/test_cost_distance_blocked_*)
     assert choose_algorithm((10**5, 10**5), memory_bytes=10**9) == "blocked"
     assert choose_algorithm((100, 100), algorithm="tiled") == "tiled"
+
+
+@pytest.mark.gpu
+def test_choose_algorithm_on_the_gpu():
+    from pipelines.cost_distance import choose_algorithm
+    assert choose_algorithm((10**5, 10**5), memory_bytes=10**9, backend="gpu") == "tiled"
 
 
 @pytest.mark.gpu

@@ -35,8 +35,9 @@ def sample(tmp_path):
 
 
 def test_in_core_plan_covers_the_real_output_and_writes_nothing(capsys, tmp_path, sample):
-    from pipelines._plan import STORED_BYTES_PER_CELL
-    from pipelines.cost_distance import incore_bytes
+    from pipelines._plan import ELEVATION_BYTES_PER_CELL
+    from pipelines.cost_distance import LAYER_STORED_BYTES as STORED_BYTES_PER_CELL
+    from terrain.grid.sssp import incore_bytes
     from terrain.grid.cost_outputs import LAYERS
 
     before = snapshot(tmp_path)
@@ -52,7 +53,8 @@ def test_in_core_plan_covers_the_real_output_and_writes_nothing(capsys, tmp_path
     cells = 300 * 400
     for name in ("distance", "backlink", "allocation"):  # an estimate never above the raw size
         assert 0 < STORED_BYTES_PER_CELL[name] <= np.dtype(LAYERS[name][0]).itemsize
-    want = round(cells * sum(STORED_BYTES_PER_CELL[n] for n in plan["layers"])) + 700 * 8
+    want = round(cells * (ELEVATION_BYTES_PER_CELL + sum(STORED_BYTES_PER_CELL[n]
+                                                         for n in plan["layers"][1:]))) + 700 * 8
     assert abs(plan["output_bytes"] - want) <= 1
     assert plan["disk_needed_bytes"] == plan["output_bytes"]  # no friction: no scratch
     assert plan["memory_per_task_bytes"] >= incore_bytes((300, 400))
@@ -66,7 +68,8 @@ def test_in_core_plan_covers_the_real_output_and_writes_nothing(capsys, tmp_path
 
 
 def test_plan_of_a_store_with_friction_and_geotiffs(capsys, tmp_path, sample):
-    from pipelines._plan import ELEVATION_BYTES_PER_CELL, STORED_BYTES_PER_CELL
+    from pipelines._plan import ELEVATION_BYTES_PER_CELL
+    from pipelines.cost_distance import LAYER_STORED_BYTES as STORED_BYTES_PER_CELL
     rc, _, err = run_main(capsys, "ingest", sample, "-o", tmp_path / "dem.zarr", "--tile", "64")
     assert rc == 0, err
     (tmp_path / "tifs").mkdir()

@@ -1,0 +1,366 @@
+"""``cost-distance`` in core: the grid held whole (:func:`terrain.grid.sssp.grid_sssp`), its
+layers written shard by shard.
+
+Tasks (:func:`run_incore`): ``prepare`` (the layers, :func:`pipelines.cost_distance_store.
+prepare_layers`), ``solve`` (reads the DEM and friction, solves; the distances are handed to
+a pool of writers the moment they are final: on the GPU while the labels are computed),
+``write`` (one per shard window: the other layers), ``finish`` (the summary into the store).
+On the GPU the solve's outputs stay on the device and the writers copy them off tile by
+tile (:func:`terrain.grid.cost_outputs.write_windows`): the host holds no copy of the
+outputs.
+
+Where the tasks run: in this process, with no task graph, unless the run is on a cluster
+(``--scheduler local`` or an address, or a batch's active cluster). The solve is one task
+holding the grid, so a cluster adds its start-up (importing ``distributed`` and the
+dashboard, starting the loop) and nothing else; on a cluster the same tasks form a Dask
+graph, and the store is the same bytes.
+
+``--reuse STORE`` of an in-core run's store (its ``cost_reuse`` attribute, :func:`reusable_kind`):
+the DEM's ingest is replaced by hard links to STORE's ``elevation`` and ``friction`` layers
+once the input's fingerprint, grid and cost model are checked (:func:`check_incore_reuse`);
+the friction is not checked again and the GPU's bucket width is STORE's.
+"""
+
+import concurrent.futures
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from terrain.errors import InputError
+from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
+from terrain.grid.costs import check_friction
+
+from .cost_distance_store import prepare_layers
+
+__all__ = ["run_incore", "build_incore_graph", "runs_in_process", "input_fingerprint",
+           "reusable_kind", "check_incore_reuse", "reuse_attributes", "RUN_ATTRS"]
+
+#: attributes of one run, not of the raster (left behind when a store's DEM is linked)
+RUN_ATTRS = ("cost_distance", "cost_model", "cost_reuse")
+
+
+def runs_in_process(scheduler=None):
+    """True unless the in-core run is on a cluster: ``scheduler`` ``local`` or an address, or
+    a cluster active in this process (a batch's).
+
+    >>> runs_in_process(), runs_in_process("threads"), runs_in_process("tcp://h:8786")
+    (True, True, False)
+    """
+    import sys
+    cluster = sys.modules.get("pipelines.cluster")  # not imported: no cluster is active
+    if cluster is not None and cluster._active_client is not None:
+        return False
+    return scheduler in (None, "threads", "synchronous", "sync", "single-threaded")
+
+
+# ------------------------------------------------------------------------------------------
+# tasks
+
+
+class _DistanceWriter:
+    """Writes the ``distance`` layer from a pool of threads as soon as the solve has the
+    distances (``grid_sssp(on_distance=...)``). :meth:`wait` returns each shard window's
+    ``(start, end)`` (and raises what a write raised)."""
+
+    def __init__(self, out_path, windows):
+        self.out_path, self.windows = out_path, windows or []
+        self.pool, self.futures = None, []
+
+    def _one(self, distance, window, layouts):
+        t0 = time.perf_counter()
+        write_windows(self.out_path, {"distance": distance}, [window], layouts=layouts)
+        return t0, time.perf_counter()
+
+    def start(self, distance):
+        layouts = shard_layouts(self.out_path, ["distance"])  # once, not per window
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            max(1, min(io_threads(), len(self.windows))))
+        self.futures = [self.pool.submit(self._one, distance, w, layouts)
+                        for w in self.windows]
+
+    def wait(self):
+        if self.pool is None:
+            return []
+        try:
+            return [fut.result() for fut in self.futures]
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def stop(self):
+        """After a failure: no write runs on (their own errors are not news then)."""
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001 - the failure being handled is the one to report
+            pass
+
+
+def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
+           writer=None):
+    """The solve task: reads the grid, solves, returns ``(result, friction or None)``.
+
+    ``friction_src``: ``(store, layer)`` of the friction raster, or None. The distances are
+    written as soon as they are known; with ``writer`` (the in-process run's) the writes are
+    left running for the caller to wait for, else this task waits for them.
+    ``spec["on_device"]``: the result's layers are CuPy arrays."""
+    from terrain.grid.sssp import grid_sssp
+
+    t0 = time.perf_counter()
+    z = read_layer(dem_path, "elevation", np.float32)
+    f = None
+    if friction_src is not None:
+        f = read_layer(friction_src[0], friction_src[1], np.float32)
+        if not spec.get("friction_checked"):
+            f = check_friction(f, name=str(spec["friction_path"]))
+    t_read = time.perf_counter() - t0
+    if hasattr(prepared, "result"):  # in process: the layers, created beside the read
+        prepared.result()
+    del prepared
+    own = writer is None
+    writer = _DistanceWriter(spec["out_path"], spec["windows"]) if own else writer
+    on_device = bool(spec.get("on_device"))
+    try:
+        res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
+                        connectivity=spec["connectivity"], cellsize=spec["cellsize"],
+                        max_cost=spec["max_cost"], backend=backend,
+                        delta=spec.get("near_far_delta"), hops=False,
+                        on_distance=writer.start, on_device=on_device)
+        if not on_device:
+            res = res.to_host()
+    except InputError as e:
+        writer.stop()
+        raise InputError(f"{spec['input']}: {e}") from None
+    except BaseException:
+        writer.stop()
+        raise
+    res.stats["early_writes"] = writer.wait() if own else []
+    res.stats["read_seconds"] = t_read
+    return res, (f if spec.get("write_friction", True) else None)
+
+
+def _write(out_path, solved, windows, layouts=None):
+    """A write task: ``windows`` of every layer the solve did not write itself
+    (``layouts``: :func:`terrain.grid.cost_outputs.shard_layouts` of them, or None)."""
+    res, f = solved
+    t0 = time.perf_counter()
+    layers = {name: getattr(res, name) for name in LAYERS if name != "distance"}
+    if f is not None:
+        layers["friction"] = f
+    if layouts is not None and not set(layers) <= set(layouts):
+        layouts = None
+    write_windows(out_path, layers, windows, layouts=layouts)
+    return t0, time.perf_counter()
+
+
+def _finish(out_path, solved, writes, meta):
+    """The finish task: the summary into the store's attributes."""
+    res, _ = solved
+    d = res.distance
+    if "reached_cells" in res.stats:  # counted on the device already
+        reached, max_d = res.stats["reached_cells"], res.stats["max_distance"]
+    else:
+        reached = int(np.count_nonzero(~np.isnan(d)))
+        max_d = float(np.nanmax(d)) if reached else None
+    writes = list(writes) + list(res.stats.get("early_writes", []))
+    summary = dict(meta)
+    summary.update({
+        "reached_cells": reached,
+        "max_distance": max_d,
+        "solve_seconds": round(res.stats.get("seconds", 0.0), 6),
+        "read_seconds": round(res.stats.get("read_seconds", 0.0), 6),
+        "write_seconds": round(float(sum(t1 - t0 for t0, t1 in writes)), 6),
+        "write_wall_seconds": round(max(t1 for _, t1 in writes) - min(t0 for t0, _ in writes)
+                                    if writes else 0.0, 6),
+        "queue": res.stats.get("queue"),
+        "phases": res.stats.get("phases"),
+        "device": res.stats.get("device"),
+    })
+    if res.stats.get("delta") is not None and math.isfinite(res.stats["delta"]):
+        summary["near_far_delta"] = float(res.stats["delta"])  # inf (one bucket) is the default
+    group = zarr.open_group(store=str(out_path), mode="r+")
+    group.attrs.update({"cost_distance": summary})
+    return summary
+
+
+def _arguments(out_path, spec, windows, backend, friction_store):
+    """What the tasks take: the solve's spec, the friction's ``(store, layer)`` or None, the
+    summary's fixed entries and whether the output gets a ``friction`` layer."""
+    friction_src = None
+    if friction_store is not None:
+        friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
+                        else (friction_store, "elevation"))
+    with_friction = friction_store is not None and spec.get("write_friction", True)
+    spec = dict(spec, windows=list(windows), out_path=str(out_path))
+    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
+    return spec, friction_src, meta, with_friction
+
+
+def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
+                       backend="cpu", upstream=None, geo=None, friction_store=None):
+    """The in-core run's tasks as a Dask graph (for a cluster); a Delayed summary."""
+    import dask
+    token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
+    name = (lambda stage: f"cost-{stage}-{token}")
+    spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,
+                                                         friction_store)
+    prepared = dask.delayed(prepare_layers, pure=False)(
+        out_path, spec["shape"], spec["tile"], geo or {}, with_friction, upstream,
+        dask_key_name=name("prepare"))
+    solved = dask.delayed(_solve, pure=False)(dem_path, friction_src, spec, sources,
+                                              start_costs, backend, prepared,
+                                              dask_key_name=name("solve"))
+    writes = [dask.delayed(_write, pure=False)(out_path, solved, [w],
+                                               dask_key_name=(name("write"), i))
+              for i, w in enumerate(windows)]
+    return dask.delayed(_finish, pure=False)(out_path, solved, writes, meta,
+                                             dask_key_name=name("finish"))
+
+
+def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
+               upstream=None, geo=None, friction_store=None, scheduler=None):
+    """The in-core run (module docstring): in this process, or as a graph on a cluster.
+    A raster input's ingest graph (``upstream``) runs first (Dask's threads here). Returns
+    the summary; in process, its ``wall_seconds`` give each step."""
+    from . import cluster
+    if not runs_in_process(scheduler):
+        graph = build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
+                                   backend, upstream, geo, friction_store)
+        with cluster.open_scheduler(scheduler):
+            (summary,) = cluster.compute(graph, label="cost-distance")
+        return summary
+    wall = {}
+    t0 = time.perf_counter()
+    if upstream:
+        with cluster.open_scheduler("threads"):
+            cluster.compute(*upstream, label="cost-ingest")
+        wall["ingest"] = time.perf_counter() - t0
+    spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,
+                                                         friction_store)
+    if backend == "gpu":
+        spec["on_device"] = True  # the writers copy the layers off the device tile by tile
+    pool = concurrent.futures.ThreadPoolExecutor(io_threads(), thread_name_prefix="terrain-cost")
+    # the distances' writes run on while the other layers are written
+    writer = _DistanceWriter(out_path, spec["windows"])
+    try:
+        t1 = time.perf_counter()
+        prepared = pool.submit(prepare_layers, out_path, spec["shape"], spec["tile"], geo or {},
+                               with_friction)
+        solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
+                        writer=writer)
+        t2 = time.perf_counter()
+        layouts = shard_layouts(out_path, list(LAYERS) + ["friction"] * (solved[1] is not None))
+        writes = [pool.submit(_write, out_path, solved, [w], layouts) for w in windows]
+        writes = [f.result() for f in writes]
+        solved[0].stats["early_writes"] = writer.wait()
+        t3 = time.perf_counter()
+    except BaseException:  # nothing may write into the partial output after this
+        pool.shutdown(wait=True, cancel_futures=True)
+        writer.stop()
+        raise
+    pool.shutdown(wait=True)
+    summary = _finish(out_path, solved, writes, meta)
+    wall.update({"read + solve": t2 - t1, "writes after the solve": t3 - t2,
+                 "finish": time.perf_counter() - t3})
+    summary["path"] = "in-process"
+    summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
+    return summary
+
+
+# ------------------------------------------------------------------------------------------
+# --reuse of an in-core run
+
+
+def input_fingerprint(path):
+    """What says that a raster (a file, or a tile store's ``elevation``) is unchanged: a hash
+    of the size and modification time of each of its files.
+
+    >>> import tempfile, os
+    >>> p = os.path.join(tempfile.mkdtemp(), "a.asc")
+    >>> _ = open(p, "w").write("x")
+    >>> input_fingerprint(p) == input_fingerprint(p)
+    True
+    """
+    import hashlib
+    p = Path(path)
+    if p.is_dir():
+        files = [p / "zarr.json"] + sorted(f for f in (p / "elevation").rglob("*") if f.is_file())
+    else:
+        files = [p]
+    entries = []
+    for f in files:
+        st = f.stat()
+        entries.append([str(f.relative_to(p)) if p.is_dir() else f.name, st.st_size,
+                        st.st_mtime_ns])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def reuse_attributes(spec, inp, friction, geotransform, dem, delta):
+    """The ``cost_reuse`` attribute of an in-core run's store: what a later ``--reuse`` query
+    checks (the input's and friction's fingerprints, grid, cost model) and takes (the DEM,
+    the checked friction layer, the GPU queue's bucket width)."""
+    ru = spec.get("reuse_incore")
+    return {"algorithm": "in-core",
+            "input": ru["input"] if ru else input_fingerprint(inp),
+            "friction": None if friction is None else (
+                ru["friction_fingerprint"] if ru else input_fingerprint(friction)),
+            "shape": [int(v) for v in spec["shape"]],
+            "geotransform": [float(v) for v in geotransform],
+            "cost": spec["cost"], "connectivity": int(spec["connectivity"]),
+            "cellsize": [float(v) for v in spec["cellsize"]],
+            "dem": dem, "near_far_delta": None if delta is None else float(delta)}
+
+
+def reusable_kind(path):
+    """``"tiled"`` (the store holds a tiled index) or ``"in-core"`` (an in-core run's
+    ``cost_reuse`` attribute); :class:`InputError` for anything else."""
+    try:
+        group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+        if "sssp_index" in group:
+            return "tiled"
+        if isinstance(group.attrs.get("cost_reuse"), dict):
+            return "in-core"
+    except Exception:  # noqa: BLE001 - not a store of ours: said below
+        pass
+    raise InputError(f"{path}: not a cost-distance store that can be reused")
+
+
+def check_incore_reuse(path, spec, inp, friction, geotransform):
+    """What an in-core ``--reuse`` query takes from the earlier run's store ``path``;
+    :class:`InputError` unless that run had the same input (fingerprint), friction, grid,
+    cost, connectivity and cell size."""
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    got = dict(group.attrs["cost_reuse"])
+    if spec["algorithm"] != "in-core":
+        raise InputError(f"{path}: holds an in-core run's inputs; this run is {spec['algorithm']}"
+                         " (a tiled run reuses a tiled run's store)")
+    want = {"input": input_fingerprint(inp),
+            "friction": None if friction is None else input_fingerprint(friction),
+            "shape": [int(v) for v in spec["shape"]],
+            "geotransform": [float(v) for v in geotransform],
+            "cost": spec["cost"], "connectivity": int(spec["connectivity"]),
+            "cellsize": [float(v) for v in spec["cellsize"]]}
+    diff = [k for k in want if got.get(k) != want[k]]
+    if diff:
+        what = {"input": f"input {inp} does not match the one it was computed from (size or "
+                         f"modification time)",
+                "friction": "friction raster does not match"}
+        raise InputError(f"{path}: cannot reuse: " + "; ".join(
+            what.get(k, f"{k} {got.get(k)} (this run: {want[k]})") for k in diff))
+    dem_in_store = got.get("dem") == "elevation"
+    if dem_in_store and "elevation" not in group:
+        raise InputError(f"{path}: cannot reuse: its 'elevation' layer is missing")
+    has_f = friction is not None
+    if has_f and "friction" not in group:
+        raise InputError(f"{path}: cannot reuse: its 'friction' layer is missing")
+    reused = (["ingested DEM"] if dem_in_store else []) + (
+        ["checked friction"] if has_f else []) + (
+        ["near-far bucket width"] if got.get("near_far_delta") is not None else [])
+    return {"store": str(path), "dem_in_store": dem_in_store, "friction": has_f,
+            "friction_fingerprint": want["friction"], "input": want["input"],
+            "near_far_delta": got.get("near_far_delta"),
+            "store_attrs": dict(group.attrs), "reused": reused}

@@ -1,0 +1,157 @@
+"""What the three cost-distance algorithms' pipelines share: the output store's layers
+(``distance``, ``backlink``, ``allocation``, ``friction``), its attributes, the shard windows
+and the GeoTIFFs of ``--geotiff-dir``.
+
+The layers' types, fill values and codecs are :mod:`terrain.grid.cost_outputs`'s.
+"""
+
+import errno
+import shutil
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from terrain.errors import InputError
+from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
+from terrain.grid.costs import check_friction
+from terrain.io.georef import mark_raster, write_georeference
+from terrain.tiles.store import create_layer
+
+__all__ = ["StoreReader", "prepare_layers", "shard_windows", "dem_in_output", "cost_model_attributes",
+           "geotiff_paths", "write_geotiffs", "GEOTIFF_LAYERS"]
+
+#: the layers --geotiff-dir writes, one GeoTIFF each
+GEOTIFF_LAYERS = ("distance", "allocation", "backlink")
+
+
+def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None):
+    """The output's georeference and empty layers (chunks = tiles; ``upstream``: the ingest
+    tasks this one waits for in a graph). Returns ``out_path``."""
+    del upstream
+    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
+                            use_consolidated=False)
+    if "x" not in group:
+        group.attrs.update({"geotransform": list(geo["geotransform"]), "crs": geo.get("crs"),
+                            "source": geo.get("source"), "tile": tile,
+                            "cellsize": [abs(geo["geotransform"][1]),
+                                         abs(geo["geotransform"][5])]})
+    # CF georeference (idempotent: an ingested DEM already wrote x, y, spatial_ref)
+    write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
+    for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
+        dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
+        if name == "friction" and not with_friction:
+            continue
+        arr = create_layer(group, name, dtype, fill, tile, shape,
+                           compressors=layer_compressors(name), attrs=attrs)
+        mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
+    return str(out_path)
+
+
+def shard_windows(shape, tile, shard):
+    """The output's shard windows ``(r0, r1, c0, c1)``, row-major (a writer owns a shard)."""
+    side = tile * shard
+    return [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
+            for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+
+
+def dem_in_output(path):
+    """True when the output store holds the DEM (``elevation``: a raster input was ingested)."""
+    return "elevation" in zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+
+
+def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
+    """What ``verify`` needs to recompute every arc cost: the store's ``cost_model`` attribute.
+
+    ``dem`` is ``"elevation"`` (the layer of this store) or the path of the tile store the
+    distances were computed from; ``friction`` names this store's friction layer or is None.
+    """
+    return {"cost": spec["cost"], "connectivity": int(spec["connectivity"]),
+            "cellsize": [float(v) for v in spec["cellsize"]],
+            "max_cost": spec["max_cost"],
+            "sources": [[int(r), int(c)] for r, c in sources],
+            "start_costs": [0.0] * len(sources) if start_costs is None
+            else [float(v) for v in start_costs],
+            "dem": dem, "friction": "friction" if has_friction else None}
+
+
+def geotiff_paths(directory):
+    """The files :func:`write_geotiffs` would write into ``directory`` that it must not find
+    there; when it does not exist yet, the directory itself (it is made then: its parent
+    must exist and be writable, checked with the outputs); none when it is not given;
+    :class:`InputError` when it is not a directory or is a Zarr store.
+
+    >>> [p.name for p in geotiff_paths(".")]
+    ['distance.tif', 'allocation.tif', 'backlink.tif']
+    >>> [str(p) for p in geotiff_paths("no-such-dir")]
+    ['no-such-dir']
+    """
+    if not directory:
+        return []
+    folder = Path(directory)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{directory}: exists and is not a directory")
+    if folder.is_dir() and any((folder / name).is_file()
+                               for name in ("zarr.json", ".zgroup", ".zarray")):
+        raise InputError(f"{directory}: is a Zarr store; the GeoTIFFs need a folder of "
+                         f"their own")
+    return [folder / f"{name}.tif" for name in GEOTIFF_LAYERS] if folder.is_dir() else [folder]
+
+
+def write_geotiffs(store_path, directory, overwrite=False, cog=True):
+    """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
+    GeoTIFFs ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiffs`: the three at
+    once, each appears atomically). Nodata: distance NaN, allocation -1, backlink 255 (the
+    layers' fill values). A directory this call made is removed again when it fails (a full
+    disk leaves nothing). Returns the paths written."""
+    from terrain.io.geotiff import write_geotiffs as write_all
+
+    group = zarr.open_group(store=str(store_path), mode="r", use_consolidated=False)
+    cost = (group.attrs.get("cost_model") or {}).get("cost", "absdiff")
+    attrs = layer_attributes(cost)
+    directory = Path(directory)
+    made = not directory.exists()
+    directory.mkdir(exist_ok=True)  # its parent was checked with the outputs
+    jobs = []
+    for name in GEOTIFF_LAYERS:
+        _, fill, _ = LAYERS[name]
+        a = attrs[name]
+        tags = {"units": a["units"]}
+        if name == "backlink":
+            tags.update({f"code_{k}": v for k, v in BACKLINK_CODES.items()})
+        jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
+                         description=f"{a['long_name']}: {a['description']}", tags=tags,
+                         resampling="average" if name == "distance" else "nearest"))
+    try:
+        write_all(store_path, jobs, cog=cog, overwrite=overwrite)
+    except OSError as e:
+        if made:
+            shutil.rmtree(directory, ignore_errors=True)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise InputError(f"{directory}: no space left for the GeoTIFFs ({e.strerror})") \
+                from None
+        raise
+    except BaseException:
+        if made:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return [str(j["tif_path"]) for j in jobs]
+
+
+class StoreReader:
+    """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer (and a friction
+    store's; ones without one). Negative or NaN-free checks of friction as in the in-core
+    path (:func:`terrain.grid.costs.check_friction`)."""
+
+    def __init__(self, dem_path, friction_path=None, name=""):
+        self.dem_path, self.friction_path, self.name = str(dem_path), friction_path, name
+
+    def __call__(self, window):
+        r0, r1, c0, c1 = window
+        z = np.asarray(zarr.open_array(store=self.dem_path, path="elevation", mode="r")
+                       [r0:r1, c0:c1], np.float32)
+        if self.friction_path is None:
+            return z, np.ones_like(z)
+        f = np.asarray(zarr.open_array(store=str(self.friction_path), path="elevation",
+                                       mode="r")[r0:r1, c0:c1], np.float32)
+        return z, check_friction(f, name=self.name)

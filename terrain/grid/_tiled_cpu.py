@@ -1,0 +1,396 @@
+"""The tiled SSSP's CPU kernels (Numba): phase 1's boundary pairs, the seeded window
+Dijkstras of phase 3, the child-graph Dijkstras of the hierarchy (dense, and paged for the
+top), the grid arcs between children and the backlinks; :class:`TiledCpuOps`, the CPU side
+of the algorithm's kernel table (GPU twins in ``_tiled_gpu.py`` and ``_boundary.cu``).
+
+Every Dijkstra's queue is the fixed-capacity tournament tree of :mod:`terrain.grid._tournament`
+with keys ``(distance, allocation, hops)``; the algorithm is in
+:mod:`terrain.grid.sssp_tiled`'s docstring.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._costs_cpu import arc_cost
+from ._tournament import INT_INF, key_less, tt_alloc, tt_lower, tt_pop, tt_seed
+from .costs import ARC_DC, ARC_DR
+
+__all__ = ["TiledCpuOps", "boundary_pairs_cpu", "windows_dijkstra_cpu", "window_dijkstra_cpu",
+           "graphs_pairs_cpu", "graph_dijkstra", "graph_dijkstra_paged", "page_to_evict",
+           "page_min_key", "arcs_cpu", "backlinks_batch"]
+
+_INF = np.inf
+
+
+@njit(cache=True, nogil=True)
+def _arc_table(z, f, inner, codes, model, lengths):
+    """Costs ``wt[u, kk]`` of arc ``codes[kk]`` from cell u of a window (inf: no such arc).
+
+    An arc exists when both ends are in the window and valid and its head is ``inner``.
+    Computed once per window and shared by all the Dijkstras run on it (phase 1 runs ``B``).
+    """
+    H, W = z.shape
+    K = codes.shape[0]
+    wt = np.full((H * W, K), _INF)
+    for ur in range(H):
+        for uc in range(W):
+            zu = z[ur, uc]
+            fu = f[ur, uc]
+            if zu != zu or fu != fu:
+                continue
+            for kk in range(K):
+                k = codes[kk]
+                vr = ur + ARC_DR[k]
+                vc = uc + ARC_DC[k]
+                if vr < 0 or vr >= H or vc < 0 or vc >= W or not inner[vr, vc]:
+                    continue
+                zv = z[vr, vc]
+                fv = f[vr, vc]
+                if zv != zv or fv != fv:
+                    continue
+                w = arc_cost(zu, zv, fu, fv, k, model, lengths)
+                if w < _INF:
+                    wt[ur * W + uc, kk] = w
+    return wt
+
+
+@njit(cache=True, nogil=True)
+def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
+    """Multi-source Dijkstra on the cells of a window, keys ``(d, a, h)`` lexicographic.
+
+    ``wt`` from :func:`_arc_table`, ``off[kk]`` the flat offset of arc ``kk``. ``ld, la, lh``
+    (flat, row-major) hold the seeds (``d = inf`` elsewhere) and receive the labels. Cells
+    that are not ``inner`` have no incoming arcs in ``wt``: halo seeds stay fixed.
+    """
+    K = off.shape[0]
+    tt_seed(kd, ka, kh, win, ld, la, lh)
+    while kd[1] < _INF:
+        u = tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u] + 1
+        for kk in range(K):
+            w = wt[u, kk]
+            if not w < _INF:
+                continue
+            nd = du + w
+            v = u + off[kk]
+            if key_less(nd, au, hu, 0, ld[v], la[v], lh[v], 0):
+                ld[v] = nd
+                la[v] = au
+                lh[v] = hu
+                tt_lower(kd, ka, kh, win, v, nd, au, hu)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
+    """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j from boundary cell s.
+
+    ``z, f`` (n, T, T) float32 (NaN = nodata), ``bidx`` (n, Bmax) int32 local cell indices
+    (row-major), ``bcount`` (n,) int32. Paths stay inside the tile.
+    """
+    n, T, _ = z.shape
+    off = np.empty(codes.shape[0], np.int64)
+    for kk in range(codes.shape[0]):
+        off[kk] = ARC_DR[codes[kk]] * T + ARC_DC[codes[kk]]
+    for t in prange(n):
+        B = bcount[t]
+        if B == 0:
+            continue
+        kd, ka, kh, win = tt_alloc(T * T)
+        ld = np.empty(T * T, np.float64)
+        la = np.empty(T * T, np.int32)
+        lh = np.empty(T * T, np.int32)
+        wt = _arc_table(z[t], f[t], np.ones((T, T), np.bool_), codes, model, lengths)
+        for s in range(B):
+            ld[:] = _INF
+            la[:] = INT_INF
+            lh[:] = INT_INF
+            src = bidx[t, s]
+            ld[src] = 0.0
+            la[src] = 0
+            lh[src] = 0
+            _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win)
+            for j in range(B):
+                out_d[t, s, j] = ld[bidx[t, j]]
+                out_h[t, s, j] = lh[bidx[t, j]]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
+    """Seeded Dijkstra on a batch of windows: ``z, f, inner`` (n, H, W), labels (n, H*W).
+
+    ``ld, la, lh`` hold the seeds (``d = inf`` elsewhere) and receive the labels; only
+    ``inner`` cells are updated (halo seeds stay fixed). One window per ``prange`` step.
+    """
+    n, H, W = z.shape
+    off = np.empty(codes.shape[0], np.int64)
+    for kk in range(codes.shape[0]):
+        off[kk] = ARC_DR[codes[kk]] * W + ARC_DC[codes[kk]]
+    for t in prange(n):
+        kd, ka, kh, win = tt_alloc(H * W)
+        wt = _arc_table(z[t], f[t], inner[t], codes, model, lengths)
+        _window_dijkstra(wt, off, ld[t], la[t], lh[t], kd, ka, kh, win)
+
+
+def window_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
+    """Seeded Dijkstra on one window (a batch of one); labels (flat) in place."""
+    H, W = z.shape
+    bd, ba, bh = ld.reshape(1, -1), la.reshape(1, -1), lh.reshape(1, -1)
+    windows_dijkstra_cpu(z.reshape(1, H, W), f.reshape(1, H, W), inner.reshape(1, H, W),
+                         codes, model, lengths, bd, ba, bh)
+
+
+@njit(cache=True, nogil=True)
+def _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh):
+    """Label ``v`` with ``(nd, au, nh)`` and lower its key in the tournament tree when that
+    label comes first (the labels' total order, :func:`key_less`)."""
+    if key_less(nd, au, nh, 0, ld[v], la[v], lh[v], 0):
+        ld[v] = nd
+        la[v] = au
+        lh[v] = nh
+        tt_lower(kd, ka, kh, win, v, nd, au, nh)
+
+
+@njit(cache=True, nogil=True)
+def graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
+                    ld, la, lh, kd, ka, kh, win):
+    """Multi-source Dijkstra on a child-boundary graph (dense child matrices + CSR arcs)."""
+    tt_seed(kd, ka, kh, win, ld, la, lh)
+    while kd[1] < _INF:
+        u = tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u]
+        c = vchild[u]
+        base = coff[c]
+        B = csize[c]
+        row = moff[c] + (u - base) * B
+        for j in range(B):
+            w = mat_d[row + j]
+            if not w < _INF:
+                continue
+            v = base + j
+            nd = du + w
+            nh = hu + mat_h[row + j]
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
+        for e in range(cptr[u], cptr[u + 1]):
+            v = cdst[e]
+            nd = du + cw[e]
+            nh = hu + 1
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize, moff,
+                     mat_d, mat_h, cptr, cdst, cw, out_d, out_h):
+    """Phase 2 bottom-up on a batch of nodes: one Dijkstra per (node, boundary source) pair.
+
+    The nodes' child-boundary graphs are concatenated (:func:`terrain.grid._tiled_graphs.nodes_boundary`): node ``n``
+    owns vertices ``vbase[n]:vbase[n + 1]`` of ``vchild`` and ``cptr``, and ``coff`` /
+    ``cdst`` are node-local, so each Dijkstra runs :func:`graph_dijkstra` on its node's
+    slices. Pair ``p`` runs from boundary cell ``psrc[p]`` of node ``pnode[p]`` (boundary
+    cells: node-local vertices ``targets[tbase[n]:tbase[n + 1]]``) and writes row ``psrc[p]``
+    of the node's ``B x B`` matrices at ``out_*[obase[n]:]``.
+    """
+    for p in prange(pnode.shape[0]):
+        n = pnode[p]
+        v0, v1 = vbase[n], vbase[n + 1]
+        t0, t1 = tbase[n], tbase[n + 1]
+        B = t1 - t0
+        V = v1 - v0
+        kd, ka, kh, win = tt_alloc(V)
+        ld = np.full(V, _INF)
+        la = np.full(V, INT_INF, np.int32)
+        lh = np.full(V, INT_INF, np.int32)
+        src = targets[t0 + psrc[p]]
+        ld[src] = 0.0
+        la[src] = 0
+        lh[src] = 0
+        graph_dijkstra(vchild[v0:v1], coff, csize, moff, mat_d, mat_h, cptr[v0:v1 + 1], cdst,
+                        cw, ld, la, lh, kd, ka, kh, win)
+        row = obase[n] + psrc[p] * B
+        for j in range(B):
+            out_d[row + j] = ld[targets[t0 + j]]
+            out_h[row + j] = lh[targets[t0 + j]]
+
+
+@njit(cache=True, nogil=True)
+def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
+    """Backlink of every inner cell: lowest ``k + 1`` whose neighbour is a tight predecessor."""
+    H, W = z.shape
+    for vr in range(H):
+        for vc in range(W):
+            if not inner[vr, vc]:
+                continue
+            v = vr * W + vc
+            if not ld[v] < _INF:
+                out[vr, vc] = 255
+                continue
+            if lh[v] == 0:
+                out[vr, vc] = 0
+                continue
+            out[vr, vc] = 255
+            for k in codes:
+                ur = vr + ARC_DR[k]
+                uc = vc + ARC_DC[k]
+                if ur < 0 or ur >= H or uc < 0 or uc >= W:
+                    continue
+                u = ur * W + uc
+                if not ld[u] < _INF or la[u] != la[v] or lh[u] + 1 != lh[v]:
+                    continue
+                zu = z[ur, uc]
+                fu = f[ur, uc]
+                if zu != zu or fu != fu:
+                    continue
+                back = (k + 4) % 8 if k < 8 else 8 + (k - 8 + 4) % 8  # the arc u -> v
+                if ld[u] + arc_cost(zu, z[vr, vc], fu, f[vr, vc], back, model, lengths) == ld[v]:
+                    out[vr, vc] = k + 1
+                    break
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def backlinks_batch(z, f, inner, codes, model, lengths, ld, la, lh, out):
+    """:func:`_backlinks` on a batch of windows (``z`` (n, H, W), labels (n, H*W))."""
+    for t in prange(z.shape[0]):
+        _backlinks(z[t], f[t], inner[t], codes, model, lengths, ld[t], la[t], lh[t], out[t])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
+              cw, fill):
+    """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw`` from ``cptr``) the
+    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code.
+    Each ``u`` writes only its own entries: ``prange`` over ``u`` (the top graph has
+    millions of vertices)."""
+    V = ids.shape[0]
+    for u in prange(V):
+        r = ids[u] // C
+        c = ids[u] % C
+        e = cptr[u]
+        n = 0
+        for k in codes:
+            rr = r + ARC_DR[k]
+            cc = c + ARC_DC[k]
+            if rr < 0 or rr >= R or cc < 0 or cc >= C:
+                continue
+            nid = rr * C + cc
+            pos = np.searchsorted(sorted_ids, nid)
+            if pos >= V or sorted_ids[pos] != nid:
+                continue
+            v = order[pos]
+            if vchild[v] == vchild[u]:
+                continue
+            w = arc_cost(z[u], z[v], f[u], f[v], k, model, lengths)
+            if not w < _INF:
+                continue
+            if fill:
+                cdst[e + n] = v
+                cw[e + n] = w
+            n += 1
+        if not fill:
+            cptr[u + 1] = n
+
+
+@njit(cache=True, nogil=True)
+def graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_d, pool_h,
+                          stamp, clock, cptr, cdst, cw, ld, la, lh, kd, ka, kh, win):
+    """:func:`graph_dijkstra` with the child matrices in a cache of pages.
+
+    ``pool_*[slot, loc]`` is the matrix of the ``loc``-th node of the page held in ``slot``
+    (padded; row ``r`` entry ``j`` for ``r, j < csize``). Runs until the queue is empty
+    (returns -1) or until the next vertex to settle lies in a node whose page is not in the
+    cache: it then returns that page, the queue untouched, so the caller loads the page and
+    calls again. ``stamp[slot]`` records the last use (``clock[0]`` counts) for LRU.
+    """
+    while kd[1] < _INF:
+        u = win[1]
+        c = vchild[u]
+        sl = slot_of[page_of[c]]
+        if sl < 0:
+            return page_of[c]
+        stamp[sl] = clock[0]
+        clock[0] += 1
+        tt_pop(kd, ka, kh, win)
+        du = ld[u]
+        au = la[u]
+        hu = lh[u]
+        base = coff[c]
+        B = csize[c]
+        r = u - base
+        loc = page_loc[c]
+        for j in range(B):
+            w = pool_d[sl, loc, r, j]
+            if not w < _INF:
+                continue
+            v = base + j
+            nd = du + w
+            nh = hu + pool_h[sl, loc, r, j]
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
+        for e in range(cptr[u], cptr[u + 1]):
+            v = cdst[e]
+            nd = du + cw[e]
+            nh = hu + 1
+            _improve(ld, la, lh, kd, ka, kh, win, v, nd, au, nh)
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def page_to_evict(held, pptr, pverts, kd):
+    """The cache slot whose page is needed last: the largest least queued distance over its
+    vertices (the tree's leaf keys; +inf when none of them is queued). Belady's rule with
+    Dijkstra's order as the future: LRU would evict in the order the wavefront comes back."""
+    cap = kd.shape[0] // 2
+    best, best_key = 0, -1.0
+    for sl in range(held.shape[0]):
+        p = held[sl]
+        m = np.inf
+        for e in range(pptr[p], pptr[p + 1]):
+            d = kd[cap + pverts[e]]
+            if d < m:
+                m = d
+        if m > best_key:
+            best, best_key = sl, m
+            if m == np.inf:
+                break
+    return best
+
+
+@njit(cache=True, nogil=True)
+def page_min_key(p, pptr, pverts, kd):
+    """Least queued distance over the vertices of page ``p`` (+inf: none queued)."""
+    cap = kd.shape[0] // 2
+    m = np.inf
+    for e in range(pptr[p], pptr[p + 1]):
+        d = kd[cap + pverts[e]]
+        if d < m:
+            m = d
+    return m
+
+
+class TiledCpuOps:
+    """The CPU side of the tiled algorithm's kernel table (twin: ``TiledGpuOps``)."""
+
+    name = "cpu"
+
+    def boundary_pairs(self, zb, fb, bidx, count, codes, model, lengths, out=None):
+        """Phase 1 on a batch of tiles: ``(dist, hops)`` (n, bmax, bmax) host arrays."""
+        if out is not None:
+            raise ValueError("out= (device slots) needs the gpu backend")
+        n, bmax = bidx.shape
+        out_d = np.full((n, bmax, bmax), _INF)
+        out_h = np.full((n, bmax, bmax), INT_INF, np.int32)
+        if count.any():
+            boundary_pairs_cpu(zb, fb, bidx, count, codes, model, lengths, out_d, out_h)
+        return out_d, out_h
+
+    def graphs_pairs(self, *args):
+        """The bottom-up Dijkstras of a batch of nodes (:func:`graphs_pairs_cpu`)."""
+        graphs_pairs_cpu(*args)
+
+    def windows_dijkstra(self, *args):
+        """Seeded Dijkstras on a batch of windows (:func:`windows_dijkstra_cpu`)."""
+        windows_dijkstra_cpu(*args)
+
+    #: the top is solved by the paged Dijkstra on the host
+    top_solve = None
