@@ -14,7 +14,7 @@ import warnings
 
 from .backend import BACKEND_CHOICES
 from .errors import InputError
-from .startup import Terminated, terminate_raises
+from .startup import Terminated, bound_malloc_arenas, quick_exit, terminate_raises
 
 _python_show_warning = warnings.showwarning
 
@@ -399,35 +399,18 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         _python_show_warning(message, category, filename, lineno, file, line)
 
 
-#: Commands whose process ends as soon as they return, when run as the command line (``main()``
-#: without ``argv``): their outputs are complete and closed and nothing of theirs runs on, so the
-#: interpreter's teardown (modules, Numba, CuPy's pools, the CUDA context) is skipped: ~0.3 s
-#: of a Neuse-size ``cost-distance`` on the H100 host (docs/benchmarks.md).
-QUICK_EXIT_COMMANDS = ("cost-distance",)
-
-
-def _quick_exit(status):
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
-    os._exit(status)
-
-
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning
-    from .startup import bound_malloc_arenas
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     try:
         with terminate_raises():
             status = int(_handler(args)(args) or 0)
-        if argv is None and args.command in QUICK_EXIT_COMMANDS:
-            _quick_exit(status)
+        if argv is None:  # the command line's own process: its outputs are complete
+            quick_exit(status)
         return status
     except InputError as e:
         print(f"terrain: {e}", file=sys.stderr)
