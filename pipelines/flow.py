@@ -256,14 +256,19 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             for name in ("filled", "direction", "accumulation"):
                 _create(tmp, name, tile, shape)
             out_layer = None
-            if cells is not None:
-                mask = np.zeros(shape, np.uint8)
-                for r, c in cells:
-                    mask[r, c] = 1
+            if cells is not None:  # shard by shard: only those holding an outlet
                 _create(tmp, "outlets", tile, shape)
-                _write_whole(tmp, "outlets", mask, side)
+                by_shard = {}
+                for r, c in cells:
+                    by_shard.setdefault((r // side, c // side), []).append((r, c))
+                for (si, sj), cs in by_shard.items():
+                    w = (si * side, min((si + 1) * side, shape[0]), sj * side,
+                         min((sj + 1) * side, shape[1]))
+                    block = np.zeros((w[1] - w[0], w[3] - w[2]), np.uint8)
+                    for r, c in cs:
+                        block[r - w[0], c - w[2]] = 1
+                    write_block(tmp, "outlets", w, block)
                 out_layer = "outlets"
-                del mask
             wall["ingest"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             if filled:
