@@ -335,6 +335,8 @@ def _group_step(spec, ops, read_z, read_out, window, halo_a, halo_t, height):
         halo_t = halo_a
     away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
     labels, maxa = ops.flat_labels(code, away, spec.step)
+    if isinstance(height, str):  # "local": the block holds its flats whole (one group)
+        height = maxa
     if height is None:
         fl = _frames(labels, h, w)
         border = any(bool(np.any(x > 0)) for x in fl)
@@ -512,6 +514,11 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     plan = spec.plan(group_tiles)
     read_z = _array_reader(z)
     read_out = None if out is None else _array_reader(out)
+    if len(plan.groups) == 1:  # one block: its flats are whole, one pass
+        code, stats = _group_step(spec, _ops(backend), read_z, read_out, (0, z.shape[0], 0,
+                                  z.shape[1]), None, None, "local")
+        stats.update(outlets=int(np.count_nonzero(code == 0)), rounds=1)
+        return FlowDirections(code, stats)
     results, heights, rounds, frames = direction_pass(spec, plan, read_z, read_out, backend)
     direction = np.empty(z.shape, np.uint8)
     stats = {"cells": 0, "flat_cells": 0, "outlets": 0}
@@ -571,9 +578,9 @@ def _out_edges(dp):
     """Interior cells whose direction leaves the block: padded ``(rows, cols, head rows,
     head cols)``, row-major."""
     R, C = dp.shape
-    inner = np.zeros((R, C), bool)
-    inner[1:-1, 1:-1] = True
-    rr, cc = np.nonzero(inner & (dp != 255) & (dp != 0))
+    ring = np.zeros((R, C), bool)  # only the interior's border cells can leave it
+    ring[1, 1:-1] = ring[-2, 1:-1] = ring[1:-1, 1] = ring[1:-1, -2] = True
+    rr, cc = np.nonzero(ring & (dp != 255) & (dp != 0))
     hr, hc = rr.copy(), cc.copy()
     for code, (dr, dc) in code_offsets().items():
         m = dp[rr, cc] == code
@@ -718,8 +725,11 @@ def accumulation_pass(spec, plan, read_dir, write, read_w=None, backend=None, ca
     ``write(window, acc)`` receives each group's float64 accumulation; returns what the
     walk's leaf steps returned, by group. ``call`` runs the steps (a pipeline's makes them
     tasks)."""
-    _, rest = walk_up(plan, (_leaf_up, spec, backend, read_dir, read_w, what), (_merge_up, spec),
-                      call, nout=2, names=("acc-up", "acc-merge"))
+    if len(plan.groups) == 1:  # one block: nothing enters it, no boundary graphs
+        rest = {(plan.group_level, 0, 0): (None,)}
+    else:
+        _, rest = walk_up(plan, (_leaf_up, spec, backend, read_dir, read_w, what),
+                          (_merge_up, spec), call, nout=2, names=("acc-up", "acc-merge"))
     _, out = walk_down(plan, (_split_down, spec),
                        (_leaf_down, spec, backend, read_dir, read_w, what, write), call,
                        extra=rest, node_nout=4, names=("acc-split", "acc-down"))
