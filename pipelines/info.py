@@ -19,12 +19,17 @@ from terrain.tiles import is_store, open_store
 __all__ = ["describe_path", "format_description", "info_command", "RESULT_ATTRS"]
 
 # store attributes that hold a result's summary (other commands add theirs here)
-RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs")
+RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs", "flow")
 _MEANINGS = {"elevation": "elevation, NaN = nodata",
              "allocation": "index of the nearest source (ties: lower index), -1 unreached",
              "backlink": "direction to the predecessor: 0 source, 1..16 E SE S SW W NW N NE "
                          "ENE..NNE, 255 unreached",
-             "mst": "forest edge bits: 1 E, 2 S, 4 SE, 8 SW (0 = no edge owned)"}
+             "mst": "forest edge bits: 1 E, 2 S, 4 SE, 8 SW (0 = no edge owned)",
+             "filled": "depression-filled elevation, NaN = nodata",
+             "direction": "D8 flow direction, ESRI codes 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, "
+                          "64 N, 128 NE; 0 outlet; 255 nodata",
+             "accumulation": "flow accumulation (cells or weights draining through, itself "
+                             "included), NaN = nodata"}
 
 
 def _layers(group):
@@ -81,6 +86,12 @@ def _format_result(name, s):
                 f"reached, max distance {'-' if md is None else f'{md:.10g}'} (cost "
                 f"{s.get('cost')}, {s.get('connectivity')}-connected"
                 + (f", max cost {s['max_cost']:g}" if s.get("max_cost") else "") + ")")
+    if name == "flow":
+        return (f"D{s.get('connectivity')}, {s.get('cells')} cells, {s.get('outlet_cells')} "
+                f"outlets ({s.get('outlets')}), {s.get('flat_cells')} flat cells, max "
+                f"accumulation {s.get('max_accumulation', float('nan')):.10g}"
+                + (f" (weights {s['weights']})" if s.get("weights") else "")
+                + f", {s.get('route')} route")
     keys = [k for k, v in s.items() if isinstance(v, (int, float, str)) and k != "output"][:6]
     return ", ".join(f"{k} {s[k]}" for k in keys)
 

@@ -8,6 +8,9 @@ What it can check
 * a ``cost-distance`` output store: distance, backlink and allocation against the DEM,
   friction and cost model recorded in its ``cost_model`` attribute (the SSSP certificate of
   :func:`terrain.verify.verify_grid_sssp`, window by window with a 2-cell halo: out of core);
+* a ``flow`` output store: directions and accumulation against its ``filled`` layer, the
+  connectivity, cell size and outlets the summary records (the certificate of
+  :func:`terrain.verify.verify_flow`, in memory), with the weights raster it names;
 * a BFS distances file (``bfs --out dist.npy``) with ``--graph GRAPH --source S[,S...]``.
 
 The checks run in one process (no Dask graph: a certificate is a single pass over the
@@ -66,6 +69,30 @@ def _verify_cost_store(path):
                             rtol=rtol, window=side * max(1, 1024 // side))
 
 
+def _verify_flow_store(path):
+    from terrain.verify import verify_flow
+
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    s = dict(group.attrs.get("flow") or {})
+    outlets = group["outlets"][:] if "outlets" in group else None
+    weights = None
+    if s.get("weights"):
+        wpath = Path(s["weights"])
+        if not wpath.exists():
+            raise InputError(f"{path}: its accumulation was weighted by {wpath}, which is gone")
+        if is_store(wpath):
+            weights = zarr.open_group(store=str(wpath), mode="r")["elevation"][:]
+        else:
+            from terrain.io import read_grid
+            weights, _ = read_grid(wpath)
+    # tiled weighted sums associate per quadtree node (terrain.hydrology.flow): rounding
+    rtol = 1e-12 if weights is not None and s.get("route") == "tiled" else 0.0
+    return verify_flow(group["filled"][:], group["direction"][:], group["accumulation"][:],
+                       weights, connectivity=int(s.get("connectivity", 8)),
+                       cellsize=tuple(s.get("cellsize", (1.0, 1.0))), outlets=outlets,
+                       rtol=rtol)
+
+
 def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
     from terrain.graph import load_graph
     from terrain.verify import verify_sssp
@@ -93,8 +120,10 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
             return _verify_mst_store(p)
         if "distance" in group and "backlink" in group:
             return _verify_cost_store(p)
-        raise InputError(f"{path}: no result verify knows in this store (an mst or "
-                         "cost-distance output)")
+        if "direction" in group and "flow" in group.attrs:
+            return _verify_flow_store(p)
+        raise InputError(f"{path}: no result verify knows in this store (an mst, "
+                         "cost-distance or flow output)")
     if p.suffix == ".npy":
         return _verify_bfs_file(p, graph, sources, fmt)
     raise InputError(f"{path}: not a result store or a .npy distances file")

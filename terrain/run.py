@@ -33,12 +33,16 @@ HANDLERS = {
     "sssp": "pipelines.graph:sssp_command",
     "cost-distance": "pipelines.cost_distance_start:cost_distance_command",  # device ready first
     "path": "pipelines.cost_distance:path_command",
+    # ---- hydrology (flow, watershed, streams): _add_hydrology below ----
+    "flow": "pipelines.flow:flow_command",
+    "watershed": "pipelines.watershed:watershed_command",
+    "streams": "pipelines.watershed:streams_command",
 }
 
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
-BATCH_COMMANDS = ("ingest", "mst", "cost-distance")  # pipelines.batch.RUNNERS
+BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "flow")  # pipelines.batch.RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -382,7 +386,76 @@ def build_parser():
                    help="cost-distance store: draw these least-cost paths (from terrain path)")
     p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
 
+    _add_hydrology(sub)
     return parser
+
+
+# ---- hydrology: the flow, watershed and streams commands (pipelines/flow.py, watershed.py) ----
+
+def _add_hydrology(sub):
+    """The subcommands of the hydrology pipelines (one block: added as a whole)."""
+    p = sub.add_parser("flow", help="D8 flow directions (ESRI codes, flats resolved) and flow "
+                       "accumulation of a DEM, after depression filling",
+                       description="Fill the DEM's depressions, then compute D8 (or D4) flow "
+                       "directions by steepest distance-weighted descent, flats routed by "
+                       "Garbrecht-Martz / Barnes (2014) flat resolution, and the flow "
+                       "accumulation. The store holds 'filled' (float32), 'direction' (uint8 "
+                       "ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 0 outlet; "
+                       "255 nodata) and 'accumulation' (float64, the cell itself included).")
+    p.add_argument("input", metavar="DEM", help="ASCII grid, any rasterio raster, or a tile store")
+    p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
+                   help="result store (default: DEM's name with .flow.zarr)")
+    p.add_argument("--filled", action="store_true",
+                   help="the DEM is already depression-filled: use it as it is")
+    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="8: D8 (default); 4: D4")
+    p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
+                   help="the cells water leaves by: a raster (non-zero cells) or CSV/GeoJSON "
+                        "points (default: the grid's edge and nodata)")
+    p.add_argument("--weights", default=None, metavar="RASTER",
+                   help="accumulate these per-cell weights (e.g. rainfall) instead of 1 per cell")
+    p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
+                   help="in core when the grid fits half the memory (auto, default), or tiled "
+                        "(out of core); the same result")
+    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
+                 "its own)")
+    _add_backend(p)
+    _add_scheduler(p)
+    p.add_argument("--geotiff-dir", default=None, metavar="DIR",
+                   help="also write filled.tif, direction.tif and accumulation.tif there (COGs)")
+    p.add_argument("--no-cog", action="store_true",
+                   help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+
+    p = sub.add_parser("watershed", help="label the cells draining to outlet points (from a "
+                       "flow store)")
+    p.add_argument("flow", metavar="FLOW", help="a store written by terrain flow")
+    p.add_argument("--outlet", action="append", default=None, metavar="X,Y",
+                   help="an outlet in map coordinates (repeatable); labels 1, 2, ... in order")
+    p.add_argument("--outlets", default=None, metavar="FILE",
+                   help="outlets: CSV of x,y or GeoJSON points (labelled after --outlet)")
+    p.add_argument("--snap", type=float, default=0.0, metavar="DIST",
+                   help="move each outlet to the cell of largest accumulation within DIST map "
+                        "units (ArcGIS's Snap Pour Point; default 0: as given)")
+    p.add_argument("-o", "--output", required=True, metavar="LABELS.tif|LABELS.zarr",
+                   help="int32 labels (0: drains elsewhere; -1 nodata): a GeoTIFF or a store")
+    p.add_argument("--overwrite", action="store_true", help="replace the output")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("streams", help="the stream network (cells of accumulation >= N) as "
+                       "lines with their Strahler order (from a flow store)")
+    p.add_argument("flow", metavar="FLOW", help="a store written by terrain flow")
+    p.add_argument("--threshold", type=_positive_float, required=True, metavar="N",
+                   help="a cell is on a stream when its accumulation is at least N")
+    p.add_argument("-o", "--output", required=True, metavar="STREAMS.geojson|.gpkg",
+                   help="GeoJSON (RFC 7946: longitude/latitude, WGS 84) or GeoPackage (the "
+                        "DEM's own CRS) of LineStrings, one per link between confluences")
+    p.add_argument("--overwrite", action="store_true", help="replace the output")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    sub.choices["batch"].add_argument("--filled", action="store_true",
+                                      help="flow: the DEMs are already depression-filled")
 
 
 def _handler(args):

@@ -57,7 +57,8 @@ from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T, arc_cost
 from .grid.edges import (CONNECTIVITIES, DIRECTIONS, edge_weight, horizontal_lengths,
                          order_bits, weight_model_code)
 
-__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "DIRECTION_NAMES"]
+__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_flow",
+           "DIRECTION_NAMES"]
 
 DIRECTION_NAMES = ("E", "S", "SE", "SW")
 
@@ -694,3 +695,231 @@ def _cost_violation(out, d, b, a, rr0, cc0, fmt):
         r2, c2 = r + int(ARC_DR[k]), c + int(ARC_DC[k])
         fields.update(r2=r2, c2=c2, d2=fmt(d[r2 - rr0, c2 - cc0]))
     return _GRID_SSSP_CODES[code].format(**fields)
+
+
+# ------------------------------------------------------------------------------------------
+# flow directions and accumulation
+
+_FDR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+_FDC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+_FLOW_WHY = {
+    1: "holds a value that is not an ESRI D8 code (1, 2, 4, ..., 128; 0 outlet; 255 nodata)",
+    2: "is nodata (255) on a cell with an elevation, or has a direction on a nodata cell",
+    3: "points off the grid or to a nodata cell",
+    4: "climbs: its downstream neighbour is higher on the filled DEM",
+    5: "is not the steepest descent (distance-weighted, first in code order on ties)",
+    6: "has no lower neighbour but leaves its flat (the neighbour is lower or higher)",
+    7: "is an outlet (0) but neither a named outlet nor a cell without a lower neighbour "
+       "beside the grid's edge or nodata (an undrained sink)",
+    8: "should be an outlet (0): a named outlet, or a cell without a lower neighbour beside "
+       "the grid's edge or nodata",
+    9: "is a diagonal, which D4 does not have",
+    10: "never reaches an outlet: the directions hold a cycle upstream of or through it",
+    11: "accumulation is not its weight plus the accumulation of the cells draining into it",
+    12: "accumulation is not NaN exactly at the nodata cells",
+}
+
+
+@numba.njit(cache=True)
+def _check_flow(z, d, outl, has_out, edge_outlets, step, dist):
+    """(violation, cell) of the direction checks; (0, -1) when they all hold."""
+    R, C = z.shape
+    for r in range(R):
+        for c in range(C):
+            v = d[r, c]
+            cell = r * C + c
+            nan = np.isnan(z[r, c])
+            if v == 255 or nan:
+                if not (v == 255 and nan):
+                    return 2, cell
+                continue
+            k = -1
+            if v != 0:
+                for q in range(8):
+                    if v == (1 << q):
+                        k = q
+                if k < 0:
+                    return 1, cell
+                if step == 2 and k % 2 == 1:
+                    return 9, cell
+            best = 0.0
+            bk = -1
+            boundary = False
+            for q in range(0, 8, step):
+                rr = r + _FDR[q]
+                cc = c + _FDC[q]
+                if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
+                    boundary = True
+                    continue
+                drop = (np.float64(z[r, c]) - np.float64(z[rr, cc])) / dist[q]
+                if drop > best:
+                    best = drop
+                    bk = q
+            named = has_out and outl[r, c] != 0
+            must_out = named or (edge_outlets and boundary and bk < 0)
+            if v == 0:
+                if not must_out:
+                    return 7, cell
+                continue
+            if must_out:
+                return 8, cell
+            rr = r + _FDR[k]
+            cc = c + _FDC[k]
+            if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
+                return 3, cell
+            if z[rr, cc] > z[r, c]:
+                return 4, cell
+            if bk >= 0 and k != bk:
+                return 5, cell
+            if bk < 0 and z[rr, cc] != z[r, c]:
+                return 6, cell
+    return 0, -1
+
+
+@numba.njit(cache=True)
+def _first_cycle_cell(d):
+    """A valid cell that Kahn's order never reaches (on or below a cycle), or -1."""
+    R, C = d.shape
+    indeg = np.zeros((R, C), np.int32)
+    for r in range(R):
+        for c in range(C):
+            v = d[r, c]
+            if v == 0 or v == 255:
+                continue
+            for q in range(8):
+                if v == (1 << q):
+                    indeg[r + _FDR[q], c + _FDC[q]] += 1
+    stack = np.empty(R * C, np.int64)
+    top = 0
+    for r in range(R):
+        for c in range(C):
+            if d[r, c] != 255 and indeg[r, c] == 0:
+                stack[top] = r * C + c
+                top += 1
+    while top > 0:
+        top -= 1
+        r = stack[top] // C
+        c = stack[top] % C
+        v = d[r, c]
+        if v == 0:
+            continue
+        for q in range(8):
+            if v == (1 << q):
+                rr = r + _FDR[q]
+                cc = c + _FDC[q]
+                indeg[rr, cc] -= 1
+                if indeg[rr, cc] == 0:
+                    stack[top] = rr * C + cc
+                    top += 1
+    for r in range(R):
+        for c in range(C):
+            if d[r, c] != 255 and indeg[r, c] > 0:
+                return r * C + c
+    return -1
+
+
+@numba.njit(cache=True)
+def _check_accumulation(d, acc, w, has_w, rtol):
+    R, C = d.shape
+    for r in range(R):
+        for c in range(C):
+            if d[r, c] == 255:
+                if not np.isnan(acc[r, c]):
+                    return 12, r * C + c
+                continue
+            s = w[r, c] if has_w else 1.0
+            if has_w and np.isnan(s):
+                s = 0.0
+            for q in range(8):
+                rr = r + _FDR[q]
+                cc = c + _FDC[q]
+                if 0 <= rr < R and 0 <= cc < C and d[rr, cc] == (1 << ((q + 4) & 7)):
+                    s += acc[rr, cc]
+            a = acc[r, c]
+            if np.isnan(a):
+                return 12, r * C + c
+            if rtol == 0.0:
+                if a != s:
+                    return 11, r * C + c
+            elif abs(a - s) > rtol * max(abs(a), abs(s)):
+                return 11, r * C + c
+    return 0, -1
+
+
+def verify_flow(filled, direction, accumulation=None, weights=None, *, connectivity=8,
+                cellsize=(1.0, 1.0), outlets=None, rtol=0.0):
+    """Check flow directions (and accumulation) on a filled DEM.
+
+    Directions: every code is an ESRI D8 code (D4: a cardinal one), 255 exactly at nodata;
+    none climbs; a cell with a lower neighbour takes the steepest distance-weighted drop
+    (first in code order on ties); a cell without one stays in its flat (a neighbour of its
+    elevation); 0 exactly at the outlets (the named ones, else cells without a lower
+    neighbour beside the grid's edge or nodata): so an undrained sink fails; and Kahn's
+    in-degree order reaches every cell, so there is no cycle and every path ends at an
+    outlet. Accumulation: NaN exactly at nodata, and every cell's value is its weight (1)
+    plus the values of the cells draining into it, summed in code order -- equal bits
+    (``rtol`` 0) or within ``rtol``.
+
+    Returns
+    -------
+    Certificate
+
+    Examples
+    --------
+    >>> z = np.array([[3, 2, 1]], np.float32)
+    >>> d = np.array([[1, 1, 0]], np.uint8)
+    >>> verify_flow(z, d, np.array([[1.0, 2.0, 3.0]])).ok
+    True
+    >>> verify_flow(z, np.array([[1, 16, 0]], np.uint8)).violation
+    'direction of cell (0, 1) climbs: its downstream neighbour is higher on the filled DEM'
+    """
+    z = np.ascontiguousarray(filled, np.float32)
+    d = np.ascontiguousarray(direction)
+    if z.ndim != 2 or d.shape != z.shape:
+        raise InputError(f"verify: filled DEM {z.shape} and directions {d.shape} must be 2-D "
+                         "of one shape")
+    if int(connectivity) not in (4, 8):
+        raise InputError(f"verify: connectivity {connectivity!r} is not 4 or 8")
+    d = d.astype(np.uint8)
+    step = 1 if int(connectivity) == 8 else 2
+    dx, dy = (float(v) for v in cellsize)
+    diag = math.sqrt(dx * dx + dy * dy)
+    dist = np.array([dx, diag, dy, diag, dx, diag, dy, diag], np.float64)
+    has_out = outlets is not None
+    outl = (np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8) if has_out
+            else np.zeros((1, 1), np.uint8))
+    cert = Certificate("flow directions" + ("" if accumulation is None else
+                                             " and accumulation"))
+    cols = z.shape[1]
+    why, cell = _check_flow(z, d, outl, has_out, outlets is None, step, dist)
+    if why:
+        return cert.fail(f"direction of cell {_cell(cell, cols)} {_FLOW_WHY[why]}")
+    valid = int(np.count_nonzero(d != 255))
+    outl_n = int(np.count_nonzero(d == 0))
+    cert.checks.append(f"the {valid} codes are ESRI D{connectivity} codes, 255 exactly at "
+                       "nodata; none climbs on the filled DEM; descents are the steepest, "
+                       "flats drain within their elevation")
+    cert.checks.append(f"0 exactly at the {outl_n} outlets (" + (
+        "the named cells" if has_out else "cells without a lower neighbour beside the "
+        "grid's edge or nodata") + "): no undrained sink")
+    bad = _first_cycle_cell(d)
+    if bad >= 0:
+        return cert.fail(f"direction of cell {_cell(bad, cols)} {_FLOW_WHY[10]}")
+    cert.checks.append("in-degree order reaches every cell: no cycle, every path ends at an "
+                       "outlet")
+    cert.facts = {"cells": valid, "outlets": outl_n}
+    if accumulation is not None:
+        acc = np.ascontiguousarray(accumulation, np.float64)
+        if acc.shape != z.shape:
+            raise InputError(f"verify: accumulation {acc.shape} and DEM {z.shape} differ")
+        has_w = weights is not None
+        w = (np.ascontiguousarray(weights, np.float64) if has_w
+             else np.zeros((1, 1), np.float64))
+        why, cell = _check_accumulation(d, acc, w, has_w, float(rtol))
+        if why:
+            return cert.fail(f"cell {_cell(cell, cols)}: {_FLOW_WHY[why]}")
+        cert.checks.append("accumulation = " + ("weight" if has_w else "1") + " + the "
+                           "accumulation of the cells draining in, at every cell" +
+                           (" (equal bits)" if rtol == 0 else f" (within {rtol:g})"))
+        cert.facts["max_accumulation"] = float(np.nanmax(acc)) if valid else float("nan")
+    return cert
