@@ -1,0 +1,466 @@
+"""Exact depression filling from the grid's minimum spanning forest, in core or tiled.
+
+The spill elevation
+-------------------
+Water in a cell leaves the grid at an *outlet*: by default a cell on the grid's edge or
+beside nodata (a neighbour in the chosen connectivity is NaN or outside the grid); with
+``outlets`` given, exactly the named cells. The level to which a cell floods -- its *spill
+elevation*, what priority-flood depression filling computes (Barnes, Lehman & Mulla 2014;
+RichDEM's ``FillDepressions(epsilon=False)``) -- is the least, over all paths from the cell
+to an outlet, of the highest elevation on the path:
+
+    filled(c) = min over paths c = p0, ..., pk (pk an outlet) of max z(pi).
+
+With edge weights ``max(z_u, z_v)`` that is a minimax path, and a minimum spanning forest
+holds a minimax path between any two cells of a tree. So with ``F`` the grid MSF (terrain's
+grid MST, weight ``max``: :func:`terrain.grid.mst.grid_mst`), ``filled(c)`` is the least,
+over the outlets ``b`` of ``c``'s tree, of the largest weight on the forest path from ``c``
+to ``b`` (and ``z(c)`` when ``c`` is an outlet). Adding a vertex "outside" joined to every
+outlet with weight ``z(b)`` gives the same number (the path's last edge already weighs at
+least ``z(b)``), so nothing in the MST changes: the outlets are the *sources* of a pass
+over the forest (:func:`terrain.hydrology._fill_cpu.forest_dp_cpu`: per tree, up then
+down in BFS order, O(cells)). Every value is one of the input's float32 elevations, chosen
+by comparisons only: the result is exact, and the same whichever minimum forest (tie
+order, tile size, backend) produced it.
+
+A cell from which no outlet can be reached (only with ``outlets`` given: a region cut off
+by nodata with no named outlet) keeps its elevation and is counted as ``undrained``.
+
+Outputs: ``filled`` (float32, NaN = nodata), ``depth = filled - z`` (float32, 0 where not
+flooded), ``depression`` (int32): the connected regions (in the chosen connectivity) of
+flooded cells (``depth > 0``) numbered 1, 2, ... in the row-major order of their first
+cell, 0 elsewhere. Two neighbouring flooded cells always share one level, so a region is
+one lake at one level; the numbering depends on nothing but the result.
+
+Tiled (out of core)
+-------------------
+The forest's mask and the DEM are read group by group (a quadtree node of tiles, a shard of
+the store) along the one quadtree walk of :mod:`terrain.tiles.quadtree`:
+
+* up, a group reduces its part of the forest to its *ports* (cells with a forest edge
+  leaving the group) with the best level at which each drains inside the group
+  (:func:`terrain.hydrology._fill_cpu.forest_reduce_cpu`: dead ends peeled into their
+  neighbours, paths contracted to their maximum); a node merges its children's reduced
+  forests with the forest edges between them (a forest again) and reduces it to its own
+  ports;
+* at the root the merged forest holds every port's final level (the drain pass over it);
+  down, each node gives its children the final levels of their kept vertices, and a group
+  runs the drain pass over its own forest with its outlets and those levels as sources.
+
+Every level is exact (minimax over a forest); a group holds its block, a node
+O(perimeter) vertices. The answer is the in-core one, bit for bit, for every tile size.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backend import get_backend
+from ..errors import InputError
+from ..grid.edges import check_connectivity
+from . import _fill_cpu as K
+
+__all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
+           "FillSpec", "PortGraph", "fill_leaf_up", "fill_merge", "fill_split",
+           "fill_leaf_down", "fill_tiled"]
+
+
+@dataclass
+class FillResult:
+    """The filled DEM and what comes with it.
+
+    Attributes
+    ----------
+    filled : (rows, cols) float32
+        Spill elevations, NaN = nodata.
+    depth : (rows, cols) float32
+        ``filled - z`` (0 outside the depressions, NaN = nodata).
+    depression : (rows, cols) int32
+        The lake a cell lies in, numbered in the row-major order of the lakes' first
+        cells, 0 outside any.
+    stats : dict
+        ``cells``, ``outlets``, ``flooded``, ``depressions``, ``undrained``, ``max_depth``,
+        ``connectivity``, ``backend``, ``path``, ``times``.
+    """
+
+    filled: np.ndarray
+    depth: np.ndarray
+    depression: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+
+def _step(connectivity):
+    return 1 if check_connectivity(connectivity) == 8 else 2
+
+
+def _halo(a, fill):
+    """``a`` with one cell more on every side, holding ``fill``."""
+    out = np.full((a.shape[0] + 2, a.shape[1] + 2), fill, a.dtype)
+    out[1:-1, 1:-1] = a
+    return out
+
+
+def outlet_cells(z, connectivity=8, outlets=None):
+    """The outlet mask (uint8, 1 = outlet) of DEM ``z``: the cells on the grid's edge or
+    beside nodata (a neighbour in ``connectivity`` is NaN or outside the grid), or with
+    ``outlets`` (a mask of the grid's shape) exactly its non-zero cells that are not nodata.
+
+    >>> outlet_cells(np.ones((3, 3), np.float32)).tolist()
+    [[1, 1, 1], [1, 0, 1], [1, 1, 1]]
+    """
+    z = np.asarray(z, np.float32)
+    if outlets is not None:
+        o = np.asarray(outlets)
+        if o.shape != z.shape:
+            raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
+                             f"{z.shape[0]} x {z.shape[1]}")
+        return ((o != 0) & ~np.isnan(z)).astype(np.uint8)
+    out = np.empty(z.shape, np.uint8)
+    K.outlets_cpu(_halo(z, np.float32(np.nan)), _step(connectivity), out)
+    return out
+
+
+def depression_labels(flooded, connectivity=8):
+    """Connected regions of ``flooded`` cells numbered 1, 2, ... in the row-major order
+    of their first cell (int32, 0 elsewhere).
+
+    >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
+    [[1, 0, 2], [0, 3, 0]]
+    """
+    return K.flooded_labels_cpu(np.ascontiguousarray(flooded, np.bool_), _step(connectivity))
+
+
+def _drain_block(zh, mh, src):
+    """The drain pass over the forest of a halo block (inner cells), from ``src``
+    (float32 per inner cell, ``inf`` = not a source): the level of every inner cell,
+    ``inf`` where its tree inside the block has no source."""
+    indptr, adj, w, _, _, _ = K.block_forest_cpu(zh, mh)
+    return K.forest_dp_cpu(indptr, adj, w, np.ascontiguousarray(src, np.float32).ravel())
+
+
+class _CpuOps:
+    """The CPU's forest and drain pass: the grid MST's tiled Borůvka (its best CPU path),
+    then the two-pass drain over the forest in BFS order."""
+
+    name = "cpu"
+
+    def __init__(self, be):
+        self.be = be
+
+    def levels(self, z, outlet, connectivity, tile):
+        from ..grid.mst import grid_mst
+        mask = grid_mst(z, connectivity, "max", tile, self.be).mask
+        src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32)
+        f = _drain_block(_halo(z, np.float32(np.nan)), _halo(mask, np.uint8(0)), src)
+        return f.reshape(z.shape)
+
+
+class _GpuOps:
+    """The GPU's twin: the whole-grid Borůvka with the outlets seeded as one supervertex,
+    so every tree of the forest holds exactly one outlet, then the trees rooted at their
+    outlets (Euler tours) and the path maxima to the roots by pointer jumping
+    (:mod:`terrain.hydrology._fill_gpu`, ``_fill.cu``). The levels are the CPU's, bit for
+    bit (they are the unique minimax values)."""
+
+    name = "gpu"
+
+    def __init__(self, be):
+        self.be = be
+
+    def levels(self, z, outlet, connectivity, tile):
+        from ._fill_gpu import device_levels
+        return self.be.to_numpy(device_levels(z, outlet, connectivity, self.be))
+
+
+def _ops(be):
+    return be.select(_CpuOps, _GpuOps)(be)
+
+
+def fill_depressions(dem, connectivity=8, outlets=None, *, tile=512, backend=None):
+    """Fill every depression of ``dem`` to its spill elevation (module docstring), in core.
+
+    Parameters
+    ----------
+    dem : (rows, cols) array, NaN = nodata
+    connectivity : {4, 8}
+        How water moves between cells (D4 or D8), for the forest and for "beside nodata".
+    outlets : (rows, cols) array, optional
+        Non-zero cells are the outlets (instead of the grid's edge and nodata).
+    tile : int
+        Tile side of the grid MST on the CPU.
+    backend : {'cpu', 'gpu', 'auto'}, optional
+
+    Returns
+    -------
+    FillResult
+
+    Examples
+    --------
+    >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 5, 5, 5]], np.float32)
+    >>> z[0, 2] = 4                                    # the spill: 4, on the edge
+    >>> r = fill_depressions(z, 8, backend="cpu")
+    >>> r.filled[1:3, 1:3].tolist(), r.depression[1:3, 1:3].tolist()
+    ([[4.0, 4.0], [5.0, 4.0]], [[1, 1], [0, 1]])
+    """
+    t0 = time.perf_counter()
+    be = get_backend(backend)
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    if z.ndim != 2:
+        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
+    conn = check_connectivity(connectivity)
+    outlet = outlet_cells(z, conn, outlets)
+    times = {}
+    t1 = time.perf_counter()
+    f = _ops(be).levels(z, outlet, conn, tile)
+    times["levels"] = time.perf_counter() - t1
+    return _finish(z, f, outlet, conn, be, "in-core", times, t0)
+
+
+def _finish(z, f, outlet, conn, be, path, times, t0):
+    """The result layers and statistics from the levels ``f`` (``inf`` = undrained)."""
+    t1 = time.perf_counter()
+    undrained = np.isinf(f) & ~np.isnan(z)
+    filled = np.where(np.isinf(f), z, f).astype(np.float32)
+    depth = (filled - z).astype(np.float32)
+    flooded = depth > 0
+    depression = depression_labels(flooded, conn)
+    times["labels"] = time.perf_counter() - t1
+    times["total"] = time.perf_counter() - t0
+    valid = int(np.count_nonzero(~np.isnan(z)))
+    stats = {"cells": valid, "outlets": int(np.count_nonzero(outlet)),
+             "flooded": int(np.count_nonzero(flooded)),
+             "depressions": int(depression.max(initial=0)),
+             "undrained": int(np.count_nonzero(undrained)),
+             "max_depth": float(np.nanmax(depth)) if valid else 0.0,
+             "connectivity": conn, "backend": be.name, "path": path,
+             "times": {k: round(v, 6) for k, v in times.items()}}
+    return FillResult(filled, depth, depression, stats)
+
+
+# ------------------------------------------------------------------------------------------
+# tiled: the steps of the quadtree walk (the in-memory driver below and pipelines/fill.py)
+
+from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up  # noqa: E402
+
+
+@dataclass(frozen=True)
+class FillSpec(TiledGrid):
+    """What the tiled fill computes: grid shape, tile side, connectivity, and whether the
+    outlets are named (``named_outlets``: an outlet raster) or the grid's edge and nodata."""
+
+    shape: tuple
+    tile: int
+    connectivity: int = 8
+    named_outlets: bool = False
+
+    def __post_init__(self):
+        check_connectivity(self.connectivity)
+
+    def plan(self, group_tiles):
+        """The :class:`terrain.tiles.quadtree.QuadtreePlan` with ``group_tiles`` tiles a
+        side per group."""
+        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
+
+
+@dataclass
+class PortGraph:
+    """A block's forest reduced to its ports (global cell ids): kept vertices and their
+    drain levels inside the block, the forest edges between them, and the forest edges
+    leaving the block (``cu`` inside, ``cv`` outside)."""
+
+    window: tuple
+    verts: np.ndarray
+    d: np.ndarray
+    eu: np.ndarray
+    ev: np.ndarray
+    ew: np.ndarray
+    cu: np.ndarray
+    cv: np.ndarray
+    cw: np.ndarray
+
+    @property
+    def nbytes(self):
+        return sum(getattr(self, k).nbytes for k in ("verts", "d", "eu", "ev", "ew", "cu",
+                                                     "cv", "cw"))
+
+
+def _inside(cells, window, ncols):
+    r, c = np.divmod(np.asarray(cells, np.int64), ncols)
+    r0, r1, c0, c1 = window
+    return (r >= r0) & (r < r1) & (c >= c0) & (c < c1)
+
+
+def read_halo(read, spec, window):
+    """``(zh, mh, outlet)`` of ``window``: elevations and forest mask with a one-cell halo
+    (NaN and 0 outside the grid) and the outlets of the window's cells. ``read(name, r0,
+    r1, c0, c1)`` reads layer ``name`` ("elevation", "mst", "outlets") of the grid."""
+    r0, r1, c0, c1 = window
+    R, C = spec.shape
+    a0, a1, b0, b1 = max(r0 - 1, 0), min(r1 + 1, R), max(c0 - 1, 0), min(c1 + 1, C)
+    zh = np.full((r1 - r0 + 2, c1 - c0 + 2), np.nan, np.float32)
+    mh = np.zeros((r1 - r0 + 2, c1 - c0 + 2), np.uint8)
+    sl = (slice(a0 - r0 + 1, a1 - r0 + 1), slice(b0 - c0 + 1, b1 - c0 + 1))
+    zh[sl] = read("elevation", a0, a1, b0, b1)
+    mh[sl] = read("mst", a0, a1, b0, b1)
+    if spec.named_outlets:
+        outlet = ((np.asarray(read("outlets", r0, r1, c0, c1)) != 0)
+                  & ~np.isnan(zh[1:-1, 1:-1])).astype(np.uint8)
+    else:
+        outlet = np.empty((r1 - r0, c1 - c0), np.uint8)
+        K.outlets_cpu(zh, _step(spec.connectivity), outlet)
+    return zh, mh, outlet
+
+
+def _local_to_global(local, window, ncols, width):
+    i, j = np.divmod(np.asarray(local, np.int64), width)
+    return (window[0] + i) * ncols + window[2] + j
+
+
+def fill_leaf_up(read, spec, level, i, j):
+    """The walk's leaf step, up: group ``(level, i, j)``'s forest reduced to its ports
+    (:class:`PortGraph`), None (a group keeps nothing for the way down: it reads its block
+    again) and its statistics."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    zh, mh, outlet = read_halo(read, spec, win)
+    t1 = time.perf_counter()
+    z = zh[1:-1, 1:-1]
+    W = win[3] - win[2]
+    indptr, adj, w, cp, cq, cw = K.block_forest_cpu(zh, mh)
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    port = np.zeros(src.shape[0], np.bool_)
+    port[cp] = True
+    kept, dk, ka, kb, kw = K.forest_reduce_cpu(indptr, adj, w, src, port,
+                                               ~np.isnan(z).ravel())
+    ncols = spec.shape[1]
+    verts = _local_to_global(kept, win, ncols, W)
+    hi, hj = np.divmod(cq, W + 2)
+    graph = PortGraph(win, verts, dk, verts[ka], verts[kb], kw,
+                      _local_to_global(cp, win, ncols, W),
+                      (win[0] - 1 + hi) * ncols + win[2] - 1 + hj, cw)
+    stats = {"times": {"read": t1 - t0, "up": time.perf_counter() - t1},
+             "read_bytes": zh.nbytes + mh.nbytes, "graph_bytes": graph.nbytes}
+    return graph, None, stats
+
+
+def fill_merge(spec, level, i, j, *children):
+    """The walk's merge step: node ``(level, i, j)``'s children's port graphs joined by
+    the forest edges between them, reduced to the node's ports; returns ``(up, own,
+    stats)``, ``own`` the joined forest ``(verts, d, eu, ev, ew)`` the split step needs."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    kids = [c for c in children if c is not None]
+    cat = {k: np.concatenate([getattr(c, k) for c in kids])
+           for k in ("verts", "d", "eu", "ev", "ew", "cu", "cv", "cw")}
+    ncols = spec.shape[1]
+    inner = _inside(cat["cv"], win, ncols)
+    once = inner & (cat["cu"] < cat["cv"])  # each edge between children is listed twice
+    eu = np.concatenate([cat["eu"], cat["cu"][once]])
+    ev = np.concatenate([cat["ev"], cat["cv"][once]])
+    ew = np.concatenate([cat["ew"], cat["cw"][once]])
+    order = np.argsort(cat["verts"], kind="stable")
+    verts, d = cat["verts"][order], cat["d"][order]
+    lu, lv = np.searchsorted(verts, eu), np.searchsorted(verts, ev)
+    indptr, adj, w = K.csr_from_edges_cpu(verts.shape[0], lu, lv, ew)
+    out = ~inner
+    port = np.zeros(verts.shape[0], np.bool_)
+    port[np.searchsorted(verts, cat["cu"][out])] = True
+    kept, dk, ka, kb, kw = K.forest_reduce_cpu(indptr, adj, w, d, port,
+                                               np.ones(verts.shape[0], np.bool_))
+    kv = verts[kept]
+    up = PortGraph(win, kv, dk, kv[ka], kv[kb], kw, cat["cu"][out], cat["cv"][out],
+                   cat["cw"][out])
+    own = (verts, d, eu, ev, ew)
+    stats = {"times": {"merge": time.perf_counter() - t0}, "graph_bytes": up.nbytes}
+    return up, own, stats
+
+
+def fill_split(spec, level, i, j, incoming, own):
+    """The walk's node step, down: the final levels of node ``(level, i, j)``'s joined
+    forest (the drain pass from its vertices' levels and, from above, its ports' final
+    levels), handed to the four children as ``(cells, levels)``; then ``stats``."""
+    t0 = time.perf_counter()
+    verts, d, eu, ev, ew = own
+    src = d.copy()
+    if incoming is not None:
+        ids, vals = incoming
+        at = np.searchsorted(verts, ids)
+        src[at] = np.minimum(src[at], vals)
+    indptr, adj, w = K.csr_from_edges_cpu(verts.shape[0], np.searchsorted(verts, eu),
+                                          np.searchsorted(verts, ev), ew)
+    f = K.forest_dp_cpu(indptr, adj, w, src)
+    win = spec.window(level, i, j)
+    half = spec.tile << (level - 1)
+    from ..grid.merge import child_windows
+    parts = []
+    for cw in child_windows(win, half, spec.shape):
+        if cw is None:
+            parts.append(None)
+            continue
+        sel = _inside(verts, cw, spec.shape[1])
+        parts.append((verts[sel], f[sel]))
+    return tuple(parts) + ({"times": {"split": time.perf_counter() - t0}},)
+
+
+def fill_leaf_down(read, spec, level, i, j, incoming):
+    """The walk's leaf step, down: the final levels of group ``(level, i, j)``'s cells --
+    the drain pass over its forest from its outlets and its kept vertices' final levels
+    (``incoming``). Returns ``(window, z, levels, outlet, stats)``, ``levels`` ``inf``
+    where undrained."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    zh, mh, outlet = read_halo(read, spec, win)
+    t1 = time.perf_counter()
+    z = zh[1:-1, 1:-1]
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    if incoming is not None:
+        ids, vals = incoming
+        r, c = np.divmod(ids, spec.shape[1])
+        at = (r - win[0]) * (win[3] - win[2]) + c - win[2]
+        src[at] = np.minimum(src[at], vals)
+    f = _drain_block(zh, mh, src).reshape(z.shape)
+    stats = {"times": {"read": t1 - t0, "down": time.perf_counter() - t1},
+             "read_bytes": zh.nbytes + mh.nbytes}
+    return win, np.ascontiguousarray(z), f, outlet, stats
+
+
+def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, backend=None):
+    """:func:`fill_depressions` along the tiled walk, in memory (the pipeline runs the same
+    steps as tasks, reading and writing the store): the same result, bit for bit.
+
+    >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 5, 5, 5]], np.float32)
+    >>> z[0, 2] = 4
+    >>> fill_tiled(z, 8, tile=2, group_tiles=1, backend="cpu").filled[1:3, 1:3].tolist()
+    [[4.0, 4.0], [5.0, 4.0]]
+    """
+    from ..grid.mst import grid_mst
+    t0 = time.perf_counter()
+    be = get_backend(backend)
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    if z.ndim != 2:
+        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
+    conn = check_connectivity(connectivity)
+    spec = FillSpec(tuple(int(s) for s in z.shape), int(tile), conn, outlets is not None)
+    outlet = outlet_cells(z, conn, outlets)
+    mask = grid_mst(z, conn, "max", tile, be, group_tiles=group_tiles).mask
+    layers = {"elevation": z, "mst": mask, "outlets": outlet}
+
+    def read(name, r0, r1, c0, c1):
+        return layers[name][r0:r1, c0:c1]
+
+    times = {}
+    plan = spec.plan(group_tiles)
+    f = np.full(z.shape, np.inf, np.float32)
+    if 0 not in z.shape:
+        _, rest = walk_up(plan, (fill_leaf_up, read, spec), (fill_merge, spec), nout=3)
+        own = {node: r[:1] for node, r in rest.items() if node[0] > plan.group_level}
+
+        def leaf(level, i, j, incoming):
+            win, _, fb, _, _ = fill_leaf_down(read, spec, level, i, j, incoming)
+            f[win[0]:win[1], win[2]:win[3]] = fb
+            return None
+
+        walk_down(plan, (fill_split, spec), leaf, extra=own, node_nout=5)
+    times["levels"] = time.perf_counter() - t0
+    return _finish(z, f, outlet, conn, be, "tiled", times, t0)
