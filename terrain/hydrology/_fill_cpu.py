@@ -344,3 +344,48 @@ def flooded_labels_cpu(flooded, step):
                 ids[v] = nxt
             out[i, j] = ids[r]
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def first_cells_cpu(labels, nlab):
+    """Local id (row-major in the block) of the first cell of each label 1..nlab."""
+    H, W = labels.shape
+    first = np.full(nlab + 1, -1, np.int64)
+    for i in range(H):
+        for j in range(W):
+            lab = labels[i, j]
+            if lab > 0 and first[lab] < 0:
+                first[lab] = i * W + j
+    return first
+
+
+@numba.njit(cache=True, nogil=True)
+def union_across_cpu(cells, keys, child, ncols, step):
+    """Join the components of flooded border cells of a node's children that touch across
+    the separators: ``cells`` (sorted global ids), ``keys`` (their component's key, the
+    global id of its first cell), ``child`` (which child reported the cell). Returns the
+    resolved key of every cell (the smallest key of its joined component)."""
+    m = cells.shape[0]
+    uk = np.unique(keys)
+    parent = np.arange(uk.shape[0])
+    kidx = np.searchsorted(uk, keys)
+    for a in range(m):
+        r = cells[a] // ncols
+        c = cells[a] - r * ncols
+        for k in range(0, 8, step):
+            rr, cc = r + NB_DR[k], c + NB_DC[k]
+            if rr < 0 or cc < 0 or cc >= ncols:
+                continue
+            nb = rr * ncols + cc
+            b = np.searchsorted(cells, nb)
+            if b < m and cells[b] == nb and child[b] != child[a]:
+                x = _find(parent, kidx[a])
+                y = _find(parent, kidx[b])
+                if x < y:
+                    parent[y] = x
+                elif y < x:
+                    parent[x] = y
+    out = np.empty(m, np.int64)
+    for a in range(m):
+        out[a] = uk[_find(parent, kidx[a])]
+    return out

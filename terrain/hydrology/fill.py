@@ -217,14 +217,15 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, tile=512, backend=Non
     return _finish(z, f, outlet, conn, be, "in-core", times, t0)
 
 
-def _finish(z, f, outlet, conn, be, path, times, t0):
+def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
     """The result layers and statistics from the levels ``f`` (``inf`` = undrained)."""
     t1 = time.perf_counter()
     undrained = np.isinf(f) & ~np.isnan(z)
     filled = np.where(np.isinf(f), z, f).astype(np.float32)
     depth = (filled - z).astype(np.float32)
     flooded = depth > 0
-    depression = depression_labels(flooded, conn)
+    if depression is None:
+        depression = depression_labels(flooded, conn)
     times["labels"] = time.perf_counter() - t1
     times["total"] = time.perf_counter() - t0
     valid = int(np.count_nonzero(~np.isnan(z)))
@@ -403,16 +404,45 @@ def fill_split(spec, level, i, j, incoming, own):
     return tuple(parts) + ({"times": {"split": time.perf_counter() - t0}},)
 
 
+@dataclass
+class LeafBlock:
+    """A group's results on the way down: its window, elevations, levels (``inf`` where
+    undrained), outlets, provisional labels of its flooded regions (1, 2, ... in the
+    block's row-major order) with each label's key (the global id of its first cell)."""
+
+    window: tuple
+    z: np.ndarray
+    levels: np.ndarray
+    outlet: np.ndarray
+    labels: np.ndarray
+    keys: np.ndarray
+    stats: dict
+
+    def layers(self):
+        """``(filled, depth)`` of the block."""
+        filled = np.where(np.isinf(self.levels), self.z, self.levels).astype(np.float32)
+        return filled, (filled - self.z).astype(np.float32)
+
+
+def block_keys(labels, window, ncols):
+    """Key of each label of a block's provisional ``labels`` (index = label; 0 unused):
+    the global id of the label's first cell."""
+    first = K.first_cells_cpu(labels, int(labels.max(initial=0)))
+    keys = _local_to_global(np.maximum(first, 0), window, ncols, labels.shape[1])
+    keys[0] = -1
+    return keys
+
+
 def fill_leaf_down(read, spec, level, i, j, incoming):
     """The walk's leaf step, down: the final levels of group ``(level, i, j)``'s cells --
     the drain pass over its forest from its outlets and its kept vertices' final levels
-    (``incoming``). Returns ``(window, z, levels, outlet, stats)``, ``levels`` ``inf``
-    where undrained."""
+    (``incoming``) -- and the provisional labels of its flooded regions
+    (:class:`LeafBlock`)."""
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     zh, mh, outlet = read_halo(read, spec, win)
     t1 = time.perf_counter()
-    z = zh[1:-1, 1:-1]
+    z = np.ascontiguousarray(zh[1:-1, 1:-1])
     src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
     if incoming is not None:
         ids, vals = incoming
@@ -420,9 +450,179 @@ def fill_leaf_down(read, spec, level, i, j, incoming):
         at = (r - win[0]) * (win[3] - win[2]) + c - win[2]
         src[at] = np.minimum(src[at], vals)
     f = _drain_block(zh, mh, src).reshape(z.shape)
+    filled = np.where(np.isinf(f), z, f)
+    labels = depression_labels(filled > z, spec.connectivity)
+    keys = block_keys(labels, win, spec.shape[1])
     stats = {"times": {"read": t1 - t0, "down": time.perf_counter() - t1},
              "read_bytes": zh.nbytes + mh.nbytes}
-    return win, np.ascontiguousarray(z), f, outlet, stats
+    return LeafBlock(win, z, f, outlet, labels, keys, stats)
+
+
+# -- the depression ids across groups: a second walk joins the flooded regions that touch
+# across group borders (keys: the global id of a region's first cell, the smallest key of a
+# joined region wins), then each id is 1 + the number of regions whose key is smaller
+
+@dataclass
+class LabelBorder:
+    """The flooded cells on a block's four sides (sorted global ids) and their regions'
+    keys."""
+
+    window: tuple
+    cells: np.ndarray
+    keys: np.ndarray
+
+    @property
+    def nbytes(self):
+        return self.cells.nbytes + self.keys.nbytes
+
+
+def _on_sides(cells, window, ncols):
+    r, c = np.divmod(cells, ncols)
+    r0, r1, c0, c1 = window
+    return (r == r0) | (r == r1 - 1) | (c == c0) | (c == c1 - 1)
+
+
+def label_border(block, ncols):
+    """:class:`LabelBorder` of a :class:`LeafBlock` (the label walk's leaf step up)."""
+    lab = block.labels
+    H, W = lab.shape
+    side = np.zeros(lab.shape, np.bool_)
+    side[0], side[-1], side[:, 0], side[:, -1] = True, True, True, True
+    i, j = np.nonzero(side & (lab > 0))
+    local = i.astype(np.int64) * W + j
+    cells = _local_to_global(local, block.window, ncols, W)
+    order = np.argsort(cells)
+    return LabelBorder(block.window, cells[order], block.keys[lab[i, j]][order])
+
+
+def label_merge(spec, level, i, j, *children):
+    """The label walk's merge step: the children's border regions joined across the
+    separators (:func:`terrain.hydrology._fill_cpu.union_across_cpu`); returns ``(up,
+    own, stats)``: the node's border, and ``own`` = ``(keys, resolved)`` of every region
+    key seen at the node."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    kids = [(q, c) for q, c in enumerate(children) if c is not None]
+    cells = np.concatenate([c.cells for _, c in kids])
+    keys = np.concatenate([c.keys for _, c in kids])
+    child = np.concatenate([np.full(c.cells.shape[0], q, np.int8) for q, c in kids])
+    order = np.argsort(cells, kind="stable")
+    cells, keys, child = cells[order], keys[order], child[order]
+    resolved = K.union_across_cpu(cells, keys, child, spec.shape[1], _step(spec.connectivity))
+    keep = _on_sides(cells, win, spec.shape[1])
+    up = LabelBorder(win, cells[keep], resolved[keep])
+    uk, at = np.unique(keys, return_index=True)
+    own = (uk, resolved[at])
+    return up, own, {"times": {"labels": time.perf_counter() - t0}}
+
+
+def label_split(spec, level, i, j, incoming, own):
+    """The label walk's node step, down: every region key seen at node ``(level, i, j)``
+    mapped to its final key (the region's first cell in the whole grid), handed to the
+    children whose block holds the key."""
+    keys, resolved = own
+    final = _final_keys(resolved, incoming)
+    from ..grid.merge import child_windows
+    parts = []
+    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
+        if cw is None:
+            parts.append(None)
+            continue
+        sel = _inside(keys, cw, spec.shape[1])
+        parts.append((keys[sel], final[sel]))
+    return tuple(parts) + ({"times": {"labels": 0.0}},)
+
+
+def _final_keys(keys, incoming):
+    """``keys`` mapped by the walk's ``incoming = (sorted keys, final keys)``; a key not
+    in it is final already."""
+    if incoming is None or incoming[0].shape[0] == 0:
+        return keys
+    ik, iv = incoming
+    at = np.minimum(np.searchsorted(ik, keys), ik.shape[0] - 1)
+    return np.where(ik[at] == keys, iv[at], keys)
+
+
+def label_count(spec, window, keys, incoming):
+    """What a group tells the numbering: the final keys of its regions that it *owns*
+    (whose first cell lies in it; sorted), how many a row of the group holds, which owned
+    keys other groups need (regions crossing its border), and the keys it needs from
+    others."""
+    final = _final_keys(keys, incoming)[1:]
+    ncols = spec.shape[1]
+    mine = _inside(final, window, ncols)
+    owned = np.unique(final[mine])
+    rows = owned // ncols - window[0]
+    per_row = np.bincount(rows, minlength=window[1] - window[0]).astype(np.int64)
+    crossing = np.zeros(0, np.int64) if incoming is None else np.unique(incoming[1])
+    publish = np.intersect1d(owned, crossing)
+    need = np.unique(final[~mine])
+    return {"window": window, "per_row": per_row, "publish": publish,
+            "publish_rank": _row_ranks(owned, ncols)[np.searchsorted(owned, publish)],
+            "need": need}
+
+
+def _row_ranks(owned, ncols):
+    """Rank of each (sorted) key among the keys of its row."""
+    if owned.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    rows = owned // ncols
+    first = np.searchsorted(rows, rows)
+    return np.arange(owned.shape[0]) - first
+
+
+def label_numbering(spec, counts):
+    """The ids: 1 + the number of regions with a smaller key, i.e. the row-major order of
+    the regions' first cells. ``counts``: :func:`label_count` of every group. Returns, per
+    group, ``(row offsets, needed keys, their ids)``: a key's id is its row offset in its
+    owner group plus its rank in that row there, plus 1."""
+    ncols = spec.shape[1]
+    rows_total = np.zeros(spec.shape[0] + 1, np.int64)
+    for c in counts:
+        r0, r1 = c["window"][0], c["window"][1]
+        rows_total[r0 + 1:r1 + 1] += c["per_row"]
+    before_row = np.cumsum(rows_total)  # regions in the rows above row r: before_row[r]
+    offsets = []
+    left = {}
+    for c in sorted(counts, key=lambda c: (c["window"][0], c["window"][2])):
+        r0, r1, c0, _ = c["window"]
+        prev = left.get((r0, r1), np.zeros(r1 - r0, np.int64))
+        offsets.append((c["window"], before_row[r0:r1] + prev))
+        left[(r0, r1)] = prev + c["per_row"]
+    by_window = dict(offsets)
+    pub_keys, pub_ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for c in counts:
+        w = c["window"]
+        rows = c["publish"] // ncols - w[0]
+        pub_keys.append(c["publish"])
+        pub_ids.append(by_window[w][rows] + c["publish_rank"] + 1)
+    pk, pi = np.concatenate(pub_keys), np.concatenate(pub_ids)
+    order = np.argsort(pk)
+    pk, pi = pk[order], pi[order]
+    out = []
+    for c in counts:
+        at = np.searchsorted(pk, c["need"])
+        out.append((by_window[c["window"]], c["need"], pi[at] if pk.shape[0] else at))
+    return out
+
+
+def label_ids(spec, window, labels, keys, incoming, numbering):
+    """The final ``depression`` ids of a group's cells from its provisional labels."""
+    offsets, need, need_ids = numbering
+    ncols = spec.shape[1]
+    final = _final_keys(keys, incoming)
+    ids = np.zeros(final.shape[0], np.int32)
+    mine = _inside(final, window, ncols)
+    mine[0] = False
+    owned = np.unique(final[mine])
+    at = np.searchsorted(owned, final[mine])
+    ids[mine] = (offsets[owned[at] // ncols - window[0]] + _row_ranks(owned, ncols)[at]
+                 + 1).astype(np.int32)
+    other = ~mine
+    other[0] = False
+    if np.any(other):
+        ids[other] = need_ids[np.searchsorted(need, final[other])].astype(np.int32)
+    return ids[labels]
 
 
 def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, backend=None):
@@ -452,15 +652,31 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
     times = {}
     plan = spec.plan(group_tiles)
     f = np.full(z.shape, np.inf, np.float32)
+    depression = np.zeros(z.shape, np.int32)
     if 0 not in z.shape:
+        g = plan.group_level
         _, rest = walk_up(plan, (fill_leaf_up, read, spec), (fill_merge, spec), nout=3)
-        own = {node: r[:1] for node, r in rest.items() if node[0] > plan.group_level}
+        own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+        blocks = {}
 
         def leaf(level, i, j, incoming):
-            win, _, fb, _, _ = fill_leaf_down(read, spec, level, i, j, incoming)
-            f[win[0]:win[1], win[2]:win[3]] = fb
+            b = blocks[(i, j)] = fill_leaf_down(read, spec, level, i, j, incoming)
+            f[b.window[0]:b.window[1], b.window[2]:b.window[3]] = b.levels
             return None
 
         walk_down(plan, (fill_split, spec), leaf, extra=own, node_nout=5)
+        _, rest = walk_up(plan, lambda k, i, j: (label_border(blocks[(i, j)], z.shape[1]),
+                                                 None, None),
+                          (label_merge, spec), nout=3)
+        own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+        _, mapping = walk_down(plan, (label_split, spec), lambda k, i, j, inc: inc,
+                               extra=own, node_nout=5)
+        order = list(plan.groups)
+        counts = [label_count(spec, blocks[ij].window, blocks[ij].keys, mapping[(g,) + ij])
+                  for ij in order]
+        for ij, numbering in zip(order, label_numbering(spec, counts)):
+            b = blocks[ij]
+            depression[b.window[0]:b.window[1], b.window[2]:b.window[3]] = label_ids(
+                spec, b.window, b.labels, b.keys, mapping[(g,) + ij], numbering)
     times["levels"] = time.perf_counter() - t0
-    return _finish(z, f, outlet, conn, be, "tiled", times, t0)
+    return _finish(z, f, outlet, conn, be, "tiled", times, t0, depression)
