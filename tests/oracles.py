@@ -267,3 +267,72 @@ def sample_dems():
     topo = np.asarray(topo, np.float32)
     return {"jacksboro": jack["elevation"].astype(np.float32), "topobathy": topo,
             "topobathy-sea-nodata": np.where(topo < 0, np.nan, topo).astype(np.float32)}
+
+
+def _hierarchy_canon(leaves, kids, level, parent, spill):
+    """A depression hierarchy in a form that ties cannot change: the pits (cell, pit
+    elevation, spill elevation), and for every merge the set of pits it joins, at its level,
+    merges at one level taken together and a merge that spills outside at its own level
+    left out (at equal levels the order of merges is arbitrary)."""
+    def pits(k):
+        if k in kids:
+            return pits(kids[k][0]) | pits(kids[k][1])
+        return {leaves[k][0]} if k in leaves else set()
+    tops = set()
+    for k in kids:
+        if not pits(kids[k][0]) or not pits(kids[k][1]):
+            continue
+        t = k
+        while parent.get(t) in kids and level[parent[t]] == level[k]:
+            t = parent[t]
+        if spill.get(t) == level[k] and parent.get(t) not in kids:
+            continue
+        tops.add((level[k], frozenset(pits(t))))
+    return sorted(leaves.values()), tops
+
+
+def richdem_hierarchy(z):
+    """RichDEM's ``get_depression_hierarchy`` (D8) of ``z`` with the ocean a ring around it
+    (lower than every cell), in :func:`_hierarchy_canon`'s form (pits of zero depth,
+    which RichDEM makes on flats depending on its queue order, left out)."""
+    import contextlib
+    import io
+    import pytest
+    rd = pytest.importorskip("richdem")
+    R, C = z.shape
+    zp = np.full((R + 2, C + 2), -1e9, np.float64)
+    zp[1:-1, 1:-1] = z
+    labels = rd.get_new_depression_hierarchy_labels(zp.shape)
+    with contextlib.redirect_stdout(io.StringIO()):
+        deps, _ = rd.get_depression_hierarchy(rd.rdarray(zp, no_data=-9999), labels)
+    none = rd.depression_hierarchy.NO_VALUE
+    leaves, kids, level, parent, spill = {}, {}, {}, {}, {}
+    for k, d in enumerate(deps):
+        if k == 0:
+            continue
+        if d.lchild == none:
+            if d.pit_elev != d.out_elev:
+                cell = (d.pit_cell // (C + 2) - 1, d.pit_cell % (C + 2) - 1)
+                leaves[k] = (cell, float(d.pit_elev), float(d.out_elev))
+        else:
+            kids[k] = (d.lchild, d.rchild)
+            level[k], spill[k] = float(deps[d.lchild].out_elev), float(d.out_elev)
+            parent[d.lchild] = parent[d.rchild] = k
+    return _hierarchy_canon(leaves, kids, level, parent, spill)
+
+
+def hierarchy_canon(h):
+    """terrain's hierarchy table (:func:`terrain.hydrology.depression_hierarchy`) in
+    :func:`_hierarchy_canon`'s form."""
+    leaves, kids, level, parent, spill = {}, {}, {}, {}, {}
+    for k in range(h["id"].shape[0]):
+        i = k + 1
+        if h["left"][k] == 0:
+            leaves[i] = ((int(h["pit_row"][k]), int(h["pit_col"][k])),
+                         float(h["pit_elevation"][k]), float(h["spill_elevation"][k]))
+        else:
+            kids[i] = (int(h["left"][k]), int(h["right"][k]))
+            level[i] = float(h["spill_elevation"][h["left"][k] - 1])
+            spill[i] = float(h["spill_elevation"][k])
+            parent[kids[i][0]] = parent[kids[i][1]] = i
+    return _hierarchy_canon(leaves, kids, level, parent, spill)

@@ -389,3 +389,288 @@ def union_across_cpu(cells, keys, child, ncols, step):
     for a in range(m):
         out[a] = uk[_find(parent, kidx[a])]
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def forest_edges_cpu(mask, step):
+    """The forest's edges from its mask: ``(u, v, id)`` (int64) with ``id = 4 u + d``,
+    d: E=0, S=1, SE=2, SW=3 (the grid MST's ids)."""
+    H, W = mask.shape
+    m = 0
+    for i in range(H):
+        for j in range(W):
+            b = mask[i, j]
+            while b:
+                m += b & 1
+                b >>= 1
+    u = np.empty(m, np.int64)
+    v = np.empty(m, np.int64)
+    ids = np.empty(m, np.int64)
+    dr = (0, 1, 1, 1)
+    dc = (1, 0, 1, -1)
+    q = 0
+    for i in range(H):
+        for j in range(W):
+            b = mask[i, j]
+            for d in range(4):
+                if b & (1 << d):
+                    u[q] = i * W + j
+                    v[q] = (i + dr[d]) * W + j + dc[d]
+                    ids[q] = 4 * u[q] + d
+                    q += 1
+    return u, v, ids
+
+
+@numba.njit(cache=True, nogil=True)
+def hierarchy_cpu(z, eu, ev, ew, drained0):
+    """The depression hierarchy: Kruskal over the forest's edges in ``(weight, id)`` order
+    (given sorted), the outlets drained from the start (their edge to the outside weighs
+    their own elevation, no more than any of their edges).
+
+    A component of the sublevel set is a *depression* once it meets another component, or
+    drains, at a level above its lowest cell (its pit; ties: the lower cell id). Two
+    depressions meeting make a new one (their parent) at that level; a depression meeting
+    a drained component spills there (parent 0: outside). Node ``k`` (1-based, in the order
+    the nodes are made) has ``pit`` (cell), ``pit_z``, ``spill`` (its spill level: where
+    it merges or drains; inf if never), ``parent``, ``left``, ``right``, ``cells`` (cells
+    at or below its spill level: the cells it floods, sub-depressions included) and
+    ``volume`` (sum of ``spill - z`` over them)."""
+    n = z.shape[0]
+    parent = np.arange(n)
+    size = np.ones(n, np.int64)
+    sumz = z.astype(np.float64)
+    pit = np.arange(n)
+    node = np.full(n, -1, np.int64)
+    drained = drained0.copy()
+    cap = 16
+    k = 0
+    n_pit = np.empty(cap, np.int64)
+    n_pitz = np.empty(cap, np.float32)
+    n_spill = np.empty(cap, np.float32)
+    n_parent = np.empty(cap, np.int64)
+    n_left = np.empty(cap, np.int64)
+    n_right = np.empty(cap, np.int64)
+    n_cells = np.empty(cap, np.int64)
+    n_vol = np.empty(cap, np.float64)
+    for e in range(eu.shape[0]):
+        a = _find(parent, eu[e])
+        b = _find(parent, ev[e])
+        if a == b:
+            continue
+        level = ew[e]
+        ids = np.empty(2, np.int64)
+        deep = np.zeros(2, np.bool_)
+        for t in range(2):
+            x = a if t == 0 else b
+            deep[t] = (not drained[x]) and z[pit[x]] < level
+            if deep[t] and node[x] < 0:  # a new leaf
+                if k == cap:
+                    cap *= 2
+                    n_pit = np.concatenate((n_pit, n_pit))
+                    n_pitz = np.concatenate((n_pitz, n_pitz))
+                    n_spill = np.concatenate((n_spill, n_spill))
+                    n_parent = np.concatenate((n_parent, n_parent))
+                    n_left = np.concatenate((n_left, n_left))
+                    n_right = np.concatenate((n_right, n_right))
+                    n_cells = np.concatenate((n_cells, n_cells))
+                    n_vol = np.concatenate((n_vol, n_vol))
+                n_pit[k] = pit[x]
+                n_pitz[k] = z[pit[x]]
+                n_spill[k] = np.inf
+                n_parent[k] = 0
+                n_left[k] = 0
+                n_right[k] = 0
+                n_cells[k] = 0
+                n_vol[k] = 0.0
+                k += 1
+                node[x] = k
+            ids[t] = node[x]
+        new = -1
+        spills = (deep[0] and deep[1]) or drained[a] or drained[b]
+        if spills:  # each deep side ends here: it merges with the other, or drains
+            for t in range(2):
+                if deep[t]:
+                    x = a if t == 0 else b
+                    q = ids[t] - 1
+                    n_spill[q] = level
+                    n_cells[q] = size[x]
+                    n_vol[q] = size[x] * np.float64(level) - sumz[x]
+        if deep[0] and deep[1]:
+            if k == cap:
+                cap *= 2
+                n_pit = np.concatenate((n_pit, n_pit))
+                n_pitz = np.concatenate((n_pitz, n_pitz))
+                n_spill = np.concatenate((n_spill, n_spill))
+                n_parent = np.concatenate((n_parent, n_parent))
+                n_left = np.concatenate((n_left, n_left))
+                n_right = np.concatenate((n_right, n_right))
+                n_cells = np.concatenate((n_cells, n_cells))
+                n_vol = np.concatenate((n_vol, n_vol))
+            k += 1
+            new = k
+            n_left[k - 1] = ids[0]
+            n_right[k - 1] = ids[1]
+            n_parent[k - 1] = 0
+            n_spill[k - 1] = np.inf
+            n_cells[k - 1] = 0
+            n_vol[k - 1] = 0.0
+            n_parent[ids[0] - 1] = k
+            n_parent[ids[1] - 1] = k
+        elif deep[0] and not spills:
+            new = ids[0]  # a depression swallowing a shallow component
+        elif deep[1] and not spills:
+            new = ids[1]
+        # union (the smaller pit (z, cell) is the pit of the union)
+        pa, pb = pit[a], pit[b]
+        low = pa if (z[pa] < z[pb] or (z[pa] == z[pb] and pa < pb)) else pb
+        if size[a] < size[b]:
+            a, b = b, a
+        parent[b] = a
+        size[a] += size[b]
+        sumz[a] += sumz[b]
+        pit[a] = low
+        dr = drained[a] or drained[b]
+        drained[a] = dr
+        if new >= 1 and deep[0] and deep[1]:
+            n_pit[new - 1] = low
+            n_pitz[new - 1] = z[low]
+        node[a] = -1 if dr else new
+    for x in range(n):  # depressions that never drain (no outlet reachable)
+        if parent[x] == x and node[x] >= 1:
+            n_cells[node[x] - 1] = size[x]
+            n_vol[node[x] - 1] = np.nan
+    return (n_pit[:k], n_pitz[:k], n_spill[:k], n_parent[:k], n_left[:k], n_right[:k],
+            n_cells[:k], n_vol[:k])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _up(x):
+    """The float32 after ``x`` towards +inf (C's ``nextafterf(x, INFINITY)``)."""
+    return np.nextafter(x, np.float32(np.inf))
+
+
+# libstdc++'s binary heap (std::push_heap / std::pop_heap under std::greater on the
+# elevation alone), step for step: RichDEM's queue of GridCellZ<float> compares z only, so
+# the order among equal elevations -- which decides its epsilon fill's ulps -- is this
+# heap's.
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sift_up(hz, hc, hole, top, vz, vc):
+    parent = (hole - 1) // 2
+    while hole > top and hz[parent] > vz:
+        hz[hole] = hz[parent]
+        hc[hole] = hc[parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    hz[hole] = vz
+    hc[hole] = vc
+
+
+@numba.njit(cache=True, nogil=True)
+def _std_push(hz, hc, size, vz, vc):
+    _sift_up(hz, hc, size, 0, vz, vc)
+    return size + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _std_pop(hz, hc, size):
+    """Pop the top into slot ``size - 1`` (as std::pop_heap) and return the new size."""
+    last = size - 1
+    if last > 0:
+        vz, vc = hz[last], hc[last]
+        hz[last], hc[last] = hz[0], hc[0]
+        n = last  # __adjust_heap(first, 0, n, value)
+        hole = 0
+        child = 0
+        while child < (n - 1) // 2:
+            child = 2 * (child + 1)
+            if hz[child] > hz[child - 1]:
+                child -= 1
+            hz[hole] = hz[child]
+            hc[hole] = hc[child]
+            hole = child
+        if (n & 1) == 0 and child == (n - 2) // 2:
+            child = 2 * (child + 1)
+            hz[hole] = hz[child - 1]
+            hc[hole] = hc[child - 1]
+            hole = child - 1
+        _sift_up(hz, hc, hole, 0, vz, vc)
+    return last
+
+
+@numba.njit(cache=True, nogil=True)
+def epsilon_fill_cpu(z, seeds, seed_nodata, ndr, ndc, named):
+    """RichDEM's Priority-Flood+epsilon (Barnes, Lehman & Mulla 2014,
+    ``PriorityFloodEpsilon_Barnes2014``), step for step: a priority queue (libstdc++'s heap)
+    of cells at their own elevation and a FIFO "pit" queue of cells raised to the float32
+    after their raiser's level; a popped cell raises each unvisited neighbour no higher
+    than that next float to it (into the pit queue), or queues it at its own elevation.
+    Its order among equal elevations is RichDEM's, and so are the ulps.
+
+    ``seeds``: the cells queued first, in RichDEM's order (the grid's edge: top and bottom
+    rows column by column, then the left and right columns), then the cells of nodata
+    holes not joined to the edge (so that cells beside nodata drain, as in the exact
+    fill); ``seed_nodata`` marks the nodata ones (queued at -inf, RichDEM's "nodata below
+    every elevation"). Nodata cells are crossed through the pit queue as RichDEM crosses
+    them; with ``named`` outlets they are never entered. Neighbours: RichDEM's order (W,
+    NW, N, NE, E, SE, S, SW; D4: W, N, E, S). Cells never reached keep ``inf``."""
+    H, W = z.shape
+    n = H * W
+    zf = z.ravel()
+    e = np.full(n, np.inf, np.float32)
+    closed = np.zeros(n, np.bool_)
+    hz = np.empty(seeds.shape[0] + n + 1, np.float32)
+    hc = np.empty(seeds.shape[0] + n + 1, np.int64)
+    qz = np.empty(n + 1, np.float32)
+    qc = np.empty(n + 1, np.int64)
+    size = 0
+    head = 0
+    tail = 0
+    inf = np.float32(np.inf)
+    ninf = np.float32(-np.inf)
+    for t in range(seeds.shape[0]):
+        c = seeds[t]
+        v = ninf if seed_nodata[t] else zf[c]
+        if not seed_nodata[t]:
+            e[c] = zf[c]
+        closed[c] = True
+        size = _std_push(hz, hc, size, v, c)
+    while size > 0 or head < tail:
+        if head < tail and size > 0 and hz[0] == qz[head]:
+            size = _std_pop(hz, hc, size)
+            cz, c = hz[size], hc[size]
+        elif head < tail:
+            cz, c = qz[head], qc[head]
+            head += 1
+        else:
+            size = _std_pop(hz, hc, size)
+            cz, c = hz[size], hc[size]
+        i = c // W
+        j = c - i * W
+        nxt = np.nextafter(cz, inf)
+        for k in range(ndr.shape[0]):
+            ii, jj = i + ndr[k], j + ndc[k]
+            if ii < 0 or ii >= H or jj < 0 or jj >= W:
+                continue
+            u = ii * W + jj
+            if closed[u]:
+                continue
+            zu = zf[u]
+            if np.isnan(zu):
+                if named:
+                    continue
+                closed[u] = True
+                qz[tail] = ninf
+                qc[tail] = u
+                tail += 1
+                continue
+            closed[u] = True
+            if zu <= nxt:
+                e[u] = nxt
+                qz[tail] = nxt
+                qc[tail] = u
+                tail += 1
+            else:
+                e[u] = zu
+                size = _std_push(hz, hc, size, zu, u)
+    return e

@@ -62,8 +62,10 @@ from ..grid.edges import check_connectivity
 from . import _fill_cpu as K
 
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
-           "FillSpec", "PortGraph", "fill_leaf_up", "fill_merge", "fill_split",
-           "fill_leaf_down", "fill_tiled"]
+           "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
+           "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
+           "fill_merge", "fill_split", "fill_leaf_down", "label_border", "label_merge",
+           "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled"]
 
 
 @dataclass
@@ -88,6 +90,7 @@ class FillResult:
     depth: np.ndarray
     depression: np.ndarray
     stats: dict = field(default_factory=dict)
+    hierarchy: dict = None
 
 
 def _step(connectivity):
@@ -141,16 +144,23 @@ def _drain_block(zh, mh, src):
 
 class _CpuOps:
     """The CPU's forest and drain pass: the grid MST's tiled Borůvka (its best CPU path),
-    then the two-pass drain over the forest in BFS order."""
+    then the two-pass drain over the forest in BFS order. The forest does not depend on
+    the outlets, so a second drain (kept pits as outlets, ``min_depth``) reuses it."""
 
     name = "cpu"
 
     def __init__(self, be):
         self.be = be
+        self.mask = None
+
+    def forest(self, z, connectivity, tile):
+        if self.mask is None:
+            from ..grid.mst import grid_mst
+            self.mask = grid_mst(z, connectivity, "max", tile, self.be).mask
+        return self.mask
 
     def levels(self, z, outlet, connectivity, tile):
-        from ..grid.mst import grid_mst
-        mask = grid_mst(z, connectivity, "max", tile, self.be).mask
+        mask = self.forest(z, connectivity, tile)
         src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32)
         f = _drain_block(_halo(z, np.float32(np.nan)), _halo(mask, np.uint8(0)), src)
         return f.reshape(z.shape)
@@ -168,6 +178,10 @@ class _GpuOps:
     def __init__(self, be):
         self.be = be
 
+    def forest(self, z, connectivity, tile):  # the plain forest (the hierarchy's)
+        from ..grid.mst import grid_mst
+        return grid_mst(z, connectivity, "max", tile, self.be).mask
+
     def levels(self, z, outlet, connectivity, tile):
         from ._fill_gpu import device_levels
         return self.be.to_numpy(device_levels(z, outlet, connectivity, self.be))
@@ -177,7 +191,8 @@ def _ops(be):
     return be.select(_CpuOps, _GpuOps)(be)
 
 
-def fill_depressions(dem, connectivity=8, outlets=None, *, tile=512, backend=None):
+def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_depth=None,
+                     min_area=None, hierarchy=False, tile=512, backend=None):
     """Fill every depression of ``dem`` to its spill elevation (module docstring), in core.
 
     Parameters
@@ -187,6 +202,16 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, tile=512, backend=Non
         How water moves between cells (D4 or D8), for the forest and for "beside nodata".
     outlets : (rows, cols) array, optional
         Non-zero cells are the outlets (instead of the grid's edge and nodata).
+    epsilon : bool
+        RichDEM's epsilon fill: every flooded or flat cell raised by the smallest float32
+        steps so that it drains (:func:`terrain.hydrology._fill_cpu.epsilon_fill_cpu`).
+    min_depth, min_area : float, int, optional
+        Persistence simplification: keep the depressions at least ``min_depth`` deep and
+        of at least ``min_area`` cells (their pits drain), fill the others
+        (:func:`kept_pits`).
+    hierarchy : bool
+        Also return the depression hierarchy (:func:`depression_hierarchy`) in
+        ``result.hierarchy``.
     tile : int
         Tile side of the grid MST on the CPU.
     backend : {'cpu', 'gpu', 'auto'}, optional
@@ -209,12 +234,144 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, tile=512, backend=Non
     if z.ndim != 2:
         raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
     conn = check_connectivity(connectivity)
+    _check_simplify(min_depth, min_area)
     outlet = outlet_cells(z, conn, outlets)
+    ops = _ops(be)
     times = {}
+    table = None
     t1 = time.perf_counter()
-    f = _ops(be).levels(z, outlet, conn, tile)
+    if hierarchy or min_depth is not None or min_area is not None:
+        table = depression_hierarchy(z, ops.forest(z, conn, tile), outlet, conn)
+        times["hierarchy"] = time.perf_counter() - t1
+        if min_depth is not None or min_area is not None:
+            pits = kept_pits(table, min_depth, min_area)
+            outlet = outlet.copy()
+            outlet.ravel()[pits] = 1
+    t1 = time.perf_counter()
+    if epsilon:
+        f = epsilon_levels(z, outlet, conn, named=outlets is not None)
+    else:
+        f = ops.levels(z, outlet, conn, tile)
     times["levels"] = time.perf_counter() - t1
-    return _finish(z, f, outlet, conn, be, "in-core", times, t0)
+    r = _finish(z, f, outlet, conn, be, "in-core", times, t0)
+    r.hierarchy = table if hierarchy else None
+    if epsilon:
+        r.stats["epsilon"] = True
+    if min_depth is not None or min_area is not None:
+        r.stats.update({"min_depth": min_depth, "min_area": min_area,
+                        "kept_pits": int(pits.shape[0])})
+    return r
+
+
+def _check_simplify(min_depth, min_area):
+    if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
+        raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
+    if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
+        raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
+
+
+#: RichDEM's neighbour order (W, NW, N, NE, E, SE, S, SW; D4: W, N, E, S) as (drow, dcol)
+RICHDEM_D8 = (np.array([0, -1, -1, -1, 0, 1, 1, 1]), np.array([-1, -1, 0, 1, 1, 1, 0, -1]))
+RICHDEM_D4 = (np.array([0, -1, 0, 1]), np.array([-1, 0, 1, 0]))
+
+
+def epsilon_levels(z, outlet, connectivity=8, named=False):
+    """The epsilon fill's levels (``inf`` where undrained): RichDEM's Priority-Flood+epsilon
+    ported step for step (:func:`terrain.hydrology._fill_cpu.epsilon_fill_cpu`).
+
+    Seeds: without ``named`` outlets, RichDEM's (every cell on the grid's edge, nodata ones
+    included, in its order), then the nodata cells of holes that do not reach the edge
+    (row-major): so every cell beside nodata drains, as in the exact fill, and a DEM whose
+    nodata all reaches the edge gets RichDEM's bits. With ``named`` outlets: those cells,
+    row-major; nodata is then never entered."""
+    z = np.ascontiguousarray(z, np.float32)
+    H, W = z.shape
+    if named:
+        seeds = np.flatnonzero(outlet.ravel() != 0)
+    else:
+        top = np.arange(W, dtype=np.int64)
+        rows = np.stack([top, (H - 1) * W + top], axis=1).ravel()
+        mid = np.arange(1, H - 1, dtype=np.int64) * W
+        cols = np.stack([mid, mid + W - 1], axis=1).ravel()
+        nodata = np.isnan(z)
+        holes = depression_labels(nodata, connectivity)
+        edge = np.unique(np.concatenate([holes[0], holes[-1], holes[:, 0], holes[:, -1]]))
+        inner = np.flatnonzero((nodata & ~np.isin(holes, edge)).ravel())
+        seeds = np.concatenate([rows, cols, inner]) if H * W else np.zeros(0, np.int64)
+    dr, dc = RICHDEM_D8 if check_connectivity(connectivity) == 8 else RICHDEM_D4
+    e = K.epsilon_fill_cpu(z, seeds.astype(np.int64), np.isnan(z.ravel()[seeds]), dr, dc,
+                           bool(named))
+    return np.where(np.isnan(z.ravel()), np.float32(np.inf), e).reshape(z.shape)
+
+
+HIERARCHY_COLUMNS = ("id", "pit_row", "pit_col", "pit_elevation", "spill_elevation",
+                     "parent", "left", "right", "cells", "volume")
+
+
+def depression_hierarchy(z, mask, outlet, connectivity=8):
+    """The depression hierarchy of DEM ``z`` from its minimum spanning forest ``mask``
+    (weight ``max``) and outlets (:func:`terrain.hydrology._fill_cpu.hierarchy_cpu`: Kruskal
+    over the forest's edges in ``(weight, id)`` order).
+
+    Returns a dict of columns (:data:`HIERARCHY_COLUMNS`), one row per depression, ids
+    1, 2, ... in the order the depressions appear as the water rises (ties: the forest's
+    edge order): ``pit_row``/``pit_col``/``pit_elevation`` its lowest cell (ties: the first
+    in row-major order), ``spill_elevation`` the level at which it merges with its sibling
+    or spills outside (inf: never, no outlet reachable), ``parent`` the depression the two
+    merge into (0: it spills outside), ``left``/``right`` the two it was merged from (0 for
+    a pit), ``cells`` the cells at or below its spill level that it floods (its
+    sub-depressions' included), ``volume`` the sum of ``spill - z`` over them (float64).
+
+    >>> z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 7]], np.float32)
+    >>> h = depression_hierarchy(z, __import__("terrain.grid", fromlist=["x"]).grid_mst(
+    ...     z, 4, tile=2, backend="cpu").mask, outlet_cells(z, 4), 4)
+    >>> h["pit_elevation"].tolist(), h["spill_elevation"].tolist(), h["parent"].tolist()
+    ([1.0, 2.0, 1.0], [5.0, 5.0, 9.0], [3, 3, 0])
+    """
+    z = np.ascontiguousarray(z, np.float32)
+    u, v, ids = K.forest_edges_cpu(np.ascontiguousarray(mask), _step(connectivity))
+    zf = z.ravel()
+    w = np.maximum(zf[u], zf[v])
+    order = np.lexsort((ids, w))
+    pit, pitz, spill, parent, left, right, cells, vol = K.hierarchy_cpu(
+        zf, u[order], v[order], w[order], (outlet != 0).ravel())
+    rows, cols = np.divmod(pit, z.shape[1])
+    return {"_width": z.shape[1], "id": np.arange(1, pit.shape[0] + 1, dtype=np.int64),
+            "pit_row": rows,
+            "pit_col": cols, "pit_elevation": pitz, "spill_elevation": spill,
+            "parent": parent, "left": left, "right": right, "cells": cells, "volume": vol}
+
+
+def kept_pits(table, min_depth=None, min_area=None):
+    """Pit cells (flat indices need the grid's width: returned as ``(row, col)`` pairs are
+    in ``table``) of the depressions the simplification keeps.
+
+    A depression's *depth* is its spill elevation minus its pit's elevation; its *area*
+    the cells it floods at its spill level (``cells``). Depressions merge by the elder
+    rule: a merged depression's pit is the lower of its two pits, and that pit lives on
+    in it. A pit is kept when the highest depression whose pit it is has depth at least
+    ``min_depth`` and area at least ``min_area``; it then drains (an outlet), and only
+    the shallower or smaller depressions around it are filled.
+
+    Returns the kept pits' flat cell indices (int64) given ``table["_width"]``.
+    """
+    n = table["id"].shape[0]
+    top = np.arange(n)  # each node's highest node with the same pit
+    pit = table["pit_row"] * table["_width"] + table["pit_col"]
+    parent = table["parent"]
+    for k in range(n - 1, -1, -1):  # parents are made after their children
+        p = parent[k] - 1
+        if p >= 0 and pit[p] == pit[k]:
+            top[k] = top[p]
+    leaves = np.flatnonzero(table["left"] == 0)
+    t = top[leaves]
+    depth = table["spill_elevation"][t].astype(np.float64) - table["pit_elevation"][t]
+    keep = np.ones(leaves.shape[0], np.bool_)
+    if min_depth is not None:
+        keep &= depth >= float(min_depth)
+    if min_area is not None:
+        keep &= table["cells"][t] >= int(min_area)
+    return np.unique(pit[leaves[keep]])
 
 
 def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
