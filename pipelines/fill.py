@@ -53,7 +53,7 @@ from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
 
 __all__ = ["run_fill", "fill_command", "fill_route", "build_fill_graph", "default_output",
-           "write_geotiffs", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
+           "write_geotiffs", "write_hierarchy", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
 
 #: name -> (dtype, fill value = nodata, meaning)
 LAYERS = {
@@ -341,8 +341,9 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
                               key=("finish",)))
 
 
-def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells):
-    """The in-core route: the whole DEM read, filled, written shard by shard."""
+def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
+    """The in-core route: the whole DEM read, filled, written shard by shard (and the
+    hierarchy table, with ``options["hierarchy"]``)."""
     import concurrent.futures
 
     from terrain.grid.cost_outputs import io_threads, read_layer, shard_layouts, write_windows
@@ -355,7 +356,8 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells):
             outlets = np.zeros(spec.shape, np.uint8)
             outlets[outlet_cells[:, 0], outlet_cells[:, 1]] = 1
         t1 = time.perf_counter()
-        r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend)
+        r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend,
+                             **options)
         t2 = time.perf_counter()
         prepared.result()
         rows, cols = spec.shape
@@ -366,6 +368,8 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells):
         layouts = shard_layouts(out_path, list(layers))
         list(pool.map(lambda w: write_windows(out_path, layers, [w], layouts=layouts),
                       windows))
+        if r.hierarchy is not None:
+            write_hierarchy(out_path, r.hierarchy)
     t3 = time.perf_counter()
     s = r.stats
     summary = {k: s[k] for k in ("cells", "outlets", "flooded", "undrained", "max_depth",
@@ -375,16 +379,53 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells):
                     "phase_seconds": {"read": round(t1 - t0, 6), **s["times"],
                                       "write": round(t3 - t2, 6)},
                     "read_bytes": z.nbytes, "written_bytes": 3 * z.nbytes})
+    for k in ("epsilon", "min_depth", "min_area", "kept_pits"):
+        if k in s:
+            summary[k] = s[k]
+    if r.hierarchy is not None:
+        summary["hierarchy_rows"] = int(r.hierarchy["id"].shape[0])
     return summary
 
 
+def write_hierarchy(out_path, table):
+    """The depression hierarchy as the table ``hierarchy`` of the store: a Zarr group of
+    1-D arrays, one per column (:data:`terrain.hydrology.HIERARCHY_COLUMNS`), one row per
+    depression (``xarray.open_zarr(store, group="hierarchy")`` reads it as a Dataset with
+    dimension ``depression_id``)."""
+    from terrain.hydrology import HIERARCHY_COLUMNS
+    group = zarr.open_group(store=str(out_path), mode="a").create_group("hierarchy",
+                                                                       overwrite=True)
+    n = int(table["id"].shape[0])
+    meanings = {"id": "depression id (1-based, in the order the water rises)",
+                "pit_row": "row of the lowest cell", "pit_col": "column of the lowest cell",
+                "pit_elevation": "elevation of the lowest cell",
+                "spill_elevation": "level at which it merges with its sibling or spills "
+                                   "outside (inf: never)",
+                "parent": "the depression it merges into (0: spills outside)",
+                "left": "first of the two it was merged from (0: a pit)",
+                "right": "second of the two it was merged from (0: a pit)",
+                "cells": "cells at or below its spill level that it floods",
+                "volume": "sum of spill - elevation over those cells"}
+    for name in HIERARCHY_COLUMNS:
+        values = np.asarray(table[name])
+        arr = group.create_array(name, shape=(n,), dtype=values.dtype,
+                                 chunks=(max(1, min(n, 1 << 20)),),
+                                 dimension_names=("depression_id",))
+        if n:
+            arr[:] = values
+        arr.attrs["meaning"] = meanings[name]
+    group.attrs.update({"rows": n, "width": int(table["_width"])})
+
+
 def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
-             backend=None, scheduler=None, overwrite=False, geotiff_dir=None, cog=True,
-             in_core="auto"):
+             epsilon=False, min_depth=None, min_area=None, hierarchy=False, backend=None,
+             scheduler=None, overwrite=False, geotiff_dir=None, cog=True, in_core="auto"):
     """Fill the depressions of ``input_path`` (raster or tile store) into ``output_path``.
 
     ``outlets``: a raster, tile store or points file naming the outlets (instead of the
-    grid's edge and nodata). ``in_core``: "auto", True or False (:func:`fill_route`).
+    grid's edge and nodata). ``epsilon``, ``min_depth``, ``min_area``, ``hierarchy``: as
+    :func:`terrain.hydrology.fill_depressions` (in core only: a grid that does not fit is
+    refused with them). ``in_core``: "auto", True or False (:func:`fill_route`).
     Returns the summary dict (also in the output's ``fill`` attribute).
 
     Examples
@@ -415,6 +456,17 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     cells = None if outlets is None else _outlet_cells(outlets, geo["geotransform"], shape)
     spec = FillSpec(shape, int(tile), int(connectivity), cells is not None)
     route = fill_route(shape, be, in_core)
+    if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
+        raise InputError(f"{inp}: minimum depth {min_depth!r} must be a number >= 0")
+    if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
+        raise InputError(f"{inp}: minimum area {min_area!r} must be a whole number >= 1")
+    options = {"epsilon": bool(epsilon), "min_depth": min_depth, "min_area": min_area,
+               "hierarchy": bool(hierarchy)}
+    asked = [k for k, v in options.items() if v not in (None, False)]
+    if asked and route != "in-core":
+        names = ", ".join(f"--{k.replace('_', '-')}" for k in asked)
+        raise InputError(f"{inp}: {shape[0]} x {shape[1]} cells do not fit in memory, and "
+                         f"{names} need the grid in core (the tiled fill does not do them)")
     from . import cluster
     with atomic_output(out, overwrite, inputs=[inp, outlets]) as tmp:
         upstream = None
@@ -429,7 +481,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             if upstream is not None:
                 with cluster.open_scheduler(scheduler or "threads"):
                     cluster.compute(upstream, label="fill-ingest")
-            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, cells)
+            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, cells, options)
         else:
             if upstream is not None:  # the DEM before the outlets layer and the forest
                 with cluster.open_scheduler(scheduler or "threads"):
@@ -476,6 +528,8 @@ def fill_command(args):
     """``terrain fill DEM [-o OUT.zarr] [--connectivity 4|8] [--outlets FILE] ...``."""
     summary = run_fill(args.input, args.output, tile=args.tile,
                        connectivity=args.connectivity, outlets=args.outlets,
+                       epsilon=args.epsilon, min_depth=args.min_depth,
+                       min_area=args.min_area, hierarchy=args.hierarchy,
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
                        cog=not args.no_cog)
