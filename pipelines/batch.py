@@ -1,4 +1,4 @@
-"""``terrain batch ingest|mst|cost-distance INPUTS... -o OUTDIR``: one command over many
+"""``terrain batch ingest|mst|cost-distance|fill INPUTS... -o OUTDIR``: one command over many
 rasters, one cluster.
 
 Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
@@ -121,6 +121,8 @@ def _file_params(command, args, inp):
         return {"tile": args.tile}
     if command == "mst":
         return {"tile": args.tile, "connectivity": args.connectivity, "weight": args.weight}
+    if command == "fill":
+        return {"tile": args.tile, "connectivity": args.connectivity}
     files = {name: _per_file(getattr(args, name), inp) for name in ("friction", "sources")}
     return {"source": list(args.source or ()), "source_cell": list(args.source_cell or ()),
             "start_cost": args.start_cost, "cost": args.cost,
@@ -129,16 +131,29 @@ def _file_params(command, args, inp):
                for name, path in files.items()}}
 
 
+def _run_fill(inp, out, args, scheduler):
+    from .fill import run_fill
+    s = run_fill(inp, out, tile=args.tile, connectivity=args.connectivity,
+                 backend=args.backend, scheduler=scheduler, overwrite=args.overwrite)
+    return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
+
+
+def _check_fill(args):
+    if args.connectivity not in (4, 8):
+        raise InputError(f"batch fill: connectivity {args.connectivity}: must be 4 or 8")
+
+
 # command -> (runner(input, output, args, scheduler) -> summary dict, output suffix)
 RUNNERS = {
     "ingest": (_run_ingest, ".zarr"),
     "mst": (_run_mst, ".mst.zarr"),
     "cost-distance": (_run_cost_distance, ".cost.zarr"),
+    "fill": (_run_fill, ".fill.zarr"),
 }
 # the commands that take --gpus (the batch's GPU workers serve each file)
 GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
-CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance}
+CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance, "fill": _check_fill}
 
 
 def _is_manifest(path):

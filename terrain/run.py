@@ -39,7 +39,7 @@ HANDLERS = {
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
-BATCH_COMMANDS = ("ingest", "mst", "cost-distance")  # pipelines.batch.RUNNERS
+BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "fill")  # pipelines.batch.RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):

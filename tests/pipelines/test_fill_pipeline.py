@@ -3,6 +3,7 @@ groups: shards of 16 cells) are the library's result bit for bit; outlets, GeoTI
 hierarchy table, info, the command line and its bad input."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +167,23 @@ def test_api_keeps_the_grid():
     out = np.zeros(z.shape, np.uint8)
     out[3, 3] = 0 if np.isnan(z[3, 3]) else 1
     np.testing.assert_array_equal(ds.filled.values, priority_flood(z, 8, out))
+
+
+def test_batch_fill(tmp_path, capsys):
+    d = tmp_path / "rasters"
+    d.mkdir()
+    zs = {}
+    for k in range(2):
+        zs[k] = _asc(d, _dem(20 + k, (20, 30)))[1]
+        (d / "dem.asc").rename(d / f"d{k}.asc")
+    (d / "broken.asc").write_text("ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                                  "1 x\n3 4\n")
+    rc, so, se = run_main(capsys, "batch", "fill", d, "-o", tmp_path / "out", "--json",
+                          "--connectivity", "4")
+    assert rc == 1, se  # one file failed, the others ran
+    doc = json.loads(so)
+    status = {Path(f["input"]).name: f["status"] for f in doc}
+    assert status == {"d0.asc": "done", "d1.asc": "done", "broken.asc": "failed"}
+    for k in range(2):
+        _assert_store_is(tmp_path / "out" / f"d{k}.fill.zarr",
+                         fill_depressions(zs[k], 4, backend="cpu"))
