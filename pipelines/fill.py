@@ -370,6 +370,14 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
                       windows))
         if r.hierarchy is not None:
             write_hierarchy(out_path, r.hierarchy)
+        if r.sinks is not None:  # the kept pits drain: verify needs them
+            sinks = np.zeros(spec.shape, np.uint8)
+            sinks.ravel()[r.sinks] = 1
+            create_layer(zarr.open_group(store=str(out_path), mode="a"), "sinks", "uint8", 0,
+                         spec.tile, spec.shape,
+                         attrs={"meaning": "1 = the pit of a depression kept by --min-depth/"
+                                           "--min-area: it drains"})
+            write_windows(out_path, {"sinks": sinks}, windows)
     t3 = time.perf_counter()
     s = r.stats
     summary = {k: s[k] for k in ("cells", "outlets", "flooded", "undrained", "max_depth",

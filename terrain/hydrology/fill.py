@@ -84,6 +84,10 @@ class FillResult:
     stats : dict
         ``cells``, ``outlets``, ``flooded``, ``depressions``, ``undrained``, ``max_depth``,
         ``connectivity``, ``backend``, ``path``, ``times``.
+    hierarchy : dict or None
+        The depression hierarchy's columns (:func:`depression_hierarchy`), when asked for.
+    sinks : int64 array or None
+        With ``min_depth``/``min_area``: the flat indices of the kept pits (they drain).
     """
 
     filled: np.ndarray
@@ -91,6 +95,7 @@ class FillResult:
     depression: np.ndarray
     stats: dict = field(default_factory=dict)
     hierarchy: dict = None
+    sinks: np.ndarray = None
 
 
 def _step(connectivity):
@@ -255,6 +260,8 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     times["levels"] = time.perf_counter() - t1
     r = _finish(z, f, outlet, conn, be, "in-core", times, t0)
     r.hierarchy = table if hierarchy else None
+    if min_depth is not None or min_area is not None:
+        r.sinks = pits
     if epsilon:
         r.stats["epsilon"] = True
     if min_depth is not None or min_area is not None:
