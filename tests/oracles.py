@@ -336,3 +336,50 @@ def hierarchy_canon(h):
             spill[i] = float(h["spill_elevation"][k])
             parent[kids[i][0]] = parent[kids[i][1]] = i
     return _hierarchy_canon(leaves, kids, level, parent, spill)
+
+
+@numba.njit(cache=True)
+def _seeded_kruskal(order, u, v, n, first, seeded):
+    parent = np.arange(n)
+    for c in range(n):
+        if seeded[c]:
+            parent[c] = first
+    keep = np.zeros(order.shape[0], np.bool_)
+    for e in order:
+        a, b = u[e], v[e]
+        while parent[a] != a:
+            a = parent[a]
+        while parent[b] != b:
+            b = parent[b]
+        if a != b:
+            if b == first:  # the outlets' set keeps its root
+                a, b = b, a
+            parent[b] = a
+            keep[e] = True
+    labels = np.empty(n, np.int64)
+    for c in range(n):
+        r = c
+        while parent[r] != r:
+            r = parent[r]
+        labels[c] = r
+    return keep, labels
+
+
+def seeded_forest(z, conn, outlet):
+    """The minimum spanning forest (weight max, ``(weight, id)`` order) of the grid with
+    the outlets contracted into one vertex, by Kruskal: what the GPU's seeded Borůvka makes
+    (``device_mst(seeds=...)``). Returns ``(mask, labels)``: the direction-bit mask and each
+    cell's supervertex (the outlets' trees labelled by their last cell, as the device may
+    label them by a cell that is not an outlet)."""
+    z = np.asarray(z, np.float32)
+    ids, u, v, w = ref_edges(z, conn, "max")
+    order = np.lexsort((ids, w))
+    seeded = (np.asarray(outlet).ravel() != 0)
+    first = int(np.argmax(seeded)) if seeded.any() else -1
+    keep, labels = _seeded_kruskal(order, u, v, z.size, first, seeded)
+    mask = np.zeros(z.size, np.uint8)
+    np.bitwise_or.at(mask, ids[keep] >> 2, (1 << (ids[keep] & 3)).astype(np.uint8))
+    if first >= 0:  # as on the device, the seeded set may end labelled by any of its cells
+        labels = np.where(labels == first, np.flatnonzero(labels == first).max(), labels)
+    labels = np.where(np.isnan(z.ravel()), -1, labels)
+    return mask.reshape(z.shape), labels
