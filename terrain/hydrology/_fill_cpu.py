@@ -200,6 +200,78 @@ def forest_dp_cpu(indptr, adj, w, src):
 
 
 @numba.njit(cache=True, nogil=True)
+def drain_grid_cpu(zh, mh, src):
+    """:func:`forest_dp_cpu` over the forest of a halo block's inner cells, its neighbours
+    read from the mask (no graph built): the drain pass of a group and of the in-core
+    route. Each tree is walked depth first (a branch's cells lie near each other) and the
+    two passes run over arrays in walk order. ``src``: float32 per inner cell (row-major);
+    returns the levels likewise."""
+    H, W = zh.shape[0] - 2, zh.shape[1] - 2
+    n = H * W
+    f = np.empty(n, np.float32)
+    seen = np.zeros(n, np.bool_)
+    order = np.empty(n, np.int32)  # walk position -> cell
+    stack = np.empty(n, np.int32)
+    from_pos = np.empty(n, np.int32)  # cell -> its parent's walk position (while stacked)
+    ppos = np.empty(n, np.int32)  # walk position -> parent's walk position
+    pw = np.empty(n, np.float32)  # walk position -> weight of the edge to the parent
+    up = np.empty(n, np.float32)  # walk position -> pw while stacked (by cell), then g
+    wcell = np.empty(n, np.float32)
+    for s in range(n):
+        if seen[s]:
+            continue
+        seen[s] = True
+        si, sj = s // W, s % W
+        if _forest_dirs(mh, si + 1, sj + 1) == 0:
+            f[s] = src[s]
+            continue
+        top = 1
+        tail = 0
+        stack[0] = s
+        from_pos[s] = -1
+        wcell[s] = 0.0
+        while top > 0:
+            top -= 1
+            v = stack[top]
+            pos = tail
+            order[pos] = v
+            ppos[pos] = from_pos[v]
+            pw[pos] = wcell[v]
+            up[pos] = src[v]
+            tail += 1
+            i, j = v // W, v % W
+            b = _forest_dirs(mh, i + 1, j + 1)
+            zv = zh[i + 1, j + 1]
+            for k in range(8):
+                if b & (1 << k):
+                    ii, jj = i + NB_DR[k], j + NB_DC[k]
+                    if ii < 0 or ii >= H or jj < 0 or jj >= W:
+                        continue
+                    u = ii * W + jj
+                    if not seen[u]:
+                        seen[u] = True
+                        from_pos[u] = pos
+                        zu = zh[ii + 1, jj + 1]
+                        wcell[u] = zv if zv >= zu else zu
+                        stack[top] = u
+                        top += 1
+        for t in range(tail - 1, 0, -1):  # up: the best source below
+            x = up[t] if up[t] >= pw[t] else pw[t]
+            p = ppos[t]
+            if x < up[p]:
+                up[p] = x
+        f[order[0]] = up[0]
+        for t in range(1, tail):  # down: the best over the whole tree (up[] becomes f)
+            x = up[ppos[t]]
+            if pw[t] > x:
+                x = pw[t]
+            if x < up[t]:
+                up[t] = x
+            f[order[t]] = up[t]
+    return f
+
+
+@numba.njit(cache=True, nogil=True)
 def forest_reduce_cpu(indptr, adj, w, d, port, present):
     """Reduce a forest with sources to its ports: what the levels above need.
 
@@ -674,3 +746,4 @@ def epsilon_fill_cpu(z, seeds, seed_nodata, ndr, ndc, named):
                 e[u] = zu
                 size = _std_push(hz, hc, size, zu, u)
     return e
+

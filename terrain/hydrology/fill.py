@@ -124,9 +124,13 @@ def outlet_cells(z, connectivity=8, outlets=None):
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
         return ((o != 0) & ~np.isnan(z)).astype(np.uint8)
-    out = np.empty(z.shape, np.uint8)
-    K.outlets_cpu(_halo(z, np.float32(np.nan)), _step(connectivity), out)
-    return out
+    nan = np.isnan(_halo(z, np.float32(np.nan)))
+    H, W = z.shape
+    near = np.zeros(z.shape, np.bool_)
+    for k in range(0, 8, _step(connectivity)):
+        dr, dc = int(K.NB_DR[k]), int(K.NB_DC[k])
+        near |= nan[1 + dr:1 + dr + H, 1 + dc:1 + dc + W]
+    return (near & ~nan[1:-1, 1:-1]).view(np.uint8)
 
 
 def depression_labels(flooded, connectivity=8):
@@ -143,8 +147,7 @@ def _drain_block(zh, mh, src):
     """The drain pass over the forest of a halo block (inner cells), from ``src``
     (float32 per inner cell, ``inf`` = not a source): the level of every inner cell,
     ``inf`` where its tree inside the block has no source."""
-    indptr, adj, w, _, _, _ = K.block_forest_cpu(zh, mh)
-    return K.forest_dp_cpu(indptr, adj, w, np.ascontiguousarray(src, np.float32).ravel())
+    return K.drain_grid_cpu(zh, mh, np.ascontiguousarray(src, np.float32).ravel())
 
 
 class _CpuOps:
