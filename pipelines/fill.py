@@ -77,7 +77,7 @@ def default_output(input_path):
 def fill_route(shape, backend, in_core="auto", available=None):
     """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
     working arrays fit half the available memory (:data:`IN_CORE_BYTES_PER_CELL`; on the
-    GPU the device's, :func:`terrain.hydrology._fill_gpu.fits_on_device`).
+    GPU the device's, :func:`terrain.hydrology.fits_on_device`).
 
     >>> fill_route((100, 100), get_backend("cpu"))
     'in-core'
@@ -90,7 +90,7 @@ def fill_route(shape, backend, in_core="auto", available=None):
         return "in-core" if in_core else "tiled"
     cells = int(shape[0]) * int(shape[1])
     if backend.is_gpu:
-        from terrain.hydrology._fill_gpu import fits_on_device
+        from terrain.hydrology import fits_on_device
         return "in-core" if fits_on_device(shape, backend) else "tiled"
     if available is None:
         import psutil

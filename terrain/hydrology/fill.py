@@ -63,6 +63,7 @@ from . import _fill_cpu as K
 
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
+           "fits_on_device",
            "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
            "fill_merge", "fill_split", "fill_leaf_down", "label_border", "label_merge",
            "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled"]
@@ -193,6 +194,15 @@ class _GpuOps:
     def levels(self, z, outlet, connectivity, tile):
         from ._fill_gpu import device_levels
         return self.be.to_numpy(device_levels(z, outlet, connectivity, self.be))
+
+
+def fits_on_device(shape, backend=None):
+    """True when the in-core fill of a grid of ``shape`` fits the GPU's free memory
+    (:func:`terrain.hydrology._fill_gpu.fits_on_device`); False on the CPU."""
+    if not get_backend(backend).is_gpu:
+        return False
+    from ._fill_gpu import fits_on_device as fits
+    return fits(shape, backend)
 
 
 def _ops(be):
