@@ -52,7 +52,8 @@ from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
 
-__all__ = ["run_fill", "fill_command", "fill_route", "build_fill_graph", "default_output",
+__all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
+           "default_output",
            "write_geotiffs", "write_hierarchy", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
 
 #: name -> (dtype, fill value = nodata, meaning)
@@ -131,9 +132,11 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     return written
 
 
-def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None):
-    """Create the result layers (and, for a store input, the georeference) in the output."""
-    del upstream  # orders this task after what must run first
+def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,
+             names=tuple(LAYERS)):
+    """Create the result layers ``names`` that are not there yet (and, for a store input,
+    the georeference) in the output."""
+    del upstream, named_outlets  # orders this task after what must run first
     group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
                             use_consolidated=False)
     if "x" not in group:
@@ -144,6 +147,8 @@ def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None):
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
     from terrain.grid.cost_outputs import layer_compressors
     for name, (dtype, fill, meaning) in LAYERS.items():
+        if name not in names or name in group:
+            continue
         arr = create_layer(group, name, dtype, fill, tile, shape,
                            compressors=layer_compressors("allocation" if dtype == "int32"
                                                          else "distance"),
@@ -221,16 +226,18 @@ def _up_task(dem_path, out_path, spec, upstream, level, i, j):
     return fill_leaf_up(_reader(dem_path, out_path, spec.shape), spec, level, i, j)
 
 
-def _write_task(dem_path, out_path, spec, prepared, level, i, j, incoming):
-    """A group's final levels: ``filled``, ``depth`` and its provisional labels written;
-    returns its label border, its label keys and its statistics. (``prepared``: the
-    layers exist; a group that is the root has no other way to wait for them.)"""
+def _write_task(dem_path, out_path, spec, prepared, names, level, i, j, incoming):
+    """A group's final levels: ``filled``, ``depth`` and its provisional labels written
+    (those of them in ``names``); returns its label border, its label keys and its
+    statistics. (``prepared``: the layers exist; a group that is the root has no other way
+    to wait for them.)"""
     del prepared
     b = fill_leaf_down(_reader(dem_path, out_path, spec.shape), spec, level, i, j, incoming)
     t0 = time.perf_counter()
     filled, depth = b.layers()
     for name, values in (("filled", filled), ("depth", depth), ("depression", b.labels)):
-        write_block(out_path, name, b.window, values)
+        if name in names:
+            write_block(out_path, name, b.window, values)
     s = b.stats
     s["times"]["write"] = time.perf_counter() - t0
     s["written_bytes"] = filled.nbytes * 3
@@ -282,7 +289,7 @@ def _finish(out_path, spec, mst_summary, writes, labels, meta):
 
 
 def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                     geo=None):
+                     geo=None, names=tuple(LAYERS)):
     """The tiled route's Dask graph (module docstring): the grid MST's graph, then the fill
     and label walks. Computing it returns the summary dict.
 
@@ -298,6 +305,8 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
         What must run first (the ingest, the outlets layer).
     geo : dict
         ``geotransform``, ``crs``, ``source`` of the grid.
+    names : tuple of str
+        The layers to write; without ``depression`` the label walk is left out.
     """
     from terrain.grid.mst import MSTSpec
 
@@ -312,12 +321,18 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     graph = TaskGraph("fill", token)
     call = graph.call
     prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, spec.named_outlets, mst,
-                    key=("prepare",))
+                    tuple(names), key=("prepare",))
     _, rest = walk_up(plan, (_up_task, dem_path, out_path, spec, prepared), (fill_merge, spec),
                       call, nout=3, names=("up", "merge"))
     own = {node: r[:1] for node, r in rest.items() if node[0] > g}
-    _, leaves = walk_down(plan, (fill_split, spec), (_write_task, dem_path, out_path, spec, prepared),
+    _, leaves = walk_down(plan, (fill_split, spec), (_write_task, dem_path, out_path, spec, prepared, tuple(names)),
                           call, extra=own, node_nout=5, leaf_nout=3, names=("split", "write"))
+
+    meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
+    writes = [leaves[(g,) + ij][2] for ij in plan.groups]
+    if "depression" not in names:
+        return graph.delayed(call(_finish, out_path, spec, mst, writes, [], meta,
+                                  key=("finish",)))
 
     def label_call(fn, *args, key, nout=None):  # the label walk's leaves: the writes' borders
         if key[0] == "lborder":
@@ -335,9 +350,7 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     labels = [call(_label_task, out_path, spec, g, i, j, leaves[(g, i, j)][1],
                    counted[(g, i, j)][1], numbering[q], key=("label", i, j))
               for q, (i, j) in enumerate(plan.groups)]
-    meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
-    return graph.delayed(call(_finish, out_path, spec, mst,
-                              [leaves[(g,) + ij][2] for ij in plan.groups], labels, meta,
+    return graph.delayed(call(_finish, out_path, spec, mst, writes, labels, meta,
                               key=("finish",)))
 
 
@@ -423,6 +436,48 @@ def write_hierarchy(out_path, table):
             arr[:] = values
         arr.attrs["meaning"] = meanings[name]
     group.attrs.update({"rows": n, "width": int(table["_width"])})
+
+
+def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=None,
+                 backend=None, scheduler=None):
+    """Write ``filled`` -- the depression fill of the ``elevation`` of the store
+    ``dem_path`` (outlets: the grid's edge and nodata, or the non-zero cells of the layer
+    ``outlets_layer`` of ``out_path``) -- into the store ``out_path`` (created there when
+    missing), by the route :func:`fill_route` picks. The one call another pipeline makes
+    (``terrain flow``'s fill). Returns the summary dict (not stored)."""
+    be = get_backend(backend)
+    shape = tuple(int(s) for s in shape)
+    spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
+    dem = zarr.open_group(store=str(dem_path), mode="r", use_consolidated=False)
+    gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+    geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
+    if fill_route(shape, be) == "in-core":
+        from terrain.grid.cost_outputs import read_layer, write_windows
+        z = read_layer(dem_path, "elevation", np.float32)
+        outlets = None
+        if outlets_layer is not None:
+            outlets = read_layer(out_path, outlets_layer)
+        r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=be.name)
+        _prepare(out_path, shape, spec.tile, geo, names=("filled",))
+        side = spec.tile * tiles_per_shard(spec.tile, shape)
+        windows = [(a, min(a + side, shape[0]), b, min(b + side, shape[1]))
+                   for a in range(0, shape[0], side) for b in range(0, shape[1], side)]
+        write_windows(out_path, {"filled": r.filled}, windows)
+        return dict(r.stats, path="in-core")
+    if outlets_layer not in (None, "outlets"):
+        raise InputError(f"{out_path}: the tiled fill reads its outlets from 'outlets'")
+    from . import cluster
+    shard = zarr.open_array(store=str(dem_path), path="elevation", mode="r")
+    side = (getattr(shard, "shards", None) or shard.chunks)[0]
+    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
+        graph = build_fill_graph(dem_path, out_path, spec, max(1, side // spec.tile), be.name,
+                                 None, geo, names=("filled",))
+        (summary,) = cluster.compute(graph, label="fill")
+    shutil.rmtree(Path(out_path) / "mst", ignore_errors=True)
+    group = zarr.open_group(store=str(out_path), mode="r+", use_consolidated=False)
+    if "mst" in group.attrs:
+        del group.attrs["mst"]
+    return summary
 
 
 def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,

@@ -187,3 +187,23 @@ def test_batch_fill(tmp_path, capsys):
     for k in range(2):
         _assert_store_is(tmp_path / "out" / f"d{k}.fill.zarr",
                          fill_depressions(zs[k], 4, backend="cpu"))
+
+
+@pytest.mark.parametrize("in_core", [True, False])
+def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, in_core):
+    """pipelines.fill.write_filled: only ``filled``, into a store another pipeline made
+    (``terrain flow``'s fill), by either route."""
+    import pipelines.fill as pf
+    from pipelines.ingest import ingest
+    z = _dem(11, (40, 44))
+    asc, z = _asc(tmp_path, z)
+    ingest(asc, tmp_path / "dem.zarr", tile=4, scheduler="synchronous")
+    monkeypatch.setattr(pf, "fill_route", lambda shape, be, in_core="auto":
+                        "in-core" if in_core_ else "tiled")
+    in_core_ = in_core
+    out = tmp_path / "out.zarr"
+    zarr.open_group(str(out), mode="w")
+    pf.write_filled(tmp_path / "dem.zarr", out, z.shape, 4, 4, scheduler="synchronous")
+    g = zarr.open_group(str(out), mode="r")
+    np.testing.assert_array_equal(g["filled"][:], fill_depressions(z, 4, backend="cpu").filled)
+    assert "depth" not in g and "depression" not in g and "mst" not in g
