@@ -595,6 +595,7 @@ def fill_command(args):
                        min_area=args.min_area, hierarchy=args.hierarchy,
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
-                       cog=not args.no_cog)
+                       cog=not args.no_cog,
+                       in_core={"auto": "auto", "in-core": True, "tiled": False}[args.route])
     print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
     return 0

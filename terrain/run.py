@@ -274,6 +274,9 @@ def build_parser():
                    help="keep depressions at least D deep (their pits drain); fill the others")
     p.add_argument("--min-area", type=_positive_int, default=None, metavar="A",
                    help="keep depressions of at least A cells (their pits drain); fill the others")
+    p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
+                   help="in core (the grid in memory) or tiled (out of core, the quadtree "
+                        "walk); default: in core when it fits half the memory")
     p.add_argument("--hierarchy", action="store_true",
                    help="also write the depression hierarchy (pits, spill levels, which "
                         "depressions merge at which level) as the table OUT.zarr/hierarchy")

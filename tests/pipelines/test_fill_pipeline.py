@@ -118,6 +118,15 @@ def test_geotiffs_hierarchy_and_info(tmp_path, capsys):
     assert rc == 0 and "result    fill:" in so and "layer     depression: int32" in so
 
 
+def test_route_option(tmp_path, capsys, small_shards):
+    asc, z = _asc(tmp_path, _dem(12, (30, 33)))
+    rc, so, se = run_main(capsys, "fill", asc, "-o", tmp_path / "t.zarr", "--route", "tiled",
+                          "--tile", "4", "--json")
+    assert rc == 0, se
+    assert json.loads(so)["path"] == "tiled"
+    _assert_store_is(tmp_path / "t.zarr", fill_depressions(z, 8, backend="cpu"))
+
+
 def test_options_reach_the_library(tmp_path, capsys):
     z = _dem(6, (30, 40), integer=True)
     asc, z = _asc(tmp_path, z)
