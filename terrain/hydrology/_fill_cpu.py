@@ -749,3 +749,45 @@ def epsilon_fill_cpu(z, seeds, seed_nodata, ndr, ndc, named):
                 size = _std_push(hz, hc, size, zu, u)
     return e
 
+
+
+@numba.njit(cache=True, nogil=True)
+def join_bands_cpu(labels, cuts, offsets, total, step):
+    """Join the band-wise labels of :func:`flooded_labels_cpu` (bands ``cuts[k]:cuts[k+1]``,
+    band ``k``'s labels offset by ``offsets[k]`` into one numbering of ``total`` parts)
+    across the band borders, and number the joined regions 1, 2, ... in the order of their
+    first part (band, then label): the row-major order of their first cells. Returns the
+    new id of every part (index = global part id, 0 unused)."""
+    parent = np.arange(total + 1)
+    H, W = labels.shape
+    for k in range(1, cuts.shape[0] - 1):
+        r = cuts[k]  # the first row of band k; r - 1 the last of band k - 1
+        for j in range(W):
+            a = labels[r, j]
+            if a == 0:
+                continue
+            for dc in range(-1, 2):
+                if step == 2 and dc != 0:
+                    continue
+                jj = j + dc
+                if jj < 0 or jj >= W:
+                    continue
+                b = labels[r - 1, jj]
+                if b == 0:
+                    continue
+                x = _find(parent, a + offsets[k])
+                y = _find(parent, b + offsets[k - 1])
+                if x < y:
+                    parent[y] = x
+                elif y < x:
+                    parent[x] = y
+    ids = np.zeros(total + 1, np.int32)
+    nxt = 0
+    for p in range(1, total + 1):
+        root = _find(parent, p)
+        if root == p:
+            nxt += 1
+            ids[p] = nxt
+        else:
+            ids[p] = ids[root]
+    return ids

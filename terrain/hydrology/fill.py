@@ -51,6 +51,7 @@ Every level is exact (minimax over a forest); a group holds its block, a node
 O(perimeter) vertices. The answer is the in-core one, bit for bit, for every tile size.
 """
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -136,12 +137,31 @@ def outlet_cells(z, connectivity=8, outlets=None):
 
 def depression_labels(flooded, connectivity=8):
     """Connected regions of ``flooded`` cells numbered 1, 2, ... in the row-major order
-    of their first cell (int32, 0 elsewhere).
+    of their first cell (int32, 0 elsewhere). A tall grid is labelled in bands on threads
+    and the bands joined across their borders (:func:`terrain.hydrology._fill_cpu.join_bands_cpu`).
 
     >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
     [[1, 0, 2], [0, 3, 0]]
     """
-    return K.flooded_labels_cpu(np.ascontiguousarray(flooded, np.bool_), _step(connectivity))
+    flooded = np.ascontiguousarray(flooded, np.bool_)
+    step = _step(connectivity)
+    threads = min(os.cpu_count() or 1, flooded.shape[0] // 256)
+    if threads < 2:
+        return K.flooded_labels_cpu(flooded, step)
+    # bands labelled on threads (the kernel releases the GIL), then joined across borders
+    from concurrent.futures import ThreadPoolExecutor
+    cuts = np.linspace(0, flooded.shape[0], 4 * threads + 1).astype(np.int64)
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(lambda k: K.flooded_labels_cpu(flooded[cuts[k]:cuts[k + 1]],
+                                                             step), range(len(cuts) - 1)))
+    labels = np.concatenate(parts)
+    counts = np.array([int(p.max(initial=0)) for p in parts], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ids = K.join_bands_cpu(labels, cuts, offsets, int(counts.sum()), step)
+    for k in range(len(parts)):  # band k's labels -> the joined ids
+        band = labels[cuts[k]:cuts[k + 1]]
+        band[...] = np.where(band > 0, ids[np.where(band > 0, band + offsets[k], 0)], 0)
+    return labels
 
 
 def _drain_block(zh, mh, src):

@@ -142,3 +142,16 @@ def test_richdem_fills_interior_holes_we_drain_into_them():
     ours = fill_depressions(z, 8, backend="cpu").filled
     assert ours[2, 2] == 5 and richdem_fill(z, 8)[2, 2] == 7
     np.testing.assert_array_equal(ours, priority_flood(z, 8))
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+def test_depression_labels_in_bands_are_scipy_labels(conn, monkeypatch):
+    """Tall grids are labelled band by band on threads and joined across band borders."""
+    import os
+    from terrain.hydrology import depression_labels
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    rng = np.random.default_rng(conn)
+    flooded = ndimage.binary_dilation(rng.random((1500, 301)) < 0.15)
+    want, _ = ndimage.label(flooded, np.ones((3, 3)) if conn == 8 else None)
+    np.testing.assert_array_equal(depression_labels(flooded, conn), want.astype(np.int32),
+                                  strict=True)
