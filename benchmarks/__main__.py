@@ -21,6 +21,7 @@ BENCHMARKS = {
     "cost-distance": "benchmarks.cost_distance:bench_cost_distance_command",
     "startup": "benchmarks.startup:bench_startup_command",
     "flow": "benchmarks.flow:bench_flow_command",
+    "fill": "benchmarks.fill:bench_fill_command",
 }
 
 
@@ -94,6 +95,19 @@ def build_parser():
     b.add_argument("--repeat", type=_positive_int, default=1,
                    help="with --whole-process: run every command this many times (default 1)")
     _backend(b)
+    b = bsub.add_parser("fill", help="terrain fill vs RichDEM FillDepressions, whole "
+                        "processes, CPU seconds")
+    _grid_size(b, 4096)
+    b.add_argument("--seed", type=int, default=7, help="synthetic DEM seed (default 7)")
+    b.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="4 or 8 neighbours (default 8)")
+    b.add_argument("--richdem-python", default=None,
+                   help="the python of a venv with richdem2 and rasterio (none: terrain only)")
+    b.add_argument("--repeat", type=_positive_int, default=3, help="interleaved runs of each side")
+    b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
+    b.add_argument("--backend", choices=("cpu", "gpu"), default="cpu", help="terrain's backend")
+    b.add_argument("--gpu-commands", action="store_true",
+                   help="print the Neuse-size GPU commands instead")
     b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
     b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
     b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs (default 3)")

@@ -1,4 +1,4 @@
-"""``terrain batch ingest|mst|cost-distance|flow INPUTS... -o OUTDIR``: one command over many
+"""``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
 rasters, one cluster.
 
 Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
@@ -121,6 +121,8 @@ def _file_params(command, args, inp):
         return {"tile": args.tile}
     if command == "mst":
         return {"tile": args.tile, "connectivity": args.connectivity, "weight": args.weight}
+    if command == "fill":
+        return {"tile": args.tile, "connectivity": args.connectivity}
     if command == "flow":
         return {"tile": args.tile, "connectivity": args.connectivity,
                 "filled": getattr(args, "filled", False)}
@@ -130,6 +132,18 @@ def _file_params(command, args, inp):
             "connectivity": args.connectivity, "max_cost": args.max_cost,
             **{name: None if path is None else list(input_identity(path))
                for name, path in files.items()}}
+
+
+def _run_fill(inp, out, args, scheduler):
+    from .fill import run_fill
+    s = run_fill(inp, out, tile=args.tile, connectivity=args.connectivity,
+                 backend=args.backend, scheduler=scheduler, overwrite=args.overwrite)
+    return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
+
+
+def _check_fill(args):
+    if args.connectivity not in (4, 8):
+        raise InputError(f"batch fill: connectivity {args.connectivity}: must be 4 or 8")
 
 
 def _run_flow(inp, out, args, scheduler):
@@ -150,12 +164,14 @@ RUNNERS = {
     "ingest": (_run_ingest, ".zarr"),
     "mst": (_run_mst, ".mst.zarr"),
     "cost-distance": (_run_cost_distance, ".cost.zarr"),
+    "fill": (_run_fill, ".fill.zarr"),
     "flow": (_run_flow, ".flow.zarr"),
 }
 # the commands that take --gpus (the batch's GPU workers serve each file)
 GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
-CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance, "flow": _check_flow}
+CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance, "fill": _check_fill,
+          "flow": _check_flow}
 
 
 def _is_manifest(path):

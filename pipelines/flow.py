@@ -148,18 +148,14 @@ def _write_whole(store, layer, values, side):
 # the fill
 
 
-def fill_layer(dem_path, out_path, shape, tile, connectivity, outlets_layer, scheduler=None):
+def fill_layer(dem_path, out_path, shape, tile, connectivity, outlets_layer, scheduler=None,
+               backend=None):
     """Write ``filled`` (the depression-filled DEM of ``dem_path``'s ``elevation``, outlets
     the grid's edge and nodata, or ``outlets_layer`` of ``out_path`` when given) into the
-    output store ``out_path``.
-
-    LEAD: this is the one call site of the library's depression filling (``terrain fill``,
-    terrain/hydrology/fill.py and pipelines/fill.py, built beside this): connect it here.
-    Until then a DEM must come filled (``--filled``); the tests fill with the priority-
-    flood oracle of tests/oracles.py through this function.
-    """
-    raise InputError(f"{dem_path}: depression filling (terrain fill) is not in this build "
-                     "yet: give an already filled DEM with --filled")
+    output store ``out_path``: ``terrain fill``'s own pipeline (:func:`pipelines.fill.write_filled`)."""
+    from .fill import write_filled
+    write_filled(dem_path, out_path, shape, tile, connectivity, outlets_layer,
+                 backend=backend, scheduler=scheduler)
 
 
 def _copy_filled(dem_path, out_path, shape, side):
@@ -274,7 +270,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             if filled:
                 _copy_filled(dem_path, tmp, shape, side)
             else:
-                fill_layer(dem_path, tmp, shape, tile, connectivity, out_layer, scheduler)
+                fill_layer(dem_path, tmp, shape, tile, connectivity, out_layer, scheduler,
+                           be.name)
             wall["fill"] = time.perf_counter() - t0
             if chosen == "in-core":
                 stats = _in_core(tmp, spec, side, out_layer, w_path, be.name, wall)

@@ -19,7 +19,7 @@ from terrain.tiles import is_store, open_store
 __all__ = ["describe_path", "format_description", "info_command", "RESULT_ATTRS"]
 
 # store attributes that hold a result's summary (other commands add theirs here)
-RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs", "flow")
+RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs", "fill", "flow")
 _MEANINGS = {"elevation": "elevation, NaN = nodata",
              "allocation": "index of the nearest source (ties: lower index), -1 unreached",
              "backlink": "direction to the predecessor: 0 source, 1..16 E SE S SW W NW N NE "
@@ -86,6 +86,11 @@ def _format_result(name, s):
                 f"reached, max distance {'-' if md is None else f'{md:.10g}'} (cost "
                 f"{s.get('cost')}, {s.get('connectivity')}-connected"
                 + (f", max cost {s['max_cost']:g}" if s.get("max_cost") else "") + ")")
+    if name == "fill":
+        return (f"{s.get('flooded')} cells filled in {s.get('depressions')} depressions, max "
+                f"depth {s.get('max_depth', float('nan')):.6g} ({s.get('connectivity')}-connected"
+                + (", epsilon" if s.get("epsilon") else "")
+                + (f", {s['undrained']} undrained" if s.get("undrained") else "") + ")")
     if name == "flow":
         return (f"D{s.get('connectivity')}, {s.get('cells')} cells, {s.get('outlet_cells')} "
                 f"outlets ({s.get('outlets')}), {s.get('flat_cells')} flat cells, max "

@@ -8,6 +8,9 @@ What it can check
 * a ``cost-distance`` output store: distance, backlink and allocation against the DEM,
   friction and cost model recorded in its ``cost_model`` attribute (the SSSP certificate of
   :func:`terrain.verify.verify_grid_sssp`, window by window with a 2-cell halo: out of core);
+* a ``fill`` output store: filled, depth and depression against the DEM, with the
+  connectivity, outlets (its ``outlets`` layer; the pits a simplification kept, ``sinks``)
+  and epsilon its summary records (:func:`terrain.verify.verify_fill`, in memory);
 * a ``flow`` output store: directions and accumulation against its ``filled`` layer, the
   connectivity, cell size and outlets the summary records (the certificate of
   :func:`terrain.verify.verify_flow`, in memory), with the weights raster it names;
@@ -69,6 +72,23 @@ def _verify_cost_store(path):
                             rtol=rtol, window=side * max(1, 1024 // side))
 
 
+def _verify_fill_store(path):
+    from terrain.verify import verify_fill
+
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    s = dict(group.attrs.get("fill") or {})
+    dem = result_dem(path, group, group.attrs.get("source"))
+    outlets = None
+    if "outlets" in group:
+        outlets = group["outlets"][:]
+    if "sinks" in group:  # pits a --min-depth/--min-area run kept: they drain
+        from terrain.hydrology import outlet_cells
+        z = dem[:]
+        outlets = outlet_cells(z, int(s.get("connectivity", 8)), outlets) | group["sinks"][:]
+    return verify_fill(dem[:], group["filled"][:], int(s.get("connectivity", 8)), outlets,
+                       group["depth"][:], group["depression"][:], bool(s.get("epsilon")))
+
+
 def _verify_flow_store(path):
     from terrain.verify import verify_flow
 
@@ -122,8 +142,10 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
             return _verify_cost_store(p)
         if "direction" in group and "flow" in group.attrs:
             return _verify_flow_store(p)
+        if "filled" in group and "depression" in group:
+            return _verify_fill_store(p)
         raise InputError(f"{path}: no result verify knows in this store (an mst, "
-                         "cost-distance or flow output)")
+                         "cost-distance, fill or flow output)")
     if p.suffix == ".npy":
         return _verify_bfs_file(p, graph, sources, fmt)
     raise InputError(f"{path}: not a result store or a .npy distances file")

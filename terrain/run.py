@@ -33,6 +33,7 @@ HANDLERS = {
     "sssp": "pipelines.graph:sssp_command",
     "cost-distance": "pipelines.cost_distance_start:cost_distance_command",  # device ready first
     "path": "pipelines.cost_distance:path_command",
+    "fill": "pipelines.fill:fill_command",
     # ---- hydrology (flow, watershed, streams): _add_hydrology below ----
     "flow": "pipelines.flow:flow_command",
     "watershed": "pipelines.watershed:watershed_command",
@@ -42,7 +43,7 @@ HANDLERS = {
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
-BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "flow")  # pipelines.batch.RUNNERS
+BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "fill", "flow")  # pipelines.batch.RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -251,6 +252,47 @@ def build_parser():
                    help="with --geotiff: a plain tiled GeoTIFF with overviews instead of a COG")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and FILE.tif) if they exist")
     _add_run_control(p)
+
+    # -- fill (issue 20: hydrology; pipelines/fill.py) -------------------------------------
+    p = sub.add_parser("fill", help="fill the depressions of a DEM to their spill elevations",
+                       description="Exact depression filling (priority-flood's result, "
+                       "RichDEM's FillDepressions) from the grid's minimum spanning forest. "
+                       "The store holds 'filled' (float32, NaN nodata), 'depth' (filled - "
+                       "elevation) and 'depression' (int32 lake ids in the row-major order of "
+                       "their first cells, 0 outside any); docs/hydrology.md.")
+    p.add_argument("input", metavar="DEM", help="ASCII grid, any rasterio raster, or a tile store")
+    p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
+                   help="result store (default: DEM's name with .fill.zarr)")
+    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
+                 "its own)")
+    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="how water moves: 4 (D4) or 8 (D8, default)")
+    p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
+                   help="where water leaves the grid: the non-zero cells of a raster or tile "
+                        "store, or points (CSV x,y or GeoJSON) in the DEM's CRS (default: "
+                        "cells on the grid's edge or beside nodata)")
+    p.add_argument("--epsilon", action="store_true",
+                   help="raise flats and filled depressions by the smallest float32 steps so "
+                        "every cell drains (RichDEM's epsilon fill)")
+    p.add_argument("--min-depth", type=float, default=None, metavar="D",
+                   help="keep depressions at least D deep (their pits drain); fill the others")
+    p.add_argument("--min-area", type=_positive_int, default=None, metavar="A",
+                   help="keep depressions of at least A cells (their pits drain); fill the others")
+    p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
+                   help="in core (the grid in memory) or tiled (out of core, the quadtree "
+                        "walk); default: in core when it fits half the memory")
+    p.add_argument("--hierarchy", action="store_true",
+                   help="also write the depression hierarchy (pits, spill levels, which "
+                        "depressions merge at which level) as the table OUT.zarr/hierarchy")
+    _add_backend(p)
+    _add_scheduler(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--geotiff-dir", default=None, metavar="DIR",
+                   help="also write filled, depth and depression as Cloud-Optimized GeoTIFFs")
+    p.add_argument("--no-cog", action="store_true",
+                   help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+    # -- end fill -----------------------------------------------------------------------------
 
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")
     _add_graph_input(p)

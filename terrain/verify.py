@@ -57,8 +57,8 @@ from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T, arc_cost
 from .grid.edges import (CONNECTIVITIES, DIRECTIONS, edge_weight, horizontal_lengths,
                          order_bits, weight_model_code)
 
-__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_flow",
-           "DIRECTION_NAMES"]
+__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_fill",
+           "verify_flow", "DIRECTION_NAMES"]
 
 DIRECTION_NAMES = ("E", "S", "SE", "SW")
 
@@ -922,4 +922,164 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
                            "accumulation of the cells draining in, at every cell" +
                            (" (equal bits)" if rtol == 0 else f" (within {rtol:g})"))
         cert.facts["max_accumulation"] = float(np.nanmax(acc)) if valid else float("nan")
+    return cert
+
+
+_FILL_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+
+
+_FILL_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
+    """First cell (flat index) breaking the local checks, and which (1 lowered, 2 outlet
+    changed, 3 above its spill level, 4 no lower neighbour (strict), 5 cut off but
+    changed); -1 when none."""
+    H, W = z.shape
+    for i in range(H):
+        for j in range(W):
+            zc = z[i, j]
+            if np.isnan(zc):
+                continue
+            fc = f[i, j]
+            c = i * W + j
+            if not fc >= zc:
+                return c, 1
+            if outlet[i, j]:
+                if fc != zc:
+                    return c, 2
+                continue
+            if cut_off[i, j]:
+                if fc != zc:
+                    return c, 5
+                continue
+            low = np.float32(np.inf)
+            for k in range(0, 8, step):
+                ii, jj = i + _FILL_DR[k], j + _FILL_DC[k]
+                if 0 <= ii < H and 0 <= jj < W and not np.isnan(z[ii, jj]):
+                    if f[ii, jj] < low:
+                        low = f[ii, jj]
+            if strict:
+                if not low < fc:
+                    return c, 4
+            else:
+                want = zc if zc >= low else low
+                if fc != want:
+                    return c, 3
+    return -1, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _drains_cpu(z, f, outlet, step):
+    """The cells from which a path on which ``f`` never rises reaches an outlet: a search
+    from the outlets, upwards (to neighbours at least as high)."""
+    H, W = z.shape
+    seen = np.zeros((H, W), np.bool_)
+    stack = np.empty(H * W, np.int64)
+    top = 0
+    for i in range(H):
+        for j in range(W):
+            if outlet[i, j] and not np.isnan(z[i, j]):
+                seen[i, j] = True
+                stack[top] = i * W + j
+                top += 1
+    while top > 0:
+        top -= 1
+        c = stack[top]
+        i, j = c // W, c % W
+        for k in range(0, 8, step):
+            ii, jj = i + _FILL_DR[k], j + _FILL_DC[k]
+            if 0 <= ii < H and 0 <= jj < W and not seen[ii, jj] and not np.isnan(z[ii, jj]) \
+                    and f[ii, jj] >= f[i, j]:
+                seen[ii, jj] = True
+                stack[top] = ii * W + jj
+                top += 1
+    return seen
+
+
+def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depression=None,
+                epsilon=False):
+    """Certificate that ``filled`` is the depression fill of ``dem`` (module docstring).
+
+    ``outlets``: a mask of the named outlets (default: the grid's edge and nodata, as
+    :func:`terrain.hydrology.outlet_cells`); ``epsilon``: the epsilon fill's certificate.
+
+    >>> z = np.array([[5, 5, 5], [5, 1, 5], [5, 4, 5]], np.float32)
+    >>> verify_fill(z, np.array([[5, 5, 5], [5, 4, 5], [5, 4, 5]], np.float32)).ok
+    True
+    >>> verify_fill(z, np.array([[5, 5, 5], [5, 5, 5], [5, 4, 5]], np.float32)).violation
+    'cell (1, 1): filled 5 is above its spill level 4 (max of its elevation 1 and its lowest neighbour)'
+    """
+    from .hydrology import depression_labels, outlet_cells
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    f = np.ascontiguousarray(np.asarray(filled, np.float32))
+    conn = int(connectivity)
+    if conn not in CONNECTIVITIES:
+        raise InputError(f"connectivity {connectivity!r} is not 4 or 8")
+    what = f"{'epsilon ' if epsilon else ''}depression fill, {conn}-connected"
+    cert = Certificate(what)
+    if f.shape != z.shape:
+        return cert.fail(f"filled has {f.shape[0]} x {f.shape[1]} cells, the DEM "
+                         f"{z.shape[0]} x {z.shape[1]}")
+    if not np.array_equal(np.isnan(f), np.isnan(z)):
+        r, c = np.argwhere(np.isnan(f) != np.isnan(z))[0]
+        return cert.fail(f"cell ({r}, {c}): nodata in one of the DEM and the filled DEM only")
+    cert.checks.append("the filled DEM has the DEM's nodata")
+    out = outlet_cells(z, conn, outlets)
+    step = 1 if conn == 8 else 2
+    valid = ~np.isnan(z)
+    parts = depression_labels(valid, conn)  # connected parts of the grid
+    drains = np.zeros(int(parts.max(initial=0)) + 1, np.bool_)
+    drains[parts[out != 0]] = True
+    cut_off = valid & ~drains[parts]
+    cell, kind = _fill_local_cpu(z, f, out, cut_off, step, bool(epsilon))
+    if cell >= 0:
+        r, c = divmod(int(cell), z.shape[1])
+        zc, fc = float(z[r, c]), float(f[r, c])
+        if kind == 3:
+            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(_FILL_DR[::step],
+                                                                   _FILL_DC[::step])
+                       if 0 <= r + dr < z.shape[0] and 0 <= c + dc < z.shape[1]
+                       and not np.isnan(z[r + dr, c + dc])), default=math.inf)
+            spill = max(zc, low)
+            where = "above" if fc > spill else "below"
+            return cert.fail(f"cell ({r}, {c}): filled {fc:.9g} is {where} its spill level "
+                             f"{spill:.9g} (max of its elevation {zc:.9g} and its lowest "
+                             "neighbour)")
+        return cert.fail({1: f"cell ({r}, {c}): filled {fc:.9g} is below its elevation {zc:.9g}",
+                          2: f"outlet ({r}, {c}): filled {fc:.9g}, elevation {zc:.9g}",
+                          4: f"cell ({r}, {c}): no neighbour lower than {fc:.9g} (it does "
+                             "not drain)",
+                          5: f"cell ({r}, {c}) reaches no outlet but was raised from "
+                             f"{zc:.9g} to {fc:.9g}"}[kind])
+    cert.checks.append("no cell lowered; the outlets keep their elevation")
+    cert.checks.append("every cell drains to a lower neighbour" if epsilon else
+                       "no cell above its spill level: filled = max(elevation, lowest "
+                       "neighbour's filled)")
+    seen = _drains_cpu(z, f, out, step)
+    lost = valid & ~cut_off & ~seen
+    if lost.any():
+        r, c = np.argwhere(lost)[0]
+        return cert.fail(f"cell ({r}, {c}): no path on the filled DEM leads down to an "
+                         "outlet (it lies in a depression)")
+    cert.checks.append("every cell drains to an outlet on the filled DEM")
+    if depth is not None:
+        d = np.asarray(depth, np.float32)
+        if not np.array_equal(d, (f - z).astype(np.float32), equal_nan=True):
+            r, c = np.argwhere(~((d == f - z) | (np.isnan(d) & np.isnan(z))))[0]
+            return cert.fail(f"cell ({r}, {c}): depth {float(d[r, c]):.9g} is not filled - "
+                             "elevation")
+        cert.checks.append("depth = filled - elevation")
+    if depression is not None:
+        want = depression_labels((f - z) > 0, conn)
+        got = np.asarray(depression)
+        if not np.array_equal(got, want):
+            r, c = np.argwhere(got != want)[0]
+            return cert.fail(f"cell ({r}, {c}): depression id {int(got[r, c])}, the flooded "
+                             f"regions give {int(want[r, c])}")
+        cert.checks.append("depression ids: the flooded regions in row-major order")
+    cert.facts = {"cells": int(valid.sum()), "outlets": int(np.count_nonzero(out)),
+                  "flooded": int(np.count_nonzero((f - z) > 0)),
+                  "cut_off": int(np.count_nonzero(cut_off))}
     return cert

@@ -186,7 +186,6 @@ def tiled_oracle(z, f, sources, connectivity, model, start=None, cellsize=(1.0, 
     return best.reshape(z.shape), alloc.reshape(z.shape)
 
 
-
 # ------------------------------------------------------------------------------------------
 # hydrology: depression filling, D8/D4 directions with Barnes flats, accumulation
 
@@ -202,12 +201,13 @@ def _hks(conn):
 def priority_flood(z, conn=8, outlets=None):
     """Depression filling by priority flood (Barnes, Lehman & Mulla 2014; RichDEM's
     ``FillDepressions(epsilon=False)``), written independently with heapq: the seeds are the
-    outlets (default: cells on the grid's edge or beside nodata), each popped cell raises its
-    unvisited neighbours to at least its own level. The test oracle for a filled DEM (the
-    library's fill is ``terrain fill``'s)."""
+    outlets (default: cells on the grid's edge or beside nodata in ``conn``; else the
+    non-zero cells of ``outlets``), each popped cell raises its unvisited neighbours to at
+    least its own level; cells never reached keep their elevation."""
     import heapq
     z = np.asarray(z, np.float32)
     R, C = z.shape
+    ks = range(0, 8, 1 if conn == 8 else 2)
     out = z.copy()
     seen = np.isnan(z)
     heap = []
@@ -218,18 +218,14 @@ def priority_flood(z, conn=8, outlets=None):
             if outlets is not None:
                 seed = bool(outlets[r, c])
             else:
-                seed = False
-                for k in _hks(conn):
-                    rr, cc = r + HDR[k], c + HDC[k]
-                    if not (0 <= rr < R and 0 <= cc < C) or np.isnan(z[rr, cc]):
-                        seed = True
-                        break
+                seed = any(not (0 <= r + HDR[k] < R and 0 <= c + HDC[k] < C)
+                           or np.isnan(z[r + HDR[k], c + HDC[k]]) for k in ks)
             if seed:
                 heapq.heappush(heap, (float(z[r, c]), r, c))
                 seen[r, c] = True
     while heap:
         level, r, c = heapq.heappop(heap)
-        for k in _hks(conn):
+        for k in ks:
             rr, cc = r + HDR[k], c + HDC[k]
             if 0 <= rr < R and 0 <= cc < C and not seen[rr, cc]:
                 seen[rr, cc] = True
@@ -373,14 +369,155 @@ def _k_from(u, v, C):
     return [k for k in range(8) if (HDR[k], HDC[k]) == (dr, dc)][0]
 
 
-def fill_layer_oracle(dem_path, out_path, shape, tile, connectivity, outlets_layer,
-                      scheduler=None):
-    """:func:`pipelines.flow.fill_layer` by :func:`priority_flood`, for the tests (the
-    library's fill is connected there by the lead)."""
-    import zarr
-    z = zarr.open_group(store=str(dem_path), mode="r")["elevation"][:]
-    outl = None
-    if outlets_layer:
-        outl = zarr.open_group(store=str(out_path), mode="r")[outlets_layer][:] != 0
-    zarr.open_group(store=str(out_path), mode="r+")["filled"][:, :] = priority_flood(
-        z, connectivity, outl)
+def richdem_fill(z, conn=8, epsilon=False):
+    """RichDEM's ``FillDepressions`` of ``z`` (NaN = nodata, given to RichDEM as -9999, a
+    value below every elevation as RichDEM requires), NaN again on nodata; skips the test
+    where RichDEM (``pip install richdem2``) is missing."""
+    import contextlib
+    import io
+    import pytest
+    rd = pytest.importorskip("richdem")
+    a = rd.rdarray(np.where(np.isnan(z), -9999, z).astype(np.float32), no_data=-9999)
+    with contextlib.redirect_stdout(io.StringIO()):  # "no geotransform" warnings
+        f = rd.FillDepressions(a, epsilon=epsilon, topology="D8" if conn == 8 else "D4")
+    return np.where(np.isnan(z), np.nan, np.asarray(f)).astype(np.float32)
+
+
+def edge_nodata(z, rng, frac, conn):
+    """``z`` with nodata blobs that touch the grid's edge (through ``conn``-neighbours):
+    where RichDEM's nodata convention (a very low value reached from the edge) and
+    terrain's (cells beside nodata drain) agree."""
+    from scipy import ndimage
+    blobs = ndimage.binary_dilation(rng.random(z.shape) < frac)
+    lab, _ = ndimage.label(blobs, np.ones((3, 3)) if conn == 8 else None)
+    edge = np.unique(np.concatenate([lab[0], lab[-1], lab[:, 0], lab[:, -1]]))
+    z = np.array(z, np.float32)
+    z[np.isin(lab, edge[edge > 0])] = np.nan
+    return z
+
+
+def sample_dems():
+    """The real DEMs matplotlib ships (``jacksboro_fault_dem.npz``, ``topobathy.npz``; the
+    latter also with the sea as nodata): name -> float32 array."""
+    import matplotlib.cbook as cbook
+    jack = np.load(cbook.get_sample_data("jacksboro_fault_dem.npz", asfileobj=False))
+    topo = np.load(cbook.get_sample_data("topobathy.npz", asfileobj=False))["topo"]
+    topo = np.asarray(topo, np.float32)
+    return {"jacksboro": jack["elevation"].astype(np.float32), "topobathy": topo,
+            "topobathy-sea-nodata": np.where(topo < 0, np.nan, topo).astype(np.float32)}
+
+
+def _hierarchy_canon(leaves, kids, level, parent, spill):
+    """A depression hierarchy in a form that ties cannot change: the pits (cell, pit
+    elevation, spill elevation), and for every merge the set of pits it joins, at its level,
+    merges at one level taken together and a merge that spills outside at its own level
+    left out (at equal levels the order of merges is arbitrary)."""
+    def pits(k):
+        if k in kids:
+            return pits(kids[k][0]) | pits(kids[k][1])
+        return {leaves[k][0]} if k in leaves else set()
+    tops = set()
+    for k in kids:
+        if not pits(kids[k][0]) or not pits(kids[k][1]):
+            continue
+        t = k
+        while parent.get(t) in kids and level[parent[t]] == level[k]:
+            t = parent[t]
+        if spill.get(t) == level[k] and parent.get(t) not in kids:
+            continue
+        tops.add((level[k], frozenset(pits(t))))
+    return sorted(leaves.values()), tops
+
+
+def richdem_hierarchy(z):
+    """RichDEM's ``get_depression_hierarchy`` (D8) of ``z`` with the ocean a ring around it
+    (lower than every cell), in :func:`_hierarchy_canon`'s form (pits of zero depth,
+    which RichDEM makes on flats depending on its queue order, left out)."""
+    import contextlib
+    import io
+    import pytest
+    rd = pytest.importorskip("richdem")
+    R, C = z.shape
+    zp = np.full((R + 2, C + 2), -1e9, np.float64)
+    zp[1:-1, 1:-1] = z
+    labels = rd.get_new_depression_hierarchy_labels(zp.shape)
+    with contextlib.redirect_stdout(io.StringIO()):
+        deps, _ = rd.get_depression_hierarchy(rd.rdarray(zp, no_data=-9999), labels)
+    none = rd.depression_hierarchy.NO_VALUE
+    leaves, kids, level, parent, spill = {}, {}, {}, {}, {}
+    for k, d in enumerate(deps):
+        if k == 0:
+            continue
+        if d.lchild == none:
+            if d.pit_elev != d.out_elev:
+                cell = (d.pit_cell // (C + 2) - 1, d.pit_cell % (C + 2) - 1)
+                leaves[k] = (cell, float(d.pit_elev), float(d.out_elev))
+        else:
+            kids[k] = (d.lchild, d.rchild)
+            level[k], spill[k] = float(deps[d.lchild].out_elev), float(d.out_elev)
+            parent[d.lchild] = parent[d.rchild] = k
+    return _hierarchy_canon(leaves, kids, level, parent, spill)
+
+
+def hierarchy_canon(h):
+    """terrain's hierarchy table (:func:`terrain.hydrology.depression_hierarchy`) in
+    :func:`_hierarchy_canon`'s form."""
+    leaves, kids, level, parent, spill = {}, {}, {}, {}, {}
+    for k in range(h["id"].shape[0]):
+        i = k + 1
+        if h["left"][k] == 0:
+            leaves[i] = ((int(h["pit_row"][k]), int(h["pit_col"][k])),
+                         float(h["pit_elevation"][k]), float(h["spill_elevation"][k]))
+        else:
+            kids[i] = (int(h["left"][k]), int(h["right"][k]))
+            level[i] = float(h["spill_elevation"][h["left"][k] - 1])
+            spill[i] = float(h["spill_elevation"][k])
+            parent[kids[i][0]] = parent[kids[i][1]] = i
+    return _hierarchy_canon(leaves, kids, level, parent, spill)
+
+
+@numba.njit(cache=True)
+def _seeded_kruskal(order, u, v, n, first, seeded):
+    parent = np.arange(n)
+    for c in range(n):
+        if seeded[c]:
+            parent[c] = first
+    keep = np.zeros(order.shape[0], np.bool_)
+    for e in order:
+        a, b = u[e], v[e]
+        while parent[a] != a:
+            a = parent[a]
+        while parent[b] != b:
+            b = parent[b]
+        if a != b:
+            if b == first:  # the outlets' set keeps its root
+                a, b = b, a
+            parent[b] = a
+            keep[e] = True
+    labels = np.empty(n, np.int64)
+    for c in range(n):
+        r = c
+        while parent[r] != r:
+            r = parent[r]
+        labels[c] = r
+    return keep, labels
+
+
+def seeded_forest(z, conn, outlet):
+    """The minimum spanning forest (weight max, ``(weight, id)`` order) of the grid with
+    the outlets contracted into one vertex, by Kruskal: what the GPU's seeded Borůvka makes
+    (``device_mst(seeds=...)``). Returns ``(mask, labels)``: the direction-bit mask and each
+    cell's supervertex (the outlets' trees labelled by their last cell, as the device may
+    label them by a cell that is not an outlet)."""
+    z = np.asarray(z, np.float32)
+    ids, u, v, w = ref_edges(z, conn, "max")
+    order = np.lexsort((ids, w))
+    seeded = (np.asarray(outlet).ravel() != 0)
+    first = int(np.argmax(seeded)) if seeded.any() else -1
+    keep, labels = _seeded_kruskal(order, u, v, z.size, first, seeded)
+    mask = np.zeros(z.size, np.uint8)
+    np.bitwise_or.at(mask, ids[keep] >> 2, (1 << (ids[keep] & 3)).astype(np.uint8))
+    if first >= 0:  # as on the device, the seeded set may end labelled by any of its cells
+        labels = np.where(labels == first, np.flatnonzero(labels == first).max(), labels)
+    labels = np.where(np.isnan(z.ravel()), -1, labels)
+    return mask.reshape(z.shape), labels

@@ -53,6 +53,8 @@ class DeviceForest:
     weight_sum : WeightSum
         The forest's exact total weight.
     edges, vertices, rounds : int
+    labels : (rows * cols,) int32 CuPy array
+        Each cell's supervertex (a cell of its tree; -1 nodata).
     """
 
     mask: object
@@ -60,6 +62,7 @@ class DeviceForest:
     edges: int
     vertices: int
     rounds: int
+    labels: object = None
 
     @property
     def total_weight(self):
@@ -109,8 +112,14 @@ def free_device_bytes(backend=None):
     return int(free) + int(cp.get_default_memory_pool().free_bytes())
 
 
-def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="gpu"):
+def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="gpu",
+               seeds=None):
     """Minimum spanning forest of the whole grid of ``z`` on the GPU.
+
+    With ``seeds`` (a mask of the grid's shape) the seeded cells start as *one* supervertex:
+    the forest is then the minimum spanning forest of the grid with those cells contracted
+    into one vertex (no edge between two seeds; every tree holds at most one seed). The
+    depression fill seeds its outlets (:mod:`terrain.hydrology._fill_gpu`).
 
     Parameters
     ----------
@@ -123,6 +132,8 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
         Horizontal lengths (:func:`terrain.grid.edges.horizontal_lengths`).
     backend : str or Backend
         Must be the GPU.
+    seeds : (rows, cols) array, optional
+        Cells (non-zero, not nodata) that start in one supervertex.
 
     Returns
     -------
@@ -161,6 +172,10 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
     r, c, nn = np.int32(rows), np.int32(cols), np.int32(n)
     grid, block = ((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,)
     mod.get_function("mst_init")(grid, block, (zd, comp, parent, active, best, nn))
+    if seeds is not None:  # one supervertex, rooted at the first seed (parent[root] = root)
+        seeded = (cp.asarray(seeds).ravel() != 0) & (comp >= 0)
+        if bool(seeded.any()):
+            comp[seeded] = cp.argmax(seeded).astype(cp.int32)
     k_min, k_hook = mod.get_function("mst_min_edge"), mod.get_function("mst_hook")
     k_jump, k_relabel = mod.get_function("mst_jump"), mod.get_function("mst_relabel")
     rounds = 0
@@ -180,4 +195,4 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
                                                      np.int32(model), hl))
     acc_h = acc.get().view(np.int64)
     edges, vertices = (int(x) for x in counts.get())
-    return DeviceForest(mask, WeightSum(acc_h), edges, vertices, rounds)
+    return DeviceForest(mask, WeightSum(acc_h), edges, vertices, rounds, comp)

@@ -1,5 +1,6 @@
-"""Hydrology from the DEM: flow directions (D8/D4, flats resolved), flow accumulation,
-watersheds and stream networks; depression filling (``fill``).
+"""Hydrology from the DEM: exact depression filling from the grid's minimum spanning forest
+(``fill``), in core or tiled, on the CPU or the GPU; flow directions, accumulation,
+watersheds and streams.
 
 The names are loaded on first use (lazy_loader, from the stub ``__init__.pyi``).
 """

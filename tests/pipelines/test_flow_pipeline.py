@@ -7,14 +7,8 @@ import zarr
 
 from cli import run_main
 from grids import dem, write_asc
-from oracles import fill_layer_oracle, priority_flood
+from oracles import priority_flood
 from terrain.hydrology import flow_accumulation, flow_directions
-
-
-@pytest.fixture
-def oracle_fill(monkeypatch):
-    import pipelines.flow
-    monkeypatch.setattr(pipelines.flow, "fill_layer", fill_layer_oracle)
 
 
 def _dem(tmp_path, seed=0, shape=(150, 111)):
@@ -30,7 +24,7 @@ def _layers(path):
 
 
 @pytest.mark.parametrize("conn", [8, 4])
-def test_routes_give_the_same_bits_as_the_library(tmp_path, monkeypatch, oracle_fill, capsys,
+def test_routes_give_the_same_bits_as_the_library(tmp_path, monkeypatch, capsys,
                                                   conn):
     import terrain.tiles.store as store_mod
     monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)  # groups of 32 cells: 5 x 4
@@ -117,13 +111,7 @@ def test_verify_refuses_a_corrupted_store(tmp_path, capsys):
     assert rc == 1 and "FAIL" in text
 
 
-def test_without_a_fill_the_command_says_so(tmp_path, capsys):
-    z, asc = _dem(tmp_path, shape=(20, 20))
-    rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / "x.zarr", scheduler="threads")
-    assert rc == 2 and "--filled" in err and not (tmp_path / "x.zarr").exists()
-
-
-def test_batch_flow(tmp_path, capsys, oracle_fill):
+def test_batch_flow(tmp_path, capsys):
     folder = tmp_path / "in"
     folder.mkdir()
     for k in range(2):
