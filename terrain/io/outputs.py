@@ -37,6 +37,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -45,12 +46,66 @@ from pathlib import Path
 from ..errors import InputError
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
-           "real_path", "stale_partials"]
+           "real_path", "stale_partials", "write_path"]
+
+
+#: symbolic links followed in one path before it is refused (the kernel's own limit)
+MAX_SYMLINKS = 40
 
 
 def real_path(path):
-    """Absolute path with ``~``, ``..`` and symlinks resolved (the target need not exist)."""
-    return Path(os.path.abspath(os.path.expanduser(str(path)))).resolve(strict=False)
+    """Absolute path with ``~``, ``.``, ``..`` and symlinks resolved as the kernel resolves
+    them, so that what is checked is what is written (the target need not exist).
+
+    Component by component from the left: a symlink is followed before the ``..`` after it
+    (``link/..`` is the parent of the link's *target*, not the folder holding the link, as
+    ``open`` sees it; collapsing ``..`` as text first once let ``-o link/../dem.asc`` replace
+    the input ``dem.asc``). Components after the first one that does not exist are kept as
+    written, ``..`` included: the kernel would not find them either.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()).resolve()
+    >>> (d / "e" / "sub").mkdir(parents=True); (d / "w").mkdir()
+    >>> (d / "w" / "link").symlink_to(d / "e" / "sub")
+    >>> real_path(d / "w" / "link" / ".." / "dem.asc") == d / "e" / "dem.asc"
+    True
+    >>> real_path(d / "nosuch" / ".." / "x") == d / "nosuch" / ".." / "x"
+    True
+    """
+    text = os.path.expanduser(os.fspath(path))
+    if not os.path.isabs(text):
+        text = os.path.join(os.getcwd(), text)
+    return Path(_resolve(text, path, [0]))
+
+
+def _resolve(text, given, links):
+    """``text`` (absolute) resolved component by component (:func:`real_path`); ``links``
+    counts the symlinks followed so far (a one-element list shared by the recursion)."""
+    current = "/"
+    parts = text.split("/")
+    for n, part in enumerate(parts):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        step = os.path.join(current, part)
+        try:
+            mode = os.lstat(step).st_mode
+        except OSError:  # missing (or unreadable): the rest as written
+            return os.path.join(step, *[p for p in parts[n + 1:] if p])
+        if not stat.S_ISLNK(mode):
+            current = step
+            continue
+        links[0] += 1
+        if links[0] > MAX_SYMLINKS:
+            raise InputError(f"{given}: too many levels of symbolic links")
+        target = os.readlink(step)
+        current = _resolve(target if os.path.isabs(target) else os.path.join(current, target),
+                           given, links)
+    return current
 
 
 def _inside(path, folder):
@@ -77,13 +132,13 @@ def _check_against_inputs(out, real, inputs):
 def _check_directory(out, real):
     """The output's directory exists, is a directory and is writable."""
     parent = real.parent
-    existing = parent
+    existing, missing = parent, parent
     while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+        existing, missing = existing.parent, existing
     if not existing.is_dir():
         raise InputError(f"{out}: cannot write there, {existing} is not a directory")
     if existing != parent:
-        raise InputError(f"{out}: cannot write there, directory {parent} does not exist")
+        raise InputError(f"{out}: cannot write there, directory {missing} does not exist")
     try:
         fd, probe = tempfile.mkstemp(prefix=".terrain-probe-", dir=parent)
     except OSError as e:
@@ -167,6 +222,21 @@ def _notice(message):
     print(f"terrain: {message}", file=sys.stderr, flush=True)
 
 
+def write_path(target):
+    """Where the kernel writes ``target``: its folder resolved (:func:`real_path`: ``link/..``
+    is the parent of the link's target), its name as given, so that an output that is a
+    symlink is replaced, never written through. Absolute: the tasks of an external
+    cluster's workers may run in another directory.
+
+    >>> write_path("/tmp/../tmp/out.zarr")
+    PosixPath('/tmp/out.zarr')
+    """
+    target = Path(target)
+    if target.name in ("", ".", ".."):
+        return real_path(target)
+    return real_path(target.parent) / target.name
+
+
 def partial_path(target, key=None):
     """Where the output for ``target`` is written before its rename: ``.NAME.partial-KEY``."""
     target = Path(target)
@@ -236,23 +306,24 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     >>> (d / "out.txt").read_text(), [p.name for p in d.iterdir()]
     ('done', ['out.txt'])
     """
-    target = Path(target)
-    check_outputs(inputs, [target], overwrite)
-    # absolute: tasks on an external cluster's workers may run in another directory
-    tmp = Path(os.path.abspath(partial_path(target, key)))
+    given = Path(target)
+    check_outputs(inputs, [given], overwrite)
+    target = write_path(given)
+    tmp = partial_path(target, key)
     with _lock(target):
         for stale in stale_partials(target):
-            if resume and stale.absolute() == tmp:
-                notify(f"resuming from {stale}, left by an interrupted run")
+            shown = given.parent / stale.name  # in the user's terms
+            if resume and stale == tmp:
+                notify(f"resuming from {shown}, left by an interrupted run")
                 continue
             _remove(stale)
-            notify(f"removed {stale}, left by an interrupted run")
+            notify(f"removed {shown}, left by an interrupted run")
         try:
             yield tmp
         except BaseException:
             _remove(tmp)
             raise
-        if target.exists():
+        if target.exists() or target.is_symlink():
             # rename the old output away first so the swap leaves no half state
             old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(target, old)
