@@ -246,13 +246,13 @@ def partial_path(target, key=None):
 
 
 def stale_partials(target):
-    """Partial (and half-swapped ``.old``) outputs beside ``target`` left by earlier runs."""
+    """Partial outputs beside ``target`` left by earlier runs (the ``.old`` of a swap they
+    left half done is put back or removed first: :func:`atomic_output`)."""
     target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         return []
-    return sorted(p for p in parent.glob(f".{target.name}.partial-*")) + \
-        sorted(p for p in parent.glob(f".{target.name}.old-*"))
+    return sorted(parent.glob(f".{target.name}.partial-*"))
 
 
 @contextlib.contextmanager
@@ -311,6 +311,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     target = write_path(given)
     tmp = partial_path(target, key)
     with _lock(target):
+        if _finish_swaps(target, given, notify) and not overwrite:
+            _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for stale in stale_partials(target):
             shown = given.parent / stale.name  # in the user's terms
             if resume and stale == tmp:
@@ -324,10 +326,43 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             _remove(tmp)
             raise
         if target.exists() or target.is_symlink():
-            # rename the old output away first so the swap leaves no half state
-            old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+            # the old output first goes to .NAME.old-KEY (KEY: the partial's), then the new
+            # one takes its name: a run killed between the two renames leaves both, and the
+            # next run finishes the swap (_finish_swaps)
+            old = target.with_name(f".{target.name}.old-{tmp.name.rsplit('-', 1)[1]}")
+            _remove(old)
             os.replace(target, old)
             os.replace(tmp, target)
             _remove(old)
         else:
             os.replace(tmp, target)
+
+
+def _finish_swaps(target, given, notify):
+    """Finish the ``--overwrite`` swaps of runs killed between its two renames; True when
+    the output is back (finished or restored).
+
+    A swap renames the old output to ``.NAME.old-KEY``, then the finished partial
+    ``.NAME.partial-KEY`` to ``NAME``, then removes the old one. Killed after the first
+    rename, the new output is whole in the partial (the swap only begins once it is
+    complete): it is renamed into place. Without that partial (removed by hand), the old
+    output is put back. Killed after the second, only the old one is left to remove. The
+    only good copy is never removed.
+    """
+    back = False
+    for old in sorted(target.parent.glob(f".{target.name}.old-*")):
+        new = target.with_name(f".{target.name}.partial-{old.name.rsplit('-', 1)[1]}")
+        if target.exists() or target.is_symlink():
+            _remove(old)
+            notify(f"removed {given.parent / old.name}, left by an interrupted run")
+        elif new.exists():
+            os.replace(new, target)
+            _remove(old)
+            back = True
+            notify(f"finished replacing {given}, interrupted between its two renames")
+        else:
+            os.replace(old, target)
+            back = True
+            notify(f"restored {given} from {given.parent / old.name}, left by an interrupted "
+                   "run")
+    return back
