@@ -93,7 +93,11 @@ def write_coordinates(group, shape, geotransform, crs=None):
 
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
                  source=None, header=None, compressors="auto"):
-    """Create an empty tile store at ``path`` (which must not exist) and return its :class:`TileStore`.
+    """Create an empty tile store at ``path`` and return its :class:`TileStore`.
+
+    ``path`` must not exist, or be a partial output this create ran in before (a resumed
+    run, a retried task): then the store is created again around the ``elevation`` already
+    there, when its geometry is this one, and none of its shards is lost.
 
     Parameters
     ----------
@@ -108,11 +112,18 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
     k = tiles_per_shard(tile, (rows, cols))
-    group = zarr.open_group(store=str(path), mode="w-", zarr_format=3)
-    elev = group.create_array(
-        "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),
-        shards=(k * tile, k * tile), fill_value=np.float32("nan"), dimension_names=("y", "x"),
-        compressors=compressors, config={"write_empty_chunks": False})
+    # idempotent in a partial output (a resumed run or a retried task whose checkpoint is
+    # gone): an existing elevation of this geometry is kept with the shards written into it
+    again = Path(path).is_dir() and any(Path(path).iterdir())
+    group = zarr.open_group(store=str(path), mode="a" if again else "w-", zarr_format=3)
+    elev = group.get("elevation") if again else None
+    if elev is None or (tuple(elev.shape), tuple(elev.chunks), tuple(elev.shards or ())) != (
+            (rows, cols), (tile, tile), (k * tile, k * tile)):
+        elev = group.create_array(
+            "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),
+            shards=(k * tile, k * tile), fill_value=np.float32("nan"),
+            dimension_names=("y", "x"), compressors=compressors,
+            config={"write_empty_chunks": False}, overwrite=True)
     if geotransform is None:
         geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
     gt = [float(v) for v in geotransform]
