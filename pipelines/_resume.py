@@ -283,10 +283,14 @@ def checkpointed(delayed, partial, prefixes):
 
 def prepare_resume(partial):
     """Before a resumed run: drop a partial holding no checkpoint (nothing to reuse, and a
-    half-created store would stop the run). Returns True when something is reused."""
+    half-created store would stop the run), and the half-written files of writers the kill
+    stopped (shards are written beside and renamed, :func:`terrain.tiles.write_shard`).
+    Returns True when something is reused."""
+    from terrain.tiles import sweep_partial_files
     partial = Path(partial)
     folder = partial / CHECKPOINT_DIR
     if folder.is_dir() and any(folder.glob("*.npz")):
+        sweep_partial_files(partial)
         return True
     if partial.is_dir():
         shutil.rmtree(partial, ignore_errors=True)
@@ -296,5 +300,9 @@ def prepare_resume(partial):
 
 
 def drop_checkpoints(partial):
-    """Remove the checkpoints from a finished partial output (before its rename)."""
+    """Remove the checkpoints from a finished partial output (before its rename), and any
+    half-written shard file a lost worker left (its task ran again elsewhere)."""
+    from terrain.tiles import sweep_partial_files
     shutil.rmtree(Path(partial) / CHECKPOINT_DIR, ignore_errors=True)
+    if Path(partial).is_dir():
+        sweep_partial_files(partial)

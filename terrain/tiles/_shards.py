@@ -27,12 +27,13 @@ tests compare the bytes with zarr's for every layer type.
 import contextlib
 import os
 import threading
+import uuid
 from pathlib import Path
 
 import numpy as np
 
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
-           "io_threads", "MAX_IO_THREADS"]
+           "io_threads", "MAX_IO_THREADS", "partial_file", "sweep_partial_files"]
 
 _MAX = np.uint64(2**64 - 1)
 
@@ -302,7 +303,8 @@ def _encode(layout, tile, dest):
 
 def write_shard(layout, si, sj, values, r0=0, c0=0):
     """Encode and write shard ``(si, sj)`` of the array described by ``layout``; returns the
-    bytes written (0: the shard holds only the fill value and has no file).
+    bytes written (0: the shard holds only the fill value and has no file). The shard file
+    is replaced whole (written beside, then renamed): never torn.
 
     ``values`` holds the array's cells from ``(r0, c0)`` on (a whole-grid array with the
     default origin); it must cover the shard's cells inside the array. Every chunk is
@@ -325,7 +327,32 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
                             dest[:nbytes + _OVERHEAD] if layout.codec is not None else None)
 
 
+def partial_file(path):
+    """Where a shard file is written before its rename: ``NAME.HEX.partial`` beside it (the
+    name zarr's own local store writes through, so one sweep,
+    :func:`sweep_partial_files`, removes what a killed writer of either left)."""
+    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+
+
+def sweep_partial_files(folder):
+    """Remove the ``*.partial`` files a killed shard writer left under ``folder`` (a store
+    or an array); returns how many. Only while no writer runs (before a resume, before a
+    finished store is renamed into place)."""
+    n = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            if name.endswith(".partial") and len(name.rsplit(".", 2)) == 3 and len(
+                    name.rsplit(".", 2)[1]) == 32:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(root, name))
+                    n += 1
+    return n
+
+
 def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
+    """:func:`write_shard`: the chunks go to a file beside the shard, renamed over it once
+    whole, so a writer killed (or its worker lost) half-way leaves the shard as it was and
+    a retried or resumed task reads whole bytes (a shard rewritten in place was torn)."""
     import google_crc32c
 
     R, C = layout.shard
@@ -335,7 +362,7 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
     index = np.full(layout.per_shard + (2,), _MAX, np.uint64)
     offset = 0
     path = layout.file(si, sj)
-    fh = None
+    tmp = fh = None
     try:
         for ci, cj in layout.order:
             a0, b0 = si * R + ci * tr, sj * C + cj * tc
@@ -353,7 +380,8 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             data = _encode(layout, tile, dest)
             if fh is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                fh = open(path, "wb")
+                tmp = partial_file(path)
+                fh = open(tmp, "wb")
             fh.write(data)
             index[ci, cj] = (offset, len(data))
             offset += len(data)
@@ -365,10 +393,16 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             return 0
         raw = index.astype("<u8").tobytes()
         fh.write(raw + np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes())
+        fh.close()
+        os.replace(tmp, path)
+        tmp = None
         return offset + len(raw) + 4
     finally:
         if fh is not None:
             fh.close()
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 def _copy_block(values, out, r0, r1, c0, c1):
