@@ -32,9 +32,11 @@ Traceback (most recent call last):
 terrain.errors.InputError: data/sample.asc: output is the input data/sample.asc
 """
 
+import base64
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -46,7 +48,8 @@ from pathlib import Path
 from ..errors import InputError
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
-           "real_path", "stale_partials", "write_path"]
+           "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
+           "INVENTORY_ATTR", "array_inventory"]
 
 
 #: symbolic links followed in one path before it is refused (the kernel's own limit)
@@ -322,6 +325,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             notify(f"removed {shown}, left by an interrupted run")
         try:
             yield tmp
+            if tmp.is_dir() and (tmp / "zarr.json").is_file():
+                seal_store(tmp)
         except BaseException:
             _remove(tmp)
             raise
@@ -366,3 +371,146 @@ def _finish_swaps(target, given, notify):
             notify(f"restored {given} from {given.parent / old.name}, left by an interrupted "
                    "run")
     return back
+
+
+#: the attribute of every sharded array of a finished store that lists its shard files
+INVENTORY_ATTR = "terrain_shards"
+
+
+def sweep_partial_files(folder):
+    """Remove the ``NAME.HEX.partial`` files killed shard writers left under ``folder``
+    (terrain's whole-shard writer and zarr's local store both write beside, then rename);
+    returns how many. Only while no writer runs (before a resume, before the rename)."""
+    n = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            parts = name.rsplit(".", 2)
+            if len(parts) == 3 and parts[2] == "partial" and len(parts[1]) == 32:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(root, name))
+                    n += 1
+    return n
+
+
+def seal_store(path):
+    """Record in every sharded array of the finished Zarr store at ``path`` which shard
+    files it holds (attribute :data:`INVENTORY_ATTR`: the array's shape, its shard grid and
+    a bitmap of the shards present, base64), in its ``zarr.json`` and in the root's
+    consolidated copy. Called by :func:`atomic_output` once the store is complete, before
+    its rename.
+
+    A shard holding only the fill value is never written, so without this a deleted shard
+    file read as nodata: ``mst`` once gave a smaller forest with exit 0. Readers
+    (:func:`terrain.tiles.open_store`, the whole-shard reader) compare the files with the
+    inventory and refuse a store that lost one, or whose shape no longer fits it.
+
+    >>> import tempfile, zarr
+    >>> d = tempfile.mkdtemp()
+    >>> a = zarr.create_array(d, name="z", shape=(4, 6), chunks=(2, 2), shards=(2, 4),
+    ...                       dtype="u1", fill_value=0)
+    >>> a[0, 5] = 1
+    >>> seal_store(d)
+    >>> zarr.open_array(d, path="z").attrs["terrain_shards"]["shards"]
+    [2, 2]
+    """
+    path = Path(path)
+    sweep_partial_files(path)
+    root_meta = path / "zarr.json"
+    found = {}
+    for folder, dirs, files in os.walk(path):
+        if "zarr.json" not in files:
+            dirs[:] = []
+            continue
+        meta_file = Path(folder) / "zarr.json"
+        meta = json.loads(meta_file.read_text())
+        if meta.get("node_type") != "array":
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            continue
+        dirs[:] = []  # an array's folders hold its chunks
+        inventory = _inventory(Path(folder), meta)
+        if inventory is None:
+            continue
+        meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
+        _write_json(meta_file, meta)
+        rel = Path(folder).relative_to(path).as_posix()
+        found[rel] = inventory
+    if not found or not root_meta.is_file():
+        return
+    root = json.loads(root_meta.read_text())
+    consolidated = (root.get("consolidated_metadata") or {}).get("metadata")
+    if isinstance(consolidated, dict):
+        for rel, inventory in found.items():
+            if isinstance(consolidated.get(rel), dict):
+                consolidated[rel].setdefault("attributes", {})[INVENTORY_ATTR] = inventory
+        _write_json(root_meta, root)
+
+
+def array_inventory(folder):
+    """The inventory :func:`seal_store` would write now for the array stored in ``folder``
+    (what its files are), or None where it writes none."""
+    try:
+        meta = json.loads((Path(folder) / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("node_type") != "array":
+        return None
+    return _inventory(Path(folder), meta)
+
+
+def _inventory(folder, meta):
+    """:data:`INVENTORY_ATTR` of the array in ``folder`` (``meta``: its zarr.json), or None
+    for an array that is not sharded in the usual key encoding."""
+    try:
+        codecs = meta["codecs"]
+        if codecs[0]["name"] != "sharding_indexed":
+            return None
+        shape = [int(n) for n in meta["shape"]]
+        shard = [int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"]]
+        encoding = meta["chunk_key_encoding"]
+        sep = (encoding.get("configuration") or {}).get("separator", "/")
+        if encoding["name"] != "default" or sep not in "/.":
+            return None
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    grid = [-(-n // s) for n, s in zip(shape, shard)]
+    present = bytearray((_product(grid) + 7) // 8)
+    for key in _chunk_keys(folder, sep):
+        try:
+            idx = [int(k) for k in key]
+        except ValueError:
+            continue
+        if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
+            continue
+        flat = 0
+        for i, g in zip(idx, grid):
+            flat = flat * g + i
+        present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
+    return {"shape": shape, "shards": grid, "present": base64.b64encode(present).decode()}
+
+
+def _chunk_keys(folder, sep):
+    """The chunk keys (index strings) of an array folder with the default key encoding."""
+    if sep == "/":
+        base = folder / "c"
+        for root, _, files in os.walk(base):
+            rel = Path(root).relative_to(base).parts
+            for name in files:
+                if not name.endswith(".partial"):
+                    yield (*rel, name)
+    else:
+        for name in os.listdir(folder):
+            if name.startswith("c.") and not name.endswith(".partial"):
+                yield tuple(name.split(".")[1:])
+
+
+def _product(values):
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _write_json(path, doc):
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, path)
