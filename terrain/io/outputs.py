@@ -12,6 +12,7 @@ be a directory and be writable (tested by creating and removing a probe file: as
 (or a store's metadata file's) absolute path, size and modification time.
 
 Outputs appear atomically: written beside the target, renamed into place when complete.
+A full disk (or quota) while the output is written is one :class:`InputError` naming it.
 After any failure (an exception, a bad input found half-way, SIGTERM or Ctrl-C turned
 into an exception by the command line) the target path does not exist, or, with
 ``overwrite=True``, still holds what it held before.
@@ -34,6 +35,7 @@ terrain.errors.InputError: data/sample.asc: output is the input data/sample.asc
 
 import base64
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -49,7 +51,7 @@ from ..errors import InputError
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
-           "INVENTORY_ATTR", "array_inventory"]
+           "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL"]
 
 
 #: symbolic links followed in one path before it is refused (the kernel's own limit)
@@ -259,15 +261,17 @@ def stale_partials(target):
 
 
 @contextlib.contextmanager
-def _lock(target):
-    """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it."""
+def _lock(target, busy="another terrain run is writing this output"):
+    """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it
+    (``busy``: what the refusal says after the target's name)."""
+    target = Path(target)
     lock_path = target.with_name(f".{target.name}.lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise InputError(f"{target}: another terrain run is writing this output") from None
+            raise InputError(f"{target}: {busy}") from None
         try:
             yield
         finally:
@@ -275,6 +279,13 @@ def _lock(target):
                 os.unlink(lock_path)
     finally:
         os.close(fd)
+
+
+#: the lock of one run over ``target`` (``.NAME.lock`` beside it, ``flock``; removed after)
+hold_lock = _lock
+
+#: errors of a full disk or quota: one line naming the output, the partial removed
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 @contextlib.contextmanager
@@ -327,6 +338,12 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             yield tmp
             if tmp.is_dir() and (tmp / "zarr.json").is_file():
                 seal_store(tmp)
+        except OSError as e:
+            _remove(tmp)
+            if e.errno in DISK_FULL:
+                raise InputError(f"{given}: {e.strerror or 'no space left'} in "
+                                 f"{target.parent}; nothing written") from None
+            raise
         except BaseException:
             _remove(tmp)
             raise
