@@ -51,7 +51,7 @@ from ..errors import InputError
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
-           "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL"]
+           "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL", "check_input_file"]
 
 
 #: symbolic links followed in one path before it is refused (the kernel's own limit)
@@ -179,9 +179,12 @@ def check_outputs(inputs, outputs, overwrite=False):
     InputError
         Naming the output: it is (or contains, or lies inside) an input, is named twice,
         exists without ``overwrite``, or its directory is missing, not a directory or not
-        writable.
+        writable; or naming an input that is not a regular file or a directory
+        (:func:`check_input_file`).
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
+    for given, real in ins:
+        _check_kind(given, real)
     seen = {}
     for out in outputs:
         if out is None:
@@ -193,6 +196,33 @@ def check_outputs(inputs, outputs, overwrite=False):
         seen[real] = out
         _check_directory(out, real)
         _check_replaceable(out, real, overwrite)
+
+
+def _check_kind(given, real):
+    """An existing input must be a regular file or a directory (a store)."""
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return  # missing: the reader says so, with its own words
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special")
+        raise InputError(f"{given}: not a regular file ({kind}): terrain reads files and "
+                         "stores, whose size it checks before reading")
+
+
+def check_input_file(path):
+    """Raise :class:`InputError` unless ``path`` names a regular file or a directory: a FIFO
+    hangs a reader, a device never ends, and neither has a size to check before reading.
+    Every reader calls it (directly or through :func:`check_outputs`) before it opens
+    its input; a missing path passes (the reader's own message says so).
+
+    >>> check_input_file("/dev/null")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: /dev/null: not a regular file (a device): terrain reads files and stores, whose size it checks before reading
+    """
+    _check_kind(path, real_path(path))
 
 
 def input_identity(path):
