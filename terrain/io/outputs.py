@@ -374,8 +374,11 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                 raise InputError(f"{given}: {e.strerror or 'no space left'} in "
                                  f"{target.parent}; nothing written") from None
             raise
-        except BaseException:
-            _remove(tmp)
+        except BaseException as e:
+            # an error that says the work may go on elsewhere (a lost cluster) keeps the
+            # partial and its checkpoints for a resumed run; anything else leaves nothing
+            if not getattr(e, "keep_partial", False):
+                _remove(tmp)
             raise
         if target.exists() or target.is_symlink():
             # the old output first goes to .NAME.old-KEY (KEY: the partial's), then the new
