@@ -415,6 +415,10 @@ def _quick_exit(status):
     os._exit(status)
 
 
+#: what the command line adds to a library error that names one of these parameters
+OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)"}
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -430,7 +434,9 @@ def main(argv=None):
             _quick_exit(status)
         return status
     except InputError as e:
-        print(f"terrain: {e}", file=sys.stderr)
+        # the library names a parameter (e.option), the command line its flag
+        hint = OPTION_HINTS.get(getattr(e, "option", None), "")
+        print(f"terrain: {e}{hint}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Terminated) as e:
         # late failures of cancelled tasks are not news ("Task exception was never retrieved")

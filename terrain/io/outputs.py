@@ -51,7 +51,8 @@ from ..errors import InputError
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
-           "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL", "check_input_file"]
+           "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL", "check_input_file",
+           "OutputExists"]
 
 
 #: symbolic links followed in one path before it is refused (the kernel's own limit)
@@ -152,11 +153,19 @@ def _check_directory(out, real):
     os.unlink(probe)
 
 
+class OutputExists(InputError):
+    """An output exists and may not be replaced (``overwrite`` was not given). ``option``
+    names the parameter that would allow it: the command line turns it into its flag's
+    hint; the library's message names no flag."""
+
+    option = "overwrite"
+
+
 def _check_replaceable(out, real, overwrite):
     if not (real.exists() or os.path.lexists(out)):
         return
     if not overwrite:
-        raise InputError(f"{out}: output exists (use --overwrite to replace it)")
+        raise OutputExists(f"{out}: output exists")
     if real.is_dir() and not (real / "zarr.json").is_file():
         raise InputError(f"{out}: is a directory but not a tile store; not replacing it")
 

@@ -194,3 +194,65 @@ def test_a_fifo_given_to_info(tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("waited on the FIFO")
     assert_one_line_error(proc, "terrain: f.asc: not a regular file (a FIFO)")
+
+
+# GeoJSON sources (terrain/io/points.py): each bad document one line naming the file
+GEOJSON = {
+    "coordinates_string": {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point", "coordinates": "abc"}}]},
+    "coordinates_missing": {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point"}}]},
+    "coordinates_null": {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point", "coordinates": None}}]},
+    "coordinates_nan": {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "geometry": {"type": "Point", "coordinates": [float("nan"), 1.0]}}]},
+    "features_5": {"type": "FeatureCollection", "features": 5},
+    "deep_nesting": None,  # 100000 nested arrays
+}
+
+
+@pytest.mark.xfail(strict=True, reason="terrain/io/points.py (cost helper): validate GeoJSON "
+                   "sources (coordinates two finite numbers, features a list, RecursionError "
+                   "of json.loads caught) and raise InputError naming the file")
+@pytest.mark.parametrize("name", sorted(GEOJSON))
+def test_bad_geojson_sources(tmp_path, name):
+    import json
+    from cli import SAMPLE
+    (tmp_path / "dem.asc").write_bytes(SAMPLE.read_bytes())
+    path = tmp_path / f"{name}.geojson"
+    if GEOJSON[name] is None:
+        path.write_text('{"type": "FeatureCollection", "features": [{"type": "Feature", '
+                        '"geometry": {"type": "Point", "coordinates": '
+                        + "[" * 100000 + "]" * 100000 + "}}]}")
+    else:
+        path.write_text(json.dumps(GEOJSON[name]))
+    proc = run_terrain("cost-distance", "dem.asc", "--sources", path.name, "-o", "c.zarr",
+                       "--scheduler", "synchronous", cwd=tmp_path, timeout=120)
+    assert_one_line_error(proc, f"terrain: {path.name}:")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", path.name]
+
+
+@pytest.mark.xfail(strict=True, reason="terrain/io/raster.py (io helper): read_rows raises "
+                   "InputError(f'{path}: read failed ({e})') from None, and rasterio's message "
+                   "is 'Read failed. See previous exception for details.': name the cause "
+                   "(e.__cause__, GDAL's 'IReadBlock failed ... TIFFReadEncodedTile() failed')")
+def test_truncated_geotiff_in_a_batch_says_why(tmp_path):
+    rasterio = pytest.importorskip("rasterio")
+    import json
+    import numpy as np
+    from rasterio.transform import from_origin
+    (tmp_path / "r").mkdir()
+    z = np.random.default_rng(0).random((600, 700)).astype("float32")
+    with rasterio.open(tmp_path / "r" / "a.tif", "w", driver="GTiff", height=600, width=700,
+                       count=1, dtype="float32", transform=from_origin(0, 600, 1, 1),
+                       compress="deflate", tiled=True) as dst:
+        dst.write(z, 1)
+    data = (tmp_path / "r" / "a.tif").read_bytes()
+    (tmp_path / "r" / "t.tif").write_bytes(data[:len(data) // 3])
+    (tmp_path / "r" / "a.tif").unlink()
+    proc = run_terrain("batch", "mst", "r/*", "-o", "out", "--scheduler", "synchronous",
+                       cwd=tmp_path, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    row, = json.loads((tmp_path / "out" / "manifest.json").read_text())["files"]
+    assert "See previous exception" not in row["error"], row["error"]
+    assert "TIFFReadEncodedTile" in row["error"] or "IReadBlock" in row["error"], row["error"]
