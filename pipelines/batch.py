@@ -46,7 +46,8 @@ from terrain.io.outputs import input_identity, real_path
 from terrain.errors import InputError
 from terrain.tiles.store import check_tile_size
 
-from .cluster import LOCAL_SCHEDULERS, gpu_count_backend, open_scheduler
+from .cluster import (LOCAL_SCHEDULERS, check_inputs_on_workers, gpu_count_backend,
+                      open_scheduler, remote_input)
 
 __all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
 
@@ -74,10 +75,16 @@ def _run_mst(inp, out, args, scheduler):
 
 def _per_file(template, inp):
     """A path option for one input: ``{stem}`` in it becomes the input's file stem (one
-    friction raster per DEM), else the same file for every input."""
+    friction raster per DEM), else the same file for every input (absolute on a cluster
+    given by address: :func:`pipelines.cluster.remote_input`)."""
     if template is None:
         return None
-    return str(template).replace("{stem}", Path(inp).stem)
+    return remote_input(str(template).replace("{stem}", Path(inp).stem))
+
+
+def _side_files(args, inp):
+    """The other files one input's run reads (cost-distance: friction, sources)."""
+    return [_per_file(getattr(args, name, None), inp) for name in ("friction", "sources")]
 
 
 def _run_cost_distance(inp, out, args, scheduler):
@@ -361,7 +368,11 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
         else:
             t0 = time.perf_counter()
             try:
-                summary = runner(inp, out, args, inner)
+                # a cluster given by address: its workers read the files at their absolute
+                # paths, checked to be the bytes seen here (else a worker in another folder
+                # reads a same-named file of its own)
+                check_inputs_on_workers([inp, *_side_files(args, inp)])
+                summary = runner(remote_input(inp), out, args, inner)
                 row.update(status="done", error="", summary=summary)
             except InputError as e:
                 row.update(status="failed", error=str(e))

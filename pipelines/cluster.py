@@ -62,7 +62,7 @@ import dask
 from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
-           "dashboard_address",
+           "dashboard_address", "check_inputs_on_workers", "remote_input",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
            "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
            "gpu_workers_free_bytes", "workers_per_gpu", "gpu_count", "gpu_count_backend"]
@@ -88,6 +88,7 @@ IN_PROCESS_CONFIG = {
 }
 
 _active_client = None
+_external = False  # the active client is a cluster given by address
 _active_gpus = 0
 _active_per_gpu = 1
 
@@ -341,16 +342,18 @@ def _free_device_bytes():
 
 @contextlib.contextmanager
 def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None,
-                   gpus=None):
+                   gpus=None, inputs=()):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
     ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
     :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
     ``gpus``: ``"N"`` or ``"all"``: a cluster of one worker process per GPU (module
     docstring); only with ``spec=None``.
+    ``inputs``: the files the job's tasks read; on a cluster given by address its workers
+    must see them as this process does (:func:`check_inputs_on_workers`).
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
-    global _active_client, _active_gpus, _active_per_gpu
+    global _active_client, _active_gpus, _active_per_gpu, _external
     from terrain.startup import bound_malloc_arenas
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if gpus is not None:
@@ -384,6 +387,11 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     if spec:
         client = _connect(Client, spec)
         cluster = None
+        try:
+            check_inputs_on_workers(inputs, client, spec)
+        except BaseException:
+            client.close()
+            raise
     else:
         # port 8787 taken (another dashboard): distributed picks a free one, and the line
         # printed below gives the address used (a filter for the whole process: the warning
@@ -403,11 +411,11 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         link = (_dashboard_link(cluster, dashboard) if cluster is not None
                 else f"{spec} ({client.dashboard_link})")
         print(f"terrain: Dask dashboard at {link}", file=sys.stderr, flush=True)
-    _active_client = client
+    _active_client, was_external, _external = client, _external, cluster is None
     try:
         yield client
     finally:
-        _active_client = previous
+        _active_client, _external = previous, was_external
         client.close()
         if cluster is not None:
             cluster.close()
@@ -449,6 +457,47 @@ def _dashboard_link(cluster, address):
     if host in ("", "0.0.0.0", "::") or port is None:
         return cluster.dashboard_link
     return f"http://{_url_host(host)}:{port}/status"
+
+
+def remote_input(path):
+    """``path`` as the tasks of a cluster given by address should carry it: absolute
+    (resolved here), since a worker resolves a relative path in its own folder -- and read
+    a same-named file there. Local schedulers keep the name as given (messages say it)."""
+    from terrain.io.outputs import real_path
+    return str(real_path(path)) if _active_client is not None and _external else path
+
+
+def check_inputs_on_workers(inputs, client=None, address=None):
+    """Raise :class:`InputError` unless every worker of the cluster given by address sees
+    each of ``inputs`` (None entries skipped) at its absolute path as this process does:
+    the same size and modification time (:func:`terrain.io.outputs.input_identity`; a
+    store's ``zarr.json``). A worker on another machine without the file, or with another
+    file of that name, would compute something else and exit 0. Nothing to check for the
+    in-process and local schedulers (they are this process)."""
+    from terrain.io.outputs import input_identity
+    client = client or (_active_client if _external else None)
+    paths = [p for p in inputs or () if p is not None]
+    if client is None or not paths:
+        return
+    mine = [input_identity(p) for p in paths]
+    seen = client.run(_identities, [m[0] for m in mine])
+    for worker, theirs in sorted(seen.items()):
+        for given, here, there in zip(paths, mine, theirs):
+            if tuple(there) == tuple(here):
+                continue
+            where = f"the Dask worker {worker} of {address or client.scheduler.address}"
+            if there[1] is None:
+                raise InputError(f"{given}: {where} cannot read {here[0]}: give a path its "
+                                 "workers share")
+            raise InputError(f"{given}: {where} sees another file at {here[0]} ({there[1]} "
+                             f"bytes, modified {there[2]}; here {here[1]} bytes, modified "
+                             f"{here[2]})")
+
+
+def _identities(paths):
+    """On a worker: :func:`terrain.io.outputs.input_identity` of each absolute path."""
+    from terrain.io.outputs import input_identity
+    return [list(input_identity(p)) for p in paths]
 
 
 def _connect(client_class, spec):

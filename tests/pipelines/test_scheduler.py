@@ -222,3 +222,85 @@ def test_bad_dashboard_address_is_one_line(tmp_path, typed):
                        "--dashboard-address", typed, cwd=tmp_path)
     assert_one_line_error(proc, f"terrain: dashboard address {typed!r}: not HOST:PORT")
     assert list(tmp_path.iterdir()) == []
+
+
+def _worker_elsewhere(tmp_path):
+    """A cluster whose worker runs in ``tmp_path/elsewhere``, which holds a g.asc of its
+    own (other data, the same name as the job's relative input)."""
+    from terrain.io import write_synth
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_synth(elsewhere / "g.asc", 60, 80, seed=99)
+    return _cluster(elsewhere, "c")
+
+
+def _forest(path):
+    g = zarr.open_group(str(path), mode="r")
+    return np.asarray(g["elevation"][:]).tobytes(), np.asarray(g["mst"][:]).tobytes()
+
+
+@pytest.mark.slow
+def test_batch_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 60, 80, seed=1)
+    address, procs = _worker_elsewhere(tmp_path)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", "mst", "g.asc", "-o",
+                               "out", "--tile", "16", "--backend", "cpu", "--scheduler", address],
+                              cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        _stop(procs)
+    assert proc.returncode == 0, proc.stderr
+    ref = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
+                          "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr
+    assert _forest(tmp_path / "out" / "g.mst.zarr") == _forest(tmp_path / "ref.zarr")
+
+
+@pytest.mark.xfail(strict=True, reason="pipelines/mst.py, ingest.py, cost_distance*.py: pass "
+                   "inputs=[...] to open_scheduler and build the graph with "
+                   "pipelines.cluster.remote_input(path)")
+@pytest.mark.slow
+def test_mst_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 60, 80, seed=1)
+    address, procs = _worker_elsewhere(tmp_path)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "m.zarr",
+                               "--tile", "16", "--backend", "cpu", "--scheduler", address],
+                              cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        _stop(procs)
+    assert proc.returncode == 0, proc.stderr
+    ref = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
+                          "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert _forest(tmp_path / "m.zarr") == _forest(tmp_path / "ref.zarr")
+
+
+def test_workers_that_see_other_bytes_are_refused(tmp_path, monkeypatch):
+    """Workers in processes of their own; this process's view of the file is made to
+    differ (as a worker on another machine with its own copy would)."""
+    distributed = pytest.importorskip("distributed")
+    import logging
+    import terrain.io.outputs as outputs
+    from pipelines.cluster import check_inputs_on_workers
+    from terrain.errors import InputError
+    (tmp_path / "g.asc").write_text("ncols 1\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1\n")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as client:
+        check_inputs_on_workers([tmp_path / "g.asc"], client, "tcp://x")  # the same bytes
+        real = outputs.input_identity
+        monkeypatch.setattr(outputs, "input_identity",
+                            lambda p: (real(p)[0], real(p)[1] + 1, real(p)[2]))
+        with pytest.raises(InputError, match=r"g.asc: the Dask worker .* of tcp://x sees "
+                                             r"another file at .*g.asc \(\d+ bytes"):
+            check_inputs_on_workers([tmp_path / "g.asc"], client, "tcp://x")
+        monkeypatch.setattr(outputs, "input_identity", lambda p: ("/nonexistent/g.asc", 5, 6))
+        with pytest.raises(InputError, match="cannot read /nonexistent/g.asc: give a path its "
+                                             "workers share"):
+            check_inputs_on_workers([tmp_path / "g.asc"], client, "tcp://x")
