@@ -37,7 +37,6 @@ import base64
 import dataclasses
 import hashlib
 import importlib
-import io
 import json
 import os
 import re

@@ -353,7 +353,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     from matplotlib.collections import LineCollection
     m = _Map(plt, distance, (width, height), (0.7, 0.8), window, geotransform,
              (0.08, 0.08, 0.74, 0.84), dpi)
-    d, stride, (r0, r1, c0, c1), gt, fig, ax = m.values, m.stride, m.window, m.gt, m.fig, m.ax
+    d, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
     x0, x1, y0, y1 = m.extent
     rgba = np.ones(d.shape + (4,))
     if elevation is not None:

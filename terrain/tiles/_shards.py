@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io.outputs import INVENTORY_ATTR, sweep_partial_files  # noqa: F401 - a public name here
+from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
            "io_threads", "MAX_IO_THREADS", "partial_file", "sweep_partial_files",

@@ -129,8 +129,8 @@ def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
 def test_a_huge_picture_is_refused_at_once(mst_out, tmp_path, capsys):
     import time
     t0 = time.monotonic()
-    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.png", "--size",
-                            "100000x100000", scheduler=None)
+    rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.png", "--size",
+                          "100000x100000", scheduler=None)
     assert rc == 2 and time.monotonic() - t0 < 5
     assert err.strip() == ("terrain: picture size 100000 x 100000: at most 16384 pixels a "
                            "side and 16,777,216 in all")
@@ -141,14 +141,14 @@ def test_a_huge_picture_is_refused_at_once(mst_out, tmp_path, capsys):
                                          ("p.png", b"\x89PNG"), ("p.pdf", b"%PDF"),
                                          ("p.tif", b"II*\x00")])
 def test_the_picture_is_what_its_name_says(mst_out, tmp_path, capsys, name, magic):
-    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / name, "--size", "200x160",
-                            scheduler=None)
+    rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / name, "--size", "200x160",
+                          scheduler=None)
     assert rc == 0, err
     assert (tmp_path / name).read_bytes()[:len(magic)] == magic
 
 
 def test_an_unknown_picture_format_is_refused(mst_out, tmp_path, capsys):
-    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.bmpx", scheduler=None)
+    rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.bmpx", scheduler=None)
     assert rc == 2 and err.startswith(f"terrain: {tmp_path / 'p.bmpx'}: a picture's name ends "
                                       "with its format: .jpeg, .jpg, .pdf, .png")
     assert list(tmp_path.iterdir()) == []

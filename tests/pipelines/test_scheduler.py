@@ -275,9 +275,9 @@ def test_mst_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
     finally:
         _stop(procs)
     assert proc.returncode == 0, proc.stderr
-    ref = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
-                          "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
-                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
+                    "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
+                   cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert _forest(tmp_path / "m.zarr") == _forest(tmp_path / "ref.zarr")
 
 
@@ -286,7 +286,7 @@ def test_workers_that_see_other_bytes_are_refused(tmp_path, monkeypatch):
     differ (as a worker on another machine with its own copy would)."""
     distributed = pytest.importorskip("distributed")
     import logging
-    import terrain.io.outputs as outputs
+    from terrain.io import outputs
     from pipelines.cluster import check_inputs_on_workers
     from terrain.errors import InputError
     (tmp_path / "g.asc").write_text("ncols 1\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1\n")
