@@ -3,10 +3,12 @@
 Every command that writes passes its inputs and outputs to :func:`check_outputs` before it
 reads a byte of data or starts a scheduler, so that a bad path costs nothing and nothing
 is left behind. An output may never be an input, contain one or lie inside one (paths are
-compared after resolving ``~``, relative parts and symlinks, and by inode for hard links);
-an existing output is replaced only with ``overwrite``; the output's directory must exist,
-be a directory and be writable (tested by creating and removing a probe file: as root,
-``os.access`` says yes to ``/proc``).
+compared after resolving ``~``, ``..`` and symlinks as the kernel does, component by
+component: :func:`real_path`; and by inode for hard links); an existing output is replaced
+only with ``overwrite``; the output's directory must exist, be a directory and be writable
+(tested by creating and removing a probe file: as root, ``os.access`` says yes to
+``/proc``). An input must be a regular file or a directory (:func:`check_input_file`: a
+FIFO would hang its reader).
 
 :func:`input_identity` is what deterministic task keys and partial names hash: a file's
 (or a store's metadata file's) absolute path, size and modification time.
@@ -15,7 +17,11 @@ Outputs appear atomically: written beside the target, renamed into place when co
 A full disk (or quota) while the output is written is one :class:`InputError` naming it.
 After any failure (an exception, a bad input found half-way, SIGTERM or Ctrl-C turned
 into an exception by the command line) the target path does not exist, or, with
-``overwrite=True``, still holds what it held before.
+``overwrite=True``, still holds what it held before; only an error that says the work can
+go on elsewhere (``keep_partial``: a lost cluster) leaves the partial for a resumed run.
+A finished Zarr store is sealed before its rename (:func:`seal_store`: each sharded array
+records its shard files, so a reader tells a lost shard from an empty one). Killed
+between the two renames of an ``overwrite`` swap, the next run finishes or undoes it.
 
 The partial output is ``.NAME.partial-KEY`` beside the target. ``KEY`` is deterministic
 (the caller's hash of its inputs' identity and parameters; by default a hash of the
