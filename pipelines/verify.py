@@ -30,6 +30,7 @@ import numpy as np
 import zarr
 
 from terrain.errors import InputError
+from terrain.io.outputs import check_input_file
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
 
@@ -124,6 +125,7 @@ def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
         dist = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as e:
         raise InputError(f"{path}: not a NumPy distances file ({e})") from None
+    check_input_file(graph_path)
     graph = load_graph(graph_path, fmt)
     src = graph.index_of(sources, "source")
     return verify_sssp(graph, dist, src, unreached=-1)
@@ -134,6 +136,7 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
+    check_input_file(p)
     if is_store(p):
         group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
         if "mst" in group:

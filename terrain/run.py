@@ -514,6 +514,10 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         _python_show_warning(message, category, filename, lineno, file, line)
 
 
+#: what the command line adds to a library error that names one of these parameters
+OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)"}
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -528,7 +532,9 @@ def main(argv=None):
             quick_exit(status)
         return status
     except InputError as e:
-        print(f"terrain: {e}", file=sys.stderr)
+        # the library names a parameter (e.option), the command line its flag
+        hint = OPTION_HINTS.get(getattr(e, "option", None), "")
+        print(f"terrain: {e}{hint}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Terminated) as e:
         # late failures of cancelled tasks are not news ("Task exception was never retrieved")
