@@ -27,25 +27,15 @@ import numpy as np
 
 from terrain.backend import get_backend, gpu_available
 from terrain.errors import InputError
-from terrain.grid._boruvka import boruvka_tiles, weight_ranks
+from terrain.grid import boruvka_tiles, weight_ranks
 from terrain.grid.edges import grid_edges, horizontal_lengths, weight_model_code
 from terrain.tiles import create_store, is_store, open_store
 
 from .common import peak_rss_bytes
+from .mst_ecl import relief
 from pipelines.mst import run_mst
 
 __all__ = ["bench_mst_command", "synthetic_store"]
-
-
-def _relief(r0, r1, c0, c1, seed):
-    """Smooth relief + noise over rows r0:r1, cols c0:c1 (continuous across blocks)."""
-    y = np.arange(r0, r1, dtype=np.float64)[:, None]
-    x = np.arange(c0, c1, dtype=np.float64)[None, :]
-    z = (500 + 200 * np.sin(x / 311.0) * np.cos(y / 487.0) + 60 * np.sin((x + 2 * y) / 53.0)
-         + 15 * np.cos((3 * x - y) / 17.0))
-    rng = np.random.default_rng([seed, r0, c0])
-    z += rng.normal(0.0, 2.0, z.shape)
-    return z.astype(np.float32)
 
 
 def synthetic_store(path, rows, cols, tile, seed=0):
@@ -61,7 +51,7 @@ def synthetic_store(path, rows, cols, tile, seed=0):
     store = create_store(tmp, (rows, cols), tile, geotransform=(0, 10.0, 0, rows * 10.0, 0, -10.0),
                          source="bench-synthetic")
     for (r0, r1, c0, c1) in store.shard_windows():
-        store.elevation[r0:r1, c0:c1] = _relief(r0, r1, c0, c1, seed)
+        store.elevation[r0:r1, c0:c1] = relief(r0, r1, c0, c1, seed)
     os.replace(tmp, path)
     return open_store(path)
 

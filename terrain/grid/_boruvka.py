@@ -158,7 +158,8 @@ def tile_weights(elev, conn8, model, hlen, be):
     xp = be.xp
     if model == 0:
         return elev.reshape(B, T * T), False
-    if be.is_gpu:
+
+    def gpu():
         mod = be.cuda_module(Path(__file__).with_name("_boruvka.cu"))
         out = xp.empty((B, 4 * T * T), xp.float32)
         n = B * T * T
@@ -166,10 +167,14 @@ def tile_weights(elev, conn8, model, hlen, be):
             ((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
             (elev, out, np.int64(n), np.int32(T.bit_length() - 1), np.int32(conn8),
              np.int32(model), xp.asarray(hlen, xp.float64)))
-        return out, True
-    out = np.empty((B, 4 * T * T), np.float32)
-    _boruvka_edge_weights_cpu(elev, conn8, model, hlen, out)
-    return out, True
+        return out
+
+    def cpu():
+        out = np.empty((B, 4 * T * T), np.float32)
+        _boruvka_edge_weights_cpu(elev, conn8, model, hlen, out)
+        return out
+
+    return be.select(cpu, gpu)(), True
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -434,8 +439,12 @@ def boruvka_tiles(elev, connectivity, model, hlen, backend=None, key_bits="auto"
     conn8 = 1 if int(connectivity) == 8 else 0
     hlen = np.asarray(hlen, np.float64)
     model = int(model)
-    if be.is_gpu:
-        return _boruvka_batch_gpu(be, elev, conn8, model, hlen, key_bits)
+    return be.select(_boruvka_batch_host, _boruvka_batch_gpu)(be, elev, conn8, model, hlen,
+                                                               key_bits)
+
+
+def _boruvka_batch_host(be, elev, conn8, model, hlen, key_bits):
+    """:func:`boruvka_tiles` on the CPU (the Numba twins, tile by tile)."""
     z = np.ascontiguousarray(elev, dtype=np.float32)
     mask = np.zeros(z.shape, np.uint8)
     ranked = _ranked_keys(be, z, conn8, model, hlen, key_bits) if key_bits == 32 else None

@@ -81,6 +81,9 @@ def horizontal_lengths(cellsize=(1.0, 1.0)):
     dx, dy = (abs(float(cellsize[0])), abs(float(cellsize[1])))
     if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
         raise InputError(f"cell size {cellsize!r}: must be positive and finite")
+    if not (dx * dx > 0 and dy * dy > 0 and math.isfinite(dx * dx + dy * dy)):
+        raise InputError(f"cell size {dx!r} x {dy!r}: its square under- or overflows (the "
+                         "diagonal's length cannot be computed)")
     diag = math.sqrt(dx * dx + dy * dy)
     return np.array([dx, dy, diag, diag], dtype=np.float64)
 
@@ -148,18 +151,9 @@ def edge_weights_np(z_owner, z_other, d, model, hlen):
     return np.where(w == 0, np.float32(0), w).astype(np.float32)
 
 
-@numba.njit(cache=True, nogil=True)
-def _weight_accumulate_cpu(w, sign, acc):
-    bits = w.view(np.uint32)
-    for i in range(bits.shape[0]):
-        b = bits[i]
-        e = (b >> 23) & 0xFF
-        m = np.int64(b & 0x7FFFFF)
-        if e > 0:
-            m |= np.int64(1) << 23
-        if b >> 31:
-            m = -m
-        acc[e] += sign * m
+#: values one :meth:`WeightSum.add` sums per pass: mantissas below 2^24, so every partial sum of
+#: a pass stays below 2^53 and float64 holds it exactly
+_SUM_CHUNK = 1 << 28
 
 
 class WeightSum:
@@ -179,7 +173,13 @@ class WeightSum:
         self.acc = np.zeros(256, np.int64) if acc is None else np.asarray(acc, np.int64).copy()
 
     def add(self, w, sign=1):
-        _weight_accumulate_cpu(np.ascontiguousarray(w, np.float32).ravel(), int(sign), self.acc)
+        bits = np.ascontiguousarray(w, np.float32).ravel().view(np.uint32)
+        for a in range(0, bits.size, _SUM_CHUNK):
+            b = bits[a:a + _SUM_CHUNK]
+            e = (b >> np.uint32(23)) & np.uint32(0xFF)
+            m = (b & np.uint32(0x7FFFFF)) | ((e > 0).astype(np.uint32) << np.uint32(23))
+            signed = np.where(b >> np.uint32(31), -m.astype(np.float64), m.astype(np.float64))
+            self.acc += int(sign) * np.bincount(e, weights=signed, minlength=256).astype(np.int64)
         return self
 
     def merge(self, other):

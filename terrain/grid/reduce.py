@@ -23,8 +23,7 @@ GPU reduces a super-tile where its forest lies (:func:`reduce_block_device`, ``_
 three launches, not one per peeling round -- one thread per dead end walks its branch inwards
 (atomic test-and-clear of each edge, so each vertex is peeled once), then one thread per kept
 vertex walks its contracted paths. Only the boundary graph (O(perimeter)) comes back, not a
-host-side O(cells) walk per block (0.27 s per 2048² block in Numba, the bulk of the 10-ft
-Neuse size's GPU run). The result equals :func:`reduce_tile`'s, bit for bit and in order.
+host-side O(cells) walk per block (docs/mst.md, "Design notes"). The result equals :func:`reduce_tile`'s, bit for bit and in order.
 """
 
 from pathlib import Path

@@ -33,7 +33,6 @@ _MIN_CELL_BYTES = 2  # "5 ": the shortest a written cell can be
 def _check_fits(path, rows, cols):
     """Refuse at once (before any allocation) a grid whose text cannot fit on the disk.
 
-    Without it ``--rows 1e9 --cols 1e9`` tried to allocate bands of 1e9 columns (issue 11).
     The estimate is a lower bound, so a grid that would fit is never refused.
     """
     if rows <= 0 or cols <= 0:

@@ -31,7 +31,7 @@ WEIGHTS = ("max", "absdiff", "slope", "length3d")
 @pytest.mark.parametrize("conn", [4, 8])
 def test_total_weight_and_trees_match_scipy(kind, conn):
     z = dem(kind, (90, 130), seed=conn)
-    r = grid_mst(z, conn, "max", tile=32, backend="cpu")
+    r = grid_mst(z, conn, "max", tile=32, backend="cpu", in_core=False)
     _, u, v, w = ref_edges(z, conn, "max")
     shift = 1.0 - float(w.min())  # scipy drops zero entries: shift all weights to >= 1
     g = csr_matrix((w.astype(np.float64) + shift, (u, v)), shape=(z.size, z.size))
@@ -51,7 +51,8 @@ def test_same_edge_set_for_every_tile_size(tile, shape):
     z = dem("integer", shape, seed=tile)
     z[np.random.default_rng(tile).random(shape) < 0.05] = np.nan
     want, _ = ref_kruskal(z, 8, "max")
-    assert np.array_equal(mask_ids(grid_mst(z, 8, "max", tile=tile, backend="cpu").mask), want)
+    r = grid_mst(z, 8, "max", tile=tile, backend="cpu", in_core=False)
+    assert np.array_equal(mask_ids(r.mask), want)
 
 
 @pytest.mark.parametrize("weight", WEIGHTS)
@@ -61,7 +62,8 @@ def test_same_edge_set_every_weight_model(weight, conn, kind):
     z = dem(kind, (70, 45), seed=len(weight))
     cellsize = (10.0, 7.5)
     want, w = ref_kruskal(z, conn, weight, cellsize)
-    r = grid_mst(z, conn, weight, tile=16, backend="cpu", cellsize=cellsize, group_tiles=2)
+    r = grid_mst(z, conn, weight, tile=16, backend="cpu", cellsize=cellsize, group_tiles=2,
+                 in_core=False)
     assert np.array_equal(mask_ids(r.mask), want)
     assert r.total_weight == pytest.approx(float(np.sum(w, dtype=np.float64)), rel=1e-12)
 
@@ -70,7 +72,7 @@ def test_same_edge_set_every_weight_model(weight, conn, kind):
 def test_group_size_does_not_change_the_forest(group_tiles):
     z = dem("random", (130, 97), seed=5)
     want, _ = ref_kruskal(z)
-    r = grid_mst(z, 8, "max", tile=8, backend="cpu", group_tiles=group_tiles)
+    r = grid_mst(z, 8, "max", tile=8, backend="cpu", group_tiles=group_tiles, in_core=False)
     assert np.array_equal(mask_ids(r.mask), want)
 
 
@@ -78,19 +80,21 @@ def test_1024_square_matches_reference():
     z = dem("integer", (1024, 1024), seed=11)
     z[300:310, :] = np.nan
     want, w = ref_kruskal(z)
-    r = grid_mst(z, 8, "max", tile=256, backend="cpu")
+    r = grid_mst(z, 8, "max", tile=256, backend="cpu", in_core=False)
     assert np.array_equal(mask_ids(r.mask), want)
     assert r.total_weight == float(np.sum(w, dtype=np.float64))
 
 
-def test_all_nodata_is_an_empty_forest():
-    r = grid_mst(np.full((40, 33), np.nan, np.float32), tile=16, backend="cpu")
+@pytest.mark.parametrize("in_core", ["auto", False])
+def test_all_nodata_is_an_empty_forest(in_core):
+    r = grid_mst(np.full((40, 33), np.nan, np.float32), tile=16, backend="cpu", in_core=in_core)
     assert (r.mask == 0).all() and r.edges == 0 and r.trees == 0 and r.vertices == 0
     assert r.total_weight == 0.0
 
 
-def test_single_cell():
-    r = grid_mst(np.array([[5.0]], np.float32), tile=2, backend="cpu")
+@pytest.mark.parametrize("in_core", ["auto", False])
+def test_single_cell(in_core):
+    r = grid_mst(np.array([[5.0]], np.float32), tile=2, backend="cpu", in_core=in_core)
     assert r.mask.tolist() == [[0]] and (r.edges, r.trees, r.vertices) == (0, 1, 1)
 
 
@@ -246,7 +250,7 @@ def test_grid_mst_with_32_bit_keys_matches_reference():
     z = dem("integer", (150, 170), seed=7)
     z[np.random.default_rng(7).random(z.shape) < 0.05] = np.nan
     want, _ = ref_kruskal(z, 8, "absdiff")
-    r = grid_mst(z, 8, "absdiff", tile=64, backend="cpu", key_bits=32)
+    r = grid_mst(z, 8, "absdiff", tile=64, backend="cpu", key_bits=32, in_core=False)
     assert np.array_equal(mask_ids(r.mask), want)
 
 
@@ -258,19 +262,44 @@ def test_groups_taken_whole_give_the_same_forest(kind, conn):
     # block's own tiled forest), reduced once, then the same merges above
     z = dem(kind, (203, 141), seed=conn)
     want, _ = ref_kruskal(z, conn, "max")
-    a = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu")
+    a = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu", in_core=False)
     b = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu", in_core="groups")
     assert np.array_equal(mask_ids(b.mask), want)
     assert (b.total_weight, b.edges, b.trees, b.vertices) == (a.total_weight, a.edges, a.trees,
                                                               a.vertices)
 
 
-def test_in_core_needs_the_gpu_and_a_known_choice():
+def test_in_core_on_the_cpu_and_a_known_choice(monkeypatch):
+    # the CPU's in-core twin (Kruskal in C) is taken for grids it holds, the tiled path above
+    import terrain.grid.mst_device as md
     from terrain.errors import InputError
 
-    z = dem("integer", (8, 8))
-    with pytest.raises(InputError, match="gpu backend"):
-        grid_mst(z, backend="cpu", in_core=True)
+    z = dem("integer", (40, 36), seed=3)
+    z[5:9, 2:30] = np.nan
+    want, _ = ref_kruskal(z)
+    r = grid_mst(z, tile=4, backend="cpu")
+    assert r.path == "in-core" and np.array_equal(mask_ids(r.mask), want)
+    assert grid_mst(z, tile=4, backend="cpu", in_core=False).path == "tiled"
     with pytest.raises(InputError, match="in_core"):
         grid_mst(z, backend="cpu", in_core="sometimes")
+    monkeypatch.setattr(md, "HOST_MAX_CELLS", 100)
     assert grid_mst(z, tile=4, backend="cpu").path == "tiled"
+    with pytest.raises(InputError, match="do not fit"):
+        grid_mst(z, backend="cpu", in_core=True)
+
+
+@pytest.mark.parametrize("weight", WEIGHTS)
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("kind", ["random", "integer", "plateau", "holes"])
+def test_host_in_core_forest_is_the_reference(weight, conn, kind):
+    # host_mst: keys sorted by NumPy, Kruskal's union-find in C; the exact weight sum
+    from terrain.grid.edges import horizontal_lengths, weight_model_code
+    from terrain.grid.mst_device import host_mst
+
+    z = dem(kind, (61, 47), seed=conn)
+    want, w = ref_kruskal(z, conn, weight, (3.0, 7.0))
+    f = host_mst(z, conn, weight_model_code(weight), horizontal_lengths((3.0, 7.0)))
+    assert np.array_equal(mask_ids(f.mask), want)
+    assert f.edges == len(want) and f.vertices == int((~np.isnan(z)).sum())
+    assert f.total_weight == grid_mst(z, conn, weight, tile=16, cellsize=(3.0, 7.0),
+                                      backend="cpu", in_core=False).total_weight

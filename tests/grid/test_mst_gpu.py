@@ -75,11 +75,15 @@ def test_weight_ranks_identical_on_cpu_and_gpu(per_edge):
 @pytest.mark.parametrize("tile", [32, 256])
 @pytest.mark.parametrize("kind", ["random", "integer", "plateau", "holes"])
 @pytest.mark.parametrize("key_bits", ["auto", 64])
-def test_grid_mst_identical_on_cpu_and_gpu(kind, tile, key_bits):
+@pytest.mark.parametrize("in_core", ["auto", False])
+def test_grid_mst_identical_on_cpu_and_gpu(kind, tile, key_bits, in_core):
+    # in core: Borůvka on the device against Kruskal in C; tiled: the tile kernels' twins
     z = dem(kind, (700, 530), seed=tile)
 
     def run(backend):
-        r = grid_mst(z, 8, "max", tile=tile, backend=backend, key_bits=key_bits)
+        r = grid_mst(z, 8, "max", tile=tile, backend=backend, key_bits=key_bits,
+                     in_core=in_core)
+        assert r.path == ("in-core" if in_core == "auto" else "tiled")
         return r.mask, r.total_weight, r.edges, r.trees
 
     mask, *_ = assert_backends_identical(run)

@@ -86,7 +86,8 @@ def test_groups_of_several_shards_give_the_reference_forest(tmp_path, monkeypatc
     z, store, spec, out, geo = small_shards_case(tmp_path, monkeypatch, 5, 3)
     with open_scheduler("threads", quiet=True):
         graph = build_mst_graph(tmp_path / "in.zarr", out, spec,
-                                store.tiles_per_shard * group_shards, "cpu", geo=geo)
+                                store.tiles_per_shard * group_shards, "cpu", geo=geo,
+                                in_core=False)
         (summary,) = compute(graph)
     want, w = ref_kruskal(z, 8, "max")
     assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]), want)
