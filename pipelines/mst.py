@@ -289,7 +289,7 @@ def _slot(name, count):
         return _pools[(name, count)]
 
 
-def _group_task(dem, out_path, spec, backend, key_bits, super_tile, in_flight, prepared,
+def _group_task(dem, out_path, spec, backend, super_tile, in_flight, prepared,
                 device_mask, level, i, j):
     """A group's forest (read, forest, reduction, in-group merges) and its provisional
     mask, written to the output's ``mst`` -- or, with ``device_mask`` (a held device grid),
@@ -300,12 +300,13 @@ def _group_task(dem, out_path, spec, backend, key_bits, super_tile, in_flight, p
         t0 = time.perf_counter()
         win = spec.window(level, i, j)
         shape = (win[1] - win[0], win[3] - win[2])
-        in_core = super_tile and super_tile_fits(shape, be)
+        # the whole grid was found to fit by the route (no reduction: nothing goes up)
+        in_core = super_tile and (shape == spec.shape or super_tile_fits(shape, be))
         if isinstance(dem, HeldGrid):
             z = held_get(dem, win, be, on_device=in_core)
         else:
             z = _read(dem, "elevation", win, spec.shape, np.float32)
-        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, key_bits, in_core)
+        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, in_core)
         t0 = time.perf_counter()
         if device_mask is None:
             _write(prepared, "mst", win, g.mask, spec.shape)
@@ -465,7 +466,7 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
     return g, True, in_flight
 
 
-def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, key_bits, in_core,
+def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_core,
           device_mask=None, workers=(), free=None, per_gpu=1):
     """The steps of the forest along the quadtree walks, each made by ``call``
     (:func:`terrain.tiles.quadtree.call_now` in this process, or a :class:`TaskGraph`'s);
@@ -475,7 +476,7 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, key_bi
     plan = spec.plan(group_tiles)
     prepared = call(_prepare, out_path, spec, tiles_per_shard(spec.tile, spec.shape),
                     geo or {}, upstream, key=("prepare",))
-    _, rest = walk_up(plan, (_group_task, dem, out_path, spec, be.name, key_bits, super_tile,
+    _, rest = walk_up(plan, (_group_task, dem, out_path, spec, be.name, super_tile,
                              in_flight, prepared, device_mask),
                       (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
@@ -488,7 +489,7 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, key_bi
                   + [r[0] for r in node_rest.values()])
     path = ("in-core" if super_tile and len(plan.groups) == 1 and g == spec.levels - 1
             else "super-tiles" if super_tile else "tiled")
-    meta = {"backend": be.name, "group_tiles": 1 << g, "key_bits": key_bits, "path": path}
+    meta = {"backend": be.name, "group_tiles": 1 << g, "path": path}
     if workers:  # the cluster's GPUs, and those given groups
         meta.update(gpus=len(workers) // per_gpu,
                     gpus_used=-(-min(len(workers), len(plan.groups)) // per_gpu))
@@ -497,7 +498,7 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, key_bi
 
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None, key_bits="auto", in_core="auto", partial=None, workers=(),
+                    geo=None, in_core="auto", partial=None, workers=(),
                     device_mask=None, free=None):
     """Dask graph computing the forest of the DEM ``dem_path`` into ``out_path``.
 
@@ -516,8 +517,6 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
         What must run first (the ingest).
     geo : dict, optional
         ``geotransform``/``crs``/``source`` to copy when the output has no coordinates.
-    key_bits : {"auto", 32, 64}
-        Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
     in_core : {"auto", "groups", False}
         "auto": one group, the whole grid, when it fits in core; else super-tiles on the GPU
         and the shards' tile batches on the CPU. "groups": super-tiles always; False: tile
@@ -555,7 +554,7 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, in_core, free is None)
     graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
     plan, finish = _walk(graph.call, dem_path, out_path, spec, group_tiles, be, upstream,
-                         geo, key_bits, in_core, device_mask, workers, free,
+                         geo, in_core, device_mask, workers, free,
                          workers_per_gpu() if workers else 1)
     for (i, j), worker in assign_groups(plan.groups, list(workers)).items():
         graph.pin("group", (i, j), worker)
@@ -612,12 +611,11 @@ def _cluster():
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
-            scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto",
+            scheduler=None, overwrite=False, geotiff=None, in_core="auto",
             resume=False, cog=True, gpus=None):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
-    Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
-    width (:func:`terrain.grid._boruvka.boruvka_tiles`), ``in_core`` the route
+    Returns the summary dict. See ``terrain mst --help``; ``in_core`` picks the route
     (:func:`mst_route`); ``resume`` finishes the partial output a killed run of the same input
     and options left (the summary's ``reused_tasks`` counts the tasks not run again).
     ``gpus`` (``"N"`` or ``"all"``): the route runs on GPU 0 of the N. The forest is the same.
@@ -652,11 +650,11 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             prepare_resume(tmp)
         wall = {}
         if route.held:
-            summary, reused = _run_held(route, source, geo, tmp, spec, shard, be, key_bits,
+            summary, reused = _run_held(route, source, geo, tmp, spec, shard, be,
                                         in_core, wall)
         else:
             summary, reused = _run_graph(route, source, inp, geo, tmp, spec, shard, be,
-                                         key_bits, in_core, scheduler)
+                                         in_core, scheduler)
         drop_checkpoints(tmp)
         if "parsed_on" in wall:
             summary["parse"] = wall.pop("parsed_on")
@@ -677,7 +675,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     return summary
 
 
-def _run_held(route, source, geo, tmp, spec, shard, be, key_bits, in_core, wall):
+def _run_held(route, source, geo, tmp, spec, shard, be, in_core, wall):
     """The routes that read the input into this process first (:mod:`pipelines.mst_input`):
     in core without a graph, or the super-tiles of a text parsed on the device."""
     side = spec.tile * shard
@@ -686,19 +684,19 @@ def _run_held(route, source, geo, tmp, spec, shard, be, key_bits, in_core, wall)
         t0 = time.perf_counter()
         if not route.graph:
             _, summary = _walk(call_now, dem, tmp, spec, shard, be.name, None, store_geo,
-                               key_bits, "whole")
+                               "whole")
             wall["forest"] = time.perf_counter() - t0
             return summary, 0
         from .cluster import compute, open_scheduler
         with hold(be.xp.zeros(spec.shape, np.uint8)) as mask, open_scheduler("threads"):
-            graph = build_mst_graph(dem, tmp, spec, shard, be.name, None, store_geo, key_bits,
+            graph = build_mst_graph(dem, tmp, spec, shard, be.name, None, store_geo,
                                     "groups", device_mask=mask)
             (summary,) = compute(graph, label="mst")
         wall["forest"] = time.perf_counter() - t0
     return summary, 0
 
 
-def _run_graph(route, source, inp, geo, tmp, spec, shard, be, key_bits, in_core, scheduler):
+def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler):
     """The task-graph routes: the store's groups (a raster ingested into it first)."""
     from .cluster import compute, open_scheduler
     upstream = None
@@ -711,7 +709,7 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, key_bits, in_core,
     # one device's work needs no cluster: the GPU's routes run on threads by default
     with open_scheduler(scheduler if scheduler is not None or route.workers
                         else be.select(None, "threads"), cells=spec.shape[0] * spec.shape[1]):
-        graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo, key_bits,
+        graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
                                 in_core, partial=tmp, workers=route.workers)
         graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
         (summary,) = compute(graph, label="mst")

@@ -4,8 +4,8 @@ Algorithm
 ---------
 1. *Tiles.* Tiles are processed in groups (a shard of the tile store: a quadtree node of
    ``2^g × 2^g`` tiles, read at once). Each tile's minimum spanning forest comes from
-   Borůvka supervertex merging (:mod:`terrain.grid._boruvka`, many tiles per GPU launch), as
-   a direction-bit mask; the mask is reduced (:mod:`terrain.grid.reduce`): dead ends are
+   Borůvka supervertex merging (:mod:`terrain.grid._boruvka`, Numba), as a direction-bit
+   mask; the mask is reduced (:mod:`terrain.grid.reduce`): dead ends are
    final, degree-2 paths become one edge carrying their heaviest edge as representative.
 2. *Merges.* Quadtree nodes merge their four children's reduced forests with the separator
    edges between them (:func:`terrain.grid.merge.merge_level`), inside a group and then
@@ -23,7 +23,7 @@ in C on the CPU). A grid that does not fit is tiled into groups; each group is e
 *super-tile* -- its forest computed whole by the in-core kernel and reduced once
 (:func:`group_forest` with ``in_core``; on the GPU the groups are sized from the device's
 memory) -- or a batch of tiles (Borůvka per tile, then the group's own merges: the CPU's
-way, whose Numba kernels beat the C Kruskal on blocks of a shard). The forest is the same on
+way beyond the in-core bound, whose Numba kernels beat the C Kruskal on blocks of a shard). The forest is the same on
 every path. The backend's kernels are paired in one table (:class:`_CpuOps`,
 :class:`_GpuOps`), chosen once per call.
 
@@ -136,7 +136,7 @@ def expand_step(spec, k, i, j, incoming, own):
 
 
 def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0,
-                 key_bits="auto", in_core=False):
+                 in_core=False):
     """Tile forests, reductions and in-group merges of one group.
 
     With ``in_core`` the group is one super-tile: its block's forest comes whole from the
@@ -156,8 +156,6 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
     backend : str or Backend, optional
     read_seconds : float
         Time spent reading ``z_block``, recorded as the ``read`` phase.
-    key_bits : {"auto", 32, 64}
-        Borůvka's key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
     in_core : bool
         One super-tile (above).
 
@@ -183,10 +181,10 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
     times["read"] = read_seconds
     if in_core:
         return ops.super_tile(spec, z_block, tuple(int(x) for x in window), be, times)
-    return _tile_batches(spec, z_block, tuple(window), group_level, be, key_bits, times)
+    return _tile_batches(spec, z_block, tuple(window), group_level, times)
 
 
-def _tile_batches(spec, z_block, window, group_level, be, key_bits, times):
+def _tile_batches(spec, z_block, window, group_level, times):
     """:func:`group_forest` of a group as a batch of tiles (Borůvka per tile, reductions,
     the group's own merges)."""
     T = spec.tile
@@ -196,8 +194,7 @@ def _tile_batches(spec, z_block, window, group_level, be, key_bits, times):
     padded[: r1 - r0, : c1 - c0] = z_block
     batch = padded.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3).reshape(nt_r * nt_c, T, T)
     t0 = time.perf_counter()
-    masks = be.to_numpy(boruvka_tiles(be.asarray(batch), spec.connectivity, spec.model,
-                                      spec.hlen, be, key_bits=key_bits))
+    masks = boruvka_tiles(batch, spec.connectivity, spec.model, spec.hlen, "cpu")
     times["boruvka"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ncols = spec.shape[1]
@@ -276,7 +273,7 @@ class _CpuOps:
 class _GpuOps:
     """The grid MST's GPU kernels: the whole-block forest and its reduction on the device
     (:func:`terrain.grid.mst_device.device_mst`, :func:`terrain.grid.reduce.
-    reduce_block_device`); tile Borůvka's batches in :mod:`terrain.grid._boruvka`."""
+    reduce_block_device`). Tile batches, where asked for, run the CPU's kernels."""
 
     @staticmethod
     def super_tile(spec, z_block, window, be, times):
@@ -351,7 +348,7 @@ def finish_stats(groups_sum, groups_edges, changes):
 
 
 def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None, cellsize=None,
-             group_tiles=None, key_bits="auto", in_core="auto"):
+             group_tiles=None, in_core="auto"):
     """Minimum spanning forest of the grid graph of a DEM.
 
     The one dispatch point between the paths, which give the same forest:
@@ -378,9 +375,6 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
     group_tiles : int, optional
         Tiles a side processed together (default: the store's shard, or 4; on the GPU's
         super-tiles: sized from the device).
-    key_bits : {"auto", 32, 64}
-        Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`); the forest
-        does not depend on it.
     in_core : {"auto", True, False, "groups"}
         "auto": in core when the grid fits, else tiled (super-tiles on the GPU, tile
         batches on the CPU); True: in core or an error; False: the tiled path with tile
@@ -447,7 +441,7 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         t0 = time.perf_counter()
         z = (store.read_window(*win) if store is not None
              else dem[win[0]:win[1], win[2]:win[3]])
-        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, key_bits,
+        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0,
                          in_core=super_tiles and super_tile_fits(z.shape, be))
         mask[win[0]:win[1], win[2]:win[3]] = g.mask
         groups.append(g)

@@ -135,9 +135,12 @@ def test_cli_ascii_end_to_end(tmp_path, capsys):
 
 
 def test_cli_store_input_with_small_shards(tmp_path, monkeypatch, capsys):
-    # small shards put quadtree merge and expansion tasks above the shard-level groups
+    # small shards put quadtree merge and expansion tasks above the shard-level groups (the
+    # tiled route: the in-core bound lowered below the grid)
+    import terrain.grid.mst_device as md
     import terrain.tiles.store as store_mod
     monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    monkeypatch.setattr(md, "HOST_MAX_CELLS", 1000)
     z = dem("random", (150, 111), seed=9)
     z[np.random.default_rng(1).random(z.shape) < 0.1] = np.nan
     store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 8)
@@ -147,7 +150,7 @@ def test_cli_store_input_with_small_shards(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.zarr"
     assert main(["mst", str(tmp_path / "in.zarr"), "-o", str(out), "--weight", "length3d",
                  "--scheduler", "threads"]) == 0
-    assert "forest" in capsys.readouterr().out
+    assert "tiled path" in capsys.readouterr().out
     want, _ = ref_kruskal(z, 8, "length3d")
     assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]), want)
     assert main(["mst", str(tmp_path / "in.zarr"), "-o", str(out), "--scheduler",
@@ -181,77 +184,6 @@ def test_cli_missing_input_names_the_file(tmp_path, capsys):
     assert main(["mst", str(tmp_path / "nope.asc"), "--scheduler", "synchronous"]) == 2
     err = capsys.readouterr().err
     assert "nope.asc" in err and not list(tmp_path.iterdir())
-
-
-# -- Borůvka's packed keys: 32-bit ranks vs 64-bit weights --------------------------------------
-def test_key_layout_bit_budget():
-    from terrain.grid._boruvka import key_layout
-
-    assert key_layout(512, 4096) == (12, 20, True)  # 20 index bits leave 12 for ranks
-    assert key_layout(512, 4097) == (13, 20, False)
-    assert key_layout(512, 1) == (0, 20, True)
-    assert key_layout(512, 0) == (0, 20, True)  # an all-nodata batch
-    assert key_layout(2, 1 << 28) == (28, 4, True)
-    assert key_layout(2, (1 << 28) + 1)[2] is False
-    assert key_layout(32768, 1) == (0, 32, True)  # a flat 32768² tile: the index alone
-    assert key_layout(32768, 2)[2] is False
-
-
-def test_weight_ranks_match_unique_per_tile():
-    from terrain.grid._boruvka import weight_ranks
-
-    rng = np.random.default_rng(3)
-    v = rng.integers(-3, 4, (5, 200)).astype(np.float32) * np.float32(0.5)
-    v[rng.random(v.shape) < 0.2] = np.nan
-    v[0, :3] = [-0.0, 0.0, np.inf]
-    v[4] = np.nan  # a tile without weights
-    ranks, k = weight_ranks(v)
-    want_k = 0
-    for b in range(v.shape[0]):
-        ok = ~np.isnan(v[b])
-        uniq, inv = np.unique(v[b][ok] + np.float32(0), return_inverse=True)
-        assert np.array_equal(ranks[b][ok], inv.astype(np.uint32))
-        want_k = max(want_k, len(uniq))
-    assert k == want_k
-    assert ranks[0, 0] == ranks[0, 1]  # -0.0 ranks as +0.0
-
-
-@pytest.mark.parametrize("weight", WEIGHTS)
-@pytest.mark.parametrize("conn", [4, 8])
-def test_boruvka_32_and_64_bit_keys_give_each_tiles_forest(weight, conn):
-    from terrain.grid._boruvka import boruvka_tiles
-    from terrain.grid.edges import horizontal_lengths, weight_model_code
-
-    z = dem("integer", (4, 32, 32), seed=conn)
-    z[np.random.default_rng(conn).random(z.shape) < 0.1] = np.nan
-    hlen = horizontal_lengths((2.0, 3.0))
-    masks = {bits: boruvka_tiles(z, conn, weight_model_code(weight), hlen, "cpu", key_bits=bits)
-             for bits in ("auto", 32, 64)}
-    for b in range(z.shape[0]):
-        want, _ = ref_kruskal(z[b], conn, weight, (2.0, 3.0))
-        for bits, m in masks.items():
-            assert np.array_equal(mask_ids(m[b]), want), (bits, b)
-
-
-def test_forced_32_bit_key_refuses_a_lossy_batch():
-    from terrain.errors import InputError
-    from terrain.grid._boruvka import boruvka_tiles
-
-    z = dem("random", (2, 64, 64))  # 4096 distinct weights a tile: 12 + 14 index bits fit
-    assert boruvka_tiles(z, 8, 0, np.ones(4), "cpu", key_bits=32).any()
-    z = dem("random", (1, 256, 256))  # 65536 distinct: 16 + 18 bits do not
-    with pytest.raises(InputError, match="32-bit key is lossy"):
-        boruvka_tiles(z, 8, 0, np.ones(4), "cpu", key_bits=32)
-    with pytest.raises(InputError, match="key_bits"):
-        boruvka_tiles(z, 8, 0, np.ones(4), "cpu", key_bits=16)
-
-
-def test_grid_mst_with_32_bit_keys_matches_reference():
-    z = dem("integer", (150, 170), seed=7)
-    z[np.random.default_rng(7).random(z.shape) < 0.05] = np.nan
-    want, _ = ref_kruskal(z, 8, "absdiff")
-    r = grid_mst(z, 8, "absdiff", tile=64, backend="cpu", key_bits=32, in_core=False)
-    assert np.array_equal(mask_ids(r.mask), want)
 
 
 # -- super-tile groups and the in-core dispatch ---------------------------------------------------
