@@ -778,8 +778,9 @@ GRID_OPTIONS = (("connectivity", 8, "--connectivity"), ("weight", "max", "--weig
 def _graph_input(args):
     """True when ``args.input`` is a sparse graph, not a grid; refuses the grid's options
     then (they would be ignored)."""
+    from terrain.io import looks_like_ascii_grid
     inp = Path(args.input)
-    if is_store(inp) or (inp.is_file() and _looks_like_grid(inp)):
+    if is_store(inp) or looks_like_ascii_grid(inp):  # no need for the graph module's import
         return False
     from .graph import is_graph_input
     if not is_graph_input(inp):
@@ -790,12 +791,6 @@ def _graph_input(args):
         raise InputError(f"{inp}: a graph file: {', '.join(given)} "
                          f"{'applies' if len(given) == 1 else 'apply'} to grids only")
     return True
-
-
-def _looks_like_grid(path):
-    from terrain.io import looks_like_ascii_grid
-    return looks_like_ascii_grid(path) or path.suffix.lower() in (".tif", ".tiff", ".img",
-                                                                  ".vrt", ".asc", ".grd")
 
 
 def mst_command(args):

@@ -24,16 +24,16 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 
-__all__ = ["boruvka_tiles", "MAX_TILE"]
+from .edges import MAX_TILE
 
-MAX_TILE = 1 << 15  # 4 * tile² local edge indices must fit 32 bits
+__all__ = ["boruvka_tiles"]
 
 _NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
 _NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
 _DR = np.array([0, 1, 1, 1], np.int64)
 _DC = np.array([1, 0, 1, -1], np.int64)
 
-from .edges import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)
+from .kernels import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

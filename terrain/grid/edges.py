@@ -40,16 +40,17 @@ Examples
 import math
 from fractions import Fraction
 
-import numba
 import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "weight_model_code",
+__all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "MAX_TILE", "weight_model_code",
            "check_connectivity", "horizontal_lengths", "edge_id", "edge_endpoints",
-           "grid_edges", "order_bits", "edge_weight", "edge_weights_np", "WeightSum"]
+           "grid_edges", "order_bits", "edge_weights_np", "block_sides", "WeightSum"]
 
 WEIGHT_MODELS = ("max", "absdiff", "slope", "length3d")
+MAX_TILE = 1 << 15  # 4 * tile² local edge indices must fit 32 bits
+_DBL_MIN = float(np.finfo(np.float64).tiny)  # the smallest normal double
 CONNECTIVITIES = (4, 8)
 # (drow, dcol) from the owner cell, indexed by direction
 DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
@@ -81,7 +82,7 @@ def horizontal_lengths(cellsize=(1.0, 1.0)):
     dx, dy = (abs(float(cellsize[0])), abs(float(cellsize[1])))
     if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
         raise InputError(f"cell size {cellsize!r}: must be positive and finite")
-    if not (dx * dx > 0 and dy * dy > 0 and math.isfinite(dx * dx + dy * dy)):
+    if not (dx * dx >= _DBL_MIN and dy * dy >= _DBL_MIN and math.isfinite(dx * dx + dy * dy)):
         raise InputError(f"cell size {dx!r} x {dy!r}: its square under- or overflows (the "
                          "diagonal's length cannot be computed)")
     diag = math.sqrt(dx * dx + dy * dy)
@@ -101,23 +102,15 @@ def edge_endpoints(ids, ncols):
     return cell, cell + DROW[d] * np.int64(ncols) + DCOL[d]
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def edge_weight(z_owner, z_other, d, model, hlen):
-    """Weight of the edge (float32) from two float32 elevations; see the module docstring."""
-    if model == 0:
-        w = np.float32(z_owner if z_owner >= z_other else z_other)
-    else:
-        dz = abs(np.float64(z_owner) - np.float64(z_other))
-        if model == 1:
-            w = np.float32(dz)
-        elif model == 2:
-            w = np.float32(dz / hlen[d])
-        else:
-            h = hlen[d]
-            w = np.float32(math.sqrt(h * h + dz * dz))
-    if w == 0:
-        w = np.float32(0.0)  # -0.0 and +0.0 get the same bits
-    return w
+def block_sides(window, shape):
+    """Bit flags of the sides of ``window`` that face other blocks (top 1, bottom 2, left 4,
+    right 8): a block's boundary, where grid edges leave it.
+
+    >>> block_sides((0, 4, 2, 6), (10, 6))
+    6
+    """
+    r0, r1, c0, c1 = window
+    return int(r0 > 0) | int(r1 < shape[0]) << 1 | int(c0 > 0) << 2 | int(c1 < shape[1]) << 3
 
 
 def order_bits(w):

@@ -46,11 +46,11 @@ from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
 from ..tiles.store import TileStore, check_tile_size, is_store, open_store
-from ._boruvka import MAX_TILE, boruvka_tiles
-from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
+from .edges import (MAX_TILE, WeightSum, block_sides, check_connectivity, horizontal_lengths,
+                    weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
-from .mst_device import BYTES_PER_CELL, fits_in_core, fits_on_device, in_core_mst
-from .reduce import DEVICE_BYTES_PER_CELL, block_sides, reduce_block_device, reduce_tile
+from .mst_device import (BYTES_PER_CELL, REDUCE_BYTES_PER_CELL, fits_in_core, fits_on_device,
+                         in_core_mst)
 
 __all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "GroupResult", "group_forest", "merge_node",
            "merge_step", "expand_step", "finish_stats", "super_tile_side", "super_tile_fits",
@@ -59,7 +59,7 @@ __all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "GroupResult", "group_forest"
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
 IN_CORE = ("auto", True, False, "groups")
 #: device bytes a cell of a super-tile takes: its forest (:func:`device_mst`) and reduction
-SUPER_TILE_BYTES_PER_CELL = BYTES_PER_CELL + DEVICE_BYTES_PER_CELL
+SUPER_TILE_BYTES_PER_CELL = BYTES_PER_CELL + REDUCE_BYTES_PER_CELL
 #: host bytes a super-tile group holds per cell: elevations (4) and mask (1), and about as
 #: much again while Zarr decodes and encodes them
 SUPER_TILE_HOST_BYTES_PER_CELL = 10
@@ -187,6 +187,8 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
 def _tile_batches(spec, z_block, window, group_level, times):
     """:func:`group_forest` of a group as a batch of tiles (Borůvka per tile, reductions,
     the group's own merges)."""
+    from ._boruvka import boruvka_tiles  # Numba: the tiled path's (in core needs none)
+    from .reduce import reduce_tile
     T = spec.tile
     r0, r1, c0, c1 = window
     nt_r, nt_c = -(-(r1 - r0) // T), -(-(c1 - c0) // T)
@@ -262,6 +264,7 @@ class _CpuOps:
         t0 = time.perf_counter()
         parts = _NO_EDGES
         if block_sides(window, spec.shape):  # the whole grid has no boundary: nothing goes up
+            from .reduce import reduce_tile
             parts = reduce_tile(forest.mask, z_block, window, spec.shape, spec.model,
                                 spec.hlen)[:4]
         graph = _level_graph(spec, window, z_block, *parts)
@@ -289,6 +292,7 @@ class _GpuOps:
             t1 = time.perf_counter()
             parts = _NO_EDGES
             if block_sides(window, spec.shape):
+                from .reduce import reduce_block_device
                 parts = reduce_block_device(forest.mask, zd, window, spec.shape, spec.model,
                                             spec.hlen, be)
         times["boruvka"] = t1 - t0

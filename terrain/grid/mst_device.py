@@ -38,7 +38,7 @@ from .edges import DIRECTIONS, WeightSum, edge_weights_np, order_bits
 
 __all__ = ["device_mst", "host_mst", "in_core_mst", "InCoreForest", "fits_in_core",
            "fits_on_device", "free_device_bytes", "device_bytes", "MAX_CELLS",
-           "HOST_MAX_CELLS", "BYTES_PER_CELL"]
+           "HOST_MAX_CELLS", "BYTES_PER_CELL", "REDUCE_BYTES_PER_CELL"]
 
 MAX_CELLS = 1 << 30  # edge ids 4·cell + d must fit 32 bits of the key
 #: cells of the largest grid the CPU takes in core: its edge keys take 32 bytes a cell (8 a
@@ -47,6 +47,9 @@ MAX_CELLS = 1 << 30  # edge ids 4·cell + d must fit 32 bits of the key
 HOST_MAX_CELLS = 1 << 22
 # z (4), comp (4), parent (4), best (8), active (1), mask (1)
 BYTES_PER_CELL = 22
+#: device memory :func:`terrain.grid.reduce.reduce_block_device` adds per cell: the edges
+#: still alive (1), the degrees (4), the dead-end flags (1)
+REDUCE_BYTES_PER_CELL = 6
 _BLOCK = 256
 _MAX_ROUNDS = 64  # Borůvka at least halves the supervertices with edges each round
 

@@ -57,6 +57,7 @@ BLOCK_BYTES = 8 << 20         # text parsed per task when a whole grid is parsed
 INDEX_CHUNK_BYTES = 32 << 20  # bytes scanned for newlines per index task
 _HEADER_PROBE = 1 << 16       # a header longer than this is not a grid header
 _FLT_MAX = float(np.finfo(np.float32).max)
+_DBL_MIN = float(np.finfo(np.float64).tiny)  # the smallest normal double
 #: the largest float32 (GDAL clamps values beyond it; they are refused here)
 FLOAT32_MAX = _FLT_MAX
 _buffers = threading.local()  # each thread's text buffer (bytes read with pread)
@@ -421,14 +422,14 @@ def check_geometry(geotransform, shape, where):
 
     >>> check_geometry((0.0, 1e-320, 0.0, 5.0, 0.0, -1e-320), (2, 2), "g.asc:5")
     Traceback (most recent call last):
-    terrain.errors.InputError: g.asc:5: cell size 1e-320 x 1e-320 is too small: its square underflows to 0
+    terrain.errors.InputError: g.asc:5: cell size 1e-320 x 1e-320 is too small: its square underflows
     """
     x0, dx, _, y0, _, dy = (float(v) for v in geotransform)
     dx, dy = abs(dx), abs(dy)
     rows, cols = shape
-    if not (dx * dx > 0 and dy * dy > 0):
+    if not (dx * dx >= _DBL_MIN and dy * dy >= _DBL_MIN):
         raise InputError(f"{where}: cell size {dx!r} x {dy!r} is too small: its square "
-                         "underflows to 0")
+                         "underflows")
     corners = (x0, y0, x0 + cols * dx, y0 - rows * dy)
     if not (math.isfinite(dx * dx + dy * dy) and all(math.isfinite(v) for v in corners)):
         raise InputError(f"{where}: cell size {dx!r} x {dy!r} puts the grid's extent beyond "

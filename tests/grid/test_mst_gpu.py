@@ -182,7 +182,7 @@ def test_super_tile_path_reduces_on_the_device(monkeypatch):
 
     z = dem("holes", (1100, 700), seed=5)
     cpu = _tiled_cpu(z, 8, "max")
-    monkeypatch.setattr(mst_mod, "reduce_tile", no_host_reduce)
+    monkeypatch.setattr("terrain.grid.reduce.reduce_tile", no_host_reduce)
     gpu = grid_mst(z, 8, "max", tile=64, group_tiles=4, backend="gpu", in_core="groups")
     assert np.array_equal(gpu.mask, cpu.mask)
     assert (gpu.total_weight, gpu.edges, gpu.trees) == (cpu.total_weight, cpu.edges, cpu.trees)
