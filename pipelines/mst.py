@@ -85,7 +85,7 @@ from terrain.tiles.store import (check_tile_size, read_block, tiles_per_shard, w
 from . import _plan as _plans
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .mst_input import (IO_THREADS, HeldGrid, device_text_fits, held_get, held_put, hold,
-                        load_grid, shard_windows)
+                        load_grid, shard_runs, shard_windows)
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff",
            "mst_route", "MSTRoute", "PATHS"]
@@ -240,7 +240,7 @@ _pool_lock = threading.Lock()
 _pools = {}
 
 
-def _each_shard(fn, windows):
+def _each(fn, windows):
     """``[fn(w) for w in windows]``, on this process's pool of :data:`IO_THREADS` when
     there are several (a window of many shards, e.g. a group that is the whole grid)."""
     if len(windows) <= 1:
@@ -252,31 +252,21 @@ def _each_shard(fn, windows):
     return list(_pools["io"].map(fn, windows))
 
 
-def _shards_of(path, layer, window, shape):
-    """The shard windows of ``layer`` inside ``window`` (one window when not aligned)."""
-    side = (zarr.open_array(store=str(path), path=layer, mode="r").shards or (None,))[0]
-    r0, r1, c0, c1 = window
-    if side is None or r0 % side or c0 % side:
-        return [window]
-    return shard_windows(shape, side, window)
-
-
-def _read(path, layer, window, shape, dtype):
-    """Cells ``window`` of ``layer``, shard by shard (:func:`_each_shard`)."""
+def _read(path, layer, window, side, shape, dtype):
+    """Cells ``window`` of ``layer`` (shards of ``side`` cells), a run a thread."""
     r0, r1, c0, c1 = window
     out = np.empty((r1 - r0, c1 - c0), dtype)
-    _each_shard(lambda w: read_block(path, layer, w, out=out[w[0] - r0:w[1] - r0,
-                                                                w[2] - c0:w[3] - c0]),
-                _shards_of(path, layer, window, shape))
+    _each(lambda w: read_block(path, layer, w, out=out[w[0] - r0:w[1] - r0, w[2] - c0:w[3] - c0]),
+          shard_runs(shape, side, window))
     return out
 
 
-def _write(path, layer, window, values, shape):
-    """Write ``values`` into ``window`` of ``layer``, shard by shard (:func:`_each_shard`)."""
+def _write(path, layer, window, side, shape, values):
+    """Write ``values`` into ``window`` of ``layer`` (shards of ``side`` cells), a run a
+    thread."""
     r0, c0 = window[0], window[2]
-    _each_shard(lambda w: write_block(path, layer, w, values[w[0] - r0:w[1] - r0,
-                                                              w[2] - c0:w[3] - c0]),
-                _shards_of(path, layer, window, shape))
+    _each(lambda w: write_block(path, layer, w, values[w[0] - r0:w[1] - r0, w[2] - c0:w[3] - c0]),
+          shard_runs(shape, side, window))
 
 
 def _slot(name, count):
@@ -289,12 +279,13 @@ def _slot(name, count):
         return _pools[(name, count)]
 
 
-def _group_task(dem, out_path, spec, backend, super_tile, in_flight, prepared,
+def _group_task(dem, out_path, spec, backend, super_tile, in_flight, sides, prepared,
                 device_mask, level, i, j):
     """A group's forest (read, forest, reduction, in-group merges) and its provisional
     mask, written to the output's ``mst`` -- or, with ``device_mask`` (a held device grid),
     put there until the write tasks apply the changes. ``in_flight``: the super-tiles one
-    process runs at once (their memory was sized for that many)."""
+    process runs at once (their memory was sized for that many); ``sides``: the shard sides
+    of the input's ``elevation`` and of the output's ``mst``."""
     be = get_backend(backend)
     with _slot("super-tiles", in_flight if super_tile else None):
         t0 = time.perf_counter()
@@ -305,11 +296,11 @@ def _group_task(dem, out_path, spec, backend, super_tile, in_flight, prepared,
         if isinstance(dem, HeldGrid):
             z = held_get(dem, win, be, on_device=in_core)
         else:
-            z = _read(dem, "elevation", win, spec.shape, np.float32)
+            z = _read(dem, "elevation", win, sides[0], spec.shape, np.float32)
         g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, in_core)
         t0 = time.perf_counter()
         if device_mask is None:
-            _write(prepared, "mst", win, g.mask, spec.shape)
+            _write(prepared, "mst", win, sides[1], spec.shape, g.mask)
         else:
             held_put(device_mask, win, g.mask, be)
         g.times["write"] = time.perf_counter() - t0
@@ -326,27 +317,25 @@ def _group_task(dem, out_path, spec, backend, super_tile, in_flight, prepared,
 WRITE_SLOTS = 16
 
 
-def _write_task(out_path, spec, device_mask, level, i, j, incoming, own):
+def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
     """Apply a group's changes to its provisional mask: only the shards that some change
     reaches are read, changed and written again (the others already hold their final
-    bytes). With ``device_mask``, every shard of the group is taken from the device,
-    changed and written (its first and only write)."""
+    bytes). With ``device_mask``, the whole group is taken from the device, changed and
+    written, a run of shards a thread (its first and only write)."""
     win = spec.window(level, i, j)
     changes = Changes.concat([incoming, own])
     times = {"read": 0.0, "expand": 0.0, "write": 0.0}
     lock = threading.Lock()
 
     def one(part):
-        shard_win, ch = part
+        w, ch = part
         t0 = time.perf_counter()
-        if device_mask is not None:
-            mask = held_get(device_mask, shard_win)
-        else:
-            mask = read_block(out_path, "mst", shard_win)
+        mask = (held_get(device_mask, w) if device_mask is not None
+                else read_block(out_path, "mst", w))
         t1 = time.perf_counter()
-        apply_changes(mask, shard_win[0], shard_win[2], spec.shape[1], ch)
+        apply_changes(mask, w[0], w[2], spec.shape[1], ch)
         t2 = time.perf_counter()
-        write_block(out_path, "mst", shard_win, mask)
+        write_block(out_path, "mst", w, mask)
         with lock:
             times["read"] += t1 - t0
             times["expand"] += t2 - t1
@@ -354,39 +343,36 @@ def _write_task(out_path, spec, device_mask, level, i, j, incoming, own):
         return mask.nbytes
 
     with _slot("write", WRITE_SLOTS):
-        nbytes = sum(_each_shard(one, _changes_by_shard(out_path, spec, win, changes,
-                                                        device_mask is not None)))
-    # every change reaches exactly one shard: the sums here add up to the forest's
+        nbytes = sum(_each(one, _changes_by_window(spec, side, win, changes,
+                                                   device_mask is not None)))
+    # every change reaches exactly one window: the sums here add up to the forest's
     changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
     return {"times": times, "read_bytes": nbytes if device_mask is None else 0,
             "written_bytes": nbytes, "changes_sum": changes_sum.acc,
             "changes_edges": len(changes.added) - len(changes.dropped)}
 
 
-def _changes_by_shard(out_path, spec, win, changes, every=False):
-    """``[(shard window, its changes)]`` for the shards of the ``mst`` array inside ``win``
-    that hold a change's cell (``every``: all its shards), in row-major shard order; nothing
-    when there are no changes (and not ``every``)."""
+def _changes_by_window(spec, side, win, changes, every=False):
+    """``[(window, its changes)]``: the shards (of ``side`` cells) of ``win`` that hold a
+    change's cell, in row-major order, or with ``every`` the whole of ``win`` in runs of
+    shards (:func:`pipelines.mst_input.shard_runs`); nothing when there are no changes (and not ``every``)."""
     if len(changes.added) + len(changes.dropped) == 0 and not every:
         return []
-    side = zarr.open_array(store=str(out_path), path="mst", mode="r").shards[0]
-    (rows, cols), ncols = spec.shape, spec.shape[1]
-    per_row = -(-cols // side)
+    ncols = spec.shape[1]
+    ra, ca = np.divmod(np.asarray(changes.added, np.int64) >> 2, ncols)
+    rd, cd = np.divmod(np.asarray(changes.dropped, np.int64) >> 2, ncols)
+    if every:
+        wins = shard_runs(spec.shape, side, win)
+    else:
+        touched = np.unique(np.concatenate([ra // side * (-(-ncols // side)) + ca // side,
+                                            rd // side * (-(-ncols // side)) + cd // side]))
+        wins = [w for w in shard_windows(spec.shape, side, win)
+                if w[0] // side * (-(-ncols // side)) + w[2] // side in touched]
 
-    def shard_of(ids):
-        cells = np.asarray(ids, np.int64) >> 2
-        return (cells // ncols) // side * per_row + (cells % ncols) // side
+    def inside(r, c, w):
+        return (r >= w[0]) & (r < w[1]) & (c >= w[2]) & (c < w[3])
 
-    sa, sd = shard_of(changes.added), shard_of(changes.dropped)
-    wins = shard_windows(spec.shape, side, win)
-    if not every:
-        touched = set(np.unique(np.concatenate([sa, sd])).tolist())
-        wins = [w for w in wins if (w[0] // side) * per_row + w[2] // side in touched]
-    out = []
-    for w in wins:
-        s = (w[0] // side) * per_row + w[2] // side
-        out.append((w, changes.take(sa == s, sd == s)))
-    return out
+    return [(w, changes.take(inside(ra, ca, w), inside(rd, cd, w))) for w in wins]
 
 
 def _finish(out_path, spec, group_stats, node_stats, writes, meta):
@@ -466,6 +452,15 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
     return g, True, in_flight
 
 
+def _dem_shard_side(dem):
+    """The shard side of a tile store's ``elevation`` (None for a held grid, or a store
+    written later in the graph)."""
+    if isinstance(dem, HeldGrid) or not is_store(dem):
+        return None
+    store = open_store(dem)
+    return store.tiles_per_shard * store.tile
+
+
 def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_core,
           device_mask=None, workers=(), free=None, per_gpu=1):
     """The steps of the forest along the quadtree walks, each made by ``call``
@@ -476,14 +471,16 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_cor
     plan = spec.plan(group_tiles)
     prepared = call(_prepare, out_path, spec, tiles_per_shard(spec.tile, spec.shape),
                     geo or {}, upstream, key=("prepare",))
+    mask_side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
+    dem_side = _dem_shard_side(dem) or mask_side
     _, rest = walk_up(plan, (_group_task, dem, out_path, spec, be.name, super_tile,
-                             in_flight, prepared, device_mask),
+                             in_flight, (dem_side, mask_side), prepared, device_mask),
                       (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
     own = {node: r[:1] for node, r in rest.items()}
     stats = [rest[(g, i, j)][1] for (i, j) in plan.groups]
     node_rest, writes = walk_down(plan, (expand_step, spec), (_write_task, prepared, spec,
-                                                              device_mask), call,
+                                                              mask_side, device_mask), call,
                                   extra=own, node_nout=5, names=("expand", "write"))
     node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
                   + [r[0] for r in node_rest.values()])

@@ -52,7 +52,8 @@ from terrain.tiles.store import read_block
 from .ingest import band_stats, create_elevation, finish_elevation, write_window
 
 __all__ = ["HeldGrid", "held_get", "held_put", "hold", "load_grid", "device_text_fits",
-           "read_store", "shard_windows", "DEVICE_SHARE", "WRITER_THREADS", "IO_THREADS"]
+           "read_store", "shard_windows", "shard_runs", "DEVICE_SHARE", "WRITER_THREADS",
+           "IO_THREADS"]
 
 #: the device's free memory the float32 grid and the provisional mask may take (the rest:
 #: pieces of text, super-tiles)
@@ -193,12 +194,37 @@ def shard_windows(shape, side, window=None):
             for a in range(r0, r1, side) for b in range(c0, c1, side)]
 
 
+def shard_runs(shape, side, window=None, n=None):
+    """``window`` (default the grid; aligned to shards of ``side`` cells) cut into about
+    ``n`` (default :data:`IO_THREADS`) rectangles of whole shards, runs along a row of
+    shards: one read or write each, which opens the array once (a shard a call would open it
+    a shard at a time).
+
+    >>> runs = shard_runs((5000, 5000), 2048)
+    >>> sum((b - a) * (d - c) for a, b, c, d in runs), all(c % 2048 == 0 for *_, c, _ in runs)
+    (25000000, True)
+    >>> shard_runs((5, 7), 4, n=1), shard_runs((5, 7), 4, n=4)
+    ([(0, 4, 0, 7), (4, 5, 0, 7)], [(0, 4, 0, 4), (0, 4, 4, 7), (4, 5, 0, 4), (4, 5, 4, 7)])
+    """
+    wins = shard_windows(shape, side, window)
+    per_run = -(-len(wins) // (n or IO_THREADS))
+    out = []
+    for w in wins:
+        last = out[-1] if out else None
+        if (last is not None and last[0] == w[0] and last[3] == w[2]
+                and -(-(last[3] - last[2]) // side) < per_run):
+            out[-1] = (last[0], last[1], last[2], w[3])
+        else:
+            out.append(w)
+    return out
+
+
 def read_store(path, shape, side, pool):
     """The ``elevation`` of the tile store ``path`` as one float32 array, its shards of
     ``side`` cells read and decoded by ``pool``."""
     z = np.empty(shape, np.float32)
     list(pool.map(lambda w: read_block(path, "elevation", w, out=z[w[0]:w[1], w[2]:w[3]]),
-                  shard_windows(shape, side)))
+                  shard_runs(shape, side)))
     return z
 
 
@@ -234,7 +260,7 @@ def load_grid(source, out_path, shape, tile, side, backend, wall):
                      else source.read_rows(0, shape[0]))
                 created.result()
                 writes = [writers.submit(_write_shard, out_path, z, w)
-                          for w in shard_windows(shape, side)]
+                          for w in shard_runs(shape, side, n=WRITER_THREADS)]
             wall["read"] = time.perf_counter() - t0
             yield z
             t0 = time.perf_counter()
@@ -247,7 +273,8 @@ def load_grid(source, out_path, shape, tile, side, backend, wall):
 
 
 def _write_shard(out_path, z, w):
-    """One ``elevation`` shard of ``z`` (host or device) written; its statistics."""
+    """The ``elevation`` shards of window ``w`` of the host grid ``z`` written; their
+    statistics."""
     block = z[w[0]:w[1], w[2]:w[3]]
     write_window(out_path, block, w[0], w[2])
     return band_stats(block)
