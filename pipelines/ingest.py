@@ -89,7 +89,7 @@ def create_elevation(store_path, grid, tile, compressors=None):
 
 
 #: host bytes the band tasks of one process hold at once (their float32 bands; the text is
-#: parsed in blocks and unmapped as it goes): at least two bands run, however wide the grid,
+#: read in blocks into a buffer a thread): at least two bands run, however wide the grid,
 #: and the cores do not multiply the RSS (a band of the 50220 x 70520 Neuse grid is 578 MB)
 BAND_HOST_BUDGET = 2 << 30
 

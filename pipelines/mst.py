@@ -252,12 +252,21 @@ def _each(fn, windows):
     return list(_pools["io"].map(fn, windows))
 
 
+def _runs(shape, side, window):
+    """``window``'s runs of shards (:func:`pipelines.mst_input.shard_runs`): one a row of
+    shards for a group among others (their tasks run side by side), about one an I/O thread
+    for a group that is the whole grid (the only task)."""
+    r0, r1, c0, c1 = window
+    whole = (r1 - r0, c1 - c0) == tuple(shape)
+    return shard_runs(shape, side, window, None if whole else -(-(r1 - r0) // side))
+
+
 def _read(path, layer, window, side, shape, dtype):
     """Cells ``window`` of ``layer`` (shards of ``side`` cells), a run a thread."""
     r0, r1, c0, c1 = window
     out = np.empty((r1 - r0, c1 - c0), dtype)
     _each(lambda w: read_block(path, layer, w, out=out[w[0] - r0:w[1] - r0, w[2] - c0:w[3] - c0]),
-          shard_runs(shape, side, window))
+          _runs(shape, side, window))
     return out
 
 
@@ -266,7 +275,7 @@ def _write(path, layer, window, side, shape, values):
     thread."""
     r0, c0 = window[0], window[2]
     _each(lambda w: write_block(path, layer, w, values[w[0] - r0:w[1] - r0, w[2] - c0:w[3] - c0]),
-          shard_runs(shape, side, window))
+          _runs(shape, side, window))
 
 
 def _slot(name, count):
@@ -355,14 +364,14 @@ def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
 def _changes_by_window(spec, side, win, changes, every=False):
     """``[(window, its changes)]``: the shards (of ``side`` cells) of ``win`` that hold a
     change's cell, in row-major order, or with ``every`` the whole of ``win`` in runs of
-    shards (:func:`pipelines.mst_input.shard_runs`); nothing when there are no changes (and not ``every``)."""
+    shards (:func:`_runs`); nothing when there are no changes (and not ``every``)."""
     if len(changes.added) + len(changes.dropped) == 0 and not every:
         return []
     ncols = spec.shape[1]
     ra, ca = np.divmod(np.asarray(changes.added, np.int64) >> 2, ncols)
     rd, cd = np.divmod(np.asarray(changes.dropped, np.int64) >> 2, ncols)
     if every:
-        wins = shard_runs(spec.shape, side, win)
+        wins = _runs(spec.shape, side, win)
     else:
         touched = np.unique(np.concatenate([ra // side * (-(-ncols // side)) + ca // side,
                                             rd // side * (-(-ncols // side)) + cd // side]))

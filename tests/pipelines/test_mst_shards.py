@@ -63,18 +63,19 @@ def test_changes_reach_only_their_shards(monkeypatch):
     assert [p.added.tolist() for _, p in parts] == [[ids[0], ids[2]], [ids[1]], []]
     assert [p.dropped.tolist() for _, p in parts] == [[], [], [ids[3]]]
     assert _changes_by_window(spec, 64, (0, 150, 0, 130), Changes()) == []
-    # every shard of the window (the mask on the device: each shard is written once), in
-    # runs along a shard row: a run for each of the I/O threads
-    monkeypatch.setattr(mst_input, "IO_THREADS", 16)
-    every = _changes_by_window(spec, 64, (0, 128, 0, 130), ch, every=True)
-    assert [w for w, _ in every] == [(0, 64, 0, 64), (0, 64, 64, 128), (0, 64, 128, 130),
-                                     (64, 128, 0, 64), (64, 128, 64, 128), (64, 128, 128, 130)]
-    assert [p.added.tolist() for _, p in every] == [[ids[0], ids[2]], [], [], [], [ids[1]], []]
-    assert sum(len(p.dropped) for _, p in every) == 0  # ids[3]'s shard is outside the window
-    monkeypatch.setattr(mst_input, "IO_THREADS", 2)
+    # every shard of the window (the mask on the device: each shard is written once): a
+    # group among others in runs of a row of shards, the whole grid a run an I/O thread
     every = _changes_by_window(spec, 64, (0, 128, 0, 130), ch, every=True)
     assert [w for w, _ in every] == [(0, 64, 0, 130), (64, 128, 0, 130)]
     assert [p.added.tolist() for _, p in every] == [[ids[0], ids[2]], [ids[1]]]
+    assert sum(len(p.dropped) for _, p in every) == 0  # ids[3]'s shard is outside the window
+    monkeypatch.setattr(mst_input, "IO_THREADS", 16)
+    every = _changes_by_window(spec, 64, (0, 150, 0, 130), ch, every=True)
+    assert [w for w, _ in every][:4] == [(0, 64, 0, 64), (0, 64, 64, 128), (0, 64, 128, 130),
+                                         (64, 128, 0, 64)] and len(every) == 9
+    assert sum(len(p.added) + len(p.dropped) for _, p in every) == 4
+    monkeypatch.setattr(mst_input, "IO_THREADS", 2)
+    assert len(_changes_by_window(spec, 64, (0, 150, 0, 130), ch, every=True)) == 3
     assert len(_changes_by_window(spec, 64, (0, 64, 0, 64), Changes(), every=True)) == 1
 
 
