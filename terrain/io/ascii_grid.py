@@ -244,11 +244,15 @@ class AsciiGrid:
     def _parse_block(self, r0, r1, starts, out):
         """Parse rows ``r0:r1`` (text read into this thread's buffer) into ``out``; their
         ``(nodata cells, min, max)``."""
-        from ._parse import PARSE_OK, nan_min_max, parse_rows
-
         base = int(starts[r0])
         text = self.read_bytes(base, int(starts[r1]))
-        local = starts[r0: r1 + 1] - base
+        return self._parse_text(text, starts[r0: r1 + 1] - base, r0, out)
+
+    def _parse_text(self, text, local, r0, out):
+        """Parse the rows of ``text`` (row ``r0 + i`` spans ``local[i]:local[i + 1]``) into
+        ``out``; their ``(nodata cells, min, max)``."""
+        from ._parse import PARSE_OK, nan_min_max, parse_rows
+
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
         has_nodata = self.nodata is not None
         status, row, count, t0, t1, n_slow, stats = parse_rows(
@@ -261,12 +265,15 @@ class AsciiGrid:
         return stats
 
     def read_all(self, pool=None, out=None, on_block=None):
-        """The whole grid parsed into ``out`` (float32, NaN = nodata) on a thread pool.
+        """The whole grid parsed into ``out`` (float32, NaN = nodata) on a thread pool, the
+        text read once.
 
-        The newline index runs as one task per ``INDEX_CHUNK_BYTES`` and the parse as one
-        task per ``BLOCK_BYTES`` of text (so every core has work whatever the grid's shape);
-        the kernels release the GIL. ``on_block(r0, r1)``, when given, runs in the worker
-        right after rows ``r0:r1`` are parsed (e.g. to start their copy to a device).
+        This thread reads the data section in blocks of about ``BLOCK_BYTES`` of whole lines
+        (its newlines found with ``memchr``, so each block's first row is known) and hands
+        each block to the pool, whose threads parse it with the GIL released; a block's
+        buffer is reused once parsed. ``on_block(r0, r1)``, when given, runs in the worker
+        right after rows ``r0:r1`` are parsed (e.g. to start their copy to a device). The
+        errors are :meth:`row_starts`' and :meth:`read_rows`'.
 
         Returns
         -------
@@ -279,7 +286,10 @@ class AsciiGrid:
         >>> z.shape, sum(s[0] for s in stats)
         ((300, 400), 5972)
         """
+        import queue
         from concurrent.futures import ThreadPoolExecutor
+
+        from ._parse import newline_offsets
 
         if pool is None:
             with ThreadPoolExecutor(os.cpu_count() or 1) as own:
@@ -287,19 +297,61 @@ class AsciiGrid:
         rows, cols = self.shape
         if out is None:
             out = np.empty((rows, cols), dtype=np.float32)
-        pieces = list(pool.map(lambda ab: self.newline_offsets(*ab), self.index_ranges()))
-        starts = self.row_starts(pieces)
-        row_bytes = max(1.0, float(starts[-1] - starts[0]) / max(rows, 1))
-        block = max(1, int(BLOCK_BYTES // row_bytes))
+        free = queue.Queue()
+        for _ in range(getattr(pool, "_max_workers", 2) + 1):
+            free.put(np.empty(BLOCK_BYTES, np.uint8))
 
-        def parse(r0):
-            r1 = min(r0 + block, rows)
-            stats = self._parse_block(r0, r1, starts, out[r0:r1])
-            if on_block is not None:
-                on_block(r0, r1)
-            return stats
+        def parse(buf, local, r0):
+            try:
+                r1 = r0 + len(local) - 1
+                stats = self._parse_text(buf, local, r0, out[r0:r1])
+                if on_block is not None:
+                    on_block(r0, r1)
+                return stats
+            finally:
+                free.put(buf)
 
-        return out, list(pool.map(parse, range(0, rows, block)))
+        futures, row, pos, carry = [], 0, self.data_offset, b""
+        try:
+            while row < rows:
+                if pos >= self.size and not carry:
+                    line = self.data_line + max(row - 1, 0)
+                    raise InputError(f"{self.path}:{line}: file ends after {row} of "
+                                     f"{self._rows_key}={rows} rows")
+                buf = free.get()
+                want = min(max(BLOCK_BYTES, 2 * len(carry)), len(carry) + self.size - pos)
+                if buf.size < want:
+                    buf = np.empty(want, np.uint8)  # a line longer than a block
+                buf[:len(carry)] = np.frombuffer(carry, np.uint8)
+                got = want - len(carry)
+                self.read_bytes(pos, pos + got, out=buf[len(carry):want])
+                pos += got
+                data = buf[:want]
+                ends = newline_offsets(data, 0, want // max(1, (self.size - self.data_offset)
+                                                           // rows) + 16)
+                if pos >= self.size and (not ends.size or ends[-1] != want):
+                    ends = np.append(ends, want)  # the last line, without a newline
+                ends = ends[: rows - row]
+                if not ends.size:  # no whole line yet: read on
+                    carry = bytes(data)
+                    free.put(buf)
+                    continue
+                local = np.concatenate([[0], ends]).astype(np.int64)
+                futures.append(pool.submit(parse, buf, local, row))
+                row += len(ends)
+                carry = bytes(data[ends[-1]:])
+            if carry.strip():
+                raise InputError(f"{self.path}:{self.data_line + rows}: more data rows than "
+                                 f"{self._rows_key}={rows}")
+            if pos < self.size:
+                self._check_only_space_after(pos, self.data_line + rows + carry.count(b"\n"))
+            return out, [f.result() for f in futures]
+        finally:
+            for f in futures:  # after an error: the parses still running end first
+                f.cancel()
+            for f in futures:
+                if not f.cancelled():
+                    f.exception()
 
     def _fix_slow(self, text, local, out, r0, nodata, has_nodata):
         """Exact values (Python's correctly rounded ``float``) for cells the kernel marked:

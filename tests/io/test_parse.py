@@ -258,3 +258,33 @@ def test_band_read_in_blocks_equals_one_parse(tmp_path, monkeypatch):
     with pytest.raises(InputError, match=rf"b.asc:{bad_line}: non-numeric token 'x7' "
                                          r"\(row 81, column 4\)"):
         bad.read_rows_stats(5, 90, starts)
+
+
+@pytest.mark.parametrize("block", [64, 301, 1 << 20])
+@pytest.mark.parametrize("case, message", [
+    ("ok", None), ("no final newline", None), ("blank tail", None),
+    ("few rows", "file ends after 3 of nrows=4 rows"), ("extra row", "more data rows than nrows=4"),
+    ("short row", "row 2 has 2 values, expected ncols=3")])
+def test_read_all_reads_once_with_the_two_pass_checks(tmp_path, monkeypatch, block, case, message):
+    # the one-pass reader (lines found block by block) against the indexed band reader
+    import terrain.io.ascii_grid as ag
+    from terrain.errors import InputError
+    from terrain.io import open_grid
+    rows = ["1.5 2 3", "4 " + "0" * 200 + "5 6", "7 8 9", "10 11 12"]  # a line longer than 64
+    text = {"ok": rows, "no final newline": rows, "blank tail": rows + ["  ", ""],
+            "few rows": rows[:3], "extra row": rows + ["13 14 15"],
+            "short row": [rows[0], "4 5", *rows[2:]]}[case]
+    body = "\n".join(text) + ("" if case == "no final newline" else "\n")
+    path = tmp_path / "g.asc"
+    path.write_text("ncols 3\nnrows 4\nxllcorner 0\nyllcorner 0\ncellsize 1\n" + body)
+    monkeypatch.setattr(ag, "BLOCK_BYTES", block)
+    grid = open_grid(path)
+    if message is None:
+        z, stats = grid.read_all()
+        want = grid.read_rows(0, 4, grid.row_starts([grid.newline_offsets(*ab)
+                                                     for ab in grid.index_ranges()]))
+        assert_bits_equal(z, want)
+        assert sum(s[0] for s in stats) == 0 and z[1, 0] == 4.0
+    else:
+        with pytest.raises(InputError, match=message):
+            grid.read_all()
