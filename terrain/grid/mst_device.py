@@ -42,9 +42,10 @@ __all__ = ["device_mst", "host_mst", "in_core_mst", "InCoreForest", "fits_in_cor
 
 MAX_CELLS = 1 << 30  # edge ids 4·cell + d must fit 32 bits of the key
 #: cells of the largest grid the CPU takes in core: its edge keys take 32 bytes a cell (8 a
-#: key, up to 4 keys a cell) and a sort; above this the tiled path is the better CPU path
-#: (docs/mst.md, "Routes")
-HOST_MAX_CELLS = 1 << 22
+#: key, up to 4 keys a cell) and one thread sorts them; beyond this the tiled path, whose
+#: Numba start-up is then paid back by its threads, is the better CPU path (docs/mst.md,
+#: "Design notes")
+HOST_MAX_CELLS = 1 << 21
 # z (4), comp (4), parent (4), best (8), active (1), mask (1)
 BYTES_PER_CELL = 22
 #: device memory :func:`terrain.grid.reduce.reduce_block_device` adds per cell: the edges
@@ -117,7 +118,7 @@ def fits_in_core(shape, backend=None, free=None):
     when it fits the device (:func:`fits_on_device`; ``free`` bytes free, when given), on the
     CPU up to :data:`HOST_MAX_CELLS` cells.
 
-    >>> fits_in_core((2048, 2048), "cpu"), fits_in_core((4096, 4096), "cpu")
+    >>> fits_in_core((1448, 1448), "cpu"), fits_in_core((2048, 2048), "cpu")
     (True, False)
     """
     be = get_backend(backend)
