@@ -2,56 +2,40 @@
 
 Routes
 ------
-:func:`mst_route` is the one planner: :func:`run_mst` and ``--dry-run`` ask it the same
-questions. Three routes, each the measured winner of its regime (docs/mst.md, "Routes"):
+:func:`mst_route` is the one planner (:func:`run_mst` and ``--dry-run`` ask it the same
+questions); each route is the measured winner of its regime (docs/mst.md, "Routes" and
+"Design notes"):
 
 * ``in-core``: the grid fits the backend's whole-grid kernel
-  (:func:`terrain.grid.mst_device.fits_in_core`: the device's memory on the GPU, up to
-  :data:`terrain.grid.mst_device.HOST_MAX_CELLS` cells on the CPU). The input is read once
-  into memory (an ASCII grid parsed on the device on the GPU), the forest computed in one
-  step, the store written beside; without ``--scheduler``/``--resume`` no task graph and no
-  Dask at all, with them one group task covering the grid. It is the super-tile route with
-  one group, the grid.
+  (:func:`terrain.grid.mst_device.fits_in_core`: the device's memory; on the CPU up to
+  :data:`terrain.grid.mst_device.HOST_MAX_CELLS` cells, Kruskal in C). It is the super-tile
+  walk with one group, the grid: without ``--scheduler``/``--resume`` it runs in this process
+  with :func:`terrain.tiles.quadtree.call_now` and no Dask, the input read once into memory
+  (:mod:`pipelines.mst_input`; an ASCII grid on the GPU parsed on the device), else as a
+  task graph of one group task.
 * ``super-tiles`` (GPU): groups as large as the device holds, each group's forest in core
-  and reduced once, merged up the quadtree. An ASCII grid whose float32 fits half the device
-  is parsed there first and the groups take their blocks from it
-  (:mod:`pipelines.mst_input`); other inputs go through the store.
-* ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree: the
-  CPU's best algorithm for grids beyond the in-core bound.
+  and reduced once, merged up the quadtree; an ASCII grid whose float32 fits half the
+  device is parsed there first and the groups read it there.
+* ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree.
 
-One GPU runs each route; a batch's GPU cluster (or ``--scheduler ADDRESS`` with GPU workers)
-gets the groups pinned to its workers in Z-order runs (:func:`pipelines.cluster.assign_groups`),
-loosely, so a lost worker's groups run elsewhere. ``--gpus N`` runs the route on GPU 0 of the N
-(spreading one job over several GPUs was measured slower: the shards' decoding and encoding
-bound the run, not the devices).
+One GPU runs each route (``--gpus N``: GPU 0 of the N; spreading one job over several GPUs
+was measured slower). A batch's GPU cluster gets the groups pinned to its workers in Z-order
+runs (:func:`pipelines.cluster.assign_groups`), loosely: a lost worker's groups run
+elsewhere, with the same forest.
 
 Dask strategy
 -------------
-The library (:mod:`terrain.grid.mst`) supplies the phases; :func:`build_mst_graph` wires
-them along the walks of :mod:`terrain.tiles.quadtree` (the plan and walk of the in-memory
-:func:`terrain.grid.mst.grid_mst`), each step a task of :class:`pipelines.quadtree.TaskGraph`:
-
-1. ``mst-ingest`` (raster input through the store): :func:`pipelines.ingest.build_ingest_graph`
-   writes the tile store into the output store itself, so the result holds the DEM and its
-   forest.
-2. ``mst-prepare``: creates the ``mst`` array (uint8, chunks = tiles, shards = the DEM's).
-3. ``mst-group``: one task per group: reads it once (from the store, or from the grid held
-   in this process), computes its forest (a super-tile, or Borůvka on its tiles, their
-   reductions and the group's own merges) and writes it as the group's provisional mask;
-   returns the group's reduced graph (up) and its changes (down) as separate outputs.
-4. ``mst-merge``: one task per quadtree node above the groups, up to the root.
-5. ``mst-expand``: top down, one task per node: routes its own and its ancestors' changes
-   to its four children.
-6. ``mst-write``: one task per group: reads the shards of its provisional mask that a change
-   reaches, applies the changes, writes them (a mask held on the device: every shard, once).
-7. ``mst-finish``: sums the statistics and writes them into the store's attributes.
-
-The in-process in-core route runs the same steps with :func:`terrain.tiles.quadtree.call_now`.
-Level graphs are task results (O(perimeter) per node, written once); each shard of the DEM is
-read once and each shard of the mask written once, then again only when a change reaches it.
-Whole shards are read and written by :func:`terrain.tiles.store.read_block` / ``write_block``
-(each thread decodes and encodes its own shards, the GIL released), a window's shards by a
-pool of :data:`pipelines.mst_input.IO_THREADS`.
+:func:`build_mst_graph` wires the library's phases (:mod:`terrain.grid.mst`) along the walks
+of :mod:`terrain.tiles.quadtree`, each step a task of :class:`pipelines.quadtree.TaskGraph`:
+``mst-ingest`` (a raster written into the output store itself) → ``mst-prepare`` (the
+``mst`` array) → ``mst-group`` (one per group: read once, forest, reduction, the group's own
+merges, its provisional mask written) → ``mst-merge`` (per node above the groups) →
+``mst-expand`` (top down) → ``mst-write`` (per group: the shards a change reaches read,
+changed and written) → ``mst-finish`` (the statistics). Level graphs are task results
+(O(perimeter) per node, written once). Whole shards are read and written by
+:func:`terrain.tiles.store.read_block` / ``write_block`` (each thread decodes and encodes its
+own, the GIL released), in runs of shards on a pool of
+:data:`pipelines.mst_input.IO_THREADS`.
 """
 
 import contextlib
