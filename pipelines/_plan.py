@@ -1,30 +1,25 @@
-"""``--dry-run``: what an ``ingest``, ``mst`` or ``cost-distance`` run would do, and whether
-the disk can hold it.
+"""``--dry-run``: what a command's run would do, and whether the disk can hold it.
 
-One planner for every command: :func:`build_plan` checks the paths (as the run does, before
-any work), reads the input's header only (nothing else is read), lays out the tile store
-(:func:`terrain.tiles.store.tiles_per_shard`, the quadtree levels), then asks the command's
-part (:data:`PLANNERS`) for what differs: tasks, backend, the bytes a task and a worker hold,
-and the bytes written to the output and to the partial output. :func:`build_plan` adds the
-free space of the output's file system; :func:`dry_run_command` prints the plan and refuses
-the run (exit 2) when the output's file system has less free space than the estimate.
+One planner for every command that writes a store. A command module registers its part with
+:func:`register` (its ``plan(plan, grid, args, inp, out)`` function, its default output and
+its other paths); this module imports no command module. :func:`build_plan` checks the paths
+(as the run does, before any work), reads the input's header only (nothing else is read),
+lays out the tile store (:func:`terrain.tiles.store.tiles_per_shard`, the quadtree levels),
+then asks the command's part for what differs: tasks, backend, the bytes a task and a worker
+hold, and the bytes written to the output and to the partial output. :func:`build_plan` adds
+the free space of the output's file system; :func:`dry_run_command` prints the plan and
+refuses the run (exit 2) when the output's file system has less free space than the estimate.
 
-For ``ingest`` and ``mst`` the Dask graph itself is built, not run (building writes
-nothing), so their task count is the real one. ``mst``'s path (text in core, text streamed,
-in core, super-tiles, tiles; with ``--gpus N``, on GPU 0 of N or spread) is the run's own
-decision, :func:`pipelines.mst.mst_route`, asked the same questions (the text paths build no
-task graph: 0 tasks). For ``cost-distance`` the plan gives the
-algorithm :func:`pipelines.cost_distance.choose_algorithm` picks and, for the tiled one,
-its groups, SSSP tiles and height cap (:func:`pipelines.cost_distance_tiled.tiled_spec`,
-:class:`terrain.grid.sssp_tiled.TiledSpec`); its task count is not given (the run builds
-its graph inside the partial output).
+Commands whose run is a Dask graph build it, not run it (building writes nothing), so their
+task count is the real one; ``mst``'s route is the run's own decision
+(:func:`pipelines.mst.mst_route`, asked the same questions).
 
 Sizes are estimates from measured ratios, stated as such (:data:`STORED_BYTES_PER_CELL`;
-synthetic fractal terrain, ``synth``, 2-core VM):
+synthetic fractal terrain, ``synth``):
 
 * ``elevation`` (and any raster ingested on the way, such as a friction raster):
   Blosc LZ4 keeps about 0.64 of float32 on terrain (2.6 bytes a cell; synthetic 3000²,
-  2048²: 2.5; docs/benchmarks.md has 0.57 on real grids);
+  2048²: 2.5; about 0.57 on real grids);
 * ``mst`` forest mask: Blosc LZ4 after a bit shuffle keeps about 0.46 bytes a cell of the
   uint8 mask on synthetic relief (0.5 is used; zstd, the codec before, kept 0.22-0.35);
 * cost-distance layers (2048², one source and 50 sources): ``distance`` 2.5-2.8 bytes a
@@ -64,8 +59,8 @@ from terrain.io.outputs import partial_path
 from terrain.io.outputs import check_outputs, real_path
 from terrain.errors import InputError
 
-__all__ = ["build_plan", "dry_run_command", "format_bytes", "PLANNERS",
-           "STORED_BYTES_PER_CELL"]
+__all__ = ["build_plan", "dry_run_command", "format_bytes", "register", "PLANNERS",
+           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes"]
 
 #: stored bytes a cell of each layer (module docstring: measured ratios)
 STORED_BYTES_PER_CELL = {"elevation": 2.6, "mst": 0.5, "distance": 6.5, "backlink": 0.5,
@@ -106,7 +101,8 @@ def format_bytes(n):
         n /= 1024
 
 
-def _task_count(delayed):
+def task_count(delayed):
+    """The number of tasks of a Dask graph (built, not run)."""
     from ._resume import graph_dict
     return len(graph_dict(delayed))
 
@@ -131,81 +127,113 @@ def _open_header(inp, tile, stores):
             "from_store": False}
 
 
-def _band_task_bytes(grid):
+def band_task_bytes(grid):
     """An ingest band task: a band of shard rows as float32 plus one block of text."""
     rows, cols = grid["shape"]
     return min(grid["tile"] * grid["tiles_per_shard"], rows) * cols * 4 + TEXT_BLOCK_BYTES
 
 
-def _ingest_bytes(grid):
+def ingest_bytes(grid):
     """Stored bytes of an ingested raster (``elevation``) of ``grid``'s shape."""
     rows, cols = grid["shape"]
     return rows * cols * ELEVATION_BYTES_PER_CELL
 
 
-# ----------------------------------------------------------------------------- per command
-# planner(plan, grid, args, inp, out) -> dict: tasks, backend, memory_per_task_bytes,
-# memory_per_worker_bytes, output_bytes, partial_extra_bytes (the plan's own keys are
-# read, not changed: rows, cols, cells, shards, threads_per_worker)
-
-def _plan_ingest(plan, grid, args, inp, out):
-    from ._resume import run_key
-    from .ingest import build_ingest_graph
-    key = run_key("ingest", [inp], grid["tile"], None)
-    from .ingest import bands_at_once
-    per_task = _band_task_bytes(grid)
-    return {"tasks": _task_count(build_ingest_graph(inp, partial_path(out, key), grid["tile"])),
-            "backend": "cpu (text parser / GDAL)", "memory_per_task_bytes": per_task,
-            # the band tasks in flight are bounded by a host budget, not the threads
-            "memory_per_worker_bytes": per_task * bands_at_once(per_task,
-                                                                plan["threads_per_worker"]),
-            "output_bytes": _ingest_bytes(grid), "partial_extra_bytes": plan["shards"] * 64}
+#: command -> (planner, default output(input, args) or None, other paths(args)); filled by
+#: :func:`register`
+PLANNERS = {}
 
 
-def _plan_mst(plan, grid, args, inp, out):
-    from terrain.backend import get_backend
-    from terrain.grid.mst import MSTSpec
+def register(command, planner, default_output=None, paths=None):
+    """Make ``command``'s ``--dry-run`` plan with ``planner(plan, grid, args, inp, out)``,
+    which returns a dict: tasks, backend, memory_per_task_bytes, memory_per_worker_bytes,
+    output_bytes, partial_extra_bytes (the plan's own keys are read, not changed: rows, cols,
+    cells, shards, threads_per_worker). ``default_output(inp, args)``: the output when none
+    is given; ``paths(args)``: ``(inputs besides INPUT, outputs besides OUT)``."""
+    PLANNERS[command] = (planner, default_output, paths or (lambda args: ([], [])))
 
-    from ._resume import run_key
-    from .mst import build_mst_graph
-    shape, tile, shard = grid["shape"], grid["tile"], grid["tiles_per_shard"]
-    spec = MSTSpec(shape, tile, int(args.connectivity), args.weight,
-                   tuple(float(c) for c in grid["cellsize"]))
-    partial = partial_path(out, run_key("mst", [inp], spec))
-    upstream = None
-    if not grid["from_store"]:
-        from .ingest import build_ingest_graph
-        upstream = build_ingest_graph(inp, partial, tile)
-    graph = build_mst_graph(inp if grid["from_store"] else partial, partial, spec, shard, "cpu",
-                            upstream)
-    side = min(tile * shard, max(shape))
-    edges = args.connectivity // 2
-    per_task = max(0 if grid["from_store"] else _band_task_bytes(grid),
-                   side * side * (4 + 1 + edges * EDGE_BYTES))
-    out_bytes = (0 if grid["from_store"] else _ingest_bytes(grid)) + plan["cells"] * MASK_BYTES_PER_CELL
-    extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
-    from .cluster import gpu_count, gpu_count_backend
-    from .mst import mst_route
-    gpus = getattr(args, "gpus", None)
-    scheduler = getattr(args, "scheduler", None)
-    be = get_backend(gpu_count_backend(gpus, args.backend, inp, scheduler))
-    # the run's own decision (pipelines.mst.mst_route), asked the same questions
-    route = mst_route(inp, spec, be, scheduler, "auto", gpu_count(gpus),
-                      getattr(args, "resume", False))
-    where = ""
-    if route.gpus:
-        where = (f", {route.gpus} GPU workers" if route.workers
-                 else f", GPU 0 of {route.gpus}")
-    return {"tasks": _task_count(graph) if route.graph else 0,
-            "path": route.path, "route": route.describe(), "gpus_used": route.gpus_used,
-            **({"note": route.note} if route.note else {}),
-            "backend": be.name + where,
-            "memory_per_task_bytes": per_task,
-            "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
-            "output_bytes": out_bytes, "partial_extra_bytes": extra,
-            "other_outputs_bytes": plan["cells"] * MASK_BYTES_PER_CELL
-            if getattr(args, "geotiff", None) else 0}
 
+def build_plan(command, args):
+    """The plan of ``command`` (registered in :data:`PLANNERS`) for parsed ``args``, as a
+    dict."""
+    from terrain.tiles.store import quadtree_levels
+    planner, default_output, paths = PLANNERS[command]
+    inp = Path(args.input)
+    out = Path(args.output) if args.output else default_output(inp, args)
+    more_inputs, more_outputs = paths(args)
+    check_outputs([inp, *more_inputs], [out, *more_outputs], args.overwrite)
+    grid = _open_header(inp, args.tile, stores=command != "ingest")
+    rows, cols = grid["shape"]
+    tile, shard = grid["tile"], grid["tiles_per_shard"]
+    tiles = (-(-rows // tile), -(-cols // tile))
+    plan = {"command": command, "input": str(inp), "output": str(out), "rows": rows,
+            "cols": cols, "cells": rows * cols, "tile": tile, "tiles": list(tiles),
+            "tiles_per_shard": shard, "levels": quadtree_levels(*tiles),
+            "shards": (-(-rows // (tile * shard))) * (-(-cols // (tile * shard))),
+            "threads_per_worker": os.cpu_count() or 1}
+    plan.update({"other_outputs_bytes": 0}, **planner(plan, grid, args, inp, out))
+    plan["output_bytes"] += (rows + cols) * 8  # the store's x and y coordinates
+    for key in ("memory_per_task_bytes", "memory_per_worker_bytes", "output_bytes",
+                "partial_extra_bytes", "other_outputs_bytes"):
+        plan[key] = int(plan[key])
+    parent = real_path(out).parent
+    plan.update({"disk_needed_bytes": plan["output_bytes"] + plan["partial_extra_bytes"]
+                 + plan["other_outputs_bytes"],
+                 "disk_free_bytes": int(shutil.disk_usage(parent).free),
+                 "filesystem": str(parent)})
+    return plan
+
+
+def _format(p):
+    b = format_bytes
+    lines = [
+        f"plan      {p['command']} {p['input']} -> {p['output']} (dry run: nothing written)",
+        f"grid      {p['rows']} x {p['cols']} ({p['cells']} cells)",
+        f"tiles     {p['tile']} a side, {p['tiles'][0]} x {p['tiles'][1]}; "
+        f"{p['tiles_per_shard']} x {p['tiles_per_shard']} per shard, {p['shards']} shards; "
+        f"{p['levels']} levels",
+    ]
+    if "path" in p:
+        lines.append(f"path      {p['route']}")
+    if "tasks" in p:
+        lines.append(f"tasks     {p['tasks']} (backend {p['backend']})" if p["tasks"] or
+                     "path" not in p else f"tasks     none: no task graph (backend {p['backend']})")
+    if "algorithm" in p:
+        solve = f"solve     {p['algorithm']}, backend {p['backend']}"
+        if p["algorithm"] == "blocked":
+            solve += f": {p['blocks']} blocks of {p['block']}², distances then labels"
+        if p["algorithm"] == "tiled":
+            solve += (f": {p['groups']} groups of {p['group_side']}², SSSP tiles of "
+                      f"{p['tile_sssp']}, matrices up to level {p['height']} of "
+                      f"{p['sssp_levels']}, {p['top_boundary_cells']} top boundary cells")
+        lines.append(solve)
+        lines.append("sources   " + ("read from the raster when the run starts"
+                                     if p["sources"] is None else str(p["sources"])))
+        lines.append("layers    " + ", ".join(p["layers"]))
+    lines += [
+        f"memory    about {b(p['memory_per_task_bytes'])} a task, "
+        f"{b(p['memory_per_worker_bytes'])} a worker of {p['threads_per_worker']} threads",
+        f"disk      about {b(p['output_bytes'])} output + {b(p['partial_extra_bytes'])} "
+        + ("scratch" if "algorithm" in p else "checkpoints") + " in the partial"
+        + (f" + {b(p['other_outputs_bytes'])} GeoTIFF" if p["other_outputs_bytes"] else "")
+        + f"; {b(p['disk_free_bytes'])} free in {p['filesystem']}",
+    ]
+    return "\n".join(lines)
+
+
+def dry_run_command(command, args):
+    """Print the plan; raise :class:`InputError` when the disk cannot hold the output."""
+    plan = build_plan(command, args)
+    print(json.dumps(plan, indent=2) if getattr(args, "json", False) else _format(plan))
+    if plan["disk_needed_bytes"] > plan["disk_free_bytes"]:
+        raise InputError(f"{plan['output']}: needs about {format_bytes(plan['disk_needed_bytes'])}"
+                         f" of disk, {plan['filesystem']} has "
+                         f"{format_bytes(plan['disk_free_bytes'])} free")
+    return 0
+
+
+# ------------------------------------------------------------------------------ cost-distance
+# (the cost-distance branch moves this part into its own modules, registered like mst's)
 
 RESULT_LAYERS = ("distance", "backlink", "allocation")
 
@@ -315,10 +343,10 @@ def _plan_cost_distance(plan, grid, args, inp, out):
     # a friction raster (not a store) is ingested into a hidden store beside the output
     friction_ingest = (friction is not None and "friction" not in linked
                        and not is_store(friction))
-    per_task = _band_task_bytes(grid) if ingested or friction_ingest else 0
+    per_task = band_task_bytes(grid) if ingested or friction_ingest else 0
     worker = per_task * threads
-    out_bytes = _layers_bytes(cells, layers) + sum(_ingest_bytes(grid) for _ in ingested)
-    extra = _ingest_bytes(grid) if friction_ingest else 0
+    out_bytes = _layers_bytes(cells, layers) + sum(ingest_bytes(grid) for _ in ingested)
+    extra = ingest_bytes(grid) if friction_ingest else 0
     if spec["algorithm"] == "tiled":
         from .cost_distance_tiled import tiled_spec
         tiled_spec(spec, getattr(args, "tile_sssp", None), getattr(args, "max_height", None),
@@ -368,11 +396,6 @@ def _cost_distance_output(inp, args):
     return default_output(inp)
 
 
-def _mst_output(inp, args):
-    from .mst import default_output
-    return default_output(inp)
-
-
 def _cost_distance_paths(args):
     """(inputs besides INPUT, outputs besides OUT) of a cost-distance run."""
     from .cost_distance import geotiff_paths
@@ -380,87 +403,4 @@ def _cost_distance_paths(args):
     return [args.friction, args.sources, getattr(args, "reuse", None)], tifs
 
 
-#: command -> (planner, default output(input, args) or None, other paths(args))
-PLANNERS = {
-    "ingest": (_plan_ingest, None, lambda args: ([], [])),
-    "mst": (_plan_mst, _mst_output, lambda args: ([], [getattr(args, "geotiff", None)])),
-    "cost-distance": (_plan_cost_distance, _cost_distance_output, _cost_distance_paths),
-}
-
-
-def build_plan(command, args):
-    """The plan of ``command`` (a key of :data:`PLANNERS`) for parsed ``args``, as a dict."""
-    from terrain.tiles.store import quadtree_levels
-    planner, default_output, paths = PLANNERS[command]
-    inp = Path(args.input)
-    out = Path(args.output) if args.output else default_output(inp, args)
-    more_inputs, more_outputs = paths(args)
-    check_outputs([inp, *more_inputs], [out, *more_outputs], args.overwrite)
-    grid = _open_header(inp, args.tile, stores=command != "ingest")
-    rows, cols = grid["shape"]
-    tile, shard = grid["tile"], grid["tiles_per_shard"]
-    tiles = (-(-rows // tile), -(-cols // tile))
-    plan = {"command": command, "input": str(inp), "output": str(out), "rows": rows,
-            "cols": cols, "cells": rows * cols, "tile": tile, "tiles": list(tiles),
-            "tiles_per_shard": shard, "levels": quadtree_levels(*tiles),
-            "shards": (-(-rows // (tile * shard))) * (-(-cols // (tile * shard))),
-            "threads_per_worker": os.cpu_count() or 1}
-    plan.update({"other_outputs_bytes": 0}, **planner(plan, grid, args, inp, out))
-    plan["output_bytes"] += (rows + cols) * 8  # the store's x and y coordinates
-    for key in ("memory_per_task_bytes", "memory_per_worker_bytes", "output_bytes",
-                "partial_extra_bytes", "other_outputs_bytes"):
-        plan[key] = int(plan[key])
-    parent = real_path(out).parent
-    plan.update({"disk_needed_bytes": plan["output_bytes"] + plan["partial_extra_bytes"]
-                 + plan["other_outputs_bytes"],
-                 "disk_free_bytes": int(shutil.disk_usage(parent).free),
-                 "filesystem": str(parent)})
-    return plan
-
-
-def _format(p):
-    b = format_bytes
-    lines = [
-        f"plan      {p['command']} {p['input']} -> {p['output']} (dry run: nothing written)",
-        f"grid      {p['rows']} x {p['cols']} ({p['cells']} cells)",
-        f"tiles     {p['tile']} a side, {p['tiles'][0]} x {p['tiles'][1]}; "
-        f"{p['tiles_per_shard']} x {p['tiles_per_shard']} per shard, {p['shards']} shards; "
-        f"{p['levels']} levels",
-    ]
-    if "path" in p:
-        lines.append(f"path      {p['route']}")
-    if "tasks" in p:
-        lines.append(f"tasks     {p['tasks']} (backend {p['backend']})" if p["tasks"] or
-                     "path" not in p else f"tasks     none: no task graph (backend {p['backend']})")
-    if "algorithm" in p:
-        solve = f"solve     {p['algorithm']}, backend {p['backend']}"
-        if p["algorithm"] == "blocked":
-            solve += f": {p['blocks']} blocks of {p['block']}², distances then labels"
-        if p["algorithm"] == "tiled":
-            solve += (f": {p['groups']} groups of {p['group_side']}², SSSP tiles of "
-                      f"{p['tile_sssp']}, matrices up to level {p['height']} of "
-                      f"{p['sssp_levels']}, {p['top_boundary_cells']} top boundary cells")
-        lines.append(solve)
-        lines.append("sources   " + ("read from the raster when the run starts"
-                                     if p["sources"] is None else str(p["sources"])))
-        lines.append("layers    " + ", ".join(p["layers"]))
-    lines += [
-        f"memory    about {b(p['memory_per_task_bytes'])} a task, "
-        f"{b(p['memory_per_worker_bytes'])} a worker of {p['threads_per_worker']} threads",
-        f"disk      about {b(p['output_bytes'])} output + {b(p['partial_extra_bytes'])} "
-        + ("scratch" if "algorithm" in p else "checkpoints") + " in the partial"
-        + (f" + {b(p['other_outputs_bytes'])} GeoTIFF" if p["other_outputs_bytes"] else "")
-        + f"; {b(p['disk_free_bytes'])} free in {p['filesystem']}",
-    ]
-    return "\n".join(lines)
-
-
-def dry_run_command(command, args):
-    """Print the plan; raise :class:`InputError` when the disk cannot hold the output."""
-    plan = build_plan(command, args)
-    print(json.dumps(plan, indent=2) if getattr(args, "json", False) else _format(plan))
-    if plan["disk_needed_bytes"] > plan["disk_free_bytes"]:
-        raise InputError(f"{plan['output']}: needs about {format_bytes(plan['disk_needed_bytes'])}"
-                         f" of disk, {plan['filesystem']} has "
-                         f"{format_bytes(plan['disk_free_bytes'])} free")
-    return 0
+register("cost-distance", _plan_cost_distance, _cost_distance_output, _cost_distance_paths)

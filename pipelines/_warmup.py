@@ -57,6 +57,8 @@ def warm_up(commands=None, verbose=True):
     from terrain.run import main
 
     failed = []
+    if commands is None or "mst" in commands:
+        failed += _warm_tiled_mst(verbose)
     with tempfile.TemporaryDirectory(prefix="terrain-warmup-") as d:
         for argv in _commands(Path(d)):
             if commands is not None and argv[0] not in commands:
@@ -75,6 +77,27 @@ def warm_up(commands=None, verbose=True):
                       f"{time.perf_counter() - t0:5.1f} s"
                       + ("" if not status else f" ({sink.getvalue().strip()[-200:]})"),
                       file=sys.stderr)
+    return failed
+
+
+def _warm_tiled_mst(verbose):
+    """The grid MST's tiled kernels (Borůvka per tile, reductions, merges): a tiny grid's
+    ``mst`` runs in core (no Numba), a large one's on the CPU takes tiles."""
+    import numpy as np
+
+    from terrain.grid import grid_mst
+    t0 = time.perf_counter()
+    z = np.arange(24 * 20, dtype=np.float32).reshape(24, 20) % 7
+    z[3, 4] = np.nan
+    try:
+        for connectivity in (4, 8):
+            grid_mst(z, connectivity, tile=8, group_tiles=2, backend="cpu", in_core=False)
+        failed = []
+    except Exception:  # noqa: BLE001 - a warm-up never breaks a build
+        failed = ["mst (tiled)"]
+    if verbose:
+        print(f"terrain warm-up: mst tiles {'ok' if not failed else 'FAILED'} "
+              f"{time.perf_counter() - t0:5.1f} s", file=sys.stderr)
     return failed
 
 

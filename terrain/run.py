@@ -20,10 +20,10 @@ _python_show_warning = warnings.showwarning
 
 # command -> "module:function"; imported only when that command runs (fast --help, light deps)
 HANDLERS = {
-    "ingest": "pipelines.ingest_start:ingest_command",  # a small text grid starts parsing first
-    "info": "pipelines.ingest:info_command",
+    "ingest": "pipelines.ingest:ingest_command",
+    "info": "pipelines.info:info_command",
     "synth": "pipelines.ingest:synth_command",
-    "mst": "pipelines.mst_start:mst_command",  # the text starts for the GPU first
+    "mst": "pipelines.mst:mst_command",
     "graph-ingest": "pipelines.graph:graph_ingest_command",
     "bfs": "pipelines.graph:bfs_command",
     "diameter": "pipelines.graph:diameter_command",

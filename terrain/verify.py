@@ -54,7 +54,8 @@ import numpy as np
 
 from .errors import InputError
 from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T, arc_cost
-from .grid.edges import (CONNECTIVITIES, DIRECTIONS, edge_weight, horizontal_lengths,
+from .grid.kernels import edge_weight
+from .grid.edges import (CONNECTIVITIES, DIRECTIONS, horizontal_lengths,
                          order_bits, weight_model_code)
 
 __all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_fill",

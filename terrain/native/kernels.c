@@ -268,6 +268,42 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
 }
 
 /* ==========================================================================================
+ * Grid minimum spanning forest in core on the CPU (terrain/grid/mst_device.py host_mst): Kruskal
+ * over the grid's edges, given as keys order_bits(w) << 32 | id already sorted ascending, so in
+ * the (weight, id) order that makes the forest unique. Edge id = 4 * cell + d, d: E=0 (r, c+1),
+ * S=1 (r+1, c), SE=2 (r+1, c+1), SW=3 (r+1, c-1); cells < 2^30. Union-find with path halving;
+ * parent[0:n] is scratch. Sets bit d of mask[cell] for each forest edge, copies the forest's keys
+ * into chosen (in order) and returns their count.
+ * ========================================================================================== */
+
+static inline int32_t uf_find(int32_t *parent, int32_t x) {
+    while (parent[x] != x) {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    return x;
+}
+
+int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t cols,
+                             int32_t *parent, uint8_t *mask, uint64_t *chosen) {
+    const int64_t step[4] = {1, cols, cols + 1, cols - 1};
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; ++i) parent[i] = (int32_t)i;
+    for (int64_t e = 0; e < m && k + 1 < n; ++e) {
+        const uint32_t id = (uint32_t)(keys[e] & 0xFFFFFFFFu);
+        const int64_t cell = (int64_t)(id >> 2);
+        const int d = (int)(id & 3u);
+        const int32_t a = uf_find(parent, (int32_t)cell);
+        const int32_t b = uf_find(parent, (int32_t)(cell + step[d]));
+        if (a == b) continue;
+        if (a < b) parent[b] = a; else parent[a] = b;
+        mask[cell] |= (uint8_t)(1u << d);
+        chosen[k++] = keys[e];
+    }
+    return k;
+}
+
+/* ==========================================================================================
  * Sparse graphs (terrain/graph, loaded through terrain/graph/_native.py): the edge-list
  * scanner, the SNAP relabelling, the CSR build and the CPU BFS operators.
  *

@@ -46,9 +46,3 @@ def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
-
-
-def test_start_up_copy_knows_the_in_core_limit():
-    from pipelines.mst_start import IN_CORE_MAX_CELLS
-    from terrain.grid.mst_device import MAX_CELLS
-    assert IN_CORE_MAX_CELLS == MAX_CELLS

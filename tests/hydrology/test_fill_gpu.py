@@ -103,7 +103,7 @@ def test_device_launcher_with_the_twins(monkeypatch):
 
     def fake_mst(z, connectivity, model, hlen, be, seeds=None):
         mask, labels = seeded_forest(np.asarray(z), connectivity, np.asarray(seeds))
-        return md.DeviceForest(mask.view(_HostArray), None, 0, 0, 0,
+        return md.InCoreForest(mask.view(_HostArray), None, 0, 0, 0,
                                labels.astype(np.int32).view(_HostArray))
 
     def rank(grid, block, args):
