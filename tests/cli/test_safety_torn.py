@@ -54,7 +54,9 @@ sys.exit(main(sys.argv[1:]))
 def two_shards(tmp_path_factory):
     from terrain.io import write_synth
     path = tmp_path_factory.mktemp("torn") / "g.asc"
-    write_synth(path, 2200, 400, seed=5, nodata=0.02)  # 2 shards of 2048 rows at tile 256
+    # 2 shards of 2048 rows at tile 256; more cells than the CPU takes in core (HOST_MAX_CELLS),
+    # so the write phase rewrites shards
+    write_synth(path, 2200, 1000, seed=5, nodata=0.02)
     return path
 
 
