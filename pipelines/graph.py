@@ -75,12 +75,10 @@ from terrain.io.outputs import atomic_output, check_output_free
 from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, edges_from_chunks, graph_from_edges,
-                           largest_component, load_graph, parse_graph_chunk, plan_graph_file,
-                           read_whole_file, write_graph_cache)
-# diameter, sssp and mst (their Numba kernels) are imported by the tasks that run them:
-# `bfs` imports no Numba (terrain.graph's module docstring)
-from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
+from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, check_table_path, dense_ids,
+                           edges_from_chunks, graph_from_edges, largest_component, load_graph,
+                           parse_graph_chunk, plan_graph_file, read_whole_file, vertex_table,
+                           write_graph_cache, write_table)
 
 
 __all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
@@ -500,7 +498,9 @@ def _diameter_on_scheduler(args, backend, weighted):
             work = dask.delayed(_weighted_task)(graph, bool(args.all), backend.name,
                                                 dask_key_name=f"diameter-weighted-{token}")
         else:
-            batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
+            # the CPU splits the sample over the scheduler's threads; the GPU runs one batch
+            # (one device, and each batch would hold its own copy of the graph)
+            batches = backend.select(_scheduler_threads(client, args.scheduler), 1)
             work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
                                         seed=args.seed, backend=backend.name,
                                         batches=batches, token=token)

@@ -1,5 +1,6 @@
 """ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: edge-list scanner, SNAP
-relabelling, CSR build, CPU BFS operators, Dial's SSSP bucket queue.
+relabelling, CSR build, the CPU's traversal enactors (BFS, bit-parallel BFS, components, the
+diameter's bounding loop), Dial's SSSP bucket queue, the text of result tables.
 
 Why C through ctypes: the commands that load a graph and run one traversal (``bfs``,
 ``sssp`` on a file) used to spend more CPU time starting Numba (its import, and its first
@@ -24,8 +25,8 @@ import threading
 import numpy as np
 
 __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
-           "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "bfs_kernels",
-           "dial", "dial_labels", "threads"]
+           "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "traversal_kernels",
+           "format_rows", "dial", "dial_labels", "threads"]
 
 _i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
 _lib = None
@@ -51,16 +52,21 @@ for _it in ("i32", "i64"):
         _SIGNATURES[f"terrain_csr_sort_rows_{_it}_{_wt}"] = (
             _int, [_vp, _i64, _i64, _vp, _vp, _int, _vp])
         _SIGNATURES[f"terrain_csr_compact_{_it}_{_wt}"] = (_i64, [_vp, _i64, _vp, _vp, _vp])
-    _SIGNATURES[f"terrain_bfs_seed_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp, _vp])
-    _SIGNATURES[f"terrain_bfs_topdown_{_it}"] = (None, [_vp, _vp, _vp, _i64, _vp, _vp, _i32,
-                                                        _vp])
-    _SIGNATURES[f"terrain_bfs_bottomup_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp, _i32, _vp])
+    _SIGNATURES[f"terrain_bfs_levels_{_it}"] = (_i64, [_vp, _vp, _i64, _vp, _i64, _vp, _vp, _vp,
+                                                       _i64, _i64, _vp, _i64, _vp])
     _SIGNATURES[f"terrain_bfs_parents_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp])
+    _SIGNATURES[f"terrain_bitwise_bfs_{_it}"] = (_i64, [_vp, _vp, _i64, _vp, _i64] + [_vp] * 8)
+    _SIGNATURES[f"terrain_component_roots_{_it}"] = (None, [_vp, _vp, _i64, _int, _vp])
+    _SIGNATURES[f"terrain_subgraph_{_it}"] = (_i64, [_vp, _vp, _i64, _vp, _vp, _vp, _vp, _vp,
+                                                     _i64])
+    _SIGNATURES[f"terrain_diameter_bound_{_it}"] = (_i64, [_vp, _vp, _i64, _int] + [_i64] * 5
+                                                    + [_vp] * 16)
     for _wt in ("i32", "i64"):
         _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
             _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
 _SIGNATURES["terrain_newlines"] = (_i64, [_vp, _i64, _i64, _vp, _i64])
 _SIGNATURES["terrain_dial_labels"] = (None, [_vp, _i64, _int, _vp, _vp, _i64])
+_SIGNATURES["terrain_format_rows"] = (_i64, [_vp, _vp, _i64, _i64, _i64, _int, _vp])
 
 _TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
                np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
@@ -186,12 +192,46 @@ def csr_kernels(index_dtype, weight_dtype):
             getattr(lib, f"terrain_csr_compact_{it}_{wt}"))
 
 
-def bfs_kernels(index_dtype):
-    """``(seed, topdown, bottomup, parents)`` for int32/int64 indices."""
+def traversal_kernels(index_dtype):
+    """The CPU's traversal kernels for int32/int64 indices, by name: ``levels`` (a whole
+    BFS), ``parents``, ``bitwise`` (up to 64 BFS at once), ``roots`` (components),
+    ``subgraph`` and ``bound`` (the diameter's bounding loop); ``kernels.c`` states their
+    contracts."""
     lib = library()
     it = _TYPE_NAMES[np.dtype(index_dtype)]
-    return tuple(getattr(lib, f"terrain_bfs_{op}_{it}")
-                 for op in ("seed", "topdown", "bottomup", "parents"))
+    names = {"levels": "bfs_levels", "parents": "bfs_parents", "bitwise": "bitwise_bfs",
+             "roots": "component_roots", "subgraph": "subgraph", "bound": "diameter_bound"}
+    return {key: getattr(lib, f"terrain_{name}_{it}") for key, name in names.items()}
+
+
+def format_rows(columns, sep=","):
+    """The rows of equal-length int64 / float64 ``columns`` as text (``%.17g`` for reals,
+    ``sep`` between values, LF after each row), formatted by C in row blocks on threads.
+    Returns a list of uint8 arrays, one per block, in order.
+
+    >>> b"".join(x.tobytes() for x in format_rows([np.array([1, -20]), np.array([0.5, 3.0])]))
+    b'1,0.5\n-20,3\n'
+    """
+    cols = [np.ascontiguousarray(c, np.float64 if np.asarray(c).dtype.kind == "f" else np.int64)
+            for c in columns]
+    rows = cols[0].shape[0] if cols else 0
+    kinds = np.array([1 if c.dtype.kind == "f" else 0 for c in cols], np.int32)
+    ptrs = (ctypes.c_void_p * max(len(cols), 1))(*[_p(c) for c in cols])
+    block = 1 << 17
+    lib = library()
+
+    def one(r0):
+        r1 = min(rows, r0 + block)
+        out = np.empty(27 * len(cols) * (r1 - r0), np.uint8)
+        size = lib.terrain_format_rows(ptrs, _p(kinds), len(cols), r0, r1, ord(sep), _p(out))
+        return out[:size]
+
+    starts = range(0, rows, block)
+    if len(starts) < 4 or threads() == 1:
+        return [one(r0) for r0 in starts]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads()) as pool:
+        return list(pool.map(one, starts))
 
 
 def dial(indptr, indices, weights, sources, label, max_weight, shift):

@@ -52,6 +52,7 @@ The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse mat
 networkx graph or an ``(indptr, indices)`` pair.
 """
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -61,7 +62,7 @@ from ..errors import InputError
 from . import _native
 
 __all__ = ["Graph", "build_csr", "as_graph", "largest_component", "connected_components",
-           "weight_dtype", "WEIGHT_DTYPES"]
+           "component_roots", "subgraph", "weight_dtype", "WEIGHT_DTYPES"]
 
 
 @dataclass(eq=False)
@@ -362,47 +363,86 @@ def _check_csr(indptr, indices, where="graph"):
     return indptr, indices
 
 
-def _subgraph(graph, keep):
-    """Induced subgraph on the vertices where ``keep`` is true, ids carried along."""
-    new_id = np.full(graph.n, -1, np.int64)
+def subgraph(graph, keep):
+    """The subgraph induced by the vertices where ``keep`` is true, ids and weights carried
+    along (``terrain_subgraph_*``: one pass to count, one to fill; no temporaries of the
+    graph's size).
+
+    Examples
+    --------
+    >>> g = build_csr(4, [0, 1, 2], [1, 2, 3], ids=np.array([5, 6, 7, 8]))
+    >>> s = subgraph(g, np.array([False, True, True, True]))
+    >>> s.indptr.tolist(), s.indices.tolist(), s.id_array().tolist()
+    ([0, 1, 3, 4], [1, 0, 2, 1], [6, 7, 8])
+    """
     kept = np.flatnonzero(keep)
+    new_id = np.full(graph.n, -1, np.int64)
     new_id[kept] = np.arange(kept.size)
-    # NumPy, whole arrays: every entry of a kept row whose neighbour is kept, in order
-    rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.indptr))
-    out_e = np.flatnonzero((new_id[rows] >= 0) & (new_id[graph.indices] >= 0))
-    out = new_id[graph.indices[out_e]].astype(graph.indices.dtype)
-    new_indptr = np.zeros(kept.size + 1, np.int64)
-    np.cumsum(np.bincount(new_id[rows[out_e]], minlength=kept.size), out=new_indptr[1:])
-    k = out.size
-    ids = graph.id_array()[kept]
-    weights = graph.weights[out_e[:k]] if graph.weights is not None else None
-    sub = Graph(new_indptr, out, ids, 0, graph.name, dict(graph.meta), weights,
+    indptr = np.ascontiguousarray(graph.indptr, np.int64)
+    it = graph.indices.dtype
+    if it not in (np.dtype(np.int32), np.dtype(np.int64)):
+        it = np.dtype(np.int64)
+    indices = np.ascontiguousarray(graph.indices, it)
+    fn = _native.traversal_kernels(it)["subgraph"]
+    m = fn(_p(indptr), _p(indices), graph.n, _p(new_id), None, None, None, None, 0)
+    out_indptr = np.empty(kept.size + 1, np.int64)
+    out = np.empty(m, it)
+    w = graph.weights
+    out_w = None if w is None else np.empty(m, w.dtype)
+    if w is not None:
+        w = np.ascontiguousarray(w)
+    fn(_p(indptr), _p(indices), graph.n, _p(new_id), _p(out_indptr), _p(out),
+       None if w is None else _p(w), None if w is None else _p(out_w),
+       0 if w is None else w.dtype.itemsize)
+    sub = Graph(out_indptr, out, graph.id_array()[kept], 0, graph.name, dict(graph.meta), out_w,
                 graph.directed)
     sub.meta.pop("_index", None)
     return sub
 
 
+def component_roots(graph):
+    """``roots[v]``: the smallest vertex of ``v``'s (weakly) connected component
+    (union-find in C; int32 or int64 as the graph's indices)."""
+    it = graph.indices.dtype
+    if it not in (np.dtype(np.int32), np.dtype(np.int64)):
+        it = np.dtype(np.int64)
+    roots = np.empty(graph.n, it)
+    _native.traversal_kernels(it)["roots"](
+        _p(np.ascontiguousarray(graph.indptr, np.int64)),
+        _p(np.ascontiguousarray(graph.indices, it)), graph.n, int(not graph.directed),
+        _p(roots))
+    return roots
+
+
 def connected_components(graph):
-    """``(count, labels)`` of the connected components (scipy.sparse.csgraph)."""
-    from scipy.sparse.csgraph import connected_components as cc
-    if graph.n == 0:
-        return 0, np.zeros(0, np.int32)
-    count, labels = cc(graph.to_scipy(), directed=False)
-    return int(count), labels
+    """``(count, labels)`` of the (weakly) connected components, labelled ``0..count-1`` in
+    the order of their smallest vertex.
+
+    Examples
+    --------
+    >>> connected_components(build_csr(5, [0, 3], [1, 4]))[1].tolist()
+    [0, 0, 1, 2, 2]
+    """
+    roots = component_roots(graph)
+    is_root = roots == np.arange(graph.n, dtype=roots.dtype)
+    rank = np.cumsum(is_root, dtype=np.int64) - 1
+    return int(is_root.sum()), rank[roots].astype(np.int32)
 
 
 def largest_component(graph):
     """``(lcc, info)``: the largest connected component (ties: the one with the lowest vertex)
     and ``info = {'components': k, 'lcc_vertices': n', 'vertices': n}``. Returns ``graph``
     itself when it is connected."""
-    count, labels = connected_components(graph)
-    info = {"components": count, "vertices": graph.n, "lcc_vertices": graph.n}
+    roots = component_roots(graph)
+    n = graph.n
+    sizes = np.bincount(roots, minlength=n) if n else np.zeros(0, np.int64)
+    count = int(np.count_nonzero(sizes))
+    info = {"components": count, "vertices": n, "lcc_vertices": n}
     if count <= 1:
         return graph, info
-    sizes = np.bincount(labels)
-    keep = labels == int(np.argmax(sizes))
-    info["lcc_vertices"] = int(sizes.max())
-    sub = _subgraph(graph, keep)
+    root = int(sizes.argmax())
+    info["lcc_vertices"] = int(sizes[root])
+    sub = subgraph(graph, roots == root)
     sub.meta["lcc_of"] = info
     return sub, info
 
@@ -448,8 +488,8 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
         w = np.asarray(obj[2]) if len(obj) == 3 and weight is not None else None
         return build_csr(n, rows, indices.astype(np.int64), weights=w,
                          directed=bool(directed), name=name or "arrays")
-    try:
-        import scipy.sparse as sp
+    sp = sys.modules.get("scipy.sparse")  # a matrix of it means it is imported
+    if sp is not None:
         if sp.issparse(obj):
             if obj.shape[0] != obj.shape[1]:
                 raise ValueError(f"as_graph: adjacency matrix must be square, got {obj.shape}")
@@ -457,8 +497,6 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
             w = coo.data if weight is not None and coo.data.dtype != bool else None
             return build_csr(obj.shape[0], coo.row.astype(np.int64), coo.col.astype(np.int64),
                              weights=w, directed=bool(directed), name=name or "matrix")
-    except ImportError:  # pragma: no cover - scipy is a dependency
-        pass
     if hasattr(obj, "nodes") and hasattr(obj, "edges") and hasattr(obj, "adj"):
         nodes = list(obj.nodes)
         index = {x: i for i, x in enumerate(nodes)}

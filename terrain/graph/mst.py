@@ -17,14 +17,12 @@ plus ``_cpu``; the round loop is shared):
    from the CSR; the CPU compacts them on the host (:func:`_upper_arcs_cpu`);
 1. ``extract``: the tails ``eu`` and the keys, from ``count`` (a prefix sum gives each
    row's first edge id): a thread a row up to 32 edges, a warp up to 512, and
-   ``extract_long`` a block for each longer row (one warp alone took 2.9 ms of RMAT-21's
-   6.6 on its hubs of 10^5 arcs);
+   ``extract_long`` a block for each longer row (hub rows of scale-free graphs);
 2. edge filtering by a threshold (ECL-MST's, Fallin et al. SC'23): when the graph has at
-   least 1.5 edges per vertex, the *light* edges (key ≤ the key quantile of 1.2 edges per
+   least 1.5 edges per vertex, the *light* edges (key <= the key quantile of 1.2 edges per
    vertex in a strided sample of 1024 keys) are solved first, then the heavy ones -- most
    of which by then lie inside one component and are dropped by the first pass over them
-   without ever entering a worklist (on a 2000² grid with weights 1..100 the rounds' work
-   fell from 2.45 m to 1.08 m edges, on RMAT-19 from 2.8 m to 0.3 m);
+   without ever entering a worklist;
 3. rounds of Borůvka over a worklist of edges between components: ``offer`` finds both
    endpoints' roots in a union-find forest (path halving), drops edges inside one component,
    appends the others to the next worklist as (root, root, key) -- later finds start at
@@ -36,28 +34,15 @@ plus ``_cpu``; the round loop is shared):
 4. the marked edges (``flatnonzero``, in edge-id order), their endpoints and weights and the
    total are gathered on the device; only the forest comes back.
 
-Transfers (a host graph on the GPU). The device part is a few ms; the copies are what a
+Transfers (a host graph on the GPU): the device part is a few ms, the copies are what a
 caller waits for. Both go through :mod:`terrain._transfer` (a ring of pinned slots filled
-and emptied by worker threads: PCIe on the H100 host moved 54 GB/s from and to pinned
-memory but 7 GB/s from pageable memory and 2.7 GB/s into fresh pageable pages). The CSR
-goes up as it is and the device finds the ``u < v`` arcs (``count_upper``, ``extract``, as
-for a graph given on the device); with ``NARROW_UPLOAD`` its ``indptr`` crosses as int32
-(below 2**31 arcs), integer weights in the narrowest integer type a sample of them fits
-(``uint8`` for weights 1..100: a quarter of the bytes): the workers narrow each piece on
-its way into its slot, the device widens; a weight outside the sample's range sends the
-weights again at full width. The heads go as they are: sending them as ``v - u`` or as
-differences of consecutive heads in int16 (a grid's fit) measured slower, the host's
-memory bandwidth, not PCIe, bounding the upload. The forest comes back as NumPy arrays in
-pinned memory (``FOREST_DOWNLOAD = "pinned"``: one direct copy per array, no host copy;
-freeing them returns the memory to CuPy's pinned pool for the next call) or as fresh
-pageable arrays filled through the ring (``"copy"``). Measured slower and removed: the
-host compacting the ``u < v`` arcs before the upload (0.42 s on one core for the 4900²
-grid, more than the PCIe bytes it saved) and the forest sent as one bit per edge (the
-host rescanned its CSR).
-``extra["phase_seconds"]`` splits a call into ``upload`` (CUDA events: the first copy
-issued to the last one done, the host work it waited on included), ``device`` (events:
-from the uploaded arrays to the forest on the device, the widening included) and
-``download`` (wall clock).
+and emptied by worker threads). The CSR goes up as it is and the device finds the ``u < v``
+arcs; its ``indptr`` crosses as int32 (below 2**31 arcs), integer weights in the narrowest
+integer type a sample of them fits (the workers narrow each piece on its way into its slot,
+the device widens; a weight outside the sample's range sends the weights again at full
+width). The forest comes back as NumPy arrays in pinned memory (one direct copy per array).
+docs/graphs.md gives the measurements behind these choices. ``extra["phase_seconds"]``
+splits a call into ``upload``, ``device`` and ``download``.
 
 A graph already on the device -- ``(indptr, indices[, weights])`` as CuPy arrays, or a
 ``cupyx.scipy.sparse`` matrix -- is taken as a :class:`~terrain.graph.Graph` would hold it
@@ -109,11 +94,6 @@ LONG_ROW_BLOCKS = 1024  # extract_long's blocks (grid-stride over the long rows)
 _MAX_OFFERS = 512
 _C_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
             np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-# the host graph crosses PCIe with int32 indptr and small integer weights in fewer bytes
-NARROW_UPLOAD = True
-# the forest back to the host: "pinned" (NumPy arrays in pinned memory, one direct
-# copy each) or "copy" (fresh pageable arrays filled through the pinned ring)
-FOREST_DOWNLOAD = "pinned"
 
 
 @dataclass
@@ -491,7 +471,7 @@ def _total(weights, count):
 
 # --------------------------------------------------------------------------- entry points
 
-def _forest_cpu(g):
+def _forest_cpu(g, b=None):
     count, ev, w_e = _host_upper_arcs(g)
     mode, id_bits = _key_mode(g.weights.dtype if g.weights is not None else None, g.m)
     eu, chosen, worklist, threshold, _ = _boruvka(_CpuOps(), g.n, count, ev, w_e, mode,
@@ -530,19 +510,18 @@ def _wire_weight_dtype(weights):
 
 def _upload_csr(g, cp):
     """``[indptr, indices, weights]`` of the host graph ``g`` on the device as they crossed
-    (weights absent when unweighted), through :func:`terrain._transfer.to_device`. With
-    :data:`NARROW_UPLOAD` ``indptr`` crosses as int32 (below 2**31 arcs) and integer
-    weights in the narrowest type a sample of them fits (:func:`_wire_weight_dtype`),
+    (weights absent when unweighted), through :func:`terrain._transfer.to_device`:
+    ``indptr`` crosses as int32 (below 2**31 arcs) and integer weights in the narrowest
+    type a sample of them fits (:func:`_wire_weight_dtype`),
     sent again at full width when one does not fit. Returns ``(arrays, copies)``: keep
     ``copies`` until they are done."""
     weighted = g.weights is not None
     host = [g.indptr, g.indices] + ([g.weights] if weighted else [])
     wire = [a.dtype for a in host]
-    if NARROW_UPLOAD:
-        if g.nnz < 2**31:
-            wire[0] = np.dtype(np.int32)
-        if weighted:
-            wire[2] = _wire_weight_dtype(g.weights) or wire[2]
+    if g.nnz < 2**31:
+        wire[0] = np.dtype(np.int32)
+    if weighted:
+        wire[2] = _wire_weight_dtype(g.weights) or wire[2]
     dev = [cp.empty(a.shape, d) for a, d in zip(host, wire)]
     copies = [to_device(cp, host, dev)]
     again = [i for i, fits in enumerate(copies[0].fits) if not fits]
@@ -555,7 +534,7 @@ def _upload_csr(g, cp):
 
 def _forest_gpu(g, b):
     """A host graph on the GPU: upload (pinned ring, narrowed), device Borůvka, download
-    (into pinned memory with ``FOREST_DOWNLOAD = "pinned"``)."""
+    (into pinned memory: one direct copy per array)."""
     cp = b.xp
     n, m = g.n, g.m
     weighted = g.weights is not None
@@ -589,7 +568,7 @@ def _forest_gpu(g, b):
     computed.synchronize()
     del copies
     t0 = time.perf_counter()
-    host = to_host(cp, forest, pinned=FOREST_DOWNLOAD == "pinned")
+    host = to_host(cp, forest, pinned=True)
     total = int(int_total) if int_total is not None else None
     download_seconds = time.perf_counter() - t0
     device = cp.cuda.get_elapsed_time(uploaded, computed) / 1e3
@@ -618,6 +597,10 @@ def _device_csr(obj):
             raise InputError("minimum_spanning_forest: mixed host and device arrays")
         return arrays
     return None
+
+
+def _device_graph_on_cpu(arrays, b):
+    raise InputError("minimum_spanning_forest: a graph on the device needs the gpu backend")
 
 
 def _forest_device(arrays, b):
@@ -698,10 +681,7 @@ def minimum_spanning_forest(graph, backend=None):
     arrays = _device_csr(graph)
     if arrays is not None:
         b = get_backend("gpu" if backend in (None, "auto") else backend)
-        if not b.is_gpu:
-            raise InputError("minimum_spanning_forest: a graph on the device needs the gpu "
-                             "backend")
-        return _forest_device(arrays, b)
+        return b.select(_device_graph_on_cpu, _forest_device)(arrays, b)
     g = as_graph(graph, directed=False).undirected()
     b = get_backend(backend)
-    return _forest_gpu(g, b) if b.is_gpu else _forest_cpu(g)
+    return b.select(_forest_cpu, _forest_gpu)(g, b)

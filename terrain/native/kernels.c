@@ -862,6 +862,367 @@ TERRAIN_CSR_FUNCS(int64_t, i64, double, f64, 1)
 TERRAIN_BFS_FUNCS(int32_t, i32)
 TERRAIN_BFS_FUNCS(int64_t, i64)
 
+/* ---------------------------------------------------------------- the CPU's enactors: a whole
+ * BFS, up to 64 BFS at once, components, the diameter's bounding loop (terrain/graph/frontier.py
+ * and eccentricity.py call them; the GPU's twins are _frontier.cu's step_* and bitwise_*
+ * kernels and _diameter.cu's, driven from Python).
+ *
+ * terrain_bfs_levels: seed, then one level at a time: bottom-up when the frontier's edges exceed
+ * the unexplored edges / alpha and the frontier grows, top-down again when it holds fewer than
+ * n / beta vertices and shrinks (Beamer's rule, as step_decide). levels[3 L + 0..2]: vertices,
+ * degree sum and operator (0 sources, 1 top-down, 2 bottom-up) of level L < cap; *reached: the
+ * vertices reached; returns the levels. */
+#define TERRAIN_ENACTOR_FUNCS(IT, IN)                                                          \
+    int64_t terrain_bfs_levels_##IN(const int64_t *indptr, const IT *indices, int64_t n,       \
+                                    const IT *sources, int64_t k, IT *q0, IT *q1,              \
+                                    int32_t *dist, int64_t alpha, int64_t beta,                \
+                                    int64_t *levels, int64_t cap, int64_t *reached) {          \
+        memset(dist, 0xFF, (size_t)n * sizeof *dist);                                          \
+        int64_t out[2];                                                                        \
+        terrain_bfs_seed_##IN(indptr, sources, k, q0, dist, out);                              \
+        const int64_t nnz = indptr[n];                                                         \
+        int64_t nf = out[0], mf = out[1], explored = mf, prev = 0, nl = 1;                     \
+        *reached = nf;                                                                         \
+        if (cap > 0) {                                                                         \
+            levels[0] = nf;                                                                    \
+            levels[1] = mf;                                                                    \
+            levels[2] = 0;                                                                     \
+        }                                                                                      \
+        int bottom = 0;                                                                        \
+        IT *cur = q0, *nxt = q1;                                                               \
+        while (nf > 0) {                                                                       \
+            const int growing = nl < 2 || nf > prev;                                           \
+            if (!bottom && growing && mf * alpha > nnz - explored) bottom = 1;                 \
+            else if (bottom && !growing && nf * beta < n) bottom = 0;                          \
+            if (bottom)                                                                        \
+                terrain_bfs_bottomup_##IN(indptr, indices, n, nxt, dist, (int32_t)(nl - 1),    \
+                                          out);                                                \
+            else                                                                               \
+                terrain_bfs_topdown_##IN(indptr, indices, cur, nf, nxt, dist,                  \
+                                         (int32_t)(nl - 1), out);                              \
+            if (out[0] == 0) break;                                                            \
+            if (nl < cap) {                                                                    \
+                levels[3 * nl] = out[0];                                                       \
+                levels[3 * nl + 1] = out[1];                                                   \
+                levels[3 * nl + 2] = bottom ? 2 : 1;                                           \
+            }                                                                                  \
+            *reached += out[0];                                                                \
+            prev = nf;                                                                         \
+            nf = out[0];                                                                       \
+            mf = out[1];                                                                       \
+            explored += mf;                                                                    \
+            ++nl;                                                                              \
+            IT *t = cur; cur = nxt; nxt = t;                                                   \
+        }                                                                                      \
+        return nl;                                                                             \
+    }                                                                                          \
+    /* Up to 64 BFS at once, bit i for sources[i] (seen, frontier, nxt: n words of scratch):   \
+     * a level is nxt[v] = OR(frontier[u], u a neighbour) & ~seen[v], a vertex's scan stopped  \
+     * once every bit it lacks is found. ecc_out[i]: source i's eccentricity. With ecc (those  \
+     * eccentricities, from an earlier call) each vertex w reached at distance d from source i \
+     * gets lower[w] = max(lower[w], d, ecc[i] - d), upper[w] = min(upper[w], ecc[i] + d): the \
+     * bounds the k single BFS would leave. pairs (n + 1 slots, or NULL): the (source, vertex) \
+     * pairs at each distance. Returns the levels. */                                          \
+    int64_t terrain_bitwise_bfs_##IN(const int64_t *indptr, const IT *indices, int64_t n,      \
+                                     const int64_t *sources, int64_t k, uint64_t *seen,        \
+                                     uint64_t *frontier, uint64_t *nxt, const int32_t *ecc,    \
+                                     int32_t *lower, int32_t *upper, int32_t *ecc_out,         \
+                                     int64_t *pairs) {                                         \
+        const uint64_t full = k >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << k) - 1);               \
+        memset(seen, 0, (size_t)n * sizeof *seen);                                             \
+        memset(frontier, 0, (size_t)n * sizeof *frontier);                                     \
+        memset(nxt, 0, (size_t)n * sizeof *nxt);                                               \
+        for (int64_t i = 0; i < k; ++i) {                                                      \
+            const int64_t s = sources[i];                                                      \
+            seen[s] = frontier[s] = (uint64_t)1 << i;                                          \
+            ecc_out[i] = 0;                                                                    \
+            if (ecc != NULL) {                                                                 \
+                if (ecc[i] > lower[s]) lower[s] = ecc[i];                                      \
+                if (ecc[i] < upper[s]) upper[s] = ecc[i];                                      \
+            }                                                                                  \
+        }                                                                                      \
+        if (pairs != NULL) pairs[0] = k;                                                       \
+        for (int32_t level = 1;; ++level) {                                                    \
+            for (int64_t v = 0; v < n; ++v) {                                                  \
+                const uint64_t s = seen[v];                                                    \
+                uint64_t acc = 0;                                                              \
+                if (s != full) {                                                               \
+                    for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                      \
+                        acc |= frontier[indices[e]];                                           \
+                        if ((acc | s) == full) break;                                          \
+                    }                                                                          \
+                }                                                                              \
+                nxt[v] = acc & ~s;                                                             \
+            }                                                                                  \
+            uint64_t any = 0;                                                                  \
+            int64_t count = 0;                                                                 \
+            for (int64_t v = 0; v < n; ++v) {                                                  \
+                const uint64_t fresh = nxt[v];                                                 \
+                frontier[v] = fresh;                                                           \
+                if (fresh == 0) continue;                                                      \
+                nxt[v] = 0;                                                                    \
+                seen[v] |= fresh;                                                              \
+                any |= fresh;                                                                  \
+                uint64_t m = fresh;                                                            \
+                while (m) {                                                                    \
+                    const int i = g_ctz64(m);                                                  \
+                    m &= m - 1;                                                                \
+                    ++count;                                                                   \
+                    if (ecc != NULL) {                                                         \
+                        const int32_t far = ecc[i] - level > level ? ecc[i] - level : level;   \
+                        if (far > lower[v]) lower[v] = far;                                    \
+                        if (ecc[i] + level < upper[v]) upper[v] = ecc[i] + level;              \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            if (any == 0) return level;                                                        \
+            if (pairs != NULL) pairs[level] = count;                                           \
+            for (int64_t i = 0; i < k; ++i)                                                    \
+                if (any >> i & 1u) ecc_out[i] = level;                                         \
+        }                                                                                      \
+    }                                                                                          \
+    /* Union-find labels: parent[v] = the smallest vertex of v's (weakly connected) component \
+     * (hook_edges' twin in _diameter.cu); symmetric: every arc is listed both ways. */       \
+    void terrain_component_roots_##IN(const int64_t *indptr, const IT *indices, int64_t n,     \
+                                      int symmetric, IT *parent) {                             \
+        for (int64_t v = 0; v < n; ++v) parent[v] = (IT)v;                                     \
+        for (int64_t u = 0; u < n; ++u) {                                                      \
+            for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
+                int64_t a = u, b = indices[e];                                                 \
+                if (symmetric && b >= u) continue; /* the arc's twin in row b joins them */    \
+                while (parent[a] != a) { parent[a] = parent[parent[a]]; a = parent[a]; }       \
+                while (parent[b] != b) { parent[b] = parent[parent[b]]; b = parent[b]; }       \
+                if (a != b) parent[a > b ? a : b] = (IT)(a < b ? a : b);                       \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            int64_t r = parent[v];                                                             \
+            while (parent[r] != r) r = parent[r];                                              \
+            parent[v] = (IT)r;                                                                 \
+        }                                                                                      \
+    }                                                                                          \
+    /* The induced subgraph on the vertices with new_id >= 0 (new ids increasing, so rows stay \
+     * sorted): with out_indices NULL, only its arc count; else its rows, and the weights of   \
+     * its arcs (w_size bytes each; 0: none). Returns the arcs. */                             \
+    int64_t terrain_subgraph_##IN(const int64_t *indptr, const IT *indices, int64_t n,         \
+                                  const int64_t *new_id, int64_t *out_indptr, IT *out_indices, \
+                                  const char *w, char *out_w, int64_t w_size) {                \
+        int64_t k = 0, r = 0;                                                                  \
+        if (out_indptr != NULL) out_indptr[0] = 0;                                             \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            if (new_id[v] < 0) continue;                                                       \
+            for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                              \
+                const int64_t x = new_id[indices[e]];                                          \
+                if (x < 0) continue;                                                           \
+                if (out_indices != NULL) {                                                     \
+                    out_indices[k] = (IT)x;                                                    \
+                    if (w_size) memcpy(out_w + k * w_size, w + e * w_size, (size_t)w_size);    \
+                }                                                                              \
+                ++k;                                                                           \
+            }                                                                                  \
+            if (out_indptr != NULL) out_indptr[++r] = k;                                       \
+        }                                                                                      \
+        return k;                                                                              \
+    }                                                                                          \
+    /* The bounding loop of terrain/graph/eccentricity.py on a connected graph, for at most    \
+     * rounds searches (a BFS, or a batch of up to 64 bit-parallel ones after the first        \
+     * single_bfs): the next source alternates between the candidate of largest upper bound    \
+     * and of smallest lower bound (ties: higher degree, then lower number); a batch takes     \
+     * them in turn from both orders. state: [0] searches so far, [1] next order (1: largest   \
+     * upper), [2] best eccentricity (-1: none), [3] its source, [4] best_dist holds its       \
+     * labels, [5] candidates left, [6] delta_lower, [7] radius_upper. Returns 0, or -2 when   \
+     * a BFS did not reach every vertex. */                                                    \
+    int64_t terrain_diameter_bound_##IN(                                                       \
+        const int64_t *indptr, const IT *indices, int64_t n, int extremes, int64_t single_bfs, \
+        int64_t batch, int64_t rounds, int64_t alpha, int64_t beta, int32_t *lower,            \
+        int32_t *upper, uint8_t *cand, int32_t *dist, int32_t *best_dist, IT *q0, IT *q1,      \
+        uint64_t *seen, uint64_t *frontier, uint64_t *nxt, int64_t *chosen,                    \
+        int64_t *by_upper, int64_t *by_lower, int32_t *eccs, int32_t *eccs2, int64_t *state) { \
+        for (int64_t round = 0; round < rounds && state[5] > 0; ++round) {                     \
+            if (state[0] < single_bfs) {                                                       \
+                const int64_t v = bound_select(indptr, n, cand, lower, upper, (int)state[1]);  \
+                state[1] = !state[1];                                                          \
+                const IT src = (IT)v;                                                          \
+                int64_t reached = 0;                                                           \
+                const int64_t nl = terrain_bfs_levels_##IN(indptr, indices, n, &src, 1, q0,    \
+                                                           q1, dist, alpha, beta, NULL, 0,     \
+                                                           &reached);                          \
+                if (reached != n) return -2;                                                   \
+                const int32_t ecc = (int32_t)(nl - 1);                                         \
+                state[0] += 1;                                                                 \
+                if (state[2] < 0 || ecc > state[2]) {                                          \
+                    state[2] = ecc;                                                            \
+                    state[3] = v;                                                              \
+                    state[4] = 1;                                                              \
+                    memcpy(best_dist, dist, (size_t)n * sizeof *dist);                         \
+                }                                                                              \
+                for (int64_t w = 0; w < n; ++w) {                                              \
+                    const int32_t d = dist[w], far = ecc - d > d ? ecc - d : d;                \
+                    if (far > lower[w]) lower[w] = far;                                        \
+                    if (ecc + d < upper[w]) upper[w] = ecc + d;                                \
+                }                                                                              \
+            } else {                                                                           \
+                const int64_t k = bound_select_batch(indptr, n, cand, lower, upper, batch,     \
+                                                     chosen, by_upper, by_lower);              \
+                terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier, nxt,   \
+                                         NULL, NULL, NULL, eccs, NULL);                        \
+                state[0] += k;                                                                 \
+                int64_t top = 0;                                                               \
+                for (int64_t i = 1; i < k; ++i)                                                \
+                    if (eccs[i] > eccs[top]) top = i;                                          \
+                if (state[2] < 0 || eccs[top] > state[2]) {                                    \
+                    state[2] = eccs[top];                                                      \
+                    state[3] = chosen[top];                                                    \
+                    state[4] = 0;                                                              \
+                }                                                                              \
+                terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier, nxt,   \
+                                         eccs, lower, upper, eccs2, NULL);                     \
+            }                                                                                  \
+            bound_prune(n, extremes, cand, lower, upper, state);                               \
+        }                                                                                      \
+        return 0;                                                                              \
+    }
+
+/* Does (key, degree, vertex) a come before b? Larger key first when descending, else smaller;
+ * then higher degree, then lower number. */
+static inline int bound_before(int64_t ka, int64_t da, int64_t a, int64_t kb, int64_t db,
+                               int64_t b, int descending) {
+    if (ka != kb) return descending ? ka > kb : ka < kb;
+    if (da != db) return da > db;
+    return a < b;
+}
+
+/* The candidate first in (largest upper | smallest lower bound, higher degree, lower number). */
+static int64_t bound_select(const int64_t *indptr, int64_t n, const uint8_t *cand,
+                            const int32_t *lower, const int32_t *upper, int largest_upper) {
+    int64_t best = -1, bk = 0, bd = 0;
+    for (int64_t v = 0; v < n; ++v) {
+        if (!cand[v]) continue;
+        const int64_t key = largest_upper ? upper[v] : lower[v], d = indptr[v + 1] - indptr[v];
+        if (best < 0 || bound_before(key, d, v, bk, bd, best, largest_upper)) {
+            best = v;
+            bk = key;
+            bd = d;
+        }
+    }
+    return best;
+}
+
+/* The first k candidates in one order (insertion into a sorted list of k: most candidates
+ * are turned away by the comparison with its last). */
+static int64_t bound_top(const int64_t *indptr, int64_t n, const uint8_t *cand,
+                         const int32_t *key, int descending, int64_t k, int64_t *top) {
+    int64_t size = 0;
+    for (int64_t v = 0; v < n; ++v) {
+        if (!cand[v]) continue;
+        const int64_t kv = key[v], dv = indptr[v + 1] - indptr[v];
+#define BOUND_BEFORE_AT(j) bound_before(kv, dv, v, key[top[j]],                                \
+                                        indptr[top[j] + 1] - indptr[top[j]], top[j], descending)
+        if (size == k && !BOUND_BEFORE_AT(k - 1)) continue;
+        int64_t j = size < k ? size++ : k - 1;
+        while (j > 0 && BOUND_BEFORE_AT(j - 1)) {
+            top[j] = top[j - 1];
+            --j;
+        }
+#undef BOUND_BEFORE_AT
+        top[j] = v;
+    }
+    return size;
+}
+
+/* Up to k candidates for one bit-parallel batch: all of them (by number) when they are no more
+ * than k, else taken in turn from the largest-upper and the smallest-lower order, each once. */
+static int64_t bound_select_batch(const int64_t *indptr, int64_t n, const uint8_t *cand,
+                                  const int32_t *lower, const int32_t *upper, int64_t k,
+                                  int64_t *chosen, int64_t *by_upper, int64_t *by_lower) {
+    int64_t count = 0;
+    for (int64_t v = 0; v < n && count <= k; ++v) count += cand[v] != 0;
+    if (count <= k) {
+        int64_t j = 0;
+        for (int64_t v = 0; v < n; ++v)
+            if (cand[v]) chosen[j++] = v;
+        return j;
+    }
+    bound_top(indptr, n, cand, upper, 1, k, by_upper);
+    bound_top(indptr, n, cand, lower, 0, k, by_lower);
+    int64_t size = 0;
+    for (int64_t i = 0; i < k && size < k; ++i) {
+        const int64_t pair[2] = {by_upper[i], by_lower[i]};
+        for (int t = 0; t < 2 && size < k; ++t) {
+            int seen = 0;
+            for (int64_t j = 0; j < size && !seen; ++j) seen = chosen[j] == pair[t];
+            if (!seen) chosen[size++] = pair[t];
+        }
+    }
+    return size;
+}
+
+/* delta_lower = max lower, radius_upper = min upper; a candidate stays while its eccentricity
+ * is open and can still matter (prune_candidates in _diameter.cu). */
+static void bound_prune(int64_t n, int extremes, uint8_t *cand, const int32_t *lower,
+                        const int32_t *upper, int64_t *state) {
+    int32_t dl = 0, ru = INT32_MAX;
+    for (int64_t v = 0; v < n; ++v) {
+        if (lower[v] > dl) dl = lower[v];
+        if (upper[v] < ru) ru = upper[v];
+    }
+    int64_t left = 0;
+    for (int64_t v = 0; v < n; ++v) {
+        if (!cand[v]) continue;
+        const int32_t lo = lower[v], up = upper[v];
+        const int keep = lo != up && (extremes ? (up >= dl || lo <= ru) : up > dl);
+        if (keep) ++left;
+        else cand[v] = 0;
+    }
+    state[5] = left;
+    state[6] = dl;
+    state[7] = ru;
+}
+
+TERRAIN_ENACTOR_FUNCS(int32_t, i32)
+TERRAIN_ENACTOR_FUNCS(int64_t, i64)
+
+/* ---------------------------------------------------------------- result tables as text
+ * (terrain/graph/results.py's CSV, generators.write_int_rows): rows r0..r1 of ncols columns,
+ * int64 (kind 0) or float64 (kind 1, "%.17g": it reads back to the same bits; numpy.savetxt
+ * wrote the same text), separated by sep, each row ended by LF, into out (at most 26 bytes a
+ * value); returns the bytes written. */
+#include <math.h>
+#include <stdio.h>
+static inline char *fmt_int(char *p, int64_t x) {
+    char digits[20];
+    uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+    int nd = 0;
+    do {
+        digits[nd++] = (char)('0' + u % 10u);
+        u /= 10u;
+    } while (u);
+    if (x < 0) *p++ = '-';
+    while (nd) *p++ = digits[--nd];
+    return p;
+}
+
+int64_t terrain_format_rows(const void *const *cols, const int32_t *kinds, int64_t ncols,
+                            int64_t r0, int64_t r1, int sep, char *out) {
+    char *p = out;
+    for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = 0; c < ncols; ++c) {
+            if (kinds[c] == 0) {
+                p = fmt_int(p, ((const int64_t *)cols[c])[r]);
+            } else {
+                const double x = ((const double *)cols[c])[r];
+                /* an integral value below 1e17 prints its digits under %.17g: no snprintf */
+                if (x > -1e17 && x < 1e17 && x == (double)(int64_t)x && (x != 0 || !signbit(x)))
+                    p = fmt_int(p, (int64_t)x);
+                else
+                    p += snprintf(p, 32, "%.17g", x);
+            }
+            *p++ = c + 1 < ncols ? (char)sep : '\n';
+        }
+    }
+    return (int64_t)(p - out);
+}
+
 /* ---------------------------------------------------------------- Dial's bucket queue: the
  * SSSP CPU twin's Dijkstra for integer weights (terrain/graph/sssp.py, _dial_cpu, says how and
  * why in C). label[v] (pre-filled with INT64_MAX: unreached) packs d << shift | p, p the
