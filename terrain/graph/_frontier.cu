@@ -374,7 +374,7 @@ __device__ void decide_step(volatile u64* counters, volatile u64* ctrl, i64 n, i
     bool bottom = ctrl[C_BOTTOM] != 0;
     const bool growing = level == 0 || nf > ctrl[C_PREV];
     const i64 left = nnz - (i64)ctrl[C_EXPLORED];
-    if (!bottom && growing && (i64)mf * alpha > left) bottom = true;
+    if (!bottom && growing && (i64)mf * alpha > left && 4 * (i64)mf > n) bottom = true;
     else if (bottom && !growing && (i64)nf * beta < n) bottom = false;
     ctrl[C_BOTTOM] = bottom;
     ctrl[C_ACTIVE] = 1;

@@ -2,16 +2,11 @@
 relabelling, CSR build, the CPU's traversal enactors (BFS, bit-parallel BFS, components, the
 diameter's bounding loop), Dial's SSSP bucket queue, the text of result tables.
 
-Why C through ctypes: the commands that load a graph and run one traversal (``bfs``,
-``sssp`` on a file) used to spend more CPU time starting Numba (its import, and its first
-kernel call, which registers its typing and lowering tables and imports ``scipy.linalg``:
-0.5-0.8 s) than loading a 100 MB edge list. The grid parser's library
-(:func:`terrain.native.load_library`: built into the wheel by ``pip install .``, compiled
-on first use in a checkout) carries these kernels too, so such a process imports NumPy and
-nothing heavier. ctypes releases the GIL around every call: the callers run chunks, edge
-blocks and row ranges on a thread pool. These wrappers are the strict inner layer: arrays
-must be C-contiguous with the dtypes named (int64 endpoints, int64 ``indptr``, int32 ``dist``)
-— the callers guarantee it, nothing is checked here.
+C through ctypes, not Numba: a process that loads a graph and runs a traversal then imports
+NumPy and nothing heavier (Numba's import and first kernel load cost more than the work of a
+small job; docs/graphs.md). ctypes releases the GIL around every call, so callers run chunks,
+edge blocks and row ranges on a thread pool. These wrappers are the strict inner layer:
+arrays must be C-contiguous with the dtypes named — the callers guarantee it.
 
 >>> import numpy as np
 >>> lf_count(np.frombuffer(b"# c\\n1 2\\n3 4 7\\n", np.uint8))
@@ -88,8 +83,17 @@ def library():
     return _lib
 
 
-def threads():
-    """Threads to run blocks on: the CPUs this process may use (``taskset`` honoured)."""
+#: below this much work (bytes, edges, arcs) a job runs on the calling thread: starting a
+#: pool costs more than the work it would share (a graph of a few thousand vertices runs
+#: no thread at all)
+PARALLEL_MIN = 1 << 20
+
+
+def threads(work=None):
+    """Threads to run blocks on: the CPUs this process may use (``taskset`` honoured); 1
+    when ``work`` is given and below :data:`PARALLEL_MIN`."""
+    if work is not None and work < PARALLEL_MIN:
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -210,7 +214,7 @@ def format_rows(columns, sep=","):
     Returns a list of uint8 arrays, one per block, in order.
 
     >>> b"".join(x.tobytes() for x in format_rows([np.array([1, -20]), np.array([0.5, 3.0])]))
-    b'1,0.5\n-20,3\n'
+    b'1,0.5\\n-20,3\\n'
     """
     cols = [np.ascontiguousarray(c, np.float64 if np.asarray(c).dtype.kind == "f" else np.int64)
             for c in columns]
@@ -227,7 +231,7 @@ def format_rows(columns, sep=","):
         return out[:size]
 
     starts = range(0, rows, block)
-    if len(starts) < 4 or threads() == 1:
+    if threads(rows * len(cols)) == 1:
         return [one(r0) for r0 in starts]
     from concurrent.futures import ThreadPoolExecutor
     with ThreadPoolExecutor(threads()) as pool:

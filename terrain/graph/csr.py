@@ -9,44 +9,14 @@ in the dtype they were read in (int32, int64, float32 or float64); parallel edge
 minimum weight. BFS and the diameter use the undirected, unweighted view
 (:meth:`Graph.undirected`); SSSP and MST read the weights.
 
-Algorithm (:func:`build_csr`). A counting sort, in parallel by edge blocks: the edges are
-cut into one block per thread (fewer when the graph is so sparse that a block's row counters
-would outweigh its edges); each block counts its entries per row (both directions; int32
-counters while the offsets fit), a prefix sum over rows and blocks gives every block its own
-slot range in every row, and each block scatters its edges into its slots with no
-synchronisation. Then each row is sorted and de-duplicated in parallel (row ranges of about
-equal entries, one per thread). The kernels are C (``terrain_csr_*`` in
-``terrain/native/kernels.c``, one definition per index and weight dtype, through
-:mod:`terrain.graph._native`), run on a thread pool (ctypes releases the GIL): a process
-that builds one CSR and runs one BFS does not pay Numba's import and first kernel load
-(0.5-0.8 CPU seconds, more than the build of 16 M arcs on two cores).
-A row the scatter left strictly increasing is kept as it is after one read (no sort, no
-duplicates): the scatter is stable, so a file sorted by either endpoint — a Matrix Market
-triangle in row or column order, as writers emit it — yields only such rows (on the RMAT-18
-file of ``bench sssp`` the row pass went from 0.36 to 0.03 s, wall, on the shared 2-core box
-at load ~9; a row out of order is usually found within its first few entries). Other rows: rows of up to 32 entries — most rows — by an in-place insertion sort, longer ones — hubs,
-which hold most entries of a skewed graph (81 % of an RMAT graph's) — by an LSD radix sort
-of 8-bit digits (11-bit past 16384 entries; a pass whose digit is constant is skipped), a
-few linear passes instead of log d comparisons, with the weights carried through the same
-passes; de-duplication, keeping the minimum weight, in the same loop. Finally one sequential
-pass closes the gaps the duplicates left, in place (entries only move towards the start).
-O(m + n x blocks) work plus the row sorts, and no global sort of 2m keys as ``scipy.sparse``
-coo→csr conversion plus ``sum_duplicates`` would need. It also controls the index dtypes:
-``indices`` are int32 whenever the vertex count fits (half the memory traffic of a
-traversal), ``indptr`` int64 always (row offsets of large graphs exceed 2**31, and one dtype
-keeps the kernels simple); int32 endpoint arrays are read as they are.
-
-Tried and dropped (``bench graph-load``, 16 M arcs, shared 2-core box): a second counting
-sort instead of the per-row sorts (scatter by head, then stably by tail, which leaves the
-rows sorted) cost about twice the CPU time — its scatter's random reads and writes span all
-2m arcs, while the per-row sorts run in cache; a parallel scatter where each thread scans
-all edges and writes the rows of its span was slower than the sequential one (the block
-scatter above reads each edge once). Sorting rows of 33..256 entries by a sort call and
-radix-sorting longer ones with 11-bit digits took 1.9x the CPU time of the 8-bit radix
-sort from 33 entries on (0.26 against 0.14 s on one core for the 16 M arcs): a 2048-bucket
-count array costs more to clear and prefix-sum than a row of a few hundred entries does to
-sort. Compacting into a fresh array in parallel cost more in page faults than the
-sequential in-place pass.
+:func:`build_csr` is a counting sort in parallel by edge blocks: each block counts its
+entries per row, a prefix sum over rows and blocks gives every block its own slots in every
+row, each block scatters its edges into its slots; then the rows are sorted (insertion sort
+for short rows, an LSD radix sort for long ones; rows the scatter left increasing are kept
+as they are) and de-duplicated in parallel, and one pass closes the gaps. O(m + n x blocks)
+plus the row sorts, no global sort of 2m keys; C kernels (``terrain_csr_*`` in
+``terrain/native/kernels.c``) on a thread pool. ``indices`` are int32 whenever the vertex
+count fits, ``indptr`` int64. What was measured and dropped: docs/graphs.md ("Loading").
 
 The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a
 networkx graph or an ``(indptr, indices)`` pair.
@@ -320,7 +290,7 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         # rows sorted and de-duplicated in row ranges of about equal entries, one per thread
         unique_deg = deg  # rewritten row by row: the degrees are no longer needed
         nbits = max(1, (n - 1).bit_length())
-        parts = _native.threads() if indices.shape[0] >= 1 << 16 else 1
+        parts = _native.threads(indices.shape[0])
         bounds = np.searchsorted(indptr, np.linspace(0, indptr[-1], parts + 1)[1:-1])
         rows = [0, *sorted(set(int(b) for b in bounds)), n]
         status = list((map if pool is None or parts == 1 else pool.map)(
@@ -348,7 +318,7 @@ def _p(a):
 def _blocks(n, m):
     """Edge blocks the degree count and the scatter run on in parallel: one per thread,
     fewer when their per-block row counters (``blocks x n``) would outweigh the edges."""
-    return int(max(1, min(_native.threads(), m // max(n, 1))))
+    return int(max(1, min(_native.threads(m), m // max(n, 1))))
 
 
 def _check_csr(indptr, indices, where="graph"):

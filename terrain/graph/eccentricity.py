@@ -15,9 +15,13 @@ when ``upper < delta_lower`` *and* ``lower > radius_upper``. With no candidate l
 diameter is ``delta_lower``, and with extremes every vertex of eccentricity = diameter or =
 radius is settled. The next source alternates between the candidate with the largest upper
 bound and the one with the smallest lower bound (ties: higher degree, then lower number).
-After ``SINGLE_BFS`` single-source BFS the rest go ``BATCH`` = 64 at a time, taken in turn
-from both orders, as one bit-parallel BFS (:meth:`FrontierCore.bitwise_bfs`): its second
-pass leaves the bounds 64 single BFS would leave.
+After ``SINGLE_BFS`` single-source BFS, the next ``k = min(BATCH, candidates)`` sources
+(``BATCH`` = 64, taken in turn from both orders) run as one bit-parallel BFS
+(:meth:`FrontierCore.bitwise_bfs`) whenever that is cheaper: its two passes (the
+eccentricities, then the bounds k single BFS would leave) take ``delta_lower + 1`` levels of
+work over the whole graph each, k BFS k times the graph, so batches run while
+``2 (delta_lower + 1) < k`` (small-world graphs) and long-diameter graphs stay with single
+BFS.
 
 The loop is one table per backend (``_CpuBounding``, ``_GpuBounding``): on the CPU a C
 function (``terrain_diameter_bound``: the BFS, the bound updates, the pruning and the
@@ -60,7 +64,7 @@ __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
            "sample_sources", "distance_histogram", "effective_from_histograms",
            "weighted_diameter"]
 
-SINGLE_BFS = 16  # single-source BFS before the bounding switches to bit-parallel batches
+SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches
 BATCH = 64       # sources per bit-parallel pass
 _ROUNDS = 16     # CPU: searches per C call (progress is reported between calls)
 
@@ -327,7 +331,7 @@ class _GpuBounding:
         remaining = n
         delta_lower = 0
         while remaining > 0:
-            if count < single_bfs:
+            if count < single_bfs or 2 * (delta_lower + 1) >= min(remaining, BATCH):
                 v = self.select(largest_upper)
                 largest_upper = not largest_upper
                 stats = traverse(c, [v])

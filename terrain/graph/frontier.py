@@ -13,8 +13,9 @@ Operators (each a CPU kernel paired with its GPU twin in one table per backend, 
     a whole BFS: the sources at level 0, then each level built top-down (the frontier's lists
     gathered, unvisited neighbours claimed) or bottom-up (every unvisited vertex looks for a
     parent on the frontier and stops at the first), switching by Beamer's rule: bottom-up when
-    the frontier's edges exceed the unexplored edges / ``ALPHA`` and the frontier grows,
-    top-down again when it holds fewer than ``n / BETA`` vertices and shrinks. CPU: one C call
+    the frontier's edges exceed the unexplored edges / ``ALPHA`` and ``n / 4`` (a bottom-up
+    level reads every vertex's label) and the frontier grows, top-down again when it holds
+    fewer than ``n / BETA`` vertices and shrinks. CPU: one C call
     (``terrain_bfs_levels``); GPU: the route :meth:`_GpuOps.route` plans.
 ``parents(dist)``
     the smallest-numbered neighbour one level closer: predecessors that do not depend on
@@ -76,7 +77,7 @@ class FrontierCore:
     >>> from terrain.graph.csr import build_csr
     >>> core = FrontierCore(build_csr(3, [0, 1], [1, 2]), "cpu")
     >>> core.levels([0])
-    ([1, 1, 1], [1, 2, 1], ['top-down', 'top-down'])
+    ([1, 1, 1], [1, 2, 1], ['bottom-up', 'bottom-up'])
     >>> core.dist.tolist(), core.parents().tolist()
     ([0, 1, 2], [-1, 0, 1])
     """
@@ -360,7 +361,7 @@ class _GpuOps:
         explored, level, bottom = mf, 0, False
         while nf > 0:
             growing = len(sizes) < 2 or nf > sizes[-2]
-            if not bottom and growing and mf * ALPHA > c.nnz - explored:
+            if not bottom and growing and mf * ALPHA > c.nnz - explored and 4 * mf > c.n:
                 bottom = True
             elif bottom and not growing and nf * BETA < c.n:
                 bottom = False

@@ -4,73 +4,36 @@ Every reader returns an :class:`EdgeList` — 0-based endpoint arrays ``u``, ``v
 vertex count and the map back to the file's own ids — that :func:`terrain.graph.csr.build_csr`
 turns into a CSR. Gzip-compressed files (``.gz``) are read the same way.
 
-Algorithm. Reading is three steps, each a plain function, so that a scheduler can run them
-as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
-:func:`read_graph_file` can run them in a loop or on a thread pool:
+Reading is three plain functions, so that a scheduler can run them as tasks
+(``pipelines/graph.py`` makes one Dask task per chunk) and :func:`read_graph_file` can run
+them in a loop or on a thread pool:
 
-1. :func:`plan_graph_file` reads only the head of the file: a small Python pass parses the
-   header (Matrix Market banner and size line, DIMACS ``p sp`` line, METIS
-   ``n m [fmt [ncon]]`` line) — a bad header fails here, before any parsing — and cuts the
-   body into ``chunks`` nominal byte ranges of about ``chunk_bytes``.
-2. :func:`parse_graph_chunk` parses one chunk. It owns the lines that *start* inside its
-   nominal range (it reads one byte before the range and on past its end to the next
-   newline), so neighbouring chunks tile the body exactly whatever byte a cut falls on
-   (mid-line, between CR and LF). A plain file is read by range (``seek``); a gzip stream
-   cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`);
-   a plain file is memory-mapped, so a range is read in place.
-   The body is parsed by a C byte scanner (``terrain_edges_parse`` in
-   ``terrain/native/kernels.c``, through :mod:`terrain.graph._native`; no Python object per
-   line; ctypes releases the GIL). A chunk returns its edges, its newline count and its first
-   errors with chunk-relative line numbers: no chunk needs another's result.
-3. :func:`edges_from_chunks` numbers the lines (header lines plus the newline counts of the
-   chunks before), raises the first error in file order, concatenates the edges in file
-   order and relabels SNAP ids.
+1. :func:`plan_graph_file` reads only the head of the file: the header (a bad one fails here,
+   before any parsing) and a cut of the body into ``chunks`` byte ranges of about
+   ``chunk_bytes``.
+2. :func:`parse_graph_chunk` parses one chunk. It owns the lines that *start* inside its range
+   (it reads one byte before the range and on past its end to the next newline), so
+   neighbouring chunks tile the body exactly wherever a cut falls. A plain file is
+   memory-mapped and read in place; a gzip stream cannot be read by range, so its chunks slice
+   the whole decompressed file (:func:`read_whole_file`). The body is parsed by a C byte
+   scanner (``terrain_edges_parse`` in ``terrain/native/kernels.c``; no Python object per
+   line, the GIL released). A chunk returns its edges, its newline count and its first errors
+   with chunk-relative line numbers: no chunk needs another's result.
+3. :func:`edges_from_chunks` numbers the lines, raises the first error in file order,
+   concatenates the edges in file order and relabels SNAP ids.
 
-METIS adjacency lists are numbered by line, so that body is one chunk (``terrain_metis_parse``).
-
-In one process (:func:`read_graph_file`, what the commands run without ``--scheduler``) the
-chunks do not return arrays of their own: a light C pass counts each chunk's line feeds
-(``terrain_lf_count``, 32 bytes a step, in parallel: a bound of its records), and then every chunk is parsed straight into its
-slice of one ``u``, ``v`` (and weight) array, so step 3 joins nothing and relabels the SNAP
-ids in place (slices left short by comment or blank lines in the body are closed up first) — no second copy of the edges, and no fresh memory to fault in for it. The
-chunks are the same and the result is identical to the Dask path's (tested).
-
-Why a hand-written scanner (measured by ``python -m terrain.run bench graph-load``: a SNAP
-file of 8 M edges, 116 MB). pyarrow's multithreaded CSV reader (``pyarrow.csv.read_csv``,
-tab delimiter, header rows skipped, int64 columns, ``use_threads``) took 0.9 s wall on a
-2-core VM (about 130 MB/s; 170-250 MB/s per core), against 0.26 s for this scanner
-*including* the SNAP relabelling (450 MB/s; about 490 MB/s per core on one thread). On the
-16-core H100 host pyarrow's raw columns came first: 0.089 s against our 0.142 s for parse
-plus relabel (which pyarrow's output would still need) — a gap smaller than importing
-pyarrow (0.1-0.2 s) in the process that waits; on two cores of that host (``taskset``) our C
-scanner's parse *plus* relabel took 0.265 s wall (0.50 CPU s) against 0.41 s (0.73 CPU s) for
-pyarrow's raw columns. We keep our own, and pyarrow stays out of the
-runtime dependencies (it is in the test extra only, for the bench's comparison and Parquet
-output): its reader also skips comment lines only at the top (SNAP files put ``#`` lines
-anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows no Matrix Market
-or DIMACS header, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about 100 MB/s. The
-speed comes from what the grid parser (:mod:`terrain.io._parse`) does: byte ranges parsed
-by C functions that release the GIL (in the grid parser's library: no Numba to import or
-load, which cost a ``bfs`` process 0.5-0.8 CPU seconds before its first kernel ran), one pass per byte, and no copy of the file: a plain
-file is memory-mapped (reading it into fresh buffers cost as much in page faults as the
-parse itself). A SNAP line without a third number makes the file unweighted (see
-:func:`edges_from_chunks`), so the scanner stops recording weights at the first one.
-Weights take two arrays per record (value or token start, token length); a plain integer
-weight (optional '-', digits) is read inline like the ids — the general weight scanner's
-bookkeeping for decimals doubled the parse time of an integer Matrix Market file (61 MB:
-0.18 -> 0.11 CPU seconds on one core); a token of up to 7 digits is read a word at a time
-(SWAR: find the first non-digit of 8 bytes, combine the digits by three multiplies), since
-the byte loop's exit is a mispredicted branch per token (the RMAT-18 file of ``bench
-sssp``, 61 MB on one core: 94 -> 62 CPU ms) — and the declared id range of Matrix Market and
-DIMACS files is checked and shifted to 0-based in one C pass; a decimal weight
-of at most 15 significant digits and a power of ten within 1e±22 is converted in the
-scanner (Clinger's fast path: one correctly rounded IEEE operation on exact operands, the
-same double ``float()`` gives), any other by NumPy's string conversion afterwards.
+In one process (:func:`read_graph_file`) every chunk is parsed straight into its slice of
+one ``u``, ``v`` (and weight) array, sized by a count of its line feeds, so nothing is joined
+or copied afterwards; the result is identical to the task graph's. Why a hand-written scanner
+rather than pyarrow's CSV reader or ``numpy.loadtxt``: docs/graphs.md ("Loading").
 
 Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
 ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
 ``n`` and number vertices ``1..n``; every declared vertex exists, isolated or not.
-Edge weights and values are read past and ignored: these are unweighted graphs.
+
+Weights. Decimal tokens are converted correctly rounded (Clinger's fast path in the scanner,
+NumPy's conversion for the rest). A SNAP file is weighted when its first edge line has a
+third column; then every line needs a finite number there (see :func:`edges_from_chunks`).
 
 Errors (:class:`terrain.errors.InputError`) start with ``FILE:LINE`` and name the problem:
 an unparseable line, a negative id, an id out of the declared range, a missing header, or
@@ -719,8 +682,8 @@ def _relabel_snap(path, us, vs, in_place=False):
     m = sum(x.size for x in us)
     us = [np.ascontiguousarray(x, np.int64) for x in us]
     vs = [np.ascontiguousarray(y, np.int64) for y in vs]
-    parts = _native.threads()
-    pool = ThreadPoolExecutor(parts) if parts > 1 and m >= 1 << 16 else None
+    parts = _native.threads(m)
+    pool = ThreadPoolExecutor(parts) if parts > 1 else None
 
     def run(fn, *arrays):
         # the C loops release the GIL: each array cut into one slice per thread
@@ -881,7 +844,7 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     (3, [0, 1], [1, 2], [10, 20, 30])
     """
     plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
-    workers = int(workers or _native.threads())
+    workers = int(workers or _native.threads(plan.length))
     if workers > 1 and plan.chunks < workers and plan.length and plan.fmt != "metis":
         # a file smaller than workers x chunk_bytes: cut it so that every worker parses
         span = plan.length - plan.body

@@ -868,8 +868,9 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
  * kernels and _diameter.cu's, driven from Python).
  *
  * terrain_bfs_levels: seed, then one level at a time: bottom-up when the frontier's edges exceed
- * the unexplored edges / alpha and the frontier grows, top-down again when it holds fewer than
- * n / beta vertices and shrinks (Beamer's rule, as step_decide). levels[3 L + 0..2]: vertices,
+ * the unexplored edges / alpha and n / 4 (a bottom-up level reads every vertex's label) and the
+ * frontier grows, top-down again when it holds fewer than n / beta vertices and shrinks
+ * (Beamer's rule, as step_decide). levels[3 L + 0..2]: vertices,
  * degree sum and operator (0 sources, 1 top-down, 2 bottom-up) of level L < cap; *reached: the
  * vertices reached; returns the levels. */
 #define TERRAIN_ENACTOR_FUNCS(IT, IN)                                                          \
@@ -892,7 +893,7 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
         IT *cur = q0, *nxt = q1;                                                               \
         while (nf > 0) {                                                                       \
             const int growing = nl < 2 || nf > prev;                                           \
-            if (!bottom && growing && mf * alpha > nnz - explored) bottom = 1;                 \
+            if (!bottom && growing && mf * alpha > nnz - explored && 4 * mf > n) bottom = 1;   \
             else if (bottom && !growing && nf * beta < n) bottom = 0;                          \
             if (bottom)                                                                        \
                 terrain_bfs_bottomup_##IN(indptr, indices, n, nxt, dist, (int32_t)(nl - 1),    \
@@ -1025,8 +1026,9 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
         return k;                                                                              \
     }                                                                                          \
     /* The bounding loop of terrain/graph/eccentricity.py on a connected graph, for at most    \
-     * rounds searches (a BFS, or a batch of up to 64 bit-parallel ones after the first        \
-     * single_bfs): the next source alternates between the candidate of largest upper bound    \
+     * rounds searches (a BFS, or, after the first single_bfs, a batch of k <= 64 bit-parallel \
+     * ones when its two passes of delta_lower + 1 levels cost less than k BFS: 2 (dl + 1) <  \
+     * k): the next source alternates between the candidate of largest upper bound            \
      * and of smallest lower bound (ties: higher degree, then lower number); a batch takes     \
      * them in turn from both orders. state: [0] searches so far, [1] next order (1: largest   \
      * upper), [2] best eccentricity (-1: none), [3] its source, [4] best_dist holds its       \
@@ -1039,7 +1041,8 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
         uint64_t *seen, uint64_t *frontier, uint64_t *nxt, int64_t *chosen,                    \
         int64_t *by_upper, int64_t *by_lower, int32_t *eccs, int32_t *eccs2, int64_t *state) { \
         for (int64_t round = 0; round < rounds && state[5] > 0; ++round) {                     \
-            if (state[0] < single_bfs) {                                                       \
+            const int64_t k_max = state[5] < batch ? state[5] : batch;                         \
+            if (state[0] < single_bfs || 2 * (state[6] + 1) >= k_max) {                        \
                 const int64_t v = bound_select(indptr, n, cand, lower, upper, (int)state[1]);  \
                 state[1] = !state[1];                                                          \
                 const IT src = (IT)v;                                                          \

@@ -272,11 +272,12 @@ def test_distance_histogram_bit_parallel_equals_single_runs(backend):
     assert np.array_equal(distance_histogram(core, [3, 3]), 2 * distance_histogram(core, [3]))
 
 
-def _reference_bounding(g, extremes, single_bfs=16, batch=64):
+def _reference_bounding(g, extremes, single_bfs=8, batch=64):
     """The bounding loop as docs/graphs.md states it, in plain NumPy over scipy's BFS
     distances (the GPU loop's rules): sources alternate between the largest upper and the
-    smallest lower bound (ties: higher degree, lower number), batches of 64 taken in turn
-    from both orders. Returns (searches, diameter, source of the first largest eccentricity)."""
+    smallest lower bound (ties: higher degree, lower number); after ``single_bfs`` of them,
+    batches of k <= 64 taken in turn from both orders whenever 2 (delta_lower + 1) < k.
+    Returns (searches, diameter, source of the first largest eccentricity)."""
     n = g.n
     deg = g.degrees()
     lower, upper = np.zeros(n, np.int64), np.full(n, np.iinfo(np.int32).max, np.int64)
@@ -288,7 +289,7 @@ def _reference_bounding(g, extremes, single_bfs=16, batch=64):
         return idx[np.lexsort((idx, -deg[idx], -key[idx] if descending else key[idx]))]
 
     while cand.any():
-        if count < single_bfs:
+        if count < single_bfs or 2 * (lower.max() + 1) >= min(cand.sum(), batch):
             picks = [order(upper, True)[0] if largest else order(lower, False)[0]]
             largest = not largest
         else:
@@ -317,7 +318,8 @@ def _reference_bounding(g, extremes, single_bfs=16, batch=64):
     return count, int(lower.max()), best[1]
 
 
-@pytest.mark.parametrize("name", ["cycle-odd", "grid", "lollipop", "small-world", "tree"])
+@pytest.mark.parametrize("name", ["cycle-odd", "grid", "lollipop", "small-world", "tree",
+                                  "dense-random", "barbell"])
 @pytest.mark.parametrize("extremes", [False, True])
 def test_bounding_follows_the_stated_rules(name, extremes):
     """The CPU's C loop picks the sources the stated rules pick (the GPU's loop is those
