@@ -5,6 +5,7 @@ from .csr import (as_graph, build_csr, component_roots, connected_components, Gr
 from .eccentricity import (diameter, DiameterResult, distance_histogram, effective_diameter,
     effective_from_histograms, exact_diameter, largest_component_on, sample_sources,
     weighted_diameter)
+from ._native import discovery_bfs, discovery_dijkstra
 from .frontier import FrontierCore
 from .loaders import (DEFAULT_CHUNK_BYTES, detect_format, EdgeChunk, EdgeList,
     edges_from_chunks, FORMATS, GraphFilePlan, parse_graph_chunk, plan_graph_file,

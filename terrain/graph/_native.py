@@ -21,7 +21,8 @@ import numpy as np
 
 __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "traversal_kernels",
-           "format_rows", "dial", "dial_labels", "threads"]
+           "format_rows", "discovery_bfs", "discovery_dijkstra", "dial", "dial_labels",
+           "threads"]
 
 _i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
 _lib = None
@@ -62,6 +63,9 @@ for _it in ("i32", "i64"):
 _SIGNATURES["terrain_newlines"] = (_i64, [_vp, _i64, _i64, _vp, _i64])
 _SIGNATURES["terrain_dial_labels"] = (None, [_vp, _i64, _int, _vp, _vp, _i64])
 _SIGNATURES["terrain_format_rows"] = (_i64, [_vp, _vp, _i64, _i64, _i64, _int, _vp])
+_SIGNATURES["terrain_nx_bfs"] = (_i64, [_vp, _vp, _i64, _i64, _vp, _vp])
+_SIGNATURES["terrain_nx_dijkstra"] = (_i64, [_vp, _vp, _i64, _vp, _vp, _vp, _vp, _i64, _int, _i64,
+                                             ctypes.c_double, _i64, _vp, _vp, _vp, _vp, _vp])
 
 _TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
                np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
@@ -257,3 +261,40 @@ def dial_labels(label, shift, dist, pred, inf):
     ``pred`` is None, ``pred`` (-1 at sources and unreached vertices); int64 arrays."""
     library().terrain_dial_labels(_p(label), label.shape[0], int(shift), _p(dist),
                                   None if pred is None else _p(pred), int(inf))
+
+
+def discovery_bfs(indptr, indices, sources):
+    """BFS in discovery order over rows as given (``terrain_nx_bfs``: NetworkX's order when
+    the rows are ``G._adj``'s): ``(order, dist)``, the reached vertices in the order they
+    were found (``sources``, distinct, first) and every vertex's level (-1 unreached).
+
+    >>> discovery_bfs(np.array([0, 2, 3, 4]), np.array([2, 1, 0, 0]), [0])
+    (array([0, 2, 1]), array([0, 1, 1], dtype=int32))
+    """
+    n = indptr.shape[0] - 1
+    order = np.empty(max(n, 1), np.int64)
+    order[:len(sources)] = sources
+    dist = np.empty(max(n, 1), np.int32)
+    count = library().terrain_nx_bfs(_p(indptr), _p(indices), n, len(sources), _p(order),
+                                     _p(dist))
+    return order[:count], dist[:n]
+
+
+def discovery_dijkstra(indptr, indices, kind, w_int, w_flt, sources, cutoff=None, target=-1):
+    """NetworkX's Dijkstra step by step (``terrain_nx_dijkstra``: its heap of (distance,
+    push count), Python's int and float sums and comparisons) over rows as given, arc
+    weights by ``kind`` (0 int ``w_int``, 1 float ``w_flt``, 2 one NetworkX fails on, 3 None:
+    hidden).
+    ``cutoff``: None, or ``(1, int)`` / ``(2, float)``. Returns ``(status, order, d_int,
+    d_flt, d_isf, err)``: status the settled count or a negative code (kernels.c)."""
+    n = indptr.shape[0] - 1
+    ck, cv = cutoff if cutoff is not None else (0, 0)
+    src = np.ascontiguousarray(sources, np.int64)
+    out = np.empty(max(n, 1), np.int64)
+    d_i, d_f = np.empty(max(n, 1), np.int64), np.empty(max(n, 1), np.float64)
+    d_isf, err = np.empty(max(n, 1), np.uint8), np.zeros(2, np.int64)
+    status = library().terrain_nx_dijkstra(
+        _p(indptr), _p(indices), n, _p(kind), _p(w_int), _p(w_flt), _p(src), src.size, ck,
+        int(cv) if ck == 1 else 0, float(cv) if ck == 2 else 0.0, target, _p(out), _p(d_i),
+        _p(d_f), _p(d_isf), _p(err))
+    return status, out[:max(status, 0)], d_i, d_f, d_isf, err.tolist()

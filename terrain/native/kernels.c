@@ -1185,6 +1185,183 @@ static void bound_prune(int64_t n, int extremes, uint8_t *cand, const int32_t *l
 TERRAIN_ENACTOR_FUNCS(int32_t, i32)
 TERRAIN_ENACTOR_FUNCS(int64_t, i64)
 
+/* ---------------------------------------------------------------- NetworkX's own orders, for
+ * terrain/nx_backend: the graph as NetworkX iterates it (rows in G._adj order), the results
+ * in the order NetworkX produces them.
+ *
+ * terrain_nx_bfs: BFS in discovery order. order[0:k] holds the sources (distinct, in the
+ * order NetworkX takes them) at level 0; each vertex, in queue order, appends its unvisited
+ * neighbours in row order (nx.bfs_layers, single_source_shortest_path_length). dist[v]: the
+ * level, -1 unreached. Returns the vertices reached, order[0:count]. */
+int64_t terrain_nx_bfs(const int64_t *indptr, const int64_t *indices, int64_t n, int64_t k,
+                       int64_t *order, int32_t *dist) {
+    memset(dist, 0xFF, (size_t)n * sizeof *dist);
+    for (int64_t i = 0; i < k; ++i) dist[order[i]] = 0;
+    int64_t head = 0, tail = k;
+    while (head < tail) {
+        const int64_t v = order[head++];
+        const int32_t d = dist[v] + 1;
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {
+            const int64_t w = indices[e];
+            if (dist[w] < 0) {
+                dist[w] = d;
+                order[tail++] = w;
+            }
+        }
+    }
+    return tail;
+}
+
+/* A number as Python holds it in NetworkX's Dijkstra: an int (int64 here) or a float. */
+typedef struct {
+    int64_t i;
+    double f;
+    int isf;
+} nx_num;
+
+/* -1, 0, 1 as Python compares a and b exactly (an int and a float too; no NaN here). */
+static int nx_cmp(nx_num a, nx_num b) {
+    if (!a.isf && !b.isf) return (a.i > b.i) - (a.i < b.i);
+    if (a.isf && b.isf) return (a.f > b.f) - (a.f < b.f);
+    const int flip = a.isf; /* compare int x with float y, then flip back */
+    const int64_t x = flip ? b.i : a.i;
+    const double y = flip ? a.f : b.f;
+    int c;
+    if (y >= 9223372036854775808.0) c = -1;
+    else if (y < -9223372036854775808.0) c = 1;
+    else {
+        int64_t yi = (int64_t)y; /* toward zero, then down: floor(y) */
+        if ((double)yi > y) --yi;
+        if (x < yi) c = -1;
+        else if (x > yi) c = 1;
+        else c = (double)yi == y ? 0 : -1; /* x == floor(y) < y when y has a fraction */
+    }
+    return flip ? -c : c;
+}
+
+typedef struct {
+    nx_num d;
+    int64_t c;
+    int64_t v;
+} nx_entry;
+
+static inline int nx_before(const nx_entry *a, const nx_entry *b) {
+    const int c = nx_cmp(a->d, b->d);
+    return c < 0 || (c == 0 && a->c < b->c);
+}
+
+static void nx_push(nx_entry *heap, int64_t *size, nx_entry x) {
+    int64_t i = (*size)++;
+    while (i > 0) {
+        const int64_t p = (i - 1) / 2;
+        if (!nx_before(&x, &heap[p])) break;
+        heap[i] = heap[p];
+        i = p;
+    }
+    heap[i] = x;
+}
+
+static nx_entry nx_pop(nx_entry *heap, int64_t *size) {
+    const nx_entry top = heap[0], x = heap[--(*size)];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= *size) break;
+        if (c + 1 < *size && nx_before(&heap[c + 1], &heap[c])) ++c;
+        if (!nx_before(&heap[c], &x)) break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    if (*size > 0) heap[i] = x;
+    return top;
+}
+
+/* NetworkX's _dijkstra_multisource step by step: a heap of (distance, push count, vertex),
+ * a vertex's distance final when popped, a neighbour pushed when first seen or improved;
+ * arc weights of kind 0 (int, w_int), 1 (float, w_flt), 2 (NetworkX raises when it reads or
+ * adds it: a string), 3 (None: the arc is hidden); sums follow Python (int + int an
+ * int, anything with a float a float). cutoff: kind 0 none, 1 int, 2 float; target: stop when
+ * it is popped (-1: none). out: the popped vertices in order; their distances in d_i / d_f
+ * / d_isf. Returns the count, or -1 (contradictory paths: a negative weight), -2 (an arc of
+ * kind 2 reached: err[0] the vertex, err[1] the arc), -3 (an int sum beyond 64 bits), -4
+ * (no memory). */
+int64_t terrain_nx_dijkstra(const int64_t *indptr, const int64_t *indices, int64_t n,
+                            const uint8_t *kind, const int64_t *w_int, const double *w_flt,
+                            const int64_t *sources, int64_t k, int cutoff_kind,
+                            int64_t cutoff_i, double cutoff_f, int64_t target, int64_t *out,
+                            int64_t *d_i, double *d_f, uint8_t *d_isf, int64_t *err) {
+    const int64_t cap = indptr[n] + k + 1;
+    nx_entry *heap = malloc((size_t)cap * sizeof *heap);
+    nx_num *seen = malloc((size_t)(n > 0 ? n : 1) * sizeof *seen);
+    uint8_t *state = calloc((size_t)(n > 0 ? n : 1), 1); /* 1 seen, 2 done */
+    if (heap == NULL || seen == NULL || state == NULL) {
+        free(heap); free(seen); free(state);
+        return -4;
+    }
+    const nx_num cutoff = {cutoff_i, cutoff_f, cutoff_kind == 2};
+    int64_t size = 0, count = 0, pushes = 0, rc = 0;
+    for (int64_t s = 0; s < k; ++s) {
+        const nx_num zero = {0, 0.0, 0};
+        seen[sources[s]] = zero;
+        state[sources[s]] = 1;
+        const nx_entry x = {zero, pushes++, sources[s]};
+        nx_push(heap, &size, x);
+    }
+    while (size > 0) {
+        const nx_entry top = nx_pop(heap, &size);
+        const int64_t v = top.v;
+        if (state[v] == 2) continue;
+        state[v] = 2;
+        seen[v] = top.d; /* the final distance */
+        out[count++] = v;
+        d_i[v] = top.d.i;
+        d_f[v] = top.d.f;
+        d_isf[v] = (uint8_t)top.d.isf;
+        if (v == target) break;
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {
+            if (kind[e] == 3) continue;
+            if (kind[e] == 2) {
+                err[0] = v;
+                err[1] = e;
+                rc = -2;
+                goto done;
+            }
+            nx_num vu;
+            if (kind[e] == 0 && !top.d.isf) {
+                vu.isf = 0;
+                vu.f = 0.0;
+                if (__builtin_add_overflow(top.d.i, w_int[e], &vu.i)) {
+                    rc = -3;
+                    goto done;
+                }
+            } else {
+                const double a = top.d.isf ? top.d.f : (double)top.d.i;
+                const double b = kind[e] == 1 ? w_flt[e] : (double)w_int[e];
+                vu.isf = 1;
+                vu.i = 0;
+                vu.f = a + b;
+            }
+            if (cutoff_kind && nx_cmp(vu, cutoff) > 0) continue;
+            const int64_t u = indices[e];
+            if (state[u] == 2) {
+                if (nx_cmp(vu, seen[u]) < 0) {
+                    rc = -1;
+                    goto done;
+                }
+            } else if (state[u] == 0 || nx_cmp(vu, seen[u]) < 0) {
+                state[u] = 1;
+                seen[u] = vu;
+                const nx_entry x = {vu, pushes++, u};
+                nx_push(heap, &size, x);
+            }
+        }
+    }
+    rc = count;
+done:
+    free(heap); free(seen); free(state);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- result tables as text
  * (terrain/graph/results.py's CSV, generators.write_int_rows): rows r0..r1 of ncols columns,
  * int64 (kind 0) or float64 (kind 1, "%.17g": it reads back to the same bits; numpy.savetxt
