@@ -537,6 +537,8 @@ def is_graph_input(path):
     path = Path(path)
     if path.is_dir():
         return is_graph_cache(path)
+    if path.exists() and not path.is_file():
+        return False  # a FIFO or a device: not read here (it could block)
     name = path.name.lower()
     if name.endswith(".gz"):
         return True

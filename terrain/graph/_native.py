@@ -30,7 +30,7 @@ _lock = threading.Lock()
 
 _SIGNATURES = {
     "terrain_lf_count": (_i64, [_vp, _i64]),
-    "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _i64, _vp, _vp, _int,
+    "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _int, _i64, _vp, _vp, _int,
                                    _vp, _vp, _vp, _vp]),
     "terrain_metis_parse": (None, [_vp, _i64, _i64, _i64, _i64, _int, _vp, _vp, _vp, _i64,
                                    _vp]),
@@ -119,41 +119,42 @@ def lf_count(buf):
     return int(library().terrain_lf_count(_p(buf), buf.shape[0]))
 
 
-def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt):
+def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt,
+                sep=0):
     """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf`` into ``u``, ``v`` (and the
     weight token of each record).
 
     Lines whose first non-blank byte is ``comment_a`` or ``comment_b`` and blank lines are
     skipped. With ``tag`` != 0 every other line must start with that byte (DIMACS ``a``).
-    Stops after ``limit`` records (``limit < 0``: no limit). Ids: optional '-' (refused:
-    negative) and at most 18 digits, followed by a blank or a line end.
+    Tokens are separated by blanks, and by ``sep`` too when it is not 0 (``ord(",")``: a
+    comma-separated file). Stops after ``limit`` records (``limit < 0``: no limit). Ids:
+    optional '-' (refused: negative) and at most 18 digits, followed by a separator or a
+    line end.
 
-    Weights (``wmode``): 0 none; 1 optional number (SNAP: a third token that is not a
-    number, or none, leaves ``w_len[k] = 0``); 2 required integer; 3 required number. For
-    each record ``w_len`` (int32) is the token's length and ``w_int`` its value when it is
-    an integer; when it is not (a decimal point or an exponent) ``w_len`` is negated,
-    ``w_int`` is where the token starts and ``w_flt`` its value when Clinger's fast path
-    applies (at most 15 significant digits, a power of ten within 1e±22: one correctly
-    rounded IEEE operation on exact operands), else NaN, for the caller to convert.
+    Weights (``wmode``): 0 none (the rest of a line read past); 1 none, and nothing but a
+    comment may follow the ids; 2 required integer; 3 required number. For each record
+    ``w_len`` (int32) is the token's length and ``w_int`` its value when it is an integer;
+    when it is not (a decimal point or an exponent) ``w_len`` is negated, ``w_int`` is where
+    the token starts and ``w_flt`` its value when Clinger's fast path applies (at most 15
+    significant digits, a power of ten within 1e±22: one correctly rounded IEEE operation on
+    exact operands), else NaN, for the caller to convert.
 
-    Returns ``(records, error, line_start, dropped)``: on error (``loaders._ERR_*``),
-    ``line_start`` is the offending line's first byte; without error it is the first byte of
-    the last record's line. ``dropped``: in mode 1 a record had no weight, and no weight was
-    recorded from it on (the chunk, hence the file, is unweighted).
+    Returns ``(records, error, line_start)``: on error (``loaders._ERR_*``), ``line_start``
+    is the offending line's first byte; without error the first byte of the last record's.
 
     >>> buf = np.frombuffer(b"% c\\n1 2 5\\n3 4 0.5\\n", np.uint8)
     >>> u, v, w_int = (np.zeros(2, np.int64) for _ in range(3))
     >>> w_len, w_flt = np.zeros(2, np.int32), np.zeros(2)
     >>> parse_pairs(buf, ord("%"), 0, 0, -1, u, v, 3, w_int, w_len, w_flt)
-    (2, 0, 10, False)
+    (2, 0, 10)
     >>> u.tolist(), v.tolist(), w_int.tolist()[0], w_len.tolist(), w_flt.tolist()[1]
     ([1, 3], [2, 4], 5, [1, -3], 0.5)
     """
-    res = np.zeros(4, np.int64)
-    library().terrain_edges_parse(_p(buf), 0, buf.shape[0], comment_a, comment_b, tag, limit,
-                                  _p(u), _p(v), wmode, _p(w_int), _p(w_len), _p(w_flt),
+    res = np.zeros(3, np.int64)
+    library().terrain_edges_parse(_p(buf), 0, buf.shape[0], comment_a, comment_b, tag, sep,
+                                  limit, _p(u), _p(v), wmode, _p(w_int), _p(w_len), _p(w_flt),
                                   _p(res))
-    return int(res[0]), int(res[1]), int(res[2]), bool(res[3])
+    return int(res[0]), int(res[1]), int(res[2])
 
 
 def parse_metis(buf, n, skip_before, edge_weights, u, v, w):

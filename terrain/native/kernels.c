@@ -286,6 +286,7 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
 #define G_ERR_BIG 5
 #define G_ERR_WEIGHT 8
 #define G_ERR_WEIGHT_INT 9
+#define G_ERR_EXTRA 10
 #define G_SP 32
 #define G_TAB 9
 #define G_CR 13
@@ -293,6 +294,9 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
 
 static inline int g_blank(uint8_t c) { return c == G_SP || c == G_TAB; }
 static inline int g_sep(uint8_t c) { return c == G_SP || c == G_TAB || c == G_CR || c == G_LF; }
+/* the same with the edge list's own separator too (sep: ',' in a comma-separated file, or 0) */
+static inline int g_blank_s(uint8_t c, int sep) { return g_blank(c) || (sep && c == sep); }
+static inline int g_sep_s(uint8_t c, int sep) { return g_sep(c) || (sep && c == sep); }
 
 /* Line feeds in buf[0:end), 32 bytes a step: an upper bound of the records of an edge-list
  * chunk (terrain/graph/loaders.py read_graph_file sizes its slices with it). An exact record
@@ -382,12 +386,12 @@ static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, 
 /* The weight token at or after buf[i] of record k: an integer into w_int with its length in
  * w_len; a decimal token's start in w_int, its negated length in w_len and, on Clinger's exact
  * fast path (the grid parser's, above), its value in w_flt, else NaN there. */
-static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, int64_t k,
-                         int64_t *w_int, int32_t *w_len, double *w_flt) {
+static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, int sep,
+                         int64_t k, int64_t *w_int, int32_t *w_len, double *w_flt) {
     w_len[k] = 0;
     w_int[k] = 0;
-    while (i < end && g_blank(buf[i])) ++i;
-    if (i >= end || buf[i] == G_LF || buf[i] == G_CR) return G_ERR_NONE;
+    while (i < end && g_blank_s(buf[i], sep)) ++i;
+    if (i >= end || buf[i] == G_LF || buf[i] == G_CR) return G_ERR_WEIGHT;
     const int64_t s = i;
     int neg = 0;
     if (buf[i] == '-' || buf[i] == '+') {
@@ -450,10 +454,10 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
             frac = 0;
         }
     }
-    const int ok = nd + frac > 0 && (i >= end || g_sep(buf[i]));
-    if (!ok) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+    const int ok = nd + frac > 0 && (i >= end || g_sep_s(buf[i], sep));
+    if (!ok) return G_ERR_WEIGHT;
     if (is_int) {
-        if (nd > 18) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+        if (nd > 18) return G_ERR_WEIGHT;
         w_int[k] = neg ? -(int64_t)val : (int64_t)val;
         w_len[k] = (int32_t)(i - s);
         return G_ERR_NONE;
@@ -473,14 +477,14 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
 }
 
 /* Parse lines "[tag] a b [w] [ignored...]" of buf[start:end) into out_u, out_v (and the
- * weights); terrain/graph/_native.py (parse_pairs) states the rules. result[0..3] = (records,
- * error, line start, dropped). */
+ * weights); terrain/graph/_native.py (parse_pairs) states the rules. result[0..2] = (records,
+ * error, line start). */
 void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int comment_a,
-                         int comment_b, int tag, int64_t limit, int64_t *out_u, int64_t *out_v,
-                         int wmode, int64_t *w_int, int32_t *w_len, double *w_flt,
-                         int64_t *result) {
+                         int comment_b, int tag, int sep, int64_t limit, int64_t *out_u,
+                         int64_t *out_v, int wmode, int64_t *w_int, int32_t *w_len,
+                         double *w_flt, int64_t *result) {
     int64_t i = start, k = 0, last = -1;
-    int dropped = 0, err = G_ERR_NONE;
+    int err = G_ERR_NONE;
     int64_t ls = 0;
     while (i < end) {
         if (limit >= 0 && k >= limit) break;
@@ -506,14 +510,14 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
         }
         int64_t a = 0;
         for (int t = 0; t < 2 && err == G_ERR_NONE; ++t) {
-            while (i < end && g_blank(buf[i])) ++i;
+            while (i < end && g_blank_s(buf[i], sep)) ++i;
             if (i >= end || buf[i] == G_LF || buf[i] == G_CR) {
                 err = G_ERR_FEW;
                 break;
             }
             int nd, neg;
             const int64_t val = g_int_token(buf, &i, end, &nd, &neg);
-            if (nd == 0 || (i < end && !g_sep(buf[i]))) err = G_ERR_TOKEN;
+            if (nd == 0 || (i < end && !g_sep_s(buf[i], sep))) err = G_ERR_TOKEN;
             else if (nd > 18) err = G_ERR_BIG;
             else if (neg) err = G_ERR_NEG;
             else if (t == 0) a = val;
@@ -523,25 +527,29 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
             }
         }
         if (err != G_ERR_NONE) break;
-        if (wmode != 0) {
+        if (wmode == 1) { /* an unweighted edge list: nothing after the two ids */
+            int64_t j = i;
+            while (j < end && g_blank_s(buf[j], sep)) ++j;
+            if (j < end && buf[j] != G_LF && buf[j] != G_CR && buf[j] != comment_a &&
+                buf[j] != comment_b) {
+                err = G_ERR_EXTRA;
+                break;
+            }
+        } else if (wmode != 0) {
             /* the common case first: a plain integer weight; anything else goes to the
              * general weight scanner */
             int64_t j = i;
-            while (j < end && g_blank(buf[j])) ++j;
+            while (j < end && g_blank_s(buf[j], sep)) ++j;
             const int64_t s = j;
             int nd, neg;
             const int64_t val = g_int_token(buf, &j, end, &nd, &neg);
-            if (nd > 0 && nd <= 18 && (j >= end || g_sep(buf[j]))) {
+            if (nd > 0 && nd <= 18 && (j >= end || g_sep_s(buf[j], sep))) {
                 w_int[k] = neg ? -val : val;
                 w_len[k] = (int32_t)(j - s);
                 i = j;
             } else {
-                err = g_scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt);
+                err = g_scan_weight(buf, i, end, wmode, sep, k, w_int, w_len, w_flt);
                 if (err != G_ERR_NONE) break;
-            }
-            if (wmode == 1 && w_len[k] == 0) {
-                wmode = 0; /* an optional weight missing: the file is unweighted */
-                dropped = 1;
             }
         }
         ++k;
@@ -555,7 +563,6 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
     result[0] = k;
     result[1] = err;
     result[2] = err != G_ERR_NONE ? ls : last;
-    result[3] = dropped;
 }
 
 /* Subtract the id base lo from every endpoint in place; the first record with u outside
