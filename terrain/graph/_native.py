@@ -57,6 +57,13 @@ for _it in ("i32", "i64"):
                                                      _i64])
     _SIGNATURES[f"terrain_diameter_bound_{_it}"] = (_i64, [_vp, _vp, _i64, _int] + [_i64] * 5
                                                     + [_vp] * 16)
+    _SIGNATURES[f"terrain_mst_upper_{_it}"] = (None, [_vp, _vp, _vp, _i64, _int, _i64, _i64,
+                                                      _vp, _vp, _vp, _i64, _vp])
+    _SIGNATURES[f"terrain_mst_extract_{_it}"] = (_i64, [_vp, _i64, _vp, _int, _int, _int, _vp,
+                                                        _vp])
+    _SIGNATURES[f"terrain_mst_offer_{_it}"] = (_i64, [_vp, _vp, _vp, _i64, _i64, _i64, _vp, _vp,
+                                                      _vp, _vp, _vp])
+    _SIGNATURES[f"terrain_mst_join_{_it}"] = (None, [_vp, _vp, _vp, _i64, _vp, _vp, _i64, _vp])
     for _wt in ("i32", "i64"):
         _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
             _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
@@ -204,12 +211,14 @@ def csr_kernels(index_dtype, weight_dtype):
 def traversal_kernels(index_dtype):
     """The CPU's traversal kernels for int32/int64 indices, by name: ``levels`` (a whole
     BFS), ``parents``, ``bitwise`` (up to 64 BFS at once), ``roots`` (components),
-    ``subgraph`` and ``bound`` (the diameter's bounding loop); ``kernels.c`` states their
-    contracts."""
+    ``subgraph``, ``bound`` (the diameter's bounding loop) and the graph MST's ``mst_*``
+    operators; ``kernels.c`` states their contracts."""
     lib = library()
     it = _TYPE_NAMES[np.dtype(index_dtype)]
     names = {"levels": "bfs_levels", "parents": "bfs_parents", "bitwise": "bitwise_bfs",
-             "roots": "component_roots", "subgraph": "subgraph", "bound": "diameter_bound"}
+             "roots": "component_roots", "subgraph": "subgraph", "bound": "diameter_bound",
+             "mst_upper": "mst_upper", "mst_extract": "mst_extract", "mst_offer": "mst_offer",
+             "mst_join": "mst_join"}
     return {key: getattr(lib, f"terrain_{name}_{it}") for key, name in names.items()}
 
 

@@ -1192,6 +1192,133 @@ static void bound_prune(int64_t n, int extremes, uint8_t *cand, const int32_t *l
 TERRAIN_ENACTOR_FUNCS(int32_t, i32)
 TERRAIN_ENACTOR_FUNCS(int64_t, i64)
 
+/* ---------------------------------------------------------------- the graph MST's CPU operators
+ * (terrain/graph/mst.py _CpuOps, sequential twins of _mst.cu's count_upper / extract / offer /
+ * join; mst.py states the algorithm).
+ *
+ * terrain_mst_upper: rows r0..r1: count[r - r0] = the row's arcs to larger vertices (a suffix:
+ * rows are sorted), their heads to ev and their weights (w_size bytes each; w_kind 2 float32,
+ * 3 float64: a NaN is noted) to w_e, from 0 on. out[0] = the arcs written (-1: more than cap),
+ * out[1] = whether a weight is NaN.
+ * terrain_mst_extract: eu[e] = the tail of edge e (ids count up row by row) and its key: mode 2
+ * the id, mode 1 the rank of its weight (int32: w + 2^31; float32 bits, w_kind 2: the order
+ * bits, -0.0 as +0.0) << id_bits | id; mode 0 none (the caller makes them). Returns the edges.
+ * terrain_mst_offer: the worklist's edges between two components, as (root, root, key), into
+ * out; each offers its key to both roots. Returns their number.
+ * terrain_mst_join: every edge that won at one of its roots joins their components and enters
+ * the forest. */
+#define TERRAIN_MST_FUNCS(IT, IN)                                                              \
+    void terrain_mst_upper_##IN(const int64_t *indptr, const IT *indices, const char *w,       \
+                                int64_t w_size, int w_kind, int64_t r0, int64_t r1, IT *count, \
+                                IT *ev, char *w_e, int64_t cap, int64_t *out) {                \
+        int64_t e = 0;                                                                         \
+        int nan = 0;                                                                           \
+        for (int64_t r = r0; r < r1; ++r) {                                                    \
+            const int64_t start = indptr[r], end = indptr[r + 1];                              \
+            int64_t lo = end;                                                                  \
+            while (lo > start && indices[lo - 1] > r) --lo;                                    \
+            const int64_t c = end - lo;                                                        \
+            count[r - r0] = (IT)c;                                                             \
+            if (e + c > cap) {                                                                 \
+                out[0] = -1;                                                                   \
+                out[1] = nan;                                                                  \
+                return;                                                                        \
+            }                                                                                  \
+            memcpy(ev + e, indices + lo, (size_t)c * sizeof *ev);                              \
+            if (w_size) {                                                                      \
+                memcpy(w_e + e * w_size, w + lo * w_size, (size_t)(c * w_size));              \
+                for (int64_t k = 0; k < c && w_kind >= 2; ++k) {                               \
+                    if (w_kind == 2) {                                                         \
+                        float x;                                                               \
+                        memcpy(&x, w + (lo + k) * 4, 4);                                       \
+                        nan |= x != x;                                                         \
+                    } else {                                                                   \
+                        double x;                                                              \
+                        memcpy(&x, w + (lo + k) * 8, 8);                                       \
+                        nan |= x != x;                                                         \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            e += c;                                                                            \
+        }                                                                                      \
+        out[0] = e;                                                                            \
+        out[1] = nan;                                                                          \
+    }                                                                                          \
+    int64_t terrain_mst_extract_##IN(const IT *count, int64_t n, const void *w_e,              \
+                                     int key_mode, int w_kind, int id_bits, IT *eu,            \
+                                     int64_t *key) {                                           \
+        int64_t e = 0;                                                                         \
+        for (int64_t r = 0; r < n; ++r) {                                                      \
+            for (int64_t j = 0; j < (int64_t)count[r]; ++j, ++e) {                             \
+                eu[e] = (IT)r;                                                                 \
+                if (key_mode == 2) {                                                           \
+                    key[e] = e;                                                                \
+                } else if (key_mode == 1) {                                                    \
+                    int64_t rank;                                                              \
+                    if (w_kind == 2) {                                                         \
+                        uint32_t b = ((const uint32_t *)w_e)[e];                               \
+                        if (b == 0x80000000u) b = 0; /* -0.0 ranks as +0.0 */                  \
+                        rank = (b & 0x80000000u) ? (int64_t)(~b) : (int64_t)(b | 0x80000000u); \
+                    } else {                                                                   \
+                        rank = (int64_t)((const int32_t *)w_e)[e] + 2147483648LL;             \
+                    }                                                                          \
+                    key[e] = (rank << id_bits) | e;                                            \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        return e;                                                                              \
+    }                                                                                          \
+    static inline IT mst_find_##IN(IT x, IT *parent) {                                         \
+        IT p = parent[x];                                                                      \
+        while (p != x) {                                                                       \
+            const IT pp = parent[p];                                                           \
+            if (pp == p) return p;                                                             \
+            parent[x] = pp; /* path halving */                                                 \
+            x = pp;                                                                            \
+            p = parent[x];                                                                     \
+        }                                                                                      \
+        return x;                                                                              \
+    }                                                                                          \
+    int64_t terrain_mst_offer_##IN(const IT *in_a, const IT *in_b, const int64_t *in_key,      \
+                                   int64_t n_in, int64_t lo, int64_t hi, IT *parent,           \
+                                   int64_t *best, IT *out_a, IT *out_b, int64_t *out_key) {    \
+        int64_t n_out = 0;                                                                     \
+        for (int64_t i = 0; i < n_in; ++i) {                                                   \
+            const int64_t k = in_key[i];                                                       \
+            if (k <= lo || k > hi) continue;                                                   \
+            const IT ra = mst_find_##IN(in_a[i], parent), rb = mst_find_##IN(in_b[i], parent);  \
+            if (ra == rb) continue;                                                            \
+            out_a[n_out] = ra;                                                                 \
+            out_b[n_out] = rb;                                                                 \
+            out_key[n_out++] = k;                                                              \
+            if (k < best[ra]) best[ra] = k;                                                    \
+            if (k < best[rb]) best[rb] = k;                                                    \
+        }                                                                                      \
+        return n_out;                                                                          \
+    }                                                                                          \
+    void terrain_mst_join_##IN(const IT *wl_a, const IT *wl_b, const int64_t *wl_key,          \
+                               int64_t n, IT *parent, int64_t *best, int64_t id_mask,          \
+                               uint8_t *in_forest) {                                           \
+        for (int64_t i = 0; i < n; ++i) {                                                      \
+            const int64_t k = wl_key[i];                                                       \
+            IT a = wl_a[i], b = wl_b[i];                                                       \
+            const int won_a = best[a] == k, won_b = best[b] == k;                              \
+            if (!(won_a || won_b)) continue;                                                   \
+            if (won_a) best[a] = INT64_MAX;                                                    \
+            if (won_b) best[b] = INT64_MAX;                                                    \
+            in_forest[k & id_mask] = 1;                                                        \
+            while (parent[a] != a) a = parent[a];                                              \
+            while (parent[b] != b) b = parent[b];                                              \
+            if (a != b) {                                                                      \
+                if (a > b) { const IT t = a; a = b; b = t; }                                   \
+                parent[b] = a;                                                                 \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+TERRAIN_MST_FUNCS(int32_t, i32)
+TERRAIN_MST_FUNCS(int64_t, i64)
+
 /* ---------------------------------------------------------------- NetworkX's own orders, for
  * terrain/nx_backend: the graph as NetworkX iterates it (rows in G._adj order), the results
  * in the order NetworkX produces them.
