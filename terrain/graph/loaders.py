@@ -829,10 +829,10 @@ def parse_graph_chunk(plan, index, data=None):
     --------
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
-    >>> _ = open(p, "w").write("10 20\\n20 30\\n30 x\\n")
-    >>> plan = plan_graph_file(p, chunk_bytes=6)
+    >>> _ = open(p, "w").write("10 20 1\\n20 30 1\\n30 x 1\\n")
+    >>> plan = plan_graph_file(p, chunk_bytes=8)
     >>> [(c.u.tolist(), c.error) for c in (parse_graph_chunk(plan, j) for j in range(3))]
-    [([10], None), ([20], None), ([], (0, "cannot parse '30 x': expected integer vertex ids"))]
+    [([10], None), ([20], None), ([], (0, "cannot parse '30 x 1': expected integer vertex ids"))]
     """
     buf = _chunk_bytes(plan, int(index), data)
     if plan.fmt == "metis":
