@@ -67,6 +67,7 @@ __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
 SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches
 BATCH = 64       # sources per bit-parallel pass
 _ROUNDS = 16     # CPU: searches per C call (progress is reported between calls)
+DMAT_BYTES = 64 << 20  # CPU: a batch keeps its distances (64 n bytes) up to this size
 
 
 @dataclass
@@ -251,6 +252,8 @@ class _CpuBounding:
         words = [np.empty(max(n, 1), np.uint64) for _ in range(3)]
         picks = [np.empty(BATCH, np.int64) for _ in range(3)]
         eccs = [np.empty(BATCH, np.int32) for _ in range(2)]
+        # a batch's distances (64 bytes a vertex) spare its second pass on smaller graphs
+        dmat = np.empty(64 * n, np.uint8) if 64 * n <= DMAT_BYTES else None
         st = self.state
         p = _native._p
         bound = c.ops.k["bound"]
@@ -258,7 +261,7 @@ class _CpuBounding:
             rc = bound(p(c.indptr), p(c.indices), n, int(self.extremes), single_bfs, BATCH,
                        _ROUNDS, ALPHA, BETA, p(self.lower), p(self.upper), p(self.cand),
                        p(c.dist), p(best_dist), p(q0), p(q1), *map(p, words), *map(p, picks),
-                       *map(p, eccs), p(st))
+                       *map(p, eccs), None if dmat is None else p(dmat), p(st))
             if rc == -2:
                 raise ValueError("exact_diameter: the graph is not connected (give its "
                                  "largest_component)")

@@ -202,7 +202,7 @@ class _CpuOps:
                                    *map(_p, words), e.ctypes.data if e is not None else None,
                                    lower.ctypes.data if e is not None else None,
                                    upper.ctypes.data if e is not None else None, _p(out),
-                                   counts.ctypes.data if counts is not None else None)
+                                   counts.ctypes.data if counts is not None else None, None)
         if pairs is not None:
             pairs.extend(counts[:levels].tolist())
         return out

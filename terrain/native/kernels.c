@@ -925,50 +925,66 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
         return nl;                                                                             \
     }                                                                                          \
     /* Up to 64 BFS at once, bit i for sources[i] (seen, frontier, nxt: n words of scratch):   \
-     * a level is nxt[v] = OR(frontier[u], u a neighbour) & ~seen[v], a vertex's scan stopped  \
-     * once every bit it lacks is found. ecc_out[i]: source i's eccentricity. With ecc (those  \
+     * a level is nxt[v] = OR(frontier[u], u a neighbour) & ~seen[v]: pushed from the vertices \
+     * with new bits while their arcs are few (< 1/14 of all), else pulled by every vertex,    \
+     * its scan stopped once every bit it lacks is found. ecc_out[i]: source i's eccentricity. With ecc (those  \
      * eccentricities, from an earlier call) each vertex w reached at distance d from source i \
      * gets lower[w] = max(lower[w], d, ecc[i] - d), upper[w] = min(upper[w], ecc[i] + d): the \
      * bounds the k single BFS would leave. pairs (n + 1 slots, or NULL): the (source, vertex) \
-     * pairs at each distance. Returns the levels. */                                          \
+     * pairs at each distance. dmat (64 n bytes, or NULL; levels < 255): dmat[64 v + i] the    \
+     * distance from source i to v, 255 unreached. Returns the levels. */                      \
     int64_t terrain_bitwise_bfs_##IN(const int64_t *indptr, const IT *indices, int64_t n,      \
                                      const int64_t *sources, int64_t k, uint64_t *seen,        \
                                      uint64_t *frontier, uint64_t *nxt, const int32_t *ecc,    \
                                      int32_t *lower, int32_t *upper, int32_t *ecc_out,         \
-                                     int64_t *pairs) {                                         \
+                                     int64_t *pairs, uint8_t *dmat) {                          \
         const uint64_t full = k >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << k) - 1);               \
         memset(seen, 0, (size_t)n * sizeof *seen);                                             \
         memset(frontier, 0, (size_t)n * sizeof *frontier);                                     \
         memset(nxt, 0, (size_t)n * sizeof *nxt);                                               \
+        if (dmat != NULL) memset(dmat, 0xFF, (size_t)n * 64);                                  \
         for (int64_t i = 0; i < k; ++i) {                                                      \
             const int64_t s = sources[i];                                                      \
             seen[s] = frontier[s] = (uint64_t)1 << i;                                          \
             ecc_out[i] = 0;                                                                    \
+            if (dmat != NULL) dmat[s * 64 + i] = 0;                                            \
             if (ecc != NULL) {                                                                 \
                 if (ecc[i] > lower[s]) lower[s] = ecc[i];                                      \
                 if (ecc[i] < upper[s]) upper[s] = ecc[i];                                      \
             }                                                                                  \
         }                                                                                      \
         if (pairs != NULL) pairs[0] = k;                                                       \
+        int64_t active = 0; /* arcs of the vertices with new bits */                           \
+        for (int64_t i = 0; i < k; ++i) active += indptr[sources[i] + 1] - indptr[sources[i]]; \
         for (int32_t level = 1;; ++level) {                                                    \
-            for (int64_t v = 0; v < n; ++v) {                                                  \
-                const uint64_t s = seen[v];                                                    \
-                uint64_t acc = 0;                                                              \
-                if (s != full) {                                                               \
-                    for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                      \
-                        acc |= frontier[indices[e]];                                           \
-                        if ((acc | s) == full) break;                                          \
-                    }                                                                          \
+            if (active * 14 < indptr[n]) { /* few new bits: push them to the neighbours */     \
+                for (int64_t u = 0; u < n; ++u) {                                              \
+                    const uint64_t f = frontier[u];                                            \
+                    if (f == 0) continue;                                                      \
+                    for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) nxt[indices[e]] |= f;  \
                 }                                                                              \
-                nxt[v] = acc & ~s;                                                             \
+            } else { /* else every vertex pulls, until it has every bit */                     \
+                for (int64_t v = 0; v < n; ++v) {                                              \
+                    const uint64_t s = seen[v];                                                \
+                    uint64_t acc = 0;                                                          \
+                    if (s != full) {                                                           \
+                        for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                  \
+                            acc |= frontier[indices[e]];                                       \
+                            if ((acc | s) == full) break;                                      \
+                        }                                                                      \
+                    }                                                                          \
+                    nxt[v] = acc;                                                              \
+                }                                                                              \
             }                                                                                  \
             uint64_t any = 0;                                                                  \
             int64_t count = 0;                                                                 \
+            active = 0;                                                                        \
             for (int64_t v = 0; v < n; ++v) {                                                  \
-                const uint64_t fresh = nxt[v];                                                 \
+                const uint64_t fresh = nxt[v] & ~seen[v];                                      \
+                nxt[v] = 0;                                                                    \
                 frontier[v] = fresh;                                                           \
                 if (fresh == 0) continue;                                                      \
-                nxt[v] = 0;                                                                    \
+                active += indptr[v + 1] - indptr[v];                                           \
                 seen[v] |= fresh;                                                              \
                 any |= fresh;                                                                  \
                 uint64_t m = fresh;                                                            \
@@ -976,6 +992,7 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
                     const int i = g_ctz64(m);                                                  \
                     m &= m - 1;                                                                \
                     ++count;                                                                   \
+                    if (dmat != NULL) dmat[v * 64 + i] = (uint8_t)level;                       \
                     if (ecc != NULL) {                                                         \
                         const int32_t far = ecc[i] - level > level ? ecc[i] - level : level;   \
                         if (far > lower[v]) lower[v] = far;                                    \
@@ -1046,7 +1063,8 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
         int64_t batch, int64_t rounds, int64_t alpha, int64_t beta, int32_t *lower,            \
         int32_t *upper, uint8_t *cand, int32_t *dist, int32_t *best_dist, IT *q0, IT *q1,      \
         uint64_t *seen, uint64_t *frontier, uint64_t *nxt, int64_t *chosen,                    \
-        int64_t *by_upper, int64_t *by_lower, int32_t *eccs, int32_t *eccs2, int64_t *state) { \
+        int64_t *by_upper, int64_t *by_lower, int32_t *eccs, int32_t *eccs2, uint8_t *dmat,    \
+        int64_t *state) {                                                                      \
         for (int64_t round = 0; round < rounds && state[5] > 0; ++round) {                     \
             const int64_t k_max = state[5] < batch ? state[5] : batch;                         \
             if (state[0] < single_bfs || 2 * (state[6] + 1) >= k_max) {                        \
@@ -1068,6 +1086,7 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
                 }                                                                              \
                 for (int64_t w = 0; w < n; ++w) {                                              \
                     const int32_t d = dist[w], far = ecc - d > d ? ecc - d : d;                \
+                    if (d < 0) continue;                                                       \
                     if (far > lower[w]) lower[w] = far;                                        \
                     if (ecc + d < upper[w]) upper[w] = ecc + d;                                \
                 }                                                                              \
@@ -1075,7 +1094,7 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
                 const int64_t k = bound_select_batch(indptr, n, cand, lower, upper, batch,     \
                                                      chosen, by_upper, by_lower);              \
                 terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier, nxt,   \
-                                         NULL, NULL, NULL, eccs, NULL);                        \
+                                         NULL, NULL, NULL, eccs, NULL, dmat);                  \
                 state[0] += k;                                                                 \
                 int64_t top = 0;                                                               \
                 for (int64_t i = 1; i < k; ++i)                                                \
@@ -1085,8 +1104,20 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
                     state[3] = chosen[top];                                                    \
                     state[4] = 0;                                                              \
                 }                                                                              \
-                terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier, nxt,   \
-                                         eccs, lower, upper, eccs2, NULL);                     \
+                if (dmat == NULL) { /* a second pass applies the bounds as the bits appear */  \
+                    terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier,    \
+                                             nxt, eccs, lower, upper, eccs2, NULL, NULL);      \
+                } else { /* or the first pass's distances do */                                \
+                    for (int64_t w = 0; w < n; ++w) {                                          \
+                        const uint8_t *dw = dmat + w * 64;                                     \
+                        for (int64_t i = 0; i < k; ++i) {                                      \
+                            if (dw[i] == 0xFF) continue;                                       \
+                            const int32_t d = dw[i], e = eccs[i], far = e - d > d ? e - d : d; \
+                            if (far > lower[w]) lower[w] = far;                                \
+                            if (e + d < upper[w]) upper[w] = e + d;                            \
+                        }                                                                      \
+                    }                                                                          \
+                }                                                                              \
             }                                                                                  \
             bound_prune(n, extremes, cand, lower, upper, state);                               \
         }                                                                                      \
