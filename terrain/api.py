@@ -505,10 +505,10 @@ def sssp(graph, sources, **options):
     >>> sssp(A, 0, backend="cpu").dist.tolist()
     [0.0, 2.5, 3.5]
     """
-    from .graph.shortest_paths import _is_networkx
-    from .graph.shortest_paths import sssp as _sssp
+    from .graph import is_networkx
+    from .graph import sssp as _sssp
     r = _sssp(graph, sources, **options)
-    if not _is_networkx(graph):
+    if not is_networkx(graph):
         return r
     nodes = list(graph)
     reached = np.flatnonzero(r.reached)
