@@ -151,7 +151,7 @@ def _stop(procs):
 @pytest.mark.slow
 def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_path):
     from terrain.io import write_synth
-    write_synth(tmp_path / "g.asc", 2200, 400, seed=5, nodata=0.02)  # 2 shards at tile 256
+    write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256, tiled
     argv = [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile", "256",
             "--backend", "cpu", "--json"]
     out = str(tmp_path / "m.zarr")

@@ -108,7 +108,7 @@ def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
     on its checksum)."""
     distributed = pytest.importorskip("distributed")
     from terrain.io import write_synth
-    write_synth(tmp_path / "g.asc", 2200, 400, seed=5, nodata=0.02)  # 2 shards at tile 256
+    write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256, tiled
     marker = tmp_path / "killed"
     (tmp_path / "kill_mid_shard.py").write_text(KILL_ONE_WORKER_MID_SHARD.format(marker=str(marker)))
     workdir = tmp_path / "workers"  # the workers run elsewhere
