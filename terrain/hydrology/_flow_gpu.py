@@ -93,8 +93,7 @@ class GpuKernels:
         a = cp.asarray(away).ravel()[cells]
         a = cp.where(a < _INF, a, 0).astype(cp.int32)
         maxa = cp.zeros(int(uniq.size) + 1, cp.int32)
-        import cupyx
-        cupyx.scatter_max(maxa, lab, a)
+        cp.maximum.at(maxa, lab, a)
         return labels.reshape(R, C).get(), maxa.get()
 
     def flat_directions(self, zp, code, away, towards, labels, height, step):
