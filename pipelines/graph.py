@@ -47,7 +47,7 @@ from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, check_table_path, dense_ids
 
 
 __all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
-           "diameter_command", "sssp_command", "is_graph_input", "mst_graph_if_graph"]
+           "diameter_command", "sssp_command", "is_graph_input", "mst_graph_command"]
 
 
 def _token(*parts):
@@ -584,13 +584,23 @@ def _ids_of(graph, internal):
     return graph.id_array()[internal].astype(np.int64)
 
 
-def mst_graph_if_graph(args):
-    """``mst GRAPH``: when ``args.input`` is a graph file (:func:`is_graph_input`), the
+#: ``mst``'s options that only a grid takes: (attribute, default, flag)
+GRID_OPTIONS = (("connectivity", 8, "--connectivity"), ("weight", "max", "--weight"),
+                ("tile", 512, "--tile"), ("geotiff", None, "--geotiff"),
+                ("no_cog", False, "--no-cog"), ("resume", False, "--resume"),
+                ("dry_run", False, "--dry-run"), ("gpus", None, "--gpus"))
+
+
+def mst_graph_command(args):
+    """``mst GRAPH`` (the command line sends a graph file here, :func:`is_graph_input`): the
     minimum spanning forest as an edge table (``-o`` .csv / .parquet / .npz, default
     ``INPUT.mst.csv``) with original ids, its total weight and tree count; returns the exit
-    status. Returns None for grids (the grid command goes on)."""
-    if not is_graph_input(args.input):
-        return None
+    status. A grid's options are refused (they would be ignored)."""
+    given = [flag for name, default, flag in GRID_OPTIONS
+             if getattr(args, name, default) != default]
+    if given:
+        raise InputError(f"{args.input}: a graph file: {', '.join(given)} "
+                         f"{'applies' if len(given) == 1 else 'apply'} to grids only")
     backend = get_backend(args.backend)
     out = Path(args.output) if args.output else Path(args.input).with_name(
         Path(args.input).name.split(".")[0] + ".mst.csv")

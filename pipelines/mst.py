@@ -758,36 +758,8 @@ def _on_gpus(s):
     return f" on {n} GPU{'s' if n > 1 else ''}" if used == n else f" on {used} of {n} GPUs"
 
 
-#: ``mst``'s options that only a grid takes: (attribute, default, flag)
-GRID_OPTIONS = (("connectivity", 8, "--connectivity"), ("weight", "max", "--weight"),
-                ("tile", 512, "--tile"), ("geotiff", None, "--geotiff"),
-                ("no_cog", False, "--no-cog"), ("resume", False, "--resume"),
-                ("dry_run", False, "--dry-run"), ("gpus", None, "--gpus"))
-
-
-def _graph_input(args):
-    """True when ``args.input`` is a sparse graph, not a grid; refuses the grid's options
-    then (they would be ignored)."""
-    from terrain.io import looks_like_ascii_grid
-    inp = Path(args.input)
-    if is_store(inp) or looks_like_ascii_grid(inp):  # no need for the graph module's import
-        return False
-    from .graph import is_graph_input
-    if not is_graph_input(inp):
-        return False
-    given = [flag for name, default, flag in GRID_OPTIONS
-             if getattr(args, name, default) != default]
-    if given:
-        raise InputError(f"{inp}: a graph file: {', '.join(given)} "
-                         f"{'applies' if len(given) == 1 else 'apply'} to grids only")
-    return True
-
-
 def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
-    if _graph_input(args):  # a graph file: the general-graph forest
-        from .graph import mst_graph_if_graph
-        return mst_graph_if_graph(args)
     if getattr(args, "dry_run", False):
         return _plans.dry_run_command("mst", args)
     summary = run_mst(args.input, args.output, tile=args.tile, connectivity=args.connectivity,

@@ -6,7 +6,6 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 """
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -18,26 +17,16 @@ from .startup import Terminated, bound_malloc_arenas, quick_exit, terminate_rais
 
 _python_show_warning = warnings.showwarning
 
-# command -> "module:function"; imported only when that command runs (fast --help, light deps)
+#: command -> its handler in :mod:`pipelines` (``handler(args) -> exit status``); a command
+#: imports only its own pipeline (pipelines' names load on first use)
 HANDLERS = {
-    "ingest": "pipelines.ingest:ingest_command",
-    "info": "pipelines.info:info_command",
-    "synth": "pipelines.ingest:synth_command",
-    "mst": "pipelines.mst:mst_command",
-    "graph-ingest": "pipelines.graph:graph_ingest_command",
-    "bfs": "pipelines.graph:bfs_command",
-    "diameter": "pipelines.graph:diameter_command",
-    "batch": "pipelines.batch:batch_command",
-    "verify": "pipelines.verify:verify_command",
-    "plot": "pipelines.plot:plot_command",
-    "sssp": "pipelines.graph:sssp_command",
-    "cost-distance": "pipelines.cost_distance_start:cost_distance_command",  # device ready first
-    "path": "pipelines.cost_distance:path_command",
-    "fill": "pipelines.fill:fill_command",
-    # ---- hydrology (flow, watershed, streams): _add_hydrology below ----
-    "flow": "pipelines.flow:flow_command",
-    "watershed": "pipelines.watershed:watershed_command",
-    "streams": "pipelines.watershed:streams_command",
+    "ingest": "ingest_command", "info": "info_command", "synth": "synth_command",
+    "mst": "mst_command", "graph-ingest": "graph_ingest_command", "bfs": "bfs_command",
+    "diameter": "diameter_command", "sssp": "sssp_command", "batch": "batch_command",
+    "verify": "verify_command", "plot": "plot_command",
+    "cost-distance": "cost_distance_command", "path": "path_command",
+    "fill": "fill_command", "flow": "flow_command", "watershed": "watershed_command",
+    "streams": "streams_command",
 }
 
 CONNECTIVITIES = (4, 8)
@@ -501,9 +490,11 @@ def _add_hydrology(sub):
 
 
 def _handler(args):
-    key = args.command if args.command != "bench" else f"bench {args.bench}"
-    module, func = HANDLERS[key].split(":")
-    return getattr(importlib.import_module(module), func)
+    """The handler of the parsed command: ``mst`` of a graph file is the graph's forest."""
+    import pipelines
+    if args.command == "mst" and pipelines.is_graph_input(args.input):
+        return pipelines.mst_graph_command
+    return getattr(pipelines, HANDLERS[args.command])
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
