@@ -177,6 +177,8 @@ def format_description(d):
 
 def info_command(args):
     """``terrain info STORE [--json]``."""
+    from terrain.io.outputs import check_input_file
+    check_input_file(args.store)  # a FIFO or a device: refused before any read
     d = describe_path(args.store)
     print(json.dumps(d, indent=2) if args.json else format_description(d))
     return 0

@@ -45,7 +45,6 @@ import dataclasses
 import gzip
 import mmap
 import os
-import stat
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, where
+from ..io.outputs import check_input_file
 from . import _native
 
 __all__ = ["EdgeList", "EdgeChunk", "GraphFilePlan", "read_graph_file", "detect_format",
@@ -270,18 +270,15 @@ def _too_big(path, what, need, memory, line=None):
 
 
 def _check_regular(path):
-    """A regular file (or a directory: a graph-ingest cache); FIFOs, devices and sockets
-    are refused (reading one may block forever or never end)."""
+    """An existing file that is regular (or a directory: a graph-ingest cache): FIFOs,
+    devices and sockets are refused (:func:`terrain.io.outputs.check_input_file`)."""
+    check_input_file(path)
     try:
-        mode = os.stat(path).st_mode
+        os.stat(path)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as e:
         raise _cannot_read(path, e) from None
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
-                or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
-        raise InputError(f"{path}: {kind}, not a regular file: give a graph file")
 
 
 def _check_text(path, head):

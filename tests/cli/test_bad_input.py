@@ -118,11 +118,6 @@ def test_info_on_a_non_store(tmp_path):
 
 # ----------------------------------------------------------------------------- issue 24
 
-# ingest and mst open the grid (terrain.io.open_grid) before they check their outputs
-OPEN_GRID_FIRST = pytest.mark.xfail(strict=True, reason="needs terrain.io.outputs."
-                                    "check_input_file(path) first in terrain/io/source.py "
-                                    "open_grid (ingest and mst read the header first)")
-
 FIFO_COMMANDS = {
     "ingest": ["ingest", "f.asc", "-o", "x.zarr"],
     "mst": ["mst", "f.asc", "-o", "x.zarr"],
@@ -136,8 +131,7 @@ FIFO_COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=OPEN_GRID_FIRST)
-                                  if n in ("ingest", "mst") else n for n in sorted(FIFO_COMMANDS)])
+@pytest.mark.parametrize("name", sorted(FIFO_COMMANDS))
 def test_a_fifo_as_input_is_refused_not_waited_on(tmp_path, name):
     """A FIFO (or a device) as an input: refused at once instead of hanging on its read."""
     import os
@@ -162,14 +156,11 @@ def test_a_device_as_input_is_refused(tmp_path):
     assert_one_line_error(proc, "terrain: /dev/zero: not a regular file (a device)")
 
 
-@OPEN_GRID_FIRST
 def test_a_device_given_to_ingest_is_refused(tmp_path):
     proc = run_terrain("ingest", "/dev/zero", "-o", "x.zarr", cwd=tmp_path, timeout=60)
     assert_one_line_error(proc, "terrain: /dev/zero: not a regular file (a device)")
 
 
-@pytest.mark.xfail(strict=True, reason="needs terrain.io.outputs.check_input_file in the graph "
-                   "commands without an output (pipelines/graph.py: bfs, sssp, diameter)")
 @pytest.mark.parametrize("argv", [["bfs", "f.asc", "--source", "1"],
                                   ["sssp", "f.asc", "--source", "1"], ["diameter", "f.asc"]])
 def test_a_fifo_as_a_graph_without_an_output(tmp_path, argv):
@@ -183,8 +174,6 @@ def test_a_fifo_as_a_graph_without_an_output(tmp_path, argv):
     assert_one_line_error(proc, "terrain: f.asc: not a regular file (a FIFO)")
 
 
-@pytest.mark.xfail(strict=True, reason="needs terrain.io.outputs.check_input_file in "
-                   "pipelines/info.py")
 def test_a_fifo_given_to_info(tmp_path):
     import os
     import subprocess
@@ -232,10 +221,6 @@ def test_bad_geojson_sources(tmp_path, name):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", path.name]
 
 
-@pytest.mark.xfail(strict=True, reason="terrain/io/raster.py (io helper): read_rows raises "
-                   "InputError(f'{path}: read failed ({e})') from None, and rasterio's message "
-                   "is 'Read failed. See previous exception for details.': name the cause "
-                   "(e.__cause__, GDAL's 'IReadBlock failed ... TIFFReadEncodedTile() failed')")
 def test_truncated_geotiff_in_a_batch_says_why(tmp_path):
     rasterio = pytest.importorskip("rasterio")
     import json
