@@ -66,7 +66,7 @@ class BuildPyWithKernels(build_py):
         env.pop("NUMBA_CACHE_DIR", None)  # the cache must land beside the modules
         env.pop("NUMBA_DISABLE_JIT", None)
         try:
-            proc = subprocess.run([sys.executable, "-m", "pipelines._warmup"], cwd=build_lib,
+            proc = subprocess.run([sys.executable, "-m", "terrain._precompile"], cwd=build_lib,
                                   env=env, timeout=900)
             ok = proc.returncode == 0
         except (OSError, subprocess.SubprocessError) as e:
