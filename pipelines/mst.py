@@ -63,7 +63,7 @@ from terrain.io.georef import check_weight_units, finish_store
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
-from terrain.tiles.store import (check_tile_size, read_block, tiles_per_shard, write_block,
+from terrain.tiles.store import (check_tile_size, checksummed, read_block, tiles_per_shard, write_block,
                                  write_coordinates)
 
 from . import _plan as _plans
@@ -214,7 +214,7 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     arr = group.create_array("mst", shape=spec.shape, dtype="uint8",
                              chunks=(spec.tile, spec.tile), shards=(side, side), fill_value=0,
                              dimension_names=("y", "x"),
-                             compressors=MASK_COMPRESSORS,
+                             compressors=checksummed(MASK_COMPRESSORS),
                              config={"write_empty_chunks": False}, overwrite=True)
     arr.attrs.update({"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, SW=3"})
     return str(out_path)

@@ -93,11 +93,13 @@ def _write_store(path, labels, gt, crs):
     import zarr
 
     from terrain.io.georef import finish_store, write_georeference
+    from terrain.tiles.store import checksummed
     group = zarr.open_group(store=str(path), mode="w-", zarr_format=3)
     write_georeference(group, labels.shape, gt, crs)
     group.attrs.update({"geotransform": gt, "crs": crs})
     arr = group.create_array("watershed", shape=labels.shape, dtype="int32", fill_value=-1,
-                             chunks=(512, 512), dimension_names=("y", "x"))
+                             chunks=(512, 512), dimension_names=("y", "x"),
+                             compressors=checksummed("auto"))
     arr[:, :] = labels
     arr.attrs["meaning"] = "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata"
     finish_store(path)

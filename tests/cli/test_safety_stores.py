@@ -168,9 +168,10 @@ def test_stores_stay_readable_by_xarray_and_rioxarray(tmp_path):
                        *SYNC, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     g = zarr.open_group(str(tmp_path / "m.zarr"), mode="r")
-    codecs = [c["name"] for c in g["elevation"].metadata.to_dict()["codecs"][0][
-        "configuration"]["codecs"]]
-    assert codecs[-1] == "crc32c"
+    for name in ("elevation", "mst"):  # every raster's chunks, the forest's mask included
+        codecs = [c["name"] for c in g[name].metadata.to_dict()["codecs"][0][
+            "configuration"]["codecs"]]
+        assert codecs[-1] == "crc32c", name
     assert "terrain_shards" in g["elevation"].attrs and "terrain_shards" in g["mst"].attrs
     ds = xr.open_zarr(tmp_path / "m.zarr")
     from terrain.io import read_grid
