@@ -16,11 +16,14 @@ sources are copied into the build tree (nothing is ever written into the source 
    ``TERRAIN_NO_PRECOMPILE=1`` skips it.
 """
 
+import atexit
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
@@ -63,7 +66,7 @@ class BuildPyWithKernels(build_py):
         env.pop("NUMBA_CACHE_DIR", None)  # the cache must land beside the modules
         env.pop("NUMBA_DISABLE_JIT", None)
         try:
-            proc = subprocess.run([sys.executable, "-m", "pipelines._warmup"], cwd=build_lib,
+            proc = subprocess.run([sys.executable, "-m", "terrain._precompile"], cwd=build_lib,
                                   env=env, timeout=900)
             ok = proc.returncode == 0
         except (OSError, subprocess.SubprocessError) as e:
@@ -74,4 +77,10 @@ class BuildPyWithKernels(build_py):
                   file=sys.stderr)
 
 
-setup(cmdclass={"build_py": BuildPyWithKernels}, distclass=BinaryDistribution)
+# Build products go to a temporary folder, never into the source checkout (pip builds in
+# the source tree: setuptools' defaults would leave build/ and terrain.egg-info/ there).
+_SCRATCH = tempfile.mkdtemp(prefix="terrain-build-")
+atexit.register(shutil.rmtree, _SCRATCH, True)
+setup(cmdclass={"build_py": BuildPyWithKernels}, distclass=BinaryDistribution,
+      options={"build": {"build_base": os.path.join(_SCRATCH, "build")},
+               "egg_info": {"egg_base": _SCRATCH}})

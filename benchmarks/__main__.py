@@ -20,6 +20,8 @@ BENCHMARKS = {
     "graph-load": "benchmarks.graph_load:bench_graph_load_command",
     "cost-distance": "benchmarks.cost_distance:bench_cost_distance_command",
     "startup": "benchmarks.startup:bench_startup_command",
+    "flow": "benchmarks.flow:bench_flow_command",
+    "fill": "benchmarks.fill:bench_fill_command",
 }
 
 
@@ -93,6 +95,19 @@ def build_parser():
     b.add_argument("--repeat", type=_positive_int, default=1,
                    help="with --whole-process: run every command this many times (default 1)")
     _backend(b)
+    b = bsub.add_parser("fill", help="terrain fill vs RichDEM FillDepressions, whole "
+                        "processes, CPU seconds")
+    _grid_size(b, 4096)
+    b.add_argument("--seed", type=int, default=7, help="synthetic DEM seed (default 7)")
+    b.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="4 or 8 neighbours (default 8)")
+    b.add_argument("--richdem-python", default=None,
+                   help="the python of a venv with richdem2 and rasterio (none: terrain only)")
+    b.add_argument("--repeat", type=_positive_int, default=3, help="interleaved runs of each side")
+    b.add_argument("--workdir", default=None, help="where to keep the generated input (reused)")
+    b.add_argument("--backend", choices=("cpu", "gpu"), default="cpu", help="terrain's backend")
+    b.add_argument("--gpu-commands", action="store_true",
+                   help="print the Neuse-size GPU commands instead")
     b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
     b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
     b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs (default 3)")
@@ -129,6 +144,17 @@ def build_parser():
         b.add_argument("--no-scipy", action="store_true", help="skip scipy (graphs too big for it)")
         b.add_argument("--seed", type=int, default=1, help="generator and source seed (default 1)")
         _backend(b)
+    b = bsub.add_parser("flow", help="terrain flow vs RichDEM FlowAccumulation and GRASS "
+                        "r.terraflow, whole processes")
+    _grid_size(b, 4096)
+    b.add_argument("--seed", type=int, default=0, help="terrain synth seed (default 0)")
+    b.add_argument("--repeat", type=_positive_int, default=3, help="interleaved runs of each")
+    b.add_argument("--workdir", default=None, help="where to keep the inputs (reused)")
+    b.add_argument("--richdem-python", default="/work/peers/hydro/bin/python",
+                   help="a Python with richdem2 installed")
+    b.add_argument("--agreement", action="store_true",
+                   help="also compare directions and accumulation with the peers'")
+    _backend(b)
     b = bsub.add_parser("graph-load", help="terrain bfs on a SNAP edge list vs numpy loadtxt + "
                         "scipy, whole processes")
     b.add_argument("--scale", type=_positive_int, default=20, help="RMAT: 2**scale vertices (default 20)")

@@ -43,16 +43,16 @@ import numpy as np
 
 from terrain.backend import get_backend, gpu_available
 from terrain.errors import InputError
-from terrain.graph import FrontierCore, build_csr, diameter, largest_component, load_graph
-from terrain.graph.traversal import traverse
-
+from terrain.graph import (FrontierCore, TraversalStats, build_csr, diameter, exact_diameter,
+                           largest_component, largest_component_on, load_graph, traverse)
+from terrain.graph.frontier import ROUTES
 from terrain.graph.generators import (geometric_graph, grid_graph, rmat_graph,
                                       weighted_grid_graph, weighted_rmat_graph, write_int_rows)
 
 from .common import peak_rss_bytes
 
-__all__ = ["bench_bfs_command", "bench_diameter_command", "bfs_sweep", "bfs_profile",
-           "bench_sssp_command", "bench_mst_graph_command", "weighted_graph"]
+__all__ = ["bench_bfs_command", "bench_diameter_command", "bench_sssp_command",
+           "bench_mst_graph_command", "weighted_graph"]
 
 def _graph(args, tuples=None):
     """The benchmark's graph; for RMAT graphs and a dict ``tuples``, its generated tuples per
@@ -84,19 +84,27 @@ def _lcc_sources(graph, k, seed):
     return rng.choice(members, size=min(k, members.size), replace=False)
 
 
-def _time_terrain(core, sources, **kw):
-    """Per-source (seconds, edges, levels) of terrain BFS on ``core``."""
+def _time_terrain(core, sources, route=None):
+    """Per-source (seconds, edges, levels) of terrain BFS on ``core`` (GPU: CUDA events
+    around each traversal, after an untimed pass over the sources that compiles the kernels
+    and captures the level loop's CUDA graphs; ``route`` forces one of the GPU's level
+    loops)."""
     b = core.backend
-    traverse(core, [int(sources[0])], **kw)  # warm-up: compile, allocate
+
+    def run(s):
+        src = np.array([int(s)], np.int64)
+        return TraversalStats(*(core.ops.levels(src, route) if route else core.levels(src)))
+
+    run(sources[0])  # warm-up: compile, allocate
     out = []
     if b.is_gpu:
-        for s in sources[1:]:  # and capture the CUDA graphs of every level count
-            traverse(core, [int(s)], **kw)
+        for s in sources[1:]:
+            run(s)
         cp = b.xp
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         for s in sources:
             start.record()
-            stats = traverse(core, [int(s)], **kw)
+            stats = run(s)
             stop.record()
             stop.synchronize()
             out.append((cp.cuda.get_elapsed_time(start, stop) / 1e3, stats.edges,
@@ -104,7 +112,7 @@ def _time_terrain(core, sources, **kw):
     else:
         for s in sources:
             t0 = time.perf_counter()
-            stats = traverse(core, [int(s)], **kw)
+            stats = run(s)
             out.append((time.perf_counter() - t0, stats.edges, len(stats.level_sizes)))
     return out
 
@@ -134,80 +142,6 @@ def _graph500_runs(core, sources, runs, tuple_degrees):
     return out
 
 
-def bfs_sweep(core, sources, settings, repeats=5):
-    """GPU tuning sweep of the device level loop: for each setting (a dict of
-    :class:`FrontierCore` attributes plus optional ``alpha`` / ``beta``, Beamer's thresholds
-    of :mod:`terrain.graph.traversal`, and ``hint_round``), ``repeats`` timed passes over
-    ``sources``; prints the best and the median pass (harmonic-mean GTEPS) and returns the
-    best per setting."""
-    import importlib
-    bfs_module = importlib.import_module("terrain.graph.traversal")  # (the package exports bfs())
-    module_keys = {"alpha": "DEVICE_ALPHA", "beta": "DEVICE_BETA",
-                   "hint_round": "DEVICE_HINT_ROUND"}
-    saved = {key: getattr(core, key) for s in settings for key in s if key not in module_keys}
-    defaults = {key: getattr(bfs_module, name) for key, name in module_keys.items()}
-    best = []
-    try:
-        for setting in settings:
-            for key, value in saved.items():
-                setattr(core, key, value)
-            for key, name in module_keys.items():
-                setattr(bfs_module, name, setting.get(key, defaults[key]))
-            for key, value in setting.items():
-                if key not in module_keys:
-                    setattr(core, key, value)
-            passes = []
-            for _ in range(repeats):
-                core.device_seconds = []
-                runs = _time_terrain(core, sources)
-                device = core.device_seconds[-len(runs):]
-                core.device_seconds = None
-                secs = np.array([r[0] for r in runs])
-                edges = np.array([r[1] for r in runs], float)
-                passes.append((len(runs) / np.sum(secs / edges), float(np.mean(secs)),
-                               float(np.mean(device))))
-            passes.sort()
-            top, mid = passes[-1], passes[len(passes) // 2]
-            label = " ".join(f"{k}={v}" for k, v in setting.items()) or "defaults"
-            print(f"  {label:<58} best {top[0] / 1e9:7.1f} GTEPS {top[1] * 1e3:7.3f} ms/BFS"
-                  f" (device {top[2] * 1e3:.3f})   median {mid[0] / 1e9:7.1f}", flush=True)
-            best.append(top[0])
-    finally:
-        for key, value in saved.items():
-            setattr(core, key, value)
-        for key, name in module_keys.items():
-            setattr(bfs_module, name, defaults[key])
-    return best
-
-
-def bfs_profile(core, source):
-    """GPU: where one BFS's time goes: the device loop launched directly (no graph) with a
-    CUDA event after every kernel; prints microseconds per kernel, step by step."""
-    cp = core.backend.xp
-    traverse(core, [int(source)], loop="device")  # warm-up
-    stream = core._loop["stream"]
-    core.profile = [("start", stream.record())]
-    try:
-        stats = traverse(core, [int(source)], loop="device")
-        stream.synchronize()
-        marks = core.profile
-    finally:
-        core.profile = None
-    print(f"  profile, source {int(source)}: level sizes {stats.level_sizes}, "
-          f"operators {stats.operators}")
-    rows, row = [], []
-    for (_, a), (name, b) in zip(marks, marks[1:]):
-        if name in ("decide", "advance") and row:
-            rows.append(row)
-            row = []
-        row.append(f"{name} {cp.cuda.get_elapsed_time(a, b) * 1e3:.1f}")
-    rows.append(row)
-    for i, r in enumerate(rows):
-        print(f"    step {i}: " + ", ".join(r))
-    total = cp.cuda.get_elapsed_time(marks[0][1], marks[-1][1]) * 1e3
-    print(f"    total {total:.1f} us (direct launches)", flush=True)
-
-
 def bench_bfs_command(args):
     """``bench bfs``: terrain BFS (GPU and CPU) vs scipy breadth_first_order."""
     from scipy.sparse.csgraph import breadth_first_order
@@ -220,69 +154,27 @@ def bench_bfs_command(args):
     if want_gpu:
         gpu = get_backend("gpu")
         core = FrontierCore(graph, gpu)
-        print(f"terrain gpu ({gpu.device_name()}):")
-        core.device_seconds = []
+        route = core.ops.route()
+        print(f"terrain gpu ({gpu.device_name()}), the planner's route: {route}")
         runs = _time_terrain(core, sources)
-        _report("direction-optimising, graph loop", runs)
-        device = core.device_seconds[-len(runs):]
-        core.device_seconds = None
-        _report("  the same, device time of its launches",
-                [(d,) + r[1:] for d, r in zip(device, runs)])
+        _report(f"direction-optimising, {route} loop", runs)
         if "degrees" in tuples:
             _report("  the same, Graph500 edge count", _graph500_runs(core, sources, runs,
                                                                      tuples["degrees"]))
-        if core.graph_error:
-            print(f"  (CUDA graph capture failed, direct launches: {core.graph_error})")
-        def variant(label, **attrs):
-            saved = {key: getattr(core, key) for key in attrs}
-            for key, value in attrs.items():
-                setattr(core, key, value)
-            try:
-                _report(f"direction-optimising, graph loop, {label}", _time_terrain(core, sources))
-            finally:
-                for key, value in saved.items():
-                    setattr(core, key, value)
-
-        if core.bottomup_rows == "id":
-            t0 = time.perf_counter()
-            core.bottomup_rows = "degree"
-            core._indices_bottomup()
-            core.bottomup_rows = "id"
-            gpu.xp.cuda.get_current_stream().synchronize()
-            # Graph500 counts the set-up of degree-informed structures in every search
-            print(f"  (rows ordered by degree once per core in {time.perf_counter() - t0:.3f} s, "
-                  "not in the times below)")
-            variant("bottom-up rows by degree", bottomup_rows="degree")
-        for k in (0, 2, 4, 8):
-            if k != core.bottomup_ilp:
-                variant(f"bottom-up {k} vertices per lane in flight" if k
-                        else "bottom-up one vertex per lane (step_bottomup)", bottomup_ilp=k)
-        variant(f"{7 - core.step_launches} launches per level",
-                step_launches=7 - core.step_launches)
-        variant(f"occupancy grids {not core.occupancy_grids}",
-                occupancy_grids=not core.occupancy_grids)
-        print(f"  (grids: {core._grids or core.resident_blocks} blocks, "
-              f"{core.multiprocessors} SMs)")
-        variant(f"fused steps {not core.fused_steps}", fused_steps=not core.fused_steps)
-        _report("direction-optimising, device loop",
-                _time_terrain(core, sources, loop="device"))
-        _report("direction-optimising, host loop", _time_terrain(core, sources, loop="host"))
-        _report("top-down, graph loop", _time_terrain(core, sources, direction="top-down"))
-        for direction, variant in (("top-down", "hybrid"), ("top-down", "fused"),
-                                   ("top-down", "balanced"), ("top-down", "two-phase"),
-                                   ("auto", "fused"), ("auto", "balanced")):
-            _report(f"{direction} {variant}, host loop",
-                    _time_terrain(core, sources, direction=direction, variant=variant,
-                                  loop="host"))
+        if core.ops.graph_error:
+            print(f"  (CUDA graph capture failed, direct launches: {core.ops.graph_error})")
+        for other in ROUTES:  # the planner's check: the other route on this graph
+            if other != route:
+                _report(f"direction-optimising, {other} loop (not planned here)",
+                        _time_terrain(core, sources, route=other))
         traverse(core, [int(sources[0])])
         gpu_dist = gpu.to_numpy(core.dist)
         del core
     cpu = get_backend("cpu")
     core = FrontierCore(graph, cpu)
     if args.backend != "gpu":
-        print(f"terrain cpu ({cpu.device_name()}, Numba):")
+        print(f"terrain cpu ({cpu.device_name()}, C):")
         _report("direction-optimising", _time_terrain(core, sources))
-        _report("top-down", _time_terrain(core, sources, direction="top-down"))
     if want_gpu:
         traverse(core, [int(sources[0])])
         same = np.array_equal(gpu_dist, core.dist)
@@ -318,12 +210,10 @@ def _timed_phases(graph, backend):
     """``(result, {phase: seconds})`` of terrain's diameter of ``graph``, phase by phase:
     upload (GPU: the CSR to the device), components (labels and the largest component cut
     out, on the backend), bounding (the BFS runs and bound kernels, path included)."""
-    from terrain.graph.csr import Graph
-    from terrain.graph.eccentricity import _bound, largest_component_on
     t = {}
     t0 = time.perf_counter()
-    dev = Graph(backend.asarray(graph.indptr), backend.asarray(graph.indices), graph.ids,
-                graph.id_base, graph.name)
+    dev = type(graph)(backend.asarray(graph.indptr), backend.asarray(graph.indices),
+                      graph.ids, graph.id_base, graph.name)
     _sync(backend)
     t["upload"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -331,11 +221,7 @@ def _timed_phases(graph, backend):
     _sync(backend)
     t["components"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    core = FrontierCore(lcc, backend)
-    _sync(backend)
-    t["core"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    r = _bound(core, info, False, None)
+    r = exact_diameter(lcc, info, backend=backend)
     t["bounding"] = time.perf_counter() - t0
     return r, t
 
@@ -364,21 +250,13 @@ def bench_diameter_command(args):
             results[name] = r
             print(f"  terrain {name:<4} {label:<9} diameter {r.diameter:5d}  {r.bfs_count:6d} BFS  "
                   f"{total:9.3f} s  (upload {t['upload'] * 1e3:.1f} ms, components "
-                  f"{t['components'] * 1e3:.1f} ms, core {t['core'] * 1e3:.1f} ms, bounding "
-                  f"{t['bounding'] * 1e3:.1f} ms)  endpoints {r.endpoints}", flush=True)
+                  f"{t['components'] * 1e3:.1f} ms, bounding {t['bounding'] * 1e3:.1f} ms)  "
+                  f"endpoints {r.endpoints}", flush=True)
         t0 = time.perf_counter()
         r = diameter(lcc, backend=b)
         _sync(b)
         print(f"  terrain {name:<4} diameter(component) one call {time.perf_counter() - t0:9.3f} s",
               flush=True)
-        if b.is_gpu:  # the bounding's BFS launched directly: no CUDA graph to capture per core
-            import importlib
-            dm = importlib.import_module("terrain.graph.eccentricity")
-            dm.BOUND_LOOP = "device"
-            r, t = _timed_phases(lcc, b)
-            dm.BOUND_LOOP = None
-            print(f"  terrain gpu  component, direct launches: bounding "
-                  f"{t['bounding'] * 1e3:.1f} ms ({r.bfs_count} BFS)", flush=True)
     if len(results) == 2 and results["cpu"].diameter != results["gpu"].diameter:
         print("  cpu and gpu disagree!", file=sys.stderr)
         return 1
@@ -484,7 +362,8 @@ def bench_sssp_command(args):
     import tempfile
     from scipy.io import mmread
     from scipy.sparse.csgraph import dijkstra
-    from terrain.graph.shortest_paths import FUSE_ROUNDS, ShortestPaths
+    from terrain.graph import ShortestPaths
+    from terrain.graph.shortest_paths import FUSE_ROUNDS
     rng = np.random.default_rng(args.seed)
     graph = weighted_graph(args, rng)
     sources = _lcc_sources(graph, args.sources, args.seed)
@@ -587,7 +466,7 @@ def bench_mst_graph_command(args):
     arrays in and out; CPU twin) vs scipy's minimum_spanning_tree (Kruskal) on the same
     weighted graph; forests compared."""
     from scipy.sparse.csgraph import minimum_spanning_tree
-    from terrain.graph.mst import minimum_spanning_forest
+    from terrain.graph import minimum_spanning_forest
     rng = np.random.default_rng(args.seed)
     if args.graph == "grid":
         t0 = time.perf_counter()
@@ -607,7 +486,6 @@ def bench_mst_graph_command(args):
     if gpu_available() and args.backend != "cpu":
         gpu = get_backend("gpu")
         cp = gpu.xp
-        ok_variants = True
         minimum_spanning_forest(tiny, backend=gpu)  # compile (CUDA, Numba), threads
         cp.cuda.Device().synchronize()
         t0 = time.perf_counter()
@@ -641,21 +519,6 @@ def bench_mst_graph_command(args):
               f"over the rounds, light threshold {r.extra['light_threshold']}:")
         line("device part (CUDA events)", dev, r)
         whole_line("whole call (host CSR -> host forest)", wall, phases, r)
-        import terrain.graph.mst as mst
-        for name, value, label in (("NARROW_UPLOAD", False, "  the same, CSR up at full width"),
-                                   ("FOREST_DOWNLOAD", "copy",
-                                    "  the same, forest down into pageable arrays")):
-            default = getattr(mst, name)
-            setattr(mst, name, value)
-            try:
-                v_wall, v_phases, v, _ = whole_calls()
-            finally:
-                setattr(mst, name, default)
-            same = np.array_equal(v.edge_ids, r.edge_ids) and v.total_weight == r.total_weight
-            whole_line(label, v_wall, v_phases, v)
-            print(f"      forest == default call's: {same}")
-            ok_variants = ok_variants and same
-            del v
         line("  first call of the process (cold pools)", first, r)
         on_device = (cp.asarray(graph.indptr), cp.asarray(graph.indices),
                      None if graph.weights is None else cp.asarray(graph.weights))
@@ -671,7 +534,7 @@ def bench_mst_graph_command(args):
         line("graph on the device (CuPy in, CuPy out)", min(walls), d,
              f"  [forest == host call's: {same}]")
         del d, on_device
-        ok_device = same and ok_variants
+        ok_device = same
     else:
         ok_device = True
     cpu = get_backend("cpu")

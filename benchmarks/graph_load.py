@@ -184,8 +184,7 @@ def bench_graph_load_command(args):
           f"reached {reached_ours} and {reached_peer} vertices: "
           f"{'same' if same else 'DIFFERENT'}")
     print(f"  peer's split: {peer_split}")
-    from terrain.graph._native import threads
-    workers = threads()  # the CPUs this process may use (taskset honoured)
+    workers = len(os.sched_getaffinity(0))  # the CPUs this process may use (taskset honoured)
     (parse, parse_cpu, build, build_cpu), graph = _breakdown(path, workers)
     print(f"terrain in-process ({workers} threads, kernels loaded; wall / CPU seconds): "
           f"parse {parse:.3f} / {parse_cpu:.3f} s ({size / parse / 1e6:.0f} MB/s, "

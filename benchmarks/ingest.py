@@ -35,9 +35,9 @@ __all__ = ["bench_ingest_command", "run_bench_ingest"]
 
 def _child_terrain(input_path, store_path, tile, scheduler):
     from pipelines.ingest import ingest, ingest_on_active_scheduler
-    from terrain.io._parse import load_kernels
+    from terrain.native import load_library
     t0 = time.perf_counter()
-    load_kernels()
+    load_library()
     t1 = time.perf_counter()
     if not scheduler:  # what the command runs (no graph, or a LocalCluster for a big grid)
         ingest(input_path, store_path, tile, overwrite=True)
@@ -86,10 +86,9 @@ def _whole_processes(src, store, tile, scheduler, repeat):
     # the fixed start-up of each: imports (and, for terrain, loading the parser's library;
     # Dask and the scheduler's module only where a scheduler is named: the default path for
     # grids up to THREADS_MAX_CELLS imports neither)
-    ours_start = [sys.executable, "-c", "import pipelines.ingest_start as s; "
-                  + ("import pipelines.ingest, pipelines.cluster, dask" if scheduler
-                     else "s.import_ingest()")  # as the command imports them
-                  + "; from terrain.io._parse import load_kernels; load_kernels()"]
+    ours_start = [sys.executable, "-c", "import pipelines.ingest"
+                  + (", pipelines.cluster, dask" if scheduler else "")  # as the command does
+                  + "; from terrain.native import load_library; load_library()"]
     peer_start = [sys.executable, "-c", "import rasterio"]
     runs = {"terrain": [], "rasterio": [], "terrain start-up": [], "rasterio start-up": []}
     for _ in range(repeat):

@@ -5,8 +5,7 @@ a shard) is written into a tile store under ``--workdir`` (reused when present).
 
 * terrain: the ``mst`` pipeline, store -> written mask, on the CPU and, when present, the GPU
   (``--backend`` picks one); Mcells/s, per-phase task seconds, bytes read and written;
-* tile Borůvka alone on one shard's tiles (edges/s, warm, synchronised); on the GPU also with
-  32- and 64-bit keys, on the DEM and on the DEM rounded to integers (which fits 32 bits);
+* tile Borůvka alone (the CPU's tiled path) on one shard's tiles (edges/s, warm);
 * scipy: ``grid_edges`` -> ``csr_matrix`` -> ``minimum_spanning_tree`` on the whole grid
   (building the sparse matrix included; skipped with ``--no-scipy``), and its total weight
   next to ours as a check;
@@ -27,25 +26,15 @@ import numpy as np
 
 from terrain.backend import get_backend, gpu_available
 from terrain.errors import InputError
-from terrain.grid._boruvka import boruvka_tiles, weight_ranks
+from terrain.grid import boruvka_tiles
 from terrain.grid.edges import grid_edges, horizontal_lengths, weight_model_code
 from terrain.tiles import create_store, is_store, open_store
 
 from .common import peak_rss_bytes
+from .mst_ecl import relief
 from pipelines.mst import run_mst
 
 __all__ = ["bench_mst_command", "synthetic_store"]
-
-
-def _relief(r0, r1, c0, c1, seed):
-    """Smooth relief + noise over rows r0:r1, cols c0:c1 (continuous across blocks)."""
-    y = np.arange(r0, r1, dtype=np.float64)[:, None]
-    x = np.arange(c0, c1, dtype=np.float64)[None, :]
-    z = (500 + 200 * np.sin(x / 311.0) * np.cos(y / 487.0) + 60 * np.sin((x + 2 * y) / 53.0)
-         + 15 * np.cos((3 * x - y) / 17.0))
-    rng = np.random.default_rng([seed, r0, c0])
-    z += rng.normal(0.0, 2.0, z.shape)
-    return z.astype(np.float32)
 
 
 def synthetic_store(path, rows, cols, tile, seed=0):
@@ -61,7 +50,7 @@ def synthetic_store(path, rows, cols, tile, seed=0):
     store = create_store(tmp, (rows, cols), tile, geotransform=(0, 10.0, 0, rows * 10.0, 0, -10.0),
                          source="bench-synthetic")
     for (r0, r1, c0, c1) in store.shard_windows():
-        store.elevation[r0:r1, c0:c1] = _relief(r0, r1, c0, c1, seed)
+        store.elevation[r0:r1, c0:c1] = relief(r0, r1, c0, c1, seed)
     os.replace(tmp, path)
     return open_store(path)
 
@@ -80,60 +69,22 @@ def _shard_batch(store):
     return np.ascontiguousarray(z.reshape(nr, T, nc, T).transpose(0, 2, 1, 3).reshape(-1, T, T))
 
 
-def _timed(fn, be):
-    """Mean seconds of ``fn()`` (warm, synchronised; at least 3 runs and 0.5 s)."""
-    fn()  # warm-up / compile
-    sync = be.xp.cuda.Device().synchronize if be.is_gpu else (lambda: None)
-    sync()
+def _boruvka_rate(store, connectivity):
+    """Edges/s of tile Borůvka (the CPU's tiled path) on one shard's tiles, warm."""
+    batch = _shard_batch(store)
+    edges = sum(len(grid_edges(t, connectivity)[0]) for t in batch)
+    hlen = horizontal_lengths(store.cellsize)
+
+    def run():
+        return boruvka_tiles(batch, connectivity, weight_model_code("max"), hlen, "cpu")
+
+    run()  # compiled or loaded from the cache
     reps, t0 = 0, time.perf_counter()
     while reps < 3 or time.perf_counter() - t0 < 0.5:
-        fn()
-        sync()
+        run()
         reps += 1
-    return (time.perf_counter() - t0) / reps
-
-
-def _boruvka_rate(store, connectivity, backend, key_bits="auto", batch=None, edges=None):
-    """Edges/s of tile Borůvka on one shard's tiles (warm, synchronised)."""
-    be = get_backend(backend)
-    batch = _shard_batch(store) if batch is None else batch
-    if edges is None:
-        edges = sum(len(grid_edges(t, connectivity)[0]) for t in batch)
-    hlen = horizontal_lengths(store.cellsize)
-    data = be.asarray(batch) if be.is_gpu else batch
-    dt = _timed(lambda: boruvka_tiles(data, connectivity, weight_model_code("max"), hlen, be,
-                                      key_bits=key_bits), be)
+    dt = (time.perf_counter() - t0) / reps
     return edges / dt, len(batch), dt
-
-
-def _key_width_report(store, connectivity, backend):
-    """Tile Borůvka with 32- and 64-bit keys (GPU): the float DEM and the same rounded to integers.
-
-    The float shard does not fit 32 bits at tile 512 ("auto" pays the first tile's ranking and
-    takes 64); the integer one does. Also times the ranking alone and the sort a "full rank"
-    key (each edge's rank in its tile's (weight, index) order, always 32 bits) would need.
-    """
-    be = get_backend(backend)
-    xp = be.xp
-    flt = _shard_batch(store)
-    edges = sum(len(grid_edges(t, connectivity)[0]) for t in flt)  # same for both batches
-    rows = {}
-    for label, batch in (("float", flt), ("integer", np.round(flt))):
-        for bits in ("auto", 64, 32):
-            try:
-                rate, _, dt = _boruvka_rate(store, connectivity, backend, bits, batch, edges)
-            except InputError:
-                continue  # 32 bits would be lossy for this batch
-            rows[f"{label} {bits}"] = (rate, dt)
-    data = be.asarray(np.round(flt))
-    rows["integer: ranking alone"] = (None, _timed(lambda: weight_ranks(
-        data.reshape(data.shape[0], -1), xp), be))
-    keys = xp.arange(4 * data.size, dtype=xp.uint64)[::-1].copy()
-    rows["full-rank key: argsort of 4n uint64"] = (None, _timed(lambda: xp.argsort(keys), be))
-    print(f"  key widths ({len(flt)} tiles of {store.tile}²): " + "; ".join(
-        f"{k} {dt * 1e3:.2f} ms" + (f" ({r / 1e9:.2f} G edges/s)" if r else "")
-        for k, (r, dt) in rows.items()))
-    return {k: dt for k, (r, dt) in rows.items()}
 
 
 def _scheduler_report(store, out, connectivity, backend, rounds=3):
@@ -222,7 +173,7 @@ def bench_mst_command(args):
         s = run_mst(store.path, out, connectivity=conn, backend=name,
                     scheduler=args.scheduler or "local", overwrite=True)
         dt = time.perf_counter() - t0
-        rate, ntiles, bdt = _boruvka_rate(store, conn, name)
+        rate, ntiles, bdt = _boruvka_rate(store, conn)
         total_ours = s["total_weight"]
         io = s["read_bytes"] + s["written_bytes"]
         print(f"terrain {name:4s} ({be.device_name()}): {dt:7.2f} s store->written MST, "
@@ -236,8 +187,6 @@ def bench_mst_command(args):
         print(f"  forest: {s['edges']} edges, {s['trees']} trees, weight {s['total_weight']:.10g}")
         record["runs"][name] = {"seconds": dt, "mcells_per_s": cells / dt / 1e6,
                                 "boruvka_edges_per_s": rate, "device": be.device_name(), **s}
-        if be.is_gpu:
-            record["runs"][name]["key_widths_s"] = _key_width_report(store, conn, name)
         if not args.scheduler:
             record["runs"][name]["schedulers"] = _scheduler_report(store, out, conn, name)
         shutil.rmtree(out, ignore_errors=True)

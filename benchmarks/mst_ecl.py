@@ -36,7 +36,7 @@ from terrain.errors import InputError
 from terrain.grid.mst import grid_mst
 from terrain.grid.mst_device import device_mst
 
-__all__ = ["bench_mst_ecl", "write_egr", "build_ecl"]
+__all__ = ["bench_mst_ecl", "write_egr", "build_ecl", "relief"]
 
 _NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
 _NB_DC = np.array([1, 0, 1, -1, -1, 0, -1, 1], np.int64)
@@ -159,10 +159,19 @@ def run_ecl(exe, egr, prints_weight=True, timeout=600):
     return dev, weight, gpu
 
 
-def _integer_dem(side, seed=0):
-    from .mst import _relief
+def relief(r0, r1, c0, c1, seed):
+    """Smooth relief + noise over rows r0:r1, cols c0:c1 (continuous across blocks)."""
+    y = np.arange(r0, r1, dtype=np.float64)[:, None]
+    x = np.arange(c0, c1, dtype=np.float64)[None, :]
+    z = (500 + 200 * np.sin(x / 311.0) * np.cos(y / 487.0) + 60 * np.sin((x + 2 * y) / 53.0)
+         + 15 * np.cos((3 * x - y) / 17.0))
+    rng = np.random.default_rng([seed, r0, c0])
+    z += rng.normal(0.0, 2.0, z.shape)
+    return z.astype(np.float32)
 
-    return np.round(_relief(0, side, 0, side, seed)).astype(np.float32)
+
+def _integer_dem(side, seed=0):
+    return np.round(relief(0, side, 0, side, seed)).astype(np.float32)
 
 
 def _device_seconds(z_dev, be, reps=5):

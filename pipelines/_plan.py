@@ -1,27 +1,25 @@
-"""``--dry-run``: what an ``ingest``, ``mst`` or ``cost-distance`` run would do, and whether
-the disk can hold it.
+"""``--dry-run``: what a command's run would do, and whether the disk can hold it.
 
-One planner for every command: :func:`build_plan` checks the paths (as the run does, before
-any work), reads the input's header only (nothing else is read), lays out the tile store
-(:func:`terrain.tiles.store.tiles_per_shard`, the quadtree levels), then asks the command's
-part (:data:`PLANNERS`) for what differs: tasks, backend, the bytes a task and a worker hold,
-and the bytes written to the output and to the partial output. :func:`build_plan` adds the
-free space of the output's file system; :func:`dry_run_command` prints the plan and refuses
-the run (exit 2) when the output's file system has less free space than the estimate.
+One planner for every command that writes a store. A command module registers its part with
+:func:`register` (its ``plan(plan, grid, args, inp, out)`` function, its default output and
+its other paths); this module imports no command module. :func:`build_plan` checks the paths
+(as the run does, before any work), reads the input's header only (nothing else is read),
+lays out the tile store (:func:`terrain.tiles.store.tiles_per_shard`, the quadtree levels),
+then asks the command's part for what differs: tasks, backend, the bytes a task and a worker
+hold, and the bytes written to the output and to the partial output. :func:`build_plan` adds
+the free space of the output's file system; :func:`dry_run_command` prints the plan and
+refuses the run (exit 2) when the output's file system has less free space than the estimate.
 
-For ``ingest`` and ``mst`` the Dask graph itself is built, not run (building writes
-nothing), so their task count is the real one. ``mst``'s path (text in core, text streamed,
-in core, super-tiles, tiles; with ``--gpus N``, on GPU 0 of N or spread) is the run's own
-decision, :func:`pipelines.mst.mst_route`, asked the same questions (the text paths build no
-task graph: 0 tasks). A command module registers its own part (:func:`register`;
-``cost-distance``: :func:`pipelines.cost_distance.plan_cost_distance`).
+Commands whose run is a Dask graph build it, not run it (building writes nothing), so their
+task count is the real one; ``mst``'s route is the run's own decision
+(:func:`pipelines.mst.mst_route`, asked the same questions).
 
 Sizes are estimates from measured ratios, stated as such (:data:`STORED_BYTES_PER_CELL`;
-synthetic fractal terrain, ``synth``, 2-core VM):
+synthetic fractal terrain, ``synth``):
 
 * ``elevation`` (and any raster ingested on the way, such as a friction raster):
   Blosc LZ4 keeps about 0.64 of float32 on terrain (2.6 bytes a cell; synthetic 3000²,
-  2048²: 2.5; docs/benchmarks.md has 0.57 on real grids);
+  2048²: 2.5; about 0.57 on real grids);
 * ``mst`` forest mask: Blosc LZ4 after a bit shuffle keeps about 0.46 bytes a cell of the
   uint8 mask on synthetic relief (0.5 is used; zstd, the codec before, kept 0.22-0.35);
 * memory per task: an ingest band task holds its band as float32 plus one text block; an
@@ -32,6 +30,7 @@ synthetic fractal terrain, ``synth``, 2-core VM):
 
 Examples
 --------
+>>> import pipelines.ingest  # registers its part
 >>> plan = build_plan("ingest", _Args(input="data/sample.asc", output="s.zarr"))
 >>> plan["output"], plan["output_bytes"] > 0
 ('s.zarr', True)
@@ -47,7 +46,7 @@ from terrain.io.outputs import check_outputs, real_path
 from terrain.errors import InputError
 
 __all__ = ["build_plan", "dry_run_command", "format_bytes", "register", "PLANNERS",
-           "STORED_BYTES_PER_CELL"]
+           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes"]
 
 #: stored bytes a cell of each layer (module docstring: measured ratios)
 STORED_BYTES_PER_CELL = {"elevation": 2.6, "mst": 0.5}
@@ -83,7 +82,8 @@ def format_bytes(n):
         n /= 1024
 
 
-def _task_count(delayed):
+def task_count(delayed):
+    """The number of tasks of a Dask graph (built, not run)."""
     from ._resume import graph_dict
     return len(graph_dict(delayed))
 
@@ -108,98 +108,29 @@ def _open_header(inp, tile, stores):
             "from_store": False}
 
 
-def _band_task_bytes(grid):
+def band_task_bytes(grid):
     """An ingest band task: a band of shard rows as float32 plus one block of text."""
     rows, cols = grid["shape"]
     return min(grid["tile"] * grid["tiles_per_shard"], rows) * cols * 4 + TEXT_BLOCK_BYTES
 
 
-def _ingest_bytes(grid):
+def ingest_bytes(grid):
     """Stored bytes of an ingested raster (``elevation``) of ``grid``'s shape."""
     rows, cols = grid["shape"]
     return rows * cols * ELEVATION_BYTES_PER_CELL
 
 
-# ----------------------------------------------------------------------------- per command
-# planner(plan, grid, args, inp, out) -> dict: tasks, backend, memory_per_task_bytes,
-# memory_per_worker_bytes, output_bytes, partial_extra_bytes (the plan's own keys are
-# read, not changed: rows, cols, cells, shards, threads_per_worker)
-
-def _plan_ingest(plan, grid, args, inp, out):
-    from ._resume import run_key
-    from .ingest import build_ingest_graph
-    key = run_key("ingest", [inp], grid["tile"], None)
-    from .ingest import bands_at_once
-    per_task = _band_task_bytes(grid)
-    return {"tasks": _task_count(build_ingest_graph(inp, partial_path(out, key), grid["tile"])),
-            "backend": "cpu (text parser / GDAL)", "memory_per_task_bytes": per_task,
-            # the band tasks in flight are bounded by a host budget, not the threads
-            "memory_per_worker_bytes": per_task * bands_at_once(per_task,
-                                                                plan["threads_per_worker"]),
-            "output_bytes": _ingest_bytes(grid), "partial_extra_bytes": plan["shards"] * 64}
-
-
-def _plan_mst(plan, grid, args, inp, out):
-    from terrain.backend import get_backend
-    from terrain.grid.mst import MSTSpec
-
-    from ._resume import run_key
-    from .mst import build_mst_graph
-    shape, tile, shard = grid["shape"], grid["tile"], grid["tiles_per_shard"]
-    spec = MSTSpec(shape, tile, int(args.connectivity), args.weight,
-                   tuple(float(c) for c in grid["cellsize"]))
-    partial = partial_path(out, run_key("mst", [inp], spec))
-    upstream = None
-    if not grid["from_store"]:
-        from .ingest import build_ingest_graph
-        upstream = build_ingest_graph(inp, partial, tile)
-    graph = build_mst_graph(inp if grid["from_store"] else partial, partial, spec, shard, "cpu",
-                            upstream)
-    side = min(tile * shard, max(shape))
-    edges = args.connectivity // 2
-    per_task = max(0 if grid["from_store"] else _band_task_bytes(grid),
-                   side * side * (4 + 1 + edges * EDGE_BYTES))
-    out_bytes = (0 if grid["from_store"] else _ingest_bytes(grid)) + plan["cells"] * MASK_BYTES_PER_CELL
-    extra = plan["shards"] * 64 + plan["shards"] * 4 * side * EDGE_BYTES * 2
-    from .cluster import gpu_count, gpu_count_backend
-    from .mst import mst_route
-    gpus = getattr(args, "gpus", None)
-    scheduler = getattr(args, "scheduler", None)
-    be = get_backend(gpu_count_backend(gpus, args.backend, inp, scheduler))
-    # the run's own decision (pipelines.mst.mst_route), asked the same questions
-    route = mst_route(inp, spec, be, scheduler, "auto", gpu_count(gpus),
-                      getattr(args, "resume", False))
-    where = ""
-    if route.gpus:
-        where = (f", {route.gpus} GPU workers" if route.workers
-                 else f", GPU 0 of {route.gpus}")
-    return {"tasks": _task_count(graph) if route.graph else 0,
-            "path": route.path, "route": route.describe(), "gpus_used": route.gpus_used,
-            **({"note": route.note} if route.note else {}),
-            "backend": be.name + where,
-            "memory_per_task_bytes": per_task,
-            "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
-            "output_bytes": out_bytes, "partial_extra_bytes": extra,
-            "other_outputs_bytes": plan["cells"] * MASK_BYTES_PER_CELL
-            if getattr(args, "geotiff", None) else 0}
-
-
-def _mst_output(inp, args):
-    from .mst import default_output
-    return default_output(inp)
-
-
-#: command -> (planner, default output(input, args) or None, other paths(args))
-PLANNERS = {
-    "ingest": (_plan_ingest, None, lambda args: ([], [])),
-    "mst": (_plan_mst, _mst_output, lambda args: ([], [getattr(args, "geotiff", None)])),
-}
+#: command -> (planner, default output(input, args) or None, other paths(args)); filled by
+#: :func:`register`
+PLANNERS = {}
 
 
 def register(command, planner, default_output=None, paths=None):
-    """Make ``command``'s ``--dry-run`` plan with ``planner(plan, grid, args, inp, out)``;
-    ``default_output(inp, args)``: the output when none is given; ``paths(args)``:
-    ``(inputs besides INPUT, outputs besides OUT)``."""
+    """Make ``command``'s ``--dry-run`` plan with ``planner(plan, grid, args, inp, out)``,
+    which returns a dict: tasks, backend, memory_per_task_bytes, memory_per_worker_bytes,
+    output_bytes, partial_extra_bytes (the plan's own keys are read, not changed: rows, cols,
+    cells, shards, threads_per_worker). ``default_output(inp, args)``: the output when none
+    is given; ``paths(args)``: ``(inputs besides INPUT, outputs besides OUT)``."""
     PLANNERS[command] = (planner, default_output, paths or (lambda args: ([], [])))
 
 

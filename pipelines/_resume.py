@@ -4,7 +4,7 @@ Dask strategy
 -------------
 :func:`checkpointed` rewrites a built task graph: every task whose name starts with one
 of the given prefixes runs through :func:`run_checkpointed`, which returns the task's
-result from ``PARTIAL/.terrain-checkpoints/KEY.pkl`` when that file exists, and otherwise
+result from ``PARTIAL/.terrain-checkpoints/KEY.npz`` when that file exists, and otherwise
 runs the task and writes the file (beside, then renamed: a checkpoint is whole or absent)
 *after* the task's own writes into the store. Big graphs wrap their tasks at construction
 instead (:class:`pipelines.quadtree.TaskGraph`); :func:`checkpointed` then only counts them. So a checkpoint means "this task's data is in
@@ -19,19 +19,39 @@ removed (:func:`drop_checkpoints`) before the partial is renamed into place.
 
 Why not Dask's own persistence: results held by a cluster die with it; graphchain-like
 caches are keyed on code and data we do not control. The files here are a few per shard.
+
+A checkpoint cannot run code
+----------------------------
+The partial's name derives from the input's path, size and mtime, so anyone who can stat
+the input and write the output's folder can plant files in it. Checkpoints are therefore
+data only (:func:`save_result`, :func:`load_result`): an ``.npz`` archive read with
+``allow_pickle=False``, whose ``__tree__`` member is JSON describing the result's
+structure -- None, bools, numbers, strings, lists, tuples, dicts, NumPy arrays and scalars
+(not of object dtype), and dataclasses of terrain's own modules, rebuilt field by field
+without calling any constructor. No pickle is ever loaded (a ``.pkl`` left by an older run
+is ignored); a checkpoint that does not decode is treated as absent: its task runs again.
+A result of another type is returned but not checkpointed.
 """
 
+import base64
+import dataclasses
 import hashlib
+import importlib
+import json
 import os
-import pickle
+import re
 import shutil
 import uuid
+import zipfile
 from pathlib import Path
+
+import numpy as np
 
 from terrain.io.outputs import input_identity
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
-           "graph_dict", "run_checkpointed", "checkpoint_file"]
+           "graph_dict", "run_checkpointed", "checkpoint_file", "save_result", "load_result",
+           "NotCheckpointable"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
 
@@ -55,22 +75,152 @@ def _key_name(key):
 
 
 def checkpoint_file(key):
-    """The checkpoint's file name of task ``key`` (``('a', 1, 2)`` -> ``a.1.2.pkl``)."""
+    """The checkpoint's file name of task ``key`` (``('a', 1, 2)`` -> ``a.1.2.npz``)."""
     parts = [str(p) for p in (key if isinstance(key, tuple) else (key,))]
-    return ".".join(parts) + ".pkl"
+    return ".".join(parts) + ".npz"
+
+
+class NotCheckpointable(TypeError):
+    """A task result holding a type :func:`save_result` does not write."""
+
+
+_TREE = "__tree__"
+# dataclasses rebuilt from a checkpoint: those of terrain's own modules, by a plain name
+_CLASS = re.compile(r"terrain(\.[A-Za-z_]\w*)+:[A-Za-z_]\w*")
+
+
+def _encode(value, arrays):
+    """``value`` as JSON, its arrays added to ``arrays`` (name -> array)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, float)) and type(value) in (int, float):
+        return value
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype.hasobject:
+            raise NotCheckpointable(f"array of {arr.dtype}")
+        name = f"a{len(arrays)}"
+        arrays[name] = arr
+        return {"a" if isinstance(value, np.ndarray) else "s": name}
+    if isinstance(value, bytes):
+        return {"b": base64.b64encode(value).decode()}
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return {"t": [_encode(v, arrays) for v in value]}
+    if isinstance(value, list):
+        return {"l": [_encode(v, arrays) for v in value]}
+    if isinstance(value, dict) and type(value) is dict:
+        return {"d": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        cls = type(value)
+        name = f"{cls.__module__}:{cls.__qualname__}"
+        if not _CLASS.fullmatch(name):
+            raise NotCheckpointable(name)
+        return {"c": name, "f": {f.name: _encode(getattr(value, f.name), arrays)
+                                 for f in dataclasses.fields(cls)}}
+    raise NotCheckpointable(type(value).__qualname__)
+
+
+def _decode(tree, arrays):
+    if not isinstance(tree, dict):
+        return tree
+    if "c" in tree:
+        tag, body = "c", tree
+    elif len(tree) == 1:
+        (tag, body), = tree.items()
+    else:
+        raise ValueError(f"unknown node {sorted(tree)}")
+    if tag == "a":
+        return arrays[body]
+    if tag == "s":
+        return arrays[body][()]
+    if tag == "b":
+        return base64.b64decode(body)
+    if tag == "t":
+        return tuple(_decode(v, arrays) for v in body)
+    if tag == "l":
+        return [_decode(v, arrays) for v in body]
+    if tag == "d":
+        return {_hashable(_decode(k, arrays)): _decode(v, arrays) for k, v in body}
+    if tag == "c":
+        name = body["c"]
+        if not _CLASS.fullmatch(name):
+            raise ValueError(f"class {name!r}")
+        module, qualname = name.split(":")
+        cls = getattr(importlib.import_module(module), qualname)
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise ValueError(f"{name} is not a dataclass")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        if set(body["f"]) != fields:
+            raise ValueError(f"{name}: fields {sorted(body['f'])}")
+        obj = object.__new__(cls)  # no constructor runs; frozen dataclasses too
+        for key, v in body["f"].items():
+            object.__setattr__(obj, key, _decode(v, arrays))
+        return obj
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def _hashable(key):
+    if isinstance(key, list):
+        return tuple(_hashable(k) for k in key)
+    return key
+
+
+def save_result(path, value):
+    """Write ``value`` to ``path`` as a checkpoint that holds data only (module docstring:
+    an ``.npz`` without pickles); :class:`NotCheckpointable` for a type it does not hold.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "c.npz"
+    >>> save_result(p, {"n": 3, ("a", 1): (np.arange(3), np.float32(2.5), None)})
+    >>> load_result(p)
+    {'n': 3, ('a', 1): (array([0, 1, 2]), np.float32(2.5), None)}
+    """
+    arrays = {}
+    tree = _encode(value, arrays)
+    arrays[_TREE] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def load_result(path):
+    """The value :func:`save_result` wrote to ``path``. Never unpickles: an archive member
+    that needs a pickle (an object array) is refused with ``ValueError``, as is anything
+    that is not such a checkpoint."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile) or _TREE not in z.files:
+                raise ValueError(f"{path}: not a checkpoint")
+            arrays = {name: z[name] for name in z.files}
+        tree = json.loads(arrays.pop(_TREE).tobytes().decode())
+        return _decode(tree, arrays)
+    except (OSError, KeyError, TypeError, AttributeError, ImportError, zipfile.BadZipFile,
+            UnicodeDecodeError, EOFError, RecursionError) as e:
+        raise ValueError(f"{path}: not a checkpoint ({e})") from None
 
 
 def run_checkpointed(path, func, *args, **kwargs):
-    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run."""
+    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run.
+
+    A checkpoint that does not decode (damaged, or not one of ours) is ignored: the task
+    runs again, which is safe because every checkpointed task is idempotent.
+    """
     path = Path(path)
     if path.is_file():
-        with open(path, "rb") as f:
-            return pickle.load(f)
+        try:
+            return load_result(path)
+        except ValueError:
+            pass
     result = func(*args, **kwargs)
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb") as f:
-        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        save_result(tmp, result)
+    except NotCheckpointable:  # returned, not kept: a resumed run redoes this task
+        tmp.unlink(missing_ok=True)
+        return result
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     return result
 
@@ -132,10 +282,14 @@ def checkpointed(delayed, partial, prefixes):
 
 def prepare_resume(partial):
     """Before a resumed run: drop a partial holding no checkpoint (nothing to reuse, and a
-    half-created store would stop the run). Returns True when something is reused."""
+    half-created store would stop the run), and the half-written files of writers the kill
+    stopped (shards are written beside and renamed, :func:`terrain.tiles.write_shard`).
+    Returns True when something is reused."""
+    from terrain.tiles import sweep_partial_files
     partial = Path(partial)
     folder = partial / CHECKPOINT_DIR
-    if folder.is_dir() and any(folder.glob("*.pkl")):
+    if folder.is_dir() and any(folder.glob("*.npz")):
+        sweep_partial_files(partial)
         return True
     if partial.is_dir():
         shutil.rmtree(partial, ignore_errors=True)
@@ -145,5 +299,9 @@ def prepare_resume(partial):
 
 
 def drop_checkpoints(partial):
-    """Remove the checkpoints from a finished partial output (before its rename)."""
+    """Remove the checkpoints from a finished partial output (before its rename), and any
+    half-written shard file a lost worker left (its task ran again elsewhere)."""
+    from terrain.tiles import sweep_partial_files
     shutil.rmtree(Path(partial) / CHECKPOINT_DIR, ignore_errors=True)
+    if Path(partial).is_dir():
+        sweep_partial_files(partial)

@@ -1,4 +1,4 @@
-"""``terrain batch ingest|mst|cost-distance INPUTS... -o OUTDIR``: one command over many
+"""``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
 rasters, one cluster.
 
 Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
@@ -41,12 +41,13 @@ import sys
 import time
 from pathlib import Path
 
-from terrain.io.outputs import atomic_output
+from terrain.io.outputs import atomic_output, hold_lock
 from terrain.io.outputs import input_identity, real_path
 from terrain.errors import InputError
 from terrain.tiles.store import check_tile_size
 
-from .cluster import LOCAL_SCHEDULERS, gpu_count_backend, open_scheduler
+from .cluster import (LOCAL_SCHEDULERS, check_inputs_on_workers, gpu_count_backend,
+                      open_scheduler, remote_input)
 
 __all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
 
@@ -74,10 +75,16 @@ def _run_mst(inp, out, args, scheduler):
 
 def _per_file(template, inp):
     """A path option for one input: ``{stem}`` in it becomes the input's file stem (one
-    friction raster per DEM), else the same file for every input."""
+    friction raster per DEM), else the same file for every input (absolute on a cluster
+    given by address: :func:`pipelines.cluster.remote_input`)."""
     if template is None:
         return None
-    return str(template).replace("{stem}", Path(inp).stem)
+    return remote_input(str(template).replace("{stem}", Path(inp).stem))
+
+
+def _side_files(args, inp):
+    """The other files one input's run reads (cost-distance: friction, sources)."""
+    return [_per_file(getattr(args, name, None), inp) for name in ("friction", "sources")]
 
 
 def _run_cost_distance(inp, out, args, scheduler):
@@ -121,6 +128,11 @@ def _file_params(command, args, inp):
         return {"tile": args.tile}
     if command == "mst":
         return {"tile": args.tile, "connectivity": args.connectivity, "weight": args.weight}
+    if command == "fill":
+        return {"tile": args.tile, "connectivity": args.connectivity}
+    if command == "flow":
+        return {"tile": args.tile, "connectivity": args.connectivity,
+                "filled": getattr(args, "filled", False)}
     files = {name: _per_file(getattr(args, name), inp) for name in ("friction", "sources")}
     return {"source": list(args.source or ()), "source_cell": list(args.source_cell or ()),
             "start_cost": args.start_cost, "cost": args.cost,
@@ -129,16 +141,44 @@ def _file_params(command, args, inp):
                for name, path in files.items()}}
 
 
+def _run_fill(inp, out, args, scheduler):
+    from .fill import run_fill
+    s = run_fill(inp, out, tile=args.tile, connectivity=args.connectivity,
+                 backend=args.backend, scheduler=scheduler, overwrite=args.overwrite)
+    return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
+
+
+def _check_fill(args):
+    if args.connectivity not in (4, 8):
+        raise InputError(f"batch fill: connectivity {args.connectivity}: must be 4 or 8")
+
+
+def _run_flow(inp, out, args, scheduler):
+    from .flow import run_flow
+    s = run_flow(inp, out, tile=args.tile, connectivity=args.connectivity,
+                 filled=getattr(args, "filled", False), backend=args.backend,
+                 scheduler=scheduler, overwrite=args.overwrite)
+    return {k: s[k] for k in ("rows", "cols", "cells", "outlet_cells", "max_accumulation")}
+
+
+def _check_flow(args):
+    if args.connectivity not in (4, 8):
+        raise InputError(f"batch flow: connectivity {args.connectivity}: must be 4 or 8")
+
+
 # command -> (runner(input, output, args, scheduler) -> summary dict, output suffix)
 RUNNERS = {
     "ingest": (_run_ingest, ".zarr"),
     "mst": (_run_mst, ".mst.zarr"),
     "cost-distance": (_run_cost_distance, ".cost.zarr"),
+    "fill": (_run_fill, ".fill.zarr"),
+    "flow": (_run_flow, ".flow.zarr"),
 }
 # the commands that take --gpus (the batch's GPU workers serve each file)
 GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
-CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance}
+CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance, "fill": _check_fill,
+          "flow": _check_flow}
 
 
 def _is_manifest(path):
@@ -183,13 +223,41 @@ def expand_inputs(specs):
 
 
 def _output_names(files, outdir, suffix):
-    """``OUTDIR/STEM+suffix``; the full name where two inputs share a stem."""
-    stems = [f.stem for f in files]
-    return [outdir / ((f.stem if stems.count(f.stem) == 1 else f.name) + suffix) for f in files]
+    """``OUTDIR/STEM+suffix``, unique and the same on every run of the same inputs: where
+    stems clash (``a.asc`` and ``a.tif``) the file name, and where names clash too
+    (``d1/a.asc`` and ``d2/a.asc``, which once shared one output: the second replaced the
+    first) ``STEM-HASH``, HASH from the file's resolved path. Compared without case (a
+    case-insensitive file system would merge ``A.asc`` and ``a.asc``).
+
+    >>> [p.name for p in _output_names([Path("d1/a.asc"), Path("d2/a.asc"), Path("b.tif")],
+    ...                                Path("out"), ".mst.zarr")]  # doctest: +ELLIPSIS
+    ['a-....mst.zarr', 'a-....mst.zarr', 'b.mst.zarr']
+    """
+    import hashlib
+
+    def count(names):
+        folded = [n.casefold() for n in names]
+        return [folded.count(n) for n in folded]
+
+    stems, names = [f.stem for f in files], [f.name for f in files]
+    out = []
+    for f, n_stem, n_name in zip(files, count(stems), count(names)):
+        if n_stem == 1:
+            base = f.stem
+        elif n_name == 1:
+            base = f.name
+        else:
+            base = f"{f.stem}-{hashlib.sha256(str(real_path(f)).encode()).hexdigest()[:8]}"
+        out.append(outdir / (base + suffix))
+    return out
 
 
-def _write_manifest(outdir, command, rows):
+def _write_manifest(outdir, command, rows, earlier=()):
+    """``manifest.json`` (this batch's rows, and ``earlier``: the rows of earlier batches
+    into the folder whose outputs are still there) and ``manifest.csv`` (this batch's)."""
     doc = {"command": command, "files": rows}
+    if earlier:
+        doc["earlier"] = list(earlier)
     with atomic_output(outdir / "manifest.json", overwrite=True,
                        notify=lambda message: None) as tmp:
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -203,12 +271,34 @@ def _write_manifest(outdir, command, rows):
 
 
 def _previous(outdir):
-    """input path -> row of the last run's manifest (empty when there is none)."""
+    """input path -> row of the last run's manifest, its own files and those it kept of the
+    batches before (empty when there is none)."""
     try:
         doc = json.loads((outdir / "manifest.json").read_text())
-        return {row["input"]: row for row in doc.get("files", [])}
+        rows = list(doc.get("earlier", [])) + list(doc.get("files", []))
+        return {row["input"]: row for row in rows if isinstance(row, dict) and "input" in row}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
+
+
+def _owners(previous):
+    """output path -> the resolved input whose result it holds, by the earlier manifests
+    (outputs that still exist)."""
+    out = {}
+    for row in previous.values():
+        output = row.get("real_output") or row.get("output")
+        source = row.get("real_input") or row.get("input")
+        if row.get("status") in ("done", "skipped") and output and Path(output).exists():
+            out[str(real_path(output))] = source
+    return out
+
+
+def _other_owner(owners, inp, out):
+    """The earlier input whose result ``out`` holds, when it is not ``inp``; else None."""
+    source = owners.get(str(real_path(out)))
+    if source is None or source == str(real_path(inp)):
+        return None
+    return source
 
 
 def _check_outdir(outdir, files):
@@ -258,43 +348,77 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     check_tile_size(args.tile)  # shared by every file: refused once, not once a file
     outdir = _check_outdir(outdir, files)
     outputs = _output_names(files, outdir, suffix)
-    previous = _previous(outdir)
-    rows = []
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
     t_batch = time.perf_counter()
     # mst's files run on GPU 0 of the GPUs (pipelines.mst.mst_route): no worker per GPU
     with open_scheduler(scheduler, gpus=None if command == "mst" else gpus):
+        made = not outdir.exists()
         _prepare_outdir(outdir)  # once the scheduler answered: a bad address leaves no folder
-        for n, (inp, out) in enumerate(zip(files, outputs), 1):
-            ident = list(input_identity(inp))
-            params = _file_params(command, args, inp)
-            row = {"input": str(inp), "output": str(out), "identity": ident, "params": params}
-            before = previous.get(str(inp), {})
-            tag = f"[{n}/{len(files)}] {inp}"
-            if (not args.overwrite and before.get("status") in ("done", "skipped")
-                    and before.get("identity") == ident and before.get("params") == params
-                    and before.get("output") == str(out) and out.exists()):
-                row.update(status="skipped", seconds=before.get("seconds"), error="",
-                           summary=before.get("summary"))
-                progress(f"{tag}: skipped (done by an earlier run)")
-            else:
-                t0 = time.perf_counter()
-                try:
-                    summary = runner(inp, out, args, inner)
-                    row.update(status="done", error="", summary=summary)
-                except InputError as e:
-                    row.update(status="failed", error=str(e))
-                except Exception as e:  # a bug in one file's run must not stop the others
-                    first = (str(e).splitlines() or [""])[0]
-                    row.update(status="failed", error=f"{type(e).__name__}: {first}")
-                row["seconds"] = round(time.perf_counter() - t0, 3)
-                progress(f"{tag}: {row['status']} in {row['seconds']:.2f} s"
-                         + (f": {row['error']}" if row["error"] else f" -> {out}"))
-            rows.append(row)
-            _write_manifest(outdir, command, rows + [
-                {"input": str(f), "output": str(o), "status": "pending", "seconds": None,
-                 "error": ""} for f, o in zip(files[n:], outputs[n:])])
+        try:
+            # one batch at a time in a folder: two at once would clash output by output and
+            # rewrite each other's manifest
+            with hold_lock(outdir / "batch", "another terrain batch is writing into this "
+                                             "folder"):
+                return _run_files(command, runner, files, outputs, outdir, args, inner,
+                                  progress, t_batch)
+        except BaseException:
+            if made and not any(outdir.iterdir()):  # a folder of ours with nothing in it
+                outdir.rmdir()
+            raise
+
+
+def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t_batch):
+    """:func:`run_batch`'s loop over the files, with the folder locked."""
+    previous = _previous(outdir)
+    owners = _owners(previous)
+    mine = {str(real_path(f)) for f in files}
+    earlier = [row for row in previous.values()
+               if (row.get("real_input") or row.get("input")) not in mine
+               and row.get("status") in ("done", "skipped")
+               and Path(row.get("real_output") or row.get("output") or "").exists()]
+    rows = []
+    for n, (inp, out) in enumerate(zip(files, outputs), 1):
+        ident = list(input_identity(inp))
+        params = _file_params(command, args, inp)
+        row = {"input": str(inp), "real_input": str(real_path(inp)), "output": str(out),
+               "real_output": str(real_path(out)), "identity": ident, "params": params}
+        before = previous.get(str(inp), {})
+        tag = f"[{n}/{len(files)}] {inp}"
+        other = _other_owner(owners, inp, out)
+        if other is not None:
+            row.update(status="failed", seconds=0.0,
+                       error=f"{out}: holds the result of {other} from an earlier batch "
+                             "into this folder; not replacing it (another folder, or "
+                             "remove it first)")
+            progress(f"{tag}: failed: {row['error']}")
+        elif (not args.overwrite and before.get("status") in ("done", "skipped")
+                and before.get("identity") == ident and before.get("params") == params
+                and before.get("output") == str(out) and out.exists()):
+            row.update(status="skipped", seconds=before.get("seconds"), error="",
+                       summary=before.get("summary"))
+            progress(f"{tag}: skipped (done by an earlier run)")
+        else:
+            t0 = time.perf_counter()
+            try:
+                # a cluster given by address: its workers read the files at their absolute
+                # paths, checked to be the bytes seen here (else a worker in another folder
+                # reads a same-named file of its own)
+                check_inputs_on_workers([inp, *_side_files(args, inp)])
+                summary = runner(remote_input(inp), out, args, inner)
+                row.update(status="done", error="", summary=summary)
+            except InputError as e:
+                row.update(status="failed", error=str(e))
+            except Exception as e:  # a bug in one file's run must not stop the others
+                first = (str(e).splitlines() or [""])[0]
+                row.update(status="failed", error=f"{type(e).__name__}: {first}")
+            row["seconds"] = round(time.perf_counter() - t0, 3)
+            progress(f"{tag}: {row['status']} in {row['seconds']:.2f} s"
+                     + (f": {row['error']}" if row["error"] else f" -> {out}"))
+        rows.append(row)
+        _write_manifest(outdir, command, rows + [
+            {"input": str(f), "output": str(o), "status": "pending", "seconds": None,
+             "error": ""} for f, o in zip(files[n:], outputs[n:])], earlier)
     failed = sum(r["status"] == "failed" for r in rows)
     progress(f"batch {command}: {len(rows) - failed} of {len(rows)} done, {failed} failed, "
              f"in {time.perf_counter() - t_batch:.2f} s; manifest {outdir / 'manifest.json'}")

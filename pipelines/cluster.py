@@ -13,7 +13,13 @@
 
 The LocalCluster's dashboard listens on localhost only (``127.0.0.1:8787``, another port
 when that one is taken): on a shared machine the neighbours cannot watch the job.
-``--dashboard-address`` (``$TERRAIN_DASHBOARD``) opens it elsewhere on purpose.
+``--dashboard-address`` (``$TERRAIN_DASHBOARD``) opens it elsewhere on purpose: ``HOST:PORT``
+(``[::]:PORT`` for IPv6), or ``PORT`` / ``:PORT``, which stay on 127.0.0.1 (the user typed no
+host; :func:`dashboard_address`).
+
+A cluster given by address whose scheduler goes away mid-run (killed, its machine lost) is
+one line (:class:`SchedulerLost`), and the partial output stays for a resumed run on
+another cluster (its checkpoints are in the output's folder, not in the cluster).
 
 Several GPUs (``--gpus N|all``): :func:`open_scheduler` with ``gpus`` starts one worker
 *process* per GPU (:func:`gpu_worker_spec`), each started by a Nanny whose environment sets
@@ -55,7 +61,8 @@ import dask
 
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
+__all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
+           "dashboard_address", "check_inputs_on_workers", "remote_input",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
            "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
            "gpu_workers_free_bytes", "workers_per_gpu", "gpu_count", "gpu_count_backend"]
@@ -63,6 +70,7 @@ __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
+LOCALHOST = "127.0.0.1"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
 GPU_WORKER_THREADS = 8  # the most threads of one GPU worker (gpu_worker_threads)
 
@@ -80,8 +88,51 @@ IN_PROCESS_CONFIG = {
 }
 
 _active_client = None
+_external = False  # the active client is a cluster given by address
 _active_gpus = 0
 _active_per_gpu = 1
+
+
+class SchedulerLost(InputError):
+    """The scheduler of a cluster given by address went away during the run.
+
+    ``keep_partial``: :func:`terrain.io.outputs.atomic_output` keeps the partial output (and
+    its checkpoints) for a resumed run instead of removing it."""
+
+    keep_partial = True
+
+
+def dashboard_address(text=None):
+    """``(host, port)`` where the dashboard listens, from ``--dashboard-address`` /
+    ``$TERRAIN_DASHBOARD`` (default :data:`DEFAULT_DASHBOARD`). A port alone (``8793``,
+    ``:8792``) stays on 127.0.0.1: an address open to the network must be typed
+    (``0.0.0.0:8787``, ``[::]:8795``).
+
+    >>> dashboard_address("8793"), dashboard_address(":8792"), dashboard_address("[::]:8795")
+    (('127.0.0.1', 8793), ('127.0.0.1', 8792), ('::', 8795))
+    >>> dashboard_address("0.0.0.0:8787"), dashboard_address(None)
+    (('0.0.0.0', 8787), ('127.0.0.1', 8787))
+    >>> dashboard_address("host:port")
+    Traceback (most recent call last):
+    terrain.errors.InputError: dashboard address 'host:port': not HOST:PORT, [IPv6]:PORT, :PORT or PORT (a port from 0 to 65535)
+    """
+    if text is None or not str(text).strip():
+        text = os.environ.get("TERRAIN_DASHBOARD") or DEFAULT_DASHBOARD
+    text = str(text).strip()
+    if text.startswith("["):
+        m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d{1,5})", text)
+    elif text.isdigit():
+        m = re.fullmatch(r"()(\d{1,5})", text)
+    else:
+        m = re.fullmatch(r"([\w.\-]*):(\d{1,5})", text)
+    if m is None or int(m[2]) > 65535:
+        raise InputError(f"dashboard address {text!r}: not HOST:PORT, [IPv6]:PORT, :PORT or "
+                         "PORT (a port from 0 to 65535)")
+    return m[1] or LOCALHOST, int(m[2])
+
+
+def _url_host(host):
+    return f"[{host}]" if ":" in host else host
 
 
 def workers_per_gpu(requested=None):
@@ -291,16 +342,18 @@ def _free_device_bytes():
 
 @contextlib.contextmanager
 def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None,
-                   gpus=None):
+                   gpus=None, inputs=()):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
     ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
     :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
     ``gpus``: ``"N"`` or ``"all"``: a cluster of one worker process per GPU (module
     docstring); only with ``spec=None``.
+    ``inputs``: the files the job's tasks read; on a cluster given by address its workers
+    must see them as this process does (:func:`check_inputs_on_workers`).
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
-    global _active_client, _active_gpus, _active_per_gpu
+    global _active_client, _active_gpus, _active_per_gpu, _external
     from terrain.startup import bound_malloc_arenas
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if gpus is not None:
@@ -334,29 +387,35 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     if spec:
         client = _connect(Client, spec)
         cluster = None
+        try:
+            check_inputs_on_workers(inputs, client, spec)
+        except BaseException:
+            client.close()
+            raise
     else:
         # port 8787 taken (another dashboard): distributed picks a free one, and the line
         # printed below gives the address used (a filter for the whole process: the warning
         # may come from the cluster's thread after an interrupt left this block)
         warnings.filterwarnings("ignore", message="Port .* is already in use")
-        dashboard = os.environ.get("TERRAIN_DASHBOARD", DEFAULT_DASHBOARD)
+        dashboard = dashboard_address()
         with dask.config.set(IN_PROCESS_CONFIG):
             cluster = LocalCluster(n_workers=n_workers, processes=False,
                                    threads_per_worker=threads_per_worker or os.cpu_count() or 1,
-                                   dashboard_address=dashboard,
+                                   # (host, port) pairs: distributed splits text at every ':'
+                                   dashboard_address=[dashboard],
                                    # the worker's own HTTP server too (else on every interface)
-                                   worker_dashboard_address=_local_twin(dashboard),
+                                   worker_dashboard_address=[(dashboard[0], 0)],
                                    silence_logs=logging.CRITICAL)
         client = Client(cluster)
     if not quiet:
         link = (_dashboard_link(cluster, dashboard) if cluster is not None
                 else f"{spec} ({client.dashboard_link})")
         print(f"terrain: Dask dashboard at {link}", file=sys.stderr, flush=True)
-    _active_client = client
+    _active_client, was_external, _external = client, _external, cluster is None
     try:
         yield client
     finally:
-        _active_client = previous
+        _active_client, _external = previous, was_external
         client.close()
         if cluster is not None:
             cluster.close()
@@ -367,9 +426,9 @@ def _gpu_cluster(devices, quiet, per_gpu=1):
     """A SpecCluster of :func:`gpu_worker_spec` workers and its client."""
     from distributed import Client, Scheduler, SpecCluster
     warnings.filterwarnings("ignore", message="Port .* is already in use")
-    dashboard = os.environ.get("TERRAIN_DASHBOARD", DEFAULT_DASHBOARD)
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": dashboard,
-                                               "host": "127.0.0.1"}}
+    dashboard = dashboard_address()
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": [dashboard],
+                                               "host": LOCALHOST}}
     # no work stealing: it would move a pinned (loosely restricted) group to the other GPU
     # whenever one is idle, and the groups' assignment is the plan (module docstring)
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
@@ -389,19 +448,56 @@ def _gpu_cluster(devices, quiet, per_gpu=1):
         cluster.close()
 
 
-def _local_twin(address):
-    """``127.0.0.1:0`` when ``address`` is on localhost, else ``HOST:0``."""
-    return f"{address.rsplit(':', 1)[0] if ':' in address else address}:0"
-
-
 def _dashboard_link(cluster, address):
     """The dashboard's URL with the host it really listens on (distributed prints the
-    machine's network address even when the dashboard listens on localhost only)."""
-    host = address.rsplit(":", 1)[0].strip("[]") if ":" in address else address
+    machine's network address even when the dashboard listens on localhost only);
+    ``address``: :func:`dashboard_address`'s pair."""
+    host = address[0]
     port = cluster.scheduler_info.get("services", {}).get("dashboard")
     if host in ("", "0.0.0.0", "::") or port is None:
         return cluster.dashboard_link
-    return f"http://{host}:{port}/status"
+    return f"http://{_url_host(host)}:{port}/status"
+
+
+def remote_input(path):
+    """``path`` as the tasks of a cluster given by address should carry it: absolute
+    (resolved here), since a worker resolves a relative path in its own folder -- and read
+    a same-named file there. Local schedulers keep the name as given (messages say it)."""
+    from terrain.io.outputs import real_path
+    return str(real_path(path)) if _active_client is not None and _external else path
+
+
+def check_inputs_on_workers(inputs, client=None, address=None):
+    """Raise :class:`InputError` unless every worker of the cluster given by address sees
+    each of ``inputs`` (None entries skipped) at its absolute path as this process does:
+    the same size and modification time (:func:`terrain.io.outputs.input_identity`; a
+    store's ``zarr.json``). A worker on another machine without the file, or with another
+    file of that name, would compute something else and exit 0. Nothing to check for the
+    in-process and local schedulers (they are this process)."""
+    from terrain.io.outputs import input_identity
+    client = client or (_active_client if _external else None)
+    paths = [p for p in inputs or () if p is not None]
+    if client is None or not paths:
+        return
+    mine = [input_identity(p) for p in paths]
+    seen = client.run(_identities, [m[0] for m in mine])
+    for worker, theirs in sorted(seen.items()):
+        for given, here, there in zip(paths, mine, theirs):
+            if tuple(there) == tuple(here):
+                continue
+            where = f"the Dask worker {worker} of {address or client.scheduler.address}"
+            if there[1] is None:
+                raise InputError(f"{given}: {where} cannot read {here[0]}: give a path its "
+                                 "workers share")
+            raise InputError(f"{given}: {where} sees another file at {here[0]} ({there[1]} "
+                             f"bytes, modified {there[2]}; here {here[1]} bytes, modified "
+                             f"{here[2]})")
+
+
+def _identities(paths):
+    """On a worker: :func:`terrain.io.outputs.input_identity` of each absolute path."""
+    from terrain.io.outputs import input_identity
+    return [list(input_identity(p)) for p in paths]
 
 
 def _connect(client_class, spec):
@@ -449,14 +545,23 @@ def compute(*collections, label="terrain", progress=None):
     client = _active_client
     if client is None:
         return _compute_locally(collections, progress)
+    address = client.scheduler.address
     futures = client.compute(list(collections))
     try:
-        if progress:
-            _StderrProgressBar(futures, scheduler=client.scheduler.address, complete=True)
-            sys.stderr.write("\n")
-        return tuple(client.gather(futures))
-    except BaseException:
-        _cancel(client, futures)
+        # a scheduler that goes away makes the client log each reconnection attempt with
+        # its traceback: the one line below says it (the in-process cluster logs nothing)
+        with _quiet_logs(*_CLIENT_LOGGERS, "tornado", "asyncio"):
+            if progress:
+                _StderrProgressBar(futures, scheduler=address, complete=True)
+                sys.stderr.write("\n")
+            return tuple(client.gather(futures))
+    except BaseException as e:
+        lost = _scheduler_lost(client, e)
+        _cancel(client, futures, lost)
+        if lost:
+            raise SchedulerLost(f"lost the Dask scheduler at {address} during the run "
+                                f"({_first_line(e)}); the partial output is kept for a "
+                                "resumed run") from None
         raise
 
 
@@ -485,16 +590,43 @@ def _compute_locally(collections, progress):
         pool.shutdown(wait=False)
 
 
-def _cancel(client, futures):
+_CLIENT_LOGGERS = ("distributed.client", "distributed.comm", "distributed.core",
+                   "distributed.batched")
+
+
+def _scheduler_lost(client, error):
+    """Whether ``error`` (raised while waiting for results) means the scheduler is gone."""
+    from distributed.comm.core import CommClosedError
+    if isinstance(error, (KeyboardInterrupt, SystemExit)) or type(error).__name__ in (
+            "Terminated",):
+        return False
+    if isinstance(error, CommClosedError) or "scheduler-connection-lost" in str(error):
+        return True
+    return getattr(client, "status", "running") not in ("running", "newly-created")
+
+
+def _first_line(error):
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _cancel(client, futures, lost=False):
     """After an error or a signal: cancel what is queued, wait (bounded) for what is running.
 
     Tasks of the in-process LocalCluster are threads that cannot be killed; waiting for them
     lets the caller remove the partial output without a task writing into it afterwards.
     Their late failures are of no interest (no "Task exception was never retrieved").
+    With the scheduler gone (``lost``) there is nobody to ask: the client is closed, so that
+    its reconnection attempts say nothing more.
     """
     import time
-    logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
-    logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+    # distributed's config gives some of its loggers levels of their own
+    for name in ("asyncio", "tornado", "distributed", *_CLIENT_LOGGERS):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    if lost:
+        with contextlib.suppress(Exception):
+            client.close(timeout=2)
+        return
     with contextlib.suppress(Exception):
         client.cancel(futures, force=True)
         deadline = time.monotonic() + 60

@@ -1,66 +1,31 @@
-"""Command handlers for sparse graphs — ``graph-ingest``, ``bfs``, ``diameter`` — as Dask graphs.
+"""Command handlers for sparse graphs — ``graph-ingest``, ``bfs``, ``sssp``, ``diameter``, ``mst``
+of a graph file — in this process or as Dask graphs.
 
-Dask strategy
--------------
-The library (:mod:`terrain.graph`) supplies plain functions and knows nothing of Dask; this
-module wires them into one task graph per command and runs it on the scheduler that
-``--scheduler`` names (:func:`pipelines.cluster.open_scheduler`: a LocalCluster with its
-dashboard by default, an existing cluster by address, or Dask's local schedulers).
+Without ``--scheduler`` (and no cluster already active) the graph commands load and run in
+this process and import no Dask (:func:`_load_and_run`): their work is one load (C kernels
+on the parser's and the CSR build's threads) and traversals whose steps depend on each
+other, so a task graph would add only its start-up. ``graph-ingest`` and any ``--scheduler``
+(``local`` for the LocalCluster and its dashboard) build the task graph, the same three
+loading steps as :func:`terrain.graph.read_graph_file` with the same result:
 
-Without ``--scheduler`` (and no cluster already active), ``bfs``, ``sssp`` and ``diameter``
-run in this process and import no Dask at all (:func:`_load_and_run`,
-:func:`_diameter_in_process`): their work is one load (the parser's and the CSR
-build's thread pools, C kernels) and traversals whose steps depend on each other (the diameter's
-components on the device, then its bounding searches), so a task graph would add nothing but start-up — the LocalCluster and its
-dashboard cost about a second of a job that takes about one (``bench graph-load``). The
-result is the same as on every scheduler (the same three steps below, run by
-:func:`terrain.graph.read_graph_file`). Any ``--scheduler`` (``local`` for the dashboard)
-builds the task graph below.
+1. the header is read eagerly (:func:`terrain.graph.plan_graph_file`), so a missing or bad
+   header, an unknown format or a missing file fails before any cluster starts;
+2. ``graph-read`` (gzip only) decompresses the whole file once; ``graph-chunk``: one task per
+   byte range (:func:`terrain.graph.parse_graph_chunk`, a plain file read by range inside
+   the task);
+3. ``graph-csr``: :func:`terrain.graph.edges_from_chunks` and
+   :func:`terrain.graph.graph_from_edges` (a graph-ingest cache is read by this one task).
 
-Loading (:func:`build_load_graph`), shared by the three commands:
-
-1. The header is read eagerly (:func:`terrain.graph.plan_graph_file`, a few kilobytes), so a
-   missing or bad header, an unknown format or a missing file fails before any cluster
-   starts; the plan cuts the body into byte ranges.
-2. ``graph-read`` (gzip only): decompresses the whole file once — a gzip stream cannot be
-   read by range — and the chunk tasks slice its result.
-3. ``graph-chunk``: one task per byte range (:func:`terrain.graph.parse_graph_chunk`). A
-   plain file is read by range inside the task, so no file bytes pass between tasks; a
-   task owns the lines that start in its range, so cuts may fall anywhere. It returns its
-   edges, its newline count and its first errors with chunk-relative line numbers.
-4. ``graph-csr``: :func:`terrain.graph.edges_from_chunks` (numbers the lines, raises the
-   first error in file order, concatenates in file order, relabels SNAP ids) and
-   :func:`terrain.graph.graph_from_edges` (CSR, ``--lcc``). A graph-ingest cache is read by
-   this one task instead.
-
-Then per command:
-
-* ``graph-ingest``: ``graph-write`` writes the cache (atomically, beside its target).
-* ``bfs``: ``bfs-run``, one task: the levels of one traversal depend on each other.
-* ``mst`` on a graph file (:func:`mst_graph_if_graph`): ``mst-graph-run``, one task
-  (Borůvka's rounds depend on each other); the edge table is written by the client.
-* ``sssp``: ``sssp-run``, one task (Dijkstra's heap, or the GPU's device-resident
-  near-far / Crauser loop: each step depends on the one before). ``--out`` is written by the client after the run, in
-  the file's ids (:mod:`terrain.graph.results`).
-* ``diameter --weighted``: ``diameter-weighted``, one task (the bounding loop with
-  shortest-path searches; each source depends on the bounds before it).
-* ``diameter``: ``diameter-component`` (largest component); ``diameter-bound``, one task,
-  because the bounding loop picks each BFS source from the bounds the previous BFS left;
-  with ``--effective K``, ``diameter-sample``: one task per batch of the K random sources
-  (independent BFS runs; each returns an integer distance histogram, so the sum, and the
-  percentile, is the same however the sources are split); ``diameter-finish`` joins them.
-  On the CPU there are as many batches as scheduler threads (each BFS is a sequential loop of
-  C operators that release the GIL); on the GPU one, since the device runs one traversal at a
-  time and every batch would hold its own copy of the graph.
-
-Results are task results held by Dask; with the default in-process LocalCluster (threads,
-not processes: Numba and CuPy kernels share one address space) nothing is copied between
-tasks. An :class:`terrain.errors.InputError` raised inside a task (a bad line, a source that
-is not a vertex) comes out of :func:`pipelines.cluster.compute` unchanged on every
-scheduler, and ``terrain.run`` prints its one line and exits 2. Progress: Dask's bar on
-stderr (on a terminal) and, for long diameter runs, the bounds after each BFS (printed by
-the bounding task, so on an existing cluster in its worker's log). Results go to stdout
-(text, or JSON with ``--json``).
+Then one task per command: ``graph-write`` (graph-ingest), ``bfs-run``, ``sssp-run``,
+``mst-graph-run``, ``diameter-weighted``; ``diameter`` is ``diameter-component`` (largest
+component), ``diameter-bound`` (the bounding loop: each source depends on the bounds the
+searches before left) and, with ``--effective K``, one ``diameter-sample`` task per batch of
+the K random sources (integer histograms, so the percentile is the same however the sources
+are split; as many batches as scheduler threads on the CPU, one on the GPU) and
+``diameter-finish``. An :class:`terrain.errors.InputError` raised inside a task comes out of
+:func:`pipelines.cluster.compute` unchanged on every scheduler: one line, exit status 2.
+Tables (``--out``, the MST's edges) are written by this process after the run, in the
+file's ids, atomically.
 """
 
 import json
@@ -75,16 +40,14 @@ from terrain.io.outputs import atomic_output, check_output_free
 from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, edges_from_chunks, graph_from_edges,
-                           largest_component, load_graph, parse_graph_chunk, plan_graph_file,
-                           read_whole_file, write_graph_cache)
-# diameter, sssp and mst (their Numba kernels) are imported by the tasks that run them:
-# `bfs` imports no Numba (terrain.graph's module docstring)
-from terrain.graph.results import check_table_path, dense_ids, vertex_table, write_table
+from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, check_table_path, dense_ids,
+                           edges_from_chunks, graph_from_edges, largest_component, load_graph,
+                           parse_graph_chunk, plan_graph_file, read_whole_file, vertex_table,
+                           write_graph_cache, write_table)
 
 
 __all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
-           "diameter_command", "sssp_command", "is_graph_input", "mst_graph_if_graph"]
+           "diameter_command", "sssp_command", "is_graph_input", "mst_graph_command"]
 
 
 def _token(*parts):
@@ -101,22 +64,25 @@ def _in_process(scheduler):
     return cluster is None or cluster._active_client is None
 
 
-def _load_and_run(args, task, task_args, *, directed, name, label, token_parts):
-    """``task(graph, *task_args)`` on the graph of ``args.graph``: loaded and run in this
-    process when :func:`_in_process`, else as the Dask graph ``graph-chunk`` ... ``graph-csr``
-    -> ``NAME`` on the scheduler ``args.scheduler`` names."""
-    if _in_process(args.scheduler):
-        graph = load_graph(args.graph, args.format, lcc=args.lcc, directed=directed)
-        return task(graph, *task_args)
+def _load_and_run(source, task, task_args, *, directed, name, label):
+    """``task(graph, *task_args)`` on the graph ``source = (path, format, lcc, scheduler)``:
+    loaded and run in this process when :func:`_in_process`, else as the Dask graph
+    ``graph-chunk`` ... ``graph-csr`` -> ``NAME`` on the scheduler named."""
+    path, fmt, lcc, scheduler = source
+    if _in_process(scheduler):
+        return task(load_graph(path, fmt, lcc=lcc, directed=directed), *task_args)
     import dask
     from .cluster import compute, open_scheduler
-    token = _token(*token_parts)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
-                             directed=directed)
+    token = _token(path, name)
+    graph = build_load_graph(path, fmt, lcc=lcc, token=token, directed=directed)
     run = dask.delayed(task)(graph, *task_args, dask_key_name=f"{name}-{token}")
-    with open_scheduler(args.scheduler):
+    with open_scheduler(scheduler):
         (result,) = compute(run, label=label)
     return result
+
+
+def _source(args):
+    return args.graph, args.format, args.lcc, args.scheduler
 
 
 # --------------------------------------------------------------------------- loading
@@ -284,9 +250,8 @@ def bfs_command(args):
     backend = get_backend(args.backend)
     source_ids = _parse_sources(args.source)
     _check_out(args)
-    result = _load_and_run(args, _bfs_task, (source_ids, backend.name, bool(args.out)),
-                           directed=False, name="bfs-run", label="bfs",
-                           token_parts=(args.graph, args.source))
+    result = _load_and_run(_source(args), _bfs_task, (source_ids, backend.name, bool(args.out)),
+                           directed=False, name="bfs-run", label="bfs")
     found, summary = _summarize_and_write(args, result, backend)
     if args.json:
         print(json.dumps(summary))
@@ -330,10 +295,10 @@ def sssp_command(args):
     if args.delta is not None and args.algorithm not in ("delta", "auto"):
         raise InputError("--delta is the bucket width of --algorithm delta")
     _check_out(args)
-    result = _load_and_run(args, _sssp_task, (source_ids, args.algorithm, args.delta,
-                                              backend.name, bool(args.out)),
+    result = _load_and_run(_source(args), _sssp_task, (source_ids, args.algorithm, args.delta,
+                                                       backend.name, bool(args.out)),
                            directed=True if args.directed else None, name="sssp-run",
-                           label="sssp", token_parts=(args.graph, args.source))
+                           label="sssp")
     found, summary = _summarize_and_write(args, result, backend)
     if args.json:
         print(json.dumps(summary))
@@ -500,7 +465,9 @@ def _diameter_on_scheduler(args, backend, weighted):
             work = dask.delayed(_weighted_task)(graph, bool(args.all), backend.name,
                                                 dask_key_name=f"diameter-weighted-{token}")
         else:
-            batches = 1 if backend.is_gpu else _scheduler_threads(client, args.scheduler)
+            # the CPU splits the sample over the scheduler's threads; the GPU runs one batch
+            # (one device, and each batch would hold its own copy of the graph)
+            batches = backend.select(_scheduler_threads(client, args.scheduler), 1)
             work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
                                         seed=args.seed, backend=backend.name,
                                         batches=batches, token=token)
@@ -570,6 +537,8 @@ def is_graph_input(path):
     path = Path(path)
     if path.is_dir():
         return is_graph_cache(path)
+    if path.exists() and not path.is_file():
+        return False  # a FIFO or a device: not read here (it could block)
     name = path.name.lower()
     if name.endswith(".gz"):
         return True
@@ -615,13 +584,23 @@ def _ids_of(graph, internal):
     return graph.id_array()[internal].astype(np.int64)
 
 
-def mst_graph_if_graph(args):
-    """``mst GRAPH``: when ``args.input`` is a graph file (:func:`is_graph_input`), the
+#: ``mst``'s options that only a grid takes: (attribute, default, flag)
+GRID_OPTIONS = (("connectivity", 8, "--connectivity"), ("weight", "max", "--weight"),
+                ("tile", 512, "--tile"), ("geotiff", None, "--geotiff"),
+                ("no_cog", False, "--no-cog"), ("resume", False, "--resume"),
+                ("dry_run", False, "--dry-run"), ("gpus", None, "--gpus"))
+
+
+def mst_graph_command(args):
+    """``mst GRAPH`` (the command line sends a graph file here, :func:`is_graph_input`): the
     minimum spanning forest as an edge table (``-o`` .csv / .parquet / .npz, default
     ``INPUT.mst.csv``) with original ids, its total weight and tree count; returns the exit
-    status. Returns None for grids (the grid command goes on)."""
-    if not is_graph_input(args.input):
-        return None
+    status. A grid's options are refused (they would be ignored)."""
+    given = [flag for name, default, flag in GRID_OPTIONS
+             if getattr(args, name, default) != default]
+    if given:
+        raise InputError(f"{args.input}: a graph file: {', '.join(given)} "
+                         f"{'applies' if len(given) == 1 else 'apply'} to grids only")
     backend = get_backend(args.backend)
     out = Path(args.output) if args.output else Path(args.input).with_name(
         Path(args.input).name.split(".")[0] + ".mst.csv")
@@ -629,14 +608,9 @@ def mst_graph_if_graph(args):
     if out.suffix.lower() == ".npy":
         raise InputError(f"{out}: an edge table needs .parquet, .csv or .npz")
     check_table_path(out)
-    import dask
-    from .cluster import compute, open_scheduler
-    token = _token(args.input, "mst")
-    graph = build_load_graph(args.input, token=token, directed=False)
-    run = dask.delayed(_mst_graph_task, nout=2)(graph, backend.name,
-                                                dask_key_name=f"mst-graph-run-{token}")
-    with open_scheduler(args.scheduler):
-        ((summary, table),) = compute(run, label="mst")
+    summary, table = _load_and_run((args.input, "auto", False, args.scheduler),
+                                   _mst_graph_task, (backend.name,), directed=False,
+                                   name="mst-graph-run", label="mst")
     write_table(out, table, overwrite=args.overwrite)
     summary = {"graph": str(args.input), **summary, "backend": backend.name, "out": str(out)}
     if args.json:

@@ -2,13 +2,14 @@
 
 A graph cache (``graph-ingest``) is described by its vertex and edge counts. A tile store
 (``ingest``; an ``mst`` output of a raster input also holds the DEM) is
-described by :func:`pipelines.ingest.describe_store`; a result store without a DEM (``mst``
+described by :func:`describe_store`; a result store without a DEM (``mst``
 of a tile store) by its layers and georeference. Both list every raster layer with its
 type and meaning, and the summary of each result the store holds (its ``mst`` attribute,
 …). The CRS is printed as ``EPSG:xxxx`` (``--json`` gives the full WKT too).
 """
 
 import json
+import math
 
 import zarr
 
@@ -16,15 +17,21 @@ from terrain.errors import InputError
 from terrain.io.georef import RASTER_DIMS, crs_label
 from terrain.tiles import is_store, open_store
 
-__all__ = ["describe_path", "format_description", "info_command", "RESULT_ATTRS"]
+__all__ = ["describe_path", "describe_store", "store_stats", "format_description",
+           "info_command", "RESULT_ATTRS"]
 
 # store attributes that hold a result's summary (other commands add theirs here)
-RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs")
+RESULT_ATTRS = ("mst", "cost_distance", "sssp", "bfs", "fill", "flow")
 _MEANINGS = {"elevation": "elevation, NaN = nodata",
              "allocation": "index of the nearest source (ties: lower index), -1 unreached",
              "backlink": "direction to the predecessor: 0 source, 1..16 E SE S SW W NW N NE "
                          "ENE..NNE, 255 unreached",
-             "mst": "forest edge bits: 1 E, 2 S, 4 SE, 8 SW (0 = no edge owned)"}
+             "mst": "forest edge bits: 1 E, 2 S, 4 SE, 8 SW (0 = no edge owned)",
+             "filled": "depression-filled elevation, NaN = nodata",
+             "direction": "D8 flow direction, ESRI codes 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, "
+                          "64 N, 128 NE; 0 outlet; 255 nodata",
+             "accumulation": "flow accumulation (cells or weights draining through, itself "
+                             "included), NaN = nodata"}
 
 
 def _layers(group):
@@ -43,8 +50,6 @@ def _layers(group):
 
 def describe_path(path):
     """Everything ``info`` prints about a store, as a JSON-ready dict."""
-    from .ingest import describe_store
-
     if not is_store(path):
         open_store(path)  # raises the usual "no such file" / "not a terrain tile store"
     group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
@@ -70,6 +75,57 @@ def describe_path(path):
     return d
 
 
+def store_stats(store):
+    """``{"nodata_cells", "min", "max"}`` of a store: from its attributes (ingest writes
+    them), else by a scan of its shards."""
+    if "stats" in store.attrs:
+        return dict(store.attrs["stats"])
+    from terrain.io import nan_min_max
+    parts = [nan_min_max(store.read_window(*w)) for w in store.shard_windows()]
+    lo = min((p[1] for p in parts), default=math.inf)
+    hi = max((p[2] for p in parts), default=-math.inf)
+    return {"nodata_cells": sum(p[0] for p in parts), "min": lo if math.isfinite(lo) else None,
+            "max": hi if math.isfinite(hi) else None}
+
+
+def describe_store(store):
+    """Everything ``info`` prints, as a JSON-ready dict."""
+    stats = store_stats(store)
+    rows, cols = store.shape
+    a = store.attrs
+    return {
+        "store": str(store.path), "shape": [rows, cols], "tile": store.tile,
+        "tiles": list(store.tiles_shape), "tile_count": store.tiles_shape[0] * store.tiles_shape[1],
+        "tiles_per_shard": store.tiles_per_shard, "levels": store.levels,
+        "nodata_cells": stats["nodata_cells"], "min": stats["min"], "max": stats["max"],
+        "geotransform": list(store.geotransform), "cellsize": list(store.cellsize),
+        "crs": a.get("crs"), "nodata": a.get("nodata"), "source": a.get("source"),
+        "source_format": a.get("source_format"), "header": a.get("header", {}),
+    }
+
+
+def _format_info(d):
+    rows, cols = d["shape"]
+    gt = d["geotransform"]
+    cells = rows * cols
+    crs = d["crs"].splitlines()[0][:70] if d["crs"] else "unknown"
+    fmt = (lambda v: "n/a" if v is None else f"{v:.6g}")
+    return "\n".join([
+        f"store     {d['store']}",
+        f"shape     {rows} rows x {cols} cols ({cells} cells)",
+        f"tile      {d['tile']} x {d['tile']}; {d['tiles'][0]} x {d['tiles'][1]} = "
+        f"{d['tile_count']} tiles; {d['tiles_per_shard']} x {d['tiles_per_shard']} tiles per shard",
+        f"levels    {d['levels']} (quadtree over tiles, root included)",
+        f"nodata    {d['nodata_cells']} cells ({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), "
+        f"stored as NaN (source value {d['nodata']})",
+        f"min/max   {fmt(d['min'])} / {fmt(d['max'])}",
+        f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
+        f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
+        f"crs       {crs}",
+        f"source    {d['source']} ({d['source_format']})",
+    ])
+
+
 def _format_result(name, s):
     if name == "mst":
         return (f"{s.get('edges')} edges, {s.get('trees')} trees, total weight "
@@ -81,14 +137,23 @@ def _format_result(name, s):
                 f"reached, max distance {'-' if md is None else f'{md:.10g}'} (cost "
                 f"{s.get('cost')}, {s.get('connectivity')}-connected"
                 + (f", max cost {s['max_cost']:g}" if s.get("max_cost") else "") + ")")
+    if name == "fill":
+        return (f"{s.get('flooded')} cells filled in {s.get('depressions')} depressions, max "
+                f"depth {s.get('max_depth', float('nan')):.6g} ({s.get('connectivity')}-connected"
+                + (", epsilon" if s.get("epsilon") else "")
+                + (f", {s['undrained']} undrained" if s.get("undrained") else "") + ")")
+    if name == "flow":
+        return (f"D{s.get('connectivity')}, {s.get('cells')} cells, {s.get('outlet_cells')} "
+                f"outlets ({s.get('outlets')}), {s.get('flat_cells')} flat cells, max "
+                f"accumulation {s.get('max_accumulation', float('nan')):.10g}"
+                + (f" (weights {s['weights']})" if s.get("weights") else "")
+                + f", {s.get('route')} route")
     keys = [k for k, v in s.items() if isinstance(v, (int, float, str)) and k != "output"][:6]
     return ", ".join(f"{k} {s[k]}" for k in keys)
 
 
 def format_description(d):
     """The text ``info`` prints for :func:`describe_path`'s dict."""
-    from .ingest import _format_info
-
     if d["kind"] == "graph cache":
         return "\n".join([f"store     {d['store']} (graph cache written by graph-ingest)",
                           f"graph     {d['vertices']} vertices, {d['edges']} undirected edges",
@@ -112,6 +177,8 @@ def format_description(d):
 
 def info_command(args):
     """``terrain info STORE [--json]``."""
+    from terrain.io.outputs import check_input_file
+    check_input_file(args.store)  # a FIFO or a device: refused before any read
     d = describe_path(args.store)
     print(json.dumps(d, indent=2) if args.json else format_description(d))
     return 0

@@ -1,4 +1,4 @@
-"""Ingest an elevation grid into a z-ordered tile store, as one Dask graph; ``info``; ``synth``.
+"""Ingest an elevation grid into a z-ordered tile store, as one Dask graph; ``synth``.
 
 Dask strategy
 -------------
@@ -19,21 +19,18 @@ The store itself is created by a task that every band task depends on, so buildi
 graph writes nothing.
 
 Without a graph: an ASCII grid that the default scheduler would run on threads (at most
-:data:`pipelines.ingest_start.THREADS_MAX_CELLS` cells) is parsed whole on a thread pool and
-written from memory (:func:`ingest_in_threads`); ``terrain ingest`` starts that parse
-before importing this module (:mod:`pipelines.ingest_start`). Same store, byte for byte.
+:data:`pipelines.cluster.DASHBOARD_MIN_CELLS` cells) is parsed whole on a thread pool and
+written from memory (:func:`ingest_in_threads`); Dask is not imported. Same store, byte for
+byte.
 
-Shards are encoded and written by :func:`terrain.tiles._shards.write_shard` (through
-:func:`write_window`), the writer of the cost outputs: in the bytes zarr writes (tested),
-but in the calling thread with the copies and Blosc outside the GIL, where zarr's own
-writer does the per-chunk work on its one event-loop thread. On the 2-core VM that took the
-8192² writes from 0.74 to 0.58 CPU s (docs/benchmarks.md, "Whole-process ``ingest``, third
-pass"). zarr still creates the store and its metadata.
-
-:func:`build_ingest_graph` is what other pipelines (``mst``) embed in their own graph; :func:`ingest` runs it alone, writing beside the target and renaming.
+Shards are written by :func:`terrain.tiles.store.write_block` (the bytes zarr writes, with the
+copies and Blosc outside the GIL in the calling thread); zarr creates the store and its
+metadata. :func:`build_ingest_graph` is what other pipelines embed in their own graph;
+:func:`ingest` runs it alone, writing beside the target and renaming.
 """
 
 import math
+import os
 import sys
 import threading
 import time
@@ -42,36 +39,46 @@ import warnings
 import numpy as np
 import zarr
 
-from terrain.io.outputs import atomic_output
-from terrain.io.outputs import check_outputs, input_identity
-from terrain.io import AsciiGrid, open_grid
-from terrain.io._buffers import BUFFERS
-from terrain.io._parse import load_kernels
+from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid
 from terrain.io.georef import finish_store
+from terrain.io.outputs import atomic_output, check_outputs, input_identity
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
-from terrain.tiles._shards import fast_layout, write_shard
-from terrain.tiles.store import tiles_per_shard
+from terrain.tiles.store import tiles_per_shard, write_block
 
+from . import _plan as _plans
 from ._resume import drop_checkpoints, prepare_resume, run_key
-from .ingest_start import THREADS_MAX_CELLS, band_stats as _band_stats, parse_whole_grid
-from .ingest_start import start_parse, take_started_parse
 
 # Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
 # grid's ingest runs without one (ingest_in_threads) and does not pay its import
 
-__all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads", "parse_whole_grid", "write_window", "elevation_layout", "ingest_on_active_scheduler", "store_stats",
-           "ingest_command", "info_command",
-           "synth_command", "default_compressors", "describe_store"]
+__all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads", "band_stats",
+           "create_elevation", "finish_elevation", "write_window",
+           "ingest_on_active_scheduler", "ingest_command", "synth_command",
+           "default_compressors", "THREADS_MAX_CELLS"]
+
+#: grids up to this many cells run without a task graph under the default scheduler (the
+#: default scheduler's own bound, :data:`pipelines.cluster.DASHBOARD_MIN_CELLS`, which this
+#: module does not import: its import is Dask's)
+THREADS_MAX_CELLS = 1 << 26
+
+
+def band_stats(z):
+    """``(nodata cells, min, max)`` of a float32 block (min/max ignore NaN), Python scalars."""
+    nan, lo, hi = nan_min_max(z)
+    return int(nan), float(lo), float(hi)
 
 
 def default_compressors():
     """Blosc LZ4 (level 1, byte shuffle): on terrain about 0.57 of raw float32 and faster
     than zstd level 1 (0.70) or the zarr default zstd level 0 (0.51), so the parser, not the
-    codec, bounds throughput (docs/benchmarks.md)."""
+    codec, bounds throughput (docs/mst.md, "Design notes")."""
     return (zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle"),)
 
 
-def _create(store_path, grid, tile, compressors):
+def create_elevation(store_path, grid, tile, compressors=None):
+    """Create the tile store of ``grid`` (its ``elevation`` array, georeference and header)
+    at ``store_path``; returns the shard side in cells."""
+    compressors = default_compressors() if compressors is None else compressors
     store = create_store(store_path, grid.shape, tile, geotransform=grid.geotransform,
                          crs=grid.crs, nodata=grid.nodata, source=grid.path.name,
                          header=grid.header, compressors=compressors)
@@ -82,7 +89,7 @@ def _create(store_path, grid, tile, compressors):
 
 
 #: host bytes the band tasks of one process hold at once (their float32 bands; the text is
-#: parsed in blocks and unmapped as it goes): at least two bands run, however wide the grid,
+#: read in blocks into a buffer a thread): at least two bands run, however wide the grid,
 #: and the cores do not multiply the RSS (a band of the 50220 x 70520 Neuse grid is 578 MB)
 BAND_HOST_BUDGET = 2 << 30
 
@@ -124,46 +131,24 @@ def _ingest_band_now(grid, store_path, r0, r1, starts, cols):
         if isinstance(grid, AsciiGrid):  # statistics counted by the parser
             stats = grid.read_rows_stats(r0, r1, starts, out=z)[1]
         else:
-            stats = _band_stats(grid.read_rows(r0, r1, starts, out=z))
+            stats = band_stats(grid.read_rows(r0, r1, starts, out=z))
         write_window(store_path, z, r0, 0)
         return stats
     finally:
         BUFFERS.give(z)
 
 
-def elevation_layout(store_path):
-    """The :class:`terrain.tiles._shards.ShardLayout` of the store's ``elevation`` (None
-    where it is not in the layout the hand-written shard encoder handles)."""
-    return fast_layout(zarr.open_array(store=str(store_path), path="elevation", mode="r+"))
-
-
-def write_window(store_path, z, r0, c0, layout=None):
+def write_window(store_path, z, r0, c0):
     """Write ``z`` into the store's ``elevation`` at ``(r0, c0)``: whole shards (the window
-    starts on a shard corner and ends on one or at the grid's edge).
-
-    Each shard is encoded and written in this thread by :func:`terrain.tiles._shards.
-    write_shard` (zarr's bytes; the copies and Blosc run with the GIL released, on
-    per-thread buffers), through ``layout`` (:func:`elevation_layout`; looked up when not
-    given). Through zarr's own writer, one assignment, where the array is in another layout.
-    """
-    if layout is None:
-        layout = elevation_layout(store_path)
-    r1, c1 = r0 + z.shape[0], c0 + z.shape[1]
-    if layout is None:
-        elevation = zarr.open_array(store=str(store_path), path="elevation", mode="r+")
-        elevation[r0:r1, c0:c1] = z
-        return
-    (R, C), (rows, cols) = layout.shard, layout.shape
-    if r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols):
-        raise ValueError(f"write_window: rows {r0}:{r1}, cols {c0}:{c1} do not cover whole "
-                         f"shards of {R} x {C}")
-    for si in range(r0 // R, -(-r1 // R)):
-        for sj in range(c0 // C, -(-c1 // C)):
-            write_shard(layout, si, sj, z, r0, c0)
+    starts on a shard corner and ends on one or at the grid's edge), each encoded and written
+    in this thread (:func:`terrain.tiles.store.write_block`)."""
+    write_block(store_path, "elevation", (r0, r0 + z.shape[0], c0, c0 + z.shape[1]), z)
 
 
-def _finish(store_path, band_stats):
-    stats = _finish_stats(band_stats)
+def finish_elevation(store_path, parts):
+    """The statistics of the bands ``parts`` (:func:`band_stats` each) into the store's
+    attributes."""
+    stats = _finish_stats(parts)
     zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
     BUFFERS.clear()
     return store_path
@@ -210,7 +195,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)
     compressors = default_compressors() if compressors is None else compressors
     token = dask.base.tokenize(input_identity(input_path), str(store_path), tile)
-    shard_side = dask.delayed(_create, pure=False)(
+    shard_side = dask.delayed(create_elevation, pure=False)(
         store_path, grid, tile, compressors, dask_key_name=f"ingest-create-{token}")
     starts = None
     if isinstance(grid, AsciiGrid):
@@ -224,7 +209,7 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
                 grid, store_path, r0, min(r0 + band_rows, rows), starts, shard_side,
                 dask_key_name=(f"ingest-band-{token}", i))
              for i, r0 in enumerate(range(0, rows, band_rows))]
-    return dask.delayed(_finish, pure=False)(store_path, bands,
+    return dask.delayed(finish_elevation, pure=False)(store_path, bands,
                                              dask_key_name=f"ingest-finish-{token}")
 
 
@@ -273,8 +258,6 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
 
-    # the parser's library (compiled on first use in a checkout): loaded while the scheduler starts
-    threading.Thread(target=load_kernels, daemon=True).start()
     with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
@@ -319,57 +302,32 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
                       compressors=None, **options):
     """:func:`ingest` of an ASCII grid that fits in memory, on a thread pool, no task graph.
 
-    The whole grid is parsed into one float32 array (:func:`pipelines.ingest_start.
-    parse_whole_grid`; a parse that :func:`pipelines.ingest_start.ingest_command` started
-    before the imports is taken over), then every shard is written from it on the same pool
-    (the parser and the codec release the GIL, so both run on every core). The store is
-    the one the task graph writes, byte for byte: the same writers, statistics and partial
-    output name (a killed run is resumed by ``--resume``, which takes the graph path).
-    ``options``: :func:`terrain.io.open_grid`'s (``band``, ``nodata``, ``crs``), which
-    ``grid`` was opened with.
+    The whole grid is parsed into one float32 array (:meth:`terrain.io.AsciiGrid.read_all`),
+    then every shard is written from it on the same pool (the parser and the codec release
+    the GIL, so both run on every core). The store is the one the task graph writes, byte for
+    byte: the same writers, statistics and partial output name (a killed run is resumed by
+    ``--resume``, which takes the graph path). ``options``: :func:`terrain.io.open_grid`'s
+    (``band``, ``nodata``, ``crs``), which ``grid`` was opened with.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     check_tile_size(tile)
     compressors = default_compressors() if compressors is None else compressors
-    started = take_started_parse(grid) or start_parse(grid)
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
-    try:
-        with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
-            try:
-                side = _create(tmp, grid, tile, compressors)
-                layout = elevation_layout(tmp)
-                z, stats = started.result()
-                rows, cols = grid.shape
-                shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
-                list(started.pool.map(
-                    lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc,
-                                            layout=layout),
-                    shards))
-            finally:
-                # after an error or a signal: the writes already running end before the
-                # partial output is removed (queued ones are cancelled)
-                started.close()
-            _finish(tmp, stats)
-            finish_store(tmp)
-    finally:
-        started.close()  # also when the output could not be opened
+    with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp, \
+            ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:
+        created = pool.submit(create_elevation, tmp, grid, tile, compressors)
+        z, stats = grid.read_all(pool)
+        side = created.result()
+        rows, cols = grid.shape
+        shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+        list(pool.map(lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side],
+                                              *rc), shards))
+        finish_elevation(tmp, stats)
+        finish_store(tmp)
     store = open_store(output_path)
     store.reused_tasks = 0
     return store
-
-
-def store_stats(store):
-    """``{"nodata_cells", "min", "max"}`` of a store: from its attributes, else by a scan."""
-    if "stats" in store.attrs:
-        return dict(store.attrs["stats"])
-
-    def shard(r0, r1, c0, c1):
-        return _band_stats(store.read_window(r0, r1, c0, c1))
-
-    import dask
-
-    parts = dask.compute(*[dask.delayed(shard)(*w) for w in store.shard_windows()],
-                         scheduler="threads")
-    return _finish_stats(parts)
 
 
 def _finish_stats(parts):
@@ -377,44 +335,6 @@ def _finish_stats(parts):
     hi = max((p[2] for p in parts), default=-math.inf)
     return {"nodata_cells": sum(p[0] for p in parts), "min": lo if math.isfinite(lo) else None,
             "max": hi if math.isfinite(hi) else None}
-
-
-def describe_store(store):
-    """Everything ``info`` prints, as a JSON-ready dict."""
-    stats = store_stats(store)
-    rows, cols = store.shape
-    a = store.attrs
-    return {
-        "store": str(store.path), "shape": [rows, cols], "tile": store.tile,
-        "tiles": list(store.tiles_shape), "tile_count": store.tiles_shape[0] * store.tiles_shape[1],
-        "tiles_per_shard": store.tiles_per_shard, "levels": store.levels,
-        "nodata_cells": stats["nodata_cells"], "min": stats["min"], "max": stats["max"],
-        "geotransform": list(store.geotransform), "cellsize": list(store.cellsize),
-        "crs": a.get("crs"), "nodata": a.get("nodata"), "source": a.get("source"),
-        "source_format": a.get("source_format"), "header": a.get("header", {}),
-    }
-
-
-def _format_info(d):
-    rows, cols = d["shape"]
-    gt = d["geotransform"]
-    cells = rows * cols
-    crs = d["crs"].splitlines()[0][:70] if d["crs"] else "unknown"
-    fmt = (lambda v: "n/a" if v is None else f"{v:.6g}")
-    return "\n".join([
-        f"store     {d['store']}",
-        f"shape     {rows} rows x {cols} cols ({cells} cells)",
-        f"tile      {d['tile']} x {d['tile']}; {d['tiles'][0]} x {d['tiles'][1]} = "
-        f"{d['tile_count']} tiles; {d['tiles_per_shard']} x {d['tiles_per_shard']} tiles per shard",
-        f"levels    {d['levels']} (quadtree over tiles, root included)",
-        f"nodata    {d['nodata_cells']} cells ({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), "
-        f"stored as NaN (source value {d['nodata']})",
-        f"min/max   {fmt(d['min'])} / {fmt(d['max'])}",
-        f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
-        f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
-        f"crs       {crs}",
-        f"source    {d['source']} ({d['source_format']})",
-    ])
 
 
 # -- command handlers ---------------------------------------------------------------------------
@@ -445,10 +365,6 @@ def ingest_command(args):
     return 0
 
 
-def info_command(args):
-    """``terrain info STORE [--json]``: any store terrain writes (:mod:`pipelines.info`)."""
-    from .info import info_command as describe_any
-    return describe_any(args)
 
 
 def synth_command(args):
@@ -462,3 +378,21 @@ def synth_command(args):
     print(f"terrain: wrote {args.output} ({args.rows} x {args.cols}, {n / 1e6:.1f} MB) in "
           f"{dt:.2f} s", file=sys.stdout)
     return 0
+
+
+def _plan(plan, grid, args, inp, out):
+    """``ingest --dry-run``: the graph's tasks, a band task's memory (:mod:`pipelines._plan`)."""
+    from terrain.io.outputs import partial_path
+
+    key = run_key("ingest", [inp], grid["tile"], None)
+    per_task = _plans.band_task_bytes(grid)
+    graph = build_ingest_graph(inp, partial_path(out, key), grid["tile"])
+    return {"tasks": _plans.task_count(graph), "backend": "cpu (text parser / GDAL)",
+            "memory_per_task_bytes": per_task,
+            # the band tasks in flight are bounded by a host budget, not the threads
+            "memory_per_worker_bytes": per_task * bands_at_once(per_task,
+                                                                plan["threads_per_worker"]),
+            "output_bytes": _plans.ingest_bytes(grid), "partial_extra_bytes": plan["shards"] * 64}
+
+
+_plans.register("ingest", _plan)

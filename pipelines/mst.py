@@ -1,153 +1,92 @@
-"""``terrain mst``: the grid minimum spanning forest of a DEM as one Dask graph.
+"""``terrain mst``: the grid minimum spanning forest of a DEM.
+
+Routes
+------
+:func:`mst_route` is the one planner (:func:`run_mst` and ``--dry-run`` ask it the same
+questions); each route is the measured winner of its regime (docs/mst.md, "Routes" and
+"Design notes"):
+
+* ``in-core``: the grid fits the backend's whole-grid kernel
+  (:func:`terrain.grid.mst_device.fits_in_core`: the device's memory; on the CPU up to
+  :data:`terrain.grid.mst_device.HOST_MAX_CELLS` cells, Kruskal in C). It is the super-tile
+  walk with one group, the grid: without ``--scheduler``/``--resume`` it runs in this process
+  with :func:`terrain.tiles.quadtree.call_now` and no Dask, the input read once into memory
+  (:mod:`pipelines.mst_input`; an ASCII grid on the GPU parsed on the device), else as a
+  task graph of one group task.
+* ``super-tiles`` (GPU): groups as large as the device holds, each group's forest in core
+  and reduced once, merged up the quadtree; an ASCII grid whose float32 fits half the
+  device is parsed there first and the groups read it there.
+* ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree.
+
+One GPU runs each route (``--gpus N``: GPU 0 of the N; spreading one job over several GPUs
+was measured slower). A batch's GPU cluster gets the groups pinned to its workers in Z-order
+runs (:func:`pipelines.cluster.assign_groups`), loosely: a lost worker's groups run
+elsewhere, with the same forest.
 
 Dask strategy
 -------------
-The library (:mod:`terrain.grid.mst`) supplies the phases; this module wires them:
-
-1. ``mst-ingest`` (raster input only): :func:`pipelines.ingest.build_ingest_graph` writes
-   the tile store *into the output store itself* (the temporary directory of
-   :func:`terrain.io.outputs.atomic_output`), so the result holds the DEM and its forest.
-2. ``mst-prepare``: creates the ``mst`` array (uint8, chunks = tiles, shards = the DEM's).
-3. ``mst-group``: one task per group (a quadtree node of ``k × k`` tiles): reads the group
-   once, runs Borůvka on all its tiles (one batch = one GPU launch per round), reduces each
-   tile forest and merges the group's quadtree levels. On the CPU a group is a shard of the
-   store. On the GPU a group is one *super-tile*: a square of shards as large as the device
-   holds with one super-tile per task thread in flight (:func:`super_tile_group_tiles`; at
-   most that many run at once in a process, whatever the scheduler's threads), its whole forest computed in core (:func:`terrain.grid.mst_device.device_mst`) and reduced
-   to its boundary graph on the device
-   (:func:`terrain.grid.reduce.reduce_block_device`), no in-group merges
-   (:func:`terrain.grid.mst.group_forest` with ``in_core``); only the mask and the boundary
-   graph come back to the host. Each task thread drives the device on a stream of its own,
-   so one thread's reads (decompression) and writes overlap the others' device work. It
-   writes the tile forests as the group's provisional mask (a writer owns whole shards) and
-   returns the group's reduced graph (up) and its changes (down), as separate outputs.
-   On the GPU, when the whole grid fits the device, steps 3-6 are one task instead,
-   ``mst-in-core``: it reads the whole DEM, computes its forest in core and writes the mask
-   (no reduction, no merges: nothing above a single node).
-4. ``mst-merge``: one task per quadtree node above the shards, up to the root.
-5. ``mst-expand``: top down, one task per node: routes its own and its ancestors' changes
-   to its four children.
-6. ``mst-write``: one task per shard: reads its provisional mask, applies the changes, writes.
-7. ``mst-finish``: sums the statistics and writes them into the store's attributes.
-
-Text in, GPU, grid fits the device, no scheduler asked for (``--scheduler`` unset, no
-``--resume``; with ``--gpus N`` on GPU 0): no task graph at all (:func:`_text_in_core`). The text is
-parsed on the device (:mod:`terrain.io._parse_gpu`), the forest computed from the parsed
-array where it lies, and the store (``elevation``, statistics, ``mst``) written by a thread
-pool while the forest runs -- the same store the graph writes, without the Zarr round trip
-between ingest and forest, the cluster's start-up or per-task overheads. A cluster would
-only add those: the work is one device's. ``--scheduler threads|local|ADDRESS`` still runs
-the graph below.
-
-Steps 3-6 are the walks of :mod:`terrain.tiles.quadtree` (the same plan and walk as the
-in-memory :func:`terrain.grid.mst.grid_mst`), their steps made tasks by
-:class:`pipelines.quadtree.TaskGraph` (one task dict written during the walk, checkpoints
-wrapped in as the tasks are made: ~0.1 s for the 7532 tasks of the 10-ft Neuse size).
-
-One decision, :func:`mst_route`, picks the path (text in core, text streamed, in core,
-super-tiles, tiles) for :func:`run_mst` and ``--dry-run`` alike. With ``--gpus N`` every
-path runs as one GPU runs it, on GPU 0 of the N, in this process: each path is one device's
-(a store of any size goes through super-tiles), and spreading was measured slower
-(:data:`SPREADS`); the summary's ``note`` says "fits one GPU: ... on GPU 0 of N".
-``run_mst(spread="devices")`` spreads the super-tile groups over the N devices of this
-process instead (group ``(i, j)`` on device ``(i + j) % N`` under ``cupy.cuda.Device``, a
-stream per thread and device): our own equivalent of a worker per GPU, because the level
-graphs then never cross a process and no worker process starts, compiles or imports (the
-costs that made the worker processes slower); dask-cuda's ``LocalCUDACluster`` would be the
-worker processes again (:mod:`pipelines.cluster` says why we do not depend on it). Spread
-over processes (``run_mst(spread="processes")``, or a batch's GPU cluster), each GPU has a worker process
-of its own (:func:`pipelines.cluster.open_scheduler`); the shards' ``mst-group`` and
-``mst-write`` tasks are pinned to them in Z-order runs
-(:func:`pipelines.cluster.assign_groups`), loosely, so a lost worker's shards run elsewhere;
-merges and expansions go wherever the scheduler puts them. The forest does not depend on
-where a task ran.
-
-Level graphs are task results held by Dask (O(perimeter) per node, written once); each
-shard of the DEM is read once and each shard of the mask written once, then read and
-written again only when a change reaches it (``mst-write`` skips the others). Every such
-read and write of whole shards goes through :func:`terrain.tiles.store.read_block` /
-``write_block`` (:mod:`terrain.tiles._shards`: each task thread decodes and encodes its
-own shards, the GIL released; zarr's synchronous API would funnel every chunk of every
-thread through one event-loop thread: ~125 MB/s of elevations for 8 threads on the H100
-host).
-The bytes are counted: logical (uncompressed) bytes of the DEM read and of the mask written
-and read, and the bytes of the level graphs and changes passed between tasks.
+:func:`build_mst_graph` wires the library's phases (:mod:`terrain.grid.mst`) along the walks
+of :mod:`terrain.tiles.quadtree`, each step a task of :class:`pipelines.quadtree.TaskGraph`:
+``mst-ingest`` (a raster written into the output store itself) → ``mst-prepare`` (the
+``mst`` array) → ``mst-group`` (one per group: read once, forest, reduction, the group's own
+merges, its provisional mask written) → ``mst-merge`` (per node above the groups) →
+``mst-expand`` (top down) → ``mst-write`` (per group: the shards a change reaches read,
+changed and written) → ``mst-finish`` (the statistics). Level graphs are task results
+(O(perimeter) per node, written once). Whole shards are read and written by
+:func:`terrain.tiles.store.read_block` / ``write_block`` (each thread decodes and encodes its
+own, the GIL released), in runs of shards on a pool of
+:data:`pipelines.mst_input.IO_THREADS`.
 """
 
 import contextlib
+import hashlib
 import json
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import dask
 import numpy as np
 import zarr
 
-from terrain.io.outputs import atomic_output
-from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.edges import WeightSum
-from terrain.io.georef import check_weight_units, finish_store
 from terrain.grid.merge import Changes, apply_changes
 from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_forest,
-                               merge_step, super_tile_fits, super_tile_side)
-from terrain.grid.mst_device import device_mst, fits_on_device
-from terrain.tiles.quadtree import walk_down, walk_up
+                              merge_step, super_tile_fits, super_tile_side)
+from terrain.grid.mst_device import fits_in_core, free_device_bytes
+from terrain.io import AsciiGrid, open_grid
+from terrain.io.georef import check_weight_units, finish_store
+from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import check_tile_size, tiles_per_shard, write_coordinates
-from terrain.tiles.store import read_block, window_shards, write_block
-from terrain.tiles._shards import fast_layout
+from terrain.tiles.quadtree import call_now, walk_down, walk_up
+from terrain.tiles.store import (check_tile_size, checksummed, read_block, tiles_per_shard, write_block,
+                                 write_coordinates)
 
+from . import _plan as _plans
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .mst_stream import text_streamed, text_streamed_fits
-from .cluster import (active_gpu_workers, assign_groups, compute, gpu_count, gpu_count_backend,
-                      gpu_worker_threads, gpu_workers_free_bytes, open_scheduler,
-                      workers_per_gpu)
-from .quadtree import TaskGraph
+from .mst_input import (IO_THREADS, HeldGrid, device_text_fits, held_get, held_put, hold,
+                        load_grid, shard_runs, shard_windows)
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff",
            "mst_route", "MSTRoute", "PATHS"]
 
 # tasks whose results are checkpointed in the partial output (``--resume``)
-CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-in-core", "mst-group",
-                "mst-merge", "mst-write")
+CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-group", "mst-merge",
+                "mst-write")
 
-
-#: the ``mst`` mask's codec: Blosc LZ4 level 5 after a bit shuffle (the cost-distance
-#: backlinks' codec). On a synthetic 1024² forest (2-core VM, one thread): 0.46 of the bytes
-#: at 1.0 GB/s encoding and 1.3 GB/s decoding; zstd level 1 (the codec before) keeps 0.35
-#: at 0.2 / 0.6 GB/s, and the mask is written twice and read once: on the 10-ft size on one
-#: H100 its encoding was most of the 113 write task-seconds. Blosc is also what the
-#: whole-shard reader and writer (:mod:`terrain.tiles._shards`) handle with the GIL released.
+#: the ``mst`` mask's codec: Blosc LZ4 level 5 after a bit shuffle (docs/mst.md, "Output"),
+#: which the whole-shard reader and writer handle with the GIL released
 MASK_COMPRESSORS = (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
 
-#: threads writing the in-core path's mask shards
-GPU_IO_THREADS = 8
+#: the routes of ``terrain mst`` (:func:`mst_route`), as the summary and ``--dry-run`` name them
+PATHS = {"in-core": "in core", "super-tiles": "super-tiles", "tiled": "tiles"}
 
-
-#: the paths of ``terrain mst`` (:func:`mst_route`), as the summary and ``--dry-run`` name them
-PATHS = {"text-in-core": "the text in core", "text-streamed": "the text streamed",
-         "in-core": "in core", "super-tiles": "super-tiles", "tiled": "tiles"}
-
-#: ``spread`` of :func:`mst_route`: how a ``--gpus N`` job (N > 1) runs. "auto": on GPU 0 of
-#: the N, in this process, whatever its path -- every path is served by one device (the
-#: super-tiles take a store of any size), and spreading was measured slower: the 10-ft store
-#: (50220 × 70520) took 50.1 s on 2 H200s and 53.8 s on 4 as worker processes against 23.0 s
-#: in process on one H100 (docs/benchmarks.md, "Several GPUs" ff.): that run is bound by the
-#: host's shard decoding and encoding, the device busy ~15 % of the time; the 40-ft size
-#: 9.15 s as super-tiles on 2 H200s against 6.43 s in core on one. "processes": the task
-#: graph on one worker process per GPU (:func:`pipelines.cluster.open_scheduler`), the groups
-#: spread over them. "devices": the super-tile groups of this process spread over its N
-#: devices (:func:`build_mst_graph`'s ``devices``; no level graph crosses a process: the
-#: worker-process path's 2.7-s penalty at the 40-ft size was mostly fresh processes compiling
-#: and moving level graphs); the other paths stay on GPU 0. Measured no faster than "auto"
-#: (a 50220 × 35260 store on 4 H200s: 12.86 s over 4 devices, 13.19 s over 2, 13.00 s on
-#: GPU 0, 13.03 s with ``--gpus 1``; docs/benchmarks.md, "``--gpus N`` never slower than
-#: one GPU"): the shards' decoding and encoding bound the run, not the devices.
-SPREADS = ("auto", "processes", "devices")
+#: text the device parse holds beside the grid while it streams: two pieces and an index
+TEXT_DEVICE_BYTES = 3 * (512 << 20)
 
 
 @dataclass(frozen=True)
@@ -157,75 +96,67 @@ class MSTRoute:
     Attributes
     ----------
     path : str
-        A key of :data:`PATHS`: "text-in-core" (:func:`_text_in_core`), "text-streamed"
-        (:func:`pipelines.mst_stream.text_streamed`), else the task graph of
-        :func:`build_mst_graph`: "in-core" (one task), "super-tiles" or "tiled".
+        A key of :data:`PATHS`.
+    graph : bool
+        A Dask task graph runs it (else this process, the grid held in memory).
+    device_text : bool
+        Super-tiles whose groups read the ASCII text parsed onto the device.
+    workers : tuple of str
+        GPU workers of the active cluster the groups are pinned to.
     gpus : int
         GPUs asked for (``--gpus``); 0 without.
-    workers : bool
-        The task graph runs on one worker process per GPU (else in this process, on its
-        device 0: the first of the GPUs).
-    devices : int
-        Devices of this process the super-tile groups spread over (1: GPU 0 only).
     note : str or None
         What the summary and the terminal say about it ("fits one GPU: ... on GPU 0 of N").
     """
 
     path: str
+    graph: bool = True
+    device_text: bool = False
+    workers: tuple = ()
     gpus: int = 0
-    workers: bool = False
     note: str = None
-    devices: int = 1
 
     @property
-    def graph(self):
-        """True when the path is a task graph (:func:`build_mst_graph`)."""
-        return self.path not in ("text-in-core", "text-streamed")
-
-    @property
-    def gpus_used(self):
-        """GPUs the run computes on (0: the CPU)."""
-        if self.workers:  # a grid in core: on the first worker (build_mst_graph)
-            return 1 if self.path == "in-core" else self.gpus
-        return self.devices if (self.path != "tiled" or self.gpus) else 0
+    def held(self):
+        """True when the input grid is read into this process first (:mod:`pipelines.mst_input`)."""
+        return not self.graph or self.device_text
 
     def describe(self):
         """One line for ``--dry-run``.
 
-        >>> MSTRoute("super-tiles", 2, note="fits one GPU: super-tiles on GPU 0 of 2").describe()
+        >>> MSTRoute("super-tiles", note="fits one GPU: super-tiles on GPU 0 of 2").describe()
         'super-tiles (fits one GPU: super-tiles on GPU 0 of 2)'
         """
-        where = (f" over {self.gpus} GPU worker processes" if self.workers
-                 else f" over {self.devices} GPUs in process" if self.devices > 1 else "")
-        return self.path + where + (f" ({self.note})" if self.note else "")
+        how = (" in this process" if not self.graph
+               else ", the text parsed on the device" if self.device_text else "")
+        where = f" over {len(self.workers)} GPU workers" if self.workers else ""
+        return self.path + how + where + (f" ({self.note})" if self.note else "")
 
 
-def mst_route(inp, spec, be, scheduler=None, in_core="auto", gpus=0, resume=False,
-              free=None, spread="auto", text=None, cluster_active=None):
-    """The path of ``terrain mst INPUT``: the one decision :func:`run_mst` takes and
-    ``--dry-run`` prints.
+def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resume=False,
+              free=None, cluster_active=False, workers=()):
+    """The route of ``terrain mst``: the one decision :func:`run_mst` takes and ``--dry-run``
+    prints (module docstring: which route wins where).
 
     Parameters
     ----------
-    inp : path of the input (raster or tile store)
     spec : MSTSpec
     be : terrain.backend.Backend
+    text : bool
+        The input is an ESRI/GRASS ASCII grid.
     scheduler : str or None
-        ``--scheduler``: any given runs the task graph.
+        ``--scheduler``: any given runs a task graph.
     in_core : {"auto", "groups", False}
-        As :func:`build_mst_graph`'s; only "auto" takes the text paths.
+        "auto" takes the in-core route when the grid fits; "groups" forces super-tiles (on
+        the CPU: shard-sized ones, for the tests); False forces tile batches.
     gpus : int
         GPUs asked for (0: no ``--gpus``).
     resume : bool
         ``--resume`` runs the task graph (its checkpoints).
     free : int, optional
-        Free bytes of the device (device 0 of this process); None: asked of it.
-    spread : {"auto", "processes", "devices"}
-        With ``gpus`` > 1: :data:`SPREADS`.
-    text : bool, optional
-        Whether ``inp`` is an ESRI/GRASS ASCII grid (None: looked at).
-    cluster_active : bool, optional
-        A cluster is already active (a batch's); None: looked up.
+        Free bytes of the device; None: asked of it.
+    cluster_active, workers
+        A cluster is already active (a batch's), and its GPU workers.
 
     Returns
     -------
@@ -234,53 +165,33 @@ def mst_route(inp, spec, be, scheduler=None, in_core="auto", gpus=0, resume=Fals
     Examples
     --------
     >>> from terrain.backend import Backend
-    >>> from terrain.grid.mst import MSTSpec
     >>> gpu = Backend("gpu", None)  # the device's facts are given, not asked
-    >>> mst_route("dem.asc", MSTSpec((1000, 1000), 512), gpu, gpus=2, free=80 << 30,
-    ...           text=True).note
-    'fits one GPU: the text in core on GPU 0 of 2'
-    >>> mst_route("dem.zarr", MSTSpec((50220, 70520), 512), gpu, gpus=2, free=80 << 30,
-    ...           text=False).describe()
-    'super-tiles (fits one GPU: super-tiles on GPU 0 of 2)'
-    >>> mst_route("dem.asc", MSTSpec((1000, 1000), 512), Backend("cpu", None)).path
+    >>> mst_route(MSTSpec((1000, 1000), 512), gpu, text=True, gpus=2, free=80 << 30).note
+    'fits one GPU: in core on GPU 0 of 2'
+    >>> mst_route(MSTSpec((50220, 70520), 512), gpu, text=True, free=80 << 30).describe()
+    'super-tiles, the text parsed on the device'
+    >>> mst_route(MSTSpec((8192, 8192), 512), Backend("cpu", None)).path
     'tiled'
     """
-    if spread not in SPREADS:
-        raise InputError(f"mst: spread {spread!r} is not one of {', '.join(SPREADS)}")
-    gpus = int(gpus or 0)
-    if not be.is_gpu:
-        return MSTRoute("tiled")
-    from . import cluster
-    if cluster_active is None:
-        cluster_active = cluster._active_client is not None
+    if in_core not in ("auto", "groups", False):
+        raise InputError(f"mst: in_core {in_core!r} is not 'auto', 'groups' or False")
     if free is None:
-        free = _free_bytes(be)
-    fits = fits_on_device(spec.shape, be, free=free)
-    path = None
-    workers = gpus > 0 and spread == "processes"
-    if (in_core == "auto" and not resume and scheduler is None and not cluster_active
-            and not workers):
-        if text is None:
-            from terrain.io import looks_like_ascii_grid
-            text = not is_store(inp) and looks_like_ascii_grid(inp)
-        if text and fits:
-            path = "text-in-core"
-        elif text and text_streamed_fits(spec, free):
-            path = "text-streamed"
-    if path is None:
-        path = ("in-core" if in_core == "auto" and fits
-                else "super-tiles" if in_core in ("auto", "groups") else "tiled")
-    devices = gpus if gpus > 1 and spread == "devices" and path == "super-tiles" else 1
+        free = free_device_bytes(be)
+    local = scheduler is None and not resume and not cluster_active
+    room = free - (TEXT_DEVICE_BYTES if text and local else 0)
+    if in_core == "auto" and fits_in_core(spec.shape, be, free=room):
+        path = "in-core"
+    elif in_core is False:
+        path = "tiled"
+    else:
+        path = "super-tiles" if in_core == "groups" else be.select("tiled", "super-tiles")
+    device_text = be.select(False, local and text and path == "super-tiles"
+                            and device_text_fits(spec.shape, free))
     note = None
-    if gpus > 1 and not workers and devices == 1:
+    if gpus > 1 and not workers:
         note = f"fits one GPU: {PATHS[path]} on GPU 0 of {gpus}"
-    return MSTRoute(path, gpus, workers, note, devices)
-
-
-def _free_bytes(be):
-    """Free bytes of this process's device (:func:`mst_route` asks it here: tests inject)."""
-    from terrain.grid.mst_device import free_device_bytes
-    return free_device_bytes(be)
+    return MSTRoute(path, not (local and path == "in-core"), device_text, tuple(workers),
+                    int(gpus), note)
 
 
 def default_output(input_path):
@@ -289,6 +200,7 @@ def default_output(input_path):
     return p.with_name((p.stem if p.suffix else p.name) + ".mst.zarr")
 
 
+# ----------------------------------------------------------------------------- the steps
 def _prepare(out_path, spec, tile_shard, geo, upstream):
     """Create the ``mst`` array (and, for a store input, the georeference) in the output."""
     del upstream  # only orders this task after the ingest
@@ -302,88 +214,95 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     arr = group.create_array("mst", shape=spec.shape, dtype="uint8",
                              chunks=(spec.tile, spec.tile), shards=(side, side), fill_value=0,
                              dimension_names=("y", "x"),
-                             compressors=MASK_COMPRESSORS,
+                             compressors=checksummed(MASK_COMPRESSORS),
                              config={"write_empty_chunks": False}, overwrite=True)
     arr.attrs.update({"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, SW=3"})
     return str(out_path)
 
 
-def _group_task(dem_path, out_path, spec, backend, key_bits, super_tile, prepared, device_mask,
-                devices, level, i, j):
-    """A group's forest (read, Borůvka, reduction, in-group merges) and its provisional
-    mask, written to the output's ``mst`` -- or, with ``device_mask`` (a
-    :class:`pipelines.mst_stream.DeviceGrid`), put there on the device until the write
-    tasks apply the changes: the mask is then written once and never read back. With
-    ``devices`` > 1 the group runs on device ``(i + j) % devices`` of this process (the
-    in-process spread: neighbouring groups on different devices)."""
-    on_device = super_tile and get_backend(backend).is_gpu
-    with _super_tile_slot() if on_device else contextlib.nullcontext(), \
-            _on_device((i + j) % devices, backend) if on_device and devices > 1 \
-            else contextlib.nullcontext():
+_pool_lock = threading.Lock()
+_pools = {}
+
+
+def _each(fn, windows):
+    """``[fn(w) for w in windows]``, on this process's pool of :data:`IO_THREADS` when
+    there are several (a window of many shards, e.g. a group that is the whole grid)."""
+    if len(windows) <= 1:
+        return [fn(w) for w in windows]
+    with _pool_lock:
+        if "io" not in _pools:
+            from concurrent.futures import ThreadPoolExecutor
+            _pools["io"] = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="terrain-io")
+    return list(_pools["io"].map(fn, windows))
+
+
+def _runs(shape, side, window):
+    """``window``'s runs of shards (:func:`pipelines.mst_input.shard_runs`): one a row of
+    shards for a group among others (their tasks run side by side), about one an I/O thread
+    for a group that is the whole grid (the only task)."""
+    r0, r1, c0, c1 = window
+    whole = (r1 - r0, c1 - c0) == tuple(shape)
+    return shard_runs(shape, side, window, None if whole else -(-(r1 - r0) // side))
+
+
+def _read(path, layer, window, side, shape, dtype):
+    """Cells ``window`` of ``layer`` (shards of ``side`` cells), a run a thread."""
+    r0, r1, c0, c1 = window
+    out = np.empty((r1 - r0, c1 - c0), dtype)
+    _each(lambda w: read_block(path, layer, w, out=out[w[0] - r0:w[1] - r0, w[2] - c0:w[3] - c0]),
+          _runs(shape, side, window))
+    return out
+
+
+def _write(path, layer, window, side, shape, values):
+    """Write ``values`` into ``window`` of ``layer`` (shards of ``side`` cells), a run a
+    thread."""
+    r0, c0 = window[0], window[2]
+    _each(lambda w: write_block(path, layer, w, values[w[0] - r0:w[1] - r0, w[2] - c0:w[3] - c0]),
+          _runs(shape, side, window))
+
+
+def _slot(name, count):
+    """This process's semaphore ``name`` of ``count`` holders (None: no bound)."""
+    if count is None:
+        return contextlib.nullcontext()
+    with _pool_lock:
+        if (name, count) not in _pools:
+            _pools[(name, count)] = threading.BoundedSemaphore(count)
+        return _pools[(name, count)]
+
+
+def _group_task(dem, out_path, spec, backend, super_tile, in_flight, sides, prepared,
+                device_mask, level, i, j):
+    """A group's forest (read, forest, reduction, in-group merges) and its provisional
+    mask, written to the output's ``mst`` -- or, with ``device_mask`` (a held device grid),
+    put there until the write tasks apply the changes. ``in_flight``: the super-tiles one
+    process runs at once (their memory was sized for that many); ``sides``: the shard sides
+    of the input's ``elevation`` and of the output's ``mst``."""
+    be = get_backend(backend)
+    with _slot("super-tiles", in_flight if super_tile else None):
         t0 = time.perf_counter()
         win = spec.window(level, i, j)
         shape = (win[1] - win[0], win[3] - win[2])
-        in_core = on_device and super_tile_fits(shape, backend)
-        if hasattr(dem_path, "key"):  # a grid on this process's device (pipelines.mst_stream)
-            from .mst_stream import device_get
-            z = device_get(dem_path, win, on_device=in_core)
+        # the whole grid was found to fit by the route (no reduction: nothing goes up)
+        in_core = super_tile and (shape == spec.shape or super_tile_fits(shape, be))
+        if isinstance(dem, HeldGrid):
+            z = held_get(dem, win, be, on_device=in_core)
         else:
-            z = read_block(dem_path, "elevation", win, out=np.empty(shape, np.float32))
-        g = group_forest(spec, z, win, level, backend, time.perf_counter() - t0, key_bits,
-                         in_core)
+            z = _read(dem, "elevation", win, sides[0], spec.shape, np.float32)
+        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, in_core)
         t0 = time.perf_counter()
         if device_mask is None:
-            write_block(prepared, "mst", win, g.mask)
+            _write(prepared, "mst", win, sides[1], spec.shape, g.mask)
         else:
-            from .mst_stream import device_put
-            device_put(device_mask, win, g.mask)
+            held_put(device_mask, win, g.mask, be)
         g.times["write"] = time.perf_counter() - t0
-    # bytes of the store read and written (a grid on the device is neither)
-    stats = {"times": g.times, "read_bytes": 0 if hasattr(dem_path, "key") else z.nbytes,
+    # bytes of the store read and written (a held grid is neither)
+    stats = {"times": g.times, "read_bytes": 0 if isinstance(dem, HeldGrid) else z.nbytes,
              "written_bytes": 0 if device_mask is not None else g.mask.nbytes,
              "graph_bytes": g.graph.nbytes + g.changes.nbytes, "forest_sum": g.forest_sum.acc,
              "forest_edges": g.forest_edges, "vertices": g.vertices}
     return g.graph, g.changes, stats
-
-
-def _on_device(index, backend):
-    """CuPy's current device set to ``index`` for the calling thread (a context)."""
-    return get_backend(backend).xp.cuda.Device(index)
-
-
-_slots = {}
-_slots_lock = threading.Lock()
-
-
-def _super_tile_slot():
-    """This process's semaphore for the super-tile groups in flight: at most
-    :func:`pipelines.cluster.gpu_worker_threads` of one device at once, whatever the
-    scheduler's thread count (:func:`super_tile_group_tiles` sized the groups, in host and
-    device memory, for that many)."""
-    with _slots_lock:
-        if "slot" not in _slots:
-            _slots["slot"] = threading.BoundedSemaphore(gpu_worker_threads(["0"]))
-        return _slots["slot"]
-
-
-def _write_task(out_path, spec, device_mask, level, i, j, incoming, own):
-    """Apply a group's changes to its provisional mask: only the shards that some change
-    reaches are read, changed and written again (the others already hold their final
-    bytes); each through :func:`terrain.tiles.store.read_block` / ``write_block``. With
-    ``device_mask``, every shard of the group is taken from the device, changed and
-    written (its first and only write)."""
-    win = spec.window(level, i, j)
-    changes = Changes.concat([incoming, own])
-    times = {"read": 0.0, "expand": 0.0, "write": 0.0}
-    nbytes = 0
-    with _write_slot():
-        nbytes = _apply_to_shards(out_path, spec, win, changes, times, device_mask)
-    # every change reaches exactly one shard: the sums here add up to the forest's
-    changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
-    return {"times": times, "read_bytes": nbytes if device_mask is None else 0,
-            "written_bytes": nbytes,
-            "changes_sum": changes_sum.acc,
-            "changes_edges": len(changes.added) - len(changes.dropped)}
 
 
 #: write tasks reading and writing mask shards at once in a process: their buffers, not
@@ -391,63 +310,62 @@ def _write_task(out_path, spec, device_mask, level, i, j, incoming, own):
 WRITE_SLOTS = 16
 
 
-def _write_slot():
-    """This process's semaphore of :data:`WRITE_SLOTS` write tasks."""
-    with _slots_lock:
-        if "write" not in _slots:
-            _slots["write"] = threading.BoundedSemaphore(WRITE_SLOTS)
-        return _slots["write"]
+def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
+    """Apply a group's changes to its provisional mask: only the shards that some change
+    reaches are read, changed and written again (the others already hold their final
+    bytes). With ``device_mask``, the whole group is taken from the device, changed and
+    written, a run of shards a thread (its first and only write)."""
+    win = spec.window(level, i, j)
+    changes = Changes.concat([incoming, own])
+    times = {"read": 0.0, "expand": 0.0, "write": 0.0}
+    lock = threading.Lock()
 
-
-def _apply_to_shards(out_path, spec, win, changes, times, device_mask=None):
-    """:func:`_write_task`'s reads, changes and writes; returns the mask bytes read."""
-    nbytes = 0
-    every = device_mask is not None
-    for shard_win, part in _changes_by_shard(out_path, spec, win, changes, every):
+    def one(part):
+        w, ch = part
         t0 = time.perf_counter()
-        if every:
-            from .mst_stream import device_get
-            mask = device_get(device_mask, shard_win, on_device=False)
-        else:
-            mask = read_block(out_path, "mst", shard_win)
+        mask = (held_get(device_mask, w) if device_mask is not None
+                else read_block(out_path, "mst", w))
         t1 = time.perf_counter()
-        apply_changes(mask, shard_win[0], shard_win[2], spec.shape[1], part)
+        apply_changes(mask, w[0], w[2], spec.shape[1], ch)
         t2 = time.perf_counter()
-        write_block(out_path, "mst", shard_win, mask)
-        times["read"] += t1 - t0
-        times["expand"] += t2 - t1
-        times["write"] += time.perf_counter() - t2
-        nbytes += mask.nbytes
-    return nbytes
+        write_block(out_path, "mst", w, mask)
+        with lock:
+            times["read"] += t1 - t0
+            times["expand"] += t2 - t1
+            times["write"] += time.perf_counter() - t2
+        return mask.nbytes
+
+    with _slot("write", WRITE_SLOTS):
+        nbytes = sum(_each(one, _changes_by_window(spec, side, win, changes,
+                                                   device_mask is not None)))
+    # every change reaches exactly one window: the sums here add up to the forest's
+    changes_sum = WeightSum().add(changes.added_w).add(changes.dropped_w, sign=-1)
+    return {"times": times, "read_bytes": nbytes if device_mask is None else 0,
+            "written_bytes": nbytes, "changes_sum": changes_sum.acc,
+            "changes_edges": len(changes.added) - len(changes.dropped)}
 
 
-def _changes_by_shard(out_path, spec, win, changes, every=False):
-    """``[(shard window, its changes)]`` for the shards of the ``mst`` array inside ``win``
-    that hold a change's cell (``every``: all its shards), in row-major shard order; the
-    whole window with all the changes when the mask's shards are not known (or ``win`` cuts
-    one), and nothing when there are no changes (and not ``every``)."""
+def _changes_by_window(spec, side, win, changes, every=False):
+    """``[(window, its changes)]``: the shards (of ``side`` cells) of ``win`` that hold a
+    change's cell, in row-major order, or with ``every`` the whole of ``win`` in runs of
+    shards (:func:`_runs`); nothing when there are no changes (and not ``every``)."""
     if len(changes.added) + len(changes.dropped) == 0 and not every:
         return []
-    layout = fast_layout(zarr.open_array(store=str(out_path), path="mst", mode="r"))
-    if layout is None or window_shards(layout, win) is None:
-        return [(win, changes)]
-    (R, C), (rows, cols), ncols = layout.shard, spec.shape, spec.shape[1]
-
-    def shard_of(ids):
-        cells = np.asarray(ids, np.int64) >> 2
-        return (cells // ncols) // R * (-(-cols // C)) + (cells % ncols) // C
-
-    sa, sd = shard_of(changes.added), shard_of(changes.dropped)
+    ncols = spec.shape[1]
+    ra, ca = np.divmod(np.asarray(changes.added, np.int64) >> 2, ncols)
+    rd, cd = np.divmod(np.asarray(changes.dropped, np.int64) >> 2, ncols)
     if every:
-        shards = [si * (-(-cols // C)) + sj for si, sj in window_shards(layout, win)]
+        wins = _runs(spec.shape, side, win)
     else:
-        shards = np.unique(np.concatenate([sa, sd]))
-    out = []
-    for s in shards:
-        si, sj = divmod(int(s), -(-cols // C))
-        shard_win = (si * R, min((si + 1) * R, rows), sj * C, min((sj + 1) * C, cols))
-        out.append((shard_win, changes.take(sa == s, sd == s)))
-    return out
+        touched = np.unique(np.concatenate([ra // side * (-(-ncols // side)) + ca // side,
+                                            rd // side * (-(-ncols // side)) + cd // side]))
+        wins = [w for w in shard_windows(spec.shape, side, win)
+                if w[0] // side * (-(-ncols // side)) + w[2] // side in touched]
+
+    def inside(r, c, w):
+        return (r >= w[0]) & (r < w[1]) & (c >= w[2]) & (c < w[3])
+
+    return [(w, changes.take(inside(ra, ca, w), inside(rd, cd, w))) for w in wins]
 
 
 def _finish(out_path, spec, group_stats, node_stats, writes, meta):
@@ -480,253 +398,19 @@ def _finish(out_path, spec, group_stats, node_stats, writes, meta):
     return summary
 
 
-def _in_core_task(dem_path, spec, backend, prepared):
-    """The whole grid at once on the device: read, forest, write (the in-core path)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from terrain.grid.cost_outputs import read_layer
-    t0 = time.perf_counter()
-    z = read_layer(dem_path, "elevation", np.float32)  # shard by shard, a pool of threads
-    t1 = time.perf_counter()
-    forest = device_mst(z, spec.connectivity, spec.model, spec.hlen, backend)
-    mask = forest.mask.get()
-    t2 = time.perf_counter()
-    rows, cols = spec.shape
-    side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
-    shards = [(r, min(r + side, rows), c, min(c + side, cols))
-              for r in range(0, rows, side) for c in range(0, cols, side)]
-    with ThreadPoolExecutor(min(len(shards), GPU_IO_THREADS)) as pool:
-        list(pool.map(lambda w: write_block(prepared, "mst", w, mask[w[0]:w[1], w[2]:w[3]]),
-                      shards))
-    t3 = time.perf_counter()
-    return {"times": {"read": t1 - t0, "boruvka": t2 - t1, "write": t3 - t2},
-            "read_bytes": z.nbytes, "written_bytes": mask.nbytes,
-            "forest_sum": forest.weight_sum.acc, "forest_edges": forest.edges,
-            "vertices": forest.vertices}
-
-
-def _text_in_core(grid, out_path, spec, shard, backend, tile, key_bits="auto"):
-    """ASCII grid -> device -> forest, the store written beside it (the text in-core path).
-
-    The whole grid fits the device (:func:`fits_on_device`), so nothing is gained from a
-    round trip through the store. The text goes to the device and is parsed there
-    (:func:`terrain.io._parse_gpu.parse_grid_on_device`; when the text does not fit beside
-    the forest's arrays, or is not a valid grid, on the CPU's thread pool instead, each block
-    copied to the device as soon as it is parsed). The forest then runs on the device while
-    the pool brings the elevations back shard by shard (pinned buffers, a stream per thread)
-    and writes the ``elevation`` shards; then the mask's shards the same way. The store's
-    contents are those of the ingest + ``mst-in-core`` tasks (the same writers and
-    statistics), so the output is the same. Returns the summary of :func:`_finish`; its
-    ``wall_seconds`` holds the wall seconds of each step.
-    """
-    import os
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    from terrain.grid.mst_device import device_bytes, free_device_bytes
-    from terrain.io._parse import load_kernels
-    from terrain.io._parse_gpu import parse_device_bytes, parse_grid_on_device
-
-    from .ingest import _band_stats, _create, _finish as finish_ingest, default_compressors
-    from .ingest import parse_whole_grid, write_window
-    from .mst_start import take_prefetched_text
-
-    cp = get_backend(backend).xp
-    rows, cols = spec.shape
-    side = spec.tile * shard
-    wall = {}
-    t0 = time.perf_counter()
-    # the band statistics' Numba kernel: loaded while the text goes to the device
-    threading.Thread(target=load_kernels, daemon=True).start()
-    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-mst") as pool:
-        created = pool.submit(_create, out_path, grid, tile, default_compressors())
-        zd = None
-        text = take_prefetched_text(grid.path)  # the data section, copied at start-up
-        held = 0 if text is None else text.nbytes
-        if (parse_device_bytes(grid) + device_bytes(spec.shape) - held
-                <= 0.9 * (free_device_bytes(backend) + held)):
-            zd = parse_grid_on_device(grid, backend, pool, times=wall, text=text)
-        del text
-        z = None
-        if zd is None:  # on the CPU (also for the error message of a bad text)
-            z = np.empty((rows, cols), np.float32)
-            zd = cp.empty((rows, cols), cp.float32)
-
-            def to_device(r0, r1):
-                zd[r0:r1].set(z[r0:r1])
-
-            z, band_stats = parse_whole_grid(grid, pool, out=z, on_block=to_device)
-            wall["cpu-parse"] = time.perf_counter() - t0
-        cp.cuda.Device().synchronize()
-        t1 = time.perf_counter()
-        created.result()
-        shards = [(r0, min(r0 + side, rows), c0, min(c0 + side, cols))
-                  for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
-        staging = _PinnedStaging(side * side * 4)
-        if z is None:  # each shard from the device through a pinned buffer, then written
-            def write_shard(r0, r1, c0, c1):
-                band = staging.fetch(cp, zd[r0:r1, c0:c1])
-                write_window(out_path, band, r0, c0)
-                return _band_stats(band)
-        else:
-            def write_shard(r0, r1, c0, c1):
-                write_window(out_path, z[r0:r1, c0:c1], r0, c0)
-
-        writes = [pool.submit(write_shard, *w) for w in shards]
-        prepared = _prepare(out_path, spec, shard, {}, None)
-        forest = device_mst(zd, spec.connectivity, spec.model, spec.hlen, backend)
-        cp.cuda.Device().synchronize()
-        t3 = time.perf_counter()
-        wall["mst"] = t3 - t1
-        def write_mask(r0, r1, c0, c1):  # through the pinned buffers too
-            write_block(prepared, "mst", (r0, r1, c0, c1),
-                        staging.fetch(cp, forest.mask[r0:r1, c0:c1]))
-
-        mask_writes = [pool.submit(write_mask, *w) for w in shards]
-        written = [f.result() for f in writes]
-        if z is None:
-            band_stats = written
-        t4 = time.perf_counter()
-        wall["elevation-write-tail"] = t4 - t3
-        for f in mask_writes:
-            f.result()
-        t5 = time.perf_counter()
-        wall["mask-write"] = t5 - t4
-        del zd
-        nbytes = rows * cols * 4
-    finish_ingest(out_path, band_stats)
-    stats = {"times": {"read": t1 - t0, "boruvka": t3 - t1, "write": t5 - t3},
-             "read_bytes": nbytes, "written_bytes": rows * cols,
-             "forest_sum": forest.weight_sum.acc, "forest_edges": forest.edges,
-             "vertices": forest.vertices}
-    meta = {"backend": backend, "group_tiles": 1 << spec.plan(shard).group_level,
-            "key_bits": key_bits, "path": "text-in-core",
-            "parse": "cpu" if z is not None else "gpu",
-            "wall_seconds": {k: round(v, 6) for k, v in wall.items()}}
-    return _finish(prepared, spec, [stats], [], [], meta)
-
-
-class _PinnedStaging:
-    """One pinned host buffer per thread (and a stream), for device -> host copies of
-    shards: a pinned copy runs at the bus's speed, a pageable one at a fraction of it."""
-
-    def __init__(self, nbytes):
-        import threading
-        self.nbytes = nbytes
-        self.local = threading.local()
-
-    def fetch(self, cp, window):
-        """``window`` (a CuPy 2-D view) as a NumPy array in this thread's pinned buffer."""
-        import cupyx
-        loc = self.local
-        if not hasattr(loc, "buf"):
-            loc.buf = cupyx.empty_pinned(self.nbytes, np.uint8)
-            loc.stream = cp.cuda.Stream(non_blocking=True)
-        with loc.stream:
-            dense = cp.ascontiguousarray(window)
-            out = loc.buf[: dense.nbytes].view(dense.dtype).reshape(dense.shape)
-            dense.get(stream=loc.stream, out=out)
-        loc.stream.synchronize()
-        return out
-
-
-def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None, key_bits="auto", in_core="auto", partial=None, workers=(),
-                    device_mask=None, devices=1):
-    """Dask graph computing the forest of the DEM in store ``dem_path`` into ``out_path``.
-
-    Parameters
-    ----------
-    dem_path : path of the tile store holding ``elevation`` (may equal ``out_path``)
-    out_path : path of the output store (an existing group, or created by ``upstream``)
-    spec : MSTSpec
-    group_tiles : int
-        Tiles a side per group task: the store's shard.
-    backend : str
-        Backend name each task resolves.
-    upstream : Delayed, optional
-        What must run first (the ingest).
-    geo : dict, optional
-        ``geotransform``/``crs``/``source`` to copy when the output has no coordinates.
-    key_bits : {"auto", 32, 64}
-        Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
-    in_core : {"auto", "groups", False}
-        On the GPU: "auto" computes the whole grid in one task when it fits the device
-        (``mst-in-core``: read, :func:`terrain.grid.mst_device.device_mst`, write), else
-        each shard as one super-tile; "groups" always takes the shards as super-tiles;
-        False runs tile batches. Ignored on the CPU. The forest is the same.
-    partial : path, optional
-        The partial output holding the checkpoints of :data:`CHECKPOINTED` tasks
-        (``--resume``); None: no checkpoints.
-    workers : list of str
-        GPU workers (:func:`pipelines.cluster.active_gpu_workers`): the shards are spread over
-        them (:func:`pipelines.cluster.assign_groups`), each worker reading, computing and
-        writing its own -- unless the whole grid fits one device (``in_core="auto"``): then
-        the in-core task runs on the first worker, as fast as one GPU can (the summary's
-        ``note`` says so). Empty: the scheduler places every task.
-    device_mask : pipelines.mst_stream.DeviceGrid, optional
-        A uint8 grid on this process's device holding the provisional mask between the
-        group and write tasks (:mod:`pipelines.mst_stream`); None: the output's ``mst``.
-    devices : int
-        On the GPU, super-tiles: spread the groups over this process's first ``devices``
-        devices (group ``(i, j)`` on device ``(i + j) % devices``); 1: the current device.
-
-    Returns
-    -------
-    dask.delayed.Delayed
-        Computing it returns the summary dict (also stored in the ``mst`` attribute).
-    """
-    if in_core not in ("auto", "groups", False):
-        raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
-    gpu = get_backend(backend).is_gpu
-    # the GPU workers' devices, as they see them (this process need not touch a device)
-    free = gpu_workers_free_bytes(workers) if gpu and workers else None
-    if gpu and in_core in ("auto", "groups"):
-        group_tiles = super_tile_group_tiles(spec, group_tiles, backend, workers, free)
-    plan = spec.plan(group_tiles)
-    # out_path names the run; the group side (which the device's memory may change between a
-    # run and its --resume) what a group task's (i, j) covers
-    token = dask.base.tokenize(str(dem_path), str(out_path), spec, plan.group_level)
-    graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
-    call = graph.call
-    shard = tiles_per_shard(spec.tile, spec.shape)
-    prepared = call(_prepare, out_path, spec, shard, geo or {}, upstream, key=("prepare",))
-    n_gpus = len(workers) // workers_per_gpu() if workers else 0
-    if gpu and in_core == "auto" and fits_on_device(spec.shape, backend, free=free):
-        # the whole grid on one device, also with several GPUs: spreading a grid that fits
-        # one device over them was slower (40-ft size, 2 H200s: super-tiles 9.15 s against
-        # 6.43 s in core), and more GPUs must never be slower than one
-        stats = call(_in_core_task, dem_path, spec, backend, prepared, key=("in-core",))
-        meta = {"backend": backend, "group_tiles": 1 << plan.group_level, "key_bits": key_bits,
-                "path": "in-core", **({"gpus": n_gpus} if workers else {})}
-        if workers:
-            graph.pin("in-core", (), workers[0])
-        if n_gpus > 1:
-            meta["note"] = f"fits one GPU: in core on GPU 0 of {n_gpus}"
-        return graph.delayed(call(_finish, prepared, spec, [stats], [], [], meta,
-                                  key=("finish",)))
-    super_tile = gpu and in_core in ("auto", "groups")
-    _, rest = walk_up(plan, (_group_task, dem_path, out_path, spec, backend, key_bits,
-                             super_tile, prepared, device_mask, devices),
-                      (merge_step, spec), call, nout=3, names=("group", "merge"))
-    g = plan.group_level
-    own = {node: r[:1] for node, r in rest.items()}
-    stats = [rest[(g, i, j)][1] for (i, j) in plan.groups]
-    node_rest, writes = walk_down(plan, (expand_step, spec), (_write_task, prepared, spec, device_mask), call,
-                                  extra=own, node_nout=5, names=("expand", "write"))
-    node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
-                  + [r[0] for r in node_rest.values()])
-    for (i, j), worker in assign_groups(plan.groups, list(workers)).items():
-        graph.pin("group", (i, j), worker)
-        graph.pin("write", (i, j), worker)
-    meta = {"backend": backend, "group_tiles": 1 << g, "key_bits": key_bits,
-            "path": "super-tiles" if super_tile else "tiled"}
-    if workers:
-        meta["gpus"] = n_gpus
-    if super_tile and devices > 1:
-        meta["gpus_used"] = devices
-    return graph.delayed(call(_finish, prepared, spec, stats, node_stats, list(writes.values()),
-                              meta, key=("finish",)))
+# ----------------------------------------------------------------------------- the walk
+def _groups(spec, shard_tiles, be, in_core, workers=(), free=None):
+    """``(group tiles, super-tile, in flight)`` of a run: the whole grid as one super-tile
+    when it fits in core (``in_core`` "auto"; "whole": the route found it fits); else on the
+    GPU (or with "groups") super-tiles sized from the device (:func:`super_tile_group_tiles`);
+    else the store's shards as tile batches. ``in_flight``: super-tiles a process runs at once
+    (None: unbounded)."""
+    if in_core == "whole" or (in_core == "auto" and fits_in_core(spec.shape, be, free=free)):
+        return 1 << (spec.levels - 1), True, 1
+    if in_core is False:
+        return shard_tiles, False, None
+    return be.select(lambda: (shard_tiles, in_core == "groups", None),
+                     lambda: super_tile_group_tiles(spec, shard_tiles, be, workers, free))()
 
 
 #: host bytes the super-tile groups in flight may hold, all GPU workers together
@@ -735,23 +419,19 @@ SUPER_TILE_HOST_BUDGET = 2 << 30
 
 
 def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
-    """Tiles a side of a super-tile group: a power-of-two multiple of the store's shard
-    (``shard_tiles``; a writer owns whole shards), as large as
-    :func:`terrain.grid.mst.super_tile_side` allows with one group in flight per task
-    thread of a device -- :func:`pipelines.cluster.gpu_worker_threads`, the bound of
-    ``_super_tile_slot`` for a local scheduler -- and :data:`SUPER_TILE_HOST_BUDGET` shared by them all
-    (``free``: the workers' free device bytes).
-    Larger groups: fewer tasks and small top levels; but at least one group per task thread
-    (else threads, or GPUs, stand idle). The forest is the same.
-
-    >>> super_tile_group_tiles(MSTSpec((5000, 5000), 512), 4, "cpu")
-    4
-    """
+    """``(tiles a side, True, in flight)`` of the GPU's super-tile groups: a power-of-two
+    multiple of the store's shard (``shard_tiles``; a writer owns whole shards), as large as
+    :func:`terrain.grid.mst.super_tile_side` allows with one group in flight per task thread
+    of a device (:func:`pipelines.cluster.gpu_worker_threads`) and
+    :data:`SUPER_TILE_HOST_BUDGET` shared by them all (``free``: the workers' free device
+    bytes). Larger groups: fewer tasks and small top levels; but at least one group per task
+    thread (else threads, or GPUs, stand idle). The forest is the same."""
+    from .cluster import gpu_worker_threads, workers_per_gpu
     if workers:
         in_flight = gpu_worker_threads(list(workers))  # per worker process
         host = SUPER_TILE_HOST_BUDGET // len(workers)
         per_device = in_flight * workers_per_gpu()
-    else:  # the scheduler's threads: at most this many at once (_super_tile_slot)
+    else:
         in_flight = per_device = gpu_worker_threads(["0"])
         host = SUPER_TILE_HOST_BUDGET
     # the device holds its processes' groups; the host budget is per worker process
@@ -762,94 +442,219 @@ def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
                                < in_flight * max(1, len(workers))):
         g //= 2
         side //= 2
-    return g
+    return g, True, in_flight
+
+
+def _dem_shard_side(dem):
+    """The shard side of a tile store's ``elevation`` (None for a held grid, or a store
+    written later in the graph)."""
+    if isinstance(dem, HeldGrid) or not is_store(dem):
+        return None
+    store = open_store(dem)
+    return store.tiles_per_shard * store.tile
+
+
+def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_core,
+          device_mask=None, workers=(), free=None, per_gpu=1):
+    """The steps of the forest along the quadtree walks, each made by ``call``
+    (:func:`terrain.tiles.quadtree.call_now` in this process, or a :class:`TaskGraph`'s);
+    returns ``(plan, what the finish step returns)``."""
+    be = get_backend(backend)
+    group_tiles, super_tile, in_flight = _groups(spec, group_tiles, be, in_core, workers, free)
+    plan = spec.plan(group_tiles)
+    prepared = call(_prepare, out_path, spec, tiles_per_shard(spec.tile, spec.shape),
+                    geo or {}, upstream, key=("prepare",))
+    mask_side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
+    dem_side = _dem_shard_side(dem) or mask_side
+    _, rest = walk_up(plan, (_group_task, dem, out_path, spec, be.name, super_tile,
+                             in_flight, (dem_side, mask_side), prepared, device_mask),
+                      (merge_step, spec), call, nout=3, names=("group", "merge"))
+    g = plan.group_level
+    own = {node: r[:1] for node, r in rest.items()}
+    stats = [rest[(g, i, j)][1] for (i, j) in plan.groups]
+    node_rest, writes = walk_down(plan, (expand_step, spec), (_write_task, prepared, spec,
+                                                              mask_side, device_mask), call,
+                                  extra=own, node_nout=5, names=("expand", "write"))
+    node_stats = ([r[1] for node, r in rest.items() if node[0] > g]
+                  + [r[0] for r in node_rest.values()])
+    path = ("in-core" if super_tile and len(plan.groups) == 1 and g == spec.levels - 1
+            else "super-tiles" if super_tile else "tiled")
+    meta = {"backend": be.name, "group_tiles": 1 << g, "path": path}
+    if workers:  # the cluster's GPUs, and those given groups
+        meta.update(gpus=len(workers) // per_gpu,
+                    gpus_used=-(-min(len(workers), len(plan.groups)) // per_gpu))
+    return plan, call(_finish, prepared, spec, stats, node_stats, list(writes.values()), meta,
+                      key=("finish",))
+
+
+def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
+                    geo=None, in_core="auto", partial=None, workers=(),
+                    device_mask=None, free=None):
+    """Dask graph computing the forest of the DEM ``dem_path`` into ``out_path``.
+
+    Parameters
+    ----------
+    dem_path : path of the tile store holding ``elevation`` (may equal ``out_path``), or a
+        :class:`pipelines.mst_input.HeldGrid`
+    out_path : path of the output store (an existing group, or created by ``upstream``)
+    spec : MSTSpec
+    group_tiles : int
+        Tiles a side of a group of tile batches (the store's shard: a writer owns whole
+        shards); super-tiles are a multiple of it.
+    backend : str
+        Backend name each task resolves.
+    upstream : Delayed, optional
+        What must run first (the ingest).
+    geo : dict, optional
+        ``geotransform``/``crs``/``source`` to copy when the output has no coordinates.
+    in_core : {"auto", "groups", False}
+        "auto": one group, the whole grid, when it fits in core; else super-tiles on the GPU
+        and the shards' tile batches on the CPU. "groups": super-tiles always; False: tile
+        batches. The forest is the same.
+    partial : path, optional
+        The partial output holding the checkpoints of :data:`CHECKPOINTED` tasks
+        (``--resume``); None: no checkpoints.
+    workers : list of str
+        GPU workers (:func:`pipelines.cluster.active_gpu_workers`): each group's read,
+        forest and write run on one of them (:func:`pipelines.cluster.assign_groups`).
+        Empty: the scheduler places every task.
+    device_mask : HeldGrid, optional
+        A uint8 grid on this process's device holding the provisional masks between the
+        group and write tasks; None: the output's ``mst``.
+    free : int, optional
+        The device's free bytes the groups are sized for (None: asked of the workers' devices,
+        or of this process's).
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        Computing it returns the summary dict (also stored in the ``mst`` attribute).
+    """
+    import dask
+
+    from .cluster import assign_groups, gpu_workers_free_bytes, workers_per_gpu
+    from .quadtree import TaskGraph
+    if in_core not in ("auto", "groups", False):
+        raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
+    be = get_backend(backend)
+    # the GPU workers' devices, as they see them (this process need not touch a device)
+    if workers and be.is_gpu:
+        free = gpu_workers_free_bytes(workers)
+    # out_path names the run, the spec and device (the group side) what a group covers
+    token = dask.base.tokenize(str(dem_path), str(out_path), spec, in_core, free is None)
+    graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
+    plan, finish = _walk(graph.call, dem_path, out_path, spec, group_tiles, be, upstream,
+                         geo, in_core, device_mask, workers, free,
+                         workers_per_gpu() if workers else 1)
+    for (i, j), worker in assign_groups(plan.groups, list(workers)).items():
+        graph.pin("group", (i, j), worker)
+        graph.pin("write", (i, j), worker)
+    return graph.delayed(finish)
+
+
+# ----------------------------------------------------------------------------- the run
+def _open_input(inp, tile):
+    """``(source, geo, shape, tile, cellsize, shard tiles)`` of the input: a tile store (its
+    path; its own tile and shards) or an opened grid file. Refuses anything else first."""
+    if inp.is_dir() and not is_store(inp):
+        raise InputError(f"{inp}: is a directory, not a grid file or a tile store written by "
+                         "ingest")
+    if is_store(inp):
+        store = open_store(inp)
+        geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
+               "source": str(inp.resolve())}
+        return inp, geo, store.shape, store.tile, store.cellsize, store.tiles_per_shard
+    grid = open_grid(inp)
+    check_tile_size(tile)
+    return (grid, {"crs": grid.crs}, grid.shape, tile, grid.cellsize,
+            tiles_per_shard(tile, grid.shape))
+
+
+def _data_identity(inp):
+    """What identifies a tile store's data beyond its root metadata: every file's path,
+    size and modification time (a store rewritten in place is another run's input).
+    Files are identified by :func:`terrain.io.outputs.input_identity` already: None."""
+    if not inp.is_dir():
+        return None
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(inp):
+        dirs.sort()
+        for name in sorted(files):
+            p = os.path.join(root, name)
+            st = os.stat(p)
+            h.update(f"{os.path.relpath(p, inp)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _check_geotiff_name(path):
+    if path is not None and Path(path).suffix.lower() not in (".tif", ".tiff"):
+        raise InputError(f"{path}: a GeoTIFF is written there; name it .tif or .tiff")
+
+
+def _cluster():
+    """``(a cluster is active, its GPU workers)``; without :mod:`pipelines.cluster` imported
+    (Dask's import) none can be."""
+    cluster = sys.modules.get("pipelines.cluster")
+    if cluster is None or getattr(cluster, "_active_client", None) is None:
+        return False, ()
+    return True, tuple(cluster.active_gpu_workers())
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
-            scheduler=None, overwrite=False, geotiff=None, key_bits="auto", in_core="auto",
-            resume=False, cog=True, gpus=None, spread="auto"):
+            scheduler=None, overwrite=False, geotiff=None, in_core="auto",
+            resume=False, cog=True, gpus=None):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
-    Returns the summary dict. See ``terrain mst --help``; ``key_bits`` picks Borůvka's key
-    width (:func:`terrain.grid._boruvka.boruvka_tiles`, "auto" on the command line),
-    ``in_core`` the GPU's path (:func:`build_mst_graph`); ``resume`` finishes the partial
-    output a killed run of the same input and options left (the summary's ``reused_tasks``
-    counts the tasks not run again). ``gpus`` (``"N"`` or ``"all"``): the run's path is the
-    one a single GPU takes, on GPU 0 of the N, unless ``spread`` is "processes": then one
-    worker process per GPU (:func:`pipelines.cluster.open_scheduler`), the shards spread
-    over them; or "devices": the super-tiles spread over the N devices in this process
-    (:func:`mst_route`, :data:`SPREADS` say why). The forest is the same.
+    Returns the summary dict. See ``terrain mst --help``; ``in_core`` picks the route
+    (:func:`mst_route`); ``resume`` finishes the partial output a killed run of the same input
+    and options left (the summary's ``reused_tasks`` counts the tasks not run again).
+    ``gpus`` (``"N"`` or ``"all"``): the route runs on GPU 0 of the N. The forest is the same.
 
     Examples
     --------
     >>> run_mst("data/sample.asc", "sample.mst.zarr", scheduler="threads")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
-    backend = gpu_count_backend(gpus, backend, input_path, scheduler)
+    n_gpus = 0
+    if gpus is not None:
+        from .cluster import gpu_count, gpu_count_backend
+        backend, n_gpus = gpu_count_backend(gpus, backend, input_path, scheduler), gpu_count(gpus)
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
+    source, geo, shape, tile, cellsize, shard = _open_input(inp, tile)
     check_outputs([inp], [out, geotiff], overwrite)
-    check_tile_size(tile)
-    if is_store(inp):
-        store = open_store(inp)
-        shape, tile, cellsize = store.shape, store.tile, store.cellsize
-        geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp.resolve())}
-        shard = store.tiles_per_shard
-    else:
-        from terrain.io import open_grid
-        grid = open_grid(inp)
-        shape, cellsize = grid.shape, grid.cellsize
-        geo = None
-        shard = tiles_per_shard(tile, shape)
-    check_weight_units(weight, geo["crs"] if geo else grid.crs, inp)
-    spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
-                   tuple(float(c) for c in cellsize))
-    route = mst_route(inp, spec, be, scheduler, in_core, gpu_count(gpus), resume,
-                      spread=spread)
-    key = run_key("mst", [inp], spec)
+    _check_geotiff_name(geotiff)
+    check_weight_units(weight, geo["crs"], inp)
+    try:
+        spec = MSTSpec(tuple(int(s) for s in shape), int(tile), int(connectivity), weight,
+                       tuple(float(c) for c in cellsize))
+    except InputError as e:
+        raise InputError(f"{inp}: {e}") from None
+    active, workers = _cluster()
+    route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core, n_gpus,
+                      resume, cluster_active=active, workers=workers)
+    key = run_key("mst", [inp], spec, _data_identity(inp))
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
-        summary = None
-        if route.path == "text-in-core":
-            summary = _text_in_core(grid, tmp, spec, shard, be.name, tile, key_bits)
-            reused = 0
-        elif route.path == "text-streamed":
-            from .mst_start import take_prefetched_text
-            take_prefetched_text(inp)  # a copy made at start-up (too large to be one)
-            summary = text_streamed(grid, tmp, spec, shard, be.name, tile, key_bits)
-            reused = 0
-        if summary is None:  # (a text the device parse found invalid: the CPU says why)
-            from .mst_start import take_prefetched_text
-            take_prefetched_text(inp)  # a copy made at start-up: not this path's, free it
-            if is_store(inp) and not tmp.exists():
-                zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
-                dem_path, upstream = inp, None
-            else:
-                from .ingest import build_ingest_graph
-                upstream, _ = checkpointed(build_ingest_graph(inp, tmp, tile), tmp,
-                                           CHECKPOINTED)
-                dem_path = tmp
-            # the graph's own path: the route's (a text path that fell back: its graph twin)
-            graph_in_core = {"in-core": "auto", "text-in-core": "auto", "super-tiles": "groups",
-                             "text-streamed": "groups"}.get(route.path, in_core)
-            with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1],
-                                gpus=gpus if route.workers else None):
-                graph = build_mst_graph(dem_path, tmp, spec, shard, be.name, upstream, geo,
-                                        key_bits, graph_in_core, partial=tmp,
-                                        workers=active_gpu_workers(), devices=route.devices)
-                graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
-                (summary,) = compute(graph, label="mst")
+        wall = {}
+        if route.held:
+            summary, reused = _run_held(route, source, geo, tmp, spec, shard, be,
+                                        in_core, wall)
+        else:
+            summary, reused = _run_graph(route, source, inp, geo, tmp, spec, shard, be,
+                                         in_core, scheduler)
         drop_checkpoints(tmp)
-        summary["seconds"] = round(time.perf_counter() - t_start, 6)
-        summary["output"] = str(out)
-        summary["device"] = be.device_name()
-        summary["reused_tasks"] = reused
+        if "parsed_on" in wall:
+            summary["parse"] = wall.pop("parsed_on")
+        if wall:
+            summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
+        summary.update(seconds=round(time.perf_counter() - t_start, 6), output=str(out),
+                       device=be.device_name(), reused_tasks=reused)
         if route.gpus:
             summary["gpus"] = route.gpus
-            summary["gpus_used"] = summary.get("gpus_used", route.gpus_used)
+            summary.setdefault("gpus_used", 1)
         if route.note and not summary.get("note"):
             summary["note"] = route.note
         zarr.open_group(store=str(tmp), mode="r+").attrs.update({"mst": summary})
@@ -858,6 +663,47 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             write_geotiff(tmp, geotiff, overwrite, cog=cog)
             summary["geotiff"] = str(geotiff)
     return summary
+
+
+def _run_held(route, source, geo, tmp, spec, shard, be, in_core, wall):
+    """The routes that read the input into this process first (:mod:`pipelines.mst_input`):
+    in core without a graph, or the super-tiles of a text parsed on the device."""
+    side = spec.tile * shard
+    store_geo = geo if not hasattr(source, "shape") else None
+    with load_grid(source, tmp, spec.shape, spec.tile, side, be, wall) as z, hold(z) as dem:
+        t0 = time.perf_counter()
+        if not route.graph:
+            _, summary = _walk(call_now, dem, tmp, spec, shard, be.name, None, store_geo,
+                               "whole")
+            wall["forest"] = time.perf_counter() - t0
+            return summary, 0
+        from .cluster import compute, open_scheduler
+        with hold(be.xp.zeros(spec.shape, np.uint8)) as mask, open_scheduler("threads"):
+            graph = build_mst_graph(dem, tmp, spec, shard, be.name, None, store_geo,
+                                    "groups", device_mask=mask)
+            (summary,) = compute(graph, label="mst")
+        wall["forest"] = time.perf_counter() - t0
+    return summary, 0
+
+
+def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler):
+    """The task-graph routes: the store's groups (a raster ingested into it first)."""
+    from .cluster import compute, open_scheduler
+    upstream = None
+    if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
+        from .ingest import build_ingest_graph
+        upstream, _ = checkpointed(build_ingest_graph(inp, tmp, spec.tile), tmp, CHECKPOINTED)
+        dem, store_geo = tmp, None
+    else:
+        dem, store_geo = inp, geo
+    # one device's work needs no cluster: the GPU's routes run on threads by default
+    with open_scheduler(scheduler if scheduler is not None or route.workers
+                        else be.select(None, "threads"), cells=spec.shape[0] * spec.shape[1]):
+        graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
+                                in_core, partial=tmp, workers=route.workers)
+        graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
+        (summary,) = compute(graph, label="mst")
+    return summary, reused
 
 
 MST_BAND_DESCRIPTION = ("MST edges: bit d set = the forest holds the edge from this cell in "
@@ -872,6 +718,7 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True):
     """
     from terrain.io.geotiff import write_geotiff as write_layer
 
+    _check_geotiff_name(tif_path)
     group = zarr.open_group(store=str(store_path), mode="r", use_consolidated=False)
     valid = None
     if "elevation" in group:
@@ -897,8 +744,10 @@ def _format_summary(s):
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",
         f"time      {s['seconds']:.2f} s" + _on_gpus(s),
-    ] + ([f"note      {s['note']}"] if s.get("note") else []) + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
-         if s.get("reused_tasks") else []) + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
+    ] + ([f"note      {s['note']}"] if s.get("note") else [])
+      + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
+         if s.get("reused_tasks") else [])
+      + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
 
 
 def _on_gpus(s):
@@ -911,12 +760,8 @@ def _on_gpus(s):
 
 def mst_command(args):
     """``terrain mst INPUT [-o OUT.zarr] [--tile N] [--connectivity 4|8] [--weight W] ...``."""
-    from .graph import mst_graph_if_graph  # a graph file: the general-graph forest
-    if (status := mst_graph_if_graph(args)) is not None:
-        return status
     if getattr(args, "dry_run", False):
-        from ._plan import dry_run_command
-        return dry_run_command("mst", args)
+        return _plans.dry_run_command("mst", args)
     summary = run_mst(args.input, args.output, tile=args.tile, connectivity=args.connectivity,
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
                       overwrite=args.overwrite, geotiff=args.geotiff,
@@ -927,3 +772,55 @@ def mst_command(args):
     else:
         print(_format_summary(summary))
     return 0
+
+
+# ----------------------------------------------------------------------------- --dry-run
+def _plan(plan, grid, args, inp, out):
+    """``mst --dry-run``: the route the run would take (:func:`mst_route`, the same
+    questions), its tasks and memory (:mod:`pipelines._plan`)."""
+    from terrain.io.outputs import partial_path
+
+    shape, tile, shard = grid["shape"], grid["tile"], grid["tiles_per_shard"]
+    spec = MSTSpec(shape, tile, int(args.connectivity), args.weight,
+                   tuple(float(c) for c in grid["cellsize"]))
+    gpus = getattr(args, "gpus", None)
+    scheduler = getattr(args, "scheduler", None)
+    backend, n_gpus = args.backend, 0
+    if gpus is not None:
+        from .cluster import gpu_count, gpu_count_backend
+        backend, n_gpus = gpu_count_backend(gpus, backend, inp, scheduler), gpu_count(gpus)
+    be = get_backend(backend)
+    active, workers = _cluster()
+    text = not grid["from_store"] and isinstance(open_grid(inp), AsciiGrid)
+    free = free_device_bytes(be)
+    route = mst_route(spec, be, text, scheduler, "auto", n_gpus,
+                      getattr(args, "resume", False), free, active, workers)
+    tasks = 0
+    if route.graph and not route.device_text:
+        partial = partial_path(out, run_key("mst", [inp], spec, _data_identity(inp)))
+        upstream = None
+        if not grid["from_store"]:
+            from .ingest import build_ingest_graph
+            upstream = build_ingest_graph(inp, partial, tile)
+        tasks = _plans.task_count(build_mst_graph(inp if grid["from_store"] else partial,
+                                                  partial, spec, shard, be, upstream,
+                                                  workers=workers, free=free))
+    side = min(tile * shard, max(shape))
+    edges = args.connectivity // 2
+    per_task = max(0 if grid["from_store"] else _plans.band_task_bytes(grid),
+                   side * side * (4 + 1 + edges * _plans.EDGE_BYTES))
+    out_bytes = ((0 if grid["from_store"] else _plans.ingest_bytes(grid))
+                 + plan["cells"] * _plans.MASK_BYTES_PER_CELL)
+    extra = plan["shards"] * 64 + plan["shards"] * 4 * side * _plans.EDGE_BYTES * 2
+    return {"tasks": tasks, "path": route.path, "route": route.describe(),
+            "gpus_used": 1 if be.is_gpu else 0, **({"note": route.note} if route.note else {}),
+            "backend": be.name + (f", GPU 0 of {route.gpus}" if route.gpus else ""),
+            "memory_per_task_bytes": per_task,
+            "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
+            "output_bytes": out_bytes, "partial_extra_bytes": extra,
+            "other_outputs_bytes": plan["cells"] * _plans.MASK_BYTES_PER_CELL
+            if getattr(args, "geotiff", None) else 0}
+
+
+_plans.register("mst", _plan, lambda inp, args: default_output(inp),
+                lambda args: ([], [getattr(args, "geotiff", None)]))

@@ -11,22 +11,58 @@ import sys
 
 import zarr
 
-from terrain.io.outputs import atomic_output
-from terrain.io.outputs import check_outputs
+from terrain.io.outputs import atomic_output, check_input_file, check_outputs
 from terrain.errors import InputError
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
 
-__all__ = ["plot_command", "parse_size", "parse_window"]
+__all__ = ["plot_command", "parse_size", "parse_window", "picture_format", "FORMATS",
+           "MAX_SIDE", "MAX_PIXELS"]
+
+
+#: the largest picture: a side and the pixels (the picture's RGBA layers are float64, about
+#: 40 bytes a pixel with matplotlib's canvas: 16.8 M pixels are ~0.7 GB; 100000 x 100000 once
+#: ran 106 s into a MemoryError)
+MAX_SIDE = 16384
+MAX_PIXELS = 1 << 24
+
+#: what a picture's name may end with -> matplotlib's format (written as the name says)
+FORMATS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".pdf": "pdf", ".svg": "svg",
+           ".tif": "tiff", ".tiff": "tiff", ".webp": "webp"}
 
 
 def parse_size(text):
-    """``"1200x900"`` -> ``(1200, 900)``."""
+    """``"1200x900"`` -> ``(1200, 900)``; at most :data:`MAX_SIDE` a side and
+    :data:`MAX_PIXELS` in all.
+
+    >>> parse_size("100000x100000")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: picture size 100000 x 100000: at most 16384 pixels a side and 16,777,216 in all
+    """
     try:
         w, h = (int(v) for v in str(text).lower().split("x"))
     except ValueError:
         raise InputError(f"--size: {text!r} is not WIDTHxHEIGHT in pixels") from None
+    if w > MAX_SIDE or h > MAX_SIDE or w * h > MAX_PIXELS:
+        raise InputError(f"picture size {w} x {h}: at most {MAX_SIDE} pixels a side and "
+                         f"{MAX_PIXELS:,} in all")
     return w, h
+
+
+def picture_format(path):
+    """The format a picture named ``path`` is written in (its suffix says it:
+    :data:`FORMATS`); :class:`InputError` for another name, before any work.
+
+    >>> picture_format("pic.JPG"), picture_format("a/b.png")
+    ('jpeg', 'png')
+    """
+    from pathlib import Path
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(f"{path}: a picture's name ends with its format: "
+                         + ", ".join(sorted(FORMATS)))
+    return FORMATS[suffix]
 
 
 def parse_window(text):
@@ -56,12 +92,12 @@ def _plot_bfs_levels(args):
     from .graph import _parse_sources
 
     check_outputs(_plot_inputs(args), [args.output], args.overwrite)
-    size = parse_size(args.size)
+    size, fmt = parse_size(args.size), picture_format(args.output)
     graph = load_graph(args.store, args.format)
     r = bfs(graph, _parse_sources(args.source), by_id=True, predecessors=False,
             backend=args.backend)
     with atomic_output(args.output, args.overwrite) as tmp:
-        info = render_bfs_levels(tmp, r.stats, size=size)
+        info = render_bfs_levels(tmp, r.stats, size=size, format=fmt)
     print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; {info['levels']} levels, "
           f"{info['reached']} vertices reached)")
     return 0
@@ -71,17 +107,18 @@ def _plot_cost_distance(args, group):
     from terrain.plot import read_paths, render_cost_distance
 
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
+    size, fmt = parse_size(args.size), picture_format(args.output)
     model = dict(group.attrs.get("cost_model") or {})
     dem = result_dem(args.store, group, model.get("dem") or group.attrs.get("source"),
                      required=False)
     paths = read_paths(args.paths)[0] if getattr(args, "paths", None) else None
-    size = parse_size(args.size)
     units = (group["distance"].attrs.get("units") or "").split(" (")[0] or None
     with atomic_output(args.output, args.overwrite) as tmp:
         info = render_cost_distance(tmp, group["distance"], dem, paths=paths,
                                     sources=model.get("sources"), size=size,
                                     window=parse_window(args.window),
-                                    geotransform=group.attrs.get("geotransform"), units=units)
+                                    geotransform=group.attrs.get("geotransform"), units=units,
+                                    format=fmt)
     print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; stride {info['stride']}; "
           f"{len(info['levels'])} contour levels"
           + (f"; {info['paths_drawn']} path(s)" if info["paths_drawn"] else "")
@@ -95,6 +132,7 @@ def plot_command(args):
 
     if getattr(args, "source", None):
         return _plot_bfs_levels(args)
+    check_input_file(args.store)
     if not is_store(args.store):
         raise InputError(f"{args.store}: not a terrain store")
     group = zarr.open_group(store=str(args.store), mode="r", use_consolidated=False)
@@ -103,13 +141,13 @@ def plot_command(args):
     if getattr(args, "paths", None):
         raise InputError(f"{args.store}: --paths needs a cost-distance store")
     check_outputs(_plot_inputs(args, group), [args.output], args.overwrite)
+    size, fmt = parse_size(args.size), picture_format(args.output)
+    window = parse_window(args.window)
     dem = result_dem(args.store, group, group.attrs.get("source"))
     mask = group["mst"] if "mst" in group else None
-    size = parse_size(args.size)
-    window = parse_window(args.window)
     with atomic_output(args.output, args.overwrite) as tmp:
         info = render_mst(tmp, dem, mask, size=size, window=window,
-                          geotransform=group.attrs.get("geotransform"))
+                          geotransform=group.attrs.get("geotransform"), format=fmt)
     drawn = info["edges_drawn"]
     print(f"terrain: wrote {args.output} ({size[0]} x {size[1]} px; stride {info['stride']}; "
           + (f"{drawn} forest edges drawn)" if drawn is not None else

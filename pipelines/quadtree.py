@@ -11,8 +11,7 @@ Dask strategy
 :class:`TaskGraph` writes each step straight into one task dict (``dask._task_spec.Task``
 with ``TaskRef`` arguments), during the library's one walk. ``dask.delayed`` does the same
 job but merges its arguments' graphs into a new ``HighLevelGraph`` at every call, which is
-quadratic in the walk's length: 48 s to build the 7532 tasks of the 10-ft Neuse MST on the
-2-core VM, against ~0.1 s here (docs/benchmarks.md). A step returning ``nout`` values gets
+quadratic in the walk's length (docs/mst.md, "Design notes"). A step returning ``nout`` values gets
 one small ``getitem`` task per value (``(f"getitem-{prefix}-{stage}-{token}", i, j, q)``),
 as ``dask.delayed`` would: each consumer depends on its value only, so the scheduler frees a
 value (a level graph) once its consumer ran, not when the last value of the tuple is used.

@@ -8,6 +8,12 @@ What it can check
 * a ``cost-distance`` output store: distance, backlink and allocation against the DEM,
   friction and cost model recorded in its ``cost_model`` attribute (the SSSP certificate of
   :func:`terrain.verify.verify_grid_sssp`, window by window with a 2-cell halo: out of core);
+* a ``fill`` output store: filled, depth and depression against the DEM, with the
+  connectivity, outlets (its ``outlets`` layer; the pits a simplification kept, ``sinks``)
+  and epsilon its summary records (:func:`terrain.verify.verify_fill`, in memory);
+* a ``flow`` output store: directions and accumulation against its ``filled`` layer, the
+  connectivity, cell size and outlets the summary records (the certificate of
+  :func:`terrain.verify.verify_flow`, in memory), with the weights raster it names;
 * a BFS distances file (``bfs --out dist.npy``) with ``--graph GRAPH --source S[,S...]``.
 
 The checks run in one process (no Dask graph: a certificate is a single pass over the
@@ -24,6 +30,7 @@ import numpy as np
 import zarr
 
 from terrain.errors import InputError
+from terrain.io.outputs import check_input_file
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
 
@@ -66,6 +73,47 @@ def _verify_cost_store(path):
                             rtol=rtol, window=side * max(1, 1024 // side))
 
 
+def _verify_fill_store(path):
+    from terrain.verify import verify_fill
+
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    s = dict(group.attrs.get("fill") or {})
+    dem = result_dem(path, group, group.attrs.get("source"))
+    outlets = None
+    if "outlets" in group:
+        outlets = group["outlets"][:]
+    if "sinks" in group:  # pits a --min-depth/--min-area run kept: they drain
+        from terrain.hydrology import outlet_cells
+        z = dem[:]
+        outlets = outlet_cells(z, int(s.get("connectivity", 8)), outlets) | group["sinks"][:]
+    return verify_fill(dem[:], group["filled"][:], int(s.get("connectivity", 8)), outlets,
+                       group["depth"][:], group["depression"][:], bool(s.get("epsilon")))
+
+
+def _verify_flow_store(path):
+    from terrain.verify import verify_flow
+
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    s = dict(group.attrs.get("flow") or {})
+    outlets = group["outlets"][:] if "outlets" in group else None
+    weights = None
+    if s.get("weights"):
+        wpath = Path(s["weights"])
+        if not wpath.exists():
+            raise InputError(f"{path}: its accumulation was weighted by {wpath}, which is gone")
+        if is_store(wpath):
+            weights = zarr.open_group(store=str(wpath), mode="r")["elevation"][:]
+        else:
+            from terrain.io import read_grid
+            weights, _ = read_grid(wpath)
+    # tiled weighted sums associate per quadtree node (terrain.hydrology.flow): rounding
+    rtol = 1e-12 if weights is not None and s.get("route") == "tiled" else 0.0
+    return verify_flow(group["filled"][:], group["direction"][:], group["accumulation"][:],
+                       weights, connectivity=int(s.get("connectivity", 8)),
+                       cellsize=tuple(s.get("cellsize", (1.0, 1.0))), outlets=outlets,
+                       rtol=rtol)
+
+
 def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
     from terrain.graph import load_graph
     from terrain.verify import verify_sssp
@@ -77,6 +125,7 @@ def _verify_bfs_file(path, graph_path, sources, fmt="auto"):
         dist = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as e:
         raise InputError(f"{path}: not a NumPy distances file ({e})") from None
+    check_input_file(graph_path)
     graph = load_graph(graph_path, fmt)
     src = graph.index_of(sources, "source")
     return verify_sssp(graph, dist, src, unreached=-1)
@@ -87,14 +136,19 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
+    check_input_file(p)
     if is_store(p):
         group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
         if "mst" in group:
             return _verify_mst_store(p)
         if "distance" in group and "backlink" in group:
             return _verify_cost_store(p)
-        raise InputError(f"{path}: no result verify knows in this store (an mst or "
-                         "cost-distance output)")
+        if "direction" in group and "flow" in group.attrs:
+            return _verify_flow_store(p)
+        if "filled" in group and "depression" in group:
+            return _verify_fill_store(p)
+        raise InputError(f"{path}: no result verify knows in this store (an mst, "
+                         "cost-distance, fill or flow output)")
     if p.suffix == ".npy":
         return _verify_bfs_file(p, graph, sources, fmt)
     raise InputError(f"{path}: not a result store or a .npy distances file")

@@ -39,8 +39,8 @@ import numpy as np
 from .errors import InputError
 from .io.georef import GRID_MAPPING, check_weight_units, crs_wkt
 
-__all__ = ["mst", "cost_distance", "bfs", "diameter", "sssp", "as_dem", "raster_like", "Georef",
-           "MST_BITS", "CostDistance"]
+__all__ = ["mst", "cost_distance", "fill", "flow", "bfs", "diameter", "sssp", "as_dem",
+           "raster_like", "Georef", "MST_BITS", "CostDistance"]
 
 MST_BITS = "bit d set: the forest holds the edge from this cell in direction d (1 E, 2 S, 4 SE, 8 SW)"
 
@@ -401,6 +401,94 @@ def _pair(p, where):
     return x, y
 
 
+def _fill(z, connectivity, outlets, backend):
+    """The depression-filled DEM for :func:`flow` (:func:`terrain.hydrology.fill_depressions`)."""
+    from .hydrology import fill_depressions
+    return fill_depressions(z, connectivity, outlets, backend=backend).filled
+
+
+def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backend=None,
+         cellsize=None):
+    """Depression filling, D8 (or D4) flow directions and flow accumulation of a DEM.
+
+    Conventions (ESRI codes, outlets, flats, accumulation): :mod:`terrain.hydrology.flow`
+    and docs/hydrology.md; in memory (the command line ``flow`` runs the same out of core).
+
+    Parameters
+    ----------
+    dem : ndarray, xarray.DataArray, dask array, or path
+        Elevations, NaN (or the DataArray's nodata) = nodata.
+    connectivity : {8, 4}
+    outlets : 2-D bool array or sequence of (row, col), optional
+        The cells water leaves by (default: the grid's edge and nodata).
+    weights : same kinds as ``dem``, optional
+        Per-cell weights (rainfall) to accumulate instead of 1 per cell; NaN counts 0.
+    filled : bool
+        ``dem`` is already depression-filled: skip the fill.
+    backend : {'cpu', 'gpu', 'auto'}, optional
+    cellsize : (dx, dy), optional
+        Overrides the cell size taken from the input's georeference.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``filled`` (float32), ``direction`` (uint8 ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W,
+        32 NW, 64 N, 128 NE; 0 outlet; 255 nodata), ``accumulation`` (float64, NaN nodata)
+        on the DEM's grid (coordinates and CRS kept); the counts in the attributes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = flow(np.array([[3, 2, 1], [3, 2, 1]], np.float32), filled=True, backend="cpu")
+    >>> ds.direction.values.tolist(), ds.accumulation.values.tolist()
+    ([[1, 1, 0], [1, 1, 0]], [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    """
+    import xarray as xr
+
+    from .hydrology import flow_accumulation, flow_directions
+
+    z, geo = as_dem(dem)
+    if z is None:
+        z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
+                       np.float32)
+    mask = None
+    if outlets is not None:
+        o = np.asarray(outlets)
+        if o.ndim == 2 and o.shape == z.shape:
+            mask = o != 0
+        else:
+            mask = np.zeros(z.shape, bool)
+            for r, c in np.asarray(outlets, np.int64).reshape(-1, 2):
+                if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
+                    raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is outside the DEM")
+                mask[r, c] = True
+    w = None
+    if weights is not None:
+        w, wgeo = as_dem(weights)
+        if w is None:
+            w = wgeo.store.read_window(0, wgeo.store.shape[0], 0, wgeo.store.shape[1])
+        if w.shape != z.shape:
+            raise InputError(f"{wgeo.where}: weights have {w.shape[0]} x {w.shape[1]} cells, "
+                             f"the DEM {z.shape[0]} x {z.shape[1]}")
+    f = z if filled else _fill(z, connectivity, mask, backend)
+    cs = tuple(cellsize) if cellsize is not None else geo.cellsize
+    d = flow_directions(f, cs, connectivity, mask, backend=backend)
+    acc = flow_accumulation(d.direction, w, backend=backend)
+    meanings = {"filled": "depression-filled elevation; NaN nodata",
+                "direction": "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, "
+                             "32 NW, 64 N, 128 NE; 0 outlet; 255 nodata",
+                "accumulation": "cells (or weights) draining through the cell, itself "
+                                "included; NaN nodata"}
+    layers = {name: raster_like(v, geo, name, {"description": meanings[name]})
+              for name, v in (("filled", np.asarray(f, np.float32)),
+                              ("direction", d.direction), ("accumulation", acc))}
+    attrs = {"connectivity": int(connectivity), "cellsize": list(cs),
+             "cells": int(d.stats["cells"]), "outlet_cells": int(d.stats["outlets"]),
+             "flat_cells": int(d.stats["flat_cells"]),
+             "max_accumulation": float(np.nanmax(acc)) if d.stats["cells"] else float("nan")}
+    return xr.Dataset(layers, attrs=attrs)
+
+
 def bfs(graph, sources, **options):
     """Breadth-first search: :func:`terrain.graph.bfs` (hop distances, predecessors).
 
@@ -468,10 +556,10 @@ def sssp(graph, sources, **options):
     >>> sssp(A, 0, backend="cpu").dist.tolist()
     [0.0, 2.5, 3.5]
     """
-    from .graph.shortest_paths import _is_networkx
-    from .graph.shortest_paths import sssp as _sssp
+    from .graph import is_networkx
+    from .graph import sssp as _sssp
     r = _sssp(graph, sources, **options)
-    if not _is_networkx(graph):
+    if not is_networkx(graph):
         return r
     nodes = list(graph)
     reached = np.flatnonzero(r.reached)
@@ -481,3 +569,80 @@ def sssp(graph, sources, **options):
         r.pred = {nodes[i]: nodes[int(r.pred[i])] for i in order.tolist() if r.pred[i] >= 0}
     r.sources = [nodes[i] for i in r.sources.tolist()]
     return r
+
+
+def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, min_area=None,
+         hierarchy=False, tile=512, backend=None):
+    """Fill the depressions of a DEM to their spill elevations (exact priority-flood, from
+    the grid's minimum spanning forest: :func:`terrain.hydrology.fill_depressions`;
+    docs/hydrology.md).
+
+    Parameters
+    ----------
+    dem : ndarray, xarray.DataArray, dask array, or path
+        Elevations, NaN (or the DataArray's nodata) = nodata; see the module docstring.
+    connectivity : {4, 8}
+    outlets : same kinds as ``dem``, or sequence of (row, col), optional
+        The outlets (non-zero cells of a raster on the DEM's grid, or cells); default: the
+        cells on the grid's edge or beside nodata.
+    epsilon : bool
+        RichDEM's epsilon fill (flats raised by float32 steps so that every cell drains).
+    min_depth, min_area : optional
+        Keep the depressions at least this deep / this many cells large (their pits
+        drain), fill the others.
+    hierarchy : bool
+        Also return the depression hierarchy: the Dataset's ``hierarchy_*`` variables
+        along the dimension ``depression_id`` (columns of
+        :func:`terrain.hydrology.depression_hierarchy`).
+    tile : int
+    backend : {'cpu', 'gpu', 'auto'}, optional
+
+    Returns
+    -------
+    xarray.Dataset
+        ``filled`` (float32), ``depth`` (float32), ``depression`` (int32) on the DEM's grid
+        (coordinates and CRS kept), the summary in its attributes.
+
+    Examples
+    --------
+    >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 4, 5, 5]], np.float32)
+    >>> ds = fill(z, backend="cpu")
+    >>> ds.filled.values[1:3, 1:3].tolist(), int(ds.attrs["depressions"])
+    ([[4.0, 4.0], [5.0, 4.0]], 1)
+    """
+    import xarray as xr
+
+    from .hydrology import fill_depressions
+
+    z, geo = as_dem(dem)
+    if z is None:
+        z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
+                       np.float32)
+    out = None
+    if outlets is not None:
+        if isinstance(outlets, (list, tuple)) and (not outlets or np.ndim(outlets[0]) == 1):
+            out = np.zeros(z.shape, np.uint8)
+            for r, c in outlets:
+                if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
+                    raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is outside the "
+                                     f"grid ({z.shape[0]} x {z.shape[1]} cells)")
+                out[r, c] = 1
+        else:
+            o, ogeo = as_dem(outlets)
+            if o is None:
+                o = ogeo.store.read_window(0, ogeo.store.shape[0], 0, ogeo.store.shape[1])
+            out = (np.nan_to_num(np.asarray(o, np.float32)) != 0).astype(np.uint8)
+    r = fill_depressions(z, connectivity, out, epsilon=epsilon, min_depth=min_depth,
+                         min_area=min_area, hierarchy=hierarchy, tile=tile, backend=backend)
+    meaning = {"filled": "spill elevation (priority-flood depression filling)",
+               "depth": "filled - elevation", "depression": "lake id (row-major order of "
+               "the lakes' first cells), 0 outside any"}
+    layers = {name: raster_like(getattr(r, name), geo, name, {"meaning": meaning[name]})
+              for name in ("filled", "depth", "depression")}
+    ds = xr.Dataset(layers, attrs={k: v for k, v in r.stats.items()
+                                   if isinstance(v, (int, float, str, bool))})
+    if r.hierarchy is not None:
+        for name, values in r.hierarchy.items():
+            if not name.startswith("_"):
+                ds[f"hierarchy_{name}"] = ("depression_id", np.asarray(values))
+    return ds

@@ -111,7 +111,7 @@ _PRAGMA_ONCE = re.compile(r'^[ \t]*#[ \t]*pragma[ \t]+once[^\n]*$', re.M)
 def cuda_source(cu_file, _seen=None):
     """The text of ``cu_file`` with its quoted ``#include`` headers inlined (once each).
 
-    >>> "order_bits" in cuda_source(Path(__file__).parent / "grid" / "_boruvka.cu")
+    >>> "order_bits" in cuda_source(Path(__file__).parent / "grid" / "_mst_device.cu")
     True
     """
     seen = set() if _seen is None else _seen

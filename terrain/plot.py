@@ -167,18 +167,38 @@ class _Map:
         gt = self.gt
         self.ax.set_aspect("equal" if gt is None or abs(gt[1]) == abs(gt[5]) else "auto")
 
-    def save(self, path, title, dpi):
+    def colorbar(self, cmap, lo, hi, label):
+        """A colour bar of ``cmap`` over ``[lo, hi]`` beside the axes' drawn box."""
+        from matplotlib.colors import Normalize
+        sm = self.plt.cm.ScalarMappable(cmap=cmap, norm=Normalize(lo, hi))
+        self.ax.apply_aspect()  # beside the axes' drawn box, not its layout box
+        pos = self.ax.get_position()
+        cax = self.fig.add_axes((min(pos.x1 + 0.015, 0.88), pos.y0, 0.022, pos.height))
+        cb = self.fig.colorbar(sm, cax=cax)
+        cb.set_label(label, fontsize=8)
+        cb.ax.tick_params(labelsize=7)
+
+    def save(self, path, title, dpi, format="png"):
         self.ax.set_title(title, fontsize=9)
         self.ax.tick_params(labelsize=7)
         self.ax.ticklabel_format(useOffset=False, style="plain")
-        self.fig.savefig(path, dpi=dpi, format="png")
+        _savefig(self.fig, path, dpi, format)
         self.plt.close(self.fig)
 
 
+def _savefig(fig, path, dpi, format):
+    """``fig`` written to ``path`` in ``format`` (the name's, chosen by the caller: a JPEG
+    named .jpg, never a PNG named so); JPEG has no transparency: on white."""
+    fig.savefig(path, dpi=dpi, format=format,
+                **({"facecolor": "white"} if format == "jpeg" else {}))
+
+
 def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
-               geotransform=None, title=None, dpi=100):
-    """Write a PNG of ``size`` pixels: hillshade of ``elevation`` and, zoomed in enough,
-    the forest of ``mask`` (same shape) drawn as lines.
+               geotransform=None, title=None, dpi=100, format="png", units=None):
+    """Write a picture of ``size`` pixels: hillshade of ``elevation`` with a colour bar of
+    the elevations and, zoomed in enough, the forest of ``mask`` (same shape) drawn as
+    lines (coarser, the title says why it is not: a spanning forest reaches every cell, so
+    at a cell or more per pixel it would paint the whole picture).
 
     Parameters
     ----------
@@ -190,6 +210,10 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
         The part of the grid to draw (default: all of it).
     geotransform : sequence of 6 floats, optional
         Labels the axes in map coordinates (default: cell indices).
+    format : str
+        matplotlib's name of the picture's format (``"png"``, ``"jpeg"``, ...).
+    units : str, optional
+        The elevations' unit, for the colour bar's label.
 
     Returns
     -------
@@ -198,17 +222,19 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     """
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
-    # the axes get about 80% of the figure: sample for that
-    m = _Map(plt, elevation, (width, height), (0.8, 0.8), window, geotransform,
-             (0.1, 0.08, 0.85, 0.84), dpi)
+    # the axes get about 70% x 80% of the figure (a colour bar beside): sample for that
+    m = _Map(plt, elevation, (width, height), (0.7, 0.8), window, geotransform,
+             (0.08, 0.08, 0.74, 0.84), dpi)
     z, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
     shade = hillshade(z, (m.cell[0] * stride, m.cell[1] * stride))
-    rgba = plt.get_cmap("terrain")(m.normalised()[0])
+    norm, lo, hi = m.normalised()
+    cmap = plt.get_cmap("terrain")
+    rgba = cmap(norm)
     rgba[..., :3] *= (0.35 + 0.65 * np.nan_to_num(shade, nan=1.0))[..., None]
     rgba[np.isnan(z)] = (1.0, 1.0, 1.0, 0.0)
     m.show(rgba)
     m.frame()
-    pixels_per_cell = min(width * 0.85 / (c1 - c0), height * 0.84 / (r1 - r0))
+    pixels_per_cell = min(width * 0.74 / (c1 - c0), height * 0.84 / (r1 - r0))
     edges = None
     note = ""
     if mask is not None:
@@ -225,11 +251,13 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
         else:
             note = (f"; forest not drawn at {1 / pixels_per_cell:.1f} cells per pixel "
                     "(zoom in with a window)")
-    m.save(path, title or f"rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}{note}", dpi)
+    m.colorbar(cmap, lo, hi, f"elevation ({units})" if units else "elevation")
+    m.save(path, title or f"rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}{note}", dpi,
+           format)
     return {"stride": stride, "window": [r0, r1, c0, c1], "edges_drawn": edges}
 
 
-def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100):
+def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, format="png"):
     """Write a PNG of a BFS's frontier size per level (log scale), coloured by the operator
     that built each level (top-down or bottom-up), in the style of the BFS papers' figures.
 
@@ -262,7 +290,7 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100):
                        Patch(color="#d95f02", label="bottom-up")], fontsize=8)
     ax.set_title(title or f"{int(sizes.sum())} vertices reached in {sizes.size - 1} levels",
                  fontsize=9)
-    fig.savefig(path, dpi=dpi, format="png")
+    _savefig(fig, path, dpi, format)
     plt.close(fig)
     return {"levels": int(sizes.size - 1), "reached": int(sizes.sum())}
 
@@ -310,7 +338,7 @@ def _nice_levels(lo, hi, count=10):
 
 def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=None,
                          size=(1200, 900), window=None, geotransform=None, units=None,
-                         title=None, dpi=100):
+                         title=None, dpi=100, format="png"):
     """Write a PNG of ``size`` pixels: the ``distance`` map (NaN unreached: transparent)
     with contour lines, over a hillshade of ``elevation`` when given, the ``sources``
     ``[(row, col), ...]`` marked and ``paths`` (:func:`read_paths`' lines, map coordinates)
@@ -323,10 +351,9 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     """
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
-    from matplotlib.colors import Normalize
     m = _Map(plt, distance, (width, height), (0.7, 0.8), window, geotransform,
              (0.08, 0.08, 0.74, 0.84), dpi)
-    d, stride, (r0, r1, c0, c1), gt, fig, ax = m.values, m.stride, m.window, m.gt, m.fig, m.ax
+    d, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
     x0, x1, y0, y1 = m.extent
     rgba = np.ones(d.shape + (4,))
     if elevation is not None:
@@ -367,14 +394,8 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
         ax.scatter(sx, sy, marker="*", s=120, c="#00e040", edgecolors="black", linewidths=0.6,
                    zorder=5, label="sources")
     m.frame()
-    sm = plt.cm.ScalarMappable(cmap=cmap, norm=Normalize(lo, hi))
-    ax.apply_aspect()  # the colour bar beside the axes' drawn box, not its layout box
-    pos = ax.get_position()
-    cax = fig.add_axes((min(pos.x1 + 0.015, 0.88), pos.y0, 0.022, pos.height))
-    cb = fig.colorbar(sm, cax=cax)
-    cb.set_label(f"accumulated cost ({units})" if units else "accumulated cost", fontsize=8)
-    cb.ax.tick_params(labelsize=7)
+    m.colorbar(cmap, lo, hi, f"accumulated cost ({units})" if units else "accumulated cost")
     m.save(path, title or f"cost distance: rows {r0}:{r1}, cols {c0}:{c1}, stride {stride}"
-           + (f"; {drawn} least-cost path(s)" if drawn else ""), dpi)
+           + (f"; {drawn} least-cost path(s)" if drawn else ""), dpi, format)
     return {"stride": stride, "window": [r0, r1, c0, c1], "levels": levels,
             "paths_drawn": drawn}

@@ -6,7 +6,6 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 """
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -14,31 +13,26 @@ import warnings
 
 from .backend import BACKEND_CHOICES
 from .errors import InputError
-from .startup import Terminated, terminate_raises
+from .startup import Terminated, bound_malloc_arenas, quick_exit, terminate_raises
 
 _python_show_warning = warnings.showwarning
 
-# command -> "module:function"; imported only when that command runs (fast --help, light deps)
+#: command -> its handler in :mod:`pipelines` (``handler(args) -> exit status``); a command
+#: imports only its own pipeline (pipelines' names load on first use)
 HANDLERS = {
-    "ingest": "pipelines.ingest_start:ingest_command",  # a small text grid starts parsing first
-    "info": "pipelines.ingest:info_command",
-    "synth": "pipelines.ingest:synth_command",
-    "mst": "pipelines.mst_start:mst_command",  # the text starts for the GPU first
-    "graph-ingest": "pipelines.graph:graph_ingest_command",
-    "bfs": "pipelines.graph:bfs_command",
-    "diameter": "pipelines.graph:diameter_command",
-    "batch": "pipelines.batch:batch_command",
-    "verify": "pipelines.verify:verify_command",
-    "plot": "pipelines.plot:plot_command",
-    "sssp": "pipelines.graph:sssp_command",
-    "cost-distance": "pipelines.cost_distance:cost_distance_command",
-    "path": "pipelines.cost_distance:path_command",
+    "ingest": "ingest_command", "info": "info_command", "synth": "synth_command",
+    "mst": "mst_command", "graph-ingest": "graph_ingest_command", "bfs": "bfs_command",
+    "diameter": "diameter_command", "sssp": "sssp_command", "batch": "batch_command",
+    "verify": "verify_command", "plot": "plot_command",
+    "cost-distance": "cost_distance_command", "path": "path_command",
+    "fill": "fill_command", "flow": "flow_command", "watershed": "watershed_command",
+    "streams": "streams_command",
 }
 
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
-BATCH_COMMANDS = ("ingest", "mst", "cost-distance")  # pipelines.batch.RUNNERS
+BATCH_COMMANDS = ("ingest", "mst", "cost-distance", "fill", "flow")  # pipelines.batch.RUNNERS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -248,6 +242,47 @@ def build_parser():
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and FILE.tif) if they exist")
     _add_run_control(p)
 
+    # -- fill (issue 20: hydrology; pipelines/fill.py) -------------------------------------
+    p = sub.add_parser("fill", help="fill the depressions of a DEM to their spill elevations",
+                       description="Exact depression filling (priority-flood's result, "
+                       "RichDEM's FillDepressions) from the grid's minimum spanning forest. "
+                       "The store holds 'filled' (float32, NaN nodata), 'depth' (filled - "
+                       "elevation) and 'depression' (int32 lake ids in the row-major order of "
+                       "their first cells, 0 outside any); docs/hydrology.md.")
+    p.add_argument("input", metavar="DEM", help="ASCII grid, any rasterio raster, or a tile store")
+    p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
+                   help="result store (default: DEM's name with .fill.zarr)")
+    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
+                 "its own)")
+    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="how water moves: 4 (D4) or 8 (D8, default)")
+    p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
+                   help="where water leaves the grid: the non-zero cells of a raster or tile "
+                        "store, or points (CSV x,y or GeoJSON) in the DEM's CRS (default: "
+                        "cells on the grid's edge or beside nodata)")
+    p.add_argument("--epsilon", action="store_true",
+                   help="raise flats and filled depressions by the smallest float32 steps so "
+                        "every cell drains (RichDEM's epsilon fill)")
+    p.add_argument("--min-depth", type=float, default=None, metavar="D",
+                   help="keep depressions at least D deep (their pits drain); fill the others")
+    p.add_argument("--min-area", type=_positive_int, default=None, metavar="A",
+                   help="keep depressions of at least A cells (their pits drain); fill the others")
+    p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
+                   help="in core (the grid in memory) or tiled (out of core, the quadtree "
+                        "walk); default: in core when it fits half the memory")
+    p.add_argument("--hierarchy", action="store_true",
+                   help="also write the depression hierarchy (pits, spill levels, which "
+                        "depressions merge at which level) as the table OUT.zarr/hierarchy")
+    _add_backend(p)
+    _add_scheduler(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--geotiff-dir", default=None, metavar="DIR",
+                   help="also write filled, depth and depression as Cloud-Optimized GeoTIFFs")
+    p.add_argument("--no-cog", action="store_true",
+                   help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+    # -- end fill -----------------------------------------------------------------------------
+
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")
     _add_graph_input(p)
     p.add_argument("-o", "--output", required=True, metavar="G.zarr", help="the graph cache to write")
@@ -383,13 +418,84 @@ def build_parser():
                    help="cost-distance store: draw these least-cost paths (from terrain path)")
     p.add_argument("--overwrite", action="store_true", help="replace PIC.png if it exists")
 
+    _add_hydrology(sub)
     return parser
 
 
+# ---- hydrology: the flow, watershed and streams commands (pipelines/flow.py, watershed.py) ----
+
+def _add_hydrology(sub):
+    """The subcommands of the hydrology pipelines (one block: added as a whole)."""
+    p = sub.add_parser("flow", help="D8 flow directions (ESRI codes, flats resolved) and flow "
+                       "accumulation of a DEM, after depression filling",
+                       description="Fill the DEM's depressions, then compute D8 (or D4) flow "
+                       "directions by steepest distance-weighted descent, flats routed by "
+                       "Garbrecht-Martz / Barnes (2014) flat resolution, and the flow "
+                       "accumulation. The store holds 'filled' (float32), 'direction' (uint8 "
+                       "ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 0 outlet; "
+                       "255 nodata) and 'accumulation' (float64, the cell itself included).")
+    p.add_argument("input", metavar="DEM", help="ASCII grid, any rasterio raster, or a tile store")
+    p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
+                   help="result store (default: DEM's name with .flow.zarr)")
+    p.add_argument("--filled", action="store_true",
+                   help="the DEM is already depression-filled: use it as it is")
+    p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
+                   help="8: D8 (default); 4: D4")
+    p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
+                   help="the cells water leaves by: a raster (non-zero cells) or CSV/GeoJSON "
+                        "points (default: the grid's edge and nodata)")
+    p.add_argument("--weights", default=None, metavar="RASTER",
+                   help="accumulate these per-cell weights (e.g. rainfall) instead of 1 per cell")
+    p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
+                   help="in core when the grid fits half the memory (auto, default), or tiled "
+                        "(out of core); the same result")
+    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
+                 "its own)")
+    _add_backend(p)
+    _add_scheduler(p)
+    p.add_argument("--geotiff-dir", default=None, metavar="DIR",
+                   help="also write filled.tif, direction.tif and accumulation.tif there (COGs)")
+    p.add_argument("--no-cog", action="store_true",
+                   help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+
+    p = sub.add_parser("watershed", help="label the cells draining to outlet points (from a "
+                       "flow store)")
+    p.add_argument("flow", metavar="FLOW", help="a store written by terrain flow")
+    p.add_argument("--outlet", action="append", default=None, metavar="X,Y",
+                   help="an outlet in map coordinates (repeatable); labels 1, 2, ... in order")
+    p.add_argument("--outlets", default=None, metavar="FILE",
+                   help="outlets: CSV of x,y or GeoJSON points (labelled after --outlet)")
+    p.add_argument("--snap", type=float, default=0.0, metavar="DIST",
+                   help="move each outlet to the cell of largest accumulation within DIST map "
+                        "units (ArcGIS's Snap Pour Point; default 0: as given)")
+    p.add_argument("-o", "--output", required=True, metavar="LABELS.tif|LABELS.zarr",
+                   help="int32 labels (0: drains elsewhere; -1 nodata): a GeoTIFF or a store")
+    p.add_argument("--overwrite", action="store_true", help="replace the output")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("streams", help="the stream network (cells of accumulation >= N) as "
+                       "lines with their Strahler order (from a flow store)")
+    p.add_argument("flow", metavar="FLOW", help="a store written by terrain flow")
+    p.add_argument("--threshold", type=_positive_float, required=True, metavar="N",
+                   help="a cell is on a stream when its accumulation is at least N")
+    p.add_argument("-o", "--output", required=True, metavar="STREAMS.geojson|.gpkg",
+                   help="GeoJSON (RFC 7946: longitude/latitude, WGS 84) or GeoPackage (the "
+                        "DEM's own CRS) of LineStrings, one per link between confluences")
+    p.add_argument("--overwrite", action="store_true", help="replace the output")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    sub.choices["batch"].add_argument("--filled", action="store_true",
+                                      help="flow: the DEMs are already depression-filled")
+
+
 def _handler(args):
-    key = args.command if args.command != "bench" else f"bench {args.bench}"
-    module, func = HANDLERS[key].split(":")
-    return getattr(importlib.import_module(module), func)
+    """The handler of the parsed command: ``mst`` of a graph file is the graph's forest."""
+    import pipelines
+    if args.command == "mst" and pipelines.is_graph_input(args.input):
+        return pipelines.mst_graph_command
+    return getattr(pipelines, HANDLERS[args.command])
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -400,20 +506,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         _python_show_warning(message, category, filename, lineno, file, line)
 
 
-#: Commands whose process ends as soon as they return, when run as the command line (``main()``
-#: without ``argv``): their outputs are complete and closed and nothing of theirs runs on, so the
-#: interpreter's teardown (modules, Numba, CuPy's pools, the CUDA context) is skipped: ~0.3 s
-#: of a Neuse-size ``cost-distance`` on the H100 host (docs/benchmarks.md).
-QUICK_EXIT_COMMANDS = ("cost-distance",)
-
-
-def _quick_exit(status):
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more to say
-            pass
-    os._exit(status)
+#: what the command line adds to a library error that names one of these parameters
+OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)"}
 
 
 def main(argv=None):
@@ -422,16 +516,17 @@ def main(argv=None):
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning
-    from .startup import bound_malloc_arenas
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     try:
         with terminate_raises():
             status = int(_handler(args)(args) or 0)
-        if argv is None and args.command in QUICK_EXIT_COMMANDS:
-            _quick_exit(status)
+        if argv is None:  # the command line's own process: its outputs are complete
+            quick_exit(status)
         return status
     except InputError as e:
-        print(f"terrain: {e}", file=sys.stderr)
+        # the library names a parameter (e.option), the command line its flag
+        hint = OPTION_HINTS.get(getattr(e, "option", None), "")
+        print(f"terrain: {e}{hint}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Terminated) as e:
         # late failures of cancelled tasks are not news ("Task exception was never retrieved")

@@ -1,7 +1,7 @@
 """Process set-up shared by the command line and the worker processes it starts.
 
-One module holds what a terrain process does to itself before it computes: signals and the
-malloc arenas. Nothing here changes a result.
+One module holds what a terrain process does to itself around its work: signals, the malloc
+arenas, and the quick exit of the command line. Nothing here changes a result.
 
 **Signals.** SIGTERM as an exception, so that a terminated run cleans up like an interrupted one.
 
@@ -9,6 +9,9 @@ Python turns SIGINT (Ctrl-C) into :class:`KeyboardInterrupt`; :func:`terminate_r
 turns SIGTERM into :class:`Terminated` the same way, in the main thread, so every
 ``finally`` and :func:`terrain.io.outputs.atomic_output` cleanup runs (the partial output is
 removed) and the command line prints one line instead of dying silently.
+
+**Quick exit.** :func:`quick_exit` ends the command line's process without the interpreter's
+teardown, once the command's outputs are complete.
 
 **Malloc arenas.** A fixed number of glibc malloc arenas, so the peak RSS does not follow the thread count.
 
@@ -42,7 +45,7 @@ import signal
 import sys
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
-           "terminate_raises"]
+           "quick_exit", "terminate_raises"]
 
 
 class Terminated(BaseException):
@@ -116,3 +119,19 @@ def _mallopt(param, value):
         return libc.mallopt(ctypes.c_int(param), ctypes.c_int(int(value))) == 1
     except (AttributeError, OSError, ValueError):
         return False
+
+
+def quick_exit(status):
+    """End the process now with ``status``, skipping the interpreter's teardown.
+
+    The command line calls it once a command has returned: its outputs are complete, closed
+    and renamed into place, and nothing of its runs on, so tearing down the modules (Numba's
+    and CuPy's pools, the CUDA context, zarr's event loop) is work with no effect but time.
+    Only the standard streams are flushed.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more to say
+            pass
+    os._exit(status)

@@ -55,10 +55,12 @@ import numpy as np
 from .errors import InputError
 from .grid import arc_cost
 from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T
-from .grid.edges import (CONNECTIVITIES, DIRECTIONS, edge_weight, horizontal_lengths,
+from .grid.kernels import edge_weight
+from .grid.edges import (CONNECTIVITIES, DIRECTIONS, horizontal_lengths,
                          order_bits, weight_model_code)
 
-__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "DIRECTION_NAMES"]
+__all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_fill",
+           "verify_flow", "DIRECTION_NAMES"]
 
 DIRECTION_NAMES = ("E", "S", "SE", "SW")
 
@@ -695,3 +697,391 @@ def _cost_violation(out, d, b, a, rr0, cc0, fmt):
         r2, c2 = r + int(ARC_DR[k]), c + int(ARC_DC[k])
         fields.update(r2=r2, c2=c2, d2=fmt(d[r2 - rr0, c2 - cc0]))
     return _GRID_SSSP_CODES[code].format(**fields)
+
+
+# ------------------------------------------------------------------------------------------
+# flow directions and accumulation
+
+_FDR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+_FDC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+_FLOW_WHY = {
+    1: "holds a value that is not an ESRI D8 code (1, 2, 4, ..., 128; 0 outlet; 255 nodata)",
+    2: "is nodata (255) on a cell with an elevation, or has a direction on a nodata cell",
+    3: "points off the grid or to a nodata cell",
+    4: "climbs: its downstream neighbour is higher on the filled DEM",
+    5: "is not the steepest descent (distance-weighted, first in code order on ties)",
+    6: "has no lower neighbour but leaves its flat (the neighbour is lower or higher)",
+    7: "is an outlet (0) but neither a named outlet nor a cell without a lower neighbour "
+       "beside the grid's edge or nodata (an undrained sink)",
+    8: "should be an outlet (0): a named outlet, or a cell without a lower neighbour beside "
+       "the grid's edge or nodata",
+    9: "is a diagonal, which D4 does not have",
+    10: "never reaches an outlet: the directions hold a cycle upstream of or through it",
+    11: "accumulation is not its weight plus the accumulation of the cells draining into it",
+    12: "accumulation is not NaN exactly at the nodata cells",
+}
+
+
+@numba.njit(cache=True)
+def _check_flow(z, d, outl, has_out, edge_outlets, step, dist):
+    """(violation, cell) of the direction checks; (0, -1) when they all hold."""
+    R, C = z.shape
+    for r in range(R):
+        for c in range(C):
+            v = d[r, c]
+            cell = r * C + c
+            nan = np.isnan(z[r, c])
+            if v == 255 or nan:
+                if not (v == 255 and nan):
+                    return 2, cell
+                continue
+            k = -1
+            if v != 0:
+                for q in range(8):
+                    if v == (1 << q):
+                        k = q
+                if k < 0:
+                    return 1, cell
+                if step == 2 and k % 2 == 1:
+                    return 9, cell
+            best = 0.0
+            bk = -1
+            boundary = False
+            for q in range(0, 8, step):
+                rr = r + _FDR[q]
+                cc = c + _FDC[q]
+                if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
+                    boundary = True
+                    continue
+                drop = (np.float64(z[r, c]) - np.float64(z[rr, cc])) / dist[q]
+                if drop > best:
+                    best = drop
+                    bk = q
+            named = has_out and outl[r, c] != 0
+            must_out = named or (edge_outlets and boundary and bk < 0)
+            if v == 0:
+                if not must_out:
+                    return 7, cell
+                continue
+            if must_out:
+                return 8, cell
+            rr = r + _FDR[k]
+            cc = c + _FDC[k]
+            if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
+                return 3, cell
+            if z[rr, cc] > z[r, c]:
+                return 4, cell
+            if bk >= 0 and k != bk:
+                return 5, cell
+            if bk < 0 and z[rr, cc] != z[r, c]:
+                return 6, cell
+    return 0, -1
+
+
+@numba.njit(cache=True)
+def _first_cycle_cell(d):
+    """A valid cell that Kahn's order never reaches (on or below a cycle), or -1."""
+    R, C = d.shape
+    indeg = np.zeros((R, C), np.int32)
+    for r in range(R):
+        for c in range(C):
+            v = d[r, c]
+            if v == 0 or v == 255:
+                continue
+            for q in range(8):
+                if v == (1 << q):
+                    indeg[r + _FDR[q], c + _FDC[q]] += 1
+    stack = np.empty(R * C, np.int64)
+    top = 0
+    for r in range(R):
+        for c in range(C):
+            if d[r, c] != 255 and indeg[r, c] == 0:
+                stack[top] = r * C + c
+                top += 1
+    while top > 0:
+        top -= 1
+        r = stack[top] // C
+        c = stack[top] % C
+        v = d[r, c]
+        if v == 0:
+            continue
+        for q in range(8):
+            if v == (1 << q):
+                rr = r + _FDR[q]
+                cc = c + _FDC[q]
+                indeg[rr, cc] -= 1
+                if indeg[rr, cc] == 0:
+                    stack[top] = rr * C + cc
+                    top += 1
+    for r in range(R):
+        for c in range(C):
+            if d[r, c] != 255 and indeg[r, c] > 0:
+                return r * C + c
+    return -1
+
+
+@numba.njit(cache=True)
+def _check_accumulation(d, acc, w, has_w, rtol):
+    R, C = d.shape
+    for r in range(R):
+        for c in range(C):
+            if d[r, c] == 255:
+                if not np.isnan(acc[r, c]):
+                    return 12, r * C + c
+                continue
+            s = w[r, c] if has_w else 1.0
+            if has_w and np.isnan(s):
+                s = 0.0
+            for q in range(8):
+                rr = r + _FDR[q]
+                cc = c + _FDC[q]
+                if 0 <= rr < R and 0 <= cc < C and d[rr, cc] == (1 << ((q + 4) & 7)):
+                    s += acc[rr, cc]
+            a = acc[r, c]
+            if np.isnan(a):
+                return 12, r * C + c
+            if rtol == 0.0:
+                if a != s:
+                    return 11, r * C + c
+            elif abs(a - s) > rtol * max(abs(a), abs(s)):
+                return 11, r * C + c
+    return 0, -1
+
+
+def verify_flow(filled, direction, accumulation=None, weights=None, *, connectivity=8,
+                cellsize=(1.0, 1.0), outlets=None, rtol=0.0):
+    """Check flow directions (and accumulation) on a filled DEM.
+
+    Directions: every code is an ESRI D8 code (D4: a cardinal one), 255 exactly at nodata;
+    none climbs; a cell with a lower neighbour takes the steepest distance-weighted drop
+    (first in code order on ties); a cell without one stays in its flat (a neighbour of its
+    elevation); 0 exactly at the outlets (the named ones, else cells without a lower
+    neighbour beside the grid's edge or nodata): so an undrained sink fails; and Kahn's
+    in-degree order reaches every cell, so there is no cycle and every path ends at an
+    outlet. Accumulation: NaN exactly at nodata, and every cell's value is its weight (1)
+    plus the values of the cells draining into it, summed in code order -- equal bits
+    (``rtol`` 0) or within ``rtol``.
+
+    Returns
+    -------
+    Certificate
+
+    Examples
+    --------
+    >>> z = np.array([[3, 2, 1]], np.float32)
+    >>> d = np.array([[1, 1, 0]], np.uint8)
+    >>> verify_flow(z, d, np.array([[1.0, 2.0, 3.0]])).ok
+    True
+    >>> verify_flow(z, np.array([[1, 16, 0]], np.uint8)).violation
+    'direction of cell (0, 1) climbs: its downstream neighbour is higher on the filled DEM'
+    """
+    z = np.ascontiguousarray(filled, np.float32)
+    d = np.ascontiguousarray(direction)
+    if z.ndim != 2 or d.shape != z.shape:
+        raise InputError(f"verify: filled DEM {z.shape} and directions {d.shape} must be 2-D "
+                         "of one shape")
+    if int(connectivity) not in (4, 8):
+        raise InputError(f"verify: connectivity {connectivity!r} is not 4 or 8")
+    d = d.astype(np.uint8)
+    step = 1 if int(connectivity) == 8 else 2
+    dx, dy = (float(v) for v in cellsize)
+    diag = math.sqrt(dx * dx + dy * dy)
+    dist = np.array([dx, diag, dy, diag, dx, diag, dy, diag], np.float64)
+    has_out = outlets is not None
+    outl = (np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8) if has_out
+            else np.zeros((1, 1), np.uint8))
+    cert = Certificate("flow directions" + ("" if accumulation is None else
+                                             " and accumulation"))
+    cols = z.shape[1]
+    why, cell = _check_flow(z, d, outl, has_out, outlets is None, step, dist)
+    if why:
+        return cert.fail(f"direction of cell {_cell(cell, cols)} {_FLOW_WHY[why]}")
+    valid = int(np.count_nonzero(d != 255))
+    outl_n = int(np.count_nonzero(d == 0))
+    cert.checks.append(f"the {valid} codes are ESRI D{connectivity} codes, 255 exactly at "
+                       "nodata; none climbs on the filled DEM; descents are the steepest, "
+                       "flats drain within their elevation")
+    cert.checks.append(f"0 exactly at the {outl_n} outlets (" + (
+        "the named cells" if has_out else "cells without a lower neighbour beside the "
+        "grid's edge or nodata") + "): no undrained sink")
+    bad = _first_cycle_cell(d)
+    if bad >= 0:
+        return cert.fail(f"direction of cell {_cell(bad, cols)} {_FLOW_WHY[10]}")
+    cert.checks.append("in-degree order reaches every cell: no cycle, every path ends at an "
+                       "outlet")
+    cert.facts = {"cells": valid, "outlets": outl_n}
+    if accumulation is not None:
+        acc = np.ascontiguousarray(accumulation, np.float64)
+        if acc.shape != z.shape:
+            raise InputError(f"verify: accumulation {acc.shape} and DEM {z.shape} differ")
+        has_w = weights is not None
+        w = (np.ascontiguousarray(weights, np.float64) if has_w
+             else np.zeros((1, 1), np.float64))
+        why, cell = _check_accumulation(d, acc, w, has_w, float(rtol))
+        if why:
+            return cert.fail(f"cell {_cell(cell, cols)}: {_FLOW_WHY[why]}")
+        cert.checks.append("accumulation = " + ("weight" if has_w else "1") + " + the "
+                           "accumulation of the cells draining in, at every cell" +
+                           (" (equal bits)" if rtol == 0 else f" (within {rtol:g})"))
+        cert.facts["max_accumulation"] = float(np.nanmax(acc)) if valid else float("nan")
+    return cert
+
+
+_FILL_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+
+
+_FILL_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
+    """First cell (flat index) breaking the local checks, and which (1 lowered, 2 outlet
+    changed, 3 above its spill level, 4 no lower neighbour (strict), 5 cut off but
+    changed); -1 when none."""
+    H, W = z.shape
+    for i in range(H):
+        for j in range(W):
+            zc = z[i, j]
+            if np.isnan(zc):
+                continue
+            fc = f[i, j]
+            c = i * W + j
+            if not fc >= zc:
+                return c, 1
+            if outlet[i, j]:
+                if fc != zc:
+                    return c, 2
+                continue
+            if cut_off[i, j]:
+                if fc != zc:
+                    return c, 5
+                continue
+            low = np.float32(np.inf)
+            for k in range(0, 8, step):
+                ii, jj = i + _FILL_DR[k], j + _FILL_DC[k]
+                if 0 <= ii < H and 0 <= jj < W and not np.isnan(z[ii, jj]):
+                    if f[ii, jj] < low:
+                        low = f[ii, jj]
+            if strict:
+                if not low < fc:
+                    return c, 4
+            else:
+                want = zc if zc >= low else low
+                if fc != want:
+                    return c, 3
+    return -1, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _drains_cpu(z, f, outlet, step):
+    """The cells from which a path on which ``f`` never rises reaches an outlet: a search
+    from the outlets, upwards (to neighbours at least as high)."""
+    H, W = z.shape
+    seen = np.zeros((H, W), np.bool_)
+    stack = np.empty(H * W, np.int64)
+    top = 0
+    for i in range(H):
+        for j in range(W):
+            if outlet[i, j] and not np.isnan(z[i, j]):
+                seen[i, j] = True
+                stack[top] = i * W + j
+                top += 1
+    while top > 0:
+        top -= 1
+        c = stack[top]
+        i, j = c // W, c % W
+        for k in range(0, 8, step):
+            ii, jj = i + _FILL_DR[k], j + _FILL_DC[k]
+            if 0 <= ii < H and 0 <= jj < W and not seen[ii, jj] and not np.isnan(z[ii, jj]) \
+                    and f[ii, jj] >= f[i, j]:
+                seen[ii, jj] = True
+                stack[top] = ii * W + jj
+                top += 1
+    return seen
+
+
+def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depression=None,
+                epsilon=False):
+    """Certificate that ``filled`` is the depression fill of ``dem`` (module docstring).
+
+    ``outlets``: a mask of the named outlets (default: the grid's edge and nodata, as
+    :func:`terrain.hydrology.outlet_cells`); ``epsilon``: the epsilon fill's certificate.
+
+    >>> z = np.array([[5, 5, 5], [5, 1, 5], [5, 4, 5]], np.float32)
+    >>> verify_fill(z, np.array([[5, 5, 5], [5, 4, 5], [5, 4, 5]], np.float32)).ok
+    True
+    >>> verify_fill(z, np.array([[5, 5, 5], [5, 5, 5], [5, 4, 5]], np.float32)).violation
+    'cell (1, 1): filled 5 is above its spill level 4 (max of its elevation 1 and its lowest neighbour)'
+    """
+    from .hydrology import depression_labels, outlet_cells
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    f = np.ascontiguousarray(np.asarray(filled, np.float32))
+    conn = int(connectivity)
+    if conn not in CONNECTIVITIES:
+        raise InputError(f"connectivity {connectivity!r} is not 4 or 8")
+    what = f"{'epsilon ' if epsilon else ''}depression fill, {conn}-connected"
+    cert = Certificate(what)
+    if f.shape != z.shape:
+        return cert.fail(f"filled has {f.shape[0]} x {f.shape[1]} cells, the DEM "
+                         f"{z.shape[0]} x {z.shape[1]}")
+    if not np.array_equal(np.isnan(f), np.isnan(z)):
+        r, c = np.argwhere(np.isnan(f) != np.isnan(z))[0]
+        return cert.fail(f"cell ({r}, {c}): nodata in one of the DEM and the filled DEM only")
+    cert.checks.append("the filled DEM has the DEM's nodata")
+    out = outlet_cells(z, conn, outlets)
+    step = 1 if conn == 8 else 2
+    valid = ~np.isnan(z)
+    parts = depression_labels(valid, conn)  # connected parts of the grid
+    drains = np.zeros(int(parts.max(initial=0)) + 1, np.bool_)
+    drains[parts[out != 0]] = True
+    cut_off = valid & ~drains[parts]
+    cell, kind = _fill_local_cpu(z, f, out, cut_off, step, bool(epsilon))
+    if cell >= 0:
+        r, c = divmod(int(cell), z.shape[1])
+        zc, fc = float(z[r, c]), float(f[r, c])
+        if kind == 3:
+            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(_FILL_DR[::step],
+                                                                   _FILL_DC[::step])
+                       if 0 <= r + dr < z.shape[0] and 0 <= c + dc < z.shape[1]
+                       and not np.isnan(z[r + dr, c + dc])), default=math.inf)
+            spill = max(zc, low)
+            where = "above" if fc > spill else "below"
+            return cert.fail(f"cell ({r}, {c}): filled {fc:.9g} is {where} its spill level "
+                             f"{spill:.9g} (max of its elevation {zc:.9g} and its lowest "
+                             "neighbour)")
+        return cert.fail({1: f"cell ({r}, {c}): filled {fc:.9g} is below its elevation {zc:.9g}",
+                          2: f"outlet ({r}, {c}): filled {fc:.9g}, elevation {zc:.9g}",
+                          4: f"cell ({r}, {c}): no neighbour lower than {fc:.9g} (it does "
+                             "not drain)",
+                          5: f"cell ({r}, {c}) reaches no outlet but was raised from "
+                             f"{zc:.9g} to {fc:.9g}"}[kind])
+    cert.checks.append("no cell lowered; the outlets keep their elevation")
+    cert.checks.append("every cell drains to a lower neighbour" if epsilon else
+                       "no cell above its spill level: filled = max(elevation, lowest "
+                       "neighbour's filled)")
+    seen = _drains_cpu(z, f, out, step)
+    lost = valid & ~cut_off & ~seen
+    if lost.any():
+        r, c = np.argwhere(lost)[0]
+        return cert.fail(f"cell ({r}, {c}): no path on the filled DEM leads down to an "
+                         "outlet (it lies in a depression)")
+    cert.checks.append("every cell drains to an outlet on the filled DEM")
+    if depth is not None:
+        d = np.asarray(depth, np.float32)
+        if not np.array_equal(d, (f - z).astype(np.float32), equal_nan=True):
+            r, c = np.argwhere(~((d == f - z) | (np.isnan(d) & np.isnan(z))))[0]
+            return cert.fail(f"cell ({r}, {c}): depth {float(d[r, c]):.9g} is not filled - "
+                             "elevation")
+        cert.checks.append("depth = filled - elevation")
+    if depression is not None:
+        want = depression_labels((f - z) > 0, conn)
+        got = np.asarray(depression)
+        if not np.array_equal(got, want):
+            r, c = np.argwhere(got != want)[0]
+            return cert.fail(f"cell ({r}, {c}): depression id {int(got[r, c])}, the flooded "
+                             f"regions give {int(want[r, c])}")
+        cert.checks.append("depression ids: the flooded regions in row-major order")
+    cert.facts = {"cells": int(valid.sum()), "outlets": int(np.count_nonzero(out)),
+                  "flooded": int(np.count_nonzero((f - z) > 0)),
+                  "cut_off": int(np.count_nonzero(cut_off))}
+    return cert

@@ -48,12 +48,12 @@ def assert_one_line_error(proc, expected):
     assert lines[0].startswith("terrain") and expected in lines[0], lines[0]
 
 
-def run_terrain(*argv, cwd):
+def run_terrain(*argv, cwd, timeout=None):
     # run from the test's directory; the checkout stays importable when not pip-installed
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    return subprocess.run([sys.executable, "-m", "terrain.run", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 SAMPLE = ROOT / "data" / "sample.asc"

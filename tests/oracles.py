@@ -185,3 +185,339 @@ def tiled_oracle(z, f, sources, connectivity, model, start=None, cellsize=(1.0, 
     alloc = np.where(np.isfinite(best), np.argmin(d, axis=0), -1)
     return best.reshape(z.shape), alloc.reshape(z.shape)
 
+
+# ------------------------------------------------------------------------------------------
+# hydrology: depression filling, D8/D4 directions with Barnes flats, accumulation
+
+# neighbour k = E, SE, S, SW, W, NW, N, NE: ESRI code 1 << k
+HDR = (0, 1, 1, 1, 0, -1, -1, -1)
+HDC = (1, 1, 0, -1, -1, -1, 0, 1)
+
+
+def _hks(conn):
+    return range(0, 8, 1 if conn == 8 else 2)
+
+
+def priority_flood(z, conn=8, outlets=None):
+    """Depression filling by priority flood (Barnes, Lehman & Mulla 2014; RichDEM's
+    ``FillDepressions(epsilon=False)``), written independently with heapq: the seeds are the
+    outlets (default: cells on the grid's edge or beside nodata in ``conn``; else the
+    non-zero cells of ``outlets``), each popped cell raises its unvisited neighbours to at
+    least its own level; cells never reached keep their elevation."""
+    import heapq
+    z = np.asarray(z, np.float32)
+    R, C = z.shape
+    ks = range(0, 8, 1 if conn == 8 else 2)
+    out = z.copy()
+    seen = np.isnan(z)
+    heap = []
+    for r in range(R):
+        for c in range(C):
+            if seen[r, c]:
+                continue
+            if outlets is not None:
+                seed = bool(outlets[r, c])
+            else:
+                seed = any(not (0 <= r + HDR[k] < R and 0 <= c + HDC[k] < C)
+                           or np.isnan(z[r + HDR[k], c + HDC[k]]) for k in ks)
+            if seed:
+                heapq.heappush(heap, (float(z[r, c]), r, c))
+                seen[r, c] = True
+    while heap:
+        level, r, c = heapq.heappop(heap)
+        for k in ks:
+            rr, cc = r + HDR[k], c + HDC[k]
+            if 0 <= rr < R and 0 <= cc < C and not seen[rr, cc]:
+                seen[rr, cc] = True
+                out[rr, cc] = max(out[rr, cc], np.float32(level))
+                heapq.heappush(heap, (float(out[rr, cc]), rr, cc))
+    return out
+
+
+def ref_directions(z, cellsize=(1.0, 1.0), conn=8, outlets=None):
+    """D8/D4 codes as docs/hydrology.md defines them, written plainly: steepest distance-
+    weighted drop (first in code order on ties); outlets; flats (connected cells without a
+    lower neighbour) routed by Barnes et al. (2014)'s mask ``2 T + (H - A)`` with deques,
+    a drain lowest, ties cardinal first then code order; 0 for a flat without a drain."""
+    from collections import deque
+    z = np.asarray(z, np.float32)
+    R, C = z.shape
+    dx, dy = cellsize
+    dist = [dx, math.hypot(dx, dy), dy, math.hypot(dx, dy)] * 2
+    code = np.full((R, C), 255, np.int64)
+    FL = -1
+    ks = list(_hks(conn))
+
+    def nbrs(r, c):
+        for k in ks:
+            rr, cc = r + HDR[k], c + HDC[k]
+            if 0 <= rr < R and 0 <= cc < C and not np.isnan(z[rr, cc]):
+                yield k, rr, cc
+
+    for r in range(R):
+        for c in range(C):
+            if np.isnan(z[r, c]):
+                continue
+            if outlets is not None and outlets[r, c]:
+                code[r, c] = 0
+                continue
+            best, bk = 0.0, -1
+            for k, rr, cc in nbrs(r, c):
+                drop = (float(z[r, c]) - float(z[rr, cc])) / dist[k]
+                if drop > best:
+                    best, bk = drop, k
+            boundary = len(list(nbrs(r, c))) < len(ks)
+            if bk >= 0:
+                code[r, c] = 1 << bk
+            elif outlets is None and boundary:
+                code[r, c] = 0
+            else:
+                code[r, c] = FL
+    INFD = 10**12
+    A = np.full((R, C), INFD, np.int64)
+    T = np.full((R, C), INFD, np.int64)
+    for which, D in ((0, A), (1, T)):
+        q = deque()
+        for r in range(R):
+            for c in range(C):
+                if code[r, c] != FL:
+                    continue
+                for k, rr, cc in nbrs(r, c):
+                    if (which == 0 and z[rr, cc] > z[r, c]) or (
+                            which == 1 and code[rr, cc] != FL and z[rr, cc] == z[r, c]):
+                        D[r, c] = 1
+                        q.append((r, c))
+                        break
+        while q:
+            r, c = q.popleft()
+            for k, rr, cc in nbrs(r, c):
+                if code[rr, cc] == FL and D[rr, cc] > D[r, c] + 1:
+                    D[rr, cc] = D[r, c] + 1
+                    q.append((rr, cc))
+    label = np.zeros((R, C), np.int64)
+    height = [0]
+    for r in range(R):
+        for c in range(C):
+            if code[r, c] != FL or label[r, c]:
+                continue
+            height.append(0)
+            n = len(height) - 1
+            label[r, c] = n
+            q = deque([(r, c)])
+            while q:
+                a, b = q.popleft()
+                if A[a, b] < INFD:
+                    height[n] = max(height[n], A[a, b])
+                for k, rr, cc in nbrs(a, b):
+                    if code[rr, cc] == FL and not label[rr, cc]:
+                        label[rr, cc] = n
+                        q.append((rr, cc))
+
+    def mask(r, c, h):
+        return 2 * T[r, c] + (h - A[r, c] if A[r, c] < INFD else 0)
+
+    out = code.copy()
+    for r in range(R):
+        for c in range(C):
+            if code[r, c] != FL:
+                continue
+            if T[r, c] >= INFD:
+                out[r, c] = 0
+                continue
+            h = height[label[r, c]]
+            best, bk = mask(r, c, h), None
+            cands = []
+            for k, rr, cc in nbrs(r, c):
+                if code[rr, cc] == FL:
+                    cands.append((mask(rr, cc, h), k % 2, k))
+                elif z[rr, cc] == z[r, c]:
+                    cands.append((-1, k % 2, k))
+            m, _, k = min(cands)
+            assert m < best
+            out[r, c] = 1 << k
+    return out.astype(np.uint8)
+
+
+def ref_accumulation(direction, weights=None):
+    """``1 (or the weight) + the accumulation of the cells draining in``, by recursion in
+    topological order over a networkx DiGraph; NaN at nodata (255)."""
+    import networkx as nx
+    d = np.asarray(direction)
+    R, C = d.shape
+    g = nx.DiGraph()
+    valid = d != 255
+    g.add_nodes_from(np.flatnonzero(valid).tolist())
+    for k in range(8):
+        m = d == (1 << k)
+        r, c = np.nonzero(m)
+        g.add_edges_from(zip((r * C + c).tolist(), ((r + HDR[k]) * C + c + HDC[k]).tolist()))
+    acc = np.full(R * C, np.nan)
+    w = np.ones(R * C) if weights is None else np.nan_to_num(
+        np.asarray(weights, np.float64).ravel())
+    for v in nx.topological_sort(g):
+        s = w[v]
+        preds = sorted(g.predecessors(v), key=lambda u: _k_from(u, v, C))
+        for u in preds:
+            s += acc[u]
+        acc[v] = s
+    return acc.reshape(R, C)
+
+
+def _k_from(u, v, C):
+    """The neighbour index k of ``u`` seen from ``v`` (the order the inflows are summed)."""
+    dr, dc = u // C - v // C, u % C - v % C
+    return [k for k in range(8) if (HDR[k], HDC[k]) == (dr, dc)][0]
+
+
+def richdem_fill(z, conn=8, epsilon=False):
+    """RichDEM's ``FillDepressions`` of ``z`` (NaN = nodata, given to RichDEM as -9999, a
+    value below every elevation as RichDEM requires), NaN again on nodata; skips the test
+    where RichDEM (``pip install richdem2``) is missing."""
+    import contextlib
+    import io
+    import pytest
+    rd = pytest.importorskip("richdem")
+    a = rd.rdarray(np.where(np.isnan(z), -9999, z).astype(np.float32), no_data=-9999)
+    with contextlib.redirect_stdout(io.StringIO()):  # "no geotransform" warnings
+        f = rd.FillDepressions(a, epsilon=epsilon, topology="D8" if conn == 8 else "D4")
+    return np.where(np.isnan(z), np.nan, np.asarray(f)).astype(np.float32)
+
+
+def edge_nodata(z, rng, frac, conn):
+    """``z`` with nodata blobs that touch the grid's edge (through ``conn``-neighbours):
+    where RichDEM's nodata convention (a very low value reached from the edge) and
+    terrain's (cells beside nodata drain) agree."""
+    from scipy import ndimage
+    blobs = ndimage.binary_dilation(rng.random(z.shape) < frac)
+    lab, _ = ndimage.label(blobs, np.ones((3, 3)) if conn == 8 else None)
+    edge = np.unique(np.concatenate([lab[0], lab[-1], lab[:, 0], lab[:, -1]]))
+    z = np.array(z, np.float32)
+    z[np.isin(lab, edge[edge > 0])] = np.nan
+    return z
+
+
+def sample_dems():
+    """The real DEMs matplotlib ships (``jacksboro_fault_dem.npz``, ``topobathy.npz``; the
+    latter also with the sea as nodata): name -> float32 array."""
+    import matplotlib.cbook as cbook
+    jack = np.load(cbook.get_sample_data("jacksboro_fault_dem.npz", asfileobj=False))
+    topo = np.load(cbook.get_sample_data("topobathy.npz", asfileobj=False))["topo"]
+    topo = np.asarray(topo, np.float32)
+    return {"jacksboro": jack["elevation"].astype(np.float32), "topobathy": topo,
+            "topobathy-sea-nodata": np.where(topo < 0, np.nan, topo).astype(np.float32)}
+
+
+def _hierarchy_canon(leaves, kids, level, parent, spill):
+    """A depression hierarchy in a form that ties cannot change: the pits (cell, pit
+    elevation, spill elevation), and for every merge the set of pits it joins, at its level,
+    merges at one level taken together and a merge that spills outside at its own level
+    left out (at equal levels the order of merges is arbitrary)."""
+    def pits(k):
+        if k in kids:
+            return pits(kids[k][0]) | pits(kids[k][1])
+        return {leaves[k][0]} if k in leaves else set()
+    tops = set()
+    for k in kids:
+        if not pits(kids[k][0]) or not pits(kids[k][1]):
+            continue
+        t = k
+        while parent.get(t) in kids and level[parent[t]] == level[k]:
+            t = parent[t]
+        if spill.get(t) == level[k] and parent.get(t) not in kids:
+            continue
+        tops.add((level[k], frozenset(pits(t))))
+    return sorted(leaves.values()), tops
+
+
+def richdem_hierarchy(z):
+    """RichDEM's ``get_depression_hierarchy`` (D8) of ``z`` with the ocean a ring around it
+    (lower than every cell), in :func:`_hierarchy_canon`'s form (pits of zero depth,
+    which RichDEM makes on flats depending on its queue order, left out)."""
+    import contextlib
+    import io
+    import pytest
+    rd = pytest.importorskip("richdem")
+    R, C = z.shape
+    zp = np.full((R + 2, C + 2), -1e9, np.float64)
+    zp[1:-1, 1:-1] = z
+    labels = rd.get_new_depression_hierarchy_labels(zp.shape)
+    with contextlib.redirect_stdout(io.StringIO()):
+        deps, _ = rd.get_depression_hierarchy(rd.rdarray(zp, no_data=-9999), labels)
+    none = rd.depression_hierarchy.NO_VALUE
+    leaves, kids, level, parent, spill = {}, {}, {}, {}, {}
+    for k, d in enumerate(deps):
+        if k == 0:
+            continue
+        if d.lchild == none:
+            if d.pit_elev != d.out_elev:
+                cell = (d.pit_cell // (C + 2) - 1, d.pit_cell % (C + 2) - 1)
+                leaves[k] = (cell, float(d.pit_elev), float(d.out_elev))
+        else:
+            kids[k] = (d.lchild, d.rchild)
+            level[k], spill[k] = float(deps[d.lchild].out_elev), float(d.out_elev)
+            parent[d.lchild] = parent[d.rchild] = k
+    return _hierarchy_canon(leaves, kids, level, parent, spill)
+
+
+def hierarchy_canon(h):
+    """terrain's hierarchy table (:func:`terrain.hydrology.depression_hierarchy`) in
+    :func:`_hierarchy_canon`'s form."""
+    leaves, kids, level, parent, spill = {}, {}, {}, {}, {}
+    for k in range(h["id"].shape[0]):
+        i = k + 1
+        if h["left"][k] == 0:
+            leaves[i] = ((int(h["pit_row"][k]), int(h["pit_col"][k])),
+                         float(h["pit_elevation"][k]), float(h["spill_elevation"][k]))
+        else:
+            kids[i] = (int(h["left"][k]), int(h["right"][k]))
+            level[i] = float(h["spill_elevation"][h["left"][k] - 1])
+            spill[i] = float(h["spill_elevation"][k])
+            parent[kids[i][0]] = parent[kids[i][1]] = i
+    return _hierarchy_canon(leaves, kids, level, parent, spill)
+
+
+@numba.njit(cache=True)
+def _seeded_kruskal(order, u, v, n, first, seeded):
+    parent = np.arange(n)
+    for c in range(n):
+        if seeded[c]:
+            parent[c] = first
+    keep = np.zeros(order.shape[0], np.bool_)
+    for e in order:
+        a, b = u[e], v[e]
+        while parent[a] != a:
+            a = parent[a]
+        while parent[b] != b:
+            b = parent[b]
+        if a != b:
+            if b == first:  # the outlets' set keeps its root
+                a, b = b, a
+            parent[b] = a
+            keep[e] = True
+    labels = np.empty(n, np.int64)
+    for c in range(n):
+        r = c
+        while parent[r] != r:
+            r = parent[r]
+        labels[c] = r
+    return keep, labels
+
+
+def seeded_forest(z, conn, outlet):
+    """The minimum spanning forest (weight max, ``(weight, id)`` order) of the grid with
+    the outlets contracted into one vertex, by Kruskal: what the GPU's seeded Borůvka makes
+    (``device_mst(seeds=...)``). Returns ``(mask, labels)``: the direction-bit mask and each
+    cell's supervertex (the outlets' trees labelled by their last cell, as the device may
+    label them by a cell that is not an outlet)."""
+    z = np.asarray(z, np.float32)
+    ids, u, v, w = ref_edges(z, conn, "max")
+    order = np.lexsort((ids, w))
+    seeded = (np.asarray(outlet).ravel() != 0)
+    first = int(np.argmax(seeded)) if seeded.any() else -1
+    keep, labels = _seeded_kruskal(order, u, v, z.size, first, seeded)
+    mask = np.zeros(z.size, np.uint8)
+    np.bitwise_or.at(mask, ids[keep] >> 2, (1 << (ids[keep] & 3)).astype(np.uint8))
+    if first >= 0:  # as on the device, the seeded set may end labelled by any of its cells
+        labels = np.where(labels == first, np.flatnonzero(labels == first).max(), labels)
+    labels = np.where(np.isnan(z.ravel()), -1, labels)
+    return mask.reshape(z.shape), labels

@@ -1,9 +1,10 @@
-// Frontier operators of terrain.graph.frontier (the CPU twins are the _*_cpu functions there).
+// Frontier operators of terrain.graph.frontier (their CPU twins: terrain/native/kernels.c and
+// terrain/graph/_frontier_cpu.py).
 //
 // A traversal keeps, on the device: dist (int32, -1 = unvisited), a visited bitmask (one bit
-// per vertex), two vertex queues, an optional edge queue, and a ring of per-level counter
-// slots. Slot L holds {frontier size of level L, sum of the degrees of that frontier,
-// edge-queue length produced from it, spare}. Kernels read their input size from the slot on
+// per vertex), two vertex queues, and a ring of per-level counter slots. Slot L holds
+// {frontier size of level L, sum of the degrees of that frontier, spare, operator}. Kernels
+// read their input size from the slot on
 // the device, so the host may launch several levels without reading anything back; the
 // kernel of level L zeroes slot L+2 before anybody writes it.
 //
@@ -49,15 +50,13 @@ __device__ __forceinline__ bool try_claim(IT w, int* dist, unsigned* visited, in
     return true;
 }
 
-// Edge e of a gathered list: its head w; FUSED also claims w and returns whether it did
-// (with w's degree), the expand-only phase keeps every edge.
-template <typename IT, bool FUSED>
+// Edge e of a gathered list: its head w, claimed; whether it was (with w's degree).
+template <typename IT>
 __device__ __forceinline__ bool visit_edge(i64 e, const i64* __restrict__ indptr,
                                            const IT* __restrict__ indices, int* dist,
                                            unsigned* visited, int next_level, IT& w, i64& deg)
 {
     w = indices[e];
-    if (!FUSED) return true;
     if (!try_claim(w, dist, visited, next_level)) return false;
     deg = indptr[w + 1] - indptr[w];
     return true;
@@ -140,14 +139,13 @@ __device__ __forceinline__ void block_exclusive_scan(int x, int& excl, int& tota
     __syncthreads();
 }
 
-// Expand the vertex frontier of `level`. FUSED: expand-contract in one kernel, writing the
-// claimed neighbours to out (the next vertex queue; slot level+1). Not FUSED: the expansion
-// phase of the two-phase variant, writing every neighbour to out (the edge queue; slot[2]).
-// The gathering loop of advance_topdown (and of the device-driven level loop): the block
-// strides over the n_in vertices of in_q. With hub_q, lists of at least hub_min edges are not
-// gathered here but appended to hub_q (count in *hub_count) for advance_hubs, which spreads
-// each of them over the whole grid.
-template <typename IT, bool FUSED>
+// Expand-contract the vertex frontier of `level` in one kernel, writing the claimed
+// neighbours to out (the next vertex queue; slot level+1): the gathering loop of
+// advance_topdown and of the device-driven level loop, the block striding over the n_in
+// vertices of in_q. With hub_q, lists of at least hub_min edges are not gathered here but
+// appended to hub_q (count in *hub_count) for step_hubs, which spreads each of them over the
+// whole grid.
+template <typename IT>
 __device__ __forceinline__ void topdown_tiles(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
     u64 n_in, IT* __restrict__ out, u64* out_count, u64* out_deg, int* dist, unsigned* visited,
@@ -190,7 +188,7 @@ __device__ __forceinline__ void topdown_tiles(
             for (i64 e = cs + threadIdx.x; e - (i64)threadIdx.x < ce; e += BS) {
                 IT w = 0;
                 i64 deg = 0;
-                const bool ok = e < ce && visit_edge<IT, FUSED>(e, indptr, indices, dist,
+                const bool ok = e < ce && visit_edge<IT>(e, indptr, indices, dist,
                                                                 visited, next, w, deg);
                 block_enqueue(ok, w, deg, out, out_count, out_deg, s_wcount, s_wdeg, s_wbase,
                               &s_base);
@@ -206,7 +204,7 @@ __device__ __forceinline__ void topdown_tiles(
             for (i64 e = ws + lane; e - (i64)lane < we; e += 32) {
                 IT w = 0;
                 i64 deg = 0;
-                const bool ok = e < we && visit_edge<IT, FUSED>(e, indptr, indices, dist,
+                const bool ok = e < we && visit_edge<IT>(e, indptr, indices, dist,
                                                                 visited, next, w, deg);
                 warp_enqueue(ok, w, deg, out, out_count, out_deg);
             }
@@ -224,14 +222,12 @@ __device__ __forceinline__ void topdown_tiles(
             __syncthreads();
             const bool have = base + (int)threadIdx.x < total;
             IT w = have ? indices[s_gather[threadIdx.x]] : (IT)-1;
-            bool ok = have;
             i64 deg = 0;
-            if (FUSED) {
-                // warp culling: of equal ids in the warp only the lowest lane goes on
-                const unsigned peers = __match_any_sync(FULL, w);
-                ok = have && (__ffs(peers) - 1) == (int)lane && try_claim(w, dist, visited, next);
-                if (ok) deg = indptr[w + 1] - indptr[w];
-            }
+            // warp culling: of equal ids in the warp only the lowest lane goes on
+            const unsigned peers = __match_any_sync(FULL, w);
+            const bool ok = have && (__ffs(peers) - 1) == (int)lane
+                            && try_claim(w, dist, visited, next);
+            if (ok) deg = indptr[w + 1] - indptr[w];
             block_enqueue(ok, w, deg, out, out_count, out_deg, s_wcount, s_wdeg, s_wbase,
                           &s_base);
             __syncthreads();
@@ -239,43 +235,17 @@ __device__ __forceinline__ void topdown_tiles(
     }
 }
 
-template <typename IT, bool FUSED>
+// One top-down level of the batched route (the host reads the counters every few levels).
+template <typename IT>
 __global__ void __launch_bounds__(BS) advance_topdown(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
     IT* __restrict__ out, int* dist, unsigned* visited, u64* counters, int level)
 {
     u64* cur = level_slot(counters, level);
     u64* nxt = level_slot(counters, level + 1);
-    if (FUSED) zero_slot(counters, level + 2);
-    topdown_tiles<IT, FUSED>(indptr, indices, in_q, cur[0], out, FUSED ? &nxt[0] : &cur[2],
-                             FUSED ? &nxt[1] : nullptr, dist, visited, level + 1, (IT*)nullptr,
-                             (u64*)nullptr, 0);
-}
-
-// Contraction phase of the two-phase variant: filter the edge queue of `level` into the
-// vertex queue of level+1 (bitmask, label, warp culling, exact claim).
-template <typename IT>
-__global__ void __launch_bounds__(BS) contract_frontier(
-    const i64* __restrict__ indptr, const IT* __restrict__ edge_q, IT* __restrict__ out_q,
-    int* dist, unsigned* visited, u64* counters, int level)
-{
-    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
-    __shared__ u64 s_wdeg[WARPS], s_base;
-    u64* cur = level_slot(counters, level);
-    u64* nxt = level_slot(counters, level + 1);
     zero_slot(counters, level + 2);
-    const unsigned lane = threadIdx.x & 31;
-    const u64 n_e = cur[2];
-    for (u64 tile = (u64)blockIdx.x * BS; tile < n_e; tile += (u64)gridDim.x * BS) {
-        const u64 i = tile + threadIdx.x;
-        const bool have = i < n_e;
-        const IT w = have ? edge_q[i] : (IT)-1;
-        const unsigned peers = __match_any_sync(FULL, w);
-        const bool ok = have && (__ffs(peers) - 1) == (int)lane
-                        && try_claim(w, dist, visited, level + 1);
-        const i64 deg = ok ? indptr[w + 1] - indptr[w] : 0;
-        block_enqueue(ok, w, deg, out_q, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase, &s_base);
-    }
+    topdown_tiles<IT>(indptr, indices, in_q, cur[0], out, &nxt[0], &nxt[1], dist, visited,
+                      level + 1, (IT*)nullptr, (u64*)nullptr, 0);
 }
 
 // Bottom-up step (direction-optimising BFS, Beamer et al.): every unvisited vertex looks for
@@ -352,21 +322,20 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
 }
 
 // ------------------------------------------------------------------ device-driven level loop
-// A whole BFS without the host in the loop: every step is the same four launches, so a
+// A whole BFS without the host in the loop: every step is the same three launches, so a
 // stream of steps can be captured once into a CUDA graph and replayed per BFS. A step reads
 // what to do from `ctrl` on the device:
-//   step_decide    (one thread) advances to the level the last step built, stops when that
-//                  level is empty, and picks the direction by Beamer's rule;
-//   step_topdown   expand-contract (topdown_tiles) when the step goes top-down; hub lists
-//                  go to the hub queue;
-//   step_hubs      the hub lists, each spread over the whole grid in chunks of BS edges;
-//   step_bottomup  bottom-up over the current visited bitmask: an unvisited vertex's
+//   step_advance   top-down: expand-contract (topdown_tiles), hub lists to the hub queue;
+//                  bottom-up over the current visited bitmask: an unvisited vertex's
 //                  visited neighbours all sit on the current level (else it would have been
 //                  reached earlier), so the bitmask alone is the frontier and the scan reads
 //                  one bit per neighbour (an n/8-byte array that lives in L2) and stops at
 //                  the first hit; every warp writes its own 32-vertex word of the *other*
 //                  bitmask (no atomics, no torn reads), and the next step_decide makes that
-//                  one current (ctrl[C_VIS]).
+//                  one current (ctrl[C_VIS]);
+//   step_hubs      the hub lists, each spread over the whole grid in chunks of BS edges;
+//   step_decide    (one thread) advances to the level the last step built, stops when that
+//                  level is empty, and picks the next direction by Beamer's rule.
 // Inactive kernels return at once. Slot L+1 gets {count, degree sum, 0, operator} with
 // operator 1 = top-down, 2 = bottom-up, so the host rebuilds the statistics from one read.
 
@@ -378,22 +347,17 @@ __global__ void bfs_parents(const i64* __restrict__ indptr, const IT* __restrict
 #define C_HUBS 5
 #define C_STARTED 6
 #define C_VIS 7  // which of the two bitmasks is current (bottom-up writes the other)
-#define C_DONE 8  // blocks of step_hubs_decide that have finished (fused steps)
 #define C_WORDS 16
 
-#define DIR_AUTO 0
-#define DIR_TOPDOWN 1
-#define DIR_BOTTOMUP 2
-
-// One thread: the decision for the next step (volatile: in the fused steps the last block
-// of step_hubs_decide runs it on counters other blocks have just written).
+// One thread: the decision for the next step (volatile: step_seed_decide runs it on counters
+// its block has just written).
 __device__ void decide_step(volatile u64* counters, volatile u64* ctrl, i64 n, i64 nnz,
-                            int mode, int alpha, int beta)
+                            int alpha, int beta)
 {
     if (!ctrl[C_STARTED]) {
         ctrl[C_STARTED] = 1;
         ctrl[C_EXPLORED] = counters[1];
-        ctrl[C_BOTTOM] = mode == DIR_BOTTOMUP;
+        ctrl[C_BOTTOM] = 0;
     } else if (ctrl[C_ACTIVE]) {
         if (ctrl[C_BOTTOM]) ctrl[C_VIS] ^= 1;  // the bottom-up step wrote the other bitmask
         const int done = (int)ctrl[C_LEVEL];
@@ -408,12 +372,10 @@ __device__ void decide_step(volatile u64* counters, volatile u64* ctrl, i64 n, i
         return;
     }
     bool bottom = ctrl[C_BOTTOM] != 0;
-    if (mode == DIR_AUTO) {
-        const bool growing = level == 0 || nf > ctrl[C_PREV];
-        const i64 left = nnz - (i64)ctrl[C_EXPLORED];
-        if (!bottom && growing && (i64)mf * alpha > left) bottom = true;
-        else if (bottom && !growing && (i64)nf * beta < n) bottom = false;
-    }
+    const bool growing = level == 0 || nf > ctrl[C_PREV];
+    const i64 left = nnz - (i64)ctrl[C_EXPLORED];
+    if (!bottom && growing && (i64)mf * alpha > left && 4 * (i64)mf > n) bottom = true;
+    else if (bottom && !growing && (i64)nf * beta < n) bottom = false;
     ctrl[C_BOTTOM] = bottom;
     ctrl[C_ACTIVE] = 1;
     ctrl[C_HUBS] = 0;
@@ -422,11 +384,10 @@ __device__ void decide_step(volatile u64* counters, volatile u64* ctrl, i64 n, i
     nxt[3] = bottom ? 2 : 1;
 }
 
-extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz, int mode,
-                                       int alpha, int beta)
+extern "C" __global__ void step_decide(u64* counters, u64* ctrl, i64 n, i64 nnz, int alpha,
+                                       int beta)
 {
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
+    if (blockIdx.x == 0 && threadIdx.x == 0) decide_step(counters, ctrl, n, nnz, alpha, beta);
 }
 
 template <typename IT>
@@ -438,19 +399,9 @@ __device__ __forceinline__ void topdown_step(
     unsigned* visited = ctrl[C_VIS] ? visited_b : visited_a;
     u64* cur = level_slot(counters, level);
     u64* nxt = level_slot(counters, level + 1);
-    topdown_tiles<IT, true>(indptr, indices, (level & 1) ? q1 : q0, cur[0], (level & 1) ? q0 : q1,
+    topdown_tiles<IT>(indptr, indices, (level & 1) ? q1 : q0, cur[0], (level & 1) ? q0 : q1,
                             &nxt[0], &nxt[1], dist, visited, level + 1, hub_q, &ctrl[C_HUBS],
                             hub_min);
-}
-
-template <typename IT>
-__global__ void __launch_bounds__(BS) step_topdown(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min)
-{
-    if (!ctrl[C_ACTIVE] || ctrl[C_BOTTOM]) return;
-    topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
-                     hub_min);
 }
 
 // The hub lists of this level, each cut into chunks of BS edges, chunk c of their
@@ -526,24 +477,7 @@ __global__ void __launch_bounds__(BS) step_hubs(
                   hubs);
 }
 
-// Is one of the next U neighbours (from e, before re) visited? U loads of indices, then U
-// bitmask loads, all independent: one dependent chain of two loads per U neighbours instead
-// of per neighbour (the scan stops at the first hit, most often within the first few).
-template <typename IT, int U>
-__device__ __forceinline__ bool any_visited(const IT* __restrict__ indices, i64 e, i64 re,
-                                            const unsigned* __restrict__ visited)
-{
-    IT u[U];
-#pragma unroll
-    for (int j = 0; j < U; ++j) u[j] = (e + j < re) ? indices[e + j] : (IT)-1;
-    unsigned hit = 0;
-#pragma unroll
-    for (int j = 0; j < U; ++j)
-        if (u[j] >= 0) hit |= visited[u[j] >> 5] >> (unsigned)(u[j] & 31);
-    return hit & 1u;
-}
-
-template <typename IT, int U>
+template <typename IT>
 __device__ __forceinline__ void bottomup_step(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
     unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
@@ -564,8 +498,9 @@ __device__ __forceinline__ void bottomup_step(
         i64 deg = 0;
         if (v < n && !(seen & (1u << lane))) {
             const i64 rs = indptr[v], re = indptr[v + 1];
-            for (i64 e = rs; e < re; e += U) {
-                if (any_visited<IT, U>(indices, e, re, visited)) {
+            for (i64 e = rs; e < re; ++e) {
+                const IT u = indices[e];
+                if ((visited[u >> 5] >> (unsigned)(u & 31)) & 1u) {
                     ok = true;
                     break;
                 }
@@ -582,142 +517,7 @@ __device__ __forceinline__ void bottomup_step(
     }
 }
 
-template <typename IT, int U>
-__global__ void __launch_bounds__(BS) step_bottomup(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
-{
-    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
-    bottomup_step<IT, U>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
-}
-
-// The same step with K vertices in flight per lane and block-aggregated enqueueing. A warp
-// takes K consecutive bitmask words (32 K vertices) per round, lane i vertex i of each; the
-// K rows of a lane are scanned round-robin, one neighbour of each per pass, so the loads of
-// K rows are independent (K times the memory-level parallelism of one row at a time). The
-// claimed vertices go to a shared buffer (shared atomics); the block adds its buffer to the
-// queue with one global atomicAdd when it fills or the block ends, and its degree sum with
-// one more: the per-tile global atomics of block_enqueue, all on one counter, go away.
-template <typename IT, int K>
-__device__ __forceinline__ void bottomup_ilp_step(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
-{
-    __shared__ IT s_buf[2 * BS * K];
-    __shared__ unsigned s_fill;
-    __shared__ u64 s_base, s_wdeg[WARPS];
-    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
-    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
-    const int level = (int)ctrl[C_LEVEL];
-    u64* nxt = level_slot(counters, level + 1);
-    IT* out = (level & 1) ? q0 : q1;
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned below = (1u << lane) - 1u;
-    const i64 words = (n + 31) >> 5;
-    const i64 round_words = (i64)gridDim.x * WARPS * K;
-    u64 my_deg = 0;
-    if (threadIdx.x == 0) s_fill = 0;
-    // block-uniform bounds: every thread of the block runs the same rounds (barriers below)
-    for (i64 w0 = (i64)blockIdx.x * WARPS * K; w0 < words; w0 += round_words) {
-        __syncthreads();
-        const unsigned fill = s_fill;
-        __syncthreads();
-        if (fill > BS * K) {  // room for one more round of BS * K vertices
-            if (threadIdx.x == 0) s_base = atomicAdd(&nxt[0], (u64)fill);
-            __syncthreads();
-            for (unsigned i = threadIdx.x; i < fill; i += BS) out[s_base + i] = s_buf[i];
-            __syncthreads();
-            if (threadIdx.x == 0) s_fill = 0;
-            __syncthreads();
-        }
-        const i64 wb = w0 + (i64)warp * K;  // this warp's first word
-        unsigned seen[K];
-        i64 e[K], re[K];
-        int len[K];
-        bool live[K], ok[K];
-#pragma unroll
-        for (int j = 0; j < K; ++j) seen[j] = (wb + j < words) ? visited[wb + j] : FULL;
-#pragma unroll
-        for (int j = 0; j < K; ++j) {
-            const i64 v = ((wb + j) << 5) + lane;
-            live[j] = v < n && !((seen[j] >> lane) & 1u);
-            e[j] = live[j] ? indptr[v] : 0;
-            re[j] = live[j] ? indptr[v + 1] : 0;
-            len[j] = (int)(re[j] - e[j]);
-            live[j] = live[j] && e[j] < re[j];
-            ok[j] = false;
-        }
-        while (true) {
-            bool any = false;
-#pragma unroll
-            for (int j = 0; j < K; ++j) any |= live[j];
-            if (!any) break;
-            IT u[K];
-            unsigned bits[K];
-#pragma unroll
-            for (int j = 0; j < K; ++j) u[j] = live[j] ? indices[e[j]] : (IT)0;
-#pragma unroll
-            for (int j = 0; j < K; ++j)
-                bits[j] = live[j] ? visited[u[j] >> 5] >> (unsigned)(u[j] & 31) : 0u;
-#pragma unroll
-            for (int j = 0; j < K; ++j) {
-                if (!live[j]) continue;
-                if (bits[j] & 1u) {
-                    ok[j] = true;
-                    live[j] = false;
-                } else if (++e[j] == re[j]) {
-                    live[j] = false;
-                }
-            }
-        }
-        unsigned found[K], total = 0;
-#pragma unroll
-        for (int j = 0; j < K; ++j) {
-            found[j] = __ballot_sync(FULL, ok[j]);
-            total += __popc(found[j]);
-            if (lane == (unsigned)j && wb + j < words) visited_next[wb + j] = seen[j] | found[j];
-        }
-        unsigned off = 0;
-        if (lane == 0 && total) off = atomicAdd(&s_fill, total);
-        off = __shfl_sync(FULL, off, 0);
-#pragma unroll
-        for (int j = 0; j < K; ++j) {
-            if (ok[j]) {
-                const i64 v = ((wb + j) << 5) + lane;
-                dist[v] = level + 1;
-                my_deg += (u64)len[j];
-                s_buf[off + __popc(found[j] & below)] = (IT)v;
-            }
-            off += __popc(found[j]);
-        }
-    }
-    __syncthreads();
-    const unsigned fill = s_fill;
-    if (threadIdx.x == 0 && fill) s_base = atomicAdd(&nxt[0], (u64)fill);
-    for (int o = 16; o > 0; o >>= 1) my_deg += __shfl_down_sync(FULL, my_deg, o);
-    if (lane == 0) s_wdeg[warp] = my_deg;
-    __syncthreads();
-    for (unsigned i = threadIdx.x; i < fill; i += BS) out[s_base + i] = s_buf[i];
-    if (threadIdx.x == 0) {
-        u64 d = 0;
-        for (int w = 0; w < WARPS; ++w) d += s_wdeg[w];
-        if (d) atomicAdd(&nxt[1], d);
-    }
-}
-
-template <typename IT, int K>
-__global__ void __launch_bounds__(BS) step_bottomup_ilp(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
-{
-    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
-    bottomup_ilp_step<IT, K>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
-                             n);
-}
-
-// Fused steps (two launches per level): step_advance runs the chosen direction,
-// step_hubs_decide the hub lists and then, in the last block to finish, decide_step for the
-// next level (the "last block" pattern: each block fences its writes and counts itself out).
+// The level's step in the direction step_decide chose.
 template <typename IT>
 __global__ void __launch_bounds__(BS) step_advance(
     const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
@@ -726,115 +526,7 @@ __global__ void __launch_bounds__(BS) step_advance(
 {
     if (!ctrl[C_ACTIVE]) return;
     if (ctrl[C_BOTTOM])
-        bottomup_step<IT, 1>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
-                             n);
-    else
-        topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
-                         hub_q, hub_min);
-}
-
-template <typename IT>
-__global__ void __launch_bounds__(BS) step_hubs_decide(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl,
-    const IT* __restrict__ hub_q, i64 n, i64 nnz, int mode, int alpha, int beta)
-{
-    __shared__ int s_last;
-    const u64 hubs = ctrl[C_ACTIVE] && !ctrl[C_BOTTOM] ? ctrl[C_HUBS] : 0;
-    if (hubs)
-        hubs_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, hub_q,
-                      hubs);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        s_last = atomicAdd(&ctrl[C_DONE], 1ull) == (u64)gridDim.x - 1;
-    }
-    __syncthreads();
-    if (s_last && threadIdx.x == 0) {
-        __threadfence();
-        ((volatile u64*)ctrl)[C_DONE] = 0;
-        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
-        __threadfence();
-    }
-}
-
-// The same step with G lanes per unvisited vertex (G = 4, 8 or 32): a warp takes one
-// 32-vertex bitmask word, lists its unvisited vertices in shared memory, and its 32 / G
-// groups scan them G neighbours at a time (one 4*G-byte read per group, a group ballot for
-// the first hit): long rows that find no parent are scanned G times faster than by one
-// thread. The warp's claimed vertices are enqueued together at the end of the word.
-template <typename IT, int G>
-__global__ void __launch_bounds__(BS) step_bottomup_group(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, i64 n)
-{
-    __shared__ unsigned char s_list[WARPS][32];
-    if (!ctrl[C_ACTIVE] || !ctrl[C_BOTTOM]) return;
-    const unsigned* __restrict__ visited = ctrl[C_VIS] ? visited_b : visited_a;
-    unsigned* __restrict__ visited_next = ctrl[C_VIS] ? visited_a : visited_b;
-    const int level = (int)ctrl[C_LEVEL];
-    u64* nxt = level_slot(counters, level + 1);
-    IT* out = (level & 1) ? q0 : q1;
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned group = lane / G, sub = lane % G;
-    const unsigned gmask = (G == 32) ? FULL : (((1u << (G % 32)) - 1u) << (group * G));
-    const i64 words = (n + 31) >> 5;
-    const i64 warps = ((i64)gridDim.x * BS) >> 5;
-    for (i64 word = ((i64)blockIdx.x * BS + threadIdx.x) >> 5; word < words; word += warps) {
-        const i64 v0 = word << 5;
-        const unsigned seen = visited[word];
-        const unsigned valid = (n - v0 >= 32) ? FULL : ((1u << (unsigned)(n - v0)) - 1u);
-        const unsigned todo = ~seen & valid;
-        if (todo & (1u << lane)) s_list[warp][__popc(todo & ((1u << lane) - 1u))] = lane;
-        __syncwarp();
-        const int count = __popc(todo);
-        unsigned found = 0;
-        for (int base = 0; base < count; base += 32 / G) {
-            const int r = base + (int)group;
-            const bool mine = r < count;
-            const i64 v = mine ? v0 + s_list[warp][r] : 0;
-            const i64 rs = mine ? indptr[v] : 0, re = mine ? indptr[v + 1] : 0;
-            bool hit = false;
-            for (i64 e = rs; e < re; e += G) {
-                bool b = false;
-                if (e + (i64)sub < re) {
-                    const IT u = indices[e + sub];
-                    b = (visited[u >> 5] >> (unsigned)(u & 31)) & 1u;
-                }
-                hit = (__ballot_sync(gmask, b) & gmask) != 0;
-                if (hit) break;
-            }
-            const unsigned hits = __ballot_sync(FULL, hit && sub == 0);
-            // lanes group*G of every group with a hit: the bit of its vertex
-            for (unsigned m = hits; m; m &= m - 1) {
-                const int g = (__ffs(m) - 1) / G;
-                found |= 1u << s_list[warp][base + g];
-            }
-        }
-        __syncwarp();
-        const bool ok = (found >> lane) & 1u;
-        i64 deg = 0;
-        if (ok) {
-            const i64 v = v0 + lane;
-            dist[v] = level + 1;
-            deg = indptr[v + 1] - indptr[v];
-        }
-        if (lane == 0) visited_next[word] = seen | found;
-        warp_enqueue(ok, (IT)(v0 + lane), deg, out, &nxt[0], &nxt[1]);
-    }
-}
-
-// step_advance with the bottom-up step of step_bottomup_ilp<K>.
-template <typename IT, int K>
-__global__ void __launch_bounds__(BS) step_advance_ilp(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, IT* q0, IT* q1, int* dist,
-    unsigned* visited_a, unsigned* visited_b, u64* counters, u64* ctrl, IT* hub_q, i64 hub_min,
-    i64 n)
-{
-    if (!ctrl[C_ACTIVE]) return;
-    if (ctrl[C_BOTTOM])
-        bottomup_ilp_step<IT, K>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters,
-                                 ctrl, n);
+        bottomup_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl, n);
     else
         topdown_step<IT>(indptr, indices, q0, q1, dist, visited_a, visited_b, counters, ctrl,
                          hub_q, hub_min);
@@ -857,13 +549,12 @@ __global__ void step_seed(const i64* __restrict__ indptr, const long long* __res
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&counters[0], (u64)k);
 }
 
-// step_seed and the first decide_step in one block (the launches that put the decide at the
-// end of each level): one launch less per traversal.
+// step_seed and the first decide_step in one block: one launch less per traversal.
 template <typename IT>
 __global__ void step_seed_decide(const i64* __restrict__ indptr,
                                  const long long* __restrict__ src, IT* q, int* dist,
                                  unsigned* visited, u64* counters, u64* ctrl, i64 n, i64 nnz,
-                                 int mode, int alpha, int beta)
+                                 int alpha, int beta)
 {
     const i64 k = src[0];
     u64 deg = 0;
@@ -879,42 +570,7 @@ __global__ void step_seed_decide(const i64* __restrict__ indptr,
     if (threadIdx.x == 0) {
         counters[0] = (u64)k;
         __threadfence_block();
-        decide_step(counters, ctrl, n, nnz, mode, alpha, beta);
-    }
-}
-
-// Edge-balanced expand-contract (Gunrock's load-balanced advance): `offsets` is the
-// inclusive prefix sum of the frontier's degrees, `total` its last value. Each thread takes
-// one edge of the concatenated lists and finds its frontier vertex by binary search, so a
-// hub's list is spread over the whole grid instead of one block (scale-free graphs).
-template <typename IT>
-__global__ void __launch_bounds__(BS) advance_balanced(
-    const i64* __restrict__ indptr, const IT* __restrict__ indices, const IT* __restrict__ in_q,
-    const i64* __restrict__ offsets, i64 n_in, i64 total, IT* __restrict__ out_q, int* dist,
-    unsigned* visited, u64* counters, int level)
-{
-    __shared__ unsigned s_wcount[WARPS], s_wbase[WARPS];
-    __shared__ u64 s_wdeg[WARPS], s_base;
-    u64* nxt = level_slot(counters, level + 1);
-    zero_slot(counters, level + 2);
-    for (i64 tile = (i64)blockIdx.x * BS; tile < total; tile += (i64)gridDim.x * BS) {
-        const i64 e = tile + threadIdx.x;
-        bool ok = false;
-        IT w = 0;
-        i64 deg = 0;
-        if (e < total) {
-            i64 lo = 0, hi = n_in - 1;  // first i with offsets[i] > e
-            while (lo < hi) {
-                const i64 mid = (lo + hi) >> 1;
-                if (offsets[mid] > e) hi = mid; else lo = mid + 1;
-            }
-            const IT u = in_q[lo];
-            const i64 start = offsets[lo] - (indptr[u + 1] - indptr[u]);
-            w = indices[indptr[u] + (e - start)];
-            ok = try_claim(w, dist, visited, level + 1);
-            if (ok) deg = indptr[w + 1] - indptr[w];
-        }
-        block_enqueue(ok, w, deg, out_q, &nxt[0], &nxt[1], s_wcount, s_wdeg, s_wbase, &s_base);
+        decide_step(counters, ctrl, n, nnz, alpha, beta);
     }
 }
 

@@ -1,16 +1,12 @@
 """ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: edge-list scanner, SNAP
-relabelling, CSR build, CPU BFS operators, Dial's SSSP bucket queue.
+relabelling, CSR build, the CPU's traversal enactors (BFS, bit-parallel BFS, components, the
+diameter's bounding loop), Dial's SSSP bucket queue, the text of result tables.
 
-Why C through ctypes: the commands that load a graph and run one traversal (``bfs``,
-``sssp`` on a file) used to spend more CPU time starting Numba (its import, and its first
-kernel call, which registers its typing and lowering tables and imports ``scipy.linalg``:
-0.5-0.8 s) than loading a 100 MB edge list. The grid parser's library
-(:func:`terrain.native.load_library`: built into the wheel by ``pip install .``, compiled
-on first use in a checkout) carries these kernels too, so such a process imports NumPy and
-nothing heavier. ctypes releases the GIL around every call: the callers run chunks, edge
-blocks and row ranges on a thread pool. These wrappers are the strict inner layer: arrays
-must be C-contiguous with the dtypes named (int64 endpoints, int64 ``indptr``, int32 ``dist``)
-— the callers guarantee it, nothing is checked here.
+C through ctypes, not Numba: a process that loads a graph and runs a traversal then imports
+NumPy and nothing heavier (Numba's import and first kernel load cost more than the work of a
+small job; docs/graphs.md). ctypes releases the GIL around every call, so callers run chunks,
+edge blocks and row ranges on a thread pool. These wrappers are the strict inner layer:
+arrays must be C-contiguous with the dtypes named — the callers guarantee it.
 
 >>> import numpy as np
 >>> lf_count(np.frombuffer(b"# c\\n1 2\\n3 4 7\\n", np.uint8))
@@ -24,8 +20,9 @@ import threading
 import numpy as np
 
 __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
-           "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "bfs_kernels",
-           "dial", "dial_labels", "threads"]
+           "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "traversal_kernels",
+           "format_rows", "discovery_bfs", "discovery_dijkstra", "dial", "dial_labels",
+           "threads"]
 
 _i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
 _lib = None
@@ -33,7 +30,7 @@ _lock = threading.Lock()
 
 _SIGNATURES = {
     "terrain_lf_count": (_i64, [_vp, _i64]),
-    "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _i64, _vp, _vp, _int,
+    "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _int, _i64, _vp, _vp, _int,
                                    _vp, _vp, _vp, _vp]),
     "terrain_metis_parse": (None, [_vp, _i64, _i64, _i64, _i64, _int, _vp, _vp, _vp, _i64,
                                    _vp]),
@@ -51,16 +48,31 @@ for _it in ("i32", "i64"):
         _SIGNATURES[f"terrain_csr_sort_rows_{_it}_{_wt}"] = (
             _int, [_vp, _i64, _i64, _vp, _vp, _int, _vp])
         _SIGNATURES[f"terrain_csr_compact_{_it}_{_wt}"] = (_i64, [_vp, _i64, _vp, _vp, _vp])
-    _SIGNATURES[f"terrain_bfs_seed_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp, _vp])
-    _SIGNATURES[f"terrain_bfs_topdown_{_it}"] = (None, [_vp, _vp, _vp, _i64, _vp, _vp, _i32,
-                                                        _vp])
-    _SIGNATURES[f"terrain_bfs_bottomup_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp, _i32, _vp])
+    _SIGNATURES[f"terrain_bfs_levels_{_it}"] = (_i64, [_vp, _vp, _i64, _vp, _i64, _vp, _vp, _vp,
+                                                       _i64, _i64, _vp, _i64, _vp])
     _SIGNATURES[f"terrain_bfs_parents_{_it}"] = (None, [_vp, _vp, _i64, _vp, _vp])
+    _SIGNATURES[f"terrain_bitwise_bfs_{_it}"] = (_i64, [_vp, _vp, _i64, _vp, _i64] + [_vp] * 9)
+    _SIGNATURES[f"terrain_component_roots_{_it}"] = (None, [_vp, _vp, _i64, _int, _vp])
+    _SIGNATURES[f"terrain_subgraph_{_it}"] = (_i64, [_vp, _vp, _i64, _vp, _vp, _vp, _vp, _vp,
+                                                     _i64])
+    _SIGNATURES[f"terrain_diameter_bound_{_it}"] = (_i64, [_vp, _vp, _i64, _int] + [_i64] * 5
+                                                    + [_vp] * 17)
+    _SIGNATURES[f"terrain_mst_upper_{_it}"] = (None, [_vp, _vp, _vp, _i64, _int, _i64, _i64,
+                                                      _vp, _vp, _vp, _i64, _vp])
+    _SIGNATURES[f"terrain_mst_extract_{_it}"] = (_i64, [_vp, _i64, _vp, _int, _int, _int, _vp,
+                                                        _vp])
+    _SIGNATURES[f"terrain_mst_offer_{_it}"] = (_i64, [_vp, _vp, _vp, _i64, _i64, _i64, _vp, _vp,
+                                                      _vp, _vp, _vp])
+    _SIGNATURES[f"terrain_mst_join_{_it}"] = (None, [_vp, _vp, _vp, _i64, _vp, _vp, _i64, _vp])
     for _wt in ("i32", "i64"):
         _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
             _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
 _SIGNATURES["terrain_newlines"] = (_i64, [_vp, _i64, _i64, _vp, _i64])
 _SIGNATURES["terrain_dial_labels"] = (None, [_vp, _i64, _int, _vp, _vp, _i64])
+_SIGNATURES["terrain_format_rows"] = (_i64, [_vp, _vp, _i64, _i64, _i64, _int, _vp])
+_SIGNATURES["terrain_nx_bfs"] = (_i64, [_vp, _vp, _i64, _i64, _vp, _vp])
+_SIGNATURES["terrain_nx_dijkstra"] = (_i64, [_vp, _vp, _i64, _vp, _vp, _vp, _vp, _i64, _int, _i64,
+                                             ctypes.c_double, _i64, _vp, _vp, _vp, _vp, _vp])
 
 _TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
                np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
@@ -82,8 +94,17 @@ def library():
     return _lib
 
 
-def threads():
-    """Threads to run blocks on: the CPUs this process may use (``taskset`` honoured)."""
+#: below this much work (bytes, edges, arcs) a job runs on the calling thread: starting a
+#: pool costs more than the work it would share (a graph of a few thousand vertices runs
+#: no thread at all)
+PARALLEL_MIN = 1 << 20
+
+
+def threads(work=None):
+    """Threads to run blocks on: the CPUs this process may use (``taskset`` honoured); 1
+    when ``work`` is given and below :data:`PARALLEL_MIN`."""
+    if work is not None and work < PARALLEL_MIN:
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -105,41 +126,42 @@ def lf_count(buf):
     return int(library().terrain_lf_count(_p(buf), buf.shape[0]))
 
 
-def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt):
+def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt,
+                sep=0):
     """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf`` into ``u``, ``v`` (and the
     weight token of each record).
 
     Lines whose first non-blank byte is ``comment_a`` or ``comment_b`` and blank lines are
     skipped. With ``tag`` != 0 every other line must start with that byte (DIMACS ``a``).
-    Stops after ``limit`` records (``limit < 0``: no limit). Ids: optional '-' (refused:
-    negative) and at most 18 digits, followed by a blank or a line end.
+    Tokens are separated by blanks, and by ``sep`` too when it is not 0 (``ord(",")``: a
+    comma-separated file). Stops after ``limit`` records (``limit < 0``: no limit). Ids:
+    optional '-' (refused: negative) and at most 18 digits, followed by a separator or a
+    line end.
 
-    Weights (``wmode``): 0 none; 1 optional number (SNAP: a third token that is not a
-    number, or none, leaves ``w_len[k] = 0``); 2 required integer; 3 required number. For
-    each record ``w_len`` (int32) is the token's length and ``w_int`` its value when it is
-    an integer; when it is not (a decimal point or an exponent) ``w_len`` is negated,
-    ``w_int`` is where the token starts and ``w_flt`` its value when Clinger's fast path
-    applies (at most 15 significant digits, a power of ten within 1e±22: one correctly
-    rounded IEEE operation on exact operands), else NaN, for the caller to convert.
+    Weights (``wmode``): 0 none (the rest of a line read past); 1 none, and nothing but a
+    comment may follow the ids; 2 required integer; 3 required number. For each record
+    ``w_len`` (int32) is the token's length and ``w_int`` its value when it is an integer;
+    when it is not (a decimal point or an exponent) ``w_len`` is negated, ``w_int`` is where
+    the token starts and ``w_flt`` its value when Clinger's fast path applies (at most 15
+    significant digits, a power of ten within 1e±22: one correctly rounded IEEE operation on
+    exact operands), else NaN, for the caller to convert.
 
-    Returns ``(records, error, line_start, dropped)``: on error (``loaders._ERR_*``),
-    ``line_start`` is the offending line's first byte; without error it is the first byte of
-    the last record's line. ``dropped``: in mode 1 a record had no weight, and no weight was
-    recorded from it on (the chunk, hence the file, is unweighted).
+    Returns ``(records, error, line_start)``: on error (``loaders._ERR_*``), ``line_start``
+    is the offending line's first byte; without error the first byte of the last record's.
 
     >>> buf = np.frombuffer(b"% c\\n1 2 5\\n3 4 0.5\\n", np.uint8)
     >>> u, v, w_int = (np.zeros(2, np.int64) for _ in range(3))
     >>> w_len, w_flt = np.zeros(2, np.int32), np.zeros(2)
     >>> parse_pairs(buf, ord("%"), 0, 0, -1, u, v, 3, w_int, w_len, w_flt)
-    (2, 0, 10, False)
+    (2, 0, 10)
     >>> u.tolist(), v.tolist(), w_int.tolist()[0], w_len.tolist(), w_flt.tolist()[1]
     ([1, 3], [2, 4], 5, [1, -3], 0.5)
     """
-    res = np.zeros(4, np.int64)
-    library().terrain_edges_parse(_p(buf), 0, buf.shape[0], comment_a, comment_b, tag, limit,
-                                  _p(u), _p(v), wmode, _p(w_int), _p(w_len), _p(w_flt),
+    res = np.zeros(3, np.int64)
+    library().terrain_edges_parse(_p(buf), 0, buf.shape[0], comment_a, comment_b, tag, sep,
+                                  limit, _p(u), _p(v), wmode, _p(w_int), _p(w_len), _p(w_flt),
                                   _p(res))
-    return int(res[0]), int(res[1]), int(res[2]), bool(res[3])
+    return int(res[0]), int(res[1]), int(res[2])
 
 
 def parse_metis(buf, n, skip_before, edge_weights, u, v, w):
@@ -186,12 +208,48 @@ def csr_kernels(index_dtype, weight_dtype):
             getattr(lib, f"terrain_csr_compact_{it}_{wt}"))
 
 
-def bfs_kernels(index_dtype):
-    """``(seed, topdown, bottomup, parents)`` for int32/int64 indices."""
+def traversal_kernels(index_dtype):
+    """The CPU's traversal kernels for int32/int64 indices, by name: ``levels`` (a whole
+    BFS), ``parents``, ``bitwise`` (up to 64 BFS at once), ``roots`` (components),
+    ``subgraph``, ``bound`` (the diameter's bounding loop) and the graph MST's ``mst_*``
+    operators; ``kernels.c`` states their contracts."""
     lib = library()
     it = _TYPE_NAMES[np.dtype(index_dtype)]
-    return tuple(getattr(lib, f"terrain_bfs_{op}_{it}")
-                 for op in ("seed", "topdown", "bottomup", "parents"))
+    names = {"levels": "bfs_levels", "parents": "bfs_parents", "bitwise": "bitwise_bfs",
+             "roots": "component_roots", "subgraph": "subgraph", "bound": "diameter_bound",
+             "mst_upper": "mst_upper", "mst_extract": "mst_extract", "mst_offer": "mst_offer",
+             "mst_join": "mst_join"}
+    return {key: getattr(lib, f"terrain_{name}_{it}") for key, name in names.items()}
+
+
+def format_rows(columns, sep=","):
+    """The rows of equal-length int64 / float64 ``columns`` as text (``%.17g`` for reals,
+    ``sep`` between values, LF after each row), formatted by C in row blocks on threads.
+    Returns a list of uint8 arrays, one per block, in order.
+
+    >>> b"".join(x.tobytes() for x in format_rows([np.array([1, -20]), np.array([0.5, 3.0])]))
+    b'1,0.5\\n-20,3\\n'
+    """
+    cols = [np.ascontiguousarray(c, np.float64 if np.asarray(c).dtype.kind == "f" else np.int64)
+            for c in columns]
+    rows = cols[0].shape[0] if cols else 0
+    kinds = np.array([1 if c.dtype.kind == "f" else 0 for c in cols], np.int32)
+    ptrs = (ctypes.c_void_p * max(len(cols), 1))(*[_p(c) for c in cols])
+    block = 1 << 17
+    lib = library()
+
+    def one(r0):
+        r1 = min(rows, r0 + block)
+        out = np.empty(27 * len(cols) * (r1 - r0), np.uint8)
+        size = lib.terrain_format_rows(ptrs, _p(kinds), len(cols), r0, r1, ord(sep), _p(out))
+        return out[:size]
+
+    starts = range(0, rows, block)
+    if threads(rows * len(cols)) == 1:
+        return [one(r0) for r0 in starts]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(threads()) as pool:
+        return list(pool.map(one, starts))
 
 
 def dial(indptr, indices, weights, sources, label, max_weight, shift):
@@ -213,3 +271,40 @@ def dial_labels(label, shift, dist, pred, inf):
     ``pred`` is None, ``pred`` (-1 at sources and unreached vertices); int64 arrays."""
     library().terrain_dial_labels(_p(label), label.shape[0], int(shift), _p(dist),
                                   None if pred is None else _p(pred), int(inf))
+
+
+def discovery_bfs(indptr, indices, sources):
+    """BFS in discovery order over rows as given (``terrain_nx_bfs``: NetworkX's order when
+    the rows are ``G._adj``'s): ``(order, dist)``, the reached vertices in the order they
+    were found (``sources``, distinct, first) and every vertex's level (-1 unreached).
+
+    >>> discovery_bfs(np.array([0, 2, 3, 4]), np.array([2, 1, 0, 0]), [0])
+    (array([0, 2, 1]), array([0, 1, 1], dtype=int32))
+    """
+    n = indptr.shape[0] - 1
+    order = np.empty(max(n, 1), np.int64)
+    order[:len(sources)] = sources
+    dist = np.empty(max(n, 1), np.int32)
+    count = library().terrain_nx_bfs(_p(indptr), _p(indices), n, len(sources), _p(order),
+                                     _p(dist))
+    return order[:count], dist[:n]
+
+
+def discovery_dijkstra(indptr, indices, kind, w_int, w_flt, sources, cutoff=None, target=-1):
+    """NetworkX's Dijkstra step by step (``terrain_nx_dijkstra``: its heap of (distance,
+    push count), Python's int and float sums and comparisons) over rows as given, arc
+    weights by ``kind`` (0 int ``w_int``, 1 float ``w_flt``, 2 one NetworkX fails on, 3 None:
+    hidden).
+    ``cutoff``: None, or ``(1, int)`` / ``(2, float)``. Returns ``(status, order, d_int,
+    d_flt, d_isf, err)``: status the settled count or a negative code (kernels.c)."""
+    n = indptr.shape[0] - 1
+    ck, cv = cutoff if cutoff is not None else (0, 0)
+    src = np.ascontiguousarray(sources, np.int64)
+    out = np.empty(max(n, 1), np.int64)
+    d_i, d_f = np.empty(max(n, 1), np.int64), np.empty(max(n, 1), np.float64)
+    d_isf, err = np.empty(max(n, 1), np.uint8), np.zeros(2, np.int64)
+    status = library().terrain_nx_dijkstra(
+        _p(indptr), _p(indices), n, _p(kind), _p(w_int), _p(w_flt), _p(src), src.size, ck,
+        int(cv) if ck == 1 else 0, float(cv) if ck == 2 else 0.0, target, _p(out), _p(d_i),
+        _p(d_f), _p(d_isf), _p(err))
+    return status, out[:max(status, 0)], d_i, d_f, d_isf, err.tolist()

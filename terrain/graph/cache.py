@@ -96,7 +96,7 @@ def read_graph_cache(path):
                  dict(attrs.get("meta", {})), weights, bool(attrs.get("directed", False)))
 
 
-def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None):
+def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None, memory=None):
     """Load a graph file or cache as a :class:`Graph`.
 
     Parameters
@@ -111,6 +111,8 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None):
     directed : bool, optional
         Arcs as listed (True) or the undirected view (False); default: as the format says
         (DIMACS ``.gr`` directed, the others undirected; a cache as it was written).
+    memory : int, optional
+        Bytes the reading may take (:func:`terrain.graph.read_graph_file`).
 
     Returns
     -------
@@ -129,8 +131,8 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None):
     path = Path(path)
     if fmt == "store" or (fmt == "auto" and path.is_dir()):
         return finish_graph(read_graph_cache(path), path, lcc=lcc, directed=directed)
-    return graph_from_edges(read_graph_file(path, fmt, workers=workers), lcc=lcc,
-                            directed=directed)
+    return graph_from_edges(read_graph_file(path, fmt, workers=workers, memory=memory),
+                            lcc=lcc, directed=directed)
 
 
 def graph_from_edges(edges, *, lcc=False, directed=None):

@@ -9,49 +9,20 @@ in the dtype they were read in (int32, int64, float32 or float64); parallel edge
 minimum weight. BFS and the diameter use the undirected, unweighted view
 (:meth:`Graph.undirected`); SSSP and MST read the weights.
 
-Algorithm (:func:`build_csr`). A counting sort, in parallel by edge blocks: the edges are
-cut into one block per thread (fewer when the graph is so sparse that a block's row counters
-would outweigh its edges); each block counts its entries per row (both directions; int32
-counters while the offsets fit), a prefix sum over rows and blocks gives every block its own
-slot range in every row, and each block scatters its edges into its slots with no
-synchronisation. Then each row is sorted and de-duplicated in parallel (row ranges of about
-equal entries, one per thread). The kernels are C (``terrain_csr_*`` in
-``terrain/native/kernels.c``, one definition per index and weight dtype, through
-:mod:`terrain.graph._native`), run on a thread pool (ctypes releases the GIL): a process
-that builds one CSR and runs one BFS does not pay Numba's import and first kernel load
-(0.5-0.8 CPU seconds, more than the build of 16 M arcs on two cores).
-A row the scatter left strictly increasing is kept as it is after one read (no sort, no
-duplicates): the scatter is stable, so a file sorted by either endpoint — a Matrix Market
-triangle in row or column order, as writers emit it — yields only such rows (on the RMAT-18
-file of ``bench sssp`` the row pass went from 0.36 to 0.03 s, wall, on the shared 2-core box
-at load ~9; a row out of order is usually found within its first few entries). Other rows: rows of up to 32 entries — most rows — by an in-place insertion sort, longer ones — hubs,
-which hold most entries of a skewed graph (81 % of an RMAT graph's) — by an LSD radix sort
-of 8-bit digits (11-bit past 16384 entries; a pass whose digit is constant is skipped), a
-few linear passes instead of log d comparisons, with the weights carried through the same
-passes; de-duplication, keeping the minimum weight, in the same loop. Finally one sequential
-pass closes the gaps the duplicates left, in place (entries only move towards the start).
-O(m + n x blocks) work plus the row sorts, and no global sort of 2m keys as ``scipy.sparse``
-coo→csr conversion plus ``sum_duplicates`` would need. It also controls the index dtypes:
-``indices`` are int32 whenever the vertex count fits (half the memory traffic of a
-traversal), ``indptr`` int64 always (row offsets of large graphs exceed 2**31, and one dtype
-keeps the kernels simple); int32 endpoint arrays are read as they are.
-
-Tried and dropped (``bench graph-load``, 16 M arcs, shared 2-core box): a second counting
-sort instead of the per-row sorts (scatter by head, then stably by tail, which leaves the
-rows sorted) cost about twice the CPU time — its scatter's random reads and writes span all
-2m arcs, while the per-row sorts run in cache; a parallel scatter where each thread scans
-all edges and writes the rows of its span was slower than the sequential one (the block
-scatter above reads each edge once). Sorting rows of 33..256 entries by a sort call and
-radix-sorting longer ones with 11-bit digits took 1.9x the CPU time of the 8-bit radix
-sort from 33 entries on (0.26 against 0.14 s on one core for the 16 M arcs): a 2048-bucket
-count array costs more to clear and prefix-sum than a row of a few hundred entries does to
-sort. Compacting into a fresh array in parallel cost more in page faults than the
-sequential in-place pass.
+:func:`build_csr` is a counting sort in parallel by edge blocks: each block counts its
+entries per row, a prefix sum over rows and blocks gives every block its own slots in every
+row, each block scatters its edges into its slots; then the rows are sorted (insertion sort
+for short rows, an LSD radix sort for long ones; rows the scatter left increasing are kept
+as they are) and de-duplicated in parallel, and one pass closes the gaps. O(m + n x blocks)
+plus the row sorts, no global sort of 2m keys; C kernels (``terrain_csr_*`` in
+``terrain/native/kernels.c``) on a thread pool. ``indices`` are int32 whenever the vertex
+count fits, ``indptr`` int64. What was measured and dropped: docs/graphs.md ("Loading").
 
 The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a
 networkx graph or an ``(indptr, indices)`` pair.
 """
 
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -61,7 +32,7 @@ from ..errors import InputError
 from . import _native
 
 __all__ = ["Graph", "build_csr", "as_graph", "largest_component", "connected_components",
-           "weight_dtype", "WEIGHT_DTYPES"]
+           "component_roots", "subgraph", "weight_dtype", "WEIGHT_DTYPES"]
 
 
 @dataclass(eq=False)
@@ -319,7 +290,7 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         # rows sorted and de-duplicated in row ranges of about equal entries, one per thread
         unique_deg = deg  # rewritten row by row: the degrees are no longer needed
         nbits = max(1, (n - 1).bit_length())
-        parts = _native.threads() if indices.shape[0] >= 1 << 16 else 1
+        parts = _native.threads(indices.shape[0])
         bounds = np.searchsorted(indptr, np.linspace(0, indptr[-1], parts + 1)[1:-1])
         rows = [0, *sorted(set(int(b) for b in bounds)), n]
         status = list((map if pool is None or parts == 1 else pool.map)(
@@ -347,7 +318,7 @@ def _p(a):
 def _blocks(n, m):
     """Edge blocks the degree count and the scatter run on in parallel: one per thread,
     fewer when their per-block row counters (``blocks x n``) would outweigh the edges."""
-    return int(max(1, min(_native.threads(), m // max(n, 1))))
+    return int(max(1, min(_native.threads(m), m // max(n, 1))))
 
 
 def _check_csr(indptr, indices, where="graph"):
@@ -362,47 +333,86 @@ def _check_csr(indptr, indices, where="graph"):
     return indptr, indices
 
 
-def _subgraph(graph, keep):
-    """Induced subgraph on the vertices where ``keep`` is true, ids carried along."""
-    new_id = np.full(graph.n, -1, np.int64)
+def subgraph(graph, keep):
+    """The subgraph induced by the vertices where ``keep`` is true, ids and weights carried
+    along (``terrain_subgraph_*``: one pass to count, one to fill; no temporaries of the
+    graph's size).
+
+    Examples
+    --------
+    >>> g = build_csr(4, [0, 1, 2], [1, 2, 3], ids=np.array([5, 6, 7, 8]))
+    >>> s = subgraph(g, np.array([False, True, True, True]))
+    >>> s.indptr.tolist(), s.indices.tolist(), s.id_array().tolist()
+    ([0, 1, 3, 4], [1, 0, 2, 1], [6, 7, 8])
+    """
     kept = np.flatnonzero(keep)
+    new_id = np.full(graph.n, -1, np.int64)
     new_id[kept] = np.arange(kept.size)
-    # NumPy, whole arrays: every entry of a kept row whose neighbour is kept, in order
-    rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.indptr))
-    out_e = np.flatnonzero((new_id[rows] >= 0) & (new_id[graph.indices] >= 0))
-    out = new_id[graph.indices[out_e]].astype(graph.indices.dtype)
-    new_indptr = np.zeros(kept.size + 1, np.int64)
-    np.cumsum(np.bincount(new_id[rows[out_e]], minlength=kept.size), out=new_indptr[1:])
-    k = out.size
-    ids = graph.id_array()[kept]
-    weights = graph.weights[out_e[:k]] if graph.weights is not None else None
-    sub = Graph(new_indptr, out, ids, 0, graph.name, dict(graph.meta), weights,
+    indptr = np.ascontiguousarray(graph.indptr, np.int64)
+    it = graph.indices.dtype
+    if it not in (np.dtype(np.int32), np.dtype(np.int64)):
+        it = np.dtype(np.int64)
+    indices = np.ascontiguousarray(graph.indices, it)
+    fn = _native.traversal_kernels(it)["subgraph"]
+    m = fn(_p(indptr), _p(indices), graph.n, _p(new_id), None, None, None, None, 0)
+    out_indptr = np.empty(kept.size + 1, np.int64)
+    out = np.empty(m, it)
+    w = graph.weights
+    out_w = None if w is None else np.empty(m, w.dtype)
+    if w is not None:
+        w = np.ascontiguousarray(w)
+    fn(_p(indptr), _p(indices), graph.n, _p(new_id), _p(out_indptr), _p(out),
+       None if w is None else _p(w), None if w is None else _p(out_w),
+       0 if w is None else w.dtype.itemsize)
+    sub = Graph(out_indptr, out, graph.id_array()[kept], 0, graph.name, dict(graph.meta), out_w,
                 graph.directed)
     sub.meta.pop("_index", None)
     return sub
 
 
+def component_roots(graph):
+    """``roots[v]``: the smallest vertex of ``v``'s (weakly) connected component
+    (union-find in C; int32 or int64 as the graph's indices)."""
+    it = graph.indices.dtype
+    if it not in (np.dtype(np.int32), np.dtype(np.int64)):
+        it = np.dtype(np.int64)
+    roots = np.empty(graph.n, it)
+    _native.traversal_kernels(it)["roots"](
+        _p(np.ascontiguousarray(graph.indptr, np.int64)),
+        _p(np.ascontiguousarray(graph.indices, it)), graph.n, int(not graph.directed),
+        _p(roots))
+    return roots
+
+
 def connected_components(graph):
-    """``(count, labels)`` of the connected components (scipy.sparse.csgraph)."""
-    from scipy.sparse.csgraph import connected_components as cc
-    if graph.n == 0:
-        return 0, np.zeros(0, np.int32)
-    count, labels = cc(graph.to_scipy(), directed=False)
-    return int(count), labels
+    """``(count, labels)`` of the (weakly) connected components, labelled ``0..count-1`` in
+    the order of their smallest vertex.
+
+    Examples
+    --------
+    >>> connected_components(build_csr(5, [0, 3], [1, 4]))[1].tolist()
+    [0, 0, 1, 2, 2]
+    """
+    roots = component_roots(graph)
+    is_root = roots == np.arange(graph.n, dtype=roots.dtype)
+    rank = np.cumsum(is_root, dtype=np.int64) - 1
+    return int(is_root.sum()), rank[roots].astype(np.int32)
 
 
 def largest_component(graph):
     """``(lcc, info)``: the largest connected component (ties: the one with the lowest vertex)
     and ``info = {'components': k, 'lcc_vertices': n', 'vertices': n}``. Returns ``graph``
     itself when it is connected."""
-    count, labels = connected_components(graph)
-    info = {"components": count, "vertices": graph.n, "lcc_vertices": graph.n}
+    roots = component_roots(graph)
+    n = graph.n
+    sizes = np.bincount(roots, minlength=n) if n else np.zeros(0, np.int64)
+    count = int(np.count_nonzero(sizes))
+    info = {"components": count, "vertices": n, "lcc_vertices": n}
     if count <= 1:
         return graph, info
-    sizes = np.bincount(labels)
-    keep = labels == int(np.argmax(sizes))
-    info["lcc_vertices"] = int(sizes.max())
-    sub = _subgraph(graph, keep)
+    root = int(sizes.argmax())
+    info["lcc_vertices"] = int(sizes[root])
+    sub = subgraph(graph, roots == root)
     sub.meta["lcc_of"] = info
     return sub, info
 
@@ -448,8 +458,8 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
         w = np.asarray(obj[2]) if len(obj) == 3 and weight is not None else None
         return build_csr(n, rows, indices.astype(np.int64), weights=w,
                          directed=bool(directed), name=name or "arrays")
-    try:
-        import scipy.sparse as sp
+    sp = sys.modules.get("scipy.sparse")  # a matrix of it means it is imported
+    if sp is not None:
         if sp.issparse(obj):
             if obj.shape[0] != obj.shape[1]:
                 raise ValueError(f"as_graph: adjacency matrix must be square, got {obj.shape}")
@@ -457,8 +467,6 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
             w = coo.data if weight is not None and coo.data.dtype != bool else None
             return build_csr(obj.shape[0], coo.row.astype(np.int64), coo.col.astype(np.int64),
                              weights=w, directed=bool(directed), name=name or "matrix")
-    except ImportError:  # pragma: no cover - scipy is a dependency
-        pass
     if hasattr(obj, "nodes") and hasattr(obj, "edges") and hasattr(obj, "adj"):
         nodes = list(obj.nodes)
         index = {x: i for i, x in enumerate(nodes)}

@@ -7,49 +7,39 @@ from v (eccentricity e, distances d) tightens all of them at once:
 
     lower[w] = max(lower[w], d(v, w), e - d(v, w))      upper[w] = min(upper[w], e + d(v, w))
 
-``delta_lower = max(lower)`` is a lower bound on the diameter (it is the largest
-eccentricity computed so far) and ``radius_upper = min(upper)`` an upper bound on the
-radius. A candidate is dropped when its eccentricity is settled (``lower == upper``) or can
-no longer matter: for the diameter when ``upper <= delta_lower``; for ``extremes`` (radius,
-center, periphery) when ``upper < delta_lower`` *and* ``lower > radius_upper``. The search
-ends when no candidate is left; then the diameter is ``delta_lower``, and with extremes
-every vertex of eccentricity = diameter or = radius is settled, so periphery and center
-are exact. The next BFS source alternates between the candidate with the largest upper
+``delta_lower = max(lower)`` is a lower bound on the diameter (the largest eccentricity
+found so far) and ``radius_upper = min(upper)`` an upper bound on the radius. A candidate is
+dropped when its eccentricity is settled (``lower == upper``) or can no longer matter: for
+the diameter when ``upper <= delta_lower``; for ``extremes`` (radius, center, periphery)
+when ``upper < delta_lower`` *and* ``lower > radius_upper``. With no candidate left the
+diameter is ``delta_lower``, and with extremes every vertex of eccentricity = diameter or =
+radius is settled. The next source alternates between the candidate with the largest upper
 bound and the one with the smallest lower bound (ties: higher degree, then lower number).
+After ``SINGLE_BFS`` single-source BFS, the next ``k = min(BATCH, candidates)`` sources
+(``BATCH`` = 64, taken in turn from both orders) run as one bit-parallel BFS
+(:meth:`FrontierCore.bitwise_bfs`) whenever that is cheaper: its two passes (the
+eccentricities, then the bounds k single BFS would leave) take ``delta_lower + 1`` levels of
+work over the whole graph each, k BFS k times the graph, so batches run while
+``2 (delta_lower + 1) < k`` (small-world graphs) and long-diameter graphs stay with single
+BFS.
 
-The BFS runs on the frontier core (:func:`terrain.graph.traversal.traverse`); the bound update
-and the pruning are kernels (``_diameter.cu``) with Numba twins, and candidate selection
-is a few array reductions, so on the GPU nothing but a handful of scalars per BFS crosses
-to the host.
+The loop is one table per backend (``_CpuBounding``, ``_GpuBounding``): on the CPU a C
+function (``terrain_diameter_bound``: the BFS, the bound updates, the pruning and the
+selection, no Python between searches), on the GPU a loop over the device's kernels
+(``_diameter.cu``, the frontier core's level loop) reading a few scalars per search. Both
+pick the same sources, so both give the same answer, endpoints and path.
 
-Bit-parallel batches. After ``SINGLE_BFS`` single-source BFS (enough for small-world
-graphs) the bounding takes ``BATCH`` = 64 candidates at a time (alternately from the two
-selection orders) and runs them as one bit-parallel BFS (:meth:`FrontierCore.bitwise_bfs`:
-a uint64 per vertex, bit i for source i, a level is an OR over the neighbours): one pass
-for the 64 eccentricities, a second that applies each (source, vertex, distance) to the
-bounds as it appears — the bounds 64 single BFS would leave, for the memory of three
-uint64 arrays. Cycles, grids and other graphs that settle few vertices per BFS need 64
-times fewer passes; no peer uses bit-parallel BFS for exact diameter.
-
-Components. The component is found where the BFS runs: union-find on the device (every
-edge hooks the larger root under the smaller with a CAS, so each label is the component's
-smallest vertex whatever the order; ``_diameter.cu``, Numba twin ``_component_roots_cpu``)
-and cut out there (the kept rows are whole), so the graph crosses to the device once and
-scipy's labelling (which builds the transpose) is off the path. Cycles are the known worst case (every vertex has the same eccentricity, and
-bounds settle one vertex per BFS); small-world graphs, grids and trees need few BFS.
-
-:func:`weighted_diameter` runs the same bounding with a shortest-path search (Dijkstra on
-the CPU, Crauser / delta-stepping on the GPU) in place of BFS, for weighted undirected
-graphs: the bounds hold for any metric.
-
-A disconnected graph has infinite diameter: we say so and answer for its largest
-connected component. The sampled *effective diameter* is the 90th percentile of the
-distances from ``k`` random sources, linearly interpolated between hop counts (as SNAP
-reports it).
+Components are found where the BFS runs (union-find: each label is the component's
+smallest vertex whatever order the hooks ran in), and on the GPU the component is cut out
+there, so the graph crosses to the device once. A disconnected graph has infinite diameter:
+we say so and answer for its largest component. The sampled *effective diameter* is the 90th
+percentile of the distances from ``k`` random sources, linearly interpolated between hop
+counts (as SNAP reports it). :func:`weighted_diameter` runs the bounding with shortest-path
+searches in place of BFS (the bounds hold in any metric).
 
 Pieces. :func:`diameter` is the whole answer in one call. Its parts are public so that a
 scheduler can run them as tasks (``pipelines/graph.py``): :func:`exact_diameter` is the
-bounding loop on one component (its BFS runs depend on each other: one task);
+bounding loop on one component (its searches depend on each other: one task);
 :func:`sample_sources`, :func:`distance_histogram` and :func:`effective_from_histograms`
 split the effective sample into independent batches whose integer histograms sum to the
 same value however the sources were split.
@@ -60,19 +50,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
+from . import _native
+from .csr import Graph, as_graph, component_roots, largest_component
+from .frontier import ALPHA, BETA, BLOCK, FrontierCore
 from .traversal import traverse
-from .csr import Graph, _subgraph, as_graph, largest_component
-from .frontier import BLOCK, FrontierCore
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
-           "component_roots", "largest_component_on",
+           "component_roots_on", "largest_component_on",
            "sample_sources", "distance_histogram", "effective_from_histograms",
            "weighted_diameter"]
+
+SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches
+BATCH = 64       # sources per bit-parallel pass
+_ROUNDS = 16     # CPU: searches per C call (progress is reported between calls)
+DMAT_BYTES = 64 << 20  # CPU: a batch keeps its distances (64 n bytes) up to this size
 
 
 @dataclass
@@ -124,72 +119,9 @@ class DiameterResult:
         return d
 
 
-# --------------------------------------------------------------------------- CPU twins
-
-@numba.njit(nogil=True, cache=True)
-def _find_root_cpu(parent, v):
-    while True:
-        p = parent[v]
-        if p == v:
-            return v
-        g = parent[p]
-        parent[v] = g
-        v = p
-
-
-@numba.njit(nogil=True, cache=True)
-def _component_roots_cpu(indptr, indices, parent):
-    """Union-find twin of ``hook_edges``: each component's label is its smallest vertex."""
-    n = parent.shape[0]
-    for v in range(n):
-        parent[v] = v
-    for u in range(n):
-        for e in range(indptr[u], indptr[u + 1]):
-            v = indices[e]
-            if v >= u:
-                continue
-            a = _find_root_cpu(parent, u)
-            b = _find_root_cpu(parent, v)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    for v in range(n):
-        parent[v] = _find_root_cpu(parent, v)
-
-
-@numba.njit(nogil=True, cache=True)
-def _update_bounds_cpu(dist, ecc, lower, upper):
-    for w in range(dist.shape[0]):
-        d = dist[w]
-        if d < 0:
-            continue
-        lower[w] = max(lower[w], max(d, ecc - d))
-        upper[w] = min(upper[w], ecc + d)
-
-
-@numba.njit(nogil=True, cache=True)
-def _prune_candidates_cpu(cand, lower, upper, delta_lower, radius_upper, extremes):
-    left = 0
-    for w in range(cand.shape[0]):
-        if not cand[w]:
-            continue
-        lo, up = lower[w], upper[w]
-        if lo == up:
-            keep = False
-        elif extremes:
-            keep = up >= delta_lower or lo <= radius_upper
-        else:
-            keep = up > delta_lower
-        if keep:
-            left += 1
-        else:
-            cand[w] = 0
-    return left
-
+# --------------------------------------------------------------------------- components
 
 _DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
-SINGLE_BFS = 16  # single-source BFS before the bounding switches to bit-parallel batches
-BATCH = 64       # sources per bit-parallel pass
-BOUND_LOOP = None  # GPU level loop of the bounding's BFS (None: traverse's default)
 
 
 def _diameter_kernels(backend, index_dtype):
@@ -202,23 +134,12 @@ def _diameter_kernels(backend, index_dtype):
     return {k: module.get_function(v) for k, v in names.items()}
 
 
-def component_roots(indptr, indices, backend=None):
-    """Connected-component labels of an undirected CSR on ``backend``: ``roots[v]`` is the
-    smallest vertex of ``v``'s component (union-find; unique labels, so the same on every
-    backend). ``indptr`` / ``indices`` may already live on the device.
-
-    Examples
-    --------
-    >>> component_roots(np.array([0, 1, 2, 2, 2]), np.array([1, 0], np.int32), "cpu").tolist()
-    [0, 0, 2, 3]
-    """
-    b = get_backend(backend)
-    indptr, indices = b.asarray(indptr), b.asarray(indices)
+def _roots_on_device(b, indptr, indices):
+    """Union-find on the device (``_diameter.cu``: every edge hooks the larger root under the
+    smaller with a CAS, finds halve their paths) until a check finds every edge inside one
+    component."""
     n = indptr.shape[0] - 1
     parent = b.xp.empty(n, indices.dtype)
-    if not b.is_gpu:
-        _component_roots_cpu(indptr, indices, parent)
-        return parent
     k = _diameter_kernels(b, indices.dtype)
     grid = (max(1, min(4096, -(-n // BLOCK))),)
     n64 = np.int64(n)
@@ -232,96 +153,148 @@ def component_roots(indptr, indices, backend=None):
         k["check"](warp_grid, (BLOCK,), (indptr, indices, parent, n64, missed))
         if not int(missed.get()[0]):
             return parent
-    raise RuntimeError("component_roots: labels did not settle")
+    raise RuntimeError("component_roots_on: labels did not settle")
 
 
-def largest_component_on(graph, backend=None):
-    """``(lcc, info)`` as :func:`terrain.graph.largest_component`, computed on ``backend``
-    (same component: the largest, ties to the one with the smallest vertex).
-
-    On the GPU the graph is uploaded once, the components found and the component cut out
-    there (neighbours of a kept vertex are kept, so the kept rows are whole), and ``lcc``
-    holds device arrays (``lcc.meta['device']`` is True; ids stay on the host) ready for
-    :class:`FrontierCore`; nothing of size ``m`` comes back to the host.
-    """
-    b = get_backend(backend)
+def _cut_on_device(b, graph, indptr, indices, roots, info):
+    """The largest component cut out on the device (its rows are whole: a kept vertex's
+    neighbours are kept); ids stay on the host."""
     xp = b.xp
-    indptr, indices = b.asarray(graph.indptr), b.asarray(graph.indices)
-    roots = component_roots(indptr, indices, b)
     n = graph.n
-    info = {"components": 0, "vertices": n, "lcc_vertices": n}
-    if n == 0:
-        return graph, info
-    is_root = roots == xp.arange(n, dtype=roots.dtype)
-    info["components"] = count = int(is_root.sum())
-    if count <= 1:
-        if not b.is_gpu:
-            return graph, info
-        lcc = Graph(indptr, indices, graph.ids, graph.id_base, graph.name, dict(graph.meta))
-        lcc.meta["device"] = True
-        return lcc, info
     sizes = xp.bincount(roots, minlength=n)
     root = int(sizes.argmax())
     keep = roots == root
     info["lcc_vertices"] = int(sizes[root])
-    if not b.is_gpu:
-        lcc = _subgraph(graph, keep)
+    new_id = (xp.cumsum(keep, dtype=np.int64) - 1).astype(indices.dtype)
+    deg = indptr[1:] - indptr[:-1]
+    new_indptr = xp.zeros(info["lcc_vertices"] + 1, np.int64)
+    xp.cumsum(deg[keep], out=new_indptr[1:])
+    kept = b.to_numpy(xp.flatnonzero(keep))
+    lcc = Graph(new_indptr, new_id[indices[keep[indices]]], graph.id_array()[kept], 0,
+                graph.name, dict(graph.meta))
+    lcc.meta.pop("_index", None)
+    return lcc
+
+
+def component_roots_on(indptr, indices, backend=None):
+    """Connected-component labels of an undirected CSR on ``backend``: ``roots[v]`` is the
+    smallest vertex of ``v``'s component (unique labels, so the same on every backend).
+
+    Examples
+    --------
+    >>> component_roots_on(np.array([0, 1, 2, 2, 2]), np.array([1, 0], np.int32), "cpu").tolist()
+    [0, 0, 2, 3]
+    """
+    b = get_backend(backend)
+    return b.select(_roots_on_host, _roots_on_device)(b, b.asarray(indptr), b.asarray(indices))
+
+
+def _roots_on_host(b, indptr, indices):
+    return component_roots(Graph(indptr, indices))
+
+
+def largest_component_on(graph, backend=None):
+    """``(lcc, info)`` as :func:`terrain.graph.largest_component`, computed on ``backend``
+    (the same component: the largest, ties to the one with the smallest vertex).
+
+    On the GPU the graph is uploaded once, the components found and the component cut out
+    there, and ``lcc`` holds device arrays (``lcc.meta['device']``) ready for
+    :class:`FrontierCore`: nothing of size ``m`` comes back to the host.
+    """
+    b = get_backend(backend)
+    return b.select(_largest_on_host, _largest_on_device)(graph, b)
+
+
+def _largest_on_host(graph, b):
+    return largest_component(graph)
+
+
+def _largest_on_device(graph, b):
+    xp = b.xp
+    indptr, indices = b.asarray(graph.indptr), b.asarray(graph.indices)
+    n = graph.n
+    info = {"components": 0, "vertices": n, "lcc_vertices": n}
+    if n == 0:
+        return graph, info
+    roots = _roots_on_device(b, indptr, indices)
+    info["components"] = int((roots == xp.arange(n, dtype=roots.dtype)).sum())
+    if info["components"] <= 1:
+        lcc = Graph(indptr, indices, graph.ids, graph.id_base, graph.name, dict(graph.meta))
     else:
-        new_id = (xp.cumsum(keep, dtype=np.int64) - 1).astype(indices.dtype)
-        deg = indptr[1:] - indptr[:-1]
-        new_indptr = xp.zeros(info["lcc_vertices"] + 1, np.int64)
-        xp.cumsum(deg[keep], out=new_indptr[1:])
-        new_indices = new_id[indices[keep[indices]]]
-        kept = b.to_numpy(xp.flatnonzero(keep))
-        lcc = Graph(new_indptr, new_indices, graph.id_array()[kept], 0, graph.name,
-                    dict(graph.meta))
-        lcc.meta.pop("_index", None)
-        lcc.meta["device"] = True
-    lcc.meta["lcc_of"] = info
+        lcc = _cut_on_device(b, graph, indptr, indices, roots, info)
+        lcc.meta["lcc_of"] = info
+    lcc.meta["device"] = True
     return lcc, info
 
 
-class _Bounds:
-    """Eccentricity bounds and candidates on the core's backend, and their kernels."""
+# --------------------------------------------------------------------------- the bounding
+
+class _CpuBounding:
+    """The bounding loop on the CPU: ``terrain_diameter_bound`` runs ``_ROUNDS`` searches a
+    call (the BFS, the bounds, the pruning and the next source's choice in C)."""
 
     def __init__(self, core, extremes):
-        self.core = core
-        self.backend = core.backend
-        xp = self.backend.xp
         n = core.n
+        self.core = core
+        self.extremes = bool(extremes)
+        self.lower = np.zeros(n, np.int32)
+        self.upper = np.full(n, np.iinfo(np.int32).max, np.int32)
+        self.cand = np.ones(n, np.uint8)
+        # searches, next order, best ecc, its source, its labels kept, left, delta_lower,
+        # radius_upper
+        self.state = np.array([0, 1, -1, 0, 0, n, 0, np.iinfo(np.int32).max], np.int64)
+
+    def run(self, progress, single_bfs):
+        c = self.core
+        n = c.n
+        q0, q1 = c.ops.buffers()
+        best_dist = np.empty(max(n, 1), np.int32)
+        words = [np.empty(max(n, 1), np.uint64) for _ in range(3)]
+        picks = [np.empty(BATCH, np.int64) for _ in range(3)]
+        eccs = [np.empty(BATCH, np.int32) for _ in range(2)]
+        # a batch's distances (64 bytes a vertex) spare its second pass on smaller graphs
+        dmat = np.empty(64 * n, np.uint8) if 64 * n <= DMAT_BYTES else None
+        st = self.state
+        p = _native._p
+        bound = c.ops.k["bound"]
+        while st[5] > 0:
+            rc = bound(p(c.indptr), p(c.indices), n, int(self.extremes), single_bfs, BATCH,
+                       _ROUNDS, ALPHA, BETA, p(self.lower), p(self.upper), p(self.cand),
+                       p(c.dist), p(best_dist), p(q0), p(q1), *map(p, words), *map(p, picks),
+                       *map(p, eccs), None if dmat is None else p(dmat), p(st))
+            if rc == -2:
+                raise ValueError("exact_diameter: the graph is not connected (give its "
+                                 "largest_component)")
+            if progress:
+                upper = int(self.upper[self.cand.astype(bool)].max()) if st[5] else int(st[6])
+                progress(int(st[0]), int(st[6]), max(upper, int(st[6])), int(st[5]))
+        return int(st[0]), int(st[6]), (int(st[2]), int(st[3]),
+                                         best_dist if st[4] else None)
+
+
+class _GpuBounding:
+    """The bounding loop on the GPU: BFS by the frontier core, the bounds updated and the
+    candidates pruned by ``_diameter.cu``'s kernels, the next sources chosen by a few array
+    reductions (the same rules as the C loop); a few scalars cross to the host a search."""
+
+    def __init__(self, core, extremes):
+        xp = self.xp = core.backend.xp
+        n = core.n
+        self.core = core
+        self.extremes = bool(extremes)
         self.lower = xp.zeros(n, np.int32)
         self.upper = xp.full(n, np.iinfo(np.int32).max, np.int32)
         self.cand = xp.ones(n, np.uint8)
         self.degree = core.indptr[1:] - core.indptr[:-1]
-        self.extremes = bool(extremes)
-        if self.backend.is_gpu:
-            k = _diameter_kernels(self.backend, core.index_dtype)
-            self._update, self._prune = k["update"], k["prune"]
-            self._remaining = xp.zeros(1, np.uint64)
-
-    def update(self, ecc):
-        if self.backend.is_gpu:
-            self._update((self.core._blocks(self.core.n),), (BLOCK,),
-                         (self.core.dist, np.int32(ecc), self.lower, self.upper,
-                          np.int64(self.core.n)))
-        else:
-            _update_bounds_cpu(self.core.dist, ecc, self.lower, self.upper)
-
-    def prune(self, delta_lower, radius_upper):
-        if self.backend.is_gpu:
-            self._remaining.fill(0)
-            self._prune((self.core._blocks(self.core.n),), (BLOCK,),
-                        (self.cand, self.lower, self.upper, np.int32(delta_lower),
-                         np.int32(radius_upper), np.int32(self.extremes),
-                         np.int64(self.core.n), self._remaining))
-            return int(self._remaining.get()[0])
-        return int(_prune_candidates_cpu(self.cand, self.lower, self.upper, delta_lower,
-                                         radius_upper, self.extremes))
+        k = _diameter_kernels(core.backend, core.index_dtype)
+        self._update, self._prune = k["update"], k["prune"]
+        self._remaining = xp.zeros(1, np.uint64)
+        self.grid = (core.ops.blocks(n),)
 
     def select(self, largest_upper):
         """Candidate with the largest upper (or smallest lower) bound; ties: higher degree,
-        then lower number. Same reductions on both backends, so the same choice."""
-        xp = self.backend.xp
+        then lower number."""
+        xp = self.xp
         cand = self.cand.astype(bool)
         if largest_upper:
             best = int(xp.where(cand, self.upper, -1).max())
@@ -333,51 +306,80 @@ class _Bounds:
         return int(xp.flatnonzero(tie & (self.degree == top))[0])
 
     def select_batch(self, k):
-        """Up to ``k`` candidates for one bit-parallel pass: taken in turn from the order of
-        :meth:`select`'s two rules (largest upper bound; smallest lower bound; ties: higher
-        degree, then lower number), each vertex once. Host int64 array."""
-        xp = self.backend.xp
+        """Up to ``k`` candidates: all (by number) when no more, else taken in turn from the
+        two orders of :meth:`select`, each vertex once. Host int64 array."""
+        xp = self.xp
+        to_numpy = self.core.backend.to_numpy
         cand = xp.flatnonzero(self.cand)
         if cand.size <= k:
-            return self.backend.to_numpy(cand).astype(np.int64)
+            return to_numpy(cand).astype(np.int64)
         up = self.upper[cand].astype(np.int64)
         lo = self.lower[cand].astype(np.int64)
         deg = self.degree[cand].astype(np.int64)
-        by_upper = self.backend.to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, -up]))[:k]])
-        by_lower = self.backend.to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, lo]))[:k]])
-        chosen, seen = [], set()
+        by_upper = to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, -up]))[:k]])
+        by_lower = to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, lo]))[:k]])
+        chosen = []
         for a, b in zip(by_upper.tolist(), by_lower.tolist()):
             for v in (a, b):
-                if v not in seen and len(chosen) < k:
-                    seen.add(v)
+                if v not in chosen and len(chosen) < k:
                     chosen.append(v)
         return np.array(chosen, np.int64)
 
+    def run(self, progress, single_bfs):
+        c = self.core
+        n = c.n
+        best = None
+        count = 0
+        largest_upper = True
+        remaining = n
+        delta_lower = 0
+        while remaining > 0:
+            if count < single_bfs or 2 * (delta_lower + 1) >= min(remaining, BATCH):
+                v = self.select(largest_upper)
+                largest_upper = not largest_upper
+                stats = traverse(c, [v])
+                if stats.reached != n:
+                    raise ValueError("exact_diameter: the graph is not connected (give its "
+                                     "largest_component)")
+                ecc = stats.eccentricity
+                count += 1
+                if best is None or ecc > best[0]:
+                    best = (ecc, v, c.dist.copy())
+                self._update(self.grid, (BLOCK,), (c.dist, np.int32(ecc), self.lower,
+                                                   self.upper, np.int64(n)))
+            else:
+                batch = self.select_batch(BATCH)
+                eccs = c.bitwise_bfs(batch)
+                count += len(batch)
+                top = int(eccs.max())
+                if best is None or top > best[0]:
+                    best = (top, int(batch[int(np.argmax(eccs))]), None)
+                c.bitwise_bfs(batch, eccs, self.lower, self.upper)
+            delta_lower = int(self.lower.max())
+            radius_upper = int(self.upper.min())
+            self._remaining.fill(0)
+            self._prune(self.grid, (BLOCK,), (self.cand, self.lower, self.upper,
+                                              np.int32(delta_lower), np.int32(radius_upper),
+                                              np.int32(self.extremes), np.int64(n),
+                                              self._remaining))
+            remaining = int(self._remaining.get()[0])
+            if progress:
+                upper = int(self.xp.where(self.cand.astype(bool), self.upper,
+                                          delta_lower).max())
+                progress(count, delta_lower, max(upper, delta_lower), remaining)
+        return count, delta_lower, best
 
-def _farthest_and_path(graph, dist, ecc):
-    """Smallest-numbered vertex at distance ``ecc`` and the path back to the source along
-    smallest-numbered predecessors (host; ``ecc`` steps)."""
-    t = int(np.flatnonzero(dist == ecc)[0])
-    path = [t]
-    v = t
-    while dist[v] > 0:
-        nb = graph.neighbors(v)
-        v = int(nb[np.flatnonzero(dist[nb] == dist[v] - 1)[0]])
-        path.append(v)
-    return t, path[::-1]
 
-
-def _farthest_and_path_on(core, dist, ecc):
-    """:func:`_farthest_and_path` from device labels: the same vertices, through the
-    deterministic predecessors of :meth:`FrontierCore.parents` (one pass on the device,
-    then ``ecc`` scalar reads)."""
+def _path(core, dist, ecc):
+    """The smallest-numbered vertex at distance ``ecc`` and the path to it from the source
+    along the frontier core's predecessors (smallest-numbered, one level closer)."""
     xp = core.backend.xp
-    t = int(xp.flatnonzero(dist == ecc)[0])
+    target = int(xp.flatnonzero(xp.asarray(dist) == ecc)[0])
     pred = core.parents(dist)
-    path = [t]
+    path = [target]
     for _ in range(ecc):  # ecc scalar reads, not an n-sized download
         path.append(int(pred[path[-1]]))
-    return t, path[::-1]
+    return target, path[::-1]
 
 
 def sample_sources(n, k, seed=0):
@@ -494,50 +496,14 @@ def _bound(core, info, extremes, progress, single_bfs=None):
     ``BATCH`` sources."""
     single_bfs = SINGLE_BFS if single_bfs is None else int(single_bfs)
     lcc = core.graph
-    bounds = _Bounds(core, extremes)
     if progress is True:
         progress = _stderr_progress()
-    xp = core.backend.xp
-    delta_lower, radius_upper = 0, np.iinfo(np.int32).max
-    best = None
-    bfs_count = 0
-    largest_upper = True
-    remaining = lcc.n
-    while remaining > 0:
-        if bfs_count < single_bfs:
-            v = bounds.select(largest_upper)
-            largest_upper = not largest_upper
-            stats = traverse(core, [v], loop=BOUND_LOOP)
-            if stats.reached != lcc.n:
-                raise ValueError("exact_diameter: the graph is not connected (give its "
-                                 "largest_component)")
-            ecc = stats.eccentricity
-            bfs_count += 1
-            if best is None or ecc > best[0]:
-                best = (ecc, v, core.dist.copy())
-            bounds.update(ecc)
-        else:
-            batch = bounds.select_batch(BATCH)
-            eccs = core.bitwise_bfs(batch)
-            bfs_count += len(batch)
-            top = int(eccs.max())
-            if best is None or top > best[0]:
-                best = (top, int(batch[int(np.argmax(eccs))]), None)
-            core.bitwise_bfs(batch, eccs, bounds.lower, bounds.upper)
-        delta_lower = int(bounds.lower.max())
-        radius_upper = int(bounds.upper.min())
-        remaining = bounds.prune(delta_lower, radius_upper)
-        if progress:
-            upper = int(xp.where(bounds.cand.astype(bool), bounds.upper, delta_lower).max())
-            progress(bfs_count, delta_lower, max(upper, delta_lower), remaining)
-    ecc, source, dist = best
+    bounding = core.backend.select(_CpuBounding, _GpuBounding)(core, extremes)
+    bfs_count, delta_lower, (ecc, source, dist) = bounding.run(progress, single_bfs)
     if dist is None:  # found by a bit-parallel batch: one BFS for its labels
         traverse(core, [source])
         dist = core.dist
-    if core.backend.is_gpu:
-        target, path = _farthest_and_path_on(core, dist, ecc)
-    else:
-        target, path = _farthest_and_path(lcc, dist, ecc)
+    target, path = _path(core, dist, ecc)
     result = DiameterResult(
         diameter=int(delta_lower), bfs_count=bfs_count,
         endpoints=(lcc.id_of(source), lcc.id_of(target)),
@@ -545,12 +511,14 @@ def _bound(core, info, extremes, progress, single_bfs=None):
         connected=info["components"] <= 1, components=info["components"],
         vertices=info["vertices"], lcc_vertices=lcc.n)
     if extremes:
-        lower = core.backend.to_numpy(bounds.lower)
-        upper = core.backend.to_numpy(bounds.upper)
+        lower = core.backend.to_numpy(bounding.lower)
+        upper = core.backend.to_numpy(bounding.upper)
         settled = lower == upper
         result.radius = int(upper.min())
-        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (upper == result.radius)))
-        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(settled & (lower == result.diameter)))
+        result.center = sorted(lcc.id_of(x)
+                               for x in np.flatnonzero(settled & (upper == result.radius)))
+        result.periphery = sorted(lcc.id_of(x)
+                                  for x in np.flatnonzero(settled & (lower == result.diameter)))
     return result
 
 
@@ -601,7 +569,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
 # --------------------------------------------------------------------------- weighted
 
 def _weighted_select(cand, lower, upper, degree, largest_upper):
-    """As :meth:`_Bounds.select`, on host arrays of any numeric dtype."""
+    """As :meth:`_GpuBounding.select`, on host arrays of any numeric dtype."""
     if largest_upper:
         best = upper[cand].max()
         tie = cand & (upper == best)

@@ -6,11 +6,11 @@ integer weights), random geometric graphs: built on NumPy or CuPy (``xp``) strai
 files look, fast enough for the 100-million-edge inputs the loaders are measured on.
 """
 
-import numba
 import numpy as np
 
 from terrain.backend import get_backend
 
+from . import _native
 from .csr import Graph, build_csr
 
 __all__ = ["rmat_edges", "rmat_graph", "grid_graph", "weighted_grid_graph", "geometric_graph",
@@ -158,36 +158,10 @@ def weighted_rmat_graph(scale, edge_factor, seed=1, xp=np):
                  name=f"rmat-{scale}-{edge_factor}", weights=to_host(w.astype(xp.int32)))
 
 
-@numba.njit(nogil=True, cache=True)
-def _format_rows(table, sep, out):
-    """Write the rows of the non-negative integer ``table`` (records x columns) into
-    ``out``, columns separated by the byte ``sep``, each row ended by LF; returns the bytes
-    written."""
-    pos = 0
-    digits = np.empty(20, np.uint8)
-    cols = table.shape[1]
-    for k in range(table.shape[0]):
-        for t in range(cols):
-            x = table[k, t]
-            nd = 0
-            while True:
-                digits[nd] = 48 + x % 10
-                x //= 10
-                nd += 1
-                if x == 0:
-                    break
-            for j in range(nd - 1, -1, -1):
-                out[pos] = digits[j]
-                pos += 1
-            out[pos] = sep if t < cols - 1 else 10
-            pos += 1
-    return pos
-
-
 def write_int_rows(path, columns, header="", sep="\t"):
     """Write equal-length non-negative integer ``columns`` as text, one row per line
-    (``header`` first), the way SNAP and Matrix Market bodies look; a Numba formatter, since
-    ``numpy.savetxt`` takes tens of seconds for millions of rows.
+    (``header`` first), the way SNAP and Matrix Market bodies look (formatted by C:
+    ``numpy.savetxt`` takes tens of seconds for millions of rows).
 
     Examples
     --------
@@ -198,12 +172,10 @@ def write_int_rows(path, columns, header="", sep="\t"):
     >>> open(p).read()
     '3 3 2\\n2 1 7\\n3 1 40\\n'
     """
-    table = np.ascontiguousarray(np.column_stack(columns), np.int64)
-    out = np.empty(21 * table.size, np.uint8)
-    size = _format_rows(table, ord(sep), out)
     with open(path, "wb") as f:
         f.write(header.encode())
-        f.write(out[:size].tobytes())
+        for block in _native.format_rows(columns, sep):
+            f.write(block)
 
 
 def write_snap_edges(path, u, v, header=""):

@@ -4,73 +4,36 @@ Every reader returns an :class:`EdgeList` — 0-based endpoint arrays ``u``, ``v
 vertex count and the map back to the file's own ids — that :func:`terrain.graph.csr.build_csr`
 turns into a CSR. Gzip-compressed files (``.gz``) are read the same way.
 
-Algorithm. Reading is three steps, each a plain function, so that a scheduler can run them
-as tasks (``pipelines/graph.py`` makes one Dask task per chunk) and
-:func:`read_graph_file` can run them in a loop or on a thread pool:
+Reading is three plain functions, so that a scheduler can run them as tasks
+(``pipelines/graph.py`` makes one Dask task per chunk) and :func:`read_graph_file` can run
+them in a loop or on a thread pool:
 
-1. :func:`plan_graph_file` reads only the head of the file: a small Python pass parses the
-   header (Matrix Market banner and size line, DIMACS ``p sp`` line, METIS
-   ``n m [fmt [ncon]]`` line) — a bad header fails here, before any parsing — and cuts the
-   body into ``chunks`` nominal byte ranges of about ``chunk_bytes``.
-2. :func:`parse_graph_chunk` parses one chunk. It owns the lines that *start* inside its
-   nominal range (it reads one byte before the range and on past its end to the next
-   newline), so neighbouring chunks tile the body exactly whatever byte a cut falls on
-   (mid-line, between CR and LF). A plain file is read by range (``seek``); a gzip stream
-   cannot be, so its chunks slice the whole decompressed file (:func:`read_whole_file`);
-   a plain file is memory-mapped, so a range is read in place.
-   The body is parsed by a C byte scanner (``terrain_edges_parse`` in
-   ``terrain/native/kernels.c``, through :mod:`terrain.graph._native`; no Python object per
-   line; ctypes releases the GIL). A chunk returns its edges, its newline count and its first
-   errors with chunk-relative line numbers: no chunk needs another's result.
-3. :func:`edges_from_chunks` numbers the lines (header lines plus the newline counts of the
-   chunks before), raises the first error in file order, concatenates the edges in file
-   order and relabels SNAP ids.
+1. :func:`plan_graph_file` reads only the head of the file: the header (a bad one fails here,
+   before any parsing) and a cut of the body into ``chunks`` byte ranges of about
+   ``chunk_bytes``.
+2. :func:`parse_graph_chunk` parses one chunk. It owns the lines that *start* inside its range
+   (it reads one byte before the range and on past its end to the next newline), so
+   neighbouring chunks tile the body exactly wherever a cut falls. A plain file is
+   memory-mapped and read in place; a gzip stream cannot be read by range, so its chunks slice
+   the whole decompressed file (:func:`read_whole_file`). The body is parsed by a C byte
+   scanner (``terrain_edges_parse`` in ``terrain/native/kernels.c``; no Python object per
+   line, the GIL released). A chunk returns its edges, its newline count and its first errors
+   with chunk-relative line numbers: no chunk needs another's result.
+3. :func:`edges_from_chunks` numbers the lines, raises the first error in file order,
+   concatenates the edges in file order and relabels SNAP ids.
 
-METIS adjacency lists are numbered by line, so that body is one chunk (``terrain_metis_parse``).
-
-In one process (:func:`read_graph_file`, what the commands run without ``--scheduler``) the
-chunks do not return arrays of their own: a light C pass counts each chunk's line feeds
-(``terrain_lf_count``, 32 bytes a step, in parallel: a bound of its records), and then every chunk is parsed straight into its
-slice of one ``u``, ``v`` (and weight) array, so step 3 joins nothing and relabels the SNAP
-ids in place (slices left short by comment or blank lines in the body are closed up first) — no second copy of the edges, and no fresh memory to fault in for it. The
-chunks are the same and the result is identical to the Dask path's (tested).
-
-Why a hand-written scanner (measured by ``python -m terrain.run bench graph-load``: a SNAP
-file of 8 M edges, 116 MB). pyarrow's multithreaded CSV reader (``pyarrow.csv.read_csv``,
-tab delimiter, header rows skipped, int64 columns, ``use_threads``) took 0.9 s wall on a
-2-core VM (about 130 MB/s; 170-250 MB/s per core), against 0.26 s for this scanner
-*including* the SNAP relabelling (450 MB/s; about 490 MB/s per core on one thread). On the
-16-core H100 host pyarrow's raw columns came first: 0.089 s against our 0.142 s for parse
-plus relabel (which pyarrow's output would still need) — a gap smaller than importing
-pyarrow (0.1-0.2 s) in the process that waits; on two cores of that host (``taskset``) our C
-scanner's parse *plus* relabel took 0.265 s wall (0.50 CPU s) against 0.41 s (0.73 CPU s) for
-pyarrow's raw columns. We keep our own, and pyarrow stays out of the
-runtime dependencies (it is in the test extra only, for the bench's comparison and Parquet
-output): its reader also skips comment lines only at the top (SNAP files put ``#`` lines
-anywhere), takes one delimiter where SNAP files mix tabs and spaces, knows no Matrix Market
-or DIMACS header, and loses the line numbers the error messages need. ``numpy.loadtxt`` parses about 100 MB/s. The
-speed comes from what the grid parser (:mod:`terrain.io._parse`) does: byte ranges parsed
-by C functions that release the GIL (in the grid parser's library: no Numba to import or
-load, which cost a ``bfs`` process 0.5-0.8 CPU seconds before its first kernel ran), one pass per byte, and no copy of the file: a plain
-file is memory-mapped (reading it into fresh buffers cost as much in page faults as the
-parse itself). A SNAP line without a third number makes the file unweighted (see
-:func:`edges_from_chunks`), so the scanner stops recording weights at the first one.
-Weights take two arrays per record (value or token start, token length); a plain integer
-weight (optional '-', digits) is read inline like the ids — the general weight scanner's
-bookkeeping for decimals doubled the parse time of an integer Matrix Market file (61 MB:
-0.18 -> 0.11 CPU seconds on one core); a token of up to 7 digits is read a word at a time
-(SWAR: find the first non-digit of 8 bytes, combine the digits by three multiplies), since
-the byte loop's exit is a mispredicted branch per token (the RMAT-18 file of ``bench
-sssp``, 61 MB on one core: 94 -> 62 CPU ms) — and the declared id range of Matrix Market and
-DIMACS files is checked and shifted to 0-based in one C pass; a decimal weight
-of at most 15 significant digits and a power of ten within 1e±22 is converted in the
-scanner (Clinger's fast path: one correctly rounded IEEE operation on exact operands, the
-same double ``float()`` gives), any other by NumPy's string conversion afterwards.
+In one process (:func:`read_graph_file`) every chunk is parsed straight into its slice of
+one ``u``, ``v`` (and weight) array, sized by a count of its line feeds, so nothing is joined
+or copied afterwards; the result is identical to the task graph's. Why a hand-written scanner
+rather than pyarrow's CSV reader or ``numpy.loadtxt``: docs/graphs.md ("Loading").
 
 Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
 ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
 ``n`` and number vertices ``1..n``; every declared vertex exists, isolated or not.
-Edge weights and values are read past and ignored: these are unweighted graphs.
+
+Weights. Decimal tokens are converted correctly rounded (Clinger's fast path in the scanner,
+NumPy's conversion for the rest). A SNAP file is weighted when its first edge line has a
+third column; then every line needs a finite number there (see :func:`edges_from_chunks`).
 
 Errors (:class:`terrain.errors.InputError`) start with ``FILE:LINE`` and name the problem:
 an unparseable line, a negative id, an id out of the declared range, a missing header, or
@@ -78,10 +41,11 @@ no edges at all. The first unparseable line in file order wins, then the first i
 range, however the file was chunked.
 """
 
+import dataclasses
 import gzip
 import mmap
-import zlib
 import os
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, where
+from ..io.outputs import check_input_file
 from . import _native
 
 __all__ = ["EdgeList", "EdgeChunk", "GraphFilePlan", "read_graph_file", "detect_format",
@@ -99,7 +64,7 @@ FORMATS = ("snap", "mtx", "dimacs", "metis")
 DEFAULT_CHUNK_BYTES = 64 << 20
 
 (_ERR_NONE, _ERR_TOKEN, _ERR_FEW, _ERR_NEG, _ERR_TAG, _ERR_BIG, _ERR_RANGE, _ERR_LINES,
- _ERR_WEIGHT, _ERR_WEIGHT_INT) = range(10)
+ _ERR_WEIGHT, _ERR_WEIGHT_INT, _ERR_EXTRA, _ERR_INFINITE) = range(12)
 _SP, _TAB, _CR, _LF = 32, 9, 13, 10
 _HEAD_BYTES = 1 << 16       # first read of the head; grows while the header runs past it
 _SCAN_BYTES = 1 << 16       # read size while looking for the newline that ends a chunk
@@ -184,9 +149,19 @@ class GraphFilePlan:
     metis : tuple or None
         METIS: ``(edges, tokens skipped per line, edge weights present)``.
     wmode : int
-        Weight column: 0 none, 1 optional (SNAP), 2 integer, 3 number (see :func:`terrain.graph._native.parse_pairs`).
+        Weight column: 0 none, 1 none and nothing after the ids (SNAP), 2 integer, 3 number
+        (see :func:`terrain.graph._native.parse_pairs`).
     directed, symmetric : bool
         See :class:`EdgeList`.
+    sep : int
+        A separator besides blanks: ``ord(",")`` for a comma-separated edge list, else 0.
+    counts : tuple or None
+        SNAP: ``(a, b, line)`` when the first content line holds two integers only: a header
+        of counts if exactly ``a`` or ``b`` edge lines follow it (see
+        :func:`edges_from_chunks`), else an edge.
+    memory : int
+        Bytes the reading may take (the available memory unless given): larger declared
+        sizes, decompressed texts and edge arrays are refused before they are allocated.
     """
 
     path: str
@@ -205,6 +180,9 @@ class GraphFilePlan:
     wmode: int = 0
     directed: bool = False
     symmetric: bool = False
+    sep: int = 0
+    counts: object = None
+    memory: int = 0
 
     def nominal_range(self, index, length):
         """Byte range ``[a, b)`` of chunk ``index`` before line alignment (``length``: the
@@ -256,6 +234,66 @@ def _cannot_read(path, e):
     return InputError(f"{path}: cannot read ({e})")
 
 
+#: bytes a vertex and an edge record cost while a graph is read, built and traversed: the
+#: CSR (row offsets, degrees, block counters; both arcs of an edge) and a traversal's labels
+#: and queues per vertex; the two endpoints, a weight and the CSR's arcs per record
+BYTES_PER_VERTEX = 48
+BYTES_PER_RECORD = 48
+
+
+def available_memory():
+    """Bytes of memory this machine has available (``MemAvailable``; the physical memory
+    where that is unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def _gb(x):
+    return f"{x / 1e9:.1f} GB" if x >= 1e9 else f"{x / 1e6:.1f} MB"
+
+
+def _too_big(path, what, need, memory, line=None):
+    """The :class:`InputError` for a file whose ``what`` needs ``need`` bytes of the
+    ``memory`` the reading may take."""
+    at = where(path, line) if line else str(path)
+    return InputError(f"{at}: {what}: about {_gb(need)} to hold, more than the "
+                      f"{_gb(memory)} of memory available")
+
+
+def _check_regular(path):
+    """An existing file that is regular (or a directory: a graph-ingest cache): FIFOs,
+    devices and sockets are refused (:func:`terrain.io.outputs.check_input_file`)."""
+    check_input_file(path)
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as e:
+        raise _cannot_read(path, e) from None
+
+
+def _check_text(path, head):
+    """Refuse binary data (a raster, an archive) before any line of it is echoed."""
+    sample = head[:4096]
+    if sample.size == 0:
+        return
+    control = np.count_nonzero((sample < 32) & (sample != 9) & (sample != 10)
+                               & (sample != 13))
+    if control and (np.count_nonzero(sample == 0) or control > sample.size // 100):
+        raise InputError(f"{path}: not a text graph file (binary data: a raster or an "
+                         "archive?); graphs are read from SNAP edge lists, Matrix Market, "
+                         "DIMACS .gr or METIS text, optionally gzip-compressed")
+
+
 def _read_head(path, compressed, size):
     """First ``size`` bytes of the (decompressed) file, cut after its last newline unless
     they are the whole file; and whether they are."""
@@ -276,18 +314,30 @@ def read_whole_file(plan):
     """The whole (decompressed) file of ``plan`` as a uint8 array.
 
     What the chunks of a gzip file slice (a gzip stream cannot be read by range); plain
-    files need it not: :func:`parse_graph_chunk` reads their ranges itself.
+    files need it not: :func:`parse_graph_chunk` reads their ranges itself. A gzip stream
+    is read with a bound: once its text and the records its lines would make pass
+    ``plan.memory`` the reading stops with an :class:`InputError`.
     """
     path = Path(plan.path)
+    if not plan.compressed:
+        try:
+            return np.frombuffer(path.read_bytes(), dtype=np.uint8)
+        except OSError as e:
+            raise _cannot_read(path, e) from None
+    parts, size, lines = [], 0, 0
     try:
-        if plan.compressed:
-            with gzip.open(path, "rb") as f:
-                data = f.read()
-        else:
-            data = path.read_bytes()
+        with gzip.open(path, "rb") as f:
+            while block := f.read(1 << 24):
+                parts.append(block)
+                size += len(block)
+                lines += block.count(b"\n")
+                need = size + lines * BYTES_PER_RECORD
+                if need > plan.memory:
+                    raise _too_big(path, f"decompresses to more than {size} bytes of "
+                                   f"{lines}+ lines", need, plan.memory)
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as e:
         raise _cannot_read(path, e) from None
-    return np.frombuffer(data, dtype=np.uint8)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8)
 
 
 def _line_text(buf, pos, width=60):
@@ -295,7 +345,8 @@ def _line_text(buf, pos, width=60):
     n = buf.shape[0]
     while end < n and buf[end] != _LF and end - pos < width:
         end += 1
-    return bytes(buf[pos:end]).decode("utf-8", "replace").rstrip("\r")
+    text = bytes(buf[pos:end]).decode("utf-8", "replace").rstrip("\r")
+    return "".join(c if c.isprintable() or c == "\t" else "?" for c in text)
 
 
 def _newlines(buf, end=None):
@@ -311,13 +362,19 @@ _MESSAGES = {
     _ERR_BIG: "vertex id too large in {text!r}",
     _ERR_RANGE: "vertex id out of the declared range {lo}..{n} in {text!r}",
     _ERR_LINES: "more adjacency lines or entries than the header declares: {text!r}",
-    _ERR_WEIGHT: "cannot parse {text!r}: expected a numeric weight after the two vertex ids",
+    _ERR_WEIGHT: "cannot parse {text!r}: expected a numeric weight after the two vertex "
+                 "ids{rule}",
     _ERR_WEIGHT_INT: "cannot parse {text!r}: expected an integer weight",
+    _ERR_EXTRA: "cannot parse {text!r}: a third column, where the file's first edge line has "
+                "none (an edge list is weighted on every line or on none)",
+    _ERR_INFINITE: "weight in {text!r} is not a finite number{rule}",
 }
+_SNAP_RULE = " (the first edge line has one, so every edge line needs a finite number there)"
 
 
 def _chunk_error(buf, code, pos, **kw):
     """``(newlines before the line at pos, message)``: an error the chunk cannot number."""
+    kw.setdefault("rule", "")
     return _newlines(buf, pos), _MESSAGES[code].format(text=_line_text(buf, pos), **kw)
 
 
@@ -416,55 +473,56 @@ def _float_tokens(buf, starts, lengths):
 
 
 def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
-    """``(weights, records with a weight)`` of a parsed chunk (integer weights: ``w_int``
-    itself unless ``copy``)."""
+    """The weights of a parsed chunk's ``k`` records (integer weights: ``w_int`` itself
+    unless ``copy``)."""
     lens = w_len[:k]
-    weighted = int(np.count_nonzero(lens))
     floats = np.flatnonzero(lens < 0)
     if floats.size == 0:
-        return (w_int[:k].copy() if copy else w_int[:k]), weighted
+        return w_int[:k].copy() if copy else w_int[:k]
     w = w_int[:k].astype(np.float64)
     w[floats] = w_flt[floats]
     slow = floats[np.isnan(w[floats])]
     w[slow] = _float_tokens(buf, w_int[slow], -lens[slow].astype(np.int64))
-    return w, weighted
+    return w
 
 
 def _parse_pairs_chunk(plan, buf, out=None):
     """Parse an edge-list chunk; ``out = (newlines, u, v, w_int)``: its newline count and
-    the slices to parse into (at least its record count long: :func:`terrain.graph._native.lf_count`),
-    else fresh arrays."""
+    the slices to parse into (at least its record count long:
+    :func:`terrain.graph._native.lf_count`), else fresh arrays."""
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
+    weighted = plan.wmode >= 2
     if out is None:
         newlines = _newlines(buf)
         u = np.empty(newlines + 1, np.int64)
         v = np.empty(newlines + 1, np.int64)
-        cap = newlines + 1 if plan.wmode else 1
-        w_int = np.empty(cap, np.int64)
+        w_int = np.empty(newlines + 1 if weighted else 1, np.int64)
         limit = -1
     else:
         newlines, u, v, w_int = out
-        cap = u.shape[0] if plan.wmode else 1
         limit = u.shape[0]  # never past the slice, whatever the count said
+    cap = u.shape[0] if weighted else 1
     w_len = np.zeros(cap, np.int32)
-    w_flt = np.empty(cap if plan.wmode in (1, 3) else 1, np.float64)
-    k, err, pos, dropped = _native.parse_pairs(buf, comment_a, comment_b, tag, limit, u, v,
-                                               plan.wmode, w_int, w_len, w_flt)
+    w_flt = np.empty(cap if plan.wmode == 3 else 1, np.float64)
+    k, err, pos = _native.parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, plan.wmode,
+                                      w_int, w_len, w_flt, plan.sep)
     u, v = u[:k], v[:k]
-    w, weighted = (None, 0)
-    if plan.wmode and not dropped:
-        w, weighted = _chunk_weights(buf, k, w_int, w_len, w_flt, copy=out is None)
-        if plan.wmode == 3 and w.dtype != np.float64:
-            w = w.astype(np.float64)
+    w = None
+    if weighted:
+        w = _chunk_weights(buf, k, w_int, w_len, w_flt, copy=out is None)
+        if plan.fmt == "mtx" and plan.wmode == 3 and w.dtype != np.float64:
+            w = w.astype(np.float64)  # a "real" file: floats whatever the tokens look like
+    rule = _SNAP_RULE if plan.fmt == "snap" else ""
     if err != _ERR_NONE:
-        return EdgeChunk(u, v, newlines, _chunk_error(buf, err, pos, what=what), None, w,
-                         weighted)
+        return EdgeChunk(u, v, newlines, _chunk_error(buf, err, pos, what=what, rule=rule),
+                         None, w, k)
+
     def line_of(index):
         # the line of record ``index``: parse again up to it
         dummy = np.empty(index + 1, np.int64)
-        _, _, pos, _ = _native.parse_pairs(buf, comment_a, comment_b, tag, index + 1, dummy,
-                                           dummy.copy(), 0, dummy, np.zeros(1, np.int32),
-                                           np.zeros(1))
+        _, _, pos = _native.parse_pairs(buf, comment_a, comment_b, tag, index + 1, dummy,
+                                        dummy.copy(), 0, dummy, np.zeros(1, np.int32),
+                                        np.zeros(1), plan.sep)
         return pos
 
     range_error = weight_error = None
@@ -474,10 +532,10 @@ def _parse_pairs_chunk(plan, buf, out=None):
         if bad >= 0:
             range_error = _chunk_error(buf, _ERR_RANGE, line_of(bad), lo=lo,
                                        n=max(hi_u, hi_v))
-    if plan.wmode >= 2 and weighted < k:
-        missing = int(np.flatnonzero(w_len[:k] == 0)[0])
-        weight_error = _chunk_error(buf, _ERR_WEIGHT, line_of(missing))
-    return EdgeChunk(u, v, newlines, None, range_error, w, weighted, weight_error)
+    if w is not None and w.dtype.kind == "f" and not np.isfinite(w).all():
+        bad = int(np.flatnonzero(~np.isfinite(w))[0])  # a decimal past the float range
+        weight_error = _chunk_error(buf, _ERR_INFINITE, line_of(bad), rule=rule)
+    return EdgeChunk(u, v, newlines, None, range_error, w, k, weight_error)
 
 
 def _parse_metis_chunk(plan, buf):
@@ -501,8 +559,38 @@ def _parse_metis_chunk(plan, buf):
 
 # --------------------------------------------------------------------------- headers
 
+def _is_number(token):
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
 def _snap_header(path, head, whole):
-    return {"wmode": 1}
+    """A SNAP edge list: comma-separated when its first content line holds a comma (a first
+    row of column names is skipped); weighted when its first edge line has a third column;
+    a first line of exactly two integers is a candidate header of counts
+    (:func:`edges_from_chunks` decides), the weights then read from the line after it."""
+    lines = _header_lines(head)
+    lineno, tokens, nxt = _first_content_line(lines, 0, ("#", "%"), whole)
+    if tokens is None:
+        return {"wmode": 1}
+    sep = ord(",") if "," in " ".join(tokens) else 0
+    split = (lambda toks: " ".join(toks).replace(",", " ").split()) if sep else list
+    tokens = split(tokens)
+    out = {"wmode": 1, "sep": sep}
+    if sep and not all(map(_is_number, tokens)):  # a CSV header row of column names
+        out["body"] = nxt
+        lineno, tokens, nxt = _first_content_line(lines, lineno, ("#", "%"), whole)
+        tokens = split(tokens or [])
+    if len(tokens) == 2 and all(t.isdigit() for t in tokens):
+        out["counts"] = (int(tokens[0]), int(tokens[1]), lineno)
+        out["body"] = nxt
+        _, tokens, _ = _first_content_line(lines, lineno, ("#", "%"), whole)
+        tokens = split(tokens or [])
+    out["wmode"] = 3 if len(tokens) >= 3 else 1
+    return out
 
 
 def _mtx_header(path, head, whole):
@@ -612,7 +700,7 @@ def detect_format(path):
 
 # --------------------------------------------------------------------------- the three steps
 
-def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES):
+def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, memory=None):
     """Read the header of a graph file and cut its body into chunks (step 1 of 3).
 
     Reads only the head of the file. Bad headers, unknown formats and unreadable files
@@ -625,6 +713,8 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES):
     chunk_bytes : int
         Nominal chunk size (the METIS body is always one chunk; a gzip file's count is
         estimated from its compressed size).
+    memory : int, optional
+        Bytes the reading may take (default: the available memory).
 
     Returns
     -------
@@ -640,6 +730,7 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES):
     ('dimacs', 3, 13, 2, 2)
     """
     path = Path(path)
+    _check_regular(path)
     if fmt in (None, "auto"):
         fmt = detect_format(path)
     if fmt not in FORMATS:
@@ -648,9 +739,11 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES):
     if chunk_bytes < 1:
         raise ValueError(f"plan_graph_file: chunk_bytes must be >= 1, got {chunk_bytes}")
     compressed = path.name.endswith(".gz")
+    memory = int(memory or available_memory())
     size = _HEAD_BYTES
     while True:
         head, whole = _read_head(path, compressed, size)
+        _check_text(path, head)
         try:
             header = _HEADERS[fmt](path, head, whole)
             break
@@ -668,6 +761,7 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES):
     body = header.pop("body", 0)
     body = min(body, length) if length is not None else body
     header_lines = _newlines(head, body)
+    _check_declared(path, header, header_lines, body, length, compressed, memory)
     if fmt == "metis":
         chunks = 1
     elif length is not None:
@@ -675,7 +769,38 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES):
     else:
         chunks = max(1, -(-(path.stat().st_size * _GZIP_RATIO) // chunk_bytes))
     return GraphFilePlan(str(path), fmt, compressed, length, body, header_lines, chunks,
-                         **header)
+                         memory=memory, **header)
+
+
+#: the most a gzip stream expands (deflate's limit is about 1032 : 1)
+_GZIP_MAX_RATIO = 1032
+
+
+def _check_declared(path, header, header_lines, body, length, compressed, memory):
+    """Refuse declared sizes the file cannot hold or the memory cannot take, before anything
+    of their size is allocated: vertices (every declared vertex exists), Matrix Market
+    entries (a line of at least 4 bytes each), METIS vertex lines and adjacency entries."""
+    line = header.get("size_line") or header_lines
+    n = header.get("n", 0)
+    if n * BYTES_PER_VERTEX > memory:
+        raise _too_big(path, f"declares {n} vertices", n * BYTES_PER_VERTEX, memory, line)
+    if length is not None:
+        room = length - body
+    else:
+        room = os.stat(path).st_size * (_GZIP_MAX_RATIO if compressed else 1)
+    entries = header.get("entries", -1)
+    if header.get("metis"):
+        edges = header["metis"][0]
+        if n > room + 1 or 2 * edges > room:  # a line end per vertex, a digit per entry
+            raise InputError(f"{where(path, line)}: the header declares {n} vertex lines and "
+                             f"{edges} edges, more than the {room} bytes after it can hold")
+        entries = 2 * edges
+    elif entries * 4 > room + 1:  # "1 1" and a line end per entry (the last may lack it)
+        raise InputError(f"{where(path, line)}: the size line declares {entries} entries, "
+                         f"more than the {room} bytes after it can hold")
+    if entries * BYTES_PER_RECORD > memory:
+        raise _too_big(path, f"declares {entries} entries", entries * BYTES_PER_RECORD,
+                       memory, line)
 
 
 def parse_graph_chunk(plan, index, data=None):
@@ -701,10 +826,10 @@ def parse_graph_chunk(plan, index, data=None):
     --------
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
-    >>> _ = open(p, "w").write("10 20\\n20 30\\n30 x\\n")
-    >>> plan = plan_graph_file(p, chunk_bytes=6)
+    >>> _ = open(p, "w").write("10 20 1\\n20 30 1\\n30 x 1\\n")
+    >>> plan = plan_graph_file(p, chunk_bytes=8)
     >>> [(c.u.tolist(), c.error) for c in (parse_graph_chunk(plan, j) for j in range(3))]
-    [([10], None), ([20], None), ([], (0, "cannot parse '30 x': expected integer vertex ids"))]
+    [([10], None), ([20], None), ([], (0, "cannot parse '30 x 1': expected integer vertex ids"))]
     """
     buf = _chunk_bytes(plan, int(index), data)
     if plan.fmt == "metis":
@@ -719,8 +844,8 @@ def _relabel_snap(path, us, vs, in_place=False):
     m = sum(x.size for x in us)
     us = [np.ascontiguousarray(x, np.int64) for x in us]
     vs = [np.ascontiguousarray(y, np.int64) for y in vs]
-    parts = _native.threads()
-    pool = ThreadPoolExecutor(parts) if parts > 1 and m >= 1 << 16 else None
+    parts = _native.threads(m)
+    pool = ThreadPoolExecutor(parts) if parts > 1 else None
 
     def run(fn, *arrays):
         # the C loops release the GIL: each array cut into one slice per thread
@@ -794,6 +919,8 @@ def edges_from_chunks(plan, chunks, joined=None):
     if len(chunks) != plan.chunks:
         raise ValueError(f"edges_from_chunks: {len(chunks)} chunks given, the plan has "
                          f"{plan.chunks}")
+    if plan.counts is not None:
+        chunks, joined = _counts_header(plan, chunks), None
     first_line = np.cumsum([plan.header_lines] + [c.newlines for c in chunks[:-1]]) + 1
     for attr in ("error", "range_error", "weight_error"):
         for line, chunk in zip(first_line, chunks):
@@ -827,10 +954,32 @@ def edges_from_chunks(plan, chunks, joined=None):
     return edges
 
 
+def _counts_header(plan, chunks):
+    """A SNAP file whose first line is two integers ``a b``: a header of counts when exactly
+    ``a`` (or ``b``) edge lines follow it, before the file's end or a trailing section that
+    is not edges (vertex values), and the edges' ids fit within the other count; the chunks
+    of those edge lines then (the rest ignored). Otherwise the line is an edge, put back
+    first (an unweighted file), or an edge without the weight the lines after it have."""
+    a, b, line = plan.counts
+    stop = next((j for j, c in enumerate(chunks) if c.error is not None), len(chunks))
+    kept = chunks[:stop + 1]
+    edges = sum(c.u.size for c in kept)
+    top = max((max(int(c.u.max()), int(c.v.max())) for c in kept if c.u.size), default=0)
+    if (edges == a and top <= b) or (edges == b and top <= a):
+        if stop < len(chunks):
+            kept[stop] = dataclasses.replace(kept[stop], error=None)
+        return kept
+    note = (f" (a SNAP edge list: its first line {a} {b} would be a header of counts if "
+            f"exactly {a} or {b} edge lines with ids up to the other count followed it)")
+    if plan.wmode != 1:
+        raise InputError(f"{where(plan.path, line)}: cannot parse '{a} {b}': expected a "
+                         f"numeric weight like the edge lines after it{note}")
+    first = EdgeChunk(np.array([a], np.int64), np.array([b], np.int64), 0)
+    return [first] + list(chunks)
+
+
 def _join_weights(chunks, m, joined=None):
-    """The weights of all records in file order, or None: unweighted formats, and SNAP files
-    where not every line has a numeric third column (then it is read past, as before).
-    Integer chunks join float ones as float64 (exact below 2**53). ``joined``: the integer
+    """The weights of all records in file order, or None (an unweighted file). Integer chunks join float ones as float64 (exact below 2**53). ``joined``: the integer
     array every chunk's integer weights are a slice of (used as it is when no chunk has a
     decimal weight)."""
     if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
@@ -843,7 +992,8 @@ def _join_weights(chunks, m, joined=None):
     return np.concatenate(ws) if len(ws) > 1 else ws[0]
 
 
-def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, workers=None):
+def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, workers=None,
+                    memory=None):
     """Read a graph file into an :class:`EdgeList`.
 
     The three steps in one call: :func:`plan_graph_file`, :func:`parse_graph_chunk` for
@@ -861,6 +1011,10 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
         Size of the chunks parsed in parallel (edge-list formats).
     workers : int, optional
         Parser threads (default: all cores; 1: sequential, no pool).
+    memory : int, optional
+        Bytes the reading may take (default: the available memory); a file whose declared
+        sizes, decompressed text or records would take more is refused before they are
+        allocated.
 
     Returns
     -------
@@ -880,13 +1034,13 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     >>> e.n, e.u.tolist(), e.v.tolist(), e.ids.tolist()
     (3, [0, 1], [1, 2], [10, 20, 30])
     """
-    plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes)
-    workers = int(workers or _native.threads())
+    plan = plan_graph_file(path, fmt, chunk_bytes=chunk_bytes, memory=memory)
+    workers = int(workers or _native.threads(plan.length))
     if workers > 1 and plan.chunks < workers and plan.length and plan.fmt != "metis":
         # a file smaller than workers x chunk_bytes: cut it so that every worker parses
         span = plan.length - plan.body
-        plan = plan_graph_file(path, plan.fmt,
-                               chunk_bytes=max(1 << 20, -(-span // workers)))
+        plan = plan_graph_file(path, plan.fmt, chunk_bytes=max(1 << 20, -(-span // workers)),
+                               memory=plan.memory)
     data = read_whole_file(plan) if plan.compressed else None
     pool = (ThreadPoolExecutor(max_workers=min(workers, plan.chunks))
             if workers > 1 and plan.chunks > 1 else None)
@@ -903,15 +1057,19 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
         caps = [n + int(b.shape[0] > 0 and b[-1] != 10) for n, b in zip(newlines, bufs)]
         offsets = np.cumsum([0] + caps)
         total = int(offsets[-1])
+        if total * BYTES_PER_RECORD > plan.memory:
+            raise _too_big(path, f"{total} lines", total * BYTES_PER_RECORD, plan.memory)
+        weighted = plan.wmode >= 2
         u, v = np.empty(total, np.int64), np.empty(total, np.int64)
-        w = np.empty(total if plan.wmode else 1, np.int64)
+        w = np.empty(total if weighted else 1, np.int64)
 
         def parse(j):
             a, b = int(offsets[j]), int(offsets[j + 1])
             return _parse_pairs_chunk(plan, bufs[j], (newlines[j], u[a:b], v[a:b],
-                                                      w[a:b] if plan.wmode else w))
+                                                      w[a:b] if weighted else w))
 
         chunks = list(run(parse, range(plan.chunks)))
+        del bufs, data  # the file's mapping goes: its pages leave the resident set
     finally:
         if pool is not None:
             pool.shutdown()
@@ -921,9 +1079,9 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
         if a != at:  # close the gap: move the chunk down (the arrays' views with it)
             u[at:at + k], v[at:at + k] = u[a:a + k], v[a:a + k]
             c.u, c.v = u[at:at + k], v[at:at + k]
-            if plan.wmode:
+            if weighted:
                 w[at:at + k] = w[a:a + k]
                 if c.w is not None and c.w.dtype == w.dtype and c.w.base is not None:
                     c.w = w[at:at + k]
         at += k
-    return edges_from_chunks(plan, chunks, (u[:at], v[:at], w[:at] if plan.wmode else None))
+    return edges_from_chunks(plan, chunks, (u[:at], v[:at], w[:at] if weighted else None))

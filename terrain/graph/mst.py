@@ -8,23 +8,21 @@ when unweighted, ``w - min w`` for int64 weights whose range fits, else the posi
 the distinct weights (a sort). Keys are unique, so the minimum spanning forest is unique
 and every backend finds the same edges, whatever order its threads run in.
 
-Algorithm (the operators are CUDA kernels in ``_mst.cu`` with Numba twins here, same names
-plus ``_cpu``; the round loop is shared):
+Algorithm (the operators are CUDA kernels in ``_mst.cu`` with sequential C twins,
+``terrain_mst_*`` in ``terrain/native/kernels.c``; the round loop is shared):
 
 0. ``upper arcs``: every row's ``u < v`` arcs (a suffix: rows are sorted) become the edge
    list's heads ``ev`` and weights ``w_e`` at their edge ids, and ``count[u]`` their number.
    On the device ``count_upper`` (a binary search per row) and ``extract`` gather them
-   from the CSR; the CPU compacts them on the host (:func:`_upper_arcs_cpu`);
+   from the CSR; the CPU compacts them on the host (``terrain_mst_upper``);
 1. ``extract``: the tails ``eu`` and the keys, from ``count`` (a prefix sum gives each
    row's first edge id): a thread a row up to 32 edges, a warp up to 512, and
-   ``extract_long`` a block for each longer row (one warp alone took 2.9 ms of RMAT-21's
-   6.6 on its hubs of 10^5 arcs);
+   ``extract_long`` a block for each longer row (hub rows of scale-free graphs);
 2. edge filtering by a threshold (ECL-MST's, Fallin et al. SC'23): when the graph has at
-   least 1.5 edges per vertex, the *light* edges (key ≤ the key quantile of 1.2 edges per
+   least 1.5 edges per vertex, the *light* edges (key <= the key quantile of 1.2 edges per
    vertex in a strided sample of 1024 keys) are solved first, then the heavy ones -- most
    of which by then lie inside one component and are dropped by the first pass over them
-   without ever entering a worklist (on a 2000² grid with weights 1..100 the rounds' work
-   fell from 2.45 m to 1.08 m edges, on RMAT-19 from 2.8 m to 0.3 m);
+   without ever entering a worklist;
 3. rounds of Borůvka over a worklist of edges between components: ``offer`` finds both
    endpoints' roots in a union-find forest (path halving), drops edges inside one component,
    appends the others to the next worklist as (root, root, key) -- later finds start at
@@ -36,28 +34,15 @@ plus ``_cpu``; the round loop is shared):
 4. the marked edges (``flatnonzero``, in edge-id order), their endpoints and weights and the
    total are gathered on the device; only the forest comes back.
 
-Transfers (a host graph on the GPU). The device part is a few ms; the copies are what a
+Transfers (a host graph on the GPU): the device part is a few ms, the copies are what a
 caller waits for. Both go through :mod:`terrain._transfer` (a ring of pinned slots filled
-and emptied by worker threads: PCIe on the H100 host moved 54 GB/s from and to pinned
-memory but 7 GB/s from pageable memory and 2.7 GB/s into fresh pageable pages). The CSR
-goes up as it is and the device finds the ``u < v`` arcs (``count_upper``, ``extract``, as
-for a graph given on the device); with ``NARROW_UPLOAD`` its ``indptr`` crosses as int32
-(below 2**31 arcs), integer weights in the narrowest integer type a sample of them fits
-(``uint8`` for weights 1..100: a quarter of the bytes): the workers narrow each piece on
-its way into its slot, the device widens; a weight outside the sample's range sends the
-weights again at full width. The heads go as they are: sending them as ``v - u`` or as
-differences of consecutive heads in int16 (a grid's fit) measured slower, the host's
-memory bandwidth, not PCIe, bounding the upload. The forest comes back as NumPy arrays in
-pinned memory (``FOREST_DOWNLOAD = "pinned"``: one direct copy per array, no host copy;
-freeing them returns the memory to CuPy's pinned pool for the next call) or as fresh
-pageable arrays filled through the ring (``"copy"``). Measured slower and removed: the
-host compacting the ``u < v`` arcs before the upload (0.42 s on one core for the 4900²
-grid, more than the PCIe bytes it saved) and the forest sent as one bit per edge (the
-host rescanned its CSR).
-``extra["phase_seconds"]`` splits a call into ``upload`` (CUDA events: the first copy
-issued to the last one done, the host work it waited on included), ``device`` (events:
-from the uploaded arrays to the forest on the device, the widening included) and
-``download`` (wall clock).
+and emptied by worker threads). The CSR goes up as it is and the device finds the ``u < v``
+arcs; its ``indptr`` crosses as int32 (below 2**31 arcs), integer weights in the narrowest
+integer type a sample of them fits (the workers narrow each piece on its way into its slot,
+the device widens; a weight outside the sample's range sends the weights again at full
+width). The forest comes back as NumPy arrays in pinned memory (one direct copy per array).
+docs/graphs.md gives the measurements behind these choices. ``extra["phase_seconds"]``
+splits a call into ``upload``, ``device`` and ``download``.
 
 A graph already on the device -- ``(indptr, indices[, weights])`` as CuPy arrays, or a
 ``cupyx.scipy.sparse`` matrix -- is taken as a :class:`~terrain.graph.Graph` would hold it
@@ -85,12 +70,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from .._transfer import to_device, to_host
 from ..backend import get_backend
 from ..errors import InputError
+from . import _native
 from .csr import WEIGHT_DTYPES, as_graph, weight_dtype
 
 __all__ = ["minimum_spanning_forest", "MSTResult", "graph_edges"]
@@ -109,11 +94,6 @@ LONG_ROW_BLOCKS = 1024  # extract_long's blocks (grid-stride over the long rows)
 _MAX_OFFERS = 512
 _C_TYPES = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
             np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
-# the host graph crosses PCIe with int32 indptr and small integer weights in fewer bytes
-NARROW_UPLOAD = True
-# the forest back to the host: "pinned" (NumPy arrays in pinned memory, one direct
-# copy each) or "copy" (fresh pageable arrays filled through the pinned ring)
-FOREST_DOWNLOAD = "pinned"
 
 
 @dataclass
@@ -155,130 +135,31 @@ class MSTResult:
 
 # --------------------------------------------------------------------------- CPU twins
 
-@numba.njit(nogil=True, cache=True)
-def _upper_arcs_cpu(indptr, indices, weights, with_weights, r0, r1, count, ev, w_e):
-    """Rows ``r0..r1-1``: ``count[r - r0]`` = the row's arcs to larger vertices (a suffix:
-    rows are sorted), their heads into ``ev`` and (``with_weights``) weights into ``w_e``
-    from 0 on. Returns (arcs written, -1 when ``ev`` is too short; whether a weight is
-    NaN). The CPU backend's first step (no CUDA twin: the device finds the arcs with
-    ``count_upper`` and gathers them in ``extract``)."""
-    e = 0
-    nan = False
-    for r in range(r0, r1):
-        start, end = indptr[r], indptr[r + 1]
-        lo = end
-        while lo > start and indices[lo - 1] > r:
-            lo -= 1
-        c = end - lo
-        count[r - r0] = c
-        if e + c > ev.shape[0]:
-            return -1, nan
-        for k in range(c):
-            ev[e + k] = indices[lo + k]
-        if with_weights:
-            for k in range(c):
-                x = weights[lo + k]
-                nan |= x != x
-                w_e[e + k] = x
-        e += c
-    return e, nan
-
-
-@numba.njit(nogil=True, cache=True)
-def _extract_cpu(count, w_e, key_mode, float_bits, id_bits, eu, key):
-    """Twin of ``extract`` (from ``count``): sequential, so the running count is the id.
-    ``float_bits``: ``w_e`` is a float32 array's uint32 view (rank = order bits)."""
-    e = 0
-    for r in range(count.shape[0]):
-        for _ in range(count[r]):
-            eu[e] = r
-            if key_mode == 2:
-                key[e] = e
-            elif key_mode == 1:
-                if float_bits:
-                    b = np.int64(w_e[e])
-                    if b == 0x80000000:  # -0.0 ranks as +0.0
-                        b = 0
-                    rank = (~b & 0xFFFFFFFF) if b & 0x80000000 else (b | 0x80000000)
-                else:
-                    rank = np.int64(w_e[e]) + 2147483648
-                key[e] = (rank << id_bits) | e
-            e += 1
-    return e
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _find_halving_cpu(x, parent):
-    p = parent[x]
-    while p != x:
-        pp = parent[p]
-        if pp == p:
-            return p
-        parent[x] = pp
-        x = pp
-        p = parent[x]
-    return x
-
-
-@numba.njit(nogil=True, cache=True)
-def _offer_cpu(in_a, in_b, in_key, n_in, lo, hi, parent, best, out_a, out_b, out_key):
-    n_out = 0
-    for i in range(n_in):
-        k = in_key[i]
-        if k <= lo or k > hi:
-            continue
-        ra = _find_halving_cpu(in_a[i], parent)
-        rb = _find_halving_cpu(in_b[i], parent)
-        if ra == rb:
-            continue
-        out_a[n_out] = ra
-        out_b[n_out] = rb
-        out_key[n_out] = k
-        n_out += 1
-        if k < best[ra]:
-            best[ra] = k
-        if k < best[rb]:
-            best[rb] = k
-    return n_out
-
-
-@numba.njit(nogil=True, cache=True)
-def _join_cpu(wl_a, wl_b, wl_key, n, parent, best, id_mask, in_forest):
-    none = np.iinfo(np.int64).max
-    for i in range(n):
-        k = wl_key[i]
-        a, b = wl_a[i], wl_b[i]
-        won_a, won_b = best[a] == k, best[b] == k
-        if not (won_a or won_b):
-            continue
-        if won_a:
-            best[a] = none
-        if won_b:
-            best[b] = none
-        in_forest[k & id_mask] = 1
-        while parent[a] != a:
-            a = parent[a]
-        while parent[b] != b:
-            b = parent[b]
-        if a != b:
-            if a > b:
-                a, b = b, a
-            parent[b] = a
-
-
 # --------------------------------------------------------------------------- helpers
+
+def _p(a):
+    return a.ctypes.data
+
+
+_W_KINDS = {"f": {4: 2, 8: 3}, "i": {4: 1, 8: 1}, "u": {4: 1, 8: 1}}
+
 
 def _host_upper_arcs(g):
     """``(count, ev, w_e)`` of a host graph on the host (one pass, all rows); ``w_e`` a
     1-element dummy when unweighted."""
     n, m = g.n, g.m
+    it = g.indices.dtype
     weights = g.weights if g.weights is not None else np.zeros(1, np.int32)
-    count = np.empty(n, g.indices.dtype)
-    ev = np.empty(m, g.indices.dtype)
+    count = np.empty(n, it)
+    ev = np.empty(m, it)
     w_e = np.empty(m if g.weights is not None else 1, weights.dtype)
-    e, nan = _upper_arcs_cpu(g.indptr, g.indices, weights, g.weights is not None, 0, n,
-                             count, ev, w_e)
-    _check_upper_arcs(g.name, e, m, nan)
+    out = np.zeros(2, np.int64)
+    size = weights.dtype.itemsize if g.weights is not None else 0
+    kind = _W_KINDS[weights.dtype.kind][weights.dtype.itemsize] if size else 0
+    _native.traversal_kernels(it)["mst_upper"](
+        _p(g.indptr), _p(g.indices), _p(np.ascontiguousarray(weights)), size, kind, 0, n,
+        _p(count), _p(ev), _p(w_e), m, _p(out))
+    _check_upper_arcs(g.name, int(out[0]), m, bool(out[1]))
     return count, ev, w_e
 
 
@@ -302,7 +183,7 @@ def graph_edges(graph):
     g = as_graph(graph, directed=False).undirected()
     count, ev, w_e = _host_upper_arcs(g)
     eu = np.empty(g.m, g.indices.dtype)
-    _extract_cpu(count, w_e, KEY_LATER, False, 0, eu, np.empty(0, np.int64))
+    _CpuOps(eu.dtype).extract(count, None, KEY_LATER, 0, eu, ev, w_e, np.empty(0, np.int64))
     return eu, ev, (w_e if g.weights is not None else np.ones(g.m, np.int64))
 
 
@@ -349,20 +230,25 @@ def _light_threshold(key, n, m, xp):
 
 
 class _CpuOps:
-    """The operators on the CPU (Numba twins)."""
+    """The operators on the CPU: sequential C twins (``terrain_mst_*`` in
+    ``terrain/native/kernels.c``) for index dtype ``it``."""
 
     xp = np
 
+    def __init__(self, it):
+        self.k = _native.traversal_kernels(it)
+
     def extract(self, count, csr, mode, id_bits, eu, ev, w_e, key):
-        float_bits = w_e.dtype == np.float32
-        _extract_cpu(count, w_e.view(np.uint32) if float_bits else w_e, mode, float_bits,
-                     id_bits, eu, key)
+        kind = 2 if w_e.dtype == np.float32 else 1
+        self.k["mst_extract"](_p(count), count.size, _p(w_e), mode, kind, id_bits, _p(eu),
+                              _p(key))
 
     def offer(self, src, n_in, lo, hi, dst, parent, best, slot):
-        return int(_offer_cpu(*src, n_in, lo, hi, parent, best, *dst))
+        return int(self.k["mst_offer"](*map(_p, src), n_in, lo, hi, _p(parent), _p(best),
+                                       *map(_p, dst)))
 
     def join(self, wl, n, parent, best, id_mask, in_forest):
-        _join_cpu(*wl, n, parent, best, id_mask, in_forest)
+        self.k["mst_join"](*map(_p, wl), n, _p(parent), _p(best), id_mask, _p(in_forest))
 
 
 @functools.lru_cache(maxsize=None)
@@ -491,11 +377,11 @@ def _total(weights, count):
 
 # --------------------------------------------------------------------------- entry points
 
-def _forest_cpu(g):
+def _forest_cpu(g, b=None):
     count, ev, w_e = _host_upper_arcs(g)
     mode, id_bits = _key_mode(g.weights.dtype if g.weights is not None else None, g.m)
-    eu, chosen, worklist, threshold, _ = _boruvka(_CpuOps(), g.n, count, ev, w_e, mode,
-                                                  id_bits)
+    eu, chosen, worklist, threshold, _ = _boruvka(_CpuOps(ev.dtype), g.n, count, ev, w_e,
+                                                  mode, id_bits)
     weights = w_e[chosen] if g.weights is not None else None
     extra = {"worklist": worklist, "light_threshold": threshold}
     return _result(g.n, g.m, eu[chosen], ev[chosen], weights, chosen, worklist, extra, np)
@@ -530,19 +416,18 @@ def _wire_weight_dtype(weights):
 
 def _upload_csr(g, cp):
     """``[indptr, indices, weights]`` of the host graph ``g`` on the device as they crossed
-    (weights absent when unweighted), through :func:`terrain._transfer.to_device`. With
-    :data:`NARROW_UPLOAD` ``indptr`` crosses as int32 (below 2**31 arcs) and integer
-    weights in the narrowest type a sample of them fits (:func:`_wire_weight_dtype`),
+    (weights absent when unweighted), through :func:`terrain._transfer.to_device`:
+    ``indptr`` crosses as int32 (below 2**31 arcs) and integer weights in the narrowest
+    type a sample of them fits (:func:`_wire_weight_dtype`),
     sent again at full width when one does not fit. Returns ``(arrays, copies)``: keep
     ``copies`` until they are done."""
     weighted = g.weights is not None
     host = [g.indptr, g.indices] + ([g.weights] if weighted else [])
     wire = [a.dtype for a in host]
-    if NARROW_UPLOAD:
-        if g.nnz < 2**31:
-            wire[0] = np.dtype(np.int32)
-        if weighted:
-            wire[2] = _wire_weight_dtype(g.weights) or wire[2]
+    if g.nnz < 2**31:
+        wire[0] = np.dtype(np.int32)
+    if weighted:
+        wire[2] = _wire_weight_dtype(g.weights) or wire[2]
     dev = [cp.empty(a.shape, d) for a, d in zip(host, wire)]
     copies = [to_device(cp, host, dev)]
     again = [i for i, fits in enumerate(copies[0].fits) if not fits]
@@ -555,7 +440,7 @@ def _upload_csr(g, cp):
 
 def _forest_gpu(g, b):
     """A host graph on the GPU: upload (pinned ring, narrowed), device Borůvka, download
-    (into pinned memory with ``FOREST_DOWNLOAD = "pinned"``)."""
+    (into pinned memory: one direct copy per array)."""
     cp = b.xp
     n, m = g.n, g.m
     weighted = g.weights is not None
@@ -589,7 +474,7 @@ def _forest_gpu(g, b):
     computed.synchronize()
     del copies
     t0 = time.perf_counter()
-    host = to_host(cp, forest, pinned=FOREST_DOWNLOAD == "pinned")
+    host = to_host(cp, forest, pinned=True)
     total = int(int_total) if int_total is not None else None
     download_seconds = time.perf_counter() - t0
     device = cp.cuda.get_elapsed_time(uploaded, computed) / 1e3
@@ -618,6 +503,10 @@ def _device_csr(obj):
             raise InputError("minimum_spanning_forest: mixed host and device arrays")
         return arrays
     return None
+
+
+def _device_graph_on_cpu(arrays, b):
+    raise InputError("minimum_spanning_forest: a graph on the device needs the gpu backend")
 
 
 def _forest_device(arrays, b):
@@ -698,10 +587,7 @@ def minimum_spanning_forest(graph, backend=None):
     arrays = _device_csr(graph)
     if arrays is not None:
         b = get_backend("gpu" if backend in (None, "auto") else backend)
-        if not b.is_gpu:
-            raise InputError("minimum_spanning_forest: a graph on the device needs the gpu "
-                             "backend")
-        return _forest_device(arrays, b)
+        return b.select(_device_graph_on_cpu, _forest_device)(arrays, b)
     g = as_graph(graph, directed=False).undirected()
     b = get_backend(backend)
-    return _forest_gpu(g, b) if b.is_gpu else _forest_cpu(g)
+    return b.select(_forest_cpu, _forest_gpu)(g, b)

@@ -105,24 +105,34 @@ def write_table(path, columns, overwrite=False):
             with open(tmp, "wb") as f:
                 np.savez(f, **columns)
         elif suffix == ".parquet":
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-            pq.write_table(pa.table({k: np.asarray(v) for k, v in columns.items()}), str(tmp))
+            _write_parquet(tmp, columns)
         else:
             _write_csv(tmp, columns)
 
 
+def _write_parquet(path, columns):
+    """The columns as one Parquet table: arrays handed to Arrow as buffers (no copy; and
+    ``pyarrow.array`` would import pandas, more than the write itself costs), no dictionary
+    pages (a second of encoding per million distinct distances, for little space)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    arrays = []
+    for a in columns.values():
+        a = np.ascontiguousarray(a)
+        arrays.append(pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), a.size,
+                                            [None, pa.py_buffer(a)]))
+    pq.write_table(pa.Table.from_arrays(arrays, names=list(columns)), str(path),
+                   use_dictionary=False)
+
+
 def _write_csv(path, columns):
-    names = list(columns)
-    arrays = [np.asarray(columns[k]) for k in names]
-    fmt = ",".join("%.17g" if a.dtype.kind == "f" else "%d" for a in arrays)
-    with open(path, "w", newline="\n") as f:
-        f.write(",".join(names) + "\n")
-        if arrays and arrays[0].size:
-            block = 1 << 18
-            for start in range(0, arrays[0].size, block):
-                cols = [a[start:start + block] for a in arrays]
-                np.savetxt(f, np.rec.fromarrays(cols), fmt=fmt, delimiter=",")
+    """A header row, then the rows as C formats them (``%.17g`` for reals: the same text
+    ``numpy.savetxt`` wrote, an order of magnitude faster), block by block."""
+    from . import _native
+    with open(path, "wb") as f:
+        f.write((",".join(columns) + "\n").encode())
+        for block in _native.format_rows([np.asarray(a) for a in columns.values()]):
+            f.write(block)
 
 
 def read_table(path):

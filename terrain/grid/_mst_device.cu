@@ -13,9 +13,8 @@
 //   mst_min_edge  every active vertex finds its lightest edge to another supervertex and
 //                 offers it to its root with atomicMin (after a plain read: most offers lose,
 //                 and a lost offer costs no atomic). Combining a warp's offers to the same
-//                 root first (__match_any_sync + __reduce_min_sync) was measured on an H100:
-//                 round 0 took 0.95 ms instead of 0.40 at 4096^2 and later rounds gained
-//                 nothing, so it is not done. A vertex all of whose neighbours share its
+//                 root first (__match_any_sync + __reduce_min_sync) was slower (docs/mst.md,
+//                 "Design notes"), so it is not done. A vertex all of whose neighbours share its
 //                 supervertex is deactivated for good: edges inside a component are never
 //                 looked at again (ECL-MST's filtering, here without a worklist: one byte a
 //                 cell tells).

@@ -40,16 +40,17 @@ Examples
 import math
 from fractions import Fraction
 
-import numba
 import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "weight_model_code",
+__all__ = ["WEIGHT_MODELS", "DIRECTIONS", "CONNECTIVITIES", "MAX_TILE", "weight_model_code",
            "check_connectivity", "horizontal_lengths", "edge_id", "edge_endpoints",
-           "grid_edges", "order_bits", "edge_weight", "edge_weights_np", "WeightSum"]
+           "grid_edges", "order_bits", "edge_weights_np", "block_sides", "WeightSum"]
 
 WEIGHT_MODELS = ("max", "absdiff", "slope", "length3d")
+MAX_TILE = 1 << 15  # 4 * tile² local edge indices must fit 32 bits
+_DBL_MIN = float(np.finfo(np.float64).tiny)  # the smallest normal double
 CONNECTIVITIES = (4, 8)
 # (drow, dcol) from the owner cell, indexed by direction
 DIRECTIONS = ((0, 1), (1, 0), (1, 1), (1, -1))
@@ -81,6 +82,9 @@ def horizontal_lengths(cellsize=(1.0, 1.0)):
     dx, dy = (abs(float(cellsize[0])), abs(float(cellsize[1])))
     if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
         raise InputError(f"cell size {cellsize!r}: must be positive and finite")
+    if not (dx * dx >= _DBL_MIN and dy * dy >= _DBL_MIN and math.isfinite(dx * dx + dy * dy)):
+        raise InputError(f"cell size {dx!r} x {dy!r}: its square under- or overflows (the "
+                         "diagonal's length cannot be computed)")
     diag = math.sqrt(dx * dx + dy * dy)
     return np.array([dx, dy, diag, diag], dtype=np.float64)
 
@@ -98,23 +102,15 @@ def edge_endpoints(ids, ncols):
     return cell, cell + DROW[d] * np.int64(ncols) + DCOL[d]
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def edge_weight(z_owner, z_other, d, model, hlen):
-    """Weight of the edge (float32) from two float32 elevations; see the module docstring."""
-    if model == 0:
-        w = np.float32(z_owner if z_owner >= z_other else z_other)
-    else:
-        dz = abs(np.float64(z_owner) - np.float64(z_other))
-        if model == 1:
-            w = np.float32(dz)
-        elif model == 2:
-            w = np.float32(dz / hlen[d])
-        else:
-            h = hlen[d]
-            w = np.float32(math.sqrt(h * h + dz * dz))
-    if w == 0:
-        w = np.float32(0.0)  # -0.0 and +0.0 get the same bits
-    return w
+def block_sides(window, shape):
+    """Bit flags of the sides of ``window`` that face other blocks (top 1, bottom 2, left 4,
+    right 8): a block's boundary, where grid edges leave it.
+
+    >>> block_sides((0, 4, 2, 6), (10, 6))
+    6
+    """
+    r0, r1, c0, c1 = window
+    return int(r0 > 0) | int(r1 < shape[0]) << 1 | int(c0 > 0) << 2 | int(c1 < shape[1]) << 3
 
 
 def order_bits(w):
@@ -148,18 +144,9 @@ def edge_weights_np(z_owner, z_other, d, model, hlen):
     return np.where(w == 0, np.float32(0), w).astype(np.float32)
 
 
-@numba.njit(cache=True, nogil=True)
-def _weight_accumulate_cpu(w, sign, acc):
-    bits = w.view(np.uint32)
-    for i in range(bits.shape[0]):
-        b = bits[i]
-        e = (b >> 23) & 0xFF
-        m = np.int64(b & 0x7FFFFF)
-        if e > 0:
-            m |= np.int64(1) << 23
-        if b >> 31:
-            m = -m
-        acc[e] += sign * m
+#: values one :meth:`WeightSum.add` sums per pass: mantissas below 2^24, so every partial sum of
+#: a pass stays below 2^53 and float64 holds it exactly
+_SUM_CHUNK = 1 << 28
 
 
 class WeightSum:
@@ -179,7 +166,13 @@ class WeightSum:
         self.acc = np.zeros(256, np.int64) if acc is None else np.asarray(acc, np.int64).copy()
 
     def add(self, w, sign=1):
-        _weight_accumulate_cpu(np.ascontiguousarray(w, np.float32).ravel(), int(sign), self.acc)
+        bits = np.ascontiguousarray(w, np.float32).ravel().view(np.uint32)
+        for a in range(0, bits.size, _SUM_CHUNK):
+            b = bits[a:a + _SUM_CHUNK]
+            e = (b >> np.uint32(23)) & np.uint32(0xFF)
+            m = (b & np.uint32(0x7FFFFF)) | ((e > 0).astype(np.uint32) << np.uint32(23))
+            signed = np.where(b >> np.uint32(31), -m.astype(np.float64), m.astype(np.float64))
+            self.acc += int(sign) * np.bincount(e, weights=signed, minlength=256).astype(np.int64)
         return self
 
     def merge(self, other):

@@ -27,12 +27,10 @@ block of the mask.
 
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from ..errors import InputError
 from .edges import edge_weights_np
-from .reduce import reduce_forest
 
 __all__ = ["LevelGraph", "Changes", "merge_level", "split_changes", "apply_changes",
            "block_boundary", "child_windows"]
@@ -115,26 +113,6 @@ def child_windows(window, half, shape):
         for ca, cb in ((c0, min(cm, c1)), (cm, c1)):
             out.append((ra, rb, ca, cb) if ra < rb and ca < cb else None)
     return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _kruskal_cpu(order, u, v, n):
-    parent = np.arange(n)
-    keep = np.zeros(order.shape[0], np.bool_)
-    for k in range(order.shape[0]):
-        e = order[k]
-        a = u[e]
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        b = v[e]
-        while parent[b] != b:
-            parent[b] = parent[parent[b]]
-            b = parent[b]
-        if a != b:
-            parent[a] = b
-            keep[e] = True
-    return keep
 
 
 def _separator_edges(row_hi, row_lo, r, c0, vertical, connectivity, model, hlen, ncols, skip_row):
@@ -258,8 +236,9 @@ def merge_level(window, half, children, shape, connectivity, model, hlen):
     rep = np.concatenate([krep, sid])
     cells, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
     la, lb = inv[:a.shape[0]].astype(np.int64), inv[a.shape[0]:].astype(np.int64)
+    from .reduce import kruskal_keep, reduce_forest  # Numba: only where there are merges
     order = np.lexsort((rep, w))
-    keep = _kruskal_cpu(order, la, lb, cells.shape[0])
+    keep = kruskal_keep(order, la, lb, cells.shape[0])
     is_child = np.arange(a.shape[0]) < n_child
     drop = is_child & ~keep
     add = ~is_child & keep
@@ -289,29 +268,24 @@ def split_changes(changes, window, half, ncols):
     return [changes.take(qa == q, qd == q) for q in range(4)]
 
 
-@numba.njit(cache=True, nogil=True)
-def _apply_changes_cpu(mask, r0, c0, ncols, ids, on):
-    R, C = mask.shape
-    for k in range(ids.shape[0]):
-        cell = ids[k] >> 2
-        d = ids[k] & 3
-        r = cell // ncols - r0
-        c = cell % ncols - c0
-        if r < 0 or r >= R or c < 0 or c >= C:
-            return k + 1  # an id outside the block: a routing bug
-        if on:
-            mask[r, c] |= np.uint8(1 << d)
-        else:
-            mask[r, c] &= np.uint8(~(1 << d) & 0xFF)
-    return 0
-
-
 def apply_changes(mask, r0, c0, ncols, changes):
-    """Apply added (set) then dropped (clear) edges to a mask block whose corner is (r0, c0)."""
-    bad = 0
+    """Apply added (set) then dropped (clear) edges to a mask block whose corner is (r0, c0).
+
+    >>> m = np.zeros((2, 3), np.uint8)
+    >>> apply_changes(m, 10, 0, 3, Changes(np.array([4 * 31 + 1]), np.ones(1, np.float32)))
+    array([[0, 2, 0],
+           [0, 0, 0]], dtype=uint8)
+    """
+    R, C = mask.shape
     for ids, on in ((changes.added, True), (changes.dropped, False)):
-        bad = bad or _apply_changes_cpu(mask, int(r0), int(c0), int(ncols),
-                                        np.ascontiguousarray(ids, np.int64), on)
-    if bad:
-        raise RuntimeError("apply_changes: an edge outside the block (changes routed wrongly)")
+        ids = np.asarray(ids, np.int64)
+        r, c = np.divmod(ids >> 2, int(ncols))
+        r, c = r - int(r0), c - int(c0)
+        if ((r < 0) | (r >= R) | (c < 0) | (c >= C)).any():
+            raise RuntimeError("apply_changes: an edge outside the block (changes routed wrongly)")
+        bits = (np.uint8(1) << (ids & 3).astype(np.uint8)).astype(np.uint8)
+        if on:
+            np.bitwise_or.at(mask, (r, c), bits)
+        else:
+            np.bitwise_and.at(mask, (r, c), ~bits)
     return mask

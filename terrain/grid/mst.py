@@ -4,8 +4,8 @@ Algorithm
 ---------
 1. *Tiles.* Tiles are processed in groups (a shard of the tile store: a quadtree node of
    ``2^g × 2^g`` tiles, read at once). Each tile's minimum spanning forest comes from
-   Borůvka supervertex merging (:mod:`terrain.grid._boruvka`, many tiles per GPU launch), as
-   a direction-bit mask; the mask is reduced (:mod:`terrain.grid.reduce`): dead ends are
+   Borůvka supervertex merging (:mod:`terrain.grid._boruvka`, Numba), as a direction-bit
+   mask; the mask is reduced (:mod:`terrain.grid.reduce`): dead ends are
    final, degree-2 paths become one edge carrying their heaviest edge as representative.
 2. *Merges.* Quadtree nodes merge their four children's reduced forests with the separator
    edges between them (:func:`terrain.grid.merge.merge_level`), inside a group and then
@@ -17,11 +17,15 @@ The total order ``(weight, id)`` makes the forest unique, hence identical for ev
 size, group size, backend and schedule. The total weight is summed exactly
 (:class:`terrain.grid.edges.WeightSum`) so it does not depend on them either.
 
-On the GPU a grid that fits the device skips all of this: :func:`grid_mst` (the one
-dispatch point) runs Borůvka on the whole grid in core (:mod:`terrain.grid.mst_device`), and
-a grid that does not fit is tiled into super-tile groups sized from the device's memory, each
-group's forest computed whole in core and reduced once (:func:`group_forest` with
-``in_core``). The forest is the same on every path.
+A grid that fits in core skips all of this: :func:`grid_mst` (the one dispatch point) runs
+the backend's whole-grid kernel (:mod:`terrain.grid.mst_device`: Borůvka on the GPU, Kruskal
+in C on the CPU). A grid that does not fit is tiled into groups; each group is either a
+*super-tile* -- its forest computed whole by the in-core kernel and reduced once
+(:func:`group_forest` with ``in_core``; on the GPU the groups are sized from the device's
+memory) -- or a batch of tiles (Borůvka per tile, then the group's own merges: the CPU's
+way beyond the in-core bound, whose Numba kernels beat the C Kruskal on blocks of a shard). The forest is the same on
+every path. The backend's kernels are paired in one table (:class:`_CpuOps`,
+:class:`_GpuOps`), chosen once per call.
 
 This module is the library's driver (no Dask): :func:`grid_mst` runs the phases along the
 walks of :mod:`terrain.tiles.quadtree` (:func:`~terrain.tiles.quadtree.walk_up` with
@@ -42,20 +46,20 @@ from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
 from ..tiles.store import TileStore, check_tile_size, is_store, open_store
-from ._boruvka import MAX_TILE, boruvka_tiles
-from .edges import (WeightSum, check_connectivity, horizontal_lengths, weight_model_code)
+from .edges import (MAX_TILE, WeightSum, block_sides, check_connectivity, horizontal_lengths,
+                    weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
-from .mst_device import BYTES_PER_CELL, device_mst, fits_on_device
-from .reduce import DEVICE_BYTES_PER_CELL, reduce_block_device, reduce_tile
+from .mst_device import (BYTES_PER_CELL, REDUCE_BYTES_PER_CELL, fits_in_core, fits_on_device,
+                         in_core_mst)
 
-__all__ = ["grid_mst", "MSTSpec", "MSTResult", "GroupResult", "group_forest", "merge_node",
+__all__ = ["grid_mst", "MSTSpec", "GridMSTResult", "GroupResult", "group_forest", "merge_node",
            "merge_step", "expand_step", "finish_stats", "super_tile_side", "super_tile_fits",
-           "PHASES"]
+           "thread_stream", "PHASES"]
 
 PHASES = ("read", "boruvka", "reduce", "merge", "expand", "write")
 IN_CORE = ("auto", True, False, "groups")
 #: device bytes a cell of a super-tile takes: its forest (:func:`device_mst`) and reduction
-SUPER_TILE_BYTES_PER_CELL = BYTES_PER_CELL + DEVICE_BYTES_PER_CELL
+SUPER_TILE_BYTES_PER_CELL = BYTES_PER_CELL + REDUCE_BYTES_PER_CELL
 #: host bytes a super-tile group holds per cell: elevations (4) and mask (1), and about as
 #: much again while Zarr decodes and encodes them
 SUPER_TILE_HOST_BYTES_PER_CELL = 10
@@ -132,27 +136,26 @@ def expand_step(spec, k, i, j, incoming, own):
 
 
 def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0,
-                 key_bits="auto", in_core=False):
+                 in_core=False):
     """Tile forests, reductions and in-group merges of one group.
 
-    With ``in_core`` the group is one super-tile: its block's forest comes whole from
-    :func:`grid_mst` of the block (the in-core device path on the GPU), and is reduced once,
-    with no tile forests and no in-group merges (the changes are empty). Both ways give the
-    same reduced forest above, hence the same final forest.
+    With ``in_core`` the group is one super-tile: its block's forest comes whole from the
+    backend's in-core kernel and is reduced once, with no tile forests and no in-group merges
+    (the changes are empty). Both ways give the same reduced forest above, hence the same
+    final forest.
 
     Parameters
     ----------
     spec : MSTSpec
     z_block : (r1 - r0, c1 - c0) float32 array
-        The group's elevations (NaN = nodata).
+        The group's elevations (NaN = nodata); with ``in_core`` on the GPU it may lie on the
+        device.
     window : (r0, r1, c0, c1)
         The group's block, aligned to ``tile << group_level``.
     group_level : int
     backend : str or Backend, optional
     read_seconds : float
         Time spent reading ``z_block``, recorded as the ``read`` phase.
-    key_bits : {"auto", 32, 64}
-        Borůvka's key width (:func:`terrain.grid._boruvka.boruvka_tiles`).
     in_core : bool
         One super-tile (above).
 
@@ -168,24 +171,32 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
     5
     """
     be = get_backend(backend)
-    T = spec.tile
+    ops = be.select(_CPU_OPS, _GPU_OPS)
     r0, r1, c0, c1 = window
-    if not (in_core and be.is_gpu and hasattr(z_block, "device")):  # a CuPy block stays
+    if not (in_core and hasattr(z_block, "__cuda_array_interface__")):
         z_block = np.asarray(z_block, np.float32)
     if tuple(z_block.shape) != (r1 - r0, c1 - c0):
         raise InputError(f"group_forest: block shape {z_block.shape} does not match {window}")
     times = {p: 0.0 for p in PHASES}
     times["read"] = read_seconds
     if in_core:
-        return _super_tile_forest(spec, z_block, tuple(window), be, times)
+        return ops.super_tile(spec, z_block, tuple(int(x) for x in window), be, times)
+    return _tile_batches(spec, z_block, tuple(window), group_level, times)
+
+
+def _tile_batches(spec, z_block, window, group_level, times):
+    """:func:`group_forest` of a group as a batch of tiles (Borůvka per tile, reductions,
+    the group's own merges)."""
+    from ._boruvka import boruvka_tiles  # Numba: the tiled path's (in core needs none)
+    from .reduce import reduce_tile
+    T = spec.tile
+    r0, r1, c0, c1 = window
     nt_r, nt_c = -(-(r1 - r0) // T), -(-(c1 - c0) // T)
     padded = np.full((nt_r * T, nt_c * T), np.nan, np.float32)
     padded[: r1 - r0, : c1 - c0] = z_block
     batch = padded.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3).reshape(nt_r * nt_c, T, T)
     t0 = time.perf_counter()
-    masks = be.to_numpy(boruvka_tiles(be.asarray(batch) if be.is_gpu else batch,
-                                      spec.connectivity, spec.model, spec.hlen, be,
-                                      key_bits=key_bits))
+    masks = boruvka_tiles(batch, spec.connectivity, spec.model, spec.hlen, "cpu")
     times["boruvka"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ncols = spec.shape[1]
@@ -222,75 +233,95 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
     times["merge"] = time.perf_counter() - t0
     mask = masks.reshape(nt_r, nt_c, T, T).transpose(0, 2, 1, 3).reshape(nt_r * T, nt_c * T)
     mask = np.ascontiguousarray(mask[: r1 - r0, : c1 - c0])
-    return GroupResult(tuple(window), mask, graph, Changes.concat(changes), forest_sum,
+    return GroupResult(window, mask, graph, Changes.concat(changes), forest_sum,
                        forest_edges, int(np.count_nonzero(~np.isnan(z_block))), times)
 
 
-def _super_tile_forest(spec, z_block, window, be, times):
-    """:func:`group_forest` of a group taken whole (``in_core``)."""
-    if be.is_gpu:
-        return _super_tile_forest_device(spec, z_block, window, be, times)
-    t0 = time.perf_counter()
-    block = grid_mst(z_block, spec.connectivity, spec.weight, spec.tile, be, spec.cellsize,
-                     in_core=True if be.is_gpu else False)
-    times["boruvka"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    r0, r1, c0, c1 = window
-    a, b, w, rep, forest_w = reduce_tile(block.mask, z_block, window, spec.shape, spec.model,
-                                         spec.hlen)
-    C = c1 - c0
-    ncols = spec.shape[1]
-    graph = LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
-                                  (r0 + b // C) * ncols + c0 + b % C, w, rep)
-    times["reduce"] = time.perf_counter() - t0
-    return GroupResult(window, block.mask, graph, Changes(), WeightSum().add(forest_w),
-                       int(forest_w.shape[0]), block.vertices, times)
-
-
-def _super_tile_forest_device(spec, z_block, window, be, times):
-    """:func:`_super_tile_forest` on the GPU: forest and reduction where the block lies
-    (:func:`device_mst`, :func:`terrain.grid.reduce.reduce_block_device`); the mask and the
-    boundary graph come back. The work runs on a stream of the calling thread's own, so the
-    tasks of a worker's threads overlap on the device."""
-    cp = be.xp
-    t0 = time.perf_counter()
-    with _thread_stream(cp):
-        zd = cp.asarray(z_block)
-        forest = device_mst(zd, spec.connectivity, spec.model, spec.hlen, be)
-        mask = forest.mask.get()
-        t1 = time.perf_counter()
-        a, b, w, rep = reduce_block_device(forest.mask, zd, window, spec.shape, spec.model,
-                                           spec.hlen, be)
-    times["boruvka"] = t1 - t0
-    times["reduce"] = time.perf_counter() - t1
+def _level_graph(spec, window, z_block, a, b, w, rep):
+    """The reduced forest of a block (local ids, row-major in the block) as a
+    :class:`LevelGraph` with global cell ids."""
     r0, r1, c0, c1 = window
     C, ncols = c1 - c0, spec.shape[1]
-    graph = LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
-                                  (r0 + b // C) * ncols + c0 + b % C, w, rep)
-    return GroupResult(window, mask, graph, Changes(), forest.weight_sum, forest.edges,
-                       forest.vertices, times)
+    return LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
+                                 (r0 + b // C) * ncols + c0 + b % C, w, rep)
 
 
+_NO_EDGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32),
+             np.zeros(0, np.int64))
+
+
+class _CpuOps:
+    """The grid MST's CPU kernels: tile Borůvka and reduction in Numba
+    (:mod:`terrain.grid._boruvka`, :func:`terrain.grid.reduce.reduce_tile`), the whole-block
+    forest in C (:func:`terrain.grid.mst_device.host_mst`)."""
+
+    @staticmethod
+    def super_tile(spec, z_block, window, be, times):
+        """:func:`group_forest` of a group taken whole, on the host."""
+        t0 = time.perf_counter()
+        forest = in_core_mst(z_block, spec.connectivity, spec.model, spec.hlen, be)
+        times["boruvka"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        parts = _NO_EDGES
+        if block_sides(window, spec.shape):  # the whole grid has no boundary: nothing goes up
+            from .reduce import reduce_tile
+            parts = reduce_tile(forest.mask, z_block, window, spec.shape, spec.model,
+                                spec.hlen)[:4]
+        graph = _level_graph(spec, window, z_block, *parts)
+        times["reduce"] = time.perf_counter() - t0
+        return GroupResult(window, forest.mask, graph, Changes(), forest.weight_sum,
+                           forest.edges, forest.vertices, times)
+
+
+class _GpuOps:
+    """The grid MST's GPU kernels: the whole-block forest and its reduction on the device
+    (:func:`terrain.grid.mst_device.device_mst`, :func:`terrain.grid.reduce.
+    reduce_block_device`). Tile batches, where asked for, run the CPU's kernels."""
+
+    @staticmethod
+    def super_tile(spec, z_block, window, be, times):
+        """:func:`group_forest` of a group taken whole, where the block lies: the mask and
+        the boundary graph come back. On a stream of the calling thread's own, so the tasks
+        of a worker's threads overlap on the device."""
+        cp = be.xp
+        t0 = time.perf_counter()
+        with thread_stream(be):
+            zd = cp.asarray(z_block)
+            forest = in_core_mst(zd, spec.connectivity, spec.model, spec.hlen, be)
+            mask = forest.mask.get()
+            t1 = time.perf_counter()
+            parts = _NO_EDGES
+            if block_sides(window, spec.shape):
+                from .reduce import reduce_block_device
+                parts = reduce_block_device(forest.mask, zd, window, spec.shape, spec.model,
+                                            spec.hlen, be)
+        times["boruvka"] = t1 - t0
+        times["reduce"] = time.perf_counter() - t1
+        graph = _level_graph(spec, window, z_block, *parts)
+        return GroupResult(window, mask, graph, Changes(), forest.weight_sum, forest.edges,
+                           forest.vertices, times)
+
+
+_CPU_OPS, _GPU_OPS = _CpuOps(), _GpuOps()
 _streams = threading.local()
 
 
-def _thread_stream(cp):
-    """This thread's non-blocking CUDA stream on the current device (one per thread and
-    device, made once: a stream belongs to the device it was made on, and a thread may
-    run groups on several, ``pipelines.mst``'s in-process spread)."""
-    by_device = _streams.__dict__.setdefault("by_device", {})
-    device = cp.cuda.Device().id
-    stream = by_device.get(device)
+def thread_stream(backend):
+    """This thread's non-blocking CUDA stream on the current device (made once per thread:
+    the super-tiles of a worker's threads overlap on the device)."""
+    cp = get_backend(backend).xp
+    stream = getattr(_streams, "stream", None)
     if stream is None:
-        stream = by_device[device] = cp.cuda.Stream(non_blocking=True)
+        stream = _streams.stream = cp.cuda.Stream(non_blocking=True)
     return stream
 
 
 @dataclass
-class MSTResult:
-    """The forest as a direction-bit mask and its statistics.
+class GridMSTResult:
+    """The forest of a grid as a direction-bit mask and its statistics.
 
-    ``mask[r, c]`` has bit ``d`` set when edge ``(cell, d)`` is in the forest.
+    ``mask[r, c]`` has bit ``d`` set when edge ``(cell, d)`` is in the forest; ``path``
+    says which path ran ("in-core" or "tiled").
     """
 
     mask: np.ndarray
@@ -321,18 +352,18 @@ def finish_stats(groups_sum, groups_edges, changes):
 
 
 def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None, cellsize=None,
-             group_tiles=None, key_bits="auto", in_core="auto"):
+             group_tiles=None, in_core="auto"):
     """Minimum spanning forest of the grid graph of a DEM.
 
-    The one dispatch point between the two paths, which give the same forest:
+    The one dispatch point between the paths, which give the same forest:
 
-    * *in core* (GPU only): when the grid and its working arrays fit in the device's free
-      memory (:func:`terrain.grid.mst_device.fits_on_device`), Borůvka on the whole grid at
-      once (:func:`terrain.grid.mst_device.device_mst`): no tiles, no host-side reduction or
-      merges. The CPU has no such path (its tiled path is its best algorithm).
+    * *in core*: when the grid fits the backend's whole-grid kernel
+      (:func:`terrain.grid.mst_device.fits_in_core`: the device's free memory on the GPU, a
+      cell count on the CPU), the forest of the whole grid at once
+      (:func:`terrain.grid.mst_device.in_core_mst`): no tiles, no reduction or merges.
     * *tiled* (out of core): tile forests, reductions, quadtree merges and expansion (module
-      docstring). On the GPU each group is one super-tile taken in core when it fits, and
-      by default the group (super-tile) side is the largest that fits the device's memory.
+      docstring). On the GPU each group is one super-tile, by default as large as the
+      device's memory allows; on the CPU a group is a batch of tiles.
 
     Parameters
     ----------
@@ -346,27 +377,23 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
     cellsize : (dx, dy), optional
         Cell size for ``slope`` and ``length3d`` (default: the store's, or 1).
     group_tiles : int, optional
-        Tiles a side processed together (default: the store's shard, or 4).
-    key_bits : {"auto", 32, 64}
-        Borůvka's packed key width (:func:`terrain.grid._boruvka.boruvka_tiles`); the forest
-        does not depend on it.
+        Tiles a side processed together (default: the store's shard, or 4; on the GPU's
+        super-tiles: sized from the device).
     in_core : {"auto", True, False, "groups"}
-        "auto": in core when on the GPU and the grid fits, else tiled with super-tile groups
-        on the GPU; True: in core or an error; False: the tiled path with tile batches per
-        group (as on the CPU); "groups": the tiled path with each group taken whole (its
-        forest from this function; on the CPU that is the tiled path of the block, which
-        only the tests want).
+        "auto": in core when the grid fits, else tiled (super-tiles on the GPU, tile
+        batches on the CPU); True: in core or an error; False: the tiled path with tile
+        batches per group; "groups": the tiled path with each group taken whole.
 
     Returns
     -------
-    MSTResult
+    GridMSTResult
         ``path`` says which path ran ("in-core" or "tiled").
 
     Examples
     --------
     >>> r = grid_mst(np.array([[1, 2], [3, 4]], np.float32), tile=2, backend="cpu")
-    >>> r.mask.tolist(), r.total_weight, r.edges, r.trees
-    ([[7, 0], [0, 0]], 9.0, 3, 1)
+    >>> r.mask.tolist(), r.total_weight, r.edges, r.trees, r.path
+    ([[7, 0], [0, 0]], 9.0, 3, 1, 'in-core')
     """
     t_start = time.perf_counter()
     store = None
@@ -379,36 +406,38 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
     be = get_backend(backend)
     if in_core not in IN_CORE:
         raise InputError(f"grid_mst: in_core {in_core!r} is not one of {IN_CORE}")
-    if in_core is True and not be.is_gpu:
-        raise InputError("grid_mst: the in-core path needs the gpu backend")
     if store is not None:
         shape, tile = store.shape, store.tile
         cellsize = cellsize or store.cellsize
         group_tiles = group_tiles or store.tiles_per_shard
     else:
         dem = dem_or_store
-        if not (be.is_gpu and hasattr(dem, "__cuda_array_interface__")):
+        if not hasattr(dem, "__cuda_array_interface__"):
             dem = np.asarray(dem, dtype=np.float32)
         if dem.ndim != 2:
             raise InputError(f"grid_mst: the DEM must be 2-D, got shape {dem.shape}")
         shape = dem.shape
     spec = MSTSpec(tuple(int(s) for s in shape), int(tile), check_connectivity(connectivity),
                    weight, tuple(cellsize or (1.0, 1.0)))
-    if in_core is True or (in_core == "auto" and fits_on_device(spec.shape, be)):
+    fits = fits_in_core(spec.shape, be)
+    if in_core is True and not fits:
+        raise InputError(f"grid_mst: {spec.shape[0]} x {spec.shape[1]} cells do not fit the "
+                         f"{be.name} backend's in-core path")
+    if in_core is True or (in_core == "auto" and fits):
         t0 = time.perf_counter()
         z = store.read_window(0, spec.shape[0], 0, spec.shape[1]) if store is not None else dem
         return _grid_mst_in_core(spec, z, be, t_start, time.perf_counter() - t0)
     super_tiles = in_core == "groups" or (be.is_gpu and in_core == "auto")
     if super_tiles and group_tiles is None:
         group_tiles = super_tile_side(spec, be)
-    if store is None and not isinstance(dem, np.ndarray):
+    if store is None:
         dem = be.to_numpy(dem)
     plan = spec.plan(group_tiles or 4)
     times = {p: 0.0 for p in PHASES}
     mask = np.zeros(spec.shape, np.uint8)
     if 0 in spec.shape:
-        return MSTResult(mask, 0.0, 0, 0, 0, spec.tile, spec.levels, spec.connectivity, weight,
-                         times)
+        return GridMSTResult(mask, 0.0, 0, 0, 0, spec.tile, spec.levels, spec.connectivity,
+                             weight, times)
     groups = []
 
     def leaf(level, i, j):
@@ -416,8 +445,8 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         t0 = time.perf_counter()
         z = (store.read_window(*win) if store is not None
              else dem[win[0]:win[1], win[2]:win[3]])
-        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0, key_bits,
-                         in_core=super_tiles and (not be.is_gpu or super_tile_fits(z.shape, be)))
+        g = group_forest(spec, z, win, level, be, time.perf_counter() - t0,
+                         in_core=super_tiles and super_tile_fits(z.shape, be))
         mask[win[0]:win[1], win[2]:win[3]] = g.mask
         groups.append(g)
         return g.graph, g.changes, {"times": g.times}
@@ -444,21 +473,25 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         nverts += g.vertices
     total, edges = finish_stats(fsum, fedges, Changes.concat([r[0] for r in rest.values()]))
     times["total"] = time.perf_counter() - t_start
-    return MSTResult(mask, total, edges, nverts - edges, nverts, spec.tile, spec.levels,
-                     spec.connectivity, weight, times)
+    return GridMSTResult(mask, total, edges, nverts - edges, nverts, spec.tile, spec.levels,
+                         spec.connectivity, weight, times)
 
 
 def super_tile_fits(shape, backend=None, in_flight=1, free=None):
     """True when ``in_flight`` super-tiles of ``shape`` (forest and reduction) fit the
-    device's free memory (or ``free`` bytes) together."""
-    return fits_on_device(shape, backend, per_cell=SUPER_TILE_BYTES_PER_CELL, copies=in_flight,
-                          free=free)
+    backend's in-core kernel together: on the GPU the device's free memory (or ``free``
+    bytes), on the CPU its cell bound (:func:`terrain.grid.mst_device.fits_in_core`)."""
+    be = get_backend(backend)
+    return be.select(
+        lambda: fits_in_core((int(shape[0]) * in_flight, int(shape[1])), be),
+        lambda: fits_on_device(shape, be, per_cell=SUPER_TILE_BYTES_PER_CELL,
+                               copies=in_flight, free=free))()
 
 
 def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=1, free=None):
-    """Tiles a side per group on the GPU: the largest power of two whose block fits the
-    device's free memory in core ``in_flight`` times over (:func:`super_tile_fits`: one per
-    task running at once) and, with ``host_bytes``, whose host buffers
+    """Tiles a side per super-tile group: the largest power of two whose block fits the
+    in-core kernel ``in_flight`` times over (:func:`super_tile_fits`: one per task running at
+    once) and, with ``host_bytes``, whose host buffers
     (:data:`SUPER_TILE_HOST_BYTES_PER_CELL`) ``in_flight`` times fit that many bytes; at least
     ``min_tiles``, at most the whole grid. ``free``: the device's free bytes, when another
     process's device is meant.
@@ -482,13 +515,15 @@ def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=
 
 
 def _grid_mst_in_core(spec, z, be, t_start, read_seconds):
-    """:func:`grid_mst` of a grid that fits on the device, whole (``z`` on host or device)."""
+    """:func:`grid_mst` of a grid that fits in core, whole (``z`` on host or device)."""
     times = {p: 0.0 for p in PHASES}
     times["read"] = read_seconds
     t0 = time.perf_counter()
-    forest = device_mst(z, spec.connectivity, spec.model, spec.hlen, be)
+    forest = in_core_mst(be.asarray(z, np.float32), spec.connectivity, spec.model, spec.hlen,
+                         be)
     mask = be.to_numpy(forest.mask)
     times["boruvka"] = time.perf_counter() - t0
     times["total"] = time.perf_counter() - t_start
-    return MSTResult(mask, forest.total_weight, forest.edges, forest.trees, forest.vertices,
-                     spec.tile, spec.levels, spec.connectivity, spec.weight, times, "in-core")
+    return GridMSTResult(mask, forest.total_weight, forest.edges, forest.trees,
+                         forest.vertices, spec.tile, spec.levels, spec.connectivity,
+                         spec.weight, times, "in-core")

@@ -1,58 +1,74 @@
-"""In-core minimum spanning forest of a whole grid on the GPU (no tiles, no CSR).
+"""In-core minimum spanning forest of a whole grid: Borůvka on the GPU, Kruskal on the CPU.
 
-When the grid and its working arrays fit in the device's free memory, tiling only costs:
-host-side reduction and merges, 512² tiles, round trips between phases. This module runs
-Borůvka on the whole grid at once (``_mst_device.cu``; its header comment gives the steps):
-per round one pass per step over the grid -- lightest edge per active cell offered to its
-supervertex with ``atomicMin`` on a packed 64-bit key ``order_bits(w) << 32 | edge id``,
-hooking with the mutual-pair rule, pointer jumping by path halving, relabelling -- with
-weights computed from ``z`` on the fly, cells whose neighbours all share their supervertex
-deactivated for good (ECL-MST's edge filtering, Fallin et al. SC'23, here without a
-worklist), the forest's mask written on the device and its total weight summed there exactly
-in :class:`terrain.grid.edges.WeightSum`'s layout. The host reads one flag per round.
+When the grid fits in memory, tiling only costs (reductions, merges, round trips between
+phases). Both twins compute the unique forest of the ``(weight, id)`` order of
+:mod:`terrain.grid.edges`, so their masks and exact total weights are the tiled path's, bit for
+bit:
 
-The key orders edges by ``(weight, id)`` with the global id ``4·cell + d``, the order of
-the tiled path, so the forest is the same unique forest, bit for bit, and so is the total
-weight. Ids take 32 bits up to 2^30 cells (:data:`MAX_CELLS`); beyond that, or when the
-grid does not fit (:func:`fits_on_device`), :func:`terrain.grid.mst.grid_mst` -- the one
-dispatch point -- takes the tiled path. There is no CPU twin of the whole-grid kernel: the
-CPU keeps the tiled path (Borůvka per tile in Numba, sequential reductions and merges),
-which is the better CPU algorithm; the tests compare this path with it.
+* GPU (:func:`device_mst`, ``_mst_device.cu``; its header comment gives the steps): per round
+  one pass per step over the grid -- lightest edge per active cell offered to its supervertex
+  with ``atomicMin`` on a packed 64-bit key ``order_bits(w) << 32 | edge id``, hooking with the
+  mutual-pair rule, pointer jumping by path halving, relabelling -- with weights computed from
+  ``z`` on the fly, cells whose neighbours all share their supervertex deactivated for good
+  (ECL-MST's edge filtering, Fallin et al. SC'23, without a worklist), the mask written and the
+  total weight summed on the device in :class:`terrain.grid.edges.WeightSum`'s layout. The host
+  reads one flag per round. Up to :data:`MAX_CELLS` cells (32-bit edge ids).
+* CPU (:func:`host_mst`): the same keys built with NumPy, sorted (NumPy's sort), and Kruskal's
+  union-find over them in C (``terrain_grid_kruskal`` in :mod:`terrain.native`). It needs no
+  Numba, so a small grid costs its work and not a JIT's start-up; up to
+  :data:`HOST_MAX_CELLS` cells (the keys take 32 bytes a cell).
 
-Written by hand because no library offers an implicit-grid MST: cuGraph and ECL-MST need a
-CSR (16× the memory traffic of the DEM) and neither breaks ties by our edge ids.
+:func:`fits_in_core` says whether a grid takes this path on a backend (the one question
+:func:`terrain.grid.mst.grid_mst` and ``pipelines.mst`` ask); :func:`in_core_mst` runs the
+backend's twin. Written by hand because no library offers an implicit-grid MST with our tie
+order: cuGraph and ECL-MST need a CSR (16× the DEM's memory traffic) and break ties otherwise;
+SciPy's would need the edges ranked first and a CSR built (docs/mst.md).
 """
 
+import ctypes
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from .. import native
 from ..backend import get_backend
 from ..errors import InputError
-from .edges import WeightSum
+from .edges import DIRECTIONS, WeightSum, edge_weights_np, order_bits
 
-__all__ = ["device_mst", "DeviceForest", "fits_on_device", "device_bytes", "MAX_CELLS",
-           "BYTES_PER_CELL"]
+__all__ = ["device_mst", "host_mst", "in_core_mst", "InCoreForest", "fits_in_core",
+           "fits_on_device", "free_device_bytes", "device_bytes", "MAX_CELLS",
+           "HOST_MAX_CELLS", "BYTES_PER_CELL", "REDUCE_BYTES_PER_CELL"]
 
 MAX_CELLS = 1 << 30  # edge ids 4·cell + d must fit 32 bits of the key
+#: cells of the largest grid the CPU takes in core: its edge keys take 32 bytes a cell (8 a
+#: key, up to 4 keys a cell) and one thread sorts them; beyond this the tiled path, whose
+#: Numba start-up is then paid back by its threads, is the better CPU path (docs/mst.md,
+#: "Design notes")
+HOST_MAX_CELLS = 1 << 21
 # z (4), comp (4), parent (4), best (8), active (1), mask (1)
 BYTES_PER_CELL = 22
+#: device memory :func:`terrain.grid.reduce.reduce_block_device` adds per cell: the edges
+#: still alive (1), the degrees (4), the dead-end flags (1)
+REDUCE_BYTES_PER_CELL = 6
 _BLOCK = 256
 _MAX_ROUNDS = 64  # Borůvka at least halves the supervertices with edges each round
 
 
 @dataclass
-class DeviceForest:
-    """The forest of :func:`device_mst`.
+class InCoreForest:
+    """The forest of :func:`in_core_mst` (either twin).
 
     Attributes
     ----------
-    mask : (rows, cols) uint8 CuPy array
+    mask : (rows, cols) uint8 array of the backend (CuPy on the GPU)
         Bit ``d`` of a cell set when its edge in direction ``d`` is in the forest.
     weight_sum : WeightSum
         The forest's exact total weight.
     edges, vertices, rounds : int
+        ``rounds``: Borůvka's rounds on the GPU, 1 on the CPU.
+    labels : (rows * cols,) int32 CuPy array or None
+        On the GPU, each cell's supervertex (a cell of its tree; -1 nodata).
     """
 
     mask: object
@@ -60,6 +76,7 @@ class DeviceForest:
     edges: int
     vertices: int
     rounds: int
+    labels: object = None
 
     @property
     def total_weight(self):
@@ -81,10 +98,10 @@ def device_bytes(shape):
 
 def fits_on_device(shape, backend=None, headroom=0.9, per_cell=BYTES_PER_CELL, copies=1,
                    free=None):
-    """True when a grid of ``shape`` can take the in-core path on ``backend``'s device:
-    at most :data:`MAX_CELLS` cells and ``copies`` times ``per_cell`` bytes a cell (default:
+    """True when a grid of ``shape`` can take :func:`device_mst` on ``backend``'s device: at
+    most :data:`MAX_CELLS` cells and ``copies`` times ``per_cell`` bytes a cell (default:
     :func:`device_bytes`) within ``headroom`` of the device's free memory (CuPy's pool counts
-    as free; ``free``: that many bytes instead, e.g. as other processes' devices report it).
+    as free; ``free``: that many bytes instead, e.g. as another process's device reports it).
     Always False on the CPU.
 
     >>> fits_on_device((10, 10), "cpu")
@@ -99,18 +116,109 @@ def fits_on_device(shape, backend=None, headroom=0.9, per_cell=BYTES_PER_CELL, c
     return copies * per_cell * n <= headroom * free
 
 
-def free_device_bytes(backend=None):
-    """Free memory on the backend's device (CUDA's free plus CuPy's pool's free blocks)."""
+def fits_in_core(shape, backend=None, free=None):
+    """True when the grid of ``shape`` takes :func:`in_core_mst` on ``backend``: on the GPU
+    when it fits the device (:func:`fits_on_device`; ``free`` bytes free, when given), on the
+    CPU up to :data:`HOST_MAX_CELLS` cells.
+
+    >>> fits_in_core((1448, 1448), "cpu"), fits_in_core((2048, 2048), "cpu")
+    (True, False)
+    """
     be = get_backend(backend)
-    if not be.is_gpu:
-        return 0
-    cp = be.xp
-    free, _ = cp.cuda.runtime.memGetInfo()
-    return int(free) + int(cp.get_default_memory_pool().free_bytes())
+    return be.select(lambda: int(shape[0]) * int(shape[1]) <= HOST_MAX_CELLS,
+                     lambda: fits_on_device(shape, be, free=free))()
 
 
-def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="gpu"):
+def free_device_bytes(backend=None):
+    """Free memory on the backend's device (CUDA's free plus CuPy's pool's free blocks); 0
+    on the CPU."""
+    be = get_backend(backend)
+
+    def gpu():
+        cp = be.xp
+        free, _ = cp.cuda.runtime.memGetInfo()
+        return int(free) + int(cp.get_default_memory_pool().free_bytes())
+    return be.select(lambda: 0, gpu)()
+
+
+def in_core_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend=None):
+    """Minimum spanning forest of the whole grid ``z``: :func:`host_mst` on the CPU,
+    :func:`device_mst` on the GPU (the mask stays on the device). Same forest, same bits."""
+    be = get_backend(backend)
+    return be.select(host_mst, device_mst)(z, connectivity, model, hlen, be)
+
+
+def _grid_keys(z, connectivity, model, hlen):
+    """The keys ``order_bits(w) << 32 | 4·cell + d`` of every edge of the grid ``z`` (uint64,
+    unsorted) and the count of its valid cells."""
+    rows, cols = z.shape
+    valid = ~np.isnan(z)
+    parts = []
+    for d in range(2 if int(connectivity) == 4 else 4):
+        dr, dc = DIRECTIONS[d]
+        c0, c1 = max(0, -dc), cols - max(0, dc)
+        if rows - dr <= 0 or c1 <= c0:
+            continue
+        ok = valid[: rows - dr, c0:c1] & valid[dr:, c0 + dc:c1 + dc]
+        w = edge_weights_np(z[: rows - dr, c0:c1][ok], z[dr:, c0 + dc:c1 + dc][ok], d, model,
+                            hlen)
+        r, c = np.divmod(np.flatnonzero(ok), c1 - c0)
+        key = order_bits(w).astype(np.uint64) << np.uint64(32)
+        key |= ((r * cols + c + c0) * 4 + d).astype(np.uint64)
+        parts.append(key)
+    keys = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+    return keys, int(np.count_nonzero(valid))
+
+
+def _kruskal_lib():
+    lib = native.load_library()
+    if not getattr(lib, "_terrain_kruskal_declared", False):
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64
+        lib.terrain_grid_kruskal.restype = i64
+        lib.terrain_grid_kruskal.argtypes = [vp, i64, i64, i64, vp, vp, vp]
+        lib._terrain_kruskal_declared = True
+    return lib
+
+
+def host_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="cpu"):
+    """:func:`device_mst`'s CPU twin: Kruskal over the grid's edges in ``(weight, id)``
+    order (module docstring). ``z``: a float32 NumPy array of at most :data:`HOST_MAX_CELLS`
+    cells (more is refused: the keys would not fit the budget). The mask is a NumPy array.
+
+    >>> f = host_mst(np.array([[1, 2], [3, 4]], np.float32))
+    >>> f.mask.tolist(), f.total_weight, f.edges
+    ([[7, 0], [0, 0]], 9.0, 3)
+    """
+    del backend  # the one twin of the CPU
+    z = np.ascontiguousarray(z, np.float32)
+    if z.ndim != 2:
+        raise InputError(f"host_mst: z must be 2-D, got shape {z.shape}")
+    rows, cols = (int(s) for s in z.shape)
+    n = rows * cols
+    if n > HOST_MAX_CELLS:
+        raise InputError(f"host_mst: {rows} x {cols} cells exceed {HOST_MAX_CELLS} (the tiled "
+                         "path takes larger grids)")
+    keys, vertices = _grid_keys(z, connectivity, model, np.asarray(hlen, np.float64))
+    keys.sort()
+    mask = np.zeros((rows, cols), np.uint8)
+    chosen = np.empty(max(n - 1, 1), np.uint64)
+    parent = np.empty(max(n, 1), np.int32)
+    k = int(_kruskal_lib().terrain_grid_kruskal(
+        keys.ctypes.data, keys.size, n, cols, parent.ctypes.data, mask.ctypes.data,
+        chosen.ctypes.data)) if n else 0
+    bits = (chosen[:k] >> np.uint64(32)).astype(np.uint32)
+    bits = np.where(bits & np.uint32(0x80000000), bits ^ np.uint32(0x80000000), ~bits)
+    return InCoreForest(mask, WeightSum().add(bits.view(np.float32)), k, vertices, 1)
+
+
+def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="gpu",
+               seeds=None):
     """Minimum spanning forest of the whole grid of ``z`` on the GPU.
+
+    With ``seeds`` (a mask of the grid's shape) the seeded cells start as *one* supervertex:
+    the forest is then the minimum spanning forest of the grid with those cells contracted
+    into one vertex (no edge between two seeds; every tree holds at most one seed). The
+    depression fill seeds its outlets (:mod:`terrain.hydrology._fill_gpu`).
 
     Parameters
     ----------
@@ -123,10 +231,12 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
         Horizontal lengths (:func:`terrain.grid.edges.horizontal_lengths`).
     backend : str or Backend
         Must be the GPU.
+    seeds : (rows, cols) array, optional
+        Cells (non-zero, not nodata) that start in one supervertex.
 
     Returns
     -------
-    DeviceForest
+    InCoreForest
         The mask stays on the device.
 
     Examples
@@ -137,7 +247,8 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
     """
     be = get_backend(backend)
     if not be.is_gpu:
-        raise InputError("device_mst: the in-core grid MST needs the gpu backend")
+        raise InputError("device_mst: the GPU's in-core forest needs the gpu backend "
+                         "(host_mst is its CPU twin)")
     cp = be.xp
     if z.ndim != 2:
         raise InputError(f"device_mst: z must be 2-D, got shape {z.shape}")
@@ -148,7 +259,7 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
     mask32 = cp.zeros(max(-(-n // 4), 1), cp.uint32)
     mask = mask32.view(cp.uint8)[:n].reshape(rows, cols)
     if n == 0:
-        return DeviceForest(mask, WeightSum(), 0, 0, 0)
+        return InCoreForest(mask, WeightSum(), 0, 0, 0)
     mod = be.cuda_module(Path(__file__).with_name("_mst_device.cu"))
     zd = cp.ascontiguousarray(cp.asarray(z, dtype=cp.float32))
     comp = cp.empty(n, cp.int32)
@@ -161,6 +272,10 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
     r, c, nn = np.int32(rows), np.int32(cols), np.int32(n)
     grid, block = ((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,)
     mod.get_function("mst_init")(grid, block, (zd, comp, parent, active, best, nn))
+    if seeds is not None:  # one supervertex, rooted at the first seed (parent[root] = root)
+        seeded = (cp.asarray(seeds).ravel() != 0) & (comp >= 0)
+        if bool(seeded.any()):
+            comp[seeded] = cp.argmax(seeded).astype(cp.int32)
     k_min, k_hook = mod.get_function("mst_min_edge"), mod.get_function("mst_hook")
     k_jump, k_relabel = mod.get_function("mst_jump"), mod.get_function("mst_relabel")
     rounds = 0
@@ -180,4 +295,4 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
                                                      np.int32(model), hl))
     acc_h = acc.get().view(np.int64)
     edges, vertices = (int(x) for x in counts.get())
-    return DeviceForest(mask, WeightSum(acc_h), edges, vertices, rounds)
+    return InCoreForest(mask, WeightSum(acc_h), edges, vertices, rounds, comp)

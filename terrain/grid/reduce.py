@@ -23,8 +23,7 @@ GPU reduces a super-tile where its forest lies (:func:`reduce_block_device`, ``_
 three launches, not one per peeling round -- one thread per dead end walks its branch inwards
 (atomic test-and-clear of each edge, so each vertex is peeled once), then one thread per kept
 vertex walks its contracted paths. Only the boundary graph (O(perimeter)) comes back, not a
-host-side O(cells) walk per block (0.27 s per 2048² block in Numba, the bulk of the 10-ft
-Neuse size's GPU run). The result equals :func:`reduce_tile`'s, bit for bit and in order.
+host-side O(cells) walk per block (docs/mst.md, "Design notes"). The result equals :func:`reduce_tile`'s, bit for bit and in order.
 """
 
 from pathlib import Path
@@ -34,11 +33,9 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["reduce_forest", "reduce_tile", "reduce_block_device", "DEVICE_BYTES_PER_CELL"]
+from .edges import block_sides
 
-#: device memory :func:`reduce_block_device` adds per cell: the edges still alive (1), the
-#: degrees (4), the dead-end flags (1)
-DEVICE_BYTES_PER_CELL = 6
+__all__ = ["reduce_forest", "reduce_tile", "reduce_block_device", "kruskal_keep"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -118,6 +115,28 @@ def _reduce_forest_cpu(n, eu, ev, ew, erep, boundary):
             out_rep[n_out] = brep
             n_out += 1
     return out_a[:n_out], out_b[:n_out], out_w[:n_out], out_rep[:n_out], n_dead
+
+
+@numba.njit(cache=True, nogil=True)
+def kruskal_keep(order, u, v, n):
+    """Kruskal's forest of the edges ``(u, v)`` taken in ``order``: True for the kept ones
+    (the merges' graphs, O(perimeter) edges)."""
+    parent = np.arange(n)
+    keep = np.zeros(order.shape[0], np.bool_)
+    for k in range(order.shape[0]):
+        e = order[k]
+        a = u[e]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        b = v[e]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a != b:
+            parent[a] = b
+            keep[e] = True
+    return keep
 
 
 def reduce_forest(n, eu, ev, ew, erep, boundary):
@@ -313,17 +332,6 @@ def reduce_tile(mask, z, window, shape, model, hlen):
                             np.asarray(hlen, np.float64))
 
 
-def block_sides(window, shape):
-    """Bit flags of the sides of ``window`` that face other blocks (top 1, bottom 2, left 4,
-    right 8): the boundary of :func:`reduce_tile`.
-
-    >>> block_sides((0, 4, 2, 6), (10, 6))
-    6
-    """
-    r0, r1, c0, c1 = window
-    return int(r0 > 0) | int(r1 < shape[0]) << 1 | int(c0 > 0) << 2 | int(c1 < shape[1]) << 3
-
-
 def reduce_block_device(mask, z, window, shape, model, hlen, backend="gpu"):
     """:func:`reduce_tile` of a whole block whose forest and elevations are on the device.
 
@@ -394,4 +402,4 @@ def reduce_block_device(mask, z, window, shape, model, hlen, backend="gpu"):
     return key[order] >> 3, b[order].astype(np.int64), w[order], grep
 
 
-from .edges import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)
+from .kernels import edge_weight  # noqa: E402  (after the tables: numba reads globals at compile)

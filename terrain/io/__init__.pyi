@@ -1,4 +1,8 @@
-from .ascii_grid import AsciiGrid, looks_like_ascii_grid, open_ascii_grid
+from ._buffers import BUFFERS, BufferPool
+from ._parse import nan_min_max
+from ._parse_gpu import parse_grid_on_device, pinned_empty
+from .ascii_grid import (AsciiGrid, check_geometry, float32_value, looks_like_ascii_grid,
+    open_ascii_grid)
 from .raster import open_raster, RasterGrid
 from .source import open_grid, read_grid
 from .synth import synth_rows, write_synth

@@ -2,10 +2,11 @@
 
 Algorithm
 ---------
-1. The data section is copied to the device in ``COPY_BYTES`` pieces, by a thread pool:
-   each thread reads its piece into a pinned buffer of its own and copies it on a stream of
-   its own, so reading the page cache and the transfers overlap. One ``\\n`` is appended
-   as the sentinel that ends the last token.
+1. The data section goes to the device in pieces of whole lines (:func:`piece_bounds`, about
+   ``PIECE_BYTES`` each), each copied by a thread pool in ``COPY_BYTES`` parts: every thread
+   reads its part into a pinned buffer of its own and copies it on a stream of its own, so
+   reading the page cache and the transfers overlap; the next piece is copied while the
+   device parses the current one. A ``\\n`` after each piece ends its last token.
 2. ``count_starts`` / ``write_starts`` (``_parse.cu``) find the offsets of every token
    start and every line start (two-pass stream compaction, an exclusive scan between).
 3. The host checks the row structure from those offsets -- ``nrows`` lines (only blanks
@@ -16,10 +17,10 @@ Algorithm
    the CPU's bit for bit; tokens outside the fast path are finished on the host with Python's
    correctly rounded ``float``, as on the CPU.
 
-Anything wrong with the text (a bad token, a short row, too few lines) is not reported
-here: :func:`parse_grid_on_device` returns None and the caller parses on the CPU, which
-raises the CPU parser's :class:`~terrain.errors.InputError` (file, line, token), so the
-messages are the same whichever backend ran.
+Anything wrong with the text (a bad token, a short row, too few lines, a value beyond
+float32) is not reported here: :func:`parse_grid_on_device` returns None and the caller
+parses on the CPU, which raises the CPU parser's :class:`~terrain.errors.InputError` (file,
+line, token), so the messages are the same whichever backend ran.
 
 Why by hand: no GPU library parses whitespace-separated text into a dense grid with
 strtod's exact rounding (cuDF's CSV reader needs one delimiter and parses floats with its
@@ -36,32 +37,22 @@ import numpy as np
 
 from ..backend import get_backend
 
-__all__ = ["parse_grid_on_device", "parse_device_bytes", "copy_text_to_device", "COPY_BYTES",
-           "parse_grid_streamed", "piece_bounds", "PIECE_BYTES"]
+__all__ = ["parse_grid_on_device", "piece_bounds", "pinned_empty", "COPY_BYTES",
+           "PIECE_BYTES"]
 
 COPY_BYTES = 8 << 20   # text read and copied to the device per task
-#: text per piece of :func:`parse_grid_streamed` (two on the device at once, with their index)
+#: text per piece of :func:`parse_grid_on_device` (two on the device at once, with an index)
 PIECE_BYTES = 512 << 20
 _SEG = 64              # bytes per thread in count_starts / write_starts (_parse.cu's SEG)
 _BLOCK = 256
 _NO_BAD = np.iinfo(np.int64).max
-_FLT_MAX = float(np.finfo(np.float32).max)
 
 
-def parse_device_bytes(grid):
-    """Device memory :func:`parse_grid_on_device` needs for ``grid`` at its peak."""
-    text = grid.size - grid.data_offset + 1
-    cells = grid.shape[0] * grid.shape[1]
-    segs = text // _SEG + 1
-    return text + 12 * cells + 24 * segs
-
-
-def _copy_to_device(grid, cp, pool):
-    """The data section plus a ``\n`` sentinel, as a CuPy uint8 array."""
-    size = grid.size - grid.data_offset
-    text = cp.empty(size + 1, cp.uint8)
-    _copy_range_to_device(grid, cp, pool, grid.data_offset, size, text)
-    return text
+def pinned_empty(cp, nbytes):
+    """A NumPy uint8 array of ``nbytes`` in page-locked host memory (``cp``: the backend's
+    CuPy): a copy to or from the device through it runs at the bus's speed."""
+    mem = cp.cuda.alloc_pinned_memory(int(nbytes))
+    return np.frombuffer(mem, np.uint8, int(nbytes))
 
 
 def _copy_range_to_device(grid, cp, pool, start, size, text):
@@ -72,8 +63,6 @@ def _copy_range_to_device(grid, cp, pool, start, size, text):
     alternates between them: it reads a piece into one while the other's copy to the
     device is still running.
     """
-    import cupyx
-
     text[size:size + 1] = 10
     local = threading.local()
     fd = os.open(grid.path, os.O_RDONLY)
@@ -82,7 +71,7 @@ def _copy_range_to_device(grid, cp, pool, start, size, text):
     def copy(a):
         n = min(COPY_BYTES, size - a)
         if not hasattr(local, "ring"):
-            local.ring = [(cupyx.empty_pinned(COPY_BYTES, np.uint8),
+            local.ring = [(pinned_empty(cp, COPY_BYTES),
                            cp.cuda.Stream(non_blocking=True)) for _ in range(2)]
             local.turn = 0
             used.append(local.ring)
@@ -104,64 +93,6 @@ def _copy_range_to_device(grid, cp, pool, start, size, text):
     finally:
         os.close(fd)
     cp.cuda.Device().synchronize()  # the sentinel, on the null stream
-
-
-def copy_text_to_device(grid, backend="gpu", max_fraction=1.0):
-    """The data section of ``grid`` on the device (a pool of ``os.cpu_count()`` threads), or
-    None when it would take more than ``max_fraction`` of the device's free memory."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    cp = get_backend(backend).xp
-    free, _ = cp.cuda.runtime.memGetInfo()
-    if grid.size - grid.data_offset + 1 > max_fraction * free:
-        return None
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        return _copy_to_device(grid, cp, pool)
-
-
-def parse_grid_on_device(grid, backend="gpu", pool=None, times=None, text=None):
-    """Parse the ASCII grid ``grid`` (:class:`~terrain.io.AsciiGrid`) into device memory.
-
-    Parameters
-    ----------
-    grid : AsciiGrid
-    backend : str or Backend
-        Must be the GPU.
-    pool : concurrent.futures.Executor, optional
-        Threads reading the file (default: a pool of ``os.cpu_count()``).
-    times : dict, optional
-        Filled with the seconds of each step ("copy", "index", "parse").
-    text : CuPy uint8 array, optional
-        The data section already on the device (:func:`copy_text_to_device`).
-
-    Returns
-    -------
-    (rows, cols) float32 CuPy array, NaN = nodata, or None when the text is not a valid grid
-    (parse it on the CPU for the error).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    be = get_backend(backend)
-    cp = be.xp
-    mod = be.cuda_module(Path(__file__).with_name("_parse.cu"))
-    rows, cols = grid.shape
-    times = {} if times is None else times
-    t0 = time.perf_counter()
-    if text is not None:
-        times["copy"] = 0.0  # copied at start-up (pipelines.mst_start)
-    elif pool is None:
-        with ThreadPoolExecutor(os.cpu_count() or 1) as own:
-            text = _copy_to_device(grid, cp, own)
-    else:
-        text = _copy_to_device(grid, cp, pool)
-    t1 = time.perf_counter()
-    times.setdefault("copy", t1 - t0)
-    out = cp.empty((rows, cols), cp.float32)
-    lines = _parse_piece(grid, mod, cp, text, text.size - 1, grid.data_offset, 0, out, times)
-    if lines is None or lines < rows:
-        return None
-    cp.cuda.Device().synchronize()
-    return out
 
 
 def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
@@ -223,17 +154,20 @@ def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
              np.int32(grid.dialect == "grass"), n_slow, first_bad))
         if int(first_bad.get()[0]) != _NO_BAD:
             return None
-        if int(n_slow.get()[0]):
-            _finish_slow(grid, cp, flat, starts, base)
+        if int(n_slow.get()[0]) and not _finish_slow(grid, cp, flat, starts, base):
+            return None
     times["parse"] = times.get("parse", 0.0) + time.perf_counter() - t2
     return n_lines_piece
 
 
 def _finish_slow(grid, cp, flat, starts, base):
-    """Cells marked SLOW_BITS: Python's correctly rounded ``float`` of their tokens, saturated
-    at +-FLT_MAX, nodata to NaN (what ``_fix_slow`` does on the CPU). ``flat``: the piece's
-    cells, ``starts`` its token offsets, ``base`` the file offset they count from."""
+    """Cells marked SLOW_BITS: Python's correctly rounded ``float`` of their tokens, nodata
+    to NaN (what ``AsciiGrid._fix_slow`` does on the CPU). ``flat``: the piece's cells,
+    ``starts`` its token offsets, ``base`` the file offset they count from. False when a
+    value is beyond float32 (the CPU parser then says where)."""
+    from ..errors import InputError
     from ._parse import SLOW_BITS
+    from .ascii_grid import float32_value
 
     idx = cp.flatnonzero(flat.view(cp.uint32) == SLOW_BITS)
     offsets = (starts[idx] + base).get()
@@ -249,11 +183,15 @@ def _finish_slow(grid, cp, flat, starts, base):
                 if len(token) < len(piece) or len(piece) < want:
                     break
                 want *= 2
-            v = np.float32(min(max(float(token), -_FLT_MAX), _FLT_MAX))
+            try:
+                v = float32_value(token, str(grid.path))
+            except InputError:
+                return False
             values[i] = np.nan if nodata is not None and v == nodata else v
     finally:
         os.close(fd)
     flat[idx] = cp.asarray(values)
+    return True
 
 
 def piece_bounds(grid, piece_bytes=PIECE_BYTES):
@@ -292,13 +230,13 @@ def piece_bounds(grid, piece_bytes=PIECE_BYTES):
     return bounds
 
 
-def parse_grid_streamed(grid, out, backend="gpu", pool=None, times=None, on_rows=None,
-                        piece_bytes=PIECE_BYTES):
-    """:func:`parse_grid_on_device` for a text larger than the device holds beside its grid:
-    the data section goes to the device in pieces of whole lines (:func:`piece_bounds`),
-    each indexed and parsed into ``out`` (``(rows, cols)`` float32 CuPy, the whole grid)
-    while the pool copies the next one; device memory beyond ``out`` is two pieces and
-    one piece's index. The text is read once; the bits are :func:`parse_grid_on_device`'s.
+def parse_grid_on_device(grid, out, backend="gpu", pool=None, times=None, on_rows=None,
+                         piece_bytes=None):
+    """Parse the ASCII grid ``grid`` into ``out`` on the device (module docstring): the data
+    section goes to the device in pieces of whole lines (:func:`piece_bounds`), each indexed
+    and parsed into ``out`` while the pool copies the next one; device memory beyond ``out``
+    is two pieces and one piece's index. The text is read once; every value is the CPU
+    parser's, bit for bit.
 
     Parameters
     ----------
@@ -311,7 +249,8 @@ def parse_grid_streamed(grid, out, backend="gpu", pool=None, times=None, on_rows
         Gets the seconds of "copy" (waiting for pieces), "index" and "parse".
     on_rows : callable, optional
         ``on_rows(r0, r1)`` in this thread once rows ``r0:r1`` of ``out`` hold their values.
-    piece_bytes : int
+    piece_bytes : int, optional
+        Text per piece (default :data:`PIECE_BYTES`).
 
     Returns
     -------
@@ -324,9 +263,9 @@ def parse_grid_streamed(grid, out, backend="gpu", pool=None, times=None, on_rows
     mod = be.cuda_module(Path(__file__).with_name("_parse.cu"))
     rows, cols = grid.shape
     if tuple(out.shape) != (rows, cols):
-        raise ValueError(f"parse_grid_streamed: out {out.shape} is not the grid's {grid.shape}")
+        raise ValueError(f"parse_grid_on_device: out {out.shape} is not the grid's {grid.shape}")
     times = {} if times is None else times
-    bounds = piece_bounds(grid, piece_bytes)
+    bounds = piece_bounds(grid, piece_bytes or PIECE_BYTES)
     pieces = list(zip(bounds[:-1], bounds[1:]))
     longest = max((b - a for a, b in pieces), default=0)
     texts = [cp.empty(longest + 1, cp.uint8) for _ in range(min(2, len(pieces)))]

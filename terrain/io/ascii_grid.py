@@ -7,13 +7,19 @@ line). The data section is then parsed in two passes that both run over independ
 pieces of the file, so a scheduler can run them in parallel with bounded memory:
 
 1. :meth:`AsciiGrid.newline_offsets` finds the line starts inside one byte range
-   (a NumPy scan at memory speed, in bounded blocks); :meth:`AsciiGrid.row_starts` joins the pieces
-   into the byte span of every grid row and checks the row count (one row per line).
-2. :meth:`AsciiGrid.read_rows` parses a band of rows from a memory map of the file with the
-   C kernel of :mod:`terrain.io._parse` (ctypes, the GIL released) into float32, nodata as
-   NaN. Values equal GDAL's (``strtod`` to double, cast to float32) bit for bit. Callers
-   that parse a whole grid on a pool (:func:`pipelines.ingest_start.parse_whole_grid`) cut it
-   into tasks of about ``BLOCK_BYTES`` of text.
+   (``memchr`` in C, in bounded blocks); :meth:`AsciiGrid.row_starts` joins the pieces into
+   the byte span of every grid row and checks the row count (one row per line).
+2. :meth:`AsciiGrid.read_rows` parses a band of rows with the C kernel of
+   :mod:`terrain.io._parse` (ctypes, the GIL released) into float32, nodata as NaN. Values
+   equal GDAL's (``strtod`` to double, cast to float32) bit for bit; a value float32 cannot
+   hold (beyond ±3.4028235e38) is refused with its line, where GDAL would clamp it.
+   :meth:`AsciiGrid.read_all` parses a whole grid on a thread pool, in tasks of about
+   ``BLOCK_BYTES`` of text.
+
+The text is read with ``pread`` into per-thread buffers of about ``BLOCK_BYTES``, never
+through a memory map: a file cut short while it is read then gives a short read, reported as
+one line, where a map would kill the process with SIGBUS; and the resident memory is the
+buffers, not the pages of text touched.
 
 Written by hand rather than with GDAL because GDAL's ASCII reader is single-threaded,
 reads one row per block and re-scans the file; rasterio/GDAL serve as the test oracle.
@@ -29,8 +35,8 @@ Reading goes through :func:`terrain.io.read_grid` (whole grid) or the ingest pip
 """
 
 import math
-import mmap
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,8 +44,9 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "ESRI_KEYS", "GRASS_KEYS",
-           "BLOCK_BYTES", "INDEX_CHUNK_BYTES"]
+__all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "float32_value",
+           "check_geometry", "ESRI_KEYS", "GRASS_KEYS", "BLOCK_BYTES", "INDEX_CHUNK_BYTES",
+           "FLOAT32_MAX"]
 
 ESRI_KEYS = ("ncols", "nrows", "xllcorner", "xllcenter", "yllcorner", "yllcenter", "cellsize",
              "dx", "dy", "nodata_value")
@@ -50,6 +57,18 @@ BLOCK_BYTES = 8 << 20         # text parsed per task when a whole grid is parsed
 INDEX_CHUNK_BYTES = 32 << 20  # bytes scanned for newlines per index task
 _HEADER_PROBE = 1 << 16       # a header longer than this is not a grid header
 _FLT_MAX = float(np.finfo(np.float32).max)
+_DBL_MIN = float(np.finfo(np.float64).tiny)  # the smallest normal double
+#: the largest float32 (GDAL clamps values beyond it; they are refused here)
+FLOAT32_MAX = _FLT_MAX
+_buffers = threading.local()  # each thread's text buffer (bytes read with pread)
+
+
+def _buffer(nbytes):
+    """This thread's text buffer, at least ``nbytes`` long (grown, never shrunk)."""
+    buf = getattr(_buffers, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = _buffers.buf = np.empty(max(int(nbytes), BLOCK_BYTES), np.uint8)
+    return buf
 
 
 @dataclass(frozen=True)
@@ -99,27 +118,39 @@ class AsciiGrid:
     def newline_offsets(self, a, b):
         """File offsets of the bytes just after each newline in ``[a, b)`` (int64).
 
-        ``memchr`` over a memory map of the file (:func:`terrain.io._parse.newline_offsets`):
-        no copy of the text, the GIL released, so the ranges of one file index in parallel.
+        The range is read in blocks of ``BLOCK_BYTES`` into this thread's buffer and scanned
+        with ``memchr`` (:func:`terrain.io._parse.newline_offsets`, the GIL released), so the
+        ranges of one file index in parallel.
         """
         from ._parse import newline_offsets
 
         rows = max(self.shape[0], 1)
-        expected = (b - a) * rows // max(self.size - self.data_offset, 1) + 16
-        return newline_offsets(self.text()[a:b], a, expected)
+        per_byte = rows / max(self.size - self.data_offset, 1)
+        parts = []
+        for p in range(a, b, BLOCK_BYTES):
+            q = min(p + BLOCK_BYTES, b)
+            parts.append(newline_offsets(self.read_bytes(p, q), p, int((q - p) * per_byte) + 16))
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-    def text(self):
-        """The whole file as a read-only uint8 array over a memory map (nothing is read
-        until used; the map goes when the last array over it does).
-
-        The file must still be ``size`` bytes long: a file cut short while it is being read
-        would fault, so the size is checked here (an :class:`InputError` otherwise).
-        """
-        with open(self.path, "rb", buffering=0) as f:
-            if os.fstat(f.fileno()).st_size < self.size or self.size == 0:
-                raise InputError(f"{self.path}: file changed while being read")
-            mm = mmap.mmap(f.fileno(), self.size, access=mmap.ACCESS_READ)
-        return np.frombuffer(mm, dtype=np.uint8)
+    def read_bytes(self, a, b, out=None):
+        """Bytes ``[a, b)`` of the file as a uint8 array (this thread's buffer, or ``out``),
+        read with ``pread``. A file shorter than when its header was read raises
+        :class:`InputError` (a file cut short while being read), not a fault."""
+        n = b - a
+        view = (_buffer(n) if out is None else out)[:n]
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            got = 0
+            while got < n:
+                k = os.preadv(fd, [memoryview(view)[got:]], a + got)
+                if k <= 0:
+                    raise InputError(f"{self.path}: file changed while being read (it ends "
+                                     f"at byte {a + got}, its header was read at "
+                                     f"{self.size} bytes)")
+                got += k
+        finally:
+            os.close(fd)
+        return view
 
     def row_starts(self, pieces):
         """Byte boundaries of the ``nrows`` data rows (``nrows + 1`` int64 offsets).
@@ -184,14 +215,12 @@ class AsciiGrid:
         """
         return self.read_rows_stats(r0, r1, starts, out)[0]
 
-    def read_rows_stats(self, r0, r1, starts, out=None, text=None):
+    def read_rows_stats(self, r0, r1, starts, out=None):
         """:meth:`read_rows`, and ``(nodata cells, min, max)`` of the rows read (min and max
         ignore NaN; ``inf, -inf`` when every cell is nodata), counted during the parse.
 
-        ``text``: :meth:`text` of this grid, when the caller maps the file once for many
-        calls."""
-        from ._parse import PARSE_OK, nan_min_max, parse_rows
-
+        The rows' text is read in blocks of about ``BLOCK_BYTES`` (a longer row: one row a
+        block) into this thread's buffer."""
         nrows, ncols = self.shape
         if not 0 <= r0 <= r1 <= nrows:
             raise ValueError(f"read_rows: rows {r0}:{r1} outside 0:{nrows}")
@@ -200,46 +229,144 @@ class AsciiGrid:
         elif out.shape != (r1 - r0, ncols) or out.dtype != np.float32:
             raise ValueError(f"read_rows: out must be float32 {(r1 - r0, ncols)}, got "
                              f"{out.dtype} {out.shape}")
+        nan, lo, hi = 0, math.inf, -math.inf
         if r1 == r0:
-            return out, (0, math.inf, -math.inf)
+            return out, (nan, lo, hi)
         starts = np.asarray(starts, dtype=np.int64)
-        if text is None:
-            return out, self._read_blocks_unmapping(r0, r1, starts, out)
+        row_bytes = max(1.0, float(starts[r1] - starts[r0]) / (r1 - r0))
+        step = max(1, int(BLOCK_BYTES // row_bytes))
+        for a in range(r0, r1, step):
+            b = min(a + step, r1)
+            n, l, h = self._parse_block(a, b, starts, out[a - r0:b - r0])
+            nan, lo, hi = nan + n, min(lo, l), max(hi, h)
+        return out, (nan, lo, hi)
+
+    def _parse_block(self, r0, r1, starts, out):
+        """Parse rows ``r0:r1`` (text read into this thread's buffer) into ``out``; their
+        ``(nodata cells, min, max)``."""
+        base = int(starts[r0])
+        text = self.read_bytes(base, int(starts[r1]))
+        return self._parse_text(text, starts[r0: r1 + 1] - base, r0, out)
+
+    def _parse_text(self, text, local, r0, out):
+        """Parse the rows of ``text`` (row ``r0 + i`` spans ``local[i]:local[i + 1]``) into
+        ``out``; their ``(nodata cells, min, max)``."""
+        from ._parse import PARSE_OK, nan_min_max, parse_rows
+
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
         has_nodata = self.nodata is not None
-        if text.size < self.size:
-            raise ValueError("read_rows: text is not this grid's file")
         status, row, count, t0, t1, n_slow, stats = parse_rows(
-            text, starts[r0: r1 + 1], ncols, out, nodata, has_nodata, self.dialect == "grass")
+            text, local, self.shape[1], out, nodata, has_nodata, self.dialect == "grass")
         if status != PARSE_OK:
             self._raise_parse_error(status, r0 + row, count, text[t0:t1])
         if n_slow:
-            _fix_slow(text, starts[r0: r1 + 1], out, nodata, has_nodata)
+            self._fix_slow(text, local, out, r0, nodata, has_nodata)
             stats = nan_min_max(out)
-        return out, stats
+        return stats
 
-    def _read_blocks_unmapping(self, r0, r1, starts, out):
-        """:meth:`read_rows_stats` of rows ``r0:r1`` from a map of the file, in blocks of
-        about ``BLOCK_BYTES`` of text, each block's pages dropped from the map once parsed.
+    def read_all(self, pool=None, out=None, on_block=None):
+        """The whole grid parsed into ``out`` (float32, NaN = nodata) on a thread pool, the
+        text read once.
 
-        Mapped pages count in the process's RSS until unmapped: a band of 2048 rows of the
-        10-ft Neuse grid is ~1 GB of text, and the ingest runs a band per task thread. The
-        page cache keeps the pages (``MADV_DONTNEED`` on a shared file map only unmaps them).
-        Returns the rows' ``(nodata cells, min, max)``.
+        This thread reads the data section in blocks of about ``BLOCK_BYTES`` of whole lines
+        (its newlines found with ``memchr``, so each block's first row is known) and hands
+        each block to the pool, whose threads parse it with the GIL released; a block's
+        buffer is reused once parsed. ``on_block(r0, r1)``, when given, runs in the worker
+        right after rows ``r0:r1`` are parsed (e.g. to start their copy to a device). The
+        errors are :meth:`row_starts`' and :meth:`read_rows`'.
+
+        Returns
+        -------
+        (out, stats)
+            ``stats``: ``(nodata cells, min, max)`` of each block, in row order.
+
+        Examples
+        --------
+        >>> z, stats = open_ascii_grid("data/sample.asc").read_all()
+        >>> z.shape, sum(s[0] for s in stats)
+        ((300, 400), 5972)
         """
-        text = self.text()
-        mm = text.base.obj if isinstance(text.base, memoryview) else None
-        row_bytes = max(1.0, float(starts[r1] - starts[r0]) / (r1 - r0))
-        step = max(1, int(BLOCK_BYTES // row_bytes))
-        nan, lo, hi = 0, math.inf, -math.inf
-        for a in range(r0, r1, step):
-            b = min(a + step, r1)
-            _, (n, l, h) = self.read_rows_stats(a, b, starts, out=out[a - r0:b - r0], text=text)
-            nan, lo, hi = nan + n, min(lo, l), max(hi, h)
-            if mm is not None and hasattr(mm, "madvise"):
-                first = int(starts[a]) // mmap.PAGESIZE * mmap.PAGESIZE
-                mm.madvise(mmap.MADV_DONTNEED, first, int(starts[b]) - first)
-        return nan, lo, hi
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ._parse import newline_offsets
+
+        if pool is None:
+            with ThreadPoolExecutor(os.cpu_count() or 1) as own:
+                return self.read_all(own, out, on_block)
+        rows, cols = self.shape
+        if out is None:
+            out = np.empty((rows, cols), dtype=np.float32)
+        free = queue.Queue()
+        for _ in range(getattr(pool, "_max_workers", 2) + 1):
+            free.put(np.empty(BLOCK_BYTES, np.uint8))
+
+        def parse(buf, local, r0):
+            try:
+                r1 = r0 + len(local) - 1
+                stats = self._parse_text(buf, local, r0, out[r0:r1])
+                if on_block is not None:
+                    on_block(r0, r1)
+                return stats
+            finally:
+                free.put(buf)
+
+        futures, row, pos, carry = [], 0, self.data_offset, b""
+        try:
+            while row < rows:
+                if pos >= self.size and not carry:
+                    line = self.data_line + max(row - 1, 0)
+                    raise InputError(f"{self.path}:{line}: file ends after {row} of "
+                                     f"{self._rows_key}={rows} rows")
+                buf = free.get()
+                want = min(max(BLOCK_BYTES, 2 * len(carry)), len(carry) + self.size - pos)
+                if buf.size < want:
+                    buf = np.empty(want, np.uint8)  # a line longer than a block
+                buf[:len(carry)] = np.frombuffer(carry, np.uint8)
+                got = want - len(carry)
+                self.read_bytes(pos, pos + got, out=buf[len(carry):want])
+                pos += got
+                data = buf[:want]
+                ends = newline_offsets(data, 0, want // max(1, (self.size - self.data_offset)
+                                                           // rows) + 16)
+                if pos >= self.size and (not ends.size or ends[-1] != want):
+                    ends = np.append(ends, want)  # the last line, without a newline
+                ends = ends[: rows - row]
+                if not ends.size:  # no whole line yet: read on
+                    carry = bytes(data)
+                    free.put(buf)
+                    continue
+                local = np.concatenate([[0], ends]).astype(np.int64)
+                futures.append(pool.submit(parse, buf, local, row))
+                row += len(ends)
+                carry = bytes(data[ends[-1]:])
+            if carry.strip():
+                raise InputError(f"{self.path}:{self.data_line + rows}: more data rows than "
+                                 f"{self._rows_key}={rows}")
+            if pos < self.size:
+                self._check_only_space_after(pos, self.data_line + rows + carry.count(b"\n"))
+            return out, [f.result() for f in futures]
+        finally:
+            for f in futures:  # after an error: the parses still running end first
+                f.cancel()
+            for f in futures:
+                if not f.cancelled():
+                    f.exception()
+
+    def _fix_slow(self, text, local, out, r0, nodata, has_nodata):
+        """Exact values (Python's correctly rounded ``float``) for cells the kernel marked:
+        more digits or a larger exponent than its fast path takes. A value beyond the float32
+        range is refused with its line (GDAL would clamp it to ±FLOAT32_MAX: a different
+        elevation, silently)."""
+        from ._parse import SLOW_BITS
+
+        marked = out.view(np.uint32) == SLOW_BITS
+        for r in np.flatnonzero(marked.any(axis=1)):
+            tokens = bytes(text[local[r]: local[r + 1]]).split()
+            for c in np.flatnonzero(marked[r]):
+                v = float32_value(tokens[c], f"{self.path}:{self.data_line + r0 + r}",
+                                  f"(row {r0 + r + 1}, column {c + 1})")
+                out[r, c] = np.nan if has_nodata and v == nodata else v
 
     def _raise_parse_error(self, status, row, count, token):
         from ._parse import PARSE_BAD_TOKEN
@@ -254,19 +381,28 @@ class AsciiGrid:
 
 
 
-def _fix_slow(buf, local, out, nodata, has_nodata):
-    """Exact values (Python's correctly rounded ``float``) for cells the kernel marked.
+def float32_value(token, where, detail=""):
+    """The float32 of a number token (bytes) as strtod then a float32 cast give it, or
+    :class:`InputError` (``where``: ``file:line``) when float32 cannot hold it (its
+    magnitude rounds beyond :data:`FLOAT32_MAX`, ``inf``) or it is not a number.
 
-    Like GDAL, doubles beyond the float32 range saturate at +-FLT_MAX.
+    >>> float(float32_value(b"0.1", "x:1"))
+    0.10000000149011612
+    >>> float32_value(b"1e39", "x:3", "(row 1, column 2)")
+    Traceback (most recent call last):
+    terrain.errors.InputError: x:3: value 1e39 (row 1, column 2) is beyond the float32 range (±3.4028235e+38)
     """
-    from ._parse import SLOW_BITS
-
-    marked = out.view(np.uint32) == SLOW_BITS
-    for r in np.flatnonzero(marked.any(axis=1)):
-        tokens = bytes(buf[local[r]: local[r + 1]]).split()
-        for c in np.flatnonzero(marked[r]):
-            v = np.float32(min(max(float(tokens[c]), -_FLT_MAX), _FLT_MAX))
-            out[r, c] = np.nan if has_nodata and v == nodata else v
+    text = bytes(token).decode("latin-1")
+    try:
+        v = float(text)
+    except ValueError:
+        raise InputError(f"{where}: non-numeric token {text[:40]!r} {detail}".rstrip()) from None
+    with np.errstate(over="ignore"):
+        f = np.float32(v)
+    if not np.isfinite(f):
+        raise InputError(f"{where}: value {text[:40]} {detail} is beyond the float32 range "
+                         f"(±{FLOAT32_MAX:.8g})".replace("  ", " "))
+    return f
 
 
 def looks_like_ascii_grid(path):
@@ -321,11 +457,35 @@ def open_ascii_grid(path):
         shape, gt, nodata = _grass_georef(path, keys, data_line)
     else:
         shape, gt, nodata = _esri_georef(path, keys, data_line)
+    size_key = ("east" if grass else "dx" if "dx" in keys else "cellsize")
+    check_geometry(gt, shape, f"{path}:{keys[size_key][1]}")
     _check_size_fits(path, keys, shape, size - data_offset, grass)
     header = {k: v for k, (v, _) in keys.items()}
     return AsciiGrid(path=path, dialect="grass" if grass else "esri", shape=shape,
                      geotransform=gt, nodata=nodata, crs=_prj_crs(path), header=header,
                      data_offset=data_offset, data_line=data_line, size=size)
+
+
+def check_geometry(geotransform, shape, where):
+    """Refuse a grid whose georeference floating point cannot hold: an origin or extent
+    beyond the double range (``cellsize 1e308`` puts the far corner at infinity), or a cell
+    size whose square under- or overflows (the diagonal of ``cellsize 1e-320`` is 0, and slopes
+    divide by it). ``where`` starts the message (``file:line``).
+
+    >>> check_geometry((0.0, 1e-320, 0.0, 5.0, 0.0, -1e-320), (2, 2), "g.asc:5")
+    Traceback (most recent call last):
+    terrain.errors.InputError: g.asc:5: cell size 1e-320 x 1e-320 is too small: its square underflows
+    """
+    x0, dx, _, y0, _, dy = (float(v) for v in geotransform)
+    dx, dy = abs(dx), abs(dy)
+    rows, cols = shape
+    if not (dx * dx >= _DBL_MIN and dy * dy >= _DBL_MIN):
+        raise InputError(f"{where}: cell size {dx!r} x {dy!r} is too small: its square "
+                         "underflows")
+    corners = (x0, y0, x0 + cols * dx, y0 - rows * dy)
+    if not (math.isfinite(dx * dx + dy * dy) and all(math.isfinite(v) for v in corners)):
+        raise InputError(f"{where}: cell size {dx!r} x {dy!r} puts the grid's extent beyond "
+                         "the range of floating point")
 
 
 def _check_size_fits(path, keys, shape, data_bytes, grass):

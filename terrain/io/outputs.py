@@ -3,18 +3,25 @@
 Every command that writes passes its inputs and outputs to :func:`check_outputs` before it
 reads a byte of data or starts a scheduler, so that a bad path costs nothing and nothing
 is left behind. An output may never be an input, contain one or lie inside one (paths are
-compared after resolving ``~``, relative parts and symlinks, and by inode for hard links);
-an existing output is replaced only with ``overwrite``; the output's directory must exist,
-be a directory and be writable (tested by creating and removing a probe file: as root,
-``os.access`` says yes to ``/proc``).
+compared after resolving ``~``, ``..`` and symlinks as the kernel does, component by
+component: :func:`real_path`; and by inode for hard links); an existing output is replaced
+only with ``overwrite``; the output's directory must exist, be a directory and be writable
+(tested by creating and removing a probe file: as root, ``os.access`` says yes to
+``/proc``). An input must be a regular file or a directory (:func:`check_input_file`: a
+FIFO would hang its reader).
 
 :func:`input_identity` is what deterministic task keys and partial names hash: a file's
 (or a store's metadata file's) absolute path, size and modification time.
 
 Outputs appear atomically: written beside the target, renamed into place when complete.
+A full disk (or quota) while the output is written is one :class:`InputError` naming it.
 After any failure (an exception, a bad input found half-way, SIGTERM or Ctrl-C turned
 into an exception by the command line) the target path does not exist, or, with
-``overwrite=True``, still holds what it held before.
+``overwrite=True``, still holds what it held before; only an error that says the work can
+go on elsewhere (``keep_partial``: a lost cluster) leaves the partial for a resumed run.
+A finished Zarr store is sealed before its rename (:func:`seal_store`: each sharded array
+records its shard files, so a reader tells a lost shard from an empty one). Killed
+between the two renames of an ``overwrite`` swap, the next run finishes or undoes it.
 
 The partial output is ``.NAME.partial-KEY`` beside the target. ``KEY`` is deterministic
 (the caller's hash of its inputs' identity and parameters; by default a hash of the
@@ -32,11 +39,15 @@ Traceback (most recent call last):
 terrain.errors.InputError: data/sample.asc: output is the input data/sample.asc
 """
 
+import base64
 import contextlib
+import errno
 import fcntl
 import hashlib
+import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -45,12 +56,68 @@ from pathlib import Path
 from ..errors import InputError
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
-           "real_path", "stale_partials"]
+           "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
+           "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL", "check_input_file",
+           "OutputExists"]
+
+
+#: symbolic links followed in one path before it is refused (the kernel's own limit)
+MAX_SYMLINKS = 40
 
 
 def real_path(path):
-    """Absolute path with ``~``, ``..`` and symlinks resolved (the target need not exist)."""
-    return Path(os.path.abspath(os.path.expanduser(str(path)))).resolve(strict=False)
+    """Absolute path with ``~``, ``.``, ``..`` and symlinks resolved as the kernel resolves
+    them, so that what is checked is what is written (the target need not exist).
+
+    Component by component from the left: a symlink is followed before the ``..`` after it
+    (``link/..`` is the parent of the link's *target*, not the folder holding the link, as
+    ``open`` sees it; collapsing ``..`` as text first once let ``-o link/../dem.asc`` replace
+    the input ``dem.asc``). Components after the first one that does not exist are kept as
+    written, ``..`` included: the kernel would not find them either.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()).resolve()
+    >>> (d / "e" / "sub").mkdir(parents=True); (d / "w").mkdir()
+    >>> (d / "w" / "link").symlink_to(d / "e" / "sub")
+    >>> real_path(d / "w" / "link" / ".." / "dem.asc") == d / "e" / "dem.asc"
+    True
+    >>> real_path(d / "nosuch" / ".." / "x") == d / "nosuch" / ".." / "x"
+    True
+    """
+    text = os.path.expanduser(os.fspath(path))
+    if not os.path.isabs(text):
+        text = os.path.join(os.getcwd(), text)
+    return Path(_resolve(text, path, [0]))
+
+
+def _resolve(text, given, links):
+    """``text`` (absolute) resolved component by component (:func:`real_path`); ``links``
+    counts the symlinks followed so far (a one-element list shared by the recursion)."""
+    current = "/"
+    parts = text.split("/")
+    for n, part in enumerate(parts):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = os.path.dirname(current)
+            continue
+        step = os.path.join(current, part)
+        try:
+            mode = os.lstat(step).st_mode
+        except OSError:  # missing (or unreadable): the rest as written
+            return os.path.join(step, *[p for p in parts[n + 1:] if p])
+        if not stat.S_ISLNK(mode):
+            current = step
+            continue
+        links[0] += 1
+        if links[0] > MAX_SYMLINKS:
+            raise InputError(f"{given}: too many levels of symbolic links")
+        target = os.readlink(step)
+        current = _resolve(target if os.path.isabs(target) else os.path.join(current, target),
+                           given, links)
+    return current
 
 
 def _inside(path, folder):
@@ -77,13 +144,13 @@ def _check_against_inputs(out, real, inputs):
 def _check_directory(out, real):
     """The output's directory exists, is a directory and is writable."""
     parent = real.parent
-    existing = parent
+    existing, missing = parent, parent
     while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+        existing, missing = existing.parent, existing
     if not existing.is_dir():
         raise InputError(f"{out}: cannot write there, {existing} is not a directory")
     if existing != parent:
-        raise InputError(f"{out}: cannot write there, directory {parent} does not exist")
+        raise InputError(f"{out}: cannot write there, directory {missing} does not exist")
     try:
         fd, probe = tempfile.mkstemp(prefix=".terrain-probe-", dir=parent)
     except OSError as e:
@@ -92,11 +159,19 @@ def _check_directory(out, real):
     os.unlink(probe)
 
 
+class OutputExists(InputError):
+    """An output exists and may not be replaced (``overwrite`` was not given). ``option``
+    names the parameter that would allow it: the command line turns it into its flag's
+    hint; the library's message names no flag."""
+
+    option = "overwrite"
+
+
 def _check_replaceable(out, real, overwrite):
     if not (real.exists() or os.path.lexists(out)):
         return
     if not overwrite:
-        raise InputError(f"{out}: output exists (use --overwrite to replace it)")
+        raise OutputExists(f"{out}: output exists")
     if real.is_dir() and not (real / "zarr.json").is_file():
         raise InputError(f"{out}: is a directory but not a tile store; not replacing it")
 
@@ -119,9 +194,12 @@ def check_outputs(inputs, outputs, overwrite=False):
     InputError
         Naming the output: it is (or contains, or lies inside) an input, is named twice,
         exists without ``overwrite``, or its directory is missing, not a directory or not
-        writable.
+        writable; or naming an input that is not a regular file or a directory
+        (:func:`check_input_file`).
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
+    for given, real in ins:
+        _check_kind(given, real)
     seen = {}
     for out in outputs:
         if out is None:
@@ -133,6 +211,33 @@ def check_outputs(inputs, outputs, overwrite=False):
         seen[real] = out
         _check_directory(out, real)
         _check_replaceable(out, real, overwrite)
+
+
+def _check_kind(given, real):
+    """An existing input must be a regular file or a directory (a store)."""
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return  # missing: the reader says so, with its own words
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special")
+        raise InputError(f"{given}: not a regular file ({kind}): terrain reads files and "
+                         "stores, whose size it checks before reading")
+
+
+def check_input_file(path):
+    """Raise :class:`InputError` unless ``path`` names a regular file or a directory: a FIFO
+    hangs a reader, a device never ends, and neither has a size to check before reading.
+    Every reader calls it (directly or through :func:`check_outputs`) before it opens
+    its input; a missing path passes (the reader's own message says so).
+
+    >>> check_input_file("/dev/null")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: /dev/null: not a regular file (a device): terrain reads files and stores, whose size it checks before reading
+    """
+    _check_kind(path, real_path(path))
 
 
 def input_identity(path):
@@ -167,6 +272,21 @@ def _notice(message):
     print(f"terrain: {message}", file=sys.stderr, flush=True)
 
 
+def write_path(target):
+    """Where the kernel writes ``target``: its folder resolved (:func:`real_path`: ``link/..``
+    is the parent of the link's target), its name as given, so that an output that is a
+    symlink is replaced, never written through. Absolute: the tasks of an external
+    cluster's workers may run in another directory.
+
+    >>> write_path("/tmp/../tmp/out.zarr")
+    PosixPath('/tmp/out.zarr')
+    """
+    target = Path(target)
+    if target.name in ("", ".", ".."):
+        return real_path(target)
+    return real_path(target.parent) / target.name
+
+
 def partial_path(target, key=None):
     """Where the output for ``target`` is written before its rename: ``.NAME.partial-KEY``."""
     target = Path(target)
@@ -176,25 +296,27 @@ def partial_path(target, key=None):
 
 
 def stale_partials(target):
-    """Partial (and half-swapped ``.old``) outputs beside ``target`` left by earlier runs."""
+    """Partial outputs beside ``target`` left by earlier runs (the ``.old`` of a swap they
+    left half done is put back or removed first: :func:`atomic_output`)."""
     target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         return []
-    return sorted(p for p in parent.glob(f".{target.name}.partial-*")) + \
-        sorted(p for p in parent.glob(f".{target.name}.old-*"))
+    return sorted(parent.glob(f".{target.name}.partial-*"))
 
 
 @contextlib.contextmanager
-def _lock(target):
-    """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it."""
+def _lock(target, busy="another terrain run is writing this output"):
+    """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it
+    (``busy``: what the refusal says after the target's name)."""
+    target = Path(target)
     lock_path = target.with_name(f".{target.name}.lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            raise InputError(f"{target}: another terrain run is writing this output") from None
+            raise InputError(f"{target}: {busy}") from None
         try:
             yield
         finally:
@@ -202,6 +324,13 @@ def _lock(target):
                 os.unlink(lock_path)
     finally:
         os.close(fd)
+
+
+#: the lock of one run over ``target`` (``.NAME.lock`` beside it, ``flock``; removed after)
+hold_lock = _lock
+
+#: errors of a full disk or quota: one line naming the output, the partial removed
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 @contextlib.contextmanager
@@ -236,27 +365,217 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     >>> (d / "out.txt").read_text(), [p.name for p in d.iterdir()]
     ('done', ['out.txt'])
     """
-    target = Path(target)
-    check_outputs(inputs, [target], overwrite)
-    # absolute: tasks on an external cluster's workers may run in another directory
-    tmp = Path(os.path.abspath(partial_path(target, key)))
+    given = Path(target)
+    check_outputs(inputs, [given], overwrite)
+    target = write_path(given)
+    tmp = partial_path(target, key)
     with _lock(target):
+        if _finish_swaps(target, given, notify) and not overwrite:
+            _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for stale in stale_partials(target):
-            if resume and stale.absolute() == tmp:
-                notify(f"resuming from {stale}, left by an interrupted run")
+            shown = given.parent / stale.name  # in the user's terms
+            if resume and stale == tmp:
+                notify(f"resuming from {shown}, left by an interrupted run")
                 continue
             _remove(stale)
-            notify(f"removed {stale}, left by an interrupted run")
+            notify(f"removed {shown}, left by an interrupted run")
         try:
             yield tmp
-        except BaseException:
+            if tmp.is_dir() and (tmp / "zarr.json").is_file():
+                seal_store(tmp)
+        except OSError as e:
             _remove(tmp)
+            if e.errno in DISK_FULL:
+                raise InputError(f"{given}: {e.strerror or 'no space left'} in "
+                                 f"{target.parent}; nothing written") from None
             raise
-        if target.exists():
-            # rename the old output away first so the swap leaves no half state
-            old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        except BaseException as e:
+            # an error that says the work may go on elsewhere (a lost cluster) keeps the
+            # partial and its checkpoints for a resumed run; anything else leaves nothing
+            if not getattr(e, "keep_partial", False):
+                _remove(tmp)
+            raise
+        if target.exists() or target.is_symlink():
+            # the old output first goes to .NAME.old-KEY (KEY: the partial's), then the new
+            # one takes its name: a run killed between the two renames leaves both, and the
+            # next run finishes the swap (_finish_swaps)
+            old = target.with_name(f".{target.name}.old-{tmp.name.rsplit('-', 1)[1]}")
+            _remove(old)
             os.replace(target, old)
             os.replace(tmp, target)
             _remove(old)
         else:
             os.replace(tmp, target)
+
+
+def _finish_swaps(target, given, notify):
+    """Finish the ``--overwrite`` swaps of runs killed between its two renames; True when
+    the output is back (finished or restored).
+
+    A swap renames the old output to ``.NAME.old-KEY``, then the finished partial
+    ``.NAME.partial-KEY`` to ``NAME``, then removes the old one. Killed after the first
+    rename, the new output is whole in the partial (the swap only begins once it is
+    complete): it is renamed into place. Without that partial (removed by hand), the old
+    output is put back. Killed after the second, only the old one is left to remove. The
+    only good copy is never removed.
+    """
+    back = False
+    for old in sorted(target.parent.glob(f".{target.name}.old-*")):
+        new = target.with_name(f".{target.name}.partial-{old.name.rsplit('-', 1)[1]}")
+        if target.exists() or target.is_symlink():
+            _remove(old)
+            notify(f"removed {given.parent / old.name}, left by an interrupted run")
+        elif new.exists():
+            os.replace(new, target)
+            _remove(old)
+            back = True
+            notify(f"finished replacing {given}, interrupted between its two renames")
+        else:
+            os.replace(old, target)
+            back = True
+            notify(f"restored {given} from {given.parent / old.name}, left by an interrupted "
+                   "run")
+    return back
+
+
+#: the attribute of every sharded array of a finished store that lists its shard files
+INVENTORY_ATTR = "terrain_shards"
+
+
+def sweep_partial_files(folder):
+    """Remove the ``NAME.HEX.partial`` files killed shard writers left under ``folder``
+    (terrain's whole-shard writer and zarr's local store both write beside, then rename);
+    returns how many. Only while no writer runs (before a resume, before the rename)."""
+    n = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            parts = name.rsplit(".", 2)
+            if len(parts) == 3 and parts[2] == "partial" and len(parts[1]) == 32:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(root, name))
+                    n += 1
+    return n
+
+
+def seal_store(path):
+    """Record in every sharded array of the finished Zarr store at ``path`` which shard
+    files it holds (attribute :data:`INVENTORY_ATTR`: the array's shape, its shard grid and
+    a bitmap of the shards present, base64), in its ``zarr.json`` and in the root's
+    consolidated copy. Called by :func:`atomic_output` once the store is complete, before
+    its rename.
+
+    A shard holding only the fill value is never written, so without this a deleted shard
+    file read as nodata: ``mst`` once gave a smaller forest with exit 0. Readers
+    (:func:`terrain.tiles.open_store`, the whole-shard reader) compare the files with the
+    inventory and refuse a store that lost one, or whose shape no longer fits it.
+
+    >>> import tempfile, zarr
+    >>> d = tempfile.mkdtemp()
+    >>> a = zarr.create_array(d, name="z", shape=(4, 6), chunks=(2, 2), shards=(2, 4),
+    ...                       dtype="u1", fill_value=0)
+    >>> a[0, 5] = 1
+    >>> seal_store(d)
+    >>> zarr.open_array(d, path="z").attrs["terrain_shards"]["shards"]
+    [2, 2]
+    """
+    path = Path(path)
+    sweep_partial_files(path)
+    root_meta = path / "zarr.json"
+    found = {}
+    for folder, dirs, files in os.walk(path):
+        if "zarr.json" not in files:
+            dirs[:] = []
+            continue
+        meta_file = Path(folder) / "zarr.json"
+        meta = json.loads(meta_file.read_text())
+        if meta.get("node_type") != "array":
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            continue
+        dirs[:] = []  # an array's folders hold its chunks
+        inventory = _inventory(Path(folder), meta)
+        if inventory is None:
+            continue
+        meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
+        _write_json(meta_file, meta)
+        rel = Path(folder).relative_to(path).as_posix()
+        found[rel] = inventory
+    if not found or not root_meta.is_file():
+        return
+    root = json.loads(root_meta.read_text())
+    consolidated = (root.get("consolidated_metadata") or {}).get("metadata")
+    if isinstance(consolidated, dict):
+        for rel, inventory in found.items():
+            if isinstance(consolidated.get(rel), dict):
+                consolidated[rel].setdefault("attributes", {})[INVENTORY_ATTR] = inventory
+        _write_json(root_meta, root)
+
+
+def array_inventory(folder):
+    """The inventory :func:`seal_store` would write now for the array stored in ``folder``
+    (what its files are), or None where it writes none."""
+    try:
+        meta = json.loads((Path(folder) / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if meta.get("node_type") != "array":
+        return None
+    return _inventory(Path(folder), meta)
+
+
+def _inventory(folder, meta):
+    """:data:`INVENTORY_ATTR` of the array in ``folder`` (``meta``: its zarr.json), or None
+    for an array that is not sharded in the usual key encoding."""
+    try:
+        codecs = meta["codecs"]
+        if codecs[0]["name"] != "sharding_indexed":
+            return None
+        shape = [int(n) for n in meta["shape"]]
+        shard = [int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"]]
+        encoding = meta["chunk_key_encoding"]
+        sep = (encoding.get("configuration") or {}).get("separator", "/")
+        if encoding["name"] != "default" or sep not in "/.":
+            return None
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    grid = [-(-n // s) for n, s in zip(shape, shard)]
+    present = bytearray((_product(grid) + 7) // 8)
+    for key in _chunk_keys(folder, sep):
+        try:
+            idx = [int(k) for k in key]
+        except ValueError:
+            continue
+        if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
+            continue
+        flat = 0
+        for i, g in zip(idx, grid):
+            flat = flat * g + i
+        present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
+    return {"shape": shape, "shards": grid, "present": base64.b64encode(present).decode()}
+
+
+def _chunk_keys(folder, sep):
+    """The chunk keys (index strings) of an array folder with the default key encoding."""
+    if sep == "/":
+        base = folder / "c"
+        for root, _, files in os.walk(base):
+            rel = Path(root).relative_to(base).parts
+            for name in files:
+                if not name.endswith(".partial"):
+                    yield (*rel, name)
+    else:
+        for name in os.listdir(folder):
+            if name.startswith("c.") and not name.endswith(".partial"):
+                yield tuple(name.split(".")[1:])
+
+
+def _product(values):
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _write_json(path, doc):
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, path)

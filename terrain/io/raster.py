@@ -62,7 +62,9 @@ class RasterGrid:
                 m = src.read(self.band, window=Window(0, r0, cols, r1 - r0),
                              masked=self.file_mask)
         except rasterio.errors.RasterioError as e:
-            raise InputError(f"{self.path}: read failed ({e})") from None
+            # rasterio's own message says "See previous exception": GDAL's reason is the cause
+            reason = str(e.__cause__ or e).strip()
+            raise InputError(f"{self.path}: read failed ({reason})") from None
         values = np.asarray(m.data, dtype=np.float32)
         if out is None:
             out = values

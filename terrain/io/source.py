@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from ..errors import InputError
+from .outputs import check_input_file
 from .ascii_grid import AsciiGrid, looks_like_ascii_grid, open_ascii_grid
 from .georef import crs_wkt
 from .raster import RasterGrid, open_raster
@@ -54,6 +55,7 @@ def open_grid(path, *, band=None, nodata=None, crs=None):
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a grid file")
+    check_input_file(path)  # a FIFO or a device: refused before any read
     if path.stat().st_size == 0:
         raise InputError(f"{path}: empty file")
     if path.suffix.lower() in ASCII_SUFFIXES or looks_like_ascii_grid(path):

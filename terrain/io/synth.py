@@ -26,15 +26,41 @@ __all__ = ["synth_rows", "write_synth", "SYNTH_NODATA", "SYNTH_GEOREF"]
 SYNTH_NODATA = -9999
 SYNTH_GEOREF = {"xllcorner": 500000.0, "yllcorner": 4000000.0, "cellsize": 10.0}
 _BAND_ROWS = 64
+_BAND_CELLS = 1 << 22   # at most this many cells a band (fewer rows for a wide grid)
+_SAMPLE_CELLS = 1 << 26  # the nodata threshold's sample of rows holds at most this many cells
 _MASK_SALT = 0x5EED
 _MIN_CELL_BYTES = 2  # "5 ": the shortest a written cell can be
+_BAND_BYTES_PER_CELL = 8 + 8 + 12  # the values and the nodata field (float64), the text
 
 
-def _check_fits(path, rows, cols):
-    """Refuse at once (before any allocation) a grid whose text cannot fit on the disk.
+def _memory_available():
+    """Bytes of memory a new allocation can take without swapping (``MemAvailable``)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
-    Without it ``--rows 1e9 --cols 1e9`` tried to allocate bands of 1e9 columns (issue 11).
-    The estimate is a lower bound, so a grid that would fit is never refused.
+
+def _band_rows(cols):
+    """Rows a band of a grid ``cols`` wide: 64, fewer where that would pass ``_BAND_CELLS``."""
+    return max(1, min(_BAND_ROWS, _BAND_CELLS // max(int(cols), 1)))
+
+
+def _sample_rows(rows, cols):
+    """Rows of the nodata threshold's sample: 256, fewer where that would pass
+    ``_SAMPLE_CELLS``."""
+    return max(1, min(int(rows), 256, _SAMPLE_CELLS // max(int(cols), 1)))
+
+
+def _check_fits(path, rows, cols, nodata=0.0):
+    """Refuse at once (before any allocation) a grid whose text cannot fit on the disk, or
+    whose one band (and the nodata threshold's sample) cannot fit in memory.
+
+    The estimates are lower bounds, so a grid that would fit is never refused.
     """
     if rows <= 0 or cols <= 0:
         raise InputError(f"synth: rows and cols must be positive, got {rows} x {cols}")
@@ -44,6 +70,13 @@ def _check_fits(path, rows, cols):
     if need > free:
         raise InputError(f"{path}: {rows} x {cols} cells need at least {need / 2**30:.1f} GiB "
                          f"of text; {free / 2**30:.1f} GiB free in {parent}")
+    band = _band_rows(cols) * int(cols) * _BAND_BYTES_PER_CELL
+    sample = _sample_rows(rows, cols) * int(cols) * 8 * 2 if nodata > 0 else 0
+    avail = _memory_available()
+    if band + sample > avail:
+        raise InputError(f"{path}: rows of {cols} cells need at least "
+                         f"{(band + sample) / 2**30:.1f} GiB of memory to write; "
+                         f"{avail / 2**30:.1f} GiB available")
 
 
 def _base_period(rows, cols, divisor):
@@ -70,7 +103,7 @@ class _Terrain:
         self.mask_period = _base_period(rows, cols, 8)
         self.threshold = None
         if nodata > 0:
-            sample = np.unique(np.linspace(0, rows - 1, min(rows, 256)).astype(np.int64))
+            sample = np.unique(np.linspace(0, rows - 1, _sample_rows(rows, cols)).astype(np.int64))
             field = np.empty((sample.size, self.cols))
             fbm_rows(self.seed ^ _MASK_SALT, sample, self.cols, self.mask_period, 3, field)
             self.threshold = float(np.quantile(field, 1.0 - nodata))
@@ -145,10 +178,14 @@ def write_synth(path, rows, cols, seed=0, nodata=0.0, integer=False, overwrite=F
     >>> write_synth("dem.asc", 300, 400, seed=1, nodata=0.05)   # doctest: +SKIP
     """
     check_output_free(path, overwrite)  # before the size check: its directory must exist
-    _check_fits(path, rows, cols)
+    _check_fits(path, rows, cols, nodata)
     terrain = _Terrain(rows, cols, seed, nodata, integer)
-    workers = workers or os.cpu_count() or 1
-    bands = [(r, min(r + _BAND_ROWS, terrain.rows)) for r in range(0, terrain.rows, _BAND_ROWS)]
+    step = _band_rows(cols)
+    band_bytes = step * int(cols) * _BAND_BYTES_PER_CELL
+    # bands computed or waiting: two a worker, as many as half the memory holds (at least 1)
+    workers = max(1, min(workers or os.cpu_count() or 1,
+                         _memory_available() // (4 * band_bytes)))
+    bands = [(r, min(r + step, terrain.rows)) for r in range(0, terrain.rows, step)]
     written = 0
     with atomic_output(Path(path), overwrite) as tmp:
         with open(tmp, "wb") as f, concurrent.futures.ThreadPoolExecutor(workers) as pool:

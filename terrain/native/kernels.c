@@ -268,6 +268,42 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
 }
 
 /* ==========================================================================================
+ * Grid minimum spanning forest in core on the CPU (terrain/grid/mst_device.py host_mst): Kruskal
+ * over the grid's edges, given as keys order_bits(w) << 32 | id already sorted ascending, so in
+ * the (weight, id) order that makes the forest unique. Edge id = 4 * cell + d, d: E=0 (r, c+1),
+ * S=1 (r+1, c), SE=2 (r+1, c+1), SW=3 (r+1, c-1); cells < 2^30. Union-find with path halving;
+ * parent[0:n] is scratch. Sets bit d of mask[cell] for each forest edge, copies the forest's keys
+ * into chosen (in order) and returns their count.
+ * ========================================================================================== */
+
+static inline int32_t uf_find(int32_t *parent, int32_t x) {
+    while (parent[x] != x) {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    return x;
+}
+
+int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t cols,
+                             int32_t *parent, uint8_t *mask, uint64_t *chosen) {
+    const int64_t step[4] = {1, cols, cols + 1, cols - 1};
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; ++i) parent[i] = (int32_t)i;
+    for (int64_t e = 0; e < m && k + 1 < n; ++e) {
+        const uint32_t id = (uint32_t)(keys[e] & 0xFFFFFFFFu);
+        const int64_t cell = (int64_t)(id >> 2);
+        const int d = (int)(id & 3u);
+        const int32_t a = uf_find(parent, (int32_t)cell);
+        const int32_t b = uf_find(parent, (int32_t)(cell + step[d]));
+        if (a == b) continue;
+        if (a < b) parent[b] = a; else parent[a] = b;
+        mask[cell] |= (uint8_t)(1u << d);
+        chosen[k++] = keys[e];
+    }
+    return k;
+}
+
+/* ==========================================================================================
  * Sparse graphs (terrain/graph, loaded through terrain/graph/_native.py): the edge-list
  * scanner, the SNAP relabelling, the CSR build and the CPU BFS operators.
  *
@@ -286,6 +322,7 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
 #define G_ERR_BIG 5
 #define G_ERR_WEIGHT 8
 #define G_ERR_WEIGHT_INT 9
+#define G_ERR_EXTRA 10
 #define G_SP 32
 #define G_TAB 9
 #define G_CR 13
@@ -293,6 +330,9 @@ void terrain_nan_min_max(const float *z, int64_t rows, int64_t cols, int64_t str
 
 static inline int g_blank(uint8_t c) { return c == G_SP || c == G_TAB; }
 static inline int g_sep(uint8_t c) { return c == G_SP || c == G_TAB || c == G_CR || c == G_LF; }
+/* the same with the edge list's own separator too (sep: ',' in a comma-separated file, or 0) */
+static inline int g_blank_s(uint8_t c, int sep) { return g_blank(c) || (sep && c == sep); }
+static inline int g_sep_s(uint8_t c, int sep) { return g_sep(c) || (sep && c == sep); }
 
 /* Line feeds in buf[0:end), 32 bytes a step: an upper bound of the records of an edge-list
  * chunk (terrain/graph/loaders.py read_graph_file sizes its slices with it). An exact record
@@ -382,12 +422,12 @@ static inline int64_t g_int_token(const uint8_t *buf, int64_t *ip, int64_t end, 
 /* The weight token at or after buf[i] of record k: an integer into w_int with its length in
  * w_len; a decimal token's start in w_int, its negated length in w_len and, on Clinger's exact
  * fast path (the grid parser's, above), its value in w_flt, else NaN there. */
-static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, int64_t k,
-                         int64_t *w_int, int32_t *w_len, double *w_flt) {
+static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, int sep,
+                         int64_t k, int64_t *w_int, int32_t *w_len, double *w_flt) {
     w_len[k] = 0;
     w_int[k] = 0;
-    while (i < end && g_blank(buf[i])) ++i;
-    if (i >= end || buf[i] == G_LF || buf[i] == G_CR) return G_ERR_NONE;
+    while (i < end && g_blank_s(buf[i], sep)) ++i;
+    if (i >= end || buf[i] == G_LF || buf[i] == G_CR) return G_ERR_WEIGHT;
     const int64_t s = i;
     int neg = 0;
     if (buf[i] == '-' || buf[i] == '+') {
@@ -450,10 +490,10 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
             frac = 0;
         }
     }
-    const int ok = nd + frac > 0 && (i >= end || g_sep(buf[i]));
-    if (!ok) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+    const int ok = nd + frac > 0 && (i >= end || g_sep_s(buf[i], sep));
+    if (!ok) return G_ERR_WEIGHT;
     if (is_int) {
-        if (nd > 18) return wmode == 1 ? G_ERR_NONE : G_ERR_WEIGHT;
+        if (nd > 18) return G_ERR_WEIGHT;
         w_int[k] = neg ? -(int64_t)val : (int64_t)val;
         w_len[k] = (int32_t)(i - s);
         return G_ERR_NONE;
@@ -473,14 +513,14 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
 }
 
 /* Parse lines "[tag] a b [w] [ignored...]" of buf[start:end) into out_u, out_v (and the
- * weights); terrain/graph/_native.py (parse_pairs) states the rules. result[0..3] = (records,
- * error, line start, dropped). */
+ * weights); terrain/graph/_native.py (parse_pairs) states the rules. result[0..2] = (records,
+ * error, line start). */
 void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int comment_a,
-                         int comment_b, int tag, int64_t limit, int64_t *out_u, int64_t *out_v,
-                         int wmode, int64_t *w_int, int32_t *w_len, double *w_flt,
-                         int64_t *result) {
+                         int comment_b, int tag, int sep, int64_t limit, int64_t *out_u,
+                         int64_t *out_v, int wmode, int64_t *w_int, int32_t *w_len,
+                         double *w_flt, int64_t *result) {
     int64_t i = start, k = 0, last = -1;
-    int dropped = 0, err = G_ERR_NONE;
+    int err = G_ERR_NONE;
     int64_t ls = 0;
     while (i < end) {
         if (limit >= 0 && k >= limit) break;
@@ -506,14 +546,14 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
         }
         int64_t a = 0;
         for (int t = 0; t < 2 && err == G_ERR_NONE; ++t) {
-            while (i < end && g_blank(buf[i])) ++i;
+            while (i < end && g_blank_s(buf[i], sep)) ++i;
             if (i >= end || buf[i] == G_LF || buf[i] == G_CR) {
                 err = G_ERR_FEW;
                 break;
             }
             int nd, neg;
             const int64_t val = g_int_token(buf, &i, end, &nd, &neg);
-            if (nd == 0 || (i < end && !g_sep(buf[i]))) err = G_ERR_TOKEN;
+            if (nd == 0 || (i < end && !g_sep_s(buf[i], sep))) err = G_ERR_TOKEN;
             else if (nd > 18) err = G_ERR_BIG;
             else if (neg) err = G_ERR_NEG;
             else if (t == 0) a = val;
@@ -523,25 +563,29 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
             }
         }
         if (err != G_ERR_NONE) break;
-        if (wmode != 0) {
+        if (wmode == 1) { /* an unweighted edge list: nothing after the two ids */
+            int64_t j = i;
+            while (j < end && g_blank_s(buf[j], sep)) ++j;
+            if (j < end && buf[j] != G_LF && buf[j] != G_CR && buf[j] != comment_a &&
+                buf[j] != comment_b) {
+                err = G_ERR_EXTRA;
+                break;
+            }
+        } else if (wmode != 0) {
             /* the common case first: a plain integer weight; anything else goes to the
              * general weight scanner */
             int64_t j = i;
-            while (j < end && g_blank(buf[j])) ++j;
+            while (j < end && g_blank_s(buf[j], sep)) ++j;
             const int64_t s = j;
             int nd, neg;
             const int64_t val = g_int_token(buf, &j, end, &nd, &neg);
-            if (nd > 0 && nd <= 18 && (j >= end || g_sep(buf[j]))) {
+            if (nd > 0 && nd <= 18 && (j >= end || g_sep_s(buf[j], sep))) {
                 w_int[k] = neg ? -val : val;
                 w_len[k] = (int32_t)(j - s);
                 i = j;
             } else {
-                err = g_scan_weight(buf, i, end, wmode, k, w_int, w_len, w_flt);
+                err = g_scan_weight(buf, i, end, wmode, sep, k, w_int, w_len, w_flt);
                 if (err != G_ERR_NONE) break;
-            }
-            if (wmode == 1 && w_len[k] == 0) {
-                wmode = 0; /* an optional weight missing: the file is unweighted */
-                dropped = 1;
             }
         }
         ++k;
@@ -555,7 +599,6 @@ void terrain_edges_parse(const uint8_t *buf, int64_t start, int64_t end, int com
     result[0] = k;
     result[1] = err;
     result[2] = err != G_ERR_NONE ? ls : last;
-    result[3] = dropped;
 }
 
 /* Subtract the id base lo from every endpoint in place; the first record with u outside
@@ -861,6 +904,705 @@ TERRAIN_CSR_FUNCS(int64_t, i64, double, f64, 1)
 
 TERRAIN_BFS_FUNCS(int32_t, i32)
 TERRAIN_BFS_FUNCS(int64_t, i64)
+
+/* ---------------------------------------------------------------- the CPU's enactors: a whole
+ * BFS, up to 64 BFS at once, components, the diameter's bounding loop (terrain/graph/frontier.py
+ * and eccentricity.py call them; the GPU's twins are _frontier.cu's step_* and bitwise_*
+ * kernels and _diameter.cu's, driven from Python).
+ *
+ * terrain_bfs_levels: seed, then one level at a time: bottom-up when the frontier's edges exceed
+ * the unexplored edges / alpha and n / 4 (a bottom-up level reads every vertex's label) and the
+ * frontier grows, top-down again when it holds fewer than n / beta vertices and shrinks
+ * (Beamer's rule, as step_decide). levels[3 L + 0..2]: vertices,
+ * degree sum and operator (0 sources, 1 top-down, 2 bottom-up) of level L < cap; *reached: the
+ * vertices reached; returns the levels. */
+#define TERRAIN_ENACTOR_FUNCS(IT, IN)                                                          \
+    int64_t terrain_bfs_levels_##IN(const int64_t *indptr, const IT *indices, int64_t n,       \
+                                    const IT *sources, int64_t k, IT *q0, IT *q1,              \
+                                    int32_t *dist, int64_t alpha, int64_t beta,                \
+                                    int64_t *levels, int64_t cap, int64_t *reached) {          \
+        memset(dist, 0xFF, (size_t)n * sizeof *dist);                                          \
+        int64_t out[2];                                                                        \
+        terrain_bfs_seed_##IN(indptr, sources, k, q0, dist, out);                              \
+        const int64_t nnz = indptr[n];                                                         \
+        int64_t nf = out[0], mf = out[1], explored = mf, prev = 0, nl = 1;                     \
+        *reached = nf;                                                                         \
+        if (cap > 0) {                                                                         \
+            levels[0] = nf;                                                                    \
+            levels[1] = mf;                                                                    \
+            levels[2] = 0;                                                                     \
+        }                                                                                      \
+        int bottom = 0;                                                                        \
+        IT *cur = q0, *nxt = q1;                                                               \
+        while (nf > 0) {                                                                       \
+            const int growing = nl < 2 || nf > prev;                                           \
+            if (!bottom && growing && mf * alpha > nnz - explored && 4 * mf > n) bottom = 1;   \
+            else if (bottom && !growing && nf * beta < n) bottom = 0;                          \
+            if (bottom)                                                                        \
+                terrain_bfs_bottomup_##IN(indptr, indices, n, nxt, dist, (int32_t)(nl - 1),    \
+                                          out);                                                \
+            else                                                                               \
+                terrain_bfs_topdown_##IN(indptr, indices, cur, nf, nxt, dist,                  \
+                                         (int32_t)(nl - 1), out);                              \
+            if (out[0] == 0) break;                                                            \
+            if (nl < cap) {                                                                    \
+                levels[3 * nl] = out[0];                                                       \
+                levels[3 * nl + 1] = out[1];                                                   \
+                levels[3 * nl + 2] = bottom ? 2 : 1;                                           \
+            }                                                                                  \
+            *reached += out[0];                                                                \
+            prev = nf;                                                                         \
+            nf = out[0];                                                                       \
+            mf = out[1];                                                                       \
+            explored += mf;                                                                    \
+            ++nl;                                                                              \
+            IT *t = cur; cur = nxt; nxt = t;                                                   \
+        }                                                                                      \
+        return nl;                                                                             \
+    }                                                                                          \
+    /* Up to 64 BFS at once, bit i for sources[i] (seen, frontier, nxt: n words of scratch):   \
+     * a level is nxt[v] = OR(frontier[u], u a neighbour) & ~seen[v]: pushed from the vertices \
+     * with new bits while their arcs are few (< 1/14 of all), else pulled by every vertex,    \
+     * its scan stopped once every bit it lacks is found. ecc_out[i]: source i's eccentricity. With ecc (those  \
+     * eccentricities, from an earlier call) each vertex w reached at distance d from source i \
+     * gets lower[w] = max(lower[w], d, ecc[i] - d), upper[w] = min(upper[w], ecc[i] + d): the \
+     * bounds the k single BFS would leave. pairs (n + 1 slots, or NULL): the (source, vertex) \
+     * pairs at each distance. dmat (64 n bytes, or NULL; levels < 255): dmat[64 v + i] the    \
+     * distance from source i to v, 255 unreached. Returns the levels. */                      \
+    int64_t terrain_bitwise_bfs_##IN(const int64_t *indptr, const IT *indices, int64_t n,      \
+                                     const int64_t *sources, int64_t k, uint64_t *seen,        \
+                                     uint64_t *frontier, uint64_t *nxt, const int32_t *ecc,    \
+                                     int32_t *lower, int32_t *upper, int32_t *ecc_out,         \
+                                     int64_t *pairs, uint8_t *dmat) {                          \
+        const uint64_t full = k >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << k) - 1);               \
+        memset(seen, 0, (size_t)n * sizeof *seen);                                             \
+        memset(frontier, 0, (size_t)n * sizeof *frontier);                                     \
+        memset(nxt, 0, (size_t)n * sizeof *nxt);                                               \
+        if (dmat != NULL) memset(dmat, 0xFF, (size_t)n * 64);                                  \
+        for (int64_t i = 0; i < k; ++i) {                                                      \
+            const int64_t s = sources[i];                                                      \
+            seen[s] = frontier[s] = (uint64_t)1 << i;                                          \
+            ecc_out[i] = 0;                                                                    \
+            if (dmat != NULL) dmat[s * 64 + i] = 0;                                            \
+            if (ecc != NULL) {                                                                 \
+                if (ecc[i] > lower[s]) lower[s] = ecc[i];                                      \
+                if (ecc[i] < upper[s]) upper[s] = ecc[i];                                      \
+            }                                                                                  \
+        }                                                                                      \
+        if (pairs != NULL) pairs[0] = k;                                                       \
+        int64_t active = 0; /* arcs of the vertices with new bits */                           \
+        for (int64_t i = 0; i < k; ++i) active += indptr[sources[i] + 1] - indptr[sources[i]]; \
+        for (int32_t level = 1;; ++level) {                                                    \
+            if (active * 14 < indptr[n]) { /* few new bits: push them to the neighbours */     \
+                for (int64_t u = 0; u < n; ++u) {                                              \
+                    const uint64_t f = frontier[u];                                            \
+                    if (f == 0) continue;                                                      \
+                    for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) nxt[indices[e]] |= f;  \
+                }                                                                              \
+            } else { /* else every vertex pulls, until it has every bit */                     \
+                for (int64_t v = 0; v < n; ++v) {                                              \
+                    const uint64_t s = seen[v];                                                \
+                    uint64_t acc = 0;                                                          \
+                    if (s != full) {                                                           \
+                        for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                  \
+                            acc |= frontier[indices[e]];                                       \
+                            if ((acc | s) == full) break;                                      \
+                        }                                                                      \
+                    }                                                                          \
+                    nxt[v] = acc;                                                              \
+                }                                                                              \
+            }                                                                                  \
+            uint64_t any = 0;                                                                  \
+            int64_t count = 0;                                                                 \
+            active = 0;                                                                        \
+            for (int64_t v = 0; v < n; ++v) {                                                  \
+                const uint64_t fresh = nxt[v] & ~seen[v];                                      \
+                nxt[v] = 0;                                                                    \
+                frontier[v] = fresh;                                                           \
+                if (fresh == 0) continue;                                                      \
+                active += indptr[v + 1] - indptr[v];                                           \
+                seen[v] |= fresh;                                                              \
+                any |= fresh;                                                                  \
+                uint64_t m = fresh;                                                            \
+                while (m) {                                                                    \
+                    const int i = g_ctz64(m);                                                  \
+                    m &= m - 1;                                                                \
+                    ++count;                                                                   \
+                    if (dmat != NULL) dmat[v * 64 + i] = (uint8_t)level;                       \
+                    if (ecc != NULL) {                                                         \
+                        const int32_t far = ecc[i] - level > level ? ecc[i] - level : level;   \
+                        if (far > lower[v]) lower[v] = far;                                    \
+                        if (ecc[i] + level < upper[v]) upper[v] = ecc[i] + level;              \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            if (any == 0) return level;                                                        \
+            if (pairs != NULL) pairs[level] = count;                                           \
+            for (int64_t i = 0; i < k; ++i)                                                    \
+                if (any >> i & 1u) ecc_out[i] = level;                                         \
+        }                                                                                      \
+    }                                                                                          \
+    /* Union-find labels: parent[v] = the smallest vertex of v's (weakly connected) component \
+     * (hook_edges' twin in _diameter.cu); symmetric: every arc is listed both ways. */       \
+    void terrain_component_roots_##IN(const int64_t *indptr, const IT *indices, int64_t n,     \
+                                      int symmetric, IT *parent) {                             \
+        for (int64_t v = 0; v < n; ++v) parent[v] = (IT)v;                                     \
+        for (int64_t u = 0; u < n; ++u) {                                                      \
+            for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
+                int64_t a = u, b = indices[e];                                                 \
+                if (symmetric && b >= u) continue; /* the arc's twin in row b joins them */    \
+                while (parent[a] != a) { parent[a] = parent[parent[a]]; a = parent[a]; }       \
+                while (parent[b] != b) { parent[b] = parent[parent[b]]; b = parent[b]; }       \
+                if (a != b) parent[a > b ? a : b] = (IT)(a < b ? a : b);                       \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            int64_t r = parent[v];                                                             \
+            while (parent[r] != r) r = parent[r];                                              \
+            parent[v] = (IT)r;                                                                 \
+        }                                                                                      \
+    }                                                                                          \
+    /* The induced subgraph on the vertices with new_id >= 0 (new ids increasing, so rows stay \
+     * sorted): with out_indices NULL, only its arc count; else its rows, and the weights of   \
+     * its arcs (w_size bytes each; 0: none). Returns the arcs. */                             \
+    int64_t terrain_subgraph_##IN(const int64_t *indptr, const IT *indices, int64_t n,         \
+                                  const int64_t *new_id, int64_t *out_indptr, IT *out_indices, \
+                                  const char *w, char *out_w, int64_t w_size) {                \
+        int64_t k = 0, r = 0;                                                                  \
+        if (out_indptr != NULL) out_indptr[0] = 0;                                             \
+        for (int64_t v = 0; v < n; ++v) {                                                      \
+            if (new_id[v] < 0) continue;                                                       \
+            for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                              \
+                const int64_t x = new_id[indices[e]];                                          \
+                if (x < 0) continue;                                                           \
+                if (out_indices != NULL) {                                                     \
+                    out_indices[k] = (IT)x;                                                    \
+                    if (w_size) memcpy(out_w + k * w_size, w + e * w_size, (size_t)w_size);    \
+                }                                                                              \
+                ++k;                                                                           \
+            }                                                                                  \
+            if (out_indptr != NULL) out_indptr[++r] = k;                                       \
+        }                                                                                      \
+        return k;                                                                              \
+    }                                                                                          \
+    /* The bounding loop of terrain/graph/eccentricity.py on a connected graph, for at most    \
+     * rounds searches (a BFS, or, after the first single_bfs, a batch of k <= 64 bit-parallel \
+     * ones when its two passes of delta_lower + 1 levels cost less than k BFS: 2 (dl + 1) <  \
+     * k): the next source alternates between the candidate of largest upper bound            \
+     * and of smallest lower bound (ties: higher degree, then lower number); a batch takes     \
+     * them in turn from both orders. state: [0] searches so far, [1] next order (1: largest   \
+     * upper), [2] best eccentricity (-1: none), [3] its source, [4] best_dist holds its       \
+     * labels, [5] candidates left, [6] delta_lower, [7] radius_upper. Returns 0, or -2 when   \
+     * a BFS did not reach every vertex. */                                                    \
+    int64_t terrain_diameter_bound_##IN(                                                       \
+        const int64_t *indptr, const IT *indices, int64_t n, int extremes, int64_t single_bfs, \
+        int64_t batch, int64_t rounds, int64_t alpha, int64_t beta, int32_t *lower,            \
+        int32_t *upper, uint8_t *cand, int32_t *dist, int32_t *best_dist, IT *q0, IT *q1,      \
+        uint64_t *seen, uint64_t *frontier, uint64_t *nxt, int64_t *chosen,                    \
+        int64_t *by_upper, int64_t *by_lower, int32_t *eccs, int32_t *eccs2, uint8_t *dmat,    \
+        int64_t *state) {                                                                      \
+        for (int64_t round = 0; round < rounds && state[5] > 0; ++round) {                     \
+            const int64_t k_max = state[5] < batch ? state[5] : batch;                         \
+            if (state[0] < single_bfs || 2 * (state[6] + 1) >= k_max) {                        \
+                const int64_t v = bound_select(indptr, n, cand, lower, upper, (int)state[1]);  \
+                state[1] = !state[1];                                                          \
+                const IT src = (IT)v;                                                          \
+                int64_t reached = 0;                                                           \
+                const int64_t nl = terrain_bfs_levels_##IN(indptr, indices, n, &src, 1, q0,    \
+                                                           q1, dist, alpha, beta, NULL, 0,     \
+                                                           &reached);                          \
+                if (reached != n) return -2;                                                   \
+                const int32_t ecc = (int32_t)(nl - 1);                                         \
+                state[0] += 1;                                                                 \
+                if (state[2] < 0 || ecc > state[2]) {                                          \
+                    state[2] = ecc;                                                            \
+                    state[3] = v;                                                              \
+                    state[4] = 1;                                                              \
+                    memcpy(best_dist, dist, (size_t)n * sizeof *dist);                         \
+                }                                                                              \
+                for (int64_t w = 0; w < n; ++w) {                                              \
+                    const int32_t d = dist[w], far = ecc - d > d ? ecc - d : d;                \
+                    if (d < 0) continue;                                                       \
+                    if (far > lower[w]) lower[w] = far;                                        \
+                    if (ecc + d < upper[w]) upper[w] = ecc + d;                                \
+                }                                                                              \
+            } else {                                                                           \
+                const int64_t k = bound_select_batch(indptr, n, cand, lower, upper, batch,     \
+                                                     chosen, by_upper, by_lower);              \
+                terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier, nxt,   \
+                                         NULL, NULL, NULL, eccs, NULL, dmat);                  \
+                state[0] += k;                                                                 \
+                int64_t top = 0;                                                               \
+                for (int64_t i = 1; i < k; ++i)                                                \
+                    if (eccs[i] > eccs[top]) top = i;                                          \
+                if (state[2] < 0 || eccs[top] > state[2]) {                                    \
+                    state[2] = eccs[top];                                                      \
+                    state[3] = chosen[top];                                                    \
+                    state[4] = 0;                                                              \
+                }                                                                              \
+                if (dmat == NULL) { /* a second pass applies the bounds as the bits appear */  \
+                    terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier,    \
+                                             nxt, eccs, lower, upper, eccs2, NULL, NULL);      \
+                } else { /* or the first pass's distances do */                                \
+                    for (int64_t w = 0; w < n; ++w) {                                          \
+                        const uint8_t *dw = dmat + w * 64;                                     \
+                        for (int64_t i = 0; i < k; ++i) {                                      \
+                            if (dw[i] == 0xFF) continue;                                       \
+                            const int32_t d = dw[i], e = eccs[i], far = e - d > d ? e - d : d; \
+                            if (far > lower[w]) lower[w] = far;                                \
+                            if (e + d < upper[w]) upper[w] = e + d;                            \
+                        }                                                                      \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            bound_prune(n, extremes, cand, lower, upper, state);                               \
+        }                                                                                      \
+        return 0;                                                                              \
+    }
+
+/* Does (key, degree, vertex) a come before b? Larger key first when descending, else smaller;
+ * then higher degree, then lower number. */
+static inline int bound_before(int64_t ka, int64_t da, int64_t a, int64_t kb, int64_t db,
+                               int64_t b, int descending) {
+    if (ka != kb) return descending ? ka > kb : ka < kb;
+    if (da != db) return da > db;
+    return a < b;
+}
+
+/* The candidate first in (largest upper | smallest lower bound, higher degree, lower number). */
+static int64_t bound_select(const int64_t *indptr, int64_t n, const uint8_t *cand,
+                            const int32_t *lower, const int32_t *upper, int largest_upper) {
+    int64_t best = -1, bk = 0, bd = 0;
+    for (int64_t v = 0; v < n; ++v) {
+        if (!cand[v]) continue;
+        const int64_t key = largest_upper ? upper[v] : lower[v], d = indptr[v + 1] - indptr[v];
+        if (best < 0 || bound_before(key, d, v, bk, bd, best, largest_upper)) {
+            best = v;
+            bk = key;
+            bd = d;
+        }
+    }
+    return best;
+}
+
+/* The first k candidates in one order (insertion into a sorted list of k: most candidates
+ * are turned away by the comparison with its last). */
+static int64_t bound_top(const int64_t *indptr, int64_t n, const uint8_t *cand,
+                         const int32_t *key, int descending, int64_t k, int64_t *top) {
+    int64_t size = 0;
+    for (int64_t v = 0; v < n; ++v) {
+        if (!cand[v]) continue;
+        const int64_t kv = key[v], dv = indptr[v + 1] - indptr[v];
+#define BOUND_BEFORE_AT(j) bound_before(kv, dv, v, key[top[j]],                                \
+                                        indptr[top[j] + 1] - indptr[top[j]], top[j], descending)
+        if (size == k && !BOUND_BEFORE_AT(k - 1)) continue;
+        int64_t j = size < k ? size++ : k - 1;
+        while (j > 0 && BOUND_BEFORE_AT(j - 1)) {
+            top[j] = top[j - 1];
+            --j;
+        }
+#undef BOUND_BEFORE_AT
+        top[j] = v;
+    }
+    return size;
+}
+
+/* Up to k candidates for one bit-parallel batch: all of them (by number) when they are no more
+ * than k, else taken in turn from the largest-upper and the smallest-lower order, each once. */
+static int64_t bound_select_batch(const int64_t *indptr, int64_t n, const uint8_t *cand,
+                                  const int32_t *lower, const int32_t *upper, int64_t k,
+                                  int64_t *chosen, int64_t *by_upper, int64_t *by_lower) {
+    int64_t count = 0;
+    for (int64_t v = 0; v < n && count <= k; ++v) count += cand[v] != 0;
+    if (count <= k) {
+        int64_t j = 0;
+        for (int64_t v = 0; v < n; ++v)
+            if (cand[v]) chosen[j++] = v;
+        return j;
+    }
+    bound_top(indptr, n, cand, upper, 1, k, by_upper);
+    bound_top(indptr, n, cand, lower, 0, k, by_lower);
+    int64_t size = 0;
+    for (int64_t i = 0; i < k && size < k; ++i) {
+        const int64_t pair[2] = {by_upper[i], by_lower[i]};
+        for (int t = 0; t < 2 && size < k; ++t) {
+            int seen = 0;
+            for (int64_t j = 0; j < size && !seen; ++j) seen = chosen[j] == pair[t];
+            if (!seen) chosen[size++] = pair[t];
+        }
+    }
+    return size;
+}
+
+/* delta_lower = max lower, radius_upper = min upper; a candidate stays while its eccentricity
+ * is open and can still matter (prune_candidates in _diameter.cu). */
+static void bound_prune(int64_t n, int extremes, uint8_t *cand, const int32_t *lower,
+                        const int32_t *upper, int64_t *state) {
+    int32_t dl = 0, ru = INT32_MAX;
+    for (int64_t v = 0; v < n; ++v) {
+        if (lower[v] > dl) dl = lower[v];
+        if (upper[v] < ru) ru = upper[v];
+    }
+    int64_t left = 0;
+    for (int64_t v = 0; v < n; ++v) {
+        if (!cand[v]) continue;
+        const int32_t lo = lower[v], up = upper[v];
+        const int keep = lo != up && (extremes ? (up >= dl || lo <= ru) : up > dl);
+        if (keep) ++left;
+        else cand[v] = 0;
+    }
+    state[5] = left;
+    state[6] = dl;
+    state[7] = ru;
+}
+
+TERRAIN_ENACTOR_FUNCS(int32_t, i32)
+TERRAIN_ENACTOR_FUNCS(int64_t, i64)
+
+/* ---------------------------------------------------------------- the graph MST's CPU operators
+ * (terrain/graph/mst.py _CpuOps, sequential twins of _mst.cu's count_upper / extract / offer /
+ * join; mst.py states the algorithm).
+ *
+ * terrain_mst_upper: rows r0..r1: count[r - r0] = the row's arcs to larger vertices (a suffix:
+ * rows are sorted), their heads to ev and their weights (w_size bytes each; w_kind 2 float32,
+ * 3 float64: a NaN is noted) to w_e, from 0 on. out[0] = the arcs written (-1: more than cap),
+ * out[1] = whether a weight is NaN.
+ * terrain_mst_extract: eu[e] = the tail of edge e (ids count up row by row) and its key: mode 2
+ * the id, mode 1 the rank of its weight (int32: w + 2^31; float32 bits, w_kind 2: the order
+ * bits, -0.0 as +0.0) << id_bits | id; mode 0 none (the caller makes them). Returns the edges.
+ * terrain_mst_offer: the worklist's edges between two components, as (root, root, key), into
+ * out; each offers its key to both roots. Returns their number.
+ * terrain_mst_join: every edge that won at one of its roots joins their components and enters
+ * the forest. */
+#define TERRAIN_MST_FUNCS(IT, IN)                                                              \
+    void terrain_mst_upper_##IN(const int64_t *indptr, const IT *indices, const char *w,       \
+                                int64_t w_size, int w_kind, int64_t r0, int64_t r1, IT *count, \
+                                IT *ev, char *w_e, int64_t cap, int64_t *out) {                \
+        int64_t e = 0;                                                                         \
+        int nan = 0;                                                                           \
+        for (int64_t r = r0; r < r1; ++r) {                                                    \
+            const int64_t start = indptr[r], end = indptr[r + 1];                              \
+            int64_t lo = end;                                                                  \
+            while (lo > start && indices[lo - 1] > r) --lo;                                    \
+            const int64_t c = end - lo;                                                        \
+            count[r - r0] = (IT)c;                                                             \
+            if (e + c > cap) {                                                                 \
+                out[0] = -1;                                                                   \
+                out[1] = nan;                                                                  \
+                return;                                                                        \
+            }                                                                                  \
+            memcpy(ev + e, indices + lo, (size_t)c * sizeof *ev);                              \
+            if (w_size) {                                                                      \
+                memcpy(w_e + e * w_size, w + lo * w_size, (size_t)(c * w_size));              \
+                for (int64_t k = 0; k < c && w_kind >= 2; ++k) {                               \
+                    if (w_kind == 2) {                                                         \
+                        float x;                                                               \
+                        memcpy(&x, w + (lo + k) * 4, 4);                                       \
+                        nan |= x != x;                                                         \
+                    } else {                                                                   \
+                        double x;                                                              \
+                        memcpy(&x, w + (lo + k) * 8, 8);                                       \
+                        nan |= x != x;                                                         \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+            e += c;                                                                            \
+        }                                                                                      \
+        out[0] = e;                                                                            \
+        out[1] = nan;                                                                          \
+    }                                                                                          \
+    int64_t terrain_mst_extract_##IN(const IT *count, int64_t n, const void *w_e,              \
+                                     int key_mode, int w_kind, int id_bits, IT *eu,            \
+                                     int64_t *key) {                                           \
+        int64_t e = 0;                                                                         \
+        for (int64_t r = 0; r < n; ++r) {                                                      \
+            for (int64_t j = 0; j < (int64_t)count[r]; ++j, ++e) {                             \
+                eu[e] = (IT)r;                                                                 \
+                if (key_mode == 2) {                                                           \
+                    key[e] = e;                                                                \
+                } else if (key_mode == 1) {                                                    \
+                    int64_t rank;                                                              \
+                    if (w_kind == 2) {                                                         \
+                        uint32_t b = ((const uint32_t *)w_e)[e];                               \
+                        if (b == 0x80000000u) b = 0; /* -0.0 ranks as +0.0 */                  \
+                        rank = (b & 0x80000000u) ? (int64_t)(~b) : (int64_t)(b | 0x80000000u); \
+                    } else {                                                                   \
+                        rank = (int64_t)((const int32_t *)w_e)[e] + 2147483648LL;             \
+                    }                                                                          \
+                    key[e] = (rank << id_bits) | e;                                            \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        return e;                                                                              \
+    }                                                                                          \
+    static inline IT mst_find_##IN(IT x, IT *parent) {                                         \
+        IT p = parent[x];                                                                      \
+        while (p != x) {                                                                       \
+            const IT pp = parent[p];                                                           \
+            if (pp == p) return p;                                                             \
+            parent[x] = pp; /* path halving */                                                 \
+            x = pp;                                                                            \
+            p = parent[x];                                                                     \
+        }                                                                                      \
+        return x;                                                                              \
+    }                                                                                          \
+    int64_t terrain_mst_offer_##IN(const IT *in_a, const IT *in_b, const int64_t *in_key,      \
+                                   int64_t n_in, int64_t lo, int64_t hi, IT *parent,           \
+                                   int64_t *best, IT *out_a, IT *out_b, int64_t *out_key) {    \
+        int64_t n_out = 0;                                                                     \
+        for (int64_t i = 0; i < n_in; ++i) {                                                   \
+            const int64_t k = in_key[i];                                                       \
+            if (k <= lo || k > hi) continue;                                                   \
+            const IT ra = mst_find_##IN(in_a[i], parent), rb = mst_find_##IN(in_b[i], parent);  \
+            if (ra == rb) continue;                                                            \
+            out_a[n_out] = ra;                                                                 \
+            out_b[n_out] = rb;                                                                 \
+            out_key[n_out++] = k;                                                              \
+            if (k < best[ra]) best[ra] = k;                                                    \
+            if (k < best[rb]) best[rb] = k;                                                    \
+        }                                                                                      \
+        return n_out;                                                                          \
+    }                                                                                          \
+    void terrain_mst_join_##IN(const IT *wl_a, const IT *wl_b, const int64_t *wl_key,          \
+                               int64_t n, IT *parent, int64_t *best, int64_t id_mask,          \
+                               uint8_t *in_forest) {                                           \
+        for (int64_t i = 0; i < n; ++i) {                                                      \
+            const int64_t k = wl_key[i];                                                       \
+            IT a = wl_a[i], b = wl_b[i];                                                       \
+            const int won_a = best[a] == k, won_b = best[b] == k;                              \
+            if (!(won_a || won_b)) continue;                                                   \
+            if (won_a) best[a] = INT64_MAX;                                                    \
+            if (won_b) best[b] = INT64_MAX;                                                    \
+            in_forest[k & id_mask] = 1;                                                        \
+            while (parent[a] != a) a = parent[a];                                              \
+            while (parent[b] != b) b = parent[b];                                              \
+            if (a != b) {                                                                      \
+                if (a > b) { const IT t = a; a = b; b = t; }                                   \
+                parent[b] = a;                                                                 \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+TERRAIN_MST_FUNCS(int32_t, i32)
+TERRAIN_MST_FUNCS(int64_t, i64)
+
+/* ---------------------------------------------------------------- NetworkX's own orders, for
+ * terrain/nx_backend: the graph as NetworkX iterates it (rows in G._adj order), the results
+ * in the order NetworkX produces them.
+ *
+ * terrain_nx_bfs: BFS in discovery order. order[0:k] holds the sources (distinct, in the
+ * order NetworkX takes them) at level 0; each vertex, in queue order, appends its unvisited
+ * neighbours in row order (nx.bfs_layers, single_source_shortest_path_length). dist[v]: the
+ * level, -1 unreached. Returns the vertices reached, order[0:count]. */
+int64_t terrain_nx_bfs(const int64_t *indptr, const int64_t *indices, int64_t n, int64_t k,
+                       int64_t *order, int32_t *dist) {
+    memset(dist, 0xFF, (size_t)n * sizeof *dist);
+    for (int64_t i = 0; i < k; ++i) dist[order[i]] = 0;
+    int64_t head = 0, tail = k;
+    while (head < tail) {
+        const int64_t v = order[head++];
+        const int32_t d = dist[v] + 1;
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {
+            const int64_t w = indices[e];
+            if (dist[w] < 0) {
+                dist[w] = d;
+                order[tail++] = w;
+            }
+        }
+    }
+    return tail;
+}
+
+/* A number as Python holds it in NetworkX's Dijkstra: an int (int64 here) or a float. */
+typedef struct {
+    int64_t i;
+    double f;
+    int isf;
+} nx_num;
+
+/* -1, 0, 1 as Python compares a and b exactly (an int and a float too; no NaN here). */
+static int nx_cmp(nx_num a, nx_num b) {
+    if (!a.isf && !b.isf) return (a.i > b.i) - (a.i < b.i);
+    if (a.isf && b.isf) return (a.f > b.f) - (a.f < b.f);
+    const int flip = a.isf; /* compare int x with float y, then flip back */
+    const int64_t x = flip ? b.i : a.i;
+    const double y = flip ? a.f : b.f;
+    int c;
+    if (y >= 9223372036854775808.0) c = -1;
+    else if (y < -9223372036854775808.0) c = 1;
+    else {
+        int64_t yi = (int64_t)y; /* toward zero, then down: floor(y) */
+        if ((double)yi > y) --yi;
+        if (x < yi) c = -1;
+        else if (x > yi) c = 1;
+        else c = (double)yi == y ? 0 : -1; /* x == floor(y) < y when y has a fraction */
+    }
+    return flip ? -c : c;
+}
+
+typedef struct {
+    nx_num d;
+    int64_t c;
+    int64_t v;
+} nx_entry;
+
+static inline int nx_before(const nx_entry *a, const nx_entry *b) {
+    const int c = nx_cmp(a->d, b->d);
+    return c < 0 || (c == 0 && a->c < b->c);
+}
+
+static void nx_push(nx_entry *heap, int64_t *size, nx_entry x) {
+    int64_t i = (*size)++;
+    while (i > 0) {
+        const int64_t p = (i - 1) / 2;
+        if (!nx_before(&x, &heap[p])) break;
+        heap[i] = heap[p];
+        i = p;
+    }
+    heap[i] = x;
+}
+
+static nx_entry nx_pop(nx_entry *heap, int64_t *size) {
+    const nx_entry top = heap[0], x = heap[--(*size)];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= *size) break;
+        if (c + 1 < *size && nx_before(&heap[c + 1], &heap[c])) ++c;
+        if (!nx_before(&heap[c], &x)) break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    if (*size > 0) heap[i] = x;
+    return top;
+}
+
+/* NetworkX's _dijkstra_multisource step by step: a heap of (distance, push count, vertex),
+ * a vertex's distance final when popped, a neighbour pushed when first seen or improved;
+ * arc weights of kind 0 (int, w_int), 1 (float, w_flt), 2 (NetworkX raises when it reads or
+ * adds it: a string), 3 (None: the arc is hidden); sums follow Python (int + int an
+ * int, anything with a float a float). cutoff: kind 0 none, 1 int, 2 float; target: stop when
+ * it is popped (-1: none). out: the popped vertices in order; their distances in d_i / d_f
+ * / d_isf. Returns the count, or -1 (contradictory paths: a negative weight), -2 (an arc of
+ * kind 2 reached: err[0] the vertex, err[1] the arc), -3 (an int sum beyond 64 bits), -4
+ * (no memory). */
+int64_t terrain_nx_dijkstra(const int64_t *indptr, const int64_t *indices, int64_t n,
+                            const uint8_t *kind, const int64_t *w_int, const double *w_flt,
+                            const int64_t *sources, int64_t k, int cutoff_kind,
+                            int64_t cutoff_i, double cutoff_f, int64_t target, int64_t *out,
+                            int64_t *d_i, double *d_f, uint8_t *d_isf, int64_t *err) {
+    const int64_t cap = indptr[n] + k + 1;
+    nx_entry *heap = malloc((size_t)cap * sizeof *heap);
+    nx_num *seen = malloc((size_t)(n > 0 ? n : 1) * sizeof *seen);
+    uint8_t *state = calloc((size_t)(n > 0 ? n : 1), 1); /* 1 seen, 2 done */
+    if (heap == NULL || seen == NULL || state == NULL) {
+        free(heap); free(seen); free(state);
+        return -4;
+    }
+    const nx_num cutoff = {cutoff_i, cutoff_f, cutoff_kind == 2};
+    int64_t size = 0, count = 0, pushes = 0, rc = 0;
+    for (int64_t s = 0; s < k; ++s) {
+        const nx_num zero = {0, 0.0, 0};
+        seen[sources[s]] = zero;
+        state[sources[s]] = 1;
+        const nx_entry x = {zero, pushes++, sources[s]};
+        nx_push(heap, &size, x);
+    }
+    while (size > 0) {
+        const nx_entry top = nx_pop(heap, &size);
+        const int64_t v = top.v;
+        if (state[v] == 2) continue;
+        state[v] = 2;
+        seen[v] = top.d; /* the final distance */
+        out[count++] = v;
+        d_i[v] = top.d.i;
+        d_f[v] = top.d.f;
+        d_isf[v] = (uint8_t)top.d.isf;
+        if (v == target) break;
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {
+            if (kind[e] == 3) continue;
+            if (kind[e] == 2) {
+                err[0] = v;
+                err[1] = e;
+                rc = -2;
+                goto done;
+            }
+            nx_num vu;
+            if (kind[e] == 0 && !top.d.isf) {
+                vu.isf = 0;
+                vu.f = 0.0;
+                if (__builtin_add_overflow(top.d.i, w_int[e], &vu.i)) {
+                    rc = -3;
+                    goto done;
+                }
+            } else {
+                const double a = top.d.isf ? top.d.f : (double)top.d.i;
+                const double b = kind[e] == 1 ? w_flt[e] : (double)w_int[e];
+                vu.isf = 1;
+                vu.i = 0;
+                vu.f = a + b;
+            }
+            if (cutoff_kind && nx_cmp(vu, cutoff) > 0) continue;
+            const int64_t u = indices[e];
+            if (state[u] == 2) {
+                if (nx_cmp(vu, seen[u]) < 0) {
+                    rc = -1;
+                    goto done;
+                }
+            } else if (state[u] == 0 || nx_cmp(vu, seen[u]) < 0) {
+                state[u] = 1;
+                seen[u] = vu;
+                const nx_entry x = {vu, pushes++, u};
+                nx_push(heap, &size, x);
+            }
+        }
+    }
+    rc = count;
+done:
+    free(heap); free(seen); free(state);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- result tables as text
+ * (terrain/graph/results.py's CSV, generators.write_int_rows): rows r0..r1 of ncols columns,
+ * int64 (kind 0) or float64 (kind 1, "%.17g": it reads back to the same bits; numpy.savetxt
+ * wrote the same text), separated by sep, each row ended by LF, into out (at most 26 bytes a
+ * value); returns the bytes written. */
+#include <math.h>
+#include <stdio.h>
+static inline char *fmt_int(char *p, int64_t x) {
+    char digits[20];
+    uint64_t u = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+    int nd = 0;
+    do {
+        digits[nd++] = (char)('0' + u % 10u);
+        u /= 10u;
+    } while (u);
+    if (x < 0) *p++ = '-';
+    while (nd) *p++ = digits[--nd];
+    return p;
+}
+
+int64_t terrain_format_rows(const void *const *cols, const int32_t *kinds, int64_t ncols,
+                            int64_t r0, int64_t r1, int sep, char *out) {
+    char *p = out;
+    for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = 0; c < ncols; ++c) {
+            if (kinds[c] == 0) {
+                p = fmt_int(p, ((const int64_t *)cols[c])[r]);
+            } else {
+                const double x = ((const double *)cols[c])[r];
+                /* an integral value below 1e17 prints its digits under %.17g: no snprintf */
+                if (x > -1e17 && x < 1e17 && x == (double)(int64_t)x && (x != 0 || !signbit(x)))
+                    p = fmt_int(p, (int64_t)x);
+                else
+                    p += snprintf(p, 32, "%.17g", x);
+            }
+            *p++ = c + 1 < ncols ? (char)sep : '\n';
+        }
+    }
+    return (int64_t)(p - out);
+}
 
 /* ---------------------------------------------------------------- Dial's bucket queue: the
  * SSSP CPU twin's Dijkstra for integer weights (terrain/graph/sssp.py, _dial_cpu, says how and

@@ -1,43 +1,49 @@
-"""A NetworkX backend: ``nx.diameter(G, backend="terrain")`` runs terrain's BFS and exact
-diameter (CPU with Numba, or the GPU).
+"""A NetworkX backend: ``nx.diameter(G, backend="terrain")`` runs terrain's exact diameter, and
+``bfs_layers``, shortest path lengths and ``minimum_spanning_tree`` run on terrain's kernels,
+returning what NetworkX returns, in NetworkX's order.
 
 NetworkX finds backends through two entry points (declared in pyproject.toml, the way
 nx-cugraph does it): ``networkx.backends`` -> :data:`BackendInterface` (``convert_from_nx``,
 ``convert_to_nx``, ``can_run``, ``should_run`` and one function per algorithm) and
-``networkx.backend_info`` -> :func:`get_info` (which functions exist, what they accept).
+``networkx.backend_info`` -> :func:`get_info`.
 
-Algorithms
-----------
-``bfs_layers``, ``single_source_shortest_path_length`` (hop counts), ``eccentricity``,
-``diameter``, ``radius``, ``center``, ``periphery`` on undirected graphs (multigraphs too:
-parallel edges do not change hop distances), unweighted. ``can_run`` declines, with the
-reason, what terrain does not compute (directed graphs, ``weight=``, a precomputed ``e=`` or
-``sp=``), so NetworkX runs those itself when fallback is on. Disconnected graphs raise
-NetworkX's own ``NetworkXError`` where NetworkX does.
+Exactly as NetworkX. A :class:`TerrainGraph` keeps the graph as NetworkX iterates it (each
+row in ``G._adj`` order, the edges' data dicts), so the results are NetworkX's own, order
+included:
 
-Weighted: ``single_source_dijkstra_path_length`` and ``dijkstra_path_length`` run
-:func:`terrain.graph.sssp` (the same left-fold sums NetworkX forms, so the same numbers;
-parallel edges of a multigraph count with their smallest weight, as in NetworkX);
-``minimum_spanning_tree`` runs :func:`terrain.graph.minimum_spanning_forest` and returns a
-NetworkX graph of ``G``'s class with ``G``'s nodes (with their data), graph attributes and
-the forest's edges with their data. Any ``algorithm=`` gives the minimum spanning forest
-(the same edges as NetworkX's when the weights are distinct; the same total weight always).
-``can_run`` declines a callable ``weight``, ``ignore_nan=True``, multigraph MSTs and
-directed graphs. Edges without the weight attribute weigh 1, as in NetworkX.
+* ``bfs_layers``, ``single_source_shortest_path_length``: a BFS in NetworkX's discovery
+  order (C, ``terrain_nx_bfs``): layers and dict order as NetworkX builds them; ``cutoff``
+  as NetworkX reads it (the source always, level ``L`` while ``cutoff > L - 1``);
+* ``single_source_dijkstra_path_length``, ``dijkstra_path_length``: NetworkX's Dijkstra step
+  by step in C (``terrain_nx_dijkstra``: the heap of (distance, push count), Python's
+  int/float arithmetic and comparisons), so equal distances come in NetworkX's order, ints
+  stay ints, an ``inf`` weight gives ``inf``, negative weights give NetworkX's results (or
+  its "Contradictory paths" error), a ``None`` weight hides the edge and a string weight
+  raises ``TypeError`` when NetworkX would add it;
+* ``eccentricity``, ``diameter``, ``radius``, ``center``, ``periphery`` (undirected, hop
+  counts): terrain's BFS and exact bounding; results in ``G``'s node order;
+* ``minimum_spanning_tree`` (``algorithm="kruskal"``): the forest Kruskal picks when equal
+  weights keep ``G.edges()`` order (the unique forest of the keys (weight, edge position),
+  found by terrain's Borůvka), added in Kruskal's order to a graph of ``G``'s class.
 
-Conversion keeps the node order of the NetworkX graph: internal vertex ``i`` is
-``list(G)[i]``; results come back as NetworkX returns them (dicts keyed by node, lists of
-nodes in ``G``'s node order).
+What the backend cannot do the NetworkX way it declines (``can_run``: directed graphs for
+the distance measures, callable weights, ``e=`` / ``sp=``, multigraph trees, ``ignore_nan``)
+or leaves to NetworkX by raising ``NotImplementedError`` (weights that are not Python ints,
+floats, ``None`` or strings; NaN; int sums past 64 bits; Prim's and Borůvka's tie-breaking).
+``should_run`` keeps small jobs in NetworkX: the conversion is a pass over the edges in
+Python, as much as NetworkX's own single search.
 
 Examples
 --------
 >>> import networkx as nx
->>> G = nx.cycle_graph(7)
->>> BackendInterface.diameter(BackendInterface.convert_from_nx(G))
+>>> B = BackendInterface
+>>> B.diameter(B.convert_from_nx(nx.cycle_graph(7)))
 3
->>> sorted(BackendInterface.center(BackendInterface.convert_from_nx(nx.path_graph(5))))
-[2]
+>>> list(B.bfs_layers(B.convert_from_nx(nx.Graph([(0, 1), (0, 2), (2, 3), (1, 4)])), 0))
+[[0], [1, 2], [4, 3]]
 """
+
+import math
 
 import numpy as np
 
@@ -45,36 +51,44 @@ __all__ = ["BackendInterface", "TerrainGraph", "get_info", "FUNCTIONS"]
 
 BACKEND_NAME = "terrain"
 _NOT_CONNECTED = "Found infinite path length because the graph is not connected"
+_NOT_CONNECTED_BOUNDS = "Cannot compute metric because graph is not connected."
+#: NetworkX's work below which a call stays in NetworkX (should_run): edges for the single
+#: searches, nodes x edges for the all-pairs measures
+SINGLE_MIN_EDGES = 100_000
+ALL_PAIRS_MIN_WORK = 10_000
 
 
 class TerrainGraph:
-    """A NetworkX graph converted for terrain: the CSR (:class:`terrain.graph.Graph`) and
-    the node labels (internal vertex ``i`` is ``nodes[i]``)."""
+    """A NetworkX graph converted for terrain: its nodes (internal vertex ``i`` is
+    ``nodes[i]``), its rows in ``G._adj`` order (``indptr``, ``indices``) with each arc's
+    data dict (``arc_data``; a key dict for multigraphs), and, made on first use, the simple
+    CSR (:class:`terrain.graph.Graph`) the BFS-based measures run on."""
 
     __networkx_backend__ = BACKEND_NAME
 
-    def __init__(self, csr, nodes, directed=False, multigraph=False, graph_attrs=None):
-        self.csr = csr
-        self.nodes = list(nodes)
-        self.directed = bool(directed)
-        self.multigraph = bool(multigraph)
-        self.graph = dict(graph_attrs or {})
-        self._index = None
-        self.edge_weight = None   # the edge attribute the CSR's weights came from
-        self.node_data = None     # [(node, data)] when converted with preserve_node_attrs
-        self.edge_data = None     # [(u, v, data)] when converted with preserve_edge_attrs
+    def __init__(self, G, preserve_node_attrs=False, preserve_graph_attrs=False):
+        self.nodes = list(G)
+        self.index = {v: i for i, v in enumerate(self.nodes)}
+        adj = G._adj
+        index = self.index
+        self.indptr = np.zeros(len(self.nodes) + 1, np.int64)
+        np.cumsum([len(adj[v]) for v in self.nodes], out=self.indptr[1:])
+        self.indices = np.fromiter((index[w] for v in self.nodes for w in adj[v]), np.int64,
+                                   count=int(self.indptr[-1]))
+        self.arc_data = [d for v in self.nodes for d in adj[v].values()]
+        self.directed = G.is_directed()
+        self.multigraph = G.is_multigraph()
+        self.nx_class = G.__class__
+        self.graph = dict(G.graph) if preserve_graph_attrs else None
+        self.node_data = list(G.nodes(data=True)) if preserve_node_attrs else None
         self.__networkx_cache__ = {}
-
-    def index_of(self, node):
-        if self._index is None:
-            self._index = {v: i for i, v in enumerate(self.nodes)}
-        return self._index[node]
+        self._csr = None
+        self._weights = {}
 
     def __contains__(self, node):
         try:
-            self.index_of(node)
-            return True
-        except (KeyError, TypeError):
+            return node in self.index
+        except TypeError:
             return False
 
     def __len__(self):
@@ -90,27 +104,95 @@ class TerrainGraph:
         return self.multigraph
 
     def __repr__(self):
-        return f"TerrainGraph({len(self.nodes)} nodes, {self.csr.m} edges)"
+        return f"TerrainGraph({len(self.nodes)} nodes, {self.indices.size} arcs)"
+
+    def csr(self):
+        """The simple graph (self-loops and parallel edges dropped, rows sorted)."""
+        if self._csr is None:
+            from terrain.graph import build_csr
+            rows = np.repeat(np.arange(len(self.nodes), dtype=np.int64), np.diff(self.indptr))
+            self._csr = build_csr(len(self.nodes), rows, self.indices, directed=self.directed,
+                                  name="networkx graph")
+        return self._csr
+
+    def arc_weight(self, weight, e):
+        """Arc ``e``'s weight as NetworkX's weight function reads it (missing: 1;
+        multigraphs: the minimum over the keys; it may raise, as NetworkX's does)."""
+        d = self.arc_data[e]
+        if self.multigraph:
+            return min(a.get(weight, 1) for a in d.values())
+        return d.get(weight, 1)
+
+    def arc_weights(self, weight):
+        """``(kind, w_int, w_flt)`` per arc for the edge attribute ``weight``: kind 0 an
+        int, 1 a float, 2 one NetworkX fails on when it reads or adds it (a string), 3
+        ``None`` (NetworkX hides the arc). NotImplementedError for what the C Dijkstra cannot
+        add the Python way (other types, NaN, -inf, ints past 64 bits)."""
+        if weight not in self._weights:
+            m = len(self.arc_data)
+            kind = np.zeros(m, np.uint8)
+            w_int = np.zeros(m, np.int64)
+            w_flt = np.zeros(m, np.float64)
+            for e in range(m):
+                try:
+                    w = self.arc_weight(weight, e)
+                except Exception:  # NetworkX raises the same when it reads this arc
+                    kind[e] = 2
+                    continue
+                t = type(w)
+                if t is int or t is bool:
+                    if not -2**63 <= w < 2**63:
+                        raise NotImplementedError("terrain: an integer weight past 64 bits")
+                    w_int[e] = w
+                elif t is float:
+                    if w != w or w == -math.inf:
+                        raise NotImplementedError("terrain: a NaN or -inf weight")
+                    kind[e], w_flt[e] = 1, w
+                elif t is str:
+                    kind[e] = 2
+                elif w is None:
+                    kind[e] = 3
+                else:
+                    raise NotImplementedError(f"terrain: weights of type {t.__name__}")
+            self._weights[weight] = (kind, w_int, w_flt)
+        return self._weights[weight]
 
 
-def _core(G):
-    from terrain.graph import FrontierCore
-    return FrontierCore(G.csr, None)
+def _bfs_order(G, sources):
+    """NetworkX's BFS from ``sources`` (internal ids, in NetworkX's order): the reached
+    vertices in discovery order and their levels."""
+    from terrain.graph import discovery_bfs
+    order, dist = discovery_bfs(G.indptr, G.indices, sources)
+    return order, dist[order]
 
 
-def _hops(G, source):
-    """(dist array, stats) of one BFS from internal vertex ``source``."""
-    from terrain.graph import traverse
-    core = _core(G)
-    stats = traverse(core, np.array([source], np.int64))
-    return core.backend.to_numpy(core.dist), stats
-
-
-def _node_index(G, node):
-    import networkx as nx
-    if node not in G:
-        raise nx.NodeNotFound(f"Source {node} is not in G")
-    return G.index_of(node)
+def _dijkstra(G, sources, weight, cutoff=None, target=-1):
+    """NetworkX's ``_dijkstra_multisource`` on ``G``: ``[(vertex, distance)]`` in the order
+    NetworkX settles them, distances as the Python ints or floats NetworkX computes."""
+    from terrain.graph import discovery_dijkstra
+    kind, w_int, w_flt = G.arc_weights(weight)
+    if cutoff is not None:
+        if type(cutoff) in (int, bool) and -2**63 <= cutoff < 2**63:
+            cutoff = (1, int(cutoff))
+        elif type(cutoff) is float and cutoff == cutoff:
+            cutoff = (2, cutoff)
+        else:
+            raise NotImplementedError(f"terrain: a cutoff of type {type(cutoff).__name__}")
+    status, got, d_i, d_f, d_isf, err = discovery_dijkstra(
+        G.indptr, G.indices, kind, w_int, w_flt, sources, cutoff, target)
+    if status == -1:
+        raise ValueError("Contradictory paths found:", "negative weights?")
+    if status == -2:  # NetworkX's own expression raises its own error
+        v, e = err
+        dist = float(d_f[v]) if d_isf[v] else int(d_i[v])
+        dist + G.arc_weight(weight, e)
+        raise NotImplementedError("terrain: an arc NetworkX cannot add")
+    if status == -3:
+        raise NotImplementedError("terrain: a path sum past 64 bits")
+    if status < 0:
+        raise MemoryError("terrain: no memory for the Dijkstra heap")
+    ints, floats, isf = d_i[got].tolist(), d_f[got].tolist(), d_isf[got].tolist()
+    return [(v, f if flt else i) for v, i, f, flt in zip(got.tolist(), ints, floats, isf)]
 
 
 class BackendInterface:
@@ -121,53 +203,31 @@ class BackendInterface:
     def convert_from_nx(G, edge_attrs=None, node_attrs=None, preserve_edge_attrs=False,
                         preserve_node_attrs=False, preserve_graph_attrs=False, name=None,
                         graph_name=None):
-        """A NetworkX graph as a :class:`TerrainGraph`: unweighted, or weighted by the one
-        attribute named in ``edge_attrs`` (``{name: default}``); the nodes' and edges' data
-        kept as lists when asked to preserve them (``minimum_spanning_tree``)."""
-        from terrain.graph import build_csr
+        """A NetworkX graph as a :class:`TerrainGraph` (edge data are read through the
+        arcs' data dicts when an algorithm needs them)."""
         if isinstance(G, TerrainGraph):
             return G
-        nodes = list(G)
-        index = {v: i for i, v in enumerate(nodes)}
-        m = G.number_of_edges()
-        u = np.empty(m, np.int64)
-        v = np.empty(m, np.int64)
-        for k, (a, b) in enumerate(G.edges()):
-            u[k], v[k] = index[a], index[b]
-        weight = None
-        if isinstance(edge_attrs, dict) and len(edge_attrs) == 1:
-            weight = next(iter(edge_attrs))
-        weights = None
-        if weight is not None:
-            default = edge_attrs[weight]
-            default = 1 if default is None else default
-            weights = np.asarray([d.get(weight, default) for _, _, d in G.edges(data=True)])
-        csr = build_csr(len(nodes), u, v, weights=weights if m else None,
-                        name=graph_name or "networkx graph")
-        out = TerrainGraph(csr, nodes, G.is_directed(), G.is_multigraph(),
-                           G.graph if preserve_graph_attrs else None)
-        out._index = index
-        out.edge_weight = weight
-        if preserve_node_attrs:
-            out.node_data = list(G.nodes(data=True))
-        if preserve_edge_attrs:
-            out.edge_data = list(G.edges(data=True))
-        return out
+        return TerrainGraph(G, preserve_node_attrs, preserve_graph_attrs)
 
     @staticmethod
     def convert_to_nx(obj, *, name=None):
-        """Results are already NetworkX types; a :class:`TerrainGraph` becomes a Graph."""
-        if isinstance(obj, TerrainGraph):
-            import networkx as nx
-            G = nx.Graph(**obj.graph)
-            G.add_nodes_from(obj.nodes)
-            indptr, indices = obj.csr.indptr, obj.csr.indices
-            for i in range(len(obj.nodes)):
-                for j in indices[indptr[i]:indptr[i + 1]]:
-                    if i < j:
-                        G.add_edge(obj.nodes[i], obj.nodes[int(j)])
-            return G
-        return obj
+        """Results are NetworkX types already; a :class:`TerrainGraph` becomes a graph of
+        its class again."""
+        if not isinstance(obj, TerrainGraph):
+            return obj
+        G = obj.nx_class()
+        G.graph.update(obj.graph or {})
+        G.add_nodes_from(obj.node_data if obj.node_data is not None else obj.nodes)
+        rows = np.repeat(np.arange(len(obj.nodes)), np.diff(obj.indptr)).tolist()
+        for u, v, d in zip(rows, obj.indices.tolist(), obj.arc_data):
+            if obj.directed or v >= u:
+                a, b = obj.nodes[u], obj.nodes[v]
+                if obj.multigraph:
+                    for key, data in d.items():
+                        G.add_edge(a, b, key, **data)
+                else:
+                    G.add_edge(a, b, **d)
+        return G
 
     @staticmethod
     def can_run(name, args, kwargs):
@@ -175,72 +235,82 @@ class BackendInterface:
         bound = dict(zip(PARAMETERS.get(name, ("G",)), args))
         bound.update(kwargs)
         G = bound.get("G")
-        if G is not None and hasattr(G, "is_directed") and G.is_directed():
-            return "terrain's BFS and diameter treat graphs as undirected"
-        weighted = name in WEIGHTED
-        if weighted and callable(bound.get("weight")):
-            return "terrain reads weights from an edge attribute (weight= a callable given)"
-        if not weighted and bound.get("weight") is not None:
+        if G is not None and hasattr(G, "__len__") and len(G) == 0:
+            return "empty graph"
+        directed = G is not None and G.is_directed()
+        if name in WEIGHTED:
+            if callable(bound.get("weight")):
+                return "terrain reads weights from an edge attribute (weight= a callable given)"
+        elif bound.get("weight") is not None:
             return "terrain computes hop distances (weight=None)"
+        if directed and name not in DIRECTED_OK:
+            return "terrain's distance measures and trees are for undirected graphs"
         if name == "minimum_spanning_tree":
             if bound.get("ignore_nan"):
                 return "ignore_nan=True: NetworkX skips NaN edges itself"
-            if G is not None and hasattr(G, "is_multigraph") and G.is_multigraph():
+            if G is not None and G.is_multigraph():
                 return "multigraph: NetworkX keeps edge keys in the tree"
         for key in ("e", "sp"):
             if bound.get(key) is not None:
                 return f"{key}= given: NetworkX computes from it"
-        if G is not None and hasattr(G, "__len__") and len(G) == 0:
-            return "empty graph"
         return True
 
     @staticmethod
     def should_run(name, args, kwargs):
-        return True
+        """Small jobs stay in NetworkX: the conversion alone is a pass over the edges in
+        Python. All-pairs measures run here from ``ALL_PAIRS_MIN_WORK`` nodes x edges,
+        single searches and trees from ``SINGLE_MIN_EDGES`` edges."""
+        G = kwargs.get("G", args[0] if args else None)
+        if G is None or isinstance(G, TerrainGraph):
+            return True
+        n, m = G.number_of_nodes(), G.number_of_edges()
+        if name in ALL_PAIRS or (name == "eccentricity" and len(args) < 2
+                                 and kwargs.get("v") is None):
+            return n * m >= ALL_PAIRS_MIN_WORK or "a small graph: NetworkX is as fast"
+        return m >= SINGLE_MIN_EDGES or "a small graph: the conversion costs as much as the search"
 
-    # ---- algorithms -----------------------------------------------------------------
+    # ---- hop counts -----------------------------------------------------------------
     @staticmethod
     def bfs_layers(G, sources):
-        """Layers of a BFS from ``sources`` (a node or an iterable of nodes)."""
+        """Layers of a BFS from ``sources`` (a node or an iterable of nodes), each in
+        NetworkX's discovery order; a generator, checked when iterated, as NetworkX's."""
         import networkx as nx
-        from terrain.graph import traverse
         if sources in G:
             sources = [sources]
-        src = []
-        for s in sources:
+        first = list(set(sources))
+        for s in first:
             if s not in G:
                 raise nx.NetworkXError(f"The node {s} is not in the graph.")
-            src.append(G.index_of(s))
-        core = _core(G)
-        stats = traverse(core, np.unique(np.array(src, np.int64)))
-        dist = core.backend.to_numpy(core.dist)
-        order = np.argsort(dist, kind="stable")
-        order = order[dist[order] >= 0]
-        bounds = np.cumsum([0] + list(stats.level_sizes))
-
-        def layers():
-            for k in range(len(stats.level_sizes)):
-                yield [G.nodes[int(i)] for i in order[bounds[k]:bounds[k + 1]]]
-        return layers()
+        if not first:
+            return
+        order, levels = _bfs_order(G, [G.index[s] for s in first])
+        cuts = np.flatnonzero(np.diff(levels)) + 1
+        nodes = G.nodes
+        for part in np.split(order, cuts):
+            yield [nodes[i] for i in part.tolist()]
 
     @staticmethod
     def single_source_shortest_path_length(G, source, cutoff=None):
-        """Hop distance to every node reachable from ``source`` (within ``cutoff``)."""
-        s = _node_index(G, source)
-        dist, _ = _hops(G, s)
-        if cutoff is None:
-            cutoff = float("inf")
-        order = np.argsort(dist, kind="stable")
-        return {G.nodes[int(i)]: int(dist[i]) for i in order if 0 <= dist[i] <= cutoff}
+        """Hop distance to every node reachable from ``source``, in discovery order; level
+        ``L`` is kept while ``cutoff > L - 1`` (the source always), as NetworkX does."""
+        import networkx as nx
+        if source not in G:
+            raise nx.NodeNotFound(f"Source {source} is not in G")
+        order, levels = _bfs_order(G, [G.index[source]])
+        if cutoff is not None:
+            keep = (levels == 0) | (levels - 1 < cutoff)
+            order, levels = order[keep], levels[keep]
+        nodes = G.nodes
+        return {nodes[i]: d for i, d in zip(order.tolist(), levels.tolist())}
 
     @staticmethod
     def eccentricity(G, v=None, sp=None, weight=None):
         """Eccentricity of one node (a number) or of several / all nodes (a dict)."""
         import networkx as nx
-        from terrain.graph import traverse
+        from terrain.graph import FrontierCore, traverse
         single = v is not None and v in G
         if v is None:
-            wanted = list(G.nodes)
+            wanted = G.nodes
         elif single:
             wanted = [v]
         else:  # a container of nodes: those in G, as NetworkX's nbunch_iter takes them
@@ -248,87 +318,56 @@ class BackendInterface:
                 wanted = [node for node in v if node in G]
             except TypeError:
                 raise nx.NetworkXError("nbunch is not a node or a sequence of nodes.") from None
-        core = _core(G)
+        core = FrontierCore(G.csr(), "cpu")
         n = len(G)
         out = {}
         for node in wanted:
-            stats = traverse(core, np.array([G.index_of(node)], np.int64))
+            stats = traverse(core, [G.index[node]])
             if stats.reached != n:
                 raise nx.NetworkXError(_NOT_CONNECTED)
             out[node] = stats.eccentricity
         return out[v] if single else out
 
     @staticmethod
-    def _bounds(G):
+    def _bounds(G, usebounds, extremes=True):
+        import networkx as nx
         from terrain.graph import diameter
-        r = diameter(G.csr, extremes=True)
+        r = diameter(G.csr(), extremes=extremes, backend="cpu")
         if not r.connected:
-            import networkx as nx
-            raise nx.NetworkXError(_NOT_CONNECTED)
+            raise nx.NetworkXError(_NOT_CONNECTED_BOUNDS if usebounds else _NOT_CONNECTED)
         return r
 
     @staticmethod
     def diameter(G, e=None, usebounds=False, weight=None):
         """Exact diameter (terrain's eccentricity bounding)."""
-        from terrain.graph import diameter
-        r = diameter(G.csr)
-        if not r.connected:
-            import networkx as nx
-            raise nx.NetworkXError(_NOT_CONNECTED)
-        return int(r.diameter)
+        return int(BackendInterface._bounds(G, usebounds, extremes=False).diameter)
 
     @staticmethod
     def radius(G, e=None, usebounds=False, weight=None):
-        return int(BackendInterface._bounds(G).radius)
+        return int(BackendInterface._bounds(G, usebounds).radius)
 
     @staticmethod
     def center(G, e=None, usebounds=False, weight=None):
         """Nodes of minimum eccentricity, in ``G``'s node order."""
-        ids = sorted(int(i) for i in BackendInterface._bounds(G).center)
+        ids = sorted(BackendInterface._bounds(G, usebounds).center)  # internal: G's order
         return [G.nodes[i] for i in ids]
 
     @staticmethod
     def periphery(G, e=None, usebounds=False, weight=None):
         """Nodes of maximum eccentricity, in ``G``'s node order."""
-        ids = sorted(int(i) for i in BackendInterface._bounds(G).periphery)
+        ids = sorted(BackendInterface._bounds(G, usebounds).periphery)
         return [G.nodes[i] for i in ids]
 
     # ---- weighted -------------------------------------------------------------------
     @staticmethod
-    def _weighted_csr(G, weight):
-        """G's CSR weighted by the attribute ``weight`` (None: every edge weighs 1)."""
-        if G.edge_weight == weight:
-            return G.csr
-        if weight is None:
-            from terrain.graph import build_csr
-            return G.csr if G.csr.weights is None else build_csr(
-                G.csr.n, *_csr_edges(G.csr), name=G.csr.name)
-        if G.edge_data is not None:
-            from terrain.graph import build_csr
-            w = np.asarray([d.get(weight, 1) for _, _, d in G.edge_data])
-            u = np.asarray([G.index_of(a) for a, _, _ in G.edge_data], np.int64)
-            v = np.asarray([G.index_of(b) for _, b, _ in G.edge_data], np.int64)
-            return build_csr(G.csr.n, u, v, weights=w if w.size else None, name=G.csr.name)
-        raise NotImplementedError(f"this TerrainGraph carries weights {G.edge_weight!r}, not "
-                                  f"{weight!r} (convert with edge_attrs={{{weight!r}: 1}})")
-
-    @staticmethod
     def single_source_dijkstra_path_length(G, source, cutoff=None, weight="weight"):
         """Weighted distance to every node reachable from ``source`` (within ``cutoff``),
-        in order of distance, as NetworkX returns it."""
-        from terrain.graph import sssp
+        in the order NetworkX settles them."""
         import networkx as nx
         if source not in G:
             raise nx.NodeNotFound(f"Node {source} not found in graph")
-        r = sssp(BackendInterface._weighted_csr(G, weight), G.index_of(source),
-                 backend="cpu", predecessors=False)
-        reached = np.flatnonzero(r.reached)
-        if cutoff is not None:
-            reached = reached[r.dist[reached] <= cutoff]
-        order = reached[np.argsort(r.dist[reached], kind="stable")]
-        out = {G.nodes[int(i)]: r.dist[i].item() for i in order}
-        out[source] = 0   # NetworkX's source distance is the int 0 whatever the weights
-        return out
+        nodes = G.nodes
+        return {nodes[v]: d for v, d in _dijkstra(G, [G.index[source]], weight, cutoff)}
 
     @staticmethod
     def dijkstra_path_length(G, source, target, weight="weight"):
@@ -338,81 +377,86 @@ class BackendInterface:
             raise nx.NodeNotFound(f"Node {source} not found in graph")
         if source == target:
             return 0
-        dist = BackendInterface.single_source_dijkstra_path_length(G, source, weight=weight)
-        try:
-            return dist[target]
-        except (KeyError, TypeError):
-            raise nx.NetworkXNoPath(f"Node {target} not reachable from {source}") from None
+        t = G.index.get(target, -1) if target in G else -1
+        for v, d in _dijkstra(G, [G.index[source]], weight, target=t):
+            if v == t:
+                return d
+        raise nx.NetworkXNoPath(f"Node {target} not reachable from {source}")
 
     @staticmethod
     def minimum_spanning_tree(G, weight="weight", algorithm="kruskal", ignore_nan=False):
-        """The minimum spanning forest as a NetworkX graph: ``G``'s nodes (with their data)
-        and graph attributes, the forest's edges with their data."""
-        import networkx as nx
+        """Kruskal's minimum spanning forest as NetworkX builds it: a graph of ``G``'s class
+        with its graph attributes and nodes (with their data), the forest's edges with their
+        data in Kruskal's order."""
         from terrain.graph import build_csr, minimum_spanning_forest
         if algorithm not in ("kruskal", "prim", "boruvka"):
             raise ValueError(f"{algorithm} is not a valid choice for an algorithm.")
-        if ignore_nan or G.multigraph:
-            raise NotImplementedError("terrain: ignore_nan=True and multigraphs run in NetworkX")
-        if G.edge_data is None:
-            raise NotImplementedError("minimum_spanning_tree needs the edges' data (convert "
-                                      "with preserve_edge_attrs=True)")
-        edges = [(a, b, d) for a, b, d in G.edge_data if a != b]
-        u = np.asarray([G.index_of(a) for a, _, _ in edges], np.int64)
-        v = np.asarray([G.index_of(b) for _, b, _ in edges], np.int64)
-        w = np.asarray([d.get(weight, 1) for _, _, d in edges])
-        if w.dtype.kind == "f" and np.isnan(w).any():
-            k = int(np.flatnonzero(np.isnan(w))[0])
-            raise ValueError(f"NaN found as an edge weight. Edge {edges[k]}")
-        if w.dtype.kind not in "iuf" and w.size:
-            raise NotImplementedError(f"terrain: edge weights of type {w.dtype} run in NetworkX")
-        csr = build_csr(len(G), u, v, weights=w if w.size else None, name=G.csr.name)
-        r = minimum_spanning_forest(csr, backend="cpu")
-        data = {}
-        for (a, b, d), i, j in zip(edges, u.tolist(), v.tolist()):
-            key = (min(i, j), max(i, j))
-            if key not in data or d.get(weight, 1) < data[key].get(weight, 1):
-                data[key] = d
-        T = nx.Graph()
+        if algorithm != "kruskal":
+            raise NotImplementedError("terrain: Kruskal's tie-breaking only (NetworkX runs "
+                                      f"{algorithm})")
+        if G.node_data is None or G.graph is None:
+            raise NotImplementedError("terrain: convert with the node and graph attributes")
+        # G.edges(data=True)'s order: each row's arcs to a node not before it
+        rows = np.repeat(np.arange(len(G.nodes)), np.diff(G.indptr))
+        first = np.flatnonzero(G.indices >= rows)
+        data = [G.arc_data[e] for e in first.tolist()]
+        w = [d.get(weight, 1) for d in data]
+        if any(type(x) not in (int, float, bool) for x in w):
+            raise NotImplementedError("terrain: weights other than ints and floats")
+        ints = all(type(x) is not float for x in w)
+        if ints and all(-2**63 <= x < 2**63 for x in w):
+            arr = np.asarray(w, np.int64)
+        elif all(abs(x) < 2**53 for x in w if type(x) is not float):
+            arr = np.asarray(w, np.float64)
+            if np.isnan(arr).any():
+                raise NotImplementedError("terrain: NaN weights (NetworkX says where)")
+        else:
+            raise NotImplementedError("terrain: integer weights that floats cannot hold")
+        order = np.argsort(arr, kind="stable")  # Kruskal's sort: ties keep G.edges() order
+        rank = np.empty(order.size, np.int64)
+        rank[order] = np.arange(order.size)
+        u, v = rows[first], G.indices[first]
+        loops = u == v
+        csr = build_csr(len(G.nodes), u[~loops], v[~loops], weights=rank[~loops])
+        forest = minimum_spanning_forest(csr, backend="cpu")
+        chosen = np.sort(forest.weight)  # ranks: Kruskal adds the forest in this order
+        T = G.nx_class()
         T.graph.update(G.graph)
-        T.add_nodes_from(G.node_data if G.node_data is not None else G.nodes)
-        T.add_edges_from((G.nodes[i], G.nodes[j], data[(i, j)])
-                         for i, j in zip(r.u.tolist(), r.v.tolist()))
+        T.add_nodes_from(G.node_data)
+        nodes = G.nodes
+        T.add_edges_from((nodes[int(u[order[r]])], nodes[int(v[order[r]])], data[order[r]])
+                         for r in chosen.tolist())
         return T
-
-
-def _csr_edges(csr):
-    rows = np.repeat(np.arange(csr.n, dtype=np.int64), np.diff(csr.indptr))
-    return rows, csr.indices.astype(np.int64)
 
 
 WEIGHTED = ("single_source_dijkstra_path_length", "dijkstra_path_length",
             "minimum_spanning_tree")
+DIRECTED_OK = ("bfs_layers", "single_source_shortest_path_length",
+               "single_source_dijkstra_path_length", "dijkstra_path_length")
+ALL_PAIRS = ("diameter", "radius", "center", "periphery")
 
 # positional parameters of the NetworkX functions (to read ``args`` in can_run)
 PARAMETERS = {"bfs_layers": ("G", "sources"),
               "single_source_shortest_path_length": ("G", "source", "cutoff"),
               "eccentricity": ("G", "v", "sp", "weight"),
-              **{k: ("G", "e", "usebounds", "weight")
-                 for k in ("diameter", "radius", "center", "periphery")},
+              **{k: ("G", "e", "usebounds", "weight") for k in ALL_PAIRS},
               "single_source_dijkstra_path_length": ("G", "source", "cutoff", "weight"),
               "dijkstra_path_length": ("G", "source", "target", "weight"),
               "minimum_spanning_tree": ("G", "weight", "algorithm", "ignore_nan")}
 
 FUNCTIONS = {
-    "bfs_layers": {},
-    "single_source_shortest_path_length": {},
-    "eccentricity": {"additional_docs": "Hop distances; undirected graphs.",
-                     "extra_parameters": {}},
+    "bfs_layers": {"additional_docs": "NetworkX's discovery order."},
+    "single_source_shortest_path_length": {"additional_docs": "NetworkX's discovery order."},
+    "eccentricity": {"additional_docs": "Hop distances; undirected graphs."},
     "diameter": {"additional_docs": "Exact, by eccentricity bounding (few BFS runs)."},
     "radius": {"additional_docs": "Exact, by eccentricity bounding."},
     "center": {"additional_docs": "Exact, by eccentricity bounding."},
     "periphery": {"additional_docs": "Exact, by eccentricity bounding."},
     "single_source_dijkstra_path_length": {
-        "additional_docs": "terrain's SSSP (Dijkstra / Dial); undirected graphs, weights >= 0."},
-    "dijkstra_path_length": {"additional_docs": "terrain's SSSP; undirected graphs."},
+        "additional_docs": "NetworkX's Dijkstra in C: the same order, types and errors."},
+    "dijkstra_path_length": {"additional_docs": "NetworkX's Dijkstra in C."},
     "minimum_spanning_tree": {
-        "additional_docs": "Boruvka with unique packed keys; any algorithm= gives the forest."},
+        "additional_docs": "Kruskal's forest (its tie-breaking) by Borůvka with unique keys."},
 }
 
 
@@ -422,7 +466,8 @@ def get_info():
         "backend_name": BACKEND_NAME,
         "project": "terrain",
         "package": "terrain",
-        "short_summary": "Fast exact BFS and diameter on the CPU (Numba) or the GPU (CuPy).",
+        "short_summary": "Exact BFS, distances, diameter and spanning trees in C, in "
+                         "NetworkX's order.",
         "functions": {k: dict(v) for k, v in FUNCTIONS.items()},
         "default_config": {},
     }

@@ -18,21 +18,34 @@ Morton order, then the index, a C-order ``(chunks..., 2)`` uint64 array of (offs
 (``2**64 - 1`` twice for an absent chunk) in little-endian bytes followed by its CRC-32C.
 An inner chunk is the tile's C-order little-endian bytes, padded with the fill value where
 it passes the array's edge, then Blosc-compressed (or stored as they are without a
-compressor); a tile holding only the fill value is left out (``write_empty_chunks=False``),
+compressor), then, in the stores terrain writes, followed by the CRC-32C of those bytes
+(zarr's ``crc32c`` codec: a flipped bit is an error, not a different number); a tile
+holding only the fill value is left out (``write_empty_chunks=False``),
 and a shard without chunks is not written at all. Only that layout is handled here
 (:func:`fast_layout` says whether an array has it); anything else goes through zarr. The
 tests compare the bytes with zarr's for every layer type.
+
+A missing shard file reads as the fill value (a shard of fill only is never written),
+unless the array's inventory (:func:`shard_inventory`, written when the store was finished)
+lists it: then the store is damaged and the read is an :class:`~terrain.errors.InputError`,
+as is a checksum that does not match.
 """
 
+import base64
 import contextlib
 import os
 import threading
+import uuid
 from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
+from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
+
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
-           "io_threads", "MAX_IO_THREADS", "borrow_buffer"]
+           "io_threads", "MAX_IO_THREADS", "partial_file", "sweep_partial_files",
+           "shard_inventory", "borrow_buffer"]
 
 _MAX = np.uint64(2**64 - 1)
 
@@ -92,7 +105,7 @@ _OVERHEAD = 16  # BLOSC_MAX_OVERHEAD
 class ShardLayout:
     """What :func:`write_shard` needs to know of one array (see :func:`fast_layout`)."""
 
-    def __init__(self, arr, inner, codec):
+    def __init__(self, arr, inner, codec, checksum=False):
         self.path = Path(str(arr.store_path.store.root)) / arr.path
         self.shape = tuple(int(s) for s in arr.shape)
         self.shard = tuple(int(s) for s in arr.shards)
@@ -100,6 +113,8 @@ class ShardLayout:
         self.dtype = np.dtype(arr.dtype)
         self.fill = np.asarray(arr.fill_value, self.dtype)
         self.codec = codec  # numcodecs Blosc or None (raw bytes)
+        self.checksum = checksum  # a CRC-32C after each inner chunk (zarr's crc32c codec)
+        self.present = shard_inventory(dict(arr.attrs), self.shape, self.shard)
         if codec is not None:  # the same call as numcodecs' encode, for BLOSC
             self.blosc_args = (int(codec.clevel), int(codec.shuffle), self.dtype.itemsize,
                                codec.cname.encode() if isinstance(codec.cname, str)
@@ -114,6 +129,42 @@ class ShardLayout:
 
     def file(self, si, sj):
         return self.path / self.key((si, sj))
+
+    def missing(self, si, sj):
+        """:class:`InputError` for shard ``(si, sj)`` absent although the store's inventory
+        lists it (:func:`terrain.io.outputs.seal_store`); None when it may be absent (all
+        fill: never written)."""
+        if self.present is not None and self.present[si, sj]:
+            return InputError(f"{self.file(si, sj)}: shard missing (the store is damaged: "
+                              "its inventory lists it)")
+        return None
+
+
+def shard_inventory(attrs, shape, shard):
+    """The shards an array holds, from its ``terrain_shards`` attribute (written when the
+    store was finished, :func:`terrain.io.outputs.seal_store`), as a boolean array over
+    the shard grid; None without one (a store written before, or by another tool).
+    :class:`InputError` when it does not fit the array (its shape was edited)."""
+    inv = attrs.get(INVENTORY_ATTR)
+    if inv is None:
+        return None
+    grid = tuple(-(-int(n) // int(s)) for n, s in zip(shape, shard))
+    try:
+        bits = np.unpackbits(np.frombuffer(base64.b64decode(inv["present"]), np.uint8))
+        ok = tuple(inv["shape"]) == tuple(shape) and tuple(inv["shards"]) == grid
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok or bits.size < int(np.prod(grid)):
+        raise InputError(f"shape {' x '.join(map(str, shape))} is not the one its shards were "
+                         f"written for ({_shape_text(inv)}): the store was edited or damaged")
+    return bits[:int(np.prod(grid))].astype(bool).reshape(grid)
+
+
+def _shape_text(inv):
+    try:
+        return " x ".join(str(int(n)) for n in inv["shape"])
+    except (KeyError, TypeError, ValueError):
+        return "unreadable inventory"
 
 
 def read_layout(array_path):
@@ -145,7 +196,10 @@ def read_layout(array_path):
                 and index[0].get("configuration", {}).get("endian") == "little"
                 and index[1]["name"] == "crc32c"):
             return None
-        inner_codecs = sh["codecs"]
+        inner_codecs = list(sh["codecs"])
+        checksum = bool(inner_codecs) and inner_codecs[-1]["name"] == "crc32c"
+        if checksum:
+            inner_codecs.pop()
         if not inner_codecs or inner_codecs[0]["name"] != "bytes" or (
                 dtype.itemsize > 1
                 and inner_codecs[0].get("configuration", {}).get("endian") != "little"):
@@ -179,7 +233,9 @@ def read_layout(array_path):
     layout.path, layout.shape, layout.shard, layout.inner = path, shape, shard, inner
     layout.dtype, layout.fill, layout.codec = dtype, np.asarray(fill, dtype), codec
     layout.key, layout.order = key, None
+    layout.checksum = checksum
     layout.per_shard = (shard[0] // inner[0], shard[1] // inner[1])
+    layout.present = shard_inventory(meta.get("attributes") or {}, shape, shard)
     return layout
 
 
@@ -208,9 +264,12 @@ def fast_layout(arr):
         if not (len(ic) == 2 and isinstance(ic[0], BytesCodec) and isinstance(ic[1], Crc32cCodec)
                 and _name(ic[0].endian) == "little"):
             return None
-        inner = sh.codecs
+        inner = list(sh.codecs)
         if not inner or not isinstance(inner[0], BytesCodec):
             return None
+        checksum = isinstance(inner[-1], Crc32cCodec)
+        if checksum:
+            inner.pop()
         dtype = np.dtype(arr.dtype)
         if dtype.itemsize > 1 and (inner[0].endian is None
                                    or _name(inner[0].endian) != "little"):
@@ -230,7 +289,9 @@ def fast_layout(arr):
             return None
         if arr.shards is None or any(s % c for s, c in zip(arr.shards, sh.chunk_shape)):
             return None
-        return ShardLayout(arr, tuple(int(c) for c in sh.chunk_shape), codec)
+        return ShardLayout(arr, tuple(int(c) for c in sh.chunk_shape), codec, checksum)
+    except InputError:  # a damaged inventory is an error, not "another layout"
+        raise
     except Exception:  # noqa: BLE001 - an unknown layout or zarr version: zarr writes it
         return None
 
@@ -308,7 +369,8 @@ def _encode(layout, tile, dest):
 
 def write_shard(layout, si, sj, values, r0=0, c0=0):
     """Encode and write shard ``(si, sj)`` of the array described by ``layout``; returns the
-    bytes written (0: the shard holds only the fill value and has no file).
+    bytes written (0: the shard holds only the fill value and has no file). The shard file
+    is replaced whole (written beside, then renamed): never torn.
 
     ``values`` holds the array's cells from ``(r0, c0)`` on (a whole-grid array with the
     default origin); it must cover the shard's cells inside the array. Every chunk is
@@ -331,7 +393,17 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
                             dest[:nbytes + _OVERHEAD] if layout.codec is not None else None)
 
 
+def partial_file(path):
+    """Where a shard file is written before its rename: ``NAME.HEX.partial`` beside it (the
+    name zarr's own local store writes through, so one sweep,
+    :func:`sweep_partial_files`, removes what a killed writer of either left)."""
+    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+
+
 def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
+    """:func:`write_shard`: the chunks go to a file beside the shard, renamed over it once
+    whole, so a writer killed (or its worker lost) half-way leaves the shard as it was and
+    a retried or resumed task reads whole bytes (a shard rewritten in place was torn)."""
     import google_crc32c
 
     R, C = layout.shard
@@ -341,7 +413,7 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
     index = np.full(layout.per_shard + (2,), _MAX, np.uint64)
     offset = 0
     path = layout.file(si, sj)
-    fh = None
+    tmp = fh = None
     try:
         for ci, cj in layout.order:
             a0, b0 = si * R + ci * tr, sj * C + cj * tc
@@ -359,10 +431,16 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             data = _encode(layout, tile, dest)
             if fh is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                fh = open(path, "wb")
+                tmp = partial_file(path)
+                fh = open(tmp, "wb")
             fh.write(data)
-            index[ci, cj] = (offset, len(data))
-            offset += len(data)
+            n = len(data)
+            if layout.checksum:
+                fh.write(np.uint32(google_crc32c.value(_readonly(data))).astype("<u4")
+                         .tobytes())
+                n += 4
+            index[ci, cj] = (offset, n)
+            offset += n
         if fh is None:
             try:
                 path.unlink()
@@ -371,10 +449,22 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             return 0
         raw = index.astype("<u8").tobytes()
         fh.write(raw + np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes())
+        fh.close()
+        os.replace(tmp, path)
+        tmp = None
         return offset + len(raw) + 4
     finally:
         if fh is not None:
             fh.close()
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+
+def _readonly(data):
+    """``data`` as google_crc32c takes it without a copy (an array; it refuses a
+    memoryview)."""
+    return np.frombuffer(data, np.uint8) if isinstance(data, memoryview) else data
 
 
 def _copy_block(values, out, r0, r1, c0, c1):
@@ -396,6 +486,8 @@ def read_shard(layout, si, sj, out, r0=0, c0=0):
     try:
         fh = open(path, "rb")
     except FileNotFoundError:
+        if layout.missing(si, sj):
+            raise layout.missing(si, sj) from None
         out[a_lo - r0:a_hi - r0, b_lo - c0:b_hi - c0] = layout.fill
         return
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
@@ -414,11 +506,11 @@ def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
     view = memoryview(blob)[:size]
     got = fh.readinto(view)
     if got != size:
-        raise ValueError(f"{path}: short read")
+        raise InputError(f"{path}: short read (the store is damaged)")
     n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
     raw, crc = bytes(view[size - n_idx - 4:size - 4]), bytes(view[size - 4:size])
     if np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes() != crc:
-        raise ValueError(f"{path}: shard index checksum mismatch")
+        raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
     index = np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
     for ci in range(layout.per_shard[0]):
         for cj in range(layout.per_shard[1]):
@@ -438,6 +530,13 @@ def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
 def _decoded(layout, path, blob, off, length, tile):
     """The inner chunk at bytes ``off:off + length`` of ``blob`` as a tile (decompressed into
     ``tile``, or a view of ``blob`` without a compressor)."""
+    if layout.checksum:
+        import google_crc32c
+        length -= 4
+        crc = bytes(memoryview(blob)[off + length:off + length + 4])
+        if length < 0 or np.uint32(google_crc32c.value(
+                _readonly(memoryview(blob)[off:off + length]))).astype("<u4").tobytes() != crc:
+            raise InputError(f"{path}: chunk checksum mismatch (the store is damaged)")
     chunk = memoryview(blob)[off:off + length]
     if layout.codec is None:
         return np.frombuffer(chunk, layout.dtype).reshape(layout.inner)
@@ -446,7 +545,8 @@ def _decoded(layout, path, blob, off, length, tile):
         return tile
     n = BLOSC.decompress(blob.ctypes.data + off, tile.ctypes.data, tile.nbytes, 1)
     if n != tile.nbytes:
-        raise ValueError(f"{path}: a chunk does not decompress to a tile")
+        raise InputError(f"{path}: a chunk does not decompress to a tile (the store is "
+                         "damaged)")
     return tile
 
 
@@ -470,6 +570,8 @@ def read_window(layout, r0, r1, c0, c1, out):
                 try:
                     fh = open(path, "rb")
                 except FileNotFoundError:
+                    if layout.missing(si, sj):
+                        raise layout.missing(si, sj) from None
                     out[max(si * R, r0) - r0:min(si * R + R, r1) - r0,
                         max(sj * C, c0) - c0:min(sj * C + C, c1) - c0] = layout.fill
                     continue
@@ -480,7 +582,7 @@ def read_window(layout, r0, r1, c0, c1, out):
                     raw, crc = tail[:n_idx], tail[n_idx:]
                     if len(tail) != n_idx + 4 or np.uint32(google_crc32c.value(raw)).astype(
                             "<u4").tobytes() != crc:
-                        raise ValueError(f"{path}: shard index checksum mismatch")
+                        raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
                     index = np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
                     for ci in range(layout.per_shard[0]):
                         a0 = si * R + ci * tr
@@ -500,7 +602,7 @@ def read_window(layout, r0, r1, c0, c1, out):
                             with _buffers.borrow("blob", length) as blob:
                                 fh.seek(off)
                                 if fh.readinto(memoryview(blob)[:length]) != length:
-                                    raise ValueError(f"{path}: short read")
+                                    raise InputError(f"{path}: short read (the store is damaged)")
                                 src = _decoded(layout, path, blob, 0, length, tile)
                                 dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
 

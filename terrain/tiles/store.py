@@ -33,7 +33,7 @@ from .morton import morton_order
 
 __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
-           "result_dem", "link_layer"]
+           "result_dem", "link_layer", "checksummed", "check_store", "check_tile_count"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -41,6 +41,10 @@ DEFAULT_TILE = 512
 TILE_LIMIT = 4096
 # Shards of at most this many cells a side: a band of shards is what one ingest task holds.
 SHARD_TARGET_SIDE = 2048
+#: a grid of more tiles than this needs tiles of at least :data:`SMALL_TILE`: every tile
+#: costs a task step and its bookkeeping (a 3000² store of tile 4 ran > 10 min)
+MANY_TILES = 1 << 16
+SMALL_TILE = 256
 
 
 def check_tile_size(tile, limit=TILE_LIMIT, why=None):
@@ -57,6 +61,22 @@ def check_tile_size(tile, limit=TILE_LIMIT, why=None):
                       f"{4 * t * t / 2**30:,.0f} GiB)")
         raise InputError(f"tile {t} is above {limit}: {why}")
     return t
+
+
+def check_tile_count(tile, shape, where=None):
+    """:class:`InputError` when a grid of ``shape`` in tiles of ``tile`` would have more
+    than :data:`MANY_TILES` tiles of less than :data:`SMALL_TILE` a side (``where``: the
+    store or input the line names).
+
+    >>> check_tile_count(4, (3000, 3000))
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: 562,500 tiles of 4 a side: more than 65,536 tiles need a tile of at least 256
+    """
+    n = -(-int(shape[0]) // tile) * -(-int(shape[1]) // tile)
+    if n > MANY_TILES and tile < SMALL_TILE:
+        raise InputError((f"{where}: " if where else "") + f"{n:,} tiles of {tile} a side: "
+                         f"more than {MANY_TILES:,} tiles need a tile of at least {SMALL_TILE}")
 
 
 def quadtree_levels(n_tile_rows, n_tile_cols):
@@ -83,6 +103,27 @@ def tiles_per_shard(tile, shape):
     return k
 
 
+def checksummed(compressors):
+    """``compressors`` (zarr's bytes-to-bytes codecs, ``"auto"`` or None) followed by
+    zarr's ``crc32c`` codec: every chunk of the stores terrain writes carries the CRC-32C of
+    its bytes, so a flipped bit is a read error, not a different elevation (the shard
+    index had one, the chunks did not). xarray and rioxarray read it through zarr.
+
+    >>> [c.to_dict()["name"] for c in checksummed(None)]
+    ['crc32c']
+    """
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+    if compressors is None:
+        compressors = ()
+    elif isinstance(compressors, str):  # "auto": zarr's default for numbers
+        compressors = (ZstdCodec(level=0, checksum=False),)
+    elif not isinstance(compressors, (list, tuple)):
+        compressors = (compressors,)
+    if compressors and isinstance(compressors[-1], Crc32cCodec):
+        return tuple(compressors)
+    return (*compressors, Crc32cCodec())
+
+
 def write_coordinates(group, shape, geotransform, crs=None):
     """Georeference a Zarr group: ``x``, ``y``, ``spatial_ref`` and ``grid_mapping`` on every
     raster (:func:`terrain.io.georef.write_georeference`; call
@@ -93,7 +134,11 @@ def write_coordinates(group, shape, geotransform, crs=None):
 
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
                  source=None, header=None, compressors="auto"):
-    """Create an empty tile store at ``path`` (which must not exist) and return its :class:`TileStore`.
+    """Create an empty tile store at ``path`` and return its :class:`TileStore`.
+
+    ``path`` must not exist, or be a partial output this create ran in before (a resumed
+    run, a retried task): then the store is created again around the ``elevation`` already
+    there, when its geometry is this one, and none of its shards is lost.
 
     Parameters
     ----------
@@ -107,12 +152,20 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     """
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
+    check_tile_count(tile, (rows, cols))
     k = tiles_per_shard(tile, (rows, cols))
-    group = zarr.open_group(store=str(path), mode="w-", zarr_format=3)
-    elev = group.create_array(
-        "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),
-        shards=(k * tile, k * tile), fill_value=np.float32("nan"), dimension_names=("y", "x"),
-        compressors=compressors, config={"write_empty_chunks": False})
+    # idempotent in a partial output (a resumed run or a retried task whose checkpoint is
+    # gone): an existing elevation of this geometry is kept with the shards written into it
+    again = Path(path).is_dir() and any(Path(path).iterdir())
+    group = zarr.open_group(store=str(path), mode="a" if again else "w-", zarr_format=3)
+    elev = group.get("elevation") if again else None
+    if elev is None or (tuple(elev.shape), tuple(elev.chunks), tuple(elev.shards or ())) != (
+            (rows, cols), (tile, tile), (k * tile, k * tile)):
+        elev = group.create_array(
+            "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),
+            shards=(k * tile, k * tile), fill_value=np.float32("nan"),
+            dimension_names=("y", "x"), compressors=checksummed(compressors),
+            config={"write_empty_chunks": False}, overwrite=True)
     if geotransform is None:
         geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
     gt = [float(v) for v in geotransform]
@@ -161,16 +214,17 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
     k = tiles_per_shard(tile, (rows, cols))
     arr = group.create_array(
         name, shape=(rows, cols), dtype=dtype, chunks=(tile, tile), shards=(k * tile, k * tile),
-        fill_value=fill, dimension_names=("y", "x"), compressors=compressors,
+        fill_value=fill, dimension_names=("y", "x"), compressors=checksummed(compressors),
         config={"write_empty_chunks": False})
     if attrs:
         arr.attrs.update(attrs)
     return arr
 
 
-def open_store(path, mode="r"):
+def open_store(path, mode="r", check=True):
     """Open an existing tile store (read-only unless ``mode="r+"``); :class:`InputError` when
-    ``path`` is not one."""
+    ``path`` is not one, or (``check``) when it is damaged or implausible
+    (:func:`check_store`)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
@@ -181,7 +235,85 @@ def open_store(path, mode="r"):
             raise KeyError("terrain")
     except Exception:
         raise InputError(f"{path}: not a terrain tile store") from None
+    if check:
+        check_store(path, group)
     return TileStore(p, group)
+
+
+#: cells above which a store that holds no shard at all is refused (a few KB of metadata
+#: claiming 200000² once started a 40 G-cell job of nothing)
+EMPTY_STORE_CELLS = 1 << 26
+
+
+def check_store(path, group):
+    """Raise :class:`InputError` naming the store at ``path`` (``group``: it opened) unless
+    it is whole and what it says it is, before any work is planned on it.
+
+    * its attributes fit its ``elevation``: ``tile`` is the chunk side (a power of two up to
+      :data:`TILE_LIMIT`), ``tiles_per_shard`` the shard's, a shard at most
+      :data:`SHARD_TARGET_SIDE` a side (what one task holds), ``levels`` the quadtree's,
+      ``x``/``y`` as long as the grid; not more than :data:`MANY_TILES` tiles below
+      :data:`SMALL_TILE`;
+    * every sharded array holds the shard files its inventory lists, no fewer, no others,
+      and its shape is the one they were written for
+      (:func:`terrain.io.outputs.seal_store`); a store without inventory (written before,
+      or by hand) that holds no shard at all is refused above :data:`EMPTY_STORE_CELLS`.
+
+    Flipped bits inside chunks are found when they are read (zarr's crc32c codec).
+    """
+    from ..io.outputs import INVENTORY_ATTR, array_inventory
+    from ._shards import shard_inventory
+    elev = group["elevation"]
+    a = dict(group.attrs)
+    if elev.ndim != 2 or elev.shards is None:
+        raise InputError(f"{path}: elevation is not a sharded 2-D array")
+    shape = tuple(int(n) for n in elev.shape)
+    try:
+        tile, k, levels = int(a["tile"]), int(a["tiles_per_shard"]), int(a["levels"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{path}: tile attributes missing or not numbers") from None
+    try:
+        check_tile_size(tile)
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
+    chunks, shards = tuple(int(c) for c in elev.chunks), tuple(int(c) for c in elev.shards)
+    if chunks != (tile, tile):
+        raise InputError(f"{path}: tile attribute {tile} does not match its chunks "
+                         f"({' x '.join(map(str, chunks))})")
+    if shards != (k * tile, k * tile) or k * tile > max(SHARD_TARGET_SIDE, tile):
+        raise InputError(f"{path}: shards of {' x '.join(map(str, shards))} cells do not fit "
+                         f"its tiles_per_shard {k} (at most {SHARD_TARGET_SIDE} cells a side)")
+    n_tr, n_tc = -(-shape[0] // tile), -(-shape[1] // tile)
+    if levels != quadtree_levels(n_tr, n_tc):
+        raise InputError(f"{path}: levels {levels} is not the quadtree's "
+                         f"({quadtree_levels(n_tr, n_tc)}) for {n_tr} x {n_tc} tiles")
+    check_tile_count(tile, shape, path)
+    for axis, name in ((0, "y"), (1, "x")):
+        if name in group and tuple(group[name].shape) != (shape[axis],):
+            raise InputError(f"{path}: {name} has {group[name].shape[0]} values for "
+                             f"{shape[axis]} {'rows' if axis == 0 else 'columns'}: the shape "
+                             "was edited or the store is damaged")
+    root = Path(str(group.store_path.store.root))
+    for name, arr in group.arrays():
+        if INVENTORY_ATTR not in arr.attrs:
+            continue
+        folder = root / group.path / name if group.path else root / name
+        try:
+            expected = shard_inventory(dict(arr.attrs), arr.shape, arr.shards or arr.chunks)
+        except InputError as e:
+            raise InputError(f"{path}: {name}: {e}") from None
+        now = array_inventory(folder)
+        found = shard_inventory({INVENTORY_ATTR: now}, arr.shape, arr.shards or arr.chunks)
+        if (expected != found).any():
+            where = tuple(int(i) for i in np.argwhere(expected != found)[0])
+            key = "/".join(["c", *map(str, where)])
+            what = "missing" if expected[where] else "not one of the shards it was written with"
+            raise InputError(f"{path}: {name}/{key} is {what} (the store is damaged)")
+    if shape[0] * shape[1] > EMPTY_STORE_CELLS:
+        now = array_inventory(root / group.path / "elevation" if group.path
+                              else root / "elevation")
+        if now is not None and not shard_inventory({INVENTORY_ATTR: now}, shape, shards).any():
+            raise InputError(f"{path}: claims {shape[0]} x {shape[1]} cells but holds no data")
 
 
 def is_store(path):
@@ -250,7 +382,7 @@ class TileStore:
     def read_tile(self, ti, tj, pad=True):
         """Elevations of tile ``(ti, tj)`` as float32; NaN-padded to ``tile × tile`` when ``pad``."""
         r0, r1, c0, c1 = self.tile_window(ti, tj)
-        block = np.asarray(self.elevation[r0:r1, c0:c1], dtype=np.float32)
+        block = np.asarray(_read(self.elevation, self.path, r0, r1, c0, c1), dtype=np.float32)
         if not pad or block.shape == (self.tile, self.tile):
             return block
         out = np.full((self.tile, self.tile), np.nan, dtype=np.float32)
@@ -261,8 +393,9 @@ class TileStore:
         """Rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) of a layer: elevations as
         float32, other layers in their own dtype."""
         if layer == "elevation":
-            return np.asarray(self.elevation[r0:r1, c0:c1], dtype=np.float32)
-        return np.asarray(self.layer(layer)[r0:r1, c0:c1])
+            return np.asarray(_read(self.elevation, self.path, r0, r1, c0, c1),
+                              dtype=np.float32)
+        return np.asarray(_read(self.layer(layer), self.path, r0, r1, c0, c1))
 
     def layer(self, name):
         """The zarr array of layer ``name``; :class:`InputError` when the store lacks it."""
@@ -290,6 +423,18 @@ class TileStore:
     def tile_order(self):
         """All tile coordinates in Morton order, as an (N, 2) int array."""
         return morton_order(*self.tiles_shape)
+
+
+def _read(arr, path, r0, r1, c0, c1):
+    """``arr[r0:r1, c0:c1]`` through zarr; a chunk whose checksum does not match (zarr's
+    crc32c codec raises ``ValueError``) is :class:`InputError` naming the store."""
+    try:
+        return arr[r0:r1, c0:c1]
+    except ValueError as e:
+        if "checksum" not in str(e):
+            raise
+        raise InputError(f"{path}: {arr.path}: chunk checksum mismatch in rows {r0}:{r1}, "
+                         f"columns {c0}:{c1} (the store is damaged)") from None
 
 
 def link_layer(src, dst, name):
@@ -361,7 +506,7 @@ def read_block(store_path, layer, window, out=None):
     if out is None:
         out = np.empty((r1 - r0, c1 - c0), arr.dtype)
     if shards is None or out.dtype != layout.dtype:
-        out[...] = arr[r0:r1, c0:c1]
+        out[...] = _read(arr, store_path, r0, r1, c0, c1)
         return out
     for si, sj in shards:
         read_shard(layout, si, sj, out, r0, c0)

@@ -136,14 +136,11 @@ def test_stale_partial_of_a_dead_run_is_removed_with_a_notice(tmp_path):
     stale = tmp_path / ".out.zarr.partial-0123456789abcdef"
     stale.mkdir()
     (stale / "zarr.json").write_text("{}")
-    old = tmp_path / ".out.zarr.old-1234abcd"
-    old.write_text("half swapped")
     (tmp_path / "g.asc").write_text(HEADER + ROWS)
     proc = run_terrain("ingest", "g.asc", "-o", "out.zarr", "--tile", "2", *SYNC, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     notices = proc.stderr.strip().splitlines()
-    assert notices == [f"terrain: removed {stale.name}, left by an interrupted run",
-                       f"terrain: removed {old.name}, left by an interrupted run"], proc.stderr
+    assert notices == [f"terrain: removed {stale.name}, left by an interrupted run"], proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["g.asc", "out.zarr"]
 
 
@@ -229,7 +226,7 @@ def test_sigkill_then_resume_is_bit_identical_and_reuses_tasks(tmp_path, big_gri
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     partial, = tmp_path.glob(".m.zarr.partial-*")
-    done = len(list((partial / ".terrain-checkpoints").glob("*.pkl")))
+    done = len(list((partial / ".terrain-checkpoints").glob("*.npz")))
     assert done >= 4  # create, bands, prepare, a group at least
 
     resumed = _start(argv + ["-o", "m.zarr", "--resume"], tmp_path)
@@ -282,8 +279,9 @@ def test_dry_run_prints_the_plan_and_writes_nothing(workdir):
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert (plan["rows"], plan["cols"], plan["tiles"], plan["levels"]) == (300, 400, [5, 7], 4)
-    # the real graph's size: ingest (create, index, rows, 1 band, finish) + mst tasks
-    assert plan["tasks"] > 10 and plan["backend"] in ("cpu", "gpu")
+    # a grid this small runs in core, in this process: no task graph
+    assert plan["path"] == "in-core" and plan["tasks"] == 0
+    assert plan["backend"] in ("cpu", "gpu")
     assert 0 < plan["disk_needed_bytes"] < plan["disk_free_bytes"]
     assert plan["memory_per_task_bytes"] > 300 * 400 * 4
     assert snapshot(workdir) == before and proc.stderr == ""

@@ -17,12 +17,12 @@ def _index_files(cache):
 
 @pytest.mark.slow
 def test_warm_up_compiles_every_kernel_the_sample_mst_uses(tmp_path):
-    """After ``python -m pipelines._warmup mst`` (what setup.py runs at build time) into an
+    """After ``python -m terrain._precompile mst`` (what setup.py runs at build time) into an
     empty cache, ``mst data/sample.asc`` adds no compiled signature: no index file of the
     cache is written again."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    subprocess.run([sys.executable, "-m", "pipelines._warmup", "mst"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "terrain._precompile", "mst"], env=env, check=True,
                    capture_output=True, timeout=600)
     before = _index_files(tmp_path / "cache")
     assert len(before) >= 8, before  # parse, Borůvka, reduction, merge kernels
@@ -46,9 +46,3 @@ def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
-
-
-def test_start_up_copy_knows_the_in_core_limit():
-    from pipelines.mst_start import IN_CORE_MAX_CELLS
-    from terrain.grid.mst_device import MAX_CELLS
-    assert IN_CORE_MAX_CELLS == MAX_CELLS

@@ -11,7 +11,7 @@ from scipy.sparse.csgraph import shortest_path
 
 from backends import assert_backends_identical
 from terrain.graph.generators import grid_graph, rmat_graph
-from terrain.graph import Graph, as_graph, bfs, build_csr
+from terrain.graph import FrontierCore, Graph, as_graph, bfs, build_csr, traverse
 
 
 def _oracle(graph, sources):
@@ -51,13 +51,12 @@ def _graphs():
 GRAPHS = _graphs()
 
 
-@pytest.mark.parametrize("direction", ["auto", "top-down", "bottom-up"])
 @pytest.mark.parametrize("name", sorted(GRAPHS))
-def test_distances_match_scipy(backend, name, direction):
+def test_distances_match_scipy(backend, name):
     g = GRAPHS[name]
     rng = np.random.default_rng(len(name))
     for sources in ([0], [int(rng.integers(g.n))], sorted(rng.choice(g.n, 3, replace=False))):
-        r = bfs(g, sources, backend=backend, direction=direction)
+        r = bfs(g, sources, backend=backend)
         want = _oracle(g, sources)
         assert np.array_equal(r.dist, want), (name, sources)
         _check_pred(g, r.dist, r.pred, sources)
@@ -72,8 +71,16 @@ def test_friendly_layer_networkx_nodes_and_errors():
     assert r.dist.tolist() == [0, 1, 2, 3, 4, 3, 2, 1]
     with pytest.raises(ValueError, match="bfs: source 8 is not a vertex"):
         bfs(nx.to_scipy_sparse_array(nx.path_graph(8)), 8, backend="cpu")
-    with pytest.raises(ValueError, match="direction"):
-        bfs(nx.path_graph(3), 0, backend="cpu", direction="sideways")
+    with pytest.raises(ValueError, match="integers"):
+        bfs(nx.to_scipy_sparse_array(nx.path_graph(3)), 0.5, backend="cpu")
+
+
+def test_both_directions_run():
+    """Beamer's rule takes the low-diameter graphs bottom-up on their big levels and the
+    long ones top-down only (the operators the CPU's level loop recorded)."""
+    rmat = GRAPHS["rmat"]
+    assert "bottom-up" in bfs(rmat, int(np.argmax(rmat.degrees())), backend="cpu").stats.operators
+    assert set(bfs(GRAPHS["path"], 0, backend="cpu").stats.operators) == {"top-down"}
 
 
 def _as_int64(graph):
@@ -82,16 +89,21 @@ def _as_int64(graph):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["hybrid", "fused", "balanced", "two-phase"])
-@pytest.mark.parametrize("direction", ["auto", "top-down", "bottom-up"])
-def test_cpu_and_gpu_identical(variant, direction):
+@pytest.mark.parametrize("route", ["planned", "device", "batched"])
+def test_cpu_and_gpu_identical(route):
+    """Both of the GPU's level loops (and the one the planner picks) give the CPU's
+    distances, predecessors and level statistics."""
     rmat = rmat_graph(14, 16, seed=5, backend="cpu")  # hubs: CTA- and warp-wide gathering
     graphs = [rmat, _as_int64(rmat), grid_graph(200, 300), GRAPHS["disconnected"]]
     for g in graphs:
         for sources in ([int(np.argmax(g.degrees()))], [1, 7, g.n - 1]):
             def run(b, g=g, sources=sources):
-                r = bfs(g, sources, backend=b, direction=direction, variant=variant)
-                return r.dist, r.pred, r.stats.level_sizes, r.stats.level_edges
+                if route == "planned" or not b.is_gpu:
+                    r = bfs(g, sources, backend=b)
+                    return r.dist, r.pred, r.stats.level_sizes, r.stats.level_edges
+                core = FrontierCore(g, b)
+                sizes, degs, _ = core.ops.levels(np.unique(sources), route)
+                return b.to_numpy(core.dist), b.to_numpy(core.parents()), sizes, degs
             dist = assert_backends_identical(run)[0]
             assert np.array_equal(dist, _oracle(g, sources))
 
@@ -134,87 +146,30 @@ def _hub_graph():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("loop", ["graph", "device", "host"])
-@pytest.mark.parametrize("direction", ["auto", "top-down", "bottom-up"])
-def test_gpu_level_loops_match_cpu(loop, direction):
-    """The device-driven level loop (replayed CUDA graph or direct launches) and the host
-    loop give the CPU's labels and level statistics, on one core reused across sources."""
-    from terrain.graph import FrontierCore
-    from terrain.graph.traversal import traverse
+@pytest.mark.parametrize("route", ["device", "batched"])
+def test_gpu_level_loops_match_cpu(route):
+    """The device loop (replayed CUDA graph, hub lists over the grid, launches of 8 and more
+    levels) and the batched loop give the CPU's labels and level statistics, on one core
+    reused across sources (more levels than the counter ring has slots, more sources than
+    the device loop copies inside its graph)."""
     rmat = rmat_graph(14, 16, seed=5, backend="cpu")
-    tunings = ([(1, 2048, False), (4, 64, False), (8, 2048, False), (32, 256, False),
-                (1, 512, True), (1, 64, True)] if loop != "host" else [(1, 512, False)])
-    for g in (_hub_graph(), rmat, _as_int64(rmat), GRAPHS["path"], GRAPHS["disconnected"]):
+    rng = np.random.default_rng(4)
+    for g in (_hub_graph(), rmat, _as_int64(rmat), GRAPHS["path"], GRAPHS["disconnected"],
+              grid_graph(40, 300)):
         gpu, cpu = FrontierCore(g, "gpu"), FrontierCore(g, "cpu")
-        for sources in ([0], [int(np.argmax(g.degrees()))], [1, 7, g.n - 1], [g.n // 2]):
-            want = traverse(cpu, sources, direction=direction)
+        many = sorted(rng.choice(g.n, min(100, g.n), replace=False).tolist())
+        for sources in ([0], [int(np.argmax(g.degrees()))], [1, 7, g.n - 1], [g.n // 2], many):
+            want = traverse(cpu, sources)
             assert np.array_equal(cpu.dist, _oracle(g, sources))
-            for lanes, hub_min, fused in tunings:
-                gpu.bottomup_lanes, gpu.hub_min, gpu.fused_steps = lanes, hub_min, fused
-                got = traverse(gpu, sources, direction=direction, loop=loop)
-                assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), \
-                    (g.name, sources, lanes, hub_min, fused)
-                assert got.level_sizes == want.level_sizes
-                assert got.level_edges == want.level_edges
-                if direction != "auto":
-                    assert set(got.operators) <= ({"bottom-up"} if direction == "bottom-up"
-                                                  else {"fused", "balanced"})
-
-
-def test_degree_ordered_rows_permute_each_row_by_decreasing_degree():
-    """The bottom-up step's optional adjacency (``bottomup_rows='degree'``): every row holds
-    the same neighbours, listed by decreasing degree."""
-    from terrain.graph.frontier import _degree_ordered_rows
-    for g in (rmat_graph(10, 8, seed=2, backend="cpu"), GRAPHS["disconnected"], GRAPHS["star"]):
-        got = _degree_ordered_rows(np, g.indptr, g.indices)
-        deg = g.degrees()
-        for v in range(g.n):
-            row = got[g.indptr[v]:g.indptr[v + 1]]
-            assert np.array_equal(np.sort(row), g.neighbors(v))
-            assert np.all(np.diff(deg[row]) <= 0), v
-    empty = build_csr(3, np.array([], np.int64), np.array([], np.int64))
-    assert _degree_ordered_rows(np, empty.indptr, empty.indices).size == 0
+            sizes, degs, _ = gpu.ops.levels(np.unique(sources), route)
+            assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), (g.name, sources)
+            assert sizes == want.level_sizes and degs == want.level_edges
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("loop", ["graph", "device"])
-def test_gpu_level_loop_tunings_match_cpu(loop):
-    """Degree-ordered bottom-up rows, occupancy-sized grids, Beamer thresholds and more
-    sources than the graph copies from pinned memory: the CPU's labels and statistics."""
-    import importlib
-    from terrain.graph import FrontierCore
-    from terrain.graph.traversal import traverse
-    bfs_module = importlib.import_module("terrain.graph.traversal")  # (the package exports bfs())
-    rmat = rmat_graph(14, 16, seed=5, backend="cpu")
-    rng = np.random.default_rng(4)
-    saved = bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA, bfs_module.DEVICE_HINT_ROUND
-    try:
-        for g in (_hub_graph(), rmat, _as_int64(rmat), GRAPHS["disconnected"]):
-            gpu, cpu = FrontierCore(g, "gpu"), FrontierCore(g, "cpu")
-            many = sorted(rng.choice(g.n, min(100, g.n), replace=False).tolist())
-            for sources in ([int(np.argmax(g.degrees()))], [1, 7, g.n - 1], many, [0]):
-                want = traverse(cpu, sources)
-                for i, (rows, occupancy, lanes, ilp, unroll, fused, alpha, beta) in enumerate((
-                        ("degree", False, 1, 0, 1, False, 30, 24),
-                        ("id", True, 1, 0, 4, False, 30, 24),
-                        ("degree", True, 8, 0, 1, False, 14, 24),
-                        ("degree", True, 1, 4, 1, False, 100, 96),
-                        ("id", False, 1, 2, 1, False, 30, 24),
-                        ("id", False, 1, 4, 1, True, 30, 24),
-                        ("id", True, 1, 8, 1, True, 14, 12),
-                        ("id", False, 1, 0, 2, False, 30, 24),
-                        ("id", False, 1, 4, 1, 3, 30, 24), ("id", False, 1, 0, 1, 3, 14, 24))):
-                    gpu.bottomup_rows, gpu.occupancy_grids = rows, occupancy
-                    gpu.bottomup_lanes, gpu.bottomup_ilp, gpu.bottomup_unroll = lanes, ilp, unroll
-                    gpu.fused_steps, gpu.step_launches = fused is True, 3 if fused == 3 else 4
-                    gpu.hub_grid = 2 * (i % 3)
-                    bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA = alpha, beta
-                    bfs_module.DEVICE_HINT_ROUND = 1 + 3 * (i % 2)  # exact hints: more launches
-                    got = traverse(gpu, sources, loop=loop)
-                    assert np.array_equal(gpu.backend.to_numpy(gpu.dist), cpu.dist), \
-                        (g.name, len(sources), rows, occupancy, lanes, ilp, unroll, fused,
-                         alpha, beta)
-                    assert got.level_sizes == want.level_sizes
-                    assert got.level_edges == want.level_edges
-    finally:
-        bfs_module.DEVICE_ALPHA, bfs_module.DEVICE_BETA, bfs_module.DEVICE_HINT_ROUND = saved
+def test_planner_routes():
+    """Road-like graphs without hubs take the batched loop, the others the device loop."""
+    assert FrontierCore(grid_graph(50, 60), "gpu").ops.route() == "batched"
+    assert FrontierCore(GRAPHS["path"], "gpu").ops.route() == "batched"
+    assert FrontierCore(rmat_graph(12, 16, seed=1, backend="cpu"), "gpu").ops.route() == "device"
+    assert FrontierCore(_hub_graph(), "gpu").ops.route() == "device"   # sparse, but hubs

@@ -189,9 +189,9 @@ def _component_cases():
 @pytest.mark.parametrize("case", range(5))
 def test_components_match_scipy(backend, case):
     from scipy.sparse.csgraph import connected_components as scipy_cc
-    from terrain.graph.eccentricity import component_roots, largest_component_on
+    from terrain.graph.eccentricity import component_roots_on, largest_component_on
     g = _component_cases()[case]
-    roots = backend.to_numpy(component_roots(g.indptr, g.indices, backend))
+    roots = backend.to_numpy(component_roots_on(g.indptr, g.indices, backend))
     _, labels = scipy_cc(g.to_scipy(), directed=False)
     smallest = np.full(labels.max() + 1, g.n)
     np.minimum.at(smallest, labels, np.arange(g.n))
@@ -270,3 +270,61 @@ def test_distance_histogram_bit_parallel_equals_single_runs(backend):
     got = distance_histogram(core, src)
     assert np.array_equal(got, want[:got.size]) and not want[got.size:].any()
     assert np.array_equal(distance_histogram(core, [3, 3]), 2 * distance_histogram(core, [3]))
+
+
+def _reference_bounding(g, extremes, single_bfs=8, batch=64):
+    """The bounding loop as docs/graphs.md states it, in plain NumPy over scipy's BFS
+    distances (the GPU loop's rules): sources alternate between the largest upper and the
+    smallest lower bound (ties: higher degree, lower number); after ``single_bfs`` of them,
+    batches of k <= 64 taken in turn from both orders whenever 2 (delta_lower + 1) < k.
+    Returns (searches, diameter, source of the first largest eccentricity)."""
+    n = g.n
+    deg = g.degrees()
+    lower, upper = np.zeros(n, np.int64), np.full(n, np.iinfo(np.int32).max, np.int64)
+    cand = np.ones(n, bool)
+    count, best, largest = 0, None, True
+
+    def order(key, descending):
+        idx = np.flatnonzero(cand)
+        return idx[np.lexsort((idx, -deg[idx], -key[idx] if descending else key[idx]))]
+
+    while cand.any():
+        if count < single_bfs or 2 * (lower.max() + 1) >= min(cand.sum(), batch):
+            picks = [order(upper, True)[0] if largest else order(lower, False)[0]]
+            largest = not largest
+        else:
+            a, b = order(upper, True)[:batch], order(lower, False)[:batch]
+            if cand.sum() <= batch:
+                picks = list(np.flatnonzero(cand))
+            else:
+                picks = []
+                for x, y in zip(a, b):
+                    for v in (x, y):
+                        if v not in picks and len(picks) < batch:
+                            picks.append(v)
+        d = shortest_path(g.to_scipy(), directed=False, unweighted=True, indices=picks)
+        d = np.atleast_2d(d).astype(np.int64)
+        eccs = d.max(axis=1)
+        count += len(picks)
+        top = int(np.argmax(eccs))
+        if best is None or eccs[top] > best[0]:
+            best = (int(eccs[top]), int(picks[top]))
+        for row, e in zip(d, eccs):
+            lower = np.maximum(lower, np.maximum(row, e - row))
+            upper = np.minimum(upper, e + row)
+        dl, ru = lower.max(), upper.min()
+        keep = (lower != upper) & (((upper >= dl) | (lower <= ru)) if extremes else upper > dl)
+        cand &= keep
+    return count, int(lower.max()), best[1]
+
+
+@pytest.mark.parametrize("name", ["cycle-odd", "grid", "lollipop", "small-world", "tree",
+                                  "dense-random", "barbell"])
+@pytest.mark.parametrize("extremes", [False, True])
+def test_bounding_follows_the_stated_rules(name, extremes):
+    """The CPU's C loop picks the sources the stated rules pick (the GPU's loop is those
+    rules over device arrays): the same number of searches, diameter and first endpoint."""
+    g = as_graph(NX_GRAPHS[name])
+    r = diameter(g, extremes=extremes, backend="cpu")
+    count, d, source = _reference_bounding(g, extremes)
+    assert (r.bfs_count, r.diameter, r.endpoints[0]) == (count, d, g.id_of(source))

@@ -1,5 +1,5 @@
-"""The fast SNAP loading path (C scanner and newline count, weights dropped at the first weightless
-line, relabelling into the joined arrays, CSR by degree count + scatter + per-row sort)
+"""The fast SNAP loading path (C scanner and newline count, a weight on every line or on none,
+relabelling into the joined arrays, CSR by degree count + scatter + per-row sort)
 against an independent oracle: a Python line parser, ``np.unique`` relabelling and a
 ``np.lexsort`` CSR keeping the minimum weight (the first in file order among equal ones), on
 random files with duplicates, self-loops, comments, blank lines, CRLF, weights, gzip, cut
@@ -12,6 +12,7 @@ import zlib
 import numpy as np
 import pytest
 
+from terrain.errors import InputError
 from terrain.graph.generators import write_snap_edges
 from terrain.graph import graph_from_edges, load_graph
 from terrain.graph.loaders import read_graph_file
@@ -89,6 +90,18 @@ def test_fast_path_matches_oracle(tmp_path, weights, gz, directed):
             path.write_bytes(gzip.compress(text.encode()))
         else:
             path.write_text(text)
+        if weights == "some":  # a weight on some lines only: refused at the first odd one
+            edge_lines = [i + 1 for i, r in enumerate(text.splitlines())
+                          if r.strip() and not r.lstrip().startswith(("#", "%"))]
+            arity = [len(text.splitlines()[i - 1].split()) for i in edge_lines]
+            if arity[0] == 2 and arity[1] == 3:   # the first line lacks the weight
+                line = edge_lines[0]
+            else:
+                line = next(i for i, a in zip(edge_lines, arity) if a != arity[0])
+            for chunk_bytes, workers in ((1 << 20, 1), (61, 2)):
+                with pytest.raises(InputError, match=rf":{line}: "):
+                    read_graph_file(path, chunk_bytes=chunk_bytes, workers=workers)
+            continue
         ids, indptr, indices, want_w = _oracle(records, directed)
         for chunk_bytes, workers in ((1 << 20, 1), (97, 1), (61, 2)):
             edges = read_graph_file(path, chunk_bytes=chunk_bytes, workers=workers)

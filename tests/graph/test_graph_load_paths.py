@@ -103,7 +103,7 @@ def test_in_process_path_matches_python_and_dask_chunks(tmp_path, fmt, weights, 
 
 def test_error_line_numbers_in_the_in_process_path(tmp_path):
     path = tmp_path / "g.txt"
-    path.write_bytes(b"# h\r\n1 2\r\n\r\n  \t\r\n3 4 5\r\n# x\r\n5 z\r\n6 7\r\n")
+    path.write_bytes(b"# h\r\n1 2\r\n\r\n  \t\r\n3 4\r\n# x\r\n5 z\r\n6 7\r\n")
     from terrain.errors import InputError
     for chunk_bytes, workers in ((1 << 20, 1), (7, 2), (3, 3)):
         with pytest.raises(InputError, match=r"g.txt:7: cannot parse '5 z'"):

@@ -281,11 +281,14 @@ def test_solver_reuse_and_twins_on_a_grid_with_an_island():
 @pytest.mark.gpu
 @pytest.mark.parametrize("graphs,fuse", [(True, 0), (False, 0), (True, 16)])
 def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
+    """Reused solvers, device steps replayed from CUDA graphs or launched directly, bucket
+    fusion on and off: the CPU's distances and predecessors."""
     from terrain.graph.generators import geometric_graph, weighted_grid_graph
     from terrain.graph.shortest_paths import ShortestPaths
     for g in (weighted_grid_graph(120, 90, seed=2), geometric_graph(5000, 5.0, seed=3)):
         cpu = ShortestPaths(g, "cpu")
-        gpu = ShortestPaths(g, "gpu", graphs=graphs)
+        gpu = ShortestPaths(g, "gpu")
+        gpu.ops.use_graphs = graphs   # direct launches: what runs where CuPy cannot capture
         gpu.fuse_rounds = fuse   # bucket fusion: scheduling only, the same answer
         for sources in ([0], [17, 4000], [g.n - 1]):
             want = cpu.run(sources, "dijkstra")
@@ -302,7 +305,8 @@ def test_dial_blocks_and_fused_predecessors(directed, wdtype):
     """Dial's blocked buckets (many entries per bucket: weights 1..3, so blocks chain and
     freed ones are reused) with the predecessors kept while relaxing: distances equal
     scipy's, predecessors the brute-force rule and the two-pass rule of the frontier core."""
-    from terrain.graph.shortest_paths import DIAL_BLOCK, ShortestPaths
+    from terrain.graph.shortest_paths import ShortestPaths
+    DIAL_BLOCK = 32  # kernels.c: queue entries per block of a Dial bucket
     rng = np.random.default_rng(7)
     n, m = 3000, 30000
     u, v = rng.integers(0, n, m), rng.integers(0, n, m)

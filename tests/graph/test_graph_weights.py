@@ -69,9 +69,20 @@ def test_snap_third_column(tmp_path, gz, kind):
                                                             int if kind == "int" else float)
 
 
-def test_snap_without_a_weight_on_every_line_is_unweighted(tmp_path):
-    g = load_graph(_write(tmp_path / "g.txt", "1 2 3\n2 3\n3 4 x\n"))
-    assert g.weights is None and g.m == 3
+@pytest.mark.parametrize("text,line,what", [
+    ("1 2 3\n2 3\n3 4 5\n", 2, "expected a numeric weight"),       # a line without
+    ("1 2\n2 3\n3 4 7\n", 3, "a third column"),                    # a weight where none
+    ("1 2\n2 3 7\n", 1, "like the edge lines after it"),
+    ("1 2 3\n3 4 x\n", 2, "expected a numeric weight"),
+    ("# w\n1 2 3\n3 4 abc\n", 3, "expected a numeric weight"),
+    ("1 2 0.5\n3 4 nan\n", 2, "expected a numeric weight"),
+    ("1 2 1\n3 4 inf\n5 6 2\n", 2, "expected a numeric weight"),
+    ("1 2 1\n3 4 1e400\n", 2, "not a finite number")])
+def test_a_bad_or_missing_weight_is_refused_at_its_line(tmp_path, text, line, what):
+    """A SNAP file is weighted when its first edge line has a third column, then on every
+    line (a finite number), else on none: never silently read as unweighted."""
+    with pytest.raises(InputError, match=rf"g\.txt:{line}: .*{what}"):
+        load_graph(_write(tmp_path / "g.txt", text))
 
 
 @pytest.mark.parametrize("gz", [False, True])

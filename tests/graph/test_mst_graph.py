@@ -188,7 +188,7 @@ def test_gpu_kernels_every_dtype_equal_kruskal(kind):
 
 
 def test_upload_wire_dtypes_from_a_weight_sample():
-    """NARROW_UPLOAD's guess: the narrowest integer type a strided sample fits; none for
+    """The upload's guess: the narrowest integer type a strided sample fits; none for
     floats or ranges that need the full width."""
     from terrain.graph.mst import _wire_weight_dtype
     cases = [(np.arange(1, 101, dtype=np.int32), np.uint8),
@@ -207,14 +207,14 @@ def test_upload_wire_dtypes_from_a_weight_sample():
 @pytest.mark.parametrize("kind", KINDS + ["int32-outlier"])
 def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
     """The host graph's upload in many pieces (tiny slots: the ring wraps), narrowed
-    (int32 indptr, weights in the type a sample fits;
-    "int32-outlier": weights 1..3 but one edge of 10**6 off the sample, so the weights go
-    again at full width) or not, the
-    forest back in pinned memory or through the ring, and the same graph handed in as
-    CuPy arrays (gathered on the device): every forest equals the CPU's bit for bit; the
-    device call returns CuPy arrays, the host call NumPy arrays."""
-    import cupy as cp
+    (int32 indptr, weights in the type a sample fits; "int32-outlier": weights 1..3 but one
+    edge of 10**6 off the sample, so the weights go again at full width), the forest back in
+    pinned memory, and the same graph handed in as CuPy arrays (gathered on the device):
+    every forest equals the CPU's bit for bit; the device call returns CuPy arrays, the host
+    call NumPy arrays."""
     import terrain._transfer as transfer
+    from terrain.backend import get_backend
+    cp = get_backend("gpu").xp
     import terrain.graph.mst as mst
     g, *_ = _typed_graph(kind.replace("-outlier", "-ties"), 3000, 20000, 13, hubs=3)
     if kind == "int32-outlier":
@@ -226,13 +226,9 @@ def test_gpu_chunked_upload_and_graph_on_device(kind, monkeypatch):
         assert mst._wire_weight_dtype(g.weights) == np.uint8
     c = minimum_spanning_forest(g, backend="cpu")
     monkeypatch.setattr(transfer, "SLOT_BYTES", 8192)
-    forests = []
-    for narrow, download in ((True, "pinned"), (False, "copy"), (True, "copy")):
-        monkeypatch.setattr(mst, "NARROW_UPLOAD", narrow)
-        monkeypatch.setattr(mst, "FOREST_DOWNLOAD", download)
-        forests.append(minimum_spanning_forest(g, backend="gpu"))
-        assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}
-        assert all(type(x) is np.ndarray for x in (forests[-1].u, forests[-1].edge_ids))
+    forests = [minimum_spanning_forest(g, backend="gpu")]
+    assert set(forests[-1].extra["phase_seconds"]) == {"upload", "device", "download"}
+    assert all(type(x) is np.ndarray for x in (forests[-1].u, forests[-1].edge_ids))
     on_device = (cp.asarray(g.indptr), cp.asarray(g.indices),
                  None if g.weights is None else cp.asarray(g.weights))
     d = minimum_spanning_forest(on_device)

@@ -31,7 +31,7 @@ WEIGHTS = ("max", "absdiff", "slope", "length3d")
 @pytest.mark.parametrize("conn", [4, 8])
 def test_total_weight_and_trees_match_scipy(kind, conn):
     z = dem(kind, (90, 130), seed=conn)
-    r = grid_mst(z, conn, "max", tile=32, backend="cpu")
+    r = grid_mst(z, conn, "max", tile=32, backend="cpu", in_core=False)
     _, u, v, w = ref_edges(z, conn, "max")
     shift = 1.0 - float(w.min())  # scipy drops zero entries: shift all weights to >= 1
     g = csr_matrix((w.astype(np.float64) + shift, (u, v)), shape=(z.size, z.size))
@@ -51,7 +51,8 @@ def test_same_edge_set_for_every_tile_size(tile, shape):
     z = dem("integer", shape, seed=tile)
     z[np.random.default_rng(tile).random(shape) < 0.05] = np.nan
     want, _ = ref_kruskal(z, 8, "max")
-    assert np.array_equal(mask_ids(grid_mst(z, 8, "max", tile=tile, backend="cpu").mask), want)
+    r = grid_mst(z, 8, "max", tile=tile, backend="cpu", in_core=False)
+    assert np.array_equal(mask_ids(r.mask), want)
 
 
 @pytest.mark.parametrize("weight", WEIGHTS)
@@ -61,7 +62,8 @@ def test_same_edge_set_every_weight_model(weight, conn, kind):
     z = dem(kind, (70, 45), seed=len(weight))
     cellsize = (10.0, 7.5)
     want, w = ref_kruskal(z, conn, weight, cellsize)
-    r = grid_mst(z, conn, weight, tile=16, backend="cpu", cellsize=cellsize, group_tiles=2)
+    r = grid_mst(z, conn, weight, tile=16, backend="cpu", cellsize=cellsize, group_tiles=2,
+                 in_core=False)
     assert np.array_equal(mask_ids(r.mask), want)
     assert r.total_weight == pytest.approx(float(np.sum(w, dtype=np.float64)), rel=1e-12)
 
@@ -70,7 +72,7 @@ def test_same_edge_set_every_weight_model(weight, conn, kind):
 def test_group_size_does_not_change_the_forest(group_tiles):
     z = dem("random", (130, 97), seed=5)
     want, _ = ref_kruskal(z)
-    r = grid_mst(z, 8, "max", tile=8, backend="cpu", group_tiles=group_tiles)
+    r = grid_mst(z, 8, "max", tile=8, backend="cpu", group_tiles=group_tiles, in_core=False)
     assert np.array_equal(mask_ids(r.mask), want)
 
 
@@ -78,19 +80,21 @@ def test_1024_square_matches_reference():
     z = dem("integer", (1024, 1024), seed=11)
     z[300:310, :] = np.nan
     want, w = ref_kruskal(z)
-    r = grid_mst(z, 8, "max", tile=256, backend="cpu")
+    r = grid_mst(z, 8, "max", tile=256, backend="cpu", in_core=False)
     assert np.array_equal(mask_ids(r.mask), want)
     assert r.total_weight == float(np.sum(w, dtype=np.float64))
 
 
-def test_all_nodata_is_an_empty_forest():
-    r = grid_mst(np.full((40, 33), np.nan, np.float32), tile=16, backend="cpu")
+@pytest.mark.parametrize("in_core", ["auto", False])
+def test_all_nodata_is_an_empty_forest(in_core):
+    r = grid_mst(np.full((40, 33), np.nan, np.float32), tile=16, backend="cpu", in_core=in_core)
     assert (r.mask == 0).all() and r.edges == 0 and r.trees == 0 and r.vertices == 0
     assert r.total_weight == 0.0
 
 
-def test_single_cell():
-    r = grid_mst(np.array([[5.0]], np.float32), tile=2, backend="cpu")
+@pytest.mark.parametrize("in_core", ["auto", False])
+def test_single_cell(in_core):
+    r = grid_mst(np.array([[5.0]], np.float32), tile=2, backend="cpu", in_core=in_core)
     assert r.mask.tolist() == [[0]] and (r.edges, r.trees, r.vertices) == (0, 1, 1)
 
 
@@ -131,9 +135,12 @@ def test_cli_ascii_end_to_end(tmp_path, capsys):
 
 
 def test_cli_store_input_with_small_shards(tmp_path, monkeypatch, capsys):
-    # small shards put quadtree merge and expansion tasks above the shard-level groups
+    # small shards put quadtree merge and expansion tasks above the shard-level groups (the
+    # tiled route: the in-core bound lowered below the grid)
+    import terrain.grid.mst_device as md
     import terrain.tiles.store as store_mod
     monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    monkeypatch.setattr(md, "HOST_MAX_CELLS", 1000)
     z = dem("random", (150, 111), seed=9)
     z[np.random.default_rng(1).random(z.shape) < 0.1] = np.nan
     store = store_mod.create_store(tmp_path / "in.zarr", z.shape, 8)
@@ -143,7 +150,7 @@ def test_cli_store_input_with_small_shards(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out.zarr"
     assert main(["mst", str(tmp_path / "in.zarr"), "-o", str(out), "--weight", "length3d",
                  "--scheduler", "threads"]) == 0
-    assert "forest" in capsys.readouterr().out
+    assert "tiled path" in capsys.readouterr().out
     want, _ = ref_kruskal(z, 8, "length3d")
     assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]), want)
     assert main(["mst", str(tmp_path / "in.zarr"), "-o", str(out), "--scheduler",
@@ -179,77 +186,6 @@ def test_cli_missing_input_names_the_file(tmp_path, capsys):
     assert "nope.asc" in err and not list(tmp_path.iterdir())
 
 
-# -- Borůvka's packed keys: 32-bit ranks vs 64-bit weights --------------------------------------
-def test_key_layout_bit_budget():
-    from terrain.grid._boruvka import key_layout
-
-    assert key_layout(512, 4096) == (12, 20, True)  # 20 index bits leave 12 for ranks
-    assert key_layout(512, 4097) == (13, 20, False)
-    assert key_layout(512, 1) == (0, 20, True)
-    assert key_layout(512, 0) == (0, 20, True)  # an all-nodata batch
-    assert key_layout(2, 1 << 28) == (28, 4, True)
-    assert key_layout(2, (1 << 28) + 1)[2] is False
-    assert key_layout(32768, 1) == (0, 32, True)  # a flat 32768² tile: the index alone
-    assert key_layout(32768, 2)[2] is False
-
-
-def test_weight_ranks_match_unique_per_tile():
-    from terrain.grid._boruvka import weight_ranks
-
-    rng = np.random.default_rng(3)
-    v = rng.integers(-3, 4, (5, 200)).astype(np.float32) * np.float32(0.5)
-    v[rng.random(v.shape) < 0.2] = np.nan
-    v[0, :3] = [-0.0, 0.0, np.inf]
-    v[4] = np.nan  # a tile without weights
-    ranks, k = weight_ranks(v)
-    want_k = 0
-    for b in range(v.shape[0]):
-        ok = ~np.isnan(v[b])
-        uniq, inv = np.unique(v[b][ok] + np.float32(0), return_inverse=True)
-        assert np.array_equal(ranks[b][ok], inv.astype(np.uint32))
-        want_k = max(want_k, len(uniq))
-    assert k == want_k
-    assert ranks[0, 0] == ranks[0, 1]  # -0.0 ranks as +0.0
-
-
-@pytest.mark.parametrize("weight", WEIGHTS)
-@pytest.mark.parametrize("conn", [4, 8])
-def test_boruvka_32_and_64_bit_keys_give_each_tiles_forest(weight, conn):
-    from terrain.grid._boruvka import boruvka_tiles
-    from terrain.grid.edges import horizontal_lengths, weight_model_code
-
-    z = dem("integer", (4, 32, 32), seed=conn)
-    z[np.random.default_rng(conn).random(z.shape) < 0.1] = np.nan
-    hlen = horizontal_lengths((2.0, 3.0))
-    masks = {bits: boruvka_tiles(z, conn, weight_model_code(weight), hlen, "cpu", key_bits=bits)
-             for bits in ("auto", 32, 64)}
-    for b in range(z.shape[0]):
-        want, _ = ref_kruskal(z[b], conn, weight, (2.0, 3.0))
-        for bits, m in masks.items():
-            assert np.array_equal(mask_ids(m[b]), want), (bits, b)
-
-
-def test_forced_32_bit_key_refuses_a_lossy_batch():
-    from terrain.errors import InputError
-    from terrain.grid._boruvka import boruvka_tiles
-
-    z = dem("random", (2, 64, 64))  # 4096 distinct weights a tile: 12 + 14 index bits fit
-    assert boruvka_tiles(z, 8, 0, np.ones(4), "cpu", key_bits=32).any()
-    z = dem("random", (1, 256, 256))  # 65536 distinct: 16 + 18 bits do not
-    with pytest.raises(InputError, match="32-bit key is lossy"):
-        boruvka_tiles(z, 8, 0, np.ones(4), "cpu", key_bits=32)
-    with pytest.raises(InputError, match="key_bits"):
-        boruvka_tiles(z, 8, 0, np.ones(4), "cpu", key_bits=16)
-
-
-def test_grid_mst_with_32_bit_keys_matches_reference():
-    z = dem("integer", (150, 170), seed=7)
-    z[np.random.default_rng(7).random(z.shape) < 0.05] = np.nan
-    want, _ = ref_kruskal(z, 8, "absdiff")
-    r = grid_mst(z, 8, "absdiff", tile=64, backend="cpu", key_bits=32)
-    assert np.array_equal(mask_ids(r.mask), want)
-
-
 # -- super-tile groups and the in-core dispatch ---------------------------------------------------
 @pytest.mark.parametrize("conn", [4, 8])
 @pytest.mark.parametrize("kind", ["integer", "holes"])
@@ -258,19 +194,44 @@ def test_groups_taken_whole_give_the_same_forest(kind, conn):
     # block's own tiled forest), reduced once, then the same merges above
     z = dem(kind, (203, 141), seed=conn)
     want, _ = ref_kruskal(z, conn, "max")
-    a = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu")
+    a = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu", in_core=False)
     b = grid_mst(z, conn, "max", tile=16, group_tiles=2, backend="cpu", in_core="groups")
     assert np.array_equal(mask_ids(b.mask), want)
     assert (b.total_weight, b.edges, b.trees, b.vertices) == (a.total_weight, a.edges, a.trees,
                                                               a.vertices)
 
 
-def test_in_core_needs_the_gpu_and_a_known_choice():
+def test_in_core_on_the_cpu_and_a_known_choice(monkeypatch):
+    # the CPU's in-core twin (Kruskal in C) is taken for grids it holds, the tiled path above
+    import terrain.grid.mst_device as md
     from terrain.errors import InputError
 
-    z = dem("integer", (8, 8))
-    with pytest.raises(InputError, match="gpu backend"):
-        grid_mst(z, backend="cpu", in_core=True)
+    z = dem("integer", (40, 36), seed=3)
+    z[5:9, 2:30] = np.nan
+    want, _ = ref_kruskal(z)
+    r = grid_mst(z, tile=4, backend="cpu")
+    assert r.path == "in-core" and np.array_equal(mask_ids(r.mask), want)
+    assert grid_mst(z, tile=4, backend="cpu", in_core=False).path == "tiled"
     with pytest.raises(InputError, match="in_core"):
         grid_mst(z, backend="cpu", in_core="sometimes")
+    monkeypatch.setattr(md, "HOST_MAX_CELLS", 100)
     assert grid_mst(z, tile=4, backend="cpu").path == "tiled"
+    with pytest.raises(InputError, match="do not fit"):
+        grid_mst(z, backend="cpu", in_core=True)
+
+
+@pytest.mark.parametrize("weight", WEIGHTS)
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("kind", ["random", "integer", "plateau", "holes"])
+def test_host_in_core_forest_is_the_reference(weight, conn, kind):
+    # host_mst: keys sorted by NumPy, Kruskal's union-find in C; the exact weight sum
+    from terrain.grid.edges import horizontal_lengths, weight_model_code
+    from terrain.grid.mst_device import host_mst
+
+    z = dem(kind, (61, 47), seed=conn)
+    want, w = ref_kruskal(z, conn, weight, (3.0, 7.0))
+    f = host_mst(z, conn, weight_model_code(weight), horizontal_lengths((3.0, 7.0)))
+    assert np.array_equal(mask_ids(f.mask), want)
+    assert f.edges == len(want) and f.vertices == int((~np.isnan(z)).sum())
+    assert f.total_weight == grid_mst(z, conn, weight, tile=16, cellsize=(3.0, 7.0),
+                                      backend="cpu", in_core=False).total_weight

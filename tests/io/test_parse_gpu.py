@@ -1,12 +1,13 @@
 """The GPU parser of ASCII grids (terrain/io/_parse.cu) gives the CPU parser's (terrain/native/kernels.c)
-float32 values bit for bit on every token form the CPU accepts, and hands every bad text back to the CPU."""
+float32 values bit for bit on every token form the CPU accepts, in pieces of any size, and hands
+every bad text (and every value beyond float32) back to the CPU."""
 
 import numpy as np
 import pytest
 
 from terrain.io import open_grid, read_grid
 from grids import assert_bits_equal, esri_text, grass_text, random_values, with_nodata
-from grids import TRICKY
+from grids import BEYOND_FLOAT32, TRICKY
 from oracles import parse_oracle
 
 pytestmark = pytest.mark.gpu
@@ -14,19 +15,20 @@ pytestmark = pytest.mark.gpu
 
 
 def gpu_parse(path):
-    """The whole-text GPU parse; the streamed parse in pieces of a few lines (and of one
-    line) must give the same bits, or hand the text back too."""
+    """The GPU parse in one piece; in pieces of a few lines (and of one line) it must give
+    the same bits, or hand the text back too."""
     import cupy as cp
-    from terrain.io._parse_gpu import parse_grid_on_device, parse_grid_streamed
+    from terrain.io import parse_grid_on_device
     grid = open_grid(path)
-    z = parse_grid_on_device(grid, "gpu")
-    z = None if z is None else z.get()
-    for piece in (1, 97, 4096):
+    z = None
+    for piece in (1 << 30, 1, 97, 4096):
         rows_done = []
         out = cp.full(grid.shape, 7.0, cp.float32)
-        s = parse_grid_streamed(grid, out, "gpu", piece_bytes=piece,
-                                on_rows=lambda a, b: rows_done.append((a, b)))
-        if z is None:
+        s = parse_grid_on_device(grid, out, "gpu", piece_bytes=piece,
+                                 on_rows=lambda a, b: rows_done.append((a, b)))
+        if piece == 1 << 30:
+            z = None if s is None else s.get()
+        elif z is None:
             assert s is None, piece
         else:
             assert_bits_equal(s.get(), z)
@@ -83,4 +85,13 @@ def test_bad_text_goes_back_to_the_cpu(tmp_path, bad):
             "lone sign": text.replace(" 2 ", " - ", 1)}[bad]
     path = tmp_path / "b.asc"
     path.write_text(text)
+    assert gpu_parse(path) is None
+
+
+@pytest.mark.parametrize("token", BEYOND_FLOAT32)
+def test_values_beyond_float32_go_back_to_the_cpu(tmp_path, token):
+    # the CPU parser then refuses them with their line (tests/io/test_parse.py)
+    tokens = np.array([["1", "2", "3"], ["4", token, "6"]], dtype=object)
+    path = tmp_path / "b.asc"
+    path.write_text(esri_text(tokens))
     assert gpu_parse(path) is None

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -202,3 +203,69 @@ def test_batch_cost_distance_friction_per_input(tmp_path, rasters):
     # friction 2 on 10 m cells: a straight step costs 20
     assert b[150, 201] == 20.0 and b[151, 200] == 20.0
     assert a[150, 201] == 10.0 * ((float(z[150, 200]) + float(z[150, 201])) * 0.5)
+
+
+# ----------------------------------------------------------------------------- issue 24
+
+
+def _two_folders(tmp_path):
+    """``d1/a.asc`` and ``d2/a.asc``: the same name, different data."""
+    from terrain.io import write_synth
+    for name, seed in (("d1", 1), ("d2", 2)):
+        (tmp_path / name).mkdir()
+        write_synth(tmp_path / name / "a.asc", 40, 50, seed=seed)
+
+
+def test_same_file_names_in_two_folders_get_two_outputs(tmp_path):
+    _two_folders(tmp_path)
+    proc = run_terrain("batch", "ingest", "d1/a.asc", "d2/a.asc", "-o", "out", "--tile", "16",
+                       "--overwrite", "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    outs = [Path(r["output"]) for r in doc["files"]]
+    assert len(set(outs)) == 2 and all((tmp_path / o).exists() for o in outs), outs
+    for row, folder in zip(doc["files"], ("d1", "d2")):
+        z, _ = read_grid(tmp_path / folder / "a.asc")
+        got = zarr.open_group(str(tmp_path / row["output"]), mode="r")["elevation"][:]
+        assert np.array_equal(got, z), folder
+    # the same names on a rerun (stable), so the files are skipped
+    proc = run_terrain("batch", "ingest", "d1/a.asc", "d2/a.asc", "-o", "out", "--tile", "16",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [r["output"] for r in again["files"]] == [r["output"] for r in doc["files"]]
+    assert [r["status"] for r in again["files"]] == ["skipped", "skipped"]
+
+
+def test_a_second_batch_into_the_folder_does_not_replace_the_firsts_outputs(tmp_path):
+    _two_folders(tmp_path)
+    first = run_terrain("batch", "ingest", "d1/a.asc", "-o", "out", "--tile", "16",
+                        "--scheduler", "synchronous", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = (tmp_path / "out" / "a.zarr" / "elevation" / "c" / "0" / "0").read_bytes()
+    proc = run_terrain("batch", "ingest", "d2/a.asc", "-o", "out", "--tile", "16", "--overwrite",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert ("[1/1] d2/a.asc: failed: out/a.zarr: holds the result of "
+            f"{(tmp_path / 'd1' / 'a.asc').resolve()} from an earlier batch") in proc.stderr
+    assert (tmp_path / "out" / "a.zarr" / "elevation" / "c" / "0" / "0").read_bytes() == before
+    doc = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [r["input"] for r in doc["earlier"]] == ["d1/a.asc"]  # its owner stays known
+    # the first batch's input itself may still be redone
+    proc = run_terrain("batch", "ingest", "d1/a.asc", "-o", "out", "--tile", "16", "--overwrite",
+                       "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_two_batches_at_once_into_one_folder(tmp_path):
+    from terrain.io.outputs import hold_lock
+    (tmp_path / "g.asc").write_text(GRASS)
+    (tmp_path / "out").mkdir()
+    with hold_lock(tmp_path / "out" / "batch"):  # what a running batch holds
+        proc = run_terrain("batch", "ingest", "g.asc", "-o", "out", "--tile", "2",
+                           "--scheduler", "synchronous", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("terrain: out/batch: another terrain batch is writing "
+                                   "into this folder")
+    assert os.listdir(tmp_path / "out") == []

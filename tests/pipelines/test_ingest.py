@@ -180,20 +180,20 @@ def test_open_grid_reports_shape_without_reading_data(tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["decimal", "scientific", "long"])
-def test_parse_whole_grid_on_a_pool_matches_rasterio(tmp_path, kind, small_blocks):
+def test_read_all_on_a_pool_matches_rasterio(tmp_path, kind, small_blocks):
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipelines.ingest import _band_stats, parse_whole_grid
+    from pipelines.ingest import band_stats
     rng = np.random.default_rng(len(kind))
     path = tmp_path / "g.asc"
     path.write_text(esri_text(with_nodata(rng, random_values(rng, (41, 29), kind))))
     seen = []
     with ThreadPoolExecutor(3) as pool:
-        z, stats = parse_whole_grid(open_grid(path), pool, on_block=lambda a, b: seen.append((a, b)))
+        z, stats = open_grid(path).read_all(pool, on_block=lambda a, b: seen.append((a, b)))
     want = gdal_read(path)
     assert_bits_equal(z, want)
     assert sorted(seen)[0][0] == 0 and sorted(seen)[-1][1] == 41 and len(seen) > 2
-    n_nan, lo, hi = _band_stats(want)
+    n_nan, lo, hi = band_stats(want)
     assert sum(s[0] for s in stats) == n_nan
     assert min(s[1] for s in stats) == lo and max(s[2] for s in stats) == hi
 

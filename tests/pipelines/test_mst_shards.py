@@ -14,7 +14,7 @@ from grids import SHAPE, shard_files
 from grids import shard_layer as _array
 
 from pipelines.ingest import default_compressors
-from pipelines.mst import MASK_COMPRESSORS, _changes_by_shard
+from pipelines.mst import MASK_COMPRESSORS, _changes_by_window
 from terrain.grid.merge import Changes
 from terrain.tiles._shards import fast_layout
 from terrain.tiles.store import read_block, write_block
@@ -49,29 +49,34 @@ def test_blocks_are_zarrs_bytes_and_read_back(tmp_path, name, dtype, fill, compr
     np.testing.assert_array_equal(zarr.open_array(str(ours), path=name)[:], want)
 
 
-def test_changes_reach_only_their_shards(tmp_path):
+def test_changes_reach_only_their_shards(monkeypatch):
+    import pipelines.mst_input as mst_input
     from terrain.grid.mst import MSTSpec
-    _array(tmp_path, "mst", "uint8", 0, MASK_COMPRESSORS)
     spec = MSTSpec(SHAPE, 16)
     ncols = SHAPE[1]
     cells = np.array([5 * ncols + 3, 70 * ncols + 66, 6 * ncols + 63, 129 * ncols + 129])
     ids = 4 * cells + np.array([0, 1, 2, 3])
     ch = Changes(ids[:3], np.float32([1, 2, 3]), ids[3:], np.float32([4]))
-    parts = _changes_by_shard(tmp_path, spec, (0, 150, 0, 130), ch)
+    parts = _changes_by_window(spec, 64, (0, 150, 0, 130), ch)
     # shards (0, 0) twice, (1, 1), (2, 2): three shards, row-major
     assert [w for w, _ in parts] == [(0, 64, 0, 64), (64, 128, 64, 128), (128, 150, 128, 130)]
     assert [p.added.tolist() for _, p in parts] == [[ids[0], ids[2]], [ids[1]], []]
     assert [p.dropped.tolist() for _, p in parts] == [[], [], [ids[3]]]
-    assert _changes_by_shard(tmp_path, spec, (0, 150, 0, 130), Changes()) == []
-    # a window cutting a shard: everything at once (zarr's path)
-    assert _changes_by_shard(tmp_path, spec, (0, 32, 0, 64), ch)[0][0] == (0, 32, 0, 64)
-    # every shard of the window (the mask on the device: each shard is written once)
-    every = _changes_by_shard(tmp_path, spec, (0, 128, 0, 130), ch, every=True)
-    assert [w for w, _ in every] == [(0, 64, 0, 64), (0, 64, 64, 128), (0, 64, 128, 130),
-                                     (64, 128, 0, 64), (64, 128, 64, 128), (64, 128, 128, 130)]
-    assert [p.added.tolist() for _, p in every] == [[ids[0], ids[2]], [], [], [], [ids[1]], []]
+    assert _changes_by_window(spec, 64, (0, 150, 0, 130), Changes()) == []
+    # every shard of the window (the mask on the device: each shard is written once): a
+    # group among others in runs of a row of shards, the whole grid a run an I/O thread
+    every = _changes_by_window(spec, 64, (0, 128, 0, 130), ch, every=True)
+    assert [w for w, _ in every] == [(0, 64, 0, 130), (64, 128, 0, 130)]
+    assert [p.added.tolist() for _, p in every] == [[ids[0], ids[2]], [ids[1]]]
     assert sum(len(p.dropped) for _, p in every) == 0  # ids[3]'s shard is outside the window
-    assert len(_changes_by_shard(tmp_path, spec, (0, 64, 0, 64), Changes(), every=True)) == 1
+    monkeypatch.setattr(mst_input, "IO_THREADS", 16)
+    every = _changes_by_window(spec, 64, (0, 150, 0, 130), ch, every=True)
+    assert [w for w, _ in every][:4] == [(0, 64, 0, 64), (0, 64, 64, 128), (0, 64, 128, 130),
+                                         (64, 128, 0, 64)] and len(every) == 9
+    assert sum(len(p.added) + len(p.dropped) for _, p in every) == 4
+    monkeypatch.setattr(mst_input, "IO_THREADS", 2)
+    assert len(_changes_by_window(spec, 64, (0, 150, 0, 130), ch, every=True)) == 3
+    assert len(_changes_by_window(spec, 64, (0, 64, 0, 64), Changes(), every=True)) == 1
 
 
 @pytest.mark.parametrize("group_shards", [1, 2])
@@ -86,7 +91,8 @@ def test_groups_of_several_shards_give_the_reference_forest(tmp_path, monkeypatc
     z, store, spec, out, geo = small_shards_case(tmp_path, monkeypatch, 5, 3)
     with open_scheduler("threads", quiet=True):
         graph = build_mst_graph(tmp_path / "in.zarr", out, spec,
-                                store.tiles_per_shard * group_shards, "cpu", geo=geo)
+                                store.tiles_per_shard * group_shards, "cpu", geo=geo,
+                                in_core=False)
         (summary,) = compute(graph)
     want, w = ref_kruskal(z, 8, "max")
     assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]), want)

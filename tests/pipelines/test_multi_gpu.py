@@ -144,7 +144,7 @@ def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch, per_gp
         assert workers == [names[f"gpu-{i}"] for i in range(2 * per_gpu)]
         assert [devices[w] for w in workers] == ["0"] * per_gpu + ["1"] * per_gpu
         graph = build_mst_graph(tmp_path / "in.zarr", out, spec, store.tiles_per_shard, "cpu",
-                                geo=geo, workers=workers)
+                                geo=geo, workers=workers, in_core=False)
         with get_task_stream(client) as ts:
             (summary,) = compute(graph)
         plan = spec.plan(store.tiles_per_shard)
@@ -219,34 +219,33 @@ def test_several_worker_processes_per_gpu(monkeypatch):
 
 @pytest.mark.parametrize("fits", [True, False])
 def test_a_grid_that_fits_one_gpu_runs_in_core_on_the_first_worker(monkeypatch, fits):
-    # more GPUs must never be slower than one: a grid that fits one device takes the
-    # in-core task, pinned to the first GPU worker, whatever --gpus says (40-ft size on
-    # 2 H200s: super-tiles 9.15 s against 6.43 s in core); else the groups are spread
+    # a batch's GPU cluster: a grid that fits one device is one group (in core), on the
+    # first GPU worker, whatever the GPU count; else the groups are spread in Z order
     import types
 
     import pipelines.mst as mst
     from terrain.grid.mst import MSTSpec
     workers = ["tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"]
     monkeypatch.setattr(mst, "get_backend", lambda name: types.SimpleNamespace(
-        is_gpu=True, name="gpu"))
-    monkeypatch.setattr(mst, "gpu_workers_free_bytes", lambda w: 80 << 30)
-    monkeypatch.setattr(mst, "fits_on_device", lambda *a, **k: fits)
-    monkeypatch.setattr(mst, "super_tile_group_tiles", lambda spec, shard, *a, **k: shard)
+        is_gpu=True, name="gpu", select=lambda cpu, gpu: gpu))
+    monkeypatch.setattr(cluster, "gpu_workers_free_bytes", lambda w: 80 << 30)
+    monkeypatch.setattr(mst, "fits_in_core", lambda *a, **k: fits)
+    monkeypatch.setattr(mst, "super_tile_group_tiles",
+                        lambda spec, shard, *a, **k: (shard, True, 8))
     spec = MSTSpec((300, 260), 16)
     graph = mst.build_mst_graph("in.zarr", "out.zarr", spec, 4, "gpu", workers=workers)
     (layer,) = graph.__dask_graph__().layers.values()
     keys = list(layer)
-    in_core = [k for k in keys if isinstance(k, str) and k.startswith("mst-in-core-")]
     groups = [k for k in keys if isinstance(k, tuple) and k[0].startswith("mst-group-")]
+    finish = layer[[k for k in keys if str(k).startswith("mst-finish-")][0]]
+    meta = finish.args[-1]
     if fits:
-        assert len(in_core) == 1 and not groups
-        assert layer.annotations["workers"](in_core[0]) == [workers[0]]
-        finish = layer[[k for k in keys if str(k).startswith("mst-finish-")][0]]
-        meta = finish.args[-1]
-        assert meta["path"] == "in-core" and meta["note"] == "fits one GPU: in core on GPU 0 of 2"
+        assert len(groups) == 1 and layer.annotations["workers"](groups[0]) == [workers[0]]
+        assert meta["path"] == "in-core" and (meta["gpus"], meta["gpus_used"]) == (2, 1)
     else:
-        assert not in_core and len(groups) == len(spec.plan(4).groups) > 2
+        assert len(groups) == len(spec.plan(4).groups) > 2
         assert {layer.annotations["workers"](k)[0] for k in groups} == set(workers)
+        assert meta["path"] == "super-tiles" and meta["gpus_used"] == 2
     line = mst._format_summary({"output": "o", "rows": 1, "cols": 1, "connectivity": 8,
                                 "weight": "max", "edges": 0, "trees": 1, "vertices": 1,
                                 "total_weight": 0.0, "tile": 16, "levels": 1, "backend": "gpu",
@@ -262,57 +261,49 @@ _N = 300 * 400  # data/sample.asc's cells
 
 
 @pytest.mark.parametrize("text, free, kw, want", [
-    # (is text, device bytes free, mst_route options, (path, workers, note's path words))
-    (True, 80 << 30, {}, ("text-in-core", False, None)),
-    (True, 80 << 30, {"gpus": 2}, ("text-in-core", False, "the text in core")),
-    (True, 20 * _N, {"gpus": 4}, ("text-streamed", False, "the text streamed")),
-    (True, 5 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),  # no room for it
-    (True, 80 << 30, {"gpus": 2, "resume": True}, ("in-core", False, "in core")),
-    (True, 80 << 30, {"scheduler": "threads"}, ("in-core", False, None)),
-    (True, 20 * _N, {"in_core": "groups"}, ("super-tiles", False, None)),
-    (True, 80 << 30, {"in_core": False, "gpus": 2}, ("tiled", False, "tiles")),
-    (False, 80 << 30, {"gpus": 2}, ("in-core", False, "in core")),
-    (False, 20 * _N, {"gpus": 2}, ("super-tiles", False, "super-tiles")),
-    (False, 20 * _N, {"gpus": 1}, ("super-tiles", False, None)),
-    (False, 20 * _N, {"gpus": 2, "spread": "processes"}, ("super-tiles", True, None)),
-    (True, 80 << 30, {"gpus": 2, "spread": "processes"}, ("in-core", True, None)),
-    (False, 20 * _N, {"gpus": 2, "spread": "devices"}, ("super-tiles", False, None)),
-    (True, 80 << 30, {"gpus": 2, "spread": "devices"}, ("text-in-core", False,
-                                                        "the text in core")),
-    (True, 80 << 30, {"gpus": 2, "cluster_active": True}, ("in-core", False, "in core")),
+    # (is text, device bytes free, mst_route options, (path, graph, device text, note words))
+    (True, 80 << 30, {}, ("in-core", False, False, None)),
+    (True, 80 << 30, {"gpus": 2}, ("in-core", False, False, "in core")),
+    (True, 20 * _N + (3 << 29), {"gpus": 4}, ("super-tiles", True, True, "super-tiles")),
+    (True, 5 * _N, {"gpus": 2}, ("super-tiles", True, False, "super-tiles")),  # no room
+    (True, 80 << 30, {"gpus": 2, "resume": True}, ("in-core", True, False, "in core")),
+    (True, 80 << 30, {"scheduler": "threads"}, ("in-core", True, False, None)),
+    (True, 20 * _N + (3 << 29), {"in_core": "groups"}, ("super-tiles", True, True, None)),
+    (True, 80 << 30, {"in_core": False, "gpus": 2}, ("tiled", True, False, "tiles")),
+    (False, 80 << 30, {"gpus": 2}, ("in-core", False, False, "in core")),
+    (False, 20 * _N, {"gpus": 2}, ("super-tiles", True, False, "super-tiles")),
+    (False, 20 * _N, {"gpus": 1}, ("super-tiles", True, False, None)),
+    (True, 80 << 30, {"gpus": 2, "cluster_active": True}, ("in-core", True, False, "in core")),
 ])
-def test_gpus_run_the_one_gpu_path_on_gpu_0(text, free, kw, want):
-    # --gpus N never slower than one GPU: every path is one device's, taken on GPU 0 of N
-    # (spreading measured slower); only spread="processes" starts a worker per GPU
+def test_gpus_run_the_one_gpu_route_on_gpu_0(text, free, kw, want):
+    # --gpus N never slower than one GPU: every route is one device's, taken on GPU 0 of N
     from pipelines.mst import mst_route
     from terrain.backend import Backend
     from terrain.grid.mst import MSTSpec
-    kw = {"cluster_active": False, **kw}
-    route = mst_route("dem", MSTSpec((300, 400), 64), Backend("gpu", None), free=free,
-                      text=text, **kw)
-    path, workers, words = want
-    assert (route.path, route.workers) == (path, workers)
+    route = mst_route(MSTSpec((300, 400), 64), Backend("gpu", None), text, free=free, **kw)
+    path, graph, device_text, words = want
+    assert (route.path, route.graph, route.device_text) == (path, graph, device_text)
     n = kw.get("gpus", 0)
     assert route.note == (f"fits one GPU: {words} on GPU 0 of {n}" if words else None)
-    spread_in_process = kw.get("spread") == "devices" and path == "super-tiles"
-    assert route.devices == (n if spread_in_process else 1)
-    assert route.gpus_used == (n if (workers and path != "in-core") or spread_in_process
-                               else 1)
-    assert route.graph == (path not in ("text-in-core", "text-streamed"))
+    assert route.held == (not graph or device_text)
 
 
-def test_route_on_the_cpu_and_bad_spread():
+def test_route_on_the_cpu():
     from pipelines.mst import mst_route
     from terrain.backend import get_backend
     from terrain.grid.mst import MSTSpec
-    route = mst_route("data/sample.asc", MSTSpec((300, 400), 64), get_backend("cpu"))
-    assert (route.path, route.workers, route.note, route.gpus_used) == ("tiled", False, None, 0)
-    with pytest.raises(InputError, match="spread 'x'"):
-        mst_route("d", MSTSpec((3, 4), 64), get_backend("cpu"), spread="x")
+    cpu = get_backend("cpu")
+    route = mst_route(MSTSpec((300, 400), 64), cpu, True)
+    assert (route.path, route.graph, route.device_text, route.note) == ("in-core", False,
+                                                                        False, None)
+    assert mst_route(MSTSpec((300, 400), 64), cpu, scheduler="threads").graph
+    assert mst_route(MSTSpec((4096, 4096), 512), cpu, True).path == "tiled"
+    with pytest.raises(InputError, match="in_core 'x'"):
+        mst_route(MSTSpec((3, 4), 64), cpu, in_core="x")
 
 
 class _Took(Exception):
-    """Raised by a faked path: which one the run took."""
+    """Raised by a faked route: which one the run took."""
 
 
 def _fake_gpu(monkeypatch, free):
@@ -329,18 +320,17 @@ def _fake_gpu(monkeypatch, free):
     monkeypatch.setattr(terrain.backend, "get_backend", get_backend)
     monkeypatch.setattr(mst, "get_backend", get_backend)
     monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
-    monkeypatch.setattr(mst, "_free_bytes", lambda be: free)
+    monkeypatch.setattr(mst, "free_device_bytes", lambda be: free)
+    monkeypatch.setattr(fake.__class__, "device_name", lambda self: "fake")
     return mst
 
 
 @pytest.mark.parametrize("store, free, gpus, want", [
-    (False, 80 << 30, "2", "text-in-core"), (False, 20 * _N, "2", "text-streamed"),
-    (False, 5 * _N, "2", "super-tiles"), (True, 80 << 30, "2", "in-core"),
-    (True, 5 * _N, "all", "super-tiles"), (False, 80 << 30, None, "text-in-core")])
-def test_dry_run_shows_the_path_the_run_takes(tmp_path, capsys, monkeypatch, store, free, gpus,
-                                              want):
-    import contextlib
-
+    (False, 80 << 30, "2", ("in-core", False)), (False, 20 * _N + (3 << 29), "2", ("super-tiles", True)),
+    (False, 5 * _N, "2", ("super-tiles", False)), (True, 80 << 30, "2", ("in-core", False)),
+    (True, 5 * _N, "all", ("super-tiles", False)), (False, 80 << 30, None, ("in-core", False))])
+def test_dry_run_shows_the_route_the_run_takes(tmp_path, capsys, monkeypatch, store, free, gpus,
+                                               want):
     from cli import run_main
     from pipelines._plan import _Args, build_plan
     from pipelines.mst import run_mst
@@ -353,27 +343,15 @@ def test_dry_run_shows_the_path_the_run_takes(tmp_path, capsys, monkeypatch, sto
     mst = _fake_gpu(monkeypatch, free)
     plan = build_plan("mst", _Args(input=str(inp), output=str(tmp_path / "o.zarr"),
                                    backend="gpu", gpus=gpus))
-    scheduled = []
 
-    @contextlib.contextmanager
-    def open_scheduler(spec=None, **kw):
-        scheduled.append(kw.get("gpus"))
-        yield None
+    def took(route, *a, **k):
+        raise _Took(route.path, route.device_text)
 
-    def took(path):
-        def run(*a, **k):
-            raise _Took(path)
-        return run
-
-    monkeypatch.setattr(mst, "_text_in_core", took("text-in-core"))
-    monkeypatch.setattr(mst, "text_streamed", took("text-streamed"))
-    monkeypatch.setattr(mst, "open_scheduler", open_scheduler)
-    monkeypatch.setattr(mst, "build_mst_graph", lambda *a, **k: (_ for _ in ()).throw(
-        _Took({"auto": "in-core", "groups": "super-tiles"}[a[8]])))
+    monkeypatch.setattr(mst, "_run_held", took)
+    monkeypatch.setattr(mst, "_run_graph", took)
     with pytest.raises(_Took) as ran:
         run_mst(inp, tmp_path / "o.zarr", backend="gpu", gpus=gpus)
-    assert plan["path"] == ran.value.args[0] == want
-    assert scheduled in ([], [None])  # never a worker per GPU: GPU 0 runs it
+    assert (plan["path"], "parsed on the device" in plan["route"]) == ran.value.args == want
     assert plan["gpus_used"] == 1
     if gpus is not None:
         assert plan["backend"] == "gpu, GPU 0 of 2"
@@ -381,19 +359,20 @@ def test_dry_run_shows_the_path_the_run_takes(tmp_path, capsys, monkeypatch, sto
     assert not (tmp_path / "o.zarr").exists()
 
 
-def test_dry_run_path_equals_the_cpu_run(tmp_path, capsys):
+def test_dry_run_route_equals_the_cpu_run(tmp_path, capsys):
     from cli import run_main
-    rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
-                            "--backend", "cpu", "--dry-run", "--json")
-    assert rc == 0, err
-    plan = json.loads(out)
-    assert "path      tiled" in run_main(capsys, "mst", "data/sample.asc", "-o",
-                                         tmp_path / "o.zarr", "--backend", "cpu",
-                                         "--dry-run")[1]
-    rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
-                            "--backend", "cpu", "--json")
-    assert rc == 0, err
-    assert plan["path"] == json.loads(out)["path"] == "tiled"
+    for extra in ([], ["--scheduler", "threads"]):
+        rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
+                                "--backend", "cpu", "--dry-run", "--json", "--overwrite",
+                                *extra, scheduler=None)
+        assert rc == 0, err
+        plan = json.loads(out)
+        assert (plan["tasks"] > 0) == bool(extra)  # in process: no task graph
+        rc, out, err = run_main(capsys, "mst", "data/sample.asc", "-o", tmp_path / "o.zarr",
+                                "--backend", "cpu", "--json", "--overwrite", *extra,
+                                scheduler=None)
+        assert rc == 0, err
+        assert plan["path"] == json.loads(out)["path"] == "in-core"
 
 
 def _gpu_count():
@@ -402,12 +381,10 @@ def _gpu_count():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("gpus, spread", [("2", "auto"), ("2", "devices"), ("2", "processes"),
-                                          ("all", "devices")])
-def test_spread_over_gpus_gives_the_one_gpu_forest(tmp_path, capsys, gpus, spread):
-    # super-tiles of a store on GPU 0, over the devices in process, over worker processes:
-    # the same mask bits and statistics as one GPU (skipped with fewer than two devices,
-    # except "all")
+@pytest.mark.parametrize("gpus", ["2", "all"])
+def test_gpus_give_the_one_gpu_forest(tmp_path, capsys, gpus):
+    # super-tiles of a store with --gpus N: on GPU 0, the same mask bits and statistics as
+    # one GPU (skipped with fewer than two devices, except "all")
     from cli import run_main
     from pipelines.mst import run_mst
     if gpus != "all" and _gpu_count() < int(gpus):
@@ -420,8 +397,7 @@ def test_spread_over_gpus_gives_the_one_gpu_forest(tmp_path, capsys, gpus, sprea
     assert rc == 0, err
     one = run_mst(tmp_path / "g.zarr", tmp_path / "one.zarr", backend="gpu", in_core="groups",
                   scheduler="threads")
-    many = run_mst(tmp_path / "g.zarr", tmp_path / "many.zarr", in_core="groups", gpus=gpus,
-                   spread=spread)
+    many = run_mst(tmp_path / "g.zarr", tmp_path / "many.zarr", in_core="groups", gpus=gpus)
     a = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
     b = zarr.open_array(str(tmp_path / "many.zarr"), path="mst", mode="r")[:]
     assert a.tobytes() == b.tobytes()
@@ -429,9 +405,8 @@ def test_spread_over_gpus_gives_the_one_gpu_forest(tmp_path, capsys, gpus, sprea
         assert one[k] == many[k], k
     assert one["path"] == many["path"] == "super-tiles"
     n = len(parse_gpus(gpus, visible_gpus()))
-    assert many["gpus"] == n
-    assert many["gpus_used"] == (1 if spread == "auto" else n)
-    if spread == "auto" and n > 1:
+    assert many["gpus"] == n and many["gpus_used"] == 1
+    if n > 1:
         assert many["note"] == f"fits one GPU: super-tiles on GPU 0 of {n}"
 
 

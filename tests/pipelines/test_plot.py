@@ -121,3 +121,55 @@ def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
     # the DEM lives in the tile store the cost store names: verify finds it there too
     rc, text, err = run_main(capsys, "verify", out, scheduler=None)
     assert rc == 0 and "verified" in text, err + text
+
+
+# ----------------------------------------------------------------------------- issue 24
+
+
+def test_a_huge_picture_is_refused_at_once(mst_out, tmp_path, capsys):
+    import time
+    t0 = time.monotonic()
+    rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.png", "--size",
+                          "100000x100000", scheduler=None)
+    assert rc == 2 and time.monotonic() - t0 < 5
+    assert err.strip() == ("terrain: picture size 100000 x 100000: at most 16384 pixels a "
+                           "side and 16,777,216 in all")
+    assert not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.parametrize("name, magic", [("p.jpg", b"\xff\xd8\xff"), ("p.JPEG", b"\xff\xd8\xff"),
+                                         ("p.png", b"\x89PNG"), ("p.pdf", b"%PDF"),
+                                         ("p.tif", b"II*\x00")])
+def test_the_picture_is_what_its_name_says(mst_out, tmp_path, capsys, name, magic):
+    rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / name, "--size", "200x160",
+                          scheduler=None)
+    assert rc == 0, err
+    assert (tmp_path / name).read_bytes()[:len(magic)] == magic
+
+
+def test_an_unknown_picture_format_is_refused(mst_out, tmp_path, capsys):
+    rc, _, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "p.bmpx", scheduler=None)
+    assert rc == 2 and err.startswith(f"terrain: {tmp_path / 'p.bmpx'}: a picture's name ends "
+                                      "with its format: .jpeg, .jpg, .pdf, .png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _colour_bar(img):
+    """The columns of a vertical colour bar: a band at least 8 pixels wide whose rows are
+    each one colour and which holds many colours from top to bottom."""
+    rgb = img[..., :3].astype(float)
+    h, w = rgb.shape[:2]
+    for x in range(w // 2, w - 8):
+        band = rgb[h // 5:4 * h // 5, x:x + 8]
+        if band.std(axis=1).max() < 0.02 and len(np.unique(band[:, 0].round(3), axis=0)) > 40:
+            return x
+    return None
+
+
+def test_dem_and_mst_pictures_have_a_colour_bar(mst_out, tmp_path, capsys):
+    rc, out, err = run_main(capsys, "plot", mst_out, "-o", tmp_path / "a.png", "--size",
+                            "600x480", scheduler=None)
+    assert rc == 0, err
+    assert _colour_bar(mpl_image.imread(tmp_path / "a.png")) is not None
+    # an overview says why the forest is not drawn
+    assert "forest not drawn at this scale" in out

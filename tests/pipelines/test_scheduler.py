@@ -82,3 +82,225 @@ def test_in_process_cluster_samples_and_ticks_less_often():
         worker = next(iter(client.cluster.workers.values()))
         profile = worker.periodic_callbacks["profile"].callback_time
     assert profile == 100  # ms; distributed's default is 10
+
+
+# ----------------------------------------------------------------------------- issue 24
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# loaded by the worker (``dask worker --preload``): when the write phase begins (the first
+# rewrite of an mst shard), the scheduler is killed -- once
+KILL_THE_SCHEDULER = """
+import builtins, os, re, signal, time
+import terrain.tiles._shards as shards
+SCHEDULER, MARKER = {pid}, {marker!r}
+real_open = builtins.open
+
+def open_(path, mode="r", *args, **kwargs):
+    p = str(path)
+    shard = re.sub(r"\\.[0-9a-f]{{32}}\\.partial$", "", p)
+    if "w" in mode and "/mst/c/" in p and os.path.exists(shard):
+        try:
+            os.close(os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.kill(SCHEDULER, signal.SIGKILL)
+        except FileExistsError:
+            pass
+    return real_open(path, mode, *args, **kwargs)
+
+shards.open = open_
+"""
+
+
+def _env():
+    import os
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+
+
+def _cluster(tmp_path, name, preload=None):
+    """``dask scheduler`` + one ``dask worker`` (2 threads) on 127.0.0.1, as processes:
+    ``(address, [scheduler, worker])``."""
+    import time
+    distributed = pytest.importorskip("distributed")
+    sched_file = tmp_path / f"{name}.json"
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
+        cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    t0 = time.monotonic()
+    while not sched_file.exists():
+        assert time.monotonic() - t0 < 60, "no scheduler"
+        time.sleep(0.1)
+    extra = ["--preload", str(preload)] if preload else []
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(sched_file),
+         "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard", *extra],
+        cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    address = json.loads(sched_file.read_text())["address"]
+    with distributed.Client(address, timeout=60) as client:
+        client.wait_for_workers(1, timeout=120)
+    return address, procs
+
+
+def _stop(procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+@pytest.mark.slow
+def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_path):
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256, tiled
+    argv = [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile", "256",
+            "--backend", "cpu", "--json"]
+    out = str(tmp_path / "m.zarr")
+    marker = tmp_path / "killed"
+    preload = tmp_path / "kill_the_scheduler.py"
+    preload.write_text("")  # the scheduler's pid is known once it runs
+    address, procs = None, []
+    try:
+        address, procs = _cluster(tmp_path, "first", preload=None)
+        _stop(procs[1:])  # a worker that kills this scheduler
+        preload.write_text(KILL_THE_SCHEDULER.format(pid=procs[0].pid, marker=str(marker)))
+        sched_file = tmp_path / "first.json"
+        procs[1:] = [subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+             str(sched_file), "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1",
+             "--no-dashboard", "--preload", str(preload)],
+            cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        proc = subprocess.run(argv + ["-o", out, "--scheduler", address], cwd=tmp_path,
+                              env=_env(), capture_output=True, text=True, timeout=300)
+    finally:
+        _stop(procs)
+    assert marker.exists(), "the scheduler was not killed mid-run"
+    lines = [x for x in proc.stderr.strip().splitlines() if "Dask dashboard at" not in x]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"terrain: lost the Dask scheduler at {address} during the run")
+    assert lines[0].endswith("the partial output is kept for a resumed run")
+    partial, = tmp_path.glob(".m.zarr.partial-*")
+    assert list(partial.glob(".terrain-checkpoints/*.npz"))
+
+    address, procs = _cluster(tmp_path, "second")
+    try:
+        resumed = subprocess.run(argv + ["-o", out, "--scheduler", address, "--resume"],
+                                 cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                                 timeout=300)
+    finally:
+        _stop(procs)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["reused_tasks"] > 0
+    ref = subprocess.run(argv + ["-o", str(tmp_path / "ref.zarr"), "--scheduler", "synchronous"],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr
+    a = zarr.open_group(out, mode="r")
+    b = zarr.open_group(str(tmp_path / "ref.zarr"), mode="r")
+    for k in ("elevation", "mst"):
+        assert np.asarray(a[k][:]).tobytes() == np.asarray(b[k][:]).tobytes(), k
+    assert not list(tmp_path.glob(".m.zarr.partial-*"))
+
+
+@pytest.mark.parametrize("typed, host", [(":0", "127.0.0.1"), ("0", "127.0.0.1"),
+                                         ("127.0.0.1:0", "127.0.0.1"), ("[::1]:0", "::1")])
+def test_dashboard_address_binds_what_was_typed(monkeypatch, typed, host):
+    """A port alone stays on localhost (``:8792`` once opened 0.0.0.0), and IPv6 works."""
+    pytest.importorskip("distributed")
+    from pipelines.cluster import open_scheduler
+    monkeypatch.setenv("TERRAIN_DASHBOARD", typed)
+    with open_scheduler("local", quiet=True) as client:
+        cluster = client.cluster
+        bound = {s.getsockname()[0] for s in cluster.scheduler.http_server._sockets.values()}
+        worker = next(iter(cluster.workers.values()))
+        wbound = {s.getsockname()[0] for s in worker.http_server._sockets.values()}
+    assert bound == {host} and wbound == {host}, (bound, wbound)
+
+
+@pytest.mark.parametrize("typed", ["host:port", "1:2:3", "70000", "[::1]", "::1:8795"])
+def test_bad_dashboard_address_is_one_line(tmp_path, typed):
+    from cli import SAMPLE, assert_one_line_error, run_terrain
+    proc = run_terrain("ingest", str(SAMPLE), "-o", "o.zarr", "--scheduler", "local",
+                       "--dashboard-address", typed, cwd=tmp_path)
+    assert_one_line_error(proc, f"terrain: dashboard address {typed!r}: not HOST:PORT")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _worker_elsewhere(tmp_path):
+    """A cluster whose worker runs in ``tmp_path/elsewhere``, which holds a g.asc of its
+    own (other data, the same name as the job's relative input)."""
+    from terrain.io import write_synth
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    write_synth(elsewhere / "g.asc", 60, 80, seed=99)
+    return _cluster(elsewhere, "c")
+
+
+def _forest(path):
+    g = zarr.open_group(str(path), mode="r")
+    return np.asarray(g["elevation"][:]).tobytes(), np.asarray(g["mst"][:]).tobytes()
+
+
+@pytest.mark.slow
+def test_batch_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 60, 80, seed=1)
+    address, procs = _worker_elsewhere(tmp_path)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", "mst", "g.asc", "-o",
+                               "out", "--tile", "16", "--backend", "cpu", "--scheduler", address],
+                              cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        _stop(procs)
+    assert proc.returncode == 0, proc.stderr
+    ref = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
+                          "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr
+    assert _forest(tmp_path / "out" / "g.mst.zarr") == _forest(tmp_path / "ref.zarr")
+
+
+@pytest.mark.xfail(strict=True, reason="pipelines/mst.py, ingest.py, cost_distance*.py: pass "
+                   "inputs=[...] to open_scheduler and build the graph with "
+                   "pipelines.cluster.remote_input(path)")
+@pytest.mark.slow
+def test_mst_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 60, 80, seed=1)
+    address, procs = _worker_elsewhere(tmp_path)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "m.zarr",
+                               "--tile", "16", "--backend", "cpu", "--scheduler", address],
+                              cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        _stop(procs)
+    assert proc.returncode == 0, proc.stderr
+    subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
+                    "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
+                   cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert _forest(tmp_path / "m.zarr") == _forest(tmp_path / "ref.zarr")
+
+
+def test_workers_that_see_other_bytes_are_refused(tmp_path, monkeypatch):
+    """Workers in processes of their own; this process's view of the file is made to
+    differ (as a worker on another machine with its own copy would)."""
+    distributed = pytest.importorskip("distributed")
+    import logging
+    from terrain.io import outputs
+    from pipelines.cluster import check_inputs_on_workers
+    from terrain.errors import InputError
+    (tmp_path / "g.asc").write_text("ncols 1\nnrows 1\nxllcorner 0\nyllcorner 0\ncellsize 1\n1\n")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+            distributed.Client(cluster) as client:
+        check_inputs_on_workers([tmp_path / "g.asc"], client, "tcp://x")  # the same bytes
+        real = outputs.input_identity
+        monkeypatch.setattr(outputs, "input_identity",
+                            lambda p: (real(p)[0], real(p)[1] + 1, real(p)[2]))
+        with pytest.raises(InputError, match=r"g.asc: the Dask worker .* of tcp://x sees "
+                                             r"another file at .*g.asc \(\d+ bytes"):
+            check_inputs_on_workers([tmp_path / "g.asc"], client, "tcp://x")
+        monkeypatch.setattr(outputs, "input_identity", lambda p: ("/nonexistent/g.asc", 5, 6))
+        with pytest.raises(InputError, match="cannot read /nonexistent/g.asc: give a path its "
+                                             "workers share"):
+            check_inputs_on_workers([tmp_path / "g.asc"], client, "tcp://x")

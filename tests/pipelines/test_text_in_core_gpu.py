@@ -1,5 +1,6 @@
-"""The text in-core GPU path of ``terrain mst`` (ASCII grid -> device, no store round trip)
-writes the same store as the task-graph path: elevation, statistics, mask and summary."""
+"""``terrain mst`` of an ASCII grid on the GPU: the text parsed on the device (no store round
+trip), the forest in core or as super-tiles reading the device grid, writes the same store as the
+CPU's task-graph path: elevation, statistics, mask and summary."""
 
 import numpy as np
 import pytest
@@ -48,11 +49,12 @@ def test_text_in_core_equals_graph_path(tmp_path, shape, tile):
     src = tmp_path / "g.asc"
     write_synth(src, *shape, seed=3, nodata=0.05)
     fast = run_mst(src, tmp_path / "fast.zarr", tile=tile, backend="gpu")
-    assert fast["path"] == "text-in-core"
+    assert fast["path"] == "in-core" and fast["parse"] == "gpu"
+    assert "copy" in fast["wall_seconds"] and fast["phase_seconds"]["boruvka"] > 0
     assert_same_as_the_graph_path(fast, src, tmp_path, tile)
 
 
-def test_cli_copies_the_text_at_start_up_and_writes_the_same_store(tmp_path):
+def test_cli_writes_the_library_store(tmp_path):
     import json
     import subprocess
     import sys
@@ -64,10 +66,9 @@ def test_cli_copies_the_text_at_start_up_and_writes_the_same_store(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     cli = json.loads(proc.stdout)
-    assert cli["path"] == "text-in-core" and cli["parse"] == "gpu"
-    assert cli["wall_seconds"]["copy"] == 0.0  # the start-up thread had copied it
+    assert cli["path"] == "in-core" and cli["parse"] == "gpu"
+    assert "dashboard" not in proc.stderr  # one device's work: no cluster
     lib = run_mst(src, tmp_path / "lib.zarr", tile=64, backend="gpu")
-    assert lib["wall_seconds"]["copy"] > 0.0
     a = zarr.open_group(str(tmp_path / "cli.zarr"), mode="r")
     b = zarr.open_group(str(tmp_path / "lib.zarr"), mode="r")
     for name in ("elevation", "mst"):
@@ -87,10 +88,11 @@ def test_bad_text_fails_as_on_the_cpu_and_leaves_nothing(tmp_path, damage):
 
 @pytest.fixture
 def streamed(monkeypatch):
-    """The text-streamed path for small grids: the in-core path refused, pieces of 64 KB."""
+    """Super-tiles of the text on the device for small grids: the in-core route refused,
+    pieces of 64 KB."""
     import pipelines.mst as mst
     import terrain.io._parse_gpu as pg
-    monkeypatch.setattr(mst, "fits_on_device", lambda *a, **k: False)  # mst_route's test
+    monkeypatch.setattr(mst, "fits_in_core", lambda *a, **k: False)  # mst_route's question
     monkeypatch.setattr(pg, "PIECE_BYTES", 64 << 10)
 
 
@@ -100,8 +102,8 @@ def test_text_streamed_equals_graph_path(tmp_path, streamed, shape, tile):
     src = tmp_path / "g.asc"
     write_synth(src, *shape, seed=4, nodata=0.05)
     fast = run_mst(src, tmp_path / "fast.zarr", tile=tile, backend="gpu")
-    assert fast["path"] == "text-streamed" and fast["parse"] == "gpu"
-    assert fast["wall_seconds"]["text"] > 0
+    assert fast["path"] == "super-tiles" and fast["parse"] == "gpu"
+    assert fast["wall_seconds"]["read"] > 0 and fast["wall_seconds"]["forest"] > 0
     assert fast["group_tiles"] * tile < max(shape)  # several super-tiles, merged above
     assert_same_as_the_graph_path(fast, src, tmp_path, tile)
 
@@ -112,4 +114,15 @@ def test_text_streamed_bad_text_fails_as_on_the_cpu(tmp_path, streamed):
     text = src.read_text()
     at = text.index(" ", len(text) * 3 // 4)  # a bad token in a late piece
     src.write_text(text[:at] + " x" + text[at:])
+    assert_fails_as_on_the_cpu(src, tmp_path)
+
+
+def test_values_beyond_float32_fail_as_on_the_cpu(tmp_path):
+    src = tmp_path / "g.asc"
+    write_synth(src, 300, 200, seed=1, nodata=0.0)
+    lines = src.read_text().split("\n")
+    row = lines[150].split(" ")
+    row[3] = "1e39"
+    lines[150] = " ".join(row)
+    src.write_text("\n".join(lines))
     assert_fails_as_on_the_cpu(src, tmp_path)

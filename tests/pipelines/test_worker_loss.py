@@ -62,3 +62,99 @@ def test_mst_survives_a_killed_worker(tmp_path, monkeypatch):
         assert np.asarray(a[k][:]).tobytes() == np.asarray(b[k][:]).tobytes(), k
     for k in ("total_weight", "edges", "trees", "vertices"):
         assert remote[k] == local[k]
+
+
+# loaded by every worker of the cluster below (``dask worker --preload``): the first worker
+# to *rewrite* an ``mst`` shard (the write phase; the group phase writes each mask shard
+# once) dies after the shard's first chunk -- once in the whole cluster (the marker file)
+KILL_ONE_WORKER_MID_SHARD = """
+import builtins, os, re, signal
+import terrain.tiles._shards as shards
+MARKER = {marker!r}
+real_open = builtins.open
+
+class Dying:
+    def __init__(self, f):
+        self.f = f
+    def write(self, data):
+        self.f.write(data)
+        self.f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+def open_(path, mode="r", *args, **kwargs):
+    p = str(path)
+    shard = re.sub(r"\\.[0-9a-f]{{32}}\\.partial$", "", p)
+    rewrite = "w" in mode and "/mst/c/" in p and os.path.exists(shard)
+    f = real_open(path, mode, *args, **kwargs)
+    if rewrite:
+        try:
+            os.close(os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return f
+        return Dying(f)
+    return f
+
+shards.open = open_
+"""
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
+    """``dask scheduler`` + two ``dask worker`` processes on 127.0.0.1; one worker dies in the
+    middle of rewriting a mask shard: the task runs again on the other and the forest is the
+    one a single process computes (a shard rewritten in place was torn, and the retry failed
+    on its checksum)."""
+    distributed = pytest.importorskip("distributed")
+    from terrain.io import write_synth
+    write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256, tiled
+    marker = tmp_path / "killed"
+    (tmp_path / "kill_mid_shard.py").write_text(KILL_ONE_WORKER_MID_SHARD.format(marker=str(marker)))
+    workdir = tmp_path / "workers"  # the workers run elsewhere
+    workdir.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    sched_file = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
+        cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        t0 = time.monotonic()
+        while not sched_file.exists():
+            assert time.monotonic() - t0 < 60, "no scheduler"
+            time.sleep(0.1)
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                 str(sched_file), "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1",
+                 "--no-dashboard", "--preload", str(tmp_path / "kill_mid_shard.py")],
+                cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        address = json.loads(sched_file.read_text())["address"]
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        argv = [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile",
+                "256", "--backend", "cpu", "--json"]
+        proc = subprocess.run(argv + ["-o", str(tmp_path / "m.zarr"), "--scheduler", address],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+        assert marker.exists(), "no worker was killed mid-shard"
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert procs[1].poll() is not None or procs[2].poll() is not None  # one is gone
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    ref = subprocess.run(argv + ["-o", str(tmp_path / "ref.zarr"), "--scheduler", "synchronous"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr
+    a = zarr.open_group(str(tmp_path / "m.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "ref.zarr"), mode="r")
+    for k in ("elevation", "mst"):
+        assert np.asarray(a[k][:]).tobytes() == np.asarray(b[k][:]).tobytes(), k
+    remote, local = json.loads(proc.stdout), json.loads(ref.stdout)
+    for k in ("total_weight", "edges", "trees", "vertices"):
+        assert remote[k] == local[k]
+    assert not list((tmp_path / "m.zarr").rglob("*.partial"))

@@ -100,7 +100,7 @@ def test_the_task_graph_walk_equals_the_direct_walk_both_ways(tmp_path):
         assert result[1] == [list(r) for r in down_direct[0].values()]
         assert result[2] == list(down_direct[1].values())
     # the checkpoints were written as the tasks ran, and a second graph finds them
-    assert len(list((tmp_path / CHECKPOINT_DIR).glob("*.pkl"))) == 2 * len(plan.groups)
+    assert len(list((tmp_path / CHECKPOINT_DIR).glob("*.npz"))) == 2 * len(plan.groups)
     again = TaskGraph("t", "x", tmp_path, ("t-leaf", "t-apply"))
     walk_up(plan, _leaf, _merge, call=again.call)
     assert again.reused == len(plan.groups)

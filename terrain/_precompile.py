@@ -1,4 +1,4 @@
-"""Compile terrain's Numba kernels into their on-disk cache: ``python -m pipelines._warmup``.
+"""Compile terrain's Numba kernels into their on-disk cache: ``python -m terrain._precompile``.
 
 The kernels are ``numba.njit(cache=True)``: compiled once, then loaded from ``__pycache__``
 beside their module (~10 s of compiling against ~0.3 s of loading, on 2 cores). Numba keys
@@ -9,7 +9,7 @@ installed. ``setup.py`` runs this module on the build tree (``build_py``) so tha
 another numba, Python or CPU they simply do not match and numba compiles as before.
 
 It runs the real commands on tiny inputs (a 24 × 20 ASCII grid with nodata, an edge
-list), on the synchronous scheduler and the CPU backend: the kernels get the argument
+list with weights), on the synchronous scheduler and the CPU backend: the kernels get the argument
 types the commands give them, so the cached signatures are the ones a real run asks for.
 Each command is tried on its own; one that fails is reported and skipped.
 """
@@ -34,7 +34,8 @@ def _write_grid(path, rows=24, cols=20):
 
 
 def _write_edges(path, n=64):
-    path.write_text("".join(f"{i} {(i * 5 + 1) % n}\n{i} {(i + 1) % n}\n" for i in range(n)))
+    path.write_text("".join(f"{i} {(i * 5 + 1) % n} {i % 7 + 1}\n{i} {(i + 1) % n} {i % 3 + 1}\n"
+                            for i in range(n)))
 
 
 def _commands(tmp):
@@ -48,6 +49,14 @@ def _commands(tmp):
         ["synth", "--rows", "8", "--cols", "8", "-o", str(tmp / "synth.asc")],
         ["bfs", str(edges), "--source", "0", "--backend", "cpu", *common],
         ["diameter", str(edges), "--backend", "cpu", *common],
+        ["sssp", str(edges), "--source", "0", "--backend", "cpu", *common],
+        ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.parquet"), "--backend", "cpu"],
+        ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), "--backend", "cpu", *common],
+        ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), "--backend", "cpu", *common],
+        ["cost-distance", str(grid), "--source-cell", "5,5", "-o", str(tmp / "warm.cost.zarr"),
+         "--backend", "cpu", *common],
+        ["cost-distance", str(grid), "--source-cell", "5,5", "--cost", "tobler",
+         "-o", str(tmp / "warm.tobler.zarr"), "--backend", "cpu", *common],
     ]
 
 
@@ -57,7 +66,9 @@ def warm_up(commands=None, verbose=True):
     from terrain.run import main
 
     failed = []
-    with tempfile.TemporaryDirectory(prefix="terrain-warmup-") as d:
+    if commands is None or "mst" in commands:
+        failed += _warm_tiled_mst(verbose)
+    with tempfile.TemporaryDirectory(prefix="terrain-precompile-") as d:
         for argv in _commands(Path(d)):
             if commands is not None and argv[0] not in commands:
                 continue
@@ -71,12 +82,33 @@ def warm_up(commands=None, verbose=True):
             if status:
                 failed.append(argv[0])
             if verbose:
-                print(f"terrain warm-up: {argv[0]:9s} {'ok' if not status else 'FAILED'} "
+                print(f"terrain precompile: {argv[0]:9s} {'ok' if not status else 'FAILED'} "
                       f"{time.perf_counter() - t0:5.1f} s"
                       + ("" if not status else f" ({sink.getvalue().strip()[-200:]})"),
                       file=sys.stderr)
     return failed
 
 
-if __name__ == "__main__":  # python -m pipelines._warmup [COMMAND ...]
+def _warm_tiled_mst(verbose):
+    """The grid MST's tiled kernels (Borůvka per tile, reductions, merges): a tiny grid's
+    ``mst`` runs in core (no Numba), a large one's on the CPU takes tiles."""
+    import numpy as np
+
+    from terrain.grid import grid_mst
+    t0 = time.perf_counter()
+    z = np.arange(24 * 20, dtype=np.float32).reshape(24, 20) % 7
+    z[3, 4] = np.nan
+    try:
+        for connectivity in (4, 8):
+            grid_mst(z, connectivity, tile=8, group_tiles=2, backend="cpu", in_core=False)
+        failed = []
+    except Exception:  # noqa: BLE001 - a warm-up never breaks a build
+        failed = ["mst (tiled)"]
+    if verbose:
+        print(f"terrain precompile: mst tiles {'ok' if not failed else 'FAILED'} "
+              f"{time.perf_counter() - t0:5.1f} s", file=sys.stderr)
+    return failed
+
+
+if __name__ == "__main__":  # python -m terrain._precompile [COMMAND ...]
     sys.exit(1 if warm_up(sys.argv[1:] or None) else 0)

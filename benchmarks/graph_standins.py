@@ -1,0 +1,120 @@
+"""Stand-ins for SNAP's power (USpowerGrid), facebook_combined and CA-HepPh (their files are
+not available offline), built with networkx generators at the same vertex and edge counts and
+shape, and terrain's exact diameter on them in process (CPU seconds, best of ``--repeat``).
+
+    python -m benchmarks.graph_standins OUTDIR [--repeat 9]
+
+Writes ``OUTDIR/{power,facebook,hepph}.txt`` (SNAP edge lists; diameters 50, 9, 14 against
+the originals' 46, 8, 13) and prints terrain's figures. The peer, in its own venv:
+``python -c "import networkit as nk; G = nk.graphio.EdgeListReader('\\t', 0, '#',
+continuous=False, directed=False).read(F); d = nk.distance.Diameter(G,
+nk.distance.DiameterAlgo.EXACT); d.run()"``.
+"""
+
+import argparse
+import random
+import time
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+
+def power(n=4941, m=6594, seed=1, long_lines=150):
+    """The MST of a random geometric graph plus its shortest other edges and a few long
+    lines: planar-like, average degree 2.67, a long diameter."""
+    rng = random.Random(seed)
+    G = nx.random_geometric_graph(n, 0.03, seed=seed)
+    while not nx.is_connected(G):
+        comps = sorted(nx.connected_components(G), key=len)
+        G.add_edge(rng.choice(list(comps[0])), rng.choice(list(comps[-1])))
+    pos = nx.get_node_attributes(G, "pos")
+    for a, b in G.edges():
+        G[a][b]["weight"] = np.hypot(pos[a][0] - pos[b][0], pos[a][1] - pos[b][1])
+    T = nx.minimum_spanning_tree(G)
+    extra = sorted((d["weight"], a, b) for a, b, d in G.edges(data=True) if not T.has_edge(a, b))
+    rng.shuffle(extra)
+    for _, a, b in extra[:m - T.number_of_edges() - long_lines]:
+        T.add_edge(a, b)
+    nodes = list(T)
+    while T.number_of_edges() < m:
+        T.add_edge(rng.choice(nodes), rng.choice(nodes))
+    return nx.Graph(T.edges())
+
+
+def facebook(n=4039, m=88234, seed=2):
+    """Ten clustered power-law communities (the ego networks) tied to the largest."""
+    rng = random.Random(seed)
+    G, base, comms = nx.Graph(), 0, []
+    for s in (1034, 786, 535, 475, 347, 333, 225, 168, 83, 53):
+        H = nx.powerlaw_cluster_graph(s, min(round(m / n), s - 1), 0.5,
+                                      seed=rng.randint(0, 10**6))
+        G.add_edges_from((a + base, b + base) for a, b in H.edges())
+        comms.append(range(base, base + s))
+        base += s
+    for c in comms[1:]:
+        for _ in range(3):
+            G.add_edge(rng.choice(comms[0]), rng.choice(c))
+    while G.number_of_edges() < m:
+        c = rng.choice(comms)
+        a, b = rng.choice(c), rng.choice(c)
+        if a != b:
+            G.add_edge(a, b)
+    return G
+
+
+def hepph(n=12008, m=118521, seed=3):
+    """A clustered power-law collaboration graph with pendant chains, and small components."""
+    rng = random.Random(seed)
+    G = nx.powerlaw_cluster_graph(11000, 10, 0.7, seed=seed)
+    v = 11000
+    for _ in range(40):
+        prev = rng.randrange(11000)
+        for _ in range(5):
+            G.add_edge(prev, v)
+            prev, v = v, v + 1
+    while v < n:
+        size = min(rng.choice([2, 2, 3, 3, 4]), n - v)
+        if size < 2:
+            G.add_node(v)
+            v += 1
+            continue
+        G.add_edges_from((v + i, v + i + 1) for i in range(size - 1))
+        v += size
+    core = list(range(11000))
+    while G.number_of_edges() < m:
+        a, b = rng.choice(core), rng.choice(core)
+        if a != b:
+            G.add_edge(a, b)
+    return G
+
+
+def main(argv=None):
+    from terrain.graph import diameter, load_graph
+    p = argparse.ArgumentParser(prog="python -m benchmarks.graph_standins")
+    p.add_argument("outdir")
+    p.add_argument("--repeat", type=int, default=9)
+    args = p.parse_args(argv)
+    out = Path(args.outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, make in (("power", power), ("facebook", facebook), ("hepph", hepph)):
+        path = out / f"{name}.txt"
+        if not path.exists():
+            G = make()
+            path.write_text(f"# stand-in: {G.number_of_nodes()} nodes\n"
+                            + "".join(f"{a}\t{b}\n" for a, b in G.edges()))
+        g = load_graph(path)
+        r = diameter(g, backend="cpu")
+        best = min(_cpu_seconds(lambda: diameter(g, backend="cpu")) for _ in range(args.repeat))
+        print(f"{name}: {g.n} vertices, {g.m} edges, diameter {r.diameter} ({r.bfs_count} BFS), "
+              f"terrain in process {best * 1e3:.2f} CPU ms (best of {args.repeat})")
+
+
+def _cpu_seconds(fn):
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
+
+
+if __name__ == "__main__":
+    main()

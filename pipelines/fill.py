@@ -1,0 +1,601 @@
+"""``terrain fill``: exact depression filling of a DEM into a Zarr result store.
+
+What the store holds
+--------------------
+``filled`` (float32, NaN = nodata: the spill elevation of every cell), ``depth`` (float32,
+``filled - elevation``, NaN = nodata), ``depression`` (int32: the lake a cell lies in,
+numbered in the row-major order of the lakes' first cells, 0 outside any), the DEM's
+``elevation`` for a raster input, ``outlets`` (uint8) when outlets were named, and the
+summary in the ``fill`` attribute. The algorithm and its exactness:
+:mod:`terrain.hydrology.fill`, docs/hydrology.md.
+
+Dask strategy
+-------------
+Two routes, one choice (:func:`fill_route`):
+
+* *in core* (the grid's working arrays fit half the memory; on the GPU, the device): no
+  task graph. A raster input is ingested into the output (its graph on Dask's threads), the
+  whole DEM is read, :func:`terrain.hydrology.fill_depressions` runs (on the CPU the grid
+  MST's tiled Borůvka plus the drain pass; on the GPU the seeded whole-grid Borůvka and the
+  rooted drain), and the layers are written shard by shard.
+* *tiled* (out of core): one graph. The grid MST's own graph
+  (:func:`pipelines.mst.build_mst_graph`, weight ``max``) writes the forest's ``mst`` mask
+  into the output; then the fill's walks over the same quadtree plan (groups = the
+  store's shards): ``fill-up`` per group (read the DEM and the mask with a one-cell halo,
+  reduce the group's forest to its ports), ``fill-merge`` per node, ``fill-split`` per node
+  top down, ``fill-write`` per group (final levels, ``filled``, ``depth`` and provisional
+  labels written); then the label walk (``fill-lmerge``/``fill-lsplit``) joins lakes across
+  group borders, ``fill-count`` per group and one ``fill-numbering`` task give the ids, and
+  ``fill-label`` per group writes ``depression``. The ``mst`` mask is removed at the end
+  (it is an intermediate: the in-core route never writes one). Peak memory: a group's block
+  per running task plus O(perimeter) per node.
+
+Both routes give the same store, bit for bit (tests/pipelines/test_fill_pipeline.py).
+"""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+import zarr
+
+from terrain.backend import get_backend
+from terrain.errors import InputError
+from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_leaf_up,
+                               fill_merge, fill_split, label_border, label_count, label_ids,
+                               label_merge, label_numbering, label_split)
+from terrain.io.georef import finish_store, mark_raster, write_georeference
+from terrain.io.outputs import atomic_output, check_outputs
+from terrain.tiles import is_store, open_store, walk_down, walk_up
+from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
+
+__all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
+           "default_output",
+           "write_geotiffs", "write_hierarchy", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
+
+#: name -> (dtype, fill value = nodata, meaning)
+LAYERS = {
+    "filled": ("float32", np.nan, "spill elevation: the level each cell floods to "
+               "(priority-flood depression filling); NaN = nodata"),
+    "depth": ("float32", np.nan, "filled - elevation (0 outside depressions); NaN = nodata"),
+    "depression": ("int32", 0, "id of the depression (lake) a cell lies in, numbered in the "
+                   "row-major order of the lakes' first cells; 0 outside any"),
+}
+GEOTIFF_LAYERS = tuple(LAYERS)
+#: host bytes a cell takes in core (DEM, forest, its graph, the drain pass, the layers)
+IN_CORE_BYTES_PER_CELL = 96
+
+
+def default_output(input_path):
+    """``INPUT``'s name with ``.fill.zarr`` (``dem.tif`` -> ``dem.fill.zarr``)."""
+    p = Path(input_path)
+    return p.with_name((p.stem if p.suffix else p.name) + ".fill.zarr")
+
+
+def fill_route(shape, backend, in_core="auto", available=None):
+    """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
+    working arrays fit half the available memory (:data:`IN_CORE_BYTES_PER_CELL`; on the
+    GPU the device's, :func:`terrain.hydrology.fits_on_device`).
+
+    >>> fill_route((100, 100), get_backend("cpu"))
+    'in-core'
+    >>> fill_route((100, 100), get_backend("cpu"), in_core=False)
+    'tiled'
+    """
+    if in_core is not True and in_core is not False and in_core != "auto":
+        raise InputError(f"fill: in_core {in_core!r} is not True, False or 'auto'")
+    if in_core != "auto":
+        return "in-core" if in_core else "tiled"
+    cells = int(shape[0]) * int(shape[1])
+    if backend.is_gpu:
+        from terrain.hydrology import fits_on_device
+        return "in-core" if fits_on_device(shape, backend) else "tiled"
+    if available is None:
+        import psutil
+        available = psutil.virtual_memory().available
+    return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= available / 2 else "tiled"
+
+
+def geotiff_paths(directory):
+    """The files :func:`write_geotiffs` would write into ``directory`` (which must not be
+    there), the directory itself when it does not exist yet, none when not given.
+
+    >>> [p.name for p in geotiff_paths(".")]
+    ['filled.tif', 'depth.tif', 'depression.tif']
+    """
+    if not directory:
+        return []
+    folder = Path(directory)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{directory}: exists and is not a directory")
+    return [folder / f"{n}.tif" for n in GEOTIFF_LAYERS] if folder.is_dir() else [folder]
+
+
+def write_geotiffs(store_path, directory, overwrite=False, cog=True):
+    """``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized GeoTIFFs
+    ``DIR/<layer>.tif`` (nodata: NaN, NaN, 0; overviews averaged for the elevations,
+    nearest for the ids). Returns the paths written."""
+    from terrain.io.geotiff import write_geotiff
+    directory = Path(directory)
+    directory.mkdir(exist_ok=True)  # its parent was checked with the outputs
+    written = []
+    for name in GEOTIFF_LAYERS:
+        _, fill, meaning = LAYERS[name]
+        target = directory / f"{name}.tif"
+        write_geotiff(store_path, name, target, cog=cog, nodata=fill, description=meaning,
+                      resampling="nearest" if name == "depression" else "average",
+                      overwrite=overwrite)
+        written.append(str(target))
+    return written
+
+
+def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,
+             names=tuple(LAYERS)):
+    """Create the result layers ``names`` that are not there yet (and, for a store input,
+    the georeference) in the output."""
+    del upstream, named_outlets  # orders this task after what must run first
+    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
+                            use_consolidated=False)
+    if "x" not in group:
+        gt = geo["geotransform"]
+        group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
+                            "source": geo.get("source"), "tile": tile,
+                            "cellsize": [abs(gt[1]), abs(gt[5])]})
+    write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
+    from terrain.grid.cost_outputs import layer_compressors
+    for name, (dtype, fill, meaning) in LAYERS.items():
+        if name not in names or name in group:
+            continue
+        arr = create_layer(group, name, dtype, fill, tile, shape,
+                           compressors=layer_compressors("allocation" if dtype == "int32"
+                                                         else "distance"),
+                           attrs={"meaning": meaning})
+        mark_raster(arr, nodata=fill)
+    return str(out_path)
+
+
+def _outlet_cells(path, geotransform, shape):
+    """The cells a ``--outlets`` file names: a raster or tile store (its non-zero,
+    non-nodata cells, mapped through the cell centres) or points (CSV ``x,y``, GeoJSON)."""
+    from terrain.io.points import map_to_cell, raster_source_cells, read_points
+    p = Path(path)
+    if p.suffix.lower() in (".csv", ".json", ".geojson") and not is_store(p):
+        cells = [map_to_cell(x, y, geotransform, shape, what=f"{p}: outlet")
+                 for x, y in read_points(p)]
+    elif is_store(p):
+        st = open_store(p)
+        cells = raster_source_cells(st.read_window(0, st.shape[0], 0, st.shape[1]),
+                                    st.geotransform, geotransform, shape, p)
+    else:
+        from terrain.io import read_grid
+        values, grid = read_grid(p)
+        cells = raster_source_cells(values, grid.geotransform, geotransform, shape, p)
+    if not cells:
+        raise InputError(f"{p}: no outlets in it")
+    return np.unique(np.array(cells, np.int64).reshape(-1, 2), axis=0)
+
+
+def _write_outlets(out_path, cells, shape, tile):
+    """The ``outlets`` layer (uint8, 1 = outlet): only the shards holding one are written."""
+    create_layer(zarr.open_group(store=str(out_path), mode="a"), "outlets", "uint8", 0, tile,
+                 shape, attrs={"meaning": "1 = an outlet named by --outlets"})
+    side = tile * tiles_per_shard(tile, shape)
+    shard = cells[:, 0] // side * (-(-shape[1] // side)) + cells[:, 1] // side
+    for s in np.unique(shard):
+        si, sj = divmod(int(s), -(-shape[1] // side))
+        win = (si * side, min((si + 1) * side, shape[0]), sj * side,
+               min((sj + 1) * side, shape[1]))
+        block = np.zeros((win[1] - win[0], win[3] - win[2]), np.uint8)
+        here = cells[shard == s]
+        block[here[:, 0] - win[0], here[:, 1] - win[2]] = 1
+        write_block(out_path, "outlets", win, block)
+
+
+# -- the tiled graph's tasks ----------------------------------------------------------------
+
+def _reader(dem_path, out_path, shape):
+    """``read(name, r0, r1, c0, c1)`` for :func:`terrain.hydrology.read_halo`: the DEM
+    from ``dem_path``, the forest (and outlets) from the output. The shard-aligned middle of
+    a halo window is read shard by shard (:func:`terrain.tiles.store.read_block`), the thin
+    strips around it through zarr."""
+    def read(name, r0, r1, c0, c1):
+        path = dem_path if name == "elevation" else out_path
+        arr = zarr.open_array(store=str(path), path=name, mode="r")
+        side = (getattr(arr, "shards", None) or arr.chunks)[0]
+        a0, b0 = -(-r0 // side) * side, -(-c0 // side) * side
+        a1 = r1 if r1 == shape[0] else r1 // side * side
+        b1 = c1 if c1 == shape[1] else c1 // side * side
+        out = np.empty((r1 - r0, c1 - c0), arr.dtype)
+        if a0 >= a1 or b0 >= b1:
+            out[...] = arr[r0:r1, c0:c1]
+            return out
+        read_block(path, name, (a0, a1, b0, b1), out=out[a0 - r0:a1 - r0, b0 - c0:b1 - c0])
+        for ra, rb, ca, cb in ((r0, a0, c0, c1), (a1, r1, c0, c1), (a0, a1, c0, b0),
+                               (a0, a1, b1, c1)):
+            if ra < rb and ca < cb:
+                out[ra - r0:rb - r0, ca - c0:cb - c0] = arr[ra:rb, ca:cb]
+        return out
+    return read
+
+
+def _up_task(dem_path, out_path, spec, upstream, level, i, j):
+    del upstream  # the forest's mask is written
+    return fill_leaf_up(_reader(dem_path, out_path, spec.shape), spec, level, i, j)
+
+
+def _write_task(dem_path, out_path, spec, prepared, names, level, i, j, incoming):
+    """A group's final levels: ``filled``, ``depth`` and its provisional labels written
+    (those of them in ``names``); returns its label border, its label keys and its
+    statistics. (``prepared``: the layers exist; a group that is the root has no other way
+    to wait for them.)"""
+    del prepared
+    b = fill_leaf_down(_reader(dem_path, out_path, spec.shape), spec, level, i, j, incoming)
+    t0 = time.perf_counter()
+    filled, depth = b.layers()
+    for name, values in (("filled", filled), ("depth", depth), ("depression", b.labels)):
+        if name in names:
+            write_block(out_path, name, b.window, values)
+    s = b.stats
+    s["times"]["write"] = time.perf_counter() - t0
+    s["written_bytes"] = filled.nbytes * 3
+    s.update(_block_stats(b.z, b.levels, b.outlet, depth))
+    return label_border(b, spec.shape[1]), b.keys, s
+
+
+def _block_stats(z, levels, outlet, depth):
+    valid = ~np.isnan(z)
+    return {"cells": int(np.count_nonzero(valid)), "outlets": int(np.count_nonzero(outlet)),
+            "flooded": int(np.count_nonzero(depth > 0)),
+            "undrained": int(np.count_nonzero(np.isinf(levels) & valid)),
+            "max_depth": float(np.nanmax(depth)) if valid.any() else 0.0}
+
+
+def _count_task(spec, level, i, j, incoming, keys):
+    return label_count(spec, spec.window(level, i, j), keys, incoming), incoming
+
+
+def _numbering_task(spec, *counts):
+    return tuple(label_numbering(spec, list(counts)))
+
+
+def _label_task(out_path, spec, level, i, j, keys, incoming, numbering):
+    win = spec.window(level, i, j)
+    labels = read_block(out_path, "depression", win)
+    ids = label_ids(spec, win, labels, keys, incoming, numbering)
+    write_block(out_path, "depression", win, ids)
+    return int(ids.max(initial=0))
+
+
+def _finish(out_path, spec, mst_summary, writes, labels, meta):
+    stats = {"cells": 0, "outlets": 0, "flooded": 0, "undrained": 0, "max_depth": 0.0}
+    times = {}
+    nbytes = {"read_bytes": 0, "written_bytes": 0}
+    for s in writes:
+        for k in stats:
+            stats[k] = max(stats[k], s[k]) if k == "max_depth" else stats[k] + s[k]
+        for p, v in s["times"].items():
+            times[p] = times.get(p, 0.0) + v
+        for k in nbytes:
+            nbytes[k] += s.get(k, 0)
+    summary = {**stats, "depressions": int(max(labels, default=0)), **meta,
+               "rows": spec.shape[0], "cols": spec.shape[1], "tile": spec.tile,
+               "connectivity": spec.connectivity,
+               "mst_seconds": (mst_summary or {}).get("phase_seconds"),
+               "phase_seconds": {k: round(v, 6) for k, v in times.items()}, **nbytes}
+    return summary
+
+
+def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
+                     geo=None, names=tuple(LAYERS)):
+    """The tiled route's Dask graph (module docstring): the grid MST's graph, then the fill
+    and label walks. Computing it returns the summary dict.
+
+    Parameters
+    ----------
+    dem_path : path of the store holding ``elevation`` (may be ``out_path``)
+    out_path : path of the output store
+    spec : terrain.hydrology.FillSpec
+    group_tiles : int
+        Tiles a side per group: the store's shard.
+    backend : str
+    upstream : Delayed, optional
+        What must run first (the ingest, the outlets layer).
+    geo : dict
+        ``geotransform``, ``crs``, ``source`` of the grid.
+    names : tuple of str
+        The layers to write; without ``depression`` the label walk is left out.
+    """
+    from terrain.grid.mst import MSTSpec
+
+    from .mst import build_mst_graph
+    from .quadtree import TaskGraph
+    mst_spec = MSTSpec(spec.shape, spec.tile, spec.connectivity, "max")
+    mst = build_mst_graph(dem_path, out_path, mst_spec, group_tiles, backend, upstream, geo,
+                          in_core="auto" if backend == "gpu" else False)
+    plan = spec.plan(group_tiles)
+    g = plan.group_level
+    token = dask.base.tokenize(str(dem_path), str(out_path), spec, g)
+    graph = TaskGraph("fill", token)
+    call = graph.call
+    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, spec.named_outlets, mst,
+                    tuple(names), key=("prepare",))
+    _, rest = walk_up(plan, (_up_task, dem_path, out_path, spec, prepared), (fill_merge, spec),
+                      call, nout=3, names=("up", "merge"))
+    own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+    _, leaves = walk_down(plan, (fill_split, spec), (_write_task, dem_path, out_path, spec, prepared, tuple(names)),
+                          call, extra=own, node_nout=5, leaf_nout=3, names=("split", "write"))
+
+    meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
+    writes = [leaves[(g,) + ij][2] for ij in plan.groups]
+    if "depression" not in names:
+        return graph.delayed(call(_finish, out_path, spec, mst, writes, [], meta,
+                                  key=("finish",)))
+
+    def label_call(fn, *args, key, nout=None):  # the label walk's leaves: the writes' borders
+        if key[0] == "lborder":
+            return leaves[(g,) + tuple(key[1:])][0], None, None
+        return call(fn, *args, key=key, nout=nout)
+
+    _, rest = walk_up(plan, None, (label_merge, spec), label_call, nout=3,
+                      names=("lborder", "lmerge"))
+    own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+    own.update({(g, i, j): (leaves[(g, i, j)][1],) for (i, j) in plan.groups})
+    _, counted = walk_down(plan, (label_split, spec), (_count_task, spec), call, extra=own,
+                           node_nout=5, leaf_nout=2, names=("lsplit", "count"))
+    numbering = call(_numbering_task, spec, *[counted[(g,) + ij][0] for ij in plan.groups],
+                     key=("numbering",), nout=len(plan.groups))
+    labels = [call(_label_task, out_path, spec, g, i, j, leaves[(g, i, j)][1],
+                   counted[(g, i, j)][1], numbering[q], key=("label", i, j))
+              for q, (i, j) in enumerate(plan.groups)]
+    return graph.delayed(call(_finish, out_path, spec, mst, writes, labels, meta,
+                              key=("finish",)))
+
+
+def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
+    """The in-core route: the whole DEM read, filled, written shard by shard (and the
+    hierarchy table, with ``options["hierarchy"]``)."""
+    import concurrent.futures
+
+    from terrain.grid.cost_outputs import io_threads, read_layer, shard_layouts, write_windows
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(io_threads()) as pool:
+        prepared = pool.submit(_prepare, out_path, spec.shape, spec.tile, geo)
+        z = read_layer(dem_path, "elevation", np.float32)
+        outlets = None
+        if outlet_cells is not None:
+            outlets = np.zeros(spec.shape, np.uint8)
+            outlets[outlet_cells[:, 0], outlet_cells[:, 1]] = 1
+        t1 = time.perf_counter()
+        r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend,
+                             **options)
+        t2 = time.perf_counter()
+        prepared.result()
+        rows, cols = spec.shape
+        side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
+        windows = [(a, min(a + side, rows), b, min(b + side, cols))
+                   for a in range(0, rows, side) for b in range(0, cols, side)]
+        layers = {"filled": r.filled, "depth": r.depth, "depression": r.depression}
+        layouts = shard_layouts(out_path, list(layers))
+        list(pool.map(lambda w: write_windows(out_path, layers, [w], layouts=layouts),
+                      windows))
+        if r.hierarchy is not None:
+            write_hierarchy(out_path, r.hierarchy)
+        if r.sinks is not None:  # the kept pits drain: verify needs them
+            sinks = np.zeros(spec.shape, np.uint8)
+            sinks.ravel()[r.sinks] = 1
+            create_layer(zarr.open_group(store=str(out_path), mode="a"), "sinks", "uint8", 0,
+                         spec.tile, spec.shape,
+                         attrs={"meaning": "1 = the pit of a depression kept by --min-depth/"
+                                           "--min-area: it drains"})
+            write_windows(out_path, {"sinks": sinks}, windows)
+    t3 = time.perf_counter()
+    s = r.stats
+    summary = {k: s[k] for k in ("cells", "outlets", "flooded", "undrained", "max_depth",
+                                 "depressions")}
+    summary.update({"backend": s["backend"], "path": "in-core", "rows": rows, "cols": cols,
+                    "tile": spec.tile, "connectivity": spec.connectivity,
+                    "phase_seconds": {"read": round(t1 - t0, 6), **s["times"],
+                                      "write": round(t3 - t2, 6)},
+                    "read_bytes": z.nbytes, "written_bytes": 3 * z.nbytes})
+    for k in ("epsilon", "min_depth", "min_area", "kept_pits"):
+        if k in s:
+            summary[k] = s[k]
+    if r.hierarchy is not None:
+        summary["hierarchy_rows"] = int(r.hierarchy["id"].shape[0])
+    return summary
+
+
+def write_hierarchy(out_path, table):
+    """The depression hierarchy as the table ``hierarchy`` of the store: a Zarr group of
+    1-D arrays, one per column (:data:`terrain.hydrology.HIERARCHY_COLUMNS`), one row per
+    depression (``xarray.open_zarr(store, group="hierarchy")`` reads it as a Dataset with
+    dimension ``depression_id``)."""
+    from terrain.hydrology import HIERARCHY_COLUMNS
+    group = zarr.open_group(store=str(out_path), mode="a").create_group("hierarchy",
+                                                                       overwrite=True)
+    n = int(table["id"].shape[0])
+    meanings = {"id": "depression id (1-based, in the order the water rises)",
+                "pit_row": "row of the lowest cell", "pit_col": "column of the lowest cell",
+                "pit_elevation": "elevation of the lowest cell",
+                "spill_elevation": "level at which it merges with its sibling or spills "
+                                   "outside (inf: never)",
+                "parent": "the depression it merges into (0: spills outside)",
+                "left": "first of the two it was merged from (0: a pit)",
+                "right": "second of the two it was merged from (0: a pit)",
+                "cells": "cells at or below its spill level that it floods",
+                "volume": "sum of spill - elevation over those cells"}
+    for name in HIERARCHY_COLUMNS:
+        values = np.asarray(table[name])
+        arr = group.create_array(name, shape=(n,), dtype=values.dtype,
+                                 chunks=(max(1, min(n, 1 << 20)),),
+                                 dimension_names=("depression_id",))
+        if n:
+            arr[:] = values
+        arr.attrs["meaning"] = meanings[name]
+    group.attrs.update({"rows": n, "width": int(table["_width"])})
+
+
+def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=None,
+                 backend=None, scheduler=None):
+    """Write ``filled`` -- the depression fill of the ``elevation`` of the store
+    ``dem_path`` (outlets: the grid's edge and nodata, or the non-zero cells of the layer
+    ``outlets_layer`` of ``out_path``) -- into the store ``out_path`` (created there when
+    missing), by the route :func:`fill_route` picks. The one call another pipeline makes
+    (``terrain flow``'s fill). Returns the summary dict (not stored)."""
+    be = get_backend(backend)
+    shape = tuple(int(s) for s in shape)
+    spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
+    dem = zarr.open_group(store=str(dem_path), mode="r", use_consolidated=False)
+    gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+    geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
+    if fill_route(shape, be) == "in-core":
+        from terrain.grid.cost_outputs import read_layer, write_windows
+        z = read_layer(dem_path, "elevation", np.float32)
+        outlets = None
+        if outlets_layer is not None:
+            outlets = read_layer(out_path, outlets_layer)
+        r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=be.name)
+        _prepare(out_path, shape, spec.tile, geo, names=("filled",))
+        side = spec.tile * tiles_per_shard(spec.tile, shape)
+        windows = [(a, min(a + side, shape[0]), b, min(b + side, shape[1]))
+                   for a in range(0, shape[0], side) for b in range(0, shape[1], side)]
+        write_windows(out_path, {"filled": r.filled}, windows)
+        return dict(r.stats, path="in-core")
+    if outlets_layer not in (None, "outlets"):
+        raise InputError(f"{out_path}: the tiled fill reads its outlets from 'outlets'")
+    from . import cluster
+    shard = zarr.open_array(store=str(dem_path), path="elevation", mode="r")
+    side = (getattr(shard, "shards", None) or shard.chunks)[0]
+    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
+        graph = build_fill_graph(dem_path, out_path, spec, max(1, side // spec.tile), be.name,
+                                 None, geo, names=("filled",))
+        (summary,) = cluster.compute(graph, label="fill")
+    shutil.rmtree(Path(out_path) / "mst", ignore_errors=True)
+    group = zarr.open_group(store=str(out_path), mode="r+", use_consolidated=False)
+    if "mst" in group.attrs:
+        del group.attrs["mst"]
+    return summary
+
+
+def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
+             epsilon=False, min_depth=None, min_area=None, hierarchy=False, backend=None,
+             scheduler=None, overwrite=False, geotiff_dir=None, cog=True, in_core="auto"):
+    """Fill the depressions of ``input_path`` (raster or tile store) into ``output_path``.
+
+    ``outlets``: a raster, tile store or points file naming the outlets (instead of the
+    grid's edge and nodata). ``epsilon``, ``min_depth``, ``min_area``, ``hierarchy``: as
+    :func:`terrain.hydrology.fill_depressions` (in core only: a grid that does not fit is
+    refused with them). ``in_core``: "auto", True or False (:func:`fill_route`).
+    Returns the summary dict (also in the output's ``fill`` attribute).
+
+    Examples
+    --------
+    >>> run_fill("data/sample.asc", "sample.fill.zarr", overwrite=True)  # doctest: +SKIP
+    """
+    t_start = time.perf_counter()
+    be = get_backend(backend)
+    inp = Path(input_path)
+    out = Path(output_path) if output_path else default_output(inp)
+    check_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir)], overwrite)
+    if is_store(inp):
+        store = open_store(inp)
+        shape, tile = store.shape, store.tile
+        geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
+               "source": str(inp.resolve())}
+        shard = store.tiles_per_shard
+    else:
+        from terrain.io import open_grid
+        from terrain.tiles.store import check_tile_size
+        check_tile_size(tile)
+        grid = open_grid(inp)
+        shape = grid.shape
+        geo = {"geotransform": list(grid.geotransform), "crs": grid.crs,
+               "source": str(inp.resolve())}
+        shard = tiles_per_shard(tile, shape)
+    shape = tuple(int(s) for s in shape)
+    cells = None if outlets is None else _outlet_cells(outlets, geo["geotransform"], shape)
+    spec = FillSpec(shape, int(tile), int(connectivity), cells is not None)
+    route = fill_route(shape, be, in_core)
+    if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
+        raise InputError(f"{inp}: minimum depth {min_depth!r} must be a number >= 0")
+    if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
+        raise InputError(f"{inp}: minimum area {min_area!r} must be a whole number >= 1")
+    options = {"epsilon": bool(epsilon), "min_depth": min_depth, "min_area": min_area,
+               "hierarchy": bool(hierarchy)}
+    asked = [k for k, v in options.items() if v not in (None, False)]
+    if asked and route != "in-core":
+        names = ", ".join(f"--{k.replace('_', '-')}" for k in asked)
+        raise InputError(f"{inp}: {shape[0]} x {shape[1]} cells do not fit in memory, and "
+                         f"{names} need the grid in core (the tiled fill does not do them)")
+    from . import cluster
+    with atomic_output(out, overwrite, inputs=[inp, outlets]) as tmp:
+        upstream = None
+        if is_store(inp):
+            zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+            dem_path = inp
+        else:
+            from .ingest import build_ingest_graph
+            upstream = build_ingest_graph(inp, tmp, tile)
+            dem_path = tmp
+        if route == "in-core":
+            if upstream is not None:
+                with cluster.open_scheduler(scheduler or "threads"):
+                    cluster.compute(upstream, label="fill-ingest")
+            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, cells, options)
+        else:
+            if upstream is not None:  # the DEM before the outlets layer and the forest
+                with cluster.open_scheduler(scheduler or "threads"):
+                    cluster.compute(upstream, label="fill-ingest")
+            if cells is not None:
+                _write_outlets(tmp, cells, shape, tile)
+            with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
+                graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo)
+                (summary,) = cluster.compute(graph, label="fill")
+            shutil.rmtree(Path(tmp) / "mst", ignore_errors=True)  # the intermediate forest
+        if cells is not None and route == "in-core":
+            _write_outlets(tmp, cells, shape, tile)
+        summary["seconds"] = round(time.perf_counter() - t_start, 6)
+        summary["output"] = str(out)
+        summary["device"] = be.device_name()
+        if cells is not None:
+            summary["outlets_file"] = str(outlets)
+        group = zarr.open_group(store=str(tmp), mode="r+", use_consolidated=False)
+        if "mst" in group.attrs:
+            del group.attrs["mst"]
+        group.attrs.update({"fill": summary})
+        finish_store(tmp)
+        if geotiff_dir:  # from the partial: a failing GeoTIFF leaves no store behind
+            summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite, cog=cog)
+    return summary
+
+
+def _format_summary(s):
+    t = s.get("phase_seconds") or {}
+    return "\n".join([
+        f"fill      {s['output']}",
+        f"grid      {s['rows']} x {s['cols']}, {s['connectivity']}-connected, "
+        f"{s['cells']} cells, {s['outlets']} outlets",
+        f"filled    {s['flooded']} cells in {s['depressions']} depressions, max depth "
+        f"{s['max_depth']:.6g}" + (f", {s['undrained']} cells undrained"
+                                    if s.get("undrained") else ""),
+        f"route     {s['path']}, backend {s['backend']} ({s['device']})",
+        "phases    " + ", ".join(f"{p} {v:.2f}" for p, v in t.items()),
+        f"time      {s['seconds']:.2f} s",
+    ] + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
+
+
+def fill_command(args):
+    """``terrain fill DEM [-o OUT.zarr] [--connectivity 4|8] [--outlets FILE] ...``."""
+    summary = run_fill(args.input, args.output, tile=args.tile,
+                       connectivity=args.connectivity, outlets=args.outlets,
+                       epsilon=args.epsilon, min_depth=args.min_depth,
+                       min_area=args.min_area, hierarchy=args.hierarchy,
+                       backend=args.backend, scheduler=args.scheduler,
+                       overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
+                       cog=not args.no_cog,
+                       in_core={"auto": "auto", "in-core": True, "tiled": False}[args.route])
+    print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
+    return 0

@@ -1,0 +1,458 @@
+"""``terrain flow DEM -o flow.zarr``: depression filling, D8 flow directions and flow
+accumulation into one store; ``terrain watershed`` and ``terrain streams`` read it.
+
+The store holds ``filled`` (float32, NaN nodata: the depression-filled DEM the directions
+follow), ``direction`` (uint8 ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE;
+0 outlet; 255 nodata), ``accumulation`` (float64: cells, or the weights, draining through
+each cell, itself included; NaN nodata), the DEM's ``elevation`` for a raster input,
+``outlets`` (uint8) when named, and the summary in the ``flow`` attribute
+(:mod:`terrain.hydrology.flow` has the conventions).
+
+Routes (:func:`flow_route`, one decision for the run and ``--dry-run``)
+----------------------------------------------------------------------
+* ``in-core``: the grid's working set (about :data:`IN_CORE_BYTES` a cell) fits half the
+  available memory: the filled DEM is read whole, directions and accumulation computed as
+  one block (no task graph), the layers written shard by shard by a pool of threads.
+* ``tiled``: the quadtree plan over the store's shards (a group = a shard, so each writer
+  owns whole shards). Directions: rounds of per-group flat passes until the flats' border
+  distances settle (:func:`terrain.hydrology.flow.direction_pass`; one Dask compute per
+  round, the groups in parallel), then one task per group writes its directions.
+  Accumulation: the quadtree walk up and down (``flow-acc-up``, ``flow-acc-merge*``,
+  ``flow-acc-split*``, ``flow-acc-down``), one task graph (:class:`pipelines.quadtree.TaskGraph`).
+  Memory: a group's blocks per running task and the boundary graphs (O(perimeter)).
+
+Both give the same bits (the counts exactly; weighted accumulation within float64 rounding
+on the tiled route: :mod:`terrain.hydrology.flow`).
+
+The fill
+--------
+:func:`fill_layer` is the one place the library's depression filling is called (``filled``
+from ``elevation``). ``--filled`` takes the input as already filled (e.g. by ``terrain
+fill``, RichDEM or ``r.fill.dir``) and copies it.
+"""
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from terrain.backend import get_backend
+from terrain.errors import InputError
+from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
+                               flow_accumulation, flow_directions)
+from terrain.io.georef import finish_store, write_georeference
+from terrain.io.outputs import atomic_output, check_outputs
+from terrain.tiles import is_store, open_store
+from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
+
+__all__ = ["run_flow", "flow_command", "flow_route", "fill_layer", "default_output",
+           "FLOW_LAYERS", "IN_CORE_BYTES", "write_flow_geotiffs", "flow_geotiff_paths",
+           "read_flow_store"]
+
+#: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description)
+FLOW_LAYERS = {
+    "filled": ("float32", np.float32(np.nan), ("lz4", 1, "shuffle"),
+               "depression-filled elevation (the spill level of every cell); NaN nodata"),
+    "direction": ("uint8", 255, ("lz4", 5, "bitshuffle"),
+                  "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, "
+                  "128 NE; 0 outlet; 255 nodata"),
+    "accumulation": ("float64", np.nan, ("lz4", 5, "shuffle"),
+                     "flow accumulation: cells (or weights) draining through the cell, "
+                     "itself included; NaN nodata"),
+    "outlets": ("uint8", 0, ("lz4", 5, "bitshuffle"), "named outlets (1)"),
+}
+#: the layers ``--geotiff-dir`` writes
+GEOTIFF_LAYERS = ("filled", "direction", "accumulation")
+#: bytes a cell of the in-core route holds: filled (4) + padded codes, distances and
+#: labels of the flat pass (4 x 4 + 1) + accumulation, order and in-degrees (8 + 8 + 1)
+#: + written copies
+IN_CORE_BYTES = 48
+ROUTES = ("auto", "in-core", "tiled")
+
+
+def default_output(input_path):
+    """``INPUT``'s name with ``.flow.zarr``."""
+    p = Path(input_path)
+    return p.with_name((p.stem if p.suffix else p.name) + ".flow.zarr")
+
+
+def flow_route(shape, route="auto", memory_bytes=None):
+    """``"in-core"`` when the grid's working set (:data:`IN_CORE_BYTES` a cell) fits half
+    of ``memory_bytes`` (default: the available RAM), else ``"tiled"``.
+
+    >>> flow_route((4096, 4096), memory_bytes=8 << 30), flow_route((50220, 70520),
+    ...     memory_bytes=24 << 30)
+    ('in-core', 'tiled')
+    """
+    if route not in ROUTES:
+        raise InputError(f"route {route!r}: expected one of {', '.join(ROUTES)}")
+    if route != "auto":
+        return route
+    if memory_bytes is None:
+        try:
+            import psutil
+            memory_bytes = psutil.virtual_memory().available
+        except Exception:  # noqa: BLE001 - no psutil: assume it fits
+            return "in-core"
+    return "in-core" if shape[0] * shape[1] * IN_CORE_BYTES <= memory_bytes // 2 else "tiled"
+
+
+def _compressors(name):
+    cname, level, shuffle = FLOW_LAYERS[name][2]
+    return (zarr.codecs.BloscCodec(cname=cname, clevel=level, shuffle=shuffle),)
+
+
+def _create(out_path, name, tile, shape):
+    dtype, fill, _, meaning = FLOW_LAYERS[name]
+    return create_layer(out_path, name, dtype, fill, tile, shape,
+                        compressors=_compressors(name), attrs={"meaning": meaning})
+
+
+def _shard_windows(shape, side):
+    return [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
+            for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+
+
+def _reader(store, layer, dtype=None):
+    """``read(r0, r1, c0, c1)`` of a store's layer (whole shards decoded in this thread)."""
+    def read(r0, r1, c0, c1):
+        a = read_block(store, layer, (r0, r1, c0, c1))
+        return a if dtype is None else a.astype(dtype, copy=False)
+    return read
+
+
+def _read_whole(store, layer, shape, side, dtype=None):
+    from concurrent.futures import ThreadPoolExecutor
+    first = zarr.open_array(store=str(store), path=layer, mode="r")
+    out = np.empty(shape, dtype or first.dtype)
+
+    def one(w):
+        out[w[0]:w[1], w[2]:w[3]] = read_block(store, layer, w)
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+        list(pool.map(one, _shard_windows(shape, side)))
+    return out
+
+
+def _write_whole(store, layer, values, side):
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+        list(pool.map(lambda w: write_block(store, layer, w, values[w[0]:w[1], w[2]:w[3]]),
+                      _shard_windows(values.shape, side)))
+
+
+# ------------------------------------------------------------------------------------------
+# the fill
+
+
+def fill_layer(dem_path, out_path, shape, tile, connectivity, outlets_layer, scheduler=None,
+               backend=None):
+    """Write ``filled`` (the depression-filled DEM of ``dem_path``'s ``elevation``, outlets
+    the grid's edge and nodata, or ``outlets_layer`` of ``out_path`` when given) into the
+    output store ``out_path``: ``terrain fill``'s own pipeline (:func:`pipelines.fill.write_filled`)."""
+    from .fill import write_filled
+    write_filled(dem_path, out_path, shape, tile, connectivity, outlets_layer,
+                 backend=backend, scheduler=scheduler)
+
+
+def _copy_filled(dem_path, out_path, shape, side):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(w):
+        write_block(out_path, "filled", w, read_block(dem_path, "elevation", w))
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
+        list(pool.map(one, _shard_windows(shape, side)))
+
+
+# ------------------------------------------------------------------------------------------
+# the run
+
+
+def _outlet_cells(outlets, gt, shape, inp):
+    """The named outlet cells (a raster's non-zero, non-nodata cells; CSV or GeoJSON points)."""
+    from .cost_distance import resolve_sources
+    return resolve_sources(gt, shape, sources_file=outlets, label=f"{inp}: outlets: ")
+
+
+def _ingest(path, target, tile):
+    from .cluster import compute, open_scheduler
+    from .ingest import build_ingest_graph
+    with open_scheduler("threads"):
+        compute(build_ingest_graph(path, target, tile), label="flow-ingest")
+
+
+def _check_weights(weights, shape, gt):
+    from .cost_distance import _check_friction_grid
+    try:
+        _check_friction_grid(weights, shape, gt)
+    except InputError as e:
+        raise InputError(str(e).replace("friction raster", "weights raster")) from None
+
+
+def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
+             weights=None, filled=False, backend=None, scheduler=None, overwrite=False,
+             geotiff_dir=None, cog=True, route="auto", memory_bytes=None):
+    """Fill, flow directions and accumulation of ``input_path`` into ``output_path``.
+
+    ``filled``: the input is already depression-filled (it is copied as ``filled``).
+    ``outlets``: a raster or points file naming the outlets (default: the grid's edge and
+    nodata). ``weights``: a raster on the same grid (float; NaN counts 0). ``route``:
+    :func:`flow_route`. Returns the summary (also in the store's ``flow`` attribute).
+    """
+    t_start = time.perf_counter()
+    be = get_backend(backend)
+    inp = Path(input_path)
+    out = Path(output_path) if output_path else default_output(inp)
+    check_outputs([inp, outlets, weights], [out, *flow_geotiff_paths(geotiff_dir)], overwrite)
+    if int(connectivity) not in (4, 8):
+        raise InputError(f"connectivity {connectivity}: must be 4 (D4) or 8 (D8)")
+    if is_store(inp):
+        store = open_store(inp)
+        shape, tile, gt = store.shape, store.tile, list(store.geotransform)
+        crs = store.attrs.get("crs")
+        shard = store.tiles_per_shard
+    else:
+        from terrain.io import open_grid
+        grid = open_grid(inp)
+        shape, gt, crs = grid.shape, list(grid.geotransform), grid.crs
+        shard = tiles_per_shard(tile, shape)
+    shape = tuple(int(s) for s in shape)
+    cells = None if outlets is None else _outlet_cells(outlets, gt, shape, inp)
+    if weights is not None:
+        _check_weights(weights, shape, gt)
+    spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
+                    outlets is None)
+    chosen = flow_route(shape, route, memory_bytes)
+    side = int(tile) * shard
+    weights_tmp = None
+    wall = {}
+    try:
+        with atomic_output(out, overwrite, inputs=[inp, outlets, weights]) as tmp:
+            t0 = time.perf_counter()
+            if is_store(inp):
+                group = zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+                write_georeference(group, shape, gt, crs)
+                group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
+                                    "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
+                dem_path = inp
+            else:
+                _ingest(inp, tmp, tile)
+                dem_path = tmp
+            w_path = None
+            if weights is not None:
+                if is_store(weights):
+                    w_path = Path(weights)
+                else:
+                    weights_tmp = Path(tmp).with_name(Path(tmp).name + ".weights")
+                    _ingest(weights, weights_tmp, tile)
+                    w_path = weights_tmp
+            for name in ("filled", "direction", "accumulation"):
+                _create(tmp, name, tile, shape)
+            out_layer = None
+            if cells is not None:  # shard by shard: only those holding an outlet
+                _create(tmp, "outlets", tile, shape)
+                by_shard = {}
+                for r, c in cells:
+                    by_shard.setdefault((r // side, c // side), []).append((r, c))
+                for (si, sj), cs in by_shard.items():
+                    w = (si * side, min((si + 1) * side, shape[0]), sj * side,
+                         min((sj + 1) * side, shape[1]))
+                    block = np.zeros((w[1] - w[0], w[3] - w[2]), np.uint8)
+                    for r, c in cs:
+                        block[r - w[0], c - w[2]] = 1
+                    write_block(tmp, "outlets", w, block)
+                out_layer = "outlets"
+            wall["ingest"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            if filled:
+                _copy_filled(dem_path, tmp, shape, side)
+            else:
+                fill_layer(dem_path, tmp, shape, tile, connectivity, out_layer, scheduler,
+                           be.name)
+            wall["fill"] = time.perf_counter() - t0
+            if chosen == "in-core":
+                stats = _in_core(tmp, spec, side, out_layer, w_path, be.name, wall)
+            else:
+                stats = _tiled(tmp, spec, shard, out_layer, w_path, be.name, scheduler, wall)
+            summary = {"rows": shape[0], "cols": shape[1], "connectivity": int(connectivity),
+                       "cellsize": list(spec.cellsize), "tile": int(tile), "route": chosen,
+                       "backend": be.name, "device": be.device_name(),
+                       "filled_input": bool(filled), "outlets": "named" if cells else
+                       "grid edge and nodata", "named_outlets": len(cells or ()),
+                       "weights": None if weights is None else str(weights), **stats,
+                       "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
+                       "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
+            zarr.open_group(store=str(tmp), mode="r+", use_consolidated=False).attrs.update(
+                {"flow": summary})
+            finish_store(tmp)
+            if geotiff_dir:
+                summary["geotiff"] = write_flow_geotiffs(tmp, geotiff_dir, overwrite, cog)
+    finally:
+        if weights_tmp is not None:
+            shutil.rmtree(weights_tmp, ignore_errors=True)
+    summary["seconds"] = round(time.perf_counter() - t_start, 6)
+    return summary
+
+
+def _in_core(tmp, spec, side, out_layer, w_path, backend, wall):
+    t0 = time.perf_counter()
+    z = _read_whole(tmp, "filled", spec.shape, side, np.float32)
+    outl = None if out_layer is None else _read_whole(tmp, out_layer, spec.shape, side)
+    w = None if w_path is None else _read_whole(w_path, "elevation", spec.shape, side,
+                                                np.float64)
+    t1 = time.perf_counter()
+    d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=backend)
+    del z
+    t2 = time.perf_counter()
+    acc = flow_accumulation(d.direction, w, backend=backend)
+    t3 = time.perf_counter()
+    _write_whole(tmp, "direction", d.direction, side)
+    _write_whole(tmp, "accumulation", acc, side)
+    t4 = time.perf_counter()
+    wall.update({"read": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2,
+                 "write": t4 - t3})
+    return _stats(d.stats, acc)
+
+
+def _stats(dstats, acc_max, groups=1):
+    mx = float(np.nanmax(acc_max)) if np.size(acc_max) and not np.all(np.isnan(acc_max)) \
+        else float("nan")
+    return {"cells": int(dstats["cells"]), "outlet_cells": int(dstats["outlets"]),
+            "flat_cells": int(dstats["flat_cells"]), "flat_rounds": int(dstats["rounds"]),
+            "groups": groups, "max_accumulation": mx}
+
+
+def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
+    import dask
+
+    from .cluster import compute, open_scheduler
+    from .quadtree import TaskGraph
+
+    plan = spec.plan(shard)
+    read_z = _reader(tmp, "filled", np.float32)
+    read_out = None if out_layer is None else _reader(tmp, out_layer)
+    t0 = time.perf_counter()
+    with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
+        def map_groups(fn, items):
+            tasks = [dask.delayed(fn, pure=False)(g, dask_key_name=("flow-flats", *g))
+                     for g in items]
+            return list(compute(*tasks, label="flow-flats"))
+
+        results, heights, rounds, frames = direction_pass(spec, plan, read_z, read_out,
+                                                          backend, map_groups)
+        t1 = time.perf_counter()
+
+        def write_dir(group):
+            code, s = direction_group(spec, plan, group, read_z, read_out, heights, frames,
+                                      backend)
+            write_block(tmp, "direction", plan.window(plan.group_level, *group), code)
+            return s
+
+        stats = list(compute(*[dask.delayed(write_dir, pure=False)(
+            g, dask_key_name=("flow-direction", *g)) for g in plan.groups],
+            label="flow-direction"))
+        t2 = time.perf_counter()
+
+        def write_acc(window, acc):
+            write_block(tmp, "accumulation", window, acc)
+            return float(np.nanmax(acc)) if np.any(~np.isnan(acc)) else float("nan")
+
+        token = dask.base.tokenize(str(tmp), spec, plan.group_level)
+        graph = TaskGraph("flow", token)
+        out = accumulation_pass(spec, plan, _reader(tmp, "direction"), write_acc,
+                                None if w_path is None else _reader(w_path, "elevation",
+                                                                    np.float64),
+                                backend, graph.call, what=str(tmp))
+        refs = list(out.values())
+        done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), _gather, refs))
+        (maxima,) = compute(done, label="flow-accumulation")
+        t3 = time.perf_counter()
+    total = {"cells": sum(s["cells"] for s in stats),
+             "outlets": sum(s["outlets"] for s in stats),
+             "flat_cells": sum(s["flat_cells"] for s in stats), "rounds": rounds}
+    wall.update({"flats": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2})
+    return _stats(total, np.asarray(maxima, np.float64), len(plan.groups))
+
+
+def _gather(values):
+    return list(values)
+
+
+# ------------------------------------------------------------------------------------------
+# outputs
+
+
+def flow_geotiff_paths(directory):
+    """What ``--geotiff-dir DIR`` writes (``filled.tif``, ``direction.tif``,
+    ``accumulation.tif``), or the directory itself when it does not exist yet."""
+    if not directory:
+        return []
+    folder = Path(directory)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{directory}: exists and is not a directory")
+    return [folder / f"{n}.tif" for n in GEOTIFF_LAYERS] if folder.is_dir() else [folder]
+
+
+def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
+    """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)
+    GeoTIFFs in ``directory``, nodata and band descriptions set; returns the paths."""
+    from terrain.io.geotiff import write_geotiff
+
+    directory = Path(directory)
+    directory.mkdir(exist_ok=True)
+    written = []
+    for name in GEOTIFF_LAYERS:
+        dtype, fill, _, meaning = FLOW_LAYERS[name]
+        tags = {"meaning": meaning}
+        if name == "direction":
+            tags.update({"E": 1, "SE": 2, "S": 4, "SW": 8, "W": 16, "NW": 32, "N": 64,
+                         "NE": 128, "outlet": 0, "nodata": 255})
+        target = directory / f"{name}.tif"
+        write_geotiff(store_path, name, target, cog=cog, nodata=fill, description=meaning,
+                      tags=tags, resampling="nearest" if name == "direction" else "average",
+                      overwrite=overwrite)
+        written.append(str(target))
+    return written
+
+
+def read_flow_store(path):
+    """``(zarr group, summary)`` of a ``flow`` output store; InputError when it is not one."""
+    p = Path(path)
+    if not is_store(p) and not (p / "zarr.json").is_file():
+        raise InputError(f"{path}: no such flow store (terrain flow DEM -o FLOW.zarr writes one)")
+    group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
+    if "direction" not in group or not isinstance(group.attrs.get("flow"), dict):
+        raise InputError(f"{path}: not a flow store (no 'direction' layer and 'flow' summary)")
+    return group, dict(group.attrs["flow"])
+
+
+def _format_summary(s):
+    lines = [
+        f"flow      {s['output']}",
+        f"grid      {s['rows']} x {s['cols']}, D{s['connectivity']}, "
+        f"{s['cells']} cells, route {s['route']}, backend {s['backend']}",
+        f"outlets   {s['outlet_cells']} outlet cells ({s['outlets']})",
+        f"flats     {s['flat_cells']} flat cells resolved"
+        + (f" in {s['flat_rounds']} rounds" if s["flat_rounds"] > 1 else ""),
+        f"max acc   {s['max_accumulation']:.10g}" + (" (weighted)" if s.get("weights") else
+                                                       " cells"),
+        "wall      " + ", ".join(f"{k} {v:.2f}" for k, v in s["wall_seconds"].items()),
+        f"time      {s['seconds']:.2f} s",
+    ]
+    if s.get("geotiff"):
+        lines.append("geotiff   " + ", ".join(s["geotiff"]))
+    return "\n".join(lines)
+
+
+def flow_command(args):
+    """``terrain flow DEM [-o OUT.zarr] [--filled] [--weights R] [--outlets F] ...``."""
+    summary = run_flow(args.input, args.output, tile=args.tile, connectivity=args.connectivity,
+                       outlets=args.outlets, weights=args.weights, filled=args.filled,
+                       backend=args.backend, scheduler=args.scheduler,
+                       overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
+                       cog=not args.no_cog, route=args.route)
+    print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
+    return 0

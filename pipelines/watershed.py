@@ -1,0 +1,251 @@
+"""``terrain watershed FLOW --outlet X,Y -o labels.tif`` and ``terrain streams FLOW
+--threshold N -o streams.geojson|.gpkg``: basins and stream networks from a ``flow`` store
+(:mod:`terrain.hydrology.watershed` has the definitions).
+
+Outputs
+-------
+* Labels: int32 (1, 2, ... per outlet in order; 0 drains elsewhere; -1 nodata) as a
+  GeoTIFF (``.tif``, a COG with the store's CRS and transform) or a store (``.zarr``,
+  layer ``watershed``).
+* Streams: one LineString per link, properties ``order`` (Strahler), ``upstream``
+  (accumulation at its last cell), ``outlet``, ``cells``, ``length`` (map units, along the
+  cell centres). GeoJSON is RFC 7946: longitude/latitude on WGS 84, reprojected with
+  pyproj from the DEM's CRS (a DEM without a CRS keeps its grid coordinates and the
+  summary says so); a GeoPackage (``.gpkg``) keeps the DEM's own CRS and coordinates
+  exactly (written with sqlite3: the OGC GeoPackage tables, geometries as GeoPackage
+  binary + WKB) -- what to use in a projected workflow.
+"""
+
+import json
+import math
+import sqlite3
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from terrain.errors import InputError
+from terrain.hydrology import snap_outlets, stream_links, watershed
+from terrain.io.outputs import atomic_output, check_outputs
+from terrain.io.points import cell_centre, map_to_cell, read_points
+
+from .flow import read_flow_store
+
+__all__ = ["run_watershed", "run_streams", "watershed_command", "streams_command",
+           "write_geojson_lines", "write_geopackage_lines"]
+
+
+def _geo(group, shape):
+    gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
+    return [float(v) for v in gt], group.attrs.get("crs")
+
+
+def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, overwrite=False):
+    """Label the basins of the outlet points (map coordinates) of the flow store
+    ``flow_path`` into ``output`` (``.tif`` or ``.zarr``); returns the summary."""
+    out = Path(output)
+    if out.suffix.lower() not in (".tif", ".tiff", ".zarr"):
+        raise InputError(f"{output}: the labels go to a GeoTIFF (.tif) or a store (.zarr)")
+    check_outputs([flow_path, points_file], [out], overwrite)
+    group, summary = read_flow_store(flow_path)
+    d = group["direction"][:]
+    gt, crs = _geo(group, d.shape)
+    xy = []
+    for text in points or ():
+        try:
+            x, y = (float(v) for v in str(text).split(","))
+        except ValueError:
+            raise InputError(f"outlet {text!r}: expected two numbers X,Y") from None
+        xy.append((x, y))
+    if points_file is not None:
+        xy += list(read_points(points_file))
+    if not xy:
+        raise InputError(f"{flow_path}: no outlets given")
+    cells = [map_to_cell(x, y, gt, d.shape, what=f"{flow_path}: outlet") for x, y in xy]
+    if snap and snap > 0:
+        cells = snap_outlets(group["accumulation"][:], cells, snap / abs(gt[1]))
+    labels = watershed(d, cells)
+    counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
+    with atomic_output(out, overwrite, inputs=[flow_path, points_file]) as tmp:
+        if out.suffix.lower() == ".zarr":
+            _write_store(tmp, labels, gt, crs)
+        else:
+            _write_tif(tmp, labels, gt, crs)
+    return {"output": str(out), "outlets": [
+        {"label": n, "row": r, "col": c, "x": cell_centre(r, c, gt)[0],
+         "y": cell_centre(r, c, gt)[1], "cells": int(counts[n - 1]),
+         "area": float(counts[n - 1]) * abs(gt[1] * gt[5])}
+        for n, (r, c) in enumerate(cells, start=1)]}
+
+
+def _write_tif(path, labels, gt, crs):
+    import rasterio
+    from rasterio.transform import Affine
+    with rasterio.open(path, "w", driver="COG" if min(labels.shape) >= 1 else "GTiff",
+                       height=labels.shape[0], width=labels.shape[1], count=1, dtype="int32",
+                       crs=crs or None, transform=Affine.from_gdal(*gt), nodata=-1,
+                       compress="deflate") as dst:
+        dst.write(labels, 1)
+        dst.set_band_description(1, "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata")
+
+
+def _write_store(path, labels, gt, crs):
+    import zarr
+
+    from terrain.io.georef import finish_store, write_georeference
+    from terrain.tiles.store import checksummed
+    group = zarr.open_group(store=str(path), mode="w-", zarr_format=3)
+    write_georeference(group, labels.shape, gt, crs)
+    group.attrs.update({"geotransform": gt, "crs": crs})
+    arr = group.create_array("watershed", shape=labels.shape, dtype="int32", fill_value=-1,
+                             chunks=(512, 512), dimension_names=("y", "x"),
+                             compressors=checksummed("auto"))
+    arr[:, :] = labels
+    arr.attrs["meaning"] = "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata"
+    finish_store(path)
+
+
+def run_streams(flow_path, output, threshold, overwrite=False):
+    """The stream links of accumulation >= ``threshold`` as GeoJSON or GeoPackage lines."""
+    out = Path(output)
+    kind = out.suffix.lower()
+    if kind not in (".geojson", ".json", ".gpkg"):
+        raise InputError(f"{output}: streams go to GeoJSON (.geojson) or GeoPackage (.gpkg)")
+    check_outputs([flow_path], [out], overwrite)
+    group, summary = read_flow_store(flow_path)
+    d = group["direction"][:]
+    gt, crs = _geo(group, d.shape)
+    links = stream_links(d, group["accumulation"][:], threshold)
+    lines = []
+    for link in links:
+        xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
+        if len(xy) == 1:
+            xy = xy * 2  # a LineString needs two positions
+        length = sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))
+        lines.append((xy, {"order": link["order"], "upstream": link["upstream"],
+                           "outlet": link["outlet"], "cells": len(link["cells"]),
+                           "length": length}))
+    with atomic_output(out, overwrite, inputs=[flow_path]) as tmp:
+        if kind == ".gpkg":
+            write_geopackage_lines(tmp, lines, crs)
+            note = "the DEM's CRS"
+        else:
+            note = write_geojson_lines(tmp, lines, crs)
+    orders = [p["order"] for _, p in lines]
+    return {"output": str(out), "links": len(lines), "threshold": float(threshold),
+            "max_order": max(orders) if orders else 0, "coordinates": note}
+
+
+def write_geojson_lines(path, lines, crs):
+    """RFC 7946 GeoJSON of ``[(xy, properties)]``: coordinates reprojected to longitude/
+    latitude (WGS 84) from ``crs`` (WKT); without a CRS, the grid's own. Returns a note
+    saying which."""
+    note = "longitude/latitude (WGS 84)"
+    transform = None
+    if crs:
+        from pyproj import CRS, Transformer
+        src = CRS.from_user_input(crs)
+        if not src.equals(CRS.from_epsg(4326)):
+            transform = Transformer.from_crs(src, CRS.from_epsg(4326), always_xy=True)
+    else:
+        note = "the grid's coordinates (the DEM has no CRS)"
+    features = []
+    for xy, props in lines:
+        a = np.asarray(xy, np.float64)
+        if transform is not None:
+            lon, lat = transform.transform(a[:, 0], a[:, 1])
+            a = np.column_stack([lon, lat])
+        features.append({"type": "Feature", "properties": props,
+                         "geometry": {"type": "LineString",
+                                      "coordinates": np.round(a, 9).tolist()}})
+    doc = {"type": "FeatureCollection", "features": features}
+    Path(path).write_text(json.dumps(doc))
+    return note
+
+
+def _gpkg_line(xy, srs_id):
+    """GeoPackage binary: header (magic, version, flags: little endian, envelope xy) + WKB."""
+    a = np.asarray(xy, np.float64)
+    env = struct.pack("<4d", a[:, 0].min(), a[:, 0].max(), a[:, 1].min(), a[:, 1].max())
+    header = b"GP" + bytes([0, 0b00000011]) + struct.pack("<i", srs_id) + env
+    wkb = struct.pack("<BII", 1, 2, len(a)) + a.astype("<f8").tobytes()
+    return header + wkb
+
+
+def write_geopackage_lines(path, lines, crs):
+    """An OGC GeoPackage of one LineString layer ``streams`` in the CRS ``crs`` (WKT; EPSG
+    code kept when it has one)."""
+    srs_id, org, code = -1, "NONE", -1
+    wkt = "undefined"
+    if crs:
+        from pyproj import CRS
+        c = CRS.from_user_input(crs)
+        wkt = c.to_wkt("WKT1_GDAL")
+        epsg = c.to_epsg()
+        srs_id, org, code = (epsg, "EPSG", epsg) if epsg else (100000, "NONE", 100000)
+    con = sqlite3.connect(str(path))
+    try:
+        con.execute("PRAGMA application_id = 1196444487")  # 'GPKG'
+        con.execute("PRAGMA user_version = 10300")
+        con.executescript("""
+            CREATE TABLE gpkg_spatial_ref_sys (srs_name TEXT NOT NULL, srs_id INTEGER PRIMARY
+              KEY, organization TEXT NOT NULL, organization_coordsys_id INTEGER NOT NULL,
+              definition TEXT NOT NULL, description TEXT);
+            CREATE TABLE gpkg_contents (table_name TEXT NOT NULL PRIMARY KEY, data_type TEXT
+              NOT NULL, identifier TEXT UNIQUE, description TEXT DEFAULT '', last_change
+              DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')), min_x DOUBLE,
+              min_y DOUBLE, max_x DOUBLE, max_y DOUBLE, srs_id INTEGER);
+            CREATE TABLE gpkg_geometry_columns (table_name TEXT NOT NULL, column_name TEXT NOT
+              NULL, geometry_type_name TEXT NOT NULL, srs_id INTEGER NOT NULL, z TINYINT NOT
+              NULL, m TINYINT NOT NULL, CONSTRAINT pk_geom_cols PRIMARY KEY (table_name,
+              column_name));
+            CREATE TABLE streams (fid INTEGER PRIMARY KEY AUTOINCREMENT, geom LINESTRING,
+              "order" INTEGER, upstream DOUBLE, outlet BOOLEAN, cells INTEGER, length DOUBLE);
+        """)
+        rows = [("Undefined cartesian SRS", -1, "NONE", -1, "undefined", None),
+                ("Undefined geographic SRS", 0, "NONE", 0, "undefined", None)]
+        if srs_id > 0:
+            rows.append((wkt.split('"')[1] if '"' in wkt else "dem", srs_id, org, code, wkt,
+                         None))
+        con.executemany("INSERT INTO gpkg_spatial_ref_sys VALUES (?,?,?,?,?,?)", rows)
+        allxy = np.concatenate([np.asarray(xy) for xy, _ in lines]) if lines else np.zeros((1, 2))
+        con.execute("INSERT INTO gpkg_contents (table_name, data_type, identifier, min_x, "
+                    "min_y, max_x, max_y, srs_id) VALUES (?,?,?,?,?,?,?,?)",
+                    ("streams", "features", "streams", float(allxy[:, 0].min()),
+                     float(allxy[:, 1].min()), float(allxy[:, 0].max()),
+                     float(allxy[:, 1].max()), srs_id))
+        con.execute("INSERT INTO gpkg_geometry_columns VALUES (?,?,?,?,?,?)",
+                    ("streams", "geom", "LINESTRING", srs_id, 0, 0))
+        con.executemany('INSERT INTO streams (geom, "order", upstream, outlet, cells, length) '
+                        "VALUES (?,?,?,?,?,?)",
+                        [(_gpkg_line(xy, srs_id), p["order"], p["upstream"], int(p["outlet"]),
+                          p["cells"], p["length"]) for xy, p in lines])
+        con.commit()
+    finally:
+        con.close()
+
+
+def watershed_command(args):
+    """``terrain watershed FLOW --outlet X,Y [--outlets FILE] [--snap D] -o OUT``."""
+    s = run_watershed(args.flow, args.output, args.outlet or (), args.outlets, args.snap,
+                      args.overwrite)
+    if args.json:
+        print(json.dumps(s, indent=2))
+    else:
+        print(f"watershed {s['output']}")
+        for o in s["outlets"]:
+            print(f"  label {o['label']}: outlet cell ({o['row']}, {o['col']}), "
+                  f"{o['cells']} cells, area {o['area']:.10g}")
+    return 0
+
+
+def streams_command(args):
+    """``terrain streams FLOW --threshold N -o streams.geojson|.gpkg``."""
+    s = run_streams(args.flow, args.output, args.threshold, args.overwrite)
+    if args.json:
+        print(json.dumps(s, indent=2))
+    else:
+        print(f"streams   {s['output']}: {s['links']} links, Strahler order up to "
+              f"{s['max_order']} (accumulation >= {s['threshold']:g}); coordinates: "
+              f"{s['coordinates']}")
+    return 0

@@ -1,0 +1,793 @@
+"""The CPU kernels (Numba) of depression filling: outlets, the forest of a block as a
+graph, the drain pass (min over sources of the path maximum, on a forest), the reduction
+of a block's forest to its ports, and the labels of the flooded regions.
+
+Conventions (:mod:`terrain.hydrology.fill` explains the algorithm):
+
+* A *halo block* is a window of the grid with one cell more on every side (cells outside
+  the grid: NaN elevation, mask 0); the kernels work on its inner cells, numbered
+  ``i * W + j`` (the *local* ids), and look at the halo only to find outlets (a NaN
+  neighbour) and the forest edges that leave the block.
+* The forest is the grid MST's direction-bit mask (:mod:`terrain.grid.mst`): bit 1 E,
+  2 S, 4 SE, 8 SW of the owning cell. An edge weighs ``max(z_u, z_v)`` (float32, exact).
+* A *source* value ``src[v]`` is the level at which ``v`` drains for sure (an outlet's
+  elevation, a port's final level), ``inf`` for none.
+"""
+
+import numba
+import numpy as np
+
+__all__ = ["outlets_cpu", "block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
+           "forest_reduce_cpu", "csr_from_edges_cpu", "flooded_labels_cpu", "first_cells_cpu",
+           "union_across_cpu", "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu",
+           "NB_DR", "NB_DC"]
+
+# neighbour k = E, SE, S, SW, W, NW, N, NE (cyclic order; the cardinal ones are even k)
+NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+NB_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+INF = np.float32(np.inf)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _forest_dirs(mh, i, j):
+    """Bit k set when the forest holds the edge from halo cell ``(i, j)`` to its neighbour
+    ``k`` (E, SE, S, SW, W, NW, N, NE); ``(i, j)`` must have all 8 neighbours in ``mh``."""
+    m = mh[i, j]
+    b = 0
+    if m & 1:
+        b |= 1
+    if m & 4:
+        b |= 2
+    if m & 2:
+        b |= 4
+    if m & 8:
+        b |= 8
+    if mh[i, j - 1] & 1:
+        b |= 16
+    if mh[i - 1, j - 1] & 4:
+        b |= 32
+    if mh[i - 1, j] & 2:
+        b |= 64
+    if mh[i - 1, j + 1] & 8:
+        b |= 128
+    return b
+
+
+@numba.njit(cache=True, nogil=True)
+def outlets_cpu(zh, step, out):
+    """``out[i, j] = 1`` for the inner cells of the halo block ``zh`` that are not NaN and
+    have a NaN neighbour (``step`` 1: the 8 neighbours, 2: the 4 cardinal ones): cells on
+    the grid's edge (the halo outside the grid is NaN) or beside nodata."""
+    H, W = out.shape
+    for i in range(H):
+        for j in range(W):
+            out[i, j] = 0
+            if np.isnan(zh[i + 1, j + 1]):
+                continue
+            for k in range(0, 8, step):
+                if np.isnan(zh[i + 1 + NB_DR[k], j + 1 + NB_DC[k]]):
+                    out[i, j] = 1
+                    break
+
+
+@numba.njit(cache=True, nogil=True)
+def block_forest_cpu(zh, mh):
+    """The forest inside a halo block as a graph, and the forest edges leaving it.
+
+    Returns ``indptr`` (int64, ``n + 1``), ``adj`` (int32 local ids), ``w`` (float32
+    weights) of the edges between inner cells, and the crossing edges: ``cp`` (int32 local
+    id inside), ``cq`` (int64 halo index ``hi * (W + 2) + hj`` outside), ``cw``."""
+    H, W = zh.shape[0] - 2, zh.shape[1] - 2
+    n = H * W
+    deg = np.zeros(n + 1, np.int64)
+    ncross = 0
+    for i in range(H):
+        for j in range(W):
+            b = _forest_dirs(mh, i + 1, j + 1)
+            if b == 0:
+                continue
+            for k in range(8):
+                if b & (1 << k):
+                    ii, jj = i + NB_DR[k], j + NB_DC[k]
+                    if 0 <= ii < H and 0 <= jj < W:
+                        deg[i * W + j + 1] += 1
+                    else:
+                        ncross += 1
+    indptr = np.cumsum(deg)
+    fill = indptr[:-1].copy()
+    adj = np.empty(indptr[n], np.int32)
+    w = np.empty(indptr[n], np.float32)
+    cp = np.empty(ncross, np.int32)
+    cq = np.empty(ncross, np.int64)
+    cw = np.empty(ncross, np.float32)
+    q = 0
+    for i in range(H):
+        for j in range(W):
+            b = _forest_dirs(mh, i + 1, j + 1)
+            if b == 0:
+                continue
+            zv = zh[i + 1, j + 1]
+            for k in range(8):
+                if b & (1 << k):
+                    ii, jj = i + NB_DR[k], j + NB_DC[k]
+                    zu = zh[ii + 1, jj + 1]
+                    wt = zv if zv >= zu else zu
+                    if 0 <= ii < H and 0 <= jj < W:
+                        v = i * W + j
+                        adj[fill[v]] = ii * W + jj
+                        w[fill[v]] = wt
+                        fill[v] += 1
+                    else:
+                        cp[q] = i * W + j
+                        cq[q] = (ii + 1) * (W + 2) + jj + 1
+                        cw[q] = wt
+                        q += 1
+    return indptr, adj, w, cp, cq, cw
+
+
+@numba.njit(cache=True, nogil=True)
+def csr_from_edges_cpu(n, eu, ev, ew):
+    """The undirected graph of edges ``(eu, ev, ew)`` on vertices ``0..n-1`` as CSR
+    (``indptr`` int64, ``adj`` int32, ``w`` float32)."""
+    m = eu.shape[0]
+    deg = np.zeros(n + 1, np.int64)
+    for e in range(m):
+        deg[eu[e] + 1] += 1
+        deg[ev[e] + 1] += 1
+    indptr = np.cumsum(deg)
+    fill = indptr[:-1].copy()
+    adj = np.empty(2 * m, np.int32)
+    w = np.empty(2 * m, np.float32)
+    for e in range(m):
+        a, b = eu[e], ev[e]
+        adj[fill[a]] = b
+        w[fill[a]] = ew[e]
+        fill[a] += 1
+        adj[fill[b]] = a
+        w[fill[b]] = ew[e]
+        fill[b] += 1
+    return indptr, adj, w
+
+
+@numba.njit(cache=True, nogil=True)
+def forest_dp_cpu(indptr, adj, w, src):
+    """``f[v] = min over sources s in v's tree of max(path maximum v..s, src[s])`` on a
+    forest (CSR), ``inf`` in a tree without a source.
+
+    Two passes over each tree in BFS order from its first vertex: up, every vertex's best
+    source below it (``g``); down, the best over the whole tree. O(V)."""
+    n = src.shape[0]
+    f = np.empty(n, np.float32)
+    g = src.copy()
+    seen = np.zeros(n, np.bool_)
+    order = np.empty(n, np.int32)
+    parent = np.empty(n, np.int32)
+    pw = np.empty(n, np.float32)
+    for s in range(n):
+        if seen[s]:
+            continue
+        seen[s] = True
+        if indptr[s + 1] == indptr[s]:  # alone
+            f[s] = g[s]
+            continue
+        head = 0
+        tail = 1
+        order[0] = s
+        parent[s] = -1
+        while head < tail:
+            v = order[head]
+            head += 1
+            for e in range(indptr[v], indptr[v + 1]):
+                u = adj[e]
+                if not seen[u]:
+                    seen[u] = True
+                    parent[u] = v
+                    pw[u] = w[e]
+                    order[tail] = u
+                    tail += 1
+        for t in range(tail - 1, 0, -1):  # up
+            v = order[t]
+            x = g[v] if g[v] >= pw[v] else pw[v]
+            p = parent[v]
+            if x < g[p]:
+                g[p] = x
+        f[s] = g[s]
+        for t in range(1, tail):  # down
+            v = order[t]
+            x = f[parent[v]]
+            if pw[v] > x:
+                x = pw[v]
+            f[v] = x if x < g[v] else g[v]
+    return f
+
+
+@numba.njit(cache=True, nogil=True)
+def drain_grid_cpu(zh, mh, src):
+    """:func:`forest_dp_cpu` over the forest of a halo block's inner cells, its neighbours
+    read from the mask (no graph built): the drain pass of a group and of the in-core
+    route. Each tree is walked depth first (a branch's cells lie near each other) and the
+    two passes run over arrays in walk order. ``src``: float32 per inner cell (row-major);
+    returns the levels likewise."""
+    H, W = zh.shape[0] - 2, zh.shape[1] - 2
+    n = H * W
+    f = np.empty(n, np.float32)
+    seen = np.zeros(n, np.bool_)
+    order = np.empty(n, np.int32)  # walk position -> cell
+    stack = np.empty(n, np.int32)
+    from_pos = np.empty(n, np.int32)  # cell -> its parent's walk position (while stacked)
+    ppos = np.empty(n, np.int32)  # walk position -> parent's walk position
+    pw = np.empty(n, np.float32)  # walk position -> weight of the edge to the parent
+    up = np.empty(n, np.float32)  # walk position -> pw while stacked (by cell), then g
+    wcell = np.empty(n, np.float32)
+    for s in range(n):
+        if seen[s]:
+            continue
+        seen[s] = True
+        si, sj = s // W, s % W
+        if _forest_dirs(mh, si + 1, sj + 1) == 0:
+            f[s] = src[s]
+            continue
+        top = 1
+        tail = 0
+        stack[0] = s
+        from_pos[s] = -1
+        wcell[s] = 0.0
+        while top > 0:
+            top -= 1
+            v = stack[top]
+            pos = tail
+            order[pos] = v
+            ppos[pos] = from_pos[v]
+            pw[pos] = wcell[v]
+            up[pos] = src[v]
+            tail += 1
+            i, j = v // W, v % W
+            b = _forest_dirs(mh, i + 1, j + 1)
+            zv = zh[i + 1, j + 1]
+            for k in range(8):
+                if b & (1 << k):
+                    ii, jj = i + NB_DR[k], j + NB_DC[k]
+                    if ii < 0 or ii >= H or jj < 0 or jj >= W:
+                        continue
+                    u = ii * W + jj
+                    if not seen[u]:
+                        seen[u] = True
+                        from_pos[u] = pos
+                        zu = zh[ii + 1, jj + 1]
+                        wcell[u] = zv if zv >= zu else zu
+                        stack[top] = u
+                        top += 1
+        for t in range(tail - 1, 0, -1):  # up: the best source below
+            x = up[t] if up[t] >= pw[t] else pw[t]
+            p = ppos[t]
+            if x < up[p]:
+                up[p] = x
+        f[order[0]] = up[0]
+        for t in range(1, tail):  # down: the best over the whole tree (up[] becomes f)
+            x = up[ppos[t]]
+            if pw[t] > x:
+                x = pw[t]
+            if x < up[t]:
+                up[t] = x
+            f[order[t]] = up[t]
+    return f
+
+
+@numba.njit(cache=True, nogil=True)
+def forest_reduce_cpu(indptr, adj, w, d, port, present):
+    """Reduce a forest with sources to its ports: what the levels above need.
+
+    ``d[v]``: the best level at which ``v`` drains inside the block (a source value);
+    ``port[v]``: ``v`` has a forest edge leaving the block; ``present[v]``: ``v`` is a
+    vertex (not nodata).
+
+    1. Dead ends (non-port vertices of degree 1) are peeled, repeatedly; each hands its
+       drain level to its neighbour: ``d[y] = min(d[y], max(w, d[x]))``. Trees without a
+       port vanish whole (they are final inside the block).
+    2. What remains has ports as leaves; the vertices kept are the ports and the branch
+       vertices (degree >= 3). Each maximal path through degree-2 non-ports becomes one
+       edge between its ends weighing the path's maximum, and every inner vertex's drain
+       level reaches both ends over its part of the path.
+
+    Minimax paths between kept vertices and to the sources are preserved exactly.
+    Returns ``kept`` (int32 local ids, ascending), their new ``dk`` and the edges ``ka``,
+    ``kb`` (indices into ``kept``), ``kw``.
+    """
+    n = d.shape[0]
+    dd = d.copy()
+    deg = np.zeros(n, np.int64)
+    for v in range(n):
+        deg[v] = indptr[v + 1] - indptr[v]
+    removed = np.zeros(n, np.bool_)
+    stack = np.empty(2 * n, np.int32)  # a vertex is pushed at degree 1 and again at 0
+    top = 0
+    for v in range(n):
+        if not present[v]:
+            removed[v] = True
+        elif not port[v] and deg[v] <= 1:
+            stack[top] = v
+            top += 1
+    while top > 0:
+        top -= 1
+        x = stack[top]
+        removed[x] = True
+        for e in range(indptr[x], indptr[x + 1]):
+            y = adj[e]
+            if removed[y]:
+                continue
+            val = dd[x] if dd[x] >= w[e] else w[e]
+            if val < dd[y]:
+                dd[y] = val
+            deg[y] -= 1
+            if not port[y] and deg[y] == 1:
+                stack[top] = y
+                top += 1
+            elif not port[y] and deg[y] == 0:  # the last vertex of a closed tree
+                stack[top] = y
+                top += 1
+    index = np.full(n, -1, np.int32)
+    nk = 0
+    for v in range(n):
+        if not removed[v] and (port[v] or deg[v] >= 3):
+            index[v] = nk
+            nk += 1
+    kept = np.empty(nk, np.int32)
+    dk = np.empty(nk, np.float32)
+    for v in range(n):
+        if index[v] >= 0:
+            kept[index[v]] = v
+    ka = np.empty(nk, np.int32)  # a forest on the kept vertices: fewer edges than them
+    kb = np.empty(nk, np.int32)
+    kw = np.empty(nk, np.float32)
+    m = 0
+    for t in range(nk):
+        a = kept[t]
+        best = dd[a]
+        for e in range(indptr[a], indptr[a + 1]):
+            prev = a
+            cur = adj[e]
+            if removed[cur]:
+                continue
+            mx = w[e]
+            while index[cur] < 0:  # an inner vertex of a path: degree 2, not a port
+                val = dd[cur] if dd[cur] >= mx else mx
+                if val < best:
+                    best = val
+                nxt = -1
+                nw = mx
+                for f in range(indptr[cur], indptr[cur + 1]):
+                    y = adj[f]
+                    if y != prev and not removed[y]:
+                        nxt = y
+                        nw = w[f]
+                        break
+                if nw > mx:
+                    mx = nw
+                prev = cur
+                cur = nxt
+            if a < cur:
+                ka[m] = t
+                kb[m] = index[cur]
+                kw[m] = mx
+                m += 1
+        dk[t] = best
+    return kept, dk, ka[:m], kb[:m], kw[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@numba.njit(cache=True, nogil=True)
+def flooded_labels_cpu(flooded, step):
+    """Connected components of the ``flooded`` cells (``step`` 1: 8-connected, 2: 4-),
+    numbered 1, 2, ... in the row-major order of their first cell; 0 elsewhere (int32).
+    Union-find with the smaller index as root, so a root is its component's first cell."""
+    H, W = flooded.shape
+    n = H * W
+    parent = np.arange(n).astype(np.int64)
+    for i in range(H):
+        for j in range(W):
+            if not flooded[i, j]:
+                continue
+            v = i * W + j
+            for k in range(4, 8, step):  # W, NW, N, NE: the neighbours already seen
+                ii, jj = i + NB_DR[k], j + NB_DC[k]
+                if 0 <= ii < H and 0 <= jj < W and flooded[ii, jj]:
+                    a = _find(parent, v)
+                    b = _find(parent, ii * W + jj)
+                    if a < b:
+                        parent[b] = a
+                    elif b < a:
+                        parent[a] = b
+    out = np.zeros((H, W), np.int32)
+    ids = np.zeros(n, np.int32)
+    nxt = 0
+    for i in range(H):
+        for j in range(W):
+            if not flooded[i, j]:
+                continue
+            v = i * W + j
+            r = _find(parent, v)
+            if r == v:
+                nxt += 1
+                ids[v] = nxt
+            out[i, j] = ids[r]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def first_cells_cpu(labels, nlab):
+    """Local id (row-major in the block) of the first cell of each label 1..nlab."""
+    H, W = labels.shape
+    first = np.full(nlab + 1, -1, np.int64)
+    for i in range(H):
+        for j in range(W):
+            lab = labels[i, j]
+            if lab > 0 and first[lab] < 0:
+                first[lab] = i * W + j
+    return first
+
+
+@numba.njit(cache=True, nogil=True)
+def union_across_cpu(cells, keys, child, ncols, step):
+    """Join the components of flooded border cells of a node's children that touch across
+    the separators: ``cells`` (sorted global ids), ``keys`` (their component's key, the
+    global id of its first cell), ``child`` (which child reported the cell). Returns the
+    resolved key of every cell (the smallest key of its joined component)."""
+    m = cells.shape[0]
+    uk = np.unique(keys)
+    parent = np.arange(uk.shape[0])
+    kidx = np.searchsorted(uk, keys)
+    for a in range(m):
+        r = cells[a] // ncols
+        c = cells[a] - r * ncols
+        for k in range(0, 8, step):
+            rr, cc = r + NB_DR[k], c + NB_DC[k]
+            if rr < 0 or cc < 0 or cc >= ncols:
+                continue
+            nb = rr * ncols + cc
+            b = np.searchsorted(cells, nb)
+            if b < m and cells[b] == nb and child[b] != child[a]:
+                x = _find(parent, kidx[a])
+                y = _find(parent, kidx[b])
+                if x < y:
+                    parent[y] = x
+                elif y < x:
+                    parent[x] = y
+    out = np.empty(m, np.int64)
+    for a in range(m):
+        out[a] = uk[_find(parent, kidx[a])]
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def forest_edges_cpu(mask, step):
+    """The forest's edges from its mask: ``(u, v, id)`` (int64) with ``id = 4 u + d``,
+    d: E=0, S=1, SE=2, SW=3 (the grid MST's ids)."""
+    H, W = mask.shape
+    m = 0
+    for i in range(H):
+        for j in range(W):
+            b = mask[i, j]
+            while b:
+                m += b & 1
+                b >>= 1
+    u = np.empty(m, np.int64)
+    v = np.empty(m, np.int64)
+    ids = np.empty(m, np.int64)
+    dr = (0, 1, 1, 1)
+    dc = (1, 0, 1, -1)
+    q = 0
+    for i in range(H):
+        for j in range(W):
+            b = mask[i, j]
+            for d in range(4):
+                if b & (1 << d):
+                    u[q] = i * W + j
+                    v[q] = (i + dr[d]) * W + j + dc[d]
+                    ids[q] = 4 * u[q] + d
+                    q += 1
+    return u, v, ids
+
+
+@numba.njit(cache=True, nogil=True)
+def hierarchy_cpu(z, eu, ev, ew, drained0):
+    """The depression hierarchy: Kruskal over the forest's edges in ``(weight, id)`` order
+    (given sorted), the outlets drained from the start (their edge to the outside weighs
+    their own elevation, no more than any of their edges).
+
+    A component of the sublevel set is a *depression* once it meets another component, or
+    drains, at a level above its lowest cell (its pit; ties: the lower cell id). Two
+    depressions meeting make a new one (their parent) at that level; a depression meeting
+    a drained component spills there (parent 0: outside). Node ``k`` (1-based, in the order
+    the nodes are made) has ``pit`` (cell), ``pit_z``, ``spill`` (its spill level: where
+    it merges or drains; inf if never), ``parent``, ``left``, ``right``, ``cells`` (cells
+    at or below its spill level: the cells it floods, sub-depressions included) and
+    ``volume`` (sum of ``spill - z`` over them)."""
+    n = z.shape[0]
+    parent = np.arange(n)
+    size = np.ones(n, np.int64)
+    sumz = z.astype(np.float64)
+    pit = np.arange(n)
+    node = np.full(n, -1, np.int64)
+    drained = drained0.copy()
+    cap = 16
+    k = 0
+    n_pit = np.empty(cap, np.int64)
+    n_pitz = np.empty(cap, np.float32)
+    n_spill = np.empty(cap, np.float32)
+    n_parent = np.empty(cap, np.int64)
+    n_left = np.empty(cap, np.int64)
+    n_right = np.empty(cap, np.int64)
+    n_cells = np.empty(cap, np.int64)
+    n_vol = np.empty(cap, np.float64)
+    for e in range(eu.shape[0]):
+        a = _find(parent, eu[e])
+        b = _find(parent, ev[e])
+        if a == b:
+            continue
+        level = ew[e]
+        ids = np.empty(2, np.int64)
+        deep = np.zeros(2, np.bool_)
+        for t in range(2):
+            x = a if t == 0 else b
+            deep[t] = (not drained[x]) and z[pit[x]] < level
+            if deep[t] and node[x] < 0:  # a new leaf
+                if k == cap:
+                    cap *= 2
+                    n_pit = np.concatenate((n_pit, n_pit))
+                    n_pitz = np.concatenate((n_pitz, n_pitz))
+                    n_spill = np.concatenate((n_spill, n_spill))
+                    n_parent = np.concatenate((n_parent, n_parent))
+                    n_left = np.concatenate((n_left, n_left))
+                    n_right = np.concatenate((n_right, n_right))
+                    n_cells = np.concatenate((n_cells, n_cells))
+                    n_vol = np.concatenate((n_vol, n_vol))
+                n_pit[k] = pit[x]
+                n_pitz[k] = z[pit[x]]
+                n_spill[k] = np.inf
+                n_parent[k] = 0
+                n_left[k] = 0
+                n_right[k] = 0
+                n_cells[k] = 0
+                n_vol[k] = 0.0
+                k += 1
+                node[x] = k
+            ids[t] = node[x]
+        new = -1
+        spills = (deep[0] and deep[1]) or drained[a] or drained[b]
+        if spills:  # each deep side ends here: it merges with the other, or drains
+            for t in range(2):
+                if deep[t]:
+                    x = a if t == 0 else b
+                    q = ids[t] - 1
+                    n_spill[q] = level
+                    n_cells[q] = size[x]
+                    n_vol[q] = size[x] * np.float64(level) - sumz[x]
+        if deep[0] and deep[1]:
+            if k == cap:
+                cap *= 2
+                n_pit = np.concatenate((n_pit, n_pit))
+                n_pitz = np.concatenate((n_pitz, n_pitz))
+                n_spill = np.concatenate((n_spill, n_spill))
+                n_parent = np.concatenate((n_parent, n_parent))
+                n_left = np.concatenate((n_left, n_left))
+                n_right = np.concatenate((n_right, n_right))
+                n_cells = np.concatenate((n_cells, n_cells))
+                n_vol = np.concatenate((n_vol, n_vol))
+            k += 1
+            new = k
+            n_left[k - 1] = ids[0]
+            n_right[k - 1] = ids[1]
+            n_parent[k - 1] = 0
+            n_spill[k - 1] = np.inf
+            n_cells[k - 1] = 0
+            n_vol[k - 1] = 0.0
+            n_parent[ids[0] - 1] = k
+            n_parent[ids[1] - 1] = k
+        elif deep[0] and not spills:
+            new = ids[0]  # a depression swallowing a shallow component
+        elif deep[1] and not spills:
+            new = ids[1]
+        # union (the smaller pit (z, cell) is the pit of the union)
+        pa, pb = pit[a], pit[b]
+        low = pa if (z[pa] < z[pb] or (z[pa] == z[pb] and pa < pb)) else pb
+        if size[a] < size[b]:
+            a, b = b, a
+        parent[b] = a
+        size[a] += size[b]
+        sumz[a] += sumz[b]
+        pit[a] = low
+        dr = drained[a] or drained[b]
+        drained[a] = dr
+        if new >= 1 and deep[0] and deep[1]:
+            n_pit[new - 1] = low
+            n_pitz[new - 1] = z[low]
+        node[a] = -1 if dr else new
+    for x in range(n):  # depressions that never drain (no outlet reachable)
+        if parent[x] == x and node[x] >= 1:
+            n_cells[node[x] - 1] = size[x]
+            n_vol[node[x] - 1] = np.nan
+    return (n_pit[:k], n_pitz[:k], n_spill[:k], n_parent[:k], n_left[:k], n_right[:k],
+            n_cells[:k], n_vol[:k])
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _up(x):
+    """The float32 after ``x`` towards +inf (C's ``nextafterf(x, INFINITY)``)."""
+    return np.nextafter(x, np.float32(np.inf))
+
+
+# libstdc++'s binary heap (std::push_heap / std::pop_heap under std::greater on the
+# elevation alone), step for step: RichDEM's queue of GridCellZ<float> compares z only, so
+# the order among equal elevations -- which decides its epsilon fill's ulps -- is this
+# heap's.
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sift_up(hz, hc, hole, top, vz, vc):
+    parent = (hole - 1) // 2
+    while hole > top and hz[parent] > vz:
+        hz[hole] = hz[parent]
+        hc[hole] = hc[parent]
+        hole = parent
+        parent = (hole - 1) // 2
+    hz[hole] = vz
+    hc[hole] = vc
+
+
+@numba.njit(cache=True, nogil=True)
+def _std_push(hz, hc, size, vz, vc):
+    _sift_up(hz, hc, size, 0, vz, vc)
+    return size + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _std_pop(hz, hc, size):
+    """Pop the top into slot ``size - 1`` (as std::pop_heap) and return the new size."""
+    last = size - 1
+    if last > 0:
+        vz, vc = hz[last], hc[last]
+        hz[last], hc[last] = hz[0], hc[0]
+        n = last  # __adjust_heap(first, 0, n, value)
+        hole = 0
+        child = 0
+        while child < (n - 1) // 2:
+            child = 2 * (child + 1)
+            if hz[child] > hz[child - 1]:
+                child -= 1
+            hz[hole] = hz[child]
+            hc[hole] = hc[child]
+            hole = child
+        if (n & 1) == 0 and child == (n - 2) // 2:
+            child = 2 * (child + 1)
+            hz[hole] = hz[child - 1]
+            hc[hole] = hc[child - 1]
+            hole = child - 1
+        _sift_up(hz, hc, hole, 0, vz, vc)
+    return last
+
+
+@numba.njit(cache=True, nogil=True)
+def epsilon_fill_cpu(z, seeds, seed_nodata, ndr, ndc, named):
+    """RichDEM's Priority-Flood+epsilon (Barnes, Lehman & Mulla 2014,
+    ``PriorityFloodEpsilon_Barnes2014``), step for step: a priority queue (libstdc++'s heap)
+    of cells at their own elevation and a FIFO "pit" queue of cells raised to the float32
+    after their raiser's level; a popped cell raises each unvisited neighbour no higher
+    than that next float to it (into the pit queue), or queues it at its own elevation.
+    Its order among equal elevations is RichDEM's, and so are the ulps.
+
+    ``seeds``: the cells queued first, in RichDEM's order (the grid's edge: top and bottom
+    rows column by column, then the left and right columns), then the cells of nodata
+    holes not joined to the edge (so that cells beside nodata drain, as in the exact
+    fill); ``seed_nodata`` marks the nodata ones (queued at -inf, RichDEM's "nodata below
+    every elevation"). Nodata cells are crossed through the pit queue as RichDEM crosses
+    them; with ``named`` outlets they are never entered. Neighbours: RichDEM's order (W,
+    NW, N, NE, E, SE, S, SW; D4: W, N, E, S). Cells never reached keep ``inf``."""
+    H, W = z.shape
+    n = H * W
+    zf = z.ravel()
+    e = np.full(n, np.inf, np.float32)
+    closed = np.zeros(n, np.bool_)
+    hz = np.empty(seeds.shape[0] + n + 1, np.float32)
+    hc = np.empty(seeds.shape[0] + n + 1, np.int64)
+    qz = np.empty(n + 1, np.float32)
+    qc = np.empty(n + 1, np.int64)
+    size = 0
+    head = 0
+    tail = 0
+    inf = np.float32(np.inf)
+    ninf = np.float32(-np.inf)
+    for t in range(seeds.shape[0]):
+        c = seeds[t]
+        v = ninf if seed_nodata[t] else zf[c]
+        if not seed_nodata[t]:
+            e[c] = zf[c]
+        closed[c] = True
+        size = _std_push(hz, hc, size, v, c)
+    while size > 0 or head < tail:
+        if head < tail and size > 0 and hz[0] == qz[head]:
+            size = _std_pop(hz, hc, size)
+            cz, c = hz[size], hc[size]
+        elif head < tail:
+            cz, c = qz[head], qc[head]
+            head += 1
+        else:
+            size = _std_pop(hz, hc, size)
+            cz, c = hz[size], hc[size]
+        i = c // W
+        j = c - i * W
+        nxt = np.nextafter(cz, inf)
+        for k in range(ndr.shape[0]):
+            ii, jj = i + ndr[k], j + ndc[k]
+            if ii < 0 or ii >= H or jj < 0 or jj >= W:
+                continue
+            u = ii * W + jj
+            if closed[u]:
+                continue
+            zu = zf[u]
+            if np.isnan(zu):
+                if named:
+                    continue
+                closed[u] = True
+                qz[tail] = ninf
+                qc[tail] = u
+                tail += 1
+                continue
+            closed[u] = True
+            if zu <= nxt:
+                e[u] = nxt
+                qz[tail] = nxt
+                qc[tail] = u
+                tail += 1
+            else:
+                e[u] = zu
+                size = _std_push(hz, hc, size, zu, u)
+    return e
+
+
+
+@numba.njit(cache=True, nogil=True)
+def join_bands_cpu(labels, cuts, offsets, total, step):
+    """Join the band-wise labels of :func:`flooded_labels_cpu` (bands ``cuts[k]:cuts[k+1]``,
+    band ``k``'s labels offset by ``offsets[k]`` into one numbering of ``total`` parts)
+    across the band borders, and number the joined regions 1, 2, ... in the order of their
+    first part (band, then label): the row-major order of their first cells. Returns the
+    new id of every part (index = global part id, 0 unused)."""
+    parent = np.arange(total + 1)
+    H, W = labels.shape
+    for k in range(1, cuts.shape[0] - 1):
+        r = cuts[k]  # the first row of band k; r - 1 the last of band k - 1
+        for j in range(W):
+            a = labels[r, j]
+            if a == 0:
+                continue
+            for dc in range(-1, 2):
+                if step == 2 and dc != 0:
+                    continue
+                jj = j + dc
+                if jj < 0 or jj >= W:
+                    continue
+                b = labels[r - 1, jj]
+                if b == 0:
+                    continue
+                x = _find(parent, a + offsets[k])
+                y = _find(parent, b + offsets[k - 1])
+                if x < y:
+                    parent[y] = x
+                elif y < x:
+                    parent[x] = y
+    ids = np.zeros(total + 1, np.int32)
+    nxt = 0
+    for p in range(1, total + 1):
+        root = _find(parent, p)
+        if root == p:
+            nxt += 1
+            ids[p] = nxt
+        else:
+            ids[p] = ids[root]
+    return ids

@@ -1,0 +1,154 @@
+"""The GPU side of :mod:`terrain.hydrology.flow`: the ``_flow.cu`` kernels behind the same
+calls as the CPU table (NumPy blocks in, NumPy blocks out), so the drivers are shared and
+the results are the CPU's bits (``tests/hydrology/test_flow_gpu.py``).
+
+The flats' BFS is a relaxation to its fixed point over the list of flat cells (the BFS
+distances from the seeds, whatever the order of the updates); components are labelled by
+min-index propagation with pointer jumping and renumbered in row-major order of their first
+cell (the CPU's numbering); the accumulation walks down from every source cell, the last
+arrival at a confluence going on (``_flow.cu``), and the exits come by pointer jumping.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["GpuKernels"]
+
+_BLOCK = 256
+_INF = 2**31 - 1
+_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1])
+_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1])
+
+
+class GpuKernels:
+    """The ``_flow.cu`` kernels of one backend."""
+
+    def __init__(self, backend):
+        self.be = backend
+        self.cp = backend.xp
+        self.mod = backend.cuda_module(Path(__file__).with_name("_flow.cu"))
+
+    def _launch(self, name, n, *args):
+        grid = (max(1, (int(n) + _BLOCK - 1) // _BLOCK),)
+        self.mod.get_function(name)(grid, (_BLOCK,), args)
+
+    def classify(self, zp, op, edge_outlets, dist, step):
+        cp = self.cp
+        R, C = zp.shape
+        z = cp.asarray(zp, cp.float32)
+        o = cp.asarray(op, cp.uint8) if op is not None else cp.zeros(1, cp.uint8)
+        code = cp.full((R, C), 255, cp.uint8)
+        self._launch("classify", R * C, z, o, np.int32(op is not None),
+                     np.int32(bool(edge_outlets)), cp.asarray(dist, cp.float64),
+                     np.int32(step), np.int32(R), np.int32(C), code)
+        return code.get()
+
+    def _flat_cells(self, code_d, R, C):
+        cp = self.cp
+        inner = cp.zeros((R, C), bool)
+        inner[2:R - 2, 2:C - 2] = True
+        return cp.flatnonzero(inner.ravel() & (code_d.ravel() == 254)).astype(cp.int64)
+
+    def flat_distances(self, zp, code, halo_a, halo_t, step):
+        cp = self.cp
+        R, C = zp.shape
+        z = cp.asarray(zp, cp.float32)
+        code_d = cp.asarray(code)
+        cells = self._flat_cells(code_d, R, C)
+        changed = cp.zeros(1, cp.int32)
+        out = []
+        for which, halo in ((0, halo_a), (1, halo_t)):
+            dist = cp.empty((R, C), cp.int32)
+            self._launch("flat_seed", R * C, z, code_d, cp.asarray(halo, cp.int32),
+                         np.int32(which), np.int32(step), np.int32(R), np.int32(C), dist)
+            while cells.size:
+                changed.fill(0)
+                self._launch("flat_relax", cells.size, cells, np.int64(cells.size), code_d,
+                             np.int32(step), np.int32(C), dist, changed)
+                if not int(changed.get()[0]):
+                    break
+            out.append(dist.get())
+        return out[0], out[1]
+
+    def flat_labels(self, code, away, step):
+        cp = self.cp
+        R, C = code.shape
+        code_d = cp.asarray(code)
+        cells = self._flat_cells(code_d, R, C)
+        label = cp.arange(R * C, dtype=cp.int32)
+        changed = cp.zeros(1, cp.int32)
+        while cells.size:
+            changed.fill(0)
+            self._launch("label_min", cells.size, cells, np.int64(cells.size), code_d,
+                         np.int32(step), np.int32(R), np.int32(C), label, changed)
+            self._launch("label_jump", cells.size, cells, np.int64(cells.size), label)
+            if not int(changed.get()[0]):
+                break
+        roots = label[cells]
+        uniq = cp.unique(roots)  # sorted: row-major order of each component's first cell
+        lab = cp.searchsorted(uniq, roots).astype(cp.int32) + 1
+        labels = cp.zeros(R * C, cp.int32)
+        labels[cells] = lab
+        a = cp.asarray(away).ravel()[cells]
+        a = cp.where(a < _INF, a, 0).astype(cp.int32)
+        maxa = cp.zeros(int(uniq.size) + 1, cp.int32)
+        cp.maximum.at(maxa, lab, a)
+        return labels.reshape(R, C).get(), maxa.get()
+
+    def flat_directions(self, zp, code, away, towards, labels, height, step):
+        cp = self.cp
+        R, C = zp.shape
+        out = cp.asarray(code).copy()
+        self._launch("flat_directions", R * C, cp.asarray(zp, cp.float32), cp.asarray(code),
+                     cp.asarray(away, cp.int32), cp.asarray(towards, cp.int32),
+                     cp.asarray(labels, cp.int32), cp.asarray(height, cp.int32),
+                     np.int32(step), np.int32(R), np.int32(C), out)
+        return out.get()
+
+    def accumulate(self, dp, weights, ext):
+        cp = self.cp
+        R, C = dp.shape
+        d = cp.asarray(dp, cp.uint8)
+        indeg = cp.zeros((R, C), cp.uint32)
+        err = cp.zeros(1, cp.int32)
+        self._launch("indegree", R * C, d, np.int32(R), np.int32(C), indeg, err)
+        inner = cp.zeros((R, C), bool)
+        inner[1:R - 1, 1:C - 1] = True
+        sources = cp.flatnonzero(inner.ravel() & (d.ravel() != 255)
+                                 & (indeg.ravel() == 0)).astype(cp.int64)
+        acc = cp.full((R, C), cp.nan, cp.float64)
+        done = cp.zeros(1, cp.uint64)
+        w = (cp.asarray(weights, cp.float64) if weights is not None
+             else cp.zeros(1, cp.float64))
+        self._launch("accumulate", sources.size, d, w, np.int32(weights is not None),
+                     cp.asarray(ext, cp.float64), sources, np.int64(sources.size),
+                     np.int32(R), np.int32(C), indeg, acc, done)
+        return acc.get(), None, int(done.get()[0]), int(err.get()[0])
+
+    def exits(self, dp, order, done, out_index):
+        """Pointer jumping to each interior cell's terminal: an out-edge's tail (its index)
+        or an outlet (-1)."""
+        cp = self.cp
+        R, C = dp.shape
+        d = cp.asarray(dp).ravel()
+        idx = cp.arange(R * C, dtype=cp.int64)
+        k = cp.full(R * C, -1, cp.int64)
+        for q in range(8):
+            k[d == (1 << q)] = q
+        nxt = idx + cp.asarray(_DR)[cp.maximum(k, 0)] * C + cp.asarray(_DC)[cp.maximum(k, 0)]
+        oi = cp.asarray(out_index).ravel()
+        inner = cp.zeros((R, C), bool)
+        inner[1:R - 1, 1:C - 1] = True
+        terminal = (k < 0) | (oi >= 0) | ~inner.ravel()
+        val = cp.where(oi >= 0, oi, -1)
+        nxt = cp.where(terminal, -1, nxt)
+        while True:
+            active = cp.flatnonzero(nxt >= 0)
+            if active.size == 0:
+                break
+            p = nxt[active]
+            ends = nxt[p] < 0
+            val[active[ends]] = val[p[ends]]
+            nxt[active] = cp.where(ends, -1, nxt[p])
+        return val.reshape(R, C).get()

@@ -1,0 +1,879 @@
+"""Exact depression filling from the grid's minimum spanning forest, in core or tiled.
+
+The spill elevation
+-------------------
+Water in a cell leaves the grid at an *outlet*: by default a cell on the grid's edge or
+beside nodata (a neighbour in the chosen connectivity is NaN or outside the grid); with
+``outlets`` given, exactly the named cells. The level to which a cell floods -- its *spill
+elevation*, what priority-flood depression filling computes (Barnes, Lehman & Mulla 2014;
+RichDEM's ``FillDepressions(epsilon=False)``) -- is the least, over all paths from the cell
+to an outlet, of the highest elevation on the path:
+
+    filled(c) = min over paths c = p0, ..., pk (pk an outlet) of max z(pi).
+
+With edge weights ``max(z_u, z_v)`` that is a minimax path, and a minimum spanning forest
+holds a minimax path between any two cells of a tree. So with ``F`` the grid MSF (terrain's
+grid MST, weight ``max``: :func:`terrain.grid.mst.grid_mst`), ``filled(c)`` is the least,
+over the outlets ``b`` of ``c``'s tree, of the largest weight on the forest path from ``c``
+to ``b`` (and ``z(c)`` when ``c`` is an outlet). Adding a vertex "outside" joined to every
+outlet with weight ``z(b)`` gives the same number (the path's last edge already weighs at
+least ``z(b)``), so nothing in the MST changes: the outlets are the *sources* of a pass
+over the forest (:func:`terrain.hydrology._fill_cpu.forest_dp_cpu`: per tree, up then
+down in BFS order, O(cells)). Every value is one of the input's float32 elevations, chosen
+by comparisons only: the result is exact, and the same whichever minimum forest (tie
+order, tile size, backend) produced it.
+
+A cell from which no outlet can be reached (only with ``outlets`` given: a region cut off
+by nodata with no named outlet) keeps its elevation and is counted as ``undrained``.
+
+Outputs: ``filled`` (float32, NaN = nodata), ``depth = filled - z`` (float32, 0 where not
+flooded), ``depression`` (int32): the connected regions (in the chosen connectivity) of
+flooded cells (``depth > 0``) numbered 1, 2, ... in the row-major order of their first
+cell, 0 elsewhere. Two neighbouring flooded cells always share one level, so a region is
+one lake at one level; the numbering depends on nothing but the result.
+
+Tiled (out of core)
+-------------------
+The forest's mask and the DEM are read group by group (a quadtree node of tiles, a shard of
+the store) along the one quadtree walk of :mod:`terrain.tiles.quadtree`:
+
+* up, a group reduces its part of the forest to its *ports* (cells with a forest edge
+  leaving the group) with the best level at which each drains inside the group
+  (:func:`terrain.hydrology._fill_cpu.forest_reduce_cpu`: dead ends peeled into their
+  neighbours, paths contracted to their maximum); a node merges its children's reduced
+  forests with the forest edges between them (a forest again) and reduces it to its own
+  ports;
+* at the root the merged forest holds every port's final level (the drain pass over it);
+  down, each node gives its children the final levels of their kept vertices, and a group
+  runs the drain pass over its own forest with its outlets and those levels as sources.
+
+Every level is exact (minimax over a forest); a group holds its block, a node
+O(perimeter) vertices. The answer is the in-core one, bit for bit, for every tile size.
+"""
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backend import get_backend
+from ..errors import InputError
+from ..grid.edges import check_connectivity
+from . import _fill_cpu as K
+
+__all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
+           "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
+           "fits_on_device",
+           "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
+           "fill_merge", "fill_split", "fill_leaf_down", "label_border", "label_merge",
+           "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled"]
+
+
+@dataclass
+class FillResult:
+    """The filled DEM and what comes with it.
+
+    Attributes
+    ----------
+    filled : (rows, cols) float32
+        Spill elevations, NaN = nodata.
+    depth : (rows, cols) float32
+        ``filled - z`` (0 outside the depressions, NaN = nodata).
+    depression : (rows, cols) int32
+        The lake a cell lies in, numbered in the row-major order of the lakes' first
+        cells, 0 outside any.
+    stats : dict
+        ``cells``, ``outlets``, ``flooded``, ``depressions``, ``undrained``, ``max_depth``,
+        ``connectivity``, ``backend``, ``path``, ``times``.
+    hierarchy : dict or None
+        The depression hierarchy's columns (:func:`depression_hierarchy`), when asked for.
+    sinks : int64 array or None
+        With ``min_depth``/``min_area``: the flat indices of the kept pits (they drain).
+    """
+
+    filled: np.ndarray
+    depth: np.ndarray
+    depression: np.ndarray
+    stats: dict = field(default_factory=dict)
+    hierarchy: dict = None
+    sinks: np.ndarray = None
+
+
+def _step(connectivity):
+    return 1 if check_connectivity(connectivity) == 8 else 2
+
+
+def _halo(a, fill):
+    """``a`` with one cell more on every side, holding ``fill``."""
+    out = np.full((a.shape[0] + 2, a.shape[1] + 2), fill, a.dtype)
+    out[1:-1, 1:-1] = a
+    return out
+
+
+def outlet_cells(z, connectivity=8, outlets=None):
+    """The outlet mask (uint8, 1 = outlet) of DEM ``z``: the cells on the grid's edge or
+    beside nodata (a neighbour in ``connectivity`` is NaN or outside the grid), or with
+    ``outlets`` (a mask of the grid's shape) exactly its non-zero cells that are not nodata.
+
+    >>> outlet_cells(np.ones((3, 3), np.float32)).tolist()
+    [[1, 1, 1], [1, 0, 1], [1, 1, 1]]
+    """
+    z = np.asarray(z, np.float32)
+    if outlets is not None:
+        o = np.asarray(outlets)
+        if o.shape != z.shape:
+            raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
+                             f"{z.shape[0]} x {z.shape[1]}")
+        return ((o != 0) & ~np.isnan(z)).astype(np.uint8)
+    nan = np.isnan(_halo(z, np.float32(np.nan)))
+    H, W = z.shape
+    near = np.zeros(z.shape, np.bool_)
+    for k in range(0, 8, _step(connectivity)):
+        dr, dc = int(K.NB_DR[k]), int(K.NB_DC[k])
+        near |= nan[1 + dr:1 + dr + H, 1 + dc:1 + dc + W]
+    return (near & ~nan[1:-1, 1:-1]).view(np.uint8)
+
+
+def depression_labels(flooded, connectivity=8):
+    """Connected regions of ``flooded`` cells numbered 1, 2, ... in the row-major order
+    of their first cell (int32, 0 elsewhere). A tall grid is labelled in bands on threads
+    and the bands joined across their borders (:func:`terrain.hydrology._fill_cpu.join_bands_cpu`).
+
+    >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
+    [[1, 0, 2], [0, 3, 0]]
+    """
+    flooded = np.ascontiguousarray(flooded, np.bool_)
+    step = _step(connectivity)
+    threads = min(os.cpu_count() or 1, flooded.shape[0] // 256)
+    if threads < 2:
+        return K.flooded_labels_cpu(flooded, step)
+    # bands labelled on threads (the kernel releases the GIL), then joined across borders
+    from concurrent.futures import ThreadPoolExecutor
+    cuts = np.linspace(0, flooded.shape[0], 4 * threads + 1).astype(np.int64)
+    with ThreadPoolExecutor(threads) as pool:
+        parts = list(pool.map(lambda k: K.flooded_labels_cpu(flooded[cuts[k]:cuts[k + 1]],
+                                                             step), range(len(cuts) - 1)))
+    labels = np.concatenate(parts)
+    counts = np.array([int(p.max(initial=0)) for p in parts], np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ids = K.join_bands_cpu(labels, cuts, offsets, int(counts.sum()), step)
+    for k in range(len(parts)):  # band k's labels -> the joined ids
+        band = labels[cuts[k]:cuts[k + 1]]
+        band[...] = np.where(band > 0, ids[np.where(band > 0, band + offsets[k], 0)], 0)
+    return labels
+
+
+def _drain_block(zh, mh, src):
+    """The drain pass over the forest of a halo block (inner cells), from ``src``
+    (float32 per inner cell, ``inf`` = not a source): the level of every inner cell,
+    ``inf`` where its tree inside the block has no source."""
+    return K.drain_grid_cpu(zh, mh, np.ascontiguousarray(src, np.float32).ravel())
+
+
+class _CpuOps:
+    """The CPU's forest and drain pass: the grid MST's tiled Borůvka (its best CPU path),
+    then the two-pass drain over the forest in BFS order. The forest does not depend on
+    the outlets, so a second drain (kept pits as outlets, ``min_depth``) reuses it."""
+
+    name = "cpu"
+
+    def __init__(self, be):
+        self.be = be
+        self.mask = None
+
+    def forest(self, z, connectivity, tile):
+        if self.mask is None:
+            from ..grid.mst import grid_mst
+            self.mask = grid_mst(z, connectivity, "max", tile, self.be).mask
+        return self.mask
+
+    def levels(self, z, outlet, connectivity, tile):
+        mask = self.forest(z, connectivity, tile)
+        src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32)
+        f = _drain_block(_halo(z, np.float32(np.nan)), _halo(mask, np.uint8(0)), src)
+        return f.reshape(z.shape)
+
+
+class _GpuOps:
+    """The GPU's twin: the whole-grid Borůvka with the outlets seeded as one supervertex,
+    so every tree of the forest holds exactly one outlet, then the trees rooted at their
+    outlets (Euler tours) and the path maxima to the roots by pointer jumping
+    (:mod:`terrain.hydrology._fill_gpu`, ``_fill.cu``). The levels are the CPU's, bit for
+    bit (they are the unique minimax values)."""
+
+    name = "gpu"
+
+    def __init__(self, be):
+        self.be = be
+
+    def forest(self, z, connectivity, tile):  # the plain forest (the hierarchy's)
+        from ..grid.mst import grid_mst
+        return grid_mst(z, connectivity, "max", tile, self.be).mask
+
+    def levels(self, z, outlet, connectivity, tile):
+        from ._fill_gpu import device_levels
+        return self.be.to_numpy(device_levels(z, outlet, connectivity, self.be))
+
+
+def fits_on_device(shape, backend=None):
+    """True when the in-core fill of a grid of ``shape`` fits the GPU's free memory
+    (:func:`terrain.hydrology._fill_gpu.fits_on_device`); False on the CPU."""
+    if not get_backend(backend).is_gpu:
+        return False
+    from ._fill_gpu import fits_on_device as fits
+    return fits(shape, backend)
+
+
+def _ops(be):
+    return be.select(_CpuOps, _GpuOps)(be)
+
+
+def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_depth=None,
+                     min_area=None, hierarchy=False, tile=512, backend=None):
+    """Fill every depression of ``dem`` to its spill elevation (module docstring), in core.
+
+    Parameters
+    ----------
+    dem : (rows, cols) array, NaN = nodata
+    connectivity : {4, 8}
+        How water moves between cells (D4 or D8), for the forest and for "beside nodata".
+    outlets : (rows, cols) array, optional
+        Non-zero cells are the outlets (instead of the grid's edge and nodata).
+    epsilon : bool
+        RichDEM's epsilon fill: every flooded or flat cell raised by the smallest float32
+        steps so that it drains (:func:`terrain.hydrology._fill_cpu.epsilon_fill_cpu`).
+    min_depth, min_area : float, int, optional
+        Persistence simplification: keep the depressions at least ``min_depth`` deep and
+        of at least ``min_area`` cells (their pits drain), fill the others
+        (:func:`kept_pits`).
+    hierarchy : bool
+        Also return the depression hierarchy (:func:`depression_hierarchy`) in
+        ``result.hierarchy``.
+    tile : int
+        Tile side of the grid MST on the CPU.
+    backend : {'cpu', 'gpu', 'auto'}, optional
+
+    Returns
+    -------
+    FillResult
+
+    Examples
+    --------
+    >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 5, 5, 5]], np.float32)
+    >>> z[0, 2] = 4                                    # the spill: 4, on the edge
+    >>> r = fill_depressions(z, 8, backend="cpu")
+    >>> r.filled[1:3, 1:3].tolist(), r.depression[1:3, 1:3].tolist()
+    ([[4.0, 4.0], [5.0, 4.0]], [[1, 1], [0, 1]])
+    """
+    t0 = time.perf_counter()
+    be = get_backend(backend)
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    if z.ndim != 2:
+        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
+    conn = check_connectivity(connectivity)
+    _check_simplify(min_depth, min_area)
+    outlet = outlet_cells(z, conn, outlets)
+    ops = _ops(be)
+    times = {}
+    table = None
+    t1 = time.perf_counter()
+    if hierarchy or min_depth is not None or min_area is not None:
+        table = depression_hierarchy(z, ops.forest(z, conn, tile), outlet, conn)
+        times["hierarchy"] = time.perf_counter() - t1
+        if min_depth is not None or min_area is not None:
+            pits = kept_pits(table, min_depth, min_area)
+            outlet = outlet.copy()
+            outlet.ravel()[pits] = 1
+    t1 = time.perf_counter()
+    if epsilon:
+        f = epsilon_levels(z, outlet, conn, named=outlets is not None)
+    else:
+        f = ops.levels(z, outlet, conn, tile)
+    times["levels"] = time.perf_counter() - t1
+    r = _finish(z, f, outlet, conn, be, "in-core", times, t0)
+    r.hierarchy = table if hierarchy else None
+    if min_depth is not None or min_area is not None:
+        r.sinks = pits
+    if epsilon:
+        r.stats["epsilon"] = True
+    if min_depth is not None or min_area is not None:
+        r.stats.update({"min_depth": min_depth, "min_area": min_area,
+                        "kept_pits": int(pits.shape[0])})
+    return r
+
+
+def _check_simplify(min_depth, min_area):
+    if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
+        raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
+    if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
+        raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
+
+
+#: RichDEM's neighbour order (W, NW, N, NE, E, SE, S, SW; D4: W, N, E, S) as (drow, dcol)
+RICHDEM_D8 = (np.array([0, -1, -1, -1, 0, 1, 1, 1]), np.array([-1, -1, 0, 1, 1, 1, 0, -1]))
+RICHDEM_D4 = (np.array([0, -1, 0, 1]), np.array([-1, 0, 1, 0]))
+
+
+def epsilon_levels(z, outlet, connectivity=8, named=False):
+    """The epsilon fill's levels (``inf`` where undrained): RichDEM's Priority-Flood+epsilon
+    ported step for step (:func:`terrain.hydrology._fill_cpu.epsilon_fill_cpu`).
+
+    Seeds: without ``named`` outlets, RichDEM's (every cell on the grid's edge, nodata ones
+    included, in its order), then the nodata cells of holes that do not reach the edge
+    (row-major): so every cell beside nodata drains, as in the exact fill, and a DEM whose
+    nodata all reaches the edge gets RichDEM's bits. With ``named`` outlets: those cells,
+    row-major; nodata is then never entered."""
+    z = np.ascontiguousarray(z, np.float32)
+    H, W = z.shape
+    if named:
+        seeds = np.flatnonzero(outlet.ravel() != 0)
+    else:
+        top = np.arange(W, dtype=np.int64)
+        rows = np.stack([top, (H - 1) * W + top], axis=1).ravel()
+        mid = np.arange(1, H - 1, dtype=np.int64) * W
+        cols = np.stack([mid, mid + W - 1], axis=1).ravel()
+        nodata = np.isnan(z)
+        holes = depression_labels(nodata, connectivity)
+        edge = np.unique(np.concatenate([holes[0], holes[-1], holes[:, 0], holes[:, -1]]))
+        inner = np.flatnonzero((nodata & ~np.isin(holes, edge)).ravel())
+        seeds = np.concatenate([rows, cols, inner]) if H * W else np.zeros(0, np.int64)
+    dr, dc = RICHDEM_D8 if check_connectivity(connectivity) == 8 else RICHDEM_D4
+    e = K.epsilon_fill_cpu(z, seeds.astype(np.int64), np.isnan(z.ravel()[seeds]), dr, dc,
+                           bool(named))
+    return np.where(np.isnan(z.ravel()), np.float32(np.inf), e).reshape(z.shape)
+
+
+HIERARCHY_COLUMNS = ("id", "pit_row", "pit_col", "pit_elevation", "spill_elevation",
+                     "parent", "left", "right", "cells", "volume")
+
+
+def depression_hierarchy(z, mask, outlet, connectivity=8):
+    """The depression hierarchy of DEM ``z`` from its minimum spanning forest ``mask``
+    (weight ``max``) and outlets (:func:`terrain.hydrology._fill_cpu.hierarchy_cpu`: Kruskal
+    over the forest's edges in ``(weight, id)`` order).
+
+    Returns a dict of columns (:data:`HIERARCHY_COLUMNS`), one row per depression, ids
+    1, 2, ... in the order the depressions appear as the water rises (ties: the forest's
+    edge order): ``pit_row``/``pit_col``/``pit_elevation`` its lowest cell (ties: the first
+    in row-major order), ``spill_elevation`` the level at which it merges with its sibling
+    or spills outside (inf: never, no outlet reachable), ``parent`` the depression the two
+    merge into (0: it spills outside), ``left``/``right`` the two it was merged from (0 for
+    a pit), ``cells`` the cells at or below its spill level that it floods (its
+    sub-depressions' included), ``volume`` the sum of ``spill - z`` over them (float64).
+
+    >>> z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 7]], np.float32)
+    >>> h = depression_hierarchy(z, __import__("terrain.grid", fromlist=["x"]).grid_mst(
+    ...     z, 4, tile=2, backend="cpu").mask, outlet_cells(z, 4), 4)
+    >>> h["pit_elevation"].tolist(), h["spill_elevation"].tolist(), h["parent"].tolist()
+    ([1.0, 2.0, 1.0], [5.0, 5.0, 9.0], [3, 3, 0])
+    """
+    z = np.ascontiguousarray(z, np.float32)
+    u, v, ids = K.forest_edges_cpu(np.ascontiguousarray(mask), _step(connectivity))
+    zf = z.ravel()
+    w = np.maximum(zf[u], zf[v])
+    order = np.lexsort((ids, w))
+    pit, pitz, spill, parent, left, right, cells, vol = K.hierarchy_cpu(
+        zf, u[order], v[order], w[order], (outlet != 0).ravel())
+    rows, cols = np.divmod(pit, z.shape[1])
+    return {"_width": z.shape[1], "id": np.arange(1, pit.shape[0] + 1, dtype=np.int64),
+            "pit_row": rows,
+            "pit_col": cols, "pit_elevation": pitz, "spill_elevation": spill,
+            "parent": parent, "left": left, "right": right, "cells": cells, "volume": vol}
+
+
+def kept_pits(table, min_depth=None, min_area=None):
+    """Pit cells (flat indices need the grid's width: returned as ``(row, col)`` pairs are
+    in ``table``) of the depressions the simplification keeps.
+
+    A depression's *depth* is its spill elevation minus its pit's elevation; its *area*
+    the cells it floods at its spill level (``cells``). Depressions merge by the elder
+    rule: a merged depression's pit is the lower of its two pits, and that pit lives on
+    in it. A pit is kept when the highest depression whose pit it is has depth at least
+    ``min_depth`` and area at least ``min_area``; it then drains (an outlet), and only
+    the shallower or smaller depressions around it are filled.
+
+    Returns the kept pits' flat cell indices (int64) given ``table["_width"]``.
+    """
+    n = table["id"].shape[0]
+    top = np.arange(n)  # each node's highest node with the same pit
+    pit = table["pit_row"] * table["_width"] + table["pit_col"]
+    parent = table["parent"]
+    for k in range(n - 1, -1, -1):  # parents are made after their children
+        p = parent[k] - 1
+        if p >= 0 and pit[p] == pit[k]:
+            top[k] = top[p]
+    leaves = np.flatnonzero(table["left"] == 0)
+    t = top[leaves]
+    depth = table["spill_elevation"][t].astype(np.float64) - table["pit_elevation"][t]
+    keep = np.ones(leaves.shape[0], np.bool_)
+    if min_depth is not None:
+        keep &= depth >= float(min_depth)
+    if min_area is not None:
+        keep &= table["cells"][t] >= int(min_area)
+    return np.unique(pit[leaves[keep]])
+
+
+def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
+    """The result layers and statistics from the levels ``f`` (``inf`` = undrained)."""
+    t1 = time.perf_counter()
+    undrained = np.isinf(f) & ~np.isnan(z)
+    filled = np.where(np.isinf(f), z, f).astype(np.float32)
+    depth = (filled - z).astype(np.float32)
+    flooded = depth > 0
+    if depression is None:
+        depression = depression_labels(flooded, conn)
+    times["labels"] = time.perf_counter() - t1
+    times["total"] = time.perf_counter() - t0
+    valid = int(np.count_nonzero(~np.isnan(z)))
+    stats = {"cells": valid, "outlets": int(np.count_nonzero(outlet)),
+             "flooded": int(np.count_nonzero(flooded)),
+             "depressions": int(depression.max(initial=0)),
+             "undrained": int(np.count_nonzero(undrained)),
+             "max_depth": float(np.nanmax(depth)) if valid else 0.0,
+             "connectivity": conn, "backend": be.name, "path": path,
+             "times": {k: round(v, 6) for k, v in times.items()}}
+    return FillResult(filled, depth, depression, stats)
+
+
+# ------------------------------------------------------------------------------------------
+# tiled: the steps of the quadtree walk (the in-memory driver below and pipelines/fill.py)
+
+from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up  # noqa: E402
+
+
+@dataclass(frozen=True)
+class FillSpec(TiledGrid):
+    """What the tiled fill computes: grid shape, tile side, connectivity, and whether the
+    outlets are named (``named_outlets``: an outlet raster) or the grid's edge and nodata."""
+
+    shape: tuple
+    tile: int
+    connectivity: int = 8
+    named_outlets: bool = False
+
+    def __post_init__(self):
+        check_connectivity(self.connectivity)
+
+    def plan(self, group_tiles):
+        """The :class:`terrain.tiles.quadtree.QuadtreePlan` with ``group_tiles`` tiles a
+        side per group."""
+        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
+
+
+@dataclass
+class PortGraph:
+    """A block's forest reduced to its ports (global cell ids): kept vertices and their
+    drain levels inside the block, the forest edges between them, and the forest edges
+    leaving the block (``cu`` inside, ``cv`` outside)."""
+
+    window: tuple
+    verts: np.ndarray
+    d: np.ndarray
+    eu: np.ndarray
+    ev: np.ndarray
+    ew: np.ndarray
+    cu: np.ndarray
+    cv: np.ndarray
+    cw: np.ndarray
+
+    @property
+    def nbytes(self):
+        return sum(getattr(self, k).nbytes for k in ("verts", "d", "eu", "ev", "ew", "cu",
+                                                     "cv", "cw"))
+
+
+def _inside(cells, window, ncols):
+    r, c = np.divmod(np.asarray(cells, np.int64), ncols)
+    r0, r1, c0, c1 = window
+    return (r >= r0) & (r < r1) & (c >= c0) & (c < c1)
+
+
+def read_halo(read, spec, window):
+    """``(zh, mh, outlet)`` of ``window``: elevations and forest mask with a one-cell halo
+    (NaN and 0 outside the grid) and the outlets of the window's cells. ``read(name, r0,
+    r1, c0, c1)`` reads layer ``name`` ("elevation", "mst", "outlets") of the grid."""
+    r0, r1, c0, c1 = window
+    R, C = spec.shape
+    a0, a1, b0, b1 = max(r0 - 1, 0), min(r1 + 1, R), max(c0 - 1, 0), min(c1 + 1, C)
+    zh = np.full((r1 - r0 + 2, c1 - c0 + 2), np.nan, np.float32)
+    mh = np.zeros((r1 - r0 + 2, c1 - c0 + 2), np.uint8)
+    sl = (slice(a0 - r0 + 1, a1 - r0 + 1), slice(b0 - c0 + 1, b1 - c0 + 1))
+    zh[sl] = read("elevation", a0, a1, b0, b1)
+    mh[sl] = read("mst", a0, a1, b0, b1)
+    if spec.named_outlets:
+        outlet = ((np.asarray(read("outlets", r0, r1, c0, c1)) != 0)
+                  & ~np.isnan(zh[1:-1, 1:-1])).astype(np.uint8)
+    else:
+        outlet = np.empty((r1 - r0, c1 - c0), np.uint8)
+        K.outlets_cpu(zh, _step(spec.connectivity), outlet)
+    return zh, mh, outlet
+
+
+def _local_to_global(local, window, ncols, width):
+    i, j = np.divmod(np.asarray(local, np.int64), width)
+    return (window[0] + i) * ncols + window[2] + j
+
+
+def fill_leaf_up(read, spec, level, i, j):
+    """The walk's leaf step, up: group ``(level, i, j)``'s forest reduced to its ports
+    (:class:`PortGraph`), None (a group keeps nothing for the way down: it reads its block
+    again) and its statistics."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    zh, mh, outlet = read_halo(read, spec, win)
+    t1 = time.perf_counter()
+    z = zh[1:-1, 1:-1]
+    W = win[3] - win[2]
+    indptr, adj, w, cp, cq, cw = K.block_forest_cpu(zh, mh)
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    port = np.zeros(src.shape[0], np.bool_)
+    port[cp] = True
+    kept, dk, ka, kb, kw = K.forest_reduce_cpu(indptr, adj, w, src, port,
+                                               ~np.isnan(z).ravel())
+    ncols = spec.shape[1]
+    verts = _local_to_global(kept, win, ncols, W)
+    hi, hj = np.divmod(cq, W + 2)
+    graph = PortGraph(win, verts, dk, verts[ka], verts[kb], kw,
+                      _local_to_global(cp, win, ncols, W),
+                      (win[0] - 1 + hi) * ncols + win[2] - 1 + hj, cw)
+    stats = {"times": {"read": t1 - t0, "up": time.perf_counter() - t1},
+             "read_bytes": zh.nbytes + mh.nbytes, "graph_bytes": graph.nbytes}
+    return graph, None, stats
+
+
+def fill_merge(spec, level, i, j, *children):
+    """The walk's merge step: node ``(level, i, j)``'s children's port graphs joined by
+    the forest edges between them, reduced to the node's ports; returns ``(up, own,
+    stats)``, ``own`` the joined forest ``(verts, d, eu, ev, ew)`` the split step needs."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    kids = [c for c in children if c is not None]
+    cat = {k: np.concatenate([getattr(c, k) for c in kids])
+           for k in ("verts", "d", "eu", "ev", "ew", "cu", "cv", "cw")}
+    ncols = spec.shape[1]
+    inner = _inside(cat["cv"], win, ncols)
+    once = inner & (cat["cu"] < cat["cv"])  # each edge between children is listed twice
+    eu = np.concatenate([cat["eu"], cat["cu"][once]])
+    ev = np.concatenate([cat["ev"], cat["cv"][once]])
+    ew = np.concatenate([cat["ew"], cat["cw"][once]])
+    order = np.argsort(cat["verts"], kind="stable")
+    verts, d = cat["verts"][order], cat["d"][order]
+    lu, lv = np.searchsorted(verts, eu), np.searchsorted(verts, ev)
+    indptr, adj, w = K.csr_from_edges_cpu(verts.shape[0], lu, lv, ew)
+    out = ~inner
+    port = np.zeros(verts.shape[0], np.bool_)
+    port[np.searchsorted(verts, cat["cu"][out])] = True
+    kept, dk, ka, kb, kw = K.forest_reduce_cpu(indptr, adj, w, d, port,
+                                               np.ones(verts.shape[0], np.bool_))
+    kv = verts[kept]
+    up = PortGraph(win, kv, dk, kv[ka], kv[kb], kw, cat["cu"][out], cat["cv"][out],
+                   cat["cw"][out])
+    own = (verts, d, eu, ev, ew)
+    stats = {"times": {"merge": time.perf_counter() - t0}, "graph_bytes": up.nbytes}
+    return up, own, stats
+
+
+def fill_split(spec, level, i, j, incoming, own):
+    """The walk's node step, down: the final levels of node ``(level, i, j)``'s joined
+    forest (the drain pass from its vertices' levels and, from above, its ports' final
+    levels), handed to the four children as ``(cells, levels)``; then ``stats``."""
+    t0 = time.perf_counter()
+    verts, d, eu, ev, ew = own
+    src = d.copy()
+    if incoming is not None:
+        ids, vals = incoming
+        at = np.searchsorted(verts, ids)
+        src[at] = np.minimum(src[at], vals)
+    indptr, adj, w = K.csr_from_edges_cpu(verts.shape[0], np.searchsorted(verts, eu),
+                                          np.searchsorted(verts, ev), ew)
+    f = K.forest_dp_cpu(indptr, adj, w, src)
+    win = spec.window(level, i, j)
+    half = spec.tile << (level - 1)
+    from ..grid.merge import child_windows
+    parts = []
+    for cw in child_windows(win, half, spec.shape):
+        if cw is None:
+            parts.append(None)
+            continue
+        sel = _inside(verts, cw, spec.shape[1])
+        parts.append((verts[sel], f[sel]))
+    return tuple(parts) + ({"times": {"split": time.perf_counter() - t0}},)
+
+
+@dataclass
+class LeafBlock:
+    """A group's results on the way down: its window, elevations, levels (``inf`` where
+    undrained), outlets, provisional labels of its flooded regions (1, 2, ... in the
+    block's row-major order) with each label's key (the global id of its first cell)."""
+
+    window: tuple
+    z: np.ndarray
+    levels: np.ndarray
+    outlet: np.ndarray
+    labels: np.ndarray
+    keys: np.ndarray
+    stats: dict
+
+    def layers(self):
+        """``(filled, depth)`` of the block."""
+        filled = np.where(np.isinf(self.levels), self.z, self.levels).astype(np.float32)
+        return filled, (filled - self.z).astype(np.float32)
+
+
+def block_keys(labels, window, ncols):
+    """Key of each label of a block's provisional ``labels`` (index = label; 0 unused):
+    the global id of the label's first cell."""
+    first = K.first_cells_cpu(labels, int(labels.max(initial=0)))
+    keys = _local_to_global(np.maximum(first, 0), window, ncols, labels.shape[1])
+    keys[0] = -1
+    return keys
+
+
+def fill_leaf_down(read, spec, level, i, j, incoming):
+    """The walk's leaf step, down: the final levels of group ``(level, i, j)``'s cells --
+    the drain pass over its forest from its outlets and its kept vertices' final levels
+    (``incoming``) -- and the provisional labels of its flooded regions
+    (:class:`LeafBlock`)."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    zh, mh, outlet = read_halo(read, spec, win)
+    t1 = time.perf_counter()
+    z = np.ascontiguousarray(zh[1:-1, 1:-1])
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    if incoming is not None:
+        ids, vals = incoming
+        r, c = np.divmod(ids, spec.shape[1])
+        at = (r - win[0]) * (win[3] - win[2]) + c - win[2]
+        src[at] = np.minimum(src[at], vals)
+    f = _drain_block(zh, mh, src).reshape(z.shape)
+    filled = np.where(np.isinf(f), z, f)
+    labels = depression_labels(filled > z, spec.connectivity)
+    keys = block_keys(labels, win, spec.shape[1])
+    stats = {"times": {"read": t1 - t0, "down": time.perf_counter() - t1},
+             "read_bytes": zh.nbytes + mh.nbytes}
+    return LeafBlock(win, z, f, outlet, labels, keys, stats)
+
+
+# -- the depression ids across groups: a second walk joins the flooded regions that touch
+# across group borders (keys: the global id of a region's first cell, the smallest key of a
+# joined region wins), then each id is 1 + the number of regions whose key is smaller
+
+@dataclass
+class LabelBorder:
+    """The flooded cells on a block's four sides (sorted global ids) and their regions'
+    keys."""
+
+    window: tuple
+    cells: np.ndarray
+    keys: np.ndarray
+
+    @property
+    def nbytes(self):
+        return self.cells.nbytes + self.keys.nbytes
+
+
+def _on_sides(cells, window, ncols):
+    r, c = np.divmod(cells, ncols)
+    r0, r1, c0, c1 = window
+    return (r == r0) | (r == r1 - 1) | (c == c0) | (c == c1 - 1)
+
+
+def label_border(block, ncols):
+    """:class:`LabelBorder` of a :class:`LeafBlock` (the label walk's leaf step up)."""
+    lab = block.labels
+    H, W = lab.shape
+    side = np.zeros(lab.shape, np.bool_)
+    side[0], side[-1], side[:, 0], side[:, -1] = True, True, True, True
+    i, j = np.nonzero(side & (lab > 0))
+    local = i.astype(np.int64) * W + j
+    cells = _local_to_global(local, block.window, ncols, W)
+    order = np.argsort(cells)
+    return LabelBorder(block.window, cells[order], block.keys[lab[i, j]][order])
+
+
+def label_merge(spec, level, i, j, *children):
+    """The label walk's merge step: the children's border regions joined across the
+    separators (:func:`terrain.hydrology._fill_cpu.union_across_cpu`); returns ``(up,
+    own, stats)``: the node's border, and ``own`` = ``(keys, resolved)`` of every region
+    key seen at the node."""
+    t0 = time.perf_counter()
+    win = spec.window(level, i, j)
+    kids = [(q, c) for q, c in enumerate(children) if c is not None]
+    cells = np.concatenate([c.cells for _, c in kids])
+    keys = np.concatenate([c.keys for _, c in kids])
+    child = np.concatenate([np.full(c.cells.shape[0], q, np.int8) for q, c in kids])
+    order = np.argsort(cells, kind="stable")
+    cells, keys, child = cells[order], keys[order], child[order]
+    resolved = K.union_across_cpu(cells, keys, child, spec.shape[1], _step(spec.connectivity))
+    keep = _on_sides(cells, win, spec.shape[1])
+    up = LabelBorder(win, cells[keep], resolved[keep])
+    uk, at = np.unique(keys, return_index=True)
+    own = (uk, resolved[at])
+    return up, own, {"times": {"labels": time.perf_counter() - t0}}
+
+
+def label_split(spec, level, i, j, incoming, own):
+    """The label walk's node step, down: every region key seen at node ``(level, i, j)``
+    mapped to its final key (the region's first cell in the whole grid), handed to the
+    children whose block holds the key."""
+    keys, resolved = own
+    final = _final_keys(resolved, incoming)
+    from ..grid.merge import child_windows
+    parts = []
+    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
+        if cw is None:
+            parts.append(None)
+            continue
+        sel = _inside(keys, cw, spec.shape[1])
+        parts.append((keys[sel], final[sel]))
+    return tuple(parts) + ({"times": {"labels": 0.0}},)
+
+
+def _final_keys(keys, incoming):
+    """``keys`` mapped by the walk's ``incoming = (sorted keys, final keys)``; a key not
+    in it is final already."""
+    if incoming is None or incoming[0].shape[0] == 0:
+        return keys
+    ik, iv = incoming
+    at = np.minimum(np.searchsorted(ik, keys), ik.shape[0] - 1)
+    return np.where(ik[at] == keys, iv[at], keys)
+
+
+def label_count(spec, window, keys, incoming):
+    """What a group tells the numbering: the final keys of its regions that it *owns*
+    (whose first cell lies in it; sorted), how many a row of the group holds, which owned
+    keys other groups need (regions crossing its border), and the keys it needs from
+    others."""
+    final = _final_keys(keys, incoming)[1:]
+    ncols = spec.shape[1]
+    mine = _inside(final, window, ncols)
+    owned = np.unique(final[mine])
+    rows = owned // ncols - window[0]
+    per_row = np.bincount(rows, minlength=window[1] - window[0]).astype(np.int64)
+    crossing = np.zeros(0, np.int64) if incoming is None else np.unique(incoming[1])
+    publish = np.intersect1d(owned, crossing)
+    need = np.unique(final[~mine])
+    return {"window": window, "per_row": per_row, "publish": publish,
+            "publish_rank": _row_ranks(owned, ncols)[np.searchsorted(owned, publish)],
+            "need": need}
+
+
+def _row_ranks(owned, ncols):
+    """Rank of each (sorted) key among the keys of its row."""
+    if owned.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    rows = owned // ncols
+    first = np.searchsorted(rows, rows)
+    return np.arange(owned.shape[0]) - first
+
+
+def label_numbering(spec, counts):
+    """The ids: 1 + the number of regions with a smaller key, i.e. the row-major order of
+    the regions' first cells. ``counts``: :func:`label_count` of every group. Returns, per
+    group, ``(row offsets, needed keys, their ids)``: a key's id is its row offset in its
+    owner group plus its rank in that row there, plus 1."""
+    ncols = spec.shape[1]
+    rows_total = np.zeros(spec.shape[0] + 1, np.int64)
+    for c in counts:
+        r0, r1 = c["window"][0], c["window"][1]
+        rows_total[r0 + 1:r1 + 1] += c["per_row"]
+    before_row = np.cumsum(rows_total)  # regions in the rows above row r: before_row[r]
+    offsets = []
+    left = {}
+    for c in sorted(counts, key=lambda c: (c["window"][0], c["window"][2])):
+        r0, r1, c0, _ = c["window"]
+        prev = left.get((r0, r1), np.zeros(r1 - r0, np.int64))
+        offsets.append((c["window"], before_row[r0:r1] + prev))
+        left[(r0, r1)] = prev + c["per_row"]
+    by_window = dict(offsets)
+    pub_keys, pub_ids = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for c in counts:
+        w = c["window"]
+        rows = c["publish"] // ncols - w[0]
+        pub_keys.append(c["publish"])
+        pub_ids.append(by_window[w][rows] + c["publish_rank"] + 1)
+    pk, pi = np.concatenate(pub_keys), np.concatenate(pub_ids)
+    order = np.argsort(pk)
+    pk, pi = pk[order], pi[order]
+    out = []
+    for c in counts:
+        at = np.searchsorted(pk, c["need"])
+        out.append((by_window[c["window"]], c["need"], pi[at] if pk.shape[0] else at))
+    return out
+
+
+def label_ids(spec, window, labels, keys, incoming, numbering):
+    """The final ``depression`` ids of a group's cells from its provisional labels."""
+    offsets, need, need_ids = numbering
+    ncols = spec.shape[1]
+    final = _final_keys(keys, incoming)
+    ids = np.zeros(final.shape[0], np.int32)
+    mine = _inside(final, window, ncols)
+    mine[0] = False
+    owned = np.unique(final[mine])
+    at = np.searchsorted(owned, final[mine])
+    ids[mine] = (offsets[owned[at] // ncols - window[0]] + _row_ranks(owned, ncols)[at]
+                 + 1).astype(np.int32)
+    other = ~mine
+    other[0] = False
+    if np.any(other):
+        ids[other] = need_ids[np.searchsorted(need, final[other])].astype(np.int32)
+    return ids[labels]
+
+
+def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, backend=None):
+    """:func:`fill_depressions` along the tiled walk, in memory (the pipeline runs the same
+    steps as tasks, reading and writing the store): the same result, bit for bit.
+
+    >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 5, 5, 5]], np.float32)
+    >>> z[0, 2] = 4
+    >>> fill_tiled(z, 8, tile=2, group_tiles=1, backend="cpu").filled[1:3, 1:3].tolist()
+    [[4.0, 4.0], [5.0, 4.0]]
+    """
+    from ..grid.mst import grid_mst
+    t0 = time.perf_counter()
+    be = get_backend(backend)
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    if z.ndim != 2:
+        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
+    conn = check_connectivity(connectivity)
+    spec = FillSpec(tuple(int(s) for s in z.shape), int(tile), conn, outlets is not None)
+    outlet = outlet_cells(z, conn, outlets)
+    mask = grid_mst(z, conn, "max", tile, be, group_tiles=group_tiles).mask
+    layers = {"elevation": z, "mst": mask, "outlets": outlet}
+
+    def read(name, r0, r1, c0, c1):
+        return layers[name][r0:r1, c0:c1]
+
+    times = {}
+    plan = spec.plan(group_tiles)
+    f = np.full(z.shape, np.inf, np.float32)
+    depression = np.zeros(z.shape, np.int32)
+    if 0 not in z.shape:
+        g = plan.group_level
+        _, rest = walk_up(plan, (fill_leaf_up, read, spec), (fill_merge, spec), nout=3)
+        own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+        blocks = {}
+
+        def leaf(level, i, j, incoming):
+            b = blocks[(i, j)] = fill_leaf_down(read, spec, level, i, j, incoming)
+            f[b.window[0]:b.window[1], b.window[2]:b.window[3]] = b.levels
+            return None
+
+        walk_down(plan, (fill_split, spec), leaf, extra=own, node_nout=5)
+        _, rest = walk_up(plan, lambda k, i, j: (label_border(blocks[(i, j)], z.shape[1]),
+                                                 None, None),
+                          (label_merge, spec), nout=3)
+        own = {node: r[:1] for node, r in rest.items() if node[0] > g}
+        _, mapping = walk_down(plan, (label_split, spec), lambda k, i, j, inc: inc,
+                               extra=own, node_nout=5)
+        order = list(plan.groups)
+        counts = [label_count(spec, blocks[ij].window, blocks[ij].keys, mapping[(g,) + ij])
+                  for ij in order]
+        for ij, numbering in zip(order, label_numbering(spec, counts)):
+            b = blocks[ij]
+            depression[b.window[0]:b.window[1], b.window[2]:b.window[3]] = label_ids(
+                spec, b.window, b.labels, b.keys, mapping[(g,) + ij], numbering)
+    times["levels"] = time.perf_counter() - t0
+    return _finish(z, f, outlet, conn, be, "tiled", times, t0, depression)

@@ -1,0 +1,772 @@
+"""D8 (and D4) flow directions with flats resolved, and flow accumulation: exact, in core or
+tiled through the quadtree walk, on the CPU (Numba) or the GPU (CuPy), the same bits.
+
+Directions (:func:`flow_directions`)
+------------------------------------
+The input is a *filled* DEM (every cell drains; ``terrain fill``). Codes are ESRI's:
+1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 0 an outlet; 255 nodata -- what ArcGIS,
+pysheds, QGIS and GRASS (``r.terraflow``'s ``direction`` uses the same powers of two)
+users read.
+
+* A cell with a lower neighbour drains to the one of steepest drop
+  ``(z - z_n) / distance`` (distance ``dx``, ``dy`` or ``sqrt(dx² + dy²)`` from the cell
+  size; float64 arithmetic on the float32 elevations). Ties go to the first neighbour in
+  code order (E, SE, S, ..., NE).
+* Outlets (code 0): by default (``outlets=None``, the fill's default) a cell with no lower
+  neighbour beside the grid's edge or a nodata cell -- its water leaves the grid; with an
+  ``outlets`` mask, exactly the named cells (a cell by the edge then drains inside like any
+  other).
+* Flats -- connected cells with no lower neighbour that are not outlets (neighbouring such
+  cells always have one elevation) -- are routed as Garbrecht & Martz (1997) in the form of
+  Barnes, Lehman & Mulla (2014): a BFS distance *away from higher terrain* (1 at flat cells
+  beside a higher cell), ``A``, and one *towards lower terrain* (1 at flat cells beside a
+  *drain*: a cell of the flat's elevation that has a direction or is an outlet), ``T``; with
+  ``H`` the largest ``A`` of the flat, every flat cell drains to the neighbour of least
+  ``2 T + (H - A)`` in its flat, a drain counting as lowest (ties: cardinal neighbours
+  before diagonal ones, then code order). Towards lower terrain the mask falls by 2 a step
+  and the away term changes by at most 1, so every flat cell has a lower neighbour and
+  the directions have no cycle. A flat with no drain (only in a DEM that was not filled)
+  gets 0: an undrained sink, counted in the summary (``sinks``), and refused by
+  ``verify``.
+
+Accumulation (:func:`flow_accumulation`)
+----------------------------------------
+``acc(c) = w(c) + sum of acc(n) over the neighbours n that drain into c``, ``w = 1``
+without weights: the number of cells draining through each cell, itself included. float64,
+because one type serves counts and rainfall weights: a count is an integer below 2^53 and
+so exact (any grid: 2^53 cells is 9·10^15), and a weighted sum is what ArcGIS, RichDEM and
+pysheds give. Each cell sums its inflows in code order (E first) once all of them are known
+(in-degree counting, Kahn: linear time; a cycle in given directions is found and refused),
+so the sum's order, and its bits, do not depend on the order cells are visited in: the CPU's
+stack and the GPU's threads give the same bits.
+
+Tiled (out of core)
+-------------------
+Both run over the quadtree plan of :mod:`terrain.tiles.quadtree` (groups = the store's
+shards); a group reads its window with a halo (2 cells of elevation, 1 of directions).
+
+* Directions of cells with a lower neighbour, and outlets, are local. Flats are not: a
+  flat crossing groups needs its BFS distances and its ``H`` whole. Each group computes
+  its flats' distances from its own seeds and from the distances its neighbours found on
+  their borders (seeds with initial distances, taken in order of distance), and publishes
+  its own border's; groups whose neighbours' borders changed run again, until none changes
+  (the distances only fall, and end as the BFS distances over the whole flat: exact).
+  Then flats are joined across group borders (union-find over the labels on the borders)
+  and each gets its largest ``A``; a last pass per group writes the directions. Grids
+  whose flats do not cross groups need no second round.
+* Accumulation is the up/down pass of Haverkort & Janssen (2012) and Barnes (2017): going
+  up, a group reduces to its *boundary graph* -- the flow edges leaving it (with the
+  group's own accumulation at their tails) and, for each edge entering it, the edge its
+  downstream path leaves by -- and a node merges its four children's graphs (the edges
+  between them become internal: resolved in topological order); going down, a node
+  receives the accumulation at the tails of the edges entering it, resolves its children's
+  and hands each its own; a group then computes its cells with those as constants. The
+  group's cells get exactly the in-core operations, and the boundary values are exact sums
+  of integers for counts: the same bits for every tile size. With float weights the
+  boundary values are sums of the same weights associated per node, equal to the in-core
+  ones within float64 rounding (a few units in the last place).
+
+The kernels are in ``_flow_cpu.py`` (Numba) and ``_flow.cu`` (CUDA) with the same names,
+one table each (:class:`_CpuOps`, :class:`_GpuOps`) chosen once per call.
+
+Examples
+--------
+A filled basin (a flat of two cells at 3) spilling south through the cell at 1:
+
+>>> import numpy as np
+>>> z = np.array([[5, 5, 5, 5], [5, 3, 3, 5], [5, 3, 3, 5], [5, 5, 1, 5]], np.float32)
+>>> d = flow_directions(z, backend="cpu")
+>>> d.direction.tolist()
+[[2, 4, 4, 8], [1, 4, 4, 16], [1, 2, 4, 8], [128, 1, 0, 16]]
+>>> flow_accumulation(d.direction, backend="cpu").tolist()[2:]
+[[1.0, 7.0, 5.0, 1.0], [1.0, 1.0, 16.0, 1.0]]
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backend import get_backend
+from ..errors import InputError
+from ..tiles.quadtree import QuadtreePlan, TiledGrid, call_now, walk_down, walk_up
+
+__all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
+           "D8_CODES", "OUTLET", "NODATA", "direction_pass", "direction_group", "accumulation_pass",
+           "EdgeSummary", "padded_window", "steps_for", "code_offsets"]
+
+#: ESRI code -> compass name
+D8_CODES = {1: "E", 2: "SE", 4: "S", 8: "SW", 16: "W", 32: "NW", 64: "N", 128: "NE"}
+OUTLET = 0
+NODATA = 255
+_INF = 2**31 - 1
+_DR = (0, 1, 1, 1, 0, -1, -1, -1)
+_DC = (1, 1, 0, -1, -1, -1, 0, 1)
+
+
+def code_offsets():
+    """``{code: (drow, dcol)}`` of the eight ESRI codes.
+
+    >>> code_offsets()[2], code_offsets()[64]
+    ((1, 1), (-1, 0))
+    """
+    return {1 << k: (_DR[k], _DC[k]) for k in range(8)}
+
+
+@dataclass(frozen=True)
+class FlowSpec(TiledGrid):
+    """What a flow run computes on: grid shape, tile side, connectivity (8: D8, 4: D4), cell
+    size ``(dx, dy)`` and whether the grid's edge and nodata drain (``edge_outlets``: no
+    outlet mask given)."""
+
+    shape: tuple
+    tile: int
+    connectivity: int = 8
+    cellsize: tuple = (1.0, 1.0)
+    edge_outlets: bool = True
+
+    def __post_init__(self):
+        if self.connectivity not in (4, 8):
+            raise InputError(f"connectivity {self.connectivity}: must be 4 (D4) or 8 (D8)")
+        dx, dy = (float(v) for v in self.cellsize)
+        if not (dx > 0 and dy > 0 and math.isfinite(dx) and math.isfinite(dy)):
+            raise InputError(f"cell size {self.cellsize}: must be positive")
+
+    @property
+    def step(self):
+        """1 (D8: every neighbour) or 2 (D4: the cardinal ones)."""
+        return steps_for(self.connectivity)
+
+    @property
+    def distances(self):
+        """The distance to neighbour ``k`` (E, SE, S, ..., NE), float64."""
+        dx, dy = (float(v) for v in self.cellsize)
+        diag = math.sqrt(dx * dx + dy * dy)
+        return np.array([dx, diag, dy, diag, dx, diag, dy, diag], np.float64)
+
+    def plan(self, group_tiles):
+        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
+
+
+def steps_for(connectivity):
+    """The neighbour stride of a connectivity: 1 for 8, 2 for 4."""
+    return 1 if int(connectivity) == 8 else 2
+
+
+@dataclass
+class FlowDirections:
+    """Flow directions (uint8 ESRI codes) and what the run found (``stats``: cells,
+    outlets, flat cells, flats crossing groups, sinks, rounds)."""
+
+    direction: object
+    stats: dict = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------
+# kernel tables
+
+
+class _CpuOps:
+    """The kernels on the CPU (``_flow_cpu.py``); blocks are NumPy arrays."""
+
+    name = "cpu"
+
+    def __init__(self):
+        from . import _flow_cpu
+        self.k = _flow_cpu
+
+    def classify(self, zp, op, edge_outlets, dist, step):
+        code = np.full(zp.shape, 255, np.uint8)
+        has = op is not None
+        self.k.classify_cpu(zp, op if has else np.zeros((1, 1), np.uint8), has, edge_outlets,
+                            dist, step, code)
+        return code
+
+    def flat_distances(self, zp, code, halo_a, halo_t, step):
+        away = np.empty(zp.shape, np.int32)
+        towards = np.empty(zp.shape, np.int32)
+        self.k.flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards)
+        return away, towards
+
+    def flat_labels(self, code, away, step):
+        labels = np.zeros(code.shape, np.int32)
+        maxa = self.k.flat_labels_cpu(code, away, step, labels)
+        return labels, maxa
+
+    def flat_directions(self, zp, code, away, towards, labels, height, step):
+        out = code.copy()
+        self.k.flat_directions_cpu(zp, code, away, towards, labels,
+                                   np.ascontiguousarray(height, np.int32), step, out)
+        return out
+
+    def accumulate(self, dp, weights, ext):
+        acc = np.full(dp.shape, np.nan, np.float64)
+        order = np.empty(dp.size, np.int64)
+        has_w = weights is not None
+        w = weights if has_w else np.zeros((1, 1), np.float64)
+        done, err = self.k.accumulate_cpu(dp, w, has_w, ext, acc, order)
+        return acc, order, int(done), int(err)
+
+    def exits(self, dp, order, done, out_index):
+        exit_ = np.full(dp.shape, -1, np.int64)
+        self.k.exits_cpu(dp, order, done, out_index, exit_)
+        return exit_
+
+
+class _GpuOps(_CpuOps):
+    """The kernels on the GPU (``_flow.cu``); blocks go to the device and come back."""
+
+    name = "gpu"
+
+    def __init__(self, backend):
+        from ._flow_gpu import GpuKernels
+        self.g = GpuKernels(backend)
+
+    def classify(self, zp, op, edge_outlets, dist, step):
+        return self.g.classify(zp, op, edge_outlets, dist, step)
+
+    def flat_distances(self, zp, code, halo_a, halo_t, step):
+        return self.g.flat_distances(zp, code, halo_a, halo_t, step)
+
+    def flat_labels(self, code, away, step):
+        return self.g.flat_labels(code, away, step)
+
+    def flat_directions(self, zp, code, away, towards, labels, height, step):
+        return self.g.flat_directions(zp, code, away, towards, labels, height, step)
+
+    def accumulate(self, dp, weights, ext):
+        return self.g.accumulate(dp, weights, ext)
+
+    def exits(self, dp, order, done, out_index):
+        return self.g.exits(dp, order, done, out_index)
+
+
+def _ops(backend):
+    be = get_backend(backend)
+    return be.select(_CpuOps, lambda: _GpuOps(be))()
+
+
+# ------------------------------------------------------------------------------------------
+# windows
+
+
+def padded_window(read, shape, window, halo, fill, dtype):
+    """Cells ``window`` grown by ``halo`` on every side, ``fill`` outside the grid:
+    ``read(r0, r1, c0, c1)`` gives the part inside."""
+    r0, r1, c0, c1 = window
+    out = np.full((r1 - r0 + 2 * halo, c1 - c0 + 2 * halo), fill, dtype)
+    a0, a1 = max(r0 - halo, 0), min(r1 + halo, shape[0])
+    b0, b1 = max(c0 - halo, 0), min(c1 + halo, shape[1])
+    if a1 > a0 and b1 > b0:
+        out[a0 - r0 + halo:a1 - r0 + halo, b0 - c0 + halo:b1 - c0 + halo] = read(a0, a1, b0, b1)
+    return out
+
+
+def _array_reader(a):
+    return lambda r0, r1, c0, c1: a[r0:r1, c0:c1]
+
+
+# ------------------------------------------------------------------------------------------
+# directions
+
+
+def _frames(a, h, w):
+    """The group's border cells of a padded (halo 2) array: top, bottom, left, right."""
+    return (a[2, 2:w + 2].copy(), a[h + 1, 2:w + 2].copy(), a[2:h + 2, 2].copy(),
+            a[2:h + 2, w + 1].copy())
+
+
+def _halo(frames, gi, gj, h, w, fill, dtype):
+    """A padded (halo 2) array holding, on the halo's inner ring, the border cells the
+    eight neighbouring groups published (``frames[(gi, gj)]``: top, bottom, left, right)."""
+    a = np.full((h + 4, w + 4), fill, dtype)
+    f = frames.get
+    if (n := f((gi - 1, gj))) is not None:
+        a[1, 2:w + 2] = n[1]
+    if (n := f((gi + 1, gj))) is not None:
+        a[h + 2, 2:w + 2] = n[0]
+    if (n := f((gi, gj - 1))) is not None:
+        a[2:h + 2, 1] = n[3]
+    if (n := f((gi, gj + 1))) is not None:
+        a[2:h + 2, w + 2] = n[2]
+    if (n := f((gi - 1, gj - 1))) is not None:
+        a[1, 1] = n[1][-1]
+    if (n := f((gi - 1, gj + 1))) is not None:
+        a[1, w + 2] = n[1][0]
+    if (n := f((gi + 1, gj - 1))) is not None:
+        a[h + 2, 1] = n[0][-1]
+    if (n := f((gi + 1, gj + 1))) is not None:
+        a[h + 2, w + 2] = n[0][0]
+    return a
+
+
+@dataclass
+class _GroupFlats:
+    """What a group's flat pass publishes: the away/towards distances and flat labels of its
+    border cells, the largest ``away`` of each local flat, whether a flat touches the
+    border, and counts."""
+
+    away: tuple
+    towards: tuple
+    labels: tuple
+    maxa: np.ndarray
+    border_flats: bool
+    stats: dict
+
+
+def _group_step(spec, ops, read_z, read_out, window, halo_a, halo_t, height):
+    """One group's directions work: classify, flat distances (seeded by the halo), labels;
+    with ``height`` (the largest ``away`` of each local flat's whole flat) the codes."""
+    r0, r1, c0, c1 = window
+    h, w = r1 - r0, c1 - c0
+    zp = padded_window(read_z, spec.shape, window, 2, np.nan, np.float32)
+    op = None if read_out is None else padded_window(read_out, spec.shape, window, 2, 0,
+                                                     np.uint8)
+    code = ops.classify(zp, op, spec.edge_outlets, spec.distances, spec.step)
+    inner = code[2:h + 2, 2:w + 2]
+    flats = int(np.count_nonzero(inner == 254))
+    stats = {"cells": int(np.count_nonzero(inner != 255)), "flat_cells": flats}
+    if flats == 0:
+        if height is not None:
+            return inner.copy(), stats
+        return _GroupFlats((), (), (), np.zeros(1, np.int32), False, stats)
+    if halo_a is None:
+        halo_a = np.full(zp.shape, _INF, np.int32)
+        halo_t = halo_a
+    away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
+    labels, maxa = ops.flat_labels(code, away, spec.step)
+    if isinstance(height, str):  # "local": the block holds its flats whole (one group)
+        height = maxa
+    if height is None:
+        fl = _frames(labels, h, w)
+        border = any(bool(np.any(x > 0)) for x in fl)
+        return _GroupFlats(_frames(away, h, w), _frames(towards, h, w), fl, maxa, border, stats)
+    out = ops.flat_directions(zp, code, away, towards, labels, height, spec.step)
+    return out[2:h + 2, 2:w + 2].copy(), stats
+
+
+def _neighbours(g, groups):
+    gi, gj = g
+    return [(gi + a, gj + b) for a in (-1, 0, 1) for b in (-1, 0, 1)
+            if (a or b) and (gi + a, gj + b) in groups]
+
+
+def _flat_heights(plan, results, step):
+    """``{group: height per local label}``: the largest ``away`` of each flat, the flats
+    joined across group borders by a union-find over the border labels."""
+    offsets, total = {}, 0
+    for g in plan.groups:
+        offsets[g] = total
+        total += len(results[g].maxa)
+    parent = np.arange(total, dtype=np.int64)
+    best = np.concatenate([results[g].maxa for g in plan.groups]).astype(np.int64)
+    pairs = []
+    for g in plan.groups:
+        res = results[g]
+        if not res.border_flats:
+            continue
+        top, bottom, left, right = res.labels
+        gi, gj = g
+        # east neighbour: my right column against its left column (rows r, r-1, r+1)
+        e = results.get((gi, gj + 1))
+        if e is not None and e.border_flats:
+            other = e.labels[2]
+            for d in ((0,) if step == 2 else (-1, 0, 1)):
+                a = right[max(0, -d):len(right) - max(0, d)]
+                b = other[max(0, d):len(other) - max(0, -d)]
+                pairs.append((g, a, (gi, gj + 1), b))
+        s = results.get((gi + 1, gj))
+        if s is not None and s.border_flats:
+            other = s.labels[0]
+            for d in ((0,) if step == 2 else (-1, 0, 1)):
+                a = bottom[max(0, -d):len(bottom) - max(0, d)]
+                b = other[max(0, d):len(other) - max(0, -d)]
+                pairs.append((g, a, (gi + 1, gj), b))
+        if step == 1:
+            se = results.get((gi + 1, gj + 1))
+            if se is not None and se.border_flats:
+                pairs.append((g, bottom[-1:], (gi + 1, gj + 1), se.labels[0][:1]))
+            sw = results.get((gi + 1, gj - 1))
+            if sw is not None and sw.border_flats:
+                pairs.append((g, bottom[:1], (gi + 1, gj - 1), sw.labels[0][-1:]))
+    us, vs = [], []
+    for g, a, h, b in pairs:
+        ok = (a > 0) & (b > 0)
+        us.append(offsets[g] + a[ok].astype(np.int64))
+        vs.append(offsets[h] + b[ok].astype(np.int64))
+    if us:
+        from ._flow_cpu import union_max_cpu
+        union_max_cpu(parent, best, np.concatenate(us), np.concatenate(vs))
+    return {g: best[offsets[g]:offsets[g] + len(results[g].maxa)].astype(np.int32)
+            for g in plan.groups}
+
+
+def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=None):
+    """The tiled directions' flat work over ``plan``'s groups (module docstring): rounds of
+    per-group flat passes until no group's border distances change, then the flats'
+    heights. Returns ``(results, heights, rounds)``: ``results[g]`` the group's last
+    :class:`_GroupFlats`, ``heights[g]`` the height of each of its local flats (what
+    :func:`direction_group` takes).
+
+    ``read_z(r0, r1, c0, c1)`` (and ``read_out``, the outlet mask) read the grid;
+    ``map_groups(fn, groups)`` runs ``fn(group)`` for each group (default: one after the
+    other; a pipeline passes a parallel one).
+    """
+    ops = _ops(backend)
+    mapper = map_groups or (lambda fn, items: [fn(g) for g in items])
+    groups = list(plan.groups)
+    gset = set(groups)
+    g = plan.group_level
+    frames_a, frames_t, results = {}, {}, {}
+
+    def run(group, seeded):
+        window = plan.window(g, *group)
+        h, w = window[1] - window[0], window[3] - window[2]
+        ha = _halo(frames_a, *group, h, w, _INF, np.int32) if seeded else None
+        ht = _halo(frames_t, *group, h, w, _INF, np.int32) if seeded else None
+        return _group_step(spec, ops, read_z, read_out, window, ha, ht, None)
+
+    first = mapper(lambda grp: run(grp, False), groups)
+    changed = set()
+    for grp, res in zip(groups, first):
+        results[grp] = res
+        if res.border_flats:
+            frames_a[grp], frames_t[grp] = res.away, res.towards
+            changed.add(grp)
+    rounds = 1
+    while changed:
+        todo = sorted({n for c in changed for n in _neighbours(c, gset)
+                       if results[n].border_flats})
+        if not todo:
+            break
+        again = mapper(lambda grp: run(grp, True), todo)
+        rounds += 1
+        changed = set()
+        for grp, res in zip(todo, again):
+            old = results[grp]
+            results[grp] = res
+            if any(not np.array_equal(x, y) for x, y in zip(old.away + old.towards,
+                                                             res.away + res.towards)):
+                frames_a[grp], frames_t[grp] = res.away, res.towards
+                changed.add(grp)
+    heights = _flat_heights(plan, results, spec.step)
+    return results, heights, rounds, (frames_a, frames_t)
+
+
+def direction_group(spec, plan, group, read_z, read_out, heights, frames, backend=None):
+    """The final directions of one group (uint8, its window) and its counts, once
+    :func:`direction_pass` resolved the flats' distances and heights."""
+    ops = _ops(backend)
+    window = plan.window(plan.group_level, *group)
+    h, w = window[1] - window[0], window[3] - window[2]
+    frames_a, frames_t = frames
+    ha = _halo(frames_a, *group, h, w, _INF, np.int32)
+    ht = _halo(frames_t, *group, h, w, _INF, np.int32)
+    code, stats = _group_step(spec, ops, read_z, read_out, window, ha, ht,
+                              heights.get(group, np.zeros(1, np.int32)))
+    stats["outlets"] = int(np.count_nonzero(code == 0))
+    return code, stats
+
+
+def _check_dem(z, what):
+    z = np.asarray(z)
+    if z.ndim != 2:
+        raise InputError(f"{what}: a DEM must be 2-D, got shape {z.shape}")
+    return np.ascontiguousarray(z, np.float32)
+
+
+def _in_core_tile(shape):
+    return 1 << max(1, (max(shape) - 1).bit_length())
+
+
+def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *, tile=None,
+                    group_tiles=1, backend=None):
+    """D8 (``connectivity=8``) or D4 flow directions of a filled DEM, flats resolved.
+
+    Parameters
+    ----------
+    filled : 2-D array
+        Depression-filled elevations (float32; NaN nodata).
+    cellsize : (dx, dy)
+        The distances that weight the drops (a diagonal is ``sqrt(dx² + dy²)``).
+    connectivity : {8, 4}
+    outlets : 2-D bool array, optional
+        The cells that drain out of the grid; default: those with no lower neighbour beside
+        the grid's edge or nodata.
+    tile, group_tiles : int, optional
+        Run tiled (groups of ``group_tiles`` tiles of ``tile`` cells a side) as the out-of-
+        core pipeline does; the result is the same. Default: the whole grid as one block.
+    backend : {'cpu', 'gpu', 'auto'}, optional
+
+    Returns
+    -------
+    FlowDirections
+        ``direction``: uint8 ESRI codes (module docstring); ``stats``.
+    """
+    z = _check_dem(filled, "filled")
+    out = None
+    if outlets is not None:
+        out = np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8)
+        if out.shape != z.shape:
+            raise InputError(f"outlets: {out.shape} cells, the DEM {z.shape}")
+    spec = FlowSpec(z.shape, int(tile or _in_core_tile(z.shape)), int(connectivity),
+                    tuple(float(v) for v in cellsize), outlets is None)
+    plan = spec.plan(group_tiles)
+    read_z = _array_reader(z)
+    read_out = None if out is None else _array_reader(out)
+    if len(plan.groups) == 1:  # one block: its flats are whole, one pass
+        code, stats = _group_step(spec, _ops(backend), read_z, read_out, (0, z.shape[0], 0,
+                                  z.shape[1]), None, None, "local")
+        stats.update(outlets=int(np.count_nonzero(code == 0)), rounds=1)
+        return FlowDirections(code, stats)
+    results, heights, rounds, frames = direction_pass(spec, plan, read_z, read_out, backend)
+    direction = np.empty(z.shape, np.uint8)
+    stats = {"cells": 0, "flat_cells": 0, "outlets": 0}
+    for grp in plan.groups:
+        code, s = direction_group(spec, plan, grp, read_z, read_out, heights, frames, backend)
+        r0, r1, c0, c1 = plan.window(plan.group_level, *grp)
+        direction[r0:r1, c0:c1] = code
+        for k in stats:
+            stats[k] += s[k]
+    stats["rounds"] = rounds
+    return FlowDirections(direction, stats)
+
+
+# ------------------------------------------------------------------------------------------
+# accumulation
+
+
+@dataclass
+class EdgeSummary:
+    """A quadtree node's boundary graph: the flow edges entering it (by their tail cell
+    outside, global ids; ``in_exit``: the out-edge its path leaves by, -1 none) and leaving
+    it (tail inside, head outside, the node's own accumulation at the tail)."""
+
+    in_tail: np.ndarray
+    in_exit: np.ndarray
+    out_tail: np.ndarray
+    out_head: np.ndarray
+    out_local: np.ndarray
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in (self.in_tail, self.in_exit, self.out_tail,
+                                      self.out_head, self.out_local))
+
+
+def _empty_summary():
+    e = np.zeros(0, np.int64)
+    return EdgeSummary(e, e, e, e, np.zeros(0, np.float64))
+
+
+def _halo_in_edges(dp):
+    """Halo cells (padded, halo 1) whose direction points into the block: their padded
+    ``(rows, cols)`` in row-major order."""
+    R, C = dp.shape
+    ring = np.zeros((R, C), bool)
+    ring[0, :] = ring[-1, :] = ring[:, 0] = ring[:, -1] = True
+    rr, cc = np.nonzero(ring & (dp != 255) & (dp != 0))
+    keep = np.zeros(rr.shape, bool)
+    for code, (dr, dc) in code_offsets().items():
+        m = dp[rr, cc] == code
+        hr, hc = rr + dr, cc + dc
+        keep |= m & (hr >= 1) & (hr < R - 1) & (hc >= 1) & (hc < C - 1)
+    return rr[keep], cc[keep]
+
+
+def _out_edges(dp):
+    """Interior cells whose direction leaves the block: padded ``(rows, cols, head rows,
+    head cols)``, row-major."""
+    R, C = dp.shape
+    ring = np.zeros((R, C), bool)  # only the interior's border cells can leave it
+    ring[1, 1:-1] = ring[-2, 1:-1] = ring[1:-1, 1] = ring[1:-1, -2] = True
+    rr, cc = np.nonzero(ring & (dp != 255) & (dp != 0))
+    hr, hc = rr.copy(), cc.copy()
+    for code, (dr, dc) in code_offsets().items():
+        m = dp[rr, cc] == code
+        hr[m] += dr
+        hc[m] += dc
+    out = (hr < 1) | (hr >= R - 1) | (hc < 1) | (hc >= C - 1)
+    return rr[out], cc[out], hr[out], hc[out]
+
+
+def _global_ids(r, c, window, shape, halo=1):
+    return (r + window[0] - halo).astype(np.int64) * shape[1] + (c + window[2] - halo)
+
+
+def _accumulate_block(ops, spec, read_dir, read_w, window, incoming, what):
+    """The padded direction block, its in-edges and the accumulation with ``incoming`` at
+    their tails (zeros: the block's own)."""
+    dp = padded_window(read_dir, spec.shape, window, 1, 255, np.uint8)
+    weights = None
+    if read_w is not None:
+        r0, r1, c0, c1 = window
+        weights = np.nan_to_num(np.asarray(read_w(r0, r1, c0, c1), np.float64), nan=0.0)
+    ir, ic = _halo_in_edges(dp)
+    ext = np.zeros(dp.shape, np.float64)
+    if incoming is not None and len(ir):
+        ext[ir, ic] = incoming
+    acc, order, done, err = ops.accumulate(dp, weights, ext)
+    if err:
+        raise InputError(f"{what}: a flow direction leads to nodata, off the grid or is not "
+                         "an ESRI D8 code")
+    valid = int(np.count_nonzero(dp[1:-1, 1:-1] != 255))
+    if done != valid:
+        raise InputError(f"{what}: the flow directions hold a cycle ({valid - done} cells "
+                         "never drain)")
+    return dp, ir, ic, acc, order, done
+
+
+def _leaf_up(spec, backend, read_dir, read_w, what, level, i, j):
+    ops = _ops(backend)
+    window = spec.window(level, i, j)
+    dp, ir, ic, acc, order, done = _accumulate_block(ops, spec, read_dir, read_w, window, None,
+                                                     what)
+    orr, occ, ohr, ohc = _out_edges(dp)
+    out_index = np.full(dp.shape, -1, np.int64)
+    out_index[orr, occ] = np.arange(len(orr))
+    exit_ = ops.exits(dp, order, done, out_index)
+    offsets = code_offsets()
+    er, ec = ir.copy(), ic.copy()
+    for code, (dr, dc) in offsets.items():
+        m = dp[ir, ic] == code
+        er[m] += dr
+        ec[m] += dc
+    summary = EdgeSummary(_global_ids(ir, ic, window, spec.shape),
+                          exit_[er, ec].astype(np.int64),
+                          _global_ids(orr, occ, window, spec.shape),
+                          _global_ids(ohr, ohc, window, spec.shape),
+                          acc[orr, occ].astype(np.float64))
+    return summary, None
+
+
+def _inside(ids, window, cols):
+    r, c = ids // cols, ids % cols
+    return (r >= window[0]) & (r < window[1]) & (c >= window[2]) & (c < window[3])
+
+
+def _compose(spec, level, i, j, children):
+    """The children's summaries joined: arrays over all their edges, which are internal,
+    and each internal in-edge's out-edge."""
+    kids = [c if c is not None else _empty_summary() for c in children]
+    window = spec.window(level, i, j)
+    cols = spec.shape[1]
+    n_out = np.cumsum([0] + [len(c.out_tail) for c in kids])
+    in_tail = np.concatenate([c.in_tail for c in kids])
+    in_exit = np.concatenate([np.where(c.in_exit >= 0, c.in_exit + n_out[q], -1)
+                              for q, c in enumerate(kids)]).astype(np.int64)
+    out_tail = np.concatenate([c.out_tail for c in kids])
+    out_head = np.concatenate([c.out_head for c in kids])
+    out_local = np.concatenate([c.out_local for c in kids])
+    in_internal = _inside(in_tail, window, cols)
+    out_external = ~_inside(out_head, window, cols)
+    in_src = np.full(len(in_tail), -1, np.int64)
+    if in_internal.any():
+        order = np.argsort(out_tail, kind="stable")
+        pos = np.searchsorted(out_tail[order], in_tail[in_internal])
+        pos = np.minimum(pos, len(order) - 1)
+        src = order[pos]
+        if not np.array_equal(out_tail[src], in_tail[in_internal]):
+            raise InputError("flow accumulation: an edge between tiles has no tail")
+        in_src[in_internal] = src
+    counts = [len(c.in_tail) for c in kids]
+    return in_tail, in_exit, in_src, out_tail, out_head, out_local, out_external, counts
+
+
+def _merge_up(spec, level, i, j, *children):
+    from ._flow_cpu import chain_exits_cpu, resolve_edges_cpu
+    parts = _compose(spec, level, i, j, children)
+    in_tail, in_exit, in_src, out_tail, out_head, out_local, out_external, counts = parts
+    out_val = np.empty(len(out_local), np.float64)
+    in_val = np.empty(len(in_tail), np.float64)
+    done = resolve_edges_cpu(in_exit, in_src, np.zeros(len(in_tail)), out_local, out_val,
+                             in_val)
+    node_exit = np.empty(len(in_tail), np.int64)
+    ok = chain_exits_cpu(in_exit, in_src, out_external, node_exit)
+    if done != len(out_local) or not ok:
+        raise InputError("flow accumulation: the flow directions hold a cycle across tiles")
+    ext_in = in_src < 0
+    rank = np.cumsum(out_external) - 1
+    exits = node_exit[ext_in]
+    node_in_exit = np.full(len(exits), -1, np.int64)
+    node_in_exit[exits >= 0] = rank[exits[exits >= 0]]
+    summary = EdgeSummary(in_tail[ext_in], node_in_exit.astype(np.int64),
+                          out_tail[out_external], out_head[out_external],
+                          out_val[out_external])
+    return summary, tuple(children)
+
+
+def _split_down(spec, level, i, j, incoming, children):
+    from ._flow_cpu import resolve_edges_cpu
+    parts = _compose(spec, level, i, j, children)
+    in_tail, in_exit, in_src, out_tail, out_head, out_local, out_external, counts = parts
+    given = np.zeros(len(in_tail), np.float64)
+    ext_in = in_src < 0
+    if incoming is not None:
+        given[ext_in] = incoming
+    out_val = np.empty(len(out_local), np.float64)
+    in_val = np.empty(len(in_tail), np.float64)
+    resolve_edges_cpu(in_exit, in_src, given, out_local, out_val, in_val)
+    bounds = np.cumsum([0] + counts)
+    return tuple(in_val[bounds[q]:bounds[q + 1]] for q in range(4))
+
+
+def _leaf_down(spec, backend, read_dir, read_w, what, write, level, i, j, incoming, *rest):
+    ops = _ops(backend)
+    window = spec.window(level, i, j)
+    dp, ir, ic, acc, order, done = _accumulate_block(ops, spec, read_dir, read_w, window,
+                                                     incoming, what)
+    return write(window, acc[1:-1, 1:-1])
+
+
+def accumulation_pass(spec, plan, read_dir, write, read_w=None, backend=None, call=call_now,
+                      what="direction"):
+    """Flow accumulation over ``plan`` by the quadtree up/down walk (module docstring):
+    ``write(window, acc)`` receives each group's float64 accumulation; returns what the
+    walk's leaf steps returned, by group. ``call`` runs the steps (a pipeline's makes them
+    tasks)."""
+    if len(plan.groups) == 1:  # one block: nothing enters it, no boundary graphs
+        rest = {(plan.group_level, 0, 0): (None,)}
+    else:
+        _, rest = walk_up(plan, (_leaf_up, spec, backend, read_dir, read_w, what),
+                          (_merge_up, spec), call, nout=2, names=("acc-up", "acc-merge"))
+    _, out = walk_down(plan, (_split_down, spec),
+                       (_leaf_down, spec, backend, read_dir, read_w, what, write), call,
+                       extra=rest, node_nout=4, names=("acc-split", "acc-down"))
+    return out
+
+
+def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, backend=None):
+    """Cells (or ``weights``) draining through each cell, itself included (float64; NaN at
+    nodata, code 255).
+
+    Parameters
+    ----------
+    direction : 2-D uint8 array
+        ESRI D8 codes (0 outlet, 255 nodata), e.g. :func:`flow_directions`'s.
+    weights : 2-D array, optional
+        Per-cell weight (rainfall); NaN counts as 0. Default: 1 per cell.
+    tile, group_tiles : int, optional
+        Run tiled, as the out-of-core pipeline does (module docstring).
+    backend : {'cpu', 'gpu', 'auto'}, optional
+    """
+    d = np.asarray(direction)
+    if d.ndim != 2:
+        raise InputError(f"direction: must be 2-D, got shape {d.shape}")
+    d = np.ascontiguousarray(d, np.uint8)
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, np.float64)
+        if w.shape != d.shape:
+            raise InputError(f"weights: {w.shape} cells, the directions {d.shape}")
+    spec = FlowSpec(d.shape, int(tile or _in_core_tile(d.shape)))
+    plan = spec.plan(group_tiles)
+    acc = np.empty(d.shape, np.float64)
+
+    def write(window, block):
+        r0, r1, c0, c1 = window
+        acc[r0:r1, c0:c1] = block
+
+    accumulation_pass(spec, plan, _array_reader(d), write,
+                      None if w is None else _array_reader(w), backend)
+    return acc

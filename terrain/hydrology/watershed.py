@@ -1,0 +1,220 @@
+"""Watersheds and stream networks from flow directions (ESRI D8 codes) and accumulation.
+
+* :func:`watershed`: each cell gets the label of the first outlet point on its downstream
+  path (1, 2, ... in the order the points are given), 0 when its path ends elsewhere, -1 at
+  nodata. An outlet upstream of another takes its own basin out of the other's (nested
+  watersheds, as ArcGIS's *Watershed*). :func:`snap_outlets` moves points to the cell of
+  largest accumulation within a radius (ArcGIS's *Snap Pour Point*): a point a cell off the
+  channel otherwise gets a basin of a few cells.
+* :func:`stream_links`: the cells of accumulation at least ``threshold`` form the stream
+  network; a *link* runs from a source (no stream cell drains into it) or a confluence (two
+  or more do) down to the next confluence, which it ends at, or to an outlet. Each link has
+  its Strahler order: 1 at sources; below a confluence the largest order of the inflowing
+  links, plus one when two or more of them share it.
+
+Both hold the grid's directions in memory (the store is read whole; the streams' own work
+is on the stream cells only).
+
+Examples
+--------
+>>> import numpy as np
+>>> d = np.array([[4, 4, 4], [1, 4, 16], [1, 0, 16]], np.uint8)  # all to the bottom middle
+>>> watershed(d, [(2, 1), (0, 1)]).tolist()
+[[1, 2, 1], [1, 1, 1], [1, 1, 1]]
+>>> links = stream_links(d, np.array([[1, 1, 1], [1, 3, 1], [2, 9, 2]], float), 2)
+>>> [(l["cells"], l["order"]) for l in links]
+[([(1, 1), (2, 1)], 1), ([(2, 0), (2, 1)], 1), ([(2, 1)], 2), ([(2, 2), (2, 1)], 1)]
+"""
+
+import numba
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["watershed", "snap_outlets", "stream_links"]
+
+_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
+_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+
+
+@numba.njit(cache=True)
+def _downstream(d):
+    """Flat index of each cell's downstream cell; -1 at outlets and nodata; -2 where a code
+    is not a D8 code or leaves the grid."""
+    R, C = d.shape
+    out = np.full(R * C, -1, np.int64)
+    for r in range(R):
+        for c in range(C):
+            v = d[r, c]
+            if v == 0 or v == 255:
+                continue
+            k = -1
+            for q in range(8):
+                if v == (1 << q):
+                    k = q
+            if k < 0:
+                out[r * C + c] = -2
+                continue
+            rr, cc = r + _DR[k], c + _DC[k]
+            if rr < 0 or rr >= R or cc < 0 or cc >= C or d[rr, cc] == 255:
+                out[r * C + c] = -2
+                continue
+            out[r * C + c] = rr * C + cc
+    return out
+
+
+@numba.njit(cache=True)
+def _topological(down, valid):
+    """Cells in an upstream-first order (Kahn); fewer than the valid cells: a cycle."""
+    n = down.shape[0]
+    indeg = np.zeros(n, np.int32)
+    for i in range(n):
+        if down[i] >= 0:
+            indeg[down[i]] += 1
+    order = np.empty(n, np.int64)
+    head = 0
+    tail = 0
+    for i in range(n):
+        if valid[i] and indeg[i] == 0:
+            order[tail] = i
+            tail += 1
+    while head < tail:
+        i = order[head]
+        head += 1
+        j = down[i]
+        if j >= 0:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                order[tail] = j
+                tail += 1
+    return order[:tail]
+
+
+def _prepare(direction):
+    d = np.ascontiguousarray(direction, np.uint8)
+    if d.ndim != 2:
+        raise InputError(f"direction: must be 2-D, got shape {d.shape}")
+    down = _downstream(d)
+    if (down == -2).any():
+        i = int(np.flatnonzero(down == -2)[0])
+        raise InputError(f"direction: cell ({i // d.shape[1]}, {i % d.shape[1]}) holds no D8 "
+                         "code or leads off the grid or to nodata")
+    valid = (d != 255).ravel()
+    order = _topological(down, valid)
+    if len(order) != int(valid.sum()):
+        raise InputError("direction: the flow directions hold a cycle")
+    return d, down, valid, order
+
+
+@numba.njit(cache=True)
+def _labels_down(order, down, seeds, labels):
+    for q in range(order.shape[0] - 1, -1, -1):
+        i = order[q]
+        if seeds[i] > 0:
+            labels[i] = seeds[i]
+        elif down[i] >= 0:
+            labels[i] = labels[down[i]]
+        else:
+            labels[i] = 0
+
+
+def watershed(direction, outlets):
+    """int32 labels of the cells draining to each outlet cell (module docstring).
+
+    ``outlets``: ``[(row, col), ...]``; a cell named twice keeps its first label.
+    """
+    d, down, valid, order = _prepare(direction)
+    R, C = d.shape
+    seeds = np.zeros(R * C, np.int32)
+    for n, (r, c) in enumerate(outlets, start=1):
+        r, c = int(r), int(c)
+        if not (0 <= r < R and 0 <= c < C):
+            raise InputError(f"outlet cell ({r}, {c}) is outside the grid ({R} x {C} cells)")
+        if d[r, c] == 255:
+            raise InputError(f"outlet cell ({r}, {c}) is nodata")
+        if seeds[r * C + c] == 0:
+            seeds[r * C + c] = n
+    labels = np.full(R * C, -1, np.int32)
+    _labels_down(order, down, seeds, labels)
+    return labels.reshape(R, C)
+
+
+def snap_outlets(accumulation, outlets, radius_cells):
+    """Each outlet moved to the cell of largest accumulation within ``radius_cells``
+    (Euclidean, in cells; ties: the first in row-major order)."""
+    acc = np.asarray(accumulation)
+    R, C = acc.shape
+    rad = float(radius_cells)
+    k = int(np.floor(rad))
+    out = []
+    for r, c in outlets:
+        r0, r1, c0, c1 = max(0, r - k), min(R, r + k + 1), max(0, c - k), min(C, c + k + 1)
+        rr, cc = np.mgrid[r0:r1, c0:c1]
+        win = np.where(((rr - r) ** 2 + (cc - c) ** 2 <= rad * rad)
+                       & ~np.isnan(acc[r0:r1, c0:c1]), acc[r0:r1, c0:c1], -np.inf)
+        q = int(np.argmax(win))
+        out.append((int(rr.ravel()[q]), int(cc.ravel()[q])) if np.isfinite(win.ravel()[q])
+                   else (int(r), int(c)))
+    return out
+
+
+@numba.njit(cache=True)
+def _strahler(order, down, stream, ins, strahler):
+    """Strahler order of every stream cell, upstream first; ``ins``: stream inflows."""
+    n = order.shape[0]
+    best = np.zeros(down.shape[0], np.int32)
+    count = np.zeros(down.shape[0], np.int32)
+    for q in range(n):
+        i = order[q]
+        if not stream[i]:
+            continue
+        if ins[i] == 0:
+            s = 1
+        else:
+            s = best[i] + (1 if count[i] >= 2 else 0)
+        strahler[i] = s
+        j = down[i]
+        if j >= 0 and stream[j]:
+            if s > best[j]:
+                best[j] = s
+                count[j] = 1
+            elif s == best[j]:
+                count[j] += 1
+
+
+def stream_links(direction, accumulation, threshold):
+    """The stream network's links (module docstring): a list of dicts, in the row-major
+    order of their first cells, with ``cells`` (``(row, col)`` from upstream down, ending at
+    the confluence that ends the link), ``order`` (Strahler), ``upstream`` (the accumulation
+    at the link's last own cell), ``outlet`` (True when it ends at an outlet)."""
+    d, down, valid, order = _prepare(direction)
+    acc = np.asarray(accumulation, np.float64).ravel()
+    if acc.shape[0] != d.size:
+        raise InputError(f"accumulation: {np.shape(accumulation)} cells, the directions "
+                         f"{d.shape}")
+    stream = valid & (acc >= float(threshold))
+    ins = np.zeros(d.size, np.int32)
+    src = np.flatnonzero(stream & (down >= 0))
+    np.add.at(ins, down[src][stream[down[src]]], 1)
+    strahler = np.zeros(d.size, np.int32)
+    _strahler(order, down, stream, ins, strahler)
+    C = d.shape[1]
+    links = []
+    for start in np.flatnonzero(stream & (ins != 1)):
+        cells = [int(start)]
+        i = int(start)
+        while True:
+            j = int(down[i])
+            if j < 0 or not stream[j]:
+                end_outlet = True
+                break
+            cells.append(j)
+            if ins[j] != 1:  # a confluence: the next link starts there
+                end_outlet = False
+                break
+            i = j
+        last = cells[-1] if end_outlet or len(cells) == 1 else cells[-2]
+        links.append({"cells": [(c // C, c % C) for c in cells],
+                      "order": int(strahler[start]), "upstream": float(acc[last]),
+                      "outlet": bool(end_outlet)})
+    return links

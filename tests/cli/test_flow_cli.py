@@ -1,0 +1,47 @@
+"""``terrain flow`` as a user runs it: bad input is one line naming the file, exit 2, and
+nothing written; a filled DEM goes through to a verified store."""
+
+import numpy as np
+
+from cli import run_cli
+from grids import dem, write_asc
+from oracles import priority_flood
+
+
+def _one_line(rc, err, expected):
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and expected in lines[0], err
+
+
+def test_bad_inputs(tmp_path):
+    rc, _, err = run_cli("flow", tmp_path / "missing.asc", "--filled", "-o", tmp_path / "o.zarr")
+    _one_line(rc, err, "missing.asc")
+    bad = tmp_path / "bad.asc"
+    bad.write_text("ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2\n3 x\n")
+    rc, _, err = run_cli("flow", bad, "--filled", "-o", tmp_path / "o.zarr")
+    _one_line(rc, err, "bad.asc")
+    assert not (tmp_path / "o.zarr").exists()
+    z = priority_flood(dem("random", (20, 30), 0))
+    asc = write_asc(tmp_path / "f.asc", z)
+    small = write_asc(tmp_path / "w.asc", np.ones((5, 5), np.float32))
+    rc, _, err = run_cli("flow", asc, "--filled", "--weights", small, "-o", tmp_path / "o.zarr")
+    _one_line(rc, err, "w.asc")
+    rc, _, err = run_cli("flow", asc, "--filled", "-o", asc)
+    _one_line(rc, err, "f.asc")
+    (tmp_path / "o.csv").write_text("x,y\n-5,-5\n")
+    rc, _, err = run_cli("flow", asc, "--filled", "--outlets", tmp_path / "o.csv",
+                         "-o", tmp_path / "o.zarr")
+    _one_line(rc, err, "outside")
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_flow_then_verify(tmp_path):
+    z = priority_flood(dem("integer", (40, 30), 2))
+    asc = write_asc(tmp_path / "f.asc", z)
+    rc, out, err = run_cli("flow", asc, "--filled", "-o", tmp_path / "f.zarr")
+    assert rc == 0, err
+    rc, _, err = run_cli("flow", asc, "--filled", "-o", tmp_path / "f.zarr")
+    _one_line(rc, err, "exists")
+    rc, out, _ = run_cli("verify", tmp_path / "f.zarr", scheduler=None)
+    assert rc == 0 and "verified" in out

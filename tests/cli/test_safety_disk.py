@@ -1,0 +1,95 @@
+"""A full disk is one line naming the output, and nothing is left (issue 24 "smaller", issue
+22 §5): ``ingest``/``mst -o /small/x.zarr`` on a 600 KiB file system, a batch whose
+manifest cannot be written.
+
+The file system is a real tmpfs where the tests may mount one (root in a container), else
+those tests skip; the size limit of a process (``RLIMIT_FSIZE``: EFBIG, "File too large")
+needs no privilege.
+"""
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from cli import ROOT, assert_one_line_error
+
+SYNC = ("--scheduler", "synchronous")
+
+
+def _run(*argv, cwd, fsize=None):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def limit():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if fsize is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() fails with EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    return subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)], cwd=cwd,
+                          env=env, capture_output=True, text=True, preexec_fn=limit,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def dem(tmp_path_factory):
+    from terrain.io import write_synth
+    d = tmp_path_factory.mktemp("disk")
+    write_synth(d / "g.asc", 600, 700, seed=4)
+    return d / "g.asc"
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A 600 KiB tmpfs at ``tmp_path/small`` (skip where mounting is not allowed)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.strip()})")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+@pytest.mark.parametrize("argv", [
+    ["ingest", *SYNC], ["ingest", "--scheduler", "threads"],
+    ["mst", "--backend", "cpu", *SYNC], ["mst", "--backend", "cpu", "--scheduler", "threads"],
+])
+def test_full_disk_is_one_line_and_leaves_nothing(small, dem, argv):
+    proc = _run(argv[0], dem, "-o", small / "x.zarr", *argv[1:], cwd=small.parent)
+    assert_one_line_error(proc, f"terrain: {small / 'x.zarr'}: No space left on device in "
+                                f"{small}; nothing written")
+    assert os.listdir(small) == []
+
+
+def test_batch_on_a_full_disk(small, dem):
+    fd = os.open(small / "fill", os.O_WRONLY | os.O_CREAT)
+    try:  # nothing left, not even for the manifest
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    proc = _run("batch", "ingest", dem, "-o", small / "out", *SYNC, cwd=small.parent)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == (f"terrain: {small / 'out' / 'manifest.json'}: No space left on device "
+                         f"in {small / 'out'}; nothing written"), lines
+    assert "failed" in lines[0] and "No space left on device" in lines[0]
+    assert len(lines) == 2
+    assert os.listdir(small) == ["fill"]
+
+
+def test_file_size_limit_is_one_line(tmp_path, dem):
+    proc = _run("mst", dem, "-o", "x.zarr", "--backend", "cpu", *SYNC, cwd=tmp_path,
+                fsize=64 << 10)
+    assert_one_line_error(proc, "terrain: x.zarr: File too large in ")
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,91 @@
+"""Paths resolved as the kernel resolves them: what is checked is what is written.
+
+``link/..`` is the parent of the link's *target* for ``open``; collapsing ``..`` as text
+before following the link once let ``-o link/../dem.asc`` replace the input ``dem.asc``
+(issue 24, 1).
+"""
+
+import os
+import sys
+
+import pytest
+
+from cli import assert_one_line_error, run_terrain, snapshot
+
+SYNC = ("--scheduler", "synchronous")
+
+
+@pytest.fixture
+def layout(tmp_path):
+    """The issue's repro: ``e/dem.asc``, ``e/sub``, and ``w2/link -> ../e/sub``."""
+    (tmp_path / "e" / "sub").mkdir(parents=True)
+    (tmp_path / "w2").mkdir()
+    proc = run_terrain("synth", "--rows", "30", "--cols", "40", "-o", "e/dem.asc", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "w2" / "link").symlink_to("../e/sub")
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv", [
+    ["ingest", "../e/dem.asc"],
+    ["mst", "../e/dem.asc"],
+    ["cost-distance", "../e/dem.asc", "--source-cell", "1,1"],
+])
+def test_output_through_a_symlinked_dotdot_is_the_input(layout, argv):
+    before = snapshot(layout)
+    proc = run_terrain(*argv, "-o", "link/../dem.asc", "--overwrite", *SYNC, cwd=layout / "w2")
+    assert_one_line_error(proc, "terrain: link/../dem.asc: output is the input ../e/dem.asc")
+    assert snapshot(layout) == before
+    assert (layout / "e" / "dem.asc").is_file()
+
+
+def test_output_through_a_symlinked_dotdot_lands_where_the_kernel_puts_it(layout):
+    proc = run_terrain("ingest", "../e/dem.asc", "-o", "link/../new.zarr", *SYNC,
+                       cwd=layout / "w2")
+    assert proc.returncode == 0, proc.stderr
+    assert (layout / "e" / "new.zarr" / "zarr.json").is_file()
+    assert sorted(os.listdir(layout / "w2")) == ["link"]
+    assert sorted(os.listdir(layout / "e")) == ["dem.asc", "new.zarr", "sub"]
+
+
+def test_input_through_a_symlinked_dotdot(layout):
+    """``link/../dem.asc`` as the input is ``e/dem.asc``: writing onto it is refused."""
+    proc = run_terrain("ingest", "link/../dem.asc", "-o", "../e/dem.asc", "--overwrite", *SYNC,
+                       cwd=layout / "w2")
+    assert_one_line_error(proc, "terrain: ../e/dem.asc: output is the input link/../dem.asc")
+
+
+def test_dotdot_after_a_missing_folder_is_one_line(layout):
+    before = snapshot(layout)
+    proc = run_terrain("ingest", "../e/dem.asc", "-o", "nosuch/../x.zarr", *SYNC,
+                       cwd=layout / "w2")
+    assert_one_line_error(proc, "terrain: nosuch/../x.zarr: cannot write there, directory ")
+    assert "nosuch does not exist" in proc.stderr
+    assert snapshot(layout) == before
+
+
+def test_symlink_loop_is_one_line(tmp_path):
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    (tmp_path / "g.asc").write_text("ncols 2\nnrows 1\nxllcorner 0\nyllcorner 0\n"
+                                    "cellsize 1\n1 2\n")
+    proc = run_terrain("ingest", "g.asc", "-o", "a/x.zarr", *SYNC, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "g.asc"]
+
+
+def test_real_path_follows_the_link_before_dotdot(tmp_path):
+    from terrain.io.outputs import real_path
+    (tmp_path / "e" / "sub").mkdir(parents=True)
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "link").symlink_to("../e/sub")
+    base = tmp_path.resolve()
+    assert real_path(tmp_path / "w" / "link" / ".." / "f") == base / "e" / "f"
+    assert real_path(tmp_path / "w" / "link" / "." / "f") == base / "e" / "sub" / "f"
+    # the same answer as the kernel's
+    (base / "e" / "f").write_text("x")
+    assert os.path.samefile(tmp_path / "w" / "link" / ".." / "f", real_path(
+        tmp_path / "w" / "link" / ".." / "f"))
+    if sys.platform.startswith("linux"):
+        assert real_path("/proc/self/..") == real_path("/proc")

@@ -1,0 +1,157 @@
+"""Depression filling (terrain fill): exact against an independent priority flood and
+against RichDEM (bit for bit), in core and tiled (every tile size gives the same bits).
+
+Oracles: ``oracles.priority_flood`` (heapq, written independently), RichDEM's
+``FillDepressions(epsilon=False)`` (``pip install richdem2``, skipped without it) on the
+matplotlib sample DEMs and on synthetic DEMs with integer ties and nodata blobs, and
+``scipy.ndimage.label`` for the depression ids.
+"""
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from terrain.hydrology import fill_depressions, fill_tiled, outlet_cells
+from grids import dem
+from oracles import edge_nodata, priority_flood, richdem_fill, sample_dems
+
+
+def random_case(seed, shape=None):
+    rng = np.random.default_rng(seed)
+    shape = shape or tuple(int(s) for s in rng.integers(1, 48, 2))
+    if seed % 2:
+        z = rng.integers(0, 8, shape).astype(np.float32)  # ties everywhere
+    else:
+        z = (rng.random(shape) * 100).astype(np.float32)
+    if seed % 3 == 0:
+        z[rng.random(shape) < 0.15] = np.nan
+    return z
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(24))
+def test_in_core_equals_priority_flood(seed, conn):
+    z = random_case(seed)
+    r = fill_depressions(z, conn, tile=4, backend="cpu")
+    np.testing.assert_array_equal(r.filled, priority_flood(z, conn), strict=True)
+    assert np.array_equal(r.depth, r.filled - z, equal_nan=True)
+
+
+@pytest.mark.parametrize("kind", ["random", "integer", "plateau", "holes"])
+@pytest.mark.parametrize("conn", [4, 8])
+def test_grids_kinds(kind, conn):
+    z = dem(kind, (37, 53), seed=2)
+    np.testing.assert_array_equal(fill_depressions(z, conn, backend="cpu").filled,
+                                  priority_flood(z, conn), strict=True)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(12))
+def test_tiled_every_tile_size_same_bits(seed, conn):
+    z = random_case(seed + 100, (45, 67))
+    ref = fill_depressions(z, conn, backend="cpu")
+    for tile, group in ((2, 1), (2, 2), (4, 1), (8, 2), (16, 1), (64, 4)):
+        r = fill_tiled(z, conn, tile=tile, group_tiles=group, backend="cpu")
+        for name in ("filled", "depth", "depression"):
+            np.testing.assert_array_equal(getattr(r, name), getattr(ref, name), strict=True,
+                                          err_msg=f"{name} tile {tile} group {group}")
+        assert r.stats["flooded"] == ref.stats["flooded"]
+
+
+def test_depression_ids_are_scipy_labels_in_row_major_order():
+    z = random_case(7, (60, 80))
+    for conn in (4, 8):
+        r = fill_depressions(z, conn, backend="cpu")
+        want, n = ndimage.label(r.depth > 0, np.ones((3, 3)) if conn == 8 else None)
+        np.testing.assert_array_equal(r.depression, want.astype(np.int32), strict=True)
+        assert r.stats["depressions"] == n
+
+
+def test_a_lake_is_one_level():
+    z = random_case(9, (50, 50))
+    r = fill_depressions(z, 8, backend="cpu")
+    for k in range(1, r.stats["depressions"] + 1):
+        assert np.unique(r.filled[r.depression == k]).size == 1
+
+
+def test_named_outlets_and_undrained():
+    z = np.array([[9, 9, 9, 9, 9],
+                  [9, 3, 9, 2, 9],
+                  [9, 9, 9, 9, 9]], np.float32)
+    out = np.zeros(z.shape, np.uint8)
+    out[1, 3] = 1  # only this cell drains; everything else rises to 9 or cannot drain
+    r = fill_depressions(z, 4, out, backend="cpu")
+    np.testing.assert_array_equal(r.filled, priority_flood(z, 4, out))
+    assert r.filled[1, 1] == 9 and r.filled[1, 3] == 2
+    z[:, 2] = np.nan  # the left part is cut off: no outlet there
+    r = fill_depressions(z, 4, out, backend="cpu")
+    assert r.stats["undrained"] == 6 and r.filled[1, 1] == 3
+    np.testing.assert_array_equal(r.filled, priority_flood(z, 4, out))
+    t = fill_tiled(z, 4, out, tile=2, group_tiles=1, backend="cpu")
+    np.testing.assert_array_equal(t.filled, r.filled)
+
+
+def test_outlets_are_edge_and_nodata_neighbours():
+    z = np.ones((5, 5), np.float32)
+    z[2, 2] = np.nan
+    assert outlet_cells(z, 4).tolist() == [[1, 1, 1, 1, 1], [1, 0, 1, 0, 1], [1, 1, 0, 1, 1],
+                                           [1, 0, 1, 0, 1], [1, 1, 1, 1, 1]]
+    assert outlet_cells(z, 8)[1:4, 1:4].sum() == 8
+
+
+def test_empty_and_all_nodata():
+    for z in (np.zeros((0, 4), np.float32), np.full((3, 3), np.nan, np.float32)):
+        r = fill_depressions(z, 8, backend="cpu")
+        assert r.filled.shape == z.shape and r.stats["flooded"] == 0
+
+
+# -- RichDEM, bit for bit -----------------------------------------------------------------------
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("name", ["jacksboro", "topobathy", "topobathy-sea-nodata"])
+def test_richdem_sample_dems(name, conn):
+    z = sample_dems()[name]
+    want = richdem_fill(z, conn)
+    np.testing.assert_array_equal(fill_depressions(z, conn, backend="cpu").filled, want,
+                                  strict=True)
+    for tile, group in ((32, 1), (64, 2), (128, 1)):
+        np.testing.assert_array_equal(
+            fill_tiled(z, conn, tile=tile, group_tiles=group, backend="cpu").filled, want,
+            strict=True)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(4))
+def test_richdem_integer_ties_and_edge_nodata(seed, conn):
+    rng = np.random.default_rng(seed)
+    z = edge_nodata(rng.integers(0, 12, (120, 90)).astype(np.float32), rng, 0.03, conn)
+    want = richdem_fill(z, conn)
+    np.testing.assert_array_equal(fill_depressions(z, conn, backend="cpu").filled, want,
+                                  strict=True)
+    np.testing.assert_array_equal(
+        fill_tiled(z, conn, tile=16, group_tiles=2, backend="cpu").filled, want, strict=True)
+
+
+def test_richdem_fills_interior_holes_we_drain_into_them():
+    """The one documented difference (docs/hydrology.md): RichDEM's nodata is a very low
+    value reached only from the grid's edge, so a hole inside the grid is a pit it fills;
+    terrain's cells beside nodata are outlets."""
+    z = np.full((7, 7), 10, np.float32)
+    z[1:6, 1:6] = 5
+    z[0, 3] = 7
+    z[3, 3] = np.nan
+    ours = fill_depressions(z, 8, backend="cpu").filled
+    assert ours[2, 2] == 5 and richdem_fill(z, 8)[2, 2] == 7
+    np.testing.assert_array_equal(ours, priority_flood(z, 8))
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+def test_depression_labels_in_bands_are_scipy_labels(conn, monkeypatch):
+    """Tall grids are labelled band by band on threads and joined across band borders."""
+    import os
+    from terrain.hydrology import depression_labels
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    rng = np.random.default_rng(conn)
+    flooded = ndimage.binary_dilation(rng.random((1500, 301)) < 0.15)
+    want, _ = ndimage.label(flooded, np.ones((3, 3)) if conn == 8 else None)
+    np.testing.assert_array_equal(depression_labels(flooded, conn), want.astype(np.int32),
+                                  strict=True)

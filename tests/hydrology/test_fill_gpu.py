@@ -1,0 +1,143 @@
+"""The GPU's fill: its algorithm (seeded forest, Euler tours, list ranking, pointer jumping)
+run on the CPU by the kernels' Numba twins against the CPU's drain pass; on a GPU, the
+device's result bit for bit the CPU's (tests/backends.py), in core and tiled."""
+
+import numpy as np
+import pytest
+
+from backends import assert_backends_identical
+from terrain.hydrology import fill_depressions, fill_tiled, outlet_cells
+from terrain.hydrology._fill_gpu import euler_levels_twin
+from oracles import priority_flood, seeded_forest
+
+
+def case(seed, shape=None):
+    rng = np.random.default_rng(seed)
+    shape = shape or (int(rng.integers(1, 40)), int(rng.integers(1, 40)))
+    z = (rng.integers(0, 7, shape) if seed % 2 else rng.random(shape) * 40).astype(np.float32)
+    if seed % 3 == 0:
+        z[rng.random(shape) < 0.2] = np.nan
+    return z
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(20))
+def test_twins_equal_the_drain_pass(seed, conn):
+    z = case(seed)
+    outlets = None
+    if seed % 4 == 1:  # named outlets: some parts of the grid reach none
+        outlets = np.zeros(z.shape, np.uint8)
+        outlets.ravel()[:: 7] = 1
+    out = outlet_cells(z, conn, outlets)
+    mask, labels = seeded_forest(z, conn, out)
+    got = euler_levels_twin(z, mask, out, labels)
+    want = priority_flood(z, conn, outlets)
+    levels = np.where(np.isinf(got), z, got)
+    np.testing.assert_array_equal(levels, want, strict=True)
+    r = fill_depressions(z, conn, outlets, backend="cpu")
+    np.testing.assert_array_equal(np.isinf(got) & ~np.isnan(z),
+                                  np.zeros(z.shape, bool) if r.stats["undrained"] == 0
+                                  else (np.isinf(got) & ~np.isnan(z)))
+    assert int(np.count_nonzero(np.isinf(got) & ~np.isnan(z))) == r.stats["undrained"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(6))
+def test_gpu_equals_cpu(seed, conn):
+    z = case(seed, (300, 257))
+
+    def run(backend):
+        r = fill_depressions(z, conn, backend=backend)
+        return r.filled, r.depth, r.depression
+
+    assert_backends_identical(run)
+
+
+@pytest.mark.gpu
+def test_gpu_options_and_tiled_equal_cpu():
+    z = case(4, (200, 190))
+    for kw in ({"epsilon": True}, {"min_depth": 2.0}, {"hierarchy": True}):
+        def run(backend):
+            r = fill_depressions(z, 8, backend=backend, **kw)
+            return r.filled, r.depression
+        assert_backends_identical(run)
+    assert_backends_identical(lambda b: fill_tiled(z, 4, tile=32, group_tiles=2,
+                                                   backend=b).filled)
+
+
+class _HostArray(np.ndarray):
+    """A NumPy array with CuPy's ``.get()``: the launcher's host reads."""
+
+    def get(self):
+        return np.asarray(self)
+
+    def __getitem__(self, key):  # CuPy indexes a scalar as a 0-d array
+        out = super().__getitem__(key)
+        return np.asarray(out).view(_HostArray) if np.ndim(out) == 0 else out
+
+
+class _FakeCupy:
+    """Just enough of CuPy, on the host, for device_levels' launcher: its array calls return
+    :class:`_HostArray`, so the launch sequence (arguments, buffers, swaps, flags) runs with
+    the kernels' Numba twins in place of the CUDA kernels."""
+
+    float32, uint8, int32 = np.float32, np.uint8, np.int32
+
+    def __getattr__(self, name):
+        fn = getattr(np, name)
+
+        def wrapped(*a, **k):
+            out = fn(*a, **k)
+            return out.view(_HostArray) if isinstance(out, np.ndarray) else out
+        return wrapped
+
+
+def test_device_launcher_with_the_twins(monkeypatch):
+    """terrain.hydrology._fill_gpu.device_levels end to end without a GPU: the seeded
+    forest from Kruskal (what device_mst(seeds=...) makes), the CUDA kernels replaced by
+    their twins through the same argument lists; the levels equal the CPU's."""
+    import terrain.grid.mst_device as md
+    import terrain.hydrology._fill_gpu as fg
+    from terrain.backend import Backend
+
+    def fake_mst(z, connectivity, model, hlen, be, seeds=None):
+        mask, labels = seeded_forest(np.asarray(z), connectivity, np.asarray(seeds))
+        return md.InCoreForest(mask.view(_HostArray), None, 0, 0, 0,
+                               labels.astype(np.int32).view(_HostArray))
+
+    def rank(grid, block, args):
+        nxt, r, nxt2, r2, flag, arcs = args
+        flag[0] = fg.fill_rank_twin(nxt, r, nxt2, r2, int(arcs))
+
+    def jump(grid, block, args):
+        P, val, P2, val2, flag, n = args
+        flag[0] = fg.fill_jump_twin(P, val, P2, val2, int(n))
+
+    kernels = {"fill_adjacency": lambda g, b, a: fg.fill_adjacency_twin(
+                   np.ascontiguousarray(a[0]).ravel(), *a[1:3], int(a[3]), int(a[4])),
+               "fill_succ": lambda g, b, a: fg.fill_succ_twin(*a[:4], int(a[4]), int(a[5])),
+               "fill_rank": rank,
+               "fill_parent": lambda g, b, a: fg.fill_parent_twin(*a[:8], int(a[8]), int(a[9])),
+               "fill_jump": jump}
+
+    class Module:
+        def get_function(self, name):
+            return kernels[name]
+
+    class FakeGpu(Backend):
+        is_gpu = True
+
+        def cuda_module(self, path, *a, **k):
+            return Module()
+
+    monkeypatch.setattr(md, "device_mst", fake_mst)
+    be = FakeGpu("gpu", _FakeCupy())
+    for seed in range(8):
+        z = case(seed, (23, 31))
+        for conn in (4, 8):
+            out = outlet_cells(z, conn)
+            got = np.asarray(fg.device_levels(z, out, conn, be))
+            want = fill_depressions(z, conn, backend="cpu")
+            np.testing.assert_array_equal(np.where(np.isinf(got), z, got), want.filled,
+                                          strict=True)

@@ -1,0 +1,103 @@
+"""fill's options: epsilon (RichDEM's Priority-Flood+epsilon, bit for bit), the depression
+hierarchy (RichDEM's get_depression_hierarchy: the same pits and merge levels), the
+persistence simplification (min_depth / min_area) against a priority flood with the kept
+pits as outlets."""
+
+import numpy as np
+import pytest
+
+from terrain.hydrology import depression_hierarchy, fill_depressions, kept_pits, outlet_cells
+from terrain.grid import grid_mst
+from oracles import (edge_nodata, hierarchy_canon, priority_flood, richdem_fill,
+                     richdem_hierarchy, sample_dems)
+
+
+def rand(seed, integer):
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(2, 60)), int(rng.integers(2, 60)))
+    if integer:
+        return rng.integers(0, 10, shape).astype(np.float32)
+    return (rng.random(shape) * 50).astype(np.float32)
+
+
+# -- epsilon ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(8))
+def test_epsilon_is_richdem(seed, conn):
+    z = rand(seed, seed % 2)
+    np.testing.assert_array_equal(fill_depressions(z, conn, epsilon=True, backend="cpu").filled,
+                                  richdem_fill(z, conn, epsilon=True), strict=True)
+    z = edge_nodata(z, np.random.default_rng(seed), 0.05, conn)
+    np.testing.assert_array_equal(fill_depressions(z, conn, epsilon=True, backend="cpu").filled,
+                                  richdem_fill(z, conn, epsilon=True), strict=True)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("name", ["jacksboro", "topobathy", "topobathy-sea-nodata"])
+def test_epsilon_sample_dems(name, conn):
+    z = sample_dems()[name]
+    np.testing.assert_array_equal(fill_depressions(z, conn, epsilon=True, backend="cpu").filled,
+                                  richdem_fill(z, conn, epsilon=True), strict=True)
+
+
+def test_epsilon_drains_every_cell():
+    """Every cell that is not an outlet has a strictly lower neighbour, also beside an
+    inner nodata hole (where RichDEM itself leaves pits)."""
+    z = rand(3, True)
+    z[10:13, 10:13] = np.nan
+    f = fill_depressions(z, 8, epsilon=True, backend="cpu").filled
+    exact = fill_depressions(z, 8, backend="cpu").filled
+    out = outlet_cells(z, 8)
+    R, C = z.shape
+    for r in range(R):
+        for c in range(C):
+            if np.isnan(z[r, c]) or out[r, c]:
+                continue
+            nb = f[max(r - 1, 0):r + 2, max(c - 1, 0):c + 2]
+            assert np.nanmin(nb) < f[r, c], (r, c)
+    assert np.all((f >= exact) | np.isnan(z))
+
+
+# -- hierarchy ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(30))
+def test_hierarchy_is_richdem(seed):
+    z = rand(seed + 50, False)
+    h = depression_hierarchy(z, grid_mst(z, 8, tile=16, backend="cpu").mask,
+                             outlet_cells(z, 8), 8)
+    assert hierarchy_canon(h) == richdem_hierarchy(z)
+
+
+def test_hierarchy_columns_and_volume():
+    z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 9]], np.float32)
+    r = fill_depressions(z, 4, hierarchy=True, backend="cpu")
+    h = r.hierarchy
+    assert h["pit_elevation"].tolist() == [1, 2, 1] and h["spill_elevation"].tolist() == [5, 5, 9]
+    assert h["parent"].tolist() == [3, 3, 0] and h["left"].tolist() == [0, 0, 1]
+    assert h["cells"].tolist() == [2, 1, 3]
+    assert h["volume"][2] == float(np.nansum(r.depth))  # the top depression holds it all
+
+
+# -- persistence simplification -----------------------------------------------------------------
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(6))
+def test_min_depth_area_is_a_flood_from_the_kept_pits(seed, conn):
+    z = rand(seed + 7, seed % 2)
+    for d, a in ((0.0, None), (3.0, None), (None, 5), (2.0, 3), (1e9, None)):
+        r = fill_depressions(z, conn, min_depth=d, min_area=a, hierarchy=True, backend="cpu")
+        pits = kept_pits(r.hierarchy, d, a)
+        out = outlet_cells(z, conn)
+        out.ravel()[pits] = 1
+        np.testing.assert_array_equal(r.filled, priority_flood(z, conn, out), strict=True)
+        if d == 0.0 and a is None:  # every depression kept: nothing fills but zero-depth pits
+            assert r.stats["flooded"] == 0 or r.stats["kept_pits"] > 0
+        if d == 1e9:
+            np.testing.assert_array_equal(r.filled, priority_flood(z, conn), strict=True)
+
+
+def test_min_depth_keeps_the_elder_pit():
+    # two pits (1 and 2) merge at 5 and spill at 9: depth 8 for pit 1, 3 for pit 2
+    z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 9]], np.float32)
+    r = fill_depressions(z, 4, min_depth=4, backend="cpu")
+    assert r.filled[1].tolist() == [9, 1, 5, 5, 9]  # pit 2 fills to the saddle, pit 1 drains
+    r = fill_depressions(z, 4, min_depth=9, backend="cpu")
+    assert r.filled[1].tolist() == [9, 9, 9, 9, 9]

@@ -1,0 +1,184 @@
+"""Flow directions and accumulation against independent oracles (tests/oracles.py: a
+priority-flood fill, a plain reference of the documented D8/D4 + Barnes flats, networkx's
+topological order), the certificate, and the tiled runs against the in-core one."""
+
+import numpy as np
+import pytest
+
+from grids import dem
+from oracles import priority_flood, ref_accumulation, ref_directions
+from terrain.errors import InputError
+from terrain.hydrology import flow_accumulation, flow_directions
+from terrain.verify import verify_flow
+
+CASES = [(kind, shape, seed) for kind in ("random", "integer", "plateau", "holes")
+         for shape, seed in (((17, 23), 0), ((40, 33), 1), ((31, 64), 2))]
+CELL = (10.0, 7.0)
+
+
+def _filled(kind, shape, seed, conn=8):
+    return priority_flood(dem(kind, shape, seed), conn)
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+@pytest.mark.parametrize("kind,shape,seed", CASES)
+def test_directions_match_the_reference_and_certify(kind, shape, seed, conn):
+    f = _filled(kind, shape, seed, conn)
+    got = flow_directions(f, CELL, conn, backend="cpu")
+    np.testing.assert_array_equal(got.direction, ref_directions(f, CELL, conn))
+    acc = flow_accumulation(got.direction, backend="cpu")
+    cert = verify_flow(f, got.direction, acc, connectivity=conn, cellsize=CELL)
+    assert cert.ok, cert.violation
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+@pytest.mark.parametrize("kind,shape,seed", CASES)
+def test_tiled_directions_are_the_in_core_bits(kind, shape, seed, conn):
+    f = _filled(kind, shape, seed, conn)
+    want = flow_directions(f, CELL, conn, backend="cpu").direction
+    for tile, group in ((2, 1), (4, 1), (4, 2), (8, 1), (16, 2)):
+        got = flow_directions(f, CELL, conn, tile=tile, group_tiles=group, backend="cpu")
+        np.testing.assert_array_equal(got.direction, want, err_msg=f"tile {tile}x{group}")
+
+
+def test_a_flat_across_many_groups_takes_rounds_and_the_same_bits():
+    # one lake of 60 x 60 cells at one level draining by a single cell on the edge
+    z = np.full((64, 64), 10.0, np.float32)
+    z[2:62, 2:62] = 5.0
+    z[40, 0:3] = 5.0
+    z[40, 0] = 4.0
+    f = priority_flood(z)
+    want = ref_directions(f)
+    inc = flow_directions(f, backend="cpu")
+    np.testing.assert_array_equal(inc.direction, want)
+    tiled = flow_directions(f, tile=4, group_tiles=1, backend="cpu")
+    assert tiled.stats["rounds"] > 3
+    np.testing.assert_array_equal(tiled.direction, want)
+    acc = flow_accumulation(tiled.direction, tile=4, backend="cpu")
+    assert acc[40, 0] == np.count_nonzero(
+        _upstream_of(tiled.direction, 40, 0))
+
+
+def _upstream_of(d, r, c):
+    """Cells whose path passes (r, c), by walking every path (the slow way)."""
+    from oracles import HDC, HDR
+    R, C = d.shape
+    hit = np.zeros((R, C), bool)
+    for a in range(R):
+        for b in range(C):
+            x, y = a, b
+            for _ in range(R * C):
+                if (x, y) == (r, c):
+                    hit[a, b] = True
+                    break
+                v = d[x, y]
+                if v in (0, 255):
+                    break
+                k = int(v).bit_length() - 1
+                x, y = x + HDR[k], y + HDC[k]
+    return hit
+
+
+@pytest.mark.parametrize("kind,shape,seed", CASES)
+def test_accumulation_matches_networkx_and_tiles_give_the_same_bits(kind, shape, seed):
+    f = _filled(kind, shape, seed)
+    d = flow_directions(f, backend="cpu").direction
+    want = ref_accumulation(d)
+    got = flow_accumulation(d, backend="cpu")
+    np.testing.assert_array_equal(got, want)
+    for tile, group in ((2, 1), (4, 1), (4, 2), (8, 2)):
+        tiled = flow_accumulation(d, tile=tile, group_tiles=group, backend="cpu")
+        np.testing.assert_array_equal(tiled.view(np.uint64), got.view(np.uint64))
+
+
+def test_weighted_accumulation():
+    f = _filled("random", (40, 33), 3)
+    d = flow_directions(f, backend="cpu").direction
+    rng = np.random.default_rng(0)
+    w = rng.random(f.shape)
+    w[0, 0] = np.nan  # counts as 0
+    got = flow_accumulation(d, w, backend="cpu")
+    np.testing.assert_array_equal(got, ref_accumulation(d, w))
+    assert verify_flow(f, d, got, w).ok
+    tiled = flow_accumulation(d, w, tile=4, backend="cpu")
+    # float weights: boundary sums associate per node (documented): within rounding
+    np.testing.assert_allclose(tiled, got, rtol=1e-13)
+    assert verify_flow(f, d, tiled, w, rtol=1e-12).ok
+    wi = rng.integers(0, 100, f.shape).astype(np.float64)  # integer weights: exact sums
+    np.testing.assert_array_equal(flow_accumulation(d, wi, tile=4, backend="cpu"),
+                                  flow_accumulation(d, wi, backend="cpu"))
+
+
+def test_named_outlets_replace_the_edge():
+    z = dem("random", (30, 30), 4)
+    outl = np.zeros(z.shape, bool)
+    outl[15, 15] = True
+    f = priority_flood(z, outlets=outl)
+    got = flow_directions(f, outlets=outl, backend="cpu").direction
+    np.testing.assert_array_equal(got, ref_directions(f, outlets=outl))
+    assert np.count_nonzero(got == 0) == 1 and got[15, 15] == 0
+    acc = flow_accumulation(got, backend="cpu")
+    assert acc[15, 15] == z.size  # everything drains to the one outlet
+    assert verify_flow(f, got, acc, outlets=outl).ok
+    tiled = flow_directions(f, outlets=outl, tile=4, backend="cpu").direction
+    np.testing.assert_array_equal(tiled, got)
+
+
+def test_esri_codes_on_a_cone():
+    y, x = np.mgrid[-3:4, -3:4]
+    z = (np.hypot(x, y)).astype(np.float32)  # a pit at the centre: every cell drains in
+    outl = np.zeros(z.shape, bool)
+    outl[3, 3] = True
+    d = flow_directions(z, outlets=outl, backend="cpu").direction
+    assert d[3, 0] == 1 and d[3, 6] == 16 and d[0, 3] == 4 and d[6, 3] == 64
+    assert d[0, 0] == 2 and d[0, 6] == 8 and d[6, 6] == 32 and d[6, 0] == 128
+
+
+def _certified_case():
+    f = _filled("integer", (40, 33), 1)
+    d = flow_directions(f, backend="cpu").direction
+    return f, d, flow_accumulation(d, backend="cpu")
+
+
+def test_certificate_rejects_a_cycle():
+    f, d, acc = _certified_case()
+    r, c = np.argwhere((d == 1) & (np.roll(d, -1, axis=1) != 255))[5]
+    bad = d.copy()
+    bad[r, c + 1] = 16  # points back
+    cert = verify_flow(f, bad)
+    assert not cert.ok
+
+
+def test_certificate_rejects_a_climb_a_sink_and_a_wrong_accumulation():
+    f, d, acc = _certified_case()
+    assert verify_flow(f, d, acc).ok
+    inner = np.argwhere(d[1:-1, 1:-1] != 0)[7] + 1
+    r, c = inner
+    for code in (1, 2, 4, 8, 16, 32, 64, 128):
+        if code != d[r, c]:
+            bad = d.copy()
+            bad[r, c] = code
+            assert not verify_flow(f, bad).ok
+    bad = d.copy()
+    bad[r, c] = 0
+    assert "sink" in verify_flow(f, bad).violation
+    wrong = acc.copy()
+    wrong[r, c] += 1
+    assert "accumulation" in verify_flow(f, d, wrong).violation
+    bad = d.copy()
+    bad[r, c] = 3
+    assert "ESRI" in verify_flow(f, bad).violation
+    unfilled = dem("random", (20, 20), 0)
+    assert not verify_flow(unfilled, flow_directions(unfilled, backend="cpu").direction).ok
+
+
+def test_accumulation_refuses_a_cycle_and_a_path_off_the_grid():
+    d = np.array([[1, 16, 0]], np.uint8)
+    with pytest.raises(InputError, match="cycle"):
+        flow_accumulation(d, backend="cpu")
+    with pytest.raises(InputError, match="off the grid"):
+        flow_accumulation(np.array([[64, 0]], np.uint8), backend="cpu")
+    with pytest.raises(InputError, match="cycle"):
+        d = np.zeros((8, 8), np.uint8)
+        d[3, 3], d[3, 4], d[4, 4], d[4, 3] = 1, 4, 16, 64  # a loop across 4 tiles
+        flow_accumulation(d, tile=4, backend="cpu")

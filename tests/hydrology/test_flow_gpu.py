@@ -1,0 +1,45 @@
+"""The GPU twin of flow directions and accumulation gives the CPU's bits (tests/backends.py),
+in core and tiled; skipped without a GPU."""
+
+import numpy as np
+import pytest
+
+from backends import assert_backends_identical
+from grids import dem
+from oracles import priority_flood
+from terrain.hydrology import flow_accumulation, flow_directions
+
+pytestmark = pytest.mark.gpu
+
+CASES = [(kind, shape, seed) for kind in ("random", "integer", "plateau", "holes")
+         for shape, seed in (((17, 23), 0), ((64, 77), 1))]
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+@pytest.mark.parametrize("kind,shape,seed", CASES)
+def test_directions_and_accumulation_on_both_backends(kind, shape, seed, conn):
+    f = priority_flood(dem(kind, shape, seed), conn)
+    w = np.random.default_rng(seed).random(shape)
+
+    def run(backend):
+        out = []
+        for tile, group in ((None, 1), (8, 1), (16, 2)):
+            d = flow_directions(f, (10.0, 7.0), conn, tile=tile, group_tiles=group,
+                                backend=backend)
+            out += [d.direction, flow_accumulation(d.direction, tile=tile, group_tiles=group,
+                                                   backend=backend),
+                    flow_accumulation(d.direction, w, tile=tile, group_tiles=group,
+                                      backend=backend)]
+        return out
+
+    assert_backends_identical(run)
+
+
+def test_a_large_flat_on_both_backends():
+    z = np.full((300, 257), 10.0, np.float32)
+    z[3:297, 3:250] = 5.0
+    z[150, 0:4] = 5.0
+    z[150, 0] = 4.0
+    f = priority_flood(z)
+    assert_backends_identical(lambda b: flow_directions(f, backend=b).direction)
+    assert_backends_identical(lambda b: flow_directions(f, tile=32, backend=b).direction)

@@ -1,0 +1,121 @@
+"""Watersheds and stream links against path walking and a networkx Strahler order; the
+commands' GeoTIFF, GeoJSON (RFC 7946 lon/lat) and GeoPackage (the DEM's CRS) outputs."""
+
+import json
+import shutil
+import subprocess
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from cli import run_main
+from grids import GT, dem, write_utm_tif
+from oracles import HDC, HDR, priority_flood
+from terrain.hydrology import (flow_accumulation, flow_directions, stream_links, watershed)
+
+
+def _flow(seed=0, shape=(50, 40)):
+    f = priority_flood(dem("random", shape, seed))
+    d = flow_directions(f, backend="cpu").direction
+    return f, d, flow_accumulation(d, backend="cpu")
+
+
+def _path(d, r, c):
+    out = [(r, c)]
+    while d[r, c] not in (0, 255):
+        k = int(d[r, c]).bit_length() - 1
+        r, c = r + HDR[k], c + HDC[k]
+        out.append((r, c))
+    return out
+
+
+def test_watershed_labels_the_first_outlet_on_each_path():
+    f, d, acc = _flow()
+    big = np.argsort(acc.ravel())[::-1]
+    a = divmod(int(big[0]), d.shape[1])
+    b = divmod(int(big[len(big) // 50]), d.shape[1])
+    labels = watershed(d, [a, b])
+    for r in range(d.shape[0]):
+        for c in range(d.shape[1]):
+            path = _path(d, r, c)
+            want = next((n for cell in path for n, o in ((1, a), (2, b)) if cell == o), 0)
+            assert labels[r, c] == want
+    assert (labels == 1).sum() == acc[a] - ((labels == 2).sum() if b in _path(d, *b) and a in
+                                            _path(d, *b) else 0)
+
+
+def test_strahler_order_against_networkx():
+    f, d, acc = _flow(seed=2, shape=(80, 70))
+    links = stream_links(d, acc, 15)
+    stream = acc >= 15
+    g = nx.DiGraph()
+    C = d.shape[1]
+    for r, c in zip(*np.nonzero(stream)):
+        g.add_node(r * C + c)
+        p = _path(d, r, c)
+        if len(p) > 1 and stream[p[1]]:
+            g.add_edge(r * C + c, p[1][0] * C + p[1][1])
+    order = {}
+    for v in nx.topological_sort(g):
+        ups = [order[u] for u in g.predecessors(v)]
+        order[v] = 1 if not ups else max(ups) + (ups.count(max(ups)) >= 2)
+    cells = set()
+    for link in links:
+        r, c = link["cells"][0]
+        assert link["order"] == order[r * C + c]
+        own = link["cells"] if link["outlet"] else link["cells"][:-1]
+        for r, c in own:
+            assert order[r * C + c] == link["order"]
+            assert (r, c) not in cells
+            cells.add((r, c))
+    assert cells == {(int(r), int(c)) for r, c in zip(*np.nonzero(stream))}
+
+
+@pytest.fixture
+def utm_flow(tmp_path, capsys):
+    f = priority_flood(dem("random", (60, 50), 3))
+    tif = write_utm_tif(tmp_path / "f.tif", f)
+    rc, _, err = run_main(capsys, "flow", tif, "--filled", "-o", tmp_path / "f.zarr",
+                          scheduler="threads")
+    assert rc == 0, err
+    return tmp_path / "f.zarr"
+
+
+def test_streams_geojson_is_lon_lat_and_geopackage_keeps_the_crs(utm_flow, tmp_path, capsys):
+    from pyproj import Transformer
+    rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "20", "-o",
+                            tmp_path / "s.geojson", scheduler=None)
+    assert rc == 0, err
+    doc = json.loads((tmp_path / "s.geojson").read_text())
+    first = doc["features"][0]
+    x, y = first["geometry"]["coordinates"][0]
+    assert -81 < x < -79 and 35 < y < 36  # UTM 17N near 600 km E, 3900 km N
+    assert {"order", "upstream", "cells", "length"} <= set(first["properties"])
+    rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "20", "-o",
+                            tmp_path / "s.gpkg", scheduler=None)
+    assert rc == 0, err
+    if shutil.which("ogrinfo"):
+        info = subprocess.run(["ogrinfo", "-so", str(tmp_path / "s.gpkg"), "streams"],
+                              capture_output=True, text=True).stdout
+        assert f"Feature Count: {len(doc['features'])}" in info and "32617" in info
+    back = Transformer.from_crs(4326, 32617, always_xy=True).transform(x, y)
+    assert abs(back[0] - GT[0]) < 50 * 30 and abs(back[1] - GT[3]) < 60 * 30
+
+
+def test_watershed_command(utm_flow, tmp_path, capsys):
+    import rasterio
+    import zarr
+    acc = zarr.open_group(str(utm_flow))["accumulation"][:]
+    r, c = np.unravel_index(np.nanargmax(acc), acc.shape)
+    x, y = GT[0] + (c + 0.5) * 30, GT[3] - (r + 0.5) * 30
+    rc, out, err = run_main(capsys, "watershed", utm_flow, "--outlet", f"{x},{y}", "-o",
+                            tmp_path / "w.tif", "--json", scheduler=None)
+    assert rc == 0, err
+    s = json.loads(out)
+    assert s["outlets"][0]["cells"] == acc[r, c]
+    with rasterio.open(tmp_path / "w.tif") as src:
+        assert src.crs.to_epsg() == 32617 and (src.read(1) == 1).sum() == acc[r, c]
+    rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet", "0,0", "-o",
+                          tmp_path / "x.tif", scheduler=None)
+    assert rc == 2 and "outside" in err and not (tmp_path / "x.tif").exists()

@@ -1,0 +1,75 @@
+"""What an ASCII grid's reader refuses (one line naming the file and line, nothing read past):
+values float32 cannot hold, georeferences floating point cannot hold, a file cut short while
+it is read; and ``synth`` refusing a grid whose rows cannot fit in memory."""
+
+import numpy as np
+import pytest
+
+from terrain.errors import InputError
+from terrain.io import open_grid, read_grid, write_synth
+from grids import BEYOND_FLOAT32, esri_text
+
+
+@pytest.mark.parametrize("token", BEYOND_FLOAT32)
+def test_values_beyond_float32_are_refused_with_their_line(tmp_path, token):
+    # GDAL clamps them to +-3.4028235e38: a different elevation, silently
+    tokens = np.array([["1", "2", "3"], ["4", token, "6"], ["7", "8", "9"]], dtype=object)
+    path = tmp_path / "v.asc"
+    path.write_text(esri_text(tokens))
+    line = open_grid(path).data_line + 1
+    with pytest.raises(InputError, match=rf"v.asc:{line}: value {token} \(row 2, column 2\) "
+                                         r"is beyond the float32 range"):
+        read_grid(path)
+    with pytest.raises(InputError, match=rf"v.asc:{line}: value"):
+        open_grid(path).read_all()
+
+
+@pytest.mark.parametrize("cellsize, message", [
+    ("1e308", "puts the grid's extent beyond the range of floating point"),
+    ("1e200", "puts the grid's extent beyond the range of floating point"),  # its square
+    ("1e-320", "is too small: its square underflows"),
+    ("1e-160", "is too small: its square underflows")])
+def test_geometry_floating_point_cannot_hold_is_refused(tmp_path, cellsize, message):
+    # cellsize 1e308 put the far corner at infinity (exit 0); 1e-320 made slopes divide by 0
+    path = tmp_path / "g.asc"
+    path.write_text(f"ncols 3\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize {cellsize}\n"
+                    "1 2 3\n4 5 6\n")
+    with pytest.raises(InputError, match=rf"g.asc:5: cell size .* {message}"):
+        open_grid(path)
+
+
+def test_cell_sizes_of_other_inputs_are_checked_where_the_weights_need_them():
+    from terrain.grid.edges import horizontal_lengths
+    with pytest.raises(InputError, match="its square under- or overflows"):
+        horizontal_lengths((1e-320, 1.0))
+    assert horizontal_lengths((1e-150, 1e150))[2] == pytest.approx(1e150)
+
+
+def test_a_file_cut_short_while_read_is_one_error_not_a_fault(tmp_path):
+    # the text was mapped: reading a page past the new end killed the process (SIGBUS)
+    write_synth(tmp_path / "s.asc", 400, 300, seed=2)
+    grid = open_grid(tmp_path / "s.asc")  # the header, as the run reads it first
+    with open(tmp_path / "s.asc", "r+b") as f:
+        f.truncate(grid.size // 2)
+    with pytest.raises(InputError, match=r"s.asc: file changed while being read"):
+        grid.read_all()
+    starts = None
+    with pytest.raises(InputError, match=r"s.asc: file changed while being read"):
+        starts = grid.row_starts([grid.newline_offsets(a, b) for a, b in grid.index_ranges()])
+        grid.read_rows(0, 400, starts)
+
+
+def test_synth_refuses_rows_that_cannot_fit_in_memory(tmp_path, monkeypatch):
+    # --rows 1 --cols 2000000000 ran 5 min and reached 15.8 GB before the kernel killed it
+    import terrain.io.synth as synth
+    monkeypatch.setattr(synth, "_memory_available", lambda: 1 << 30)
+    with pytest.raises(InputError, match=r"w.asc: rows of 100000000 cells need at least 2.6 "
+                                         r"GiB of memory to write; 1.0 GiB available"):
+        write_synth(tmp_path / "w.asc", 1, 100_000_000)
+    assert not list(tmp_path.iterdir())
+    # a wide grid that fits is written in bands of fewer rows, the same values
+    monkeypatch.setattr(synth, "_BAND_CELLS", 1000)
+    write_synth(tmp_path / "n.asc", 50, 300, seed=3, nodata=0.1)
+    z, _ = read_grid(tmp_path / "n.asc")
+    assert np.array_equal(z, synth.synth_rows(50, 300, 0, 50, seed=3, nodata=0.1),
+                          equal_nan=True)

@@ -1,0 +1,218 @@
+"""``terrain fill``: the store of the in-core route and of the tiled Dask graph (several
+groups: shards of 16 cells) are the library's result bit for bit; outlets, GeoTIFFs, the
+hierarchy table, info, the command line and its bad input."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_main
+from grids import write_asc
+from oracles import priority_flood
+from pipelines.fill import run_fill
+from terrain.hydrology import fill_depressions
+
+LAYERS = ("filled", "depth", "depression")
+
+
+def _dem(seed, shape=(45, 37), integer=False):
+    rng = np.random.default_rng(seed)
+    z = (rng.integers(0, 9, shape) if integer else rng.random(shape) * 90).astype(np.float32)
+    z[rng.random(shape) < 0.08] = np.nan
+    return z
+
+
+def _asc(tmp_path, z):
+    """``z`` written as an ASCII grid; returns the path and the values a reader gets."""
+    from terrain.io import read_grid
+    asc = tmp_path / "dem.asc"
+    write_asc(asc, z)
+    return asc, read_grid(asc)[0]
+
+
+def _layers(path):
+    g = zarr.open_group(str(path), mode="r")
+    return {n: np.asarray(g[n][:]) for n in LAYERS}
+
+
+def _assert_store_is(path, r):
+    got = _layers(path)
+    for name in LAYERS:
+        np.testing.assert_array_equal(got[name], getattr(r, name), strict=True, err_msg=name)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tiled_graph_equals_in_core(tmp_path, small_shards, conn, seed):
+    z = _dem(seed, integer=bool(seed))
+    asc, z = _asc(tmp_path, z)
+    r = fill_depressions(z, conn, backend="cpu")
+    a = run_fill(asc, tmp_path / "a.zarr", tile=4, connectivity=conn, backend="cpu",
+                 in_core=True)
+    b = run_fill(asc, tmp_path / "b.zarr", tile=4, connectivity=conn, backend="cpu",
+                 scheduler="threads", in_core=False)
+    assert (a["path"], b["path"]) == ("in-core", "tiled")
+    _assert_store_is(tmp_path / "a.zarr", r)
+    _assert_store_is(tmp_path / "b.zarr", r)
+    g = zarr.open_group(str(tmp_path / "b.zarr"), mode="r")
+    assert "mst" not in g and "mst" not in g.attrs and g.attrs["fill"]["path"] == "tiled"
+    for k in ("flooded", "depressions", "undrained", "outlets", "cells"):
+        assert a[k] == b[k] == r.stats[k], k
+
+
+def test_store_input_tiled(tmp_path, small_shards):
+    z = _dem(3, (40, 50))
+    asc, z = _asc(tmp_path, z)
+    from pipelines.ingest import ingest
+    ingest(asc, tmp_path / "dem.zarr", tile=4, scheduler="synchronous")
+    run_fill(tmp_path / "dem.zarr", tmp_path / "f.zarr", backend="cpu", in_core=False,
+             scheduler="synchronous")
+    _assert_store_is(tmp_path / "f.zarr", fill_depressions(z, 8, backend="cpu"))
+    assert "elevation" not in zarr.open_group(str(tmp_path / "f.zarr"), mode="r")
+
+
+@pytest.mark.parametrize("in_core", [True, False])
+def test_outlet_points(tmp_path, small_shards, in_core):
+    z = _dem(4, (30, 30))
+    asc, z = _asc(tmp_path, z)
+    from grids import CS, XLL, YLL
+    cells = [(5, 7), (20, 3), (29, 29)]
+    pts = tmp_path / "out.csv"
+    pts.write_text("x,y\n" + "".join(f"{XLL + (c + 0.5) * CS},{YLL + (30 - r - 0.5) * CS}\n"
+                                     for r, c in cells))
+    run_fill(asc, tmp_path / "f.zarr", tile=4, outlets=pts, backend="cpu", in_core=in_core,
+             scheduler="synchronous")
+    out = np.zeros(z.shape, np.uint8)
+    for r, c in cells:
+        out[r, c] = 1
+    out &= ~np.isnan(z)
+    got = _layers(tmp_path / "f.zarr")
+    np.testing.assert_array_equal(got["filled"], priority_flood(z, 8, out))
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "f.zarr"))["outlets"][:], out)
+
+
+def test_geotiffs_hierarchy_and_info(tmp_path, capsys):
+    rasterio = pytest.importorskip("rasterio")
+    z = _dem(5, (40, 40))
+    asc, z = _asc(tmp_path, z)
+    rc, so, se = run_main(capsys, "fill", asc, "-o", tmp_path / "f.zarr", "--geotiff-dir",
+                          tmp_path / "tifs", "--hierarchy", "--json")
+    assert rc == 0, se
+    s = json.loads(so)
+    r = fill_depressions(z, 8, hierarchy=True, backend="cpu")
+    for name in LAYERS:
+        with rasterio.open(tmp_path / "tifs" / f"{name}.tif") as ds:
+            a = ds.read(1, masked=True)
+            want = getattr(r, name)
+            if name == "depression":
+                np.testing.assert_array_equal(np.ma.filled(a, 0), want)
+            else:
+                np.testing.assert_array_equal(a.filled(np.nan), want)
+    h = zarr.open_group(str(tmp_path / "f.zarr"), mode="r")["hierarchy"]
+    assert s["hierarchy_rows"] == h["id"].shape[0] == r.hierarchy["id"].shape[0]
+    np.testing.assert_array_equal(h["spill_elevation"][:], r.hierarchy["spill_elevation"])
+    rc, so, _ = run_main(capsys, "info", tmp_path / "f.zarr", scheduler=None)
+    assert rc == 0 and "result    fill:" in so and "layer     depression: int32" in so
+
+
+def test_route_option(tmp_path, capsys, small_shards):
+    asc, z = _asc(tmp_path, _dem(12, (30, 33)))
+    rc, so, se = run_main(capsys, "fill", asc, "-o", tmp_path / "t.zarr", "--route", "tiled",
+                          "--tile", "4", "--json")
+    assert rc == 0, se
+    assert json.loads(so)["path"] == "tiled"
+    _assert_store_is(tmp_path / "t.zarr", fill_depressions(z, 8, backend="cpu"))
+
+
+def test_options_reach_the_library(tmp_path, capsys):
+    z = _dem(6, (30, 40), integer=True)
+    asc, z = _asc(tmp_path, z)
+    rc, _, se = run_main(capsys, "fill", asc, "-o", tmp_path / "e.zarr", "--epsilon",
+                         "--connectivity", "4", "--min-depth", "2", "--min-area", "3")
+    assert rc == 0, se
+    r = fill_depressions(z, 4, epsilon=True, min_depth=2, min_area=3, backend="cpu")
+    _assert_store_is(tmp_path / "e.zarr", r)
+
+
+def test_bad_input_one_line_exit_2(tmp_path, capsys):
+    rc, _, se = run_main(capsys, "fill", tmp_path / "missing.asc", "-o", tmp_path / "x.zarr")
+    assert rc == 2 and len(se.strip().splitlines()) == 1 and "missing.asc" in se
+    asc, z = _asc(tmp_path, _dem(7, (10, 10)))
+    rc, _, se = run_main(capsys, "fill", asc, "-o", tmp_path / "x.zarr", "--min-depth", "-1")
+    assert rc == 2 and "dem.asc" in se and not (tmp_path / "x.zarr").exists()
+    rc, _, se = run_main(capsys, "fill", asc, "-o", asc, "--overwrite")
+    assert rc == 2 and "input" in se
+    (tmp_path / "y.zarr").mkdir()
+    rc, _, se = run_main(capsys, "fill", asc, "-o", tmp_path / "y.zarr")
+    assert rc == 2 and "y.zarr" in se
+    bad = tmp_path / "out.csv"
+    bad.write_text("x,y\n1e9,1e9\n")
+    rc, _, se = run_main(capsys, "fill", asc, "-o", tmp_path / "z.zarr", "--outlets", bad)
+    assert rc == 2 and "out.csv" in se and not (tmp_path / "z.zarr").exists()
+
+
+def test_options_refused_out_of_core(tmp_path):
+    asc, z = _asc(tmp_path, _dem(8, (10, 10)))
+    from terrain.errors import InputError
+    with pytest.raises(InputError, match="--epsilon need the grid in core"):
+        run_fill(asc, tmp_path / "f.zarr", epsilon=True, in_core=False)
+
+
+def test_api_keeps_the_grid():
+    xr = pytest.importorskip("xarray")
+    import terrain
+    z = _dem(9, (12, 15))
+    da = xr.DataArray(z, dims=("y", "x"), coords={"y": np.arange(12.0)[::-1],
+                                                   "x": np.arange(15.0)})
+    ds = terrain.fill(da, 4, backend="cpu", hierarchy=True)
+    r = fill_depressions(z, 4, hierarchy=True, backend="cpu")
+    np.testing.assert_array_equal(ds.filled.values, r.filled)
+    assert ds.filled.x.values.tolist() == list(range(15)) and ds.depression.dtype == np.int32
+    assert ds.hierarchy_pit_row.shape == r.hierarchy["id"].shape
+    ds = terrain.fill(z, outlets=[(3, 3)], backend="cpu")
+    out = np.zeros(z.shape, np.uint8)
+    out[3, 3] = 0 if np.isnan(z[3, 3]) else 1
+    np.testing.assert_array_equal(ds.filled.values, priority_flood(z, 8, out))
+
+
+def test_batch_fill(tmp_path, capsys):
+    d = tmp_path / "rasters"
+    d.mkdir()
+    zs = {}
+    for k in range(2):
+        zs[k] = _asc(d, _dem(20 + k, (20, 30)))[1]
+        (d / "dem.asc").rename(d / f"d{k}.asc")
+    (d / "broken.asc").write_text("ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n"
+                                  "1 x\n3 4\n")
+    rc, so, se = run_main(capsys, "batch", "fill", d, "-o", tmp_path / "out", "--json",
+                          "--connectivity", "4")
+    assert rc == 1, se  # one file failed, the others ran
+    doc = json.loads(so)
+    status = {Path(f["input"]).name: f["status"] for f in doc}
+    assert status == {"d0.asc": "done", "d1.asc": "done", "broken.asc": "failed"}
+    for k in range(2):
+        _assert_store_is(tmp_path / "out" / f"d{k}.fill.zarr",
+                         fill_depressions(zs[k], 4, backend="cpu"))
+
+
+@pytest.mark.parametrize("in_core", [True, False])
+def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, in_core):
+    """pipelines.fill.write_filled: only ``filled``, into a store another pipeline made
+    (``terrain flow``'s fill), by either route."""
+    import pipelines.fill as pf
+    from pipelines.ingest import ingest
+    z = _dem(11, (40, 44))
+    asc, z = _asc(tmp_path, z)
+    ingest(asc, tmp_path / "dem.zarr", tile=4, scheduler="synchronous")
+    monkeypatch.setattr(pf, "fill_route", lambda shape, be, in_core="auto":
+                        "in-core" if in_core_ else "tiled")
+    in_core_ = in_core
+    out = tmp_path / "out.zarr"
+    zarr.open_group(str(out), mode="w")
+    pf.write_filled(tmp_path / "dem.zarr", out, z.shape, 4, 4, scheduler="synchronous")
+    g = zarr.open_group(str(out), mode="r")
+    np.testing.assert_array_equal(g["filled"][:], fill_depressions(z, 4, backend="cpu").filled)
+    assert "depth" not in g and "depression" not in g and "mst" not in g

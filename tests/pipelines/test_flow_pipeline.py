@@ -1,0 +1,122 @@
+"""``terrain flow`` in process: the in-core and tiled routes give the same store bits, the
+library's results and a certificate; outlets, weights, GeoTIFFs, info, verify, batch."""
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_main
+from grids import dem, write_asc
+from oracles import priority_flood
+from terrain.hydrology import flow_accumulation, flow_directions
+
+
+def _dem(tmp_path, seed=0, shape=(150, 111)):
+    z = dem("random", shape, seed)
+    z[np.random.default_rng(seed + 7).random(z.shape) < 0.08] = np.nan
+    z[40:70, 30:90] = np.float32(100.0)  # a plateau crossing groups
+    return z, write_asc(tmp_path / "dem.asc", z)
+
+
+def _layers(path):
+    g = zarr.open_group(str(path), mode="r")
+    return {n: g[n][:] for n in ("filled", "direction", "accumulation")}
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+def test_routes_give_the_same_bits_as_the_library(tmp_path, monkeypatch, capsys,
+                                                  conn):
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)  # groups of 32 cells: 5 x 4
+    z, asc = _dem(tmp_path)
+    outs = {}
+    for route in ("in-core", "tiled"):
+        out = tmp_path / f"{route}.zarr"
+        rc, _, err = run_main(capsys, "flow", asc, "-o", out, "--route", route, "--tile", "8",
+                              "--connectivity", conn, scheduler="threads")
+        assert rc == 0, err
+        outs[route] = _layers(out)
+    s = zarr.open_group(str(tmp_path / "tiled.zarr")).attrs["flow"]
+    assert s["groups"] == 20 and s["flat_rounds"] > 1
+    for name in outs["in-core"]:
+        np.testing.assert_array_equal(outs["tiled"][name].view(np.uint8),
+                                      outs["in-core"][name].view(np.uint8), err_msg=name)
+    z = zarr.open_group(str(tmp_path / "tiled.zarr"))["elevation"][:]  # as the text reads
+    f = priority_flood(z, conn)
+    np.testing.assert_array_equal(outs["in-core"]["filled"], f)
+    d = flow_directions(f, (10.0, 10.0), conn, backend="cpu").direction
+    np.testing.assert_array_equal(outs["tiled"]["direction"], d)
+    np.testing.assert_array_equal(outs["tiled"]["accumulation"], flow_accumulation(d))
+    for route in ("in-core", "tiled"):
+        rc, out, _ = run_main(capsys, "verify", tmp_path / f"{route}.zarr", scheduler=None)
+        assert rc == 0 and "no cycle" in out
+
+
+def test_filled_input_outlets_weights_and_geotiffs(tmp_path, capsys):
+    z, _ = _dem(tmp_path, seed=3, shape=(60, 50))
+    z = np.round(z, 1)
+    f = priority_flood(z)
+    asc = write_asc(tmp_path / "filled.asc", f)
+    w = np.round(np.random.default_rng(1).random(z.shape), 3).astype(np.float32)
+    wasc = write_asc(tmp_path / "rain.asc", np.where(np.isnan(z), np.nan, w))
+    rc, out, err = run_main(capsys, "flow", asc, "--filled", "-o", tmp_path / "w.zarr",
+                            "--weights", wasc, "--geotiff-dir", tmp_path / "tifs",
+                            scheduler="threads")
+    assert rc == 0, err
+    g = _layers(tmp_path / "w.zarr")
+    d = flow_directions(f, (10.0, 10.0), backend="cpu").direction
+    np.testing.assert_array_equal(g["direction"], d)
+    wv = np.where(np.isnan(z), np.nan, w).astype(np.float64)
+    np.testing.assert_array_equal(g["accumulation"], flow_accumulation(d, wv))
+    import rasterio
+    with rasterio.open(tmp_path / "tifs" / "direction.tif") as src:
+        assert src.nodata == 255 and (src.read(1) == d).all()
+    rc, out, _ = run_main(capsys, "verify", tmp_path / "w.zarr", scheduler=None)
+    assert rc == 0, out
+    # named outlets: a CSV point
+    x = 1000.0 + 10 * 25 + 5
+    y = 2000.0 + 10 * 60 - 10 * 30 - 5
+    (tmp_path / "o.csv").write_text(f"x,y\n{x},{y}\n")
+    f2 = priority_flood(np.where(np.isnan(z), 0, z).astype(np.float32),
+                        outlets=_one(z.shape, 30, 25))
+    asc2 = write_asc(tmp_path / "f2.asc", f2)
+    rc, out, err = run_main(capsys, "flow", asc2, "--filled", "--outlets", tmp_path / "o.csv",
+                            "-o", tmp_path / "o.zarr", "--json", scheduler="threads")
+    assert rc == 0, err
+    d2 = _layers(tmp_path / "o.zarr")["direction"]
+    assert d2[30, 25] == 0 and np.count_nonzero(d2 == 0) == 1
+    rc, out, _ = run_main(capsys, "verify", tmp_path / "o.zarr", scheduler=None)
+    assert rc == 0, out
+    rc, out, _ = run_main(capsys, "info", tmp_path / "o.zarr", scheduler=None)
+    assert "result    flow: D8" in out and "named" in out
+
+
+def _one(shape, r, c):
+    m = np.zeros(shape, bool)
+    m[r, c] = True
+    return m
+
+
+def test_verify_refuses_a_corrupted_store(tmp_path, capsys):
+    z, _ = _dem(tmp_path, seed=5, shape=(40, 40))
+    asc = write_asc(tmp_path / "filled.asc", priority_flood(z))
+    out = tmp_path / "f.zarr"
+    assert run_main(capsys, "flow", asc, "--filled", "-o", out, scheduler="threads")[0] == 0
+    g = zarr.open_group(str(out), mode="r+")
+    acc = g["accumulation"][:]
+    r, c = np.argwhere(~np.isnan(acc))[100]
+    acc[r, c] += 1
+    g["accumulation"][:, :] = acc
+    rc, text, _ = run_main(capsys, "verify", out, scheduler=None)
+    assert rc == 1 and "FAIL" in text
+
+
+def test_batch_flow(tmp_path, capsys):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for k in range(2):
+        write_asc(folder / f"d{k}.asc", dem("random", (30, 20), k))
+    rc, _, err = run_main(capsys, "batch", "flow", folder, "-o", tmp_path / "out",
+                          scheduler="threads")
+    assert rc == 0, err
+    assert (tmp_path / "out" / "d1.flow.zarr").exists()
