@@ -642,15 +642,15 @@ def trace_paths(store_path, cells):
 
 
 def path_command(args):
-    """``terrain path COSTSTORE --to X,Y [--to ...] -o PATH``: GeoJSON (RFC 7946: lon/lat
-    WGS 84), GeoPackage or FlatGeobuf (in the store's CRS), by the output's suffix."""
+    """``terrain path COSTSTORE --to X,Y [--to ...] -o PATH.geojson``: the least-cost paths
+    as GeoJSON LineStrings (RFC 7946: longitude/latitude, WGS 84)."""
     from terrain.io.points import path_format, write_paths
     store = Path(args.store)
     if not is_store(store):
         raise InputError(f"{store}: not a cost-distance store")
     out = Path(args.output)
-    path_format(out)  # an unknown suffix is refused before any work
     check_outputs([store], [out], args.overwrite)
+    path_format(out)  # an unknown suffix is refused before any work
     group = zarr.open_group(store=str(store), mode="r")
     if "backlink" not in group:
         raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")

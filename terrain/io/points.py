@@ -130,6 +130,8 @@ def _geojson_points(path, text):
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"{where(path, e.lineno)}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
     out = []
 
     def position(c):
