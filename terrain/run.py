@@ -242,7 +242,7 @@ def build_parser():
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and FILE.tif) if they exist")
     _add_run_control(p)
 
-    # -- fill (issue 20: hydrology; pipelines/fill.py) -------------------------------------
+    # -- fill -------------------------------------
     p = sub.add_parser("fill", help="fill the depressions of a DEM to their spill elevations",
                        description="Exact depression filling (priority-flood's result, "
                        "RichDEM's FillDepressions) from the grid's minimum spanning forest. "

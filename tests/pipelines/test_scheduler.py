@@ -84,7 +84,7 @@ def test_in_process_cluster_samples_and_ticks_less_often():
     assert profile == 100  # ms; distributed's default is 10
 
 
-# ----------------------------------------------------------------------------- issue 24
+# ----------------------------------------------------------------------------- what users hit
 
 ROOT = Path(__file__).resolve().parents[2]
 
