@@ -205,20 +205,22 @@ def forest_dp_cpu(indptr, adj, w, src):
 def drain_grid_cpu(zh, mh, src):
     """:func:`forest_dp_cpu` over the forest of a halo block's inner cells, its neighbours
     read from the mask (no graph built): the drain pass of a group and of the in-core
-    route. Each tree is walked depth first (a branch's cells lie near each other) and the
-    two passes run over arrays in walk order. ``src``: float32 per inner cell (row-major);
-    returns the levels likewise."""
+    route. Each tree is walked depth first (a branch's cells lie near each other); a stack
+    entry carries its cell's parent position and edge weight, so the walk touches no
+    per-cell staging array, and the two passes run over arrays in walk order (children
+    after parents: up in reverse, down forward). ``src``: float32 per inner cell
+    (row-major); returns the levels likewise."""
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     n = H * W
     f = np.empty(n, np.float32)
     seen = np.zeros(n, np.bool_)
     order = np.empty(n, np.int32)  # walk position -> cell
-    stack = np.empty(n, np.int32)
-    from_pos = np.empty(n, np.int32)  # cell -> its parent's walk position (while stacked)
     ppos = np.empty(n, np.int32)  # walk position -> parent's walk position
     pw = np.empty(n, np.float32)  # walk position -> weight of the edge to the parent
-    up = np.empty(n, np.float32)  # walk position -> pw while stacked (by cell), then g
-    wcell = np.empty(n, np.float32)
+    up = np.empty(n, np.float32)  # walk position -> best source below, then the level
+    stack = np.empty(n, np.int32)  # the walk's stack: cell, parent position, edge weight
+    stack_p = np.empty(n, np.int32)
+    stack_w = np.empty(n, np.float32)
     for s in range(n):
         if seen[s]:
             continue
@@ -230,15 +232,15 @@ def drain_grid_cpu(zh, mh, src):
         top = 1
         tail = 0
         stack[0] = s
-        from_pos[s] = -1
-        wcell[s] = 0.0
+        stack_p[0] = -1
+        stack_w[0] = 0.0
         while top > 0:
             top -= 1
             v = stack[top]
             pos = tail
             order[pos] = v
-            ppos[pos] = from_pos[v]
-            pw[pos] = wcell[v]
+            ppos[pos] = stack_p[top]
+            pw[pos] = stack_w[top]
             up[pos] = src[v]
             tail += 1
             i, j = v // W, v % W
@@ -252,10 +254,10 @@ def drain_grid_cpu(zh, mh, src):
                     u = ii * W + jj
                     if not seen[u]:
                         seen[u] = True
-                        from_pos[u] = pos
                         zu = zh[ii + 1, jj + 1]
-                        wcell[u] = zv if zv >= zu else zu
                         stack[top] = u
+                        stack_p[top] = pos
+                        stack_w[top] = zv if zv >= zu else zu
                         top += 1
         for t in range(tail - 1, 0, -1):  # up: the best source below
             x = up[t] if up[t] >= pw[t] else pw[t]
