@@ -51,7 +51,6 @@ Every level is exact (minimax over a forest); a group holds its block, a node
 O(perimeter) vertices. The answer is the in-core one, bit for bit, for every tile size.
 """
 
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -137,30 +136,16 @@ def outlet_cells(z, connectivity=8, outlets=None):
 
 def depression_labels(flooded, connectivity=8):
     """Connected regions of ``flooded`` cells numbered 1, 2, ... in the row-major order
-    of their first cell (int32, 0 elsewhere). A tall grid is labelled in bands on threads
-    and the bands joined across their borders (:func:`terrain.hydrology._fill_cpu.join_bands_cpu`).
+    of their first cell (int32, 0 elsewhere): :func:`scipy.ndimage.label`, whose raster
+    scan numbers the regions in that order (about 6x less CPU than a Numba union-find over
+    bands at 4096²).
 
     >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
     [[1, 0, 2], [0, 3, 0]]
     """
-    flooded = np.ascontiguousarray(flooded, np.bool_)
-    step = _step(connectivity)
-    threads = min(os.cpu_count() or 1, flooded.shape[0] // 256)
-    if threads < 2:
-        return K.flooded_labels_cpu(flooded, step)
-    # bands labelled on threads (the kernel releases the GIL), then joined across borders
-    from concurrent.futures import ThreadPoolExecutor
-    cuts = np.linspace(0, flooded.shape[0], 4 * threads + 1).astype(np.int64)
-    with ThreadPoolExecutor(threads) as pool:
-        parts = list(pool.map(lambda k: K.flooded_labels_cpu(flooded[cuts[k]:cuts[k + 1]],
-                                                             step), range(len(cuts) - 1)))
-    labels = np.concatenate(parts)
-    counts = np.array([int(p.max(initial=0)) for p in parts], np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    ids = K.join_bands_cpu(labels, cuts, offsets, int(counts.sum()), step)
-    for k in range(len(parts)):  # band k's labels -> the joined ids
-        band = labels[cuts[k]:cuts[k + 1]]
-        band[...] = np.where(band > 0, ids[np.where(band > 0, band + offsets[k], 0)], 0)
+    from scipy import ndimage
+    structure = np.ones((3, 3), bool) if check_connectivity(connectivity) == 8 else None
+    labels, _ = ndimage.label(np.asarray(flooded, np.bool_), structure, output=np.int32)
     return labels
 
 
