@@ -175,7 +175,7 @@ class _CpuOps:
 
     def levels(self, z, outlet, connectivity, tile):
         mask = self.forest(z, connectivity, tile)
-        src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32)
+        src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False)
         f = _drain_block(_halo(z, np.float32(np.nan)), _halo(mask, np.uint8(0)), src)
         return f.reshape(z.shape)
 
@@ -402,9 +402,10 @@ def kept_pits(table, min_depth=None, min_area=None):
 def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
     """The result layers and statistics from the levels ``f`` (``inf`` = undrained)."""
     t1 = time.perf_counter()
-    undrained = np.isinf(f) & ~np.isnan(z)
-    filled = np.where(np.isinf(f), z, f).astype(np.float32)
-    depth = (filled - z).astype(np.float32)
+    inf = np.isinf(f)
+    undrained = inf & ~np.isnan(z)
+    filled = np.where(inf, z, f).astype(np.float32, copy=False)
+    depth = (filled - z).astype(np.float32, copy=False)
     flooded = depth > 0
     if depression is None:
         depression = depression_labels(flooded, conn)
@@ -511,7 +512,7 @@ def fill_leaf_up(read, spec, level, i, j):
     z = zh[1:-1, 1:-1]
     W = win[3] - win[2]
     indptr, adj, w, cp, cq, cw = K.block_forest_cpu(zh, mh)
-    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False).ravel()
     port = np.zeros(src.shape[0], np.bool_)
     port[cp] = True
     kept, dk, ka, kb, kw = K.forest_reduce_cpu(indptr, adj, w, src, port,
@@ -602,8 +603,8 @@ class LeafBlock:
 
     def layers(self):
         """``(filled, depth)`` of the block."""
-        filled = np.where(np.isinf(self.levels), self.z, self.levels).astype(np.float32)
-        return filled, (filled - self.z).astype(np.float32)
+        filled = np.where(np.isinf(self.levels), self.z, self.levels).astype(np.float32, copy=False)
+        return filled, (filled - self.z).astype(np.float32, copy=False)
 
 
 def block_keys(labels, window, ncols):
@@ -625,7 +626,7 @@ def fill_leaf_down(read, spec, level, i, j, incoming):
     zh, mh, outlet = read_halo(read, spec, win)
     t1 = time.perf_counter()
     z = np.ascontiguousarray(zh[1:-1, 1:-1])
-    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False).ravel()
     if incoming is not None:
         ids, vals = incoming
         r, c = np.divmod(ids, spec.shape[1])
