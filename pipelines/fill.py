@@ -528,8 +528,10 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     asked = [k for k, v in options.items() if v not in (None, False)]
     if asked and route != "in-core":
         names = ", ".join(f"--{k.replace('_', '-')}" for k in asked)
-        raise InputError(f"{inp}: {shape[0]} x {shape[1]} cells do not fit in memory, and "
-                         f"{names} need the grid in core (the tiled fill does not do them)")
+        why = ("the tiled route was asked" if in_core is False else
+               f"{shape[0]} x {shape[1]} cells do not fit in memory")
+        raise InputError(f"{inp}: {why}, and the tiled fill supports --connectivity and "
+                         f"--outlets only: {names} need the in-core route")
     from . import cluster
     with atomic_output(out, overwrite, inputs=[inp, outlets]) as tmp:
         upstream = None

@@ -369,6 +369,34 @@ def _k_from(u, v, C):
     return [k for k in range(8) if (HDR[k], HDC[k]) == (dr, dc)][0]
 
 
+def region_labels(mask, conn=8):
+    """Connected regions of ``mask`` numbered 1, 2, ... in the row-major order of their
+    first cell (0 elsewhere): a breadth-first flood from each unlabelled cell in scan
+    order, plain Python (small grids only)."""
+    from collections import deque
+    mask = np.asarray(mask, bool)
+    H, W = mask.shape
+    nbrs = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1)
+            if (dr or dc) and (conn == 8 or dr == 0 or dc == 0)]
+    out = np.zeros((H, W), np.int32)
+    nxt = 0
+    for i in range(H):
+        for j in range(W):
+            if not mask[i, j] or out[i, j]:
+                continue
+            nxt += 1
+            out[i, j] = nxt
+            q = deque([(i, j)])
+            while q:
+                r, c = q.popleft()
+                for dr, dc in nbrs:
+                    rr, cc = r + dr, c + dc
+                    if 0 <= rr < H and 0 <= cc < W and mask[rr, cc] and not out[rr, cc]:
+                        out[rr, cc] = nxt
+                        q.append((rr, cc))
+    return out
+
+
 def richdem_fill(z, conn=8, epsilon=False):
     """RichDEM's ``FillDepressions`` of ``z`` (NaN = nodata, given to RichDEM as -9999, a
     value below every elevation as RichDEM requires), NaN again on nodata; skips the test

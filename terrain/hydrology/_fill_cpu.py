@@ -1,6 +1,6 @@
 """The CPU kernels (Numba) of depression filling: outlets, the forest of a block as a
 graph, the drain pass (min over sources of the path maximum, on a forest), the reduction
-of a block's forest to its ports, and the labels of the flooded regions.
+of a block's forest to its ports, and the joins of flooded regions across block borders.
 
 Conventions (:mod:`terrain.hydrology.fill` explains the algorithm):
 
@@ -18,9 +18,8 @@ import numba
 import numpy as np
 
 __all__ = ["outlets_cpu", "block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
-           "forest_reduce_cpu", "csr_from_edges_cpu", "flooded_labels_cpu", "first_cells_cpu",
-           "union_across_cpu", "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu",
-           "NB_DR", "NB_DC"]
+           "forest_reduce_cpu", "csr_from_edges_cpu", "first_cells_cpu",
+           "union_across_cpu", "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu", "NB_DR", "NB_DC"]
 
 # neighbour k = E, SE, S, SW, W, NW, N, NE (cyclic order; the cardinal ones are even k)
 NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
@@ -205,20 +204,22 @@ def forest_dp_cpu(indptr, adj, w, src):
 def drain_grid_cpu(zh, mh, src):
     """:func:`forest_dp_cpu` over the forest of a halo block's inner cells, its neighbours
     read from the mask (no graph built): the drain pass of a group and of the in-core
-    route. Each tree is walked depth first (a branch's cells lie near each other) and the
-    two passes run over arrays in walk order. ``src``: float32 per inner cell (row-major);
-    returns the levels likewise."""
+    route. Each tree is walked depth first (a branch's cells lie near each other); a stack
+    entry carries its cell's parent position and edge weight, so the walk touches no
+    per-cell staging array, and the two passes run over arrays in walk order (children
+    after parents: up in reverse, down forward). ``src``: float32 per inner cell
+    (row-major); returns the levels likewise."""
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     n = H * W
     f = np.empty(n, np.float32)
     seen = np.zeros(n, np.bool_)
     order = np.empty(n, np.int32)  # walk position -> cell
-    stack = np.empty(n, np.int32)
-    from_pos = np.empty(n, np.int32)  # cell -> its parent's walk position (while stacked)
     ppos = np.empty(n, np.int32)  # walk position -> parent's walk position
     pw = np.empty(n, np.float32)  # walk position -> weight of the edge to the parent
-    up = np.empty(n, np.float32)  # walk position -> pw while stacked (by cell), then g
-    wcell = np.empty(n, np.float32)
+    up = np.empty(n, np.float32)  # walk position -> best source below, then the level
+    stack = np.empty(n, np.int32)  # the walk's stack: cell, parent position, edge weight
+    stack_p = np.empty(n, np.int32)
+    stack_w = np.empty(n, np.float32)
     for s in range(n):
         if seen[s]:
             continue
@@ -230,15 +231,15 @@ def drain_grid_cpu(zh, mh, src):
         top = 1
         tail = 0
         stack[0] = s
-        from_pos[s] = -1
-        wcell[s] = 0.0
+        stack_p[0] = -1
+        stack_w[0] = 0.0
         while top > 0:
             top -= 1
             v = stack[top]
             pos = tail
             order[pos] = v
-            ppos[pos] = from_pos[v]
-            pw[pos] = wcell[v]
+            ppos[pos] = stack_p[top]
+            pw[pos] = stack_w[top]
             up[pos] = src[v]
             tail += 1
             i, j = v // W, v % W
@@ -252,10 +253,10 @@ def drain_grid_cpu(zh, mh, src):
                     u = ii * W + jj
                     if not seen[u]:
                         seen[u] = True
-                        from_pos[u] = pos
                         zu = zh[ii + 1, jj + 1]
-                        wcell[u] = zv if zv >= zu else zu
                         stack[top] = u
+                        stack_p[top] = pos
+                        stack_w[top] = zv if zv >= zu else zu
                         top += 1
         for t in range(tail - 1, 0, -1):  # up: the best source below
             x = up[t] if up[t] >= pw[t] else pw[t]
@@ -380,44 +381,6 @@ def _find(parent, x):
         parent[x] = parent[parent[x]]
         x = parent[x]
     return x
-
-
-@numba.njit(cache=True, nogil=True)
-def flooded_labels_cpu(flooded, step):
-    """Connected components of the ``flooded`` cells (``step`` 1: 8-connected, 2: 4-),
-    numbered 1, 2, ... in the row-major order of their first cell; 0 elsewhere (int32).
-    Union-find with the smaller index as root, so a root is its component's first cell."""
-    H, W = flooded.shape
-    n = H * W
-    parent = np.arange(n).astype(np.int64)
-    for i in range(H):
-        for j in range(W):
-            if not flooded[i, j]:
-                continue
-            v = i * W + j
-            for k in range(4, 8, step):  # W, NW, N, NE: the neighbours already seen
-                ii, jj = i + NB_DR[k], j + NB_DC[k]
-                if 0 <= ii < H and 0 <= jj < W and flooded[ii, jj]:
-                    a = _find(parent, v)
-                    b = _find(parent, ii * W + jj)
-                    if a < b:
-                        parent[b] = a
-                    elif b < a:
-                        parent[a] = b
-    out = np.zeros((H, W), np.int32)
-    ids = np.zeros(n, np.int32)
-    nxt = 0
-    for i in range(H):
-        for j in range(W):
-            if not flooded[i, j]:
-                continue
-            v = i * W + j
-            r = _find(parent, v)
-            if r == v:
-                nxt += 1
-                ids[v] = nxt
-            out[i, j] = ids[r]
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -748,46 +711,3 @@ def epsilon_fill_cpu(z, seeds, seed_nodata, ndr, ndc, named):
                 e[u] = zu
                 size = _std_push(hz, hc, size, zu, u)
     return e
-
-
-
-@numba.njit(cache=True, nogil=True)
-def join_bands_cpu(labels, cuts, offsets, total, step):
-    """Join the band-wise labels of :func:`flooded_labels_cpu` (bands ``cuts[k]:cuts[k+1]``,
-    band ``k``'s labels offset by ``offsets[k]`` into one numbering of ``total`` parts)
-    across the band borders, and number the joined regions 1, 2, ... in the order of their
-    first part (band, then label): the row-major order of their first cells. Returns the
-    new id of every part (index = global part id, 0 unused)."""
-    parent = np.arange(total + 1)
-    H, W = labels.shape
-    for k in range(1, cuts.shape[0] - 1):
-        r = cuts[k]  # the first row of band k; r - 1 the last of band k - 1
-        for j in range(W):
-            a = labels[r, j]
-            if a == 0:
-                continue
-            for dc in range(-1, 2):
-                if step == 2 and dc != 0:
-                    continue
-                jj = j + dc
-                if jj < 0 or jj >= W:
-                    continue
-                b = labels[r - 1, jj]
-                if b == 0:
-                    continue
-                x = _find(parent, a + offsets[k])
-                y = _find(parent, b + offsets[k - 1])
-                if x < y:
-                    parent[y] = x
-                elif y < x:
-                    parent[x] = y
-    ids = np.zeros(total + 1, np.int32)
-    nxt = 0
-    for p in range(1, total + 1):
-        root = _find(parent, p)
-        if root == p:
-            nxt += 1
-            ids[p] = nxt
-        else:
-            ids[p] = ids[root]
-    return ids

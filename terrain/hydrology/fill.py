@@ -51,7 +51,6 @@ Every level is exact (minimax over a forest); a group holds its block, a node
 O(perimeter) vertices. The answer is the in-core one, bit for bit, for every tile size.
 """
 
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -137,30 +136,16 @@ def outlet_cells(z, connectivity=8, outlets=None):
 
 def depression_labels(flooded, connectivity=8):
     """Connected regions of ``flooded`` cells numbered 1, 2, ... in the row-major order
-    of their first cell (int32, 0 elsewhere). A tall grid is labelled in bands on threads
-    and the bands joined across their borders (:func:`terrain.hydrology._fill_cpu.join_bands_cpu`).
+    of their first cell (int32, 0 elsewhere): :func:`scipy.ndimage.label`, whose raster
+    scan numbers the regions in that order (about 6x less CPU than a Numba union-find over
+    bands at 4096²).
 
     >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
     [[1, 0, 2], [0, 3, 0]]
     """
-    flooded = np.ascontiguousarray(flooded, np.bool_)
-    step = _step(connectivity)
-    threads = min(os.cpu_count() or 1, flooded.shape[0] // 256)
-    if threads < 2:
-        return K.flooded_labels_cpu(flooded, step)
-    # bands labelled on threads (the kernel releases the GIL), then joined across borders
-    from concurrent.futures import ThreadPoolExecutor
-    cuts = np.linspace(0, flooded.shape[0], 4 * threads + 1).astype(np.int64)
-    with ThreadPoolExecutor(threads) as pool:
-        parts = list(pool.map(lambda k: K.flooded_labels_cpu(flooded[cuts[k]:cuts[k + 1]],
-                                                             step), range(len(cuts) - 1)))
-    labels = np.concatenate(parts)
-    counts = np.array([int(p.max(initial=0)) for p in parts], np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    ids = K.join_bands_cpu(labels, cuts, offsets, int(counts.sum()), step)
-    for k in range(len(parts)):  # band k's labels -> the joined ids
-        band = labels[cuts[k]:cuts[k + 1]]
-        band[...] = np.where(band > 0, ids[np.where(band > 0, band + offsets[k], 0)], 0)
+    from scipy import ndimage
+    structure = np.ones((3, 3), bool) if check_connectivity(connectivity) == 8 else None
+    labels, _ = ndimage.label(np.asarray(flooded, np.bool_), structure, output=np.int32)
     return labels
 
 
@@ -190,7 +175,7 @@ class _CpuOps:
 
     def levels(self, z, outlet, connectivity, tile):
         mask = self.forest(z, connectivity, tile)
-        src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32)
+        src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False)
         f = _drain_block(_halo(z, np.float32(np.nan)), _halo(mask, np.uint8(0)), src)
         return f.reshape(z.shape)
 
@@ -417,9 +402,10 @@ def kept_pits(table, min_depth=None, min_area=None):
 def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
     """The result layers and statistics from the levels ``f`` (``inf`` = undrained)."""
     t1 = time.perf_counter()
-    undrained = np.isinf(f) & ~np.isnan(z)
-    filled = np.where(np.isinf(f), z, f).astype(np.float32)
-    depth = (filled - z).astype(np.float32)
+    inf = np.isinf(f)
+    undrained = inf & ~np.isnan(z)
+    filled = np.where(inf, z, f).astype(np.float32, copy=False)
+    depth = (filled - z).astype(np.float32, copy=False)
     flooded = depth > 0
     if depression is None:
         depression = depression_labels(flooded, conn)
@@ -526,7 +512,7 @@ def fill_leaf_up(read, spec, level, i, j):
     z = zh[1:-1, 1:-1]
     W = win[3] - win[2]
     indptr, adj, w, cp, cq, cw = K.block_forest_cpu(zh, mh)
-    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False).ravel()
     port = np.zeros(src.shape[0], np.bool_)
     port[cp] = True
     kept, dk, ka, kb, kw = K.forest_reduce_cpu(indptr, adj, w, src, port,
@@ -617,8 +603,8 @@ class LeafBlock:
 
     def layers(self):
         """``(filled, depth)`` of the block."""
-        filled = np.where(np.isinf(self.levels), self.z, self.levels).astype(np.float32)
-        return filled, (filled - self.z).astype(np.float32)
+        filled = np.where(np.isinf(self.levels), self.z, self.levels).astype(np.float32, copy=False)
+        return filled, (filled - self.z).astype(np.float32, copy=False)
 
 
 def block_keys(labels, window, ncols):
@@ -640,7 +626,7 @@ def fill_leaf_down(read, spec, level, i, j, incoming):
     zh, mh, outlet = read_halo(read, spec, win)
     t1 = time.perf_counter()
     z = np.ascontiguousarray(zh[1:-1, 1:-1])
-    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32).ravel()
+    src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False).ravel()
     if incoming is not None:
         ids, vals = incoming
         r, c = np.divmod(ids, spec.shape[1])

@@ -157,8 +157,23 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys):
 def test_options_refused_out_of_core(tmp_path):
     asc, z = _asc(tmp_path, _dem(8, (10, 10)))
     from terrain.errors import InputError
-    with pytest.raises(InputError, match="--epsilon need the grid in core"):
+    with pytest.raises(InputError, match="do not fit in memory|tiled route was asked.*--epsilon need the in-core route"):
         run_fill(asc, tmp_path / "f.zarr", epsilon=True, in_core=False)
+
+
+def test_tiled_refusal_says_what_it_supports(tmp_path, capsys):
+    """Forcing the tiled route with an in-core-only option: one line that names the file,
+    says the route was asked (not that memory ran out) and what the tiled fill supports."""
+    asc, _ = _asc(tmp_path, _dem(8, (10, 10)))
+    out = tmp_path / "f.zarr"
+    rc, _, se = run_main(capsys, "fill", asc, "-o", out, "--route", "tiled", "--epsilon",
+                         "--min-depth", "1")
+    lines = se.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "dem.asc" in lines[0], se
+    assert "tiled route was asked" in lines[0] and "do not fit" not in lines[0]
+    assert "supports --connectivity and --outlets only" in lines[0]
+    assert "--epsilon, --min-depth need the in-core route" in lines[0]
+    assert not out.exists()
 
 
 def test_api_keeps_the_grid():

@@ -120,3 +120,34 @@ def test_batch_flow(tmp_path, capsys):
                           scheduler="threads")
     assert rc == 0, err
     assert (tmp_path / "out" / "d1.flow.zarr").exists()
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+def test_a_flat_across_many_groups_resolves_as_in_core(tmp_path, monkeypatch, capsys,
+                                                       conn):
+    """A lake of 90 x 100 cells filled to one level (its rim higher except for one notch at
+    a far corner) spans 4 x 4 groups of 32: the tiled route's flat passes must route it
+    the same way as the in-core one (towards the notch, away from the higher rim)."""
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    rng = np.random.default_rng(5)
+    z = (50 + rng.random((120, 130)) * 5).astype(np.float32)
+    z[10:100, 12:112] = np.float32(20) + rng.integers(0, 3, (90, 100)).astype(np.float32)
+    z[9, 12:113] = z[100, 12:113] = np.float32(40)  # the rim
+    z[9:101, 11] = z[9:101, 112] = np.float32(40)
+    z[100, 111] = np.float32(30)  # the notch
+    z[101:, 108:115] = np.float32(25)
+    asc = write_asc(tmp_path / "lake.asc", z)
+    outs = {}
+    for route in ("in-core", "tiled"):
+        out = tmp_path / f"{route}.zarr"
+        rc, _, err = run_main(capsys, "flow", asc, "-o", out, "--route", route, "--tile", "8",
+                              "--connectivity", conn, scheduler="threads")
+        assert rc == 0, err
+        outs[route] = _layers(out)
+    s = zarr.open_group(str(tmp_path / "tiled.zarr")).attrs["flow"]
+    assert s["flat_cells"] >= 90 * 100 and s["flat_rounds"] > 1
+    for name in outs["in-core"]:
+        np.testing.assert_array_equal(outs["tiled"][name].view(np.uint8),
+                                      outs["in-core"][name].view(np.uint8), err_msg=name)
+    assert outs["tiled"]["accumulation"][100, 111] >= 90 * 100  # the lake drains by the notch
