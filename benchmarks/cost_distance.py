@@ -1,4 +1,4 @@
-"""``terrain bench cost-distance``: our in-core exact SSSP against the peers, one run.
+"""``python -m benchmarks cost-distance``: our in-core exact SSSP against the peers, one run.
 
 The grid: friction uniform random in [1, 2] (seeded), elevation 0, one source in the centre,
 8-connected, cell size 1, ``--cost friction`` (the r.cost / ``MCP_Geometric`` convention).

@@ -304,7 +304,7 @@ def _other_owner(owners, inp, out):
 def _check_outdir(outdir, files):
     """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or
     holds an input (a rerun would take the outputs and manifests for inputs): before the
-    scheduler starts, so that a refused batch leaves nothing behind (issue 11)."""
+    scheduler starts, so that a refused batch leaves nothing behind."""
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")

@@ -688,17 +688,21 @@ def _run_held(route, source, geo, tmp, spec, shard, be, in_core, wall):
 
 def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler):
     """The task-graph routes: the store's groups (a raster ingested into it first)."""
-    from .cluster import compute, open_scheduler
-    upstream = None
-    if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
-        from .ingest import build_ingest_graph
-        upstream, _ = checkpointed(build_ingest_graph(inp, tmp, spec.tile), tmp, CHECKPOINTED)
-        dem, store_geo = tmp, None
-    else:
-        dem, store_geo = inp, geo
+    from .cluster import compute, open_scheduler, remote_input
     # one device's work needs no cluster: the GPU's routes run on threads by default
     with open_scheduler(scheduler if scheduler is not None or route.workers
-                        else be.select(None, "threads"), cells=spec.shape[0] * spec.shape[1]):
+                        else be.select(None, "threads"), cells=spec.shape[0] * spec.shape[1],
+                        inputs=[inp]):
+        # the paths as the workers of a cluster given by address must see them
+        inp, tmp = remote_input(inp), remote_input(tmp)
+        upstream = None
+        if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
+            from .ingest import build_ingest_graph
+            upstream, _ = checkpointed(build_ingest_graph(inp, tmp, spec.tile), tmp,
+                                       CHECKPOINTED)
+            dem, store_geo = tmp, None
+        else:
+            dem, store_geo = inp, geo
         graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
                                 in_core, partial=tmp, workers=route.workers)
         graph, reused = checkpointed(graph, tmp, CHECKPOINTED)

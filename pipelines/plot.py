@@ -80,7 +80,7 @@ def parse_window(text):
 
 def _plot_inputs(args, group=None):
     """What a plot reads: the store (or graph), a ``--paths`` file and the DEM it names.
-    The picture may not replace one of them, even with --overwrite (issue 11)."""
+    The picture may not replace one of them, even with --overwrite."""
     source = None if group is None else group.attrs.get("source")
     return [args.store, getattr(args, "paths", None), source if isinstance(source, str) else None]
 

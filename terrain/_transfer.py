@@ -21,8 +21,7 @@ every value fitted; fewer bytes cross PCIe.
 Down, block by block (:class:`DeviceBlocks`): a writer that encodes a device array chunk by
 chunk copies each chunk (a strided 2-D copy) into a small pinned tile of its own and
 encodes from there, so no host copy of the whole array is ever made; the host memory is
-that of the writer threads' tiles (issue 11: a Neuse-size cost-distance run's outputs,
-2.9 GB, no longer pass through whole host arrays).
+that of the writer threads' tiles.
 
 Down, ``pinned=True`` returns NumPy arrays that live in pinned memory (from CuPy's pinned
 pool: freeing them gives the memory back to the pool for the next call): one direct copy

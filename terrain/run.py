@@ -242,7 +242,7 @@ def build_parser():
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and FILE.tif) if they exist")
     _add_run_control(p)
 
-    # -- fill (issue 20: hydrology; pipelines/fill.py) -------------------------------------
+    # -- fill -------------------------------------
     p = sub.add_parser("fill", help="fill the depressions of a DEM to their spill elevations",
                        description="Exact depression filling (priority-flood's result, "
                        "RichDEM's FillDepressions) from the grid's minimum spanning forest. "
@@ -336,7 +336,8 @@ def build_parser():
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .cost.zarr)")
     p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
-                   help="4 (rook), 8 (queen, default) or 16 (adds knight moves, as r.cost -k)")
+                   help="4 (rook), 8 (queen, default) or 16 (adds knight moves, costed on their two "
+                        "end cells; GRASS r.cost -k also charges the two cells between)")
     _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
                  "its own)")
     p.add_argument("--tile-sssp", type=_tile, default=None, metavar="N",

@@ -35,7 +35,8 @@ afterwards, so it runs before the thread pools start (``terrain.run.main``,
 :func:`fixed_mmap_threshold` is the other knob, for the blocked cost distance
 (:mod:`pipelines.cost_distance_blocked`), whose block arrays are allocated and freed at
 every visit: it pins ``M_MMAP_THRESHOLD`` so that they always come from ``mmap`` and go
-back to the system when freed (docs/benchmarks.md: 1.61 → 0.99 GB peak RSS at 16384²).
+back to the system when freed (docs/cost-distance.md, "Design notes": 1.61 → 0.99 GB peak RSS
+at 16384²).
 """
 
 import contextlib

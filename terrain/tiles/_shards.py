@@ -11,7 +11,7 @@ threads took 2.4-3.1 s of wall time for the Neuse-size outputs on the H100/H200 
 whatever the codec, the bytes written or the thread count (8 to 32). Here each writer
 thread does all of a shard's work itself, on per-thread buffers, with the GIL released for
 the copies and the compression. On this 2-core VM the write phase of a 4096² result fell
-from 2.36 s to 0.43 s wall (docs/benchmarks.md); the 16-core figure is the last GPU round's.
+from 2.36 s to 0.43 s wall (docs/architecture.md, design notes).
 
 Format (the Zarr v3 sharding codec, ``index_location="end"``): the encoded inner chunks in
 Morton order, then the index, a C-order ``(chunks..., 2)`` uint64 array of (offset, length)
@@ -52,9 +52,9 @@ _MAX = np.uint64(2**64 - 1)
 #: threads that read or write an array's shards at once (:func:`read_array`, the
 #: cost-distance writers). Each holds its own buffers (a shard's compressed bytes, a tile
 #: and its encoding; a pinned tile for a layer on the device), so the host memory of the
-#: reads and writes is bounded by this count, not by the host's cores (issue 11: the
-#: resident set must not grow with them); 16 is the GPU hosts' core count, where the reads
-#: and writes were measured (docs/benchmarks.md)
+#: reads and writes is bounded by this count, not by the host's cores (the resident set
+#: must not grow with them); 16 is the GPU hosts' core count, where the reads and writes
+#: were measured
 MAX_IO_THREADS = 16
 
 

@@ -116,7 +116,7 @@ def test_info_on_a_non_store(tmp_path):
         assert_one_line_error(run_terrain("info", target, cwd=tmp_path), f"terrain: {message}")
 
 
-# ----------------------------------------------------------------------------- issue 24
+# ----------------------------------------------------------------------------- what users hit
 
 FIFO_COMMANDS = {
     "ingest": ["ingest", "f.asc", "-o", "x.zarr"],

@@ -1,4 +1,4 @@
-"""``--resume`` checkpoints are data, never code (issue 24, 2).
+"""``--resume`` checkpoints are data, never code.
 
 The partial output's name derives from the input's path, size and mtime, so anyone who can
 stat the input and write the output's folder can plant files in it. Before, ``--resume``

@@ -1,5 +1,4 @@
-"""A full disk is one line naming the output, and nothing is left (issue 24 "smaller", issue
-22 §5): ``ingest``/``mst -o /small/x.zarr`` on a 600 KiB file system, a batch whose
+"""A full disk is one line naming the output, and nothing is left: ``ingest``/``mst -o /small/x.zarr`` on a 600 KiB file system, a batch whose
 manifest cannot be written.
 
 The file system is a real tmpfs where the tests may mount one (root in a container), else

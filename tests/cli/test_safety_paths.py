@@ -1,8 +1,7 @@
 """Paths resolved as the kernel resolves them: what is checked is what is written.
 
 ``link/..`` is the parent of the link's *target* for ``open``; collapsing ``..`` as text
-before following the link once let ``-o link/../dem.asc`` replace the input ``dem.asc``
-(issue 24, 1).
+before following the link once let ``-o link/../dem.asc`` replace the input ``dem.asc``.
 """
 
 import os

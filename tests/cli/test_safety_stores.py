@@ -1,5 +1,5 @@
 """Damaged or crafted input stores are one line naming the store, not a different result or
-a job of hours (issue 24, "silently wrong" and "refuse instead of exhausting memory").
+a job of hours.
 
 Stores terrain writes carry a CRC-32C after every chunk (zarr's crc32c codec) and, once
 finished, an inventory of their shard files in every sharded array's attributes

@@ -1,5 +1,5 @@
 """An ``--overwrite`` swap killed between its two renames: the next run finishes it or puts
-the old output back, never removes the only good copy (issue 24, 5)."""
+the old output back, never removes the only good copy."""
 
 import os
 import signal

@@ -1,4 +1,4 @@
-"""A writer killed half-way through a shard leaves the shard whole (issue 24, 3).
+"""A writer killed half-way through a shard leaves the shard whole.
 
 Shards used to be rewritten in place (``open(path, "wb")``): ``mst`` killed during its write
 phase left ``mst/c/1/1`` at 95 KB of 1.6 MB, and ``--resume`` then failed ("shard index

@@ -1,4 +1,4 @@
-"""Fast paths of the weighted load (issue 9): rows that come out of the scatter already
+"""Fast paths of the weighted load: rows that come out of the scatter already
 strictly increasing skip the sort and de-duplication, plain integer weights skip the
 decimal scanner, the declared id range is checked and shifted in one pass. Every case is
 checked against scipy.sparse (CSR of the same entries, parallel edges keeping the minimum

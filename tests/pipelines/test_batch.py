@@ -205,7 +205,7 @@ def test_batch_cost_distance_friction_per_input(tmp_path, rasters):
     assert a[150, 201] == 10.0 * ((float(z[150, 200]) + float(z[150, 201])) * 0.5)
 
 
-# ----------------------------------------------------------------------------- issue 24
+# ----------------------------------------------------------------------------- what users hit
 
 
 def _two_folders(tmp_path):

@@ -123,7 +123,7 @@ def test_cost_distance_picture_with_contours_and_paths(tmp_path, capsys):
     assert rc == 0 and "verified" in text, err + text
 
 
-# ----------------------------------------------------------------------------- issue 24
+# ----------------------------------------------------------------------------- what users hit
 
 
 def test_a_huge_picture_is_refused_at_once(mst_out, tmp_path, capsys):

@@ -84,7 +84,7 @@ def test_in_process_cluster_samples_and_ticks_less_often():
     assert profile == 100  # ms; distributed's default is 10
 
 
-# ----------------------------------------------------------------------------- issue 24
+# ----------------------------------------------------------------------------- what users hit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -259,9 +259,6 @@ def test_batch_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
     assert _forest(tmp_path / "out" / "g.mst.zarr") == _forest(tmp_path / "ref.zarr")
 
 
-@pytest.mark.xfail(strict=True, reason="pipelines/mst.py, ingest.py, cost_distance*.py: pass "
-                   "inputs=[...] to open_scheduler and build the graph with "
-                   "pipelines.cluster.remote_input(path)")
 @pytest.mark.slow
 def test_mst_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
     from terrain.io import write_synth
