@@ -41,7 +41,6 @@ import os
 import shutil
 from pathlib import Path
 
-from terrain.io.outputs import partial_path
 from terrain.io.outputs import check_outputs, real_path
 from terrain.errors import InputError
 

@@ -390,7 +390,6 @@ def level_solve_gpu(be, spec, level, seeds, per_wait=16):
     la = cp.empty(V, cp.int32)
     lh = cp.empty(V, cp.int32)
     launch("level_labels", V, d, key, la, lh)
-    del cell_vertex, nxt, fronts, key
     return (d.view(cp.float64), la, lh), (r1, r2)
 
 

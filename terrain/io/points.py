@@ -132,17 +132,22 @@ def _geojson_points(path, text):
         raise InputError(f"{where(path, e.lineno)}: not valid JSON ({e.msg})") from None
     except RecursionError:
         raise InputError(f"{path}: JSON nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts (sys.int_info)
+        raise InputError(f"{path}: a number of too many digits") from None
     out = []
 
     def position(c):
         if not isinstance(c, (list, tuple)) or len(c) < 2:
             raise InputError(f"{path}: a position must be an array of two numbers, got "
                              f"{json.dumps(c)[:60]}")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in c[:2]):
+            raise InputError(f"{path}: a position must be numbers, got "
+                             f"{json.dumps(c)[:60]}")
         try:
             x, y = float(c[0]), float(c[1])
-        except (TypeError, ValueError):
-            raise InputError(f"{path}: a position must be numbers, got "
-                             f"{json.dumps(c)[:60]}") from None
+        except OverflowError:  # an integer beyond float range
+            raise InputError(f"{path}: coordinates must be finite, got an integer beyond "
+                             "the range of a float") from None
         if not (math.isfinite(x) and math.isfinite(y)):
             raise InputError(f"{path}: coordinates must be finite, got {json.dumps(c)[:60]}")
         return x, y
