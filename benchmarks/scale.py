@@ -22,12 +22,17 @@ def _worker_cpu():
     return t.user + t.system
 
 
-def run_on_cluster(store, workers, tile_dir):
+def _worker_peak_rss_mb():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_on_cluster(store, workers, tile_dir, run=0):
     """Run ``terrain mst STORE`` on a fresh cluster of ``workers`` processes; its row."""
     from distributed import Client
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     bindir = Path(sys.executable).parent
-    sched_file = Path(tile_dir) / f"scheduler-{workers}.json"
+    sched_file = Path(tile_dir) / f"scheduler-{run}.json"
     procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
                                "--no-dashboard", "--scheduler-file", str(sched_file)],
                               cwd=tile_dir, env=env, stdout=subprocess.DEVNULL,
@@ -46,7 +51,7 @@ def run_on_cluster(store, workers, tile_dir):
         client.wait_for_workers(workers, timeout=120)
         address = client.scheduler.address
         cpu0 = sum(client.run(_worker_cpu).values())
-        out = Path(tile_dir) / f"m{workers}.zarr"
+        out = Path(tile_dir) / f"m{run}.zarr"
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", str(store), "-o", str(out),
                                "--backend", "cpu", "--json", "--scheduler", address],
@@ -55,10 +60,12 @@ def run_on_cluster(store, workers, tile_dir):
         if proc.returncode:
             raise SystemExit(proc.stderr)
         cpu = sum(client.run(_worker_cpu).values()) - cpu0
+        rss = max(client.run(_worker_peak_rss_mb).values())
         client.close()
         doc = json.loads(proc.stdout)
         return {"workers": workers, "cells": doc["rows"] * doc["cols"], "tile": doc["tile"],
                 "wall_s": round(wall, 2), "worker_cpu_s": round(cpu, 2),
+                "worker_peak_rss_mb": round(rss),
                 "task_s": {k: round(v, 2) for k, v in doc["phase_seconds"].items()},
                 "read_bytes": doc["read_bytes"], "written_bytes": doc["written_bytes"],
                 "graph_bytes": doc["graph_bytes"], "path": doc["path"]}
@@ -80,8 +87,8 @@ def bench_scale_command(args):
                  "--scheduler", "threads"]):
             raise SystemExit("ingest failed")
         asc.unlink()
-        for n in args.workers:
-            print(json.dumps(run_on_cluster(store, n, d)), flush=True)
+        for run, n in enumerate(args.workers):
+            print(json.dumps(run_on_cluster(store, n, d, run)), flush=True)
 
 
 def add_arguments(p):
