@@ -6,6 +6,7 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -533,7 +534,8 @@ def main(argv=None):
         with terminate_raises():
             # URL inputs/outputs (s3://, memory://, ...) staged and published: issue 21
             from .io.remote import stage
-            with stage(args, getattr(args, "storage_options", None)):
+            with stage(args, args.storage_options) if hasattr(args, "storage_options") \
+                    else contextlib.nullcontext():
                 status = int(_handler(args)(args) or 0)
         if argv is None:  # the command line's own process: its outputs are complete
             quick_exit(status)
