@@ -1,11 +1,6 @@
 """Stores at fsspec URLs (terrain.io.remote): memory:// in this process, s3:// on a local moto
 server. Every result at a URL must hold the bits the same command writes to a local path."""
 
-import socket
-import subprocess
-import sys
-import time
-
 import numpy as np
 import pytest
 import zarr
@@ -144,42 +139,6 @@ def test_file_url_is_a_local_path(capsys, tmp_path, dem):
 
 
 # -- s3:// on a local moto server -------------------------------------------------------------
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """A moto S3 server on 127.0.0.1 and a bucket; the storage options that reach it."""
-    pytest.importorskip("moto.server")
-    pytest.importorskip("s3fs")
-    port = _free_port()
-    cwd = tmp_path_factory.mktemp("moto")
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    pytest.skip("moto server did not start")
-                time.sleep(0.2)
-        options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "test", "secret": "test",
-                   "client_kwargs": {"region_name": "us-west-2"}}
-        import s3fs
-        s3fs.S3FileSystem.clear_instance_cache()
-        s3fs.S3FileSystem(**options).mkdir("terrain-test")
-        yield options
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
 
 def test_s3_ingest_mst_fill_bit_identical(capsys, tmp_path, dem, s3):
     import json
