@@ -143,6 +143,20 @@ def check_url_output(url, overwrite=False, inputs=(), options=None):
         e = InputError(f"{url}: output exists")
         e.option = "overwrite"
         raise e
+    _probe(url, options)
+
+
+def _probe(url, options):
+    """Write and delete a probe object under ``url``: a missing bucket or a read-only
+    credential fails here, before the work, not at the publish after it."""
+    import uuid
+    fs, root = _fs(url, options)
+    probe = _join(root, f".terrain-probe-{uuid.uuid4().hex}")
+    try:
+        fs.pipe_file(probe, b"")
+        fs.rm(probe)
+    except (OSError, PermissionError, ValueError) as e:
+        raise InputError(f"{url}: cannot write there: {_short(e)}") from None
 
 
 def fetch(url, local, options=None):

@@ -161,3 +161,7 @@ def test_s3_ingest_mst_fill_bit_identical(capsys, tmp_path, dem, s3):
     assert rc == 2 and f"{base}/dem.zarr" in err and "--overwrite" in err
     rc, out, err = run_main(capsys, "info", f"{base}/mst.zarr", *opts, scheduler=None)
     assert rc == 0 and f"{base}/mst.zarr" in out
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", "s3://no-such-bucket/d.zarr", *opts,
+                          scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0
+    assert "s3://no-such-bucket/d.zarr: cannot write there" in err
