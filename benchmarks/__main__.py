@@ -22,6 +22,7 @@ BENCHMARKS = {
     "startup": "benchmarks.startup:bench_startup_command",
     "flow": "benchmarks.flow:bench_flow_command",
     "fill": "benchmarks.fill:bench_fill_command",
+    "scale": "benchmarks.scale:bench_scale_command",
 }
 
 
@@ -108,6 +109,10 @@ def build_parser():
     b.add_argument("--backend", choices=("cpu", "gpu"), default="cpu", help="terrain's backend")
     b.add_argument("--gpu-commands", action="store_true",
                    help="print the Neuse-size GPU commands instead")
+    b = bsub.add_parser("scale", help="tiled MST of a store on 1, 2, ... dask worker processes "
+                        "(docs/scale.md's measured points)")
+    from .scale import add_arguments
+    add_arguments(b)
     b = bsub.add_parser("startup", help="whole-process start-up of a small mst, first and warm runs")
     b.add_argument("--input", default=None, help="the grid (default: data/sample.asc)")
     b.add_argument("--repeat", type=_positive_int, default=3, help="whole-process runs (default 3)")

@@ -6,6 +6,7 @@ anywhere (:class:`terrain.errors.InputError`) becomes one line on stderr and sta
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -82,6 +83,13 @@ def _add_scheduler(p):
     p.add_argument("--dashboard-address", default=None, metavar="HOST:PORT",
                    help="where the LocalCluster's dashboard listens (default 127.0.0.1:8787, "
                         "localhost only; e.g. 0.0.0.0:8787 opens it to the network)")
+
+
+def _add_storage_options(p):
+    # object stores (issue 21): URL inputs/outputs are staged by terrain.io.remote.stage
+    p.add_argument("--storage-options", default=None, metavar="JSON",
+                   help="fsspec options for s3://, gs://, ... stores (endpoint, anon, ...); "
+                        "credentials come from the client library's own environment")
 
 
 def _add_gpus(p):
@@ -199,10 +207,12 @@ def build_parser():
                    help="assign this coordinate reference system (replaces the file's own)")
     _add_scheduler(p)
     _add_run_control(p)
+    _add_storage_options(p)
 
     p = sub.add_parser("info", help="describe a tile store or a result store (mst, ...)")
     p.add_argument("store", metavar="STORE", help="a store written by ingest, mst or another command")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _add_storage_options(p)
 
     p = sub.add_parser("synth", help="write fractal terrain as an ESRI ASCII grid, streaming")
     p.add_argument("--rows", type=_positive_int, required=True, help="grid rows")
@@ -241,6 +251,7 @@ def build_parser():
                    help="with --geotiff: a plain tiled GeoTIFF with overviews instead of a COG")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and FILE.tif) if they exist")
     _add_run_control(p)
+    _add_storage_options(p)
 
     # -- fill -------------------------------------
     p = sub.add_parser("fill", help="fill the depressions of a DEM to their spill elevations",
@@ -281,6 +292,7 @@ def build_parser():
     p.add_argument("--no-cog", action="store_true",
                    help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+    _add_storage_options(p)
     # -- end fill -----------------------------------------------------------------------------
 
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")
@@ -460,6 +472,7 @@ def _add_hydrology(sub):
                    help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+    _add_storage_options(p)
 
     p = sub.add_parser("watershed", help="label the cells draining to outlet points (from a "
                        "flow store)")
@@ -520,7 +533,11 @@ def main(argv=None):
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     try:
         with terminate_raises():
-            status = int(_handler(args)(args) or 0)
+            # URL inputs/outputs (s3://, memory://, ...) staged and published: issue 21
+            from .io.remote import stage
+            with stage(args, args.storage_options) if hasattr(args, "storage_options") \
+                    else contextlib.nullcontext():
+                status = int(_handler(args)(args) or 0)
         if argv is None:  # the command line's own process: its outputs are complete
             quick_exit(status)
         return status

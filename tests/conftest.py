@@ -1,7 +1,10 @@
 """Shared test set-up: the ``gpu`` marker skips without a GPU; helpers live in tests/backends.py."""
 
 import os
+import socket
+import subprocess
 import sys
+import time
 
 import pytest
 
@@ -30,3 +33,39 @@ def backend(request):
 def small_shards(monkeypatch):
     import terrain.tiles.store as store
     monkeypatch.setattr(store, "SHARD_TARGET_SIDE", 16)  # groups = shards of 16 cells
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """A moto S3 server on 127.0.0.1 and a bucket; the storage options that reach it."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    port = _free_port()
+    cwd = tmp_path_factory.mktemp("moto")
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    pytest.skip("moto server did not start")
+                time.sleep(0.2)
+        options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "test", "secret": "test",
+                   "client_kwargs": {"region_name": "us-west-2"}}
+        import s3fs
+        s3fs.S3FileSystem.clear_instance_cache()
+        s3fs.S3FileSystem(**options).mkdir("terrain-test")
+        yield options
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -29,6 +29,7 @@ import zarr
 
 from ..errors import InputError
 from ..io.georef import crs_wkt, write_georeference
+from ..io.remote import is_url, store_state, zarr_store
 from .morton import morton_order
 
 __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
@@ -329,6 +330,10 @@ def result_dem(path, group, source, required=True):
     opened; when neither is there, :class:`InputError` (None when not ``required``)."""
     if "elevation" in group:
         return group["elevation"]
+    if source and is_url(source) and store_state(source) == "store":
+        # a result published to an object store names its DEM's URL
+        return zarr.open_group(store=zarr_store(source), mode="r",
+                               use_consolidated=False)["elevation"]
     if source and is_store(source):
         return zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
     if not required:

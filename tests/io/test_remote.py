@@ -1,0 +1,167 @@
+"""Stores at fsspec URLs (terrain.io.remote): memory:// in this process, s3:// on a local moto
+server. Every result at a URL must hold the bits the same command writes to a local path."""
+
+import numpy as np
+import pytest
+import zarr
+
+from cli import run_main
+
+SYNC = "synchronous"
+
+
+def _arrays(store):
+    """{array path: (dtype, shape, raw bytes)} of every array of a Zarr group (a path or a
+    zarr store)."""
+    return _group_arrays(zarr.open_group(store=store, mode="r", use_consolidated=False))
+
+
+def _group_arrays(g, prefix=""):
+    out = {}
+    for name, arr in g.arrays():
+        a = arr[...]
+        out[prefix + name] = (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes())
+    for name, sub in g.groups():
+        out.update(_group_arrays(sub, prefix + name + "/"))
+    return out
+
+
+def _remote(url, options=None):
+    from terrain.io import zarr_store
+    return zarr_store(url, options)
+
+
+@pytest.fixture(scope="module")
+def dem(tmp_path_factory):
+    """A 700 x 500 DEM with nodata, tile 128 (several tiles, several shards)."""
+    from terrain.io import write_synth
+    d = tmp_path_factory.mktemp("remote")
+    write_synth(d / "g.asc", 700, 500, seed=3, nodata=0.02)
+    return d / "g.asc"
+
+
+def _same(url, local, options=None):
+    got, want = _arrays(_remote(url, options)), _arrays(str(local))
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k] == want[k], f"{k} differs"
+
+
+@pytest.mark.parametrize("command", ["mst", "fill", "flow"])
+def test_memory_store_results_bit_identical(capsys, tmp_path, dem, command):
+    url = f"memory://t-{command}"
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", f"{url}/dem.zarr", "--tile", "128",
+                          scheduler=SYNC)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", tmp_path / "dem.zarr", "--tile", "128",
+                          scheduler=SYNC)
+    assert rc == 0, err
+    _same(f"{url}/dem.zarr", tmp_path / "dem.zarr")
+    rc, out, err = run_main(capsys, command, f"{url}/dem.zarr", "-o", f"{url}/out.zarr",
+                            scheduler=SYNC)
+    assert rc == 0, err
+    assert "terrain-url-" not in out  # the URL is named, not its temporary copy
+    rc, _, err = run_main(capsys, command, tmp_path / "dem.zarr", "-o", tmp_path / "out.zarr",
+                          scheduler=SYNC)
+    assert rc == 0, err
+    got = zarr.open_group(_remote(f"{url}/out.zarr"), mode="r", use_consolidated=False)
+    assert got.attrs.get("source") in (None, f"{url}/dem.zarr")
+    _same(f"{url}/out.zarr", tmp_path / "out.zarr")
+
+
+def test_url_output_exists_refused_then_overwritten(capsys, dem):
+    url = "memory://t-exists/dem.zarr"
+    assert run_main(capsys, "ingest", dem, "-o", url, scheduler=SYNC)[0] == 0
+    rc, out, err = run_main(capsys, "ingest", dem, "-o", url, "--tile", "128", scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0
+    assert url in err and "--overwrite" in err
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--tile", "128", "--overwrite",
+                          scheduler=SYNC)
+    assert rc == 0, err
+    g = zarr.open_group(_remote(url), mode="r", use_consolidated=False)
+    assert g.attrs["tile"] == 128
+
+
+def test_url_input_missing_one_line(capsys):
+    rc, _, err = run_main(capsys, "mst", "memory://t-none/dem.zarr", "-o", "memory://t-none/o.zarr",
+                          scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0 and "memory://t-none/dem.zarr" in err
+
+
+def test_bad_storage_options_one_line(capsys, dem):
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", "memory://t-bad/d.zarr",
+                          "--storage-options", "[1", scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0 and "storage options" in err
+
+
+def test_failed_command_publishes_nothing(capsys, tmp_path):
+    bad = tmp_path / "bad.asc"
+    bad.write_text("ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2\n3\n")
+    rc, _, err = run_main(capsys, "ingest", bad, "-o", "memory://t-fail/d.zarr", scheduler=SYNC)
+    assert rc == 2 and str(bad) in err
+    from terrain.io import store_state
+    assert store_state("memory://t-fail/d.zarr") is None
+
+
+def test_publish_writes_root_metadata_last_and_clears_partial(tmp_path, monkeypatch, capsys):
+    """The store appears when its root zarr.json does (no rename on object stores); a
+    partial a dead run left (objects, no root metadata) is removed before the new one."""
+    import fsspec
+    from terrain.io import publish, store_state
+    local = tmp_path / "s.zarr"
+    g = zarr.open_group(str(local), mode="w", zarr_format=3)
+    g.create_array("a", shape=(4,), chunks=(2,), dtype="int32")[:] = np.arange(4)
+    url = "memory://t-pub/s.zarr"
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/t-pub/s.zarr/junk/c/0", b"left by a killed run")
+    assert store_state(url) == "partial"
+    order = []
+    put = type(fs).put_file
+
+    def recording(self, lpath, rpath, *a, **k):
+        order.append(rpath)
+        return put(self, lpath, rpath, *a, **k)
+
+    monkeypatch.setattr(type(fs), "put_file", recording)
+    publish(str(local), url)
+    assert order[-1].endswith("s.zarr/zarr.json") and len(order) > 1
+    assert not fs.exists("/t-pub/s.zarr/junk")
+    assert "partial" in capsys.readouterr().err
+    assert store_state(url) == "store"
+    np.testing.assert_array_equal(
+        zarr.open_group(_remote(url), mode="r")["a"][:], np.arange(4))
+
+
+def test_file_url_is_a_local_path(capsys, tmp_path, dem):
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", f"file://{tmp_path}/d.zarr", scheduler=SYNC)
+    assert rc == 0, err
+    assert (tmp_path / "d.zarr" / "zarr.json").is_file()
+
+
+# -- s3:// on a local moto server -------------------------------------------------------------
+
+def test_s3_ingest_mst_fill_bit_identical(capsys, tmp_path, dem, s3):
+    import json
+    opts = ("--storage-options", json.dumps(s3))
+    base = "s3://terrain-test/run"
+    assert run_main(capsys, "ingest", dem, "-o", f"{base}/dem.zarr", "--tile", "128", *opts,
+                    scheduler=SYNC)[0] == 0
+    assert run_main(capsys, "ingest", dem, "-o", tmp_path / "dem.zarr", "--tile", "128",
+                    scheduler=SYNC)[0] == 0
+    _same(f"{base}/dem.zarr", tmp_path / "dem.zarr", s3)
+    for command in ("mst", "fill"):
+        rc, _, err = run_main(capsys, command, f"{base}/dem.zarr", "-o", f"{base}/{command}.zarr",
+                              *opts, scheduler=SYNC)
+        assert rc == 0, err
+        rc, _, err = run_main(capsys, command, tmp_path / "dem.zarr", "-o",
+                              tmp_path / f"{command}.zarr", scheduler=SYNC)
+        assert rc == 0, err
+        _same(f"{base}/{command}.zarr", tmp_path / f"{command}.zarr", s3)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", f"{base}/dem.zarr", *opts, scheduler=SYNC)
+    assert rc == 2 and f"{base}/dem.zarr" in err and "--overwrite" in err
+    rc, out, err = run_main(capsys, "info", f"{base}/mst.zarr", *opts, scheduler=None)
+    assert rc == 0 and f"{base}/mst.zarr" in out
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", "s3://no-such-bucket/d.zarr", *opts,
+                          scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0
+    assert "s3://no-such-bucket/d.zarr: cannot write there" in err
