@@ -258,7 +258,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
 
-    with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1]):
+    with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1], inputs=[input_path]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
 
@@ -279,15 +279,17 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
     partial output's checkpoints.
     """
     from ._resume import checkpointed
-    from .cluster import compute
+    from .cluster import compute, remote_input
 
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with atomic_output(output_path, overwrite, inputs=[input_path], key=key,
                        resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
+        # the paths as the workers of a cluster given by address must see them
+        src, part = remote_input(input_path), remote_input(tmp)
         graph, reused = checkpointed(
-            build_ingest_graph(input_path, tmp, tile, compressors, **options), tmp, CHECKPOINTED)
+            build_ingest_graph(src, part, tile, compressors, **options), part, CHECKPOINTED)
         compute(graph, label="ingest")
         drop_checkpoints(tmp)
         # consolidated metadata last, by the command that owns the store: a pipeline that

@@ -260,22 +260,29 @@ def test_batch_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
 
 
 @pytest.mark.slow
-def test_mst_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
+@pytest.mark.parametrize("command", ["mst", "ingest"])
+def test_a_command_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path, command):
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 60, 80, seed=1)
     address, procs = _worker_elsewhere(tmp_path)
+    extra = ["--backend", "cpu"] if command == "mst" else []
     try:
-        proc = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "m.zarr",
-                               "--tile", "16", "--backend", "cpu", "--scheduler", address],
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", command, "g.asc", "-o",
+                               "m.zarr", "--tile", "16", *extra, "--scheduler", address],
                               cwd=tmp_path, env=_env(), capture_output=True, text=True,
                               timeout=300)
     finally:
         _stop(procs)
     assert proc.returncode == 0, proc.stderr
-    subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
-                    "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
+    subprocess.run([sys.executable, "-m", "terrain.run", command, "g.asc", "-o", "ref.zarr",
+                    "--tile", "16", *extra, "--scheduler", "synchronous"],
                    cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
-    assert _forest(tmp_path / "m.zarr") == _forest(tmp_path / "ref.zarr")
+    if command == "mst":
+        assert _forest(tmp_path / "m.zarr") == _forest(tmp_path / "ref.zarr")
+    else:
+        elevation = [np.asarray(zarr.open_group(str(tmp_path / n), mode="r")["elevation"][:])
+                     for n in ("m.zarr", "ref.zarr")]
+        assert elevation[0].tobytes() == elevation[1].tobytes()
 
 
 def test_workers_that_see_other_bytes_are_refused(tmp_path, monkeypatch):
