@@ -23,12 +23,8 @@ def _layers(path):
     return {n: g[n][:] for n in ("filled", "direction", "accumulation")}
 
 
-@pytest.mark.parametrize("conn", [8, 4])
-def test_routes_give_the_same_bits_as_the_library(tmp_path, monkeypatch, capsys,
-                                                  conn):
-    import terrain.tiles.store as store_mod
-    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)  # groups of 32 cells: 5 x 4
-    z, asc = _dem(tmp_path)
+def _both_routes(capsys, tmp_path, asc, conn):
+    """The layers of ``flow`` on the in-core and the tiled route, by route."""
     outs = {}
     for route in ("in-core", "tiled"):
         out = tmp_path / f"{route}.zarr"
@@ -36,6 +32,16 @@ def test_routes_give_the_same_bits_as_the_library(tmp_path, monkeypatch, capsys,
                               "--connectivity", conn, scheduler="threads")
         assert rc == 0, err
         outs[route] = _layers(out)
+    return outs
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+def test_routes_give_the_same_bits_as_the_library(tmp_path, monkeypatch, capsys,
+                                                  conn):
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)  # groups of 32 cells: 5 x 4
+    z, asc = _dem(tmp_path)
+    outs = _both_routes(capsys, tmp_path, asc, conn)
     s = zarr.open_group(str(tmp_path / "tiled.zarr")).attrs["flow"]
     assert s["groups"] == 20 and s["flat_rounds"] > 1
     for name in outs["in-core"]:
@@ -138,13 +144,7 @@ def test_a_flat_across_many_groups_resolves_as_in_core(tmp_path, monkeypatch, ca
     z[100, 111] = np.float32(30)  # the notch
     z[101:, 108:115] = np.float32(25)
     asc = write_asc(tmp_path / "lake.asc", z)
-    outs = {}
-    for route in ("in-core", "tiled"):
-        out = tmp_path / f"{route}.zarr"
-        rc, _, err = run_main(capsys, "flow", asc, "-o", out, "--route", route, "--tile", "8",
-                              "--connectivity", conn, scheduler="threads")
-        assert rc == 0, err
-        outs[route] = _layers(out)
+    outs = _both_routes(capsys, tmp_path, asc, conn)
     s = zarr.open_group(str(tmp_path / "tiled.zarr")).attrs["flow"]
     assert s["flat_cells"] >= 90 * 100 and s["flat_rounds"] > 1
     for name in outs["in-core"]:
