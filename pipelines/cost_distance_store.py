@@ -15,6 +15,7 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
 from terrain.grid.costs import check_friction
+from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
 from terrain.tiles.store import create_layer
 
@@ -74,28 +75,9 @@ def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
             else [float(v) for v in start_costs],
             "dem": dem, "friction": "friction" if has_friction else None}
 
-
 def geotiff_paths(directory):
-    """The files :func:`write_geotiffs` would write into ``directory`` that it must not find
-    there; when it does not exist yet, the directory itself (it is made then: its parent
-    must exist and be writable, checked with the outputs); none when it is not given;
-    :class:`InputError` when it is not a directory or is a Zarr store.
-
-    >>> [p.name for p in geotiff_paths(".")]
-    ['distance.tif', 'allocation.tif', 'backlink.tif']
-    >>> [str(p) for p in geotiff_paths("no-such-dir")]
-    ['no-such-dir']
-    """
-    if not directory:
-        return []
-    folder = Path(directory)
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"{directory}: exists and is not a directory")
-    if folder.is_dir() and any((folder / name).is_file()
-                               for name in ("zarr.json", ".zgroup", ".zarray")):
-        raise InputError(f"{directory}: is a Zarr store; the GeoTIFFs need a folder of "
-                         f"their own")
-    return [folder / f"{name}.tif" for name in GEOTIFF_LAYERS] if folder.is_dir() else [folder]
+    """What ``--geotiff-dir DIR`` writes (:func:`terrain.io.geotiff.geotiff_paths`)."""
+    return shared_geotiff_paths(directory, GEOTIFF_LAYERS)
 
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):

@@ -47,6 +47,7 @@ from terrain.errors import InputError
 from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_leaf_up,
                                fill_merge, fill_split, label_border, label_count, label_ids,
                                label_merge, label_numbering, label_split)
+from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store, walk_down, walk_up
@@ -98,20 +99,13 @@ def fill_route(shape, backend, in_core="auto", available=None):
         available = psutil.virtual_memory().available
     return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= available / 2 else "tiled"
 
-
 def geotiff_paths(directory):
-    """The files :func:`write_geotiffs` would write into ``directory`` (which must not be
-    there), the directory itself when it does not exist yet, none when not given.
+    """What ``--geotiff-dir DIR`` writes (:func:`terrain.io.geotiff.geotiff_paths`).
 
     >>> [p.name for p in geotiff_paths(".")]
     ['filled.tif', 'depth.tif', 'depression.tif']
     """
-    if not directory:
-        return []
-    folder = Path(directory)
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"{directory}: exists and is not a directory")
-    return [folder / f"{n}.tif" for n in GEOTIFF_LAYERS] if folder.is_dir() else [folder]
+    return shared_geotiff_paths(directory, GEOTIFF_LAYERS)
 
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):

@@ -44,6 +44,7 @@ from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
                                flow_accumulation, flow_directions)
+from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
@@ -384,16 +385,9 @@ def _gather(values):
 # ------------------------------------------------------------------------------------------
 # outputs
 
-
 def flow_geotiff_paths(directory):
-    """What ``--geotiff-dir DIR`` writes (``filled.tif``, ``direction.tif``,
-    ``accumulation.tif``), or the directory itself when it does not exist yet."""
-    if not directory:
-        return []
-    folder = Path(directory)
-    if folder.exists() and not folder.is_dir():
-        raise InputError(f"{directory}: exists and is not a directory")
-    return [folder / f"{n}.tif" for n in GEOTIFF_LAYERS] if folder.is_dir() else [folder]
+    """What ``--geotiff-dir DIR`` writes (:func:`terrain.io.geotiff.geotiff_paths`)."""
+    return geotiff_paths(directory, GEOTIFF_LAYERS)
 
 
 def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):

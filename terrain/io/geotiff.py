@@ -38,9 +38,33 @@ import zarr
 from .outputs import atomic_output
 from ..errors import InputError
 
-__all__ = ["write_geotiff", "write_geotiffs", "overview_factors", "BLOCK"]
+__all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "overview_factors", "BLOCK"]
 
 BLOCK = 512
+
+
+def geotiff_paths(directory, layers):
+    """The files ``DIR/<layer>.tif`` a command's ``--geotiff-dir DIR`` would write for
+    ``layers`` and must not find there; when ``directory`` does not exist yet, the directory
+    itself (it is made then: its parent must exist and be writable, checked with the
+    outputs); none when it is not given; :class:`InputError` when it is not a directory or
+    is a Zarr store.
+
+    >>> [p.name for p in geotiff_paths(".", ("distance", "backlink"))]
+    ['distance.tif', 'backlink.tif']
+    >>> [str(p) for p in geotiff_paths("no-such-dir", ("filled",))]
+    ['no-such-dir']
+    """
+    if not directory:
+        return []
+    folder = Path(directory)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{directory}: exists and is not a directory")
+    if folder.is_dir() and any((folder / name).is_file()
+                               for name in ("zarr.json", ".zgroup", ".zarray")):
+        raise InputError(f"{directory}: is a Zarr store; the GeoTIFFs need a folder of "
+                         f"their own")
+    return [folder / f"{name}.tif" for name in layers] if folder.is_dir() else [folder]
 
 
 def overview_factors(shape, block=BLOCK):
