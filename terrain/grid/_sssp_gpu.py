@@ -61,6 +61,13 @@ def _module(be):
     return be.cuda_module(here / "_sssp.cu", options=("-std=c++17", f"-I{here}"))
 
 
+def _lattice(n, side):
+    """At most ``side`` distinct indices spread evenly over ``range(n)``, increasing (as
+    ``np.unique`` of them, which would import ``numpy.ma`` into the process)."""
+    i = np.linspace(0, n - 1, min(n, side)).astype(np.int64)
+    return i[np.concatenate(([True], i[1:] != i[:-1]))]
+
+
 def mean_arc_cost(z, f, model, codes, lengths, side=_SAMPLE_SIDE):
     """Mean of the finite costs of the arcs leaving a lattice of at most ``side²`` cells.
 
@@ -72,8 +79,7 @@ def mean_arc_cost(z, f, model, codes, lengths, side=_SAMPLE_SIDE):
     2.5
     """
     rows, cols = z.shape
-    r = np.unique(np.linspace(0, rows - 1, min(rows, side)).astype(np.int64))
-    c = np.unique(np.linspace(0, cols - 1, min(cols, side)).astype(np.int64))
+    r, c = _lattice(rows, side), _lattice(cols, side)
     rr, cc = np.meshgrid(r, c, indexing="ij")
     rr, cc = rr.ravel(), cc.ravel()
     total, count = 0.0, 0

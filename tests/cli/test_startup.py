@@ -46,3 +46,21 @@ def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cost_distance_of_a_store_in_process_does_not_import_dask(tmp_path):
+    """An in-core cost distance of a tile store runs in this process without Dask: importing
+    it would be a tenth of the whole process of a grid that fits the device."""
+    store = tmp_path / "g.zarr"
+    from terrain.run import main
+    assert main(["ingest", str(SAMPLE), "-o", str(store)]) == 0
+    code = ("import sys; from terrain.run import main; "
+            f"status = main(['cost-distance', {str(store)!r}, '-o', {str(tmp_path / 'c.zarr')!r}, "
+            "'--source-cell', '150,200']); "
+            "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules)); "
+            "sys.exit(status)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
