@@ -136,7 +136,9 @@ def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
         return None
     if data_rows:
         per_row = cp.diff(cp.searchsorted(starts[:n_tok], lines[: data_rows + 1]))
-        if not bool(cp.all(per_row == cols)):
+        # extremes, not ``per_row == cols``: CuPy sends an array-scalar operator through
+        # NumPy's ufunc, whose first call imports cupyx.scipy.special into the process
+        if cp.stack([per_row.min(), per_row.max()]).get().tolist() != [cols, cols]:
             return None
         del per_row
     del lines

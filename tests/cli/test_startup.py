@@ -64,3 +64,24 @@ def test_cost_distance_of_a_store_in_process_does_not_import_dask(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.gpu
+def test_gpu_commands_leave_cupyx_scipy_unimported(tmp_path):
+    """The device text parse, the forest and the cost distance use no array-scalar CuPy
+    operator: CuPy sends those through NumPy's ufunc machinery, whose first call imports
+    cupyx.scipy.special (a quarter of a second of a process)."""
+    store = tmp_path / "g.zarr"
+    code = ("import sys; from terrain.run import main; "
+            f"a = main(['mst', {str(SAMPLE)!r}, '-o', {str(tmp_path / 'm.zarr')!r}, '--backend', 'gpu', '--json']); "
+            f"b = main(['ingest', {str(SAMPLE)!r}, '-o', {str(store)!r}]); "
+            f"c = main(['cost-distance', {str(store)!r}, '-o', {str(tmp_path / 'c.zarr')!r}, "
+            "'--source-cell', '150,200', '--backend', 'gpu']); "
+            "print(sorted(m for m in ('cupyx.scipy.special', 'cupyx.scipy') if m in sys.modules)); "
+            "sys.exit(a or b or c)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert '"parse": "gpu"' in proc.stdout  # the text went through the device parser
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
