@@ -86,7 +86,7 @@ def _add_scheduler(p):
 
 
 def _add_storage_options(p):
-    # object stores (issue 21): URL inputs/outputs are staged by terrain.io.remote.stage
+    # object stores: URL inputs and outputs are staged by terrain.io.remote.stage
     p.add_argument("--storage-options", default=None, metavar="JSON",
                    help="fsspec options for s3://, gs://, ... stores (endpoint, anon, ...); "
                         "credentials come from the client library's own environment")
@@ -533,7 +533,7 @@ def main(argv=None):
     bound_malloc_arenas()  # before any pool starts: the RSS does not follow the threads
     try:
         with terminate_raises():
-            # URL inputs/outputs (s3://, memory://, ...) staged and published: issue 21
+            # URL inputs/outputs (s3://, memory://, ...) staged here, published after
             from .io.remote import stage
             with stage(args, args.storage_options) if hasattr(args, "storage_options") \
                     else contextlib.nullcontext():

@@ -1,5 +1,5 @@
-"""Issue 11's acceptance pass (docs/safety.md, "Audit"): the commands the first waves left
-out of tests/test_safety.py (cost-distance in all its algorithms, path, plot, synth, batch)
+"""The audit of docs/safety.md ("Audit"): the commands the first safety tests left
+out (cost-distance in all its algorithms, path, plot, synth, batch)
 refuse an output that is, holds or lies in an input, a bad place to write, an absurd size or
 scheduler: one line, exit 2, before any work, nothing written or destroyed."""
 

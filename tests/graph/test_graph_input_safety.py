@@ -1,5 +1,5 @@
-"""Graph inputs that used to exhaust memory, hang, echo binary or be read wrongly (issues 22,
-23 and 24; docs/safety.md, "Graph inputs"): each refused with one line before anything of
+"""Graph inputs that used to exhaust memory, hang, echo binary or be read wrongly
+(docs/safety.md, "Graph inputs"): each refused with one line before anything of
 its declared size is allocated, or read the way its format says."""
 
 import gzip
