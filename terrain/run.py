@@ -367,6 +367,7 @@ def build_parser():
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
                    help="also write distance.tif, allocation.tif and backlink.tif there")
     p.add_argument("--overwrite", action="store_true", help="replace OUT.zarr (and the GeoTIFFs) if they exist")
+    _add_storage_options(p)
     _add_dry_run(p)
 
     p = sub.add_parser("path", help="least-cost paths along the backlinks of a cost-distance store")

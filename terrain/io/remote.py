@@ -230,8 +230,10 @@ def publish(local, url, overwrite=False, options=None, notify=None):
 
 
 #: the argument names of the commands' input and output paths
-INPUT_FIELDS = ("input", "store", "flow", "dem")
+INPUT_FIELDS = ("input", "store", "flow", "dem", "friction", "reuse", "sources")
 OUTPUT_FIELDS = ("output",)
+#: outputs written as local files only (GeoTIFFs beside the store)
+LOCAL_FIELDS = ("geotiff", "geotiff_dir")
 
 
 @contextlib.contextmanager
@@ -244,6 +246,9 @@ def stage(args, storage_options=None):
     error that names a temporary path names the URL instead. Local paths (and
     ``file://`` URLs, made local) are left as they are."""
     options = parse_storage_options(storage_options)
+    for name in LOCAL_FIELDS:
+        if is_url(getattr(args, name, None)):
+            raise InputError(f"{getattr(args, name)}: GeoTIFFs are written to a local path")
     for name in INPUT_FIELDS + OUTPUT_FIELDS:
         if isinstance(getattr(args, name, None), str):
             setattr(args, name, local_path(getattr(args, name)))

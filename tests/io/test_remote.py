@@ -47,7 +47,10 @@ def _same(url, local, options=None):
         assert got[k] == want[k], f"{k} differs"
 
 
-@pytest.mark.parametrize("command", ["mst", "fill", "flow"])
+EXTRA = {"cost-distance": ("--source-cell", "350,250")}
+
+
+@pytest.mark.parametrize("command", ["mst", "fill", "flow", "cost-distance"])
 def test_memory_store_results_bit_identical(capsys, tmp_path, dem, command):
     url = f"memory://t-{command}"
     rc, _, err = run_main(capsys, "ingest", dem, "-o", f"{url}/dem.zarr", "--tile", "128",
@@ -57,16 +60,47 @@ def test_memory_store_results_bit_identical(capsys, tmp_path, dem, command):
                           scheduler=SYNC)
     assert rc == 0, err
     _same(f"{url}/dem.zarr", tmp_path / "dem.zarr")
-    rc, out, err = run_main(capsys, command, f"{url}/dem.zarr", "-o", f"{url}/out.zarr",
+    extra = EXTRA.get(command, ())
+    rc, out, err = run_main(capsys, command, f"{url}/dem.zarr", "-o", f"{url}/out.zarr", *extra,
                             scheduler=SYNC)
     assert rc == 0, err
     assert "terrain-url-" not in out  # the URL is named, not its temporary copy
     rc, _, err = run_main(capsys, command, tmp_path / "dem.zarr", "-o", tmp_path / "out.zarr",
-                          scheduler=SYNC)
+                          *extra, scheduler=SYNC)
     assert rc == 0, err
     got = zarr.open_group(_remote(f"{url}/out.zarr"), mode="r", use_consolidated=False)
     assert got.attrs.get("source") in (None, f"{url}/dem.zarr")
     _same(f"{url}/out.zarr", tmp_path / "out.zarr")
+
+
+def test_cost_distance_friction_and_sources_at_urls(capsys, tmp_path, dem):
+    """A friction raster and a sources file given as URLs are read from there: the result
+    holds the bits of the same run on local copies."""
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    src = tmp_path / "s.csv"  # the centres of cells (350, 250) and (100, 400): 10 m cells
+    src.write_text("x,y\n502505,4003495\n504005,4005995\n")
+    fs.put(str(dem), "/t-fric/f.asc")
+    fs.put(str(src), "/t-fric/s.csv")
+    args = ("--cost", "friction")
+    rc, _, err = run_main(capsys, "cost-distance", dem, "-o", "memory://t-fric/c.zarr",
+                          "--friction", "memory://t-fric/f.asc", "--sources",
+                          "memory://t-fric/s.csv", *args, scheduler=SYNC)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "c.zarr",
+                          "--friction", dem, "--source-cell", "350,250", "--source-cell",
+                          "100,400", *args, scheduler=SYNC)
+    assert rc == 0, err
+    _same("memory://t-fric/c.zarr", tmp_path / "c.zarr")
+    rc, _, err = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "n.zarr",
+                          "--friction", "memory://t-fric/none.asc", "--source-cell", "350,250",
+                          *args, scheduler=SYNC)
+    assert rc == 2 and "memory://t-fric/none.asc" in err and err.strip().count("\n") == 0
+    assert not (tmp_path / "n.zarr").exists()
+    rc, _, err = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "g.zarr",
+                          "--source-cell", "350,250", "--geotiff-dir", "memory://t-fric/gt",
+                          scheduler=SYNC)
+    assert rc == 2 and "local path" in err and not (tmp_path / "g.zarr").exists()
 
 
 def test_url_output_exists_refused_then_overwritten(capsys, dem):
