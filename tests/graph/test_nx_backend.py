@@ -277,7 +277,7 @@ def test_order_types_and_errors_match_networkx(seed):
             assert got == _outcome(theirs, G, *args, **kwargs), (seed, theirs.__name__, kwargs)
 
 
-def test_the_cases_issue_22_found():
+def test_the_cases_a_user_trial_found():
     """Discovery order, cutoff=-1, an infinite distance, a negative edge NetworkX gets past,
     a string weight, a Graph subclass, ints kept ints."""
     G = nx.Graph([(0, 1), (0, 2), (2, 3), (1, 4)])
