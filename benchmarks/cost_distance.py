@@ -208,7 +208,12 @@ def whole_process(args):
 def bench_cost_distance_command(args):
     from terrain.grid.sssp import grid_sssp
 
+    if getattr(args, "peers", False):
+        from .cost_distance_peers import bench_cost_peers
+        args.repeat = args.repeat or 3
+        return bench_cost_peers(args)
     if getattr(args, "whole_process", False):
+        args.repeat = args.repeat or 1
         return whole_process(args)
 
     rows, cols = args.rows, args.cols
