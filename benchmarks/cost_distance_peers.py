@@ -1,7 +1,7 @@
 """``python -m benchmarks cost-distance --peers``: the GIS user's whole job, GeoTIFF in,
 GeoTIFF out, as three processes timed side by side.
 
-The input: friction uniform in [1, 2] (:func:`benchmarks.cost_distance.friction_grid`, seed
+The input: friction uniform in [1, 2] (:func:`benchmarks.common.friction_grid`, seed
 0) as a tiled DEFLATE float32 GeoTIFF in UTM, cell size 1; one source at the centre cell,
 8-connected, the friction model (cost of an arc = its length × the mean friction of its two
 cells: r.cost's, ``MCP_Geometric``'s and ``--cost friction``'s). The processes:
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import child_env, timed_child
+from .common import child_env, friction_grid, timed_child
 
 __all__ = ["bench_cost_peers", "GRASS_SCRIPT", "SKIMAGE_SCRIPT", "friction_tif"]
 
@@ -79,7 +79,6 @@ def friction_tif(workdir, side, seed=0):
     import rasterio
     from rasterio.transform import Affine
 
-    from .cost_distance import friction_grid
     tif = Path(workdir) / f"friction-{side}-s{seed}.tif"
     if not tif.exists():
         part = tif.with_name(tif.name + ".partial")
