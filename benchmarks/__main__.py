@@ -93,8 +93,17 @@ def build_parser():
                    help="with --whole-process: the cost model (default absdiff)")
     b.add_argument("--workdir", default=None,
                    help="with --whole-process: where the store is kept (reused)")
-    b.add_argument("--repeat", type=_positive_int, default=1,
-                   help="with --whole-process: run every command this many times (default 1)")
+    b.add_argument("--repeat", type=_positive_int, default=None,
+                   help="with --whole-process: run every command this many times (default "
+                   "1); with --peers: interleaved runs of each process (default 3)")
+    b.add_argument("--peers", action="store_true",
+                   help="GeoTIFF in, GeoTIFF out: terrain cost-distance --geotiff-dir against "
+                   "GRASS r.cost and a scikit-image script, whole processes, at --sides")
+    b.add_argument("--sides", default="1024,2048,4096", help="with --peers: square grid sides")
+    b.add_argument("--grass", default=None, help="with --peers: the grass command (default: "
+                   "grass on the PATH; none: GRASS not run)")
+    b.add_argument("--skimage-python", default=None, help="with --peers: the python of a venv "
+                   "with scikit-image and rasterio (none: not run)")
     _backend(b)
     b = bsub.add_parser("fill", help="terrain fill vs RichDEM FillDepressions, whole "
                         "processes, CPU seconds")

@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["peak_rss_bytes", "child_env", "timed_child"]
+__all__ = ["peak_rss_bytes", "child_env", "timed_child", "friction_grid"]
 
 
 def peak_rss_bytes():
@@ -38,3 +38,9 @@ def timed_child(argv, env=None):
     if os.waitstatus_to_exitcode(status):
         raise RuntimeError(f"{' '.join(map(str, argv))} failed: {err.strip()[-500:]}")
     return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+
+
+def friction_grid(rows, cols, seed=0):
+    """The cost-distance benchmarks' friction: uniform in [1, 2], float32."""
+    import numpy as np
+    return np.random.default_rng(seed).uniform(1.0, 2.0, (rows, cols)).astype(np.float32)

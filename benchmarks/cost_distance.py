@@ -30,6 +30,9 @@ the in-process path there (``pipelines.cost_distance.run_in_process``); its summ
 ``wall_seconds`` (start-up, imports, the start-up thread's steps, solve, writes) are printed.
 No peer runs at that size (scikit-image would take tens of minutes, xarray-spatial
 holds the grid in one chunk), so that mode prints ours only.
+
+``--peers`` times what a GIS user runs instead, GeoTIFF in and GeoTIFF out, as whole
+processes beside GRASS r.cost and a scikit-image script (:mod:`benchmarks.cost_distance_peers`).
 """
 
 import concurrent.futures
@@ -46,17 +49,12 @@ import numpy as np
 from terrain.backend import get_backend
 from terrain.grid.costs import ARC_DC, ARC_DR, arc_codes, arc_lengths
 
-from .common import peak_rss_bytes
+from .common import friction_grid, peak_rss_bytes
 
 __all__ = ["bench_cost_distance_command", "friction_grid", "scipy_cost_distance",
            "synthetic_dem", "synthetic_dem_store", "whole_process"]
 
 SCIPY_MAX_CELLS = 4096 * 4096
-
-
-def friction_grid(rows, cols, seed=0):
-    """The benchmark's friction: uniform in [1, 2], float32."""
-    return np.random.default_rng(seed).uniform(1.0, 2.0, (rows, cols)).astype(np.float32)
 
 
 def scipy_cost_distance(friction, source, connectivity=8):
@@ -208,7 +206,12 @@ def whole_process(args):
 def bench_cost_distance_command(args):
     from terrain.grid.sssp import grid_sssp
 
+    if getattr(args, "peers", False):
+        from .cost_distance_peers import bench_cost_peers
+        args.repeat = args.repeat or 3
+        return bench_cost_peers(args)
     if getattr(args, "whole_process", False):
+        args.repeat = args.repeat or 1
         return whole_process(args)
 
     rows, cols = args.rows, args.cols

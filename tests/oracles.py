@@ -549,3 +549,28 @@ def seeded_forest(z, conn, outlet):
         labels = np.where(labels == first, np.flatnonzero(labels == first).max(), labels)
     labels = np.where(np.isnan(z.ravel()), -1, labels)
     return mask.reshape(z.shape), labels
+
+
+def check_cog(path, block=512):
+    """Assert that ``path`` is laid out as a Cloud-Optimized GeoTIFF, read by tifffile (not
+    GDAL, which wrote it): GDAL's ghost header says ``LAYOUT=IFDS_BEFORE_DATA``; the full
+    resolution IFD comes first, then its overviews, each half the size of the one before,
+    all tiled ``block`` × ``block``; every IFD lies before every tile; the tiles of a
+    smaller overview lie before those of a larger one and the full resolution comes last.
+    Returns the TIFF compression codes of the pages."""
+    import tifffile
+
+    with open(path, "rb") as f:
+        head = f.read(512)
+    assert b"LAYOUT=IFDS_BEFORE_DATA" in head and b"BLOCK_ORDER=ROW_MAJOR" in head, path
+    with tifffile.TiffFile(path) as tif:
+        pages = list(tif.pages)
+        assert not pages[0].is_reduced and all(p.is_reduced for p in pages[1:]), path
+        for big, small in zip(pages, pages[1:]):
+            assert small.shape == tuple(-(-s // 2) for s in big.shape), path
+        assert all((p.tilelength, p.tilewidth) == (block, block) for p in pages), path
+        spans = [(min(o for o in p.dataoffsets if o), max(p.dataoffsets)) for p in pages]
+        assert max(p.offset for p in pages) < min(lo for lo, _ in spans), path
+        for (lo_big, _), (_, hi_small) in zip(spans, spans[1:]):
+            assert hi_small < lo_big, path
+        return [int(p.compression) for p in pages]

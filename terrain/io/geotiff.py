@@ -14,6 +14,12 @@ Algorithm
    once, by the COG driver (docs/cost-distance.md, "Design notes"). ``cog=False`` writes a
    plain tiled GTiff with internal overviews the same way.
 
+The codec is ZSTD at level 1 without a predictor: distances are float64 whose low bits
+are noise, so DEFLATE (any level) and the floating-point predictor spend several times
+the CPU of ZSTD 1 for a file at most a quarter smaller; ZSTD 1 keeps the copy close to
+the cost of an uncompressed one (docs/cost-distance.md, "Design notes"). GDAL reads ZSTD
+TIFFs since 2.3, as do libtiff 4.0.10 and QGIS.
+
 :func:`write_geotiffs` writes several layers of one store at once, each in a thread of its
 own (GDAL releases the GIL), and renames them only when all are written.
 
@@ -106,7 +112,7 @@ def _georeference(group, shape):
 
 def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_from=None,
                   description=None, tags=None, resampling="nearest", dtype=None,
-                  compress="deflate", overwrite=False):
+                  compress="zstd", overwrite=False):
     """Write one ``(y, x)`` layer of a Zarr store as a GeoTIFF (a COG by default).
 
     Parameters
@@ -132,6 +138,8 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
         Overview resampling (``nearest`` for masks and ids, ``average`` for distances).
     dtype : numpy dtype, optional
         Output type (default: the layer's).
+    compress : str
+        The TIFF codec (``zstd``, ``deflate``, ``lzw``, ``none``), at its fastest level.
 
     Returns
     -------
@@ -195,7 +203,7 @@ def _disk_full(error, folder):
 
 
 def _prepare(store, array_name, nodata=None, valid_from=None, description=None, tags=None,
-             resampling="nearest", dtype=None, compress="deflate"):
+             resampling="nearest", dtype=None, compress="zstd"):
     """One layer's checked settings: what :func:`_write_one` needs."""
     group, arr = _open_array(store, array_name)
     if arr.ndim != 2:
@@ -274,11 +282,15 @@ def _copy(stage, target, compress, resampling, overviews, cog):
     import rasterio
     from rasterio.shutil import copy as gdal_copy
 
+    codec = compress.upper()
+    fastest = codec in ("ZSTD", "DEFLATE")  # level 1: see the module's docstring
     with rasterio.Env() as env:
         has_cog = "COG" in env.drivers()
     if cog and has_cog:
-        options = dict(BLOCKSIZE=BLOCK, COMPRESS=compress.upper(), NUM_THREADS="ALL_CPUS",
+        options = dict(BLOCKSIZE=BLOCK, COMPRESS=codec, NUM_THREADS="ALL_CPUS",
                        BIGTIFF="IF_SAFER", RESAMPLING=resampling.upper())
+        if fastest:
+            options["LEVEL"] = 1
         if overviews:
             options["OVERVIEW_COUNT"] = overviews
         else:
@@ -289,6 +301,7 @@ def _copy(stage, target, compress, resampling, overviews, cog):
     if overviews:
         with rasterio.open(stage, "r+") as ds:
             ds.build_overviews([2 ** (k + 1) for k in range(overviews)], Resampling[resampling])
+    level = {"ZSTD": {"ZSTD_LEVEL": 1}, "DEFLATE": {"ZLEVEL": 1}}.get(codec, {})
     gdal_copy(stage, target, driver="GTiff", TILED="YES", BLOCKXSIZE=BLOCK, BLOCKYSIZE=BLOCK,
-              COMPRESS=compress.upper(), COPY_SRC_OVERVIEWS="YES", NUM_THREADS="ALL_CPUS",
-              BIGTIFF="IF_SAFER")
+              COMPRESS=codec, COPY_SRC_OVERVIEWS="YES", NUM_THREADS="ALL_CPUS",
+              BIGTIFF="IF_SAFER", **level)

@@ -36,6 +36,27 @@ def test_bench_cost_distance_runs_and_agrees():
 
 
 @pytest.mark.slow
+def test_bench_cost_distance_peers_whole_processes_agree(tmp_path):
+    """GeoTIFF in, GeoTIFF out: terrain, GRASS r.cost (when installed) and the scikit-image
+    script, as processes; the peers' distances equal ours."""
+    import shutil
+    pytest.importorskip("skimage")
+    rc, so, se = run_benchmark("cost-distance", "--peers", "--sides", 64, "--repeat", 1,
+                               "--skimage-python", sys.executable, "--workdir", tmp_path,
+                               timeout=600)
+    assert rc == 0, se
+    rows = [line.split() for line in so.splitlines() if line.lstrip().startswith("64 ")]
+    names = {r[1] if r[1] == "terrain" else " ".join(r[1:3]) for r in rows}
+    assert {"terrain", "skimage MCP_Geometric"} <= names, so
+    assert ("GRASS r.cost" in names) == bool(shutil.which("grass"))
+    for r in rows:
+        if r[1] != "terrain":
+            assert float(r[-1]) < 1e-6, so  # r.cost and MCP_Geometric: the same model
+    with_cog = tmp_path / "out-64" / "terrain" / "distance.tif"
+    assert with_cog.exists()
+
+
+@pytest.mark.slow
 def test_bench_blocked_runs_and_agrees(tmp_path, capsys):
     """The benchmark module's table, for a small grid: both runs, the same bits."""
     from benchmarks.cost_distance_blocked import main

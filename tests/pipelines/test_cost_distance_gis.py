@@ -15,6 +15,7 @@ from terrain.grid.sssp import grid_sssp
 from terrain.verify import verify_grid_sssp
 
 from cli import run_main
+from oracles import check_cog
 
 ROWS, COLS, CELL = 530, 600, 20.0
 TRANSFORM = rasterio.Affine(CELL, 0, 500000.0, 0, -CELL, 4100000.0)
@@ -58,6 +59,9 @@ def test_geotiffs_are_cogs_with_crs_transform_nodata_overviews(cost_out):
             assert ds.descriptions[0] and ds.tags(1)["units"]
             assert ds.tags(ns="IMAGE_STRUCTURE").get("LAYOUT") == "COG"
             np.testing.assert_array_equal(ds.read(1), np.asarray(g[name][:]))
+            assert ds.compression.name == "zstd"
+        assert set(check_cog(d / "tif" / f"{name}.tif")) == {50000}  # ZSTD
+        with rasterio.open(d / "tif" / f"{name}.tif") as ds:
             if name == "backlink":
                 assert ds.tags(1)["code_1"] == "E" and ds.tags(1)["code_255"] == "unreached"
 
