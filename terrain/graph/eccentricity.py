@@ -576,7 +576,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (4, (0, 4), [0, 1, 2, 3, 4], 2, [2])
     """
-    g = as_graph(graph, directed=False)
+    g = as_graph(graph, directed=False, weight=None)  # hops: weights are not read
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
     lcc, info = largest_component_on(g, backend)
