@@ -560,6 +560,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     seed : int
         Seed of the effective-diameter sample.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+        ``auto`` keeps a graph of fewer than ``GPU_MIN_WORK`` vertices + arcs on the CPU.
     progress : callable or True, optional
         ``progress(bfs_count, delta_lower, diameter_upper, candidates_left)`` after each
         BFS; True prints to stderr on long runs.
@@ -579,6 +580,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     g = as_graph(graph, directed=False, weight=None)  # hops: weights are not read
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
+    backend = get_backend(backend, work=g.n + g.nnz)  # auto: a small graph stays on the CPU
     lcc, info = largest_component_on(g, backend)
     core = FrontierCore(lcc, backend)
     result = _bound(core, info, extremes, progress)
