@@ -1157,7 +1157,9 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
                 if (state[2] < 0 || eccs[top] > state[2]) {                                    \
                     state[2] = eccs[top];                                                      \
                     state[3] = chosen[top];                                                    \
-                    state[4] = 0;                                                              \
+                    state[4] = one_pass; /* its labels are the kept distances' column top */   \
+                    for (int64_t w = 0; w < n && one_pass; ++w)                                \
+                        best_dist[w] = dmat[w * 64 + top];                                     \
                 }                                                                              \
                 if (!one_pass) { /* a second pass applies the bounds as the bits appear */     \
                     terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier,    \
