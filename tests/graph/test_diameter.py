@@ -258,6 +258,26 @@ def test_bit_parallel_bounding_matches_networkx(backend, name, monkeypatch):
     assert r.bfs_count > 1
 
 
+@pytest.mark.parametrize("name", ["small-world", "long-tree", "dense-random"])
+def test_bit_parallel_two_pass_route_matches_networkx(name, monkeypatch):
+    """With no room for a batch's distances (graphs over a million vertices) a second pass
+    applies the bounds: the same answers, sources and searches as the one-pass route."""
+    import importlib
+    ecc_mod = importlib.import_module("terrain.graph.eccentricity")
+    monkeypatch.setattr(ecc_mod, "SINGLE_BFS", 1)
+    G = NX_GRAPHS[name]
+    one = diameter(G, extremes=True, backend="cpu")
+    monkeypatch.setattr(ecc_mod, "DMAT_BYTES", 0)
+    two = diameter(G, extremes=True, backend="cpu")
+    ecc = nx.eccentricity(G)
+    assert (two.diameter, two.radius) == (nx.diameter(G, e=ecc), nx.radius(G, e=ecc))
+    assert two.center == sorted(nx.center(G, e=ecc))
+    assert two.periphery == sorted(nx.periphery(G, e=ecc))
+    _check_path(G, two)
+    if one.bfs_count == two.bfs_count:  # the same batches (batch_pays may differ by route)
+        assert (one.endpoints, one.path) == (two.endpoints, two.path)
+
+
 def test_distance_histogram_bit_parallel_equals_single_runs(backend):
     """The effective diameter's histogram from 64-source bit-parallel passes equals the sum
     of single-source level sizes (70 sources: a full batch and a partial one)."""
