@@ -905,22 +905,10 @@ TERRAIN_CSR_FUNCS(int64_t, i64, double, f64, 1)
 TERRAIN_BFS_FUNCS(int32_t, i32)
 TERRAIN_BFS_FUNCS(int64_t, i64)
 
-/* ---------------------------------------------------------------- the CPU's enactors: a whole
- * BFS, up to 64 BFS at once, components, the diameter's bounding loop (terrain/graph/frontier.py
- * and eccentricity.py call them; the GPU's twins are _frontier.cu's step_* and bitwise_*
- * kernels and _diameter.cu's, driven from Python).
- *
- * terrain_bfs_levels: seed, then one level at a time: bottom-up when the frontier's edges exceed
- * the unexplored edges / alpha and n / 4 (a bottom-up level reads every vertex's label) and the
- * frontier grows, top-down again when it holds fewer than n / beta vertices and shrinks
- * (Beamer's rule, as step_decide). levels[3 L + 0..2]: vertices,
- * degree sum and operator (0 sources, 1 top-down, 2 bottom-up) of level L < cap; *reached: the
- * vertices reached; returns the levels. */
 /* Does one bit-parallel batch of k sources cost less than k single BFS? A single BFS costs
- * about 15 ns a vertex and 0.3 ns an arc (a few thousand vertices, out of cache on larger
- * graphs alike: the vertex's row, its queue slot and a mispredicted loop exit dominate), a
- * bit-parallel level 5 ns a vertex and 0.7 ns an arc (every vertex's words are swept; a pull
- * stops early); a batch runs at least delta_lower + 1 levels, once with one_pass (its
+ * about 15 ns a vertex and 0.3 ns an arc (the vertex's row, its queue slot and a
+ * mispredicted loop exit dominate), a bit-parallel level 5 ns a vertex and 0.7 ns an arc
+ * (every vertex's words are swept; a pull stops early); a batch runs at least delta_lower + 1 levels, once with one_pass (its
  * distances kept, 64 bytes a vertex), else twice. In tenths of ns; eccentricity.py's
  * batch_pays is the same rule (the GPU's loop follows it, so both backends pick the same
  * sources). The ratio single / level is at most 3, so passes (dl + 1) >= 3 k never pays
@@ -932,6 +920,17 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
     return levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs);
 }
 
+/* ---------------------------------------------------------------- the CPU's enactors: a whole
+ * BFS, up to 64 BFS at once, components, the diameter's bounding loop (terrain/graph/frontier.py
+ * and eccentricity.py call them; the GPU's twins are _frontier.cu's step_* and bitwise_*
+ * kernels and _diameter.cu's, driven from Python).
+ *
+ * terrain_bfs_levels: seed, then one level at a time: bottom-up when the frontier's edges exceed
+ * the unexplored edges / alpha and n / 4 (a bottom-up level reads every vertex's label) and the
+ * frontier grows, top-down again when it holds fewer than n / beta vertices and shrinks
+ * (Beamer's rule, as step_decide). levels[3 L + 0..2]: vertices,
+ * degree sum and operator (0 sources, 1 top-down, 2 bottom-up) of level L < cap; *reached: the
+ * vertices reached; returns the levels. */
 #define TERRAIN_ENACTOR_FUNCS(IT, IN)                                                          \
     int64_t terrain_bfs_levels_##IN(const int64_t *indptr, const IT *indices, int64_t n,       \
                                     const IT *sources, int64_t k, IT *q0, IT *q1,              \
