@@ -20,8 +20,9 @@ After ``SINGLE_BFS`` single-source BFS, the next ``k = min(BATCH, candidates)`` 
 (:meth:`FrontierCore.bitwise_bfs`) whenever that is cheaper (:func:`batch_pays`): a batch
 sweeps every vertex on each of its ``delta_lower + 1`` or more levels, once where the CPU
 keeps its distances, else twice (the eccentricities, then the bounds k single BFS would
-leave); k BFS cost k times a BFS. Small-world graphs and small long-diameter ones batch,
-large long-diameter ones (grids, cycles) stay with single BFS. ``SINGLE_BFS`` is at least 1:
+leave); k BFS cost k times a BFS. Small-world graphs batch; on small long-diameter ones a
+batch takes the last candidates at once; large long-diameter ones (grids, cycles) stay with
+single BFS. ``SINGLE_BFS`` is at least 1:
 the first BFS bounds every level of a batch (``2 delta_lower``), and most real graphs are
 done before the eighth.
 
@@ -231,23 +232,26 @@ def _largest_on_device(graph, b):
 
 # --------------------------------------------------------------------------- the bounding
 
-def batch_pays(n, arcs, delta_lower, k):
-    """Does one bit-parallel batch of ``k`` sources cost less than ``k`` single BFS on a
-    connected graph of ``n`` vertices and ``arcs`` arcs, the diameter at least
-    ``delta_lower``? (``bound_batch_pays`` in ``kernels.c``, the same integers.)
+def batch_pays(n, arcs, delta_lower, k, remaining):
+    """Does one bit-parallel batch of ``k`` sources (of ``remaining`` candidates) cost less
+    than ``k`` single BFS on a connected graph of ``n`` vertices and ``arcs`` arcs, the
+    diameter at least ``delta_lower``? (``bound_batch_pays`` in ``kernels.c``, the same
+    integers.)
 
     A single BFS costs about 15 ns a vertex and 0.3 ns an arc, a bit-parallel level 5 ns a
     vertex and 0.7 ns an arc, and a batch runs at least ``delta_lower + 1`` levels: once
     where the CPU keeps its distances (``64 n <= DMAT_BYTES`` and every level fits a byte:
-    the farthest is at most ``2 delta_lower``), else twice. Both backends follow this rule, so
-    they pick the same sources.
+    the farthest is at most ``2 delta_lower``), else twice. A batch's sources are picked at
+    once from the same bounds, so they settle less than k BFS picked one after another: it
+    must take every candidate left or be short (``2 (delta_lower + 1) < k``). Both backends
+    follow this rule, so they pick the same sources.
 
-    >>> batch_pays(4941, 13188, 50, 64), batch_pays(16384, 65024, 200, 64)
+    >>> batch_pays(4941, 13188, 50, 40, 40), batch_pays(4941, 13188, 50, 64, 90)
     (True, False)
     """
     one_pass = 64 * n <= DMAT_BYTES and 2 * delta_lower <= 254
     levels = (1 if one_pass else 2) * (delta_lower + 1)
-    if k < 2 or levels >= 3 * k:
+    if k < 2 or levels >= 3 * k or not (k == remaining or 2 * (delta_lower + 1) < k):
         return False
     return levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs)
 
@@ -358,7 +362,7 @@ class _GpuBounding:
         delta_lower = 0
         while remaining > 0:
             if count < single_bfs or not batch_pays(n, c.nnz, delta_lower,
-                                                    min(remaining, BATCH)):
+                                                    min(remaining, BATCH), remaining):
                 v = self.select(largest_upper)
                 largest_upper = not largest_upper
                 stats = traverse(c, [v])

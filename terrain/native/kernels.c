@@ -911,12 +911,15 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
  * (every vertex's words are swept; a pull stops early); a batch runs at least delta_lower + 1 levels, once with one_pass (its
  * distances kept, 64 bytes a vertex), else twice. In tenths of ns; eccentricity.py's
  * batch_pays is the same rule (the GPU's loop follows it, so both backends pick the same
- * sources). The ratio single / level is at most 3, so passes (dl + 1) >= 3 k never pays
- * (and keeps the products below 2^63). */
+ * sources). A batch's sources are picked at once from the same bounds, so they settle less
+ * than k BFS picked one after another: it must take every candidate left (every: nothing
+ * is left to pick better) or be short, 2 (dl + 1) < k (small-world graphs). The ratio
+ * single / level is at most 3, so passes (dl + 1) >= 3 k never pays (and keeps the products
+ * below 2^63). */
 static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_t k,
-                            int one_pass) {
+                            int one_pass, int every) {
     const int64_t levels = (one_pass ? 1 : 2) * (delta_lower + 1);
-    if (k < 2 || levels >= 3 * k) return 0;
+    if (k < 2 || levels >= 3 * k || !(every || 2 * (delta_lower + 1) < k)) return 0;
     return levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs);
 }
 
@@ -1120,7 +1123,8 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
             const int64_t k_max = state[5] < batch ? state[5] : batch;                         \
             const int one_pass = dmat != NULL && 2 * state[6] <= 254;                          \
             if (state[0] < single_bfs                                                          \
-                || !bound_batch_pays(n, indptr[n], state[6], k_max, one_pass)) {               \
+                || !bound_batch_pays(n, indptr[n], state[6], k_max, one_pass,                 \
+                                     k_max == state[5])) {                                     \
                 const int64_t v = bound_select(indptr, n, cand, lower, upper, (int)state[1]);  \
                 state[1] = !state[1];                                                          \
                 const IT src = (IT)v;                                                          \

@@ -301,14 +301,16 @@ def _reference_bounding(g, extremes, single_bfs=8, batch=64):
     smallest lower bound (ties: higher degree, lower number); after ``single_bfs`` of them,
     batches of k <= 64 taken in turn from both orders whenever ``batch_pays`` (restated:
     ``p (delta_lower + 1) (50 n + 7 arcs) < k (150 n + 3 arcs)``, one pass ``p = 1`` while
-    ``64 n`` bytes fit ``DMAT_BYTES`` and the levels fit a byte, else two).
+    ``64 n`` bytes fit ``DMAT_BYTES`` and the levels fit a byte, else two; and the batch
+    takes every candidate left or ``2 (delta_lower + 1) < k``).
     Returns (searches, diameter, source of the first largest eccentricity)."""
     n = g.n
     arcs = g.nnz
 
-    def batch_pays(dl, k):
+    def batch_pays(dl, k, left):
         levels = (1 if 64 * n <= (64 << 20) and 2 * dl <= 254 else 2) * (dl + 1)
-        return k >= 2 and levels < 3 * k and levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs)
+        return (k >= 2 and levels < 3 * k and (k == left or 2 * (dl + 1) < k)
+                and levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs))
 
     deg = g.degrees()
     lower, upper = np.zeros(n, np.int64), np.full(n, np.iinfo(np.int32).max, np.int64)
@@ -320,7 +322,8 @@ def _reference_bounding(g, extremes, single_bfs=8, batch=64):
         return idx[np.lexsort((idx, -deg[idx], -key[idx] if descending else key[idx]))]
 
     while cand.any():
-        if count < single_bfs or not batch_pays(int(lower.max()), min(int(cand.sum()), batch)):
+        left = int(cand.sum())
+        if count < single_bfs or not batch_pays(int(lower.max()), min(left, batch), left):
             picks = [order(upper, True)[0] if largest else order(lower, False)[0]]
             largest = not largest
         else:
