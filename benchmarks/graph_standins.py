@@ -1,14 +1,15 @@
 """Stand-ins for SNAP's power (USpowerGrid), facebook_combined and CA-HepPh (their files are
 not available offline), built with networkx generators at the same vertex and edge counts and
-shape, and terrain's exact diameter on them in process (CPU seconds, best of ``--repeat``).
+shape, and the exact diameter on them in process, warm: terrain against networkit.
 
-    python -m benchmarks.graph_standins OUTDIR [--repeat 9]
+    python -m benchmarks.graph_standins OUTDIR [--repeat 5] [--networkit PYTHON]
 
 Writes ``OUTDIR/{power,facebook,hepph}.txt`` (SNAP edge lists; diameters 50, 9, 14 against
-the originals' 46, 8, 13) and prints terrain's figures. The peer, in its own venv:
-``python -c "import networkit as nk; G = nk.graphio.EdgeListReader('\\t', 0, '#',
-continuous=False, directed=False).read(F); d = nk.distance.Diameter(G,
-nk.distance.DiameterAlgo.EXACT); d.run()"``.
+the originals' 46, 8, 13) and prints, per graph, the best of ``--repeat`` calls in CPU
+seconds (after one warm-up call in the same process) of terrain's ``diameter`` on the loaded
+graph, and with ``--networkit PYTHON`` (an interpreter whose environment has networkit) of
+``nk.distance.Diameter(G, nk.distance.DiameterAlgo.EXACT).run()`` on the graph networkit's
+``EdgeListReader`` read, one thread (its CPU seconds grow with more on a shared box).
 """
 
 import argparse
@@ -89,14 +90,34 @@ def hepph(n=12008, m=118521, seed=3):
     return G
 
 
+_NETWORKIT = """
+import sys, time
+import networkit as nk
+nk.setNumberOfThreads(1)
+G = nk.graphio.EdgeListReader("\\t", 0, "#", continuous=False, directed=False).read(sys.argv[1])
+best = None
+for _ in range(int(sys.argv[2]) + 1):  # the first call warms up
+    t0 = time.process_time()
+    d = nk.distance.Diameter(G, nk.distance.DiameterAlgo.EXACT)
+    d.run()
+    t = time.process_time() - t0
+    best = t if best is None else min(best, t)
+print(d.getDiameter()[0], best)
+"""
+
+
 def main(argv=None):
+    import subprocess
     from terrain.graph import diameter, load_graph
     p = argparse.ArgumentParser(prog="python -m benchmarks.graph_standins")
     p.add_argument("outdir")
-    p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--networkit", metavar="PYTHON",
+                   help="an interpreter with networkit: time its exact diameter too")
     args = p.parse_args(argv)
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
+    print("graph | vertices | edges | diameter | terrain BFS | terrain CPU ms | networkit CPU ms")
     for name, make in (("power", power), ("facebook", facebook), ("hepph", hepph)):
         path = out / f"{name}.txt"
         if not path.exists():
@@ -106,8 +127,16 @@ def main(argv=None):
         g = load_graph(path)
         r = diameter(g, backend="cpu")
         best = min(_cpu_seconds(lambda: diameter(g, backend="cpu")) for _ in range(args.repeat))
-        print(f"{name}: {g.n} vertices, {g.m} edges, diameter {r.diameter} ({r.bfs_count} BFS), "
-              f"terrain in process {best * 1e3:.2f} CPU ms (best of {args.repeat})")
+        peer = "-"
+        if args.networkit:
+            proc = subprocess.run([args.networkit, "-c", _NETWORKIT, str(path), str(args.repeat)],
+                                  capture_output=True, text=True, check=True)
+            d, secs = proc.stdout.split()
+            if int(d) != r.diameter:
+                raise SystemExit(f"{name}: networkit says diameter {d}, terrain {r.diameter}")
+            peer = f"{float(secs) * 1e3:.2f}"
+        print(f"{name} | {g.n} | {g.m} | {r.diameter} | {r.bfs_count} | {best * 1e3:.2f} | {peer}",
+              flush=True)
 
 
 def _cpu_seconds(fn):

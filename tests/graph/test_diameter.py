@@ -27,6 +27,9 @@ def _nx_graphs():
         "lollipop": nx.lollipop_graph(12, 20),
         "barbell": nx.barbell_graph(10, 7),
         "small-world": nx.connected_watts_strogatz_graph(200, 4, 0.05, seed=4),
+        # long diameters (65, 72) whose bounding still takes bit-parallel batches
+        "long-tree": nx.random_labeled_tree(600, seed=4),
+        "long-tree-2": nx.random_labeled_tree(600, seed=6),
     }
 
 
@@ -255,6 +258,26 @@ def test_bit_parallel_bounding_matches_networkx(backend, name, monkeypatch):
     assert r.bfs_count > 1
 
 
+@pytest.mark.parametrize("name", ["small-world", "long-tree", "dense-random"])
+def test_bit_parallel_two_pass_route_matches_networkx(name, monkeypatch):
+    """With no room for a batch's distances (graphs over a million vertices) a second pass
+    applies the bounds: the same answers, sources and searches as the one-pass route."""
+    import importlib
+    ecc_mod = importlib.import_module("terrain.graph.eccentricity")
+    monkeypatch.setattr(ecc_mod, "SINGLE_BFS", 1)
+    G = NX_GRAPHS[name]
+    one = diameter(G, extremes=True, backend="cpu")
+    monkeypatch.setattr(ecc_mod, "DMAT_BYTES", 0)
+    two = diameter(G, extremes=True, backend="cpu")
+    ecc = nx.eccentricity(G)
+    assert (two.diameter, two.radius) == (nx.diameter(G, e=ecc), nx.radius(G, e=ecc))
+    assert two.center == sorted(nx.center(G, e=ecc))
+    assert two.periphery == sorted(nx.periphery(G, e=ecc))
+    _check_path(G, two)
+    if one.bfs_count == two.bfs_count:  # the same batches (batch_pays may differ by route)
+        assert (one.endpoints, one.path) == (two.endpoints, two.path)
+
+
 def test_distance_histogram_bit_parallel_equals_single_runs(backend):
     """The effective diameter's histogram from 64-source bit-parallel passes equals the sum
     of single-source level sizes (70 sources: a full batch and a partial one)."""
@@ -276,9 +299,19 @@ def _reference_bounding(g, extremes, single_bfs=8, batch=64):
     """The bounding loop as docs/graphs.md states it, in plain NumPy over scipy's BFS
     distances (the GPU loop's rules): sources alternate between the largest upper and the
     smallest lower bound (ties: higher degree, lower number); after ``single_bfs`` of them,
-    batches of k <= 64 taken in turn from both orders whenever 2 (delta_lower + 1) < k.
+    batches of k <= 64 taken in turn from both orders whenever ``batch_pays`` (restated:
+    ``p (delta_lower + 1) (50 n + 7 arcs) < k (150 n + 3 arcs)``, one pass ``p = 1`` while
+    ``64 n`` bytes fit ``DMAT_BYTES`` and the levels fit a byte, else two; and the batch
+    takes every candidate left or ``2 (delta_lower + 1) < k``).
     Returns (searches, diameter, source of the first largest eccentricity)."""
     n = g.n
+    arcs = g.nnz
+
+    def batch_pays(dl, k, left):
+        levels = (1 if 64 * n <= (64 << 20) and 2 * dl <= 254 else 2) * (dl + 1)
+        return (k >= 2 and levels < 3 * k and (k == left or 2 * (dl + 1) < k)
+                and levels * (50 * n + 7 * arcs) < k * (150 * n + 3 * arcs))
+
     deg = g.degrees()
     lower, upper = np.zeros(n, np.int64), np.full(n, np.iinfo(np.int32).max, np.int64)
     cand = np.ones(n, bool)
@@ -289,7 +322,8 @@ def _reference_bounding(g, extremes, single_bfs=8, batch=64):
         return idx[np.lexsort((idx, -deg[idx], -key[idx] if descending else key[idx]))]
 
     while cand.any():
-        if count < single_bfs or 2 * (lower.max() + 1) >= min(cand.sum(), batch):
+        left = int(cand.sum())
+        if count < single_bfs or not batch_pays(int(lower.max()), min(left, batch), left):
             picks = [order(upper, True)[0] if largest else order(lower, False)[0]]
             largest = not largest
         else:
@@ -319,7 +353,7 @@ def _reference_bounding(g, extremes, single_bfs=8, batch=64):
 
 
 @pytest.mark.parametrize("name", ["cycle-odd", "grid", "lollipop", "small-world", "tree",
-                                  "dense-random", "barbell"])
+                                  "dense-random", "barbell", "long-tree", "long-tree-2"])
 @pytest.mark.parametrize("extremes", [False, True])
 def test_bounding_follows_the_stated_rules(name, extremes):
     """The CPU's C loop picks the sources the stated rules pick (the GPU's loop is those
@@ -328,3 +362,53 @@ def test_bounding_follows_the_stated_rules(name, extremes):
     r = diameter(g, extremes=extremes, backend="cpu")
     count, d, source = _reference_bounding(g, extremes)
     assert (r.bfs_count, r.diameter, r.endpoints[0]) == (count, d, g.id_of(source))
+
+
+def _random_graphs():
+    """Small graphs of many shapes, several of them disconnected: sparse and dense random,
+    forests, clustered power-law, geometric (long diameters), grids with holes."""
+    rng = np.random.default_rng(23)
+    for i in range(30):
+        kind = i % 6
+        n = int(rng.integers(20, 900))
+        seed = int(rng.integers(1 << 30))
+        if kind == 0:
+            G = nx.gnm_random_graph(n, int(n * rng.uniform(0.6, 1.5)), seed=seed)
+        elif kind == 1:
+            G = nx.gnm_random_graph(n, int(n * rng.uniform(3, 20)), seed=seed)
+        elif kind == 2:
+            G = nx.random_labeled_tree(n, seed=seed)
+            G.remove_edges_from(list(G.edges())[:int(rng.integers(0, 4))])
+        elif kind == 3:
+            G = nx.powerlaw_cluster_graph(n, int(rng.integers(1, 6)), 0.5, seed=seed)
+        elif kind == 4:
+            G = nx.random_geometric_graph(n, float(rng.uniform(1.2, 2.5)) / np.sqrt(n),
+                                          seed=seed)
+        else:
+            G = nx.convert_node_labels_to_integers(nx.grid_2d_graph(int(rng.integers(3, 12)),
+                                                                    int(rng.integers(10, 80))))
+            G.remove_nodes_from(rng.choice(G.number_of_nodes(), 5, replace=False).tolist())
+        yield f"{i}-{kind}-{n}", G
+
+
+@pytest.mark.parametrize("name,G", list(_random_graphs()))
+def test_random_graphs_match_networkx(name, G):
+    """The exact diameter (and radius, center, periphery) of the largest component (ties: the
+    one with the smallest vertex), from networkx graphs and from scipy matrices."""
+    import scipy.sparse as sp
+    comps = sorted(nx.connected_components(G), key=lambda c: (-len(c), min(c)))
+    lcc = G.subgraph(comps[0])
+    ecc = nx.eccentricity(lcc)
+    nodes = sorted(G)
+    for graph in (G, sp.csr_array(nx.to_scipy_sparse_array(G, nodelist=nodes))):
+        r = diameter(graph, extremes=True, backend="cpu")
+        if graph is not G:  # a matrix's vertices are its rows
+            r.center, r.periphery = ([nodes[x] for x in xs] for xs in (r.center, r.periphery))
+            r.endpoints, r.path = tuple(nodes[x] for x in r.endpoints), [nodes[x] for x in r.path]
+        assert r.diameter == nx.diameter(lcc, e=ecc), name
+        assert (r.radius, r.center, r.periphery) == (
+            nx.radius(lcc, e=ecc), sorted(nx.center(lcc, e=ecc)),
+            sorted(nx.periphery(lcc, e=ecc))), name
+        assert (r.components, r.connected) == (len(comps), len(comps) == 1)
+        _check_path(lcc, r)
+        assert diameter(graph, backend="cpu").diameter == r.diameter

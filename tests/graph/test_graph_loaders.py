@@ -191,6 +191,46 @@ def test_as_graph_inputs_agree():
         build_csr(3, [0, 5], [1, 1])
 
 
+def _edges_reference(G, weight, directed):
+    """as_graph of a networkx graph from its edge list (every edge once, with data)."""
+    nodes = list(G)
+    index = {x: i for i, x in enumerate(nodes)}
+    edges = list(G.edges(data=True))
+    u = np.array([index[a] for a, _, _ in edges], np.int64)
+    v = np.array([index[b] for _, b, _ in edges], np.int64)
+    w = None
+    if weight is not None and any(weight in d for _, _, d in edges):
+        w = np.array([d.get(weight, 1) for _, _, d in edges])
+    return build_csr(len(nodes), u, v, weights=w, directed=directed)
+
+
+@pytest.mark.parametrize("kind", ["graph", "labels", "digraph", "multigraph", "multidigraph"])
+@pytest.mark.parametrize("weight", ["weight", None])
+def test_networkx_graphs_read_from_adjacency_match_their_edge_lists(kind, weight):
+    """Self-loops dropped, parallel edges merged at their lightest, edges without the weight
+    weigh 1, labels kept, arcs directed as asked: as the edge list says."""
+    rng = np.random.default_rng(4)
+    cls = {"graph": nx.Graph, "labels": nx.Graph, "digraph": nx.DiGraph,
+           "multigraph": nx.MultiGraph, "multidigraph": nx.MultiDiGraph}[kind]
+    G = cls()
+    G.add_nodes_from(rng.permutation(60).tolist())  # node order is not number order
+    for _ in range(200):
+        a, b = rng.integers(0, 60, 2).tolist()
+        G.add_edge(a, b, **({"weight": int(rng.integers(1, 9))} if rng.random() < 0.8 else {}))
+    if kind == "labels":
+        G = nx.relabel_nodes(G, {x: f"v{x}" for x in G})
+    for directed in ([None, False] if G.is_directed() else [None]):
+        got = as_graph(G, weight=weight, directed=directed)
+        want = _edges_reference(G, weight, G.is_directed() if directed is None else directed)
+        assert got.directed == want.directed
+        assert np.array_equal(got.indptr, want.indptr)
+        assert np.array_equal(got.indices, want.indices)
+        assert (got.weights is None) == (want.weights is None)
+        if got.weights is not None:
+            assert np.array_equal(got.weights, want.weights)
+        assert got.id_array().tolist() == list(G)
+
+
 def test_cache_roundtrip_and_lcc(tmp_path):
     path = _write(tmp_path / "g.txt", "5 6\n6 7\n7 5\n100 200\n")
     g = load_graph(path)
