@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 import warnings
 
@@ -524,9 +525,31 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)"}
 
 
+_NEGATIVE_PAIR = re.compile(r"-\.?\d[\d.eE+-]*,")
+
+
+def join_negative_pairs(argv):
+    """``--opt -1,5`` as ``--opt=-1,5``: argparse takes a token that starts with ``-`` and
+    is not a plain negative number for an option, so a pair whose first number is negative
+    (a western longitude, a cell outside the grid) would be "expected one argument".
+
+    >>> join_negative_pairs(["x", "--source", "-78.7,35.2", "--source-cell", "1,2"])
+    ['x', '--source=-78.7,35.2', '--source-cell', '1,2']
+    """
+    out = []
+    for token in argv:
+        if (out and _NEGATIVE_PAIR.match(token) and out[-1].startswith("--")
+                and "=" not in out[-1]):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(join_negative_pairs(sys.argv[1:] if argv is None
+                                                         else list(argv)))
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning
