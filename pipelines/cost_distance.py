@@ -219,7 +219,8 @@ def _check_algorithm_options(algorithm, tile_sssp, max_height, inp):
     given = [name for name, v in (("an SSSP tile side", tile_sssp), ("a height cap", max_height))
              if v is not None]
     if given and algorithm != "tiled":
-        raise InputError(f"{inp}: {' and '.join(given)} apply to the tiled algorithm only; "
+        verb = "applies" if len(given) == 1 else "apply"
+        raise InputError(f"{inp}: {' and '.join(given)} {verb} to the tiled algorithm only; "
                          f"this run is {algorithm}")
 
 
