@@ -125,8 +125,8 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
                     crs=None):
     """Source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y), then ``cells``
     (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, or points:
-    CSV, GeoJSON, GeoPackage, Shapefile, FlatGeobuf; points in another CRS than ``crs``
-    are reprojected, :func:`terrain.io.points.read_points`)."""
+    CSV or GeoJSON, reprojected from their CRS into ``crs``; GeoPackage, Shapefile and
+    FlatGeobuf refused with a hint, :func:`terrain.io.points.read_points`)."""
     out = []
     for p in points:
         x, y = parse_pair(p, "source") if isinstance(p, str) else p
