@@ -138,8 +138,9 @@ def _add_cost_options(p, batch=False):
     p.add_argument("--source-cell", action="append", metavar="ROW,COL",
                    help=f"{pre}a source cell{every} (repeatable)")
     p.add_argument("--sources", default=None, metavar="FILE",
-                   help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y, or "
-                        f"GeoJSON points{stem}")
+                   help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y "
+                        f"(or lon,lat columns), or GeoJSON points (lon/lat unless a crs "
+                        f"member says otherwise; reprojected){stem}")
     p.add_argument("--start-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cost already spent at every source (default 0)")
     p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default=None,
@@ -270,7 +271,8 @@ def build_parser():
                    help="how water moves: 4 (D4) or 8 (D8, default)")
     p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
                    help="where water leaves the grid: the non-zero cells of a raster or tile "
-                        "store, or points (CSV x,y or GeoJSON) in the DEM's CRS (default: "
+                        "store, or points (CSV x,y in the DEM's CRS or lon,lat; GeoJSON, "
+                        "reprojected) (default: "
                         "cells on the grid's edge or beside nodata)")
     p.add_argument("--epsilon", action="store_true",
                    help="raise flats and filled depressions by the smallest float32 steps so "
