@@ -125,8 +125,8 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
                     crs=None):
     """Source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y), then ``cells``
     (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, or points:
-    CSV, GeoJSON, GeoPackage, Shapefile, FlatGeobuf; points in another CRS than ``crs``
-    are reprojected, :func:`terrain.io.points.read_points`)."""
+    CSV or GeoJSON, reprojected from their CRS into ``crs``; GeoPackage, Shapefile and
+    FlatGeobuf refused with a hint, :func:`terrain.io.points.read_points`)."""
     out = []
     for p in points:
         x, y = parse_pair(p, "source") if isinstance(p, str) else p
@@ -219,7 +219,8 @@ def _check_algorithm_options(algorithm, tile_sssp, max_height, inp):
     given = [name for name, v in (("an SSSP tile side", tile_sssp), ("a height cap", max_height))
              if v is not None]
     if given and algorithm != "tiled":
-        raise InputError(f"{inp}: {' and '.join(given)} apply to the tiled algorithm only; "
+        verb = "applies" if len(given) == 1 else "apply"
+        raise InputError(f"{inp}: {' and '.join(given)} {verb} to the tiled algorithm only; "
                          f"this run is {algorithm}")
 
 

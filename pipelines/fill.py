@@ -151,14 +151,14 @@ def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,
     return str(out_path)
 
 
-def _outlet_cells(path, geotransform, shape):
+def _outlet_cells(path, geotransform, shape, crs=None):
     """The cells a ``--outlets`` file names: a raster or tile store (its non-zero,
     non-nodata cells, mapped through the cell centres) or points (CSV ``x,y``, GeoJSON)."""
-    from terrain.io.points import map_to_cell, raster_source_cells, read_points
+    from terrain.io.points import VECTOR_SUFFIXES, map_to_cell, raster_source_cells, read_points
     p = Path(path)
-    if p.suffix.lower() in (".csv", ".json", ".geojson") and not is_store(p):
+    if p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES) and not is_store(p):
         cells = [map_to_cell(x, y, geotransform, shape, what=f"{p}: outlet")
-                 for x, y in read_points(p)]
+                 for x, y in read_points(p, crs=crs)]
     elif is_store(p):
         st = open_store(p)
         cells = raster_source_cells(st.read_window(0, st.shape[0], 0, st.shape[1]),
@@ -510,7 +510,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                "source": str(inp.resolve())}
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
-    cells = None if outlets is None else _outlet_cells(outlets, geo["geotransform"], shape)
+    cells = None if outlets is None else _outlet_cells(outlets, geo["geotransform"], shape,
+                                                       geo.get("crs"))
     spec = FillSpec(shape, int(tile), int(connectivity), cells is not None)
     route = fill_route(shape, be, in_core)
     if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):

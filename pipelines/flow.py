@@ -172,10 +172,11 @@ def _copy_filled(dem_path, out_path, shape, side):
 # the run
 
 
-def _outlet_cells(outlets, gt, shape, inp):
-    """The named outlet cells (a raster's non-zero, non-nodata cells; CSV or GeoJSON points)."""
+def _outlet_cells(outlets, gt, shape, inp, crs=None):
+    """The named outlet cells (a raster's non-zero, non-nodata cells; CSV or GeoJSON points,
+    reprojected from their CRS into ``crs``, the DEM's)."""
     from .cost_distance import resolve_sources
-    return resolve_sources(gt, shape, sources_file=outlets, label=f"{inp}: outlets: ")
+    return resolve_sources(gt, shape, sources_file=outlets, label=f"{inp}: outlets: ", crs=crs)
 
 
 def _ingest(path, target, tile):
@@ -221,7 +222,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         shape, gt, crs = grid.shape, list(grid.geotransform), grid.crs
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
-    cells = None if outlets is None else _outlet_cells(outlets, gt, shape, inp)
+    cells = None if outlets is None else _outlet_cells(outlets, gt, shape, inp, crs)
     if weights is not None:
         _check_weights(weights, shape, gt)
     spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),

@@ -58,7 +58,7 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
             raise InputError(f"outlet {text!r}: expected two numbers X,Y") from None
         xy.append((x, y))
     if points_file is not None:
-        xy += list(read_points(points_file))
+        xy += list(read_points(points_file, crs=crs))
     if not xy:
         raise InputError(f"{flow_path}: no outlets given")
     cells = [map_to_cell(x, y, gt, d.shape, what=f"{flow_path}: outlet") for x, y in xy]

@@ -57,6 +57,10 @@ def _commands(tmp):
          "--backend", "cpu", *common],
         ["cost-distance", str(grid), "--source-cell", "5,5", "--cost", "tobler",
          "-o", str(tmp / "warm.tobler.zarr"), "--backend", "cpu", *common],
+        # a friction raster: the bucket queue that never reads elevations (the grid serves
+        # as its own friction: values >= 0, nodata a barrier)
+        ["cost-distance", str(grid), "--source-cell", "5,5", "--friction", str(grid),
+         "-o", str(tmp / "warm.friction.zarr"), "--backend", "cpu", *common],
     ]
 
 

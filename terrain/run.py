@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 import warnings
 
@@ -137,8 +138,9 @@ def _add_cost_options(p, batch=False):
     p.add_argument("--source-cell", action="append", metavar="ROW,COL",
                    help=f"{pre}a source cell{every} (repeatable)")
     p.add_argument("--sources", default=None, metavar="FILE",
-                   help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y, or "
-                        f"GeoJSON points{stem}")
+                   help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y "
+                        f"(or lon,lat columns), or GeoJSON points (lon/lat unless a crs "
+                        f"member says otherwise; reprojected){stem}")
     p.add_argument("--start-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cost already spent at every source (default 0)")
     p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default=None,
@@ -269,7 +271,8 @@ def build_parser():
                    help="how water moves: 4 (D4) or 8 (D8, default)")
     p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
                    help="where water leaves the grid: the non-zero cells of a raster or tile "
-                        "store, or points (CSV x,y or GeoJSON) in the DEM's CRS (default: "
+                        "store, or points (CSV x,y in the DEM's CRS or lon,lat; GeoJSON, "
+                        "reprojected) (default: "
                         "cells on the grid's edge or beside nodata)")
     p.add_argument("--epsilon", action="store_true",
                    help="raise flats and filled depressions by the smallest float32 steps so "
@@ -525,9 +528,31 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)"}
 
 
+_NEGATIVE_PAIR = re.compile(r"-\.?\d[\d.eE+-]*,")
+
+
+def join_negative_pairs(argv):
+    """``--opt -1,5`` as ``--opt=-1,5``: argparse takes a token that starts with ``-`` and
+    is not a plain negative number for an option, so a pair whose first number is negative
+    (a western longitude, a cell outside the grid) would be "expected one argument".
+
+    >>> join_negative_pairs(["x", "--source", "-78.7,35.2", "--source-cell", "1,2"])
+    ['x', '--source=-78.7,35.2', '--source-cell', '1,2']
+    """
+    out = []
+    for token in argv:
+        if (out and _NEGATIVE_PAIR.match(token) and out[-1].startswith("--")
+                and "=" not in out[-1]):
+            out[-1] = f"{out[-1]}={token}"
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(join_negative_pairs(sys.argv[1:] if argv is None
+                                                         else list(argv)))
     if getattr(args, "dashboard_address", None):
         os.environ["TERRAIN_DASHBOARD"] = args.dashboard_address
     shown, warnings.showwarning = warnings.showwarning, _show_warning

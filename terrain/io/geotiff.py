@@ -166,6 +166,8 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
     jobs = [dict(j) for j in jobs]
     prepared = [_prepare(store, **{k: v for k, v in j.items() if k in _PREPARE_KEYS})
                 for j in jobs]
+    if jobs:
+        _check_room(prepared, Path(jobs[0]["tif_path"]).parent)
     with contextlib.ExitStack() as stack:
         tmps = [stack.enter_context(atomic_output(Path(j["tif_path"]), overwrite))
                 for j in jobs]
@@ -187,6 +189,20 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
 
 _PREPARE_KEYS = ("array_name", "nodata", "valid_from", "description", "tags", "resampling",
                  "dtype", "compress")
+
+
+def _check_room(prepared, folder):
+    """:class:`InputError` before any write when ``folder``'s file system cannot hold the
+    layers' uncompressed stages (written at once, then compressed beside them): GDAL's TIFF
+    writer reports a full disk on stderr itself, line after line, before its error returns."""
+    need = sum(p["rows"] * p["cols"] * p["dtype"].itemsize for p in prepared)
+    try:
+        free = shutil.disk_usage(folder if folder.exists() else folder.parent).free
+    except OSError:
+        return
+    if free < need:
+        raise InputError(f"{folder}: no space left on the device for the GeoTIFFs (about "
+                         f"{need / 1e6:.1f} MB while they are written, {free / 1e6:.1f} MB free)")
 
 
 def _disk_full(error, folder):

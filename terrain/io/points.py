@@ -8,8 +8,14 @@ belongs to that cell.
 
 CRS: a GeoJSON file is in WGS 84 longitude/latitude (RFC 7946) unless it names another CRS
 in a ``crs`` member (the 2008 GeoJSON form); its points are reprojected into the raster's
-CRS (pyproj, through rasterio). A CSV file's points are in the raster's CRS. Written paths
-are RFC 7946 GeoJSON: longitude/latitude, reprojected from the raster's CRS.
+CRS (pyproj, through rasterio). A CSV file's points are in the raster's CRS, unless its
+header names longitude/latitude columns (``lon``/``lat``, ...): those are WGS 84 and
+reprojected. Written paths are RFC 7946 GeoJSON: longitude/latitude, reprojected from the
+raster's CRS.
+
+GeoPackage, Shapefile and FlatGeobuf points are refused with a hint: reading them needs an
+OGR binding (fiona or pyogrio), which terrain does not depend on; ``ogr2ogr -f GeoJSON``
+converts them.
 
 Examples
 --------
@@ -29,13 +35,17 @@ import numpy as np
 from ..errors import InputError, where
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
-           "path_format", "POINT_SUFFIXES", "WGS84"]
+           "path_format", "POINT_SUFFIXES", "VECTOR_SUFFIXES", "WGS84"]
 
+#: vector formats that hold points but need an OGR binding to read (refused with a hint)
+VECTOR_SUFFIXES = (".gpkg", ".shp", ".fgb", ".kml")
 #: files read as points (anything else is read as a raster of sources)
-POINT_SUFFIXES = (".csv", ".txt", ".json", ".geojson")
+POINT_SUFFIXES = (".csv", ".txt", ".json", ".geojson") + VECTOR_SUFFIXES
 WGS84 = "EPSG:4326"
-_X_NAMES = ("x", "lon", "long", "longitude", "easting", "east", "e")
-_Y_NAMES = ("y", "lat", "latitude", "northing", "north", "n")
+_LON_NAMES = ("lon", "long", "longitude", "lng")
+_LAT_NAMES = ("lat", "latitude")
+_X_NAMES = ("x", "easting", "east", "e", "point_x", "x_coord", "xcoord") + _LON_NAMES
+_Y_NAMES = ("y", "northing", "north", "n", "point_y", "y_coord", "ycoord") + _LAT_NAMES
 
 
 def map_to_cell(x, y, geotransform, shape, what="point"):
@@ -56,7 +66,8 @@ def map_to_cell(x, y, geotransform, shape, what="point"):
         hint = ""
         if -180 <= x <= 180 and -90 <= y <= 90 and not (-180 <= x0 <= 180 and -90 <= y0 <= 90):
             hint = (" (it looks like longitude/latitude: give points in the raster's CRS, or "
-                    "a GeoJSON file, whose points are reprojected)")
+                    "a GeoJSON file or a CSV file with lon,lat columns, whose points are "
+                    "reprojected)")
         raise InputError(f"{what} ({x}, {y}) is outside the raster "
                          f"({shape[0]} x {shape[1]} cells){hint}")
     return row, col
@@ -72,48 +83,68 @@ def read_points(path, crs=None):
     """Points ``[(x, y), ...]`` from a CSV file or a GeoJSON file, in ``crs`` (the raster's;
     None: as they are written).
 
-    CSV: ``x,y`` per line, or a header naming the columns (``x``/``lon``/``longitude``/
-    ``easting`` and ``y``/``lat``/``latitude``/``northing``, any case) in any position.
+    CSV: ``x,y`` per line, or a header naming the columns in any position: ``x``/
+    ``easting``/``point_x`` and ``y``/``northing``/``point_y`` (in the raster's CRS), or
+    ``lon``/``longitude`` and ``lat``/``latitude`` (WGS 84, reprojected into ``crs``); any
+    case. A header of two other names is skipped; one of more columns must name them.
     GeoJSON: Point / MultiPoint geometries, Features, FeatureCollections, in WGS 84
     longitude/latitude unless a ``crs`` member names another CRS; reprojected into ``crs``.
+    GeoPackage, Shapefile, FlatGeobuf: :class:`InputError` with a hint (no OGR binding).
     """
     path = Path(path)
+    if path.suffix.lower() in VECTOR_SUFFIXES:
+        raise InputError(f"{path}: terrain reads points from CSV or GeoJSON only (reading "
+                         f"{path.suffix} needs an OGR binding, fiona or pyogrio, which terrain "
+                         f"does not depend on); convert it: ogr2ogr -f GeoJSON "
+                         f"{path.with_suffix('.geojson').name} {path.name}")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     text = path.read_text(errors="replace")
     if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
         points, src_crs = _geojson_points(path, text)
-        if crs is None:
-            return points
-        return _reproject(points, src_crs, crs, path)
-    return _csv_points(path, text)
+    else:
+        points, src_crs = _csv_points(path, text)
+    if crs is None or src_crs is None:
+        return points
+    return _reproject(points, src_crs, crs, path)
 
 
 def _csv_points(path, text):
+    """``(points, crs)``: crs WGS 84 for columns named as longitude/latitude, else None (the
+    raster's)."""
     points = []
-    cx, cy = 0, 1
+    cx, cy, src_crs = 0, 1, None
+    first = _first_line(text)
     for line, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
             continue
-        if not points and line == _first_line(text):
+        if not points and line == first:
             names = [c.strip().lower() for c in row]
             hx = [i for i, n in enumerate(names) if n in _X_NAMES]
             hy = [i for i, n in enumerate(names) if n in _Y_NAMES]
             if hx and hy:  # a header naming the columns
                 cx, cy = hx[0], hy[0]
+                if names[cx] in _LON_NAMES and names[cy] in _LAT_NAMES:
+                    src_crs = WGS84
                 continue
         try:
             x, y = float(row[cx]), float(row[cy])
         except (ValueError, IndexError):
-            if line == _first_line(text) and not points:
-                continue  # a header of other names: x, y are the first two columns
+            if line == first and not points:
+                if len(row) > 2:
+                    raise InputError(
+                        f"{where(path, line)}: no x and y columns among "
+                        f"{', '.join(c.strip() for c in row)[:120]}: name them x,y (or "
+                        "easting,northing) in the raster's CRS, or lon,lat in WGS 84") \
+                        from None
+                continue  # a header of two other names: x, y are the two columns
             raise InputError(f"{where(path, line)}: expected x,y numbers, got {','.join(row)!r}")
         if not (math.isfinite(x) and math.isfinite(y)):
             raise InputError(f"{where(path, line)}: coordinates must be finite")
         points.append((x, y))
     if not points:
         raise InputError(f"{path}: no points")
-    return points
+    return points, src_crs
 
 
 def _first_line(text):
@@ -215,12 +246,25 @@ def _crs(value, what):
 
 def _reproject(points, src, dst, path):
     """``points`` from CRS ``src`` into ``dst`` (both strings or WKT); unchanged when they
-    are the same."""
+    are the same. Points said to be longitude/latitude must be: projected coordinates in a
+    GeoJSON without a ``crs`` member are refused with a hint, not sent to PROJ."""
     s, d = _crs(src, path), _crs(dst, f"{path}: the raster's CRS")
+    if s.is_geographic:
+        for x, y in points:
+            if not (-360 <= x <= 360 and -90 <= y <= 90):
+                raise InputError(
+                    f"{path}: point ({x:.10g}, {y:.10g}) is not longitude/latitude, the CRS "
+                    f"{'of GeoJSON without a crs member (RFC 7946)' if src == WGS84 else src}"
+                    "; give the points in longitude/latitude, name their CRS in a 'crs' "
+                    "member, or give a CSV of x,y in the raster's CRS")
     if s == d:
         return points
     from rasterio.warp import transform
-    xs, ys = transform(s, d, [p[0] for p in points], [p[1] for p in points])
+    try:
+        xs, ys = transform(s, d, [p[0] for p in points], [p[1] for p in points])
+    except Exception as e:  # noqa: BLE001 - PROJ refused a point (rasterio's CPLE_* errors)
+        raise InputError(f"{path}: cannot reproject its points into the raster's CRS "
+                         f"({e})") from None
     out = list(zip(xs, ys))
     if not all(math.isfinite(x) and math.isfinite(y) for x, y in out):
         raise InputError(f"{path}: some points cannot be reprojected into the raster's CRS")

@@ -238,3 +238,31 @@ def test_truncated_geotiff_in_a_batch_says_why(tmp_path):
     row, = json.loads((tmp_path / "out" / "manifest.json").read_text())["files"]
     assert "See previous exception" not in row["error"], row["error"]
     assert "TIFFReadEncodedTile" in row["error"] or "IReadBlock" in row["error"], row["error"]
+
+
+# ------------------------------------------------- sources a new user types (issue 22 section 5)
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--source", "nan,nan"], "terrain: source 'nan,nan': coordinates must be finite numbers"),
+    # a negative first number is the value, not an option ("expected one argument" before)
+    (["--source-cell", "-1,5"], "terrain: dem.asc: source cell (-1, 5) is outside the raster"),
+    (["--source", "-5.5,2"], "terrain: dem.asc: source (-5.5, 2.0) is outside the raster"),
+    (["--sources", "pts.gpkg"], "terrain: pts.gpkg: terrain reads points from CSV or GeoJSON"),
+])
+def test_bad_sources_are_one_line(tmp_path, argv, expected):
+    from cli import SAMPLE
+    (tmp_path / "dem.asc").write_bytes(SAMPLE.read_bytes())
+    (tmp_path / "pts.gpkg").write_bytes(b"SQLite format 3\0")
+    proc = run_terrain("cost-distance", "dem.asc", *argv, "-o", "c.zarr", cwd=tmp_path,
+                       timeout=120)
+    assert_one_line_error(proc, expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", "pts.gpkg"]
+
+
+def test_library_nan_points_are_an_input_error(tmp_path):
+    import numpy as np
+    import terrain
+    from terrain.errors import InputError
+    from cli import SAMPLE
+    with pytest.raises(InputError, match=r"source \(nan, nan\): coordinates must be finite"):
+        terrain.cost_distance(SAMPLE, points=[(np.nan, np.nan)], backend="cpu")

@@ -92,3 +92,14 @@ def test_file_size_limit_is_one_line(tmp_path, dem):
                 fsize=64 << 10)
     assert_one_line_error(proc, "terrain: x.zarr: File too large in ")
     assert os.listdir(tmp_path) == []
+
+
+def test_geotiffs_on_a_full_disk_are_one_line_and_leave_nothing(small, dem):
+    """The store fits where it is; the GeoTIFFs' folder is on the full file system: refused
+    before GDAL writes (its TIFF writer would print its own lines), no folder, no store."""
+    proc = _run("cost-distance", dem, "--source-cell", "5,5", "-o", "c.zarr", "--geotiff-dir",
+                small / "gt", "--backend", "cpu", cwd=small.parent)
+    assert_one_line_error(proc, f"terrain: {small / 'gt'}: no space left on the device for "
+                                "the GeoTIFFs")
+    assert os.listdir(small) == []
+    assert not (small.parent / "c.zarr").exists()

@@ -85,3 +85,28 @@ def test_gpu_commands_leave_cupyx_scipy_unimported(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert '"parse": "gpu"' in proc.stdout  # the text went through the device parser
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.slow
+def test_warm_up_compiles_the_kernels_of_every_cost_model(tmp_path):
+    """After ``python -m terrain._precompile cost-distance`` into an empty cache, a first
+    cost distance with a friction raster (the bucket queue without elevations), 4- or
+    16-connected, or Tobler's, compiles nothing: a first friction run compiled for 40 s."""
+    from terrain.io import write_synth
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    subprocess.run([sys.executable, "-m", "terrain._precompile", "cost-distance"], env=env,
+                   check=True, capture_output=True, timeout=900)
+    before = _index_files(tmp_path / "cache")
+    write_synth(tmp_path / "g.asc", 60, 70, seed=2, nodata=0.05)
+    header = (tmp_path / "g.asc").read_text().splitlines()[:6]
+    (tmp_path / "f.asc").write_text("\n".join(header + [" ".join(str(1 + (r * c) % 3) for c in
+                                                                  range(70)) for r in range(60)]))
+    for extra in (["--friction", "f.asc"], ["--friction", "f.asc", "--connectivity", "4"],
+                  ["--connectivity", "16"], ["--cost", "tobler", "--connectivity", "4"]):
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", "cost-distance", "g.asc",
+                               "--source-cell", "5,5", "-o", "c.zarr", "--overwrite",
+                               "--backend", "cpu", *extra], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert _index_files(tmp_path / "cache") == before, extra

@@ -33,3 +33,90 @@ def test_a_position_may_carry_an_altitude(tmp_path):
     path = tmp_path / "p.geojson"
     path.write_text('{"type": "MultiPoint", "coordinates": [[1, 2, 30], [3.5, -4]]}')
     assert read_points(path) == [(1.0, 2.0), (3.5, -4.0)]
+
+
+# ------------------------------------------------------------------ CRS of points and paths
+# The oracle is pyproj's own Transformer (always_xy), not rasterio.warp, which terrain uses.
+
+UTM17 = "EPSG:32617"
+
+
+def _to_utm(lon, lat):
+    from pyproj import Transformer
+    return Transformer.from_crs("EPSG:4326", UTM17, always_xy=True).transform(lon, lat)
+
+
+def _to_lonlat(x, y):
+    from pyproj import Transformer
+    return Transformer.from_crs(UTM17, "EPSG:4326", always_xy=True).transform(x, y)
+
+
+def test_geojson_without_crs_is_lon_lat_reprojected_into_the_raster_crs(tmp_path):
+    path = tmp_path / "p.geojson"
+    path.write_text('{"type": "Point", "coordinates": [-78.75, 35.19]}')
+    (x, y), = read_points(path, crs=UTM17)
+    assert (x, y) == pytest.approx(_to_utm(-78.75, 35.19), abs=1e-6)
+
+
+def test_geojson_crs_member_names_the_crs_of_its_positions(tmp_path):
+    path = tmp_path / "p.geojson"
+    path.write_text('{"type": "FeatureCollection", "crs": {"type": "name", "properties": '
+                    '{"name": "urn:ogc:def:crs:EPSG::32617"}}, "features": [{"type": "Feature",'
+                    ' "properties": {}, "geometry": {"type": "Point", '
+                    '"coordinates": [704515, 3896985]}}]}')
+    assert read_points(path, crs=UTM17) == [(704515.0, 3896985.0)]
+    (lon, lat), = read_points(path, crs="EPSG:4326")
+    assert (lon, lat) == pytest.approx(_to_lonlat(704515, 3896985), abs=1e-9)
+
+
+def test_projected_positions_in_geojson_without_crs_are_refused_with_a_hint(tmp_path):
+    path = tmp_path / "p.geojson"  # UTM metres where RFC 7946 says longitude/latitude
+    path.write_text('{"type": "Point", "coordinates": [704515, 3896985]}')
+    with pytest.raises(InputError, match=r"p.geojson: point \(704515, 3896985\) is not "
+                                         r"longitude/latitude.*'crs' member"):
+        read_points(path, crs=UTM17)
+
+
+def test_csv_columns_by_name_in_any_position(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("id,name,Northing,Easting\n1,a,3896985,704515\n2,b,3896000,704000.5\n")
+    assert read_points(path, crs=UTM17) == [(704515.0, 3896985.0), (704000.5, 3896000.0)]
+    path.write_text("id,POINT_Y,POINT_X\n1,3896985,704515\n")
+    assert read_points(path, crs=UTM17) == [(704515.0, 3896985.0)]
+
+
+def test_csv_lon_lat_columns_are_wgs84_reprojected_into_the_raster_crs(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("name,lat,lon\nA,35.19,-78.75\n")
+    (x, y), = read_points(path, crs=UTM17)
+    assert (x, y) == pytest.approx(_to_utm(-78.75, 35.19), abs=1e-6)
+    path.write_text("x,y\n704515,3896985\n")  # x,y: the raster's CRS, as they are
+    assert read_points(path, crs=UTM17) == [(704515.0, 3896985.0)]
+
+
+def test_csv_header_naming_no_coordinates_is_refused(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("id,height,name\n1,3896985,704515\n")
+    with pytest.raises(InputError, match=r"p.csv:1: no x and y columns among id, height, name"):
+        read_points(path)
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".shp", ".fgb"])
+def test_vector_formats_are_refused_with_a_hint(tmp_path, suffix):
+    path = tmp_path / f"pts{suffix}"
+    path.write_bytes(b"\0" * 64)
+    with pytest.raises(InputError, match=rf"pts\{suffix}: terrain reads points from CSV or "
+                                         rf"GeoJSON only.*ogr2ogr -f GeoJSON pts.geojson"):
+        read_points(path)
+
+
+def test_paths_are_written_as_rfc7946_lon_lat(tmp_path):
+    import json
+    from terrain.io.points import write_paths
+    line = [(704515.0, 3896985.0), (704545.0, 3896955.0)]
+    write_paths(tmp_path / "p.geojson", [line], [{"cost": 1.0}], crs=UTM17)
+    doc = json.loads((tmp_path / "p.geojson").read_text())
+    assert "crs" not in doc
+    got = doc["features"][0]["geometry"]["coordinates"]
+    want = [v for p in line for v in _to_lonlat(*p)]
+    assert [v for p in got for v in p] == pytest.approx(want, abs=1e-9)

@@ -192,3 +192,36 @@ def test_path_bad_input(dem, tmp_path):
         assert not (tmp_path / "p.geojson").exists()
 
 
+
+
+def test_a_friction_raster_means_friction(dem, tmp_path, capsys):
+    """``--friction`` without ``--cost``: the friction model (absdiff ignored the raster)."""
+    from cli import run_main
+    z, path = dem
+    fr = np.random.default_rng(2).uniform(1, 3, z.shape).round(2).astype(np.float32)
+    fpath = write_asc(tmp_path / "friction.asc", fr)
+    rc, so, se = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "--friction",
+                          fpath, "-o", tmp_path / "f.zarr", "--backend", "cpu")
+    assert rc == 0, se
+    assert "cost friction" in so
+    g = zarr.open_group(str(tmp_path / "f.zarr"), mode="r")
+    fz = np.where(np.isnan(z), np.nan, fr)
+    ref = oracle_distance(csr_graph(np.where(np.isnan(fz), np.nan, 0), "friction", fz, 8, CS, CS),
+                          z.shape, [(3, 4)])
+    np.testing.assert_allclose(np.asarray(g["distance"][:]), ref, rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("extra, said", [
+    (["--max-height", "2"], "a height cap applies to the tiled algorithm only; this run is "
+                            "in-core"),
+    (["--tile-sssp", "32", "--max-height", "2"], "an SSSP tile side and a height cap apply to "
+                                                 "the tiled algorithm only"),
+])
+def test_tiled_options_on_another_algorithm_are_refused(dem, tmp_path, capsys, extra, said):
+    from cli import run_main
+    _, path = dem
+    rc, _, se = run_main(capsys, "cost-distance", path, "--source-cell", "3,4", "--algorithm",
+                         "in-core", *extra, "-o", tmp_path / "c.zarr")
+    lines = se.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith(f"terrain: {path}: {said}"), se
+    assert not (tmp_path / "c.zarr").exists()

@@ -231,3 +231,28 @@ def test_write_filled_for_another_pipeline(tmp_path, small_shards, monkeypatch, 
     g = zarr.open_group(str(out), mode="r")
     np.testing.assert_array_equal(g["filled"][:], fill_depressions(z, 4, backend="cpu").filled)
     assert "depth" not in g and "depression" not in g and "mst" not in g
+
+
+def test_outlet_points_in_lon_lat_are_reprojected_into_the_dem_crs(tmp_path):
+    """GeoJSON outlets are RFC 7946 longitude/latitude: reprojected into the DEM's UTM grid
+    (pyproj's own transform is the oracle), not taken as metres."""
+    import rasterio
+    from pyproj import Transformer
+    from rasterio.transform import from_origin
+    z = _dem(4, (30, 30))
+    with rasterio.open(tmp_path / "dem.tif", "w", driver="GTiff", height=30, width=30, count=1,
+                       dtype="float32", crs="EPSG:32617", nodata=np.nan,
+                       transform=from_origin(700000, 3900000, 30, 30)) as dst:
+        dst.write(z, 1)
+    to_ll = Transformer.from_crs("EPSG:32617", "EPSG:4326", always_xy=True)
+    cells = [(5, 7), (20, 3)]
+    pts = [to_ll.transform(700000 + (c + 0.5) * 30, 3900000 - (r + 0.5) * 30) for r, c in cells]
+    (tmp_path / "o.geojson").write_text(json.dumps(
+        {"type": "MultiPoint", "coordinates": [list(p) for p in pts]}))
+    run_fill(tmp_path / "dem.tif", tmp_path / "f.zarr", tile=4, outlets=tmp_path / "o.geojson",
+             backend="cpu", in_core=True, scheduler="synchronous")
+    out = np.zeros(z.shape, np.uint8)
+    for r, c in cells:
+        out[r, c] = 1
+    out &= ~np.isnan(z)
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "f.zarr"))["outlets"][:], out)
