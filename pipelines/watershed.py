@@ -35,6 +35,10 @@ __all__ = ["run_watershed", "run_streams", "watershed_command", "streams_command
            "write_geojson_lines", "write_geopackage_lines"]
 
 
+#: what a watershed label means (the store's attribute, the GeoTIFF's band description)
+LABEL_MEANING = "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata"
+
+
 def _geo(group, shape):
     gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     return [float(v) for v in gt], group.attrs.get("crs")
@@ -79,14 +83,15 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
 
 
 def _write_tif(path, labels, gt, crs):
-    import rasterio
-    from rasterio.transform import Affine
-    with rasterio.open(path, "w", driver="COG" if min(labels.shape) >= 1 else "GTiff",
-                       height=labels.shape[0], width=labels.shape[1], count=1, dtype="int32",
-                       crs=crs or None, transform=Affine.from_gdal(*gt), nodata=-1,
-                       compress="deflate") as dst:
-        dst.write(labels, 1)
-        dst.set_band_description(1, "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata")
+    """The labels as a COG through the one GeoTIFF writer (terrain.io.geotiff), from a
+    temporary store beside ``path``."""
+    import tempfile
+
+    from terrain.io.geotiff import write_geotiff
+    with tempfile.TemporaryDirectory(dir=Path(path).parent, prefix=".watershed-") as d:
+        store = Path(d) / "w.zarr"
+        _write_store(store, labels, gt, crs)
+        write_geotiff(store, "watershed", path, nodata=-1, description=LABEL_MEANING)
 
 
 def _write_store(path, labels, gt, crs):
@@ -101,7 +106,7 @@ def _write_store(path, labels, gt, crs):
                              chunks=(512, 512), dimension_names=("y", "x"),
                              compressors=checksummed("auto"))
     arr[:, :] = labels
-    arr.attrs["meaning"] = "watershed label: 1.. per outlet, 0 elsewhere, -1 nodata"
+    arr.attrs["meaning"] = LABEL_MEANING
     finish_store(path)
 
 

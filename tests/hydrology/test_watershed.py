@@ -11,7 +11,7 @@ import pytest
 
 from cli import run_main
 from grids import GT, dem, write_utm_tif
-from oracles import HDC, HDR, priority_flood
+from oracles import HDC, HDR, check_cog, priority_flood
 from terrain.hydrology import (flow_accumulation, flow_directions, stream_links, watershed)
 
 
@@ -116,6 +116,9 @@ def test_watershed_command(utm_flow, tmp_path, capsys):
     assert s["outlets"][0]["cells"] == acc[r, c]
     with rasterio.open(tmp_path / "w.tif") as src:
         assert src.crs.to_epsg() == 32617 and (src.read(1) == 1).sum() == acc[r, c]
+        assert src.nodata == -1 and src.descriptions[0].startswith("watershed label")
+    check_cog(tmp_path / "w.tif")  # through the one GeoTIFF writer
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet", "0,0", "-o",
                           tmp_path / "x.tif", scheduler=None)
     assert rc == 2 and "outside" in err and not (tmp_path / "x.tif").exists()
