@@ -436,12 +436,14 @@ def _weighted_task(graph, extremes, backend):
     return result, time.perf_counter() - t0
 
 
-def _diameter_in_process(args, backend, weighted):
-    """``(result, seconds)`` of ``diameter`` loaded and bounded in this process, no Dask
-    (module docstring): the components, the bounding BFS (and the effective diameter's
-    samples) run on ``backend`` one after another."""
+def _diameter_in_process(args, weighted):
+    """``(result, seconds, backend)`` of ``diameter`` loaded and bounded in this process, no
+    Dask (module docstring): the components, the bounding BFS (and the effective diameter's
+    samples) run one after another on the backend, chosen once the graph's size is known
+    (``auto``: a small graph stays on the CPU)."""
     from terrain.graph import diameter, weighted_diameter
     graph = load_graph(args.graph, args.format, lcc=args.lcc, directed=False)
+    backend = get_backend(args.backend, work=graph.n + graph.nnz)
     t0 = time.perf_counter()
     if weighted:
         result = weighted_diameter(graph, extremes=bool(args.all), backend=backend,
@@ -449,7 +451,7 @@ def _diameter_in_process(args, backend, weighted):
     else:
         result = diameter(graph, extremes=bool(args.all), effective=args.effective,
                           seed=args.seed, backend=backend, progress=True)
-    return result, time.perf_counter() - t0
+    return result, time.perf_counter() - t0, backend
 
 
 def _diameter_on_scheduler(args, backend, weighted):
@@ -477,7 +479,7 @@ def _diameter_on_scheduler(args, backend, weighted):
 
 def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
-    backend = get_backend(args.backend)
+    backend = get_backend(args.backend, work=0)  # the name checked before the graph is read
     if getattr(args, "path_out", None):
         check_output_free(args.path_out)
     weighted = getattr(args, "weighted", False)
@@ -486,8 +488,9 @@ def diameter_command(args):
                          "diameter is SNAP's 90th percentile of hop counts, interpolated "
                          "between hop levels, which weighted distances do not have")
     if _in_process(args.scheduler):
-        result, seconds = _diameter_in_process(args, backend, weighted)
+        result, seconds, backend = _diameter_in_process(args, weighted)
     else:
+        backend = get_backend(args.backend)
         result, seconds = _diameter_on_scheduler(args, backend, weighted)
     out = result.as_dict()
     out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)

@@ -110,3 +110,19 @@ def test_warm_up_compiles_the_kernels_of_every_cost_model(tmp_path):
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr
         assert _index_files(tmp_path / "cache") == before, extra
+
+
+def test_diameter_of_a_small_graph_does_not_load_cupy(tmp_path):
+    """``diameter`` with the auto backend picks it once the graph is read: a graph far below
+    the device's break-even stays on the CPU, CuPy never imported (also on a GPU machine)."""
+    g = tmp_path / "g.txt"
+    g.write_text("0 1\n1 2\n2 3\n3 0\n3 4\n")
+    code = ("import sys; from terrain.run import main; "
+            f"status = main(['diameter', {str(g)!r}, '--backend', 'auto']); "
+            "print(sorted(m for m in ('cupy',) if m in sys.modules)); sys.exit(status)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "diameter 3 " in proc.stdout and ", cpu)" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
