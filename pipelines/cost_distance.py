@@ -351,6 +351,28 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
 
 def _run(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be, geo,
          scheduler):
+    """The chosen algorithm's pipeline (:func:`_run_on`), on a cluster given by address
+    opened here, before any graph is built: its workers must see the DEM and the friction
+    raster as this process does (checked by :func:`pipelines.cluster.open_scheduler`), and
+    the graphs carry every path absolute (:func:`pipelines.cluster.remote_input`), since a
+    worker resolves a relative one in its own folder. The sources are read here."""
+    from . import cluster
+    if scheduler is None or scheduler in cluster.LOCAL_SCHEDULERS + (cluster.LOCAL_CLUSTER,):
+        return _run_on(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
+                       shape, be, geo, scheduler)
+    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1],
+                                inputs=[inp, friction]):
+        inp, tmp, friction_tmp = (Path(cluster.remote_input(p))
+                                  for p in (inp, tmp, friction_tmp))
+        if friction is not None:
+            friction = cluster.remote_input(friction)
+        # the routes find the cluster active (scheduler None: the active one)
+        return _run_on(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
+                       shape, be, geo, None)
+
+
+def _run_on(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be, geo,
+            scheduler):
     """The ingests (or the reused store's links), then the chosen algorithm's pipeline;
     returns its summary."""
     upstream = []

@@ -5,14 +5,11 @@ and the GeoTIFFs of ``--geotiff-dir``.
 The layers' types, fill values and codecs are :mod:`terrain.grid.cost_outputs`'s.
 """
 
-import errno
-import shutil
 from pathlib import Path
 
 import numpy as np
 import zarr
 
-from terrain.errors import InputError
 from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
 from terrain.grid.costs import check_friction
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
@@ -84,7 +81,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
     GeoTIFFs ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiffs`: the three at
     once, each appears atomically). Nodata: distance NaN, allocation -1, backlink 255 (the
-    layers' fill values). A directory this call made is removed again when it fails (a full
+    layers' fill values). A folder this call made is removed again when it fails (a full
     disk leaves nothing). Returns the paths written."""
     from terrain.io.geotiff import write_geotiffs as write_all
 
@@ -92,8 +89,6 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     cost = (group.attrs.get("cost_model") or {}).get("cost", "absdiff")
     attrs = layer_attributes(cost)
     directory = Path(directory)
-    made = not directory.exists()
-    directory.mkdir(exist_ok=True)  # its parent was checked with the outputs
     jobs = []
     for name in GEOTIFF_LAYERS:
         _, fill, _ = LAYERS[name]
@@ -104,19 +99,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
         jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
                          description=f"{a['long_name']}: {a['description']}", tags=tags,
                          resampling="average" if name == "distance" else "nearest"))
-    try:
-        write_all(store_path, jobs, cog=cog, overwrite=overwrite)
-    except OSError as e:
-        if made:
-            shutil.rmtree(directory, ignore_errors=True)
-        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-            raise InputError(f"{directory}: no space left for the GeoTIFFs ({e.strerror})") \
-                from None
-        raise
-    except BaseException:
-        if made:
-            shutil.rmtree(directory, ignore_errors=True)
-        raise
+    write_all(store_path, jobs, cog=cog, overwrite=overwrite)
     return [str(j["tif_path"]) for j in jobs]
 
 

@@ -111,19 +111,15 @@ def geotiff_paths(directory):
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     """``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized GeoTIFFs
     ``DIR/<layer>.tif`` (nodata: NaN, NaN, 0; overviews averaged for the elevations,
-    nearest for the ids). Returns the paths written."""
-    from terrain.io.geotiff import write_geotiff
-    directory = Path(directory)
-    directory.mkdir(exist_ok=True)  # its parent was checked with the outputs
-    written = []
-    for name in GEOTIFF_LAYERS:
-        _, fill, meaning = LAYERS[name]
-        target = directory / f"{name}.tif"
-        write_geotiff(store_path, name, target, cog=cog, nodata=fill, description=meaning,
-                      resampling="nearest" if name == "depression" else "average",
-                      overwrite=overwrite)
-        written.append(str(target))
-    return written
+    nearest for the ids), all written before any appears
+    (:func:`terrain.io.geotiff.write_geotiffs`). Returns the paths written."""
+    from terrain.io.geotiff import write_geotiffs as write_all
+    directory = Path(directory)  # made there (its parent was checked with the outputs)
+    jobs = [dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
+                 description=meaning,
+                 resampling="nearest" if name == "depression" else "average")
+            for name in GEOTIFF_LAYERS for _, fill, meaning in [LAYERS[name]]]
+    return [str(p) for p in write_all(store_path, jobs, cog=cog, overwrite=overwrite)]
 
 
 def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,

@@ -393,24 +393,22 @@ def flow_geotiff_paths(directory):
 
 def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
     """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)
-    GeoTIFFs in ``directory``, nodata and band descriptions set; returns the paths."""
-    from terrain.io.geotiff import write_geotiff
+    GeoTIFFs in ``directory``, nodata and band descriptions set, all written before any
+    appears (:func:`terrain.io.geotiff.write_geotiffs`); returns the paths."""
+    from terrain.io.geotiff import write_geotiffs
 
-    directory = Path(directory)
-    directory.mkdir(exist_ok=True)
-    written = []
+    directory = Path(directory)  # made there (its parent was checked with the outputs)
+    jobs = []
     for name in GEOTIFF_LAYERS:
         dtype, fill, _, meaning = FLOW_LAYERS[name]
         tags = {"meaning": meaning}
         if name == "direction":
             tags.update({"E": 1, "SE": 2, "S": 4, "SW": 8, "W": 16, "NW": 32, "N": 64,
                          "NE": 128, "outlet": 0, "nodata": 255})
-        target = directory / f"{name}.tif"
-        write_geotiff(store_path, name, target, cog=cog, nodata=fill, description=meaning,
-                      tags=tags, resampling="nearest" if name == "direction" else "average",
-                      overwrite=overwrite)
-        written.append(str(target))
-    return written
+        jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
+                         description=meaning, tags=tags,
+                         resampling="nearest" if name == "direction" else "average"))
+    return [str(p) for p in write_geotiffs(store_path, jobs, cog=cog, overwrite=overwrite)]
 
 
 def read_flow_store(path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["run_cli", "run_main"]
+__all__ = ["run_cli", "run_main", "killed_mid_shard"]
 
 
 def run_cli(*argv, scheduler="synchronous", timeout=120):
@@ -68,3 +68,54 @@ def snapshot(folder):
                     else ("link", os.readlink(p)) if p.is_symlink() else "dir")
     return out
 
+
+
+_KILLED_MID_SHARD = """
+import builtins, os, re, signal, sys
+import terrain.tiles._shards as shards
+MARKER = {marker!r}
+real_open = builtins.open
+
+class Dying:
+    def __init__(self, f):
+        self.f = f
+    def write(self, data):
+        self.f.write(data)
+        self.f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+def first():
+    if MARKER is None:
+        return True
+    try:
+        os.close(os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+def open_(path, mode="r", *args, **kwargs):
+    p = str(path)
+    shard = re.sub(r"\\.[0-9a-f]{{32}}\\.partial$", "", p)
+    rewrite = "w" in mode and "/mst/c/" in p and os.path.exists(shard)
+    f = real_open(path, mode, *args, **kwargs)
+    return Dying(f) if rewrite and first() else f
+
+shards.open = open_
+"""
+
+
+def killed_mid_shard(marker=None, main=False):
+    """Python source that makes its process SIGKILL itself after the first chunk of the
+    first ``mst`` shard it *rewrites* (the write phase: the group phase writes each mask
+    shard once), a shard writer's file opened by ``terrain.tiles._shards``.
+
+    ``marker``: a path; only the process that creates it dies (once among all the
+    processes given it: the workers of a cluster, ``dask worker --preload FILE``).
+    ``main``: the source then runs the command line on ``sys.argv[1:]``
+    (``python -c SOURCE mst ...``)."""
+    source = _KILLED_MID_SHARD.format(marker=None if marker is None else str(marker))
+    if main:
+        source += "from terrain.run import main\nsys.exit(main(sys.argv[1:]))\n"
+    return source

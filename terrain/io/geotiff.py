@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from .outputs import atomic_output
+from .outputs import DISK_FULL, atomic_output
 from ..errors import InputError
 
 __all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "overview_factors", "BLOCK"]
@@ -161,29 +161,48 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
     """Write several layers of ``store`` as GeoTIFFs at once: ``jobs`` are dicts of
     :func:`write_geotiff`'s arguments (``array_name``, ``tif_path`` and the optional ones).
     Each layer is written in a thread of its own; every file appears only when all are
-    written (a failure leaves none of them). A full disk is an :class:`InputError`.
-    Returns the paths."""
+    written, and a folder of theirs that does not exist is made (its parent must exist) and
+    removed again when they fail: a failure leaves nothing. A full disk (or quota, or file
+    size limit) is an :class:`InputError` naming the folder; what libtiff prints on stderr
+    about each failed write is not shown then (that one line says it). Returns the paths."""
     jobs = [dict(j) for j in jobs]
     prepared = [_prepare(store, **{k: v for k, v in j.items() if k in _PREPARE_KEYS})
                 for j in jobs]
+    folders = list(dict.fromkeys(Path(j["tif_path"]).parent for j in jobs))
     if jobs:
-        _check_room(prepared, Path(jobs[0]["tif_path"]).parent)
-    with contextlib.ExitStack() as stack:
-        tmps = [stack.enter_context(atomic_output(Path(j["tif_path"]), overwrite))
-                for j in jobs]
-        try:
-            if len(jobs) == 1:
-                _write_one(prepared[0], tmps[0], cog)
-            else:
-                with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
-                    for fut in [pool.submit(_write_one, p, t, cog)
-                                for p, t in zip(prepared, tmps)]:
-                        fut.result()
-        except Exception as e:
-            if _disk_full(e, Path(jobs[0]["tif_path"]).parent):
-                raise InputError(f"{Path(jobs[0]['tif_path']).parent}: no space left on the "
-                                 "device for the GeoTIFFs") from None
-            raise
+        _check_room(prepared, folders[0])
+    made = [f for f in folders if not f.exists()]
+    try:
+        for f in made:
+            try:
+                f.mkdir()
+            except OSError as e:
+                if e.errno in DISK_FULL:
+                    raise InputError(f"{f}: {e.strerror} while writing the GeoTIFFs; "
+                                     "nothing written") from None
+                raise
+        with contextlib.ExitStack() as stack, _stderr_held() as held:
+            tmps = [stack.enter_context(atomic_output(Path(j["tif_path"]), overwrite))
+                    for j in jobs]
+            try:
+                if len(jobs) == 1:
+                    _write_one(prepared[0], tmps[0], cog)
+                else:
+                    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+                        for fut in [pool.submit(_write_one, p, t, cog)
+                                    for p, t in zip(prepared, tmps)]:
+                            fut.result()
+            except Exception as e:
+                full = _disk_full(e, folders[0])
+                if full:
+                    held.drop = tuple(os.strerror(n) for n in DISK_FULL)
+                    raise InputError(f"{folders[0]}: {full} while writing the GeoTIFFs; "
+                                     "nothing written") from None
+                raise
+    except BaseException:
+        for f in reversed(made):
+            shutil.rmtree(f, ignore_errors=True)
+        raise
     return [Path(j["tif_path"]) for j in jobs]
 
 
@@ -201,21 +220,68 @@ def _check_room(prepared, folder):
     except OSError:
         return
     if free < need:
-        raise InputError(f"{folder}: no space left on the device for the GeoTIFFs (about "
-                         f"{need / 1e6:.1f} MB while they are written, {free / 1e6:.1f} MB free)")
+        raise InputError(f"{folder}: {os.strerror(errno.ENOSPC)} while writing the GeoTIFFs; "
+                         f"nothing written (about {need / 1e6:.1f} MB needed while they are "
+                         f"written, {free / 1e6:.1f} MB free)")
 
 
 def _disk_full(error, folder):
-    """Whether ``error`` (an OSError or a GDAL error) says the disk is full."""
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    text = str(error).lower()
-    if "no space left" in text or "disk full" in text or "not enough space" in text:
-        return True
+    """What ``error`` (an OSError or a GDAL error, with its causes) says when the disk is
+    full (``No space left on device``, ``Disk quota exceeded``, ``File too large``), else
+    None. GDAL's write errors do not always say it (``Write failed``): a folder with less
+    than 1 MiB free says it then."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in DISK_FULL:
+            return seen.strerror or os.strerror(seen.errno)
+        text = str(seen).lower()
+        for n in DISK_FULL:
+            if os.strerror(n).lower() in text:
+                return os.strerror(n)
+        if "disk full" in text or "not enough space" in text:
+            return os.strerror(errno.ENOSPC)
+        seen = seen.__cause__ or seen.__context__
     try:
-        return shutil.disk_usage(folder).free < (1 << 20)
+        if shutil.disk_usage(folder).free < (1 << 20):
+            return os.strerror(errno.ENOSPC)
     except OSError:
-        return False
+        pass
+    return None
+
+
+class _Held:
+    drop = ()  #: text of the lines not to write back
+
+
+@contextlib.contextmanager
+def _stderr_held():
+    """Hold what is written on file descriptor 2 during the block (C libraries write there
+    themselves: libtiff one line a failed write) in memory, and write it back at the end,
+    less the lines holding one of the yielded object's ``drop`` texts. Where a file in
+    memory cannot be made (``os.memfd_create``: Linux), nothing is held."""
+    import sys
+    held = _Held()
+    try:
+        mem = os.memfd_create("terrain-stderr")
+    except (AttributeError, OSError):
+        yield held
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(mem, 2)
+    try:
+        yield held
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.lseek(mem, 0, os.SEEK_SET)
+        with os.fdopen(mem, "rb") as f:
+            text = f.read()
+        lines = [line for line in text.splitlines(keepends=True)
+                 if not any(d.encode() in line for d in held.drop)]
+        if lines:
+            os.write(2, b"".join(lines))
 
 
 def _prepare(store, array_name, nodata=None, valid_from=None, description=None, tags=None,

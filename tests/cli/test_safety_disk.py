@@ -94,12 +94,58 @@ def test_file_size_limit_is_one_line(tmp_path, dem):
     assert os.listdir(tmp_path) == []
 
 
-def test_geotiffs_on_a_full_disk_are_one_line_and_leave_nothing(small, dem):
-    """The store fits where it is; the GeoTIFFs' folder is on the full file system: refused
-    before GDAL writes (its TIFF writer would print its own lines), no folder, no store."""
-    proc = _run("cost-distance", dem, "--source-cell", "5,5", "-o", "c.zarr", "--geotiff-dir",
-                small / "gt", "--backend", "cpu", cwd=small.parent)
-    assert_one_line_error(proc, f"terrain: {small / 'gt'}: no space left on the device for "
-                                "the GeoTIFFs")
+#: a command that writes ``--geotiff-dir`` (terrain.io.geotiff.write_geotiffs), per name
+GEOTIFF_COMMANDS = {"cost-distance": ["--source-cell", "3,3"], "fill": [], "flow": []}
+
+
+@pytest.mark.parametrize("command", sorted(GEOTIFF_COMMANDS))
+def test_geotiff_dir_on_a_full_disk_is_one_line_and_leaves_nothing(small, dem, command):
+    """The store fits (on another disk), the GeoTIFFs do not: libtiff's own lines on stderr
+    are not shown, and neither the folder nor the store appears."""
+    folder = small / "out"
+    proc = _run(command, dem, "-o", "x.zarr", "--geotiff-dir", folder,
+                *GEOTIFF_COMMANDS[command], *SYNC, cwd=small.parent)
+    assert_one_line_error(proc, f"terrain: {folder}: No space left on device while writing "
+                                "the GeoTIFFs; nothing written")
     assert os.listdir(small) == []
-    assert not (small.parent / "c.zarr").exists()
+    assert sorted(os.listdir(small.parent)) == ["small"]
+
+
+@pytest.mark.parametrize("made", [False, True], ids=["new-folder", "existing-folder"])
+@pytest.mark.parametrize("command", sorted(GEOTIFF_COMMANDS))
+def test_geotiff_writer_out_of_space_leaves_nothing(tmp_path, monkeypatch, capfd, command,
+                                                    made):
+    """Without a small file system: the GeoTIFF writer fails with ENOSPC after one layer is
+    whole and the others half written (in this process), saying so on file descriptor 2 as
+    libtiff does."""
+    import errno
+    import threading
+
+    from cli import run_main
+    from terrain.io import geotiff, write_synth
+
+    write_synth(tmp_path / "g.asc", 60, 80, seed=3)
+    folder = tmp_path / "tifs"
+    if made:
+        folder.mkdir()
+    real, lock, calls = geotiff._write_one, threading.Lock(), []
+
+    def out_of_space(p, tmp, cog):
+        with lock:
+            calls.append(tmp)
+            first = len(calls) == 1
+        if first:
+            return real(p, tmp, cog)
+        tmp.write_bytes(b"II*\0 half a TIFF")
+        os.write(2, b"_tiffWriteProc: No space left on device.\n")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(geotiff, "_write_one", out_of_space)
+    rc, out, err = run_main(capfd, command, tmp_path / "g.asc", "-o", tmp_path / "x.zarr",
+                            "--geotiff-dir", folder, *GEOTIFF_COMMANDS[command])
+    assert rc == 2 and out == "", err
+    assert err.strip() == (f"terrain: {folder}: No space left on device while writing the "
+                           "GeoTIFFs; nothing written")
+    assert len(calls) == 3
+    assert sorted(os.listdir(tmp_path)) == ["g.asc"] + ["tifs"] * made
+    assert not made or os.listdir(folder) == []

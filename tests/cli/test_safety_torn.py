@@ -19,36 +19,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import ROOT
-
-# the command line, killed in the middle of rewriting an ``mst`` shard
-KILLED_MID_SHARD = """
-import builtins, os, re, signal, sys
-import terrain.tiles._shards as shards
-real_open = builtins.open
-
-class Dying:
-    def __init__(self, f):
-        self.f = f
-    def write(self, data):
-        self.f.write(data)
-        self.f.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-    def __getattr__(self, name):
-        return getattr(self.f, name)
-
-def open_(path, mode="r", *args, **kwargs):
-    p = str(path)
-    shard = re.sub(r"\\.[0-9a-f]{32}\\.partial$", "", p)
-    rewrite = "w" in mode and "/mst/c/" in p and os.path.exists(shard)
-    f = real_open(path, mode, *args, **kwargs)
-    return Dying(f) if rewrite else f
-
-shards.open = open_
-from terrain.run import main
-sys.exit(main(sys.argv[1:]))
-"""
-
+from cli import ROOT, killed_mid_shard
 
 @pytest.fixture(scope="module")
 def two_shards(tmp_path_factory):
@@ -70,8 +41,9 @@ def test_kill_mid_shard_write_then_resume_is_bit_identical(tmp_path, two_shards)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     argv = ["mst", str(two_shards), "--tile", "256", "--backend", "cpu", "--json",
             "--scheduler", "synchronous"]
-    proc = subprocess.run([sys.executable, "-c", KILLED_MID_SHARD, *argv, "-o", "m.zarr"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", killed_mid_shard(main=True), *argv, "-o",
+                           "m.zarr"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     partial, = tmp_path.glob(".m.zarr.partial-*")
     # killed in the write phase: the groups are done

@@ -224,19 +224,24 @@ def test_bad_dashboard_address_is_one_line(tmp_path, typed):
     assert list(tmp_path.iterdir()) == []
 
 
+def _friction(path, seed):
+    """A friction raster on the grid of :func:`terrain.io.write_synth`'s 60 x 80 ``g.asc``."""
+    values = np.random.default_rng(seed).uniform(1, 5, (60, 80))
+    header = ("ncols 80\nnrows 60\nxllcorner 500000.0\nyllcorner 4000000.0\ncellsize 10.0\n"
+              "NODATA_value -9999\n")
+    Path(path).write_text(header + "\n".join(" ".join(f"{v:.3f}" for v in row)
+                                             for row in values) + "\n")
+
+
 def _worker_elsewhere(tmp_path):
-    """A cluster whose worker runs in ``tmp_path/elsewhere``, which holds a g.asc of its
-    own (other data, the same name as the job's relative input)."""
+    """A cluster whose worker runs in ``tmp_path/elsewhere``, which holds a g.asc and an
+    f.asc of its own (other data, the same names as the job's relative inputs)."""
     from terrain.io import write_synth
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     write_synth(elsewhere / "g.asc", 60, 80, seed=99)
+    _friction(elsewhere / "f.asc", 99)
     return _cluster(elsewhere, "c")
-
-
-def _forest(path):
-    g = zarr.open_group(str(path), mode="r")
-    return np.asarray(g["elevation"][:]).tobytes(), np.asarray(g["mst"][:]).tobytes()
 
 
 @pytest.mark.slow
@@ -256,33 +261,57 @@ def test_batch_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
                           "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert ref.returncode == 0, ref.stderr
-    assert _forest(tmp_path / "out" / "g.mst.zarr") == _forest(tmp_path / "ref.zarr")
+    assert _layers(tmp_path / "out" / "g.mst.zarr") == _layers(tmp_path / "ref.zarr")
+
+
+#: per command: its runs (input, extra arguments), each on the cluster and on "synchronous"
+ON_A_CLUSTER = {
+    "mst": [("g.asc", ["--backend", "cpu"])],
+    "ingest": [("g.asc", [])],
+    # each route, a DEM given as a store, a friction raster ingested by the tasks
+    "cost-distance": [(dem, [*a, "--source-cell", "30,40", "--friction", "f.asc",
+                             "--backend", "cpu"])
+                      for dem, a in (("g.asc", ["--algorithm", "in-core"]),
+                                     ("g.asc", ["--algorithm", "tiled"]),
+                                     ("g.asc", ["--algorithm", "blocked", "--memory", "64KB"]),
+                                     ("g.zarr", ["--algorithm", "in-core"]))],
+}
+
+
+def _layers(path):
+    g = zarr.open_group(str(path), mode="r")
+    return {k: np.asarray(g[k][...]).tobytes() for k in sorted(g.array_keys())}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["mst", "ingest"])
+@pytest.mark.parametrize("command", sorted(ON_A_CLUSTER))
 def test_a_command_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path, command):
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 60, 80, seed=1)
+    _friction(tmp_path / "f.asc", 1)
+    runs = ON_A_CLUSTER[command]
+
+    def run(folder, *argv):
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", *argv], cwd=folder,
+                              env=_env(), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+
     address, procs = _worker_elsewhere(tmp_path)
-    extra = ["--backend", "cpu"] if command == "mst" else []
     try:
-        proc = subprocess.run([sys.executable, "-m", "terrain.run", command, "g.asc", "-o",
-                               "m.zarr", "--tile", "16", *extra, "--scheduler", address],
-                              cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                              timeout=300)
+        if any(dem == "g.zarr" for dem, _ in runs):  # a store input, and its namesake
+            for folder in (tmp_path, tmp_path / "elsewhere"):
+                run(folder, "ingest", "g.asc", "-o", "g.zarr", "--tile", "16")
+        for i, (dem, extra) in enumerate(runs):
+            run(tmp_path, command, dem, "-o", f"m{i}.zarr", "--tile", "16", *extra,
+                "--scheduler", address)
     finally:
         _stop(procs)
-    assert proc.returncode == 0, proc.stderr
-    subprocess.run([sys.executable, "-m", "terrain.run", command, "g.asc", "-o", "ref.zarr",
-                    "--tile", "16", *extra, "--scheduler", "synchronous"],
-                   cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
-    if command == "mst":
-        assert _forest(tmp_path / "m.zarr") == _forest(tmp_path / "ref.zarr")
-    else:
-        elevation = [np.asarray(zarr.open_group(str(tmp_path / n), mode="r")["elevation"][:])
-                     for n in ("m.zarr", "ref.zarr")]
-        assert elevation[0].tobytes() == elevation[1].tobytes()
+    for i, (dem, extra) in enumerate(runs):
+        run(tmp_path, command, dem, "-o", f"ref{i}.zarr", "--tile", "16", *extra,
+            "--scheduler", "synchronous")
+        got, ref = _layers(tmp_path / f"m{i}.zarr"), _layers(tmp_path / f"ref{i}.zarr")
+        assert got.keys() == ref.keys()
+        assert [k for k in ref if got[k] != ref[k]] == [], (dem, extra)
 
 
 def test_workers_that_see_other_bytes_are_refused(tmp_path, monkeypatch):

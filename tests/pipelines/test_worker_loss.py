@@ -64,42 +64,6 @@ def test_mst_survives_a_killed_worker(tmp_path, monkeypatch):
         assert remote[k] == local[k]
 
 
-# loaded by every worker of the cluster below (``dask worker --preload``): the first worker
-# to *rewrite* an ``mst`` shard (the write phase; the group phase writes each mask shard
-# once) dies after the shard's first chunk -- once in the whole cluster (the marker file)
-KILL_ONE_WORKER_MID_SHARD = """
-import builtins, os, re, signal
-import terrain.tiles._shards as shards
-MARKER = {marker!r}
-real_open = builtins.open
-
-class Dying:
-    def __init__(self, f):
-        self.f = f
-    def write(self, data):
-        self.f.write(data)
-        self.f.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-    def __getattr__(self, name):
-        return getattr(self.f, name)
-
-def open_(path, mode="r", *args, **kwargs):
-    p = str(path)
-    shard = re.sub(r"\\.[0-9a-f]{{32}}\\.partial$", "", p)
-    rewrite = "w" in mode and "/mst/c/" in p and os.path.exists(shard)
-    f = real_open(path, mode, *args, **kwargs)
-    if rewrite:
-        try:
-            os.close(os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return f
-        return Dying(f)
-    return f
-
-shards.open = open_
-"""
-
-
 @pytest.mark.slow
 def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
     """``dask scheduler`` + two ``dask worker`` processes on 127.0.0.1; one worker dies in the
@@ -107,10 +71,12 @@ def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
     one a single process computes (a shard rewritten in place was torn, and the retry failed
     on its checksum)."""
     distributed = pytest.importorskip("distributed")
+    from cli import killed_mid_shard
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256, tiled
+    # loaded by every worker (--preload): the first to rewrite a shard dies, once in all
     marker = tmp_path / "killed"
-    (tmp_path / "kill_mid_shard.py").write_text(KILL_ONE_WORKER_MID_SHARD.format(marker=str(marker)))
+    (tmp_path / "kill_mid_shard.py").write_text(killed_mid_shard(marker))
     workdir = tmp_path / "workers"  # the workers run elsewhere
     workdir.mkdir()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
