@@ -1,39 +1,18 @@
 """Certificates: checks that a result is right without recomputing it the same way.
 
-MST certificate (:func:`verify_grid_mst`)
------------------------------------------
-For the grid graph of a DEM (:mod:`terrain.grid.edges`: vertices = non-NaN cells, edges in
-directions E, S, SE, SW, weights by one of the four models, ties broken by edge id so the
-minimum spanning forest is unique) and a direction-bit mask:
+* :func:`verify_grid_mst`: a direction-bit mask is *the* minimum spanning forest of the
+  grid graph (:mod:`terrain.grid.edges`, ties by edge id) when every bit is a graph edge,
+  the tree edges have no cycle and span each component, and every non-tree edge is
+  preceded, in ``(weight, id)`` order, by every tree edge on its forest path (the cycle
+  property, checked offline by one sorted union-find sweep; docs/gis.md, "verify").
+* :func:`verify_sssp`: distances ``d`` on a CSR graph with non-negative weights are exact
+  when ``d(s) = 0`` at the sources, ``d(v) <= d(u) + w(u, v)`` for every arc from a reached
+  ``u``, and every reached non-source vertex has a tight incoming arc.
 
-1. every set bit is an edge of the graph (both ends valid, direction allowed);
-2. the tree edges have no cycle (union-find), and every graph edge joins two vertices of
-   the same tree, so the forest spans each connected component; hence
-   ``edges = vertices - components``;
-3. cycle property: for every non-tree edge ``(u, v)``, the maximum of the forest path
-   ``u … v`` precedes it in the order ``(weight, id)``. With 1-3 the mask is *the* minimum
-   spanning forest. The path-maximum queries are answered offline, all at once: sweep the
-   edges in ``(weight, id)`` order, joining the ends of each tree edge in a union-find; the
-   path maximum of a non-tree edge ``e`` precedes ``e`` exactly when its ends are already
-   joined when ``e`` comes up (the forest path is unique, so they are joined iff every edge
-   of that path came earlier). One sort and one near-linear pass (Numba) instead of
-   ``O(V log V)`` binary-lifting tables: on 16 M cells the tables alone took 10 GB. A
-   violation names the heaviest tree edge on the path (one explicit path walk).
-
-The checks run in memory on the whole grid.
-
-Shortest-path certificate (:func:`verify_sssp`)
------------------------------------------------
-For a graph in CSR form with non-negative arc weights (1 for BFS), distances ``d`` and the
-sources: ``d(s) = 0`` for every source; ``d(v) <= d(u) + w(u, v)`` for every arc with ``u``
-reached (no reached vertex has an unreached neighbour); every reached non-source vertex
-has a *tight* incoming arc ``d(v) = d(u) + w(u, v)`` from a reached ``u``. Together these
-prove ``d`` is the exact distance (the tight arcs form a shortest-path tree because all
-weights are positive; with zero weights, a tight arc into every vertex still gives
-``d >= true distance``, the inequality gives ``d <= true distance``).
-
-Each check returns a :class:`Certificate`: ``ok``, the list of checks passed, and the
-first violation found (a sentence naming the vertex or edge).
+The cost-distance, flow and fill checks (:func:`verify_grid_sssp`, :func:`verify_flow`,
+:func:`verify_fill`) say theirs in their docstrings. Each check returns a
+:class:`Certificate`: ``ok``, the checks passed, and the first violation (a sentence
+naming the vertex or edge).
 
 Examples
 --------

@@ -5,27 +5,15 @@ vertex count and the map back to the file's own ids — that :func:`terrain.grap
 turns into a CSR. Gzip-compressed files (``.gz``) are read the same way.
 
 Reading is three plain functions, so that a scheduler can run them as tasks
-(``pipelines/graph.py`` makes one Dask task per chunk) and :func:`read_graph_file` can run
-them in a loop or on a thread pool:
-
-1. :func:`plan_graph_file` reads only the head of the file: the header (a bad one fails here,
-   before any parsing) and a cut of the body into ``chunks`` byte ranges of about
-   ``chunk_bytes``.
-2. :func:`parse_graph_chunk` parses one chunk. It owns the lines that *start* inside its range
-   (it reads one byte before the range and on past its end to the next newline), so
-   neighbouring chunks tile the body exactly wherever a cut falls. A plain file is
-   memory-mapped and read in place; a gzip stream cannot be read by range, so its chunks slice
-   the whole decompressed file (:func:`read_whole_file`). The body is parsed by a C byte
-   scanner (``terrain_edges_parse`` in ``terrain/native/kernels.c``; no Python object per
-   line, the GIL released). A chunk returns its edges, its newline count and its first errors
-   with chunk-relative line numbers: no chunk needs another's result.
-3. :func:`edges_from_chunks` numbers the lines, raises the first error in file order,
-   concatenates the edges in file order and relabels SNAP ids.
-
-In one process (:func:`read_graph_file`) every chunk is parsed straight into its slice of
-one ``u``, ``v`` (and weight) array, sized by a count of its line feeds, so nothing is joined
-or copied afterwards; the result is identical to the task graph's. Why a hand-written scanner
-rather than pyarrow's CSV reader or ``numpy.loadtxt``: docs/graphs.md ("Loading").
+(``pipelines/graph.py``: one Dask task per chunk) and :func:`read_graph_file` in a loop or
+on a thread pool: :func:`plan_graph_file` reads the header (a bad one fails before any
+parsing) and cuts the body into byte ranges; :func:`parse_graph_chunk` parses the lines
+that *start* in its range with the C scanner (``terrain_edges_parse``, GIL released), so
+chunks tile the body wherever a cut falls, with chunk-relative line numbers; and
+:func:`edges_from_chunks` numbers the lines, raises the first error in file order and
+relabels SNAP ids. In one process every chunk is parsed straight into its slice of one
+array (sized by a count of its line feeds): the task graph's result, without copies. Why
+a hand-written scanner, and the details: docs/graphs.md ("Formats", "Design notes").
 
 Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
 ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare

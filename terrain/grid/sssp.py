@@ -1,60 +1,22 @@
 """Exact single- and multi-source shortest paths (cost distance) on a grid that fits in memory.
 
-Conventions (``docs/cost-distance.md``; shared with the tiled algorithm)
------------------------------------------------------------------------
-Vertices are the cells whose elevation (and friction, when given) is not NaN; arcs and their
-float64 costs come from :mod:`terrain.grid.costs`. For sources ``i`` at cells ``s_i`` with
-start costs ``c_i``, every reached cell ``v`` gets
+Every reached cell gets ``distance`` (the least left-fold float64 sum of start cost and
+arc costs of :mod:`terrain.grid.costs`; NaN unreached or beyond ``max_cost``),
+``(allocation, hops)`` (the lexicographic least label over tight arcs: the nearest
+source, ties to the lower index; -1 unreached) and ``backlink`` (``k + 1`` for the lowest
+arc code of a tight predecessor with that label, 0 at a source root, 255 unreached):
+canonical labels, the same for every backend and algorithm (docs/cost-distance.md).
 
-* ``distance[v]``: the minimum over sources and paths of the left-fold float64 sum
-  ``c_i + w_1 + w_2 + ...`` (round to nearest after each addition);
-* ``(allocation[v], hops[v])``: the lexicographic minimum of ``(allocation[u], hops[u] + 1)``
-  over tight arcs ``u -> v`` (``distance[u] + w == distance[v]`` exactly) and of ``(i, 0)``
-  where ``v = s_i`` and ``c_i == distance[v]``: the nearest source, ties to the lower index;
-* ``backlink[v]``: ``0`` at a source root, else ``k + 1`` for the lowest arc code ``k`` such
-  that the neighbour ``u = v + (ARC_DR[k], ARC_DC[k])`` is a tight predecessor with
-  ``(allocation[u], hops[u] + 1) == (allocation[v], hops[v])``; ``255`` where unreached.
-
-Unreached cells (and cells beyond ``max_cost``) have distance NaN, allocation -1.
-
-Algorithm (CPU)
----------------
-Dijkstra on the implicit grid, with no graph built: the grid is copied into a frame padded
-by two NaN cells, so a neighbour is ``cell + offset[k]`` without bounds checks, and a
-cell that is not a vertex carries the label ``-inf`` so that no arc into it ever improves
-it. The priority queue is a flat binary heap of ``(distance, label, cell)`` in preallocated
-arrays with lazy deletion, ordered lexicographically by ``(distance, label)`` where
-``label = allocation << 32 | hops``: a lexicographic-key Dijkstra, so that every cell is
-settled once with its final distance *and* its final label, and zero-cost arcs (flats under
-``absdiff``) need no second pass. Backlinks follow in one parallel pass over the cells. The
-heap is written by hand because no library offers a Numba-callable, allocation-free heap
-keyed by two numbers; scipy's ``dijkstra`` needs a CSR graph (about 10 times the grid's
-memory) and scikit-image's ``MCP_Geometric`` is several times slower (docs/cost-distance.md,
-"Design notes").
-
-When every arc costs at least some ``w_lo > 0`` (``friction`` and ``tobler`` with positive
-friction; :func:`bucket_plan`), a circular array of buckets of width ``w_lo / 2`` (Dinitz)
-replaces the heap: no arc stays inside a bucket, so a bucket's cells are final and their
-order does not matter. There every tight predecessor of a cell is settled before it, so
-the backlink (the lowest code among the tight predecessors with the cell's label) is kept
-during the relaxations, and the outputs follow in one parallel copy pass
-; under ``friction`` the elevations are not even copied into the
-frame. The Dijkstra itself is sequential; set-up and outputs use every core.
-
-:func:`labels_from_distance` is the same kernel run with the distances fixed: it relaxes only
-tight arcs, which gives allocation, hops and backlinks for distances computed elsewhere (the
-tiled algorithm's per-tile fill).
-
-Algorithm (GPU)
----------------
-Near-far (a delta-stepping variant, ``_sssp_gpu.py``/``_sssp.cu``): label-correcting
-relaxation with ``atomicMin`` on the distance bits (non-negative float64 order like their
-uint64 bits), the loop on the device; then min-label propagation of ``allocation << 32 |
-hops`` over tight arcs, then the backlink pass. Every correct algorithm reaches the same
-least fixed point, so the GPU gives the CPU's bits.
-
-The kernels of the two backends form one table (``CpuOps`` in ``_sssp_cpu.py``, ``GpuOps`` in
-``_sssp_gpu.py``), chosen once per call by :meth:`terrain.backend.Backend.select`.
+CPU: Dijkstra on the implicit grid padded with two NaN cells (no bounds checks, no graph
+built), settling each cell once with its final distance and label: a circular bucket
+queue (Dinitz, width ``w_lo / 2``, :func:`bucket_plan`) when every arc costs more than
+zero, else a binary heap keyed by ``(distance, allocation << 32 | hops)``. GPU: near-far
+(``_sssp.cu``), then min-label propagation over tight arcs; every correct algorithm
+reaches the same least fixed point, so both give the same bits.
+:func:`labels_from_distance` is the CPU kernel with the distances fixed (only tight arcs
+relaxed). The kernels form one table (``CpuOps`` in ``_sssp_cpu.py``, ``GpuOps`` in
+``_sssp_gpu.py``), chosen once per call by :meth:`terrain.backend.Backend.select`; why
+the queues are hand-written: docs/cost-distance.md, "Design notes".
 
 Examples
 --------

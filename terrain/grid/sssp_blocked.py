@@ -1,60 +1,21 @@
 """Blocked label-correcting SSSP over tiles ("tile delta-stepping"): exact cost distance out of
 core on the CPU, with the in-core algorithm's bits.
 
-Why
----
-The in-core SSSP (:mod:`terrain.grid.sssp`) needs about 40 bytes a cell; the thesis's tiled
-algorithm (:mod:`terrain.grid.sssp_tiled`) is bounded in memory but its hierarchy costs
-``O(side)`` CPU per cell per level (docs/cost-distance.md). This algorithm keeps only one block
-of the grid (plus a 2-cell halo) in memory per task and spends ordinary Dijkstra work per
-cell and visit.
+The in-core SSSP (:mod:`terrain.grid.sssp`) needs about 40 bytes a cell and the tiled
+algorithm's hierarchy costs ``O(side)`` per cell per level; this one holds one block (plus
+a 2-cell halo) per task and spends ordinary Dijkstra work per cell and visit. The driver
+keeps every block's *ring* (cells within 2 of its edge, :class:`Bands`) and a key per
+block; each round solves the ``batch`` pending blocks of the smallest keys with the
+in-core kernels, seeded from their halos, and marks pending the neighbours whose halo
+improved. Two stages, because labels are canonical: distances first (any
+label-correcting order reaches the least left-fold sums), then ``(allocation, hops)`` over
+tight arcs with the distances fixed (:func:`terrain.grid._sssp_blocked_cpu.tight_labels_buckets_cpu`
+where every arc costs more than zero); a last pass per block writes the backlinks. The
+result equals the in-core algorithm's bit for bit (docs/cost-distance.md, "Blocked").
 
-Algorithm
----------
-The grid is cut into square *blocks* of ``side`` cells (the last ones smaller). Each block
-has a *state* (its cells' tentative labels, held by the caller: in memory or in files) and
-a *ring*: its cells within 2 of its edge (knight moves reach 2 cells). The driver keeps the
-rings of all blocks in memory (:class:`Bands`, a few rows and columns of the grid) and a
-priority key per block: the smallest label of a ring cell of a neighbour that changed since
-the block was last solved (or of a source in the block). Rounds, bulk-synchronous: take the
-``batch`` pending blocks of the smallest keys; each block task builds a window of its block,
-its 2-cell halo (the neighbours' rings, from the bands) and a 2-cell NaN frame, seeds the
-halo cells that carry labels (and the block's sources), runs the lexicographic-key Dijkstra
-of the in-core algorithm (:func:`terrain.grid._sssp_cpu.sssp_cpu`, the same kernel) inside the
-window, stores its state and returns its ring. The driver writes the rings into the bands,
-and every neighbour whose halo holds a changed ring cell becomes pending (key = the smallest
-changed label). When no block is pending, every arc is relaxed: inside a block by its last
-solve, across blocks by the neighbour's solve after the last change of the ring cell.
-
-Two stages, because labels are canonical (docs/cost-distance.md):
-
-1. distances: a label-correcting algorithm that only ever sets ``d(v) = d(u) + w(u, v)``
-   reaches exactly the minimum left-fold float64 sums (``fl(a + w)`` is monotone in ``a``),
-   whatever the order of the blocks. The allocation and hop labels are not monotone under
-   such updates (a predecessor whose distance improves by less than half an ulp of the sum
-   leaves a stale label behind), so this stage computes distances only (all labels 0). Where
-   every arc costs more than zero (``friction``, ``tobler``) the block's Dijkstra is the
-   in-core bucket queue (:func:`terrain.grid._sssp_cpu.sssp_buckets_cpu`, planned on the window
-   with the halo seeds' spread as start costs), else the heap.
-2. labels: with the distances final, ``(allocation, hops)`` is the least fixed point of the
-   tight-arc propagation, which is monotone: the same rounds with the kernel in its
-   ``fixed`` mode (tight arcs only; as :func:`terrain.grid.sssp.labels_from_distance`).
-   Where every arc costs more than zero the tight arcs climb at least one bucket of the
-   distance stage's queue, so the block's solve takes the cells bucket by bucket, each
-   once (:func:`terrain.grid._sssp_blocked_cpu.tight_labels_buckets_cpu`, the same least
-   fixed point at about half the heap's cost); else the heap.
-
-A last pass per block computes backlinks from the final labels of the block and its halo
-(:func:`terrain.grid.sssp.backlinks_cpu`): distance, allocation and backlink equal the
-in-core algorithm's bit for bit (``tests/test_sssp_blocked.py``). ``max_cost`` limits the
-relaxations as in core. Halo cells that a block's solve improves are thrown away: the
-neighbour finds them again from the block's ring.
-
-Memory per task: ``25`` bytes a cell of the padded window (elevation, friction, distance,
-labels, the bucket queue's backlinks) plus the queue; the window's arrays are borrowed
-from buffers the threads share (a free one is reused: fresh block-sized arrays are fresh
-pages, whose faults cost as much as a pass over them), filled in one pass
-(:func:`terrain.grid._sssp_blocked_cpu.window_inner_cpu`). The bands:
+Memory per task: 25 bytes a cell of the padded window plus the queue; the window's
+arrays are borrowed from buffers the threads share, because fresh block-sized arrays are
+fresh pages whose faults cost as much as a pass over them. The bands:
 ``~24 * 8 * (rows + cols) * cells / side`` bytes.
 
 Examples

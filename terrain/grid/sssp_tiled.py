@@ -1,71 +1,34 @@
 """Tiled, out-of-core exact SSSP / cost distance (thesis ch. 4-5 with Haverkort's hierarchy).
 
-Conventions (graph, arc codes, costs, labels, outputs) are those of docs/cost-distance.md,
-:mod:`terrain.grid.sssp` and :mod:`terrain.grid.costs`: a vertex is a cell whose elevation and friction are not NaN, arc
-``k`` goes from ``u`` to ``u + (ARC_DR[k], ARC_DC[k])`` and costs ``arc_cost(...)``, and every
-vertex gets the lexicographically least label ``(distance, allocation, hops)`` over all paths
-from a source ``i`` (start label ``(c_i, i, 0)``); the backlink is the lowest arc code to a
-tight predecessor with ``(allocation, hops - 1)``.
+Labels, costs and outputs are those of :mod:`terrain.grid.sssp` (docs/cost-distance.md).
+The grid is cut into ``T x T`` tiles under the quadtree of :mod:`terrain.tiles.quadtree`;
+a window's *boundary* is its frame of width ``w`` (2 for connectivity 16) on the sides
+facing other windows, so every arc between windows joins two boundary cells.
 
-Algorithm
----------
-The grid is cut into ``T x T`` tiles (``T`` a power of two) under the quadtree of
-:mod:`terrain.tiles.quadtree` (groups of tiles, nodes above). The *boundary* of a window (a
-tile or a node) is its frame of width ``w`` (1 for connectivity 4 and 8, 2 for 16: a knight
-arc reaches two cells) on the sides that face other windows, nodata cells left out. Every arc
-between two windows joins two boundary cells.
+1. Phase 1, per tile, source independent (:func:`tile_boundaries`): Dijkstra from each
+   boundary cell with the fixed-capacity tournament tree (:mod:`terrain.grid._tournament`)
+   gives the tile's boundary-to-boundary matrices; batched over tiles (``prange``, or
+   ``_boundary.cu`` up to ``MAX_GPU_TILE``).
+2. Phase 2, the hierarchy: bottom-up (:func:`index_leaf`, :func:`index_merge`) each node
+   solves its child-boundary graph from its own boundary cells, up to ``max_height``
+   (:func:`default_max_height`; a node of side ``S`` costs ``O(S)`` a cell), above which
+   ONE Dijkstra runs on the top nodes' boundary graph (:func:`top_labels`); sources climb
+   the same way (:func:`sources_leaf`, :func:`sources_merge`) and top-down
+   (:func:`down_node`, :func:`down_leaf`) each node hands its children their final
+   boundary labels.
+3. Phase 3, per tile (:func:`fill_group`): Dijkstra seeded with the halo's final labels
+   and the tile's sources, then the backlinks.
 
-1. *Phase 1, per tile, source independent* (:func:`tile_boundaries`): Dijkstra inside the
-   tile from each boundary cell, with the fixed-capacity tournament tree of
-   :mod:`terrain.grid._tournament` as its queue, gives the ``B x B`` matrices of least
-   ``(distance, hops)`` between the tile's boundary cells. Many tiles per call: Numba
-   ``prange`` over the tiles; on the GPU (``_boundary.cu``) a block per tile or a thread per
-   (tile, boundary source), the tile in shared memory; tiles above ``MAX_GPU_TILE`` (64)
-   run on the CPU kernel.
-2. *Phase 2, the hierarchy.* Bottom-up (:func:`index_leaf`, :func:`index_merge`,
-   :func:`node_boundary`) a node builds its *child-boundary graph* (its children's boundary
-   cells, each child's matrix as dense arcs, the grid arcs between children) and runs
-   Dijkstra on it from each of its own boundary cells. A node of side ``S`` costs ``O(S)``
-   work per cell, so the height is capped (``max_height``, default
-   :func:`default_max_height`); above the cap the root's step runs ONE Dijkstra on the
-   boundary graph of all top nodes (:func:`top_labels`). Sources climb the same way
-   (:func:`sources_leaf`, :func:`sources_merge`): each tile's sources reach its boundary by a
-   Dijkstra inside the tile (:func:`tile_source_labels`: the thesis's special case §5.6.1,
-   the source's own tile), nodes combine their children's. Top-down (:func:`down_node`,
-   :func:`down_leaf`, :func:`node_down`) a node seeds its child-boundary graph with its
-   boundary's final labels and its children's source labels; a multi-source Dijkstra gives
-   the children's final boundary labels. The merges of a group's level run in one call
-   (:func:`nodes_boundary`), and on the GPU the top can be solved by two label-correcting
-   sweeps (``top_solve_gpu``, ``level_solve_gpu``) that give the Dijkstra's labels.
-3. *Phase 3, per tile* (:func:`fill_group`): Dijkstra seeded with the
-   final labels of the halo (the cells within ``w`` outside the tile, which are the
-   neighbours' boundary cells, fixed) and the tile's sources; then the backlink pass, halo
-   cells counting as predecessors. Batched like phase 1.
-
-Modules: this one holds the spec's index, the walk steps and the driver;
-``_tiled_graphs.py`` the boundary graphs (phase 1 batches, child graphs, the top);
-``_tiled_cpu.py`` and ``_tiled_gpu.py`` the kernel table's two sides (``_boundary.cu``).
-
-The walks are :func:`terrain.tiles.quadtree.walk_up`/``walk_down`` (inside a group, the same
-walks on the group's block), so a pipeline can schedule the same steps as Dask tasks.
-
-Reuse: phase 1 and the bottom-up matrices do not depend on the sources. :class:`TiledIndex`
-holds them as plain arrays (:meth:`TiledIndex.to_arrays`, :meth:`TiledIndex.from_arrays`);
-``tiled_sssp(..., reuse=index)`` runs only the source part of phase 2 and phase 3.
-
-Exactness: labels are compared as ``(distance, allocation, hops)`` everywhere, so with
-integer costs (an integer DEM with ``absdiff``) distance, allocation and backlink equal the
-in-core :func:`terrain.grid.sssp.grid_sssp` bit for bit, for every tile size, group size and
-height cap. With float costs the boundary matrices add path *segments* (another association
-of the same float64 sums): distances agree within a relative ``1e-12``.
-
-Why by hand: no library does boundary-pair SSSP with a fixed-capacity queue on the GPU, and
-scipy's ``dijkstra`` neither takes lexicographic keys nor runs inside Numba.
-
-Costs: phase 1 ``O(T log T)`` per cell (``~4T`` Dijkstras over ``T^2`` cells per tile) and
-``12 (4T)^2 / T^2 = 192`` bytes per cell of matrices; each hierarchy level of side ``S``
-``O(S)`` per cell; the top Dijkstra ``~16`` matrix arcs per cell; phase 3 ``O(log T)`` per
-cell (docs/cost-distance-tiled.md).
+This module holds the index, the walk steps and the driver; ``_tiled_graphs.py`` the
+boundary graphs, ``_tiled_cpu.py``/``_tiled_gpu.py`` the kernel table. The walks are
+:func:`terrain.tiles.quadtree.walk_up`/``walk_down``, so a pipeline can schedule the same
+steps as Dask tasks. :class:`TiledIndex` keeps phase 1 and the bottom-up matrices
+(source independent) for ``tiled_sssp(..., reuse=index)``. Labels are compared as
+``(distance, allocation, hops)`` everywhere: with integer costs the result equals
+:func:`terrain.grid.sssp.grid_sssp` bit for bit for every tile size and height cap; with
+float costs the matrices re-associate the float64 sums (within a relative ``1e-12``).
+Written by hand because no library does boundary-pair SSSP with a fixed-capacity queue on
+the GPU; costs and figures in docs/cost-distance-tiled.md.
 """
 
 import time

@@ -459,6 +459,15 @@ def forest_edges_cpu(mask, step):
 
 
 @numba.njit(cache=True, nogil=True)
+def _doubled(n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells, n_vol):
+    """The depression tree's node arrays, each twice as long (the first half kept)."""
+    return (np.concatenate((n_pit, n_pit)), np.concatenate((n_pitz, n_pitz)),
+            np.concatenate((n_spill, n_spill)), np.concatenate((n_parent, n_parent)),
+            np.concatenate((n_left, n_left)), np.concatenate((n_right, n_right)),
+            np.concatenate((n_cells, n_cells)), np.concatenate((n_vol, n_vol)))
+
+
+@numba.njit(cache=True, nogil=True)
 def hierarchy_cpu(z, eu, ev, ew, drained0):
     """The depression hierarchy: Kruskal over the forest's edges in ``(weight, id)`` order
     (given sorted), the outlets drained from the start (their edge to the outside weighs
@@ -503,14 +512,8 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
             if deep[t] and node[x] < 0:  # a new leaf
                 if k == cap:
                     cap *= 2
-                    n_pit = np.concatenate((n_pit, n_pit))
-                    n_pitz = np.concatenate((n_pitz, n_pitz))
-                    n_spill = np.concatenate((n_spill, n_spill))
-                    n_parent = np.concatenate((n_parent, n_parent))
-                    n_left = np.concatenate((n_left, n_left))
-                    n_right = np.concatenate((n_right, n_right))
-                    n_cells = np.concatenate((n_cells, n_cells))
-                    n_vol = np.concatenate((n_vol, n_vol))
+                    (n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells,
+                     n_vol) = _doubled(n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells, n_vol)
                 n_pit[k] = pit[x]
                 n_pitz[k] = z[pit[x]]
                 n_spill[k] = np.inf
@@ -535,14 +538,8 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
         if deep[0] and deep[1]:
             if k == cap:
                 cap *= 2
-                n_pit = np.concatenate((n_pit, n_pit))
-                n_pitz = np.concatenate((n_pitz, n_pitz))
-                n_spill = np.concatenate((n_spill, n_spill))
-                n_parent = np.concatenate((n_parent, n_parent))
-                n_left = np.concatenate((n_left, n_left))
-                n_right = np.concatenate((n_right, n_right))
-                n_cells = np.concatenate((n_cells, n_cells))
-                n_vol = np.concatenate((n_vol, n_vol))
+                (n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells,
+                 n_vol) = _doubled(n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells, n_vol)
             k += 1
             new = k
             n_left[k - 1] = ids[0]
@@ -578,12 +575,6 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
             n_vol[node[x] - 1] = np.nan
     return (n_pit[:k], n_pitz[:k], n_spill[:k], n_parent[:k], n_left[:k], n_right[:k],
             n_cells[:k], n_vol[:k])
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _up(x):
-    """The float32 after ``x`` towards +inf (C's ``nextafterf(x, INFINITY)``)."""
-    return np.nextafter(x, np.float32(np.inf))
 
 
 # libstdc++'s binary heap (std::push_heap / std::pop_heap under std::greater on the

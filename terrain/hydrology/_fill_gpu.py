@@ -1,24 +1,12 @@
 """The GPU's depression fill in core: the seeded forest, Euler tours and pointer jumping.
 
-The CPU's drain pass walks each tree in BFS order (two passes: sources below, then the
-whole tree), which is sequential. On the device the forest is made so that every tree holds
-*one* outlet: :func:`terrain.grid.mst_device.device_mst` with ``seeds`` starts all outlets
-in one supervertex, so the whole-grid Borůvka computes the minimum spanning forest of the
-grid with the outlets contracted into one vertex -- the forest of the grid plus a vertex
-"outside" joined to every outlet, minus that vertex. A cell's level is then the largest
-weight on its path to its tree's outlet: a path maximum to a root, which pointer jumping
-computes in ``log2(depth)`` rounds once every cell knows its parent. The parents come from
-Euler tours (Tarjan & Vishkin): the tour of a tree visits each edge twice, the arc after
-``(v -> u)`` leaving ``u`` towards its next neighbour after ``v`` in a fixed cyclic order;
-cut at the root's first arc and ranked by Wyllie's pointer jumping, the tour enters each
-cell from its parent before it leaves back to it. The kernels are ``_fill.cu``'s; each has
-its Numba twin here (``*_twin``, the same steps over every thread in a loop), which the
-tests run on the CPU against the CPU's drain pass.
-
-Memory on the device: the DEM (4 B a cell), the Borůvka's working arrays
-(:data:`terrain.grid.mst_device.BYTES_PER_CELL`), then the tours: adjacency and degrees
-(5 B), arc offsets (4 B), two arcs a cell on average with two successor and two rank
-buffers (32 B), parents and values twice (16 B): :data:`BYTES_PER_CELL`.
+:func:`terrain.grid.mst_device.device_mst` with ``seeds`` starts all outlets in one
+supervertex, so every tree of the forest holds one outlet and a cell's level is the path
+maximum to its root: Euler tours (Tarjan & Vishkin, ranked by Wyllie's pointer jumping)
+name each cell's parent, pointer jumping then takes the maxima in ``log2(depth)`` rounds
+(docs/hydrology.md, "On the GPU"). The kernels are ``_fill.cu``'s; each has its Numba twin
+here (``*_twin``, the same steps over every thread in a loop), which the tests run on the
+CPU against the CPU's drain pass. Device memory: :data:`BYTES_PER_CELL`.
 """
 
 from pathlib import Path
@@ -31,7 +19,9 @@ from ..errors import InputError
 
 __all__ = ["device_levels", "fits_on_device", "BYTES_PER_CELL", "euler_levels_twin"]
 
-#: device bytes a cell takes at the peak (the tours; the Borůvka's arrays are freed by then)
+#: device bytes a cell takes at the peak (the tours; the Borůvka's arrays are freed by then):
+#: among them the DEM (4 B), adjacency and degrees (5), arc offsets (4), two arcs a cell
+#: with two successor and two rank buffers (32), parents and values twice (16)
 BYTES_PER_CELL = 4 + 1 + 1 + 5 + 4 + 32 + 16 + 4
 _BLOCK = 256
 _MAX_ROUNDS = 64

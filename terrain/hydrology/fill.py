@@ -1,54 +1,15 @@
 """Exact depression filling from the grid's minimum spanning forest, in core or tiled.
 
-The spill elevation
--------------------
-Water in a cell leaves the grid at an *outlet*: by default a cell on the grid's edge or
-beside nodata (a neighbour in the chosen connectivity is NaN or outside the grid); with
-``outlets`` given, exactly the named cells. The level to which a cell floods -- its *spill
-elevation*, what priority-flood depression filling computes (Barnes, Lehman & Mulla 2014;
-RichDEM's ``FillDepressions(epsilon=False)``) -- is the least, over all paths from the cell
-to an outlet, of the highest elevation on the path:
-
-    filled(c) = min over paths c = p0, ..., pk (pk an outlet) of max z(pi).
-
-With edge weights ``max(z_u, z_v)`` that is a minimax path, and a minimum spanning forest
-holds a minimax path between any two cells of a tree. So with ``F`` the grid MSF (terrain's
-grid MST, weight ``max``: :func:`terrain.grid.mst.grid_mst`), ``filled(c)`` is the least,
-over the outlets ``b`` of ``c``'s tree, of the largest weight on the forest path from ``c``
-to ``b`` (and ``z(c)`` when ``c`` is an outlet). Adding a vertex "outside" joined to every
-outlet with weight ``z(b)`` gives the same number (the path's last edge already weighs at
-least ``z(b)``), so nothing in the MST changes: the outlets are the *sources* of a pass
-over the forest (:func:`terrain.hydrology._fill_cpu.forest_dp_cpu`: per tree, up then
-down in BFS order, O(cells)). Every value is one of the input's float32 elevations, chosen
-by comparisons only: the result is exact, and the same whichever minimum forest (tie
-order, tile size, backend) produced it.
-
-A cell from which no outlet can be reached (only with ``outlets`` given: a region cut off
-by nodata with no named outlet) keeps its elevation and is counted as ``undrained``.
-
-Outputs: ``filled`` (float32, NaN = nodata), ``depth = filled - z`` (float32, 0 where not
-flooded), ``depression`` (int32): the connected regions (in the chosen connectivity) of
-flooded cells (``depth > 0``) numbered 1, 2, ... in the row-major order of their first
-cell, 0 elsewhere. Two neighbouring flooded cells always share one level, so a region is
-one lake at one level; the numbering depends on nothing but the result.
-
-Tiled (out of core)
--------------------
-The forest's mask and the DEM are read group by group (a quadtree node of tiles, a shard of
-the store) along the one quadtree walk of :mod:`terrain.tiles.quadtree`:
-
-* up, a group reduces its part of the forest to its *ports* (cells with a forest edge
-  leaving the group) with the best level at which each drains inside the group
-  (:func:`terrain.hydrology._fill_cpu.forest_reduce_cpu`: dead ends peeled into their
-  neighbours, paths contracted to their maximum); a node merges its children's reduced
-  forests with the forest edges between them (a forest again) and reduces it to its own
-  ports;
-* at the root the merged forest holds every port's final level (the drain pass over it);
-  down, each node gives its children the final levels of their kept vertices, and a group
-  runs the drain pass over its own forest with its outlets and those levels as sources.
-
-Every level is exact (minimax over a forest); a group holds its block, a node
-O(perimeter) vertices. The answer is the in-core one, bit for bit, for every tile size.
+A cell's spill elevation (what priority-flood computes; RichDEM's
+``FillDepressions(epsilon=False)``) is the least, over paths to an outlet, of the highest
+elevation on the path: a minimax path, which the grid MSF with weights ``max(z_u, z_v)``
+holds. So one pass over the forest from the outlets
+(:func:`terrain.hydrology._fill_cpu.forest_dp_cpu`, O(cells)) fills the grid by comparisons
+alone: exact, and the same for every tie order, tile size and backend. Tiled runs reduce
+each group's forest to its ports on the way up the quadtree walk and drain with the ports'
+final levels on the way down (:func:`terrain.hydrology._fill_cpu.forest_reduce_cpu`): the
+in-core answer bit for bit. Outputs ``filled``, ``depth`` and ``depression``; the
+definitions, outlets and the tiled walk are in docs/hydrology.md (fill sections).
 """
 
 import time

@@ -1,70 +1,13 @@
 """D8 (and D4) flow directions with flats resolved, and flow accumulation: exact, in core or
 tiled through the quadtree walk, on the CPU (Numba) or the GPU (CuPy), the same bits.
 
-Directions (:func:`flow_directions`)
-------------------------------------
-The input is a *filled* DEM (every cell drains; ``terrain fill``). Codes are ESRI's:
-1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 0 an outlet; 255 nodata -- what ArcGIS,
-pysheds, QGIS and GRASS (``r.terraflow``'s ``direction`` uses the same powers of two)
-users read.
-
-* A cell with a lower neighbour drains to the one of steepest drop
-  ``(z - z_n) / distance`` (distance ``dx``, ``dy`` or ``sqrt(dx² + dy²)`` from the cell
-  size; float64 arithmetic on the float32 elevations). Ties go to the first neighbour in
-  code order (E, SE, S, ..., NE).
-* Outlets (code 0): by default (``outlets=None``, the fill's default) a cell with no lower
-  neighbour beside the grid's edge or a nodata cell -- its water leaves the grid; with an
-  ``outlets`` mask, exactly the named cells (a cell by the edge then drains inside like any
-  other).
-* Flats -- connected cells with no lower neighbour that are not outlets (neighbouring such
-  cells always have one elevation) -- are routed as Garbrecht & Martz (1997) in the form of
-  Barnes, Lehman & Mulla (2014): a BFS distance *away from higher terrain* (1 at flat cells
-  beside a higher cell), ``A``, and one *towards lower terrain* (1 at flat cells beside a
-  *drain*: a cell of the flat's elevation that has a direction or is an outlet), ``T``; with
-  ``H`` the largest ``A`` of the flat, every flat cell drains to the neighbour of least
-  ``2 T + (H - A)`` in its flat, a drain counting as lowest (ties: cardinal neighbours
-  before diagonal ones, then code order). Towards lower terrain the mask falls by 2 a step
-  and the away term changes by at most 1, so every flat cell has a lower neighbour and
-  the directions have no cycle. A flat with no drain (only in a DEM that was not filled)
-  gets 0: an undrained sink, counted in the summary (``sinks``), and refused by
-  ``verify``.
-
-Accumulation (:func:`flow_accumulation`)
-----------------------------------------
-``acc(c) = w(c) + sum of acc(n) over the neighbours n that drain into c``, ``w = 1``
-without weights: the number of cells draining through each cell, itself included. float64,
-because one type serves counts and rainfall weights: a count is an integer below 2^53 and
-so exact (any grid: 2^53 cells is 9·10^15), and a weighted sum is what ArcGIS, RichDEM and
-pysheds give. Each cell sums its inflows in code order (E first) once all of them are known
-(in-degree counting, Kahn: linear time; a cycle in given directions is found and refused),
-so the sum's order, and its bits, do not depend on the order cells are visited in: the CPU's
-stack and the GPU's threads give the same bits.
-
-Tiled (out of core)
--------------------
-Both run over the quadtree plan of :mod:`terrain.tiles.quadtree` (groups = the store's
-shards); a group reads its window with a halo (2 cells of elevation, 1 of directions).
-
-* Directions of cells with a lower neighbour, and outlets, are local. Flats are not: a
-  flat crossing groups needs its BFS distances and its ``H`` whole. Each group computes
-  its flats' distances from its own seeds and from the distances its neighbours found on
-  their borders (seeds with initial distances, taken in order of distance), and publishes
-  its own border's; groups whose neighbours' borders changed run again, until none changes
-  (the distances only fall, and end as the BFS distances over the whole flat: exact).
-  Then flats are joined across group borders (union-find over the labels on the borders)
-  and each gets its largest ``A``; a last pass per group writes the directions. Grids
-  whose flats do not cross groups need no second round.
-* Accumulation is the up/down pass of Haverkort & Janssen (2012) and Barnes (2017): going
-  up, a group reduces to its *boundary graph* -- the flow edges leaving it (with the
-  group's own accumulation at their tails) and, for each edge entering it, the edge its
-  downstream path leaves by -- and a node merges its four children's graphs (the edges
-  between them become internal: resolved in topological order); going down, a node
-  receives the accumulation at the tails of the edges entering it, resolves its children's
-  and hands each its own; a group then computes its cells with those as constants. The
-  group's cells get exactly the in-core operations, and the boundary values are exact sums
-  of integers for counts: the same bits for every tile size. With float weights the
-  boundary values are sums of the same weights associated per node, equal to the in-core
-  ones within float64 rounding (a few units in the last place).
+Directions (:func:`flow_directions`) are ESRI's D8 codes (1 E, 2 SE, ... 128 NE; 0 an
+outlet; 255 nodata) on a *filled* DEM: steepest drop, ties in code order; flats routed as
+Garbrecht & Martz (1997) in Barnes, Lehman & Mulla's (2014) form. Accumulation
+(:func:`flow_accumulation`) sums each cell's inflows in code order once all are known
+(Kahn), so its bits do not depend on the visiting order. Tiled runs iterate the flats' BFS
+across groups and run Haverkort & Janssen's up/down pass on the quadtree walk. The rules,
+their reasons and the tiled algorithm are in docs/hydrology.md (flow sections).
 
 The kernels are in ``_flow_cpu.py`` (Numba) and ``_flow.cu`` (CUDA) with the same names,
 one table each (:class:`_CpuOps`, :class:`_GpuOps`) chosen once per call.
