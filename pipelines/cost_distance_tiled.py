@@ -1,72 +1,22 @@
 """The tiled cost distance (``cost-distance --algorithm tiled``) as an out-of-core Dask graph.
 
-The steps are those of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's
-hierarchy), scheduled on the ONE quadtree walk of :mod:`terrain.tiles.quadtree` with the
-Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a block of ``group_side`` cells (on
-the CPU at most :data:`GROUP_SIDE` = 512, at most a shard of the tile store; a fresh GPU run
-sizes it, and the height cap, from the device: :func:`gpu_sizing`), cut into SSSP tiles of
-``tile_sssp`` cells (16 by default: phase 1 costs grow linearly with the tile side).
-
-Out of core
------------
-Nothing grid-sized is held in memory or passed between tasks. The index (phase 1 and the
-upward matrices) lives in the output store (:class:`IndexStore`, Zarr group ``sssp_index``:
-per quadtree level ``k`` up to the height cap, arrays over the level's nodes: ``count``,
-boundary cell ``ids``, their ``z``/``f``, and the padded ``dist``/``hops`` matrices, one
-chunk per *page* of nodes, sharded per group); the run's final boundary labels live in
-``sssp_labels`` (deleted at the end). Each task writes what it computes and reads what it
-needs; tasks pass only tokens and the (sparse) source labels of the nodes that hold a
-source. Memory per task (see ``docs/cost-distance-tiled.md``): a group's phase 1 or phase
-3 (``~192 (H + 1)`` bytes a cell of a 512² group, ~50 MB per level), a node's merge
-(``192 S^2`` bytes for a node of side ``S``: the height cap keeps ``S`` small), and the top
-Dijkstra: its vertices (``~150`` bytes per top boundary cell) plus an LRU cache of matrix
-pages (``cache_bytes``, 256 MB) filled as the wavefront crosses the top nodes.
-
-With ``--backend gpu``: phase 1, the node merges inside each group (one launch per level)
-and phase 3 run on the device. A fresh GPU run takes groups as large as one launch needs
-to fill the device (up to a shard) and height 0 when the level of tiles fits the device
-(:func:`gpu_sizing`; the summary's ``sizing``). Then the level stays there
-(:class:`~terrain.grid.sssp_tiled.DeviceLevel`, one per run and process, ``_LEVELS``):
-each group's phase 1 writes its matrices into the group's slots, the index is written from
-there to the store by a writer pool (bands of whole chunk rows, a few in flight:
-:data:`HOST_BANDS` x :data:`BAND_BYTES` of host buffers) while the run goes on, and the
-top is solved on the device level (:func:`~terrain.grid.sssp_tiled.level_solve_gpu`)
-without reading a matrix back; groups phase 1 ran in another process (``--gpus``), and a
-``--reuse`` query's whole level, are read from the store into it band by band. Host work
-per group (windows, batches, phase 3's arrays) runs at most :data:`_GROUP_SLOTS` groups at
-a time. Otherwise the top cache is :func:`top_cache_bytes_gpu` (1/16 of the host's memory,
-at most 8 GB) and when the top level's matrices fit it they are read in one go and the
-top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`) instead of
-the host's paged Dijkstra. The summary's ``stage_seconds``
-gives the task-seconds of each stage (summed over threads and worker processes) and ``top_split`` the top's
-read, arc and solve seconds. Whole levels and rings of tiles are read and written as
-arrays (:class:`~terrain.grid.sssp_tiled.TileBatch`, ``FlatBoundaries``), not node by node.
-
-Dask strategy
--------------
-1. ``cost-index-make``: the index arrays. ``cost-index-leaf`` per group: reads the group's
-   DEM (and friction) window, phase 1 on its tiles and the hierarchy inside the group
-   (:func:`index_leaf`), writes them (one region per level, whole chunks and shards).
-   ``cost-index-merge{k}`` per node above the groups up to the cap: reads its four children,
-   :func:`node_boundary`, writes. With ``--reuse STORE``, ``cost-index-check`` per group
-   compares the stored boundary cells' elevations and frictions with this raster instead,
-   and the index is read from STORE.
-2. ``cost-src-leaf`` / ``cost-src-merge{k}``: the sources up (:func:`sources_leaf`,
-   :func:`sources_merge`); only nodes holding a source read anything.
-3. ``cost-down-split{k}``: at the root, the top Dijkstra on the level-``H`` nodes
-   (:func:`top_labels_paged`, matrices paged in from the index), writing their final
-   labels; each node at or below the cap reads its final labels and its children's
-   matrices, :func:`node_down`, writes its children's labels. ``cost-down-apply`` per
-   group: the same inside the group, down to the tiles' labels.
-4. ``cost-fill`` per shard of the output: phase 3 (:func:`fill_group`) on each group in the
-   shard, reading the final labels of its tiles and the ring around them; one write of the
-   shard's ``distance``, ``allocation`` and ``backlink`` (a writer owns whole shards).
-5. ``cost-tiled-finish``: the summary; ``sssp_labels`` removed.
+The steps of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's hierarchy) on the
+one quadtree walk of :mod:`terrain.tiles.quadtree`. A *group* is a block of ``group_side``
+cells (CPU: at most :data:`GROUP_SIDE`, at most a shard; GPU: :func:`gpu_sizing`) cut into
+SSSP tiles of ``tile_sssp`` cells. Nothing grid-sized is held or passed between tasks: the
+index lives in the output store (:class:`IndexStore`, ``sssp_index``), the run's boundary
+labels in ``sssp_labels`` (removed at the end); tasks pass tokens and the sparse source
+labels. With ``--backend gpu`` at height 0 the level of tiles stays on the device
+(``DeviceLevel``) and the top is solved there. Tasks: ``cost-index-make``,
+``cost-index-leaf``/``-merge{k}`` (or ``cost-index-check`` with ``--reuse``),
+``cost-src-*``, ``cost-down-split{k}``/``-apply``, ``cost-fill`` per output shard and
+``cost-tiled-finish``. The layout, tasks and memory bound: docs/cost-distance-tiled.md.
 """
 
 import shutil
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -160,11 +110,8 @@ class _Timed:
 
 def top_cache_bytes_gpu():
     """The top Dijkstra's page cache with ``--backend gpu``: 1/16 of the host's memory,
-    between :data:`TOP_CACHE_BYTES` and 8 GB. A GPU run is for speed, and the machines
-    that hold GPUs hold much memory (the device hosts: 128 GB and more); with the level's
-    matrices cached whole (2048^2, height 0: 0.7 GB) the top reads them in one go instead
-    of a thousand page misses of a few ms each. The CPU path keeps its 256 MB bound
-    (docs/cost-distance-tiled.md, memory)."""
+    between :data:`TOP_CACHE_BYTES` and 8 GB, so that a level's matrices are read in one go
+    rather than page by page (the CPU path keeps its bounded cache)."""
     import os
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -178,17 +125,10 @@ def _comp():
 
 
 class IndexStore:
-    """Per-level node arrays in a Zarr group (the index, or with ``labels=True`` a run's
-    final boundary labels).
-
-    Level ``k`` (0 = tiles, up to the height cap ``H``) has ``nr x nc`` nodes, each with at
-    most ``bpad(k)`` boundary cells. Index arrays: ``count`` (nr, nc) int32, ``ids`` (nr, nc,
-    B) int64 (-1 padding), ``z``, ``f`` (nr, nc, B) float32, ``dist`` (nr, nc, B, B) float64
-    (inf padding) and ``hops`` int32; label arrays: ``d``, ``a``, ``h`` (nr, nc, B). Chunks
-    of level ``k <= g`` (the group level) cover one group (``2^(g-k)`` nodes a side), so a
-    group's task writes whole chunks; above, one node. The matrices are chunked in pages of
-    ``m x m`` nodes (about :data:`PAGE_BYTES`), sharded per group.
-    """
+    """Per-level node arrays in a Zarr group: the index, or with ``labels=True`` a run's
+    final boundary labels (``d``, ``a``, ``h``). Level ``k`` has ``shape(k)`` nodes of at
+    most ``bpad(k)`` boundary cells; a group's task writes whole chunks; the matrices are
+    chunked in pages (about :data:`PAGE_BYTES`). Layout: docs/cost-distance-tiled.md."""
 
     def __init__(self, path, tspec, group_level, labels=False, mode="r+",
                  page_bytes=None, sharded=True):
@@ -719,14 +659,13 @@ def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
     inside = np.nonzero((rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1))[0]
     if not inside.size:  # no source: every label in the group is infinite, nothing to read
         return ([] if g > tspec.height else [((g, i, j), None)]), {}
-    if inside.size:
-        _wait_writes(store.path, [(i, j)])  # the source tiles' matrices, read below
-        z, f = reader(window)
-        for s in inside.tolist():
-            r, c = int(rows[s]) - r0, int(cols[s]) - c0
-            if np.isnan(z[r, c]) or np.isnan(f[r, c]):
-                raise InputError(f"{name}: source {s} at cell (row, col) = ({rows[s]}, "
-                                 f"{cols[s]}) is on nodata")
+    _wait_writes(store.path, [(i, j)])  # the source tiles' matrices, read below
+    z, f = reader(window)
+    for s in inside.tolist():
+        r, c = int(rows[s]) - r0, int(cols[s]) - c0
+        if np.isnan(z[r, c]) or np.isnan(f[r, c]):
+            raise InputError(f"{name}: source {s} at cell (row, col) = ({rows[s]}, "
+                             f"{cols[s]}) is on nodata")
     up, own = sources_leaf(tspec, _LazyNodes(store), reader, srcs, g, i, j)
     if g > tspec.height:  # pass on only the top nodes that reach a source
         up = [e for e in up if e[1] is not None]
@@ -794,22 +733,19 @@ def _top_device(tspec, store, lstore, labels):
     if _single_process():  # phase 3 runs here: it reads the labels from the device
         with _LEVELS_LOCK:
             _DEVICE_LABELS[lstore.path] = (slots, B, (d, a, h))
-        return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12,
-                "vertices": vertices, "read_seconds": read, "solve_seconds": solve,
-                "gpu_rounds": rounds, "write_seconds": 0.0, "device_level": True,
-                "seconds": time.perf_counter() - t0}
-
-    def write(start, region):  # one group's labels: one chunk of each array
-        ni, nj = region[1] - region[0], region[3] - region[2]
-        s = slice(start * B, (start + ni * nj) * B)
-        sl = (slice(region[0], region[1]), slice(region[2], region[3]))
-        with _HOST_BANDS:
-            for name, lab in (("d", d), ("a", a), ("h", h)):
-                lstore.array(0, name)[sl] = lab[s].get().reshape(ni, nj, B)
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(HOST_BANDS) as pool:  # compressed in parallel
-        list(pool.map(lambda item: write(*item), slots.values()))
-    write_s = time.perf_counter() - t
+        write_s = 0.0
+    else:
+        def write(start, region):  # one group's labels: one chunk of each array
+            ni, nj = region[1] - region[0], region[3] - region[2]
+            s = slice(start * B, (start + ni * nj) * B)
+            sl = (slice(region[0], region[1]), slice(region[2], region[3]))
+            with _HOST_BANDS:
+                for name, lab in (("d", d), ("a", a), ("h", h)):
+                    lstore.array(0, name)[sl] = lab[s].get().reshape(ni, nj, B)
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(HOST_BANDS) as pool:  # compressed in parallel
+            list(pool.map(lambda item: write(*item), slots.values()))
+        write_s = time.perf_counter() - t
     return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12, "vertices": vertices,
             "read_seconds": read, "solve_seconds": solve, "gpu_rounds": rounds,
             "write_seconds": write_s, "device_level": True,
@@ -964,10 +900,7 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                write_friction, group_level, shard, prepared, *downs):
     """Phase 3 on the groups of one output shard, then one write of the shard (on the
     GPU, at most :data:`_GROUP_SLOTS` shards at once: their host arrays bound the RSS)."""
-    if backend != "gpu":
-        return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
-                           write_friction, group_level, shard)
-    with _GROUP_SLOTS:
+    with _GROUP_SLOTS if backend == "gpu" else nullcontext():
         return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                            write_friction, group_level, shard)
 
@@ -1048,8 +981,7 @@ def _finish(out_path, fills, meta, tops, token=None):
 
 
 def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
-                      backend="cpu", friction_store=None, reuse=None, token="t",
-                      cache_bytes=None):
+                      backend="cpu", friction_store=None, reuse=None, token="t"):
     """Dask graph of the tiled cost distance (module docstring); a Delayed summary.
 
     ``spec`` holds ``shape, cost, connectivity, cellsize, tile_sssp, max_height,
@@ -1058,9 +990,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     """
     import dask
 
-    if cache_bytes is None:
-        cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
-    cache_bytes = int(cache_bytes)
+    cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
     tspec = solve_spec(spec)
     group_tiles = max(1, int(spec["group_side"]) // tspec.tile)
     plan = QuadtreePlan.build(tspec.shape, tspec.tile, group_tiles)
@@ -1138,13 +1068,10 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, 
     reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
     index's group side and height after checking it matches (:func:`check_reuse_store`).
 
-    Group side and height: on the CPU (and for a reused store, its own) a shard of the
-    store, at most :data:`GROUP_SIDE`, and :func:`~terrain.grid.sssp_tiled.
-    default_max_height`; a fresh ``backend="gpu"`` run sizes both from the device
-    (:func:`gpu_sizing`, ``devices`` GPUs). ``spec["sizing"]`` says which (the summary
-    prints it). For one
-    tile side, group side and height, CPU and GPU give the same layers bit for bit; the
-    group side never changes a result and with integer costs neither does the height.
+    Group side and height: a reused store's own; on the CPU a shard, at most
+    :data:`GROUP_SIDE`, and the default height; a fresh GPU run sizes both from the device
+    (:func:`gpu_sizing`). ``spec["sizing"]`` says which. The group side never changes a
+    result, nor does the height with integer costs.
     """
     stored = {}
     if reuse is not None:  # the stored index's tile and group side
@@ -1197,46 +1124,30 @@ def _device_facts(backend):
     return threads, free_device_bytes(be)
 
 
-def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None, devices=1):
+def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
     """Group side and height cap of a fresh ``--backend gpu`` run, from the device.
 
-    ``device``: ``(resident threads, free bytes)`` instead of asking the device (SMs x
-    threads per SM, CUDA's and CuPy's pool's free memory); ``threads``: the task threads
-    (default: the cores); ``cache_bytes``: the top cache (default
-    :func:`top_cache_bytes_gpu`); ``devices``: the GPUs the groups are spread over (at
-    least one group each). Returns a dict for the summary: ``group_side``, ``height``,
-    ``launch_threads``, ``device_threads``, ``free_bytes``, ``by``.
+    ``device``: ``(resident threads, free bytes)`` instead of asking the device;
+    ``threads``: the task threads (default: the cores); ``devices``: the GPUs the groups are
+    spread over (at least one group each). Returns a dict for the summary.
 
-    *Group side.* A group's tiles go in one phase-1 launch (one block per tile in shared
-    memory for tiles up to 16, :func:`~terrain.grid.sssp_tiled.shared_pass`; larger tiles
-    one thread per (tile, boundary cell), chunked under :data:`PHASE1_SCRATCH`), and the
-    task threads' launches on one device run one after another. So the group is the
-    smallest power-of-two side from :data:`GROUP_SIDE` up holding at least as many (tile,
-    boundary cell) pairs as the device has resident threads, at most the store's shard (a
-    writer owns whole shards), halved while the groups in flight (one per task thread, at
-    most the group count; inputs, scratch, and matrices unless they go to the device level)
-    would not fit half the free memory left.
-
-    *Height.* 0 when the level of tiles fits 70 % of the free device memory
-    (:meth:`~terrain.grid.sssp_tiled.DeviceLevel.nbytes`: ~192 bytes a cell of matrices,
-    the solve's vertex arrays, a map of 4 bytes a cell; ``top_on_device``): phase 1 then
-    leaves the matrices there and the top is solved on them
-    (:func:`~terrain.grid.sssp_tiled.level_solve_gpu`) without reading them back, and no
-    level above the tiles is built; else the CPU's
-    :func:`~terrain.grid.sssp_tiled.default_max_height`. (``cache_bytes`` no longer
-    decides: kept for the callers.)
+    The group is the smallest power-of-two side from :data:`GROUP_SIDE` up whose phase-1
+    launch fills the device's resident threads, at most a shard, halved while the groups in
+    flight would not fit half the free memory. The height is 0 when the level of tiles fits
+    70 % of the free memory (``top_on_device``: the top is solved where phase 1 left it),
+    else the CPU's default. Design: docs/cost-distance-tiled.md.
 
     >>> s = {"shape": (4096, 4096), "tile_sssp": 16, "connectivity": 8, "cost": "absdiff",
     ...      "cellsize": (1.0, 1.0), "max_height": None, "shard_side": 2048}
-    >>> g = gpu_sizing(s, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g = gpu_sizing(s, device=(270336, 70 << 30), threads=16)
     >>> g["group_side"], g["height"], g["launch_threads"], g["top_on_device"]
     (2048, 0, 4194304, True)
-    >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16)
     >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
     (512, 1)
     >>> s2 = dict(s, shape=(2048, 2048))  # one group of 2048, or one for each of 2 GPUs
-    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30,
-    ...             devices=d)["group_side"] for d in (1, 2)]
+    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, devices=d)["group_side"]
+    ...  for d in (1, 2)]
     [2048, 1024]
     """
     import os
