@@ -1,29 +1,17 @@
 """``cost-distance --algorithm blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
 out of core on the CPU, in rounds of Dask tasks.
 
-The exact in-core result (bit for bit) with a bounded memory: a task holds one block of
-``block`` cells a side (its window: ~24 bytes a cell, and its heap), the driver holds the
-blocks' rings (:class:`~terrain.grid.sssp_blocked.Bands`: ~24 bytes a cell of the rows and
-columns within 2 cells of a block edge) and each block's key. The block side is the store's
-shard side (at most :data:`MAX_BLOCK`), halved while the tasks of a round would not fit in
-a quarter of the memory budget (``--memory``; default: the available RAM).
-
-Dask strategy
--------------
-The rounds depend on what the previous round changed, so the driver (this module, in the
-calling process) builds one small graph per round and computes it on the chosen scheduler
-(:func:`pipelines.cluster.compute`): ``cost-block{stage}`` tasks, one per block taken (the
-``batch`` pending blocks of the smallest keys; ``batch`` = the scheduler's threads). Each
-reads its block of the DEM (and friction) from the tile store (:class:`BlockReader`: only
-the inner chunks that meet the block, decoded into its arrays) and its state from the
-scratch directory beside the partial output (its name + ``.blocked``; :class:`BlockFiles`:
-``d_I_J.blosc`` float64 distances, ``l_I_J.blosc`` int64 labels), solves it
-(:func:`~terrain.grid.sssp_blocked.solve_block`), writes its state and returns its ring (a
-few rows and columns). Stage 1 rounds give the distances, stage 2 rounds the labels. Then
-``cost-block-write`` per output window (whole shards: ``max(block, shard side)`` cells):
-backlinks and outputs of its blocks (:func:`~terrain.grid.sssp_blocked.block_outputs`), one
-write of ``distance``, ``allocation``, ``backlink`` (and ``friction``). The scratch
-directory is removed at the end, also when the run fails (and the partial output goes).
+The in-core result bit for bit in bounded memory: a task holds one block (its window, ~24
+bytes a cell, and its heap), the driver the blocks' rings
+(:class:`~terrain.grid.sssp_blocked.Bands`) and keys. The block side is the store's shard
+side (at most :data:`MAX_BLOCK`), halved while a round's tasks would not fit a quarter of
+the memory budget (``--memory``; default: the available RAM). Rounds depend on what the
+previous one changed, so the driver builds one small graph a round: ``cost-block{stage}``
+per block taken (the ``batch`` pending blocks of least key), which reads its DEM block
+(:class:`BlockReader`) and its state (:class:`BlockFiles`, in a scratch folder beside the
+partial output), solves it, writes its state and returns its ring; stage 1 gives distances,
+stage 2 labels. Then ``cost-block-write`` per output window writes the layers; the scratch
+folder is removed at the end, also on failure.
 """
 
 import contextlib
@@ -333,39 +321,34 @@ def _out_array(stack, name, shape, dtype, fill):
     return out
 
 
-def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
+def _write_task(ctx, out_path, window, blocks, write_friction):
     """Outputs of the blocks of one output ``window`` (whole shards), one write."""
-    with contextlib.ExitStack() as stack:
-        return _write_window(stack, ctx, out_path, window, blocks, write_friction)
-
-
-def _write_window(stack, ctx, out_path, window, blocks, write_friction):
     t0 = time.perf_counter()
     r0, r1, c0, c1 = window
     shape = (r1 - r0, c1 - c0)
-    d = _out_array(stack, "d", shape, np.float64, np.nan)
-    a = _out_array(stack, "a", shape, np.int32, -1)
-    b = _out_array(stack, "b", shape, np.uint8, 255)
-    fr = _out_array(stack, "f", shape, np.float32, np.nan) if write_friction else None
-    for i, j, halo in blocks:
-        q0, q1, p0, p1 = ctx.plan.window(i, j)
-        sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
-        e = ctx.take(i, j, 3)
+    with contextlib.ExitStack() as stack:
+        d = _out_array(stack, "d", shape, np.float64, np.nan)
+        a = _out_array(stack, "a", shape, np.int32, -1)
+        b = _out_array(stack, "b", shape, np.uint8, 255)
+        fr = _out_array(stack, "f", shape, np.float32, np.nan) if write_friction else None
+        for i, j, halo in blocks:
+            q0, q1, p0, p1 = ctx.plan.window(i, j)
+            sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
+            e = ctx.take(i, j, 3)
+            if fr is not None:
+                fr[sl] = e["f"]
+            if e["d"] is None:
+                continue  # never reached
+            d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
+            del e  # not given back: the block is done
+        t1 = time.perf_counter()
+        layers = {"distance": d, "allocation": a, "backlink": b}
         if fr is not None:
-            fr[sl] = e["f"]
-        if e["d"] is None:
-            continue  # never reached
-        d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
-        del e  # not given back: the block is done
-    t1 = time.perf_counter()
-    layers = {"distance": d, "allocation": a, "backlink": b}
-    if fr is not None:
-        layers["friction"] = fr
-    full = {k: _Offset(v, r0, c0) for k, v in layers.items()}
-    write_windows(out_path, full, [window])
-    reached = int(np.count_nonzero(~np.isnan(d)))
-    return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
-            "solve": t1 - t0, "write": time.perf_counter() - t1}
+            layers["friction"] = fr
+        write_windows(out_path, {k: _Offset(v, r0, c0) for k, v in layers.items()}, [window])
+        reached = int(np.count_nonzero(~np.isnan(d)))
+        return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
+                "solve": t1 - t0, "write": time.perf_counter() - t1}
 
 
 class _Offset:
@@ -453,8 +436,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         if upstream:
             cluster.compute(*upstream, label="cost-ingest")
         prepare_layers(out_path, shape, tile, geo or {}, friction_store is not None)
-        batch = threads
-        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=batch)
+        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=threads)
 
         def execute(stage, blocks):
             tasks = [dask.delayed(_block_task, pure=False)(
@@ -482,8 +464,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
                           for j in range(c // side, min(c // side + nbr, plan.blocks[1]))]
                 writes.append(dask.delayed(_write_task, pure=False)(
                     ctx, out_path, window, blocks, friction_store is not None,
-                    spec["max_cost"], dask_key_name=("cost-block-write", r // out_side,
-                                                     c // out_side)))
+                    dask_key_name=("cost-block-write", r // out_side, c // out_side)))
         fills = cluster.compute(*writes, label="cost-block-write")
         t3 = time.perf_counter()
     reached = sum(f["reached"] for f in fills)
@@ -492,7 +473,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     summary.update({
         "rows": shape[0], "cols": shape[1], "backend": "cpu",
         "device": get_backend("cpu").device_name(),
-        "block": side, "blocks": int(np.prod(plan.blocks)), "batch": batch,
+        "block": side, "blocks": int(np.prod(plan.blocks)), "batch": threads,
         "cache_bytes": cache_budget,
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
         "stage_stats": driver.stats,
