@@ -1,53 +1,18 @@
 """Where pipelines run: a LocalCluster with its dashboard for big jobs, any scheduler on request.
 
-``--scheduler`` takes
-  * nothing: for a job big enough to watch (a grid of more than :data:`DASHBOARD_MIN_CELLS`
-    cells, or a job whose size the caller does not state) start a ``distributed.LocalCluster``
-    in this process (threads, so Numba/CuPy kernels share one address space and peak RSS is
-    this process's) and print its dashboard address; smaller jobs run on Dask's ``threads``
-    scheduler, because the cluster's start-up (~1 s, mostly importing the dashboard) would
-    be most of their run time;
-  * ``local``: the LocalCluster and its dashboard whatever the job's size;
-  * ``threads`` or ``synchronous``: Dask's local schedulers, no dashboard;
-  * ``tcp://host:port`` (or any address ``distributed.Client`` takes): attach to that cluster.
+``--scheduler`` takes nothing (the in-process LocalCluster and its dashboard for a grid of
+more than :data:`DASHBOARD_MIN_CELLS` cells or of unknown size, else Dask's ``threads``:
+the cluster's start-up would be most of a small job), ``local`` (the LocalCluster whatever
+the size), ``threads``/``synchronous``, or an address (``tcp://host:port``) to attach to.
+The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
+(:func:`dashboard_address`). A scheduler given by address that goes away mid-run is one
+line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
 
-The LocalCluster's dashboard listens on localhost only (``127.0.0.1:8787``, another port
-when that one is taken): on a shared machine the neighbours cannot watch the job.
-``--dashboard-address`` (``$TERRAIN_DASHBOARD``) opens it elsewhere on purpose: ``HOST:PORT``
-(``[::]:PORT`` for IPv6), or ``PORT`` / ``:PORT``, which stay on 127.0.0.1 (the user typed no
-host; :func:`dashboard_address`).
-
-A cluster given by address whose scheduler goes away mid-run (killed, its machine lost) is
-one line (:class:`SchedulerLost`), and the partial output stays for a resumed run on
-another cluster (its checkpoints are in the output's folder, not in the cluster).
-
-Several GPUs (``--gpus N|all``): :func:`open_scheduler` with ``gpus`` starts one worker
-*process* per GPU (:func:`gpu_worker_spec`), each started by a Nanny whose environment sets
-``CUDA_VISIBLE_DEVICES`` to its one device (so CuPy's device 0 in that process is its GPU),
-a few task threads (:func:`gpu_worker_threads`), and a ``GPU`` resource of 1. This is what dask-cuda's
-``LocalCUDACluster`` does for us; we do not depend on it because the binding is a dozen lines
-of ``distributed.SpecCluster`` and dask-cuda pins dask/distributed to the RAPIDS release
-train (and pulls pynvml), which would hold back the pair this project tests with. The
-pipelines give each worker a contiguous Z-order run of the tile groups
-(:func:`assign_groups`: siblings of the quadtree stay on one GPU, so most merge inputs do
-not cross processes), as a loose restriction (``allow_other_workers``): a lost worker's
-groups run elsewhere and the forest is the same, since every group's result depends on its
-data only. An address
-that is not one, or a scheduler that does not answer within ``CONNECT_TIMEOUT`` seconds,
-is an :class:`~terrain.errors.InputError` before any work. A nested :func:`open_scheduler`
-without a spec reuses the active client (a batch runs every file on one cluster).
-
-The in-process LocalCluster runs its scheduler, its worker and the dashboard on one event
-loop thread of this process, so every millisecond that loop holds the GIL is taken from the
-task threads. Its defaults are made for a worker process of its own; here three of them are
-costly (docs/architecture.md, "The default scheduler"): the worker's statistical profiler
-walks the stack of every task thread every 10 ms, the event-loop health tick runs every
-20 ms and the system monitor every 500 ms. :data:`IN_PROCESS_CONFIG` samples 10× less often
-(the dashboard keeps its profile page, coarser) and makes the loop's own work cost a few
-per cent of a core.
-
-:func:`compute` runs Dask collections on the active scheduler with a progress bar on
-stderr (stdout stays clean for ``--json``).
+``--gpus N|all`` starts one Nanny worker process per GPU, bound to it by
+``CUDA_VISIBLE_DEVICES`` (:func:`gpu_worker_spec`); the pipelines pin Z-order runs of tile
+groups to the workers, loosely (:func:`assign_groups`). :data:`IN_PROCESS_CONFIG` makes the
+in-process cluster's event loop sample less often. :func:`compute` runs collections on the
+active scheduler with a progress bar on stderr. Design notes: docs/scale.md, "Clusters".
 """
 
 import contextlib
@@ -137,12 +102,7 @@ def _url_host(host):
 
 def workers_per_gpu(requested=None):
     """Worker processes per GPU: ``$TERRAIN_WORKERS_PER_GPU`` (default 1) when starting,
-    the active cluster's count otherwise.
-
-    Zarr assembles every chunk it reads or writes on one event-loop thread per process, so a
-    GPU fed by the threads of one process waits on that thread; several processes a GPU
-    (each with fewer threads) read and write in parallel.
-    """
+    the active cluster's count otherwise (Zarr's I/O runs on one event loop per process)."""
     if requested is None:
         if _active_gpus:
             return _active_per_gpu
@@ -256,13 +216,8 @@ def gpu_worker_name(index):
 def gpu_worker_threads(devices, cores=None):
     """Threads per GPU worker: the host's cores shared out, at most :data:`GPU_WORKER_THREADS`.
 
-    One thread per worker left the device idle while it read a shard, reduced the previous
-    one's forest to its boundary graph (Numba, on the host) and wrote its mask: on 4 H200s the
-    10-ft Neuse size spent 233 task-seconds reducing, one shard after another. The reduction
-    now runs on the device; the threads overlap each super-tile's reads (decompression) and
-    writes with the other threads' device work, each on a stream of its own. The cap keeps
-    the super-tiles in flight, hence the RSS, independent of the core count (and the
-    super-tiles are sized for that many in flight: ``pipelines.mst.super_tile_group_tiles``).
+    The threads overlap each super-tile's reads and writes with the others' device work; the
+    cap keeps the super-tiles in flight, hence the RSS, independent of the core count.
 
     >>> gpu_worker_threads(["0", "1"], cores=64), gpu_worker_threads(["0"], cores=2)
     (8, 2)
@@ -566,13 +521,9 @@ def compute(*collections, label="terrain", progress=None):
 
 
 def _compute_locally(collections, progress):
-    """``dask.compute`` on the local scheduler, in a thread pool of our own.
-
-    Our own pool so that after an error or a signal the tasks already running end before the
-    caller removes the partial output (and before the interpreter exits): dask's shared pool
-    would leave them writing into a removed store, and zarr's event loop would report
-    "Exception ignored in coroutine" on the way out. Queued tasks are cancelled.
-    """
+    """``dask.compute`` on the local scheduler, in a thread pool of our own: after an error
+    or a signal the running tasks end (queued ones are cancelled) before the caller removes
+    the partial output, which dask's shared pool would leave them writing into."""
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
@@ -611,14 +562,9 @@ def _first_line(error):
 
 
 def _cancel(client, futures, lost=False):
-    """After an error or a signal: cancel what is queued, wait (bounded) for what is running.
-
-    Tasks of the in-process LocalCluster are threads that cannot be killed; waiting for them
-    lets the caller remove the partial output without a task writing into it afterwards.
-    Their late failures are of no interest (no "Task exception was never retrieved").
-    With the scheduler gone (``lost``) there is nobody to ask: the client is closed, so that
-    its reconnection attempts say nothing more.
-    """
+    """After an error or a signal: cancel what is queued, wait (bounded) for what is running
+    (threads of the in-process cluster cannot be killed; the partial output is removed
+    after them). With the scheduler gone (``lost``) the client is only closed."""
     import time
     # distributed's config gives some of its loggers levels of their own
     for name in ("asyncio", "tornado", "distributed", *_CLIENT_LOGGERS):
