@@ -1,41 +1,18 @@
 """``terrain mst``: the grid minimum spanning forest of a DEM.
 
-Routes
-------
 :func:`mst_route` is the one planner (:func:`run_mst` and ``--dry-run`` ask it the same
-questions); each route is the measured winner of its regime (docs/mst.md, "Routes" and
-"Design notes"):
+questions); each route wins its regime (docs/mst.md, "Routes"):
 
 * ``in-core``: the grid fits the backend's whole-grid kernel
-  (:func:`terrain.grid.mst_device.fits_in_core`: the device's memory; on the CPU up to
-  :data:`terrain.grid.mst_device.HOST_MAX_CELLS` cells, Kruskal in C). It is the super-tile
-  walk with one group, the grid: without ``--scheduler``/``--resume`` it runs in this process
-  with :func:`terrain.tiles.quadtree.call_now` and no Dask, the input read once into memory
-  (:mod:`pipelines.mst_input`; an ASCII grid on the GPU parsed on the device), else as a
-  task graph of one group task.
-* ``super-tiles`` (GPU): groups as large as the device holds, each group's forest in core
-  and reduced once, merged up the quadtree; an ASCII grid whose float32 fits half the
-  device is parsed there first and the groups read it there.
+  (:func:`terrain.grid.mst_device.fits_in_core`): the super-tile walk with one group, run in
+  this process without Dask unless ``--scheduler``/``--resume`` ask for a task graph.
+* ``super-tiles`` (GPU): groups as large as the device holds, merged up the quadtree; an
+  ASCII grid that fits the device is parsed there first (:mod:`pipelines.mst_input`).
 * ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree.
 
-One GPU runs each route (``--gpus N``: GPU 0 of the N; spreading one job over several GPUs
-was measured slower). A batch's GPU cluster gets the groups pinned to its workers in Z-order
-runs (:func:`pipelines.cluster.assign_groups`), loosely: a lost worker's groups run
-elsewhere, with the same forest.
-
-Dask strategy
--------------
-:func:`build_mst_graph` wires the library's phases (:mod:`terrain.grid.mst`) along the walks
-of :mod:`terrain.tiles.quadtree`, each step a task of :class:`pipelines.quadtree.TaskGraph`:
-``mst-ingest`` (a raster written into the output store itself) → ``mst-prepare`` (the
-``mst`` array) → ``mst-group`` (one per group: read once, forest, reduction, the group's own
-merges, its provisional mask written) → ``mst-merge`` (per node above the groups) →
-``mst-expand`` (top down) → ``mst-write`` (per group: the shards a change reaches read,
-changed and written) → ``mst-finish`` (the statistics). Level graphs are task results
-(O(perimeter) per node, written once). Whole shards are read and written by
-:func:`terrain.tiles.store.read_block` / ``write_block`` (each thread decodes and encodes its
-own, the GIL released), in runs of shards on a pool of
-:data:`pipelines.mst_input.IO_THREADS`.
+One GPU runs each route (``--gpus N``: GPU 0 of the N). :func:`build_mst_graph` wires the
+phases of :mod:`terrain.grid.mst` along the quadtree walks: ``mst-ingest`` → ``mst-prepare``
+→ ``mst-group`` → ``mst-merge`` → ``mst-expand`` → ``mst-write`` → ``mst-finish``.
 """
 
 import contextlib
