@@ -34,25 +34,11 @@ Algorithm (the operators are CUDA kernels in ``_mst.cu`` with sequential C twins
 4. the marked edges (``flatnonzero``, in edge-id order), their endpoints and weights and the
    total are gathered on the device; only the forest comes back.
 
-Transfers (a host graph on the GPU): the device part is a few ms, the copies are what a
-caller waits for. Both go through :mod:`terrain._transfer` (a ring of pinned slots filled
-and emptied by worker threads). The CSR goes up as it is and the device finds the ``u < v``
-arcs; its ``indptr`` crosses as int32 (below 2**31 arcs), integer weights in the narrowest
-integer type a sample of them fits (the workers narrow each piece on its way into its slot,
-the device widens; a weight outside the sample's range sends the weights again at full
-width). The forest comes back as NumPy arrays in pinned memory (one direct copy per array).
-docs/graphs.md gives the measurements behind these choices. ``extra["phase_seconds"]``
-splits a call into ``upload``, ``device`` and ``download``.
-
-A graph already on the device -- ``(indptr, indices[, weights])`` as CuPy arrays, or a
-``cupyx.scipy.sparse`` matrix -- is taken as a :class:`~terrain.graph.Graph` would hold it
-(symmetric, rows sorted and duplicate-free; checked on the device except the symmetry) and
-the forest comes back as CuPy arrays (the cuGraph outer layer); nothing crosses PCIe but a
-few scalars.
-
-``extra["device_seconds"]`` is the GPU part (CUDA events from the edge list's arcs on the
-device to the forest on the device), ``extra["worklist"]`` the worklist length of every
-round.
+Transfers (a host graph on the GPU) go through :mod:`terrain._transfer`: the CSR goes up
+as it is (``indptr`` as int32 below 2**31 arcs, integer weights in the narrowest type a
+sample of them fits) and the forest comes back in pinned memory (docs/graphs.md, "MST").
+A graph already on the device (CuPy arrays or a ``cupyx.scipy.sparse`` matrix) is taken as
+a :class:`~terrain.graph.Graph` would hold it and the forest comes back as CuPy arrays.
 
 Weights may be negative (ranks only compare them); a directed graph is taken undirected.
 The forest's total weight is an int64 sum for integer weights and a correctly rounded sum
@@ -132,8 +118,6 @@ class MSTResult:
     rounds: int
     extra: dict = field(default_factory=dict)
 
-
-# --------------------------------------------------------------------------- CPU twins
 
 # --------------------------------------------------------------------------- helpers
 
