@@ -465,6 +465,17 @@ def _copy_block(values, out, r0, r1, c0, c1):
         np.copyto(out, values[r0:r1, c0:c1])
 
 
+def _open_shard(layout, si, sj):
+    """Shard ``(si, sj)``'s file opened for reading, or None when there is none (fill only);
+    :class:`InputError` when the array's inventory lists it."""
+    try:
+        return open(layout.file(si, sj), "rb")
+    except FileNotFoundError:
+        if layout.missing(si, sj):
+            raise layout.missing(si, sj) from None
+        return None
+
+
 def read_shard(layout, si, sj, out, r0=0, c0=0):
     """Read shard ``(si, sj)`` into ``out`` (the array's cells from ``(r0, c0)`` on); absent
     chunks (and a missing shard) give the fill value. The index's CRC is checked."""
@@ -473,11 +484,8 @@ def read_shard(layout, si, sj, out, r0=0, c0=0):
     a_lo, b_lo = si * R, sj * C
     a_hi, b_hi = min(a_lo + R, rows), min(b_lo + C, cols)
     path = layout.file(si, sj)
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        if layout.missing(si, sj):
-            raise layout.missing(si, sj) from None
+    fh = _open_shard(layout, si, sj)
+    if fh is None:
         out[a_lo - r0:a_hi - r0, b_lo - c0:b_hi - c0] = layout.fill
         return
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
@@ -559,11 +567,8 @@ def read_window(layout, r0, r1, c0, c1, out):
         for si in range(r0 // R, (r1 - 1) // R + 1):
             for sj in range(c0 // C, (c1 - 1) // C + 1):
                 path = layout.file(si, sj)
-                try:
-                    fh = open(path, "rb")
-                except FileNotFoundError:
-                    if layout.missing(si, sj):
-                        raise layout.missing(si, sj) from None
+                fh = _open_shard(layout, si, sj)
+                if fh is None:
                     out[max(si * R, r0) - r0:min(si * R + R, r1) - r0,
                         max(sj * C, c0) - c0:min(sj * C + C, c1) - c0] = layout.fill
                     continue
