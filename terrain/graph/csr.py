@@ -1,25 +1,17 @@
 """Compressed sparse row (CSR) graphs: the one representation every traversal runs on.
 
-:class:`Graph` holds the undirected view of a graph — each edge stored in both directions,
-self-loops and duplicate edges dropped, every adjacency list sorted — plus the map from
-internal vertex numbers ``0..n-1`` back to the ids of the file (or the nodes of a networkx
-graph) it came from. A *directed* graph (``directed=True``: DIMACS arc lists, ``--directed``)
-stores each arc once, in its tail's row. Optional ``weights`` run parallel to ``indices``
-in the dtype they were read in (int32, int64, float32 or float64); parallel edges keep the
-minimum weight. BFS and the diameter use the undirected, unweighted view
-(:meth:`Graph.undirected`); SSSP and MST read the weights.
+:class:`Graph` holds the undirected view of a graph (each edge in both directions,
+self-loops and duplicate edges dropped, adjacency lists sorted) and the map from internal
+vertex numbers ``0..n-1`` back to the source's ids; a *directed* graph stores each arc once,
+in its tail's row. Optional ``weights`` run parallel to ``indices`` in the dtype they were
+read in; parallel edges keep the minimum weight.
 
-:func:`build_csr` is a counting sort in parallel by edge blocks: each block counts its
-entries per row, a prefix sum over rows and blocks gives every block its own slots in every
-row, each block scatters its edges into its slots; then the rows are sorted (insertion sort
-for short rows, an LSD radix sort for long ones; rows the scatter left increasing are kept
-as they are) and de-duplicated in parallel, and one pass closes the gaps. O(m + n x blocks)
-plus the row sorts, no global sort of 2m keys; C kernels (``terrain_csr_*`` in
-``terrain/native/kernels.c``) on a thread pool. ``indices`` are int32 whenever the vertex
-count fits, ``indptr`` int64. What was measured and dropped: docs/graphs.md ("Loading").
-
-The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a
-networkx graph or an ``(indptr, indices)`` pair.
+:func:`build_csr` is a parallel counting sort by edge blocks (count, prefix sum, scatter
+into each block's own slots), then per-row sorts and de-duplication, in C kernels
+(``terrain_csr_*``) on a thread pool: O(m + n x blocks), no global sort (figures:
+docs/graphs.md, "Loading"). ``indices`` are int32 whenever the vertex count fits.
+:func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a networkx graph or an
+``(indptr, indices[, weights])`` tuple.
 """
 
 import sys

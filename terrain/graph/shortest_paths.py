@@ -314,10 +314,7 @@ class _CpuSearch:
 
 class _GpuSearch:
     """The searches on the GPU (``_sssp.cu``): device buffers, kernels and the captured
-    batches of steps of one solver. A step reads its mode, queue sizes and threshold from a
-    control block on the device, and the last block to finish writes the next step's; the
-    host launches batches of 8, 16, ... 256 steps (each one replayed CUDA graph) and reads
-    one word, the mode, per batch."""
+    batches of steps of one solver (module docstring)."""
 
     def __init__(self, solver):
         self.s = solver
