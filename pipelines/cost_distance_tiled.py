@@ -71,8 +71,7 @@ def _pop_seconds(token):
 
 def _here_and_on_every_worker(fn, *args):
     """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
-    too (``--gpus``, worker processes or an external cluster run the run's tasks elsewhere);
-    the results, this process's first."""
+    too; the results, this process's first."""
     results = [fn(*args)]
     try:
         from distributed import get_client, get_worker
@@ -83,8 +82,7 @@ def _here_and_on_every_worker(fn, *args):
 
 
 def _run_stage_seconds(token):
-    """Every process's task-seconds of run ``token`` (without the other processes' the top's
-    seconds would be taken from a stage that ran in another process)."""
+    """Every process's task-seconds of run ``token``."""
     stages = {}
     for part in _here_and_on_every_worker(_pop_seconds, token):
         for k, v in part.items():
@@ -134,9 +132,7 @@ class IndexStore:
                  page_bytes=None, sharded=True):
         self.path, self.tspec, self.g, self.labels = str(path), tspec, int(group_level), labels
         self.mode = mode  # "r" for a reused store: never written
-        # the matrices' chunks (pages) when created: PAGE_BYTES and sharded per group for
-        # the CPU's paged top; a GPU run takes larger pages, unsharded, which its group
-        # tasks write band by band (a partial shard would be read back and rewritten)
+        # a GPU run's pages are larger and unsharded: written band by band
         self.page_bytes, self.sharded = int(page_bytes or PAGE_BYTES), bool(sharded)
         self.name = LABELS_GROUP if labels else INDEX_GROUP
         self._arrays = {}
@@ -251,12 +247,10 @@ class IndexStore:
         return out
 
     def write_batch_bands(self, region, batch, band_bytes=None, cells=True, matrices=True):
-        """:meth:`write_batch` of a batch whose ``dist``/``hops`` are device arrays of the
-        level's width (phase 1 wrote them into a :class:`~terrain.grid.sssp_tiled.
-        DeviceLevel`): the boundary cells (``cells``: ``count``, ``ids``, ``z``, ``f``),
-        then (``matrices``) the matrices brought to the host and written a band of whole
-        chunk rows at a time, each band under :data:`_HOST_BANDS` (so the host holds a few
-        bands, not the groups in flight). The store must not be sharded below the group."""
+        """:meth:`write_batch` of a batch whose ``dist``/``hops`` are device arrays (of a
+        :class:`~terrain.grid.sssp_tiled.DeviceLevel`): the boundary cells (``cells``), then
+        the matrices (``matrices``) a band of whole chunk rows at a time under
+        :data:`_HOST_BANDS`. The store must not be sharded below the group."""
         i0, i1, j0, j1 = region
         ni, nj = i1 - i0, j1 - j0
         B = self.bpad(0)
@@ -285,9 +279,8 @@ class IndexStore:
         return m * max(1, int(band_bytes or BAND_BYTES) // (m * per_row))
 
     def read_group_to(self, level, start, region, band_bytes=None):
-        """Level-0 nodes of ``region`` into slots ``start :`` of a
-        :class:`~terrain.grid.sssp_tiled.DeviceLevel`, the matrices a band of chunk rows
-        at a time (bounded host buffers). Returns the boundary cells read."""
+        """Level-0 nodes of ``region`` into slots ``start :`` of a ``DeviceLevel``, the
+        matrices a band of chunk rows at a time; the boundary cells read."""
         sl = self._clip(0, region)
         (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
         ni, nj = i1 - i0, j1 - j0
@@ -411,9 +404,8 @@ def index_spec(spec):
 
 
 def solve_spec(spec):
-    """The :class:`~terrain.grid.sssp_tiled.TiledSpec` of a command's ``spec`` (its
-    ``shape, tile_sssp, connectivity, cost, cellsize`` and ``max_height``, if any);
-    :class:`InputError` where one is off.
+    """The :class:`~terrain.grid.sssp_tiled.TiledSpec` of a command's ``spec``;
+    :class:`InputError` where a value is off.
 
     >>> solve_spec({"shape": [10, 20], "tile_sssp": 8, "connectivity": 8, "cost": "absdiff",
     ...             "cellsize": [1, 1]}).tiles_shape
@@ -463,16 +455,14 @@ def _make_stores(index, labels, spec, height, prepared):
     return True
 
 
-#: the level of tiles on the device while a GPU run at height 0 builds it: index store path
-#: -> (DeviceLevel, vertices so far); phase 1 fills it, the top takes it (this process's)
+#: index store path -> [DeviceLevel, vertices so far] of a GPU run at height 0 (this process's)
 _LEVELS = {}
 _LEVELS_LOCK = threading.Lock()
 
 
 def _group_slots(store):
-    """``{(i, j): (start, region)}``: the slots of each group's tiles in a level-0
-    :class:`~terrain.grid.sssp_tiled.DeviceLevel` (groups row-major, their tiles row-major)
-    and the group's tile region ``(i0, i1, j0, j1)``; and the slot count."""
+    """``({(i, j): (first slot, tile region)}, slot count)`` of the groups' tiles in a
+    level-0 ``DeviceLevel`` (groups row-major, their tiles row-major)."""
     nr, nc = store.shape(store.g)
     out, start = {}, 0
     for i in range(nr):
@@ -484,9 +474,8 @@ def _group_slots(store):
 
 
 def _device_level_fits(tspec, store, backend):
-    """Whether the level of tiles fits the device (:meth:`DeviceLevel.nbytes`, with the
-    map cell -> vertex, under 70 % of the free memory): phase 1 then keeps it there and
-    the top is solved on it."""
+    """Whether the level of tiles fits 70 % of the device's free memory (a GPU run at
+    height 0): phase 1 then keeps it there and the top is solved on it."""
     if backend != "gpu" or tspec.height != 0 or tspec.tile > MAX_GPU_TILE \
             or tspec.levels == 1:
         return False
@@ -499,8 +488,7 @@ def _device_level_fits(tspec, store, backend):
 
 
 def _device_level(store, tspec, backend):
-    """This run's level of tiles on the device (made by the first group task), or None
-    when it does not fit (:func:`_device_level_fits`)."""
+    """This run's level of tiles on the device (made by the first group task), or None."""
     with _LEVELS_LOCK:
         if store.path not in _LEVELS:
             if not _device_level_fits(tspec, store, backend):
@@ -517,14 +505,13 @@ def _drop_level(path):
         return _LEVELS.pop(str(path), None)
 
 
-#: the top's labels on the device, for phase 3 in the same process: labels store path ->
-#: (group slots, B, (d, a, h) over the level's padded vertices)
+#: labels store path -> (group slots, B, (d, a, h)): the top's labels on the device for phase 3
 _DEVICE_LABELS = {}
 
 
 def _single_process():
-    """Whether every task of the run runs in this process (the threads scheduler, or one
-    distributed worker): then the top's labels stay on the device for phase 3."""
+    """Whether every task of the run runs in this process (then the top's labels stay on
+    the device for phase 3)."""
     try:
         from distributed import get_client, get_worker
         get_worker()
@@ -539,10 +526,7 @@ _WRITER = []     # the process's writer pool, made on first use
 
 def _write_later(path, group, fn, *args):
     """Run ``fn(*args)`` (a group's matrices written from the device level) in the writer
-    pool: the top and phase 3 need only the device level, so the index reaches the store
-    while they run. Whatever reads a group's matrices from the store first waits for them
-    (:func:`_wait_writes`: the sources of the group, a top that reads groups of other
-    processes, the run's finish)."""
+    pool while the top and phase 3 run; readers of those matrices wait (:func:`_wait_writes`)."""
     from concurrent.futures import ThreadPoolExecutor
     with _LEVELS_LOCK:
         if not _WRITER:
@@ -568,9 +552,8 @@ def _wait_writes(path, groups=None):
 
 
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
-    """Phase 1 of group ``(g, i, j)`` at height 0 with the level on the device: the
-    matrices go straight into the group's slots of ``level`` (where the top reads them);
-    the index is written from there band by band."""
+    """Phase 1 of group ``(g, i, j)`` into its slots of the device ``level``; the index is
+    written from there in the background."""
     slots, _ = _group_slots(store)
     start, region = slots[(i, j)]
     window = tspec.window(g, i, j)
@@ -687,11 +670,9 @@ def _collect_rest(rest):
 
 
 def _top_device(tspec, store, lstore, labels):
-    """The top at height 0 on the device: the level of tiles phase 1 left there (this
-    process's groups; the others', or all of a reused index, read from the store a band at
-    a time), :func:`~terrain.grid.sssp_tiled.level_solve_gpu`, the labels written group by
-    group. None (nothing done) when it does not fit the device or a start cost is negative
-    (the host's Dijkstra serves)."""
+    """The top at height 0 solved on the device level (groups phase 1 did not leave there
+    read from the store), its labels kept on the device or written; None when it does not
+    fit or a start cost is negative (the host's Dijkstra serves)."""
     from terrain.backend import get_backend
     t0 = time.perf_counter()
     be = get_backend("gpu")
@@ -753,11 +734,8 @@ def _top_device(tspec, store, lstore, labels):
 
 
 def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
-    """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
-    labels. Returns its paging stats. The level's cells are read and its labels written
-    as whole arrays (:class:`~terrain.grid.sssp_tiled.FlatBoundaries`), not node by node.
-    With ``backend='gpu'`` at height 0 the level is solved where phase 1 left it, on the
-    device (:func:`_top_device`)."""
+    """The top Dijkstra on the level-``H`` nodes (matrices paged in, or on the device:
+    :func:`_top_device`); writes their final labels; returns its paging stats."""
     t0 = time.perf_counter()
     H = tspec.height
     nr, nc = store.shape(H)
@@ -818,7 +796,7 @@ def _own_labels(store, lstore, k, region):
     return meta, lab
 
 
-def _node_down(tspec, store, lstore, labels, meta, lab, k, region):
+def _node_down(tspec, store, labels, meta, lab, k, region):
     """Children's final labels of the level-``k`` nodes in ``region``."""
     kids_all = store.meta(k - 1, (2 * region[0], 2 * region[1], 2 * region[2],
                                   2 * region[3]), matrices=True)
@@ -841,7 +819,7 @@ def _down_node_task(tspec, store, lstore, labels, top_cfg, ready, k, i, j, incom
     stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     if k <= tspec.height:
         meta, lab = _own_labels(store, lstore, k, (i, i + 1, j, j + 1))
-        kids = _node_down(tspec, store, lstore, labels, meta, lab, k, (i, i + 1, j, j + 1))
+        kids = _node_down(tspec, store, labels, meta, lab, k, (i, i + 1, j, j + 1))
         for key, (_, d) in kids.items():
             lstore.write_labels(k - 1, (key[1], key[1] + 1, key[2], key[2] + 1), {key: d})
     return (stats,) * 4
@@ -860,7 +838,7 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
         lab = {key: (np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32))
                for key in meta}  # the root: no boundary
     for k in range(s, 0, -1):
-        kids = _node_down(tspec, store, lstore, labels, meta, lab, k,
+        kids = _node_down(tspec, store, labels, meta, lab, k,
                           _group_region(store, k, i, j))
         meta = {key: nb for key, (nb, _) in kids.items()}
         lab = {key: d for key, (_, d) in kids.items()}
@@ -871,8 +849,7 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
 
 def _ring_seeds(store, lstore, region):
     """``(ids, (d, a, h))``: the boundary cells of the tiles of ``region`` (clipped) and
-    their final labels, flat (padding dropped), read as whole arrays (the labels from the
-    device when the top left them there: :data:`_DEVICE_LABELS`)."""
+    their final labels, flat (from the device when the top left them there)."""
     sl = store._clip(0, region)
     ids = np.asarray(store.array(0, "ids")[sl])
     cell = ids >= 0
@@ -941,8 +918,8 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
 
 
 def _release_level(path):
-    """The end of a run in this process: its index written (:func:`_wait_writes`), its
-    device level and labels dropped."""
+    """The end of a run in this process: its index written, its device level and labels
+    dropped."""
     _wait_writes(path)
     _drop_level(path)
     with _LEVELS_LOCK:
@@ -1008,7 +985,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
             return inner(_Timed(fn, token, f"{stage}-{key[0].rstrip('0123456789')}"), *args,
                          key=key, nout=nout)
         return timed
-    tasks = {"index": 0, "reused": 0}
+    index_tasks = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     layout = {"page_bytes": GPU_PAGE_BYTES, "sharded": False} if backend == "gpu" else {}
     index = (IndexStore(out_path, tspec, g, **layout) if reuse is None
              else IndexStore(reuse, tspec, g, mode="r"))
@@ -1019,13 +996,11 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     if reuse is None:
         ready, _ = walk_up(plan, (_index_leaf_task, tspec, reader, backend, index, made),
                            (_index_merge_task, tspec, index), call=call("index"))
-        tasks["index"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     else:
         ready = [dask.delayed(_Timed(_index_check_task, token, "index-check"), pure=False)(
             tspec, reader, index, made, g, i, j, dask_key_name=(f"cost-index-check-{token}",
                                                                 i, j))
             for (i, j) in plan.groups]
-        tasks["reused"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     name = spec.get("input", "")
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
                       (_sources_merge_task, tspec, index), call=call("src"))
@@ -1053,8 +1028,9 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     meta.update({"rows": tspec.shape[0], "cols": tspec.shape[1], "backend": backend,
                  "tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
-                 "group_side": tspec.tile << g, "index_tasks": tasks["index"],
-                 "reused_tasks": tasks["reused"],
+                 "group_side": tspec.tile << g,
+                 "index_tasks": index_tasks if reuse is None else 0,
+                 "reused_tasks": 0 if reuse is None else index_tasks,
                  "skipped_phases": [] if reuse is None else ["phase 1", "phase 2 upward"],
                  "reuse": None if reuse is None else str(reuse),
                  "sizing": spec.get("sizing")})
