@@ -185,11 +185,8 @@ def load_result(path):
 
 
 def run_checkpointed(path, func, *args, **kwargs):
-    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run.
-
-    A checkpoint that does not decode (damaged, or not one of ours) is ignored: the task
-    runs again, which is safe because every checkpointed task is idempotent.
-    """
+    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run (one that
+    does not decode is ignored: the task, idempotent, runs again)."""
     path = Path(path)
     if path.is_file():
         try:
@@ -212,11 +209,8 @@ def run_checkpointed(path, func, *args, **kwargs):
 
 
 def graph_dict(delayed):
-    """The tasks of a Delayed as one dict ``key -> Task``.
-
-    Merges the layers' own mappings: ``dict(HighLevelGraph)`` looks every key up through
-    the layers and culls, 50 times slower (9 s for the 7559 tasks of a Neuse-size MST).
-    """
+    """The tasks of a Delayed as one dict ``key -> Task``, from the layers' own mappings
+    (``dict(HighLevelGraph)`` looks every key up through the layers: far slower)."""
     graph = delayed.__dask_graph__()
     layers = getattr(graph, "layers", None)
     if layers and all(hasattr(layer, "mapping") for layer in layers.values()):

@@ -185,10 +185,8 @@ def gpu_count(gpus):
 
 def gpu_count_backend(gpus, backend, what, scheduler=None):
     """The backend of a run given a GPU count ``gpus`` (``"N"``, ``"all"`` or None): with a
-    count, ``"gpu"`` (a count implies it), after checking that no ``scheduler`` is given
-    (the count starts its own workers), that ``backend`` is not the CPU and that CuPy sees
-    enough devices (:func:`parse_gpus`); without, ``backend`` itself. ``what`` starts the
-    error's line (the input, or the batch command).
+    count ``"gpu"``, after checking that no ``scheduler`` is given, that ``backend`` is not
+    the CPU and that CuPy sees enough devices; else ``backend``. ``what`` starts the line.
 
     >>> gpu_count_backend(None, "cpu", "dem.tif")
     'cpu'
@@ -273,9 +271,8 @@ def assign_groups(groups, workers):
 
 
 def active_gpu_workers():
-    """Addresses of the GPU workers of the active :func:`open_scheduler`, in device order
-    (empty without ``gpus``). Addresses, not names: the scheduler takes a name it does not
-    know as an address for a restriction as a host name, which no worker matches."""
+    """Addresses (a restriction takes an unknown name as a host name) of the GPU workers of
+    the active :func:`open_scheduler`, in device order; empty without ``gpus``."""
     if not _active_gpus:
         return []
     by_name = {w["name"]: address
@@ -404,9 +401,8 @@ def _gpu_cluster(devices, quiet, per_gpu=1):
 
 
 def _dashboard_link(cluster, address):
-    """The dashboard's URL with the host it really listens on (distributed prints the
-    machine's network address even when the dashboard listens on localhost only);
-    ``address``: :func:`dashboard_address`'s pair."""
+    """The dashboard's URL with the host it really listens on (``address``:
+    :func:`dashboard_address`'s pair; distributed prints the network address)."""
     host = address[0]
     port = cluster.scheduler_info.get("services", {}).get("dashboard")
     if host in ("", "0.0.0.0", "::") or port is None:
@@ -416,19 +412,16 @@ def _dashboard_link(cluster, address):
 
 def remote_input(path):
     """``path`` as the tasks of a cluster given by address should carry it: absolute
-    (resolved here), since a worker resolves a relative path in its own folder -- and read
-    a same-named file there. Local schedulers keep the name as given (messages say it)."""
+    (a worker resolves a relative path in its own folder); local schedulers keep it."""
     from terrain.io.outputs import real_path
     return str(real_path(path)) if _active_client is not None and _external else path
 
 
 def check_inputs_on_workers(inputs, client=None, address=None):
     """Raise :class:`InputError` unless every worker of the cluster given by address sees
-    each of ``inputs`` (None entries skipped) at its absolute path as this process does:
-    the same size and modification time (:func:`terrain.io.outputs.input_identity`; a
-    store's ``zarr.json``). A worker on another machine without the file, or with another
-    file of that name, would compute something else and exit 0. Nothing to check for the
-    in-process and local schedulers (they are this process)."""
+    each of ``inputs`` (None skipped) at its absolute path with the same size and
+    modification time as this process (:func:`terrain.io.outputs.input_identity`): else it
+    would compute something else and exit 0. Local schedulers need no check."""
     from terrain.io.outputs import input_identity
     client = client or (_active_client if _external else None)
     paths = [p for p in inputs or () if p is not None]
@@ -507,7 +500,7 @@ def compute(*collections, label="terrain", progress=None):
         # its traceback: the one line below says it (the in-process cluster logs nothing)
         with _quiet_logs(*_CLIENT_LOGGERS, "tornado", "asyncio"):
             if progress:
-                _StderrProgressBar(futures, scheduler=address, complete=True)
+                _stderr_progress_bar(futures, scheduler=address, complete=True)
                 sys.stderr.write("\n")
             return tuple(client.gather(futures))
     except BaseException as e:
@@ -585,20 +578,15 @@ def _executing(dask_worker):
     return len(dask_worker.state.executing)
 
 
-def _stderr_progress_bar_class():
+def _stderr_progress_bar(*args, **kwargs):
+    """distributed's text bar (it counts tasks), drawn on stderr instead of stdout."""
     from distributed.diagnostics.progressbar import TextProgressBar
 
     class StderrProgressBar(TextProgressBar):
-        """distributed's text bar (it counts tasks), drawn on stderr instead of stdout."""
-
         def _draw_bar(self, remaining, all, **kwargs):
             frac = (1 - remaining / all) if all else 1.0
             sys.stderr.write(f"\r[{'#' * int(self.width * frac):<{self.width}}] "
                              f"{int(100 * frac):3d}% | {self.elapsed:6.1f}s")
             sys.stderr.flush()
 
-    return StderrProgressBar
-
-
-def _StderrProgressBar(*args, **kwargs):
-    return _stderr_progress_bar_class()(*args, **kwargs)
+    return StderrProgressBar(*args, **kwargs)

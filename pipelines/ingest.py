@@ -38,9 +38,8 @@ __all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads",
            "ingest_on_active_scheduler", "ingest_command", "synth_command",
            "default_compressors", "THREADS_MAX_CELLS"]
 
-#: grids up to this many cells run without a task graph under the default scheduler (the
-#: default scheduler's own bound, :data:`pipelines.cluster.DASHBOARD_MIN_CELLS`, which this
-#: module does not import: its import is Dask's)
+#: grids up to this many cells run without a task graph under the default scheduler
+#: (:data:`pipelines.cluster.DASHBOARD_MIN_CELLS`, not imported: its import is Dask's)
 THREADS_MAX_CELLS = 1 << 26
 
 
@@ -51,9 +50,8 @@ def band_stats(z):
 
 
 def default_compressors():
-    """Blosc LZ4 (level 1, byte shuffle): on terrain about 0.57 of raw float32 and faster
-    than zstd level 1 (0.70) or the zarr default zstd level 0 (0.51), so the parser, not the
-    codec, bounds throughput (docs/mst.md, "Design notes")."""
+    """Blosc LZ4 (level 1, byte shuffle): the parser, not the codec, bounds throughput
+    (figures: docs/architecture.md, "Codecs")."""
     return (zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle"),)
 
 
@@ -70,9 +68,8 @@ def create_elevation(store_path, grid, tile, compressors=None):
     return store.elevation.shards[0]
 
 
-#: host bytes the band tasks of one process hold at once (their float32 bands; the text is
-#: read in blocks into a buffer a thread): at least two bands run, however wide the grid,
-#: and the cores do not multiply the RSS (a band of the 50220 x 70520 Neuse grid is 578 MB)
+#: host bytes the band tasks of one process hold at once (at least two bands run): the
+#: cores do not multiply the RSS
 BAND_HOST_BUDGET = 2 << 30
 
 _band_slots = {}
@@ -240,7 +237,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
 
-    with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1], inputs=[input_path]):
+    with open_scheduler(scheduler, cells=cells, inputs=[input_path]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
 
