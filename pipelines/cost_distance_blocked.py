@@ -108,9 +108,8 @@ def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
 
 class BlockFiles:
     """Block states in a directory, one file per block and state (``d``: float64 distances,
-    ``l``: int64 labels), Blosc LZ4 after a byte shuffle (labels shrink to ~1 %: one source
-    leaves little but the hop counts; distances to ~78 %), written to a temporary name and
-    renamed. ``shape(i, j)`` gives a block's shape."""
+    ``l``: int64 labels), Blosc LZ4 after a byte shuffle, written beside and renamed.
+    ``shape(i, j)`` gives a block's shape."""
 
     DTYPES = {"d": np.float64, "l": np.int64}
 
@@ -169,12 +168,10 @@ class _Context:
 
 
 class BlockCache:
-    """Blocks' inputs and states held in this process, least recently used first out, up
-    to ``nbytes``; a block leaving the cache has its changed states written (write-back),
-    so a block solved again soon (the neighbours' solves along a shared edge trade
-    improvements back and forth) is neither read nor written in between. Tasks take a
-    block out while they work on it, so eviction never touches a block in use. Only for
-    schedulers whose tasks run in this process."""
+    """Blocks' inputs and states held in this process up to ``nbytes``, least recently used
+    first out, written back when they leave (a block solved again soon is neither read nor
+    written in between). Tasks take a block out while they work on it. Only for schedulers
+    whose tasks run in this process."""
 
     def __init__(self, files, nbytes):
         import collections
@@ -221,11 +218,10 @@ class BlockCache:
 
 
 class BlockReader:
-    """``reader(window) -> (z, f)``: a block of the DEM's ``elevation`` layer (and of the
-    friction store's; None without one), read chunk by chunk
-    (:func:`terrain.tiles.read_window`: only the inner chunks that meet the block, decoded
-    into the block's array); through zarr (:class:`~pipelines.cost_distance_store.StoreReader`)
-    where a store has another layout. Friction is checked as the in-core path does."""
+    """``reader(window) -> (z, f)``: a block of the DEM's ``elevation`` (and of the friction
+    store's; None without one), only the inner chunks that meet it read
+    (:func:`terrain.tiles.read_window`), or through zarr for another layout. Friction is
+    checked as the in-core path does."""
 
     def __init__(self, dem_path, friction_path=None, name=""):
         self.fallback = StoreReader(dem_path, friction_path, name)
@@ -276,8 +272,7 @@ def _block_task(ctx, stage, i, j, halo, sources):
 
 
 def _ring(ring):
-    """The ring as the bands read it, without references to the whole block's arrays (the
-    driver holds the results of a round)."""
+    """The ring as the bands read it, without references to the block's arrays."""
     out = {}
     for key, a in ring.items():
         if a is None:
@@ -311,9 +306,7 @@ class _RingArray:
 
 def _out_array(stack, name, shape, dtype, fill):
     """An output window's array of ``shape`` filled with ``fill``, in a buffer borrowed for
-    the task (``stack``: a ``contextlib.ExitStack``) from those the process's threads share
-    (:func:`terrain.tiles.borrow_buffer`): the windows are the run's largest arrays, and
-    fresh ones are fresh pages."""
+    the task (``stack``) from the process's shared ones: the run's largest arrays."""
     n = shape[0] * shape[1]
     buf = stack.enter_context(borrow_buffer(f"blocked-out-{name}", n * np.dtype(dtype).itemsize))
     out = buf[:n * np.dtype(dtype).itemsize].view(dtype).reshape(shape)

@@ -249,19 +249,10 @@ EMPTY_STORE_CELLS = 1 << 26
 
 def check_store(path, group):
     """Raise :class:`InputError` naming the store at ``path`` (``group``: it opened) unless
-    it is whole and what it says it is, before any work is planned on it.
-
-    * its attributes fit its ``elevation``: ``tile`` is the chunk side (a power of two up to
-      :data:`TILE_LIMIT`), ``tiles_per_shard`` the shard's, a shard at most
-      :data:`SHARD_TARGET_SIDE` a side (what one task holds), ``levels`` the quadtree's,
-      ``x``/``y`` as long as the grid; not more than :data:`MANY_TILES` tiles below
-      :data:`SMALL_TILE`;
-    * every sharded array holds the shard files its inventory lists, no fewer, no others,
-      and its shape is the one they were written for
-      (:func:`terrain.io.outputs.seal_store`); a store without inventory (written before,
-      or by hand) that holds no shard at all is refused above :data:`EMPTY_STORE_CELLS`.
-
-    Flipped bits inside chunks are found when they are read (zarr's crc32c codec).
+    it is whole and what it says it is: its tile, shard, level and coordinate attributes
+    fit its ``elevation``, every sharded array holds exactly the shard files its inventory
+    lists (:func:`terrain.io.outputs.seal_store`), and a store without inventory is not
+    empty above :data:`EMPTY_STORE_CELLS`. Flipped bits in chunks fail when read (crc32c).
     """
     from ..io.outputs import INVENTORY_ATTR, array_inventory
     from ._shards import shard_inventory
