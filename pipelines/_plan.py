@@ -1,32 +1,17 @@
 """``--dry-run``: what a command's run would do, and whether the disk can hold it.
 
 One planner for every command that writes a store. A command module registers its part with
-:func:`register` (its ``plan(plan, grid, args, inp, out)`` function, its default output and
-its other paths); this module imports no command module. :func:`build_plan` checks the paths
-(as the run does, before any work), reads the input's header only (nothing else is read),
-lays out the tile store (:func:`terrain.tiles.store.tiles_per_shard`, the quadtree levels),
-then asks the command's part for what differs: tasks, backend, the bytes a task and a worker
-hold, and the bytes written to the output and to the partial output. :func:`build_plan` adds
-the free space of the output's file system; :func:`dry_run_command` prints the plan and
-refuses the run (exit 2) when the output's file system has less free space than the estimate.
+:func:`register`; this module imports no command module. :func:`build_plan` checks the
+paths as the run does, reads the input's header only, lays out the tile store, asks the
+command's part for tasks, backend, memory and bytes written, and adds the free space of the
+output's file system; :func:`dry_run_command` prints the plan and refuses the run (exit 2)
+when the disk cannot hold it. Graph commands build their graph (building writes nothing),
+so task counts are real; ``mst``'s route is :func:`pipelines.mst.mst_route`'s.
 
-Commands whose run is a Dask graph build it, not run it (building writes nothing), so their
-task count is the real one; ``mst``'s route is the run's own decision
-(:func:`pipelines.mst.mst_route`, asked the same questions).
-
-Sizes are estimates from measured ratios, stated as such (:data:`STORED_BYTES_PER_CELL`;
-synthetic fractal terrain, ``synth``):
-
-* ``elevation`` (and any raster ingested on the way, such as a friction raster):
-  Blosc LZ4 keeps about 0.64 of float32 on terrain (2.6 bytes a cell; synthetic 3000²,
-  2048²: 2.5; about 0.57 on real grids);
-* ``mst`` forest mask: Blosc LZ4 after a bit shuffle keeps about 0.46 bytes a cell of the
-  uint8 mask on synthetic relief (0.5 is used; zstd, the codec before, kept 0.22-0.35);
-* memory per task: an ingest band task holds its band as float32 plus one text block; an
-  MST group task holds its shard's elevations, mask and Borůvka's edge arrays (about 16
-  bytes an edge, ``connectivity / 2`` edges a cell);
-* partials: the partial output *is* the output before its rename, plus checkpoints
-  (small: band statistics, and the level graphs, O(perimeter) per shard).
+Sizes are estimates from measured ratios (:data:`STORED_BYTES_PER_CELL`: Blosc LZ4 keeps
+about 0.64 of float32 elevations on synthetic terrain and 0.46 bytes a cell of the bit-
+shuffled ``mst`` mask; a Borůvka edge holds about 16 bytes); the partial output is the output
+before its rename plus small checkpoints.
 
 Examples
 --------

@@ -1,36 +1,22 @@
 """Checkpoints inside the partial output, so that ``--resume`` finishes a killed run.
 
-Dask strategy
--------------
-:func:`checkpointed` rewrites a built task graph: every task whose name starts with one
-of the given prefixes runs through :func:`run_checkpointed`, which returns the task's
-result from ``PARTIAL/.terrain-checkpoints/KEY.npz`` when that file exists, and otherwise
-runs the task and writes the file (beside, then renamed: a checkpoint is whole or absent)
-*after* the task's own writes into the store. Big graphs wrap their tasks at construction
-instead (:class:`pipelines.quadtree.TaskGraph`); :func:`checkpointed` then only counts them. So a checkpoint means "this task's data is in
-the store and here is what it returned"; a task killed half-way has none and runs again.
-Tasks are idempotent (a band or shard task rewrites whole shards; the MST write task sets
-and clears the same bits), which is also what makes Dask's retries after a lost worker safe.
+:func:`checkpointed` rewrites a built task graph: every task whose name starts with one of
+the given prefixes runs through :func:`run_checkpointed`, which returns the task's result
+from ``PARTIAL/.terrain-checkpoints/KEY.npz`` when that file exists, else runs the task and
+writes the file (beside, then renamed) *after* the task's own writes into the store. Big
+graphs wrap their tasks at construction (:class:`pipelines.quadtree.TaskGraph`) and
+:func:`checkpointed` only counts them. Tasks are idempotent (whole shards rewritten), which
+also makes Dask's retries after a lost worker safe. Task keys and the partial's name are
+deterministic (:func:`run_key`), so a rerun finds the same files; :func:`drop_checkpoints`
+removes them before the rename. (Dask's own persistence dies with the cluster.)
 
-Task keys are deterministic (hash of the inputs' identity and the parameters, see
-:func:`terrain.io.outputs.input_identity`), and so is the partial's name, so a rerun with the
-same inputs and options builds the same keys and finds the same files. Checkpoints are
-removed (:func:`drop_checkpoints`) before the partial is renamed into place.
-
-Why not Dask's own persistence: results held by a cluster die with it; graphchain-like
-caches are keyed on code and data we do not control. The files here are a few per shard.
-
-A checkpoint cannot run code
-----------------------------
-The partial's name derives from the input's path, size and mtime, so anyone who can stat
-the input and write the output's folder can plant files in it. Checkpoints are therefore
-data only (:func:`save_result`, :func:`load_result`): an ``.npz`` archive read with
-``allow_pickle=False``, whose ``__tree__`` member is JSON describing the result's
-structure -- None, bools, numbers, strings, lists, tuples, dicts, NumPy arrays and scalars
-(not of object dtype), and dataclasses of terrain's own modules, rebuilt field by field
-without calling any constructor. No pickle is ever loaded (a ``.pkl`` left by an older run
-is ignored); a checkpoint that does not decode is treated as absent: its task runs again.
-A result of another type is returned but not checkpointed.
+A checkpoint cannot run code: anyone who can stat the input and write the output's folder
+can plant files, so checkpoints are data only (:func:`save_result`, :func:`load_result`):
+an ``.npz`` read with ``allow_pickle=False`` whose ``__tree__`` member is JSON describing
+None, bools, numbers, strings, lists, tuples, dicts, NumPy arrays and scalars (not of
+object dtype) and dataclasses of terrain's own modules, rebuilt field by field without
+calling a constructor. A checkpoint that does not decode is absent (its task runs again); a
+result of another type is returned but not checkpointed.
 """
 
 import base64
@@ -199,11 +185,8 @@ def load_result(path):
 
 
 def run_checkpointed(path, func, *args, **kwargs):
-    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run.
-
-    A checkpoint that does not decode (damaged, or not one of ours) is ignored: the task
-    runs again, which is safe because every checkpointed task is idempotent.
-    """
+    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run (one that
+    does not decode is ignored: the task, idempotent, runs again)."""
     path = Path(path)
     if path.is_file():
         try:
@@ -226,11 +209,8 @@ def run_checkpointed(path, func, *args, **kwargs):
 
 
 def graph_dict(delayed):
-    """The tasks of a Delayed as one dict ``key -> Task``.
-
-    Merges the layers' own mappings: ``dict(HighLevelGraph)`` looks every key up through
-    the layers and culls, 50 times slower (9 s for the 7559 tasks of a Neuse-size MST).
-    """
+    """The tasks of a Delayed as one dict ``key -> Task``, from the layers' own mappings
+    (``dict(HighLevelGraph)`` looks every key up through the layers: far slower)."""
     graph = delayed.__dask_graph__()
     layers = getattr(graph, "layers", None)
     if layers and all(hasattr(layer, "mapping") for layer in layers.values()):

@@ -1,53 +1,18 @@
 """Where pipelines run: a LocalCluster with its dashboard for big jobs, any scheduler on request.
 
-``--scheduler`` takes
-  * nothing: for a job big enough to watch (a grid of more than :data:`DASHBOARD_MIN_CELLS`
-    cells, or a job whose size the caller does not state) start a ``distributed.LocalCluster``
-    in this process (threads, so Numba/CuPy kernels share one address space and peak RSS is
-    this process's) and print its dashboard address; smaller jobs run on Dask's ``threads``
-    scheduler, because the cluster's start-up (~1 s, mostly importing the dashboard) would
-    be most of their run time;
-  * ``local``: the LocalCluster and its dashboard whatever the job's size;
-  * ``threads`` or ``synchronous``: Dask's local schedulers, no dashboard;
-  * ``tcp://host:port`` (or any address ``distributed.Client`` takes): attach to that cluster.
+``--scheduler`` takes nothing (the in-process LocalCluster and its dashboard for a grid of
+more than :data:`DASHBOARD_MIN_CELLS` cells or of unknown size, else Dask's ``threads``:
+the cluster's start-up would be most of a small job), ``local`` (the LocalCluster whatever
+the size), ``threads``/``synchronous``, or an address (``tcp://host:port``) to attach to.
+The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
+(:func:`dashboard_address`). A scheduler given by address that goes away mid-run is one
+line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
 
-The LocalCluster's dashboard listens on localhost only (``127.0.0.1:8787``, another port
-when that one is taken): on a shared machine the neighbours cannot watch the job.
-``--dashboard-address`` (``$TERRAIN_DASHBOARD``) opens it elsewhere on purpose: ``HOST:PORT``
-(``[::]:PORT`` for IPv6), or ``PORT`` / ``:PORT``, which stay on 127.0.0.1 (the user typed no
-host; :func:`dashboard_address`).
-
-A cluster given by address whose scheduler goes away mid-run (killed, its machine lost) is
-one line (:class:`SchedulerLost`), and the partial output stays for a resumed run on
-another cluster (its checkpoints are in the output's folder, not in the cluster).
-
-Several GPUs (``--gpus N|all``): :func:`open_scheduler` with ``gpus`` starts one worker
-*process* per GPU (:func:`gpu_worker_spec`), each started by a Nanny whose environment sets
-``CUDA_VISIBLE_DEVICES`` to its one device (so CuPy's device 0 in that process is its GPU),
-a few task threads (:func:`gpu_worker_threads`), and a ``GPU`` resource of 1. This is what dask-cuda's
-``LocalCUDACluster`` does for us; we do not depend on it because the binding is a dozen lines
-of ``distributed.SpecCluster`` and dask-cuda pins dask/distributed to the RAPIDS release
-train (and pulls pynvml), which would hold back the pair this project tests with. The
-pipelines give each worker a contiguous Z-order run of the tile groups
-(:func:`assign_groups`: siblings of the quadtree stay on one GPU, so most merge inputs do
-not cross processes), as a loose restriction (``allow_other_workers``): a lost worker's
-groups run elsewhere and the forest is the same, since every group's result depends on its
-data only. An address
-that is not one, or a scheduler that does not answer within ``CONNECT_TIMEOUT`` seconds,
-is an :class:`~terrain.errors.InputError` before any work. A nested :func:`open_scheduler`
-without a spec reuses the active client (a batch runs every file on one cluster).
-
-The in-process LocalCluster runs its scheduler, its worker and the dashboard on one event
-loop thread of this process, so every millisecond that loop holds the GIL is taken from the
-task threads. Its defaults are made for a worker process of its own; here three of them are
-costly (docs/architecture.md, "The default scheduler"): the worker's statistical profiler
-walks the stack of every task thread every 10 ms, the event-loop health tick runs every
-20 ms and the system monitor every 500 ms. :data:`IN_PROCESS_CONFIG` samples 10× less often
-(the dashboard keeps its profile page, coarser) and makes the loop's own work cost a few
-per cent of a core.
-
-:func:`compute` runs Dask collections on the active scheduler with a progress bar on
-stderr (stdout stays clean for ``--json``).
+``--gpus N|all`` starts one Nanny worker process per GPU, bound to it by
+``CUDA_VISIBLE_DEVICES`` (:func:`gpu_worker_spec`); the pipelines pin Z-order runs of tile
+groups to the workers, loosely (:func:`assign_groups`). :data:`IN_PROCESS_CONFIG` makes the
+in-process cluster's event loop sample less often. :func:`compute` runs collections on the
+active scheduler with a progress bar on stderr. Design notes: docs/scale.md, "Clusters".
 """
 
 import contextlib
@@ -137,12 +102,7 @@ def _url_host(host):
 
 def workers_per_gpu(requested=None):
     """Worker processes per GPU: ``$TERRAIN_WORKERS_PER_GPU`` (default 1) when starting,
-    the active cluster's count otherwise.
-
-    Zarr assembles every chunk it reads or writes on one event-loop thread per process, so a
-    GPU fed by the threads of one process waits on that thread; several processes a GPU
-    (each with fewer threads) read and write in parallel.
-    """
+    the active cluster's count otherwise (Zarr's I/O runs on one event loop per process)."""
     if requested is None:
         if _active_gpus:
             return _active_per_gpu
@@ -225,10 +185,8 @@ def gpu_count(gpus):
 
 def gpu_count_backend(gpus, backend, what, scheduler=None):
     """The backend of a run given a GPU count ``gpus`` (``"N"``, ``"all"`` or None): with a
-    count, ``"gpu"`` (a count implies it), after checking that no ``scheduler`` is given
-    (the count starts its own workers), that ``backend`` is not the CPU and that CuPy sees
-    enough devices (:func:`parse_gpus`); without, ``backend`` itself. ``what`` starts the
-    error's line (the input, or the batch command).
+    count ``"gpu"``, after checking that no ``scheduler`` is given, that ``backend`` is not
+    the CPU and that CuPy sees enough devices; else ``backend``. ``what`` starts the line.
 
     >>> gpu_count_backend(None, "cpu", "dem.tif")
     'cpu'
@@ -256,13 +214,8 @@ def gpu_worker_name(index):
 def gpu_worker_threads(devices, cores=None):
     """Threads per GPU worker: the host's cores shared out, at most :data:`GPU_WORKER_THREADS`.
 
-    One thread per worker left the device idle while it read a shard, reduced the previous
-    one's forest to its boundary graph (Numba, on the host) and wrote its mask: on 4 H200s the
-    10-ft Neuse size spent 233 task-seconds reducing, one shard after another. The reduction
-    now runs on the device; the threads overlap each super-tile's reads (decompression) and
-    writes with the other threads' device work, each on a stream of its own. The cap keeps
-    the super-tiles in flight, hence the RSS, independent of the core count (and the
-    super-tiles are sized for that many in flight: ``pipelines.mst.super_tile_group_tiles``).
+    The threads overlap each super-tile's reads and writes with the others' device work; the
+    cap keeps the super-tiles in flight, hence the RSS, independent of the core count.
 
     >>> gpu_worker_threads(["0", "1"], cores=64), gpu_worker_threads(["0"], cores=2)
     (8, 2)
@@ -318,9 +271,8 @@ def assign_groups(groups, workers):
 
 
 def active_gpu_workers():
-    """Addresses of the GPU workers of the active :func:`open_scheduler`, in device order
-    (empty without ``gpus``). Addresses, not names: the scheduler takes a name it does not
-    know as an address for a restriction as a host name, which no worker matches."""
+    """Addresses (a restriction takes an unknown name as a host name) of the GPU workers of
+    the active :func:`open_scheduler`, in device order; empty without ``gpus``."""
     if not _active_gpus:
         return []
     by_name = {w["name"]: address
@@ -449,9 +401,8 @@ def _gpu_cluster(devices, quiet, per_gpu=1):
 
 
 def _dashboard_link(cluster, address):
-    """The dashboard's URL with the host it really listens on (distributed prints the
-    machine's network address even when the dashboard listens on localhost only);
-    ``address``: :func:`dashboard_address`'s pair."""
+    """The dashboard's URL with the host it really listens on (``address``:
+    :func:`dashboard_address`'s pair; distributed prints the network address)."""
     host = address[0]
     port = cluster.scheduler_info.get("services", {}).get("dashboard")
     if host in ("", "0.0.0.0", "::") or port is None:
@@ -461,19 +412,16 @@ def _dashboard_link(cluster, address):
 
 def remote_input(path):
     """``path`` as the tasks of a cluster given by address should carry it: absolute
-    (resolved here), since a worker resolves a relative path in its own folder -- and read
-    a same-named file there. Local schedulers keep the name as given (messages say it)."""
+    (a worker resolves a relative path in its own folder); local schedulers keep it."""
     from terrain.io.outputs import real_path
     return str(real_path(path)) if _active_client is not None and _external else path
 
 
 def check_inputs_on_workers(inputs, client=None, address=None):
     """Raise :class:`InputError` unless every worker of the cluster given by address sees
-    each of ``inputs`` (None entries skipped) at its absolute path as this process does:
-    the same size and modification time (:func:`terrain.io.outputs.input_identity`; a
-    store's ``zarr.json``). A worker on another machine without the file, or with another
-    file of that name, would compute something else and exit 0. Nothing to check for the
-    in-process and local schedulers (they are this process)."""
+    each of ``inputs`` (None skipped) at its absolute path with the same size and
+    modification time as this process (:func:`terrain.io.outputs.input_identity`): else it
+    would compute something else and exit 0. Local schedulers need no check."""
     from terrain.io.outputs import input_identity
     client = client or (_active_client if _external else None)
     paths = [p for p in inputs or () if p is not None]
@@ -552,7 +500,7 @@ def compute(*collections, label="terrain", progress=None):
         # its traceback: the one line below says it (the in-process cluster logs nothing)
         with _quiet_logs(*_CLIENT_LOGGERS, "tornado", "asyncio"):
             if progress:
-                _StderrProgressBar(futures, scheduler=address, complete=True)
+                _stderr_progress_bar(futures, scheduler=address, complete=True)
                 sys.stderr.write("\n")
             return tuple(client.gather(futures))
     except BaseException as e:
@@ -566,13 +514,9 @@ def compute(*collections, label="terrain", progress=None):
 
 
 def _compute_locally(collections, progress):
-    """``dask.compute`` on the local scheduler, in a thread pool of our own.
-
-    Our own pool so that after an error or a signal the tasks already running end before the
-    caller removes the partial output (and before the interpreter exits): dask's shared pool
-    would leave them writing into a removed store, and zarr's event loop would report
-    "Exception ignored in coroutine" on the way out. Queued tasks are cancelled.
-    """
+    """``dask.compute`` on the local scheduler, in a thread pool of our own: after an error
+    or a signal the running tasks end (queued ones are cancelled) before the caller removes
+    the partial output, which dask's shared pool would leave them writing into."""
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
@@ -611,14 +555,9 @@ def _first_line(error):
 
 
 def _cancel(client, futures, lost=False):
-    """After an error or a signal: cancel what is queued, wait (bounded) for what is running.
-
-    Tasks of the in-process LocalCluster are threads that cannot be killed; waiting for them
-    lets the caller remove the partial output without a task writing into it afterwards.
-    Their late failures are of no interest (no "Task exception was never retrieved").
-    With the scheduler gone (``lost``) there is nobody to ask: the client is closed, so that
-    its reconnection attempts say nothing more.
-    """
+    """After an error or a signal: cancel what is queued, wait (bounded) for what is running
+    (threads of the in-process cluster cannot be killed; the partial output is removed
+    after them). With the scheduler gone (``lost``) the client is only closed."""
     import time
     # distributed's config gives some of its loggers levels of their own
     for name in ("asyncio", "tornado", "distributed", *_CLIENT_LOGGERS):
@@ -639,20 +578,15 @@ def _executing(dask_worker):
     return len(dask_worker.state.executing)
 
 
-def _stderr_progress_bar_class():
+def _stderr_progress_bar(*args, **kwargs):
+    """distributed's text bar (it counts tasks), drawn on stderr instead of stdout."""
     from distributed.diagnostics.progressbar import TextProgressBar
 
     class StderrProgressBar(TextProgressBar):
-        """distributed's text bar (it counts tasks), drawn on stderr instead of stdout."""
-
         def _draw_bar(self, remaining, all, **kwargs):
             frac = (1 - remaining / all) if all else 1.0
             sys.stderr.write(f"\r[{'#' * int(self.width * frac):<{self.width}}] "
                              f"{int(100 * frac):3d}% | {self.elapsed:6.1f}s")
             sys.stderr.flush()
 
-    return StderrProgressBar
-
-
-def _StderrProgressBar(*args, **kwargs):
-    return _stderr_progress_bar_class()(*args, **kwargs)
+    return StderrProgressBar(*args, **kwargs)

@@ -1,29 +1,17 @@
 """``cost-distance --algorithm blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
 out of core on the CPU, in rounds of Dask tasks.
 
-The exact in-core result (bit for bit) with a bounded memory: a task holds one block of
-``block`` cells a side (its window: ~24 bytes a cell, and its heap), the driver holds the
-blocks' rings (:class:`~terrain.grid.sssp_blocked.Bands`: ~24 bytes a cell of the rows and
-columns within 2 cells of a block edge) and each block's key. The block side is the store's
-shard side (at most :data:`MAX_BLOCK`), halved while the tasks of a round would not fit in
-a quarter of the memory budget (``--memory``; default: the available RAM).
-
-Dask strategy
--------------
-The rounds depend on what the previous round changed, so the driver (this module, in the
-calling process) builds one small graph per round and computes it on the chosen scheduler
-(:func:`pipelines.cluster.compute`): ``cost-block{stage}`` tasks, one per block taken (the
-``batch`` pending blocks of the smallest keys; ``batch`` = the scheduler's threads). Each
-reads its block of the DEM (and friction) from the tile store (:class:`BlockReader`: only
-the inner chunks that meet the block, decoded into its arrays) and its state from the
-scratch directory beside the partial output (its name + ``.blocked``; :class:`BlockFiles`:
-``d_I_J.blosc`` float64 distances, ``l_I_J.blosc`` int64 labels), solves it
-(:func:`~terrain.grid.sssp_blocked.solve_block`), writes its state and returns its ring (a
-few rows and columns). Stage 1 rounds give the distances, stage 2 rounds the labels. Then
-``cost-block-write`` per output window (whole shards: ``max(block, shard side)`` cells):
-backlinks and outputs of its blocks (:func:`~terrain.grid.sssp_blocked.block_outputs`), one
-write of ``distance``, ``allocation``, ``backlink`` (and ``friction``). The scratch
-directory is removed at the end, also when the run fails (and the partial output goes).
+The in-core result bit for bit in bounded memory: a task holds one block (its window, ~24
+bytes a cell, and its heap), the driver the blocks' rings
+(:class:`~terrain.grid.sssp_blocked.Bands`) and keys. The block side is the store's shard
+side (at most :data:`MAX_BLOCK`), halved while a round's tasks would not fit a quarter of
+the memory budget (``--memory``; default: the available RAM). Rounds depend on what the
+previous one changed, so the driver builds one small graph a round: ``cost-block{stage}``
+per block taken (the ``batch`` pending blocks of least key), which reads its DEM block
+(:class:`BlockReader`) and its state (:class:`BlockFiles`, in a scratch folder beside the
+partial output), solves it, writes its state and returns its ring; stage 1 gives distances,
+stage 2 labels. Then ``cost-block-write`` per output window writes the layers; the scratch
+folder is removed at the end, also on failure.
 """
 
 import contextlib
@@ -120,9 +108,8 @@ def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
 
 class BlockFiles:
     """Block states in a directory, one file per block and state (``d``: float64 distances,
-    ``l``: int64 labels), Blosc LZ4 after a byte shuffle (labels shrink to ~1 %: one source
-    leaves little but the hop counts; distances to ~78 %), written to a temporary name and
-    renamed. ``shape(i, j)`` gives a block's shape."""
+    ``l``: int64 labels), Blosc LZ4 after a byte shuffle, written beside and renamed.
+    ``shape(i, j)`` gives a block's shape."""
 
     DTYPES = {"d": np.float64, "l": np.int64}
 
@@ -181,12 +168,10 @@ class _Context:
 
 
 class BlockCache:
-    """Blocks' inputs and states held in this process, least recently used first out, up
-    to ``nbytes``; a block leaving the cache has its changed states written (write-back),
-    so a block solved again soon (the neighbours' solves along a shared edge trade
-    improvements back and forth) is neither read nor written in between. Tasks take a
-    block out while they work on it, so eviction never touches a block in use. Only for
-    schedulers whose tasks run in this process."""
+    """Blocks' inputs and states held in this process up to ``nbytes``, least recently used
+    first out, written back when they leave (a block solved again soon is neither read nor
+    written in between). Tasks take a block out while they work on it. Only for schedulers
+    whose tasks run in this process."""
 
     def __init__(self, files, nbytes):
         import collections
@@ -233,11 +218,10 @@ class BlockCache:
 
 
 class BlockReader:
-    """``reader(window) -> (z, f)``: a block of the DEM's ``elevation`` layer (and of the
-    friction store's; None without one), read chunk by chunk
-    (:func:`terrain.tiles.read_window`: only the inner chunks that meet the block, decoded
-    into the block's array); through zarr (:class:`~pipelines.cost_distance_store.StoreReader`)
-    where a store has another layout. Friction is checked as the in-core path does."""
+    """``reader(window) -> (z, f)``: a block of the DEM's ``elevation`` (and of the friction
+    store's; None without one), only the inner chunks that meet it read
+    (:func:`terrain.tiles.read_window`), or through zarr for another layout. Friction is
+    checked as the in-core path does."""
 
     def __init__(self, dem_path, friction_path=None, name=""):
         self.fallback = StoreReader(dem_path, friction_path, name)
@@ -288,8 +272,7 @@ def _block_task(ctx, stage, i, j, halo, sources):
 
 
 def _ring(ring):
-    """The ring as the bands read it, without references to the whole block's arrays (the
-    driver holds the results of a round)."""
+    """The ring as the bands read it, without references to the block's arrays."""
     out = {}
     for key, a in ring.items():
         if a is None:
@@ -323,9 +306,7 @@ class _RingArray:
 
 def _out_array(stack, name, shape, dtype, fill):
     """An output window's array of ``shape`` filled with ``fill``, in a buffer borrowed for
-    the task (``stack``: a ``contextlib.ExitStack``) from those the process's threads share
-    (:func:`terrain.tiles.borrow_buffer`): the windows are the run's largest arrays, and
-    fresh ones are fresh pages."""
+    the task (``stack``) from the process's shared ones: the run's largest arrays."""
     n = shape[0] * shape[1]
     buf = stack.enter_context(borrow_buffer(f"blocked-out-{name}", n * np.dtype(dtype).itemsize))
     out = buf[:n * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
@@ -333,39 +314,34 @@ def _out_array(stack, name, shape, dtype, fill):
     return out
 
 
-def _write_task(ctx, out_path, window, blocks, write_friction, max_cost):
+def _write_task(ctx, out_path, window, blocks, write_friction):
     """Outputs of the blocks of one output ``window`` (whole shards), one write."""
-    with contextlib.ExitStack() as stack:
-        return _write_window(stack, ctx, out_path, window, blocks, write_friction)
-
-
-def _write_window(stack, ctx, out_path, window, blocks, write_friction):
     t0 = time.perf_counter()
     r0, r1, c0, c1 = window
     shape = (r1 - r0, c1 - c0)
-    d = _out_array(stack, "d", shape, np.float64, np.nan)
-    a = _out_array(stack, "a", shape, np.int32, -1)
-    b = _out_array(stack, "b", shape, np.uint8, 255)
-    fr = _out_array(stack, "f", shape, np.float32, np.nan) if write_friction else None
-    for i, j, halo in blocks:
-        q0, q1, p0, p1 = ctx.plan.window(i, j)
-        sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
-        e = ctx.take(i, j, 3)
+    with contextlib.ExitStack() as stack:
+        d = _out_array(stack, "d", shape, np.float64, np.nan)
+        a = _out_array(stack, "a", shape, np.int32, -1)
+        b = _out_array(stack, "b", shape, np.uint8, 255)
+        fr = _out_array(stack, "f", shape, np.float32, np.nan) if write_friction else None
+        for i, j, halo in blocks:
+            q0, q1, p0, p1 = ctx.plan.window(i, j)
+            sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
+            e = ctx.take(i, j, 3)
+            if fr is not None:
+                fr[sl] = e["f"]
+            if e["d"] is None:
+                continue  # never reached
+            d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
+            del e  # not given back: the block is done
+        t1 = time.perf_counter()
+        layers = {"distance": d, "allocation": a, "backlink": b}
         if fr is not None:
-            fr[sl] = e["f"]
-        if e["d"] is None:
-            continue  # never reached
-        d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
-        del e  # not given back: the block is done
-    t1 = time.perf_counter()
-    layers = {"distance": d, "allocation": a, "backlink": b}
-    if fr is not None:
-        layers["friction"] = fr
-    full = {k: _Offset(v, r0, c0) for k, v in layers.items()}
-    write_windows(out_path, full, [window])
-    reached = int(np.count_nonzero(~np.isnan(d)))
-    return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
-            "solve": t1 - t0, "write": time.perf_counter() - t1}
+            layers["friction"] = fr
+        write_windows(out_path, {k: _Offset(v, r0, c0) for k, v in layers.items()}, [window])
+        reached = int(np.count_nonzero(~np.isnan(d)))
+        return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
+                "solve": t1 - t0, "write": time.perf_counter() - t1}
 
 
 class _Offset:
@@ -453,8 +429,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         if upstream:
             cluster.compute(*upstream, label="cost-ingest")
         prepare_layers(out_path, shape, tile, geo or {}, friction_store is not None)
-        batch = threads
-        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=batch)
+        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=threads)
 
         def execute(stage, blocks):
             tasks = [dask.delayed(_block_task, pure=False)(
@@ -482,8 +457,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
                           for j in range(c // side, min(c // side + nbr, plan.blocks[1]))]
                 writes.append(dask.delayed(_write_task, pure=False)(
                     ctx, out_path, window, blocks, friction_store is not None,
-                    spec["max_cost"], dask_key_name=("cost-block-write", r // out_side,
-                                                     c // out_side)))
+                    dask_key_name=("cost-block-write", r // out_side, c // out_side)))
         fills = cluster.compute(*writes, label="cost-block-write")
         t3 = time.perf_counter()
     reached = sum(f["reached"] for f in fills)
@@ -492,7 +466,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
     summary.update({
         "rows": shape[0], "cols": shape[1], "backend": "cpu",
         "device": get_backend("cpu").device_name(),
-        "block": side, "blocks": int(np.prod(plan.blocks)), "batch": batch,
+        "block": side, "blocks": int(np.prod(plan.blocks)), "batch": threads,
         "cache_bytes": cache_budget,
         "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
         "stage_stats": driver.stats,

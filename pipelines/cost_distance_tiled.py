@@ -1,72 +1,22 @@
 """The tiled cost distance (``cost-distance --algorithm tiled``) as an out-of-core Dask graph.
 
-The steps are those of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's
-hierarchy), scheduled on the ONE quadtree walk of :mod:`terrain.tiles.quadtree` with the
-Dask ``call`` of :mod:`pipelines.quadtree`. A *group* is a block of ``group_side`` cells (on
-the CPU at most :data:`GROUP_SIDE` = 512, at most a shard of the tile store; a fresh GPU run
-sizes it, and the height cap, from the device: :func:`gpu_sizing`), cut into SSSP tiles of
-``tile_sssp`` cells (16 by default: phase 1 costs grow linearly with the tile side).
-
-Out of core
------------
-Nothing grid-sized is held in memory or passed between tasks. The index (phase 1 and the
-upward matrices) lives in the output store (:class:`IndexStore`, Zarr group ``sssp_index``:
-per quadtree level ``k`` up to the height cap, arrays over the level's nodes: ``count``,
-boundary cell ``ids``, their ``z``/``f``, and the padded ``dist``/``hops`` matrices, one
-chunk per *page* of nodes, sharded per group); the run's final boundary labels live in
-``sssp_labels`` (deleted at the end). Each task writes what it computes and reads what it
-needs; tasks pass only tokens and the (sparse) source labels of the nodes that hold a
-source. Memory per task (see ``docs/cost-distance-tiled.md``): a group's phase 1 or phase
-3 (``~192 (H + 1)`` bytes a cell of a 512² group, ~50 MB per level), a node's merge
-(``192 S^2`` bytes for a node of side ``S``: the height cap keeps ``S`` small), and the top
-Dijkstra: its vertices (``~150`` bytes per top boundary cell) plus an LRU cache of matrix
-pages (``cache_bytes``, 256 MB) filled as the wavefront crosses the top nodes.
-
-With ``--backend gpu``: phase 1, the node merges inside each group (one launch per level)
-and phase 3 run on the device. A fresh GPU run takes groups as large as one launch needs
-to fill the device (up to a shard) and height 0 when the level of tiles fits the device
-(:func:`gpu_sizing`; the summary's ``sizing``). Then the level stays there
-(:class:`~terrain.grid.sssp_tiled.DeviceLevel`, one per run and process, ``_LEVELS``):
-each group's phase 1 writes its matrices into the group's slots, the index is written from
-there to the store by a writer pool (bands of whole chunk rows, a few in flight:
-:data:`HOST_BANDS` x :data:`BAND_BYTES` of host buffers) while the run goes on, and the
-top is solved on the device level (:func:`~terrain.grid.sssp_tiled.level_solve_gpu`)
-without reading a matrix back; groups phase 1 ran in another process (``--gpus``), and a
-``--reuse`` query's whole level, are read from the store into it band by band. Host work
-per group (windows, batches, phase 3's arrays) runs at most :data:`_GROUP_SLOTS` groups at
-a time. Otherwise the top cache is :func:`top_cache_bytes_gpu` (1/16 of the host's memory,
-at most 8 GB) and when the top level's matrices fit it they are read in one go and the
-top is solved on the device (:func:`~terrain.grid.sssp_tiled.top_solve_gpu`) instead of
-the host's paged Dijkstra. The summary's ``stage_seconds``
-gives the task-seconds of each stage (summed over threads and worker processes) and ``top_split`` the top's
-read, arc and solve seconds. Whole levels and rings of tiles are read and written as
-arrays (:class:`~terrain.grid.sssp_tiled.TileBatch`, ``FlatBoundaries``), not node by node.
-
-Dask strategy
--------------
-1. ``cost-index-make``: the index arrays. ``cost-index-leaf`` per group: reads the group's
-   DEM (and friction) window, phase 1 on its tiles and the hierarchy inside the group
-   (:func:`index_leaf`), writes them (one region per level, whole chunks and shards).
-   ``cost-index-merge{k}`` per node above the groups up to the cap: reads its four children,
-   :func:`node_boundary`, writes. With ``--reuse STORE``, ``cost-index-check`` per group
-   compares the stored boundary cells' elevations and frictions with this raster instead,
-   and the index is read from STORE.
-2. ``cost-src-leaf`` / ``cost-src-merge{k}``: the sources up (:func:`sources_leaf`,
-   :func:`sources_merge`); only nodes holding a source read anything.
-3. ``cost-down-split{k}``: at the root, the top Dijkstra on the level-``H`` nodes
-   (:func:`top_labels_paged`, matrices paged in from the index), writing their final
-   labels; each node at or below the cap reads its final labels and its children's
-   matrices, :func:`node_down`, writes its children's labels. ``cost-down-apply`` per
-   group: the same inside the group, down to the tiles' labels.
-4. ``cost-fill`` per shard of the output: phase 3 (:func:`fill_group`) on each group in the
-   shard, reading the final labels of its tiles and the ring around them; one write of the
-   shard's ``distance``, ``allocation`` and ``backlink`` (a writer owns whole shards).
-5. ``cost-tiled-finish``: the summary; ``sssp_labels`` removed.
+The steps of :mod:`terrain.grid.sssp_tiled` (thesis ch. 4-5, Haverkort's hierarchy) on the
+one quadtree walk of :mod:`terrain.tiles.quadtree`. A *group* is a block of ``group_side``
+cells (CPU: at most :data:`GROUP_SIDE`, at most a shard; GPU: :func:`gpu_sizing`) cut into
+SSSP tiles of ``tile_sssp`` cells. Nothing grid-sized is held or passed between tasks: the
+index lives in the output store (:class:`IndexStore`, ``sssp_index``), the run's boundary
+labels in ``sssp_labels`` (removed at the end); tasks pass tokens and the sparse source
+labels. With ``--backend gpu`` at height 0 the level of tiles stays on the device
+(``DeviceLevel``) and the top is solved there. Tasks: ``cost-index-make``,
+``cost-index-leaf``/``-merge{k}`` (or ``cost-index-check`` with ``--reuse``),
+``cost-src-*``, ``cost-down-split{k}``/``-apply``, ``cost-fill`` per output shard and
+``cost-tiled-finish``. The layout, tasks and memory bound: docs/cost-distance-tiled.md.
 """
 
 import shutil
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -121,8 +71,7 @@ def _pop_seconds(token):
 
 def _here_and_on_every_worker(fn, *args):
     """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
-    too (``--gpus``, worker processes or an external cluster run the run's tasks elsewhere);
-    the results, this process's first."""
+    too; the results, this process's first."""
     results = [fn(*args)]
     try:
         from distributed import get_client, get_worker
@@ -133,8 +82,7 @@ def _here_and_on_every_worker(fn, *args):
 
 
 def _run_stage_seconds(token):
-    """Every process's task-seconds of run ``token`` (without the other processes' the top's
-    seconds would be taken from a stage that ran in another process)."""
+    """Every process's task-seconds of run ``token``."""
     stages = {}
     for part in _here_and_on_every_worker(_pop_seconds, token):
         for k, v in part.items():
@@ -160,11 +108,8 @@ class _Timed:
 
 def top_cache_bytes_gpu():
     """The top Dijkstra's page cache with ``--backend gpu``: 1/16 of the host's memory,
-    between :data:`TOP_CACHE_BYTES` and 8 GB. A GPU run is for speed, and the machines
-    that hold GPUs hold much memory (the device hosts: 128 GB and more); with the level's
-    matrices cached whole (2048^2, height 0: 0.7 GB) the top reads them in one go instead
-    of a thousand page misses of a few ms each. The CPU path keeps its 256 MB bound
-    (docs/cost-distance-tiled.md, memory)."""
+    between :data:`TOP_CACHE_BYTES` and 8 GB, so that a level's matrices are read in one go
+    rather than page by page (the CPU path keeps its bounded cache)."""
     import os
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -178,25 +123,16 @@ def _comp():
 
 
 class IndexStore:
-    """Per-level node arrays in a Zarr group (the index, or with ``labels=True`` a run's
-    final boundary labels).
-
-    Level ``k`` (0 = tiles, up to the height cap ``H``) has ``nr x nc`` nodes, each with at
-    most ``bpad(k)`` boundary cells. Index arrays: ``count`` (nr, nc) int32, ``ids`` (nr, nc,
-    B) int64 (-1 padding), ``z``, ``f`` (nr, nc, B) float32, ``dist`` (nr, nc, B, B) float64
-    (inf padding) and ``hops`` int32; label arrays: ``d``, ``a``, ``h`` (nr, nc, B). Chunks
-    of level ``k <= g`` (the group level) cover one group (``2^(g-k)`` nodes a side), so a
-    group's task writes whole chunks; above, one node. The matrices are chunked in pages of
-    ``m x m`` nodes (about :data:`PAGE_BYTES`), sharded per group.
-    """
+    """Per-level node arrays in a Zarr group: the index, or with ``labels=True`` a run's
+    final boundary labels (``d``, ``a``, ``h``). Level ``k`` has ``shape(k)`` nodes of at
+    most ``bpad(k)`` boundary cells; a group's task writes whole chunks; the matrices are
+    chunked in pages (about :data:`PAGE_BYTES`). Layout: docs/cost-distance-tiled.md."""
 
     def __init__(self, path, tspec, group_level, labels=False, mode="r+",
                  page_bytes=None, sharded=True):
         self.path, self.tspec, self.g, self.labels = str(path), tspec, int(group_level), labels
         self.mode = mode  # "r" for a reused store: never written
-        # the matrices' chunks (pages) when created: PAGE_BYTES and sharded per group for
-        # the CPU's paged top; a GPU run takes larger pages, unsharded, which its group
-        # tasks write band by band (a partial shard would be read back and rewritten)
+        # a GPU run's pages are larger and unsharded: written band by band
         self.page_bytes, self.sharded = int(page_bytes or PAGE_BYTES), bool(sharded)
         self.name = LABELS_GROUP if labels else INDEX_GROUP
         self._arrays = {}
@@ -311,12 +247,10 @@ class IndexStore:
         return out
 
     def write_batch_bands(self, region, batch, band_bytes=None, cells=True, matrices=True):
-        """:meth:`write_batch` of a batch whose ``dist``/``hops`` are device arrays of the
-        level's width (phase 1 wrote them into a :class:`~terrain.grid.sssp_tiled.
-        DeviceLevel`): the boundary cells (``cells``: ``count``, ``ids``, ``z``, ``f``),
-        then (``matrices``) the matrices brought to the host and written a band of whole
-        chunk rows at a time, each band under :data:`_HOST_BANDS` (so the host holds a few
-        bands, not the groups in flight). The store must not be sharded below the group."""
+        """:meth:`write_batch` of a batch whose ``dist``/``hops`` are device arrays (of a
+        :class:`~terrain.grid.sssp_tiled.DeviceLevel`): the boundary cells (``cells``), then
+        the matrices (``matrices``) a band of whole chunk rows at a time under
+        :data:`_HOST_BANDS`. The store must not be sharded below the group."""
         i0, i1, j0, j1 = region
         ni, nj = i1 - i0, j1 - j0
         B = self.bpad(0)
@@ -345,9 +279,8 @@ class IndexStore:
         return m * max(1, int(band_bytes or BAND_BYTES) // (m * per_row))
 
     def read_group_to(self, level, start, region, band_bytes=None):
-        """Level-0 nodes of ``region`` into slots ``start :`` of a
-        :class:`~terrain.grid.sssp_tiled.DeviceLevel`, the matrices a band of chunk rows
-        at a time (bounded host buffers). Returns the boundary cells read."""
+        """Level-0 nodes of ``region`` into slots ``start :`` of a ``DeviceLevel``, the
+        matrices a band of chunk rows at a time; the boundary cells read."""
         sl = self._clip(0, region)
         (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
         ni, nj = i1 - i0, j1 - j0
@@ -471,9 +404,8 @@ def index_spec(spec):
 
 
 def solve_spec(spec):
-    """The :class:`~terrain.grid.sssp_tiled.TiledSpec` of a command's ``spec`` (its
-    ``shape, tile_sssp, connectivity, cost, cellsize`` and ``max_height``, if any);
-    :class:`InputError` where one is off.
+    """The :class:`~terrain.grid.sssp_tiled.TiledSpec` of a command's ``spec``;
+    :class:`InputError` where a value is off.
 
     >>> solve_spec({"shape": [10, 20], "tile_sssp": 8, "connectivity": 8, "cost": "absdiff",
     ...             "cellsize": [1, 1]}).tiles_shape
@@ -523,16 +455,14 @@ def _make_stores(index, labels, spec, height, prepared):
     return True
 
 
-#: the level of tiles on the device while a GPU run at height 0 builds it: index store path
-#: -> (DeviceLevel, vertices so far); phase 1 fills it, the top takes it (this process's)
+#: index store path -> [DeviceLevel, vertices so far] of a GPU run at height 0 (this process's)
 _LEVELS = {}
 _LEVELS_LOCK = threading.Lock()
 
 
 def _group_slots(store):
-    """``{(i, j): (start, region)}``: the slots of each group's tiles in a level-0
-    :class:`~terrain.grid.sssp_tiled.DeviceLevel` (groups row-major, their tiles row-major)
-    and the group's tile region ``(i0, i1, j0, j1)``; and the slot count."""
+    """``({(i, j): (first slot, tile region)}, slot count)`` of the groups' tiles in a
+    level-0 ``DeviceLevel`` (groups row-major, their tiles row-major)."""
     nr, nc = store.shape(store.g)
     out, start = {}, 0
     for i in range(nr):
@@ -544,9 +474,8 @@ def _group_slots(store):
 
 
 def _device_level_fits(tspec, store, backend):
-    """Whether the level of tiles fits the device (:meth:`DeviceLevel.nbytes`, with the
-    map cell -> vertex, under 70 % of the free memory): phase 1 then keeps it there and
-    the top is solved on it."""
+    """Whether the level of tiles fits 70 % of the device's free memory (a GPU run at
+    height 0): phase 1 then keeps it there and the top is solved on it."""
     if backend != "gpu" or tspec.height != 0 or tspec.tile > MAX_GPU_TILE \
             or tspec.levels == 1:
         return False
@@ -559,8 +488,7 @@ def _device_level_fits(tspec, store, backend):
 
 
 def _device_level(store, tspec, backend):
-    """This run's level of tiles on the device (made by the first group task), or None
-    when it does not fit (:func:`_device_level_fits`)."""
+    """This run's level of tiles on the device (made by the first group task), or None."""
     with _LEVELS_LOCK:
         if store.path not in _LEVELS:
             if not _device_level_fits(tspec, store, backend):
@@ -577,14 +505,13 @@ def _drop_level(path):
         return _LEVELS.pop(str(path), None)
 
 
-#: the top's labels on the device, for phase 3 in the same process: labels store path ->
-#: (group slots, B, (d, a, h) over the level's padded vertices)
+#: labels store path -> (group slots, B, (d, a, h)): the top's labels on the device for phase 3
 _DEVICE_LABELS = {}
 
 
 def _single_process():
-    """Whether every task of the run runs in this process (the threads scheduler, or one
-    distributed worker): then the top's labels stay on the device for phase 3."""
+    """Whether every task of the run runs in this process (then the top's labels stay on
+    the device for phase 3)."""
     try:
         from distributed import get_client, get_worker
         get_worker()
@@ -599,10 +526,7 @@ _WRITER = []     # the process's writer pool, made on first use
 
 def _write_later(path, group, fn, *args):
     """Run ``fn(*args)`` (a group's matrices written from the device level) in the writer
-    pool: the top and phase 3 need only the device level, so the index reaches the store
-    while they run. Whatever reads a group's matrices from the store first waits for them
-    (:func:`_wait_writes`: the sources of the group, a top that reads groups of other
-    processes, the run's finish)."""
+    pool while the top and phase 3 run; readers of those matrices wait (:func:`_wait_writes`)."""
     from concurrent.futures import ThreadPoolExecutor
     with _LEVELS_LOCK:
         if not _WRITER:
@@ -628,9 +552,8 @@ def _wait_writes(path, groups=None):
 
 
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
-    """Phase 1 of group ``(g, i, j)`` at height 0 with the level on the device: the
-    matrices go straight into the group's slots of ``level`` (where the top reads them);
-    the index is written from there band by band."""
+    """Phase 1 of group ``(g, i, j)`` into its slots of the device ``level``; the index is
+    written from there in the background."""
     slots, _ = _group_slots(store)
     start, region = slots[(i, j)]
     window = tspec.window(g, i, j)
@@ -719,14 +642,13 @@ def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
     inside = np.nonzero((rows >= r0) & (rows < r1) & (cols >= c0) & (cols < c1))[0]
     if not inside.size:  # no source: every label in the group is infinite, nothing to read
         return ([] if g > tspec.height else [((g, i, j), None)]), {}
-    if inside.size:
-        _wait_writes(store.path, [(i, j)])  # the source tiles' matrices, read below
-        z, f = reader(window)
-        for s in inside.tolist():
-            r, c = int(rows[s]) - r0, int(cols[s]) - c0
-            if np.isnan(z[r, c]) or np.isnan(f[r, c]):
-                raise InputError(f"{name}: source {s} at cell (row, col) = ({rows[s]}, "
-                                 f"{cols[s]}) is on nodata")
+    _wait_writes(store.path, [(i, j)])  # the source tiles' matrices, read below
+    z, f = reader(window)
+    for s in inside.tolist():
+        r, c = int(rows[s]) - r0, int(cols[s]) - c0
+        if np.isnan(z[r, c]) or np.isnan(f[r, c]):
+            raise InputError(f"{name}: source {s} at cell (row, col) = ({rows[s]}, "
+                             f"{cols[s]}) is on nodata")
     up, own = sources_leaf(tspec, _LazyNodes(store), reader, srcs, g, i, j)
     if g > tspec.height:  # pass on only the top nodes that reach a source
         up = [e for e in up if e[1] is not None]
@@ -748,11 +670,9 @@ def _collect_rest(rest):
 
 
 def _top_device(tspec, store, lstore, labels):
-    """The top at height 0 on the device: the level of tiles phase 1 left there (this
-    process's groups; the others', or all of a reused index, read from the store a band at
-    a time), :func:`~terrain.grid.sssp_tiled.level_solve_gpu`, the labels written group by
-    group. None (nothing done) when it does not fit the device or a start cost is negative
-    (the host's Dijkstra serves)."""
+    """The top at height 0 solved on the device level (groups phase 1 did not leave there
+    read from the store), its labels kept on the device or written; None when it does not
+    fit or a start cost is negative (the host's Dijkstra serves)."""
     from terrain.backend import get_backend
     t0 = time.perf_counter()
     be = get_backend("gpu")
@@ -794,22 +714,19 @@ def _top_device(tspec, store, lstore, labels):
     if _single_process():  # phase 3 runs here: it reads the labels from the device
         with _LEVELS_LOCK:
             _DEVICE_LABELS[lstore.path] = (slots, B, (d, a, h))
-        return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12,
-                "vertices": vertices, "read_seconds": read, "solve_seconds": solve,
-                "gpu_rounds": rounds, "write_seconds": 0.0, "device_level": True,
-                "seconds": time.perf_counter() - t0}
-
-    def write(start, region):  # one group's labels: one chunk of each array
-        ni, nj = region[1] - region[0], region[3] - region[2]
-        s = slice(start * B, (start + ni * nj) * B)
-        sl = (slice(region[0], region[1]), slice(region[2], region[3]))
-        with _HOST_BANDS:
-            for name, lab in (("d", d), ("a", a), ("h", h)):
-                lstore.array(0, name)[sl] = lab[s].get().reshape(ni, nj, B)
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(HOST_BANDS) as pool:  # compressed in parallel
-        list(pool.map(lambda item: write(*item), slots.values()))
-    write_s = time.perf_counter() - t
+        write_s = 0.0
+    else:
+        def write(start, region):  # one group's labels: one chunk of each array
+            ni, nj = region[1] - region[0], region[3] - region[2]
+            s = slice(start * B, (start + ni * nj) * B)
+            sl = (slice(region[0], region[1]), slice(region[2], region[3]))
+            with _HOST_BANDS:
+                for name, lab in (("d", d), ("a", a), ("h", h)):
+                    lstore.array(0, name)[sl] = lab[s].get().reshape(ni, nj, B)
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(HOST_BANDS) as pool:  # compressed in parallel
+            list(pool.map(lambda item: write(*item), slots.values()))
+        write_s = time.perf_counter() - t
     return {"pages": 1, "page_loads": 1, "page_bytes": n * B * B * 12, "vertices": vertices,
             "read_seconds": read, "solve_seconds": solve, "gpu_rounds": rounds,
             "write_seconds": write_s, "device_level": True,
@@ -817,11 +734,8 @@ def _top_device(tspec, store, lstore, labels):
 
 
 def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
-    """The top Dijkstra on the level-``H`` nodes (matrices paged in); writes their final
-    labels. Returns its paging stats. The level's cells are read and its labels written
-    as whole arrays (:class:`~terrain.grid.sssp_tiled.FlatBoundaries`), not node by node.
-    With ``backend='gpu'`` at height 0 the level is solved where phase 1 left it, on the
-    device (:func:`_top_device`)."""
+    """The top Dijkstra on the level-``H`` nodes (matrices paged in, or on the device:
+    :func:`_top_device`); writes their final labels; returns its paging stats."""
     t0 = time.perf_counter()
     H = tspec.height
     nr, nc = store.shape(H)
@@ -882,7 +796,7 @@ def _own_labels(store, lstore, k, region):
     return meta, lab
 
 
-def _node_down(tspec, store, lstore, labels, meta, lab, k, region):
+def _node_down(tspec, store, labels, meta, lab, k, region):
     """Children's final labels of the level-``k`` nodes in ``region``."""
     kids_all = store.meta(k - 1, (2 * region[0], 2 * region[1], 2 * region[2],
                                   2 * region[3]), matrices=True)
@@ -905,7 +819,7 @@ def _down_node_task(tspec, store, lstore, labels, top_cfg, ready, k, i, j, incom
     stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     if k <= tspec.height:
         meta, lab = _own_labels(store, lstore, k, (i, i + 1, j, j + 1))
-        kids = _node_down(tspec, store, lstore, labels, meta, lab, k, (i, i + 1, j, j + 1))
+        kids = _node_down(tspec, store, labels, meta, lab, k, (i, i + 1, j, j + 1))
         for key, (_, d) in kids.items():
             lstore.write_labels(k - 1, (key[1], key[1] + 1, key[2], key[2] + 1), {key: d})
     return (stats,) * 4
@@ -924,7 +838,7 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
         lab = {key: (np.zeros(0), np.zeros(0, np.int32), np.zeros(0, np.int32))
                for key in meta}  # the root: no boundary
     for k in range(s, 0, -1):
-        kids = _node_down(tspec, store, lstore, labels, meta, lab, k,
+        kids = _node_down(tspec, store, labels, meta, lab, k,
                           _group_region(store, k, i, j))
         meta = {key: nb for key, (nb, _) in kids.items()}
         lab = {key: d for key, (_, d) in kids.items()}
@@ -935,8 +849,7 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
 
 def _ring_seeds(store, lstore, region):
     """``(ids, (d, a, h))``: the boundary cells of the tiles of ``region`` (clipped) and
-    their final labels, flat (padding dropped), read as whole arrays (the labels from the
-    device when the top left them there: :data:`_DEVICE_LABELS`)."""
+    their final labels, flat (from the device when the top left them there)."""
     sl = store._clip(0, region)
     ids = np.asarray(store.array(0, "ids")[sl])
     cell = ids >= 0
@@ -964,10 +877,7 @@ def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                write_friction, group_level, shard, prepared, *downs):
     """Phase 3 on the groups of one output shard, then one write of the shard (on the
     GPU, at most :data:`_GROUP_SLOTS` shards at once: their host arrays bound the RSS)."""
-    if backend != "gpu":
-        return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
-                           write_friction, group_level, shard)
-    with _GROUP_SLOTS:
+    with _GROUP_SLOTS if backend == "gpu" else nullcontext():
         return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                            write_friction, group_level, shard)
 
@@ -1008,8 +918,8 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
 
 
 def _release_level(path):
-    """The end of a run in this process: its index written (:func:`_wait_writes`), its
-    device level and labels dropped."""
+    """The end of a run in this process: its index written, its device level and labels
+    dropped."""
     _wait_writes(path)
     _drop_level(path)
     with _LEVELS_LOCK:
@@ -1048,8 +958,7 @@ def _finish(out_path, fills, meta, tops, token=None):
 
 
 def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
-                      backend="cpu", friction_store=None, reuse=None, token="t",
-                      cache_bytes=None):
+                      backend="cpu", friction_store=None, reuse=None, token="t"):
     """Dask graph of the tiled cost distance (module docstring); a Delayed summary.
 
     ``spec`` holds ``shape, cost, connectivity, cellsize, tile_sssp, max_height,
@@ -1058,9 +967,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     """
     import dask
 
-    if cache_bytes is None:
-        cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
-    cache_bytes = int(cache_bytes)
+    cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
     tspec = solve_spec(spec)
     group_tiles = max(1, int(spec["group_side"]) // tspec.tile)
     plan = QuadtreePlan.build(tspec.shape, tspec.tile, group_tiles)
@@ -1078,7 +985,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
             return inner(_Timed(fn, token, f"{stage}-{key[0].rstrip('0123456789')}"), *args,
                          key=key, nout=nout)
         return timed
-    tasks = {"index": 0, "reused": 0}
+    index_tasks = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     layout = {"page_bytes": GPU_PAGE_BYTES, "sharded": False} if backend == "gpu" else {}
     index = (IndexStore(out_path, tspec, g, **layout) if reuse is None
              else IndexStore(reuse, tspec, g, mode="r"))
@@ -1089,13 +996,11 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     if reuse is None:
         ready, _ = walk_up(plan, (_index_leaf_task, tspec, reader, backend, index, made),
                            (_index_merge_task, tspec, index), call=call("index"))
-        tasks["index"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     else:
         ready = [dask.delayed(_Timed(_index_check_task, token, "index-check"), pure=False)(
             tspec, reader, index, made, g, i, j, dask_key_name=(f"cost-index-check-{token}",
                                                                 i, j))
             for (i, j) in plan.groups]
-        tasks["reused"] = len(plan.groups) + sum(len(v) for v in plan.levels.values()) + 1
     name = spec.get("input", "")
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
                       (_sources_merge_task, tspec, index), call=call("src"))
@@ -1123,8 +1028,9 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
     meta.update({"rows": tspec.shape[0], "cols": tspec.shape[1], "backend": backend,
                  "tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
-                 "group_side": tspec.tile << g, "index_tasks": tasks["index"],
-                 "reused_tasks": tasks["reused"],
+                 "group_side": tspec.tile << g,
+                 "index_tasks": index_tasks if reuse is None else 0,
+                 "reused_tasks": 0 if reuse is None else index_tasks,
                  "skipped_phases": [] if reuse is None else ["phase 1", "phase 2 upward"],
                  "reuse": None if reuse is None else str(reuse),
                  "sizing": spec.get("sizing")})
@@ -1138,13 +1044,10 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, 
     reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
     index's group side and height after checking it matches (:func:`check_reuse_store`).
 
-    Group side and height: on the CPU (and for a reused store, its own) a shard of the
-    store, at most :data:`GROUP_SIDE`, and :func:`~terrain.grid.sssp_tiled.
-    default_max_height`; a fresh ``backend="gpu"`` run sizes both from the device
-    (:func:`gpu_sizing`, ``devices`` GPUs). ``spec["sizing"]`` says which (the summary
-    prints it). For one
-    tile side, group side and height, CPU and GPU give the same layers bit for bit; the
-    group side never changes a result and with integer costs neither does the height.
+    Group side and height: a reused store's own; on the CPU a shard, at most
+    :data:`GROUP_SIDE`, and the default height; a fresh GPU run sizes both from the device
+    (:func:`gpu_sizing`). ``spec["sizing"]`` says which. The group side never changes a
+    result, nor does the height with integer costs.
     """
     stored = {}
     if reuse is not None:  # the stored index's tile and group side
@@ -1197,46 +1100,30 @@ def _device_facts(backend):
     return threads, free_device_bytes(be)
 
 
-def gpu_sizing(spec, backend="gpu", device=None, threads=None, cache_bytes=None, devices=1):
+def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
     """Group side and height cap of a fresh ``--backend gpu`` run, from the device.
 
-    ``device``: ``(resident threads, free bytes)`` instead of asking the device (SMs x
-    threads per SM, CUDA's and CuPy's pool's free memory); ``threads``: the task threads
-    (default: the cores); ``cache_bytes``: the top cache (default
-    :func:`top_cache_bytes_gpu`); ``devices``: the GPUs the groups are spread over (at
-    least one group each). Returns a dict for the summary: ``group_side``, ``height``,
-    ``launch_threads``, ``device_threads``, ``free_bytes``, ``by``.
+    ``device``: ``(resident threads, free bytes)`` instead of asking the device;
+    ``threads``: the task threads (default: the cores); ``devices``: the GPUs the groups are
+    spread over (at least one group each). Returns a dict for the summary.
 
-    *Group side.* A group's tiles go in one phase-1 launch (one block per tile in shared
-    memory for tiles up to 16, :func:`~terrain.grid.sssp_tiled.shared_pass`; larger tiles
-    one thread per (tile, boundary cell), chunked under :data:`PHASE1_SCRATCH`), and the
-    task threads' launches on one device run one after another. So the group is the
-    smallest power-of-two side from :data:`GROUP_SIDE` up holding at least as many (tile,
-    boundary cell) pairs as the device has resident threads, at most the store's shard (a
-    writer owns whole shards), halved while the groups in flight (one per task thread, at
-    most the group count; inputs, scratch, and matrices unless they go to the device level)
-    would not fit half the free memory left.
-
-    *Height.* 0 when the level of tiles fits 70 % of the free device memory
-    (:meth:`~terrain.grid.sssp_tiled.DeviceLevel.nbytes`: ~192 bytes a cell of matrices,
-    the solve's vertex arrays, a map of 4 bytes a cell; ``top_on_device``): phase 1 then
-    leaves the matrices there and the top is solved on them
-    (:func:`~terrain.grid.sssp_tiled.level_solve_gpu`) without reading them back, and no
-    level above the tiles is built; else the CPU's
-    :func:`~terrain.grid.sssp_tiled.default_max_height`. (``cache_bytes`` no longer
-    decides: kept for the callers.)
+    The group is the smallest power-of-two side from :data:`GROUP_SIDE` up whose phase-1
+    launch fills the device's resident threads, at most a shard, halved while the groups in
+    flight would not fit half the free memory. The height is 0 when the level of tiles fits
+    70 % of the free memory (``top_on_device``: the top is solved where phase 1 left it),
+    else the CPU's default. Design: docs/cost-distance-tiled.md.
 
     >>> s = {"shape": (4096, 4096), "tile_sssp": 16, "connectivity": 8, "cost": "absdiff",
     ...      "cellsize": (1.0, 1.0), "max_height": None, "shard_side": 2048}
-    >>> g = gpu_sizing(s, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g = gpu_sizing(s, device=(270336, 70 << 30), threads=16)
     >>> g["group_side"], g["height"], g["launch_threads"], g["top_on_device"]
     (2048, 0, 4194304, True)
-    >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16, cache_bytes=8 << 30)
+    >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16)
     >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
     (512, 1)
     >>> s2 = dict(s, shape=(2048, 2048))  # one group of 2048, or one for each of 2 GPUs
-    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, cache_bytes=8 << 30,
-    ...             devices=d)["group_side"] for d in (1, 2)]
+    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, devices=d)["group_side"]
+    ...  for d in (1, 2)]
     [2048, 1024]
     """
     import os

@@ -17,7 +17,7 @@ from terrain.errors import InputError
 from terrain.io.georef import RASTER_DIMS, crs_label
 from terrain.tiles import is_store, open_store
 
-__all__ = ["describe_path", "describe_store", "store_stats", "format_description",
+__all__ = ["describe_path", "describe_store", "store_stats", "merge_stats", "format_description",
            "info_command", "RESULT_ATTRS"]
 
 # store attributes that hold a result's summary (other commands add theirs here)
@@ -81,7 +81,16 @@ def store_stats(store):
     if "stats" in store.attrs:
         return dict(store.attrs["stats"])
     from terrain.io import nan_min_max
-    parts = [nan_min_max(store.read_window(*w)) for w in store.shard_windows()]
+    return merge_stats([nan_min_max(store.read_window(*w)) for w in store.shard_windows()])
+
+
+def merge_stats(parts):
+    """``{"nodata_cells", "min", "max"}`` (the ``stats`` attribute ingest writes) from the
+    ``(nodata cells, min, max)`` of each part of a grid; min and max None without data.
+
+    >>> merge_stats([(2, 1.0, 5.0), (0, -3.0, 4.0)]), merge_stats([(4, math.inf, -math.inf)])
+    ({'nodata_cells': 2, 'min': -3.0, 'max': 5.0}, {'nodata_cells': 4, 'min': None, 'max': None})
+    """
     lo = min((p[1] for p in parts), default=math.inf)
     hi = max((p[2] for p in parts), default=-math.inf)
     return {"nodata_cells": sum(p[0] for p in parts), "min": lo if math.isfinite(lo) else None,

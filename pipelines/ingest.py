@@ -1,35 +1,16 @@
 """Ingest an elevation grid into a z-ordered tile store, as one Dask graph; ``synth``.
 
-Dask strategy
--------------
-The input's header is read and validated eagerly (:func:`terrain.io.open_grid`), so bad
-input fails before any task runs. The graph then has three layers:
-
-1. ``ingest-index``: for ASCII grids, one task per ``INDEX_CHUNK_BYTES`` of the data section
-   finds the newlines, and one task joins them into the byte span of every row (and checks
-   the row count). Rasters GDAL reads skip this layer.
-2. ``ingest-band``: one task per band of shard rows (``tile × tiles_per_shard`` rows). A
-   task owns whole shards, because zarr rewrites a shard that a write covers only in part:
-   it parses (or reads) its band into float32 (NaN = nodata) and writes each shard of the
-   band (:func:`write_window`). Memory per task is the band plus one text block.
-3. ``ingest-finish``: gathers per-band statistics (nodata count, min, max) into the
-   store's attributes so that ``info`` needs no pass over the data.
-
-The store itself is created by a task that every band task depends on, so building the
-graph writes nothing.
-
-Without a graph: an ASCII grid that the default scheduler would run on threads (at most
-:data:`pipelines.cluster.DASHBOARD_MIN_CELLS` cells) is parsed whole on a thread pool and
-written from memory (:func:`ingest_in_threads`); Dask is not imported. Same store, byte for
-byte.
-
-Shards are written by :func:`terrain.tiles.store.write_block` (the bytes zarr writes, with the
-copies and Blosc outside the GIL in the calling thread); zarr creates the store and its
-metadata. :func:`build_ingest_graph` is what other pipelines embed in their own graph;
-:func:`ingest` runs it alone, writing beside the target and renaming.
+The header is validated eagerly (:func:`terrain.io.open_grid`), so bad input fails before
+any task runs. Tasks: ``ingest-create`` (the store: building the graph writes nothing);
+for an ASCII grid ``ingest-index`` (the newlines of each ``INDEX_CHUNK_BYTES``) and
+``ingest-rows`` (every row's byte span); ``ingest-band`` per band of shard rows (a task
+owns whole shards, since zarr rewrites a shard written in part: parse, then
+:func:`write_window`); ``ingest-finish`` (nodata count, min, max into the attributes, so
+``info`` needs no pass over the data). An ASCII grid small enough for the default
+scheduler's threads is parsed whole and written from memory without Dask
+(:func:`ingest_in_threads`): the same store, byte for byte.
 """
 
-import math
 import os
 import sys
 import threading
@@ -47,6 +28,7 @@ from terrain.tiles.store import tiles_per_shard, write_block
 
 from . import _plan as _plans
 from ._resume import drop_checkpoints, prepare_resume, run_key
+from .info import merge_stats
 
 # Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
 # grid's ingest runs without one (ingest_in_threads) and does not pay its import
@@ -56,9 +38,8 @@ __all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads",
            "ingest_on_active_scheduler", "ingest_command", "synth_command",
            "default_compressors", "THREADS_MAX_CELLS"]
 
-#: grids up to this many cells run without a task graph under the default scheduler (the
-#: default scheduler's own bound, :data:`pipelines.cluster.DASHBOARD_MIN_CELLS`, which this
-#: module does not import: its import is Dask's)
+#: grids up to this many cells run without a task graph under the default scheduler
+#: (:data:`pipelines.cluster.DASHBOARD_MIN_CELLS`, not imported: its import is Dask's)
 THREADS_MAX_CELLS = 1 << 26
 
 
@@ -69,9 +50,8 @@ def band_stats(z):
 
 
 def default_compressors():
-    """Blosc LZ4 (level 1, byte shuffle): on terrain about 0.57 of raw float32 and faster
-    than zstd level 1 (0.70) or the zarr default zstd level 0 (0.51), so the parser, not the
-    codec, bounds throughput (docs/mst.md, "Design notes")."""
+    """Blosc LZ4 (level 1, byte shuffle): the parser, not the codec, bounds throughput
+    (figures: docs/architecture.md, "Codecs")."""
     return (zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle"),)
 
 
@@ -88,9 +68,8 @@ def create_elevation(store_path, grid, tile, compressors=None):
     return store.elevation.shards[0]
 
 
-#: host bytes the band tasks of one process hold at once (their float32 bands; the text is
-#: read in blocks into a buffer a thread): at least two bands run, however wide the grid,
-#: and the cores do not multiply the RSS (a band of the 50220 x 70520 Neuse grid is 578 MB)
+#: host bytes the band tasks of one process hold at once (at least two bands run): the
+#: cores do not multiply the RSS
 BAND_HOST_BUDGET = 2 << 30
 
 _band_slots = {}
@@ -148,7 +127,7 @@ def write_window(store_path, z, r0, c0):
 def finish_elevation(store_path, parts):
     """The statistics of the bands ``parts`` (:func:`band_stats` each) into the store's
     attributes."""
-    stats = _finish_stats(parts)
+    stats = merge_stats(parts)
     zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
     BUFFERS.clear()
     return store_path
@@ -258,7 +237,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
 
-    with open_scheduler(scheduler, cells=grid.shape[0] * grid.shape[1], inputs=[input_path]):
+    with open_scheduler(scheduler, cells=cells, inputs=[input_path]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
 
@@ -302,14 +281,10 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
 
 def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
                       compressors=None, **options):
-    """:func:`ingest` of an ASCII grid that fits in memory, on a thread pool, no task graph.
-
-    The whole grid is parsed into one float32 array (:meth:`terrain.io.AsciiGrid.read_all`),
-    then every shard is written from it on the same pool (the parser and the codec release
-    the GIL, so both run on every core). The store is the one the task graph writes, byte for
-    byte: the same writers, statistics and partial output name (a killed run is resumed by
-    ``--resume``, which takes the graph path). ``options``: :func:`terrain.io.open_grid`'s
-    (``band``, ``nodata``, ``crs``), which ``grid`` was opened with.
+    """:func:`ingest` of an ASCII grid that fits in memory, on a thread pool, no task graph:
+    parsed whole (:meth:`terrain.io.AsciiGrid.read_all`), then every shard written on the
+    same pool. The same store as the graph's, byte for byte (``--resume`` takes the graph).
+    ``options``: :func:`terrain.io.open_grid`'s, which ``grid`` was opened with.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -330,13 +305,6 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
     store = open_store(output_path)
     store.reused_tasks = 0
     return store
-
-
-def _finish_stats(parts):
-    lo = min((p[1] for p in parts), default=math.inf)
-    hi = max((p[2] for p in parts), default=-math.inf)
-    return {"nodata_cells": sum(p[0] for p in parts), "min": lo if math.isfinite(lo) else None,
-            "max": hi if math.isfinite(hi) else None}
 
 
 # -- command handlers ---------------------------------------------------------------------------
@@ -365,8 +333,6 @@ def ingest_command(args):
           f"{store.tiles_shape[1]} tiles of {store.tile}) in {time.perf_counter() - t0:.2f} s"
           f"{reused}")
     return 0
-
-
 
 
 def synth_command(args):

@@ -1,41 +1,18 @@
 """``terrain mst``: the grid minimum spanning forest of a DEM.
 
-Routes
-------
 :func:`mst_route` is the one planner (:func:`run_mst` and ``--dry-run`` ask it the same
-questions); each route is the measured winner of its regime (docs/mst.md, "Routes" and
-"Design notes"):
+questions); each route wins its regime (docs/mst.md, "Routes"):
 
 * ``in-core``: the grid fits the backend's whole-grid kernel
-  (:func:`terrain.grid.mst_device.fits_in_core`: the device's memory; on the CPU up to
-  :data:`terrain.grid.mst_device.HOST_MAX_CELLS` cells, Kruskal in C). It is the super-tile
-  walk with one group, the grid: without ``--scheduler``/``--resume`` it runs in this process
-  with :func:`terrain.tiles.quadtree.call_now` and no Dask, the input read once into memory
-  (:mod:`pipelines.mst_input`; an ASCII grid on the GPU parsed on the device), else as a
-  task graph of one group task.
-* ``super-tiles`` (GPU): groups as large as the device holds, each group's forest in core
-  and reduced once, merged up the quadtree; an ASCII grid whose float32 fits half the
-  device is parsed there first and the groups read it there.
+  (:func:`terrain.grid.mst_device.fits_in_core`): the super-tile walk with one group, run in
+  this process without Dask unless ``--scheduler``/``--resume`` ask for a task graph.
+* ``super-tiles`` (GPU): groups as large as the device holds, merged up the quadtree; an
+  ASCII grid that fits the device is parsed there first (:mod:`pipelines.mst_input`).
 * ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree.
 
-One GPU runs each route (``--gpus N``: GPU 0 of the N; spreading one job over several GPUs
-was measured slower). A batch's GPU cluster gets the groups pinned to its workers in Z-order
-runs (:func:`pipelines.cluster.assign_groups`), loosely: a lost worker's groups run
-elsewhere, with the same forest.
-
-Dask strategy
--------------
-:func:`build_mst_graph` wires the library's phases (:mod:`terrain.grid.mst`) along the walks
-of :mod:`terrain.tiles.quadtree`, each step a task of :class:`pipelines.quadtree.TaskGraph`:
-``mst-ingest`` (a raster written into the output store itself) → ``mst-prepare`` (the
-``mst`` array) → ``mst-group`` (one per group: read once, forest, reduction, the group's own
-merges, its provisional mask written) → ``mst-merge`` (per node above the groups) →
-``mst-expand`` (top down) → ``mst-write`` (per group: the shards a change reaches read,
-changed and written) → ``mst-finish`` (the statistics). Level graphs are task results
-(O(perimeter) per node, written once). Whole shards are read and written by
-:func:`terrain.tiles.store.read_block` / ``write_block`` (each thread decodes and encodes its
-own, the GIL released), in runs of shards on a pool of
-:data:`pipelines.mst_input.IO_THREADS`.
+One GPU runs each route (``--gpus N``: GPU 0 of the N). :func:`build_mst_graph` wires the
+phases of :mod:`terrain.grid.mst` along the quadtree walks: ``mst-ingest`` → ``mst-prepare``
+→ ``mst-group`` → ``mst-merge`` → ``mst-expand`` → ``mst-write`` → ``mst-finish``.
 """
 
 import contextlib
@@ -238,8 +215,7 @@ def _each(fn, windows):
 
 def _runs(shape, side, window):
     """``window``'s runs of shards (:func:`pipelines.mst_input.shard_runs`): one a row of
-    shards for a group among others (their tasks run side by side), about one an I/O thread
-    for a group that is the whole grid (the only task)."""
+    shards, or about one an I/O thread for a group that is the whole grid."""
     r0, r1, c0, c1 = window
     whole = (r1 - r0, c1 - c0) == tuple(shape)
     return shard_runs(shape, side, window, None if whole else -(-(r1 - r0) // side))
@@ -272,13 +248,12 @@ def _slot(name, count):
         return _pools[(name, count)]
 
 
-def _group_task(dem, out_path, spec, backend, super_tile, in_flight, sides, prepared,
-                device_mask, level, i, j):
-    """A group's forest (read, forest, reduction, in-group merges) and its provisional
-    mask, written to the output's ``mst`` -- or, with ``device_mask`` (a held device grid),
-    put there until the write tasks apply the changes. ``in_flight``: the super-tiles one
-    process runs at once (their memory was sized for that many); ``sides``: the shard sides
-    of the input's ``elevation`` and of the output's ``mst``."""
+def _group_task(dem, spec, backend, super_tile, in_flight, sides, prepared, device_mask,
+                level, i, j):
+    """A group's forest (read, forest, reduction, in-group merges) and its provisional mask,
+    written to the output's ``mst`` or put in ``device_mask`` (a held device grid).
+    ``in_flight``: super-tiles a process runs at once; ``sides``: the input's and the
+    output's shard sides."""
     be = get_backend(backend)
     with _slot("super-tiles", in_flight if super_tile else None):
         t0 = time.perf_counter()
@@ -311,10 +286,9 @@ WRITE_SLOTS = 16
 
 
 def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
-    """Apply a group's changes to its provisional mask: only the shards that some change
-    reaches are read, changed and written again (the others already hold their final
-    bytes). With ``device_mask``, the whole group is taken from the device, changed and
-    written, a run of shards a thread (its first and only write)."""
+    """Apply a group's changes to its provisional mask: only the shards a change reaches are
+    read, changed and written again; with ``device_mask`` the whole group is taken from the
+    device, changed and written once."""
     win = spec.window(level, i, j)
     changes = Changes.concat([incoming, own])
     times = {"read": 0.0, "expand": 0.0, "write": 0.0}
@@ -369,10 +343,8 @@ def _changes_by_window(spec, side, win, changes, every=False):
 
 
 def _finish(out_path, spec, group_stats, node_stats, writes, meta):
-    """Sum the statistics; store them in the output's attributes; return the summary.
-
-    The changes' weights and counts come summed by the write tasks (each change is applied
-    by one), so no task holds all the changes at once."""
+    """Sum the statistics (the write tasks sum their changes: no task holds them all) into
+    the output's attributes; return the summary."""
     times = {p: 0.0 for p in PHASES}
     totals = {"read_bytes": 0, "written_bytes": 0, "graph_bytes": 0}
     fsum, fedges, verts = WeightSum(), 0, 0
@@ -400,11 +372,9 @@ def _finish(out_path, spec, group_stats, node_stats, writes, meta):
 
 # ----------------------------------------------------------------------------- the walk
 def _groups(spec, shard_tiles, be, in_core, workers=(), free=None):
-    """``(group tiles, super-tile, in flight)`` of a run: the whole grid as one super-tile
-    when it fits in core (``in_core`` "auto"; "whole": the route found it fits); else on the
-    GPU (or with "groups") super-tiles sized from the device (:func:`super_tile_group_tiles`);
-    else the store's shards as tile batches. ``in_flight``: super-tiles a process runs at once
-    (None: unbounded)."""
+    """``(group tiles, super-tile, in flight)``: the whole grid as one super-tile when it fits
+    in core (``in_core`` "auto", or "whole"); else on the GPU (or with "groups") super-tiles
+    sized from the device; else the store's shards as tile batches."""
     if in_core == "whole" or (in_core == "auto" and fits_in_core(spec.shape, be, free=free)):
         return 1 << (spec.levels - 1), True, 1
     if in_core is False:
@@ -420,12 +390,9 @@ SUPER_TILE_HOST_BUDGET = 2 << 30
 
 def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
     """``(tiles a side, True, in flight)`` of the GPU's super-tile groups: a power-of-two
-    multiple of the store's shard (``shard_tiles``; a writer owns whole shards), as large as
-    :func:`terrain.grid.mst.super_tile_side` allows with one group in flight per task thread
-    of a device (:func:`pipelines.cluster.gpu_worker_threads`) and
-    :data:`SUPER_TILE_HOST_BUDGET` shared by them all (``free``: the workers' free device
-    bytes). Larger groups: fewer tasks and small top levels; but at least one group per task
-    thread (else threads, or GPUs, stand idle). The forest is the same."""
+    multiple of the shard, as large as :func:`terrain.grid.mst.super_tile_side` allows with
+    one group in flight per task thread and :data:`SUPER_TILE_HOST_BUDGET` shared by all,
+    but at least one group per task thread. The forest is the same."""
     from .cluster import gpu_worker_threads, workers_per_gpu
     if workers:
         in_flight = gpu_worker_threads(list(workers))  # per worker process
@@ -466,7 +433,7 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_cor
                     geo or {}, upstream, key=("prepare",))
     mask_side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
     dem_side = _dem_shard_side(dem) or mask_side
-    _, rest = walk_up(plan, (_group_task, dem, out_path, spec, be.name, super_tile,
+    _, rest = walk_up(plan, (_group_task, dem, spec, be.name, super_tile,
                              in_flight, (dem_side, mask_side), prepared, device_mask),
                       (merge_step, spec), call, nout=3, names=("group", "merge"))
     g = plan.group_level
@@ -490,45 +457,16 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_cor
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
                     geo=None, in_core="auto", partial=None, workers=(),
                     device_mask=None, free=None):
-    """Dask graph computing the forest of the DEM ``dem_path`` into ``out_path``.
+    """Dask graph computing the forest of the DEM ``dem_path`` (a tile store, possibly
+    ``out_path`` itself, or a :class:`~pipelines.mst_input.HeldGrid`) into ``out_path``;
+    computing it returns the summary (also stored in the ``mst`` attribute).
 
-    Parameters
-    ----------
-    dem_path : path of the tile store holding ``elevation`` (may equal ``out_path``), or a
-        :class:`pipelines.mst_input.HeldGrid`
-    out_path : path of the output store (an existing group, or created by ``upstream``)
-    spec : MSTSpec
-    group_tiles : int
-        Tiles a side of a group of tile batches (the store's shard: a writer owns whole
-        shards); super-tiles are a multiple of it.
-    backend : str
-        Backend name each task resolves.
-    upstream : Delayed, optional
-        What must run first (the ingest).
-    geo : dict, optional
-        ``geotransform``/``crs``/``source`` to copy when the output has no coordinates.
-    in_core : {"auto", "groups", False}
-        "auto": one group, the whole grid, when it fits in core; else super-tiles on the GPU
-        and the shards' tile batches on the CPU. "groups": super-tiles always; False: tile
-        batches. The forest is the same.
-    partial : path, optional
-        The partial output holding the checkpoints of :data:`CHECKPOINTED` tasks
-        (``--resume``); None: no checkpoints.
-    workers : list of str
-        GPU workers (:func:`pipelines.cluster.active_gpu_workers`): each group's read,
-        forest and write run on one of them (:func:`pipelines.cluster.assign_groups`).
-        Empty: the scheduler places every task.
-    device_mask : HeldGrid, optional
-        A uint8 grid on this process's device holding the provisional masks between the
-        group and write tasks; None: the output's ``mst``.
-    free : int, optional
-        The device's free bytes the groups are sized for (None: asked of the workers' devices,
-        or of this process's).
-
-    Returns
-    -------
-    dask.delayed.Delayed
-        Computing it returns the summary dict (also stored in the ``mst`` attribute).
+    ``group_tiles``: tiles a side of a group of tile batches (the store's shard);
+    ``upstream``: what runs first (the ingest); ``geo``: the georeference to copy when the
+    output has none; ``in_core``: as :func:`mst_route` ("auto", "groups" or False; the forest
+    is the same); ``partial``: the partial output holding the checkpoints (``--resume``);
+    ``workers``: GPU workers the groups are pinned to; ``device_mask``: a held device grid
+    for the provisional masks; ``free``: the device's free bytes (None: asked).
     """
     import dask
 
@@ -571,9 +509,8 @@ def _open_input(inp, tile):
 
 
 def _data_identity(inp):
-    """What identifies a tile store's data beyond its root metadata: every file's path,
-    size and modification time (a store rewritten in place is another run's input).
-    Files are identified by :func:`terrain.io.outputs.input_identity` already: None."""
+    """A tile store's every file's path, size and modification time (a store rewritten in
+    place is another run's input); None for a file (``input_identity`` covers it)."""
     if not inp.is_dir():
         return None
     h = hashlib.sha256()
@@ -640,8 +577,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             prepare_resume(tmp)
         wall = {}
         if route.held:
-            summary, reused = _run_held(route, source, geo, tmp, spec, shard, be,
-                                        in_core, wall)
+            summary, reused = _run_held(route, source, geo, tmp, spec, shard, be, wall)
         else:
             summary, reused = _run_graph(route, source, inp, geo, tmp, spec, shard, be,
                                          in_core, scheduler)
@@ -665,7 +601,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     return summary
 
 
-def _run_held(route, source, geo, tmp, spec, shard, be, in_core, wall):
+def _run_held(route, source, geo, tmp, spec, shard, be, wall):
     """The routes that read the input into this process first (:mod:`pipelines.mst_input`):
     in core without a graph, or the super-tiles of a text parsed on the device."""
     side = spec.tile * shard

@@ -1,38 +1,17 @@
 """The input grid of ``terrain mst`` held in this process: read once, its elevations written
 as they arrive, the forest's tasks taking their blocks from memory.
 
-When it applies
----------------
-:func:`pipelines.mst.mst_route` decides: the in-core route without a scheduler (the whole
-grid in host or device memory, the forest in one step), and on the GPU an ESRI/GRASS ASCII
-grid whose float32 elevations fit :data:`DEVICE_SHARE` of the device although its forest does
-not fit in core (the super-tiles then read their blocks from the device). The 10-ft Neuse
-size (50220 × 70520, 24.4 GB of text, 14.2 GB of float32) on an 80 GB device is the case
-of the second.
-
-Algorithm
----------
-:func:`load_grid` reads the input once into the backend's memory: an ASCII grid on the GPU
-is parsed on the device in pieces of whole lines (:func:`terrain.io.parse_grid_on_device`:
-the pool's threads read the next piece into pinned buffers while the device parses the
-current one), on the CPU by the C parser on a thread pool
-(:meth:`terrain.io.AsciiGrid.read_all`); a raster through rasterio, a tile store shard by
-shard. For a raster input the output store gets the ``elevation`` layer the ingest writes (the
-same writer and statistics, :mod:`pipelines.ingest`), each band of shard rows written by a
-pool of :data:`WRITER_THREADS` as soon as it is parsed, through pinned buffers from the
-device, while the device goes on.
-
-The grid is then registered under a :class:`HeldGrid` handle (a task argument whose pickle
-is its key: the array never leaves this process), and the group tasks of
-:func:`pipelines.mst.build_mst_graph` take their blocks with :func:`held_get` instead of
-reading and decoding the store. On the GPU the provisional masks of super-tiles go to a
-second held grid (uint8, on the device) and the write tasks take each shard from there,
-apply its changes and write it: the mask is written once and never read back.
-
-Host memory holds no grid-sized array on the GPU: pinned buffers of the copies and writers,
-the super-tiles' masks in flight, the level graphs. A text that is not a valid grid makes the
-device parse return None; :func:`load_grid` then parses it on the CPU, whose parser raises
-the usual :class:`~terrain.errors.InputError` (file, line, token).
+:func:`pipelines.mst.mst_route` decides when: the in-core route without a scheduler, and on
+the GPU an ASCII grid whose float32 elevations fit :data:`DEVICE_SHARE` of the device though
+its forest does not fit in core. :func:`load_grid` reads the input once into the backend's
+memory (an ASCII grid on the GPU parsed on the device in pieces of whole lines,
+:func:`terrain.io.parse_grid_on_device`; on the CPU by the C parser; a raster by rasterio;
+a store shard by shard); a raster input's ``elevation`` layer is written, band by band by
+:data:`WRITER_THREADS` threads, as it is parsed. The grid is registered under a
+:class:`HeldGrid` handle and the group tasks take their blocks with :func:`held_get`; on the
+GPU the provisional masks go to a second held grid on the device, written once by the write
+tasks. A text the device parse rejects is parsed on the CPU, whose parser raises the usual
+:class:`~terrain.errors.InputError` (file, line, token).
 """
 
 import contextlib

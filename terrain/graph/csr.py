@@ -1,25 +1,17 @@
 """Compressed sparse row (CSR) graphs: the one representation every traversal runs on.
 
-:class:`Graph` holds the undirected view of a graph — each edge stored in both directions,
-self-loops and duplicate edges dropped, every adjacency list sorted — plus the map from
-internal vertex numbers ``0..n-1`` back to the ids of the file (or the nodes of a networkx
-graph) it came from. A *directed* graph (``directed=True``: DIMACS arc lists, ``--directed``)
-stores each arc once, in its tail's row. Optional ``weights`` run parallel to ``indices``
-in the dtype they were read in (int32, int64, float32 or float64); parallel edges keep the
-minimum weight. BFS and the diameter use the undirected, unweighted view
-(:meth:`Graph.undirected`); SSSP and MST read the weights.
+:class:`Graph` holds the undirected view of a graph (each edge in both directions,
+self-loops and duplicate edges dropped, adjacency lists sorted) and the map from internal
+vertex numbers ``0..n-1`` back to the source's ids; a *directed* graph stores each arc once,
+in its tail's row. Optional ``weights`` run parallel to ``indices`` in the dtype they were
+read in; parallel edges keep the minimum weight.
 
-:func:`build_csr` is a counting sort in parallel by edge blocks: each block counts its
-entries per row, a prefix sum over rows and blocks gives every block its own slots in every
-row, each block scatters its edges into its slots; then the rows are sorted (insertion sort
-for short rows, an LSD radix sort for long ones; rows the scatter left increasing are kept
-as they are) and de-duplicated in parallel, and one pass closes the gaps. O(m + n x blocks)
-plus the row sorts, no global sort of 2m keys; C kernels (``terrain_csr_*`` in
-``terrain/native/kernels.c``) on a thread pool. ``indices`` are int32 whenever the vertex
-count fits, ``indptr`` int64. What was measured and dropped: docs/graphs.md ("Loading").
-
-The friendly layer :func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a
-networkx graph or an ``(indptr, indices)`` pair.
+:func:`build_csr` is a parallel counting sort by edge blocks (count, prefix sum, scatter
+into each block's own slots), then per-row sorts and de-duplication, in C kernels
+(``terrain_csr_*``) on a thread pool: O(m + n x blocks), no global sort (figures:
+docs/graphs.md, "Loading"). ``indices`` are int32 whenever the vertex count fits.
+:func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a networkx graph or an
+``(indptr, indices[, weights])`` tuple.
 """
 
 import itertools
@@ -134,23 +126,19 @@ class Graph:
         if self.ids is None:
             out = []
             for x in ids:
-                try:
-                    v = int(x) - self.id_base
-                except (TypeError, ValueError):
-                    v = -1
+                key = _int_or_none(x)
+                v = -1 if key is None else key - self.id_base
                 if not 0 <= v < self.n:
                     raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
                 out.append(v)
             return np.asarray(out, dtype=np.int64)
         ids_array = self.ids if isinstance(self.ids, np.ndarray) else None
-        if ids_array is not None and ids_array.dtype.kind in "iu" and self._ids_increasing():
+        int_ids = ids_array is not None and ids_array.dtype.kind in "iu"
+        if int_ids and self._ids_increasing():
             # file ids (SNAP) rise with the vertex number: a binary search, no dict of n ids
             out = []
             for x in ids:
-                try:
-                    key = int(x)
-                except (TypeError, ValueError):
-                    key = None
+                key = _int_or_none(x)
                 v = int(np.searchsorted(ids_array, key)) if key is not None else self.n
                 if v >= self.n or int(ids_array[v]) != key:
                     raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
@@ -162,12 +150,7 @@ class Graph:
             self.meta["_index"] = table
         out = []
         for x in ids:
-            key = x
-            if isinstance(self.ids, np.ndarray) and self.ids.dtype.kind in "iu":
-                try:
-                    key = int(x)
-                except (TypeError, ValueError):
-                    key = None
+            key = _int_or_none(x) if int_ids else x
             if key not in table:
                 raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
             out.append(table[key])
@@ -183,6 +166,13 @@ class Graph:
         data = self.weights if weighted and self.weights is not None else np.ones(self.nnz,
                                                                                   np.int8)
         return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.n, self.n))
+
+
+def _int_or_none(x):
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------- kernels (C)
@@ -251,9 +241,6 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         raise ValueError(f"build_csr: n must be >= 0, got {n}")
     if u.size and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= n):
         raise ValueError(f"build_csr: vertex numbers must lie in 0..{n - 1}")
-    if u.dtype != v.dtype or u.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-        u = u.astype(np.int64)
-        v = v.astype(np.int64)
     w = None
     if weights is not None:
         w = np.ascontiguousarray(weights)
@@ -261,7 +248,7 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
             raise ValueError(f"build_csr: weights must have the shape of u, got {w.shape}")
         w = w.astype(weight_dtype(w.dtype), copy=False)
     directed = bool(directed)
-    if u.dtype != np.int64:
+    if u.dtype != np.int64 or v.dtype != np.int64:
         u, v = u.astype(np.int64), v.astype(np.int64)
     m = u.shape[0]
     with_w = w is not None
@@ -334,6 +321,12 @@ def _check_csr(indptr, indices, where="graph"):
     return indptr, indices
 
 
+def _kernel_index_dtype(graph):
+    """The index dtype the C kernels take for ``graph``: its own if int32/int64, else int64."""
+    it = graph.indices.dtype
+    return it if it in (np.dtype(np.int32), np.dtype(np.int64)) else np.dtype(np.int64)
+
+
 def subgraph(graph, keep):
     """The subgraph induced by the vertices where ``keep`` is true, ids and weights carried
     along (``terrain_subgraph_*``: one pass to count, one to fill; no temporaries of the
@@ -350,9 +343,7 @@ def subgraph(graph, keep):
     new_id = np.full(graph.n, -1, np.int64)
     new_id[kept] = np.arange(kept.size)
     indptr = np.ascontiguousarray(graph.indptr, np.int64)
-    it = graph.indices.dtype
-    if it not in (np.dtype(np.int32), np.dtype(np.int64)):
-        it = np.dtype(np.int64)
+    it = _kernel_index_dtype(graph)
     indices = np.ascontiguousarray(graph.indices, it)
     fn = _native.traversal_kernels(it)["subgraph"]
     m = fn(_p(indptr), _p(indices), graph.n, _p(new_id), None, None, None, None, 0)
@@ -374,9 +365,7 @@ def subgraph(graph, keep):
 def component_roots(graph):
     """``roots[v]``: the smallest vertex of ``v``'s (weakly) connected component
     (union-find in C; int32 or int64 as the graph's indices)."""
-    it = graph.indices.dtype
-    if it not in (np.dtype(np.int32), np.dtype(np.int64)):
-        it = np.dtype(np.int64)
+    it = _kernel_index_dtype(graph)
     roots = np.empty(graph.n, it)
     _native.traversal_kernels(it)["roots"](
         _p(np.ascontiguousarray(graph.indptr, np.int64)),

@@ -1,5 +1,5 @@
 """Minimum spanning forest of a general weighted graph: Borůvka with packed keys, every step
-on the device.
+on the device (design and figures: docs/graphs.md, "MST of a general graph").
 
 Keys. Each undirected edge ``e`` (listed once, ``u < v``, in CSR order: its *edge id*) gets
 the key ``rank(w_e) << id_bits | e`` with an order-preserving ``rank``: ``w + 2**31`` for
@@ -8,60 +8,22 @@ when unweighted, ``w - min w`` for int64 weights whose range fits, else the posi
 the distinct weights (a sort). Keys are unique, so the minimum spanning forest is unique
 and every backend finds the same edges, whatever order its threads run in.
 
-Algorithm (the operators are CUDA kernels in ``_mst.cu`` with sequential C twins,
-``terrain_mst_*`` in ``terrain/native/kernels.c``; the round loop is shared):
+Algorithm: one round loop over operators that are CUDA kernels in ``_mst.cu`` and
+sequential C twins (``terrain_mst_*`` in ``terrain/native/kernels.c``), chosen once
+(``_CpuOps``/``_GpuOps``): the ``u < v`` arcs become the edge list (``extract``, long rows
+by a warp or a block); with at least 1.5 edges per vertex the light edges (a key quantile
+of a sample) are solved first (ECL-MST's filter); then rounds over a worklist of edges
+between components: ``offer`` finds both roots (path halving), drops edges inside one
+component and offers the key to both roots by ``atomicMin``; ``join`` unions the
+components of every edge that won and marks it. Only the forest comes back.
 
-0. ``upper arcs``: every row's ``u < v`` arcs (a suffix: rows are sorted) become the edge
-   list's heads ``ev`` and weights ``w_e`` at their edge ids, and ``count[u]`` their number.
-   On the device ``count_upper`` (a binary search per row) and ``extract`` gather them
-   from the CSR; the CPU compacts them on the host (``terrain_mst_upper``);
-1. ``extract``: the tails ``eu`` and the keys, from ``count`` (a prefix sum gives each
-   row's first edge id): a thread a row up to 32 edges, a warp up to 512, and
-   ``extract_long`` a block for each longer row (hub rows of scale-free graphs);
-2. edge filtering by a threshold (ECL-MST's, Fallin et al. SC'23): when the graph has at
-   least 1.5 edges per vertex, the *light* edges (key <= the key quantile of 1.2 edges per
-   vertex in a strided sample of 1024 keys) are solved first, then the heavy ones -- most
-   of which by then lie inside one component and are dropped by the first pass over them
-   without ever entering a worklist;
-3. rounds of Borůvka over a worklist of edges between components: ``offer`` finds both
-   endpoints' roots in a union-find forest (path halving), drops edges inside one component,
-   appends the others to the next worklist as (root, root, key) -- later finds start at
-   the top (ECL-MST's implicit path compression) -- and offers the key to both roots with
-   ``atomicMin`` after a plain test; ``join`` unions the two components of every edge that
-   won at one of its roots (a CAS hooks the larger root under the smaller) and marks it.
-   The host reads one number a round (the next worklist's length); there is no pointer
-   jumping and no per-vertex pass;
-4. the marked edges (``flatnonzero``, in edge-id order), their endpoints and weights and the
-   total are gathered on the device; only the forest comes back.
-
-Transfers (a host graph on the GPU): the device part is a few ms, the copies are what a
-caller waits for. Both go through :mod:`terrain._transfer` (a ring of pinned slots filled
-and emptied by worker threads). The CSR goes up as it is and the device finds the ``u < v``
-arcs; its ``indptr`` crosses as int32 (below 2**31 arcs), integer weights in the narrowest
-integer type a sample of them fits (the workers narrow each piece on its way into its slot,
-the device widens; a weight outside the sample's range sends the weights again at full
-width). The forest comes back as NumPy arrays in pinned memory (one direct copy per array).
-docs/graphs.md gives the measurements behind these choices. ``extra["phase_seconds"]``
-splits a call into ``upload``, ``device`` and ``download``.
-
-A graph already on the device -- ``(indptr, indices[, weights])`` as CuPy arrays, or a
-``cupyx.scipy.sparse`` matrix -- is taken as a :class:`~terrain.graph.Graph` would hold it
-(symmetric, rows sorted and duplicate-free; checked on the device except the symmetry) and
-the forest comes back as CuPy arrays (the cuGraph outer layer); nothing crosses PCIe but a
-few scalars.
-
-``extra["device_seconds"]`` is the GPU part (CUDA events from the edge list's arcs on the
-device to the forest on the device), ``extra["worklist"]`` the worklist length of every
-round.
-
-Weights may be negative (ranks only compare them); a directed graph is taken undirected.
-The forest's total weight is an int64 sum for integer weights and a correctly rounded sum
-(``math.fsum``) of the float64 weights otherwise: the same bits whatever order the edges
-come in.
-
-scipy's ``minimum_spanning_tree`` is Kruskal (a global sort of the edges) and treats zero
-weights as missing edges; here a zero weight is an edge. Written by hand because neither
-cuGraph nor scipy breaks ties by our edge ids (the forest would differ between backends).
+A host graph crosses to the device through :mod:`terrain._transfer` (``indptr`` as int32,
+integer weights in the narrowest type a sample fits); a graph already on the device (CuPy
+arrays or a ``cupyx.scipy.sparse`` matrix) gives the forest as CuPy arrays. Weights may be
+negative (ranks only compare them); a directed graph is taken undirected. The total weight
+is an int64 sum, or a correctly rounded ``math.fsum`` of float64 weights. Written by hand
+because neither cuGraph nor scipy (Kruskal; zero weights as missing edges) breaks ties by
+edge id.
 """
 
 import functools
@@ -132,8 +94,6 @@ class MSTResult:
     rounds: int
     extra: dict = field(default_factory=dict)
 
-
-# --------------------------------------------------------------------------- CPU twins
 
 # --------------------------------------------------------------------------- helpers
 

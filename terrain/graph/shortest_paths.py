@@ -1,68 +1,32 @@
 """Single-source (and multi-source) shortest paths on weighted sparse graphs.
 
-Algorithms (``algorithm=``):
+Algorithms (``algorithm=``; the design and its figures: docs/graphs.md, "SSSP"):
 
-``dijkstra`` (the CPU)
-    Dial's bucket queue in C for integer weights up to ``DIAL_MAX_WEIGHT`` (and 4n): ``C + 1``
-    cyclic buckets, O(1) per operation; a vertex's distance and predecessor share one int64
-    label ``d << bits | p``, so one compare keeps the lexicographically smaller ``(d, p)`` and,
-    with positive weights, the canonical predecessors come out of the search itself. Other
-    weights: a 4-ary heap with lazy deletion (Numba). Why C and hand-written queues:
-    docs/graphs.md ("SSSP").
-``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998, as in
-    Ortega-Arranz et al.'s GPU Dijkstra) - a label-setting loop: each iteration computes, over
-    the *fringe* (reached, unsettled vertices), ``L = min d(v)`` and
-    ``M = min (d(u) + minout(u))`` (``crauser_bounds``: block reductions, one atomicMin per
-    warp); then settles every fringe vertex with ``d(v) <= L + minin(v)`` (IN criterion) or
-    ``d(v) <= M`` (OUT criterion) and relaxes its arcs at once (``crauser_settle``: a settled
-    distance is final, so settling and relaxing need no barrier between them); the unsettled
-    rest and the first-reached heads form the next fringe. Every arc is relaxed once.
-``delta`` (GPU and its Numba twin; near-far delta-stepping, Meyer & Sanders' buckets in the
-    two-pile form of Davidson et al. 2014 that Gunrock uses) - the *near* queue holds the
-    vertices whose distance fell below the bucket bound ``thr``; a step relaxes all their
-    arcs, improvements below ``thr`` form the next near queue (once per step), the others go
-    to the *far* pile (once). When the near queue runs dry, ``thr`` moves up by ``delta``
-    (or jumps to the pile's minimum if that bucket is empty) and the pile is split.
-    Label-correcting: a vertex may be relaxed more than once (never twice at the same
-    distance), in exchange for far fewer synchronised steps than Crauser on long-diameter
-    graphs.
+``dijkstra`` (CPU)
+    Dial's bucket queue in C for integer weights up to ``DIAL_MAX_WEIGHT`` (and 4n), a
+    vertex's distance and predecessor packed in one int64 label; else a 4-ary heap (Numba).
+``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998)
+    Label-setting: each iteration settles every fringe vertex with ``d(v) <= L + minin(v)``
+    or ``d(v) <= M`` (``L = min d``, ``M = min d + minout`` over the fringe) and relaxes its
+    arcs at once. Every arc is relaxed once.
+``delta`` (GPU and its Numba twin; near-far delta-stepping, Davidson et al. 2014)
+    Label-correcting: a step relaxes the *near* queue (distances below the bound ``thr``),
+    the rest go to the *far* pile; ``thr`` moves up by ``delta`` (:func:`default_delta`)
+    when the near queue runs dry. Fewer synchronised steps than Crauser on long diameters.
 ``auto``
-    ``dijkstra`` on the CPU (one thread: a heap or Dial's buckets do the least work). On
-    the GPU, ``delta`` for sparse, road-like graphs (average degree <= 8: long weighted
-    diameters, where Crauser's thresholds settle only a thin shell per iteration, so tens
-    of thousands of iterations) and ``crauser`` otherwise (low-diameter, scale-free graphs:
-    few iterations anyway, and label-setting never re-relaxes a hub's list).
+    ``dijkstra`` on the CPU; on the GPU ``delta`` for road-like graphs
+    (:func:`is_road_like`) and ``crauser`` otherwise.
 
-The device loops (``_sssp.cu``) never return to the host between steps: each kernel reads
-its mode, queue sizes and threshold from a control block in device memory, and the last
-block to finish a step writes the next step's control block. The host launches steps in
-batches (8, 16, ... 256, each batch one replayed CUDA graph) and reads one word, the mode,
-per batch. :class:`ShortestPaths` keeps the graph, the weights and every buffer on the
-device between searches.
+The device loops (``_sssp.cu``) stay on the device: the last block of a step writes the
+next step's control block, and the host reads one word per batch of replayed steps.
 
-Bucket width (``default_delta``): ``mean weight * 128 / average degree`` (4x Davidson et al.'s
-heuristic: on road-like graphs the number of synchronised steps is the cost), at least the
-smallest positive weight; an integer for integer weights. Any ``delta > 0`` gives the same answer. On road-like graphs the GPU loop
-also uses bucket fusion (``ShortestPaths.fuse_rounds``): blocks relax what they improved
-below the bound themselves for a few rounds before it goes to the global queue.
-
-Conventions (the same on every algorithm and backend, bit for bit):
-
-* integer weights (any integer dtype) are summed in int64; real weights (float32 or
-  float64) in float64 as a left fold ``d = fl(d + w)`` along the path. fl(a + w) is
-  monotone in ``a``, so every correct label-setting or label-correcting algorithm reaches
-  the same fixed point: Dijkstra on the CPU and Crauser / delta-stepping on the GPU give
-  identical bits.
-* unreached vertices: distance -1 (integers) or ``inf`` (reals); predecessor -1.
-* predecessors are canonical: the smallest-numbered ``u`` with ``d(u) < d(v)`` and
-  ``d(u) + w(u, v) == d(v)``. Zero-weight arcs can leave a vertex with tight tails only at
-  its own distance; it then takes the smallest such tail one *hop level* closer, levels
-  counted by a BFS over zero-weight tight arcs inside each class of equal distance, from the
-  vertices that have a strictly closer tail (level 0). Levels fall by one along each
-  predecessor, so the predecessor graph is a forest rooted at the sources.
-* weights must be >= 0 (an :class:`InputError` otherwise), and integer sums must stay below
-  2**62 (``max weight * (n - 1)``), the unreached marker of the device arrays.
-
+Conventions (every algorithm and backend, bit for bit): integer weights are summed in
+int64, real ones in float64 as a left fold ``d = fl(d + w)`` (monotone, so every algorithm
+reaches the same fixed point); unreached vertices have distance -1 (integers) or ``inf``
+and predecessor -1; predecessors are canonical: the smallest ``u`` with ``d(u) < d(v)`` and
+``d(u) + w(u, v) == d(v)``, or across zero-weight arcs the smallest tight tail one hop level
+closer (a BFS inside each class of equal distance), so they form a forest rooted at the
+sources; weights are >= 0 (else :class:`InputError`) and integer sums stay below 2**62.
 Directed graphs use their arcs; undirected graphs every edge both ways.
 """
 
@@ -348,21 +312,9 @@ class _CpuSearch:
         return dist, pred, int(iterations), {}
 
 
-_C_MODE, _C_STEP, _C_NEAR_SEL, _C_NEAR_N, _C_WORK, _C_SPLITS = 0, 1, 2, 3, 9, 10
-_C_WORDS = 16
-_M_DONE = 2
-_BLOCK = 256                 # threads per block (must match _sssp.cu)
-_BLOCKS_PER_SM = 4
-_MAX_BATCH = 256             # steps launched between two reads of the mode word
-FUSE_ROUNDS = 16             # GPU near-far on road-like graphs: bucket-fusion rounds per step
-
-
 class _GpuSearch:
     """The searches on the GPU (``_sssp.cu``): device buffers, kernels and the captured
-    batches of steps of one solver. A step reads its mode, queue sizes and threshold from a
-    control block on the device, and the last block to finish writes the next step's; the
-    host launches batches of 8, 16, ... 256 steps (each one replayed CUDA graph) and reads
-    one word, the mode, per batch."""
+    batches of steps of one solver (module docstring)."""
 
     def __init__(self, solver):
         self.s = solver

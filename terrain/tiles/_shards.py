@@ -1,17 +1,10 @@
 """Whole shards of a sharded Zarr v3 array encoded and written, or read and decoded, in the
 calling thread, in the bytes zarr itself writes.
 
-Why by hand
------------
-zarr's synchronous API runs every caller's coroutines on ONE event-loop thread, and that
-thread does the per-chunk Python work of the sharding codec: it copies each inner chunk out
-of the value (a fresh 2 MB buffer for a 512² float64 tile), scans it for the fill value,
-hands it to a worker thread to compress, and concatenates the shard. Through it, 16 writer
-threads took 2.4-3.1 s of wall time for the Neuse-size outputs on the H100/H200 hosts,
-whatever the codec, the bytes written or the thread count (8 to 32). Here each writer
-thread does all of a shard's work itself, on per-thread buffers, with the GIL released for
-the copies and the compression. On this 2-core VM the write phase of a 4096² result fell
-from 2.36 s to 0.43 s wall (docs/architecture.md, design notes).
+Why by hand: zarr's synchronous API does the per-chunk Python work of the sharding codec on
+ONE event-loop thread per process, so writer threads do not add up; here each thread does
+all of a shard's work on its own buffers, the GIL released for the copies and the
+compression (figures: docs/architecture.md, "Shards by hand").
 
 Format (the Zarr v3 sharding codec, ``index_location="end"``): the encoded inner chunks in
 Morton order, then the index, a C-order ``(chunks..., 2)`` uint64 array of (offset, length)
@@ -45,16 +38,13 @@ from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
            "io_threads", "MAX_IO_THREADS", "partial_file", "sweep_partial_files",
-           "shard_inventory", "borrow_buffer"]
+           "shard_inventory", "borrow_buffer", "shard_grid"]
 
 _MAX = np.uint64(2**64 - 1)
 
 #: threads that read or write an array's shards at once (:func:`read_array`, the
-#: cost-distance writers). Each holds its own buffers (a shard's compressed bytes, a tile
-#: and its encoding; a pinned tile for a layer on the device), so the host memory of the
-#: reads and writes is bounded by this count, not by the host's cores (the resident set
-#: must not grow with them); 16 is the GPU hosts' core count, where the reads and writes
-#: were measured
+#: cost-distance writers); each holds its own buffers, so this count, not the host's cores,
+#: bounds the host memory of the reads and writes
 MAX_IO_THREADS = 16
 
 
@@ -475,6 +465,17 @@ def _copy_block(values, out, r0, r1, c0, c1):
         np.copyto(out, values[r0:r1, c0:c1])
 
 
+def _open_shard(layout, si, sj):
+    """Shard ``(si, sj)``'s file opened for reading, or None when there is none (fill only);
+    :class:`InputError` when the array's inventory lists it."""
+    try:
+        return open(layout.file(si, sj), "rb")
+    except FileNotFoundError:
+        if layout.missing(si, sj):
+            raise layout.missing(si, sj) from None
+        return None
+
+
 def read_shard(layout, si, sj, out, r0=0, c0=0):
     """Read shard ``(si, sj)`` into ``out`` (the array's cells from ``(r0, c0)`` on); absent
     chunks (and a missing shard) give the fill value. The index's CRC is checked."""
@@ -483,11 +484,8 @@ def read_shard(layout, si, sj, out, r0=0, c0=0):
     a_lo, b_lo = si * R, sj * C
     a_hi, b_hi = min(a_lo + R, rows), min(b_lo + C, cols)
     path = layout.file(si, sj)
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        if layout.missing(si, sj):
-            raise layout.missing(si, sj) from None
+    fh = _open_shard(layout, si, sj)
+    if fh is None:
         out[a_lo - r0:a_hi - r0, b_lo - c0:b_hi - c0] = layout.fill
         return
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
@@ -497,9 +495,15 @@ def read_shard(layout, si, sj, out, r0=0, c0=0):
                     out, r0, c0)
 
 
-def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
+def _shard_index(layout, path, raw, crc):
+    """The shard index of ``path`` from its bytes ``raw``, after checking its CRC-32C."""
     import google_crc32c
+    if np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes() != crc:
+        raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
+    return np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
 
+
+def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
     tr, tc = layout.inner
     rows, cols = layout.shape
     size = os.fstat(fh.fileno()).st_size
@@ -508,10 +512,8 @@ def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
     if got != size:
         raise InputError(f"{path}: short read (the store is damaged)")
     n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
-    raw, crc = bytes(view[size - n_idx - 4:size - 4]), bytes(view[size - 4:size])
-    if np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes() != crc:
-        raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
-    index = np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
+    index = _shard_index(layout, path, bytes(view[size - n_idx - 4:size - 4]),
+                         bytes(view[size - 4:size]))
     for ci in range(layout.per_shard[0]):
         for cj in range(layout.per_shard[1]):
             a0, b0 = a_lo + ci * tr, b_lo + cj * tc
@@ -555,8 +557,6 @@ def read_window(layout, r0, r1, c0, c1, out):
     that meet the window (each shard's index, then each chunk's bytes: a block of a shard
     costs its own bytes, not the shard's); absent chunks and shards give the fill value.
     The indexes' CRCs are checked."""
-    import google_crc32c
-
     R, C = layout.shard
     tr, tc = layout.inner
     rows, cols = layout.shape
@@ -567,23 +567,16 @@ def read_window(layout, r0, r1, c0, c1, out):
         for si in range(r0 // R, (r1 - 1) // R + 1):
             for sj in range(c0 // C, (c1 - 1) // C + 1):
                 path = layout.file(si, sj)
-                try:
-                    fh = open(path, "rb")
-                except FileNotFoundError:
-                    if layout.missing(si, sj):
-                        raise layout.missing(si, sj) from None
+                fh = _open_shard(layout, si, sj)
+                if fh is None:
                     out[max(si * R, r0) - r0:min(si * R + R, r1) - r0,
                         max(sj * C, c0) - c0:min(sj * C + C, c1) - c0] = layout.fill
                     continue
                 with fh:
                     size = os.fstat(fh.fileno()).st_size
                     fh.seek(size - n_idx - 4)
-                    tail = fh.read(n_idx + 4)
-                    raw, crc = tail[:n_idx], tail[n_idx:]
-                    if len(tail) != n_idx + 4 or np.uint32(google_crc32c.value(raw)).astype(
-                            "<u4").tobytes() != crc:
-                        raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
-                    index = np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
+                    tail = fh.read(n_idx + 4)  # a short tail fails the checksum
+                    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:])
                     for ci in range(layout.per_shard[0]):
                         a0 = si * R + ci * tr
                         lo, hi = max(a0, r0), min(a0 + tr, r1, rows)
@@ -630,6 +623,3 @@ def read_array(layout, workers=None, stop=None):
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
         list(pool.map(one, shards))
     return None if stop is not None and stop.is_set() else out
-
-
-__all__ += ["shard_grid"]

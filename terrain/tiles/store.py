@@ -34,7 +34,8 @@ from .morton import morton_order
 
 __all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
-           "result_dem", "link_layer", "checksummed", "check_store", "check_tile_count"]
+           "result_dem", "link_layer", "checksummed", "check_store", "check_tile_count",
+           "window_shards", "read_block", "write_block"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -248,19 +249,10 @@ EMPTY_STORE_CELLS = 1 << 26
 
 def check_store(path, group):
     """Raise :class:`InputError` naming the store at ``path`` (``group``: it opened) unless
-    it is whole and what it says it is, before any work is planned on it.
-
-    * its attributes fit its ``elevation``: ``tile`` is the chunk side (a power of two up to
-      :data:`TILE_LIMIT`), ``tiles_per_shard`` the shard's, a shard at most
-      :data:`SHARD_TARGET_SIDE` a side (what one task holds), ``levels`` the quadtree's,
-      ``x``/``y`` as long as the grid; not more than :data:`MANY_TILES` tiles below
-      :data:`SMALL_TILE`;
-    * every sharded array holds the shard files its inventory lists, no fewer, no others,
-      and its shape is the one they were written for
-      (:func:`terrain.io.outputs.seal_store`); a store without inventory (written before,
-      or by hand) that holds no shard at all is refused above :data:`EMPTY_STORE_CELLS`.
-
-    Flipped bits inside chunks are found when they are read (zarr's crc32c codec).
+    it is whole and what it says it is: its tile, shard, level and coordinate attributes
+    fit its ``elevation``, every sharded array holds exactly the shard files its inventory
+    lists (:func:`terrain.io.outputs.seal_store`), and a store without inventory is not
+    empty above :data:`EMPTY_STORE_CELLS`. Flipped bits in chunks fail when read (crc32c).
     """
     from ..io.outputs import INVENTORY_ATTR, array_inventory
     from ._shards import shard_inventory
@@ -387,7 +379,7 @@ class TileStore:
     def read_tile(self, ti, tj, pad=True):
         """Elevations of tile ``(ti, tj)`` as float32; NaN-padded to ``tile × tile`` when ``pad``."""
         r0, r1, c0, c1 = self.tile_window(ti, tj)
-        block = np.asarray(_read(self.elevation, self.path, r0, r1, c0, c1), dtype=np.float32)
+        block = self.read_window(r0, r1, c0, c1)
         if not pad or block.shape == (self.tile, self.tile):
             return block
         out = np.full((self.tile, self.tile), np.nan, dtype=np.float32)
@@ -397,10 +389,9 @@ class TileStore:
     def read_window(self, r0, r1, c0, c1, layer="elevation"):
         """Rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) of a layer: elevations as
         float32, other layers in their own dtype."""
-        if layer == "elevation":
-            return np.asarray(_read(self.elevation, self.path, r0, r1, c0, c1),
-                              dtype=np.float32)
-        return np.asarray(_read(self.layer(layer), self.path, r0, r1, c0, c1))
+        elevation = layer == "elevation"
+        return np.asarray(_read(self.elevation if elevation else self.layer(layer), self.path,
+                                r0, r1, c0, c1), dtype=np.float32 if elevation else None)
 
     def layer(self, name):
         """The zarr array of layer ``name``; :class:`InputError` when the store lacks it."""
@@ -548,6 +539,3 @@ def write_block(store_path, layer, window, values, shards=None):
         return None
     return sum(write_shard(layout, si, sj, values, r0, c0)
                for si, sj in (whole if shards is None else shards))
-
-
-__all__ += ["window_shards", "read_block", "write_block"]
