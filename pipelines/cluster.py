@@ -22,8 +22,6 @@ import re
 import sys
 import warnings
 
-import dask
-
 from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
@@ -306,6 +304,7 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
     global _active_client, _active_gpus, _active_per_gpu, _external
+    import dask  # here, not at the top: a run in this process never imports it
     from terrain.startup import bound_malloc_arenas
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if gpus is not None:
@@ -376,6 +375,7 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
 @contextlib.contextmanager
 def _gpu_cluster(devices, quiet, per_gpu=1):
     """A SpecCluster of :func:`gpu_worker_spec` workers and its client."""
+    import dask
     from distributed import Client, Scheduler, SpecCluster
     warnings.filterwarnings("ignore", message="Port .* is already in use")
     dashboard = dashboard_address()
@@ -517,6 +517,7 @@ def _compute_locally(collections, progress):
     """``dask.compute`` on the local scheduler, in a thread pool of our own: after an error
     or a signal the running tasks end (queued ones are cancelled) before the caller removes
     the partial output, which dask's shared pool would leave them writing into."""
+    import dask
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
