@@ -50,7 +50,7 @@ def _commands(tmp):
         ["bfs", str(edges), "--source", "0", "--backend", "cpu", *common],
         ["diameter", str(edges), "--backend", "cpu", *common],
         ["sssp", str(edges), "--source", "0", "--backend", "cpu", *common],
-        ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.parquet"), "--backend", "cpu"],
+        ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.npz"), "--backend", "cpu"],
         ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), "--backend", "cpu", *common],
         ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), "--backend", "cpu", *common],
         ["cost-distance", str(grid), "--source-cell", "5,5", "-o", str(tmp / "warm.cost.zarr"),
