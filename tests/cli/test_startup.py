@@ -15,6 +15,20 @@ def _index_files(cache):
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(cache).rglob("*.nbi")}
 
 
+def _imported_after(commands, modules):
+    """Run the command lines ``commands`` (lists of arguments) through ``terrain.run.main`` in
+    a fresh interpreter: ``(its stdout, which of modules it imported)``; each must exit 0."""
+    code = ("import sys; from terrain.run import main; "
+            f"status = [main(c) for c in {[[str(a) for a in c] for c in commands]!r}]; "
+            f"print(sorted(m for m in {tuple(modules)!r} if m in sys.modules)); "
+            "sys.exit(max(status))")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, proc.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.slow
 def test_warm_up_compiles_every_kernel_the_sample_mst_uses(tmp_path):
     """After ``python -m terrain._precompile mst`` (what setup.py runs at build time) into an
@@ -37,15 +51,9 @@ def test_warm_up_compiles_every_kernel_the_sample_mst_uses(tmp_path):
 def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
     """The default path of a small ASCII job stays off the heavy imports (docs/architecture.md;
     numba itself imports the top-level scipy package, which is light)."""
-    code = ("import sys; from terrain.run import main; "
-            f"status = main(['ingest', {str(SAMPLE)!r}, '-o', {str(tmp_path / 'g.zarr')!r}]); "
-            "print(sorted(m for m in ('distributed', 'bokeh', 'rasterio', 'scipy.sparse') if m in sys.modules)); "
-            "sys.exit(status)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    _, imported = _imported_after([["ingest", SAMPLE, "-o", tmp_path / "g.zarr"]],
+                                  ("distributed", "bokeh", "rasterio", "scipy.sparse"))
+    assert imported == "[]"
 
 
 def test_cost_distance_of_a_store_in_process_does_not_import_dask(tmp_path):
@@ -54,16 +62,9 @@ def test_cost_distance_of_a_store_in_process_does_not_import_dask(tmp_path):
     store = tmp_path / "g.zarr"
     from terrain.run import main
     assert main(["ingest", str(SAMPLE), "-o", str(store)]) == 0
-    code = ("import sys; from terrain.run import main; "
-            f"status = main(['cost-distance', {str(store)!r}, '-o', {str(tmp_path / 'c.zarr')!r}, "
-            "'--source-cell', '150,200']); "
-            "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules)); "
-            "sys.exit(status)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    _, imported = _imported_after([["cost-distance", store, "-o", tmp_path / "c.zarr",
+                                    "--source-cell", "150,200"]], ("dask", "distributed"))
+    assert imported == "[]"
 
 
 @pytest.mark.gpu
@@ -72,19 +73,13 @@ def test_gpu_commands_leave_cupyx_scipy_unimported(tmp_path):
     operator: CuPy sends those through NumPy's ufunc machinery, whose first call imports
     cupyx.scipy.special (a quarter of a second of a process)."""
     store = tmp_path / "g.zarr"
-    code = ("import sys; from terrain.run import main; "
-            f"a = main(['mst', {str(SAMPLE)!r}, '-o', {str(tmp_path / 'm.zarr')!r}, '--backend', 'gpu', '--json']); "
-            f"b = main(['ingest', {str(SAMPLE)!r}, '-o', {str(store)!r}]); "
-            f"c = main(['cost-distance', {str(store)!r}, '-o', {str(tmp_path / 'c.zarr')!r}, "
-            "'--source-cell', '150,200', '--backend', 'gpu']); "
-            "print(sorted(m for m in ('cupyx.scipy.special', 'cupyx.scipy') if m in sys.modules)); "
-            "sys.exit(a or b or c)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert '"parse": "gpu"' in proc.stdout  # the text went through the device parser
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    out, imported = _imported_after(
+        [["mst", SAMPLE, "-o", tmp_path / "m.zarr", "--backend", "gpu", "--json"],
+         ["ingest", SAMPLE, "-o", store],
+         ["cost-distance", store, "-o", tmp_path / "c.zarr", "--source-cell", "150,200",
+          "--backend", "gpu"]], ("cupyx.scipy.special", "cupyx.scipy"))
+    assert '"parse": "gpu"' in out  # the text went through the device parser
+    assert imported == "[]"
 
 
 @pytest.mark.slow
@@ -117,15 +112,9 @@ def test_diameter_of_a_small_graph_does_not_load_cupy(tmp_path):
     the device's break-even stays on the CPU, CuPy never imported (also on a GPU machine)."""
     g = tmp_path / "g.txt"
     g.write_text("0 1\n1 2\n2 3\n3 0\n3 4\n")
-    code = ("import sys; from terrain.run import main; "
-            f"status = main(['diameter', {str(g)!r}, '--backend', 'auto']); "
-            "print(sorted(m for m in ('cupy',) if m in sys.modules)); sys.exit(status)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "diameter 3 " in proc.stdout and ", cpu)" in proc.stdout
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    out, imported = _imported_after([["diameter", g, "--backend", "auto"]], ("cupy",))
+    assert "diameter 3 " in out and ", cpu)" in out
+    assert imported == "[]"
 
 
 def test_the_build_has_what_the_precompile_imports():
