@@ -226,8 +226,8 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     """The in-core run (module docstring): in this process, or as a graph on a cluster.
     A raster input's ingest graph (``upstream``) runs first (Dask's threads here). Returns
     the summary; in process, its ``wall_seconds`` give each step."""
+    from . import cluster
     if not runs_in_process(scheduler):
-        from . import cluster
         graph = build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
                                    backend, upstream, geo, friction_store)
         with cluster.open_scheduler(scheduler):
@@ -235,8 +235,7 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         return summary
     wall = {}
     t0 = time.perf_counter()
-    if upstream:  # Dask only here: its import is a tenth of the whole process
-        from . import cluster
+    if upstream:
         with cluster.open_scheduler("threads"):
             cluster.compute(*upstream, label="cost-ingest")
         wall["ingest"] = time.perf_counter() - t0
