@@ -151,6 +151,40 @@ def as_dem(dem):
     return z, Georef()
 
 
+def _in_memory(dem):
+    """:func:`as_dem`, a tile store read whole: the in-memory algorithms hold the grid."""
+    z, geo = as_dem(dem)
+    if z is None:
+        z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
+                       np.float32)
+    return z, geo
+
+
+def _on_grid(raster, shape, what):
+    """A raster that must lie on the DEM's grid (friction, weights, outlets) in memory."""
+    values, geo = _in_memory(raster)
+    if values.shape != tuple(shape):
+        raise InputError(f"{geo.where}: {what} {values.shape[0]} x {values.shape[1]} cells, "
+                         f"the DEM {shape[0]} x {shape[1]}")
+    return values, geo
+
+
+def _outlet_mask(outlets, z, geo):
+    """Outlets as a bool mask on the DEM's grid: cells ``(row, col)`` (a sequence, or an
+    ``(n, 2)`` array), or the non-zero cells of a raster on the grid."""
+    if isinstance(outlets, (list, tuple)) or (isinstance(outlets, np.ndarray)
+                                              and outlets.shape[-1:] == (2,)
+                                              and outlets.shape != z.shape):
+        mask = np.zeros(z.shape, bool)
+        for r, c in np.asarray(outlets, np.int64).reshape(-1, 2).tolist():
+            if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
+                raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is outside the "
+                                 f"grid ({z.shape[0]} x {z.shape[1]} cells)")
+            mask[r, c] = True
+        return mask
+    return np.nan_to_num(_on_grid(outlets, z.shape, "outlets have")[0]) != 0
+
+
 def raster_like(values, georef, name, attrs=None):
     """A result array as a DataArray on the input's grid (coordinates and CRS kept).
 
@@ -351,20 +385,12 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     if cost is None:
         cost = "friction" if friction is not None else "absdiff"
     cost_model_code(cost)
-    z, geo = as_dem(dem)
-    if z is None:  # a tile store: the in-memory SSSP reads the whole grid
-        z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
-                       np.float32)
+    z, geo = _in_memory(dem)
     cs = tuple(cellsize) if cellsize is not None else geo.cellsize
     f = None
     if friction is not None:
-        f, fgeo = as_dem(friction)
-        if f is None:
-            f = fgeo.store.read_window(0, fgeo.store.shape[0], 0, fgeo.store.shape[1])
+        f, fgeo = _on_grid(friction, z.shape, "friction has")
         f = check_friction(f, name=fgeo.where)
-        if f.shape != z.shape:
-            raise InputError(f"{fgeo.where}: friction has {f.shape[0]} x {f.shape[1]} cells, "
-                             f"the DEM {z.shape[0]} x {z.shape[1]}")
     cells = [] if sources is None else list(sources)
     if points is not None:
         gt = _geotransform(geo, z.shape)
@@ -399,12 +425,6 @@ def _pair(p, where):
     except (TypeError, ValueError):
         raise InputError(f"{where}: a source point must be (x, y), got {p!r}") from None
     return x, y
-
-
-def _fill(z, connectivity, outlets, backend):
-    """The depression-filled DEM for :func:`flow` (:func:`terrain.hydrology.fill_depressions`)."""
-    from .hydrology import fill_depressions
-    return fill_depressions(z, connectivity, outlets, backend=backend).filled
 
 
 def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backend=None,
@@ -445,32 +465,12 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     """
     import xarray as xr
 
-    from .hydrology import flow_accumulation, flow_directions
+    from .hydrology import fill_depressions, flow_accumulation, flow_directions
 
-    z, geo = as_dem(dem)
-    if z is None:
-        z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
-                       np.float32)
-    mask = None
-    if outlets is not None:
-        o = np.asarray(outlets)
-        if o.ndim == 2 and o.shape == z.shape:
-            mask = o != 0
-        else:
-            mask = np.zeros(z.shape, bool)
-            for r, c in np.asarray(outlets, np.int64).reshape(-1, 2):
-                if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
-                    raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is outside the DEM")
-                mask[r, c] = True
-    w = None
-    if weights is not None:
-        w, wgeo = as_dem(weights)
-        if w is None:
-            w = wgeo.store.read_window(0, wgeo.store.shape[0], 0, wgeo.store.shape[1])
-        if w.shape != z.shape:
-            raise InputError(f"{wgeo.where}: weights have {w.shape[0]} x {w.shape[1]} cells, "
-                             f"the DEM {z.shape[0]} x {z.shape[1]}")
-    f = z if filled else _fill(z, connectivity, mask, backend)
+    z, geo = _in_memory(dem)
+    mask = None if outlets is None else _outlet_mask(outlets, z, geo)
+    w = None if weights is None else _on_grid(weights, z.shape, "weights have")[0]
+    f = z if filled else fill_depressions(z, connectivity, mask, backend=backend).filled
     cs = tuple(cellsize) if cellsize is not None else geo.cellsize
     d = flow_directions(f, cs, connectivity, mask, backend=backend)
     acc = flow_accumulation(d.direction, w, backend=backend)
@@ -614,24 +614,8 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
 
     from .hydrology import fill_depressions
 
-    z, geo = as_dem(dem)
-    if z is None:
-        z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
-                       np.float32)
-    out = None
-    if outlets is not None:
-        if isinstance(outlets, (list, tuple)) and (not outlets or np.ndim(outlets[0]) == 1):
-            out = np.zeros(z.shape, np.uint8)
-            for r, c in outlets:
-                if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]):
-                    raise InputError(f"{geo.where}: outlet cell ({r}, {c}) is outside the "
-                                     f"grid ({z.shape[0]} x {z.shape[1]} cells)")
-                out[r, c] = 1
-        else:
-            o, ogeo = as_dem(outlets)
-            if o is None:
-                o = ogeo.store.read_window(0, ogeo.store.shape[0], 0, ogeo.store.shape[1])
-            out = (np.nan_to_num(np.asarray(o, np.float32)) != 0).astype(np.uint8)
+    z, geo = _in_memory(dem)
+    out = None if outlets is None else _outlet_mask(outlets, z, geo).astype(np.uint8)
     r = fill_depressions(z, connectivity, out, epsilon=epsilon, min_depth=min_depth,
                          min_area=min_area, hierarchy=hierarchy, tile=tile, backend=backend)
     meaning = {"filled": "spill elevation (priority-flood depression filling)",

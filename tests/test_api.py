@@ -179,3 +179,21 @@ def test_sssp_on_matrices_and_networkx_graphs():
     assert "sssp" in terrain.__all__
     with pytest.raises(InputError):
         terrain.sssp(G, "nowhere", backend="cpu")
+
+
+def test_outlets_as_cells_or_raster_give_one_answer():
+    """``fill`` and ``flow`` take outlets as cells or as a raster on the DEM's grid (its
+    non-zero cells; NaN is not an outlet) and refuse cells off the grid and rasters of
+    another shape."""
+    z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 4, 5, 5]], np.float32)
+    raster = np.zeros(z.shape, np.float32)
+    raster[1, 1] = 1
+    raster[0, 0] = np.nan
+    for op in (terrain.fill, terrain.flow):
+        by_cells, by_raster = (op(z, outlets=o, backend="cpu") for o in ([(1, 1)], raster))
+        assert by_cells.filled.values.tolist() == by_raster.filled.values.tolist()
+        assert float(by_cells.filled.values[1, 1]) == 1.0  # the pit drains: not filled
+        with pytest.raises(InputError, match=r"outlet cell \(4, 0\) is outside the grid"):
+            op(z, outlets=[(4, 0)], backend="cpu")
+        with pytest.raises(InputError, match="outlets have 3 x 3 cells, the DEM 4 x 4"):
+            op(z, outlets=np.zeros((3, 3)), backend="cpu")
