@@ -104,6 +104,9 @@ def build_parser():
                    "grass on the PATH; none: GRASS not run)")
     b.add_argument("--skimage-python", default=None, help="with --peers: the python of a venv "
                    "with scikit-image and rasterio (none: not run)")
+    b.add_argument("--terrain-python", default=None, help="with --peers: the python of a venv "
+                   "where terrain is installed as a user installs it (pip install .); default: "
+                   "this checkout's source with this python")
     _backend(b)
     b = bsub.add_parser("fill", help="terrain fill vs RichDEM FillDepressions, whole "
                         "processes, CPU seconds")

@@ -8,7 +8,9 @@ cells: r.cost's, ``MCP_Geometric``'s and ``--cost friction``'s). The processes:
 
 * terrain: ``python -m terrain.run cost-distance F.tif --source-cell R,C --cost friction
   --friction F.tif -o OUT.zarr --geotiff-dir DIR --overwrite`` (the Zarr store and three
-  Cloud-Optimized GeoTIFFs: distance, allocation, backlink);
+  Cloud-Optimized GeoTIFFs: distance, allocation, backlink), with ``--terrain-python``
+  as a user's installation runs it (its own environment: the test extra's packages, such
+  as boto3, which rasterio imports when present, stay out);
 * GRASS GIS: a new location from the GeoTIFF, ``r.in.gdal``, ``r.cost`` (8 neighbours, no
   knight's move) from the centre's map coordinates, ``r.out.gdal`` of the distances as a
   tiled DEFLATE GeoTIFF (``grass`` on the PATH, or ``--grass``);
@@ -115,7 +117,7 @@ def bench_cost_peers(args):
     grass = args.grass or shutil.which("grass")
     (work / "grass_cost.sh").write_text(GRASS_SCRIPT)
     (work / "skimage_cost.py").write_text(SKIMAGE_SCRIPT)
-    env = child_env()
+    env = None if args.terrain_python else child_env()
     sides = [int(s) for s in str(args.sides).split(",")]
     print(f"cost distance, whole processes: friction U[1,2] GeoTIFF (seed {args.seed}), centre "
           f"source, 8-connected; {args.repeat} interleaved runs, minimum wall and minimum CPU "
@@ -128,7 +130,10 @@ def bench_cost_peers(args):
         x, y = X0 + c + 0.5, Y0 + side - r - 0.5
         out = work / f"out-{side}"
         out.mkdir(exist_ok=True)
-        cmds = {"terrain": [sys.executable, "-m", "terrain.run", "cost-distance", str(tif),
+        # an installation's own console script: ``-m`` would import a checkout in the cwd
+        ours = ([str(Path(args.terrain_python).parent / "terrain")] if args.terrain_python
+                else [sys.executable, "-m", "terrain.run"])
+        cmds = {"terrain": [*ours, "cost-distance", str(tif),
                             "--source-cell", f"{r},{c}", "--cost", "friction", "--friction",
                             str(tif), "-o", str(out / "terrain.zarr"), "--geotiff-dir",
                             str(out / "terrain"), "--overwrite", "--backend", "cpu"]}

@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["to_device", "to_host", "workers", "pinned_empty", "pin_ring", "DeviceBlocks"]
+__all__ = ["to_device", "to_host", "workers", "pinned_empty", "DeviceBlocks"]
 
 #: bytes of one pinned slot (16 MB slots: 43 ms for 0.9 GB with 16 workers on the H100
 #: host; 4 MB: 74-92 ms)
@@ -137,14 +137,6 @@ def _ring(cp, n_pieces):
             for _ in range(slots)]
     events = [cp.cuda.Event(block=True, disable_timing=True) for _ in range(slots)]
     return pool, slots, ring, events
-
-
-def pin_ring(cp, rings=1):
-    """Pin ``rings`` full rings into CuPy's pinned pool ahead of the transfers (a start-up
-    thread calls it while the process imports: pinning is the costly part of a first
-    transfer, 0.38 s for the Neuse-size elevations on the H100 host, 0.03 s once pinned)."""
-    held = [_ring(cp, 1 << 30)[2] for _ in range(rings)]
-    del held  # back to the pool, still pinned
 
 
 def to_device(cp, host, device, stream=None):

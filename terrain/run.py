@@ -171,13 +171,6 @@ def _add_vertex_results(p):
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-def _add_grid_size(b, side, what="synthetic grid"):
-    """``--rows`` and ``--cols`` of a benchmark's generated grid (default ``side`` a side)."""
-    b.add_argument("--rows", type=_positive_int, default=side, help=f"{what} rows (default {side})")
-    b.add_argument("--cols", type=_positive_int, default=side,
-                   help=f"{what} columns (default {side})")
-
-
 def _add_graph_input(p):
     p.add_argument("graph", metavar="GRAPH",
                    help="edge list (SNAP), Matrix Market, DIMACS .gr, METIS .graph (optionally .gz), "
