@@ -17,19 +17,13 @@ loading steps as :func:`terrain.graph.read_graph_file` with the same result:
    :func:`terrain.graph.graph_from_edges` (a graph-ingest cache is read by this one task).
 
 Then one task per command: ``graph-write`` (graph-ingest), ``bfs-run``, ``sssp-run``,
-``mst-graph-run``, ``diameter-weighted``; ``diameter`` is ``diameter-component`` (largest
-component), ``diameter-bound`` (the bounding loop: each source depends on the bounds the
-searches before left) and, with ``--effective K``, one ``diameter-sample`` task per batch of
-the K random sources (integer histograms, so the percentile is the same however the sources
-are split; as many batches as scheduler threads on the CPU, one on the GPU) and
-``diameter-finish``. An :class:`terrain.errors.InputError` raised inside a task comes out of
+``mst-graph-run``, ``diameter-run`` (the bounding's searches depend on each other). An :class:`terrain.errors.InputError` raised inside a task comes out of
 :func:`pipelines.cluster.compute` unchanged on every scheduler: one line, exit status 2.
 Tables (``--out``, the MST's edges) are written by this process after the run, in the
 file's ids, atomically.
 """
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,12 +35,12 @@ from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, check_table_path, dense_ids,
-                           edges_from_chunks, graph_from_edges, largest_component, load_graph,
+                           edges_from_chunks, graph_from_edges, load_graph,
                            parse_graph_chunk, plan_graph_file, read_whole_file, vertex_table,
                            write_graph_cache, write_table)
 
 
-__all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
+__all__ = ["build_load_graph", "graph_ingest_command", "bfs_command",
            "diameter_command", "sssp_command", "is_graph_input", "mst_graph_command"]
 
 
@@ -140,13 +134,6 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
               for j in range(plan.chunks)]
     return dask.delayed(_csr_task)(plan, chunks, lcc, directed,
                                    dask_key_name=f"graph-csr-{token}")
-
-
-def _scheduler_threads(client, spec):
-    """Threads the scheduler runs tasks on (how many sample batches are worth making)."""
-    if client is not None:
-        return max(1, sum(client.nthreads().values()))
-    return (os.cpu_count() or 1) if spec == "threads" else 1
 
 
 # --------------------------------------------------------------------------- graph-ingest
@@ -317,88 +304,19 @@ def sssp_command(args):
 
 # --------------------------------------------------------------------------- diameter
 
-def _component_task(graph):
+def _diameter_task(graph, backend, weighted, extremes, effective, seed):
+    """``(result, seconds, backend name)``: the bounding (and the effective sample) run one
+    after another on the backend, chosen once the graph's size is known (``auto``: a small
+    graph stays on the CPU)."""
+    from terrain.graph import diameter, weighted_diameter
+    backend = get_backend(backend, work=graph.n + graph.nnz)
     t0 = time.perf_counter()
-    lcc, info = largest_component(graph)
-    return lcc, info, time.perf_counter() - t0
-
-
-def _bound_task(lcc, info, extremes, backend):
-    from terrain.graph import exact_diameter
-    t0 = time.perf_counter()
-    result = exact_diameter(lcc, info, extremes=extremes, backend=backend, progress=True)
-    return result, time.perf_counter() - t0
-
-
-def _sample_task(lcc, k, seed, batch, batches, backend):
-    """Batch ``batch`` of ``batches`` of the effective sample: its histogram and source ids."""
-    from terrain.graph import FrontierCore, distance_histogram, sample_sources
-    t0 = time.perf_counter()
-    sources = sample_sources(lcc.n, k, seed)
-    mine = sources[len(sources) * batch // batches:len(sources) * (batch + 1) // batches]
-    hist = distance_histogram(FrontierCore(lcc, backend), mine) if mine.size else None
-    return hist, [lcc.id_of(s) for s in mine], time.perf_counter() - t0
-
-
-def _finish_task(bound, component_seconds, samples):
-    from terrain.graph import effective_from_histograms
-    result, seconds = bound
-    seconds += component_seconds
-    if samples:
-        result.effective_diameter = effective_from_histograms(
-            [h for h, _, _ in samples if h is not None])
-        ids = [x for _, batch_ids, _ in samples for x in batch_ids]
-        result.effective_sources = len(ids)
-        result.extra["effective_source_ids"] = ids
-        seconds += sum(s for _, _, s in samples)
-    return result, seconds
-
-
-def build_diameter_graph(graph, *, extremes=False, effective=None, seed=0, backend="cpu",
-                         batches=1, token=None):
-    """Dask graph of the diameter of ``graph`` (a Delayed :class:`Graph`, or a Graph).
-
-    Parameters
-    ----------
-    graph : Delayed or Graph
-    extremes, effective, seed
-        As :func:`terrain.graph.diameter`.
-    backend : str
-        Backend name each task resolves.
-    batches : int
-        ``diameter-sample`` tasks the effective sample is split into.
-    token : str, optional
-
-    Returns
-    -------
-    dask.delayed.Delayed
-        Computing it returns ``(DiameterResult, task_seconds)``; the result equals
-        :func:`terrain.graph.diameter`'s.
-
-    Examples
-    --------
-    >>> import networkx as nx
-    >>> from terrain.graph import as_graph
-    >>> import dask
-    >>> d = build_diameter_graph(as_graph(nx.path_graph(9)), effective=4, batches=2)
-    >>> r, _ = dask.compute(d, scheduler="synchronous")[0]
-    >>> r.diameter, r.effective_sources
-    (8, 4)
-    """
-    import dask
-    token = token or _token("diameter")
-    lcc, info, component_seconds = dask.delayed(_component_task, nout=3)(
-        graph, dask_key_name=f"diameter-component-{token}")
-    bound = dask.delayed(_bound_task)(lcc, info, bool(extremes), backend,
-                                      dask_key_name=f"diameter-bound-{token}")
-    samples = []
-    if effective:
-        batches = max(1, min(int(batches), int(effective)))
-        samples = [dask.delayed(_sample_task)(lcc, int(effective), seed, j, batches, backend,
-                                              dask_key_name=(f"diameter-sample-{token}", j))
-                   for j in range(batches)]
-    return dask.delayed(_finish_task)(bound, component_seconds, samples,
-                                      dask_key_name=f"diameter-finish-{token}")
+    if weighted:
+        result = weighted_diameter(graph, extremes=extremes, backend=backend, progress=True)
+    else:
+        result = diameter(graph, extremes=extremes, effective=effective, seed=seed,
+                          backend=backend, progress=True)
+    return result, time.perf_counter() - t0, backend.name
 
 
 _SHOWN = 5
@@ -429,57 +347,9 @@ def _write_ids(path, ids):
             f.writelines(f"{v}\n" for v in ids)
 
 
-def _weighted_task(graph, extremes, backend):
-    from terrain.graph import weighted_diameter
-    t0 = time.perf_counter()
-    result = weighted_diameter(graph, extremes=extremes, backend=backend, progress=True)
-    return result, time.perf_counter() - t0
-
-
-def _diameter_in_process(args, weighted):
-    """``(result, seconds, backend)`` of ``diameter`` loaded and bounded in this process, no
-    Dask (module docstring): the components, the bounding BFS (and the effective diameter's
-    samples) run one after another on the backend, chosen once the graph's size is known
-    (``auto``: a small graph stays on the CPU)."""
-    from terrain.graph import diameter, weighted_diameter
-    graph = load_graph(args.graph, args.format, lcc=args.lcc, directed=False)
-    backend = get_backend(args.backend, work=graph.n + graph.nnz)
-    t0 = time.perf_counter()
-    if weighted:
-        result = weighted_diameter(graph, extremes=bool(args.all), backend=backend,
-                                   progress=True)
-    else:
-        result = diameter(graph, extremes=bool(args.all), effective=args.effective,
-                          seed=args.seed, backend=backend, progress=True)
-    return result, time.perf_counter() - t0, backend
-
-
-def _diameter_on_scheduler(args, backend, weighted):
-    """``(result, seconds)`` of ``diameter`` as the Dask graph of :func:`build_diameter_graph`
-    (or the weighted task) on the scheduler ``args.scheduler`` names."""
-    import dask
-    from .cluster import compute, open_scheduler
-    token = _token(args.graph)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
-                             directed=False)
-    with open_scheduler(args.scheduler) as client:
-        if weighted:
-            work = dask.delayed(_weighted_task)(graph, bool(args.all), backend.name,
-                                                dask_key_name=f"diameter-weighted-{token}")
-        else:
-            # the CPU splits the sample over the scheduler's threads; the GPU runs one batch
-            # (one device, and each batch would hold its own copy of the graph)
-            batches = backend.select(_scheduler_threads(client, args.scheduler), 1)
-            work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
-                                        seed=args.seed, backend=backend.name,
-                                        batches=batches, token=token)
-        ((result, seconds),) = compute(work, label="diameter")
-    return result, seconds
-
-
 def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
-    backend = get_backend(args.backend, work=0)  # the name checked before the graph is read
+    get_backend(args.backend, work=0)  # the name checked before the graph is read
     if getattr(args, "path_out", None):
         check_output_free(args.path_out)
     weighted = getattr(args, "weighted", False)
@@ -487,13 +357,12 @@ def diameter_command(args):
         raise InputError("--effective does not combine with --weighted: the effective "
                          "diameter is SNAP's 90th percentile of hop counts, interpolated "
                          "between hop levels, which weighted distances do not have")
-    if _in_process(args.scheduler):
-        result, seconds, backend = _diameter_in_process(args, weighted)
-    else:
-        backend = get_backend(args.backend)
-        result, seconds = _diameter_on_scheduler(args, backend, weighted)
+    result, seconds, backend = _load_and_run(
+        _source(args), _diameter_task, (args.backend, weighted, bool(args.all), args.effective,
+                                        args.seed), directed=False, name="diameter-run",
+        label="diameter")
     out = result.as_dict()
-    out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)
+    out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend)
     if getattr(args, "path_out", None):
         _write_ids(args.path_out, result.path)
         out["path_out"] = str(args.path_out)
@@ -507,7 +376,7 @@ def diameter_command(args):
     a, b = result.endpoints
     searches = f"{result.bfs_count} {'Dijkstra' if weighted else 'BFS'}"
     print(f"diameter {result.diameter} (exact{', weighted' if weighted else ''}, {searches}, "
-          f"{seconds:.3f} s, {backend.name}) between {a} and {b}")
+          f"{seconds:.3f} s, {backend}) between {a} and {b}")
     print("path: " + summarize_ids(result.path)
           + (f" (whole path in {args.path_out})" if getattr(args, "path_out", None) else
              " (the whole path: --json or --path-out FILE)" if len(result.path) > 2 * _SHOWN else ""))

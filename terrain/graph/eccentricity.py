@@ -40,12 +40,8 @@ percentile of the distances from ``k`` random sources, linearly interpolated bet
 counts (as SNAP reports it). :func:`weighted_diameter` runs the bounding with shortest-path
 searches in place of BFS (the bounds hold in any metric).
 
-Pieces. :func:`diameter` is the whole answer in one call. Its parts are public so that a
-scheduler can run them as tasks (``pipelines/graph.py``): :func:`exact_diameter` is the
-bounding loop on one component (its searches depend on each other: one task);
-:func:`sample_sources`, :func:`distance_histogram` and :func:`effective_from_histograms`
-split the effective sample into independent batches whose integer histograms sum to the
-same value however the sources were split.
+Pieces. :func:`diameter` is the whole answer in one call; :func:`exact_diameter` is the
+bounding loop on one component (the benchmarks time it apart from the component's cut).
 """
 
 import sys
@@ -63,8 +59,7 @@ from .frontier import ALPHA, BETA, BLOCK, FrontierCore
 from .traversal import traverse
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
-           "component_roots_on", "largest_component_on",
-           "sample_sources", "distance_histogram", "effective_from_histograms",
+           "component_roots_on", "largest_component_on", "distance_histogram",
            "weighted_diameter", "batch_pays"]
 
 SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches (>= 1)
@@ -410,12 +405,6 @@ def _path(core, dist, ecc):
     return target, path[::-1]
 
 
-def sample_sources(n, k, seed=0):
-    """The effective-diameter sample: ``min(k, n)`` distinct vertices of ``0..n-1``, drawn
-    with ``numpy.random.default_rng(seed)`` (the same on every backend and scheduler)."""
-    return np.random.default_rng(seed).choice(n, size=min(int(k), n), replace=False)
-
-
 def distance_histogram(core, sources):
     """``hist[d]``: the (source, vertex) pairs at distance ``d``, summed over ``sources``
     (on the :class:`FrontierCore` ``core``: bit-parallel BFS of up to ``BATCH`` distinct
@@ -438,37 +427,30 @@ def distance_histogram(core, sources):
     return hist
 
 
-def effective_from_histograms(histograms):
-    """The 90th percentile of the distances counted by ``histograms`` (summed; see
-    :func:`distance_histogram`), linearly interpolated between hop counts; pairs of a vertex
-    with itself do not count. Integer sums: the same value however the sources were split.
+def effective_diameter(core, k, seed=0):
+    """Sampled effective diameter of the component ``core`` holds: the 90th percentile of
+    the hop distances from ``min(k, n)`` distinct vertices drawn with
+    ``numpy.random.default_rng(seed)``, linearly interpolated between hop counts (pairs of a
+    vertex with itself do not count). Returns ``(value, sources)``.
 
     Examples
     --------
-    >>> effective_from_histograms([np.array([1, 2, 1]), np.array([1, 2])])
-    1.5
+    >>> from terrain.graph.csr import build_csr
+    >>> effective_diameter(FrontierCore(build_csr(3, [0, 1], [1, 2]), "cpu"), 3)[0]
+    1.7
     """
-    size = max((h.size for h in histograms), default=1)
-    hist = np.zeros(size, np.int64)
-    for h in histograms:
-        hist[:h.size] += h
+    sources = np.random.default_rng(seed).choice(core.n, size=min(int(k), core.n),
+                                                 replace=False)
+    hist = distance_histogram(core, sources)
     hist[0] = 0  # a vertex and itself is no pair
     total = hist.sum()
     if total == 0:
-        return 0.0
+        return 0.0, sources
     cum = np.cumsum(hist) / total
     d = int(np.searchsorted(cum, 0.9 - 1e-12))
     prev = cum[d - 1] if d > 0 else 0.0
     value = (d - 1) + (0.9 - prev) / (cum[d] - prev) if cum[d] > prev else float(d)
-    return round(float(value), 6)
-
-
-def effective_diameter(core, k, seed=0, sources=None):
-    """Sampled effective diameter of the component ``core`` holds: 90th percentile of the
-    hop distances from ``k`` random sources (interpolated). Returns ``(value, sources)``."""
-    if sources is None:
-        sources = sample_sources(core.n, k, seed)
-    return effective_from_histograms([distance_histogram(core, sources)]), np.asarray(sources)
+    return round(float(value), 6), sources
 
 
 def _stderr_progress(start=time.monotonic):
