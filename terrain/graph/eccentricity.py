@@ -313,23 +313,9 @@ class _GpuBounding:
         self._remaining = xp.zeros(1, np.uint64)
         self.grid = (core.ops.blocks(n),)
 
-    def select(self, largest_upper):
-        """Candidate with the largest upper (or smallest lower) bound; ties: higher degree,
-        then lower number."""
-        xp = self.xp
-        cand = self.cand.astype(bool)
-        if largest_upper:
-            best = int(xp.where(cand, self.upper, -1).max())
-            tie = cand & (self.upper == best)
-        else:
-            best = int(xp.where(cand, self.lower, np.iinfo(np.int32).max).min())
-            tie = cand & (self.lower == best)
-        top = int(xp.where(tie, self.degree, -1).max())
-        return int(xp.flatnonzero(tie & (self.degree == top))[0])
-
     def select_batch(self, k):
         """Up to ``k`` candidates: all (by number) when no more, else taken in turn from the
-        two orders of :meth:`select`, each vertex once. Host int64 array."""
+        two orders of :func:`_select`, each vertex once. Host int64 array."""
         xp = self.xp
         to_numpy = self.core.backend.to_numpy
         cand = xp.flatnonzero(self.cand)
@@ -358,7 +344,8 @@ class _GpuBounding:
         while remaining > 0:
             if count < single_bfs or not batch_pays(n, c.nnz, delta_lower,
                                                     min(remaining, BATCH), remaining):
-                v = self.select(largest_upper)
+                v = _select(self.xp, self.cand.astype(bool), self.lower, self.upper,
+                            self.degree, largest_upper)
                 largest_upper = not largest_upper
                 stats = traverse(c, [v])
                 if stats.reached != n:
@@ -391,6 +378,14 @@ class _GpuBounding:
                                           delta_lower).max())
                 progress(count, delta_lower, max(upper, delta_lower), remaining)
         return count, delta_lower, best
+
+
+def _select(xp, cand, lower, upper, degree, largest_upper):
+    """The candidate with the largest upper (or smallest lower) bound; ties: higher degree,
+    then lower number (the C loop's rule)."""
+    key = upper if largest_upper else -lower
+    tie = cand & (key == key[cand].max())
+    return int(xp.flatnonzero(tie & (degree == degree[tie].max()))[0])
 
 
 def _path(core, dist, ecc):
@@ -580,18 +575,6 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
 
 # --------------------------------------------------------------------------- weighted
 
-def _weighted_select(cand, lower, upper, degree, largest_upper):
-    """As :meth:`_GpuBounding.select`, on host arrays of any numeric dtype."""
-    if largest_upper:
-        best = upper[cand].max()
-        tie = cand & (upper == best)
-    else:
-        best = lower[cand].min()
-        tie = cand & (lower == best)
-    top = degree[tie].max()
-    return int(np.flatnonzero(tie & (degree == top))[0])
-
-
 def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
                       progress=None):
     """Exact weighted diameter (and radius, center, periphery) of an undirected graph:
@@ -633,7 +616,6 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (7, (3, 0), [3, 2, 1, 0], 5, [1])
     """
-    from ..backend import get_backend
     from .shortest_paths import ShortestPaths
     g = as_graph(graph, directed=False)
     if g.n == 0:
@@ -658,7 +640,7 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     b = get_backend(backend)
     solver = ShortestPaths(lcc, b)  # one set-up (weights, device arrays) for every search
     while cand.any():
-        v = _weighted_select(cand, lower, upper, degree, largest_upper)
+        v = _select(np, cand, lower, upper, degree, largest_upper)
         largest_upper = not largest_upper
         r = solver.run([v], algorithm, predecessors=False)
         d = b.to_numpy(r.dist).astype(dtype, copy=False)  # connected: every vertex reached
