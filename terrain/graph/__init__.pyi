@@ -10,6 +10,6 @@ from .loaders import (DEFAULT_CHUNK_BYTES, detect_format, EdgeChunk, EdgeList,
     edges_from_chunks, FORMATS, GraphFilePlan, parse_graph_chunk, plan_graph_file,
     read_graph_file, read_whole_file)
 from .mst import minimum_spanning_forest, MSTResult
-from .results import check_table_path, dense_ids, read_table, vertex_table, write_table
+from .results import check_table_path, dense_ids, vertex_table, write_table
 from .shortest_paths import ShortestPaths, sssp, SSSPResult
 from .traversal import bfs, BFSResult, is_networkx, TraversalStats, traverse

@@ -28,7 +28,7 @@ import numpy as np
 from ..io.outputs import atomic_output
 from ..errors import InputError
 
-__all__ = ["TABLE_SUFFIXES", "write_table", "vertex_table", "check_table_path", "read_table"]
+__all__ = ["TABLE_SUFFIXES", "write_table", "vertex_table", "check_table_path"]
 
 TABLE_SUFFIXES = (".parquet", ".csv", ".npz", ".npy")
 
@@ -133,20 +133,3 @@ def _write_csv(path, columns):
         f.write((",".join(columns) + "\n").encode())
         for block in _native.format_rows([np.asarray(a) for a in columns.values()]):
             f.write(block)
-
-
-def read_table(path):
-    """Read a table written by :func:`write_table` back into a dict of arrays (tests, tools)."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return {"distance": np.load(path)}
-    if suffix == ".npz":
-        with np.load(path) as z:
-            return {k: z[k] for k in z.files}
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-        t = pq.read_table(str(path))
-        return {k: t[k].to_numpy() for k in t.column_names}
-    data = np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
-    return {k: np.atleast_1d(data[k]) for k in data.dtype.names}
