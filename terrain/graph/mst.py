@@ -38,9 +38,9 @@ from .._transfer import to_device, to_host
 from ..backend import get_backend
 from ..errors import InputError
 from . import _native
-from .csr import WEIGHT_DTYPES, as_graph, weight_dtype
+from .csr import as_graph, weight_dtype
 
-__all__ = ["minimum_spanning_forest", "MSTResult", "graph_edges"]
+__all__ = ["minimum_spanning_forest", "MSTResult"]
 
 BLOCK = 256
 NONE_KEY = np.int64(np.iinfo(np.int64).max)
@@ -129,22 +129,6 @@ def _check_upper_arcs(name, e, m, nan):
     if e != m:  # e < 0: more arcs u < v than edges
         raise InputError(f"{name}: adjacency not symmetric (its arcs u < v are not half of "
                          f"its {2 * m} arcs)")
-
-
-def graph_edges(graph):
-    """``(u, v, w)``: every undirected edge once (``u < v``) in CSR order, with its weight
-    (ones when unweighted). The position is the edge id.
-
-    >>> import networkx as nx
-    >>> u, v, w = graph_edges(nx.path_graph(3))
-    >>> u.tolist(), v.tolist(), w.tolist()
-    ([0, 1], [1, 2], [1, 1])
-    """
-    g = as_graph(graph, directed=False).undirected()
-    count, ev, w_e = _host_upper_arcs(g)
-    eu = np.empty(g.m, g.indices.dtype)
-    _CpuOps(eu.dtype).extract(count, None, KEY_LATER, 0, eu, ev, w_e, np.empty(0, np.int64))
-    return eu, ev, (w_e if g.weights is not None else np.ones(g.m, np.int64))
 
 
 def _key_mode(weights_dtype, m):
