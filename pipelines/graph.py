@@ -1,26 +1,15 @@
-"""Command handlers for sparse graphs — ``graph-ingest``, ``bfs``, ``sssp``, ``diameter``, ``mst``
-of a graph file — in this process or as Dask graphs.
+"""Command handlers for sparse graphs: ``graph-ingest``, ``bfs``, ``sssp``, ``diameter`` and
+``mst`` of a graph file, in this process or as Dask graphs.
 
-Without ``--scheduler`` (and no cluster already active) the graph commands load and run in
-this process and import no Dask (:func:`_load_and_run`): their work is one load (C kernels
-on the parser's and the CSR build's threads) and traversals whose steps depend on each
-other, so a task graph would add only its start-up. ``graph-ingest`` and any ``--scheduler``
-(``local`` for the LocalCluster and its dashboard) build the task graph, the same three
-loading steps as :func:`terrain.graph.read_graph_file` with the same result:
-
-1. the header is read eagerly (:func:`terrain.graph.plan_graph_file`), so a missing or bad
-   header, an unknown format or a missing file fails before any cluster starts;
-2. ``graph-read`` (gzip only) decompresses the whole file once; ``graph-chunk``: one task per
-   byte range (:func:`terrain.graph.parse_graph_chunk`, a plain file read by range inside
-   the task);
-3. ``graph-csr``: :func:`terrain.graph.edges_from_chunks` and
-   :func:`terrain.graph.graph_from_edges` (a graph-ingest cache is read by this one task).
-
-Then one task per command: ``graph-write`` (graph-ingest), ``bfs-run``, ``sssp-run``,
-``mst-graph-run``, ``diameter-run`` (the bounding's searches depend on each other). An :class:`terrain.errors.InputError` raised inside a task comes out of
-:func:`pipelines.cluster.compute` unchanged on every scheduler: one line, exit status 2.
-Tables (``--out``, the MST's edges) are written by this process after the run, in the
-file's ids, atomically.
+Without ``--scheduler`` (and no cluster already active) a command loads and runs in this
+process and imports no Dask (:func:`_load_and_run`): one load and traversals whose steps
+depend on each other gain nothing from a task graph. ``graph-ingest`` and any
+``--scheduler`` build one: the header read eagerly (a bad one fails before a cluster
+starts), ``graph-read`` (gzip), one ``graph-chunk`` per byte range, ``graph-csr``, then one
+task for the command (``graph-write``, ``bfs-run``, ``sssp-run``, ``mst-graph-run``,
+``diameter-run``). An :class:`terrain.errors.InputError` raised inside a task comes out
+unchanged on every scheduler. Tables are written by this process, atomically, in the file's
+ids. The task table: docs/graphs.md ("Commands as Dask graphs").
 """
 
 import json

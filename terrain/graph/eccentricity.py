@@ -1,47 +1,14 @@
 """Exact diameter (and radius, center, periphery) by eccentricity bounding.
 
-Algorithm (Takes & Kosters, "Determining the diameter of small world networks", 2011; on
-the GPU as in Dal, Kosters & Takes, "Fast diameter computation of large sparse graphs
-using GPUs", 2014). Every vertex w keeps bounds ``lower[w] <= ecc(w) <= upper[w]``. A BFS
-from v (eccentricity e, distances d) tightens all of them at once:
-
-    lower[w] = max(lower[w], d(v, w), e - d(v, w))      upper[w] = min(upper[w], e + d(v, w))
-
-``delta_lower = max(lower)`` is a lower bound on the diameter (the largest eccentricity
-found so far) and ``radius_upper = min(upper)`` an upper bound on the radius. A candidate is
-dropped when its eccentricity is settled (``lower == upper``) or can no longer matter: for
-the diameter when ``upper <= delta_lower``; for ``extremes`` (radius, center, periphery)
-when ``upper < delta_lower`` *and* ``lower > radius_upper``. With no candidate left the
-diameter is ``delta_lower``, and with extremes every vertex of eccentricity = diameter or =
-radius is settled. The next source alternates between the candidate with the largest upper
-bound and the one with the smallest lower bound (ties: higher degree, then lower number).
-After ``SINGLE_BFS`` single-source BFS, the next ``k = min(BATCH, candidates)`` sources
-(``BATCH`` = 64, taken in turn from both orders) run as one bit-parallel BFS
-(:meth:`FrontierCore.bitwise_bfs`) whenever that is cheaper (:func:`batch_pays`): a batch
-sweeps every vertex on each of its ``delta_lower + 1`` or more levels, once where the CPU
-keeps its distances, else twice (the eccentricities, then the bounds k single BFS would
-leave); k BFS cost k times a BFS. Small-world graphs batch; on small long-diameter ones a
-batch takes the last candidates at once; large long-diameter ones (grids, cycles) stay with
-single BFS. ``SINGLE_BFS`` is at least 1:
-the first BFS bounds every level of a batch (``2 delta_lower``), and most real graphs are
-done before the eighth.
-
-The loop is one table per backend (``_CpuBounding``, ``_GpuBounding``): on the CPU a C
-function (``terrain_diameter_bound``: the BFS, the bound updates, the pruning and the
-selection, no Python between searches), on the GPU a loop over the device's kernels
-(``_diameter.cu``, the frontier core's level loop) reading a few scalars per search. Both
-pick the same sources, so both give the same answer, endpoints and path.
-
-Components are found where the BFS runs (union-find: each label is the component's
-smallest vertex whatever order the hooks ran in), and on the GPU the component is cut out
-there, so the graph crosses to the device once. A disconnected graph has infinite diameter:
-we say so and answer for its largest component. The sampled *effective diameter* is the 90th
-percentile of the distances from ``k`` random sources, linearly interpolated between hop
-counts (as SNAP reports it). :func:`weighted_diameter` runs the bounding with shortest-path
-searches in place of BFS (the bounds hold in any metric).
-
-Pieces. :func:`diameter` is the whole answer in one call; :func:`exact_diameter` is the
-bounding loop on one component (the benchmarks time it apart from the component's cut).
+Takes & Kosters' bounding (on the GPU as in Dal, Kosters & Takes): every vertex keeps
+``lower[w] <= ecc(w) <= upper[w]``, each BFS tightens all of them, and candidates are
+dropped once their eccentricity is settled or can no longer matter; after ``SINGLE_BFS``
+single searches, bit-parallel batches of ``BATCH`` sources run whenever
+:func:`batch_pays`. The loop is one table per backend (``_CpuBounding``: one C function;
+``_GpuBounding``: ``_diameter.cu`` and the frontier core), both picking the same sources, so
+both give the same answer, endpoints and path. A disconnected graph is answered for its
+largest component. :func:`weighted_diameter` bounds with shortest-path searches instead.
+The rules and their figures: docs/graphs.md ("Exact diameter by bounding").
 """
 
 import sys

@@ -1,33 +1,14 @@
 """The frontier core: a traversal's state on one backend and the operators that build levels.
 
-Every traversal is a short loop over a few shared operators (Gunrock's essentials: an
-algorithm is a small problem plus an enactor that runs operators over frontiers). BFS
-(:mod:`terrain.graph.traversal`), the diameter's bounding searches and its effective sample
+BFS (:mod:`terrain.graph.traversal`), the diameter's searches and effective sample
 (:mod:`terrain.graph.eccentricity`) and the SSSP's predecessors
-(:mod:`terrain.graph.shortest_paths`) all run on a :class:`FrontierCore`.
-
-Operators (each a CPU kernel paired with its GPU twin in one table per backend, ``_CpuOps`` /
-``_GpuOps``, picked once by :meth:`terrain.backend.Backend.select`):
-
-``levels(sources)``
-    a whole BFS: the sources at level 0, then each level built top-down (the frontier's lists
-    gathered, unvisited neighbours claimed) or bottom-up (every unvisited vertex looks for a
-    parent on the frontier and stops at the first), switching by Beamer's rule: bottom-up when
-    the frontier's edges exceed the unexplored edges / ``ALPHA`` and ``n / 4`` (a bottom-up
-    level reads every vertex's label) and the frontier grows, top-down again when it holds
-    fewer than ``n / BETA`` vertices and shrinks. CPU: one C call
-    (``terrain_bfs_levels``); GPU: the route :meth:`_GpuOps.route` plans.
-``parents(dist)``
-    the smallest-numbered neighbour one level closer: predecessors that do not depend on
-    which thread won a race, identical on every backend.
-``bitwise_bfs(sources)``
-    up to 64 BFS at once, a uint64 per vertex (bit i: source i): eccentricities and, in a
-    second pass, the Takes-Kosters bounds 64 single BFS would leave.
-``sssp_parents(dist, ...)``
-    canonical SSSP predecessors from final distances (Numba on the CPU).
-
-Labels: ``dist`` (int32, -1 unreached) on the backend. The design and the measurements
-behind each choice are in docs/graphs.md ("The frontier core").
+(:mod:`terrain.graph.shortest_paths`) all run on a :class:`FrontierCore`. Its operators
+(``levels``: a whole BFS, direction by Beamer's rule; ``parents``: the smallest-numbered
+neighbour one level closer; ``bitwise_bfs``: up to 64 BFS at once; ``sssp_parents``) pair a
+CPU kernel with its GPU twin in one table per backend (``_CpuOps`` / ``_GpuOps``), picked
+once by :meth:`terrain.backend.Backend.select`, and give identical bits on both. Labels:
+``dist`` (int32, -1 unreached). Design and figures: docs/graphs.md ("The frontier core",
+"BFS: the planner").
 """
 
 from pathlib import Path

@@ -1,32 +1,12 @@
 """Read sparse graphs from text: SNAP edge lists, Matrix Market, DIMACS ``.gr``, METIS ``.graph``.
 
-Every reader returns an :class:`EdgeList` — 0-based endpoint arrays ``u``, ``v`` plus the
-vertex count and the map back to the file's own ids — that :func:`terrain.graph.csr.build_csr`
-turns into a CSR. Gzip-compressed files (``.gz``) are read the same way.
-
-Reading is three plain functions, so that a scheduler can run them as tasks
-(``pipelines/graph.py``: one Dask task per chunk) and :func:`read_graph_file` in a loop or
-on a thread pool: :func:`plan_graph_file` reads the header (a bad one fails before any
-parsing) and cuts the body into byte ranges; :func:`parse_graph_chunk` parses the lines
-that *start* in its range with the C scanner (``terrain_edges_parse``, GIL released), so
-chunks tile the body wherever a cut falls, with chunk-relative line numbers; and
-:func:`edges_from_chunks` numbers the lines, raises the first error in file order and
-relabels SNAP ids. In one process every chunk is parsed straight into its slice of one
-array (sized by a count of its line feeds): the task graph's result, without copies. Why
-a hand-written scanner, and the details: docs/graphs.md ("Formats", "Design notes").
-
-Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
-ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
-``n`` and number vertices ``1..n``; every declared vertex exists, isolated or not.
-
-Weights. Decimal tokens are converted correctly rounded (Clinger's fast path in the scanner,
-NumPy's conversion for the rest). A SNAP file is weighted when its first edge line has a
-third column; then every line needs a finite number there (see :func:`edges_from_chunks`).
-
-Errors (:class:`terrain.errors.InputError`) start with ``FILE:LINE`` and name the problem:
-an unparseable line, a negative id, an id out of the declared range, a missing header, or
-no edges at all. The first unparseable line in file order wins, then the first id out of
-range, however the file was chunked.
+Every reader returns an :class:`EdgeList` (0-based endpoints, the vertex count, the map back
+to the file's ids) for :func:`terrain.graph.csr.build_csr`; ``.gz`` files are read the same
+way. Reading is three plain functions a scheduler can run as tasks:
+:func:`plan_graph_file` (the header; a bad one fails before any parsing), one
+:func:`parse_graph_chunk` per byte range (the C scanner, GIL released) and
+:func:`edges_from_chunks` (line numbers, the first error in file order, SNAP relabelling).
+Formats, ids, weights, bounds and error messages: docs/graphs.md ("Formats").
 """
 
 import dataclasses

@@ -1,24 +1,9 @@
 """Per-vertex and per-edge result tables in the graph's own ids: Parquet, CSV, NPZ (NPY).
 
-``bfs --out`` / ``sssp --out`` write one row per vertex with the columns ``id``,
-``distance``, ``predecessor`` (the predecessor's id; -1 at sources and unreached vertices;
-an unreached distance is -1 for integer distances and ``inf`` for real ones); ``mst``
-writes one row per forest edge (``u``, ``v``, ``weight``). The format follows the suffix:
-
-``.parquet``
-    via pyarrow (an optional dependency: ``pip install terrain[parquet]``); column types
-    kept (int64 ids, int32/int64/float64 distances).
-``.csv``
-    a header row, then one row per vertex; reals written with 17 significant digits, so
-    they read back to the same bits.
-``.npz``
-    one NumPy array per column.
-``.npy``
-    only the distance column, and only when the ids are ``0..n-1`` (row i is vertex i);
-    anything else would lose the ids.
-
-Written atomically (:func:`terrain.io.outputs.atomic_output`); an existing file is refused
-unless ``overwrite``.
+``bfs --out`` / ``sssp --out`` write ``id``, ``distance``, ``predecessor`` per vertex;
+``mst`` writes ``u``, ``v``, ``weight`` per forest edge. The suffix picks the format
+(docs/graphs.md, "Results with ids"); ``.npy`` holds only the distances, and only when the
+ids are ``0..n-1``. Written atomically; an existing file is refused unless ``overwrite``.
 """
 
 from pathlib import Path
