@@ -53,7 +53,7 @@ class Graph:
     Examples
     --------
     >>> g = build_csr(3, np.array([0, 1]), np.array([1, 2]))
-    >>> g.n, g.m, g.neighbors(1).tolist()
+    >>> g.n, g.m, g.indices[g.indptr[1]:g.indptr[2]].tolist()
     (3, 2, [0, 2])
     """
 
@@ -102,10 +102,6 @@ class Graph:
     def degrees(self):
         """Vertex degrees (int64)."""
         return np.diff(self.indptr)
-
-    def neighbors(self, v):
-        """Sorted neighbours of internal vertex ``v``."""
-        return self.indices[self.indptr[v]:self.indptr[v + 1]]
 
     def id_array(self):
         """The source id of every vertex, as an array."""

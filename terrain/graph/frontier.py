@@ -321,20 +321,11 @@ class _GpuOps:
         deg = c.indptr[cp.asarray(src) + 1] - c.indptr[cp.asarray(src)]
         return int(src.size), int(deg.sum())
 
-    def read_counts(self):
-        """The counter ring on the host (one copy); ``(SLOTS, 4)``."""
-        cp = self.xp
-        stream = cp.cuda.get_current_stream()
-        cp.cuda.runtime.memcpyAsync(self.host_counters.ctypes.data, self.counters.data.ptr,
-                                    self.host_counters.nbytes,
-                                    cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-        stream.synchronize()
-        return self.host_counters.reshape(SLOTS, 4)
-
     def _batched(self, src):
         """The host loop: Beamer's rule on the counters it reads back; a top-down step is
         ``BATCH_LEVELS`` launches of the fused expand-contract kernel (each strides over
         whatever frontier the one before left, so no level waits for the host)."""
+        cp = self.xp
         c = self.core
         q = self.queues
         nf, mf = self.seed(src)
@@ -358,7 +349,13 @@ class _GpuOps:
                     self.k["topdown"](grid, (BLOCK,), (
                         c.indptr, c.indices, q[(level + j) & 1], q[(level + j + 1) & 1],
                         c.dist, self.visited, self.counters, np.int32(level + j)))
-            ring = self.read_counts()
+            # the counter ring to the host (one copy)
+            stream = cp.cuda.get_current_stream()
+            cp.cuda.runtime.memcpyAsync(self.host_counters.ctypes.data, self.counters.data.ptr,
+                                        self.host_counters.nbytes,
+                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            stream.synchronize()
+            ring = self.host_counters.reshape(SLOTS, 4)
             for j in range(1, batch + 1):
                 count, degsum = (int(x) for x in ring[(level + j) % SLOTS, :2])
                 if count == 0:

@@ -91,45 +91,35 @@ class GraphFilePlan:
 
     Attributes
     ----------
-    path : str
-    fmt : str
-        One of :data:`FORMATS`.
+    path, fmt : str
     compressed : bool
         Gzip: chunks slice the bytes of :func:`read_whole_file` instead of reading by range.
     length : int or None
         Bytes of the (decompressed) file; None for a gzip file longer than its head.
-    body : int
-        Offset of the first byte after the header.
-    header_lines : int
-        Newlines before ``body``.
+    body, header_lines : int
+        Offset of the first byte after the header, and the newlines before it.
     chunks : int
         Number of chunks the body is cut into.
-    n : int
-        Declared vertex count (0 for SNAP: the ids that occur).
-    id_base : int
-        1 for the formats numbering vertices ``1..n``.
+    n, id_base : int
+        Declared vertex count (0 for SNAP: the ids that occur); 1 for ``1..n`` formats.
     declared : tuple or None
         ``(lo, hi_u, hi_v)``: the id range the header declares (Matrix Market, DIMACS).
-    entries : int
-        Matrix Market: declared entry count (-1 otherwise).
-    size_line : int
-        Matrix Market: line number of the size line.
+    entries, size_line : int
+        Matrix Market: the declared entry count (-1 otherwise) and the size line's number.
     metis : tuple or None
         METIS: ``(edges, tokens skipped per line, edge weights present)``.
     wmode : int
-        Weight column: 0 none, 1 none and nothing after the ids (SNAP), 2 integer, 3 number
-        (see :func:`terrain.graph._native.parse_pairs`).
+        Weight column (:func:`terrain.graph._native.parse_pairs`).
     directed, symmetric : bool
         See :class:`EdgeList`.
     sep : int
-        A separator besides blanks: ``ord(",")`` for a comma-separated edge list, else 0.
+        ``ord(",")`` for a comma-separated edge list, else 0.
     counts : tuple or None
-        SNAP: ``(a, b, line)`` when the first content line holds two integers only: a header
-        of counts if exactly ``a`` or ``b`` edge lines follow it (see
-        :func:`edges_from_chunks`), else an edge.
+        SNAP: ``(a, b, line)``, a first line of two integers that may be a header of counts
+        (see :func:`edges_from_chunks`).
     memory : int
-        Bytes the reading may take (the available memory unless given): larger declared
-        sizes, decompressed texts and edge arrays are refused before they are allocated.
+        Bytes the reading may take: larger declared sizes, texts and edge arrays are
+        refused before they are allocated.
     """
 
     path: str
