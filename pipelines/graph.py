@@ -197,26 +197,18 @@ def _bfs_task(graph, source_ids, backend, predecessors=False):
     return summary, (table, dense_ids(graph))
 
 
-def _check_out(args):
-    """Refuse an existing ``--out`` (without ``--overwrite``) or an unknown suffix before
-    any work starts."""
+def _search_command(args, backend, task, task_args, **kw):
+    """A bfs/sssp task on the graph, ``(found, summary)``: ``--out`` refused (it exists, or
+    its suffix is unknown) before any work starts, the task's table written there after."""
     if args.out:
         check_outputs([args.graph], [args.out], args.overwrite)
         check_table_path(args.out)
-
-
-def _write_out(args, table, dense):
-    if not dense:
-        check_table_path(args.out, dense_ids=False)
-    write_table(args.out, table, overwrite=args.overwrite)
-
-
-def _summarize_and_write(args, result, backend):
-    """``(found, summary)`` of a bfs/sssp task's result; writes its table to ``--out``."""
-    found, (table, dense) = result
+    found, (table, dense) = _load_and_run(_source(args), task, task_args, **kw)
     summary = {"graph": str(args.graph), **found, "backend": backend.name}
     if args.out:
-        _write_out(args, table, dense)
+        if not dense:
+            check_table_path(args.out, dense_ids=False)
+        write_table(args.out, table, overwrite=args.overwrite)
         summary["out"] = str(args.out)
     return found, summary
 
@@ -225,10 +217,9 @@ def bfs_command(args):
     """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
     backend = get_backend(args.backend)
     source_ids = _parse_sources(args.source)
-    _check_out(args)
-    result = _load_and_run(_source(args), _bfs_task, (source_ids, backend.name, bool(args.out)),
-                           directed=False, name="bfs-run", label="bfs")
-    found, summary = _summarize_and_write(args, result, backend)
+    found, summary = _search_command(args, backend, _bfs_task,
+                                     (source_ids, backend.name, bool(args.out)),
+                                     directed=False, name="bfs-run", label="bfs")
     if args.json:
         print(json.dumps(summary))
     else:
@@ -270,12 +261,10 @@ def sssp_command(args):
     source_ids = _parse_sources(args.source)
     if args.delta is not None and args.algorithm not in ("delta", "auto"):
         raise InputError("--delta is the bucket width of --algorithm delta")
-    _check_out(args)
-    result = _load_and_run(_source(args), _sssp_task, (source_ids, args.algorithm, args.delta,
-                                                       backend.name, bool(args.out)),
-                           directed=True if args.directed else None, name="sssp-run",
-                           label="sssp")
-    found, summary = _summarize_and_write(args, result, backend)
+    found, summary = _search_command(
+        args, backend, _sssp_task, (source_ids, args.algorithm, args.delta, backend.name,
+                                    bool(args.out)),
+        directed=True if args.directed else None, name="sssp-run", label="sssp")
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -371,10 +360,9 @@ def diameter_command(args):
              " (the whole path: --json or --path-out FILE)" if len(result.path) > 2 * _SHOWN else ""))
     if args.all:
         print(f"radius {result.radius}")
-        print(f"center ({len(result.center)}): " + " ".join(map(str, result.center[:50]))
-              + (" ..." if len(result.center) > 50 else ""))
-        print(f"periphery ({len(result.periphery)}): " + " ".join(map(str, result.periphery[:50]))
-              + (" ..." if len(result.periphery) > 50 else ""))
+        for name, ids in (("center", result.center), ("periphery", result.periphery)):
+            print(f"{name} ({len(ids)}): " + " ".join(map(str, ids[:50]))
+                  + (" ..." if len(ids) > 50 else ""))
     if args.effective:
         print(f"effective diameter (90th percentile over {result.effective_sources} sources): "
               f"{result.effective_diameter:.2f}")

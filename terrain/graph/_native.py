@@ -1,12 +1,10 @@
-"""ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: edge-list scanner, SNAP
-relabelling, CSR build, the CPU's traversal enactors (BFS, bit-parallel BFS, components, the
-diameter's bounding loop), Dial's SSSP bucket queue, the text of result tables.
+"""ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: the edge-list scanner,
+SNAP relabelling, the CSR build, the CPU's traversals, Dial's SSSP queue, table text.
 
-C through ctypes, not Numba: a process that loads a graph and runs a traversal then imports
-NumPy and nothing heavier (Numba's import and first kernel load cost more than the work of a
-small job; docs/graphs.md). ctypes releases the GIL around every call, so callers run chunks,
-edge blocks and row ranges on a thread pool. These wrappers are the strict inner layer:
-arrays must be C-contiguous with the dtypes named — the callers guarantee it.
+C through ctypes, not Numba: a process that loads a graph and runs a traversal imports
+nothing heavier than NumPy, and ctypes releases the GIL around every call (so callers run
+chunks and row ranges on threads). The strict inner layer: arrays must be C-contiguous with
+the dtypes named.
 
 >>> import numpy as np
 >>> lf_count(np.frombuffer(b"# c\\n1 2\\n3 4 7\\n", np.uint8))
