@@ -26,8 +26,7 @@ from .frontier import ALPHA, BETA, BLOCK, FrontierCore
 from .traversal import traverse
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
-           "component_roots_on", "largest_component_on", "distance_histogram",
-           "weighted_diameter", "batch_pays"]
+           "component_roots_on", "largest_component_on", "weighted_diameter", "batch_pays"]
 
 SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches (>= 1)
 BATCH = 64       # sources per bit-parallel pass
@@ -367,25 +366,15 @@ def _path(core, dist, ecc):
     return target, path[::-1]
 
 
-def distance_histogram(core, sources):
-    """``hist[d]``: the (source, vertex) pairs at distance ``d``, summed over ``sources``
-    (on the :class:`FrontierCore` ``core``: bit-parallel BFS of up to ``BATCH`` distinct
-    sources at a time, or one BFS per source when ``sources`` repeats one; ``hist[0]``
-    counts the sources)."""
-    src = [int(s) for s in sources]
-    if len(set(src)) == len(src):
-        runs = []
-        for i in range(0, len(src), BATCH):
-            runs.append([])
-            core.bitwise_bfs(src[i:i + BATCH], pairs=runs[-1])
-    else:
-        runs = [traverse(core, [s]).level_sizes for s in src]
+def _distance_histogram(core, sources):
+    """``hist[d]``: the (source, vertex) pairs at distance ``d`` over the distinct
+    ``sources``, by bit-parallel BFS of up to ``BATCH`` sources at a time."""
     hist = np.zeros(1, np.int64)
-    for sizes in runs:
-        sizes = np.asarray(sizes, np.int64)
-        if sizes.size > hist.size:
-            hist = np.pad(hist, (0, sizes.size - hist.size))
-        hist[:sizes.size] += sizes
+    for i in range(0, len(sources), BATCH):
+        sizes = []
+        core.bitwise_bfs(sources[i:i + BATCH], pairs=sizes)
+        hist = np.pad(hist, (0, max(0, len(sizes) - hist.size)))
+        hist[:len(sizes)] += sizes
     return hist
 
 
@@ -403,7 +392,7 @@ def effective_diameter(core, k, seed=0):
     """
     sources = np.random.default_rng(seed).choice(core.n, size=min(int(k), core.n),
                                                  replace=False)
-    hist = distance_histogram(core, sources)
+    hist = _distance_histogram(core, sources)
     hist[0] = 0  # a vertex and itself is no pair
     total = hist.sum()
     if total == 0:
