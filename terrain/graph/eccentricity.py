@@ -196,16 +196,9 @@ def _largest_on_device(graph, b):
 def batch_pays(n, arcs, delta_lower, k, remaining):
     """Does one bit-parallel batch of ``k`` sources (of ``remaining`` candidates) cost less
     than ``k`` single BFS on a connected graph of ``n`` vertices and ``arcs`` arcs, the
-    diameter at least ``delta_lower``? (``bound_batch_pays`` in ``kernels.c``, the same
-    integers.)
-
-    A single BFS costs about 15 ns a vertex and 0.3 ns an arc, a bit-parallel level 5 ns a
-    vertex and 0.7 ns an arc, and a batch runs at least ``delta_lower + 1`` levels: once
-    where the CPU keeps its distances (``64 n <= DMAT_BYTES`` and every level fits a byte:
-    the farthest is at most ``2 delta_lower``), else twice. A batch's sources are picked at
-    once from the same bounds, so they settle less than k BFS picked one after another: it
-    must take every candidate left or be short (``2 (delta_lower + 1) < k``). Both backends
-    follow this rule, so they pick the same sources.
+    diameter at least ``delta_lower``? The same integers as ``bound_batch_pays`` in
+    ``kernels.c``, so both backends pick the same sources; the cost model:
+    docs/graphs.md ("Bit-parallel batches").
 
     >>> batch_pays(4941, 13188, 50, 40, 40), batch_pays(4941, 13188, 50, 64, 90)
     (True, False)
@@ -534,17 +527,10 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
 def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
                       progress=None):
     """Exact weighted diameter (and radius, center, periphery) of an undirected graph:
-    Takes & Kosters' bounding with a shortest-path search in place of BFS.
-
-    The bounds ``max(d, e - d) <= ecc(w) <= e + d`` hold for any metric, so they hold for
-    weighted undirected graphs. Integer weights: exact int64 arithmetic, the same pruning
-    and settling as the unweighted bounding. Real weights: distances are float64 left-fold
-    sums, for which the triangle inequality holds only up to rounding, so the pruning tests
-    are widened by ``1e-9`` times the largest eccentricity found and a vertex counts as
-    settled only once its own eccentricity has been computed: the answers are computed
-    eccentricities, exactly, at the price of a few more searches. Each search is
-    :func:`terrain.graph.sssp` (Dijkstra on the CPU, Crauser / delta-stepping on the GPU);
-    bounds are updated on the host (``n`` values per search).
+    Takes & Kosters' bounding with a shortest-path search (:func:`terrain.graph.sssp`) in
+    place of BFS. The bounds hold in any metric; with real weights the pruning is widened
+    by ``1e-9`` times the largest eccentricity and only computed eccentricities settle, so
+    the answers are exact (docs/graphs.md, "Weighted eccentricities").
 
     Parameters
     ----------
