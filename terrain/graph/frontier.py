@@ -210,6 +210,36 @@ class _CpuOps:
 
 # --------------------------------------------------------------------------- the GPU
 
+class CapturedLaunches:
+    """Work enqueued on ``stream``, replayed from a CUDA graph captured on first use per key;
+    launched directly once capture fails (CuPy or the driver cannot: ``error`` says why) or
+    while ``enabled`` is False."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.graphs = {}
+        self.enabled = True
+        self.error = None
+
+    def __call__(self, key, enqueue):
+        stream = self.stream
+        if self.enabled and key not in self.graphs:
+            try:
+                with stream:
+                    stream.begin_capture()
+                    try:
+                        enqueue()
+                    finally:
+                        self.graphs[key] = stream.end_capture()
+            except Exception as exc:  # no capture here: launch directly from now on
+                self.enabled, self.error = False, f"{type(exc).__name__}: {exc}"
+        if self.enabled:
+            self.graphs[key].launch(stream)
+            return
+        with stream:
+            enqueue()
+
+
 _SM_COUNT = {}
 
 
@@ -266,8 +296,8 @@ class _GpuOps:
         self.host_state = np.frombuffer(self.pinned, np.uint64, self.state.size)
         self.host_counters = self.host_state[:4 * SLOTS]
         self.resident_blocks = _multiprocessors(cp) * _RESIDENT_BLOCKS_PER_SM
-        self.loop = None           # the device loop's buffers and captured graphs
-        self.graph_error = None    # why CUDA-graph capture failed, if it did
+        self.loop = None           # the device loop's buffers
+        self.launches = None       # the device loop's captured CUDA graphs
         self.recent = []           # levels of the last traversals (the first launch's length)
         self.bitwise = None
         self._route = None
@@ -384,8 +414,8 @@ class _GpuOps:
             "host_ctrl": self.host_state[4 * SLOTS:],
             "stream": cp.cuda.Stream(non_blocking=True),
             "after": cp.cuda.Event(disable_timing=True),
-            "graphs": {},
         }
+        self.launches = CapturedLaunches(self.loop["stream"])
 
     def _enqueue_decide(self):
         c = self.core
@@ -439,31 +469,6 @@ class _GpuOps:
                 lp["hub_q"]))
             self._enqueue_decide()
 
-    def _launch(self, key, enqueue):
-        """Run ``enqueue`` on the loop's stream, replayed from a CUDA graph captured on first
-        use per ``key`` (launched directly where CuPy cannot capture)."""
-        lp = self.loop
-        stream = lp["stream"]
-        if self.graph_error is None:
-            graph = lp["graphs"].get(key)
-            if graph is None:
-                try:
-                    with stream:
-                        stream.begin_capture()
-                        try:
-                            enqueue()
-                        finally:
-                            graph = stream.end_capture()
-                except Exception as exc:  # no capture here: launch directly from now on
-                    self.graph_error = f"{type(exc).__name__}: {exc}"
-                    graph = None
-                lp["graphs"][key] = graph
-            if graph is not None:
-                graph.launch(stream)
-                return
-        with stream:
-            enqueue()
-
     def _device(self, src):
         """The device loop: seed and the first levels in one launch, then ``MORE_STEPS``
         (doubling up to ``SLOTS - 8``) at a time until a level comes out empty; the host
@@ -496,7 +501,7 @@ class _GpuOps:
             self._enqueue_steps(first)
             self._enqueue_readback()
 
-        self._launch(("first", first, seed_blocks, captured_src), enqueue_first)
+        self.launches(("first", first, seed_blocks, captured_src), enqueue_first)
         sizes, degs, ops = [], [], []
         more = MORE_STEPS
         try:
@@ -528,7 +533,7 @@ class _GpuOps:
                     self._enqueue_steps(steps)
                     self._enqueue_readback()
 
-                self._launch(("more", steps), enqueue_more)
+                self.launches(("more", steps), enqueue_more)
                 more = min(2 * more, SLOTS - 8)  # long traversals: fewer read-backs
         finally:
             del lp["pinned"][1:]

@@ -23,7 +23,7 @@ from ..backend import get_backend
 from ..errors import InputError
 from . import _native
 from .csr import Graph, as_graph
-from .frontier import FrontierCore
+from .frontier import CapturedLaunches, FrontierCore
 from .traversal import is_networkx
 
 __all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "default_delta",
@@ -327,8 +327,7 @@ class _GpuSearch:
             self.wctl = cp.zeros(4, wdt)
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
         self.blocks = props["multiProcessorCount"] * _BLOCKS_PER_SM
-        self.use_graphs = True
-        self._graphs = {}
+        self.launches = CapturedLaunches(self.stream)
 
     def run(self, src, algorithm, delta, predecessors):
         if algorithm == "dijkstra":
@@ -403,29 +402,13 @@ class _GpuSearch:
         extra = {"arcs_scanned": int(words[_C_WORK]), "splits": int(words[_C_SPLITS])}
         return self.dist, int(words[_C_STEP]), extra
 
-    def _launch_plain(self, kernels, count):
-        for _ in range(count):
-            for k, args in kernels:
-                k((self.blocks,), (_BLOCK,), args)
-
     def launch(self, key, kernels, count):
-        """``count`` steps (each: the kernels in order) on this solver's stream, replayed from
-        a CUDA graph captured on first use (plain launches where CuPy cannot capture)."""
-        if not self.use_graphs:
-            return self._launch_plain(kernels, count)
-        graph = self._graphs.get((key, count))
-        if graph is None:
-            try:
-                self.stream.begin_capture()
-                try:
-                    self._launch_plain(kernels, count)
-                finally:
-                    graph = self.stream.end_capture()
-            except Exception:           # no stream capture in this CuPy / driver
-                self.use_graphs = False
-                return self._launch_plain(kernels, count)
-            self._graphs[(key, count)] = graph
-        graph.launch(self.stream)
+        """``count`` steps (each: the kernels in order) on this solver's stream."""
+        def enqueue():
+            for _ in range(count):
+                for k, args in kernels:
+                    k((self.blocks,), (_BLOCK,), args)
+        self.launches((key, count), enqueue)
 
 
 def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed=None,

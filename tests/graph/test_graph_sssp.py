@@ -302,7 +302,7 @@ def test_gpu_solver_reuse_equals_cpu(graphs, fuse):
     for g in (weighted_grid_graph(120, 90, seed=2), geometric_graph(5000, 5.0, seed=3)):
         cpu = ShortestPaths(g, "cpu")
         gpu = ShortestPaths(g, "gpu")
-        gpu.ops.use_graphs = graphs   # direct launches: what runs where CuPy cannot capture
+        gpu.ops.launches.enabled = graphs  # direct launches: what runs where CuPy cannot capture
         gpu.fuse_rounds = fuse   # bucket fusion: scheduling only, the same answer
         for sources in ([0], [17, 4000], [g.n - 1]):
             want = cpu.run(sources, "dijkstra")
