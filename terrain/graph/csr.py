@@ -80,17 +80,14 @@ class Graph:
     def weighted(self):
         return self.weights is not None
 
-    def undirected(self, weights=True):
-        """The undirected view: ``self`` when already undirected (and weighted as asked),
-        else every arc in both rows (parallel edges keep the minimum weight)."""
-        if not self.directed and (weights or self.weights is None):
-            return self
+    def undirected(self):
+        """The undirected view: ``self`` when already undirected, else every arc in both
+        rows (parallel edges keep the minimum weight)."""
         if not self.directed:
-            return Graph(self.indptr, self.indices, self.ids, self.id_base, self.name,
-                         dict(self.meta))
+            return self
         rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
-        g = build_csr(self.n, rows, self.indices, weights=self.weights if weights else None,
-                      ids=self.ids, id_base=self.id_base, name=self.name)
+        g = build_csr(self.n, rows, self.indices, weights=self.weights, ids=self.ids,
+                      id_base=self.id_base, name=self.name)
         g.meta = {k: v for k, v in self.meta.items() if k != "_index"}
         return g
 

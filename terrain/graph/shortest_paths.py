@@ -23,7 +23,7 @@ from ..backend import get_backend
 from ..errors import InputError
 from . import _native
 from .csr import Graph, as_graph
-from .frontier import CapturedLaunches, FrontierCore
+from .frontier import CapturedLaunches, FrontierCore, _multiprocessors
 from .traversal import is_networkx
 
 __all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "default_delta",
@@ -325,8 +325,7 @@ class _GpuSearch:
             self.queues = tuple(cp.empty(n, core.index_dtype) for _ in range(4))
             self.ctl = cp.zeros(_C_WORDS, np.int64)
             self.wctl = cp.zeros(4, wdt)
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        self.blocks = props["multiProcessorCount"] * _BLOCKS_PER_SM
+        self.blocks = _multiprocessors(cp) * _BLOCKS_PER_SM
         self.launches = CapturedLaunches(self.stream)
 
     def run(self, src, algorithm, delta, predecessors):
