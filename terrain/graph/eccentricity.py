@@ -13,7 +13,7 @@ The rules and their figures: docs/graphs.md ("Exact diameter by bounding").
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -73,13 +73,10 @@ class DiameterResult:
     extra: dict = field(default_factory=dict)
 
     def as_dict(self):
-        d = {k: getattr(self, k) for k in ("diameter", "bfs_count", "endpoints", "path",
-                                           "connected", "components", "vertices",
-                                           "lcc_vertices")}
+        """The fields that are set, ``extra`` left out (the JSON of ``diameter --json``)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        d = {k: v for k, v in d.items() if v is not None}
         d["endpoints"] = list(d["endpoints"])
-        for k in ("radius", "center", "periphery", "effective_diameter", "effective_sources"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
         return d
 
 
@@ -343,8 +340,8 @@ def _select(xp, cand, lower, upper, degree, largest_upper):
     """The candidate with the largest upper (or smallest lower) bound; ties: higher degree,
     then lower number (the C loop's rule)."""
     key = upper if largest_upper else -lower
-    tie = cand & (key == key[cand].max())
-    return int(xp.flatnonzero(tie & (degree == degree[tie].max()))[0])
+    tie = cand & (key == xp.where(cand, key, key.min()).max())
+    return int(xp.flatnonzero(tie & (degree == xp.where(tie, degree, -1).max()))[0])
 
 
 def _path(core, dist, ecc):
