@@ -134,13 +134,6 @@ def _write_task(graph, output, overwrite):
             "lcc": graph.meta.get("lcc"), "write_seconds": time.perf_counter() - t0}
 
 
-def _lcc_note(info):
-    if info and info["components"] > 1:
-        return (f"kept the largest of {info['components']} components "
-                f"({info['lcc_vertices']} of {info['vertices']} vertices)")
-    return None
-
-
 def graph_ingest_command(args):
     """``graph-ingest GRAPH -o G.zarr``: parse once, cache the CSR."""
     import dask
@@ -157,9 +150,10 @@ def graph_ingest_command(args):
     print(f"{args.output}: {s['n']} vertices, {s['m']} edges "
           f"(format {s['format']}, parsed in {seconds:.2f} s, "
           f"written in {s['write_seconds']:.2f} s)")
-    note = _lcc_note(s["lcc"])
-    if note:
-        print(note)
+    info = s["lcc"]
+    if info and info["components"] > 1:
+        print(f"kept the largest of {info['components']} components "
+              f"({info['lcc_vertices']} of {info['vertices']} vertices)")
     return 0
 
 
@@ -422,15 +416,13 @@ def _mst_graph_task(graph, backend):
     result = minimum_spanning_forest(graph, backend=backend)
     seconds = time.perf_counter() - t0
     w = result.weight if graph.weights is not None else result.weight.astype(np.int64)
-    table = {"u": _ids_of(graph, result.u), "v": _ids_of(graph, result.v), "weight": w}
+    ids = graph.id_array()
+    table = {"u": ids[result.u].astype(np.int64), "v": ids[result.v].astype(np.int64),
+             "weight": w}
     summary = {"vertices": graph.n, "edges": graph.m, "weighted": graph.weighted,
                "forest_edges": int(result.u.size), "total_weight": result.total_weight,
                "trees": result.trees, "rounds": result.rounds, "seconds": round(seconds, 6)}
     return summary, table
-
-
-def _ids_of(graph, internal):
-    return graph.id_array()[internal].astype(np.int64)
 
 
 #: ``mst``'s options that only a grid takes: (attribute, default, flag)

@@ -440,17 +440,14 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
     return _bound(FrontierCore(component, backend), components, extremes, progress)
 
 
-def _bound(core, info, extremes, progress, single_bfs=None):
+def _bound(core, info, extremes, progress):
     """The bounding loop on ``core`` (a connected component); ``info`` as
-    :func:`terrain.graph.largest_component` returns it. The first ``single_bfs`` BFS
-    (default ``SINGLE_BFS``) run one source at a time, the rest in bit-parallel batches of
-    ``BATCH`` sources."""
-    single_bfs = SINGLE_BFS if single_bfs is None else int(single_bfs)
+    :func:`terrain.graph.largest_component` returns it."""
     lcc = core.graph
     if progress is True:
         progress = _stderr_progress()
     bounding = core.backend.select(_CpuBounding, _GpuBounding)(core, extremes)
-    bfs_count, delta_lower, (ecc, source, dist) = bounding.run(progress, single_bfs)
+    bfs_count, delta_lower, (ecc, source, dist) = bounding.run(progress, SINGLE_BFS)
     if dist is None:  # found by a bit-parallel batch: one BFS for its labels
         traverse(core, [source])
         dist = core.dist
