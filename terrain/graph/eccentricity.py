@@ -345,15 +345,15 @@ def _select(xp, cand, lower, upper, degree, largest_upper):
 
 
 def _path(core, dist, ecc):
-    """The smallest-numbered vertex at distance ``ecc`` and the path to it from the source
-    along the frontier core's predecessors (smallest-numbered, one level closer)."""
+    """The path from the source to the smallest-numbered vertex at distance ``ecc`` along
+    the frontier core's predecessors (smallest-numbered, one level closer)."""
     xp = core.backend.xp
     target = int(xp.flatnonzero(xp.asarray(dist) == ecc)[0])
     pred = core.parents(dist)
     path = [target]
     for _ in range(ecc):  # ecc scalar reads, not an n-sized download
         path.append(int(pred[path[-1]]))
-    return target, path[::-1]
+    return path[::-1]
 
 
 def _distance_histogram(core, sources):
@@ -451,22 +451,28 @@ def _bound(core, info, extremes, progress):
     if dist is None:  # found by a bit-parallel batch: one BFS for its labels
         traverse(core, [source])
         dist = core.dist
-    target, path = _path(core, dist, ecc)
-    result = DiameterResult(
-        diameter=int(delta_lower), bfs_count=bfs_count,
-        endpoints=(lcc.id_of(source), lcc.id_of(target)),
-        path=[lcc.id_of(x) for x in path],
-        connected=info["components"] <= 1, components=info["components"],
-        vertices=info["vertices"], lcc_vertices=lcc.n)
+    found = None
     if extremes:
         lower = core.backend.to_numpy(bounding.lower)
         upper = core.backend.to_numpy(bounding.upper)
         settled = lower == upper
-        result.radius = int(upper.min())
-        result.center = sorted(lcc.id_of(x)
-                               for x in np.flatnonzero(settled & (upper == result.radius)))
-        result.periphery = sorted(lcc.id_of(x)
-                                  for x in np.flatnonzero(settled & (lower == result.diameter)))
+        radius = int(upper.min())
+        found = (radius, settled & (upper == radius), settled & (lower == delta_lower))
+    return _result(lcc, info, int(delta_lower), bfs_count, _path(core, dist, ecc), found)
+
+
+def _result(lcc, info, diameter, count, path, extremes=None):
+    """The :class:`DiameterResult` of a bounding on the component ``lcc`` (``info`` as
+    :func:`terrain.graph.largest_component` returns it): ``path`` (internal numbers) runs
+    from one endpoint to the other; ``extremes``: ``(radius, center, periphery)`` masks."""
+    result = DiameterResult(
+        diameter=diameter, bfs_count=count, endpoints=(lcc.id_of(path[0]), lcc.id_of(path[-1])),
+        path=[lcc.id_of(x) for x in path], connected=info["components"] <= 1,
+        components=info["components"], vertices=info["vertices"], lcc_vertices=lcc.n)
+    if extremes is not None:
+        result.radius = extremes[0]
+        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(extremes[1]))
+        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(extremes[2]))
     return result
 
 
@@ -614,26 +620,16 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     path = [target]
     while r.pred[path[-1]] >= 0:
         path.append(int(r.pred[path[-1]]))
-    path = path[::-1]
     py = float if is_float else int
-    result = DiameterResult(
-        diameter=py(delta_lower), bfs_count=count,
-        endpoints=(lcc.id_of(source), lcc.id_of(target)),
-        path=[lcc.id_of(x) for x in path],
-        connected=info["components"] <= 1, components=info["components"],
-        vertices=info["vertices"], lcc_vertices=n)
-    result.extra["weighted"] = True
+    found = None
     if extremes:
         if is_float:
             radius = ecc_of[sourced].min()
-            center = sourced & (ecc_of == radius)
-            periphery = sourced & (ecc_of == delta_lower)
+            found = (py(radius), sourced & (ecc_of == radius), sourced & (ecc_of == delta_lower))
         else:
             settled = lower == upper
             radius = upper.min()
-            center = settled & (upper == radius)
-            periphery = settled & (lower == delta_lower)
-        result.radius = py(radius)
-        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(center))
-        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(periphery))
+            found = (py(radius), settled & (upper == radius), settled & (lower == delta_lower))
+    result = _result(lcc, info, py(delta_lower), count, path[::-1], found)
+    result.extra["weighted"] = True
     return result
