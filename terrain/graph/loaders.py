@@ -937,9 +937,9 @@ def _counts_header(plan, chunks):
 
 
 def _join_weights(chunks, m, joined=None):
-    """The weights of all records in file order, or None (an unweighted file). Integer chunks join float ones as float64 (exact below 2**53). ``joined``: the integer
-    array every chunk's integer weights are a slice of (used as it is when no chunk has a
-    decimal weight)."""
+    """The weights of all records in file order, or None (an unweighted file); integer
+    chunks join float ones as float64 (exact below 2**53). ``joined``: the integer array
+    every chunk's integer weights are a slice of (used as is when no chunk is decimal)."""
     if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
         return None
     ws = [c.w for c in chunks]
