@@ -161,8 +161,8 @@ def bench_bfs_command(args):
         if "degrees" in tuples:
             _report("  the same, Graph500 edge count", _graph500_runs(core, sources, runs,
                                                                      tuples["degrees"]))
-        if core.ops.graph_error:
-            print(f"  (CUDA graph capture failed, direct launches: {core.ops.graph_error})")
+        if core.ops.launches is not None and core.ops.launches.error:
+            print(f"  (CUDA graph capture failed, direct launches: {core.ops.launches.error})")
         for other in ROUTES:  # the planner's check: the other route on this graph
             if other != route:
                 _report(f"direction-optimising, {other} loop (not planned here)",

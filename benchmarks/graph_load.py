@@ -53,14 +53,14 @@ print(f"PEER reached={order.size} parse={t1 - t0:.3f} csr={t2 - t1:.3f} bfs={t3 
 
 
 def _make_input(workdir, scale, edge_factor, seed):
-    from terrain.graph.generators import rmat_edges, write_snap_edges
+    from terrain.graph.generators import rmat_edges, write_int_rows
     path = Path(workdir) / f"rmat-{scale}-{edge_factor}-{seed}.txt"
     if not path.exists():
         u, v = rmat_edges(scale, edge_factor, seed)
         header = (f"# RMAT graph (terrain bench graph-load), seed {seed}\n"
                   f"# Nodes: {1 << scale} Edges: {u.size}\n# FromNodeId\tToNodeId\n")
         tmp = path.with_suffix(".tmp")
-        write_snap_edges(tmp, u, v, header)
+        write_int_rows(tmp, [u, v], header)
         os.replace(tmp, path)
     return path
 

@@ -1,35 +1,18 @@
-"""Command handlers for sparse graphs — ``graph-ingest``, ``bfs``, ``sssp``, ``diameter``, ``mst``
-of a graph file — in this process or as Dask graphs.
+"""Command handlers for sparse graphs: ``graph-ingest``, ``bfs``, ``sssp``, ``diameter`` and
+``mst`` of a graph file, in this process or as Dask graphs.
 
-Without ``--scheduler`` (and no cluster already active) the graph commands load and run in
-this process and import no Dask (:func:`_load_and_run`): their work is one load (C kernels
-on the parser's and the CSR build's threads) and traversals whose steps depend on each
-other, so a task graph would add only its start-up. ``graph-ingest`` and any ``--scheduler``
-(``local`` for the LocalCluster and its dashboard) build the task graph, the same three
-loading steps as :func:`terrain.graph.read_graph_file` with the same result:
-
-1. the header is read eagerly (:func:`terrain.graph.plan_graph_file`), so a missing or bad
-   header, an unknown format or a missing file fails before any cluster starts;
-2. ``graph-read`` (gzip only) decompresses the whole file once; ``graph-chunk``: one task per
-   byte range (:func:`terrain.graph.parse_graph_chunk`, a plain file read by range inside
-   the task);
-3. ``graph-csr``: :func:`terrain.graph.edges_from_chunks` and
-   :func:`terrain.graph.graph_from_edges` (a graph-ingest cache is read by this one task).
-
-Then one task per command: ``graph-write`` (graph-ingest), ``bfs-run``, ``sssp-run``,
-``mst-graph-run``, ``diameter-weighted``; ``diameter`` is ``diameter-component`` (largest
-component), ``diameter-bound`` (the bounding loop: each source depends on the bounds the
-searches before left) and, with ``--effective K``, one ``diameter-sample`` task per batch of
-the K random sources (integer histograms, so the percentile is the same however the sources
-are split; as many batches as scheduler threads on the CPU, one on the GPU) and
-``diameter-finish``. An :class:`terrain.errors.InputError` raised inside a task comes out of
-:func:`pipelines.cluster.compute` unchanged on every scheduler: one line, exit status 2.
-Tables (``--out``, the MST's edges) are written by this process after the run, in the
-file's ids, atomically.
+Without ``--scheduler`` (and no cluster already active) a command loads and runs in this
+process and imports no Dask (:func:`_load_and_run`): one load and traversals whose steps
+depend on each other gain nothing from a task graph. ``graph-ingest`` and any
+``--scheduler`` build one: the header read eagerly (a bad one fails before a cluster
+starts), ``graph-read`` (gzip), one ``graph-chunk`` per byte range, ``graph-csr``, then one
+task for the command (``graph-write``, ``bfs-run``, ``sssp-run``, ``mst-graph-run``,
+``diameter-run``). An :class:`terrain.errors.InputError` raised inside a task comes out
+unchanged on every scheduler. Tables are written by this process, atomically, in the file's
+ids. The task table: docs/graphs.md ("Commands as Dask graphs").
 """
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,12 +24,12 @@ from terrain.io.outputs import check_outputs
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.graph import (DEFAULT_CHUNK_BYTES, bfs, check_table_path, dense_ids,
-                           edges_from_chunks, graph_from_edges, largest_component, load_graph,
+                           edges_from_chunks, graph_from_edges, load_graph,
                            parse_graph_chunk, plan_graph_file, read_whole_file, vertex_table,
                            write_graph_cache, write_table)
 
 
-__all__ = ["build_load_graph", "build_diameter_graph", "graph_ingest_command", "bfs_command",
+__all__ = ["build_load_graph", "graph_ingest_command", "bfs_command",
            "diameter_command", "sssp_command", "is_graph_input", "mst_graph_command"]
 
 
@@ -142,13 +125,6 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
                                    dask_key_name=f"graph-csr-{token}")
 
 
-def _scheduler_threads(client, spec):
-    """Threads the scheduler runs tasks on (how many sample batches are worth making)."""
-    if client is not None:
-        return max(1, sum(client.nthreads().values()))
-    return (os.cpu_count() or 1) if spec == "threads" else 1
-
-
 # --------------------------------------------------------------------------- graph-ingest
 
 def _write_task(graph, output, overwrite):
@@ -156,13 +132,6 @@ def _write_task(graph, output, overwrite):
     write_graph_cache(graph, output, overwrite=overwrite)
     return {"n": graph.n, "m": graph.m, "format": graph.meta.get("format", "store"),
             "lcc": graph.meta.get("lcc"), "write_seconds": time.perf_counter() - t0}
-
-
-def _lcc_note(info):
-    if info and info["components"] > 1:
-        return (f"kept the largest of {info['components']} components "
-                f"({info['lcc_vertices']} of {info['vertices']} vertices)")
-    return None
 
 
 def graph_ingest_command(args):
@@ -181,9 +150,10 @@ def graph_ingest_command(args):
     print(f"{args.output}: {s['n']} vertices, {s['m']} edges "
           f"(format {s['format']}, parsed in {seconds:.2f} s, "
           f"written in {s['write_seconds']:.2f} s)")
-    note = _lcc_note(s["lcc"])
-    if note:
-        print(note)
+    info = s["lcc"]
+    if info and info["components"] > 1:
+        print(f"kept the largest of {info['components']} components "
+              f"({info['lcc_vertices']} of {info['vertices']} vertices)")
     return 0
 
 
@@ -221,26 +191,18 @@ def _bfs_task(graph, source_ids, backend, predecessors=False):
     return summary, (table, dense_ids(graph))
 
 
-def _check_out(args):
-    """Refuse an existing ``--out`` (without ``--overwrite``) or an unknown suffix before
-    any work starts."""
+def _search_command(args, backend, task, task_args, **kw):
+    """A bfs/sssp task on the graph, ``(found, summary)``: ``--out`` refused (it exists, or
+    its suffix is unknown) before any work starts, the task's table written there after."""
     if args.out:
         check_outputs([args.graph], [args.out], args.overwrite)
         check_table_path(args.out)
-
-
-def _write_out(args, table, dense):
-    if not dense:
-        check_table_path(args.out, dense_ids=False)
-    write_table(args.out, table, overwrite=args.overwrite)
-
-
-def _summarize_and_write(args, result, backend):
-    """``(found, summary)`` of a bfs/sssp task's result; writes its table to ``--out``."""
-    found, (table, dense) = result
+    found, (table, dense) = _load_and_run(_source(args), task, task_args, **kw)
     summary = {"graph": str(args.graph), **found, "backend": backend.name}
     if args.out:
-        _write_out(args, table, dense)
+        if not dense:
+            check_table_path(args.out, dense_ids=False)
+        write_table(args.out, table, overwrite=args.overwrite)
         summary["out"] = str(args.out)
     return found, summary
 
@@ -249,10 +211,9 @@ def bfs_command(args):
     """``bfs GRAPH --source S[,S...]``: hop distances from the source(s)."""
     backend = get_backend(args.backend)
     source_ids = _parse_sources(args.source)
-    _check_out(args)
-    result = _load_and_run(_source(args), _bfs_task, (source_ids, backend.name, bool(args.out)),
-                           directed=False, name="bfs-run", label="bfs")
-    found, summary = _summarize_and_write(args, result, backend)
+    found, summary = _search_command(args, backend, _bfs_task,
+                                     (source_ids, backend.name, bool(args.out)),
+                                     directed=False, name="bfs-run", label="bfs")
     if args.json:
         print(json.dumps(summary))
     else:
@@ -294,12 +255,10 @@ def sssp_command(args):
     source_ids = _parse_sources(args.source)
     if args.delta is not None and args.algorithm not in ("delta", "auto"):
         raise InputError("--delta is the bucket width of --algorithm delta")
-    _check_out(args)
-    result = _load_and_run(_source(args), _sssp_task, (source_ids, args.algorithm, args.delta,
-                                                       backend.name, bool(args.out)),
-                           directed=True if args.directed else None, name="sssp-run",
-                           label="sssp")
-    found, summary = _summarize_and_write(args, result, backend)
+    found, summary = _search_command(
+        args, backend, _sssp_task, (source_ids, args.algorithm, args.delta, backend.name,
+                                    bool(args.out)),
+        directed=True if args.directed else None, name="sssp-run", label="sssp")
     if args.json:
         print(json.dumps(summary))
         return 0
@@ -317,88 +276,19 @@ def sssp_command(args):
 
 # --------------------------------------------------------------------------- diameter
 
-def _component_task(graph):
+def _diameter_task(graph, backend, weighted, extremes, effective, seed):
+    """``(result, seconds, backend name)``: the bounding (and the effective sample) run one
+    after another on the backend, chosen once the graph's size is known (``auto``: a small
+    graph stays on the CPU)."""
+    from terrain.graph import diameter, weighted_diameter
+    backend = get_backend(backend, work=graph.n + graph.nnz)
     t0 = time.perf_counter()
-    lcc, info = largest_component(graph)
-    return lcc, info, time.perf_counter() - t0
-
-
-def _bound_task(lcc, info, extremes, backend):
-    from terrain.graph import exact_diameter
-    t0 = time.perf_counter()
-    result = exact_diameter(lcc, info, extremes=extremes, backend=backend, progress=True)
-    return result, time.perf_counter() - t0
-
-
-def _sample_task(lcc, k, seed, batch, batches, backend):
-    """Batch ``batch`` of ``batches`` of the effective sample: its histogram and source ids."""
-    from terrain.graph import FrontierCore, distance_histogram, sample_sources
-    t0 = time.perf_counter()
-    sources = sample_sources(lcc.n, k, seed)
-    mine = sources[len(sources) * batch // batches:len(sources) * (batch + 1) // batches]
-    hist = distance_histogram(FrontierCore(lcc, backend), mine) if mine.size else None
-    return hist, [lcc.id_of(s) for s in mine], time.perf_counter() - t0
-
-
-def _finish_task(bound, component_seconds, samples):
-    from terrain.graph import effective_from_histograms
-    result, seconds = bound
-    seconds += component_seconds
-    if samples:
-        result.effective_diameter = effective_from_histograms(
-            [h for h, _, _ in samples if h is not None])
-        ids = [x for _, batch_ids, _ in samples for x in batch_ids]
-        result.effective_sources = len(ids)
-        result.extra["effective_source_ids"] = ids
-        seconds += sum(s for _, _, s in samples)
-    return result, seconds
-
-
-def build_diameter_graph(graph, *, extremes=False, effective=None, seed=0, backend="cpu",
-                         batches=1, token=None):
-    """Dask graph of the diameter of ``graph`` (a Delayed :class:`Graph`, or a Graph).
-
-    Parameters
-    ----------
-    graph : Delayed or Graph
-    extremes, effective, seed
-        As :func:`terrain.graph.diameter`.
-    backend : str
-        Backend name each task resolves.
-    batches : int
-        ``diameter-sample`` tasks the effective sample is split into.
-    token : str, optional
-
-    Returns
-    -------
-    dask.delayed.Delayed
-        Computing it returns ``(DiameterResult, task_seconds)``; the result equals
-        :func:`terrain.graph.diameter`'s.
-
-    Examples
-    --------
-    >>> import networkx as nx
-    >>> from terrain.graph import as_graph
-    >>> import dask
-    >>> d = build_diameter_graph(as_graph(nx.path_graph(9)), effective=4, batches=2)
-    >>> r, _ = dask.compute(d, scheduler="synchronous")[0]
-    >>> r.diameter, r.effective_sources
-    (8, 4)
-    """
-    import dask
-    token = token or _token("diameter")
-    lcc, info, component_seconds = dask.delayed(_component_task, nout=3)(
-        graph, dask_key_name=f"diameter-component-{token}")
-    bound = dask.delayed(_bound_task)(lcc, info, bool(extremes), backend,
-                                      dask_key_name=f"diameter-bound-{token}")
-    samples = []
-    if effective:
-        batches = max(1, min(int(batches), int(effective)))
-        samples = [dask.delayed(_sample_task)(lcc, int(effective), seed, j, batches, backend,
-                                              dask_key_name=(f"diameter-sample-{token}", j))
-                   for j in range(batches)]
-    return dask.delayed(_finish_task)(bound, component_seconds, samples,
-                                      dask_key_name=f"diameter-finish-{token}")
+    if weighted:
+        result = weighted_diameter(graph, extremes=extremes, backend=backend, progress=True)
+    else:
+        result = diameter(graph, extremes=extremes, effective=effective, seed=seed,
+                          backend=backend, progress=True)
+    return result, time.perf_counter() - t0, backend.name
 
 
 _SHOWN = 5
@@ -429,57 +319,9 @@ def _write_ids(path, ids):
             f.writelines(f"{v}\n" for v in ids)
 
 
-def _weighted_task(graph, extremes, backend):
-    from terrain.graph import weighted_diameter
-    t0 = time.perf_counter()
-    result = weighted_diameter(graph, extremes=extremes, backend=backend, progress=True)
-    return result, time.perf_counter() - t0
-
-
-def _diameter_in_process(args, weighted):
-    """``(result, seconds, backend)`` of ``diameter`` loaded and bounded in this process, no
-    Dask (module docstring): the components, the bounding BFS (and the effective diameter's
-    samples) run one after another on the backend, chosen once the graph's size is known
-    (``auto``: a small graph stays on the CPU)."""
-    from terrain.graph import diameter, weighted_diameter
-    graph = load_graph(args.graph, args.format, lcc=args.lcc, directed=False)
-    backend = get_backend(args.backend, work=graph.n + graph.nnz)
-    t0 = time.perf_counter()
-    if weighted:
-        result = weighted_diameter(graph, extremes=bool(args.all), backend=backend,
-                                   progress=True)
-    else:
-        result = diameter(graph, extremes=bool(args.all), effective=args.effective,
-                          seed=args.seed, backend=backend, progress=True)
-    return result, time.perf_counter() - t0, backend
-
-
-def _diameter_on_scheduler(args, backend, weighted):
-    """``(result, seconds)`` of ``diameter`` as the Dask graph of :func:`build_diameter_graph`
-    (or the weighted task) on the scheduler ``args.scheduler`` names."""
-    import dask
-    from .cluster import compute, open_scheduler
-    token = _token(args.graph)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token,
-                             directed=False)
-    with open_scheduler(args.scheduler) as client:
-        if weighted:
-            work = dask.delayed(_weighted_task)(graph, bool(args.all), backend.name,
-                                                dask_key_name=f"diameter-weighted-{token}")
-        else:
-            # the CPU splits the sample over the scheduler's threads; the GPU runs one batch
-            # (one device, and each batch would hold its own copy of the graph)
-            batches = backend.select(_scheduler_threads(client, args.scheduler), 1)
-            work = build_diameter_graph(graph, extremes=args.all, effective=args.effective,
-                                        seed=args.seed, backend=backend.name,
-                                        batches=batches, token=token)
-        ((result, seconds),) = compute(work, label="diameter")
-    return result, seconds
-
-
 def diameter_command(args):
     """``diameter GRAPH [--all] [--effective K] [--weighted]``: exact diameter by bounding."""
-    backend = get_backend(args.backend, work=0)  # the name checked before the graph is read
+    get_backend(args.backend, work=0)  # the name checked before the graph is read
     if getattr(args, "path_out", None):
         check_output_free(args.path_out)
     weighted = getattr(args, "weighted", False)
@@ -487,13 +329,12 @@ def diameter_command(args):
         raise InputError("--effective does not combine with --weighted: the effective "
                          "diameter is SNAP's 90th percentile of hop counts, interpolated "
                          "between hop levels, which weighted distances do not have")
-    if _in_process(args.scheduler):
-        result, seconds, backend = _diameter_in_process(args, weighted)
-    else:
-        backend = get_backend(args.backend)
-        result, seconds = _diameter_on_scheduler(args, backend, weighted)
+    result, seconds, backend = _load_and_run(
+        _source(args), _diameter_task, (args.backend, weighted, bool(args.all), args.effective,
+                                        args.seed), directed=False, name="diameter-run",
+        label="diameter")
     out = result.as_dict()
-    out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend.name)
+    out.update(graph=str(args.graph), seconds=round(seconds, 6), backend=backend)
     if getattr(args, "path_out", None):
         _write_ids(args.path_out, result.path)
         out["path_out"] = str(args.path_out)
@@ -507,16 +348,15 @@ def diameter_command(args):
     a, b = result.endpoints
     searches = f"{result.bfs_count} {'Dijkstra' if weighted else 'BFS'}"
     print(f"diameter {result.diameter} (exact{', weighted' if weighted else ''}, {searches}, "
-          f"{seconds:.3f} s, {backend.name}) between {a} and {b}")
+          f"{seconds:.3f} s, {backend}) between {a} and {b}")
     print("path: " + summarize_ids(result.path)
           + (f" (whole path in {args.path_out})" if getattr(args, "path_out", None) else
              " (the whole path: --json or --path-out FILE)" if len(result.path) > 2 * _SHOWN else ""))
     if args.all:
         print(f"radius {result.radius}")
-        print(f"center ({len(result.center)}): " + " ".join(map(str, result.center[:50]))
-              + (" ..." if len(result.center) > 50 else ""))
-        print(f"periphery ({len(result.periphery)}): " + " ".join(map(str, result.periphery[:50]))
-              + (" ..." if len(result.periphery) > 50 else ""))
+        for name, ids in (("center", result.center), ("periphery", result.periphery)):
+            print(f"{name} ({len(ids)}): " + " ".join(map(str, ids[:50]))
+                  + (" ..." if len(ids) > 50 else ""))
     if args.effective:
         print(f"effective diameter (90th percentile over {result.effective_sources} sources): "
               f"{result.effective_diameter:.2f}")
@@ -576,15 +416,13 @@ def _mst_graph_task(graph, backend):
     result = minimum_spanning_forest(graph, backend=backend)
     seconds = time.perf_counter() - t0
     w = result.weight if graph.weights is not None else result.weight.astype(np.int64)
-    table = {"u": _ids_of(graph, result.u), "v": _ids_of(graph, result.v), "weight": w}
+    ids = graph.id_array()
+    table = {"u": ids[result.u].astype(np.int64), "v": ids[result.v].astype(np.int64),
+             "weight": w}
     summary = {"vertices": graph.n, "edges": graph.m, "weighted": graph.weighted,
                "forest_edges": int(result.u.size), "total_weight": result.total_weight,
                "trees": result.trees, "rounds": result.rounds, "seconds": round(seconds, 6)}
     return summary, table
-
-
-def _ids_of(graph, internal):
-    return graph.id_array()[internal].astype(np.int64)
 
 
 #: ``mst``'s options that only a grid takes: (attribute, default, flag)

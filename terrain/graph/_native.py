@@ -1,12 +1,10 @@
-"""ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: edge-list scanner, SNAP
-relabelling, CSR build, the CPU's traversal enactors (BFS, bit-parallel BFS, components, the
-diameter's bounding loop), Dial's SSSP bucket queue, the text of result tables.
+"""ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: the edge-list scanner,
+SNAP relabelling, the CSR build, the CPU's traversals, Dial's SSSP queue, table text.
 
-C through ctypes, not Numba: a process that loads a graph and runs a traversal then imports
-NumPy and nothing heavier (Numba's import and first kernel load cost more than the work of a
-small job; docs/graphs.md). ctypes releases the GIL around every call, so callers run chunks,
-edge blocks and row ranges on a thread pool. These wrappers are the strict inner layer:
-arrays must be C-contiguous with the dtypes named — the callers guarantee it.
+C through ctypes, not Numba: a process that loads a graph and runs a traversal imports
+nothing heavier than NumPy, and ctypes releases the GIL around every call (so callers run
+chunks and row ranges on threads). The strict inner layer: arrays must be C-contiguous with
+the dtypes named.
 
 >>> import numpy as np
 >>> lf_count(np.frombuffer(b"# c\\n1 2\\n3 4 7\\n", np.uint8))
@@ -129,25 +127,15 @@ def lf_count(buf):
 def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt,
                 sep=0):
     """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf`` into ``u``, ``v`` (and the
-    weight token of each record).
+    weight token of each record), up to ``limit`` records (``< 0``: all).
 
-    Lines whose first non-blank byte is ``comment_a`` or ``comment_b`` and blank lines are
-    skipped. With ``tag`` != 0 every other line must start with that byte (DIMACS ``a``).
-    Tokens are separated by blanks, and by ``sep`` too when it is not 0 (``ord(",")``: a
-    comma-separated file). Stops after ``limit`` records (``limit < 0``: no limit). Ids:
-    optional '-' (refused: negative) and at most 18 digits, followed by a separator or a
-    line end.
-
-    Weights (``wmode``): 0 none (the rest of a line read past); 1 none, and nothing but a
-    comment may follow the ids; 2 required integer; 3 required number. For each record
-    ``w_len`` (int32) is the token's length and ``w_int`` its value when it is an integer;
-    when it is not (a decimal point or an exponent) ``w_len`` is negated, ``w_int`` is where
-    the token starts and ``w_flt`` its value when Clinger's fast path applies (at most 15
-    significant digits, a power of ten within 1e±22: one correctly rounded IEEE operation on
-    exact operands), else NaN, for the caller to convert.
-
-    Returns ``(records, error, line_start)``: on error (``loaders._ERR_*``), ``line_start``
-    is the offending line's first byte; without error the first byte of the last record's.
+    Skipped: blank lines and lines starting with ``comment_a`` / ``comment_b``; with ``tag``
+    every other line must start with it (DIMACS ``a``). Separators: blanks, and ``sep`` when
+    not 0. Ids: at most 18 digits, a '-' refused. ``wmode``: 0 no weight, 1 no weight and
+    nothing but a comment after the ids, 2 an integer, 3 a number. Per record ``w_len`` is
+    the token's length and ``w_int`` its value; a decimal negates ``w_len``, puts its start
+    in ``w_int`` and its value in ``w_flt`` when Clinger's fast path is exact, else NaN.
+    Returns ``(records, error, line_start)`` (the offending line's, or the last record's).
 
     >>> buf = np.frombuffer(b"% c\\n1 2 5\\n3 4 0.5\\n", np.uint8)
     >>> u, v, w_int = (np.zeros(2, np.int64) for _ in range(3))

@@ -1,16 +1,10 @@
-"""The graph-ingest cache: a parsed CSR kept as a Zarr group, and :func:`load_graph`.
+"""The graph-ingest cache (a parsed CSR kept as a Zarr group) and :func:`load_graph`.
 
-Parsing a large text graph takes far longer than reading its CSR back, so
-``python -m terrain.run graph-ingest FILE -o G.zarr`` writes ``indptr``, ``indices``,
-``weights`` (weighted graphs, in the dtype read: int32/int64/float32/float64) and (when
-the file's ids are not ``id_base + 0..n-1``) ``ids`` as arrays of one Zarr group, with the
-vertex count, id base, whether arcs are directed, the weight dtype, source file and format
-in its attributes. Zarr rather than
-``.npz``: it is the project's store format already (tile stores), its chunks are compressed
-and decompressed in parallel, and a directory store is written atomically beside its target
-(:func:`terrain.io.outputs.atomic_output`) like every other output.
-
-Every command accepts the cache or the raw file: :func:`load_graph` tells them apart.
+Parsing a large text graph takes far longer than reading its CSR back, so ``graph-ingest``
+writes ``indptr``, ``indices``, ``weights`` and (ids other than ``id_base + 0..n-1``)
+``ids`` as arrays of one Zarr group (the project's store format: chunked, compressed,
+written atomically), the rest in its attributes. Every command accepts the cache or the raw
+file: :func:`load_graph` tells them apart.
 """
 
 from pathlib import Path

@@ -1,17 +1,12 @@
 """Compressed sparse row (CSR) graphs: the one representation every traversal runs on.
 
-:class:`Graph` holds the undirected view of a graph (each edge in both directions,
-self-loops and duplicate edges dropped, adjacency lists sorted) and the map from internal
-vertex numbers ``0..n-1`` back to the source's ids; a *directed* graph stores each arc once,
-in its tail's row. Optional ``weights`` run parallel to ``indices`` in the dtype they were
-read in; parallel edges keep the minimum weight.
-
-:func:`build_csr` is a parallel counting sort by edge blocks (count, prefix sum, scatter
-into each block's own slots), then per-row sorts and de-duplication, in C kernels
-(``terrain_csr_*``) on a thread pool: O(m + n x blocks), no global sort (figures:
-docs/graphs.md, "Loading"). ``indices`` are int32 whenever the vertex count fits.
-:func:`as_graph` accepts a :class:`Graph`, a scipy.sparse matrix, a networkx graph or an
-``(indptr, indices[, weights])`` tuple.
+:class:`Graph` holds the undirected view of a graph (each edge both ways, self-loops and
+duplicates dropped, rows sorted; a *directed* graph stores each arc once, in its tail's
+row), optional ``weights`` parallel to ``indices`` (parallel edges keep the minimum) and
+the map back to the source's ids. :func:`build_csr` is a parallel counting sort by edge
+blocks with per-row sorts, in C on a thread pool (docs/graphs.md, "CSR and cache");
+:func:`as_graph` accepts a Graph, a scipy.sparse matrix, a networkx graph or
+``(indptr, indices[, weights])``.
 """
 
 import itertools
@@ -53,7 +48,7 @@ class Graph:
     Examples
     --------
     >>> g = build_csr(3, np.array([0, 1]), np.array([1, 2]))
-    >>> g.n, g.m, g.neighbors(1).tolist()
+    >>> g.n, g.m, g.indices[g.indptr[1]:g.indptr[2]].tolist()
     (3, 2, [0, 2])
     """
 
@@ -85,27 +80,20 @@ class Graph:
     def weighted(self):
         return self.weights is not None
 
-    def undirected(self, weights=True):
-        """The undirected view: ``self`` when already undirected (and weighted as asked),
-        else every arc in both rows (parallel edges keep the minimum weight)."""
-        if not self.directed and (weights or self.weights is None):
-            return self
+    def undirected(self):
+        """The undirected view: ``self`` when already undirected, else every arc in both
+        rows (parallel edges keep the minimum weight)."""
         if not self.directed:
-            return Graph(self.indptr, self.indices, self.ids, self.id_base, self.name,
-                         dict(self.meta))
+            return self
         rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
-        g = build_csr(self.n, rows, self.indices, weights=self.weights if weights else None,
-                      ids=self.ids, id_base=self.id_base, name=self.name)
+        g = build_csr(self.n, rows, self.indices, weights=self.weights, ids=self.ids,
+                      id_base=self.id_base, name=self.name)
         g.meta = {k: v for k, v in self.meta.items() if k != "_index"}
         return g
 
     def degrees(self):
         """Vertex degrees (int64)."""
         return np.diff(self.indptr)
-
-    def neighbors(self, v):
-        """Sorted neighbours of internal vertex ``v``."""
-        return self.indices[self.indptr[v]:self.indptr[v + 1]]
 
     def id_array(self):
         """The source id of every vertex, as an array."""
@@ -465,9 +453,8 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
 
 def _from_networkx(obj, name, weight, directed):
     """:func:`as_graph` of a networkx graph, read from its adjacency (``obj.adjacency()``:
-    every vertex's neighbour dict, both ways round when undirected), so the arcs come out
-    row by row at the speed of a dict's keys, not an edge view's tuples (diameter of a
-    facebook-sized networkx graph: 147 -> 20 CPU ms)."""
+    every vertex's neighbour dict, both ways round when undirected): the arcs come out row
+    by row at the speed of a dict's keys, not an edge view's tuples."""
     nodes = list(obj.nodes)
     n = len(nodes)
     rows = [nbrs for _, nbrs in obj.adjacency()]  # the graph's own dicts, in node order

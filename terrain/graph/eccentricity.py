@@ -1,56 +1,19 @@
 """Exact diameter (and radius, center, periphery) by eccentricity bounding.
 
-Algorithm (Takes & Kosters, "Determining the diameter of small world networks", 2011; on
-the GPU as in Dal, Kosters & Takes, "Fast diameter computation of large sparse graphs
-using GPUs", 2014). Every vertex w keeps bounds ``lower[w] <= ecc(w) <= upper[w]``. A BFS
-from v (eccentricity e, distances d) tightens all of them at once:
-
-    lower[w] = max(lower[w], d(v, w), e - d(v, w))      upper[w] = min(upper[w], e + d(v, w))
-
-``delta_lower = max(lower)`` is a lower bound on the diameter (the largest eccentricity
-found so far) and ``radius_upper = min(upper)`` an upper bound on the radius. A candidate is
-dropped when its eccentricity is settled (``lower == upper``) or can no longer matter: for
-the diameter when ``upper <= delta_lower``; for ``extremes`` (radius, center, periphery)
-when ``upper < delta_lower`` *and* ``lower > radius_upper``. With no candidate left the
-diameter is ``delta_lower``, and with extremes every vertex of eccentricity = diameter or =
-radius is settled. The next source alternates between the candidate with the largest upper
-bound and the one with the smallest lower bound (ties: higher degree, then lower number).
-After ``SINGLE_BFS`` single-source BFS, the next ``k = min(BATCH, candidates)`` sources
-(``BATCH`` = 64, taken in turn from both orders) run as one bit-parallel BFS
-(:meth:`FrontierCore.bitwise_bfs`) whenever that is cheaper (:func:`batch_pays`): a batch
-sweeps every vertex on each of its ``delta_lower + 1`` or more levels, once where the CPU
-keeps its distances, else twice (the eccentricities, then the bounds k single BFS would
-leave); k BFS cost k times a BFS. Small-world graphs batch; on small long-diameter ones a
-batch takes the last candidates at once; large long-diameter ones (grids, cycles) stay with
-single BFS. ``SINGLE_BFS`` is at least 1:
-the first BFS bounds every level of a batch (``2 delta_lower``), and most real graphs are
-done before the eighth.
-
-The loop is one table per backend (``_CpuBounding``, ``_GpuBounding``): on the CPU a C
-function (``terrain_diameter_bound``: the BFS, the bound updates, the pruning and the
-selection, no Python between searches), on the GPU a loop over the device's kernels
-(``_diameter.cu``, the frontier core's level loop) reading a few scalars per search. Both
-pick the same sources, so both give the same answer, endpoints and path.
-
-Components are found where the BFS runs (union-find: each label is the component's
-smallest vertex whatever order the hooks ran in), and on the GPU the component is cut out
-there, so the graph crosses to the device once. A disconnected graph has infinite diameter:
-we say so and answer for its largest component. The sampled *effective diameter* is the 90th
-percentile of the distances from ``k`` random sources, linearly interpolated between hop
-counts (as SNAP reports it). :func:`weighted_diameter` runs the bounding with shortest-path
-searches in place of BFS (the bounds hold in any metric).
-
-Pieces. :func:`diameter` is the whole answer in one call. Its parts are public so that a
-scheduler can run them as tasks (``pipelines/graph.py``): :func:`exact_diameter` is the
-bounding loop on one component (its searches depend on each other: one task);
-:func:`sample_sources`, :func:`distance_histogram` and :func:`effective_from_histograms`
-split the effective sample into independent batches whose integer histograms sum to the
-same value however the sources were split.
+Takes & Kosters' bounding (on the GPU as in Dal, Kosters & Takes): every vertex keeps
+``lower[w] <= ecc(w) <= upper[w]``, each BFS tightens all of them, and candidates are
+dropped once their eccentricity is settled or can no longer matter; after ``SINGLE_BFS``
+single searches, bit-parallel batches of ``BATCH`` sources run whenever
+:func:`batch_pays`. The loop is one table per backend (``_CpuBounding``: one C function;
+``_GpuBounding``: ``_diameter.cu`` and the frontier core), both picking the same sources, so
+both give the same answer, endpoints and path. A disconnected graph is answered for its
+largest component. :func:`weighted_diameter` bounds with shortest-path searches instead.
+The rules and their figures: docs/graphs.md ("Exact diameter by bounding").
 """
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -63,9 +26,7 @@ from .frontier import ALPHA, BETA, BLOCK, FrontierCore
 from .traversal import traverse
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
-           "component_roots_on", "largest_component_on",
-           "sample_sources", "distance_histogram", "effective_from_histograms",
-           "weighted_diameter", "batch_pays"]
+           "component_roots_on", "largest_component_on", "weighted_diameter", "batch_pays"]
 
 SINGLE_BFS = 8   # single-source BFS before the bounding may take bit-parallel batches (>= 1)
 BATCH = 64       # sources per bit-parallel pass
@@ -112,13 +73,10 @@ class DiameterResult:
     extra: dict = field(default_factory=dict)
 
     def as_dict(self):
-        d = {k: getattr(self, k) for k in ("diameter", "bfs_count", "endpoints", "path",
-                                           "connected", "components", "vertices",
-                                           "lcc_vertices")}
+        """The fields that are set, ``extra`` left out (the JSON of ``diameter --json``)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        d = {k: v for k, v in d.items() if v is not None}
         d["endpoints"] = list(d["endpoints"])
-        for k in ("radius", "center", "periphery", "effective_diameter", "effective_sources"):
-            if getattr(self, k) is not None:
-                d[k] = getattr(self, k)
         return d
 
 
@@ -235,16 +193,9 @@ def _largest_on_device(graph, b):
 def batch_pays(n, arcs, delta_lower, k, remaining):
     """Does one bit-parallel batch of ``k`` sources (of ``remaining`` candidates) cost less
     than ``k`` single BFS on a connected graph of ``n`` vertices and ``arcs`` arcs, the
-    diameter at least ``delta_lower``? (``bound_batch_pays`` in ``kernels.c``, the same
-    integers.)
-
-    A single BFS costs about 15 ns a vertex and 0.3 ns an arc, a bit-parallel level 5 ns a
-    vertex and 0.7 ns an arc, and a batch runs at least ``delta_lower + 1`` levels: once
-    where the CPU keeps its distances (``64 n <= DMAT_BYTES`` and every level fits a byte:
-    the farthest is at most ``2 delta_lower``), else twice. A batch's sources are picked at
-    once from the same bounds, so they settle less than k BFS picked one after another: it
-    must take every candidate left or be short (``2 (delta_lower + 1) < k``). Both backends
-    follow this rule, so they pick the same sources.
+    diameter at least ``delta_lower``? The same integers as ``bound_batch_pays`` in
+    ``kernels.c``, so both backends pick the same sources; the cost model:
+    docs/graphs.md ("Bit-parallel batches").
 
     >>> batch_pays(4941, 13188, 50, 40, 40), batch_pays(4941, 13188, 50, 64, 90)
     (True, False)
@@ -318,23 +269,9 @@ class _GpuBounding:
         self._remaining = xp.zeros(1, np.uint64)
         self.grid = (core.ops.blocks(n),)
 
-    def select(self, largest_upper):
-        """Candidate with the largest upper (or smallest lower) bound; ties: higher degree,
-        then lower number."""
-        xp = self.xp
-        cand = self.cand.astype(bool)
-        if largest_upper:
-            best = int(xp.where(cand, self.upper, -1).max())
-            tie = cand & (self.upper == best)
-        else:
-            best = int(xp.where(cand, self.lower, np.iinfo(np.int32).max).min())
-            tie = cand & (self.lower == best)
-        top = int(xp.where(tie, self.degree, -1).max())
-        return int(xp.flatnonzero(tie & (self.degree == top))[0])
-
     def select_batch(self, k):
         """Up to ``k`` candidates: all (by number) when no more, else taken in turn from the
-        two orders of :meth:`select`, each vertex once. Host int64 array."""
+        two orders of :func:`_select`, each vertex once. Host int64 array."""
         xp = self.xp
         to_numpy = self.core.backend.to_numpy
         cand = xp.flatnonzero(self.cand)
@@ -363,7 +300,8 @@ class _GpuBounding:
         while remaining > 0:
             if count < single_bfs or not batch_pays(n, c.nnz, delta_lower,
                                                     min(remaining, BATCH), remaining):
-                v = self.select(largest_upper)
+                v = _select(self.xp, self.cand.astype(bool), self.lower, self.upper,
+                            self.degree, largest_upper)
                 largest_upper = not largest_upper
                 stats = traverse(c, [v])
                 if stats.reached != n:
@@ -398,77 +336,62 @@ class _GpuBounding:
         return count, delta_lower, best
 
 
+def _select(xp, cand, lower, upper, degree, largest_upper):
+    """The candidate with the largest upper (or smallest lower) bound; ties: higher degree,
+    then lower number (the C loop's rule)."""
+    key = upper if largest_upper else -lower
+    tie = cand & (key == xp.where(cand, key, key.min()).max())
+    return int(xp.flatnonzero(tie & (degree == xp.where(tie, degree, -1).max()))[0])
+
+
 def _path(core, dist, ecc):
-    """The smallest-numbered vertex at distance ``ecc`` and the path to it from the source
-    along the frontier core's predecessors (smallest-numbered, one level closer)."""
+    """The path from the source to the smallest-numbered vertex at distance ``ecc`` along
+    the frontier core's predecessors (smallest-numbered, one level closer)."""
     xp = core.backend.xp
     target = int(xp.flatnonzero(xp.asarray(dist) == ecc)[0])
     pred = core.parents(dist)
     path = [target]
     for _ in range(ecc):  # ecc scalar reads, not an n-sized download
         path.append(int(pred[path[-1]]))
-    return target, path[::-1]
+    return path[::-1]
 
 
-def sample_sources(n, k, seed=0):
-    """The effective-diameter sample: ``min(k, n)`` distinct vertices of ``0..n-1``, drawn
-    with ``numpy.random.default_rng(seed)`` (the same on every backend and scheduler)."""
-    return np.random.default_rng(seed).choice(n, size=min(int(k), n), replace=False)
-
-
-def distance_histogram(core, sources):
-    """``hist[d]``: the (source, vertex) pairs at distance ``d``, summed over ``sources``
-    (on the :class:`FrontierCore` ``core``: bit-parallel BFS of up to ``BATCH`` distinct
-    sources at a time, or one BFS per source when ``sources`` repeats one; ``hist[0]``
-    counts the sources)."""
-    src = [int(s) for s in sources]
-    if len(set(src)) == len(src):
-        runs = []
-        for i in range(0, len(src), BATCH):
-            runs.append([])
-            core.bitwise_bfs(src[i:i + BATCH], pairs=runs[-1])
-    else:
-        runs = [traverse(core, [s]).level_sizes for s in src]
+def _distance_histogram(core, sources):
+    """``hist[d]``: the (source, vertex) pairs at distance ``d`` over the distinct
+    ``sources``, by bit-parallel BFS of up to ``BATCH`` sources at a time."""
     hist = np.zeros(1, np.int64)
-    for sizes in runs:
-        sizes = np.asarray(sizes, np.int64)
-        if sizes.size > hist.size:
-            hist = np.pad(hist, (0, sizes.size - hist.size))
-        hist[:sizes.size] += sizes
+    for i in range(0, len(sources), BATCH):
+        sizes = []
+        core.bitwise_bfs(sources[i:i + BATCH], pairs=sizes)
+        hist = np.pad(hist, (0, max(0, len(sizes) - hist.size)))
+        hist[:len(sizes)] += sizes
     return hist
 
 
-def effective_from_histograms(histograms):
-    """The 90th percentile of the distances counted by ``histograms`` (summed; see
-    :func:`distance_histogram`), linearly interpolated between hop counts; pairs of a vertex
-    with itself do not count. Integer sums: the same value however the sources were split.
+def effective_diameter(core, k, seed=0):
+    """Sampled effective diameter of the component ``core`` holds: the 90th percentile of
+    the hop distances from ``min(k, n)`` distinct vertices drawn with
+    ``numpy.random.default_rng(seed)``, linearly interpolated between hop counts (pairs of a
+    vertex with itself do not count). Returns ``(value, sources)``.
 
     Examples
     --------
-    >>> effective_from_histograms([np.array([1, 2, 1]), np.array([1, 2])])
-    1.5
+    >>> from terrain.graph.csr import build_csr
+    >>> effective_diameter(FrontierCore(build_csr(3, [0, 1], [1, 2]), "cpu"), 3)[0]
+    1.7
     """
-    size = max((h.size for h in histograms), default=1)
-    hist = np.zeros(size, np.int64)
-    for h in histograms:
-        hist[:h.size] += h
+    sources = np.random.default_rng(seed).choice(core.n, size=min(int(k), core.n),
+                                                 replace=False)
+    hist = _distance_histogram(core, sources)
     hist[0] = 0  # a vertex and itself is no pair
     total = hist.sum()
     if total == 0:
-        return 0.0
+        return 0.0, sources
     cum = np.cumsum(hist) / total
     d = int(np.searchsorted(cum, 0.9 - 1e-12))
     prev = cum[d - 1] if d > 0 else 0.0
     value = (d - 1) + (0.9 - prev) / (cum[d] - prev) if cum[d] > prev else float(d)
-    return round(float(value), 6)
-
-
-def effective_diameter(core, k, seed=0, sources=None):
-    """Sampled effective diameter of the component ``core`` holds: 90th percentile of the
-    hop distances from ``k`` random sources (interpolated). Returns ``(value, sources)``."""
-    if sources is None:
-        sources = sample_sources(core.n, k, seed)
-    return effective_from_histograms([distance_histogram(core, sources)]), np.asarray(sources)
+    return round(float(value), 6), sources
 
 
 def _stderr_progress(start=time.monotonic):
@@ -517,36 +440,39 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
     return _bound(FrontierCore(component, backend), components, extremes, progress)
 
 
-def _bound(core, info, extremes, progress, single_bfs=None):
+def _bound(core, info, extremes, progress):
     """The bounding loop on ``core`` (a connected component); ``info`` as
-    :func:`terrain.graph.largest_component` returns it. The first ``single_bfs`` BFS
-    (default ``SINGLE_BFS``) run one source at a time, the rest in bit-parallel batches of
-    ``BATCH`` sources."""
-    single_bfs = SINGLE_BFS if single_bfs is None else int(single_bfs)
+    :func:`terrain.graph.largest_component` returns it."""
     lcc = core.graph
     if progress is True:
         progress = _stderr_progress()
     bounding = core.backend.select(_CpuBounding, _GpuBounding)(core, extremes)
-    bfs_count, delta_lower, (ecc, source, dist) = bounding.run(progress, single_bfs)
+    bfs_count, delta_lower, (ecc, source, dist) = bounding.run(progress, SINGLE_BFS)
     if dist is None:  # found by a bit-parallel batch: one BFS for its labels
         traverse(core, [source])
         dist = core.dist
-    target, path = _path(core, dist, ecc)
-    result = DiameterResult(
-        diameter=int(delta_lower), bfs_count=bfs_count,
-        endpoints=(lcc.id_of(source), lcc.id_of(target)),
-        path=[lcc.id_of(x) for x in path],
-        connected=info["components"] <= 1, components=info["components"],
-        vertices=info["vertices"], lcc_vertices=lcc.n)
+    found = None
     if extremes:
         lower = core.backend.to_numpy(bounding.lower)
         upper = core.backend.to_numpy(bounding.upper)
         settled = lower == upper
-        result.radius = int(upper.min())
-        result.center = sorted(lcc.id_of(x)
-                               for x in np.flatnonzero(settled & (upper == result.radius)))
-        result.periphery = sorted(lcc.id_of(x)
-                                  for x in np.flatnonzero(settled & (lower == result.diameter)))
+        radius = int(upper.min())
+        found = (radius, settled & (upper == radius), settled & (lower == delta_lower))
+    return _result(lcc, info, int(delta_lower), bfs_count, _path(core, dist, ecc), found)
+
+
+def _result(lcc, info, diameter, count, path, extremes=None):
+    """The :class:`DiameterResult` of a bounding on the component ``lcc`` (``info`` as
+    :func:`terrain.graph.largest_component` returns it): ``path`` (internal numbers) runs
+    from one endpoint to the other; ``extremes``: ``(radius, center, periphery)`` masks."""
+    result = DiameterResult(
+        diameter=diameter, bfs_count=count, endpoints=(lcc.id_of(path[0]), lcc.id_of(path[-1])),
+        path=[lcc.id_of(x) for x in path], connected=info["components"] <= 1,
+        components=info["components"], vertices=info["vertices"], lcc_vertices=lcc.n)
+    if extremes is not None:
+        result.radius = extremes[0]
+        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(extremes[1]))
+        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(extremes[2]))
     return result
 
 
@@ -598,32 +524,13 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
 
 # --------------------------------------------------------------------------- weighted
 
-def _weighted_select(cand, lower, upper, degree, largest_upper):
-    """As :meth:`_GpuBounding.select`, on host arrays of any numeric dtype."""
-    if largest_upper:
-        best = upper[cand].max()
-        tie = cand & (upper == best)
-    else:
-        best = lower[cand].min()
-        tie = cand & (lower == best)
-    top = degree[tie].max()
-    return int(np.flatnonzero(tie & (degree == top))[0])
-
-
 def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
                       progress=None):
     """Exact weighted diameter (and radius, center, periphery) of an undirected graph:
-    Takes & Kosters' bounding with a shortest-path search in place of BFS.
-
-    The bounds ``max(d, e - d) <= ecc(w) <= e + d`` hold for any metric, so they hold for
-    weighted undirected graphs. Integer weights: exact int64 arithmetic, the same pruning
-    and settling as the unweighted bounding. Real weights: distances are float64 left-fold
-    sums, for which the triangle inequality holds only up to rounding, so the pruning tests
-    are widened by ``1e-9`` times the largest eccentricity found and a vertex counts as
-    settled only once its own eccentricity has been computed: the answers are computed
-    eccentricities, exactly, at the price of a few more searches. Each search is
-    :func:`terrain.graph.sssp` (Dijkstra on the CPU, Crauser / delta-stepping on the GPU);
-    bounds are updated on the host (``n`` values per search).
+    Takes & Kosters' bounding with a shortest-path search (:func:`terrain.graph.sssp`) in
+    place of BFS. The bounds hold in any metric; with real weights the pruning is widened
+    by ``1e-9`` times the largest eccentricity and only computed eccentricities settle, so
+    the answers are exact (docs/graphs.md, "Weighted eccentricities").
 
     Parameters
     ----------
@@ -651,7 +558,6 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (7, (3, 0), [3, 2, 1, 0], 5, [1])
     """
-    from ..backend import get_backend
     from .shortest_paths import ShortestPaths
     g = as_graph(graph, directed=False)
     if g.n == 0:
@@ -676,7 +582,7 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     b = get_backend(backend)
     solver = ShortestPaths(lcc, b)  # one set-up (weights, device arrays) for every search
     while cand.any():
-        v = _weighted_select(cand, lower, upper, degree, largest_upper)
+        v = _select(np, cand, lower, upper, degree, largest_upper)
         largest_upper = not largest_upper
         r = solver.run([v], algorithm, predecessors=False)
         d = b.to_numpy(r.dist).astype(dtype, copy=False)  # connected: every vertex reached
@@ -714,26 +620,16 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     path = [target]
     while r.pred[path[-1]] >= 0:
         path.append(int(r.pred[path[-1]]))
-    path = path[::-1]
     py = float if is_float else int
-    result = DiameterResult(
-        diameter=py(delta_lower), bfs_count=count,
-        endpoints=(lcc.id_of(source), lcc.id_of(target)),
-        path=[lcc.id_of(x) for x in path],
-        connected=info["components"] <= 1, components=info["components"],
-        vertices=info["vertices"], lcc_vertices=n)
-    result.extra["weighted"] = True
+    found = None
     if extremes:
         if is_float:
             radius = ecc_of[sourced].min()
-            center = sourced & (ecc_of == radius)
-            periphery = sourced & (ecc_of == delta_lower)
+            found = (py(radius), sourced & (ecc_of == radius), sourced & (ecc_of == delta_lower))
         else:
             settled = lower == upper
             radius = upper.min()
-            center = settled & (upper == radius)
-            periphery = settled & (lower == delta_lower)
-        result.radius = py(radius)
-        result.center = sorted(lcc.id_of(x) for x in np.flatnonzero(center))
-        result.periphery = sorted(lcc.id_of(x) for x in np.flatnonzero(periphery))
+            found = (py(radius), settled & (upper == radius), settled & (lower == delta_lower))
+    result = _result(lcc, info, py(delta_lower), count, path[::-1], found)
+    result.extra["weighted"] = True
     return result

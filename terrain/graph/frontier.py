@@ -1,33 +1,14 @@
 """The frontier core: a traversal's state on one backend and the operators that build levels.
 
-Every traversal is a short loop over a few shared operators (Gunrock's essentials: an
-algorithm is a small problem plus an enactor that runs operators over frontiers). BFS
-(:mod:`terrain.graph.traversal`), the diameter's bounding searches and its effective sample
+BFS (:mod:`terrain.graph.traversal`), the diameter's searches and effective sample
 (:mod:`terrain.graph.eccentricity`) and the SSSP's predecessors
-(:mod:`terrain.graph.shortest_paths`) all run on a :class:`FrontierCore`.
-
-Operators (each a CPU kernel paired with its GPU twin in one table per backend, ``_CpuOps`` /
-``_GpuOps``, picked once by :meth:`terrain.backend.Backend.select`):
-
-``levels(sources)``
-    a whole BFS: the sources at level 0, then each level built top-down (the frontier's lists
-    gathered, unvisited neighbours claimed) or bottom-up (every unvisited vertex looks for a
-    parent on the frontier and stops at the first), switching by Beamer's rule: bottom-up when
-    the frontier's edges exceed the unexplored edges / ``ALPHA`` and ``n / 4`` (a bottom-up
-    level reads every vertex's label) and the frontier grows, top-down again when it holds
-    fewer than ``n / BETA`` vertices and shrinks. CPU: one C call
-    (``terrain_bfs_levels``); GPU: the route :meth:`_GpuOps.route` plans.
-``parents(dist)``
-    the smallest-numbered neighbour one level closer: predecessors that do not depend on
-    which thread won a race, identical on every backend.
-``bitwise_bfs(sources)``
-    up to 64 BFS at once, a uint64 per vertex (bit i: source i): eccentricities and, in a
-    second pass, the Takes-Kosters bounds 64 single BFS would leave.
-``sssp_parents(dist, ...)``
-    canonical SSSP predecessors from final distances (Numba on the CPU).
-
-Labels: ``dist`` (int32, -1 unreached) on the backend. The design and the measurements
-behind each choice are in docs/graphs.md ("The frontier core").
+(:mod:`terrain.graph.shortest_paths`) all run on a :class:`FrontierCore`. Its operators
+(``levels``: a whole BFS, direction by Beamer's rule; ``parents``: the smallest-numbered
+neighbour one level closer; ``bitwise_bfs``: up to 64 BFS at once; ``sssp_parents``) pair a
+CPU kernel with its GPU twin in one table per backend (``_CpuOps`` / ``_GpuOps``), picked
+once by :meth:`terrain.backend.Backend.select`, and give identical bits on both. Labels:
+``dist`` (int32, -1 unreached). Design and figures: docs/graphs.md ("The frontier core",
+"BFS: the planner").
 """
 
 from pathlib import Path
@@ -229,6 +210,36 @@ class _CpuOps:
 
 # --------------------------------------------------------------------------- the GPU
 
+class CapturedLaunches:
+    """Work enqueued on ``stream``, replayed from a CUDA graph captured on first use per key;
+    launched directly once capture fails (CuPy or the driver cannot: ``error`` says why) or
+    while ``enabled`` is False."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.graphs = {}
+        self.enabled = True
+        self.error = None
+
+    def __call__(self, key, enqueue):
+        stream = self.stream
+        if self.enabled and key not in self.graphs:
+            try:
+                with stream:
+                    stream.begin_capture()
+                    try:
+                        enqueue()
+                    finally:
+                        self.graphs[key] = stream.end_capture()
+            except Exception as exc:  # no capture here: launch directly from now on
+                self.enabled, self.error = False, f"{type(exc).__name__}: {exc}"
+        if self.enabled:
+            self.graphs[key].launch(stream)
+            return
+        with stream:
+            enqueue()
+
+
 _SM_COUNT = {}
 
 
@@ -285,8 +296,8 @@ class _GpuOps:
         self.host_state = np.frombuffer(self.pinned, np.uint64, self.state.size)
         self.host_counters = self.host_state[:4 * SLOTS]
         self.resident_blocks = _multiprocessors(cp) * _RESIDENT_BLOCKS_PER_SM
-        self.loop = None           # the device loop's buffers and captured graphs
-        self.graph_error = None    # why CUDA-graph capture failed, if it did
+        self.loop = None           # the device loop's buffers
+        self.launches = None       # the device loop's captured CUDA graphs
         self.recent = []           # levels of the last traversals (the first launch's length)
         self.bitwise = None
         self._route = None
@@ -340,20 +351,11 @@ class _GpuOps:
         deg = c.indptr[cp.asarray(src) + 1] - c.indptr[cp.asarray(src)]
         return int(src.size), int(deg.sum())
 
-    def read_counts(self):
-        """The counter ring on the host (one copy); ``(SLOTS, 4)``."""
-        cp = self.xp
-        stream = cp.cuda.get_current_stream()
-        cp.cuda.runtime.memcpyAsync(self.host_counters.ctypes.data, self.counters.data.ptr,
-                                    self.host_counters.nbytes,
-                                    cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-        stream.synchronize()
-        return self.host_counters.reshape(SLOTS, 4)
-
     def _batched(self, src):
         """The host loop: Beamer's rule on the counters it reads back; a top-down step is
         ``BATCH_LEVELS`` launches of the fused expand-contract kernel (each strides over
         whatever frontier the one before left, so no level waits for the host)."""
+        cp = self.xp
         c = self.core
         q = self.queues
         nf, mf = self.seed(src)
@@ -377,7 +379,13 @@ class _GpuOps:
                     self.k["topdown"](grid, (BLOCK,), (
                         c.indptr, c.indices, q[(level + j) & 1], q[(level + j + 1) & 1],
                         c.dist, self.visited, self.counters, np.int32(level + j)))
-            ring = self.read_counts()
+            # the counter ring to the host (one copy)
+            stream = cp.cuda.get_current_stream()
+            cp.cuda.runtime.memcpyAsync(self.host_counters.ctypes.data, self.counters.data.ptr,
+                                        self.host_counters.nbytes,
+                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            stream.synchronize()
+            ring = self.host_counters.reshape(SLOTS, 4)
             for j in range(1, batch + 1):
                 count, degsum = (int(x) for x in ring[(level + j) % SLOTS, :2])
                 if count == 0:
@@ -406,8 +414,8 @@ class _GpuOps:
             "host_ctrl": self.host_state[4 * SLOTS:],
             "stream": cp.cuda.Stream(non_blocking=True),
             "after": cp.cuda.Event(disable_timing=True),
-            "graphs": {},
         }
+        self.launches = CapturedLaunches(self.loop["stream"])
 
     def _enqueue_decide(self):
         c = self.core
@@ -461,31 +469,6 @@ class _GpuOps:
                 lp["hub_q"]))
             self._enqueue_decide()
 
-    def _launch(self, key, enqueue):
-        """Run ``enqueue`` on the loop's stream, replayed from a CUDA graph captured on first
-        use per ``key`` (launched directly where CuPy cannot capture)."""
-        lp = self.loop
-        stream = lp["stream"]
-        if self.graph_error is None:
-            graph = lp["graphs"].get(key)
-            if graph is None:
-                try:
-                    with stream:
-                        stream.begin_capture()
-                        try:
-                            enqueue()
-                        finally:
-                            graph = stream.end_capture()
-                except Exception as exc:  # no capture here: launch directly from now on
-                    self.graph_error = f"{type(exc).__name__}: {exc}"
-                    graph = None
-                lp["graphs"][key] = graph
-            if graph is not None:
-                graph.launch(stream)
-                return
-        with stream:
-            enqueue()
-
     def _device(self, src):
         """The device loop: seed and the first levels in one launch, then ``MORE_STEPS``
         (doubling up to ``SLOTS - 8``) at a time until a level comes out empty; the host
@@ -518,7 +501,7 @@ class _GpuOps:
             self._enqueue_steps(first)
             self._enqueue_readback()
 
-        self._launch(("first", first, seed_blocks, captured_src), enqueue_first)
+        self.launches(("first", first, seed_blocks, captured_src), enqueue_first)
         sizes, degs, ops = [], [], []
         more = MORE_STEPS
         try:
@@ -550,7 +533,7 @@ class _GpuOps:
                     self._enqueue_steps(steps)
                     self._enqueue_readback()
 
-                self._launch(("more", steps), enqueue_more)
+                self.launches(("more", steps), enqueue_more)
                 more = min(2 * more, SLOTS - 8)  # long traversals: fewer read-backs
         finally:
             del lp["pinned"][1:]

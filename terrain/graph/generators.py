@@ -2,8 +2,9 @@
 
 Graph500's RMAT (Kronecker) graphs, 4-neighbour grid graphs (unweighted or with random
 integer weights), random geometric graphs: built on NumPy or CuPy (``xp``) straight into
-:class:`terrain.graph.Graph`. :func:`write_snap_edges` writes an edge list the way SNAP
-files look, fast enough for the 100-million-edge inputs the loaders are measured on.
+:class:`terrain.graph.Graph`. :func:`write_int_rows` writes edge lists the way SNAP and
+Matrix Market files look, fast enough for the 100-million-edge inputs the loaders are
+measured on.
 """
 
 import numpy as np
@@ -14,7 +15,7 @@ from . import _native
 from .csr import Graph, build_csr
 
 __all__ = ["rmat_edges", "rmat_graph", "grid_graph", "weighted_grid_graph", "geometric_graph",
-           "weighted_rmat_graph", "write_int_rows", "write_snap_edges"]
+           "weighted_rmat_graph", "write_int_rows"]
 
 #: Graph500's RMAT initiator probabilities a, b, c (d = 1 - a - b - c)
 RMAT_ABC = (0.57, 0.19, 0.19)
@@ -127,12 +128,7 @@ def geometric_graph(n, degree=6.0, seed=1, xp=np):
                 ws.append(xp.maximum(1, xp.ceil(100.0 * length[close] / r)).astype(xp.int32))
     u, v, w = xp.concatenate(us), xp.concatenate(vs), xp.concatenate(ws)
     order = xp.argsort(u * n + v)                         # both directions are there already
-    u, v, w = u[order], v[order], w[order]
-    indptr = xp.zeros(n + 1, xp.int64)
-    xp.cumsum(xp.bincount(u, minlength=n), out=indptr[1:])
-    to_host = (lambda a: a) if xp is np else xp.asnumpy
-    return Graph(to_host(indptr), to_host(v.astype(xp.int32)), name=f"geometric-{n}-{degree:g}",
-                 weights=to_host(w))
+    return _sorted_arcs_graph(xp, n, u[order], v[order], w[order], f"geometric-{n}-{degree:g}")
 
 
 def weighted_rmat_graph(scale, edge_factor, seed=1, xp=np):
@@ -150,12 +146,16 @@ def weighted_rmat_graph(scale, edge_factor, seed=1, xp=np):
     first = xp.ones(key.size, bool)
     first[1:] = key[1:] != key[:-1]                        # the lightest of each arc
     sel = order[first]
-    u, v, w = u[sel], v[sel], w[sel]
+    return _sorted_arcs_graph(xp, n, u[sel], v[sel], w[sel].astype(xp.int32),
+                              f"rmat-{scale}-{edge_factor}")
+
+
+def _sorted_arcs_graph(xp, n, u, v, w, name):
+    """The host :class:`Graph` of arcs ``(u, v)`` sorted by ``u`` (weights ``w``)."""
     indptr = xp.zeros(n + 1, xp.int64)
     xp.cumsum(xp.bincount(u, minlength=n), out=indptr[1:])
     to_host = (lambda a: a) if xp is np else xp.asnumpy
-    return Graph(to_host(indptr), to_host(v.astype(xp.int32)),
-                 name=f"rmat-{scale}-{edge_factor}", weights=to_host(w.astype(xp.int32)))
+    return Graph(to_host(indptr), to_host(v.astype(xp.int32)), name=name, weights=to_host(w))
 
 
 def write_int_rows(path, columns, header="", sep="\t"):
@@ -176,17 +176,3 @@ def write_int_rows(path, columns, header="", sep="\t"):
         f.write(header.encode())
         for block in _native.format_rows(columns, sep):
             f.write(block)
-
-
-def write_snap_edges(path, u, v, header=""):
-    """Write the edge list ``(u, v)`` as a SNAP text file (``header`` lines first).
-
-    Examples
-    --------
-    >>> import tempfile, os
-    >>> p = os.path.join(tempfile.mkdtemp(), "g.txt")
-    >>> write_snap_edges(p, np.array([0, 12]), np.array([305, 4]), "# tiny\\n")
-    >>> open(p).read()
-    '# tiny\\n0\\t305\\n12\\t4\\n'
-    """
-    write_int_rows(path, [u, v], header)

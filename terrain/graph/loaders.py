@@ -1,32 +1,12 @@
 """Read sparse graphs from text: SNAP edge lists, Matrix Market, DIMACS ``.gr``, METIS ``.graph``.
 
-Every reader returns an :class:`EdgeList` — 0-based endpoint arrays ``u``, ``v`` plus the
-vertex count and the map back to the file's own ids — that :func:`terrain.graph.csr.build_csr`
-turns into a CSR. Gzip-compressed files (``.gz``) are read the same way.
-
-Reading is three plain functions, so that a scheduler can run them as tasks
-(``pipelines/graph.py``: one Dask task per chunk) and :func:`read_graph_file` in a loop or
-on a thread pool: :func:`plan_graph_file` reads the header (a bad one fails before any
-parsing) and cuts the body into byte ranges; :func:`parse_graph_chunk` parses the lines
-that *start* in its range with the C scanner (``terrain_edges_parse``, GIL released), so
-chunks tile the body wherever a cut falls, with chunk-relative line numbers; and
-:func:`edges_from_chunks` numbers the lines, raises the first error in file order and
-relabels SNAP ids. In one process every chunk is parsed straight into its slice of one
-array (sized by a count of its line feeds): the task graph's result, without copies. Why
-a hand-written scanner, and the details: docs/graphs.md ("Formats", "Design notes").
-
-Ids. SNAP files may use any non-negative ids (sparse, 0- or 1-based): the vertices are the
-ids that occur, relabelled to ``0..n-1`` in increasing id order. The other formats declare
-``n`` and number vertices ``1..n``; every declared vertex exists, isolated or not.
-
-Weights. Decimal tokens are converted correctly rounded (Clinger's fast path in the scanner,
-NumPy's conversion for the rest). A SNAP file is weighted when its first edge line has a
-third column; then every line needs a finite number there (see :func:`edges_from_chunks`).
-
-Errors (:class:`terrain.errors.InputError`) start with ``FILE:LINE`` and name the problem:
-an unparseable line, a negative id, an id out of the declared range, a missing header, or
-no edges at all. The first unparseable line in file order wins, then the first id out of
-range, however the file was chunked.
+Every reader returns an :class:`EdgeList` (0-based endpoints, the vertex count, the map back
+to the file's ids) for :func:`terrain.graph.csr.build_csr`; ``.gz`` files are read the same
+way. Reading is three plain functions a scheduler can run as tasks:
+:func:`plan_graph_file` (the header; a bad one fails before any parsing), one
+:func:`parse_graph_chunk` per byte range (the C scanner, GIL released) and
+:func:`edges_from_chunks` (line numbers, the first error in file order, SNAP relabelling).
+Formats, ids, weights, bounds and error messages: docs/graphs.md ("Formats").
 """
 
 import dataclasses
@@ -111,45 +91,35 @@ class GraphFilePlan:
 
     Attributes
     ----------
-    path : str
-    fmt : str
-        One of :data:`FORMATS`.
+    path, fmt : str
     compressed : bool
         Gzip: chunks slice the bytes of :func:`read_whole_file` instead of reading by range.
     length : int or None
         Bytes of the (decompressed) file; None for a gzip file longer than its head.
-    body : int
-        Offset of the first byte after the header.
-    header_lines : int
-        Newlines before ``body``.
+    body, header_lines : int
+        Offset of the first byte after the header, and the newlines before it.
     chunks : int
         Number of chunks the body is cut into.
-    n : int
-        Declared vertex count (0 for SNAP: the ids that occur).
-    id_base : int
-        1 for the formats numbering vertices ``1..n``.
+    n, id_base : int
+        Declared vertex count (0 for SNAP: the ids that occur); 1 for ``1..n`` formats.
     declared : tuple or None
         ``(lo, hi_u, hi_v)``: the id range the header declares (Matrix Market, DIMACS).
-    entries : int
-        Matrix Market: declared entry count (-1 otherwise).
-    size_line : int
-        Matrix Market: line number of the size line.
+    entries, size_line : int
+        Matrix Market: the declared entry count (-1 otherwise) and the size line's number.
     metis : tuple or None
         METIS: ``(edges, tokens skipped per line, edge weights present)``.
     wmode : int
-        Weight column: 0 none, 1 none and nothing after the ids (SNAP), 2 integer, 3 number
-        (see :func:`terrain.graph._native.parse_pairs`).
+        Weight column (:func:`terrain.graph._native.parse_pairs`).
     directed, symmetric : bool
         See :class:`EdgeList`.
     sep : int
-        A separator besides blanks: ``ord(",")`` for a comma-separated edge list, else 0.
+        ``ord(",")`` for a comma-separated edge list, else 0.
     counts : tuple or None
-        SNAP: ``(a, b, line)`` when the first content line holds two integers only: a header
-        of counts if exactly ``a`` or ``b`` edge lines follow it (see
-        :func:`edges_from_chunks`), else an edge.
+        SNAP: ``(a, b, line)``, a first line of two integers that may be a header of counts
+        (see :func:`edges_from_chunks`).
     memory : int
-        Bytes the reading may take (the available memory unless given): larger declared
-        sizes, decompressed texts and edge arrays are refused before they are allocated.
+        Bytes the reading may take: larger declared sizes, texts and edge arrays are
+        refused before they are allocated.
     """
 
     path: str
@@ -967,9 +937,9 @@ def _counts_header(plan, chunks):
 
 
 def _join_weights(chunks, m, joined=None):
-    """The weights of all records in file order, or None (an unweighted file). Integer chunks join float ones as float64 (exact below 2**53). ``joined``: the integer
-    array every chunk's integer weights are a slice of (used as it is when no chunk has a
-    decimal weight)."""
+    """The weights of all records in file order, or None (an unweighted file); integer
+    chunks join float ones as float64 (exact below 2**53). ``joined``: the integer array
+    every chunk's integer weights are a slice of (used as is when no chunk is decimal)."""
     if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
         return None
     ws = [c.w for c in chunks]

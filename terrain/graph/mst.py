@@ -1,29 +1,14 @@
-"""Minimum spanning forest of a general weighted graph: Borůvka with packed keys, every step
-on the device (design and figures: docs/graphs.md, "MST of a general graph").
+"""Minimum spanning forest of a general weighted graph: Borůvka with packed keys.
 
-Keys. Each undirected edge ``e`` (listed once, ``u < v``, in CSR order: its *edge id*) gets
-the key ``rank(w_e) << id_bits | e`` with an order-preserving ``rank``: ``w + 2**31`` for
-int32 weights, the order bits of ``w + 0.0`` for float32 (``-0.0`` ranks as ``+0.0``), 0
-when unweighted, ``w - min w`` for int64 weights whose range fits, else the position among
-the distinct weights (a sort). Keys are unique, so the minimum spanning forest is unique
-and every backend finds the same edges, whatever order its threads run in.
-
-Algorithm: one round loop over operators that are CUDA kernels in ``_mst.cu`` and
-sequential C twins (``terrain_mst_*`` in ``terrain/native/kernels.c``), chosen once
-(``_CpuOps``/``_GpuOps``): the ``u < v`` arcs become the edge list (``extract``, long rows
-by a warp or a block); with at least 1.5 edges per vertex the light edges (a key quantile
-of a sample) are solved first (ECL-MST's filter); then rounds over a worklist of edges
-between components: ``offer`` finds both roots (path halving), drops edges inside one
-component and offers the key to both roots by ``atomicMin``; ``join`` unions the
-components of every edge that won and marks it. Only the forest comes back.
-
-A host graph crosses to the device through :mod:`terrain._transfer` (``indptr`` as int32,
-integer weights in the narrowest type a sample fits); a graph already on the device (CuPy
-arrays or a ``cupyx.scipy.sparse`` matrix) gives the forest as CuPy arrays. Weights may be
-negative (ranks only compare them); a directed graph is taken undirected. The total weight
-is an int64 sum, or a correctly rounded ``math.fsum`` of float64 weights. Written by hand
-because neither cuGraph nor scipy (Kruskal; zero weights as missing edges) breaks ties by
-edge id.
+Each undirected edge (``u < v``, in CSR order: its *edge id*) gets the unique key
+``rank(w) << id_bits | edge id``, so the forest is unique and every backend finds the same
+edges whatever order its threads run in. One round loop runs over operators that are CUDA
+kernels (``_mst.cu``) or their sequential C twins (``terrain_mst_*``), chosen once
+(``_CpuOps`` / ``_GpuOps``): ``extract`` the edge list, solve the light edges first
+(ECL-MST's filter), then ``offer`` / ``join`` rounds over a worklist. A host graph crosses
+to the device through :mod:`terrain._transfer`; a graph already there gives the forest as
+CuPy arrays. Written by hand because neither cuGraph nor scipy breaks ties by edge id.
+Design and figures: docs/graphs.md ("MST of a general graph").
 """
 
 import functools
@@ -38,9 +23,9 @@ from .._transfer import to_device, to_host
 from ..backend import get_backend
 from ..errors import InputError
 from . import _native
-from .csr import WEIGHT_DTYPES, as_graph, weight_dtype
+from .csr import as_graph, weight_dtype
 
-__all__ = ["minimum_spanning_forest", "MSTResult", "graph_edges"]
+__all__ = ["minimum_spanning_forest", "MSTResult"]
 
 BLOCK = 256
 NONE_KEY = np.int64(np.iinfo(np.int64).max)
@@ -129,22 +114,6 @@ def _check_upper_arcs(name, e, m, nan):
     if e != m:  # e < 0: more arcs u < v than edges
         raise InputError(f"{name}: adjacency not symmetric (its arcs u < v are not half of "
                          f"its {2 * m} arcs)")
-
-
-def graph_edges(graph):
-    """``(u, v, w)``: every undirected edge once (``u < v``) in CSR order, with its weight
-    (ones when unweighted). The position is the edge id.
-
-    >>> import networkx as nx
-    >>> u, v, w = graph_edges(nx.path_graph(3))
-    >>> u.tolist(), v.tolist(), w.tolist()
-    ([0, 1], [1, 2], [1, 1])
-    """
-    g = as_graph(graph, directed=False).undirected()
-    count, ev, w_e = _host_upper_arcs(g)
-    eu = np.empty(g.m, g.indices.dtype)
-    _CpuOps(eu.dtype).extract(count, None, KEY_LATER, 0, eu, ev, w_e, np.empty(0, np.int64))
-    return eu, ev, (w_e if g.weights is not None else np.ones(g.m, np.int64))
 
 
 def _key_mode(weights_dtype, m):

@@ -1,24 +1,9 @@
 """Per-vertex and per-edge result tables in the graph's own ids: Parquet, CSV, NPZ (NPY).
 
-``bfs --out`` / ``sssp --out`` write one row per vertex with the columns ``id``,
-``distance``, ``predecessor`` (the predecessor's id; -1 at sources and unreached vertices;
-an unreached distance is -1 for integer distances and ``inf`` for real ones); ``mst``
-writes one row per forest edge (``u``, ``v``, ``weight``). The format follows the suffix:
-
-``.parquet``
-    via pyarrow (an optional dependency: ``pip install terrain[parquet]``); column types
-    kept (int64 ids, int32/int64/float64 distances).
-``.csv``
-    a header row, then one row per vertex; reals written with 17 significant digits, so
-    they read back to the same bits.
-``.npz``
-    one NumPy array per column.
-``.npy``
-    only the distance column, and only when the ids are ``0..n-1`` (row i is vertex i);
-    anything else would lose the ids.
-
-Written atomically (:func:`terrain.io.outputs.atomic_output`); an existing file is refused
-unless ``overwrite``.
+``bfs --out`` / ``sssp --out`` write ``id``, ``distance``, ``predecessor`` per vertex;
+``mst`` writes ``u``, ``v``, ``weight`` per forest edge. The suffix picks the format
+(docs/graphs.md, "Results with ids"); ``.npy`` holds only the distances, and only when the
+ids are ``0..n-1``. Written atomically; an existing file is refused unless ``overwrite``.
 """
 
 from pathlib import Path
@@ -28,7 +13,7 @@ import numpy as np
 from ..io.outputs import atomic_output
 from ..errors import InputError
 
-__all__ = ["TABLE_SUFFIXES", "write_table", "vertex_table", "check_table_path", "read_table"]
+__all__ = ["TABLE_SUFFIXES", "write_table", "vertex_table", "check_table_path"]
 
 TABLE_SUFFIXES = (".parquet", ".csv", ".npz", ".npy")
 
@@ -133,20 +118,3 @@ def _write_csv(path, columns):
         f.write((",".join(columns) + "\n").encode())
         for block in _native.format_rows([np.asarray(a) for a in columns.values()]):
             f.write(block)
-
-
-def read_table(path):
-    """Read a table written by :func:`write_table` back into a dict of arrays (tests, tools)."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return {"distance": np.load(path)}
-    if suffix == ".npz":
-        with np.load(path) as z:
-            return {k: z[k] for k in z.files}
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-        t = pq.read_table(str(path))
-        return {k: t[k].to_numpy() for k in t.column_names}
-    data = np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
-    return {k: np.atleast_1d(data[k]) for k in data.dtype.names}

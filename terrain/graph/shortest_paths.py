@@ -1,33 +1,17 @@
 """Single-source (and multi-source) shortest paths on weighted sparse graphs.
 
-Algorithms (``algorithm=``; the design and its figures: docs/graphs.md, "SSSP"):
+``algorithm=``: ``dijkstra`` (CPU: Dial's buckets in C for small integer weights, else a
+4-ary heap), ``crauser`` (label-setting, Crauser et al. 1998) and ``delta`` (near-far
+delta-stepping, Davidson et al. 2014), both on the GPU (``_sssp.cu``, the loops stay on the
+device) with sequential Numba twins on the CPU; ``auto``: ``dijkstra`` on the CPU, on the
+GPU ``delta`` for road-like graphs (:func:`is_road_like`) and ``crauser`` otherwise.
 
-``dijkstra`` (CPU)
-    Dial's bucket queue in C for integer weights up to ``DIAL_MAX_WEIGHT`` (and 4n), a
-    vertex's distance and predecessor packed in one int64 label; else a 4-ary heap (Numba).
-``crauser`` (GPU and its Numba twin; Crauser, Mehlhorn, Meyer & Sanders 1998)
-    Label-setting: each iteration settles every fringe vertex with ``d(v) <= L + minin(v)``
-    or ``d(v) <= M`` (``L = min d``, ``M = min d + minout`` over the fringe) and relaxes its
-    arcs at once. Every arc is relaxed once.
-``delta`` (GPU and its Numba twin; near-far delta-stepping, Davidson et al. 2014)
-    Label-correcting: a step relaxes the *near* queue (distances below the bound ``thr``),
-    the rest go to the *far* pile; ``thr`` moves up by ``delta`` (:func:`default_delta`)
-    when the near queue runs dry. Fewer synchronised steps than Crauser on long diameters.
-``auto``
-    ``dijkstra`` on the CPU; on the GPU ``delta`` for road-like graphs
-    (:func:`is_road_like`) and ``crauser`` otherwise.
-
-The device loops (``_sssp.cu``) stay on the device: the last block of a step writes the
-next step's control block, and the host reads one word per batch of replayed steps.
-
-Conventions (every algorithm and backend, bit for bit): integer weights are summed in
-int64, real ones in float64 as a left fold ``d = fl(d + w)`` (monotone, so every algorithm
-reaches the same fixed point); unreached vertices have distance -1 (integers) or ``inf``
-and predecessor -1; predecessors are canonical: the smallest ``u`` with ``d(u) < d(v)`` and
-``d(u) + w(u, v) == d(v)``, or across zero-weight arcs the smallest tight tail one hop level
-closer (a BFS inside each class of equal distance), so they form a forest rooted at the
-sources; weights are >= 0 (else :class:`InputError`) and integer sums stay below 2**62.
-Directed graphs use their arcs; undirected graphs every edge both ways.
+Every algorithm and backend gives the same bits: int64 sums or float64 left folds,
+unreached vertices at -1 (integers) or ``inf`` with predecessor -1, canonical predecessors
+(the smallest tight, strictly closer tail; across zero-weight arcs the smallest tight tail
+one hop level closer), weights >= 0 (else :class:`InputError`), integer sums below 2**62.
+Directed graphs use their arcs, undirected ones every edge both ways. Design and figures:
+docs/graphs.md ("SSSP: which algorithm, and why").
 """
 
 from dataclasses import dataclass, field
@@ -39,7 +23,7 @@ from ..backend import get_backend
 from ..errors import InputError
 from . import _native
 from .csr import Graph, as_graph
-from .frontier import FrontierCore
+from .frontier import CapturedLaunches, FrontierCore, _multiprocessors
 from .traversal import is_networkx
 
 __all__ = ["sssp", "SSSPResult", "ShortestPaths", "ALGORITHMS", "default_delta",
@@ -341,10 +325,8 @@ class _GpuSearch:
             self.queues = tuple(cp.empty(n, core.index_dtype) for _ in range(4))
             self.ctl = cp.zeros(_C_WORDS, np.int64)
             self.wctl = cp.zeros(4, wdt)
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        self.blocks = props["multiProcessorCount"] * _BLOCKS_PER_SM
-        self.use_graphs = True
-        self._graphs = {}
+        self.blocks = _multiprocessors(cp) * _BLOCKS_PER_SM
+        self.launches = CapturedLaunches(self.stream)
 
     def run(self, src, algorithm, delta, predecessors):
         if algorithm == "dijkstra":
@@ -419,29 +401,13 @@ class _GpuSearch:
         extra = {"arcs_scanned": int(words[_C_WORK]), "splits": int(words[_C_SPLITS])}
         return self.dist, int(words[_C_STEP]), extra
 
-    def _launch_plain(self, kernels, count):
-        for _ in range(count):
-            for k, args in kernels:
-                k((self.blocks,), (_BLOCK,), args)
-
     def launch(self, key, kernels, count):
-        """``count`` steps (each: the kernels in order) on this solver's stream, replayed from
-        a CUDA graph captured on first use (plain launches where CuPy cannot capture)."""
-        if not self.use_graphs:
-            return self._launch_plain(kernels, count)
-        graph = self._graphs.get((key, count))
-        if graph is None:
-            try:
-                self.stream.begin_capture()
-                try:
-                    self._launch_plain(kernels, count)
-                finally:
-                    graph = self.stream.end_capture()
-            except Exception:           # no stream capture in this CuPy / driver
-                self.use_graphs = False
-                return self._launch_plain(kernels, count)
-            self._graphs[(key, count)] = graph
-        graph.launch(self.stream)
+        """``count`` steps (each: the kernels in order) on this solver's stream."""
+        def enqueue():
+            for _ in range(count):
+                for k, args in kernels:
+                    k((self.blocks,), (_BLOCK,), args)
+        self.launches((key, count), enqueue)
 
 
 def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed=None,

@@ -1,12 +1,9 @@
 """Breadth-first search: hop distances and predecessors from one source or many.
 
-A BFS is the frontier core's level loop from its sources (:meth:`FrontierCore.levels`:
-top-down and bottom-up levels chosen by Beamer's rule; on the GPU the loop the core's
-planner picks for the graph's class), then, when asked, one pass for the predecessors.
-
-Multi-source BFS seeds every source at level 0, so ``dist`` is the hop distance to the
-nearest source. Distances are identical on every backend (they are unique); predecessors
-are the smallest-numbered neighbour one level closer, so they are identical too.
+A BFS is the frontier core's level loop from its sources (:meth:`FrontierCore.levels`),
+then, when asked, one pass for the predecessors (the smallest-numbered neighbour one level
+closer): distances and predecessors are identical on every backend. Multi-source BFS seeds
+every source at level 0, so ``dist`` is the hop distance to the nearest source.
 """
 
 from dataclasses import dataclass, field

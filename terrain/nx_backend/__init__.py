@@ -2,36 +2,14 @@
 ``bfs_layers``, shortest path lengths and ``minimum_spanning_tree`` run on terrain's kernels,
 returning what NetworkX returns, in NetworkX's order.
 
-NetworkX finds backends through two entry points (declared in pyproject.toml, the way
-nx-cugraph does it): ``networkx.backends`` -> :data:`BackendInterface` (``convert_from_nx``,
-``convert_to_nx``, ``can_run``, ``should_run`` and one function per algorithm) and
-``networkx.backend_info`` -> :func:`get_info`.
-
-Exactly as NetworkX. A :class:`TerrainGraph` keeps the graph as NetworkX iterates it (each
-row in ``G._adj`` order, the edges' data dicts), so the results are NetworkX's own, order
-included:
-
-* ``bfs_layers``, ``single_source_shortest_path_length``: a BFS in NetworkX's discovery
-  order (C, ``terrain_nx_bfs``): layers and dict order as NetworkX builds them; ``cutoff``
-  as NetworkX reads it (the source always, level ``L`` while ``cutoff > L - 1``);
-* ``single_source_dijkstra_path_length``, ``dijkstra_path_length``: NetworkX's Dijkstra step
-  by step in C (``terrain_nx_dijkstra``: the heap of (distance, push count), Python's
-  int/float arithmetic and comparisons), so equal distances come in NetworkX's order, ints
-  stay ints, an ``inf`` weight gives ``inf``, negative weights give NetworkX's results (or
-  its "Contradictory paths" error), a ``None`` weight hides the edge and a string weight
-  raises ``TypeError`` when NetworkX would add it;
-* ``eccentricity``, ``diameter``, ``radius``, ``center``, ``periphery`` (undirected, hop
-  counts): terrain's BFS and exact bounding; results in ``G``'s node order;
-* ``minimum_spanning_tree`` (``algorithm="kruskal"``): the forest Kruskal picks when equal
-  weights keep ``G.edges()`` order (the unique forest of the keys (weight, edge position),
-  found by terrain's Borůvka), added in Kruskal's order to a graph of ``G``'s class.
-
-What the backend cannot do the NetworkX way it declines (``can_run``: directed graphs for
-the distance measures, callable weights, ``e=`` / ``sp=``, multigraph trees, ``ignore_nan``)
-or leaves to NetworkX by raising ``NotImplementedError`` (weights that are not Python ints,
-floats, ``None`` or strings; NaN; int sums past 64 bits; Prim's and Borůvka's tie-breaking).
-``should_run`` keeps small jobs in NetworkX: the conversion is a pass over the edges in
-Python, as much as NetworkX's own single search.
+NetworkX finds it through two entry points (pyproject.toml): ``networkx.backends`` ->
+:data:`BackendInterface` and ``networkx.backend_info`` -> :func:`get_info`. A
+:class:`TerrainGraph` keeps the graph as NetworkX iterates it (rows in ``G._adj`` order,
+the edges' data dicts), so BFS orders, Dijkstra's settling order and number types, and
+Kruskal's tie-breaking are NetworkX's own. What the backend cannot do the NetworkX way it
+declines (``can_run``) or leaves to NetworkX by raising ``NotImplementedError``;
+``should_run`` keeps small jobs in NetworkX. Details: docs/graphs.md ("The NetworkX
+backend").
 
 Examples
 --------

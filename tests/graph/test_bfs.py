@@ -28,7 +28,7 @@ def _check_pred(graph, dist, pred, sources):
     assert np.all(dist[p] == dist[v] - 1)
     # p is a neighbour of v, and the smallest-numbered one a level closer
     for a, b in zip(v[:200], p[:200]):
-        nb = graph.neighbors(a)
+        nb = graph.indices[graph.indptr[a]:graph.indptr[a + 1]]
         assert b in nb and b == nb[dist[nb] == dist[a] - 1].min()
     assert np.all(dist[sources] == 0)
 

@@ -3,7 +3,6 @@ diameter against scipy; CPU/GPU identity; the command line."""
 
 import json
 
-import dask
 import networkx as nx
 import numpy as np
 import pytest
@@ -155,30 +154,13 @@ def test_cli_on_an_existing_cluster_equals_a_synchronous_run(tmp_path):
         code, remote, err = _cli(*argv, scheduler=address)
         assert code == 0, err
         ran = set(cluster.scheduler.task_prefixes)
-        assert {"graph-chunk", "graph-csr", "diameter-component", "diameter-bound",
-                "diameter-sample", "diameter-finish"} <= ran, ran
-        # three threads: the effective sample ran as three batches
-        assert cluster.scheduler.task_prefixes["diameter-sample"].state_counts["memory"] == 3
+        assert {"graph-chunk", "graph-csr", "diameter-run"} <= ran, ran
         code, out, err = _cli("bfs", path, "--source", "7", scheduler=address)
         assert code == 2 and err.strip().endswith(f"terrain: {path}: source vertex 7 is not in "
                                                   "the graph"), err
     code, local, err = _cli(*argv)
     assert code == 0, err
     assert _without_seconds(remote) == _without_seconds(local)
-
-
-def test_pipeline_batches_equal_the_library():
-    """Any split of the effective sample into diameter-sample tasks gives diameter()'s answer."""
-    from pipelines.graph import build_diameter_graph
-    G = nx.disjoint_union(nx.connected_watts_strogatz_graph(300, 4, 0.1, seed=5),
-                          nx.path_graph(5))
-    want = diameter(G, extremes=True, effective=11, seed=4, backend="cpu")
-    for batches, scheduler in ((1, "synchronous"), (4, "threads"), (11, "synchronous")):
-        work = build_diameter_graph(as_graph(G), extremes=True, effective=11, seed=4,
-                                    backend="cpu", batches=batches)
-        got, _ = dask.compute(work, scheduler=scheduler)[0]
-        assert got.as_dict() == want.as_dict()
-        assert got.extra == want.extra
 
 
 def _component_cases():
@@ -281,7 +263,8 @@ def test_bit_parallel_two_pass_route_matches_networkx(name, monkeypatch):
 def test_distance_histogram_bit_parallel_equals_single_runs(backend):
     """The effective diameter's histogram from 64-source bit-parallel passes equals the sum
     of single-source level sizes (70 sources: a full batch and a partial one)."""
-    from terrain.graph import FrontierCore, distance_histogram
+    from terrain.graph import FrontierCore
+    from terrain.graph.eccentricity import _distance_histogram
     from terrain.graph.traversal import traverse
     g = _component(rmat_graph(12, 8, seed=3, backend="cpu"))
     src = np.random.default_rng(5).choice(g.n, 70, replace=False)
@@ -290,9 +273,8 @@ def test_distance_histogram_bit_parallel_equals_single_runs(backend):
     for s in src:
         sizes = traverse(core, [int(s)]).level_sizes
         want[:len(sizes)] += sizes
-    got = distance_histogram(core, src)
+    got = _distance_histogram(core, src)
     assert np.array_equal(got, want[:got.size]) and not want[got.size:].any()
-    assert np.array_equal(distance_histogram(core, [3, 3]), 2 * distance_histogram(core, [3]))
 
 
 def _reference_bounding(g, extremes, single_bfs=8, batch=64):

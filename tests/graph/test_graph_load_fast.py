@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from terrain.errors import InputError
-from terrain.graph.generators import write_snap_edges
+from terrain.graph.generators import write_int_rows
 from terrain.graph import graph_from_edges, load_graph
 from terrain.graph.loaders import read_graph_file
 
@@ -133,7 +133,7 @@ def test_snap_writer(tmp_path):
     u = rng.integers(0, 10**12, 50)
     v = np.concatenate([[0, 9, 10], rng.integers(0, 10**12, 47)])
     path = tmp_path / "w.txt"
-    write_snap_edges(path, u, v, "# h\n")
+    write_int_rows(path, [u, v], "# h\n")
     assert path.read_text() == "# h\n" + "".join(f"{a}\t{b}\n" for a, b in zip(u, v))
 
 
@@ -172,7 +172,7 @@ def test_bfs_process_imports_neither_numba_nor_scipy(tmp_path):
     rng = np.random.default_rng(5)
     u, v = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
     path = tmp_path / "g.txt"
-    write_snap_edges(path, u, v, "# g\n")
+    write_int_rows(path, [u, v], "# g\n")
     code = ("import sys; from terrain.run import main; "
             f"status = main(['bfs', {str(path)!r}, '--source', '{int(u[0])}', '--backend', "
             "'cpu', '--json']); "
