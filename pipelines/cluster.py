@@ -9,8 +9,7 @@ The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
 line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
 
 ``--gpus N|all`` starts one Nanny worker process per GPU, bound to it by
-``CUDA_VISIBLE_DEVICES`` (:func:`gpu_worker_spec`); the pipelines pin Z-order runs of tile
-groups to the workers, loosely (:func:`assign_groups`). :data:`IN_PROCESS_CONFIG` makes the
+``CUDA_VISIBLE_DEVICES`` (:func:`gpu_worker_spec`). :data:`IN_PROCESS_CONFIG` makes the
 in-process cluster's event loop sample less often. :func:`compute` runs collections on the
 active scheduler with a progress bar on stderr. Design notes: docs/scale.md, "Clusters".
 """
@@ -27,8 +26,8 @@ from terrain.errors import InputError
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "dashboard_address", "check_inputs_on_workers", "remote_input",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
-           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
-           "gpu_workers_free_bytes", "workers_per_gpu", "gpu_count", "gpu_count_backend"]
+           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "gpu_count",
+           "gpu_count_backend"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -52,8 +51,6 @@ IN_PROCESS_CONFIG = {
 
 _active_client = None
 _external = False  # the active client is a cluster given by address
-_active_gpus = 0
-_active_per_gpu = 1
 
 
 class SchedulerLost(InputError):
@@ -96,16 +93,6 @@ def dashboard_address(text=None):
 
 def _url_host(host):
     return f"[{host}]" if ":" in host else host
-
-
-def workers_per_gpu(requested=None):
-    """Worker processes per GPU: ``$TERRAIN_WORKERS_PER_GPU`` (default 1) when starting,
-    the active cluster's count otherwise (Zarr's I/O runs on one event loop per process)."""
-    if requested is None:
-        if _active_gpus:
-            return _active_per_gpu
-        requested = os.environ.get("TERRAIN_WORKERS_PER_GPU", "1")
-    return _count(requested, "TERRAIN_WORKERS_PER_GPU")
 
 
 def _count(text, what, otherwise=""):
@@ -222,10 +209,9 @@ def gpu_worker_threads(devices, cores=None):
     return max(1, min(GPU_WORKER_THREADS, cores // max(1, len(devices))))
 
 
-def gpu_worker_spec(devices, nthreads=None, per_device=1):
-    """``distributed.SpecCluster`` worker spec: ``per_device`` Nanny processes per device
-    (one by default), bound to it, with ``nthreads`` threads (default
-    :func:`gpu_worker_threads` of all the processes).
+def gpu_worker_spec(devices, nthreads=None):
+    """``distributed.SpecCluster`` worker spec: a Nanny process per device, bound to it,
+    with ``nthreads`` threads (default :func:`gpu_worker_threads`).
 
     >>> spec = gpu_worker_spec(["2", "3"], nthreads=1)
     >>> sorted(spec), spec["gpu-1"]["options"]["env"]["CUDA_VISIBLE_DEVICES"]
@@ -234,60 +220,14 @@ def gpu_worker_spec(devices, nthreads=None, per_device=1):
     (1, {'GPU': 1})
     """
     from distributed import Nanny
-    procs = [d for d in devices for _ in range(per_device)]
-    nthreads = nthreads or gpu_worker_threads(procs)
+    nthreads = nthreads or gpu_worker_threads(devices)
     return {gpu_worker_name(i): {"cls": Nanny, "options": {
         "name": gpu_worker_name(i), "nthreads": nthreads, "resources": {"GPU": 1},
         # CuPy reads these once, when the worker process first touches CUDA
         "env": {"CUDA_VISIBLE_DEVICES": str(d), "TERRAIN_BACKEND": "gpu"},
         "dashboard_address": None, "host": "127.0.0.1",
         "silence_logs": logging.CRITICAL}}  # the worker processes' logs: nothing for the user
-        for i, d in enumerate(procs)}
-
-
-def assign_groups(groups, workers):
-    """``{(i, j): worker}``: contiguous runs of ``groups`` in Z order, one run per worker.
-
-    Z (Morton) order keeps the four children of a quadtree node next to each other, so a
-    merge mostly takes its inputs from one worker. Runs differ in length by at most one.
-
-    >>> assign_groups([(0, 0), (0, 1), (1, 0), (1, 1), (0, 2)], ["a", "b"])
-    {(0, 0): 'a', (0, 1): 'a', (1, 0): 'a', (1, 1): 'b', (0, 2): 'b'}
-    """
-    def morton(ij):
-        i, j, code = ij[0], ij[1], 0
-        for b in range(max(i.bit_length(), j.bit_length())):
-            code |= ((i >> b) & 1) << (2 * b + 1) | ((j >> b) & 1) << (2 * b)
-        return code
-
-    if not workers:
-        return {}
-    ordered = sorted(groups, key=morton)
-    n, w = len(ordered), len(workers)
-    out = {g: workers[q * w // n] for q, g in enumerate(ordered)}
-    return {g: out[g] for g in groups}
-
-
-def active_gpu_workers():
-    """Addresses (a restriction takes an unknown name as a host name) of the GPU workers of
-    the active :func:`open_scheduler`, in device order; empty without ``gpus``."""
-    if not _active_gpus:
-        return []
-    by_name = {w["name"]: address
-               for address, w in _active_client.scheduler_info(n_workers=-1)["workers"].items()}
-    return [by_name[gpu_worker_name(i)] for i in range(_active_gpus)]
-
-
-def gpu_workers_free_bytes(workers):
-    """The least free device memory (bytes) among the GPU ``workers`` of the active
-    :func:`open_scheduler`, as each worker's process sees its own device."""
-    got = _active_client.run(_free_device_bytes, workers=list(workers))
-    return min(got.values())
-
-
-def _free_device_bytes():
-    from terrain.grid.mst_device import free_device_bytes
-    return free_device_bytes("gpu")
+        for i, d in enumerate(devices)}
 
 
 @contextlib.contextmanager
@@ -303,21 +243,18 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     must see them as this process does (:func:`check_inputs_on_workers`).
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
-    global _active_client, _active_gpus, _active_per_gpu, _external
+    global _active_client, _external
     import dask  # here, not at the top: a run in this process never imports it
     from terrain.startup import bound_malloc_arenas
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
     if gpus is not None:
         _refuse_scheduler(spec)
-        devices = parse_gpus(gpus, visible_gpus())
-        per_gpu = workers_per_gpu(os.environ.get("TERRAIN_WORKERS_PER_GPU", "1"))
-        with _gpu_cluster(devices, quiet, per_gpu) as client:
-            previous = (_active_client, _active_gpus, _active_per_gpu)
-            _active_client, _active_gpus, _active_per_gpu = client, len(devices) * per_gpu, per_gpu
+        with _gpu_cluster(parse_gpus(gpus, visible_gpus()), quiet) as client:
+            previous, _active_client = _active_client, client
             try:
                 yield client
             finally:
-                _active_client, _active_gpus, _active_per_gpu = previous
+                _active_client = previous
         return
     if spec is None and _active_client is not None:
         yield _active_client
@@ -373,7 +310,7 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
 
 
 @contextlib.contextmanager
-def _gpu_cluster(devices, quiet, per_gpu=1):
+def _gpu_cluster(devices, quiet):
     """A SpecCluster of :func:`gpu_worker_spec` workers and its client."""
     import dask
     from distributed import Client, Scheduler, SpecCluster
@@ -381,15 +318,14 @@ def _gpu_cluster(devices, quiet, per_gpu=1):
     dashboard = dashboard_address()
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": [dashboard],
                                                "host": LOCALHOST}}
-    # no work stealing: it would move a pinned (loosely restricted) group to the other GPU
-    # whenever one is idle, and the groups' assignment is the plan (module docstring)
+    # no work stealing: a task stays on the GPU worker the scheduler gave it
     with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        cluster = SpecCluster(workers=gpu_worker_spec(devices, per_device=per_gpu),
+        cluster = SpecCluster(workers=gpu_worker_spec(devices),
                               scheduler=scheduler,
                               silence_logs=logging.CRITICAL, name="terrain-gpus")
     client = Client(cluster)
     try:
-        client.wait_for_workers(len(devices) * per_gpu)
+        client.wait_for_workers(len(devices))
         if not quiet:
             print(f"terrain: {len(devices)} GPU workers (devices {','.join(devices)}); Dask "
                   f"dashboard at {_dashboard_link(cluster, dashboard)}", file=sys.stderr,
