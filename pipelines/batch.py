@@ -89,7 +89,7 @@ def _side_files(args, inp):
 
 def _run_cost_distance(inp, out, args, scheduler):
     from .cost_distance import run_cost_distance
-    # with --gpus the batch's GPU workers are active (run_batch): groups spread over them
+    # with --gpus each file takes one GPU's path, on GPU 0 (as cost-distance --gpus)
     backend = "gpu" if getattr(args, "gpus", None) is not None else args.backend
     s = run_cost_distance(
         inp, out, points=args.source or (), cells=args.source_cell or (),
@@ -174,7 +174,7 @@ RUNNERS = {
     "fill": (_run_fill, ".fill.zarr"),
     "flow": (_run_flow, ".flow.zarr"),
 }
-# the commands that take --gpus (the batch's GPU workers serve each file)
+# the commands that take --gpus (each file on GPU 0 of the N)
 GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
 CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance, "fill": _check_fill,
@@ -336,7 +336,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     """Run ``command`` over every input; returns the manifest rows (one dict per file)."""
     runner, suffix = RUNNERS[command]
     gpus = getattr(args, "gpus", None)
-    if gpus is not None:  # one worker per GPU for the whole batch (not ingest: it parses text)
+    if gpus is not None:
         if command not in GPU_COMMANDS:
             raise InputError(f"batch {command}: runs on the CPU; a GPU count is for "
                              + " and ".join(GPU_COMMANDS))
@@ -351,8 +351,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
     t_batch = time.perf_counter()
-    # mst's files run on GPU 0 of the GPUs (pipelines.mst.mst_route): no worker per GPU
-    with open_scheduler(scheduler, gpus=None if command == "mst" else gpus):
+    with open_scheduler(scheduler):
         made = not outdir.exists()
         _prepare_outdir(outdir)  # once the scheduler answered: a bad address leaves no folder
         try:

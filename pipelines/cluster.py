@@ -8,8 +8,8 @@ The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
 (:func:`dashboard_address`). A scheduler given by address that goes away mid-run is one
 line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
 
-``--gpus N|all`` starts one Nanny worker process per GPU, bound to it by
-``CUDA_VISIBLE_DEVICES`` (:func:`gpu_worker_spec`). :data:`IN_PROCESS_CONFIG` makes the
+``--gpus N|all`` runs one device's work on GPU 0 of the N (:func:`gpu_count_backend` checks
+the count). :data:`IN_PROCESS_CONFIG` makes the
 in-process cluster's event loop sample less often. :func:`compute` runs collections on the
 active scheduler with a progress bar on stderr. Design notes: docs/scale.md, "Clusters".
 """
@@ -26,15 +26,13 @@ from terrain.errors import InputError
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "dashboard_address", "check_inputs_on_workers", "remote_input",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
-           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "gpu_count",
-           "gpu_count_backend"]
+           "gpu_count", "gpu_count_backend"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 LOCALHOST = "127.0.0.1"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
-GPU_WORKER_THREADS = 8  # the most threads of one GPU worker (gpu_worker_threads)
 
 #: Grids with more cells than this get the LocalCluster and its dashboard by default
 #: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
@@ -152,14 +150,6 @@ def parse_gpus(text, visible):
     return list(visible[:n])
 
 
-def _refuse_scheduler(scheduler, what=None):
-    """:class:`InputError` when a GPU count comes with a ``scheduler`` (it starts its own
-    workers); ``what`` (the input) starts the line."""
-    if scheduler is not None:
-        raise InputError((f"{what}: " if what else "") + "GPU workers are started here: "
-                         f"scheduler {scheduler!r} cannot be used with a GPU count")
-
-
 def gpu_count(gpus):
     """The number of GPUs ``gpus`` (``"N"``, ``"all"`` or None) asks for: 0 for None (the
     count was checked by :func:`gpu_count_backend`)."""
@@ -184,61 +174,21 @@ def gpu_count_backend(gpus, backend, what, scheduler=None):
     """
     if gpus is None:
         return backend
-    _refuse_scheduler(scheduler, what)
+    if scheduler is not None:
+        raise InputError(f"{what}: GPU workers are started here: scheduler {scheduler!r} "
+                         "cannot be used with a GPU count")
     if getattr(backend, "name", backend) == "cpu":
         raise InputError(f"{what}: a GPU count needs the gpu backend, not cpu")
     parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
     return "gpu"
 
 
-def gpu_worker_name(index):
-    """The name of the worker of the ``index``-th GPU (restrictions use it)."""
-    return f"gpu-{index}"
-
-
-def gpu_worker_threads(devices, cores=None):
-    """Threads per GPU worker: the host's cores shared out, at most :data:`GPU_WORKER_THREADS`.
-
-    The threads overlap each super-tile's reads and writes with the others' device work; the
-    cap keeps the super-tiles in flight, hence the RSS, independent of the core count.
-
-    >>> gpu_worker_threads(["0", "1"], cores=64), gpu_worker_threads(["0"], cores=2)
-    (8, 2)
-    """
-    cores = cores or os.cpu_count() or 1
-    return max(1, min(GPU_WORKER_THREADS, cores // max(1, len(devices))))
-
-
-def gpu_worker_spec(devices, nthreads=None):
-    """``distributed.SpecCluster`` worker spec: a Nanny process per device, bound to it,
-    with ``nthreads`` threads (default :func:`gpu_worker_threads`).
-
-    >>> spec = gpu_worker_spec(["2", "3"], nthreads=1)
-    >>> sorted(spec), spec["gpu-1"]["options"]["env"]["CUDA_VISIBLE_DEVICES"]
-    (['gpu-0', 'gpu-1'], '3')
-    >>> spec["gpu-0"]["options"]["nthreads"], spec["gpu-0"]["options"]["resources"]
-    (1, {'GPU': 1})
-    """
-    from distributed import Nanny
-    nthreads = nthreads or gpu_worker_threads(devices)
-    return {gpu_worker_name(i): {"cls": Nanny, "options": {
-        "name": gpu_worker_name(i), "nthreads": nthreads, "resources": {"GPU": 1},
-        # CuPy reads these once, when the worker process first touches CUDA
-        "env": {"CUDA_VISIBLE_DEVICES": str(d), "TERRAIN_BACKEND": "gpu"},
-        "dashboard_address": None, "host": "127.0.0.1",
-        "silence_logs": logging.CRITICAL}}  # the worker processes' logs: nothing for the user
-        for i, d in enumerate(devices)}
-
-
 @contextlib.contextmanager
-def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None,
-                   gpus=None, inputs=()):
+def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
     ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
     :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
-    ``gpus``: ``"N"`` or ``"all"``: a cluster of one worker process per GPU (module
-    docstring); only with ``spec=None``.
     ``inputs``: the files the job's tasks read; on a cluster given by address its workers
     must see them as this process does (:func:`check_inputs_on_workers`).
     Yields the ``distributed.Client`` or None for a local scheduler.
@@ -247,15 +197,6 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
     import dask  # here, not at the top: a run in this process never imports it
     from terrain.startup import bound_malloc_arenas
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
-    if gpus is not None:
-        _refuse_scheduler(spec)
-        with _gpu_cluster(parse_gpus(gpus, visible_gpus()), quiet) as client:
-            previous, _active_client = _active_client, client
-            try:
-                yield client
-            finally:
-                _active_client = previous
-        return
     if spec is None and _active_client is not None:
         yield _active_client
         return
@@ -287,8 +228,8 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         warnings.filterwarnings("ignore", message="Port .* is already in use")
         dashboard = dashboard_address()
         with dask.config.set(IN_PROCESS_CONFIG):
-            cluster = LocalCluster(n_workers=n_workers, processes=False,
-                                   threads_per_worker=threads_per_worker or os.cpu_count() or 1,
+            cluster = LocalCluster(n_workers=1, processes=False,
+                                   threads_per_worker=os.cpu_count() or 1,
                                    # (host, port) pairs: distributed splits text at every ':'
                                    dashboard_address=[dashboard],
                                    # the worker's own HTTP server too (else on every interface)
@@ -307,33 +248,6 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         client.close()
         if cluster is not None:
             cluster.close()
-
-
-@contextlib.contextmanager
-def _gpu_cluster(devices, quiet):
-    """A SpecCluster of :func:`gpu_worker_spec` workers and its client."""
-    import dask
-    from distributed import Client, Scheduler, SpecCluster
-    warnings.filterwarnings("ignore", message="Port .* is already in use")
-    dashboard = dashboard_address()
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": [dashboard],
-                                               "host": LOCALHOST}}
-    # no work stealing: a task stays on the GPU worker the scheduler gave it
-    with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        cluster = SpecCluster(workers=gpu_worker_spec(devices),
-                              scheduler=scheduler,
-                              silence_logs=logging.CRITICAL, name="terrain-gpus")
-    client = Client(cluster)
-    try:
-        client.wait_for_workers(len(devices))
-        if not quiet:
-            print(f"terrain: {len(devices)} GPU workers (devices {','.join(devices)}); Dask "
-                  f"dashboard at {_dashboard_link(cluster, dashboard)}", file=sys.stderr,
-                  flush=True)
-        yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 def _dashboard_link(cluster, address):

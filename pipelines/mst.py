@@ -379,6 +379,9 @@ def _groups(spec, shard_tiles, be, in_core, free=None):
 #: host bytes the super-tile groups in flight may hold together: the peak RSS does not grow
 #: with the cores
 SUPER_TILE_HOST_BUDGET = 2 << 30
+#: the most super-tiles in flight: they overlap one group's reads and writes with the
+#: others' device work; the cap keeps the RSS independent of the core count
+SUPER_TILES_IN_FLIGHT = 8
 
 
 def super_tile_group_tiles(spec, shard_tiles, backend, free=None):
@@ -386,8 +389,7 @@ def super_tile_group_tiles(spec, shard_tiles, backend, free=None):
     multiple of the shard, as large as :func:`terrain.grid.mst.super_tile_side` allows with
     one group in flight per task thread and :data:`SUPER_TILE_HOST_BUDGET` shared by all,
     but at least one group per task thread. The forest is the same."""
-    from .cluster import gpu_worker_threads
-    in_flight = gpu_worker_threads(["0"])
+    in_flight = max(1, min(SUPER_TILES_IN_FLIGHT, os.cpu_count() or 1))
     g = super_tile_side(spec, backend, in_flight, SUPER_TILE_HOST_BUDGET,
                         min_tiles=shard_tiles, free=free)
     side = spec.tile * g

@@ -1,5 +1,5 @@
-"""``--gpus``: the cluster spec, the GPU count's parsing and errors, and the one-GPU route
-the runs take on GPU 0 of N; the GPU runs themselves are ``gpu`` tests."""
+"""``--gpus``: the GPU count's parsing and errors, and the one-GPU route the runs take on
+GPU 0 of N; the GPU runs themselves are ``gpu`` tests."""
 
 import json
 import os
@@ -11,8 +11,7 @@ import pytest
 import zarr
 
 from pipelines import cluster
-from pipelines.cluster import (gpu_worker_spec, gpu_worker_threads, open_scheduler, parse_gpus,
-                               visible_gpus)
+from pipelines.cluster import gpu_count_backend, parse_gpus, visible_gpus
 from terrain.errors import InputError
 
 
@@ -53,34 +52,12 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert visible_gpus() == []
 
 
-def test_worker_spec_binds_one_process_per_device():
-    from distributed import Nanny
-    spec = gpu_worker_spec(["4", "6"])
-    assert list(spec) == ["gpu-0", "gpu-1"]
-    for name, device in zip(spec, ["4", "6"]):
-        assert spec[name]["cls"] is Nanny  # a process: CUDA_VISIBLE_DEVICES is read per process
-        opts = spec[name]["options"]
-        assert opts["env"]["CUDA_VISIBLE_DEVICES"] == device
-        assert opts["nthreads"] == gpu_worker_threads(["4", "6"]) and opts["name"] == name
-        assert opts["host"] == "127.0.0.1"
-
-
-@pytest.mark.parametrize("devices, cores, want", [
-    (1, 16, 8), (4, 64, 8), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1), (1, 128, 8)])
-def test_gpu_workers_share_the_cores_up_to_a_cap(devices, cores, want):
-    # threads overlap one shard's host steps with the next one's device work; the cap keeps
-    # the shards in flight (the RSS) independent of the core count
-    assert gpu_worker_threads([str(d) for d in range(devices)], cores=cores) == want
-
-
-def test_gpu_count_is_refused_before_any_cluster_starts(monkeypatch):
+def test_gpu_count_is_refused_before_anything_runs(monkeypatch):
     monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0"])
     with pytest.raises(InputError, match="2 GPUs asked for, but CuPy sees 1"):
-        with open_scheduler(gpus="2"):
-            pass
+        gpu_count_backend("2", "gpu", "dem.tif")
     with pytest.raises(InputError, match="cannot be used with a GPU count"):
-        with open_scheduler("threads", gpus="1"):
-            pass
+        gpu_count_backend("1", "gpu", "dem.tif", "threads")
 
 
 def test_cli_gpus_errors_are_one_line(tmp_path):
