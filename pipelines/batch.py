@@ -116,9 +116,13 @@ def _check_cost_distance(args):
                        args.start_cost)
 
 
-def _check_mst(args):
-    if args.connectivity not in (4, 8):
-        raise InputError(f"batch mst: connectivity {args.connectivity}: must be 4 or 8")
+def _check_connectivity(command):
+    """The check of ``batch COMMAND``'s shared ``--connectivity``."""
+    def check(args):
+        if args.connectivity not in (4, 8):
+            raise InputError(f"batch {command}: connectivity {args.connectivity}: must be 4 "
+                             "or 8")
+    return check
 
 
 def _file_params(command, args, inp):
@@ -148,22 +152,12 @@ def _run_fill(inp, out, args, scheduler):
     return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
 
 
-def _check_fill(args):
-    if args.connectivity not in (4, 8):
-        raise InputError(f"batch fill: connectivity {args.connectivity}: must be 4 or 8")
-
-
 def _run_flow(inp, out, args, scheduler):
     from .flow import run_flow
     s = run_flow(inp, out, tile=args.tile, connectivity=args.connectivity,
                  filled=getattr(args, "filled", False), backend=args.backend,
                  scheduler=scheduler, overwrite=args.overwrite)
     return {k: s[k] for k in ("rows", "cols", "cells", "outlet_cells", "max_accumulation")}
-
-
-def _check_flow(args):
-    if args.connectivity not in (4, 8):
-        raise InputError(f"batch flow: connectivity {args.connectivity}: must be 4 or 8")
 
 
 # command -> (runner(input, output, args, scheduler) -> summary dict, output suffix)
@@ -177,8 +171,8 @@ RUNNERS = {
 # the commands that take --gpus (each file on GPU 0 of the N)
 GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
-CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance, "fill": _check_fill,
-          "flow": _check_flow}
+CHECKS = {"cost-distance": _check_cost_distance,
+          **{c: _check_connectivity(c) for c in ("mst", "fill", "flow")}}
 
 
 def _is_manifest(path):
@@ -188,7 +182,7 @@ def _is_manifest(path):
 
 def _read_manifest(path):
     out = []
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for line in path.read_text(errors="replace").splitlines():
         text = line.split("#", 1)[0].strip()
         if text:
             p = Path(text)
@@ -225,8 +219,7 @@ def expand_inputs(specs):
 def _output_names(files, outdir, suffix):
     """``OUTDIR/STEM+suffix``, unique and the same on every run of the same inputs: where
     stems clash (``a.asc`` and ``a.tif``) the file name, and where names clash too
-    (``d1/a.asc`` and ``d2/a.asc``, which once shared one output: the second replaced the
-    first) ``STEM-HASH``, HASH from the file's resolved path. Compared without case (a
+    (``d1/a.asc`` and ``d2/a.asc``) ``STEM-HASH``, HASH from the file's resolved path. Compared without case (a
     case-insensitive file system would merge ``A.asc`` and ``a.asc``).
 
     >>> [p.name for p in _output_names([Path("d1/a.asc"), Path("d2/a.asc"), Path("b.tif")],

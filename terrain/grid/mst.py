@@ -107,7 +107,6 @@ class GroupResult:
     forest_edges: int
     vertices: int
     times: dict = field(default_factory=dict)
-    tile_edges_in: int = 0
 
 
 def merge_node(spec, level, i, j, children):
@@ -335,13 +334,6 @@ class GridMSTResult:
     weight: str
     times: dict
     path: str = "tiled"
-
-    def summary(self):
-        """A JSON-able dict of the statistics."""
-        return {"total_weight": self.total_weight, "edges": self.edges, "trees": self.trees,
-                "vertices": self.vertices, "tile": self.tile, "levels": self.levels,
-                "connectivity": self.connectivity, "weight": self.weight,
-                "times": dict(self.times), "path": self.path}
 
 
 def finish_stats(groups_sum, groups_edges, changes):
