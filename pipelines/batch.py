@@ -89,7 +89,7 @@ def _side_files(args, inp):
 
 def _run_cost_distance(inp, out, args, scheduler):
     from .cost_distance import run_cost_distance
-    # with --gpus the batch's GPU workers are active (run_batch): groups spread over them
+    # with --gpus each file takes one GPU's path, on GPU 0 (as cost-distance --gpus)
     backend = "gpu" if getattr(args, "gpus", None) is not None else args.backend
     s = run_cost_distance(
         inp, out, points=args.source or (), cells=args.source_cell or (),
@@ -116,9 +116,13 @@ def _check_cost_distance(args):
                        args.start_cost)
 
 
-def _check_mst(args):
-    if args.connectivity not in (4, 8):
-        raise InputError(f"batch mst: connectivity {args.connectivity}: must be 4 or 8")
+def _check_connectivity(command):
+    """The check of ``batch COMMAND``'s shared ``--connectivity``."""
+    def check(args):
+        if args.connectivity not in (4, 8):
+            raise InputError(f"batch {command}: connectivity {args.connectivity}: must be 4 "
+                             "or 8")
+    return check
 
 
 def _file_params(command, args, inp):
@@ -148,22 +152,12 @@ def _run_fill(inp, out, args, scheduler):
     return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
 
 
-def _check_fill(args):
-    if args.connectivity not in (4, 8):
-        raise InputError(f"batch fill: connectivity {args.connectivity}: must be 4 or 8")
-
-
 def _run_flow(inp, out, args, scheduler):
     from .flow import run_flow
     s = run_flow(inp, out, tile=args.tile, connectivity=args.connectivity,
                  filled=getattr(args, "filled", False), backend=args.backend,
                  scheduler=scheduler, overwrite=args.overwrite)
     return {k: s[k] for k in ("rows", "cols", "cells", "outlet_cells", "max_accumulation")}
-
-
-def _check_flow(args):
-    if args.connectivity not in (4, 8):
-        raise InputError(f"batch flow: connectivity {args.connectivity}: must be 4 or 8")
 
 
 # command -> (runner(input, output, args, scheduler) -> summary dict, output suffix)
@@ -174,11 +168,11 @@ RUNNERS = {
     "fill": (_run_fill, ".fill.zarr"),
     "flow": (_run_flow, ".flow.zarr"),
 }
-# the commands that take --gpus (the batch's GPU workers serve each file)
+# the commands that take --gpus (each file on GPU 0 of the N)
 GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
-CHECKS = {"mst": _check_mst, "cost-distance": _check_cost_distance, "fill": _check_fill,
-          "flow": _check_flow}
+CHECKS = {"cost-distance": _check_cost_distance,
+          **{c: _check_connectivity(c) for c in ("mst", "fill", "flow")}}
 
 
 def _is_manifest(path):
@@ -188,7 +182,7 @@ def _is_manifest(path):
 
 def _read_manifest(path):
     out = []
-    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for line in path.read_text(errors="replace").splitlines():
         text = line.split("#", 1)[0].strip()
         if text:
             p = Path(text)
@@ -225,8 +219,7 @@ def expand_inputs(specs):
 def _output_names(files, outdir, suffix):
     """``OUTDIR/STEM+suffix``, unique and the same on every run of the same inputs: where
     stems clash (``a.asc`` and ``a.tif``) the file name, and where names clash too
-    (``d1/a.asc`` and ``d2/a.asc``, which once shared one output: the second replaced the
-    first) ``STEM-HASH``, HASH from the file's resolved path. Compared without case (a
+    (``d1/a.asc`` and ``d2/a.asc``) ``STEM-HASH``, HASH from the file's resolved path. Compared without case (a
     case-insensitive file system would merge ``A.asc`` and ``a.asc``).
 
     >>> [p.name for p in _output_names([Path("d1/a.asc"), Path("d2/a.asc"), Path("b.tif")],
@@ -336,7 +329,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     """Run ``command`` over every input; returns the manifest rows (one dict per file)."""
     runner, suffix = RUNNERS[command]
     gpus = getattr(args, "gpus", None)
-    if gpus is not None:  # one worker per GPU for the whole batch (not ingest: it parses text)
+    if gpus is not None:
         if command not in GPU_COMMANDS:
             raise InputError(f"batch {command}: runs on the CPU; a GPU count is for "
                              + " and ".join(GPU_COMMANDS))
@@ -351,8 +344,7 @@ def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     # a local scheduler is passed on; a cluster opened here is reused by each file (spec None)
     inner = scheduler if scheduler in LOCAL_SCHEDULERS else None
     t_batch = time.perf_counter()
-    # mst's files run on GPU 0 of the GPUs (pipelines.mst.mst_route): no worker per GPU
-    with open_scheduler(scheduler, gpus=None if command == "mst" else gpus):
+    with open_scheduler(scheduler):
         made = not outdir.exists()
         _prepare_outdir(outdir)  # once the scheduler answered: a bad address leaves no folder
         try:

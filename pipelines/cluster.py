@@ -8,9 +8,8 @@ The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
 (:func:`dashboard_address`). A scheduler given by address that goes away mid-run is one
 line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
 
-``--gpus N|all`` starts one Nanny worker process per GPU, bound to it by
-``CUDA_VISIBLE_DEVICES`` (:func:`gpu_worker_spec`); the pipelines pin Z-order runs of tile
-groups to the workers, loosely (:func:`assign_groups`). :data:`IN_PROCESS_CONFIG` makes the
+``--gpus N|all`` runs one device's work on GPU 0 of the N (:func:`gpu_count_backend` checks
+the count). :data:`IN_PROCESS_CONFIG` makes the
 in-process cluster's event loop sample less often. :func:`compute` runs collections on the
 active scheduler with a progress bar on stderr. Design notes: docs/scale.md, "Clusters".
 """
@@ -27,15 +26,13 @@ from terrain.errors import InputError
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "dashboard_address", "check_inputs_on_workers", "remote_input",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
-           "gpu_worker_spec", "gpu_worker_threads", "gpu_worker_name", "assign_groups", "active_gpu_workers",
-           "gpu_workers_free_bytes", "workers_per_gpu", "gpu_count", "gpu_count_backend"]
+           "gpu_count", "gpu_count_backend"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
 DEFAULT_DASHBOARD = "127.0.0.1:8787"
 LOCALHOST = "127.0.0.1"
 CONNECT_TIMEOUT = 5  # seconds to reach an existing scheduler
-GPU_WORKER_THREADS = 8  # the most threads of one GPU worker (gpu_worker_threads)
 
 #: Grids with more cells than this get the LocalCluster and its dashboard by default
 #: (8192² ingests in ~2 s and its MST takes ~10 s on 2 cores: not worth a dashboard's start-up).
@@ -52,8 +49,6 @@ IN_PROCESS_CONFIG = {
 
 _active_client = None
 _external = False  # the active client is a cluster given by address
-_active_gpus = 0
-_active_per_gpu = 1
 
 
 class SchedulerLost(InputError):
@@ -96,16 +91,6 @@ def dashboard_address(text=None):
 
 def _url_host(host):
     return f"[{host}]" if ":" in host else host
-
-
-def workers_per_gpu(requested=None):
-    """Worker processes per GPU: ``$TERRAIN_WORKERS_PER_GPU`` (default 1) when starting,
-    the active cluster's count otherwise (Zarr's I/O runs on one event loop per process)."""
-    if requested is None:
-        if _active_gpus:
-            return _active_per_gpu
-        requested = os.environ.get("TERRAIN_WORKERS_PER_GPU", "1")
-    return _count(requested, "TERRAIN_WORKERS_PER_GPU")
 
 
 def _count(text, what, otherwise=""):
@@ -165,14 +150,6 @@ def parse_gpus(text, visible):
     return list(visible[:n])
 
 
-def _refuse_scheduler(scheduler, what=None):
-    """:class:`InputError` when a GPU count comes with a ``scheduler`` (it starts its own
-    workers); ``what`` (the input) starts the line."""
-    if scheduler is not None:
-        raise InputError((f"{what}: " if what else "") + "GPU workers are started here: "
-                         f"scheduler {scheduler!r} cannot be used with a GPU count")
-
-
 def gpu_count(gpus):
     """The number of GPUs ``gpus`` (``"N"``, ``"all"`` or None) asks for: 0 for None (the
     count was checked by :func:`gpu_count_backend`)."""
@@ -197,128 +174,29 @@ def gpu_count_backend(gpus, backend, what, scheduler=None):
     """
     if gpus is None:
         return backend
-    _refuse_scheduler(scheduler, what)
+    if scheduler is not None:
+        raise InputError(f"{what}: GPU workers are started here: scheduler {scheduler!r} "
+                         "cannot be used with a GPU count")
     if getattr(backend, "name", backend) == "cpu":
         raise InputError(f"{what}: a GPU count needs the gpu backend, not cpu")
     parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
     return "gpu"
 
 
-def gpu_worker_name(index):
-    """The name of the worker of the ``index``-th GPU (restrictions use it)."""
-    return f"gpu-{index}"
-
-
-def gpu_worker_threads(devices, cores=None):
-    """Threads per GPU worker: the host's cores shared out, at most :data:`GPU_WORKER_THREADS`.
-
-    The threads overlap each super-tile's reads and writes with the others' device work; the
-    cap keeps the super-tiles in flight, hence the RSS, independent of the core count.
-
-    >>> gpu_worker_threads(["0", "1"], cores=64), gpu_worker_threads(["0"], cores=2)
-    (8, 2)
-    """
-    cores = cores or os.cpu_count() or 1
-    return max(1, min(GPU_WORKER_THREADS, cores // max(1, len(devices))))
-
-
-def gpu_worker_spec(devices, nthreads=None, per_device=1):
-    """``distributed.SpecCluster`` worker spec: ``per_device`` Nanny processes per device
-    (one by default), bound to it, with ``nthreads`` threads (default
-    :func:`gpu_worker_threads` of all the processes).
-
-    >>> spec = gpu_worker_spec(["2", "3"], nthreads=1)
-    >>> sorted(spec), spec["gpu-1"]["options"]["env"]["CUDA_VISIBLE_DEVICES"]
-    (['gpu-0', 'gpu-1'], '3')
-    >>> spec["gpu-0"]["options"]["nthreads"], spec["gpu-0"]["options"]["resources"]
-    (1, {'GPU': 1})
-    """
-    from distributed import Nanny
-    procs = [d for d in devices for _ in range(per_device)]
-    nthreads = nthreads or gpu_worker_threads(procs)
-    return {gpu_worker_name(i): {"cls": Nanny, "options": {
-        "name": gpu_worker_name(i), "nthreads": nthreads, "resources": {"GPU": 1},
-        # CuPy reads these once, when the worker process first touches CUDA
-        "env": {"CUDA_VISIBLE_DEVICES": str(d), "TERRAIN_BACKEND": "gpu"},
-        "dashboard_address": None, "host": "127.0.0.1",
-        "silence_logs": logging.CRITICAL}}  # the worker processes' logs: nothing for the user
-        for i, d in enumerate(procs)}
-
-
-def assign_groups(groups, workers):
-    """``{(i, j): worker}``: contiguous runs of ``groups`` in Z order, one run per worker.
-
-    Z (Morton) order keeps the four children of a quadtree node next to each other, so a
-    merge mostly takes its inputs from one worker. Runs differ in length by at most one.
-
-    >>> assign_groups([(0, 0), (0, 1), (1, 0), (1, 1), (0, 2)], ["a", "b"])
-    {(0, 0): 'a', (0, 1): 'a', (1, 0): 'a', (1, 1): 'b', (0, 2): 'b'}
-    """
-    def morton(ij):
-        i, j, code = ij[0], ij[1], 0
-        for b in range(max(i.bit_length(), j.bit_length())):
-            code |= ((i >> b) & 1) << (2 * b + 1) | ((j >> b) & 1) << (2 * b)
-        return code
-
-    if not workers:
-        return {}
-    ordered = sorted(groups, key=morton)
-    n, w = len(ordered), len(workers)
-    out = {g: workers[q * w // n] for q, g in enumerate(ordered)}
-    return {g: out[g] for g in groups}
-
-
-def active_gpu_workers():
-    """Addresses (a restriction takes an unknown name as a host name) of the GPU workers of
-    the active :func:`open_scheduler`, in device order; empty without ``gpus``."""
-    if not _active_gpus:
-        return []
-    by_name = {w["name"]: address
-               for address, w in _active_client.scheduler_info(n_workers=-1)["workers"].items()}
-    return [by_name[gpu_worker_name(i)] for i in range(_active_gpus)]
-
-
-def gpu_workers_free_bytes(workers):
-    """The least free device memory (bytes) among the GPU ``workers`` of the active
-    :func:`open_scheduler`, as each worker's process sees its own device."""
-    got = _active_client.run(_free_device_bytes, workers=list(workers))
-    return min(got.values())
-
-
-def _free_device_bytes():
-    from terrain.grid.mst_device import free_device_bytes
-    return free_device_bytes("gpu")
-
-
 @contextlib.contextmanager
-def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=False, cells=None,
-                   gpus=None, inputs=()):
+def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
     ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
     :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
-    ``gpus``: ``"N"`` or ``"all"``: a cluster of one worker process per GPU (module
-    docstring); only with ``spec=None``.
     ``inputs``: the files the job's tasks read; on a cluster given by address its workers
     must see them as this process does (:func:`check_inputs_on_workers`).
     Yields the ``distributed.Client`` or None for a local scheduler.
     """
-    global _active_client, _active_gpus, _active_per_gpu, _external
+    global _active_client, _external
     import dask  # here, not at the top: a run in this process never imports it
     from terrain.startup import bound_malloc_arenas
     bound_malloc_arenas()  # before the worker threads start (terrain.startup says why)
-    if gpus is not None:
-        _refuse_scheduler(spec)
-        devices = parse_gpus(gpus, visible_gpus())
-        per_gpu = workers_per_gpu(os.environ.get("TERRAIN_WORKERS_PER_GPU", "1"))
-        with _gpu_cluster(devices, quiet, per_gpu) as client:
-            previous = (_active_client, _active_gpus, _active_per_gpu)
-            _active_client, _active_gpus, _active_per_gpu = client, len(devices) * per_gpu, per_gpu
-            try:
-                yield client
-            finally:
-                _active_client, _active_gpus, _active_per_gpu = previous
-        return
     if spec is None and _active_client is not None:
         yield _active_client
         return
@@ -350,8 +228,8 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         warnings.filterwarnings("ignore", message="Port .* is already in use")
         dashboard = dashboard_address()
         with dask.config.set(IN_PROCESS_CONFIG):
-            cluster = LocalCluster(n_workers=n_workers, processes=False,
-                                   threads_per_worker=threads_per_worker or os.cpu_count() or 1,
+            cluster = LocalCluster(n_workers=1, processes=False,
+                                   threads_per_worker=os.cpu_count() or 1,
                                    # (host, port) pairs: distributed splits text at every ':'
                                    dashboard_address=[dashboard],
                                    # the worker's own HTTP server too (else on every interface)
@@ -370,34 +248,6 @@ def open_scheduler(spec=None, *, n_workers=1, threads_per_worker=None, quiet=Fal
         client.close()
         if cluster is not None:
             cluster.close()
-
-
-@contextlib.contextmanager
-def _gpu_cluster(devices, quiet, per_gpu=1):
-    """A SpecCluster of :func:`gpu_worker_spec` workers and its client."""
-    import dask
-    from distributed import Client, Scheduler, SpecCluster
-    warnings.filterwarnings("ignore", message="Port .* is already in use")
-    dashboard = dashboard_address()
-    scheduler = {"cls": Scheduler, "options": {"dashboard_address": [dashboard],
-                                               "host": LOCALHOST}}
-    # no work stealing: it would move a pinned (loosely restricted) group to the other GPU
-    # whenever one is idle, and the groups' assignment is the plan (module docstring)
-    with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        cluster = SpecCluster(workers=gpu_worker_spec(devices, per_device=per_gpu),
-                              scheduler=scheduler,
-                              silence_logs=logging.CRITICAL, name="terrain-gpus")
-    client = Client(cluster)
-    try:
-        client.wait_for_workers(len(devices) * per_gpu)
-        if not quiet:
-            print(f"terrain: {len(devices)} GPU workers (devices {','.join(devices)}); Dask "
-                  f"dashboard at {_dashboard_link(cluster, dashboard)}", file=sys.stderr,
-                  flush=True)
-        yield client
-    finally:
-        client.close()
-        cluster.close()
 
 
 def _dashboard_link(cluster, address):

@@ -78,8 +78,6 @@ class MSTRoute:
         A Dask task graph runs it (else this process, the grid held in memory).
     device_text : bool
         Super-tiles whose groups read the ASCII text parsed onto the device.
-    workers : tuple of str
-        GPU workers of the active cluster the groups are pinned to.
     gpus : int
         GPUs asked for (``--gpus``); 0 without.
     note : str or None
@@ -89,7 +87,6 @@ class MSTRoute:
     path: str
     graph: bool = True
     device_text: bool = False
-    workers: tuple = ()
     gpus: int = 0
     note: str = None
 
@@ -106,12 +103,11 @@ class MSTRoute:
         """
         how = (" in this process" if not self.graph
                else ", the text parsed on the device" if self.device_text else "")
-        where = f" over {len(self.workers)} GPU workers" if self.workers else ""
-        return self.path + how + where + (f" ({self.note})" if self.note else "")
+        return self.path + how + (f" ({self.note})" if self.note else "")
 
 
 def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resume=False,
-              free=None, cluster_active=False, workers=()):
+              free=None, cluster_active=False):
     """The route of ``terrain mst``: the one decision :func:`run_mst` takes and ``--dry-run``
     prints (module docstring: which route wins where).
 
@@ -132,8 +128,8 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resu
         ``--resume`` runs the task graph (its checkpoints).
     free : int, optional
         Free bytes of the device; None: asked of it.
-    cluster_active, workers
-        A cluster is already active (a batch's), and its GPU workers.
+    cluster_active : bool
+        A cluster is already active (a batch's).
 
     Returns
     -------
@@ -164,11 +160,8 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resu
         path = "super-tiles" if in_core == "groups" else be.select("tiled", "super-tiles")
     device_text = be.select(False, local and text and path == "super-tiles"
                             and device_text_fits(spec.shape, free))
-    note = None
-    if gpus > 1 and not workers:
-        note = f"fits one GPU: {PATHS[path]} on GPU 0 of {gpus}"
-    return MSTRoute(path, not (local and path == "in-core"), device_text, tuple(workers),
-                    int(gpus), note)
+    note = f"fits one GPU: {PATHS[path]} on GPU 0 of {gpus}" if gpus > 1 else None
+    return MSTRoute(path, not (local and path == "in-core"), device_text, int(gpus), note)
 
 
 def default_output(input_path):
@@ -371,7 +364,7 @@ def _finish(out_path, spec, group_stats, node_stats, writes, meta):
 
 
 # ----------------------------------------------------------------------------- the walk
-def _groups(spec, shard_tiles, be, in_core, workers=(), free=None):
+def _groups(spec, shard_tiles, be, in_core, free=None):
     """``(group tiles, super-tile, in flight)``: the whole grid as one super-tile when it fits
     in core (``in_core`` "auto", or "whole"); else on the GPU (or with "groups") super-tiles
     sized from the device; else the store's shards as tile batches."""
@@ -380,33 +373,27 @@ def _groups(spec, shard_tiles, be, in_core, workers=(), free=None):
     if in_core is False:
         return shard_tiles, False, None
     return be.select(lambda: (shard_tiles, in_core == "groups", None),
-                     lambda: super_tile_group_tiles(spec, shard_tiles, be, workers, free))()
+                     lambda: super_tile_group_tiles(spec, shard_tiles, be, free))()
 
 
-#: host bytes the super-tile groups in flight may hold, all GPU workers together
-#: (:func:`super_tile_group_tiles`): the peak RSS does not grow with the cores or the GPUs
+#: host bytes the super-tile groups in flight may hold together: the peak RSS does not grow
+#: with the cores
 SUPER_TILE_HOST_BUDGET = 2 << 30
+#: the most super-tiles in flight: they overlap one group's reads and writes with the
+#: others' device work; the cap keeps the RSS independent of the core count
+SUPER_TILES_IN_FLIGHT = 8
 
 
-def super_tile_group_tiles(spec, shard_tiles, backend, workers=(), free=None):
+def super_tile_group_tiles(spec, shard_tiles, backend, free=None):
     """``(tiles a side, True, in flight)`` of the GPU's super-tile groups: a power-of-two
     multiple of the shard, as large as :func:`terrain.grid.mst.super_tile_side` allows with
     one group in flight per task thread and :data:`SUPER_TILE_HOST_BUDGET` shared by all,
     but at least one group per task thread. The forest is the same."""
-    from .cluster import gpu_worker_threads, workers_per_gpu
-    if workers:
-        in_flight = gpu_worker_threads(list(workers))  # per worker process
-        host = SUPER_TILE_HOST_BUDGET // len(workers)
-        per_device = in_flight * workers_per_gpu()
-    else:
-        in_flight = per_device = gpu_worker_threads(["0"])
-        host = SUPER_TILE_HOST_BUDGET
-    # the device holds its processes' groups; the host budget is per worker process
-    g = super_tile_side(spec, backend, per_device, host * per_device // in_flight,
+    in_flight = max(1, min(SUPER_TILES_IN_FLIGHT, os.cpu_count() or 1))
+    g = super_tile_side(spec, backend, in_flight, SUPER_TILE_HOST_BUDGET,
                         min_tiles=shard_tiles, free=free)
     side = spec.tile * g
-    while g > shard_tiles and ((-(-spec.shape[0] // side)) * (-(-spec.shape[1] // side))
-                               < in_flight * max(1, len(workers))):
+    while g > shard_tiles and (-(-spec.shape[0] // side)) * (-(-spec.shape[1] // side)) < in_flight:
         g //= 2
         side //= 2
     return g, True, in_flight
@@ -422,12 +409,12 @@ def _dem_shard_side(dem):
 
 
 def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_core,
-          device_mask=None, workers=(), free=None, per_gpu=1):
+          device_mask=None, free=None):
     """The steps of the forest along the quadtree walks, each made by ``call``
     (:func:`terrain.tiles.quadtree.call_now` in this process, or a :class:`TaskGraph`'s);
-    returns ``(plan, what the finish step returns)``."""
+    returns what the finish step returns."""
     be = get_backend(backend)
-    group_tiles, super_tile, in_flight = _groups(spec, group_tiles, be, in_core, workers, free)
+    group_tiles, super_tile, in_flight = _groups(spec, group_tiles, be, in_core, free)
     plan = spec.plan(group_tiles)
     prepared = call(_prepare, out_path, spec, tiles_per_shard(spec.tile, spec.shape),
                     geo or {}, upstream, key=("prepare",))
@@ -447,16 +434,12 @@ def _walk(call, dem, out_path, spec, group_tiles, backend, upstream, geo, in_cor
     path = ("in-core" if super_tile and len(plan.groups) == 1 and g == spec.levels - 1
             else "super-tiles" if super_tile else "tiled")
     meta = {"backend": be.name, "group_tiles": 1 << g, "path": path}
-    if workers:  # the cluster's GPUs, and those given groups
-        meta.update(gpus=len(workers) // per_gpu,
-                    gpus_used=-(-min(len(workers), len(plan.groups)) // per_gpu))
-    return plan, call(_finish, prepared, spec, stats, node_stats, list(writes.values()), meta,
-                      key=("finish",))
+    return call(_finish, prepared, spec, stats, node_stats, list(writes.values()), meta,
+                key=("finish",))
 
 
 def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                    geo=None, in_core="auto", partial=None, workers=(),
-                    device_mask=None, free=None):
+                    geo=None, in_core="auto", partial=None, device_mask=None, free=None):
     """Dask graph computing the forest of the DEM ``dem_path`` (a tile store, possibly
     ``out_path`` itself, or a :class:`~pipelines.mst_input.HeldGrid`) into ``out_path``;
     computing it returns the summary (also stored in the ``mst`` attribute).
@@ -465,29 +448,19 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     ``upstream``: what runs first (the ingest); ``geo``: the georeference to copy when the
     output has none; ``in_core``: as :func:`mst_route` ("auto", "groups" or False; the forest
     is the same); ``partial``: the partial output holding the checkpoints (``--resume``);
-    ``workers``: GPU workers the groups are pinned to; ``device_mask``: a held device grid
-    for the provisional masks; ``free``: the device's free bytes (None: asked).
+    ``device_mask``: a held device grid for the provisional masks; ``free``: the device's
+    free bytes (None: asked).
     """
     import dask
 
-    from .cluster import assign_groups, gpu_workers_free_bytes, workers_per_gpu
     from .quadtree import TaskGraph
     if in_core not in ("auto", "groups", False):
         raise InputError(f"build_mst_graph: in_core {in_core!r} is not 'auto', 'groups' or False")
-    be = get_backend(backend)
-    # the GPU workers' devices, as they see them (this process need not touch a device)
-    if workers and be.is_gpu:
-        free = gpu_workers_free_bytes(workers)
     # out_path names the run, the spec and device (the group side) what a group covers
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, in_core, free is None)
     graph = TaskGraph("mst", token, partial, CHECKPOINTED if partial is not None else ())
-    plan, finish = _walk(graph.call, dem_path, out_path, spec, group_tiles, be, upstream,
-                         geo, in_core, device_mask, workers, free,
-                         workers_per_gpu() if workers else 1)
-    for (i, j), worker in assign_groups(plan.groups, list(workers)).items():
-        graph.pin("group", (i, j), worker)
-        graph.pin("write", (i, j), worker)
-    return graph.delayed(finish)
+    return graph.delayed(_walk(graph.call, dem_path, out_path, spec, group_tiles, backend,
+                               upstream, geo, in_core, device_mask, free))
 
 
 # ----------------------------------------------------------------------------- the run
@@ -528,13 +501,11 @@ def _check_geotiff_name(path):
         raise InputError(f"{path}: a GeoTIFF is written there; name it .tif or .tiff")
 
 
-def _cluster():
-    """``(a cluster is active, its GPU workers)``; without :mod:`pipelines.cluster` imported
+def _cluster_active():
+    """Whether a cluster is active (a batch's); without :mod:`pipelines.cluster` imported
     (Dask's import) none can be."""
     cluster = sys.modules.get("pipelines.cluster")
-    if cluster is None or getattr(cluster, "_active_client", None) is None:
-        return False, ()
-    return True, tuple(cluster.active_gpu_workers())
+    return cluster is not None and getattr(cluster, "_active_client", None) is not None
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
@@ -568,9 +539,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                        tuple(float(c) for c in cellsize))
     except InputError as e:
         raise InputError(f"{inp}: {e}") from None
-    active, workers = _cluster()
     route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core, n_gpus,
-                      resume, cluster_active=active, workers=workers)
+                      resume, cluster_active=_cluster_active())
     key = run_key("mst", [inp], spec, _data_identity(inp))
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
@@ -609,7 +579,7 @@ def _run_held(route, source, geo, tmp, spec, shard, be, wall):
     with load_grid(source, tmp, spec.shape, spec.tile, side, be, wall) as z, hold(z) as dem:
         t0 = time.perf_counter()
         if not route.graph:
-            _, summary = _walk(call_now, dem, tmp, spec, shard, be.name, None, store_geo,
+            summary = _walk(call_now, dem, tmp, spec, shard, be.name, None, store_geo,
                                "whole")
             wall["forest"] = time.perf_counter() - t0
             return summary, 0
@@ -626,9 +596,8 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
     """The task-graph routes: the store's groups (a raster ingested into it first)."""
     from .cluster import compute, open_scheduler, remote_input
     # one device's work needs no cluster: the GPU's routes run on threads by default
-    with open_scheduler(scheduler if scheduler is not None or route.workers
-                        else be.select(None, "threads"), cells=spec.shape[0] * spec.shape[1],
-                        inputs=[inp]):
+    with open_scheduler(scheduler if scheduler is not None else be.select(None, "threads"),
+                        cells=spec.shape[0] * spec.shape[1], inputs=[inp]):
         # the paths as the workers of a cluster given by address must see them
         inp, tmp = remote_input(inp), remote_input(tmp)
         upstream = None
@@ -640,7 +609,7 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
         else:
             dem, store_geo = inp, geo
         graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
-                                in_core, partial=tmp, workers=route.workers)
+                                in_core, partial=tmp)
         graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
         (summary,) = compute(graph, label="mst")
     return summary, reused
@@ -730,11 +699,10 @@ def _plan(plan, grid, args, inp, out):
         from .cluster import gpu_count, gpu_count_backend
         backend, n_gpus = gpu_count_backend(gpus, backend, inp, scheduler), gpu_count(gpus)
     be = get_backend(backend)
-    active, workers = _cluster()
     text = not grid["from_store"] and isinstance(open_grid(inp), AsciiGrid)
     free = free_device_bytes(be)
     route = mst_route(spec, be, text, scheduler, "auto", n_gpus,
-                      getattr(args, "resume", False), free, active, workers)
+                      getattr(args, "resume", False), free, _cluster_active())
     tasks = 0
     if route.graph and not route.device_text:
         partial = partial_path(out, run_key("mst", [inp], spec, _data_identity(inp)))
@@ -744,7 +712,7 @@ def _plan(plan, grid, args, inp, out):
             upstream = build_ingest_graph(inp, partial, tile)
         tasks = _plans.task_count(build_mst_graph(inp if grid["from_store"] else partial,
                                                   partial, spec, shard, be, upstream,
-                                                  workers=workers, free=free))
+                                                  free=free))
     side = min(tile * shard, max(shape))
     edges = args.connectivity // 2
     per_task = max(0 if grid["from_store"] else _plans.band_task_bytes(grid),

@@ -16,10 +16,6 @@ one small ``getitem`` task per value (``(f"getitem-{prefix}-{stage}-{token}", i,
 as ``dask.delayed`` would: each consumer depends on its value only, so the scheduler frees a
 value (a level graph) once its consumer ran, not when the last value of the tuple is used.
 
-Several GPUs: :meth:`TaskGraph.pin` restricts a step to a worker (loosely), carried to the
-scheduler as layer annotations (:func:`pipelines.cluster.assign_groups` says which);
-:func:`pin_tasks` does the same for a graph built otherwise (``dask.delayed``).
-
 Checkpoints (``--resume``, :mod:`pipelines._resume`) are wrapped in at construction: a
 step whose stage is listed runs through :func:`pipelines._resume.run_checkpointed` with
 its checkpoint file's path, so no rewrite of the finished graph is needed.
@@ -36,7 +32,7 @@ from dask.delayed import Delayed
 
 from ._resume import CHECKPOINT_DIR, checkpoint_file, graph_dict, run_checkpointed
 
-__all__ = ["TaskGraph", "delayed_call", "pin_tasks", "pinned_delayed"]
+__all__ = ["TaskGraph", "delayed_call"]
 
 
 class _Ref:
@@ -82,7 +78,6 @@ class TaskGraph:
         self.prefix, self.token = prefix, token
         self.tasks = {}
         self.reused = 0
-        self.workers = {}  # key -> the worker (name) it should run on
         self._folder = Path(partial) / CHECKPOINT_DIR if partial is not None else None
         self._checkpoint = tuple(checkpoint)
 
@@ -124,44 +119,9 @@ class TaskGraph:
         part = f"getitem-{self.prefix}-{stage}-{self.token}"
         return tuple(self.add(part, (*index, q), operator.getitem, ref, q) for q in range(nout))
 
-    def pin(self, stage, index, worker):
-        """Ask for the task of step ``(stage, *index)`` to run on ``worker`` (its address); a loose restriction: another worker takes it when that one is gone."""
-        name = f"{self.prefix}-{stage}-{self.token}"
-        self.workers[(name, *index) if index else name] = worker  # the key add() made
-
     def delayed(self, ref):
-        """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it); the pinned
-        tasks carry ``workers``/``allow_other_workers`` annotations to the scheduler."""
-        return pinned_delayed(ref.key, self.tasks, self.workers,
-                              f"{self.prefix}-graph-{self.token}")
-
-
-def pinned_delayed(key, tasks, workers, name):
-    """A ``Delayed`` computing ``key`` from the task dict ``tasks``; the tasks in ``workers``
-    (key -> worker address) are restricted to theirs, loosely (``workers`` and
-    ``allow_other_workers`` annotations of the one layer ``name``): when that worker is
-    gone, another takes them.
-
-    >>> d = pinned_delayed("b", {"a": 1, "b": (sum, ["a", "a"])}, {"a": "tcp://w:1"}, "g")
-    >>> d.compute(scheduler="sync"), d.__dask_graph__().layers["g"].annotations["workers"]("a")
-    (2, ['tcp://w:1'])
-    """
-    if not workers:
-        return Delayed(key, tasks)
-    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
-    layer = MaterializedLayer(tasks, annotations={
-        "workers": lambda k: [workers[k]] if k in workers else None,
-        "allow_other_workers": lambda k: True if k in workers else None})
-    return Delayed(key, HighLevelGraph({name: layer}, {name: set()}), layer=name)
-
-
-def pin_tasks(delayed, where, name):
-    """``delayed`` with every task whose key ``where(key)`` maps to a worker address pinned
-    to that worker, loosely (:func:`pinned_delayed`); ``where`` returns None for the tasks
-    the scheduler places. ``name``: the layer's name. Without pins, ``delayed`` itself."""
-    tasks = graph_dict(delayed)
-    workers = {k: w for k in tasks if (w := where(k)) is not None}
-    return pinned_delayed(delayed.key, tasks, workers, name) if workers else delayed
+        """A ``Delayed`` computing ``ref`` from the whole dict (no copy of it)."""
+        return Delayed(ref.key, self.tasks)
 
 
 def delayed_call(prefix, token):

@@ -37,10 +37,8 @@ from terrain.tiles.store import result_dem
 __all__ = ["verify_path", "verify_command"]
 
 
-def _verify_mst_store(path):
+def _verify_mst_store(path, group):
     from terrain.verify import verify_grid_mst
-
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
     summary = dict(group.attrs.get("mst") or {})
     dem = result_dem(path, group, group.attrs.get("source"))
     a = dict(group.attrs)
@@ -50,10 +48,8 @@ def _verify_mst_store(path):
                            summary.get("weight", "max"), tuple(cellsize))
 
 
-def _verify_cost_store(path):
+def _verify_cost_store(path, group):
     from terrain.verify import verify_grid_sssp
-
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
     m = group.attrs.get("cost_model")
     if not isinstance(m, dict):
         raise InputError(f"{path}: no 'cost_model' attribute (written by cost-distance): "
@@ -73,10 +69,8 @@ def _verify_cost_store(path):
                             rtol=rtol, window=side * max(1, 1024 // side))
 
 
-def _verify_fill_store(path):
+def _verify_fill_store(path, group):
     from terrain.verify import verify_fill
-
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
     s = dict(group.attrs.get("fill") or {})
     dem = result_dem(path, group, group.attrs.get("source"))
     outlets = None
@@ -90,10 +84,8 @@ def _verify_fill_store(path):
                        group["depth"][:], group["depression"][:], bool(s.get("epsilon")))
 
 
-def _verify_flow_store(path):
+def _verify_flow_store(path, group):
     from terrain.verify import verify_flow
-
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
     s = dict(group.attrs.get("flow") or {})
     outlets = group["outlets"][:] if "outlets" in group else None
     weights = None
@@ -140,13 +132,13 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
     if is_store(p):
         group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
         if "mst" in group:
-            return _verify_mst_store(p)
+            return _verify_mst_store(p, group)
         if "distance" in group and "backlink" in group:
-            return _verify_cost_store(p)
+            return _verify_cost_store(p, group)
         if "direction" in group and "flow" in group.attrs:
-            return _verify_flow_store(p)
+            return _verify_flow_store(p, group)
         if "filled" in group and "depression" in group:
-            return _verify_fill_store(p)
+            return _verify_fill_store(p, group)
         raise InputError(f"{path}: no result verify knows in this store (an mst, "
                          "cost-distance, fill or flow output)")
     if p.suffix == ".npy":

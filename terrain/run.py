@@ -95,8 +95,8 @@ def _add_storage_options(p):
 
 def _add_gpus(p):
     p.add_argument("--gpus", default=None, metavar="N|all",
-                   help="one Dask worker process per GPU, each bound to its device, the tile "
-                        "groups spread over them (implies --backend gpu; same result as one GPU)")
+                   help="GPUs to run on: the work runs on GPU 0 of the N (implies --backend gpu; "
+                        "same result as one GPU)")
 
 
 def _add_run_control(p):

@@ -34,9 +34,7 @@ import numpy as np
 from .errors import InputError
 from .grid import arc_cost
 from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T
-from .grid.kernels import edge_weight
-from .grid.edges import (CONNECTIVITIES, DIRECTIONS, horizontal_lengths,
-                         order_bits, weight_model_code)
+from .grid.edges import CONNECTIVITIES, grid_edges, order_bits
 
 __all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_fill",
            "verify_flow", "DIRECTION_NAMES"]
@@ -63,51 +61,6 @@ class Certificate:
 
 
 # --------------------------------------------------------------------------- grid MST
-# (drow, dcol) per direction E, S, SE, SW, as in terrain.grid.edges.DIRECTIONS
-DROW_T = tuple(int(d[0]) for d in DIRECTIONS)
-DCOL_T = tuple(int(d[1]) for d in DIRECTIONS)
-
-
-@numba.njit(cache=True, nogil=True)
-def _grid_edges_cpu(z, ndir, model, hlen, u, v, d, w, count_only):
-    """Emit the graph edges cell by cell, directions in order (so in increasing edge id);
-    with ``count_only`` just count them."""
-    rows, cols = z.shape
-    k = 0
-    for r in range(rows):
-        for c in range(cols):
-            a = z[r, c]
-            if np.isnan(a):
-                continue
-            for dd in range(ndir):
-                rr = r + DROW_T[dd]
-                cc = c + DCOL_T[dd]
-                if rr >= rows or cc < 0 or cc >= cols:
-                    continue
-                b = z[rr, cc]
-                if np.isnan(b):
-                    continue
-                if not count_only:
-                    u[k] = r * cols + c
-                    v[k] = rr * cols + cc
-                    d[k] = dd
-                    w[k] = edge_weight(a, b, dd, model, hlen)
-                k += 1
-    return k
-
-
-def _grid_edges(z, connectivity, model, hlen):
-    """All graph edges in increasing id order: (owner cell, other cell, direction, weight)."""
-    ndir = 2 if connectivity == 4 else 4
-    empty = np.zeros(0, np.int64)
-    m = _grid_edges_cpu(z, ndir, model, hlen, empty, empty, np.zeros(0, np.int8),
-                        np.zeros(0, np.float32), True)
-    u, v = np.empty(m, np.int64), np.empty(m, np.int64)
-    d, w = np.empty(m, np.int8), np.empty(m, np.float32)
-    _grid_edges_cpu(z, ndir, model, hlen, u, v, d, w, False)
-    return u, v, d, w
-
-
 @numba.njit(cache=True, nogil=True)
 def _find(parent, x):
     root = x
@@ -152,8 +105,10 @@ def _edge_order(w):
 @numba.njit(cache=True, nogil=True)
 def _first_kruskal_violation(order, u, v, in_tree, parent, size):
     """Sweep the edges in (weight, id) order, joining the ends of tree edges (union by
-    size). A non-tree edge whose ends are not yet joined has a heavier tree edge on its
-    forest path: return it."""
+    size). The first non-tree edge whose ends are not yet joined has a heavier tree edge on
+    its forest path; the tree edge that joins its ends later in the sweep is that path's
+    heaviest. Returns both, or (-1, -1)."""
+    bad = -1
     for k in range(order.size):
         e = order[k]
         a, b = _find(parent, u[e]), _find(parent, v[e])
@@ -162,63 +117,11 @@ def _first_kruskal_violation(order, u, v, in_tree, parent, size):
                 a, b = b, a
             parent[a] = b
             size[b] += size[a]
-        elif a != b:
-            return e
-    return -1
-
-
-@numba.njit(cache=True, nogil=True)
-def _root_forest(n, valid, indptr, nbr, nbr_edge, up, up_edge, depth):
-    """BFS every tree from its smallest vertex: parent, parent edge, depth."""
-    queue = np.empty(n, np.int64)
-    seen = np.zeros(n, np.bool_)
-    for s in range(n):
-        if not valid[s] or seen[s]:
-            continue
-        seen[s] = True
-        up[s] = s
-        up_edge[s] = -1
-        depth[s] = 0
-        head, tail = 0, 1
-        queue[0] = s
-        while head < tail:
-            x = queue[head]
-            head += 1
-            for k in range(indptr[x], indptr[x + 1]):
-                y = nbr[k]
-                if not seen[y]:
-                    seen[y] = True
-                    up[y] = x
-                    up_edge[y] = nbr_edge[k]
-                    depth[y] = depth[x] + 1
-                    queue[tail] = y
-                    tail += 1
-
-
-def _path_maximum(n, valid, u, v, in_tree, w, a, b):
-    """The heaviest tree edge (in (weight, id) order) on the forest path a ... b (one query,
-    by walking both ends up the rooted forest; for the violation message)."""
-    tree = np.flatnonzero(in_tree)
-    ends = np.concatenate([u[tree], v[tree]])
-    others = np.concatenate([v[tree], u[tree]])
-    edge = np.concatenate([tree, tree])
-    by = np.argsort(ends, kind="stable")
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(ends, minlength=n), out=indptr[1:])
-    up = np.arange(n, dtype=np.int64)
-    up_edge = np.full(n, -1, np.int64)
-    depth = np.zeros(n, np.int64)
-    _root_forest(n, valid, indptr, others[by], edge[by], up, up_edge, depth)
-    key = (lambda e: (int(order_bits(w[e:e + 1])[0]), e))  # index order = id order
-    best = None
-    while a != b:
-        if depth[a] < depth[b]:
-            a, b = b, a
-        e = int(up_edge[a])
-        if best is None or key(e) > key(best):
-            best = e
-        a = int(up[a])
-    return best
+            if bad >= 0 and _find(parent, u[bad]) == _find(parent, v[bad]):
+                return bad, e
+        elif a != b and bad < 0:
+            bad = e
+    return bad, -1
 
 
 def _cell(c, cols):
@@ -249,12 +152,12 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
         raise InputError(f"verify: DEM {z.shape} and mask {m.shape} must be 2-D of one shape")
     if int(connectivity) not in CONNECTIVITIES:
         raise InputError(f"verify: connectivity {connectivity!r} is not 4 or 8")
-    model = weight_model_code(weight)
-    hlen = horizontal_lengths(cellsize)
     rows, cols = z.shape
     n = rows * cols
     cert = Certificate("minimum spanning forest")
-    u, v, d, w = _grid_edges(z, int(connectivity), model, hlen)
+    ids, u, v, w = grid_edges(z, int(connectivity), weight, cellsize)
+    d = (ids & 3).astype(np.int8)
+    del ids
     m = m.astype(np.uint8, copy=False)
     # 1. every set bit is a graph edge
     allowed = np.uint8(0x3 if int(connectivity) == 4 else 0xF)
@@ -300,10 +203,9 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
     # 3. cycle property, evaluated offline in the order (weight, id)
     order = _edge_order(w)
     parent = np.arange(n, dtype=np.int64)
-    bad = _first_kruskal_violation(order, u, v, in_tree, parent, np.ones(n, np.int64))
+    bad, t = _first_kruskal_violation(order, u, v, in_tree, parent, np.ones(n, np.int64))
     del order, parent
     if bad >= 0:
-        t = _path_maximum(n, valid, u, v, in_tree, w, int(u[bad]), int(v[bad]))
         return cert.fail(
             f"cycle property fails: non-tree edge {_cell(u[bad], cols)} "
             f"{DIRECTION_NAMES[d[bad]]} (weight {float(w[bad]):.9g}) is lighter than tree edge "
@@ -906,12 +808,6 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     return cert
 
 
-_FILL_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-
-
-_FILL_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
-
-
 @numba.njit(cache=True, nogil=True)
 def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
     """First cell (flat index) breaking the local checks, and which (1 lowered, 2 outlet
@@ -937,7 +833,7 @@ def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
                 continue
             low = np.float32(np.inf)
             for k in range(0, 8, step):
-                ii, jj = i + _FILL_DR[k], j + _FILL_DC[k]
+                ii, jj = i + _FDR[k], j + _FDC[k]
                 if 0 <= ii < H and 0 <= jj < W and not np.isnan(z[ii, jj]):
                     if f[ii, jj] < low:
                         low = f[ii, jj]
@@ -970,7 +866,7 @@ def _drains_cpu(z, f, outlet, step):
         c = stack[top]
         i, j = c // W, c % W
         for k in range(0, 8, step):
-            ii, jj = i + _FILL_DR[k], j + _FILL_DC[k]
+            ii, jj = i + _FDR[k], j + _FDC[k]
             if 0 <= ii < H and 0 <= jj < W and not seen[ii, jj] and not np.isnan(z[ii, jj]) \
                     and f[ii, jj] >= f[i, j]:
                 seen[ii, jj] = True
@@ -1019,8 +915,8 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
         r, c = divmod(int(cell), z.shape[1])
         zc, fc = float(z[r, c]), float(f[r, c])
         if kind == 3:
-            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(_FILL_DR[::step],
-                                                                   _FILL_DC[::step])
+            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(_FDR[::step],
+                                                                   _FDC[::step])
                        if 0 <= r + dr < z.shape[0] and 0 <= c + dc < z.shape[1]
                        and not np.isnan(z[r + dr, c + dc])), default=math.inf)
             spill = max(zc, low)

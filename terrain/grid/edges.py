@@ -211,29 +211,22 @@ def grid_edges(dem, connectivity=8, weight="max", cellsize=(1.0, 1.0)):
     z = np.asarray(dem, dtype=np.float32)
     if z.ndim != 2:
         raise InputError(f"grid_edges: dem must be 2-D, got shape {z.shape}")
-    conn = check_connectivity(connectivity)
     model = weight_model_code(weight)
     hlen = horizontal_lengths(cellsize)
     rows, cols = z.shape
     valid = ~np.isnan(z)
-    parts = []
-    for d in range(2 if conn == 4 else 4):
+    # one slot per edge id (4 a cell): the ids of the edges in increasing order, unsorted
+    ok = np.zeros((rows, cols, 4), bool)
+    w = np.zeros((rows, cols, 4), np.float32)
+    for d in range(2 if check_connectivity(connectivity) == 4 else 4):
         dr, dc = DIRECTIONS[d]
-        r0, r1 = 0, rows - dr
         c0, c1 = max(0, -dc), cols - max(0, dc)
-        if r1 <= r0 or c1 <= c0:
+        if rows <= dr or c1 <= c0:
             continue
-        a = z[r0:r1, c0:c1]
-        b = z[r0 + dr:r1 + dr, c0 + dc:c1 + dc]
-        ok = valid[r0:r1, c0:c1] & valid[r0 + dr:r1 + dr, c0 + dc:c1 + dc]
-        rr, cc = np.nonzero(ok)
-        rr, cc = rr + r0, cc + c0
-        w = edge_weights_np(a[ok], b[ok], d, model, hlen)
-        owner = rr.astype(np.int64) * cols + cc
-        parts.append((4 * owner + d, owner, owner + dr * cols + dc, w))
-    if not parts:
-        e = np.zeros(0, np.int64)
-        return e, e.copy(), e.copy(), np.zeros(0, np.float32)
-    ids, owner, other, w = (np.concatenate(p) for p in zip(*parts))
-    order = np.argsort(ids, kind="stable")
-    return ids[order], owner[order], other[order], w[order]
+        a, b = z[:rows - dr, c0:c1], z[dr:, c0 + dc:c1 + dc]
+        o = valid[:rows - dr, c0:c1] & valid[dr:, c0 + dc:c1 + dc]
+        ok[:rows - dr, c0:c1, d] = o
+        w[:rows - dr, c0:c1, d][o] = edge_weights_np(a[o], b[o], d, model, hlen)
+    ids = np.flatnonzero(ok)
+    owner, d = ids >> 2, ids & 3
+    return ids, owner, owner + DROW[d] * np.int64(cols) + DCOL[d], w.reshape(-1)[ids]

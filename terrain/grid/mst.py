@@ -17,22 +17,15 @@ The total order ``(weight, id)`` makes the forest unique, hence identical for ev
 size, group size, backend and schedule. The total weight is summed exactly
 (:class:`terrain.grid.edges.WeightSum`) so it does not depend on them either.
 
-A grid that fits in core skips all of this: :func:`grid_mst` (the one dispatch point) runs
-the backend's whole-grid kernel (:mod:`terrain.grid.mst_device`: Borůvka on the GPU, Kruskal
-in C on the CPU). A grid that does not fit is tiled into groups; each group is either a
-*super-tile* -- its forest computed whole by the in-core kernel and reduced once
-(:func:`group_forest` with ``in_core``; on the GPU the groups are sized from the device's
-memory) -- or a batch of tiles (Borůvka per tile, then the group's own merges: the CPU's
-way beyond the in-core bound, whose Numba kernels beat the C Kruskal on blocks of a shard). The forest is the same on
-every path. The backend's kernels are paired in one table (:class:`_CpuOps`,
-:class:`_GpuOps`), chosen once per call.
+A grid that fits in core skips all of this (:func:`grid_mst`, the one dispatch point, says
+which path runs where). A group of a grid that does not fit is either a *super-tile*, its
+forest computed whole by the in-core kernel and reduced once, or a batch of tiles (the CPU's
+way beyond the in-core bound). The backend's kernels are paired in one table
+(:class:`_CpuOps`, :class:`_GpuOps`), chosen once per call.
 
-This module is the library's driver (no Dask): :func:`grid_mst` runs the phases along the
-walks of :mod:`terrain.tiles.quadtree` (:func:`~terrain.tiles.quadtree.walk_up` with
-:func:`group_forest` at the groups and :func:`merge_step` above, then
-:func:`~terrain.tiles.quadtree.walk_down` with :func:`expand_step`), calling each step at
-once; ``pipelines/mst.py`` walks the same plan with the same steps as Dask tasks. Inside a
-group, the tile forests are merged by the same walk over the group's block.
+:func:`grid_mst` runs the phases along the walks of :mod:`terrain.tiles.quadtree`, calling
+each step at once; ``pipelines/mst.py`` walks the same plan with the same steps as Dask
+tasks. Inside a group, the tile forests are merged by the same walk over the group's block.
 """
 
 import threading
@@ -107,7 +100,6 @@ class GroupResult:
     forest_edges: int
     vertices: int
     times: dict = field(default_factory=dict)
-    tile_edges_in: int = 0
 
 
 def merge_node(spec, level, i, j, children):
@@ -335,13 +327,6 @@ class GridMSTResult:
     weight: str
     times: dict
     path: str = "tiled"
-
-    def summary(self):
-        """A JSON-able dict of the statistics."""
-        return {"total_weight": self.total_weight, "edges": self.edges, "trees": self.trees,
-                "vertices": self.vertices, "tile": self.tile, "levels": self.levels,
-                "connectivity": self.connectivity, "weight": self.weight,
-                "times": dict(self.times), "path": self.path}
 
 
 def finish_stats(groups_sum, groups_edges, changes):

@@ -17,13 +17,12 @@ Edges carry ``(weight, rep)`` with ``rep`` the global id of an original edge, so
 contracted edges is the order of their representatives and stays total.
 
 The walk is sequential per block (O(V) in Numba); blocks are reduced in parallel by the
-pipeline's tasks. The thesis's GPU variant iterates peeling rounds, O(longest branch) launches
-per block, and lost to the CPU version when transfers were counted (its Table 3.5). Here the
-GPU reduces a super-tile where its forest lies (:func:`reduce_block_device`, ``_reduce.cu``):
-three launches, not one per peeling round -- one thread per dead end walks its branch inwards
-(atomic test-and-clear of each edge, so each vertex is peeled once), then one thread per kept
-vertex walks its contracted paths. Only the boundary graph (O(perimeter)) comes back, not a
-host-side O(cells) walk per block (docs/mst.md, "Design notes"). The result equals :func:`reduce_tile`'s, bit for bit and in order.
+pipeline's tasks. The GPU reduces a super-tile where its forest lies
+(:func:`reduce_block_device`, ``_reduce.cu``) in three launches: one thread per dead end walks
+its branch inwards (atomic test-and-clear of each edge, so each vertex is peeled once), then
+one thread per kept vertex walks its contracted paths. Only the boundary graph
+(O(perimeter)) comes back (docs/mst.md, "Design notes"). The result equals
+:func:`reduce_tile`'s, bit for bit and in order.
 """
 
 from pathlib import Path

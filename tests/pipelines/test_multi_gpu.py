@@ -1,6 +1,5 @@
-"""``--gpus``: the cluster spec, the GPU count's parsing and errors, the groups' assignment,
-and a real two-worker-process run (CPU backend) giving the same forest; the GPU run itself
-is a ``gpu`` test."""
+"""``--gpus``: the GPU count's parsing and errors, and the one-GPU route the runs take on
+GPU 0 of N; the GPU runs themselves are ``gpu`` tests."""
 
 import json
 import os
@@ -12,8 +11,7 @@ import pytest
 import zarr
 
 from pipelines import cluster
-from pipelines.cluster import (assign_groups, gpu_worker_spec, gpu_worker_threads, open_scheduler,
-                               parse_gpus, visible_gpus)
+from pipelines.cluster import gpu_count_backend, parse_gpus, visible_gpus
 from terrain.errors import InputError
 
 
@@ -54,51 +52,12 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert visible_gpus() == []
 
 
-def test_worker_spec_binds_one_process_per_device():
-    from distributed import Nanny
-    spec = gpu_worker_spec(["4", "6"])
-    assert list(spec) == ["gpu-0", "gpu-1"]
-    for name, device in zip(spec, ["4", "6"]):
-        assert spec[name]["cls"] is Nanny  # a process: CUDA_VISIBLE_DEVICES is read per process
-        opts = spec[name]["options"]
-        assert opts["env"]["CUDA_VISIBLE_DEVICES"] == device
-        assert opts["nthreads"] == gpu_worker_threads(["4", "6"]) and opts["name"] == name
-        assert opts["host"] == "127.0.0.1"
-
-
-@pytest.mark.parametrize("devices, cores, want", [
-    (1, 16, 8), (4, 64, 8), (4, 8, 2), (2, 2, 1), (8, 4, 1), (1, 1, 1), (1, 128, 8)])
-def test_gpu_workers_share_the_cores_up_to_a_cap(devices, cores, want):
-    # threads overlap one shard's host steps with the next one's device work; the cap keeps
-    # the shards in flight (the RSS) independent of the core count
-    assert gpu_worker_threads([str(d) for d in range(devices)], cores=cores) == want
-
-
-@pytest.mark.parametrize("rows, cols, workers", [(7, 9, 2), (25, 35, 4), (3, 3, 8), (1, 1, 2)])
-def test_groups_are_spread_in_balanced_z_order_runs(rows, cols, workers):
-    groups = [(i, j) for i in range(rows) for j in range(cols)]
-    names = [f"w{k}" for k in range(workers)]
-    got = assign_groups(groups, names)
-    assert list(got) == groups  # every group once, in the caller's order
-    counts = [sum(1 for w in got.values() if w == n) for n in names]
-    assert max(counts) - min(counts) <= 1
-    # a quadtree node's four children (an aligned 2x2 block) span at most two workers, and
-    # in Z order each worker's run is contiguous
-    z = sorted(groups, key=lambda ij: int("".join(f"{a}{b}" for a, b in zip(
-        f"{ij[0]:08b}", f"{ij[1]:08b}")), 2))
-    runs = [got[g] for g in z]
-    assert runs == sorted(runs, key=names.index)
-    assert assign_groups(groups, []) == {}
-
-
-def test_gpu_count_is_refused_before_any_cluster_starts(monkeypatch):
+def test_gpu_count_is_refused_before_anything_runs(monkeypatch):
     monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0"])
     with pytest.raises(InputError, match="2 GPUs asked for, but CuPy sees 1"):
-        with open_scheduler(gpus="2"):
-            pass
+        gpu_count_backend("2", "gpu", "dem.tif")
     with pytest.raises(InputError, match="cannot be used with a GPU count"):
-        with open_scheduler("threads", gpus="1"):
-            pass
+        gpu_count_backend("1", "gpu", "dem.tif", "threads")
 
 
 def test_cli_gpus_errors_are_one_line(tmp_path):
@@ -120,47 +79,6 @@ def test_cli_gpus_errors_are_one_line(tmp_path):
             assert message in lines[0]
         assert not (tmp_path / "o.zarr").exists()
         assert not list(tmp_path.glob(".o.zarr.partial*"))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("per_gpu", [1, 2])
-def test_two_worker_processes_give_the_same_forest(tmp_path, monkeypatch, per_gpu):
-    # the GPU cluster's machinery on the CPU backend: two Nanny processes, each told its own
-    # CUDA_VISIBLE_DEVICES, the shards pinned to them in Z order
-    from distributed import get_task_stream
-
-    from pipelines.cluster import active_gpu_workers, compute
-    from pipelines.mst import build_mst_graph
-    from oracles import mask_ids, ref_kruskal
-    from grids import small_shards_case
-
-    monkeypatch.setattr(cluster, "visible_gpus", lambda: ["0", "1"])
-    monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", str(per_gpu))
-    z, store, spec, out, geo = small_shards_case(tmp_path, monkeypatch, 3, 2)
-    with open_scheduler(gpus="2", quiet=True) as client:
-        workers = active_gpu_workers()
-        devices = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
-        names = {i["name"]: a for a, i in client.scheduler_info()["workers"].items()}
-        assert workers == [names[f"gpu-{i}"] for i in range(2 * per_gpu)]
-        assert [devices[w] for w in workers] == ["0"] * per_gpu + ["1"] * per_gpu
-        graph = build_mst_graph(tmp_path / "in.zarr", out, spec, store.tiles_per_shard, "cpu",
-                                geo=geo, workers=workers, in_core=False)
-        with get_task_stream(client) as ts:
-            (summary,) = compute(graph)
-        plan = spec.plan(store.tiles_per_shard)
-        want = assign_groups(plan.groups, workers)
-        ran = {}
-        for rec in ts.data:
-            key = rec["key"]
-            if isinstance(key, tuple) and key[0].startswith(("mst-group-", "mst-write-")):
-                ran[(key[0].split("-")[1], key[1], key[2])] = rec["worker"]
-    assert len(ran) == 2 * len(plan.groups)
-    for (stage, i, j), address in ran.items():
-        assert address == want[(i, j)], (stage, i, j)
-    assert summary["gpus"] == 2
-    want_ids, _ = ref_kruskal(z, 8, "max")
-    assert np.array_equal(mask_ids(zarr.open_array(str(out), path="mst", mode="r")[:]),
-                          want_ids)
 
 
 @pytest.mark.gpu
@@ -202,57 +120,16 @@ def test_batch_gpus_errors_before_anything_is_written(tmp_path, what, extra, mes
     assert not (tmp_path / "out").exists()
 
 
-def test_several_worker_processes_per_gpu(monkeypatch):
-    # Zarr's one event loop per process: $TERRAIN_WORKERS_PER_GPU processes share a device
-    from pipelines.cluster import workers_per_gpu
-    spec = gpu_worker_spec(["4", "6"], per_device=2)
-    assert list(spec) == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
-    assert [spec[n]["options"]["env"]["CUDA_VISIBLE_DEVICES"] for n in spec] == ["4", "4", "6", "6"]
-    assert spec["gpu-0"]["options"]["nthreads"] == gpu_worker_threads(["4"] * 4)
-    monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", "3")
-    assert workers_per_gpu() == 3
-    for bad, message in (("0", "at least 1"), ("x", "not a number")):
-        monkeypatch.setenv("TERRAIN_WORKERS_PER_GPU", bad)
-        with pytest.raises(InputError, match=message):
-            workers_per_gpu()
-
-
-@pytest.mark.parametrize("fits", [True, False])
-def test_a_grid_that_fits_one_gpu_runs_in_core_on_the_first_worker(monkeypatch, fits):
-    # a batch's GPU cluster: a grid that fits one device is one group (in core), on the
-    # first GPU worker, whatever the GPU count; else the groups are spread in Z order
-    import types
-
+def test_summary_says_how_many_of_the_gpus_ran():
     import pipelines.mst as mst
-    from terrain.grid.mst import MSTSpec
-    workers = ["tcp://127.0.0.1:1001", "tcp://127.0.0.1:1002"]
-    monkeypatch.setattr(mst, "get_backend", lambda name: types.SimpleNamespace(
-        is_gpu=True, name="gpu", select=lambda cpu, gpu: gpu))
-    monkeypatch.setattr(cluster, "gpu_workers_free_bytes", lambda w: 80 << 30)
-    monkeypatch.setattr(mst, "fits_in_core", lambda *a, **k: fits)
-    monkeypatch.setattr(mst, "super_tile_group_tiles",
-                        lambda spec, shard, *a, **k: (shard, True, 8))
-    spec = MSTSpec((300, 260), 16)
-    graph = mst.build_mst_graph("in.zarr", "out.zarr", spec, 4, "gpu", workers=workers)
-    (layer,) = graph.__dask_graph__().layers.values()
-    keys = list(layer)
-    groups = [k for k in keys if isinstance(k, tuple) and k[0].startswith("mst-group-")]
-    finish = layer[[k for k in keys if str(k).startswith("mst-finish-")][0]]
-    meta = finish.args[-1]
-    if fits:
-        assert len(groups) == 1 and layer.annotations["workers"](groups[0]) == [workers[0]]
-        assert meta["path"] == "in-core" and (meta["gpus"], meta["gpus_used"]) == (2, 1)
-    else:
-        assert len(groups) == len(spec.plan(4).groups) > 2
-        assert {layer.annotations["workers"](k)[0] for k in groups} == set(workers)
-        assert meta["path"] == "super-tiles" and meta["gpus_used"] == 2
     line = mst._format_summary({"output": "o", "rows": 1, "cols": 1, "connectivity": 8,
                                 "weight": "max", "edges": 0, "trees": 1, "vertices": 1,
                                 "total_weight": 0.0, "tile": 16, "levels": 1, "backend": "gpu",
                                 "device": "d", "path": "in-core", "phase_seconds": {},
                                 "read_bytes": 0, "written_bytes": 0, "graph_bytes": 0,
-                                "seconds": 1.0, "gpus": 2, "note": "fits one GPU: x"})
-    assert "on 2 GPUs" in line and line.splitlines()[-1] == "note      fits one GPU: x"
+                                "seconds": 1.0, "gpus": 2, "gpus_used": 1,
+                                "note": "fits one GPU: x"})
+    assert "on 1 of 2 GPUs" in line and line.splitlines()[-1] == "note      fits one GPU: x"
 
 
 # ---------------------------------------------------------------- one route: run and dry run

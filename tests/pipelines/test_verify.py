@@ -87,6 +87,16 @@ def test_rejects_a_spanning_tree_that_is_not_minimum():
     assert found >= 3
 
 
+def test_cycle_property_names_the_heaviest_tree_edge_on_the_path():
+    # non-tree edge (0, 2) S (weight 8); its tree path holds (0, 0) E and (0, 1) E, both of
+    # weight 9: the heavier in (weight, id) order is (0, 1) E
+    z = np.array([[1, 9, 8], [2, 3, 7]], np.float32)
+    m = np.array([[3, 1, 0], [1, 1, 0]], np.uint8)
+    assert verify_grid_mst(z, m, connectivity=4).violation == (
+        "cycle property fails: non-tree edge (0, 2) S (weight 8) is lighter than tree edge "
+        "(0, 1) E (weight 9) on the tree path between its ends")
+
+
 def test_accepts_bfs_and_rejects_a_lowered_distance():
     nx = pytest.importorskip("networkx")
     from terrain.graph import bfs
