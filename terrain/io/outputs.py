@@ -45,6 +45,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import stat
@@ -306,7 +307,7 @@ def stale_partials(target):
 
 
 @contextlib.contextmanager
-def _lock(target, busy="another terrain run is writing this output"):
+def hold_lock(target, busy="another terrain run is writing this output"):
     """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it
     (``busy``: what the refusal says after the target's name)."""
     target = Path(target)
@@ -325,9 +326,6 @@ def _lock(target, busy="another terrain run is writing this output"):
     finally:
         os.close(fd)
 
-
-#: the lock of one run over ``target`` (``.NAME.lock`` beside it, ``flock``; removed after)
-hold_lock = _lock
 
 #: errors of a full disk or quota: one line naming the output, the partial removed
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -369,7 +367,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     check_outputs(inputs, [given], overwrite)
     target = write_path(given)
     tmp = partial_path(target, key)
-    with _lock(target):
+    with hold_lock(target):
         if _finish_swaps(target, given, notify) and not overwrite:
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for stale in stale_partials(target):
@@ -538,7 +536,7 @@ def _inventory(folder, meta):
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     grid = [-(-n // s) for n, s in zip(shape, shard)]
-    present = bytearray((_product(grid) + 7) // 8)
+    present = bytearray((math.prod(grid) + 7) // 8)
     for key in _chunk_keys(folder, sep):
         try:
             idx = [int(k) for k in key]
@@ -566,13 +564,6 @@ def _chunk_keys(folder, sep):
         for name in os.listdir(folder):
             if name.startswith("c.") and not name.endswith(".partial"):
                 yield tuple(name.split(".")[1:])
-
-
-def _product(values):
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def _write_json(path, doc):
