@@ -65,7 +65,7 @@ class _Blosc:
     buffers: numcodecs allocates and frees a new ``bytes`` of the tile's size for every
     call, with the GIL held. ctypes releases the GIL for the call. The library is the one
     inside numcodecs' extension module; where its symbols are not exported, :data:`BLOSC`
-    is None and numcodecs encodes."""
+    is None and zarr reads and writes Blosc arrays."""
 
     def __init__(self):
         import ctypes
@@ -85,49 +85,31 @@ class _Blosc:
 
 try:
     BLOSC = _Blosc()
-except Exception:  # noqa: BLE001 - no exported symbols: numcodecs' own calls
+except Exception:  # noqa: BLE001 - no exported symbols: zarr's own codecs
     BLOSC = None
 
 
 _OVERHEAD = 16  # BLOSC_MAX_OVERHEAD
+_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
 class ShardLayout:
-    """What :func:`write_shard` needs to know of one array (see :func:`fast_layout`)."""
+    """What the shard readers and writers need to know of one array (:func:`read_layout`).
 
-    def __init__(self, arr, inner, codec, checksum=False):
-        self.path = Path(str(arr.store_path.store.root)) / arr.path
-        self.shape = tuple(int(s) for s in arr.shape)
-        self.shard = tuple(int(s) for s in arr.shards)
-        self.inner = inner
-        self.dtype = np.dtype(arr.dtype)
-        self.fill = np.asarray(arr.fill_value, self.dtype)
-        self.codec = codec  # numcodecs Blosc or None (raw bytes)
-        self.checksum = checksum  # a CRC-32C after each inner chunk (zarr's crc32c codec)
-        self.present = shard_inventory(dict(arr.attrs), self.shape, self.shard)
-        if codec is not None:  # the same call as numcodecs' encode, for BLOSC
-            self.blosc_args = (int(codec.clevel), int(codec.shuffle), self.dtype.itemsize,
-                               codec.cname.encode() if isinstance(codec.cname, str)
-                               else bytes(codec.cname), int(codec.blocksize))
-        self.key = arr.metadata.chunk_key_encoding.encode_chunk_key
-        self.per_shard = (self.shard[0] // inner[0], self.shard[1] // inner[1])
-        try:  # zarr 3.1 ...
-            from zarr.core.indexing import morton_order_iter as morton
-        except ImportError:  # ... 3.4
-            from zarr.core.indexing import morton_order_coords as morton
-        self.order = [tuple(int(v) for v in c) for c in morton(self.per_shard)]
+    ``codec`` is None (raw bytes) or the arguments of ``blosc_compress_ctx`` (clevel,
+    shuffle, typesize, cname, blocksize); ``checksum``: a CRC-32C follows each inner chunk
+    (zarr's crc32c codec); ``present``: the shard inventory (:func:`shard_inventory`);
+    ``order``: the inner chunks in the order they are written (set by :func:`fast_layout`).
+    """
+
+    def __init__(self, path, shape, shard, inner, dtype, fill, codec, checksum, key, present):
+        self.path, self.shape, self.shard, self.inner = path, shape, shard, inner
+        self.dtype, self.fill, self.codec, self.checksum = dtype, fill, codec, checksum
+        self.key, self.present, self.order = key, present, None
+        self.per_shard = (shard[0] // inner[0], shard[1] // inner[1])
 
     def file(self, si, sj):
         return self.path / self.key((si, sj))
-
-    def missing(self, si, sj):
-        """:class:`InputError` for shard ``(si, sj)`` absent although the store's inventory
-        lists it (:func:`terrain.io.outputs.seal_store`); None when it may be absent (all
-        fill: never written)."""
-        if self.present is not None and self.present[si, sj]:
-            return InputError(f"{self.file(si, sj)}: shard missing (the store is damaged: "
-                              "its inventory lists it)")
-        return None
 
 
 def shard_inventory(attrs, shape, shard):
@@ -161,9 +143,10 @@ def read_layout(array_path):
     """A :class:`ShardLayout` for *reading* the array stored in the directory ``array_path``
     (:func:`read_shard`, :func:`read_array`), built from its ``zarr.json`` alone, without
     importing zarr (0.15-0.2 s), so that a command's start-up can read its DEM while the
-    main thread imports zarr; None where :func:`fast_layout` would not take the array, or
-    where Blosc is not reachable through ctypes (:data:`BLOSC`). The layout holds no
-    Morton order and cannot write."""
+    main thread imports zarr. None unless the array is 2-D, sharded, with inner codecs
+    ``bytes`` (little endian) [+ ``blosc``] [+ ``crc32c``] and the index ``bytes`` +
+    ``crc32c`` at the end, and Blosc is reachable through ctypes (:data:`BLOSC`): zarr
+    reads and writes anything else."""
     import json
     try:
         path = Path(array_path)
@@ -195,7 +178,9 @@ def read_layout(array_path):
                 and inner_codecs[0].get("configuration", {}).get("endian") != "little"):
             return None
         if len(inner_codecs) == 2 and inner_codecs[1]["name"] == "blosc":
-            codec = ("blosc", inner_codecs[1].get("configuration", {}))
+            b = inner_codecs[1]["configuration"]
+            codec = (int(b["clevel"]), _SHUFFLE[b["shuffle"]], dtype.itemsize,
+                     b["cname"].encode(), int(b.get("blocksize", 0)))
         elif len(inner_codecs) == 1:
             codec = None
         else:
@@ -219,80 +204,32 @@ def read_layout(array_path):
             return None
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
-    layout = ShardLayout.__new__(ShardLayout)
-    layout.path, layout.shape, layout.shard, layout.inner = path, shape, shard, inner
-    layout.dtype, layout.fill, layout.codec = dtype, np.asarray(fill, dtype), codec
-    layout.key, layout.order = key, None
-    layout.checksum = checksum
-    layout.per_shard = (shard[0] // inner[0], shard[1] // inner[1])
-    layout.present = shard_inventory(meta.get("attributes") or {}, shape, shard)
-    return layout
-
-
-def _name(option):
-    """A codec option's name: zarr 3.1 gives enums, zarr 3.4 strings."""
-    return str(getattr(option, "value", option))
+    return ShardLayout(path, shape, shard, inner, dtype, np.asarray(fill, dtype), codec,
+                       checksum, key, shard_inventory(meta.get("attributes") or {}, shape, shard))
 
 
 def fast_layout(arr):
-    """A :class:`ShardLayout` when ``arr`` (a zarr array in a local directory store) is 2-D,
-    sharded, with inner codecs ``bytes`` (little endian) [+ ``blosc``] and the index
-    ``bytes`` + ``crc32c`` at the end; else None (write through zarr)."""
-    try:
-        import numcodecs
-        from zarr.codecs import (BloscCodec, BytesCodec, Crc32cCodec, ShardingCodec)
-        from zarr.storage import LocalStore
-        if not isinstance(arr.store_path.store, LocalStore) or arr.ndim != 2:
-            return None
-        codecs = arr.metadata.codecs
-        if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
-            return None
-        sh = codecs[0]
-        if _name(sh.index_location) != "end":
-            return None
-        ic = sh.index_codecs
-        if not (len(ic) == 2 and isinstance(ic[0], BytesCodec) and isinstance(ic[1], Crc32cCodec)
-                and _name(ic[0].endian) == "little"):
-            return None
-        inner = list(sh.codecs)
-        if not inner or not isinstance(inner[0], BytesCodec):
-            return None
-        checksum = isinstance(inner[-1], Crc32cCodec)
-        if checksum:
-            inner.pop()
-        dtype = np.dtype(arr.dtype)
-        if dtype.itemsize > 1 and (inner[0].endian is None
-                                   or _name(inner[0].endian) != "little"):
-            return None
-        codec = None
-        if len(inner) == 2 and isinstance(inner[1], BloscCodec):
-            b = inner[1]
-            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[_name(b.shuffle)]
-            try:
-                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
-                                        shuffle=shuffle, blocksize=b.blocksize,
-                                        typesize=dtype.itemsize)
-            except TypeError:  # numcodecs before 0.16: the buffer's item size
-                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
-                                        shuffle=shuffle, blocksize=b.blocksize)
-        elif len(inner) != 1:
-            return None
-        if arr.shards is None or any(s % c for s, c in zip(arr.shards, sh.chunk_shape)):
-            return None
-        return ShardLayout(arr, tuple(int(c) for c in sh.chunk_shape), codec, checksum)
-    except InputError:  # a damaged inventory is an error, not "another layout"
-        raise
-    except Exception:  # noqa: BLE001 - an unknown layout or zarr version: zarr writes it
+    """A :class:`ShardLayout` that can also *write* (:func:`write_shard`) when ``arr`` (a
+    zarr array) is in a local directory store and :func:`read_layout` takes it; else None
+    (zarr reads and writes it)."""
+    from zarr.storage import LocalStore
+    if not isinstance(arr.store_path.store, LocalStore):
         return None
+    layout = read_layout(Path(str(arr.store_path.store.root)) / arr.path)
+    if layout is not None:
+        try:  # zarr 3.1 ...
+            from zarr.core.indexing import morton_order_iter as morton
+        except ImportError:  # ... 3.4
+            from zarr.core.indexing import morton_order_coords as morton
+        layout.order = [tuple(int(v) for v in c) for c in morton(layout.per_shard)]
+    return layout
 
 
 class _Buffers:
     """Reusable buffers shared by the threads of a process (no new pages per chunk or
     shard): a caller borrows one and gives it back. At most :attr:`keep` free buffers of a
-    kind are kept, so the memory held is that of the calls running at once (bounded by
-    their callers: the MST's super-tile slots), not one set per thread that ever read or
-    wrote a shard -- thread-local buffers made the peak RSS of a 16-core host's MST grow
-    from 2.6 GB with 16 task threads to 3.1 GB with 64."""
+    kind are kept, so the memory held is that of the calls running at once, not one set per
+    thread that ever read or wrote a shard."""
 
     keep = 8
 
@@ -344,12 +281,10 @@ def _all_fill(block, fill):
 
 def _encode(layout, tile, dest):
     """``tile`` (C-contiguous) as the inner chunk's bytes: a view of ``dest`` (or of the tile
-    itself without a compressor; a new ``bytes`` where :data:`BLOSC` is missing)."""
+    itself without a compressor)."""
     if layout.codec is None:
         return memoryview(tile).cast("B")
-    if BLOSC is None:
-        return layout.codec.encode(tile)
-    clevel, shuffle, typesize, cname, blocksize = layout.blosc_args
+    clevel, shuffle, typesize, cname, blocksize = layout.codec
     n = BLOSC.compress(clevel, shuffle, typesize, tile.nbytes, tile.ctypes.data,
                        dest.ctypes.data, dest.nbytes, cname, blocksize, 1)
     if n <= 0:
@@ -392,8 +327,7 @@ def partial_file(path):
 
 def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
     """:func:`write_shard`: the chunks go to a file beside the shard, renamed over it once
-    whole, so a writer killed (or its worker lost) half-way leaves the shard as it was and
-    a retried or resumed task reads whole bytes (a shard rewritten in place was torn)."""
+    whole, so a writer killed half-way leaves the shard as it was."""
     import google_crc32c
 
     R, C = layout.shard
@@ -467,12 +401,13 @@ def _copy_block(values, out, r0, r1, c0, c1):
 
 def _open_shard(layout, si, sj):
     """Shard ``(si, sj)``'s file opened for reading, or None when there is none (fill only);
-    :class:`InputError` when the array's inventory lists it."""
+    :class:`InputError` when the array's inventory lists it (the store is damaged)."""
     try:
         return open(layout.file(si, sj), "rb")
     except FileNotFoundError:
-        if layout.missing(si, sj):
-            raise layout.missing(si, sj) from None
+        if layout.present is not None and layout.present[si, sj]:
+            raise InputError(f"{layout.file(si, sj)}: shard missing (the store is damaged: "
+                             "its inventory lists it)") from None
         return None
 
 
@@ -542,9 +477,6 @@ def _decoded(layout, path, blob, off, length, tile):
     chunk = memoryview(blob)[off:off + length]
     if layout.codec is None:
         return np.frombuffer(chunk, layout.dtype).reshape(layout.inner)
-    if BLOSC is None:
-        layout.codec.decode(chunk, out=tile)
-        return tile
     n = BLOSC.decompress(blob.ctypes.data + off, tile.ctypes.data, tile.nbytes, 1)
     if n != tile.nbytes:
         raise InputError(f"{path}: a chunk does not decompress to a tile (the store is "
@@ -605,21 +537,15 @@ def shard_grid(layout):
     return (-(-layout.shape[0] // layout.shard[0]), -(-layout.shape[1] // layout.shard[1]))
 
 
-def read_array(layout, workers=None, stop=None):
+def read_array(layout, workers=None):
     """The whole array described by ``layout`` as a new NumPy array, its shards read by a
     pool of ``workers`` threads (default: :func:`io_threads`; the reads and the decompression
-    run without the GIL). ``stop`` (a ``threading.Event``): once set, the shards not yet
-    begun are skipped and None is returned."""
+    run without the GIL)."""
     import concurrent.futures
     out = np.empty(layout.shape, layout.dtype)
     gr, gc = shard_grid(layout)
     shards = [(si, sj) for si in range(gr) for sj in range(gc)]
     workers = max(1, min(workers or io_threads(), len(shards)))
-
-    def one(s):
-        if stop is None or not stop.is_set():
-            read_shard(layout, s[0], s[1], out)
-
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        list(pool.map(one, shards))
-    return None if stop is not None and stop.is_set() else out
+        list(pool.map(lambda s: read_shard(layout, s[0], s[1], out), shards))
+    return out
