@@ -169,12 +169,7 @@ def fetch(url, local, options=None):
             return local
         if not fs.exists(_join(root, ROOT_METADATA)):
             raise InputError(f"{url}: no such store or file")
-        os.makedirs(local)
-        for obj in fs.find(root):
-            rel = obj[len(root.rstrip("/")) + 1:]
-            dest = os.path.join(local, *rel.split("/"))
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            fs.get(obj, dest)
+        fs.get(root.rstrip("/") + "/", local, recursive=True)
     except InputError:
         raise
     except (OSError, PermissionError, ValueError) as e:
