@@ -155,11 +155,8 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     elev = group.get("elevation") if again else None
     if elev is None or (tuple(elev.shape), tuple(elev.chunks), tuple(elev.shards or ())) != (
             (rows, cols), (tile, tile), (k * tile, k * tile)):
-        elev = group.create_array(
-            "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),
-            shards=(k * tile, k * tile), fill_value=np.float32("nan"),
-            dimension_names=("y", "x"), compressors=checksummed(compressors),
-            config={"write_empty_chunks": False}, overwrite=True)
+        elev = create_layer(group, "elevation", "float32", np.float32("nan"), tile,
+                            (rows, cols), compressors=compressors, overwrite=True)
     if geotransform is None:
         geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
     gt = [float(v) for v in geotransform]
@@ -183,7 +180,8 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     return TileStore(path, group)
 
 
-def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None):
+def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None,
+                 overwrite=False):
     """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group``.
 
     Every layer (friction, sources, distance, backlink, ...) has the grid's ``shape``, one
@@ -209,7 +207,7 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
     arr = group.create_array(
         name, shape=(rows, cols), dtype=dtype, chunks=(tile, tile), shards=(k * tile, k * tile),
         fill_value=fill, dimension_names=("y", "x"), compressors=checksummed(compressors),
-        config={"write_empty_chunks": False})
+        config={"write_empty_chunks": False}, overwrite=overwrite)
     if attrs:
         arr.attrs.update(attrs)
     return arr
