@@ -37,10 +37,11 @@ from ..errors import InputError
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
-           "io_threads", "MAX_IO_THREADS", "partial_file", "sweep_partial_files",
+           "io_threads", "MAX_IO_THREADS", "sweep_partial_files",
            "shard_inventory", "borrow_buffer", "shard_grid"]
 
 _MAX = np.uint64(2**64 - 1)
+_ABSENT = 2**64 - 1  # the offset of an absent chunk in a shard index
 
 #: threads that read or write an array's shards at once (:func:`read_array`, the
 #: cost-distance writers); each holds its own buffers, so this count, not the host's cores,
@@ -193,15 +194,10 @@ def read_layout(array_path):
         if isinstance(fill, str) or dtype.kind not in "fiub":  # hex floats, other types
             return None
         enc = meta["chunk_key_encoding"]
-        sep = enc.get("configuration", {}).get("separator")
-        if enc["name"] == "default":
-            sep = "/" if sep is None else sep
-            key = (lambda c: sep.join(["c", *map(str, c)]))
-        elif enc["name"] == "v2":
-            sep = "." if sep is None else sep
-            key = (lambda c: sep.join(map(str, c)))
-        else:
+        sep = enc.get("configuration", {}).get("separator", "/")
+        if enc["name"] != "default":  # what zarr writes unless told otherwise
             return None
+        key = (lambda c: sep.join(["c", *map(str, c)]))
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
     return ShardLayout(path, shape, shard, inner, dtype, np.asarray(fill, dtype), codec,
@@ -258,12 +254,9 @@ class _Buffers:
 
 
 _buffers = _Buffers()
-
-
-def borrow_buffer(kind, nbytes, empty=None):
-    """A reusable uint8 buffer of at least ``nbytes`` bytes, as a context manager
-    (:meth:`_Buffers.borrow`): the threads of a process share them."""
-    return _buffers.borrow(kind, nbytes, empty)
+#: a reusable uint8 buffer, as a context manager (:meth:`_Buffers.borrow`) shared by the
+#: threads of a process
+borrow_buffer = _buffers.borrow
 
 
 def _view(buf, shape, dtype):
@@ -311,18 +304,11 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
     reader = hasattr(values, "read_block")
     kind, empty = (values.buffer_kind, values.empty) if reader else ("tile", None)
-    with _buffers.borrow(kind, nbytes, empty) as tile, \
-            _buffers.borrow("dest", nbytes + _OVERHEAD) as dest:
+    with borrow_buffer(kind, nbytes, empty) as tile, \
+            borrow_buffer("dest", nbytes + _OVERHEAD) as dest:
         return _write_shard(layout, si, sj, values, r0, c0,
                             _view(tile, layout.inner, layout.dtype),
                             dest[:nbytes + _OVERHEAD] if layout.codec is not None else None)
-
-
-def partial_file(path):
-    """Where a shard file is written before its rename: ``NAME.HEX.partial`` beside it (the
-    name zarr's own local store writes through, so one sweep,
-    :func:`sweep_partial_files`, removes what a killed writer of either left)."""
-    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
 
 
 def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
@@ -355,7 +341,9 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             data = _encode(layout, tile, dest)
             if fh is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = partial_file(path)
+                # NAME.HEX.partial: the name zarr's local store writes through, so one
+                # sweep (sweep_partial_files) removes what a killed writer of either left
+                tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
                 fh = open(tmp, "wb")
             fh.write(data)
             n = len(data)
@@ -415,19 +403,9 @@ def read_shard(layout, si, sj, out, r0=0, c0=0):
     """Read shard ``(si, sj)`` into ``out`` (the array's cells from ``(r0, c0)`` on); absent
     chunks (and a missing shard) give the fill value. The index's CRC is checked."""
     R, C = layout.shard
-    rows, cols = layout.shape
-    a_lo, b_lo = si * R, sj * C
-    a_hi, b_hi = min(a_lo + R, rows), min(b_lo + C, cols)
-    path = layout.file(si, sj)
-    fh = _open_shard(layout, si, sj)
-    if fh is None:
-        out[a_lo - r0:a_hi - r0, b_lo - c0:b_hi - c0] = layout.fill
-        return
-    nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
-    with fh, _buffers.borrow("blob", os.fstat(fh.fileno()).st_size) as blob, \
-            _buffers.borrow("tile", nbytes) as tile:
-        _read_shard(layout, path, fh, blob, _view(tile, layout.inner, layout.dtype), a_lo, b_lo,
-                    out, r0, c0)
+    a0, b0 = si * R, sj * C
+    a1, b1 = min(a0 + R, layout.shape[0]), min(b0 + C, layout.shape[1])
+    read_window(layout, a0, a1, b0, b1, out[a0 - r0:a1 - r0, b0 - c0:b1 - c0])
 
 
 def _shard_index(layout, path, raw, crc):
@@ -436,32 +414,6 @@ def _shard_index(layout, path, raw, crc):
     if np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes() != crc:
         raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
     return np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
-
-
-def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
-    tr, tc = layout.inner
-    rows, cols = layout.shape
-    size = os.fstat(fh.fileno()).st_size
-    view = memoryview(blob)[:size]
-    got = fh.readinto(view)
-    if got != size:
-        raise InputError(f"{path}: short read (the store is damaged)")
-    n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
-    index = _shard_index(layout, path, bytes(view[size - n_idx - 4:size - 4]),
-                         bytes(view[size - 4:size]))
-    for ci in range(layout.per_shard[0]):
-        for cj in range(layout.per_shard[1]):
-            a0, b0 = a_lo + ci * tr, b_lo + cj * tc
-            if a0 >= rows or b0 >= cols:
-                continue
-            a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
-            dst = out[a0 - r0:a1 - r0, b0 - c0:b1 - c0]
-            off, length = index[ci, cj]
-            if off == _MAX:
-                dst[...] = layout.fill
-                continue
-            src = _decoded(layout, path, blob, int(off), int(length), tile)
-            dst[...] = src[:a1 - a0, :b1 - b0]
 
 
 def _decoded(layout, path, blob, off, length, tile):
@@ -484,17 +436,22 @@ def _decoded(layout, path, blob, off, length, tile):
     return tile
 
 
+def _read_exactly(fh, path, blob, size):
+    if fh.readinto(memoryview(blob)[:size]) != size:
+        raise InputError(f"{path}: short read (the store is damaged)")
+
+
 def read_window(layout, r0, r1, c0, c1, out):
-    """Cells ``[r0:r1, c0:c1]`` of the array into ``out``, reading only the inner chunks
-    that meet the window (each shard's index, then each chunk's bytes: a block of a shard
-    costs its own bytes, not the shard's); absent chunks and shards give the fill value.
-    The indexes' CRCs are checked."""
+    """Cells ``[r0:r1, c0:c1]`` of the array into ``out``; absent chunks and shards give the
+    fill value. A shard the window covers whole is read at once; of any other, only the
+    index and the inner chunks that meet the window are read (a block of a shard costs its
+    own bytes, not the shard's). The indexes' CRCs are checked."""
     R, C = layout.shard
     tr, tc = layout.inner
     rows, cols = layout.shape
     n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
-    with _buffers.borrow("tile", nbytes) as tbuf:
+    with borrow_buffer("tile", nbytes) as tbuf:
         tile = _view(tbuf, layout.inner, layout.dtype)
         for si in range(r0 // R, (r1 - 1) // R + 1):
             for sj in range(c0 // C, (c1 - 1) // C + 1):
@@ -504,11 +461,18 @@ def read_window(layout, r0, r1, c0, c1, out):
                     out[max(si * R, r0) - r0:min(si * R + R, r1) - r0,
                         max(sj * C, c0) - c0:min(sj * C + C, c1) - c0] = layout.fill
                     continue
-                with fh:
+                whole = (r0 <= si * R and min(si * R + R, rows) <= r1
+                         and c0 <= sj * C and min(sj * C + C, cols) <= c1)
+                with fh, contextlib.ExitStack() as stack:
                     size = os.fstat(fh.fileno()).st_size
-                    fh.seek(size - n_idx - 4)
-                    tail = fh.read(n_idx + 4)  # a short tail fails the checksum
-                    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:])
+                    if whole:  # the whole file at once
+                        blob = stack.enter_context(borrow_buffer("blob", size))
+                        _read_exactly(fh, path, blob, size)
+                        tail = bytes(memoryview(blob)[:size][-(n_idx + 4):])
+                    else:
+                        fh.seek(size - n_idx - 4)
+                        tail = fh.read(n_idx + 4)  # a short tail fails the checksum
+                    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:]).tolist()
                     for ci in range(layout.per_shard[0]):
                         a0 = si * R + ci * tr
                         lo, hi = max(a0, r0), min(a0 + tr, r1, rows)
@@ -520,16 +484,18 @@ def read_window(layout, r0, r1, c0, c1, out):
                             if clo >= chi:
                                 continue
                             dst = out[lo - r0:hi - r0, clo - c0:chi - c0]
-                            off, length = (int(x) for x in index[ci, cj])
-                            if off == int(_MAX):
+                            off, length = index[ci][cj]
+                            if off == _ABSENT:
                                 dst[...] = layout.fill
-                                continue
-                            with _buffers.borrow("blob", length) as blob:
-                                fh.seek(off)
-                                if fh.readinto(memoryview(blob)[:length]) != length:
-                                    raise InputError(f"{path}: short read (the store is damaged)")
-                                src = _decoded(layout, path, blob, 0, length, tile)
+                            elif whole:
+                                src = _decoded(layout, path, blob, off, length, tile)
                                 dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
+                            else:
+                                with borrow_buffer("blob", length) as part:
+                                    fh.seek(off)
+                                    _read_exactly(fh, path, part, length)
+                                    src = _decoded(layout, path, part, 0, length, tile)
+                                    dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
 
 
 def shard_grid(layout):
