@@ -507,7 +507,8 @@ def array_inventory(folder):
 
 def _inventory(folder, meta):
     """:data:`INVENTORY_ATTR` of the array in ``folder`` (``meta``: its zarr.json), or None
-    for an array that is not sharded in the usual key encoding."""
+    for an array that is not sharded in the default key encoding (``c/i/j``, what terrain
+    writes)."""
     try:
         codecs = meta["codecs"]
         if codecs[0]["name"] != "sharding_indexed":
@@ -516,39 +517,26 @@ def _inventory(folder, meta):
         shard = [int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"]]
         encoding = meta["chunk_key_encoding"]
         sep = (encoding.get("configuration") or {}).get("separator", "/")
-        if encoding["name"] != "default" or sep not in "/.":
+        if encoding["name"] != "default" or sep != "/":
             return None
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     grid = [-(-n // s) for n, s in zip(shape, shard)]
     present = bytearray((math.prod(grid) + 7) // 8)
-    for key in _chunk_keys(folder, sep):
-        try:
-            idx = [int(k) for k in key]
-        except ValueError:
-            continue
-        if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
-            continue
-        flat = 0
-        for i, g in zip(idx, grid):
-            flat = flat * g + i
-        present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
+    for root, _, files in os.walk(folder / "c"):
+        rel = Path(root).relative_to(folder / "c").parts
+        for name in files:
+            try:
+                idx = [int(k) for k in (*rel, name)]
+            except ValueError:  # a shard writer's .partial file, anything else
+                continue
+            if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
+                continue
+            flat = 0
+            for i, g in zip(idx, grid):
+                flat = flat * g + i
+            present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
     return {"shape": shape, "shards": grid, "present": base64.b64encode(present).decode()}
-
-
-def _chunk_keys(folder, sep):
-    """The chunk keys (index strings) of an array folder with the default key encoding."""
-    if sep == "/":
-        base = folder / "c"
-        for root, _, files in os.walk(base):
-            rel = Path(root).relative_to(base).parts
-            for name in files:
-                if not name.endswith(".partial"):
-                    yield (*rel, name)
-    else:
-        for name in os.listdir(folder):
-            if name.startswith("c.") and not name.endswith(".partial"):
-                yield tuple(name.split(".")[1:])
 
 
 def _write_json(path, doc):
