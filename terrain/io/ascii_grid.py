@@ -37,13 +37,14 @@ Reading goes through :func:`terrain.io.read_grid` (whole grid) or the ingest pip
 import math
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
 from .outputs import check_input_file
+from .raster import Grid
 
 __all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "float32_value",
            "check_geometry", "ESRI_KEYS", "GRASS_KEYS", "BLOCK_BYTES", "INDEX_CHUNK_BYTES",
@@ -72,15 +73,12 @@ def _buffer(nbytes):
 
 
 @dataclass(frozen=True)
-class AsciiGrid:
-    """A validated ASCII grid header and where its data rows start.
+class AsciiGrid(Grid):
+    """A validated ASCII grid header (:class:`~terrain.io.raster.Grid`) and where its data
+    rows start.
 
     Attributes
     ----------
-    path : Path
-    dialect : {'esri', 'grass'}
-    shape : (nrows, ncols)
-    geotransform : tuple of 6 floats (GDAL order)
     nodata : float or None
         The header's nodata value (cells equal to it after the float32 cast become NaN);
         ``*`` is nodata in GRASS grids in any case.
@@ -88,26 +86,17 @@ class AsciiGrid:
         WKT from a ``.prj`` file beside the grid, when there is one GDAL understands.
     header : dict
         The header as written (lower-case key -> value text).
+    dialect : {'esri', 'grass'}
     data_offset, data_line : int
         Byte offset and 1-based line number of the first data row.
     size : int
         File size in bytes.
     """
 
-    path: Path
     dialect: str
-    shape: tuple
-    geotransform: tuple
-    nodata: object
-    crs: object
-    header: dict = field(hash=False)
     data_offset: int = 0
     data_line: int = 1
     size: int = 0
-
-    @property
-    def cellsize(self):
-        return (abs(self.geotransform[1]), abs(self.geotransform[5]))
 
     # -- pass 1: line index ---------------------------------------------------------------
     def index_ranges(self, chunk_bytes=INDEX_CHUNK_BYTES):
@@ -561,16 +550,12 @@ def _collect_keys(path, entries, grass):
     return keys
 
 
-def _need(path, keys, key, data_line):
-    if key not in keys:
-        raise InputError(f"{path}:{data_line}: header lacks {key!r}")
-    return keys[key]
-
-
 def _key_value(path, keys, key, data_line, kind):
     """The value of header ``key`` as ``kind``: 'count' (positive int), 'number' (finite
     float) or 'size' (finite positive float); InputError naming the line otherwise."""
-    value, line = _need(path, keys, key, data_line)
+    if key not in keys:
+        raise InputError(f"{path}:{data_line}: header lacks {key!r}")
+    value, line = keys[key]
     convert, valid, what = {
         "count": (int, lambda v: v > 0, "a positive integer"),
         "number": (float, math.isfinite, "a finite number"),
