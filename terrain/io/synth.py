@@ -182,10 +182,6 @@ def _base_period(rows, cols, divisor):
     return float(max(2, 1 << max(0, (side // divisor - 1).bit_length())))
 
 
-def _octaves(base_period):
-    return max(1, int(np.log2(base_period)))  # down to a period of 2 cells
-
-
 class _Terrain:
     """The parameters shared by all bands of one synthetic grid."""
 
@@ -210,7 +206,8 @@ class _Terrain:
         """Values of rows ``r0:r1`` rounded as written (float64, NaN = nodata)."""
         ids = np.arange(r0, r1, dtype=np.int64)
         z = np.empty((r1 - r0, self.cols))
-        _fbm_rows(self.seed, ids, self.cols, self.period, _octaves(self.period), z)
+        octaves = max(1, int(np.log2(self.period)))  # down to a period of 2 cells
+        _fbm_rows(self.seed, ids, self.cols, self.period, octaves, z)
         z -= 0.5
         z *= 1600.0  # mostly 0..1000 m, some cells below zero
         z += 500.0
