@@ -135,8 +135,8 @@ def test_unusual_layouts_go_through_zarr(tmp_path):
 @pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("float32", np.nan),
                                          ("int32", -1), ("uint8", 255)])
 def test_layout_from_zarr_json_alone_reads_zarrs_layers(tmp_path, codec, dtype, fill):
-    """``read_layout`` (the array's zarr.json, no zarr) describes the array, and ``read_array`` gives zarr's values, absent chunks and shards as the
-    fill value."""
+    """``read_layout`` (the array's zarr.json, no zarr) describes the array, and
+    ``read_array`` gives zarr's values, absent chunks and shards as the fill value."""
     from terrain.tiles._shards import read_array, read_layout
     v = _values(dtype, fill)
     arr = shard_layer(tmp_path / "a.zarr", "x", dtype, fill, CODECS[codec])
