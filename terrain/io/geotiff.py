@@ -14,11 +14,9 @@ Algorithm
    once, by the COG driver (docs/cost-distance.md, "Design notes"). ``cog=False`` writes a
    plain tiled GTiff with internal overviews the same way.
 
-The codec is ZSTD at level 1 without a predictor: distances are float64 whose low bits
-are noise, so DEFLATE (any level) and the floating-point predictor spend several times
-the CPU of ZSTD 1 for a file at most a quarter smaller; ZSTD 1 keeps the copy close to
-the cost of an uncompressed one (docs/cost-distance.md, "Design notes"). GDAL reads ZSTD
-TIFFs since 2.3, as do libtiff 4.0.10 and QGIS.
+The codec is ZSTD at level 1 without a predictor: the copy costs little more than an
+uncompressed one (figures: docs/cost-distance.md, "Design notes"). GDAL reads ZSTD TIFFs
+since 2.3, as do libtiff 4.0.10 and QGIS.
 
 :func:`write_geotiffs` writes several layers of one store at once, each in a thread of its
 own (GDAL releases the GIL), and renames them only when all are written.
