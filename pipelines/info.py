@@ -113,28 +113,6 @@ def describe_store(store):
     }
 
 
-def _format_info(d):
-    rows, cols = d["shape"]
-    gt = d["geotransform"]
-    cells = rows * cols
-    crs = d["crs"].splitlines()[0][:70] if d["crs"] else "unknown"
-    fmt = (lambda v: "n/a" if v is None else f"{v:.6g}")
-    return "\n".join([
-        f"store     {d['store']}",
-        f"shape     {rows} rows x {cols} cols ({cells} cells)",
-        f"tile      {d['tile']} x {d['tile']}; {d['tiles'][0]} x {d['tiles'][1]} = "
-        f"{d['tile_count']} tiles; {d['tiles_per_shard']} x {d['tiles_per_shard']} tiles per shard",
-        f"levels    {d['levels']} (quadtree over tiles, root included)",
-        f"nodata    {d['nodata_cells']} cells ({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), "
-        f"stored as NaN (source value {d['nodata']})",
-        f"min/max   {fmt(d['min'])} / {fmt(d['max'])}",
-        f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
-        f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
-        f"crs       {crs}",
-        f"source    {d['source']} ({d['source_format']})",
-    ])
-
-
 def _format_result(name, s):
     if name == "mst":
         return (f"{s.get('edges')} edges, {s.get('trees')} trees, total weight "
@@ -167,16 +145,28 @@ def format_description(d):
         return "\n".join([f"store     {d['store']} (graph cache written by graph-ingest)",
                           f"graph     {d['vertices']} vertices, {d['edges']} undirected edges",
                           f"source    {d['name']}"])
-    if d["kind"] == "tile store":
-        lines = _format_info({**d, "crs": d["crs_label"]}).splitlines()
-    else:
-        rows, cols = d["shape"]
-        gt = d["geotransform"]
-        lines = [f"store     {d['store']} (result store; the DEM is in {d.get('source')})",
-                 f"shape     {rows} rows x {cols} cols ({rows * cols} cells)",
-                 f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
-                 f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
-                 f"crs       {d['crs_label']}"]
+    rows, cols = d["shape"]
+    gt, cells = d["geotransform"], rows * cols
+    tiles = d["kind"] == "tile store"
+    lines = [f"store     {d['store']}" if tiles else
+             f"store     {d['store']} (result store; the DEM is in {d.get('source')})",
+             f"shape     {rows} rows x {cols} cols ({cells} cells)"]
+    if tiles:
+        fmt = (lambda v: "n/a" if v is None else f"{v:.6g}")
+        lines += [
+            f"tile      {d['tile']} x {d['tile']}; {d['tiles'][0]} x {d['tiles'][1]} = "
+            f"{d['tile_count']} tiles; {d['tiles_per_shard']} x {d['tiles_per_shard']} tiles "
+            "per shard",
+            f"levels    {d['levels']} (quadtree over tiles, root included)",
+            f"nodata    {d['nodata_cells']} cells "
+            f"({100.0 * d['nodata_cells'] / max(cells, 1):.2f}%), stored as NaN (source value "
+            f"{d['nodata']})",
+            f"min/max   {fmt(d['min'])} / {fmt(d['max'])}"]
+    lines += [f"origin    x {gt[0]:.10g}, y {gt[3]:.10g} (upper-left corner)",
+              f"cellsize  {d['cellsize'][0]:.10g} x {d['cellsize'][1]:.10g}",
+              f"crs       {d['crs_label']}"]
+    if tiles:
+        lines.append(f"source    {d['source']} ({d['source_format']})")
     for layer in d["layers"]:
         lines.append(f"layer     {layer['name']}: {layer['dtype']}, {layer['meaning']}")
     for name, s in d["results"].items():

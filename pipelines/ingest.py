@@ -172,7 +172,6 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
 
     tile = check_tile_size(tile)
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)
-    compressors = default_compressors() if compressors is None else compressors
     token = dask.base.tokenize(input_identity(input_path), str(store_path), tile)
     shard_side = dask.delayed(create_elevation, pure=False)(
         store_path, grid, tile, compressors, dask_key_name=f"ingest-create-{token}")
@@ -289,7 +288,6 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
     from concurrent.futures import ThreadPoolExecutor
 
     check_tile_size(tile)
-    compressors = default_compressors() if compressors is None else compressors
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp, \
             ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:

@@ -36,12 +36,12 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
                               merge_step, super_tile_fits, super_tile_side)
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
-from terrain.io.georef import check_weight_units, finish_store
+from terrain.io.georef import check_weight_units, finish_store, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
-from terrain.tiles.store import (check_tile_size, checksummed, read_block, tiles_per_shard, write_block,
-                                 write_coordinates)
+from terrain.tiles.store import (check_tile_size, checksummed, read_block, tiles_per_shard,
+                                 write_block)
 
 from . import _plan as _plans
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
@@ -177,7 +177,7 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
     group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3)
     if "x" not in group:
         gt = geo["geotransform"]
-        write_coordinates(group, spec.shape, gt, geo.get("crs"))
+        write_georeference(group, spec.shape, gt, geo.get("crs"))
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
                             "source": geo.get("source")})
     side = spec.tile * tile_shard

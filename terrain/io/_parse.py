@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import native
 
-__all__ = ["newline_offsets", "parse_rows", "nan_min_max", "load_kernels", "load_library",
+__all__ = ["newline_offsets", "parse_rows", "nan_min_max", "load_library",
            "PARSE_OK", "PARSE_BAD_TOKEN", "PARSE_ROW_LENGTH", "SLOW_BITS"]
 
 PARSE_OK = 0
@@ -88,12 +88,6 @@ def load_library():
         lib.terrain_nan_min_max.argtypes = [_vp, _i64, _i64, _i64, _vp, _vp, _vp]
         lib._terrain_parse_declared = True
     return lib
-
-
-def load_kernels():
-    """Load (compiling on first use) the parser's library now, so that the first parse does
-    not wait for it; callers run this in a background thread while other work starts."""
-    load_library()
 
 
 def _ptr(a):

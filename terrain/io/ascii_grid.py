@@ -37,12 +37,14 @@ Reading goes through :func:`terrain.io.read_grid` (whole grid) or the ingest pip
 import math
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
+from .outputs import check_input_file
+from .raster import Grid
 
 __all__ = ["AsciiGrid", "open_ascii_grid", "looks_like_ascii_grid", "float32_value",
            "check_geometry", "ESRI_KEYS", "GRASS_KEYS", "BLOCK_BYTES", "INDEX_CHUNK_BYTES",
@@ -56,10 +58,9 @@ GRASS_TYPES = ("int", "float", "double")
 BLOCK_BYTES = 8 << 20         # text parsed per task when a whole grid is parsed on a pool
 INDEX_CHUNK_BYTES = 32 << 20  # bytes scanned for newlines per index task
 _HEADER_PROBE = 1 << 16       # a header longer than this is not a grid header
-_FLT_MAX = float(np.finfo(np.float32).max)
 _DBL_MIN = float(np.finfo(np.float64).tiny)  # the smallest normal double
 #: the largest float32 (GDAL clamps values beyond it; they are refused here)
-FLOAT32_MAX = _FLT_MAX
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 _buffers = threading.local()  # each thread's text buffer (bytes read with pread)
 
 
@@ -72,15 +73,12 @@ def _buffer(nbytes):
 
 
 @dataclass(frozen=True)
-class AsciiGrid:
-    """A validated ASCII grid header and where its data rows start.
+class AsciiGrid(Grid):
+    """A validated ASCII grid header (:class:`~terrain.io.raster.Grid`) and where its data
+    rows start.
 
     Attributes
     ----------
-    path : Path
-    dialect : {'esri', 'grass'}
-    shape : (nrows, ncols)
-    geotransform : tuple of 6 floats (GDAL order)
     nodata : float or None
         The header's nodata value (cells equal to it after the float32 cast become NaN);
         ``*`` is nodata in GRASS grids in any case.
@@ -88,26 +86,17 @@ class AsciiGrid:
         WKT from a ``.prj`` file beside the grid, when there is one GDAL understands.
     header : dict
         The header as written (lower-case key -> value text).
+    dialect : {'esri', 'grass'}
     data_offset, data_line : int
         Byte offset and 1-based line number of the first data row.
     size : int
         File size in bytes.
     """
 
-    path: Path
     dialect: str
-    shape: tuple
-    geotransform: tuple
-    nodata: object
-    crs: object
-    header: dict = field(hash=False)
     data_offset: int = 0
     data_line: int = 1
     size: int = 0
-
-    @property
-    def cellsize(self):
-        return (abs(self.geotransform[1]), abs(self.geotransform[5]))
 
     # -- pass 1: line index ---------------------------------------------------------------
     def index_ranges(self, chunk_bytes=INDEX_CHUNK_BYTES):
@@ -196,23 +185,8 @@ class AsciiGrid:
 
     # -- pass 2: parse rows -----------------------------------------------------------------
     def read_rows(self, r0, r1, starts, out=None):
-        """Parse data rows ``r0:r1`` into float32 (NaN = nodata).
-
-        Parameters
-        ----------
-        r0, r1 : int
-            Row range.
-        starts : int64 array
-            :meth:`row_starts` of the grid.
-        out : float32 array (r1 - r0, ncols), optional
-            Where to write.
-
-        Returns
-        -------
-        float32 array (r1 - r0, ncols)
-
-        The text is read through a memory map (:meth:`text`): no buffer beyond ``out``.
-        """
+        """Data rows ``r0:r1`` parsed into float32 (NaN = nodata), into ``out`` when given;
+        ``starts``: the grid's :meth:`row_starts`."""
         return self.read_rows_stats(r0, r1, starts, out)[0]
 
     def read_rows_stats(self, r0, r1, starts, out=None):
@@ -237,16 +211,11 @@ class AsciiGrid:
         step = max(1, int(BLOCK_BYTES // row_bytes))
         for a in range(r0, r1, step):
             b = min(a + step, r1)
-            n, l, h = self._parse_block(a, b, starts, out[a - r0:b - r0])
+            base = int(starts[a])
+            text = self.read_bytes(base, int(starts[b]))
+            n, l, h = self._parse_text(text, starts[a:b + 1] - base, a, out[a - r0:b - r0])
             nan, lo, hi = nan + n, min(lo, l), max(hi, h)
         return out, (nan, lo, hi)
-
-    def _parse_block(self, r0, r1, starts, out):
-        """Parse rows ``r0:r1`` (text read into this thread's buffer) into ``out``; their
-        ``(nodata cells, min, max)``."""
-        base = int(starts[r0])
-        text = self.read_bytes(base, int(starts[r1]))
-        return self._parse_text(text, starts[r0: r1 + 1] - base, r0, out)
 
     def _parse_text(self, text, local, r0, out):
         """Parse the rows of ``text`` (row ``r0 + i`` spans ``local[i]:local[i + 1]``) into
@@ -443,7 +412,7 @@ def open_ascii_grid(path):
     ((300, 400), (10.0, 10.0))
     """
     path = Path(path)
-    size = _check_readable_file(path)
+    size = check_readable_file(path)
     with open(path, "rb") as f:
         head = f.read(_HEADER_PROBE)
     if not head.strip():
@@ -502,11 +471,15 @@ def _check_size_fits(path, keys, shape, data_bytes, grass):
                          f"but the file holds {data_bytes} bytes of data (at least one per cell)")
 
 
-def _check_readable_file(path):
+def check_readable_file(path):
+    """The size of the grid file ``path``; :class:`InputError` when it is missing, a
+    directory, a FIFO or a device (:func:`terrain.io.outputs.check_input_file`), unreadable
+    or empty."""
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not a grid file")
+    check_input_file(path)  # a FIFO or a device: refused before any read
     try:
         size = path.stat().st_size
         with open(path, "rb"):
@@ -577,16 +550,12 @@ def _collect_keys(path, entries, grass):
     return keys
 
 
-def _need(path, keys, key, data_line):
-    if key not in keys:
-        raise InputError(f"{path}:{data_line}: header lacks {key!r}")
-    return keys[key]
-
-
 def _key_value(path, keys, key, data_line, kind):
     """The value of header ``key`` as ``kind``: 'count' (positive int), 'number' (finite
     float) or 'size' (finite positive float); InputError naming the line otherwise."""
-    value, line = _need(path, keys, key, data_line)
+    if key not in keys:
+        raise InputError(f"{path}:{data_line}: header lacks {key!r}")
+    value, line = keys[key]
     convert, valid, what = {
         "count": (int, lambda v: v > 0, "a positive integer"),
         "number": (float, math.isfinite, "a finite number"),

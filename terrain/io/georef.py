@@ -136,11 +136,6 @@ def fill_value_attr(value, dtype):
     raise ValueError(f"fill_value_attr: unsupported dtype {dtype}")
 
 
-def _dims(array):
-    names = getattr(array.metadata, "dimension_names", None)
-    return tuple(names) if names else None
-
-
 def mark_raster(array, nodata=None):
     """Tag one raster array of a georeferenced group: ``grid_mapping`` and, when it has
     nodata, ``_FillValue``.
@@ -220,7 +215,8 @@ def write_georeference(group, shape, geotransform, crs=None):
 
 def _mark_all(group):
     for name, array in group.arrays():
-        if _dims(array) == RASTER_DIMS and array.attrs.get("grid_mapping") != GRID_MAPPING:
+        dims = tuple(getattr(array.metadata, "dimension_names", None) or ())
+        if dims == RASTER_DIMS and array.attrs.get("grid_mapping") != GRID_MAPPING:
             mark_raster(array)
 
 

@@ -14,11 +14,9 @@ Algorithm
    once, by the COG driver (docs/cost-distance.md, "Design notes"). ``cog=False`` writes a
    plain tiled GTiff with internal overviews the same way.
 
-The codec is ZSTD at level 1 without a predictor: distances are float64 whose low bits
-are noise, so DEFLATE (any level) and the floating-point predictor spend several times
-the CPU of ZSTD 1 for a file at most a quarter smaller; ZSTD 1 keeps the copy close to
-the cost of an uncompressed one (docs/cost-distance.md, "Design notes"). GDAL reads ZSTD
-TIFFs since 2.3, as do libtiff 4.0.10 and QGIS.
+The codec is ZSTD at level 1 without a predictor: the copy costs little more than an
+uncompressed one (figures: docs/cost-distance.md, "Design notes"). GDAL reads ZSTD TIFFs
+since 2.3, as do libtiff 4.0.10 and QGIS.
 
 :func:`write_geotiffs` writes several layers of one store at once, each in a thread of its
 own (GDAL releases the GIL), and renames them only when all are written.
@@ -111,8 +109,7 @@ def _georeference(group, shape):
 
 
 def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_from=None,
-                  description=None, tags=None, resampling="nearest", dtype=None,
-                  compress="zstd", overwrite=False):
+                  description=None, tags=None, resampling="nearest", overwrite=False):
     """Write one ``(y, x)`` layer of a Zarr store as a GeoTIFF (a COG by default).
 
     Parameters
@@ -136,10 +133,6 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
         More band tags.
     resampling : str
         Overview resampling (``nearest`` for masks and ids, ``average`` for distances).
-    dtype : numpy dtype, optional
-        Output type (default: the layer's).
-    compress : str
-        The TIFF codec (``zstd``, ``deflate``, ``lzw``, ``none``), at its fastest level.
 
     Returns
     -------
@@ -153,7 +146,7 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
     """
     job = dict(array_name=array_name, tif_path=tif_path, nodata=nodata,
                valid_from=valid_from, description=description, tags=tags,
-               resampling=resampling, dtype=dtype, compress=compress)
+               resampling=resampling)
     return write_geotiffs(store, [job], cog=cog, overwrite=overwrite)[0]
 
 
@@ -165,8 +158,7 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
     removed again when they fail: a failure leaves nothing. A full disk (or quota, or file
     size limit) is an :class:`InputError` naming the folder; what libtiff prints on stderr
     about each failed write is not shown then (that one line says it). Returns the paths."""
-    jobs = [dict(j) for j in jobs]
-    prepared = [_prepare(store, **{k: v for k, v in j.items() if k in _PREPARE_KEYS})
+    prepared = [_prepare(store, **{k: v for k, v in j.items() if k != "tif_path"})
                 for j in jobs]
     folders = list(dict.fromkeys(Path(j["tif_path"]).parent for j in jobs))
     if jobs:
@@ -204,10 +196,6 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
             shutil.rmtree(f, ignore_errors=True)
         raise
     return [Path(j["tif_path"]) for j in jobs]
-
-
-_PREPARE_KEYS = ("array_name", "nodata", "valid_from", "description", "tags", "resampling",
-                 "dtype", "compress")
 
 
 def _check_room(prepared, folder):
@@ -285,7 +273,7 @@ def _stderr_held():
 
 
 def _prepare(store, array_name, nodata=None, valid_from=None, description=None, tags=None,
-             resampling="nearest", dtype=None, compress="zstd"):
+             resampling="nearest"):
     """One layer's checked settings: what :func:`_write_one` needs."""
     group, arr = _open_array(store, array_name)
     if arr.ndim != 2:
@@ -293,7 +281,7 @@ def _prepare(store, array_name, nodata=None, valid_from=None, description=None, 
     rows, cols = (int(s) for s in arr.shape)
     if rows == 0 or cols == 0:
         raise InputError(f"{store}: {array_name} is empty; GeoTIFF needs at least one cell")
-    out_dtype = np.dtype(dtype or arr.dtype)
+    out_dtype = np.dtype(arr.dtype)
     if nodata is None and out_dtype.kind == "f":
         nodata = float("nan")
     if valid_from is not None and nodata is None:
@@ -314,7 +302,7 @@ def _prepare(store, array_name, nodata=None, valid_from=None, description=None, 
         band_tags.setdefault("meaning", description)
     return dict(arr=arr, valid=valid, rows=rows, cols=cols, dtype=out_dtype, nodata=nodata,
                 gt=gt, crs=crs, description=description, tags=band_tags,
-                resampling=resampling, compress=compress)
+                resampling=resampling)
 
 
 def _write_one(p, tmp, cog):
@@ -352,27 +340,21 @@ def _write_one(p, tmp, cog):
                 dst.set_band_description(1, p["description"])
             if p["tags"]:
                 dst.update_tags(1, **{k: str(v) for k, v in p["tags"].items()})
-        _copy(stage, tmp, p["compress"], p["resampling"], len(factors), cog)
+        _copy(stage, tmp, p["resampling"], len(factors), cog)
     finally:
         if stage.exists():
             os.unlink(stage)
 
 
-def _copy(stage, target, compress, resampling, overviews, cog):
+def _copy(stage, target, resampling, overviews, cog):
     """The stage into ``target``: a COG (GDAL's COG driver, overviews built on the way) or
-    a tiled GTiff with internal overviews, compressed on every core."""
+    a tiled GTiff with internal overviews, ZSTD level 1 on every core."""
     import rasterio
     from rasterio.shutil import copy as gdal_copy
 
-    codec = compress.upper()
-    fastest = codec in ("ZSTD", "DEFLATE")  # level 1: see the module's docstring
-    with rasterio.Env() as env:
-        has_cog = "COG" in env.drivers()
-    if cog and has_cog:
-        options = dict(BLOCKSIZE=BLOCK, COMPRESS=codec, NUM_THREADS="ALL_CPUS",
-                       BIGTIFF="IF_SAFER", RESAMPLING=resampling.upper())
-        if fastest:
-            options["LEVEL"] = 1
+    if cog:
+        options = dict(BLOCKSIZE=BLOCK, COMPRESS="ZSTD", NUM_THREADS="ALL_CPUS",
+                       BIGTIFF="IF_SAFER", RESAMPLING=resampling.upper(), LEVEL=1)
         if overviews:
             options["OVERVIEW_COUNT"] = overviews
         else:
@@ -383,7 +365,6 @@ def _copy(stage, target, compress, resampling, overviews, cog):
     if overviews:
         with rasterio.open(stage, "r+") as ds:
             ds.build_overviews([2 ** (k + 1) for k in range(overviews)], Resampling[resampling])
-    level = {"ZSTD": {"ZSTD_LEVEL": 1}, "DEFLATE": {"ZLEVEL": 1}}.get(codec, {})
     gdal_copy(stage, target, driver="GTiff", TILED="YES", BLOCKXSIZE=BLOCK, BLOCKYSIZE=BLOCK,
-              COMPRESS=codec, COPY_SRC_OVERVIEWS="YES", NUM_THREADS="ALL_CPUS",
-              BIGTIFF="IF_SAFER", **level)
+              COMPRESS="ZSTD", COPY_SRC_OVERVIEWS="YES", NUM_THREADS="ALL_CPUS",
+              BIGTIFF="IF_SAFER", ZSTD_LEVEL=1)

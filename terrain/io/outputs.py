@@ -2,34 +2,18 @@
 
 Every command that writes passes its inputs and outputs to :func:`check_outputs` before it
 reads a byte of data or starts a scheduler, so that a bad path costs nothing and nothing
-is left behind. An output may never be an input, contain one or lie inside one (paths are
-compared after resolving ``~``, ``..`` and symlinks as the kernel does, component by
-component: :func:`real_path`; and by inode for hard links); an existing output is replaced
-only with ``overwrite``; the output's directory must exist, be a directory and be writable
-(tested by creating and removing a probe file: as root, ``os.access`` says yes to
-``/proc``). An input must be a regular file or a directory (:func:`check_input_file`: a
-FIFO would hang its reader).
+is left behind: an output may never be, contain or lie inside an input (paths compared as
+the kernel resolves them, :func:`real_path`, and by inode); an existing output is replaced
+only with ``overwrite``; its directory must exist and be writable. An input must be a
+regular file or a directory (:func:`check_input_file`: a FIFO would hang its reader).
 
-:func:`input_identity` is what deterministic task keys and partial names hash: a file's
-(or a store's metadata file's) absolute path, size and modification time.
-
-Outputs appear atomically: written beside the target, renamed into place when complete.
-A full disk (or quota) while the output is written is one :class:`InputError` naming it.
-After any failure (an exception, a bad input found half-way, SIGTERM or Ctrl-C turned
-into an exception by the command line) the target path does not exist, or, with
-``overwrite=True``, still holds what it held before; only an error that says the work can
-go on elsewhere (``keep_partial``: a lost cluster) leaves the partial for a resumed run.
-A finished Zarr store is sealed before its rename (:func:`seal_store`: each sharded array
-records its shard files, so a reader tells a lost shard from an empty one). Killed
-between the two renames of an ``overwrite`` swap, the next run finishes or undoes it.
-
-The partial output is ``.NAME.partial-KEY`` beside the target. ``KEY`` is deterministic
-(the caller's hash of its inputs' identity and parameters; by default a hash of the
-target's path), so a run killed outright (SIGKILL, power loss) leaves a partial the next
-run for the same target finds: it is removed with a one-line notice, or, with
-``resume=True`` and the same key, handed back to the caller to finish. A lock file
-(``.NAME.lock``, ``flock``) tells a live run's partial from a dead one's: the kernel drops
-the lock when its holder dies, however it dies.
+Outputs appear atomically (:func:`atomic_output`): written beside the target as
+``.NAME.partial-KEY`` and renamed into place when complete; after any failure the target
+does not exist, or still holds what it held before. ``KEY`` is deterministic, so the next
+run for the same target removes (or, resuming, finishes) what a killed run left; a lock
+file (``.NAME.lock``, ``flock``) tells a live run's partial from a dead one's. A finished
+Zarr store is sealed before its rename (:func:`seal_store`). :func:`input_identity` is
+what deterministic task keys and partial names hash.
 
 Examples
 --------
@@ -45,6 +29,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import stat
@@ -70,10 +55,9 @@ def real_path(path):
     them, so that what is checked is what is written (the target need not exist).
 
     Component by component from the left: a symlink is followed before the ``..`` after it
-    (``link/..`` is the parent of the link's *target*, not the folder holding the link, as
-    ``open`` sees it; collapsing ``..`` as text first once let ``-o link/../dem.asc`` replace
-    the input ``dem.asc``). Components after the first one that does not exist are kept as
-    written, ``..`` included: the kernel would not find them either.
+    (``link/..`` is the parent of the link's *target*, as ``open`` sees it). Components
+    after the first one that does not exist are kept as written, ``..`` included: the kernel
+    would not find them either.
 
     Examples
     --------
@@ -306,7 +290,7 @@ def stale_partials(target):
 
 
 @contextlib.contextmanager
-def _lock(target, busy="another terrain run is writing this output"):
+def hold_lock(target, busy="another terrain run is writing this output"):
     """Hold ``.NAME.lock`` beside ``target`` for one run; refuse when another run holds it
     (``busy``: what the refusal says after the target's name)."""
     target = Path(target)
@@ -326,9 +310,6 @@ def _lock(target, busy="another terrain run is writing this output"):
         os.close(fd)
 
 
-#: the lock of one run over ``target`` (``.NAME.lock`` beside it, ``flock``; removed after)
-hold_lock = _lock
-
 #: errors of a full disk or quota: one line naming the output, the partial removed
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -339,7 +320,9 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     """Yield a temporary path beside ``target``; rename it to ``target`` on success.
 
     Works for files and for directories (Zarr stores). The temporary name starts with a
-    dot so that a crashed run leaves nothing that looks like a finished output.
+    dot so that a crashed run leaves nothing that looks like a finished output. A full disk
+    (or quota) is one :class:`InputError` naming the output; only an error whose
+    ``keep_partial`` is true (a lost cluster) leaves the partial for a resumed run.
 
     Parameters
     ----------
@@ -369,7 +352,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     check_outputs(inputs, [given], overwrite)
     target = write_path(given)
     tmp = partial_path(target, key)
-    with _lock(target):
+    with hold_lock(target):
         if _finish_swaps(target, given, notify) and not overwrite:
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
         for stale in stale_partials(target):
@@ -465,9 +448,9 @@ def seal_store(path):
     its rename.
 
     A shard holding only the fill value is never written, so without this a deleted shard
-    file read as nodata: ``mst`` once gave a smaller forest with exit 0. Readers
-    (:func:`terrain.tiles.open_store`, the whole-shard reader) compare the files with the
-    inventory and refuse a store that lost one, or whose shape no longer fits it.
+    file would read as nodata. Readers (:func:`terrain.tiles.open_store`, the whole-shard
+    reader) compare the files with the inventory and refuse a store that lost one, or whose
+    shape no longer fits it.
 
     >>> import tempfile, zarr
     >>> d = tempfile.mkdtemp()
@@ -524,7 +507,8 @@ def array_inventory(folder):
 
 def _inventory(folder, meta):
     """:data:`INVENTORY_ATTR` of the array in ``folder`` (``meta``: its zarr.json), or None
-    for an array that is not sharded in the usual key encoding."""
+    for an array that is not sharded in the default key encoding (``c/i/j``, what terrain
+    writes)."""
     try:
         codecs = meta["codecs"]
         if codecs[0]["name"] != "sharding_indexed":
@@ -533,46 +517,26 @@ def _inventory(folder, meta):
         shard = [int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"]]
         encoding = meta["chunk_key_encoding"]
         sep = (encoding.get("configuration") or {}).get("separator", "/")
-        if encoding["name"] != "default" or sep not in "/.":
+        if encoding["name"] != "default" or sep != "/":
             return None
     except (KeyError, IndexError, TypeError, ValueError):
         return None
     grid = [-(-n // s) for n, s in zip(shape, shard)]
-    present = bytearray((_product(grid) + 7) // 8)
-    for key in _chunk_keys(folder, sep):
-        try:
-            idx = [int(k) for k in key]
-        except ValueError:
-            continue
-        if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
-            continue
-        flat = 0
-        for i, g in zip(idx, grid):
-            flat = flat * g + i
-        present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
+    present = bytearray((math.prod(grid) + 7) // 8)
+    for root, _, files in os.walk(folder / "c"):
+        rel = Path(root).relative_to(folder / "c").parts
+        for name in files:
+            try:
+                idx = [int(k) for k in (*rel, name)]
+            except ValueError:  # a shard writer's .partial file, anything else
+                continue
+            if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
+                continue
+            flat = 0
+            for i, g in zip(idx, grid):
+                flat = flat * g + i
+            present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
     return {"shape": shape, "shards": grid, "present": base64.b64encode(present).decode()}
-
-
-def _chunk_keys(folder, sep):
-    """The chunk keys (index strings) of an array folder with the default key encoding."""
-    if sep == "/":
-        base = folder / "c"
-        for root, _, files in os.walk(base):
-            rel = Path(root).relative_to(base).parts
-            for name in files:
-                if not name.endswith(".partial"):
-                    yield (*rel, name)
-    else:
-        for name in os.listdir(folder):
-            if name.startswith("c.") and not name.endswith(".partial"):
-                yield tuple(name.split(".")[1:])
-
-
-def _product(values):
-    out = 1
-    for v in values:
-        out *= v
-    return out
 
 
 def _write_json(path, doc):

@@ -235,19 +235,11 @@ def _geojson_crs(doc, path):
     return name
 
 
-def _crs(value, what):
-    from rasterio.crs import CRS
-    from rasterio.errors import CRSError
-    try:
-        return CRS.from_user_input(value)
-    except (CRSError, ValueError, TypeError):
-        raise InputError(f"{what}: unknown CRS {str(value)[:80]!r}") from None
-
-
 def _reproject(points, src, dst, path):
     """``points`` from CRS ``src`` into ``dst`` (both strings or WKT); unchanged when they
     are the same. Points said to be longitude/latitude must be: projected coordinates in a
     GeoJSON without a ``crs`` member are refused with a hint, not sent to PROJ."""
+    from .georef import _crs  # zarr's import, only where points are reprojected
     s, d = _crs(src, path), _crs(dst, f"{path}: the raster's CRS")
     if s.is_geographic:
         for x, y in points:
@@ -308,6 +300,7 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
         raise InputError(f"{target}: unknown paths format {fmt!r}")
     project = None
     if crs:
+        from .georef import _crs
         s = _crs(crs, what)
         if s != _crs(WGS84, what):
             from rasterio.warp import transform

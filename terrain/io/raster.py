@@ -13,28 +13,14 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["RasterGrid", "open_raster"]
+__all__ = ["Grid", "RasterGrid", "open_raster"]
 
 
 @dataclass(frozen=True)
-class RasterGrid:
-    """A raster's shape and georeference; :meth:`read_rows` reads its first band.
-
-    Attributes
-    ----------
-    path : Path
-    shape : (rows, cols)
-    geotransform : tuple of 6 floats (GDAL order)
-    nodata : float or None
-    crs : str or None (WKT)
-    header : dict
-        Driver, data type, band count and the dataset's tags.
-    band : int
-        The band :meth:`read_rows` reads (from 1).
-    file_mask : bool
-        True: cells masked by the file (nodata value, mask band) are nodata; False: only
-        cells equal to ``nodata`` (a value the user gave) and NaN.
-    """
+class Grid:
+    """What every grid file describes: ``path``, ``shape`` (rows, cols), ``geotransform``
+    (6 floats, GDAL order), ``nodata`` (float or None), ``crs`` (WKT or None) and
+    ``header`` (what the file says, as a dict)."""
 
     path: Path
     shape: tuple
@@ -42,12 +28,21 @@ class RasterGrid:
     nodata: object
     crs: object
     header: dict = field(hash=False)
-    band: int = 1
-    file_mask: bool = True
 
     @property
     def cellsize(self):
         return (abs(self.geotransform[1]), abs(self.geotransform[5]))
+
+
+@dataclass(frozen=True)
+class RasterGrid(Grid):
+    """A raster's shape and georeference (:class:`Grid`; ``header``: driver, data type, band
+    count and the dataset's tags); :meth:`read_rows` reads band ``band`` (from 1).
+    ``file_mask``: True, cells masked by the file (nodata value, mask band) are nodata;
+    False, only cells equal to ``nodata`` (a value the user gave) and NaN."""
+
+    band: int = 1
+    file_mask: bool = True
 
     def read_rows(self, r0, r1, starts=None, out=None):
         """Rows ``r0:r1`` of :attr:`band` as float32, nodata cells NaN (``starts`` is ignored)."""

@@ -42,6 +42,7 @@ import sys
 import tempfile
 
 from ..errors import InputError
+from .outputs import OutputExists
 
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA"]
@@ -128,8 +129,7 @@ def _short(e):
 
 def check_url_output(url, overwrite=False, inputs=(), options=None):
     """Refuse ``url`` as an output before any work: an input, inside one or holding one,
-    or a published store without ``overwrite`` (an :class:`InputError` whose ``option`` is
-    ``"overwrite"``)."""
+    or a published store without ``overwrite`` (:class:`~terrain.io.outputs.OutputExists`)."""
     target = url.rstrip("/")
     for i in inputs:
         if not isinstance(i, str) or not is_url(i):
@@ -140,9 +140,7 @@ def check_url_output(url, overwrite=False, inputs=(), options=None):
         if i.startswith(target + "/") or target.startswith(i + "/"):
             raise InputError(f"{url}: output overlaps the input {i}")
     if store_state(url, options) == "store" and not overwrite:
-        e = InputError(f"{url}: output exists")
-        e.option = "overwrite"
-        raise e
+        raise OutputExists(f"{url}: output exists")
     _probe(url, options)
 
 
@@ -169,12 +167,7 @@ def fetch(url, local, options=None):
             return local
         if not fs.exists(_join(root, ROOT_METADATA)):
             raise InputError(f"{url}: no such store or file")
-        os.makedirs(local)
-        for obj in fs.find(root):
-            rel = obj[len(root.rstrip("/")) + 1:]
-            dest = os.path.join(local, *rel.split("/"))
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            fs.get(obj, dest)
+        fs.get(root.rstrip("/") + "/", local, recursive=True)
     except InputError:
         raise
     except (OSError, PermissionError, ValueError) as e:
@@ -199,9 +192,7 @@ def publish(local, url, overwrite=False, options=None, notify=None):
         state = store_state(url, options)
         if state == "store":
             if not overwrite:
-                e = InputError(f"{url}: output exists")
-                e.option = "overwrite"
-                raise e
+                raise OutputExists(f"{url}: output exists")
             fs.rm(_join(root, ROOT_METADATA))  # unpublished before any object changes
             _remove_prefix(fs, root)
         elif state == "partial":

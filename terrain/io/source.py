@@ -11,8 +11,7 @@ import math
 from pathlib import Path
 
 from ..errors import InputError
-from .outputs import check_input_file
-from .ascii_grid import AsciiGrid, looks_like_ascii_grid, open_ascii_grid
+from .ascii_grid import AsciiGrid, check_readable_file, looks_like_ascii_grid, open_ascii_grid
 from .georef import crs_wkt
 from .raster import RasterGrid, open_raster
 
@@ -51,13 +50,7 @@ def open_grid(path, *, band=None, nodata=None, crs=None):
     (300, 400)
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not a grid file")
-    check_input_file(path)  # a FIFO or a device: refused before any read
-    if path.stat().st_size == 0:
-        raise InputError(f"{path}: empty file")
+    check_readable_file(path)
     if path.suffix.lower() in ASCII_SUFFIXES or looks_like_ascii_grid(path):
         grid = open_ascii_grid(path)
         if band is not None and int(band) != 1:
@@ -90,7 +83,6 @@ def read_grid(path):
     ((300, 400), dtype('float32'), 5972)
     """
     grid = open_grid(path)
-    starts = None
     if isinstance(grid, AsciiGrid):
-        starts = grid.row_starts([grid.newline_offsets(a, b) for a, b in grid.index_ranges()])
-    return grid.read_rows(0, grid.shape[0], starts), grid
+        return grid.read_all()[0], grid
+    return grid.read_rows(0, grid.shape[0]), grid

@@ -1,8 +1,11 @@
 """Synthetic fractal terrain written as an ESRI ASCII grid, streaming, of any size.
 
-Elevations are fractal value noise (:mod:`terrain.io._synth`): octaves of a seeded hash
-lattice, so every band of rows is computed from ``(rows, cols, seed)`` alone, in parallel
-threads, and written in order; memory is a few bands whatever the grid size. Nodata comes in
+Elevations are fractal value noise: octaves of a seeded hash lattice, so every band of rows
+is computed from ``(rows, cols, seed)`` alone, in parallel threads (Numba kernels, the GIL
+released), and written in order; memory is a few bands whatever the grid size. An octave of
+period ``P`` cells has lattice node values hashed from (seed, octave, lattice x, lattice y);
+a row first blends the two lattice rows around it (smoothstep weight), then each cell the
+two lattice columns around it: about two hashes per cell over all octaves. Nodata comes in
 blobs: cells where a second, low-frequency noise field exceeds its ``1 - fraction``
 quantile (estimated on a sample of rows, so the threshold does not need the whole grid).
 
@@ -15,11 +18,11 @@ import os
 import shutil
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from .outputs import atomic_output, check_output_free
 from ..errors import InputError
-from ._synth import fbm_rows, format_rows
 
 __all__ = ["synth_rows", "write_synth", "SYNTH_NODATA", "SYNTH_GEOREF"]
 
@@ -31,6 +34,101 @@ _SAMPLE_CELLS = 1 << 26  # the nodata threshold's sample of rows holds at most t
 _MASK_SALT = 0x5EED
 _MIN_CELL_BYTES = 2  # "5 ": the shortest a written cell can be
 _BAND_BYTES_PER_CELL = 8 + 8 + 12  # the values and the nodata field (float64), the text
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _mix(x):
+    # splitmix64 finaliser: a well-spread 64-bit hash
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lattice(seed, octave, ix, iy):
+    h = _mix(np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(octave))
+    h = _mix(h ^ np.uint64(ix & 0xFFFFFFFF) ^ (np.uint64(iy & 0xFFFFFFFF) << np.uint64(32)))
+    return (h >> np.uint64(11)) * (1.0 / 9007199254740992.0)  # [0, 1)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _smooth(t):
+    return t * t * (3.0 - 2.0 * t)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fbm_rows(seed, row_ids, ncols, base_period, n_octaves, out):
+    """Fractal value noise in [0, 1) for the rows ``row_ids`` (out: float64, rows × ncols).
+
+    Octave ``o`` has period ``base_period / 2**o`` and amplitude ``2**-o``.
+    """
+    norm = 0.0
+    for o in range(n_octaves):
+        norm += 0.5 ** o
+    out[:, :] = 0.0
+    for o in range(n_octaves):
+        period = base_period / 2.0 ** o
+        amp = 0.5 ** o / norm
+        n_lat = int(ncols / period) + 2
+        blended = np.empty(n_lat, dtype=np.float64)
+        for k in range(row_ids.shape[0]):
+            y = row_ids[k] / period
+            iy = int(np.floor(y))
+            sy = _smooth(y - iy)
+            for j in range(n_lat):
+                a = _lattice(seed, o, j, iy)
+                b = _lattice(seed, o, j, iy + 1)
+                blended[j] = a + sy * (b - a)
+            for c in range(ncols):
+                x = c / period
+                ix = int(x)
+                sx = _smooth(x - ix)
+                out[k, c] += amp * (blended[ix] + sx * (blended[ix + 1] - blended[ix]))
+
+
+@numba.njit(cache=True, nogil=True)
+def _format_rows(values, decimals, nodata_text, buf):
+    """Write rows of ``values`` (float64, NaN = nodata) as text into ``buf``; return bytes used.
+
+    Each value is rounded to ``decimals`` (0 writes integers), separated by one space, rows
+    end with ``\\n``; NaN writes ``nodata_text`` (uint8 array).
+    """
+    scale = 10.0 ** decimals
+    digits = np.empty(24, dtype=np.uint8)
+    p = 0
+    rows, cols = values.shape
+    for r in range(rows):
+        for c in range(cols):
+            if c:
+                buf[p] = 32
+                p += 1
+            v = values[r, c]
+            if np.isnan(v):
+                for k in range(nodata_text.shape[0]):
+                    buf[p] = nodata_text[k]
+                    p += 1
+                continue
+            q = np.int64(np.round(v * scale))
+            if q < 0:
+                buf[p] = 45
+                p += 1
+                q = -q
+            n = 0
+            while True:
+                digits[n] = 48 + q % 10
+                q //= 10
+                n += 1
+                if q == 0 and n > decimals:
+                    break
+            for k in range(n - 1, -1, -1):
+                buf[p] = digits[k]
+                p += 1
+                if k == decimals and decimals > 0:
+                    buf[p] = 46
+                    p += 1
+        buf[p] = 10
+        p += 1
+    return p
 
 
 def _memory_available():
@@ -84,10 +182,6 @@ def _base_period(rows, cols, divisor):
     return float(max(2, 1 << max(0, (side // divisor - 1).bit_length())))
 
 
-def _octaves(base_period):
-    return max(1, int(np.log2(base_period)))  # down to a period of 2 cells
-
-
 class _Terrain:
     """The parameters shared by all bands of one synthetic grid."""
 
@@ -105,14 +199,15 @@ class _Terrain:
         if nodata > 0:
             sample = np.unique(np.linspace(0, rows - 1, _sample_rows(rows, cols)).astype(np.int64))
             field = np.empty((sample.size, self.cols))
-            fbm_rows(self.seed ^ _MASK_SALT, sample, self.cols, self.mask_period, 3, field)
+            _fbm_rows(self.seed ^ _MASK_SALT, sample, self.cols, self.mask_period, 3, field)
             self.threshold = float(np.quantile(field, 1.0 - nodata))
 
     def band(self, r0, r1):
         """Values of rows ``r0:r1`` rounded as written (float64, NaN = nodata)."""
         ids = np.arange(r0, r1, dtype=np.int64)
         z = np.empty((r1 - r0, self.cols))
-        fbm_rows(self.seed, ids, self.cols, self.period, _octaves(self.period), z)
+        octaves = max(1, int(np.log2(self.period)))  # down to a period of 2 cells
+        _fbm_rows(self.seed, ids, self.cols, self.period, octaves, z)
         z -= 0.5
         z *= 1600.0  # mostly 0..1000 m, some cells below zero
         z += 500.0
@@ -120,7 +215,7 @@ class _Terrain:
         z = np.round(z * scale) / scale
         if self.threshold is not None:
             m = np.empty_like(z)
-            fbm_rows(self.seed ^ _MASK_SALT, ids, self.cols, self.mask_period, 3, m)
+            _fbm_rows(self.seed ^ _MASK_SALT, ids, self.cols, self.mask_period, 3, m)
             z[m > self.threshold] = np.nan
         return z
 
@@ -128,7 +223,7 @@ class _Terrain:
         z = self.band(r0, r1)
         buf = np.empty((r1 - r0) * (self.cols * 12 + 1), dtype=np.uint8)
         nodata = np.frombuffer(str(SYNTH_NODATA).encode(), dtype=np.uint8)
-        n = format_rows(z, self.decimals, nodata, buf)
+        n = _format_rows(z, self.decimals, nodata, buf)
         return buf[:n]
 
     def header(self):

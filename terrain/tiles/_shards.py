@@ -37,10 +37,11 @@ from ..errors import InputError
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
-           "io_threads", "MAX_IO_THREADS", "partial_file", "sweep_partial_files",
+           "io_threads", "MAX_IO_THREADS", "sweep_partial_files",
            "shard_inventory", "borrow_buffer", "shard_grid"]
 
 _MAX = np.uint64(2**64 - 1)
+_ABSENT = 2**64 - 1  # the offset of an absent chunk in a shard index
 
 #: threads that read or write an array's shards at once (:func:`read_array`, the
 #: cost-distance writers); each holds its own buffers, so this count, not the host's cores,
@@ -65,7 +66,7 @@ class _Blosc:
     buffers: numcodecs allocates and frees a new ``bytes`` of the tile's size for every
     call, with the GIL held. ctypes releases the GIL for the call. The library is the one
     inside numcodecs' extension module; where its symbols are not exported, :data:`BLOSC`
-    is None and numcodecs encodes."""
+    is None and zarr reads and writes Blosc arrays."""
 
     def __init__(self):
         import ctypes
@@ -85,49 +86,31 @@ class _Blosc:
 
 try:
     BLOSC = _Blosc()
-except Exception:  # noqa: BLE001 - no exported symbols: numcodecs' own calls
+except Exception:  # noqa: BLE001 - no exported symbols: zarr's own codecs
     BLOSC = None
 
 
 _OVERHEAD = 16  # BLOSC_MAX_OVERHEAD
+_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
 class ShardLayout:
-    """What :func:`write_shard` needs to know of one array (see :func:`fast_layout`)."""
+    """What the shard readers and writers need to know of one array (:func:`read_layout`).
 
-    def __init__(self, arr, inner, codec, checksum=False):
-        self.path = Path(str(arr.store_path.store.root)) / arr.path
-        self.shape = tuple(int(s) for s in arr.shape)
-        self.shard = tuple(int(s) for s in arr.shards)
-        self.inner = inner
-        self.dtype = np.dtype(arr.dtype)
-        self.fill = np.asarray(arr.fill_value, self.dtype)
-        self.codec = codec  # numcodecs Blosc or None (raw bytes)
-        self.checksum = checksum  # a CRC-32C after each inner chunk (zarr's crc32c codec)
-        self.present = shard_inventory(dict(arr.attrs), self.shape, self.shard)
-        if codec is not None:  # the same call as numcodecs' encode, for BLOSC
-            self.blosc_args = (int(codec.clevel), int(codec.shuffle), self.dtype.itemsize,
-                               codec.cname.encode() if isinstance(codec.cname, str)
-                               else bytes(codec.cname), int(codec.blocksize))
-        self.key = arr.metadata.chunk_key_encoding.encode_chunk_key
-        self.per_shard = (self.shard[0] // inner[0], self.shard[1] // inner[1])
-        try:  # zarr 3.1 ...
-            from zarr.core.indexing import morton_order_iter as morton
-        except ImportError:  # ... 3.4
-            from zarr.core.indexing import morton_order_coords as morton
-        self.order = [tuple(int(v) for v in c) for c in morton(self.per_shard)]
+    ``codec`` is None (raw bytes) or the arguments of ``blosc_compress_ctx`` (clevel,
+    shuffle, typesize, cname, blocksize); ``checksum``: a CRC-32C follows each inner chunk
+    (zarr's crc32c codec); ``present``: the shard inventory (:func:`shard_inventory`);
+    ``order``: the inner chunks in the order they are written (set by :func:`fast_layout`).
+    """
+
+    def __init__(self, path, shape, shard, inner, dtype, fill, codec, checksum, key, present):
+        self.path, self.shape, self.shard, self.inner = path, shape, shard, inner
+        self.dtype, self.fill, self.codec, self.checksum = dtype, fill, codec, checksum
+        self.key, self.present, self.order = key, present, None
+        self.per_shard = (shard[0] // inner[0], shard[1] // inner[1])
 
     def file(self, si, sj):
         return self.path / self.key((si, sj))
-
-    def missing(self, si, sj):
-        """:class:`InputError` for shard ``(si, sj)`` absent although the store's inventory
-        lists it (:func:`terrain.io.outputs.seal_store`); None when it may be absent (all
-        fill: never written)."""
-        if self.present is not None and self.present[si, sj]:
-            return InputError(f"{self.file(si, sj)}: shard missing (the store is damaged: "
-                              "its inventory lists it)")
-        return None
 
 
 def shard_inventory(attrs, shape, shard):
@@ -161,9 +144,10 @@ def read_layout(array_path):
     """A :class:`ShardLayout` for *reading* the array stored in the directory ``array_path``
     (:func:`read_shard`, :func:`read_array`), built from its ``zarr.json`` alone, without
     importing zarr (0.15-0.2 s), so that a command's start-up can read its DEM while the
-    main thread imports zarr; None where :func:`fast_layout` would not take the array, or
-    where Blosc is not reachable through ctypes (:data:`BLOSC`). The layout holds no
-    Morton order and cannot write."""
+    main thread imports zarr. None unless the array is 2-D, sharded, with inner codecs
+    ``bytes`` (little endian) [+ ``blosc``] [+ ``crc32c``] and the index ``bytes`` +
+    ``crc32c`` at the end, and Blosc is reachable through ctypes (:data:`BLOSC`): zarr
+    reads and writes anything else."""
     import json
     try:
         path = Path(array_path)
@@ -195,7 +179,9 @@ def read_layout(array_path):
                 and inner_codecs[0].get("configuration", {}).get("endian") != "little"):
             return None
         if len(inner_codecs) == 2 and inner_codecs[1]["name"] == "blosc":
-            codec = ("blosc", inner_codecs[1].get("configuration", {}))
+            b = inner_codecs[1]["configuration"]
+            codec = (int(b["clevel"]), _SHUFFLE[b["shuffle"]], dtype.itemsize,
+                     b["cname"].encode(), int(b.get("blocksize", 0)))
         elif len(inner_codecs) == 1:
             codec = None
         else:
@@ -208,91 +194,38 @@ def read_layout(array_path):
         if isinstance(fill, str) or dtype.kind not in "fiub":  # hex floats, other types
             return None
         enc = meta["chunk_key_encoding"]
-        sep = enc.get("configuration", {}).get("separator")
-        if enc["name"] == "default":
-            sep = "/" if sep is None else sep
-            key = (lambda c: sep.join(["c", *map(str, c)]))
-        elif enc["name"] == "v2":
-            sep = "." if sep is None else sep
-            key = (lambda c: sep.join(map(str, c)))
-        else:
+        sep = enc.get("configuration", {}).get("separator", "/")
+        if enc["name"] != "default":  # what zarr writes unless told otherwise
             return None
+        key = (lambda c: sep.join(["c", *map(str, c)]))
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None
-    layout = ShardLayout.__new__(ShardLayout)
-    layout.path, layout.shape, layout.shard, layout.inner = path, shape, shard, inner
-    layout.dtype, layout.fill, layout.codec = dtype, np.asarray(fill, dtype), codec
-    layout.key, layout.order = key, None
-    layout.checksum = checksum
-    layout.per_shard = (shard[0] // inner[0], shard[1] // inner[1])
-    layout.present = shard_inventory(meta.get("attributes") or {}, shape, shard)
-    return layout
-
-
-def _name(option):
-    """A codec option's name: zarr 3.1 gives enums, zarr 3.4 strings."""
-    return str(getattr(option, "value", option))
+    return ShardLayout(path, shape, shard, inner, dtype, np.asarray(fill, dtype), codec,
+                       checksum, key, shard_inventory(meta.get("attributes") or {}, shape, shard))
 
 
 def fast_layout(arr):
-    """A :class:`ShardLayout` when ``arr`` (a zarr array in a local directory store) is 2-D,
-    sharded, with inner codecs ``bytes`` (little endian) [+ ``blosc``] and the index
-    ``bytes`` + ``crc32c`` at the end; else None (write through zarr)."""
-    try:
-        import numcodecs
-        from zarr.codecs import (BloscCodec, BytesCodec, Crc32cCodec, ShardingCodec)
-        from zarr.storage import LocalStore
-        if not isinstance(arr.store_path.store, LocalStore) or arr.ndim != 2:
-            return None
-        codecs = arr.metadata.codecs
-        if len(codecs) != 1 or not isinstance(codecs[0], ShardingCodec):
-            return None
-        sh = codecs[0]
-        if _name(sh.index_location) != "end":
-            return None
-        ic = sh.index_codecs
-        if not (len(ic) == 2 and isinstance(ic[0], BytesCodec) and isinstance(ic[1], Crc32cCodec)
-                and _name(ic[0].endian) == "little"):
-            return None
-        inner = list(sh.codecs)
-        if not inner or not isinstance(inner[0], BytesCodec):
-            return None
-        checksum = isinstance(inner[-1], Crc32cCodec)
-        if checksum:
-            inner.pop()
-        dtype = np.dtype(arr.dtype)
-        if dtype.itemsize > 1 and (inner[0].endian is None
-                                   or _name(inner[0].endian) != "little"):
-            return None
-        codec = None
-        if len(inner) == 2 and isinstance(inner[1], BloscCodec):
-            b = inner[1]
-            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[_name(b.shuffle)]
-            try:
-                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
-                                        shuffle=shuffle, blocksize=b.blocksize,
-                                        typesize=dtype.itemsize)
-            except TypeError:  # numcodecs before 0.16: the buffer's item size
-                codec = numcodecs.Blosc(cname=_name(b.cname), clevel=b.clevel,
-                                        shuffle=shuffle, blocksize=b.blocksize)
-        elif len(inner) != 1:
-            return None
-        if arr.shards is None or any(s % c for s, c in zip(arr.shards, sh.chunk_shape)):
-            return None
-        return ShardLayout(arr, tuple(int(c) for c in sh.chunk_shape), codec, checksum)
-    except InputError:  # a damaged inventory is an error, not "another layout"
-        raise
-    except Exception:  # noqa: BLE001 - an unknown layout or zarr version: zarr writes it
+    """A :class:`ShardLayout` that can also *write* (:func:`write_shard`) when ``arr`` (a
+    zarr array) is in a local directory store and :func:`read_layout` takes it; else None
+    (zarr reads and writes it)."""
+    from zarr.storage import LocalStore
+    if not isinstance(arr.store_path.store, LocalStore):
         return None
+    layout = read_layout(Path(str(arr.store_path.store.root)) / arr.path)
+    if layout is not None:
+        try:  # zarr 3.1 ...
+            from zarr.core.indexing import morton_order_iter as morton
+        except ImportError:  # ... 3.4
+            from zarr.core.indexing import morton_order_coords as morton
+        layout.order = [tuple(int(v) for v in c) for c in morton(layout.per_shard)]
+    return layout
 
 
 class _Buffers:
     """Reusable buffers shared by the threads of a process (no new pages per chunk or
     shard): a caller borrows one and gives it back. At most :attr:`keep` free buffers of a
-    kind are kept, so the memory held is that of the calls running at once (bounded by
-    their callers: the MST's super-tile slots), not one set per thread that ever read or
-    wrote a shard -- thread-local buffers made the peak RSS of a 16-core host's MST grow
-    from 2.6 GB with 16 task threads to 3.1 GB with 64."""
+    kind are kept, so the memory held is that of the calls running at once, not one set per
+    thread that ever read or wrote a shard."""
 
     keep = 8
 
@@ -321,12 +254,9 @@ class _Buffers:
 
 
 _buffers = _Buffers()
-
-
-def borrow_buffer(kind, nbytes, empty=None):
-    """A reusable uint8 buffer of at least ``nbytes`` bytes, as a context manager
-    (:meth:`_Buffers.borrow`): the threads of a process share them."""
-    return _buffers.borrow(kind, nbytes, empty)
+#: a reusable uint8 buffer, as a context manager (:meth:`_Buffers.borrow`) shared by the
+#: threads of a process
+borrow_buffer = _buffers.borrow
 
 
 def _view(buf, shape, dtype):
@@ -344,12 +274,10 @@ def _all_fill(block, fill):
 
 def _encode(layout, tile, dest):
     """``tile`` (C-contiguous) as the inner chunk's bytes: a view of ``dest`` (or of the tile
-    itself without a compressor; a new ``bytes`` where :data:`BLOSC` is missing)."""
+    itself without a compressor)."""
     if layout.codec is None:
         return memoryview(tile).cast("B")
-    if BLOSC is None:
-        return layout.codec.encode(tile)
-    clevel, shuffle, typesize, cname, blocksize = layout.blosc_args
+    clevel, shuffle, typesize, cname, blocksize = layout.codec
     n = BLOSC.compress(clevel, shuffle, typesize, tile.nbytes, tile.ctypes.data,
                        dest.ctypes.data, dest.nbytes, cname, blocksize, 1)
     if n <= 0:
@@ -376,24 +304,16 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
     reader = hasattr(values, "read_block")
     kind, empty = (values.buffer_kind, values.empty) if reader else ("tile", None)
-    with _buffers.borrow(kind, nbytes, empty) as tile, \
-            _buffers.borrow("dest", nbytes + _OVERHEAD) as dest:
+    with borrow_buffer(kind, nbytes, empty) as tile, \
+            borrow_buffer("dest", nbytes + _OVERHEAD) as dest:
         return _write_shard(layout, si, sj, values, r0, c0,
                             _view(tile, layout.inner, layout.dtype),
                             dest[:nbytes + _OVERHEAD] if layout.codec is not None else None)
 
 
-def partial_file(path):
-    """Where a shard file is written before its rename: ``NAME.HEX.partial`` beside it (the
-    name zarr's own local store writes through, so one sweep,
-    :func:`sweep_partial_files`, removes what a killed writer of either left)."""
-    return path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
-
-
 def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
     """:func:`write_shard`: the chunks go to a file beside the shard, renamed over it once
-    whole, so a writer killed (or its worker lost) half-way leaves the shard as it was and
-    a retried or resumed task reads whole bytes (a shard rewritten in place was torn)."""
+    whole, so a writer killed half-way leaves the shard as it was."""
     import google_crc32c
 
     R, C = layout.shard
@@ -421,7 +341,9 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             data = _encode(layout, tile, dest)
             if fh is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = partial_file(path)
+                # NAME.HEX.partial: the name zarr's local store writes through, so one
+                # sweep (sweep_partial_files) removes what a killed writer of either left
+                tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
                 fh = open(tmp, "wb")
             fh.write(data)
             n = len(data)
@@ -467,12 +389,13 @@ def _copy_block(values, out, r0, r1, c0, c1):
 
 def _open_shard(layout, si, sj):
     """Shard ``(si, sj)``'s file opened for reading, or None when there is none (fill only);
-    :class:`InputError` when the array's inventory lists it."""
+    :class:`InputError` when the array's inventory lists it (the store is damaged)."""
     try:
         return open(layout.file(si, sj), "rb")
     except FileNotFoundError:
-        if layout.missing(si, sj):
-            raise layout.missing(si, sj) from None
+        if layout.present is not None and layout.present[si, sj]:
+            raise InputError(f"{layout.file(si, sj)}: shard missing (the store is damaged: "
+                             "its inventory lists it)") from None
         return None
 
 
@@ -480,19 +403,9 @@ def read_shard(layout, si, sj, out, r0=0, c0=0):
     """Read shard ``(si, sj)`` into ``out`` (the array's cells from ``(r0, c0)`` on); absent
     chunks (and a missing shard) give the fill value. The index's CRC is checked."""
     R, C = layout.shard
-    rows, cols = layout.shape
-    a_lo, b_lo = si * R, sj * C
-    a_hi, b_hi = min(a_lo + R, rows), min(b_lo + C, cols)
-    path = layout.file(si, sj)
-    fh = _open_shard(layout, si, sj)
-    if fh is None:
-        out[a_lo - r0:a_hi - r0, b_lo - c0:b_hi - c0] = layout.fill
-        return
-    nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
-    with fh, _buffers.borrow("blob", os.fstat(fh.fileno()).st_size) as blob, \
-            _buffers.borrow("tile", nbytes) as tile:
-        _read_shard(layout, path, fh, blob, _view(tile, layout.inner, layout.dtype), a_lo, b_lo,
-                    out, r0, c0)
+    a0, b0 = si * R, sj * C
+    a1, b1 = min(a0 + R, layout.shape[0]), min(b0 + C, layout.shape[1])
+    read_window(layout, a0, a1, b0, b1, out[a0 - r0:a1 - r0, b0 - c0:b1 - c0])
 
 
 def _shard_index(layout, path, raw, crc):
@@ -501,32 +414,6 @@ def _shard_index(layout, path, raw, crc):
     if np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes() != crc:
         raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
     return np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
-
-
-def _read_shard(layout, path, fh, blob, tile, a_lo, b_lo, out, r0, c0):
-    tr, tc = layout.inner
-    rows, cols = layout.shape
-    size = os.fstat(fh.fileno()).st_size
-    view = memoryview(blob)[:size]
-    got = fh.readinto(view)
-    if got != size:
-        raise InputError(f"{path}: short read (the store is damaged)")
-    n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
-    index = _shard_index(layout, path, bytes(view[size - n_idx - 4:size - 4]),
-                         bytes(view[size - 4:size]))
-    for ci in range(layout.per_shard[0]):
-        for cj in range(layout.per_shard[1]):
-            a0, b0 = a_lo + ci * tr, b_lo + cj * tc
-            if a0 >= rows or b0 >= cols:
-                continue
-            a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
-            dst = out[a0 - r0:a1 - r0, b0 - c0:b1 - c0]
-            off, length = index[ci, cj]
-            if off == _MAX:
-                dst[...] = layout.fill
-                continue
-            src = _decoded(layout, path, blob, int(off), int(length), tile)
-            dst[...] = src[:a1 - a0, :b1 - b0]
 
 
 def _decoded(layout, path, blob, off, length, tile):
@@ -542,9 +429,6 @@ def _decoded(layout, path, blob, off, length, tile):
     chunk = memoryview(blob)[off:off + length]
     if layout.codec is None:
         return np.frombuffer(chunk, layout.dtype).reshape(layout.inner)
-    if BLOSC is None:
-        layout.codec.decode(chunk, out=tile)
-        return tile
     n = BLOSC.decompress(blob.ctypes.data + off, tile.ctypes.data, tile.nbytes, 1)
     if n != tile.nbytes:
         raise InputError(f"{path}: a chunk does not decompress to a tile (the store is "
@@ -552,17 +436,22 @@ def _decoded(layout, path, blob, off, length, tile):
     return tile
 
 
+def _read_exactly(fh, path, blob, size):
+    if fh.readinto(memoryview(blob)[:size]) != size:
+        raise InputError(f"{path}: short read (the store is damaged)")
+
+
 def read_window(layout, r0, r1, c0, c1, out):
-    """Cells ``[r0:r1, c0:c1]`` of the array into ``out``, reading only the inner chunks
-    that meet the window (each shard's index, then each chunk's bytes: a block of a shard
-    costs its own bytes, not the shard's); absent chunks and shards give the fill value.
-    The indexes' CRCs are checked."""
+    """Cells ``[r0:r1, c0:c1]`` of the array into ``out``; absent chunks and shards give the
+    fill value. A shard the window covers whole is read at once; of any other, only the
+    index and the inner chunks that meet the window are read (a block of a shard costs its
+    own bytes, not the shard's). The indexes' CRCs are checked."""
     R, C = layout.shard
     tr, tc = layout.inner
     rows, cols = layout.shape
     n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
-    with _buffers.borrow("tile", nbytes) as tbuf:
+    with borrow_buffer("tile", nbytes) as tbuf:
         tile = _view(tbuf, layout.inner, layout.dtype)
         for si in range(r0 // R, (r1 - 1) // R + 1):
             for sj in range(c0 // C, (c1 - 1) // C + 1):
@@ -572,11 +461,18 @@ def read_window(layout, r0, r1, c0, c1, out):
                     out[max(si * R, r0) - r0:min(si * R + R, r1) - r0,
                         max(sj * C, c0) - c0:min(sj * C + C, c1) - c0] = layout.fill
                     continue
-                with fh:
+                whole = (r0 <= si * R and min(si * R + R, rows) <= r1
+                         and c0 <= sj * C and min(sj * C + C, cols) <= c1)
+                with fh, contextlib.ExitStack() as stack:
                     size = os.fstat(fh.fileno()).st_size
-                    fh.seek(size - n_idx - 4)
-                    tail = fh.read(n_idx + 4)  # a short tail fails the checksum
-                    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:])
+                    if whole:  # the whole file at once
+                        blob = stack.enter_context(borrow_buffer("blob", size))
+                        _read_exactly(fh, path, blob, size)
+                        tail = bytes(memoryview(blob)[:size][-(n_idx + 4):])
+                    else:
+                        fh.seek(size - n_idx - 4)
+                        tail = fh.read(n_idx + 4)  # a short tail fails the checksum
+                    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:]).tolist()
                     for ci in range(layout.per_shard[0]):
                         a0 = si * R + ci * tr
                         lo, hi = max(a0, r0), min(a0 + tr, r1, rows)
@@ -588,16 +484,18 @@ def read_window(layout, r0, r1, c0, c1, out):
                             if clo >= chi:
                                 continue
                             dst = out[lo - r0:hi - r0, clo - c0:chi - c0]
-                            off, length = (int(x) for x in index[ci, cj])
-                            if off == int(_MAX):
+                            off, length = index[ci][cj]
+                            if off == _ABSENT:
                                 dst[...] = layout.fill
-                                continue
-                            with _buffers.borrow("blob", length) as blob:
-                                fh.seek(off)
-                                if fh.readinto(memoryview(blob)[:length]) != length:
-                                    raise InputError(f"{path}: short read (the store is damaged)")
-                                src = _decoded(layout, path, blob, 0, length, tile)
+                            elif whole:
+                                src = _decoded(layout, path, blob, off, length, tile)
                                 dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
+                            else:
+                                with borrow_buffer("blob", length) as part:
+                                    fh.seek(off)
+                                    _read_exactly(fh, path, part, length)
+                                    src = _decoded(layout, path, part, 0, length, tile)
+                                    dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
 
 
 def shard_grid(layout):
@@ -605,21 +503,15 @@ def shard_grid(layout):
     return (-(-layout.shape[0] // layout.shard[0]), -(-layout.shape[1] // layout.shard[1]))
 
 
-def read_array(layout, workers=None, stop=None):
+def read_array(layout, workers=None):
     """The whole array described by ``layout`` as a new NumPy array, its shards read by a
     pool of ``workers`` threads (default: :func:`io_threads`; the reads and the decompression
-    run without the GIL). ``stop`` (a ``threading.Event``): once set, the shards not yet
-    begun are skipped and None is returned."""
+    run without the GIL)."""
     import concurrent.futures
     out = np.empty(layout.shape, layout.dtype)
     gr, gc = shard_grid(layout)
     shards = [(si, sj) for si in range(gr) for sj in range(gc)]
     workers = max(1, min(workers or io_threads(), len(shards)))
-
-    def one(s):
-        if stop is None or not stop.is_set():
-            read_shard(layout, s[0], s[1], out)
-
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        list(pool.map(one, shards))
-    return None if stop is not None and stop.is_set() else out
+        list(pool.map(lambda s: read_shard(layout, s[0], s[1], out), shards))
+    return out

@@ -8,7 +8,7 @@ zarr's sharding codec lays out the tiles of a shard on disk.
 
 import numpy as np
 
-__all__ = ["morton_encode", "morton_decode", "morton_order"]
+__all__ = ["morton_encode", "morton_order"]
 
 
 def _spread(v):
@@ -21,16 +21,6 @@ def _spread(v):
     return v
 
 
-def _compact(v):
-    v = np.asarray(v, dtype=np.uint64) & np.uint64(0x5555555555555555)
-    v = (v | (v >> np.uint64(1))) & np.uint64(0x3333333333333333)
-    v = (v | (v >> np.uint64(2))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    v = (v | (v >> np.uint64(4))) & np.uint64(0x00FF00FF00FF00FF)
-    v = (v | (v >> np.uint64(8))) & np.uint64(0x0000FFFF0000FFFF)
-    v = (v | (v >> np.uint64(16))) & np.uint64(0x00000000FFFFFFFF)
-    return v
-
-
 def morton_encode(row, col):
     """Z-order code of ``(row, col)``: row bits in even positions, col bits in odd ones.
 
@@ -40,12 +30,6 @@ def morton_encode(row, col):
     [0, 1, 2, 3, 4]
     """
     return (_spread(col) << np.uint64(1)) | _spread(row)
-
-
-def morton_decode(code):
-    """Inverse of :func:`morton_encode`: returns ``(row, col)``."""
-    code = np.asarray(code, dtype=np.uint64)
-    return _compact(code).astype(np.int64), _compact(code >> np.uint64(1)).astype(np.int64)
 
 
 def morton_order(n_rows, n_cols):

@@ -32,7 +32,7 @@ from ..io.georef import crs_wkt, write_georeference
 from ..io.remote import is_url, store_state, zarr_store
 from .morton import morton_order
 
-__all__ = ["create_store", "write_coordinates", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
+__all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
            "result_dem", "link_layer", "checksummed", "check_store", "check_tile_count",
            "window_shards", "read_block", "write_block"]
@@ -44,7 +44,7 @@ TILE_LIMIT = 4096
 # Shards of at most this many cells a side: a band of shards is what one ingest task holds.
 SHARD_TARGET_SIDE = 2048
 #: a grid of more tiles than this needs tiles of at least :data:`SMALL_TILE`: every tile
-#: costs a task step and its bookkeeping (a 3000² store of tile 4 ran > 10 min)
+#: costs a task step and its bookkeeping
 MANY_TILES = 1 << 16
 SMALL_TILE = 256
 
@@ -108,8 +108,8 @@ def tiles_per_shard(tile, shape):
 def checksummed(compressors):
     """``compressors`` (zarr's bytes-to-bytes codecs, ``"auto"`` or None) followed by
     zarr's ``crc32c`` codec: every chunk of the stores terrain writes carries the CRC-32C of
-    its bytes, so a flipped bit is a read error, not a different elevation (the shard
-    index had one, the chunks did not). xarray and rioxarray read it through zarr.
+    its bytes, so a flipped bit is a read error, not a different elevation. xarray and
+    rioxarray read it through zarr.
 
     >>> [c.to_dict()["name"] for c in checksummed(None)]
     ['crc32c']
@@ -124,14 +124,6 @@ def checksummed(compressors):
     if compressors and isinstance(compressors[-1], Crc32cCodec):
         return tuple(compressors)
     return (*compressors, Crc32cCodec())
-
-
-def write_coordinates(group, shape, geotransform, crs=None):
-    """Georeference a Zarr group: ``x``, ``y``, ``spatial_ref`` and ``grid_mapping`` on every
-    raster (:func:`terrain.io.georef.write_georeference`; call
-    :func:`terrain.io.georef.finish_store` when the store is complete).
-    """
-    write_georeference(group, shape, geotransform, crs)
 
 
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
@@ -163,18 +155,15 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     elev = group.get("elevation") if again else None
     if elev is None or (tuple(elev.shape), tuple(elev.chunks), tuple(elev.shards or ())) != (
             (rows, cols), (tile, tile), (k * tile, k * tile)):
-        elev = group.create_array(
-            "elevation", shape=(rows, cols), dtype="float32", chunks=(tile, tile),
-            shards=(k * tile, k * tile), fill_value=np.float32("nan"),
-            dimension_names=("y", "x"), compressors=checksummed(compressors),
-            config={"write_empty_chunks": False}, overwrite=True)
+        elev = create_layer(group, "elevation", "float32", np.float32("nan"), tile,
+                            (rows, cols), compressors=compressors, overwrite=True)
     if geotransform is None:
         geotransform = (0.0, 1.0, 0.0, float(rows), 0.0, -1.0)
     gt = [float(v) for v in geotransform]
     crs = crs_wkt(crs)
-    # attributes first: write_coordinates tags the array through another handle
+    # attributes first: write_georeference tags the array through another handle
     elev.attrs.update({"units": "elevation", "nodata_stored_as": "NaN"})
-    write_coordinates(group, (rows, cols), gt, crs)
+    write_georeference(group, (rows, cols), gt, crs)
     n_tr, n_tc = -(-rows // tile), -(-cols // tile)
     group.attrs.update({
         "terrain": FORMAT_VERSION,
@@ -191,7 +180,8 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     return TileStore(path, group)
 
 
-def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None):
+def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None,
+                 overwrite=False):
     """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group``.
 
     Every layer (friction, sources, distance, backlink, ...) has the grid's ``shape``, one
@@ -217,16 +207,15 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
     arr = group.create_array(
         name, shape=(rows, cols), dtype=dtype, chunks=(tile, tile), shards=(k * tile, k * tile),
         fill_value=fill, dimension_names=("y", "x"), compressors=checksummed(compressors),
-        config={"write_empty_chunks": False})
+        config={"write_empty_chunks": False}, overwrite=overwrite)
     if attrs:
         arr.attrs.update(attrs)
     return arr
 
 
-def open_store(path, mode="r", check=True):
+def open_store(path, mode="r"):
     """Open an existing tile store (read-only unless ``mode="r+"``); :class:`InputError` when
-    ``path`` is not one, or (``check``) when it is damaged or implausible
-    (:func:`check_store`)."""
+    ``path`` is not one, or when it is damaged or implausible (:func:`check_store`)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
@@ -237,13 +226,12 @@ def open_store(path, mode="r", check=True):
             raise KeyError("terrain")
     except Exception:
         raise InputError(f"{path}: not a terrain tile store") from None
-    if check:
-        check_store(path, group)
+    check_store(path, group)
     return TileStore(p, group)
 
 
-#: cells above which a store that holds no shard at all is refused (a few KB of metadata
-#: claiming 200000² once started a 40 G-cell job of nothing)
+#: cells above which a store that holds no shard at all is refused (metadata alone claiming
+#: a huge grid would start a job over nothing)
 EMPTY_STORE_CELLS = 1 << 26
 
 
@@ -371,21 +359,6 @@ class TileStore:
     def cellsize(self):
         return tuple(self.attrs["cellsize"])
 
-    def tile_window(self, ti, tj):
-        """``(r0, r1, c0, c1)`` of tile ``(ti, tj)`` clipped to the grid."""
-        t = self.tile
-        return (ti * t, min((ti + 1) * t, self.shape[0]), tj * t, min((tj + 1) * t, self.shape[1]))
-
-    def read_tile(self, ti, tj, pad=True):
-        """Elevations of tile ``(ti, tj)`` as float32; NaN-padded to ``tile × tile`` when ``pad``."""
-        r0, r1, c0, c1 = self.tile_window(ti, tj)
-        block = self.read_window(r0, r1, c0, c1)
-        if not pad or block.shape == (self.tile, self.tile):
-            return block
-        out = np.full((self.tile, self.tile), np.nan, dtype=np.float32)
-        out[: r1 - r0, : c1 - c0] = block
-        return out
-
     def read_window(self, r0, r1, c0, c1, layer="elevation"):
         """Rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) of a layer: elevations as
         float32, other layers in their own dtype."""
@@ -399,9 +372,6 @@ class TileStore:
             return self.group[name]
         except KeyError:
             raise InputError(f"{self.path}: no layer {name!r} in this store") from None
-
-    def has_layer(self, name):
-        return name in self.group
 
     def write_window(self, layer, r0, c0, block):
         """Write ``block`` at rows ``r0:``, cols ``c0:`` of a layer (open with ``mode="r+"``);
@@ -509,7 +479,7 @@ def read_block(store_path, layer, window, out=None):
     return out
 
 
-def write_block(store_path, layer, window, values, shards=None):
+def write_block(store_path, layer, window, values):
     """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into the layer
     ``layer`` of the store at ``store_path``; returns the bytes written to files (None
     where zarr wrote them).
@@ -517,7 +487,6 @@ def write_block(store_path, layer, window, values, shards=None):
     Like :func:`read_block`: a window of whole shards of the usual layout is encoded and
     written shard by shard in the calling thread
     (:func:`terrain.tiles._shards.write_shard`, the bytes zarr writes), others through zarr.
-    ``shards``: only these shards ``(si, sj)`` of the window (the others keep their bytes).
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
@@ -533,9 +502,6 @@ def write_block(store_path, layer, window, values, shards=None):
     whole = None if layout is None else window_shards(layout, window)
     values = np.asarray(values)
     if whole is None or values.dtype != layout.dtype:
-        if shards is not None:
-            raise ValueError("write_block: a subset of shards needs the shard layout")
         arr[r0:r1, c0:c1] = values
         return None
-    return sum(write_shard(layout, si, sj, values, r0, c0)
-               for si, sj in (whole if shards is None else shards))
+    return sum(write_shard(layout, si, sj, values, r0, c0) for si, sj in whole)

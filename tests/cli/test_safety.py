@@ -16,7 +16,7 @@ import zarr
 
 from cli import HEADER, ROWS, assert_one_line_error, run_terrain
 
-from terrain.io.outputs import _lock, atomic_output
+from terrain.io.outputs import atomic_output, hold_lock
 from terrain.errors import InputError
 from cli import SAMPLE, snapshot
 from grids import write_huge_sparse_tif
@@ -146,7 +146,7 @@ def test_stale_partial_of_a_dead_run_is_removed_with_a_notice(tmp_path):
 
 def test_a_live_run_holds_its_output(tmp_path):
     target = tmp_path / "out.zarr"
-    with _lock(target):
+    with hold_lock(target):
         with pytest.raises(InputError, match="another terrain run is writing this output"):
             with atomic_output(target):
                 pass

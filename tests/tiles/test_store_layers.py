@@ -20,7 +20,7 @@ def test_layers_share_tiles_shards_and_windows(tmp_path):
     for r0, r1, c0, c1 in s.shard_windows():
         s.write_window("backlink", r0, c0, back[r0:r1, c0:c1])
     s = open_store(tmp_path / "s.zarr")
-    assert s.has_layer("distance") and not s.has_layer("friction")
+    assert "distance" in s.group and "friction" not in s.group
     np.testing.assert_array_equal(s.read_window(3, 30, 5, 66, layer="backlink"), back[3:30, 5:66])
     assert s.read_window(0, 2, 0, 2, layer="backlink").dtype == np.uint8
     assert np.isnan(s.read_window(0, 37, 0, 70, layer="distance")).all()
