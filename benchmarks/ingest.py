@@ -84,8 +84,8 @@ def _whole_processes(src, store, tile, scheduler, repeat):
     peer_argv = [sys.executable, "-c", "import sys, rasterio; rasterio.open(sys.argv[1]).read(1)",
                  str(src)]
     # the fixed start-up of each: imports (and, for terrain, loading the parser's library;
-    # Dask and the scheduler's module only where a scheduler is named: the default path for
-    # grids up to THREADS_MAX_CELLS imports neither)
+    # Dask only where a scheduler is named: the default path for grids up to
+    # pipelines.cluster.DASHBOARD_MIN_CELLS cells does not import it)
     ours_start = [sys.executable, "-c", "import pipelines.ingest"
                   + (", pipelines.cluster, dask" if scheduler else "")  # as the command does
                   + "; from terrain.native import load_library; load_library()"]

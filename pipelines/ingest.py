@@ -8,7 +8,7 @@ owns whole shards, since zarr rewrites a shard written in part: parse, then
 :func:`write_window`); ``ingest-finish`` (nodata count, min, max into the attributes, so
 ``info`` needs no pass over the data). An ASCII grid small enough for the default
 scheduler's threads is parsed whole and written from memory without Dask
-(:func:`ingest_in_threads`): the same store, byte for byte.
+(:func:`write_elevation`): the same store, byte for byte.
 """
 
 import os
@@ -28,19 +28,17 @@ from terrain.tiles.store import tiles_per_shard, write_block
 
 from . import _plan as _plans
 from ._resume import drop_checkpoints, prepare_resume, run_key
+from .cluster import DASHBOARD_MIN_CELLS
 from .info import merge_stats
 
 # Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
 # grid's ingest runs without one (ingest_in_threads) and does not pay its import
 
-__all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads", "band_stats",
+__all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads", "write_elevation",
+           "band_stats",
            "create_elevation", "finish_elevation", "write_window",
            "ingest_on_active_scheduler", "ingest_command", "synth_command",
-           "default_compressors", "THREADS_MAX_CELLS"]
-
-#: grids up to this many cells run without a task graph under the default scheduler
-#: (:data:`pipelines.cluster.DASHBOARD_MIN_CELLS`, not imported: its import is Dask's)
-THREADS_MAX_CELLS = 1 << 26
+           "default_compressors"]
 
 
 def band_stats(z):
@@ -231,7 +229,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     cells = grid.shape[0] * grid.shape[1]
     if (scheduler is None and not resume and isinstance(grid, AsciiGrid)
-            and cells <= THREADS_MAX_CELLS and not _client_active()):
+            and cells <= DASHBOARD_MIN_CELLS and not _client_active()):
         return ingest_in_threads(grid, input_path, output_path, tile, overwrite, compressors,
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
@@ -280,29 +278,42 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
 
 def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
                       compressors=None, **options):
-    """:func:`ingest` of an ASCII grid that fits in memory, on a thread pool, no task graph:
-    parsed whole (:meth:`terrain.io.AsciiGrid.read_all`), then every shard written on the
-    same pool. The same store as the graph's, byte for byte (``--resume`` takes the graph).
-    ``options``: :func:`terrain.io.open_grid`'s, which ``grid`` was opened with.
+    """:func:`ingest` of a grid that fits in memory, atomically, without a task graph
+    (:func:`write_elevation`; ``--resume`` takes the graph). ``options``:
+    :func:`terrain.io.open_grid`'s, which ``grid`` was opened with.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     check_tile_size(tile)
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
-    with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp, \
-            ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:
-        created = pool.submit(create_elevation, tmp, grid, tile, compressors)
-        z, stats = grid.read_all(pool)
-        side = created.result()
-        rows, cols = grid.shape
-        shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
-        list(pool.map(lambda rc: write_window(tmp, z[rc[0]:rc[0] + side, rc[1]:rc[1] + side],
-                                              *rc), shards))
-        finish_elevation(tmp, stats)
+    with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
+        write_elevation(grid, tmp, tile, compressors)
         finish_store(tmp)
     store = open_store(output_path)
     store.reused_tasks = 0
     return store
+
+
+def write_elevation(grid, store_path, tile, compressors=None):
+    """The store ``store_path`` created with the ``elevation`` of the opened ``grid`` (one
+    that fits in memory), in this process on a thread pool: read whole (an ASCII grid
+    parsed by :meth:`terrain.io.AsciiGrid.read_all`), then every shard written on the same
+    pool. The same store as :func:`build_ingest_graph`'s, byte for byte, without Dask's
+    import and scheduling: what a small job's start-up is made of."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:
+        created = pool.submit(create_elevation, store_path, grid, tile, compressors)
+        if isinstance(grid, AsciiGrid):
+            z, stats = grid.read_all(pool)
+        else:
+            z = grid.read_rows(0, grid.shape[0])
+            stats = [band_stats(z)]
+        side = created.result()
+        rows, cols = grid.shape
+        shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
+        list(pool.map(lambda rc: write_window(store_path,
+                                              z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc),
+                      shards))
+    finish_elevation(store_path, stats)
 
 
 # -- command handlers ---------------------------------------------------------------------------

@@ -111,12 +111,6 @@ def test_nan_min_max_keeps_the_first_of_equal_values():
 
 # ----------------------------------------------------------------- the graph-free ingest path
 
-def test_threads_threshold_is_the_default_schedulers():
-    from pipelines.cluster import DASHBOARD_MIN_CELLS
-    from pipelines.ingest import THREADS_MAX_CELLS
-    assert THREADS_MAX_CELLS == DASHBOARD_MIN_CELLS
-
-
 def _files(root):
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
