@@ -13,7 +13,7 @@ import numpy as np
 
 __all__ = ["classify_cpu", "flat_distances_cpu", "flat_labels_cpu", "flat_directions_cpu",
            "accumulate_cpu", "exits_cpu", "resolve_edges_cpu", "chain_exits_cpu",
-           "watershed_labels_cpu", "union_max_cpu", "DR", "DC", "FLAT", "NODATA", "INF"]
+           "union_max_cpu", "DR", "DC", "FLAT", "NODATA", "INF"]
 
 DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
 DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
@@ -106,6 +106,9 @@ def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
     Both outputs are :data:`INF` where unreached (a flat without high edges or drains)."""
     R, C = zp.shape
     queue = np.empty(R * C, np.int64)
+    seed_r = np.empty(R * C, np.int64)
+    seed_c = np.empty(R * C, np.int64)
+    seed_d = np.empty(R * C, np.int32)
     for which in range(2):
         dist = away if which == 0 else towards
         halo = halo_a if which == 0 else halo_t
@@ -115,31 +118,7 @@ def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
             for c in range(1, C - 1):
                 if code[r, c] != 254:
                     continue
-                inner = 2 <= r < R - 2 and 2 <= c < C - 2
-                if not inner:
-                    if halo[r, c] < INF:
-                        n += 1
-                    continue
-                z = zp[r, c]
-                for k in range(0, 8, step):
-                    zn = zp[r + DR[k], c + DC[k]]
-                    cn = code[r + DR[k], c + DC[k]]
-                    if which == 0 and zn > z:
-                        n += 1
-                        break
-                    if which == 1 and cn != 254 and cn != 255 and zn == z:
-                        n += 1
-                        break
-        seed_r = np.empty(n, np.int64)
-        seed_c = np.empty(n, np.int64)
-        seed_d = np.empty(n, np.int32)
-        n = 0
-        for r in range(1, R - 1):
-            for c in range(1, C - 1):
-                if code[r, c] != 254:
-                    continue
-                inner = 2 <= r < R - 2 and 2 <= c < C - 2
-                if not inner:
+                if not (2 <= r < R - 2 and 2 <= c < C - 2):  # the halo ring
                     if halo[r, c] < INF:
                         seed_r[n] = r
                         seed_c[n] = c
@@ -159,7 +138,7 @@ def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
                         dist[r, c] = 1
                         n += 1
                         break
-        order = np.argsort(seed_d, kind="mergesort")
+        order = np.argsort(seed_d[:n], kind="mergesort")
         _bfs_cpu(code, seed_r[order], seed_c[order], seed_d[order], 2, R - 2, 2, C - 2, step,
                  dist, queue)
 
@@ -440,34 +419,6 @@ def chain_exits_cpu(in_exit, in_src, out_external, node_exit):
     for i in range(ni):
         node_exit[i] = -1 if in_exit[i] < 0 else memo[in_exit[i]]
     return ok
-
-
-@numba.njit(cache=True, nogil=True)
-def watershed_labels_cpu(dp, order, done, seeds, ext, labels):
-    """``labels`` of the interior cells: the label of the first seed cell (``seeds`` > 0)
-    on each cell's downstream path, the halo's from ``ext``; 0 when the path ends at an
-    outlet before any. From the topological ``order`` taken backwards."""
-    R, C = dp.shape
-    for i in range(done - 1, -1, -1):
-        cell = order[i]
-        r = cell // C
-        c = cell % C
-        if seeds[r - 1, c - 1] > 0:
-            labels[r, c] = seeds[r - 1, c - 1]
-            continue
-        v = dp[r, c]
-        if v == 0:
-            labels[r, c] = 0
-            continue
-        k = 0
-        while (1 << k) != v:
-            k += 1
-        nr = r + DR[k]
-        nc = c + DC[k]
-        if 1 <= nr < R - 1 and 1 <= nc < C - 1:
-            labels[r, c] = labels[nr, nc]
-        else:
-            labels[r, c] = ext[nr, nc]
 
 
 @numba.njit(cache=True, nogil=True)
