@@ -24,7 +24,6 @@ from . import _fill_cpu as K
 
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
-           "fits_on_device",
            "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
            "fill_merge", "fill_split", "fill_leaf_down", "label_border", "label_merge",
            "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled"]
@@ -64,13 +63,6 @@ def _step(connectivity):
     return 1 if check_connectivity(connectivity) == 8 else 2
 
 
-def _halo(a, fill):
-    """``a`` with one cell more on every side, holding ``fill``."""
-    out = np.full((a.shape[0] + 2, a.shape[1] + 2), fill, a.dtype)
-    out[1:-1, 1:-1] = a
-    return out
-
-
 def outlet_cells(z, connectivity=8, outlets=None):
     """The outlet mask (uint8, 1 = outlet) of DEM ``z``: the cells on the grid's edge or
     beside nodata (a neighbour in ``connectivity`` is NaN or outside the grid), or with
@@ -86,13 +78,9 @@ def outlet_cells(z, connectivity=8, outlets=None):
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
         return ((o != 0) & ~np.isnan(z)).astype(np.uint8)
-    nan = np.isnan(_halo(z, np.float32(np.nan)))
-    H, W = z.shape
-    near = np.zeros(z.shape, np.bool_)
-    for k in range(0, 8, _step(connectivity)):
-        dr, dc = int(K.NB_DR[k]), int(K.NB_DC[k])
-        near |= nan[1 + dr:1 + dr + H, 1 + dc:1 + dc + W]
-    return (near & ~nan[1:-1, 1:-1]).view(np.uint8)
+    out = np.empty(z.shape, np.uint8)
+    K.outlets_cpu(np.pad(z, 1, constant_values=np.nan), _step(connectivity), out)
+    return out
 
 
 def depression_labels(flooded, connectivity=8):
@@ -137,7 +125,7 @@ class _CpuOps:
     def levels(self, z, outlet, connectivity, tile):
         mask = self.forest(z, connectivity, tile)
         src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False)
-        f = _drain_block(_halo(z, np.float32(np.nan)), _halo(mask, np.uint8(0)), src)
+        f = _drain_block(np.pad(z, 1, constant_values=np.nan), np.pad(mask, 1), src)
         return f.reshape(z.shape)
 
 
@@ -160,15 +148,6 @@ class _GpuOps:
     def levels(self, z, outlet, connectivity, tile):
         from ._fill_gpu import device_levels
         return self.be.to_numpy(device_levels(z, outlet, connectivity, self.be))
-
-
-def fits_on_device(shape, backend=None):
-    """True when the in-core fill of a grid of ``shape`` fits the GPU's free memory
-    (:func:`terrain.hydrology._fill_gpu.fits_on_device`); False on the CPU."""
-    if not get_backend(backend).is_gpu:
-        return False
-    from ._fill_gpu import fits_on_device as fits
-    return fits(shape, backend)
 
 
 def _ops(be):
@@ -329,8 +308,7 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
 
 
 def kept_pits(table, min_depth=None, min_area=None):
-    """Pit cells (flat indices need the grid's width: returned as ``(row, col)`` pairs are
-    in ``table``) of the depressions the simplification keeps.
+    """The flat cell indices (int64) of the pits the simplification keeps.
 
     A depression's *depth* is its spill elevation minus its pit's elevation; its *area*
     the cells it floods at its spill level (``cells``). Depressions merge by the elder
@@ -338,8 +316,6 @@ def kept_pits(table, min_depth=None, min_area=None):
     in it. A pit is kept when the highest depression whose pit it is has depth at least
     ``min_depth`` and area at least ``min_area``; it then drains (an outlet), and only
     the shallower or smaller depressions around it are filled.
-
-    Returns the kept pits' flat cell indices (int64) given ``table["_width"]``.
     """
     n = table["id"].shape[0]
     top = np.arange(n)  # each node's highest node with the same pit
@@ -440,14 +416,11 @@ def read_halo(read, spec, window):
     """``(zh, mh, outlet)`` of ``window``: elevations and forest mask with a one-cell halo
     (NaN and 0 outside the grid) and the outlets of the window's cells. ``read(name, r0,
     r1, c0, c1)`` reads layer ``name`` ("elevation", "mst", "outlets") of the grid."""
+    from .flow import padded_window
     r0, r1, c0, c1 = window
-    R, C = spec.shape
-    a0, a1, b0, b1 = max(r0 - 1, 0), min(r1 + 1, R), max(c0 - 1, 0), min(c1 + 1, C)
-    zh = np.full((r1 - r0 + 2, c1 - c0 + 2), np.nan, np.float32)
-    mh = np.zeros((r1 - r0 + 2, c1 - c0 + 2), np.uint8)
-    sl = (slice(a0 - r0 + 1, a1 - r0 + 1), slice(b0 - c0 + 1, b1 - c0 + 1))
-    zh[sl] = read("elevation", a0, a1, b0, b1)
-    mh[sl] = read("mst", a0, a1, b0, b1)
+    zh = padded_window(lambda *w: read("elevation", *w), spec.shape, window, 1, np.nan,
+                       np.float32)
+    mh = padded_window(lambda *w: read("mst", *w), spec.shape, window, 1, 0, np.uint8)
     if spec.named_outlets:
         outlet = ((np.asarray(read("outlets", r0, r1, c0, c1)) != 0)
                   & ~np.isnan(zh[1:-1, 1:-1])).astype(np.uint8)
