@@ -54,8 +54,8 @@ from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
-           "default_output",
-           "write_geotiffs", "write_hierarchy", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
+           "default_output", "named_outlets", "write_outlets", "write_geotiffs",
+           "write_hierarchy", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
 
 #: name -> (dtype, fill value = nodata, meaning)
 LAYERS = {
@@ -147,9 +147,10 @@ def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,
     return str(out_path)
 
 
-def _outlet_cells(path, geotransform, shape, crs=None):
-    """The cells a ``--outlets`` file names: a raster or tile store (its non-zero,
-    non-nodata cells, mapped through the cell centres) or points (CSV ``x,y``, GeoJSON)."""
+def named_outlets(path, geotransform, shape, crs=None):
+    """The cells ``(row, col)`` (sorted, int64) an outlets file names: a raster or tile
+    store (its non-zero, non-nodata cells, mapped through the cell centres) or points (CSV
+    ``x,y``, GeoJSON, reprojected from their CRS into ``crs``, the DEM's)."""
     from terrain.io.points import VECTOR_SUFFIXES, map_to_cell, raster_source_cells, read_points
     p = Path(path)
     if p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES) and not is_store(p):
@@ -168,11 +169,11 @@ def _outlet_cells(path, geotransform, shape, crs=None):
     return np.unique(np.array(cells, np.int64).reshape(-1, 2), axis=0)
 
 
-def _write_outlets(out_path, cells, shape, tile):
-    """The ``outlets`` layer (uint8, 1 = outlet): only the shards holding one are written."""
+def write_outlets(out_path, cells, shape, tile, side):
+    """The ``outlets`` layer (uint8, 1 = outlet) of ``cells``: only the shards (``side``
+    cells a side) holding one are written."""
     create_layer(zarr.open_group(store=str(out_path), mode="a"), "outlets", "uint8", 0, tile,
                  shape, attrs={"meaning": "1 = an outlet named by --outlets"})
-    side = tile * tiles_per_shard(tile, shape)
     shard = cells[:, 0] // side * (-(-shape[1] // side)) + cells[:, 1] // side
     for s in np.unique(shard):
         si, sj = divmod(int(s), -(-shape[1] // side))
@@ -506,7 +507,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                "source": str(inp.resolve())}
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
-    cells = None if outlets is None else _outlet_cells(outlets, geo["geotransform"], shape,
+    cells = None if outlets is None else named_outlets(outlets, geo["geotransform"], shape,
                                                        geo.get("crs"))
     spec = FillSpec(shape, int(tile), int(connectivity), cells is not None)
     route = fill_route(shape, be, in_core)
@@ -543,13 +544,13 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 with cluster.open_scheduler(scheduler or "threads"):
                     cluster.compute(upstream, label="fill-ingest")
             if cells is not None:
-                _write_outlets(tmp, cells, shape, tile)
+                write_outlets(tmp, cells, shape, tile, tile * shard)
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo)
                 (summary,) = cluster.compute(graph, label="fill")
             shutil.rmtree(Path(tmp) / "mst", ignore_errors=True)  # the intermediate forest
         if cells is not None and route == "in-core":
-            _write_outlets(tmp, cells, shape, tile)
+            write_outlets(tmp, cells, shape, tile, tile * shard)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()

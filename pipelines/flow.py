@@ -26,13 +26,12 @@ on the tiled route: :mod:`terrain.hydrology.flow`).
 
 The fill
 --------
-:func:`fill_layer` is the one place the library's depression filling is called (``filled``
-from ``elevation``). ``--filled`` takes the input as already filled (e.g. by ``terrain
-fill``, RichDEM or ``r.fill.dir``) and copies it.
+``terrain fill``'s pipeline writes ``filled`` (:func:`pipelines.fill.write_filled`).
+``--filled`` takes the input as already filled (e.g. by ``terrain fill``, RichDEM or
+``r.fill.dir``) and copies it.
 """
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -42,6 +41,7 @@ import zarr
 
 from terrain.backend import get_backend
 from terrain.errors import InputError
+from terrain.grid.cost_outputs import read_layer
 from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
                                flow_accumulation, flow_directions)
 from terrain.io.geotiff import geotiff_paths
@@ -50,7 +50,7 @@ from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
 
-__all__ = ["run_flow", "flow_command", "flow_route", "fill_layer", "default_output",
+__all__ = ["run_flow", "flow_command", "flow_route", "default_output",
            "FLOW_LAYERS", "IN_CORE_BYTES", "write_flow_geotiffs", "flow_geotiff_paths",
            "read_flow_store"]
 
@@ -64,7 +64,6 @@ FLOW_LAYERS = {
     "accumulation": ("float64", np.nan, ("lz4", 5, "shuffle"),
                      "flow accumulation: cells (or weights) draining through the cell, "
                      "itself included; NaN nodata"),
-    "outlets": ("uint8", 0, ("lz4", 5, "bitshuffle"), "named outlets (1)"),
 }
 #: the layers ``--geotiff-dir`` writes
 GEOTIFF_LAYERS = ("filled", "direction", "accumulation")
@@ -113,9 +112,15 @@ def _create(out_path, name, tile, shape):
                         compressors=_compressors(name), attrs={"meaning": meaning})
 
 
-def _shard_windows(shape, side):
-    return [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
-            for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+def _each_shard(fn, shape, side):
+    """``fn(window)`` for every shard window of the grid, on the I/O threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from terrain.tiles import io_threads
+    windows = [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
+               for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+    with ThreadPoolExecutor(io_threads()) as pool:
+        list(pool.map(fn, windows))
 
 
 def _reader(store, layer, dtype=None):
@@ -126,57 +131,13 @@ def _reader(store, layer, dtype=None):
     return read
 
 
-def _read_whole(store, layer, shape, side, dtype=None):
-    from concurrent.futures import ThreadPoolExecutor
-    first = zarr.open_array(store=str(store), path=layer, mode="r")
-    out = np.empty(shape, dtype or first.dtype)
-
-    def one(w):
-        out[w[0]:w[1], w[2]:w[3]] = read_block(store, layer, w)
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(one, _shard_windows(shape, side)))
-    return out
-
-
 def _write_whole(store, layer, values, side):
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda w: write_block(store, layer, w, values[w[0]:w[1], w[2]:w[3]]),
-                      _shard_windows(values.shape, side)))
-
-
-# ------------------------------------------------------------------------------------------
-# the fill
-
-
-def fill_layer(dem_path, out_path, shape, tile, connectivity, outlets_layer, scheduler=None,
-               backend=None):
-    """Write ``filled`` (the depression-filled DEM of ``dem_path``'s ``elevation``, outlets
-    the grid's edge and nodata, or ``outlets_layer`` of ``out_path`` when given) into the
-    output store ``out_path``: ``terrain fill``'s own pipeline (:func:`pipelines.fill.write_filled`)."""
-    from .fill import write_filled
-    write_filled(dem_path, out_path, shape, tile, connectivity, outlets_layer,
-                 backend=backend, scheduler=scheduler)
-
-
-def _copy_filled(dem_path, out_path, shape, side):
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(w):
-        write_block(out_path, "filled", w, read_block(dem_path, "elevation", w))
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(one, _shard_windows(shape, side)))
+    _each_shard(lambda w: write_block(store, layer, w, values[w[0]:w[1], w[2]:w[3]]),
+                values.shape, side)
 
 
 # ------------------------------------------------------------------------------------------
 # the run
-
-
-def _outlet_cells(outlets, gt, shape, inp, crs=None):
-    """The named outlet cells (a raster's non-zero, non-nodata cells; CSV or GeoJSON points,
-    reprojected from their CRS into ``crs``, the DEM's)."""
-    from .cost_distance import resolve_sources
-    return resolve_sources(gt, shape, sources_file=outlets, label=f"{inp}: outlets: ", crs=crs)
 
 
 def _ingest(path, target, tile):
@@ -204,6 +165,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     nodata). ``weights``: a raster on the same grid (float; NaN counts 0). ``route``:
     :func:`flow_route`. Returns the summary (also in the store's ``flow`` attribute).
     """
+    from .fill import named_outlets, write_filled, write_outlets
     t_start = time.perf_counter()
     be = get_backend(backend)
     inp = Path(input_path)
@@ -222,7 +184,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         shape, gt, crs = grid.shape, list(grid.geotransform), grid.crs
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
-    cells = None if outlets is None else _outlet_cells(outlets, gt, shape, inp, crs)
+    cells = None if outlets is None else named_outlets(outlets, gt, shape, crs)
     if weights is not None:
         _check_weights(weights, shape, gt)
     spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
@@ -254,26 +216,17 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             for name in ("filled", "direction", "accumulation"):
                 _create(tmp, name, tile, shape)
             out_layer = None
-            if cells is not None:  # shard by shard: only those holding an outlet
-                _create(tmp, "outlets", tile, shape)
-                by_shard = {}
-                for r, c in cells:
-                    by_shard.setdefault((r // side, c // side), []).append((r, c))
-                for (si, sj), cs in by_shard.items():
-                    w = (si * side, min((si + 1) * side, shape[0]), sj * side,
-                         min((sj + 1) * side, shape[1]))
-                    block = np.zeros((w[1] - w[0], w[3] - w[2]), np.uint8)
-                    for r, c in cs:
-                        block[r - w[0], c - w[2]] = 1
-                    write_block(tmp, "outlets", w, block)
+            if cells is not None:
+                write_outlets(tmp, cells, shape, tile, side)
                 out_layer = "outlets"
             wall["ingest"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            if filled:
-                _copy_filled(dem_path, tmp, shape, side)
+            if filled:  # copied as it is
+                _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
+                    dem_path, "elevation", w)), shape, side)
             else:
-                fill_layer(dem_path, tmp, shape, tile, connectivity, out_layer, scheduler,
-                           be.name)
+                write_filled(dem_path, tmp, shape, tile, connectivity, out_layer, be.name,
+                             scheduler)
             wall["fill"] = time.perf_counter() - t0
             if chosen == "in-core":
                 stats = _in_core(tmp, spec, side, out_layer, w_path, be.name, wall)
@@ -282,8 +235,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             summary = {"rows": shape[0], "cols": shape[1], "connectivity": int(connectivity),
                        "cellsize": list(spec.cellsize), "tile": int(tile), "route": chosen,
                        "backend": be.name, "device": be.device_name(),
-                       "filled_input": bool(filled), "outlets": "named" if cells else
-                       "grid edge and nodata", "named_outlets": len(cells or ()),
+                       "filled_input": bool(filled),
+                       "outlets": "grid edge and nodata" if cells is None else "named",
+                       "named_outlets": 0 if cells is None else len(cells),
                        "weights": None if weights is None else str(weights), **stats,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
@@ -301,10 +255,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
 
 def _in_core(tmp, spec, side, out_layer, w_path, backend, wall):
     t0 = time.perf_counter()
-    z = _read_whole(tmp, "filled", spec.shape, side, np.float32)
-    outl = None if out_layer is None else _read_whole(tmp, out_layer, spec.shape, side)
-    w = None if w_path is None else _read_whole(w_path, "elevation", spec.shape, side,
-                                                np.float64)
+    z = read_layer(tmp, "filled", np.float32)
+    outl = None if out_layer is None else read_layer(tmp, out_layer)
+    w = None if w_path is None else read_layer(w_path, "elevation").astype(np.float64)
     t1 = time.perf_counter()
     d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=backend)
     del z
