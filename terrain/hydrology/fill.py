@@ -298,13 +298,15 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
     zf = z.ravel()
     w = np.maximum(zf[u], zf[v])
     order = np.lexsort((ids, w))
-    pit, pitz, spill, parent, left, right, cells, vol = K.hierarchy_cpu(
-        zf, u[order], v[order], w[order], (outlet != 0).ravel())
+    nodes = np.ascontiguousarray(K.hierarchy_cpu(zf, u[order], v[order], w[order],
+                                                 (outlet != 0).ravel()).T)
+    pit, parent, left, right, cells = nodes[[0, 3, 4, 5, 6]].astype(np.int64)
+    pitz, spill = nodes[1:3].astype(np.float32)
     rows, cols = np.divmod(pit, z.shape[1])
     return {"_width": z.shape[1], "id": np.arange(1, pit.shape[0] + 1, dtype=np.int64),
             "pit_row": rows,
             "pit_col": cols, "pit_elevation": pitz, "spill_elevation": spill,
-            "parent": parent, "left": left, "right": right, "cells": cells, "volume": vol}
+            "parent": parent, "left": left, "right": right, "cells": cells, "volume": nodes[7]}
 
 
 def kept_pits(table, min_depth=None, min_area=None):
