@@ -11,6 +11,8 @@ neighbours are the even ``k``; D4 takes only those.
 import numba
 import numpy as np
 
+from ._fill_cpu import _find
+
 __all__ = ["classify_cpu", "flat_distances_cpu", "flat_labels_cpu", "flat_directions_cpu",
            "accumulate_cpu", "exits_cpu", "resolve_edges_cpu", "chain_exits_cpu",
            "union_max_cpu", "DR", "DC", "FLAT", "NODATA", "INF"]
@@ -422,20 +424,12 @@ def chain_exits_cpu(in_exit, in_src, out_external, node_exit):
 
 
 @numba.njit(cache=True, nogil=True)
-def _root(parent, x):
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-@numba.njit(cache=True, nogil=True)
 def union_max_cpu(parent, best, us, vs):
     """Join ``us[i]`` and ``vs[i]`` (a union-find over ``parent``), then give every element
     the largest ``best`` of its set."""
     for i in range(us.shape[0]):
-        a = _root(parent, us[i])
-        b = _root(parent, vs[i])
+        a = _find(parent, us[i])
+        b = _find(parent, vs[i])
         if a != b:
             if a < b:
                 parent[b] = a
@@ -443,8 +437,8 @@ def union_max_cpu(parent, best, us, vs):
                 parent[a] = b
     n = parent.shape[0]
     for x in range(n):
-        r = _root(parent, x)
+        r = _find(parent, x)
         if best[x] > best[r]:
             best[r] = best[x]
     for x in range(n):
-        best[x] = best[_root(parent, x)]
+        best[x] = best[_find(parent, x)]

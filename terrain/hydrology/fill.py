@@ -510,17 +510,19 @@ def fill_split(spec, level, i, j, incoming, own):
     indptr, adj, w = K.csr_from_edges_cpu(verts.shape[0], np.searchsorted(verts, eu),
                                           np.searchsorted(verts, ev), ew)
     f = K.forest_dp_cpu(indptr, adj, w, src)
-    win = spec.window(level, i, j)
-    half = spec.tile << (level - 1)
+    return _to_children(spec, level, i, j, verts, f) + (
+        {"times": {"split": time.perf_counter() - t0}},)
+
+
+def _to_children(spec, level, i, j, cells, values):
+    """``(cells, values)`` of node ``(level, i, j)`` split among its four children (None
+    for a child outside the grid)."""
     from ..grid.merge import child_windows
     parts = []
-    for cw in child_windows(win, half, spec.shape):
-        if cw is None:
-            parts.append(None)
-            continue
-        sel = _inside(verts, cw, spec.shape[1])
-        parts.append((verts[sel], f[sel]))
-    return tuple(parts) + ({"times": {"split": time.perf_counter() - t0}},)
+    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
+        sel = None if cw is None else _inside(cells, cw, spec.shape[1])
+        parts.append(None if cw is None else (cells[sel], values[sel]))
+    return tuple(parts)
 
 
 @dataclass
@@ -641,15 +643,7 @@ def label_split(spec, level, i, j, incoming, own):
     children whose block holds the key."""
     keys, resolved = own
     final = _final_keys(resolved, incoming)
-    from ..grid.merge import child_windows
-    parts = []
-    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
-        if cw is None:
-            parts.append(None)
-            continue
-        sel = _inside(keys, cw, spec.shape[1])
-        parts.append((keys[sel], final[sel]))
-    return tuple(parts) + ({"times": {"labels": 0.0}},)
+    return _to_children(spec, level, i, j, keys, final) + ({"times": {"labels": 0.0}},)
 
 
 def _final_keys(keys, incoming):

@@ -179,23 +179,16 @@ def _halo(frames, gi, gj, h, w, fill, dtype):
     """A padded (halo 2) array holding, on the halo's inner ring, the border cells the
     eight neighbouring groups published (``frames[(gi, gj)]``: top, bottom, left, right)."""
     a = np.full((h + 4, w + 4), fill, dtype)
-    f = frames.get
-    if (n := f((gi - 1, gj))) is not None:
-        a[1, 2:w + 2] = n[1]
-    if (n := f((gi + 1, gj))) is not None:
-        a[h + 2, 2:w + 2] = n[0]
-    if (n := f((gi, gj - 1))) is not None:
-        a[2:h + 2, 1] = n[3]
-    if (n := f((gi, gj + 1))) is not None:
-        a[2:h + 2, w + 2] = n[2]
-    if (n := f((gi - 1, gj - 1))) is not None:
-        a[1, 1] = n[1][-1]
-    if (n := f((gi - 1, gj + 1))) is not None:
-        a[1, w + 2] = n[1][0]
-    if (n := f((gi + 1, gj - 1))) is not None:
-        a[h + 2, 1] = n[0][-1]
-    if (n := f((gi + 1, gj + 1))) is not None:
-        a[h + 2, w + 2] = n[0][0]
+    rows, cols, every = slice(2, h + 2), slice(2, w + 2), slice(None)
+    for (di, dj), at, side, take in (((-1, 0), (1, cols), 1, every),
+                                     ((1, 0), (h + 2, cols), 0, every),
+                                     ((0, -1), (rows, 1), 3, every),
+                                     ((0, 1), (rows, w + 2), 2, every),
+                                     ((-1, -1), (1, 1), 1, -1), ((-1, 1), (1, w + 2), 1, 0),
+                                     ((1, -1), (h + 2, 1), 0, -1),
+                                     ((1, 1), (h + 2, w + 2), 0, 0)):
+        if (n := frames.get((gi + di, gj + dj))) is not None:
+            a[at] = n[side][take]
     return a
 
 
