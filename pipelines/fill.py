@@ -122,11 +122,10 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     return [str(p) for p in write_all(store_path, jobs, cog=cog, overwrite=overwrite)]
 
 
-def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,
-             names=tuple(LAYERS)):
+def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
     """Create the result layers ``names`` that are not there yet (and, for a store input,
     the georeference) in the output."""
-    del upstream, named_outlets  # orders this task after what must run first
+    del upstream  # orders this task after what must run first
     group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
                             use_consolidated=False)
     if "x" not in group:
@@ -311,12 +310,13 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, g)
     graph = TaskGraph("fill", token)
     call = graph.call
-    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, spec.named_outlets, mst,
-                    tuple(names), key=("prepare",))
+    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, mst, tuple(names),
+                    key=("prepare",))
     _, rest = walk_up(plan, (_up_task, dem_path, out_path, spec, prepared), (fill_merge, spec),
                       call, nout=3, names=("up", "merge"))
     own = {node: r[:1] for node, r in rest.items() if node[0] > g}
-    _, leaves = walk_down(plan, (fill_split, spec), (_write_task, dem_path, out_path, spec, prepared, tuple(names)),
+    _, leaves = walk_down(plan, (fill_split, spec),
+                          (_write_task, dem_path, out_path, spec, prepared, tuple(names)),
                           call, extra=own, node_nout=5, leaf_nout=3, names=("split", "write"))
 
     meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
@@ -345,23 +345,21 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
                               key=("finish",)))
 
 
-def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
-    """The in-core route: the whole DEM read, filled, written shard by shard (and the
-    hierarchy table, with ``options["hierarchy"]``)."""
+def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
+                 names=tuple(LAYERS)):
+    """The in-core route: the whole DEM read, filled (``outlets``: a mask or None), the
+    layers ``names`` written shard by shard (and the hierarchy table, with
+    ``options["hierarchy"]``)."""
     import concurrent.futures
 
     from terrain.grid.cost_outputs import io_threads, read_layer, shard_layouts, write_windows
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(io_threads()) as pool:
-        prepared = pool.submit(_prepare, out_path, spec.shape, spec.tile, geo)
+        prepared = pool.submit(_prepare, out_path, spec.shape, spec.tile, geo, names=names)
         z = read_layer(dem_path, "elevation", np.float32)
-        outlets = None
-        if outlet_cells is not None:
-            outlets = np.zeros(spec.shape, np.uint8)
-            outlets[outlet_cells[:, 0], outlet_cells[:, 1]] = 1
         t1 = time.perf_counter()
         r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend,
-                             **options)
+                             **(options or {}))
         t2 = time.perf_counter()
         prepared.result()
         rows, cols = spec.shape
@@ -369,6 +367,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
         windows = [(a, min(a + side, rows), b, min(b + side, cols))
                    for a in range(0, rows, side) for b in range(0, cols, side)]
         layers = {"filled": r.filled, "depth": r.depth, "depression": r.depression}
+        layers = {name: layers[name] for name in names}
         layouts = shard_layouts(out_path, list(layers))
         list(pool.map(lambda w: write_windows(out_path, layers, [w], layouts=layouts),
                       windows))
@@ -390,7 +389,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
                     "tile": spec.tile, "connectivity": spec.connectivity,
                     "phase_seconds": {"read": round(t1 - t0, 6), **s["times"],
                                       "write": round(t3 - t2, 6)},
-                    "read_bytes": z.nbytes, "written_bytes": 3 * z.nbytes})
+                    "read_bytes": z.nbytes, "written_bytes": len(names) * z.nbytes})
     for k in ("epsilon", "min_depth", "min_area", "kept_pits"):
         if k in s:
             summary[k] = s[k]
@@ -443,18 +442,9 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
     if fill_route(shape, be) == "in-core":
-        from terrain.grid.cost_outputs import read_layer, write_windows
-        z = read_layer(dem_path, "elevation", np.float32)
-        outlets = None
-        if outlets_layer is not None:
-            outlets = read_layer(out_path, outlets_layer)
-        r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=be.name)
-        _prepare(out_path, shape, spec.tile, geo, names=("filled",))
-        side = spec.tile * tiles_per_shard(spec.tile, shape)
-        windows = [(a, min(a + side, shape[0]), b, min(b + side, shape[1]))
-                   for a in range(0, shape[0], side) for b in range(0, shape[1], side)]
-        write_windows(out_path, {"filled": r.filled}, windows)
-        return dict(r.stats, path="in-core")
+        from terrain.grid.cost_outputs import read_layer
+        outlets = None if outlets_layer is None else read_layer(out_path, outlets_layer)
+        return _run_in_core(dem_path, out_path, spec, geo, be.name, outlets, names=("filled",))
     if outlets_layer not in (None, "outlets"):
         raise InputError(f"{out_path}: the tiled fill reads its outlets from 'outlets'")
     from . import cluster
@@ -534,23 +524,21 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             from .ingest import build_ingest_graph
             upstream = build_ingest_graph(inp, tmp, tile)
             dem_path = tmp
+        if upstream is not None:  # the DEM before the outlets layer and the forest
+            with cluster.open_scheduler(scheduler or "threads"):
+                cluster.compute(upstream, label="fill-ingest")
+        if cells is not None:
+            write_outlets(tmp, cells, shape, tile, tile * shard)
         if route == "in-core":
-            if upstream is not None:
-                with cluster.open_scheduler(scheduler or "threads"):
-                    cluster.compute(upstream, label="fill-ingest")
-            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, cells, options)
-        else:
-            if upstream is not None:  # the DEM before the outlets layer and the forest
-                with cluster.open_scheduler(scheduler or "threads"):
-                    cluster.compute(upstream, label="fill-ingest")
+            mask = None if cells is None else np.zeros(shape, np.uint8)
             if cells is not None:
-                write_outlets(tmp, cells, shape, tile, tile * shard)
+                mask[cells[:, 0], cells[:, 1]] = 1
+            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options)
+        else:
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo)
                 (summary,) = cluster.compute(graph, label="fill")
             shutil.rmtree(Path(tmp) / "mst", ignore_errors=True)  # the intermediate forest
-        if cells is not None and route == "in-core":
-            write_outlets(tmp, cells, shape, tile, tile * shard)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()
