@@ -31,25 +31,10 @@ INF = np.float32(np.inf)
 def _forest_dirs(mh, i, j):
     """Bit k set when the forest holds the edge from halo cell ``(i, j)`` to its neighbour
     ``k`` (E, SE, S, SW, W, NW, N, NE); ``(i, j)`` must have all 8 neighbours in ``mh``."""
-    m = mh[i, j]
-    b = 0
-    if m & 1:
-        b |= 1
-    if m & 4:
-        b |= 2
-    if m & 2:
-        b |= 4
-    if m & 8:
-        b |= 8
-    if mh[i, j - 1] & 1:
-        b |= 16
-    if mh[i - 1, j - 1] & 4:
-        b |= 32
-    if mh[i - 1, j] & 2:
-        b |= 64
-    if mh[i - 1, j + 1] & 8:
-        b |= 128
-    return b
+    m = mh[i, j]  # own bits 1 E, 2 S, 4 SE, 8 SW; the W, NW, N, NE edges are the neighbours'
+    return ((m & 1) | ((m & 4) >> 1) | ((m & 2) << 1) | (m & 8) | ((mh[i, j - 1] & 1) << 4)
+            | ((mh[i - 1, j - 1] & 4) << 3) | ((mh[i - 1, j] & 2) << 5)
+            | ((mh[i - 1, j + 1] & 8) << 4))
 
 
 @numba.njit(cache=True, nogil=True)
