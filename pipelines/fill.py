@@ -47,7 +47,7 @@ from terrain.errors import InputError
 from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_leaf_up,
                                fill_merge, fill_split, label_border, label_count, label_ids,
                                label_merge, label_numbering, label_split)
-from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
+from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store, walk_down, walk_up
@@ -55,7 +55,7 @@ from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
            "default_output", "named_outlets", "write_outlets", "write_geotiffs",
-           "write_hierarchy", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
+           "write_hierarchy", "LAYERS", "GEOTIFF_LAYERS"]
 
 #: name -> (dtype, fill value = nodata, meaning)
 LAYERS = {
@@ -98,15 +98,6 @@ def fill_route(shape, backend, in_core="auto", available=None):
         import psutil
         available = psutil.virtual_memory().available
     return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= available / 2 else "tiled"
-
-def geotiff_paths(directory):
-    """What ``--geotiff-dir DIR`` writes (:func:`terrain.io.geotiff.geotiff_paths`).
-
-    >>> [p.name for p in geotiff_paths(".")]
-    ['filled.tif', 'depth.tif', 'depression.tif']
-    """
-    return shared_geotiff_paths(directory, GEOTIFF_LAYERS)
-
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     """``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized GeoTIFFs
@@ -480,7 +471,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
-    check_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir)], overwrite)
+    check_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)], overwrite)
     if is_store(inp):
         store = open_store(inp)
         shape, tile = store.shape, store.tile

@@ -50,9 +50,8 @@ from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
 
-__all__ = ["run_flow", "flow_command", "flow_route", "default_output",
-           "FLOW_LAYERS", "IN_CORE_BYTES", "write_flow_geotiffs", "flow_geotiff_paths",
-           "read_flow_store"]
+__all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
+           "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
 
 #: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description)
 FLOW_LAYERS = {
@@ -170,7 +169,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
-    check_outputs([inp, outlets, weights], [out, *flow_geotiff_paths(geotiff_dir)], overwrite)
+    check_outputs([inp, outlets, weights], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
+                  overwrite)
     if int(connectivity) not in (4, 8):
         raise InputError(f"connectivity {connectivity}: must be 4 (D4) or 8 (D8)")
     if is_store(inp):
@@ -338,11 +338,6 @@ def _gather(values):
 
 # ------------------------------------------------------------------------------------------
 # outputs
-
-def flow_geotiff_paths(directory):
-    """What ``--geotiff-dir DIR`` writes (:func:`terrain.io.geotiff.geotiff_paths`)."""
-    return geotiff_paths(directory, GEOTIFF_LAYERS)
-
 
 def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
     """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)
