@@ -1,36 +1,18 @@
-"""``terrain fill``: exact depression filling of a DEM into a Zarr result store.
+"""``terrain fill``: exact depression filling of a DEM into a Zarr result store (layers and
+summary: docs/hydrology.md, "The store"; the algorithm: :mod:`terrain.hydrology.fill`).
 
-What the store holds
---------------------
-``filled`` (float32, NaN = nodata: the spill elevation of every cell), ``depth`` (float32,
-``filled - elevation``, NaN = nodata), ``depression`` (int32: the lake a cell lies in,
-numbered in the row-major order of the lakes' first cells, 0 outside any), the DEM's
-``elevation`` for a raster input, ``outlets`` (uint8) when outlets were named, and the
-summary in the ``fill`` attribute. The algorithm and its exactness:
-:mod:`terrain.hydrology.fill`, docs/hydrology.md.
+Two routes, one choice (:func:`fill_route`), the same store bit for bit
+(tests/pipelines/test_fill_pipeline.py):
 
-Dask strategy
--------------
-Two routes, one choice (:func:`fill_route`):
-
-* *in core* (the grid's working arrays fit half the memory; on the GPU, the device): no
-  task graph. A raster input is ingested into the output (its graph on Dask's threads), the
-  whole DEM is read, :func:`terrain.hydrology.fill_depressions` runs (on the CPU the grid
-  MST's tiled Borůvka plus the drain pass; on the GPU the seeded whole-grid Borůvka and the
-  rooted drain), and the layers are written shard by shard.
-* *tiled* (out of core): one graph. The grid MST's own graph
-  (:func:`pipelines.mst.build_mst_graph`, weight ``max``) writes the forest's ``mst`` mask
-  into the output; then the fill's walks over the same quadtree plan (groups = the
-  store's shards): ``fill-up`` per group (read the DEM and the mask with a one-cell halo,
-  reduce the group's forest to its ports), ``fill-merge`` per node, ``fill-split`` per node
-  top down, ``fill-write`` per group (final levels, ``filled``, ``depth`` and provisional
-  labels written); then the label walk (``fill-lmerge``/``fill-lsplit``) joins lakes across
-  group borders, ``fill-count`` per group and one ``fill-numbering`` task give the ids, and
-  ``fill-label`` per group writes ``depression``. The ``mst`` mask is removed at the end
-  (it is an intermediate: the in-core route never writes one). Peak memory: a group's block
-  per running task plus O(perimeter) per node.
-
-Both routes give the same store, bit for bit (tests/pipelines/test_fill_pipeline.py).
+* *in core* (the working arrays fit half the memory; on the GPU, the device's): no task
+  graph; the whole DEM read, :func:`terrain.hydrology.fill_depressions`, the layers written
+  shard by shard.
+* *tiled* (out of core): one graph. The grid MST's graph
+  (:func:`pipelines.mst.build_mst_graph`, weight ``max``) writes the intermediate ``mst``
+  mask; the fill walk over the same quadtree plan (groups = shards: ``fill-up``,
+  ``fill-merge``, ``fill-split``, ``fill-write``), then the label walk (``fill-lmerge``,
+  ``fill-lsplit``, ``fill-count``, ``fill-numbering``, ``fill-label``) numbers the lakes
+  across groups. Peak memory: a group's block per running task plus O(perimeter) per node.
 """
 
 import json

@@ -1,34 +1,18 @@
 """``terrain flow DEM -o flow.zarr``: depression filling, D8 flow directions and flow
-accumulation into one store; ``terrain watershed`` and ``terrain streams`` read it.
+accumulation into one store (layers, codes and summary: docs/hydrology.md; conventions:
+:mod:`terrain.hydrology.flow`); ``terrain watershed`` and ``terrain streams`` read it.
 
-The store holds ``filled`` (float32, NaN nodata: the depression-filled DEM the directions
-follow), ``direction`` (uint8 ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE;
-0 outlet; 255 nodata), ``accumulation`` (float64: cells, or the weights, draining through
-each cell, itself included; NaN nodata), the DEM's ``elevation`` for a raster input,
-``outlets`` (uint8) when named, and the summary in the ``flow`` attribute
-(:mod:`terrain.hydrology.flow` has the conventions).
+``filled`` comes from ``terrain fill``'s pipeline (:func:`pipelines.fill.write_filled`), or
+with ``--filled`` is the input copied as it is. Two routes (:func:`flow_route`), the same
+bits (weighted sums within float64 rounding on the tiled route):
 
-Routes (:func:`flow_route`, one decision for the run and ``--dry-run``)
-----------------------------------------------------------------------
-* ``in-core``: the grid's working set (about :data:`IN_CORE_BYTES` a cell) fits half the
-  available memory: the filled DEM is read whole, directions and accumulation computed as
-  one block (no task graph), the layers written shard by shard by a pool of threads.
-* ``tiled``: the quadtree plan over the store's shards (a group = a shard, so each writer
-  owns whole shards). Directions: rounds of per-group flat passes until the flats' border
-  distances settle (:func:`terrain.hydrology.flow.direction_pass`; one Dask compute per
-  round, the groups in parallel), then one task per group writes its directions.
-  Accumulation: the quadtree walk up and down (``flow-acc-up``, ``flow-acc-merge*``,
-  ``flow-acc-split*``, ``flow-acc-down``), one task graph (:class:`pipelines.quadtree.TaskGraph`).
-  Memory: a group's blocks per running task and the boundary graphs (O(perimeter)).
-
-Both give the same bits (the counts exactly; weighted accumulation within float64 rounding
-on the tiled route: :mod:`terrain.hydrology.flow`).
-
-The fill
---------
-``terrain fill``'s pipeline writes ``filled`` (:func:`pipelines.fill.write_filled`).
-``--filled`` takes the input as already filled (e.g. by ``terrain fill``, RichDEM or
-``r.fill.dir``) and copies it.
+* ``in-core`` (about :data:`IN_CORE_BYTES` a cell fit half the available memory): the
+  filled DEM read whole, directions and accumulation as one block, no task graph.
+* ``tiled``: groups = the store's shards. Directions: rounds of per-group flat passes until
+  the flats' border distances settle (:func:`terrain.hydrology.flow.direction_pass`, one
+  Dask compute a round), then one task a group writes them. Accumulation: the quadtree walk
+  up and down (``flow-acc-*``) in one task graph. Memory: a group's blocks per running task
+  and the boundary graphs (O(perimeter)).
 """
 
 import json
