@@ -406,11 +406,6 @@ class PortGraph:
     cv: np.ndarray
     cw: np.ndarray
 
-    @property
-    def nbytes(self):
-        return sum(getattr(self, k).nbytes for k in ("verts", "d", "eu", "ev", "ew", "cu",
-                                                     "cv", "cw"))
-
 
 def _inside(cells, window, ncols):
     r, c = np.divmod(np.asarray(cells, np.int64), ncols)
@@ -464,7 +459,7 @@ def fill_leaf_up(read, spec, level, i, j):
                       _local_to_global(cp, win, ncols, W),
                       (win[0] - 1 + hi) * ncols + win[2] - 1 + hj, cw)
     stats = {"times": {"read": t1 - t0, "up": time.perf_counter() - t1},
-             "read_bytes": zh.nbytes + mh.nbytes, "graph_bytes": graph.nbytes}
+             "read_bytes": zh.nbytes + mh.nbytes}
     return graph, None, stats
 
 
@@ -496,8 +491,7 @@ def fill_merge(spec, level, i, j, *children):
     up = PortGraph(win, kv, dk, kv[ka], kv[kb], kw, cat["cu"][out], cat["cv"][out],
                    cat["cw"][out])
     own = (verts, d, eu, ev, ew)
-    stats = {"times": {"merge": time.perf_counter() - t0}, "graph_bytes": up.nbytes}
-    return up, own, stats
+    return up, own, {"times": {"merge": time.perf_counter() - t0}}
 
 
 def fill_split(spec, level, i, j, incoming, own):
@@ -595,10 +589,6 @@ class LabelBorder:
     window: tuple
     cells: np.ndarray
     keys: np.ndarray
-
-    @property
-    def nbytes(self):
-        return self.cells.nbytes + self.keys.nbytes
 
 
 def _on_sides(cells, window, ncols):

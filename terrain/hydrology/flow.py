@@ -192,6 +192,12 @@ def _halo(frames, gi, gj, h, w, fill, dtype):
     return a
 
 
+def _seeds(frames, group, window):
+    """The away and towards halos of ``group`` from what its neighbours published."""
+    h, w = window[1] - window[0], window[3] - window[2]
+    return tuple(_halo(f, *group, h, w, _INF, np.int32) for f in frames)
+
+
 @dataclass
 class _GroupFlats:
     """What a group's flat pass publishes: the away/towards distances and flat labels of its
@@ -306,9 +312,7 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=N
 
     def run(group, seeded):
         window = plan.window(g, *group)
-        h, w = window[1] - window[0], window[3] - window[2]
-        ha = _halo(frames_a, *group, h, w, _INF, np.int32) if seeded else None
-        ht = _halo(frames_t, *group, h, w, _INF, np.int32) if seeded else None
+        ha, ht = _seeds((frames_a, frames_t), group, window) if seeded else (None, None)
         return _group_step(spec, ops, read_z, read_out, window, ha, ht, None)
 
     first = mapper(lambda grp: run(grp, False), groups)
@@ -343,10 +347,7 @@ def direction_group(spec, plan, group, read_z, read_out, heights, frames, backen
     :func:`direction_pass` resolved the flats' distances and heights."""
     ops = _ops(backend)
     window = plan.window(plan.group_level, *group)
-    h, w = window[1] - window[0], window[3] - window[2]
-    frames_a, frames_t = frames
-    ha = _halo(frames_a, *group, h, w, _INF, np.int32)
-    ht = _halo(frames_t, *group, h, w, _INF, np.int32)
+    ha, ht = _seeds(frames, group, window)
     code, stats = _group_step(spec, ops, read_z, read_out, window, ha, ht,
                               heights.get(group, np.zeros(1, np.int32)))
     stats["outlets"] = int(np.count_nonzero(code == 0))
@@ -432,11 +433,6 @@ class EdgeSummary:
     out_tail: np.ndarray
     out_head: np.ndarray
     out_local: np.ndarray
-
-    @property
-    def nbytes(self):
-        return sum(a.nbytes for a in (self.in_tail, self.in_exit, self.out_tail,
-                                      self.out_head, self.out_local))
 
 
 def _empty_summary():
