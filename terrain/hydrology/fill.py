@@ -196,21 +196,18 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     ([[4.0, 4.0], [5.0, 4.0]], [[1, 1], [0, 1]])
     """
     t0 = time.perf_counter()
-    be = get_backend(backend)
-    z = np.ascontiguousarray(np.asarray(dem, np.float32))
-    if z.ndim != 2:
-        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
-    conn = check_connectivity(connectivity)
+    be, z, conn = get_backend(backend), _dem(dem), check_connectivity(connectivity)
     _check_simplify(min_depth, min_area)
+    simplify = min_depth is not None or min_area is not None
     outlet = outlet_cells(z, conn, outlets)
     ops = _ops(be)
     times = {}
     table = None
     t1 = time.perf_counter()
-    if hierarchy or min_depth is not None or min_area is not None:
+    if hierarchy or simplify:
         table = depression_hierarchy(z, ops.forest(z, conn, tile), outlet, conn)
         times["hierarchy"] = time.perf_counter() - t1
-        if min_depth is not None or min_area is not None:
+        if simplify:
             pits = kept_pits(table, min_depth, min_area)
             outlet = outlet.copy()
             outlet.ravel()[pits] = 1
@@ -222,14 +219,20 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     times["levels"] = time.perf_counter() - t1
     r = _finish(z, f, outlet, conn, be, "in-core", times, t0)
     r.hierarchy = table if hierarchy else None
-    if min_depth is not None or min_area is not None:
-        r.sinks = pits
     if epsilon:
         r.stats["epsilon"] = True
-    if min_depth is not None or min_area is not None:
+    if simplify:
+        r.sinks = pits
         r.stats.update({"min_depth": min_depth, "min_area": min_area,
                         "kept_pits": int(pits.shape[0])})
     return r
+
+
+def _dem(dem):
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    if z.ndim != 2:
+        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
+    return z
 
 
 def _check_simplify(min_depth, min_area):
@@ -282,14 +285,9 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
     (weight ``max``) and outlets (:func:`terrain.hydrology._fill_cpu.hierarchy_cpu`: Kruskal
     over the forest's edges in ``(weight, id)`` order).
 
-    Returns a dict of columns (:data:`HIERARCHY_COLUMNS`), one row per depression, ids
-    1, 2, ... in the order the depressions appear as the water rises (ties: the forest's
-    edge order): ``pit_row``/``pit_col``/``pit_elevation`` its lowest cell (ties: the first
-    in row-major order), ``spill_elevation`` the level at which it merges with its sibling
-    or spills outside (inf: never, no outlet reachable), ``parent`` the depression the two
-    merge into (0: it spills outside), ``left``/``right`` the two it was merged from (0 for
-    a pit), ``cells`` the cells at or below its spill level that it floods (its
-    sub-depressions' included), ``volume`` the sum of ``spill - z`` over them (float64).
+    Returns a dict of columns (:data:`HIERARCHY_COLUMNS`, their meanings in
+    docs/hydrology.md), one row per depression, ids 1, 2, ... in the order the depressions
+    appear as the water rises (ties: the forest's edge order).
 
     >>> z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 7]], np.float32)
     >>> h = depression_hierarchy(z, __import__("terrain.grid", fromlist=["x"]).grid_mst(
@@ -743,11 +741,7 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
     """
     from ..grid.mst import grid_mst
     t0 = time.perf_counter()
-    be = get_backend(backend)
-    z = np.ascontiguousarray(np.asarray(dem, np.float32))
-    if z.ndim != 2:
-        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
-    conn = check_connectivity(connectivity)
+    be, z, conn = get_backend(backend), _dem(dem), check_connectivity(connectivity)
     spec = FillSpec(tuple(int(s) for s in z.shape), int(tile), conn, outlets is not None)
     outlet = outlet_cells(z, conn, outlets)
     mask = grid_mst(z, conn, "max", tile, be, group_tiles=group_tiles).mask
