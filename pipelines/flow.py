@@ -76,11 +76,8 @@ def flow_route(shape, route="auto", memory_bytes=None):
     if route != "auto":
         return route
     if memory_bytes is None:
-        try:
-            import psutil
-            memory_bytes = psutil.virtual_memory().available
-        except Exception:  # noqa: BLE001 - no psutil: assume it fits
-            return "in-core"
+        import psutil
+        memory_bytes = psutil.virtual_memory().available
     return "in-core" if shape[0] * shape[1] * IN_CORE_BYTES <= memory_bytes // 2 else "tiled"
 
 

@@ -22,6 +22,8 @@ DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
 FLAT = np.uint8(254)    # no lower neighbour, not an outlet: resolved by the flat pass
 NODATA = np.uint8(255)
 INF = np.int32(2**31 - 1)  # an unreached BFS distance
+CODE_K = np.full(256, -1, np.int64)  # the neighbour k of code 1 << k, -1 for any other code
+CODE_K[1 << np.arange(8)] = np.arange(8)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -250,12 +252,8 @@ def accumulate_cpu(dp, weights, has_w, ext, acc, order):
             v = dp[r, c]
             if v == 0 or v == 255:
                 continue
-            k = 0
-            while (1 << k) != v:
-                k += 1
-                if k == 8:
-                    break
-            if k == 8:
+            k = CODE_K[v]
+            if k < 0:
                 err = 1
                 continue
             nr = r + DR[k]
@@ -289,12 +287,9 @@ def accumulate_cpu(dp, weights, has_w, ext, acc, order):
         acc[r, c] = s
         order[done] = cell
         done += 1
-        v = dp[r, c]
-        if v == 0:
+        k = CODE_K[dp[r, c]]
+        if k < 0:  # an outlet (or a code that is no direction: an error already)
             continue
-        k = 0
-        while (1 << k) != v:
-            k += 1
         nr = r + DR[k]
         nc = c + DC[k]
         if 1 <= nr < R - 1 and 1 <= nc < C - 1 and dp[nr, nc] != 255:
@@ -322,9 +317,7 @@ def exits_cpu(dp, order, done, out_index, exit_):
         elif v == 0:
             exit_[r, c] = -1
         else:
-            k = 0
-            while (1 << k) != v:
-                k += 1
+            k = CODE_K[v]
             exit_[r, c] = exit_[r + DR[k], c + DC[k]]
 
 
