@@ -184,10 +184,7 @@ def flat_labels_cpu(code, away, step, labels):
                         queue[tail] = nr * C + nc
                         tail += 1
             maxa.append(best)
-    out = np.empty(len(maxa), np.int32)
-    for i in range(len(maxa)):
-        out[i] = maxa[i]
-    return out
+    return np.asarray(maxa)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
