@@ -354,13 +354,6 @@ def direction_group(spec, plan, group, read_z, read_out, heights, frames, backen
     return code, stats
 
 
-def _check_dem(z, what):
-    z = np.asarray(z)
-    if z.ndim != 2:
-        raise InputError(f"{what}: a DEM must be 2-D, got shape {z.shape}")
-    return np.ascontiguousarray(z, np.float32)
-
-
 def _in_core_tile(shape):
     return 1 << max(1, (max(shape) - 1).bit_length())
 
@@ -389,7 +382,10 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     FlowDirections
         ``direction``: uint8 ESRI codes (module docstring); ``stats``.
     """
-    z = _check_dem(filled, "filled")
+    z = np.asarray(filled)
+    if z.ndim != 2:
+        raise InputError(f"filled: a DEM must be 2-D, got shape {z.shape}")
+    z = np.ascontiguousarray(z, np.float32)
     out = None
     if outlets is not None:
         out = np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8)
