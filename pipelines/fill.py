@@ -1,36 +1,18 @@
-"""``terrain fill``: exact depression filling of a DEM into a Zarr result store.
+"""``terrain fill``: exact depression filling of a DEM into a Zarr result store (layers and
+summary: docs/hydrology.md, "The store"; the algorithm: :mod:`terrain.hydrology.fill`).
 
-What the store holds
---------------------
-``filled`` (float32, NaN = nodata: the spill elevation of every cell), ``depth`` (float32,
-``filled - elevation``, NaN = nodata), ``depression`` (int32: the lake a cell lies in,
-numbered in the row-major order of the lakes' first cells, 0 outside any), the DEM's
-``elevation`` for a raster input, ``outlets`` (uint8) when outlets were named, and the
-summary in the ``fill`` attribute. The algorithm and its exactness:
-:mod:`terrain.hydrology.fill`, docs/hydrology.md.
+Two routes, one choice (:func:`fill_route`), the same store bit for bit
+(tests/pipelines/test_fill_pipeline.py):
 
-Dask strategy
--------------
-Two routes, one choice (:func:`fill_route`):
-
-* *in core* (the grid's working arrays fit half the memory; on the GPU, the device): no
-  task graph. A raster input is ingested into the output (its graph on Dask's threads), the
-  whole DEM is read, :func:`terrain.hydrology.fill_depressions` runs (on the CPU the grid
-  MST's tiled Borůvka plus the drain pass; on the GPU the seeded whole-grid Borůvka and the
-  rooted drain), and the layers are written shard by shard.
-* *tiled* (out of core): one graph. The grid MST's own graph
-  (:func:`pipelines.mst.build_mst_graph`, weight ``max``) writes the forest's ``mst`` mask
-  into the output; then the fill's walks over the same quadtree plan (groups = the
-  store's shards): ``fill-up`` per group (read the DEM and the mask with a one-cell halo,
-  reduce the group's forest to its ports), ``fill-merge`` per node, ``fill-split`` per node
-  top down, ``fill-write`` per group (final levels, ``filled``, ``depth`` and provisional
-  labels written); then the label walk (``fill-lmerge``/``fill-lsplit``) joins lakes across
-  group borders, ``fill-count`` per group and one ``fill-numbering`` task give the ids, and
-  ``fill-label`` per group writes ``depression``. The ``mst`` mask is removed at the end
-  (it is an intermediate: the in-core route never writes one). Peak memory: a group's block
-  per running task plus O(perimeter) per node.
-
-Both routes give the same store, bit for bit (tests/pipelines/test_fill_pipeline.py).
+* *in core* (the working arrays fit half the memory; on the GPU, the device's): no task
+  graph; the whole DEM read, :func:`terrain.hydrology.fill_depressions`, the layers written
+  shard by shard.
+* *tiled* (out of core): one graph. The grid MST's graph
+  (:func:`pipelines.mst.build_mst_graph`, weight ``max``) writes the intermediate ``mst``
+  mask; the fill walk over the same quadtree plan (groups = shards: ``fill-up``,
+  ``fill-merge``, ``fill-split``, ``fill-write``), then the label walk (``fill-lmerge``,
+  ``fill-lsplit``, ``fill-count``, ``fill-numbering``, ``fill-label``) numbers the lakes
+  across groups. Peak memory: a group's block per running task plus O(perimeter) per node.
 """
 
 import json
@@ -47,15 +29,15 @@ from terrain.errors import InputError
 from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_leaf_up,
                                fill_merge, fill_split, label_border, label_count, label_ids,
                                label_merge, label_numbering, label_split)
-from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
+from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
-           "default_output",
-           "write_geotiffs", "write_hierarchy", "geotiff_paths", "LAYERS", "GEOTIFF_LAYERS"]
+           "default_output", "named_outlets", "write_outlets", "write_geotiffs",
+           "write_hierarchy", "LAYERS", "GEOTIFF_LAYERS"]
 
 #: name -> (dtype, fill value = nodata, meaning)
 LAYERS = {
@@ -99,15 +81,6 @@ def fill_route(shape, backend, in_core="auto", available=None):
         available = psutil.virtual_memory().available
     return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= available / 2 else "tiled"
 
-def geotiff_paths(directory):
-    """What ``--geotiff-dir DIR`` writes (:func:`terrain.io.geotiff.geotiff_paths`).
-
-    >>> [p.name for p in geotiff_paths(".")]
-    ['filled.tif', 'depth.tif', 'depression.tif']
-    """
-    return shared_geotiff_paths(directory, GEOTIFF_LAYERS)
-
-
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     """``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized GeoTIFFs
     ``DIR/<layer>.tif`` (nodata: NaN, NaN, 0; overviews averaged for the elevations,
@@ -122,11 +95,10 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     return [str(p) for p in write_all(store_path, jobs, cog=cog, overwrite=overwrite)]
 
 
-def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,
-             names=tuple(LAYERS)):
+def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
     """Create the result layers ``names`` that are not there yet (and, for a store input,
     the georeference) in the output."""
-    del upstream, named_outlets  # orders this task after what must run first
+    del upstream  # orders this task after what must run first
     group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
                             use_consolidated=False)
     if "x" not in group:
@@ -147,9 +119,10 @@ def _prepare(out_path, shape, tile, geo, named_outlets=False, upstream=None,
     return str(out_path)
 
 
-def _outlet_cells(path, geotransform, shape, crs=None):
-    """The cells a ``--outlets`` file names: a raster or tile store (its non-zero,
-    non-nodata cells, mapped through the cell centres) or points (CSV ``x,y``, GeoJSON)."""
+def named_outlets(path, geotransform, shape, crs=None):
+    """The cells ``(row, col)`` (sorted, int64) an outlets file names: a raster or tile
+    store (its non-zero, non-nodata cells, mapped through the cell centres) or points (CSV
+    ``x,y``, GeoJSON, reprojected from their CRS into ``crs``, the DEM's)."""
     from terrain.io.points import VECTOR_SUFFIXES, map_to_cell, raster_source_cells, read_points
     p = Path(path)
     if p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES) and not is_store(p):
@@ -168,11 +141,11 @@ def _outlet_cells(path, geotransform, shape, crs=None):
     return np.unique(np.array(cells, np.int64).reshape(-1, 2), axis=0)
 
 
-def _write_outlets(out_path, cells, shape, tile):
-    """The ``outlets`` layer (uint8, 1 = outlet): only the shards holding one are written."""
+def write_outlets(out_path, cells, shape, tile, side):
+    """The ``outlets`` layer (uint8, 1 = outlet) of ``cells``: only the shards (``side``
+    cells a side) holding one are written."""
     create_layer(zarr.open_group(store=str(out_path), mode="a"), "outlets", "uint8", 0, tile,
                  shape, attrs={"meaning": "1 = an outlet named by --outlets"})
-    side = tile * tiles_per_shard(tile, shape)
     shard = cells[:, 0] // side * (-(-shape[1] // side)) + cells[:, 1] // side
     for s in np.unique(shard):
         si, sj = divmod(int(s), -(-shape[1] // side))
@@ -310,12 +283,13 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, g)
     graph = TaskGraph("fill", token)
     call = graph.call
-    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, spec.named_outlets, mst,
-                    tuple(names), key=("prepare",))
+    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, mst, tuple(names),
+                    key=("prepare",))
     _, rest = walk_up(plan, (_up_task, dem_path, out_path, spec, prepared), (fill_merge, spec),
                       call, nout=3, names=("up", "merge"))
     own = {node: r[:1] for node, r in rest.items() if node[0] > g}
-    _, leaves = walk_down(plan, (fill_split, spec), (_write_task, dem_path, out_path, spec, prepared, tuple(names)),
+    _, leaves = walk_down(plan, (fill_split, spec),
+                          (_write_task, dem_path, out_path, spec, prepared, tuple(names)),
                           call, extra=own, node_nout=5, leaf_nout=3, names=("split", "write"))
 
     meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
@@ -344,23 +318,21 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
                               key=("finish",)))
 
 
-def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
-    """The in-core route: the whole DEM read, filled, written shard by shard (and the
-    hierarchy table, with ``options["hierarchy"]``)."""
+def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
+                 names=tuple(LAYERS)):
+    """The in-core route: the whole DEM read, filled (``outlets``: a mask or None), the
+    layers ``names`` written shard by shard (and the hierarchy table, with
+    ``options["hierarchy"]``)."""
     import concurrent.futures
 
     from terrain.grid.cost_outputs import io_threads, read_layer, shard_layouts, write_windows
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(io_threads()) as pool:
-        prepared = pool.submit(_prepare, out_path, spec.shape, spec.tile, geo)
+        prepared = pool.submit(_prepare, out_path, spec.shape, spec.tile, geo, names=names)
         z = read_layer(dem_path, "elevation", np.float32)
-        outlets = None
-        if outlet_cells is not None:
-            outlets = np.zeros(spec.shape, np.uint8)
-            outlets[outlet_cells[:, 0], outlet_cells[:, 1]] = 1
         t1 = time.perf_counter()
         r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend,
-                             **options)
+                             **(options or {}))
         t2 = time.perf_counter()
         prepared.result()
         rows, cols = spec.shape
@@ -368,6 +340,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
         windows = [(a, min(a + side, rows), b, min(b + side, cols))
                    for a in range(0, rows, side) for b in range(0, cols, side)]
         layers = {"filled": r.filled, "depth": r.depth, "depression": r.depression}
+        layers = {name: layers[name] for name in names}
         layouts = shard_layouts(out_path, list(layers))
         list(pool.map(lambda w: write_windows(out_path, layers, [w], layouts=layouts),
                       windows))
@@ -389,7 +362,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlet_cells, options):
                     "tile": spec.tile, "connectivity": spec.connectivity,
                     "phase_seconds": {"read": round(t1 - t0, 6), **s["times"],
                                       "write": round(t3 - t2, 6)},
-                    "read_bytes": z.nbytes, "written_bytes": 3 * z.nbytes})
+                    "read_bytes": z.nbytes, "written_bytes": len(names) * z.nbytes})
     for k in ("epsilon", "min_depth", "min_area", "kept_pits"):
         if k in s:
             summary[k] = s[k]
@@ -442,18 +415,9 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
     if fill_route(shape, be) == "in-core":
-        from terrain.grid.cost_outputs import read_layer, write_windows
-        z = read_layer(dem_path, "elevation", np.float32)
-        outlets = None
-        if outlets_layer is not None:
-            outlets = read_layer(out_path, outlets_layer)
-        r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=be.name)
-        _prepare(out_path, shape, spec.tile, geo, names=("filled",))
-        side = spec.tile * tiles_per_shard(spec.tile, shape)
-        windows = [(a, min(a + side, shape[0]), b, min(b + side, shape[1]))
-                   for a in range(0, shape[0], side) for b in range(0, shape[1], side)]
-        write_windows(out_path, {"filled": r.filled}, windows)
-        return dict(r.stats, path="in-core")
+        from terrain.grid.cost_outputs import read_layer
+        outlets = None if outlets_layer is None else read_layer(out_path, outlets_layer)
+        return _run_in_core(dem_path, out_path, spec, geo, be.name, outlets, names=("filled",))
     if outlets_layer not in (None, "outlets"):
         raise InputError(f"{out_path}: the tiled fill reads its outlets from 'outlets'")
     from . import cluster
@@ -489,7 +453,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
-    check_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir)], overwrite)
+    check_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)], overwrite)
     if is_store(inp):
         store = open_store(inp)
         shape, tile = store.shape, store.tile
@@ -506,7 +470,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                "source": str(inp.resolve())}
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
-    cells = None if outlets is None else _outlet_cells(outlets, geo["geotransform"], shape,
+    cells = None if outlets is None else named_outlets(outlets, geo["geotransform"], shape,
                                                        geo.get("crs"))
     spec = FillSpec(shape, int(tile), int(connectivity), cells is not None)
     route = fill_route(shape, be, in_core)
@@ -533,23 +497,21 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             from .ingest import build_ingest_graph
             upstream = build_ingest_graph(inp, tmp, tile)
             dem_path = tmp
+        if upstream is not None:  # the DEM before the outlets layer and the forest
+            with cluster.open_scheduler(scheduler or "threads"):
+                cluster.compute(upstream, label="fill-ingest")
+        if cells is not None:
+            write_outlets(tmp, cells, shape, tile, tile * shard)
         if route == "in-core":
-            if upstream is not None:
-                with cluster.open_scheduler(scheduler or "threads"):
-                    cluster.compute(upstream, label="fill-ingest")
-            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, cells, options)
-        else:
-            if upstream is not None:  # the DEM before the outlets layer and the forest
-                with cluster.open_scheduler(scheduler or "threads"):
-                    cluster.compute(upstream, label="fill-ingest")
+            mask = None if cells is None else np.zeros(shape, np.uint8)
             if cells is not None:
-                _write_outlets(tmp, cells, shape, tile)
+                mask[cells[:, 0], cells[:, 1]] = 1
+            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options)
+        else:
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo)
                 (summary,) = cluster.compute(graph, label="fill")
             shutil.rmtree(Path(tmp) / "mst", ignore_errors=True)  # the intermediate forest
-        if cells is not None and route == "in-core":
-            _write_outlets(tmp, cells, shape, tile)
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()

@@ -1,38 +1,21 @@
 """``terrain flow DEM -o flow.zarr``: depression filling, D8 flow directions and flow
-accumulation into one store; ``terrain watershed`` and ``terrain streams`` read it.
+accumulation into one store (layers, codes and summary: docs/hydrology.md; conventions:
+:mod:`terrain.hydrology.flow`); ``terrain watershed`` and ``terrain streams`` read it.
 
-The store holds ``filled`` (float32, NaN nodata: the depression-filled DEM the directions
-follow), ``direction`` (uint8 ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE;
-0 outlet; 255 nodata), ``accumulation`` (float64: cells, or the weights, draining through
-each cell, itself included; NaN nodata), the DEM's ``elevation`` for a raster input,
-``outlets`` (uint8) when named, and the summary in the ``flow`` attribute
-(:mod:`terrain.hydrology.flow` has the conventions).
+``filled`` comes from ``terrain fill``'s pipeline (:func:`pipelines.fill.write_filled`), or
+with ``--filled`` is the input copied as it is. Two routes (:func:`flow_route`), the same
+bits (weighted sums within float64 rounding on the tiled route):
 
-Routes (:func:`flow_route`, one decision for the run and ``--dry-run``)
-----------------------------------------------------------------------
-* ``in-core``: the grid's working set (about :data:`IN_CORE_BYTES` a cell) fits half the
-  available memory: the filled DEM is read whole, directions and accumulation computed as
-  one block (no task graph), the layers written shard by shard by a pool of threads.
-* ``tiled``: the quadtree plan over the store's shards (a group = a shard, so each writer
-  owns whole shards). Directions: rounds of per-group flat passes until the flats' border
-  distances settle (:func:`terrain.hydrology.flow.direction_pass`; one Dask compute per
-  round, the groups in parallel), then one task per group writes its directions.
-  Accumulation: the quadtree walk up and down (``flow-acc-up``, ``flow-acc-merge*``,
-  ``flow-acc-split*``, ``flow-acc-down``), one task graph (:class:`pipelines.quadtree.TaskGraph`).
-  Memory: a group's blocks per running task and the boundary graphs (O(perimeter)).
-
-Both give the same bits (the counts exactly; weighted accumulation within float64 rounding
-on the tiled route: :mod:`terrain.hydrology.flow`).
-
-The fill
---------
-:func:`fill_layer` is the one place the library's depression filling is called (``filled``
-from ``elevation``). ``--filled`` takes the input as already filled (e.g. by ``terrain
-fill``, RichDEM or ``r.fill.dir``) and copies it.
+* ``in-core`` (about :data:`IN_CORE_BYTES` a cell fit half the available memory): the
+  filled DEM read whole, directions and accumulation as one block, no task graph.
+* ``tiled``: groups = the store's shards. Directions: rounds of per-group flat passes until
+  the flats' border distances settle (:func:`terrain.hydrology.flow.direction_pass`, one
+  Dask compute a round), then one task a group writes them. Accumulation: the quadtree walk
+  up and down (``flow-acc-*``) in one task graph. Memory: a group's blocks per running task
+  and the boundary graphs (O(perimeter)).
 """
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -42,6 +25,7 @@ import zarr
 
 from terrain.backend import get_backend
 from terrain.errors import InputError
+from terrain.grid.cost_outputs import read_layer
 from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
                                flow_accumulation, flow_directions)
 from terrain.io.geotiff import geotiff_paths
@@ -50,9 +34,8 @@ from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
 
-__all__ = ["run_flow", "flow_command", "flow_route", "fill_layer", "default_output",
-           "FLOW_LAYERS", "IN_CORE_BYTES", "write_flow_geotiffs", "flow_geotiff_paths",
-           "read_flow_store"]
+__all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
+           "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
 
 #: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description)
 FLOW_LAYERS = {
@@ -64,7 +47,6 @@ FLOW_LAYERS = {
     "accumulation": ("float64", np.nan, ("lz4", 5, "shuffle"),
                      "flow accumulation: cells (or weights) draining through the cell, "
                      "itself included; NaN nodata"),
-    "outlets": ("uint8", 0, ("lz4", 5, "bitshuffle"), "named outlets (1)"),
 }
 #: the layers ``--geotiff-dir`` writes
 GEOTIFF_LAYERS = ("filled", "direction", "accumulation")
@@ -94,11 +76,8 @@ def flow_route(shape, route="auto", memory_bytes=None):
     if route != "auto":
         return route
     if memory_bytes is None:
-        try:
-            import psutil
-            memory_bytes = psutil.virtual_memory().available
-        except Exception:  # noqa: BLE001 - no psutil: assume it fits
-            return "in-core"
+        import psutil
+        memory_bytes = psutil.virtual_memory().available
     return "in-core" if shape[0] * shape[1] * IN_CORE_BYTES <= memory_bytes // 2 else "tiled"
 
 
@@ -113,9 +92,15 @@ def _create(out_path, name, tile, shape):
                         compressors=_compressors(name), attrs={"meaning": meaning})
 
 
-def _shard_windows(shape, side):
-    return [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
-            for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+def _each_shard(fn, shape, side):
+    """``fn(window)`` for every shard window of the grid, on the I/O threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from terrain.tiles import io_threads
+    windows = [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
+               for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+    with ThreadPoolExecutor(io_threads()) as pool:
+        list(pool.map(fn, windows))
 
 
 def _reader(store, layer, dtype=None):
@@ -126,57 +111,13 @@ def _reader(store, layer, dtype=None):
     return read
 
 
-def _read_whole(store, layer, shape, side, dtype=None):
-    from concurrent.futures import ThreadPoolExecutor
-    first = zarr.open_array(store=str(store), path=layer, mode="r")
-    out = np.empty(shape, dtype or first.dtype)
-
-    def one(w):
-        out[w[0]:w[1], w[2]:w[3]] = read_block(store, layer, w)
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(one, _shard_windows(shape, side)))
-    return out
-
-
 def _write_whole(store, layer, values, side):
-    from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(lambda w: write_block(store, layer, w, values[w[0]:w[1], w[2]:w[3]]),
-                      _shard_windows(values.shape, side)))
-
-
-# ------------------------------------------------------------------------------------------
-# the fill
-
-
-def fill_layer(dem_path, out_path, shape, tile, connectivity, outlets_layer, scheduler=None,
-               backend=None):
-    """Write ``filled`` (the depression-filled DEM of ``dem_path``'s ``elevation``, outlets
-    the grid's edge and nodata, or ``outlets_layer`` of ``out_path`` when given) into the
-    output store ``out_path``: ``terrain fill``'s own pipeline (:func:`pipelines.fill.write_filled`)."""
-    from .fill import write_filled
-    write_filled(dem_path, out_path, shape, tile, connectivity, outlets_layer,
-                 backend=backend, scheduler=scheduler)
-
-
-def _copy_filled(dem_path, out_path, shape, side):
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(w):
-        write_block(out_path, "filled", w, read_block(dem_path, "elevation", w))
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(one, _shard_windows(shape, side)))
+    _each_shard(lambda w: write_block(store, layer, w, values[w[0]:w[1], w[2]:w[3]]),
+                values.shape, side)
 
 
 # ------------------------------------------------------------------------------------------
 # the run
-
-
-def _outlet_cells(outlets, gt, shape, inp, crs=None):
-    """The named outlet cells (a raster's non-zero, non-nodata cells; CSV or GeoJSON points,
-    reprojected from their CRS into ``crs``, the DEM's)."""
-    from .cost_distance import resolve_sources
-    return resolve_sources(gt, shape, sources_file=outlets, label=f"{inp}: outlets: ", crs=crs)
 
 
 def _ingest(path, target, tile):
@@ -204,11 +145,13 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     nodata). ``weights``: a raster on the same grid (float; NaN counts 0). ``route``:
     :func:`flow_route`. Returns the summary (also in the store's ``flow`` attribute).
     """
+    from .fill import named_outlets, write_filled, write_outlets
     t_start = time.perf_counter()
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
-    check_outputs([inp, outlets, weights], [out, *flow_geotiff_paths(geotiff_dir)], overwrite)
+    check_outputs([inp, outlets, weights], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
+                  overwrite)
     if int(connectivity) not in (4, 8):
         raise InputError(f"connectivity {connectivity}: must be 4 (D4) or 8 (D8)")
     if is_store(inp):
@@ -222,7 +165,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         shape, gt, crs = grid.shape, list(grid.geotransform), grid.crs
         shard = tiles_per_shard(tile, shape)
     shape = tuple(int(s) for s in shape)
-    cells = None if outlets is None else _outlet_cells(outlets, gt, shape, inp, crs)
+    cells = None if outlets is None else named_outlets(outlets, gt, shape, crs)
     if weights is not None:
         _check_weights(weights, shape, gt)
     spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
@@ -254,26 +197,17 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             for name in ("filled", "direction", "accumulation"):
                 _create(tmp, name, tile, shape)
             out_layer = None
-            if cells is not None:  # shard by shard: only those holding an outlet
-                _create(tmp, "outlets", tile, shape)
-                by_shard = {}
-                for r, c in cells:
-                    by_shard.setdefault((r // side, c // side), []).append((r, c))
-                for (si, sj), cs in by_shard.items():
-                    w = (si * side, min((si + 1) * side, shape[0]), sj * side,
-                         min((sj + 1) * side, shape[1]))
-                    block = np.zeros((w[1] - w[0], w[3] - w[2]), np.uint8)
-                    for r, c in cs:
-                        block[r - w[0], c - w[2]] = 1
-                    write_block(tmp, "outlets", w, block)
+            if cells is not None:
+                write_outlets(tmp, cells, shape, tile, side)
                 out_layer = "outlets"
             wall["ingest"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            if filled:
-                _copy_filled(dem_path, tmp, shape, side)
+            if filled:  # copied as it is
+                _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
+                    dem_path, "elevation", w)), shape, side)
             else:
-                fill_layer(dem_path, tmp, shape, tile, connectivity, out_layer, scheduler,
-                           be.name)
+                write_filled(dem_path, tmp, shape, tile, connectivity, out_layer, be.name,
+                             scheduler)
             wall["fill"] = time.perf_counter() - t0
             if chosen == "in-core":
                 stats = _in_core(tmp, spec, side, out_layer, w_path, be.name, wall)
@@ -282,8 +216,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             summary = {"rows": shape[0], "cols": shape[1], "connectivity": int(connectivity),
                        "cellsize": list(spec.cellsize), "tile": int(tile), "route": chosen,
                        "backend": be.name, "device": be.device_name(),
-                       "filled_input": bool(filled), "outlets": "named" if cells else
-                       "grid edge and nodata", "named_outlets": len(cells or ()),
+                       "filled_input": bool(filled),
+                       "outlets": "grid edge and nodata" if cells is None else "named",
+                       "named_outlets": 0 if cells is None else len(cells),
                        "weights": None if weights is None else str(weights), **stats,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
@@ -301,10 +236,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
 
 def _in_core(tmp, spec, side, out_layer, w_path, backend, wall):
     t0 = time.perf_counter()
-    z = _read_whole(tmp, "filled", spec.shape, side, np.float32)
-    outl = None if out_layer is None else _read_whole(tmp, out_layer, spec.shape, side)
-    w = None if w_path is None else _read_whole(w_path, "elevation", spec.shape, side,
-                                                np.float64)
+    z = read_layer(tmp, "filled", np.float32)
+    outl = None if out_layer is None else read_layer(tmp, out_layer)
+    w = None if w_path is None else read_layer(w_path, "elevation").astype(np.float64)
     t1 = time.perf_counter()
     d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=backend)
     del z
@@ -385,11 +319,6 @@ def _gather(values):
 
 # ------------------------------------------------------------------------------------------
 # outputs
-
-def flow_geotiff_paths(directory):
-    """What ``--geotiff-dir DIR`` writes (:func:`terrain.io.geotiff.geotiff_paths`)."""
-    return geotiff_paths(directory, GEOTIFF_LAYERS)
-
 
 def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
     """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)

@@ -1,8 +1,8 @@
+from ._fill_gpu import fits_on_device
 from .fill import (depression_hierarchy, depression_labels, fill_depressions, fill_leaf_down,
-    fill_leaf_up, fill_merge, fill_split, fill_tiled, FillResult, FillSpec, fits_on_device,
+    fill_leaf_up, fill_merge, fill_split, fill_tiled, FillResult, FillSpec,
     HIERARCHY_COLUMNS, kept_pits, label_border, label_count, label_ids, label_merge,
     label_numbering, label_split, LabelBorder, LeafBlock, outlet_cells, PortGraph, read_halo)
-from .flow import (accumulation_pass, code_offsets, D8_CODES, direction_group, direction_pass,
-    EdgeSummary, flow_accumulation, flow_directions, FlowDirections, FlowSpec, NODATA, OUTLET,
-    padded_window)
+from .flow import (accumulation_pass, direction_group, direction_pass, flow_accumulation,
+    flow_directions, FlowDirections, FlowSpec)
 from .watershed import snap_outlets, stream_links, watershed

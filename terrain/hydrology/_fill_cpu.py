@@ -18,8 +18,8 @@ import numba
 import numpy as np
 
 __all__ = ["outlets_cpu", "block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
-           "forest_reduce_cpu", "csr_from_edges_cpu", "first_cells_cpu",
-           "union_across_cpu", "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu", "NB_DR", "NB_DC"]
+           "forest_reduce_cpu", "csr_from_edges_cpu", "first_cells_cpu", "union_across_cpu",
+           "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu", "NB_DR", "NB_DC"]
 
 # neighbour k = E, SE, S, SW, W, NW, N, NE (cyclic order; the cardinal ones are even k)
 NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
@@ -31,25 +31,10 @@ INF = np.float32(np.inf)
 def _forest_dirs(mh, i, j):
     """Bit k set when the forest holds the edge from halo cell ``(i, j)`` to its neighbour
     ``k`` (E, SE, S, SW, W, NW, N, NE); ``(i, j)`` must have all 8 neighbours in ``mh``."""
-    m = mh[i, j]
-    b = 0
-    if m & 1:
-        b |= 1
-    if m & 4:
-        b |= 2
-    if m & 2:
-        b |= 4
-    if m & 8:
-        b |= 8
-    if mh[i, j - 1] & 1:
-        b |= 16
-    if mh[i - 1, j - 1] & 4:
-        b |= 32
-    if mh[i - 1, j] & 2:
-        b |= 64
-    if mh[i - 1, j + 1] & 8:
-        b |= 128
-    return b
+    m = mh[i, j]  # own bits 1 E, 2 S, 4 SE, 8 SW; the W, NW, N, NE edges are the neighbours'
+    return ((m & 1) | ((m & 4) >> 1) | ((m & 2) << 1) | (m & 8) | ((mh[i, j - 1] & 1) << 4)
+            | ((mh[i - 1, j - 1] & 4) << 3) | ((mh[i - 1, j] & 2) << 5)
+            | ((mh[i - 1, j + 1] & 8) << 4))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -459,15 +444,6 @@ def forest_edges_cpu(mask, step):
 
 
 @numba.njit(cache=True, nogil=True)
-def _doubled(n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells, n_vol):
-    """The depression tree's node arrays, each twice as long (the first half kept)."""
-    return (np.concatenate((n_pit, n_pit)), np.concatenate((n_pitz, n_pitz)),
-            np.concatenate((n_spill, n_spill)), np.concatenate((n_parent, n_parent)),
-            np.concatenate((n_left, n_left)), np.concatenate((n_right, n_right)),
-            np.concatenate((n_cells, n_cells)), np.concatenate((n_vol, n_vol)))
-
-
-@numba.njit(cache=True, nogil=True)
 def hierarchy_cpu(z, eu, ev, ew, drained0):
     """The depression hierarchy: Kruskal over the forest's edges in ``(weight, id)`` order
     (given sorted), the outlets drained from the start (their edge to the outside weighs
@@ -476,11 +452,12 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
     A component of the sublevel set is a *depression* once it meets another component, or
     drains, at a level above its lowest cell (its pit; ties: the lower cell id). Two
     depressions meeting make a new one (their parent) at that level; a depression meeting
-    a drained component spills there (parent 0: outside). Node ``k`` (1-based, in the order
-    the nodes are made) has ``pit`` (cell), ``pit_z``, ``spill`` (its spill level: where
-    it merges or drains; inf if never), ``parent``, ``left``, ``right``, ``cells`` (cells
-    at or below its spill level: the cells it floods, sub-depressions included) and
-    ``volume`` (sum of ``spill - z`` over them)."""
+    a drained component spills there (parent 0: outside). Returns the nodes as rows of a
+    float64 table; node ``k`` (1-based, in the order the nodes are made) has ``pit``
+    (cell), ``pit_z``, ``spill`` (its spill level: where it merges or drains; inf if
+    never), ``parent``, ``left``, ``right``, ``cells`` (cells at or below its spill level:
+    the cells it floods, sub-depressions included) and ``volume`` (sum of ``spill - z``
+    over them)."""
     n = z.shape[0]
     parent = np.arange(n)
     size = np.ones(n, np.int64)
@@ -488,16 +465,10 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
     pit = np.arange(n)
     node = np.full(n, -1, np.int64)
     drained = drained0.copy()
-    cap = 16
+    # the nodes' columns (pit, pit_z, spill, parent, left, right, cells, volume) as float64,
+    # exact for each: float32 levels, and ids and counts below 2^53
+    nodes = np.empty((16, 8), np.float64)
     k = 0
-    n_pit = np.empty(cap, np.int64)
-    n_pitz = np.empty(cap, np.float32)
-    n_spill = np.empty(cap, np.float32)
-    n_parent = np.empty(cap, np.int64)
-    n_left = np.empty(cap, np.int64)
-    n_right = np.empty(cap, np.int64)
-    n_cells = np.empty(cap, np.int64)
-    n_vol = np.empty(cap, np.float64)
     for e in range(eu.shape[0]):
         a = _find(parent, eu[e])
         b = _find(parent, ev[e])
@@ -510,18 +481,10 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
             x = a if t == 0 else b
             deep[t] = (not drained[x]) and z[pit[x]] < level
             if deep[t] and node[x] < 0:  # a new leaf
-                if k == cap:
-                    cap *= 2
-                    (n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells,
-                     n_vol) = _doubled(n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells, n_vol)
-                n_pit[k] = pit[x]
-                n_pitz[k] = z[pit[x]]
-                n_spill[k] = np.inf
-                n_parent[k] = 0
-                n_left[k] = 0
-                n_right[k] = 0
-                n_cells[k] = 0
-                n_vol[k] = 0.0
+                if k == nodes.shape[0]:
+                    nodes = np.concatenate((nodes, nodes))
+                nodes[k] = 0.0
+                nodes[k, 0], nodes[k, 1], nodes[k, 2] = pit[x], z[pit[x]], np.inf
                 k += 1
                 node[x] = k
             ids[t] = node[x]
@@ -532,24 +495,18 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
                 if deep[t]:
                     x = a if t == 0 else b
                     q = ids[t] - 1
-                    n_spill[q] = level
-                    n_cells[q] = size[x]
-                    n_vol[q] = size[x] * np.float64(level) - sumz[x]
+                    nodes[q, 2] = level
+                    nodes[q, 6] = size[x]
+                    nodes[q, 7] = size[x] * np.float64(level) - sumz[x]
         if deep[0] and deep[1]:
-            if k == cap:
-                cap *= 2
-                (n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells,
-                 n_vol) = _doubled(n_pit, n_pitz, n_spill, n_parent, n_left, n_right, n_cells, n_vol)
+            if k == nodes.shape[0]:
+                nodes = np.concatenate((nodes, nodes))
             k += 1
             new = k
-            n_left[k - 1] = ids[0]
-            n_right[k - 1] = ids[1]
-            n_parent[k - 1] = 0
-            n_spill[k - 1] = np.inf
-            n_cells[k - 1] = 0
-            n_vol[k - 1] = 0.0
-            n_parent[ids[0] - 1] = k
-            n_parent[ids[1] - 1] = k
+            nodes[k - 1] = 0.0
+            nodes[k - 1, 2], nodes[k - 1, 4], nodes[k - 1, 5] = np.inf, ids[0], ids[1]
+            nodes[ids[0] - 1, 3] = k
+            nodes[ids[1] - 1, 3] = k
         elif deep[0] and not spills:
             new = ids[0]  # a depression swallowing a shallow component
         elif deep[1] and not spills:
@@ -566,15 +523,14 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
         dr = drained[a] or drained[b]
         drained[a] = dr
         if new >= 1 and deep[0] and deep[1]:
-            n_pit[new - 1] = low
-            n_pitz[new - 1] = z[low]
+            nodes[new - 1, 0] = low
+            nodes[new - 1, 1] = z[low]
         node[a] = -1 if dr else new
     for x in range(n):  # depressions that never drain (no outlet reachable)
         if parent[x] == x and node[x] >= 1:
-            n_cells[node[x] - 1] = size[x]
-            n_vol[node[x] - 1] = np.nan
-    return (n_pit[:k], n_pitz[:k], n_spill[:k], n_parent[:k], n_left[:k], n_right[:k],
-            n_cells[:k], n_vol[:k])
+            nodes[node[x] - 1, 6] = size[x]
+            nodes[node[x] - 1, 7] = np.nan
+    return nodes[:k]
 
 
 # libstdc++'s binary heap (std::push_heap / std::pop_heap under std::greater on the

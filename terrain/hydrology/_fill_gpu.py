@@ -4,20 +4,19 @@
 supervertex, so every tree of the forest holds one outlet and a cell's level is the path
 maximum to its root: Euler tours (Tarjan & Vishkin, ranked by Wyllie's pointer jumping)
 name each cell's parent, pointer jumping then takes the maxima in ``log2(depth)`` rounds
-(docs/hydrology.md, "On the GPU"). The kernels are ``_fill.cu``'s; each has its Numba twin
-here (``*_twin``, the same steps over every thread in a loop), which the tests run on the
-CPU against the CPU's drain pass. Device memory: :data:`BYTES_PER_CELL`.
+(docs/hydrology.md, "On the GPU"). The kernels are ``_fill.cu``'s; each has a Numba twin
+in tests/hydrology/test_fill_gpu.py (the same steps over every thread in a loop), which
+runs the launcher below on the CPU. Device memory: :data:`BYTES_PER_CELL`.
 """
 
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
 
-__all__ = ["device_levels", "fits_on_device", "BYTES_PER_CELL", "euler_levels_twin"]
+__all__ = ["device_levels", "fits_on_device", "BYTES_PER_CELL"]
 
 #: device bytes a cell takes at the peak (the tours; the Borůvka's arrays are freed by then):
 #: among them the DEM (4 B), adjacency and degrees (5), arc offsets (4), two arcs a cell
@@ -25,9 +24,6 @@ __all__ = ["device_levels", "fits_on_device", "BYTES_PER_CELL", "euler_levels_tw
 BYTES_PER_CELL = 4 + 1 + 1 + 5 + 4 + 32 + 16 + 4
 _BLOCK = 256
 _MAX_ROUNDS = 64
-
-FD_R = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-FD_C = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
 
 
 def fits_on_device(shape, backend=None, headroom=0.9):
@@ -115,161 +111,3 @@ def _roots(xp, outlet, labels):
     has = xp.zeros(n + 1, dtype=bool)
     has[labels[outlet]] = True
     return outlet | ((labels == xp.arange(n, dtype=labels.dtype)) & ~has[:n])
-
-
-# -- the Numba twins: the kernels' steps, thread by thread ----------------------------------
-
-@numba.njit(cache=True)
-def _popc(b):
-    c = 0
-    while b:
-        c += b & 1
-        b >>= 1
-    return c
-
-
-@numba.njit(cache=True)
-def _arc_of(nb, base, v, k):
-    return base[v] + _popc(nb[v] & ((1 << k) - 1))
-
-
-@numba.njit(cache=True)
-def fill_adjacency_twin(mask, nb, deg, rows, cols):
-    for v in range(rows * cols):
-        r, c = v // cols, v % cols
-        m = mask[v]
-        b = 0
-        if m & 1:
-            b |= 1
-        if m & 4:
-            b |= 2
-        if m & 2:
-            b |= 4
-        if m & 8:
-            b |= 8
-        if c > 0 and (mask[v - 1] & 1):
-            b |= 16
-        if r > 0 and c > 0 and (mask[v - cols - 1] & 4):
-            b |= 32
-        if r > 0 and (mask[v - cols] & 2):
-            b |= 64
-        if r > 0 and c + 1 < cols and (mask[v - cols + 1] & 8):
-            b |= 128
-        nb[v] = b
-        deg[v] = _popc(b)
-
-
-@numba.njit(cache=True)
-def fill_succ_twin(nb, base, is_root, succ, rows, cols):
-    for v in range(rows * cols):
-        b = nb[v]
-        if not b:
-            continue
-        a = base[v]
-        for k in range(8):
-            if not (b & (1 << k)):
-                continue
-            u = v + FD_R[k] * cols + FD_C[k]
-            bu = nb[u]
-            j = (k + 4) & 7
-            kk = j
-            for t in range(1, 9):
-                kk = (j + t) & 7
-                if bu & (1 << kk):
-                    break
-            first = 0
-            while not (bu & (1 << first)):
-                first += 1
-            succ[a] = -1 if (is_root[u] and kk == first) else _arc_of(nb, base, u, kk)
-            a += 1
-
-
-@numba.njit(cache=True)
-def fill_rank_twin(nxt, rank, nxt2, rank2, arcs):
-    flag = 0
-    for a in range(arcs):
-        s = nxt[a]
-        if s < 0:
-            nxt2[a] = s
-            rank2[a] = rank[a]
-            continue
-        rank2[a] = rank[a] + rank[s]
-        ss = nxt[s]
-        nxt2[a] = ss
-        if ss >= 0:
-            flag = 1
-    return flag
-
-
-@numba.njit(cache=True)
-def fill_parent_twin(nb, base, rank, is_root, outlet, z, parent, val, rows, cols):
-    inf = np.float32(np.inf)
-    for v in range(rows * cols):
-        parent[v] = v
-        zv = z[v]
-        if np.isnan(zv):
-            val[v] = inf
-            continue
-        b = nb[v]
-        if is_root[v] or not b:
-            val[v] = zv if outlet[v] else inf
-            continue
-        for k in range(8):
-            if not (b & (1 << k)):
-                continue
-            u = v + FD_R[k] * cols + FD_C[k]
-            if rank[_arc_of(nb, base, u, (k + 4) & 7)] > rank[_arc_of(nb, base, v, k)]:
-                parent[v] = u
-                zu = z[u]
-                val[v] = zv if zv >= zu else zu
-                break
-
-
-@numba.njit(cache=True)
-def fill_jump_twin(P, val, P2, val2, n):
-    flag = 0
-    for v in range(n):
-        p = P[v]
-        a, b = val[v], val[p]
-        val2[v] = a if a >= b else b
-        pp = P[p]
-        P2[v] = pp
-        if pp != p:
-            flag = 1
-    return flag
-
-
-def euler_levels_twin(z, mask, outlet, labels):
-    """:func:`device_levels`' steps after the forest, on the CPU with the kernels' twins:
-    ``mask`` a forest in which every tree holds at most one outlet, ``labels`` a cell of
-    each tree (its supervertex label). The tests run it against the CPU's drain pass."""
-    z = np.ascontiguousarray(z, np.float32)
-    rows, cols = z.shape
-    n = rows * cols
-    flat = np.ascontiguousarray(mask).ravel()
-    od = np.ascontiguousarray(outlet, np.uint8).ravel()
-    is_root = _roots(np, od != 0, np.asarray(labels).ravel()).astype(np.uint8)
-    nb = np.empty(n, np.uint8)
-    deg = np.empty(n, np.int32)
-    fill_adjacency_twin(flat, nb, deg, rows, cols)
-    base = (np.cumsum(deg) - deg).astype(np.int32)
-    arcs = int(deg.sum())
-    succ = np.empty(max(arcs, 1), np.int32)
-    fill_succ_twin(nb, base, is_root, succ, rows, cols)
-    nxt, rank = succ[:arcs].copy(), (succ[:arcs] >= 0).astype(np.int32)
-    nxt2, rank2 = np.empty_like(nxt), np.empty_like(rank)
-    for _ in range(_MAX_ROUNDS):
-        more = fill_rank_twin(nxt, rank, nxt2, rank2, arcs)
-        nxt, nxt2, rank, rank2 = nxt2, nxt, rank2, rank
-        if not more:
-            break
-    parent = np.empty(n, np.int32)
-    val = np.empty(n, np.float32)
-    fill_parent_twin(nb, base, rank, is_root, od, z.ravel(), parent, val, rows, cols)
-    p2, v2 = np.empty_like(parent), np.empty_like(val)
-    for _ in range(_MAX_ROUNDS):
-        more = fill_jump_twin(parent, val, p2, v2, n)
-        parent, p2, val, v2 = p2, parent, v2, val
-        if not more:
-            break
-    return val.reshape(rows, cols)

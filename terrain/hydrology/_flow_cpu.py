@@ -11,15 +11,19 @@ neighbours are the even ``k``; D4 takes only those.
 import numba
 import numpy as np
 
+from ._fill_cpu import _find
+
 __all__ = ["classify_cpu", "flat_distances_cpu", "flat_labels_cpu", "flat_directions_cpu",
            "accumulate_cpu", "exits_cpu", "resolve_edges_cpu", "chain_exits_cpu",
-           "watershed_labels_cpu", "union_max_cpu", "DR", "DC", "FLAT", "NODATA", "INF"]
+           "union_max_cpu", "DR", "DC", "FLAT", "NODATA", "INF"]
 
 DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
 DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
 FLAT = np.uint8(254)    # no lower neighbour, not an outlet: resolved by the flat pass
 NODATA = np.uint8(255)
 INF = np.int32(2**31 - 1)  # an unreached BFS distance
+CODE_K = np.full(256, -1, np.int64)  # the neighbour k of code 1 << k, -1 for any other code
+CODE_K[1 << np.arange(8)] = np.arange(8)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -106,6 +110,9 @@ def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
     Both outputs are :data:`INF` where unreached (a flat without high edges or drains)."""
     R, C = zp.shape
     queue = np.empty(R * C, np.int64)
+    seed_r = np.empty(R * C, np.int64)
+    seed_c = np.empty(R * C, np.int64)
+    seed_d = np.empty(R * C, np.int32)
     for which in range(2):
         dist = away if which == 0 else towards
         halo = halo_a if which == 0 else halo_t
@@ -115,31 +122,7 @@ def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
             for c in range(1, C - 1):
                 if code[r, c] != 254:
                     continue
-                inner = 2 <= r < R - 2 and 2 <= c < C - 2
-                if not inner:
-                    if halo[r, c] < INF:
-                        n += 1
-                    continue
-                z = zp[r, c]
-                for k in range(0, 8, step):
-                    zn = zp[r + DR[k], c + DC[k]]
-                    cn = code[r + DR[k], c + DC[k]]
-                    if which == 0 and zn > z:
-                        n += 1
-                        break
-                    if which == 1 and cn != 254 and cn != 255 and zn == z:
-                        n += 1
-                        break
-        seed_r = np.empty(n, np.int64)
-        seed_c = np.empty(n, np.int64)
-        seed_d = np.empty(n, np.int32)
-        n = 0
-        for r in range(1, R - 1):
-            for c in range(1, C - 1):
-                if code[r, c] != 254:
-                    continue
-                inner = 2 <= r < R - 2 and 2 <= c < C - 2
-                if not inner:
+                if not (2 <= r < R - 2 and 2 <= c < C - 2):  # the halo ring
                     if halo[r, c] < INF:
                         seed_r[n] = r
                         seed_c[n] = c
@@ -159,7 +142,7 @@ def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
                         dist[r, c] = 1
                         n += 1
                         break
-        order = np.argsort(seed_d, kind="mergesort")
+        order = np.argsort(seed_d[:n], kind="mergesort")
         _bfs_cpu(code, seed_r[order], seed_c[order], seed_d[order], 2, R - 2, 2, C - 2, step,
                  dist, queue)
 
@@ -201,10 +184,7 @@ def flat_labels_cpu(code, away, step, labels):
                         queue[tail] = nr * C + nc
                         tail += 1
             maxa.append(best)
-    out = np.empty(len(maxa), np.int32)
-    for i in range(len(maxa)):
-        out[i] = maxa[i]
-    return out
+    return np.asarray(maxa)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -269,12 +249,8 @@ def accumulate_cpu(dp, weights, has_w, ext, acc, order):
             v = dp[r, c]
             if v == 0 or v == 255:
                 continue
-            k = 0
-            while (1 << k) != v:
-                k += 1
-                if k == 8:
-                    break
-            if k == 8:
+            k = CODE_K[v]
+            if k < 0:
                 err = 1
                 continue
             nr = r + DR[k]
@@ -308,12 +284,9 @@ def accumulate_cpu(dp, weights, has_w, ext, acc, order):
         acc[r, c] = s
         order[done] = cell
         done += 1
-        v = dp[r, c]
-        if v == 0:
+        k = CODE_K[dp[r, c]]
+        if k < 0:  # an outlet (or a code that is no direction: an error already)
             continue
-        k = 0
-        while (1 << k) != v:
-            k += 1
         nr = r + DR[k]
         nc = c + DC[k]
         if 1 <= nr < R - 1 and 1 <= nc < C - 1 and dp[nr, nc] != 255:
@@ -341,9 +314,7 @@ def exits_cpu(dp, order, done, out_index, exit_):
         elif v == 0:
             exit_[r, c] = -1
         else:
-            k = 0
-            while (1 << k) != v:
-                k += 1
+            k = CODE_K[v]
             exit_[r, c] = exit_[r + DR[k], c + DC[k]]
 
 
@@ -443,48 +414,12 @@ def chain_exits_cpu(in_exit, in_src, out_external, node_exit):
 
 
 @numba.njit(cache=True, nogil=True)
-def watershed_labels_cpu(dp, order, done, seeds, ext, labels):
-    """``labels`` of the interior cells: the label of the first seed cell (``seeds`` > 0)
-    on each cell's downstream path, the halo's from ``ext``; 0 when the path ends at an
-    outlet before any. From the topological ``order`` taken backwards."""
-    R, C = dp.shape
-    for i in range(done - 1, -1, -1):
-        cell = order[i]
-        r = cell // C
-        c = cell % C
-        if seeds[r - 1, c - 1] > 0:
-            labels[r, c] = seeds[r - 1, c - 1]
-            continue
-        v = dp[r, c]
-        if v == 0:
-            labels[r, c] = 0
-            continue
-        k = 0
-        while (1 << k) != v:
-            k += 1
-        nr = r + DR[k]
-        nc = c + DC[k]
-        if 1 <= nr < R - 1 and 1 <= nc < C - 1:
-            labels[r, c] = labels[nr, nc]
-        else:
-            labels[r, c] = ext[nr, nc]
-
-
-@numba.njit(cache=True, nogil=True)
-def _root(parent, x):
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-@numba.njit(cache=True, nogil=True)
 def union_max_cpu(parent, best, us, vs):
     """Join ``us[i]`` and ``vs[i]`` (a union-find over ``parent``), then give every element
     the largest ``best`` of its set."""
     for i in range(us.shape[0]):
-        a = _root(parent, us[i])
-        b = _root(parent, vs[i])
+        a = _find(parent, us[i])
+        b = _find(parent, vs[i])
         if a != b:
             if a < b:
                 parent[b] = a
@@ -492,8 +427,8 @@ def union_max_cpu(parent, best, us, vs):
                 parent[a] = b
     n = parent.shape[0]
     for x in range(n):
-        r = _root(parent, x)
+        r = _find(parent, x)
         if best[x] > best[r]:
             best[r] = best[x]
     for x in range(n):
-        best[x] = best[_root(parent, x)]
+        best[x] = best[_find(parent, x)]

@@ -24,7 +24,6 @@ from . import _fill_cpu as K
 
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
-           "fits_on_device",
            "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
            "fill_merge", "fill_split", "fill_leaf_down", "label_border", "label_merge",
            "label_split", "label_count", "label_numbering", "label_ids", "fill_tiled"]
@@ -64,13 +63,6 @@ def _step(connectivity):
     return 1 if check_connectivity(connectivity) == 8 else 2
 
 
-def _halo(a, fill):
-    """``a`` with one cell more on every side, holding ``fill``."""
-    out = np.full((a.shape[0] + 2, a.shape[1] + 2), fill, a.dtype)
-    out[1:-1, 1:-1] = a
-    return out
-
-
 def outlet_cells(z, connectivity=8, outlets=None):
     """The outlet mask (uint8, 1 = outlet) of DEM ``z``: the cells on the grid's edge or
     beside nodata (a neighbour in ``connectivity`` is NaN or outside the grid), or with
@@ -86,10 +78,10 @@ def outlet_cells(z, connectivity=8, outlets=None):
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
         return ((o != 0) & ~np.isnan(z)).astype(np.uint8)
-    nan = np.isnan(_halo(z, np.float32(np.nan)))
+    nan = np.isnan(np.pad(z, 1, constant_values=np.nan))
     H, W = z.shape
     near = np.zeros(z.shape, np.bool_)
-    for k in range(0, 8, _step(connectivity)):
+    for k in range(0, 8, _step(connectivity)):  # eight shifted masks: NumPy beats a kernel
         dr, dc = int(K.NB_DR[k]), int(K.NB_DC[k])
         near |= nan[1 + dr:1 + dr + H, 1 + dc:1 + dc + W]
     return (near & ~nan[1:-1, 1:-1]).view(np.uint8)
@@ -137,7 +129,7 @@ class _CpuOps:
     def levels(self, z, outlet, connectivity, tile):
         mask = self.forest(z, connectivity, tile)
         src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False)
-        f = _drain_block(_halo(z, np.float32(np.nan)), _halo(mask, np.uint8(0)), src)
+        f = _drain_block(np.pad(z, 1, constant_values=np.nan), np.pad(mask, 1), src)
         return f.reshape(z.shape)
 
 
@@ -160,15 +152,6 @@ class _GpuOps:
     def levels(self, z, outlet, connectivity, tile):
         from ._fill_gpu import device_levels
         return self.be.to_numpy(device_levels(z, outlet, connectivity, self.be))
-
-
-def fits_on_device(shape, backend=None):
-    """True when the in-core fill of a grid of ``shape`` fits the GPU's free memory
-    (:func:`terrain.hydrology._fill_gpu.fits_on_device`); False on the CPU."""
-    if not get_backend(backend).is_gpu:
-        return False
-    from ._fill_gpu import fits_on_device as fits
-    return fits(shape, backend)
 
 
 def _ops(be):
@@ -213,21 +196,18 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     ([[4.0, 4.0], [5.0, 4.0]], [[1, 1], [0, 1]])
     """
     t0 = time.perf_counter()
-    be = get_backend(backend)
-    z = np.ascontiguousarray(np.asarray(dem, np.float32))
-    if z.ndim != 2:
-        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
-    conn = check_connectivity(connectivity)
+    be, z, conn = get_backend(backend), _dem(dem), check_connectivity(connectivity)
     _check_simplify(min_depth, min_area)
+    simplify = min_depth is not None or min_area is not None
     outlet = outlet_cells(z, conn, outlets)
     ops = _ops(be)
     times = {}
     table = None
     t1 = time.perf_counter()
-    if hierarchy or min_depth is not None or min_area is not None:
+    if hierarchy or simplify:
         table = depression_hierarchy(z, ops.forest(z, conn, tile), outlet, conn)
         times["hierarchy"] = time.perf_counter() - t1
-        if min_depth is not None or min_area is not None:
+        if simplify:
             pits = kept_pits(table, min_depth, min_area)
             outlet = outlet.copy()
             outlet.ravel()[pits] = 1
@@ -239,14 +219,20 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     times["levels"] = time.perf_counter() - t1
     r = _finish(z, f, outlet, conn, be, "in-core", times, t0)
     r.hierarchy = table if hierarchy else None
-    if min_depth is not None or min_area is not None:
-        r.sinks = pits
     if epsilon:
         r.stats["epsilon"] = True
-    if min_depth is not None or min_area is not None:
+    if simplify:
+        r.sinks = pits
         r.stats.update({"min_depth": min_depth, "min_area": min_area,
                         "kept_pits": int(pits.shape[0])})
     return r
+
+
+def _dem(dem):
+    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+    if z.ndim != 2:
+        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
+    return z
 
 
 def _check_simplify(min_depth, min_area):
@@ -299,14 +285,9 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
     (weight ``max``) and outlets (:func:`terrain.hydrology._fill_cpu.hierarchy_cpu`: Kruskal
     over the forest's edges in ``(weight, id)`` order).
 
-    Returns a dict of columns (:data:`HIERARCHY_COLUMNS`), one row per depression, ids
-    1, 2, ... in the order the depressions appear as the water rises (ties: the forest's
-    edge order): ``pit_row``/``pit_col``/``pit_elevation`` its lowest cell (ties: the first
-    in row-major order), ``spill_elevation`` the level at which it merges with its sibling
-    or spills outside (inf: never, no outlet reachable), ``parent`` the depression the two
-    merge into (0: it spills outside), ``left``/``right`` the two it was merged from (0 for
-    a pit), ``cells`` the cells at or below its spill level that it floods (its
-    sub-depressions' included), ``volume`` the sum of ``spill - z`` over them (float64).
+    Returns a dict of columns (:data:`HIERARCHY_COLUMNS`, their meanings in
+    docs/hydrology.md), one row per depression, ids 1, 2, ... in the order the depressions
+    appear as the water rises (ties: the forest's edge order).
 
     >>> z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 7]], np.float32)
     >>> h = depression_hierarchy(z, __import__("terrain.grid", fromlist=["x"]).grid_mst(
@@ -319,18 +300,19 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
     zf = z.ravel()
     w = np.maximum(zf[u], zf[v])
     order = np.lexsort((ids, w))
-    pit, pitz, spill, parent, left, right, cells, vol = K.hierarchy_cpu(
-        zf, u[order], v[order], w[order], (outlet != 0).ravel())
+    nodes = np.ascontiguousarray(K.hierarchy_cpu(zf, u[order], v[order], w[order],
+                                                 (outlet != 0).ravel()).T)
+    pit, parent, left, right, cells = nodes[[0, 3, 4, 5, 6]].astype(np.int64)
+    pitz, spill = nodes[1:3].astype(np.float32)
     rows, cols = np.divmod(pit, z.shape[1])
     return {"_width": z.shape[1], "id": np.arange(1, pit.shape[0] + 1, dtype=np.int64),
             "pit_row": rows,
             "pit_col": cols, "pit_elevation": pitz, "spill_elevation": spill,
-            "parent": parent, "left": left, "right": right, "cells": cells, "volume": vol}
+            "parent": parent, "left": left, "right": right, "cells": cells, "volume": nodes[7]}
 
 
 def kept_pits(table, min_depth=None, min_area=None):
-    """Pit cells (flat indices need the grid's width: returned as ``(row, col)`` pairs are
-    in ``table``) of the depressions the simplification keeps.
+    """The flat cell indices (int64) of the pits the simplification keeps.
 
     A depression's *depth* is its spill elevation minus its pit's elevation; its *area*
     the cells it floods at its spill level (``cells``). Depressions merge by the elder
@@ -338,8 +320,6 @@ def kept_pits(table, min_depth=None, min_area=None):
     in it. A pit is kept when the highest depression whose pit it is has depth at least
     ``min_depth`` and area at least ``min_area``; it then drains (an outlet), and only
     the shallower or smaller depressions around it are filled.
-
-    Returns the kept pits' flat cell indices (int64) given ``table["_width"]``.
     """
     n = table["id"].shape[0]
     top = np.arange(n)  # each node's highest node with the same pit
@@ -424,11 +404,6 @@ class PortGraph:
     cv: np.ndarray
     cw: np.ndarray
 
-    @property
-    def nbytes(self):
-        return sum(getattr(self, k).nbytes for k in ("verts", "d", "eu", "ev", "ew", "cu",
-                                                     "cv", "cw"))
-
 
 def _inside(cells, window, ncols):
     r, c = np.divmod(np.asarray(cells, np.int64), ncols)
@@ -440,14 +415,11 @@ def read_halo(read, spec, window):
     """``(zh, mh, outlet)`` of ``window``: elevations and forest mask with a one-cell halo
     (NaN and 0 outside the grid) and the outlets of the window's cells. ``read(name, r0,
     r1, c0, c1)`` reads layer ``name`` ("elevation", "mst", "outlets") of the grid."""
+    from .flow import padded_window
     r0, r1, c0, c1 = window
-    R, C = spec.shape
-    a0, a1, b0, b1 = max(r0 - 1, 0), min(r1 + 1, R), max(c0 - 1, 0), min(c1 + 1, C)
-    zh = np.full((r1 - r0 + 2, c1 - c0 + 2), np.nan, np.float32)
-    mh = np.zeros((r1 - r0 + 2, c1 - c0 + 2), np.uint8)
-    sl = (slice(a0 - r0 + 1, a1 - r0 + 1), slice(b0 - c0 + 1, b1 - c0 + 1))
-    zh[sl] = read("elevation", a0, a1, b0, b1)
-    mh[sl] = read("mst", a0, a1, b0, b1)
+    zh = padded_window(lambda *w: read("elevation", *w), spec.shape, window, 1, np.nan,
+                       np.float32)
+    mh = padded_window(lambda *w: read("mst", *w), spec.shape, window, 1, 0, np.uint8)
     if spec.named_outlets:
         outlet = ((np.asarray(read("outlets", r0, r1, c0, c1)) != 0)
                   & ~np.isnan(zh[1:-1, 1:-1])).astype(np.uint8)
@@ -485,7 +457,7 @@ def fill_leaf_up(read, spec, level, i, j):
                       _local_to_global(cp, win, ncols, W),
                       (win[0] - 1 + hi) * ncols + win[2] - 1 + hj, cw)
     stats = {"times": {"read": t1 - t0, "up": time.perf_counter() - t1},
-             "read_bytes": zh.nbytes + mh.nbytes, "graph_bytes": graph.nbytes}
+             "read_bytes": zh.nbytes + mh.nbytes}
     return graph, None, stats
 
 
@@ -517,8 +489,7 @@ def fill_merge(spec, level, i, j, *children):
     up = PortGraph(win, kv, dk, kv[ka], kv[kb], kw, cat["cu"][out], cat["cv"][out],
                    cat["cw"][out])
     own = (verts, d, eu, ev, ew)
-    stats = {"times": {"merge": time.perf_counter() - t0}, "graph_bytes": up.nbytes}
-    return up, own, stats
+    return up, own, {"times": {"merge": time.perf_counter() - t0}}
 
 
 def fill_split(spec, level, i, j, incoming, own):
@@ -535,17 +506,19 @@ def fill_split(spec, level, i, j, incoming, own):
     indptr, adj, w = K.csr_from_edges_cpu(verts.shape[0], np.searchsorted(verts, eu),
                                           np.searchsorted(verts, ev), ew)
     f = K.forest_dp_cpu(indptr, adj, w, src)
-    win = spec.window(level, i, j)
-    half = spec.tile << (level - 1)
+    return _to_children(spec, level, i, j, verts, f) + (
+        {"times": {"split": time.perf_counter() - t0}},)
+
+
+def _to_children(spec, level, i, j, cells, values):
+    """``(cells, values)`` of node ``(level, i, j)`` split among its four children (None
+    for a child outside the grid)."""
     from ..grid.merge import child_windows
     parts = []
-    for cw in child_windows(win, half, spec.shape):
-        if cw is None:
-            parts.append(None)
-            continue
-        sel = _inside(verts, cw, spec.shape[1])
-        parts.append((verts[sel], f[sel]))
-    return tuple(parts) + ({"times": {"split": time.perf_counter() - t0}},)
+    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
+        sel = None if cw is None else _inside(cells, cw, spec.shape[1])
+        parts.append(None if cw is None else (cells[sel], values[sel]))
+    return tuple(parts)
 
 
 @dataclass
@@ -615,10 +588,6 @@ class LabelBorder:
     cells: np.ndarray
     keys: np.ndarray
 
-    @property
-    def nbytes(self):
-        return self.cells.nbytes + self.keys.nbytes
-
 
 def _on_sides(cells, window, ncols):
     r, c = np.divmod(cells, ncols)
@@ -666,15 +635,7 @@ def label_split(spec, level, i, j, incoming, own):
     children whose block holds the key."""
     keys, resolved = own
     final = _final_keys(resolved, incoming)
-    from ..grid.merge import child_windows
-    parts = []
-    for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
-        if cw is None:
-            parts.append(None)
-            continue
-        sel = _inside(keys, cw, spec.shape[1])
-        parts.append((keys[sel], final[sel]))
-    return tuple(parts) + ({"times": {"labels": 0.0}},)
+    return _to_children(spec, level, i, j, keys, final) + ({"times": {"labels": 0.0}},)
 
 
 def _final_keys(keys, incoming):
@@ -780,11 +741,7 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
     """
     from ..grid.mst import grid_mst
     t0 = time.perf_counter()
-    be = get_backend(backend)
-    z = np.ascontiguousarray(np.asarray(dem, np.float32))
-    if z.ndim != 2:
-        raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
-    conn = check_connectivity(connectivity)
+    be, z, conn = get_backend(backend), _dem(dem), check_connectivity(connectivity)
     spec = FillSpec(tuple(int(s) for s in z.shape), int(tile), conn, outlets is not None)
     outlet = outlet_cells(z, conn, outlets)
     mask = grid_mst(z, conn, "max", tile, be, group_tiles=group_tiles).mask

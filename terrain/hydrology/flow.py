@@ -10,7 +10,7 @@ across groups and run Haverkort & Janssen's up/down pass on the quadtree walk. T
 their reasons and the tiled algorithm are in docs/hydrology.md (flow sections).
 
 The kernels are in ``_flow_cpu.py`` (Numba) and ``_flow.cu`` (CUDA) with the same names,
-one table each (:class:`_CpuOps`, :class:`_GpuOps`) chosen once per call.
+one table each (:class:`_CpuOps`, :class:`GpuKernels`) chosen once per call.
 
 Examples
 --------
@@ -33,27 +33,17 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, call_now, walk_down, walk_up
+from ._flow_gpu import GpuKernels
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
-           "D8_CODES", "OUTLET", "NODATA", "direction_pass", "direction_group", "accumulation_pass",
-           "EdgeSummary", "padded_window", "steps_for", "code_offsets"]
+           "direction_pass", "direction_group", "accumulation_pass", "padded_window"]
 
-#: ESRI code -> compass name
-D8_CODES = {1: "E", 2: "SE", 4: "S", 8: "SW", 16: "W", 32: "NW", 64: "N", 128: "NE"}
-OUTLET = 0
-NODATA = 255
 _INF = 2**31 - 1
 _DR = (0, 1, 1, 1, 0, -1, -1, -1)
 _DC = (1, 1, 0, -1, -1, -1, 0, 1)
-
-
-def code_offsets():
-    """``{code: (drow, dcol)}`` of the eight ESRI codes.
-
-    >>> code_offsets()[2], code_offsets()[64]
-    ((1, 1), (-1, 0))
-    """
-    return {1 << k: (_DR[k], _DC[k]) for k in range(8)}
+#: (drow, dcol) of each uint8 code (0, 0 for a code that is no direction)
+_CODE_DR, _CODE_DC = np.zeros(256, np.int64), np.zeros(256, np.int64)
+_CODE_DR[[1 << k for k in range(8)]], _CODE_DC[[1 << k for k in range(8)]] = _DR, _DC
 
 
 @dataclass(frozen=True)
@@ -78,7 +68,7 @@ class FlowSpec(TiledGrid):
     @property
     def step(self):
         """1 (D8: every neighbour) or 2 (D4: the cardinal ones)."""
-        return steps_for(self.connectivity)
+        return 1 if self.connectivity == 8 else 2
 
     @property
     def distances(self):
@@ -89,11 +79,6 @@ class FlowSpec(TiledGrid):
 
     def plan(self, group_tiles):
         return QuadtreePlan.build(self.shape, self.tile, group_tiles)
-
-
-def steps_for(connectivity):
-    """The neighbour stride of a connectivity: 1 for 8, 2 for 4."""
-    return 1 if int(connectivity) == 8 else 2
 
 
 @dataclass
@@ -112,9 +97,7 @@ class FlowDirections:
 class _CpuOps:
     """The kernels on the CPU (``_flow_cpu.py``); blocks are NumPy arrays."""
 
-    name = "cpu"
-
-    def __init__(self):
+    def __init__(self, backend):
         from . import _flow_cpu
         self.k = _flow_cpu
 
@@ -156,37 +139,10 @@ class _CpuOps:
         return exit_
 
 
-class _GpuOps(_CpuOps):
-    """The kernels on the GPU (``_flow.cu``); blocks go to the device and come back."""
-
-    name = "gpu"
-
-    def __init__(self, backend):
-        from ._flow_gpu import GpuKernels
-        self.g = GpuKernels(backend)
-
-    def classify(self, zp, op, edge_outlets, dist, step):
-        return self.g.classify(zp, op, edge_outlets, dist, step)
-
-    def flat_distances(self, zp, code, halo_a, halo_t, step):
-        return self.g.flat_distances(zp, code, halo_a, halo_t, step)
-
-    def flat_labels(self, code, away, step):
-        return self.g.flat_labels(code, away, step)
-
-    def flat_directions(self, zp, code, away, towards, labels, height, step):
-        return self.g.flat_directions(zp, code, away, towards, labels, height, step)
-
-    def accumulate(self, dp, weights, ext):
-        return self.g.accumulate(dp, weights, ext)
-
-    def exits(self, dp, order, done, out_index):
-        return self.g.exits(dp, order, done, out_index)
-
-
 def _ops(backend):
+    """The kernel table: :class:`_CpuOps` or :class:`GpuKernels` (the same calls)."""
     be = get_backend(backend)
-    return be.select(_CpuOps, lambda: _GpuOps(be))()
+    return be.select(_CpuOps, GpuKernels)(be)
 
 
 # ------------------------------------------------------------------------------------------
@@ -223,24 +179,23 @@ def _halo(frames, gi, gj, h, w, fill, dtype):
     """A padded (halo 2) array holding, on the halo's inner ring, the border cells the
     eight neighbouring groups published (``frames[(gi, gj)]``: top, bottom, left, right)."""
     a = np.full((h + 4, w + 4), fill, dtype)
-    f = frames.get
-    if (n := f((gi - 1, gj))) is not None:
-        a[1, 2:w + 2] = n[1]
-    if (n := f((gi + 1, gj))) is not None:
-        a[h + 2, 2:w + 2] = n[0]
-    if (n := f((gi, gj - 1))) is not None:
-        a[2:h + 2, 1] = n[3]
-    if (n := f((gi, gj + 1))) is not None:
-        a[2:h + 2, w + 2] = n[2]
-    if (n := f((gi - 1, gj - 1))) is not None:
-        a[1, 1] = n[1][-1]
-    if (n := f((gi - 1, gj + 1))) is not None:
-        a[1, w + 2] = n[1][0]
-    if (n := f((gi + 1, gj - 1))) is not None:
-        a[h + 2, 1] = n[0][-1]
-    if (n := f((gi + 1, gj + 1))) is not None:
-        a[h + 2, w + 2] = n[0][0]
+    rows, cols, every = slice(2, h + 2), slice(2, w + 2), slice(None)
+    for (di, dj), at, side, take in (((-1, 0), (1, cols), 1, every),
+                                     ((1, 0), (h + 2, cols), 0, every),
+                                     ((0, -1), (rows, 1), 3, every),
+                                     ((0, 1), (rows, w + 2), 2, every),
+                                     ((-1, -1), (1, 1), 1, -1), ((-1, 1), (1, w + 2), 1, 0),
+                                     ((1, -1), (h + 2, 1), 0, -1),
+                                     ((1, 1), (h + 2, w + 2), 0, 0)):
+        if (n := frames.get((gi + di, gj + dj))) is not None:
+            a[at] = n[side][take]
     return a
+
+
+def _seeds(frames, group, window):
+    """The away and towards halos of ``group`` from what its neighbours published."""
+    h, w = window[1] - window[0], window[3] - window[2]
+    return tuple(_halo(f, *group, h, w, _INF, np.int32) for f in frames)
 
 
 @dataclass
@@ -310,28 +265,21 @@ def _flat_heights(plan, results, step):
             continue
         top, bottom, left, right = res.labels
         gi, gj = g
-        # east neighbour: my right column against its left column (rows r, r-1, r+1)
-        e = results.get((gi, gj + 1))
-        if e is not None and e.border_flats:
-            other = e.labels[2]
-            for d in ((0,) if step == 2 else (-1, 0, 1)):
-                a = right[max(0, -d):len(right) - max(0, d)]
-                b = other[max(0, d):len(other) - max(0, -d)]
-                pairs.append((g, a, (gi, gj + 1), b))
-        s = results.get((gi + 1, gj))
-        if s is not None and s.border_flats:
-            other = s.labels[0]
-            for d in ((0,) if step == 2 else (-1, 0, 1)):
-                a = bottom[max(0, -d):len(bottom) - max(0, d)]
-                b = other[max(0, d):len(other) - max(0, -d)]
-                pairs.append((g, a, (gi + 1, gj), b))
-        if step == 1:
-            se = results.get((gi + 1, gj + 1))
-            if se is not None and se.border_flats:
-                pairs.append((g, bottom[-1:], (gi + 1, gj + 1), se.labels[0][:1]))
-            sw = results.get((gi + 1, gj - 1))
-            if sw is not None and sw.border_flats:
-                pairs.append((g, bottom[:1], (gi + 1, gj - 1), sw.labels[0][-1:]))
+        # my right column against the east group's left one, my bottom row against the
+        # south group's top one (offset by -1, 0, 1 cells in D8)
+        for h, mine, side in (((gi, gj + 1), right, 2), ((gi + 1, gj), bottom, 0)):
+            o = results.get(h)
+            if o is not None and o.border_flats:
+                other = o.labels[side]
+                for d in ((0,) if step == 2 else (-1, 0, 1)):
+                    pairs.append((g, mine[max(0, -d):len(mine) - max(0, d)], h,
+                                  other[max(0, d):len(other) - max(0, -d)]))
+        if step == 1:  # the corners: south-east and south-west
+            for h, a, b in (((gi + 1, gj + 1), bottom[-1:], slice(None, 1)),
+                            ((gi + 1, gj - 1), bottom[:1], slice(-1, None))):
+                o = results.get(h)
+                if o is not None and o.border_flats:
+                    pairs.append((g, a, h, o.labels[0][b]))
     us, vs = [], []
     for g, a, h, b in pairs:
         ok = (a > 0) & (b > 0)
@@ -364,9 +312,7 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=N
 
     def run(group, seeded):
         window = plan.window(g, *group)
-        h, w = window[1] - window[0], window[3] - window[2]
-        ha = _halo(frames_a, *group, h, w, _INF, np.int32) if seeded else None
-        ht = _halo(frames_t, *group, h, w, _INF, np.int32) if seeded else None
+        ha, ht = _seeds((frames_a, frames_t), group, window) if seeded else (None, None)
         return _group_step(spec, ops, read_z, read_out, window, ha, ht, None)
 
     first = mapper(lambda grp: run(grp, False), groups)
@@ -401,21 +347,11 @@ def direction_group(spec, plan, group, read_z, read_out, heights, frames, backen
     :func:`direction_pass` resolved the flats' distances and heights."""
     ops = _ops(backend)
     window = plan.window(plan.group_level, *group)
-    h, w = window[1] - window[0], window[3] - window[2]
-    frames_a, frames_t = frames
-    ha = _halo(frames_a, *group, h, w, _INF, np.int32)
-    ht = _halo(frames_t, *group, h, w, _INF, np.int32)
+    ha, ht = _seeds(frames, group, window)
     code, stats = _group_step(spec, ops, read_z, read_out, window, ha, ht,
                               heights.get(group, np.zeros(1, np.int32)))
     stats["outlets"] = int(np.count_nonzero(code == 0))
     return code, stats
-
-
-def _check_dem(z, what):
-    z = np.asarray(z)
-    if z.ndim != 2:
-        raise InputError(f"{what}: a DEM must be 2-D, got shape {z.shape}")
-    return np.ascontiguousarray(z, np.float32)
 
 
 def _in_core_tile(shape):
@@ -446,7 +382,10 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     FlowDirections
         ``direction``: uint8 ESRI codes (module docstring); ``stats``.
     """
-    z = _check_dem(filled, "filled")
+    z = np.asarray(filled)
+    if z.ndim != 2:
+        raise InputError(f"filled: a DEM must be 2-D, got shape {z.shape}")
+    z = np.ascontiguousarray(z, np.float32)
     out = None
     if outlets is not None:
         out = np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8)
@@ -491,11 +430,6 @@ class EdgeSummary:
     out_head: np.ndarray
     out_local: np.ndarray
 
-    @property
-    def nbytes(self):
-        return sum(a.nbytes for a in (self.in_tail, self.in_exit, self.out_tail,
-                                      self.out_head, self.out_local))
-
 
 def _empty_summary():
     e = np.zeros(0, np.int64)
@@ -509,11 +443,8 @@ def _halo_in_edges(dp):
     ring = np.zeros((R, C), bool)
     ring[0, :] = ring[-1, :] = ring[:, 0] = ring[:, -1] = True
     rr, cc = np.nonzero(ring & (dp != 255) & (dp != 0))
-    keep = np.zeros(rr.shape, bool)
-    for code, (dr, dc) in code_offsets().items():
-        m = dp[rr, cc] == code
-        hr, hc = rr + dr, cc + dc
-        keep |= m & (hr >= 1) & (hr < R - 1) & (hc >= 1) & (hc < C - 1)
+    hr, hc = rr + _CODE_DR[dp[rr, cc]], cc + _CODE_DC[dp[rr, cc]]
+    keep = (hr >= 1) & (hr < R - 1) & (hc >= 1) & (hc < C - 1)
     return rr[keep], cc[keep]
 
 
@@ -524,11 +455,7 @@ def _out_edges(dp):
     ring = np.zeros((R, C), bool)  # only the interior's border cells can leave it
     ring[1, 1:-1] = ring[-2, 1:-1] = ring[1:-1, 1] = ring[1:-1, -2] = True
     rr, cc = np.nonzero(ring & (dp != 255) & (dp != 0))
-    hr, hc = rr.copy(), cc.copy()
-    for code, (dr, dc) in code_offsets().items():
-        m = dp[rr, cc] == code
-        hr[m] += dr
-        hc[m] += dc
+    hr, hc = rr + _CODE_DR[dp[rr, cc]], cc + _CODE_DC[dp[rr, cc]]
     out = (hr < 1) | (hr >= R - 1) | (hc < 1) | (hc >= C - 1)
     return rr[out], cc[out], hr[out], hc[out]
 
@@ -569,12 +496,7 @@ def _leaf_up(spec, backend, read_dir, read_w, what, level, i, j):
     out_index = np.full(dp.shape, -1, np.int64)
     out_index[orr, occ] = np.arange(len(orr))
     exit_ = ops.exits(dp, order, done, out_index)
-    offsets = code_offsets()
-    er, ec = ir.copy(), ic.copy()
-    for code, (dr, dc) in offsets.items():
-        m = dp[ir, ic] == code
-        er[m] += dr
-        ec[m] += dc
+    er, ec = ir + _CODE_DR[dp[ir, ic]], ic + _CODE_DC[dp[ir, ic]]
     summary = EdgeSummary(_global_ids(ir, ic, window, spec.shape),
                           exit_[er, ec].astype(np.int64),
                           _global_ids(orr, occ, window, spec.shape),

@@ -30,11 +30,9 @@ import numba
 import numpy as np
 
 from ..errors import InputError
+from ._flow_cpu import CODE_K, DC, DR
 
 __all__ = ["watershed", "snap_outlets", "stream_links"]
-
-_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
 
 
 @numba.njit(cache=True)
@@ -48,14 +46,11 @@ def _downstream(d):
             v = d[r, c]
             if v == 0 or v == 255:
                 continue
-            k = -1
-            for q in range(8):
-                if v == (1 << q):
-                    k = q
+            k = CODE_K[v]
             if k < 0:
                 out[r * C + c] = -2
                 continue
-            rr, cc = r + _DR[k], c + _DC[k]
+            rr, cc = r + DR[k], c + DC[k]
             if rr < 0 or rr >= R or cc < 0 or cc >= C or d[rr, cc] == 255:
                 out[r * C + c] = -2
                 continue

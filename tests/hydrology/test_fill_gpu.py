@@ -2,13 +2,173 @@
 run on the CPU by the kernels' Numba twins against the CPU's drain pass; on a GPU, the
 device's result bit for bit the CPU's (tests/backends.py), in core and tiled."""
 
+import numba
 import numpy as np
 import pytest
 
 from backends import assert_backends_identical
 from terrain.hydrology import fill_depressions, fill_tiled, outlet_cells
-from terrain.hydrology._fill_gpu import euler_levels_twin
+from terrain.hydrology._fill_cpu import NB_DC, NB_DR
+from terrain.hydrology._fill_gpu import _MAX_ROUNDS, _roots
 from oracles import priority_flood, seeded_forest
+
+
+# -- the Numba twins of _fill.cu's kernels: the same steps, thread by thread ---------------
+
+@numba.njit(cache=True)
+def _popc(b):
+    c = 0
+    while b:
+        c += b & 1
+        b >>= 1
+    return c
+
+
+@numba.njit(cache=True)
+def _arc_of(nb, base, v, k):
+    return base[v] + _popc(nb[v] & ((1 << k) - 1))
+
+
+@numba.njit(cache=True)
+def fill_adjacency_twin(mask, nb, deg, rows, cols):
+    for v in range(rows * cols):
+        r, c = v // cols, v % cols
+        m = mask[v]
+        b = 0
+        if m & 1:
+            b |= 1
+        if m & 4:
+            b |= 2
+        if m & 2:
+            b |= 4
+        if m & 8:
+            b |= 8
+        if c > 0 and (mask[v - 1] & 1):
+            b |= 16
+        if r > 0 and c > 0 and (mask[v - cols - 1] & 4):
+            b |= 32
+        if r > 0 and (mask[v - cols] & 2):
+            b |= 64
+        if r > 0 and c + 1 < cols and (mask[v - cols + 1] & 8):
+            b |= 128
+        nb[v] = b
+        deg[v] = _popc(b)
+
+
+@numba.njit(cache=True)
+def fill_succ_twin(nb, base, is_root, succ, rows, cols):
+    for v in range(rows * cols):
+        b = nb[v]
+        if not b:
+            continue
+        a = base[v]
+        for k in range(8):
+            if not (b & (1 << k)):
+                continue
+            u = v + NB_DR[k] * cols + NB_DC[k]
+            bu = nb[u]
+            j = (k + 4) & 7
+            kk = j
+            for t in range(1, 9):
+                kk = (j + t) & 7
+                if bu & (1 << kk):
+                    break
+            first = 0
+            while not (bu & (1 << first)):
+                first += 1
+            succ[a] = -1 if (is_root[u] and kk == first) else _arc_of(nb, base, u, kk)
+            a += 1
+
+
+@numba.njit(cache=True)
+def fill_rank_twin(nxt, rank, nxt2, rank2, arcs):
+    flag = 0
+    for a in range(arcs):
+        s = nxt[a]
+        if s < 0:
+            nxt2[a] = s
+            rank2[a] = rank[a]
+            continue
+        rank2[a] = rank[a] + rank[s]
+        ss = nxt[s]
+        nxt2[a] = ss
+        if ss >= 0:
+            flag = 1
+    return flag
+
+
+@numba.njit(cache=True)
+def fill_parent_twin(nb, base, rank, is_root, outlet, z, parent, val, rows, cols):
+    inf = np.float32(np.inf)
+    for v in range(rows * cols):
+        parent[v] = v
+        zv = z[v]
+        if np.isnan(zv):
+            val[v] = inf
+            continue
+        b = nb[v]
+        if is_root[v] or not b:
+            val[v] = zv if outlet[v] else inf
+            continue
+        for k in range(8):
+            if not (b & (1 << k)):
+                continue
+            u = v + NB_DR[k] * cols + NB_DC[k]
+            if rank[_arc_of(nb, base, u, (k + 4) & 7)] > rank[_arc_of(nb, base, v, k)]:
+                parent[v] = u
+                zu = z[u]
+                val[v] = zv if zv >= zu else zu
+                break
+
+
+@numba.njit(cache=True)
+def fill_jump_twin(P, val, P2, val2, n):
+    flag = 0
+    for v in range(n):
+        p = P[v]
+        a, b = val[v], val[p]
+        val2[v] = a if a >= b else b
+        pp = P[p]
+        P2[v] = pp
+        if pp != p:
+            flag = 1
+    return flag
+
+
+def euler_levels_twin(z, mask, outlet, labels):
+    """device_levels' steps after the forest, on the CPU with the kernels' twins: ``mask``
+    a forest in which every tree holds at most one outlet, ``labels`` a cell of each tree
+    (its supervertex label)."""
+    z = np.ascontiguousarray(z, np.float32)
+    rows, cols = z.shape
+    n = rows * cols
+    flat = np.ascontiguousarray(mask).ravel()
+    od = np.ascontiguousarray(outlet, np.uint8).ravel()
+    is_root = _roots(np, od != 0, np.asarray(labels).ravel()).astype(np.uint8)
+    nb = np.empty(n, np.uint8)
+    deg = np.empty(n, np.int32)
+    fill_adjacency_twin(flat, nb, deg, rows, cols)
+    base = (np.cumsum(deg) - deg).astype(np.int32)
+    arcs = int(deg.sum())
+    succ = np.empty(max(arcs, 1), np.int32)
+    fill_succ_twin(nb, base, is_root, succ, rows, cols)
+    nxt, rank = succ[:arcs].copy(), (succ[:arcs] >= 0).astype(np.int32)
+    nxt2, rank2 = np.empty_like(nxt), np.empty_like(rank)
+    for _ in range(_MAX_ROUNDS):
+        more = fill_rank_twin(nxt, rank, nxt2, rank2, arcs)
+        nxt, nxt2, rank, rank2 = nxt2, nxt, rank2, rank
+        if not more:
+            break
+    parent = np.empty(n, np.int32)
+    val = np.empty(n, np.float32)
+    fill_parent_twin(nb, base, rank, is_root, od, z.ravel(), parent, val, rows, cols)
+    p2, v2 = np.empty_like(parent), np.empty_like(val)
+    for _ in range(_MAX_ROUNDS):
+        more = fill_jump_twin(parent, val, p2, v2, n)
+        parent, p2, val, v2 = p2, parent, v2, val
+        if not more:
+            break
+    return val.reshape(rows, cols)
 
 
 def case(seed, shape=None):
@@ -108,17 +268,17 @@ def test_device_launcher_with_the_twins(monkeypatch):
 
     def rank(grid, block, args):
         nxt, r, nxt2, r2, flag, arcs = args
-        flag[0] = fg.fill_rank_twin(nxt, r, nxt2, r2, int(arcs))
+        flag[0] = fill_rank_twin(nxt, r, nxt2, r2, int(arcs))
 
     def jump(grid, block, args):
         P, val, P2, val2, flag, n = args
-        flag[0] = fg.fill_jump_twin(P, val, P2, val2, int(n))
+        flag[0] = fill_jump_twin(P, val, P2, val2, int(n))
 
-    kernels = {"fill_adjacency": lambda g, b, a: fg.fill_adjacency_twin(
+    kernels = {"fill_adjacency": lambda g, b, a: fill_adjacency_twin(
                    np.ascontiguousarray(a[0]).ravel(), *a[1:3], int(a[3]), int(a[4])),
-               "fill_succ": lambda g, b, a: fg.fill_succ_twin(*a[:4], int(a[4]), int(a[5])),
+               "fill_succ": lambda g, b, a: fill_succ_twin(*a[:4], int(a[4]), int(a[5])),
                "fill_rank": rank,
-               "fill_parent": lambda g, b, a: fg.fill_parent_twin(*a[:8], int(a[8]), int(a[9])),
+               "fill_parent": lambda g, b, a: fill_parent_twin(*a[:8], int(a[8]), int(a[9])),
                "fill_jump": jump}
 
     class Module:

@@ -178,6 +178,8 @@ def test_accumulation_refuses_a_cycle_and_a_path_off_the_grid():
         flow_accumulation(d, backend="cpu")
     with pytest.raises(InputError, match="off the grid"):
         flow_accumulation(np.array([[64, 0]], np.uint8), backend="cpu")
+    with pytest.raises(InputError, match="ESRI"):  # once a loop that never ended
+        flow_accumulation(np.array([[3, 0]], np.uint8), backend="cpu")
     with pytest.raises(InputError, match="cycle"):
         d = np.zeros((8, 8), np.uint8)
         d[3, 3], d[3, 4], d[4, 4], d[4, 3] = 1, 4, 16, 64  # a loop across 4 tiles
