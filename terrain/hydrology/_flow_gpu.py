@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["GpuKernels"]
+__all__ = ["GpuOps"]
 
 _BLOCK = 256
 _INF = 2**31 - 1
@@ -21,7 +21,7 @@ _DR = np.array([0, 1, 1, 1, 0, -1, -1, -1])
 _DC = np.array([1, 1, 0, -1, -1, -1, 0, 1])
 
 
-class GpuKernels:
+class GpuOps:
     """The ``_flow.cu`` kernels of one backend."""
 
     def __init__(self, backend):

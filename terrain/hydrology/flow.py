@@ -10,7 +10,7 @@ across groups and run Haverkort & Janssen's up/down pass on the quadtree walk. T
 their reasons and the tiled algorithm are in docs/hydrology.md (flow sections).
 
 The kernels are in ``_flow_cpu.py`` (Numba) and ``_flow.cu`` (CUDA) with the same names,
-one table each (:class:`_CpuOps`, :class:`GpuKernels`) chosen once per call.
+one table each (:class:`_CpuOps`, :class:`GpuOps`) chosen once per call.
 
 Examples
 --------
@@ -33,7 +33,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, call_now, walk_down, walk_up
-from ._flow_gpu import GpuKernels
+from ._flow_gpu import GpuOps
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "direction_pass", "direction_group", "accumulation_pass", "padded_window"]
@@ -140,9 +140,9 @@ class _CpuOps:
 
 
 def _ops(backend):
-    """The kernel table: :class:`_CpuOps` or :class:`GpuKernels` (the same calls)."""
+    """The kernel table: :class:`_CpuOps` or :class:`GpuOps` (the same calls)."""
     be = get_backend(backend)
-    return be.select(_CpuOps, GpuKernels)(be)
+    return be.select(_CpuOps, GpuOps)(be)
 
 
 # ------------------------------------------------------------------------------------------
