@@ -330,7 +330,7 @@ class _GpuSearch:
 
     def run(self, src, algorithm, delta, predecessors):
         if algorithm == "dijkstra":
-            raise ValueError("sssp: 'dijkstra' is the CPU algorithm (use crauser or delta on "
+            raise InputError("sssp: 'dijkstra' is the CPU algorithm (crauser or delta run on "
                              "the GPU)")
         with self.stream:
             dist, iterations, extra = self._search(src, algorithm, delta)

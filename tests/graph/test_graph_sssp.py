@@ -171,6 +171,13 @@ def test_gpu_equals_cpu_dijkstra(kind, directed, algorithm):
 
 
 @pytest.mark.gpu
+def test_gpu_refuses_dijkstra_as_bad_input():
+    # InputError: the command line's one line and exit status 2, not a traceback
+    with pytest.raises(InputError, match="'dijkstra' is the CPU algorithm"):
+        sssp(_random_graph(1, 50, 200, "int64", False), 0, algorithm="dijkstra", backend="gpu")
+
+
+@pytest.mark.gpu
 def test_gpu_grid_and_rmat_equal_cpu():
     from terrain.graph.generators import grid_graph, rmat_graph
     rng = np.random.default_rng(3)
