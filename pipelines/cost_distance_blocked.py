@@ -35,39 +35,12 @@ from terrain.tiles import borrow_buffer, read_layout, read_window
 from .cost_distance_store import StoreReader, prepare_layers
 
 __all__ = ["run_blocked", "blocked_spec", "block_side", "BlockFiles", "BlockReader",
-           "MAX_BLOCK", "SCRATCH", "block_task_bytes", "parse_memory", "cache_bytes"]
+           "MAX_BLOCK", "SCRATCH", "block_task_bytes", "cache_bytes"]
 
 MAX_BLOCK = 2048
 CACHE_BLOCKS = 16  # blocks the cache should hold (block_side shrinks blocks to fit them)
 SCRATCH = ".blocked"
 _TASK_BYTES_PER_CELL = 40  # window (24) + the state read and written (16) + heap headroom
-
-
-def parse_memory(text):
-    """Bytes from ``"1.5GB"``, ``"800MB"``, ``"2GiB"`` or a plain number.
-
-    >>> parse_memory("1.5GB"), parse_memory("512MiB"), parse_memory(1000)
-    (1500000000, 536870912, 1000)
-    """
-    if text is None:
-        return None
-    s = str(text).strip().upper().replace(" ", "")
-    units = {"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "KB": 10 ** 3,
-             "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12, "K": 10 ** 3, "M": 10 ** 6,
-             "G": 10 ** 9, "T": 10 ** 12, "B": 1}
-    for unit, mult in units.items():
-        if s.endswith(unit):
-            s, scale = s[:-len(unit)], mult
-            break
-    else:
-        scale = 1
-    try:
-        v = float(s) * scale
-    except ValueError:
-        v = -1.0
-    if not (v > 0 and np.isfinite(v)):
-        raise InputError(f"memory {text!r}: expected a size such as 1.5GB or 800MB")
-    return int(v)
 
 
 def block_task_bytes(side):
@@ -358,17 +331,12 @@ class _Offset:
 
 def blocked_spec(spec, memory_bytes, reuse, backend):
     """Complete ``spec`` for the blocked algorithm (in place): its block side
-    (:func:`block_side`) and memory budget; CPU only, no ``--reuse``."""
+    (:func:`block_side`) and memory budget (``memory_bytes``: None, no budget); CPU only, no
+    ``--reuse``."""
     if backend != "cpu":
         raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
     if reuse is not None:
         raise InputError(f"{spec['input']}: the blocked algorithm keeps no index to reuse")
-    if memory_bytes is None:
-        try:
-            import psutil
-            memory_bytes = psutil.virtual_memory().available
-        except Exception:  # noqa: BLE001 - no psutil: no budget, the largest blocks
-            memory_bytes = None
     spec["block"] = block_side(spec["tile"], spec["tile"] * spec["tiles_per_shard"],
                                spec["shape"], memory_bytes, os.cpu_count() or 1)
     spec["memory_bytes"] = memory_bytes
@@ -376,12 +344,10 @@ def blocked_spec(spec, memory_bytes, reuse, backend):
 
 
 def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=None,
-                upstream=(), geo=None, scheduler=None, backend="cpu"):
+                upstream=(), geo=None, scheduler=None):
     """The blocked cost distance into the partial output ``out_path`` (module docstring);
     returns the summary."""
     t_start = time.perf_counter()
-    if backend != "cpu":
-        raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
     shape = tuple(spec["shape"])
     tile = int(spec["tile"])
     side = int(spec["block"])
