@@ -32,7 +32,8 @@ from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, bl
 from terrain.startup import fixed_mmap_threshold
 from terrain.tiles import borrow_buffer, read_layout, read_window
 
-from .cost_distance_store import StoreReader, prepare_layers
+from .cost_distance_store import (StoreReader, prepare_layers, reached, source_arrays,
+                                  summary_base, window_stats)
 
 __all__ = ["run_blocked", "blocked_spec", "block_side", "BlockFiles", "BlockReader",
            "MAX_BLOCK", "SCRATCH", "block_task_bytes", "cache_bytes"]
@@ -246,29 +247,17 @@ def _block_task(ctx, stage, i, j, halo, sources):
 
 def _ring(ring):
     """The ring as the bands read it, without references to the block's arrays."""
-    out = {}
-    for key, a in ring.items():
-        if a is None:
-            out[key] = None
-            continue
-        h, w = a.shape
-        keep_r = np.zeros(h, bool)
-        keep_r[[x for x in (0, 1, h - 2, h - 1) if 0 <= x < h]] = True
-        keep_c = np.zeros(w, bool)
-        keep_c[[x for x in (0, 1, w - 2, w - 1) if 0 <= x < w]] = True
-        # a copy whose other cells are never read: a sparse array would do, but the bands
-        # index the ring by block coordinates, so keep the shape with a broadcast view
-        out[key] = _RingArray(a, keep_r, keep_c)
-    return out
+    return {key: None if a is None else _RingArray(a) for key, a in ring.items()}
 
 
 class _RingArray:
-    """The ring rows and columns of a block array (what :meth:`Bands.store` reads:
-    ``a[row, :]`` for ring rows, ``a[:, col]`` for ring columns)."""
+    """The two outer rows and columns on each side of a block array, copied (what
+    :meth:`Bands.store` reads: ``a[row, :]`` for ring rows, ``a[:, col]`` for ring columns)."""
 
-    def __init__(self, a, keep_r, keep_c):
-        self.rows = {int(r): a[r].copy() for r in np.flatnonzero(keep_r)}
-        self.cols = {int(c): a[:, c].copy() for c in np.flatnonzero(keep_c)}
+    def __init__(self, a):
+        h, w = a.shape
+        self.rows = {r: a[r].copy() for r in sorted({0, 1, h - 2, h - 1}) if 0 <= r < h}
+        self.cols = {c: a[:, c].copy() for c in sorted({0, 1, w - 2, w - 1}) if 0 <= c < w}
 
     def __getitem__(self, key):
         r, c = key
@@ -312,9 +301,7 @@ def _write_task(ctx, out_path, window, blocks, write_friction):
         if fr is not None:
             layers["friction"] = fr
         write_windows(out_path, {k: _Offset(v, r0, c0) for k, v in layers.items()}, [window])
-        reached = int(np.count_nonzero(~np.isnan(d)))
-        return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
-                "solve": t1 - t0, "write": time.perf_counter() - t1}
+        return window_stats(d, t0, t1)
 
 
 class _Offset:
@@ -348,39 +335,31 @@ def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=N
     """The blocked cost distance into the partial output ``out_path`` (module docstring);
     returns the summary."""
     t_start = time.perf_counter()
-    shape = tuple(spec["shape"])
-    tile = int(spec["tile"])
-    side = int(spec["block"])
-    rows = np.array([r for r, _ in sources], np.int64)
-    cols = np.array([c for _, c in sources], np.int64)
-    costs = np.zeros(rows.size) if start_costs is None else np.asarray(start_costs, np.float64)
-    model = cost_model_code(spec["cost"])
-    bspec = BlockedSpec(model, arc_codes(spec["connectivity"]), arc_lengths(spec["cellsize"]),
-                        friction_store is not None, check_max_cost(spec["max_cost"]))
-    plan = BlockPlan(shape, side)
+    bspec = BlockedSpec(cost_model_code(spec["cost"]), arc_codes(spec["connectivity"]),
+                        arc_lengths(spec["cellsize"]), friction_store is not None,
+                        check_max_cost(spec["max_cost"]))
+    plan = BlockPlan(tuple(spec["shape"]), int(spec["block"]))
     files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH),
                        lambda i, j: (lambda w: (w[1] - w[0], w[3] - w[2]))(plan.window(i, j)))
     files.root.mkdir(parents=True, exist_ok=True)
     fixed_mmap_threshold()  # the blocks are allocated and freed at every visit
     try:
-        return _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec,
-                    plan, files, friction_store, upstream, geo, scheduler, t_start)
+        return _run(dem_path, out_path, spec, source_arrays(sources, start_costs), bspec, plan,
+                    files, friction_store, upstream, geo, scheduler, t_start)
     finally:
         shutil.rmtree(files.root, ignore_errors=True)
 
 
-def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, plan, files,
-         friction_store, upstream, geo, scheduler, t_start):
+def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, upstream, geo,
+         scheduler, t_start):
     import dask
 
     from . import cluster
 
+    shape, tile, side = plan.shape, int(spec["tile"]), plan.side
     shard_side = tile * int(spec["tiles_per_shard"])
-    fsrc = friction_store
-    if isinstance(fsrc, (tuple, list)):
-        fsrc = fsrc[0]
-    reader = BlockReader(dem_path, fsrc, spec.get("friction_path") or "")
-    threads = max(1, int(spec.get("batch") or os.cpu_count() or 1))
+    reader = BlockReader(dem_path, friction_store, spec.get("friction_path") or "")
+    threads = os.cpu_count() or 1
     # tasks in this process (Dask's local schedulers, our in-process LocalCluster): the
     # cache serves them; a cluster of other processes reads and writes the files each time
     local = scheduler in cluster.LOCAL_SCHEDULERS or (
@@ -395,7 +374,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         if upstream:
             cluster.compute(*upstream, label="cost-ingest")
         prepare_layers(out_path, shape, tile, geo or {}, friction_store is not None)
-        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=threads)
+        driver = BlockedDriver(plan, bspec, srcs, batch=threads)
 
         def execute(stage, blocks):
             tasks = [dask.delayed(_block_task, pure=False)(
@@ -426,15 +405,11 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
                     dask_key_name=("cost-block-write", r // out_side, c // out_side)))
         fills = cluster.compute(*writes, label="cost-block-write")
         t3 = time.perf_counter()
-    reached = sum(f["reached"] for f in fills)
-    maxes = [f["max"] for f in fills if f["max"] is not None]
-    summary = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    summary = summary_base(spec, "cpu")
     summary.update({
-        "rows": shape[0], "cols": shape[1], "backend": "cpu",
         "device": get_backend("cpu").device_name(),
         "block": side, "blocks": int(np.prod(plan.blocks)), "batch": threads,
-        "cache_bytes": cache_budget,
-        "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
+        "cache_bytes": cache_budget, **reached(fills),
         "stage_stats": driver.stats,
         "max_block_visits": int(visits.max(initial=0)),
         "solve_seconds": round(t2 - t0, 6), "read_seconds": 0.0,
@@ -443,6 +418,4 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
                          "outputs": round(t3 - t2, 6),
                          "total": round(time.perf_counter() - t_start, 6)},
         "queue": "heap, blocks by key", "phases": None})
-    import zarr
-    zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary

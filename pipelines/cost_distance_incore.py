@@ -34,7 +34,7 @@ from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
 
-from .cost_distance_store import prepare_layers
+from .cost_distance_store import prepare_layers, summary_base
 
 __all__ = ["run_incore", "build_incore_graph", "runs_in_process", "input_fingerprint",
            "reusable_kind", "check_incore_reuse", "reuse_attributes", "RUN_ATTRS"]
@@ -157,7 +157,8 @@ def _write(out_path, solved, windows, layouts=None):
 
 
 def _finish(out_path, solved, writes, meta):
-    """The finish task: the summary into the store's attributes."""
+    """The finish task: the summary (:func:`pipelines.cost_distance.run_cost_distance` writes
+    it into the store's attributes)."""
     res, _ = solved
     d = res.distance
     if "reached_cells" in res.stats:  # counted on the device already
@@ -181,8 +182,6 @@ def _finish(out_path, solved, writes, meta):
     })
     if res.stats.get("delta") is not None and math.isfinite(res.stats["delta"]):
         summary["near_far_delta"] = float(res.stats["delta"])  # inf (one bucket) is the default
-    group = zarr.open_group(store=str(out_path), mode="r+")
-    group.attrs.update({"cost_distance": summary})
     return summary
 
 
@@ -195,9 +194,7 @@ def _arguments(out_path, spec, windows, backend, friction_store):
                         else (friction_store, "elevation"))
     with_friction = friction_store is not None and spec.get("write_friction", True)
     spec = dict(spec, windows=list(windows), out_path=str(out_path))
-    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
-    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
-    return spec, friction_src, meta, with_friction
+    return spec, friction_src, summary_base(spec, backend), with_friction
 
 
 def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,

@@ -31,10 +31,11 @@ from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBou
                                      tile_batch, top_labels_paged, tt_capacity)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
-from .cost_distance_store import StoreReader, prepare_layers
+from .cost_distance_store import (StoreReader, prepare_layers, reached, source_arrays,
+                                  summary_base, window_stats)
 from .quadtree import delayed_call
 
-__all__ = ["IndexStore", "build_tiled_graph", "build_cost_distance_tiled", "tiled_spec",
+__all__ = ["IndexStore", "build_cost_distance_tiled", "tiled_spec",
            "solve_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
            "GROUP_SIDE", "gpu_sizing", "TOP_CACHE_BYTES", "top_cache_bytes_gpu"]
 
@@ -912,9 +913,7 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
     group["backlink"][sl] = b
     if write_friction:
         group["friction"][sl] = reader(shard)[1]
-    reached = int(np.count_nonzero(~np.isnan(d)))
-    return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
-            "solve": t1 - t0, "write": time.perf_counter() - t1}
+    return window_stats(d, t0, t1)
 
 
 def _release_level(path):
@@ -937,12 +936,9 @@ def _finish(out_path, fills, meta, tops, token=None):
         down = "down-apply" if "down-apply" in stages and "down-split" not in stages \
             else "down-split"
         stages[down] = stages.get(down, 0.0) - top["seconds"]
-    reached = sum(f["reached"] for f in fills)
-    maxes = [f["max"] for f in fills if f["max"] is not None]
     summary = dict(meta)
     summary.update({
-        "stage_seconds": {k: round(v, 3) for k, v in sorted(stages.items())},
-        "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
+        "stage_seconds": {k: round(v, 3) for k, v in sorted(stages.items())}, **reached(fills),
         "solve_seconds": round(sum(f["solve"] for f in fills), 6), "read_seconds": 0.0,
         "write_seconds": round(sum(f["write"] for f in fills), 6),
         "queue": "tournament tree", "device": meta.get("backend"),
@@ -953,31 +949,28 @@ def _finish(out_path, fills, meta, tops, token=None):
                       if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds",
                                "write_seconds", "device_level")}})
     shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
-    zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary
 
 
-def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
-                      backend="cpu", friction_store=None, reuse=None, token="t"):
-    """Dask graph of the tiled cost distance (module docstring); a Delayed summary.
-
-    ``spec`` holds ``shape, cost, connectivity, cellsize, tile_sssp, max_height,
-    group_side, max_cost, input, shard_side``; ``prepared`` is the Delayed that made the
-    output layers.
-    """
+def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",
+                              upstream=None, geo=None, friction_store=None):
+    """The whole ``cost-distance`` graph on the tiled path (module docstring): ``cost-prepare``
+    (the layers, as in the in-core path), then the walks. ``spec``: :func:`tiled_spec`'s. A
+    Delayed summary."""
     import dask
 
+    token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
+    prepared = dask.delayed(prepare_layers, pure=False)(
+        out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
+        dask_key_name=f"cost-prepare-{token}")
+    reuse = spec.get("reuse")
     cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
     tspec = solve_spec(spec)
     group_tiles = max(1, int(spec["group_side"]) // tspec.tile)
     plan = QuadtreePlan.build(tspec.shape, tspec.tile, group_tiles)
     g = plan.group_level
     reader = StoreReader(dem_path, friction_store, spec.get("friction_path") or "")
-    rows = np.array([r for r, _ in sources], np.int64)
-    cols = np.array([c for _, c in sources], np.int64)
-    costs = (np.zeros(rows.size) if start_costs is None
-             else np.asarray(start_costs, np.float64))
-    srcs = (rows, cols, costs)
+    srcs = source_arrays(sources, start_costs)
     def call(stage):  # Dask tasks of a walk, each timed under "stage-step"
         inner = delayed_call(f"cost-{stage}", token)
 
@@ -1025,9 +1018,8 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                 tspec, index, lstore, reader, backend, srcs, out_path, max_cost,
                 friction_store is not None, g, shard, prepared, *deps,
                 dask_key_name=(f"cost-fill-{token}", r // sh, c // sh)))
-    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
-    meta.update({"rows": tspec.shape[0], "cols": tspec.shape[1], "backend": backend,
-                 "tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
+    meta = summary_base(spec, backend)
+    meta.update({"tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
                  "group_side": tspec.tile << g,
                  "index_tasks": index_tasks if reuse is None else 0,
                  "reused_tasks": 0 if reuse is None else index_tasks,
@@ -1039,7 +1031,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
-def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, devices=1):
+def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
     """Complete the command's ``spec`` for the tiled path (in place): SSSP tile (default: the
     reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
     index's group side and height after checking it matches (:func:`check_reuse_store`).
@@ -1067,7 +1059,7 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, 
         spec["group_side"] = stored["group"]
         sizing = {"by": "reused store", "group_side": spec["group_side"]}
     elif reuse is None and getattr(backend, "name", backend) == "gpu":
-        sizing = gpu_sizing(spec, backend, devices=devices)
+        sizing = gpu_sizing(spec, backend)
         spec["group_side"] = sizing["group_side"]
         if spec["max_height"] is None:
             spec["max_height"] = sizing["height"]
@@ -1100,12 +1092,11 @@ def _device_facts(backend):
     return threads, free_device_bytes(be)
 
 
-def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
+def gpu_sizing(spec, backend="gpu", device=None, threads=None):
     """Group side and height cap of a fresh ``--backend gpu`` run, from the device.
 
     ``device``: ``(resident threads, free bytes)`` instead of asking the device;
-    ``threads``: the task threads (default: the cores); ``devices``: the GPUs the groups are
-    spread over (at least one group each). Returns a dict for the summary.
+    ``threads``: the task threads (default: the cores). Returns a dict for the summary.
 
     The group is the smallest power-of-two side from :data:`GROUP_SIDE` up whose phase-1
     launch fills the device's resident threads, at most a shard, halved while the groups in
@@ -1121,10 +1112,6 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
     >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16)
     >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
     (512, 1)
-    >>> s2 = dict(s, shape=(2048, 2048))  # one group of 2048, or one for each of 2 GPUs
-    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, devices=d)["group_side"]
-    ...  for d in (1, 2)]
-    [2048, 1024]
     """
     import os
 
@@ -1154,9 +1141,8 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
     side = min(GROUP_SIDE, shard)
     while side < shard and (side // T) ** 2 * B < dev_threads:
         side *= 2
-    while side > min(GROUP_SIDE, shard) and (
-            min(threads, groups(side)) * group_bytes(side) > avail // 2
-            or groups(side) < devices):
+    while side > min(GROUP_SIDE, shard) and \
+            min(threads, groups(side)) * group_bytes(side) > avail // 2:
         side //= 2
     height = 0 if on_device else default_max_height(tspec.tiles_shape, tile=T)
     tiles = (side // T) ** 2
@@ -1165,17 +1151,3 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
             "device_threads": dev_threads, "free_bytes": int(free),
             "top_matrix_bytes": int(top_bytes), "device_level_bytes": int(level_bytes),
             "top_on_device": bool(on_device)}
-
-
-def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",
-                              upstream=None, geo=None, friction_store=None):
-    """The whole ``cost-distance`` graph on the tiled path: ``cost-prepare`` (the layers, as
-    in the in-core path), then :func:`build_tiled_graph`. A Delayed summary."""
-    import dask
-
-    token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
-    prepared = dask.delayed(prepare_layers, pure=False)(
-        out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
-        dask_key_name=f"cost-prepare-{token}")
-    return build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared, backend,
-                             friction_store, spec.get("reuse"), token)
