@@ -15,8 +15,9 @@ before its rename plus small checkpoints.
 
 Examples
 --------
->>> import pipelines.ingest  # registers its part
->>> plan = build_plan("ingest", _Args(input="data/sample.asc", output="s.zarr"))
+>>> import argparse, pipelines.ingest  # registers its part
+>>> plan = build_plan("ingest", argparse.Namespace(input="data/sample.asc", output="s.zarr",
+...                                                tile=512, overwrite=False))
 >>> plan["output"], plan["output_bytes"] > 0
 ('s.zarr', True)
 """
@@ -40,19 +41,6 @@ EDGE_BYTES = 16
 TEXT_BLOCK_BYTES = 8 << 20
 
 
-class _Args:
-    """The options of a command line with their defaults, for calling :func:`build_plan`
-    from Python (the doctests): ``_Args(input=..., source_cell=[...])``."""
-
-    def __init__(self, **given):
-        defaults = dict(output=None, overwrite=False, tile=512, connectivity=8,
-                        weight="max", backend="cpu", geotiff=None, source=None,
-                        source_cell=None, sources=None, start_cost=None, cost=None,
-                        friction=None, max_cost=None, algorithm="auto", tile_sssp=None,
-                        max_height=None, reuse=None, gpus=None, geotiff_dir=None)
-        self.__dict__.update(defaults, **given)
-
-
 def format_bytes(n):
     """``1536`` -> ``'1.5 KiB'``.
 
@@ -72,7 +60,7 @@ def task_count(delayed):
     return len(graph_dict(delayed))
 
 
-def open_header(inp, tile, stores=True):
+def open_header(inp, tile=512, stores=True):
     """The input's grid from its header only: a dict with ``shape``, ``tile``,
     ``tiles_per_shard``, ``cellsize``, ``geotransform``, ``crs`` and ``from_store`` (a tile
     store keeps its own tile and shards; ``stores`` False: always read as a raster)."""

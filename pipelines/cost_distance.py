@@ -161,13 +161,9 @@ def _is_points_file(path):
 
 
 def _check_friction_grid(friction_path, shape, geotransform):
-    if is_store(friction_path):
-        st = open_store(friction_path)
-        fshape, fgt = st.shape, st.geotransform
-    else:
-        from terrain.io import open_grid
-        g = open_grid(friction_path)
-        fshape, fgt = g.shape, g.geotransform
+    """:class:`InputError` unless the friction raster has the DEM's shape and georeference."""
+    header = _plans.open_header(friction_path)
+    fshape, fgt = header["shape"], header["geotransform"]
     if tuple(fshape) != tuple(shape):
         raise InputError(f"{friction_path}: friction raster has {fshape[0]} x {fshape[1]} "
                          f"cells, the DEM {shape[0]} x {shape[1]}")
@@ -414,8 +410,9 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         with cluster.open_scheduler(scheduler):
             (summary,) = cluster.compute(graph, label="cost-distance")
         return summary
-    return run_incore(dem_path, tmp, spec, srcs, costs,
-                      shard_windows(spec["shape"], tile, spec["tiles_per_shard"]), backend, upstream, geo, friction_store, scheduler)
+    windows = shard_windows(spec["shape"], tile, spec["tiles_per_shard"])
+    return run_incore(dem_path, tmp, spec, srcs, costs, windows, backend, upstream, geo,
+                      friction_store, scheduler)
 
 
 def _format_summary(s):
@@ -485,8 +482,7 @@ def _result_raw_bytes():
 
 def _tiled_plan(spec, backend, threads):
     """The tiled algorithm's geometry, memory and index bytes (docs/cost-distance-tiled.md)."""
-    from .cost_distance_tiled import (TOP_CACHE_BYTES, IndexStore, solve_spec,
-                                      top_cache_bytes_gpu)
+    from .cost_distance_tiled import IndexStore, solve_spec, top_cache_bytes
     tspec = solve_spec(spec)
     group = int(spec["group_side"])
     from terrain.tiles import QuadtreePlan
@@ -501,7 +497,7 @@ def _tiled_plan(spec, backend, threads):
         labels_raw += nr * nc * 16 * b
     nr, nc = index.shape(height)
     top_cells = nr * nc * index.bpad(height)
-    cache = top_cache_bytes_gpu() if backend == "gpu" else TOP_CACHE_BYTES
+    cache = top_cache_bytes(backend)
     rows, cols = tspec.shape
 
     def block(side):  # cells of a block of ``side`` a side, clipped to the grid

@@ -37,7 +37,7 @@ from .quadtree import delayed_call
 
 __all__ = ["IndexStore", "build_cost_distance_tiled", "tiled_spec",
            "solve_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
-           "GROUP_SIDE", "gpu_sizing", "TOP_CACHE_BYTES", "top_cache_bytes_gpu"]
+           "GROUP_SIDE", "gpu_sizing", "TOP_CACHE_BYTES", "top_cache_bytes"]
 
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
@@ -107,11 +107,13 @@ class _Timed:
             _add_seconds(self.token, self.stage, time.perf_counter() - t0)
 
 
-def top_cache_bytes_gpu():
-    """The top Dijkstra's page cache with ``--backend gpu``: 1/16 of the host's memory,
-    between :data:`TOP_CACHE_BYTES` and 8 GB, so that a level's matrices are read in one go
-    rather than page by page (the CPU path keeps its bounded cache)."""
+def top_cache_bytes(backend):
+    """The top Dijkstra's page cache: :data:`TOP_CACHE_BYTES` on the CPU; with the GPU 1/16
+    of the host's memory, between that and 8 GB, so that a level's matrices are read in one
+    go rather than page by page."""
     import os
+    if backend != "gpu":
+        return TOP_CACHE_BYTES
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -315,13 +317,9 @@ class IndexStore:
         if sl is None:
             return {}
         (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
-        count = np.asarray(self.array(k, "count")[sl])
-        ids = np.asarray(self.array(k, "ids")[sl])
-        z = np.asarray(self.array(k, "z")[sl])
-        f = np.asarray(self.array(k, "f")[sl])
+        count, ids, z, f = (np.asarray(self.array(k, n)[sl]) for n in ("count", "ids", "z", "f"))
         if matrices:
-            dist = np.asarray(self.array(k, "dist")[sl])
-            hops = np.asarray(self.array(k, "hops")[sl])
+            dist, hops = (np.asarray(self.array(k, n)[sl]) for n in ("dist", "hops"))
         out = {}
         for a in range(i1 - i0):
             for b in range(j1 - j0):
@@ -964,7 +962,6 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
         out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
         dask_key_name=f"cost-prepare-{token}")
     reuse = spec.get("reuse")
-    cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
     tspec = solve_spec(spec)
     group_tiles = max(1, int(spec["group_side"]) // tspec.tile)
     plan = QuadtreePlan.build(tspec.shape, tspec.tile, group_tiles)
@@ -998,7 +995,7 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
                       (_sources_merge_task, tspec, index), call=call("src"))
     labels = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-labels-{token}")
-    top_cfg = (cache_bytes, backend)  # the top Dijkstra's page cache and device
+    top_cfg = (top_cache_bytes(backend), backend)  # the top Dijkstra's page cache and device
     _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, top_cfg, made),
                        (_down_leaf_task, tspec, index, lstore, labels, top_cfg, made),
                        call=call("down"), node_nout=4)
