@@ -1,27 +1,14 @@
 """``terrain cost-distance``: accumulated cost, allocation and backlinks from sources; ``terrain
 path``: least-cost paths traced along the backlinks.
 
-One command, three algorithms (docs/cost-distance.md), chosen by :func:`choose_algorithm`:
-
-* ``in-core`` (:mod:`pipelines.cost_distance_incore`): the grid held whole, CPU or GPU; the
-  fastest wherever the grid fits (about 40 bytes a cell within half the memory);
-* ``blocked`` (:mod:`pipelines.cost_distance_blocked`): the CPU's out-of-core algorithm,
-  the in-core bits with memory bounded by blocks; what ``auto`` takes on the CPU when the
-  grid does not fit;
-* ``tiled`` (:mod:`pipelines.cost_distance_tiled`): the thesis's hierarchy, out of core on
-  CPU or GPU, with a reusable index (``--reuse`` for new sources); what ``auto`` takes on the
-  GPU when the grid does not fit one device.
-
-A raster input is ingested into the output store itself first (``elevation``; a friction
-raster into a hidden store beside it, removed at the end); a tile store is read in place.
-The output appears atomically (:func:`terrain.io.outputs.atomic_output`); ``--geotiff-dir``
-writes the three layers as COGs from the partial output before its rename. ``--gpus N``
-runs on GPU 0 of the N: every algorithm's work is one device's (the summary's ``note``).
-
-Bad input is found before anything runs where the headers suffice (sources outside the
-raster, a friction raster of another shape or georeference, options that do not apply); a
-source on nodata or a negative friction is found when the data are read, and the atomic
-output then leaves nothing behind.
+One command, three algorithms (:func:`choose_algorithm`): ``in-core``
+(:mod:`pipelines.cost_distance_incore`) wherever the grid fits, the fastest; else
+``blocked`` (:mod:`pipelines.cost_distance_blocked`) on the CPU and ``tiled``
+(:mod:`pipelines.cost_distance_tiled`, a reusable index) on the GPU. A raster input is
+ingested into the output store itself (a friction raster into a hidden store beside it); the
+output appears atomically, its GeoTIFFs written from the partial. Bad input is found before
+anything runs where the headers suffice, else when the data are read, and then nothing is
+left behind. Routes and checks: docs/cost-distance.md.
 """
 
 import json

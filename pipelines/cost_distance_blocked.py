@@ -1,17 +1,10 @@
 """``cost-distance --algorithm blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
-out of core on the CPU, in rounds of Dask tasks.
-
-The in-core result bit for bit in bounded memory: a task holds one block (its window, ~24
-bytes a cell, and its heap), the driver the blocks' rings
-(:class:`~terrain.grid.sssp_blocked.Bands`) and keys. The block side is the store's shard
-side (at most :data:`MAX_BLOCK`), halved while a round's tasks would not fit a quarter of
-the memory budget (``--memory``; default: the available RAM). Rounds depend on what the
-previous one changed, so the driver builds one small graph a round: ``cost-block{stage}``
-per block taken (the ``batch`` pending blocks of least key), which reads its DEM block
-(:class:`BlockReader`) and its state (:class:`BlockFiles`, in a scratch folder beside the
-partial output), solves it, writes its state and returns its ring; stage 1 gives distances,
-stage 2 labels. Then ``cost-block-write`` per output window writes the layers; the scratch
-folder is removed at the end, also on failure.
+out of core on the CPU, the in-core result bit for bit in memory bounded by blocks
+(docs/cost-distance.md). The driver builds one small graph a round: ``cost-block{stage}`` per
+block taken, which reads its DEM block (:class:`BlockReader`) and its state
+(:class:`BlockFiles`, in a scratch folder beside the partial output, removed at the end),
+solves it and returns its ring; stage 1 gives distances, stage 2 labels. Then
+``cost-block-write`` per output window writes the layers.
 """
 
 import contextlib

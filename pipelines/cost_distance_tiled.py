@@ -70,16 +70,22 @@ def _pop_seconds(token):
         return _STAGE_SECONDS.pop(token, {})
 
 
-def _here_and_on_every_worker(fn, *args):
-    """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
-    too; the results, this process's first."""
-    results = [fn(*args)]
+def _worker_client():
+    """The client of the distributed worker this task runs on; None outside one."""
     try:
         from distributed import get_client, get_worker
         get_worker()
     except (ImportError, ValueError):
-        return results
-    return results + list(get_client().run(fn, *args).values())
+        return None
+    return get_client()
+
+
+def _here_and_on_every_worker(fn, *args):
+    """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
+    too; the results, this process's first."""
+    results = [fn(*args)]
+    client = _worker_client()
+    return results + ([] if client is None else list(client.run(fn, *args).values()))
 
 
 def _run_stage_seconds(token):
@@ -511,12 +517,8 @@ _DEVICE_LABELS = {}
 def _single_process():
     """Whether every task of the run runs in this process (then the top's labels stay on
     the device for phase 3)."""
-    try:
-        from distributed import get_client, get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return True
-    return len(get_client().scheduler_info()["workers"]) == 1
+    client = _worker_client()
+    return client is None or len(client.scheduler_info()["workers"]) == 1
 
 
 _WRITES = {}     # index store path -> {group: future of its matrices' write} (this process's)
