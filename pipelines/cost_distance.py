@@ -310,8 +310,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 n = gpu_count(gpus)
                 summary.update(gpus=n, gpus_used=1, note=f"one device's work: on GPU 0 of {n}")
             summary["sources"] = [
-                {"index": i, "row": r, "col": c, "x": cell_centre(r, c, gt)[0],
-                 "y": cell_centre(r, c, gt)[1],
+                {"index": i, "row": r, "col": c, **dict(zip("xy", cell_centre(r, c, gt))),
                  "start_cost": 0.0 if costs is None else float(costs[i])}
                 for i, (r, c) in enumerate(srcs)]
             summary["output"] = str(out)

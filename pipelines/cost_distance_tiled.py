@@ -421,15 +421,18 @@ def solve_spec(spec):
                      spec.get("max_height"))
 
 
-def check_reuse_store(path, spec):
-    """The stored index's attributes of ``path``; :class:`InputError` if it is not a tiled
-    cost-distance store of the same grid, cost, connectivity, cell size and tile."""
+def _index_attrs(path):
     try:
-        group = zarr.open_group(store=str(path), mode="r")
-        attrs = dict(group[INDEX_GROUP].attrs)
+        return dict(zarr.open_group(store=str(path), mode="r")[INDEX_GROUP].attrs)
     except Exception:
         raise InputError(f"{path}: not a tiled cost-distance store (no {INDEX_GROUP!r} "
                          "group)") from None
+
+
+def check_reuse_store(path, spec):
+    """The stored index's attributes of ``path``; :class:`InputError` if it is not a tiled
+    cost-distance store of the same grid, cost, connectivity, cell size and tile."""
+    attrs = _index_attrs(path)
     want = index_spec(spec)
     got = {k: attrs.get(k) for k in want}
     if spec.get("max_height") is not None:
@@ -540,7 +543,7 @@ def _write_later(path, group, fn, *args):
 
 def _wait_writes(path, groups=None):
     """Wait for this process's matrix writes of run store ``path`` (of ``groups``, else
-    all, which are then forgotten), raising the first error; their count."""
+    all, which are then forgotten), raising the first error."""
     with _LEVELS_LOCK:
         pending = _WRITES.get(str(path), {})
         if groups is None:
@@ -549,7 +552,6 @@ def _wait_writes(path, groups=None):
             futs = [pending[k] for k in groups if k in pending]
     for fut in futs:
         fut.result()
-    return len(futs)
 
 
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
@@ -1040,15 +1042,8 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
     (:func:`gpu_sizing`). ``spec["sizing"]`` says which. The group side never changes a
     result, nor does the height with integer costs.
     """
-    stored = {}
-    if reuse is not None:  # the stored index's tile and group side
-        try:
-            stored = dict(zarr.open_group(store=str(reuse), mode="r")[INDEX_GROUP].attrs)
-        except Exception:
-            stored = {}  # check_reuse_store names the problem
-        if tile_sssp is None:
-            tile_sssp = stored.get("tile")
-    spec["tile_sssp"] = int(tile_sssp or 16)
+    stored = {} if reuse is None else _index_attrs(reuse)  # its tile and group side
+    spec["tile_sssp"] = int((stored.get("tile") if tile_sssp is None else tile_sssp) or 16)
     spec["max_height"] = None if max_height is None else int(max_height)
     spec["shard_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
     spec["group_side"] = min(spec["shard_side"], GROUP_SIDE)
