@@ -216,18 +216,13 @@ def parse_memory(text):
     if text is None:
         return None
     s = str(text).strip().upper().replace(" ", "")
-    units = {"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "KB": 10 ** 3,
-             "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12, "K": 10 ** 3, "M": 10 ** 6,
-             "G": 10 ** 9, "T": 10 ** 12, "B": 1}
-    for unit, mult in units.items():
-        if s.endswith(unit):
-            s, scale = s[:-len(unit)], mult
-            break
-    else:
-        scale = 1
+    number = s.rstrip("KMGTIB")
+    units = {"": 1, "B": 1, "K": 10 ** 3, "KB": 10 ** 3, "KIB": 1 << 10, "M": 10 ** 6,
+             "MB": 10 ** 6, "MIB": 1 << 20, "G": 10 ** 9, "GB": 10 ** 9, "GIB": 1 << 30,
+             "T": 10 ** 12, "TB": 10 ** 12, "TIB": 1 << 40}
     try:
-        v = float(s) * scale
-    except ValueError:
+        v = float(number) * units[s[len(number):]]
+    except (ValueError, KeyError):
         v = -1.0
     if not (v > 0 and np.isfinite(v)):
         raise InputError(f"memory {text!r}: expected a size such as 1.5GB or 800MB")
