@@ -184,39 +184,28 @@ class BlockCache:
                 self.files.write(name, a, b, old[name])
 
 
-class BlockReader:
-    """``reader(window) -> (z, f)``: a block of the DEM's ``elevation`` (and of the friction
-    store's; None without one), only the inner chunks that meet it read
-    (:func:`terrain.tiles.read_window`), or through zarr for another layout. Friction is
-    checked as the in-core path does."""
+class BlockReader(StoreReader):
+    """A :class:`StoreReader` that reads only the inner chunks that meet a window
+    (:func:`terrain.tiles.read_window`) where both stores have the usual float32 layout,
+    else through zarr; ``f`` is None without a friction store."""
+
+    ones = False
 
     def __init__(self, dem_path, friction_path=None, name=""):
-        self.fallback = StoreReader(dem_path, friction_path, name)
-        self.paths = [p for p in (dem_path, friction_path) if p is not None]
-        self.name, self.has_f = name, friction_path is not None
+        super().__init__(dem_path, friction_path, name)
         self.layouts = None  # on the first read: the stores may be ingested by then
 
-    def _fast(self):
+    def _read(self, i, window):
         if self.layouts is None:
             lays = [read_layout(Path(p) / "elevation") for p in self.paths]
             self.layouts = lays if all(lay is not None and lay.dtype == np.float32
                                        for lay in lays) else []
-        return bool(self.layouts)
-
-    def __call__(self, window):
-        if not self._fast():
-            z, f = self.fallback(window)
-            return z, f if self.has_f else None
-        from terrain.grid.costs import check_friction
+        if not self.layouts:
+            return super()._read(i, window)
         r0, r1, c0, c1 = window
-        out = []
-        for lay in self.layouts:
-            a = np.empty((r1 - r0, c1 - c0), np.float32)
-            read_window(lay, r0, r1, c0, c1, a)
-            out.append(a)
-        if not self.has_f:
-            return out[0], None
-        return out[0], check_friction(out[1], name=self.name)
+        out = np.empty((r1 - r0, c1 - c0), np.float32)
+        read_window(self.layouts[i], r0, r1, c0, c1, out)
+        return out
 
 
 def _block_task(ctx, stage, i, j, halo, sources):

@@ -137,19 +137,23 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
 
 
 class StoreReader:
-    """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer (and a friction
-    store's; ones without one). Negative or NaN-free checks of friction as in the in-core
-    path (:func:`terrain.grid.costs.check_friction`)."""
+    """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer and a friction
+    store's (ones without one), the friction checked as the in-core path does
+    (:func:`terrain.grid.costs.check_friction`)."""
+
+    ones = True  # without a friction store, ``f`` is ones (else None)
 
     def __init__(self, dem_path, friction_path=None, name=""):
-        self.dem_path, self.friction_path, self.name = str(dem_path), friction_path, name
+        self.paths = [str(p) for p in (dem_path, friction_path) if p is not None]
+        self.name = name
+
+    def _read(self, i, window):
+        r0, r1, c0, c1 = window
+        return np.asarray(zarr.open_array(store=self.paths[i], path="elevation", mode="r")
+                          [r0:r1, c0:c1], np.float32)
 
     def __call__(self, window):
-        r0, r1, c0, c1 = window
-        z = np.asarray(zarr.open_array(store=self.dem_path, path="elevation", mode="r")
-                       [r0:r1, c0:c1], np.float32)
-        if self.friction_path is None:
-            return z, np.ones_like(z)
-        f = np.asarray(zarr.open_array(store=str(self.friction_path), path="elevation",
-                                       mode="r")[r0:r1, c0:c1], np.float32)
-        return z, check_friction(f, name=self.name)
+        z = self._read(0, window)
+        if len(self.paths) == 1:
+            return z, (np.ones_like(z) if self.ones else None)
+        return z, check_friction(self._read(1, window), name=self.name)
