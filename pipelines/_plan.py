@@ -15,8 +15,9 @@ before its rename plus small checkpoints.
 
 Examples
 --------
->>> import pipelines.ingest  # registers its part
->>> plan = build_plan("ingest", _Args(input="data/sample.asc", output="s.zarr"))
+>>> import argparse, pipelines.ingest  # registers its part
+>>> plan = build_plan("ingest", argparse.Namespace(input="data/sample.asc", output="s.zarr",
+...                                                tile=512, overwrite=False))
 >>> plan["output"], plan["output_bytes"] > 0
 ('s.zarr', True)
 """
@@ -30,7 +31,7 @@ from terrain.io.outputs import check_outputs, real_path
 from terrain.errors import InputError
 
 __all__ = ["build_plan", "dry_run_command", "format_bytes", "register", "PLANNERS",
-           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes"]
+           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes", "open_header"]
 
 #: stored bytes a cell of each layer (module docstring: measured ratios)
 STORED_BYTES_PER_CELL = {"elevation": 2.6, "mst": 0.5}
@@ -38,19 +39,6 @@ ELEVATION_BYTES_PER_CELL = STORED_BYTES_PER_CELL["elevation"]
 MASK_BYTES_PER_CELL = STORED_BYTES_PER_CELL["mst"]
 EDGE_BYTES = 16
 TEXT_BLOCK_BYTES = 8 << 20
-
-
-class _Args:
-    """The options of a command line with their defaults, for calling :func:`build_plan`
-    from Python (the doctests): ``_Args(input=..., source_cell=[...])``."""
-
-    def __init__(self, **given):
-        defaults = dict(output=None, overwrite=False, tile=512, connectivity=8,
-                        weight="max", backend="cpu", geotiff=None, source=None,
-                        source_cell=None, sources=None, start_cost=None, cost=None,
-                        friction=None, max_cost=None, algorithm="auto", tile_sssp=None,
-                        max_height=None, reuse=None, gpus=None, geotiff_dir=None)
-        self.__dict__.update(defaults, **given)
 
 
 def format_bytes(n):
@@ -72,23 +60,24 @@ def task_count(delayed):
     return len(graph_dict(delayed))
 
 
-def _open_header(inp, tile, stores):
+def open_header(inp, tile=512, stores=True):
     """The input's grid from its header only: a dict with ``shape``, ``tile``,
-    ``tiles_per_shard``, ``cellsize``, ``geotransform`` and ``from_store`` (a tile store keeps
-    its own tile and shards; ``stores`` False: always read as a raster)."""
+    ``tiles_per_shard``, ``cellsize``, ``geotransform``, ``crs`` and ``from_store`` (a tile
+    store keeps its own tile and shards; ``stores`` False: always read as a raster)."""
     from terrain.tiles import is_store, open_store
     from terrain.tiles.store import check_tile_size, tiles_per_shard
     if stores and is_store(inp):
         store = open_store(inp)
         return {"shape": tuple(int(s) for s in store.shape), "tile": int(store.tile),
                 "tiles_per_shard": int(store.tiles_per_shard), "cellsize": store.cellsize,
-                "geotransform": list(store.geotransform), "from_store": True}
+                "geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
+                "from_store": True}
     from terrain.io import open_grid
     tile = check_tile_size(tile)
     grid = open_grid(inp)
     shape = tuple(int(s) for s in grid.shape)
     return {"shape": shape, "tile": int(tile), "tiles_per_shard": tiles_per_shard(tile, shape),
-            "cellsize": grid.cellsize, "geotransform": list(grid.geotransform),
+            "cellsize": grid.cellsize, "geotransform": list(grid.geotransform), "crs": grid.crs,
             "from_store": False}
 
 
@@ -127,7 +116,7 @@ def build_plan(command, args):
     out = Path(args.output) if args.output else default_output(inp, args)
     more_inputs, more_outputs = paths(args)
     check_outputs([inp, *more_inputs], [out, *more_outputs], args.overwrite)
-    grid = _open_header(inp, args.tile, stores=command != "ingest")
+    grid = open_header(inp, args.tile, stores=command != "ingest")
     rows, cols = grid["shape"]
     tile, shard = grid["tile"], grid["tiles_per_shard"]
     tiles = (-(-rows // tile), -(-cols // tile))

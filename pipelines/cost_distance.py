@@ -1,27 +1,14 @@
 """``terrain cost-distance``: accumulated cost, allocation and backlinks from sources; ``terrain
 path``: least-cost paths traced along the backlinks.
 
-One command, three algorithms (docs/cost-distance.md), chosen by :func:`choose_algorithm`:
-
-* ``in-core`` (:mod:`pipelines.cost_distance_incore`): the grid held whole, CPU or GPU; the
-  fastest wherever the grid fits (about 40 bytes a cell within half the memory);
-* ``blocked`` (:mod:`pipelines.cost_distance_blocked`): the CPU's out-of-core algorithm,
-  the in-core bits with memory bounded by blocks; what ``auto`` takes on the CPU when the
-  grid does not fit;
-* ``tiled`` (:mod:`pipelines.cost_distance_tiled`): the thesis's hierarchy, out of core on
-  CPU or GPU, with a reusable index (``--reuse`` for new sources); what ``auto`` takes on the
-  GPU when the grid does not fit one device.
-
-A raster input is ingested into the output store itself first (``elevation``; a friction
-raster into a hidden store beside it, removed at the end); a tile store is read in place.
-The output appears atomically (:func:`terrain.io.outputs.atomic_output`); ``--geotiff-dir``
-writes the three layers as COGs from the partial output before its rename. ``--gpus N``
-runs on GPU 0 of the N: every algorithm's work is one device's (the summary's ``note``).
-
-Bad input is found before anything runs where the headers suffice (sources outside the
-raster, a friction raster of another shape or georeference, options that do not apply); a
-source on nodata or a negative friction is found when the data are read, and the atomic
-output then leaves nothing behind.
+One command, three algorithms (:func:`choose_algorithm`): ``in-core``
+(:mod:`pipelines.cost_distance_incore`) wherever the grid fits, the fastest; else
+``blocked`` (:mod:`pipelines.cost_distance_blocked`) on the CPU and ``tiled``
+(:mod:`pipelines.cost_distance_tiled`, a reusable index) on the GPU. A raster input is
+ingested into the output store itself (a friction raster into a hidden store beside it); the
+output appears atomically, its GeoTIFFs written from the partial. Bad input is found before
+anything runs where the headers suffice, else when the data are read, and then nothing is
+left behind. Routes and checks: docs/cost-distance.md.
 """
 
 import json
@@ -42,7 +29,7 @@ from terrain.io.georef import finish_store
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import link_layer, tiles_per_shard
+from terrain.tiles.store import link_layer
 
 from . import _plan as _plans
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
@@ -161,13 +148,9 @@ def _is_points_file(path):
 
 
 def _check_friction_grid(friction_path, shape, geotransform):
-    if is_store(friction_path):
-        st = open_store(friction_path)
-        fshape, fgt = st.shape, st.geotransform
-    else:
-        from terrain.io import open_grid
-        g = open_grid(friction_path)
-        fshape, fgt = g.shape, g.geotransform
+    """:class:`InputError` unless the friction raster has the DEM's shape and georeference."""
+    header = _plans.open_header(friction_path)
+    fshape, fgt = header["shape"], header["geotransform"]
     if tuple(fshape) != tuple(shape):
         raise InputError(f"{friction_path}: friction raster has {fshape[0]} x {fshape[1]} "
                          f"cells, the DEM {shape[0]} x {shape[1]}")
@@ -224,39 +207,39 @@ def _check_algorithm_options(algorithm, tile_sssp, max_height, inp):
                          f"this run is {algorithm}")
 
 
-def _memory_bytes(memory):
-    """The ``memory`` budget in bytes (None: not given)."""
-    if memory is None:
+def parse_memory(text):
+    """Bytes from ``"1.5GB"``, ``"800MB"``, ``"2GiB"`` or a plain number (None: None).
+
+    >>> parse_memory("1.5GB"), parse_memory("512MiB"), parse_memory(1000)
+    (1500000000, 536870912, 1000)
+    """
+    if text is None:
         return None
-    from .cost_distance_blocked import parse_memory
-    return parse_memory(memory)
+    s = str(text).strip().upper().replace(" ", "")
+    number = s.rstrip("KMGTIB")
+    units = {"": 1, "B": 1, "K": 10 ** 3, "KB": 10 ** 3, "KIB": 1 << 10, "M": 10 ** 6,
+             "MB": 10 ** 6, "MIB": 1 << 20, "G": 10 ** 9, "GB": 10 ** 9, "GIB": 1 << 30,
+             "T": 10 ** 12, "TB": 10 ** 12, "TIB": 1 << 40}
+    try:
+        v = float(number) * units[s[len(number):]]
+    except (ValueError, KeyError):
+        v = -1.0
+    if not (v > 0 and np.isfinite(v)):
+        raise InputError(f"memory {text!r}: expected a size such as 1.5GB or 800MB")
+    return int(v)
 
 
-def _grid_of(inp, tile):
-    """``(shape, tile, geotransform, geo, shard)`` of a raster or tile store, from its header."""
-    if is_store(inp):
-        store = open_store(inp)
-        gt = list(store.geotransform)
-        geo = {"geotransform": gt, "crs": store.attrs.get("crs"), "source": str(inp)}
-        return tuple(int(s) for s in store.shape), store.tile, gt, geo, store.tiles_per_shard
-    from terrain.io import open_grid
-    grid = open_grid(inp)
-    shape = tuple(int(s) for s in grid.shape)
-    gt = list(grid.geotransform)
-    geo = {"geotransform": gt, "crs": grid.crs, "source": str(inp)}
-    return shape, tile, gt, geo, tiles_per_shard(tile, shape)
-
-
-def _make_spec(inp, shape, tile, shard, gt, cost, friction, connectivity, max_cost,
-               algorithm, tile_sssp, max_height, reuse, memory, backend, gpus=None):
-    """The run's spec (what every algorithm's pipeline takes) after every check that needs no
-    data; the reuse kind of ``reuse``."""
+def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=None,
+               algorithm="auto", tile_sssp=None, max_height=None, reuse=None, memory=None):
+    """The run's spec (what every algorithm's pipeline takes) for the header ``grid``
+    (:func:`pipelines._plan.open_header`) after every check that needs no data."""
+    shape, gt = grid["shape"], grid["geotransform"]
     if friction is not None:
         _check_friction_grid(friction, shape, gt)
     reuse_kind = None if reuse is None else reusable_kind(reuse)
-    memory_bytes = _memory_bytes(memory)
-    spec = {"shape": shape, "tile": int(tile), "tiles_per_shard": shard, "cost": cost,
-            "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
+    memory_bytes = parse_memory(memory)
+    spec = {"shape": shape, "tile": grid["tile"], "tiles_per_shard": grid["tiles_per_shard"],
+            "cost": cost, "connectivity": connectivity, "cellsize": (abs(gt[1]), abs(gt[5])),
             "max_cost": None if max_cost is None else float(max_cost),
             "algorithm": choose_algorithm(shape, friction is not None, algorithm=(
                 "tiled" if reuse_kind == "tiled" else algorithm), backend=backend,
@@ -265,7 +248,8 @@ def _make_spec(inp, shape, tile, shard, gt, cost, friction, connectivity, max_co
     _check_algorithm_options(spec["algorithm"], tile_sssp, max_height, inp)
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import blocked_spec
-        blocked_spec(spec, memory_bytes, reuse, get_backend(backend).name)
+        blocked_spec(spec, _free_host_bytes() if memory_bytes is None else memory_bytes,
+                     reuse, backend)
     if reuse_kind == "in-core":
         spec["reuse_incore"] = check_incore_reuse(reuse, spec, inp, friction, gt)
         spec.update(near_far_delta=spec["reuse_incore"]["near_far_delta"],
@@ -302,26 +286,26 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     # file or the reused store: --overwrite would replace the input
     inputs = [inp, friction, sources_file, reuse]
     check_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite)
-    shape, tile, gt, geo, shard = _grid_of(inp, tile)
-    geo["cost"] = cost
-    srcs = resolve_sources(gt, shape, points, cells, sources_file, label=f"{inp}: ",
-                           crs=geo.get("crs"))
+    grid = _plans.open_header(inp, tile)
+    gt = grid["geotransform"]
+    geo = {"geotransform": gt, "crs": grid["crs"], "source": str(inp), "cost": cost}
+    srcs = resolve_sources(gt, grid["shape"], points, cells, sources_file, label=f"{inp}: ",
+                           crs=grid["crs"])
     costs = None if start_cost is None else np.broadcast_to(
         np.asarray(start_cost, np.float64), (len(srcs),)).copy()
-    spec = _make_spec(inp, shape, tile, shard, gt, cost, friction, connectivity, max_cost,
-                      algorithm, tile_sssp, max_height, reuse, memory, be.name)
+    spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, algorithm,
+                      tile_sssp, max_height, reuse, memory)
     friction_tmp = None
     try:
         with atomic_output(out, overwrite, inputs=inputs) as tmp:
             friction_tmp = Path(tmp).with_name(Path(tmp).name + ".friction")
-            summary = _run(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
-                           shape, be, geo, scheduler)
+            summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
+                           scheduler)
             if gpus is not None:
                 n = gpu_count(gpus)
                 summary.update(gpus=n, gpus_used=1, note=f"one device's work: on GPU 0 of {n}")
             summary["sources"] = [
-                {"index": i, "row": r, "col": c, "x": cell_centre(r, c, gt)[0],
-                 "y": cell_centre(r, c, gt)[1],
+                {"index": i, "row": r, "col": c, **dict(zip("xy", cell_centre(r, c, gt))),
                  "start_cost": 0.0 if costs is None else float(costs[i])}
                 for i, (r, c) in enumerate(srcs)]
             summary["output"] = str(out)
@@ -349,33 +333,25 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     return summary
 
 
-def _run(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be, geo,
-         scheduler):
-    """The chosen algorithm's pipeline (:func:`_run_on`), on a cluster given by address
-    opened here, before any graph is built: its workers must see the DEM and the friction
-    raster as this process does (checked by :func:`pipelines.cluster.open_scheduler`), and
-    the graphs carry every path absolute (:func:`pipelines.cluster.remote_input`), since a
-    worker resolves a relative one in its own folder. The sources are read here."""
-    from . import cluster
-    if scheduler is None or scheduler in cluster.LOCAL_SCHEDULERS + (cluster.LOCAL_CLUSTER,):
-        return _run_on(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
-                       shape, be, geo, scheduler)
-    with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1],
-                                inputs=[inp, friction]):
-        inp, tmp, friction_tmp = (Path(cluster.remote_input(p))
-                                  for p in (inp, tmp, friction_tmp))
-        if friction is not None:
-            friction = cluster.remote_input(friction)
-        # the routes find the cluster active (scheduler None: the active one)
-        return _run_on(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard,
-                       shape, be, geo, None)
-
-
-def _run_on(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, shape, be, geo,
-            scheduler):
+def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, scheduler):
     """The ingests (or the reused store's links), then the chosen algorithm's pipeline;
-    returns its summary."""
-    upstream = []
+    returns its summary. A cluster given by address is opened here, before any graph is
+    built: its workers must see the DEM and the friction raster as this process does
+    (checked by :func:`pipelines.cluster.open_scheduler`), and the graphs carry every path
+    absolute (:func:`pipelines.cluster.remote_input`), since a worker resolves a relative
+    one in its own folder."""
+    from . import cluster
+    if scheduler is not None and scheduler not in cluster.LOCAL_SCHEDULERS + (
+            cluster.LOCAL_CLUSTER,):
+        with cluster.open_scheduler(scheduler, cells=math.prod(spec["shape"]),
+                                    inputs=[inp, friction]):
+            inp, tmp, friction_tmp = (Path(cluster.remote_input(p))
+                                      for p in (inp, tmp, friction_tmp))
+            if friction is not None:
+                friction = cluster.remote_input(friction)
+            # the routes find the cluster active (scheduler None: the active one)
+            return _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, None)
+    upstream, tile = [], spec["tile"]
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's checked inputs, linked into this output
         group = zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
@@ -407,17 +383,17 @@ def _run_on(inp, tmp, friction_tmp, friction, tile, spec, srcs, costs, shard, sh
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import run_blocked
         return run_blocked(dem_path, tmp, spec, srcs, costs, friction_store, upstream, geo,
-                           scheduler, be.name)
+                           scheduler)
     if spec["algorithm"] == "tiled":
-        from . import cluster
         from .cost_distance_tiled import build_cost_distance_tiled
-        graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, be.name, upstream,
+        graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, backend, upstream,
                                           geo, friction_store)
         with cluster.open_scheduler(scheduler):
             (summary,) = cluster.compute(graph, label="cost-distance")
         return summary
-    return run_incore(dem_path, tmp, spec, srcs, costs, shard_windows(shape, tile, shard),
-                      be.name, upstream, geo, friction_store, scheduler)
+    windows = shard_windows(spec["shape"], tile, spec["tiles_per_shard"])
+    return run_incore(dem_path, tmp, spec, srcs, costs, windows, backend, upstream, geo,
+                      friction_store, scheduler)
 
 
 def _format_summary(s):
@@ -487,8 +463,7 @@ def _result_raw_bytes():
 
 def _tiled_plan(spec, backend, threads):
     """The tiled algorithm's geometry, memory and index bytes (docs/cost-distance-tiled.md)."""
-    from .cost_distance_tiled import (TOP_CACHE_BYTES, IndexStore, solve_spec,
-                                      top_cache_bytes_gpu)
+    from .cost_distance_tiled import IndexStore, solve_spec, top_cache_bytes
     tspec = solve_spec(spec)
     group = int(spec["group_side"])
     from terrain.tiles import QuadtreePlan
@@ -503,7 +478,7 @@ def _tiled_plan(spec, backend, threads):
         labels_raw += nr * nc * 16 * b
     nr, nc = index.shape(height)
     top_cells = nr * nc * index.bpad(height)
-    cache = top_cache_bytes_gpu() if backend == "gpu" else TOP_CACHE_BYTES
+    cache = top_cache_bytes(backend)
     rows, cols = tspec.shape
 
     def block(side):  # cells of a block of ``side`` a side, clipped to the grid
@@ -545,11 +520,10 @@ def plan_cost_distance(plan, grid, args, inp, out):
     if args.source or args.source_cell or points_file or sources_file is None:
         sources = len(resolve_sources(gt, shape, args.source or (), args.source_cell or (),
                                       sources_file if points_file else None,
-                                      label=f"{inp}: ", crs=grid.get("crs")))
-    spec = _make_spec(inp, shape, grid["tile"], grid["tiles_per_shard"], gt, cost, friction,
-                      connectivity, args.max_cost, args.algorithm,
-                      getattr(args, "tile_sssp", None), getattr(args, "max_height", None),
-                      reuse, getattr(args, "memory", None), be.name)
+                                      label=f"{inp}: ", crs=grid["crs"]))
+    spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, args.max_cost,
+                      args.algorithm, getattr(args, "tile_sssp", None),
+                      getattr(args, "max_height", None), reuse, getattr(args, "memory", None))
     threads = plan["threads_per_worker"]
     ingested = [] if grid["from_store"] else ["elevation"]
     linked = []
@@ -564,11 +538,9 @@ def plan_cost_distance(plan, grid, args, inp, out):
         layers.append("friction")
     # a friction raster (not a store) is ingested into a hidden store beside the output
     friction_ingest = friction is not None and "friction" not in linked and not is_store(friction)
-    band = (min(grid["tile"] * grid["tiles_per_shard"], shape[0]) * shape[1] * 4
-            + _plans.TEXT_BLOCK_BYTES)  # an ingest task: a band of shard rows and a block of text
-    per_task = band if ingested or friction_ingest else 0
+    per_task = _plans.band_task_bytes(grid) if ingested or friction_ingest else 0
     worker = per_task * threads
-    ingest_bytes = cells * _plans.ELEVATION_BYTES_PER_CELL
+    ingest_bytes = _plans.ingest_bytes(grid)
     out_bytes = _layers_bytes(cells, layers) + ingest_bytes * len(ingested)
     extra = ingest_bytes if friction_ingest else 0
     if spec["algorithm"] == "tiled":

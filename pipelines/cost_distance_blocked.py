@@ -1,17 +1,10 @@
 """``cost-distance --algorithm blocked``: the blocked SSSP (:mod:`terrain.grid.sssp_blocked`)
-out of core on the CPU, in rounds of Dask tasks.
-
-The in-core result bit for bit in bounded memory: a task holds one block (its window, ~24
-bytes a cell, and its heap), the driver the blocks' rings
-(:class:`~terrain.grid.sssp_blocked.Bands`) and keys. The block side is the store's shard
-side (at most :data:`MAX_BLOCK`), halved while a round's tasks would not fit a quarter of
-the memory budget (``--memory``; default: the available RAM). Rounds depend on what the
-previous one changed, so the driver builds one small graph a round: ``cost-block{stage}``
-per block taken (the ``batch`` pending blocks of least key), which reads its DEM block
-(:class:`BlockReader`) and its state (:class:`BlockFiles`, in a scratch folder beside the
-partial output), solves it, writes its state and returns its ring; stage 1 gives distances,
-stage 2 labels. Then ``cost-block-write`` per output window writes the layers; the scratch
-folder is removed at the end, also on failure.
+out of core on the CPU, the in-core result bit for bit in memory bounded by blocks
+(docs/cost-distance.md). The driver builds one small graph a round: ``cost-block{stage}`` per
+block taken, which reads its DEM block (:class:`BlockReader`) and its state
+(:class:`BlockFiles`, in a scratch folder beside the partial output, removed at the end),
+solves it and returns its ring; stage 1 gives distances, stage 2 labels. Then
+``cost-block-write`` per output window writes the layers.
 """
 
 import contextlib
@@ -32,42 +25,16 @@ from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, bl
 from terrain.startup import fixed_mmap_threshold
 from terrain.tiles import borrow_buffer, read_layout, read_window
 
-from .cost_distance_store import StoreReader, prepare_layers
+from .cost_distance_store import (StoreReader, prepare_layers, reached, source_arrays,
+                                  summary_base, window_stats)
 
 __all__ = ["run_blocked", "blocked_spec", "block_side", "BlockFiles", "BlockReader",
-           "MAX_BLOCK", "SCRATCH", "block_task_bytes", "parse_memory", "cache_bytes"]
+           "MAX_BLOCK", "SCRATCH", "block_task_bytes", "cache_bytes"]
 
 MAX_BLOCK = 2048
 CACHE_BLOCKS = 16  # blocks the cache should hold (block_side shrinks blocks to fit them)
 SCRATCH = ".blocked"
 _TASK_BYTES_PER_CELL = 40  # window (24) + the state read and written (16) + heap headroom
-
-
-def parse_memory(text):
-    """Bytes from ``"1.5GB"``, ``"800MB"``, ``"2GiB"`` or a plain number.
-
-    >>> parse_memory("1.5GB"), parse_memory("512MiB"), parse_memory(1000)
-    (1500000000, 536870912, 1000)
-    """
-    if text is None:
-        return None
-    s = str(text).strip().upper().replace(" ", "")
-    units = {"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40, "KB": 10 ** 3,
-             "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12, "K": 10 ** 3, "M": 10 ** 6,
-             "G": 10 ** 9, "T": 10 ** 12, "B": 1}
-    for unit, mult in units.items():
-        if s.endswith(unit):
-            s, scale = s[:-len(unit)], mult
-            break
-    else:
-        scale = 1
-    try:
-        v = float(s) * scale
-    except ValueError:
-        v = -1.0
-    if not (v > 0 and np.isfinite(v)):
-        raise InputError(f"memory {text!r}: expected a size such as 1.5GB or 800MB")
-    return int(v)
 
 
 def block_task_bytes(side):
@@ -217,39 +184,28 @@ class BlockCache:
                 self.files.write(name, a, b, old[name])
 
 
-class BlockReader:
-    """``reader(window) -> (z, f)``: a block of the DEM's ``elevation`` (and of the friction
-    store's; None without one), only the inner chunks that meet it read
-    (:func:`terrain.tiles.read_window`), or through zarr for another layout. Friction is
-    checked as the in-core path does."""
+class BlockReader(StoreReader):
+    """A :class:`StoreReader` that reads only the inner chunks that meet a window
+    (:func:`terrain.tiles.read_window`) where both stores have the usual float32 layout,
+    else through zarr; ``f`` is None without a friction store."""
+
+    ones = False
 
     def __init__(self, dem_path, friction_path=None, name=""):
-        self.fallback = StoreReader(dem_path, friction_path, name)
-        self.paths = [p for p in (dem_path, friction_path) if p is not None]
-        self.name, self.has_f = name, friction_path is not None
+        super().__init__(dem_path, friction_path, name)
         self.layouts = None  # on the first read: the stores may be ingested by then
 
-    def _fast(self):
+    def _read(self, i, window):
         if self.layouts is None:
             lays = [read_layout(Path(p) / "elevation") for p in self.paths]
             self.layouts = lays if all(lay is not None and lay.dtype == np.float32
                                        for lay in lays) else []
-        return bool(self.layouts)
-
-    def __call__(self, window):
-        if not self._fast():
-            z, f = self.fallback(window)
-            return z, f if self.has_f else None
-        from terrain.grid.costs import check_friction
+        if not self.layouts:
+            return super()._read(i, window)
         r0, r1, c0, c1 = window
-        out = []
-        for lay in self.layouts:
-            a = np.empty((r1 - r0, c1 - c0), np.float32)
-            read_window(lay, r0, r1, c0, c1, a)
-            out.append(a)
-        if not self.has_f:
-            return out[0], None
-        return out[0], check_friction(out[1], name=self.name)
+        out = np.empty((r1 - r0, c1 - c0), np.float32)
+        read_window(self.layouts[i], r0, r1, c0, c1, out)
+        return out
 
 
 def _block_task(ctx, stage, i, j, halo, sources):
@@ -273,29 +229,17 @@ def _block_task(ctx, stage, i, j, halo, sources):
 
 def _ring(ring):
     """The ring as the bands read it, without references to the block's arrays."""
-    out = {}
-    for key, a in ring.items():
-        if a is None:
-            out[key] = None
-            continue
-        h, w = a.shape
-        keep_r = np.zeros(h, bool)
-        keep_r[[x for x in (0, 1, h - 2, h - 1) if 0 <= x < h]] = True
-        keep_c = np.zeros(w, bool)
-        keep_c[[x for x in (0, 1, w - 2, w - 1) if 0 <= x < w]] = True
-        # a copy whose other cells are never read: a sparse array would do, but the bands
-        # index the ring by block coordinates, so keep the shape with a broadcast view
-        out[key] = _RingArray(a, keep_r, keep_c)
-    return out
+    return {key: None if a is None else _RingArray(a) for key, a in ring.items()}
 
 
 class _RingArray:
-    """The ring rows and columns of a block array (what :meth:`Bands.store` reads:
-    ``a[row, :]`` for ring rows, ``a[:, col]`` for ring columns)."""
+    """The two outer rows and columns on each side of a block array, copied (what
+    :meth:`Bands.store` reads: ``a[row, :]`` for ring rows, ``a[:, col]`` for ring columns)."""
 
-    def __init__(self, a, keep_r, keep_c):
-        self.rows = {int(r): a[r].copy() for r in np.flatnonzero(keep_r)}
-        self.cols = {int(c): a[:, c].copy() for c in np.flatnonzero(keep_c)}
+    def __init__(self, a):
+        h, w = a.shape
+        self.rows = {r: a[r].copy() for r in sorted({0, 1, h - 2, h - 1}) if 0 <= r < h}
+        self.cols = {c: a[:, c].copy() for c in sorted({0, 1, w - 2, w - 1}) if 0 <= c < w}
 
     def __getitem__(self, key):
         r, c = key
@@ -339,9 +283,7 @@ def _write_task(ctx, out_path, window, blocks, write_friction):
         if fr is not None:
             layers["friction"] = fr
         write_windows(out_path, {k: _Offset(v, r0, c0) for k, v in layers.items()}, [window])
-        reached = int(np.count_nonzero(~np.isnan(d)))
-        return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
-                "solve": t1 - t0, "write": time.perf_counter() - t1}
+        return window_stats(d, t0, t1)
 
 
 class _Offset:
@@ -358,17 +300,12 @@ class _Offset:
 
 def blocked_spec(spec, memory_bytes, reuse, backend):
     """Complete ``spec`` for the blocked algorithm (in place): its block side
-    (:func:`block_side`) and memory budget; CPU only, no ``--reuse``."""
+    (:func:`block_side`) and memory budget (``memory_bytes``: None, no budget); CPU only, no
+    ``--reuse``."""
     if backend != "cpu":
         raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
     if reuse is not None:
         raise InputError(f"{spec['input']}: the blocked algorithm keeps no index to reuse")
-    if memory_bytes is None:
-        try:
-            import psutil
-            memory_bytes = psutil.virtual_memory().available
-        except Exception:  # noqa: BLE001 - no psutil: no budget, the largest blocks
-            memory_bytes = None
     spec["block"] = block_side(spec["tile"], spec["tile"] * spec["tiles_per_shard"],
                                spec["shape"], memory_bytes, os.cpu_count() or 1)
     spec["memory_bytes"] = memory_bytes
@@ -376,45 +313,35 @@ def blocked_spec(spec, memory_bytes, reuse, backend):
 
 
 def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=None,
-                upstream=(), geo=None, scheduler=None, backend="cpu"):
+                upstream=(), geo=None, scheduler=None):
     """The blocked cost distance into the partial output ``out_path`` (module docstring);
     returns the summary."""
     t_start = time.perf_counter()
-    if backend != "cpu":
-        raise InputError(f"{spec['input']}: the blocked algorithm runs on the CPU only")
-    shape = tuple(spec["shape"])
-    tile = int(spec["tile"])
-    side = int(spec["block"])
-    rows = np.array([r for r, _ in sources], np.int64)
-    cols = np.array([c for _, c in sources], np.int64)
-    costs = np.zeros(rows.size) if start_costs is None else np.asarray(start_costs, np.float64)
-    model = cost_model_code(spec["cost"])
-    bspec = BlockedSpec(model, arc_codes(spec["connectivity"]), arc_lengths(spec["cellsize"]),
-                        friction_store is not None, check_max_cost(spec["max_cost"]))
-    plan = BlockPlan(shape, side)
+    bspec = BlockedSpec(cost_model_code(spec["cost"]), arc_codes(spec["connectivity"]),
+                        arc_lengths(spec["cellsize"]), friction_store is not None,
+                        check_max_cost(spec["max_cost"]))
+    plan = BlockPlan(tuple(spec["shape"]), int(spec["block"]))
     files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH),
                        lambda i, j: (lambda w: (w[1] - w[0], w[3] - w[2]))(plan.window(i, j)))
     files.root.mkdir(parents=True, exist_ok=True)
     fixed_mmap_threshold()  # the blocks are allocated and freed at every visit
     try:
-        return _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec,
-                    plan, files, friction_store, upstream, geo, scheduler, t_start)
+        return _run(dem_path, out_path, spec, source_arrays(sources, start_costs), bspec, plan,
+                    files, friction_store, upstream, geo, scheduler, t_start)
     finally:
         shutil.rmtree(files.root, ignore_errors=True)
 
 
-def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, plan, files,
-         friction_store, upstream, geo, scheduler, t_start):
+def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, upstream, geo,
+         scheduler, t_start):
     import dask
 
     from . import cluster
 
+    shape, tile, side = plan.shape, int(spec["tile"]), plan.side
     shard_side = tile * int(spec["tiles_per_shard"])
-    fsrc = friction_store
-    if isinstance(fsrc, (tuple, list)):
-        fsrc = fsrc[0]
-    reader = BlockReader(dem_path, fsrc, spec.get("friction_path") or "")
-    threads = max(1, int(spec.get("batch") or os.cpu_count() or 1))
+    reader = BlockReader(dem_path, friction_store, spec.get("friction_path") or "")
+    threads = os.cpu_count() or 1
     # tasks in this process (Dask's local schedulers, our in-process LocalCluster): the
     # cache serves them; a cluster of other processes reads and writes the files each time
     local = scheduler in cluster.LOCAL_SCHEDULERS or (
@@ -429,7 +356,7 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
         if upstream:
             cluster.compute(*upstream, label="cost-ingest")
         prepare_layers(out_path, shape, tile, geo or {}, friction_store is not None)
-        driver = BlockedDriver(plan, bspec, (rows, cols, costs), batch=threads)
+        driver = BlockedDriver(plan, bspec, srcs, batch=threads)
 
         def execute(stage, blocks):
             tasks = [dask.delayed(_block_task, pure=False)(
@@ -460,15 +387,11 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
                     dask_key_name=("cost-block-write", r // out_side, c // out_side)))
         fills = cluster.compute(*writes, label="cost-block-write")
         t3 = time.perf_counter()
-    reached = sum(f["reached"] for f in fills)
-    maxes = [f["max"] for f in fills if f["max"] is not None]
-    summary = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    summary = summary_base(spec, "cpu")
     summary.update({
-        "rows": shape[0], "cols": shape[1], "backend": "cpu",
         "device": get_backend("cpu").device_name(),
         "block": side, "blocks": int(np.prod(plan.blocks)), "batch": threads,
-        "cache_bytes": cache_budget,
-        "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
+        "cache_bytes": cache_budget, **reached(fills),
         "stage_stats": driver.stats,
         "max_block_visits": int(visits.max(initial=0)),
         "solve_seconds": round(t2 - t0, 6), "read_seconds": 0.0,
@@ -477,6 +400,4 @@ def _run(dem_path, out_path, spec, shape, tile, side, rows, cols, costs, bspec, 
                          "outputs": round(t3 - t2, 6),
                          "total": round(time.perf_counter() - t_start, 6)},
         "queue": "heap, blocks by key", "phases": None})
-    import zarr
-    zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary

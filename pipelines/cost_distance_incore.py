@@ -1,24 +1,13 @@
 """``cost-distance`` in core: the grid held whole (:func:`terrain.grid.sssp.grid_sssp`), its
-layers written shard by shard.
+layers written shard by shard: ``prepare`` (the layers), ``solve`` (the distances handed to a
+pool of writers the moment they are final), ``write`` per shard window, ``finish``. On the
+GPU the layers stay on the device and the writers copy them off tile by tile. The tasks run
+in this process with no task graph unless the run is on a cluster (:func:`runs_in_process`);
+there they form a Dask graph that writes the same bytes (docs/cost-distance.md).
 
-Tasks (:func:`run_incore`): ``prepare`` (the layers, :func:`pipelines.cost_distance_store.
-prepare_layers`), ``solve`` (reads the DEM and friction, solves; the distances are handed to
-a pool of writers the moment they are final: on the GPU while the labels are computed),
-``write`` (one per shard window: the other layers), ``finish`` (the summary into the store).
-On the GPU the solve's outputs stay on the device and the writers copy them off tile by
-tile (:func:`terrain.grid.cost_outputs.write_windows`): the host holds no copy of the
-outputs.
-
-Where the tasks run: in this process, with no task graph, unless the run is on a cluster
-(``--scheduler local`` or an address, or a batch's active cluster). The solve is one task
-holding the grid, so a cluster adds its start-up (importing ``distributed`` and the
-dashboard, starting the loop) and nothing else; on a cluster the same tasks form a Dask
-graph, and the store is the same bytes.
-
-``--reuse STORE`` of an in-core run's store (its ``cost_reuse`` attribute, :func:`reusable_kind`):
-the DEM's ingest is replaced by hard links to STORE's ``elevation`` and ``friction`` layers
-once the input's fingerprint, grid and cost model are checked (:func:`check_incore_reuse`);
-the friction is not checked again and the GPU's bucket width is STORE's.
+``--reuse STORE`` of an in-core run's store links STORE's ``elevation`` and ``friction``
+layers into the output once the input's fingerprint, grid and cost model match
+(:func:`check_incore_reuse`); the GPU's bucket width is STORE's.
 """
 
 import concurrent.futures
@@ -34,7 +23,7 @@ from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
 
-from .cost_distance_store import prepare_layers
+from .cost_distance_store import prepare_layers, summary_base
 
 __all__ = ["run_incore", "build_incore_graph", "runs_in_process", "input_fingerprint",
            "reusable_kind", "check_incore_reuse", "reuse_attributes", "RUN_ATTRS"]
@@ -150,14 +139,13 @@ def _write(out_path, solved, windows, layouts=None):
     layers = {name: getattr(res, name) for name in LAYERS if name != "distance"}
     if f is not None:
         layers["friction"] = f
-    if layouts is not None and not set(layers) <= set(layouts):
-        layouts = None
     write_windows(out_path, layers, windows, layouts=layouts)
     return t0, time.perf_counter()
 
 
 def _finish(out_path, solved, writes, meta):
-    """The finish task: the summary into the store's attributes."""
+    """The finish task: the summary (:func:`pipelines.cost_distance.run_cost_distance` writes
+    it into the store's attributes)."""
     res, _ = solved
     d = res.distance
     if "reached_cells" in res.stats:  # counted on the device already
@@ -181,8 +169,6 @@ def _finish(out_path, solved, writes, meta):
     })
     if res.stats.get("delta") is not None and math.isfinite(res.stats["delta"]):
         summary["near_far_delta"] = float(res.stats["delta"])  # inf (one bucket) is the default
-    group = zarr.open_group(store=str(out_path), mode="r+")
-    group.attrs.update({"cost_distance": summary})
     return summary
 
 
@@ -195,9 +181,7 @@ def _arguments(out_path, spec, windows, backend, friction_store):
                         else (friction_store, "elevation"))
     with_friction = friction_store is not None and spec.get("write_friction", True)
     spec = dict(spec, windows=list(windows), out_path=str(out_path))
-    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
-    meta.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
-    return spec, friction_src, meta, with_friction
+    return spec, friction_src, summary_base(spec, backend), with_friction
 
 
 def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,

@@ -5,6 +5,7 @@ and the GeoTIFFs of ``--geotiff-dir``.
 The layers' types, fill values and codecs are :mod:`terrain.grid.cost_outputs`'s.
 """
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +17,9 @@ from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
 from terrain.tiles.store import create_layer
 
-__all__ = ["StoreReader", "prepare_layers", "shard_windows", "dem_in_output", "cost_model_attributes",
-           "geotiff_paths", "write_geotiffs", "GEOTIFF_LAYERS"]
+__all__ = ["StoreReader", "prepare_layers", "shard_windows", "dem_in_output",
+           "cost_model_attributes", "geotiff_paths", "write_geotiffs", "GEOTIFF_LAYERS",
+           "summary_base", "window_stats", "reached", "source_arrays"]
 
 #: the layers --geotiff-dir writes, one GeoTIFF each
 GEOTIFF_LAYERS = ("distance", "allocation", "backlink")
@@ -51,6 +53,37 @@ def shard_windows(shape, tile, shard):
     side = tile * shard
     return [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
             for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
+
+
+def source_arrays(sources, start_costs):
+    """``(rows, cols, costs)`` of the sources ``[(row, col), ...]`` as arrays (costs 0 where
+    ``start_costs`` is None)."""
+    rows = np.array([r for r, _ in sources], np.int64)
+    cols = np.array([c for _, c in sources], np.int64)
+    costs = np.zeros(rows.size) if start_costs is None else np.asarray(start_costs, np.float64)
+    return rows, cols, costs
+
+
+def summary_base(spec, backend):
+    """The summary's first entries, the same for every algorithm."""
+    out = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
+    out.update({"rows": spec["shape"][0], "cols": spec["shape"][1], "backend": backend})
+    return out
+
+
+def window_stats(d, t0, t1):
+    """What an output window's task returns: its reached cells and largest distance ``d``,
+    its solve (``t0`` to ``t1``) and write (``t1`` to now) seconds."""
+    reached = int(np.count_nonzero(~np.isnan(d)))
+    return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
+            "solve": t1 - t0, "write": time.perf_counter() - t1}
+
+
+def reached(fills):
+    """The summary's ``reached_cells`` and ``max_distance`` from the windows' stats."""
+    maxes = [f["max"] for f in fills if f["max"] is not None]
+    return {"reached_cells": sum(f["reached"] for f in fills),
+            "max_distance": max(maxes) if maxes else None}
 
 
 def dem_in_output(path):
@@ -104,19 +137,23 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
 
 
 class StoreReader:
-    """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer (and a friction
-    store's; ones without one). Negative or NaN-free checks of friction as in the in-core
-    path (:func:`terrain.grid.costs.check_friction`)."""
+    """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer and a friction
+    store's (ones without one), the friction checked as the in-core path does
+    (:func:`terrain.grid.costs.check_friction`)."""
+
+    ones = True  # without a friction store, ``f`` is ones (else None)
 
     def __init__(self, dem_path, friction_path=None, name=""):
-        self.dem_path, self.friction_path, self.name = str(dem_path), friction_path, name
+        self.paths = [str(p) for p in (dem_path, friction_path) if p is not None]
+        self.name = name
+
+    def _read(self, i, window):
+        r0, r1, c0, c1 = window
+        return np.asarray(zarr.open_array(store=self.paths[i], path="elevation", mode="r")
+                          [r0:r1, c0:c1], np.float32)
 
     def __call__(self, window):
-        r0, r1, c0, c1 = window
-        z = np.asarray(zarr.open_array(store=self.dem_path, path="elevation", mode="r")
-                       [r0:r1, c0:c1], np.float32)
-        if self.friction_path is None:
-            return z, np.ones_like(z)
-        f = np.asarray(zarr.open_array(store=str(self.friction_path), path="elevation",
-                                       mode="r")[r0:r1, c0:c1], np.float32)
-        return z, check_friction(f, name=self.name)
+        z = self._read(0, window)
+        if len(self.paths) == 1:
+            return z, (np.ones_like(z) if self.ones else None)
+        return z, check_friction(self._read(1, window), name=self.name)

@@ -31,12 +31,13 @@ from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBou
                                      tile_batch, top_labels_paged, tt_capacity)
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
-from .cost_distance_store import StoreReader, prepare_layers
+from .cost_distance_store import (StoreReader, prepare_layers, reached, source_arrays,
+                                  summary_base, window_stats)
 from .quadtree import delayed_call
 
-__all__ = ["IndexStore", "build_tiled_graph", "build_cost_distance_tiled", "tiled_spec",
+__all__ = ["IndexStore", "build_cost_distance_tiled", "tiled_spec",
            "solve_spec", "index_spec", "check_reuse_store", "INDEX_GROUP", "LABELS_GROUP",
-           "GROUP_SIDE", "gpu_sizing", "TOP_CACHE_BYTES", "top_cache_bytes_gpu"]
+           "GROUP_SIDE", "gpu_sizing", "TOP_CACHE_BYTES", "top_cache_bytes"]
 
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
@@ -69,16 +70,22 @@ def _pop_seconds(token):
         return _STAGE_SECONDS.pop(token, {})
 
 
-def _here_and_on_every_worker(fn, *args):
-    """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
-    too; the results, this process's first."""
-    results = [fn(*args)]
+def _worker_client():
+    """The client of the distributed worker this task runs on; None outside one."""
     try:
         from distributed import get_client, get_worker
         get_worker()
     except (ImportError, ValueError):
-        return results
-    return results + list(get_client().run(fn, *args).values())
+        return None
+    return get_client()
+
+
+def _here_and_on_every_worker(fn, *args):
+    """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
+    too; the results, this process's first."""
+    results = [fn(*args)]
+    client = _worker_client()
+    return results + ([] if client is None else list(client.run(fn, *args).values()))
 
 
 def _run_stage_seconds(token):
@@ -106,11 +113,13 @@ class _Timed:
             _add_seconds(self.token, self.stage, time.perf_counter() - t0)
 
 
-def top_cache_bytes_gpu():
-    """The top Dijkstra's page cache with ``--backend gpu``: 1/16 of the host's memory,
-    between :data:`TOP_CACHE_BYTES` and 8 GB, so that a level's matrices are read in one go
-    rather than page by page (the CPU path keeps its bounded cache)."""
+def top_cache_bytes(backend):
+    """The top Dijkstra's page cache: :data:`TOP_CACHE_BYTES` on the CPU; with the GPU 1/16
+    of the host's memory, between that and 8 GB, so that a level's matrices are read in one
+    go rather than page by page."""
     import os
+    if backend != "gpu":
+        return TOP_CACHE_BYTES
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -314,13 +323,9 @@ class IndexStore:
         if sl is None:
             return {}
         (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
-        count = np.asarray(self.array(k, "count")[sl])
-        ids = np.asarray(self.array(k, "ids")[sl])
-        z = np.asarray(self.array(k, "z")[sl])
-        f = np.asarray(self.array(k, "f")[sl])
+        count, ids, z, f = (np.asarray(self.array(k, n)[sl]) for n in ("count", "ids", "z", "f"))
         if matrices:
-            dist = np.asarray(self.array(k, "dist")[sl])
-            hops = np.asarray(self.array(k, "hops")[sl])
+            dist, hops = (np.asarray(self.array(k, n)[sl]) for n in ("dist", "hops"))
         out = {}
         for a in range(i1 - i0):
             for b in range(j1 - j0):
@@ -416,15 +421,18 @@ def solve_spec(spec):
                      spec.get("max_height"))
 
 
-def check_reuse_store(path, spec):
-    """The stored index's attributes of ``path``; :class:`InputError` if it is not a tiled
-    cost-distance store of the same grid, cost, connectivity, cell size and tile."""
+def _index_attrs(path):
     try:
-        group = zarr.open_group(store=str(path), mode="r")
-        attrs = dict(group[INDEX_GROUP].attrs)
+        return dict(zarr.open_group(store=str(path), mode="r")[INDEX_GROUP].attrs)
     except Exception:
         raise InputError(f"{path}: not a tiled cost-distance store (no {INDEX_GROUP!r} "
                          "group)") from None
+
+
+def check_reuse_store(path, spec):
+    """The stored index's attributes of ``path``; :class:`InputError` if it is not a tiled
+    cost-distance store of the same grid, cost, connectivity, cell size and tile."""
+    attrs = _index_attrs(path)
     want = index_spec(spec)
     got = {k: attrs.get(k) for k in want}
     if spec.get("max_height") is not None:
@@ -512,12 +520,8 @@ _DEVICE_LABELS = {}
 def _single_process():
     """Whether every task of the run runs in this process (then the top's labels stay on
     the device for phase 3)."""
-    try:
-        from distributed import get_client, get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return True
-    return len(get_client().scheduler_info()["workers"]) == 1
+    client = _worker_client()
+    return client is None or len(client.scheduler_info()["workers"]) == 1
 
 
 _WRITES = {}     # index store path -> {group: future of its matrices' write} (this process's)
@@ -539,7 +543,7 @@ def _write_later(path, group, fn, *args):
 
 def _wait_writes(path, groups=None):
     """Wait for this process's matrix writes of run store ``path`` (of ``groups``, else
-    all, which are then forgotten), raising the first error; their count."""
+    all, which are then forgotten), raising the first error."""
     with _LEVELS_LOCK:
         pending = _WRITES.get(str(path), {})
         if groups is None:
@@ -548,7 +552,6 @@ def _wait_writes(path, groups=None):
             futs = [pending[k] for k in groups if k in pending]
     for fut in futs:
         fut.result()
-    return len(futs)
 
 
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
@@ -912,9 +915,7 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
     group["backlink"][sl] = b
     if write_friction:
         group["friction"][sl] = reader(shard)[1]
-    reached = int(np.count_nonzero(~np.isnan(d)))
-    return {"reached": reached, "max": float(np.nanmax(d)) if reached else None,
-            "solve": t1 - t0, "write": time.perf_counter() - t1}
+    return window_stats(d, t0, t1)
 
 
 def _release_level(path):
@@ -937,12 +938,9 @@ def _finish(out_path, fills, meta, tops, token=None):
         down = "down-apply" if "down-apply" in stages and "down-split" not in stages \
             else "down-split"
         stages[down] = stages.get(down, 0.0) - top["seconds"]
-    reached = sum(f["reached"] for f in fills)
-    maxes = [f["max"] for f in fills if f["max"] is not None]
     summary = dict(meta)
     summary.update({
-        "stage_seconds": {k: round(v, 3) for k, v in sorted(stages.items())},
-        "reached_cells": reached, "max_distance": max(maxes) if maxes else None,
+        "stage_seconds": {k: round(v, 3) for k, v in sorted(stages.items())}, **reached(fills),
         "solve_seconds": round(sum(f["solve"] for f in fills), 6), "read_seconds": 0.0,
         "write_seconds": round(sum(f["write"] for f in fills), 6),
         "queue": "tournament tree", "device": meta.get("backend"),
@@ -953,31 +951,27 @@ def _finish(out_path, fills, meta, tops, token=None):
                       if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds",
                                "write_seconds", "device_level")}})
     shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
-    zarr.open_group(store=str(out_path), mode="r+").attrs.update({"cost_distance": summary})
     return summary
 
 
-def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
-                      backend="cpu", friction_store=None, reuse=None, token="t"):
-    """Dask graph of the tiled cost distance (module docstring); a Delayed summary.
-
-    ``spec`` holds ``shape, cost, connectivity, cellsize, tile_sssp, max_height,
-    group_side, max_cost, input, shard_side``; ``prepared`` is the Delayed that made the
-    output layers.
-    """
+def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",
+                              upstream=None, geo=None, friction_store=None):
+    """The whole ``cost-distance`` graph on the tiled path (module docstring): ``cost-prepare``
+    (the layers, as in the in-core path), then the walks. ``spec``: :func:`tiled_spec`'s. A
+    Delayed summary."""
     import dask
 
-    cache_bytes = TOP_CACHE_BYTES if backend != "gpu" else top_cache_bytes_gpu()
+    token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
+    prepared = dask.delayed(prepare_layers, pure=False)(
+        out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
+        dask_key_name=f"cost-prepare-{token}")
+    reuse = spec.get("reuse")
     tspec = solve_spec(spec)
     group_tiles = max(1, int(spec["group_side"]) // tspec.tile)
     plan = QuadtreePlan.build(tspec.shape, tspec.tile, group_tiles)
     g = plan.group_level
     reader = StoreReader(dem_path, friction_store, spec.get("friction_path") or "")
-    rows = np.array([r for r, _ in sources], np.int64)
-    cols = np.array([c for _, c in sources], np.int64)
-    costs = (np.zeros(rows.size) if start_costs is None
-             else np.asarray(start_costs, np.float64))
-    srcs = (rows, cols, costs)
+    srcs = source_arrays(sources, start_costs)
     def call(stage):  # Dask tasks of a walk, each timed under "stage-step"
         inner = delayed_call(f"cost-{stage}", token)
 
@@ -1005,7 +999,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
                       (_sources_merge_task, tspec, index), call=call("src"))
     labels = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-labels-{token}")
-    top_cfg = (cache_bytes, backend)  # the top Dijkstra's page cache and device
+    top_cfg = (top_cache_bytes(backend), backend)  # the top Dijkstra's page cache and device
     _, out = walk_down(plan, (_down_node_task, tspec, index, lstore, labels, top_cfg, made),
                        (_down_leaf_task, tspec, index, lstore, labels, top_cfg, made),
                        call=call("down"), node_nout=4)
@@ -1025,9 +1019,8 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                 tspec, index, lstore, reader, backend, srcs, out_path, max_cost,
                 friction_store is not None, g, shard, prepared, *deps,
                 dask_key_name=(f"cost-fill-{token}", r // sh, c // sh)))
-    meta = {k: spec[k] for k in ("cost", "connectivity", "max_cost", "algorithm", "tile")}
-    meta.update({"rows": tspec.shape[0], "cols": tspec.shape[1], "backend": backend,
-                 "tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
+    meta = summary_base(spec, backend)
+    meta.update({"tile_sssp": tspec.tile, "height": tspec.height, "groups": len(plan.groups),
                  "group_side": tspec.tile << g,
                  "index_tasks": index_tasks if reuse is None else 0,
                  "reused_tasks": 0 if reuse is None else index_tasks,
@@ -1039,7 +1032,7 @@ def build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
-def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, devices=1):
+def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
     """Complete the command's ``spec`` for the tiled path (in place): SSSP tile (default: the
     reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
     index's group side and height after checking it matches (:func:`check_reuse_store`).
@@ -1049,15 +1042,8 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, 
     (:func:`gpu_sizing`). ``spec["sizing"]`` says which. The group side never changes a
     result, nor does the height with integer costs.
     """
-    stored = {}
-    if reuse is not None:  # the stored index's tile and group side
-        try:
-            stored = dict(zarr.open_group(store=str(reuse), mode="r")[INDEX_GROUP].attrs)
-        except Exception:
-            stored = {}  # check_reuse_store names the problem
-        if tile_sssp is None:
-            tile_sssp = stored.get("tile")
-    spec["tile_sssp"] = int(tile_sssp or 16)
+    stored = {} if reuse is None else _index_attrs(reuse)  # its tile and group side
+    spec["tile_sssp"] = int((stored.get("tile") if tile_sssp is None else tile_sssp) or 16)
     spec["max_height"] = None if max_height is None else int(max_height)
     spec["shard_side"] = int(spec["tile"]) * int(spec["tiles_per_shard"])
     spec["group_side"] = min(spec["shard_side"], GROUP_SIDE)
@@ -1067,7 +1053,7 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None, 
         spec["group_side"] = stored["group"]
         sizing = {"by": "reused store", "group_side": spec["group_side"]}
     elif reuse is None and getattr(backend, "name", backend) == "gpu":
-        sizing = gpu_sizing(spec, backend, devices=devices)
+        sizing = gpu_sizing(spec, backend)
         spec["group_side"] = sizing["group_side"]
         if spec["max_height"] is None:
             spec["max_height"] = sizing["height"]
@@ -1100,12 +1086,11 @@ def _device_facts(backend):
     return threads, free_device_bytes(be)
 
 
-def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
+def gpu_sizing(spec, backend="gpu", device=None, threads=None):
     """Group side and height cap of a fresh ``--backend gpu`` run, from the device.
 
     ``device``: ``(resident threads, free bytes)`` instead of asking the device;
-    ``threads``: the task threads (default: the cores); ``devices``: the GPUs the groups are
-    spread over (at least one group each). Returns a dict for the summary.
+    ``threads``: the task threads (default: the cores). Returns a dict for the summary.
 
     The group is the smallest power-of-two side from :data:`GROUP_SIDE` up whose phase-1
     launch fills the device's resident threads, at most a shard, halved while the groups in
@@ -1121,10 +1106,6 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
     >>> g = gpu_sizing(s, device=(270336, 4 << 30), threads=16)
     >>> g["group_side"], g["height"]  # little memory: small groups, the top above the tiles
     (512, 1)
-    >>> s2 = dict(s, shape=(2048, 2048))  # one group of 2048, or one for each of 2 GPUs
-    >>> [gpu_sizing(s2, device=(270336, 70 << 30), threads=16, devices=d)["group_side"]
-    ...  for d in (1, 2)]
-    [2048, 1024]
     """
     import os
 
@@ -1154,9 +1135,8 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
     side = min(GROUP_SIDE, shard)
     while side < shard and (side // T) ** 2 * B < dev_threads:
         side *= 2
-    while side > min(GROUP_SIDE, shard) and (
-            min(threads, groups(side)) * group_bytes(side) > avail // 2
-            or groups(side) < devices):
+    while side > min(GROUP_SIDE, shard) and \
+            min(threads, groups(side)) * group_bytes(side) > avail // 2:
         side //= 2
     height = 0 if on_device else default_max_height(tspec.tiles_shape, tile=T)
     tiles = (side // T) ** 2
@@ -1165,17 +1145,3 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None, devices=1):
             "device_threads": dev_threads, "free_bytes": int(free),
             "top_matrix_bytes": int(top_bytes), "device_level_bytes": int(level_bytes),
             "top_on_device": bool(on_device)}
-
-
-def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",
-                              upstream=None, geo=None, friction_store=None):
-    """The whole ``cost-distance`` graph on the tiled path: ``cost-prepare`` (the layers, as
-    in the in-core path), then :func:`build_tiled_graph`. A Delayed summary."""
-    import dask
-
-    token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
-    prepared = dask.delayed(prepare_layers, pure=False)(
-        out_path, spec["shape"], spec["tile"], geo or {}, friction_store is not None, upstream,
-        dask_key_name=f"cost-prepare-{token}")
-    return build_tiled_graph(dem_path, out_path, spec, sources, start_costs, prepared, backend,
-                             friction_store, spec.get("reuse"), token)

@@ -209,7 +209,8 @@ def _fake_gpu(monkeypatch, free):
 def test_dry_run_shows_the_route_the_run_takes(tmp_path, capsys, monkeypatch, store, free, gpus,
                                                want):
     from cli import run_main
-    from pipelines._plan import _Args, build_plan
+    from pipelines._plan import build_plan
+    from terrain.run import build_parser
     from pipelines.mst import run_mst
     inp = tmp_path / "dem.asc"
     inp.write_bytes(open("data/sample.asc", "rb").read())
@@ -218,8 +219,8 @@ def test_dry_run_shows_the_route_the_run_takes(tmp_path, capsys, monkeypatch, st
         assert rc == 0, err
         inp = tmp_path / "dem.zarr"
     mst = _fake_gpu(monkeypatch, free)
-    plan = build_plan("mst", _Args(input=str(inp), output=str(tmp_path / "o.zarr"),
-                                   backend="gpu", gpus=gpus))
+    argv = ["mst", str(inp), "-o", str(tmp_path / "o.zarr"), "--backend", "gpu"]
+    plan = build_plan("mst", build_parser().parse_args(argv + ["--gpus", gpus] * bool(gpus)))
 
     def took(route, *a, **k):
         raise _Took(route.path, route.device_text)
