@@ -351,7 +351,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
                 friction = cluster.remote_input(friction)
             # the routes find the cluster active (scheduler None: the active one)
             return _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, None)
-    upstream, tile = [], spec["tile"]
+    ingests, tile = [], spec["tile"]  # (raster, store) pairs to ingest before the solve
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's checked inputs, linked into this output
         group = zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
@@ -369,17 +369,18 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
             zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
             dem_path = inp
         else:
-            from .ingest import build_ingest_graph
-            upstream.append(build_ingest_graph(inp, tmp, tile))
+            ingests.append((inp, tmp))
             dem_path = tmp
         friction_store = None
         if friction is not None:
             if is_store(friction):
                 friction_store = Path(friction)
             else:
-                from .ingest import build_ingest_graph
                 friction_store = friction_tmp
-                upstream.append(build_ingest_graph(friction, friction_store, tile))
+                ingests.append((friction, friction_store))
+    if spec["algorithm"] != "in-core":
+        from .ingest import build_ingest_graph
+        upstream = [build_ingest_graph(src, dst, tile) for src, dst in ingests]
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import run_blocked
         return run_blocked(dem_path, tmp, spec, srcs, costs, friction_store, upstream, geo,
@@ -392,7 +393,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
             (summary,) = cluster.compute(graph, label="cost-distance")
         return summary
     windows = shard_windows(spec["shape"], tile, spec["tiles_per_shard"])
-    return run_incore(dem_path, tmp, spec, srcs, costs, windows, backend, upstream, geo,
+    return run_incore(dem_path, tmp, spec, srcs, costs, windows, backend, ingests, geo,
                       friction_store, scheduler)
 
 

@@ -22,8 +22,10 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
+from terrain.io import open_grid
 
 from .cost_distance_store import prepare_layers, summary_base
+from .ingest import build_ingest_graph, write_elevation
 
 __all__ = ["run_incore", "build_incore_graph", "runs_in_process", "input_fingerprint",
            "reusable_kind", "check_incore_reuse", "reuse_attributes", "RUN_ATTRS"]
@@ -206,12 +208,14 @@ def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
 
 
 def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend="cpu",
-               upstream=None, geo=None, friction_store=None, scheduler=None):
+               ingests=(), geo=None, friction_store=None, scheduler=None):
     """The in-core run (module docstring): in this process, or as a graph on a cluster.
-    A raster input's ingest graph (``upstream``) runs first (Dask's threads here). Returns
-    the summary; in process, its ``wall_seconds`` give each step."""
-    from . import cluster
+    ``ingests``: ``(raster, store)`` pairs ingested first (in process: read whole and
+    written on threads, :func:`pipelines.ingest.write_elevation`, no Dask). Returns the
+    summary; in process, its ``wall_seconds`` give each step."""
     if not runs_in_process(scheduler):
+        from . import cluster
+        upstream = [build_ingest_graph(src, dst, spec["tile"]) for src, dst in ingests]
         graph = build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
                                    backend, upstream, geo, friction_store)
         with cluster.open_scheduler(scheduler):
@@ -219,9 +223,9 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         return summary
     wall = {}
     t0 = time.perf_counter()
-    if upstream:
-        with cluster.open_scheduler("threads"):
-            cluster.compute(*upstream, label="cost-ingest")
+    if ingests:
+        for src, dst in ingests:
+            write_elevation(open_grid(src), dst, spec["tile"])
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,
                                                          friction_store)

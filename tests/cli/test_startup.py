@@ -56,14 +56,20 @@ def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
     assert imported == "[]"
 
 
-def test_cost_distance_of_a_store_in_process_does_not_import_dask(tmp_path):
-    """An in-core cost distance of a tile store runs in this process without Dask: importing
-    it would be a tenth of the whole process of a grid that fits the device."""
-    store = tmp_path / "g.zarr"
+@pytest.mark.parametrize("kind", ["store", "raster"])
+def test_cost_distance_in_process_does_not_import_dask(tmp_path, kind):
+    """An in-core cost distance runs in this process without Dask, of a tile store and of a
+    raster (ingested on threads, the friction raster too): importing it would be a tenth of
+    the whole process of a grid that fits the device, and of a small job's."""
+    dem = tmp_path / "g.zarr"
     from terrain.run import main
-    assert main(["ingest", str(SAMPLE), "-o", str(store)]) == 0
-    _, imported = _imported_after([["cost-distance", store, "-o", tmp_path / "c.zarr",
-                                    "--source-cell", "150,200"]], ("dask", "distributed"))
+    assert main(["ingest", str(SAMPLE), "-o", str(dem)]) == 0
+    friction = []
+    if kind == "raster":
+        dem, friction = SAMPLE, ["--friction", SAMPLE]
+    _, imported = _imported_after([["cost-distance", dem, "-o", tmp_path / "c.zarr",
+                                    "--source-cell", "150,200", *friction]],
+                                  ("dask", "distributed"))
     assert imported == "[]"
 
 
