@@ -22,7 +22,7 @@ from ._costs_cpu import arc_cost
 from .costs import TOBLER_A, TOBLER_S0, TOBLER_V0
 
 __all__ = ["CpuOps", "sssp_cpu", "sssp_buckets_cpu", "backlinks_cpu", "bucket_plan",
-           "padded_state", "MAX_BUCKETS"]
+           "padded_state", "window_inner_cpu", "MAX_BUCKETS"]
 
 # opaque pointers from LLVM 15 on
 _PREFETCH_NAME = "llvm.prefetch.p0" if llvm_binding.llvm_version_info[0] >= 15 else \
@@ -183,19 +183,21 @@ def _grown(a, used):
 
 @numba.njit(cache=True, nogil=True)
 def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
-                     seed_label, max_cost, inv_width, nbuckets, backlink, stop):
+                     seed_label, fixed, max_cost, inv_width, nbuckets, backlink, stop):
     """Dijkstra with a circular array of buckets (Dinitz): exact when every arc costs at least
     ``2 / inv_width``, so that no cell of the current bucket can improve another one of it.
 
-    Same arguments and results as :func:`sssp_cpu` (``fixed`` is not supported; ``stop``
-    the same), plus the backlinks: since every arc costs more than zero, each tight predecessor ``u`` of a cell
-    ``v`` is settled before ``v`` and relaxes it with ``v``'s final label, so keeping the
-    lowest arc code among the relaxations that set or tie that label (``backlink``, padded
-    uint8, written at reached cells only) gives :func:`backlinks_cpu`'s code without a second
-    pass. Settled cells keep ``label = -1 - label`` (:func:`_outputs_cpu` reads through it).
-    A cell's bucket is ``int(distance * inv_width)``; ``nbuckets`` (a power of two) must
-    exceed the span of live buckets (largest arc cost and start-cost spread over the bucket
-    width). ``z`` is not read under ``friction`` (a 1-cell dummy will do).
+    Same arguments and results as :func:`sssp_cpu`, plus the backlinks: since every arc
+    costs more than zero, each tight predecessor ``u`` of a cell ``v`` is settled before
+    ``v`` and relaxes it with ``v``'s final label, so keeping the lowest arc code among the
+    relaxations that set or tie that label (``backlink``, padded uint8, written at reached
+    cells only) gives :func:`backlinks_cpu`'s code without a second pass. Settled cells keep
+    ``label = -1 - label`` (:func:`_outputs_cpu` reads through it), except with ``fixed``
+    (the blocked label stage: every tight arc climbs a bucket, so a cell's label is final
+    when its bucket comes, one settle per cell where the heap pays ``O(log n)``). A cell's
+    bucket is ``int(distance * inv_width)``; ``nbuckets`` (a power of two) must exceed the
+    span of live buckets (largest arc cost and start-cost spread over the bucket width).
+    ``z`` is not read under ``friction`` (a 1-cell dummy will do).
     """
     mask = nbuckets - 1
     heads = np.full(nbuckets, -1, np.int32)
@@ -211,7 +213,10 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
         l0 = seed_label[s]
         if not (d0 > -math.inf and d0 <= max_cost):
             continue
-        if not _less(d0, l0, dist[c], label[c]):
+        if fixed:
+            if d0 != dist[c] or l0 >= label[c]:
+                continue
+        elif not _less(d0, l0, dist[c], label[c]):
             continue
         dist[c] = d0
         label[c] = l0
@@ -285,7 +290,7 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
             w = arc_cost(zu, z[v] if model != 1 else one, fu, f[v] if has_f else one,
                          codes[j], model, lengths)
             nd = d + w
-            if not (nd <= max_cost and nd <= dv):
+            if not (nd <= max_cost and nd <= dv) or (fixed and nd != dv):
                 continue
             if nd == dv:
                 lv = label[v]
@@ -312,6 +317,10 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
             pnext[e] = heads[b & mask]
             heads[b & mask] = e
             live += 1
+    if fixed:
+        for i in range(label.size):  # settled marks off
+            if label[i] < 0:
+                label[i] = -1 - label[i]
     return settled
 
 
@@ -344,6 +353,39 @@ def _init_padded_cpu(z, f, has_f, has_z, pad, zp, fp, dist, label):
                 if has_f:
                     fp[i] = np.float32(np.nan)
                 dist[i] = -math.inf
+
+
+@numba.njit(cache=True, nogil=True)
+def window_inner_cpu(z, f, has_f, state_d, has_d, state_l, has_l, labels, off, width, zp, fp,
+                     dist, label):
+    """The block's cells of its padded flat window (``off`` rows and columns of halo and
+    frame before them, ``width`` cells a row): ``zp`` and ``fp`` (``has_f``) copy ``z`` and
+    ``f``; ``dist`` is -inf at non-vertices, else the state (``has_d``) or, without one, +inf
+    (``labels`` False: the distance stage) or -inf (``labels``: no state is no distance);
+    with ``labels`` a non-finite state distance is -inf (no tight arc into the cell) and the
+    labels are the state (``has_l``) or none (max int64), else all 0."""
+    th, tw = z.shape
+    none = np.iinfo(np.int64).max
+    empty = -math.inf if labels else math.inf
+    for r in range(th):
+        base = (r + off) * width + off
+        for c in range(tw):
+            i = base + c
+            zv = z[r, c]
+            zp[i] = zv
+            ok = zv == zv
+            if has_f:
+                fv = f[r, c]
+                fp[i] = fv
+                ok = ok and fv == fv
+            d = state_d[r, c] if has_d else empty
+            if not ok or (labels and not (d > -math.inf and d < math.inf)):
+                d = -math.inf
+            dist[i] = d
+            if labels:
+                label[i] = state_l[r, c] if has_l else none
+            else:
+                label[i] = 0
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -593,7 +635,7 @@ class CpuOps:
             try:
                 settled = _interruptible(sssp_buckets_cpu, zp, fp, f is not None, model,
                                          lengths, offs, codes, dist, label, seeds, seed_dist,
-                                         seed_label, limit, *plan, backlink_p)
+                                         seed_label, False, limit, *plan, backlink_p)
             finally:
                 prefault.join()
             backlink, distance, allocation, hops = outputs or _touched_outputs(shape)

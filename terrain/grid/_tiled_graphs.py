@@ -16,7 +16,7 @@ from ..tiles.quadtree import TiledGrid
 from ..tiles.store import check_tile_size
 from ._tiled_cpu import (arcs_cpu, graph_dijkstra, graph_dijkstra_paged, page_min_key,
                          page_to_evict, window_dijkstra_cpu)
-from ._tournament import INT_INF, tt_new, tt_seed
+from ._tournament import INT_INF, tt_alloc, tt_seed
 from .costs import arc_codes, arc_lengths, cost_model_code
 
 __all__ = ["ops", "TiledSpec", "default_max_height", "NodeBoundary", "FlatBoundaries",
@@ -337,7 +337,7 @@ class _ChildGraph:
     cw: np.ndarray
 
     def dijkstra(self, ld, la, lh):
-        tt = tt_new(ld.size)
+        tt = tt_alloc(ld.size)
         graph_dijkstra(self.vchild, self.coff, self.csize, self.moff, self.mat_d, self.mat_h,
                         self.cptr, self.cdst, self.cw, ld, la, lh, *tt)
 
@@ -634,7 +634,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
             stats["solve_seconds"] = time.perf_counter() - t_solve
             stats["pages"] = 1
             return result()
-        tt = tt_new(V)
+        tt = tt_alloc(V)
         tt_seed(*tt, ld, la, lh)
         vpage = pg[vchild]
         pverts = np.argsort(vpage, kind="stable")

@@ -9,8 +9,8 @@ block; each round solves the ``batch`` pending blocks of the smallest keys with 
 in-core kernels, seeded from their halos, and marks pending the neighbours whose halo
 improved. Two stages, because labels are canonical: distances first (any
 label-correcting order reaches the least left-fold sums), then ``(allocation, hops)`` over
-tight arcs with the distances fixed (:func:`terrain.grid._sssp_blocked_cpu.tight_labels_buckets_cpu`
-where every arc costs more than zero); a last pass per block writes the backlinks. The
+tight arcs with the distances fixed (the bucket queue with ``fixed`` where every arc costs
+more than zero); a last pass per block writes the backlinks. The
 result equals the in-core algorithm's bit for bit (docs/cost-distance.md, "Blocked").
 
 Memory per task: 25 bytes a cell of the padded window plus the queue; the window's
@@ -39,7 +39,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles import borrow_buffer
-from ._sssp_cpu import backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu
+from ._sssp_cpu import backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu, window_inner_cpu
 from ._sssp_frame import HOPS_BITS, NO_LABEL, GridSSSPResult
 from .costs import ARC_DC, ARC_DR, arc_costs_np
 from .sssp import check_max_cost, check_sources, prepare_grid
@@ -238,7 +238,6 @@ def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
     ``state_l`` inside and none elsewhere, the halo's labels at the halo with
     ``halo_labels``. ``halo_ok``: the halo cells that are vertices with a finite distance.
     """
-    from ._sssp_blocked_cpu import window_inner_cpu
     th, tw = z.shape
     H, W = th + 2 * _OFF, tw + 2 * _OFF
     zp, dist, label = ws["z"], ws["d"], ws["l"]
@@ -304,15 +303,10 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
         plan = bucket_plan(zp.reshape(H, W)[inner2], None if fp is None else
                            fp.reshape(H, W)[inner2], spec.model, spec.codes, spec.lengths,
                            seed_d, zp, offs)
-    if plan is not None and stage == 2:
-        from ._sssp_blocked_cpu import tight_labels_buckets_cpu
-        settled = tight_labels_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
-                                           spec.codes, dist, label, seeds, seed_d, seed_l,
-                                           *plan)
-    elif plan is not None:
+    if plan is not None:
         settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
-                                   spec.codes, dist, label, seeds, seed_d, seed_l, limit,
-                                   *plan, ws["b"], _NO_STOP)
+                                   spec.codes, dist, label, seeds, seed_d, seed_l, fixed,
+                                   limit, *plan, ws["b"], _NO_STOP)
     else:
         settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
                            dist, label, seeds, seed_d, seed_l, fixed, limit, _NO_STOP)

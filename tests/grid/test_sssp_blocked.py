@@ -145,9 +145,7 @@ def test_tight_labels_buckets_equal_heap(cost):
     ``fixed``) from the same final distances, seeds and starting labels: seeds that are not
     tight (ignored), ties between sources (the lower label wins), labels already lower than
     what a seed offers (kept), nodata."""
-    from terrain.grid._sssp_blocked_cpu import tight_labels_buckets_cpu
-    from terrain.grid._sssp_cpu import sssp_cpu
-    from terrain.grid._sssp_cpu import bucket_plan, padded_state
+    from terrain.grid._sssp_cpu import bucket_plan, padded_state, sssp_buckets_cpu, sssp_cpu
     from terrain.grid._sssp_frame import offsets
     rng = np.random.default_rng(9)
     z = _rng_dem(40, 33, 4, nodata=0.04)
@@ -171,8 +169,9 @@ def test_tight_labels_buckets_equal_heap(cost):
     want, got = start.copy(), start.copy()
     n_heap = sssp_cpu(zp, fp, True, model, lengths, offs, codes, dist, want, cells, costs,
                       seed_l, True, np.inf, np.zeros(1, np.uint8))
-    n_buckets = tight_labels_buckets_cpu(zp, fp, True, model, lengths, offs, codes, dist,
-                                         got, cells, costs, seed_l, *plan)
+    n_buckets = sssp_buckets_cpu(zp, fp, True, model, lengths, offs, codes, dist, got, cells,
+                                 costs, seed_l, True, np.inf, *plan,
+                                 np.empty(dist.size, np.uint8), np.zeros(1, np.uint8))
     assert np.array_equal(got, want)
     assert got[cells[3] + 1] == 7 and n_buckets <= n_heap
     reached = want[dist > -np.inf] != np.iinfo(np.int64).max

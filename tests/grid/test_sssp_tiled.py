@@ -1,13 +1,11 @@
 """Tiled SSSP (phases 1-3, Haverkort's hierarchy, reuse) against scipy's Dijkstra (CSR tiled_oracle)."""
 
-import heapq
-
 import numpy as np
 import pytest
 from scipy.sparse.csgraph import dijkstra
 
 from terrain.errors import InputError
-from terrain.grid._tournament import tt_decrease, tt_empty, tt_new, tt_pop, tt_top, tt_update
+from terrain.grid._tournament import tt_alloc, tt_lower, tt_pop, tt_seed
 from terrain.grid.costs import ARC_DC, ARC_DR, arc_costs_np, arc_lengths
 from terrain.grid.sssp_tiled import (TiledIndex, TiledSpec, node_boundary, tile_boundaries,
                                      tiled_sssp)
@@ -70,44 +68,24 @@ def check_backlinks(z, f, r, connectivity, model, sources, start=None, rtol=0.0)
 
 # ----------------------------------------------------------------------------- tournament tree
 
-def test_tournament_tree_matches_heapq():
+def test_tournament_tree_pops_in_heapq_order():
+    """Seeded leaves and decrease-keys pop in the order of ``(d, a, h, leaf)``."""
     rng = np.random.default_rng(1)
     n = 37
-    tt = tt_new(n)
-    keys = {}
-    heap = []
-    popped = []
-    for step in range(600):
-        op = rng.integers(0, 3)
-        if op < 2:
-            i = int(rng.integers(0, n))
-            d, a, h = float(rng.integers(0, 9)), int(rng.integers(0, 3)), int(rng.integers(0, 5))
-            if i in keys and not (d, a, h) < keys[i]:
-                assert not tt_decrease(*tt, i, d, a, h)
-                continue
-            assert tt_decrease(*tt, i, d, a, h) == (i not in keys or (d, a, h) < keys[i])
+    ld = np.where(rng.random(n) < 0.3, rng.integers(0, 9, n).astype(float), np.inf)
+    la = rng.integers(0, 3, n).astype(np.int32)
+    lh = rng.integers(0, 5, n).astype(np.int32)
+    tt = tt_alloc(n)
+    tt_seed(*tt, ld, la, lh)
+    keys = {i: (ld[i], int(la[i]), int(lh[i])) for i in range(n) if ld[i] < np.inf}
+    for i in rng.integers(0, n, 40).tolist():  # lower some keys, insert others
+        d, a, h = float(rng.integers(0, 9)), int(rng.integers(0, 3)), int(rng.integers(0, 5))
+        if i not in keys or (d, a, h) < keys[i]:
             keys[i] = (d, a, h)
-            heapq.heappush(heap, (d, a, h, i))
-        elif keys:
-            while heap and (heap[0][3] not in keys or keys[heap[0][3]] != heap[0][:3]):
-                heapq.heappop(heap)
-            d, a, h, i = heapq.heappop(heap)
-            assert tt_top(*tt) == i
-            assert tt_pop(*tt) == i
-            del keys[i]
-            popped.append(i)
-    assert bool(tt_empty(*tt)) == (not keys)
-    assert len(popped) > 50
-
-
-def test_tournament_tree_update_raises_and_lowers():
-    tt = tt_new(5)
-    tt_update(*tt, 3, 2.0, 0, 0)
-    tt_update(*tt, 1, 2.0, 0, 0)
-    assert tt_top(*tt) == 1  # equal keys: lower leaf
-    tt_update(*tt, 1, 9.0, 0, 0)  # update may raise a key too
-    assert tt_top(*tt) == 3
-    assert [tt_pop(*tt), tt_pop(*tt)] == [3, 1] and tt_empty(*tt)
+            tt_lower(*tt, i, d, a, h)
+    want = [i for _, i in sorted((k, i) for i, k in keys.items())]
+    assert [tt_pop(*tt) for _ in want] == want and tt[0][1] == np.inf
+    assert len(want) > 20
 
 
 # ----------------------------------------------------------------------------- phase 1
