@@ -326,7 +326,7 @@ def _gpu_sssp_runs(solver, sources, algorithm, delta, reference, edges, cap_s=10
     host = solver.backend.to_numpy(r.dist)
     ok = bool(np.array_equal(np.where(host == solver.inf, -1, host) if host.dtype.kind == "i"
                              else host, reference)) if reference is not None else None
-    stream = solver._device().stream
+    stream = solver.ops.stream
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     secs, steps, work = [], [], []
     for s in sources:
