@@ -49,7 +49,7 @@ class _Args:
                         weight="max", backend="cpu", geotiff=None, source=None,
                         source_cell=None, sources=None, start_cost=None, cost=None,
                         friction=None, max_cost=None, algorithm="auto", tile_sssp=None,
-                        max_height=None, reuse=None, gpus=None, geotiff_dir=None)
+                        max_height=None, reuse=None, geotiff_dir=None)
         self.__dict__.update(defaults, **given)
 
 
