@@ -46,8 +46,7 @@ from terrain.io.outputs import input_identity, real_path
 from terrain.errors import InputError
 from terrain.tiles.store import check_tile_size
 
-from .cluster import (LOCAL_SCHEDULERS, check_inputs_on_workers, gpu_count_backend,
-                      open_scheduler, remote_input)
+from .cluster import LOCAL_SCHEDULERS, check_inputs_on_workers, open_scheduler, remote_input
 
 __all__ = ["RUNNERS", "expand_inputs", "run_batch", "batch_command"]
 
@@ -65,11 +64,8 @@ def _run_ingest(inp, out, args, scheduler):
 
 def _run_mst(inp, out, args, scheduler):
     from .mst import run_mst
-    # with --gpus each file takes the path one GPU takes, on GPU 0 (pipelines.mst.mst_route)
-    gpus = getattr(args, "gpus", None)
-    backend = "gpu" if gpus is not None else args.backend
     s = run_mst(inp, out, tile=args.tile, connectivity=args.connectivity, weight=args.weight,
-                backend=backend, scheduler=scheduler, overwrite=args.overwrite, gpus=gpus)
+                backend=args.backend, scheduler=scheduler, overwrite=args.overwrite)
     return {k: s[k] for k in ("rows", "cols", "edges", "trees", "total_weight")}
 
 
@@ -89,13 +85,11 @@ def _side_files(args, inp):
 
 def _run_cost_distance(inp, out, args, scheduler):
     from .cost_distance import run_cost_distance
-    # with --gpus each file takes one GPU's path, on GPU 0 (as cost-distance --gpus)
-    backend = "gpu" if getattr(args, "gpus", None) is not None else args.backend
     s = run_cost_distance(
         inp, out, points=args.source or (), cells=args.source_cell or (),
         sources_file=_per_file(args.sources, inp), start_cost=args.start_cost, cost=args.cost,
         friction=_per_file(args.friction, inp), connectivity=args.connectivity,
-        max_cost=args.max_cost, tile=args.tile, backend=backend, scheduler=scheduler,
+        max_cost=args.max_cost, tile=args.tile, backend=args.backend, scheduler=scheduler,
         overwrite=args.overwrite, algorithm=args.algorithm, memory=getattr(args, "memory", None))
     summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
     summary["sources"] = len(s.get("sources", ()))
@@ -168,8 +162,6 @@ RUNNERS = {
     "fill": (_run_fill, ".fill.zarr"),
     "flow": (_run_flow, ".flow.zarr"),
 }
-# the commands that take --gpus (each file on GPU 0 of the N)
-GPU_COMMANDS = ("mst", "cost-distance")
 # command -> check(args), run before any file: options shared by every file
 CHECKS = {"cost-distance": _check_cost_distance,
           **{c: _check_connectivity(c) for c in ("mst", "fill", "flow")}}
@@ -328,13 +320,6 @@ def _say(message):
 def run_batch(command, specs, outdir, args, scheduler=None, progress=_say):
     """Run ``command`` over every input; returns the manifest rows (one dict per file)."""
     runner, suffix = RUNNERS[command]
-    gpus = getattr(args, "gpus", None)
-    if gpus is not None:
-        if command not in GPU_COMMANDS:
-            raise InputError(f"batch {command}: runs on the CPU; a GPU count is for "
-                             + " and ".join(GPU_COMMANDS))
-        # before the output folder is made
-        gpu_count_backend(gpus, getattr(args, "backend", None), f"batch {command}", scheduler)
     if command in CHECKS:
         CHECKS[command](args)
     files = expand_inputs(specs)

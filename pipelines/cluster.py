@@ -8,10 +8,9 @@ The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
 (:func:`dashboard_address`). A scheduler given by address that goes away mid-run is one
 line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
 
-``--gpus N|all`` runs one device's work on GPU 0 of the N (:func:`gpu_count_backend` checks
-the count). :data:`IN_PROCESS_CONFIG` makes the
-in-process cluster's event loop sample less often. :func:`compute` runs collections on the
-active scheduler with a progress bar on stderr. Design notes: docs/scale.md, "Clusters".
+:data:`IN_PROCESS_CONFIG` makes the in-process cluster's event loop sample less often.
+:func:`compute` runs collections on the active scheduler with a progress bar on stderr.
+Design notes: docs/scale.md, "Clusters".
 """
 
 import contextlib
@@ -25,8 +24,7 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "dashboard_address", "check_inputs_on_workers", "remote_input",
-           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "parse_gpus", "visible_gpus",
-           "gpu_count", "gpu_count_backend"]
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -91,96 +89,6 @@ def dashboard_address(text=None):
 
 def _url_host(host):
     return f"[{host}]" if ":" in host else host
-
-
-def _count(text, what, otherwise=""):
-    """``text`` as an integer of at least 1; else :class:`InputError` naming ``what``
-    (``otherwise``: what else the text may be).
-
-    >>> _count("3", "GPU count")
-    3
-    >>> _count("x", "GPU count", " nor 'all'")
-    Traceback (most recent call last):
-    terrain.errors.InputError: GPU count 'x': not a number nor 'all'
-    """
-    try:
-        n = int(text)
-    except ValueError:
-        raise InputError(f"{what} {text!r}: not a number{otherwise}") from None
-    if n < 1:
-        raise InputError(f"{what} {n}: at least 1")
-    return n
-
-
-def visible_gpus():
-    """The CUDA devices this process may use, as ids for ``CUDA_VISIBLE_DEVICES``.
-
-    ``$CUDA_VISIBLE_DEVICES`` when set (its entries, in order), else ``0 .. n-1`` for the
-    ``n`` devices CuPy sees; none without CuPy or a driver.
-    """
-    from terrain.backend import _cupy
-    cupy = _cupy()
-    count = cupy.cuda.runtime.getDeviceCount() if cupy is not None else 0
-    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        ids = [d.strip() for d in listed.split(",") if d.strip()]
-        return ids[:count]
-    return [str(d) for d in range(count)]
-
-
-def parse_gpus(text, visible):
-    """The devices ``text`` (``"N"`` or ``"all"``) asks for, among ``visible`` device ids.
-
-    >>> parse_gpus("2", ["0", "1", "2"]), parse_gpus("all", ["4", "5"])
-    (['0', '1'], ['4', '5'])
-    >>> parse_gpus("3", ["0"])
-    Traceback (most recent call last):
-    terrain.errors.InputError: 3 GPUs asked for, but CuPy sees 1
-    """
-    text = str(text).strip().lower()
-    if text == "all":
-        n = len(visible)
-        if n == 0:
-            raise InputError("all GPUs asked for, but CuPy sees none (no CuPy, driver or device)")
-    else:
-        n = _count(text, "GPU count", " nor 'all'")
-        if n > len(visible):
-            seen = len(visible) or "none"
-            raise InputError(f"{n} GPU{'s' if n > 1 else ''} asked for, but CuPy sees {seen}")
-    return list(visible[:n])
-
-
-def gpu_count(gpus):
-    """The number of GPUs ``gpus`` (``"N"``, ``"all"`` or None) asks for: 0 for None (the
-    count was checked by :func:`gpu_count_backend`)."""
-    if gpus is None:
-        return 0
-    return len(parse_gpus(gpus, visible_gpus()))
-
-
-def gpu_count_backend(gpus, backend, what, scheduler=None):
-    """The backend of a run given a GPU count ``gpus`` (``"N"``, ``"all"`` or None): with a
-    count ``"gpu"``, after checking that no ``scheduler`` is given, that ``backend`` is not
-    the CPU and that CuPy sees enough devices; else ``backend``. ``what`` starts the line.
-
-    >>> gpu_count_backend(None, "cpu", "dem.tif")
-    'cpu'
-    >>> gpu_count_backend("2", "cpu", "dem.tif")
-    Traceback (most recent call last):
-    terrain.errors.InputError: dem.tif: a GPU count needs the gpu backend, not cpu
-    >>> gpu_count_backend("2", "gpu", "dem.tif", scheduler="threads")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    terrain.errors.InputError: dem.tif: GPU workers are started here: scheduler 'threads' ...
-    """
-    if gpus is None:
-        return backend
-    if scheduler is not None:
-        raise InputError(f"{what}: GPU workers are started here: scheduler {scheduler!r} "
-                         "cannot be used with a GPU count")
-    if getattr(backend, "name", backend) == "cpu":
-        raise InputError(f"{what}: a GPU count needs the gpu backend, not cpu")
-    parse_gpus(gpus, visible_gpus())  # a count CuPy cannot meet: say so before anything
-    return "gpu"
 
 
 @contextlib.contextmanager

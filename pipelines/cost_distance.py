@@ -264,19 +264,15 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                       start_cost=None, cost=None, friction=None, connectivity=8,
                       max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
                       geotiff_dir=None, algorithm="auto", tile_sssp=None, max_height=None,
-                      reuse=None, gpus=None, memory=None):
+                      reuse=None, memory=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
-    ``cost`` None: ``friction`` with a friction raster, else ``absdiff``. ``gpus`` (``"N"``
-    or ``"all"``): the run is one device's, on GPU 0 of the N. ``memory`` (bytes or a size
-    such as ``"1.5GB"``): the memory budget that chooses the algorithm and sizes the blocked
-    algorithm's blocks (default: the available RAM). Returns the summary dict (also in the
-    output's ``cost_distance`` attribute).
+    ``cost`` None: ``friction`` with a friction raster, else ``absdiff``. ``memory`` (bytes
+    or a size such as ``"1.5GB"``): the memory budget that chooses the algorithm and sizes the
+    blocked algorithm's blocks (default: the available RAM). Returns the summary dict (also in
+    the output's ``cost_distance`` attribute).
     """
     t_start = time.perf_counter()
-    if gpus is not None:
-        from .cluster import gpu_count, gpu_count_backend
-        backend = gpu_count_backend(gpus, backend, input_path, scheduler)
     be = get_backend(backend)
     cost = resolve_cost(cost, friction)
     connectivity = check_cost_options(cost, friction, connectivity, max_cost, start_cost)
@@ -301,9 +297,6 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
             friction_tmp = Path(tmp).with_name(Path(tmp).name + ".friction")
             summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
                            scheduler)
-            if gpus is not None:
-                n = gpu_count(gpus)
-                summary.update(gpus=n, gpus_used=1, note=f"one device's work: on GPU 0 of {n}")
             summary["sources"] = [
                 {"index": i, "row": r, "col": c, **dict(zip("xy", cell_centre(r, c, gt))),
                  "start_cost": 0.0 if costs is None else float(costs[i])}
@@ -417,7 +410,6 @@ def _format_summary(s):
           f"{s['stage_stats']['stage1']['visits']} times for the distances, "
           f"{s['stage_stats']['stage2']['visits']} for the labels"]
          if s.get("stage_stats") else [])
-      + ([f"gpus      {s['note']}"] if s.get("note") else [])
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
@@ -434,7 +426,7 @@ def cost_distance_command(args):
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
         algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
-        gpus=getattr(args, "gpus", None), memory=getattr(args, "memory", None))
+        memory=getattr(args, "memory", None))
     print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
     return 0
 
@@ -505,13 +497,11 @@ def plan_cost_distance(plan, grid, args, inp, out):
     """What a cost-distance run would do (``--dry-run``; :func:`pipelines._plan.build_plan`
     lays out the grid): its algorithm, sources, backend, memory a task and a worker, and
     the bytes it writes. Nothing is read but headers and a sources file of points."""
-    from .cluster import gpu_count, gpu_count_backend
     friction, reuse = args.friction, getattr(args, "reuse", None)
     cost = resolve_cost(args.cost, friction)
     connectivity = check_cost_options(cost, friction, args.connectivity, args.max_cost,
                                       args.start_cost)
-    gpus = getattr(args, "gpus", None)
-    be = get_backend(gpu_count_backend(gpus, args.backend, inp, getattr(args, "scheduler", None)))
+    be = get_backend(args.backend)
     shape, gt, cells = grid["shape"], grid["geotransform"], plan["cells"]
     sources_file = args.sources
     if sources_file is not None and not Path(sources_file).exists():
@@ -533,7 +523,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
         linked = ["elevation"] * ru["dem_in_store"] + ["friction"] * ru["friction"]
         ingested = []
     part = {"algorithm": spec["algorithm"], "sources": sources, "cost": cost,
-            "backend": be.name + ("" if gpus is None else f", GPU 0 of {gpu_count(gpus)}")}
+            "backend": be.name}
     layers = list(RESULT_LAYERS)
     if friction is not None and "friction" not in linked:
         layers.append("friction")

@@ -429,7 +429,7 @@ def _mst_graph_task(graph, backend):
 GRID_OPTIONS = (("connectivity", 8, "--connectivity"), ("weight", "max", "--weight"),
                 ("tile", 512, "--tile"), ("geotiff", None, "--geotiff"),
                 ("no_cog", False, "--no-cog"), ("resume", False, "--resume"),
-                ("dry_run", False, "--dry-run"), ("gpus", None, "--gpus"))
+                ("dry_run", False, "--dry-run"))
 
 
 def mst_graph_command(args):

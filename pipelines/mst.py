@@ -10,9 +10,9 @@ questions); each route wins its regime (docs/mst.md, "Routes"):
   ASCII grid that fits the device is parsed there first (:mod:`pipelines.mst_input`).
 * ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree.
 
-One GPU runs each route (``--gpus N``: GPU 0 of the N). :func:`build_mst_graph` wires the
-phases of :mod:`terrain.grid.mst` along the quadtree walks: ``mst-ingest`` → ``mst-prepare``
-→ ``mst-group`` → ``mst-merge`` → ``mst-expand`` → ``mst-write`` → ``mst-finish``.
+:func:`build_mst_graph` wires the phases of :mod:`terrain.grid.mst` along the quadtree
+walks: ``mst-ingest`` → ``mst-prepare`` → ``mst-group`` → ``mst-merge`` → ``mst-expand`` →
+``mst-write`` → ``mst-finish``.
 """
 
 import contextlib
@@ -78,17 +78,11 @@ class MSTRoute:
         A Dask task graph runs it (else this process, the grid held in memory).
     device_text : bool
         Super-tiles whose groups read the ASCII text parsed onto the device.
-    gpus : int
-        GPUs asked for (``--gpus``); 0 without.
-    note : str or None
-        What the summary and the terminal say about it ("fits one GPU: ... on GPU 0 of N").
     """
 
     path: str
     graph: bool = True
     device_text: bool = False
-    gpus: int = 0
-    note: str = None
 
     @property
     def held(self):
@@ -98,16 +92,16 @@ class MSTRoute:
     def describe(self):
         """One line for ``--dry-run``.
 
-        >>> MSTRoute("super-tiles", note="fits one GPU: super-tiles on GPU 0 of 2").describe()
-        'super-tiles (fits one GPU: super-tiles on GPU 0 of 2)'
+        >>> MSTRoute("in-core", graph=False).describe()
+        'in-core in this process'
         """
         how = (" in this process" if not self.graph
                else ", the text parsed on the device" if self.device_text else "")
-        return self.path + how + (f" ({self.note})" if self.note else "")
+        return self.path + how
 
 
-def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resume=False,
-              free=None, cluster_active=False):
+def mst_route(spec, be, text=False, scheduler=None, in_core="auto", resume=False, free=None,
+              cluster_active=False):
     """The route of ``terrain mst``: the one decision :func:`run_mst` takes and ``--dry-run``
     prints (module docstring: which route wins where).
 
@@ -122,8 +116,6 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resu
     in_core : {"auto", "groups", False}
         "auto" takes the in-core route when the grid fits; "groups" forces super-tiles (on
         the CPU: shard-sized ones, for the tests); False forces tile batches.
-    gpus : int
-        GPUs asked for (0: no ``--gpus``).
     resume : bool
         ``--resume`` runs the task graph (its checkpoints).
     free : int, optional
@@ -139,8 +131,8 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resu
     --------
     >>> from terrain.backend import Backend
     >>> gpu = Backend("gpu", None)  # the device's facts are given, not asked
-    >>> mst_route(MSTSpec((1000, 1000), 512), gpu, text=True, gpus=2, free=80 << 30).note
-    'fits one GPU: in core on GPU 0 of 2'
+    >>> mst_route(MSTSpec((1000, 1000), 512), gpu, text=True, free=80 << 30).describe()
+    'in-core in this process'
     >>> mst_route(MSTSpec((50220, 70520), 512), gpu, text=True, free=80 << 30).describe()
     'super-tiles, the text parsed on the device'
     >>> mst_route(MSTSpec((8192, 8192), 512), Backend("cpu", None)).path
@@ -160,8 +152,7 @@ def mst_route(spec, be, text=False, scheduler=None, in_core="auto", gpus=0, resu
         path = "super-tiles" if in_core == "groups" else be.select("tiled", "super-tiles")
     device_text = be.select(False, local and text and path == "super-tiles"
                             and device_text_fits(spec.shape, free))
-    note = f"fits one GPU: {PATHS[path]} on GPU 0 of {gpus}" if gpus > 1 else None
-    return MSTRoute(path, not (local and path == "in-core"), device_text, int(gpus), note)
+    return MSTRoute(path, not (local and path == "in-core"), device_text)
 
 
 def default_output(input_path):
@@ -510,23 +501,18 @@ def _cluster_active():
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
             scheduler=None, overwrite=False, geotiff=None, in_core="auto",
-            resume=False, cog=True, gpus=None):
+            resume=False, cog=True):
     """Compute the forest of ``input_path`` (raster or tile store) into ``output_path``.
 
     Returns the summary dict. See ``terrain mst --help``; ``in_core`` picks the route
     (:func:`mst_route`); ``resume`` finishes the partial output a killed run of the same input
     and options left (the summary's ``reused_tasks`` counts the tasks not run again).
-    ``gpus`` (``"N"`` or ``"all"``): the route runs on GPU 0 of the N. The forest is the same.
 
     Examples
     --------
     >>> run_mst("data/sample.asc", "sample.mst.zarr", scheduler="threads")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
-    n_gpus = 0
-    if gpus is not None:
-        from .cluster import gpu_count, gpu_count_backend
-        backend, n_gpus = gpu_count_backend(gpus, backend, input_path, scheduler), gpu_count(gpus)
     be = get_backend(backend)
     inp = Path(input_path)
     out = Path(output_path) if output_path else default_output(inp)
@@ -539,7 +525,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                        tuple(float(c) for c in cellsize))
     except InputError as e:
         raise InputError(f"{inp}: {e}") from None
-    route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core, n_gpus,
+    route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core,
                       resume, cluster_active=_cluster_active())
     key = run_key("mst", [inp], spec, _data_identity(inp))
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
@@ -558,11 +544,6 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
         summary.update(seconds=round(time.perf_counter() - t_start, 6), output=str(out),
                        device=be.device_name(), reused_tasks=reused)
-        if route.gpus:
-            summary["gpus"] = route.gpus
-            summary.setdefault("gpus_used", 1)
-        if route.note and not summary.get("note"):
-            summary["note"] = route.note
         zarr.open_group(store=str(tmp), mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
         if geotiff:  # from the partial: a failing GeoTIFF leaves no store behind either
@@ -652,19 +633,10 @@ def _format_summary(s):
         "phases    " + ", ".join(f"{p} {v:.2f}" for p, v in t.items()) + " (task seconds)",
         f"bytes     read {s['read_bytes']}, written {s['written_bytes']}, "
         f"level graphs {s['graph_bytes']}",
-        f"time      {s['seconds']:.2f} s" + _on_gpus(s),
-    ] + ([f"note      {s['note']}"] if s.get("note") else [])
-      + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
+        f"time      {s['seconds']:.2f} s",
+    ] + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
          if s.get("reused_tasks") else [])
       + ([f"geotiff   {s['geotiff']}"] if s.get("geotiff") else []))
-
-
-def _on_gpus(s):
-    """`` on N GPUs`` (`` on 1 of N GPUs`` when fewer ran it) for a ``--gpus`` summary."""
-    n, used = s.get("gpus"), s.get("gpus_used", s.get("gpus"))
-    if not n:
-        return ""
-    return f" on {n} GPU{'s' if n > 1 else ''}" if used == n else f" on {used} of {n} GPUs"
 
 
 def mst_command(args):
@@ -675,7 +647,7 @@ def mst_command(args):
                       weight=args.weight, backend=args.backend, scheduler=args.scheduler,
                       overwrite=args.overwrite, geotiff=args.geotiff,
                       resume=getattr(args, "resume", False),
-                      cog=not getattr(args, "no_cog", False), gpus=getattr(args, "gpus", None))
+                      cog=not getattr(args, "no_cog", False))
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -692,16 +664,11 @@ def _plan(plan, grid, args, inp, out):
     shape, tile, shard = grid["shape"], grid["tile"], grid["tiles_per_shard"]
     spec = MSTSpec(shape, tile, int(args.connectivity), args.weight,
                    tuple(float(c) for c in grid["cellsize"]))
-    gpus = getattr(args, "gpus", None)
     scheduler = getattr(args, "scheduler", None)
-    backend, n_gpus = args.backend, 0
-    if gpus is not None:
-        from .cluster import gpu_count, gpu_count_backend
-        backend, n_gpus = gpu_count_backend(gpus, backend, inp, scheduler), gpu_count(gpus)
-    be = get_backend(backend)
+    be = get_backend(args.backend)
     text = not grid["from_store"] and isinstance(open_grid(inp), AsciiGrid)
     free = free_device_bytes(be)
-    route = mst_route(spec, be, text, scheduler, "auto", n_gpus,
+    route = mst_route(spec, be, text, scheduler, "auto",
                       getattr(args, "resume", False), free, _cluster_active())
     tasks = 0
     if route.graph and not route.device_text:
@@ -721,8 +688,7 @@ def _plan(plan, grid, args, inp, out):
                  + plan["cells"] * _plans.MASK_BYTES_PER_CELL)
     extra = plan["shards"] * 64 + plan["shards"] * 4 * side * _plans.EDGE_BYTES * 2
     return {"tasks": tasks, "path": route.path, "route": route.describe(),
-            "gpus_used": 1 if be.is_gpu else 0, **({"note": route.note} if route.note else {}),
-            "backend": be.name + (f", GPU 0 of {route.gpus}" if route.gpus else ""),
+            "backend": be.name,
             "memory_per_task_bytes": per_task,
             "memory_per_worker_bytes": per_task * plan["threads_per_worker"],
             "output_bytes": out_bytes, "partial_extra_bytes": extra,

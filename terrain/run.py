@@ -93,12 +93,6 @@ def _add_storage_options(p):
                         "credentials come from the client library's own environment")
 
 
-def _add_gpus(p):
-    p.add_argument("--gpus", default=None, metavar="N|all",
-                   help="GPUs to run on: the work runs on GPU 0 of the N (implies --backend gpu; "
-                        "same result as one GPU)")
-
-
 def _add_run_control(p):
     p.add_argument("--resume", action="store_true",
                    help="finish the partial output a killed run with the same input and "
@@ -237,7 +231,6 @@ def build_parser():
     _add_weight(p)
     _add_backend(p)
     _add_scheduler(p)
-    _add_gpus(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--geotiff", default=None, metavar="FILE.tif",
                    help="also write the mask as a Cloud-Optimized GeoTIFF (uint8, 255 = nodata, "
@@ -358,7 +351,6 @@ def build_parser():
                    "DEM, checked friction and GPU bucket width")
     _add_backend(p)
     _add_scheduler(p)
-    _add_gpus(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
                    help="also write distance.tif, allocation.tif and backlink.tif there")
@@ -390,7 +382,6 @@ def build_parser():
     _add_cost_options(p, batch=True)
     _add_backend(p)
     _add_scheduler(p)
-    _add_gpus(p)
     p.add_argument("--overwrite", action="store_true",
                    help="redo every file and replace its output (default: skip files done)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")

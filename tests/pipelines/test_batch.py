@@ -269,3 +269,43 @@ def test_two_batches_at_once_into_one_folder(tmp_path):
     assert proc.stderr.strip() == ("terrain: out/batch: another terrain batch is writing "
                                    "into this folder")
     assert os.listdir(tmp_path / "out") == []
+
+
+def _ok(*argv, cwd):
+    proc = run_terrain(*argv, cwd=cwd, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Warning" not in proc.stderr
+
+
+@pytest.mark.gpu
+def test_batch_mst_on_the_gpu_equals_one_run(tmp_path):
+    _ok("batch", "mst", SAMPLE, "-o", tmp_path / "out", "--backend", "gpu", cwd=tmp_path)
+    (out,) = (tmp_path / "out").glob("*.mst.zarr")
+    assert zarr.open_group(str(out), mode="r").attrs["mst"]["path"] == "in-core"
+    _ok("mst", SAMPLE, "-o", tmp_path / "one.zarr", "--backend", "gpu", "--scheduler", "threads",
+        cwd=tmp_path)
+    a = zarr.open_array(str(out), path="mst", mode="r")[:]
+    b = zarr.open_array(str(tmp_path / "one.zarr"), path="mst", mode="r")[:]
+    assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.gpu
+def test_batch_cost_distance_on_the_gpu_equals_each_run(tmp_path):
+    rasters = tmp_path / "in"
+    rasters.mkdir()
+    for seed in (1, 2):
+        _ok("synth", "--rows", "120", "--cols", "90", "--seed", seed, "-o",
+            rasters / f"d{seed}.asc", cwd=tmp_path)
+    _ok("batch", "cost-distance", rasters, "-o", tmp_path / "out", "--source-cell", "5,5",
+        "--backend", "gpu", "--tile", "32", cwd=tmp_path)
+    for seed in (1, 2):
+        _ok("cost-distance", rasters / f"d{seed}.asc", "-o", tmp_path / f"ref{seed}.zarr",
+            "--source-cell", "5,5", "--tile", "32", "--backend", "gpu", "--scheduler", "threads",
+            cwd=tmp_path)
+        a = _layers(tmp_path / "out" / f"d{seed}.cost.zarr")
+        b = _layers(tmp_path / f"ref{seed}.zarr")
+        for n in a:
+            assert a[n].tobytes() == b[n].tobytes(), (seed, n)
+    rows = _manifest(tmp_path / "out")
+    assert sorted(rows) == ["d1.asc", "d2.asc"]
+    assert {r["status"] for r in rows.values()} == {"done"}

@@ -180,8 +180,8 @@ def test_tiled_gpu_sized_from_the_device(capsys, tmp_path, dem, small_shards):
 @pytest.mark.slow
 def test_stage_seconds_gather_every_worker_process():
     """On worker processes the summary's task-seconds come from every worker, not only from
-    the one that runs the finishing task (the top's seconds were once subtracted from a
-    stage that had run in another process: negative seconds with ``--gpus 2``)."""
+    the one that runs the finishing task (a stage that ran in another process must not give
+    negative seconds)."""
     distributed = pytest.importorskip("distributed")
     import logging
     from pipelines.cost_distance_tiled import _add_seconds, _run_stage_seconds

@@ -151,8 +151,6 @@ def test_dry_run_refuses_when_free_space_is_short(capsys, tmp_path, sample, monk
     (["--source-cell", "300,0"], "source cell (300, 0) is outside the raster"),
     (["-o", "good.asc", "--overwrite"], "good.asc: output is the input"),
     (["--friction", "missing.tif"], "missing.tif"),
-    (["--gpus", "1", "--backend", "cpu"], "good.asc: a GPU count needs the gpu backend, not cpu"),
-    (["--gpus", "1", "--scheduler", "threads"], "scheduler 'threads' cannot be used with a GPU"),
 ])
 def test_dry_run_bad_options_are_one_line(capsys, monkeypatch, tmp_path, sample, argv, message):
     monkeypatch.chdir(tmp_path)
@@ -197,8 +195,8 @@ def _words(text):
 
 @pytest.mark.parametrize("single,shared", [
     ("cost-distance", ("source", "source_cell", "sources", "start_cost", "cost", "friction",
-                       "max_cost", "algorithm", "tile", "backend", "scheduler", "gpus")),
-    ("mst", ("weight", "tile", "backend", "scheduler", "gpus"))])
+                       "max_cost", "algorithm", "tile", "backend", "scheduler")),
+    ("mst", ("weight", "tile", "backend", "scheduler"))])
 def test_batch_takes_the_commands_options(single, shared):
     """The options ``batch`` shares with a command are the command's (one definition):
     same type, choices, default, metavar and action; the batch's help says all the
@@ -217,13 +215,3 @@ def test_batch_takes_the_commands_options(single, shared):
 def test_cost_distance_dry_run_is_in_its_help():
     proc = run_terrain("cost-distance", "--help", cwd=Path(__file__).parent)
     assert "--dry-run" in proc.stdout and "--resume" not in proc.stdout
-
-
-def test_mst_dry_run_checks_the_gpu_count(capsys, monkeypatch, tmp_path, sample):
-    """The planner's GPU-count check is the run's (pipelines.cluster.gpu_count_backend)."""
-    monkeypatch.chdir(tmp_path)
-    rc, out, err = run_main(capsys, "mst", "good.asc", "--gpus", "1", "--backend", "cpu",
-                            "--dry-run", scheduler=None)
-    assert rc == 2 and out == "" and err == \
-        "terrain: good.asc: a GPU count needs the gpu backend, not cpu\n"
-    assert sorted(os.listdir(tmp_path)) == ["good.asc"]
