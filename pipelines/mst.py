@@ -49,7 +49,7 @@ from .mst_input import (IO_THREADS, HeldGrid, device_text_fits, held_get, held_p
                         load_grid, shard_runs, shard_windows)
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff",
-           "mst_route", "MSTRoute", "PATHS"]
+           "mst_route", "MSTRoute"]
 
 # tasks whose results are checkpointed in the partial output (``--resume``)
 CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-group", "mst-merge",
@@ -58,9 +58,6 @@ CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-group", "mst
 #: the ``mst`` mask's codec: Blosc LZ4 level 5 after a bit shuffle (docs/mst.md, "Output"),
 #: which the whole-shard reader and writer handle with the GIL released
 MASK_COMPRESSORS = (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
-
-#: the routes of ``terrain mst`` (:func:`mst_route`), as the summary and ``--dry-run`` name them
-PATHS = {"in-core": "in core", "super-tiles": "super-tiles", "tiled": "tiles"}
 
 #: text the device parse holds beside the grid while it streams: two pieces and an index
 TEXT_DEVICE_BYTES = 3 * (512 << 20)
@@ -73,7 +70,7 @@ class MSTRoute:
     Attributes
     ----------
     path : str
-        A key of :data:`PATHS`.
+        ``"in-core"``, ``"super-tiles"`` or ``"tiled"``.
     graph : bool
         A Dask task graph runs it (else this process, the grid held in memory).
     device_text : bool
