@@ -211,8 +211,9 @@ def expand_inputs(specs):
 def _output_names(files, outdir, suffix):
     """``OUTDIR/STEM+suffix``, unique and the same on every run of the same inputs: where
     stems clash (``a.asc`` and ``a.tif``) the file name, and where names clash too
-    (``d1/a.asc`` and ``d2/a.asc``) ``STEM-HASH``, HASH from the file's resolved path. Compared without case (a
-    case-insensitive file system would merge ``A.asc`` and ``a.asc``).
+    (``d1/a.asc`` and ``d2/a.asc``) ``STEM-HASH``, HASH from the file's resolved path.
+    Compared without case (a case-insensitive file system would merge ``A.asc`` and
+    ``a.asc``).
 
     >>> [p.name for p in _output_names([Path("d1/a.asc"), Path("d2/a.asc"), Path("b.tif")],
     ...                                Path("out"), ".mst.zarr")]  # doctest: +ELLIPSIS
