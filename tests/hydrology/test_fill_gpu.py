@@ -152,23 +152,24 @@ def euler_levels_twin(z, mask, outlet, labels):
     arcs = int(deg.sum())
     succ = np.empty(max(arcs, 1), np.int32)
     fill_succ_twin(nb, base, is_root, succ, rows, cols)
-    nxt, rank = succ[:arcs].copy(), (succ[:arcs] >= 0).astype(np.int32)
-    nxt2, rank2 = np.empty_like(nxt), np.empty_like(rank)
-    for _ in range(_MAX_ROUNDS):
-        more = fill_rank_twin(nxt, rank, nxt2, rank2, arcs)
-        nxt, nxt2, rank, rank2 = nxt2, nxt, rank2, rank
-        if not more:
-            break
+    _, rank = _jumped(fill_rank_twin, succ[:arcs].copy(),
+                      (succ[:arcs] >= 0).astype(np.int32), arcs)
     parent = np.empty(n, np.int32)
     val = np.empty(n, np.float32)
     fill_parent_twin(nb, base, rank, is_root, od, z.ravel(), parent, val, rows, cols)
-    p2, v2 = np.empty_like(parent), np.empty_like(val)
+    return _jumped(fill_jump_twin, parent, val, n)[1].reshape(rows, cols)
+
+
+def _jumped(kernel, links, values, size):
+    """Pointer jumping: ``kernel(links, values, links2, values2, size)`` rounds, the arrays
+    swapped after each, until a round changes nothing."""
+    links2, values2 = np.empty_like(links), np.empty_like(values)
     for _ in range(_MAX_ROUNDS):
-        more = fill_jump_twin(parent, val, p2, v2, n)
-        parent, p2, val, v2 = p2, parent, v2, val
+        more = kernel(links, values, links2, values2, size)
+        links, links2, values, values2 = links2, links, values2, values
         if not more:
             break
-    return val.reshape(rows, cols)
+    return links, values
 
 
 def case(seed, shape=None):
