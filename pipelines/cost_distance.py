@@ -29,13 +29,13 @@ from terrain.io.georef import finish_store
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import link_layer
+from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
                                    reuse_attributes, run_incore)
 from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_paths,
-                                  shard_windows, write_geotiffs)
+                                  write_geotiffs)
 
 __all__ = ["run_cost_distance", "cost_distance_command", "path_command", "trace_paths",
            "choose_algorithm", "default_output", "resolve_sources", "check_cost_options",
@@ -385,7 +385,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         with cluster.open_scheduler(scheduler):
             (summary,) = cluster.compute(graph, label="cost-distance")
         return summary
-    windows = shard_windows(spec["shape"], tile, spec["tiles_per_shard"])
+    windows = shard_windows(spec["shape"], tile * spec["tiles_per_shard"])
     return run_incore(dem_path, tmp, spec, srcs, costs, windows, backend, ingests, geo,
                       friction_store, scheduler)
 

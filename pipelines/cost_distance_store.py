@@ -17,7 +17,7 @@ from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
 from terrain.tiles.store import create_layer
 
-__all__ = ["StoreReader", "prepare_layers", "shard_windows", "dem_in_output",
+__all__ = ["StoreReader", "prepare_layers", "dem_in_output",
            "cost_model_attributes", "geotiff_paths", "write_geotiffs", "GEOTIFF_LAYERS",
            "summary_base", "window_stats", "reached", "source_arrays"]
 
@@ -46,13 +46,6 @@ def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None):
                            compressors=layer_compressors(name), attrs=attrs)
         mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
     return str(out_path)
-
-
-def shard_windows(shape, tile, shard):
-    """The output's shard windows ``(r0, r1, c0, c1)``, row-major (a writer owns a shard)."""
-    side = tile * shard
-    return [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
-            for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
 
 
 def source_arrays(sources, start_costs):

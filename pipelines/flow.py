@@ -32,7 +32,8 @@ from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
-from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
+from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
+                                 write_block)
 
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
            "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
@@ -97,10 +98,8 @@ def _each_shard(fn, shape, side):
     from concurrent.futures import ThreadPoolExecutor
 
     from terrain.tiles import io_threads
-    windows = [(r, min(r + side, shape[0]), c, min(c + side, shape[1]))
-               for r in range(0, shape[0], side) for c in range(0, shape[1], side)]
     with ThreadPoolExecutor(io_threads()) as pool:
-        list(pool.map(fn, windows))
+        list(pool.map(fn, shard_windows(shape, side)))
 
 
 def _reader(store, layer, dtype=None):

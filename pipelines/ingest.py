@@ -24,7 +24,7 @@ from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid
 from terrain.io.georef import finish_store
 from terrain.io.outputs import atomic_output, check_outputs, input_identity
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
-from terrain.tiles.store import tiles_per_shard, write_block
+from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
 
 from . import _plan as _plans
 from ._resume import drop_checkpoints, prepare_resume, run_key
@@ -308,11 +308,8 @@ def write_elevation(grid, store_path, tile, compressors=None):
             z = grid.read_rows(0, grid.shape[0])
             stats = [band_stats(z)]
         side = created.result()
-        rows, cols = grid.shape
-        shards = [(r0, c0) for r0 in range(0, rows, side) for c0 in range(0, cols, side)]
-        list(pool.map(lambda rc: write_window(store_path,
-                                              z[rc[0]:rc[0] + side, rc[1]:rc[1] + side], *rc),
-                      shards))
+        list(pool.map(lambda w: write_window(store_path, z[w[0]:w[1], w[2]:w[3]], w[0], w[2]),
+                      shard_windows(grid.shape, side)))
     finish_elevation(store_path, stats)
 
 

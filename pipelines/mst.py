@@ -40,13 +40,13 @@ from terrain.io.georef import check_weight_units, finish_store, write_georeferen
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
-from terrain.tiles.store import (check_tile_size, checksummed, read_block, tiles_per_shard,
-                                 write_block)
+from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard_windows,
+                                 tiles_per_shard, write_block)
 
 from . import _plan as _plans
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .mst_input import (IO_THREADS, HeldGrid, device_text_fits, held_get, held_put, hold,
-                        load_grid, shard_runs, shard_windows)
+                        load_grid, shard_runs)
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff",
            "mst_route", "MSTRoute"]

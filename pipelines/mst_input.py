@@ -26,12 +26,12 @@ import numpy as np
 from terrain.backend import get_backend
 from terrain.grid.mst import thread_stream
 from terrain.io import AsciiGrid, parse_grid_on_device, pinned_empty
-from terrain.tiles.store import read_block
+from terrain.tiles.store import read_block, shard_windows
 
 from .ingest import band_stats, create_elevation, finish_elevation, write_window
 
 __all__ = ["HeldGrid", "held_get", "held_put", "hold", "load_grid", "device_text_fits",
-           "read_store", "shard_windows", "shard_runs", "DEVICE_SHARE", "WRITER_THREADS",
+           "read_store", "shard_runs", "DEVICE_SHARE", "WRITER_THREADS",
            "IO_THREADS"]
 
 #: the device's free memory the float32 grid and the provisional mask may take (the rest:
@@ -158,19 +158,6 @@ class _Staging:
             dense.get(stream=loc.stream, out=out)
         loc.stream.synchronize()
         return out
-
-
-def shard_windows(shape, side, window=None):
-    """The windows of the shards of ``side`` cells inside ``window`` (default: the grid),
-    row-major; ``window`` is aligned to shards (or ends at the grid's edge).
-
-    >>> shard_windows((5, 7), 4)
-    [(0, 4, 0, 4), (0, 4, 4, 7), (4, 5, 0, 4), (4, 5, 4, 7)]
-    """
-    rows, cols = shape
-    r0, r1, c0, c1 = window or (0, rows, 0, cols)
-    return [(a, min(a + side, r1), b, min(b + side, c1))
-            for a in range(r0, r1, side) for b in range(c0, c1, side)]
 
 
 def shard_runs(shape, side, window=None, n=None):

@@ -35,7 +35,7 @@ from .morton import morton_order
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
            "quadtree_levels", "tiles_per_shard", "FORMAT_VERSION", "create_layer",
            "result_dem", "link_layer", "checksummed", "check_store", "check_tile_count",
-           "window_shards", "read_block", "write_block"]
+           "window_shards", "shard_windows", "read_block", "write_block"]
 
 FORMAT_VERSION = 1
 DEFAULT_TILE = 512
@@ -381,10 +381,7 @@ class TileStore:
 
     def shard_windows(self):
         """``(r0, r1, c0, c1)`` of every shard, row-major; a writer should own whole shards."""
-        side = self.tile * self.tiles_per_shard
-        rows, cols = self.shape
-        return [(r, min(r + side, rows), c, min(c + side, cols))
-                for r in range(0, rows, side) for c in range(0, cols, side)]
+        return shard_windows(self.shape, self.tile * self.tiles_per_shard)
 
     def tile_order(self):
         """All tile coordinates in Morton order, as an (N, 2) int array."""
@@ -446,6 +443,19 @@ def window_shards(layout, window):
             or r1 > rows or c1 > cols):
         return None
     return [(si, sj) for si in range(r0 // R, -(-r1 // R)) for sj in range(c0 // C, -(-c1 // C))]
+
+
+def shard_windows(shape, side, window=None):
+    """The windows ``(r0, r1, c0, c1)`` of the shards of ``side`` cells inside ``window``
+    (default: the grid), row-major; ``window`` is aligned to shards (or ends at the grid's
+    edge).
+
+    >>> shard_windows((5, 7), 4)
+    [(0, 4, 0, 4), (0, 4, 4, 7), (4, 5, 0, 4), (4, 5, 4, 7)]
+    """
+    r0, r1, c0, c1 = window or (0, shape[0], 0, shape[1])
+    return [(a, min(a + side, r1), b, min(b + side, c1))
+            for a in range(r0, r1, side) for b in range(c0, c1, side)]
 
 
 def read_block(store_path, layer, window, out=None):
