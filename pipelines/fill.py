@@ -20,7 +20,6 @@ import shutil
 import time
 from pathlib import Path
 
-import dask
 import numpy as np
 import zarr
 
@@ -33,7 +32,8 @@ from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.tiles import is_store, open_store, walk_down, walk_up
-from terrain.tiles.store import create_layer, read_block, tiles_per_shard, write_block
+from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
+                                  write_block)
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
            "default_output", "named_outlets", "write_outlets", "write_geotiffs",
@@ -273,6 +273,8 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     """
     from terrain.grid.mst import MSTSpec
 
+    import dask  # here: the in-core route runs without it
+
     from .mst import build_mst_graph
     from .quadtree import TaskGraph
     mst_spec = MSTSpec(spec.shape, spec.tile, spec.connectivity, "max")
@@ -335,10 +337,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
                              **(options or {}))
         t2 = time.perf_counter()
         prepared.result()
-        rows, cols = spec.shape
-        side = spec.tile * tiles_per_shard(spec.tile, spec.shape)
-        windows = [(a, min(a + side, rows), b, min(b + side, cols))
-                   for a in range(0, rows, side) for b in range(0, cols, side)]
+        windows = shard_windows(spec.shape, spec.tile * tiles_per_shard(spec.tile, spec.shape))
         layers = {"filled": r.filled, "depth": r.depth, "depression": r.depression}
         layers = {name: layers[name] for name in names}
         layouts = shard_layouts(out_path, list(layers))
@@ -358,8 +357,8 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
     s = r.stats
     summary = {k: s[k] for k in ("cells", "outlets", "flooded", "undrained", "max_depth",
                                  "depressions")}
-    summary.update({"backend": s["backend"], "path": "in-core", "rows": rows, "cols": cols,
-                    "tile": spec.tile, "connectivity": spec.connectivity,
+    summary.update({"backend": s["backend"], "path": "in-core", "rows": spec.shape[0],
+                    "cols": spec.shape[1], "tile": spec.tile, "connectivity": spec.connectivity,
                     "phase_seconds": {"read": round(t1 - t0, 6), **s["times"],
                                       "write": round(t3 - t2, 6)},
                     "read_bytes": z.nbytes, "written_bytes": len(names) * z.nbytes})

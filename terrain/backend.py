@@ -71,6 +71,16 @@ class Backend:
         """
         return gpu if self.is_gpu else cpu
 
+    @property
+    def ndimage(self):
+        """``scipy.ndimage`` or ``cupyx.scipy.ndimage``: the same functions, on this backend's
+        arrays (CuPy's label numbers the regions as SciPy's, bit for bit)."""
+        if self.is_gpu:
+            from cupyx.scipy import ndimage
+        else:
+            from scipy import ndimage
+        return ndimage
+
     def asarray(self, a, dtype=None):
         """``a`` on this backend's device."""
         return self.xp.asarray(a, dtype=dtype)

@@ -73,6 +73,18 @@ def test_cost_distance_in_process_does_not_import_dask(tmp_path, kind):
     assert imported == "[]"
 
 
+def test_fill_and_flow_in_core_do_not_import_dask(tmp_path):
+    """The in-core fill and flow of a store run in this process without Dask (a third of a
+    second of the 40-ft fill's process)."""
+    dem = tmp_path / "g.zarr"
+    from terrain.run import main
+    assert main(["ingest", str(SAMPLE), "-o", str(dem)]) == 0
+    _, imported = _imported_after([["fill", dem, "-o", tmp_path / "f.zarr"],
+                                   ["flow", dem, "-o", tmp_path / "w.zarr"]],
+                                  ("dask", "distributed"))
+    assert imported == "[]"
+
+
 @pytest.mark.gpu
 def test_gpu_commands_leave_cupyx_scipy_unimported(tmp_path):
     """The device text parse, the forest and the cost distance use no array-scalar CuPy
