@@ -68,19 +68,22 @@ def outlet_cells(z, connectivity=8, outlets=None):
     beside nodata (a neighbour in ``connectivity`` is NaN or outside the grid), or with
     ``outlets`` (a mask of the grid's shape) exactly its non-zero cells that are not nodata.
 
+    A CuPy ``z`` gives a CuPy mask, computed on the device.
+
     >>> outlet_cells(np.ones((3, 3), np.float32)).tolist()
     [[1, 1, 1], [1, 0, 1], [1, 1, 1]]
     """
-    z = np.asarray(z, np.float32)
+    xp = get_backend("gpu").xp if hasattr(z, "__cuda_array_interface__") else np
+    z = xp.asarray(z, np.float32)
     if outlets is not None:
-        o = np.asarray(outlets)
+        o = xp.asarray(outlets)
         if o.shape != z.shape:
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
-        return ((o != 0) & ~np.isnan(z)).astype(np.uint8)
-    nan = np.isnan(np.pad(z, 1, constant_values=np.nan))
+        return (o.astype(np.bool_) & ~xp.isnan(z)).astype(np.uint8)
+    nan = xp.isnan(xp.pad(z, 1, constant_values=np.nan))
     H, W = z.shape
-    near = np.zeros(z.shape, np.bool_)
+    near = xp.zeros(z.shape, np.bool_)
     for k in range(0, 8, _step(connectivity)):  # eight shifted masks: NumPy beats a kernel
         dr, dc = int(K.NB_DR[k]), int(K.NB_DC[k])
         near |= nan[1 + dr:1 + dr + H, 1 + dc:1 + dc + W]
@@ -199,6 +202,8 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     be, z, conn = get_backend(backend), _dem(dem), check_connectivity(connectivity)
     _check_simplify(min_depth, min_area)
     simplify = min_depth is not None or min_area is not None
+    if be.is_gpu and not (hierarchy or simplify or epsilon):  # all on the device from here
+        z = be.xp.asarray(z)
     outlet = outlet_cells(z, conn, outlets)
     ops = _ops(be)
     times = {}
@@ -356,7 +361,7 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
     if depression is None:
         depression = depression_labels(flooded, conn, be if on_device else "cpu")
     valid = int(xp.count_nonzero(~xp.isnan(z)))
-    stats = {"cells": valid, "outlets": int(np.count_nonzero(outlet)),
+    stats = {"cells": valid, "outlets": int(xp.count_nonzero(xp.asarray(outlet))),
              "flooded": int(xp.count_nonzero(flooded)),
              "depressions": int(depression.max()) if depression.size else 0,
              "undrained": int(xp.count_nonzero(undrained)),
