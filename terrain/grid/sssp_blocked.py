@@ -1,22 +1,11 @@
 """Blocked label-correcting SSSP over tiles ("tile delta-stepping"): exact cost distance out of
 core on the CPU, with the in-core algorithm's bits.
 
-The in-core SSSP (:mod:`terrain.grid.sssp`) needs about 40 bytes a cell and the tiled
-algorithm's hierarchy costs ``O(side)`` per cell per level; this one holds one block (plus
-a 2-cell halo) per task and spends ordinary Dijkstra work per cell and visit. The driver
-keeps every block's *ring* (cells within 2 of its edge, :class:`Bands`) and a key per
-block; each round solves the ``batch`` pending blocks of the smallest keys with the
+The driver keeps every block's *ring* (cells within 2 of its edge, :class:`Bands`) and a
+key per block; each round solves the ``batch`` pending blocks of the smallest keys with the
 in-core kernels, seeded from their halos, and marks pending the neighbours whose halo
-improved. Two stages, because labels are canonical: distances first (any
-label-correcting order reaches the least left-fold sums), then ``(allocation, hops)`` over
-tight arcs with the distances fixed (the bucket queue with ``fixed`` where every arc costs
-more than zero); a last pass per block writes the backlinks. The
-result equals the in-core algorithm's bit for bit (docs/cost-distance.md, "Blocked").
-
-Memory per task: 25 bytes a cell of the padded window plus the queue; the window's
-arrays are borrowed from buffers the threads share, because fresh block-sized arrays are
-fresh pages whose faults cost as much as a pass over them. The bands:
-``~24 * 8 * (rows + cols) * cells / side`` bytes.
+improved. Distances first, then ``(allocation, hops)`` over tight arcs, then the backlinks;
+the result equals the in-core algorithm's bit for bit (docs/cost-distance.md, "Blocked").
 
 Examples
 --------
@@ -112,9 +101,8 @@ class BlockPlan:
 
 
 class Bands:
-    """The rings of every block (module docstring), held by the driver: elevation, friction,
-    distance and label of the cells of :attr:`BlockPlan.hrows` (whole rows) and
-    :attr:`BlockPlan.vcols` (whole columns)."""
+    """The rings of every block: ``z, f, d, l`` of the rows :attr:`BlockPlan.hrows` and the
+    columns :attr:`BlockPlan.vcols`."""
 
     def __init__(self, plan):
         self.plan = plan
@@ -161,9 +149,8 @@ class Bands:
         return out
 
     def store(self, i, j, ring, labels=False):
-        """Write block ``(i, j)``'s ``ring`` (:func:`solve_block`'s) into the bands; returns
-        the changed cells as ``(rows, cols, distances)`` (distances improved, or with
-        ``labels`` the labels)."""
+        """Write block ``(i, j)``'s ``ring`` into the bands; the changed cells as ``(rows,
+        cols, distances)``."""
         p = self.plan
         r0, r1, c0, c1 = p.window(i, j)
         rows, cols, dists = [], [], []
@@ -201,11 +188,8 @@ class Bands:
 
 @contextlib.contextmanager
 def _workspace(n):
-    """Window arrays of ``n`` cells (elevation, friction, distance, label, the bucket queue's
-    backlinks) for one solve, in a buffer shared by the threads of the process
-    (:func:`terrain.tiles.borrow_buffer`: a free one is reused, so there are as many as
-    solves at once): fresh arrays of a block's size are fresh pages, whose faults cost as
-    much as the solve's own passes over them."""
+    """Window arrays of ``n`` cells for one solve, in a borrowed buffer the threads share
+    (fresh block-sized arrays cost page faults as much as the solve's passes)."""
     with borrow_buffer("blocked-window", 25 * n) as buf:
         yield {"d": buf[:8 * n].view(np.float64), "l": buf[8 * n:16 * n].view(np.int64),
                "z": buf[16 * n:20 * n].view(np.float32),
@@ -230,13 +214,9 @@ def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
     """A block's padded flat window (block, halo, 2-cell NaN frame) in the workspace ``ws``
     (:func:`_workspace`): ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``.
 
-    ``zp``/``fp``: elevation and friction (``fp`` None without friction), NaN in the frame;
-    ``dist``: -inf at non-vertices and in the frame, the block's state ``state_d`` inside
-    (+inf without one in the distance stage, ``labels`` False), and at the halo +inf
-    (distance stage: the halo seeds carry the distances) or the halo's distances (``labels``;
-    -inf where not finite, as inside); ``label``: all 0 (distance stage) or the state
-    ``state_l`` inside and none elsewhere, the halo's labels at the halo with
-    ``halo_labels``. ``halo_ok``: the halo cells that are vertices with a finite distance.
+    ``dist`` is -inf at non-vertices and in the frame, the block's state inside, and at the
+    halo +inf (distance stage) or the halo's distances (label stage); ``halo_ok``: halo
+    vertices with a finite distance.
     """
     th, tw = z.shape
     H, W = th + 2 * _OFF, tw + 2 * _OFF
@@ -339,9 +319,8 @@ def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
     Returns
     -------
     (state_d, state_l, ring, settled)
-        The new state (``state_l`` None in stage 1; written into the given state arrays
-        where they are writeable), the ring (``z, f, d, l`` of the block:
-        :meth:`Bands.store` reads its rows and columns) and the cells settled.
+        The new state (``state_l`` None in stage 1), the ring (for :meth:`Bands.store`) and
+        the cells settled.
     """
     th, tw = z.shape
     with _workspace((th + 2 * _OFF) * (tw + 2 * _OFF)) as ws:
@@ -384,12 +363,9 @@ def block_outputs(spec, z, f, state_d, state_l, halo):
 class BlockedDriver:
     """The rounds of the blocked algorithm over a :class:`BlockPlan` (module docstring).
 
-    ``spec``: the cost model (the driver tests the arcs across block edges itself, so that
-    a block becomes pending only when a neighbour's changed ring cell improves one of its
-    cells). ``sources``: ``(rows, cols, costs)`` in grid coordinates. :meth:`run` calls
-    ``execute(stage, blocks)`` with a list of ``(i, j, halo, sources)``; it must solve each
-    block (:func:`solve_block` on its stored state, storing the new one) and return the
-    rings in the same order. ``batch`` blocks per round (at least one).
+    :meth:`run` calls ``execute(stage, blocks)`` with a list of ``(i, j, halo, sources)``;
+    it solves each block (:func:`solve_block`, storing its state) and returns their rings.
+    A block becomes pending only when an arc from a neighbour's changed ring improves it.
     """
 
     plan: BlockPlan
@@ -418,12 +394,9 @@ class BlockedDriver:
         return out
 
     def _improved(self, i, j, rs, cs, stage):
-        """``{neighbour block: key}`` of the neighbours of block ``(i, j)`` that an arc from
-        its changed ring cells ``(rs, cs)`` improves (the exact test: the arcs from a block
-        reach only its neighbours' rings, whose labels the bands hold; a block never solved
-        is tried whenever an arc reaches it); the key is the smallest improved distance.
-        Stage 1: ``d_u + w < d_v``; stage 2: a tight arc with
-        ``l_u + 1 < l_v``."""
+        """``{neighbour block: smallest improved distance}`` of the neighbours an arc from the
+        changed ring cells ``(rs, cs)`` improves (stage 1: ``d_u + w < d_v``; stage 2: a tight
+        arc with ``l_u + 1 < l_v``; a block never solved whenever an arc reaches it)."""
         out = {}
         if rs.size == 0:
             return out
