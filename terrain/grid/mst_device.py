@@ -193,27 +193,10 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
     With ``seeds`` the seeded cells start as *one* supervertex (every tree holds at most one
     seed): the depression fill seeds its outlets.
 
-    Parameters
-    ----------
-    z : (rows, cols) float32 array (NumPy or CuPy), NaN = nodata
-        At most :data:`MAX_CELLS` cells.
-    connectivity : {4, 8}
-    model : int
-        Weight model code (:func:`terrain.grid.edges.weight_model_code`).
-    hlen : (4,) float64
-        Horizontal lengths (:func:`terrain.grid.edges.horizontal_lengths`).
-    backend : str or Backend
-        Must be the GPU.
-    seeds : (rows, cols) array, optional
-        Cells (non-zero, not nodata) that start in one supervertex.
+    ``z``: float32 (NaN = nodata), at most :data:`MAX_CELLS` cells; ``model`` and ``hlen``
+    as :func:`terrain.grid.edges.weight_model_code` and ``horizontal_lengths`` give them. The
+    :class:`InCoreForest`'s mask stays on the device.
 
-    Returns
-    -------
-    InCoreForest
-        The mask stays on the device.
-
-    Examples
-    --------
     >>> f = device_mst(np.array([[1, 2], [3, 4]], np.float32))  # doctest: +SKIP
     >>> f.mask.get().tolist(), f.total_weight, f.edges  # doctest: +SKIP
     ([[7, 0], [0, 0]], 9.0, 3)

@@ -286,24 +286,10 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
 
 
 def reduce_tile(mask, z, window, shape, model, hlen):
-    """Reduce one tile's forest given as its direction-bit mask (see :func:`reduce_forest`).
-
-    Parameters
-    ----------
-    mask, z : (T, T) arrays (uint8 mask, float32 elevations, NaN-padded)
-    window : (r0, r1, c0, c1)
-        The tile's cells in the grid (clipped).
-    shape : (rows, cols) of the grid
-    model, hlen : weight model code and horizontal lengths
-
-    Returns
-    -------
-    a, b : int64 arrays
-        Local (row-major, ``T`` a row) endpoints of the reduced forest's edges.
-    w, rep : float32, int64 arrays
-    forest_w : float32 array
-        Weights of every edge of the tile's forest.
-    """
+    """Reduce one tile's forest, its NaN-padded ``(T, T)`` direction-bit ``mask`` (see
+    :func:`reduce_forest`; ``window``: the tile's clipped cells in the grid of ``shape``).
+    Returns ``(a, b, w, rep, forest_w)``: the reduced edges (local ids, ``T`` a row) and the
+    weights of every edge of the tile's forest."""
     r0, r1, c0, c1 = window
     bnd = np.array([r0 > 0, r1 < shape[0], c0 > 0, c1 < shape[1]], np.bool_)
     return _reduce_tile_cpu(np.ascontiguousarray(mask, np.uint8), np.ascontiguousarray(z, np.float32),

@@ -263,17 +263,14 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
     inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
     rows, cols, costs, idx = sources
     src = (np.asarray(rows, np.int64) + _OFF) * W + np.asarray(cols, np.int64) + _OFF
-    if not labels:
-        seeds = np.concatenate([hidx[hok], src])
-        seed_d = np.concatenate([hv["d"][hok], np.asarray(costs, np.float64)])
-        seed_l = np.zeros(seeds.size, np.int64)
-        fixed, limit = False, spec.limit
-    else:
-        sel = hok & (hv["l"] != NONE_LABEL)
-        seeds = np.concatenate([hidx[sel], src])
-        seed_d = np.concatenate([hv["d"][sel], np.asarray(costs, np.float64)])
+    sel = hok & (hv["l"] != NONE_LABEL) if labels else hok
+    seeds = np.concatenate([hidx[sel], src])
+    seed_d = np.concatenate([hv["d"][sel], np.asarray(costs, np.float64)])
+    if labels:
         seed_l = np.concatenate([hv["l"][sel], np.asarray(idx, np.int64) << HOPS_BITS])
-        fixed, limit = True, math.inf
+    else:
+        seed_l = np.zeros(seeds.size, np.int64)
+    fixed, limit = (True, math.inf) if labels else (False, spec.limit)
     fk = fp if fp is not None else np.ones(1, np.float32)
     offs = _offsets(W)
     plan = None
@@ -299,29 +296,10 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
 
 
 def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
-    """One block task's solve (module docstring).
-
-    Parameters
-    ----------
-    spec : BlockedSpec
-    stage : {1, 2}
-        1: distances; 2: labels over tight arcs with the distances final.
-    z, f : (h, w) float32
-        The block's elevation and friction (``f`` None without a friction raster).
-    state_d, state_l : (h, w) float64 / int64 or None
-        The block's distances (stage 1: tentative; stage 2: final) and labels (stage 2:
-        tentative ``allocation << 32 | hops``); None before the block's first solve.
-    halo : dict
-        :meth:`Bands.halo`.
-    sources : (rows, cols, costs, indices)
-        The sources inside the block (block coordinates).
-
-    Returns
-    -------
-    (state_d, state_l, ring, settled)
-        The new state (``state_l`` None in stage 1), the ring (for :meth:`Bands.store`) and
-        the cells settled.
-    """
+    """One block task's solve, stage 1 (distances) or 2 (labels over tight arcs), from the
+    block's state (None before its first solve), its :meth:`Bands.halo` and its ``sources``
+    ``(rows, cols, costs, indices)`` in block coordinates: ``(state_d, state_l, ring,
+    settled)``, ``state_l`` None in stage 1, ``ring`` for :meth:`Bands.store`."""
     th, tw = z.shape
     with _workspace((th + 2 * _OFF) * (tw + 2 * _OFF)) as ws:
         new_d, new_l, settled = _solve_window(ws, spec, stage, z, f, state_d, state_l, halo,

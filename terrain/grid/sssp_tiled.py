@@ -29,7 +29,7 @@ from ._tiled_graphs import (FlatBoundaries, NodeBoundary, TileBatch, TiledSpec,
                             tile_source_labels, top_labels, top_labels_paged)
 from ._tournament import INT_INF, tt_capacity
 from .costs import check_friction
-from .sssp import check_sources
+from .sssp import check_max_cost, check_sources
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
            "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge",
@@ -297,10 +297,7 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
         return inc
 
     _, out = walk_down(_inner_plan(spec, spec.window(g, i, j), g), node, leaf)
-    final = {}
-    for d in out.values():
-        final.update(d)
-    return final
+    return {key: lab for d in out.values() for key, lab in d.items()}
 
 
 def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None):
@@ -391,9 +388,7 @@ def build_index(spec, reader, backend=None, group_tiles=4):
     t0 = time.perf_counter()
     plan = QuadtreePlan.build(spec.shape, spec.tile, group_tiles)
     _, rest = walk_up(plan, (index_leaf, spec, reader, backend), (index_merge, spec))
-    nodes = {}
-    for (own,) in rest.values():
-        nodes.update(own)
+    nodes = {key: nb for (own,) in rest.values() for key, nb in own.items()}
     return TiledIndex(spec, nodes, {"index": time.perf_counter() - t0})
 
 
@@ -459,8 +454,7 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     t_start = time.perf_counter()
     be = get_backend(backend)
     z, f, rows, cols, costs = _prepare(dem, friction, cost, sources, start_costs)
-    if max_cost is not None and not (float(max_cost) > 0):
-        raise InputError(f"max cost {max_cost!r}: must be > 0")
+    check_max_cost(max_cost)
     spec = TiledSpec(tuple(int(s) for s in z.shape), int(tile), int(connectivity), cost,
                      tuple(float(x) for x in cellsize), max_height)
     reader = ArrayReader(z, f)
@@ -481,16 +475,12 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     t0 = time.perf_counter()
     _, rest = walk_up(plan, (sources_leaf, spec, nodes, reader, srcs),
                       (sources_merge, spec, nodes))
-    labels = {}
-    for (own,) in rest.values():
-        labels.update(own)
+    labels = {key: lab for (own,) in rest.values() for key, lab in own.items()}
     times["sources_up"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     _, out = walk_down(plan, (down_node, spec, nodes, labels), (down_leaf, spec, nodes, labels),
                        node_nout=4)
-    final = {}
-    for d in out.values():
-        final.update(d)
+    final = {key: lab for d in out.values() for key, lab in d.items()}
     times["top_down"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     dist = np.full(spec.shape, np.nan)
