@@ -83,12 +83,9 @@ def _heap_push(hd, hl, hc, n, d, lab, c):
 @numba.njit(cache=True, nogil=True)
 def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
              seed_label, fixed, max_cost, stop):
-    """Lexicographic-key Dijkstra on the padded flat grid (in place on ``dist`` and ``label``).
-
-    ``dist``: +inf at vertices, -inf elsewhere (``fixed``: the final distances, only tight
-    arcs relaxed); ``label``: ``alloc << 32 | hops`` (max int64 = none). Returns the cells
-    settled, or -1 when ``stop[0]`` was set (:func:`_interruptible`).
-    """
+    """Lexicographic-key Dijkstra on the padded flat grid, in place on ``dist`` (+inf at
+    vertices, -inf elsewhere; ``fixed``: final, only tight arcs relaxed) and ``label``: the
+    cells settled, or -1 when ``stop[0]`` was set (:func:`_interruptible`)."""
     cap = 1024
     hd = np.empty(cap, np.float64)
     hl = np.empty(cap, np.int64)
@@ -470,18 +467,12 @@ def _touch_pages(buf):
         buf[i] = 0
 
 
-# ----------------------------------------------------------------------------------------
-# the driver: the CPU side of terrain.grid.sssp's kernel table
-
 MAX_BUCKETS = 1 << 22
 
 
 def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
-    """``(inv_width, nbuckets)`` of the bucket queue, or None where the heap must be used.
-
-    Buckets of width ``w_lo / 2`` need a positive lower bound ``w_lo`` on every arc cost and
-    an upper bound so the live buckets fit :data:`MAX_BUCKETS` (not ``absdiff``).
-    """
+    """``(inv_width, nbuckets)`` of the bucket queue (width ``w_lo / 2`` for a positive bound
+    ``w_lo`` on every arc cost, at most :data:`MAX_BUCKETS`), or None: use the heap."""
     if model == 0:
         return None
     used = lengths[codes]
@@ -543,10 +534,8 @@ def _touched_outputs(shape):
 
 def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
     """The result from a heap run's padded state: the backlink pass over every cell."""
-    backlink = np.empty(shape, np.uint8)
-    distance = np.empty(shape, np.float64)
-    allocation = np.empty(shape, np.int32)
-    hops = np.empty(shape, np.int32)
+    backlink, distance, allocation, hops = (np.empty(shape, t) for t in (np.uint8, np.float64,
+                                                                         np.int32, np.int32))
     backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
                   PAD, backlink, distance, allocation, hops)
     return GridSSSPResult(distance, allocation, backlink, hops, stats)

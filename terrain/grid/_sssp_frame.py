@@ -23,12 +23,9 @@ UNREACHED_BACKLINK = 255
 
 @dataclass
 class GridSSSPResult:
-    """Labels of every cell of a grid (arrays of its shape) and run statistics.
-
-    ``distance``, ``allocation``, ``backlink`` as :mod:`terrain.grid.cost_outputs` defines
-    them; ``hops`` int32 (-1 unreached; None where not asked for). Device arrays where asked
-    to stay there (:meth:`to_host` downloads them).
-    """
+    """Labels of every cell (as :mod:`terrain.grid.cost_outputs` defines them; ``hops`` -1
+    unreached, None where not asked for) and run statistics; device arrays where asked to
+    stay there (:meth:`to_host` downloads them)."""
 
     distance: np.ndarray
     allocation: np.ndarray

@@ -50,10 +50,8 @@ def _arc_table(z, f, inner, codes, model, lengths):
 
 @njit(cache=True, nogil=True)
 def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
-    """Multi-source Dijkstra on the cells of a window, keys ``(d, a, h)`` lexicographic.
-
-    ``ld, la, lh`` (flat) hold the seeds and receive the labels; halo seeds stay fixed.
-    """
+    """Multi-source Dijkstra on a window: ``ld, la, lh`` (flat) hold the seeds and receive the
+    labels; halo seeds stay fixed."""
     K = off.shape[0]
     tt_seed(kd, ka, kh, win, ld, la, lh)
     while kd[1] < _INF:
@@ -76,11 +74,8 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
 
 @njit(cache=True, nogil=True, parallel=True)
 def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
-    """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j from boundary cell s.
-
-    ``bidx``: local boundary cell indices per tile, ``bcount`` their counts. Paths stay
-    inside the tile.
-    """
+    """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j (of ``bidx``)
+    from boundary cell s, on paths inside the tile."""
     n, T, _ = z.shape
     off = np.empty(codes.shape[0], np.int64)
     for kk in range(codes.shape[0]):
@@ -110,10 +105,8 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
 
 @njit(cache=True, nogil=True, parallel=True)
 def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
-    """Seeded Dijkstra on a batch of windows: ``z, f, inner`` (n, H, W), labels (n, H*W).
-
-    ``ld, la, lh`` hold the seeds and receive the labels; only ``inner`` cells change.
-    """
+    """Seeded Dijkstra on a batch of windows: ``ld, la, lh`` (n, H*W) hold the seeds and
+    receive the labels; only ``inner`` cells change."""
     n, H, W = z.shape
     off = np.empty(codes.shape[0], np.int64)
     for kk in range(codes.shape[0]):
@@ -175,12 +168,9 @@ def graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
 @njit(cache=True, nogil=True, parallel=True)
 def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize, moff,
                      mat_d, mat_h, cptr, cdst, cw, out_d, out_h):
-    """Phase 2 bottom-up on a batch of nodes: one Dijkstra per (node, boundary source) pair.
-
-    The nodes' graphs are concatenated (node ``n``: vertices ``vbase[n]:vbase[n + 1]``,
-    node-local ``coff``/``cdst``); pair ``p`` runs from boundary cell ``psrc[p]`` of node
-    ``pnode[p]`` and writes that row of the node's matrices at ``out_*[obase[n]:]``.
-    """
+    """Phase 2 bottom-up on a batch of concatenated node graphs: pair ``p`` runs a Dijkstra
+    from boundary cell ``psrc[p]`` of node ``pnode[p]`` and writes that row of the node's
+    matrices at ``out_*[obase[n]:]``."""
     for p in prange(pnode.shape[0]):
         n = pnode[p]
         v0, v1 = vbase[n], vbase[n + 1]
@@ -281,12 +271,9 @@ def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, 
 @njit(cache=True, nogil=True)
 def graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_d, pool_h,
                           stamp, clock, cptr, cdst, cw, ld, la, lh, kd, ka, kh, win):
-    """:func:`graph_dijkstra` with the child matrices in a cache of pages.
-
-    ``pool_*[slot, loc]``: the matrix of node ``loc`` of the page in ``slot``. Returns -1
-    when the queue is empty, or the page the next vertex needs (queue untouched: the caller
-    loads it and calls again); ``stamp[slot]`` records the last use.
-    """
+    """:func:`graph_dijkstra` with the child matrices in a cache of pages (``pool_*[slot,
+    loc]``): -1 when the queue is empty, or the page the next vertex needs (queue untouched:
+    the caller loads it and calls again)."""
     while kd[1] < _INF:
         u = win[1]
         c = vchild[u]

@@ -11,7 +11,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import TiledGrid
-from ..tiles.store import check_tile_size
+from ..tiles.store import check_tile_size, shard_windows
 from ._tiled_cpu import (arcs_cpu, graph_dijkstra, graph_dijkstra_paged, page_min_key,
                          page_to_evict, window_dijkstra_cpu)
 from ._tournament import INT_INF, tt_alloc, tt_seed
@@ -44,8 +44,6 @@ def ops(backend=None):
 class TiledSpec(TiledGrid):
     """What is computed: grid shape, tile side, connectivity, cost model, cell size, height cap.
 
-    Examples
-    --------
     >>> s = TiledSpec((10, 20), 8)
     >>> s.tiles_shape, s.levels, s.width, s.window(1, 0, 1)
     ((2, 3), 3, 1, (0, 10, 16, 20))
@@ -97,8 +95,6 @@ def default_max_height(tiles_shape, max_top_nodes=16384, tile=None, max_top_cell
     the ``tile`` side, at most ``max_top_cells`` top boundary cells (``~4 S`` per node of
     side ``S``); the budget is the top Dijkstra's graph (docs/cost-distance-tiled.md).
 
-    Examples
-    --------
     >>> default_max_height((16, 16)), default_max_height((256, 256))
     (0, 1)
     >>> default_max_height((1024, 1024), tile=16)  # 16384^2 cells: 1024 top nodes of 512
@@ -177,12 +173,7 @@ def _tile_batch(spec, z_block, f_block, window):
     fp[: r1 - r0, : c1 - c0] = f_block
     zb = np.ascontiguousarray(zp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
     fb = np.ascontiguousarray(fp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
-    wins = []
-    for ti in range(nt_r):
-        for tj in range(nt_c):
-            tr0, tc0 = r0 + ti * T, c0 + tj * T
-            wins.append((tr0, min(tr0 + T, spec.shape[0]), tc0, min(tc0 + T, spec.shape[1])))
-    return zb, fb, wins
+    return zb, fb, shard_windows(spec.shape, T, window)
 
 
 @dataclass
@@ -245,11 +236,8 @@ def _batch_frames(spec, zb, fb, wins, width=None):
 
 
 def tile_batch(spec, z_block, f_block, window, backend=None, width=None, out=None):
-    """Phase 1 on every tile of a block, as one :class:`TileBatch` (row-major tiles).
-
-    Arguments as :func:`tile_boundaries`; ``width`` pads the boundary axes; ``out`` (GPU,
-    with ``width``): device ``(dist, hops)`` arrays that receive the matrices.
-    """
+    """Phase 1 on every tile of a block as one :class:`TileBatch` (arguments as
+    :func:`tile_boundaries`; ``width`` pads the boundary axes; ``out``: device matrices)."""
     T = spec.tile
     zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
                                np.asarray(f_block, np.float32), window)
@@ -272,18 +260,10 @@ def tile_batch(spec, z_block, f_block, window, backend=None, width=None, out=Non
 def tile_boundaries(spec, z_block, f_block, window, backend=None):
     """Phase 1 on every tile of a block: one :class:`NodeBoundary` per tile (row-major).
 
-    Parameters
-    ----------
-    spec : TiledSpec
-    z_block, f_block : 2-D float32 arrays of the block's shape
-        Elevations and frictions (ones without a friction raster); NaN = nodata.
-    window : (r0, r1, c0, c1)
-        The block, aligned to the tile grid.
-    backend : {'cpu', 'gpu'} or Backend, optional
-        On the GPU, tiles above ``MAX_GPU_TILE`` run on the CPU kernel.
+    ``z_block, f_block``: elevations and frictions (ones without a friction raster; NaN =
+    nodata) of the ``window`` aligned to the tile grid. On the GPU, tiles above
+    ``MAX_GPU_TILE`` run on the CPU kernel.
 
-    Examples
-    --------
     >>> spec = TiledSpec((4, 4), 2, connectivity=4)
     >>> z = np.arange(16, dtype=np.float32).reshape(4, 4)
     >>> nb = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 4), "cpu")[0]
@@ -434,8 +414,6 @@ def node_boundary(spec, level, i, j, children, backend="cpu"):
 
     ``children``: NodeBoundary or None, in :meth:`QuadtreePlan.children` order.
 
-    Examples
-    --------
     >>> spec = TiledSpec((4, 8), 2, connectivity=4)
     >>> z = np.zeros((4, 8), np.float32)
     >>> tiles = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 8), "cpu")

@@ -65,7 +65,7 @@ def layer_attributes(cost):
     }
 
 
-#: Blosc settings per layer (module docstring): (cname, clevel, shuffle)
+#: Blosc settings per layer: (cname, clevel, shuffle)
 LAYER_CODECS = {"distance": ("lz4", 5, "shuffle"), "allocation": ("lz4", 5, "noshuffle"),
                 "backlink": ("lz4", 5, "bitshuffle"), "friction": ("lz4", 5, "shuffle")}
 
@@ -95,11 +95,10 @@ def shard_layouts(store_path, names):
 
 def write_windows(store_path, layers, windows, config=None, layouts=None):
     """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
-    ``store_path`` for every window ``(r0, r1, c0, c1)``.
-
-    Whole shards of a layer in the usual layout are encoded in this thread (a CuPy layer's
-    from pinned tiles copied off the device); anything else goes through zarr's API with
-    ``config``. ``layouts``: :func:`shard_layouts`'s, else the store is opened here.
+    ``store_path`` for every window ``(r0, r1, c0, c1)``. Whole shards of a layer in the
+    usual layout are encoded in this thread (a CuPy layer's from pinned tiles copied off the
+    device); anything else goes through zarr's API with ``config``. ``layouts``:
+    :func:`shard_layouts`'s, else the store is opened here.
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -127,8 +126,7 @@ def write_windows(store_path, layers, windows, config=None, layouts=None):
 
 
 def _blocks(values):
-    """``values`` as :func:`terrain.tiles._shards.write_shard` takes it: a NumPy array as it
-    is, a device array as a :class:`terrain._transfer.DeviceBlocks`."""
+    """``values`` as ``write_shard`` takes it (a device array as ``DeviceBlocks``)."""
     if isinstance(values, np.ndarray) or not hasattr(values, "__cuda_array_interface__"):
         return values
     from .._transfer import DeviceBlocks
@@ -138,8 +136,7 @@ def _blocks(values):
 
 
 def _whole_shards(layout, window):
-    """The shards ``(si, sj)`` that ``window`` covers exactly (clipped to the array), or
-    None when it cuts one."""
+    """The shards ``(si, sj)`` that ``window`` covers exactly, or None when it cuts one."""
     r0, r1, c0, c1 = window
     (R, C), (rows, cols) = layout.shard, layout.shape
     if r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols):

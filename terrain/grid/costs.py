@@ -96,10 +96,8 @@ def cost_model_code(model):
 
 
 def check_friction(friction, name="friction raster"):
-    """``friction`` as float32, or :class:`InputError` if it has a negative value.
-
-    NaN is nodata (a barrier) and allowed; ``+inf`` makes every arc at the cell impassable.
-    """
+    """``friction`` as float32, or :class:`InputError` if it has a negative value (NaN: a
+    barrier; ``+inf``: every arc at the cell impassable)."""
     f = np.asarray(friction, dtype=np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: nanmin is NaN, fine

@@ -23,11 +23,8 @@ __all__ = ["LevelGraph", "Changes", "merge_level", "split_changes", "apply_chang
 
 @dataclass
 class LevelGraph:
-    """A block's reduced forest (global cell ids) and its border elevations.
-
-    ``window`` is ``(r0, r1, c0, c1)``, clipped to the grid. ``top``/``bottom`` hold rows
-    ``r0`` and ``r1 - 1`` (columns ``c0:c1``), ``left``/``right`` columns ``c0`` and ``c1 - 1``.
-    """
+    """A block's reduced forest (global cell ids) and the elevations of its border rows
+    (``top``, ``bottom``) and columns (``left``, ``right``) in its clipped ``window``."""
 
     window: tuple
     a: np.ndarray
@@ -192,10 +189,6 @@ def merge_level(window, half, children, shape, connectivity, model, hlen):
     rm, cm = r0 + half, c0 + half
     ncols = shape[1]
     kids = [k for k in children if k is not None]
-    ka = _cat([k.a for k in kids], np.int64)
-    kb = _cat([k.b for k in kids], np.int64)
-    kw = _cat([k.w for k in kids], np.float32)
-    krep = _cat([k.rep for k in kids], np.int64)
     seps = []
     if sw is not None:  # horizontal separator between rows rm-1 and rm
         hi = np.concatenate([nw.bottom] + ([ne.bottom] if ne is not None else []))
@@ -206,15 +199,12 @@ def merge_level(window, half, children, shape, connectivity, model, hlen):
         right = np.concatenate([ne.left] + ([se.left] if se is not None else []))
         seps.append(_separator_edges(left, right, r0, cm - 1, True, connectivity, model, hlen, ncols,
                                      rm - 1))
-    sa = _cat([s[0] for s in seps], np.int64)
-    sb = _cat([s[1] for s in seps], np.int64)
-    sw_ = _cat([s[2] for s in seps], np.float32)
-    sid = _cat([s[3] for s in seps], np.int64)
-    n_child = ka.shape[0]
-    a = np.concatenate([ka, sa])
-    b = np.concatenate([kb, sb])
-    w = np.concatenate([kw, sw_])
-    rep = np.concatenate([krep, sid])
+    # the children's edges first, then the separators'
+    n_child = sum(len(k.a) for k in kids)
+    a = _cat([k.a for k in kids] + [s[0] for s in seps], np.int64)
+    b = _cat([k.b for k in kids] + [s[1] for s in seps], np.int64)
+    w = _cat([k.w for k in kids] + [s[2] for s in seps], np.float32)
+    rep = _cat([k.rep for k in kids] + [s[3] for s in seps], np.int64)
     cells, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
     la, lb = inv[:a.shape[0]].astype(np.int64), inv[a.shape[0]:].astype(np.int64)
     from .reduce import kruskal_keep, reduce_forest  # Numba: only where there are merges

@@ -20,7 +20,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
-from ..tiles.store import TileStore, check_tile_size, is_store, open_store
+from ..tiles.store import TileStore, check_tile_size, is_store, open_store, shard_windows
 from .edges import (MAX_TILE, WeightSum, block_sides, check_connectivity, horizontal_lengths,
                     weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
@@ -111,30 +111,13 @@ def expand_step(spec, k, i, j, incoming, own):
 
 def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0,
                  in_core=False):
-    """Tile forests, reductions and in-group merges of one group.
+    """Tile forests, reductions and in-group merges of one group: a :class:`GroupResult`.
 
-    With ``in_core`` the group is one super-tile: its forest comes whole from the in-core
-    kernel and is reduced once (no in-group merges); both ways give the same final forest.
+    ``z_block``: the elevations (NaN = nodata) of ``window``, the group's block aligned to
+    ``tile << group_level``; ``read_seconds``: the time spent reading it. With ``in_core``
+    the group is one super-tile (``z_block`` may lie on the device): its forest comes whole
+    from the in-core kernel and is reduced once; both ways give the same final forest.
 
-    Parameters
-    ----------
-    spec : MSTSpec
-    z_block : (r1 - r0, c1 - c0) float32 array
-        The group's elevations (NaN = nodata); on the device allowed with ``in_core``.
-    window : (r0, r1, c0, c1)
-        The group's block, aligned to ``tile << group_level``.
-    group_level : int
-    backend : str or Backend, optional
-    read_seconds : float
-        Time spent reading ``z_block`` (the ``read`` phase).
-    in_core : bool
-
-    Returns
-    -------
-    GroupResult
-
-    Examples
-    --------
     >>> spec = MSTSpec((2, 3), tile=2)
     >>> g = group_forest(spec, np.arange(6, dtype=np.float32).reshape(2, 3), (0, 2, 0, 3), 1, "cpu")
     >>> g.forest_edges + len(g.changes.added) - len(g.changes.dropped)
@@ -168,24 +151,16 @@ def _tile_batches(spec, z_block, window, group_level, times):
     masks = boruvka_tiles(batch, spec.connectivity, spec.model, spec.hlen, "cpu")
     times["boruvka"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ncols = spec.shape[1]
     forest_sum = WeightSum()
     forest_edges = 0
     graphs = {}
     model, hlen = spec.model, spec.hlen
-    for ti in range(nt_r):
-        for tj in range(nt_c):
-            tr0, tc0 = r0 + ti * T, c0 + tj * T
-            win = (tr0, min(tr0 + T, spec.shape[0]), tc0, min(tc0 + T, spec.shape[1]))
-            zt = batch[ti * nt_c + tj]
-            a, b, w, rep, forest_w = reduce_tile(masks[ti * nt_c + tj], zt, win, spec.shape,
-                                                 model, hlen)
-            forest_sum.add(forest_w)
-            forest_edges += forest_w.shape[0]
-            ga = (tr0 + a // T) * ncols + tc0 + a % T
-            gb = (tr0 + b // T) * ncols + tc0 + b % T
-            graphs[(ti, tj)] = LevelGraph.from_block(
-                win, zt[: win[1] - win[0], : win[3] - win[2]], ga, gb, w, rep)
+    for t, win in enumerate(shard_windows(spec.shape, T, window)):
+        a, b, w, rep, forest_w = reduce_tile(masks[t], batch[t], win, spec.shape, model, hlen)
+        forest_sum.add(forest_w)
+        forest_edges += forest_w.shape[0]
+        graphs[divmod(t, nt_c)] = _level_graph(
+            spec, win, batch[t][: win[1] - win[0], : win[3] - win[2]], a, b, w, rep, T)
     times["reduce"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     # the group's own levels: the same walk on the group's block, tiles as leaves
@@ -206,10 +181,11 @@ def _tile_batches(spec, z_block, window, group_level, times):
                        forest_edges, int(np.count_nonzero(~np.isnan(z_block))), times)
 
 
-def _level_graph(spec, window, z_block, a, b, w, rep):
-    """A block's reduced forest (block-local ids) as a :class:`LevelGraph` (global ids)."""
+def _level_graph(spec, window, z_block, a, b, w, rep, width=None):
+    """A block's reduced forest (local ids, ``width`` a row: default the block's) as a
+    :class:`LevelGraph` (global ids)."""
     r0, r1, c0, c1 = window
-    C, ncols = c1 - c0, spec.shape[1]
+    C, ncols = width or c1 - c0, spec.shape[1]
     return LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
                                  (r0 + b // C) * ncols + c0 + b % C, w, rep)
 

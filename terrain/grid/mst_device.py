@@ -37,19 +37,9 @@ _MAX_ROUNDS = 64  # Borůvka at least halves the supervertices with edges each r
 
 @dataclass
 class InCoreForest:
-    """The forest of :func:`in_core_mst` (either twin).
-
-    Attributes
-    ----------
-    mask : (rows, cols) uint8 array of the backend (CuPy on the GPU)
-        Bit ``d`` of a cell set when its edge in direction ``d`` is in the forest.
-    weight_sum : WeightSum
-        The forest's exact total weight.
-    edges, vertices, rounds : int
-        ``rounds``: Borůvka's rounds on the GPU, 1 on the CPU.
-    labels : (rows * cols,) int32 CuPy array or None
-        On the GPU, each cell's supervertex (a cell of its tree; -1 nodata).
-    """
+    """The forest of :func:`in_core_mst`: the backend's direction-bit ``mask``, its exact
+    ``weight_sum``, counts, Borůvka's ``rounds`` (1 on the CPU) and on the GPU each cell's
+    supervertex ``labels`` (-1 nodata)."""
 
     mask: object
     weight_sum: WeightSum

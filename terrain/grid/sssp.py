@@ -137,19 +137,18 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
 
     Parameters
     ----------
-    dem : (rows, cols) array
-        Elevation (float32; NaN = nodata, a barrier).
+    dem : (rows, cols) float32 array
+        Elevation (NaN = nodata, a barrier).
     sources : sequence of (row, col)
-        Source cells; the source index is the position in this list.
+        Source cells, indexed by their position.
     start_costs : float or sequence of float, optional
         Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}
     friction : (rows, cols) array, optional
-        Friction per cell (NaN = barrier, >= 0); required by ``'friction'``, multiplies
-        ``'tobler'``, ignored by ``'absdiff'`` except for its NaN barriers.
+        Friction per cell (>= 0, NaN = barrier); required by ``'friction'``, multiplies
+        ``'tobler'``.
     connectivity : {4, 8, 16}
     cellsize : (dx, dy)
-        Cell size (for arc lengths).
     max_cost : float, optional
         Cells farther than this stay unreached.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
@@ -161,8 +160,8 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     on_distance : callable, optional
         Called with ``distance`` as soon as it is final (on the GPU before the labels).
     on_device : bool
-        True: on the GPU the result's arrays stay on the device (:meth:`GridSSSPResult.to_host`
-        downloads them). The CPU ignores it.
+        True: on the GPU the result's arrays stay on the device (see
+        :meth:`GridSSSPResult.to_host`).
 
     Returns
     -------

@@ -46,8 +46,7 @@ _NO_STOP = np.zeros(1, np.uint8)  # a block's solve is short: never interrupted 
 
 @dataclass(frozen=True)
 class BlockedSpec:
-    """The cost model of a run: ``model`` code, arc ``codes``, ``lengths`` table, whether a
-    friction raster is used, and the distance limit (``max_cost`` or the largest float)."""
+    """The cost model of a run and its distance limit."""
 
     model: int
     codes: np.ndarray
@@ -211,13 +210,9 @@ def _halo_cells(halo, th, tw, W):
 
 
 def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
-    """A block's padded flat window (block, halo, 2-cell NaN frame) in the workspace ``ws``
-    (:func:`_workspace`): ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``.
-
-    ``dist`` is -inf at non-vertices and in the frame, the block's state inside, and at the
-    halo +inf (distance stage) or the halo's distances (label stage); ``halo_ok``: halo
-    vertices with a finite distance.
-    """
+    """A block's padded flat window (block, halo, NaN frame) in the workspace ``ws``:
+    ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``, ``dist`` -inf at
+    non-vertices, the state inside, at the halo +inf (distance stage) or its distances."""
     th, tw = z.shape
     H, W = th + 2 * _OFF, tw + 2 * _OFF
     zp, dist, label = ws["z"], ws["d"], ws["l"]
@@ -339,12 +334,10 @@ def block_outputs(spec, z, f, state_d, state_l, halo):
 
 @dataclass
 class BlockedDriver:
-    """The rounds of the blocked algorithm over a :class:`BlockPlan` (module docstring).
-
-    :meth:`run` calls ``execute(stage, blocks)`` with a list of ``(i, j, halo, sources)``;
-    it solves each block (:func:`solve_block`, storing its state) and returns their rings.
-    A block becomes pending only when an arc from a neighbour's changed ring improves it.
-    """
+    """The rounds of the blocked algorithm: :meth:`run` calls ``execute(stage, blocks)``
+    with ``(i, j, halo, sources)`` items, which solves each block (:func:`solve_block`,
+    storing its state) and returns their rings; a block becomes pending only when an arc
+    from a neighbour's changed ring improves it."""
 
     plan: BlockPlan
     spec: BlockedSpec
@@ -480,10 +473,9 @@ class MemoryBlocks:
 def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
                  connectivity=8, cellsize=(1.0, 1.0), max_cost=None, side=512, batch=2,
                  backend=None):
-    """Cost distance, allocation and backlinks by the blocked algorithm, in memory (the
-    out-of-core run is :mod:`pipelines.cost_distance_blocked`). Same arguments and results as
-    :func:`terrain.grid.sssp.grid_sssp` (``hops`` None), plus the block ``side`` and the
-    blocks per round ``batch``; CPU only. ``stats`` gives the rounds and visits per stage.
+    """Cost distance, allocation and backlinks by the blocked algorithm, in memory (CPU only):
+    :func:`terrain.grid.sssp.grid_sssp`'s arguments and results (``hops`` None), plus the
+    block ``side`` and the blocks per round ``batch``.
 
     >>> import numpy as np
     >>> r = blocked_sssp(np.ones((5, 9), np.float32), [(2, 4)], cost="friction",

@@ -145,11 +145,8 @@ def _inner_plan(spec, window, g):
 
 
 def index_merge(spec, k, i, j, *kids):
-    """Bottom-up index step of node ``(k, i, j)``: ``(up, own)``.
-
-    ``kids``: the children's ``up`` lists. Above the height cap they are passed on whole
-    (the top nodes reach the root); ``own`` maps the keys of the nodes made here to them.
-    """
+    """Bottom-up index step of node ``(k, i, j)``: ``(up, own)``; above the height cap the
+    children's ``up`` lists are passed on whole (the top nodes reach the root)."""
     if k <= spec.height:
         nb = node_boundary(spec, k, i, j, [None if c is None else c[0] for c in kids])
         return [nb], {(k, i, j): nb}
@@ -260,10 +257,8 @@ def _children(spec, k, i, j):
 
 
 def down_node(spec, nodes, labels, k, i, j, incoming):
-    """Top-down step of node ``(k, i, j)``: four dicts ``{key: final labels}``, one per child.
-
-    ``incoming``: final labels by key; None at the root, which runs :func:`top_labels`.
-    """
+    """Top-down step of node ``(k, i, j)``: ``{key: final labels}`` per child from
+    ``incoming`` (None at the root, which runs :func:`top_labels`)."""
     key = (k, i, j)
     H = spec.height
     kids = _children(spec, k, i, j)
@@ -301,13 +296,9 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
 
 
 def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None):
-    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation,
-    backlink, hops)`` of the group's block.
-
-    ``final``/``nodes``: final boundary labels and cells of the group's tiles and the ring
-    around; or ``seeds`` ``(ids, (d, a, h))`` as flat arrays. The tiles' halo-extended
-    windows run as one batch.
-    """
+    """Phase 3 on the tiles of group ``(g, i, j)``, one batch of halo-extended windows
+    seeded from ``final`` labels of ``nodes`` (the group's tiles and the ring around) or flat
+    ``seeds``: ``(window, distance, allocation, backlink, hops)`` of the group's block."""
     T, w = spec.tile, spec.width
     R, C = spec.shape
     window = spec.window(g, i, j)
@@ -414,21 +405,10 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
 
     Parameters
     ----------
-    dem : 2-D array
-        Elevations (float32; NaN = nodata, a barrier).
-    sources : (n, 2) int array-like
-        Source cells ``(row, col)``; source ``i`` is row ``i``.
-    start_costs : float or (n,) array, optional
-        Cost already spent at each source (default 0).
-    cost : {'absdiff', 'friction', 'tobler'}
-    friction : 2-D array, optional
-        Friction raster (needed for ``friction``; a factor for ``tobler``); NaN = nodata.
-    connectivity : {4, 8, 16}
+    dem, sources, start_costs, cost, friction, connectivity, max_cost, cellsize
+        As for :func:`terrain.grid.sssp.grid_sssp`.
     tile : int
         Tile side, a power of two (at most 64 for phase 1 on the GPU).
-    max_cost : float, optional
-        Cells farther than this are unreached.
-    cellsize : (dx, dy)
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
         The GPU runs phase 1, the merges inside each group and phase 3.
     max_height : int, optional
