@@ -12,7 +12,7 @@ __all__ = ["edge_weight"]
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def edge_weight(z_owner, z_other, d, model, hlen):
-    """Weight of the edge (float32) from two float32 elevations; see the module docstring."""
+    """Weight of the edge (float32) from two float32 elevations (:mod:`terrain.grid.edges`)."""
     if model == 0:
         w = np.float32(z_owner if z_owner >= z_other else z_other)
     else:
