@@ -1,7 +1,5 @@
-"""Grid graphs of DEMs: edge ids and weights, and the exact tiled minimum spanning forest;
-cost distance (grid SSSP): cost models and the in-core exact algorithm.
-
-The names are loaded on first use (lazy_loader, from the stub ``__init__.pyi``).
+"""Grid graphs of DEMs: the exact minimum spanning forest and cost distance (grid SSSP);
+names loaded on first use (lazy_loader, from the stub ``__init__.pyi``).
 """
 
 import lazy_loader

@@ -1,21 +1,11 @@
 """Per-tile minimum spanning forests by Borůvka supervertex merging (thesis §3.1), the CPU's
 tiled path (Numba).
 
-Each round (1) every active vertex finds its lightest edge, in the total order (weight, id),
-to another supervertex and the supervertex keeps the minimum (``_boruvka_min_edge_cpu``);
-(2) every supervertex with an edge hooks onto the supervertex at its other end, and of a
-mutual pair -- both chose the same edge, the only possible cycle under a total order -- the
-smaller root stays a root (``_boruvka_hook_cpu``, which also sets the edge's bit in the mask);
-(3) pointer jumping makes every hooked root point at its final root and compresses the path
-(``_boruvka_jump_cpu``) and (4) every vertex takes its root's new label
-(``_boruvka_relabel_cpu``). A vertex none of whose neighbours lies in another supervertex is
-inactive for good. Rounds stop when no supervertex hooks. The steps run tile by tile over
-compact lists of active vertices and roots.
-
-An edge's tile-local index ``4·(row·T + col) + d`` orders like the global id inside a tile, so
-``(weight, local index)`` is the global order restricted to the tile: each tile's forest is
-the unique one. The GPU has no tile batches: its groups are super-tiles, their forest from the
-whole-grid kernel (:mod:`terrain.grid.mst_device`; docs/mst.md, "Routes").
+Each round: every active vertex's lightest edge to another supervertex (``(weight, id)``
+order), hooking (of a mutual pair the smaller root stays), pointer jumping, relabelling; a
+vertex with no neighbour in another supervertex is inactive for good. The tile-local index
+``4·(row·T + col) + d`` orders like the global id, so each tile's forest is the unique one
+(docs/mst.md).
 """
 
 import numba
@@ -48,10 +38,8 @@ def _offer_edge(best_w, best_i, x, w, idx):
 @numba.njit(cache=True, nogil=True)
 def _boruvka_min_edge_cpu(z, comp, active, n_active, best_w, best_i, roots_touched, conn8,
                           model, hlen):
-    """Lightest edge (weight, local index) from each active vertex to another supervertex.
-
-    Compacts ``active[:n_active]`` in place; returns (new n_active, number of roots touched).
-    """
+    """Lightest edge from each active vertex to another supervertex; compacts ``active``:
+    ``(new n_active, roots touched)``."""
     T = z.shape[0]
     zf = z.ravel()
     n_keep = 0
@@ -110,10 +98,7 @@ def _boruvka_hook_cpu(comp, best_w, best_i, parent, mask, roots, n_roots, T):
 
 @numba.njit(cache=True, nogil=True)
 def _boruvka_jump_cpu(parent, roots, n_roots):
-    """Point every hooked root straight at its final root.
-
-    Sequential, so each walk also compresses its path (the GPU's concurrent jumps cannot):
-    the same final parents, without re-walking long chains of the first round."""
+    """Point every hooked root at its final root, compressing each path as it walks."""
     for a in range(n_roots):
         v = roots[a]
         r = parent[v]

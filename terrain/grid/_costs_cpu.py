@@ -1,7 +1,6 @@
 """The Numba twins of :func:`terrain.grid.costs.arc_costs_np` and ``exp_det_np`` (and of
-``_costs.cuh``): the same float64 operations in the same order, so the same bits.
-
-Kept apart from :mod:`terrain.grid.costs` so that the GPU path never imports Numba.
+``_costs.cuh``), the same bits; apart from :mod:`terrain.grid.costs` so the GPU never imports
+Numba.
 """
 
 import math

@@ -1,8 +1,6 @@
-"""The CPU twins (Numba) of the in-core grid SSSP's CUDA kernels (``_sssp.cu``), and
-:class:`CpuOps`, the CPU side of :mod:`terrain.grid.sssp`'s kernel table.
-
-Imported only where a CPU kernel runs, so the GPU path of a command never imports Numba.
-The algorithm is in :mod:`terrain.grid.sssp`'s docstring.
+"""The CPU twins (Numba) of the in-core grid SSSP's CUDA kernels (``_sssp.cu``) and
+:class:`CpuOps`, the CPU side of :mod:`terrain.grid.sssp`'s kernel table (imported only where
+a CPU kernel runs: the GPU path never imports Numba).
 """
 
 import math
@@ -31,10 +29,8 @@ _PREFETCH_NAME = "llvm.prefetch.p0" if llvm_binding.llvm_version_info[0] >= 15 e
 
 @intrinsic
 def _prefetch(typingctx, arr, idx):
-    """Hint the CPU to bring ``arr[idx]`` into the caches (LLVM's ``prefetch``: read,
-    high locality). Numba has no prefetch of its own; the bucket queue knows its next cell
-    one settle ahead, and fetching its neighbourhood early saves a third of the time on
-    grids larger than the caches."""
+    """LLVM's ``prefetch`` of ``arr[idx]`` (Numba has none): the bucket queue fetches its
+    next cell's neighbourhood one settle ahead, a third faster on grids beyond the caches."""
     sig = numba.types.void(arr, idx)
 
     def codegen(context, builder, signature, args):
@@ -87,15 +83,9 @@ def _heap_push(hd, hl, hc, n, d, lab, c):
 @numba.njit(cache=True, nogil=True)
 def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
              seed_label, fixed, max_cost, stop):
-    """Lexicographic-key Dijkstra on the padded flat grid (in place on ``dist`` and ``label``).
-
-    ``dist``: +inf at vertices, -inf elsewhere (or, with ``fixed``, the final distances with
-    -inf at non-vertices and +inf where unreached); ``label``: int64 ``alloc << 32 | hops``
-    (max int64 = none). ``seeds`` are flat padded cells with their distance and label.
-    ``fixed`` relaxes only tight arcs and never changes a distance. Returns the number of
-    cells settled, or -1 when ``stop[0]`` was set (looked at every 65536 settles: another
-    thread interrupts the run, :func:`_interruptible`).
-    """
+    """Lexicographic-key Dijkstra on the padded flat grid, in place on ``dist`` (+inf at
+    vertices, -inf elsewhere; ``fixed``: final, only tight arcs relaxed) and ``label``: the
+    cells settled, or -1 when ``stop[0]`` was set (:func:`_interruptible`)."""
     cap = 1024
     hd = np.empty(cap, np.float64)
     hl = np.empty(cap, np.int64)
@@ -187,17 +177,11 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
     """Dijkstra with a circular array of buckets (Dinitz): exact when every arc costs at least
     ``2 / inv_width``, so that no cell of the current bucket can improve another one of it.
 
-    Same arguments and results as :func:`sssp_cpu`, plus the backlinks: since every arc
-    costs more than zero, each tight predecessor ``u`` of a cell ``v`` is settled before
-    ``v`` and relaxes it with ``v``'s final label, so keeping the lowest arc code among the
-    relaxations that set or tie that label (``backlink``, padded uint8, written at reached
-    cells only) gives :func:`backlinks_cpu`'s code without a second pass. Settled cells keep
-    ``label = -1 - label`` (:func:`_outputs_cpu` reads through it), except with ``fixed``
-    (the blocked label stage: every tight arc climbs a bucket, so a cell's label is final
-    when its bucket comes, one settle per cell where the heap pays ``O(log n)``). A cell's
-    bucket is ``int(distance * inv_width)``; ``nbuckets`` (a power of two) must exceed the
-    span of live buckets (largest arc cost and start-cost spread over the bucket width).
-    ``z`` is not read under ``friction`` (a 1-cell dummy will do).
+    As :func:`sssp_cpu`, plus the backlinks in the same pass: every tight predecessor is
+    settled first, so the lowest arc code among the relaxations that set or tie a cell's
+    final label is :func:`backlinks_cpu`'s. Settled cells keep ``label = -1 - label``
+    (except with ``fixed``). ``nbuckets`` (a power of two) must exceed the span of live
+    buckets; ``z`` is not read under ``friction``.
     """
     mask = nbuckets - 1
     heads = np.full(nbuckets, -1, np.int32)
@@ -358,12 +342,9 @@ def _init_padded_cpu(z, f, has_f, has_z, pad, zp, fp, dist, label):
 @numba.njit(cache=True, nogil=True)
 def window_inner_cpu(z, f, has_f, state_d, has_d, state_l, has_l, labels, off, width, zp, fp,
                      dist, label):
-    """The block's cells of its padded flat window (``off`` rows and columns of halo and
-    frame before them, ``width`` cells a row): ``zp`` and ``fp`` (``has_f``) copy ``z`` and
-    ``f``; ``dist`` is -inf at non-vertices, else the state (``has_d``) or, without one, +inf
-    (``labels`` False: the distance stage) or -inf (``labels``: no state is no distance);
-    with ``labels`` a non-finite state distance is -inf (no tight arc into the cell) and the
-    labels are the state (``has_l``) or none (max int64), else all 0."""
+    """Fill the block's cells of its padded flat window (``off`` cells of halo and frame
+    before, ``width`` a row) from ``z``, ``f`` and the block's state, as
+    :func:`terrain.grid.sssp_blocked._window` describes."""
     th, tw = z.shape
     none = np.iinfo(np.int64).max
     empty = -math.inf if labels else math.inf
@@ -390,9 +371,8 @@ def window_inner_cpu(z, f, has_f, state_d, has_d, state_l, has_l, labels, off, w
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _put_cell(r, c, dv, lv, distance, allocation, hops, backlink):
-    """Cell ``(r, c)``'s distance, allocation and hops from its distance ``dv`` and label
-    ``lv``, or the unreached marks (NaN, -1, -1 and backlink 255) when ``dv`` is not finite
-    (-inf: not a vertex, +inf: not reached). Returns whether the cell was reached."""
+    """Cell ``(r, c)``'s outputs from ``dv`` and ``lv``, or the unreached marks when ``dv``
+    is not finite; whether the cell was reached."""
     if not (dv > -math.inf and dv < math.inf):
         backlink[r, c] = 255
         distance[r, c] = np.nan
@@ -487,20 +467,12 @@ def _touch_pages(buf):
         buf[i] = 0
 
 
-# ----------------------------------------------------------------------------------------
-# the driver: the CPU side of terrain.grid.sssp's kernel table
-
 MAX_BUCKETS = 1 << 22
 
 
 def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
-    """``(inv_width, nbuckets)`` of the bucket queue, or None where the heap must be used.
-
-    Buckets need a positive lower bound ``w_lo`` on every arc cost (width ``w_lo / 2``) and
-    an upper bound ``w_hi`` so that the live buckets fit a circular array of at most
-    :data:`MAX_BUCKETS`; ``absdiff`` (flats cost 0) and unbounded costs use the heap.
-    ``zp``, ``offs``: the padded elevations and arc offsets (``tobler`` bounds the slopes).
-    """
+    """``(inv_width, nbuckets)`` of the bucket queue (width ``w_lo / 2`` for a positive bound
+    ``w_lo`` on every arc cost, at most :data:`MAX_BUCKETS`), or None: use the heap."""
     if model == 0:
         return None
     used = lengths[codes]
@@ -562,20 +534,16 @@ def _touched_outputs(shape):
 
 def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
     """The result from a heap run's padded state: the backlink pass over every cell."""
-    backlink = np.empty(shape, np.uint8)
-    distance = np.empty(shape, np.float64)
-    allocation = np.empty(shape, np.int32)
-    hops = np.empty(shape, np.int32)
+    backlink, distance, allocation, hops = (np.empty(shape, t) for t in (np.uint8, np.float64,
+                                                                         np.int32, np.int32))
     backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
                   PAD, backlink, distance, allocation, hops)
     return GridSSSPResult(distance, allocation, backlink, hops, stats)
 
 
 def _interruptible(kernel, *args):
-    """``kernel(*args, stop)`` in a thread of its own while this one waits: Ctrl-C or a
-    termination signal (which Python handles in the main thread, between bytecodes) then
-    sets ``stop`` and the kernel returns within a few milliseconds, instead of the
-    interrupt waiting for the whole solve."""
+    """``kernel(*args, stop)`` in a thread of its own while this one waits, so Ctrl-C (handled
+    in the main thread) sets ``stop`` and the kernel returns within milliseconds."""
     stop = np.zeros(1, np.uint8)
     result = []
 

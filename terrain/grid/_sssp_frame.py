@@ -23,14 +23,9 @@ UNREACHED_BACKLINK = 255
 
 @dataclass
 class GridSSSPResult:
-    """Labels of every cell of a grid (arrays of its shape) and run statistics.
-
-    ``distance`` float64 (NaN unreached), ``allocation`` int32 (-1 unreached), ``backlink``
-    uint8 (0 at a source root, ``k + 1`` for arc code ``k`` to the predecessor, 255
-    unreached), ``hops`` int32 (arcs on the labelled path, -1 unreached; None where the
-    caller did not ask for them). A GPU result asked to stay on the device holds CuPy
-    arrays: :meth:`to_host` downloads them.
-    """
+    """Labels of every cell (as :mod:`terrain.grid.cost_outputs` defines them; ``hops`` -1
+    unreached, None where not asked for) and run statistics; device arrays where asked to
+    stay there (:meth:`to_host` downloads them)."""
 
     distance: np.ndarray
     allocation: np.ndarray

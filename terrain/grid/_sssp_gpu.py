@@ -1,32 +1,13 @@
 """The in-core grid SSSP on the GPU: :class:`GpuOps`, the GPU side of :mod:`terrain.grid.sssp`'s
-kernel table (kernels in ``_sssp.cu``; conventions and the CPU twin in :mod:`terrain.grid.sssp`).
+kernel table (kernels in ``_sssp.cu``).
 
-Algorithm
----------
-Distances: near-far (Davidson et al., "Work-efficient parallel GPU methods for single-source
-shortest paths", IPDPS 2014) on the implicit grid, a delta-stepping variant with two piles:
-the *near* list holds the cells whose distance dropped below the threshold ``T`` and the
-*far* list the others; the near list is relaxed (label-correcting, ``atomicMin`` on the
-distance bits) until it is empty, then ``T`` grows by ``delta`` (from the smallest distance
-sent to the far list, so empty buckets are skipped) and the far list is split. Each step is
-one launch of ``nf_step``; the last block of a launch does the loop control on the device,
-so the host enqueues launches (captured in a CUDA graph of :data:`_BATCH` launches where
-CuPy can) and reads one flag per batch. Labels ``allocation << 32 | hops`` then propagate
-over tight arcs the same way (``labels_step``), and ``backlinks`` runs once per cell.
-
-Every order of relaxations ends at the least fixed point of ``d(v) = min(c_v, min_u
-fl(d(u) + w(u, v)))``, which is the CPU's left-fold minimum, so distances, labels and
-backlinks are the CPU's bits whatever ``delta`` is; ``delta`` only trades re-relaxations
-(large) against steps (small).
-
-The persistent kernels (``nf_persistent``, ``labels_persistent``: the whole loop in one
-launch, a grid barrier between steps) are the default; they abort when not every block is
-resident at once, and the run starts over with one launch a step.
-
-The bucket width (:func:`near_far_delta`): ``delta = DELTA_FACTOR * 32 / degree * mean arc
-cost`` (Davidson et al.: a warp's width of work per bucket, ``32 w / d``), the mean taken
-over the finite costs of the arcs of a lattice of at most 256 x 256 sample cells; ``inf``
-(plain label-correcting, one bucket) when that mean is 0.
+Distances by near-far (Davidson et al., IPDPS 2014) on the implicit grid: the near pile is
+relaxed (``atomicMin`` on the distance bits) until empty, then the threshold grows by
+``delta`` and the far pile is split; the loop control runs on the device (persistent kernels,
+falling back to one launch a step when not every block is resident). Labels ``allocation <<
+32 | hops`` then propagate over tight arcs, and ``backlinks`` runs once per cell. Every
+relaxation order ends at the same least fixed point, so the bits are the CPU's whatever
+``delta`` is (:func:`near_far_delta`; docs/cost-distance.md, "Algorithms").
 """
 
 import math
@@ -69,10 +50,8 @@ def _lattice(n, side):
 
 
 def mean_arc_cost(z, f, model, codes, lengths, side=_SAMPLE_SIDE):
-    """Mean of the finite costs of the arcs leaving a lattice of at most ``side²`` cells.
-
-    ``z`` (and ``f``, or None) are the unpadded grids; arcs to cells outside the grid or to
-    nodata are left out. Returns NaN when no arc is sampled.
+    """Mean of the finite costs of the arcs leaving a lattice of at most ``side²`` cells of
+    the unpadded ``z`` (and ``f``); NaN when no arc is sampled.
 
     >>> z = np.array([[0, 1, 3], [0, 5, 3]], np.float32)
     >>> float(mean_arc_cost(z, None, 0, np.array([0]), np.ones(16)))  # |1-0|, |3-1|, |5-0|, |3-5|
@@ -159,9 +138,8 @@ class _Grid:
     # --- device-driven loops ---------------------------------------------------------------
 
     def drive(self, kernel, args, ctl, use_graph=True):
-        """Launch ``kernel`` until ``ctl[C_DONE]``: batches of :data:`_BATCH` launches (a
-        CUDA graph replayed when capture works), one 8-byte read per batch. Returns the
-        number of launches and whether a graph was used."""
+        """Launch ``kernel`` until ``ctl[C_DONE]`` in batches of :data:`_BATCH` (a CUDA graph
+        where capture works), one read per batch: ``(launches, graph used)``."""
         cp = self.cp
         fn = self.mod.get_function(kernel)
         grid, block = (self.blocks,), (_BLOCK,)
@@ -198,9 +176,8 @@ class _Grid:
         return launches, graph is not None
 
     def persistent_shape(self, fn):
-        """``(blocks, threads)`` for a persistent kernel: every block resident at once (one
-        or two per SM, as the kernel's registers allow), or the grid barrier would wait
-        forever."""
+        """``(blocks, threads)`` for a persistent kernel: every block resident at once, or the
+        grid barrier would wait forever."""
         cp = self.cp
         threads = 512
         try:
@@ -335,9 +312,8 @@ class _Grid:
                        "label_launches": launches}
 
     def reached_stats(self, distance):
-        """``(cells with a distance, the largest distance or None)`` of the unpadded
-        ``distance`` (NaN unreached): one launch of ``reached_stats`` (CuPy's reductions
-        would import ``cupyx.scipy`` and compile on their first use in a process)."""
+        """``(cells reached, the largest distance or None)`` in one raw launch (CuPy's
+        reductions would import ``cupyx.scipy`` and compile on first use)."""
         cp = self.cp
         out = cp.zeros(2, cp.uint64)
         self.mod.get_function("reached_stats")((self.blocks,), (_BLOCK,),
@@ -347,13 +323,9 @@ class _Grid:
         return int(count), (float(best) if count else None)
 
     def early_distance(self, dist, on_distance, on_device=False):
-        """Start handing the unpadded distances (NaN unreached) to ``on_distance`` before the
-        labels: what ``backlinks`` will write (:meth:`finish` checks the reached counts
-        agree). The download runs in a thread, on its own stream, while the caller goes on
-        to the labels on the device; ``on_device``: no download, ``on_distance`` gets the
-        device array (the caller copies off what it needs on streams of its own). Returns
-        ``(a callable giving the array handed over, reached)``; the callable raises what the
-        download or ``on_distance`` raised."""
+        """Hand the unpadded distances to ``on_distance`` before the labels, downloaded in a
+        thread on its own stream (``on_device``: the device array). ``(a callable giving the
+        array handed over and raising what the thread raised, reached)``."""
         cp = self.cp
         rows, cols = self.shape
         n = rows * cols
@@ -381,8 +353,7 @@ class _Grid:
 
     def finish(self, dist, label, stats, phases, hops=True, early=None, on_device=False):
         """Backlinks, allocation (and hops) of every cell, downloaded with the distances
-        (or with ``early = (distances, reached)`` from :meth:`early_distance`, not again);
-        ``on_device``: none downloaded, the result holds the device arrays."""
+        unless ``early`` has them (``on_device``: nothing downloaded)."""
         cp = self.cp
         t0 = time.perf_counter()
         rows, cols = self.shape
@@ -417,12 +388,9 @@ class _Grid:
 
 
 def download(cp, arrays, synchronize=True):
-    """Contiguous device arrays to new NumPy arrays, through the pinned ring of
-    :func:`terrain._transfer.to_host` (faster than ``asnumpy`` into fresh pageable memory).
-    The copies run on a stream of their own;
-    ``synchronize=False``: the caller has synchronised the device after writing ``arrays``
-    (kernels launched since on other streams then run on while the copies go).
-    """
+    """Contiguous device arrays to new NumPy arrays through the pinned ring of
+    :func:`terrain._transfer.to_host`, on a stream of their own (``synchronize=False``: the
+    caller has synchronised the device after writing ``arrays``)."""
     if synchronize:
         cp.cuda.Device().synchronize()
     return to_host(cp, arrays, stream=cp.cuda.Stream(non_blocking=True))
@@ -461,12 +429,8 @@ class GpuOps:
               use_graph=True, persistent=True, hops=True, on_distance=None, on_device=False):
         """Distances, labels and backlinks (:meth:`CpuOps.solve`).
 
-        ``delta``: the near-far bucket width (default :func:`near_far_delta` of the sampled
-        mean arc cost); ``persistent``: the whole loop in one launch (default), else one
-        launch a step (``use_graph``: replayed from a captured CUDA graph); ``hops=False``
-        leaves the hop counts on the device; ``on_distance(distance)`` gets the final
-        distances as soon as they are known, before the labels; ``on_device``: the result's
-        arrays (and ``on_distance``'s) are CuPy arrays, nothing is downloaded.
+        ``persistent``: the whole loop in one launch (default), else one launch a step
+        (``use_graph``: from a captured CUDA graph); the rest as :func:`grid_sssp`.
         """
         cp = self.be.xp
         phases = {}

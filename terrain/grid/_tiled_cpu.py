@@ -1,11 +1,8 @@
-"""The tiled SSSP's CPU kernels (Numba): phase 1's boundary pairs, the seeded window
-Dijkstras of phase 3, the child-graph Dijkstras of the hierarchy (dense, and paged for the
-top), the grid arcs between children and the backlinks; :class:`TiledCpuOps`, the CPU side
-of the algorithm's kernel table (GPU twins in ``_tiled_gpu.py`` and ``_boundary.cu``).
-
-Every Dijkstra's queue is the fixed-capacity tournament tree of :mod:`terrain.grid._tournament`
-with keys ``(distance, allocation, hops)``; the algorithm is in
-:mod:`terrain.grid.sssp_tiled`'s docstring.
+"""The tiled SSSP's CPU kernels (Numba) and :class:`TiledCpuOps`, the CPU side of its kernel
+table (GPU twins in ``_tiled_gpu.py``): phase 1's boundary pairs, phase 3's seeded windows,
+the hierarchy's child-graph Dijkstras (dense, and paged for the top), the grid arcs between
+children and the backlinks. Every queue is the tournament tree of :mod:`terrain.grid._tournament`
+with keys ``(distance, allocation, hops)``.
 """
 
 import numpy as np
@@ -24,11 +21,8 @@ _INF = np.inf
 
 @njit(cache=True, nogil=True)
 def _arc_table(z, f, inner, codes, model, lengths):
-    """Costs ``wt[u, kk]`` of arc ``codes[kk]`` from cell u of a window (inf: no such arc).
-
-    An arc exists when both ends are in the window and valid and its head is ``inner``.
-    Computed once per window and shared by all the Dijkstras run on it (phase 1 runs ``B``).
-    """
+    """Costs ``wt[u, kk]`` of arc ``codes[kk]`` from cell u of a window (inf: none, or its
+    head not ``inner``), shared by all the Dijkstras run on the window."""
     H, W = z.shape
     K = codes.shape[0]
     wt = np.full((H * W, K), _INF)
@@ -56,12 +50,8 @@ def _arc_table(z, f, inner, codes, model, lengths):
 
 @njit(cache=True, nogil=True)
 def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
-    """Multi-source Dijkstra on the cells of a window, keys ``(d, a, h)`` lexicographic.
-
-    ``wt`` from :func:`_arc_table`, ``off[kk]`` the flat offset of arc ``kk``. ``ld, la, lh``
-    (flat, row-major) hold the seeds (``d = inf`` elsewhere) and receive the labels. Cells
-    that are not ``inner`` have no incoming arcs in ``wt``: halo seeds stay fixed.
-    """
+    """Multi-source Dijkstra on a window: ``ld, la, lh`` (flat) hold the seeds and receive the
+    labels; halo seeds stay fixed."""
     K = off.shape[0]
     tt_seed(kd, ka, kh, win, ld, la, lh)
     while kd[1] < _INF:
@@ -84,11 +74,8 @@ def _window_dijkstra(wt, off, ld, la, lh, kd, ka, kh, win):
 
 @njit(cache=True, nogil=True, parallel=True)
 def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
-    """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j from boundary cell s.
-
-    ``z, f`` (n, T, T) float32 (NaN = nodata), ``bidx`` (n, Bmax) int32 local cell indices
-    (row-major), ``bcount`` (n,) int32. Paths stay inside the tile.
-    """
+    """Phase 1 on many tiles: ``out_*[t, s, j]`` = label of boundary cell j (of ``bidx``)
+    from boundary cell s, on paths inside the tile."""
     n, T, _ = z.shape
     off = np.empty(codes.shape[0], np.int64)
     for kk in range(codes.shape[0]):
@@ -118,11 +105,8 @@ def boundary_pairs_cpu(z, f, bidx, bcount, codes, model, lengths, out_d, out_h):
 
 @njit(cache=True, nogil=True, parallel=True)
 def windows_dijkstra_cpu(z, f, inner, codes, model, lengths, ld, la, lh):
-    """Seeded Dijkstra on a batch of windows: ``z, f, inner`` (n, H, W), labels (n, H*W).
-
-    ``ld, la, lh`` hold the seeds (``d = inf`` elsewhere) and receive the labels; only
-    ``inner`` cells are updated (halo seeds stay fixed). One window per ``prange`` step.
-    """
+    """Seeded Dijkstra on a batch of windows: ``ld, la, lh`` (n, H*W) hold the seeds and
+    receive the labels; only ``inner`` cells change."""
     n, H, W = z.shape
     off = np.empty(codes.shape[0], np.int64)
     for kk in range(codes.shape[0]):
@@ -184,15 +168,9 @@ def graph_dijkstra(vchild, coff, csize, moff, mat_d, mat_h, cptr, cdst, cw,
 @njit(cache=True, nogil=True, parallel=True)
 def graphs_pairs_cpu(pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize, moff,
                      mat_d, mat_h, cptr, cdst, cw, out_d, out_h):
-    """Phase 2 bottom-up on a batch of nodes: one Dijkstra per (node, boundary source) pair.
-
-    The nodes' child-boundary graphs are concatenated (:func:`terrain.grid._tiled_graphs.nodes_boundary`): node ``n``
-    owns vertices ``vbase[n]:vbase[n + 1]`` of ``vchild`` and ``cptr``, and ``coff`` /
-    ``cdst`` are node-local, so each Dijkstra runs :func:`graph_dijkstra` on its node's
-    slices. Pair ``p`` runs from boundary cell ``psrc[p]`` of node ``pnode[p]`` (boundary
-    cells: node-local vertices ``targets[tbase[n]:tbase[n + 1]]``) and writes row ``psrc[p]``
-    of the node's ``B x B`` matrices at ``out_*[obase[n]:]``.
-    """
+    """Phase 2 bottom-up on a batch of concatenated node graphs: pair ``p`` runs a Dijkstra
+    from boundary cell ``psrc[p]`` of node ``pnode[p]`` and writes that row of the node's
+    matrices at ``out_*[obase[n]:]``."""
     for p in prange(pnode.shape[0]):
         n = pnode[p]
         v0, v1 = vbase[n], vbase[n + 1]
@@ -259,10 +237,8 @@ def backlinks_batch(z, f, inner, codes, model, lengths, ld, la, lh, out):
 @njit(cache=True, nogil=True, parallel=True)
 def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
               cw, fill):
-    """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw`` from ``cptr``) the
-    grid arcs ``u -> v`` between vertices of different children, by ``u`` then arc code.
-    Each ``u`` writes only its own entries: ``prange`` over ``u`` (the top graph has
-    millions of vertices)."""
+    """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw``) the grid arcs
+    ``u -> v`` between vertices of different children, by ``u`` then arc code."""
     V = ids.shape[0]
     for u in prange(V):
         r = ids[u] // C
@@ -295,14 +271,9 @@ def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, 
 @njit(cache=True, nogil=True)
 def graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_d, pool_h,
                           stamp, clock, cptr, cdst, cw, ld, la, lh, kd, ka, kh, win):
-    """:func:`graph_dijkstra` with the child matrices in a cache of pages.
-
-    ``pool_*[slot, loc]`` is the matrix of the ``loc``-th node of the page held in ``slot``
-    (padded; row ``r`` entry ``j`` for ``r, j < csize``). Runs until the queue is empty
-    (returns -1) or until the next vertex to settle lies in a node whose page is not in the
-    cache: it then returns that page, the queue untouched, so the caller loads the page and
-    calls again. ``stamp[slot]`` records the last use (``clock[0]`` counts) for LRU.
-    """
+    """:func:`graph_dijkstra` with the child matrices in a cache of pages (``pool_*[slot,
+    loc]``): -1 when the queue is empty, or the page the next vertex needs (queue untouched:
+    the caller loads it and calls again)."""
     while kd[1] < _INF:
         u = win[1]
         c = vchild[u]
@@ -337,9 +308,8 @@ def graph_dijkstra_paged(vchild, coff, csize, page_of, page_loc, slot_of, pool_d
 
 @njit(cache=True, nogil=True)
 def page_to_evict(held, pptr, pverts, kd):
-    """The cache slot whose page is needed last: the largest least queued distance over its
-    vertices (the tree's leaf keys; +inf when none of them is queued). Belady's rule with
-    Dijkstra's order as the future: LRU would evict in the order the wavefront comes back."""
+    """The cache slot whose page is needed last (the largest least queued distance): Belady's
+    rule with Dijkstra's order as the future, where LRU would follow the wavefront back."""
     cap = kd.shape[0] // 2
     best, best_key = 0, -1.0
     for sl in range(held.shape[0]):

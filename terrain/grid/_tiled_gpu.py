@@ -29,10 +29,8 @@ SHARED_BYTES = 48 << 10
 
 
 def shared_pass(T, K, shared=SHARED_BYTES):
-    """``(sources per pass, threads per block)`` of ``_boundary.cu: boundary_pairs_shared``
-    for tiles of side ``T`` and ``K`` arc codes, or None when its arc table and one source's
-    labels (``8 T^2 K + 12 T^2`` bytes) do not fit ``shared`` bytes (tiles above 16 cells a
-    side with 8 codes: the kernel with a queue per thread serves them).
+    """``(sources per pass, threads per block)`` of ``boundary_pairs_shared`` for tiles of
+    side ``T`` and ``K`` arc codes, or None when ``8 T^2 K + 12 T^2`` bytes exceed ``shared``.
 
     >>> shared_pass(16, 8), shared_pass(16, 16), shared_pass(8, 8), shared_pass(32, 8)
     ((8, 256), (5, 256), (8, 64), None)
@@ -46,15 +44,10 @@ def shared_pass(T, K, shared=SHARED_BYTES):
 
 def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratch=4 << 30,
                        out=None, kernel=None):
-    """CUDA twin of :func:`terrain.grid._tiled_cpu.boundary_pairs_cpu`, host in/out (or ``out`` = device arrays
-    ``(dist, hops)`` of shape (n, bmax, bmax), filled; then nothing is copied back).
-
-    Tiles whose arc table fits a block's shared memory (:func:`shared_pass`: side 16 and
-    below) run ``_boundary.cu: boundary_pairs_shared``, one block per tile, all the tiles in
-    one launch; larger ones ``boundary_pairs`` (one thread per (tile, source), a queue in
-    global memory) in launches whose per-thread scratch (labels + tree) stays under
-    ``max_scratch`` bytes. ``kernel`` ('shared' or 'queue') forces one (tests compare them).
-    """
+    """CUDA twin of :func:`terrain.grid._tiled_cpu.boundary_pairs_cpu` (``out``: device
+    ``(dist, hops)`` filled, nothing copied back): ``boundary_pairs_shared`` (a block per tile)
+    where :func:`shared_pass` fits, else ``boundary_pairs`` (a queue per thread) in launches
+    under ``max_scratch`` bytes. ``kernel`` ('shared' or 'queue') forces one."""
     cp = be.xp
     n, T, _ = z.shape
     bmax = bidx.shape[1]
@@ -118,11 +111,9 @@ def boundary_pairs_gpu(be, z, f, bidx, bcount, codes, model, lengths, max_scratc
 
 
 def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh, kernel=None):
-    """CUDA twin of :func:`terrain.grid._tiled_cpu.windows_dijkstra_cpu`: windows whose arc table, distances and
-    keys fit a block's shared memory (``8 HW K + 16 HW`` bytes: tiles of 16 with the
-    8-neighbourhood) run ``_boundary.cu: windows_shared``, one block per window; others
-    ``windows_dijkstra``, one thread per window with its queue in global memory.
-    ``kernel`` ('shared' or 'queue') forces one (tests compare them)."""
+    """CUDA twin of :func:`terrain.grid._tiled_cpu.windows_dijkstra_cpu`: ``windows_shared``
+    (a block per window) where ``8 HW K + 16 HW`` bytes fit shared memory, else
+    ``windows_dijkstra`` (a queue per thread). ``kernel`` ('shared' or 'queue') forces one."""
     cp = be.xp
     n, H, W = z.shape
     if n == 0:
@@ -160,9 +151,8 @@ def windows_dijkstra_gpu(be, z, f, inner, codes, model, lengths, ld, la, lh, ker
 
 def graphs_pairs_gpu(be, pnode, psrc, vbase, tbase, targets, obase, vchild, coff, csize,
                      moff, mat_d, mat_h, cptr, cdst, cw, out_d, out_h, max_scratch=2 << 30):
-    """CUDA twin of :func:`terrain.grid._tiled_cpu.graphs_pairs_cpu` (``_boundary.cu: graphs_pairs``): one thread per
-    pair, in launches whose per-thread scratch (labels + tree) stays under ``max_scratch``
-    bytes; the graphs are copied to the device once. ``out_*`` host arrays, filled."""
+    """CUDA twin of :func:`terrain.grid._tiled_cpu.graphs_pairs_cpu`: one thread per pair,
+    in launches under ``max_scratch`` bytes of scratch; ``out_*`` host arrays, filled."""
     cp = be.xp
     n_pairs = int(pnode.size)
     if n_pairs == 0:
@@ -195,20 +185,9 @@ def graphs_pairs_gpu(be, pnode, psrc, vbase, tbase, targets, obase, vchild, coff
 
 
 def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, ld, la, lh):
-    """The top Dijkstra's labels on the GPU (``_boundary.cu: top_relax_d, top_relax_key``);
-    ``ld, la, lh`` hold the seeds and receive the labels. Returns the rounds of the two
-    sweeps.
-
-    Label-correcting instead of Dijkstra (a serial queue would leave the device idle): sweep
-    1 relaxes the distances alone (Bellman-Ford on the active vertices, ``atomicMin`` on
-    the bits of non-negative doubles, the same rounded sums as the CPU) to their least
-    fixpoint, which is Dijkstra's (every label is a rounded path sum, and rounding is
-    monotone); sweep 2 then relaxes ``(allocation, hops)``, packed in one 64-bit key, along
-    the *tight* arcs (``d[u] + w == d[v]``) from the seeds whose start label is tight. The
-    least key over tight paths is the least ``(allocation, hops)`` among the labels of least
-    distance: Dijkstra's label, so the result equals the CPU's bit for bit. The child
-    matrices are ``pool_d/pool_h[loc[c]]`` (one page holding the whole level).
-    """
+    """The top Dijkstra's labels on the GPU by two label-correcting sweeps (distances, then
+    ``(allocation, hops)`` over tight arcs: the CPU's bits, docs/cost-distance-tiled.md);
+    ``ld, la, lh`` hold the seeds and receive the labels. Returns the sweeps' rounds."""
     cp = be.xp
     V = int(vchild.size)
     B = int(pool_d.shape[-1])
@@ -255,14 +234,10 @@ def top_solve_gpu(be, vchild, coff, csize, loc, pool_d, pool_h, cptr, cdst, cw, 
 
 
 class DeviceLevel:
-    """A level's nodes on the device, in *slots* (a pipeline gives each group a range):
-    ``count`` (n,) int32 boundary sizes, ``ids`` (n, B) int64 global cell ids (-1 padding),
-    ``z``/``f`` (n, B) float32, ``dist``/``hops`` (n, B, B) float64 / int32 matrices (+inf /
-    ``INT_INF`` padding). Phase 1 writes a group's matrices straight into its slots
-    (:func:`terrain.grid._tiled_graphs.tile_batch` with ``out=``), so the top solve (:func:`level_solve_gpu`) reads
-    nothing back from the host; ``filled`` records the ranges written. A level of ``n``
-    nodes holds :meth:`nbytes` ``(n, B)`` bytes of device memory.
-    """
+    """A level's nodes on the device, in *slots* (``count``, ``ids``, ``z``, ``f``,
+    ``dist``, ``hops``, padded as :class:`TileBatch`): phase 1 writes a group's matrices
+    straight into its slots, so :func:`level_solve_gpu` reads nothing back; ``filled``
+    records the ranges written."""
 
     def __init__(self, be, n, B):
         cp = be.xp
@@ -278,8 +253,7 @@ class DeviceLevel:
     @staticmethod
     def nbytes(n, B, cells=0):
         """Device bytes of a level of ``n`` nodes of ``B`` boundary cells in a grid of
-        ``cells`` cells: the pool, the solve's per-vertex arrays (labels, keys, frontier
-        lists and flags) and its map cell -> vertex.
+        ``cells`` cells (matrices, the solve's vertex arrays and map).
 
         >>> round(DeviceLevel.nbytes(65536, 60, 4096 * 4096) / 2**30, 2)  # 4096^2, tiles of 16
         2.91
@@ -303,18 +277,10 @@ class DeviceLevel:
 
 
 def level_solve_gpu(be, spec, level, seeds, per_wait=16):
-    """The labels of every vertex of a :class:`DeviceLevel` (the top when it is the flat
-    level of tiles): ``(d, a, h)`` device arrays over the ``n * B`` padded vertices
-    (``+inf`` / ``INT_INF`` where unreached and on padding) and the rounds of the sweeps.
-
-    ``seeds`` = ``(vertex, d, a, h)`` host arrays: the source labels of the few vertices
-    that have one (vertex ``slot * B + j``), distances not negative. The two sweeps of
-    :func:`top_solve_gpu` (``_boundary.cu: level_relax_d, level_relax_key``), with the grid
-    arcs between nodes found on the fly through a device map cell -> vertex instead of a
-    host-built CSR: the same arcs and costs as
-    :func:`terrain.grid._tiled_graphs.graph_arcs`, so the labels are the
-    top Dijkstra's bit for bit. The host waits once per ``per_wait`` rounds (a round is two
-    small launches; a wait per round cost more than the round).
+    """``(d, a, h)`` device arrays over the ``n * B`` padded vertices of a
+    :class:`DeviceLevel` and the sweeps' rounds: :func:`top_solve_gpu`'s sweeps with the arcs
+    between nodes found through a device map cell -> vertex (the top Dijkstra's bits).
+    ``seeds``: host ``(vertex, d, a, h)``; the host waits once per ``per_wait`` rounds.
     """
     cp = be.xp
     V, B = level.n * level.B, level.B
@@ -350,9 +316,8 @@ def level_solve_gpu(be, spec, level, seeds, per_wait=16):
     counts = cp.zeros(per_wait + 1, cp.uint64)
 
     def sweep(kern, tail, start):
-        """Rounds until none improves; round r relaxes the vertices improved in round r - 1
-        (one warp each), listed by ``level_compact``. The frontier's size stays on the
-        device (``counts[r]``): ``per_wait`` rounds are queued between two waits."""
+        """Rounds until none improves, each relaxing the previous round's improved vertices;
+        the frontier's size stays on the device, ``per_wait`` rounds between two waits."""
         front, other = fronts
         nf = int(start.size)
         if nf:

@@ -1,8 +1,6 @@
-"""The boundary graphs of the tiled SSSP (:mod:`terrain.grid.sssp_tiled`): the spec, phase 1
-on a batch of tiles, the child-boundary graphs of the hierarchy (bottom-up matrices, the
-sources up, the labels down), the top Dijkstra (in memory, or paged out of core) and phase
-3's halo seeds. The kernels are the table :func:`ops` chooses (``_tiled_cpu.py`` /
-``_tiled_gpu.py``).
+"""The boundary graphs of the tiled SSSP (:mod:`terrain.grid.sssp_tiled`): phase 1 on tile
+batches, the hierarchy's child-boundary graphs, the top Dijkstra (in memory or paged) and the
+halo seeds; kernels from the table :func:`ops` chooses (``_tiled_cpu.py``/``_tiled_gpu.py``).
 """
 
 import time
@@ -13,7 +11,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import TiledGrid
-from ..tiles.store import check_tile_size
+from ..tiles.store import check_tile_size, shard_windows
 from ._tiled_cpu import (arcs_cpu, graph_dijkstra, graph_dijkstra_paged, page_min_key,
                          page_to_evict, window_dijkstra_cpu)
 from ._tournament import INT_INF, tt_alloc, tt_seed
@@ -46,8 +44,6 @@ def ops(backend=None):
 class TiledSpec(TiledGrid):
     """What is computed: grid shape, tile side, connectivity, cost model, cell size, height cap.
 
-    Examples
-    --------
     >>> s = TiledSpec((10, 20), 8)
     >>> s.tiles_shape, s.levels, s.width, s.window(1, 0, 1)
     ((2, 3), 3, 1, (0, 10, 16, 20))
@@ -97,17 +93,8 @@ class TiledSpec(TiledGrid):
 def default_max_height(tiles_shape, max_top_nodes=16384, tile=None, max_top_cells=1 << 21):
     """Default height cap: the lowest level with at most ``max_top_nodes`` nodes and, given
     the ``tile`` side, at most ``max_top_cells`` top boundary cells (``~4 S`` per node of
-    side ``S``).
+    side ``S``); the budget is the top Dijkstra's graph (docs/cost-distance-tiled.md).
 
-    The budget is the top Dijkstra's graph: its vertex count ``~ 4 S`` per top node of side
-    ``S`` shrinks as the cap rises (out of core, ~250 bytes per vertex are held in memory:
-    2^21 cells are ~0.5 GB), while every level below the cap costs ``O(S)`` work per cell
-    (about a phase 1 with tiles of side ``2 S``) and ``12 (4 S)^2`` bytes per node. Up to
-    16384 tiles (2048^2 cells with tiles of 16) the flat boundary graph (height 0) is the
-    cheapest in memory and time (docs/cost-distance-tiled.md).
-
-    Examples
-    --------
     >>> default_max_height((16, 16)), default_max_height((256, 256))
     (0, 1)
     >>> default_max_height((1024, 1024), tile=16)  # 16384^2 cells: 1024 top nodes of 512
@@ -139,12 +126,8 @@ def _frame_mask(rows, cols, window, shape, width):
 
 @dataclass
 class NodeBoundary:
-    """A tile's or node's boundary: cells and their source-independent pair matrix.
-
-    ``ids`` global linear ids (sorted), ``z``/``f`` their elevations and frictions,
-    ``dist[s, j]``/``hops[s, j]`` the least ``(distance, hops)`` from ``ids[s]`` to ``ids[j]``
-    on paths inside ``window``.
-    """
+    """A tile's or node's boundary cells (``ids`` sorted, ``z``, ``f``) and the least
+    ``(dist, hops)[s, j]`` from ``ids[s]`` to ``ids[j]`` on paths inside ``window``."""
 
     level: int
     index: tuple
@@ -162,9 +145,8 @@ class NodeBoundary:
 
 @dataclass
 class FlatBoundaries:
-    """The boundary cells of a row of nodes, concatenated: ``size`` (n,) cells per node,
-    ``ids``, ``z``, ``f`` (``size.sum()``,) in node order (what a pipeline reads of a whole
-    level at once, without one :class:`NodeBoundary` per node)."""
+    """The boundary cells of a row of nodes concatenated (``size`` per node), as a pipeline
+    reads a whole level."""
 
     size: np.ndarray
     ids: np.ndarray
@@ -191,22 +173,13 @@ def _tile_batch(spec, z_block, f_block, window):
     fp[: r1 - r0, : c1 - c0] = f_block
     zb = np.ascontiguousarray(zp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
     fb = np.ascontiguousarray(fp.reshape(nt_r, T, nt_c, T).transpose(0, 2, 1, 3)).reshape(-1, T, T)
-    wins = []
-    for ti in range(nt_r):
-        for tj in range(nt_c):
-            tr0, tc0 = r0 + ti * T, c0 + tj * T
-            wins.append((tr0, min(tr0 + T, spec.shape[0]), tc0, min(tc0 + T, spec.shape[1])))
-    return zb, fb, wins
+    return zb, fb, shard_windows(spec.shape, T, window)
 
 
 @dataclass
 class TileBatch:
-    """Phase 1 of a block's tiles as padded arrays, tiles row-major over ``tiles`` =
-    ``(nr, nc)`` of side ``tile``: ``count`` (n,) boundary sizes, ``ids`` (n, bmax) global
-    ids (-1 padding), ``z``/``f`` their elevations and frictions (NaN padding),
-    ``dist``/``hops`` (n, bmax, bmax) the pair matrices (inf / ``INT_INF`` padding),
-    ``windows`` the tiles' windows. A pipeline writes these arrays as they are;
-    :meth:`nodes` gives one :class:`NodeBoundary` per tile."""
+    """Phase 1 of a block's tiles (row-major) as padded arrays: ``count`` boundary sizes,
+    ``ids`` (-1), ``z``/``f`` (NaN), ``dist``/``hops`` (inf / ``INT_INF``) per tile."""
 
     tile: int
     tiles: tuple
@@ -232,12 +205,8 @@ class TileBatch:
 
 
 def _batch_frames(spec, zb, fb, wins, width=None):
-    """The boundary cells of every tile of a batch at once (the frame of
-    :func:`_frame_mask`, nodata left out): ``(count, ids, bidx, (t, pos, loc))`` with
-    ``ids`` (n, bmax) global ids (-1 padding, sorted per tile), ``bidx`` (n, bmax) int32
-    local cell indices (row-major in the ``T x T`` tile, 0 padding) and the flat
-    ``(tile, position, local index)`` of every boundary cell. ``width``: ``bmax`` (at least
-    the largest count), else the largest count."""
+    """The boundary cells of every tile of a batch: ``(count, ids, bidx, (t, pos, loc))``,
+    ``ids`` global (-1 padding), ``bidx`` tile-local; ``width`` pads to that many cells."""
     T, w = spec.tile, spec.width
     R, C = spec.shape
     n = len(wins)
@@ -267,14 +236,8 @@ def _batch_frames(spec, zb, fb, wins, width=None):
 
 
 def tile_batch(spec, z_block, f_block, window, backend=None, width=None, out=None):
-    """Phase 1 on every tile of a block, as one :class:`TileBatch` (row-major tiles).
-
-    ``z_block, f_block``, ``window`` and ``backend`` as in :func:`tile_boundaries`.
-    ``width`` pads the boundary axes to that many cells; ``out`` (GPU only, with
-    ``width``): device arrays ``(dist, hops)`` of shape (tiles, width, width) that receive
-    the matrices (a :class:`terrain.grid._tiled_gpu.DeviceLevel`'s slots), which the batch then holds instead of
-    host arrays.
-    """
+    """Phase 1 on every tile of a block as one :class:`TileBatch` (arguments as
+    :func:`tile_boundaries`; ``width`` pads the boundary axes; ``out``: device matrices)."""
     T = spec.tile
     zb, fb, wins = _tile_batch(spec, np.asarray(z_block, np.float32),
                                np.asarray(f_block, np.float32), window)
@@ -297,19 +260,10 @@ def tile_batch(spec, z_block, f_block, window, backend=None, width=None, out=Non
 def tile_boundaries(spec, z_block, f_block, window, backend=None):
     """Phase 1 on every tile of a block: one :class:`NodeBoundary` per tile (row-major).
 
-    Parameters
-    ----------
-    spec : TiledSpec
-    z_block, f_block : 2-D float32 arrays of the block's shape
-        Elevations and frictions (ones without a friction raster); NaN = nodata.
-    window : (r0, r1, c0, c1)
-        The block, aligned to the tile grid.
-    backend : {'cpu', 'gpu'} or Backend, optional
-        On the GPU, tiles up to ``MAX_GPU_TILE`` (64) run in ``_boundary.cu``; larger tiles
-        run on the CPU kernel (a T x T tournament tree does not fit a thread's budget).
+    ``z_block, f_block``: elevations and frictions (ones without a friction raster; NaN =
+    nodata) of the ``window`` aligned to the tile grid. On the GPU, tiles above
+    ``MAX_GPU_TILE`` run on the CPU kernel.
 
-    Examples
-    --------
     >>> spec = TiledSpec((4, 4), 2, connectivity=4)
     >>> z = np.arange(16, dtype=np.float32).reshape(4, 4)
     >>> nb = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 4), "cpu")[0]
@@ -348,8 +302,7 @@ class _ChildGraph:
 
 
 def _nonempty(nodes):
-    """``(kids, slots, sizes)``: the non-empty ones of ``nodes`` (NodeBoundary or None), in
-    order, their positions in ``nodes`` and their sizes (int64)."""
+    """``(kids, slots, sizes)`` of the non-empty ones of ``nodes``."""
     kids, slots = [], []
     for s, c in enumerate(nodes):
         if c is not None and c.size:
@@ -385,9 +338,7 @@ def _child_graph(spec, children):
 
 
 def graph_arcs(spec, ids, z, f, vchild):
-    """CSR ``(cptr, cdst, cw)`` of the grid arcs between vertices of different children
-    (:func:`arcs_cpu`: two passes, no temporaries beyond the CSR and a sorted copy of
-    ``ids``)."""
+    """CSR ``(cptr, cdst, cw)`` of the grid arcs between vertices of different children."""
     V = ids.size
     R, C = spec.shape
     order = np.argsort(ids, kind="stable").astype(np.int64)
@@ -407,8 +358,8 @@ def graph_arcs(spec, ids, z, f, vchild):
 
 
 def nodes_boundary(spec, items, backend="cpu"):
-    """Bottom-up on a batch of nodes: :func:`node_boundary` of each ``(level, i, j,
-    children)`` of ``items``, all their Dijkstras in one call (the kernel table's ``graphs_pairs``). A list of NodeBoundary."""
+    """:func:`node_boundary` of each ``(level, i, j, children)`` of ``items``, all their
+    Dijkstras in one kernel call."""
     C = spec.shape[1]
     graphs, targets, windows = [], [], []
     for level, i, j, children in items:
@@ -461,11 +412,8 @@ def nodes_boundary(spec, items, backend="cpu"):
 def node_boundary(spec, level, i, j, children, backend="cpu"):
     """Bottom-up: the :class:`NodeBoundary` of node ``(level, i, j)`` from its 4 children's.
 
-    ``children`` lists the children's NodeBoundary (None where a child is outside the grid),
-    in the order of :meth:`QuadtreePlan.children`.
+    ``children``: NodeBoundary or None, in :meth:`QuadtreePlan.children` order.
 
-    Examples
-    --------
     >>> spec = TiledSpec((4, 8), 2, connectivity=4)
     >>> z = np.zeros((4, 8), np.float32)
     >>> tiles = tile_boundaries(spec, z, np.ones_like(z), (0, 4, 0, 8), "cpu")
@@ -477,11 +425,8 @@ def node_boundary(spec, level, i, j, children, backend="cpu"):
 
 
 def tile_source_labels(spec, z_tile, f_tile, window, nb, sources):
-    """Sources inside a tile to the tile's boundary, on paths inside the tile (thesis §5.6.1).
-
-    ``sources`` is ``(rows, cols, start_costs, index)`` of the sources inside ``window``
-    (global rows/cols). Returns ``(d, a, h)`` over ``nb.ids``.
-    """
+    """``(d, a, h)`` over ``nb.ids`` from the tile's ``sources`` ``(rows, cols, start_costs,
+    index)``, on paths inside the tile."""
     rows, cols, costs, index = sources
     B = nb.size
     if len(rows) == 0 or B == 0:
@@ -529,43 +474,26 @@ def node_source_labels(spec, node, children, children_labels):
 
 
 def top_labels(spec, tops, tops_labels):
-    """ONE Dijkstra on the boundary graph of the top nodes (above the height cap).
-
-    ``tops`` lists NodeBoundary, ``tops_labels`` their source labels; returns the final labels
-    of each top node's boundary (a list in the same order).
-    """
+    """One Dijkstra on the top nodes' boundary graph: their final labels, in order."""
     g = _child_graph(spec, tops)
     ld, la, lh = _seed_graph(g, tops_labels)
     if np.any(ld < _INF):
         g.dijkstra(ld, la, lh)
-    return _split(g, tops, ld, la, lh)
+    return _split(g.slots, g.coff, tops, ld, la, lh)
 
 
 def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page_shape,
                      cache_bytes=256 << 20, neighbours=None, prefetch=3, backend="cpu"):
     """:func:`top_labels` with the top nodes' matrices read page by page, on demand.
 
-    Out of core: only the top nodes' boundary cells (``tops``: objects with ``ids``, ``z``,
-    ``f``, ``size``; no matrices) and their labels are in memory; a node's ``(distance,
-    hops)`` matrix is needed only while the Dijkstra settles its boundary cells, which
-    happens while the wavefront crosses it. Matrices come in *pages* (``page_of[t]``,
-    ``page_loc[t]``: the page of top node ``t`` and its place in it; ``load_page(p)`` returns
-    ``(dist, hops)`` of shape ``page_shape = (nodes, bpad, bpad)``), held in a cache of
-    ``cache_bytes`` (at least two pages) that evicts the page needed last
-    (:func:`page_to_evict`). The result equals :func:`top_labels`'s. With
-    ``neighbours(p)`` (the pages around page ``p``), a miss also reads up to ``prefetch``
-    neighbouring pages that hold queued vertices, into free slots or slots whose page has
-    none queued, all in parallel threads (the reads release the GIL). With a single page
-    (every node in page 0: the caller read the whole level at once), that page is read
-    first and used as it is, and with ``backend='gpu'`` the labels are solved on the device
-    (:func:`terrain.grid._tiled_gpu.top_solve_gpu`, equal to the Dijkstra's).
-
-    Returns ``(labels, stats)``: the final labels per top node (as :func:`top_labels`) and
-    ``{"pages": distinct pages read, "page_loads": loads (misses), "page_bytes": bytes}``.
-
-    ``tops`` may also be a :class:`FlatBoundaries` (every top node's cells concatenated, as a
-    pipeline reads a level; ``tops_labels`` then maps node positions to the few nodes'
-    labels that are known): the labels come back flat, ``(ld, la, lh)`` over those cells.
+    Only the top nodes' cells (``tops``, no matrices; or a :class:`FlatBoundaries`, then
+    ``tops_labels`` maps positions to labels and the labels come back flat) are in memory;
+    page ``p`` of matrices (``load_page(p)``: ``(dist, hops)`` of ``page_shape``; top node
+    ``t`` at ``page_of[t]``, ``page_loc[t]``) is held in a ``cache_bytes`` cache evicting the
+    page needed last, a miss also prefetching up to ``prefetch`` ``neighbours(p)`` with
+    queued vertices in threads. One page: read once, solved on the device on the GPU.
+    Returns ``(labels, stats)`` (pages, page_loads, page_bytes). See
+    docs/cost-distance-tiled.md.
     """
     flat = isinstance(tops, FlatBoundaries)
     if flat:
@@ -581,10 +509,7 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
     stats = {"pages": 0, "page_loads": 0, "page_bytes": 0, "vertices": V}
 
     def result():
-        if flat:
-            return (ld, la, lh), stats
-        out = [None if c is None else inf_labels(c.size) for c in tops]
-        return _top_split(slots, coff, ld, la, lh, out), stats
+        return ((ld, la, lh) if flat else _split(slots, coff, tops, ld, la, lh)), stats
     if V == 0:
         return result()
     if flat:
@@ -689,31 +614,18 @@ def top_labels_paged(spec, tops, tops_labels, page_of, page_loc, load_page, page
     return result()
 
 
-def _top_split(slots, coff, ld, la, lh, out):
-    """The top vertices' labels back per top node (``out[slot]``)."""
+def _split(slots, coff, nodes, ld, la, lh):
+    """The vertices' labels back per node (None for an absent node)."""
+    out = [None if c is None else inf_labels(c.size) for c in nodes]
     for kid_pos, slot in enumerate(slots):
         s, e = coff[kid_pos], coff[kid_pos + 1]
         out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
     return out
 
 
-def _split(g, children, ld, la, lh):
-    """Vertex labels of ``g`` back per child (None for an absent child, empty for a child
-    without boundary cells)."""
-    out = [None if c is None else inf_labels(c.size) for c in children]
-    for kid_pos, slot in enumerate(g.slots):
-        s, e = g.coff[kid_pos], g.coff[kid_pos + 1]
-        out[slot] = (ld[s:e].copy(), la[s:e].copy(), lh[s:e].copy())
-    return out
-
-
 def node_down(spec, node, node_labels, children, children_labels):
-    """Top-down: final labels of the children's boundaries from the node's final labels.
-
-    Multi-source Dijkstra on the child-boundary graph seeded with ``node_labels`` (final, over
-    ``node.ids``) and the children's bottom-up source labels. Returns a list (None for absent
-    children) of ``(d, a, h)`` over each child's ``ids``.
-    """
+    """Top-down: the children's final boundary labels (None for an absent child), by a
+    Dijkstra on the child-boundary graph seeded with the node's and the children's labels."""
     if not has_finite(node_labels) and not any(has_finite(lab) for lab in children_labels):
         return [None if c is None else inf_labels(c.size) for c in children]
     g = _child_graph(spec, children)
@@ -725,7 +637,7 @@ def node_down(spec, node, node_labels, children, children_labels):
             if (d, a, h) < (ld[p], la[p], lh[p]):
                 ld[p], la[p], lh[p] = d, a, h
     g.dijkstra(ld, la, lh)
-    return _split(g, children, ld, la, lh)
+    return _split(g.slots, g.coff, children, ld, la, lh)
 
 
 def ext_window(spec, window):
@@ -735,13 +647,8 @@ def ext_window(spec, window):
 
 
 def halo_seeds(spec, window, neighbours, ext=None):
-    """Seed labels over the halo-extended window of a tile from its neighbours' final labels.
-
-    ``neighbours`` lists ``(ids, (d, a, h))`` of neighbouring tiles' boundaries (any order;
-    cells outside the halo are ignored). Returns ``(ext_window, ld, la, lh)`` (flat labels).
-    ``ext`` overrides the extended window (then every given cell in it outside ``window`` is
-    seeded).
-    """
+    """``(ext_window, ld, la, lh)``: flat seeds over a tile's halo-extended window (or
+    ``ext``) from the neighbours' ``(ids, (d, a, h))`` final labels outside ``window``."""
     er0, er1, ec0, ec1 = ext = ext_window(spec, window) if ext is None else ext
     H, W = er1 - er0, ec1 - ec0
     ld, la, lh = inf_labels(H * W)

@@ -1,16 +1,11 @@
 """Fixed-capacity, allocation-free tournament tree (thesis §3.3.1, §5.4), Numba CPU twin of
 ``_tournament.cuh`` (same layout, same comparisons).
 
-A complete binary tree with ``cap`` leaves (the next power of two >= n) in arrays of
-``2 * cap`` nodes: node 1 is the root, node ``p`` has children ``2p`` and ``2p + 1``, leaf
-``i`` is node ``cap + i``. Each node holds a key and the leaf it came from; an internal node
-holds the smaller of its children's keys, so the minimum is at the root. Keys compare
-lexicographically as ``(distance float64, allocation int32, hops int32, leaf index)``: the
-leaf index makes every comparison strict, so the pop order is the same on every backend. An
-empty leaf has key ``(+inf, INT_MAX, INT_MAX)``. ``tt = (key_d, key_a, key_h, win)``.
-
-Why by hand: Dijkstra needs decrease-key on a queue that a Numba kernel (and a CUDA thread)
-can use without allocating; ``heapq`` allocates and has no decrease-key.
+``2 * cap`` nodes (``cap``: the next power of two >= n): node 1 is the root, node ``p`` has
+children ``2p`` and ``2p + 1``, leaf ``i`` is node ``cap + i``; a node holds the smaller of
+its children's keys ``(distance, allocation, hops, leaf)``, strict, so the pop order is the
+same on every backend. ``tt = (key_d, key_a, key_h, win)``. By hand because Dijkstra needs
+decrease-key without allocating in a Numba kernel or a CUDA thread.
 """
 
 import numpy as np
@@ -68,11 +63,7 @@ def tt_reset(key_d, key_a, key_h, win):
 
 @njit(cache=True, inline="always")
 def tt_lower(key_d, key_a, key_h, win, i, d, a, h):
-    """Set leaf ``i``'s key to ``(d, a, h)``, which must not be larger than its key now.
-
-    Climbs only while the new key wins: an ancestor whose winner is another, smaller leaf
-    stops the climb (its ancestors do not change either). Dijkstra's decrease-key.
-    """
+    """Decrease leaf ``i``'s key to ``(d, a, h)``, climbing only while the new key wins."""
     cap = key_d.shape[0] // 2
     p = cap + i
     key_d[p] = d

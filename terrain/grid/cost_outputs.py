@@ -1,26 +1,16 @@
 """What the cost-distance output layers hold: types, nodata (fill) values, units and codes.
 
-One definition for every writer and reader: the output store (``pipelines.cost_distance``),
-its GeoTIFFs, ``info``, ``verify``, the pictures and :func:`terrain.cost_distance`.
+One definition for every writer and reader (the output store, its GeoTIFFs, ``info``,
+``verify``, the pictures, :func:`terrain.cost_distance`):
 
 ``distance``   float64, accumulated cost from the nearest source; NaN unreached (nodata)
 ``backlink``   uint8, 0 at a source root, ``k + 1`` for arc code ``k`` towards the
                predecessor (:data:`terrain.grid.costs.ARC_NAMES`); 255 unreached
 ``allocation`` int32, index of the nearest source (ties: the lower index); -1 unreached
 
-Every layer is compressed with Blosc LZ4 level 5 (:func:`layer_compressors`), which
-releases the GIL, so the write tasks' threads compress in parallel; the shuffle is chosen
-per layer (byte shuffle for ``distance``, none for ``allocation``, bit shuffle for
-``backlink``: docs/cost-distance.md, "Design notes"). Readers see the same values whatever
-the codec.
-
-:func:`write_windows` encodes whole shards in the calling thread
-(:func:`terrain.tiles.write_shard`: zarr's bytes without zarr's one event-loop thread); a
-layer still on the device (a CuPy array: the GPU solve's outputs in a cost-distance run)
-is copied chunk by chunk into each writer thread's pinned tile and encoded from there
-(:class:`terrain._transfer.DeviceBlocks`), so the run holds no host copy of its outputs;
-:func:`read_layer` reads a whole layer (the solve's elevation and friction) shard by shard
-the same way from a pool of threads.
+Layers are Blosc LZ4 (GIL released: writer threads compress in parallel). Whole shards are
+encoded in the calling thread (:func:`terrain.tiles.write_shard`), a device layer's from
+pinned tiles, so a run holds no host copy of its outputs (docs/cost-distance.md).
 
 Examples
 --------
@@ -75,15 +65,14 @@ def layer_attributes(cost):
     }
 
 
-#: Blosc settings per layer (module docstring): (cname, clevel, shuffle)
+#: Blosc settings per layer: (cname, clevel, shuffle)
 LAYER_CODECS = {"distance": ("lz4", 5, "shuffle"), "allocation": ("lz4", 5, "noshuffle"),
                 "backlink": ("lz4", 5, "bitshuffle"), "friction": ("lz4", 5, "shuffle")}
 
 
 def layer_compressors(name="distance"):
-    """The codecs of the output layer ``name`` (module docstring): Blosc LZ4 level 5, after
-    a byte shuffle for the floats, a bit shuffle for the backlinks and none for the
-    allocation.
+    """The codecs of the output layer ``name``: Blosc LZ4 level 5 after a byte shuffle
+    (floats), a bit shuffle (backlinks) or none (allocation).
 
     >>> [(str(getattr(c.cname, "value", c.cname)), str(getattr(c.shuffle, "value", c.shuffle)))
     ...  for n in ("distance", "allocation", "backlink") for c in layer_compressors(n)]
@@ -94,10 +83,8 @@ def layer_compressors(name="distance"):
 
 
 def shard_layouts(store_path, names):
-    """``{name: (zarr array, ShardLayout or None)}`` of the layers ``names`` of the store
-    at ``store_path``, for :func:`write_windows` calls that write many windows: opening a
-    group and a layer goes through zarr's one event-loop thread, which serialises the
-    writers."""
+    """``{name: (zarr array, ShardLayout or None)}`` of the store's layers ``names``, opened
+    once for many :func:`write_windows` calls (opening serialises the writers)."""
     group = zarr.open_group(store=str(store_path), mode="r+")
     out = {}
     for name in names:
@@ -108,15 +95,10 @@ def shard_layouts(store_path, names):
 
 def write_windows(store_path, layers, windows, config=None, layouts=None):
     """Write ``layers[name][r0:r1, c0:c1]`` into the layer ``name`` of the Zarr store at
-    ``store_path`` for every window ``(r0, r1, c0, c1)``.
-
-    A layer in the usual layout (:func:`terrain.tiles._shards.fast_layout`) whose window
-    covers whole shards is encoded in this thread, shard by shard, in the bytes zarr would
-    write (module docstring); anything else goes through zarr's synchronous API
-    (``config``: zarr's runtime array configuration for those writes). ``layouts``: what
-    :func:`shard_layouts` gave for these layers (else the store is opened here). A layer
-    may be a 2-D CuPy array: its shards are encoded from pinned tiles copied off the device
-    (module docstring), its other windows copied to the host window by window.
+    ``store_path`` for every window ``(r0, r1, c0, c1)``. Whole shards of a layer in the
+    usual layout are encoded in this thread (a CuPy layer's from pinned tiles copied off the
+    device); anything else goes through zarr's API with ``config``. ``layouts``:
+    :func:`shard_layouts`'s, else the store is opened here.
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer
@@ -144,8 +126,7 @@ def write_windows(store_path, layers, windows, config=None, layouts=None):
 
 
 def _blocks(values):
-    """``values`` as :func:`terrain.tiles._shards.write_shard` takes it: a NumPy array as it
-    is, a device array as a :class:`terrain._transfer.DeviceBlocks`."""
+    """``values`` as ``write_shard`` takes it (a device array as ``DeviceBlocks``)."""
     if isinstance(values, np.ndarray) or not hasattr(values, "__cuda_array_interface__"):
         return values
     from .._transfer import DeviceBlocks
@@ -155,8 +136,7 @@ def _blocks(values):
 
 
 def _whole_shards(layout, window):
-    """The shards ``(si, sj)`` that ``window`` covers exactly (clipped to the array), or
-    None when it cuts one."""
+    """The shards ``(si, sj)`` that ``window`` covers exactly, or None when it cuts one."""
     r0, r1, c0, c1 = window
     (R, C), (rows, cols) = layout.shard, layout.shape
     if r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols):
@@ -166,8 +146,7 @@ def _whole_shards(layout, window):
 
 def read_layer(store_path, layer, dtype=None, workers=None):
     """The whole layer ``layer`` of the Zarr store at ``store_path`` as a NumPy array, its
-    shards read by ``workers`` threads (default: :func:`io_threads`), each on an event loop
-    of its own (module docstring).
+    shards read by ``workers`` threads (default: :func:`io_threads`).
 
     >>> import tempfile, os
     >>> from terrain.tiles.store import create_layer

@@ -1,41 +1,12 @@
 """Arc costs of the directed grid graph used by cost distance (SSSP): tables and cost models.
 
-Arcs
-----
-An arc goes from cell ``u = (r, c)`` to ``v = (r + ARC_DR[k], c + ARC_DC[k])``. The arc
-code ``k`` indexes fixed tables (see ``docs/cost-distance.md``)::
-
-    k : 0   1   2   3   4   5   6   7  | 8    9    10   11   12   13   14   15
-    dr: 0   1   1   1   0  -1  -1  -1  | -1   1    2    2    1   -1   -2   -2
-    dc: 1   1   0  -1  -1  -1   0   1  |  2   2    1   -1   -2   -2   -1    1
-        E   SE  S   SW  W   NW  N   NE | ENE  ESE  SSE  SSW  WSW  WNW  NNW  NNE
-
-Connectivity 4 uses ``k`` in {0, 2, 4, 6}, 8 uses 0..7 and 16 uses 0..15 (knight moves, as
-GRASS ``r.cost -k``; a knight arc needs only its two endpoint cells to be valid). The
-horizontal length of arc ``k`` is ``L_k = sqrt((dc*dx)**2 + (dr*dy)**2)`` (float64),
-computed once on the host by :func:`arc_lengths` and handed to the kernels as a table.
-
-Cost models (float64, from float32 inputs; one definition)
-----------------------------------------------------------
-``absdiff``   ``w = |z_v - z_u|`` (the thesis's SSSP weight; ignores length; symmetric)
-``friction``  ``w = L_k * ((f_u + f_v) * 0.5)`` (GRASS r.cost and scikit-image
-              ``MCP_Geometric``)
-``tobler``    anisotropic walking time in seconds along the arc: slope ``s = (z_v - z_u) / L_k``,
-              speed ``V0 * exp(-3.5 * |s + 0.05|)`` m/s with ``V0 = 6000 / 3600``, evaluated as
-              ``w = ((L_k * E) / V0) * ((f_u + f_v) * 0.5)`` with ``E = exp(3.5 * |s + 0.05|)``
-              (the friction factor is exactly 1 without a friction raster: pass ``f = 1``)
-
-Each operation is one IEEE float64 operation rounded to nearest, in the order written. Three
-twins compute them with the same bits: NumPy here (:func:`arc_costs_np`), Numba
-(``_costs_cpu.py``: ``arc_cost``, ``exp_det``) and CUDA (``_costs.cuh``, which spells them ``__dadd_rn``/``__dmul_rn``/``__ddiv_rn`` so that no
-fused multiply-add changes a bit). ``exp`` is not correctly rounded in any maths library, and
-libm and CUDA differ in the last bit, so ``exp_det`` is our own: a Cody-Waite reduction
-by ``ln 2`` and a degree-13 Taylor polynomial in Horner form, using only ``+``, ``*`` and an
-exact ``ldexp`` — the same bits on NumPy, Numba and CUDA (relative error below ``4e-16``).
-
-An arc whose cost is not finite (``tobler`` on a slope steeper than about 200:1, an infinite
-friction) is never taken: label-setting never improves an infinite label. Costs are ``>= 0``;
-negative friction is an :class:`~terrain.errors.InputError` (:func:`check_friction`).
+Arc ``k`` goes from ``(r, c)`` to ``(r + ARC_DR[k], c + ARC_DC[k])`` (codes 0-7: E, SE, S,
+SW, W, NW, N, NE; 8-15 the knight moves ENE ... NNE); connectivity 4 uses {0, 2, 4, 6}, 8
+uses 0-7, 16 uses 0-15. Costs (``absdiff``, ``friction``, ``tobler``) are float64 from
+float32 inputs, one IEEE operation at a time in the order written, with our own ``exp_det``
+(Cody-Waite reduction, degree-13 Taylor polynomial: libm and CUDA differ in the last bit):
+the NumPy (:func:`arc_costs_np`), Numba (``_costs_cpu.py``) and CUDA (``_costs.cuh``) twins
+give the same bits. An arc of infinite cost is never taken. Definitions: docs/cost-distance.md.
 
 Examples
 --------
@@ -125,10 +96,8 @@ def cost_model_code(model):
 
 
 def check_friction(friction, name="friction raster"):
-    """``friction`` as float32, or :class:`InputError` if it has a negative value.
-
-    NaN is nodata (a barrier) and allowed; ``+inf`` makes every arc at the cell impassable.
-    """
+    """``friction`` as float32, or :class:`InputError` if it has a negative value (NaN: a
+    barrier; ``+inf``: every arc at the cell impassable)."""
     f = np.asarray(friction, dtype=np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all NaN: nanmin is NaN, fine
@@ -160,10 +129,8 @@ def exp_det_np(x):
 
 
 def arc_costs_np(zu, zv, fu, fv, k, model, lengths):
-    """Cost (float64) of arc ``k`` from ``u`` to ``v`` (module docstring), vectorised; ``k``
-    may be a scalar or an array. ``zu, zv`` float32 elevations, ``fu, fv`` float32 frictions
-    (1 without a friction raster), ``model`` a :func:`cost_model_code`, ``lengths``
-    :func:`arc_lengths`."""
+    """Cost (float64) of arc ``k`` (scalar or array) from ``u`` to ``v``, vectorised (``fu,
+    fv`` 1 without a friction raster)."""
     zu = np.asarray(zu, np.float32).astype(np.float64)
     zv = np.asarray(zv, np.float32).astype(np.float64)
     if model == 0:

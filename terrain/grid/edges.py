@@ -1,35 +1,11 @@
 """Edges of the grid graph of a DEM: ids, directions and the four weight models.
 
-The graph
----------
-One vertex per cell that is not NaN. Each edge belongs to its row-major-lower endpoint
-``cell = row * ncols + col`` and a direction ``d``: E=0 ``(r, c+1)``, S=1 ``(r+1, c)``,
-SE=2 ``(r+1, c+1)``, SW=3 ``(r+1, c-1)``; its id is ``4 * cell + d``. 4-connectivity
-uses E and S only.
-
-Weights (one precise definition, bit-identical on CPU and GPU)
---------------------------------------------------------------
-A weight is a float32, computed from the two float32 elevations ``z_owner``, ``z_other``
-in float64 with IEEE round-to-nearest operations and rounded once to float32:
-
-``max``       ``max(z_owner, z_other)`` (exact in float32)
-``absdiff``   ``float32(|z_owner - z_other|)``
-``slope``     ``float32(|z_owner - z_other| / h_d)``
-``length3d``  ``float32(sqrt(h_d * h_d + dz * dz))`` (no fused multiply-add: the CUDA twin
-              uses ``__dmul_rn``/``__dadd_rn``/``__dsqrt_rn``)
-
-where ``h_d`` is the horizontal length of direction ``d`` (``dx`` for E, ``dy`` for S and
-``sqrt(dx² + dy²)`` for the diagonals), computed once on the host by
-:func:`horizontal_lengths`. A weight of ``-0.0`` becomes ``+0.0`` so that equal weights
-have equal bits. Edges are ordered by ``(weight, id)``: a total order, hence a unique
-minimum spanning forest.
-
-Packed keys
------------
-:func:`order_bits` maps a float32 to a uint32 whose unsigned order is the float order;
-a per-tile key is ``order_bits(w) << 32 | local_edge_index`` (uint64), or, when the tile's
-distinct weights are few enough, ``rank << idx_bits | local_edge_index`` (uint32; see
-:mod:`terrain.grid._boruvka`): never lossy.
+Edge ``(cell, d)`` belongs to its row-major-lower endpoint ``cell = row * ncols + col``,
+direction E=0, S=1, SE=2, SW=3 (4-connectivity: E and S); its id is ``4 * cell + d``. A
+weight is a float32 computed from the two float32 elevations in float64 with IEEE
+round-to-nearest operations, rounded once (``-0.0`` becomes ``+0.0``), so CPU and GPU give
+the same bits; edges are ordered by ``(weight, id)``, a total order (docs/mst.md, "The
+graph"). :func:`order_bits` maps a float32 to a uint32 of the same order for packed keys.
 
 Examples
 --------
@@ -116,8 +92,6 @@ def block_sides(window, shape):
 def order_bits(w):
     """uint32 array whose unsigned order is the order of the float32 array ``w`` (no NaN).
 
-    The GPU packs ``order_bits(w) << 32 | local_edge_index`` into one uint64 key.
-
     Examples
     --------
     >>> order_bits(np.array([-1.0, 0.0, 2.5], np.float32)).argsort().tolist()
@@ -152,9 +126,7 @@ _SUM_CHUNK = 1 << 28
 class WeightSum:
     """Exact sum of float32 weights, independent of the order of the additions.
 
-    Per binary exponent the integer mantissas are summed in int64; :meth:`value` rounds the
-    exact total to float64 once. So the total weight is the same for every tile size,
-    backend and worker count.
+    Integer mantissas summed per binary exponent; :meth:`value` rounds the total once.
 
     Examples
     --------
@@ -187,8 +159,8 @@ class WeightSum:
 def grid_edges(dem, connectivity=8, weight="max", cellsize=(1.0, 1.0)):
     """All edges of the grid graph of ``dem``: ``(ids, owner, other, weights)``.
 
-    A plain NumPy construction over the whole grid (memory O(cells)); used for small grids,
-    for oracles and for the benchmark's scipy figure, never by the tiled algorithm.
+    A plain NumPy construction over the whole grid (memory O(cells)), for small grids and
+    oracles.
 
     Parameters
     ----------

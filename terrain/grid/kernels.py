@@ -1,8 +1,5 @@
-"""Numba kernels the grid's CPU code shares: the weight of one edge (:mod:`terrain.grid.edges`
-gives the definition and its vectorised twin; ``_grid_edges.cuh`` the CUDA one).
-
-A module of its own so that the NumPy code of :mod:`terrain.grid.edges` (and what runs in core
-on the CPU, :func:`terrain.grid.mst_device.host_mst`) imports no Numba.
+"""Numba kernels the grid's CPU code shares: the weight of one edge (definition and NumPy twin
+in :mod:`terrain.grid.edges`), apart so that NumPy code importing edges needs no Numba.
 """
 
 import math
@@ -15,7 +12,7 @@ __all__ = ["edge_weight"]
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def edge_weight(z_owner, z_other, d, model, hlen):
-    """Weight of the edge (float32) from two float32 elevations; see the module docstring."""
+    """Weight of the edge (float32) from two float32 elevations (:mod:`terrain.grid.edges`)."""
     if model == 0:
         w = np.float32(z_owner if z_owner >= z_other else z_other)
     else:

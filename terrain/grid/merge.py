@@ -1,28 +1,13 @@
 """Level merges up the tile quadtree and the changes they make, applied top down (Haverkort).
 
-A quadtree node covers ``2^k × 2^k`` tiles; its four children (NW, NE, SW, SE) are
-Morton-adjacent in the store. Every node hands up a :class:`LevelGraph`: the reduced forest
-of its block (:mod:`terrain.grid.reduce`) plus the elevations of the block's four border
-lines, so that the parent builds the grid edges crossing between its children (the
-*separator* edges) without reading any tile again.
-
-:func:`merge_level` takes the four children's graphs and the separator edges, computes their
-minimum spanning forest (Kruskal over the ``(weight, rep)`` order, union-find in Numba: these
-graphs have O(perimeter) edges), and records the *changes* it makes to the union of the
-tile forests:
-
-* ``added`` -- separator edges in the forest (original grid edges, new to the forest);
-* ``dropped`` -- for every child edge *not* in the forest, its representative: a contracted
-  path that is dropped loses exactly its heaviest edge, and that edge is the representative.
-
-It then reduces the forest again with the node's own boundary and passes it up. At the root
-nothing is on the boundary, so everything is final.
-
-Expansion: the final forest is the union of the tile forests, plus every ``added`` edge,
-minus every ``dropped`` edge (an edge is dropped at most once and never re-added, so the
-order does not matter). :func:`split_changes` routes a node's changes (and those coming from
-above) to the child whose block owns each edge's cell; :func:`apply_changes` applies them to a
-block of the mask.
+Every node hands up a :class:`LevelGraph`: its block's reduced forest plus the elevations of
+the block's border lines, so the parent builds the *separator* edges between its children
+without reading a tile again. :func:`merge_level` runs Kruskal (``(weight, rep)`` order) on
+the children's graphs and the separators, records its :class:`Changes` (``added`` separator
+edges, ``dropped`` representatives of child edges it does not keep) and reduces again. The
+final forest is the tile forests plus every added minus every dropped edge;
+:func:`split_changes` routes changes to the child owning each edge's cell and
+:func:`apply_changes` applies them to a mask block (docs/mst.md).
 """
 
 from dataclasses import dataclass, field
@@ -38,11 +23,8 @@ __all__ = ["LevelGraph", "Changes", "merge_level", "split_changes", "apply_chang
 
 @dataclass
 class LevelGraph:
-    """A block's reduced forest (global cell ids) and its border elevations.
-
-    ``window`` is ``(r0, r1, c0, c1)``, clipped to the grid. ``top``/``bottom`` hold rows
-    ``r0`` and ``r1 - 1`` (columns ``c0:c1``), ``left``/``right`` columns ``c0`` and ``c1 - 1``.
-    """
+    """A block's reduced forest (global cell ids) and the elevations of its border rows
+    (``top``, ``bottom``) and columns (``left``, ``right``) in its clipped ``window``."""
 
     window: tuple
     a: np.ndarray
@@ -116,13 +98,9 @@ def child_windows(window, half, shape):
 
 
 def _separator_edges(row_hi, row_lo, r, c0, vertical, connectivity, model, hlen, ncols, skip_row):
-    """Grid edges crossing one separator line.
-
-    Horizontal (``vertical=False``): between row ``r`` (values ``row_hi`` over columns
-    ``c0..``) and row ``r + 1`` (``row_lo``). Vertical: between column ``c0`` (``row_hi``
-    over rows ``r..``) and column ``c0 + 1`` (``row_lo``); diagonals at row ``skip_row``
-    cross the horizontal separator too and are left to it.
-    """
+    """Grid edges crossing one separator line: between row ``r`` (``row_hi``) and ``r + 1``
+    (``row_lo``), or with ``vertical`` between columns ``c0`` and ``c0 + 1`` (diagonals at
+    ``skip_row`` are left to the horizontal separator)."""
     n = row_hi.shape[0]
     idx = np.arange(n)
     parts = []
@@ -189,7 +167,7 @@ def merge_level(window, half, children, shape, connectivity, model, hlen):
     changes : Changes
         Separator edges added to the forest, representatives dropped from it.
     n_edges_in : int
-        Edges of the merged graph (children's plus separators), for statistics.
+        Edges of the merged graph, for statistics.
 
     Examples
     --------
@@ -211,10 +189,6 @@ def merge_level(window, half, children, shape, connectivity, model, hlen):
     rm, cm = r0 + half, c0 + half
     ncols = shape[1]
     kids = [k for k in children if k is not None]
-    ka = _cat([k.a for k in kids], np.int64)
-    kb = _cat([k.b for k in kids], np.int64)
-    kw = _cat([k.w for k in kids], np.float32)
-    krep = _cat([k.rep for k in kids], np.int64)
     seps = []
     if sw is not None:  # horizontal separator between rows rm-1 and rm
         hi = np.concatenate([nw.bottom] + ([ne.bottom] if ne is not None else []))
@@ -225,15 +199,12 @@ def merge_level(window, half, children, shape, connectivity, model, hlen):
         right = np.concatenate([ne.left] + ([se.left] if se is not None else []))
         seps.append(_separator_edges(left, right, r0, cm - 1, True, connectivity, model, hlen, ncols,
                                      rm - 1))
-    sa = _cat([s[0] for s in seps], np.int64)
-    sb = _cat([s[1] for s in seps], np.int64)
-    sw_ = _cat([s[2] for s in seps], np.float32)
-    sid = _cat([s[3] for s in seps], np.int64)
-    n_child = ka.shape[0]
-    a = np.concatenate([ka, sa])
-    b = np.concatenate([kb, sb])
-    w = np.concatenate([kw, sw_])
-    rep = np.concatenate([krep, sid])
+    # the children's edges first, then the separators'
+    n_child = sum(len(k.a) for k in kids)
+    a = _cat([k.a for k in kids] + [s[0] for s in seps], np.int64)
+    b = _cat([k.b for k in kids] + [s[1] for s in seps], np.int64)
+    w = _cat([k.w for k in kids] + [s[2] for s in seps], np.float32)
+    rep = _cat([k.rep for k in kids] + [s[3] for s in seps], np.int64)
     cells, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
     la, lb = inv[:a.shape[0]].astype(np.int64), inv[a.shape[0]:].astype(np.int64)
     from .reduce import kruskal_keep, reduce_forest  # Numba: only where there are merges

@@ -1,31 +1,13 @@
-"""Exact minimum spanning forest of a DEM's grid graph, tile by tile (thesis ch. 2-3).
+"""Exact minimum spanning forest of a DEM's grid graph, in core or tile by tile.
 
-Algorithm
----------
-1. *Tiles.* Tiles are processed in groups (a shard of the tile store: a quadtree node of
-   ``2^g × 2^g`` tiles, read at once). Each tile's minimum spanning forest comes from
-   Borůvka supervertex merging (:mod:`terrain.grid._boruvka`, Numba), as a direction-bit
-   mask; the mask is reduced (:mod:`terrain.grid.reduce`): dead ends are
-   final, degree-2 paths become one edge carrying their heaviest edge as representative.
-2. *Merges.* Quadtree nodes merge their four children's reduced forests with the separator
-   edges between them (:func:`terrain.grid.merge.merge_level`), inside a group and then
-   above, up to the root. Every merge records the edges it adds and drops.
-3. *Expansion.* Top down, each node routes its own and its ancestors' changes to its
-   children; at the groups they are applied to the tile forests' masks.
-
-The total order ``(weight, id)`` makes the forest unique, hence identical for every tile
-size, group size, backend and schedule. The total weight is summed exactly
-(:class:`terrain.grid.edges.WeightSum`) so it does not depend on them either.
-
-A grid that fits in core skips all of this (:func:`grid_mst`, the one dispatch point, says
-which path runs where). A group of a grid that does not fit is either a *super-tile*, its
-forest computed whole by the in-core kernel and reduced once, or a batch of tiles (the CPU's
-way beyond the in-core bound). The backend's kernels are paired in one table
-(:class:`_CpuOps`, :class:`_GpuOps`), chosen once per call.
-
-:func:`grid_mst` runs the phases along the walks of :mod:`terrain.tiles.quadtree`, calling
-each step at once; ``pipelines/mst.py`` walks the same plan with the same steps as Dask
-tasks. Inside a group, the tile forests are merged by the same walk over the group's block.
+Tiled: each group's tile forests (Borůvka, :mod:`terrain.grid._boruvka`) or its whole forest
+(a super-tile, the in-core kernel) are reduced (:mod:`terrain.grid.reduce`), merged up the
+quadtree (:func:`terrain.grid.merge.merge_level`) and the merges' changes routed back down to
+the masks, along the walks of :mod:`terrain.tiles.quadtree`; ``pipelines/mst.py`` runs the same
+steps as Dask tasks. The total order ``(weight, id)`` and the exact :class:`WeightSum` make the
+forest and its weight identical for every tile size, schedule and backend. :func:`grid_mst` is
+the one dispatch point; the backends' kernels are paired in :class:`_CpuOps`/:class:`_GpuOps`.
+See docs/mst.md.
 """
 
 import threading
@@ -38,7 +20,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
-from ..tiles.store import TileStore, check_tile_size, is_store, open_store
+from ..tiles.store import TileStore, check_tile_size, is_store, open_store, shard_windows
 from .edges import (MAX_TILE, WeightSum, block_sides, check_connectivity, horizontal_lengths,
                     weight_model_code)
 from .merge import Changes, LevelGraph, apply_changes, merge_level, split_changes
@@ -90,7 +72,7 @@ class MSTSpec(TiledGrid):
 
 @dataclass
 class GroupResult:
-    """What a group hands on: its mask (tile forests), its node's graph and its changes."""
+    """What a group hands on: its mask, its node's graph and its changes."""
 
     window: tuple
     mask: np.ndarray
@@ -129,34 +111,13 @@ def expand_step(spec, k, i, j, incoming, own):
 
 def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=0.0,
                  in_core=False):
-    """Tile forests, reductions and in-group merges of one group.
+    """Tile forests, reductions and in-group merges of one group: a :class:`GroupResult`.
 
-    With ``in_core`` the group is one super-tile: its block's forest comes whole from the
-    backend's in-core kernel and is reduced once, with no tile forests and no in-group merges
-    (the changes are empty). Both ways give the same reduced forest above, hence the same
-    final forest.
+    ``z_block``: the elevations (NaN = nodata) of ``window``, the group's block aligned to
+    ``tile << group_level``; ``read_seconds``: the time spent reading it. With ``in_core``
+    the group is one super-tile (``z_block`` may lie on the device): its forest comes whole
+    from the in-core kernel and is reduced once; both ways give the same final forest.
 
-    Parameters
-    ----------
-    spec : MSTSpec
-    z_block : (r1 - r0, c1 - c0) float32 array
-        The group's elevations (NaN = nodata); with ``in_core`` on the GPU it may lie on the
-        device.
-    window : (r0, r1, c0, c1)
-        The group's block, aligned to ``tile << group_level``.
-    group_level : int
-    backend : str or Backend, optional
-    read_seconds : float
-        Time spent reading ``z_block``, recorded as the ``read`` phase.
-    in_core : bool
-        One super-tile (above).
-
-    Returns
-    -------
-    GroupResult
-
-    Examples
-    --------
     >>> spec = MSTSpec((2, 3), tile=2)
     >>> g = group_forest(spec, np.arange(6, dtype=np.float32).reshape(2, 3), (0, 2, 0, 3), 1, "cpu")
     >>> g.forest_edges + len(g.changes.added) - len(g.changes.dropped)
@@ -177,8 +138,7 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
 
 
 def _tile_batches(spec, z_block, window, group_level, times):
-    """:func:`group_forest` of a group as a batch of tiles (Borůvka per tile, reductions,
-    the group's own merges)."""
+    """:func:`group_forest` of a group as a batch of tiles."""
     from ._boruvka import boruvka_tiles  # Numba: the tiled path's (in core needs none)
     from .reduce import reduce_tile
     T = spec.tile
@@ -191,24 +151,16 @@ def _tile_batches(spec, z_block, window, group_level, times):
     masks = boruvka_tiles(batch, spec.connectivity, spec.model, spec.hlen, "cpu")
     times["boruvka"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ncols = spec.shape[1]
     forest_sum = WeightSum()
     forest_edges = 0
     graphs = {}
     model, hlen = spec.model, spec.hlen
-    for ti in range(nt_r):
-        for tj in range(nt_c):
-            tr0, tc0 = r0 + ti * T, c0 + tj * T
-            win = (tr0, min(tr0 + T, spec.shape[0]), tc0, min(tc0 + T, spec.shape[1]))
-            zt = batch[ti * nt_c + tj]
-            a, b, w, rep, forest_w = reduce_tile(masks[ti * nt_c + tj], zt, win, spec.shape,
-                                                 model, hlen)
-            forest_sum.add(forest_w)
-            forest_edges += forest_w.shape[0]
-            ga = (tr0 + a // T) * ncols + tc0 + a % T
-            gb = (tr0 + b // T) * ncols + tc0 + b % T
-            graphs[(ti, tj)] = LevelGraph.from_block(
-                win, zt[: win[1] - win[0], : win[3] - win[2]], ga, gb, w, rep)
+    for t, win in enumerate(shard_windows(spec.shape, T, window)):
+        a, b, w, rep, forest_w = reduce_tile(masks[t], batch[t], win, spec.shape, model, hlen)
+        forest_sum.add(forest_w)
+        forest_edges += forest_w.shape[0]
+        graphs[divmod(t, nt_c)] = _level_graph(
+            spec, win, batch[t][: win[1] - win[0], : win[3] - win[2]], a, b, w, rep, T)
     times["reduce"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     # the group's own levels: the same walk on the group's block, tiles as leaves
@@ -229,11 +181,11 @@ def _tile_batches(spec, z_block, window, group_level, times):
                        forest_edges, int(np.count_nonzero(~np.isnan(z_block))), times)
 
 
-def _level_graph(spec, window, z_block, a, b, w, rep):
-    """The reduced forest of a block (local ids, row-major in the block) as a
-    :class:`LevelGraph` with global cell ids."""
+def _level_graph(spec, window, z_block, a, b, w, rep, width=None):
+    """A block's reduced forest (local ids, ``width`` a row: default the block's) as a
+    :class:`LevelGraph` (global ids)."""
     r0, r1, c0, c1 = window
-    C, ncols = c1 - c0, spec.shape[1]
+    C, ncols = width or c1 - c0, spec.shape[1]
     return LevelGraph.from_block(window, z_block, (r0 + a // C) * ncols + c0 + a % C,
                                  (r0 + b // C) * ncols + c0 + b % C, w, rep)
 
@@ -243,9 +195,7 @@ _NO_EDGES = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float3
 
 
 class _CpuOps:
-    """The grid MST's CPU kernels: tile Borůvka and reduction in Numba
-    (:mod:`terrain.grid._boruvka`, :func:`terrain.grid.reduce.reduce_tile`), the whole-block
-    forest in C (:func:`terrain.grid.mst_device.host_mst`)."""
+    """The grid MST's CPU kernels (the whole-block forest: the C Kruskal)."""
 
     @staticmethod
     def super_tile(spec, z_block, window, be, times):
@@ -266,15 +216,12 @@ class _CpuOps:
 
 
 class _GpuOps:
-    """The grid MST's GPU kernels: the whole-block forest and its reduction on the device
-    (:func:`terrain.grid.mst_device.device_mst`, :func:`terrain.grid.reduce.
-    reduce_block_device`). Tile batches, where asked for, run the CPU's kernels."""
+    """The grid MST's GPU kernels: whole-block forest and reduction on the device."""
 
     @staticmethod
     def super_tile(spec, z_block, window, be, times):
-        """:func:`group_forest` of a group taken whole, where the block lies: the mask and
-        the boundary graph come back. On a stream of the calling thread's own, so the tasks
-        of a worker's threads overlap on the device."""
+        """:func:`group_forest` of a group taken whole, on this thread's stream (a worker's
+        threads overlap on the device)."""
         cp = be.xp
         t0 = time.perf_counter()
         with thread_stream(be):
@@ -299,8 +246,7 @@ _streams = threading.local()
 
 
 def thread_stream(backend):
-    """This thread's non-blocking CUDA stream on the current device (made once per thread:
-    the super-tiles of a worker's threads overlap on the device)."""
+    """This thread's non-blocking CUDA stream on the current device (made once)."""
     cp = get_backend(backend).xp
     stream = getattr(_streams, "stream", None)
     if stream is None:
@@ -310,11 +256,8 @@ def thread_stream(backend):
 
 @dataclass
 class GridMSTResult:
-    """The forest of a grid as a direction-bit mask and its statistics.
-
-    ``mask[r, c]`` has bit ``d`` set when edge ``(cell, d)`` is in the forest; ``path``
-    says which path ran ("in-core" or "tiled").
-    """
+    """The forest as a direction-bit mask (bit ``d`` of ``mask[r, c]``: edge ``(cell, d)``)
+    and its statistics; ``path``: "in-core" or "tiled"."""
 
     mask: np.ndarray
     total_weight: float
@@ -340,15 +283,9 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
              group_tiles=None, in_core="auto"):
     """Minimum spanning forest of the grid graph of a DEM.
 
-    The one dispatch point between the paths, which give the same forest:
-
-    * *in core*: when the grid fits the backend's whole-grid kernel
-      (:func:`terrain.grid.mst_device.fits_in_core`: the device's free memory on the GPU, a
-      cell count on the CPU), the forest of the whole grid at once
-      (:func:`terrain.grid.mst_device.in_core_mst`): no tiles, no reduction or merges.
-    * *tiled* (out of core): tile forests, reductions, quadtree merges and expansion (module
-      docstring). On the GPU each group is one super-tile, by default as large as the
-      device's memory allows; on the CPU a group is a batch of tiles.
+    The one dispatch point: *in core* (the whole grid at once) when the grid fits the
+    backend's kernel (:func:`terrain.grid.mst_device.fits_in_core`), else *tiled* (super-tile
+    groups on the GPU, tile batches on the CPU). Both give the same forest.
 
     Parameters
     ----------
@@ -365,9 +302,8 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         Tiles a side processed together (default: the store's shard, or 4; on the GPU's
         super-tiles: sized from the device).
     in_core : {"auto", True, False, "groups"}
-        "auto": in core when the grid fits, else tiled (super-tiles on the GPU, tile
-        batches on the CPU); True: in core or an error; False: the tiled path with tile
-        batches per group; "groups": the tiled path with each group taken whole.
+        "auto": in core when the grid fits, else tiled; True: in core or an error; False:
+        tiled with tile batches; "groups": tiled with each group taken whole.
 
     Returns
     -------
@@ -437,7 +373,6 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         return g.graph, g.changes, {"times": g.times}
 
     def apply(level, i, j, incoming, own):
-        # in memory every change lands in the one mask, routed top-down all the same
         t0 = time.perf_counter()
         win = spec.window(level, i, j)
         apply_changes(mask[win[0]:win[1], win[2]:win[3]], win[0], win[2], spec.shape[1],
@@ -463,9 +398,8 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
 
 
 def super_tile_fits(shape, backend=None, in_flight=1, free=None):
-    """True when ``in_flight`` super-tiles of ``shape`` (forest and reduction) fit the
-    backend's in-core kernel together: on the GPU the device's free memory (or ``free``
-    bytes), on the CPU its cell bound (:func:`terrain.grid.mst_device.fits_in_core`)."""
+    """True when ``in_flight`` super-tiles of ``shape`` fit the in-core kernel together (the
+    device's free memory, or ``free`` bytes; the CPU's cell bound)."""
     be = get_backend(backend)
     return be.select(
         lambda: fits_in_core((int(shape[0]) * in_flight, int(shape[1])), be),
@@ -475,14 +409,8 @@ def super_tile_fits(shape, backend=None, in_flight=1, free=None):
 
 def super_tile_side(spec, backend=None, in_flight=1, host_bytes=None, min_tiles=1, free=None):
     """Tiles a side per super-tile group: the largest power of two whose block fits the
-    in-core kernel ``in_flight`` times over (:func:`super_tile_fits`: one per task running at
-    once) and, with ``host_bytes``, whose host buffers
-    (:data:`SUPER_TILE_HOST_BYTES_PER_CELL`) ``in_flight`` times fit that many bytes; at least
-    ``min_tiles``, at most the whole grid. ``free``: the device's free bytes, when another
-    process's device is meant.
-
-    Larger super-tiles mean fewer tasks, fewer and smaller levels above them, and boundary
-    graphs that are a smaller share of the cells.
+    in-core kernel (and ``host_bytes`` of host buffers) ``in_flight`` times over; at least
+    ``min_tiles``, at most the whole grid. Larger means fewer tasks and smaller boundaries.
 
     >>> super_tile_side(MSTSpec((5000, 5000), 512), "cpu", min_tiles=4)
     4

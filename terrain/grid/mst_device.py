@@ -1,28 +1,12 @@
 """In-core minimum spanning forest of a whole grid: Borůvka on the GPU, Kruskal on the CPU.
 
-When the grid fits in memory, tiling only costs (reductions, merges, round trips between
-phases). Both twins compute the unique forest of the ``(weight, id)`` order of
-:mod:`terrain.grid.edges`, so their masks and exact total weights are the tiled path's, bit for
-bit:
-
-* GPU (:func:`device_mst`, ``_mst_device.cu``; its header comment gives the steps): per round
-  one pass per step over the grid -- lightest edge per active cell offered to its supervertex
-  with ``atomicMin`` on a packed 64-bit key ``order_bits(w) << 32 | edge id``, hooking with the
-  mutual-pair rule, pointer jumping by path halving, relabelling -- with weights computed from
-  ``z`` on the fly, cells whose neighbours all share their supervertex deactivated for good
-  (ECL-MST's edge filtering, Fallin et al. SC'23, without a worklist), the mask written and the
-  total weight summed on the device in :class:`terrain.grid.edges.WeightSum`'s layout. The host
-  reads one flag per round. Up to :data:`MAX_CELLS` cells (32-bit edge ids).
-* CPU (:func:`host_mst`): the same keys built with NumPy, sorted (NumPy's sort), and Kruskal's
-  union-find over them in C (``terrain_grid_kruskal`` in :mod:`terrain.native`). It needs no
-  Numba, so a small grid costs its work and not a JIT's start-up; up to
-  :data:`HOST_MAX_CELLS` cells (the keys take 32 bytes a cell).
-
-:func:`fits_in_core` says whether a grid takes this path on a backend (the one question
-:func:`terrain.grid.mst.grid_mst` and ``pipelines.mst`` ask); :func:`in_core_mst` runs the
-backend's twin. Written by hand because no library offers an implicit-grid MST with our tie
-order: cuGraph and ECL-MST need a CSR (16× the DEM's memory traffic) and break ties otherwise;
-SciPy's would need the edges ranked first and a CSR built (docs/mst.md).
+When the grid fits in memory, tiling only costs. Both twins compute the unique forest of the
+``(weight, id)`` order of :mod:`terrain.grid.edges`, so their masks and exact total weights
+are the tiled path's, bit for bit. GPU (:func:`device_mst`, ``_mst_device.cu``): per round
+lightest edge per active cell (``atomicMin`` on ``order_bits(w) << 32 | edge id``), hooking,
+path halving, relabelling, with no CSR. CPU (:func:`host_mst`): the same keys sorted and
+Kruskal's union-find in C, no Numba. :func:`fits_in_core` says whether a grid takes this path;
+:func:`in_core_mst` runs the backend's twin. Steps and reasons: docs/mst.md.
 """
 
 import ctypes
@@ -41,15 +25,11 @@ __all__ = ["device_mst", "host_mst", "in_core_mst", "InCoreForest", "fits_in_cor
            "HOST_MAX_CELLS", "BYTES_PER_CELL", "REDUCE_BYTES_PER_CELL"]
 
 MAX_CELLS = 1 << 30  # edge ids 4·cell + d must fit 32 bits of the key
-#: cells of the largest grid the CPU takes in core: its edge keys take 32 bytes a cell (8 a
-#: key, up to 4 keys a cell) and one thread sorts them; beyond this the tiled path, whose
-#: Numba start-up is then paid back by its threads, is the better CPU path (docs/mst.md,
-#: "Design notes")
+#: cells of the largest grid the CPU takes in core (32 bytes a cell of keys; docs/mst.md)
 HOST_MAX_CELLS = 1 << 21
 # z (4), comp (4), parent (4), best (8), active (1), mask (1)
 BYTES_PER_CELL = 22
-#: device memory :func:`terrain.grid.reduce.reduce_block_device` adds per cell: the edges
-#: still alive (1), the degrees (4), the dead-end flags (1)
+#: device bytes :func:`terrain.grid.reduce.reduce_block_device` adds a cell (alive, degree, end)
 REDUCE_BYTES_PER_CELL = 6
 _BLOCK = 256
 _MAX_ROUNDS = 64  # Borůvka at least halves the supervertices with edges each round
@@ -57,19 +37,9 @@ _MAX_ROUNDS = 64  # Borůvka at least halves the supervertices with edges each r
 
 @dataclass
 class InCoreForest:
-    """The forest of :func:`in_core_mst` (either twin).
-
-    Attributes
-    ----------
-    mask : (rows, cols) uint8 array of the backend (CuPy on the GPU)
-        Bit ``d`` of a cell set when its edge in direction ``d`` is in the forest.
-    weight_sum : WeightSum
-        The forest's exact total weight.
-    edges, vertices, rounds : int
-        ``rounds``: Borůvka's rounds on the GPU, 1 on the CPU.
-    labels : (rows * cols,) int32 CuPy array or None
-        On the GPU, each cell's supervertex (a cell of its tree; -1 nodata).
-    """
+    """The forest of :func:`in_core_mst`: the backend's direction-bit ``mask``, its exact
+    ``weight_sum``, counts, Borůvka's ``rounds`` (1 on the CPU) and on the GPU each cell's
+    supervertex ``labels`` (-1 nodata)."""
 
     mask: object
     weight_sum: WeightSum
@@ -98,11 +68,9 @@ def device_bytes(shape):
 
 def fits_on_device(shape, backend=None, headroom=0.9, per_cell=BYTES_PER_CELL, copies=1,
                    free=None):
-    """True when a grid of ``shape`` can take :func:`device_mst` on ``backend``'s device: at
-    most :data:`MAX_CELLS` cells and ``copies`` times ``per_cell`` bytes a cell (default:
-    :func:`device_bytes`) within ``headroom`` of the device's free memory (CuPy's pool counts
-    as free; ``free``: that many bytes instead, e.g. as another process's device reports it).
-    Always False on the CPU.
+    """True when a grid of ``shape`` can take :func:`device_mst`: at most :data:`MAX_CELLS`
+    cells and ``copies × per_cell`` bytes a cell within ``headroom`` of the device's free
+    memory (or of ``free`` bytes). Always False on the CPU.
 
     >>> fits_on_device((10, 10), "cpu")
     False
@@ -117,9 +85,8 @@ def fits_on_device(shape, backend=None, headroom=0.9, per_cell=BYTES_PER_CELL, c
 
 
 def fits_in_core(shape, backend=None, free=None):
-    """True when the grid of ``shape`` takes :func:`in_core_mst` on ``backend``: on the GPU
-    when it fits the device (:func:`fits_on_device`; ``free`` bytes free, when given), on the
-    CPU up to :data:`HOST_MAX_CELLS` cells.
+    """True when the grid of ``shape`` takes :func:`in_core_mst` on ``backend``
+    (:func:`fits_on_device`; on the CPU up to :data:`HOST_MAX_CELLS` cells).
 
     >>> fits_in_core((1448, 1448), "cpu"), fits_in_core((2048, 2048), "cpu")
     (True, False)
@@ -142,15 +109,14 @@ def free_device_bytes(backend=None):
 
 
 def in_core_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend=None):
-    """Minimum spanning forest of the whole grid ``z``: :func:`host_mst` on the CPU,
-    :func:`device_mst` on the GPU (the mask stays on the device). Same forest, same bits."""
+    """Minimum spanning forest of the whole grid ``z`` by the backend's twin (same bits)."""
     be = get_backend(backend)
     return be.select(host_mst, device_mst)(z, connectivity, model, hlen, be)
 
 
 def _grid_keys(z, connectivity, model, hlen):
-    """The keys ``order_bits(w) << 32 | 4·cell + d`` of every edge of the grid ``z`` (uint64,
-    unsorted) and the count of its valid cells."""
+    """The keys ``order_bits(w) << 32 | 4·cell + d`` of every edge of ``z`` (unsorted) and
+    its count of valid cells."""
     rows, cols = z.shape
     valid = ~np.isnan(z)
     parts = []
@@ -181,15 +147,14 @@ def _kruskal_lib():
 
 
 def host_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="cpu"):
-    """:func:`device_mst`'s CPU twin: Kruskal over the grid's edges in ``(weight, id)``
-    order (module docstring). ``z``: a float32 NumPy array of at most :data:`HOST_MAX_CELLS`
-    cells (more is refused: the keys would not fit the budget). The mask is a NumPy array.
+    """:func:`device_mst`'s CPU twin: Kruskal in ``(weight, id)`` order over at most
+    :data:`HOST_MAX_CELLS` cells.
 
     >>> f = host_mst(np.array([[1, 2], [3, 4]], np.float32))
     >>> f.mask.tolist(), f.total_weight, f.edges
     ([[7, 0], [0, 0]], 9.0, 3)
     """
-    del backend  # the one twin of the CPU
+    del backend
     z = np.ascontiguousarray(z, np.float32)
     if z.ndim != 2:
         raise InputError(f"host_mst: z must be 2-D, got shape {z.shape}")
@@ -215,32 +180,13 @@ def device_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="g
                seeds=None):
     """Minimum spanning forest of the whole grid of ``z`` on the GPU.
 
-    With ``seeds`` (a mask of the grid's shape) the seeded cells start as *one* supervertex:
-    the forest is then the minimum spanning forest of the grid with those cells contracted
-    into one vertex (no edge between two seeds; every tree holds at most one seed). The
-    depression fill seeds its outlets (:mod:`terrain.hydrology._fill_gpu`).
+    With ``seeds`` the seeded cells start as *one* supervertex (every tree holds at most one
+    seed): the depression fill seeds its outlets.
 
-    Parameters
-    ----------
-    z : (rows, cols) float32 array (NumPy or CuPy), NaN = nodata
-        At most :data:`MAX_CELLS` cells.
-    connectivity : {4, 8}
-    model : int
-        Weight model code (:func:`terrain.grid.edges.weight_model_code`).
-    hlen : (4,) float64
-        Horizontal lengths (:func:`terrain.grid.edges.horizontal_lengths`).
-    backend : str or Backend
-        Must be the GPU.
-    seeds : (rows, cols) array, optional
-        Cells (non-zero, not nodata) that start in one supervertex.
+    ``z``: float32 (NaN = nodata), at most :data:`MAX_CELLS` cells; ``model`` and ``hlen``
+    as :func:`terrain.grid.edges.weight_model_code` and ``horizontal_lengths`` give them. The
+    :class:`InCoreForest`'s mask stays on the device.
 
-    Returns
-    -------
-    InCoreForest
-        The mask stays on the device.
-
-    Examples
-    --------
     >>> f = device_mst(np.array([[1, 2], [3, 4]], np.float32))  # doctest: +SKIP
     >>> f.mask.get().tolist(), f.total_weight, f.edges  # doctest: +SKIP
     ([[7, 0], [0, 0]], 9.0, 3)

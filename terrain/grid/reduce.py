@@ -1,28 +1,13 @@
 """Reduce a block's spanning forest to what the levels above still need (thesis §2, obs. 3-4).
 
-Given a forest on a block's vertices and which of them are *boundary* vertices (on a side of
-the block that is not the grid's border, so grid edges leave the block there):
-
-1. Dead ends. A vertex that is not on the boundary and has degree 1 is peeled off, with its
-   edge, repeatedly (a stack, O(V)). What is peeled -- branches and whole trees reaching no
-   boundary vertex -- is in the final forest as it is: no edge outside the block can replace
-   it. It stays in the block's mask and is not passed up.
-2. Paths. What remains is a forest whose leaves are boundary vertices. Every maximal path
-   whose inner vertices are non-boundary and of degree 2 becomes one edge between its ends,
-   weighted by the path's maximum; its *representative* is the original edge with the
-   largest ``(weight, id)`` on the path. If the level above drops the contracted edge, exactly
-   the representative leaves the forest; if it keeps it, the whole path stays.
-
-Edges carry ``(weight, rep)`` with ``rep`` the global id of an original edge, so the order of
-contracted edges is the order of their representatives and stays total.
-
-The walk is sequential per block (O(V) in Numba); blocks are reduced in parallel by the
-pipeline's tasks. The GPU reduces a super-tile where its forest lies
-(:func:`reduce_block_device`, ``_reduce.cu``) in three launches: one thread per dead end walks
-its branch inwards (atomic test-and-clear of each edge, so each vertex is peeled once), then
-one thread per kept vertex walks its contracted paths. Only the boundary graph
-(O(perimeter)) comes back (docs/mst.md, "Design notes"). The result equals
-:func:`reduce_tile`'s, bit for bit and in order.
+*Boundary* vertices lie on a side of the block that is not the grid's border. Dead ends
+(non-boundary degree-1 vertices, peeled repeatedly) are final and stay in the block's mask.
+Every maximal path of non-boundary degree-2 vertices becomes one edge weighted by the path's
+maximum, its *representative* the path's largest ``(weight, id)`` edge: if the level above
+drops the contracted edge, exactly the representative leaves the forest. Contracted edges
+order as their representatives, so the order stays total. Numba on the host;
+:func:`reduce_block_device` (``_reduce.cu``) on the device, equal bit for bit and in order
+(docs/mst.md).
 """
 
 from pathlib import Path
@@ -118,8 +103,7 @@ def _reduce_forest_cpu(n, eu, ev, ew, erep, boundary):
 
 @numba.njit(cache=True, nogil=True)
 def kruskal_keep(order, u, v, n):
-    """Kruskal's forest of the edges ``(u, v)`` taken in ``order``: True for the kept ones
-    (the merges' graphs, O(perimeter) edges)."""
+    """Kruskal's forest of the edges ``(u, v)`` taken in ``order``: True for the kept ones."""
     parent = np.arange(n)
     keep = np.zeros(order.shape[0], np.bool_)
     for k in range(order.shape[0]):
@@ -201,12 +185,8 @@ def _incident(alive, R, C, r, c, k):
 
 @numba.njit(cache=True, nogil=True)
 def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
-    """reduce_forest specialised to a tile mask: no edge list, neighbours by direction bits.
-
-    ``bnd`` = (top, bottom, left, right) flags: which sides of the ``h × w`` valid part of the
-    tile face other tiles. Returns local endpoints, weights and representatives of the reduced
-    forest, and the weights of all the tile forest's edges (for the total).
-    """
+    """reduce_forest on a tile mask (neighbours by direction bits); ``bnd``: which sides
+    (top, bottom, left, right) of the ``h × w`` valid part face other tiles."""
     R, C = mask.shape
     alive = mask.copy()
     deg = np.zeros((R, C), np.int32)
@@ -306,24 +286,10 @@ def _reduce_tile_cpu(mask, z, h, w, bnd, r0, c0, ncols, model, hlen):
 
 
 def reduce_tile(mask, z, window, shape, model, hlen):
-    """Reduce one tile's forest given as its direction-bit mask (see :func:`reduce_forest`).
-
-    Parameters
-    ----------
-    mask, z : (T, T) arrays (uint8 mask, float32 elevations, NaN-padded)
-    window : (r0, r1, c0, c1)
-        The tile's cells in the grid (clipped).
-    shape : (rows, cols) of the grid
-    model, hlen : weight model code and horizontal lengths
-
-    Returns
-    -------
-    a, b : int64 arrays
-        Local (row-major, ``T`` a row) endpoints of the reduced forest's edges.
-    w, rep : float32, int64 arrays
-    forest_w : float32 array
-        Weights of every edge of the tile's forest.
-    """
+    """Reduce one tile's forest, its NaN-padded ``(T, T)`` direction-bit ``mask`` (see
+    :func:`reduce_forest`; ``window``: the tile's clipped cells in the grid of ``shape``).
+    Returns ``(a, b, w, rep, forest_w)``: the reduced edges (local ids, ``T`` a row) and the
+    weights of every edge of the tile's forest."""
     r0, r1, c0, c1 = window
     bnd = np.array([r0 > 0, r1 < shape[0], c0 > 0, c1 < shape[1]], np.bool_)
     return _reduce_tile_cpu(np.ascontiguousarray(mask, np.uint8), np.ascontiguousarray(z, np.float32),
@@ -332,25 +298,9 @@ def reduce_tile(mask, z, window, shape, model, hlen):
 
 
 def reduce_block_device(mask, z, window, shape, model, hlen, backend="gpu"):
-    """:func:`reduce_tile` of a whole block whose forest and elevations are on the device.
-
-    The CUDA twin (``_reduce.cu``, module docstring) of the CPU reduction for a super-tile:
-    ``mask`` and ``z`` are the block's ``(r1 - r0, c1 - c0)`` arrays (not padded), so local
-    ids are row-major with the block's width. Returns what :func:`reduce_tile` returns but
-    ``forest_w`` (the device's forest sums its own weights): ``(a, b, w, rep)`` as NumPy
-    arrays, bit-identical and in the same order.
-
-    Parameters
-    ----------
-    mask : (R, C) uint8 CuPy array
-        The block's forest (direction bits); left unchanged.
-    z : (R, C) float32 CuPy array
-    window : (r0, r1, c0, c1)
-        The block's cells in the grid.
-    shape : (rows, cols) of the grid
-    model, hlen : weight model code and horizontal lengths
-    backend : str or Backend (the GPU)
-    """
+    """:func:`reduce_tile` of a whole block whose forest (``mask``, left unchanged) and
+    elevations lie on the device, not padded (local ids row-major in the block): ``(a, b, w,
+    rep)`` as NumPy arrays, bit-identical to the host's and in the same order."""
     from ..backend import get_backend
     be = get_backend(backend)
     if not be.is_gpu:
@@ -377,8 +327,7 @@ def reduce_block_device(mask, z, window, shape, model, hlen, backend="gpu"):
     mod.get_function("reduce_degree")(grid, block, (alive, deg, dead_end) + dims)
     mod.get_function("reduce_peel")(grid, block, (alive, deg, dead_end) + dims)
     del dead_end
-    # fewer paths than kept vertices (a forest), and these are the cells of degree 1 or
-    # above 2 plus boundary cells of degree 2
+    # a forest has fewer paths than kept vertices
     kept = cp.zeros(1, cp.uint64)
     mod.get_function("reduce_count_kept")(grid, block, (deg, kept, np.int32(n)))
     cap = int(kept.get()[0]) + 2 * (R + C)

@@ -1,22 +1,10 @@
 """Exact single- and multi-source shortest paths (cost distance) on a grid that fits in memory.
 
-Every reached cell gets ``distance`` (the least left-fold float64 sum of start cost and
-arc costs of :mod:`terrain.grid.costs`; NaN unreached or beyond ``max_cost``),
-``(allocation, hops)`` (the lexicographic least label over tight arcs: the nearest
-source, ties to the lower index; -1 unreached) and ``backlink`` (``k + 1`` for the lowest
-arc code of a tight predecessor with that label, 0 at a source root, 255 unreached):
-canonical labels, the same for every backend and algorithm (docs/cost-distance.md).
-
-CPU: Dijkstra on the implicit grid padded with two NaN cells (no bounds checks, no graph
-built), settling each cell once with its final distance and label: a circular bucket
-queue (Dinitz, width ``w_lo / 2``, :func:`bucket_plan`) when every arc costs more than
-zero, else a binary heap keyed by ``(distance, allocation << 32 | hops)``. GPU: near-far
-(``_sssp.cu``), then min-label propagation over tight arcs; every correct algorithm
-reaches the same least fixed point, so both give the same bits.
-:func:`labels_from_distance` is the CPU kernel with the distances fixed (only tight arcs
-relaxed). The kernels form one table (``CpuOps`` in ``_sssp_cpu.py``, ``GpuOps`` in
-``_sssp_gpu.py``), chosen once per call by :meth:`terrain.backend.Backend.select`; why
-the queues are hand-written: docs/cost-distance.md, "Design notes".
+Every reached cell gets ``distance``, ``(allocation, hops)`` and ``backlink``: canonical
+labels, the same for every backend and algorithm (docs/cost-distance.md, "Labels"). CPU:
+Dijkstra on the implicit padded grid (a bucket queue when every arc costs more than zero,
+else a binary heap); GPU: near-far, then min-label propagation over tight arcs; both reach
+the same least fixed point. The kernels are one table (``CpuOps``/``GpuOps``).
 
 Examples
 --------
@@ -44,8 +32,7 @@ __all__ = ["grid_sssp", "labels_from_distance", "GridSSSPResult", "check_sources
 
 
 def incore_bytes(shape, has_friction=False):
-    """Memory of the in-core SSSP on a grid of ``shape``: about 40 bytes a cell (padded
-    elevation, distance, labels, outputs), 4 more with a friction raster.
+    """Memory of the in-core SSSP: about 40 bytes a cell, 4 more with a friction raster.
 
     >>> incore_bytes((1000, 1000)), incore_bytes((1000, 1000), has_friction=True)
     (40000000, 44000000)
@@ -65,16 +52,9 @@ def _ops(be):
     return be.select(cpu, gpu)()
 
 
-# ----------------------------------------------------------------------------------------
-# checks
-
-
 def check_sources(sources, valid, start_costs=None, name="source"):
     """Sources as ``(rows, cols, start_costs)`` arrays; :class:`InputError` if one is outside
-    the grid, on a cell that is not a vertex (nodata), or has a bad start cost.
-
-    ``valid`` is the boolean vertex mask (or just the grid shape, to skip the nodata check).
-    """
+    the grid, on nodata (``valid``: vertex mask, or just the shape) or has a bad start cost."""
     try:
         src = np.asarray(sources, dtype=np.float64)
     except (TypeError, ValueError):
@@ -101,8 +81,8 @@ def check_sources(sources, valid, start_costs=None, name="source"):
 
 
 def check_max_cost(max_cost):
-    """The distance limit: ``max_cost``, else the largest float64, so that an arc of infinite
-    cost (tobler on a cliff) never reaches a cell."""
+    """The distance limit: ``max_cost``, else the largest float64 (an infinite arc never
+    reaches a cell)."""
     if max_cost is None:
         return sys.float_info.max
     m = float(max_cost)
@@ -150,10 +130,6 @@ def prepare_grid(dem, friction, cost, connectivity, cellsize):
     return z, f, _VertexMask(z, f), model, codes, lengths
 
 
-# ----------------------------------------------------------------------------------------
-# the algorithm
-
-
 def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
               connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None, delta=None,
               hops=True, on_distance=None, on_device=False):
@@ -161,38 +137,31 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
 
     Parameters
     ----------
-    dem : (rows, cols) array
-        Elevation (float32; NaN = nodata, a barrier).
+    dem : (rows, cols) float32 array
+        Elevation (NaN = nodata, a barrier).
     sources : sequence of (row, col)
-        Source cells; the source index is the position in this list.
+        Source cells, indexed by their position.
     start_costs : float or sequence of float, optional
         Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}
     friction : (rows, cols) array, optional
-        Friction per cell (NaN = barrier, >= 0); required by ``'friction'``, multiplies
-        ``'tobler'``, ignored by ``'absdiff'`` except for its NaN barriers.
+        Friction per cell (>= 0, NaN = barrier); required by ``'friction'``, multiplies
+        ``'tobler'``.
     connectivity : {4, 8, 16}
     cellsize : (dx, dy)
-        Cell size (for arc lengths).
     max_cost : float, optional
         Cells farther than this stay unreached.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
     delta : float, optional
-        The GPU near-far queue's bucket width (default: from a sample of the arc costs;
-        ``stats["delta"]`` gives the one used, which a later query on the same grid may pass
-        to skip the sampling). Any width gives the same bits; the CPU ignores it.
+        The GPU near-far bucket width (default: sampled; ``stats["delta"]`` gives the one
+        used). Any width gives the same bits; the CPU ignores it.
     hops : bool
-        False: the GPU leaves the hop counts on the device (``result.hops`` is None there),
-        for callers that write only distance, allocation and backlinks.
+        False: the GPU leaves the hop counts on the device (``result.hops`` is None).
     on_distance : callable, optional
-        Called with the result's ``distance`` array as soon as it is final: on the GPU
-        before the labels and backlinks are computed (a writer may start on it), on the CPU
-        at the end.
+        Called with ``distance`` as soon as it is final (on the GPU before the labels).
     on_device : bool
-        True: on the GPU, the result's arrays (and the one ``on_distance`` gets) stay on the
-        device as CuPy arrays, for a caller that streams them into a store
-        (:func:`terrain.grid.cost_outputs.write_windows`) without a host copy of the whole
-        grid; :meth:`GridSSSPResult.to_host` downloads them. The CPU ignores it.
+        True: on the GPU the result's arrays stay on the device (see
+        :meth:`GridSSSPResult.to_host`).
 
     Returns
     -------
@@ -228,14 +197,11 @@ def labels_from_distance(dem, distance, seeds, seed_labels, *, cost="absdiff", f
     dem, friction, cost, connectivity, cellsize
         As for :func:`grid_sssp`.
     distance : (rows, cols) float64
-        Final distances (NaN where unreached), e.g. a tile's distances from the tiled
-        algorithm.
+        Final distances (NaN where unreached).
     seeds : sequence of (row, col)
-        Cells whose label is given: the sources' roots, or cells on a tile's boundary whose
-        label comes from outside.
+        Cells whose label is given (sources, or a tile's boundary cells).
     seed_labels : sequence of (allocation, hops)
-        Their labels. A seed's label is a candidate: the least fixed point over tight arcs
-        inside the grid wins.
+        Their candidate labels (the least fixed point over tight arcs wins).
 
     Returns
     -------

@@ -1,22 +1,11 @@
 """Blocked label-correcting SSSP over tiles ("tile delta-stepping"): exact cost distance out of
 core on the CPU, with the in-core algorithm's bits.
 
-The in-core SSSP (:mod:`terrain.grid.sssp`) needs about 40 bytes a cell and the tiled
-algorithm's hierarchy costs ``O(side)`` per cell per level; this one holds one block (plus
-a 2-cell halo) per task and spends ordinary Dijkstra work per cell and visit. The driver
-keeps every block's *ring* (cells within 2 of its edge, :class:`Bands`) and a key per
-block; each round solves the ``batch`` pending blocks of the smallest keys with the
+The driver keeps every block's *ring* (cells within 2 of its edge, :class:`Bands`) and a
+key per block; each round solves the ``batch`` pending blocks of the smallest keys with the
 in-core kernels, seeded from their halos, and marks pending the neighbours whose halo
-improved. Two stages, because labels are canonical: distances first (any
-label-correcting order reaches the least left-fold sums), then ``(allocation, hops)`` over
-tight arcs with the distances fixed (the bucket queue with ``fixed`` where every arc costs
-more than zero); a last pass per block writes the backlinks. The
-result equals the in-core algorithm's bit for bit (docs/cost-distance.md, "Blocked").
-
-Memory per task: 25 bytes a cell of the padded window plus the queue; the window's
-arrays are borrowed from buffers the threads share, because fresh block-sized arrays are
-fresh pages whose faults cost as much as a pass over them. The bands:
-``~24 * 8 * (rows + cols) * cells / side`` bytes.
+improved. Distances first, then ``(allocation, hops)`` over tight arcs, then the backlinks;
+the result equals the in-core algorithm's bit for bit (docs/cost-distance.md, "Blocked").
 
 Examples
 --------
@@ -57,8 +46,7 @@ _NO_STOP = np.zeros(1, np.uint8)  # a block's solve is short: never interrupted 
 
 @dataclass(frozen=True)
 class BlockedSpec:
-    """The cost model of a run: ``model`` code, arc ``codes``, ``lengths`` table, whether a
-    friction raster is used, and the distance limit (``max_cost`` or the largest float)."""
+    """The cost model of a run and its distance limit."""
 
     model: int
     codes: np.ndarray
@@ -112,9 +100,8 @@ class BlockPlan:
 
 
 class Bands:
-    """The rings of every block (module docstring), held by the driver: elevation, friction,
-    distance and label of the cells of :attr:`BlockPlan.hrows` (whole rows) and
-    :attr:`BlockPlan.vcols` (whole columns)."""
+    """The rings of every block: ``z, f, d, l`` of the rows :attr:`BlockPlan.hrows` and the
+    columns :attr:`BlockPlan.vcols`."""
 
     def __init__(self, plan):
         self.plan = plan
@@ -161,9 +148,8 @@ class Bands:
         return out
 
     def store(self, i, j, ring, labels=False):
-        """Write block ``(i, j)``'s ``ring`` (:func:`solve_block`'s) into the bands; returns
-        the changed cells as ``(rows, cols, distances)`` (distances improved, or with
-        ``labels`` the labels)."""
+        """Write block ``(i, j)``'s ``ring`` into the bands; the changed cells as ``(rows,
+        cols, distances)``."""
         p = self.plan
         r0, r1, c0, c1 = p.window(i, j)
         rows, cols, dists = [], [], []
@@ -201,11 +187,8 @@ class Bands:
 
 @contextlib.contextmanager
 def _workspace(n):
-    """Window arrays of ``n`` cells (elevation, friction, distance, label, the bucket queue's
-    backlinks) for one solve, in a buffer shared by the threads of the process
-    (:func:`terrain.tiles.borrow_buffer`: a free one is reused, so there are as many as
-    solves at once): fresh arrays of a block's size are fresh pages, whose faults cost as
-    much as the solve's own passes over them."""
+    """Window arrays of ``n`` cells for one solve, in a borrowed buffer the threads share
+    (fresh block-sized arrays cost page faults as much as the solve's passes)."""
     with borrow_buffer("blocked-window", 25 * n) as buf:
         yield {"d": buf[:8 * n].view(np.float64), "l": buf[8 * n:16 * n].view(np.int64),
                "z": buf[16 * n:20 * n].view(np.float32),
@@ -227,17 +210,9 @@ def _halo_cells(halo, th, tw, W):
 
 
 def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
-    """A block's padded flat window (block, halo, 2-cell NaN frame) in the workspace ``ws``
-    (:func:`_workspace`): ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``.
-
-    ``zp``/``fp``: elevation and friction (``fp`` None without friction), NaN in the frame;
-    ``dist``: -inf at non-vertices and in the frame, the block's state ``state_d`` inside
-    (+inf without one in the distance stage, ``labels`` False), and at the halo +inf
-    (distance stage: the halo seeds carry the distances) or the halo's distances (``labels``;
-    -inf where not finite, as inside); ``label``: all 0 (distance stage) or the state
-    ``state_l`` inside and none elsewhere, the halo's labels at the halo with
-    ``halo_labels``. ``halo_ok``: the halo cells that are vertices with a finite distance.
-    """
+    """A block's padded flat window (block, halo, NaN frame) in the workspace ``ws``:
+    ``(zp, fp, dist, label, (H, W), halo_idx, halo_ok, halo_vals)``, ``dist`` -inf at
+    non-vertices, the state inside, at the halo +inf (distance stage) or its distances."""
     th, tw = z.shape
     H, W = th + 2 * _OFF, tw + 2 * _OFF
     zp, dist, label = ws["z"], ws["d"], ws["l"]
@@ -283,17 +258,14 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
     inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
     rows, cols, costs, idx = sources
     src = (np.asarray(rows, np.int64) + _OFF) * W + np.asarray(cols, np.int64) + _OFF
-    if not labels:
-        seeds = np.concatenate([hidx[hok], src])
-        seed_d = np.concatenate([hv["d"][hok], np.asarray(costs, np.float64)])
-        seed_l = np.zeros(seeds.size, np.int64)
-        fixed, limit = False, spec.limit
-    else:
-        sel = hok & (hv["l"] != NONE_LABEL)
-        seeds = np.concatenate([hidx[sel], src])
-        seed_d = np.concatenate([hv["d"][sel], np.asarray(costs, np.float64)])
+    sel = hok & (hv["l"] != NONE_LABEL) if labels else hok
+    seeds = np.concatenate([hidx[sel], src])
+    seed_d = np.concatenate([hv["d"][sel], np.asarray(costs, np.float64)])
+    if labels:
         seed_l = np.concatenate([hv["l"][sel], np.asarray(idx, np.int64) << HOPS_BITS])
-        fixed, limit = True, math.inf
+    else:
+        seed_l = np.zeros(seeds.size, np.int64)
+    fixed, limit = (True, math.inf) if labels else (False, spec.limit)
     fk = fp if fp is not None else np.ones(1, np.float32)
     offs = _offsets(W)
     plan = None
@@ -319,30 +291,10 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
 
 
 def solve_block(spec, stage, z, f, state_d, state_l, halo, sources):
-    """One block task's solve (module docstring).
-
-    Parameters
-    ----------
-    spec : BlockedSpec
-    stage : {1, 2}
-        1: distances; 2: labels over tight arcs with the distances final.
-    z, f : (h, w) float32
-        The block's elevation and friction (``f`` None without a friction raster).
-    state_d, state_l : (h, w) float64 / int64 or None
-        The block's distances (stage 1: tentative; stage 2: final) and labels (stage 2:
-        tentative ``allocation << 32 | hops``); None before the block's first solve.
-    halo : dict
-        :meth:`Bands.halo`.
-    sources : (rows, cols, costs, indices)
-        The sources inside the block (block coordinates).
-
-    Returns
-    -------
-    (state_d, state_l, ring, settled)
-        The new state (``state_l`` None in stage 1; written into the given state arrays
-        where they are writeable), the ring (``z, f, d, l`` of the block:
-        :meth:`Bands.store` reads its rows and columns) and the cells settled.
-    """
+    """One block task's solve, stage 1 (distances) or 2 (labels over tight arcs), from the
+    block's state (None before its first solve), its :meth:`Bands.halo` and its ``sources``
+    ``(rows, cols, costs, indices)`` in block coordinates: ``(state_d, state_l, ring,
+    settled)``, ``state_l`` None in stage 1, ``ring`` for :meth:`Bands.store`."""
     th, tw = z.shape
     with _workspace((th + 2 * _OFF) * (tw + 2 * _OFF)) as ws:
         new_d, new_l, settled = _solve_window(ws, spec, stage, z, f, state_d, state_l, halo,
@@ -382,15 +334,10 @@ def block_outputs(spec, z, f, state_d, state_l, halo):
 
 @dataclass
 class BlockedDriver:
-    """The rounds of the blocked algorithm over a :class:`BlockPlan` (module docstring).
-
-    ``spec``: the cost model (the driver tests the arcs across block edges itself, so that
-    a block becomes pending only when a neighbour's changed ring cell improves one of its
-    cells). ``sources``: ``(rows, cols, costs)`` in grid coordinates. :meth:`run` calls
-    ``execute(stage, blocks)`` with a list of ``(i, j, halo, sources)``; it must solve each
-    block (:func:`solve_block` on its stored state, storing the new one) and return the
-    rings in the same order. ``batch`` blocks per round (at least one).
-    """
+    """The rounds of the blocked algorithm: :meth:`run` calls ``execute(stage, blocks)``
+    with ``(i, j, halo, sources)`` items, which solves each block (:func:`solve_block`,
+    storing its state) and returns their rings; a block becomes pending only when an arc
+    from a neighbour's changed ring improves it."""
 
     plan: BlockPlan
     spec: BlockedSpec
@@ -418,12 +365,9 @@ class BlockedDriver:
         return out
 
     def _improved(self, i, j, rs, cs, stage):
-        """``{neighbour block: key}`` of the neighbours of block ``(i, j)`` that an arc from
-        its changed ring cells ``(rs, cs)`` improves (the exact test: the arcs from a block
-        reach only its neighbours' rings, whose labels the bands hold; a block never solved
-        is tried whenever an arc reaches it); the key is the smallest improved distance.
-        Stage 1: ``d_u + w < d_v``; stage 2: a tight arc with
-        ``l_u + 1 < l_v``."""
+        """``{neighbour block: smallest improved distance}`` of the neighbours an arc from the
+        changed ring cells ``(rs, cs)`` improves (stage 1: ``d_u + w < d_v``; stage 2: a tight
+        arc with ``l_u + 1 < l_v``; a block never solved whenever an arc reaches it)."""
         out = {}
         if rs.size == 0:
             return out
@@ -529,10 +473,9 @@ class MemoryBlocks:
 def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
                  connectivity=8, cellsize=(1.0, 1.0), max_cost=None, side=512, batch=2,
                  backend=None):
-    """Cost distance, allocation and backlinks by the blocked algorithm, in memory (the
-    out-of-core run is :mod:`pipelines.cost_distance_blocked`). Same arguments and results as
-    :func:`terrain.grid.sssp.grid_sssp` (``hops`` None), plus the block ``side`` and the
-    blocks per round ``batch``; CPU only. ``stats`` gives the rounds and visits per stage.
+    """Cost distance, allocation and backlinks by the blocked algorithm, in memory (CPU only):
+    :func:`terrain.grid.sssp.grid_sssp`'s arguments and results (``hops`` None), plus the
+    block ``side`` and the blocks per round ``batch``.
 
     >>> import numpy as np
     >>> r = blocked_sssp(np.ones((5, 9), np.float32), [(2, 4)], cost="friction",

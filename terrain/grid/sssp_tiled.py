@@ -1,34 +1,13 @@
 """Tiled, out-of-core exact SSSP / cost distance (thesis ch. 4-5 with Haverkort's hierarchy).
 
-Labels, costs and outputs are those of :mod:`terrain.grid.sssp` (docs/cost-distance.md).
-The grid is cut into ``T x T`` tiles under the quadtree of :mod:`terrain.tiles.quadtree`;
-a window's *boundary* is its frame of width ``w`` (2 for connectivity 16) on the sides
-facing other windows, so every arc between windows joins two boundary cells.
-
-1. Phase 1, per tile, source independent (:func:`tile_boundaries`): Dijkstra from each
-   boundary cell with the fixed-capacity tournament tree (:mod:`terrain.grid._tournament`)
-   gives the tile's boundary-to-boundary matrices; batched over tiles (``prange``, or
-   ``_boundary.cu`` up to ``MAX_GPU_TILE``).
-2. Phase 2, the hierarchy: bottom-up (:func:`index_leaf`, :func:`index_merge`) each node
-   solves its child-boundary graph from its own boundary cells, up to ``max_height``
-   (:func:`default_max_height`; a node of side ``S`` costs ``O(S)`` a cell), above which
-   ONE Dijkstra runs on the top nodes' boundary graph (:func:`top_labels`); sources climb
-   the same way (:func:`sources_leaf`, :func:`sources_merge`) and top-down
-   (:func:`down_node`, :func:`down_leaf`) each node hands its children their final
-   boundary labels.
-3. Phase 3, per tile (:func:`fill_group`): Dijkstra seeded with the halo's final labels
-   and the tile's sources, then the backlinks.
-
-This module holds the index, the walk steps and the driver; ``_tiled_graphs.py`` the
-boundary graphs, ``_tiled_cpu.py``/``_tiled_gpu.py`` the kernel table. The walks are
-:func:`terrain.tiles.quadtree.walk_up`/``walk_down``, so a pipeline can schedule the same
-steps as Dask tasks. :class:`TiledIndex` keeps phase 1 and the bottom-up matrices
-(source independent) for ``tiled_sssp(..., reuse=index)``. Labels are compared as
-``(distance, allocation, hops)`` everywhere: with integer costs the result equals
-:func:`terrain.grid.sssp.grid_sssp` bit for bit for every tile size and height cap; with
-float costs the matrices re-associate the float64 sums (within a relative ``1e-12``).
-Written by hand because no library does boundary-pair SSSP with a fixed-capacity queue on
-the GPU; costs and figures in docs/cost-distance-tiled.md.
+Labels, costs and outputs are those of :mod:`terrain.grid.sssp`. Phase 1 (per tile, source
+independent): boundary-to-boundary matrices; phase 2: bottom-up child-boundary graphs up to
+``max_height`` (above it one Dijkstra on the top nodes), sources up, final boundary labels
+down; phase 3 (per tile): Dijkstra seeded with the halo's final labels, then the backlinks.
+This module holds the index, the walk steps (for :func:`terrain.tiles.quadtree.walk_up` /
+``walk_down``, which a pipeline schedules as Dask tasks) and the driver; ``_tiled_graphs.py``
+the boundary graphs. With integer costs the result equals ``grid_sssp``'s bit for bit; with
+float costs within a relative ``1e-12``. Design and costs: docs/cost-distance-tiled.md.
 """
 
 import time
@@ -50,7 +29,7 @@ from ._tiled_graphs import (FlatBoundaries, NodeBoundary, TileBatch, TiledSpec,
                             tile_source_labels, top_labels, top_labels_paged)
 from ._tournament import INT_INF, tt_capacity
 from .costs import check_friction
-from .sssp import check_sources
+from .sssp import check_max_cost, check_sources
 
 __all__ = ["tiled_sssp", "TiledSpec", "TiledIndex", "NodeBoundary", "TiledSSSPResult",
            "ArrayReader", "build_index", "index_leaf", "tile_batch", "TileBatch", "index_merge",
@@ -69,11 +48,8 @@ PHASES = ("index", "sources_up", "top_down", "phase3")
 
 @dataclass
 class TiledIndex:
-    """The source-independent part (phase 1 and the bottom-up matrices), for ``reuse=``.
-
-    ``nodes[(level, i, j)]`` is a :class:`NodeBoundary` for every tile (level 0) and every
-    node up to ``spec.height``.
-    """
+    """The source-independent part, for ``reuse=``: ``nodes[(level, i, j)]``, a
+    :class:`NodeBoundary` for every tile and node up to ``spec.height``."""
 
     spec: TiledSpec
     nodes: dict
@@ -169,13 +145,8 @@ def _inner_plan(spec, window, g):
 
 
 def index_merge(spec, k, i, j, *kids):
-    """Bottom-up index step of node ``(k, i, j)``: ``(up, own)``.
-
-    ``kids`` are the children's ``up`` lists (None outside the grid). At or below the height
-    cap, ``up = [node_boundary(...)]``; above it the children's lists are passed on whole (the
-    top nodes reach the root, whose step runs :func:`top_labels`). ``own`` maps the keys of
-    the NodeBoundary made here to them.
-    """
+    """Bottom-up index step of node ``(k, i, j)``: ``(up, own)``; above the height cap the
+    children's ``up`` lists are passed on whole (the top nodes reach the root)."""
     if k <= spec.height:
         nb = node_boundary(spec, k, i, j, [None if c is None else c[0] for c in kids])
         return [nb], {(k, i, j): nb}
@@ -183,16 +154,12 @@ def index_merge(spec, k, i, j, *kids):
 
 
 def index_leaf(spec, reader, backend, g, i, j, emit=None):
-    """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles (one batched call),
-    then its own levels up to the height cap, each level's nodes in one batched call
-    (:func:`nodes_boundary`). Returns ``(up, own)``: ``up`` the group's nodes of level
-    ``min(g, spec.height)`` (row-major), ``own`` every node made here.
-
-    With ``emit``, each level's nodes go to ``emit(level, {key: NodeBoundary})`` as soon as
-    they are made and are not kept in ``own``: a pipeline writes them out and holds at most
-    two levels of the group. The tiles go as ``emit(0, TileBatch)`` (padded arrays, written
-    as they are); when the group has no level above its tiles under the cap, ``up`` is
-    then empty (the pipeline reads the index back from its store).
+    """Bottom-up index step of group ``(g, i, j)``: phase 1 on its tiles, then its levels up
+    to the height cap, one batched call a level. ``(up, own)``: the nodes of level
+    ``min(g, spec.height)`` and every node made here. With ``emit``, each level goes to
+    ``emit(level, nodes)`` (the tiles as a :class:`TileBatch`) instead of ``own``, so a
+    pipeline holds at most two levels (``up`` is empty when the group has no level above
+    its tiles under the cap).
     """
     window = spec.window(g, i, j)
     z, f = reader(window)
@@ -225,9 +192,8 @@ def index_leaf(spec, reader, backend, g, i, j, emit=None):
 
 
 def sources_merge(spec, nodes, k, i, j, *kids):
-    """Bottom-up source step of node ``(k, i, j)``: ``(up, own)`` as :func:`index_merge`, with
-    ``up`` a list of ``(key, (d, a, h))`` (the sources' labels on the node's boundary, paths
-    inside the node) and ``own = {key: labels}``."""
+    """Bottom-up source step of node ``(k, i, j)``: ``(up, own)`` as :func:`index_merge`, of
+    ``(key, (d, a, h))`` source labels on the node's boundary."""
     if k <= spec.height:
         key = (k, i, j)
         kid_keys = [None if c is None else c[0][0] for c in kids]
@@ -241,9 +207,8 @@ def sources_merge(spec, nodes, k, i, j, *kids):
 
 
 def sources_leaf(spec, nodes, reader, sources, g, i, j):
-    """Bottom-up source step of group ``(g, i, j)``: each tile's sources to its boundary
-    (:func:`tile_source_labels`), then the group's own levels. ``sources`` = ``(rows, cols,
-    start_costs)`` of all sources."""
+    """Bottom-up source step of group ``(g, i, j)``: each tile's sources to its boundary,
+    then the group's own levels."""
     window = spec.window(g, i, j)
     rows, cols, costs = sources
     own = {}
@@ -292,13 +257,8 @@ def _children(spec, k, i, j):
 
 
 def down_node(spec, nodes, labels, k, i, j, incoming):
-    """Top-down step of node ``(k, i, j)``: four dicts ``{key: final labels}``, one per child.
-
-    ``incoming`` maps keys (this node's, or the top nodes' below it above the cap) to final
-    labels; None at the root, which runs :func:`top_labels` on the top nodes. At or below
-    the cap, :func:`node_down` turns this node's final labels (and the children's source
-    labels) into the children's.
-    """
+    """Top-down step of node ``(k, i, j)``: ``{key: final labels}`` per child from
+    ``incoming`` (None at the root, which runs :func:`top_labels`)."""
     key = (k, i, j)
     H = spec.height
     kids = _children(spec, k, i, j)
@@ -332,24 +292,13 @@ def down_leaf(spec, nodes, labels, g, i, j, incoming):
         return inc
 
     _, out = walk_down(_inner_plan(spec, spec.window(g, i, j), g), node, leaf)
-    final = {}
-    for d in out.values():
-        final.update(d)
-    return final
+    return {key: lab for d in out.values() for key, lab in d.items()}
 
 
 def fill_group(spec, reader, backend, nodes, final, sources, g, i, j, seeds=None):
-    """Phase 3 on the tiles of group ``(g, i, j)``: ``(window, distance, allocation,
-    backlink, hops)`` of the group's block.
-
-    ``final`` maps tile keys to final boundary labels, for the group's tiles and the ring of
-    tiles around it (the halo); ``nodes`` their boundary cells (``.ids``). Or ``seeds``:
-    ``(ids, (d, a, h))``, those cells and labels as flat arrays (a pipeline reads them so
-    from its store; ``nodes`` and ``final`` are then not used). The tiles' halo-extended
-    windows are cut, all of one shape ``T + 2w``, from the group's block padded with
-    nodata, and run as one batch
-    (:func:`windows_dijkstra_cpu` or ``_boundary.cu: windows_dijkstra``).
-    """
+    """Phase 3 on the tiles of group ``(g, i, j)``, one batch of halo-extended windows
+    seeded from ``final`` labels of ``nodes`` (the group's tiles and the ring around) or flat
+    ``seeds``: ``(window, distance, allocation, backlink, hops)`` of the group's block."""
     T, w = spec.tile, spec.width
     R, C = spec.shape
     window = spec.window(g, i, j)
@@ -430,9 +379,7 @@ def build_index(spec, reader, backend=None, group_tiles=4):
     t0 = time.perf_counter()
     plan = QuadtreePlan.build(spec.shape, spec.tile, group_tiles)
     _, rest = walk_up(plan, (index_leaf, spec, reader, backend), (index_merge, spec))
-    nodes = {}
-    for (own,) in rest.values():
-        nodes.update(own)
+    nodes = {key: nb for (own,) in rest.values() for key, nb in own.items()}
     return TiledIndex(spec, nodes, {"index": time.perf_counter() - t0})
 
 
@@ -458,35 +405,18 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
 
     Parameters
     ----------
-    dem : 2-D array
-        Elevations (float32; NaN = nodata, a barrier).
-    sources : (n, 2) int array-like
-        Source cells ``(row, col)``; source ``i`` is row ``i``.
-    start_costs : float or (n,) array, optional
-        Cost already spent at each source (default 0).
-    cost : {'absdiff', 'friction', 'tobler'}
-    friction : 2-D array, optional
-        Friction raster (needed for ``friction``; a factor for ``tobler``); NaN = nodata.
-    connectivity : {4, 8, 16}
+    dem, sources, start_costs, cost, friction, connectivity, max_cost, cellsize
+        As for :func:`terrain.grid.sssp.grid_sssp`.
     tile : int
-        Tile side, a power of two (16 is the fastest on the CPU: phase 1 costs ``O(T)`` per
-        cell; at most 64 for phase 1 on the GPU).
-    max_cost : float, optional
-        Cells farther than this are unreached.
-    cellsize : (dx, dy)
+        Tile side, a power of two (at most 64 for phase 1 on the GPU).
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
-        The GPU runs phase 1 (tiles up to 64), the node merges inside each group and
-        phase 3; the rest of phase 2 runs on the CPU (the pipeline also solves the top on
-        the GPU).
+        The GPU runs phase 1, the merges inside each group and phase 3.
     max_height : int, optional
-        Highest quadtree level that gets boundary matrices (0: the thesis's flat boundary
-        graph; default :func:`default_max_height`).
+        Highest level with boundary matrices (default :func:`default_max_height`).
     reuse : TiledIndex or dict of arrays, optional
         Phase 1 and bottom-up matrices from an earlier run on the same raster and cost.
     group_tiles : int, optional
-        Tiles a side per group (a quadtree node read and processed in one call: phases 1 and
-        3 are batched over its tiles; default ``max(4, 1024 // tile)``, blocks of about
-        1024 cells a side).
+        Tiles a side per group, processed in one call (default ``max(4, 1024 // tile)``).
 
     Returns
     -------
@@ -504,8 +434,7 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     t_start = time.perf_counter()
     be = get_backend(backend)
     z, f, rows, cols, costs = _prepare(dem, friction, cost, sources, start_costs)
-    if max_cost is not None and not (float(max_cost) > 0):
-        raise InputError(f"max cost {max_cost!r}: must be > 0")
+    check_max_cost(max_cost)
     spec = TiledSpec(tuple(int(s) for s in z.shape), int(tile), int(connectivity), cost,
                      tuple(float(x) for x in cellsize), max_height)
     reader = ArrayReader(z, f)
@@ -526,16 +455,12 @@ def tiled_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     t0 = time.perf_counter()
     _, rest = walk_up(plan, (sources_leaf, spec, nodes, reader, srcs),
                       (sources_merge, spec, nodes))
-    labels = {}
-    for (own,) in rest.values():
-        labels.update(own)
+    labels = {key: lab for (own,) in rest.values() for key, lab in own.items()}
     times["sources_up"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     _, out = walk_down(plan, (down_node, spec, nodes, labels), (down_leaf, spec, nodes, labels),
                        node_nout=4)
-    final = {}
-    for d in out.values():
-        final.update(d)
+    final = {key: lab for d in out.values() for key, lab in d.items()}
     times["top_down"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     dist = np.full(spec.shape, np.nan)
