@@ -1,28 +1,13 @@
 """Stores and rasters on object storage: any fsspec URL (``s3://``, ``gs://``, ``az://``,
 ``memory://``, ``file://``) where a command takes a path.
 
-This is the one place terrain opens a URL. :func:`zarr_store` gives zarr the store for a path
-or URL (zarr's ``FsspecStore`` for a URL, its ``LocalStore`` for a path); credentials and
-endpoints come only from the client library's own configuration (``AWS_*`` variables and
-``~/.aws`` for s3fs, ``GOOGLE_APPLICATION_CREDENTIALS`` for gcsfs, ...), plus the
-``storage_options`` the caller passes (the command line's ``--storage-options JSON``).
+This is the one place terrain opens a URL; credentials come only from the client library's
+own configuration plus the caller's ``storage_options``. An object store has no rename, so a
+store is published by writing its root ``zarr.json`` last (objects without it are a dead
+run's partial, removed by the next run); replacing one deletes the old root metadata first,
+so a killed run never leaves a mixture. :func:`stage` runs a command on local copies of its
+URL inputs and publishes its URL output (design note: docs/gis.md, "Object storage").
 
-Publishing on an object store. There is no rename there, so an output cannot appear by
-renaming a finished partial into place. A store is published instead by writing its root
-metadata (``zarr.json`` at the store's prefix) last: until that object exists, no reader
-(:func:`terrain.tiles.open_store`, xarray, zarr) sees a store at the URL, and objects under
-the prefix without it are a partial left by a run that died, removed by the next run (with
-a notice) before it writes. Replacing a store (``overwrite``) deletes the old root metadata
-first, so that the old store stops being one before any of its objects change; a run killed
-after that leaves no store at the URL (never a mixture of old and new). Object stores write
-each object atomically, so the root metadata is either absent or whole.
-
-:func:`stage` runs a command on local copies of its URL inputs and publishes its URL output:
-the whole work happens in a worker-local temporary folder and crosses the network once in
-each direction (what a share-nothing worker does with its scratch data).
-
-Examples
---------
 >>> is_url("s3://bucket/dem.zarr"), is_url("dem.zarr"), is_url("C:/dem.zarr")
 (True, False, False)
 >>> local_path("file:///tmp/dem.zarr")
@@ -146,7 +131,7 @@ def check_url_output(url, overwrite=False, inputs=(), options=None):
 
 def _probe(url, options):
     """Write and delete a probe object under ``url``: a missing bucket or a read-only
-    credential fails here, before the work, not at the publish after it."""
+    credential fails before the work."""
     import uuid
     fs, root = _fs(url, options)
     probe = _join(root, f".terrain-probe-{uuid.uuid4().hex}")
@@ -182,10 +167,8 @@ def _remove_prefix(fs, root):
 
 
 def publish(local, url, overwrite=False, options=None, notify=None):
-    """Upload the finished local store (or file) ``local`` to ``url``, root metadata last.
-
-    A published store at ``url`` is replaced only with ``overwrite`` (its root metadata is
-    deleted first); a partial left there by a dead run is removed with a notice."""
+    """Upload the finished local store (or file) ``local`` to ``url``, root metadata last;
+    a store there is replaced only with ``overwrite``, a dead run's partial with a notice."""
     notify = notify or (lambda m: print(f"terrain: {m}", file=sys.stderr))
     fs, root = _fs(url, options)
     try:
@@ -229,13 +212,9 @@ LOCAL_FIELDS = ("geotiff", "geotiff_dir")
 
 @contextlib.contextmanager
 def stage(args, storage_options=None):
-    """Give a command (its parsed ``args``) local paths for its URL inputs and output.
-
-    Before any data moves, a URL output is checked (:func:`check_url_output`); a URL
-    input is then copied into a temporary folder, the command runs there, and its output
-    is published to its URL (:func:`publish`) when the block ends without an error. An
-    error that names a temporary path names the URL instead. Local paths (and
-    ``file://`` URLs, made local) are left as they are."""
+    """Give a command (its parsed ``args``) local paths for its URL inputs and output: the
+    output URL is checked first, the inputs are copied to a temporary folder, the output is
+    published when the block ends without an error; messages name the URLs, not the copies."""
     options = parse_storage_options(storage_options)
     for name in LOCAL_FIELDS:
         if is_url(getattr(args, name, None)):

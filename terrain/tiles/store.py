@@ -1,24 +1,12 @@
 """The z-ordered Zarr tile store every grid algorithm reads.
 
-Format (Zarr v3 group)
-----------------------
-``elevation``
-    float32 array of the grid's shape, ``dimension_names = ("y", "x")``. One chunk is one
-    square tile (a power of two, default 512). Chunks are grouped into square shards of
-    ``tiles_per_shard × tiles_per_shard`` tiles; zarr's sharding codec lays the inner chunks
-    of a shard out in Morton (z) order, so the four children of every quadtree node inside a
-    shard are adjacent on disk. Nodata cells are NaN (the fill value); edge tiles of grids
-    whose sides are not multiples of the tile size are padded with NaN.
-``x``, ``y``, ``spatial_ref``
-    float64 cell-centre coordinates and the CF grid mapping (CRS WKT, GeoTransform), written
-    by :func:`terrain.io.georef.write_georeference`, so ``xarray.open_zarr`` gives a
-    georeferenced array and rioxarray sees its CRS, transform and nodata (``_FillValue``).
-attributes
-    ``terrain`` (format version), ``tile``, ``tiles_per_shard``, ``levels``, ``geotransform``
-    (GDAL order), ``cellsize``, ``crs`` (WKT or None), ``nodata``, ``source``, ``header``.
-
-Zarr rewrites a whole shard when a write covers only part of it, so writers must own whole
-shards: :meth:`TileStore.shard_windows` lists them.
+A Zarr v3 group: ``elevation`` (float32, one chunk per square tile, NaN nodata, chunks in
+square shards laid out in Morton order so a quadtree node's tiles are adjacent on disk),
+``x``, ``y``, ``spatial_ref`` (:func:`terrain.io.georef.write_georeference`) and the
+attributes ``terrain`` (format version), ``tile``, ``tiles_per_shard``, ``levels``,
+``geotransform``, ``cellsize``, ``crs``, ``nodata``, ``source``, ``header``. Zarr rewrites a
+shard written in part, so writers own whole shards (:meth:`TileStore.shard_windows`).
+Format and reasons: docs/architecture.md, "The tile store".
 """
 
 import math
@@ -107,9 +95,7 @@ def tiles_per_shard(tile, shape):
 
 def checksummed(compressors):
     """``compressors`` (zarr's bytes-to-bytes codecs, ``"auto"`` or None) followed by
-    zarr's ``crc32c`` codec: every chunk of the stores terrain writes carries the CRC-32C of
-    its bytes, so a flipped bit is a read error, not a different elevation. xarray and
-    rioxarray read it through zarr.
+    zarr's ``crc32c`` codec, so a flipped bit is a read error, not a different elevation.
 
     >>> [c.to_dict()["name"] for c in checksummed(None)]
     ['crc32c']
@@ -130,9 +116,8 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
                  source=None, header=None, compressors="auto"):
     """Create an empty tile store at ``path`` and return its :class:`TileStore`.
 
-    ``path`` must not exist, or be a partial output this create ran in before (a resumed
-    run, a retried task): then the store is created again around the ``elevation`` already
-    there, when its geometry is this one, and none of its shards is lost.
+    In a partial output of an earlier run (resumed, retried) the ``elevation`` there is kept
+    with its shards when its geometry is this one.
 
     Parameters
     ----------
@@ -148,8 +133,6 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     rows, cols = (int(shape[0]), int(shape[1]))
     check_tile_count(tile, (rows, cols))
     k = tiles_per_shard(tile, (rows, cols))
-    # idempotent in a partial output (a resumed run or a retried task whose checkpoint is
-    # gone): an existing elevation of this geometry is kept with the shards written into it
     again = Path(path).is_dir() and any(Path(path).iterdir())
     group = zarr.open_group(store=str(path), mode="a" if again else "w-", zarr_format=3)
     elev = group.get("elevation") if again else None
@@ -182,12 +165,9 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
 
 def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None,
                  overwrite=False):
-    """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group``.
-
-    Every layer (friction, sources, distance, backlink, ...) has the grid's ``shape``, one
-    ``tile × tile`` chunk per tile and the elevation's shards, so that the same windows
-    (:meth:`TileStore.shard_windows`) own whole shards of every layer. ``group`` may be a
-    zarr group or a store path. Returns the zarr array.
+    """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group`` (or
+    store path) with the elevation's tiles and shards, so the same windows own whole shards
+    of every layer. Returns the zarr array.
 
     Examples
     --------
@@ -237,11 +217,9 @@ EMPTY_STORE_CELLS = 1 << 26
 
 def check_store(path, group):
     """Raise :class:`InputError` naming the store at ``path`` (``group``: it opened) unless
-    it is whole and what it says it is: its tile, shard, level and coordinate attributes
-    fit its ``elevation``, every sharded array holds exactly the shard files its inventory
-    lists (:func:`terrain.io.outputs.seal_store`), and a store without inventory is not
-    empty above :data:`EMPTY_STORE_CELLS`. Flipped bits in chunks fail when read (crc32c).
-    """
+    its tile, shard, level and coordinate attributes fit its ``elevation``, every sharded
+    array holds exactly the shards its inventory lists, and it is not empty above
+    :data:`EMPTY_STORE_CELLS`."""
     from ..io.outputs import INVENTORY_ATTR, array_inventory
     from ._shards import shard_inventory
     elev = group["elevation"]
@@ -304,10 +282,8 @@ def is_store(path):
 
 
 def result_dem(path, group, source, required=True):
-    """The ``elevation`` array a result store's layers were computed from: the store's own
-    (a raster input is ingested into it), else the tile store ``source`` names (the
-    store's ``source`` attribute, or the ``dem`` of a cost model). ``group`` is ``path``
-    opened; when neither is there, :class:`InputError` (None when not ``required``)."""
+    """The ``elevation`` a result store was computed from: its own, else that of the tile
+    store ``source`` names; else :class:`InputError` (None when not ``required``)."""
     if "elevation" in group:
         return group["elevation"]
     if source and is_url(source) and store_state(source) == "store":
@@ -389,8 +365,7 @@ class TileStore:
 
 
 def _read(arr, path, r0, r1, c0, c1):
-    """``arr[r0:r1, c0:c1]`` through zarr; a chunk whose checksum does not match (zarr's
-    crc32c codec raises ``ValueError``) is :class:`InputError` naming the store."""
+    """``arr[r0:r1, c0:c1]``; a chunk checksum mismatch is :class:`InputError`."""
     try:
         return arr[r0:r1, c0:c1]
     except ValueError as e:
@@ -401,11 +376,8 @@ def _read(arr, path, r0, r1, c0, c1):
 
 
 def link_layer(src, dst, name):
-    """Give the store ``dst`` the layer ``name`` of the store ``src`` without copying its
-    data: the chunk (shard) files are hard links (copies where the two stores are on
-    different file systems), the metadata files copies, so that attributes written later to
-    one store never reach the other. Shard files are never rewritten in place by this
-    package (an output appears whole, :func:`terrain.io.outputs.atomic_output`).
+    """Give the store ``dst`` the layer ``name`` of the store ``src``: shard files hard
+    linked (copied across file systems; never rewritten in place), metadata copied.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -434,9 +406,8 @@ def link_layer(src, dst, name):
 
 
 def window_shards(layout, window):
-    """The shards ``(si, sj)`` of the array described by ``layout``
-    (:func:`terrain.tiles._shards.fast_layout`) that ``window`` ``(r0, r1, c0, c1)`` covers
-    exactly (clipped to the array), or None when it cuts one."""
+    """The shards ``(si, sj)`` that ``window`` ``(r0, r1, c0, c1)`` covers exactly (clipped
+    to the array), or None when it cuts one."""
     r0, r1, c0, c1 = window
     (R, C), (rows, cols) = layout.shard, layout.shape
     if (r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols)
@@ -446,9 +417,8 @@ def window_shards(layout, window):
 
 
 def shard_windows(shape, side, window=None):
-    """The windows ``(r0, r1, c0, c1)`` of the shards of ``side`` cells inside ``window``
-    (default: the grid), row-major; ``window`` is aligned to shards (or ends at the grid's
-    edge).
+    """The windows ``(r0, r1, c0, c1)`` of the shards of ``side`` cells inside the aligned
+    ``window`` (default: the grid), row-major.
 
     >>> shard_windows((5, 7), 4)
     [(0, 4, 0, 4), (0, 4, 4, 7), (4, 5, 0, 4), (4, 5, 4, 7)]
@@ -462,10 +432,9 @@ def read_block(store_path, layer, window, out=None):
     """Cells ``window = (r0, r1, c0, c1)`` of the layer ``layer`` of the store at
     ``store_path`` (into ``out`` when given, else a new array of the layer's dtype).
 
-    A window of whole shards of a layer in the usual layout is read and decoded shard by
-    shard in the calling thread (:func:`terrain.tiles._shards.read_shard`: no per-chunk
-    Python on zarr's one event-loop thread, the GIL released while Blosc decodes), so the
-    threads of a process read in parallel; any other window goes through zarr.
+    Whole shards in the usual layout are read in the calling thread
+    (:func:`terrain.tiles._shards.read_shard`), so threads read in parallel; others
+    through zarr.
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
@@ -490,13 +459,9 @@ def read_block(store_path, layer, window, out=None):
 
 
 def write_block(store_path, layer, window, values):
-    """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into the layer
-    ``layer`` of the store at ``store_path``; returns the bytes written to files (None
-    where zarr wrote them).
-
-    Like :func:`read_block`: a window of whole shards of the usual layout is encoded and
-    written shard by shard in the calling thread
-    (:func:`terrain.tiles._shards.write_shard`, the bytes zarr writes), others through zarr.
+    """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into ``layer`` of the
+    store at ``store_path``, whole shards in the calling thread as :func:`read_block`;
+    returns the bytes written (None where zarr wrote them).
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
