@@ -1,17 +1,11 @@
 """Kernels of the ASCII grid parser: the newline index and row parsing (C, via ctypes).
 
-Numbers are parsed the way GDAL's ASCII readers do it (``strtod`` to a double, then a cast
-to float32), bit for bit, with Clinger's exact fast path: a decimal significand ``m`` with
-``m <= 2**53`` (an exact double) and a power of ten ``|e| <= 22`` (an exact double too)
-gives ``m * 10**e`` or ``m / 10**-e``, one IEEE operation and therefore the correctly
-rounded double that ``strtod`` returns. That covers every token with at most 15
-significant digits. Other tokens (more digits, huge exponents) are marked in the output
-with a NaN payload (:data:`SLOW_BITS`) and counted; the caller re-parses those with
-Python's ``float`` (also correctly rounded). ``_parse.cu`` is the GPU twin (per token).
-
-Why C, written by hand: NumPy has no bytes-to-float parser that works on a buffer in place.
-The kernels live in :mod:`terrain.native` (``kernels.c``); ctypes releases the GIL around
-each call, so the row blocks of one file parse in parallel threads.
+Numbers are parsed as GDAL does (``strtod``, then a float32 cast), bit for bit, with
+Clinger's exact fast path (significand ``<= 2**53`` times or divided by ``10**e``,
+``|e| <= 22``: one correctly rounded IEEE operation). Other tokens are marked with the NaN
+payload :data:`SLOW_BITS` for the caller to re-parse with Python's ``float``. The kernels
+live in :mod:`terrain.native` (NumPy has no in-place bytes-to-float parser); ctypes releases
+the GIL, so row blocks parse in parallel threads. ``_parse.cu`` is the GPU twin.
 
 >>> import numpy as np
 >>> text = np.frombuffer(b"1.5 -2 -9999\\n3e2 * 7\\n", dtype=np.uint8)
@@ -46,11 +40,8 @@ _i64, _vp = ctypes.c_int64, ctypes.c_void_p
 
 
 def newline_offsets(text, base=0, expected=None):
-    """``base +`` offsets just after each ``\\n`` in ``text`` (a 1-D uint8 array), int64.
-
-    ``memchr`` in C with the GIL released (long lines: a few calls per line; short ones:
-    still memory speed). ``expected``, a guess of the count, sizes the output; a low guess
-    costs a second pass.
+    """``base +`` offsets just after each ``\\n`` in ``text`` (a 1-D uint8 array), int64,
+    by ``memchr`` without the GIL; ``expected`` guesses the count (too low: a second pass).
 
     >>> import numpy as np
     >>> newline_offsets(np.frombuffer(b"ab\\ncd\\n\\ne", dtype=np.uint8), 100).tolist()
@@ -75,8 +66,7 @@ def _bytes_array(buf, who):
 
 
 def load_library():
-    """The C kernels' library (:func:`terrain.native.load_library`) with the parser's
-    functions declared."""
+    """The C kernels' library with the parser's functions declared."""
     lib = native.load_library()
     if not getattr(lib, "_terrain_parse_declared", False):
         lib.terrain_parse_rows.restype = ctypes.c_int
