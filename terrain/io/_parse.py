@@ -90,26 +90,21 @@ def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):
     Parameters
     ----------
     buf : uint8 array (1-D, contiguous; read-only is fine)
-        Text of the rows; row ``i`` is ``buf[starts[i]:starts[i + 1]]`` (newline included).
-        Nothing outside those spans is read.
+        Text of the rows; row ``i`` is ``buf[starts[i]:starts[i + 1]]``, nothing else read.
     starts : int64 array
         Row boundaries in ``buf`` (non-decreasing).
     ncols : int
-        Values a row must hold.
     out : float32 array (rows, ncols)
-        Values (rows may be strided, cells contiguous); NaN for nodata (``== nodata`` after
-        the float32 cast, or ``*``); cells that need the slow path hold the bits
-        :data:`SLOW_BITS`.
+        Rows may be strided; NaN for nodata; slow-path cells hold :data:`SLOW_BITS`.
     nodata : float32
     has_nodata, star_is_nodata : bool
 
     Returns
     -------
     (status, row, count, token_start, token_end, n_slow, stats)
-        ``status`` is PARSE_OK, PARSE_BAD_TOKEN (row, its column in ``count``, the token's
-        byte span in ``buf``) or PARSE_ROW_LENGTH (row and the number of values it holds).
-        ``stats``: :func:`nan_min_max` of ``out``, counted during the parse (no second pass
-        over it); meaningful when the parse is OK and ``n_slow`` is 0.
+        ``status`` is PARSE_OK, PARSE_BAD_TOKEN (row, column in ``count``, the token's span)
+        or PARSE_ROW_LENGTH (row, its value count); ``stats``: :func:`nan_min_max` of
+        ``out``, counted during the parse (valid when OK and ``n_slow`` is 0).
     """
     lib = load_library()
     buf = _bytes_array(buf, "parse_rows")

@@ -213,13 +213,12 @@ def parse_grid_on_device(grid, out, backend="gpu", pool=None, times=None, on_row
     out : (rows, cols) float32 CuPy array
     backend : str or Backend (the GPU)
     pool : concurrent.futures.Executor, optional
-        Threads reading the file (default: a pool of ``os.cpu_count()``).
+        Threads reading the file (default: ``os.cpu_count()`` of them).
     times : dict, optional
         Gets the seconds of "copy" (waiting for pieces), "index" and "parse".
     on_rows : callable, optional
         ``on_rows(r0, r1)`` in this thread once rows ``r0:r1`` of ``out`` hold their values.
     piece_bytes : int, optional
-        Text per piece (default :data:`PIECE_BYTES`).
 
     Returns
     -------

@@ -115,17 +115,9 @@ def fill_value_attr(value, dtype):
 
 
 def mark_raster(array, nodata=None):
-    """Tag one raster array of a georeferenced group: ``grid_mapping`` and, when it has
-    nodata, ``_FillValue``.
-
-    Parameters
-    ----------
-    array : zarr.Array
-        Opened writable; ``dimension_names`` ``("y", "x")``.
-    nodata : number, optional
-        The stored value meaning nodata. Default: the array's fill value when the array is
-        float and that fill value is NaN; integer arrays get none unless given.
-    """
+    """Tag one raster array (writable, ``("y", "x")``) of a georeferenced group with
+    ``grid_mapping`` and, when it has ``nodata``, ``_FillValue`` (default: NaN for a float
+    array whose fill value is NaN; none for integer arrays)."""
     attrs = {"grid_mapping": GRID_MAPPING, "coordinates": GRID_MAPPING}
     dtype = np.dtype(array.dtype)
     if nodata is None and dtype.kind == "f":
@@ -198,11 +190,8 @@ def _mark_all(group):
 
 
 def finish_store(path):
-    """Tag every raster array (:func:`mark_raster`) and consolidate the group's metadata.
-
-    The last step of every writer: afterwards ``xarray.open_zarr(path)`` opens without a
-    warning and ``.rio.crs`` / ``.rio.transform()`` / ``.rio.nodata`` work.
-    """
+    """Tag every raster array (:func:`mark_raster`) and consolidate the group's metadata:
+    the last step of every writer, so that ``xarray.open_zarr(path)`` opens it as it is."""
     group = zarr.open_group(store=str(path), mode="r+", use_consolidated=False)
     if GRID_MAPPING in group:
         _mark_all(group)

@@ -95,29 +95,25 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
     Parameters
     ----------
     store : str or Path
-        A store terrain wrote (georeferenced by :func:`terrain.io.georef.write_georeference`).
+        A store terrain wrote.
     array_name : str
-        The layer, e.g. ``"mst"``.
     tif_path : str or Path
         The GeoTIFF (appears atomically; an existing file needs ``overwrite``).
     cog : bool
-        Cloud-Optimized GeoTIFF (GDAL's COG driver); False: a tiled GTiff with overviews.
+        Cloud-Optimized GeoTIFF; False: a tiled GTiff with overviews.
     nodata : number, optional
-        The GeoTIFF's nodata value. Default: NaN for float layers, none for others.
+        Default: NaN for float layers, none for others.
     valid_from : (store path, array name), optional
-        A float layer of the same shape whose NaN cells become ``nodata`` (e.g. the DEM's
-        ``elevation`` for the MST mask). Requires ``nodata``.
+        A float layer whose NaN cells become ``nodata`` (which it requires).
     description : str, optional
-        Band description (what the values mean); also stored as the ``meaning`` tag.
+        Band description; also the ``meaning`` tag.
     tags : dict, optional
-        More band tags.
     resampling : str
         Overview resampling (``nearest`` for masks and ids, ``average`` for distances).
 
     Returns
     -------
     Path
-        ``tif_path``.
 
     Examples
     --------

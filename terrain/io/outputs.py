@@ -149,21 +149,16 @@ def check_outputs(inputs, outputs, overwrite=False):
 
     Parameters
     ----------
-    inputs : iterable of str or Path (None entries are skipped)
-        What the command reads.
-    outputs : iterable of str or Path (None entries are skipped)
-        What it writes (files or store directories).
+    inputs, outputs : iterable of str or Path (None entries are skipped)
     overwrite : bool
-        Whether existing outputs may be replaced (never an input, never a directory that
-        is not a tile store).
+        Whether existing outputs may be replaced (never a directory that is not a store).
 
     Raises
     ------
     InputError
-        Naming the output: it is (or contains, or lies inside) an input, is named twice,
-        exists without ``overwrite``, or its directory is missing, not a directory or not
-        writable; or naming an input that is not a regular file or a directory
-        (:func:`check_input_file`).
+        Naming the output: it is, contains or lies inside an input, is named twice, exists
+        without ``overwrite``, or its directory is missing or not writable; or naming an
+        input that is not a regular file or a directory.
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
     for given, real in ins:
@@ -301,14 +296,12 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     ----------
     target : str or Path
     overwrite : bool
-        Replace an existing ``target``.
     inputs : iterable of paths
-        What the output is made from: it may not be, contain or lie inside one of them.
+        What the output is made from (:func:`check_outputs`).
     key : str, optional
         Deterministic suffix of the partial's name (a hash of inputs and parameters).
     resume : bool
-        Hand back an existing partial of the same ``key`` (the caller finishes it) instead
-        of removing it.
+        Hand back an existing partial of the same ``key`` instead of removing it.
     notify : callable
         Called with a one-line message for every stale partial removed or resumed.
 
@@ -352,9 +345,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                 _remove(tmp)
             raise
         if target.exists() or target.is_symlink():
-            # the old output first goes to .NAME.old-KEY (KEY: the partial's), then the new
-            # one takes its name: a run killed between the two renames leaves both, and the
-            # next run finishes the swap (_finish_swaps)
+            # old to .NAME.old-KEY, then new into place: a run killed between the renames
+            # leaves both, and the next run finishes the swap (_finish_swaps)
             old = target.with_name(f".{target.name}.old-{tmp.name.rsplit('-', 1)[1]}")
             _remove(old)
             os.replace(target, old)

@@ -235,17 +235,15 @@ def stage(args, storage_options=None):
     tmp = tempfile.mkdtemp(prefix="terrain-url-")
     names = {}
     try:
-        for i, (n, url) in enumerate(urls_in.items()):
-            local = os.path.join(tmp, f"in{i}", os.path.basename(url.rstrip("/")) or "input")
-            os.makedirs(os.path.dirname(local))
-            fetch(url, local, options)
-            names[local] = url
-            setattr(args, n, local)
-        for i, (n, url) in enumerate(urls_out.items()):
-            local = os.path.join(tmp, f"out{i}", os.path.basename(url.rstrip("/")) or "output")
-            os.makedirs(os.path.dirname(local))
-            names[local] = url
-            setattr(args, n, local)
+        for kind, urls in (("in", urls_in), ("out", urls_out)):
+            for i, (n, url) in enumerate(urls.items()):
+                local = os.path.join(tmp, f"{kind}{i}",
+                                     os.path.basename(url.rstrip("/")) or f"{kind}put")
+                os.makedirs(os.path.dirname(local))
+                if kind == "in":
+                    fetch(url, local, options)
+                names[local] = url
+                setattr(args, n, local)
         try:
             with _naming_urls(names):
                 yield args

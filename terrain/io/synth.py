@@ -239,11 +239,9 @@ def write_synth(path, rows, cols, seed=0, nodata=0.0, integer=False, overwrite=F
     Parameters
     ----------
     path : str or Path
-        Output file (appears atomically).
-    rows, cols : int
-    seed : int
+    rows, cols, seed : int
     nodata : float
-        Fraction of cells, in blobs, written as ``-9999`` (0 for none).
+        Fraction of cells, in blobs, written as ``-9999``.
     integer : bool
         Integer elevations (many ties) instead of two decimals.
     workers : int, optional

@@ -225,8 +225,7 @@ class _Buffers:
 
 
 _buffers = _Buffers()
-#: a reusable uint8 buffer, as a context manager (:meth:`_Buffers.borrow`) shared by the
-#: threads of a process
+#: a reusable uint8 buffer shared by a process's threads, as a context manager
 borrow_buffer = _buffers.borrow
 
 
