@@ -25,6 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 from ..errors import InputError
 from .outputs import OutputExists
@@ -245,7 +246,7 @@ def stage(args, storage_options=None):
                 names[local] = url
                 setattr(args, n, local)
         try:
-            with _naming_urls(names):
+            with contextlib.redirect_stdout(_Renaming(sys.stdout, names)):
                 yield args
         except InputError as e:
             _rename_in_message(e, names)
@@ -277,29 +278,14 @@ class _Renaming:
         return getattr(self._stream, name)
 
 
-@contextlib.contextmanager
-def _naming_urls(names):
-    out = sys.stdout
-    sys.stdout = _Renaming(out, names)
-    try:
-        yield
-    finally:
-        sys.stdout = out
-
-
 def _rename_in_metadata(local, names):
     """Name the URLs in the metadata of the store ``local`` (a result's ``source``)."""
-    if not os.path.isdir(local):
-        return
-    for folder, _dirs, files in os.walk(local):
+    for folder, _dirs, files in os.walk(local):  # a file: nothing
         if ROOT_METADATA in files:
-            path = os.path.join(folder, ROOT_METADATA)
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            new = _renamed(text, names)
-            if new != text:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(new)
+            path = Path(folder, ROOT_METADATA)
+            text = path.read_text(encoding="utf-8")
+            if _renamed(text, names) != text:
+                path.write_text(_renamed(text, names), encoding="utf-8")
 
 
 def _rename_in_message(e, names):

@@ -146,8 +146,6 @@ def _sample_rows(rows, cols):
 def _check_fits(path, rows, cols, nodata=0.0):
     """Refuse before any allocation a grid whose text cannot fit on the disk, or whose band
     and nodata sample cannot fit in memory (lower bounds: a grid that fits is never refused)."""
-    if rows <= 0 or cols <= 0:
-        raise InputError(f"synth: rows and cols must be positive, got {rows} x {cols}")
     parent = Path(path).parent if str(Path(path).parent) else Path(".")
     need = int(rows) * int(cols) * _MIN_CELL_BYTES
     free = shutil.disk_usage(parent).free
