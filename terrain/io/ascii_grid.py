@@ -54,24 +54,10 @@ def _buffer(nbytes):
 
 @dataclass(frozen=True)
 class AsciiGrid(Grid):
-    """A validated ASCII grid header (:class:`~terrain.io.raster.Grid`) and where its data
-    rows start.
-
-    Attributes
-    ----------
-    nodata : float or None
-        The header's nodata value (cells equal to it after the float32 cast become NaN);
-        ``*`` is nodata in GRASS grids in any case.
-    crs : str or None
-        WKT from a ``.prj`` file beside the grid, when there is one GDAL understands.
-    header : dict
-        The header as written (lower-case key -> value text).
-    dialect : {'esri', 'grass'}
-    data_offset, data_line : int
-        Byte offset and 1-based line number of the first data row.
-    size : int
-        File size in bytes.
-    """
+    """A validated ASCII grid header (:class:`~terrain.io.raster.Grid`; ``crs`` from a
+    ``.prj`` beside it, ``*`` nodata too in GRASS grids), its ``dialect`` ('esri' or
+    'grass'), the byte offset and 1-based line of its first data row (``data_offset``,
+    ``data_line``) and the file ``size``."""
 
     dialect: str
     data_offset: int = 0

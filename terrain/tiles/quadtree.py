@@ -82,23 +82,10 @@ class TiledGrid:
 
 @dataclass
 class QuadtreePlan:
-    """The quadtree over a grid's tiles, cut at ``group_level``.
-
-    Attributes
-    ----------
-    shape : (rows, cols)
-    tile : int
-        Tile side in cells.
-    group_level : int
-        Level of the groups (a group is ``2^group_level`` tiles a side).
-    groups : list of (i, j)
-        The groups, row-major.
-    levels : dict
-        ``levels[k]`` lists the ``(i, j)`` of the nodes of level ``k`` for
-        ``group_level < k < nlevels``, row-major; the last level is the root alone.
-    nlevels : int
-        Quadtree levels over the tiles, root included.
-    """
+    """The quadtree over a grid's tiles, cut at ``group_level`` (a group is
+    ``2^group_level`` tiles a side): ``groups`` lists the groups' ``(i, j)``, ``levels[k]``
+    the nodes of level ``k`` above them (row-major; the last level is the root alone),
+    ``nlevels`` counts the levels over the tiles, root included."""
 
     shape: tuple
     tile: int
@@ -130,8 +117,8 @@ class QuadtreePlan:
         return node_window(self.shape, self.tile, level, i, j)
 
     def children(self, k, i, j):
-        """The four children ``(i, j)`` of node ``(k, i, j)`` at level ``k - 1`` (NW, NE,
-        SW, SE), None where outside the grid. Defined for ``k > group_level``."""
+        """The four children ``(i, j)`` (NW, NE, SW, SE; None outside the grid) of node
+        ``(k, i, j)``, ``k > group_level``."""
         below = self.groups if k - 1 == self.group_level else self.levels[k - 1]
         rows, cols = below[-1][0] + 1, below[-1][1] + 1  # a full row-major rectangle
         return [(2 * i + di, 2 * j + dj) if 2 * i + di < rows and 2 * j + dj < cols else None
@@ -150,7 +137,7 @@ def call_now(fn, *args, key=None, nout=None):
 
 
 def _step(step):
-    """``(function, leading_args)`` of a step given as a function or a tuple."""
+    """``(function, leading_args)`` of a step."""
     if isinstance(step, tuple):
         return step[0], tuple(step[1:])
     return step, ()

@@ -38,8 +38,8 @@ SMALL_TILE = 256
 
 
 def check_tile_size(tile, limit=TILE_LIMIT, why=None):
-    """Return ``tile`` as int or raise :class:`InputError` unless it is a power of two in
-    ``[2, limit]``; ``why`` says what bounds it (default: the store's :data:`TILE_LIMIT`)."""
+    """``tile`` as int; :class:`InputError` unless a power of two in ``[2, limit]`` (``why``
+    says what bounds it)."""
     try:
         t = int(tile)
     except (TypeError, ValueError):
@@ -54,9 +54,8 @@ def check_tile_size(tile, limit=TILE_LIMIT, why=None):
 
 
 def check_tile_count(tile, shape, where=None):
-    """:class:`InputError` when a grid of ``shape`` in tiles of ``tile`` would have more
-    than :data:`MANY_TILES` tiles of less than :data:`SMALL_TILE` a side (``where``: the
-    store or input the line names).
+    """:class:`InputError` (naming ``where``) when ``shape`` would have more than
+    :data:`MANY_TILES` tiles of ``tile`` < :data:`SMALL_TILE` a side.
 
     >>> check_tile_count(4, (3000, 3000))
     Traceback (most recent call last):
@@ -76,13 +75,9 @@ def quadtree_levels(n_tile_rows, n_tile_cols):
 
 
 def tiles_per_shard(tile, shape):
-    """Tiles per shard side for a grid: the largest power of two k with
-    k*tile <= max(SHARD_TARGET_SIDE, tile), not beyond the grid.
+    """Tiles per shard side: the largest power of two k with k*tile <=
+    max(SHARD_TARGET_SIDE, tile), not beyond the grid.
 
-    Writers that own whole shards work in bands of ``tile * k`` rows.
-
-    Examples
-    --------
     >>> tiles_per_shard(512, (16384, 16384)), tiles_per_shard(512, (300, 400))
     (4, 1)
     """
@@ -195,7 +190,7 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
 
 def open_store(path, mode="r"):
     """Open an existing tile store (read-only unless ``mode="r+"``); :class:`InputError` when
-    ``path`` is not one, or when it is damaged or implausible (:func:`check_store`)."""
+    ``path`` is not one or is damaged (:func:`check_store`)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
@@ -210,8 +205,7 @@ def open_store(path, mode="r"):
     return TileStore(p, group)
 
 
-#: cells above which a store that holds no shard at all is refused (metadata alone claiming
-#: a huge grid would start a job over nothing)
+#: cells above which a store holding no shard is refused (metadata alone claiming a huge grid)
 EMPTY_STORE_CELLS = 1 << 26
 
 
@@ -299,17 +293,8 @@ def result_dem(path, group, source, required=True):
 
 
 class TileStore:
-    """A tile store opened for reading or being written.
-
-    Attributes
-    ----------
-    shape : (rows, cols)
-    tile : int
-    tiles_shape : (tile rows, tile cols)
-    tiles_per_shard : int
-    levels : int
-        Quadtree levels over the tiles (root included).
-    """
+    """A tile store opened for reading or being written: ``shape``, ``tile``,
+    ``tiles_shape``, ``tiles_per_shard``, ``levels`` (quadtree levels, root included)."""
 
     def __init__(self, path, group):
         self.path = Path(path)
@@ -336,8 +321,7 @@ class TileStore:
         return tuple(self.attrs["cellsize"])
 
     def read_window(self, r0, r1, c0, c1, layer="elevation"):
-        """Rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) of a layer: elevations as
-        float32, other layers in their own dtype."""
+        """Rows ``r0:r1``, cols ``c0:c1`` (clipped) of a layer (elevations as float32)."""
         elevation = layer == "elevation"
         return np.asarray(_read(self.elevation if elevation else self.layer(layer), self.path,
                                 r0, r1, c0, c1), dtype=np.float32 if elevation else None)
@@ -350,8 +334,8 @@ class TileStore:
             raise InputError(f"{self.path}: no layer {name!r} in this store") from None
 
     def write_window(self, layer, r0, c0, block):
-        """Write ``block`` at rows ``r0:``, cols ``c0:`` of a layer (open with ``mode="r+"``);
-        the window should cover whole shards (zarr rewrites a shard written in part)."""
+        """Write ``block`` at rows ``r0:``, cols ``c0:`` of a layer (``mode="r+"``, whole
+        shards)."""
         block = np.asarray(block)
         self.layer(layer)[r0:r0 + block.shape[0], c0:c0 + block.shape[1]] = block
 
