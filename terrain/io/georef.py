@@ -137,11 +137,9 @@ def write_georeference(group, shape, geotransform, crs=None):
 
     Parameters
     ----------
-    group : zarr.Group
-        Opened writable.
+    group : zarr.Group (writable)
     shape : (rows, cols)
-    geotransform : sequence of 6 floats
-        GDAL order: x0, dx, 0, y0, 0, -dy (upper-left corner of the upper-left cell).
+    geotransform : sequence of 6 floats (GDAL order)
     crs : str, optional
         Anything :func:`crs_wkt` accepts; None when unknown.
 

@@ -151,14 +151,13 @@ def check_outputs(inputs, outputs, overwrite=False):
     ----------
     inputs, outputs : iterable of str or Path (None entries are skipped)
     overwrite : bool
-        Whether existing outputs may be replaced (never a directory that is not a store).
 
     Raises
     ------
     InputError
         Naming the output: it is, contains or lies inside an input, is named twice, exists
-        without ``overwrite``, or its directory is missing or not writable; or naming an
-        input that is not a regular file or a directory.
+        without ``overwrite`` (or is a directory but no store), or has no writable
+        directory; or naming an input that is not a regular file or a directory.
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
     for given, real in ins:

@@ -66,13 +66,9 @@ def cell_centre(row, col, geotransform):
 
 
 def read_points(path, crs=None):
-    """Points ``[(x, y), ...]`` from a CSV file or a GeoJSON file, in ``crs`` (the raster's;
-    None: as they are written).
-
-    CSV: ``x,y`` per line, or a header naming the columns (``x``/``easting``/... and
-    ``y``/``northing``/..., or ``lon``/``lat``: WGS 84); a header of two other names is
-    skipped. GeoJSON: Point / MultiPoint geometries, Features, FeatureCollections.
-    """
+    """Points ``[(x, y), ...]`` from a CSV file (``x,y``, or named columns: ``easting``, ...,
+    or ``lon,lat`` in WGS 84) or a GeoJSON file (points, features, collections), in ``crs``
+    (the raster's; None: as they are written)."""
     path = Path(path)
     if path.suffix.lower() in VECTOR_SUFFIXES:
         raise InputError(f"{path}: terrain reads points from CSV or GeoJSON only (reading "

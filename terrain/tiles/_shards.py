@@ -255,13 +255,10 @@ def _encode(layout, tile, dest):
 
 
 def write_shard(layout, si, sj, values, r0=0, c0=0):
-    """Encode and write shard ``(si, sj)`` of the array described by ``layout``; returns the
-    bytes written (0: fill only, no file). The file is written beside, then renamed.
-
-    ``values`` holds the array's cells from ``(r0, c0)`` on, covering the shard. It may also
-    be a *block reader* (:class:`terrain._transfer.DeviceBlocks`): ``read_block(out, r0, r1,
-    c0, c1)`` copies those cells into ``out``, ``empty(nbytes)`` makes a host buffer for it
-    and ``buffer_kind`` names such buffers, so no host copy of a device array is made.
+    """Encode and write shard ``(si, sj)`` (written beside, then renamed) from ``values``, the
+    array's cells from ``(r0, c0)`` on; returns the bytes written (0: fill only, no file).
+    ``values`` may be a block reader (:class:`terrain._transfer.DeviceBlocks`: its
+    ``read_block``, ``empty`` and ``buffer_kind``), so no host copy of a device array is made.
     """
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
     reader = hasattr(values, "read_block")

@@ -117,12 +117,9 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     Parameters
     ----------
     path : str or Path
-    shape : (int, int)
-        Grid rows and columns.
-    tile : int
-        Tile side, a power of two.
-    geotransform : sequence of 6 floats, optional
-        GDAL order: x0, dx, 0, y0, 0, -dy (upper-left corner of the upper-left cell).
+    shape : (rows, cols)
+    tile : int (a power of two)
+    geotransform : sequence of 6 floats (GDAL order), optional
     """
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
