@@ -7,8 +7,6 @@ GeoTransform, as rioxarray writes them) and tags every ``("y", "x")`` array with
 consolidates (the conventions and why: docs/gis.md, "Stores are xarray / rioxarray / GDAL
 ready"). The CRS is kept as WKT (:func:`crs_wkt`); :func:`crs_label` gives ``EPSG:xxxx``.
 
-Examples
---------
 >>> crs_label(crs_wkt("EPSG:32617"))
 'EPSG:32617'
 >>> is_geographic(crs_wkt("EPSG:4326")), is_geographic(crs_wkt("EPSG:32617"))

@@ -430,8 +430,7 @@ def seal_store(path):
             continue
         meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
         _write_json(meta_file, meta)
-        rel = Path(folder).relative_to(path).as_posix()
-        found[rel] = inventory
+        found[Path(folder).relative_to(path).as_posix()] = inventory
     if not found or not root_meta.is_file():
         return
     root = json.loads(root_meta.read_text())

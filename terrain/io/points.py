@@ -166,21 +166,16 @@ def _geojson_points(path, text):
         if not isinstance(g, dict):
             raise InputError(f"{path}: not a GeoJSON object")
         t = g.get("type")
-        if t == "FeatureCollection":
-            feats = g.get("features", [])
-            if not isinstance(feats, list):
-                raise InputError(f"{path}: 'features' must be an array")
-            for f in feats:
-                visit(f, depth + 1)
+        if t in ("FeatureCollection", "GeometryCollection"):  # t may be any JSON value
+            key = "features" if t == "FeatureCollection" else "geometries"
+            parts = g.get(key, [])
+            if not isinstance(parts, list):
+                raise InputError(f"{path}: {key!r} must be an array")
+            for part in parts:
+                visit(part, depth + 1)
         elif t == "Feature":
             if g.get("geometry") is not None:
                 visit(g["geometry"], depth + 1)
-        elif t == "GeometryCollection":
-            geoms = g.get("geometries", [])
-            if not isinstance(geoms, list):
-                raise InputError(f"{path}: 'geometries' must be an array")
-            for h in geoms:
-                visit(h, depth + 1)
         elif t == "Point":
             out.append(position(g.get("coordinates")))
         elif t == "MultiPoint":
