@@ -1,18 +1,15 @@
 """Stores and rasters on object storage: any fsspec URL (``s3://``, ``gs://``, ``az://``,
 ``memory://``, ``file://``) where a command takes a path.
 
-This is the one place terrain opens a URL; credentials come only from the client library's
-own configuration plus the caller's ``storage_options``. An object store has no rename, so a
-store is published by writing its root ``zarr.json`` last (objects without it are a dead
-run's partial, removed by the next run); replacing one deletes the old root metadata first,
-so a killed run never leaves a mixture. :func:`stage` runs a command on local copies of its
+The one place terrain opens a URL. A store is published by writing its root ``zarr.json``
+last (an object store has no rename); :func:`stage` runs a command on local copies of its
 URL inputs and publishes its URL output (design note: docs/gis.md, "Object storage").
 
 >>> is_url("s3://bucket/dem.zarr"), is_url("dem.zarr"), is_url("C:/dem.zarr")
 (True, False, False)
 >>> local_path("file:///tmp/dem.zarr")
 '/tmp/dem.zarr'
->>> import numpy as np, zarr
+>>> import zarr
 >>> g = zarr.open_group(zarr_store("memory://doc/a.zarr", read_only=False), mode="w")
 >>> store_state("memory://doc/a.zarr")
 'store'

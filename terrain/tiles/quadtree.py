@@ -5,11 +5,9 @@ Every tiled algorithm runs a *leaf* step per group (a node of ``2^g × 2^g`` til
 *node* step per node splitting what it received among its children and a *leaf* step per
 group applying what reached it. :func:`walk_up` and :func:`walk_down` visit the nodes of a
 :class:`QuadtreePlan` in that order and wire outputs to inputs; a ``call(fn, *args, key=...,
-nout=...)`` runs each step (:func:`call_now`) or schedules it (the pipelines), so this
-module knows no scheduler. A step is a function or a tuple ``(function, *leading_args)``
-(lazy values passed as arguments, which a closure would hide from a scheduler). Node
-``(k, i, j)`` covers rows ``[i·t·2^k, (i+1)·t·2^k)`` and the matching columns, clipped;
-level 0 are tiles. Design: docs/architecture.md, "One quadtree walk".
+nout=...)`` runs each step (:func:`call_now`) or schedules it (the pipelines). A step is a
+function or a tuple ``(function, *leading_args)``. Node ``(k, i, j)`` covers rows
+``[i·t·2^k, (i+1)·t·2^k)`` and the matching columns, clipped; level 0 are tiles.
 
 Count the cells bottom up (each leaf counts its own), then hand each leaf the path from
 the root down to it:

@@ -31,8 +31,7 @@ DEFAULT_TILE = 512
 TILE_LIMIT = 4096
 # Shards of at most this many cells a side: a band of shards is what one ingest task holds.
 SHARD_TARGET_SIDE = 2048
-#: a grid of more tiles than this needs tiles of at least :data:`SMALL_TILE`: every tile
-#: costs a task step and its bookkeeping
+#: more tiles than this need tiles of at least :data:`SMALL_TILE` (each costs a task step)
 MANY_TILES = 1 << 16
 SMALL_TILE = 256
 
@@ -277,12 +276,10 @@ def result_dem(path, group, source, required=True):
     store ``source`` names; else :class:`InputError` (None when not ``required``)."""
     if "elevation" in group:
         return group["elevation"]
-    if source and is_url(source) and store_state(source) == "store":
-        # a result published to an object store names its DEM's URL
+    # a result published to an object store names its DEM's URL
+    if source and (store_state(source) == "store" if is_url(source) else is_store(source)):
         return zarr.open_group(store=zarr_store(source), mode="r",
                                use_consolidated=False)["elevation"]
-    if source and is_store(source):
-        return zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
     if not required:
         return None
     raise InputError(f"{path}: the DEM is not in this store and its source {source!r} is "
