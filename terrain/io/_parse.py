@@ -1,11 +1,9 @@
 """Kernels of the ASCII grid parser: the newline index and row parsing (C, via ctypes).
 
 Numbers are parsed as GDAL does (``strtod``, then a float32 cast), bit for bit, with
-Clinger's exact fast path (significand ``<= 2**53`` times or divided by ``10**e``,
-``|e| <= 22``: one correctly rounded IEEE operation). Other tokens are marked with the NaN
-payload :data:`SLOW_BITS` for the caller to re-parse with Python's ``float``. The kernels
-live in :mod:`terrain.native` (NumPy has no in-place bytes-to-float parser); ctypes releases
-the GIL, so row blocks parse in parallel threads. ``_parse.cu`` is the GPU twin.
+Clinger's exact fast path; other tokens are marked :data:`SLOW_BITS` for the caller to
+re-parse with Python's ``float``. The kernels live in :mod:`terrain.native` (NumPy has no
+in-place bytes-to-float parser) and run without the GIL; ``_parse.cu`` is the GPU twin.
 
 >>> import numpy as np
 >>> text = np.frombuffer(b"1.5 -2 -9999\\n3e2 * 7\\n", dtype=np.uint8)

@@ -1,13 +1,10 @@
 """ESRI and GRASS ASCII grids: header parsing and a streaming, parallel row-band parser.
 
-The header is read eagerly and validated key by key (every error names the file and line).
-The data section is parsed in two passes over independent byte ranges, so a scheduler can
-run them in parallel with bounded memory: :meth:`AsciiGrid.newline_offsets` finds line
-starts (``memchr`` in C) and :meth:`AsciiGrid.row_starts` joins them into row spans;
-:meth:`AsciiGrid.read_rows` parses a band of rows with the C kernel of
-:mod:`terrain.io._parse` into float32, nodata as NaN, bit for bit GDAL's values (a value
-beyond float32 is refused with its line). Text is read with ``pread`` into per-thread
-buffers, never mapped (design note: docs/gis.md, "ASCII grids").
+The header is validated eagerly, key by key (every error names the file and line). The data
+is parsed in two passes over independent byte ranges (parallel, bounded memory):
+:meth:`AsciiGrid.newline_offsets` finds line starts, :meth:`AsciiGrid.row_starts` joins them
+into rows, :meth:`AsciiGrid.read_rows` parses a band of rows (:mod:`terrain.io._parse`) into
+float32, NaN nodata, bit for bit GDAL's values (design note: docs/gis.md, "ASCII grids").
 
 >>> grid = open_ascii_grid("data/sample.asc")   # header only: nothing else is read yet
 >>> grid.shape, grid.nodata

@@ -36,8 +36,7 @@ MAX_IO_THREADS = 16
 
 
 def io_threads():
-    """Threads for a run's shard reads and writes: the CPUs this process may run on, at
-    most :data:`MAX_IO_THREADS`.
+    """Threads for shard reads and writes: this process's CPUs, at most :data:`MAX_IO_THREADS`.
 
     >>> 1 <= io_threads() <= MAX_IO_THREADS
     True
