@@ -1,11 +1,6 @@
-"""A process-wide pool of reusable byte buffers for the ingest's band tasks.
-
-Why: a band task needs a float32 band (tens to hundreds of MB) and a text block. Fresh
-allocations that large come straight from the kernel as untouched pages, and first-touching
-them (page faults, zeroing; on a VM, host faults too) costs about as much as parsing the
-text. Reusing buffers between the tasks of one ingest keeps that cost to once per thread.
-Memory stays bounded: a buffer is either in use by a running task or waiting in the pool,
-and the pool is emptied when the ingest finishes.
+"""A process-wide pool of reusable byte buffers for the ingest's band tasks: first-touching
+fresh pages of a large band costs about as much as parsing its text, so the tasks of one
+ingest reuse them; the pool is emptied when the ingest finishes.
 """
 
 import threading

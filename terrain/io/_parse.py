@@ -1,17 +1,9 @@
 """Kernels of the ASCII grid parser: the newline index and row parsing (C, via ctypes).
 
-Numbers are parsed the way GDAL's ASCII readers do it (``strtod`` to a double, then a cast
-to float32), bit for bit, with Clinger's exact fast path: a decimal significand ``m`` with
-``m <= 2**53`` (an exact double) and a power of ten ``|e| <= 22`` (an exact double too)
-gives ``m * 10**e`` or ``m / 10**-e``, one IEEE operation and therefore the correctly
-rounded double that ``strtod`` returns. That covers every token with at most 15
-significant digits. Other tokens (more digits, huge exponents) are marked in the output
-with a NaN payload (:data:`SLOW_BITS`) and counted; the caller re-parses those with
-Python's ``float`` (also correctly rounded). ``_parse.cu`` is the GPU twin (per token).
-
-Why C, written by hand: NumPy has no bytes-to-float parser that works on a buffer in place.
-The kernels live in :mod:`terrain.native` (``kernels.c``); ctypes releases the GIL around
-each call, so the row blocks of one file parse in parallel threads.
+Numbers are parsed as GDAL does (``strtod``, then a float32 cast), bit for bit, with
+Clinger's exact fast path; other tokens are marked :data:`SLOW_BITS` for the caller to
+re-parse with Python's ``float``. The kernels live in :mod:`terrain.native` (NumPy has no
+in-place bytes-to-float parser) and run without the GIL; ``_parse.cu`` is the GPU twin.
 
 >>> import numpy as np
 >>> text = np.frombuffer(b"1.5 -2 -9999\\n3e2 * 7\\n", dtype=np.uint8)
@@ -46,11 +38,8 @@ _i64, _vp = ctypes.c_int64, ctypes.c_void_p
 
 
 def newline_offsets(text, base=0, expected=None):
-    """``base +`` offsets just after each ``\\n`` in ``text`` (a 1-D uint8 array), int64.
-
-    ``memchr`` in C with the GIL released (long lines: a few calls per line; short ones:
-    still memory speed). ``expected``, a guess of the count, sizes the output; a low guess
-    costs a second pass.
+    """``base +`` offsets just after each ``\\n`` in ``text`` (a 1-D uint8 array), int64,
+    by ``memchr`` without the GIL; ``expected`` guesses the count (too low: a second pass).
 
     >>> import numpy as np
     >>> newline_offsets(np.frombuffer(b"ab\\ncd\\n\\ne", dtype=np.uint8), 100).tolist()
@@ -75,8 +64,7 @@ def _bytes_array(buf, who):
 
 
 def load_library():
-    """The C kernels' library (:func:`terrain.native.load_library`) with the parser's
-    functions declared."""
+    """The C kernels' library with the parser's functions declared."""
     lib = native.load_library()
     if not getattr(lib, "_terrain_parse_declared", False):
         lib.terrain_parse_rows.restype = ctypes.c_int
@@ -100,26 +88,21 @@ def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):
     Parameters
     ----------
     buf : uint8 array (1-D, contiguous; read-only is fine)
-        Text of the rows; row ``i`` is ``buf[starts[i]:starts[i + 1]]`` (newline included).
-        Nothing outside those spans is read.
+        Text of the rows; row ``i`` is ``buf[starts[i]:starts[i + 1]]``, nothing else read.
     starts : int64 array
         Row boundaries in ``buf`` (non-decreasing).
     ncols : int
-        Values a row must hold.
     out : float32 array (rows, ncols)
-        Values (rows may be strided, cells contiguous); NaN for nodata (``== nodata`` after
-        the float32 cast, or ``*``); cells that need the slow path hold the bits
-        :data:`SLOW_BITS`.
+        Rows may be strided; NaN for nodata; slow-path cells hold :data:`SLOW_BITS`.
     nodata : float32
     has_nodata, star_is_nodata : bool
 
     Returns
     -------
     (status, row, count, token_start, token_end, n_slow, stats)
-        ``status`` is PARSE_OK, PARSE_BAD_TOKEN (row, its column in ``count``, the token's
-        byte span in ``buf``) or PARSE_ROW_LENGTH (row and the number of values it holds).
-        ``stats``: :func:`nan_min_max` of ``out``, counted during the parse (no second pass
-        over it); meaningful when the parse is OK and ``n_slow`` is 0.
+        ``status`` is PARSE_OK, PARSE_BAD_TOKEN (row, column in ``count``, the token's span)
+        or PARSE_ROW_LENGTH (row, its value count); ``stats``: :func:`nan_min_max` of
+        ``out``, counted during the parse (valid when OK and ``n_slow`` is 0).
     """
     lib = load_library()
     buf = _bytes_array(buf, "parse_rows")

@@ -1,30 +1,17 @@
 """Parsing an ASCII grid's data section on the GPU (the CUDA twin of :mod:`terrain.io._parse`).
 
-Algorithm
----------
-1. The data section goes to the device in pieces of whole lines (:func:`piece_bounds`, about
-   ``PIECE_BYTES`` each), each copied by a thread pool in ``COPY_BYTES`` parts: every thread
-   reads its part into a pinned buffer of its own and copies it on a stream of its own, so
-   reading the page cache and the transfers overlap; the next piece is copied while the
-   device parses the current one. A ``\\n`` after each piece ends its last token.
-2. ``count_starts`` / ``write_starts`` (``_parse.cu``) find the offsets of every token
-   start and every line start (two-pass stream compaction, an exclusive scan between).
-3. The host checks the row structure from those offsets -- ``nrows`` lines (only blanks
-   after them), ``ncols`` tokens on each -- exactly as :meth:`AsciiGrid.row_starts` and
-   ``parse_rows`` do, so token ``k`` is cell ``k``.
-4. ``parse_tokens``: one thread per token, the CPU kernel's digit loop and exact fast path
-   (Clinger: at most 2^53 times or divided by an exact power of ten), so every float32 is
-   the CPU's bit for bit; tokens outside the fast path are finished on the host with Python's
-   correctly rounded ``float``, as on the CPU.
+1. The data section goes to the device in pieces of whole lines (:func:`piece_bounds`),
+   copied by a pool through per-thread pinned buffers and streams while the device parses
+   the previous piece; a ``\\n`` after each piece ends its last token.
+2. ``count_starts`` / ``write_starts`` (``_parse.cu``) find every token and line start
+   (two-pass stream compaction); the host checks the row structure as
+   :meth:`AsciiGrid.row_starts` does, so token ``k`` is cell ``k``.
+3. ``parse_tokens``: one thread per token, the CPU kernel's exact fast path, so every float32
+   is the CPU's bit for bit; other tokens are finished on the host as on the CPU.
 
-Anything wrong with the text (a bad token, a short row, too few lines, a value beyond
-float32) is not reported here: :func:`parse_grid_on_device` returns None and the caller
-parses on the CPU, which raises the CPU parser's :class:`~terrain.errors.InputError` (file,
-line, token), so the messages are the same whichever backend ran.
-
-Why by hand: no GPU library parses whitespace-separated text into a dense grid with
-strtod's exact rounding (cuDF's CSV reader needs one delimiter and parses floats with its
-own, inexact, algorithm).
+Bad text is not reported here: :func:`parse_grid_on_device` returns None and the caller
+parses on the CPU, whose :class:`~terrain.errors.InputError` names file and line (design
+note: docs/gis.md, "ASCII grids").
 """
 
 import contextlib
@@ -56,13 +43,8 @@ def pinned_empty(cp, nbytes):
 
 
 def _copy_range_to_device(grid, cp, pool, start, size, text):
-    """Copy ``size`` bytes of the file from offset ``start`` into ``text[:size]`` and put a
-    ``\n`` sentinel at ``text[size]``.
-
-    Each pool thread owns two pinned buffers of ``COPY_BYTES``, each with its stream, and
-    alternates between them: it reads a piece into one while the other's copy to the
-    device is still running.
-    """
+    """Copy ``size`` bytes of the file from ``start`` into ``text[:size]``, a ``\n`` sentinel
+    after; each pool thread alternates two pinned buffers and streams (read one, copy other)."""
     text[size:size + 1] = 10
     local = threading.local()
     fd = os.open(grid.path, os.O_RDONLY)
@@ -96,16 +78,8 @@ def _copy_range_to_device(grid, cp, pool, start, size, text):
 
 
 def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
-    """Index and parse one piece of the data section on the device: ``text[:size]`` holds
-    whole lines (``text[size]`` is a ``\n`` sentinel), the first of them grid row
-    ``first_row``, ``base`` its offset in the file. Rows of the piece go to ``out`` (the
-    whole grid, flat order), lines after the grid's last row must be blank.
-
-    The checks are :meth:`AsciiGrid.row_starts`' and ``parse_rows``': ``ncols`` tokens on
-    every data row, so token ``k`` of the piece is cell ``first_row * ncols + k``. Returns
-    the number of lines in the piece, or None when the text is not a valid grid there.
-    ``times`` gets the seconds of "index" and "parse" added.
-    """
+    """Index and parse one piece (whole lines from grid row ``first_row``, file offset
+    ``base``) into ``out``; the piece's line count, or None when it is not a valid grid."""
     rows, cols = grid.shape
     t1 = time.perf_counter()
     nseg = max(-(-size // _SEG), 1)
@@ -163,10 +137,8 @@ def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
 
 
 def _finish_slow(grid, cp, flat, starts, base):
-    """Cells marked SLOW_BITS: Python's correctly rounded ``float`` of their tokens, nodata
-    to NaN (what ``AsciiGrid._fix_slow`` does on the CPU). ``flat``: the piece's cells,
-    ``starts`` its token offsets, ``base`` the file offset they count from. False when a
-    value is beyond float32 (the CPU parser then says where)."""
+    """Cells marked SLOW_BITS finished as ``AsciiGrid._fix_slow`` does; False when a value
+    is beyond float32 (the CPU parser then says where)."""
     from ..errors import InputError
     from ._parse import SLOW_BITS
     from .ascii_grid import float32_value
@@ -197,10 +169,8 @@ def _finish_slow(grid, cp, flat, starts, base):
 
 
 def piece_bounds(grid, piece_bytes=PIECE_BYTES):
-    """File offsets cutting the data section into pieces of whole lines, each about
-    ``piece_bytes`` long: ``[data_offset, ..., size]``, every inner bound just after a
-    ``\n``. Reads a few bytes at each bound (a line longer than ``piece_bytes`` makes a
-    longer piece), not the text.
+    """File offsets ``[data_offset, ..., size]`` cutting the data section into pieces of
+    whole lines of about ``piece_bytes``; reads a few bytes at each bound, not the text.
 
     >>> from terrain.io import open_grid
     >>> g = open_grid("data/sample.asc")
@@ -234,11 +204,8 @@ def piece_bounds(grid, piece_bytes=PIECE_BYTES):
 
 def parse_grid_on_device(grid, out, backend="gpu", pool=None, times=None, on_rows=None,
                          piece_bytes=None):
-    """Parse the ASCII grid ``grid`` into ``out`` on the device (module docstring): the data
-    section goes to the device in pieces of whole lines (:func:`piece_bounds`), each indexed
-    and parsed into ``out`` while the pool copies the next one; device memory beyond ``out``
-    is two pieces and one piece's index. The text is read once; every value is the CPU
-    parser's, bit for bit.
+    """Parse the ASCII grid ``grid`` into ``out`` on the device (module docstring); device
+    memory beyond ``out`` is two pieces and one index; every value is the CPU's, bit for bit.
 
     Parameters
     ----------
@@ -246,13 +213,12 @@ def parse_grid_on_device(grid, out, backend="gpu", pool=None, times=None, on_row
     out : (rows, cols) float32 CuPy array
     backend : str or Backend (the GPU)
     pool : concurrent.futures.Executor, optional
-        Threads reading the file (default: a pool of ``os.cpu_count()``).
+        Threads reading the file (default: ``os.cpu_count()`` of them).
     times : dict, optional
         Gets the seconds of "copy" (waiting for pieces), "index" and "parse".
     on_rows : callable, optional
         ``on_rows(r0, r1)`` in this thread once rows ``r0:r1`` of ``out`` hold their values.
     piece_bytes : int, optional
-        Text per piece (default :data:`PIECE_BYTES`).
 
     Returns
     -------

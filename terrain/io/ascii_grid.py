@@ -1,37 +1,14 @@
 """ESRI and GRASS ASCII grids: header parsing and a streaming, parallel row-band parser.
 
-Algorithm
----------
-The header is read eagerly and validated key by key (every error names the file and the
-line). The data section is then parsed in two passes that both run over independent
-pieces of the file, so a scheduler can run them in parallel with bounded memory:
+The header is validated eagerly, key by key (every error names the file and line). The data
+is parsed in two passes over independent byte ranges (parallel, bounded memory):
+:meth:`AsciiGrid.newline_offsets` finds line starts, :meth:`AsciiGrid.row_starts` joins them
+into rows, :meth:`AsciiGrid.read_rows` parses a band of rows (:mod:`terrain.io._parse`) into
+float32, NaN nodata, bit for bit GDAL's values (design note: docs/gis.md, "ASCII grids").
 
-1. :meth:`AsciiGrid.newline_offsets` finds the line starts inside one byte range
-   (``memchr`` in C, in bounded blocks); :meth:`AsciiGrid.row_starts` joins the pieces into
-   the byte span of every grid row and checks the row count (one row per line).
-2. :meth:`AsciiGrid.read_rows` parses a band of rows with the C kernel of
-   :mod:`terrain.io._parse` (ctypes, the GIL released) into float32, nodata as NaN. Values
-   equal GDAL's (``strtod`` to double, cast to float32) bit for bit; a value float32 cannot
-   hold (beyond ±3.4028235e38) is refused with its line, where GDAL would clamp it.
-   :meth:`AsciiGrid.read_all` parses a whole grid on a thread pool, in tasks of about
-   ``BLOCK_BYTES`` of text.
-
-The text is read with ``pread`` into per-thread buffers of about ``BLOCK_BYTES``, never
-through a memory map: a file cut short while it is read then gives a short read, reported as
-one line, where a map would kill the process with SIGBUS; and the resident memory is the
-buffers, not the pages of text touched.
-
-Written by hand rather than with GDAL because GDAL's ASCII reader is single-threaded,
-reads one row per block and re-scans the file; rasterio/GDAL serve as the test oracle.
-
-Example
--------
 >>> grid = open_ascii_grid("data/sample.asc")   # header only: nothing else is read yet
 >>> grid.shape, grid.nodata
 ((300, 400), -9999.0)
-
-Reading goes through :func:`terrain.io.read_grid` (whole grid) or the ingest pipeline
-(band by band, in parallel).
 """
 
 import math
@@ -74,43 +51,24 @@ def _buffer(nbytes):
 
 @dataclass(frozen=True)
 class AsciiGrid(Grid):
-    """A validated ASCII grid header (:class:`~terrain.io.raster.Grid`) and where its data
-    rows start.
-
-    Attributes
-    ----------
-    nodata : float or None
-        The header's nodata value (cells equal to it after the float32 cast become NaN);
-        ``*`` is nodata in GRASS grids in any case.
-    crs : str or None
-        WKT from a ``.prj`` file beside the grid, when there is one GDAL understands.
-    header : dict
-        The header as written (lower-case key -> value text).
-    dialect : {'esri', 'grass'}
-    data_offset, data_line : int
-        Byte offset and 1-based line number of the first data row.
-    size : int
-        File size in bytes.
-    """
+    """A validated ASCII grid header (:class:`~terrain.io.raster.Grid`; ``crs`` from a
+    ``.prj`` beside it, ``*`` nodata too in GRASS grids), its ``dialect`` ('esri' or
+    'grass'), the byte offset and 1-based line of its first data row (``data_offset``,
+    ``data_line``) and the file ``size``."""
 
     dialect: str
     data_offset: int = 0
     data_line: int = 1
     size: int = 0
 
-    # -- pass 1: line index ---------------------------------------------------------------
     def index_ranges(self, chunk_bytes=INDEX_CHUNK_BYTES):
         """Byte ranges ``(a, b)`` covering the data section, for :meth:`newline_offsets`."""
         return [(a, min(a + chunk_bytes, self.size))
                 for a in range(self.data_offset, self.size, chunk_bytes)]
 
     def newline_offsets(self, a, b):
-        """File offsets of the bytes just after each newline in ``[a, b)`` (int64).
-
-        The range is read in blocks of ``BLOCK_BYTES`` into this thread's buffer and scanned
-        with ``memchr`` (:func:`terrain.io._parse.newline_offsets`, the GIL released), so the
-        ranges of one file index in parallel.
-        """
+        """File offsets just after each newline in ``[a, b)`` (int64), scanned in blocks with
+        ``memchr`` (the GIL released), so the ranges of one file index in parallel."""
         from ._parse import newline_offsets
 
         rows = max(self.shape[0], 1)
@@ -122,9 +80,8 @@ class AsciiGrid(Grid):
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def read_bytes(self, a, b, out=None):
-        """Bytes ``[a, b)`` of the file as a uint8 array (this thread's buffer, or ``out``),
-        read with ``pread``. A file shorter than when its header was read raises
-        :class:`InputError` (a file cut short while being read), not a fault."""
+        """Bytes ``[a, b)`` of the file (this thread's buffer, or ``out``) read with ``pread``;
+        :class:`InputError` when the file was cut short since its header was read."""
         n = b - a
         view = (_buffer(n) if out is None else out)[:n]
         fd = os.open(self.path, os.O_RDONLY)
@@ -142,11 +99,8 @@ class AsciiGrid(Grid):
         return view
 
     def row_starts(self, pieces):
-        """Byte boundaries of the ``nrows`` data rows (``nrows + 1`` int64 offsets).
-
-        ``pieces`` are :meth:`newline_offsets` of :meth:`index_ranges`, in order. Raises
-        :class:`InputError` when the file ends before ``nrows`` rows or holds more.
-        """
+        """Byte boundaries of the ``nrows`` data rows from the :meth:`newline_offsets` of
+        :meth:`index_ranges`; :class:`InputError` for too few or too many rows."""
         nrows = self.shape[0]
         bounds = np.concatenate([np.array([self.data_offset], dtype=np.int64), *pieces])
         if bounds[-1] != self.size:
@@ -183,18 +137,13 @@ class AsciiGrid(Grid):
     def _cols_key(self):
         return "ncols" if self.dialect == "esri" else "cols"
 
-    # -- pass 2: parse rows -----------------------------------------------------------------
     def read_rows(self, r0, r1, starts, out=None):
-        """Data rows ``r0:r1`` parsed into float32 (NaN = nodata), into ``out`` when given;
-        ``starts``: the grid's :meth:`row_starts`."""
+        """Data rows ``r0:r1`` as float32 (NaN = nodata), into ``out`` when given."""
         return self.read_rows_stats(r0, r1, starts, out)[0]
 
     def read_rows_stats(self, r0, r1, starts, out=None):
-        """:meth:`read_rows`, and ``(nodata cells, min, max)`` of the rows read (min and max
-        ignore NaN; ``inf, -inf`` when every cell is nodata), counted during the parse.
-
-        The rows' text is read in blocks of about ``BLOCK_BYTES`` (a longer row: one row a
-        block) into this thread's buffer."""
+        """:meth:`read_rows`, and ``(nodata cells, min, max)`` of the rows read (NaN ignored;
+        ``inf, -inf`` when every cell is nodata), counted during the parse."""
         nrows, ncols = self.shape
         if not 0 <= r0 <= r1 <= nrows:
             raise ValueError(f"read_rows: rows {r0}:{r1} outside 0:{nrows}")
@@ -218,8 +167,7 @@ class AsciiGrid(Grid):
         return out, (nan, lo, hi)
 
     def _parse_text(self, text, local, r0, out):
-        """Parse the rows of ``text`` (row ``r0 + i`` spans ``local[i]:local[i + 1]``) into
-        ``out``; their ``(nodata cells, min, max)``."""
+        """Parse rows ``r0...`` of ``text`` (spans ``local``) into ``out``; their stats."""
         from ._parse import PARSE_OK, nan_min_max, parse_rows
 
         nodata = np.float32(self.nodata if self.nodata is not None else 0.0)
@@ -235,14 +183,9 @@ class AsciiGrid(Grid):
 
     def read_all(self, pool=None, out=None, on_block=None):
         """The whole grid parsed into ``out`` (float32, NaN = nodata) on a thread pool, the
-        text read once.
-
-        This thread reads the data section in blocks of about ``BLOCK_BYTES`` of whole lines
-        (its newlines found with ``memchr``, so each block's first row is known) and hands
-        each block to the pool, whose threads parse it with the GIL released; a block's
-        buffer is reused once parsed. ``on_block(r0, r1)``, when given, runs in the worker
-        right after rows ``r0:r1`` are parsed (e.g. to start their copy to a device). The
-        errors are :meth:`row_starts`' and :meth:`read_rows`'.
+        text read once in blocks of whole lines that the pool parses without the GIL.
+        ``on_block(r0, r1)`` runs in the worker once rows ``r0:r1`` are parsed (e.g. to start
+        their copy to a device). Errors: :meth:`row_starts`' and :meth:`read_rows`'.
 
         Returns
         -------
@@ -323,10 +266,8 @@ class AsciiGrid(Grid):
                     f.exception()
 
     def _fix_slow(self, text, local, out, r0, nodata, has_nodata):
-        """Exact values (Python's correctly rounded ``float``) for cells the kernel marked:
-        more digits or a larger exponent than its fast path takes. A value beyond the float32
-        range is refused with its line (GDAL would clamp it to ±FLOAT32_MAX: a different
-        elevation, silently)."""
+        """Exact values (Python's correctly rounded ``float``) for cells the kernel marked as
+        beyond its fast path; a value beyond float32 is refused with its line."""
         from ._parse import SLOW_BITS
 
         marked = out.view(np.uint32) == SLOW_BITS
@@ -349,11 +290,9 @@ class AsciiGrid(Grid):
                          f"{self._cols_key}={self.shape[1]}")
 
 
-
 def float32_value(token, where, detail=""):
     """The float32 of a number token (bytes) as strtod then a float32 cast give it, or
-    :class:`InputError` (``where``: ``file:line``) when float32 cannot hold it (its
-    magnitude rounds beyond :data:`FLOAT32_MAX`, ``inf``) or it is not a number.
+    :class:`InputError` (``where``: ``file:line``) when it is not a number or beyond float32.
 
     >>> float(float32_value(b"0.1", "x:1"))
     0.10000000149011612
@@ -436,10 +375,9 @@ def open_ascii_grid(path):
 
 
 def check_geometry(geotransform, shape, where):
-    """Refuse a grid whose georeference floating point cannot hold: an origin or extent
-    beyond the double range (``cellsize 1e308`` puts the far corner at infinity), or a cell
-    size whose square under- or overflows (the diagonal of ``cellsize 1e-320`` is 0, and slopes
-    divide by it). ``where`` starts the message (``file:line``).
+    """Refuse a georeference floating point cannot hold: an extent beyond the double range,
+    or a cell size whose square under- or overflows (slopes divide by the diagonal).
+    ``where`` starts the message (``file:line``).
 
     >>> check_geometry((0.0, 1e-320, 0.0, 5.0, 0.0, -1e-320), (2, 2), "g.asc:5")
     Traceback (most recent call last):
@@ -458,12 +396,8 @@ def check_geometry(geotransform, shape, where):
 
 
 def _check_size_fits(path, keys, shape, data_bytes, grass):
-    """Refuse at once a header that claims more cells than the file can hold.
-
-    Every value takes at least one byte (and a separator): a data section shorter than one
-    byte per cell cannot be the grid. Files short of the exact count get the precise
-    row-count message of :meth:`AsciiGrid.row_starts` after the newline scan.
-    """
+    """Refuse at once a header that claims more cells than the data section has bytes
+    (every value takes at least one); :meth:`AsciiGrid.row_starts` finds the rest."""
     cells = shape[0] * shape[1]
     if data_bytes < cells:
         line = max(keys["rows" if grass else "nrows"][1], keys["cols" if grass else "ncols"][1])
@@ -473,8 +407,7 @@ def _check_size_fits(path, keys, shape, data_bytes, grass):
 
 def check_readable_file(path):
     """The size of the grid file ``path``; :class:`InputError` when it is missing, a
-    directory, a FIFO or a device (:func:`terrain.io.outputs.check_input_file`), unreadable
-    or empty."""
+    directory, a FIFO or a device, unreadable or empty."""
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.is_dir():
@@ -491,16 +424,9 @@ def check_readable_file(path):
     return size
 
 
-def _is_data_start(byte):
-    return chr(byte) in "0123456789+-.*"
-
-
 def _split_header(path, head, size):
-    """Header lines as ``(lineno, raw_key, rest)``, plus the data's byte offset and line.
-
-    The header ends at the first line that starts (after blanks) like a number or ``*``;
-    that line may be longer than ``head``, header lines may not.
-    """
+    """Header lines as ``(lineno, raw_key, rest)``, plus the data's byte offset and line;
+    the header ends at the first line that starts (after blanks) like a number or ``*``."""
     entries = []
     pos = 0
     lineno = 1
@@ -508,7 +434,7 @@ def _split_header(path, head, size):
         first = pos
         while first < len(head) and head[first] in b" \t\r\v\f":
             first += 1
-        if first < len(head) and _is_data_start(head[first]):
+        if first < len(head) and chr(head[first]) in "0123456789+-.*":
             return entries, pos, lineno
         nl = head.find(b"\n", pos)
         if nl < 0:
@@ -551,8 +477,7 @@ def _collect_keys(path, entries, grass):
 
 
 def _key_value(path, keys, key, data_line, kind):
-    """The value of header ``key`` as ``kind``: 'count' (positive int), 'number' (finite
-    float) or 'size' (finite positive float); InputError naming the line otherwise."""
+    """Header ``key`` as ``kind`` ('count', 'number' or 'size'); InputError naming its line."""
     if key not in keys:
         raise InputError(f"{path}:{data_line}: header lacks {key!r}")
     value, line = keys[key]

@@ -1,36 +1,12 @@
 """Georeferencing of the Zarr stores terrain writes, in the CF / GeoZarr shape that xarray,
 rioxarray, GDAL and QGIS understand.
 
-Conventions (one function writes them all: :func:`write_georeference`)
----------------------------------------------------------------------
-``x``, ``y``
-    float64 cell-centre coordinates (``dimension_names`` ``("x",)`` / ``("y",)``).
-``spatial_ref``
-    A scalar int32 array (value 0) whose attributes carry the grid mapping, as rioxarray
-    writes it: ``crs_wkt`` and ``spatial_ref`` (the CRS as WKT, absent when unknown) and
-    ``GeoTransform`` (GDAL order, space separated).
-every raster array (``dimension_names == ("y", "x")``)
-    ``grid_mapping: "spatial_ref"`` and ``coordinates: "spatial_ref"`` (so xarray makes
-    ``spatial_ref`` a coordinate). Nodata as ``_FillValue`` where the array has one:
-    xarray ignores a Zarr v3 array's ``fill_value`` by default and reads the
-    ``_FillValue`` *attribute* (floats base64-encoded as a little-endian double, as
-    xarray itself writes them); float arrays whose fill value is NaN get it automatically.
-    Integer layers whose fill value is a valid value (the ``mst`` mask: 0 = no edge) get
-    no ``_FillValue``.
-consolidated metadata
-    :func:`finish_store` consolidates the group so ``xarray.open_zarr`` opens it without
-    a warning. Consolidated metadata is a snapshot: zarr then looks members up in it only
-    (``group[name]`` of an array added later raises KeyError), so terrain's readers open
-    groups with ``use_consolidated=False``, and only the command that owns a store calls
-    :func:`finish_store`, once, after its last write (``ingest``, ``mst``: not the ingest
-    graph that ``mst`` embeds).
+:func:`write_georeference` writes ``x``, ``y`` (cell centres), ``spatial_ref`` (CRS WKT and
+GeoTransform, as rioxarray writes them) and tags every ``("y", "x")`` array with
+``grid_mapping`` and its nodata as a ``_FillValue`` attribute; :func:`finish_store`
+consolidates (the conventions and why: docs/gis.md, "Stores are xarray / rioxarray / GDAL
+ready"). The CRS is kept as WKT (:func:`crs_wkt`); :func:`crs_label` gives ``EPSG:xxxx``.
 
-The CRS is kept as WKT; :func:`crs_wkt` normalises what a user gives (``EPSG:32617``,
-an integer EPSG code, WKT, PROJ JSON, a rasterio CRS) and :func:`crs_label` gives the
-short ``EPSG:xxxx`` form for terminals.
-
-Examples
---------
 >>> crs_label(crs_wkt("EPSG:32617"))
 'EPSG:32617'
 >>> is_geographic(crs_wkt("EPSG:4326")), is_geographic(crs_wkt("EPSG:32617"))
@@ -137,17 +113,9 @@ def fill_value_attr(value, dtype):
 
 
 def mark_raster(array, nodata=None):
-    """Tag one raster array of a georeferenced group: ``grid_mapping`` and, when it has
-    nodata, ``_FillValue``.
-
-    Parameters
-    ----------
-    array : zarr.Array
-        Opened writable; ``dimension_names`` ``("y", "x")``.
-    nodata : number, optional
-        The stored value meaning nodata. Default: the array's fill value when the array is
-        float and that fill value is NaN; integer arrays get none unless given.
-    """
+    """Tag one raster array (writable, ``("y", "x")``) of a georeferenced group with
+    ``grid_mapping`` and, when it has ``nodata``, ``_FillValue`` (default: NaN for a float
+    array whose fill value is NaN; none for integer arrays)."""
     attrs = {"grid_mapping": GRID_MAPPING, "coordinates": GRID_MAPPING}
     dtype = np.dtype(array.dtype)
     if nodata is None and dtype.kind == "f":
@@ -162,17 +130,14 @@ def mark_raster(array, nodata=None):
 def write_georeference(group, shape, geotransform, crs=None):
     """Write ``x``, ``y`` and ``spatial_ref`` into a Zarr group and tag its raster arrays.
 
-    Idempotent: existing coordinate arrays are kept, ``spatial_ref``'s attributes are
-    rewritten, every ``("y", "x")`` array present is tagged (:func:`mark_raster`, keeping
-    a ``_FillValue`` it has). Arrays created later are tagged by :func:`finish_store`.
+    Idempotent: existing coordinates are kept, ``spatial_ref``'s attributes rewritten;
+    arrays created later are tagged by :func:`finish_store`.
 
     Parameters
     ----------
-    group : zarr.Group
-        Opened writable.
+    group : zarr.Group (writable)
     shape : (rows, cols)
-    geotransform : sequence of 6 floats
-        GDAL order: x0, dx, 0, y0, 0, -dy (upper-left corner of the upper-left cell).
+    geotransform : sequence of 6 floats (GDAL order)
     crs : str, optional
         Anything :func:`crs_wkt` accepts; None when unknown.
 
@@ -221,11 +186,8 @@ def _mark_all(group):
 
 
 def finish_store(path):
-    """Tag every raster array (:func:`mark_raster`) and consolidate the group's metadata.
-
-    The last step of every writer: afterwards ``xarray.open_zarr(path)`` opens without a
-    warning and ``.rio.crs`` / ``.rio.transform()`` / ``.rio.nodata`` work.
-    """
+    """Tag every raster array (:func:`mark_raster`) and consolidate the group's metadata:
+    the last step of every writer, so that ``xarray.open_zarr(path)`` opens it as it is."""
     group = zarr.open_group(store=str(path), mode="r+", use_consolidated=False)
     if GRID_MAPPING in group:
         _mark_all(group)
@@ -239,13 +201,8 @@ METRIC_WEIGHTS = ("slope", "length3d")
 
 
 def check_weight_units(weight, crs, where):
-    """Raise :class:`InputError` for a length-based weight on a geographic CRS.
-
-    ``slope`` and ``length3d`` divide or add elevation differences and horizontal cell
-    lengths, which must be in the same unit; in a geographic CRS the cell size is in
-    degrees. terrain does not guess geodesic cell sizes (they vary with latitude, so the
-    weights would no longer be one formula per direction): reproject the DEM to a
-    projected CRS first.
+    """Raise :class:`InputError` for a length-based weight (``slope``, ``length3d``) on a
+    geographic CRS, whose cells are in degrees (why: docs/gis.md, "Ingest options").
 
     Examples
     --------

@@ -1,31 +1,13 @@
 """Raster layers of a terrain store as (Cloud-Optimized) GeoTIFF, streamed shard by shard.
 
-Algorithm
----------
-1. Stage: an uncompressed tiled GTiff (512 × 512 blocks) beside the target is written
-   window by window, one Zarr shard at a time, so memory is one shard whatever the grid
-   size. Cells where ``valid_from`` (a float layer such as the DEM's ``elevation``) is NaN
-   are written as the nodata value, so nodata never reads as a valid value (the MST mask
-   uses bits 0-3, i.e. 0..15, and nodata is 255).
-2. Copy: GDAL's ``COG`` driver copies the stage into a Cloud-Optimized GeoTIFF, building
-   the overviews (factors 2, 4, … until the smallest fits one block; ``nearest`` for bit
-   masks and ids, ``average`` for continuous layers) and compressing the blocks on every
-   core (``NUM_THREADS``). The stage is compressed by nobody: each block is compressed
-   once, by the COG driver (docs/cost-distance.md, "Design notes"). ``cog=False`` writes a
-   plain tiled GTiff with internal overviews the same way.
+1. Stage: an uncompressed tiled GTiff beside the target, written one Zarr shard at a time
+   (memory: one shard); cells where ``valid_from`` is NaN are written as nodata.
+2. Copy: GDAL's ``COG`` driver (or a tiled GTiff with ``cog=False``) builds the overviews
+   and compresses every block once, ZSTD level 1, on every core.
 
-The codec is ZSTD at level 1 without a predictor: the copy costs little more than an
-uncompressed one (figures: docs/cost-distance.md, "Design notes"). GDAL reads ZSTD TIFFs
-since 2.3, as do libtiff 4.0.10 and QGIS.
-
-:func:`write_geotiffs` writes several layers of one store at once, each in a thread of its
-own (GDAL releases the GIL), and renames them only when all are written.
-
-The result carries CRS, geotransform, nodata, band description and band tags (what the
-values mean), and appears atomically (:func:`terrain.io.outputs.atomic_output`).
-
-GDAL does the encoding (rasterio); terrain only streams the windows, because GDAL's own
-Zarr driver does not read zarr v3 sharded arrays with terrain's codecs everywhere.
+The file carries CRS, geotransform, nodata, band description and tags and appears
+atomically. GDAL encodes (rasterio); terrain streams the windows because GDAL's Zarr driver
+does not read every v3 sharded array terrain writes (docs/gis.md, "GeoTIFF outputs").
 """
 
 import concurrent.futures
@@ -48,11 +30,9 @@ BLOCK = 512
 
 
 def geotiff_paths(directory, layers):
-    """The files ``DIR/<layer>.tif`` a command's ``--geotiff-dir DIR`` would write for
-    ``layers`` and must not find there; when ``directory`` does not exist yet, the directory
-    itself (it is made then: its parent must exist and be writable, checked with the
-    outputs); none when it is not given; :class:`InputError` when it is not a directory or
-    is a Zarr store.
+    """The files ``DIR/<layer>.tif`` to write for ``layers`` (to check as outputs); the
+    directory itself when it does not exist yet; none when not given; :class:`InputError`
+    when it is not a directory or is a Zarr store.
 
     >>> [p.name for p in geotiff_paths(".", ("distance", "backlink"))]
     ['distance.tif', 'backlink.tif']
@@ -115,29 +95,25 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
     Parameters
     ----------
     store : str or Path
-        A store terrain wrote (georeferenced by :func:`terrain.io.georef.write_georeference`).
+        A store terrain wrote.
     array_name : str
-        The layer, e.g. ``"mst"``.
     tif_path : str or Path
         The GeoTIFF (appears atomically; an existing file needs ``overwrite``).
     cog : bool
-        Cloud-Optimized GeoTIFF (GDAL's COG driver); False: a tiled GTiff with overviews.
+        Cloud-Optimized GeoTIFF; False: a tiled GTiff with overviews.
     nodata : number, optional
-        The GeoTIFF's nodata value. Default: NaN for float layers, none for others.
+        Default: NaN for float layers, none for others.
     valid_from : (store path, array name), optional
-        A float layer of the same shape whose NaN cells become ``nodata`` (e.g. the DEM's
-        ``elevation`` for the MST mask). Requires ``nodata``.
+        A float layer whose NaN cells become ``nodata`` (which it requires).
     description : str, optional
-        Band description (what the values mean); also stored as the ``meaning`` tag.
+        Band description; also the ``meaning`` tag.
     tags : dict, optional
-        More band tags.
     resampling : str
         Overview resampling (``nearest`` for masks and ids, ``average`` for distances).
 
     Returns
     -------
     Path
-        ``tif_path``.
 
     Examples
     --------
@@ -151,13 +127,10 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
 
 
 def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
-    """Write several layers of ``store`` as GeoTIFFs at once: ``jobs`` are dicts of
-    :func:`write_geotiff`'s arguments (``array_name``, ``tif_path`` and the optional ones).
-    Each layer is written in a thread of its own; every file appears only when all are
-    written, and a folder of theirs that does not exist is made (its parent must exist) and
-    removed again when they fail: a failure leaves nothing. A full disk (or quota, or file
-    size limit) is an :class:`InputError` naming the folder; what libtiff prints on stderr
-    about each failed write is not shown then (that one line says it). Returns the paths."""
+    """Write several layers of ``store`` as GeoTIFFs at once, one thread each (``jobs``:
+    dicts of :func:`write_geotiff`'s arguments); returns the paths. Every file appears only
+    when all are written; a failure leaves nothing (a folder made for them is removed). A
+    full disk is one :class:`InputError` naming the folder (libtiff's stderr lines dropped)."""
     prepared = [_prepare(store, **{k: v for k, v in j.items() if k != "tif_path"})
                 for j in jobs]
     folders = list(dict.fromkeys(Path(j["tif_path"]).parent for j in jobs))
@@ -199,9 +172,8 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
 
 
 def _check_room(prepared, folder):
-    """:class:`InputError` before any write when ``folder``'s file system cannot hold the
-    layers' uncompressed stages (written at once, then compressed beside them): GDAL's TIFF
-    writer reports a full disk on stderr itself, line after line, before its error returns."""
+    """:class:`InputError` before any write when ``folder`` cannot hold the layers'
+    uncompressed stages (GDAL would report a full disk on stderr, line after line)."""
     need = sum(p["rows"] * p["cols"] * p["dtype"].itemsize for p in prepared)
     try:
         free = shutil.disk_usage(folder if folder.exists() else folder.parent).free
@@ -214,10 +186,8 @@ def _check_room(prepared, folder):
 
 
 def _disk_full(error, folder):
-    """What ``error`` (an OSError or a GDAL error, with its causes) says when the disk is
-    full (``No space left on device``, ``Disk quota exceeded``, ``File too large``), else
-    None. GDAL's write errors do not always say it (``Write failed``): a folder with less
-    than 1 MiB free says it then."""
+    """The strerror of a full disk, quota or file size limit that ``error`` (or its causes)
+    says, or that a folder with less than 1 MiB free implies; else None."""
     seen = error
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno in DISK_FULL:
@@ -243,10 +213,8 @@ class _Held:
 
 @contextlib.contextmanager
 def _stderr_held():
-    """Hold what is written on file descriptor 2 during the block (C libraries write there
-    themselves: libtiff one line a failed write) in memory, and write it back at the end,
-    less the lines holding one of the yielded object's ``drop`` texts. Where a file in
-    memory cannot be made (``os.memfd_create``: Linux), nothing is held."""
+    """Hold what C libraries write on fd 2 during the block in memory and write it back at
+    the end, less the lines holding one of the yielded object's ``drop`` texts (Linux)."""
     import sys
     held = _Held()
     try:
@@ -347,8 +315,7 @@ def _write_one(p, tmp, cog):
 
 
 def _copy(stage, target, resampling, overviews, cog):
-    """The stage into ``target``: a COG (GDAL's COG driver, overviews built on the way) or
-    a tiled GTiff with internal overviews, ZSTD level 1 on every core."""
+    """The stage into ``target``: a COG, or a tiled GTiff with internal overviews."""
     import rasterio
     from rasterio.shutil import copy as gdal_copy
 

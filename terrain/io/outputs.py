@@ -1,22 +1,12 @@
 """Outputs: checked against the inputs before any work, written atomically.
 
-Every command that writes passes its inputs and outputs to :func:`check_outputs` before it
-reads a byte of data or starts a scheduler, so that a bad path costs nothing and nothing
-is left behind: an output may never be, contain or lie inside an input (paths compared as
-the kernel resolves them, :func:`real_path`, and by inode); an existing output is replaced
-only with ``overwrite``; its directory must exist and be writable. An input must be a
-regular file or a directory (:func:`check_input_file`: a FIFO would hang its reader).
+:func:`check_outputs` refuses, before any data is read, an output that is, contains or lies
+inside an input, exists without ``overwrite``, or has no writable directory.
+:func:`atomic_output` writes beside the target (``.NAME.partial-KEY``, ``KEY``
+deterministic, a ``flock``ed ``.NAME.lock``) and renames when complete, so after a failure
+the target is absent or as before; a finished store is sealed first (:func:`seal_store`).
+Design: docs/architecture.md, "Inputs and outputs"; docs/safety.md.
 
-Outputs appear atomically (:func:`atomic_output`): written beside the target as
-``.NAME.partial-KEY`` and renamed into place when complete; after any failure the target
-does not exist, or still holds what it held before. ``KEY`` is deterministic, so the next
-run for the same target removes (or, resuming, finishes) what a killed run left; a lock
-file (``.NAME.lock``, ``flock``) tells a live run's partial from a dead one's. A finished
-Zarr store is sealed before its rename (:func:`seal_store`). :func:`input_identity` is
-what deterministic task keys and partial names hash.
-
-Examples
---------
 >>> check_outputs(["data/sample.asc"], ["data/sample.asc"], overwrite=True)
 Traceback (most recent call last):
 ...
@@ -52,12 +42,8 @@ MAX_SYMLINKS = 40
 
 def real_path(path):
     """Absolute path with ``~``, ``.``, ``..`` and symlinks resolved as the kernel resolves
-    them, so that what is checked is what is written (the target need not exist).
-
-    Component by component from the left: a symlink is followed before the ``..`` after it
-    (``link/..`` is the parent of the link's *target*, as ``open`` sees it). Components
-    after the first one that does not exist are kept as written, ``..`` included: the kernel
-    would not find them either.
+    them, component by component (``link/..`` is the parent of the link's *target*), so that
+    what is checked is what is written; components after the first missing one stay as written.
 
     Examples
     --------
@@ -77,8 +63,7 @@ def real_path(path):
 
 
 def _resolve(text, given, links):
-    """``text`` (absolute) resolved component by component (:func:`real_path`); ``links``
-    counts the symlinks followed so far (a one-element list shared by the recursion)."""
+    """:func:`real_path` of absolute ``text``; ``links``: a shared one-element symlink count."""
     current = "/"
     parts = text.split("/")
     for n, part in enumerate(parts):
@@ -144,9 +129,8 @@ def _check_directory(out, real):
 
 
 class OutputExists(InputError):
-    """An output exists and may not be replaced (``overwrite`` was not given). ``option``
-    names the parameter that would allow it: the command line turns it into its flag's
-    hint; the library's message names no flag."""
+    """An output exists and may not be replaced; ``option`` names the parameter that would
+    allow it (the command line turns it into its flag)."""
 
     option = "overwrite"
 
@@ -165,21 +149,15 @@ def check_outputs(inputs, outputs, overwrite=False):
 
     Parameters
     ----------
-    inputs : iterable of str or Path (None entries are skipped)
-        What the command reads.
-    outputs : iterable of str or Path (None entries are skipped)
-        What it writes (files or store directories).
+    inputs, outputs : iterable of str or Path (None entries are skipped)
     overwrite : bool
-        Whether existing outputs may be replaced (never an input, never a directory that
-        is not a tile store).
 
     Raises
     ------
     InputError
-        Naming the output: it is (or contains, or lies inside) an input, is named twice,
-        exists without ``overwrite``, or its directory is missing, not a directory or not
-        writable; or naming an input that is not a regular file or a directory
-        (:func:`check_input_file`).
+        Naming the output: it is, contains or lies inside an input, is named twice, exists
+        without ``overwrite`` (or is a directory but no store), or has no writable
+        directory; or naming an input that is not a regular file or a directory.
     """
     ins = [(p, real_path(p)) for p in inputs if p is not None]
     for given, real in ins:
@@ -211,10 +189,8 @@ def _check_kind(given, real):
 
 
 def check_input_file(path):
-    """Raise :class:`InputError` unless ``path`` names a regular file or a directory: a FIFO
-    hangs a reader, a device never ends, and neither has a size to check before reading.
-    Every reader calls it (directly or through :func:`check_outputs`) before it opens
-    its input; a missing path passes (the reader's own message says so).
+    """Raise :class:`InputError` unless ``path`` names a regular file or a directory (a FIFO
+    hangs a reader, a device never ends); a missing path passes (its reader says so).
 
     >>> check_input_file("/dev/null")
     Traceback (most recent call last):
@@ -225,11 +201,8 @@ def check_input_file(path):
 
 
 def input_identity(path):
-    """``(absolute path, size, mtime_ns)`` of a file, or of a store's ``zarr.json``.
-
-    Two runs over the same unchanged input hash alike; touching or rewriting it changes
-    the identity (and so every task key and partial name derived from it).
-    """
+    """``(absolute path, size, mtime_ns)`` of a file, or of a store's ``zarr.json``: what
+    deterministic task keys and partial names hash."""
     real = real_path(path)
     probe = real / "zarr.json" if real.is_dir() else real
     try:
@@ -257,10 +230,8 @@ def _notice(message):
 
 
 def write_path(target):
-    """Where the kernel writes ``target``: its folder resolved (:func:`real_path`: ``link/..``
-    is the parent of the link's target), its name as given, so that an output that is a
-    symlink is replaced, never written through. Absolute: the tasks of an external
-    cluster's workers may run in another directory.
+    """Where the kernel writes ``target``: its folder resolved (:func:`real_path`), its name
+    as given (a symlink output is replaced, never written through); absolute.
 
     >>> write_path("/tmp/../tmp/out.zarr")
     PosixPath('/tmp/out.zarr')
@@ -280,8 +251,7 @@ def partial_path(target, key=None):
 
 
 def stale_partials(target):
-    """Partial outputs beside ``target`` left by earlier runs (the ``.old`` of a swap they
-    left half done is put back or removed first: :func:`atomic_output`)."""
+    """Partial outputs beside ``target`` left by earlier runs."""
     target = Path(target)
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
@@ -317,25 +287,20 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 @contextlib.contextmanager
 def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                   notify=_notice):
-    """Yield a temporary path beside ``target``; rename it to ``target`` on success.
-
-    Works for files and for directories (Zarr stores). The temporary name starts with a
-    dot so that a crashed run leaves nothing that looks like a finished output. A full disk
-    (or quota) is one :class:`InputError` naming the output; only an error whose
-    ``keep_partial`` is true (a lost cluster) leaves the partial for a resumed run.
+    """Yield a temporary path beside ``target`` (a file or a store); rename it to ``target``
+    on success. A full disk is one :class:`InputError` naming the output; only an error
+    whose ``keep_partial`` is true (a lost cluster) leaves the partial for a resumed run.
 
     Parameters
     ----------
     target : str or Path
     overwrite : bool
-        Replace an existing ``target``.
     inputs : iterable of paths
-        What the output is made from: it may not be, contain or lie inside one of them.
+        What the output is made from (:func:`check_outputs`).
     key : str, optional
         Deterministic suffix of the partial's name (a hash of inputs and parameters).
     resume : bool
-        Hand back an existing partial of the same ``key`` (the caller finishes it) instead
-        of removing it.
+        Hand back an existing partial of the same ``key`` instead of removing it.
     notify : callable
         Called with a one-line message for every stale partial removed or resumed.
 
@@ -379,9 +344,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
                 _remove(tmp)
             raise
         if target.exists() or target.is_symlink():
-            # the old output first goes to .NAME.old-KEY (KEY: the partial's), then the new
-            # one takes its name: a run killed between the two renames leaves both, and the
-            # next run finishes the swap (_finish_swaps)
+            # old to .NAME.old-KEY, then new into place: a run killed between the renames
+            # leaves both, and the next run finishes the swap (_finish_swaps)
             old = target.with_name(f".{target.name}.old-{tmp.name.rsplit('-', 1)[1]}")
             _remove(old)
             os.replace(target, old)
@@ -392,16 +356,9 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
 
 
 def _finish_swaps(target, given, notify):
-    """Finish the ``--overwrite`` swaps of runs killed between its two renames; True when
-    the output is back (finished or restored).
-
-    A swap renames the old output to ``.NAME.old-KEY``, then the finished partial
-    ``.NAME.partial-KEY`` to ``NAME``, then removes the old one. Killed after the first
-    rename, the new output is whole in the partial (the swap only begins once it is
-    complete): it is renamed into place. Without that partial (removed by hand), the old
-    output is put back. Killed after the second, only the old one is left to remove. The
-    only good copy is never removed.
-    """
+    """Finish the swaps (old to ``.NAME.old-KEY``, partial to ``NAME``) of runs killed
+    between the two renames: the whole partial goes into place, else the old output comes
+    back; never is the only good copy removed. True when the output is back."""
     back = False
     for old in sorted(target.parent.glob(f".{target.name}.old-*")):
         new = target.with_name(f".{target.name}.partial-{old.name.rsplit('-', 1)[1]}")
@@ -426,9 +383,8 @@ INVENTORY_ATTR = "terrain_shards"
 
 
 def sweep_partial_files(folder):
-    """Remove the ``NAME.HEX.partial`` files killed shard writers left under ``folder``
-    (terrain's whole-shard writer and zarr's local store both write beside, then rename);
-    returns how many. Only while no writer runs (before a resume, before the rename)."""
+    """Remove the ``NAME.HEX.partial`` files killed shard writers (terrain's or zarr's) left
+    under ``folder``; returns how many. Only while no writer runs."""
     n = 0
     for root, _, files in os.walk(folder):
         for name in files:
@@ -441,16 +397,10 @@ def sweep_partial_files(folder):
 
 
 def seal_store(path):
-    """Record in every sharded array of the finished Zarr store at ``path`` which shard
-    files it holds (attribute :data:`INVENTORY_ATTR`: the array's shape, its shard grid and
-    a bitmap of the shards present, base64), in its ``zarr.json`` and in the root's
-    consolidated copy. Called by :func:`atomic_output` once the store is complete, before
-    its rename.
-
-    A shard holding only the fill value is never written, so without this a deleted shard
-    file would read as nodata. Readers (:func:`terrain.tiles.open_store`, the whole-shard
-    reader) compare the files with the inventory and refuse a store that lost one, or whose
-    shape no longer fits it.
+    """Record in every sharded array of the finished store at ``path`` which shard files it
+    holds (:data:`INVENTORY_ATTR`: shape, shard grid, base64 bitmap), in its ``zarr.json``
+    and the consolidated copy, so that readers refuse a store that lost a shard (a shard of
+    fill only is never written: a deleted one would otherwise read as nodata).
 
     >>> import tempfile, zarr
     >>> d = tempfile.mkdtemp()
@@ -480,8 +430,7 @@ def seal_store(path):
             continue
         meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
         _write_json(meta_file, meta)
-        rel = Path(folder).relative_to(path).as_posix()
-        found[rel] = inventory
+        found[Path(folder).relative_to(path).as_posix()] = inventory
     if not found or not root_meta.is_file():
         return
     root = json.loads(root_meta.read_text())
@@ -506,9 +455,8 @@ def array_inventory(folder):
 
 
 def _inventory(folder, meta):
-    """:data:`INVENTORY_ATTR` of the array in ``folder`` (``meta``: its zarr.json), or None
-    for an array that is not sharded in the default key encoding (``c/i/j``, what terrain
-    writes)."""
+    """:data:`INVENTORY_ATTR` of the array in ``folder`` (``meta``: its zarr.json); None
+    unless sharded in the default key encoding (``c/i/j``)."""
     try:
         codecs = meta["codecs"]
         if codecs[0]["name"] != "sharding_indexed":

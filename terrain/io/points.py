@@ -1,24 +1,10 @@
-"""Points in map coordinates: read from CSV / GeoJSON / rasters, mapped to grid cells, and
-least-cost paths written as GeoJSON.
+"""Points in map coordinates: read from CSV / GeoJSON / rasters, mapped to grid cells
+(GDAL geotransform; a point on a cell's west or north edge belongs to it), and least-cost
+paths written as RFC 7946 GeoJSON. GeoJSON points are WGS 84 unless a ``crs`` member says
+otherwise, CSV points the raster's CRS unless their columns are named lon/lat; both are
+reprojected into the raster's CRS. OGR formats are refused with an ``ogr2ogr`` hint (terrain
+does not depend on an OGR binding).
 
-A grid's geotransform is GDAL's ``(x0, dx, 0, y0, 0, dy)`` (``dy < 0`` for north-up): cell
-``(row, col)`` covers ``x0 + col*dx .. x0 + (col+1)*dx`` and its centre is at
-``x0 + (col + 0.5)*dx, y0 + (row + 0.5)*dy``. A point on a cell's west or north edge
-belongs to that cell.
-
-CRS: a GeoJSON file is in WGS 84 longitude/latitude (RFC 7946) unless it names another CRS
-in a ``crs`` member (the 2008 GeoJSON form); its points are reprojected into the raster's
-CRS (pyproj, through rasterio). A CSV file's points are in the raster's CRS, unless its
-header names longitude/latitude columns (``lon``/``lat``, ...): those are WGS 84 and
-reprojected. Written paths are RFC 7946 GeoJSON: longitude/latitude, reprojected from the
-raster's CRS.
-
-GeoPackage, Shapefile and FlatGeobuf points are refused with a hint: reading them needs an
-OGR binding (fiona or pyogrio), which terrain does not depend on; ``ogr2ogr -f GeoJSON``
-converts them.
-
-Examples
---------
 >>> map_to_cell(2.5, 7.9, (0.0, 1.0, 0.0, 10.0, 0.0, -1.0), (10, 10))
 (2, 2)
 >>> cell_centre(2, 2, (0.0, 1.0, 0.0, 10.0, 0.0, -1.0))
@@ -80,17 +66,9 @@ def cell_centre(row, col, geotransform):
 
 
 def read_points(path, crs=None):
-    """Points ``[(x, y), ...]`` from a CSV file or a GeoJSON file, in ``crs`` (the raster's;
-    None: as they are written).
-
-    CSV: ``x,y`` per line, or a header naming the columns in any position: ``x``/
-    ``easting``/``point_x`` and ``y``/``northing``/``point_y`` (in the raster's CRS), or
-    ``lon``/``longitude`` and ``lat``/``latitude`` (WGS 84, reprojected into ``crs``); any
-    case. A header of two other names is skipped; one of more columns must name them.
-    GeoJSON: Point / MultiPoint geometries, Features, FeatureCollections, in WGS 84
-    longitude/latitude unless a ``crs`` member names another CRS; reprojected into ``crs``.
-    GeoPackage, Shapefile, FlatGeobuf: :class:`InputError` with a hint (no OGR binding).
-    """
+    """Points ``[(x, y), ...]`` from a CSV file (``x,y``, or named columns: ``easting``, ...,
+    or ``lon,lat`` in WGS 84) or a GeoJSON file (points, features, collections), in ``crs``
+    (the raster's; None: as they are written)."""
     path = Path(path)
     if path.suffix.lower() in VECTOR_SUFFIXES:
         raise InputError(f"{path}: terrain reads points from CSV or GeoJSON only (reading "
@@ -110,8 +88,7 @@ def read_points(path, crs=None):
 
 
 def _csv_points(path, text):
-    """``(points, crs)``: crs WGS 84 for columns named as longitude/latitude, else None (the
-    raster's)."""
+    """``(points, crs)``: WGS 84 for lon/lat columns, else None (the raster's)."""
     points = []
     cx, cy, src_crs = 0, 1, None
     first = _first_line(text)
@@ -189,21 +166,16 @@ def _geojson_points(path, text):
         if not isinstance(g, dict):
             raise InputError(f"{path}: not a GeoJSON object")
         t = g.get("type")
-        if t == "FeatureCollection":
-            feats = g.get("features", [])
-            if not isinstance(feats, list):
-                raise InputError(f"{path}: 'features' must be an array")
-            for f in feats:
-                visit(f, depth + 1)
+        if t in ("FeatureCollection", "GeometryCollection"):  # t may be any JSON value
+            key = "features" if t == "FeatureCollection" else "geometries"
+            parts = g.get(key, [])
+            if not isinstance(parts, list):
+                raise InputError(f"{path}: {key!r} must be an array")
+            for part in parts:
+                visit(part, depth + 1)
         elif t == "Feature":
             if g.get("geometry") is not None:
                 visit(g["geometry"], depth + 1)
-        elif t == "GeometryCollection":
-            geoms = g.get("geometries", [])
-            if not isinstance(geoms, list):
-                raise InputError(f"{path}: 'geometries' must be an array")
-            for h in geoms:
-                visit(h, depth + 1)
         elif t == "Point":
             out.append(position(g.get("coordinates")))
         elif t == "MultiPoint":
@@ -221,8 +193,7 @@ def _geojson_points(path, text):
 
 
 def _geojson_crs(doc, path):
-    """The CRS a GeoJSON document's positions are in: its ``crs`` member's name (GeoJSON
-    2008: ``{"type": "name", "properties": {"name": ...}}``), else WGS 84 (RFC 7946)."""
+    """The CRS of a GeoJSON document: its (2008) ``crs`` member's name, else WGS 84."""
     c = doc.get("crs")
     if c is None:
         return WGS84
@@ -236,9 +207,8 @@ def _geojson_crs(doc, path):
 
 
 def _reproject(points, src, dst, path):
-    """``points`` from CRS ``src`` into ``dst`` (both strings or WKT); unchanged when they
-    are the same. Points said to be longitude/latitude must be: projected coordinates in a
-    GeoJSON without a ``crs`` member are refused with a hint, not sent to PROJ."""
+    """``points`` from CRS ``src`` into ``dst``; points said to be longitude/latitude that
+    are not are refused with a hint, not sent to PROJ."""
     from .georef import _crs  # zarr's import, only where points are reprojected
     s, d = _crs(src, path), _crs(dst, f"{path}: the raster's CRS")
     if s.is_geographic:
@@ -293,9 +263,8 @@ def path_format(path):
 
 def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"):
     """Write LineStrings (lists of map ``(x, y)`` in ``crs``) with their properties as an
-    RFC 7946 GeoJSON FeatureCollection: positions reprojected to WGS 84 longitude/latitude.
-    Without a CRS the positions are written as they are, with a ``crs`` member saying that
-    they are grid coordinates of an unknown CRS."""
+    RFC 7946 GeoJSON FeatureCollection in WGS 84; without a CRS, as they are, with a ``crs``
+    member saying so."""
     if fmt != "geojson":
         raise InputError(f"{target}: unknown paths format {fmt!r}")
     project = None

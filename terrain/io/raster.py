@@ -1,8 +1,6 @@
-"""Rasters GDAL reads (GeoTIFF, …) through rasterio, window by window.
-
-Every read opens its own dataset (GDAL handles are not shared between threads) and reads a
-band of whole rows, so a scheduler can read bands in parallel with memory bounded by the
-band. Masked cells (nodata value, mask band, NaN) become NaN; values are cast to float32.
+"""Rasters GDAL reads (GeoTIFF, …) through rasterio, a band of rows at a time, each read on
+its own dataset (GDAL handles are not shared between threads); masked cells become NaN,
+values float32.
 """
 
 import warnings
@@ -18,9 +16,8 @@ __all__ = ["Grid", "RasterGrid", "open_raster"]
 
 @dataclass(frozen=True)
 class Grid:
-    """What every grid file describes: ``path``, ``shape`` (rows, cols), ``geotransform``
-    (6 floats, GDAL order), ``nodata`` (float or None), ``crs`` (WKT or None) and
-    ``header`` (what the file says, as a dict)."""
+    """What every grid file describes: ``path``, ``shape``, ``geotransform`` (GDAL order),
+    ``nodata``, ``crs`` (WKT) and ``header`` (what the file says)."""
 
     path: Path
     shape: tuple
@@ -36,10 +33,8 @@ class Grid:
 
 @dataclass(frozen=True)
 class RasterGrid(Grid):
-    """A raster's shape and georeference (:class:`Grid`; ``header``: driver, data type, band
-    count and the dataset's tags); :meth:`read_rows` reads band ``band`` (from 1).
-    ``file_mask``: True, cells masked by the file (nodata value, mask band) are nodata;
-    False, only cells equal to ``nodata`` (a value the user gave) and NaN."""
+    """A raster's :class:`Grid`; :meth:`read_rows` reads band ``band`` (from 1), nodata
+    being the file's mask (``file_mask``) or else only cells equal to ``nodata`` and NaN."""
 
     band: int = 1
     file_mask: bool = True
@@ -80,7 +75,7 @@ def open_raster(path, band=None):
     ----------
     path : str or Path
     band : int, optional
-        The band to read, from 1. Default 1; a raster of several bands then warns once.
+        From 1. Default 1; a raster of several bands then warns once.
 
     Returns
     -------
@@ -89,7 +84,7 @@ def open_raster(path, band=None):
     Raises
     ------
     InputError
-        When GDAL cannot open the file as a raster.
+        When GDAL cannot open the file as a raster or it lacks the band.
 
     Examples
     --------

@@ -1,33 +1,15 @@
 """Stores and rasters on object storage: any fsspec URL (``s3://``, ``gs://``, ``az://``,
 ``memory://``, ``file://``) where a command takes a path.
 
-This is the one place terrain opens a URL. :func:`zarr_store` gives zarr the store for a path
-or URL (zarr's ``FsspecStore`` for a URL, its ``LocalStore`` for a path); credentials and
-endpoints come only from the client library's own configuration (``AWS_*`` variables and
-``~/.aws`` for s3fs, ``GOOGLE_APPLICATION_CREDENTIALS`` for gcsfs, ...), plus the
-``storage_options`` the caller passes (the command line's ``--storage-options JSON``).
+The one place terrain opens a URL. A store is published by writing its root ``zarr.json``
+last (an object store has no rename); :func:`stage` runs a command on local copies of its
+URL inputs and publishes its URL output (design note: docs/gis.md, "Object storage").
 
-Publishing on an object store. There is no rename there, so an output cannot appear by
-renaming a finished partial into place. A store is published instead by writing its root
-metadata (``zarr.json`` at the store's prefix) last: until that object exists, no reader
-(:func:`terrain.tiles.open_store`, xarray, zarr) sees a store at the URL, and objects under
-the prefix without it are a partial left by a run that died, removed by the next run (with
-a notice) before it writes. Replacing a store (``overwrite``) deletes the old root metadata
-first, so that the old store stops being one before any of its objects change; a run killed
-after that leaves no store at the URL (never a mixture of old and new). Object stores write
-each object atomically, so the root metadata is either absent or whole.
-
-:func:`stage` runs a command on local copies of its URL inputs and publishes its URL output:
-the whole work happens in a worker-local temporary folder and crosses the network once in
-each direction (what a share-nothing worker does with its scratch data).
-
-Examples
---------
 >>> is_url("s3://bucket/dem.zarr"), is_url("dem.zarr"), is_url("C:/dem.zarr")
 (True, False, False)
 >>> local_path("file:///tmp/dem.zarr")
 '/tmp/dem.zarr'
->>> import numpy as np, zarr
+>>> import zarr
 >>> g = zarr.open_group(zarr_store("memory://doc/a.zarr", read_only=False), mode="w")
 >>> store_state("memory://doc/a.zarr")
 'store'
@@ -40,6 +22,7 @@ import re
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 from ..errors import InputError
 from .outputs import OutputExists
@@ -146,7 +129,7 @@ def check_url_output(url, overwrite=False, inputs=(), options=None):
 
 def _probe(url, options):
     """Write and delete a probe object under ``url``: a missing bucket or a read-only
-    credential fails here, before the work, not at the publish after it."""
+    credential fails before the work."""
     import uuid
     fs, root = _fs(url, options)
     probe = _join(root, f".terrain-probe-{uuid.uuid4().hex}")
@@ -182,10 +165,8 @@ def _remove_prefix(fs, root):
 
 
 def publish(local, url, overwrite=False, options=None, notify=None):
-    """Upload the finished local store (or file) ``local`` to ``url``, root metadata last.
-
-    A published store at ``url`` is replaced only with ``overwrite`` (its root metadata is
-    deleted first); a partial left there by a dead run is removed with a notice."""
+    """Upload the finished local store (or file) ``local`` to ``url``, root metadata last;
+    a store there is replaced only with ``overwrite``, a dead run's partial with a notice."""
     notify = notify or (lambda m: print(f"terrain: {m}", file=sys.stderr))
     fs, root = _fs(url, options)
     try:
@@ -229,13 +210,9 @@ LOCAL_FIELDS = ("geotiff", "geotiff_dir")
 
 @contextlib.contextmanager
 def stage(args, storage_options=None):
-    """Give a command (its parsed ``args``) local paths for its URL inputs and output.
-
-    Before any data moves, a URL output is checked (:func:`check_url_output`); a URL
-    input is then copied into a temporary folder, the command runs there, and its output
-    is published to its URL (:func:`publish`) when the block ends without an error. An
-    error that names a temporary path names the URL instead. Local paths (and
-    ``file://`` URLs, made local) are left as they are."""
+    """Give a command (its parsed ``args``) local paths for its URL inputs and output: the
+    output URL is checked first, the inputs are copied to a temporary folder, the output is
+    published when the block ends without an error; messages name the URLs, not the copies."""
     options = parse_storage_options(storage_options)
     for name in LOCAL_FIELDS:
         if is_url(getattr(args, name, None)):
@@ -256,19 +233,17 @@ def stage(args, storage_options=None):
     tmp = tempfile.mkdtemp(prefix="terrain-url-")
     names = {}
     try:
-        for i, (n, url) in enumerate(urls_in.items()):
-            local = os.path.join(tmp, f"in{i}", os.path.basename(url.rstrip("/")) or "input")
-            os.makedirs(os.path.dirname(local))
-            fetch(url, local, options)
-            names[local] = url
-            setattr(args, n, local)
-        for i, (n, url) in enumerate(urls_out.items()):
-            local = os.path.join(tmp, f"out{i}", os.path.basename(url.rstrip("/")) or "output")
-            os.makedirs(os.path.dirname(local))
-            names[local] = url
-            setattr(args, n, local)
+        for kind, urls in (("in", urls_in), ("out", urls_out)):
+            for i, (n, url) in enumerate(urls.items()):
+                local = os.path.join(tmp, f"{kind}{i}",
+                                     os.path.basename(url.rstrip("/")) or f"{kind}put")
+                os.makedirs(os.path.dirname(local))
+                if kind == "in":
+                    fetch(url, local, options)
+                names[local] = url
+                setattr(args, n, local)
         try:
-            with _naming_urls(names):
+            with contextlib.redirect_stdout(_Renaming(sys.stdout, names)):
                 yield args
         except InputError as e:
             _rename_in_message(e, names)
@@ -300,29 +275,14 @@ class _Renaming:
         return getattr(self._stream, name)
 
 
-@contextlib.contextmanager
-def _naming_urls(names):
-    out = sys.stdout
-    sys.stdout = _Renaming(out, names)
-    try:
-        yield
-    finally:
-        sys.stdout = out
-
-
 def _rename_in_metadata(local, names):
     """Name the URLs in the metadata of the store ``local`` (a result's ``source``)."""
-    if not os.path.isdir(local):
-        return
-    for folder, _dirs, files in os.walk(local):
+    for folder, _dirs, files in os.walk(local):  # a file: nothing
         if ROOT_METADATA in files:
-            path = os.path.join(folder, ROOT_METADATA)
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-            new = _renamed(text, names)
-            if new != text:
-                with open(path, "w", encoding="utf-8") as f:
-                    f.write(new)
+            path = Path(folder, ROOT_METADATA)
+            text = path.read_text(encoding="utf-8")
+            if _renamed(text, names) != text:
+                path.write_text(_renamed(text, names), encoding="utf-8")
 
 
 def _rename_in_message(e, names):

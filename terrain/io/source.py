@@ -1,9 +1,5 @@
-"""One entry point for every elevation grid terrain reads: ASCII grids or any GDAL raster.
-
-:func:`open_grid` validates the file and its header eagerly and returns a grid object with
-``shape``, ``geotransform``, ``cellsize``, ``nodata``, ``crs``, ``header`` and
-``read_rows(r0, r1, starts)``. ESRI and GRASS ASCII grids go to terrain's own parser
-(:mod:`terrain.io.ascii_grid`), everything else to rasterio (:mod:`terrain.io.raster`).
+"""One entry point for every elevation grid terrain reads: ESRI and GRASS ASCII grids go to
+terrain's own parser (:mod:`terrain.io.ascii_grid`), everything else to rasterio.
 """
 
 import dataclasses
@@ -27,8 +23,7 @@ def open_grid(path, *, band=None, nodata=None, crs=None):
     ----------
     path : str or Path
     band : int, optional
-        Raster band to read (from 1; default 1, a multi-band raster warns). ASCII grids
-        have one band.
+        Raster band to read (from 1; default 1, a multi-band raster warns).
     nodata : float, optional
         Cells equal to this value are nodata, instead of the file's own nodata value.
     crs : str, optional
@@ -72,8 +67,6 @@ def open_grid(path, *, band=None, nodata=None, crs=None):
 
 def read_grid(path):
     """Read a whole grid into memory: ``(float32 array with NaN nodata, grid)``.
-
-    For small grids and tests; pipelines read band by band (``pipelines.ingest``).
 
     Examples
     --------

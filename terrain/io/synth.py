@@ -1,16 +1,10 @@
 """Synthetic fractal terrain written as an ESRI ASCII grid, streaming, of any size.
 
-Elevations are fractal value noise: octaves of a seeded hash lattice, so every band of rows
-is computed from ``(rows, cols, seed)`` alone, in parallel threads (Numba kernels, the GIL
-released), and written in order; memory is a few bands whatever the grid size. An octave of
-period ``P`` cells has lattice node values hashed from (seed, octave, lattice x, lattice y);
-a row first blends the two lattice rows around it (smoothstep weight), then each cell the
-two lattice columns around it: about two hashes per cell over all octaves. Nodata comes in
-blobs: cells where a second, low-frequency noise field exceeds its ``1 - fraction``
-quantile (estimated on a sample of rows, so the threshold does not need the whole grid).
-
-Values are written with two decimals (``--integer``: as integers), so the text is exact:
-:func:`synth_rows` gives the values a reader must get back.
+Elevations are fractal value noise (octaves of a seeded hash lattice, smoothstep-blended),
+so every band of rows follows from ``(rows, cols, seed)`` alone and bands are computed in
+parallel threads; memory is a few bands. Nodata comes in blobs where a low-frequency field
+exceeds its ``1 - fraction`` quantile (estimated on a sample of rows). Values are written
+with two decimals (or as integers), exactly: :func:`synth_rows` gives what a reader gets.
 """
 
 import concurrent.futures
@@ -58,10 +52,8 @@ def _smooth(t):
 
 @numba.njit(cache=True, nogil=True)
 def _fbm_rows(seed, row_ids, ncols, base_period, n_octaves, out):
-    """Fractal value noise in [0, 1) for the rows ``row_ids`` (out: float64, rows × ncols).
-
-    Octave ``o`` has period ``base_period / 2**o`` and amplitude ``2**-o``.
-    """
+    """Fractal value noise in [0, 1) for the rows ``row_ids`` into ``out``; octave ``o`` has
+    period ``base_period / 2**o`` and amplitude ``2**-o``."""
     norm = 0.0
     for o in range(n_octaves):
         norm += 0.5 ** o
@@ -88,11 +80,8 @@ def _fbm_rows(seed, row_ids, ncols, base_period, n_octaves, out):
 
 @numba.njit(cache=True, nogil=True)
 def _format_rows(values, decimals, nodata_text, buf):
-    """Write rows of ``values`` (float64, NaN = nodata) as text into ``buf``; return bytes used.
-
-    Each value is rounded to ``decimals`` (0 writes integers), separated by one space, rows
-    end with ``\\n``; NaN writes ``nodata_text`` (uint8 array).
-    """
+    """Rows of ``values`` (NaN: ``nodata_text``) as text with ``decimals`` into ``buf``;
+    returns the bytes used."""
     scale = 10.0 ** decimals
     digits = np.empty(24, dtype=np.uint8)
     p = 0
@@ -155,13 +144,8 @@ def _sample_rows(rows, cols):
 
 
 def _check_fits(path, rows, cols, nodata=0.0):
-    """Refuse at once (before any allocation) a grid whose text cannot fit on the disk, or
-    whose one band (and the nodata threshold's sample) cannot fit in memory.
-
-    The estimates are lower bounds, so a grid that would fit is never refused.
-    """
-    if rows <= 0 or cols <= 0:
-        raise InputError(f"synth: rows and cols must be positive, got {rows} x {cols}")
+    """Refuse before any allocation a grid whose text cannot fit on the disk, or whose band
+    and nodata sample cannot fit in memory (lower bounds: a grid that fits is never refused)."""
     parent = Path(path).parent if str(Path(path).parent) else Path(".")
     need = int(rows) * int(cols) * _MIN_CELL_BYTES
     free = shutil.disk_usage(parent).free
@@ -253,11 +237,9 @@ def write_synth(path, rows, cols, seed=0, nodata=0.0, integer=False, overwrite=F
     Parameters
     ----------
     path : str or Path
-        Output file (appears atomically).
-    rows, cols : int
-    seed : int
+    rows, cols, seed : int
     nodata : float
-        Fraction of cells, in blobs, written as ``-9999`` (0 for none).
+        Fraction of cells, in blobs, written as ``-9999``.
     integer : bool
         Integer elevations (many ties) instead of two decimals.
     workers : int, optional

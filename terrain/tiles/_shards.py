@@ -1,27 +1,15 @@
 """Whole shards of a sharded Zarr v3 array encoded and written, or read and decoded, in the
-calling thread, in the bytes zarr itself writes.
+calling thread, in the bytes zarr itself writes (why by hand: docs/architecture.md, "Shards
+by hand").
 
-Why by hand: zarr's synchronous API does the per-chunk Python work of the sharding codec on
-ONE event-loop thread per process, so writer threads do not add up; here each thread does
-all of a shard's work on its own buffers, the GIL released for the copies and the
-compression (figures: docs/architecture.md, "Shards by hand").
-
-Format (the Zarr v3 sharding codec, ``index_location="end"``): the encoded inner chunks in
-Morton order, then the index, a C-order ``(chunks..., 2)`` uint64 array of (offset, length)
-(``2**64 - 1`` twice for an absent chunk) in little-endian bytes followed by its CRC-32C.
-An inner chunk is the tile's C-order little-endian bytes, padded with the fill value where
-it passes the array's edge, then Blosc-compressed (or stored as they are without a
-compressor), then, in the stores terrain writes, followed by the CRC-32C of those bytes
-(zarr's ``crc32c`` codec: a flipped bit is an error, not a different number); a tile
-holding only the fill value is left out (``write_empty_chunks=False``),
-and a shard without chunks is not written at all. Only that layout is handled here
-(:func:`fast_layout` says whether an array has it); anything else goes through zarr. The
-tests compare the bytes with zarr's for every layer type.
-
-A missing shard file reads as the fill value (a shard of fill only is never written),
-unless the array's inventory (:func:`shard_inventory`, written when the store was finished)
-lists it: then the store is damaged and the read is an :class:`~terrain.errors.InputError`,
-as is a checksum that does not match.
+Format (the sharding codec, index at the end): the inner chunks in Morton order, then the
+index, ``(chunks..., 2)`` little-endian uint64 (offset, length), ``2**64 - 1`` for an absent
+chunk, then its CRC-32C. An inner chunk is the tile's C-order bytes padded with the fill
+value, Blosc-compressed or raw, followed by its CRC-32C where the array has zarr's crc32c
+codec; fill-only tiles are left out and a shard without chunks has no file. Only that layout
+is handled (:func:`fast_layout`); anything else goes through zarr. A missing shard reads as
+fill unless the array's inventory (:func:`shard_inventory`) lists it: then, as for a bad
+checksum, the read is an :class:`~terrain.errors.InputError`.
 """
 
 import base64
@@ -40,18 +28,15 @@ __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_arra
            "io_threads", "MAX_IO_THREADS", "sweep_partial_files",
            "shard_inventory", "borrow_buffer", "shard_grid"]
 
-_MAX = np.uint64(2**64 - 1)
-_ABSENT = 2**64 - 1  # the offset of an absent chunk in a shard index
+_ABSENT = 2**64 - 1  # the offset and length of an absent chunk in a shard index
 
-#: threads that read or write an array's shards at once (:func:`read_array`, the
-#: cost-distance writers); each holds its own buffers, so this count, not the host's cores,
-#: bounds the host memory of the reads and writes
+#: threads that read or write an array's shards at once; each holds its own buffers, so
+#: this count bounds the host memory of the reads and writes
 MAX_IO_THREADS = 16
 
 
 def io_threads():
-    """Threads for a run's shard reads and writes: the CPUs this process may run on, at
-    most :data:`MAX_IO_THREADS`.
+    """Threads for shard reads and writes: this process's CPUs, at most :data:`MAX_IO_THREADS`.
 
     >>> 1 <= io_threads() <= MAX_IO_THREADS
     True
@@ -61,12 +46,9 @@ def io_threads():
 
 
 class _Blosc:
-    """c-blosc's ``blosc_compress_ctx`` / ``blosc_decompress_ctx`` (the functions numcodecs'
-    Blosc calls from a thread other than the main one) through ctypes, on caller-owned
-    buffers: numcodecs allocates and frees a new ``bytes`` of the tile's size for every
-    call, with the GIL held. ctypes releases the GIL for the call. The library is the one
-    inside numcodecs' extension module; where its symbols are not exported, :data:`BLOSC`
-    is None and zarr reads and writes Blosc arrays."""
+    """c-blosc's ``blosc_(de)compress_ctx`` from numcodecs' extension through ctypes, on
+    caller-owned buffers, the GIL released (numcodecs allocates a ``bytes`` per call, GIL
+    held); :data:`BLOSC` is None where the symbols are not exported (zarr then does it)."""
 
     def __init__(self):
         import ctypes
@@ -96,12 +78,8 @@ _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 class ShardLayout:
     """What the shard readers and writers need to know of one array (:func:`read_layout`).
-
-    ``codec`` is None (raw bytes) or the arguments of ``blosc_compress_ctx`` (clevel,
-    shuffle, typesize, cname, blocksize); ``checksum``: a CRC-32C follows each inner chunk
-    (zarr's crc32c codec); ``present``: the shard inventory (:func:`shard_inventory`);
-    ``order``: the inner chunks in the order they are written (set by :func:`fast_layout`).
-    """
+    ``codec``: None (raw) or ``blosc_compress_ctx``'s arguments; ``checksum``: a CRC-32C
+    follows each chunk; ``present``: the inventory; ``order``: the chunks' write order."""
 
     def __init__(self, path, shape, shard, inner, dtype, fill, codec, checksum, key, present):
         self.path, self.shape, self.shard, self.inner = path, shape, shard, inner
@@ -114,10 +92,9 @@ class ShardLayout:
 
 
 def shard_inventory(attrs, shape, shard):
-    """The shards an array holds, from its ``terrain_shards`` attribute (written when the
-    store was finished, :func:`terrain.io.outputs.seal_store`), as a boolean array over
-    the shard grid; None without one (a store written before, or by another tool).
-    :class:`InputError` when it does not fit the array (its shape was edited)."""
+    """The shards an array holds, from its ``terrain_shards`` attribute
+    (:func:`terrain.io.outputs.seal_store`), as a boolean array over the shard grid; None
+    without one; :class:`InputError` when it does not fit the array (its shape was edited)."""
     inv = attrs.get(INVENTORY_ATTR)
     if inv is None:
         return None
@@ -141,13 +118,10 @@ def _shape_text(inv):
 
 
 def read_layout(array_path):
-    """A :class:`ShardLayout` for *reading* the array stored in the directory ``array_path``
-    (:func:`read_shard`, :func:`read_array`), built from its ``zarr.json`` alone, without
-    importing zarr (0.15-0.2 s), so that a command's start-up can read its DEM while the
-    main thread imports zarr. None unless the array is 2-D, sharded, with inner codecs
-    ``bytes`` (little endian) [+ ``blosc``] [+ ``crc32c``] and the index ``bytes`` +
-    ``crc32c`` at the end, and Blosc is reachable through ctypes (:data:`BLOSC`): zarr
-    reads and writes anything else."""
+    """A :class:`ShardLayout` for *reading* the array in the directory ``array_path``, from
+    its ``zarr.json`` alone (no zarr import, so start-up can read while zarr imports). None
+    unless it is 2-D, sharded, inner codecs ``bytes`` (little endian) [+ ``blosc``]
+    [+ ``crc32c``], index ``bytes`` + ``crc32c`` at the end, and :data:`BLOSC` exists."""
     import json
     try:
         path = Path(array_path)
@@ -205,9 +179,8 @@ def read_layout(array_path):
 
 
 def fast_layout(arr):
-    """A :class:`ShardLayout` that can also *write* (:func:`write_shard`) when ``arr`` (a
-    zarr array) is in a local directory store and :func:`read_layout` takes it; else None
-    (zarr reads and writes it)."""
+    """A :class:`ShardLayout` that can also *write* when ``arr`` (a zarr array) is in a
+    local directory store and :func:`read_layout` takes it; else None (zarr does it)."""
     from zarr.storage import LocalStore
     if not isinstance(arr.store_path.store, LocalStore):
         return None
@@ -222,10 +195,8 @@ def fast_layout(arr):
 
 
 class _Buffers:
-    """Reusable buffers shared by the threads of a process (no new pages per chunk or
-    shard): a caller borrows one and gives it back. At most :attr:`keep` free buffers of a
-    kind are kept, so the memory held is that of the calls running at once, not one set per
-    thread that ever read or wrote a shard."""
+    """Reusable buffers shared by a process's threads (no new pages per chunk); at most
+    :attr:`keep` free ones a kind, so memory follows the calls running at once."""
 
     keep = 8
 
@@ -235,9 +206,8 @@ class _Buffers:
 
     @contextlib.contextmanager
     def borrow(self, kind, nbytes, empty=None):
-        """A uint8 buffer of at least ``nbytes`` bytes (``kind`` groups buffers of one use;
-        ``empty(nbytes)`` makes a new one, default ``np.empty``: pinned host memory for the
-        tiles of a device array, :func:`write_shard`)."""
+        """A uint8 buffer of at least ``nbytes`` of ``kind``, made by ``empty(nbytes)``
+        (default ``np.empty``; pinned memory for a device array's tiles)."""
         with self.lock:
             free = self.free.get(kind)
             buf = free.pop() if free else None
@@ -254,8 +224,7 @@ class _Buffers:
 
 
 _buffers = _Buffers()
-#: a reusable uint8 buffer, as a context manager (:meth:`_Buffers.borrow`) shared by the
-#: threads of a process
+#: a reusable uint8 buffer shared by a process's threads, as a context manager
 borrow_buffer = _buffers.borrow
 
 
@@ -273,8 +242,7 @@ def _all_fill(block, fill):
 
 
 def _encode(layout, tile, dest):
-    """``tile`` (C-contiguous) as the inner chunk's bytes: a view of ``dest`` (or of the tile
-    itself without a compressor)."""
+    """``tile`` as the inner chunk's bytes (a view of ``dest``, or of ``tile`` when raw)."""
     if layout.codec is None:
         return memoryview(tile).cast("B")
     clevel, shuffle, typesize, cname, blocksize = layout.codec
@@ -286,20 +254,10 @@ def _encode(layout, tile, dest):
 
 
 def write_shard(layout, si, sj, values, r0=0, c0=0):
-    """Encode and write shard ``(si, sj)`` of the array described by ``layout``; returns the
-    bytes written (0: the shard holds only the fill value and has no file). The shard file
-    is replaced whole (written beside, then renamed): never torn.
-
-    ``values`` holds the array's cells from ``(r0, c0)`` on (a whole-grid array with the
-    default origin); it must cover the shard's cells inside the array. Every chunk is
-    written as soon as it is encoded, from reused buffers (:class:`_Buffers`).
-
-    ``values`` may also be a *block reader* instead of a NumPy array: an object with
-    ``read_block(out, r0, r1, c0, c1)`` (copies its cells ``[r0:r1, c0:c1]`` into the 2-D
-    view ``out``, rows of ``out.strides[0]`` bytes), ``empty(nbytes)`` (a new uint8 host
-    buffer for those copies) and ``buffer_kind`` (a name for such buffers):
-    :class:`terrain._transfer.DeviceBlocks` reads a device array chunk by chunk into
-    pinned tiles, so that no host copy of the whole array is made.
+    """Encode and write shard ``(si, sj)`` (written beside, then renamed) from ``values``, the
+    array's cells from ``(r0, c0)`` on; returns the bytes written (0: fill only, no file).
+    ``values`` may be a block reader (:class:`terrain._transfer.DeviceBlocks`: its
+    ``read_block``, ``empty`` and ``buffer_kind``), so no host copy of a device array is made.
     """
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
     reader = hasattr(values, "read_block")
@@ -312,15 +270,12 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
 
 
 def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
-    """:func:`write_shard`: the chunks go to a file beside the shard, renamed over it once
-    whole, so a writer killed half-way leaves the shard as it was."""
-    import google_crc32c
-
+    """:func:`write_shard` into a file beside the shard, renamed over it once whole."""
     R, C = layout.shard
     tr, tc = layout.inner
     rows, cols = layout.shape
     fill = layout.fill
-    index = np.full(layout.per_shard + (2,), _MAX, np.uint64)
+    index = np.full(layout.per_shard + (2,), _ABSENT, np.uint64)
     offset = 0
     path = layout.file(si, sj)
     tmp = fh = None
@@ -348,8 +303,7 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
             fh.write(data)
             n = len(data)
             if layout.checksum:
-                fh.write(np.uint32(google_crc32c.value(_readonly(data))).astype("<u4")
-                         .tobytes())
+                fh.write(_crc(data))
                 n += 4
             index[ci, cj] = (offset, n)
             offset += n
@@ -360,7 +314,7 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
                 pass
             return 0
         raw = index.astype("<u8").tobytes()
-        fh.write(raw + np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes())
+        fh.write(raw + _crc(raw))
         fh.close()
         os.replace(tmp, path)
         tmp = None
@@ -373,10 +327,12 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
                 os.unlink(tmp)
 
 
-def _readonly(data):
-    """``data`` as google_crc32c takes it without a copy (an array; it refuses a
-    memoryview)."""
-    return np.frombuffer(data, np.uint8) if isinstance(data, memoryview) else data
+def _crc(data):
+    """The CRC-32C of ``data`` as 4 little-endian bytes (an array or bytes: google_crc32c
+    refuses a memoryview)."""
+    import google_crc32c
+    data = np.frombuffer(data, np.uint8) if isinstance(data, memoryview) else data
+    return google_crc32c.value(data).to_bytes(4, "little")
 
 
 def _copy_block(values, out, r0, r1, c0, c1):
@@ -388,8 +344,8 @@ def _copy_block(values, out, r0, r1, c0, c1):
 
 
 def _open_shard(layout, si, sj):
-    """Shard ``(si, sj)``'s file opened for reading, or None when there is none (fill only);
-    :class:`InputError` when the array's inventory lists it (the store is damaged)."""
+    """Shard ``(si, sj)``'s file opened, None when absent (fill only); :class:`InputError`
+    when the inventory lists it."""
     try:
         return open(layout.file(si, sj), "rb")
     except FileNotFoundError:
@@ -410,21 +366,17 @@ def read_shard(layout, si, sj, out, r0=0, c0=0):
 
 def _shard_index(layout, path, raw, crc):
     """The shard index of ``path`` from its bytes ``raw``, after checking its CRC-32C."""
-    import google_crc32c
-    if np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes() != crc:
+    if _crc(raw) != crc:
         raise InputError(f"{path}: shard index checksum mismatch (the store is damaged)")
     return np.frombuffer(raw, "<u8").reshape(layout.per_shard + (2,))
 
 
 def _decoded(layout, path, blob, off, length, tile):
-    """The inner chunk at bytes ``off:off + length`` of ``blob`` as a tile (decompressed into
-    ``tile``, or a view of ``blob`` without a compressor)."""
+    """The inner chunk at ``blob[off:off + length]`` as a tile (into ``tile``, or a view)."""
     if layout.checksum:
-        import google_crc32c
         length -= 4
         crc = bytes(memoryview(blob)[off + length:off + length + 4])
-        if length < 0 or np.uint32(google_crc32c.value(
-                _readonly(memoryview(blob)[off:off + length]))).astype("<u4").tobytes() != crc:
+        if length < 0 or _crc(memoryview(blob)[off:off + length]) != crc:
             raise InputError(f"{path}: chunk checksum mismatch (the store is damaged)")
     chunk = memoryview(blob)[off:off + length]
     if layout.codec is None:
@@ -442,10 +394,8 @@ def _read_exactly(fh, path, blob, size):
 
 
 def read_window(layout, r0, r1, c0, c1, out):
-    """Cells ``[r0:r1, c0:c1]`` of the array into ``out``; absent chunks and shards give the
-    fill value. A shard the window covers whole is read at once; of any other, only the
-    index and the inner chunks that meet the window are read (a block of a shard costs its
-    own bytes, not the shard's). The indexes' CRCs are checked."""
+    """Cells ``[r0:r1, c0:c1]`` of the array into ``out`` (absent chunks: fill). A shard the
+    window covers is read at once, of another only the index and the chunks it meets."""
     R, C = layout.shard
     tr, tc = layout.inner
     rows, cols = layout.shape
@@ -504,9 +454,8 @@ def shard_grid(layout):
 
 
 def read_array(layout, workers=None):
-    """The whole array described by ``layout`` as a new NumPy array, its shards read by a
-    pool of ``workers`` threads (default: :func:`io_threads`; the reads and the decompression
-    run without the GIL)."""
+    """The whole array described by ``layout``, its shards read by ``workers`` threads
+    (default :func:`io_threads`; reads and decompression run without the GIL)."""
     import concurrent.futures
     out = np.empty(layout.shape, layout.dtype)
     gr, gc = shard_grid(layout)

@@ -1,29 +1,14 @@
 """One quadtree plan over a tiled grid and one bottom-up / top-down walk of it.
 
-Every tiled algorithm (the grid MST, the grid SSSP) runs the same shape of computation
-(thesis ch. 2-5, Haverkort's hierarchy): a *leaf* step per group (a quadtree node of
-``2^g × 2^g`` tiles, e.g. a shard of the tile store, read at once), then a *merge* step per
-node above the groups, from the groups up to the root, each on its four children's results;
-then, top down, a *node* step per node that splits what it received (and its own results)
-into four parts for its children, and finally a *leaf* step per group that applies what
-reached it.
+Every tiled algorithm runs a *leaf* step per group (a node of ``2^g × 2^g`` tiles), a
+*merge* step per node above, bottom up, on its four children's results; then, top down, a
+*node* step per node splitting what it received among its children and a *leaf* step per
+group applying what reached it. :func:`walk_up` and :func:`walk_down` visit the nodes of a
+:class:`QuadtreePlan` in that order and wire outputs to inputs; a ``call(fn, *args, key=...,
+nout=...)`` runs each step (:func:`call_now`) or schedules it (the pipelines). A step is a
+function or a tuple ``(function, *leading_args)``. Node ``(k, i, j)`` covers rows
+``[i·t·2^k, (i+1)·t·2^k)`` and the matching columns, clipped; level 0 are tiles.
 
-:class:`QuadtreePlan` lists the nodes (generic: shape, tile, group level, groups, levels,
-children, windows); :func:`walk_up` and :func:`walk_down` visit them in that order and
-wire each step's outputs to the next steps' inputs. They do not call the steps themselves:
-a ``call(fn, *args, key=..., nout=...)`` does, so the same walk serves the in-memory drivers
-(:func:`call_now` runs the function at once) and the Dask pipelines (``pipelines/`` pass a
-``call`` that wraps it in ``dask.delayed`` under the deterministic ``key``; this module knows
-nothing of Dask). A step is a function, or a tuple ``(function, *leading_args)`` whose
-leading arguments come first in every call (so a pipeline can pass lazy values as
-arguments, which a closure would hide from Dask).
-
-Nodes are ``(level, i, j)``: level 0 are tiles, level ``g`` the groups, the root is level
-``levels - 1``; node ``(k, i, j)`` covers rows ``[i·t·2^k, (i+1)·t·2^k)`` and the
-corresponding columns, clipped to the grid (``t`` the tile side).
-
-Examples
---------
 Count the cells bottom up (each leaf counts its own), then hand each leaf the path from
 the root down to it:
 
@@ -67,8 +52,7 @@ def node_window(shape, tile, level, i, j):
 
 class TiledGrid:
     """Tile count, quadtree levels and node windows of an object with ``shape`` and ``tile``
-    (the tiled algorithms' specs, :class:`terrain.grid.mst.MSTSpec` and
-    :class:`terrain.grid.sssp_tiled.TiledSpec`, inherit them).
+    (the tiled algorithms' specs inherit them).
 
     >>> class Grid(TiledGrid):
     ...     shape, tile = (5, 7), 2
@@ -96,23 +80,10 @@ class TiledGrid:
 
 @dataclass
 class QuadtreePlan:
-    """The quadtree over a grid's tiles, cut at ``group_level``.
-
-    Attributes
-    ----------
-    shape : (rows, cols)
-    tile : int
-        Tile side in cells.
-    group_level : int
-        Level of the groups (a group is ``2^group_level`` tiles a side).
-    groups : list of (i, j)
-        The groups, row-major.
-    levels : dict
-        ``levels[k]`` lists the ``(i, j)`` of the nodes of level ``k`` for
-        ``group_level < k < nlevels``, row-major; the last level is the root alone.
-    nlevels : int
-        Quadtree levels over the tiles, root included.
-    """
+    """The quadtree over a grid's tiles, cut at ``group_level`` (a group is
+    ``2^group_level`` tiles a side): ``groups`` lists the groups' ``(i, j)``, ``levels[k]``
+    the nodes of level ``k`` above them (row-major; the last level is the root alone),
+    ``nlevels`` counts the levels over the tiles, root included."""
 
     shape: tuple
     tile: int
@@ -123,12 +94,8 @@ class QuadtreePlan:
 
     @classmethod
     def build(cls, shape, tile, group_tiles, nlevels=None):
-        """The plan of ``shape`` in ``tile``-side tiles, ``group_tiles`` tiles a side per group.
-
-        ``group_tiles`` is rounded down to a power of two and capped at the whole grid.
-        ``nlevels`` forces more levels than the grid needs (a block inside a bigger tree:
-        the extra nodes have one child).
-        """
+        """The plan of ``shape`` in ``tile``-side tiles, ``group_tiles`` (rounded down to a
+        power of two) a side per group; ``nlevels`` forces more levels than the grid needs."""
         shape = (int(shape[0]), int(shape[1]))
         tile = int(tile)
         nr, nc = -(-shape[0] // tile), -(-shape[1] // tile)
@@ -148,8 +115,8 @@ class QuadtreePlan:
         return node_window(self.shape, self.tile, level, i, j)
 
     def children(self, k, i, j):
-        """The four children ``(i, j)`` of node ``(k, i, j)`` at level ``k - 1`` (NW, NE,
-        SW, SE), None where outside the grid. Defined for ``k > group_level``."""
+        """The four children ``(i, j)`` (NW, NE, SW, SE; None outside the grid) of node
+        ``(k, i, j)``, ``k > group_level``."""
         below = self.groups if k - 1 == self.group_level else self.levels[k - 1]
         rows, cols = below[-1][0] + 1, below[-1][1] + 1  # a full row-major rectangle
         return [(2 * i + di, 2 * j + dj) if 2 * i + di < rows and 2 * j + dj < cols else None
@@ -168,7 +135,7 @@ def call_now(fn, *args, key=None, nout=None):
 
 
 def _step(step):
-    """``(function, leading_args)`` of a step given as a function or a tuple."""
+    """``(function, leading_args)`` of a step."""
     if isinstance(step, tuple):
         return step[0], tuple(step[1:])
     return step, ()

@@ -1,24 +1,12 @@
 """The z-ordered Zarr tile store every grid algorithm reads.
 
-Format (Zarr v3 group)
-----------------------
-``elevation``
-    float32 array of the grid's shape, ``dimension_names = ("y", "x")``. One chunk is one
-    square tile (a power of two, default 512). Chunks are grouped into square shards of
-    ``tiles_per_shard × tiles_per_shard`` tiles; zarr's sharding codec lays the inner chunks
-    of a shard out in Morton (z) order, so the four children of every quadtree node inside a
-    shard are adjacent on disk. Nodata cells are NaN (the fill value); edge tiles of grids
-    whose sides are not multiples of the tile size are padded with NaN.
-``x``, ``y``, ``spatial_ref``
-    float64 cell-centre coordinates and the CF grid mapping (CRS WKT, GeoTransform), written
-    by :func:`terrain.io.georef.write_georeference`, so ``xarray.open_zarr`` gives a
-    georeferenced array and rioxarray sees its CRS, transform and nodata (``_FillValue``).
-attributes
-    ``terrain`` (format version), ``tile``, ``tiles_per_shard``, ``levels``, ``geotransform``
-    (GDAL order), ``cellsize``, ``crs`` (WKT or None), ``nodata``, ``source``, ``header``.
-
-Zarr rewrites a whole shard when a write covers only part of it, so writers must own whole
-shards: :meth:`TileStore.shard_windows` lists them.
+A Zarr v3 group: ``elevation`` (float32, one chunk per square tile, NaN nodata, chunks in
+square shards laid out in Morton order so a quadtree node's tiles are adjacent on disk),
+``x``, ``y``, ``spatial_ref`` (:func:`terrain.io.georef.write_georeference`) and the
+attributes ``terrain`` (format version), ``tile``, ``tiles_per_shard``, ``levels``,
+``geotransform``, ``cellsize``, ``crs``, ``nodata``, ``source``, ``header``. Zarr rewrites a
+shard written in part, so writers own whole shards (:meth:`TileStore.shard_windows`).
+Format and reasons: docs/architecture.md, "The tile store".
 """
 
 import math
@@ -43,15 +31,14 @@ DEFAULT_TILE = 512
 TILE_LIMIT = 4096
 # Shards of at most this many cells a side: a band of shards is what one ingest task holds.
 SHARD_TARGET_SIDE = 2048
-#: a grid of more tiles than this needs tiles of at least :data:`SMALL_TILE`: every tile
-#: costs a task step and its bookkeeping
+#: more tiles than this need tiles of at least :data:`SMALL_TILE` (each costs a task step)
 MANY_TILES = 1 << 16
 SMALL_TILE = 256
 
 
 def check_tile_size(tile, limit=TILE_LIMIT, why=None):
-    """Return ``tile`` as int or raise :class:`InputError` unless it is a power of two in
-    ``[2, limit]``; ``why`` says what bounds it (default: the store's :data:`TILE_LIMIT`)."""
+    """``tile`` as int; :class:`InputError` unless a power of two in ``[2, limit]`` (``why``
+    says what bounds it)."""
     try:
         t = int(tile)
     except (TypeError, ValueError):
@@ -66,9 +53,8 @@ def check_tile_size(tile, limit=TILE_LIMIT, why=None):
 
 
 def check_tile_count(tile, shape, where=None):
-    """:class:`InputError` when a grid of ``shape`` in tiles of ``tile`` would have more
-    than :data:`MANY_TILES` tiles of less than :data:`SMALL_TILE` a side (``where``: the
-    store or input the line names).
+    """:class:`InputError` (naming ``where``) when ``shape`` would have more than
+    :data:`MANY_TILES` tiles of ``tile`` < :data:`SMALL_TILE` a side.
 
     >>> check_tile_count(4, (3000, 3000))
     Traceback (most recent call last):
@@ -88,13 +74,9 @@ def quadtree_levels(n_tile_rows, n_tile_cols):
 
 
 def tiles_per_shard(tile, shape):
-    """Tiles per shard side for a grid: the largest power of two k with
-    k*tile <= max(SHARD_TARGET_SIDE, tile), not beyond the grid.
+    """Tiles per shard side: the largest power of two k with k*tile <=
+    max(SHARD_TARGET_SIDE, tile), not beyond the grid.
 
-    Writers that own whole shards work in bands of ``tile * k`` rows.
-
-    Examples
-    --------
     >>> tiles_per_shard(512, (16384, 16384)), tiles_per_shard(512, (300, 400))
     (4, 1)
     """
@@ -107,9 +89,7 @@ def tiles_per_shard(tile, shape):
 
 def checksummed(compressors):
     """``compressors`` (zarr's bytes-to-bytes codecs, ``"auto"`` or None) followed by
-    zarr's ``crc32c`` codec: every chunk of the stores terrain writes carries the CRC-32C of
-    its bytes, so a flipped bit is a read error, not a different elevation. xarray and
-    rioxarray read it through zarr.
+    zarr's ``crc32c`` codec, so a flipped bit is a read error, not a different elevation.
 
     >>> [c.to_dict()["name"] for c in checksummed(None)]
     ['crc32c']
@@ -130,26 +110,20 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
                  source=None, header=None, compressors="auto"):
     """Create an empty tile store at ``path`` and return its :class:`TileStore`.
 
-    ``path`` must not exist, or be a partial output this create ran in before (a resumed
-    run, a retried task): then the store is created again around the ``elevation`` already
-    there, when its geometry is this one, and none of its shards is lost.
+    In a partial output of an earlier run (resumed, retried) the ``elevation`` there is kept
+    with its shards when its geometry is this one.
 
     Parameters
     ----------
     path : str or Path
-    shape : (int, int)
-        Grid rows and columns.
-    tile : int
-        Tile side, a power of two.
-    geotransform : sequence of 6 floats, optional
-        GDAL order: x0, dx, 0, y0, 0, -dy (upper-left corner of the upper-left cell).
+    shape : (rows, cols)
+    tile : int (a power of two)
+    geotransform : sequence of 6 floats (GDAL order), optional
     """
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
     check_tile_count(tile, (rows, cols))
     k = tiles_per_shard(tile, (rows, cols))
-    # idempotent in a partial output (a resumed run or a retried task whose checkpoint is
-    # gone): an existing elevation of this geometry is kept with the shards written into it
     again = Path(path).is_dir() and any(Path(path).iterdir())
     group = zarr.open_group(store=str(path), mode="a" if again else "w-", zarr_format=3)
     elev = group.get("elevation") if again else None
@@ -182,12 +156,9 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
 
 def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", attrs=None,
                  overwrite=False):
-    """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group``.
-
-    Every layer (friction, sources, distance, backlink, ...) has the grid's ``shape``, one
-    ``tile × tile`` chunk per tile and the elevation's shards, so that the same windows
-    (:meth:`TileStore.shard_windows`) own whole shards of every layer. ``group`` may be a
-    zarr group or a store path. Returns the zarr array.
+    """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group`` (or
+    store path) with the elevation's tiles and shards, so the same windows own whole shards
+    of every layer. Returns the zarr array.
 
     Examples
     --------
@@ -215,7 +186,7 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
 
 def open_store(path, mode="r"):
     """Open an existing tile store (read-only unless ``mode="r+"``); :class:`InputError` when
-    ``path`` is not one, or when it is damaged or implausible (:func:`check_store`)."""
+    ``path`` is not one or is damaged (:func:`check_store`)."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{path}: no such file or directory")
@@ -230,18 +201,15 @@ def open_store(path, mode="r"):
     return TileStore(p, group)
 
 
-#: cells above which a store that holds no shard at all is refused (metadata alone claiming
-#: a huge grid would start a job over nothing)
+#: cells above which a store holding no shard is refused (metadata alone claiming a huge grid)
 EMPTY_STORE_CELLS = 1 << 26
 
 
 def check_store(path, group):
     """Raise :class:`InputError` naming the store at ``path`` (``group``: it opened) unless
-    it is whole and what it says it is: its tile, shard, level and coordinate attributes
-    fit its ``elevation``, every sharded array holds exactly the shard files its inventory
-    lists (:func:`terrain.io.outputs.seal_store`), and a store without inventory is not
-    empty above :data:`EMPTY_STORE_CELLS`. Flipped bits in chunks fail when read (crc32c).
-    """
+    its tile, shard, level and coordinate attributes fit its ``elevation``, every sharded
+    array holds exactly the shards its inventory lists, and it is not empty above
+    :data:`EMPTY_STORE_CELLS`."""
     from ..io.outputs import INVENTORY_ATTR, array_inventory
     from ._shards import shard_inventory
     elev = group["elevation"]
@@ -304,18 +272,14 @@ def is_store(path):
 
 
 def result_dem(path, group, source, required=True):
-    """The ``elevation`` array a result store's layers were computed from: the store's own
-    (a raster input is ingested into it), else the tile store ``source`` names (the
-    store's ``source`` attribute, or the ``dem`` of a cost model). ``group`` is ``path``
-    opened; when neither is there, :class:`InputError` (None when not ``required``)."""
+    """The ``elevation`` a result store was computed from: its own, else that of the tile
+    store ``source`` names; else :class:`InputError` (None when not ``required``)."""
     if "elevation" in group:
         return group["elevation"]
-    if source and is_url(source) and store_state(source) == "store":
-        # a result published to an object store names its DEM's URL
+    # a result published to an object store names its DEM's URL
+    if source and (store_state(source) == "store" if is_url(source) else is_store(source)):
         return zarr.open_group(store=zarr_store(source), mode="r",
                                use_consolidated=False)["elevation"]
-    if source and is_store(source):
-        return zarr.open_group(store=str(source), mode="r", use_consolidated=False)["elevation"]
     if not required:
         return None
     raise InputError(f"{path}: the DEM is not in this store and its source {source!r} is "
@@ -323,17 +287,8 @@ def result_dem(path, group, source, required=True):
 
 
 class TileStore:
-    """A tile store opened for reading or being written.
-
-    Attributes
-    ----------
-    shape : (rows, cols)
-    tile : int
-    tiles_shape : (tile rows, tile cols)
-    tiles_per_shard : int
-    levels : int
-        Quadtree levels over the tiles (root included).
-    """
+    """A tile store opened for reading or being written: ``shape``, ``tile``,
+    ``tiles_shape``, ``tiles_per_shard``, ``levels`` (quadtree levels, root included)."""
 
     def __init__(self, path, group):
         self.path = Path(path)
@@ -360,8 +315,7 @@ class TileStore:
         return tuple(self.attrs["cellsize"])
 
     def read_window(self, r0, r1, c0, c1, layer="elevation"):
-        """Rows ``r0:r1``, cols ``c0:c1`` (clipped to the grid) of a layer: elevations as
-        float32, other layers in their own dtype."""
+        """Rows ``r0:r1``, cols ``c0:c1`` (clipped) of a layer (elevations as float32)."""
         elevation = layer == "elevation"
         return np.asarray(_read(self.elevation if elevation else self.layer(layer), self.path,
                                 r0, r1, c0, c1), dtype=np.float32 if elevation else None)
@@ -374,8 +328,8 @@ class TileStore:
             raise InputError(f"{self.path}: no layer {name!r} in this store") from None
 
     def write_window(self, layer, r0, c0, block):
-        """Write ``block`` at rows ``r0:``, cols ``c0:`` of a layer (open with ``mode="r+"``);
-        the window should cover whole shards (zarr rewrites a shard written in part)."""
+        """Write ``block`` at rows ``r0:``, cols ``c0:`` of a layer (``mode="r+"``, whole
+        shards)."""
         block = np.asarray(block)
         self.layer(layer)[r0:r0 + block.shape[0], c0:c0 + block.shape[1]] = block
 
@@ -389,8 +343,7 @@ class TileStore:
 
 
 def _read(arr, path, r0, r1, c0, c1):
-    """``arr[r0:r1, c0:c1]`` through zarr; a chunk whose checksum does not match (zarr's
-    crc32c codec raises ``ValueError``) is :class:`InputError` naming the store."""
+    """``arr[r0:r1, c0:c1]``; a chunk checksum mismatch is :class:`InputError`."""
     try:
         return arr[r0:r1, c0:c1]
     except ValueError as e:
@@ -401,11 +354,8 @@ def _read(arr, path, r0, r1, c0, c1):
 
 
 def link_layer(src, dst, name):
-    """Give the store ``dst`` the layer ``name`` of the store ``src`` without copying its
-    data: the chunk (shard) files are hard links (copies where the two stores are on
-    different file systems), the metadata files copies, so that attributes written later to
-    one store never reach the other. Shard files are never rewritten in place by this
-    package (an output appears whole, :func:`terrain.io.outputs.atomic_output`).
+    """Give the store ``dst`` the layer ``name`` of the store ``src``: shard files hard
+    linked (copied across file systems; never rewritten in place), metadata copied.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -434,9 +384,8 @@ def link_layer(src, dst, name):
 
 
 def window_shards(layout, window):
-    """The shards ``(si, sj)`` of the array described by ``layout``
-    (:func:`terrain.tiles._shards.fast_layout`) that ``window`` ``(r0, r1, c0, c1)`` covers
-    exactly (clipped to the array), or None when it cuts one."""
+    """The shards ``(si, sj)`` that ``window`` ``(r0, r1, c0, c1)`` covers exactly (clipped
+    to the array), or None when it cuts one."""
     r0, r1, c0, c1 = window
     (R, C), (rows, cols) = layout.shard, layout.shape
     if (r0 % R or c0 % C or not (r1 % R == 0 or r1 == rows) or not (c1 % C == 0 or c1 == cols)
@@ -446,9 +395,8 @@ def window_shards(layout, window):
 
 
 def shard_windows(shape, side, window=None):
-    """The windows ``(r0, r1, c0, c1)`` of the shards of ``side`` cells inside ``window``
-    (default: the grid), row-major; ``window`` is aligned to shards (or ends at the grid's
-    edge).
+    """The windows ``(r0, r1, c0, c1)`` of the shards of ``side`` cells inside the aligned
+    ``window`` (default: the grid), row-major.
 
     >>> shard_windows((5, 7), 4)
     [(0, 4, 0, 4), (0, 4, 4, 7), (4, 5, 0, 4), (4, 5, 4, 7)]
@@ -462,10 +410,9 @@ def read_block(store_path, layer, window, out=None):
     """Cells ``window = (r0, r1, c0, c1)`` of the layer ``layer`` of the store at
     ``store_path`` (into ``out`` when given, else a new array of the layer's dtype).
 
-    A window of whole shards of a layer in the usual layout is read and decoded shard by
-    shard in the calling thread (:func:`terrain.tiles._shards.read_shard`: no per-chunk
-    Python on zarr's one event-loop thread, the GIL released while Blosc decodes), so the
-    threads of a process read in parallel; any other window goes through zarr.
+    Whole shards in the usual layout are read in the calling thread
+    (:func:`terrain.tiles._shards.read_shard`), so threads read in parallel; others
+    through zarr.
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
@@ -490,13 +437,9 @@ def read_block(store_path, layer, window, out=None):
 
 
 def write_block(store_path, layer, window, values):
-    """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into the layer
-    ``layer`` of the store at ``store_path``; returns the bytes written to files (None
-    where zarr wrote them).
-
-    Like :func:`read_block`: a window of whole shards of the usual layout is encoded and
-    written shard by shard in the calling thread
-    (:func:`terrain.tiles._shards.write_shard`, the bytes zarr writes), others through zarr.
+    """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into ``layer`` of the
+    store at ``store_path``, whole shards in the calling thread as :func:`read_block`;
+    returns the bytes written (None where zarr wrote them).
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
