@@ -52,23 +52,16 @@ class EdgeList:
     u, v : ndarray of int64
         Endpoints, ``0 <= u, v < n``.
     n : int
-        Number of vertices.
     ids : ndarray of int64 or None
         ``ids[i]`` is vertex ``i``'s id in the file; None means ``id_base + i``.
     id_base : int
-        Offset of the file's ids when ``ids`` is None (1 for the 1-based formats).
-    source : str
-        File name, for messages.
-    fmt : str
-        One of :data:`FORMATS`.
+    source, fmt : str
+        File name (for messages) and one of :data:`FORMATS`.
     weights : ndarray or None
-        Edge weights as read: int64 for integer tokens (DIMACS, Matrix Market ``integer``,
-        METIS, SNAP when every weight is an integer), float64 otherwise (Matrix Market
-        ``real``, SNAP with a decimal weight), correctly rounded; None when unweighted.
-    directed : bool
-        The file's arcs are directed (DIMACS ``.gr`` by definition; ``directed=True`` asked).
-    symmetric : bool
-        Matrix Market ``symmetric``: each entry stands for both directions.
+        Edge weights as read: int64 when every token is an integer, else float64 (correctly
+        rounded); None when unweighted.
+    directed, symmetric : bool
+        Arcs are directed (DIMACS ``.gr``); Matrix Market ``symmetric`` (an entry is both).
     """
 
     u: np.ndarray
@@ -91,15 +84,12 @@ class GraphFilePlan:
 
     Attributes
     ----------
-    path, fmt : str
     compressed : bool
         Gzip: chunks slice the bytes of :func:`read_whole_file` instead of reading by range.
     length : int or None
         Bytes of the (decompressed) file; None for a gzip file longer than its head.
     body, header_lines : int
         Offset of the first byte after the header, and the newlines before it.
-    chunks : int
-        Number of chunks the body is cut into.
     n, id_base : int
         Declared vertex count (0 for SNAP: the ids that occur); 1 for ``1..n`` formats.
     declared : tuple or None
@@ -107,19 +97,13 @@ class GraphFilePlan:
     entries, size_line : int
         Matrix Market: the declared entry count (-1 otherwise) and the size line's number.
     metis : tuple or None
-        METIS: ``(edges, tokens skipped per line, edge weights present)``.
-    wmode : int
-        Weight column (:func:`terrain.graph._native.parse_pairs`).
-    directed, symmetric : bool
-        See :class:`EdgeList`.
-    sep : int
-        ``ord(",")`` for a comma-separated edge list, else 0.
+        ``(edges, tokens skipped per line, edge weights present)``.
+    wmode, sep : int
+        Weight column (:func:`terrain.graph._native.parse_pairs`); ``ord(",")`` or 0.
     counts : tuple or None
-        SNAP: ``(a, b, line)``, a first line of two integers that may be a header of counts
-        (see :func:`edges_from_chunks`).
+        SNAP: ``(a, b, line)``, a first line that may be a header of counts.
     memory : int
-        Bytes the reading may take: larger declared sizes, texts and edge arrays are
-        refused before they are allocated.
+        Bytes the reading may take (larger sizes are refused before they are allocated).
     """
 
     path: str
@@ -162,14 +146,11 @@ class EdgeChunk:
         Endpoints, already 0-based for the 1-based formats (SNAP ids are relabelled later).
     newlines : int
         Newlines in the chunk's bytes (line numbers of the chunks after it).
-    error : tuple or None
-        ``(newlines before the line, message)`` of the chunk's first unparseable line.
-    range_error : tuple or None
-        The same for its first id outside the declared range.
-    weight_error : tuple or None
-        The same for its first record without the weight its format requires.
+    error, range_error, weight_error : tuple or None
+        ``(newlines before the line, message)`` of the first unparseable line, id out of
+        range, record without a (finite) weight.
     w : ndarray or None
-        Weights (int64 or float64) of the chunk's records; 0 where a SNAP line has none.
+        Weights of the chunk's records; 0 where a SNAP line has none.
     weighted : int
         Records that carry a weight.
     """
@@ -200,8 +181,7 @@ BYTES_PER_RECORD = 48
 
 
 def available_memory():
-    """Bytes of memory this machine has available (``MemAvailable``; the physical memory
-    where that is unknown)."""
+    """Bytes of memory available (``MemAvailable``, else the physical memory)."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -220,16 +200,13 @@ def _gb(x):
 
 
 def _too_big(path, what, need, memory, line=None):
-    """The :class:`InputError` for a file whose ``what`` needs ``need`` bytes of the
-    ``memory`` the reading may take."""
     at = where(path, line) if line else str(path)
     return InputError(f"{at}: {what}: about {_gb(need)} to hold, more than the "
                       f"{_gb(memory)} of memory available")
 
 
 def _check_regular(path):
-    """An existing file that is regular (or a directory: a graph-ingest cache): FIFOs,
-    devices and sockets are refused (:func:`terrain.io.outputs.check_input_file`)."""
+    """An existing regular file or directory (a cache); FIFOs and devices are refused."""
     check_input_file(path)
     try:
         os.stat(path)
@@ -253,8 +230,7 @@ def _check_text(path, head):
 
 
 def _read_head(path, compressed, size):
-    """First ``size`` bytes of the (decompressed) file, cut after its last newline unless
-    they are the whole file; and whether they are."""
+    """``(head, whole)``: the first ``size`` bytes, cut after the last newline unless whole."""
     try:
         opener = gzip.open if compressed else open
         with opener(path, "rb") as f:
@@ -269,12 +245,9 @@ def _read_head(path, compressed, size):
 
 
 def read_whole_file(plan):
-    """The whole (decompressed) file of ``plan`` as a uint8 array.
-
-    What the chunks of a gzip file slice (a gzip stream cannot be read by range); plain
-    files need it not: :func:`parse_graph_chunk` reads their ranges itself. A gzip stream
-    is read with a bound: once its text and the records its lines would make pass
-    ``plan.memory`` the reading stops with an :class:`InputError`.
+    """The whole (decompressed) file of ``plan`` as a uint8 array, which a gzip file's
+    chunks slice; a gzip stream whose text and records would pass ``plan.memory`` stops
+    with an :class:`InputError`.
     """
     path = Path(plan.path)
     if not plan.compressed:
@@ -307,11 +280,6 @@ def _line_text(buf, pos, width=60):
     return "".join(c if c.isprintable() or c == "\t" else "?" for c in text)
 
 
-def _newlines(buf, end=None):
-    # memchr in C: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
-    return _native.newline_count(buf, end)
-
-
 _MESSAGES = {
     _ERR_TOKEN: "cannot parse {text!r}: expected integer vertex ids",
     _ERR_FEW: "cannot parse {text!r}: expected two vertex ids",
@@ -331,9 +299,9 @@ _SNAP_RULE = " (the first edge line has one, so every edge line needs a finite n
 
 
 def _chunk_error(buf, code, pos, **kw):
-    """``(newlines before the line at pos, message)``: an error the chunk cannot number."""
     kw.setdefault("rule", "")
-    return _newlines(buf, pos), _MESSAGES[code].format(text=_line_text(buf, pos), **kw)
+    text = _line_text(buf, pos)
+    return _native.newline_count(buf, pos), _MESSAGES[code].format(text=text, **kw)
 
 
 class _MoreHeader(Exception):
@@ -342,22 +310,20 @@ class _MoreHeader(Exception):
 
 def _header_lines(buf, start=0):
     """Yield ``(line_start, next_start, text)`` for lines from ``start`` (header parsing)."""
-    data = buf
-    n = data.shape[0]
+    n = buf.shape[0]
     pos = start
     while pos < n:
-        rest = data[pos:pos + (1 << 16)]
+        rest = buf[pos:pos + (1 << 16)]
         hits = np.flatnonzero(rest == _LF)
         nl = pos + int(hits[0]) if hits.size else min(n, pos + rest.shape[0])
-        text = bytes(data[pos:nl]).decode("utf-8", "replace").strip()
+        text = bytes(buf[pos:nl]).decode("utf-8", "replace").strip()
         yield pos, nl + 1, text
         pos = nl + 1
 
 
 def _first_content_line(lines, lineno, comment, whole):
-    """``(line number, tokens, next offset)`` of the first non-blank line of ``lines`` that
-    does not start with ``comment``; ``(last line number, None, None)`` if the file has
-    none; :class:`_MoreHeader` if the head ends first."""
+    """``(line number, tokens, next offset)`` of the first non-blank, non-comment line;
+    ``(last line number, None, None)`` if none; :class:`_MoreHeader` if the head ends first."""
     for _, nxt, text in lines:
         lineno += 1
         if text and not text.startswith(comment):
@@ -368,8 +334,7 @@ def _first_content_line(lines, lineno, comment, whole):
 
 
 def _line_start(read, x, body, length):
-    """Offset of the first line that starts at or after ``x`` (``x`` itself when the byte
-    before it is a newline); ``read(lo, hi)`` returns the file's bytes ``[lo, hi)``."""
+    """Offset of the first line that starts at or after ``x``; ``read(lo, hi)``: the bytes."""
     if x <= body:
         return body
     pos = x - 1
@@ -399,9 +364,8 @@ def _chunk_bytes(plan, index, data):
     try:
         with open(plan.path, "rb") as f:
             try:
-                # map the file rather than read it: the parser reads the page cache in
-                # place, no copy of the range into fresh memory (whose page faults cost as
-                # much as the parse); the array keeps the mapping alive while it is used
+                # mapped, not read: the parser reads the page cache in place (a copy's page
+                # faults cost as much as the parse); the array keeps the mapping alive
                 data = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ),
                                      np.uint8)
             except (OSError, ValueError):
@@ -419,8 +383,7 @@ def _chunk_bytes(plan, index, data):
 
 
 def _float_tokens(buf, starts, lengths):
-    """The numbers written at ``buf[starts[i]:starts[i] + lengths[i]]`` as float64, correctly
-    rounded (NumPy's bytes-to-float conversion, i.e. Python's ``float``), all at once."""
+    """The numbers at ``buf[starts[i]:starts[i] + lengths[i]]`` as correctly rounded float64."""
     if starts.size == 0:
         return np.zeros(0, np.float64)
     width = int(lengths.max())
@@ -431,8 +394,7 @@ def _float_tokens(buf, starts, lengths):
 
 
 def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
-    """The weights of a parsed chunk's ``k`` records (integer weights: ``w_int`` itself
-    unless ``copy``)."""
+    """The weights of a parsed chunk's ``k`` records (``w_int`` itself unless ``copy``)."""
     lens = w_len[:k]
     floats = np.flatnonzero(lens < 0)
     if floats.size == 0:
@@ -445,13 +407,12 @@ def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
 
 
 def _parse_pairs_chunk(plan, buf, out=None):
-    """Parse an edge-list chunk; ``out = (newlines, u, v, w_int)``: its newline count and
-    the slices to parse into (at least its record count long:
-    :func:`terrain.graph._native.lf_count`), else fresh arrays."""
+    """Parse an edge-list chunk, into ``out = (newlines, u, v, w_int)`` (slices at least
+    its :func:`terrain.graph._native.lf_count` long) or fresh arrays."""
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
     weighted = plan.wmode >= 2
     if out is None:
-        newlines = _newlines(buf)
+        newlines = _native.newline_count(buf)
         u = np.empty(newlines + 1, np.int64)
         v = np.empty(newlines + 1, np.int64)
         w_int = np.empty(newlines + 1 if weighted else 1, np.int64)
@@ -503,7 +464,7 @@ def _parse_metis_chunk(plan, buf):
     v = np.empty(2 * edges, np.int64)
     w = np.zeros(2 * edges if edge_weights else 1, np.int64)
     k, err, pos, lines = _native.parse_metis(buf, n, skip, edge_weights, u, v, w)
-    newlines = _newlines(buf)
+    newlines = _native.newline_count(buf)
     error = None
     if err != _ERR_NONE:
         error = _chunk_error(buf, err, pos, lo=1, n=n)
@@ -526,10 +487,9 @@ def _is_number(token):
 
 
 def _snap_header(path, head, whole):
-    """A SNAP edge list: comma-separated when its first content line holds a comma (a first
-    row of column names is skipped); weighted when its first edge line has a third column;
-    a first line of exactly two integers is a candidate header of counts
-    (:func:`edges_from_chunks` decides), the weights then read from the line after it."""
+    """A SNAP edge list: comma-separated if its first line holds a comma (a row of column
+    names skipped); weighted if its first edge line has a third column; a first line of two
+    integers is a candidate header of counts (:func:`_counts_header` decides)."""
     lines = _header_lines(head)
     lineno, tokens, nxt = _first_content_line(lines, 0, ("#", "%"), whole)
     if tokens is None:
@@ -718,7 +678,7 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, memory
             raise _cannot_read(path, e) from None
     body = header.pop("body", 0)
     body = min(body, length) if length is not None else body
-    header_lines = _newlines(head, body)
+    header_lines = _native.newline_count(head, body)
     _check_declared(path, header, header_lines, body, length, compressed, memory)
     if fmt == "metis":
         chunks = 1
@@ -735,9 +695,8 @@ _GZIP_MAX_RATIO = 1032
 
 
 def _check_declared(path, header, header_lines, body, length, compressed, memory):
-    """Refuse declared sizes the file cannot hold or the memory cannot take, before anything
-    of their size is allocated: vertices (every declared vertex exists), Matrix Market
-    entries (a line of at least 4 bytes each), METIS vertex lines and adjacency entries."""
+    """Refuse declared vertices, entries and METIS lines the file cannot hold or the memory
+    cannot take, before anything of their size is allocated."""
     line = header.get("size_line") or header_lines
     n = header.get("n", 0)
     if n * BYTES_PER_VERTEX > memory:
@@ -796,9 +755,8 @@ def parse_graph_chunk(plan, index, data=None):
 
 
 def _relabel_snap(path, us, vs, in_place=False):
-    """Relabel the SNAP ids of the chunks' endpoint arrays ``us``, ``vs`` to ``0..n-1``
-    (increasing id order), joining the chunks in file order (``in_place``: ``us`` and
-    ``vs`` are one array each, relabelled where they are)."""
+    """Relabel the chunks' SNAP ids to ``0..n-1`` (increasing id order), joined in file
+    order (``in_place``: one array each, relabelled where it is)."""
     m = sum(x.size for x in us)
     us = [np.ascontiguousarray(x, np.int64) for x in us]
     vs = [np.ascontiguousarray(y, np.int64) for y in vs]
@@ -815,8 +773,7 @@ def _relabel_snap(path, us, vs, in_place=False):
     try:
         hi = max(max(run(_native.max_id, x, y)) for x, y in zip(us, vs))
         if hi < max(1 << 26, 8 * m):
-            # dense enough: a presence array relabels in O(m) (np.unique would sort 2m
-            # ids); the relabelled ids are written straight into the joined arrays
+            # dense enough: a presence array relabels in O(m), no sort of 2m ids
             present = np.zeros(hi + 1, np.uint8)
             for x in us + vs:
                 run(lambda part: _native.mark_present(part, present), x)
@@ -913,11 +870,9 @@ def edges_from_chunks(plan, chunks, joined=None):
 
 
 def _counts_header(plan, chunks):
-    """A SNAP file whose first line is two integers ``a b``: a header of counts when exactly
-    ``a`` (or ``b``) edge lines follow it, before the file's end or a trailing section that
-    is not edges (vertex values), and the edges' ids fit within the other count; the chunks
-    of those edge lines then (the rest ignored). Otherwise the line is an edge, put back
-    first (an unweighted file), or an edge without the weight the lines after it have."""
+    """The chunks of a SNAP file whose first line ``a b`` may be a header of counts
+    (docs/graphs.md, "A header of counts"): its edge lines only if it is, else that line put
+    back first as an edge (an :class:`InputError` in a weighted file)."""
     a, b, line = plan.counts
     stop = next((j for j, c in enumerate(chunks) if c.error is not None), len(chunks))
     kept = chunks[:stop + 1]
@@ -937,9 +892,8 @@ def _counts_header(plan, chunks):
 
 
 def _join_weights(chunks, m, joined=None):
-    """The weights of all records in file order, or None (an unweighted file); integer
-    chunks join float ones as float64 (exact below 2**53). ``joined``: the integer array
-    every chunk's integer weights are a slice of (used as is when no chunk is decimal)."""
+    """The weights of all records in file order, or None; float64 if any chunk is decimal;
+    ``joined``: the integer array the chunks' weights are slices of (used as is)."""
     if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
         return None
     ws = [c.w for c in chunks]
@@ -1006,10 +960,8 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     try:
         if plan.fmt == "metis":
             return edges_from_chunks(plan, [parse_graph_chunk(plan, 0, data)])
-        # size each chunk's slice of one array by its line feeds (a record count bound, in
-        # a branch-free pass), then parse every chunk straight into its slice: no second
-        # copy of the edges, no join; slices left short (comment or blank lines in the
-        # body) are closed up afterwards
+        # each chunk parses straight into its slice of one array, sized by its line feeds;
+        # slices left short (comment or blank lines) are closed up afterwards
         bufs = [_chunk_bytes(plan, j, data) for j in range(plan.chunks)]
         newlines = list(run(_native.lf_count, bufs))
         caps = [n + int(b.shape[0] > 0 and b[-1] != 10) for n, b in zip(newlines, bufs)]

@@ -1,14 +1,11 @@
 """Minimum spanning forest of a general weighted graph: Borůvka with packed keys.
 
 Each undirected edge (``u < v``, in CSR order: its *edge id*) gets the unique key
-``rank(w) << id_bits | edge id``, so the forest is unique and every backend finds the same
-edges whatever order its threads run in. One round loop runs over operators that are CUDA
-kernels (``_mst.cu``) or their sequential C twins (``terrain_mst_*``), chosen once
-(``_CpuOps`` / ``_GpuOps``): ``extract`` the edge list, solve the light edges first
-(ECL-MST's filter), then ``offer`` / ``join`` rounds over a worklist. A host graph crosses
-to the device through :mod:`terrain._transfer`; a graph already there gives the forest as
-CuPy arrays. Written by hand because neither cuGraph nor scipy breaks ties by edge id.
-Design and figures: docs/graphs.md ("MST of a general graph").
+``rank(w) << id_bits | edge id``, so the forest is unique on every backend. One round loop
+runs over CUDA kernels (``_mst.cu``) or their sequential C twins (``terrain_mst_*``), chosen
+once (``_CpuOps`` / ``_GpuOps``): ``extract`` the edge list, solve the light edges first
+(ECL-MST's filter), then ``offer`` / ``join`` rounds over a worklist. Design, figures and why
+by hand: docs/graphs.md ("MST of a general graph").
 """
 
 import functools
@@ -51,14 +48,12 @@ class MSTResult:
     ----------
     u, v : ndarray of the graph's index dtype (int32 below 2**31 vertices)
         Internal endpoints of the forest's edges (``u < v``), in edge-id order. CuPy
-        arrays when the graph was given on the device; for a host graph on the GPU,
-        NumPy arrays in pinned host memory (CuPy's pinned pool: freeing them gives the
-        memory back to the pool for the next call), as are ``weight`` and ``edge_ids``.
+        arrays for a graph given on the device; for a host graph on the GPU, NumPy arrays
+        in pinned host memory (CuPy's pool), as are ``weight`` and ``edge_ids``.
     weight : ndarray
         Their weights (the graph's dtype; int64 ones when unweighted).
     edge_ids : ndarray of int32 (int64 from 2**31 edges)
-        Their edge ids (position among the graph's ``u < v`` edges in CSR order).
-        The narrow dtypes halve the forest's copy back from the GPU.
+        Their positions among the graph's ``u < v`` edges in CSR order.
     total_weight : int or float
     trees : int
         Trees of the forest (connected components, isolated vertices included).
@@ -90,8 +85,7 @@ _W_KINDS = {"f": {4: 2, 8: 3}, "i": {4: 1, 8: 1}, "u": {4: 1, 8: 1}}
 
 
 def _host_upper_arcs(g):
-    """``(count, ev, w_e)`` of a host graph on the host (one pass, all rows); ``w_e`` a
-    1-element dummy when unweighted."""
+    """``(count, ev, w_e)`` of a host graph (one pass); ``w_e`` a dummy when unweighted."""
     n, m = g.n, g.m
     it = g.indices.dtype
     weights = g.weights if g.weights is not None else np.zeros(1, np.int32)
@@ -146,9 +140,8 @@ def _later_keys(w_e, id_bits, xp):
 
 
 def _light_threshold(key, n, m, xp):
-    """The light/heavy key threshold of the edge filter (None: no filtering): the key
-    quantile of ``LIGHT_PER_VERTEX * n`` edges in a strided sample of ``SAMPLE`` keys,
-    when ``m >= FILTER_MIN_DEGREE * n``."""
+    """The edge filter's light/heavy key threshold (None: no filtering): the quantile of
+    ``LIGHT_PER_VERTEX * n`` edges in a strided sample, when ``m >= FILTER_MIN_DEGREE * n``."""
     if m < FILTER_MIN_DEGREE * n or m < SAMPLE:
         return None
     q = int(SAMPLE * LIGHT_PER_VERTEX * n / m)
@@ -159,8 +152,7 @@ def _light_threshold(key, n, m, xp):
 
 
 class _CpuOps:
-    """The operators on the CPU: sequential C twins (``terrain_mst_*`` in
-    ``terrain/native/kernels.c``) for index dtype ``it``."""
+    """The operators on the CPU: sequential C twins (``terrain_mst_*``, ``kernels.c``)."""
 
     xp = np
 
@@ -193,9 +185,8 @@ def _gpu_kernels(b, it, wt):
 
 
 class _GpuOps:
-    """The operators on the GPU (``_mst.cu``) for index dtype ``it`` and weight dtype
-    ``wt`` (int32 when unweighted); one per call (``counts``: the rounds' worklist
-    lengths, appended to atomically, so zero at the start of every call)."""
+    """The operators on the GPU (``_mst.cu``); one per call (``counts``: the rounds'
+    worklist lengths, appended to atomically, zero at the start)."""
 
     def __init__(self, b, it, wt):
         cp = self.xp = b.xp
@@ -258,9 +249,8 @@ class _GpuOps:
 
 
 def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
-    """The shared core: keys, the edge filter and the rounds over the edge list (``ev``,
-    ``w_e`` at the edge ids, ``count`` per row). Returns ``(eu, chosen edge ids (int64,
-    increasing), worklist lengths, light threshold, in_forest (uint8 per edge))``."""
+    """The shared core: keys, the edge filter, the rounds. Returns ``(eu, chosen edge ids
+    (increasing), worklist lengths, light threshold, in_forest)``."""
     xp = ops.xp
     m = int(ev.shape[0])
     it = ev.dtype
@@ -294,8 +284,7 @@ def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
 
 
 def _total(weights, count):
-    """The forest's total: an int64 sum of integer weights (on their device), ``math.fsum``
-    of float ones (on the host), the edge count when unweighted (``weights`` None)."""
+    """The forest's total: int64 sum, ``math.fsum`` of floats, the edge count unweighted."""
     if weights is None:
         return int(count)
     if weights.dtype.kind in "iu":
@@ -334,9 +323,8 @@ def _narrowest(lo, hi, than):
 
 
 def _wire_weight_dtype(weights):
-    """The narrowest integer dtype below ``weights``'s that a strided sample of
-    :data:`SAMPLE` weights fits (None: none, or float weights). A guess: the upload
-    checks every value and sends the weights again at full width when one does not fit."""
+    """The narrowest integer dtype below ``weights``'s that a strided sample fits (None:
+    none, or floats); a guess the upload checks (it resends at full width)."""
     if weights.dtype.kind not in "iu" or weights.size == 0:
         return None
     sample = weights[::max(1, weights.size // SAMPLE)]
@@ -344,12 +332,9 @@ def _wire_weight_dtype(weights):
 
 
 def _upload_csr(g, cp):
-    """``[indptr, indices, weights]`` of the host graph ``g`` on the device as they crossed
-    (weights absent when unweighted), through :func:`terrain._transfer.to_device`:
-    ``indptr`` crosses as int32 (below 2**31 arcs) and integer weights in the narrowest
-    type a sample of them fits (:func:`_wire_weight_dtype`),
-    sent again at full width when one does not fit. Returns ``(arrays, copies)``: keep
-    ``copies`` until they are done."""
+    """``([indptr, indices, weights], copies)``: the host graph on the device as it crossed
+    (``indptr`` as int32 below 2**31 arcs, integer weights narrowed); keep ``copies`` until
+    they are done."""
     weighted = g.weights is not None
     host = [g.indptr, g.indices] + ([g.weights] if weighted else [])
     wire = [a.dtype for a in host]
@@ -368,8 +353,7 @@ def _upload_csr(g, cp):
 
 
 def _forest_gpu(g, b):
-    """A host graph on the GPU: upload (pinned ring, narrowed), device Borůvka, download
-    (into pinned memory: one direct copy per array)."""
+    """A host graph on the GPU: upload (narrowed), device Borůvka, download (pinned)."""
     cp = b.xp
     n, m = g.n, g.m
     weighted = g.weights is not None
@@ -415,8 +399,8 @@ def _forest_gpu(g, b):
 
 
 def _device_csr(obj):
-    """``(indptr, indices, weights or None)`` when ``obj`` is a graph on the device (a
-    tuple of CuPy arrays or a ``cupyx.scipy.sparse`` matrix), else None."""
+    """``(indptr, indices, weights or None)`` of a graph on the device (CuPy arrays or a
+    ``cupyx.scipy.sparse`` matrix), else None."""
     def on_device(a):
         return type(a).__module__.split(".")[0] == "cupy"
 
