@@ -13,6 +13,7 @@ import numpy as np
 
 from ..backend import get_backend
 from . import _native
+from ._native import _p
 from .csr import Graph, _kernel_index_dtype
 
 __all__ = ["FrontierCore", "BLOCK", "SLOTS", "ALPHA", "BETA", "HUB_MIN", "ROUTES"]
@@ -30,10 +31,6 @@ HINT_TRAVERSALS = 8  # ... the first launch covers the most levels of this many 
 _C_LEVEL, _C_ACTIVE, _C_WORDS = 0, 1, 16  # control words of the device loop (_frontier.cu)
 _CAPTURED_SOURCES = 64  # sources copied inside the device loop's CUDA graph
 _RESIDENT_BLOCKS_PER_SM = 8
-
-
-def _p(a):
-    return a.ctypes.data
 
 
 class FrontierCore:

@@ -20,6 +20,7 @@ from .._transfer import to_device, to_host
 from ..backend import get_backend
 from ..errors import InputError
 from . import _native
+from ._native import _p
 from .csr import as_graph, weight_dtype
 
 __all__ = ["minimum_spanning_forest", "MSTResult"]
@@ -76,10 +77,6 @@ class MSTResult:
 
 
 # --------------------------------------------------------------------------- helpers
-
-def _p(a):
-    return a.ctypes.data
-
 
 _W_KINDS = {"f": {4: 2, 8: 3}, "i": {4: 1, 8: 1}, "u": {4: 1, 8: 1}}
 

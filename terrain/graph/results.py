@@ -96,9 +96,8 @@ def write_table(path, columns, overwrite=False):
 
 
 def _write_parquet(path, columns):
-    """The columns as one Parquet table: arrays handed to Arrow as buffers (no copy; and
-    ``pyarrow.array`` would import pandas, more than the write itself costs), no dictionary
-    pages (a second of encoding per million distinct distances, for little space)."""
+    """One Parquet table: arrays handed to Arrow as buffers (no copy, no pandas import), no
+    dictionary pages (slow to encode for distinct distances, little space saved)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     arrays = []
@@ -111,8 +110,7 @@ def _write_parquet(path, columns):
 
 
 def _write_csv(path, columns):
-    """A header row, then the rows as C formats them (``%.17g`` for reals: the same text
-    ``numpy.savetxt`` wrote, an order of magnitude faster), block by block."""
+    """A header row, then the rows as C formats them (``%.17g`` for reals)."""
     from . import _native
     with open(path, "wb") as f:
         f.write((",".join(columns) + "\n").encode())
