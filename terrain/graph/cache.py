@@ -98,13 +98,11 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None, memo
     fmt : {'auto', 'snap', 'mtx', 'dimacs', 'metis', 'store'}
     lcc : bool
         Keep only the largest connected component.
-    workers : int, optional
-        Parser threads.
+    workers, memory : int, optional
+        Parser threads and bytes the reading may take (:func:`read_graph_file`).
     directed : bool, optional
-        Arcs as listed (True) or the undirected view (False); default: as the format says
-        (DIMACS ``.gr`` directed, the others undirected; a cache as it was written).
-    memory : int, optional
-        Bytes the reading may take (:func:`terrain.graph.read_graph_file`).
+        Arcs as listed (True) or the undirected view (False); default: as the format (DIMACS
+        directed) or cache says.
 
     Returns
     -------

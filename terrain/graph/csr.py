@@ -154,8 +154,6 @@ def _int_or_none(x):
         return None
 
 
-# --------------------------------------------------------------------------- kernels (C)
-
 def _index_dtype(n):
     return np.int32 if n < 2**31 else np.int64
 
@@ -178,12 +176,9 @@ def weight_dtype(dtype):
 
 
 def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, name="graph"):
-    """CSR of the edges ``(u[k], v[k])`` (weights ``weights[k]``) on ``n`` vertices.
-
-    Strict inner constructor: ``u`` and ``v`` are equal-length integer arrays with values in
-    ``0..n-1``. Undirected (default): both directions are stored; directed: each arc in its
-    tail's row. Self-loops dropped, rows sorted, parallel edges merged keeping the minimum
-    weight.
+    """CSR of the edges ``(u[k], v[k])`` (weights ``weights[k]``) on ``n`` vertices: both
+    directions stored unless ``directed``; self-loops dropped, rows sorted, parallel edges
+    merged keeping the minimum weight. The strict inner constructor: ids in ``0..n-1``.
 
     Parameters
     ----------
@@ -363,9 +358,8 @@ def connected_components(graph):
 
 
 def largest_component(graph):
-    """``(lcc, info)``: the largest connected component (ties: the one with the lowest vertex)
-    and ``info = {'components': k, 'lcc_vertices': n', 'vertices': n}``. Returns ``graph``
-    itself when it is connected."""
+    """``(lcc, info)``: the largest connected component (ties: the lowest vertex; ``graph``
+    itself when connected), ``info = {'components': k, 'lcc_vertices': n', 'vertices': n}``."""
     roots = component_roots(graph)
     n = graph.n
     sizes = np.bincount(roots, minlength=n) if n else np.zeros(0, np.int64)
@@ -385,18 +379,15 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
 
     Parameters
     ----------
-    obj : Graph, scipy.sparse matrix/array, networkx graph, (indptr, indices) or
-        (indptr, indices, weights)
-        Self-loops dropped, parallel edges merged (minimum weight). networkx node labels
-        become the graph's ids.
+    obj : Graph, scipy.sparse matrix/array, networkx graph, (indptr, indices[, weights])
+        Self-loops dropped, parallel edges merged (minimum weight); networkx nodes become
+        the graph's ids.
     weight : str or None
-        Weights: a scipy matrix's values (unless boolean), the networkx edge attribute of
-        this name (edges without it weigh 1, as in networkx; no edge with it: unweighted).
-        None: unweighted.
+        A scipy matrix's values (unless boolean) or this networkx edge attribute (edges
+        without it weigh 1; no edge with it: unweighted); None: unweighted.
     directed : bool, optional
-        Keep arcs directed. Default: networkx graphs as they are (``is_directed()``),
-        matrices and arrays undirected (symmetrised). False turns a directed
-        :class:`Graph` into its undirected view.
+        Default: networkx graphs as they are, matrices and arrays undirected; False turns a
+        directed :class:`Graph` into its undirected view.
 
     Examples
     --------

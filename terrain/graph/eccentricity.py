@@ -73,8 +73,6 @@ class DiameterResult:
         return d
 
 
-# --------------------------------------------------------------------------- components
-
 _DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
 
 
@@ -174,8 +172,6 @@ def _largest_on_device(graph, b):
     lcc.meta["device"] = True
     return lcc, info
 
-
-# --------------------------------------------------------------------------- the bounding
 
 def batch_pays(n, arcs, delta_lower, k, remaining):
     """Does one bit-parallel batch of ``k`` sources (of ``remaining``) cost less than ``k``
@@ -351,10 +347,9 @@ def _distance_histogram(core, sources):
 
 
 def effective_diameter(core, k, seed=0):
-    """Sampled effective diameter of the component ``core`` holds: the 90th percentile of
-    the hop distances from ``min(k, n)`` distinct vertices drawn with
-    ``numpy.random.default_rng(seed)``, linearly interpolated between hop counts (pairs of a
-    vertex with itself do not count). Returns ``(value, sources)``.
+    """``(value, sources)``: the 90th percentile of the hop distances from ``min(k, n)``
+    distinct vertices drawn with ``numpy.random.default_rng(seed)``, interpolated between
+    hop counts (a vertex and itself do not count), on the component ``core`` holds.
 
     Examples
     --------
@@ -398,8 +393,7 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
     component : Graph
         Connected (a :func:`terrain.graph.largest_component`).
     components : dict, optional
-        The ``info`` of :func:`terrain.graph.largest_component`, for ``connected``,
-        ``components`` and ``vertices`` of the result (default: ``component`` is the graph).
+        The ``info`` of :func:`terrain.graph.largest_component` (default: the whole graph).
     extremes, backend, progress
         As :func:`diameter`.
 
@@ -464,11 +458,9 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
         Treated as undirected; a disconnected graph is answered for its largest component.
     extremes : bool
-        Also radius, center and periphery (needs more BFS than the diameter alone).
-    effective : int, optional
-        Also the sampled effective diameter over this many random sources.
-    seed : int
-        Seed of the effective-diameter sample.
+        Also radius, center and periphery (more BFS).
+    effective, seed : int, optional
+        Also the effective diameter sampled from this many sources with this seed.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
         ``auto`` keeps a graph of fewer than ``GPU_MIN_WORK`` vertices + arcs on the CPU.
     progress : callable or True, optional
@@ -502,8 +494,6 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     return result
 
 
-# --------------------------------------------------------------------------- weighted
-
 def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
                       progress=None):
     """Exact weighted diameter (and radius, center, periphery) of an undirected graph: the
@@ -515,12 +505,10 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices, weights)
         Taken undirected; weights >= 0; a disconnected graph is answered for its largest
         component.
-    extremes : bool
-        Also radius, center and periphery.
+    extremes, progress
+        As :func:`diameter`.
     backend, algorithm
         Passed to :func:`terrain.graph.sssp`.
-    progress : callable or True, optional
-        As :func:`diameter`.
 
     Returns
     -------

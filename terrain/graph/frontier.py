@@ -100,8 +100,6 @@ class FrontierCore:
         return pred
 
 
-# --------------------------------------------------------------------------- the CPU
-
 class _CpuOps:
     """The operators on the CPU: C (``terrain/native/kernels.c``), the SSSP predecessors in
     Numba (:mod:`terrain.graph._frontier_cpu`, loaded on first use)."""
@@ -182,8 +180,6 @@ class _CpuOps:
         c = self.core
         kc._zero_parents_cpu(c.indptr, c.indices, weights, dist, hops, pred)
 
-
-# --------------------------------------------------------------------------- the GPU
 
 class CapturedLaunches:
     """Work enqueued on ``stream``, replayed from a CUDA graph captured on first use per key;
@@ -279,7 +275,6 @@ class _GpuOps:
     def blocks(self, work):
         return max(1, min(self.resident_blocks, -(-int(work) // BLOCK)))
 
-    # ---------------------------------------------------------------- the planner
     def route(self):
         """The level loop for this graph, BFS's one planner (docs/graphs.md, "BFS: the
         planner"): ``'batched'`` (host loop, ``BATCH_LEVELS`` top-down launches a read) wins
@@ -301,7 +296,6 @@ class _GpuOps:
             return self._batched(src)
         return self._device(src)
 
-    # ---------------------------------------------------------------- batched host loop
     def seed(self, src):
         """Reset the labels, bitmask and counters; the sources in level 0. Returns
         ``(count, degree sum)`` of level 0 (from the host's row offsets)."""
@@ -364,7 +358,6 @@ class _GpuOps:
             level = len(sizes) - 1
         return sizes, degs, ops
 
-    # ---------------------------------------------------------------- device loop
     def _init_loop(self):
         cp = self.xp
         n = max(self.core.n, 1)
@@ -508,7 +501,6 @@ class _GpuOps:
         del self.recent[:-HINT_TRAVERSALS]
         return sizes, degs, ops
 
-    # ---------------------------------------------------------------- the other operators
     def parents(self, dist):
         c = self.core
         pred = self.xp.empty(c.n, c.index_dtype)

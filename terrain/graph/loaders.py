@@ -1,9 +1,7 @@
 """Read sparse graphs from text: SNAP edge lists, Matrix Market, DIMACS ``.gr``, METIS ``.graph``.
 
-Every reader returns an :class:`EdgeList` (0-based endpoints, the vertex count, the map back
-to the file's ids) for :func:`terrain.graph.csr.build_csr`; ``.gz`` files are read the same
-way. Reading is three plain functions a scheduler can run as tasks:
-:func:`plan_graph_file` (the header; a bad one fails before any parsing), one
+Reading (``.gz`` too) makes an :class:`EdgeList` in three plain functions a scheduler can run
+as tasks: :func:`plan_graph_file` (the header; a bad one fails before any parsing), one
 :func:`parse_graph_chunk` per byte range (the C scanner, GIL released) and
 :func:`edges_from_chunks` (line numbers, the first error in file order, SNAP relabelling).
 Formats, ids, weights, bounds and error messages: docs/graphs.md ("Formats").
@@ -164,8 +162,6 @@ class EdgeChunk:
     weighted: int = 0
     weight_error: object = None
 
-
-# --------------------------------------------------------------------------- helpers
 
 def _cannot_read(path, e):
     if isinstance(e, FileNotFoundError):
@@ -476,8 +472,6 @@ def _parse_metis_chunk(plan, buf):
     return EdgeChunk(u[:k], v[:k], newlines, error, None, w[:k], k)
 
 
-# --------------------------------------------------------------------------- headers
-
 def _is_number(token):
     try:
         float(token)
@@ -584,11 +578,8 @@ _HEADERS = {"snap": _snap_header, "mtx": _mtx_header, "dimacs": _dimacs_header,
 
 
 def detect_format(path):
-    """Guess the format of ``path`` from its name and first lines.
-
-    Returns one of :data:`FORMATS`. ``.mtx`` / ``%%MatrixMarket`` → mtx; ``.gr`` or a
-    ``p sp`` line → dimacs; ``.graph`` / ``.metis`` → metis; anything else → snap.
-    """
+    """One of :data:`FORMATS` for ``path``, from its name and first lines (docs/graphs.md,
+    "Formats": "recognised by")."""
     name = Path(path).name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -616,21 +607,17 @@ def detect_format(path):
     return "snap"
 
 
-# --------------------------------------------------------------------------- the three steps
-
 def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, memory=None):
     """Read the header of a graph file and cut its body into chunks (step 1 of 3).
 
-    Reads only the head of the file. Bad headers, unknown formats and unreadable files
-    fail here, before any chunk is parsed.
+    Reads only the head: bad headers, unknown formats and unreadable files fail here.
 
     Parameters
     ----------
     path : str or Path
     fmt : {'auto', 'snap', 'mtx', 'dimacs', 'metis'}
     chunk_bytes : int
-        Nominal chunk size (the METIS body is always one chunk; a gzip file's count is
-        estimated from its compressed size).
+        Nominal chunk size (METIS: one chunk; gzip: estimated from the compressed size).
     memory : int, optional
         Bytes the reading may take (default: the available memory).
 
@@ -721,10 +708,8 @@ def _check_declared(path, header, header_lines, body, length, compressed, memory
 
 
 def parse_graph_chunk(plan, index, data=None):
-    """Parse chunk ``index`` of the file ``plan`` describes (step 2 of 3).
-
-    Independent of every other chunk: it reads its own byte range of a plain file, or
-    slices ``data`` (:func:`read_whole_file`) for a gzip file.
+    """Parse chunk ``index`` of the file ``plan`` describes (step 2 of 3), independently of
+    every other chunk.
 
     Parameters
     ----------
@@ -732,7 +717,7 @@ def parse_graph_chunk(plan, index, data=None):
     index : int
         ``0 <= index < plan.chunks``.
     data : ndarray of uint8, optional
-        The whole decompressed file; required when ``plan.compressed``.
+        The whole decompressed file (:func:`read_whole_file`); required for a gzip file.
 
     Returns
     -------
@@ -802,10 +787,8 @@ def _relabel_snap(path, us, vs, in_place=False):
 
 
 def edges_from_chunks(plan, chunks, joined=None):
-    """Join the parsed chunks of ``plan`` into an :class:`EdgeList` (step 3 of 3).
-
-    Raises the first error in file order (an unparseable line before an id out of range),
-    with its line number; concatenates the edges in file order; relabels SNAP ids.
+    """Join the parsed chunks of ``plan`` into an :class:`EdgeList` (step 3 of 3): the first
+    error in file order raised with its line number, edges in file order, SNAP ids relabelled.
 
     Parameters
     ----------
@@ -906,11 +889,8 @@ def _join_weights(chunks, m, joined=None):
 
 def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, workers=None,
                     memory=None):
-    """Read a graph file into an :class:`EdgeList`.
-
-    The three steps in one call: :func:`plan_graph_file`, :func:`parse_graph_chunk` for
-    every chunk (in a loop, or on a thread pool: the scanner releases the GIL), then
-    :func:`edges_from_chunks`. ``pipelines/graph.py`` runs the same steps as Dask tasks.
+    """Read a graph file into an :class:`EdgeList`: the three steps in one call, the chunks
+    on a thread pool.
 
     Parameters
     ----------
@@ -924,9 +904,8 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     workers : int, optional
         Parser threads (default: all cores; 1: sequential, no pool).
     memory : int, optional
-        Bytes the reading may take (default: the available memory); a file whose declared
-        sizes, decompressed text or records would take more is refused before they are
-        allocated.
+        Bytes the reading may take (default: the available memory); larger files are
+        refused before anything of their size is allocated.
 
     Returns
     -------

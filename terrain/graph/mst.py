@@ -61,9 +61,8 @@ class MSTResult:
     rounds : int
         Borůvka rounds (``join`` passes, both phases of the edge filter).
     extra : dict
-        ``worklist`` (edges between components per round), ``light_threshold`` (None
-        without filtering); on the GPU ``device_seconds`` and, for a host graph,
-        ``phase_seconds`` (``upload``, ``device``, ``download``).
+        ``worklist`` (edges between components per round), ``light_threshold``; on the GPU
+        ``device_seconds`` and, for a host graph, ``phase_seconds``.
     """
 
     u: np.ndarray
@@ -75,8 +74,6 @@ class MSTResult:
     rounds: int
     extra: dict = field(default_factory=dict)
 
-
-# --------------------------------------------------------------------------- helpers
 
 _W_KINDS = {"f": {4: 2, 8: 3}, "i": {4: 1, 8: 1}, "u": {4: 1, 8: 1}}
 
@@ -290,8 +287,6 @@ def _total(weights, count):
     return math.fsum(host.astype(np.float64).tolist())
 
 
-# --------------------------------------------------------------------------- entry points
-
 def _forest_cpu(g, b=None):
     count, ev, w_e = _host_upper_arcs(g)
     mode, id_bits = _key_mode(g.weights.dtype if g.weights is not None else None, g.m)
@@ -476,9 +471,8 @@ def minimum_spanning_forest(graph, backend=None):
     ----------
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices[, weights])
         Taken undirected; unweighted graphs weigh 1 per edge. CuPy arrays (or a
-        ``cupyx.scipy.sparse`` matrix) are a graph on the device: a symmetric CSR with
-        sorted, duplicate-free rows, as :class:`~terrain.graph.Graph` holds it; the
-        result's arrays are then CuPy arrays and ``backend`` is the GPU.
+        ``cupyx.scipy.sparse`` matrix): a symmetric CSR with sorted, duplicate-free rows on
+        the device, and a forest of CuPy arrays.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
 
     Returns

@@ -44,7 +44,7 @@ class SSSPResult:
     algorithm : str
         The algorithm that ran (``auto`` resolved).
     delta : number or None
-        Bucket width (delta-stepping).
+        Bucket width (``delta``).
     iterations : int
         Heap pops (dijkstra), settle iterations (crauser) or relax rounds (delta).
     """
@@ -73,8 +73,6 @@ def _dial_shift(graph, max_weight):
         return None
     return shift
 
-
-# --------------------------------------------------------------------------- helpers
 
 def _sum_weights(graph):
     """``(weights, smallest, largest)``: the weights in the summing dtype (int64 or
@@ -152,8 +150,6 @@ def _min_per_row(indptr, values, empty):
         out[rows] = np.minimum.reduceat(values, indptr[rows])
     return out
 
-
-# --------------------------------------------------------------------------- the solver
 
 _C_MODE, _C_STEP, _C_NEAR_SEL, _C_NEAR_N, _C_WORK, _C_SPLITS = 0, 1, 2, 3, 9, 10
 _C_WORDS = 16
@@ -406,8 +402,7 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
         Bucket width for ``delta`` (default :func:`default_delta`).
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
     directed : bool, optional
-        Passed to :func:`terrain.graph.as_graph` (networkx: as the graph is; matrices:
-        undirected unless True).
+        Passed to :func:`terrain.graph.as_graph`.
     by_id : bool, optional
         Sources are the graph's own ids (default: True for networkx graphs only).
     predecessors : bool

@@ -69,10 +69,8 @@ class BFSResult:
     dist : ndarray of int32
         Hop distance to the nearest source; -1 where unreachable.
     pred : ndarray or None
-        Predecessor on a shortest path (smallest-id neighbour one level closer); -1 at
-        sources and unreachable vertices.
+        The smallest-numbered neighbour one level closer; -1 at sources and unreachable.
     sources : ndarray of int64
-        Internal numbers of the sources.
     stats : TraversalStats
     """
 
@@ -95,8 +93,7 @@ def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
         Treated as undirected.
     sources : int or sequence
-        Internal vertex numbers ``0..n-1``; for a networkx graph (or ``by_id=True``) the
-        nodes / source ids.
+        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids.
     predecessors : bool
         Also compute predecessors (one more pass over the edges).
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
