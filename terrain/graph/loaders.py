@@ -206,8 +206,6 @@ def _check_regular(path):
     check_input_file(path)
     try:
         os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
     except OSError as e:
         raise _cannot_read(path, e) from None
 
@@ -541,10 +539,8 @@ def _dimacs_header(path, head, whole):
         raise InputError(f"{where(path, max(lineno, 1))}: missing DIMACS "
                          "header 'p sp NODES ARCS'")
     try:
-        if len(header) != 4:
-            raise ValueError
-        n, m = int(header[2]), int(header[3])
-        if n < 0 or m < 0:
+        n, m = (int(t) for t in header[2:4])
+        if len(header) != 4 or n < 0 or m < 0:
             raise ValueError
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse DIMACS header "
@@ -559,12 +555,11 @@ def _metis_header(path, head, whole):
         raise InputError(f"{where(path, max(lineno, 1))}: missing METIS header 'NODES EDGES "
                          "[FMT [NCON]]'")
     try:
-        if len(header) not in (2, 3, 4):
-            raise ValueError
-        n, m = int(header[0]), int(header[1])
+        n, m = (int(t) for t in header[:2])
         fmt = header[2].zfill(3) if len(header) > 2 else "000"
         ncon = int(header[3]) if len(header) > 3 else 1
-        if n < 0 or m < 0 or len(fmt) != 3 or set(fmt) - {"0", "1"} or ncon < 0:
+        if len(header) > 4 or n < 0 or m < 0 or len(fmt) != 3 or set(fmt) - {"0", "1"} \
+                or ncon < 0:
             raise ValueError
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse METIS header "
@@ -781,9 +776,8 @@ def _relabel_snap(path, us, vs, in_place=False):
     if hi >= max(1 << 26, 8 * m):
         ids, inverse = np.unique(np.concatenate(us + vs), return_inverse=True)
         u, v = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)
-    if ids.size and ids[0] == 0 and ids[-1] == ids.size - 1:
-        return EdgeList(u, v, int(ids.size), None, 0, str(path), "snap")
-    return EdgeList(u, v, int(ids.size), ids, 0, str(path), "snap")
+    dense = ids.size and ids[0] == 0 and ids[-1] == ids.size - 1
+    return EdgeList(u, v, int(ids.size), None if dense else ids, 0, str(path), "snap")
 
 
 def edges_from_chunks(plan, chunks, joined=None):
@@ -834,22 +828,17 @@ def edges_from_chunks(plan, chunks, joined=None):
     if joined is not None and joined[0].size != m:
         joined = None  # not one slice per chunk after all: concatenate
     weights = _join_weights(chunks, m, None if joined is None else joined[2])
-    if plan.fmt == "snap":
-        if joined is not None:
-            edges = _relabel_snap(plan.path, [joined[0]], [joined[1]], in_place=True)
-        else:
-            edges = _relabel_snap(plan.path, [c.u for c in chunks], [c.v for c in chunks])
+    if joined is not None:
+        us, vs = [joined[0]], [joined[1]]
     else:
-        if joined is not None:
-            u, v = joined[0], joined[1]
-        else:
-            u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
-            v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
+        us, vs = [c.u for c in chunks], [c.v for c in chunks]
+    if plan.fmt == "snap":
+        edges = _relabel_snap(plan.path, us, vs, in_place=joined is not None)
+    else:
+        u, v = (np.concatenate(x) if len(x) > 1 else x[0] for x in (us, vs))
         edges = EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
-    edges.weights = weights
-    edges.directed = plan.directed
-    edges.symmetric = plan.symmetric
-    return edges
+    return dataclasses.replace(edges, weights=weights, directed=plan.directed,
+                               symmetric=plan.symmetric)
 
 
 def _counts_header(plan, chunks):
