@@ -154,10 +154,6 @@ def _int_or_none(x):
         return None
 
 
-def _index_dtype(n):
-    return np.int32 if n < 2**31 else np.int64
-
-
 WEIGHT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32),
                  np.dtype(np.float64))
 
@@ -226,7 +222,7 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         u, v = u.astype(np.int64), v.astype(np.int64)
     m = u.shape[0]
     with_w = w is not None
-    idx_dtype = _index_dtype(n)
+    idx_dtype = np.int32 if n < 2**31 else np.int64
     scatter, sort_rows, compact = _native.csr_kernels(idx_dtype, w.dtype if with_w else None)
     blocks = _blocks(n, m)
     pool = ThreadPoolExecutor(blocks) if blocks > 1 else None

@@ -305,22 +305,18 @@ def _result(n, m, u, v, weights, chosen, worklist, extra, xp, total=None):
     return MSTResult(u, v, weights, ids, total, n - int(chosen.size), len(worklist), extra)
 
 
-def _narrowest(lo, hi, than):
-    """The narrowest integer dtype narrower than ``than`` that holds ``lo..hi`` (None)."""
-    for dt in map(np.dtype, (np.uint8, np.int8, np.uint16, np.int16, np.int32)):
-        info = np.iinfo(dt)
-        if dt.itemsize < np.dtype(than).itemsize and info.min <= lo and hi <= info.max:
-            return dt
-    return None
-
-
 def _wire_weight_dtype(weights):
     """The narrowest integer dtype below ``weights``'s that a strided sample fits (None:
     none, or floats); a guess the upload checks (it resends at full width)."""
     if weights.dtype.kind not in "iu" or weights.size == 0:
         return None
     sample = weights[::max(1, weights.size // SAMPLE)]
-    return _narrowest(int(sample.min()), int(sample.max()), weights.dtype)
+    lo, hi = int(sample.min()), int(sample.max())
+    for dt in map(np.dtype, (np.uint8, np.int8, np.uint16, np.int16, np.int32)):
+        info = np.iinfo(dt)
+        if dt.itemsize < weights.dtype.itemsize and info.min <= lo and hi <= info.max:
+            return dt
+    return None
 
 
 def _upload_csr(g, cp):

@@ -28,18 +28,12 @@ def check_table_path(path, dense_ids=True):
         raise InputError(f"{path}: .npy holds distances by row number only, and this graph's "
                          "ids are not 0..n-1: write .parquet, .csv or .npz (with the ids)")
     if suffix == ".parquet":
-        _pyarrow(path)
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise InputError(f"{path}: writing Parquet needs pyarrow (pip install "
+                             "'terrain[parquet]'), or write .csv or .npz") from None
     return suffix
-
-
-def _pyarrow(path):
-    try:
-        import pyarrow  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        raise InputError(f"{path}: writing Parquet needs pyarrow (pip install "
-                         "'terrain[parquet]'), or write .csv or .npz") from None
-    return pyarrow
 
 
 def _id_column(graph, internal):

@@ -142,15 +142,6 @@ def choose_algorithm(graph, backend):
     return backend.select("dijkstra", "delta" if is_road_like(graph) else "crauser")
 
 
-def _min_per_row(indptr, values, empty):
-    out = np.full(indptr.size - 1, empty, values.dtype)
-    deg = np.diff(indptr)
-    rows = np.flatnonzero(deg)
-    if rows.size:
-        out[rows] = np.minimum.reduceat(values, indptr[rows])
-    return out
-
-
 _C_MODE, _C_STEP, _C_NEAR_SEL, _C_NEAR_N, _C_WORK, _C_SPLITS = 0, 1, 2, 3, 9, 10
 _C_WORDS = 16
 _M_DONE = 2
@@ -194,7 +185,10 @@ class ShortestPaths:
         """Per vertex, the smallest incoming and outgoing arc weight (``inf`` when none)."""
         if self._minima is None:
             g, w = self.graph, self.weights
-            min_out = _min_per_row(g.indptr, w, self.inf)
+            min_out = np.full(g.n, self.inf, w.dtype)
+            rows = np.flatnonzero(np.diff(g.indptr))
+            if rows.size:
+                min_out[rows] = np.minimum.reduceat(w, g.indptr[rows])
             if g.directed:
                 min_in = np.full(g.n, self.inf, w.dtype)
                 np.minimum.at(min_in, g.indices, w)
@@ -226,11 +220,6 @@ class ShortestPaths:
         return SSSPResult(dist, pred, src, algorithm, delta, iterations, extra)
 
 
-def _numba():
-    from . import _frontier_cpu  # Numba, loaded on first use
-    return _frontier_cpu
-
-
 class _CpuSearch:
     """The searches on the CPU: Dial's buckets in C for integer weights up to
     ``DIAL_MAX_WEIGHT`` (and 4n), else a 4-ary heap; Crauser and near-far as Numba twins."""
@@ -252,22 +241,21 @@ class _CpuSearch:
             dial_w = g.weights if g.weights is not None and g.weights.dtype == np.int32 else w
             iterations = _native.dial(g.indptr, g.indices, dial_w, src, label, sv.w_max, shift)
             dist = np.empty(g.n, w.dtype)
-            out = np.empty(g.n if fused else 0, np.int64)
-            _native.dial_labels(label, shift, dist, out if fused else None, inf)
-            if fused:
-                pred = out
+            pred = np.empty(g.n, np.int64) if fused else None
+            _native.dial_labels(label, shift, dist, pred, inf)
         else:
+            from . import _frontier_cpu as kc  # Numba, loaded on first use
             dist = np.full(g.n, inf, w.dtype)
             if algorithm == "dijkstra":
-                iterations = _numba()._dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf)
+                iterations = kc._dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf)
             elif algorithm == "crauser":
                 min_in, min_out = sv.min_in_out()
-                iterations = _numba()._crauser_cpu(g.indptr, g.indices, w, min_in, min_out,
-                                          src.astype(g.indices.dtype), dist, inf)
+                iterations = kc._crauser_cpu(g.indptr, g.indices, w, min_in, min_out,
+                                             src.astype(g.indices.dtype), dist, inf)
             else:
                 tiny = w.dtype.type(2.0 ** -50 if sv.is_float else 0)
-                iterations = _numba()._nearfar_cpu(g.indptr, g.indices, w, src.astype(g.indices.dtype),
-                                          dist, w.dtype.type(delta), inf, tiny)
+                iterations = kc._nearfar_cpu(g.indptr, g.indices, w, src.astype(g.indices.dtype),
+                                             dist, w.dtype.type(delta), inf, tiny)
         if predecessors and pred is None:
             pred = sv.core.sssp_parents(dist, sv.w, inf, src)
         return dist, pred, int(iterations), {}
