@@ -157,8 +157,7 @@ def graph_from_edges(edges, *, lcc=False, directed=None):
         w = None if w is None else np.concatenate([w, w])
     graph = build_csr(edges.n, u, v, weights=w, directed=directed, ids=edges.ids,
                       id_base=edges.id_base, name=edges.source)
-    graph.meta["format"] = edges.fmt
-    graph.meta["source"] = edges.source
+    graph.meta.update(format=edges.fmt, source=edges.source)
     return finish_graph(graph, edges.source, lcc=lcc)
 
 

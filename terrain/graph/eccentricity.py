@@ -262,12 +262,8 @@ class _GpuBounding:
         deg = self.degree[cand].astype(np.int64)
         by_upper = to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, -up]))[:k]])
         by_lower = to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, lo]))[:k]])
-        chosen = []
-        for a, b in zip(by_upper.tolist(), by_lower.tolist()):
-            for v in (a, b):
-                if v not in chosen and len(chosen) < k:
-                    chosen.append(v)
-        return np.array(chosen, np.int64)
+        turns = np.stack([by_upper, by_lower], axis=1).ravel().tolist()
+        return np.array(list(dict.fromkeys(turns))[:k], np.int64)
 
     def run(self, progress, single_bfs):
         c = self.core

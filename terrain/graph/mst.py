@@ -355,7 +355,7 @@ def _forest_gpu(g, b):
     csr[0] = csr[0].astype(np.int64, copy=False)  # widened on the device
     if weighted:
         csr[2] = csr[2].astype(g.weights.dtype, copy=False)
-    if not weighted:
+    else:
         csr.append(cp.zeros(1, np.int32))
     count = ops.count_upper(csr[0], csr[1])
     upper = int(count.sum(dtype=np.int64))

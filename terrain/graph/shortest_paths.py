@@ -381,20 +381,15 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
     Parameters
     ----------
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices[, weights])
-        Weighted (unweighted graphs weigh 1 per edge); weights >= 0.
-    sources : int or sequence
-        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids.
+        Weights >= 0 (unweighted graphs weigh 1 per edge).
+    sources, backend, by_id, predecessors
+        As :func:`terrain.graph.bfs`.
     algorithm : {'auto', 'dijkstra', 'crauser', 'delta'}
         ``auto``: :func:`choose_algorithm`; every one gives the same result.
     delta : number, optional
         Bucket width for ``delta`` (default :func:`default_delta`).
-    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
     directed : bool, optional
         Passed to :func:`terrain.graph.as_graph`.
-    by_id : bool, optional
-        Sources are the graph's own ids (default: True for networkx graphs only).
-    predecessors : bool
-        Also compute predecessors (one more pass over the arcs).
 
     Returns
     -------
