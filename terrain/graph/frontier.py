@@ -59,10 +59,8 @@ class FrontierCore:
         self.ops = self.backend.select(_CpuOps, _GpuOps)(self)
 
     def levels(self, sources):
-        """One BFS from ``sources`` (internal ids); the labels end in ``dist``. Returns
-        ``(level sizes, degree sums, operators)``: the vertices and the sum of their degrees
-        at each distance, and the operator that built each level after the first
-        (``'top-down'`` or ``'bottom-up'``)."""
+        """One BFS from ``sources`` (internal ids), labels in ``dist``; returns the fields of
+        :class:`~terrain.graph.traversal.TraversalStats`."""
         return self.ops.levels(np.unique(np.asarray(sources, dtype=np.int64).reshape(-1)))
 
     def parents(self, dist=None):
@@ -222,9 +220,8 @@ def _multiprocessors(cp):
 
 
 class _GpuOps:
-    """The operators on the GPU (``_frontier.cu``). A counter ring of ``SLOTS`` levels,
-    ``{frontier size, degree sum, spare, operator}`` each, lives on the device: kernels read
-    their input size there, so the host launches levels without reading anything back."""
+    """The operators on the GPU (``_frontier.cu``); kernels read their input size from a
+    device counter ring of ``SLOTS`` levels, so the host launches levels without reading."""
 
     NAMES = {1: "top-down", 2: "bottom-up"}
 
@@ -428,10 +425,8 @@ class _GpuOps:
             self._enqueue_decide()
 
     def _device(self, src):
-        """The device loop: seed and the first levels in one launch, then ``MORE_STEPS``
-        (doubling up to ``SLOTS - 8``) at a time until a level comes out empty; the host
-        writes the sources to pinned memory, launches and waits once per launch. The first
-        launch covers as many levels as the last ``HINT_TRAVERSALS`` traversals needed."""
+        """The device loop: seed and the first levels (as many as recent traversals needed)
+        in one launch, then ``MORE_STEPS``, doubling, until a level comes out empty."""
         cp = self.xp
         if self.loop is None:
             self._init_loop()

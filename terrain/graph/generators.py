@@ -42,11 +42,8 @@ def _uniform(rs, m, xp):
 
 
 def rmat_graph(scale, edge_factor, seed=1, backend=None, tuple_degrees=False):
-    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple).
-
-    With ``tuple_degrees``, also the number of generated edge tuples whose first end is each
-    vertex (duplicates and self-loops included): Graph500's edge count of a traversed
-    component is their sum over its vertices."""
+    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple); with
+    ``tuple_degrees`` also the generated tuples per first end (Graph500's edge count)."""
     b = get_backend(backend)
     u, v = rmat_edges(scale, edge_factor, seed, b.xp)
     g = build_csr(1 << scale, b.to_numpy(u), b.to_numpy(v), name=f"rmat-{scale}-{edge_factor}")

@@ -1,9 +1,8 @@
 """Per-vertex and per-edge result tables in the graph's own ids: Parquet, CSV, NPZ (NPY).
 
-``bfs --out`` / ``sssp --out`` write ``id``, ``distance``, ``predecessor`` per vertex;
-``mst`` writes ``u``, ``v``, ``weight`` per forest edge. The suffix picks the format
-(docs/graphs.md, "Results with ids"); ``.npy`` holds only the distances, and only when the
-ids are ``0..n-1``. Written atomically; an existing file is refused unless ``overwrite``.
+The suffix picks the format (docs/graphs.md, "Results with ids"); ``.npy`` holds only the
+distances, and only when the ids are ``0..n-1``. Written atomically, never over an existing
+file unless ``overwrite``.
 """
 
 from pathlib import Path
