@@ -1,10 +1,7 @@
-"""Numba CPU twins of the weighted operators: the SSSP predecessor kernels of
-``_frontier.cu`` (``sssp_parents``, ``zero_hop_level``, ``zero_parents``), the heap Dijkstra,
-and the sequential twins of ``_sssp.cu``'s near-far and Crauser loops.
+"""Numba CPU twins of the weighted operators: ``_frontier.cu``'s SSSP predecessor kernels,
+the heap Dijkstra, and sequential twins of ``_sssp.cu``'s near-far and Crauser loops.
 
-Imported on first use: a process that runs a BFS, a diameter or an integer-weighted Dijkstra
-(Dial's buckets) runs only the C kernels of ``terrain/native/kernels.c`` and never imports
-Numba.
+Imported on first use: BFS, the diameter and Dial's Dijkstra run C only, without Numba.
 """
 
 import numba

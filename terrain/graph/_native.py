@@ -1,9 +1,8 @@
 """ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: the edge-list scanner,
 SNAP relabelling, the CSR build, the CPU's traversals, Dial's SSSP queue, table text.
 
-C through ctypes, not Numba: a process that loads a graph and runs a traversal imports
-nothing heavier than NumPy, and ctypes releases the GIL around every call (so callers run
-chunks and row ranges on threads). The strict inner layer: arrays must be C-contiguous with
+C through ctypes, not Numba: a traversal process imports nothing heavier than NumPy, and
+ctypes releases the GIL (callers run chunks on threads). Arrays must be C-contiguous with
 the dtypes named.
 
 >>> import numpy as np
@@ -92,15 +91,13 @@ def library():
     return _lib
 
 
-#: below this much work (bytes, edges, arcs) a job runs on the calling thread: starting a
-#: pool costs more than the work it would share (a graph of a few thousand vertices runs
-#: no thread at all)
+#: below this much work (bytes, edges, arcs) a job runs on the calling thread: a pool costs
+#: more than it shares
 PARALLEL_MIN = 1 << 20
 
 
 def threads(work=None):
-    """Threads to run blocks on: the CPUs this process may use (``taskset`` honoured); 1
-    when ``work`` is given and below :data:`PARALLEL_MIN`."""
+    """The CPUs this process may use (``taskset`` honoured); 1 below :data:`PARALLEL_MIN`."""
     if work is not None and work < PARALLEL_MIN:
         return 1
     try:
@@ -114,9 +111,8 @@ def _p(a):
 
 
 def lf_count(buf):
-    """Line feeds in the uint8 array ``buf`` (no call per line: an upper bound of the records
-    :func:`parse_pairs` parses — lines whose first non-blank byte is neither a line end nor a
-    comment byte — for sizing).
+    """Line feeds in the uint8 array ``buf``: a bound of the records :func:`parse_pairs`
+    parses, for sizing.
 
     >>> lf_count(np.frombuffer(b"1 2\\n% c\\n\\n3 4", np.uint8))
     3
@@ -126,16 +122,13 @@ def lf_count(buf):
 
 def parse_pairs(buf, comment_a, comment_b, tag, limit, u, v, wmode, w_int, w_len, w_flt,
                 sep=0):
-    """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf`` into ``u``, ``v`` (and the
-    weight token of each record), up to ``limit`` records (``< 0``: all).
+    """Parse lines ``[tag] a b [w] [ignored...]`` of ``buf`` into ``u``, ``v`` and weight
+    tokens, up to ``limit`` records (``< 0``: all); ``kernels.c`` states the contract.
 
-    Skipped: blank lines and lines starting with ``comment_a`` / ``comment_b``; with ``tag``
-    every other line must start with it (DIMACS ``a``). Separators: blanks, and ``sep`` when
-    not 0. Ids: at most 18 digits, a '-' refused. ``wmode``: 0 no weight, 1 no weight and
-    nothing but a comment after the ids, 2 an integer, 3 a number. Per record ``w_len`` is
-    the token's length and ``w_int`` its value; a decimal negates ``w_len``, puts its start
-    in ``w_int`` and its value in ``w_flt`` when Clinger's fast path is exact, else NaN.
-    Returns ``(records, error, line_start)`` (the offending line's, or the last record's).
+    ``wmode``: 0 no weight, 1 nothing but a comment after the ids, 2 an integer, 3 a
+    number. Per record ``w_len`` is the token's length and ``w_int`` its value; a decimal
+    negates ``w_len``, puts its start in ``w_int`` and its value in ``w_flt`` (NaN when
+    Clinger's fast path is not exact). Returns ``(records, error, line_start)``.
 
     >>> buf = np.frombuffer(b"% c\\n1 2 5\\n3 4 0.5\\n", np.uint8)
     >>> u, v, w_int = (np.zeros(2, np.int64) for _ in range(3))
@@ -197,10 +190,8 @@ def csr_kernels(index_dtype, weight_dtype):
 
 
 def traversal_kernels(index_dtype):
-    """The CPU's traversal kernels for int32/int64 indices, by name: ``levels`` (a whole
-    BFS), ``parents``, ``bitwise`` (up to 64 BFS at once), ``roots`` (components),
-    ``subgraph``, ``bound`` (the diameter's bounding loop) and the graph MST's ``mst_*``
-    operators; ``kernels.c`` states their contracts."""
+    """The CPU's traversal kernels for int32/int64 indices, by short name (contracts in
+    ``kernels.c``)."""
     lib = library()
     it = _TYPE_NAMES[np.dtype(index_dtype)]
     names = {"levels": "bfs_levels", "parents": "bfs_parents", "bitwise": "bitwise_bfs",
@@ -211,9 +202,8 @@ def traversal_kernels(index_dtype):
 
 
 def format_rows(columns, sep=","):
-    """The rows of equal-length int64 / float64 ``columns`` as text (``%.17g`` for reals,
-    ``sep`` between values, LF after each row), formatted by C in row blocks on threads.
-    Returns a list of uint8 arrays, one per block, in order.
+    """The rows of equal-length int64 / float64 ``columns`` as text (``%.17g`` for reals),
+    formatted by C in row blocks on threads: a list of uint8 arrays, in order.
 
     >>> b"".join(x.tobytes() for x in format_rows([np.array([1, -20]), np.array([0.5, 3.0])]))
     b'1,0.5\\n-20,3\\n'
@@ -241,9 +231,8 @@ def format_rows(columns, sep=","):
 
 
 def dial(indptr, indices, weights, sources, label, max_weight, shift):
-    """Dial's bucket-queue Dijkstra into the packed ``label`` array (``terrain_dial_*``; see
-    :func:`terrain.graph.shortest_paths._dial_cpu`): int64 ``indptr``, ``sources`` and ``label``,
-    int32/int64 ``indices`` and ``weights``. Returns the settled count."""
+    """Dial's bucket-queue Dijkstra into the packed int64 ``label`` array; returns the
+    settled count."""
     it = _TYPE_NAMES[indices.dtype]
     wt = _TYPE_NAMES[weights.dtype]
     settled = getattr(library(), f"terrain_dial_{it}_{wt}")(
@@ -255,16 +244,15 @@ def dial(indptr, indices, weights, sources, label, max_weight, shift):
 
 
 def dial_labels(label, shift, dist, pred, inf):
-    """Unpack :func:`dial`'s labels into ``dist`` (``inf`` where unreached) and, unless
-    ``pred`` is None, ``pred`` (-1 at sources and unreached vertices); int64 arrays."""
+    """Unpack :func:`dial`'s labels into ``dist`` (``inf`` unreached) and ``pred`` (unless
+    None)."""
     library().terrain_dial_labels(_p(label), label.shape[0], int(shift), _p(dist),
                                   None if pred is None else _p(pred), int(inf))
 
 
 def discovery_bfs(indptr, indices, sources):
-    """BFS in discovery order over rows as given (``terrain_nx_bfs``: NetworkX's order when
-    the rows are ``G._adj``'s): ``(order, dist)``, the reached vertices in the order they
-    were found (``sources``, distinct, first) and every vertex's level (-1 unreached).
+    """BFS in discovery order over rows as given (NetworkX's order for ``G._adj``'s rows):
+    ``(order, dist)``, the reached vertices as found (sources first), levels (-1 unreached).
 
     >>> discovery_bfs(np.array([0, 2, 3, 4]), np.array([2, 1, 0, 0]), [0])
     (array([0, 2, 1]), array([0, 1, 1], dtype=int32))
@@ -279,12 +267,10 @@ def discovery_bfs(indptr, indices, sources):
 
 
 def discovery_dijkstra(indptr, indices, kind, w_int, w_flt, sources, cutoff=None, target=-1):
-    """NetworkX's Dijkstra step by step (``terrain_nx_dijkstra``: its heap of (distance,
-    push count), Python's int and float sums and comparisons) over rows as given, arc
-    weights by ``kind`` (0 int ``w_int``, 1 float ``w_flt``, 2 one NetworkX fails on, 3 None:
-    hidden).
-    ``cutoff``: None, or ``(1, int)`` / ``(2, float)``. Returns ``(status, order, d_int,
-    d_flt, d_isf, err)``: status the settled count or a negative code (kernels.c)."""
+    """NetworkX's Dijkstra step by step (its heap order, Python's int and float sums) over
+    rows as given; arc weights by ``kind`` (0 int, 1 float, 2 one NetworkX fails on, 3
+    hidden); ``cutoff``: None, ``(1, int)`` or ``(2, float)``. Returns ``(status, order,
+    d_int, d_flt, d_isf, err)``: status the settled count or a negative code (kernels.c)."""
     n = indptr.shape[0] - 1
     ck, cv = cutoff if cutoff is not None else (0, 0)
     src = np.ascontiguousarray(sources, np.int64)

@@ -1,10 +1,8 @@
 """The graph-ingest cache (a parsed CSR kept as a Zarr group) and :func:`load_graph`.
 
 Parsing a large text graph takes far longer than reading its CSR back, so ``graph-ingest``
-writes ``indptr``, ``indices``, ``weights`` and (ids other than ``id_base + 0..n-1``)
-``ids`` as arrays of one Zarr group (the project's store format: chunked, compressed,
-written atomically), the rest in its attributes. Every command accepts the cache or the raw
-file: :func:`load_graph` tells them apart.
+writes ``indptr``, ``indices``, ``weights`` and ``ids`` as arrays of one Zarr group (written
+atomically), the rest in its attributes; :func:`load_graph` reads either.
 """
 
 from pathlib import Path
@@ -100,13 +98,11 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None, memo
     fmt : {'auto', 'snap', 'mtx', 'dimacs', 'metis', 'store'}
     lcc : bool
         Keep only the largest connected component.
-    workers : int, optional
-        Parser threads.
+    workers, memory : int, optional
+        Parser threads and bytes the reading may take (:func:`read_graph_file`).
     directed : bool, optional
-        Arcs as listed (True) or the undirected view (False); default: as the format says
-        (DIMACS ``.gr`` directed, the others undirected; a cache as it was written).
-    memory : int, optional
-        Bytes the reading may take (:func:`terrain.graph.read_graph_file`).
+        Arcs as listed (True) or the undirected view (False); default: as the format (DIMACS
+        directed) or cache says.
 
     Returns
     -------
@@ -130,10 +126,8 @@ def load_graph(path, fmt="auto", *, lcc=False, workers=None, directed=None, memo
 
 
 def graph_from_edges(edges, *, lcc=False, directed=None):
-    """The :class:`Graph` of a parsed file: its CSR, then :func:`finish_graph`.
-
-    The last step of :func:`load_graph` for text files, on its own so that a scheduler can
-    run it as the task after the chunk parsers (``pipelines/graph.py``).
+    """The :class:`Graph` of a parsed file: its CSR, then :func:`finish_graph` (the task after
+    the chunk parsers in ``pipelines/graph.py``).
 
     Parameters
     ----------
@@ -163,16 +157,13 @@ def graph_from_edges(edges, *, lcc=False, directed=None):
         w = None if w is None else np.concatenate([w, w])
     graph = build_csr(edges.n, u, v, weights=w, directed=directed, ids=edges.ids,
                       id_base=edges.id_base, name=edges.source)
-    graph.meta["format"] = edges.fmt
-    graph.meta["source"] = edges.source
+    graph.meta.update(format=edges.fmt, source=edges.source)
     return finish_graph(graph, edges.source, lcc=lcc)
 
 
 def finish_graph(graph, source, *, lcc=False, directed=None):
-    """Refuse a graph without edges (an :class:`InputError` naming ``source``); with
-    ``lcc``, keep its largest component (the component counts go to
-    ``graph.meta['lcc']``); ``directed=False`` takes the undirected view of a directed
-    graph."""
+    """Refuse a graph without edges (:class:`InputError` naming ``source``); ``lcc``: keep
+    its largest component (counts in ``graph.meta['lcc']``); ``directed=False``: undirected."""
     if directed is False and graph.directed:
         graph = graph.undirected()
     if graph.m == 0:

@@ -1,12 +1,10 @@
 """Compressed sparse row (CSR) graphs: the one representation every traversal runs on.
 
-:class:`Graph` holds the undirected view of a graph (each edge both ways, self-loops and
-duplicates dropped, rows sorted; a *directed* graph stores each arc once, in its tail's
-row), optional ``weights`` parallel to ``indices`` (parallel edges keep the minimum) and
-the map back to the source's ids. :func:`build_csr` is a parallel counting sort by edge
-blocks with per-row sorts, in C on a thread pool (docs/graphs.md, "CSR and cache");
-:func:`as_graph` accepts a Graph, a scipy.sparse matrix, a networkx graph or
-``(indptr, indices[, weights])``.
+:class:`Graph` holds each edge both ways (a *directed* graph each arc once, in its tail's
+row), self-loops and duplicates dropped, rows sorted, optional ``weights`` (parallel edges
+keep the minimum) and the map back to the source's ids. :func:`build_csr` is a parallel
+counting sort in C (docs/graphs.md, "CSR and cache"); :func:`as_graph` takes the friendly
+inputs.
 """
 
 import itertools
@@ -18,6 +16,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import _native
+from ._native import _p
 
 __all__ = ["Graph", "build_csr", "as_graph", "largest_component", "connected_components",
            "component_roots", "subgraph", "weight_dtype", "WEIGHT_DTYPES"]
@@ -36,12 +35,10 @@ class Graph:
     ids : ndarray or None
         ``ids[i]`` is vertex ``i``'s id in the source (file ids, networkx nodes); None means
         ``id_base + i``.
-    id_base : int
     name : str
-        Where the graph came from, for messages and reports.
+        Where the graph came from, for messages.
     weights : ndarray or None
-        ``weights[e]`` is the weight of the edge ``indices[e]`` (int32, int64, float32 or
-        float64, as read); None for an unweighted graph.
+        ``weights[e]``: the weight of arc ``e`` (a dtype of :data:`WEIGHT_DTYPES`).
     directed : bool
         Rows hold out-arcs only (each arc once); otherwise every edge is in both rows.
 
@@ -110,42 +107,36 @@ class Graph:
 
     def index_of(self, ids, what="vertex"):
         """Internal numbers of source ids; :class:`InputError` naming the first missing one."""
-        ids = list(ids)
-        if self.ids is None:
-            out = []
-            for x in ids:
-                key = _int_or_none(x)
-                v = -1 if key is None else key - self.id_base
-                if not 0 <= v < self.n:
-                    raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
-                out.append(v)
-            return np.asarray(out, dtype=np.int64)
         ids_array = self.ids if isinstance(self.ids, np.ndarray) else None
         int_ids = ids_array is not None and ids_array.dtype.kind in "iu"
-        if int_ids and self._ids_increasing():
+        if self.ids is None:
+            def find(x):
+                key = _int_or_none(x)
+                v = -1 if key is None else key - self.id_base
+                return v if 0 <= v < self.n else None
+        elif int_ids and (ids_array.size < 2 or np.all(ids_array[1:] > ids_array[:-1])):
             # file ids (SNAP) rise with the vertex number: a binary search, no dict of n ids
-            out = []
-            for x in ids:
+            def find(x):
                 key = _int_or_none(x)
                 v = int(np.searchsorted(ids_array, key)) if key is not None else self.n
-                if v >= self.n or int(ids_array[v]) != key:
-                    raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
-                out.append(v)
-            return np.asarray(out, dtype=np.int64)
-        table = self.meta.get("_index")
-        if table is None:
-            table = {(k.item() if hasattr(k, "item") else k): i for i, k in enumerate(self.ids)}
-            self.meta["_index"] = table
+                return v if v < self.n and int(ids_array[v]) == key else None
+        else:
+            table = self.meta.get("_index")
+            if table is None:
+                table = {(k.item() if hasattr(k, "item") else k): i
+                         for i, k in enumerate(self.ids)}
+                self.meta["_index"] = table
+
+            def find(x):
+                key = _int_or_none(x) if int_ids else x
+                return table[key] if key in table else None
         out = []
         for x in ids:
-            key = _int_or_none(x) if int_ids else x
-            if key not in table:
+            v = find(x)
+            if v is None:
                 raise InputError(f"{self.name}: {what} {x!r} is not in the graph")
-            out.append(table[key])
+            out.append(v)
         return np.asarray(out, dtype=np.int64)
-
-    def _ids_increasing(self):
-        return bool(self.ids.size < 2 or np.all(self.ids[1:] > self.ids[:-1]))
 
     def to_scipy(self, weighted=False):
         """The adjacency matrix as ``scipy.sparse.csr_matrix`` (int8 ones, or the weights
@@ -161,12 +152,6 @@ def _int_or_none(x):
         return int(x)
     except (TypeError, ValueError):
         return None
-
-
-# --------------------------------------------------------------------------- kernels (C)
-
-def _index_dtype(n):
-    return np.int32 if n < 2**31 else np.int64
 
 
 WEIGHT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float32),
@@ -187,12 +172,9 @@ def weight_dtype(dtype):
 
 
 def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, name="graph"):
-    """CSR of the edges ``(u[k], v[k])`` (weights ``weights[k]``) on ``n`` vertices.
-
-    Strict inner constructor: ``u`` and ``v`` are equal-length integer arrays with values in
-    ``0..n-1``. Undirected (default): both directions are stored; directed: each arc in its
-    tail's row. Self-loops dropped, rows sorted, parallel edges merged keeping the minimum
-    weight.
+    """CSR of the edges ``(u[k], v[k])`` (weights ``weights[k]``) on ``n`` vertices: both
+    directions stored unless ``directed``; self-loops dropped, rows sorted, parallel edges
+    merged keeping the minimum weight. The strict inner constructor: ids in ``0..n-1``.
 
     Parameters
     ----------
@@ -240,7 +222,7 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         u, v = u.astype(np.int64), v.astype(np.int64)
     m = u.shape[0]
     with_w = w is not None
-    idx_dtype = _index_dtype(n)
+    idx_dtype = np.int32 if n < 2**31 else np.int64
     scatter, sort_rows, compact = _native.csr_kernels(idx_dtype, w.dtype if with_w else None)
     blocks = _blocks(n, m)
     pool = ThreadPoolExecutor(blocks) if blocks > 1 else None
@@ -278,8 +260,7 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
         if pool is not None:
             pool.shutdown()
     if int(unique_deg.sum()) != indices.shape[0]:
-        # duplicates dropped: close the gaps in place (one sequential pass; a parallel
-        # copy would need a second array as large, and its fresh pages cost more)
+        # duplicates dropped: close the gaps in place (a parallel copy needs a second array)
         kept = compact(_p(indptr), n, _p(indices), _p(wts), _p(unique_deg))
         indices = indices[:kept]
         wts = wts[:kept] if with_w else wts
@@ -287,13 +268,9 @@ def build_csr(n, u, v, *, weights=None, directed=False, ids=None, id_base=0, nam
                  directed=directed)
 
 
-def _p(a):
-    return a.ctypes.data
-
-
 def _blocks(n, m):
-    """Edge blocks the degree count and the scatter run on in parallel: one per thread,
-    fewer when their per-block row counters (``blocks x n``) would outweigh the edges."""
+    """Edge blocks counted and scattered in parallel: one per thread, fewer when their row
+    counters (``blocks x n``) would outweigh the edges."""
     return int(max(1, min(_native.threads(m), m // max(n, 1))))
 
 
@@ -317,8 +294,7 @@ def _kernel_index_dtype(graph):
 
 def subgraph(graph, keep):
     """The subgraph induced by the vertices where ``keep`` is true, ids and weights carried
-    along (``terrain_subgraph_*``: one pass to count, one to fill; no temporaries of the
-    graph's size).
+    along (in C, no temporaries of the graph's size).
 
     Examples
     --------
@@ -378,9 +354,8 @@ def connected_components(graph):
 
 
 def largest_component(graph):
-    """``(lcc, info)``: the largest connected component (ties: the one with the lowest vertex)
-    and ``info = {'components': k, 'lcc_vertices': n', 'vertices': n}``. Returns ``graph``
-    itself when it is connected."""
+    """``(lcc, info)``: the largest connected component (ties: the lowest vertex; ``graph``
+    itself when connected), ``info = {'components': k, 'lcc_vertices': n', 'vertices': n}``."""
     roots = component_roots(graph)
     n = graph.n
     sizes = np.bincount(roots, minlength=n) if n else np.zeros(0, np.int64)
@@ -400,18 +375,15 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
 
     Parameters
     ----------
-    obj : Graph, scipy.sparse matrix/array, networkx graph, (indptr, indices) or
-        (indptr, indices, weights)
-        Self-loops dropped, parallel edges merged (minimum weight). networkx node labels
-        become the graph's ids.
+    obj : Graph, scipy.sparse matrix/array, networkx graph, (indptr, indices[, weights])
+        Self-loops dropped, parallel edges merged (minimum weight); networkx nodes become
+        the graph's ids.
     weight : str or None
-        Weights: a scipy matrix's values (unless boolean), the networkx edge attribute of
-        this name (edges without it weigh 1, as in networkx; no edge with it: unweighted).
-        None: unweighted.
+        A scipy matrix's values (unless boolean) or this networkx edge attribute (edges
+        without it weigh 1; no edge with it: unweighted); None: unweighted.
     directed : bool, optional
-        Keep arcs directed. Default: networkx graphs as they are (``is_directed()``),
-        matrices and arrays undirected (symmetrised). False turns a directed
-        :class:`Graph` into its undirected view.
+        Default: networkx graphs as they are, matrices and arrays undirected; False turns a
+        directed :class:`Graph` into its undirected view.
 
     Examples
     --------
@@ -452,9 +424,8 @@ def as_graph(obj, *, name=None, weight="weight", directed=None):
 
 
 def _from_networkx(obj, name, weight, directed):
-    """:func:`as_graph` of a networkx graph, read from its adjacency (``obj.adjacency()``:
-    every vertex's neighbour dict, both ways round when undirected): the arcs come out row
-    by row at the speed of a dict's keys, not an edge view's tuples."""
+    """:func:`as_graph` of a networkx graph, read from its adjacency dicts (faster than an
+    edge view's tuples)."""
     nodes = list(obj.nodes)
     n = len(nodes)
     rows = [nbrs for _, nbrs in obj.adjacency()]  # the graph's own dicts, in node order

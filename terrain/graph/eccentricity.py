@@ -1,14 +1,12 @@
 """Exact diameter (and radius, center, periphery) by eccentricity bounding.
 
-Takes & Kosters' bounding (on the GPU as in Dal, Kosters & Takes): every vertex keeps
-``lower[w] <= ecc(w) <= upper[w]``, each BFS tightens all of them, and candidates are
-dropped once their eccentricity is settled or can no longer matter; after ``SINGLE_BFS``
-single searches, bit-parallel batches of ``BATCH`` sources run whenever
-:func:`batch_pays`. The loop is one table per backend (``_CpuBounding``: one C function;
-``_GpuBounding``: ``_diameter.cu`` and the frontier core), both picking the same sources, so
-both give the same answer, endpoints and path. A disconnected graph is answered for its
-largest component. :func:`weighted_diameter` bounds with shortest-path searches instead.
-The rules and their figures: docs/graphs.md ("Exact diameter by bounding").
+Takes & Kosters' bounding: every vertex keeps ``lower[w] <= ecc(w) <= upper[w]``, each BFS
+tightens all of them, and candidates are dropped once their eccentricity is settled or can
+no longer matter; after ``SINGLE_BFS`` single searches, bit-parallel batches of ``BATCH``
+sources run whenever :func:`batch_pays`. One loop per backend (``_CpuBounding``: C;
+``_GpuBounding``: ``_diameter.cu`` and the frontier core) picks the same sources, so both
+give the same answer, endpoints and path. :func:`weighted_diameter` bounds with
+shortest-path searches. Rules and figures: docs/graphs.md ("Exact diameter by bounding").
 """
 
 import sys
@@ -40,21 +38,16 @@ class DiameterResult:
 
     Attributes
     ----------
-    diameter : int
     bfs_count : int
         BFS runs the bounding took (not counting ``effective`` samples).
-    endpoints : tuple
-        Two vertices at distance ``diameter``.
-    path : list
-        A shortest path between them (``diameter + 1`` vertices).
-    connected : bool
-    components : int
+    endpoints, path : tuple, list
+        Two vertices at distance ``diameter`` and a shortest path between them.
     vertices, lcc_vertices : int
         Vertices of the graph and of the component answered for.
     radius, center, periphery : optional
         With ``extremes=True``.
-    effective_diameter : float, optional
-    effective_sources : int, optional
+    effective_diameter, effective_sources : optional
+        With ``effective``.
     """
 
     diameter: int
@@ -80,8 +73,6 @@ class DiameterResult:
         return d
 
 
-# --------------------------------------------------------------------------- components
-
 _DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
 
 
@@ -96,9 +87,8 @@ def _diameter_kernels(backend, index_dtype):
 
 
 def _roots_on_device(b, indptr, indices):
-    """Union-find on the device (``_diameter.cu``: every edge hooks the larger root under the
-    smaller with a CAS, finds halve their paths) until a check finds every edge inside one
-    component."""
+    """Union-find on the device (``_diameter.cu``: CAS hooks, path halving) until a check
+    finds every edge inside one component."""
     n = indptr.shape[0] - 1
     parent = b.xp.empty(n, indices.dtype)
     k = _diameter_kernels(b, indices.dtype)
@@ -118,8 +108,7 @@ def _roots_on_device(b, indptr, indices):
 
 
 def _cut_on_device(b, graph, indptr, indices, roots, info):
-    """The largest component cut out on the device (its rows are whole: a kept vertex's
-    neighbours are kept); ids stay on the host."""
+    """The largest component cut out on the device; ids stay on the host."""
     xp = b.xp
     n = graph.n
     sizes = xp.bincount(roots, minlength=n)
@@ -155,13 +144,9 @@ def _roots_on_host(b, indptr, indices):
 
 
 def largest_component_on(graph, backend=None):
-    """``(lcc, info)`` as :func:`terrain.graph.largest_component`, computed on ``backend``
-    (the same component: the largest, ties to the one with the smallest vertex).
-
-    On the GPU the graph is uploaded once, the components found and the component cut out
-    there, and ``lcc`` holds device arrays (``lcc.meta['device']``) ready for
-    :class:`FrontierCore`: nothing of size ``m`` comes back to the host.
-    """
+    """``(lcc, info)`` as :func:`terrain.graph.largest_component`, computed on ``backend``;
+    on the GPU ``lcc`` holds device arrays (``lcc.meta['device']``): nothing of size ``m``
+    comes back to the host."""
     b = get_backend(backend)
     return b.select(_largest_on_host, _largest_on_device)(graph, b)
 
@@ -188,14 +173,10 @@ def _largest_on_device(graph, b):
     return lcc, info
 
 
-# --------------------------------------------------------------------------- the bounding
-
 def batch_pays(n, arcs, delta_lower, k, remaining):
-    """Does one bit-parallel batch of ``k`` sources (of ``remaining`` candidates) cost less
-    than ``k`` single BFS on a connected graph of ``n`` vertices and ``arcs`` arcs, the
-    diameter at least ``delta_lower``? The same integers as ``bound_batch_pays`` in
-    ``kernels.c``, so both backends pick the same sources; the cost model:
-    docs/graphs.md ("Bit-parallel batches").
+    """Does one bit-parallel batch of ``k`` sources (of ``remaining``) cost less than ``k``
+    single BFS (``n`` vertices, ``arcs`` arcs, diameter >= ``delta_lower``)? The integers of
+    ``kernels.c``'s ``bound_batch_pays``; the model: docs/graphs.md ("Bit-parallel batches").
 
     >>> batch_pays(4941, 13188, 50, 40, 40), batch_pays(4941, 13188, 50, 64, 90)
     (True, False)
@@ -209,7 +190,7 @@ def batch_pays(n, arcs, delta_lower, k, remaining):
 
 class _CpuBounding:
     """The bounding loop on the CPU: ``terrain_diameter_bound`` runs ``_ROUNDS`` searches a
-    call (the BFS, the bounds, the pruning and the next source's choice in C)."""
+    call, all in C."""
 
     def __init__(self, core, extremes):
         n = core.n
@@ -251,9 +232,8 @@ class _CpuBounding:
 
 
 class _GpuBounding:
-    """The bounding loop on the GPU: BFS by the frontier core, the bounds updated and the
-    candidates pruned by ``_diameter.cu``'s kernels, the next sources chosen by a few array
-    reductions (the same rules as the C loop); a few scalars cross to the host a search."""
+    """The bounding loop on the GPU: BFS by the frontier core, bounds and pruning by
+    ``_diameter.cu``, sources chosen by the C loop's rules; a few scalars cross a search."""
 
     def __init__(self, core, extremes):
         xp = self.xp = core.backend.xp
@@ -270,8 +250,8 @@ class _GpuBounding:
         self.grid = (core.ops.blocks(n),)
 
     def select_batch(self, k):
-        """Up to ``k`` candidates: all (by number) when no more, else taken in turn from the
-        two orders of :func:`_select`, each vertex once. Host int64 array."""
+        """Up to ``k`` candidates (host int64): all when no more, else taken in turn from
+        the two orders of :func:`_select`."""
         xp = self.xp
         to_numpy = self.core.backend.to_numpy
         cand = xp.flatnonzero(self.cand)
@@ -282,12 +262,8 @@ class _GpuBounding:
         deg = self.degree[cand].astype(np.int64)
         by_upper = to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, -up]))[:k]])
         by_lower = to_numpy(cand[xp.lexsort(xp.stack([cand, -deg, lo]))[:k]])
-        chosen = []
-        for a, b in zip(by_upper.tolist(), by_lower.tolist()):
-            for v in (a, b):
-                if v not in chosen and len(chosen) < k:
-                    chosen.append(v)
-        return np.array(chosen, np.int64)
+        turns = np.stack([by_upper, by_lower], axis=1).ravel().tolist()
+        return np.array(list(dict.fromkeys(turns))[:k], np.int64)
 
     def run(self, progress, single_bfs):
         c = self.core
@@ -345,8 +321,7 @@ def _select(xp, cand, lower, upper, degree, largest_upper):
 
 
 def _path(core, dist, ecc):
-    """The path from the source to the smallest-numbered vertex at distance ``ecc`` along
-    the frontier core's predecessors (smallest-numbered, one level closer)."""
+    """The path from the source to the smallest-numbered vertex at distance ``ecc``."""
     xp = core.backend.xp
     target = int(xp.flatnonzero(xp.asarray(dist) == ecc)[0])
     pred = core.parents(dist)
@@ -357,8 +332,7 @@ def _path(core, dist, ecc):
 
 
 def _distance_histogram(core, sources):
-    """``hist[d]``: the (source, vertex) pairs at distance ``d`` over the distinct
-    ``sources``, by bit-parallel BFS of up to ``BATCH`` sources at a time."""
+    """``hist[d]``: the (source, vertex) pairs at distance ``d``, by bit-parallel BFS."""
     hist = np.zeros(1, np.int64)
     for i in range(0, len(sources), BATCH):
         sizes = []
@@ -369,10 +343,9 @@ def _distance_histogram(core, sources):
 
 
 def effective_diameter(core, k, seed=0):
-    """Sampled effective diameter of the component ``core`` holds: the 90th percentile of
-    the hop distances from ``min(k, n)`` distinct vertices drawn with
-    ``numpy.random.default_rng(seed)``, linearly interpolated between hop counts (pairs of a
-    vertex with itself do not count). Returns ``(value, sources)``.
+    """``(value, sources)``: the 90th percentile of the hop distances from ``min(k, n)``
+    distinct vertices drawn with ``numpy.random.default_rng(seed)``, interpolated between
+    hop counts (a vertex and itself do not count), on the component ``core`` holds.
 
     Examples
     --------
@@ -416,8 +389,7 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
     component : Graph
         Connected (a :func:`terrain.graph.largest_component`).
     components : dict, optional
-        The ``info`` of :func:`terrain.graph.largest_component`, for ``connected``,
-        ``components`` and ``vertices`` of the result (default: ``component`` is the graph).
+        The ``info`` of :func:`terrain.graph.largest_component` (default: the whole graph).
     extremes, backend, progress
         As :func:`diameter`.
 
@@ -441,8 +413,7 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
 
 
 def _bound(core, info, extremes, progress):
-    """The bounding loop on ``core`` (a connected component); ``info`` as
-    :func:`terrain.graph.largest_component` returns it."""
+    """The bounding loop on ``core`` (a connected component)."""
     lcc = core.graph
     if progress is True:
         progress = _stderr_progress()
@@ -462,9 +433,8 @@ def _bound(core, info, extremes, progress):
 
 
 def _result(lcc, info, diameter, count, path, extremes=None):
-    """The :class:`DiameterResult` of a bounding on the component ``lcc`` (``info`` as
-    :func:`terrain.graph.largest_component` returns it): ``path`` (internal numbers) runs
-    from one endpoint to the other; ``extremes``: ``(radius, center, periphery)`` masks."""
+    """The :class:`DiameterResult` on ``lcc``; ``path`` in internal numbers, ``extremes``:
+    ``(radius, center mask, periphery mask)``."""
     result = DiameterResult(
         diameter=diameter, bfs_count=count, endpoints=(lcc.id_of(path[0]), lcc.id_of(path[-1])),
         path=[lcc.id_of(x) for x in path], connected=info["components"] <= 1,
@@ -484,11 +454,9 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
         Treated as undirected; a disconnected graph is answered for its largest component.
     extremes : bool
-        Also radius, center and periphery (needs more BFS than the diameter alone).
-    effective : int, optional
-        Also the sampled effective diameter over this many random sources.
-    seed : int
-        Seed of the effective-diameter sample.
+        Also radius, center and periphery (more BFS).
+    effective, seed : int, optional
+        Also the effective diameter sampled from this many sources with this seed.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
         ``auto`` keeps a graph of fewer than ``GPU_MIN_WORK`` vertices + arcs on the CPU.
     progress : callable or True, optional
@@ -522,27 +490,21 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     return result
 
 
-# --------------------------------------------------------------------------- weighted
-
 def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
                       progress=None):
-    """Exact weighted diameter (and radius, center, periphery) of an undirected graph:
-    Takes & Kosters' bounding with a shortest-path search (:func:`terrain.graph.sssp`) in
-    place of BFS. The bounds hold in any metric; with real weights the pruning is widened
-    by ``1e-9`` times the largest eccentricity and only computed eccentricities settle, so
-    the answers are exact (docs/graphs.md, "Weighted eccentricities").
+    """Exact weighted diameter (and radius, center, periphery) of an undirected graph: the
+    bounding with shortest-path searches (:func:`terrain.graph.sssp`) in place of BFS, exact
+    with real weights too (docs/graphs.md, "Weighted eccentricities").
 
     Parameters
     ----------
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices, weights)
         Taken undirected; weights >= 0; a disconnected graph is answered for its largest
         component.
-    extremes : bool
-        Also radius, center and periphery.
+    extremes, progress
+        As :func:`diameter`.
     backend, algorithm
         Passed to :func:`terrain.graph.sssp`.
-    progress : callable or True, optional
-        As :func:`diameter`.
 
     Returns
     -------

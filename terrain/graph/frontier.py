@@ -1,14 +1,10 @@
 """The frontier core: a traversal's state on one backend and the operators that build levels.
 
-BFS (:mod:`terrain.graph.traversal`), the diameter's searches and effective sample
-(:mod:`terrain.graph.eccentricity`) and the SSSP's predecessors
-(:mod:`terrain.graph.shortest_paths`) all run on a :class:`FrontierCore`. Its operators
-(``levels``: a whole BFS, direction by Beamer's rule; ``parents``: the smallest-numbered
-neighbour one level closer; ``bitwise_bfs``: up to 64 BFS at once; ``sssp_parents``) pair a
-CPU kernel with its GPU twin in one table per backend (``_CpuOps`` / ``_GpuOps``), picked
-once by :meth:`terrain.backend.Backend.select`, and give identical bits on both. Labels:
-``dist`` (int32, -1 unreached). Design and figures: docs/graphs.md ("The frontier core",
-"BFS: the planner").
+BFS, the diameter's searches and the SSSP's predecessors all run on a :class:`FrontierCore`.
+Its operators (``levels``, ``parents``, ``bitwise_bfs``, ``sssp_parents``) pair a CPU kernel
+with its GPU twin in one table per backend (``_CpuOps`` / ``_GpuOps``), picked once by
+:meth:`terrain.backend.Backend.select`, with identical bits on both. Labels: ``dist`` (int32,
+-1 unreached). Design and figures: docs/graphs.md ("The frontier core", "BFS: the planner").
 """
 
 from pathlib import Path
@@ -17,7 +13,8 @@ import numpy as np
 
 from ..backend import get_backend
 from . import _native
-from .csr import Graph
+from ._native import _p
+from .csr import Graph, _kernel_index_dtype
 
 __all__ = ["FrontierCore", "BLOCK", "SLOTS", "ALPHA", "BETA", "HUB_MIN", "ROUTES"]
 
@@ -36,22 +33,11 @@ _CAPTURED_SOURCES = 64  # sources copied inside the device loop's CUDA graph
 _RESIDENT_BLOCKS_PER_SM = 8
 
 
-def _p(a):
-    return a.ctypes.data
-
-
 class FrontierCore:
     """Traversal state of one graph on one backend, and its operators (``ops``).
 
-    Parameters
-    ----------
-    graph : Graph
-    backend : str or Backend, optional
-
-    Notes
-    -----
-    Reuse one core for many traversals of one graph (the diameter, the benchmarks): the
-    buffers, and on the GPU the captured CUDA graphs of the level loop, are made once.
+    Reuse one core for many traversals of one graph: the buffers, and on the GPU the
+    captured CUDA graphs of the level loop, are made once.
 
     Examples
     --------
@@ -73,10 +59,8 @@ class FrontierCore:
         self.ops = self.backend.select(_CpuOps, _GpuOps)(self)
 
     def levels(self, sources):
-        """One BFS from ``sources`` (internal ids); the labels end in ``dist``. Returns
-        ``(level sizes, degree sums, operators)``: the vertices and the sum of their degrees
-        at each distance, and the operator that built each level after the first
-        (``'top-down'`` or ``'bottom-up'``)."""
+        """One BFS from ``sources`` (internal ids), labels in ``dist``; returns the fields of
+        :class:`~terrain.graph.traversal.TraversalStats`."""
         return self.ops.levels(np.unique(np.asarray(sources, dtype=np.int64).reshape(-1)))
 
     def parents(self, dist=None):
@@ -85,25 +69,19 @@ class FrontierCore:
         return self.ops.parents(self.dist if dist is None else dist)
 
     def bitwise_bfs(self, sources, ecc=None, lower=None, upper=None, pairs=None):
-        """Up to 64 BFS at once (one bit per source). Returns the sources' eccentricities
-        (host int32, in their given order). With ``ecc`` (their eccentricities, from an
-        earlier call) and int32 bound arrays ``lower`` / ``upper`` on the backend, every
-        vertex ``w`` reached at distance ``d`` from source ``i`` gets ``lower[w] =
-        max(lower[w], d, ecc[i] - d)`` and ``upper[w] = min(upper[w], ecc[i] + d)``. With a
-        list ``pairs``, appends the number of (source, vertex) pairs at distance 0, 1, ...
-        Leaves ``dist`` alone."""
+        """Up to 64 BFS at once (a bit per source); returns their eccentricities (host int32).
+        With ``ecc`` (from an earlier call), tightens ``lower[w] = max(lower[w], d, ecc[i] -
+        d)`` and ``upper[w] = min(upper[w], ecc[i] + d)``; with a list ``pairs``, appends the
+        (source, vertex) pairs at distance 0, 1, ... Leaves ``dist`` alone."""
         src = np.asarray(sources, dtype=np.int64)
         if not 1 <= src.size <= 64 or np.unique(src).size != src.size:
             raise ValueError("bitwise_bfs: 1 to 64 distinct sources")
         return self.ops.bitwise_bfs(src, ecc, lower, upper, pairs)
 
     def sssp_parents(self, dist, weights, inf, sources):
-        """Canonical predecessors of final SSSP distances ``dist``: the smallest ``u`` with
-        ``dist[u] < dist[v]`` and ``dist[u] + w(u, v) == dist[v]``; a vertex whose tight
-        tails all lie at its own distance (zero-weight arcs) takes the smallest zero-weight
-        tail one hop level closer, the levels counted by a BFS inside each class of equal
-        distance from the vertices that have a strictly closer tail. Hop levels fall along
-        every chain, so predecessors form a forest rooted at the sources (-1)."""
+        """Canonical predecessors of final SSSP distances: the smallest tight tail ``u`` with
+        ``dist[u] < dist[v]``; behind zero-weight arcs, the smallest zero-weight tail one hop
+        level closer (docs/graphs.md, "SSSP"), so they form a forest rooted at the sources."""
         xp = self.backend.xp
         big = np.iinfo(np.int64).max
         pred = xp.full(self.n, big, np.int64)
@@ -120,18 +98,15 @@ class FrontierCore:
         return pred
 
 
-# --------------------------------------------------------------------------- the CPU
-
 class _CpuOps:
-    """The operators on the CPU: C (``terrain/native/kernels.c``, no Numba in a ``bfs``
-    process), the SSSP predecessors in Numba (:mod:`terrain.graph._frontier_cpu`)."""
+    """The operators on the CPU: C (``terrain/native/kernels.c``), the SSSP predecessors in
+    Numba (:mod:`terrain.graph._frontier_cpu`, loaded on first use)."""
 
     NAMES = {1: "top-down", 2: "bottom-up"}
 
     def __init__(self, core):
         g = core.graph
-        it = g.indices.dtype if g.indices.dtype in (np.dtype(np.int32), np.dtype(np.int64)) \
-            else np.dtype(np.int64)
+        it = _kernel_index_dtype(g)
         self.core = core
         core.index_dtype = it
         core.indptr = np.ascontiguousarray(g.indptr, np.int64)
@@ -142,7 +117,6 @@ class _CpuOps:
         self.record = np.empty(3 * 64, np.int64)
 
     def buffers(self):
-        """The two vertex queues (made on first use)."""
         if self.queues is None:
             n = max(self.core.n, 1)
             self.queues = (np.empty(n, self.core.index_dtype), np.empty(n, self.core.index_dtype))
@@ -188,32 +162,26 @@ class _CpuOps:
             pairs.extend(counts[:levels].tolist())
         return out
 
-    def _kc(self):
-        from . import _frontier_cpu  # Numba, loaded on first use
-        return _frontier_cpu
-
     def sssp_parents(self, dist, weights, inf, pred):
+        from . import _frontier_cpu as kc
         c = self.core
-        kc = self._kc()
-        dt = dist.dtype.type
         fn = kc._sssp_parents_cpu if c.graph.directed else kc._sssp_parents_pull_cpu
-        fn(c.indptr, c.indices, weights, dist, dt(inf), pred)
+        fn(c.indptr, c.indices, weights, dist, dist.dtype.type(inf), pred)
 
     def zero_hop_level(self, dist, weights, hops, level):
+        from . import _frontier_cpu as kc
         c = self.core
-        return self._kc()._zero_hop_level_cpu(c.indptr, c.indices, weights, dist, hops, level)
+        return kc._zero_hop_level_cpu(c.indptr, c.indices, weights, dist, hops, level)
 
     def zero_parents(self, dist, weights, hops, pred):
+        from . import _frontier_cpu as kc
         c = self.core
-        self._kc()._zero_parents_cpu(c.indptr, c.indices, weights, dist, hops, pred)
+        kc._zero_parents_cpu(c.indptr, c.indices, weights, dist, hops, pred)
 
-
-# --------------------------------------------------------------------------- the GPU
 
 class CapturedLaunches:
     """Work enqueued on ``stream``, replayed from a CUDA graph captured on first use per key;
-    launched directly once capture fails (CuPy or the driver cannot: ``error`` says why) or
-    while ``enabled`` is False."""
+    launched directly once capture fails (``error`` says why) or while ``enabled`` is False."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -244,7 +212,7 @@ _SM_COUNT = {}
 
 
 def _multiprocessors(cp):
-    """SM count of the current device (the properties query is slow: once per device)."""
+    """SM count of the current device (the query is slow: once per device)."""
     dev = cp.cuda.Device().id
     if dev not in _SM_COUNT:
         _SM_COUNT[dev] = cp.cuda.runtime.getDeviceProperties(dev)["multiProcessorCount"]
@@ -252,9 +220,8 @@ def _multiprocessors(cp):
 
 
 class _GpuOps:
-    """The operators on the GPU (``_frontier.cu``). A counter ring of ``SLOTS`` levels,
-    ``{frontier size, degree sum, spare, operator}`` each, lives on the device: kernels read
-    their input size there, so the host launches levels without reading anything back."""
+    """The operators on the GPU (``_frontier.cu``); kernels read their input size from a
+    device counter ring of ``SLOTS`` levels, so the host launches levels without reading."""
 
     NAMES = {1: "top-down", 2: "bottom-up"}
 
@@ -305,21 +272,11 @@ class _GpuOps:
     def blocks(self, work):
         return max(1, min(self.resident_blocks, -(-int(work) // BLOCK)))
 
-    # ---------------------------------------------------------------- the planner
     def route(self):
-        """The level loop for this graph -- BFS's one planner, by graph class (figures in
-        docs/graphs.md, "BFS: the planner"):
-
-        * ``'batched'``: road-like graphs without hubs (average degree <= ``ROAD_DEGREE``,
-          no list of ``HUB_MIN`` edges or more: grids, road networks, meshes). Thousands
-          of small levels: eight fused top-down launches per host read of the counter ring;
-          17.3 us a level on the 2048 x 2048 grid (H100), against 27.7 with a read per level;
-        * ``'device'``: every other graph (scale-free, social, RMAT): the level loop on the
-          device (a one-thread decide kernel, fused top-down with hub lists spread over
-          the grid, bottom-up over the visited bitmask), replayed from a captured CUDA
-          graph, one host read per launch of several levels; 263 GTEPS on RMAT-21 (H100)
-          against 128 for the host-driven loop.
-        """
+        """The level loop for this graph, BFS's one planner (docs/graphs.md, "BFS: the
+        planner"): ``'batched'`` (host loop, ``BATCH_LEVELS`` top-down launches a read) wins
+        on road-like graphs without hubs (average degree <= ``ROAD_DEGREE``, no list of
+        ``HUB_MIN`` edges); ``'device'`` (the captured device loop) on every other graph."""
         if self._route is None:
             c = self.core
             deg = c.indptr[1:] - c.indptr[:-1]
@@ -336,7 +293,6 @@ class _GpuOps:
             return self._batched(src)
         return self._device(src)
 
-    # ---------------------------------------------------------------- batched host loop
     def seed(self, src):
         """Reset the labels, bitmask and counters; the sources in level 0. Returns
         ``(count, degree sum)`` of level 0 (from the host's row offsets)."""
@@ -399,7 +355,6 @@ class _GpuOps:
             level = len(sizes) - 1
         return sizes, degs, ops
 
-    # ---------------------------------------------------------------- device loop
     def _init_loop(self):
         cp = self.xp
         n = max(self.core.n, 1)
@@ -470,10 +425,8 @@ class _GpuOps:
             self._enqueue_decide()
 
     def _device(self, src):
-        """The device loop: seed and the first levels in one launch, then ``MORE_STEPS``
-        (doubling up to ``SLOTS - 8``) at a time until a level comes out empty; the host
-        writes the sources to pinned memory, launches and waits once per launch. The first
-        launch covers as many levels as the last ``HINT_TRAVERSALS`` traversals needed."""
+        """The device loop: seed and the first levels (as many as recent traversals needed)
+        in one launch, then ``MORE_STEPS``, doubling, until a level comes out empty."""
         cp = self.xp
         if self.loop is None:
             self._init_loop()
@@ -543,7 +496,6 @@ class _GpuOps:
         del self.recent[:-HINT_TRAVERSALS]
         return sizes, degs, ops
 
-    # ---------------------------------------------------------------- the other operators
     def parents(self, dist):
         c = self.core
         pred = self.xp.empty(c.n, c.index_dtype)

@@ -1,10 +1,8 @@
 """Synthetic graphs for tests and benchmarks, and writers of their edge-list files.
 
-Graph500's RMAT (Kronecker) graphs, 4-neighbour grid graphs (unweighted or with random
-integer weights), random geometric graphs: built on NumPy or CuPy (``xp``) straight into
-:class:`terrain.graph.Graph`. :func:`write_int_rows` writes edge lists the way SNAP and
-Matrix Market files look, fast enough for the 100-million-edge inputs the loaders are
-measured on.
+Graph500's RMAT graphs, 4-neighbour grid graphs, random geometric graphs, built on NumPy or
+CuPy (``xp``) straight into :class:`terrain.graph.Graph`; :func:`write_int_rows` writes
+SNAP / Matrix Market bodies fast enough for 100-million-edge inputs.
 """
 
 import numpy as np
@@ -44,11 +42,8 @@ def _uniform(rs, m, xp):
 
 
 def rmat_graph(scale, edge_factor, seed=1, backend=None, tuple_degrees=False):
-    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple).
-
-    With ``tuple_degrees``, also the number of generated edge tuples whose first end is each
-    vertex (duplicates and self-loops included): Graph500's edge count of a traversed
-    component is their sum over its vertices."""
+    """:class:`terrain.graph.Graph` of a Graph500 RMAT graph (undirected, simple); with
+    ``tuple_degrees`` also the generated tuples per first end (Graph500's edge count)."""
     b = get_backend(backend)
     u, v = rmat_edges(scale, edge_factor, seed, b.xp)
     g = build_csr(1 << scale, b.to_numpy(u), b.to_numpy(v), name=f"rmat-{scale}-{edge_factor}")
@@ -67,8 +62,7 @@ def grid_graph(rows, cols):
 
 def weighted_grid_graph(rows, cols, seed=1, xp=np):
     """4-neighbour ``rows x cols`` grid (vertex ``r * cols + c``) with random integer weights
-    1..100 per edge, its CSR written directly (rows come out sorted: up, left, right, down),
-    on ``xp`` (numpy or cupy: the GPU builds a 24 M-vertex grid in well under a second)."""
+    1..100 per edge, its CSR written directly on ``xp`` (rows sorted: up, left, right, down)."""
     n = rows * cols
     rs = xp.random.RandomState(seed)
     horiz = rs.randint(1, 101, (rows, max(cols - 1, 0))).astype(xp.int32)
@@ -92,10 +86,9 @@ def weighted_grid_graph(rows, cols, seed=1, xp=np):
 
 def geometric_graph(n, degree=6.0, seed=1, xp=np):
     """Random geometric graph: ``n`` points uniform in the unit square, an edge between
-    points closer than ``r = sqrt(degree / (pi n))`` (``degree`` expected neighbours), weight
-    ``ceil(100 * length / r)`` in 1..100: a metric, road-like graph. Built on ``xp`` (numpy
-    or cupy) by binning the points into cells of side ``r`` and testing each point against
-    the points of its own and the neighbouring cells."""
+    points closer than ``r = sqrt(degree / (pi n))``, weight ``ceil(100 * length / r)`` in
+    1..100 (a metric, road-like graph); built on ``xp`` by binning points into cells of
+    side ``r``."""
     rs = xp.random.RandomState(seed)
     r = float(np.sqrt(degree / (np.pi * n)))
     side = max(1, int(1.0 / r))
@@ -132,9 +125,8 @@ def geometric_graph(n, degree=6.0, seed=1, xp=np):
 
 
 def weighted_rmat_graph(scale, edge_factor, seed=1, xp=np):
-    """Graph500 RMAT graph (:func:`rmat_edges`) with random integer weights 1..100 per edge,
-    its CSR built on ``xp`` (numpy or cupy): both directions, self loops dropped, parallel
-    edges merged keeping the minimum weight (as :func:`terrain.graph.build_csr` does)."""
+    """Graph500 RMAT graph with random integer weights 1..100 per edge, its CSR built on
+    ``xp`` as :func:`terrain.graph.build_csr` would (parallel edges keep the minimum)."""
     n = 1 << scale
     u, v = rmat_edges(scale, edge_factor, seed, xp)
     w = xp.random.RandomState(seed + 1).randint(1, 101, u.size).astype(xp.int64)
@@ -160,8 +152,7 @@ def _sorted_arcs_graph(xp, n, u, v, w, name):
 
 def write_int_rows(path, columns, header="", sep="\t"):
     """Write equal-length non-negative integer ``columns`` as text, one row per line
-    (``header`` first), the way SNAP and Matrix Market bodies look (formatted by C:
-    ``numpy.savetxt`` takes tens of seconds for millions of rows).
+    (``header`` first), formatted by C (``numpy.savetxt`` is far slower).
 
     Examples
     --------

@@ -1,9 +1,7 @@
 """Read sparse graphs from text: SNAP edge lists, Matrix Market, DIMACS ``.gr``, METIS ``.graph``.
 
-Every reader returns an :class:`EdgeList` (0-based endpoints, the vertex count, the map back
-to the file's ids) for :func:`terrain.graph.csr.build_csr`; ``.gz`` files are read the same
-way. Reading is three plain functions a scheduler can run as tasks:
-:func:`plan_graph_file` (the header; a bad one fails before any parsing), one
+Reading (``.gz`` too) makes an :class:`EdgeList` in three plain functions a scheduler can run
+as tasks: :func:`plan_graph_file` (the header; a bad one fails before any parsing), one
 :func:`parse_graph_chunk` per byte range (the C scanner, GIL released) and
 :func:`edges_from_chunks` (line numbers, the first error in file order, SNAP relabelling).
 Formats, ids, weights, bounds and error messages: docs/graphs.md ("Formats").
@@ -52,23 +50,16 @@ class EdgeList:
     u, v : ndarray of int64
         Endpoints, ``0 <= u, v < n``.
     n : int
-        Number of vertices.
     ids : ndarray of int64 or None
         ``ids[i]`` is vertex ``i``'s id in the file; None means ``id_base + i``.
     id_base : int
-        Offset of the file's ids when ``ids`` is None (1 for the 1-based formats).
-    source : str
-        File name, for messages.
-    fmt : str
-        One of :data:`FORMATS`.
+    source, fmt : str
+        File name (for messages) and one of :data:`FORMATS`.
     weights : ndarray or None
-        Edge weights as read: int64 for integer tokens (DIMACS, Matrix Market ``integer``,
-        METIS, SNAP when every weight is an integer), float64 otherwise (Matrix Market
-        ``real``, SNAP with a decimal weight), correctly rounded; None when unweighted.
-    directed : bool
-        The file's arcs are directed (DIMACS ``.gr`` by definition; ``directed=True`` asked).
-    symmetric : bool
-        Matrix Market ``symmetric``: each entry stands for both directions.
+        Edge weights as read: int64 when every token is an integer, else float64 (correctly
+        rounded); None when unweighted.
+    directed, symmetric : bool
+        Arcs are directed (DIMACS ``.gr``); Matrix Market ``symmetric`` (an entry is both).
     """
 
     u: np.ndarray
@@ -91,15 +82,12 @@ class GraphFilePlan:
 
     Attributes
     ----------
-    path, fmt : str
     compressed : bool
         Gzip: chunks slice the bytes of :func:`read_whole_file` instead of reading by range.
     length : int or None
         Bytes of the (decompressed) file; None for a gzip file longer than its head.
     body, header_lines : int
         Offset of the first byte after the header, and the newlines before it.
-    chunks : int
-        Number of chunks the body is cut into.
     n, id_base : int
         Declared vertex count (0 for SNAP: the ids that occur); 1 for ``1..n`` formats.
     declared : tuple or None
@@ -107,19 +95,13 @@ class GraphFilePlan:
     entries, size_line : int
         Matrix Market: the declared entry count (-1 otherwise) and the size line's number.
     metis : tuple or None
-        METIS: ``(edges, tokens skipped per line, edge weights present)``.
-    wmode : int
-        Weight column (:func:`terrain.graph._native.parse_pairs`).
-    directed, symmetric : bool
-        See :class:`EdgeList`.
-    sep : int
-        ``ord(",")`` for a comma-separated edge list, else 0.
+        ``(edges, tokens skipped per line, edge weights present)``.
+    wmode, sep : int
+        Weight column (:func:`terrain.graph._native.parse_pairs`); ``ord(",")`` or 0.
     counts : tuple or None
-        SNAP: ``(a, b, line)``, a first line of two integers that may be a header of counts
-        (see :func:`edges_from_chunks`).
+        SNAP: ``(a, b, line)``, a first line that may be a header of counts.
     memory : int
-        Bytes the reading may take: larger declared sizes, texts and edge arrays are
-        refused before they are allocated.
+        Bytes the reading may take (larger sizes are refused before they are allocated).
     """
 
     path: str
@@ -162,14 +144,11 @@ class EdgeChunk:
         Endpoints, already 0-based for the 1-based formats (SNAP ids are relabelled later).
     newlines : int
         Newlines in the chunk's bytes (line numbers of the chunks after it).
-    error : tuple or None
-        ``(newlines before the line, message)`` of the chunk's first unparseable line.
-    range_error : tuple or None
-        The same for its first id outside the declared range.
-    weight_error : tuple or None
-        The same for its first record without the weight its format requires.
+    error, range_error, weight_error : tuple or None
+        ``(newlines before the line, message)`` of the first unparseable line, id out of
+        range, record without a (finite) weight.
     w : ndarray or None
-        Weights (int64 or float64) of the chunk's records; 0 where a SNAP line has none.
+        Weights of the chunk's records; 0 where a SNAP line has none.
     weighted : int
         Records that carry a weight.
     """
@@ -183,8 +162,6 @@ class EdgeChunk:
     weighted: int = 0
     weight_error: object = None
 
-
-# --------------------------------------------------------------------------- helpers
 
 def _cannot_read(path, e):
     if isinstance(e, FileNotFoundError):
@@ -200,8 +177,7 @@ BYTES_PER_RECORD = 48
 
 
 def available_memory():
-    """Bytes of memory this machine has available (``MemAvailable``; the physical memory
-    where that is unknown)."""
+    """Bytes of memory available (``MemAvailable``, else the physical memory)."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -220,21 +196,16 @@ def _gb(x):
 
 
 def _too_big(path, what, need, memory, line=None):
-    """The :class:`InputError` for a file whose ``what`` needs ``need`` bytes of the
-    ``memory`` the reading may take."""
     at = where(path, line) if line else str(path)
     return InputError(f"{at}: {what}: about {_gb(need)} to hold, more than the "
                       f"{_gb(memory)} of memory available")
 
 
 def _check_regular(path):
-    """An existing file that is regular (or a directory: a graph-ingest cache): FIFOs,
-    devices and sockets are refused (:func:`terrain.io.outputs.check_input_file`)."""
+    """An existing regular file or directory (a cache); FIFOs and devices are refused."""
     check_input_file(path)
     try:
         os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
     except OSError as e:
         raise _cannot_read(path, e) from None
 
@@ -253,8 +224,7 @@ def _check_text(path, head):
 
 
 def _read_head(path, compressed, size):
-    """First ``size`` bytes of the (decompressed) file, cut after its last newline unless
-    they are the whole file; and whether they are."""
+    """``(head, whole)``: the first ``size`` bytes, cut after the last newline unless whole."""
     try:
         opener = gzip.open if compressed else open
         with opener(path, "rb") as f:
@@ -269,12 +239,9 @@ def _read_head(path, compressed, size):
 
 
 def read_whole_file(plan):
-    """The whole (decompressed) file of ``plan`` as a uint8 array.
-
-    What the chunks of a gzip file slice (a gzip stream cannot be read by range); plain
-    files need it not: :func:`parse_graph_chunk` reads their ranges itself. A gzip stream
-    is read with a bound: once its text and the records its lines would make pass
-    ``plan.memory`` the reading stops with an :class:`InputError`.
+    """The whole (decompressed) file of ``plan`` as a uint8 array, which a gzip file's
+    chunks slice; a gzip stream whose text and records would pass ``plan.memory`` stops
+    with an :class:`InputError`.
     """
     path = Path(plan.path)
     if not plan.compressed:
@@ -307,11 +274,6 @@ def _line_text(buf, pos, width=60):
     return "".join(c if c.isprintable() or c == "\t" else "?" for c in text)
 
 
-def _newlines(buf, end=None):
-    # memchr in C: ``count_nonzero(buf == LF)`` would first write a bool copy of the chunk
-    return _native.newline_count(buf, end)
-
-
 _MESSAGES = {
     _ERR_TOKEN: "cannot parse {text!r}: expected integer vertex ids",
     _ERR_FEW: "cannot parse {text!r}: expected two vertex ids",
@@ -331,9 +293,9 @@ _SNAP_RULE = " (the first edge line has one, so every edge line needs a finite n
 
 
 def _chunk_error(buf, code, pos, **kw):
-    """``(newlines before the line at pos, message)``: an error the chunk cannot number."""
     kw.setdefault("rule", "")
-    return _newlines(buf, pos), _MESSAGES[code].format(text=_line_text(buf, pos), **kw)
+    text = _line_text(buf, pos)
+    return _native.newline_count(buf, pos), _MESSAGES[code].format(text=text, **kw)
 
 
 class _MoreHeader(Exception):
@@ -342,22 +304,20 @@ class _MoreHeader(Exception):
 
 def _header_lines(buf, start=0):
     """Yield ``(line_start, next_start, text)`` for lines from ``start`` (header parsing)."""
-    data = buf
-    n = data.shape[0]
+    n = buf.shape[0]
     pos = start
     while pos < n:
-        rest = data[pos:pos + (1 << 16)]
+        rest = buf[pos:pos + (1 << 16)]
         hits = np.flatnonzero(rest == _LF)
         nl = pos + int(hits[0]) if hits.size else min(n, pos + rest.shape[0])
-        text = bytes(data[pos:nl]).decode("utf-8", "replace").strip()
+        text = bytes(buf[pos:nl]).decode("utf-8", "replace").strip()
         yield pos, nl + 1, text
         pos = nl + 1
 
 
 def _first_content_line(lines, lineno, comment, whole):
-    """``(line number, tokens, next offset)`` of the first non-blank line of ``lines`` that
-    does not start with ``comment``; ``(last line number, None, None)`` if the file has
-    none; :class:`_MoreHeader` if the head ends first."""
+    """``(line number, tokens, next offset)`` of the first non-blank, non-comment line;
+    ``(last line number, None, None)`` if none; :class:`_MoreHeader` if the head ends first."""
     for _, nxt, text in lines:
         lineno += 1
         if text and not text.startswith(comment):
@@ -368,8 +328,7 @@ def _first_content_line(lines, lineno, comment, whole):
 
 
 def _line_start(read, x, body, length):
-    """Offset of the first line that starts at or after ``x`` (``x`` itself when the byte
-    before it is a newline); ``read(lo, hi)`` returns the file's bytes ``[lo, hi)``."""
+    """Offset of the first line that starts at or after ``x``; ``read(lo, hi)``: the bytes."""
     if x <= body:
         return body
     pos = x - 1
@@ -399,9 +358,8 @@ def _chunk_bytes(plan, index, data):
     try:
         with open(plan.path, "rb") as f:
             try:
-                # map the file rather than read it: the parser reads the page cache in
-                # place, no copy of the range into fresh memory (whose page faults cost as
-                # much as the parse); the array keeps the mapping alive while it is used
+                # mapped, not read: the parser reads the page cache in place (a copy's page
+                # faults cost as much as the parse); the array keeps the mapping alive
                 data = np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ),
                                      np.uint8)
             except (OSError, ValueError):
@@ -419,8 +377,7 @@ def _chunk_bytes(plan, index, data):
 
 
 def _float_tokens(buf, starts, lengths):
-    """The numbers written at ``buf[starts[i]:starts[i] + lengths[i]]`` as float64, correctly
-    rounded (NumPy's bytes-to-float conversion, i.e. Python's ``float``), all at once."""
+    """The numbers at ``buf[starts[i]:starts[i] + lengths[i]]`` as correctly rounded float64."""
     if starts.size == 0:
         return np.zeros(0, np.float64)
     width = int(lengths.max())
@@ -431,8 +388,7 @@ def _float_tokens(buf, starts, lengths):
 
 
 def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
-    """The weights of a parsed chunk's ``k`` records (integer weights: ``w_int`` itself
-    unless ``copy``)."""
+    """The weights of a parsed chunk's ``k`` records (``w_int`` itself unless ``copy``)."""
     lens = w_len[:k]
     floats = np.flatnonzero(lens < 0)
     if floats.size == 0:
@@ -445,13 +401,12 @@ def _chunk_weights(buf, k, w_int, w_len, w_flt, copy=True):
 
 
 def _parse_pairs_chunk(plan, buf, out=None):
-    """Parse an edge-list chunk; ``out = (newlines, u, v, w_int)``: its newline count and
-    the slices to parse into (at least its record count long:
-    :func:`terrain.graph._native.lf_count`), else fresh arrays."""
+    """Parse an edge-list chunk, into ``out = (newlines, u, v, w_int)`` (slices at least
+    its :func:`terrain.graph._native.lf_count` long) or fresh arrays."""
     comment_a, comment_b, tag, what = _SCANNER[plan.fmt]
     weighted = plan.wmode >= 2
     if out is None:
-        newlines = _newlines(buf)
+        newlines = _native.newline_count(buf)
         u = np.empty(newlines + 1, np.int64)
         v = np.empty(newlines + 1, np.int64)
         w_int = np.empty(newlines + 1 if weighted else 1, np.int64)
@@ -503,7 +458,7 @@ def _parse_metis_chunk(plan, buf):
     v = np.empty(2 * edges, np.int64)
     w = np.zeros(2 * edges if edge_weights else 1, np.int64)
     k, err, pos, lines = _native.parse_metis(buf, n, skip, edge_weights, u, v, w)
-    newlines = _newlines(buf)
+    newlines = _native.newline_count(buf)
     error = None
     if err != _ERR_NONE:
         error = _chunk_error(buf, err, pos, lo=1, n=n)
@@ -515,8 +470,6 @@ def _parse_metis_chunk(plan, buf):
     return EdgeChunk(u[:k], v[:k], newlines, error, None, w[:k], k)
 
 
-# --------------------------------------------------------------------------- headers
-
 def _is_number(token):
     try:
         float(token)
@@ -526,10 +479,9 @@ def _is_number(token):
 
 
 def _snap_header(path, head, whole):
-    """A SNAP edge list: comma-separated when its first content line holds a comma (a first
-    row of column names is skipped); weighted when its first edge line has a third column;
-    a first line of exactly two integers is a candidate header of counts
-    (:func:`edges_from_chunks` decides), the weights then read from the line after it."""
+    """A SNAP edge list: comma-separated if its first line holds a comma (a row of column
+    names skipped); weighted if its first edge line has a third column; a first line of two
+    integers is a candidate header of counts (:func:`_counts_header` decides)."""
     lines = _header_lines(head)
     lineno, tokens, nxt = _first_content_line(lines, 0, ("#", "%"), whole)
     if tokens is None:
@@ -587,10 +539,8 @@ def _dimacs_header(path, head, whole):
         raise InputError(f"{where(path, max(lineno, 1))}: missing DIMACS "
                          "header 'p sp NODES ARCS'")
     try:
-        if len(header) != 4:
-            raise ValueError
-        n, m = int(header[2]), int(header[3])
-        if n < 0 or m < 0:
+        n, m = (int(t) for t in header[2:4])
+        if len(header) != 4 or n < 0 or m < 0:
             raise ValueError
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse DIMACS header "
@@ -605,12 +555,11 @@ def _metis_header(path, head, whole):
         raise InputError(f"{where(path, max(lineno, 1))}: missing METIS header 'NODES EDGES "
                          "[FMT [NCON]]'")
     try:
-        if len(header) not in (2, 3, 4):
-            raise ValueError
-        n, m = int(header[0]), int(header[1])
+        n, m = (int(t) for t in header[:2])
         fmt = header[2].zfill(3) if len(header) > 2 else "000"
         ncon = int(header[3]) if len(header) > 3 else 1
-        if n < 0 or m < 0 or len(fmt) != 3 or set(fmt) - {"0", "1"} or ncon < 0:
+        if len(header) > 4 or n < 0 or m < 0 or len(fmt) != 3 or set(fmt) - {"0", "1"} \
+                or ncon < 0:
             raise ValueError
     except ValueError:
         raise InputError(f"{where(path, lineno)}: cannot parse METIS header "
@@ -624,11 +573,8 @@ _HEADERS = {"snap": _snap_header, "mtx": _mtx_header, "dimacs": _dimacs_header,
 
 
 def detect_format(path):
-    """Guess the format of ``path`` from its name and first lines.
-
-    Returns one of :data:`FORMATS`. ``.mtx`` / ``%%MatrixMarket`` → mtx; ``.gr`` or a
-    ``p sp`` line → dimacs; ``.graph`` / ``.metis`` → metis; anything else → snap.
-    """
+    """One of :data:`FORMATS` for ``path``, from its name and first lines (docs/graphs.md,
+    "Formats": "recognised by")."""
     name = Path(path).name.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -656,21 +602,17 @@ def detect_format(path):
     return "snap"
 
 
-# --------------------------------------------------------------------------- the three steps
-
 def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, memory=None):
     """Read the header of a graph file and cut its body into chunks (step 1 of 3).
 
-    Reads only the head of the file. Bad headers, unknown formats and unreadable files
-    fail here, before any chunk is parsed.
+    Reads only the head: bad headers, unknown formats and unreadable files fail here.
 
     Parameters
     ----------
     path : str or Path
     fmt : {'auto', 'snap', 'mtx', 'dimacs', 'metis'}
     chunk_bytes : int
-        Nominal chunk size (the METIS body is always one chunk; a gzip file's count is
-        estimated from its compressed size).
+        Nominal chunk size (METIS: one chunk; gzip: estimated from the compressed size).
     memory : int, optional
         Bytes the reading may take (default: the available memory).
 
@@ -718,7 +660,7 @@ def plan_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, memory
             raise _cannot_read(path, e) from None
     body = header.pop("body", 0)
     body = min(body, length) if length is not None else body
-    header_lines = _newlines(head, body)
+    header_lines = _native.newline_count(head, body)
     _check_declared(path, header, header_lines, body, length, compressed, memory)
     if fmt == "metis":
         chunks = 1
@@ -735,9 +677,8 @@ _GZIP_MAX_RATIO = 1032
 
 
 def _check_declared(path, header, header_lines, body, length, compressed, memory):
-    """Refuse declared sizes the file cannot hold or the memory cannot take, before anything
-    of their size is allocated: vertices (every declared vertex exists), Matrix Market
-    entries (a line of at least 4 bytes each), METIS vertex lines and adjacency entries."""
+    """Refuse declared vertices, entries and METIS lines the file cannot hold or the memory
+    cannot take, before anything of their size is allocated."""
     line = header.get("size_line") or header_lines
     n = header.get("n", 0)
     if n * BYTES_PER_VERTEX > memory:
@@ -762,10 +703,8 @@ def _check_declared(path, header, header_lines, body, length, compressed, memory
 
 
 def parse_graph_chunk(plan, index, data=None):
-    """Parse chunk ``index`` of the file ``plan`` describes (step 2 of 3).
-
-    Independent of every other chunk: it reads its own byte range of a plain file, or
-    slices ``data`` (:func:`read_whole_file`) for a gzip file.
+    """Parse chunk ``index`` of the file ``plan`` describes (step 2 of 3), independently of
+    every other chunk.
 
     Parameters
     ----------
@@ -773,7 +712,7 @@ def parse_graph_chunk(plan, index, data=None):
     index : int
         ``0 <= index < plan.chunks``.
     data : ndarray of uint8, optional
-        The whole decompressed file; required when ``plan.compressed``.
+        The whole decompressed file (:func:`read_whole_file`); required for a gzip file.
 
     Returns
     -------
@@ -796,9 +735,8 @@ def parse_graph_chunk(plan, index, data=None):
 
 
 def _relabel_snap(path, us, vs, in_place=False):
-    """Relabel the SNAP ids of the chunks' endpoint arrays ``us``, ``vs`` to ``0..n-1``
-    (increasing id order), joining the chunks in file order (``in_place``: ``us`` and
-    ``vs`` are one array each, relabelled where they are)."""
+    """Relabel the chunks' SNAP ids to ``0..n-1`` (increasing id order), joined in file
+    order (``in_place``: one array each, relabelled where it is)."""
     m = sum(x.size for x in us)
     us = [np.ascontiguousarray(x, np.int64) for x in us]
     vs = [np.ascontiguousarray(y, np.int64) for y in vs]
@@ -815,8 +753,7 @@ def _relabel_snap(path, us, vs, in_place=False):
     try:
         hi = max(max(run(_native.max_id, x, y)) for x, y in zip(us, vs))
         if hi < max(1 << 26, 8 * m):
-            # dense enough: a presence array relabels in O(m) (np.unique would sort 2m
-            # ids); the relabelled ids are written straight into the joined arrays
+            # dense enough: a presence array relabels in O(m), no sort of 2m ids
             present = np.zeros(hi + 1, np.uint8)
             for x in us + vs:
                 run(lambda part: _native.mark_present(part, present), x)
@@ -839,16 +776,13 @@ def _relabel_snap(path, us, vs, in_place=False):
     if hi >= max(1 << 26, 8 * m):
         ids, inverse = np.unique(np.concatenate(us + vs), return_inverse=True)
         u, v = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)
-    if ids.size and ids[0] == 0 and ids[-1] == ids.size - 1:
-        return EdgeList(u, v, int(ids.size), None, 0, str(path), "snap")
-    return EdgeList(u, v, int(ids.size), ids, 0, str(path), "snap")
+    dense = ids.size and ids[0] == 0 and ids[-1] == ids.size - 1
+    return EdgeList(u, v, int(ids.size), None if dense else ids, 0, str(path), "snap")
 
 
 def edges_from_chunks(plan, chunks, joined=None):
-    """Join the parsed chunks of ``plan`` into an :class:`EdgeList` (step 3 of 3).
-
-    Raises the first error in file order (an unparseable line before an id out of range),
-    with its line number; concatenates the edges in file order; relabels SNAP ids.
+    """Join the parsed chunks of ``plan`` into an :class:`EdgeList` (step 3 of 3): the first
+    error in file order raised with its line number, edges in file order, SNAP ids relabelled.
 
     Parameters
     ----------
@@ -894,30 +828,23 @@ def edges_from_chunks(plan, chunks, joined=None):
     if joined is not None and joined[0].size != m:
         joined = None  # not one slice per chunk after all: concatenate
     weights = _join_weights(chunks, m, None if joined is None else joined[2])
-    if plan.fmt == "snap":
-        if joined is not None:
-            edges = _relabel_snap(plan.path, [joined[0]], [joined[1]], in_place=True)
-        else:
-            edges = _relabel_snap(plan.path, [c.u for c in chunks], [c.v for c in chunks])
+    if joined is not None:
+        us, vs = [joined[0]], [joined[1]]
     else:
-        if joined is not None:
-            u, v = joined[0], joined[1]
-        else:
-            u = np.concatenate([c.u for c in chunks]) if len(chunks) > 1 else chunks[0].u
-            v = np.concatenate([c.v for c in chunks]) if len(chunks) > 1 else chunks[0].v
+        us, vs = [c.u for c in chunks], [c.v for c in chunks]
+    if plan.fmt == "snap":
+        edges = _relabel_snap(plan.path, us, vs, in_place=joined is not None)
+    else:
+        u, v = (np.concatenate(x) if len(x) > 1 else x[0] for x in (us, vs))
         edges = EdgeList(u, v, plan.n, None, plan.id_base, plan.path, plan.fmt)
-    edges.weights = weights
-    edges.directed = plan.directed
-    edges.symmetric = plan.symmetric
-    return edges
+    return dataclasses.replace(edges, weights=weights, directed=plan.directed,
+                               symmetric=plan.symmetric)
 
 
 def _counts_header(plan, chunks):
-    """A SNAP file whose first line is two integers ``a b``: a header of counts when exactly
-    ``a`` (or ``b``) edge lines follow it, before the file's end or a trailing section that
-    is not edges (vertex values), and the edges' ids fit within the other count; the chunks
-    of those edge lines then (the rest ignored). Otherwise the line is an edge, put back
-    first (an unweighted file), or an edge without the weight the lines after it have."""
+    """The chunks of a SNAP file whose first line ``a b`` may be a header of counts
+    (docs/graphs.md, "A header of counts"): its edge lines only if it is, else that line put
+    back first as an edge (an :class:`InputError` in a weighted file)."""
     a, b, line = plan.counts
     stop = next((j for j, c in enumerate(chunks) if c.error is not None), len(chunks))
     kept = chunks[:stop + 1]
@@ -937,9 +864,8 @@ def _counts_header(plan, chunks):
 
 
 def _join_weights(chunks, m, joined=None):
-    """The weights of all records in file order, or None (an unweighted file); integer
-    chunks join float ones as float64 (exact below 2**53). ``joined``: the integer array
-    every chunk's integer weights are a slice of (used as is when no chunk is decimal)."""
+    """The weights of all records in file order, or None; float64 if any chunk is decimal;
+    ``joined``: the integer array the chunks' weights are slices of (used as is)."""
     if any(c.w is None for c in chunks) or sum(c.weighted for c in chunks) != m:
         return None
     ws = [c.w for c in chunks]
@@ -952,11 +878,8 @@ def _join_weights(chunks, m, joined=None):
 
 def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, workers=None,
                     memory=None):
-    """Read a graph file into an :class:`EdgeList`.
-
-    The three steps in one call: :func:`plan_graph_file`, :func:`parse_graph_chunk` for
-    every chunk (in a loop, or on a thread pool: the scanner releases the GIL), then
-    :func:`edges_from_chunks`. ``pipelines/graph.py`` runs the same steps as Dask tasks.
+    """Read a graph file into an :class:`EdgeList`: the three steps in one call, the chunks
+    on a thread pool.
 
     Parameters
     ----------
@@ -970,9 +893,8 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     workers : int, optional
         Parser threads (default: all cores; 1: sequential, no pool).
     memory : int, optional
-        Bytes the reading may take (default: the available memory); a file whose declared
-        sizes, decompressed text or records would take more is refused before they are
-        allocated.
+        Bytes the reading may take (default: the available memory); larger files are
+        refused before anything of their size is allocated.
 
     Returns
     -------
@@ -1006,10 +928,8 @@ def read_graph_file(path, fmt="auto", *, chunk_bytes=DEFAULT_CHUNK_BYTES, worker
     try:
         if plan.fmt == "metis":
             return edges_from_chunks(plan, [parse_graph_chunk(plan, 0, data)])
-        # size each chunk's slice of one array by its line feeds (a record count bound, in
-        # a branch-free pass), then parse every chunk straight into its slice: no second
-        # copy of the edges, no join; slices left short (comment or blank lines in the
-        # body) are closed up afterwards
+        # each chunk parses straight into its slice of one array, sized by its line feeds;
+        # slices left short (comment or blank lines) are closed up afterwards
         bufs = [_chunk_bytes(plan, j, data) for j in range(plan.chunks)]
         newlines = list(run(_native.lf_count, bufs))
         caps = [n + int(b.shape[0] > 0 and b[-1] != 10) for n, b in zip(newlines, bufs)]

@@ -1,14 +1,11 @@
 """Minimum spanning forest of a general weighted graph: Borůvka with packed keys.
 
 Each undirected edge (``u < v``, in CSR order: its *edge id*) gets the unique key
-``rank(w) << id_bits | edge id``, so the forest is unique and every backend finds the same
-edges whatever order its threads run in. One round loop runs over operators that are CUDA
-kernels (``_mst.cu``) or their sequential C twins (``terrain_mst_*``), chosen once
-(``_CpuOps`` / ``_GpuOps``): ``extract`` the edge list, solve the light edges first
-(ECL-MST's filter), then ``offer`` / ``join`` rounds over a worklist. A host graph crosses
-to the device through :mod:`terrain._transfer`; a graph already there gives the forest as
-CuPy arrays. Written by hand because neither cuGraph nor scipy breaks ties by edge id.
-Design and figures: docs/graphs.md ("MST of a general graph").
+``rank(w) << id_bits | edge id``, so the forest is unique on every backend. One round loop
+runs over CUDA kernels (``_mst.cu``) or their sequential C twins (``terrain_mst_*``), chosen
+once (``_CpuOps`` / ``_GpuOps``): ``extract`` the edge list, solve the light edges first
+(ECL-MST's filter), then ``offer`` / ``join`` rounds over a worklist. Design, figures and why
+by hand: docs/graphs.md ("MST of a general graph").
 """
 
 import functools
@@ -23,6 +20,7 @@ from .._transfer import to_device, to_host
 from ..backend import get_backend
 from ..errors import InputError
 from . import _native
+from ._native import _p
 from .csr import as_graph, weight_dtype
 
 __all__ = ["minimum_spanning_forest", "MSTResult"]
@@ -51,23 +49,20 @@ class MSTResult:
     ----------
     u, v : ndarray of the graph's index dtype (int32 below 2**31 vertices)
         Internal endpoints of the forest's edges (``u < v``), in edge-id order. CuPy
-        arrays when the graph was given on the device; for a host graph on the GPU,
-        NumPy arrays in pinned host memory (CuPy's pinned pool: freeing them gives the
-        memory back to the pool for the next call), as are ``weight`` and ``edge_ids``.
+        arrays for a graph given on the device; for a host graph on the GPU, NumPy arrays
+        in pinned host memory (CuPy's pool), as are ``weight`` and ``edge_ids``.
     weight : ndarray
         Their weights (the graph's dtype; int64 ones when unweighted).
     edge_ids : ndarray of int32 (int64 from 2**31 edges)
-        Their edge ids (position among the graph's ``u < v`` edges in CSR order).
-        The narrow dtypes halve the forest's copy back from the GPU.
+        Their positions among the graph's ``u < v`` edges in CSR order.
     total_weight : int or float
     trees : int
         Trees of the forest (connected components, isolated vertices included).
     rounds : int
         Borůvka rounds (``join`` passes, both phases of the edge filter).
     extra : dict
-        ``worklist`` (edges between components per round), ``light_threshold`` (None
-        without filtering); on the GPU ``device_seconds`` and, for a host graph,
-        ``phase_seconds`` (``upload``, ``device``, ``download``).
+        ``worklist`` (edges between components per round), ``light_threshold``; on the GPU
+        ``device_seconds`` and, for a host graph, ``phase_seconds``.
     """
 
     u: np.ndarray
@@ -80,18 +75,11 @@ class MSTResult:
     extra: dict = field(default_factory=dict)
 
 
-# --------------------------------------------------------------------------- helpers
-
-def _p(a):
-    return a.ctypes.data
-
-
 _W_KINDS = {"f": {4: 2, 8: 3}, "i": {4: 1, 8: 1}, "u": {4: 1, 8: 1}}
 
 
 def _host_upper_arcs(g):
-    """``(count, ev, w_e)`` of a host graph on the host (one pass, all rows); ``w_e`` a
-    1-element dummy when unweighted."""
+    """``(count, ev, w_e)`` of a host graph (one pass); ``w_e`` a dummy when unweighted."""
     n, m = g.n, g.m
     it = g.indices.dtype
     weights = g.weights if g.weights is not None else np.zeros(1, np.int32)
@@ -146,9 +134,8 @@ def _later_keys(w_e, id_bits, xp):
 
 
 def _light_threshold(key, n, m, xp):
-    """The light/heavy key threshold of the edge filter (None: no filtering): the key
-    quantile of ``LIGHT_PER_VERTEX * n`` edges in a strided sample of ``SAMPLE`` keys,
-    when ``m >= FILTER_MIN_DEGREE * n``."""
+    """The edge filter's light/heavy key threshold (None: no filtering): the quantile of
+    ``LIGHT_PER_VERTEX * n`` edges in a strided sample, when ``m >= FILTER_MIN_DEGREE * n``."""
     if m < FILTER_MIN_DEGREE * n or m < SAMPLE:
         return None
     q = int(SAMPLE * LIGHT_PER_VERTEX * n / m)
@@ -159,8 +146,7 @@ def _light_threshold(key, n, m, xp):
 
 
 class _CpuOps:
-    """The operators on the CPU: sequential C twins (``terrain_mst_*`` in
-    ``terrain/native/kernels.c``) for index dtype ``it``."""
+    """The operators on the CPU: sequential C twins (``terrain_mst_*``, ``kernels.c``)."""
 
     xp = np
 
@@ -193,9 +179,8 @@ def _gpu_kernels(b, it, wt):
 
 
 class _GpuOps:
-    """The operators on the GPU (``_mst.cu``) for index dtype ``it`` and weight dtype
-    ``wt`` (int32 when unweighted); one per call (``counts``: the rounds' worklist
-    lengths, appended to atomically, so zero at the start of every call)."""
+    """The operators on the GPU (``_mst.cu``); one per call (``counts``: the rounds'
+    worklist lengths, appended to atomically, zero at the start)."""
 
     def __init__(self, b, it, wt):
         cp = self.xp = b.xp
@@ -258,9 +243,8 @@ class _GpuOps:
 
 
 def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
-    """The shared core: keys, the edge filter and the rounds over the edge list (``ev``,
-    ``w_e`` at the edge ids, ``count`` per row). Returns ``(eu, chosen edge ids (int64,
-    increasing), worklist lengths, light threshold, in_forest (uint8 per edge))``."""
+    """The shared core: keys, the edge filter, the rounds. Returns ``(eu, chosen edge ids
+    (increasing), worklist lengths, light threshold, in_forest)``."""
     xp = ops.xp
     m = int(ev.shape[0])
     it = ev.dtype
@@ -294,8 +278,7 @@ def _boruvka(ops, n, count, ev, w_e, mode, id_bits, csr=None):
 
 
 def _total(weights, count):
-    """The forest's total: an int64 sum of integer weights (on their device), ``math.fsum``
-    of float ones (on the host), the edge count when unweighted (``weights`` None)."""
+    """The forest's total: int64 sum, ``math.fsum`` of floats, the edge count unweighted."""
     if weights is None:
         return int(count)
     if weights.dtype.kind in "iu":
@@ -303,8 +286,6 @@ def _total(weights, count):
     host = weights if isinstance(weights, np.ndarray) else weights.get()
     return math.fsum(host.astype(np.float64).tolist())
 
-
-# --------------------------------------------------------------------------- entry points
 
 def _forest_cpu(g, b=None):
     count, ev, w_e = _host_upper_arcs(g)
@@ -324,32 +305,24 @@ def _result(n, m, u, v, weights, chosen, worklist, extra, xp, total=None):
     return MSTResult(u, v, weights, ids, total, n - int(chosen.size), len(worklist), extra)
 
 
-def _narrowest(lo, hi, than):
-    """The narrowest integer dtype narrower than ``than`` that holds ``lo..hi`` (None)."""
+def _wire_weight_dtype(weights):
+    """The narrowest integer dtype below ``weights``'s that a strided sample fits (None:
+    none, or floats); a guess the upload checks (it resends at full width)."""
+    if weights.dtype.kind not in "iu" or weights.size == 0:
+        return None
+    sample = weights[::max(1, weights.size // SAMPLE)]
+    lo, hi = int(sample.min()), int(sample.max())
     for dt in map(np.dtype, (np.uint8, np.int8, np.uint16, np.int16, np.int32)):
         info = np.iinfo(dt)
-        if dt.itemsize < np.dtype(than).itemsize and info.min <= lo and hi <= info.max:
+        if dt.itemsize < weights.dtype.itemsize and info.min <= lo and hi <= info.max:
             return dt
     return None
 
 
-def _wire_weight_dtype(weights):
-    """The narrowest integer dtype below ``weights``'s that a strided sample of
-    :data:`SAMPLE` weights fits (None: none, or float weights). A guess: the upload
-    checks every value and sends the weights again at full width when one does not fit."""
-    if weights.dtype.kind not in "iu" or weights.size == 0:
-        return None
-    sample = weights[::max(1, weights.size // SAMPLE)]
-    return _narrowest(int(sample.min()), int(sample.max()), weights.dtype)
-
-
 def _upload_csr(g, cp):
-    """``[indptr, indices, weights]`` of the host graph ``g`` on the device as they crossed
-    (weights absent when unweighted), through :func:`terrain._transfer.to_device`:
-    ``indptr`` crosses as int32 (below 2**31 arcs) and integer weights in the narrowest
-    type a sample of them fits (:func:`_wire_weight_dtype`),
-    sent again at full width when one does not fit. Returns ``(arrays, copies)``: keep
-    ``copies`` until they are done."""
+    """``([indptr, indices, weights], copies)``: the host graph on the device as it crossed
+    (``indptr`` as int32 below 2**31 arcs, integer weights narrowed); keep ``copies`` until
+    they are done."""
     weighted = g.weights is not None
     host = [g.indptr, g.indices] + ([g.weights] if weighted else [])
     wire = [a.dtype for a in host]
@@ -368,8 +341,7 @@ def _upload_csr(g, cp):
 
 
 def _forest_gpu(g, b):
-    """A host graph on the GPU: upload (pinned ring, narrowed), device Borůvka, download
-    (into pinned memory: one direct copy per array)."""
+    """A host graph on the GPU: upload (narrowed), device Borůvka, download (pinned)."""
     cp = b.xp
     n, m = g.n, g.m
     weighted = g.weights is not None
@@ -383,7 +355,7 @@ def _forest_gpu(g, b):
     csr[0] = csr[0].astype(np.int64, copy=False)  # widened on the device
     if weighted:
         csr[2] = csr[2].astype(g.weights.dtype, copy=False)
-    if not weighted:
+    else:
         csr.append(cp.zeros(1, np.int32))
     count = ops.count_upper(csr[0], csr[1])
     upper = int(count.sum(dtype=np.int64))
@@ -415,8 +387,8 @@ def _forest_gpu(g, b):
 
 
 def _device_csr(obj):
-    """``(indptr, indices, weights or None)`` when ``obj`` is a graph on the device (a
-    tuple of CuPy arrays or a ``cupyx.scipy.sparse`` matrix), else None."""
+    """``(indptr, indices, weights or None)`` of a graph on the device (CuPy arrays or a
+    ``cupyx.scipy.sparse`` matrix), else None."""
     def on_device(a):
         return type(a).__module__.split(".")[0] == "cupy"
 
@@ -495,9 +467,8 @@ def minimum_spanning_forest(graph, backend=None):
     ----------
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices[, weights])
         Taken undirected; unweighted graphs weigh 1 per edge. CuPy arrays (or a
-        ``cupyx.scipy.sparse`` matrix) are a graph on the device: a symmetric CSR with
-        sorted, duplicate-free rows, as :class:`~terrain.graph.Graph` holds it; the
-        result's arrays are then CuPy arrays and ``backend`` is the GPU.
+        ``cupyx.scipy.sparse`` matrix): a symmetric CSR with sorted, duplicate-free rows on
+        the device, and a forest of CuPy arrays.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
 
     Returns

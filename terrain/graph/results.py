@@ -1,9 +1,8 @@
 """Per-vertex and per-edge result tables in the graph's own ids: Parquet, CSV, NPZ (NPY).
 
-``bfs --out`` / ``sssp --out`` write ``id``, ``distance``, ``predecessor`` per vertex;
-``mst`` writes ``u``, ``v``, ``weight`` per forest edge. The suffix picks the format
-(docs/graphs.md, "Results with ids"); ``.npy`` holds only the distances, and only when the
-ids are ``0..n-1``. Written atomically; an existing file is refused unless ``overwrite``.
+The suffix picks the format (docs/graphs.md, "Results with ids"); ``.npy`` holds only the
+distances, and only when the ids are ``0..n-1``. Written atomically, never over an existing
+file unless ``overwrite``.
 """
 
 from pathlib import Path
@@ -28,18 +27,12 @@ def check_table_path(path, dense_ids=True):
         raise InputError(f"{path}: .npy holds distances by row number only, and this graph's "
                          "ids are not 0..n-1: write .parquet, .csv or .npz (with the ids)")
     if suffix == ".parquet":
-        _pyarrow(path)
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise InputError(f"{path}: writing Parquet needs pyarrow (pip install "
+                             "'terrain[parquet]'), or write .csv or .npz") from None
     return suffix
-
-
-def _pyarrow(path):
-    try:
-        import pyarrow  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        raise InputError(f"{path}: writing Parquet needs pyarrow (pip install "
-                         "'terrain[parquet]'), or write .csv or .npz") from None
-    return pyarrow
 
 
 def _id_column(graph, internal):
@@ -96,9 +89,8 @@ def write_table(path, columns, overwrite=False):
 
 
 def _write_parquet(path, columns):
-    """The columns as one Parquet table: arrays handed to Arrow as buffers (no copy; and
-    ``pyarrow.array`` would import pandas, more than the write itself costs), no dictionary
-    pages (a second of encoding per million distinct distances, for little space)."""
+    """One Parquet table: arrays handed to Arrow as buffers (no copy, no pandas import), no
+    dictionary pages (slow to encode for distinct distances, little space saved)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     arrays = []
@@ -111,8 +103,7 @@ def _write_parquet(path, columns):
 
 
 def _write_csv(path, columns):
-    """A header row, then the rows as C formats them (``%.17g`` for reals: the same text
-    ``numpy.savetxt`` wrote, an order of magnitude faster), block by block."""
+    """A header row, then the rows as C formats them (``%.17g`` for reals)."""
     from . import _native
     with open(path, "wb") as f:
         f.write((",".join(columns) + "\n").encode())

@@ -1,17 +1,12 @@
 """Single-source (and multi-source) shortest paths on weighted sparse graphs.
 
 ``algorithm=``: ``dijkstra`` (CPU: Dial's buckets in C for small integer weights, else a
-4-ary heap), ``crauser`` (label-setting, Crauser et al. 1998) and ``delta`` (near-far
-delta-stepping, Davidson et al. 2014), both on the GPU (``_sssp.cu``, the loops stay on the
-device) with sequential Numba twins on the CPU; ``auto``: ``dijkstra`` on the CPU, on the
-GPU ``delta`` for road-like graphs (:func:`is_road_like`) and ``crauser`` otherwise.
-
-Every algorithm and backend gives the same bits: int64 sums or float64 left folds,
-unreached vertices at -1 (integers) or ``inf`` with predecessor -1, canonical predecessors
-(the smallest tight, strictly closer tail; across zero-weight arcs the smallest tight tail
-one hop level closer), weights >= 0 (else :class:`InputError`), integer sums below 2**62.
-Directed graphs use their arcs, undirected ones every edge both ways. Design and figures:
-docs/graphs.md ("SSSP: which algorithm, and why").
+4-ary heap), ``crauser`` (Crauser et al.) and ``delta`` (near-far delta-stepping), on the
+GPU (``_sssp.cu``) with sequential Numba twins on the CPU; ``auto``: ``dijkstra`` on the
+CPU, on the GPU ``delta`` for road-like graphs (:func:`is_road_like`), else ``crauser``.
+Every algorithm and backend gives the same bits (int64 sums or float64 left folds, canonical
+predecessors); weights >= 0, integer sums below 2**62. Design and figures: docs/graphs.md
+("SSSP: which algorithm, and why").
 """
 
 from dataclasses import dataclass, field
@@ -43,13 +38,13 @@ class SSSPResult:
     dist : ndarray of int64 or float64
         Distance to the nearest source; -1 (integers) or inf (reals) where unreachable.
     pred : ndarray of int64
-        Canonical predecessor (see the module docstring); -1 at sources and unreached
-        vertices.
+        Canonical predecessor (:meth:`FrontierCore.sssp_parents`); -1 at sources and
+        unreached vertices.
     sources : ndarray of int64
     algorithm : str
         The algorithm that ran (``auto`` resolved).
     delta : number or None
-        Bucket width (delta-stepping).
+        Bucket width (``delta``).
     iterations : int
         Heap pops (dijkstra), settle iterations (crauser) or relax rounds (delta).
     """
@@ -72,21 +67,16 @@ DIAL_MAX_WEIGHT = 1 << 20
 
 
 def _dial_shift(graph, max_weight):
-    """Predecessor bits of Dial's packed labels, or None when the distances could overflow
-    the bits left (the heap runs instead)."""
+    """Predecessor bits of Dial's packed labels; None when distances could overflow."""
     shift = max(1, graph.n.bit_length())
     if max_weight * max(graph.n - 1, 1) >= (1 << (63 - shift)) - 1:
         return None
     return shift
 
 
-# --------------------------------------------------------------------------- helpers
-
 def _sum_weights(graph):
-    """``(weights, smallest, largest)``: the graph's weights in the dtype distances are
-    summed in (int64 or float64), on the host, checked: >= 0, no NaN, integer sums
-    bounded; their extremes as Python numbers (0 when there are none). Unweighted graphs
-    weigh 1."""
+    """``(weights, smallest, largest)``: the weights in the summing dtype (int64 or
+    float64; 1 when unweighted), checked: >= 0, no NaN, integer sums bounded."""
     if graph.weights is None:
         return np.ones(graph.nnz, np.int64), 1, 1
     w = graph.weights
@@ -139,8 +129,8 @@ def is_road_like(graph):
 
 
 def choose_algorithm(graph, backend):
-    """``auto``'s choice (see the module docstring): ``dijkstra`` on the CPU; on the GPU
-    ``delta`` for road-like graphs (:func:`is_road_like`), else ``crauser``.
+    """``auto``'s choice: ``dijkstra`` on the CPU; on the GPU ``delta`` for road-like
+    graphs (:func:`is_road_like`), else ``crauser``.
 
     Examples
     --------
@@ -152,17 +142,6 @@ def choose_algorithm(graph, backend):
     return backend.select("dijkstra", "delta" if is_road_like(graph) else "crauser")
 
 
-def _min_per_row(indptr, values, empty):
-    out = np.full(indptr.size - 1, empty, values.dtype)
-    deg = np.diff(indptr)
-    rows = np.flatnonzero(deg)
-    if rows.size:
-        out[rows] = np.minimum.reduceat(values, indptr[rows])
-    return out
-
-
-# --------------------------------------------------------------------------- the solver
-
 _C_MODE, _C_STEP, _C_NEAR_SEL, _C_NEAR_N, _C_WORK, _C_SPLITS = 0, 1, 2, 3, 9, 10
 _C_WORDS = 16
 _M_DONE = 2
@@ -173,14 +152,8 @@ FUSE_ROUNDS = 16             # GPU near-far on road-like graphs: bucket-fusion r
 
 
 class ShortestPaths:
-    """SSSP state of one graph on one backend, reused across searches (benchmarks, the
-    weighted diameter's many searches): weights in the summing dtype and, on the GPU, the
-    graph, the queues and the control block stay on the device.
-
-    Parameters
-    ----------
-    graph : Graph
-    backend : str or Backend, optional
+    """SSSP state of one graph on one backend, reused across searches: weights in the
+    summing dtype and, on the GPU, the graph, queues and control block on the device.
 
     Examples
     --------
@@ -212,7 +185,10 @@ class ShortestPaths:
         """Per vertex, the smallest incoming and outgoing arc weight (``inf`` when none)."""
         if self._minima is None:
             g, w = self.graph, self.weights
-            min_out = _min_per_row(g.indptr, w, self.inf)
+            min_out = np.full(g.n, self.inf, w.dtype)
+            rows = np.flatnonzero(np.diff(g.indptr))
+            if rows.size:
+                min_out[rows] = np.minimum.reduceat(w, g.indptr[rows])
             if g.directed:
                 min_in = np.full(g.n, self.inf, w.dtype)
                 np.minimum.at(min_in, g.indices, w)
@@ -228,12 +204,8 @@ class ShortestPaths:
         return self._default_delta
 
     def run(self, sources, algorithm="auto", delta=None, predecessors=True):
-        """Distances (and canonical predecessors) from ``sources`` (internal ids).
-
-        Returns an :class:`SSSPResult` whose arrays live on the backend (GPU: ``dist`` is
-        this solver's buffer, valid until the next run; integer distances keep ``inf``,
-        2**62, for unreached vertices).
-        """
+        """:class:`SSSPResult` from ``sources`` (internal ids), arrays on the backend (GPU:
+        ``dist`` is this solver's buffer until the next run; unreached integers: 2**62)."""
         src = np.unique(np.asarray(sources, dtype=np.int64))
         if algorithm == "auto":
             algorithm = choose_algorithm(self.graph, self.backend)
@@ -248,15 +220,9 @@ class ShortestPaths:
         return SSSPResult(dist, pred, src, algorithm, delta, iterations, extra)
 
 
-def _numba():
-    from . import _frontier_cpu  # Numba, loaded on first use
-    return _frontier_cpu
-
-
 class _CpuSearch:
     """The searches on the CPU: Dial's buckets in C for integer weights up to
-    ``DIAL_MAX_WEIGHT`` (and 4n), else a 4-ary heap; the Crauser and near-far loops as
-    sequential Numba twins of the device's."""
+    ``DIAL_MAX_WEIGHT`` (and 4n), else a 4-ary heap; Crauser and near-far as Numba twins."""
 
     def __init__(self, solver):
         self.s = solver
@@ -275,30 +241,28 @@ class _CpuSearch:
             dial_w = g.weights if g.weights is not None and g.weights.dtype == np.int32 else w
             iterations = _native.dial(g.indptr, g.indices, dial_w, src, label, sv.w_max, shift)
             dist = np.empty(g.n, w.dtype)
-            out = np.empty(g.n if fused else 0, np.int64)
-            _native.dial_labels(label, shift, dist, out if fused else None, inf)
-            if fused:
-                pred = out
+            pred = np.empty(g.n, np.int64) if fused else None
+            _native.dial_labels(label, shift, dist, pred, inf)
         else:
+            from . import _frontier_cpu as kc  # Numba, loaded on first use
             dist = np.full(g.n, inf, w.dtype)
             if algorithm == "dijkstra":
-                iterations = _numba()._dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf)
+                iterations = kc._dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf)
             elif algorithm == "crauser":
                 min_in, min_out = sv.min_in_out()
-                iterations = _numba()._crauser_cpu(g.indptr, g.indices, w, min_in, min_out,
-                                          src.astype(g.indices.dtype), dist, inf)
+                iterations = kc._crauser_cpu(g.indptr, g.indices, w, min_in, min_out,
+                                             src.astype(g.indices.dtype), dist, inf)
             else:
                 tiny = w.dtype.type(2.0 ** -50 if sv.is_float else 0)
-                iterations = _numba()._nearfar_cpu(g.indptr, g.indices, w, src.astype(g.indices.dtype),
-                                          dist, w.dtype.type(delta), inf, tiny)
+                iterations = kc._nearfar_cpu(g.indptr, g.indices, w, src.astype(g.indices.dtype),
+                                             dist, w.dtype.type(delta), inf, tiny)
         if predecessors and pred is None:
             pred = sv.core.sssp_parents(dist, sv.w, inf, src)
         return dist, pred, int(iterations), {}
 
 
 class _GpuSearch:
-    """The searches on the GPU (``_sssp.cu``): device buffers, kernels and the captured
-    batches of steps of one solver (module docstring)."""
+    """The searches on the GPU (``_sssp.cu``): one solver's buffers, kernels, captured steps."""
 
     def __init__(self, solver):
         self.s = solver
@@ -417,21 +381,15 @@ def sssp(graph, sources, algorithm="auto", delta=None, backend=None, *, directed
     Parameters
     ----------
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices[, weights])
-        Weighted (unweighted graphs weigh 1 per edge); weights >= 0.
-    sources : int or sequence
-        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids.
+        Weights >= 0 (unweighted graphs weigh 1 per edge).
+    sources, backend, by_id, predecessors
+        As :func:`terrain.graph.bfs`.
     algorithm : {'auto', 'dijkstra', 'crauser', 'delta'}
-        See the module docstring; every one gives the same result.
+        ``auto``: :func:`choose_algorithm`; every one gives the same result.
     delta : number, optional
         Bucket width for ``delta`` (default :func:`default_delta`).
-    backend : {'cpu', 'gpu', 'auto'} or Backend, optional
     directed : bool, optional
-        Passed to :func:`terrain.graph.as_graph` (networkx: as the graph is; matrices:
-        undirected unless True).
-    by_id : bool, optional
-        Sources are the graph's own ids (default: True for networkx graphs only).
-    predecessors : bool
-        Also compute predecessors (one more pass over the arcs).
+        Passed to :func:`terrain.graph.as_graph`.
 
     Returns
     -------

@@ -1,9 +1,8 @@
 """Breadth-first search: hop distances and predecessors from one source or many.
 
-A BFS is the frontier core's level loop from its sources (:meth:`FrontierCore.levels`),
-then, when asked, one pass for the predecessors (the smallest-numbered neighbour one level
-closer): distances and predecessors are identical on every backend. Multi-source BFS seeds
-every source at level 0, so ``dist`` is the hop distance to the nearest source.
+The frontier core's level loop (:meth:`FrontierCore.levels`), then one pass for the
+predecessors (the smallest-numbered neighbour one level closer): identical on every backend.
+Multi-source BFS seeds every source at level 0.
 """
 
 from dataclasses import dataclass, field
@@ -22,10 +21,8 @@ class TraversalStats:
 
     Attributes
     ----------
-    level_sizes : list of int
-        Vertices at each distance from the sources (``level_sizes[d]``).
-    level_edges : list of int
-        Sum of the degrees of each level's vertices.
+    level_sizes, level_edges : list of int
+        Vertices at each distance from the sources, and the sum of their degrees.
     operators : list of str
         Operator that built each level after the first (``'top-down'``, ``'bottom-up'``).
     """
@@ -50,8 +47,8 @@ class TraversalStats:
 
 
 def traverse(core, sources):
-    """One BFS on ``core`` (a :class:`FrontierCore`) from ``sources`` (valid internal
-    vertex numbers: the strict inner layer); the labels end in ``core.dist``.
+    """One BFS on ``core`` (a :class:`FrontierCore`) from valid internal ``sources``; the
+    labels end in ``core.dist``.
 
     Examples
     --------
@@ -72,10 +69,8 @@ class BFSResult:
     dist : ndarray of int32
         Hop distance to the nearest source; -1 where unreachable.
     pred : ndarray or None
-        Predecessor on a shortest path (smallest-id neighbour one level closer); -1 at
-        sources and unreachable vertices.
+        The smallest-numbered neighbour one level closer; -1 at sources and unreachable.
     sources : ndarray of int64
-        Internal numbers of the sources.
     stats : TraversalStats
     """
 
@@ -98,8 +93,7 @@ def bfs(graph, sources, *, predecessors=True, backend=None, by_id=None):
     graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
         Treated as undirected.
     sources : int or sequence
-        Internal vertex numbers ``0..n-1``; for a networkx graph (or ``by_id=True``) the
-        nodes / source ids.
+        Internal vertex numbers; for a networkx graph (or ``by_id=True``) its nodes / ids.
     predecessors : bool
         Also compute predecessors (one more pass over the edges).
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
