@@ -1,35 +1,14 @@
 """``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
 rasters, one cluster.
 
-Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
-raster files), or manifest files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII
-grid: one path a line, ``#`` comments, relative to the manifest). Formats may be mixed:
-every file goes through :func:`terrain.io.open_grid` (ESRI/GRASS ASCII, GeoTIFF, anything
-GDAL reads).
-
-Dask strategy
--------------
-The files run one after the other on one scheduler (:func:`pipelines.cluster.open_scheduler`
-opened once; each file's pipeline reuses its client), each as its own graph, so the
-dashboard shows the whole batch and a file's tasks use the whole cluster. One graph for
-all files would hold every file's results at once and make one bad file's error stop the
-others.
-
-Every file gets a line in ``OUTDIR/manifest.json`` and ``OUTDIR/manifest.csv`` (status
-``done``, ``failed`` or ``skipped``, seconds, output, the error's one line), rewritten
-atomically after each file, so a killed batch leaves a valid manifest. A rerun skips the
-files whose output is there and whose input is unchanged since (same identity: path, size,
-modification time); failed files run again. The exit status is 1 when any file failed.
-
-A rerun also runs a file again when its parameters changed (:func:`_file_params`: the
-options its result depends on, and the identity of its friction raster or sources file).
-
-``cost-distance`` takes the single command's options: sources by map coordinates
-(``--source X,Y``) apply to every raster (a raster that does not contain one fails, the
-others run), as do ``--source-cell ROW,COL`` and ``--sources FILE``; ``--friction`` names
-one raster for every input or, with ``{stem}`` in it, one per input
-(``--friction 'friction/{stem}.tif'``). Options that hold for every file are checked before
-any runs (:data:`CHECKS`). New batch commands add one entry to :data:`RUNNERS`.
+Inputs are globs (expanded here: quote them), directories (their raster files) or manifest
+files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII grid: one path a line, ``#``
+comments). The files run one after the other on one scheduler, each as its own graph; every
+file gets a line in ``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or
+``skipped``), rewritten atomically after each file. A rerun skips files whose output is there
+and whose input and parameters (:func:`_file_params`) are unchanged. Exit status 1 when any
+file failed. New batch commands add one entry to :data:`RUNNERS`; options that hold for every
+file are checked before any runs (:data:`CHECKS`). Design: docs/scale.md, "Batches".
 """
 
 import csv
@@ -98,14 +77,14 @@ def _run_cost_distance(inp, out, args, scheduler):
 
 def _check_cost_distance(args):
     """The options every file shares, checked before any file runs (one line, exit 2)."""
-    from .cost_distance import _parse_pair, check_cost_options
+    from .cost_distance import check_cost_options, parse_pair
     if not (args.source or args.source_cell or args.sources):
         raise InputError("batch cost-distance: no sources given (map coordinates, cells or "
                          "a sources file)")
     for text in args.source or ():
-        _parse_pair(text, "source")
+        parse_pair(text, "source")
     for text in args.source_cell or ():
-        _parse_pair(text, "source cell", int)
+        parse_pair(text, "source cell", int)
     check_cost_options(args.cost, args.friction, args.connectivity, args.max_cost,
                        args.start_cost)
 

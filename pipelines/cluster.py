@@ -24,7 +24,7 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "dashboard_address", "check_inputs_on_workers", "remote_input",
-           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG"]
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -47,6 +47,11 @@ IN_PROCESS_CONFIG = {
 
 _active_client = None
 _external = False  # the active client is a cluster given by address
+
+
+def cluster_active():
+    """Whether :func:`open_scheduler` made a cluster active in this process (a batch's)."""
+    return _active_client is not None
 
 
 class SchedulerLost(InputError):

@@ -13,7 +13,6 @@ ids. The task table: docs/graphs.md ("Commands as Dask graphs").
 """
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -38,21 +37,13 @@ def _token(*parts):
     return dask.base.tokenize(*map(str, parts), time.time_ns())
 
 
-def _in_process(scheduler):
-    """True when a graph command runs in this process, without Dask: no ``--scheduler``
-    asked for and no cluster already active (a batch's). See the module docstring."""
-    if scheduler is not None:
-        return False
-    cluster = sys.modules.get("pipelines.cluster")
-    return cluster is None or cluster._active_client is None
-
-
 def _load_and_run(source, task, task_args, *, directed, name, label):
     """``task(graph, *task_args)`` on the graph ``source = (path, format, lcc, scheduler)``:
-    loaded and run in this process when :func:`_in_process`, else as the Dask graph
-    ``graph-chunk`` ... ``graph-csr`` -> ``NAME`` on the scheduler named."""
+    loaded and run in this process without a scheduler or an active cluster (module
+    docstring), else as the Dask graph ``graph-chunk`` ... ``graph-csr`` -> ``NAME``."""
+    from .cluster import cluster_active
     path, fmt, lcc, scheduler = source
-    if _in_process(scheduler):
+    if scheduler is None and not cluster_active():
         return task(load_graph(path, fmt, lcc=lcc, directed=directed), *task_args)
     import dask
     from .cluster import compute, open_scheduler
@@ -67,8 +58,6 @@ def _load_and_run(source, task, task_args, *, directed, name, label):
 def _source(args):
     return args.graph, args.format, args.lcc, args.scheduler
 
-
-# --------------------------------------------------------------------------- loading
 
 def _csr_task(plan, chunks, lcc, directed=None):
     return graph_from_edges(edges_from_chunks(plan, chunks), lcc=lcc, directed=directed)
@@ -125,8 +114,6 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
                                    dask_key_name=f"graph-csr-{token}")
 
 
-# --------------------------------------------------------------------------- graph-ingest
-
 def _write_task(graph, output, overwrite):
     t0 = time.perf_counter()
     write_graph_cache(graph, output, overwrite=overwrite)
@@ -156,8 +143,6 @@ def graph_ingest_command(args):
               f"({info['lcc_vertices']} of {info['vertices']} vertices)")
     return 0
 
-
-# --------------------------------------------------------------------------- bfs
 
 def _parse_sources(text):
     out = []
@@ -226,8 +211,6 @@ def bfs_command(args):
     return 0
 
 
-# --------------------------------------------------------------------------- sssp
-
 def _sssp_task(graph, source_ids, algorithm, delta, backend, with_table):
     from terrain.graph import sssp
     sources = graph.index_of(source_ids, what="source vertex")
@@ -273,8 +256,6 @@ def sssp_command(args):
               "-1 or inf, predecessor -1)")
     return 0
 
-
-# --------------------------------------------------------------------------- diameter
 
 def _diameter_task(graph, backend, weighted, extremes, effective, seed):
     """``(result, seconds, backend name)``: the bounding (and the effective sample) run one
@@ -362,8 +343,6 @@ def diameter_command(args):
               f"{result.effective_diameter:.2f}")
     return 0
 
-
-# --------------------------------------------------------------------------- mst of a graph
 
 _GRID_SUFFIXES = {".asc", ".tif", ".tiff", ".img", ".vrt", ".nc", ".grd", ".bil", ".flt",
                   ".dem", ".hgt", ".jp2", ".png", ".zarr"}

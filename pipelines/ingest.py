@@ -28,7 +28,7 @@ from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
 
 from . import _plan as _plans
 from ._resume import drop_checkpoints, prepare_resume, run_key
-from .cluster import DASHBOARD_MIN_CELLS
+from .cluster import DASHBOARD_MIN_CELLS, cluster_active
 from .info import merge_stats
 
 # Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
@@ -229,7 +229,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     cells = grid.shape[0] * grid.shape[1]
     if (scheduler is None and not resume and isinstance(grid, AsciiGrid)
-            and cells <= DASHBOARD_MIN_CELLS and not _client_active()):
+            and cells <= DASHBOARD_MIN_CELLS and not cluster_active()):
         return ingest_in_threads(grid, input_path, output_path, tile, overwrite, compressors,
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
@@ -237,13 +237,6 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     with open_scheduler(scheduler, cells=cells, inputs=[input_path]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
-
-
-def _client_active():
-    """Whether :func:`pipelines.cluster.open_scheduler` made a cluster active (a batch runs
-    every file there, small ones too). Without that module imported, none can be."""
-    cluster = sys.modules.get("pipelines.cluster")
-    return cluster is not None and getattr(cluster, "_active_client", None) is not None
 
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
@@ -313,7 +306,6 @@ def write_elevation(grid, store_path, tile, compressors=None):
     finish_elevation(store_path, stats)
 
 
-# -- command handlers ---------------------------------------------------------------------------
 def ingest_command(args):
     """``terrain ingest INPUT -o OUT.zarr [--tile N] [--overwrite] [--scheduler S]``."""
     if getattr(args, "dry_run", False):
