@@ -105,9 +105,6 @@ def parse_pair(text, what, cast=float):
     return a, b
 
 
-_parse_pair = parse_pair  # the name pipelines.batch uses
-
-
 def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None, label="",
                     crs=None):
     """Source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y), then ``cells``
@@ -431,9 +428,6 @@ def cost_distance_command(args):
     return 0
 
 
-# ------------------------------------------------------------------------------------------
-# --dry-run: this command's part of the plan (pipelines/_plan.py)
-
 #: stored bytes a cell of each layer (Blosc LZ4 on synthetic terrain, 2048², one and 50
 #: sources: distance 2.5-2.8 with absdiff, 6.0 with tobler; backlink 0.27-0.42; allocation
 #: 0.02-0.06; friction taken at its raw 4 bytes)
@@ -576,9 +570,6 @@ def _plan_paths(args):
 _plans.register("cost-distance", plan_cost_distance, lambda inp, args: default_output(inp),
                 _plan_paths)
 
-
-# ------------------------------------------------------------------------------------------
-# least-cost paths
 
 
 def trace_paths(store_path, cells):

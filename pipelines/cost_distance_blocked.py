@@ -345,7 +345,7 @@ def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, ups
     # tasks in this process (Dask's local schedulers, our in-process LocalCluster): the
     # cache serves them; a cluster of other processes reads and writes the files each time
     local = scheduler in cluster.LOCAL_SCHEDULERS or (
-        scheduler in (None, cluster.LOCAL_CLUSTER) and cluster._active_client is None)
+        scheduler in (None, cluster.LOCAL_CLUSTER) and not cluster.cluster_active())
     bands = 24 * (plan.hrows.size * shape[1] + plan.vcols.size * shape[0])
     cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands)) \
         if local else None
