@@ -3,20 +3,11 @@
 :func:`checkpointed` rewrites a built task graph: every task whose name starts with one of
 the given prefixes runs through :func:`run_checkpointed`, which returns the task's result
 from ``PARTIAL/.terrain-checkpoints/KEY.npz`` when that file exists, else runs the task and
-writes the file (beside, then renamed) *after* the task's own writes into the store. Big
-graphs wrap their tasks at construction (:class:`pipelines.quadtree.TaskGraph`) and
-:func:`checkpointed` only counts them. Tasks are idempotent (whole shards rewritten), which
-also makes Dask's retries after a lost worker safe. Task keys and the partial's name are
-deterministic (:func:`run_key`), so a rerun finds the same files; :func:`drop_checkpoints`
-removes them before the rename. (Dask's own persistence dies with the cluster.)
-
-A checkpoint cannot run code: anyone who can stat the input and write the output's folder
-can plant files, so checkpoints are data only (:func:`save_result`, :func:`load_result`):
-an ``.npz`` read with ``allow_pickle=False`` whose ``__tree__`` member is JSON describing
-None, bools, numbers, strings, lists, tuples, dicts, NumPy arrays and scalars (not of
-object dtype) and dataclasses of terrain's own modules, rebuilt field by field without
-calling a constructor. A checkpoint that does not decode is absent (its task runs again); a
-result of another type is returned but not checkpointed.
+writes the file (beside, then renamed) *after* the task's own writes into the store. Tasks
+are idempotent (whole shards rewritten); keys are deterministic (:func:`run_key`), so a
+rerun finds the same files. Checkpoints are data only (:func:`save_result`: an ``.npz``
+read with ``allow_pickle=False``, a JSON ``__tree__``); one that does not decode is absent.
+Design: docs/scale.md, "Resume".
 """
 
 import base64
