@@ -49,17 +49,11 @@ def _run_mst(inp, out, args, scheduler):
 
 
 def _per_file(template, inp):
-    """A path option for one input: ``{stem}`` in it becomes the input's file stem (one
-    friction raster per DEM), else the same file for every input (absolute on a cluster
-    given by address: :func:`pipelines.cluster.remote_input`)."""
+    """A path option for one input: ``{stem}`` becomes the input's file stem, else the same
+    file for every input (absolute on a cluster given by address)."""
     if template is None:
         return None
     return remote_input(str(template).replace("{stem}", Path(inp).stem))
-
-
-def _side_files(args, inp):
-    """The other files one input's run reads (cost-distance: friction, sources)."""
-    return [_per_file(getattr(args, name, None), inp) for name in ("friction", "sources")]
 
 
 def _run_cost_distance(inp, out, args, scheduler):
@@ -99,8 +93,8 @@ def _check_connectivity(command):
 
 
 def _file_params(command, args, inp):
-    """What a file's result depends on besides the input itself: a rerun skips a file only
-    when these are unchanged (a changed option or friction raster runs it again)."""
+    """What a file's result depends on besides the input: a rerun skips a file only when these
+    are unchanged."""
     if command == "ingest":
         return {"tile": args.tile}
     if command == "mst":
@@ -188,16 +182,12 @@ def expand_inputs(specs):
 
 
 def _output_names(files, outdir, suffix):
-    """``OUTDIR/STEM+suffix``, unique and the same on every run of the same inputs: where
-    stems clash (``a.asc`` and ``a.tif``) the file name, and where names clash too
-    (``d1/a.asc`` and ``d2/a.asc``) ``STEM-HASH``, HASH from the file's resolved path.
-    Compared without case (a case-insensitive file system would merge ``A.asc`` and
-    ``a.asc``).
+    """``OUTDIR/STEM+suffix``, unique and the same on every run: where stems clash the file
+    name, where names clash too ``STEM-HASH`` (of the resolved path); compared without case.
 
     >>> [p.name for p in _output_names([Path("d1/a.asc"), Path("d2/a.asc"), Path("b.tif")],
     ...                                Path("out"), ".mst.zarr")]  # doctest: +ELLIPSIS
-    ['a-....mst.zarr', 'a-....mst.zarr', 'b.mst.zarr']
-    """
+    ['a-....mst.zarr', 'a-....mst.zarr', 'b.mst.zarr']"""
     import hashlib
 
     def count(names):
@@ -218,26 +208,23 @@ def _output_names(files, outdir, suffix):
 
 
 def _write_manifest(outdir, command, rows, earlier=()):
-    """``manifest.json`` (this batch's rows, and ``earlier``: the rows of earlier batches
-    into the folder whose outputs are still there) and ``manifest.csv`` (this batch's)."""
+    """``manifest.json`` (this batch's rows and the ``earlier`` batches' whose outputs remain)
+    and ``manifest.csv`` (this batch's)."""
     doc = {"command": command, "files": rows}
     if earlier:
         doc["earlier"] = list(earlier)
-    with atomic_output(outdir / "manifest.json", overwrite=True,
-                       notify=lambda message: None) as tmp:
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=FIELDS, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    with atomic_output(outdir / "manifest.csv", overwrite=True,
-                       notify=lambda message: None) as tmp:
-        tmp.write_text(text.getvalue())
+    for name, body in (("manifest.json", json.dumps(doc, indent=2) + "\n"),
+                       ("manifest.csv", text.getvalue())):
+        with atomic_output(outdir / name, overwrite=True, notify=lambda message: None) as tmp:
+            tmp.write_text(body)
 
 
 def _previous(outdir):
-    """input path -> row of the last run's manifest, its own files and those it kept of the
-    batches before (empty when there is none)."""
+    """input path -> row of the last run's manifest (with the earlier rows it kept), or {}."""
     try:
         doc = json.loads((outdir / "manifest.json").read_text())
         rows = list(doc.get("earlier", [])) + list(doc.get("files", []))
@@ -247,8 +234,7 @@ def _previous(outdir):
 
 
 def _owners(previous):
-    """output path -> the resolved input whose result it holds, by the earlier manifests
-    (outputs that still exist)."""
+    """output path -> the resolved input whose result it holds, by the earlier manifests."""
     out = {}
     for row in previous.values():
         output = row.get("real_output") or row.get("output")
@@ -267,9 +253,8 @@ def _other_owner(owners, inp, out):
 
 
 def _check_outdir(outdir, files):
-    """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or
-    holds an input (a rerun would take the outputs and manifests for inputs): before the
-    scheduler starts, so that a refused batch leaves nothing behind."""
+    """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or holds
+    an input: before the scheduler starts, so a refused batch leaves nothing behind."""
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")
@@ -361,7 +346,8 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 # a cluster given by address: its workers read the files at their absolute
                 # paths, checked to be the bytes seen here (else a worker in another folder
                 # reads a same-named file of its own)
-                check_inputs_on_workers([inp, *_side_files(args, inp)])
+                check_inputs_on_workers([inp, *(_per_file(getattr(args, name, None), inp)
+                                                for name in ("friction", "sources"))])
                 summary = runner(remote_input(inp), out, args, inner)
                 row.update(status="done", error="", summary=summary)
             except InputError as e:

@@ -114,7 +114,6 @@ def _write_whole(store, layer, values, side):
                 values.shape, side)
 
 
-
 def _ingest(path, target, tile):
     from .cluster import compute, open_scheduler
     from .ingest import build_ingest_graph
@@ -298,7 +297,7 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
                                                                     np.float64),
                                 backend, graph.call, what=str(tmp))
         refs = list(out.values())
-        done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), _gather, refs))
+        done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), list, refs))
         (maxima,) = compute(done, label="flow-accumulation")
         t3 = time.perf_counter()
     total = {"cells": sum(s["cells"] for s in stats),
@@ -308,14 +307,9 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
     return _stats(total, np.asarray(maxima, np.float64), len(plan.groups))
 
 
-def _gather(values):
-    return list(values)
-
-
 def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
-    """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)
-    GeoTIFFs in ``directory``, nodata and band descriptions set, all written before any
-    appears (:func:`terrain.io.geotiff.write_geotiffs`); returns the paths."""
+    """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized) GeoTIFFs
+    in ``directory``, all written before any appears; returns the paths."""
     from terrain.io.geotiff import write_geotiffs
 
     directory = Path(directory)  # made there (its parent was checked with the outputs)

@@ -54,8 +54,7 @@ def default_compressors():
 
 
 def create_elevation(store_path, grid, tile, compressors=None):
-    """Create the tile store of ``grid`` (its ``elevation`` array, georeference and header)
-    at ``store_path``; returns the shard side in cells."""
+    """Create the tile store of ``grid`` at ``store_path``; returns the shard side in cells."""
     compressors = default_compressors() if compressors is None else compressors
     store = create_store(store_path, grid.shape, tile, geotransform=grid.geotransform,
                          crs=grid.crs, nodata=grid.nodata, source=grid.path.name,
@@ -95,8 +94,7 @@ def _band_slot(band_bytes):
 
 
 def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
-    """Read rows ``r0:r1`` and write every shard of them; return (nodata cells, min, max).
-    ``shard_side`` is the created store's (the task depends on the one creating it)."""
+    """Read rows ``r0:r1`` and write every shard of them; returns (nodata cells, min, max)."""
     cols = grid.shape[1]
     with _band_slot((r1 - r0) * cols * 4):
         return _ingest_band_now(grid, store_path, r0, r1, starts, cols)
@@ -116,15 +114,12 @@ def _ingest_band_now(grid, store_path, r0, r1, starts, cols):
 
 
 def write_window(store_path, z, r0, c0):
-    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)``: whole shards (the window
-    starts on a shard corner and ends on one or at the grid's edge), each encoded and written
-    in this thread (:func:`terrain.tiles.store.write_block`)."""
+    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)``: whole shards, in this thread."""
     write_block(store_path, "elevation", (r0, r0 + z.shape[0], c0, c0 + z.shape[1]), z)
 
 
 def finish_elevation(store_path, parts):
-    """The statistics of the bands ``parts`` (:func:`band_stats` each) into the store's
-    attributes."""
+    """The statistics of the bands ``parts`` (:func:`band_stats` each) into the attributes."""
     stats = merge_stats(parts)
     zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
     BUFFERS.clear()
@@ -241,12 +236,9 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
 
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
                                compressors=None, resume=False, **options):
-    """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`.
-
-    ``options`` are :func:`terrain.io.open_grid`'s (``band``, ``nodata``, ``crs``). The
-    returned store's ``reused_tasks`` attribute counts the tasks a resumed run took from the
-    partial output's checkpoints.
-    """
+    """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`;
+    ``options``: :func:`terrain.io.open_grid`'s. The store's ``reused_tasks`` counts the tasks
+    a resumed run took from checkpoints."""
     from ._resume import checkpointed
     from .cluster import compute, remote_input
 
@@ -272,9 +264,7 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
 def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
                       compressors=None, **options):
     """:func:`ingest` of a grid that fits in memory, atomically, without a task graph
-    (:func:`write_elevation`; ``--resume`` takes the graph). ``options``:
-    :func:`terrain.io.open_grid`'s, which ``grid`` was opened with.
-    """
+    (:func:`write_elevation`)."""
     check_tile_size(tile)
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
@@ -286,11 +276,9 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
 
 
 def write_elevation(grid, store_path, tile, compressors=None):
-    """The store ``store_path`` created with the ``elevation`` of the opened ``grid`` (one
-    that fits in memory), in this process on a thread pool: read whole (an ASCII grid
-    parsed by :meth:`terrain.io.AsciiGrid.read_all`), then every shard written on the same
-    pool. The same store as :func:`build_ingest_graph`'s, byte for byte, without Dask's
-    import and scheduling: what a small job's start-up is made of."""
+    """The store ``store_path`` created with the ``elevation`` of ``grid`` (one that fits in
+    memory) on a thread pool: the same store as :func:`build_ingest_graph`'s, byte for byte,
+    without Dask's import and scheduling (a small job's start-up)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:
