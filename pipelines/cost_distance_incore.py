@@ -46,7 +46,6 @@ def runs_in_process(scheduler=None):
                                                   "single-threaded")
 
 
-
 class _DistanceWriter:
     """Writes the ``distance`` layer on a thread pool as soon as the solve has the distances;
     :meth:`wait` returns each shard window's ``(start, end)``."""
@@ -247,7 +246,6 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     summary["path"] = "in-process"
     summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
     return summary
-
 
 
 def input_fingerprint(path):

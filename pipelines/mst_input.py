@@ -4,14 +4,11 @@ as they arrive, the forest's tasks taking their blocks from memory.
 :func:`pipelines.mst.mst_route` decides when: the in-core route without a scheduler, and on
 the GPU an ASCII grid whose float32 elevations fit :data:`DEVICE_SHARE` of the device though
 its forest does not fit in core. :func:`load_grid` reads the input once into the backend's
-memory (an ASCII grid on the GPU parsed on the device in pieces of whole lines,
-:func:`terrain.io.parse_grid_on_device`; on the CPU by the C parser; a raster by rasterio;
-a store shard by shard); a raster input's ``elevation`` layer is written, band by band by
-:data:`WRITER_THREADS` threads, as it is parsed. The grid is registered under a
-:class:`HeldGrid` handle and the group tasks take their blocks with :func:`held_get`; on the
-GPU the provisional masks go to a second held grid on the device, written once by the write
-tasks. A text the device parse rejects is parsed on the CPU, whose parser raises the usual
-:class:`~terrain.errors.InputError` (file, line, token).
+memory (an ASCII grid on the GPU parsed on the device; a text the device rejects is parsed
+on the CPU, whose parser raises the usual one-line error); a raster's ``elevation`` is
+written by :data:`WRITER_THREADS` threads as it is parsed. Group tasks take their blocks
+from the :class:`HeldGrid` with :func:`held_get`; on the GPU the provisional masks go to a
+second held grid on the device. Design: docs/mst.md, "Routes".
 """
 
 import contextlib
