@@ -177,8 +177,8 @@ def _bfs_task(graph, source_ids, backend, predecessors=False):
 
 
 def _search_command(args, backend, task, task_args, **kw):
-    """A bfs/sssp task on the graph, ``(found, summary)``: ``--out`` refused (it exists, or
-    its suffix is unknown) before any work starts, the task's table written there after."""
+    """A bfs/sssp task on the graph, ``(found, summary)``: ``--out`` checked before any work,
+    the task's table written there after."""
     if args.out:
         check_outputs([args.graph], [args.out], args.overwrite)
         check_table_path(args.out)
@@ -258,9 +258,7 @@ def sssp_command(args):
 
 
 def _diameter_task(graph, backend, weighted, extremes, effective, seed):
-    """``(result, seconds, backend name)``: the bounding (and the effective sample) run one
-    after another on the backend, chosen once the graph's size is known (``auto``: a small
-    graph stays on the CPU)."""
+    """``(result, seconds, backend name)``; the backend chosen once the graph's size is known."""
     from terrain.graph import diameter, weighted_diameter
     backend = get_backend(backend, work=graph.n + graph.nnz)
     t0 = time.perf_counter()
@@ -352,9 +350,8 @@ _GRID_HEADERS = ("ncols", "nrows", "xllcorner", "xllcenter", "north:", "south:",
 
 
 def is_graph_input(path):
-    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix,
-    or a text file whose first content line is an edge ``U V [W]``) rather than a grid (a
-    tile store, a raster, an ASCII grid with its ``ncols`` / ``north:`` header)."""
+    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix, or
+    a text whose first content line is an edge ``U V [W]``) rather than a grid."""
     from terrain.graph import is_graph_cache
     path = Path(path)
     if path.is_dir():
@@ -412,10 +409,8 @@ GRID_OPTIONS = (("connectivity", 8, "--connectivity"), ("weight", "max", "--weig
 
 
 def mst_graph_command(args):
-    """``mst GRAPH`` (the command line sends a graph file here, :func:`is_graph_input`): the
-    minimum spanning forest as an edge table (``-o`` .csv / .parquet / .npz, default
-    ``INPUT.mst.csv``) with original ids, its total weight and tree count; returns the exit
-    status. A grid's options are refused (they would be ignored)."""
+    """``mst GRAPH``: the minimum spanning forest as an edge table (``-o`` .csv / .parquet /
+    .npz) with original ids; a grid's options are refused (they would be ignored)."""
     given = [flag for name, default, flag in GRID_OPTIONS
              if getattr(args, name, default) != default]
     if given:

@@ -1,14 +1,11 @@
 """Ingest an elevation grid into a z-ordered tile store, as one Dask graph; ``synth``.
 
-The header is validated eagerly (:func:`terrain.io.open_grid`), so bad input fails before
-any task runs. Tasks: ``ingest-create`` (the store: building the graph writes nothing);
-for an ASCII grid ``ingest-index`` (the newlines of each ``INDEX_CHUNK_BYTES``) and
-``ingest-rows`` (every row's byte span); ``ingest-band`` per band of shard rows (a task
-owns whole shards, since zarr rewrites a shard written in part: parse, then
-:func:`write_window`); ``ingest-finish`` (nodata count, min, max into the attributes, so
-``info`` needs no pass over the data). An ASCII grid small enough for the default
-scheduler's threads is parsed whole and written from memory without Dask
-(:func:`write_elevation`): the same store, byte for byte.
+The header is validated eagerly, so bad input fails before any task runs. Tasks:
+``ingest-create``; for an ASCII grid ``ingest-index`` and ``ingest-rows`` (every row's byte
+span); ``ingest-band`` per band of shard rows (whole shards: zarr rewrites a shard written in
+part); ``ingest-finish`` (nodata count, min, max into the attributes, for ``info``). A small
+ASCII grid is parsed whole and written without Dask (:func:`write_elevation`): the same
+store, byte for byte.
 """
 
 import os
