@@ -143,15 +143,14 @@ def _hashable(key):
 
 
 def save_result(path, value):
-    """Write ``value`` to ``path`` as a checkpoint that holds data only (module docstring:
-    an ``.npz`` without pickles); :class:`NotCheckpointable` for a type it does not hold.
+    """Write ``value`` to ``path`` as a data-only checkpoint (an ``.npz`` without pickles);
+    :class:`NotCheckpointable` for a type it does not hold.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "c.npz"
     >>> save_result(p, {"n": 3, ("a", 1): (np.arange(3), np.float32(2.5), None)})
     >>> load_result(p)
-    {'n': 3, ('a', 1): (array([0, 1, 2]), np.float32(2.5), None)}
-    """
+    {'n': 3, ('a', 1): (array([0, 1, 2]), np.float32(2.5), None)}"""
     arrays = {}
     tree = _encode(value, arrays)
     arrays[_TREE] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
@@ -160,9 +159,8 @@ def save_result(path, value):
 
 
 def load_result(path):
-    """The value :func:`save_result` wrote to ``path``. Never unpickles: an archive member
-    that needs a pickle (an object array) is refused with ``ValueError``, as is anything
-    that is not such a checkpoint."""
+    """The value :func:`save_result` wrote to ``path``; never unpickles (``ValueError`` for
+    anything that is not such a checkpoint)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             if not isinstance(z, np.lib.npyio.NpzFile) or _TREE not in z.files:
@@ -252,10 +250,8 @@ def checkpointed(delayed, partial, prefixes):
 
 
 def prepare_resume(partial):
-    """Before a resumed run: drop a partial holding no checkpoint (nothing to reuse, and a
-    half-created store would stop the run), and the half-written files of writers the kill
-    stopped (shards are written beside and renamed, :func:`terrain.tiles.write_shard`).
-    Returns True when something is reused."""
+    """Before a resumed run: drop a partial holding no checkpoint, and the half-written files
+    of writers the kill stopped. Returns True when something is reused."""
     from terrain.tiles import sweep_partial_files
     partial = Path(partial)
     folder = partial / CHECKPOINT_DIR
