@@ -1,16 +1,10 @@
 """Where pipelines run: a LocalCluster with its dashboard for big jobs, any scheduler on request.
 
 ``--scheduler`` takes nothing (the in-process LocalCluster and its dashboard for a grid of
-more than :data:`DASHBOARD_MIN_CELLS` cells or of unknown size, else Dask's ``threads``:
-the cluster's start-up would be most of a small job), ``local`` (the LocalCluster whatever
-the size), ``threads``/``synchronous``, or an address (``tcp://host:port``) to attach to.
-The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
-(:func:`dashboard_address`). A scheduler given by address that goes away mid-run is one
-line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
-
-:data:`IN_PROCESS_CONFIG` makes the in-process cluster's event loop sample less often.
-:func:`compute` runs collections on the active scheduler with a progress bar on stderr.
-Design notes: docs/scale.md, "Clusters".
+more than :data:`DASHBOARD_MIN_CELLS` cells or of unknown size, else Dask's ``threads``),
+``local`` (the LocalCluster), ``threads``/``synchronous``, or an address to attach to. A
+scheduler given by address that goes away mid-run is one line (:class:`SchedulerLost`) and
+the partial output stays for ``--resume``. Design notes: docs/scale.md, "Clusters".
 """
 
 import contextlib

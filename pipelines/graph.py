@@ -2,14 +2,11 @@
 ``mst`` of a graph file, in this process or as Dask graphs.
 
 Without ``--scheduler`` (and no cluster already active) a command loads and runs in this
-process and imports no Dask (:func:`_load_and_run`): one load and traversals whose steps
-depend on each other gain nothing from a task graph. ``graph-ingest`` and any
-``--scheduler`` build one: the header read eagerly (a bad one fails before a cluster
-starts), ``graph-read`` (gzip), one ``graph-chunk`` per byte range, ``graph-csr``, then one
-task for the command (``graph-write``, ``bfs-run``, ``sssp-run``, ``mst-graph-run``,
-``diameter-run``). An :class:`terrain.errors.InputError` raised inside a task comes out
-unchanged on every scheduler. Tables are written by this process, atomically, in the file's
-ids. The task table: docs/graphs.md ("Commands as Dask graphs").
+process and imports no Dask (:func:`_load_and_run`). ``graph-ingest`` and any
+``--scheduler`` build a task graph (the header read eagerly): ``graph-read`` (gzip),
+``graph-chunk`` per byte range, ``graph-csr``, then the command's task. Tables are written
+by this process, atomically, in the file's ids. Design and tasks: docs/graphs.md ("Commands
+as Dask graphs").
 """
 
 import json

@@ -422,12 +422,10 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     ``out_path`` itself, or a :class:`~pipelines.mst_input.HeldGrid`) into ``out_path``;
     computing it returns the summary (also stored in the ``mst`` attribute).
 
-    ``group_tiles``: tiles a side of a group of tile batches (the store's shard);
-    ``upstream``: what runs first (the ingest); ``geo``: the georeference to copy when the
-    output has none; ``in_core``: as :func:`mst_route` ("auto", "groups" or False; the forest
-    is the same); ``partial``: the partial output holding the checkpoints (``--resume``);
-    ``device_mask``: a held device grid for the provisional masks; ``free``: the device's
-    free bytes (None: asked).
+    ``group_tiles``: tiles a side of a group (the store's shard); ``upstream``: what runs
+    first; ``geo``: the georeference to copy; ``in_core``: as :func:`mst_route`; ``partial``:
+    the checkpoints' partial output; ``device_mask``: a held device grid for the masks;
+    ``free``: the device's free bytes (None: asked).
     """
     import dask
 
