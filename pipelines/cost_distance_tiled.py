@@ -7,10 +7,8 @@ SSSP tiles of ``tile_sssp`` cells. Nothing grid-sized is held or passed between 
 index lives in the output store (:class:`IndexStore`, ``sssp_index``), the run's boundary
 labels in ``sssp_labels`` (removed at the end); tasks pass tokens and the sparse source
 labels. With ``--backend gpu`` at height 0 the level of tiles stays on the device
-(``DeviceLevel``) and the top is solved there. Tasks: ``cost-index-make``,
-``cost-index-leaf``/``-merge{k}`` (or ``cost-index-check`` with ``--reuse``),
-``cost-src-*``, ``cost-down-split{k}``/``-apply``, ``cost-fill`` per output shard and
-``cost-tiled-finish``. The layout, tasks and memory bound: docs/cost-distance-tiled.md.
+(``DeviceLevel``) and the top is solved there. The layout, tasks and memory bound:
+docs/cost-distance-tiled.md.
 """
 
 import shutil

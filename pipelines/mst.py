@@ -3,16 +3,11 @@
 :func:`mst_route` is the one planner (:func:`run_mst` and ``--dry-run`` ask it the same
 questions); each route wins its regime (docs/mst.md, "Routes"):
 
-* ``in-core``: the grid fits the backend's whole-grid kernel
-  (:func:`terrain.grid.mst_device.fits_in_core`): the super-tile walk with one group, run in
-  this process without Dask unless ``--scheduler``/``--resume`` ask for a task graph.
-* ``super-tiles`` (GPU): groups as large as the device holds, merged up the quadtree; an
-  ASCII grid that fits the device is parsed there first (:mod:`pipelines.mst_input`).
-* ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree.
-
-:func:`build_mst_graph` wires the phases of :mod:`terrain.grid.mst` along the quadtree
-walks: ``mst-ingest`` → ``mst-prepare`` → ``mst-group`` → ``mst-merge`` → ``mst-expand`` →
-``mst-write`` → ``mst-finish``.
+``in-core`` (the grid fits the backend's whole-grid kernel; no Dask unless ``--scheduler``
+or ``--resume``), ``super-tiles`` (GPU: groups as large as the device holds) and ``tiled``
+(CPU: tile batches per shard). :func:`build_mst_graph` wires the phases of
+:mod:`terrain.grid.mst` along the quadtree walks: ``mst-prepare`` → ``mst-group`` →
+``mst-merge`` → ``mst-expand`` → ``mst-write`` → ``mst-finish``.
 """
 
 import contextlib
