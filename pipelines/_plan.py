@@ -6,12 +6,8 @@ paths as the run does, reads the input's header only, lays out the tile store, a
 command's part for tasks, backend, memory and bytes written, and adds the free space of the
 output's file system; :func:`dry_run_command` prints the plan and refuses the run (exit 2)
 when the disk cannot hold it. Graph commands build their graph (building writes nothing),
-so task counts are real; ``mst``'s route is :func:`pipelines.mst.mst_route`'s.
-
-Sizes are estimates from measured ratios (:data:`STORED_BYTES_PER_CELL`: Blosc LZ4 keeps
-about 0.64 of float32 elevations on synthetic terrain and 0.46 bytes a cell of the bit-
-shuffled ``mst`` mask; a Borůvka edge holds about 16 bytes); the partial output is the output
-before its rename plus small checkpoints.
+so task counts are real. Sizes are estimates from measured ratios
+(:data:`STORED_BYTES_PER_CELL`; docs/scale.md, "Dry runs").
 
 Examples
 --------

@@ -3,20 +3,11 @@
 :func:`checkpointed` rewrites a built task graph: every task whose name starts with one of
 the given prefixes runs through :func:`run_checkpointed`, which returns the task's result
 from ``PARTIAL/.terrain-checkpoints/KEY.npz`` when that file exists, else runs the task and
-writes the file (beside, then renamed) *after* the task's own writes into the store. Big
-graphs wrap their tasks at construction (:class:`pipelines.quadtree.TaskGraph`) and
-:func:`checkpointed` only counts them. Tasks are idempotent (whole shards rewritten), which
-also makes Dask's retries after a lost worker safe. Task keys and the partial's name are
-deterministic (:func:`run_key`), so a rerun finds the same files; :func:`drop_checkpoints`
-removes them before the rename. (Dask's own persistence dies with the cluster.)
-
-A checkpoint cannot run code: anyone who can stat the input and write the output's folder
-can plant files, so checkpoints are data only (:func:`save_result`, :func:`load_result`):
-an ``.npz`` read with ``allow_pickle=False`` whose ``__tree__`` member is JSON describing
-None, bools, numbers, strings, lists, tuples, dicts, NumPy arrays and scalars (not of
-object dtype) and dataclasses of terrain's own modules, rebuilt field by field without
-calling a constructor. A checkpoint that does not decode is absent (its task runs again); a
-result of another type is returned but not checkpointed.
+writes the file (beside, then renamed) *after* the task's own writes into the store. Tasks
+are idempotent (whole shards rewritten); keys are deterministic (:func:`run_key`), so a
+rerun finds the same files. Checkpoints are data only (:func:`save_result`: an ``.npz``
+read with ``allow_pickle=False``, a JSON ``__tree__``); one that does not decode is absent.
+Design: docs/scale.md, "Resume".
 """
 
 import base64
@@ -152,15 +143,14 @@ def _hashable(key):
 
 
 def save_result(path, value):
-    """Write ``value`` to ``path`` as a checkpoint that holds data only (module docstring:
-    an ``.npz`` without pickles); :class:`NotCheckpointable` for a type it does not hold.
+    """Write ``value`` to ``path`` as a data-only checkpoint (an ``.npz`` without pickles);
+    :class:`NotCheckpointable` for a type it does not hold.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "c.npz"
     >>> save_result(p, {"n": 3, ("a", 1): (np.arange(3), np.float32(2.5), None)})
     >>> load_result(p)
-    {'n': 3, ('a', 1): (array([0, 1, 2]), np.float32(2.5), None)}
-    """
+    {'n': 3, ('a', 1): (array([0, 1, 2]), np.float32(2.5), None)}"""
     arrays = {}
     tree = _encode(value, arrays)
     arrays[_TREE] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
@@ -169,9 +159,8 @@ def save_result(path, value):
 
 
 def load_result(path):
-    """The value :func:`save_result` wrote to ``path``. Never unpickles: an archive member
-    that needs a pickle (an object array) is refused with ``ValueError``, as is anything
-    that is not such a checkpoint."""
+    """The value :func:`save_result` wrote to ``path``; never unpickles (``ValueError`` for
+    anything that is not such a checkpoint)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             if not isinstance(z, np.lib.npyio.NpzFile) or _TREE not in z.files:
@@ -261,10 +250,8 @@ def checkpointed(delayed, partial, prefixes):
 
 
 def prepare_resume(partial):
-    """Before a resumed run: drop a partial holding no checkpoint (nothing to reuse, and a
-    half-created store would stop the run), and the half-written files of writers the kill
-    stopped (shards are written beside and renamed, :func:`terrain.tiles.write_shard`).
-    Returns True when something is reused."""
+    """Before a resumed run: drop a partial holding no checkpoint, and the half-written files
+    of writers the kill stopped. Returns True when something is reused."""
     from terrain.tiles import sweep_partial_files
     partial = Path(partial)
     folder = partial / CHECKPOINT_DIR

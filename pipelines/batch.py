@@ -1,35 +1,14 @@
 """``terrain batch ingest|mst|cost-distance|fill|flow INPUTS... -o OUTDIR``: one command over many
 rasters, one cluster.
 
-Inputs are globs (expanded here, so quote them: ``'rasters/*.asc'``), directories (their
-raster files), or manifest files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII
-grid: one path a line, ``#`` comments, relative to the manifest). Formats may be mixed:
-every file goes through :func:`terrain.io.open_grid` (ESRI/GRASS ASCII, GeoTIFF, anything
-GDAL reads).
-
-Dask strategy
--------------
-The files run one after the other on one scheduler (:func:`pipelines.cluster.open_scheduler`
-opened once; each file's pipeline reuses its client), each as its own graph, so the
-dashboard shows the whole batch and a file's tasks use the whole cluster. One graph for
-all files would hold every file's results at once and make one bad file's error stop the
-others.
-
-Every file gets a line in ``OUTDIR/manifest.json`` and ``OUTDIR/manifest.csv`` (status
-``done``, ``failed`` or ``skipped``, seconds, output, the error's one line), rewritten
-atomically after each file, so a killed batch leaves a valid manifest. A rerun skips the
-files whose output is there and whose input is unchanged since (same identity: path, size,
-modification time); failed files run again. The exit status is 1 when any file failed.
-
-A rerun also runs a file again when its parameters changed (:func:`_file_params`: the
-options its result depends on, and the identity of its friction raster or sources file).
-
-``cost-distance`` takes the single command's options: sources by map coordinates
-(``--source X,Y``) apply to every raster (a raster that does not contain one fails, the
-others run), as do ``--source-cell ROW,COL`` and ``--sources FILE``; ``--friction`` names
-one raster for every input or, with ``{stem}`` in it, one per input
-(``--friction 'friction/{stem}.tif'``). Options that hold for every file are checked before
-any runs (:data:`CHECKS`). New batch commands add one entry to :data:`RUNNERS`.
+Inputs are globs (expanded here: quote them), directories (their raster files) or manifest
+files (``.lst``/``.list``, or a ``.txt`` that is not an ASCII grid: one path a line, ``#``
+comments). The files run one after the other on one scheduler, each as its own graph; every
+file gets a line in ``OUTDIR/manifest.json`` and ``.csv`` (``done``, ``failed`` or
+``skipped``), rewritten atomically after each file. A rerun skips files whose output is there
+and whose input and parameters (:func:`_file_params`) are unchanged. Exit status 1 when any
+file failed. New batch commands add one entry to :data:`RUNNERS`; options that hold for every
+file are checked before any runs (:data:`CHECKS`). Design: docs/scale.md, "Batches".
 """
 
 import csv
@@ -70,17 +49,11 @@ def _run_mst(inp, out, args, scheduler):
 
 
 def _per_file(template, inp):
-    """A path option for one input: ``{stem}`` in it becomes the input's file stem (one
-    friction raster per DEM), else the same file for every input (absolute on a cluster
-    given by address: :func:`pipelines.cluster.remote_input`)."""
+    """A path option for one input: ``{stem}`` becomes the input's file stem, else the same
+    file for every input (absolute on a cluster given by address)."""
     if template is None:
         return None
     return remote_input(str(template).replace("{stem}", Path(inp).stem))
-
-
-def _side_files(args, inp):
-    """The other files one input's run reads (cost-distance: friction, sources)."""
-    return [_per_file(getattr(args, name, None), inp) for name in ("friction", "sources")]
 
 
 def _run_cost_distance(inp, out, args, scheduler):
@@ -98,14 +71,14 @@ def _run_cost_distance(inp, out, args, scheduler):
 
 def _check_cost_distance(args):
     """The options every file shares, checked before any file runs (one line, exit 2)."""
-    from .cost_distance import _parse_pair, check_cost_options
+    from .cost_distance import check_cost_options, parse_pair
     if not (args.source or args.source_cell or args.sources):
         raise InputError("batch cost-distance: no sources given (map coordinates, cells or "
                          "a sources file)")
     for text in args.source or ():
-        _parse_pair(text, "source")
+        parse_pair(text, "source")
     for text in args.source_cell or ():
-        _parse_pair(text, "source cell", int)
+        parse_pair(text, "source cell", int)
     check_cost_options(args.cost, args.friction, args.connectivity, args.max_cost,
                        args.start_cost)
 
@@ -120,8 +93,8 @@ def _check_connectivity(command):
 
 
 def _file_params(command, args, inp):
-    """What a file's result depends on besides the input itself: a rerun skips a file only
-    when these are unchanged (a changed option or friction raster runs it again)."""
+    """What a file's result depends on besides the input: a rerun skips a file only when these
+    are unchanged."""
     if command == "ingest":
         return {"tile": args.tile}
     if command == "mst":
@@ -209,16 +182,12 @@ def expand_inputs(specs):
 
 
 def _output_names(files, outdir, suffix):
-    """``OUTDIR/STEM+suffix``, unique and the same on every run of the same inputs: where
-    stems clash (``a.asc`` and ``a.tif``) the file name, and where names clash too
-    (``d1/a.asc`` and ``d2/a.asc``) ``STEM-HASH``, HASH from the file's resolved path.
-    Compared without case (a case-insensitive file system would merge ``A.asc`` and
-    ``a.asc``).
+    """``OUTDIR/STEM+suffix``, unique and the same on every run: where stems clash the file
+    name, where names clash too ``STEM-HASH`` (of the resolved path); compared without case.
 
     >>> [p.name for p in _output_names([Path("d1/a.asc"), Path("d2/a.asc"), Path("b.tif")],
     ...                                Path("out"), ".mst.zarr")]  # doctest: +ELLIPSIS
-    ['a-....mst.zarr', 'a-....mst.zarr', 'b.mst.zarr']
-    """
+    ['a-....mst.zarr', 'a-....mst.zarr', 'b.mst.zarr']"""
     import hashlib
 
     def count(names):
@@ -239,26 +208,23 @@ def _output_names(files, outdir, suffix):
 
 
 def _write_manifest(outdir, command, rows, earlier=()):
-    """``manifest.json`` (this batch's rows, and ``earlier``: the rows of earlier batches
-    into the folder whose outputs are still there) and ``manifest.csv`` (this batch's)."""
+    """``manifest.json`` (this batch's rows and the ``earlier`` batches' whose outputs remain)
+    and ``manifest.csv`` (this batch's)."""
     doc = {"command": command, "files": rows}
     if earlier:
         doc["earlier"] = list(earlier)
-    with atomic_output(outdir / "manifest.json", overwrite=True,
-                       notify=lambda message: None) as tmp:
-        tmp.write_text(json.dumps(doc, indent=2) + "\n")
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=FIELDS, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    with atomic_output(outdir / "manifest.csv", overwrite=True,
-                       notify=lambda message: None) as tmp:
-        tmp.write_text(text.getvalue())
+    for name, body in (("manifest.json", json.dumps(doc, indent=2) + "\n"),
+                       ("manifest.csv", text.getvalue())):
+        with atomic_output(outdir / name, overwrite=True, notify=lambda message: None) as tmp:
+            tmp.write_text(body)
 
 
 def _previous(outdir):
-    """input path -> row of the last run's manifest, its own files and those it kept of the
-    batches before (empty when there is none)."""
+    """input path -> row of the last run's manifest (with the earlier rows it kept), or {}."""
     try:
         doc = json.loads((outdir / "manifest.json").read_text())
         rows = list(doc.get("earlier", [])) + list(doc.get("files", []))
@@ -268,8 +234,7 @@ def _previous(outdir):
 
 
 def _owners(previous):
-    """output path -> the resolved input whose result it holds, by the earlier manifests
-    (outputs that still exist)."""
+    """output path -> the resolved input whose result it holds, by the earlier manifests."""
     out = {}
     for row in previous.values():
         output = row.get("real_output") or row.get("output")
@@ -288,9 +253,8 @@ def _other_owner(owners, inp, out):
 
 
 def _check_outdir(outdir, files):
-    """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or
-    holds an input (a rerun would take the outputs and manifests for inputs): before the
-    scheduler starts, so that a refused batch leaves nothing behind."""
+    """Refuse an OUTDIR that is not a directory, whose parent is missing, or that is or holds
+    an input: before the scheduler starts, so a refused batch leaves nothing behind."""
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise InputError(f"{outdir}: exists and is not a directory")
@@ -382,7 +346,8 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 # a cluster given by address: its workers read the files at their absolute
                 # paths, checked to be the bytes seen here (else a worker in another folder
                 # reads a same-named file of its own)
-                check_inputs_on_workers([inp, *_side_files(args, inp)])
+                check_inputs_on_workers([inp, *(_per_file(getattr(args, name, None), inp)
+                                                for name in ("friction", "sources"))])
                 summary = runner(remote_input(inp), out, args, inner)
                 row.update(status="done", error="", summary=summary)
             except InputError as e:

@@ -1,16 +1,10 @@
 """Where pipelines run: a LocalCluster with its dashboard for big jobs, any scheduler on request.
 
 ``--scheduler`` takes nothing (the in-process LocalCluster and its dashboard for a grid of
-more than :data:`DASHBOARD_MIN_CELLS` cells or of unknown size, else Dask's ``threads``:
-the cluster's start-up would be most of a small job), ``local`` (the LocalCluster whatever
-the size), ``threads``/``synchronous``, or an address (``tcp://host:port``) to attach to.
-The dashboard listens on 127.0.0.1 unless ``--dashboard-address`` names a host
-(:func:`dashboard_address`). A scheduler given by address that goes away mid-run is one
-line (:class:`SchedulerLost`) and the partial output stays for ``--resume``.
-
-:data:`IN_PROCESS_CONFIG` makes the in-process cluster's event loop sample less often.
-:func:`compute` runs collections on the active scheduler with a progress bar on stderr.
-Design notes: docs/scale.md, "Clusters".
+more than :data:`DASHBOARD_MIN_CELLS` cells or of unknown size, else Dask's ``threads``),
+``local`` (the LocalCluster), ``threads``/``synchronous``, or an address to attach to. A
+scheduler given by address that goes away mid-run is one line (:class:`SchedulerLost`) and
+the partial output stays for ``--resume``. Design notes: docs/scale.md, "Clusters".
 """
 
 import contextlib
@@ -24,7 +18,7 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "dashboard_address", "check_inputs_on_workers", "remote_input",
-           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG"]
+           "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
 LOCAL_CLUSTER = "local"
@@ -47,6 +41,11 @@ IN_PROCESS_CONFIG = {
 
 _active_client = None
 _external = False  # the active client is a cluster given by address
+
+
+def cluster_active():
+    """Whether :func:`open_scheduler` made a cluster active in this process (a batch's)."""
+    return _active_client is not None
 
 
 class SchedulerLost(InputError):
@@ -95,12 +94,9 @@ def _url_host(host):
 def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
     """Context manager that makes ``spec`` the scheduler for :func:`compute`.
 
-    ``cells``: the size of the job's grid, when known; with ``spec=None`` a job of at most
-    :data:`DASHBOARD_MIN_CELLS` cells runs on the ``threads`` scheduler (module docstring).
-    ``inputs``: the files the job's tasks read; on a cluster given by address its workers
-    must see them as this process does (:func:`check_inputs_on_workers`).
-    Yields the ``distributed.Client`` or None for a local scheduler.
-    """
+    ``cells``: the job's grid size (with ``spec=None`` at most :data:`DASHBOARD_MIN_CELLS`
+    cells run on ``threads``); ``inputs``: files a cluster given by address must see as this
+    process does. Yields the ``distributed.Client``, or None for a local scheduler."""
     global _active_client, _external
     import dask  # here, not at the top: a run in this process never imports it
     from terrain.startup import bound_malloc_arenas
@@ -159,8 +155,7 @@ def open_scheduler(spec=None, *, quiet=False, cells=None, inputs=()):
 
 
 def _dashboard_link(cluster, address):
-    """The dashboard's URL with the host it really listens on (``address``:
-    :func:`dashboard_address`'s pair; distributed prints the network address)."""
+    """The dashboard's URL with the host it really listens on."""
     host = address[0]
     port = cluster.scheduler_info.get("services", {}).get("dashboard")
     if host in ("", "0.0.0.0", "::") or port is None:
@@ -169,17 +164,15 @@ def _dashboard_link(cluster, address):
 
 
 def remote_input(path):
-    """``path`` as the tasks of a cluster given by address should carry it: absolute
-    (a worker resolves a relative path in its own folder); local schedulers keep it."""
+    """``path`` as a cluster given by address should carry it: absolute; local keeps it."""
     from terrain.io.outputs import real_path
     return str(real_path(path)) if _active_client is not None and _external else path
 
 
 def check_inputs_on_workers(inputs, client=None, address=None):
-    """Raise :class:`InputError` unless every worker of the cluster given by address sees
-    each of ``inputs`` (None skipped) at its absolute path with the same size and
-    modification time as this process (:func:`terrain.io.outputs.input_identity`): else it
-    would compute something else and exit 0. Local schedulers need no check."""
+    """:class:`InputError` unless every worker of a cluster given by address sees each of
+    ``inputs`` at its absolute path with this process's size and modification time (else it
+    would compute something else and exit 0)."""
     from terrain.io.outputs import input_identity
     client = client or (_active_client if _external else None)
     paths = [p for p in inputs or () if p is not None]
@@ -272,9 +265,8 @@ def compute(*collections, label="terrain", progress=None):
 
 
 def _compute_locally(collections, progress):
-    """``dask.compute`` on the local scheduler, in a thread pool of our own: after an error
-    or a signal the running tasks end (queued ones are cancelled) before the caller removes
-    the partial output, which dask's shared pool would leave them writing into."""
+    """``dask.compute`` on a thread pool of our own: after an error or a signal the running
+    tasks end before the caller removes the partial output (dask's pool would go on writing)."""
     import dask
     from concurrent.futures import ThreadPoolExecutor
 
@@ -315,8 +307,7 @@ def _first_line(error):
 
 def _cancel(client, futures, lost=False):
     """After an error or a signal: cancel what is queued, wait (bounded) for what is running
-    (threads of the in-process cluster cannot be killed; the partial output is removed
-    after them). With the scheduler gone (``lost``) the client is only closed."""
+    (threads cannot be killed); with the scheduler gone (``lost``) only close the client."""
     import time
     # distributed's config gives some of its loggers levels of their own
     for name in ("asyncio", "tornado", "distributed", *_CLIENT_LOGGERS):

@@ -52,18 +52,13 @@ def default_output(input_path):
 
 def choose_algorithm(shape, has_friction=False, memory_bytes=None, algorithm="auto",
                      backend="cpu"):
-    """``"in-core"`` when the grid's working set fits in memory, else ``"blocked"`` on the
-    CPU and ``"tiled"`` on the GPU.
-
-    The in-core SSSP needs about 40 bytes a cell (:func:`terrain.grid.sssp.incore_bytes`)
-    plus its queue; it takes the grid when that is under half the memory (``memory_bytes``,
-    else the free device memory with ``backend="gpu"``, else the available RAM).
-    ``algorithm`` other than ``"auto"`` is returned as it is.
+    """``"in-core"`` when the grid's working set (:func:`terrain.grid.sssp.incore_bytes`) is
+    under half the memory (``memory_bytes``, else the free device or host memory), else
+    ``"blocked"`` on the CPU and ``"tiled"`` on the GPU; another ``algorithm`` as it is.
 
     >>> choose_algorithm((1000, 1000), memory_bytes=10**9), choose_algorithm(
     ...     (10**5, 10**5), memory_bytes=10**9)
-    ('in-core', 'blocked')
-    """
+    ('in-core', 'blocked')"""
     if algorithm not in ALGORITHMS:
         raise InputError(f"algorithm {algorithm!r}: expected auto, in-core, tiled or blocked")
     if algorithm != "auto":
@@ -105,15 +100,11 @@ def parse_pair(text, what, cast=float):
     return a, b
 
 
-_parse_pair = parse_pair  # the name pipelines.batch uses
-
-
 def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None, label="",
                     crs=None):
     """Source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y), then ``cells``
     (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, or points:
-    CSV or GeoJSON, reprojected from their CRS into ``crs``; GeoPackage, Shapefile and
-    FlatGeobuf refused with a hint, :func:`terrain.io.points.read_points`)."""
+    :func:`terrain.io.points.read_points`, reprojected into ``crs``)."""
     out = []
     for p in points:
         x, y = parse_pair(p, "source") if isinstance(p, str) else p
@@ -231,8 +222,7 @@ def parse_memory(text):
 
 def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=None,
                algorithm="auto", tile_sssp=None, max_height=None, reuse=None, memory=None):
-    """The run's spec (what every algorithm's pipeline takes) for the header ``grid``
-    (:func:`pipelines._plan.open_header`) after every check that needs no data."""
+    """The run's spec for the header ``grid`` after every check that needs no data."""
     shape, gt = grid["shape"], grid["geotransform"]
     if friction is not None:
         _check_friction_grid(friction, shape, gt)
@@ -327,12 +317,9 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
 
 
 def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, scheduler):
-    """The ingests (or the reused store's links), then the chosen algorithm's pipeline;
-    returns its summary. A cluster given by address is opened here, before any graph is
-    built: its workers must see the DEM and the friction raster as this process does
-    (checked by :func:`pipelines.cluster.open_scheduler`), and the graphs carry every path
-    absolute (:func:`pipelines.cluster.remote_input`), since a worker resolves a relative
-    one in its own folder."""
+    """The ingests (or the reused store's links), then the chosen algorithm's pipeline; returns
+    its summary. A cluster given by address is opened here, before any graph is built, and
+    every path made absolute (a worker resolves a relative one in its own folder)."""
     from . import cluster
     if scheduler is not None and scheduler not in cluster.LOCAL_SCHEDULERS + (
             cluster.LOCAL_CLUSTER,):
@@ -431,9 +418,6 @@ def cost_distance_command(args):
     return 0
 
 
-# ------------------------------------------------------------------------------------------
-# --dry-run: this command's part of the plan (pipelines/_plan.py)
-
 #: stored bytes a cell of each layer (Blosc LZ4 on synthetic terrain, 2048², one and 50
 #: sources: distance 2.5-2.8 with absdiff, 6.0 with tobler; backlink 0.27-0.42; allocation
 #: 0.02-0.06; friction taken at its raw 4 bytes)
@@ -494,9 +478,8 @@ def _tiled_plan(spec, backend, threads):
 
 
 def plan_cost_distance(plan, grid, args, inp, out):
-    """What a cost-distance run would do (``--dry-run``; :func:`pipelines._plan.build_plan`
-    lays out the grid): its algorithm, sources, backend, memory a task and a worker, and
-    the bytes it writes. Nothing is read but headers and a sources file of points."""
+    """What a cost-distance run would do (``--dry-run``): its algorithm, sources, backend,
+    memory a task and a worker, and the bytes it writes; only headers and points are read."""
     friction, reuse = args.friction, getattr(args, "reuse", None)
     cost = resolve_cost(args.cost, friction)
     connectivity = check_cost_options(cost, friction, args.connectivity, args.max_cost,
@@ -575,10 +558,6 @@ def _plan_paths(args):
 
 _plans.register("cost-distance", plan_cost_distance, lambda inp, args: default_output(inp),
                 _plan_paths)
-
-
-# ------------------------------------------------------------------------------------------
-# least-cost paths
 
 
 def trace_paths(store_path, cells):

@@ -66,8 +66,7 @@ def block_side(tile, shard_side, shape, memory_bytes=None, threads=1):
 
 def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
     """The block cache's budget: 40 % of ``memory_bytes`` less the tasks' memory and the
-    driver's bands (the rest: the process itself, its libraries, the round's rings and the
-    output windows being written); :data:`CACHE_BLOCKS` blocks without a budget."""
+    driver's bands; :data:`CACHE_BLOCKS` blocks without a budget."""
     if memory_bytes is None:
         return CACHE_BLOCKS * block_cache_bytes(side)
     return max(0, int(0.4 * memory_bytes - threads * block_task_bytes(side) - bands_bytes))
@@ -75,8 +74,7 @@ def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
 
 class BlockFiles:
     """Block states in a directory, one file per block and state (``d``: float64 distances,
-    ``l``: int64 labels), Blosc LZ4 after a byte shuffle, written beside and renamed.
-    ``shape(i, j)`` gives a block's shape."""
+    ``l``: int64 labels), Blosc LZ4, written beside and renamed."""
 
     DTYPES = {"d": np.float64, "l": np.int64}
 
@@ -136,9 +134,7 @@ class _Context:
 
 class BlockCache:
     """Blocks' inputs and states held in this process up to ``nbytes``, least recently used
-    first out, written back when they leave (a block solved again soon is neither read nor
-    written in between). Tasks take a block out while they work on it. Only for schedulers
-    whose tasks run in this process."""
+    first out, written back when they leave; tasks take a block out while they work on it."""
 
     def __init__(self, files, nbytes):
         import collections
@@ -171,8 +167,7 @@ class BlockCache:
         self._evict()
 
     def _evict(self):
-        """Blocks out, least recently used first, until the cache fits (at least one stays);
-        their changed states written."""
+        """Blocks out, least recently used first, until the cache fits (at least one stays)."""
         out = []
         with self.lock:
             while self.used > self.nbytes and len(self.entries) > 1:
@@ -345,7 +340,7 @@ def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, ups
     # tasks in this process (Dask's local schedulers, our in-process LocalCluster): the
     # cache serves them; a cluster of other processes reads and writes the files each time
     local = scheduler in cluster.LOCAL_SCHEDULERS or (
-        scheduler in (None, cluster.LOCAL_CLUSTER) and cluster._active_client is None)
+        scheduler in (None, cluster.LOCAL_CLUSTER) and not cluster.cluster_active())
     bands = 24 * (plan.hrows.size * shape[1] + plan.vcols.size * shape[0])
     cache = BlockCache(files, cache_bytes(side, spec.get("memory_bytes"), threads, bands)) \
         if local else None

@@ -41,21 +41,14 @@ def runs_in_process(scheduler=None):
     >>> runs_in_process(), runs_in_process("threads"), runs_in_process("tcp://h:8786")
     (True, True, False)
     """
-    import sys
-    cluster = sys.modules.get("pipelines.cluster")  # not imported: no cluster is active
-    if cluster is not None and cluster._active_client is not None:
-        return False
-    return scheduler in (None, "threads", "synchronous", "sync", "single-threaded")
-
-
-# ------------------------------------------------------------------------------------------
-# tasks
+    from .cluster import cluster_active
+    return not cluster_active() and scheduler in (None, "threads", "synchronous", "sync",
+                                                  "single-threaded")
 
 
 class _DistanceWriter:
-    """Writes the ``distance`` layer from a pool of threads as soon as the solve has the
-    distances (``grid_sssp(on_distance=...)``). :meth:`wait` returns each shard window's
-    ``(start, end)`` (and raises what a write raised)."""
+    """Writes the ``distance`` layer on a thread pool as soon as the solve has the distances;
+    :meth:`wait` returns each shard window's ``(start, end)``."""
 
     def __init__(self, out_path, windows):
         self.out_path, self.windows = out_path, windows or []
@@ -92,12 +85,8 @@ class _DistanceWriter:
 
 def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
            writer=None):
-    """The solve task: reads the grid, solves, returns ``(result, friction or None)``.
-
-    ``friction_src``: ``(store, layer)`` of the friction raster, or None. The distances are
-    written as soon as they are known; with ``writer`` (the in-process run's) the writes are
-    left running for the caller to wait for, else this task waits for them.
-    ``spec["on_device"]``: the result's layers are CuPy arrays."""
+    """The solve task: reads the grid, solves, returns ``(result, friction or None)``; the
+    distances written as soon as known (with ``writer``: left running for the caller)."""
     from terrain.grid.sssp import grid_sssp
 
     t0 = time.perf_counter()
@@ -259,10 +248,6 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     return summary
 
 
-# ------------------------------------------------------------------------------------------
-# --reuse of an in-core run
-
-
 def input_fingerprint(path):
     """What says that a raster (a file, or a tile store's ``elevation``) is unchanged: a hash
     of the size and modification time of each of its files.
@@ -288,9 +273,7 @@ def input_fingerprint(path):
 
 
 def reuse_attributes(spec, inp, friction, geotransform, dem, delta):
-    """The ``cost_reuse`` attribute of an in-core run's store: what a later ``--reuse`` query
-    checks (the input's and friction's fingerprints, grid, cost model) and takes (the DEM,
-    the checked friction layer, the GPU queue's bucket width)."""
+    """The ``cost_reuse`` attribute: what a later ``--reuse`` query checks and takes."""
     ru = spec.get("reuse_incore")
     return {"algorithm": "in-core",
             "input": ru["input"] if ru else input_fingerprint(inp),
@@ -318,9 +301,8 @@ def reusable_kind(path):
 
 
 def check_incore_reuse(path, spec, inp, friction, geotransform):
-    """What an in-core ``--reuse`` query takes from the earlier run's store ``path``;
-    :class:`InputError` unless that run had the same input (fingerprint), friction, grid,
-    cost, connectivity and cell size."""
+    """What an in-core ``--reuse`` takes from the earlier run's store ``path``;
+    :class:`InputError` unless that run had the same input, friction, grid and cost."""
     group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
     got = dict(group.attrs["cost_reuse"])
     if spec["algorithm"] != "in-core":

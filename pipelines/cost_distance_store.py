@@ -1,8 +1,6 @@
 """What the three cost-distance algorithms' pipelines share: the output store's layers
-(``distance``, ``backlink``, ``allocation``, ``friction``), its attributes, the shard windows
-and the GeoTIFFs of ``--geotiff-dir``.
-
-The layers' types, fill values and codecs are :mod:`terrain.grid.cost_outputs`'s.
+(types and codecs: :mod:`terrain.grid.cost_outputs`), its attributes, the shard windows and
+the GeoTIFFs of ``--geotiff-dir``.
 """
 
 import time

@@ -7,10 +7,8 @@ SSSP tiles of ``tile_sssp`` cells. Nothing grid-sized is held or passed between 
 index lives in the output store (:class:`IndexStore`, ``sssp_index``), the run's boundary
 labels in ``sssp_labels`` (removed at the end); tasks pass tokens and the sparse source
 labels. With ``--backend gpu`` at height 0 the level of tiles stays on the device
-(``DeviceLevel``) and the top is solved there. Tasks: ``cost-index-make``,
-``cost-index-leaf``/``-merge{k}`` (or ``cost-index-check`` with ``--reuse``),
-``cost-src-*``, ``cost-down-split{k}``/``-apply``, ``cost-fill`` per output shard and
-``cost-tiled-finish``. The layout, tasks and memory bound: docs/cost-distance-tiled.md.
+(``DeviceLevel``) and the top is solved there. The layout, tasks and memory bound:
+docs/cost-distance-tiled.md.
 """
 
 import shutil
@@ -70,8 +68,7 @@ def _pop_seconds(token):
         return _STAGE_SECONDS.pop(token, {})
 
 
-def _worker_client():
-    """The client of the distributed worker this task runs on; None outside one."""
+def _worker_client():  # the client of the distributed worker this task runs on, or None
     try:
         from distributed import get_client, get_worker
         get_worker()
@@ -81,8 +78,7 @@ def _worker_client():
 
 
 def _here_and_on_every_worker(fn, *args):
-    """``fn(*args)`` in this process and, on a distributed worker, in every worker's process
-    too; the results, this process's first."""
+    """``fn(*args)`` here and in every distributed worker's process; this process's result first."""
     results = [fn(*args)]
     client = _worker_client()
     return results + ([] if client is None else list(client.run(fn, *args).values()))
@@ -98,8 +94,7 @@ def _run_stage_seconds(token):
 
 
 class _Timed:
-    """A task function that adds its wall time to ``_STAGE_SECONDS[token][stage]`` (the
-    summary's ``stage_seconds``: task-seconds per stage, summed over threads)."""
+    """A task function adding its wall time to the summary's ``stage_seconds[stage]``."""
 
     def __init__(self, fn, token, stage):
         self.fn, self.token, self.stage = fn, token, stage
@@ -114,9 +109,8 @@ class _Timed:
 
 
 def top_cache_bytes(backend):
-    """The top Dijkstra's page cache: :data:`TOP_CACHE_BYTES` on the CPU; with the GPU 1/16
-    of the host's memory, between that and 8 GB, so that a level's matrices are read in one
-    go rather than page by page."""
+    """The top Dijkstra's page cache: :data:`TOP_CACHE_BYTES` on the CPU; with the GPU 1/16 of
+    the host's memory, up to 8 GB, so that a level's matrices are read in one go."""
     import os
     if backend != "gpu":
         return TOP_CACHE_BYTES
@@ -127,15 +121,9 @@ def top_cache_bytes(backend):
     return int(min(max(TOP_CACHE_BYTES, ram // 16), 8 << 30))
 
 
-def _comp():
-    return (zarr.codecs.ZstdCodec(level=1),)
-
-
 class IndexStore:
-    """Per-level node arrays in a Zarr group: the index, or with ``labels=True`` a run's
-    final boundary labels (``d``, ``a``, ``h``). Level ``k`` has ``shape(k)`` nodes of at
-    most ``bpad(k)`` boundary cells; a group's task writes whole chunks; the matrices are
-    chunked in pages (about :data:`PAGE_BYTES`). Layout: docs/cost-distance-tiled.md."""
+    """Per-level node arrays in a Zarr group: the index, or with ``labels=True`` a run's final
+    boundary labels (``d``, ``a``, ``h``). Layout: docs/cost-distance-tiled.md."""
 
     def __init__(self, path, tspec, group_level, labels=False, mode="r+",
                  page_bytes=None, sharded=True):
@@ -161,8 +149,7 @@ class IndexStore:
         return 1 << (self.g - k) if k <= self.g else 1
 
     def page(self, k):
-        """Nodes a side per page of level ``k``: the stored chunks' (a store written with
-        another :data:`PAGE_BYTES` is read as it was written), else from the page bytes."""
+        """Nodes a side per page of level ``k``: the stored chunks', else from the page bytes."""
         try:
             return int(self.array(k, "dist").chunks[0])
         except Exception:
@@ -180,11 +167,11 @@ class IndexStore:
             lev = grp.require_group(f"L{k}")
             nr, nc = self.shape(k)
             B, c, m = self.bpad(k), self.side(k), self.page(k)
-            cfg = {"write_empty_chunks": False}
+            cfg, zstd = {"write_empty_chunks": False}, (zarr.codecs.ZstdCodec(level=1),)
 
             def arr(name, shp, chunks, dtype, fill, shards=None):
                 lev.create_array(name, shape=shp, chunks=chunks, shards=shards, dtype=dtype,
-                                 fill_value=fill, compressors=_comp(), config=cfg,
+                                 fill_value=fill, compressors=zstd, config=cfg,
                                  overwrite=True)
             if self.labels:
                 arr("d", (nr, nc, B), (c, c, B), "float64", np.inf)
@@ -233,9 +220,8 @@ class IndexStore:
         return dist.nbytes + hops.nbytes + ids.nbytes + z.nbytes + f.nbytes
 
     def write_batch(self, region, batch):
-        """Write phase 1 of the tiles of ``region`` (level 0, (i0, i1, j0, j1)) from a
-        :class:`~terrain.grid.sssp_tiled.TileBatch` of exactly those tiles (row-major):
-        its padded arrays go out as they are (padded further to the level's width)."""
+        """Write phase 1 of the level-0 tiles of ``region`` from a ``TileBatch`` of exactly those
+        tiles (row-major), padded to the level's width."""
         i0, i1, j0, j1 = region
         ni, nj = i1 - i0, j1 - j0
         if tuple(batch.tiles) != (ni, nj):
@@ -256,10 +242,8 @@ class IndexStore:
         return out
 
     def write_batch_bands(self, region, batch, band_bytes=None, cells=True, matrices=True):
-        """:meth:`write_batch` of a batch whose ``dist``/``hops`` are device arrays (of a
-        :class:`~terrain.grid.sssp_tiled.DeviceLevel`): the boundary cells (``cells``), then
-        the matrices (``matrices``) a band of whole chunk rows at a time under
-        :data:`_HOST_BANDS`. The store must not be sharded below the group."""
+        """:meth:`write_batch` of a batch whose matrices are device arrays: the boundary cells, then
+        the matrices a band of whole chunk rows at a time (the store unsharded below the group)."""
         i0, i1, j0, j1 = region
         ni, nj = i1 - i0, j1 - j0
         B = self.bpad(0)
@@ -281,15 +265,13 @@ class IndexStore:
         return ni * nj * B * (16 + 12 * B)
 
     def _band_rows(self, nj, band_bytes=None):
-        """Node rows per band of level 0: whole chunk rows, about ``band_bytes`` (default
-        :data:`BAND_BYTES`) of matrices."""
+        """Node rows per band of level 0: whole chunk rows, about ``band_bytes`` of matrices."""
         B, m = self.bpad(0), self.page(0)
         per_row = max(nj * B * B * 12, 1)
         return m * max(1, int(band_bytes or BAND_BYTES) // (m * per_row))
 
     def read_group_to(self, level, start, region, band_bytes=None):
-        """Level-0 nodes of ``region`` into slots ``start :`` of a ``DeviceLevel``, the
-        matrices a band of chunk rows at a time; the boundary cells read."""
+        """Level-0 nodes of ``region`` into slots ``start:`` of a ``DeviceLevel``."""
         sl = self._clip(0, region)
         (i0, i1), (j0, j1) = ((x.start, x.stop) for x in sl)
         ni, nj = i1 - i0, j1 - j0
@@ -309,16 +291,14 @@ class IndexStore:
         return int(count.sum())
 
     def _clip(self, k, region):
-        """The slices of level ``k``'s node grid inside ``region`` (rows i0:i1, cols
-        j0:j1, clipped), or None when nothing is left."""
+        """Slices of level ``k``'s node grid inside ``region``, clipped; None when empty."""
         nr, nc = self.shape(k)
         i0, i1 = max(region[0], 0), min(region[1], nr)
         j0, j1 = max(region[2], 0), min(region[3], nc)
         return (slice(i0, i1), slice(j0, j1)) if i1 > i0 and j1 > j0 else None
 
     def meta(self, k, region, matrices=False):
-        """``{(k, i, j): NodeBoundary}`` of the nodes in ``region`` (clipped); without
-        ``matrices`` their ``dist``/``hops`` are None."""
+        """``{(k, i, j): NodeBoundary}`` of the nodes in ``region`` (matrices None unless asked)."""
         sl = self._clip(k, region)
         if sl is None:
             return {}
@@ -342,8 +322,7 @@ class IndexStore:
         return self.meta(k, (i, i + 1, j, j + 1), matrices=True)[key]
 
     def load_page(self, k, p):
-        """Page ``p`` of level ``k`` (pages row-major): ``(dist, hops)`` of shape
-        ``(m * m, B, B)``, padded."""
+        """Page ``p`` of level ``k`` (row-major): padded ``(dist, hops)``."""
         m, B = self.page(k), self.bpad(k)
         npc = -(-self.shape(k)[1] // m)
         pi, pj = divmod(p, npc)
@@ -372,7 +351,7 @@ class IndexStore:
         self.array(k, "d")[sl], self.array(k, "a")[sl], self.array(k, "h")[sl] = d, a, h
 
     def read_labels(self, k, region, counts):
-        """``{key: (d, a, h)}`` over ``region`` (clipped); ``counts[key]`` boundary sizes."""
+        """``{key: (d, a, h)}`` over ``region`` (clipped); ``counts[key]``: boundary sizes."""
         sl = self._clip(k, region)
         if sl is None:
             return {}
@@ -400,8 +379,7 @@ class _LazyNodes:
 
 
 def index_spec(spec):
-    """What a stored index must match (JSON-able): grid, cost, connectivity, cell size,
-    tile, height cap, group side."""
+    """What a stored index must match (JSON-able)."""
     return {"shape": list(spec["shape"]), "cost": spec["cost"],
             "connectivity": int(spec["connectivity"]),
             "cellsize": [float(x) for x in spec["cellsize"]], "tile": int(spec["tile_sssp"]),
@@ -430,7 +408,7 @@ def _index_attrs(path):
 
 
 def check_reuse_store(path, spec):
-    """The stored index's attributes of ``path``; :class:`InputError` if it is not a tiled
+    """The stored index's attributes of ``path``; :class:`InputError` unless it is a tiled
     cost-distance store of the same grid, cost, connectivity, cell size and tile."""
     attrs = _index_attrs(path)
     want = index_spec(spec)
@@ -445,11 +423,8 @@ def check_reuse_store(path, spec):
     return attrs
 
 
-# ------------------------------------------------------------------------------- tasks
-
 def _group_region(store, k, i, j):
-    """Level-``k`` node region ``(i0, i1, j0, j1)`` of group ``(g, i, j)`` (``k <= g``),
-    clipped."""
+    """Level-``k`` node region ``(i0, i1, j0, j1)`` of group ``(g, i, j)``, clipped."""
     s = 1 << (store.g - k)
     nr, nc = store.shape(k)
     return i * s, min((i + 1) * s, nr), j * s, min((j + 1) * s, nc)
@@ -469,8 +444,7 @@ _LEVELS_LOCK = threading.Lock()
 
 
 def _group_slots(store):
-    """``({(i, j): (first slot, tile region)}, slot count)`` of the groups' tiles in a
-    level-0 ``DeviceLevel`` (groups row-major, their tiles row-major)."""
+    """``({(i, j): (first slot, tile region)}, slots)``: the groups' tiles in a ``DeviceLevel``."""
     nr, nc = store.shape(store.g)
     out, start = {}, 0
     for i in range(nr):
@@ -482,8 +456,7 @@ def _group_slots(store):
 
 
 def _device_level_fits(tspec, store, backend):
-    """Whether the level of tiles fits 70 % of the device's free memory (a GPU run at
-    height 0): phase 1 then keeps it there and the top is solved on it."""
+    """Whether the level of tiles fits 70 % of the free device memory (GPU, height 0)."""
     if backend != "gpu" or tspec.height != 0 or tspec.tile > MAX_GPU_TILE \
             or tspec.levels == 1:
         return False
@@ -518,8 +491,7 @@ _DEVICE_LABELS = {}
 
 
 def _single_process():
-    """Whether every task of the run runs in this process (then the top's labels stay on
-    the device for phase 3)."""
+    """Whether every task runs in this process (the top's labels may then stay on the device)."""
     client = _worker_client()
     return client is None or len(client.scheduler_info()["workers"]) == 1
 
@@ -529,8 +501,7 @@ _WRITER = []     # the process's writer pool, made on first use
 
 
 def _write_later(path, group, fn, *args):
-    """Run ``fn(*args)`` (a group's matrices written from the device level) in the writer
-    pool while the top and phase 3 run; readers of those matrices wait (:func:`_wait_writes`)."""
+    """Run ``fn(*args)`` (a group's matrices written from the device) in the writer pool."""
     from concurrent.futures import ThreadPoolExecutor
     with _LEVELS_LOCK:
         if not _WRITER:
@@ -542,8 +513,7 @@ def _write_later(path, group, fn, *args):
 
 
 def _wait_writes(path, groups=None):
-    """Wait for this process's matrix writes of run store ``path`` (of ``groups``, else
-    all, which are then forgotten), raising the first error."""
+    """Wait for this process's matrix writes of ``path`` (of ``groups``, else all, forgotten)."""
     with _LEVELS_LOCK:
         pending = _WRITES.get(str(path), {})
         if groups is None:
@@ -555,8 +525,8 @@ def _wait_writes(path, groups=None):
 
 
 def _index_leaf_device(tspec, reader, backend, store, level, g, i, j):
-    """Phase 1 of group ``(g, i, j)`` into its slots of the device ``level``; the index is
-    written from there in the background."""
+    """Phase 1 of group ``(g, i, j)`` into the device ``level``; the index written in the
+    background."""
     slots, _ = _group_slots(store)
     start, region = slots[(i, j)]
     window = tspec.window(g, i, j)
@@ -617,8 +587,7 @@ def _child_keys(store, k, i, j):
 
 
 def _index_check_task(tspec, reader, store, prepared, g, i, j):
-    """With ``--reuse``: the stored boundary cells of the group's tiles must carry this
-    raster's elevations and frictions."""
+    """With ``--reuse``: the stored boundary cells must carry this raster's values."""
     del prepared  # the DEM is in place (a raster input is ingested first)
     window = tspec.window(g, i, j)
     z, f = reader(window)
@@ -637,8 +606,7 @@ def _index_check_task(tspec, reader, store, prepared, g, i, j):
 
 
 def _sources_leaf_task(tspec, store, reader, srcs, name, ready, g, i, j):
-    """:func:`sources_leaf`, after checking that the group's sources are on data; ``own``
-    keeps only the nodes that reach a source."""
+    """:func:`sources_leaf` after checking that the group's sources are on data."""
     del ready
     rows, cols, _ = srcs
     r0, r1, c0, c1 = window = tspec.window(g, i, j)
@@ -673,9 +641,8 @@ def _collect_rest(rest):
 
 
 def _top_device(tspec, store, lstore, labels):
-    """The top at height 0 solved on the device level (groups phase 1 did not leave there
-    read from the store), its labels kept on the device or written; None when it does not
-    fit or a start cost is negative (the host's Dijkstra serves)."""
+    """The top at height 0 solved on the device level, its labels kept there or written; None
+    when it does not fit or a start cost is negative (the host's Dijkstra serves)."""
     from terrain.backend import get_backend
     t0 = time.perf_counter()
     be = get_backend("gpu")
@@ -737,8 +704,7 @@ def _top_device(tspec, store, lstore, labels):
 
 
 def _top(tspec, store, lstore, labels, cache_bytes, backend=None):
-    """The top Dijkstra on the level-``H`` nodes (matrices paged in, or on the device:
-    :func:`_top_device`); writes their final labels; returns its paging stats."""
+    """The top Dijkstra on the level-``H`` nodes; writes their final labels; returns its stats."""
     t0 = time.perf_counter()
     H = tspec.height
     nr, nc = store.shape(H)
@@ -829,8 +795,7 @@ def _down_node_task(tspec, store, lstore, labels, top_cfg, ready, k, i, j, incom
 
 
 def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incoming):
-    """Top-down inside group ``(g, i, j)``: from the final labels of its level-``min(H, g)``
-    nodes down to its tiles', written to ``sssp_labels/L0``."""
+    """Top-down inside group ``(g, i, j)`` to its tiles' final labels (``sssp_labels/L0``)."""
     del ready
     stats = _top(tspec, store, lstore, labels, *top_cfg) if incoming is None else incoming
     s = min(tspec.height, g)
@@ -851,8 +816,7 @@ def _down_leaf_task(tspec, store, lstore, labels, top_cfg, ready, g, i, j, incom
 
 
 def _ring_seeds(store, lstore, region):
-    """``(ids, (d, a, h))``: the boundary cells of the tiles of ``region`` (clipped) and
-    their final labels, flat (from the device when the top left them there)."""
+    """``(ids, (d, a, h))``: the boundary cells of ``region``'s tiles and their final labels."""
     sl = store._clip(0, region)
     ids = np.asarray(store.array(0, "ids")[sl])
     cell = ids >= 0
@@ -878,8 +842,7 @@ def _ring_seeds(store, lstore, region):
 
 def _fill_task(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                write_friction, group_level, shard, prepared, *downs):
-    """Phase 3 on the groups of one output shard, then one write of the shard (on the
-    GPU, at most :data:`_GROUP_SLOTS` shards at once: their host arrays bound the RSS)."""
+    """Phase 3 on the groups of one output shard, then one write of the shard."""
     with _GROUP_SLOTS if backend == "gpu" else nullcontext():
         return _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
                            write_friction, group_level, shard)
@@ -919,8 +882,7 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
 
 
 def _release_level(path):
-    """The end of a run in this process: its index written, its device level and labels
-    dropped."""
+    """The end of a run in this process: index written, device level and labels dropped."""
     _wait_writes(path)
     _drop_level(path)
     with _LEVELS_LOCK:
@@ -956,9 +918,8 @@ def _finish(out_path, fills, meta, tops, token=None):
 
 def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, backend="cpu",
                               upstream=None, geo=None, friction_store=None):
-    """The whole ``cost-distance`` graph on the tiled path (module docstring): ``cost-prepare``
-    (the layers, as in the in-core path), then the walks. ``spec``: :func:`tiled_spec`'s. A
-    Delayed summary."""
+    """The whole tiled ``cost-distance`` graph: ``cost-prepare``, then the walks. ``spec``:
+    :func:`tiled_spec`'s. A Delayed summary."""
     import dask
 
     token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
@@ -1034,13 +995,9 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
 
 def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
     """Complete the command's ``spec`` for the tiled path (in place): SSSP tile (default: the
-    reused store's, else 16), height cap, group side, and, with ``reuse``, the stored
-    index's group side and height after checking it matches (:func:`check_reuse_store`).
-
-    Group side and height: a reused store's own; on the CPU a shard, at most
-    :data:`GROUP_SIDE`, and the default height; a fresh GPU run sizes both from the device
-    (:func:`gpu_sizing`). ``spec["sizing"]`` says which. The group side never changes a
-    result, nor does the height with integer costs.
+    reused store's, else 16), height cap and group side: a reused store's own (checked by
+    :func:`check_reuse_store`); on the CPU a shard, at most :data:`GROUP_SIDE`; a fresh GPU
+    run's from the device (:func:`gpu_sizing`). ``spec["sizing"]`` says which.
     """
     stored = {} if reuse is None else _index_attrs(reuse)  # its tile and group side
     spec["tile_sssp"] = int((stored.get("tile") if tile_sssp is None else tile_sssp) or 16)
@@ -1091,12 +1048,8 @@ def gpu_sizing(spec, backend="gpu", device=None, threads=None):
 
     ``device``: ``(resident threads, free bytes)`` instead of asking the device;
     ``threads``: the task threads (default: the cores). Returns a dict for the summary.
-
-    The group is the smallest power-of-two side from :data:`GROUP_SIDE` up whose phase-1
-    launch fills the device's resident threads, at most a shard, halved while the groups in
-    flight would not fit half the free memory. The height is 0 when the level of tiles fits
-    70 % of the free memory (``top_on_device``: the top is solved where phase 1 left it),
-    else the CPU's default. Design: docs/cost-distance-tiled.md.
+    The rule (launch fills the resident threads; height 0 when the level of tiles fits 70 %
+    of the free memory): docs/cost-distance-tiled.md.
 
     >>> s = {"shape": (4096, 4096), "tile_sssp": 16, "connectivity": 8, "cost": "absdiff",
     ...      "cellsize": (1.0, 1.0), "max_height": None, "shard_side": 2048}

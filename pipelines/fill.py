@@ -7,12 +7,10 @@ Two routes, one choice (:func:`fill_route`), the same store bit for bit
 * *in core* (the working arrays fit half the memory; on the GPU, the device's): no task
   graph; the whole DEM read, :func:`terrain.hydrology.fill_depressions`, the layers written
   shard by shard.
-* *tiled* (out of core): one graph. The grid MST's graph
-  (:func:`pipelines.mst.build_mst_graph`, weight ``max``) writes the intermediate ``mst``
-  mask; the fill walk over the same quadtree plan (groups = shards: ``fill-up``,
-  ``fill-merge``, ``fill-split``, ``fill-write``), then the label walk (``fill-lmerge``,
-  ``fill-lsplit``, ``fill-count``, ``fill-numbering``, ``fill-label``) numbers the lakes
-  across groups. Peak memory: a group's block per running task plus O(perimeter) per node.
+* *tiled* (out of core): one graph: the grid MST's (weight ``max``) writes the ``mst`` mask,
+  then the fill walk and the label walk over the same quadtree plan (groups = shards;
+  docs/hydrology.md, "Out of core"). Peak memory: a group's block per running task plus
+  O(perimeter) per node.
 """
 
 import json
@@ -96,8 +94,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
 
 
 def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
-    """Create the result layers ``names`` that are not there yet (and, for a store input,
-    the georeference) in the output."""
+    """Create the layers ``names`` not there yet (and, for a store input, the georeference)."""
     del upstream  # orders this task after what must run first
     group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
                             use_consolidated=False)
@@ -157,13 +154,9 @@ def write_outlets(out_path, cells, shape, tile, side):
         write_block(out_path, "outlets", win, block)
 
 
-# -- the tiled graph's tasks ----------------------------------------------------------------
-
 def _reader(dem_path, out_path, shape):
-    """``read(name, r0, r1, c0, c1)`` for :func:`terrain.hydrology.read_halo`: the DEM
-    from ``dem_path``, the forest (and outlets) from the output. The shard-aligned middle of
-    a halo window is read shard by shard (:func:`terrain.tiles.store.read_block`), the thin
-    strips around it through zarr."""
+    """``read(name, r0, r1, c0, c1)`` for :func:`terrain.hydrology.read_halo`: the DEM from
+    ``dem_path``, the rest from the output; the shard-aligned middle a shard at a time."""
     def read(name, r0, r1, c0, c1):
         path = dem_path if name == "elevation" else out_path
         arr = zarr.open_array(store=str(path), path=name, mode="r")
@@ -190,10 +183,8 @@ def _up_task(dem_path, out_path, spec, upstream, level, i, j):
 
 
 def _write_task(dem_path, out_path, spec, prepared, names, level, i, j, incoming):
-    """A group's final levels: ``filled``, ``depth`` and its provisional labels written
-    (those of them in ``names``); returns its label border, its label keys and its
-    statistics. (``prepared``: the layers exist; a group that is the root has no other way
-    to wait for them.)"""
+    """A group's final levels: its layers in ``names`` written; returns its label border, its
+    label keys and statistics (``prepared``: a root group's only wait for the layers)."""
     del prepared
     b = fill_leaf_down(_reader(dem_path, out_path, spec.shape), spec, level, i, j, incoming)
     t0 = time.perf_counter()
@@ -322,9 +313,7 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
 
 def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
                  names=tuple(LAYERS)):
-    """The in-core route: the whole DEM read, filled (``outlets``: a mask or None), the
-    layers ``names`` written shard by shard (and the hierarchy table, with
-    ``options["hierarchy"]``)."""
+    """The in-core route: the DEM read whole, filled, the layers ``names`` written by shards."""
     import concurrent.futures
 
     from terrain.grid.cost_outputs import io_threads, read_layer, shard_layouts, write_windows
@@ -371,10 +360,8 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
 
 
 def write_hierarchy(out_path, table):
-    """The depression hierarchy as the table ``hierarchy`` of the store: a Zarr group of
-    1-D arrays, one per column (:data:`terrain.hydrology.HIERARCHY_COLUMNS`), one row per
-    depression (``xarray.open_zarr(store, group="hierarchy")`` reads it as a Dataset with
-    dimension ``depression_id``)."""
+    """The depression hierarchy as the table ``hierarchy`` of the store: a Zarr group of 1-D
+    arrays, one per column, one row per depression (an xarray Dataset, ``depression_id``)."""
     from terrain.hydrology import HIERARCHY_COLUMNS
     group = zarr.open_group(store=str(out_path), mode="a").create_group("hierarchy",
                                                                        overwrite=True)
@@ -402,11 +389,9 @@ def write_hierarchy(out_path, table):
 
 def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=None,
                  backend=None, scheduler=None):
-    """Write ``filled`` -- the depression fill of the ``elevation`` of the store
-    ``dem_path`` (outlets: the grid's edge and nodata, or the non-zero cells of the layer
-    ``outlets_layer`` of ``out_path``) -- into the store ``out_path`` (created there when
-    missing), by the route :func:`fill_route` picks. The one call another pipeline makes
-    (``terrain flow``'s fill). Returns the summary dict (not stored)."""
+    """Write ``filled`` (the depression fill of the ``elevation`` of ``dem_path``; outlets: the
+    edge and nodata, or the ``outlets_layer`` of ``out_path``) into the store ``out_path`` by
+    :func:`fill_route`'s route (``terrain flow``'s fill). Returns the summary (not stored)."""
     be = get_backend(backend)
     shape = tuple(int(s) for s in shape)
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)

@@ -8,11 +8,10 @@ bits (weighted sums within float64 rounding on the tiled route):
 
 * ``in-core`` (about :data:`IN_CORE_BYTES` a cell fit half the available memory): the
   filled DEM read whole, directions and accumulation as one block, no task graph.
-* ``tiled``: groups = the store's shards. Directions: rounds of per-group flat passes until
-  the flats' border distances settle (:func:`terrain.hydrology.flow.direction_pass`, one
-  Dask compute a round), then one task a group writes them. Accumulation: the quadtree walk
-  up and down (``flow-acc-*``) in one task graph. Memory: a group's blocks per running task
-  and the boundary graphs (O(perimeter)).
+* ``tiled``: groups = the store's shards; directions in rounds of per-group flat passes
+  until the flats' border distances settle, accumulation by the quadtree walk up and down
+  (docs/hydrology.md, "Out of core"). Memory: a group's blocks per running task and the
+  boundary graphs (O(perimeter)).
 """
 
 import json
@@ -113,10 +112,6 @@ def _reader(store, layer, dtype=None):
 def _write_whole(store, layer, values, side):
     _each_shard(lambda w: write_block(store, layer, w, values[w[0]:w[1], w[2]:w[3]]),
                 values.shape, side)
-
-
-# ------------------------------------------------------------------------------------------
-# the run
 
 
 def _ingest(path, target, tile):
@@ -302,7 +297,7 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
                                                                     np.float64),
                                 backend, graph.call, what=str(tmp))
         refs = list(out.values())
-        done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), _gather, refs))
+        done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), list, refs))
         (maxima,) = compute(done, label="flow-accumulation")
         t3 = time.perf_counter()
     total = {"cells": sum(s["cells"] for s in stats),
@@ -312,17 +307,9 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
     return _stats(total, np.asarray(maxima, np.float64), len(plan.groups))
 
 
-def _gather(values):
-    return list(values)
-
-
-# ------------------------------------------------------------------------------------------
-# outputs
-
 def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
-    """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized)
-    GeoTIFFs in ``directory``, nodata and band descriptions set, all written before any
-    appears (:func:`terrain.io.geotiff.write_geotiffs`); returns the paths."""
+    """The store's ``filled``, ``direction`` and ``accumulation`` as (Cloud-Optimized) GeoTIFFs
+    in ``directory``, all written before any appears; returns the paths."""
     from terrain.io.geotiff import write_geotiffs
 
     directory = Path(directory)  # made there (its parent was checked with the outputs)

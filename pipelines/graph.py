@@ -2,18 +2,14 @@
 ``mst`` of a graph file, in this process or as Dask graphs.
 
 Without ``--scheduler`` (and no cluster already active) a command loads and runs in this
-process and imports no Dask (:func:`_load_and_run`): one load and traversals whose steps
-depend on each other gain nothing from a task graph. ``graph-ingest`` and any
-``--scheduler`` build one: the header read eagerly (a bad one fails before a cluster
-starts), ``graph-read`` (gzip), one ``graph-chunk`` per byte range, ``graph-csr``, then one
-task for the command (``graph-write``, ``bfs-run``, ``sssp-run``, ``mst-graph-run``,
-``diameter-run``). An :class:`terrain.errors.InputError` raised inside a task comes out
-unchanged on every scheduler. Tables are written by this process, atomically, in the file's
-ids. The task table: docs/graphs.md ("Commands as Dask graphs").
+process and imports no Dask (:func:`_load_and_run`). ``graph-ingest`` and any
+``--scheduler`` build a task graph (the header read eagerly): ``graph-read`` (gzip),
+``graph-chunk`` per byte range, ``graph-csr``, then the command's task. Tables are written
+by this process, atomically, in the file's ids. Design and tasks: docs/graphs.md ("Commands
+as Dask graphs").
 """
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -38,21 +34,13 @@ def _token(*parts):
     return dask.base.tokenize(*map(str, parts), time.time_ns())
 
 
-def _in_process(scheduler):
-    """True when a graph command runs in this process, without Dask: no ``--scheduler``
-    asked for and no cluster already active (a batch's). See the module docstring."""
-    if scheduler is not None:
-        return False
-    cluster = sys.modules.get("pipelines.cluster")
-    return cluster is None or cluster._active_client is None
-
-
 def _load_and_run(source, task, task_args, *, directed, name, label):
     """``task(graph, *task_args)`` on the graph ``source = (path, format, lcc, scheduler)``:
-    loaded and run in this process when :func:`_in_process`, else as the Dask graph
-    ``graph-chunk`` ... ``graph-csr`` -> ``NAME`` on the scheduler named."""
+    loaded and run in this process without a scheduler or an active cluster (module
+    docstring), else as the Dask graph ``graph-chunk`` ... ``graph-csr`` -> ``NAME``."""
+    from .cluster import cluster_active
     path, fmt, lcc, scheduler = source
-    if _in_process(scheduler):
+    if scheduler is None and not cluster_active():
         return task(load_graph(path, fmt, lcc=lcc, directed=directed), *task_args)
     import dask
     from .cluster import compute, open_scheduler
@@ -67,8 +55,6 @@ def _load_and_run(source, task, task_args, *, directed, name, label):
 def _source(args):
     return args.graph, args.format, args.lcc, args.scheduler
 
-
-# --------------------------------------------------------------------------- loading
 
 def _csr_task(plan, chunks, lcc, directed=None):
     return graph_from_edges(edges_from_chunks(plan, chunks), lcc=lcc, directed=directed)
@@ -125,8 +111,6 @@ def build_load_graph(path, fmt="auto", *, lcc=False, chunk_bytes=DEFAULT_CHUNK_B
                                    dask_key_name=f"graph-csr-{token}")
 
 
-# --------------------------------------------------------------------------- graph-ingest
-
 def _write_task(graph, output, overwrite):
     t0 = time.perf_counter()
     write_graph_cache(graph, output, overwrite=overwrite)
@@ -156,8 +140,6 @@ def graph_ingest_command(args):
               f"({info['lcc_vertices']} of {info['vertices']} vertices)")
     return 0
 
-
-# --------------------------------------------------------------------------- bfs
 
 def _parse_sources(text):
     out = []
@@ -192,8 +174,8 @@ def _bfs_task(graph, source_ids, backend, predecessors=False):
 
 
 def _search_command(args, backend, task, task_args, **kw):
-    """A bfs/sssp task on the graph, ``(found, summary)``: ``--out`` refused (it exists, or
-    its suffix is unknown) before any work starts, the task's table written there after."""
+    """A bfs/sssp task on the graph, ``(found, summary)``: ``--out`` checked before any work,
+    the task's table written there after."""
     if args.out:
         check_outputs([args.graph], [args.out], args.overwrite)
         check_table_path(args.out)
@@ -225,8 +207,6 @@ def bfs_command(args):
                   "unreachable / none)")
     return 0
 
-
-# --------------------------------------------------------------------------- sssp
 
 def _sssp_task(graph, source_ids, algorithm, delta, backend, with_table):
     from terrain.graph import sssp
@@ -274,12 +254,8 @@ def sssp_command(args):
     return 0
 
 
-# --------------------------------------------------------------------------- diameter
-
 def _diameter_task(graph, backend, weighted, extremes, effective, seed):
-    """``(result, seconds, backend name)``: the bounding (and the effective sample) run one
-    after another on the backend, chosen once the graph's size is known (``auto``: a small
-    graph stays on the CPU)."""
+    """``(result, seconds, backend name)``; the backend chosen once the graph's size is known."""
     from terrain.graph import diameter, weighted_diameter
     backend = get_backend(backend, work=graph.n + graph.nnz)
     t0 = time.perf_counter()
@@ -363,8 +339,6 @@ def diameter_command(args):
     return 0
 
 
-# --------------------------------------------------------------------------- mst of a graph
-
 _GRID_SUFFIXES = {".asc", ".tif", ".tiff", ".img", ".vrt", ".nc", ".grd", ".bil", ".flt",
                   ".dem", ".hgt", ".jp2", ".png", ".zarr"}
 _GRAPH_SUFFIXES = {".mtx", ".gr", ".graph", ".metis", ".edges", ".el", ".snap"}
@@ -373,9 +347,8 @@ _GRID_HEADERS = ("ncols", "nrows", "xllcorner", "xllcenter", "north:", "south:",
 
 
 def is_graph_input(path):
-    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix,
-    or a text file whose first content line is an edge ``U V [W]``) rather than a grid (a
-    tile store, a raster, an ASCII grid with its ``ncols`` / ``north:`` header)."""
+    """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix, or
+    a text whose first content line is an edge ``U V [W]``) rather than a grid."""
     from terrain.graph import is_graph_cache
     path = Path(path)
     if path.is_dir():
@@ -433,10 +406,8 @@ GRID_OPTIONS = (("connectivity", 8, "--connectivity"), ("weight", "max", "--weig
 
 
 def mst_graph_command(args):
-    """``mst GRAPH`` (the command line sends a graph file here, :func:`is_graph_input`): the
-    minimum spanning forest as an edge table (``-o`` .csv / .parquet / .npz, default
-    ``INPUT.mst.csv``) with original ids, its total weight and tree count; returns the exit
-    status. A grid's options are refused (they would be ignored)."""
+    """``mst GRAPH``: the minimum spanning forest as an edge table (``-o`` .csv / .parquet /
+    .npz) with original ids; a grid's options are refused (they would be ignored)."""
     given = [flag for name, default, flag in GRID_OPTIONS
              if getattr(args, name, default) != default]
     if given:

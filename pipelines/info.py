@@ -1,11 +1,9 @@
 """``terrain info STORE``: describe any store terrain writes (tile stores, result stores).
 
-A graph cache (``graph-ingest``) is described by its vertex and edge counts. A tile store
-(``ingest``; an ``mst`` output of a raster input also holds the DEM) is
-described by :func:`describe_store`; a result store without a DEM (``mst``
-of a tile store) by its layers and georeference. Both list every raster layer with its
-type and meaning, and the summary of each result the store holds (its ``mst`` attribute,
-…). The CRS is printed as ``EPSG:xxxx`` (``--json`` gives the full WKT too).
+A graph cache is described by its vertex and edge counts; a tile store (or a result store
+holding the DEM) by :func:`describe_store`, a result store without one by its layers and
+georeference: every raster layer with its type and meaning, and each result's summary. The
+CRS is printed as ``EPSG:xxxx`` (``--json`` gives the full WKT too).
 """
 
 import json

@@ -1,14 +1,11 @@
 """Ingest an elevation grid into a z-ordered tile store, as one Dask graph; ``synth``.
 
-The header is validated eagerly (:func:`terrain.io.open_grid`), so bad input fails before
-any task runs. Tasks: ``ingest-create`` (the store: building the graph writes nothing);
-for an ASCII grid ``ingest-index`` (the newlines of each ``INDEX_CHUNK_BYTES``) and
-``ingest-rows`` (every row's byte span); ``ingest-band`` per band of shard rows (a task
-owns whole shards, since zarr rewrites a shard written in part: parse, then
-:func:`write_window`); ``ingest-finish`` (nodata count, min, max into the attributes, so
-``info`` needs no pass over the data). An ASCII grid small enough for the default
-scheduler's threads is parsed whole and written from memory without Dask
-(:func:`write_elevation`): the same store, byte for byte.
+The header is validated eagerly, so bad input fails before any task runs. Tasks:
+``ingest-create``; for an ASCII grid ``ingest-index`` and ``ingest-rows`` (every row's byte
+span); ``ingest-band`` per band of shard rows (whole shards: zarr rewrites a shard written in
+part); ``ingest-finish`` (nodata count, min, max into the attributes, for ``info``). A small
+ASCII grid is parsed whole and written without Dask (:func:`write_elevation`): the same
+store, byte for byte.
 """
 
 import os
@@ -28,7 +25,7 @@ from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
 
 from . import _plan as _plans
 from ._resume import drop_checkpoints, prepare_resume, run_key
-from .cluster import DASHBOARD_MIN_CELLS
+from .cluster import DASHBOARD_MIN_CELLS, cluster_active
 from .info import merge_stats
 
 # Dask (pipelines.cluster, dask itself) is imported where a graph is built or run: a small
@@ -54,8 +51,7 @@ def default_compressors():
 
 
 def create_elevation(store_path, grid, tile, compressors=None):
-    """Create the tile store of ``grid`` (its ``elevation`` array, georeference and header)
-    at ``store_path``; returns the shard side in cells."""
+    """Create the tile store of ``grid`` at ``store_path``; returns the shard side in cells."""
     compressors = default_compressors() if compressors is None else compressors
     store = create_store(store_path, grid.shape, tile, geotransform=grid.geotransform,
                          crs=grid.crs, nodata=grid.nodata, source=grid.path.name,
@@ -95,8 +91,7 @@ def _band_slot(band_bytes):
 
 
 def _ingest_band(grid, store_path, r0, r1, starts, shard_side):
-    """Read rows ``r0:r1`` and write every shard of them; return (nodata cells, min, max).
-    ``shard_side`` is the created store's (the task depends on the one creating it)."""
+    """Read rows ``r0:r1`` and write every shard of them; returns (nodata cells, min, max)."""
     cols = grid.shape[1]
     with _band_slot((r1 - r0) * cols * 4):
         return _ingest_band_now(grid, store_path, r0, r1, starts, cols)
@@ -116,15 +111,12 @@ def _ingest_band_now(grid, store_path, r0, r1, starts, cols):
 
 
 def write_window(store_path, z, r0, c0):
-    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)``: whole shards (the window
-    starts on a shard corner and ends on one or at the grid's edge), each encoded and written
-    in this thread (:func:`terrain.tiles.store.write_block`)."""
+    """Write ``z`` into the store's ``elevation`` at ``(r0, c0)``: whole shards, in this thread."""
     write_block(store_path, "elevation", (r0, r0 + z.shape[0], c0, c0 + z.shape[1]), z)
 
 
 def finish_elevation(store_path, parts):
-    """The statistics of the bands ``parts`` (:func:`band_stats` each) into the store's
-    attributes."""
+    """The statistics of the bands ``parts`` (:func:`band_stats` each) into the attributes."""
     stats = merge_stats(parts)
     zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
     BUFFERS.clear()
@@ -229,7 +221,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     cells = grid.shape[0] * grid.shape[1]
     if (scheduler is None and not resume and isinstance(grid, AsciiGrid)
-            and cells <= DASHBOARD_MIN_CELLS and not _client_active()):
+            and cells <= DASHBOARD_MIN_CELLS and not cluster_active()):
         return ingest_in_threads(grid, input_path, output_path, tile, overwrite, compressors,
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
@@ -239,21 +231,11 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
                                           resume, band=band, nodata=nodata, crs=crs)
 
 
-def _client_active():
-    """Whether :func:`pipelines.cluster.open_scheduler` made a cluster active (a batch runs
-    every file there, small ones too). Without that module imported, none can be."""
-    cluster = sys.modules.get("pipelines.cluster")
-    return cluster is not None and getattr(cluster, "_active_client", None) is not None
-
-
 def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
                                compressors=None, resume=False, **options):
-    """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`.
-
-    ``options`` are :func:`terrain.io.open_grid`'s (``band``, ``nodata``, ``crs``). The
-    returned store's ``reused_tasks`` attribute counts the tasks a resumed run took from the
-    partial output's checkpoints.
-    """
+    """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`;
+    ``options``: :func:`terrain.io.open_grid`'s. The store's ``reused_tasks`` counts the tasks
+    a resumed run took from checkpoints."""
     from ._resume import checkpointed
     from .cluster import compute, remote_input
 
@@ -279,9 +261,7 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
 def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrite=False,
                       compressors=None, **options):
     """:func:`ingest` of a grid that fits in memory, atomically, without a task graph
-    (:func:`write_elevation`; ``--resume`` takes the graph). ``options``:
-    :func:`terrain.io.open_grid`'s, which ``grid`` was opened with.
-    """
+    (:func:`write_elevation`)."""
     check_tile_size(tile)
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
@@ -293,11 +273,9 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
 
 
 def write_elevation(grid, store_path, tile, compressors=None):
-    """The store ``store_path`` created with the ``elevation`` of the opened ``grid`` (one
-    that fits in memory), in this process on a thread pool: read whole (an ASCII grid
-    parsed by :meth:`terrain.io.AsciiGrid.read_all`), then every shard written on the same
-    pool. The same store as :func:`build_ingest_graph`'s, byte for byte, without Dask's
-    import and scheduling: what a small job's start-up is made of."""
+    """The store ``store_path`` created with the ``elevation`` of ``grid`` (one that fits in
+    memory) on a thread pool: the same store as :func:`build_ingest_graph`'s, byte for byte,
+    without Dask's import and scheduling (a small job's start-up)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:
@@ -313,7 +291,6 @@ def write_elevation(grid, store_path, tile, compressors=None):
     finish_elevation(store_path, stats)
 
 
-# -- command handlers ---------------------------------------------------------------------------
 def ingest_command(args):
     """``terrain ingest INPUT -o OUT.zarr [--tile N] [--overwrite] [--scheduler S]``."""
     if getattr(args, "dry_run", False):

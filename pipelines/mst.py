@@ -3,23 +3,17 @@
 :func:`mst_route` is the one planner (:func:`run_mst` and ``--dry-run`` ask it the same
 questions); each route wins its regime (docs/mst.md, "Routes"):
 
-* ``in-core``: the grid fits the backend's whole-grid kernel
-  (:func:`terrain.grid.mst_device.fits_in_core`): the super-tile walk with one group, run in
-  this process without Dask unless ``--scheduler``/``--resume`` ask for a task graph.
-* ``super-tiles`` (GPU): groups as large as the device holds, merged up the quadtree; an
-  ASCII grid that fits the device is parsed there first (:mod:`pipelines.mst_input`).
-* ``tiled`` (CPU): tile batches per shard, Borůvka in Numba, merged up the quadtree.
-
-:func:`build_mst_graph` wires the phases of :mod:`terrain.grid.mst` along the quadtree
-walks: ``mst-ingest`` → ``mst-prepare`` → ``mst-group`` → ``mst-merge`` → ``mst-expand`` →
-``mst-write`` → ``mst-finish``.
+``in-core`` (the grid fits the backend's whole-grid kernel; no Dask unless ``--scheduler``
+or ``--resume``), ``super-tiles`` (GPU: groups as large as the device holds) and ``tiled``
+(CPU: tile batches per shard). :func:`build_mst_graph` wires the phases of
+:mod:`terrain.grid.mst` along the quadtree walks: ``mst-prepare`` → ``mst-group`` →
+``mst-merge`` → ``mst-expand`` → ``mst-write`` → ``mst-finish``.
 """
 
 import contextlib
 import hashlib
 import json
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -44,6 +38,7 @@ from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard
                                  tiles_per_shard, write_block)
 
 from . import _plan as _plans
+from .cluster import cluster_active
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .mst_input import (IO_THREADS, HeldGrid, device_text_fits, held_get, held_put, hold,
                         load_grid, shard_runs)
@@ -83,7 +78,7 @@ class MSTRoute:
 
     @property
     def held(self):
-        """True when the input grid is read into this process first (:mod:`pipelines.mst_input`)."""
+        """True when the input grid is read into this process first."""
         return not self.graph or self.device_text
 
     def describe(self):
@@ -158,7 +153,6 @@ def default_output(input_path):
     return p.with_name((p.stem if p.suffix else p.name) + ".mst.zarr")
 
 
-# ----------------------------------------------------------------------------- the steps
 def _prepare(out_path, spec, tile_shard, geo, upstream):
     """Create the ``mst`` array (and, for a store input, the georeference) in the output."""
     del upstream  # only orders this task after the ingest
@@ -183,8 +177,7 @@ _pools = {}
 
 
 def _each(fn, windows):
-    """``[fn(w) for w in windows]``, on this process's pool of :data:`IO_THREADS` when
-    there are several (a window of many shards, e.g. a group that is the whole grid)."""
+    """``[fn(w) for w in windows]``, on this process's I/O pool when there are several."""
     if len(windows) <= 1:
         return [fn(w) for w in windows]
     with _pool_lock:
@@ -195,8 +188,7 @@ def _each(fn, windows):
 
 
 def _runs(shape, side, window):
-    """``window``'s runs of shards (:func:`pipelines.mst_input.shard_runs`): one a row of
-    shards, or about one an I/O thread for a group that is the whole grid."""
+    """``window``'s runs of shards: one a row of shards, or about one an I/O thread for the grid."""
     r0, r1, c0, c1 = window
     whole = (r1 - r0, c1 - c0) == tuple(shape)
     return shard_runs(shape, side, window, None if whole else -(-(r1 - r0) // side))
@@ -212,8 +204,7 @@ def _read(path, layer, window, side, shape, dtype):
 
 
 def _write(path, layer, window, side, shape, values):
-    """Write ``values`` into ``window`` of ``layer`` (shards of ``side`` cells), a run a
-    thread."""
+    """Write ``values`` into ``window`` of ``layer``, a run a thread."""
     r0, c0 = window[0], window[2]
     _each(lambda w: write_block(path, layer, w, values[w[0] - r0:w[1] - r0, w[2] - c0:w[3] - c0]),
           _runs(shape, side, window))
@@ -231,10 +222,8 @@ def _slot(name, count):
 
 def _group_task(dem, spec, backend, super_tile, in_flight, sides, prepared, device_mask,
                 level, i, j):
-    """A group's forest (read, forest, reduction, in-group merges) and its provisional mask,
-    written to the output's ``mst`` or put in ``device_mask`` (a held device grid).
-    ``in_flight``: super-tiles a process runs at once; ``sides``: the input's and the
-    output's shard sides."""
+    """A group's forest and its provisional mask, written to ``mst`` or put in ``device_mask``.
+    ``in_flight``: super-tiles a process runs at once; ``sides``: input's and output's shards."""
     be = get_backend(backend)
     with _slot("super-tiles", in_flight if super_tile else None):
         t0 = time.perf_counter()
@@ -268,8 +257,7 @@ WRITE_SLOTS = 16
 
 def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
     """Apply a group's changes to its provisional mask: only the shards a change reaches are
-    read, changed and written again; with ``device_mask`` the whole group is taken from the
-    device, changed and written once."""
+    rewritten (with ``device_mask``: the whole group, once)."""
     win = spec.window(level, i, j)
     changes = Changes.concat([incoming, own])
     times = {"read": 0.0, "expand": 0.0, "write": 0.0}
@@ -301,9 +289,8 @@ def _write_task(out_path, spec, side, device_mask, level, i, j, incoming, own):
 
 
 def _changes_by_window(spec, side, win, changes, every=False):
-    """``[(window, its changes)]``: the shards (of ``side`` cells) of ``win`` that hold a
-    change's cell, in row-major order, or with ``every`` the whole of ``win`` in runs of
-    shards (:func:`_runs`); nothing when there are no changes (and not ``every``)."""
+    """``[(window, its changes)]``: the shards of ``win`` holding a changed cell, row-major, or
+    with ``every`` the whole of ``win`` in runs of shards."""
     if len(changes.added) + len(changes.dropped) == 0 and not every:
         return []
     ncols = spec.shape[1]
@@ -324,8 +311,7 @@ def _changes_by_window(spec, side, win, changes, every=False):
 
 
 def _finish(out_path, spec, group_stats, node_stats, writes, meta):
-    """Sum the statistics (the write tasks sum their changes: no task holds them all) into
-    the output's attributes; return the summary."""
+    """Sum the statistics into the output's attributes; return the summary."""
     times = {p: 0.0 for p in PHASES}
     totals = {"read_bytes": 0, "written_bytes": 0, "graph_bytes": 0}
     fsum, fedges, verts = WeightSum(), 0, 0
@@ -351,7 +337,6 @@ def _finish(out_path, spec, group_stats, node_stats, writes, meta):
     return summary
 
 
-# ----------------------------------------------------------------------------- the walk
 def _groups(spec, shard_tiles, be, in_core, free=None):
     """``(group tiles, super-tile, in flight)``: the whole grid as one super-tile when it fits
     in core (``in_core`` "auto", or "whole"); else on the GPU (or with "groups") super-tiles
@@ -432,12 +417,10 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
     ``out_path`` itself, or a :class:`~pipelines.mst_input.HeldGrid`) into ``out_path``;
     computing it returns the summary (also stored in the ``mst`` attribute).
 
-    ``group_tiles``: tiles a side of a group of tile batches (the store's shard);
-    ``upstream``: what runs first (the ingest); ``geo``: the georeference to copy when the
-    output has none; ``in_core``: as :func:`mst_route` ("auto", "groups" or False; the forest
-    is the same); ``partial``: the partial output holding the checkpoints (``--resume``);
-    ``device_mask``: a held device grid for the provisional masks; ``free``: the device's
-    free bytes (None: asked).
+    ``group_tiles``: tiles a side of a group (the store's shard); ``upstream``: what runs
+    first; ``geo``: the georeference to copy; ``in_core``: as :func:`mst_route`; ``partial``:
+    the checkpoints' partial output; ``device_mask``: a held device grid for the masks;
+    ``free``: the device's free bytes (None: asked).
     """
     import dask
 
@@ -451,10 +434,8 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
                                upstream, geo, in_core, device_mask, free))
 
 
-# ----------------------------------------------------------------------------- the run
 def _open_input(inp, tile):
-    """``(source, geo, shape, tile, cellsize, shard tiles)`` of the input: a tile store (its
-    path; its own tile and shards) or an opened grid file. Refuses anything else first."""
+    """``(source, geo, shape, tile, cellsize, shard tiles)`` of a tile store or a grid file."""
     if inp.is_dir() and not is_store(inp):
         raise InputError(f"{inp}: is a directory, not a grid file or a tile store written by "
                          "ingest")
@@ -470,8 +451,7 @@ def _open_input(inp, tile):
 
 
 def _data_identity(inp):
-    """A tile store's every file's path, size and modification time (a store rewritten in
-    place is another run's input); None for a file (``input_identity`` covers it)."""
+    """A tile store's files' paths, sizes and modification times, hashed; None for a file."""
     if not inp.is_dir():
         return None
     h = hashlib.sha256()
@@ -487,13 +467,6 @@ def _data_identity(inp):
 def _check_geotiff_name(path):
     if path is not None and Path(path).suffix.lower() not in (".tif", ".tiff"):
         raise InputError(f"{path}: a GeoTIFF is written there; name it .tif or .tiff")
-
-
-def _cluster_active():
-    """Whether a cluster is active (a batch's); without :mod:`pipelines.cluster` imported
-    (Dask's import) none can be."""
-    cluster = sys.modules.get("pipelines.cluster")
-    return cluster is not None and getattr(cluster, "_active_client", None) is not None
 
 
 def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max", backend=None,
@@ -523,7 +496,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     except InputError as e:
         raise InputError(f"{inp}: {e}") from None
     route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core,
-                      resume, cluster_active=_cluster_active())
+                      resume, cluster_active=cluster_active())
     key = run_key("mst", [inp], spec, _data_identity(inp))
     with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
@@ -550,8 +523,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
 
 
 def _run_held(route, source, geo, tmp, spec, shard, be, wall):
-    """The routes that read the input into this process first (:mod:`pipelines.mst_input`):
-    in core without a graph, or the super-tiles of a text parsed on the device."""
+    """The routes that read the input into this process first (:mod:`pipelines.mst_input`)."""
     side = spec.tile * shard
     store_geo = geo if not hasattr(source, "shape") else None
     with load_grid(source, tmp, spec.shape, spec.tile, side, be, wall) as z, hold(z) as dem:
@@ -652,10 +624,8 @@ def mst_command(args):
     return 0
 
 
-# ----------------------------------------------------------------------------- --dry-run
 def _plan(plan, grid, args, inp, out):
-    """``mst --dry-run``: the route the run would take (:func:`mst_route`, the same
-    questions), its tasks and memory (:mod:`pipelines._plan`)."""
+    """``mst --dry-run``: the route (:func:`mst_route`), its tasks and memory."""
     from terrain.io.outputs import partial_path
 
     shape, tile, shard = grid["shape"], grid["tile"], grid["tiles_per_shard"]
@@ -666,7 +636,7 @@ def _plan(plan, grid, args, inp, out):
     text = not grid["from_store"] and isinstance(open_grid(inp), AsciiGrid)
     free = free_device_bytes(be)
     route = mst_route(spec, be, text, scheduler, "auto",
-                      getattr(args, "resume", False), free, _cluster_active())
+                      getattr(args, "resume", False), free, cluster_active())
     tasks = 0
     if route.graph and not route.device_text:
         partial = partial_path(out, run_key("mst", [inp], spec, _data_identity(inp)))

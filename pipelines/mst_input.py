@@ -4,14 +4,11 @@ as they arrive, the forest's tasks taking their blocks from memory.
 :func:`pipelines.mst.mst_route` decides when: the in-core route without a scheduler, and on
 the GPU an ASCII grid whose float32 elevations fit :data:`DEVICE_SHARE` of the device though
 its forest does not fit in core. :func:`load_grid` reads the input once into the backend's
-memory (an ASCII grid on the GPU parsed on the device in pieces of whole lines,
-:func:`terrain.io.parse_grid_on_device`; on the CPU by the C parser; a raster by rasterio;
-a store shard by shard); a raster input's ``elevation`` layer is written, band by band by
-:data:`WRITER_THREADS` threads, as it is parsed. The grid is registered under a
-:class:`HeldGrid` handle and the group tasks take their blocks with :func:`held_get`; on the
-GPU the provisional masks go to a second held grid on the device, written once by the write
-tasks. A text the device parse rejects is parsed on the CPU, whose parser raises the usual
-:class:`~terrain.errors.InputError` (file, line, token).
+memory (an ASCII grid on the GPU parsed on the device; a text the device rejects is parsed
+on the CPU, whose parser raises the usual one-line error); a raster's ``elevation`` is
+written by :data:`WRITER_THREADS` threads as it is parsed. Group tasks take their blocks
+from the :class:`HeldGrid` with :func:`held_get`; on the GPU the provisional masks go to a
+second held grid on the device. Design: docs/mst.md, "Routes".
 """
 
 import contextlib
@@ -47,14 +44,11 @@ _ids = itertools.count()
 
 
 class HeldGrid:
-    """A handle, in a task graph, on a grid held in this process (:data:`_GRIDS`).
-
-    Its ``str`` names it (task keys hash it); pickling it copies the key only. A plain
-    class: Dask walks into dataclasses and containers among task arguments.
+    """A handle, in a task graph, on a grid held in this process (:data:`_GRIDS`): its ``str``
+    names it, pickling copies the key only (a plain class: Dask walks into dataclasses).
 
     >>> str(HeldGrid("1-0")), HeldGrid("1-0") == HeldGrid("1-0")
-    ('held-grid:1-0', True)
-    """
+    ('held-grid:1-0', True)"""
 
     __slots__ = ("key",)
 
@@ -98,10 +92,8 @@ def _held(handle):
 
 
 def held_get(handle, window, backend=None, on_device=False):
-    """The block ``window = (r0, r1, c0, c1)`` of the held grid ``handle``: a NumPy array,
-    or with ``on_device`` an array of the backend (a contiguous copy on the calling thread's
-    stream, the one a super-tile's forest then runs on; the whole grid itself when the
-    window is the grid)."""
+    """The block ``window`` of the held grid ``handle``: NumPy, or with ``on_device`` a
+    contiguous copy on the calling thread's stream (the whole grid when the window is it)."""
     z = _held(handle)
     r0, r1, c0, c1 = window
     if isinstance(z, np.ndarray):
@@ -196,14 +188,9 @@ def read_store(path, shape, side, pool):
 
 @contextlib.contextmanager
 def load_grid(source, out_path, shape, tile, side, backend, wall):
-    """The grid of ``source`` (an opened grid, or a tile store's path) in the backend's
-    memory, for the block; for a raster its ``elevation`` is written into the store
-    ``out_path`` (created here) meanwhile, and the block's end waits for those writes and
-    stores their statistics. See the module docstring. ``side``: the shard side in cells;
-    ``wall`` gets the steps' wall seconds (and ``parsed_on``: "gpu" or "cpu" for a text).
-
-    Yields the grid (NumPy, or CuPy for a text parsed on the device).
-    """
+    """The grid of ``source`` (an opened grid, or a store's path) in the backend's memory, for
+    the block; a raster's ``elevation`` is written into ``out_path`` meanwhile (module
+    docstring). ``wall`` gets the steps' wall seconds (and ``parsed_on`` for a text)."""
     be = get_backend(backend)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="terrain-read") as pool, \
@@ -247,9 +234,8 @@ def _write_shard(out_path, z, w):
 
 
 def _parse_on_device(grid, out_path, side, be, pool, writers, created, writes, wall):
-    """The text parsed on the device into a new grid, its ``elevation`` shards queued on
-    ``writers`` (``writes`` gets their futures) as bands of shard rows arrive; None when the
-    text is not a valid grid."""
+    """The text parsed on the device, its ``elevation`` shards queued on ``writers`` as bands
+    arrive; None when the text is not a valid grid."""
     cp = be.xp
     rows, cols = grid.shape
     zd = cp.empty((rows, cols), cp.float32)

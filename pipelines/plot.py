@@ -20,9 +20,8 @@ __all__ = ["plot_command", "parse_size", "parse_window", "picture_format", "FORM
            "MAX_SIDE", "MAX_PIXELS"]
 
 
-#: the largest picture: a side and the pixels (the picture's RGBA layers are float64, about
-#: 40 bytes a pixel with matplotlib's canvas: 16.8 M pixels are ~0.7 GB; 100000 x 100000 once
-#: ran 106 s into a MemoryError)
+#: the largest picture: a side and the pixels (about 40 bytes a pixel with matplotlib's
+#: canvas: 16.8 M pixels are ~0.7 GB)
 MAX_SIDE = 16384
 MAX_PIXELS = 1 << 24
 
@@ -51,8 +50,7 @@ def parse_size(text):
 
 
 def picture_format(path):
-    """The format a picture named ``path`` is written in (its suffix says it:
-    :data:`FORMATS`); :class:`InputError` for another name, before any work.
+    """The format of a picture named ``path`` (:data:`FORMATS`); :class:`InputError` else.
 
     >>> picture_format("pic.JPG"), picture_format("a/b.png")
     ('jpeg', 'png')
@@ -79,8 +77,7 @@ def parse_window(text):
 
 
 def _plot_inputs(args, group=None):
-    """What a plot reads: the store (or graph), a ``--paths`` file and the DEM it names.
-    The picture may not replace one of them, even with --overwrite."""
+    """What a plot reads (the picture may not replace one, even with --overwrite)."""
     source = None if group is None else group.attrs.get("source")
     return [args.store, getattr(args, "paths", None), source if isinstance(source, str) else None]
 

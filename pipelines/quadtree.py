@@ -4,23 +4,11 @@ The library walks a :class:`~terrain.tiles.quadtree.QuadtreePlan` and hands each
 ``call(fn, *args, key=(stage, i, j), nout=n)``. In memory the step runs at once; here it
 becomes a task named ``(f"{prefix}-{stage}-{token}", i, j)``: one name per stage and
 quadtree level, so the dashboard groups the tasks by stage, and keys are deterministic for
-a given token.
-
-Dask strategy
--------------
-:class:`TaskGraph` writes each step straight into one task dict (``dask._task_spec.Task``
-with ``TaskRef`` arguments), during the library's one walk. ``dask.delayed`` does the same
-job but merges its arguments' graphs into a new ``HighLevelGraph`` at every call, which is
-quadratic in the walk's length (docs/mst.md, "Design notes"). A step returning ``nout`` values gets
-one small ``getitem`` task per value (``(f"getitem-{prefix}-{stage}-{token}", i, j, q)``),
-as ``dask.delayed`` would: each consumer depends on its value only, so the scheduler frees a
-value (a level graph) once its consumer ran, not when the last value of the tuple is used.
-
-Checkpoints (``--resume``, :mod:`pipelines._resume`) are wrapped in at construction: a
-step whose stage is listed runs through :func:`pipelines._resume.run_checkpointed` with
-its checkpoint file's path, so no rewrite of the finished graph is needed.
-
-:func:`delayed_call` is the older ``dask.delayed`` flavour, kept for small walks.
+a given token. :class:`TaskGraph` writes each step straight into one task dict (not
+``dask.delayed``, whose graph merges are quadratic in the walk's length); a step returning
+``nout`` values gets one ``getitem`` task per value, so each value is freed once its
+consumer ran; checkpointed stages are wrapped at construction. Design: docs/mst.md,
+"Design notes". :func:`delayed_call` is the ``dask.delayed`` flavour for small walks.
 """
 
 import operator

@@ -1,24 +1,12 @@
 """``terrain verify STORE|RESULT``: check a result with a certificate (:mod:`terrain.verify`).
 
-What it can check
------------------
-* an ``mst`` output store: the DEM (the store's ``elevation``, else the tile store it was
-  computed from, named in its ``source`` attribute) and the ``mst`` mask, with the
-  connectivity and weight model the summary records;
-* a ``cost-distance`` output store: distance, backlink and allocation against the DEM,
-  friction and cost model recorded in its ``cost_model`` attribute (the SSSP certificate of
-  :func:`terrain.verify.verify_grid_sssp`, window by window with a 2-cell halo: out of core);
-* a ``fill`` output store: filled, depth and depression against the DEM, with the
-  connectivity, outlets (its ``outlets`` layer; the pits a simplification kept, ``sinks``)
-  and epsilon its summary records (:func:`terrain.verify.verify_fill`, in memory);
-* a ``flow`` output store: directions and accumulation against its ``filled`` layer, the
-  connectivity, cell size and outlets the summary records (the certificate of
-  :func:`terrain.verify.verify_flow`, in memory), with the weights raster it names;
-* a BFS distances file (``bfs --out dist.npy``) with ``--graph GRAPH --source S[,S...]``.
-
-The checks run in one process (no Dask graph: a certificate is a single pass over the
-result); the MST certificate holds the grid in memory, the cost-distance one a window. Exit status: 0 all checks pass, 1 a check fails (the first
-violation is printed), 2 bad input.
+It checks an ``mst``, ``cost-distance``, ``fill`` or ``flow`` output store against its DEM
+(the store's ``elevation``, else the tile store named in its ``source`` attribute) with the
+model its summary records (the cost-distance certificate window by window with a 2-cell
+halo: out of core; the others in memory), or a BFS distances file (``bfs --out dist.npy``)
+with ``--graph GRAPH --source S[,S...]``. The checks run in one process (a certificate is a
+single pass). Exit status: 0 all checks pass, 1 a check fails (the first violation is
+printed), 2 bad input.
 """
 
 import json

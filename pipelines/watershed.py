@@ -2,18 +2,11 @@
 --threshold N -o streams.geojson|.gpkg``: basins and stream networks from a ``flow`` store
 (:mod:`terrain.hydrology.watershed` has the definitions).
 
-Outputs
--------
-* Labels: int32 (1, 2, ... per outlet in order; 0 drains elsewhere; -1 nodata) as a
-  GeoTIFF (``.tif``, a COG with the store's CRS and transform) or a store (``.zarr``,
-  layer ``watershed``).
-* Streams: one LineString per link, properties ``order`` (Strahler), ``upstream``
-  (accumulation at its last cell), ``outlet``, ``cells``, ``length`` (map units, along the
-  cell centres). GeoJSON is RFC 7946: longitude/latitude on WGS 84, reprojected with
-  pyproj from the DEM's CRS (a DEM without a CRS keeps its grid coordinates and the
-  summary says so); a GeoPackage (``.gpkg``) keeps the DEM's own CRS and coordinates
-  exactly (written with sqlite3: the OGC GeoPackage tables, geometries as GeoPackage
-  binary + WKB) -- what to use in a projected workflow.
+Labels are int32 (1, 2, ... per outlet; 0 drains elsewhere; -1 nodata) in a COG or a store
+(layer ``watershed``). Streams are one LineString per link (``order``, ``upstream``,
+``outlet``, ``cells``, ``length``); GeoJSON is RFC 7946 (WGS 84, reprojected with pyproj),
+a GeoPackage keeps the DEM's CRS exactly. Formats: docs/hydrology.md, "Watersheds and
+streams".
 """
 
 import json
