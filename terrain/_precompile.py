@@ -1,17 +1,10 @@
 """Compile terrain's Numba kernels into their on-disk cache: ``python -m terrain._precompile``.
 
-The kernels are ``numba.njit(cache=True)``: compiled once, then loaded from ``__pycache__``
-beside their module (~10 s of compiling against ~0.3 s of loading, on 2 cores). Numba keys
-that cache by the source file's content hash (numba 0.68 does; older ones used its mtime, and then the files are simply stale), its own version, the Python
-version and the CPU, so files compiled while the wheel is built stay valid where it is
-installed. ``setup.py`` runs this module on the build tree (``build_py``) so that
-``pip install .`` ships them and the first ``terrain`` command does not compile; with
-another numba, Python or CPU they simply do not match and numba compiles as before.
-
-It runs the real commands on tiny inputs (a 24 × 20 ASCII grid with nodata, an edge
-list with weights), on the synchronous scheduler and the CPU backend: the kernels get the argument
-types the commands give them, so the cached signatures are the ones a real run asks for.
-Each command is tried on its own; one that fails is reported and skipped.
+``setup.py`` runs it on the build tree so that ``pip install .`` ships the
+``numba.njit(cache=True)`` kernels compiled (Numba keys the cache by the source's content,
+its version, the Python version and the CPU; elsewhere it compiles as before). It runs the
+real commands on tiny inputs on the CPU and the synchronous scheduler, so the cached
+signatures are the ones a real run asks for; a command that fails is reported and skipped.
 """
 
 import contextlib
@@ -57,8 +50,7 @@ def _commands(tmp):
          "--backend", "cpu", *common],
         ["cost-distance", str(grid), "--source-cell", "5,5", "--cost", "tobler",
          "-o", str(tmp / "warm.tobler.zarr"), "--backend", "cpu", *common],
-        # a friction raster: the bucket queue that never reads elevations (the grid serves
-        # as its own friction: values >= 0, nodata a barrier)
+        # a friction raster (the grid serves as its own): the bucket queue's kernels
         ["cost-distance", str(grid), "--source-cell", "5,5", "--friction", str(grid),
          "-o", str(tmp / "warm.friction.zarr"), "--backend", "cpu", *common],
     ]
