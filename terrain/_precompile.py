@@ -20,9 +20,9 @@ __all__ = ["warm_up"]
 def _write_grid(path, rows=24, cols=20):
     lines = [f"ncols {cols}", f"nrows {rows}", "xllcorner 0", "yllcorner 0", "cellsize 10",
              "NODATA_value -9999"]
-    for r in range(rows):
-        lines.append(" ".join("-9999" if (r * 7 + c * 3) % 23 == 0 else f"{(r * 31 + c * 17) % 97 + 0.25 * c:.2f}"
-                              for c in range(cols)))
+    lines += [" ".join("-9999" if (r * 7 + c * 3) % 23 == 0
+                       else f"{(r * 31 + c * 17) % 97 + 0.25 * c:.2f}" for c in range(cols))
+              for r in range(rows)]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -35,24 +35,22 @@ def _commands(tmp):
     grid, edges = tmp / "warm.asc", tmp / "warm.txt"
     _write_grid(grid)
     _write_edges(edges)
-    common = ["--scheduler", "synchronous"]
+    cpu = ["--backend", "cpu", "--scheduler", "synchronous"]
+    cost = ["cost-distance", str(grid), "--source-cell", "5,5"]
     return [
-        ["mst", str(grid), "-o", str(tmp / "warm.mst.zarr"), "--backend", "cpu", *common],
-        ["ingest", str(grid), "-o", str(tmp / "warm.zarr"), *common],
+        ["mst", str(grid), "-o", str(tmp / "warm.mst.zarr"), *cpu],
+        ["ingest", str(grid), "-o", str(tmp / "warm.zarr"), *cpu[2:]],
         ["synth", "--rows", "8", "--cols", "8", "-o", str(tmp / "synth.asc")],
-        ["bfs", str(edges), "--source", "0", "--backend", "cpu", *common],
-        ["diameter", str(edges), "--backend", "cpu", *common],
-        ["sssp", str(edges), "--source", "0", "--backend", "cpu", *common],
-        ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.npz"), "--backend", "cpu"],
-        ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), "--backend", "cpu", *common],
-        ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), "--backend", "cpu", *common],
-        ["cost-distance", str(grid), "--source-cell", "5,5", "-o", str(tmp / "warm.cost.zarr"),
-         "--backend", "cpu", *common],
-        ["cost-distance", str(grid), "--source-cell", "5,5", "--cost", "tobler",
-         "-o", str(tmp / "warm.tobler.zarr"), "--backend", "cpu", *common],
+        ["bfs", str(edges), "--source", "0", *cpu],
+        ["diameter", str(edges), *cpu],
+        ["sssp", str(edges), "--source", "0", *cpu],
+        ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.npz"), *cpu[:2]],
+        ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), *cpu],
+        ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), *cpu],
+        [*cost, "-o", str(tmp / "warm.cost.zarr"), *cpu],
+        [*cost, "--cost", "tobler", "-o", str(tmp / "warm.tobler.zarr"), *cpu],
         # a friction raster (the grid serves as its own): the bucket queue's kernels
-        ["cost-distance", str(grid), "--source-cell", "5,5", "--friction", str(grid),
-         "-o", str(tmp / "warm.friction.zarr"), "--backend", "cpu", *common],
+        [*cost, "--friction", str(grid), "-o", str(tmp / "warm.friction.zarr"), *cpu],
     ]
 
 

@@ -88,16 +88,9 @@ def _pieces(host, device):
 
 
 class Copies:
-    """Copies to the device issued by :func:`to_device`.
-
-    Attributes
-    ----------
-    fits : list of bool
-        Per array: every host value fitted the device array's dtype (False: the device
-        array holds wrapped values).
-    done : cupy.cuda.Event
-        Recorded on the stream after the last copy.
-    """
+    """Copies to the device issued by :func:`to_device`: ``fits`` (per array, every host
+    value fitted the device dtype; else it holds wrapped values) and ``done`` (an event
+    recorded after the last copy)."""
 
     def __init__(self, fits, done, ring):
         self.fits, self.done, self._ring = fits, done, ring
@@ -120,14 +113,10 @@ def _ring(cp, n_pieces):
 
 
 def to_device(cp, host, device, stream=None):
-    """Copy the host arrays ``host`` into the device arrays ``device`` (same sizes, both
-    contiguous; a device dtype may be a narrower integer type) through the pinned ring.
-
-    The copies are asynchronous on ``stream`` (default: the current stream): kernels
-    issued after this call on that stream see the data. Keep the returned
-    :class:`Copies` until they are done (it holds the pinned ring): ``wait()`` or
-    synchronise past ``done``.
-    """
+    """Copy the host arrays ``host`` into the contiguous device arrays ``device`` (same
+    sizes; a device dtype may be a narrower integer type), asynchronously on ``stream``
+    (default: the current one). Keep the returned :class:`Copies` (it holds the pinned ring)
+    until they are done: ``wait()`` or synchronise past ``done``."""
     host = [np.ascontiguousarray(a).reshape(-1) for a in host]
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     pieces = _pieces(host, device)
@@ -163,14 +152,10 @@ def to_device(cp, host, device, stream=None):
 
 
 def to_host(cp, device, pinned=False, stream=None):
-    """New NumPy arrays holding the contiguous device arrays ``device``; the copies run on
-    ``stream`` (default: the current one, so after the kernels issued on it) and are done
-    on return.
-
-    ``pinned=False``: pageable arrays, filled through the pinned ring by the worker
-    threads (plain copies below :data:`SMALL_BYTES`). ``pinned=True``: arrays in pinned
-    memory, one direct copy each.
-    """
+    """New NumPy arrays holding the contiguous device arrays ``device``, copied on ``stream``
+    (default: the current one) and done on return: pageable arrays filled through the
+    pinned ring (direct copies below :data:`SMALL_BYTES`), or with ``pinned=True`` arrays
+    in pinned memory, one direct copy each."""
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     d2h = cp.cuda.runtime.memcpyDeviceToHost
     small = sum(a.nbytes for a in device) <= SMALL_BYTES

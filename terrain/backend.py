@@ -78,11 +78,8 @@ class Backend:
         return np.asarray(a)
 
     def cuda_module(self, cu_file, options=("-std=c++17",), name_expressions=None):
-        """Compile (once per process) and return the ``cupy.RawModule`` of ``cu_file``.
-
-        Quoted ``#include`` headers are inlined (:func:`cuda_source`), so CuPy's compile
-        cache, keyed by the source text, sees header edits.
-        """
+        """The ``cupy.RawModule`` of ``cu_file``, compiled once per process from
+        :func:`cuda_source` (so CuPy's compile cache, keyed by the text, sees header edits)."""
         if not self.is_gpu:
             raise RuntimeError("cuda_module() needs the gpu backend")
         return _raw_module(str(cu_file), tuple(options),

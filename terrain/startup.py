@@ -73,9 +73,8 @@ def bound_malloc_arenas(arenas=None):
 
 def fixed_mmap_threshold(nbytes=1 << 20):
     """Serve every allocation of ``nbytes`` or more from ``mmap`` for the rest of the
-    process (glibc's threshold otherwise grows to the largest block freed, up to 32 MiB,
-    and later blocks of that size come from the arenas, where freed memory stays).
-    Returns True when set (glibc only).
+    process, so freed blocks go back to the system (glibc's threshold otherwise grows to
+    the largest block freed). Returns True when set (glibc only).
 
     >>> isinstance(fixed_mmap_threshold(), bool)
     True
