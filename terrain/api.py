@@ -226,7 +226,7 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
         Tile side for an in-memory DEM (a tile store keeps its own).
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
-        Overrides the cell size taken from the input's georeference.
+        Overrides the input's cell size.
 
     Returns
     -------
@@ -318,8 +318,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     sources : sequence of (row, col), optional
         Source cells.
     points : sequence of (x, y), optional
-        Sources as map points (in the DEM's CRS; needs a georeferenced DEM). Numbered after
-        ``sources``.
+        Sources as map points in the DEM's CRS (georeferenced DEMs), numbered after ``sources``.
     start_costs : float or sequence of float, optional
         Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}, optional
@@ -331,7 +330,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         Cells farther than this stay unreached.
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
-        Overrides the cell size taken from the input's georeference.
+        Overrides the input's cell size.
 
     Returns
     -------
@@ -420,7 +419,7 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
         ``dem`` is already depression-filled: skip the fill.
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
-        Overrides the cell size taken from the input's georeference.
+        Overrides the input's cell size.
 
     Returns
     -------
@@ -463,10 +462,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
 
 
 def bfs(graph, sources, **options):
-    """Breadth-first search: :func:`terrain.graph.bfs` (hop distances, predecessors).
-
-    ``graph``: a :class:`terrain.graph.Graph`, SciPy sparse matrix, NetworkX graph or
-    ``(indptr, indices)``; for NetworkX graphs ``sources`` are nodes.
+    """Breadth-first search (:func:`terrain.graph.bfs`): hop distances, predecessors; for a
+    NetworkX graph ``sources`` are nodes.
 
     Examples
     --------
@@ -553,8 +550,8 @@ def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, mi
         Elevations, NaN (or the DataArray's nodata) = nodata.
     connectivity : {4, 8}
     outlets : same kinds as ``dem``, or sequence of (row, col), optional
-        The outlets (non-zero cells of a raster on the DEM's grid, or cells); default: the
-        cells on the grid's edge or beside nodata.
+        Non-zero cells of a raster on the DEM's grid, or cells (default: the grid's edge and
+        nodata).
     epsilon : bool
         RichDEM's epsilon fill (flats raised by float32 steps so that every cell drains).
     min_depth, min_area : optional
