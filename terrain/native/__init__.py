@@ -84,11 +84,8 @@ def _cache_dirs():
 
 def _built_library():
     """The library ``pip install .`` built into the package, if there is one."""
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = SOURCE.with_name(BUILT_NAME + suffix)
-        if path.is_file():
-            return path
-    return None
+    paths = (SOURCE.with_name(BUILT_NAME + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+    return next((p for p in paths if p.is_file()), None)
 
 
 def _load(path, tag):

@@ -68,8 +68,7 @@ class TerrainGraph:
     def __len__(self):
         return len(self.nodes)
 
-    def number_of_nodes(self):
-        return len(self.nodes)
+    number_of_nodes = __len__
 
     def is_directed(self):
         return self.directed
