@@ -1,17 +1,10 @@
 """Compile terrain's Numba kernels into their on-disk cache: ``python -m terrain._precompile``.
 
-The kernels are ``numba.njit(cache=True)``: compiled once, then loaded from ``__pycache__``
-beside their module (~10 s of compiling against ~0.3 s of loading, on 2 cores). Numba keys
-that cache by the source file's content hash (numba 0.68 does; older ones used its mtime, and then the files are simply stale), its own version, the Python
-version and the CPU, so files compiled while the wheel is built stay valid where it is
-installed. ``setup.py`` runs this module on the build tree (``build_py``) so that
-``pip install .`` ships them and the first ``terrain`` command does not compile; with
-another numba, Python or CPU they simply do not match and numba compiles as before.
-
-It runs the real commands on tiny inputs (a 24 × 20 ASCII grid with nodata, an edge
-list with weights), on the synchronous scheduler and the CPU backend: the kernels get the argument
-types the commands give them, so the cached signatures are the ones a real run asks for.
-Each command is tried on its own; one that fails is reported and skipped.
+``setup.py`` runs it on the build tree so that ``pip install .`` ships the
+``numba.njit(cache=True)`` kernels compiled (Numba keys the cache by the source's content,
+its version, the Python version and the CPU; elsewhere it compiles as before). It runs the
+real commands on tiny inputs on the CPU and the synchronous scheduler, so the cached
+signatures are the ones a real run asks for; a command that fails is reported and skipped.
 """
 
 import contextlib
@@ -27,9 +20,9 @@ __all__ = ["warm_up"]
 def _write_grid(path, rows=24, cols=20):
     lines = [f"ncols {cols}", f"nrows {rows}", "xllcorner 0", "yllcorner 0", "cellsize 10",
              "NODATA_value -9999"]
-    for r in range(rows):
-        lines.append(" ".join("-9999" if (r * 7 + c * 3) % 23 == 0 else f"{(r * 31 + c * 17) % 97 + 0.25 * c:.2f}"
-                              for c in range(cols)))
+    lines += [" ".join("-9999" if (r * 7 + c * 3) % 23 == 0
+                       else f"{(r * 31 + c * 17) % 97 + 0.25 * c:.2f}" for c in range(cols))
+              for r in range(rows)]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -42,25 +35,22 @@ def _commands(tmp):
     grid, edges = tmp / "warm.asc", tmp / "warm.txt"
     _write_grid(grid)
     _write_edges(edges)
-    common = ["--scheduler", "synchronous"]
+    cpu = ["--backend", "cpu", "--scheduler", "synchronous"]
+    cost = ["cost-distance", str(grid), "--source-cell", "5,5"]
     return [
-        ["mst", str(grid), "-o", str(tmp / "warm.mst.zarr"), "--backend", "cpu", *common],
-        ["ingest", str(grid), "-o", str(tmp / "warm.zarr"), *common],
+        ["mst", str(grid), "-o", str(tmp / "warm.mst.zarr"), *cpu],
+        ["ingest", str(grid), "-o", str(tmp / "warm.zarr"), *cpu[2:]],
         ["synth", "--rows", "8", "--cols", "8", "-o", str(tmp / "synth.asc")],
-        ["bfs", str(edges), "--source", "0", "--backend", "cpu", *common],
-        ["diameter", str(edges), "--backend", "cpu", *common],
-        ["sssp", str(edges), "--source", "0", "--backend", "cpu", *common],
-        ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.npz"), "--backend", "cpu"],
-        ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), "--backend", "cpu", *common],
-        ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), "--backend", "cpu", *common],
-        ["cost-distance", str(grid), "--source-cell", "5,5", "-o", str(tmp / "warm.cost.zarr"),
-         "--backend", "cpu", *common],
-        ["cost-distance", str(grid), "--source-cell", "5,5", "--cost", "tobler",
-         "-o", str(tmp / "warm.tobler.zarr"), "--backend", "cpu", *common],
-        # a friction raster: the bucket queue that never reads elevations (the grid serves
-        # as its own friction: values >= 0, nodata a barrier)
-        ["cost-distance", str(grid), "--source-cell", "5,5", "--friction", str(grid),
-         "-o", str(tmp / "warm.friction.zarr"), "--backend", "cpu", *common],
+        ["bfs", str(edges), "--source", "0", *cpu],
+        ["diameter", str(edges), *cpu],
+        ["sssp", str(edges), "--source", "0", *cpu],
+        ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.npz"), *cpu[:2]],
+        ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), *cpu],
+        ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), *cpu],
+        [*cost, "-o", str(tmp / "warm.cost.zarr"), *cpu],
+        [*cost, "--cost", "tobler", "-o", str(tmp / "warm.tobler.zarr"), *cpu],
+        # a friction raster (the grid serves as its own): the bucket queue's kernels
+        [*cost, "--friction", str(grid), "-o", str(tmp / "warm.friction.zarr"), *cpu],
     ]
 
 

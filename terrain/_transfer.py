@@ -1,32 +1,17 @@
 """Host <-> device copies through pinned memory: the one transfer helper of the GPU modules.
 
-Why by hand: PCIe on the H100 host moved 54 GB/s from and to pinned (page-locked) memory
-but 7 GB/s from pageable memory and 2.7 GB/s into fresh pageable pages (10.9 GB/s into
-touched ones): ``cupy.asarray`` / ``.get()`` of pageable arrays copy through the driver's
-own staging buffer on one thread, and every fresh output page faults on that thread.
-
-:func:`to_device` and :func:`to_host` copy through a *ring* of pinned slots: worker threads
-(a persistent pool, :func:`workers`) move slot-sized pieces between the caller's arrays
-and the slots -- NumPy and Numba copy without the GIL, and on the way down the workers
-fault in the fresh output pages in parallel -- while the calling thread issues the
-asynchronous slot <-> device copies in order on one stream; a slot is reused once an event
-(up) or the worker that emptied it (down) says it is free. The ring comes from CuPy's
-pinned memory pool, so only a process's first call pays for pinning it.
-
-Up, a device array may have a *narrower* integer dtype than its host array (an ``int64``
-``indptr`` sent as ``int32``, small integer weights as ``uint8``): the workers narrow
-each piece on its way into its slot (:func:`_narrow_cpu`, one pass) and report whether
-every value fitted; fewer bytes cross PCIe.
-
-Down, block by block (:class:`DeviceBlocks`): a writer that encodes a device array chunk by
-chunk copies each chunk (a strided 2-D copy) into a small pinned tile of its own and
-encodes from there, so no host copy of the whole array is ever made; the host memory is
-that of the writer threads' tiles.
-
-Down, ``pinned=True`` returns NumPy arrays that live in pinned memory (from CuPy's pinned
-pool: freeing them gives the memory back to the pool for the next call): one direct copy
-per array at PCIe speed, no host copy at all (an MST forest of 0.38 GB: 7 ms instead of
-18 through the ring into fresh pages).
+Pageable arrays cross PCIe several times slower than pinned ones (``cupy.asarray`` and
+``.get()`` stage them through the driver on one thread, and fresh output pages fault on
+that thread; figures in docs/graphs.md). :func:`to_device` and :func:`to_host` therefore
+copy through a *ring* of pinned slots (from CuPy's pinned pool): persistent worker threads
+(:func:`workers`) move slot-sized pieces between the caller's arrays and the slots, without
+the GIL, while the calling thread issues the asynchronous slot <-> device copies in order on
+one stream; a slot is reused once an event (up) or the worker that emptied it (down) says it
+is free. Up, a device array may have a narrower integer dtype than its host array: the
+workers narrow each piece on its way into its slot and report whether every value fitted.
+Down, ``pinned=True`` returns arrays in pinned memory (one direct copy each), and
+:class:`DeviceBlocks` reads a device array block by block into small pinned tiles, so a
+writer never makes a host copy of the whole array.
 """
 
 import functools
@@ -38,8 +23,6 @@ import numpy as np
 
 __all__ = ["to_device", "to_host", "workers", "pinned_empty", "DeviceBlocks"]
 
-#: bytes of one pinned slot (16 MB slots: 43 ms for 0.9 GB with 16 workers on the H100
-#: host; 4 MB: 74-92 ms)
 SLOT_BYTES = 16 << 20
 MAX_WORKERS = 16
 SPARE_SLOTS = 4         # slots beyond one per worker: copies in flight while all workers copy
@@ -48,8 +31,8 @@ SMALL_BYTES = 1 << 20   # below this, equal dtypes: plain copies (no ring, no th
 
 @functools.lru_cache(maxsize=None)
 def workers():
-    """``(pool, workers)``: the copying threads (persistent: a call of a few ms cannot
-    afford starting them), one per core up to :data:`MAX_WORKERS`."""
+    """``(pool, workers)``: the persistent copying threads, one per core up to
+    :data:`MAX_WORKERS`."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     n = max(1, min(MAX_WORKERS, cpus or 1))
     return ThreadPoolExecutor(n, thread_name_prefix="terrain-transfer"), n
@@ -57,8 +40,7 @@ def workers():
 
 def _narrow_cpu(src, dst, lo, hi):
     """``dst[:] = src`` into a narrower integer dtype; True when every value lies in
-    ``[lo, hi]`` (the range of ``dst``'s dtype), else ``dst`` holds wrapped values. Min /
-    max reductions: the loop vectorises. Compiled by :func:`_narrow_kernel`."""
+    ``[lo, hi]``, else ``dst`` holds wrapped values. Compiled by :func:`_narrow_kernel`."""
     if src.shape[0] == 0:
         return True
     low = high = src[0]
@@ -72,16 +54,15 @@ def _narrow_cpu(src, dst, lo, hi):
 
 @functools.lru_cache(maxsize=None)
 def _narrow_kernel():
-    """:func:`_narrow_cpu` compiled by Numba (or loaded from its cache) on first use, so
-    that transfers that never narrow -- a cost-distance run's, whose start-up counts in
-    tenths of a second -- do not pay Numba's import."""
+    """:func:`_narrow_cpu` compiled by Numba on first use: transfers that never narrow do
+    not pay Numba's import."""
     import numba
     return numba.njit(nogil=True, cache=True)(_narrow_cpu)
 
 
 def _copy_piece(host, start, dst):
-    """Elements ``start...`` of ``host`` into ``dst``: a plain copy for equal dtypes, else
-    narrowed; returns whether every value fitted."""
+    """Elements ``start...`` of ``host`` into ``dst`` (narrowed if need be); whether every
+    value fitted."""
     src = host[start:start + dst.shape[0]]
     if src.dtype == dst.dtype:
         np.copyto(dst, src)
@@ -107,16 +88,9 @@ def _pieces(host, device):
 
 
 class Copies:
-    """Copies to the device issued by :func:`to_device`.
-
-    Attributes
-    ----------
-    fits : list of bool
-        Per array: every host value fitted the device array's dtype (False: the device
-        array holds wrapped values).
-    done : cupy.cuda.Event
-        Recorded on the stream after the last copy.
-    """
+    """Copies to the device issued by :func:`to_device`: ``fits`` (per array, every host
+    value fitted the device dtype; else it holds wrapped values) and ``done`` (an event
+    recorded after the last copy)."""
 
     def __init__(self, fits, done, ring):
         self.fits, self.done, self._ring = fits, done, ring
@@ -128,9 +102,8 @@ class Copies:
 
 
 def _ring(cp, n_pieces):
-    """``(pool, slots, ring, events)``: one pinned block per slot, all of one size, so
-    CuPy's pinned pool hands the same blocks back to every transfer (rings of varying
-    total size would each stay pinned in the pool)."""
+    """``(pool, slots, ring, events)``: pinned slots all of one size, so CuPy's pinned pool
+    hands the same blocks back to every transfer."""
     pool, n = workers()
     slots = min(n + SPARE_SLOTS, max(1, n_pieces))  # small transfers: a small ring
     ring = [np.ndarray(SLOT_BYTES, np.uint8, buffer=cp.cuda.alloc_pinned_memory(SLOT_BYTES))
@@ -140,14 +113,10 @@ def _ring(cp, n_pieces):
 
 
 def to_device(cp, host, device, stream=None):
-    """Copy the host arrays ``host`` into the device arrays ``device`` (same sizes, both
-    contiguous; a device dtype may be a narrower integer type) through the pinned ring.
-
-    The copies are asynchronous on ``stream`` (default: the current stream): kernels
-    issued after this call on that stream see the data. Keep the returned
-    :class:`Copies` until they are done (it holds the pinned ring): ``wait()`` or
-    synchronise past ``done``.
-    """
+    """Copy the host arrays ``host`` into the contiguous device arrays ``device`` (same
+    sizes; a device dtype may be a narrower integer type), asynchronously on ``stream``
+    (default: the current one). Keep the returned :class:`Copies` (it holds the pinned ring)
+    until they are done: ``wait()`` or synchronise past ``done``."""
     host = [np.ascontiguousarray(a).reshape(-1) for a in host]
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     pieces = _pieces(host, device)
@@ -183,14 +152,10 @@ def to_device(cp, host, device, stream=None):
 
 
 def to_host(cp, device, pinned=False, stream=None):
-    """New NumPy arrays holding the contiguous device arrays ``device``; the copies run on
-    ``stream`` (default: the current one, so after the kernels issued on it) and are done
-    on return.
-
-    ``pinned=False``: pageable arrays, filled through the pinned ring by the worker
-    threads (plain copies below :data:`SMALL_BYTES`). ``pinned=True``: arrays in pinned
-    memory, one direct copy each.
-    """
+    """New NumPy arrays holding the contiguous device arrays ``device``, copied on ``stream``
+    (default: the current one) and done on return: pageable arrays filled through the
+    pinned ring (direct copies below :data:`SMALL_BYTES`), or with ``pinned=True`` arrays
+    in pinned memory, one direct copy each."""
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     d2h = cp.cuda.runtime.memcpyDeviceToHost
     small = sum(a.nbytes for a in device) <= SMALL_BYTES
@@ -237,14 +202,12 @@ _streams = threading.local()  # per thread: {device id: the stream of its block 
 
 class DeviceBlocks:
     """A C-contiguous 2-D device array read block by block into host buffers: the *block
-    reader* of :func:`terrain.tiles._shards.write_shard` (module docstring).
+    reader* of :func:`terrain.tiles._shards.write_shard`.
 
-    Each :meth:`read_block` is one strided copy (``cudaMemcpy2DAsync``) on a non-blocking
-    stream of the calling thread's own, waited for before it returns: the copies of
-    several writer threads overlap each other's encoding, and kernels running on other
-    streams meanwhile (the labels, while the distances are written) are not waited for.
-    The caller must have synchronised the device after the array was written. ``out``
-    should be pinned (:meth:`empty`); pageable memory works, through the driver's staging.
+    Each :meth:`read_block` is one strided copy on a non-blocking stream of the calling
+    thread's own, so several writer threads' copies overlap their encoding and kernels on
+    other streams are not waited for. The caller must have synchronised the device after the
+    array was written.
     """
 
     buffer_kind = "pinned"

@@ -1,25 +1,15 @@
 """The friendly Python API, in the shape of xarray-spatial: rasters in, rasters out.
 
-Raster operations (:func:`mst`, :func:`cost_distance`; ``sssp`` joins here the same way)
-take a DEM as
-
-* a NumPy array (NaN = nodata),
-* an xarray DataArray (2-D, or ``(band, y, x)`` with one band): its coordinates, attributes
-  naming the grid mapping and its ``spatial_ref`` (rioxarray's georeference) are kept, and
-  the cell size comes from its transform,
-* a Dask array (computed: the in-memory algorithms hold the whole grid; the out-of-core
-  path is the command line / :mod:`pipelines`),
-* a path: a tile store (read window by window) or any grid :func:`terrain.io.open_grid`
-  reads (georeference from the file),
-
-and return an :class:`xarray.DataArray` (:func:`cost_distance`: an :class:`xarray.Dataset`)
-on the same grid (same coordinates and CRS) with the result's summary in its attributes. Graph operations (:func:`bfs`, :func:`diameter`, :func:`sssp`)
-take a :class:`terrain.graph.Graph`, a SciPy sparse matrix, a NetworkX graph or
-``(indptr, indices)`` (see :func:`terrain.graph.as_graph`).
-
-Two helpers are the seam for further raster operations: :func:`as_dem` (any input above
--> ``(float32 array, Georef)``) and :func:`raster_like` (a result array -> a DataArray on
-the input's grid).
+Raster operations (:func:`mst`, :func:`cost_distance`, :func:`fill`, :func:`flow`) take a
+DEM as a NumPy array (NaN = nodata); an xarray DataArray (2-D, or one band of
+``(band, y, x)``; coordinates, grid mapping and ``spatial_ref`` kept, the cell size from its
+transform); a Dask array (computed: these algorithms hold the grid; out of core is the
+command line's); or a path: a tile store or any grid :func:`terrain.io.open_grid` reads.
+They return xarray objects (:func:`cost_distance`: NumPy arrays unless the input is xarray)
+on the same grid (coordinates and CRS) with the result's summary in the attributes. Graph
+operations (:func:`bfs`, :func:`diameter`, :func:`sssp`) take what
+:func:`terrain.graph.as_graph` takes. :func:`as_dem` and :func:`raster_like` are the seam
+for further raster operations.
 
 Examples
 --------
@@ -59,7 +49,9 @@ class Georef:
     template : xarray.DataArray or None
         The input DataArray (2-D), whose coordinates a result takes.
     store : TileStore or None
-        A tile store input (read window by window).
+        A tile store input.
+    where : str
+        The input's name for error messages.
     """
 
     cellsize: tuple = (1.0, 1.0)
@@ -152,7 +144,7 @@ def as_dem(dem):
 
 
 def _in_memory(dem):
-    """:func:`as_dem`, a tile store read whole: the in-memory algorithms hold the grid."""
+    """:func:`as_dem`, a tile store read whole."""
     z, geo = as_dem(dem)
     if z is None:
         z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
@@ -170,8 +162,8 @@ def _on_grid(raster, shape, what):
 
 
 def _outlet_mask(outlets, z, geo):
-    """Outlets as a bool mask on the DEM's grid: cells ``(row, col)`` (a sequence, or an
-    ``(n, 2)`` array), or the non-zero cells of a raster on the grid."""
+    """Outlets (cells ``(row, col)``, or the non-zero cells of a raster on the grid) as a
+    bool mask on the DEM's grid."""
     if isinstance(outlets, (list, tuple)) or (isinstance(outlets, np.ndarray)
                                               and outlets.shape[-1:] == (2,)
                                               and outlets.shape != z.shape):
@@ -226,7 +218,7 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
     Parameters
     ----------
     dem : ndarray, xarray.DataArray, dask array, or path
-        Elevations, NaN (or the DataArray's nodata) = nodata; see the module docstring.
+        Elevations, NaN (or the DataArray's nodata) = nodata.
     connectivity : {4, 8}
     weight : {'max', 'absdiff', 'slope', 'length3d'}
         ``slope``/``length3d`` need a projected CRS (refused on a geographic one).
@@ -234,15 +226,13 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
         Tile side for an in-memory DEM (a tile store keeps its own).
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
-        Overrides the cell size taken from the input's georeference.
+        Overrides the input's cell size.
 
     Returns
     -------
     xarray.DataArray
-        uint8 ``mst`` on the DEM's grid (same coordinates, ``spatial_ref``/CRS kept): bit
-        ``d`` set when the forest holds the edge from the cell in direction ``d`` (1 E,
-        2 S, 4 SE, 8 SW). Attributes: ``total_weight``, ``edges``, ``trees``, ``vertices``,
-        ``connectivity``, ``weight``, ``bits``.
+        uint8 ``mst`` on the DEM's grid: :data:`MST_BITS`. Attributes: ``total_weight``,
+        ``edges``, ``trees``, ``vertices``, ``connectivity``, ``weight``, ``bits``.
 
     Examples
     --------
@@ -288,22 +278,10 @@ def _geotransform(geo, shape):
 
 @dataclass
 class CostDistance:
-    """The result of :func:`cost_distance` for an input that is not an xarray object: NumPy
-    arrays on the DEM's grid and the run's summary; :meth:`to_xarray` makes the Dataset an
-    xarray input gets (it needs xarray).
-
-    Attributes
-    ----------
-    distance, allocation, backlink : ndarray
-        float64 (NaN unreached), int32 (-1 unreached), uint8 (0 source, ``k + 1`` towards the
-        predecessor along arc ``k``, 255 unreached).
-    attrs : dict
-        The summary: cost model, sources, reached cells, max distance, backend.
-    layer_attrs : dict
-        Per layer: units, description, codes.
-    georef : Georef
-        The DEM's grid (CRS, geotransform).
-    """
+    """The result of :func:`cost_distance` for an input that is not an xarray object:
+    the layers (``distance``, ``allocation``, ``backlink``: see :func:`cost_distance`) as
+    NumPy arrays, the summary (``attrs``), per-layer attributes (``layer_attrs``) and the
+    DEM's :class:`Georef`; :meth:`to_xarray` makes the Dataset an xarray input gets."""
 
     distance: np.ndarray
     allocation: np.ndarray
@@ -330,19 +308,17 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
                   friction=None, connectivity=8, max_cost=None, backend=None, cellsize=None):
     """Accumulated cost from sources over a DEM: distance, allocation and backlinks.
 
-    The exact grid SSSP of :func:`terrain.grid.sssp.grid_sssp` (in memory; the command line
-    ``cost-distance`` runs the same out of core). Conventions: ``docs/cost-distance.md``.
+    The exact grid SSSP of :func:`terrain.grid.sssp.grid_sssp`, in memory. Conventions:
+    ``docs/cost-distance.md``.
 
     Parameters
     ----------
     dem : ndarray, xarray.DataArray, dask array, or path
-        Elevations, NaN (or the DataArray's nodata) = nodata, a barrier; see the module
-        docstring.
+        Elevations, NaN (or the DataArray's nodata) = nodata, a barrier.
     sources : sequence of (row, col), optional
         Source cells.
     points : sequence of (x, y), optional
-        Sources as map points (in the DEM's CRS; needs a georeferenced DEM). Numbered after
-        ``sources``.
+        Sources as map points in the DEM's CRS (georeferenced DEMs), numbered after ``sources``.
     start_costs : float or sequence of float, optional
         Cost already spent at each source (default 0).
     cost : {'absdiff', 'friction', 'tobler'}, optional
@@ -354,18 +330,16 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         Cells farther than this stay unreached.
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
-        Overrides the cell size taken from the input's georeference.
+        Overrides the input's cell size.
 
     Returns
     -------
     CostDistance or xarray.Dataset
         ``distance`` (float64, NaN unreached), ``allocation`` (int32, index of the nearest
         source, -1 unreached), ``backlink`` (uint8, 0 source, ``k + 1`` towards the
-        predecessor along arc ``k``, 255 unreached) on the DEM's grid, units and codes per
-        layer, the summary (sources, reached cells, max distance) in ``attrs``. An xarray
-        input gets an :class:`xarray.Dataset` (coordinates and ``spatial_ref``/CRS kept);
-        any other input a :class:`CostDistance` of NumPy arrays (xarray is not imported:
-        ``.to_xarray()`` converts).
+        predecessor along arc ``k``, 255 unreached) on the DEM's grid, the summary in
+        ``attrs``: an :class:`xarray.Dataset` for an xarray input, else a
+        :class:`CostDistance` (xarray is not imported).
 
     Examples
     --------
@@ -429,10 +403,8 @@ def _pair(p, where):
 
 def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backend=None,
          cellsize=None):
-    """Depression filling, D8 (or D4) flow directions and flow accumulation of a DEM.
-
-    Conventions (ESRI codes, outlets, flats, accumulation): :mod:`terrain.hydrology.flow`
-    and docs/hydrology.md; in memory (the command line ``flow`` runs the same out of core).
+    """Depression filling, D8 (or D4) flow directions and flow accumulation of a DEM, in
+    memory. Conventions: :mod:`terrain.hydrology.flow` and docs/hydrology.md.
 
     Parameters
     ----------
@@ -447,14 +419,14 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
         ``dem`` is already depression-filled: skip the fill.
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
-        Overrides the cell size taken from the input's georeference.
+        Overrides the input's cell size.
 
     Returns
     -------
     xarray.Dataset
         ``filled`` (float32), ``direction`` (uint8 ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W,
         32 NW, 64 N, 128 NE; 0 outlet; 255 nodata), ``accumulation`` (float64, NaN nodata)
-        on the DEM's grid (coordinates and CRS kept); the counts in the attributes.
+        on the DEM's grid; the counts in the attributes.
 
     Examples
     --------
@@ -490,10 +462,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
 
 
 def bfs(graph, sources, **options):
-    """Breadth-first search: :func:`terrain.graph.bfs` (hop distances, predecessors).
-
-    ``graph``: a :class:`terrain.graph.Graph`, SciPy sparse matrix, NetworkX graph or
-    ``(indptr, indices)``; for NetworkX graphs ``sources`` are nodes.
+    """Breadth-first search (:func:`terrain.graph.bfs`): hop distances, predecessors; for a
+    NetworkX graph ``sources`` are nodes.
 
     Examples
     --------
@@ -519,8 +489,8 @@ def diameter(graph, **options):
 
 
 def sssp(graph, sources, **options):
-    """Weighted shortest paths from one source or many: :func:`terrain.graph.sssp`, with
-    the results in the input's own vertex labels.
+    """Weighted shortest paths from one source or many (:func:`terrain.graph.sssp`) in the
+    input's own vertex labels.
 
     Parameters
     ----------
@@ -537,12 +507,10 @@ def sssp(graph, sources, **options):
     Returns
     -------
     SSSPResult
-        For a matrix (or Graph, arrays): ``dist`` and ``pred`` arrays indexed by row
-        number (-1 / ``inf`` where unreached). For a NetworkX graph: ``dist`` a dict
-        ``{node: distance}`` of the reached nodes in order of distance (what
-        ``nx.multi_source_dijkstra_path_length`` returns), ``pred`` a dict
-        ``{node: predecessor node}`` of the reached non-source nodes (the canonical
-        predecessor), ``sources`` a list of nodes.
+        For a matrix (or Graph, arrays): ``dist`` and ``pred`` arrays by row number (``inf``
+        / -1 where unreached). For a NetworkX graph: ``dist`` ``{node: distance}`` of the
+        reached nodes in order of distance (as ``nx.multi_source_dijkstra_path_length``),
+        ``pred`` ``{node: predecessor}`` of the reached non-sources, ``sources`` nodes.
 
     Examples
     --------
@@ -573,35 +541,34 @@ def sssp(graph, sources, **options):
 
 def fill(dem, connectivity=8, *, outlets=None, epsilon=False, min_depth=None, min_area=None,
          hierarchy=False, tile=512, backend=None):
-    """Fill the depressions of a DEM to their spill elevations (exact priority-flood, from
-    the grid's minimum spanning forest: :func:`terrain.hydrology.fill_depressions`;
-    docs/hydrology.md).
+    """Fill the depressions of a DEM to their spill elevations
+    (:func:`terrain.hydrology.fill_depressions`; docs/hydrology.md).
 
     Parameters
     ----------
     dem : ndarray, xarray.DataArray, dask array, or path
-        Elevations, NaN (or the DataArray's nodata) = nodata; see the module docstring.
+        Elevations, NaN (or the DataArray's nodata) = nodata.
     connectivity : {4, 8}
     outlets : same kinds as ``dem``, or sequence of (row, col), optional
-        The outlets (non-zero cells of a raster on the DEM's grid, or cells); default: the
-        cells on the grid's edge or beside nodata.
+        Non-zero cells of a raster on the DEM's grid, or cells (default: the grid's edge and
+        nodata).
     epsilon : bool
         RichDEM's epsilon fill (flats raised by float32 steps so that every cell drains).
     min_depth, min_area : optional
         Keep the depressions at least this deep / this many cells large (their pits
         drain), fill the others.
     hierarchy : bool
-        Also return the depression hierarchy: the Dataset's ``hierarchy_*`` variables
-        along the dimension ``depression_id`` (columns of
-        :func:`terrain.hydrology.depression_hierarchy`).
+        Also return the depression hierarchy (the columns of
+        :func:`terrain.hydrology.depression_hierarchy`) as ``hierarchy_*`` variables along
+        ``depression_id``.
     tile : int
     backend : {'cpu', 'gpu', 'auto'}, optional
 
     Returns
     -------
     xarray.Dataset
-        ``filled`` (float32), ``depth`` (float32), ``depression`` (int32) on the DEM's grid
-        (coordinates and CRS kept), the summary in its attributes.
+        ``filled`` (float32), ``depth`` (float32), ``depression`` (int32) on the DEM's grid,
+        the summary in its attributes.
 
     Examples
     --------

@@ -3,12 +3,9 @@
 ``--backend cpu|gpu|auto`` on the command line and ``TERRAIN_BACKEND`` in the environment
 choose; ``auto`` (the default) takes the GPU when CuPy imports and a CUDA device is present.
 Every algorithm module asks :func:`get_backend` for its array module (``backend.xp``) and
-loads its CUDA kernels through :meth:`Backend.cuda_module`; no other module imports CuPy
-on its own.
-
-Kernels come in pairs with one contract: a CUDA kernel in a ``.cu`` file beside the Python
-that launches it, and a Numba CPU twin in that Python module. ``tests/backends.py`` runs a
-function on both and asserts identical results.
+loads its CUDA kernels through :meth:`Backend.cuda_module`; no other module imports CuPy.
+Each CUDA kernel (a ``.cu`` file) has a CPU twin giving identical results
+(``tests/backends.py``).
 """
 
 import functools
@@ -63,8 +60,7 @@ class Backend:
 
     def select(self, cpu, gpu):
         """``gpu`` on the GPU backend, else ``cpu``: the one choice between a CPU kernel table
-        and its GPU twin (each algorithm pairs its kernels in one table, as
-        :mod:`terrain.graph.mst`'s ``_CpuOps``/``_GpuOps``, and picks it here once per call).
+        and its GPU twin (as :mod:`terrain.graph.mst`'s ``_CpuOps``/``_GpuOps``).
 
         >>> get_backend("cpu").select("numba kernels", "cuda kernels")
         'numba kernels'
@@ -92,13 +88,8 @@ class Backend:
         return np.asarray(a)
 
     def cuda_module(self, cu_file, options=("-std=c++17",), name_expressions=None):
-        """Compile (once per process) and return the ``cupy.RawModule`` of ``cu_file``.
-
-        ``cu_file`` is a path, usually ``Path(__file__).with_name("_x.cu")``. Its
-        ``#include "x.cuh"`` lines are replaced by those headers' text (looked up beside the
-        including file, each header once), so shared device code lives in one header and
-        CuPy's compile cache, keyed by the source text, sees header edits.
-        """
+        """The ``cupy.RawModule`` of ``cu_file``, compiled once per process from
+        :func:`cuda_source` (so CuPy's compile cache, keyed by the text, sees header edits)."""
         if not self.is_gpu:
             raise RuntimeError("cuda_module() needs the gpu backend")
         return _raw_module(str(cu_file), tuple(options),
@@ -150,10 +141,8 @@ _CPU = Backend("cpu", np)
 
 
 #: ``auto`` keeps a job below this much work (vertices + arcs of a graph) on the CPU without
-#: importing CuPy: a small graph pays for no device (its start, its kernels' compile, a
-#: launch per level), and on the CPU the whole job is milliseconds. Exact diameter of RMAT
-#: components on the H200 host: scale 14 (0.5 M arcs) CPU 4 ms, GPU 13 ms; scale 16 (2 M)
-#: CPU 20 ms, GPU 16 ms; scale 18 CPU 128 ms, GPU 12 ms: the break-even lies near 2^20
+#: importing CuPy: the device's start and compile cost more than the whole CPU job
+#: (break-even: docs/graphs.md)
 GPU_MIN_WORK = 1 << 20
 
 

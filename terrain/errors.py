@@ -1,8 +1,8 @@
 """Errors that the command line turns into one line and exit status 2.
 
-Library code raises :class:`InputError` for anything wrong with what the user gave
-(a file, an option, a vertex id); the message names the file and, for text, the line.
-``terrain.run`` prints ``terrain: <message>`` and exits with status 2, no traceback.
+Library code raises :class:`InputError` for anything wrong with what the user gave (a file,
+an option, a vertex id), naming the file and, for text, the line; ``terrain.run`` prints
+``terrain: <message>`` and exits with status 2, no traceback.
 """
 
 __all__ = ["InputError", "where"]

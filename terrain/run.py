@@ -19,18 +19,6 @@ from .startup import Terminated, bound_malloc_arenas, quick_exit, terminate_rais
 
 _python_show_warning = warnings.showwarning
 
-#: command -> its handler in :mod:`pipelines` (``handler(args) -> exit status``); a command
-#: imports only its own pipeline (pipelines' names load on first use)
-HANDLERS = {
-    "ingest": "ingest_command", "info": "info_command", "synth": "synth_command",
-    "mst": "mst_command", "graph-ingest": "graph_ingest_command", "bfs": "bfs_command",
-    "diameter": "diameter_command", "sssp": "sssp_command", "batch": "batch_command",
-    "verify": "verify_command", "plot": "plot_command",
-    "cost-distance": "cost_distance_command", "path": "path_command",
-    "fill": "fill_command", "flow": "flow_command", "watershed": "watershed_command",
-    "streams": "streams_command",
-}
-
 CONNECTIVITIES = (4, 8)
 WEIGHTS = ("max", "absdiff", "slope", "length3d")
 GRAPH_FORMATS = ("auto", "snap", "mtx", "dimacs", "metis", "store")
@@ -103,17 +91,17 @@ def _add_run_control(p):
 def _add_dry_run(p):
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (tiles, levels, tasks or the algorithm, memory, disk) and "
-                        "stop; exit 2 "
-                        "when the output's file system has too little free space")
+                        "stop; exit 2 when the output's file system has too little free space")
 
 
-def _add_tile(p, what="tile side, a power of two (default 512)"):
-    p.add_argument("--tile", type=_tile, default=512, help=what)
+def _add_tile(p, raster_input=False):
+    p.add_argument("--tile", type=_tile, default=512,
+                   help="tile side for a raster input, a power of two (default 512; a store "
+                        "keeps its own)" if raster_input else
+                        "tile side, a power of two (default 512)")
 
 
 def _add_weight(p, prefix=""):
-    """``--weight`` of ``mst`` (``prefix``: ``"mst: "`` in ``batch``, where it is one
-    command's option among others)."""
     p.add_argument("--weight", choices=WEIGHTS, default="max",
                    help=prefix + "edge weight: max(z_u, z_v) (default), absdiff, slope, "
                         "length3d (slope and length3d need a projected CRS: cell sizes in "
@@ -121,9 +109,7 @@ def _add_weight(p, prefix=""):
 
 
 def _add_cost_options(p, batch=False):
-    """The options ``cost-distance`` and ``batch cost-distance`` share. In a batch each one
-    says it is cost-distance's, holds for every raster, and a file may be named per input
-    with ``{stem}``."""
+    """The options ``cost-distance`` and ``batch cost-distance`` share."""
     pre = "cost-distance: " if batch else ""
     every = ", for every raster" if batch else ""
     stem = "; {stem} = the input's stem" if batch else ""
@@ -224,8 +210,7 @@ def build_parser():
     p.add_argument("input", metavar="INPUT", help="ASCII grid, any rasterio raster, or a tile store")
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .mst.zarr)")
-    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
-                 "its own)")
+    _add_tile(p, raster_input=True)
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="4: E/W/N/S neighbours; 8: also the diagonals (default 8)")
     _add_weight(p)
@@ -241,7 +226,6 @@ def build_parser():
     _add_run_control(p)
     _add_storage_options(p)
 
-    # -- fill -------------------------------------
     p = sub.add_parser("fill", help="fill the depressions of a DEM to their spill elevations",
                        description="Exact depression filling (priority-flood's result, "
                        "RichDEM's FillDepressions) from the grid's minimum spanning forest. "
@@ -251,15 +235,13 @@ def build_parser():
     p.add_argument("input", metavar="DEM", help="ASCII grid, any rasterio raster, or a tile store")
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: DEM's name with .fill.zarr)")
-    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
-                 "its own)")
+    _add_tile(p, raster_input=True)
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="how water moves: 4 (D4) or 8 (D8, default)")
     p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
                    help="where water leaves the grid: the non-zero cells of a raster or tile "
                         "store, or points (CSV x,y in the DEM's CRS or lon,lat; GeoJSON, "
-                        "reprojected) (default: "
-                        "cells on the grid's edge or beside nodata)")
+                        "reprojected) (default: cells on the grid's edge or beside nodata)")
     p.add_argument("--epsilon", action="store_true",
                    help="raise flats and filled depressions by the smallest float32 steps so "
                         "every cell drains (RichDEM's epsilon fill)")
@@ -282,7 +264,6 @@ def build_parser():
                    help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
     _add_storage_options(p)
-    # -- end fill -----------------------------------------------------------------------------
 
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")
     _add_graph_input(p)
@@ -339,8 +320,7 @@ def build_parser():
     p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
                    help="4 (rook), 8 (queen, default) or 16 (adds knight moves, costed on their two "
                         "end cells; GRASS r.cost -k also charges the two cells between)")
-    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
-                 "its own)")
+    _add_tile(p, raster_input=True)
     p.add_argument("--tile-sssp", type=_tile, default=None, metavar="N",
                    help="tiled: SSSP tile side, a power of two (default 16, or the --reuse store's)")
     p.add_argument("--max-height", type=int, default=None, metavar="H",
@@ -426,7 +406,6 @@ def build_parser():
 # ---- hydrology: the flow, watershed and streams commands (pipelines/flow.py, watershed.py) ----
 
 def _add_hydrology(sub):
-    """The subcommands of the hydrology pipelines (one block: added as a whole)."""
     p = sub.add_parser("flow", help="D8 flow directions (ESRI codes, flats resolved) and flow "
                        "accumulation of a DEM, after depression filling",
                        description="Fill the DEM's depressions, then compute D8 (or D4) flow "
@@ -450,8 +429,7 @@ def _add_hydrology(sub):
     p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
                    help="in core when the grid fits half the memory (auto, default), or tiled "
                         "(out of core); the same result")
-    _add_tile(p, "tile side for a raster input, a power of two (default 512; a store keeps "
-                 "its own)")
+    _add_tile(p, raster_input=True)
     _add_backend(p)
     _add_scheduler(p)
     p.add_argument("--geotiff-dir", default=None, metavar="DIR",
@@ -493,11 +471,13 @@ def _add_hydrology(sub):
 
 
 def _handler(args):
-    """The handler of the parsed command: ``mst`` of a graph file is the graph's forest."""
+    """The handler of the parsed command in :mod:`pipelines` (``cost-distance``:
+    ``cost_distance_command``; ``mst`` of a graph file: ``mst_graph_command``); a command
+    imports only its own pipeline (pipelines' names load on first use)."""
     import pipelines
     if args.command == "mst" and pipelines.is_graph_input(args.input):
         return pipelines.mst_graph_command
-    return getattr(pipelines, HANDLERS[args.command])
+    return getattr(pipelines, args.command.replace("-", "_") + "_command")
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
@@ -516,9 +496,8 @@ _NEGATIVE_PAIR = re.compile(r"-\.?\d[\d.eE+-]*,")
 
 
 def join_negative_pairs(argv):
-    """``--opt -1,5`` as ``--opt=-1,5``: argparse takes a token that starts with ``-`` and
-    is not a plain negative number for an option, so a pair whose first number is negative
-    (a western longitude, a cell outside the grid) would be "expected one argument".
+    """``--opt -1,5`` as ``--opt=-1,5``: argparse takes a pair whose first number is negative
+    (a western longitude) for an option ("expected one argument").
 
     >>> join_negative_pairs(["x", "--source", "-78.7,35.2", "--source-cell", "1,2"])
     ['x', '--source=-78.7,35.2', '--source-cell', '1,2']

@@ -1,42 +1,16 @@
 """Process set-up shared by the command line and the worker processes it starts.
 
-One module holds what a terrain process does to itself around its work: signals, the malloc
-arenas, and the quick exit of the command line. Nothing here changes a result.
+What a terrain process does to itself around its work; nothing here changes a result:
 
-**Signals.** SIGTERM as an exception, so that a terminated run cleans up like an interrupted one.
+* signals: :func:`terminate_raises` turns SIGTERM into :class:`Terminated`, so every
+  ``finally`` and :func:`terrain.io.outputs.atomic_output` clean-up runs as for Ctrl-C;
+* malloc arenas: :func:`bound_malloc_arenas` fixes glibc's arena count before the thread
+  pools start (``terrain.run.main``, :func:`pipelines.cluster.open_scheduler`), so the peak
+  RSS does not follow the thread count; :func:`fixed_mmap_threshold` serves the blocked cost
+  distance, whose block arrays come and go at every visit;
+* quick exit: :func:`quick_exit` ends the command line's process without teardown.
 
-Python turns SIGINT (Ctrl-C) into :class:`KeyboardInterrupt`; :func:`terminate_raises`
-turns SIGTERM into :class:`Terminated` the same way, in the main thread, so every
-``finally`` and :func:`terrain.io.outputs.atomic_output` cleanup runs (the partial output is
-removed) and the command line prints one line instead of dying silently.
-
-**Quick exit.** :func:`quick_exit` ends the command line's process without the interpreter's
-teardown, once the command's outputs are complete.
-
-**Malloc arenas.** A fixed number of glibc malloc arenas, so the peak RSS does not follow the thread count.
-
-Why: glibc gives each thread that allocates its own arena, up to 8 per core. Our buffers
-above a few MB (shards, masks, level graphs) first come from ``mmap`` and go back on
-``free``, but every such ``free`` raises glibc's mmap threshold to that size (up to 32 MB),
-so later buffers of that size come from the arenas, where freed memory stays with the
-arena that gave it. With a fixed number of buffers in flight (semaphores bound the
-super-tiles, the write tasks, the shard buffers), the memory kept by arenas still grew
-with the threads: each thread's arena held its last buffers. Measured (a model of the task
-threads, 8 buffers of 1-17 MB in flight, 2-core VM): peak RSS 548 MB with 8 threads and 730
-MB with 64; with 8 arenas 539 and 563 MB, at the same speed. (Fixing the mmap threshold
-instead bounds it too, but each buffer is then faulted in anew: 4-6x slower there.)
-
-:func:`bound_malloc_arenas` sets ``M_ARENA_MAX`` through ``mallopt`` at run time (what the
-``MALLOC_ARENA_MAX`` environment variable does at start-up); it only affects arenas made
-afterwards, so it runs before the thread pools start (``terrain.run.main``,
-:func:`pipelines.cluster.open_scheduler`). ``$TERRAIN_MALLOC_ARENAS`` changes the count,
-``0`` leaves glibc's default. Other C libraries: nothing is done.
-
-:func:`fixed_mmap_threshold` is the other knob, for the blocked cost distance
-(:mod:`pipelines.cost_distance_blocked`), whose block arrays are allocated and freed at
-every visit: it pins ``M_MMAP_THRESHOLD`` so that they always come from ``mmap`` and go
-back to the system when freed (docs/cost-distance.md, "Design notes": 1.61 → 0.99 GB peak RSS
-at 16384²).
+Figures: docs/architecture.md, "Design notes".
 """
 
 import contextlib
@@ -99,9 +73,8 @@ def bound_malloc_arenas(arenas=None):
 
 def fixed_mmap_threshold(nbytes=1 << 20):
     """Serve every allocation of ``nbytes`` or more from ``mmap`` for the rest of the
-    process (glibc's threshold otherwise grows to the largest block freed, up to 32 MiB,
-    and later blocks of that size come from the arenas, where freed memory stays).
-    Returns True when set (glibc only).
+    process, so freed blocks go back to the system (glibc's threshold otherwise grows to
+    the largest block freed). Returns True when set (glibc only).
 
     >>> isinstance(fixed_mmap_threshold(), bool)
     True
@@ -123,13 +96,9 @@ def _mallopt(param, value):
 
 
 def quick_exit(status):
-    """End the process now with ``status``, skipping the interpreter's teardown.
-
-    The command line calls it once a command has returned: its outputs are complete, closed
-    and renamed into place, and nothing of its runs on, so tearing down the modules (Numba's
-    and CuPy's pools, the CUDA context, zarr's event loop) is work with no effect but time.
-    Only the standard streams are flushed.
-    """
+    """End the process now with ``status``, skipping the interpreter's teardown (Numba's and
+    CuPy's pools, the CUDA context, zarr's event loop): the command line calls it once its
+    outputs are complete and renamed. Only the standard streams are flushed."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

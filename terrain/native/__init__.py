@@ -1,15 +1,11 @@
 """terrain's C kernels (``kernels.c``): one shared library, loaded with ctypes.
 
 Plain C99 with no Python API: the ASCII grid parser's kernels (:mod:`terrain.io`) and the
-sparse graphs' (edge-list scanner, CSR builder, BFS operators, Dial's queue;
-:mod:`terrain.graph`). ``pip install .`` compiles it into the package (``setup.py``), with
-the flags below; a checkout without that build compiles it on first use with the system C
-compiler into a cache (:func:`load_library`). ctypes releases the GIL around each call, so
-the kernels run in parallel threads.
-
-Why C through ctypes rather than Numba: a Numba kernel costs every process ~0.5 CPU s
-before its first call (importing Numba and loading its cache), more than the whole parse of
-a 100 MB grid or the BFS of a million-edge graph on two cores (docs/performance.md).
+sparse graphs' (:mod:`terrain.graph`). ``pip install .`` compiles it into the package; a
+checkout without that build compiles it on first use into a cache (:func:`load_library`).
+ctypes releases the GIL around each call. C rather than Numba: a Numba kernel costs every
+process more start-up than a small command's whole work (docs/architecture.md, "Design
+notes").
 """
 
 import ctypes
@@ -25,8 +21,7 @@ from pathlib import Path
 __all__ = ["load_library", "compile_library", "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
-#: (no fused multiply-add, no fast-math), no Python headers needed; ``-O3`` rather than
-#: ``-O2`` parses 17-22 % faster and changes no floating-point semantics.
+#: (no fused multiply-add, no fast-math)
 SOURCE = Path(__file__).with_name("kernels.c")
 CFLAGS = ("-std=c99", "-O3", "-ffp-contract=off", "-fno-fast-math", "-fPIC", "-shared")
 #: module name of the library setup.py builds into the package (loaded by path, not imported)
@@ -45,11 +40,8 @@ def source_tag():
 
 
 def compile_library(target, tag, compiler=None):
-    """Compile ``kernels.c`` into the shared library ``target``, atomically.
-
-    The library is written beside ``target`` under a unique name and renamed into place, so
-    a process that loads ``target`` never sees half a file, and two that compile at once both
-    end with a whole one. ``compiler`` defaults to ``$CC``, else ``cc``, ``gcc`` or ``clang``.
+    """Compile ``kernels.c`` into the shared library ``target``, atomically (written beside
+    it, then renamed). ``compiler`` defaults to ``$CC``, else ``cc``, ``gcc`` or ``clang``.
 
     Raises
     ------
@@ -81,9 +73,7 @@ def compile_library(target, tag, compiler=None):
 
 
 def _cache_dirs():
-    """Where a library compiled on first use goes: ``__pycache__`` beside the source (as
-    Python's and Numba's caches), else ``$TERRAIN_CACHE_DIR``, ``$XDG_CACHE_HOME/terrain``,
-    ``~/.cache/terrain``, a per-user temporary directory."""
+    """Where a library compiled on first use goes, in order of preference."""
     dirs = [SOURCE.parent / "__pycache__"]
     if os.environ.get("TERRAIN_CACHE_DIR"):
         dirs.append(Path(os.environ["TERRAIN_CACHE_DIR"]))
@@ -94,11 +84,8 @@ def _cache_dirs():
 
 def _built_library():
     """The library ``pip install .`` built into the package, if there is one."""
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = SOURCE.with_name(BUILT_NAME + suffix)
-        if path.is_file():
-            return path
-    return None
+    paths = (SOURCE.with_name(BUILT_NAME + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+    return next((p for p in paths if p.is_file()), None)
 
 
 def _load(path, tag):
@@ -110,12 +97,9 @@ def _load(path, tag):
 
 
 def load_library():
-    """The parser's shared library, loaded once per process (thread-safe).
-
-    The one ``pip install .`` built, when it was built from this ``kernels.c``; else one
-    compiled from it earlier into a cache directory (:func:`_cache_dirs`, keyed by
-    :func:`source_tag`); else it is compiled now (about a second) into the first cache
-    directory that is writable.
+    """The shared library, loaded once per process (thread-safe): the one ``pip install .``
+    built from this ``kernels.c``, else one compiled earlier into a cache directory (keyed by
+    :func:`source_tag`), else one compiled now into the first writable cache directory.
 
     Raises
     ------

@@ -2,14 +2,11 @@
 ``bfs_layers``, shortest path lengths and ``minimum_spanning_tree`` run on terrain's kernels,
 returning what NetworkX returns, in NetworkX's order.
 
-NetworkX finds it through two entry points (pyproject.toml): ``networkx.backends`` ->
-:data:`BackendInterface` and ``networkx.backend_info`` -> :func:`get_info`. A
-:class:`TerrainGraph` keeps the graph as NetworkX iterates it (rows in ``G._adj`` order,
-the edges' data dicts), so BFS orders, Dijkstra's settling order and number types, and
-Kruskal's tie-breaking are NetworkX's own. What the backend cannot do the NetworkX way it
-declines (``can_run``) or leaves to NetworkX by raising ``NotImplementedError``;
-``should_run`` keeps small jobs in NetworkX. Details: docs/graphs.md ("The NetworkX
-backend").
+NetworkX finds it through the entry points ``networkx.backends`` (:class:`BackendInterface`)
+and ``networkx.backend_info`` (:func:`get_info`). A :class:`TerrainGraph` keeps the graph as
+NetworkX iterates it, so orders, number types and tie-breaking are NetworkX's own; what the
+backend cannot do the NetworkX way it declines (``can_run``, ``NotImplementedError``).
+Details: docs/graphs.md ("The NetworkX backend").
 
 Examples
 --------
@@ -37,10 +34,9 @@ ALL_PAIRS_MIN_WORK = 10_000
 
 
 class TerrainGraph:
-    """A NetworkX graph converted for terrain: its nodes (internal vertex ``i`` is
-    ``nodes[i]``), its rows in ``G._adj`` order (``indptr``, ``indices``) with each arc's
-    data dict (``arc_data``; a key dict for multigraphs), and, made on first use, the simple
-    CSR (:class:`terrain.graph.Graph`) the BFS-based measures run on."""
+    """A NetworkX graph converted for terrain: its nodes (vertex ``i`` is ``nodes[i]``), its
+    rows in ``G._adj`` order (``indptr``, ``indices``) with each arc's data dict
+    (``arc_data``; a key dict for multigraphs), and the simple CSR (:meth:`csr`)."""
 
     __networkx_backend__ = BACKEND_NAME
 
@@ -72,8 +68,7 @@ class TerrainGraph:
     def __len__(self):
         return len(self.nodes)
 
-    def number_of_nodes(self):
-        return len(self.nodes)
+    number_of_nodes = __len__
 
     def is_directed(self):
         return self.directed
@@ -103,9 +98,8 @@ class TerrainGraph:
 
     def arc_weights(self, weight):
         """``(kind, w_int, w_flt)`` per arc for the edge attribute ``weight``: kind 0 an
-        int, 1 a float, 2 one NetworkX fails on when it reads or adds it (a string), 3
-        ``None`` (NetworkX hides the arc). NotImplementedError for what the C Dijkstra cannot
-        add the Python way (other types, NaN, -inf, ints past 64 bits)."""
+        int, 1 a float, 2 one NetworkX fails on (a string), 3 ``None`` (a hidden arc).
+        NotImplementedError for what the C Dijkstra cannot add the Python way."""
         if weight not in self._weights:
             m = len(self.arc_data)
             kind = np.zeros(m, np.uint8)
@@ -137,16 +131,15 @@ class TerrainGraph:
 
 
 def _bfs_order(G, sources):
-    """NetworkX's BFS from ``sources`` (internal ids, in NetworkX's order): the reached
-    vertices in discovery order and their levels."""
+    """The vertices reached from ``sources`` in NetworkX's discovery order, and their levels."""
     from terrain.graph import discovery_bfs
     order, dist = discovery_bfs(G.indptr, G.indices, sources)
     return order, dist[order]
 
 
 def _dijkstra(G, sources, weight, cutoff=None, target=-1):
-    """NetworkX's ``_dijkstra_multisource`` on ``G``: ``[(vertex, distance)]`` in the order
-    NetworkX settles them, distances as the Python ints or floats NetworkX computes."""
+    """NetworkX's ``_dijkstra_multisource``: ``[(vertex, distance)]`` in its settling order
+    and its number types."""
     from terrain.graph import discovery_dijkstra
     kind, w_int, w_flt = G.arc_weights(weight)
     if cutoff is not None:
@@ -176,21 +169,18 @@ def _dijkstra(G, sources, weight, cutoff=None, target=-1):
 class BackendInterface:
     """What NetworkX loads from the ``networkx.backends`` entry point."""
 
-    # ---- conversion -----------------------------------------------------------------
     @staticmethod
     def convert_from_nx(G, edge_attrs=None, node_attrs=None, preserve_edge_attrs=False,
                         preserve_node_attrs=False, preserve_graph_attrs=False, name=None,
                         graph_name=None):
-        """A NetworkX graph as a :class:`TerrainGraph` (edge data are read through the
-        arcs' data dicts when an algorithm needs them)."""
+        """A NetworkX graph as a :class:`TerrainGraph`."""
         if isinstance(G, TerrainGraph):
             return G
         return TerrainGraph(G, preserve_node_attrs, preserve_graph_attrs)
 
     @staticmethod
     def convert_to_nx(obj, *, name=None):
-        """Results are NetworkX types already; a :class:`TerrainGraph` becomes a graph of
-        its class again."""
+        """A :class:`TerrainGraph` as a graph of its class again (results are NetworkX types)."""
         if not isinstance(obj, TerrainGraph):
             return obj
         G = obj.nx_class()
@@ -235,9 +225,7 @@ class BackendInterface:
 
     @staticmethod
     def should_run(name, args, kwargs):
-        """Small jobs stay in NetworkX: the conversion alone is a pass over the edges in
-        Python. All-pairs measures run here from ``ALL_PAIRS_MIN_WORK`` nodes x edges,
-        single searches and trees from ``SINGLE_MIN_EDGES`` edges."""
+        """Small jobs stay in NetworkX (the conversion is a Python pass over the edges)."""
         G = kwargs.get("G", args[0] if args else None)
         if G is None or isinstance(G, TerrainGraph):
             return True
@@ -247,11 +235,10 @@ class BackendInterface:
             return n * m >= ALL_PAIRS_MIN_WORK or "a small graph: NetworkX is as fast"
         return m >= SINGLE_MIN_EDGES or "a small graph: the conversion costs as much as the search"
 
-    # ---- hop counts -----------------------------------------------------------------
     @staticmethod
     def bfs_layers(G, sources):
-        """Layers of a BFS from ``sources`` (a node or an iterable of nodes), each in
-        NetworkX's discovery order; a generator, checked when iterated, as NetworkX's."""
+        """Layers of a BFS from ``sources`` (a node or nodes) in NetworkX's discovery order; a
+        generator, checked when iterated, as NetworkX's."""
         import networkx as nx
         if sources in G:
             sources = [sources]
@@ -269,8 +256,8 @@ class BackendInterface:
 
     @staticmethod
     def single_source_shortest_path_length(G, source, cutoff=None):
-        """Hop distance to every node reachable from ``source``, in discovery order; level
-        ``L`` is kept while ``cutoff > L - 1`` (the source always), as NetworkX does."""
+        """Hop distance to every node reachable from ``source`` (within ``cutoff``, as
+        NetworkX counts it), in discovery order."""
         import networkx as nx
         if source not in G:
             raise nx.NodeNotFound(f"Source {source} is not in G")
@@ -327,20 +314,16 @@ class BackendInterface:
     @staticmethod
     def center(G, e=None, usebounds=False, weight=None):
         """Nodes of minimum eccentricity, in ``G``'s node order."""
-        ids = sorted(BackendInterface._bounds(G, usebounds).center)  # internal: G's order
-        return [G.nodes[i] for i in ids]
+        return [G.nodes[i] for i in sorted(BackendInterface._bounds(G, usebounds).center)]
 
     @staticmethod
     def periphery(G, e=None, usebounds=False, weight=None):
         """Nodes of maximum eccentricity, in ``G``'s node order."""
-        ids = sorted(BackendInterface._bounds(G, usebounds).periphery)
-        return [G.nodes[i] for i in ids]
+        return [G.nodes[i] for i in sorted(BackendInterface._bounds(G, usebounds).periphery)]
 
-    # ---- weighted -------------------------------------------------------------------
     @staticmethod
     def single_source_dijkstra_path_length(G, source, cutoff=None, weight="weight"):
-        """Weighted distance to every node reachable from ``source`` (within ``cutoff``),
-        in the order NetworkX settles them."""
+        """Weighted distance to every node reachable from ``source`` (within ``cutoff``)."""
         import networkx as nx
         if source not in G:
             raise nx.NodeNotFound(f"Node {source} not found in graph")
@@ -363,9 +346,8 @@ class BackendInterface:
 
     @staticmethod
     def minimum_spanning_tree(G, weight="weight", algorithm="kruskal", ignore_nan=False):
-        """Kruskal's minimum spanning forest as NetworkX builds it: a graph of ``G``'s class
-        with its graph attributes and nodes (with their data), the forest's edges with their
-        data in Kruskal's order."""
+        """Kruskal's minimum spanning forest as NetworkX builds it (``G``'s class, graph
+        attributes and nodes; the edges with their data in Kruskal's order)."""
         from terrain.graph import build_csr, minimum_spanning_forest
         if algorithm not in ("kruskal", "prim", "boruvka"):
             raise ValueError(f"{algorithm} is not a valid choice for an algorithm.")
@@ -422,20 +404,18 @@ PARAMETERS = {"bfs_layers": ("G", "sources"),
               "dijkstra_path_length": ("G", "source", "target", "weight"),
               "minimum_spanning_tree": ("G", "weight", "algorithm", "ignore_nan")}
 
-FUNCTIONS = {
-    "bfs_layers": {"additional_docs": "NetworkX's discovery order."},
-    "single_source_shortest_path_length": {"additional_docs": "NetworkX's discovery order."},
-    "eccentricity": {"additional_docs": "Hop distances; undirected graphs."},
-    "diameter": {"additional_docs": "Exact, by eccentricity bounding (few BFS runs)."},
-    "radius": {"additional_docs": "Exact, by eccentricity bounding."},
-    "center": {"additional_docs": "Exact, by eccentricity bounding."},
-    "periphery": {"additional_docs": "Exact, by eccentricity bounding."},
-    "single_source_dijkstra_path_length": {
-        "additional_docs": "NetworkX's Dijkstra in C: the same order, types and errors."},
-    "dijkstra_path_length": {"additional_docs": "NetworkX's Dijkstra in C."},
-    "minimum_spanning_tree": {
-        "additional_docs": "Kruskal's forest (its tie-breaking) by Borůvka with unique keys."},
-}
+_BOUNDING = "Exact, by eccentricity bounding."
+FUNCTIONS = {name: {"additional_docs": doc} for name, doc in {
+    "bfs_layers": "NetworkX's discovery order.",
+    "single_source_shortest_path_length": "NetworkX's discovery order.",
+    "eccentricity": "Hop distances; undirected graphs.",
+    "diameter": "Exact, by eccentricity bounding (few BFS runs).",
+    "radius": _BOUNDING, "center": _BOUNDING, "periphery": _BOUNDING,
+    "single_source_dijkstra_path_length": "NetworkX's Dijkstra in C: the same order, types "
+                                          "and errors.",
+    "dijkstra_path_length": "NetworkX's Dijkstra in C.",
+    "minimum_spanning_tree": "Kruskal's forest (its tie-breaking) by Borůvka with unique keys.",
+}.items()}
 
 
 def get_info():
