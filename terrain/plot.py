@@ -1,24 +1,10 @@
 """Pictures of DEMs and results: a hillshade with the minimum spanning forest drawn on it;
 a cost-distance map with contours and least-cost paths over the hillshade.
 
-Level of detail
----------------
-A picture of ``W × H`` pixels needs at most about one cell per pixel. :func:`read_for_picture`
-picks a stride ``s = ceil(max(rows / H, cols / W))`` and reads ``elevation[r0:r1:s,
-c0:c1:s]`` of the window asked for: zarr decodes only the tiles that hold a sampled cell
-(with ``s`` above the tile side, whole rows of tiles are skipped) and memory is the picture,
-not the grid. The forest is drawn edge by edge only where a cell covers at least
-``MIN_PIXELS_PER_CELL`` pixels (zoom in with a window); coarser pictures show the hillshade
-and say so in the title.
-
-Cost distance (:func:`render_cost_distance`): the same strided sample of ``distance`` (and
-of the DEM, for the hillshade underneath), coloured, with contour lines at "nice" levels
-computed on the sample, the sources marked, and least-cost paths (GeoJSON LineStrings in
-map coordinates, as ``terrain path`` writes them) drawn on top at any scale.
-
-Hillshade: the usual GDAL/ESRI formula (azimuth 315°, altitude 45°) from central differences
-on the sampled grid with the sampled cell size, blended with a terrain colour map.
-matplotlib is an optional dependency (the ``plot`` extra).
+A picture needs about one cell per pixel: :func:`read_for_picture` reads a strided sample of
+the window (zarr decodes only the tiles holding a sampled cell; memory is the picture, not
+the grid). The forest is drawn only where a cell covers ``MIN_PIXELS_PER_CELL`` pixels.
+Hillshade: the GDAL/ESRI formula. matplotlib is optional (the ``plot`` extra).
 """
 
 import math
@@ -34,7 +20,7 @@ MIN_PIXELS_PER_CELL = 3
 
 
 def _pyplot(size):
-    """``(pyplot, width, height)`` for a picture of ``size`` pixels (matplotlib, Agg backend)."""
+    """``(pyplot, width, height)`` for a picture of ``size`` pixels (Agg backend)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -122,14 +108,9 @@ def mst_segments(mask, r0=0, c0=0):
 
 
 class _Map:
-    """What the map pictures share: ``values`` sampled (:func:`read_for_picture`, as float64)
-    for the ``fraction`` (of width, height) of a ``size`` picture its axes get, the
-    georeference, and the figure with its axes at ``box`` spanning the window's outer edges
-    in map coordinates (cell indices without a geotransform).
-
-    Attributes: ``values``, ``stride``, ``window`` (r0, r1, c0, c1), ``gt`` (list or None),
-    ``cell`` (cell size), ``extent`` (x0, x1, y0, y1), ``fig``, ``ax``.
-    """
+    """What the map pictures share: ``values`` sampled for the ``fraction`` of the picture
+    its axes get, the georeference, and the figure with its axes at ``box`` spanning the
+    window in map coordinates (cell indices without a geotransform)."""
 
     def __init__(self, plt, values, size, fraction, window, geotransform, box, dpi):
         width, height = size
@@ -187,31 +168,27 @@ class _Map:
 
 
 def _savefig(fig, path, dpi, format):
-    """``fig`` written to ``path`` in ``format`` (the name's, chosen by the caller: a JPEG
-    named .jpg, never a PNG named so); JPEG has no transparency: on white."""
+    """``fig`` written to ``path`` in ``format``; JPEG has no transparency: on white."""
     fig.savefig(path, dpi=dpi, format=format,
                 **({"facecolor": "white"} if format == "jpeg" else {}))
 
 
 def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
                geotransform=None, title=None, dpi=100, format="png", units=None):
-    """Write a picture of ``size`` pixels: hillshade of ``elevation`` with a colour bar of
-    the elevations and, zoomed in enough, the forest of ``mask`` (same shape) drawn as
-    lines (coarser, the title says why it is not: a spanning forest reaches every cell, so
-    at a cell or more per pixel it would paint the whole picture).
+    """Write a picture of ``size`` pixels: hillshade of ``elevation`` with a colour bar and,
+    zoomed in enough, the forest of ``mask`` drawn as lines (else the title says why not).
 
     Parameters
     ----------
     path : str or Path
-        The PNG (written directly: callers wrap it in :func:`terrain.io.outputs.atomic_output`).
+        Written directly (callers wrap it in :func:`terrain.io.outputs.atomic_output`).
     elevation, mask : 2-D zarr or NumPy arrays
     size : (width, height) in pixels
     window : (r0, r1, c0, c1), optional
-        The part of the grid to draw (default: all of it).
     geotransform : sequence of 6 floats, optional
         Labels the axes in map coordinates (default: cell indices).
     format : str
-        matplotlib's name of the picture's format (``"png"``, ``"jpeg"``, ...).
+        matplotlib's format name (``"png"``, ``"jpeg"``, ...).
     units : str, optional
         The elevations' unit, for the colour bar's label.
 
@@ -259,7 +236,7 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
 
 def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, format="png"):
     """Write a PNG of a BFS's frontier size per level (log scale), coloured by the operator
-    that built each level (top-down or bottom-up), in the style of the BFS papers' figures.
+    that built each level (top-down or bottom-up).
 
     Parameters
     ----------
@@ -296,9 +273,8 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
 
 
 def read_paths(path):
-    """LineStrings ``[(N, 2) array of map x, y, ...]`` and their costs from a GeoJSON file
-    (a FeatureCollection of LineString / MultiLineString features, as ``terrain path``
-    writes)."""
+    """LineStrings (``(N, 2)`` map x, y arrays) and their costs from a GeoJSON file of
+    LineString / MultiLineString features (as ``terrain path`` writes)."""
     import json
     from pathlib import Path
 
@@ -339,10 +315,9 @@ def _nice_levels(lo, hi, count=10):
 def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=None,
                          size=(1200, 900), window=None, geotransform=None, units=None,
                          title=None, dpi=100, format="png"):
-    """Write a PNG of ``size`` pixels: the ``distance`` map (NaN unreached: transparent)
-    with contour lines, over a hillshade of ``elevation`` when given, the ``sources``
-    ``[(row, col), ...]`` marked and ``paths`` (:func:`read_paths`' lines, map coordinates)
-    drawn.
+    """Write a PNG: the ``distance`` map with contour lines over a hillshade of
+    ``elevation`` (when given), ``sources`` ``[(row, col), ...]`` marked and ``paths``
+    (:func:`read_paths`' lines) drawn.
 
     Returns
     -------
