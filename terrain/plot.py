@@ -108,26 +108,28 @@ def mst_segments(mask, r0=0, c0=0):
 
 
 class _Map:
-    """What the map pictures share: ``values`` sampled for the ``fraction`` of the picture
-    its axes get, the georeference, and the figure with its axes at ``box`` spanning the
-    window in map coordinates (cell indices without a geotransform)."""
+    """What the map pictures share: ``values`` sampled for the part of the picture its axes
+    get (about 70% x 80%, a colour bar beside), the georeference, and the figure with its
+    axes spanning the window in map coordinates (cell indices without a geotransform)."""
 
-    def __init__(self, plt, values, size, fraction, window, geotransform, box, dpi):
+    def __init__(self, plt, values, size, window, geotransform, dpi):
         width, height = size
         v, self.stride, self.window = read_for_picture(
-            values, (int(width * fraction[0]), int(height * fraction[1])), window)
+            values, (int(width * 0.7), int(height * 0.8)), window)
         self.values = v.astype(np.float64)
         self.plt = plt
         gt = self.gt = [float(x) for x in geotransform] if geotransform is not None else None
         self.cell = (abs(gt[1]), abs(gt[5])) if gt else (1.0, 1.0)
         r0, r1, c0, c1 = self.window
-        if gt:
-            self.extent = (gt[0] + gt[1] * c0, gt[0] + gt[1] * c1,
-                           gt[3] + gt[5] * r0, gt[3] + gt[5] * r1)
-        else:
-            self.extent = (c0, c1, r0, r1)
+        (x0, y0), (x1, y1) = self.xy(c0, r0), self.xy(c1, r1)
+        self.extent = (x0, x1, y0, y1)
         self.fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
-        self.ax = self.fig.add_axes(box)
+        self.ax = self.fig.add_axes((0.08, 0.08, 0.74, 0.84))
+
+    def xy(self, col, row):
+        """Cell coordinates ``(col, row)`` in map coordinates."""
+        gt = self.gt
+        return (gt[0] + gt[1] * col, gt[3] + gt[5] * row) if gt else (col, row)
 
     def normalised(self):
         """``(values scaled to [0, 1] with NaN as 0, lo, hi)`` over the finite values."""
@@ -199,10 +201,8 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     """
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
-    # the axes get about 70% x 80% of the figure (a colour bar beside): sample for that
-    m = _Map(plt, elevation, (width, height), (0.7, 0.8), window, geotransform,
-             (0.08, 0.08, 0.74, 0.84), dpi)
-    z, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
+    m = _Map(plt, elevation, (width, height), window, geotransform, dpi)
+    z, stride, (r0, r1, c0, c1), ax = m.values, m.stride, m.window, m.ax
     shade = hillshade(z, (m.cell[0] * stride, m.cell[1] * stride))
     norm, lo, hi = m.normalised()
     cmap = plt.get_cmap("terrain")
@@ -218,9 +218,7 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
         if pixels_per_cell >= MIN_PIXELS_PER_CELL:
             block = np.asarray(mask[r0:r1, c0:c1])
             segs = mst_segments(block, r0, c0)
-            if gt:
-                segs = np.stack([gt[0] + gt[1] * segs[..., 0], gt[3] + gt[5] * segs[..., 1]],
-                                axis=-1)
+            segs = np.stack(m.xy(segs[..., 0], segs[..., 1]), axis=-1)
             lw = max(0.3, min(1.5, pixels_per_cell / 8))
             ax.add_collection(LineCollection(segs, colors="#b00020", linewidths=lw, alpha=0.85))
             edges = int(len(segs))
@@ -253,18 +251,17 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
     from matplotlib.patches import Patch
     sizes = np.asarray(stats.level_sizes, dtype=np.int64)
     ops = ["source"] + list(stats.operators)
-    colours = {"source": "#444444", "bottom-up": "#d95f02"}
+    colours = {"source": "#444444", "top-down": "#1b9e77", "bottom-up": "#d95f02"}
     fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
     ax = fig.add_axes((0.1, 0.12, 0.85, 0.78))
-    levels = np.arange(sizes.size)
-    ax.bar(levels, sizes, color=[colours.get(o, "#1b9e77") for o in ops], width=0.85)
+    ax.bar(np.arange(sizes.size), sizes, color=[colours.get(o, "#1b9e77") for o in ops],
+           width=0.85)
     ax.set_yscale("log")
     ax.set_xlabel("BFS level (hops from the source)", fontsize=9)
     ax.set_ylabel("vertices in the frontier", fontsize=9)
     ax.tick_params(labelsize=7)
-    ax.legend(handles=[Patch(color="#444444", label="source(s)"),
-                       Patch(color="#1b9e77", label="top-down"),
-                       Patch(color="#d95f02", label="bottom-up")], fontsize=8)
+    ax.legend(handles=[Patch(color=c, label=o.replace("source", "source(s)"))
+                       for o, c in colours.items()], fontsize=8)
     ax.set_title(title or f"{int(sizes.sum())} vertices reached in {sizes.size - 1} levels",
                  fontsize=9)
     _savefig(fig, path, dpi, format)
@@ -326,9 +323,8 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     """
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
-    m = _Map(plt, distance, (width, height), (0.7, 0.8), window, geotransform,
-             (0.08, 0.08, 0.74, 0.84), dpi)
-    d, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
+    m = _Map(plt, distance, (width, height), window, geotransform, dpi)
+    d, stride, (r0, r1, c0, c1), ax = m.values, m.stride, m.window, m.ax
     x0, x1, y0, y1 = m.extent
     rgba = np.ones(d.shape + (4,))
     if elevation is not None:
@@ -362,10 +358,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
         sr = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
         inside = (sr[:, 0] >= r0) & (sr[:, 0] < r1) & (sr[:, 1] >= c0) & (sr[:, 1] < c1)
         sr = sr[inside]
-        if gt:
-            sx, sy = gt[0] + gt[1] * (sr[:, 1] + 0.5), gt[3] + gt[5] * (sr[:, 0] + 0.5)
-        else:
-            sx, sy = sr[:, 1] + 0.5, sr[:, 0] + 0.5
+        sx, sy = m.xy(sr[:, 1] + 0.5, sr[:, 0] + 0.5)
         ax.scatter(sx, sy, marker="*", s=120, c="#00e040", edgecolors="black", linewidths=0.6,
                    zorder=5, label="sources")
     m.frame()

@@ -678,8 +678,7 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     has_out = outlets is not None
     outl = (np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8) if has_out
             else np.zeros((1, 1), np.uint8))
-    cert = Certificate("flow directions" + ("" if accumulation is None else
-                                             " and accumulation"))
+    cert = Certificate("flow directions" + ("" if accumulation is None else " and accumulation"))
     cols = z.shape[1]
     why, cell = _check_flow(z, d, outl, has_out, outlets is None, step, dist)
     if why:
@@ -801,8 +800,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     conn = int(connectivity)
     if conn not in CONNECTIVITIES:
         raise InputError(f"connectivity {connectivity!r} is not 4 or 8")
-    what = f"{'epsilon ' if epsilon else ''}depression fill, {conn}-connected"
-    cert = Certificate(what)
+    cert = Certificate(f"{'epsilon ' if epsilon else ''}depression fill, {conn}-connected")
     if f.shape != z.shape:
         return cert.fail(f"filled has {f.shape[0]} x {f.shape[1]} cells, the DEM "
                          f"{z.shape[0]} x {z.shape[1]}")

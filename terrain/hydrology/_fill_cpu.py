@@ -1,4 +1,4 @@
-"""The CPU kernels (Numba) of depression filling: outlets, a block's forest as a graph, the
+"""The CPU kernels (Numba) of depression filling: a block's forest as a graph, the
 drain pass, the reduction of a block's forest to its ports, the joins of flooded regions
 across block borders, the hierarchy and RichDEM's epsilon fill.
 
@@ -11,14 +11,13 @@ which ``v`` surely drains (``inf``: none). docs/hydrology.md has the algorithm.
 import numba
 import numpy as np
 
-__all__ = ["outlets_cpu", "block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
+__all__ = ["block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
            "forest_reduce_cpu", "csr_from_edges_cpu", "first_cells_cpu", "union_across_cpu",
            "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu", "NB_DR", "NB_DC"]
 
 # neighbour k = E, SE, S, SW, W, NW, N, NE (cyclic order; the cardinal ones are even k)
 NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
 NB_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
-INF = np.float32(np.inf)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -28,21 +27,6 @@ def _forest_dirs(mh, i, j):
     return ((m & 1) | ((m & 4) >> 1) | ((m & 2) << 1) | (m & 8) | ((mh[i, j - 1] & 1) << 4)
             | ((mh[i - 1, j - 1] & 4) << 3) | ((mh[i - 1, j] & 2) << 5)
             | ((mh[i - 1, j + 1] & 8) << 4))
-
-
-@numba.njit(cache=True, nogil=True)
-def outlets_cpu(zh, step, out):
-    """``out = 1`` at the valid inner cells of ``zh`` with a NaN neighbour (edge, nodata)."""
-    H, W = out.shape
-    for i in range(H):
-        for j in range(W):
-            out[i, j] = 0
-            if np.isnan(zh[i + 1, j + 1]):
-                continue
-            for k in range(0, 8, step):
-                if np.isnan(zh[i + 1 + NB_DR[k], j + 1 + NB_DC[k]]):
-                    out[i, j] = 1
-                    break
 
 
 @numba.njit(cache=True, nogil=True)

@@ -13,9 +13,7 @@ from ..errors import InputError
 
 __all__ = ["device_levels", "fits_on_device", "BYTES_PER_CELL"]
 
-#: device bytes a cell takes at the peak (the tours; the Borůvka's arrays are freed by then):
-#: among them the DEM (4 B), adjacency and degrees (5), arc offsets (4), two arcs a cell
-#: with two successor and two rank buffers (32), parents and values twice (16)
+#: device bytes a cell takes at the peak, during the tours (docs/hydrology.md, "On the GPU")
 BYTES_PER_CELL = 4 + 1 + 1 + 5 + 4 + 32 + 16 + 4
 _BLOCK = 256
 _MAX_ROUNDS = 64
@@ -97,9 +95,8 @@ def device_levels(z, outlet, connectivity, backend="gpu"):
 
 
 def _roots(xp, outlet, labels):
-    """The cells the tours start from: the outlets, and the label cell of each supervertex
-    holding none (the seeded supervertex may have hooked onto another one, so its label
-    need not be an outlet: a supervertex with an outlet is rooted at its outlets only)."""
+    """The tours' start cells: the outlets, and the label cell of each supervertex holding
+    none (a supervertex with an outlet is rooted at its outlets only)."""
     n = outlet.shape[0]
     has = xp.zeros(n + 1, dtype=bool)
     has[labels[outlet]] = True

@@ -11,10 +11,9 @@ from ._fill_cpu import NB_DC as DC, NB_DR as DR, _find
 
 __all__ = ["classify_cpu", "flat_distances_cpu", "flat_labels_cpu", "flat_directions_cpu",
            "accumulate_cpu", "exits_cpu", "resolve_edges_cpu", "chain_exits_cpu",
-           "union_max_cpu", "DR", "DC", "FLAT", "NODATA", "INF"]
+           "union_max_cpu", "DR", "DC", "FLAT", "INF"]
 
 FLAT = np.uint8(254)    # no lower neighbour, not an outlet: resolved by the flat pass
-NODATA = np.uint8(255)
 INF = np.int32(2**31 - 1)  # an unreached BFS distance
 CODE_K = np.full(256, -1, np.int64)  # the neighbour k of code 1 << k, -1 for any other code
 CODE_K[1 << np.arange(8)] = np.arange(8)

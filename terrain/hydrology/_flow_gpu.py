@@ -120,8 +120,7 @@ class GpuOps:
         return acc.get(), None, int(done.get()[0]), int(err.get()[0])
 
     def exits(self, dp, order, done, out_index):
-        """Pointer jumping to each interior cell's terminal: an out-edge's tail (its index)
-        or an outlet (-1)."""
+        """Pointer jumping to each interior cell's out-edge (its index) or outlet (-1)."""
         cp = self.cp
         R, C = dp.shape
         d = cp.asarray(dp).ravel()

@@ -71,10 +71,16 @@ def outlet_cells(z, connectivity=8, outlets=None):
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
         return ((o != 0) & ~np.isnan(z)).astype(np.uint8)
-    nan = np.isnan(np.pad(z, 1, constant_values=np.nan))
-    H, W = z.shape
-    near = np.zeros(z.shape, np.bool_)
-    for k in range(0, 8, _step(connectivity)):  # eight shifted masks: NumPy beats a kernel
+    return _beside_nan(np.pad(z, 1, constant_values=np.nan), _step(connectivity))
+
+
+def _beside_nan(zh, step):
+    """uint8: 1 at the valid inner cells of halo block ``zh`` with a NaN neighbour (eight
+    shifted masks: NumPy beats a kernel)."""
+    nan = np.isnan(zh)
+    H, W = zh.shape[0] - 2, zh.shape[1] - 2
+    near = np.zeros((H, W), np.bool_)
+    for k in range(0, 8, step):
         dr, dc = int(K.NB_DR[k]), int(K.NB_DC[k])
         near |= nan[1 + dr:1 + dr + H, 1 + dc:1 + dc + W]
     return (near & ~nan[1:-1, 1:-1]).view(np.uint8)
@@ -89,8 +95,7 @@ def depression_labels(flooded, connectivity=8):
     """
     from scipy import ndimage
     structure = np.ones((3, 3), bool) if check_connectivity(connectivity) == 8 else None
-    labels, _ = ndimage.label(np.asarray(flooded, np.bool_), structure, output=np.int32)
-    return labels
+    return ndimage.label(np.asarray(flooded, np.bool_), structure, output=np.int32)[0]
 
 
 def _drain_block(zh, mh, src):
@@ -333,7 +338,6 @@ class FillSpec(TiledGrid):
         check_connectivity(self.connectivity)
 
     def plan(self, group_tiles):
-        """The quadtree plan with ``group_tiles`` tiles a side per group."""
         return QuadtreePlan.build(self.shape, self.tile, group_tiles)
 
 
@@ -363,8 +367,7 @@ def read_halo(read, spec, window):
         outlet = ((np.asarray(read("outlets", r0, r1, c0, c1)) != 0)
                   & ~np.isnan(zh[1:-1, 1:-1])).astype(np.uint8)
     else:
-        outlet = np.empty((r1 - r0, c1 - c0), np.uint8)
-        K.outlets_cpu(zh, _step(spec.connectivity), outlet)
+        outlet = _beside_nan(zh, _step(spec.connectivity))
     return zh, mh, outlet
 
 
@@ -655,7 +658,6 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
     def read(name, r0, r1, c0, c1):
         return layers[name][r0:r1, c0:c1]
 
-    times = {}
     plan = spec.plan(group_tiles)
     f = np.full(z.shape, np.inf, np.float32)
     depression = np.zeros(z.shape, np.int32)
@@ -668,7 +670,6 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
         def leaf(level, i, j, incoming):
             b = blocks[(i, j)] = fill_leaf_down(read, spec, level, i, j, incoming)
             f[b.window[0]:b.window[1], b.window[2]:b.window[3]] = b.levels
-            return None
 
         walk_down(plan, (fill_split, spec), leaf, extra=own, node_nout=5)
         _, rest = walk_up(plan, lambda k, i, j: (label_border(blocks[(i, j)], z.shape[1]),
@@ -684,5 +685,5 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
             b = blocks[ij]
             depression[b.window[0]:b.window[1], b.window[2]:b.window[3]] = label_ids(
                 spec, b.window, b.labels, b.keys, mapping[(g,) + ij], numbering)
-    times["levels"] = time.perf_counter() - t0
+    times = {"levels": time.perf_counter() - t0}
     return _finish(z, f, outlet, conn, be, "tiled", times, t0, depression)

@@ -209,8 +209,7 @@ def _group_step(spec, ops, read_z, read_out, window, halo_a, halo_t, height):
             return inner.copy(), stats
         return _GroupFlats((), (), (), np.zeros(1, np.int32), False, stats)
     if halo_a is None:
-        halo_a = np.full(zp.shape, _INF, np.int32)
-        halo_t = halo_a
+        halo_a = halo_t = np.full(zp.shape, _INF, np.int32)
     away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
     labels, maxa = ops.flat_labels(code, away, spec.step)
     if isinstance(height, str):  # "local": the block holds its flats whole (one group)
@@ -406,13 +405,14 @@ def _global_ids(r, c, window, shape, halo=1):
 
 
 def _accumulate_block(ops, spec, read_dir, read_w, window, incoming, what):
-    """The padded direction block, its in-edges and its accumulation given ``incoming``."""
+    """The padded direction block, its in-edges (tails, heads) and its accumulation given
+    ``incoming``."""
     dp = padded_window(read_dir, spec.shape, window, 1, 255, np.uint8)
     weights = None
     if read_w is not None:
         r0, r1, c0, c1 = window
         weights = np.nan_to_num(np.asarray(read_w(r0, r1, c0, c1), np.float64), nan=0.0)
-    ir, ic = _ring_edges(dp, 0, True)[:2]
+    ir, ic, er, ec = _ring_edges(dp, 0, True)
     ext = np.zeros(dp.shape, np.float64)
     if incoming is not None and len(ir):
         ext[ir, ic] = incoming
@@ -424,25 +424,22 @@ def _accumulate_block(ops, spec, read_dir, read_w, window, incoming, what):
     if done != valid:
         raise InputError(f"{what}: the flow directions hold a cycle ({valid - done} cells "
                          "never drain)")
-    return dp, ir, ic, acc, order, done
+    return dp, (ir, ic, er, ec), acc, order, done
 
 
 def _leaf_up(spec, backend, read_dir, read_w, what, level, i, j):
     ops = _ops(backend)
     window = spec.window(level, i, j)
-    dp, ir, ic, acc, order, done = _accumulate_block(ops, spec, read_dir, read_w, window, None,
-                                                     what)
+    dp, (ir, ic, er, ec), acc, order, done = _accumulate_block(ops, spec, read_dir, read_w,
+                                                               window, None, what)
     orr, occ, ohr, ohc = _ring_edges(dp, 1, False)
     out_index = np.full(dp.shape, -1, np.int64)
     out_index[orr, occ] = np.arange(len(orr))
     exit_ = ops.exits(dp, order, done, out_index)
-    er, ec = ir + _CODE_DR[dp[ir, ic]], ic + _CODE_DC[dp[ir, ic]]
-    summary = EdgeSummary(_global_ids(ir, ic, window, spec.shape),
-                          exit_[er, ec].astype(np.int64),
-                          _global_ids(orr, occ, window, spec.shape),
-                          _global_ids(ohr, ohc, window, spec.shape),
-                          acc[orr, occ].astype(np.float64))
-    return summary, None
+    return EdgeSummary(_global_ids(ir, ic, window, spec.shape), exit_[er, ec].astype(np.int64),
+                       _global_ids(orr, occ, window, spec.shape),
+                       _global_ids(ohr, ohc, window, spec.shape),
+                       acc[orr, occ].astype(np.float64)), None
 
 
 def _inside(ids, window, cols):
@@ -495,10 +492,8 @@ def _merge_up(spec, level, i, j, *children):
     exits = node_exit[ext_in]
     node_in_exit = np.full(len(exits), -1, np.int64)
     node_in_exit[exits >= 0] = rank[exits[exits >= 0]]
-    summary = EdgeSummary(in_tail[ext_in], node_in_exit.astype(np.int64),
-                          out_tail[out_external], out_head[out_external],
-                          out_val[out_external])
-    return summary, tuple(children)
+    return EdgeSummary(in_tail[ext_in], node_in_exit.astype(np.int64), out_tail[out_external],
+                       out_head[out_external], out_val[out_external]), tuple(children)
 
 
 def _split_down(spec, level, i, j, incoming, children):
@@ -517,10 +512,8 @@ def _split_down(spec, level, i, j, incoming, children):
 
 
 def _leaf_down(spec, backend, read_dir, read_w, what, write, level, i, j, incoming, *rest):
-    ops = _ops(backend)
     window = spec.window(level, i, j)
-    dp, ir, ic, acc, order, done = _accumulate_block(ops, spec, read_dir, read_w, window,
-                                                     incoming, what)
+    acc = _accumulate_block(_ops(backend), spec, read_dir, read_w, window, incoming, what)[2]
     return write(window, acc[1:-1, 1:-1])
 
 
@@ -567,8 +560,7 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
     acc = np.empty(d.shape, np.float64)
 
     def write(window, block):
-        r0, r1, c0, c1 = window
-        acc[r0:r1, c0:c1] = block
+        acc[window[0]:window[1], window[2]:window[3]] = block
 
     accumulation_pass(spec, plan, _array_reader(d), write,
                       None if w is None else _array_reader(w), backend)

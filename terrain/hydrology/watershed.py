@@ -39,14 +39,11 @@ def _downstream(d):
             if v == 0 or v == 255:
                 continue
             k = CODE_K[v]
-            if k < 0:
+            rr, cc = r + DR[max(k, 0)], c + DC[max(k, 0)]
+            if k < 0 or rr < 0 or rr >= R or cc < 0 or cc >= C or d[rr, cc] == 255:
                 out[r * C + c] = -2
-                continue
-            rr, cc = r + DR[k], c + DC[k]
-            if rr < 0 or rr >= R or cc < 0 or cc >= C or d[rr, cc] == 255:
-                out[r * C + c] = -2
-                continue
-            out[r * C + c] = rr * C + cc
+            else:
+                out[r * C + c] = rr * C + cc
     return out
 
 
@@ -155,10 +152,7 @@ def _strahler(order, down, stream, ins, strahler):
         i = order[q]
         if not stream[i]:
             continue
-        if ins[i] == 0:
-            s = 1
-        else:
-            s = best[i] + (1 if count[i] >= 2 else 0)
+        s = 1 if ins[i] == 0 else best[i] + (1 if count[i] >= 2 else 0)
         strahler[i] = s
         j = down[i]
         if j >= 0 and stream[j]:
@@ -189,17 +183,11 @@ def stream_links(direction, accumulation, threshold):
     links = []
     for start in np.flatnonzero(stream & (ins != 1)):
         cells = [int(start)]
-        i = int(start)
-        while True:
-            j = int(down[i])
-            if j < 0 or not stream[j]:
-                end_outlet = True
-                break
+        while (j := int(down[cells[-1]])) >= 0 and stream[j]:
             cells.append(j)
             if ins[j] != 1:  # a confluence: the next link starts there
-                end_outlet = False
                 break
-            i = j
+        end_outlet = j < 0 or not stream[j]
         last = cells[-1] if end_outlet or len(cells) == 1 else cells[-2]
         links.append({"cells": [(c // C, c % C) for c in cells],
                       "order": int(strahler[start]), "upstream": float(acc[last]),
