@@ -1,24 +1,10 @@
 """Pictures of DEMs and results: a hillshade with the minimum spanning forest drawn on it;
 a cost-distance map with contours and least-cost paths over the hillshade.
 
-Level of detail
----------------
-A picture of ``W × H`` pixels needs at most about one cell per pixel. :func:`read_for_picture`
-picks a stride ``s = ceil(max(rows / H, cols / W))`` and reads ``elevation[r0:r1:s,
-c0:c1:s]`` of the window asked for: zarr decodes only the tiles that hold a sampled cell
-(with ``s`` above the tile side, whole rows of tiles are skipped) and memory is the picture,
-not the grid. The forest is drawn edge by edge only where a cell covers at least
-``MIN_PIXELS_PER_CELL`` pixels (zoom in with a window); coarser pictures show the hillshade
-and say so in the title.
-
-Cost distance (:func:`render_cost_distance`): the same strided sample of ``distance`` (and
-of the DEM, for the hillshade underneath), coloured, with contour lines at "nice" levels
-computed on the sample, the sources marked, and least-cost paths (GeoJSON LineStrings in
-map coordinates, as ``terrain path`` writes them) drawn on top at any scale.
-
-Hillshade: the usual GDAL/ESRI formula (azimuth 315°, altitude 45°) from central differences
-on the sampled grid with the sampled cell size, blended with a terrain colour map.
-matplotlib is an optional dependency (the ``plot`` extra).
+A picture needs about one cell per pixel: :func:`read_for_picture` reads a strided sample of
+the window (zarr decodes only the tiles holding a sampled cell; memory is the picture, not
+the grid). The forest is drawn only where a cell covers ``MIN_PIXELS_PER_CELL`` pixels.
+Hillshade: the GDAL/ESRI formula. matplotlib is optional (the ``plot`` extra).
 """
 
 import math
@@ -34,7 +20,7 @@ MIN_PIXELS_PER_CELL = 3
 
 
 def _pyplot(size):
-    """``(pyplot, width, height)`` for a picture of ``size`` pixels (matplotlib, Agg backend)."""
+    """``(pyplot, width, height)`` for a picture of ``size`` pixels (Agg backend)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -122,31 +108,28 @@ def mst_segments(mask, r0=0, c0=0):
 
 
 class _Map:
-    """What the map pictures share: ``values`` sampled (:func:`read_for_picture`, as float64)
-    for the ``fraction`` (of width, height) of a ``size`` picture its axes get, the
-    georeference, and the figure with its axes at ``box`` spanning the window's outer edges
-    in map coordinates (cell indices without a geotransform).
+    """What the map pictures share: ``values`` sampled for the part of the picture its axes
+    get (about 70% x 80%, a colour bar beside), the georeference, and the figure with its
+    axes spanning the window in map coordinates (cell indices without a geotransform)."""
 
-    Attributes: ``values``, ``stride``, ``window`` (r0, r1, c0, c1), ``gt`` (list or None),
-    ``cell`` (cell size), ``extent`` (x0, x1, y0, y1), ``fig``, ``ax``.
-    """
-
-    def __init__(self, plt, values, size, fraction, window, geotransform, box, dpi):
+    def __init__(self, plt, values, size, window, geotransform, dpi):
         width, height = size
         v, self.stride, self.window = read_for_picture(
-            values, (int(width * fraction[0]), int(height * fraction[1])), window)
+            values, (int(width * 0.7), int(height * 0.8)), window)
         self.values = v.astype(np.float64)
         self.plt = plt
         gt = self.gt = [float(x) for x in geotransform] if geotransform is not None else None
         self.cell = (abs(gt[1]), abs(gt[5])) if gt else (1.0, 1.0)
         r0, r1, c0, c1 = self.window
-        if gt:
-            self.extent = (gt[0] + gt[1] * c0, gt[0] + gt[1] * c1,
-                           gt[3] + gt[5] * r0, gt[3] + gt[5] * r1)
-        else:
-            self.extent = (c0, c1, r0, r1)
+        (x0, y0), (x1, y1) = self.xy(c0, r0), self.xy(c1, r1)
+        self.extent = (x0, x1, y0, y1)
         self.fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
-        self.ax = self.fig.add_axes(box)
+        self.ax = self.fig.add_axes((0.08, 0.08, 0.74, 0.84))
+
+    def xy(self, col, row):
+        """Cell coordinates ``(col, row)`` in map coordinates."""
+        gt = self.gt
+        return (gt[0] + gt[1] * col, gt[3] + gt[5] * row) if gt else (col, row)
 
     def normalised(self):
         """``(values scaled to [0, 1] with NaN as 0, lo, hi)`` over the finite values."""
@@ -187,31 +170,27 @@ class _Map:
 
 
 def _savefig(fig, path, dpi, format):
-    """``fig`` written to ``path`` in ``format`` (the name's, chosen by the caller: a JPEG
-    named .jpg, never a PNG named so); JPEG has no transparency: on white."""
+    """``fig`` written to ``path`` in ``format``; JPEG has no transparency: on white."""
     fig.savefig(path, dpi=dpi, format=format,
                 **({"facecolor": "white"} if format == "jpeg" else {}))
 
 
 def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
                geotransform=None, title=None, dpi=100, format="png", units=None):
-    """Write a picture of ``size`` pixels: hillshade of ``elevation`` with a colour bar of
-    the elevations and, zoomed in enough, the forest of ``mask`` (same shape) drawn as
-    lines (coarser, the title says why it is not: a spanning forest reaches every cell, so
-    at a cell or more per pixel it would paint the whole picture).
+    """Write a picture of ``size`` pixels: hillshade of ``elevation`` with a colour bar and,
+    zoomed in enough, the forest of ``mask`` drawn as lines (else the title says why not).
 
     Parameters
     ----------
     path : str or Path
-        The PNG (written directly: callers wrap it in :func:`terrain.io.outputs.atomic_output`).
+        Written directly (callers wrap it in :func:`terrain.io.outputs.atomic_output`).
     elevation, mask : 2-D zarr or NumPy arrays
     size : (width, height) in pixels
     window : (r0, r1, c0, c1), optional
-        The part of the grid to draw (default: all of it).
     geotransform : sequence of 6 floats, optional
         Labels the axes in map coordinates (default: cell indices).
     format : str
-        matplotlib's name of the picture's format (``"png"``, ``"jpeg"``, ...).
+        matplotlib's format name (``"png"``, ``"jpeg"``, ...).
     units : str, optional
         The elevations' unit, for the colour bar's label.
 
@@ -222,10 +201,8 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
     """
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
-    # the axes get about 70% x 80% of the figure (a colour bar beside): sample for that
-    m = _Map(plt, elevation, (width, height), (0.7, 0.8), window, geotransform,
-             (0.08, 0.08, 0.74, 0.84), dpi)
-    z, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
+    m = _Map(plt, elevation, (width, height), window, geotransform, dpi)
+    z, stride, (r0, r1, c0, c1), ax = m.values, m.stride, m.window, m.ax
     shade = hillshade(z, (m.cell[0] * stride, m.cell[1] * stride))
     norm, lo, hi = m.normalised()
     cmap = plt.get_cmap("terrain")
@@ -241,9 +218,7 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
         if pixels_per_cell >= MIN_PIXELS_PER_CELL:
             block = np.asarray(mask[r0:r1, c0:c1])
             segs = mst_segments(block, r0, c0)
-            if gt:
-                segs = np.stack([gt[0] + gt[1] * segs[..., 0], gt[3] + gt[5] * segs[..., 1]],
-                                axis=-1)
+            segs = np.stack(m.xy(segs[..., 0], segs[..., 1]), axis=-1)
             lw = max(0.3, min(1.5, pixels_per_cell / 8))
             ax.add_collection(LineCollection(segs, colors="#b00020", linewidths=lw, alpha=0.85))
             edges = int(len(segs))
@@ -259,7 +234,7 @@ def render_mst(path, elevation, mask=None, *, size=(1200, 900), window=None,
 
 def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, format="png"):
     """Write a PNG of a BFS's frontier size per level (log scale), coloured by the operator
-    that built each level (top-down or bottom-up), in the style of the BFS papers' figures.
+    that built each level (top-down or bottom-up).
 
     Parameters
     ----------
@@ -276,18 +251,17 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
     from matplotlib.patches import Patch
     sizes = np.asarray(stats.level_sizes, dtype=np.int64)
     ops = ["source"] + list(stats.operators)
-    colours = {"source": "#444444", "bottom-up": "#d95f02"}
+    colours = {"source": "#444444", "top-down": "#1b9e77", "bottom-up": "#d95f02"}
     fig = plt.figure(figsize=(width / dpi, height / dpi), dpi=dpi)
     ax = fig.add_axes((0.1, 0.12, 0.85, 0.78))
-    levels = np.arange(sizes.size)
-    ax.bar(levels, sizes, color=[colours.get(o, "#1b9e77") for o in ops], width=0.85)
+    ax.bar(np.arange(sizes.size), sizes, color=[colours.get(o, "#1b9e77") for o in ops],
+           width=0.85)
     ax.set_yscale("log")
     ax.set_xlabel("BFS level (hops from the source)", fontsize=9)
     ax.set_ylabel("vertices in the frontier", fontsize=9)
     ax.tick_params(labelsize=7)
-    ax.legend(handles=[Patch(color="#444444", label="source(s)"),
-                       Patch(color="#1b9e77", label="top-down"),
-                       Patch(color="#d95f02", label="bottom-up")], fontsize=8)
+    ax.legend(handles=[Patch(color=c, label=o.replace("source", "source(s)"))
+                       for o, c in colours.items()], fontsize=8)
     ax.set_title(title or f"{int(sizes.sum())} vertices reached in {sizes.size - 1} levels",
                  fontsize=9)
     _savefig(fig, path, dpi, format)
@@ -296,9 +270,8 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
 
 
 def read_paths(path):
-    """LineStrings ``[(N, 2) array of map x, y, ...]`` and their costs from a GeoJSON file
-    (a FeatureCollection of LineString / MultiLineString features, as ``terrain path``
-    writes)."""
+    """LineStrings (``(N, 2)`` map x, y arrays) and their costs from a GeoJSON file of
+    LineString / MultiLineString features (as ``terrain path`` writes)."""
     import json
     from pathlib import Path
 
@@ -339,10 +312,9 @@ def _nice_levels(lo, hi, count=10):
 def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=None,
                          size=(1200, 900), window=None, geotransform=None, units=None,
                          title=None, dpi=100, format="png"):
-    """Write a PNG of ``size`` pixels: the ``distance`` map (NaN unreached: transparent)
-    with contour lines, over a hillshade of ``elevation`` when given, the ``sources``
-    ``[(row, col), ...]`` marked and ``paths`` (:func:`read_paths`' lines, map coordinates)
-    drawn.
+    """Write a PNG: the ``distance`` map with contour lines over a hillshade of
+    ``elevation`` (when given), ``sources`` ``[(row, col), ...]`` marked and ``paths``
+    (:func:`read_paths`' lines) drawn.
 
     Returns
     -------
@@ -351,9 +323,8 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
     """
     plt, width, height = _pyplot(size)
     from matplotlib.collections import LineCollection
-    m = _Map(plt, distance, (width, height), (0.7, 0.8), window, geotransform,
-             (0.08, 0.08, 0.74, 0.84), dpi)
-    d, stride, (r0, r1, c0, c1), gt, ax = m.values, m.stride, m.window, m.gt, m.ax
+    m = _Map(plt, distance, (width, height), window, geotransform, dpi)
+    d, stride, (r0, r1, c0, c1), ax = m.values, m.stride, m.window, m.ax
     x0, x1, y0, y1 = m.extent
     rgba = np.ones(d.shape + (4,))
     if elevation is not None:
@@ -387,10 +358,7 @@ def render_cost_distance(path, distance, elevation=None, *, paths=None, sources=
         sr = np.asarray(sources, dtype=np.float64).reshape(-1, 2)
         inside = (sr[:, 0] >= r0) & (sr[:, 0] < r1) & (sr[:, 1] >= c0) & (sr[:, 1] < c1)
         sr = sr[inside]
-        if gt:
-            sx, sy = gt[0] + gt[1] * (sr[:, 1] + 0.5), gt[3] + gt[5] * (sr[:, 0] + 0.5)
-        else:
-            sx, sy = sr[:, 1] + 0.5, sr[:, 0] + 0.5
+        sx, sy = m.xy(sr[:, 1] + 0.5, sr[:, 0] + 0.5)
         ax.scatter(sx, sy, marker="*", s=120, c="#00e040", edgecolors="black", linewidths=0.6,
                    zorder=5, label="sources")
     m.frame()

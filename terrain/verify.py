@@ -1,18 +1,9 @@
 """Certificates: checks that a result is right without recomputing it the same way.
 
-* :func:`verify_grid_mst`: a direction-bit mask is *the* minimum spanning forest of the
-  grid graph (:mod:`terrain.grid.edges`, ties by edge id) when every bit is a graph edge,
-  the tree edges have no cycle and span each component, and every non-tree edge is
-  preceded, in ``(weight, id)`` order, by every tree edge on its forest path (the cycle
-  property, checked offline by one sorted union-find sweep; docs/gis.md, "verify").
-* :func:`verify_sssp`: distances ``d`` on a CSR graph with non-negative weights are exact
-  when ``d(s) = 0`` at the sources, ``d(v) <= d(u) + w(u, v)`` for every arc from a reached
-  ``u``, and every reached non-source vertex has a tight incoming arc.
-
-The cost-distance, flow and fill checks (:func:`verify_grid_sssp`, :func:`verify_flow`,
-:func:`verify_fill`) say theirs in their docstrings. Each check returns a
-:class:`Certificate`: ``ok``, the checks passed, and the first violation (a sentence
-naming the vertex or edge).
+Each check returns a :class:`Certificate`: ``ok``, the checks passed, and the first violation
+(a sentence naming the vertex or edge). The MST check is the cycle property, offline by one
+sorted union-find sweep (docs/gis.md, "verify"); the SSSP check: ``d(s) = 0``, no arc
+relaxes, every reached vertex has a tight incoming arc.
 
 Examples
 --------
@@ -92,8 +83,7 @@ def _first_cross_edge(parent, u, v):
 
 
 def _edge_order(w):
-    """Edge indices sorted by (weight, id). Edges are listed in increasing id, so the index
-    breaks ties like the id; one unique uint64 key per edge when the count fits 32 bits."""
+    """Edge indices sorted by (weight, id) (edges come in id order: the index breaks ties)."""
     bits = order_bits(w).astype(np.uint64)
     index = np.arange(w.size, dtype=np.uint64)
     if w.size < 2**32:
@@ -104,10 +94,9 @@ def _edge_order(w):
 
 @numba.njit(cache=True, nogil=True)
 def _first_kruskal_violation(order, u, v, in_tree, parent, size):
-    """Sweep the edges in (weight, id) order, joining the ends of tree edges (union by
-    size). The first non-tree edge whose ends are not yet joined has a heavier tree edge on
-    its forest path; the tree edge that joins its ends later in the sweep is that path's
-    heaviest. Returns both, or (-1, -1)."""
+    """Sweep the edges in (weight, id) order joining tree edges' ends: the first non-tree
+    edge with unjoined ends, and the tree edge that later joins them (its path's heaviest),
+    or (-1, -1)."""
     bad = -1
     for k in range(order.size):
         e = order[k]
@@ -136,7 +125,7 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
     dem : 2-D float array
         Elevations, NaN = nodata.
     mask : 2-D uint8 array
-        Bit ``d`` of ``mask[r, c]`` set: edge ``(cell, d)`` in the forest (E=0, S=1, SE=2, SW=3).
+        Bit ``d`` of ``mask[r, c]``: edge ``(cell, d)`` in the forest (E=0, S=1, SE=2, SW=3).
     connectivity : {4, 8}
     weight : {'max', 'absdiff', 'slope', 'length3d'}
     cellsize : (dx, dy)
@@ -144,7 +133,6 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
     Returns
     -------
     Certificate
-        ``facts`` holds vertices, edges, trees, graph edges and the total weight.
     """
     z = np.asarray(dem, dtype=np.float32)
     m = np.asarray(mask)
@@ -164,11 +152,9 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
     bits_total = int(np.unpackbits(m.reshape(-1, 1), axis=1).sum()) if m.size else 0
     in_tree = ((m.reshape(-1)[u] >> d.astype(np.uint8)) & 1).astype(bool)
     if int(in_tree.sum()) != bits_total:
-        flat = m.reshape(-1)
-        bad = None
         edge_set = np.zeros(n, np.uint8)
         np.bitwise_or.at(edge_set, u, (np.uint8(1) << d.astype(np.uint8)))
-        stray = flat & ~edge_set
+        stray = m.reshape(-1) & ~edge_set
         cell = int(np.flatnonzero(stray)[0])
         bad = int(stray[cell]).bit_length() - 1
         why = ("a direction 4-connectivity does not have" if not (1 << bad) & allowed
@@ -233,13 +219,9 @@ def _components(n, vertices, u, v):
 # --------------------------------------------------------------------------- SSSP / BFS
 @numba.njit(cache=True, nogil=True)
 def _check_sssp(indptr, indices, weights, unit, dist, is_source, tol):
-    """Returns (code, u, v): 0 ok; 1 d(v) > d(u) + w; 2 no tight arc into v; 3 v reached
-    from u but marked unreached."""
+    """(code, u, v): 0 ok; 1 d(v) > d(u) + w; 2 no tight arc into v; 3 v unreached."""
     n = indptr.size - 1
-    tight = np.zeros(n, np.bool_)
-    for x in range(n):
-        if is_source[x]:
-            tight[x] = True
+    tight = is_source.copy()
     for x in range(n):
         dx = dist[x]
         if not np.isfinite(dx):
@@ -266,18 +248,15 @@ def verify_sssp(graph, dist, sources, weights=None, unreached=-1, rtol=0.0):
 
     Parameters
     ----------
-    graph : Graph, scipy.sparse matrix, networkx graph or (indptr, indices)
-        Arcs in CSR form (anything :func:`terrain.graph.as_graph` takes).
+    graph : anything :func:`terrain.graph.as_graph` takes
     dist : 1-D array
         Distance per vertex (internal order); ``unreached`` (or inf/NaN) where unreachable.
     sources : sequence of int
         Internal vertex numbers of the sources.
     weights : 1-D array or "data", optional
-        Weight of each CSR arc (aligned with the graph's ``indices``); ``"data"``: a
-        scipy.sparse ``graph``'s own values, arcs as stored; None: every arc weighs 1 (BFS).
+        Weight of each CSR arc; ``"data"``: a scipy.sparse ``graph``'s own values; None: 1.
     rtol : float
-        Relative tolerance for float distances (0: exact, right for BFS and for distances
-        summed in the same order as the weights).
+        Relative tolerance for float distances (0: exact).
 
     Returns
     -------
@@ -366,9 +345,7 @@ _GRID_SSSP_CODES = {
 @numba.njit(cache=True, nogil=True)
 def _check_cost_window(z, f, has_f, d, b, a, h, model, lengths, codes, src_r, src_c, start,
                        limit, rtol, r0, c0, rows, cols, out):
-    """Checks of the cells of one window (the arrays carry a halo of ``h`` cells on every
-    side, NaN / 255 / -1 outside the grid). Writes ``(code, r, c, k)`` and a value into
-    ``out`` on the first violation; returns the code (0 = none)."""
+    """Checks of one window's cells; the first violation into ``out``; its code or 0."""
     nr, nc = z.shape
     one = np.float32(1.0)
     nk = codes.size
@@ -453,11 +430,9 @@ def _check_cost_window(z, f, has_f, d, b, a, h, model, lengths, codes, src_r, sr
 
 def _halo_window(array, r0, r1, c0, c1, h, fill, dtype):
     """``array[r0-h:r1+h, c0-h:c1+h]`` with ``fill`` outside the grid (reads one window)."""
-    rows, cols = array.shape
-    out = np.full((r1 - r0 + 2 * h, c1 - c0 + 2 * h), fill, dtype=dtype)
-    a0, a1, b0, b1 = max(0, r0 - h), min(rows, r1 + h), max(0, c0 - h), min(cols, c1 + h)
-    out[a0 - r0 + h:a1 - r0 + h, b0 - c0 + h:b1 - c0 + h] = np.asarray(array[a0:a1, b0:b1])
-    return out
+    from .hydrology.flow import padded_window
+    return padded_window(lambda a0, a1, b0, b1: np.asarray(array[a0:a1, b0:b1]),
+                         array.shape, (r0, r1, c0, c1), h, fill, dtype)
 
 
 def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=None, *,
@@ -465,25 +440,12 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
                      max_cost=None, rtol=0.0, window=1024):
     """Certificate that ``distance`` / ``backlink`` / ``allocation`` are a cost-distance result.
 
-    The arrays may be NumPy or zarr arrays: they are read one window at a time, with a halo
-    of :data:`HALO` cells (a knight move's reach), so memory is one window, never the grid.
-    Checks, with the cost model of :mod:`terrain.grid.costs` (vertices: cells valid in the
-    DEM and the friction):
-
-    1. every source ``i`` has ``d <= start_i`` (sources beyond ``max_cost`` excepted), and
-       every backlink root (code 0) is a source ``i`` with ``d = start_i`` and allocation
-       ``i``;
-    2. ``d(v) <= d(u) + w(u, v)`` for every arc out of a reached cell; an unreached vertex
-       has no reached neighbour with ``d(u) + w(u, v) <= max_cost``; nodata and unreached
-       cells carry the fill values (NaN, 255, -1);
-    3. the backlink of every reached non-root cell names a reached predecessor ``u`` with
-       ``d(v) = d(u) + w(u, v)`` (a tight arc) and the same allocation.
-
-    With positive arc costs, 2 and 3 prove ``d`` is the exact distance (the tight arcs lead
-    down to a root, so ``d`` is the length of a path, and no path is shorter); with zero-cost
-    arcs (``absdiff`` on flats) 3 does not exclude a cycle of tight backlinks, which an
-    out-of-core pass cannot see. Equality is within ``rtol`` (relative; 0 = exact, right for
-    the in-core SSSP, which sums the same float64 values the same way).
+    The arrays (NumPy or zarr) are read one window at a time with a halo of :data:`HALO`
+    cells. Checks: sources ``d <= start``, backlink roots are their sources; no arc out of
+    a reached cell relaxes (nor reaches an unreached cell within ``max_cost``); fill values
+    at nodata and unreached cells; each backlink is a tight arc from a cell of the same
+    allocation (equality within ``rtol``; 0 = exact). With zero-cost arcs a cycle of tight
+    backlinks is not excluded.
 
     Returns
     -------
@@ -528,43 +490,40 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
             return cert.fail(f"source {i} at cell ({r}, {c}): d = {fmt(ds)}, above its start "
                              f"cost {fmt(start[i])}")
     cert.checks.append(f"d(source) <= start cost for the {src.shape[0]} source(s)")
+    from .tiles.store import shard_windows
     h = HALO
     out = np.zeros(5, np.float64)
     rows, cols = shape
-    side = max(1, int(window))
-    stats = {"reached": 0, "max_distance": -math.inf, "windows": 0}
-    for r0 in range(0, rows, side):
-        r1 = min(rows, r0 + side)
-        for c0 in range(0, cols, side):
-            c1 = min(cols, c0 + side)
-            z = _halo_window(dem, r0, r1, c0, c1, h, np.nan, np.float32)
-            f = (_halo_window(friction, r0, r1, c0, c1, h, np.nan, np.float32)
-                 if friction is not None else np.ones((1, 1), np.float32))
-            d = _halo_window(distance, r0, r1, c0, c1, h, np.nan, np.float64)
-            b = _halo_window(backlink, r0, r1, c0, c1, h, 255, np.uint8)
-            a = _halo_window(allocation, r0, r1, c0, c1, h, -1, np.int32)
-            code = _check_cost_window(z, f, friction is not None, d, b, a, h, model, lengths,
-                                      codes, src[:, 0].copy(), src[:, 1].copy(), start,
-                                      limit, float(rtol), r0, c0, rows, cols, out)
-            if code:
-                return cert.fail(_cost_violation(out, d, b, a, r0 - h, c0 - h, fmt))
-            core = d[h:-h, h:-h]
-            n = int(np.count_nonzero(~np.isnan(core)))
-            stats["reached"] += n
-            if n:
-                stats["max_distance"] = max(stats["max_distance"], float(np.nanmax(core)))
-            stats["windows"] += 1
+    reached, top = 0, -math.inf
+    windows = shard_windows(shape, max(1, int(window)))
+    for r0, r1, c0, c1 in windows:
+        z = _halo_window(dem, r0, r1, c0, c1, h, np.nan, np.float32)
+        f = (_halo_window(friction, r0, r1, c0, c1, h, np.nan, np.float32)
+             if friction is not None else np.ones((1, 1), np.float32))
+        d = _halo_window(distance, r0, r1, c0, c1, h, np.nan, np.float64)
+        b = _halo_window(backlink, r0, r1, c0, c1, h, 255, np.uint8)
+        a = _halo_window(allocation, r0, r1, c0, c1, h, -1, np.int32)
+        code = _check_cost_window(z, f, friction is not None, d, b, a, h, model, lengths,
+                                  codes, src[:, 0].copy(), src[:, 1].copy(), start, limit,
+                                  float(rtol), r0, c0, rows, cols, out)
+        if code:
+            return cert.fail(_cost_violation(out, d, b, a, r0 - h, c0 - h, fmt))
+        core = d[h:-h, h:-h]
+        n = int(np.count_nonzero(~np.isnan(core)))
+        reached += n
+        if n:
+            top = max(top, float(np.nanmax(core)))
     nk = codes.size
     cert.checks.append(f"nodata and unreached cells carry NaN / 255 / -1; every backlink root "
                        f"is its source")
     cert.checks.append(f"d(v) <= d(u) + w(u, v) for every arc ({nk} per cell) out of the "
-                       f"{stats['reached']} reached cells; no reachable cell left unreached"
+                       f"{reached} reached cells; no reachable cell left unreached"
                        + (f" within max cost {max_cost:g}" if max_cost is not None else ""))
     cert.checks.append("every reached non-source cell's backlink is a tight arc "
                        "(d(v) = d(u) + w(u, v)) from a cell of the same allocation"
                        + (f" (rtol {rtol:g})" if rtol else " (exact)"))
-    cert.facts = {"reached": stats["reached"], "windows": stats["windows"],
-                  "max_distance": stats["max_distance"] if stats["reached"] else None}
+    cert.facts = {"reached": reached, "windows": len(windows),
+                  "max_distance": top if reached else None}
     return cert
 
 
@@ -580,11 +539,7 @@ def _cost_violation(out, d, b, a, rr0, cc0, fmt):
     return _GRID_SSSP_CODES[code].format(**fields)
 
 
-# ------------------------------------------------------------------------------------------
-# flow directions and accumulation
-
-_FDR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-_FDC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+# --------------------------------------------------------------------------- flow
 _FLOW_WHY = {
     1: "holds a value that is not an ESRI D8 code (1, 2, 4, ..., 128; 0 outlet; 255 nodata)",
     2: "is nodata (255) on a cell with an elevation, or has a direction on a nodata cell",
@@ -629,8 +584,8 @@ def _check_flow(z, d, outl, has_out, edge_outlets, step, dist):
             bk = -1
             boundary = False
             for q in range(0, 8, step):
-                rr = r + _FDR[q]
-                cc = c + _FDC[q]
+                rr = r + ARC_DR_T[q]
+                cc = c + ARC_DC_T[q]
                 if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
                     boundary = True
                     continue
@@ -646,8 +601,8 @@ def _check_flow(z, d, outl, has_out, edge_outlets, step, dist):
                 continue
             if must_out:
                 return 8, cell
-            rr = r + _FDR[k]
-            cc = c + _FDC[k]
+            rr = r + ARC_DR_T[k]
+            cc = c + ARC_DC_T[k]
             if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
                 return 3, cell
             if z[rr, cc] > z[r, c]:
@@ -657,48 +612,6 @@ def _check_flow(z, d, outl, has_out, edge_outlets, step, dist):
             if bk < 0 and z[rr, cc] != z[r, c]:
                 return 6, cell
     return 0, -1
-
-
-@numba.njit(cache=True)
-def _first_cycle_cell(d):
-    """A valid cell that Kahn's order never reaches (on or below a cycle), or -1."""
-    R, C = d.shape
-    indeg = np.zeros((R, C), np.int32)
-    for r in range(R):
-        for c in range(C):
-            v = d[r, c]
-            if v == 0 or v == 255:
-                continue
-            for q in range(8):
-                if v == (1 << q):
-                    indeg[r + _FDR[q], c + _FDC[q]] += 1
-    stack = np.empty(R * C, np.int64)
-    top = 0
-    for r in range(R):
-        for c in range(C):
-            if d[r, c] != 255 and indeg[r, c] == 0:
-                stack[top] = r * C + c
-                top += 1
-    while top > 0:
-        top -= 1
-        r = stack[top] // C
-        c = stack[top] % C
-        v = d[r, c]
-        if v == 0:
-            continue
-        for q in range(8):
-            if v == (1 << q):
-                rr = r + _FDR[q]
-                cc = c + _FDC[q]
-                indeg[rr, cc] -= 1
-                if indeg[rr, cc] == 0:
-                    stack[top] = rr * C + cc
-                    top += 1
-    for r in range(R):
-        for c in range(C):
-            if d[r, c] != 255 and indeg[r, c] > 0:
-                return r * C + c
-    return -1
 
 
 @numba.njit(cache=True)
@@ -714,8 +627,8 @@ def _check_accumulation(d, acc, w, has_w, rtol):
             if has_w and np.isnan(s):
                 s = 0.0
             for q in range(8):
-                rr = r + _FDR[q]
-                cc = c + _FDC[q]
+                rr = r + ARC_DR_T[q]
+                cc = c + ARC_DC_T[q]
                 if 0 <= rr < R and 0 <= cc < C and d[rr, cc] == (1 << ((q + 4) & 7)):
                     s += acc[rr, cc]
             a = acc[r, c]
@@ -733,15 +646,9 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
                 cellsize=(1.0, 1.0), outlets=None, rtol=0.0):
     """Check flow directions (and accumulation) on a filled DEM.
 
-    Directions: every code is an ESRI D8 code (D4: a cardinal one), 255 exactly at nodata;
-    none climbs; a cell with a lower neighbour takes the steepest distance-weighted drop
-    (first in code order on ties); a cell without one stays in its flat (a neighbour of its
-    elevation); 0 exactly at the outlets (the named ones, else cells without a lower
-    neighbour beside the grid's edge or nodata): so an undrained sink fails; and Kahn's
-    in-degree order reaches every cell, so there is no cycle and every path ends at an
-    outlet. Accumulation: NaN exactly at nodata, and every cell's value is its weight (1)
-    plus the values of the cells draining into it, summed in code order -- equal bits
-    (``rtol`` 0) or within ``rtol``.
+    Directions: ESRI codes, 255 exactly at nodata, none climbs, steepest descents, flats
+    stay at their elevation, 0 exactly at the outlets, no cycle (Kahn). Accumulation: NaN
+    exactly at nodata, each cell its weight plus its inflows (equal bits, or within ``rtol``).
 
     Returns
     -------
@@ -771,8 +678,7 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     has_out = outlets is not None
     outl = (np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8) if has_out
             else np.zeros((1, 1), np.uint8))
-    cert = Certificate("flow directions" + ("" if accumulation is None else
-                                             " and accumulation"))
+    cert = Certificate("flow directions" + ("" if accumulation is None else " and accumulation"))
     cols = z.shape[1]
     why, cell = _check_flow(z, d, outl, has_out, outlets is None, step, dist)
     if why:
@@ -785,9 +691,11 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     cert.checks.append(f"0 exactly at the {outl_n} outlets (" + (
         "the named cells" if has_out else "cells without a lower neighbour beside the "
         "grid's edge or nodata") + "): no undrained sink")
-    bad = _first_cycle_cell(d)
-    if bad >= 0:
-        return cert.fail(f"direction of cell {_cell(bad, cols)} {_FLOW_WHY[10]}")
+    from .hydrology.watershed import _downstream, _topological
+    lost = d.ravel() != 255  # the valid cells Kahn's order never reaches: on or below a cycle
+    lost[_topological(_downstream(d), lost.copy())] = False
+    if lost.any():
+        return cert.fail(f"direction of cell {_cell(np.argmax(lost), cols)} {_FLOW_WHY[10]}")
     cert.checks.append("in-degree order reaches every cell: no cycle, every path ends at an "
                        "outlet")
     cert.facts = {"cells": valid, "outlets": outl_n}
@@ -810,9 +718,8 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
 
 @numba.njit(cache=True, nogil=True)
 def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
-    """First cell (flat index) breaking the local checks, and which (1 lowered, 2 outlet
-    changed, 3 above its spill level, 4 no lower neighbour (strict), 5 cut off but
-    changed); -1 when none."""
+    """First cell breaking the local checks and which (1 lowered, 2 outlet changed, 3 not at
+    its spill level, 4 no lower neighbour (strict), 5 cut off but changed); -1 when none."""
     H, W = z.shape
     for i in range(H):
         for j in range(W):
@@ -833,7 +740,7 @@ def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
                 continue
             low = np.float32(np.inf)
             for k in range(0, 8, step):
-                ii, jj = i + _FDR[k], j + _FDC[k]
+                ii, jj = i + ARC_DR_T[k], j + ARC_DC_T[k]
                 if 0 <= ii < H and 0 <= jj < W and not np.isnan(z[ii, jj]):
                     if f[ii, jj] < low:
                         low = f[ii, jj]
@@ -849,8 +756,7 @@ def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
 
 @numba.njit(cache=True, nogil=True)
 def _drains_cpu(z, f, outlet, step):
-    """The cells from which a path on which ``f`` never rises reaches an outlet: a search
-    from the outlets, upwards (to neighbours at least as high)."""
+    """The cells with a path to an outlet on which ``f`` never rises (searched upwards)."""
     H, W = z.shape
     seen = np.zeros((H, W), np.bool_)
     stack = np.empty(H * W, np.int64)
@@ -866,7 +772,7 @@ def _drains_cpu(z, f, outlet, step):
         c = stack[top]
         i, j = c // W, c % W
         for k in range(0, 8, step):
-            ii, jj = i + _FDR[k], j + _FDC[k]
+            ii, jj = i + ARC_DR_T[k], j + ARC_DC_T[k]
             if 0 <= ii < H and 0 <= jj < W and not seen[ii, jj] and not np.isnan(z[ii, jj]) \
                     and f[ii, jj] >= f[i, j]:
                 seen[ii, jj] = True
@@ -877,10 +783,10 @@ def _drains_cpu(z, f, outlet, step):
 
 def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depression=None,
                 epsilon=False):
-    """Certificate that ``filled`` is the depression fill of ``dem`` (module docstring).
+    """Certificate that ``filled`` is the depression fill of ``dem`` (docs/hydrology.md).
 
-    ``outlets``: a mask of the named outlets (default: the grid's edge and nodata, as
-    :func:`terrain.hydrology.outlet_cells`); ``epsilon``: the epsilon fill's certificate.
+    ``outlets``: the named outlets' mask (default: the grid's edge and nodata);
+    ``epsilon``: the epsilon fill's certificate.
 
     >>> z = np.array([[5, 5, 5], [5, 1, 5], [5, 4, 5]], np.float32)
     >>> verify_fill(z, np.array([[5, 5, 5], [5, 4, 5], [5, 4, 5]], np.float32)).ok
@@ -894,8 +800,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     conn = int(connectivity)
     if conn not in CONNECTIVITIES:
         raise InputError(f"connectivity {connectivity!r} is not 4 or 8")
-    what = f"{'epsilon ' if epsilon else ''}depression fill, {conn}-connected"
-    cert = Certificate(what)
+    cert = Certificate(f"{'epsilon ' if epsilon else ''}depression fill, {conn}-connected")
     if f.shape != z.shape:
         return cert.fail(f"filled has {f.shape[0]} x {f.shape[1]} cells, the DEM "
                          f"{z.shape[0]} x {z.shape[1]}")
@@ -915,8 +820,8 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
         r, c = divmod(int(cell), z.shape[1])
         zc, fc = float(z[r, c]), float(f[r, c])
         if kind == 3:
-            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(_FDR[::step],
-                                                                   _FDC[::step])
+            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(ARC_DR_T[:8:step],
+                                                                   ARC_DC_T[:8:step])
                        if 0 <= r + dr < z.shape[0] and 0 <= c + dc < z.shape[1]
                        and not np.isnan(z[r + dr, c + dc])), default=math.inf)
             spill = max(zc, low)

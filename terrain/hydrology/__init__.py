@@ -1,8 +1,6 @@
 """Hydrology from the DEM: exact depression filling from the grid's minimum spanning forest
 (``fill``), in core or tiled, on the CPU or the GPU; flow directions, accumulation,
-watersheds and streams.
-
-The names are loaded on first use (lazy_loader, from the stub ``__init__.pyi``).
+watersheds and streams. The names load on first use (lazy_loader stub).
 """
 
 import lazy_loader

@@ -1,36 +1,28 @@
-"""The CPU kernels (Numba) of depression filling: outlets, the forest of a block as a
-graph, the drain pass (min over sources of the path maximum, on a forest), the reduction
-of a block's forest to its ports, and the joins of flooded regions across block borders.
+"""The CPU kernels (Numba) of depression filling: a block's forest as a graph, the
+drain pass, the reduction of a block's forest to its ports, the joins of flooded regions
+across block borders, the hierarchy and RichDEM's epsilon fill.
 
-Conventions (:mod:`terrain.hydrology.fill` explains the algorithm):
-
-* A *halo block* is a window of the grid with one cell more on every side (cells outside
-  the grid: NaN elevation, mask 0); the kernels work on its inner cells, numbered
-  ``i * W + j`` (the *local* ids), and look at the halo only to find outlets (a NaN
-  neighbour) and the forest edges that leave the block.
-* The forest is the grid MST's direction-bit mask (:mod:`terrain.grid.mst`): bit 1 E,
-  2 S, 4 SE, 8 SW of the owning cell. An edge weighs ``max(z_u, z_v)`` (float32, exact).
-* A *source* value ``src[v]`` is the level at which ``v`` drains for sure (an outlet's
-  elevation, a port's final level), ``inf`` for none.
+A *halo block* is a window with one more cell on every side (NaN elevation, mask 0 outside
+the grid); its inner cells have local ids ``i * W + j``. The forest is the grid MST's mask
+(bit 1 E, 2 S, 4 SE, 8 SW); an edge weighs ``max(z_u, z_v)``. ``src[v]``: the level at
+which ``v`` surely drains (``inf``: none). docs/hydrology.md has the algorithm.
 """
 
 import numba
 import numpy as np
 
-__all__ = ["outlets_cpu", "block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
+__all__ = ["block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
            "forest_reduce_cpu", "csr_from_edges_cpu", "first_cells_cpu", "union_across_cpu",
            "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu", "NB_DR", "NB_DC"]
 
 # neighbour k = E, SE, S, SW, W, NW, N, NE (cyclic order; the cardinal ones are even k)
 NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
 NB_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
-INF = np.float32(np.inf)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _forest_dirs(mh, i, j):
-    """Bit k set when the forest holds the edge from halo cell ``(i, j)`` to its neighbour
-    ``k`` (E, SE, S, SW, W, NW, N, NE); ``(i, j)`` must have all 8 neighbours in ``mh``."""
+    """Bit k set when the forest holds the edge from halo cell ``(i, j)`` to neighbour k."""
     m = mh[i, j]  # own bits 1 E, 2 S, 4 SE, 8 SW; the W, NW, N, NE edges are the neighbours'
     return ((m & 1) | ((m & 4) >> 1) | ((m & 2) << 1) | (m & 8) | ((mh[i, j - 1] & 1) << 4)
             | ((mh[i - 1, j - 1] & 4) << 3) | ((mh[i - 1, j] & 2) << 5)
@@ -38,29 +30,9 @@ def _forest_dirs(mh, i, j):
 
 
 @numba.njit(cache=True, nogil=True)
-def outlets_cpu(zh, step, out):
-    """``out[i, j] = 1`` for the inner cells of the halo block ``zh`` that are not NaN and
-    have a NaN neighbour (``step`` 1: the 8 neighbours, 2: the 4 cardinal ones): cells on
-    the grid's edge (the halo outside the grid is NaN) or beside nodata."""
-    H, W = out.shape
-    for i in range(H):
-        for j in range(W):
-            out[i, j] = 0
-            if np.isnan(zh[i + 1, j + 1]):
-                continue
-            for k in range(0, 8, step):
-                if np.isnan(zh[i + 1 + NB_DR[k], j + 1 + NB_DC[k]]):
-                    out[i, j] = 1
-                    break
-
-
-@numba.njit(cache=True, nogil=True)
 def block_forest_cpu(zh, mh):
-    """The forest inside a halo block as a graph, and the forest edges leaving it.
-
-    Returns ``indptr`` (int64, ``n + 1``), ``adj`` (int32 local ids), ``w`` (float32
-    weights) of the edges between inner cells, and the crossing edges: ``cp`` (int32 local
-    id inside), ``cq`` (int64 halo index ``hi * (W + 2) + hj`` outside), ``cw``."""
+    """The forest inside a halo block as CSR ``(indptr, adj, w)``, and the edges leaving it:
+    ``cp`` (local id inside), ``cq`` (halo index ``hi * (W + 2) + hj`` outside), ``cw``."""
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     n = H * W
     deg = np.zeros(n + 1, np.int64)
@@ -111,8 +83,7 @@ def block_forest_cpu(zh, mh):
 
 @numba.njit(cache=True, nogil=True)
 def csr_from_edges_cpu(n, eu, ev, ew):
-    """The undirected graph of edges ``(eu, ev, ew)`` on vertices ``0..n-1`` as CSR
-    (``indptr`` int64, ``adj`` int32, ``w`` float32)."""
+    """The undirected graph of edges ``(eu, ev, ew)`` on vertices ``0..n-1`` as CSR."""
     m = eu.shape[0]
     deg = np.zeros(n + 1, np.int64)
     for e in range(m):
@@ -136,10 +107,7 @@ def csr_from_edges_cpu(n, eu, ev, ew):
 @numba.njit(cache=True, nogil=True)
 def forest_dp_cpu(indptr, adj, w, src):
     """``f[v] = min over sources s in v's tree of max(path maximum v..s, src[s])`` on a
-    forest (CSR), ``inf`` in a tree without a source.
-
-    Two passes over each tree in BFS order from its first vertex: up, every vertex's best
-    source below it (``g``); down, the best over the whole tree. O(V)."""
+    CSR forest (``inf``: no source): an up and a down pass over each tree in BFS order."""
     n = src.shape[0]
     f = np.empty(n, np.float32)
     g = src.copy()
@@ -187,13 +155,7 @@ def forest_dp_cpu(indptr, adj, w, src):
 
 @numba.njit(cache=True, nogil=True)
 def drain_grid_cpu(zh, mh, src):
-    """:func:`forest_dp_cpu` over the forest of a halo block's inner cells, its neighbours
-    read from the mask (no graph built): the drain pass of a group and of the in-core
-    route. Each tree is walked depth first (a branch's cells lie near each other); a stack
-    entry carries its cell's parent position and edge weight, so the walk touches no
-    per-cell staging array, and the two passes run over arrays in walk order (children
-    after parents: up in reverse, down forward). ``src``: float32 per inner cell
-    (row-major); returns the levels likewise."""
+    """:func:`forest_dp_cpu` over a halo block's forest read from the mask, depth first."""
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     n = H * W
     f = np.empty(n, np.float32)
@@ -261,24 +223,10 @@ def drain_grid_cpu(zh, mh, src):
 
 @numba.njit(cache=True, nogil=True)
 def forest_reduce_cpu(indptr, adj, w, d, port, present):
-    """Reduce a forest with sources to its ports: what the levels above need.
-
-    ``d[v]``: the best level at which ``v`` drains inside the block (a source value);
-    ``port[v]``: ``v`` has a forest edge leaving the block; ``present[v]``: ``v`` is a
-    vertex (not nodata).
-
-    1. Dead ends (non-port vertices of degree 1) are peeled, repeatedly; each hands its
-       drain level to its neighbour: ``d[y] = min(d[y], max(w, d[x]))``. Trees without a
-       port vanish whole (they are final inside the block).
-    2. What remains has ports as leaves; the vertices kept are the ports and the branch
-       vertices (degree >= 3). Each maximal path through degree-2 non-ports becomes one
-       edge between its ends weighing the path's maximum, and every inner vertex's drain
-       level reaches both ends over its part of the path.
-
-    Minimax paths between kept vertices and to the sources are preserved exactly.
-    Returns ``kept`` (int32 local ids, ascending), their new ``dk`` and the edges ``ka``,
-    ``kb`` (indices into ``kept``), ``kw``.
-    """
+    """Reduce a forest with drain levels ``d`` to its ports (``port``: has an edge leaving
+    the block; ``present``: not nodata), keeping minimax paths exact: dead ends peeled,
+    degree-2 paths contracted (docs/hydrology.md). Returns ``kept`` (ascending), their
+    levels ``dk`` and the edges ``ka``, ``kb`` (indices into ``kept``), ``kw``."""
     n = d.shape[0]
     dd = d.copy()
     deg = np.zeros(n, np.int64)
@@ -383,10 +331,8 @@ def first_cells_cpu(labels, nlab):
 
 @numba.njit(cache=True, nogil=True)
 def union_across_cpu(cells, keys, child, ncols, step):
-    """Join the components of flooded border cells of a node's children that touch across
-    the separators: ``cells`` (sorted global ids), ``keys`` (their component's key, the
-    global id of its first cell), ``child`` (which child reported the cell). Returns the
-    resolved key of every cell (the smallest key of its joined component)."""
+    """Join the children's border regions touching across the separators; returns each
+    cell's smallest key of its joined region."""
     m = cells.shape[0]
     uk = np.unique(keys)
     parent = np.arange(uk.shape[0])
@@ -415,8 +361,7 @@ def union_across_cpu(cells, keys, child, ncols, step):
 
 @numba.njit(cache=True, nogil=True)
 def forest_edges_cpu(mask, step):
-    """The forest's edges from its mask: ``(u, v, id)`` (int64) with ``id = 4 u + d``,
-    d: E=0, S=1, SE=2, SW=3 (the grid MST's ids)."""
+    """The forest's edges ``(u, v, id)`` from its mask, ``id = 4 u + d`` (the MST's ids)."""
     H, W = mask.shape
     m = 0
     for i in range(H):
@@ -445,19 +390,9 @@ def forest_edges_cpu(mask, step):
 
 @numba.njit(cache=True, nogil=True)
 def hierarchy_cpu(z, eu, ev, ew, drained0):
-    """The depression hierarchy: Kruskal over the forest's edges in ``(weight, id)`` order
-    (given sorted), the outlets drained from the start (their edge to the outside weighs
-    their own elevation, no more than any of their edges).
-
-    A component of the sublevel set is a *depression* once it meets another component, or
-    drains, at a level above its lowest cell (its pit; ties: the lower cell id). Two
-    depressions meeting make a new one (their parent) at that level; a depression meeting
-    a drained component spills there (parent 0: outside). Returns the nodes as rows of a
-    float64 table; node ``k`` (1-based, in the order the nodes are made) has ``pit``
-    (cell), ``pit_z``, ``spill`` (its spill level: where it merges or drains; inf if
-    never), ``parent``, ``left``, ``right``, ``cells`` (cells at or below its spill level:
-    the cells it floods, sub-depressions included) and ``volume`` (sum of ``spill - z``
-    over them)."""
+    """The depression hierarchy: Kruskal over the forest's edges (given sorted), outlets
+    drained from the start (docs/hydrology.md). Rows of float64: ``pit``, ``pit_z``,
+    ``spill``, ``parent``, ``left``, ``right``, ``cells``, ``volume`` per node."""
     n = z.shape[0]
     parent = np.arange(n)
     size = np.ones(n, np.int64)
@@ -533,10 +468,8 @@ def hierarchy_cpu(z, eu, ev, ew, drained0):
     return nodes[:k]
 
 
-# libstdc++'s binary heap (std::push_heap / std::pop_heap under std::greater on the
-# elevation alone), step for step: RichDEM's queue of GridCellZ<float> compares z only, so
-# the order among equal elevations -- which decides its epsilon fill's ulps -- is this
-# heap's.
+# libstdc++'s binary heap step for step: RichDEM's queue compares z only, so its order
+# among equal elevations (which decides the epsilon fill's ulps) is this heap's.
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _sift_up(hz, hc, hole, top, vz, vc):
@@ -558,7 +491,7 @@ def _std_push(hz, hc, size, vz, vc):
 
 @numba.njit(cache=True, nogil=True)
 def _std_pop(hz, hc, size):
-    """Pop the top into slot ``size - 1`` (as std::pop_heap) and return the new size."""
+    """std::pop_heap: the top into slot ``size - 1``; returns the new size."""
     last = size - 1
     if last > 0:
         vz, vc = hz[last], hc[last]
@@ -584,20 +517,10 @@ def _std_pop(hz, hc, size):
 
 @numba.njit(cache=True, nogil=True)
 def epsilon_fill_cpu(z, seeds, seed_nodata, ndr, ndc, named):
-    """RichDEM's Priority-Flood+epsilon (Barnes, Lehman & Mulla 2014,
-    ``PriorityFloodEpsilon_Barnes2014``), step for step: a priority queue (libstdc++'s heap)
-    of cells at their own elevation and a FIFO "pit" queue of cells raised to the float32
-    after their raiser's level; a popped cell raises each unvisited neighbour no higher
-    than that next float to it (into the pit queue), or queues it at its own elevation.
-    Its order among equal elevations is RichDEM's, and so are the ulps.
-
-    ``seeds``: the cells queued first, in RichDEM's order (the grid's edge: top and bottom
-    rows column by column, then the left and right columns), then the cells of nodata
-    holes not joined to the edge (so that cells beside nodata drain, as in the exact
-    fill); ``seed_nodata`` marks the nodata ones (queued at -inf, RichDEM's "nodata below
-    every elevation"). Nodata cells are crossed through the pit queue as RichDEM crosses
-    them; with ``named`` outlets they are never entered. Neighbours: RichDEM's order (W,
-    NW, N, NE, E, SE, S, SW; D4: W, N, E, S). Cells never reached keep ``inf``."""
+    """RichDEM's ``PriorityFloodEpsilon_Barnes2014`` step for step (its ulps): a heap of
+    cells at their elevation and a FIFO of cells raised to the next float32. ``seeds`` in
+    RichDEM's order, nodata ones (``seed_nodata``) at -inf; with ``named`` outlets nodata is
+    never entered. ``ndr``/``ndc``: RichDEM's neighbour order. Unreached cells: ``inf``."""
     H, W = z.shape
     n = H * W
     zf = z.ravel()

@@ -1,12 +1,7 @@
-"""The GPU's depression fill in core: the seeded forest, Euler tours and pointer jumping.
-
-:func:`terrain.grid.mst_device.device_mst` with ``seeds`` starts all outlets in one
-supervertex, so every tree of the forest holds one outlet and a cell's level is the path
-maximum to its root: Euler tours (Tarjan & Vishkin, ranked by Wyllie's pointer jumping)
-name each cell's parent, pointer jumping then takes the maxima in ``log2(depth)`` rounds
-(docs/hydrology.md, "On the GPU"). The kernels are ``_fill.cu``'s; each has a Numba twin
-in tests/hydrology/test_fill_gpu.py (the same steps over every thread in a loop), which
-runs the launcher below on the CPU. Device memory: :data:`BYTES_PER_CELL`.
+"""The GPU's depression fill in core: the outlet-seeded forest (every tree holds one
+outlet), Euler tours naming each cell's parent, pointer jumping for the path maxima to the
+roots (docs/hydrology.md, "On the GPU"). The kernels are ``_fill.cu``'s; their Numba twins
+are in tests/hydrology/test_fill_gpu.py. Device memory: :data:`BYTES_PER_CELL`.
 """
 
 from pathlib import Path
@@ -18,17 +13,14 @@ from ..errors import InputError
 
 __all__ = ["device_levels", "fits_on_device", "BYTES_PER_CELL"]
 
-#: device bytes a cell takes at the peak (the tours; the Borůvka's arrays are freed by then):
-#: among them the DEM (4 B), adjacency and degrees (5), arc offsets (4), two arcs a cell
-#: with two successor and two rank buffers (32), parents and values twice (16)
+#: device bytes a cell takes at the peak, during the tours (docs/hydrology.md, "On the GPU")
 BYTES_PER_CELL = 4 + 1 + 1 + 5 + 4 + 32 + 16 + 4
 _BLOCK = 256
 _MAX_ROUNDS = 64
 
 
 def fits_on_device(shape, backend=None, headroom=0.9):
-    """True when the in-core fill of a grid of ``shape`` fits the device's free memory (and
-    the Borůvka's cell limit)."""
+    """True when the in-core fill of a grid of ``shape`` fits the device."""
     from ..grid.mst_device import BYTES_PER_CELL as MST_BYTES, MAX_CELLS, free_device_bytes
     be = get_backend(backend)
     n = int(shape[0]) * int(shape[1])
@@ -38,8 +30,7 @@ def fits_on_device(shape, backend=None, headroom=0.9):
 
 
 def device_levels(z, outlet, connectivity, backend="gpu"):
-    """The levels of every cell (CuPy float32, ``inf`` where undrained) of DEM ``z`` with
-    outlet mask ``outlet``, on the device (module docstring)."""
+    """Every cell's level (CuPy float32, ``inf``: undrained) of ``z``, on the device."""
     from ..grid.mst_device import device_mst
     be = get_backend(backend)
     if not be.is_gpu:
@@ -104,9 +95,8 @@ def device_levels(z, outlet, connectivity, backend="gpu"):
 
 
 def _roots(xp, outlet, labels):
-    """The cells the tours start from: the outlets, and the label cell of each supervertex
-    holding none (the seeded supervertex may have hooked onto another one, so its label
-    need not be an outlet: a supervertex with an outlet is rooted at its outlets only)."""
+    """The tours' start cells: the outlets, and the label cell of each supervertex holding
+    none (a supervertex with an outlet is rooted at its outlets only)."""
     n = outlet.shape[0]
     has = xp.zeros(n + 1, dtype=bool)
     has[labels[outlet]] = True

@@ -1,26 +1,19 @@
-"""The CPU kernels (Numba) of flow directions and flow accumulation: the twins of
-``_flow.cu``'s kernels of the same names without ``_cpu``. Conventions, algorithms and the
-drivers are in :mod:`terrain.hydrology.flow`; every kernel works on a *padded block* (a
-window of the grid with a halo, cells outside the grid NaN / 255), so the in-core run (one
-block: the grid) and the tiled run (one block per group) execute the same code.
-
-Neighbour ``k`` (0..7) is E, SE, S, SW, W, NW, N, NE: ESRI code ``1 << k``; the cardinal
-neighbours are the even ``k``; D4 takes only those.
+"""The CPU kernels (Numba) of flow directions and accumulation, twins of ``_flow.cu``'s.
+Each works on a *padded block* (a window with a halo, NaN / 255 outside the grid), so the
+in-core and tiled runs execute the same code. Neighbour ``k`` (E, SE, S, ..., NE) has ESRI
+code ``1 << k``; D4 takes the even ``k``.
 """
 
 import numba
 import numpy as np
 
-from ._fill_cpu import _find
+from ._fill_cpu import NB_DC as DC, NB_DR as DR, _find
 
 __all__ = ["classify_cpu", "flat_distances_cpu", "flat_labels_cpu", "flat_directions_cpu",
            "accumulate_cpu", "exits_cpu", "resolve_edges_cpu", "chain_exits_cpu",
-           "union_max_cpu", "DR", "DC", "FLAT", "NODATA", "INF"]
+           "union_max_cpu", "DR", "DC", "FLAT", "INF"]
 
-DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
 FLAT = np.uint8(254)    # no lower neighbour, not an outlet: resolved by the flat pass
-NODATA = np.uint8(255)
 INF = np.int32(2**31 - 1)  # an unreached BFS distance
 CODE_K = np.full(256, -1, np.int64)  # the neighbour k of code 1 << k, -1 for any other code
 CODE_K[1 << np.arange(8)] = np.arange(8)
@@ -28,11 +21,8 @@ CODE_K[1 << np.arange(8)] = np.arange(8)
 
 @numba.njit(cache=True, nogil=True)
 def classify_cpu(zp, outp, has_out, edge_outlets, dist, step, code):
-    """Codes of the cells ``[1, R-1) x [1, C-1)`` of the padded block ``zp`` (the outer
-    ring only feeds them): 255 nodata, 0 outlet (a named outlet; with ``edge_outlets`` also
-    a cell with no lower neighbour beside nodata or the grid's edge), ``1 << k`` the
-    steepest drop ``(z - z_k) / dist[k]`` (ties: the lowest ``k``), else :data:`FLAT`.
-    ``step`` is 1 (D8) or 2 (D4)."""
+    """Codes of the cells inside the outer ring of ``zp``: 255 nodata, 0 outlet, ``1 << k``
+    the steepest drop ``(z - z_k) / dist[k]`` (ties: the lowest ``k``), else :data:`FLAT`."""
     R, C = zp.shape
     for r in range(1, R - 1):
         for c in range(1, C - 1):
@@ -65,10 +55,7 @@ def classify_cpu(zp, outp, has_out, edge_outlets, dist, step, code):
 
 @numba.njit(cache=True, nogil=True)
 def _bfs_cpu(code, seed_r, seed_c, seed_d, r0, r1, c0, c1, step, dist, queue):
-    """Multi-source BFS over the :data:`FLAT` cells of ``[r0, r1) x [c0, c1)`` from seeds
-    with initial distances (sorted by distance); ``dist`` holds them on entry. A seed outside
-    the window only feeds it. Cells come off in non-decreasing distance (the FIFO queue
-    merged with the sorted seeds), so every distance is final when it is expanded."""
+    """Multi-source BFS over the window's :data:`FLAT` cells from seeds sorted by distance."""
     head = 0
     tail = 0
     si = 0
@@ -102,12 +89,9 @@ def _bfs_cpu(code, seed_r, seed_c, seed_d, r0, r1, c0, c1, step, dist, queue):
 
 @numba.njit(cache=True, nogil=True)
 def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
-    """BFS distances inside the flats of the block's interior ``[2, R-2) x [2, C-2)``:
-    ``away`` from higher terrain (1 at a flat cell with a higher neighbour), ``towards``
-    lower terrain (1 at a flat cell beside a draining cell of its elevation: a cell with a
-    direction, or an outlet). Flat cells of the halo ring ``halo_a``/``halo_t`` (their
-    distances as the neighbouring blocks found them; :data:`INF` unknown) are seeds too.
-    Both outputs are :data:`INF` where unreached (a flat without high edges or drains)."""
+    """BFS distances in the interior's flats: ``away`` from higher terrain, ``towards``
+    lower (a draining cell of the flat's elevation), seeded also by the halo ring's
+    ``halo_a``/``halo_t``; :data:`INF` where unreached."""
     R, C = zp.shape
     queue = np.empty(R * C, np.int64)
     seed_r = np.empty(R * C, np.int64)
@@ -149,9 +133,7 @@ def flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards):
 
 @numba.njit(cache=True, nogil=True)
 def flat_labels_cpu(code, away, step, labels):
-    """Connected components of the interior's flat cells (``labels``: 1.. in the row-major
-    order of each component's first cell, 0 elsewhere); returns the largest finite ``away``
-    of each label (index 0 unused; 0 where a flat has no high edge)."""
+    """Label the interior's flats (row-major); returns each label's largest finite ``away``."""
     R, C = code.shape
     labels[:, :] = 0
     queue = np.empty(R * C, np.int64)
@@ -189,18 +171,15 @@ def flat_labels_cpu(code, away, step, labels):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _mask(a, t, h):
-    """Barnes et al. (2014)'s combined gradient: twice the distance towards lower terrain
-    plus the distance from higher terrain turned around (``h - a``; 0 without high edges)."""
+    """Barnes et al.'s combined gradient: ``2 t + (h - a)`` (0 for ``a`` unreached)."""
     return np.int64(2) * t + (np.int64(h) - a if a < INF else 0)
 
 
 @numba.njit(cache=True, nogil=True)
 def flat_directions_cpu(zp, code, away, towards, labels, height, step, out):
-    """Directions of the interior's flat cells into ``out`` (the other cells are left as
-    they are): towards the neighbour of least :func:`_mask` in the same flat, a draining
-    cell of the flat's elevation counting as lowest (ties: cardinal before diagonal, then
-    the lowest ``k``); 0 (an undrained sink) where the flat has no drain.
-    ``height[label]``: the largest ``away`` of the cell's whole flat."""
+    """Directions of the interior's flat cells into ``out``: towards the least :func:`_mask`
+    in the flat, a drain lowest (ties: cardinal first, then the lowest ``k``); 0 where the
+    flat has no drain. ``height[label]``: the whole flat's largest ``away``."""
     R, C = code.shape
     for r in range(2, R - 2):
         for c in range(2, C - 2):
@@ -235,12 +214,9 @@ def flat_directions_cpu(zp, code, away, towards, labels, height, step, out):
 
 @numba.njit(cache=True, nogil=True)
 def accumulate_cpu(dp, weights, has_w, ext, acc, order):
-    """Flow accumulation of the interior ``[1, R-1) x [1, C-1)`` of the padded direction
-    block ``dp``: ``acc = w + sum of acc of the neighbours draining into the cell, in the
-    order k = 0..7`` (the halo's from ``ext``), in a topological order (in-degree counting,
-    Kahn); ``order`` receives it (padded flat indices). Returns ``(cells done, error)``:
-    error 1 when a direction leads to nodata or off the block's grid edge, and fewer cells
-    done than valid cells when the directions hold a cycle."""
+    """Accumulation of ``dp``'s interior (inflows summed in code order, the halo's from
+    ``ext``) in Kahn's order, written to ``order``. Returns ``(cells done, error)``: error 1
+    for a direction to nodata or off the grid; fewer cells done: a cycle."""
     R, C = dp.shape
     indeg = np.zeros((R, C), np.uint8)
     err = 0
@@ -299,10 +275,7 @@ def accumulate_cpu(dp, weights, has_w, ext, acc, order):
 
 @numba.njit(cache=True, nogil=True)
 def exits_cpu(dp, order, done, out_index, exit_):
-    """For every interior cell, the out-edge (index into the block's out-edges,
-    ``out_index`` at their tails, -1 elsewhere) by which its downstream path leaves the
-    block, or -1 when it ends at an outlet inside; from the topological ``order`` taken
-    backwards (downstream first)."""
+    """Each interior cell's out-edge (``out_index``) leaving the block; -1: ends inside."""
     R, C = dp.shape
     for i in range(done - 1, -1, -1):
         cell = order[i]
@@ -320,11 +293,9 @@ def exits_cpu(dp, order, done, out_index, exit_):
 
 @numba.njit(cache=True, nogil=True)
 def resolve_edges_cpu(in_exit, in_src, in_given, out_local, out_val, in_val):
-    """Values of a quadtree node's boundary edges, given the values of the edges entering
-    it: ``out_val[o] = out_local[o] + sum of in_val[i] over the in-edges i whose path leaves
-    by o``; ``in_val[i] = in_given[i]`` for an edge from outside the node, else the value of
-    the out-edge ``in_src[i]`` it continues. Topological order over the out-edges (Kahn).
-    Returns the out-edges resolved (fewer than all: a cycle)."""
+    """Values of a node's boundary edges: ``out_val[o] = out_local[o] + sum of in_val over
+    the in-edges leaving by o``, ``in_val[i]`` given or the out-edge ``in_src[i]``'s, in
+    Kahn's order. Returns the out-edges resolved (fewer than all: a cycle)."""
     no = out_local.shape[0]
     ni = in_exit.shape[0]
     indeg = np.zeros(no, np.int64)
@@ -368,9 +339,7 @@ def resolve_edges_cpu(in_exit, in_src, in_given, out_local, out_val, in_val):
 
 @numba.njit(cache=True, nogil=True)
 def chain_exits_cpu(in_exit, in_src, out_external, node_exit):
-    """For every in-edge, the external out-edge (index into all out-edges) its path leaves
-    the node by, following the internal edges, or -1 (it ends at an outlet inside):
-    ``node_exit`` receives it. Returns False when the internal edges hold a cycle."""
+    """Each in-edge's external out-edge (-1: ends inside) into ``node_exit``; False: a cycle."""
     ni = in_exit.shape[0]
     no = out_external.shape[0]
     feeds = np.full(no, -1, np.int64)
@@ -415,8 +384,7 @@ def chain_exits_cpu(in_exit, in_src, out_external, node_exit):
 
 @numba.njit(cache=True, nogil=True)
 def union_max_cpu(parent, best, us, vs):
-    """Join ``us[i]`` and ``vs[i]`` (a union-find over ``parent``), then give every element
-    the largest ``best`` of its set."""
+    """Union ``us[i]`` with ``vs[i]``, then give every element its set's largest ``best``."""
     for i in range(us.shape[0]):
         a = _find(parent, us[i])
         b = _find(parent, vs[i])

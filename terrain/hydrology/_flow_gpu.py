@@ -1,12 +1,5 @@
-"""The GPU side of :mod:`terrain.hydrology.flow`: the ``_flow.cu`` kernels behind the same
-calls as the CPU table (NumPy blocks in, NumPy blocks out), so the drivers are shared and
-the results are the CPU's bits (``tests/hydrology/test_flow_gpu.py``).
-
-The flats' BFS is a relaxation to its fixed point over the list of flat cells (the BFS
-distances from the seeds, whatever the order of the updates); components are labelled by
-min-index propagation with pointer jumping and renumbered in row-major order of their first
-cell (the CPU's numbering); the accumulation walks down from every source cell, the last
-arrival at a confluence going on (``_flow.cu``), and the exits come by pointer jumping.
+"""The GPU side of :mod:`terrain.hydrology.flow`: the ``_flow.cu`` kernels behind the CPU
+table's calls (NumPy blocks in and out), the CPU's bits (docs/hydrology.md, "On the GPU").
 """
 
 from pathlib import Path
@@ -127,8 +120,7 @@ class GpuOps:
         return acc.get(), None, int(done.get()[0]), int(err.get()[0])
 
     def exits(self, dp, order, done, out_index):
-        """Pointer jumping to each interior cell's terminal: an out-edge's tail (its index)
-        or an outlet (-1)."""
+        """Pointer jumping to each interior cell's out-edge (its index) or outlet (-1)."""
         cp = self.cp
         R, C = dp.shape
         d = cp.asarray(dp).ravel()

@@ -1,15 +1,11 @@
 """Exact depression filling from the grid's minimum spanning forest, in core or tiled.
 
-A cell's spill elevation (what priority-flood computes; RichDEM's
-``FillDepressions(epsilon=False)``) is the least, over paths to an outlet, of the highest
-elevation on the path: a minimax path, which the grid MSF with weights ``max(z_u, z_v)``
-holds. So one pass over the forest from the outlets
-(:func:`terrain.hydrology._fill_cpu.forest_dp_cpu`, O(cells)) fills the grid by comparisons
-alone: exact, and the same for every tie order, tile size and backend. Tiled runs reduce
-each group's forest to its ports on the way up the quadtree walk and drain with the ports'
-final levels on the way down (:func:`terrain.hydrology._fill_cpu.forest_reduce_cpu`): the
-in-core answer bit for bit. Outputs ``filled``, ``depth`` and ``depression``; the
-definitions, outlets and the tiled walk are in docs/hydrology.md (fill sections).
+A cell's spill elevation (priority-flood's) is the minimax elevation over paths to an
+outlet, which the grid MSF with weights ``max(z_u, z_v)`` holds: one O(cells) pass over the
+forest from the outlets fills the grid by comparisons alone, the same bits for every tie
+order, tile size and backend. Tiled runs reduce each group's forest to its ports on the way
+up the quadtree walk and drain with the ports' final levels on the way down.
+docs/hydrology.md has the definitions, outlets and the tiled walk.
 """
 
 import time
@@ -20,7 +16,9 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..grid.edges import check_connectivity
+from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
 from . import _fill_cpu as K
+from .flow import _inside, padded_window
 
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
@@ -35,18 +33,13 @@ class FillResult:
 
     Attributes
     ----------
-    filled : (rows, cols) float32
-        Spill elevations, NaN = nodata.
-    depth : (rows, cols) float32
-        ``filled - z`` (0 outside the depressions, NaN = nodata).
+    filled, depth : (rows, cols) float32
+        Spill elevations and ``filled - z`` (NaN = nodata).
     depression : (rows, cols) int32
-        The lake a cell lies in, numbered in the row-major order of the lakes' first
-        cells, 0 outside any.
+        The lake a cell lies in (row-major order of the lakes' first cells), 0 outside any.
     stats : dict
-        ``cells``, ``outlets``, ``flooded``, ``depressions``, ``undrained``, ``max_depth``,
-        ``connectivity``, ``backend``, ``path``, ``times``.
     hierarchy : dict or None
-        The depression hierarchy's columns (:func:`depression_hierarchy`), when asked for.
+        :func:`depression_hierarchy`'s columns, when asked for.
     sinks : int64 array or None
         With ``min_depth``/``min_area``: the flat indices of the kept pits (they drain).
     """
@@ -81,10 +74,17 @@ def outlet_cells(z, connectivity=8, outlets=None):
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
         return (o.astype(np.bool_) & ~xp.isnan(z)).astype(np.uint8)
-    nan = xp.isnan(xp.pad(z, 1, constant_values=np.nan))
-    H, W = z.shape
-    near = xp.zeros(z.shape, np.bool_)
-    for k in range(0, 8, _step(connectivity)):  # eight shifted masks: NumPy beats a kernel
+    return _beside_nan(xp.pad(z, 1, constant_values=np.nan), _step(connectivity))
+
+
+def _beside_nan(zh, step):
+    """uint8: 1 at the valid inner cells of halo block ``zh`` (NumPy or CuPy) with a NaN
+    neighbour (eight shifted masks: NumPy beats a kernel)."""
+    xp = get_backend("gpu").xp if hasattr(zh, "__cuda_array_interface__") else np
+    nan = xp.isnan(zh)
+    H, W = zh.shape[0] - 2, zh.shape[1] - 2
+    near = xp.zeros((H, W), np.bool_)
+    for k in range(0, 8, step):
         dr, dc = int(K.NB_DR[k]), int(K.NB_DC[k])
         near |= nan[1 + dr:1 + dr + H, 1 + dc:1 + dc + W]
     return (near & ~nan[1:-1, 1:-1]).view(np.uint8)
@@ -106,16 +106,12 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
 
 
 def _drain_block(zh, mh, src):
-    """The drain pass over the forest of a halo block (inner cells), from ``src``
-    (float32 per inner cell, ``inf`` = not a source): the level of every inner cell,
-    ``inf`` where its tree inside the block has no source."""
+    """The drain pass over a halo block's forest from ``src`` (``inf``: no source)."""
     return K.drain_grid_cpu(zh, mh, np.ascontiguousarray(src, np.float32).ravel())
 
 
 class _CpuOps:
-    """The CPU's forest and drain pass: the grid MST's tiled Borůvka (its best CPU path),
-    then the two-pass drain over the forest in BFS order. The forest does not depend on
-    the outlets, so a second drain (kept pits as outlets, ``min_depth``) reuses it."""
+    """The CPU's forest (kept: it does not depend on the outlets) and drain pass."""
 
     name = "cpu"
 
@@ -137,11 +133,8 @@ class _CpuOps:
 
 
 class _GpuOps:
-    """The GPU's twin: the whole-grid Borůvka with the outlets seeded as one supervertex,
-    so every tree of the forest holds exactly one outlet, then the trees rooted at their
-    outlets (Euler tours) and the path maxima to the roots by pointer jumping
-    (:mod:`terrain.hydrology._fill_gpu`, ``_fill.cu``). The levels are the CPU's, bit for
-    bit (they are the unique minimax values)."""
+    """The GPU's twin: the outlet-seeded forest, Euler tours and pointer jumping
+    (:mod:`terrain.hydrology._fill_gpu`); the CPU's levels bit for bit."""
 
     name = "gpu"
 
@@ -157,31 +150,22 @@ class _GpuOps:
         return device_levels(z, outlet, connectivity, self.be)
 
 
-def _ops(be):
-    return be.select(_CpuOps, _GpuOps)(be)
-
-
 def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_depth=None,
                      min_area=None, hierarchy=False, tile=512, backend=None):
-    """Fill every depression of ``dem`` to its spill elevation (module docstring), in core.
+    """Fill every depression of ``dem`` to its spill elevation, in core.
 
     Parameters
     ----------
     dem : (rows, cols) array, NaN = nodata
     connectivity : {4, 8}
-        How water moves between cells (D4 or D8), for the forest and for "beside nodata".
     outlets : (rows, cols) array, optional
         Non-zero cells are the outlets (instead of the grid's edge and nodata).
     epsilon : bool
-        RichDEM's epsilon fill: every flooded or flat cell raised by the smallest float32
-        steps so that it drains (:func:`terrain.hydrology._fill_cpu.epsilon_fill_cpu`).
+        RichDEM's epsilon fill: every flooded or flat cell raised by float32 steps to drain.
     min_depth, min_area : float, int, optional
-        Persistence simplification: keep the depressions at least ``min_depth`` deep and
-        of at least ``min_area`` cells (their pits drain), fill the others
-        (:func:`kept_pits`).
+        Keep the depressions this deep and large (their pits drain), fill the others.
     hierarchy : bool
-        Also return the depression hierarchy (:func:`depression_hierarchy`) in
-        ``result.hierarchy``.
+        Also return :func:`depression_hierarchy` in ``result.hierarchy``.
     tile : int
         Tile side of the grid MST on the CPU.
     backend : {'cpu', 'gpu', 'auto'}, optional
@@ -200,12 +184,15 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     """
     t0 = time.perf_counter()
     be, z, conn = get_backend(backend), _dem(dem), check_connectivity(connectivity)
-    _check_simplify(min_depth, min_area)
+    if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
+        raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
+    if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
+        raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
     simplify = min_depth is not None or min_area is not None
     if be.is_gpu and not (hierarchy or simplify or epsilon):  # all on the device from here
         z = be.xp.asarray(z)
     outlet = outlet_cells(z, conn, outlets)
-    ops = _ops(be)
+    ops = be.select(_CpuOps, _GpuOps)(be)
     times = {}
     table = None
     t1 = time.perf_counter()
@@ -240,27 +227,15 @@ def _dem(dem):
     return z
 
 
-def _check_simplify(min_depth, min_area):
-    if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
-        raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
-    if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
-        raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
-
-
 #: RichDEM's neighbour order (W, NW, N, NE, E, SE, S, SW; D4: W, N, E, S) as (drow, dcol)
 RICHDEM_D8 = (np.array([0, -1, -1, -1, 0, 1, 1, 1]), np.array([-1, -1, 0, 1, 1, 1, 0, -1]))
 RICHDEM_D4 = (np.array([0, -1, 0, 1]), np.array([-1, 0, 1, 0]))
 
 
 def epsilon_levels(z, outlet, connectivity=8, named=False):
-    """The epsilon fill's levels (``inf`` where undrained): RichDEM's Priority-Flood+epsilon
-    ported step for step (:func:`terrain.hydrology._fill_cpu.epsilon_fill_cpu`).
-
-    Seeds: without ``named`` outlets, RichDEM's (every cell on the grid's edge, nodata ones
-    included, in its order), then the nodata cells of holes that do not reach the edge
-    (row-major): so every cell beside nodata drains, as in the exact fill, and a DEM whose
-    nodata all reaches the edge gets RichDEM's bits. With ``named`` outlets: those cells,
-    row-major; nodata is then never entered."""
+    """The epsilon fill's levels (``inf`` where undrained), RichDEM's port. Seeds: RichDEM's
+    edge cells then the cells of nodata holes off the edge (so cells beside nodata drain),
+    or the ``named`` outlets, row-major."""
     z = np.ascontiguousarray(z, np.float32)
     H, W = z.shape
     if named:
@@ -287,12 +262,8 @@ HIERARCHY_COLUMNS = ("id", "pit_row", "pit_col", "pit_elevation", "spill_elevati
 
 def depression_hierarchy(z, mask, outlet, connectivity=8):
     """The depression hierarchy of DEM ``z`` from its minimum spanning forest ``mask``
-    (weight ``max``) and outlets (:func:`terrain.hydrology._fill_cpu.hierarchy_cpu`: Kruskal
-    over the forest's edges in ``(weight, id)`` order).
-
-    Returns a dict of columns (:data:`HIERARCHY_COLUMNS`, their meanings in
-    docs/hydrology.md), one row per depression, ids 1, 2, ... in the order the depressions
-    appear as the water rises (ties: the forest's edge order).
+    (weight ``max``) and outlets: a dict of columns (:data:`HIERARCHY_COLUMNS`, meanings in
+    docs/hydrology.md), ids 1, 2, ... in the order the depressions appear as water rises.
 
     >>> z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 7]], np.float32)
     >>> h = depression_hierarchy(z, __import__("terrain.grid", fromlist=["x"]).grid_mst(
@@ -317,15 +288,9 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
 
 
 def kept_pits(table, min_depth=None, min_area=None):
-    """The flat cell indices (int64) of the pits the simplification keeps.
-
-    A depression's *depth* is its spill elevation minus its pit's elevation; its *area*
-    the cells it floods at its spill level (``cells``). Depressions merge by the elder
-    rule: a merged depression's pit is the lower of its two pits, and that pit lives on
-    in it. A pit is kept when the highest depression whose pit it is has depth at least
-    ``min_depth`` and area at least ``min_area``; it then drains (an outlet), and only
-    the shallower or smaller depressions around it are filled.
-    """
+    """The flat cell indices (int64) of the pits the simplification keeps: those whose
+    highest depression (elder rule) is at least ``min_depth`` deep and ``min_area`` cells
+    large (docs/hydrology.md, "Options")."""
     n = table["id"].shape[0]
     top = np.arange(n)  # each node's highest node with the same pit
     pit = table["pit_row"] * table["_width"] + table["pit_col"]
@@ -376,16 +341,10 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
     return FillResult(filled, depth, depression, stats)
 
 
-# ------------------------------------------------------------------------------------------
-# tiled: the steps of the quadtree walk (the in-memory driver below and pipelines/fill.py)
-
-from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up  # noqa: E402
-
-
+# -- tiled: the quadtree walk's steps (the in-memory driver below and pipelines/fill.py)
 @dataclass(frozen=True)
 class FillSpec(TiledGrid):
-    """What the tiled fill computes: grid shape, tile side, connectivity, and whether the
-    outlets are named (``named_outlets``: an outlet raster) or the grid's edge and nodata."""
+    """What the tiled fill computes on; ``named_outlets``: an outlet raster is given."""
 
     shape: tuple
     tile: int
@@ -396,16 +355,13 @@ class FillSpec(TiledGrid):
         check_connectivity(self.connectivity)
 
     def plan(self, group_tiles):
-        """The :class:`terrain.tiles.quadtree.QuadtreePlan` with ``group_tiles`` tiles a
-        side per group."""
         return QuadtreePlan.build(self.shape, self.tile, group_tiles)
 
 
 @dataclass
 class PortGraph:
-    """A block's forest reduced to its ports (global cell ids): kept vertices and their
-    drain levels inside the block, the forest edges between them, and the forest edges
-    leaving the block (``cu`` inside, ``cv`` outside)."""
+    """A block's forest reduced to its ports (global ids): kept vertices, their levels, the
+    edges between them and the edges leaving the block (``cu`` inside, ``cv`` outside)."""
 
     window: tuple
     verts: np.ndarray
@@ -418,17 +374,8 @@ class PortGraph:
     cw: np.ndarray
 
 
-def _inside(cells, window, ncols):
-    r, c = np.divmod(np.asarray(cells, np.int64), ncols)
-    r0, r1, c0, c1 = window
-    return (r >= r0) & (r < r1) & (c >= c0) & (c < c1)
-
-
 def read_halo(read, spec, window):
-    """``(zh, mh, outlet)`` of ``window``: elevations and forest mask with a one-cell halo
-    (NaN and 0 outside the grid) and the outlets of the window's cells. ``read(name, r0,
-    r1, c0, c1)`` reads layer ``name`` ("elevation", "mst", "outlets") of the grid."""
-    from .flow import padded_window
+    """``(zh, mh, outlet)``: ``window``'s elevations and mask with a halo, and outlets."""
     r0, r1, c0, c1 = window
     zh = padded_window(lambda *w: read("elevation", *w), spec.shape, window, 1, np.nan,
                        np.float32)
@@ -437,8 +384,7 @@ def read_halo(read, spec, window):
         outlet = ((np.asarray(read("outlets", r0, r1, c0, c1)) != 0)
                   & ~np.isnan(zh[1:-1, 1:-1])).astype(np.uint8)
     else:
-        outlet = np.empty((r1 - r0, c1 - c0), np.uint8)
-        K.outlets_cpu(zh, _step(spec.connectivity), outlet)
+        outlet = _beside_nan(zh, _step(spec.connectivity))
     return zh, mh, outlet
 
 
@@ -448,9 +394,7 @@ def _local_to_global(local, window, ncols, width):
 
 
 def fill_leaf_up(read, spec, level, i, j):
-    """The walk's leaf step, up: group ``(level, i, j)``'s forest reduced to its ports
-    (:class:`PortGraph`), None (a group keeps nothing for the way down: it reads its block
-    again) and its statistics."""
+    """The walk's leaf step, up: ``(PortGraph, None, stats)`` of the group."""
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     zh, mh, outlet = read_halo(read, spec, win)
@@ -475,9 +419,8 @@ def fill_leaf_up(read, spec, level, i, j):
 
 
 def fill_merge(spec, level, i, j, *children):
-    """The walk's merge step: node ``(level, i, j)``'s children's port graphs joined by
-    the forest edges between them, reduced to the node's ports; returns ``(up, own,
-    stats)``, ``own`` the joined forest ``(verts, d, eu, ev, ew)`` the split step needs."""
+    """The walk's merge step: the children's port graphs joined and reduced to the node's
+    ports; ``(up, own, stats)``, ``own`` the joined forest for the split step."""
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     kids = [c for c in children if c is not None]
@@ -506,9 +449,8 @@ def fill_merge(spec, level, i, j, *children):
 
 
 def fill_split(spec, level, i, j, incoming, own):
-    """The walk's node step, down: the final levels of node ``(level, i, j)``'s joined
-    forest (the drain pass from its vertices' levels and, from above, its ports' final
-    levels), handed to the four children as ``(cells, levels)``; then ``stats``."""
+    """The walk's node step, down: the final levels of the node's joined forest, handed to
+    the four children as ``(cells, levels)``; then ``stats``."""
     t0 = time.perf_counter()
     verts, d, eu, ev, ew = own
     src = d.copy()
@@ -524,8 +466,7 @@ def fill_split(spec, level, i, j, incoming, own):
 
 
 def _to_children(spec, level, i, j, cells, values):
-    """``(cells, values)`` of node ``(level, i, j)`` split among its four children (None
-    for a child outside the grid)."""
+    """``(cells, values)`` split among the node's four children (None: outside the grid)."""
     from ..grid.merge import child_windows
     parts = []
     for cw in child_windows(spec.window(level, i, j), spec.tile << (level - 1), spec.shape):
@@ -536,9 +477,8 @@ def _to_children(spec, level, i, j, cells, values):
 
 @dataclass
 class LeafBlock:
-    """A group's results on the way down: its window, elevations, levels (``inf`` where
-    undrained), outlets, provisional labels of its flooded regions (1, 2, ... in the
-    block's row-major order) with each label's key (the global id of its first cell)."""
+    """A group's results on the way down: levels (``inf``: undrained), outlets, provisional
+    labels of its flooded regions and each label's key (its first cell's global id)."""
 
     window: tuple
     z: np.ndarray
@@ -554,20 +494,9 @@ class LeafBlock:
         return filled, (filled - self.z).astype(np.float32, copy=False)
 
 
-def block_keys(labels, window, ncols):
-    """Key of each label of a block's provisional ``labels`` (index = label; 0 unused):
-    the global id of the label's first cell."""
-    first = K.first_cells_cpu(labels, int(labels.max(initial=0)))
-    keys = _local_to_global(np.maximum(first, 0), window, ncols, labels.shape[1])
-    keys[0] = -1
-    return keys
-
-
 def fill_leaf_down(read, spec, level, i, j, incoming):
-    """The walk's leaf step, down: the final levels of group ``(level, i, j)``'s cells --
-    the drain pass over its forest from its outlets and its kept vertices' final levels
-    (``incoming``) -- and the provisional labels of its flooded regions
-    (:class:`LeafBlock`)."""
+    """The walk's leaf step, down: the group's final levels (drained from its outlets and
+    ``incoming``) and provisional labels, as a :class:`LeafBlock`."""
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     zh, mh, outlet = read_halo(read, spec, win)
@@ -582,30 +511,24 @@ def fill_leaf_down(read, spec, level, i, j, incoming):
     f = _drain_block(zh, mh, src).reshape(z.shape)
     filled = np.where(np.isinf(f), z, f)
     labels = depression_labels(filled > z, spec.connectivity)
-    keys = block_keys(labels, win, spec.shape[1])
+    first = K.first_cells_cpu(labels, int(labels.max(initial=0)))  # each label's key
+    keys = _local_to_global(np.maximum(first, 0), win, spec.shape[1], labels.shape[1])
+    keys[0] = -1
     stats = {"times": {"read": t1 - t0, "down": time.perf_counter() - t1},
              "read_bytes": zh.nbytes + mh.nbytes}
     return LeafBlock(win, z, f, outlet, labels, keys, stats)
 
 
-# -- the depression ids across groups: a second walk joins the flooded regions that touch
-# across group borders (keys: the global id of a region's first cell, the smallest key of a
-# joined region wins), then each id is 1 + the number of regions whose key is smaller
+# -- the depression ids across groups: a second walk joins regions across group borders
+# (the smallest first-cell key wins); an id is 1 + the number of smaller keys
 
 @dataclass
 class LabelBorder:
-    """The flooded cells on a block's four sides (sorted global ids) and their regions'
-    keys."""
+    """The flooded cells on a block's four sides (sorted global ids) and their keys."""
 
     window: tuple
     cells: np.ndarray
     keys: np.ndarray
-
-
-def _on_sides(cells, window, ncols):
-    r, c = np.divmod(cells, ncols)
-    r0, r1, c0, c1 = window
-    return (r == r0) | (r == r1 - 1) | (c == c0) | (c == c1 - 1)
 
 
 def label_border(block, ncols):
@@ -623,9 +546,7 @@ def label_border(block, ncols):
 
 def label_merge(spec, level, i, j, *children):
     """The label walk's merge step: the children's border regions joined across the
-    separators (:func:`terrain.hydrology._fill_cpu.union_across_cpu`); returns ``(up,
-    own, stats)``: the node's border, and ``own`` = ``(keys, resolved)`` of every region
-    key seen at the node."""
+    separators; ``(up, own, stats)``, ``own`` = ``(keys, resolved)`` seen at the node."""
     t0 = time.perf_counter()
     win = spec.window(level, i, j)
     kids = [(q, c) for q, c in enumerate(children) if c is not None]
@@ -635,7 +556,7 @@ def label_merge(spec, level, i, j, *children):
     order = np.argsort(cells, kind="stable")
     cells, keys, child = cells[order], keys[order], child[order]
     resolved = K.union_across_cpu(cells, keys, child, spec.shape[1], _step(spec.connectivity))
-    keep = _on_sides(cells, win, spec.shape[1])
+    keep = ~_inside(cells, (win[0] + 1, win[1] - 1, win[2] + 1, win[3] - 1), spec.shape[1])
     up = LabelBorder(win, cells[keep], resolved[keep])
     uk, at = np.unique(keys, return_index=True)
     own = (uk, resolved[at])
@@ -643,17 +564,14 @@ def label_merge(spec, level, i, j, *children):
 
 
 def label_split(spec, level, i, j, incoming, own):
-    """The label walk's node step, down: every region key seen at node ``(level, i, j)``
-    mapped to its final key (the region's first cell in the whole grid), handed to the
-    children whose block holds the key."""
+    """The label walk's node step, down: the node's final keys handed to the children."""
     keys, resolved = own
     final = _final_keys(resolved, incoming)
     return _to_children(spec, level, i, j, keys, final) + ({"times": {"labels": 0.0}},)
 
 
 def _final_keys(keys, incoming):
-    """``keys`` mapped by the walk's ``incoming = (sorted keys, final keys)``; a key not
-    in it is final already."""
+    """``keys`` mapped by ``incoming = (sorted keys, final keys)`` (others are final)."""
     if incoming is None or incoming[0].shape[0] == 0:
         return keys
     ik, iv = incoming
@@ -662,10 +580,7 @@ def _final_keys(keys, incoming):
 
 
 def label_count(spec, window, keys, incoming):
-    """What a group tells the numbering: the final keys of its regions that it *owns*
-    (whose first cell lies in it; sorted), how many a row of the group holds, which owned
-    keys other groups need (regions crossing its border), and the keys it needs from
-    others."""
+    """What a group tells the numbering: owned regions per row, keys to publish and need."""
     final = _final_keys(keys, incoming)[1:]
     ncols = spec.shape[1]
     mine = _inside(final, window, ncols)
@@ -690,10 +605,8 @@ def _row_ranks(owned, ncols):
 
 
 def label_numbering(spec, counts):
-    """The ids: 1 + the number of regions with a smaller key, i.e. the row-major order of
-    the regions' first cells. ``counts``: :func:`label_count` of every group. Returns, per
-    group, ``(row offsets, needed keys, their ids)``: a key's id is its row offset in its
-    owner group plus its rank in that row there, plus 1."""
+    """The ids (1 + the regions with a smaller key) from every group's :func:`label_count`:
+    per group ``(row offsets, needed keys, their ids)``."""
     ncols = spec.shape[1]
     rows_total = np.zeros(spec.shape[0] + 1, np.int64)
     for c in counts:
@@ -744,8 +657,7 @@ def label_ids(spec, window, labels, keys, incoming, numbering):
 
 
 def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, backend=None):
-    """:func:`fill_depressions` along the tiled walk, in memory (the pipeline runs the same
-    steps as tasks, reading and writing the store): the same result, bit for bit.
+    """:func:`fill_depressions` along the tiled walk, in memory: the same bits.
 
     >>> z = np.array([[5, 5, 5, 5], [5, 1, 2, 5], [5, 5, 3, 5], [5, 5, 5, 5]], np.float32)
     >>> z[0, 2] = 4
@@ -763,7 +675,6 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
     def read(name, r0, r1, c0, c1):
         return layers[name][r0:r1, c0:c1]
 
-    times = {}
     plan = spec.plan(group_tiles)
     f = np.full(z.shape, np.inf, np.float32)
     depression = np.zeros(z.shape, np.int32)
@@ -776,7 +687,6 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
         def leaf(level, i, j, incoming):
             b = blocks[(i, j)] = fill_leaf_down(read, spec, level, i, j, incoming)
             f[b.window[0]:b.window[1], b.window[2]:b.window[3]] = b.levels
-            return None
 
         walk_down(plan, (fill_split, spec), leaf, extra=own, node_nout=5)
         _, rest = walk_up(plan, lambda k, i, j: (label_border(blocks[(i, j)], z.shape[1]),
@@ -792,5 +702,5 @@ def fill_tiled(dem, connectivity=8, outlets=None, *, tile=512, group_tiles=4, ba
             b = blocks[ij]
             depression[b.window[0]:b.window[1], b.window[2]:b.window[3]] = label_ids(
                 spec, b.window, b.labels, b.keys, mapping[(g,) + ij], numbering)
-    times["levels"] = time.perf_counter() - t0
+    times = {"levels": time.perf_counter() - t0}
     return _finish(z, f, outlet, conn, be, "tiled", times, t0, depression)

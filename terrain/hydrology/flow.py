@@ -1,16 +1,12 @@
 """D8 (and D4) flow directions with flats resolved, and flow accumulation: exact, in core or
-tiled through the quadtree walk, on the CPU (Numba) or the GPU (CuPy), the same bits.
+tiled through the quadtree walk, on the CPU (``_flow_cpu.py``) or the GPU (``_flow.cu``),
+the same bits.
 
-Directions (:func:`flow_directions`) are ESRI's D8 codes (1 E, 2 SE, ... 128 NE; 0 an
-outlet; 255 nodata) on a *filled* DEM: steepest drop, ties in code order; flats routed as
-Garbrecht & Martz (1997) in Barnes, Lehman & Mulla's (2014) form. Accumulation
-(:func:`flow_accumulation`) sums each cell's inflows in code order once all are known
-(Kahn), so its bits do not depend on the visiting order. Tiled runs iterate the flats' BFS
-across groups and run Haverkort & Janssen's up/down pass on the quadtree walk. The rules,
-their reasons and the tiled algorithm are in docs/hydrology.md (flow sections).
-
-The kernels are in ``_flow_cpu.py`` (Numba) and ``_flow.cu`` (CUDA) with the same names,
-one table each (:class:`_CpuOps`, :class:`GpuOps`) chosen once per call.
+Directions are ESRI's D8 codes (1 E, 2 SE, ... 128 NE; 0 an outlet; 255 nodata) on a
+*filled* DEM: steepest drop, ties in code order; flats routed as Garbrecht & Martz in
+Barnes et al.'s form. Accumulation sums each cell's inflows in code order once all are
+known (Kahn). Tiled runs iterate the flats' BFS across groups and run an up/down pass on
+the quadtree walk. docs/hydrology.md (flow sections) has the rules and reasons.
 
 Examples
 --------
@@ -48,9 +44,7 @@ _CODE_DR[[1 << k for k in range(8)]], _CODE_DC[[1 << k for k in range(8)]] = _DR
 
 @dataclass(frozen=True)
 class FlowSpec(TiledGrid):
-    """What a flow run computes on: grid shape, tile side, connectivity (8: D8, 4: D4), cell
-    size ``(dx, dy)`` and whether the grid's edge and nodata drain (``edge_outlets``: no
-    outlet mask given)."""
+    """What a flow run computes on; ``edge_outlets``: the grid's edge and nodata drain."""
 
     shape: tuple
     tile: int
@@ -67,7 +61,7 @@ class FlowSpec(TiledGrid):
 
     @property
     def step(self):
-        """1 (D8: every neighbour) or 2 (D4: the cardinal ones)."""
+        """1 (D8) or 2 (D4: the cardinal neighbours)."""
         return 1 if self.connectivity == 8 else 2
 
     @property
@@ -83,17 +77,13 @@ class FlowSpec(TiledGrid):
 
 @dataclass
 class FlowDirections:
-    """Flow directions (uint8 ESRI codes) and what the run found (``stats``: cells,
-    outlets, flat cells, flats crossing groups, sinks, rounds)."""
+    """Flow directions (uint8 ESRI codes) and what the run found (``stats``)."""
 
     direction: object
     stats: dict = field(default_factory=dict)
 
 
-# ------------------------------------------------------------------------------------------
-# kernel tables
-
-
+# -- kernel tables
 class _CpuOps:
     """The kernels on the CPU (``_flow_cpu.py``); blocks are NumPy arrays."""
 
@@ -140,18 +130,13 @@ class _CpuOps:
 
 
 def _ops(backend):
-    """The kernel table: :class:`_CpuOps` or :class:`GpuOps` (the same calls)."""
     be = get_backend(backend)
     return be.select(_CpuOps, GpuOps)(be)
 
 
-# ------------------------------------------------------------------------------------------
-# windows
-
-
+# -- windows
 def padded_window(read, shape, window, halo, fill, dtype):
-    """Cells ``window`` grown by ``halo`` on every side, ``fill`` outside the grid:
-    ``read(r0, r1, c0, c1)`` gives the part inside."""
+    """Cells ``window`` grown by ``halo``, ``fill`` outside the grid; ``read`` the rest."""
     r0, r1, c0, c1 = window
     out = np.full((r1 - r0 + 2 * halo, c1 - c0 + 2 * halo), fill, dtype)
     a0, a1 = max(r0 - halo, 0), min(r1 + halo, shape[0])
@@ -165,10 +150,7 @@ def _array_reader(a):
     return lambda r0, r1, c0, c1: a[r0:r1, c0:c1]
 
 
-# ------------------------------------------------------------------------------------------
-# directions
-
-
+# -- directions
 def _frames(a, h, w):
     """The group's border cells of a padded (halo 2) array: top, bottom, left, right."""
     return (a[2, 2:w + 2].copy(), a[h + 1, 2:w + 2].copy(), a[2:h + 2, 2].copy(),
@@ -176,8 +158,7 @@ def _frames(a, h, w):
 
 
 def _halo(frames, gi, gj, h, w, fill, dtype):
-    """A padded (halo 2) array holding, on the halo's inner ring, the border cells the
-    eight neighbouring groups published (``frames[(gi, gj)]``: top, bottom, left, right)."""
+    """A padded array holding on its inner ring the neighbouring groups' border cells."""
     a = np.full((h + 4, w + 4), fill, dtype)
     rows, cols, every = slice(2, h + 2), slice(2, w + 2), slice(None)
     for (di, dj), at, side, take in (((-1, 0), (1, cols), 1, every),
@@ -200,9 +181,8 @@ def _seeds(frames, group, window):
 
 @dataclass
 class _GroupFlats:
-    """What a group's flat pass publishes: the away/towards distances and flat labels of its
-    border cells, the largest ``away`` of each local flat, whether a flat touches the
-    border, and counts."""
+    """What a group's flat pass publishes: its border cells' away/towards distances and
+    labels, each local flat's largest ``away``, whether a flat touches the border, counts."""
 
     away: tuple
     towards: tuple
@@ -213,8 +193,8 @@ class _GroupFlats:
 
 
 def _group_step(spec, ops, read_z, read_out, window, halo_a, halo_t, height):
-    """One group's directions work: classify, flat distances (seeded by the halo), labels;
-    with ``height`` (the largest ``away`` of each local flat's whole flat) the codes."""
+    """One group's work: classify, flat distances (seeded by the halo), labels; with
+    ``height`` (each local flat's whole-flat largest ``away``) the codes."""
     r0, r1, c0, c1 = window
     h, w = r1 - r0, c1 - c0
     zp = padded_window(read_z, spec.shape, window, 2, np.nan, np.float32)
@@ -229,8 +209,7 @@ def _group_step(spec, ops, read_z, read_out, window, halo_a, halo_t, height):
             return inner.copy(), stats
         return _GroupFlats((), (), (), np.zeros(1, np.int32), False, stats)
     if halo_a is None:
-        halo_a = np.full(zp.shape, _INF, np.int32)
-        halo_t = halo_a
+        halo_a = halo_t = np.full(zp.shape, _INF, np.int32)
     away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
     labels, maxa = ops.flat_labels(code, away, spec.step)
     if isinstance(height, str):  # "local": the block holds its flats whole (one group)
@@ -250,8 +229,7 @@ def _neighbours(g, groups):
 
 
 def _flat_heights(plan, results, step):
-    """``{group: height per local label}``: the largest ``away`` of each flat, the flats
-    joined across group borders by a union-find over the border labels."""
+    """``{group: each local flat's largest away}``, flats joined across group borders."""
     offsets, total = {}, 0
     for g in plan.groups:
         offsets[g] = total
@@ -265,8 +243,7 @@ def _flat_heights(plan, results, step):
             continue
         top, bottom, left, right = res.labels
         gi, gj = g
-        # my right column against the east group's left one, my bottom row against the
-        # south group's top one (offset by -1, 0, 1 cells in D8)
+        # right column vs the east's left, bottom row vs the south's top (D8: offsets -1..1)
         for h, mine, side in (((gi, gj + 1), right, 2), ((gi + 1, gj), bottom, 0)):
             o = results.get(h)
             if o is not None and o.border_flats:
@@ -293,16 +270,10 @@ def _flat_heights(plan, results, step):
 
 
 def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=None):
-    """The tiled directions' flat work over ``plan``'s groups (module docstring): rounds of
-    per-group flat passes until no group's border distances change, then the flats'
-    heights. Returns ``(results, heights, rounds)``: ``results[g]`` the group's last
-    :class:`_GroupFlats`, ``heights[g]`` the height of each of its local flats (what
-    :func:`direction_group` takes).
-
-    ``read_z(r0, r1, c0, c1)`` (and ``read_out``, the outlet mask) read the grid;
-    ``map_groups(fn, groups)`` runs ``fn(group)`` for each group (default: one after the
-    other; a pipeline passes a parallel one).
-    """
+    """The tiled directions' flat work: rounds of per-group flat passes until no border
+    distance changes, then the flats' heights. Returns ``(results, heights, rounds,
+    frames)`` for :func:`direction_group`. ``read_z``/``read_out`` read the grid;
+    ``map_groups(fn, groups)`` maps over groups (a pipeline passes a parallel one)."""
     ops = _ops(backend)
     mapper = map_groups or (lambda fn, items: [fn(g) for g in items])
     groups = list(plan.groups)
@@ -315,36 +286,28 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=N
         ha, ht = _seeds((frames_a, frames_t), group, window) if seeded else (None, None)
         return _group_step(spec, ops, read_z, read_out, window, ha, ht, None)
 
-    first = mapper(lambda grp: run(grp, False), groups)
-    changed = set()
-    for grp, res in zip(groups, first):
-        results[grp] = res
-        if res.border_flats:
-            frames_a[grp], frames_t[grp] = res.away, res.towards
-            changed.add(grp)
-    rounds = 1
-    while changed:
-        todo = sorted({n for c in changed for n in _neighbours(c, gset)
-                       if results[n].border_flats})
-        if not todo:
-            break
-        again = mapper(lambda grp: run(grp, True), todo)
+    todo, rounds = groups, 0
+    while todo:  # first every group unseeded, then the neighbours of changed groups
+        seeded = rounds > 0
+        again = mapper(lambda grp: run(grp, seeded), todo)
         rounds += 1
         changed = set()
         for grp, res in zip(todo, again):
-            old = results[grp]
+            old = results.get(grp)
             results[grp] = res
-            if any(not np.array_equal(x, y) for x, y in zip(old.away + old.towards,
-                                                             res.away + res.towards)):
+            if res.border_flats and (old is None or any(
+                    not np.array_equal(x, y)
+                    for x, y in zip(old.away + old.towards, res.away + res.towards))):
                 frames_a[grp], frames_t[grp] = res.away, res.towards
                 changed.add(grp)
+        todo = sorted({n for c in changed for n in _neighbours(c, gset)
+                       if results[n].border_flats})
     heights = _flat_heights(plan, results, spec.step)
-    return results, heights, rounds, (frames_a, frames_t)
+    return results, heights, max(rounds, 1), (frames_a, frames_t)  # an empty grid: 1
 
 
 def direction_group(spec, plan, group, read_z, read_out, heights, frames, backend=None):
-    """The final directions of one group (uint8, its window) and its counts, once
-    :func:`direction_pass` resolved the flats' distances and heights."""
+    """One group's final directions and counts, after :func:`direction_pass`."""
     ops = _ops(backend)
     window = plan.window(plan.group_level, *group)
     ha, ht = _seeds(frames, group, window)
@@ -367,20 +330,18 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     filled : 2-D array
         Depression-filled elevations (float32; NaN nodata).
     cellsize : (dx, dy)
-        The distances that weight the drops (a diagonal is ``sqrt(dx² + dy²)``).
+        The distances that weight the drops.
     connectivity : {8, 4}
     outlets : 2-D bool array, optional
-        The cells that drain out of the grid; default: those with no lower neighbour beside
-        the grid's edge or nodata.
+        The cells that drain out; default: those with no lower neighbour beside the grid's
+        edge or nodata.
     tile, group_tiles : int, optional
-        Run tiled (groups of ``group_tiles`` tiles of ``tile`` cells a side) as the out-of-
-        core pipeline does; the result is the same. Default: the whole grid as one block.
+        Run tiled as the out-of-core pipeline does (the same result).
     backend : {'cpu', 'gpu', 'auto'}, optional
 
     Returns
     -------
     FlowDirections
-        ``direction``: uint8 ESRI codes (module docstring); ``stats``.
     """
     z = np.asarray(filled)
     if z.ndim != 2:
@@ -414,15 +375,11 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     return FlowDirections(direction, stats)
 
 
-# ------------------------------------------------------------------------------------------
-# accumulation
-
-
+# -- accumulation
 @dataclass
 class EdgeSummary:
-    """A quadtree node's boundary graph: the flow edges entering it (by their tail cell
-    outside, global ids; ``in_exit``: the out-edge its path leaves by, -1 none) and leaving
-    it (tail inside, head outside, the node's own accumulation at the tail)."""
+    """A quadtree node's boundary graph: the flow edges entering it (tail outside; the
+    out-edge its path leaves by, -1 none) and leaving it (with the node's own accumulation)."""
 
     in_tail: np.ndarray
     in_exit: np.ndarray
@@ -431,33 +388,16 @@ class EdgeSummary:
     out_local: np.ndarray
 
 
-def _empty_summary():
-    e = np.zeros(0, np.int64)
-    return EdgeSummary(e, e, e, e, np.zeros(0, np.float64))
-
-
-def _halo_in_edges(dp):
-    """Halo cells (padded, halo 1) whose direction points into the block: their padded
-    ``(rows, cols)`` in row-major order."""
+def _ring_edges(dp, k, inward):
+    """Cells of ring ``k`` (0: the halo, 1: the interior's border) pointing into
+    (``inward``) or out of the interior: padded ``(rows, cols, head rows, head cols)``."""
     R, C = dp.shape
     ring = np.zeros((R, C), bool)
-    ring[0, :] = ring[-1, :] = ring[:, 0] = ring[:, -1] = True
+    ring[[k, R - 1 - k], k:C - k] = ring[k:R - k, [k, C - 1 - k]] = True
     rr, cc = np.nonzero(ring & (dp != 255) & (dp != 0))
     hr, hc = rr + _CODE_DR[dp[rr, cc]], cc + _CODE_DC[dp[rr, cc]]
-    keep = (hr >= 1) & (hr < R - 1) & (hc >= 1) & (hc < C - 1)
-    return rr[keep], cc[keep]
-
-
-def _out_edges(dp):
-    """Interior cells whose direction leaves the block: padded ``(rows, cols, head rows,
-    head cols)``, row-major."""
-    R, C = dp.shape
-    ring = np.zeros((R, C), bool)  # only the interior's border cells can leave it
-    ring[1, 1:-1] = ring[-2, 1:-1] = ring[1:-1, 1] = ring[1:-1, -2] = True
-    rr, cc = np.nonzero(ring & (dp != 255) & (dp != 0))
-    hr, hc = rr + _CODE_DR[dp[rr, cc]], cc + _CODE_DC[dp[rr, cc]]
-    out = (hr < 1) | (hr >= R - 1) | (hc < 1) | (hc >= C - 1)
-    return rr[out], cc[out], hr[out], hc[out]
+    keep = ((hr >= 1) & (hr < R - 1) & (hc >= 1) & (hc < C - 1)) == inward
+    return rr[keep], cc[keep], hr[keep], hc[keep]
 
 
 def _global_ids(r, c, window, shape, halo=1):
@@ -465,14 +405,14 @@ def _global_ids(r, c, window, shape, halo=1):
 
 
 def _accumulate_block(ops, spec, read_dir, read_w, window, incoming, what):
-    """The padded direction block, its in-edges and the accumulation with ``incoming`` at
-    their tails (zeros: the block's own)."""
+    """The padded direction block, its in-edges (tails, heads) and its accumulation given
+    ``incoming``."""
     dp = padded_window(read_dir, spec.shape, window, 1, 255, np.uint8)
     weights = None
     if read_w is not None:
         r0, r1, c0, c1 = window
         weights = np.nan_to_num(np.asarray(read_w(r0, r1, c0, c1), np.float64), nan=0.0)
-    ir, ic = _halo_in_edges(dp)
+    ir, ic, er, ec = _ring_edges(dp, 0, True)
     ext = np.zeros(dp.shape, np.float64)
     if incoming is not None and len(ir):
         ext[ir, ic] = incoming
@@ -484,25 +424,22 @@ def _accumulate_block(ops, spec, read_dir, read_w, window, incoming, what):
     if done != valid:
         raise InputError(f"{what}: the flow directions hold a cycle ({valid - done} cells "
                          "never drain)")
-    return dp, ir, ic, acc, order, done
+    return dp, (ir, ic, er, ec), acc, order, done
 
 
 def _leaf_up(spec, backend, read_dir, read_w, what, level, i, j):
     ops = _ops(backend)
     window = spec.window(level, i, j)
-    dp, ir, ic, acc, order, done = _accumulate_block(ops, spec, read_dir, read_w, window, None,
-                                                     what)
-    orr, occ, ohr, ohc = _out_edges(dp)
+    dp, (ir, ic, er, ec), acc, order, done = _accumulate_block(ops, spec, read_dir, read_w,
+                                                               window, None, what)
+    orr, occ, ohr, ohc = _ring_edges(dp, 1, False)
     out_index = np.full(dp.shape, -1, np.int64)
     out_index[orr, occ] = np.arange(len(orr))
     exit_ = ops.exits(dp, order, done, out_index)
-    er, ec = ir + _CODE_DR[dp[ir, ic]], ic + _CODE_DC[dp[ir, ic]]
-    summary = EdgeSummary(_global_ids(ir, ic, window, spec.shape),
-                          exit_[er, ec].astype(np.int64),
-                          _global_ids(orr, occ, window, spec.shape),
-                          _global_ids(ohr, ohc, window, spec.shape),
-                          acc[orr, occ].astype(np.float64))
-    return summary, None
+    return EdgeSummary(_global_ids(ir, ic, window, spec.shape), exit_[er, ec].astype(np.int64),
+                       _global_ids(orr, occ, window, spec.shape),
+                       _global_ids(ohr, ohc, window, spec.shape),
+                       acc[orr, occ].astype(np.float64)), None
 
 
 def _inside(ids, window, cols):
@@ -511,9 +448,9 @@ def _inside(ids, window, cols):
 
 
 def _compose(spec, level, i, j, children):
-    """The children's summaries joined: arrays over all their edges, which are internal,
-    and each internal in-edge's out-edge."""
-    kids = [c if c is not None else _empty_summary() for c in children]
+    """The children's summaries joined, the internal edges and their out-edges."""
+    e = np.zeros(0, np.int64)
+    kids = [c if c is not None else EdgeSummary(e, e, e, e, np.zeros(0)) for c in children]
     window = spec.window(level, i, j)
     cols = spec.shape[1]
     n_out = np.cumsum([0] + [len(c.out_tail) for c in kids])
@@ -555,10 +492,8 @@ def _merge_up(spec, level, i, j, *children):
     exits = node_exit[ext_in]
     node_in_exit = np.full(len(exits), -1, np.int64)
     node_in_exit[exits >= 0] = rank[exits[exits >= 0]]
-    summary = EdgeSummary(in_tail[ext_in], node_in_exit.astype(np.int64),
-                          out_tail[out_external], out_head[out_external],
-                          out_val[out_external])
-    return summary, tuple(children)
+    return EdgeSummary(in_tail[ext_in], node_in_exit.astype(np.int64), out_tail[out_external],
+                       out_head[out_external], out_val[out_external]), tuple(children)
 
 
 def _split_down(spec, level, i, j, incoming, children):
@@ -577,19 +512,15 @@ def _split_down(spec, level, i, j, incoming, children):
 
 
 def _leaf_down(spec, backend, read_dir, read_w, what, write, level, i, j, incoming, *rest):
-    ops = _ops(backend)
     window = spec.window(level, i, j)
-    dp, ir, ic, acc, order, done = _accumulate_block(ops, spec, read_dir, read_w, window,
-                                                     incoming, what)
+    acc = _accumulate_block(_ops(backend), spec, read_dir, read_w, window, incoming, what)[2]
     return write(window, acc[1:-1, 1:-1])
 
 
 def accumulation_pass(spec, plan, read_dir, write, read_w=None, backend=None, call=call_now,
                       what="direction"):
-    """Flow accumulation over ``plan`` by the quadtree up/down walk (module docstring):
-    ``write(window, acc)`` receives each group's float64 accumulation; returns what the
-    walk's leaf steps returned, by group. ``call`` runs the steps (a pipeline's makes them
-    tasks)."""
+    """Flow accumulation by the quadtree up/down walk: ``write(window, acc)`` gets each
+    group's; returns the leaf steps' results by group. ``call`` runs the steps."""
     if len(plan.groups) == 1:  # one block: nothing enters it, no boundary graphs
         rest = {(plan.group_level, 0, 0): (None,)}
     else:
@@ -603,7 +534,7 @@ def accumulation_pass(spec, plan, read_dir, write, read_w=None, backend=None, ca
 
 def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, backend=None):
     """Cells (or ``weights``) draining through each cell, itself included (float64; NaN at
-    nodata, code 255).
+    nodata).
 
     Parameters
     ----------
@@ -612,7 +543,7 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
     weights : 2-D array, optional
         Per-cell weight (rainfall); NaN counts as 0. Default: 1 per cell.
     tile, group_tiles : int, optional
-        Run tiled, as the out-of-core pipeline does (module docstring).
+        Run tiled, as the out-of-core pipeline does.
     backend : {'cpu', 'gpu', 'auto'}, optional
     """
     d = np.asarray(direction)
@@ -629,8 +560,7 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
     acc = np.empty(d.shape, np.float64)
 
     def write(window, block):
-        r0, r1, c0, c1 = window
-        acc[r0:r1, c0:c1] = block
+        acc[window[0]:window[1], window[2]:window[3]] = block
 
     accumulation_pass(spec, plan, _array_reader(d), write,
                       None if w is None else _array_reader(w), backend)

@@ -1,19 +1,12 @@
 """Watersheds and stream networks from flow directions (ESRI D8 codes) and accumulation.
 
-* :func:`watershed`: each cell gets the label of the first outlet point on its downstream
-  path (1, 2, ... in the order the points are given), 0 when its path ends elsewhere, -1 at
-  nodata. An outlet upstream of another takes its own basin out of the other's (nested
-  watersheds, as ArcGIS's *Watershed*). :func:`snap_outlets` moves points to the cell of
-  largest accumulation within a radius (ArcGIS's *Snap Pour Point*): a point a cell off the
-  channel otherwise gets a basin of a few cells.
-* :func:`stream_links`: the cells of accumulation at least ``threshold`` form the stream
-  network; a *link* runs from a source (no stream cell drains into it) or a confluence (two
-  or more do) down to the next confluence, which it ends at, or to an outlet. Each link has
-  its Strahler order: 1 at sources; below a confluence the largest order of the inflowing
-  links, plus one when two or more of them share it.
-
-Both hold the grid's directions in memory (the store is read whole; the streams' own work
-is on the stream cells only).
+* :func:`watershed`: each cell gets the label of the first outlet on its downstream path
+  (1, 2, ... in the order given), 0 when its path ends elsewhere, -1 at nodata; nested
+  outlets cut their basins out (ArcGIS's *Watershed*). :func:`snap_outlets`: ArcGIS's *Snap
+  Pour Point*.
+* :func:`stream_links`: cells of accumulation >= ``threshold`` are streams; a *link* runs
+  from a source or a confluence down to the next confluence or an outlet, with its Strahler
+  order. Both hold the grid's directions in memory.
 
 Examples
 --------
@@ -37,8 +30,7 @@ __all__ = ["watershed", "snap_outlets", "stream_links"]
 
 @numba.njit(cache=True)
 def _downstream(d):
-    """Flat index of each cell's downstream cell; -1 at outlets and nodata; -2 where a code
-    is not a D8 code or leaves the grid."""
+    """Each cell's downstream cell; -1 at outlets and nodata; -2: a bad code or off the grid."""
     R, C = d.shape
     out = np.full(R * C, -1, np.int64)
     for r in range(R):
@@ -47,14 +39,11 @@ def _downstream(d):
             if v == 0 or v == 255:
                 continue
             k = CODE_K[v]
-            if k < 0:
+            rr, cc = r + DR[max(k, 0)], c + DC[max(k, 0)]
+            if k < 0 or rr < 0 or rr >= R or cc < 0 or cc >= C or d[rr, cc] == 255:
                 out[r * C + c] = -2
-                continue
-            rr, cc = r + DR[k], c + DC[k]
-            if rr < 0 or rr >= R or cc < 0 or cc >= C or d[rr, cc] == 255:
-                out[r * C + c] = -2
-                continue
-            out[r * C + c] = rr * C + cc
+            else:
+                out[r * C + c] = rr * C + cc
     return out
 
 
@@ -163,10 +152,7 @@ def _strahler(order, down, stream, ins, strahler):
         i = order[q]
         if not stream[i]:
             continue
-        if ins[i] == 0:
-            s = 1
-        else:
-            s = best[i] + (1 if count[i] >= 2 else 0)
+        s = 1 if ins[i] == 0 else best[i] + (1 if count[i] >= 2 else 0)
         strahler[i] = s
         j = down[i]
         if j >= 0 and stream[j]:
@@ -197,17 +183,11 @@ def stream_links(direction, accumulation, threshold):
     links = []
     for start in np.flatnonzero(stream & (ins != 1)):
         cells = [int(start)]
-        i = int(start)
-        while True:
-            j = int(down[i])
-            if j < 0 or not stream[j]:
-                end_outlet = True
-                break
+        while (j := int(down[cells[-1]])) >= 0 and stream[j]:
             cells.append(j)
             if ins[j] != 1:  # a confluence: the next link starts there
-                end_outlet = False
                 break
-            i = j
+        end_outlet = j < 0 or not stream[j]
         last = cells[-1] if end_outlet or len(cells) == 1 else cells[-2]
         links.append({"cells": [(c // C, c % C) for c in cells],
                       "order": int(strahler[start]), "upstream": float(acc[last]),
