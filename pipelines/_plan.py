@@ -27,7 +27,8 @@ from terrain.io.outputs import check_outputs, real_path
 from terrain.errors import InputError
 
 __all__ = ["build_plan", "dry_run_command", "format_bytes", "register", "PLANNERS",
-           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes", "open_header"]
+           "STORED_BYTES_PER_CELL", "task_count", "band_task_bytes", "ingest_bytes", "open_header",
+           "check_same_grid"]
 
 #: stored bytes a cell of each layer (module docstring: measured ratios)
 STORED_BYTES_PER_CELL = {"elevation": 2.6, "mst": 0.5}
@@ -75,6 +76,21 @@ def open_header(inp, tile=512, stores=True):
     return {"shape": shape, "tile": int(tile), "tiles_per_shard": tiles_per_shard(tile, shape),
             "cellsize": grid.cellsize, "geotransform": list(grid.geotransform), "crs": grid.crs,
             "from_store": False}
+
+
+def check_same_grid(path, shape, geotransform, what):
+    """:class:`InputError` unless the raster ``path`` (a friction or weights raster: ``what``)
+    has the DEM's ``shape`` and ``geotransform``."""
+    import numpy as np
+    header = open_header(path)
+    fshape, fgt = header["shape"], header["geotransform"]
+    if tuple(fshape) != tuple(shape):
+        raise InputError(f"{path}: {what} has {fshape[0]} x {fshape[1]} cells, the DEM "
+                         f"{shape[0]} x {shape[1]}")
+    if not np.allclose(np.asarray(fgt, float), np.asarray(geotransform, float), rtol=1e-9,
+                       atol=1e-9 * max(abs(float(geotransform[1])), 1e-300)):
+        raise InputError(f"{path}: {what}'s georeference {list(fgt)} differs from the DEM's "
+                         f"{list(geotransform)}")
 
 
 def band_task_bytes(grid):

@@ -138,19 +138,6 @@ def _is_points_file(path):
     return Path(path).suffix.lower() in POINT_SUFFIXES
 
 
-def _check_friction_grid(friction_path, shape, geotransform):
-    """:class:`InputError` unless the friction raster has the DEM's shape and georeference."""
-    header = _plans.open_header(friction_path)
-    fshape, fgt = header["shape"], header["geotransform"]
-    if tuple(fshape) != tuple(shape):
-        raise InputError(f"{friction_path}: friction raster has {fshape[0]} x {fshape[1]} "
-                         f"cells, the DEM {shape[0]} x {shape[1]}")
-    if not np.allclose(np.asarray(fgt, float), np.asarray(geotransform, float), rtol=1e-9,
-                       atol=1e-9 * max(abs(float(geotransform[1])), 1e-300)):
-        raise InputError(f"{friction_path}: friction raster's georeference {list(fgt)} differs "
-                         f"from the DEM's {list(geotransform)}")
-
-
 def resolve_cost(cost, friction):
     """The cost model: ``cost``, or where it is not given ``friction`` with a friction
     raster (a friction raster means friction) and ``absdiff`` without.
@@ -225,7 +212,7 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
     """The run's spec for the header ``grid`` after every check that needs no data."""
     shape, gt = grid["shape"], grid["geotransform"]
     if friction is not None:
-        _check_friction_grid(friction, shape, gt)
+        _plans.check_same_grid(friction, shape, gt, "friction raster")
     reuse_kind = None if reuse is None else reusable_kind(reuse)
     memory_bytes = parse_memory(memory)
     spec = {"shape": shape, "tile": grid["tile"], "tiles_per_shard": grid["tiles_per_shard"],

@@ -34,6 +34,8 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                  write_block)
 
+from . import _plan as _plans
+
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
            "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
 
@@ -121,14 +123,6 @@ def _ingest(path, target, tile):
         compute(build_ingest_graph(path, target, tile), label="flow-ingest")
 
 
-def _check_weights(weights, shape, gt):
-    from .cost_distance import _check_friction_grid
-    try:
-        _check_friction_grid(weights, shape, gt)
-    except InputError as e:
-        raise InputError(str(e).replace("friction raster", "weights raster")) from None
-
-
 def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
              weights=None, filled=False, backend=None, scheduler=None, overwrite=False,
              geotiff_dir=None, cog=True, route="auto", memory_bytes=None):
@@ -161,7 +155,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     shape = tuple(int(s) for s in shape)
     cells = None if outlets is None else named_outlets(outlets, gt, shape, crs)
     if weights is not None:
-        _check_weights(weights, shape, gt)
+        _plans.check_same_grid(weights, shape, gt, "weights raster")
     spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
                     outlets is None)
     chosen = flow_route(shape, route, memory_bytes)

@@ -26,7 +26,10 @@ def test_bad_inputs(tmp_path):
     asc = write_asc(tmp_path / "f.asc", z)
     small = write_asc(tmp_path / "w.asc", np.ones((5, 5), np.float32))
     rc, _, err = run_cli("flow", asc, "--filled", "--weights", small, "-o", tmp_path / "o.zarr")
-    _one_line(rc, err, "w.asc")
+    _one_line(rc, err, "w.asc: weights raster has 5 x 5 cells, the DEM 20 x 30")
+    rc, _, err = run_cli("cost-distance", asc, "--friction", small, "--source-cell", "1,1",
+                         "-o", tmp_path / "c.zarr")
+    _one_line(rc, err, "w.asc: friction raster has 5 x 5 cells, the DEM 20 x 30")
     rc, _, err = run_cli("flow", asc, "--filled", "-o", asc)
     _one_line(rc, err, "f.asc")
     (tmp_path / "o.csv").write_text("x,y\n-5,-5\n")
