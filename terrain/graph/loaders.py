@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, where
+from ..io import available_memory
 from ..io.outputs import check_input_file
 from . import _native
 
@@ -174,21 +175,6 @@ def _cannot_read(path, e):
 #: and queues per vertex; the two endpoints, a weight and the CSR's arcs per record
 BYTES_PER_VERTEX = 48
 BYTES_PER_RECORD = 48
-
-
-def available_memory():
-    """Bytes of memory available (``MemAvailable``, else the physical memory)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
 
 
 def _gb(x):

@@ -64,11 +64,6 @@ class MSTSpec(TiledGrid):
     def hlen(self):
         return horizontal_lengths(self.cellsize)
 
-    def plan(self, group_tiles):
-        """The :class:`terrain.tiles.quadtree.QuadtreePlan` with ``group_tiles`` tiles a side
-        per group."""
-        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
-
 
 @dataclass
 class GroupResult:

@@ -16,7 +16,7 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..grid.edges import check_connectivity
-from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
+from ..tiles.quadtree import TiledGrid, walk_down, walk_up
 from . import _fill_cpu as K
 from .flow import _inside, padded_window
 
@@ -353,9 +353,6 @@ class FillSpec(TiledGrid):
 
     def __post_init__(self):
         check_connectivity(self.connectivity)
-
-    def plan(self, group_tiles):
-        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
 
 
 @dataclass

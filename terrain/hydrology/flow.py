@@ -28,7 +28,7 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
-from ..tiles.quadtree import QuadtreePlan, TiledGrid, call_now, walk_down, walk_up
+from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
 from ._flow_gpu import GpuOps
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
@@ -70,9 +70,6 @@ class FlowSpec(TiledGrid):
         dx, dy = (float(v) for v in self.cellsize)
         diag = math.sqrt(dx * dx + dy * dy)
         return np.array([dx, diag, dy, diag, dx, diag, dy, diag], np.float64)
-
-    def plan(self, group_tiles):
-        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from ._buffers import available_memory
 from .outputs import atomic_output, check_output_free
 from ..errors import InputError
 
@@ -120,18 +121,6 @@ def _format_rows(values, decimals, nodata_text, buf):
     return p
 
 
-def _memory_available():
-    """Bytes of memory a new allocation can take without swapping (``MemAvailable``)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
 def _band_rows(cols):
     """Rows a band of a grid ``cols`` wide: 64, fewer where that would pass ``_BAND_CELLS``."""
     return max(1, min(_BAND_ROWS, _BAND_CELLS // max(int(cols), 1)))
@@ -154,7 +143,7 @@ def _check_fits(path, rows, cols, nodata=0.0):
                          f"of text; {free / 2**30:.1f} GiB free in {parent}")
     band = _band_rows(cols) * int(cols) * _BAND_BYTES_PER_CELL
     sample = _sample_rows(rows, cols) * int(cols) * 8 * 2 if nodata > 0 else 0
-    avail = _memory_available()
+    avail = available_memory()
     if band + sample > avail:
         raise InputError(f"{path}: rows of {cols} cells need at least "
                          f"{(band + sample) / 2**30:.1f} GiB of memory to write; "
@@ -261,7 +250,7 @@ def write_synth(path, rows, cols, seed=0, nodata=0.0, integer=False, overwrite=F
     band_bytes = step * int(cols) * _BAND_BYTES_PER_CELL
     # bands computed or waiting: two a worker, as many as half the memory holds (at least 1)
     workers = max(1, min(workers or os.cpu_count() or 1,
-                         _memory_available() // (4 * band_bytes)))
+                         available_memory() // (4 * band_bytes)))
     bands = [(r, min(r + step, terrain.rows)) for r in range(0, terrain.rows, step)]
     written = 0
     with atomic_output(Path(path), overwrite) as tmp:

@@ -77,6 +77,10 @@ class TiledGrid:
         clipped to the grid."""
         return node_window(self.shape, self.tile, level, i, j)
 
+    def plan(self, group_tiles):
+        """The :class:`QuadtreePlan` with ``group_tiles`` tiles a side per group."""
+        return QuadtreePlan.build(self.shape, self.tile, group_tiles)
+
 
 @dataclass
 class QuadtreePlan:

@@ -62,7 +62,7 @@ def test_a_file_cut_short_while_read_is_one_error_not_a_fault(tmp_path):
 def test_synth_refuses_rows_that_cannot_fit_in_memory(tmp_path, monkeypatch):
     # --rows 1 --cols 2000000000 ran 5 min and reached 15.8 GB before the kernel killed it
     import terrain.io.synth as synth
-    monkeypatch.setattr(synth, "_memory_available", lambda: 1 << 30)
+    monkeypatch.setattr(synth, "available_memory", lambda: 1 << 30)
     with pytest.raises(InputError, match=r"w.asc: rows of 100000000 cells need at least 2.6 "
                                          r"GiB of memory to write; 1.0 GiB available"):
         write_synth(tmp_path / "w.asc", 1, 100_000_000)
