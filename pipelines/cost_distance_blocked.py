@@ -8,6 +8,7 @@ solves it and returns its ring; stage 1 gives distances, stage 2 labels. Then
 """
 
 import contextlib
+import itertools
 import os
 import shutil
 import time
@@ -352,10 +353,16 @@ def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, ups
             cluster.compute(*upstream, label="cost-ingest")
         prepare_layers(out_path, shape, tile, geo or {}, friction_store is not None)
         driver = BlockedDriver(plan, bspec, srcs, batch=threads)
+        # keys unique per run and round: a distributed scheduler that still holds a key of an
+        # earlier round (its release is asynchronous) or run would hand back that result
+        token = dask.base.tokenize(str(dem_path), str(out_path), time.time_ns())
+        rounds = itertools.count()
 
         def execute(stage, blocks):
+            n = next(rounds)
             tasks = [dask.delayed(_block_task, pure=False)(
-                ctx, stage, i, j, halo, srcs, dask_key_name=(f"cost-block{stage}", i, j))
+                ctx, stage, i, j, halo, srcs,
+                dask_key_name=(f"cost-block{stage}-{token}", n, i, j))
                 for i, j, halo, srcs in blocks]
             return cluster.compute(*tasks, label="cost-block", progress=False)
 
@@ -379,7 +386,8 @@ def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, ups
                           for j in range(c // side, min(c // side + nbr, plan.blocks[1]))]
                 writes.append(dask.delayed(_write_task, pure=False)(
                     ctx, out_path, window, blocks, friction_store is not None,
-                    dask_key_name=("cost-block-write", r // out_side, c // out_side)))
+                    dask_key_name=(f"cost-block-write-{token}", r // out_side,
+                                   c // out_side)))
         fills = cluster.compute(*writes, label="cost-block-write")
         t3 = time.perf_counter()
     summary = summary_base(spec, "cpu")

@@ -14,6 +14,7 @@ bits (weighted sums within float64 rounding on the tiled route):
   boundary graphs (O(perimeter)).
 """
 
+import itertools
 import json
 import shutil
 import time
@@ -259,9 +260,15 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
     read_z = _reader(tmp, "filled", np.float32)
     read_out = None if out_layer is None else _reader(tmp, out_layer)
     t0 = time.perf_counter()
+    # keys unique per run and round: a distributed scheduler that still holds a key of an
+    # earlier round (its release is asynchronous) would hand back that result
+    token = dask.base.tokenize(str(tmp), spec, plan.group_level, time.time_ns())
+    rounds = itertools.count()
     with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
         def map_groups(fn, items):
-            tasks = [dask.delayed(fn, pure=False)(g, dask_key_name=("flow-flats", *g))
+            n = next(rounds)
+            tasks = [dask.delayed(fn, pure=False)(g, dask_key_name=(f"flow-flats-{token}", n,
+                                                                    *g))
                      for g in items]
             return list(compute(*tasks, label="flow-flats"))
 
@@ -276,7 +283,7 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
             return s
 
         stats = list(compute(*[dask.delayed(write_dir, pure=False)(
-            g, dask_key_name=("flow-direction", *g)) for g in plan.groups],
+            g, dask_key_name=(f"flow-direction-{token}", *g)) for g in plan.groups],
             label="flow-direction"))
         t2 = time.perf_counter()
 
@@ -284,7 +291,6 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
             write_block(tmp, "accumulation", window, acc)
             return float(np.nanmax(acc)) if np.any(~np.isnan(acc)) else float("nan")
 
-        token = dask.base.tokenize(str(tmp), spec, plan.group_level)
         graph = TaskGraph("flow", token)
         out = accumulation_pass(spec, plan, _reader(tmp, "direction"), write_acc,
                                 None if w_path is None else _reader(w_path, "elevation",

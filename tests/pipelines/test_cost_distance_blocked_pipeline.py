@@ -152,3 +152,24 @@ def test_block_cache_shrinks_writing_changed_states(tmp_path):
     assert np.array_equal(files.read("d", 0, 0), d[0])  # written when it left
     cache.shrink(0)  # the last block used stays
     assert list(cache.entries) == [(0, 2)] and files.read("d", 0, 1) is None
+
+
+def test_no_task_key_is_used_twice(capsys, tmp_path, dem, small_shards, monkeypatch):
+    """Every round's block tasks, and each run's, have keys of their own: a distributed
+    scheduler that still holds a key of an earlier round or run (its release is
+    asynchronous) hands that result back instead of running the task, which gave a cluster
+    run of the blocked route other distances than a local one."""
+    import pipelines.cluster as cluster
+    keys, compute = [], cluster.compute
+
+    def recording(*collections, **kw):
+        keys.extend(c.key for c in collections)
+        return compute(*collections, **kw)
+
+    monkeypatch.setattr(cluster, "compute", recording)
+    _, path = dem
+    for out in ("b1.zarr", "b2.zarr"):
+        s = _run(capsys, path, "-o", tmp_path / out, "--algorithm", "blocked", "--tile", 8,
+                 "--source-cell", "3,4", "--memory", "64KB")
+        assert s["stage_stats"]["stage1"]["visits"] >= 3  # several rounds
+    assert len(keys) > 2 * 9 and len(keys) == len(set(keys))

@@ -151,3 +151,26 @@ def test_a_flat_across_many_groups_resolves_as_in_core(tmp_path, monkeypatch, ca
         np.testing.assert_array_equal(outs["tiled"][name].view(np.uint8),
                                       outs["in-core"][name].view(np.uint8), err_msg=name)
     assert outs["tiled"]["accumulation"][100, 111] >= 90 * 100  # the lake drains by the notch
+
+
+def test_no_task_key_is_used_twice(tmp_path, monkeypatch, capsys):
+    """The tiled route's rounds of flat tasks, and each run's tasks, have keys of their own:
+    a distributed scheduler still holding a key of an earlier round hands that result back
+    instead of running the task."""
+    import pipelines.cluster as cluster
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    keys, compute = [], cluster.compute
+
+    def recording(*collections, **kw):
+        keys.extend(k for c in collections for k in c.__dask_keys__())
+        return compute(*collections, **kw)
+
+    monkeypatch.setattr(cluster, "compute", recording)
+    _, asc = _dem(tmp_path)
+    for out in ("a.zarr", "b.zarr"):
+        rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / out, "--route", "tiled",
+                              "--tile", "8", scheduler="threads")
+        assert rc == 0, err
+        assert zarr.open_group(str(tmp_path / out)).attrs["flow"]["flat_rounds"] > 1
+    assert len(keys) > 2 * 20 and len(keys) == len(set(map(str, keys)))
