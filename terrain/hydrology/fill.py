@@ -311,9 +311,8 @@ def kept_pits(table, min_depth=None, min_area=None):
 
 
 def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
-    """The result layers and statistics from the levels ``f`` (``inf`` = undrained), on
-    the device where ``f`` is (the layers and labels of the 40-ft grid: 2.2 s on the host,
-    0.1 s there), returned on the host."""
+    """The result layers and statistics from the levels ``f`` (``inf`` = undrained),
+    computed where ``f`` is (host or device: docs/hydrology.md), returned on the host."""
     t1 = time.perf_counter()
     on_device = not isinstance(f, np.ndarray)
     xp = be.xp if on_device else np
