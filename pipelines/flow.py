@@ -25,9 +25,9 @@ import zarr
 
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import read_layer
+from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
 from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
-                               flow_accumulation, flow_directions)
+                               fill_depressions, flow_accumulation, flow_directions)
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, write_georeference
 from terrain.io.outputs import atomic_output, check_outputs
@@ -112,9 +112,12 @@ def _reader(store, layer, dtype=None):
     return read
 
 
-def _write_whole(store, layer, values, side):
-    _each_shard(lambda w: write_block(store, layer, w, values[w[0]:w[1], w[2]:w[3]]),
-                values.shape, side)
+def _write_whole(store, layers, side):
+    """Whole layers (host or device arrays of the grid's shape) written shard by shard on
+    the I/O threads (a device array comes down one shard at a time)."""
+    layouts = shard_layouts(store, list(layers))
+    shape = next(iter(layers.values())).shape
+    _each_shard(lambda w: write_windows(store, layers, [w], layouts=layouts), shape, side)
 
 
 def _ingest(path, target, tile):
@@ -134,7 +137,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     nodata). ``weights``: a raster on the same grid (float; NaN counts 0). ``route``:
     :func:`flow_route`. Returns the summary (also in the store's ``flow`` attribute).
     """
-    from .fill import named_outlets, write_filled, write_outlets
+    from .fill import fill_route, named_outlets, write_filled, write_outlets
     t_start = time.perf_counter()
     be = get_backend(backend)
     inp = Path(input_path)
@@ -160,6 +163,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
                     outlets is None)
     chosen = flow_route(shape, route, memory_bytes)
+    if (chosen == "in-core" and route == "auto" and not filled
+            and fill_route(shape, be) != "in-core"):
+        chosen = "tiled"  # the in-core route fills in core too
     side = int(tile) * shard
     weights_tmp = None
     wall = {}
@@ -190,17 +196,18 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 write_outlets(tmp, cells, shape, tile, side)
                 out_layer = "outlets"
             wall["ingest"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            if filled:  # copied as it is
-                _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
-                    dem_path, "elevation", w)), shape, side)
-            else:
-                write_filled(dem_path, tmp, shape, tile, connectivity, out_layer, be.name,
-                             scheduler)
-            wall["fill"] = time.perf_counter() - t0
             if chosen == "in-core":
-                stats = _in_core(tmp, spec, side, out_layer, w_path, be.name, wall)
+                stats = _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be,
+                                 wall)
             else:
+                t0 = time.perf_counter()
+                if filled:  # copied as it is
+                    _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
+                        dem_path, "elevation", w)), shape, side)
+                else:
+                    write_filled(dem_path, tmp, shape, tile, connectivity, out_layer, be.name,
+                                 scheduler)
+                wall["fill"] = time.perf_counter() - t0
                 stats = _tiled(tmp, spec, shard, out_layer, w_path, be.name, scheduler, wall)
             summary = {"rows": shape[0], "cols": shape[1], "connectivity": int(connectivity),
                        "cellsize": list(spec.cellsize), "tile": int(tile), "route": chosen,
@@ -223,22 +230,25 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     return summary
 
 
-def _in_core(tmp, spec, side, out_layer, w_path, backend, wall):
+def _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be, wall):
+    """The grid read whole; fill (unless ``filled``), directions and accumulation where
+    ``be`` computes: on the GPU nothing comes back to the host before the writes."""
     t0 = time.perf_counter()
-    z = read_layer(tmp, "filled", np.float32)
+    z = be.asarray(read_layer(dem_path, "elevation", np.float32))
     outl = None if out_layer is None else read_layer(tmp, out_layer)
     w = None if w_path is None else read_layer(w_path, "elevation").astype(np.float64)
     t1 = time.perf_counter()
-    d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=backend)
-    del z
+    if not filled:
+        z = fill_depressions(z, spec.connectivity, outl, tile=spec.tile, backend=be).filled
     t2 = time.perf_counter()
-    acc = flow_accumulation(d.direction, w, backend=backend)
+    d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=be)
     t3 = time.perf_counter()
-    _write_whole(tmp, "direction", d.direction, side)
-    _write_whole(tmp, "accumulation", acc, side)
+    acc = flow_accumulation(d.direction, w, backend=be)
     t4 = time.perf_counter()
-    wall.update({"read": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2,
-                 "write": t4 - t3})
+    _write_whole(tmp, {"filled": z, "direction": d.direction, "accumulation": acc}, side)
+    t5 = time.perf_counter()
+    wall.update({"read": t1 - t0, "fill": t2 - t1, "direction": t3 - t2,
+                 "accumulation": t4 - t3, "write": t5 - t4})
     return _stats(d.stats, acc)
 
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Backend", "get_backend", "gpu_available", "BACKEND_CHOICES", "GPU_MIN_WORK"]
+__all__ = ["Backend", "get_backend", "array_backend", "gpu_available", "BACKEND_CHOICES",
+           "GPU_MIN_WORK"]
 
 BACKEND_CHOICES = ("auto", "cpu", "gpu")
 
@@ -78,7 +79,9 @@ class Backend:
         return ndimage
 
     def asarray(self, a, dtype=None):
-        """``a`` on this backend's device."""
+        """``a`` on this backend's device (a device array comes to the host for the CPU)."""
+        if not self.is_gpu:
+            a = array_backend(a).to_numpy(a)
         return self.xp.asarray(a, dtype=dtype)
 
     def to_numpy(self, a):
@@ -179,3 +182,13 @@ def get_backend(name=None, work=None):
                              "is missing")
         return _CPU
     return Backend("gpu", cupy)
+
+
+def array_backend(a):
+    """The backend whose memory holds ``a``: ``gpu`` for a device array (one with the CUDA
+    array interface, as CuPy's), else ``cpu``.
+
+    >>> array_backend(np.zeros(3)).name
+    'cpu'
+    """
+    return get_backend("gpu") if hasattr(a, "__cuda_array_interface__") else _CPU

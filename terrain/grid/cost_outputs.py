@@ -27,6 +27,7 @@ import os
 import numpy as np
 import zarr
 
+from ..backend import array_backend
 from ..tiles import MAX_IO_THREADS, fast_layout, io_threads, read_array, write_shard
 from .costs import ARC_NAMES
 
@@ -127,11 +128,11 @@ def write_windows(store_path, layers, windows, config=None, layouts=None):
 
 def _blocks(values):
     """``values`` as ``write_shard`` takes it (a device array as ``DeviceBlocks``)."""
-    if isinstance(values, np.ndarray) or not hasattr(values, "__cuda_array_interface__"):
+    be = array_backend(values)
+    if not be.is_gpu:
         return values
     from .._transfer import DeviceBlocks
-    from ..backend import get_backend
-    cp = get_backend("gpu").xp
+    cp = be.xp
     return DeviceBlocks(cp, cp.ascontiguousarray(values))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backend import get_backend
+from ..backend import array_backend, get_backend
 from ..errors import InputError
 from ..tiles.quadtree import QuadtreePlan, TiledGrid, walk_down, walk_up
 from ..tiles.store import TileStore, check_tile_size, is_store, open_store, shard_windows
@@ -121,7 +121,7 @@ def group_forest(spec, z_block, window, group_level, backend=None, read_seconds=
     be = get_backend(backend)
     ops = be.select(_CPU_OPS, _GPU_OPS)
     r0, r1, c0, c1 = window
-    if not (in_core and hasattr(z_block, "__cuda_array_interface__")):
+    if not (in_core and array_backend(z_block).is_gpu):
         z_block = np.asarray(z_block, np.float32)
     if tuple(z_block.shape) != (r1 - r0, c1 - c0):
         raise InputError(f"group_forest: block shape {z_block.shape} does not match {window}")
@@ -328,7 +328,7 @@ def grid_mst(dem_or_store, connectivity=8, weight="max", tile=512, backend=None,
         group_tiles = group_tiles or store.tiles_per_shard
     else:
         dem = dem_or_store
-        if not hasattr(dem, "__cuda_array_interface__"):
+        if not array_backend(dem).is_gpu:
             dem = np.asarray(dem, dtype=np.float32)
         if dem.ndim != 2:
             raise InputError(f"grid_mst: the DEM must be 2-D, got shape {dem.shape}")

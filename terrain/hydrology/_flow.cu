@@ -4,9 +4,11 @@
 //
 // classify            one thread a cell: nodata 255, outlet 0, steepest drop 1 << k, flat 254
 // flat_seed           the seeds of the away (which 0) / towards (which 1) distances
-// flat_relax          one relaxation sweep of the flats' BFS distances over a list of flat
-//                     cells: d = min(d, d_n + 1); the fixed point is the BFS distance from the
-//                     seeds (with their initial distances), whatever the order of updates
+// flat_frontier       one round of the flats' BFS distances: every cell of the frontier
+//                     offers d + 1 to its inner flat neighbours (atomicMin); a neighbour it
+//                     lowers joins the next frontier once (stamped with the round). The fixed
+//                     point is the BFS distance from the seeds (with their initial distances),
+//                     whatever the order of updates, and each round touches only the frontier
 // label_min, label_jump  connected components of the flat cells: min-index propagation with
 //                     pointer jumping; a component's label is its first cell in row-major
 //                     order, the CPU's numbering after a rank (flow.py)
@@ -77,22 +79,22 @@ extern "C" __global__ void flat_seed(const float* zp, const unsigned char* code,
     }
 }
 
-extern "C" __global__ void flat_relax(const long long* cells, long long n, const unsigned char* code,
-                                      int step, int C, int* dist, int* changed) {
-    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    long long i = cells[t];
-    int d = dist[i];
-    int best = d;
-    for (int k = 0; k < 8; k += step) {
-        long long m = i + (long long)DR[k] * C + DC[k];
-        if (code[m] != FLAT) continue;
-        int dn = ((volatile int*)dist)[m];
-        if (dn < INF && dn + 1 < best) best = dn + 1;
-    }
-    if (best < d) {
-        dist[i] = best;
-        *changed = 1;
+extern "C" __global__ void flat_frontier(const long long* front, const int* count,
+                                         const unsigned char* code, int step, int R, int C,
+                                         int round, int* dist, int* stamp, long long* next,
+                                         int* next_count) {
+    int n = *count;  // read on the device: the host enqueues rounds without waiting
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n;
+         t += (long long)gridDim.x * blockDim.x) {
+        long long i = front[t];
+        int d = ((volatile int*)dist)[i] + 1;
+        for (int k = 0; k < 8; k += step) {
+            long long m = i + (long long)DR[k] * C + DC[k];
+            int r = (int)(m / C), c = (int)(m % C);
+            if (r < 2 || r >= R - 2 || c < 2 || c >= C - 2 || code[m] != FLAT) continue;
+            if (atomicMin(&dist[m], d) > d && atomicExch(&stamp[m], round) != round)
+                next[atomicAdd(next_count, 1)] = m;
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 """The GPU side of :mod:`terrain.hydrology.flow`: the ``_flow.cu`` kernels behind the CPU
-table's calls (NumPy blocks in and out), the CPU's bits (docs/hydrology.md, "On the GPU").
+table's calls (blocks in from the host or the device, out on the device, where an in-core
+run keeps them), the CPU's bits (docs/hydrology.md, "On the GPU").
 """
 
 from pathlib import Path
@@ -9,6 +10,7 @@ import numpy as np
 __all__ = ["GpuOps"]
 
 _BLOCK = 256
+_CHECK = 32  # frontier rounds between the host's looks at the frontier's size
 _INF = 2**31 - 1
 _DR = np.array([0, 1, 1, 1, 0, -1, -1, -1])
 _DC = np.array([1, 1, 0, -1, -1, -1, 0, 1])
@@ -35,7 +37,7 @@ class GpuOps:
         self._launch("classify", R * C, z, o, np.int32(op is not None),
                      np.int32(bool(edge_outlets)), cp.asarray(dist, cp.float64),
                      np.int32(step), np.int32(R), np.int32(C), code)
-        return code.get()
+        return code
 
     def _flat_cells(self, code_d, R, C):
         cp = self.cp
@@ -44,24 +46,39 @@ class GpuOps:
         return cp.flatnonzero(inner.ravel() & (code_d.ravel() == 254)).astype(cp.int64)
 
     def flat_distances(self, zp, code, halo_a, halo_t, step):
+        """The away and towards BFS distances over the flats, round by round on a frontier
+        (rounds are enqueued without waiting; the host looks every ``_CHECK`` rounds)."""
         cp = self.cp
         R, C = zp.shape
         z = cp.asarray(zp, cp.float32)
         code_d = cp.asarray(code)
-        cells = self._flat_cells(code_d, R, C)
-        changed = cp.zeros(1, cp.int32)
+        flat = code_d == 254
+        size = max(1, int(cp.count_nonzero(flat)))
+        stamp = cp.full(R * C, -1, cp.int32)
+        fronts = (cp.empty(size, cp.int64), cp.empty(size, cp.int64))
+        counts = (cp.zeros(1, cp.int32), cp.zeros(1, cp.int32))
+        grid = (min(4096, (size + _BLOCK - 1) // _BLOCK),)
+        rnd = 0
         out = []
         for which, halo in ((0, halo_a), (1, halo_t)):
             dist = cp.empty((R, C), cp.int32)
             self._launch("flat_seed", R * C, z, code_d, cp.asarray(halo, cp.int32),
                          np.int32(which), np.int32(step), np.int32(R), np.int32(C), dist)
-            while cells.size:
-                changed.fill(0)
-                self._launch("flat_relax", cells.size, cells, np.int64(cells.size), code_d,
-                             np.int32(step), np.int32(C), dist, changed)
-                if not int(changed.get()[0]):
+            seeds = cp.flatnonzero(flat.ravel() & (dist.ravel() < _INF))
+            fronts[0][:seeds.size] = seeds
+            counts[0].fill(seeds.size)
+            cur = 0
+            while True:
+                for _ in range(_CHECK):
+                    counts[1 - cur].fill(0)
+                    self.mod.get_function("flat_frontier")(
+                        grid, (_BLOCK,), (fronts[cur], counts[cur], code_d, np.int32(step),
+                                          np.int32(R), np.int32(C), np.int32(rnd), dist,
+                                          stamp, fronts[1 - cur], counts[1 - cur]))
+                    cur, rnd = 1 - cur, rnd + 1
+                if not int(counts[cur].get()[0]):
                     break
-            out.append(dist.get())
+            out.append(dist)
         return out[0], out[1]
 
     def flat_labels(self, code, away, step):
@@ -87,7 +104,7 @@ class GpuOps:
         a = cp.where(a < _INF, a, 0).astype(cp.int32)
         maxa = cp.zeros(int(uniq.size) + 1, cp.int32)
         cp.maximum.at(maxa, lab, a)
-        return labels.reshape(R, C).get(), maxa.get()
+        return labels.reshape(R, C), maxa
 
     def flat_directions(self, zp, code, away, towards, labels, height, step):
         cp = self.cp
@@ -97,7 +114,7 @@ class GpuOps:
                      cp.asarray(away, cp.int32), cp.asarray(towards, cp.int32),
                      cp.asarray(labels, cp.int32), cp.asarray(height, cp.int32),
                      np.int32(step), np.int32(R), np.int32(C), out)
-        return out.get()
+        return out
 
     def accumulate(self, dp, weights, ext):
         cp = self.cp
@@ -117,7 +134,7 @@ class GpuOps:
         self._launch("accumulate", sources.size, d, w, np.int32(weights is not None),
                      cp.asarray(ext, cp.float64), sources, np.int64(sources.size),
                      np.int32(R), np.int32(C), indeg, acc, done)
-        return acc.get(), None, int(done.get()[0]), int(err.get()[0])
+        return acc, None, int(done.get()[0]), int(err.get()[0])
 
     def exits(self, dp, order, done, out_index):
         """Pointer jumping to each interior cell's out-edge (its index) or outlet (-1)."""

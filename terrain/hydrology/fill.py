@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import get_backend
+from ..backend import array_backend, get_backend
 from ..errors import InputError
 from ..grid.edges import check_connectivity
 from ..tiles.quadtree import TiledGrid, walk_down, walk_up
@@ -66,7 +66,7 @@ def outlet_cells(z, connectivity=8, outlets=None):
     >>> outlet_cells(np.ones((3, 3), np.float32)).tolist()
     [[1, 1, 1], [1, 0, 1], [1, 1, 1]]
     """
-    xp = get_backend("gpu").xp if hasattr(z, "__cuda_array_interface__") else np
+    xp = array_backend(z).xp
     z = xp.asarray(z, np.float32)
     if outlets is not None:
         o = xp.asarray(outlets)
@@ -80,7 +80,7 @@ def outlet_cells(z, connectivity=8, outlets=None):
 def _beside_nan(zh, step):
     """uint8: 1 at the valid inner cells of halo block ``zh`` (NumPy or CuPy) with a NaN
     neighbour (eight shifted masks: NumPy beats a kernel)."""
-    xp = get_backend("gpu").xp if hasattr(zh, "__cuda_array_interface__") else np
+    xp = array_backend(zh).xp
     nan = xp.isnan(zh)
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     near = xp.zeros((H, W), np.bool_)
@@ -157,6 +157,7 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     Parameters
     ----------
     dem : (rows, cols) array, NaN = nodata
+        A CuPy ``dem`` filled on the GPU gives CuPy layers (nothing leaves the device).
     connectivity : {4, 8}
     outlets : (rows, cols) array, optional
         Non-zero cells are the outlets (instead of the grid's edge and nodata).
@@ -183,13 +184,15 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     ([[4.0, 4.0], [5.0, 4.0]], [[1, 1], [0, 1]])
     """
     t0 = time.perf_counter()
-    be, z, conn = get_backend(backend), _dem(dem), check_connectivity(connectivity)
+    plain = not (hierarchy or epsilon or min_depth is not None or min_area is not None)
+    be, conn = get_backend(backend), check_connectivity(connectivity)
+    z = _dem(dem, device=be.is_gpu and plain)
     if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
         raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
     if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
         raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
     simplify = min_depth is not None or min_area is not None
-    if be.is_gpu and not (hierarchy or simplify or epsilon):  # all on the device from here
+    if be.is_gpu and plain:  # all on the device from here
         z = be.xp.asarray(z)
     outlet = outlet_cells(z, conn, outlets)
     ops = be.select(_CpuOps, _GpuOps)(be)
@@ -209,7 +212,8 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     else:
         f = ops.levels(z, outlet, conn, tile)
     times["levels"] = time.perf_counter() - t1
-    r = _finish(z, f, outlet, conn, be, "in-core", times, t0)
+    r = _finish(z, f, outlet, conn, be, "in-core", times, t0,
+                host=not array_backend(dem).is_gpu)
     r.hierarchy = table if hierarchy else None
     if epsilon:
         r.stats["epsilon"] = True
@@ -220,8 +224,13 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     return r
 
 
-def _dem(dem):
-    z = np.ascontiguousarray(np.asarray(dem, np.float32))
+def _dem(dem, device=False):
+    """``dem`` as a C-contiguous float32 array on the host, or where it is with ``device``."""
+    where = array_backend(dem)
+    if device and where.is_gpu:
+        z = where.xp.ascontiguousarray(dem, np.float32)
+    else:
+        z = np.ascontiguousarray(where.to_numpy(dem), np.float32)
     if z.ndim != 2:
         raise InputError(f"fill: the DEM must be 2-D, got shape {z.shape}")
     return z
@@ -310,9 +319,10 @@ def kept_pits(table, min_depth=None, min_area=None):
     return np.unique(pit[leaves[keep]])
 
 
-def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
+def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True):
     """The result layers and statistics from the levels ``f`` (``inf`` = undrained),
-    computed where ``f`` is (host or device: docs/hydrology.md), returned on the host."""
+    computed where ``f`` is (host or device: docs/hydrology.md), returned on the host (or
+    left on the device without ``host``)."""
     t1 = time.perf_counter()
     on_device = not isinstance(f, np.ndarray)
     xp = be.xp if on_device else np
@@ -331,7 +341,7 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None):
              "undrained": int(xp.count_nonzero(undrained)),
              "max_depth": float(xp.nanmax(depth)) if valid else 0.0,
              "connectivity": conn, "backend": be.name, "path": path}
-    if on_device:
+    if on_device and host:
         from .._transfer import to_host
         filled, depth, depression = to_host(xp, [filled, depth, depression])
     times["labels"] = time.perf_counter() - t1

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import get_backend
+from ..backend import array_backend, get_backend
 from ..errors import InputError
 from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
 from ._flow_gpu import GpuOps
@@ -87,6 +87,7 @@ class _CpuOps:
     def __init__(self, backend):
         from . import _flow_cpu
         self.k = _flow_cpu
+        self.be = backend
 
     def classify(self, zp, op, edge_outlets, dist, step):
         code = np.full(zp.shape, 255, np.uint8)
@@ -189,32 +190,41 @@ class _GroupFlats:
     stats: dict
 
 
-def _group_step(spec, ops, read_z, read_out, window, halo_a, halo_t, height):
-    """One group's work: classify, flat distances (seeded by the halo), labels; with
-    ``height`` (each local flat's whole-flat largest ``away``) the codes."""
-    r0, r1, c0, c1 = window
-    h, w = r1 - r0, c1 - c0
+def _padded(spec, read_z, read_out, window):
+    """A group's elevations and outlets read with a halo of 2 (host arrays)."""
     zp = padded_window(read_z, spec.shape, window, 2, np.nan, np.float32)
     op = None if read_out is None else padded_window(read_out, spec.shape, window, 2, 0,
                                                      np.uint8)
+    return zp, op
+
+
+def _group_step(spec, ops, zp, op, halo_a, halo_t, height):
+    """One group's work on its padded elevations ``zp`` and outlets ``op``: classify, flat
+    distances (seeded by the halo), labels; with ``height`` (each local flat's whole-flat
+    largest ``away``) the codes, left where ``ops`` computes. What a first pass publishes to
+    the other groups is on the host."""
+    xp, host = ops.be.xp, ops.be.to_numpy
+    h, w = zp.shape[0] - 4, zp.shape[1] - 4
     code = ops.classify(zp, op, spec.edge_outlets, spec.distances, spec.step)
     inner = code[2:h + 2, 2:w + 2]
-    flats = int(np.count_nonzero(inner == 254))
-    stats = {"cells": int(np.count_nonzero(inner != 255)), "flat_cells": flats}
+    flats = int(xp.count_nonzero(inner == 254))
+    stats = {"cells": int(xp.count_nonzero(inner != 255)), "flat_cells": flats}
     if flats == 0:
         if height is not None:
             return inner.copy(), stats
         return _GroupFlats((), (), (), np.zeros(1, np.int32), False, stats)
     if halo_a is None:
-        halo_a = halo_t = np.full(zp.shape, _INF, np.int32)
+        halo_a = halo_t = xp.full(zp.shape, _INF, np.int32)
     away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
     labels, maxa = ops.flat_labels(code, away, spec.step)
     if isinstance(height, str):  # "local": the block holds its flats whole (one group)
         height = maxa
     if height is None:
-        fl = _frames(labels, h, w)
+        fl = tuple(host(x) for x in _frames(labels, h, w))
         border = any(bool(np.any(x > 0)) for x in fl)
-        return _GroupFlats(_frames(away, h, w), _frames(towards, h, w), fl, maxa, border, stats)
+        return _GroupFlats(tuple(host(x) for x in _frames(away, h, w)),
+                           tuple(host(x) for x in _frames(towards, h, w)), fl, host(maxa),
+                           border, stats)
     out = ops.flat_directions(zp, code, away, towards, labels, height, spec.step)
     return out[2:h + 2, 2:w + 2].copy(), stats
 
@@ -281,7 +291,7 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=N
     def run(group, seeded):
         window = plan.window(g, *group)
         ha, ht = _seeds((frames_a, frames_t), group, window) if seeded else (None, None)
-        return _group_step(spec, ops, read_z, read_out, window, ha, ht, None)
+        return _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht, None)
 
     todo, rounds = groups, 0
     while todo:  # first every group unseeded, then the neighbours of changed groups
@@ -308,8 +318,9 @@ def direction_group(spec, plan, group, read_z, read_out, heights, frames, backen
     ops = _ops(backend)
     window = plan.window(plan.group_level, *group)
     ha, ht = _seeds(frames, group, window)
-    code, stats = _group_step(spec, ops, read_z, read_out, window, ha, ht,
+    code, stats = _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht,
                               heights.get(group, np.zeros(1, np.int32)))
+    code = ops.be.to_numpy(code)
     stats["outlets"] = int(np.count_nonzero(code == 0))
     return code, stats
 
@@ -325,7 +336,8 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     Parameters
     ----------
     filled : 2-D array
-        Depression-filled elevations (float32; NaN nodata).
+        Depression-filled elevations (float32; NaN nodata). The codes come back where it is
+        (a CuPy array on the device).
     cellsize : (dx, dy)
         The distances that weight the drops.
     connectivity : {8, 4}
@@ -340,25 +352,31 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     -------
     FlowDirections
     """
-    z = np.asarray(filled)
+    where = array_backend(filled)
+    z = where.xp.asarray(filled)
     if z.ndim != 2:
         raise InputError(f"filled: a DEM must be 2-D, got shape {z.shape}")
-    z = np.ascontiguousarray(z, np.float32)
+    z = where.xp.ascontiguousarray(z, np.float32)
     out = None
     if outlets is not None:
-        out = np.ascontiguousarray(np.asarray(outlets) != 0, np.uint8)
+        out = where.asarray(outlets) != 0
         if out.shape != z.shape:
             raise InputError(f"outlets: {out.shape} cells, the DEM {z.shape}")
+        out = out.view(np.uint8)
     spec = FlowSpec(z.shape, int(tile or _in_core_tile(z.shape)), int(connectivity),
                     tuple(float(v) for v in cellsize), outlets is None)
     plan = spec.plan(group_tiles)
+    if len(plan.groups) == 1:  # one block: its flats are whole, one pass where ops compute
+        ops = _ops(backend)
+        be = ops.be
+        zp = be.xp.pad(be.asarray(z), 2, constant_values=np.nan)
+        op = None if out is None else be.xp.pad(be.asarray(out), 2)
+        code, stats = _group_step(spec, ops, zp, op, None, None, "local")
+        stats.update(outlets=int(be.xp.count_nonzero(code == 0)), rounds=1)
+        return FlowDirections(where.asarray(code), stats)
+    z = where.to_numpy(z)
     read_z = _array_reader(z)
-    read_out = None if out is None else _array_reader(out)
-    if len(plan.groups) == 1:  # one block: its flats are whole, one pass
-        code, stats = _group_step(spec, _ops(backend), read_z, read_out, (0, z.shape[0], 0,
-                                  z.shape[1]), None, None, "local")
-        stats.update(outlets=int(np.count_nonzero(code == 0)), rounds=1)
-        return FlowDirections(code, stats)
+    read_out = None if out is None else _array_reader(where.to_numpy(out))
     results, heights, rounds, frames = direction_pass(spec, plan, read_z, read_out, backend)
     direction = np.empty(z.shape, np.uint8)
     stats = {"cells": 0, "flat_cells": 0, "outlets": 0}
@@ -369,7 +387,7 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         for k in stats:
             stats[k] += s[k]
     stats["rounds"] = rounds
-    return FlowDirections(direction, stats)
+    return FlowDirections(where.asarray(direction), stats)
 
 
 # -- accumulation
@@ -413,15 +431,21 @@ def _accumulate_block(ops, spec, read_dir, read_w, window, incoming, what):
     ext = np.zeros(dp.shape, np.float64)
     if incoming is not None and len(ir):
         ext[ir, ic] = incoming
+    acc, order, done = _checked_accumulate(ops, dp, weights, ext, what)
+    return dp, (ir, ic, er, ec), ops.be.to_numpy(acc), order, done
+
+
+def _checked_accumulate(ops, dp, weights, ext, what):
+    """``ops.accumulate`` on a padded direction block, its errors raised."""
     acc, order, done, err = ops.accumulate(dp, weights, ext)
     if err:
         raise InputError(f"{what}: a flow direction leads to nodata, off the grid or is not "
                          "an ESRI D8 code")
-    valid = int(np.count_nonzero(dp[1:-1, 1:-1] != 255))
+    valid = int(array_backend(dp).xp.count_nonzero(dp[1:-1, 1:-1] != 255))
     if done != valid:
         raise InputError(f"{what}: the flow directions hold a cycle ({valid - done} cells "
                          "never drain)")
-    return dp, (ir, ic, er, ec), acc, order, done
+    return acc, order, done
 
 
 def _leaf_up(spec, backend, read_dir, read_w, what, level, i, j):
@@ -536,24 +560,34 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
     Parameters
     ----------
     direction : 2-D uint8 array
-        ESRI D8 codes (0 outlet, 255 nodata), e.g. :func:`flow_directions`'s.
+        ESRI D8 codes (0 outlet, 255 nodata), e.g. :func:`flow_directions`'s. The result
+        comes back where it is (a CuPy array on the device).
     weights : 2-D array, optional
         Per-cell weight (rainfall); NaN counts as 0. Default: 1 per cell.
     tile, group_tiles : int, optional
         Run tiled, as the out-of-core pipeline does.
     backend : {'cpu', 'gpu', 'auto'}, optional
     """
-    d = np.asarray(direction)
+    where = array_backend(direction)
+    d = where.xp.asarray(direction)
     if d.ndim != 2:
         raise InputError(f"direction: must be 2-D, got shape {d.shape}")
-    d = np.ascontiguousarray(d, np.uint8)
+    d = where.xp.ascontiguousarray(d, np.uint8)
     w = None
     if weights is not None:
-        w = np.asarray(weights, np.float64)
+        w = where.asarray(weights, np.float64)
         if w.shape != d.shape:
             raise InputError(f"weights: {w.shape} cells, the directions {d.shape}")
     spec = FlowSpec(d.shape, int(tile or _in_core_tile(d.shape)))
     plan = spec.plan(group_tiles)
+    if len(plan.groups) == 1:  # one block: nothing enters it, computed where ops compute
+        ops = _ops(backend)
+        xp = ops.be.xp
+        dp = xp.pad(ops.be.asarray(d), 1, constant_values=255)
+        wd = None if w is None else xp.nan_to_num(ops.be.asarray(w), nan=0.0)
+        acc = _checked_accumulate(ops, dp, wd, xp.zeros(dp.shape, np.float64), "direction")[0]
+        return where.asarray(acc[1:-1, 1:-1])
+    d, w = where.to_numpy(d), None if w is None else where.to_numpy(w)
     acc = np.empty(d.shape, np.float64)
 
     def write(window, block):

@@ -43,3 +43,23 @@ def test_a_large_flat_on_both_backends():
     f = priority_flood(z)
     assert_backends_identical(lambda b: flow_directions(f, backend=b).direction)
     assert_backends_identical(lambda b: flow_directions(f, tile=32, backend=b).direction)
+
+
+def test_device_arrays_stay_on_the_device():
+    """CuPy in, CuPy out: fill, directions and accumulation of a device array never come to
+    the host (the in-core `flow` route's path), with the CPU's bits."""
+    import cupy as cp
+
+    from terrain.hydrology import fill_depressions
+    z = dem("holes", (64, 77), 1)
+    w = np.random.default_rng(1).random(z.shape)
+    for conn in (8, 4):
+        filled = fill_depressions(cp.asarray(z), conn, backend="gpu").filled
+        d = flow_directions(filled, (10.0, 7.0), conn, backend="gpu").direction
+        acc = flow_accumulation(d, cp.asarray(w), backend="gpu")
+        assert all(isinstance(a, cp.ndarray) for a in (filled, d, acc))
+        host = fill_depressions(z, conn, backend="cpu").filled
+        dh = flow_directions(host, (10.0, 7.0), conn, backend="cpu").direction
+        np.testing.assert_array_equal(cp.asnumpy(filled), host)
+        np.testing.assert_array_equal(cp.asnumpy(d), dh)
+        np.testing.assert_array_equal(cp.asnumpy(acc), flow_accumulation(dh, w, backend="cpu"))
