@@ -23,8 +23,10 @@ import math
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -225,6 +227,43 @@ def _remove(path):
         path.unlink()
 
 
+#: seconds a command spends removing the output it replaced before it hands the rest to a
+#: process of its own: unlinking the replaced 10-ft MST store took 2.6-3.8 s (docs/safety.md)
+DISCARD_WAIT = 0.2
+
+
+def _trash(target):
+    """The replaced outputs beside ``target`` on their way out (``.NAME.trash-HEX``)."""
+    return sorted(target.parent.glob(f".{target.name}.trash-*"))
+
+
+def _discard(path, target):
+    """Remove ``path`` (a replaced output, its replacement in place): renamed to a name no
+    later run reuses, removed here for up to :data:`DISCARD_WAIT` s, the rest by a detached
+    process, so that a command returns once its output is in place."""
+    trash = target.with_name(f".{target.name}.trash-{uuid.uuid4().hex[:12]}")
+    try:
+        os.replace(path, trash)
+    except FileNotFoundError:
+        return
+    deadline = time.monotonic() + DISCARD_WAIT
+    if not trash.is_dir() or trash.is_symlink():
+        trash.unlink()
+        return
+    for root, _, files in os.walk(trash, topdown=False):
+        for name in files:
+            if time.monotonic() > deadline:
+                subprocess.Popen([sys.executable, "-c", "import shutil, sys; "
+                                  "shutil.rmtree(sys.argv[1], ignore_errors=True)", str(trash)],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(root, name))
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(root)
+
+
 def _notice(message):
     print(f"terrain: {message}", file=sys.stderr, flush=True)
 
@@ -320,6 +359,8 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
     with hold_lock(target):
         if _finish_swaps(target, given, notify) and not overwrite:
             _check_replaceable(given, target, overwrite)  # there again: as if it never went
+        for trash in _trash(target):  # a removal that did not finish (its process killed)
+            _discard(trash, target)
         for stale in stale_partials(target):
             shown = given.parent / stale.name  # in the user's terms
             if resume and stale == tmp:
@@ -350,7 +391,7 @@ def atomic_output(target, overwrite=False, *, inputs=(), key=None, resume=False,
             _remove(old)
             os.replace(target, old)
             os.replace(tmp, target)
-            _remove(old)
+            _discard(old, target)
         else:
             os.replace(tmp, target)
 

@@ -114,3 +114,39 @@ def test_swap_killed_after_the_second_rename_leaves_the_new_output(tmp_path, mon
         tmp.write_text("newer")
     assert notices and notices[0].startswith("removed ") and ".old-" in notices[0]
     assert target.read_text() == "newer" and sorted(os.listdir(tmp_path)) == ["out.txt"]
+
+
+def test_a_replaced_output_slow_to_remove_goes_in_the_background(tmp_path, monkeypatch):
+    """The output an overwrite replaced is removed for DISCARD_WAIT seconds, then by a process
+    of its own: the run returns once its output is in place, and nothing of the old one
+    stays (the 10-ft MST's old store took seconds to unlink)."""
+    import time
+
+    from terrain.io import outputs
+    target = tmp_path / "out.zarr"
+    zarr.open_group(str(target), mode="w")
+    for i in range(50):
+        (target / f"f{i}").write_text("old")
+    spawned = []
+    popen = outputs.subprocess.Popen
+    monkeypatch.setattr(outputs, "DISCARD_WAIT", 0.0)
+    monkeypatch.setattr(outputs.subprocess, "Popen",
+                        lambda *a, **k: spawned.append(popen(*a, **k)))
+    with atomic_output(target, overwrite=True) as tmp:
+        tmp.mkdir()
+        (tmp / "new").write_text("new")
+    assert len(spawned) == 1 and sorted(os.listdir(target)) == ["new"]
+    spawned[0].wait(timeout=60)
+    assert sorted(os.listdir(tmp_path)) == ["out.zarr"]
+
+
+def test_a_removal_cut_short_is_finished_by_the_next_run(tmp_path):
+    """A replaced output whose removal was killed (``.NAME.trash-HEX``) goes with the next run
+    for that output."""
+    target = tmp_path / "out.txt"
+    junk = tmp_path / ".out.txt.trash-0123456789ab"
+    junk.mkdir()
+    (junk / "x").write_text("old")
+    with atomic_output(target) as tmp:
+        tmp.write_text("new")
+    assert target.read_text() == "new" and sorted(os.listdir(tmp_path)) == ["out.txt"]
