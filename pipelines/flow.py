@@ -239,7 +239,8 @@ def _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be, wall):
     w = None if w_path is None else read_layer(w_path, "elevation").astype(np.float64)
     t1 = time.perf_counter()
     if not filled:
-        z = fill_depressions(z, spec.connectivity, outl, tile=spec.tile, backend=be).filled
+        z = fill_depressions(z, spec.connectivity, outl, labels=False, tile=spec.tile,
+                             backend=be).filled
     t2 = time.perf_counter()
     d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=be)
     t3 = time.perf_counter()

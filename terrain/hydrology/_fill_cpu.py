@@ -11,13 +11,11 @@ which ``v`` surely drains (``inf``: none). docs/hydrology.md has the algorithm.
 import numba
 import numpy as np
 
+from ._neighbours import NB_DC, NB_DR
+
 __all__ = ["block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
            "forest_reduce_cpu", "csr_from_edges_cpu", "first_cells_cpu", "union_across_cpu",
-           "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu", "NB_DR", "NB_DC"]
-
-# neighbour k = E, SE, S, SW, W, NW, N, NE (cyclic order; the cardinal ones are even k)
-NB_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1], np.int64)
-NB_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1], np.int64)
+           "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu"]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -7,7 +7,8 @@ code ``1 << k``; D4 takes the even ``k``.
 import numba
 import numpy as np
 
-from ._fill_cpu import NB_DC as DC, NB_DR as DR, _find
+from ._fill_cpu import _find
+from ._neighbours import NB_DC as DC, NB_DR as DR
 
 __all__ = ["classify_cpu", "flat_distances_cpu", "flat_labels_cpu", "flat_directions_cpu",
            "accumulate_cpu", "exits_cpu", "resolve_edges_cpu", "chain_exits_cpu",

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ._neighbours import NB_DC, NB_DR
+
 __all__ = ["GpuOps"]
 
 _BLOCK = 256
 _CHECK = 32  # frontier rounds between the host's looks at the frontier's size
 _INF = 2**31 - 1
-_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1])
-_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1])
 
 
 class GpuOps:
@@ -145,7 +145,7 @@ class GpuOps:
         k = cp.full(R * C, -1, cp.int64)
         for q in range(8):
             k[d == (1 << q)] = q
-        nxt = idx + cp.asarray(_DR)[cp.maximum(k, 0)] * C + cp.asarray(_DC)[cp.maximum(k, 0)]
+        nxt = idx + cp.asarray(NB_DR)[cp.maximum(k, 0)] * C + cp.asarray(NB_DC)[cp.maximum(k, 0)]
         oi = cp.asarray(out_index).ravel()
         inner = cp.zeros((R, C), bool)
         inner[1:R - 1, 1:C - 1] = True

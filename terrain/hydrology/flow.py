@@ -30,16 +30,15 @@ from ..backend import array_backend, get_backend
 from ..errors import InputError
 from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
 from ._flow_gpu import GpuOps
+from ._neighbours import NB_DC, NB_DR
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "direction_pass", "direction_group", "accumulation_pass", "padded_window"]
 
 _INF = 2**31 - 1
-_DR = (0, 1, 1, 1, 0, -1, -1, -1)
-_DC = (1, 1, 0, -1, -1, -1, 0, 1)
 #: (drow, dcol) of each uint8 code (0, 0 for a code that is no direction)
 _CODE_DR, _CODE_DC = np.zeros(256, np.int64), np.zeros(256, np.int64)
-_CODE_DR[[1 << k for k in range(8)]], _CODE_DC[[1 << k for k in range(8)]] = _DR, _DC
+_CODE_DR[[1 << k for k in range(8)]], _CODE_DC[[1 << k for k in range(8)]] = NB_DR, NB_DC
 
 
 @dataclass(frozen=True)

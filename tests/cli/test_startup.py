@@ -86,6 +86,19 @@ def test_fill_and_flow_in_core_do_not_import_dask(tmp_path):
 
 
 @pytest.mark.gpu
+def test_fill_and_flow_on_the_gpu_leave_numba_unimported(tmp_path):
+    """The in-core fill and flow on the device run no Numba kernel, so Numba is never
+    imported (its import and typing registry: a tenth of the 40-ft flow's process)."""
+    store = tmp_path / "g.zarr"
+    from terrain.run import main
+    assert main(["ingest", str(SAMPLE), "-o", str(store)]) == 0
+    _, imported = _imported_after([["fill", store, "-o", tmp_path / "f.zarr", "--backend", "gpu"],
+                                   ["flow", store, "-o", tmp_path / "w.zarr", "--backend", "gpu"]],
+                                  ("numba",))
+    assert imported == "[]"
+
+
+@pytest.mark.gpu
 def test_gpu_commands_leave_cupyx_scipy_unimported(tmp_path):
     """The device text parse, the forest and the cost distance use no array-scalar CuPy
     operator: CuPy sends those through NumPy's ufunc machinery, whose first call imports

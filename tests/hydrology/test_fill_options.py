@@ -8,6 +8,7 @@ import pytest
 
 from terrain.hydrology import depression_hierarchy, fill_depressions, kept_pits, outlet_cells
 from terrain.grid import grid_mst
+from grids import dem
 from oracles import (edge_nodata, hierarchy_canon, priority_flood, richdem_fill,
                      richdem_hierarchy, sample_dems)
 
@@ -101,3 +102,16 @@ def test_min_depth_keeps_the_elder_pit():
     assert r.filled[1].tolist() == [9, 1, 5, 5, 9]  # pit 2 fills to the saddle, pit 1 drains
     r = fill_depressions(z, 4, min_depth=9, backend="cpu")
     assert r.filled[1].tolist() == [9, 9, 9, 9, 9]
+
+
+def test_without_labels_the_same_filled_dem():
+    """``labels=False`` (what ``flow`` asks for) leaves the depressions unnumbered and every
+    other layer as with them: the oracle's priority flood."""
+    z = dem("holes", (40, 53), 3)
+    for conn in (8, 4):
+        r = fill_depressions(z, conn, labels=False, backend="cpu")
+        full = fill_depressions(z, conn, backend="cpu")
+        assert r.depression is None and r.stats["depressions"] is None
+        np.testing.assert_array_equal(r.filled, priority_flood(z, conn))
+        np.testing.assert_array_equal(r.depth, full.depth)
+        assert full.stats["depressions"] > 0
