@@ -20,6 +20,9 @@ from ..tiles.quadtree import TiledGrid, walk_down, walk_up
 from ._neighbours import NB_DC, NB_DR
 from .flow import _inside, padded_window
 
+# the Numba kernels (_fill_cpu) are imported in the functions that run them: the GPU's fill
+# and flow import no Numba
+
 __all__ = ["fill_depressions", "FillResult", "outlet_cells", "depression_labels",
            "depression_hierarchy", "kept_pits", "HIERARCHY_COLUMNS", "epsilon_levels",
            "FillSpec", "PortGraph", "LeafBlock", "LabelBorder", "read_halo", "fill_leaf_up",
