@@ -1,5 +1,5 @@
 """The CPU kernels (Numba) of depression filling: a block's forest as a graph, the
-drain pass, the reduction of a block's forest to its ports, the joins of flooded regions
+drain pass over a graph, the reduction of a block's forest to its ports, the joins of flooded regions
 across block borders, the hierarchy and RichDEM's epsilon fill.
 
 A *halo block* is a window with one more cell on every side (NaN elevation, mask 0 outside
@@ -13,7 +13,7 @@ import numpy as np
 
 from ._neighbours import NB_DC, NB_DR
 
-__all__ = ["block_forest_cpu", "forest_dp_cpu", "drain_grid_cpu",
+__all__ = ["block_forest_cpu", "forest_dp_cpu",
            "forest_reduce_cpu", "csr_from_edges_cpu", "first_cells_cpu", "union_across_cpu",
            "forest_edges_cpu", "hierarchy_cpu", "epsilon_fill_cpu"]
 
@@ -148,74 +148,6 @@ def forest_dp_cpu(indptr, adj, w, src):
             if pw[v] > x:
                 x = pw[v]
             f[v] = x if x < g[v] else g[v]
-    return f
-
-
-@numba.njit(cache=True, nogil=True)
-def drain_grid_cpu(zh, mh, src):
-    """:func:`forest_dp_cpu` over a halo block's forest read from the mask, depth first."""
-    H, W = zh.shape[0] - 2, zh.shape[1] - 2
-    n = H * W
-    f = np.empty(n, np.float32)
-    seen = np.zeros(n, np.bool_)
-    order = np.empty(n, np.int32)  # walk position -> cell
-    ppos = np.empty(n, np.int32)  # walk position -> parent's walk position
-    pw = np.empty(n, np.float32)  # walk position -> weight of the edge to the parent
-    up = np.empty(n, np.float32)  # walk position -> best source below, then the level
-    stack = np.empty(n, np.int32)  # the walk's stack: cell, parent position, edge weight
-    stack_p = np.empty(n, np.int32)
-    stack_w = np.empty(n, np.float32)
-    for s in range(n):
-        if seen[s]:
-            continue
-        seen[s] = True
-        si, sj = s // W, s % W
-        if _forest_dirs(mh, si + 1, sj + 1) == 0:
-            f[s] = src[s]
-            continue
-        top = 1
-        tail = 0
-        stack[0] = s
-        stack_p[0] = -1
-        stack_w[0] = 0.0
-        while top > 0:
-            top -= 1
-            v = stack[top]
-            pos = tail
-            order[pos] = v
-            ppos[pos] = stack_p[top]
-            pw[pos] = stack_w[top]
-            up[pos] = src[v]
-            tail += 1
-            i, j = v // W, v % W
-            b = _forest_dirs(mh, i + 1, j + 1)
-            zv = zh[i + 1, j + 1]
-            for k in range(8):
-                if b & (1 << k):
-                    ii, jj = i + NB_DR[k], j + NB_DC[k]
-                    if ii < 0 or ii >= H or jj < 0 or jj >= W:
-                        continue
-                    u = ii * W + jj
-                    if not seen[u]:
-                        seen[u] = True
-                        zu = zh[ii + 1, jj + 1]
-                        stack[top] = u
-                        stack_p[top] = pos
-                        stack_w[top] = zv if zv >= zu else zu
-                        top += 1
-        for t in range(tail - 1, 0, -1):  # up: the best source below
-            x = up[t] if up[t] >= pw[t] else pw[t]
-            p = ppos[t]
-            if x < up[p]:
-                up[p] = x
-        f[order[0]] = up[0]
-        for t in range(1, tail):  # down: the best over the whole tree (up[] becomes f)
-            x = up[ppos[t]]
-            if pw[t] > x:
-                x = pw[t]
-            if x < up[t]:
-                up[t] = x
-            f[order[t]] = up[t]
     return f
 
 

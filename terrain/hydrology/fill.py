@@ -8,11 +8,13 @@ up the quadtree walk and drain with the ports' final levels on the way down.
 docs/hydrology.md has the definitions, outlets and the tiled walk.
 """
 
+import ctypes
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import native
 from ..backend import array_backend, get_backend
 from ..errors import InputError
 from ..grid.edges import check_connectivity
@@ -109,9 +111,32 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
 
 
 def _drain_block(zh, mh, src):
-    """The drain pass over a halo block's forest from ``src`` (``inf``: no source)."""
-    from . import _fill_cpu as K
-    return K.drain_grid_cpu(zh, mh, np.ascontiguousarray(src, np.float32).ravel())
+    """The drain pass over a halo block's forest from ``src`` (``inf``: no source):
+    ``terrain_drain_grid`` of terrain/native/kernels.c. C, not Numba: loading a Numba kernel
+    took 0.9 s of the sample DEM's 1.3 s fill, its forest coming from the C Kruskal."""
+    zh = np.ascontiguousarray(zh, np.float32)
+    mh = np.ascontiguousarray(mh, np.uint8)
+    src = np.ascontiguousarray(src, np.float32).ravel()
+    H, W = zh.shape[0] - 2, zh.shape[1] - 2
+    f = np.empty(H * W, np.float32)
+    rc = _drain_lib().terrain_drain_grid(zh.ctypes.data, mh.ctypes.data, src.ctypes.data, H, W,
+                                         f.ctypes.data)
+    if rc == -1:
+        raise MemoryError(f"fill: no memory for the drain pass of {H} x {W} cells")
+    if rc == -2:
+        raise InputError(f"fill: {H} x {W} cells in one block: the drain pass takes fewer "
+                         "than 2^31")
+    return f
+
+
+def _drain_lib():
+    lib = native.load_library()
+    if not getattr(lib, "_terrain_drain_declared", False):
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64
+        lib.terrain_drain_grid.restype = i64
+        lib.terrain_drain_grid.argtypes = [vp, vp, vp, i64, i64, vp]
+        lib._terrain_drain_declared = True
+    return lib
 
 
 class _CpuOps:

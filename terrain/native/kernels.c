@@ -304,6 +304,104 @@ int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t
 }
 
 /* ==========================================================================================
+ * The fill's drain pass on the CPU (terrain/hydrology/fill.py _drain_block): on a halo block
+ * (H + 2) x (W + 2) of elevations zh and forest bits mh (the grid MST's mask: bit 1 E, 2 S,
+ * 4 SE, 8 SW of the owning cell), f[v] = min over the sources s of v's tree of
+ * max(path maximum v..s, src[s]); an edge weighs max(z_u, z_v); src inf: no source. Each
+ * tree is walked depth first from its first cell (a stack entry carries its parent's walk
+ * position and edge weight), then an up and a down pass in walk order. Comparisons of
+ * float32 only: the levels are the unique minimax values, the GPU's bit for bit. Returns 0,
+ * -1 when the work arrays cannot be allocated, -2 for 2^31 cells or more.
+ * ========================================================================================== */
+
+static const int DRAIN_DR[8] = {0, 1, 1, 1, 0, -1, -1, -1}; /* E, SE, S, SW, W, NW, N, NE */
+static const int DRAIN_DC[8] = {1, 1, 0, -1, -1, -1, 0, 1};
+
+/* bit k set when the forest holds the edge from halo cell p to neighbour k (the W, NW, N and
+   NE edges are the neighbours' own bits) */
+static inline int forest_dirs(const uint8_t *p, int64_t w2) {
+    const int m = p[0];
+    return (m & 1) | ((m & 4) >> 1) | ((m & 2) << 1) | (m & 8) | ((p[-1] & 1) << 4) |
+           ((p[-w2 - 1] & 4) << 3) | ((p[-w2] & 2) << 5) | ((p[-w2 + 1] & 8) << 4);
+}
+
+int64_t terrain_drain_grid(const float *zh, const uint8_t *mh, const float *src, int64_t H,
+                           int64_t W, float *f) {
+    const int64_t n = H * W, w2 = W + 2;
+    if (n <= 0) return 0;
+    if (n >= ((int64_t)1 << 31)) return -2;
+    uint8_t *seen = calloc((size_t)n, 1);
+    int32_t *order = malloc((size_t)n * 4), *ppos = malloc((size_t)n * 4);
+    int32_t *stack = malloc((size_t)n * 4), *stack_p = malloc((size_t)n * 4);
+    float *pw = malloc((size_t)n * 4), *up = malloc((size_t)n * 4);
+    float *stack_w = malloc((size_t)n * 4);
+    int64_t rc = 0;
+    if (!seen || !order || !ppos || !stack || !stack_p || !pw || !up || !stack_w) {
+        rc = -1;
+        goto done;
+    }
+    for (int64_t s = 0; s < n; ++s) {
+        if (seen[s]) continue;
+        seen[s] = 1;
+        if (forest_dirs(mh + (s / W + 1) * w2 + s % W + 1, w2) == 0) {
+            f[s] = src[s];
+            continue;
+        }
+        int64_t top = 1, tail = 0;
+        stack[0] = (int32_t)s;
+        stack_p[0] = -1;
+        stack_w[0] = 0.0f;
+        while (top > 0) {
+            --top;
+            const int32_t v = stack[top];
+            const int64_t pos = tail++;
+            order[pos] = v;
+            ppos[pos] = stack_p[top];
+            pw[pos] = stack_w[top];
+            up[pos] = src[v];
+            const int64_t i = v / W, j = v % W;
+            const int b = forest_dirs(mh + (i + 1) * w2 + j + 1, w2);
+            const float zv = zh[(i + 1) * w2 + j + 1];
+            for (int k = 0; k < 8; ++k) {
+                if (!(b & (1 << k))) continue;
+                const int64_t ii = i + DRAIN_DR[k], jj = j + DRAIN_DC[k];
+                if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                const int64_t u = ii * W + jj;
+                if (seen[u]) continue;
+                seen[u] = 1;
+                const float zu = zh[(ii + 1) * w2 + jj + 1];
+                stack[top] = (int32_t)u;
+                stack_p[top] = (int32_t)pos;
+                stack_w[top] = zv >= zu ? zv : zu;
+                ++top;
+            }
+        }
+        for (int64_t t = tail - 1; t > 0; --t) { /* up: the best source below */
+            const float x = up[t] >= pw[t] ? up[t] : pw[t];
+            const int32_t p = ppos[t];
+            if (x < up[p]) up[p] = x;
+        }
+        f[order[0]] = up[0];
+        for (int64_t t = 1; t < tail; ++t) { /* down: the best over the whole tree */
+            float x = up[ppos[t]];
+            if (pw[t] > x) x = pw[t];
+            if (x < up[t]) up[t] = x;
+            f[order[t]] = up[t];
+        }
+    }
+done:
+    free(seen);
+    free(order);
+    free(ppos);
+    free(stack);
+    free(stack_p);
+    free(pw);
+    free(up);
+    free(stack_w);
+    return rc;
+}
+
+/* ==========================================================================================
  * Sparse graphs (terrain/graph, loaded through terrain/graph/_native.py): the edge-list
  * scanner, the SNAP relabelling, the CSR build and the CPU BFS operators.
  *
