@@ -12,7 +12,6 @@ the dtypes named.
 
 import ctypes
 import os
-import threading
 
 import numpy as np
 
@@ -22,9 +21,6 @@ __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "threads"]
 
 _i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
-_lib = None
-_lock = threading.Lock()
-
 _SIGNATURES = {
     "terrain_lf_count": (_i64, [_vp, _i64]),
     "terrain_edges_parse": (None, [_vp, _i64, _i64, _int, _int, _int, _int, _i64, _vp, _vp, _int,
@@ -76,19 +72,9 @@ _TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
 
 
 def library():
-    """The shared library with the graph kernels' signatures declared (once per process)."""
-    global _lib
-    if _lib is None:
-        from ..native import load_library
-        with _lock:
-            if _lib is None:
-                lib = load_library()
-                for name, (restype, argtypes) in _SIGNATURES.items():
-                    fn = getattr(lib, name)
-                    fn.restype = restype
-                    fn.argtypes = argtypes
-                _lib = lib
-    return _lib
+    """The shared library with the graph kernels' signatures declared."""
+    from .. import native
+    return native.declared(_SIGNATURES)
 
 
 #: below this much work (bytes, edges, arcs) a job runs on the calling thread: a pool costs

@@ -136,14 +136,8 @@ def _grid_keys(z, connectivity, model, hlen):
     return keys, int(np.count_nonzero(valid))
 
 
-def _kruskal_lib():
-    lib = native.load_library()
-    if not getattr(lib, "_terrain_kruskal_declared", False):
-        vp, i64 = ctypes.c_void_p, ctypes.c_int64
-        lib.terrain_grid_kruskal.restype = i64
-        lib.terrain_grid_kruskal.argtypes = [vp, i64, i64, i64, vp, vp, vp]
-        lib._terrain_kruskal_declared = True
-    return lib
+_KRUSKAL_SIGNATURES = {"terrain_grid_kruskal": (
+    ctypes.c_int64, [ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3)}
 
 
 def host_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="cpu"):
@@ -168,7 +162,7 @@ def host_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="cpu
     mask = np.zeros((rows, cols), np.uint8)
     chosen = np.empty(max(n - 1, 1), np.uint64)
     parent = np.empty(max(n, 1), np.int32)
-    k = int(_kruskal_lib().terrain_grid_kruskal(
+    k = int(native.declared(_KRUSKAL_SIGNATURES).terrain_grid_kruskal(
         keys.ctypes.data, keys.size, n, cols, parent.ctypes.data, mask.ctypes.data,
         chosen.ctypes.data)) if n else 0
     bits = (chosen[:k] >> np.uint64(32)).astype(np.uint32)

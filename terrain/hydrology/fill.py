@@ -119,8 +119,8 @@ def _drain_block(zh, mh, src):
     src = np.ascontiguousarray(src, np.float32).ravel()
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     f = np.empty(H * W, np.float32)
-    rc = _drain_lib().terrain_drain_grid(zh.ctypes.data, mh.ctypes.data, src.ctypes.data, H, W,
-                                         f.ctypes.data)
+    drain = native.declared(_DRAIN_SIGNATURES).terrain_drain_grid
+    rc = drain(zh.ctypes.data, mh.ctypes.data, src.ctypes.data, H, W, f.ctypes.data)
     if rc == -1:
         raise MemoryError(f"fill: no memory for the drain pass of {H} x {W} cells")
     if rc == -2:
@@ -129,14 +129,8 @@ def _drain_block(zh, mh, src):
     return f
 
 
-def _drain_lib():
-    lib = native.load_library()
-    if not getattr(lib, "_terrain_drain_declared", False):
-        vp, i64 = ctypes.c_void_p, ctypes.c_int64
-        lib.terrain_drain_grid.restype = i64
-        lib.terrain_drain_grid.argtypes = [vp, vp, vp, i64, i64, vp]
-        lib._terrain_drain_declared = True
-    return lib
+_DRAIN_SIGNATURES = {"terrain_drain_grid": (
+    ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [ctypes.c_void_p])}
 
 
 class _CpuOps:

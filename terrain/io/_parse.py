@@ -63,19 +63,17 @@ def _bytes_array(buf, who):
     return buf
 
 
+_SIGNATURES = {
+    "terrain_parse_rows": (ctypes.c_int, [_vp, _vp, _i64, _i64, _vp, _i64, ctypes.c_float,
+                                          ctypes.c_int, ctypes.c_int, _vp, _vp]),
+    "terrain_newlines": (_i64, [_vp, _i64, _i64, _vp, _i64]),
+    "terrain_nan_min_max": (None, [_vp, _i64, _i64, _i64, _vp, _vp, _vp]),
+}
+
+
 def load_library():
     """The C kernels' library with the parser's functions declared."""
-    lib = native.load_library()
-    if not getattr(lib, "_terrain_parse_declared", False):
-        lib.terrain_parse_rows.restype = ctypes.c_int
-        lib.terrain_parse_rows.argtypes = [_vp, _vp, _i64, _i64, _vp, _i64, ctypes.c_float,
-                                           ctypes.c_int, ctypes.c_int, _vp, _vp]
-        lib.terrain_newlines.restype = _i64
-        lib.terrain_newlines.argtypes = [_vp, _i64, _i64, _vp, _i64]
-        lib.terrain_nan_min_max.restype = None
-        lib.terrain_nan_min_max.argtypes = [_vp, _i64, _i64, _i64, _vp, _vp, _vp]
-        lib._terrain_parse_declared = True
-    return lib
+    return native.declared(_SIGNATURES)
 
 
 def _ptr(a):

@@ -18,7 +18,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["load_library", "compile_library", "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME"]
+__all__ = ["load_library", "declared", "compile_library", "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
 #: (no fused multiply-add, no fast-math)
@@ -138,3 +138,19 @@ def load_library():
             lib = _load(cached, tag)
         _lib = lib
     return _lib
+
+
+def declared(signatures):
+    """The library with ``signatures`` (``{name: (restype, argtypes)}``) declared on it: each
+    module keeps the signatures of the kernels it calls in one table and calls through this.
+    Declared once per table and library (tables are module constants)."""
+    lib = load_library()
+    done = vars(lib).setdefault("_terrain_declared", set())
+    if id(signatures) not in done:
+        with _lib_lock:
+            for name, (restype, argtypes) in signatures.items():
+                fn = getattr(lib, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            done.add(id(signatures))
+    return lib
