@@ -235,8 +235,9 @@ def _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be, wall):
     ``be`` computes: on the GPU nothing comes back to the host before the writes."""
     t0 = time.perf_counter()
     z = be.asarray(read_layer(dem_path, "elevation", np.float32))
-    outl = None if out_layer is None else read_layer(tmp, out_layer)
-    w = None if w_path is None else read_layer(w_path, "elevation").astype(np.float64)
+    # on the device once: fill and directions both take the outlets
+    outl = None if out_layer is None else be.asarray(read_layer(tmp, out_layer))
+    w = None if w_path is None else be.asarray(read_layer(w_path, "elevation"), np.float64)
     t1 = time.perf_counter()
     if not filled:
         z = fill_depressions(z, spec.connectivity, outl, labels=False, tile=spec.tile,
