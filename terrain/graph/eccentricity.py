@@ -20,7 +20,7 @@ from ..backend import get_backend
 from ..errors import InputError
 from . import _native
 from .csr import Graph, as_graph, component_roots, largest_component
-from .frontier import ALPHA, BETA, BLOCK, FrontierCore
+from .frontier import BETA, BLOCK, FrontierCore
 from .traversal import traverse
 
 __all__ = ["diameter", "DiameterResult", "exact_diameter", "effective_diameter",
@@ -218,7 +218,7 @@ class _CpuBounding:
         bound = c.ops.k["bound"]
         while st[5] > 0:
             rc = bound(p(c.indptr), p(c.indices), n, int(self.extremes), single_bfs, BATCH,
-                       _ROUNDS, ALPHA, BETA, p(self.lower), p(self.upper), p(self.cand),
+                       _ROUNDS, c.ops.alpha, BETA, p(self.lower), p(self.upper), p(self.cand),
                        p(c.dist), p(best_dist), p(q0), p(q1), *map(p, words), *map(p, picks),
                        *map(p, eccs), None if dmat is None else p(dmat), p(st))
             if rc == -2:

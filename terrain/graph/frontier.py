@@ -16,11 +16,14 @@ from . import _native
 from ._native import _p
 from .csr import Graph, _kernel_index_dtype
 
-__all__ = ["FrontierCore", "BLOCK", "SLOTS", "ALPHA", "BETA", "HUB_MIN", "ROUTES"]
+__all__ = ["FrontierCore", "BLOCK", "SLOTS", "BETA", "HUB_MIN", "ROUTES"]
 
 BLOCK = 256          # threads per block (as _frontier.cu's BS)
 SLOTS = 64           # ring of per-level counter slots (as _frontier.cu's SLOTS)
-ALPHA, BETA = 14, 24  # Beamer's thresholds, the same on every backend and route
+#: Beamer's direction switch: a level goes bottom-up once the frontier's arcs exceed the
+#: unexplored arcs / ``alpha`` (each backend's ``_*Ops.alpha``), top-down again below n / BETA
+#: frontier vertices
+BETA = 24
 HUB_MIN = 128        # device loop: lists of this many edges or more are spread over the grid
 ROUTES = ("device", "batched")  # the GPU's level loops (:meth:`_GpuOps.route`)
 BATCH_LEVELS = 8     # batched route: top-down launches per host read
@@ -103,6 +106,11 @@ class _CpuOps:
     Numba (:mod:`terrain.graph._frontier_cpu`, loaded on first use)."""
 
     NAMES = {1: "top-down", 2: "bottom-up"}
+    #: not Beamer's 14: a bottom-up level on the CPU scans every arc of a part the frontier has
+    #: not reached (a community tied on by a few edges), so it pays later. BFS from 5 sources
+    #: (2-core box, ms): facebook stand-in 2.36 (14) / 1.34 (4), CA-HepPh 1.33 / 0.96,
+    #: RMAT-20 236 / 208, grid 1000^2 231 / 215; 3 was slower on RMAT-20 (268)
+    alpha = 4
 
     def __init__(self, core):
         g = core.graph
@@ -130,7 +138,7 @@ class _CpuOps:
         while True:
             cap = self.record.size // 3
             nl = self.k["levels"](_p(c.indptr), _p(c.indices), c.n, _p(src), src.size, _p(q0),
-                                  _p(q1), _p(c.dist), ALPHA, BETA, _p(self.record), cap,
+                                  _p(q1), _p(c.dist), self.alpha, BETA, _p(self.record), cap,
                                   _p(reached))
             if nl <= cap:
                 break
@@ -224,6 +232,7 @@ class _GpuOps:
     device counter ring of ``SLOTS`` levels, so the host launches levels without reading."""
 
     NAMES = {1: "top-down", 2: "bottom-up"}
+    alpha = 14  # Beamer's
 
     def __init__(self, core):
         b = core.backend
@@ -319,7 +328,7 @@ class _GpuOps:
         explored, level, bottom = mf, 0, False
         while nf > 0:
             growing = len(sizes) < 2 or nf > sizes[-2]
-            if not bottom and growing and mf * ALPHA > c.nnz - explored and 4 * mf > c.n:
+            if not bottom and growing and mf * self.alpha > c.nnz - explored and 4 * mf > c.n:
                 bottom = True
             elif bottom and not growing and nf * BETA < c.n:
                 bottom = False
@@ -375,7 +384,7 @@ class _GpuOps:
     def _enqueue_decide(self):
         c = self.core
         self.k["step_decide"]((1,), (32,), (self.counters, self.loop["ctrl"], np.int64(c.n),
-                                            np.int64(c.nnz), np.int32(ALPHA),
+                                            np.int64(c.nnz), np.int32(self.alpha),
                                             np.int32(BETA)))
 
     def _enqueue_seed(self, seed_blocks, captured_src):
@@ -395,7 +404,7 @@ class _GpuOps:
         if captured_src:
             self.k["step_seed_decide"]((1,), (64,), (
                 c.indptr, lp["src"], self.queues[0], c.dist, self.visited, self.counters,
-                lp["ctrl"], np.int64(c.n), np.int64(c.nnz), np.int32(ALPHA), np.int32(BETA)))
+                lp["ctrl"], np.int64(c.n), np.int64(c.nnz), np.int32(self.alpha), np.int32(BETA)))
             return
         self.k["step_seed"]((seed_blocks,), (BLOCK,), (c.indptr, lp["src"], self.queues[0],
                                                        c.dist, self.visited, self.counters))
