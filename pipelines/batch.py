@@ -60,10 +60,11 @@ def _run_cost_distance(inp, out, args, scheduler):
     from .cost_distance import run_cost_distance
     s = run_cost_distance(
         inp, out, points=args.source or (), cells=args.source_cell or (),
-        sources_file=_per_file(args.sources, inp), start_cost=args.start_cost, cost=args.cost,
-        friction=_per_file(args.friction, inp), connectivity=args.connectivity,
-        max_cost=args.max_cost, tile=args.tile, backend=args.backend, scheduler=scheduler,
-        overwrite=args.overwrite, algorithm=args.algorithm, memory=getattr(args, "memory", None))
+        sources_file=_per_file(args.sources, inp), start_cost=args.start_cost,
+        start_values=args.start_values, cost=args.cost, friction=_per_file(args.friction, inp),
+        connectivity=args.connectivity, max_cost=args.max_cost, tile=args.tile,
+        backend=args.backend, scheduler=scheduler, overwrite=args.overwrite,
+        algorithm=args.algorithm, memory=getattr(args, "memory", None))
     summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
     summary["sources"] = len(s.get("sources", ()))
     return summary
@@ -81,6 +82,9 @@ def _check_cost_distance(args):
         parse_pair(text, "source cell", int)
     check_cost_options(args.cost, args.friction, args.connectivity, args.max_cost,
                        args.start_cost)
+    if args.start_values and not args.sources:
+        raise InputError("batch cost-distance: start costs from values need a raster of "
+                         "sources")
 
 
 def _check_connectivity(command):
@@ -109,7 +113,8 @@ def _file_params(command, args, inp):
             "start_cost": args.start_cost, "cost": args.cost,
             "connectivity": args.connectivity, "max_cost": args.max_cost,
             **{name: None if path is None else list(input_identity(path))
-               for name, path in files.items()}}
+               for name, path in files.items()},
+            **({"start_values": True} if args.start_values else {})}
 
 
 def _run_fill(inp, out, args, scheduler):

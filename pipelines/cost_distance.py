@@ -101,10 +101,16 @@ def parse_pair(text, what, cast=float):
 
 
 def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None, label="",
-                    crs=None):
-    """Source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y), then ``cells``
-    (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, or points:
-    :func:`terrain.io.points.read_points`, reprojected into ``crs``)."""
+                    crs=None, start_cost=None, start_values=False):
+    """``(cells, costs)``: source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y),
+    then ``cells`` (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, or
+    points: :func:`terrain.io.points.read_points`, reprojected into ``crs``); and the cost
+    already spent at each (float64; None when every source starts at 0): ``start_cost``, or
+    with ``start_values`` every cell of the raster ``sources_file`` that is not nodata is a
+    source starting at its value (GRASS ``r.cost -r``), the others at ``start_cost``."""
+    values = bool(start_values)
+    if values and (sources_file is None or _is_points_file(sources_file)):
+        raise InputError("start costs from values need a raster of sources")
     out = []
     for p in points:
         x, y = parse_pair(p, "source") if isinstance(p, str) else p
@@ -115,22 +121,32 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
             raise InputError(f"{label}source cell ({r}, {k}) is outside the raster "
                              f"({shape[0]} x {shape[1]} cells)")
         out.append((int(r), int(k)))
+    costs = np.full(len(out), float(start_cost or 0.0)) if values else None
     if sources_file is not None:
         path = Path(sources_file)
-        if is_store(path):
-            st = open_store(path)
-            out.extend(raster_source_cells(st.read_window(0, st.shape[0], 0, st.shape[1]),
-                                           st.geotransform, geotransform, shape, path))
-        elif _is_points_file(path):
+        if _is_points_file(path):
             for x, y in read_points(path, crs=crs):
                 out.append(map_to_cell(x, y, geotransform, shape, what=f"{path}: source"))
         else:
-            from terrain.io import read_grid
-            values, grid = read_grid(path)
-            out.extend(raster_source_cells(values, grid.geotransform, geotransform, shape, path))
+            if is_store(path):
+                st = open_store(path)
+                grid_values, grid_gt = st.read_window(0, st.shape[0], 0, st.shape[1]), \
+                    st.geotransform
+            else:
+                from terrain.io import read_grid
+                grid_values, grid = read_grid(path)
+                grid_gt = grid.geotransform
+            found = raster_source_cells(grid_values, grid_gt, geotransform, shape, path,
+                                        start_values=values)
+            if values:
+                found, spent = found
+                costs = np.concatenate([costs, spent])
+            out.extend(found)
     if not out:
         raise InputError(f"{label}no sources given")
-    return out
+    if start_cost is not None and not values:
+        costs = np.full(len(out), float(start_cost))
+    return out, costs
 
 
 def _is_points_file(path):
@@ -238,13 +254,15 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
 
 
 def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sources_file=None,
-                      start_cost=None, cost=None, friction=None, connectivity=8,
-                      max_cost=None, tile=512, backend=None, scheduler=None, overwrite=False,
-                      geotiff_dir=None, algorithm="auto", tile_sssp=None, max_height=None,
-                      reuse=None, memory=None):
+                      start_cost=None, start_values=False, cost=None, friction=None,
+                      connectivity=8, max_cost=None, tile=512, backend=None, scheduler=None,
+                      overwrite=False, geotiff_dir=None, algorithm="auto", tile_sssp=None,
+                      max_height=None, reuse=None, memory=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
-    ``cost`` None: ``friction`` with a friction raster, else ``absdiff``. ``memory`` (bytes
+    ``cost`` None: ``friction`` with a friction raster, else ``absdiff``. ``start_values``:
+    the raster ``sources_file``'s values are the start costs (:func:`resolve_sources`).
+    ``memory`` (bytes
     or a size such as ``"1.5GB"``): the memory budget that chooses the algorithm and sizes the
     blocked algorithm's blocks (default: the available RAM). Returns the summary dict (also in
     the output's ``cost_distance`` attribute).
@@ -262,10 +280,9 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     grid = _plans.open_header(inp, tile)
     gt = grid["geotransform"]
     geo = {"geotransform": gt, "crs": grid["crs"], "source": str(inp), "cost": cost}
-    srcs = resolve_sources(gt, grid["shape"], points, cells, sources_file, label=f"{inp}: ",
-                           crs=grid["crs"])
-    costs = None if start_cost is None else np.broadcast_to(
-        np.asarray(start_cost, np.float64), (len(srcs),)).copy()
+    srcs, costs = resolve_sources(gt, grid["shape"], points, cells, sources_file,
+                                  label=f"{inp}: ", crs=grid["crs"], start_cost=start_cost,
+                                  start_values=start_values)
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, algorithm,
                       tile_sssp, max_height, reuse, memory)
     friction_tmp = None
@@ -394,7 +411,8 @@ def cost_distance_command(args):
         return dry_run_command("cost-distance", args)
     summary = run_cost_distance(
         args.input, args.output, points=args.source or (), cells=args.source_cell or (),
-        sources_file=args.sources, start_cost=args.start_cost, cost=args.cost,
+        sources_file=args.sources, start_cost=args.start_cost,
+        start_values=args.start_values, cost=args.cost,
         friction=args.friction, connectivity=args.connectivity, max_cost=args.max_cost,
         tile=args.tile, backend=args.backend, scheduler=args.scheduler,
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
@@ -481,7 +499,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
     if args.source or args.source_cell or points_file or sources_file is None:
         sources = len(resolve_sources(gt, shape, args.source or (), args.source_cell or (),
                                       sources_file if points_file else None,
-                                      label=f"{inp}: ", crs=grid["crs"]))
+                                      label=f"{inp}: ", crs=grid["crs"])[0])
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, args.max_cost,
                       args.algorithm, getattr(args, "tile_sssp", None),
                       getattr(args, "max_height", None), reuse, getattr(args, "memory", None))

@@ -123,6 +123,10 @@ def _add_cost_options(p, batch=False):
                         f"member says otherwise; reprojected){stem}")
     p.add_argument("--start-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cost already spent at every source (default 0)")
+    p.add_argument("--start-values", action="store_true",
+                   help=f"{pre}every cell of the raster --sources that is not nodata is a "
+                        "source, its value the cost already spent there (as r.cost -r; "
+                        "other sources start at --start-cost)")
     p.add_argument("--cost", choices=("absdiff", "friction", "tobler"), default=None,
                    help=f"{pre}arc cost: |dz|, length x mean friction, or Tobler walking "
                         "time (default: friction with --friction, else absdiff)")

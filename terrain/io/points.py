@@ -233,20 +233,38 @@ def _reproject(points, src, dst, path):
     return out
 
 
-def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, path="sources"):
+def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, path="sources",
+                        start_values=False):
     """Cells of a grid for the non-zero, non-NaN cells of a source raster (row-major order),
-    mapped through the cell centres so that the source raster may have its own grid."""
+    mapped through the cell centres so that the source raster may have its own grid.
+
+    With ``start_values``: every cell that is not NaN is a source, and returns ``(cells,
+    costs)``, its values the costs already spent there (GRASS ``r.cost -r``); a negative or
+    infinite one is an :class:`InputError`.
+    """
     values = np.asarray(values)
     with np.errstate(invalid="ignore"):
-        rr, cc = np.nonzero((values != 0) & ~np.isnan(values))
+        keep = ~np.isnan(values) if start_values else (values != 0) & ~np.isnan(values)
+    rr, cc = np.nonzero(keep)
     if rr.size == 0:
-        raise InputError(f"{path}: no source cells (non-zero, not nodata)")
+        raise InputError(f"{path}: no source cells ("
+                         + ("not nodata)" if start_values else "non-zero, not nodata)"))
     if tuple(float(v) for v in geotransform) == tuple(float(v) for v in grid_geotransform) \
             and values.shape == tuple(grid_shape):
-        return list(zip(rr.tolist(), cc.tolist()))
-    return [map_to_cell(*cell_centre(r, c, geotransform), grid_geotransform, grid_shape,
-                        what=f"{path}: source cell ({r}, {c}) at")
-            for r, c in zip(rr.tolist(), cc.tolist())]
+        cells = list(zip(rr.tolist(), cc.tolist()))
+    else:
+        cells = [map_to_cell(*cell_centre(r, c, geotransform), grid_geotransform, grid_shape,
+                             what=f"{path}: source cell ({r}, {c}) at")
+                 for r, c in zip(rr.tolist(), cc.tolist())]
+    if not start_values:
+        return cells
+    costs = values[rr, cc].astype(np.float64)
+    bad = ~(np.isfinite(costs) & (costs >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{path}: start cost {float(costs[i])!r} at cell (row, col) = "
+                         f"({int(rr[i])}, {int(cc[i])}): must be finite and >= 0")
+    return cells, costs
 
 
 def path_format(path):

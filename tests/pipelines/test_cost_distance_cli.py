@@ -1,6 +1,8 @@
 """``terrain cost-distance`` and ``terrain path`` end to end: outputs against scipy, bad input."""
 
 import json
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -122,9 +124,66 @@ def test_geojson_and_raster_sources_and_max_cost(dem, tmp_path):
     assert [(s["row"], s["col"]) for s in json.loads(so)["sources"]] == [(40, 30)]
 
 
+@pytest.mark.parametrize("algorithm", ["in-core", "blocked", "tiled"])
+def test_start_values_from_the_sources_raster(dem, tmp_path, algorithm):
+    """``--start-values``: every non-nodata cell of the sources raster starts at its value
+    (0 included), a source cell given beside them at ``--start-cost``."""
+    z, path = dem
+    srcr = np.full(z.shape, np.nan, np.float32)
+    srcr[3, 4], srcr[40, 30], srcr[20, 20] = 0.0, 37.5, 4.0
+    srcr[np.isnan(z)] = np.nan  # sources on cells of the DEM
+    rpath = write_asc(tmp_path / "src.asc", srcr)
+    out = tmp_path / "v.zarr"
+    rc, so, se = run_cli("cost-distance", path, "--sources", rpath, "--start-values",
+                         "--source-cell", "10,10", "--start-cost", 1.5, "--algorithm", algorithm,
+                         "--tile", 16, "-o", out, "--json", "--backend", "cpu")
+    assert rc == 0, se
+    got = {(s["row"], s["col"]): s["start_cost"] for s in json.loads(so)["sources"]}
+    assert got == {(10, 10): 1.5, (3, 4): 0.0, (20, 20): 4.0, (40, 30): 37.5}
+    ref = oracle_distance(csr_graph(z), z.shape, list(got), list(got.values()))
+    d = np.asarray(zarr.open_group(str(out), mode="r")["distance"][:])
+    if algorithm == "tiled":  # sums in another order
+        np.testing.assert_allclose(d, ref, rtol=1e-12, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(d, ref)
+
+
+@pytest.mark.skipif(shutil.which("grass") is None, reason="needs GRASS GIS (grass on PATH)")
+def test_start_values_equal_grass_r_cost_r(tmp_path):
+    """Against GRASS ``r.cost -r`` (start costs from the start raster): friction costs on a
+    1 m grid (r.cost counts in cells) give the same distances."""
+    import rasterio
+    rng = np.random.default_rng(5)
+    fr = (1 + rng.random((40, 50))).astype(np.float32)
+    start = np.full(fr.shape, -9999, np.float32)
+    start[5, 5], start[30, 40], start[20, 10] = 0, 12.25, 3
+    kw = dict(driver="GTiff", height=40, width=50, count=1, dtype="float32", crs="EPSG:32617",
+              transform=rasterio.Affine(1, 0, 1000, 0, -1, 2000), nodata=-9999)
+    for name, a in (("fr", fr), ("start", start)):
+        with rasterio.open(tmp_path / f"{name}.tif", "w", **kw) as dst:
+            dst.write(a, 1)
+    subprocess.run(["grass", "-c", str(tmp_path / "fr.tif"), str(tmp_path / "loc"), "-e"],
+                   check=True, capture_output=True)
+    script = ("r.in.gdal -o input=fr.tif output=fr --q && r.in.gdal -o input=start.tif "
+              "output=start --q && g.region raster=fr && r.cost -r input=fr start_raster=start "
+              "output=cost --q && r.out.gdal input=cost output=grass.tif type=Float64 --q")
+    subprocess.run(["grass", str(tmp_path / "loc" / "PERMANENT"), "--exec", "bash", "-c",
+                    script], check=True, capture_output=True, cwd=tmp_path)
+    out = tmp_path / "c.zarr"
+    rc, so, se = run_cli("cost-distance", tmp_path / "fr.tif", "--friction", tmp_path / "fr.tif",
+                         "--sources", tmp_path / "start.tif", "--start-values", "-o", out,
+                         "--backend", "cpu")
+    assert rc == 0, se
+    with rasterio.open(tmp_path / "grass.tif") as ds:
+        grass = ds.read(1)
+    d = np.asarray(zarr.open_group(str(out), mode="r")["distance"][:])
+    np.testing.assert_allclose(d, grass, rtol=1e-12)
+
+
 @pytest.mark.parametrize("case", ["nodata", "outside", "cell-outside", "shape", "georef",
                                   "negative", "max-cost", "no-friction", "exists",
-                                  "geotiff-file", "geotiff-exists"])
+                                  "geotiff-file", "geotiff-exists", "start-values-points",
+                                  "start-value-negative"])
 def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     z, path = dem
     out = tmp_path / "bad.zarr"
@@ -148,6 +207,13 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
         args += ["--cost", "friction", "--friction", write_asc(tmp_path / "f.asc", f)]
     elif case == "max-cost":
         args += ["--max-cost", "0"]
+    elif case == "start-values-points":  # values need a raster of them
+        (tmp_path / "s.csv").write_text("x,y\n%r,%r\n" % xy(3, 4, z.shape[0]))
+        args = ["--sources", tmp_path / "s.csv", "--start-values"]
+    elif case == "start-value-negative":
+        srcr = np.full(z.shape, np.nan, np.float32)
+        srcr[3, 4] = -2
+        args = ["--sources", write_asc(tmp_path / "s.asc", srcr), "--start-values"]
     elif case == "no-friction":
         args += ["--cost", "friction"]
     elif case == "exists":
@@ -164,6 +230,8 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     lines = se.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("terrain: "), se
     assert "Traceback" not in se
+    if case == "start-value-negative":
+        assert "s.asc: start cost -2.0 at cell (row, col) = (3, 4)" in lines[0], se
     if case.startswith("geotiff"):  # the run and its dry run refuse alike
         want = ("tif: exists and is not a directory" if case == "geotiff-file"
                 else "allocation.tif")
