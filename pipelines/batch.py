@@ -64,7 +64,9 @@ def _run_cost_distance(inp, out, args, scheduler):
         start_values=args.start_values, cost=args.cost, friction=_per_file(args.friction, inp),
         connectivity=args.connectivity, max_cost=args.max_cost, tile=args.tile,
         backend=args.backend, scheduler=scheduler, overwrite=args.overwrite,
-        algorithm=args.algorithm, memory=getattr(args, "memory", None))
+        algorithm=args.algorithm, memory=getattr(args, "memory", None),
+        stop_points=args.stop or (), stop_cells=args.stop_cell or (),
+        stops_file=_per_file(args.stops, inp))
     summary = {k: s.get(k) for k in ("algorithm", "reached_cells", "max_distance")}
     summary["sources"] = len(s.get("sources", ()))
     return summary
@@ -80,6 +82,10 @@ def _check_cost_distance(args):
         parse_pair(text, "source")
     for text in args.source_cell or ():
         parse_pair(text, "source cell", int)
+    for text in args.stop or ():
+        parse_pair(text, "stop")
+    for text in args.stop_cell or ():
+        parse_pair(text, "stop cell", int)
     check_cost_options(args.cost, args.friction, args.connectivity, args.max_cost,
                        args.start_cost)
     if args.start_values and not args.sources:
@@ -108,13 +114,18 @@ def _file_params(command, args, inp):
     if command == "flow":
         return {"tile": args.tile, "connectivity": args.connectivity,
                 "filled": getattr(args, "filled", False)}
-    files = {name: _per_file(getattr(args, name), inp) for name in ("friction", "sources")}
+    files = {name: _per_file(getattr(args, name), inp)
+             for name in ("friction", "sources", "stops")}
     return {"source": list(args.source or ()), "source_cell": list(args.source_cell or ()),
             "start_cost": args.start_cost, "cost": args.cost,
             "connectivity": args.connectivity, "max_cost": args.max_cost,
             **{name: None if path is None else list(input_identity(path))
-               for name, path in files.items()},
-            **({"start_values": True} if args.start_values else {})}
+               for name, path in files.items() if name != "stops" or path is not None},
+            # options added later: in the parameters only when given, so that a rerun of an
+            # older batch without them still finds its files done
+            **({"start_values": True} if args.start_values else {}),
+            **({"stop": list(args.stop)} if args.stop else {}),
+            **({"stop_cell": list(args.stop_cell)} if args.stop_cell else {})}
 
 
 def _run_fill(inp, out, args, scheduler):
@@ -352,7 +363,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
                 # paths, checked to be the bytes seen here (else a worker in another folder
                 # reads a same-named file of its own)
                 check_inputs_on_workers([inp, *(_per_file(getattr(args, name, None), inp)
-                                                for name in ("friction", "sources"))])
+                                                for name in ("friction", "sources", "stops"))])
                 summary = runner(remote_input(inp), out, args, inner)
                 row.update(status="done", error="", summary=summary)
             except InputError as e:

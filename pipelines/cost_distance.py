@@ -101,24 +101,25 @@ def parse_pair(text, what, cast=float):
 
 
 def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None, label="",
-                    crs=None, start_cost=None, start_values=False):
+                    crs=None, start_cost=None, start_values=False, what="source"):
     """``(cells, costs)``: source cells ``[(row, col), ...]`` in order: ``points`` (map X,Y),
     then ``cells`` (ROW,COL), then the cells of ``sources_file`` (a raster, a tile store, or
     points: :func:`terrain.io.points.read_points`, reprojected into ``crs``); and the cost
     already spent at each (float64; None when every source starts at 0): ``start_cost``, or
     with ``start_values`` every cell of the raster ``sources_file`` that is not nodata is a
-    source starting at its value (GRASS ``r.cost -r``), the others at ``start_cost``."""
+    source starting at its value (GRASS ``r.cost -r``), the others at ``start_cost``.
+    ``what`` names the cells in errors (stop cells are read the same way)."""
     values = bool(start_values)
     if values and (sources_file is None or _is_points_file(sources_file)):
         raise InputError("start costs from values need a raster of sources")
     out = []
     for p in points:
-        x, y = parse_pair(p, "source") if isinstance(p, str) else p
-        out.append(map_to_cell(x, y, geotransform, shape, what=f"{label}source"))
+        x, y = parse_pair(p, what) if isinstance(p, str) else p
+        out.append(map_to_cell(x, y, geotransform, shape, what=f"{label}{what}"))
     for c in cells:
-        r, k = parse_pair(c, "source cell", int) if isinstance(c, str) else c
+        r, k = parse_pair(c, f"{what} cell", int) if isinstance(c, str) else c
         if not (0 <= r < shape[0] and 0 <= k < shape[1]):
-            raise InputError(f"{label}source cell ({r}, {k}) is outside the raster "
+            raise InputError(f"{label}{what} cell ({r}, {k}) is outside the raster "
                              f"({shape[0]} x {shape[1]} cells)")
         out.append((int(r), int(k)))
     costs = np.full(len(out), float(start_cost or 0.0)) if values else None
@@ -126,7 +127,7 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
         path = Path(sources_file)
         if _is_points_file(path):
             for x, y in read_points(path, crs=crs):
-                out.append(map_to_cell(x, y, geotransform, shape, what=f"{path}: source"))
+                out.append(map_to_cell(x, y, geotransform, shape, what=f"{path}: {what}"))
         else:
             if is_store(path):
                 st = open_store(path)
@@ -137,13 +138,13 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
                 grid_values, grid = read_grid(path)
                 grid_gt = grid.geotransform
             found = raster_source_cells(grid_values, grid_gt, geotransform, shape, path,
-                                        start_values=values)
+                                        start_values=values, what=what)
             if values:
                 found, spent = found
                 costs = np.concatenate([costs, spent])
             out.extend(found)
     if not out:
-        raise InputError(f"{label}no sources given")
+        raise InputError(f"{label}no {what}s given")
     if start_cost is not None and not values:
         costs = np.full(len(out), float(start_cost))
     return out, costs
@@ -257,12 +258,14 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                       start_cost=None, start_values=False, cost=None, friction=None,
                       connectivity=8, max_cost=None, tile=512, backend=None, scheduler=None,
                       overwrite=False, geotiff_dir=None, algorithm="auto", tile_sssp=None,
-                      max_height=None, reuse=None, memory=None):
+                      max_height=None, reuse=None, memory=None, stop_points=(), stop_cells=(),
+                      stops_file=None):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
     ``cost`` None: ``friction`` with a friction raster, else ``absdiff``. ``start_values``:
     the raster ``sources_file``'s values are the start costs (:func:`resolve_sources`).
-    ``memory`` (bytes
+    ``stop_points``, ``stop_cells``, ``stops_file``: stop cells, given as the sources are
+    (:func:`terrain.grid.sssp.grid_sssp`'s ``stops``; the in-core algorithm). ``memory`` (bytes
     or a size such as ``"1.5GB"``): the memory budget that chooses the algorithm and sizes the
     blocked algorithm's blocks (default: the available RAM). Returns the summary dict (also in
     the output's ``cost_distance`` attribute).
@@ -275,7 +278,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     out = Path(output_path) if output_path else default_output(inp)
     # the output may not be (or hold, or lie in) the DEM, the friction raster, the sources
     # file or the reused store: --overwrite would replace the input
-    inputs = [inp, friction, sources_file, reuse]
+    inputs = [inp, friction, sources_file, stops_file, reuse]
     check_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite)
     grid = _plans.open_header(inp, tile)
     gt = grid["geotransform"]
@@ -285,6 +288,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                                   start_values=start_values)
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, algorithm,
                       tile_sssp, max_height, reuse, memory)
+    stops = _stop_cells(spec, gt, stop_points, stop_cells, stops_file, f"{inp}: ", grid["crs"])
     friction_tmp = None
     try:
         with atomic_output(out, overwrite, inputs=inputs) as tmp:
@@ -295,11 +299,17 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 {"index": i, "row": r, "col": c, **dict(zip("xy", cell_centre(r, c, gt))),
                  "start_cost": 0.0 if costs is None else float(costs[i])}
                 for i, (r, c) in enumerate(srcs)]
+            if stops:
+                summary["stops"] = [{"row": r, "col": c,
+                                     **dict(zip("xy", cell_centre(r, c, gt)))}
+                                    for r, c in stops]
             summary["output"] = str(out)
             dem = "elevation" if dem_in_output(tmp) else str(inp)
             attrs = {"cost_distance": summary,
                      "cost_model": cost_model_attributes(spec, srcs, costs, friction is not None,
                                                          dem)}
+            if "stop_distance" in summary:  # what verify checks: a run to that max cost
+                attrs["cost_model"]["max_cost"] = summary["stop_distance"]
             if spec["algorithm"] == "in-core":
                 attrs["cost_reuse"] = reuse_attributes(spec, inp, friction, gt, dem,
                                                        summary.get("near_far_delta"))
@@ -318,6 +328,21 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         if friction_tmp is not None:
             shutil.rmtree(friction_tmp, ignore_errors=True)
     return summary
+
+
+def _stop_cells(spec, gt, points, cells, path, label, crs):
+    """The stop cells (:func:`resolve_sources`), put in ``spec``; [] without any. Only the
+    in-core solve has one queue to stop: a stop for another algorithm is refused."""
+    if not (points or cells or path):
+        return []
+    if spec["algorithm"] != "in-core":
+        raise InputError(f"{label}stop cells need the in-core algorithm, and this grid takes "
+                         f"the {spec['algorithm']} one (a max cost bounds it instead)")
+    if gt is None:  # a dry run: the algorithm is all it checks
+        return []
+    spec["stops"] = resolve_sources(gt, spec["shape"], points, cells, path, label=label,
+                                    crs=crs, what="stop")[0]
+    return spec["stops"]
 
 
 def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, scheduler):
@@ -387,7 +412,9 @@ def _format_summary(s):
         f"cost-distance {s['output']}",
         f"grid      {s['rows']} x {s['cols']}, {s['connectivity']}-connected, cost {s['cost']}"
         + (f", max cost {s['max_cost']:g}" if s.get("max_cost") else ""),
-        f"sources   {len(s['sources'])}",
+        f"sources   {len(s['sources'])}"
+        + (f", {len(s['stops'])} stop cells" if s.get("stops") else "")
+        + (f" (all reached at {s['stop_distance']:.10g})" if "stop_distance" in s else ""),
         f"reached   {s['reached_cells']} cells, max distance "
         + ("-" if md is None else f"{md:.10g}"),
         f"algorithm {s['algorithm']} ({s.get('queue')}), backend {s['backend']} ({s['device']})",
@@ -418,7 +445,8 @@ def cost_distance_command(args):
         overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
         algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
-        memory=getattr(args, "memory", None))
+        memory=getattr(args, "memory", None), stop_points=args.stop or (),
+        stop_cells=args.stop_cell or (), stops_file=args.stops)
     print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
     return 0
 
@@ -503,6 +531,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, args.max_cost,
                       args.algorithm, getattr(args, "tile_sssp", None),
                       getattr(args, "max_height", None), reuse, getattr(args, "memory", None))
+    _stop_cells(spec, None, args.stop, args.stop_cell, args.stops, f"{inp}: ", None)
     threads = plan["threads_per_worker"]
     ingested = [] if grid["from_store"] else ["elevation"]
     linked = []

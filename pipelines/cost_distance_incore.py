@@ -106,7 +106,7 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
     try:
         res = grid_sssp(z, sources, start_costs, cost=spec["cost"], friction=f,
                         connectivity=spec["connectivity"], cellsize=spec["cellsize"],
-                        max_cost=spec["max_cost"], backend=backend,
+                        max_cost=spec["max_cost"], stops=spec.get("stops"), backend=backend,
                         delta=spec.get("near_far_delta"), hops=False,
                         on_distance=writer.start, on_device=on_device)
         if not on_device:
@@ -158,6 +158,8 @@ def _finish(out_path, solved, writes, meta):
         "phases": res.stats.get("phases"),
         "device": res.stats.get("device"),
     })
+    if "target_distance" in res.stats:  # stop cells: the distance the run stopped at
+        summary["stop_distance"] = float(res.stats["target_distance"])
     if res.stats.get("delta") is not None and math.isfinite(res.stats["delta"]):
         summary["near_far_delta"] = float(res.stats["delta"])  # inf (one bucket) is the default
     return summary

@@ -305,7 +305,8 @@ class CostDistance:
 
 
 def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None,
-                  friction=None, connectivity=8, max_cost=None, backend=None, cellsize=None):
+                  friction=None, connectivity=8, max_cost=None, stops=None, backend=None,
+                  cellsize=None):
     """Accumulated cost from sources over a DEM: distance, allocation and backlinks.
 
     The exact grid SSSP of :func:`terrain.grid.sssp.grid_sssp`, in memory. Conventions:
@@ -328,6 +329,9 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     connectivity : {4, 8, 16}
     max_cost : float, optional
         Cells farther than this stay unreached.
+    stops : sequence of (row, col), optional
+        Stop cells (as GRASS ``r.cost``'s): once all are reached, cells farther than the
+        farthest of them stay unreached (``attrs["stop_distance"]``) and the CPU's solve ends.
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
         Overrides the input's cell size.
@@ -376,7 +380,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     if not cells:
         raise InputError(f"{geo.where}: no sources given")
     r = grid_sssp(z, cells, start_costs, cost=cost, friction=f, connectivity=connectivity,
-                  cellsize=cs, max_cost=max_cost, backend=backend)
+                  cellsize=cs, max_cost=max_cost, stops=stops, backend=backend)
     reached = int(np.count_nonzero(~np.isnan(r.distance)))
     summary = {"cost": cost, "connectivity": int(connectivity), "cellsize": list(cs),
                "sources": [[int(a), int(b)] for a, b in cells], "reached_cells": reached,
@@ -387,6 +391,10 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     if start_costs is not None:
         summary["start_costs"] = np.broadcast_to(np.asarray(start_costs, np.float64),
                                                  (len(cells),)).tolist()
+    if stops is not None:
+        summary["stops"] = [[int(a), int(b)] for a, b in stops]
+        if "target_distance" in r.stats:
+            summary["stop_distance"] = float(r.stats["target_distance"])
     out = CostDistance(r.distance, r.allocation, r.backlink, summary, layer_attributes(cost),
                        geo)
     return out.to_xarray() if geo.template is not None else out

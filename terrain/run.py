@@ -121,6 +121,14 @@ def _add_cost_options(p, batch=False):
                    help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y "
                         f"(or lon,lat columns), or GeoJSON points (lon/lat unless a crs "
                         f"member says otherwise; reprojected){stem}")
+    p.add_argument("--stop", action="append", metavar="X,Y",
+                   help=f"{pre}a stop point in map coordinates (repeatable; as r.cost's): "
+                        "once every stop is reached, cells farther than the farthest stay "
+                        "unreached and the solve ends (in-core algorithm)")
+    p.add_argument("--stop-cell", action="append", metavar="ROW,COL",
+                   help=f"{pre}a stop cell (repeatable)")
+    p.add_argument("--stops", default=None, metavar="FILE",
+                   help=f"{pre}stop points: a raster, CSV or GeoJSON, as --sources{stem}")
     p.add_argument("--start-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cost already spent at every source (default 0)")
     p.add_argument("--start-values", action="store_true",

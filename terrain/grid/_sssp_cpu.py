@@ -82,10 +82,12 @@ def _heap_push(hd, hl, hc, n, d, lab, c):
 
 @numba.njit(cache=True, nogil=True)
 def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
-             seed_label, fixed, max_cost, stop):
+             seed_label, fixed, max_cost, targets, left, stop):
     """Lexicographic-key Dijkstra on the padded flat grid, in place on ``dist`` (+inf at
     vertices, -inf elsewhere; ``fixed``: final, only tight arcs relaxed) and ``label``: the
-    cells settled, or -1 when ``stop[0]`` was set (:func:`_interruptible`)."""
+    cells settled, or -1 when ``stop[0]`` was set (:func:`_interruptible`). With ``left > 0``
+    distinct cells flagged in ``targets``: ends once they are settled and every cell as near
+    as the last of them (cells set farther keep provisional distances: :func:`cut_beyond`)."""
     cap = 1024
     hd = np.empty(cap, np.float64)
     hl = np.empty(cap, np.int64)
@@ -108,10 +110,13 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
     nk = codes.size
     one = np.float32(1.0)
     settled = 0
+    bound = math.inf  # the last target's distance, once every target is settled
     while n > 0:
         d = hd[0]
         lab = hl[0]
         u = hc[0]
+        if d > bound:
+            break
         # pop: move the last entry down from the root
         n -= 1
         if n > 0:
@@ -139,6 +144,10 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
         settled += 1
         if (settled & 0xFFFF) == 0 and stop[0] != 0:
             return -1
+        if left > 0 and targets[u] != 0:
+            left -= 1
+            if left == 0:
+                bound = d
         zu = z[u]
         fu = f[u] if has_f else one
         nlab = lab + 1
@@ -173,7 +182,8 @@ def _grown(a, used):
 
 @numba.njit(cache=True, nogil=True)
 def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
-                     seed_label, fixed, max_cost, inv_width, nbuckets, backlink, stop):
+                     seed_label, fixed, max_cost, inv_width, nbuckets, backlink, targets,
+                     left, stop):
     """Dijkstra with a circular array of buckets (Dinitz): exact when every arc costs at least
     ``2 / inv_width``, so that no cell of the current bucket can improve another one of it.
 
@@ -181,7 +191,8 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
     settled first, so the lowest arc code among the relaxations that set or tie a cell's
     final label is :func:`backlinks_cpu`'s. Settled cells keep ``label = -1 - label``
     (except with ``fixed``). ``nbuckets`` (a power of two) must exceed the span of live
-    buckets; ``z`` is not read under ``friction``.
+    buckets; ``z`` is not read under ``friction``. ``targets``, ``left``: as
+    :func:`sssp_cpu`'s, ending after the bucket of the last target.
     """
     mask = nbuckets - 1
     heads = np.full(nbuckets, -1, np.int32)
@@ -227,11 +238,14 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
     row = offs[2] - offs[0] + 1  # the padded row width
     one = np.float32(1.0)
     settled = 0
+    last = np.int64(1) << 62  # the bucket of the last target, once every one is settled
     while live > 0:
         slot = cur & mask
         e = heads[slot]
         if e < 0:
             cur += 1
+            if cur > last:
+                break
             continue
         en = pnext[e]
         heads[slot] = en
@@ -263,6 +277,10 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
         settled += 1
         if (settled & 0xFFFF) == 0 and stop[0] != 0:
             return -1
+        if left > 0 and targets[u] != 0:
+            left -= 1
+            if left == 0:
+                last = cur
         zu = z[u] if model != 1 else one
         fu = f[u] if has_f else one
         nlab = lab + 1
@@ -541,6 +559,23 @@ def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stat
     return GridSSSPResult(distance, allocation, backlink, hops, stats)
 
 
+#: no targets: the queue runs until it is empty
+_NO_TARGETS = np.zeros(0, np.uint8)
+
+
+def cut_beyond(dist, targets, stats):
+    """Once every target cell is reached, every cell farther than the farthest of them
+    unreached (``+inf`` in the padded ``dist``): the result of a run whose max cost is that
+    distance, whatever cells the queue had set when it stopped. Records it as
+    ``stats["target_distance"]``."""
+    if targets is None or not len(targets):
+        return
+    far = float(dist[targets].max())
+    if far < math.inf:
+        dist[dist > far] = math.inf
+        stats["target_distance"] = far
+
+
 def _interruptible(kernel, *args):
     """``kernel(*args, stop)`` in a thread of its own while this one waits, so Ctrl-C (handled
     in the main thread) sets ``stop`` and the kernel returns within milliseconds."""
@@ -574,9 +609,10 @@ class CpuOps:
     name = "cpu"
 
     def solve(self, z, f, model, codes, lengths, rows, cols, costs, limit, *, queue="auto",
-              on_distance=None, **_gpu_only):
+              targets=None, on_distance=None, **_gpu_only):
         """Distances, labels and backlinks from the sources ``(rows, cols)`` with start
-        ``costs`` (checked); ``queue="heap"`` forces the heap."""
+        ``costs`` (checked); ``queue="heap"`` forces the heap. ``targets`` (padded flat
+        cells): the queue stops once they are settled (:func:`cut_beyond`)."""
         shape = z.shape
         offs = offsets(shape[1])
         plan = None
@@ -587,12 +623,20 @@ class CpuOps:
         if queue != "heap" and model == 2:
             plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
         seeds, seed_dist, seed_label = flat_seeds(rows, cols, costs, shape[1])
+        flags, left = _NO_TARGETS, 0
+        if targets is not None:
+            flags = np.zeros(dist.size, np.uint8)
+            flags[targets] = 1
+            left = int(np.count_nonzero(flags))
+        stats = {}
         if plan is None:
             settled = _interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs,
                                      codes, dist, label, seeds, seed_dist, seed_label, False,
-                                     limit)
+                                     limit, flags, left)
+            cut_beyond(dist, targets, stats)
+            stats.update(settled=int(settled), queue="heap")
             res = _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
-                          shape, {"settled": int(settled), "queue": "heap"})
+                          shape, stats)
         else:
             backlink_p = np.empty(dist.size, np.uint8)
             # the Dijkstra runs on one core without the GIL; meanwhile another thread
@@ -603,14 +647,16 @@ class CpuOps:
             try:
                 settled = _interruptible(sssp_buckets_cpu, zp, fp, f is not None, model,
                                          lengths, offs, codes, dist, label, seeds, seed_dist,
-                                         seed_label, False, limit, *plan, backlink_p)
+                                         seed_label, False, limit, *plan, backlink_p, flags,
+                                         left)
             finally:
                 prefault.join()
+            cut_beyond(dist, targets, stats)
+            stats.update(settled=int(settled), queue="buckets")
             backlink, distance, allocation, hops = outputs or _touched_outputs(shape)
             _outputs_cpu(dist, label, backlink_p, shape[0], shape[1], PAD, backlink, distance,
                          allocation, hops)
-            res = GridSSSPResult(distance, allocation, backlink, hops,
-                                 {"settled": int(settled), "queue": "buckets"})
+            res = GridSSSPResult(distance, allocation, backlink, hops, stats)
         if on_distance is not None:
             on_distance(res.distance)
         return res
@@ -627,7 +673,7 @@ class CpuOps:
         offs = offsets(shape[1])
         _interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs, codes, dist,
                        label, seeds, np.nan_to_num(seed_d, nan=-np.inf), seed_lab, True,
-                       math.inf)
+                       math.inf, _NO_TARGETS, 0)
         dist[label == NO_LABEL] = -np.inf  # cells whose distance no seed explains
         return _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
                        {})

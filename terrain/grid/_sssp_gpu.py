@@ -426,8 +426,10 @@ class GpuOps:
         self.be = be
 
     def solve(self, z, f, model, codes, lengths, rows, cols, costs, limit, *, delta=None,
-              use_graph=True, persistent=True, hops=True, on_distance=None, on_device=False):
-        """Distances, labels and backlinks (:meth:`CpuOps.solve`).
+              use_graph=True, persistent=True, hops=True, targets=None, on_distance=None,
+              on_device=False):
+        """Distances, labels and backlinks (:meth:`CpuOps.solve`). ``targets``: the near-far
+        loop runs to its end, then the cells beyond them are cut as on the CPU.
 
         ``persistent``: the whole loop in one launch (default), else one launch a step
         (``use_graph``: from a captured CUDA graph); the rest as :func:`grid_sssp`.
@@ -467,6 +469,13 @@ class GpuOps:
         if st is None:
             st = g.near_far(dist, d_cells, start_bits, float(delta), limit, use_graph)
         stats.update(st)
+        if targets is not None and len(targets):
+            # distances as their float64 bits (non-negative: ordered as integers)
+            far = dist[cp.asarray(targets)].max()  # uint64 on the device: no float compare
+            bits = np.uint64(int(far))
+            if bits < _INF_BITS:
+                dist[dist > far] = _INF_BITS
+                stats["target_distance"] = float(bits.view(np.float64))
         g.sync()
         t2 = time.perf_counter()
         phases["distance"] = t2 - t1

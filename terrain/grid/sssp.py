@@ -24,7 +24,7 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
-from ._sssp_frame import PAD, UNREACHED_BACKLINK, GridSSSPResult
+from ._sssp_frame import PAD, UNREACHED_BACKLINK, GridSSSPResult, flat_seeds
 from .costs import arc_codes, arc_lengths, check_friction, cost_model_code
 
 __all__ = ["grid_sssp", "labels_from_distance", "GridSSSPResult", "check_sources",
@@ -131,8 +131,8 @@ def prepare_grid(dem, friction, cost, connectivity, cellsize):
 
 
 def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
-              connectivity=8, cellsize=(1.0, 1.0), max_cost=None, backend=None, delta=None,
-              hops=True, on_distance=None, on_device=False):
+              connectivity=8, cellsize=(1.0, 1.0), max_cost=None, stops=None, backend=None,
+              delta=None, hops=True, on_distance=None, on_device=False):
     """Cost distance, allocation and backlinks from ``sources`` over a grid held in memory.
 
     Parameters
@@ -151,6 +151,11 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     cellsize : (dx, dy)
     max_cost : float, optional
         Cells farther than this stay unreached.
+    stops : sequence of (row, col), optional
+        Stop cells (GRASS ``r.cost`` stop points): once every one is reached, cells farther
+        than the farthest of them stay unreached, as with ``max_cost`` equal to that distance
+        (``stats["target_distance"]``); the CPU's queue ends there. A stop that cannot be
+        reached leaves every cell reached.
     backend : {'cpu', 'gpu', 'auto'} or Backend, optional
     delta : float, optional
         The GPU near-far bucket width (default: sampled; ``stats["delta"]`` gives the one
@@ -180,8 +185,12 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     z, f, valid, model, codes, lengths = prepare_grid(dem, friction, cost, connectivity,
                                                       cellsize)
     rows, cols, costs = check_sources(sources, valid, start_costs)
+    targets = None
+    if stops is not None:
+        srows, scols, _ = check_sources(stops, valid, name="stop")
+        targets = flat_seeds(srows, scols, np.zeros(srows.size), z.shape[1])[0]
     res = _ops(be).solve(z, f, model, codes, lengths, rows, cols, costs,
-                         check_max_cost(max_cost), delta=delta, hops=hops,
+                         check_max_cost(max_cost), delta=delta, hops=hops, targets=targets,
                          on_distance=on_distance, on_device=on_device)
     res.stats.update(seconds=time.perf_counter() - t0, backend=be.name,
                      device=be.device_name(), algorithm="in-core")

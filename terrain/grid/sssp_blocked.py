@@ -42,6 +42,7 @@ _OFF = HALO + _FRAME  # the block's first row and column in a window
 NONE_LABEL = NO_LABEL
 _SIDES = ("top", "bottom", "left", "right")
 _NO_STOP = np.zeros(1, np.uint8)  # a block's solve is short: never interrupted inside
+_NO_TARGETS = np.zeros(0, np.uint8)  # and runs until its queue is empty
 
 
 @dataclass(frozen=True)
@@ -278,10 +279,11 @@ def _solve_window(ws, spec, stage, z, f, state_d, state_l, halo, sources):
     if plan is not None:
         settled = sssp_buckets_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs,
                                    spec.codes, dist, label, seeds, seed_d, seed_l, fixed,
-                                   limit, *plan, ws["b"], _NO_STOP)
+                                   limit, *plan, ws["b"], _NO_TARGETS, 0, _NO_STOP)
     else:
         settled = sssp_cpu(zp, fk, spec.has_f, spec.model, spec.lengths, offs, spec.codes,
-                           dist, label, seeds, seed_d, seed_l, fixed, limit, _NO_STOP)
+                           dist, label, seeds, seed_d, seed_l, fixed, limit, _NO_TARGETS, 0,
+                           _NO_STOP)
     if stage == 2:  # unchanged: the ring carries the final distances
         new_d = state_d if state_d is not None else np.full(z.shape, -np.inf)
         new_l = _into(state_l, label.reshape(H, W)[inner])

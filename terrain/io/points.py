@@ -234,27 +234,27 @@ def _reproject(points, src, dst, path):
 
 
 def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, path="sources",
-                        start_values=False):
+                        start_values=False, what="source"):
     """Cells of a grid for the non-zero, non-NaN cells of a source raster (row-major order),
     mapped through the cell centres so that the source raster may have its own grid.
 
     With ``start_values``: every cell that is not NaN is a source, and returns ``(cells,
     costs)``, its values the costs already spent there (GRASS ``r.cost -r``); a negative or
-    infinite one is an :class:`InputError`.
+    infinite one is an :class:`InputError`. ``what`` names the cells in errors.
     """
     values = np.asarray(values)
     with np.errstate(invalid="ignore"):
         keep = ~np.isnan(values) if start_values else (values != 0) & ~np.isnan(values)
     rr, cc = np.nonzero(keep)
     if rr.size == 0:
-        raise InputError(f"{path}: no source cells ("
+        raise InputError(f"{path}: no {what} cells ("
                          + ("not nodata)" if start_values else "non-zero, not nodata)"))
     if tuple(float(v) for v in geotransform) == tuple(float(v) for v in grid_geotransform) \
             and values.shape == tuple(grid_shape):
         cells = list(zip(rr.tolist(), cc.tolist()))
     else:
         cells = [map_to_cell(*cell_centre(r, c, geotransform), grid_geotransform, grid_shape,
-                             what=f"{path}: source cell ({r}, {c}) at")
+                             what=f"{path}: {what} cell ({r}, {c}) at")
                  for r, c in zip(rr.tolist(), cc.tolist())]
     if not start_values:
         return cells

@@ -100,6 +100,49 @@ def test_start_costs_and_max_cost():
     np.testing.assert_array_equal(capped.backlink[keep], res.backlink[keep])
 
 
+@pytest.mark.parametrize("cost, queue", [("absdiff", "heap"), ("friction", "buckets"),
+                                         ("friction", "heap"), ("tobler", "heap")])
+def test_stop_cells_end_the_solve_at_the_farthest(cost, queue):
+    """Stops: the cells within the farthest stop's distance (scipy's), labelled as a run
+    capped at that distance, the rest unreached; the queue ends early."""
+    z = int_dem(60, 70, 4, nan_frac=0.05)
+    sources, stops = [(30, 35), (5, 60)], [(40, 40), (20, 30), (40, 40)]
+    for cell in sources + stops:
+        z[cell] = 3
+    fr = np.random.default_rng(4).uniform(1, 2, z.shape).astype(np.float32)
+    f = None if cost == "absdiff" else fr
+    prep = prepare_grid(z, f, cost, 8, (1.0, 1.0))
+    rows, cols = zip(*sources)
+
+    def solve(**kw):
+        return CpuOps().solve(*prep[:2], *prep[3:], np.array(rows), np.array(cols),
+                              np.zeros(2), math.inf, queue=queue, **kw)
+    full = solve()
+    from terrain.grid._sssp_frame import flat_seeds
+    targets = flat_seeds(*map(np.array, zip(*stops)), np.zeros(3), z.shape[1])[0]
+    got = solve(targets=targets)
+    assert got.stats["queue"] == queue
+    ref = oracle_distance(csr_graph(z, cost, f), z.shape, sources)
+    far = got.stats["target_distance"]  # tobler: scipy's exp differs in the last bits
+    assert far == pytest.approx(max(ref[c] for c in stops), rel=1e-13)
+    assert got.stats["settled"] < full.stats["settled"]
+    near = ~np.isnan(got.distance)
+    np.testing.assert_allclose(got.distance[near], ref[near], rtol=1e-13)
+    assert (got.distance[near] <= far).all() and not (ref[~near] < far * (1 - 1e-13)).any()
+    assert (got.backlink[~near] == 255).all() and (got.allocation[~near] == -1).all()
+    capped = grid_sssp(z, sources, cost=cost, friction=f, max_cost=far, backend="cpu")
+    for name in ("distance", "allocation", "backlink", "hops"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(capped, name), err_msg=name)
+    # through grid_sssp; a stop no path reaches leaves every cell reached
+    z[0:3, 0:3] = np.nan
+    z[1, 1] = 3
+    walled = grid_sssp(z, sources, cost=cost, friction=f, stops=stops + [(1, 1)],
+                       backend="cpu")
+    assert "target_distance" not in walled.stats
+    np.testing.assert_array_equal(
+        walled.distance, grid_sssp(z, sources, cost=cost, friction=f, backend="cpu").distance)
+
+
 def test_nodata_barrier_splits_the_grid():
     z = int_dem(20, 20, 3).astype(np.float32)
     z[:, 9:11] = np.nan  # a wall two cells thick ...
@@ -228,6 +271,8 @@ def test_labels_from_distance_reproduces_the_labels():
     (dict(sources=[]), "non-empty"),
     (dict(start_costs=[-1.0]), "start costs"),
     (dict(max_cost=0), "max cost"),
+    (dict(stops=[(2, 2)]), "stop 0 at cell .* is on nodata"),
+    (dict(stops=[(0, 10)]), "stop 0 at cell .* is outside"),
     (dict(connectivity=6), "connectivity"),
     (dict(cost="slope"), "cost model"),
     (dict(cost="friction"), "friction raster"),
@@ -254,13 +299,15 @@ def test_gpu_equals_cpu(cost, conn):
     valid = np.argwhere(~np.isnan(z))
     sources = [tuple(valid[i]) for i in (0, len(valid) // 2, len(valid) - 1)]
 
-    def run(backend):
+    def run(backend, **kw):
         r = grid_sssp(z, sources, [0.0, 2.0, 1.0], cost=cost, connectivity=conn,
                       friction=fr if cost != "absdiff" else None, cellsize=(2.0, 3.0),
-                      max_cost=200.0, backend=backend)
-        return r.distance, r.allocation, r.backlink, r.hops
+                      max_cost=200.0, backend=backend, **kw)
+        return r.distance, r.allocation, r.backlink, r.hops, r.stats.get("target_distance")
 
     assert_backends_identical(run)
+    stops = [tuple(valid[i]) for i in (len(valid) // 3, len(valid) // 4)]
+    assert_backends_identical(lambda backend: run(backend, stops=stops))
 
 
 @pytest.mark.gpu

@@ -145,7 +145,8 @@ def test_tight_labels_buckets_equal_heap(cost):
     ``fixed``) from the same final distances, seeds and starting labels: seeds that are not
     tight (ignored), ties between sources (the lower label wins), labels already lower than
     what a seed offers (kept), nodata."""
-    from terrain.grid._sssp_cpu import bucket_plan, padded_state, sssp_buckets_cpu, sssp_cpu
+    from terrain.grid._sssp_cpu import (_NO_TARGETS, bucket_plan, padded_state,
+                                        sssp_buckets_cpu, sssp_cpu)
     from terrain.grid._sssp_frame import offsets
     rng = np.random.default_rng(9)
     z = _rng_dem(40, 33, 4, nodata=0.04)
@@ -156,7 +157,8 @@ def test_tight_labels_buckets_equal_heap(cost):
     cells = np.flatnonzero(dist == np.inf)[[5, 300, 700, 1100]]
     costs = np.array([0.0, 4.0, 4.0, 1.0])
     sssp_cpu(zp, fp, True, model, lengths, offs, codes, dist, label, cells, costs,
-             np.zeros(4, np.int64), False, np.inf, np.zeros(1, np.uint8))  # distances only
+             np.zeros(4, np.int64), False, np.inf, _NO_TARGETS, 0,
+             np.zeros(1, np.uint8))  # distances only
     dist[~np.isfinite(dist)] = -np.inf
     plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
     assert plan is not None
@@ -168,10 +170,11 @@ def test_tight_labels_buckets_equal_heap(cost):
     seed_l = np.array([1, 2, 3, 4, 0], np.int64) << 32
     want, got = start.copy(), start.copy()
     n_heap = sssp_cpu(zp, fp, True, model, lengths, offs, codes, dist, want, cells, costs,
-                      seed_l, True, np.inf, np.zeros(1, np.uint8))
+                      seed_l, True, np.inf, _NO_TARGETS, 0, np.zeros(1, np.uint8))
     n_buckets = sssp_buckets_cpu(zp, fp, True, model, lengths, offs, codes, dist, got, cells,
                                  costs, seed_l, True, np.inf, *plan,
-                                 np.empty(dist.size, np.uint8), np.zeros(1, np.uint8))
+                                 np.empty(dist.size, np.uint8), _NO_TARGETS, 0,
+                                 np.zeros(1, np.uint8))
     assert np.array_equal(got, want)
     assert got[cells[3] + 1] == 7 and n_buckets <= n_heap
     reached = want[dist > -np.inf] != np.iinfo(np.int64).max

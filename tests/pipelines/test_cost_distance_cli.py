@@ -148,6 +148,33 @@ def test_start_values_from_the_sources_raster(dem, tmp_path, algorithm):
         np.testing.assert_array_equal(d, ref)
 
 
+def test_stop_cells_end_the_run_and_verify(dem, tmp_path):
+    """``--stop``/``--stop-cell``/``--stops``: cells beyond the farthest stop unreached (the
+    scipy distances cut there), recorded, and ``verify`` accepts the store."""
+    z, path = dem
+    csv = tmp_path / "stops.csv"
+    csv.write_text("x,y\n%r,%r\n" % xy(20, 12, z.shape[0]))
+    out = tmp_path / "s.zarr"
+    x, y = xy(10, 9, z.shape[0])
+    for cell in ((10, 9), (20, 12), (12, 5)):
+        assert not np.isnan(z[cell])
+    rc, so, se = run_cli("cost-distance", path, "--source-cell", "3,4", "--stop", f"{x},{y}",
+                         "--stop-cell", "12,5", "--stops", csv, "-o", out, "--json",
+                         "--backend", "cpu")
+    assert rc == 0, se
+    s = json.loads(so)
+    assert [(t["row"], t["col"]) for t in s["stops"]] == [(10, 9), (12, 5), (20, 12)]
+    ref = oracle_distance(csr_graph(z), z.shape, [(3, 4)])
+    far = max(ref[10, 9], ref[12, 5], ref[20, 12])
+    assert s["stop_distance"] == far
+    ref[ref > far] = np.nan
+    g = zarr.open_group(str(out), mode="r")
+    np.testing.assert_array_equal(np.asarray(g["distance"][:]), ref)
+    assert g.attrs["cost_model"]["max_cost"] == far
+    rc, so, se = run_cli("verify", out, scheduler=None)
+    assert rc == 0, so + se
+
+
 @pytest.mark.skipif(shutil.which("grass") is None, reason="needs GRASS GIS (grass on PATH)")
 def test_start_values_equal_grass_r_cost_r(tmp_path):
     """Against GRASS ``r.cost -r`` (start costs from the start raster): friction costs on a
@@ -183,7 +210,7 @@ def test_start_values_equal_grass_r_cost_r(tmp_path):
 @pytest.mark.parametrize("case", ["nodata", "outside", "cell-outside", "shape", "georef",
                                   "negative", "max-cost", "no-friction", "exists",
                                   "geotiff-file", "geotiff-exists", "start-values-points",
-                                  "start-value-negative"])
+                                  "start-value-negative", "stop-blocked", "stop-nodata"])
 def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
     z, path = dem
     out = tmp_path / "bad.zarr"
@@ -207,6 +234,10 @@ def test_bad_input_one_line_exit_2_nothing_written(dem, tmp_path, case):
         args += ["--cost", "friction", "--friction", write_asc(tmp_path / "f.asc", f)]
     elif case == "max-cost":
         args += ["--max-cost", "0"]
+    elif case == "stop-blocked":  # one queue to stop: the in-core algorithm's
+        args += ["--stop-cell", "5,5", "--algorithm", "blocked"]
+    elif case == "stop-nodata":
+        args += ["--stop-cell", "%d,%d" % nan_cell]
     elif case == "start-values-points":  # values need a raster of them
         (tmp_path / "s.csv").write_text("x,y\n%r,%r\n" % xy(3, 4, z.shape[0]))
         args = ["--sources", tmp_path / "s.csv", "--start-values"]
