@@ -28,7 +28,8 @@ import numpy as np
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles import borrow_buffer
-from ._sssp_cpu import backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu, window_inner_cpu
+from ._sssp_cpu import (_NO_TARGETS, backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu,
+                        window_inner_cpu)
 from ._sssp_frame import HOPS_BITS, NO_LABEL, GridSSSPResult
 from .costs import ARC_DC, ARC_DR, arc_costs_np
 from .sssp import check_max_cost, check_sources, prepare_grid
@@ -42,7 +43,6 @@ _OFF = HALO + _FRAME  # the block's first row and column in a window
 NONE_LABEL = NO_LABEL
 _SIDES = ("top", "bottom", "left", "right")
 _NO_STOP = np.zeros(1, np.uint8)  # a block's solve is short: never interrupted inside
-_NO_TARGETS = np.zeros(0, np.uint8)  # and runs until its queue is empty
 
 
 @dataclass(frozen=True)

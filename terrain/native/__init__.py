@@ -18,7 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["load_library", "declared", "compile_library", "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME"]
+__all__ = ["load_library", "declared", "compile_library", "source_tag", "SOURCE", "CFLAGS",
+           "BUILT_NAME"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
 #: (no fused multiply-add, no fast-math)
