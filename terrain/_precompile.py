@@ -47,10 +47,8 @@ def _commands(tmp):
         ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.npz"), *cpu[:2]],
         ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), *cpu],
         ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), *cpu],
-        [*cost, "-o", str(tmp / "warm.cost.zarr"), *cpu],
-        [*cost, "--cost", "tobler", "-o", str(tmp / "warm.tobler.zarr"), *cpu],
-        # a friction raster (the grid serves as its own): the bucket queue's kernels
-        [*cost, "--friction", str(grid), "-o", str(tmp / "warm.friction.zarr"), *cpu],
+        # the in-core cost distance runs C; the blocked algorithm's window kernel
+        [*cost, "--algorithm", "blocked", "-o", str(tmp / "warm.cost.zarr"), *cpu],
     ]
 
 

@@ -23,13 +23,13 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
 from ..tiles import borrow_buffer
-from ._sssp_cpu import (_NO_TARGETS, backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu,
-                        window_inner_cpu)
+from ._sssp_cpu import _NO_TARGETS, backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu
 from ._sssp_frame import HOPS_BITS, NO_LABEL, GridSSSPResult
 from .costs import ARC_DC, ARC_DR, arc_costs_np
 from .sssp import check_max_cost, check_sources, prepare_grid
@@ -512,3 +512,33 @@ def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=Non
     stats = dict(driver.stats, blocks=int(np.prod(plan.blocks)), side=plan.side,
                  seconds=time.perf_counter() - t0, backend="cpu", algorithm="blocked")
     return GridSSSPResult(distance, allocation, backlink, None, stats)
+
+
+@numba.njit(cache=True, nogil=True)
+def window_inner_cpu(z, f, has_f, state_d, has_d, state_l, has_l, labels, off, width, zp, fp,
+                     dist, label):
+    """Fill the block's cells of its padded flat window (``off`` cells of halo and frame
+    before, ``width`` a row) from ``z``, ``f`` and the block's state, as
+    :func:`terrain.grid.sssp_blocked._window` describes."""
+    th, tw = z.shape
+    none = np.iinfo(np.int64).max
+    empty = -math.inf if labels else math.inf
+    for r in range(th):
+        base = (r + off) * width + off
+        for c in range(tw):
+            i = base + c
+            zv = z[r, c]
+            zp[i] = zv
+            ok = zv == zv
+            if has_f:
+                fv = f[r, c]
+                fp[i] = fv
+                ok = ok and fv == fv
+            d = state_d[r, c] if has_d else empty
+            if not ok or (labels and not (d > -math.inf and d < math.inf)):
+                d = -math.inf
+            dist[i] = d
+            if labels:
+                label[i] = state_l[r, c] if has_l else none
+            else:
+                label[i] = 0

@@ -1936,3 +1936,434 @@ void terrain_metis_parse(const uint8_t *buf, int64_t end, int64_t start, int64_t
     result[2] = err != G_ERR_NONE ? ls : -1;
     result[3] = line;
 }
+
+/* ---------------------------------------------------------------- the in-core grid SSSP on the
+ * CPU (terrain/grid/_sssp_cpu.py calls them; the twins of _sssp.cu's kernels): Dijkstra on the
+ * NaN-framed flat grid of terrain/grid/_sssp_frame.py with lexicographic (distance, label)
+ * keys, on a binary heap or, where every arc costs more than zero, a circular bucket queue.
+ * C rather than Numba: a process's first Numba kernel costs 0.8-1.0 s before any work, half
+ * the whole run of a 1024^2 cost distance. Arc costs are float64 from float32 inputs, one IEEE
+ * operation at a time in the order of terrain/grid/costs.py (no FMA: -ffp-contract=off), with
+ * its exp_det, so every backend gives the same bits. */
+
+static const double SSSP_EXP_COEF[14] = {
+    1.0, 1.0, 1.0 / 2.0, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0, 1.0 / 5040.0,
+    1.0 / 40320.0, 1.0 / 362880.0, 1.0 / 3628800.0, 1.0 / 39916800.0, 1.0 / 479001600.0,
+    1.0 / 6227020800.0};
+
+static inline double sssp_exp_det(double x) {
+    if (x != x) return x;
+    if (x > 709.782712893384) return INFINITY;
+    if (x < -745.1332191019411) return 0.0;
+    const double k = floor(x * 1.4426950408889634 + 0.5);
+    const double r = (x - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
+    double p = SSSP_EXP_COEF[13];
+    for (int n = 12; n >= 0; --n) p = p * r + SSSP_EXP_COEF[n];
+    return ldexp(p, (int)k);
+}
+
+static inline double sssp_arc_cost(float zu, float zv, float fu, float fv, int64_t k, int model,
+                                   const double *lengths) {
+    if (model == 0) return fabs((double)zv - (double)zu);
+    const double fmean = ((double)fu + (double)fv) * 0.5;
+    const double length = lengths[k];
+    if (model == 1) return length * fmean;
+    const double s = ((double)zv - (double)zu) / length;
+    const double e = sssp_exp_det(3.5 * fabs(s + 0.05));
+    return ((length * e) / (6000.0 / 3600.0)) * fmean;
+}
+
+static inline int sssp_less(double d1, int64_t l1, double d2, int64_t l2) {
+    return d1 < d2 || (d1 == d2 && l1 < l2);
+}
+
+/* Padded rows [r0, r1) (the last two arguments of every pass over rows, so that callers
+ * deal bands to threads): z (if has_z) and f (if has_f) copied inside a NaN frame of pad cells;
+ * distance +inf at vertices, -inf elsewhere; labels "none" (INT64_MAX). */
+void terrain_sssp_init(const float *z, const float *f, int has_f, int has_z, int64_t rows,
+                       int64_t cols, int64_t pad, float *zp, float *fp, double *dist,
+                       int64_t *label, int64_t r0, int64_t r1) {
+    const int64_t width = cols + 2 * pad;
+    for (int64_t pr = r0; pr < r1; ++pr) {
+        const int64_t r = pr - pad;
+        for (int64_t pc = 0; pc < width; ++pc) {
+            const int64_t c = pc - pad, i = pr * width + pc;
+            label[i] = INT64_MAX;
+            if (r >= 0 && r < rows && c >= 0 && c < cols) {
+                const float zv = z[r * cols + c];
+                if (has_z) zp[i] = zv;
+                int ok = zv == zv;
+                if (has_f) {
+                    const float fv = f[r * cols + c];
+                    fp[i] = fv;
+                    ok = ok && fv == fv;
+                }
+                dist[i] = ok ? INFINITY : -INFINITY;
+            } else {
+                if (has_z) zp[i] = NAN;
+                if (has_f) fp[i] = NAN;
+                dist[i] = -INFINITY;
+            }
+        }
+    }
+}
+
+typedef struct { double *d; int64_t *l; int32_t *c; int64_t n, cap; } sssp_heap;
+
+static int sssp_heap_push(sssp_heap *h, double d, int64_t lab, int32_t c) {
+    if (h->n == h->cap) {
+        const int64_t cap = 2 * h->cap;
+        double *nd = realloc(h->d, (size_t)cap * sizeof *nd);
+        if (nd == NULL) return -3;
+        h->d = nd;
+        int64_t *nl = realloc(h->l, (size_t)cap * sizeof *nl);
+        if (nl == NULL) return -3;
+        h->l = nl;
+        int32_t *nc = realloc(h->c, (size_t)cap * sizeof *nc);
+        if (nc == NULL) return -3;
+        h->c = nc;
+        h->cap = cap;
+    }
+    int64_t i = h->n++;
+    while (i > 0) {
+        const int64_t p = (i - 1) >> 1;
+        if (!sssp_less(d, lab, h->d[p], h->l[p])) break;
+        h->d[i] = h->d[p];
+        h->l[i] = h->l[p];
+        h->c[i] = h->c[p];
+        i = p;
+    }
+    h->d[i] = d;
+    h->l[i] = lab;
+    h->c[i] = c;
+    return 0;
+}
+
+/* Lexicographic-key Dijkstra on the padded flat grid, in place on dist (+inf at vertices,
+ * -inf elsewhere; fixed: final, only tight arcs relaxed) and label. With left > 0 distinct
+ * cells flagged in targets: ends once they are settled and every cell as near as the last of
+ * them. Returns the cells settled, -1 when *stop was set (checked every 65536 settles), -3
+ * out of memory. */
+int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
+                          const double *lengths, const int64_t *offs, const int64_t *codes,
+                          int64_t nk, double *dist, int64_t *label, const int64_t *seeds,
+                          const double *seed_dist, const int64_t *seed_label, int64_t nseeds,
+                          int fixed, double max_cost, const uint8_t *targets, int64_t left,
+                          const volatile uint8_t *stop) {
+    sssp_heap h = {malloc(1024 * sizeof(double)), malloc(1024 * sizeof(int64_t)),
+                   malloc(1024 * sizeof(int32_t)), 0, 1024};
+    int64_t settled = -3;
+    if (h.d == NULL || h.l == NULL || h.c == NULL) goto done;
+    for (int64_t s = 0; s < nseeds; ++s) { /* seeds within max_cost that improve their cell */
+        const int64_t c = seeds[s];
+        const double d0 = seed_dist[s];
+        const int64_t l0 = seed_label[s];
+        if (!(d0 > -INFINITY && d0 <= max_cost)) continue;
+        if (fixed) {
+            if (d0 != dist[c] || l0 >= label[c]) continue;
+        } else if (!sssp_less(d0, l0, dist[c], label[c])) {
+            continue;
+        }
+        dist[c] = d0;
+        label[c] = l0;
+        if (sssp_heap_push(&h, d0, l0, (int32_t)c)) goto done;
+    }
+    settled = 0;
+    double bound = INFINITY; /* the last target's distance, once every target is settled */
+    while (h.n > 0) {
+        const double d = h.d[0];
+        const int64_t lab = h.l[0];
+        const int64_t u = h.c[0];
+        if (d > bound) break;
+        if (--h.n > 0) { /* pop: move the last entry down from the root */
+            const double xd = h.d[h.n];
+            const int64_t xl = h.l[h.n];
+            const int32_t xc = h.c[h.n];
+            int64_t i = 0;
+            for (;;) {
+                int64_t ch = 2 * i + 1;
+                if (ch >= h.n) break;
+                if (ch + 1 < h.n && sssp_less(h.d[ch + 1], h.l[ch + 1], h.d[ch], h.l[ch])) ++ch;
+                if (!sssp_less(h.d[ch], h.l[ch], xd, xl)) break;
+                h.d[i] = h.d[ch];
+                h.l[i] = h.l[ch];
+                h.c[i] = h.c[ch];
+                i = ch;
+            }
+            h.d[i] = xd;
+            h.l[i] = xl;
+            h.c[i] = xc;
+        }
+        if (d != dist[u] || lab != label[u]) continue; /* stale entry */
+        ++settled;
+        if ((settled & 0xFFFF) == 0 && *stop) { settled = -1; goto done; }
+        if (left > 0 && targets[u] && --left == 0) bound = d;
+        const float zu = z[u], fu = has_f ? f[u] : 1.0f;
+        const int64_t nlab = lab + 1;
+        for (int64_t j = 0; j < nk; ++j) {
+            const int64_t k = codes[j], v = u + offs[k];
+            const double dv = dist[v];
+            if (model == 2 && dv < d) continue; /* settled (or not a vertex): spare the exp */
+            const double nd = d + sssp_arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model,
+                                                lengths);
+            if (fixed) {
+                if (nd != dv || nlab >= label[v]) continue;
+            } else if (nd > max_cost || !sssp_less(nd, nlab, dv, label[v])) {
+                continue;
+            }
+            dist[v] = nd;
+            label[v] = nlab;
+            if (sssp_heap_push(&h, nd, nlab, (int32_t)v)) { settled = -3; goto done; }
+        }
+    }
+done:
+    free(h.d);
+    free(h.l);
+    free(h.c);
+    return settled;
+}
+
+/* Dijkstra with a circular array of nbuckets buckets (Dinitz), exact when every arc costs at
+ * least 2 / inv_width (no cell of the current bucket can improve another of it); the
+ * backlinks in the same pass (every tight predecessor is settled first: the lowest arc code
+ * among the relaxations that set or tie a cell's final label). Settled cells keep label =
+ * -1 - label (except with fixed). z is not read under friction. targets, left, stop and the
+ * return value as terrain_sssp_heap's; it ends after the bucket of the last target. */
+int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int model,
+                             const double *lengths, const int64_t *offs, const int64_t *codes,
+                             int64_t nk, double *dist, int64_t *label, int64_t ncells,
+                             const int64_t *seeds, const double *seed_dist,
+                             const int64_t *seed_label, int64_t nseeds, int fixed,
+                             double max_cost, double inv_width, int64_t nbuckets,
+                             uint8_t *backlink, const uint8_t *targets, int64_t left,
+                             const volatile uint8_t *stop) {
+    const int64_t mask = nbuckets - 1;
+    int32_t *heads = malloc((size_t)nbuckets * sizeof *heads);
+    int64_t cap = 1 << 16, used = 0, live = 0, settled = -3;
+    int32_t *pcell = malloc((size_t)cap * sizeof *pcell), *pnext = malloc((size_t)cap *
+                                                                          sizeof *pnext);
+    int32_t freed = -1;
+    int64_t cur = (int64_t)1 << 62;
+    int64_t offj[16];
+    uint8_t backj[16];
+    if (heads == NULL || pcell == NULL || pnext == NULL) goto done;
+    for (int64_t i = 0; i < nbuckets; ++i) heads[i] = -1;
+#define SSSP_ENTRY(E)                                                                          \
+    if (freed >= 0) {                                                                          \
+        E = freed;                                                                             \
+        freed = pnext[E];                                                                      \
+    } else {                                                                                   \
+        if (used == cap) {                                                                     \
+            int32_t *a = realloc(pcell, (size_t)(2 * cap) * sizeof *a);                        \
+            if (a == NULL) goto done;                                                          \
+            pcell = a;                                                                         \
+            a = realloc(pnext, (size_t)(2 * cap) * sizeof *a);                                 \
+            if (a == NULL) goto done;                                                          \
+            pnext = a;                                                                         \
+            cap *= 2;                                                                          \
+        }                                                                                      \
+        E = (int32_t)used++;                                                                   \
+    }
+    for (int64_t s = 0; s < nseeds; ++s) {
+        const int64_t c = seeds[s];
+        const double d0 = seed_dist[s];
+        const int64_t l0 = seed_label[s];
+        if (!(d0 > -INFINITY && d0 <= max_cost)) continue;
+        if (fixed) {
+            if (d0 != dist[c] || l0 >= label[c]) continue;
+        } else if (!sssp_less(d0, l0, dist[c], label[c])) {
+            continue;
+        }
+        dist[c] = d0;
+        label[c] = l0;
+        backlink[c] = 0;
+        const int64_t b = (int64_t)(d0 * inv_width);
+        if (b < cur) cur = b;
+        int32_t e;
+        SSSP_ENTRY(e)
+        pcell[e] = (int32_t)c;
+        pnext[e] = heads[b & mask];
+        heads[b & mask] = e;
+        ++live;
+    }
+    /* per arc j: the neighbour offset, and the backlink code of the reverse arc (v -> u) + 1 */
+    for (int64_t j = 0; j < nk; ++j) {
+        const int64_t k = codes[j];
+        offj[j] = offs[k];
+        backj[j] = (uint8_t)(((k & 8) | ((k + 4) & 7)) + 1);
+    }
+    const int64_t row = offs[2] - offs[0] + 1; /* the padded row width */
+    settled = 0;
+    int64_t last = (int64_t)1 << 62; /* the bucket of the last target, once all are settled */
+    while (live > 0) {
+        const int64_t slot = cur & mask;
+        const int32_t e = heads[slot];
+        if (e < 0) {
+            if (++cur > last) break;
+            continue;
+        }
+        const int32_t en = pnext[e];
+        heads[slot] = en;
+        const int64_t u = pcell[e];
+        if (en >= 0) { /* the next cell's neighbourhood and the entry after it, ahead of time */
+            const int64_t un = pcell[en];
+            __builtin_prefetch(&dist[un - row], 0, 3);
+            __builtin_prefetch(&dist[un], 0, 3);
+            __builtin_prefetch(&dist[un + row], 0, 3);
+            __builtin_prefetch(&label[un], 0, 3);
+            if (has_f) {
+                __builtin_prefetch(&f[un - row], 0, 3);
+                __builtin_prefetch(&f[un], 0, 3);
+                __builtin_prefetch(&f[un + row], 0, 3);
+            }
+            if (model != 1) __builtin_prefetch(&z[un], 0, 3);
+            const int32_t en2 = pnext[en];
+            if (en2 >= 0) {
+                __builtin_prefetch(&pcell[en2], 0, 3);
+                __builtin_prefetch(&pnext[en2], 0, 3);
+            }
+        }
+        pnext[e] = freed;
+        freed = e;
+        --live;
+        const double d = dist[u];
+        const int64_t lab = label[u];
+        if (lab < 0 || (int64_t)(d * inv_width) != cur) continue; /* settled, or stale */
+        label[u] = -1 - lab; /* settled mark */
+        ++settled;
+        if ((settled & 0xFFFF) == 0 && *stop) { settled = -1; goto done; }
+        if (left > 0 && targets[u] && --left == 0) last = cur;
+        const float zu = model != 1 ? z[u] : 1.0f, fu = has_f ? f[u] : 1.0f;
+        const int64_t nlab = lab + 1;
+        for (int64_t j = 0; j < nk; ++j) {
+            const int64_t v = u + offj[j];
+            const double dv = dist[v];
+            if (dv <= d) continue; /* settled, or not a vertex (-inf): every arc costs > 0 */
+            const double nd = d + sssp_arc_cost(zu, model != 1 ? z[v] : 1.0f, fu,
+                                                has_f ? f[v] : 1.0f, codes[j], model, lengths);
+            if (!(nd <= max_cost && nd <= dv) || (fixed && nd != dv)) continue;
+            if (nd == dv) {
+                const int64_t lv = label[v];
+                if (nlab > lv) continue;
+                if (nlab == lv) { /* another tight predecessor with the same label */
+                    if (backj[j] < backlink[v]) backlink[v] = backj[j];
+                    continue;
+                }
+            }
+            dist[v] = nd;
+            label[v] = nlab;
+            backlink[v] = backj[j];
+            const int64_t b = (int64_t)(nd * inv_width);
+            int32_t ne;
+            SSSP_ENTRY(ne)
+            pcell[ne] = (int32_t)v;
+            pnext[ne] = heads[b & mask];
+            heads[b & mask] = ne;
+            ++live;
+        }
+    }
+#undef SSSP_ENTRY
+    if (fixed) /* settled marks off */
+        for (int64_t i = 0; i < ncells; ++i)
+            if (label[i] < 0) label[i] = -1 - label[i];
+done:
+    free(heads);
+    free(pcell);
+    free(pnext);
+    return settled;
+}
+
+/* One cell's outputs from its distance and label, or the unreached marks when the distance
+ * is not finite; whether the cell was reached. */
+static inline int sssp_put_cell(int64_t i, double dv, int64_t lv, double *distance,
+                                int32_t *allocation, int32_t *hops, uint8_t *backlink) {
+    if (!(dv > -INFINITY && dv < INFINITY)) {
+        backlink[i] = 255;
+        distance[i] = NAN;
+        allocation[i] = -1;
+        hops[i] = -1;
+        return 0;
+    }
+    distance[i] = dv;
+    allocation[i] = (int32_t)(lv >> 32);
+    hops[i] = (int32_t)(lv & 0xFFFFFFFF);
+    return 1;
+}
+
+/* Rows [r0, r1) of the unpadded grid: each cell's backlink (the lowest arc code from a
+ * neighbour with the label one hop less over a tight arc; 0 at a source), distance (NaN
+ * where unreached), allocation and hops (-1 where unreached), from the heap's padded state. */
+void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model,
+                            const double *lengths, const int64_t *offs, const int64_t *codes,
+                            int64_t nk, const double *dist, const int64_t *label, int64_t cols,
+                            int64_t pad, uint8_t *backlink, double *distance,
+                            int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
+    const int64_t width = cols + 2 * pad;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t base = (r + pad) * width + pad;
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t v = base + c, i = r * cols + c, lv = label[v];
+            const double dv = dist[v];
+            if (!sssp_put_cell(i, dv, lv, distance, allocation, hops, backlink)) continue;
+            if ((lv & 0xFFFFFFFF) == 0) {
+                backlink[i] = 0;
+                continue;
+            }
+            const int64_t want = lv - 1;
+            int code = 255;
+            const float zv = z[v], fv = has_f ? f[v] : 1.0f;
+            for (int64_t j = 0; j < nk; ++j) { /* codes are increasing */
+                const int64_t k = codes[j], u = v + offs[k];
+                if (label[u] != want) continue;
+                const int64_t ku = (k & 8) | ((k + 4) & 7); /* the reverse arc u -> v */
+                if (dist[u] + sssp_arc_cost(z[u], zv, has_f ? f[u] : 1.0f, fv, ku, model,
+                                            lengths) == dv) {
+                    code = (int)k + 1;
+                    break;
+                }
+            }
+            backlink[i] = (uint8_t)code;
+        }
+    }
+}
+
+/* Rows [r0, r1) of the outputs from the bucket queue's padded state (its backlinks, and
+ * labels with settled marks). */
+void terrain_sssp_outputs(const double *dist, const int64_t *label, const uint8_t *backlink_p,
+                          int64_t cols, int64_t pad, uint8_t *backlink, double *distance,
+                          int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
+    const int64_t width = cols + 2 * pad;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t base = (r + pad) * width + pad;
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t v = base + c, i = r * cols + c;
+            int64_t lv = label[v];
+            if (lv < 0) lv = -1 - lv; /* a settled mark */
+            if (sssp_put_cell(i, dist[v], lv, distance, allocation, hops, backlink))
+                backlink[i] = backlink_p[v];
+        }
+    }
+}
+
+/* The largest |z_v - z_u| / L_k over the arcs between vertices whose tail is in rows
+ * [r0, r1) of the padded flat grid. */
+double terrain_sssp_max_slope(const float *zp, const int64_t *offs, const int64_t *codes,
+                              int64_t nk, const double *lengths, int64_t cols, int64_t pad,
+                              int64_t r0, int64_t r1) {
+    const int64_t width = cols + 2 * pad;
+    double m = 0.0;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t base = (r + pad) * width + pad;
+        for (int64_t c = 0; c < cols; ++c) {
+            const int64_t u = base + c;
+            const double zu = (double)zp[u];
+            if (zu != zu) continue;
+            for (int64_t j = 0; j < nk; ++j) {
+                const int64_t k = codes[j];
+                const double s = fabs((double)zp[u + offs[k]] - zu) / lengths[k];
+                if (s > m) m = s;
+            }
+        }
+    }
+    return m;
+}
