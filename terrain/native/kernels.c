@@ -2140,8 +2140,8 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
     const int64_t mask = nbuckets - 1;
     int32_t *heads = malloc((size_t)nbuckets * sizeof *heads);
     int64_t cap = 1 << 16, used = 0, live = 0, settled = -3;
-    int32_t *pcell = malloc((size_t)cap * sizeof *pcell), *pnext = malloc((size_t)cap *
-                                                                          sizeof *pnext);
+    int32_t *pcell = malloc((size_t)cap * sizeof *pcell);
+    int32_t *pnext = malloc((size_t)cap * sizeof *pnext);
     int32_t freed = -1;
     int64_t cur = (int64_t)1 << 62;
     int64_t offj[16];
@@ -2155,10 +2155,10 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
     } else {                                                                                   \
         if (used == cap) {                                                                     \
             int32_t *a = realloc(pcell, (size_t)(2 * cap) * sizeof *a);                        \
-            if (a == NULL) goto done;                                                          \
+            if (a == NULL) { settled = -3; goto done; }                                        \
             pcell = a;                                                                         \
             a = realloc(pnext, (size_t)(2 * cap) * sizeof *a);                                 \
-            if (a == NULL) goto done;                                                          \
+            if (a == NULL) { settled = -3; goto done; }                                        \
             pnext = a;                                                                         \
             cap *= 2;                                                                          \
         }                                                                                      \
