@@ -2008,6 +2008,18 @@ void terrain_sssp_init(const float *z, const float *f, int has_f, int has_z, int
     }
 }
 
+/* Seed cell c at (d0, l0) if it is within max_cost and improves the cell (fixed: equals its
+ * final distance with a lower label); whether it did. */
+static inline int sssp_take_seed(int64_t c, double d0, int64_t l0, int fixed, double max_cost,
+                                 double *dist, int64_t *label) {
+    if (!(d0 > -INFINITY && d0 <= max_cost)) return 0;
+    if (fixed ? (d0 != dist[c] || l0 >= label[c]) : !sssp_less(d0, l0, dist[c], label[c]))
+        return 0;
+    dist[c] = d0;
+    label[c] = l0;
+    return 1;
+}
+
 typedef struct { double *d; int64_t *l; int32_t *c; int64_t n, cap; } sssp_heap;
 
 static int sssp_heap_push(sssp_heap *h, double d, int64_t lab, int32_t c) {
@@ -2054,18 +2066,11 @@ int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
                    malloc(1024 * sizeof(int32_t)), 0, 1024};
     int64_t settled = -3;
     if (h.d == NULL || h.l == NULL || h.c == NULL) goto done;
-    for (int64_t s = 0; s < nseeds; ++s) { /* seeds within max_cost that improve their cell */
+    for (int64_t s = 0; s < nseeds; ++s) {
         const int64_t c = seeds[s];
         const double d0 = seed_dist[s];
         const int64_t l0 = seed_label[s];
-        if (!(d0 > -INFINITY && d0 <= max_cost)) continue;
-        if (fixed) {
-            if (d0 != dist[c] || l0 >= label[c]) continue;
-        } else if (!sssp_less(d0, l0, dist[c], label[c])) {
-            continue;
-        }
-        dist[c] = d0;
-        label[c] = l0;
+        if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label)) continue;
         if (sssp_heap_push(&h, d0, l0, (int32_t)c)) goto done;
     }
     settled = 0;
@@ -2148,43 +2153,40 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
     uint8_t backj[16];
     if (heads == NULL || pcell == NULL || pnext == NULL) goto done;
     for (int64_t i = 0; i < nbuckets; ++i) heads[i] = -1;
-#define SSSP_ENTRY(E)                                                                          \
-    if (freed >= 0) {                                                                          \
-        E = freed;                                                                             \
-        freed = pnext[E];                                                                      \
-    } else {                                                                                   \
-        if (used == cap) {                                                                     \
-            int32_t *a = realloc(pcell, (size_t)(2 * cap) * sizeof *a);                        \
-            if (a == NULL) { settled = -3; goto done; }                                        \
-            pcell = a;                                                                         \
-            a = realloc(pnext, (size_t)(2 * cap) * sizeof *a);                                 \
-            if (a == NULL) { settled = -3; goto done; }                                        \
-            pnext = a;                                                                         \
-            cap *= 2;                                                                          \
+/* Enqueue CELL in bucket B: an entry from the free list, else a new one (the pools doubled when
+ * full). */
+#define SSSP_ENQUEUE(CELL, B)                                                                  \
+    {                                                                                          \
+        int32_t e_;                                                                            \
+        if (freed >= 0) {                                                                      \
+            e_ = freed;                                                                        \
+            freed = pnext[e_];                                                                 \
+        } else {                                                                               \
+            if (used == cap) {                                                                 \
+                int32_t *a = realloc(pcell, (size_t)(2 * cap) * sizeof *a);                    \
+                if (a == NULL) { settled = -3; goto done; }                                    \
+                pcell = a;                                                                     \
+                a = realloc(pnext, (size_t)(2 * cap) * sizeof *a);                             \
+                if (a == NULL) { settled = -3; goto done; }                                    \
+                pnext = a;                                                                     \
+                cap *= 2;                                                                      \
+            }                                                                                  \
+            e_ = (int32_t)used++;                                                              \
         }                                                                                      \
-        E = (int32_t)used++;                                                                   \
+        pcell[e_] = (int32_t)(CELL);                                                           \
+        pnext[e_] = heads[(B) & mask];                                                         \
+        heads[(B) & mask] = e_;                                                                \
+        ++live;                                                                                \
     }
     for (int64_t s = 0; s < nseeds; ++s) {
         const int64_t c = seeds[s];
         const double d0 = seed_dist[s];
         const int64_t l0 = seed_label[s];
-        if (!(d0 > -INFINITY && d0 <= max_cost)) continue;
-        if (fixed) {
-            if (d0 != dist[c] || l0 >= label[c]) continue;
-        } else if (!sssp_less(d0, l0, dist[c], label[c])) {
-            continue;
-        }
-        dist[c] = d0;
-        label[c] = l0;
+        if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label)) continue;
         backlink[c] = 0;
         const int64_t b = (int64_t)(d0 * inv_width);
         if (b < cur) cur = b;
-        int32_t e;
-        SSSP_ENTRY(e)
-        pcell[e] = (int32_t)c;
-        pnext[e] = heads[b & mask];
-        heads[b & mask] = e;
-        ++live;
+        SSSP_ENQUEUE(c, b)
     }
     /* per arc j: the neighbour offset, and the backlink code of the reverse arc (v -> u) + 1 */
     for (int64_t j = 0; j < nk; ++j) {
@@ -2254,15 +2256,10 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
             label[v] = nlab;
             backlink[v] = backj[j];
             const int64_t b = (int64_t)(nd * inv_width);
-            int32_t ne;
-            SSSP_ENTRY(ne)
-            pcell[ne] = (int32_t)v;
-            pnext[ne] = heads[b & mask];
-            heads[b & mask] = ne;
-            ++live;
+            SSSP_ENQUEUE(v, b)
         }
     }
-#undef SSSP_ENTRY
+#undef SSSP_ENQUEUE
     if (fixed) /* settled marks off */
         for (int64_t i = 0; i < ncells; ++i)
             if (label[i] < 0) label[i] = -1 - label[i];
