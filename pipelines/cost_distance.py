@@ -330,15 +330,18 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     return summary
 
 
-def _stop_cells(spec, gt, points, cells, path, label, crs):
-    """The stop cells (:func:`resolve_sources`), put in ``spec``; [] without any. Only the
-    in-core solve has one queue to stop: a stop for another algorithm is refused."""
-    if not (points or cells or path):
-        return []
-    if spec["algorithm"] != "in-core":
+def _check_stops(spec, given, label):
+    """Only the in-core solve has one queue to stop: stops ``given`` to another algorithm are
+    refused (before any data is read: a dry run checks this alone)."""
+    if given and spec["algorithm"] != "in-core":
         raise InputError(f"{label}stop cells need the in-core algorithm, and this grid takes "
                          f"the {spec['algorithm']} one (a max cost bounds it instead)")
-    if gt is None:  # a dry run: the algorithm is all it checks
+
+
+def _stop_cells(spec, gt, points, cells, path, label, crs):
+    """The stop cells (:func:`resolve_sources`), put in ``spec``; [] without any."""
+    _check_stops(spec, points or cells or path, label)
+    if not (points or cells or path):
         return []
     spec["stops"] = resolve_sources(gt, spec["shape"], points, cells, path, label=label,
                                     crs=crs, what="stop")[0]
@@ -531,7 +534,7 @@ def plan_cost_distance(plan, grid, args, inp, out):
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, args.max_cost,
                       args.algorithm, getattr(args, "tile_sssp", None),
                       getattr(args, "max_height", None), reuse, getattr(args, "memory", None))
-    _stop_cells(spec, None, args.stop, args.stop_cell, args.stops, f"{inp}: ", None)
+    _check_stops(spec, args.stop or args.stop_cell or args.stops, f"{inp}: ")
     threads = plan["threads_per_worker"]
     ingested = [] if grid["from_store"] else ["elevation"]
     linked = []

@@ -11,9 +11,11 @@ the dtypes named.
 """
 
 import ctypes
-import os
 
 import numpy as np
+
+from .. import native
+from ..native import threads
 
 __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "traversal_kernels",
@@ -73,23 +75,7 @@ _TYPE_NAMES = {np.dtype(np.int32): "i32", np.dtype(np.int64): "i64",
 
 def library():
     """The shared library with the graph kernels' signatures declared."""
-    from .. import native
     return native.declared(_SIGNATURES)
-
-
-#: below this much work (bytes, edges, arcs) a job runs on the calling thread: a pool costs
-#: more than it shares
-PARALLEL_MIN = 1 << 20
-
-
-def threads(work=None):
-    """The CPUs this process may use (``taskset`` honoured); 1 below :data:`PARALLEL_MIN`."""
-    if work is not None and work < PARALLEL_MIN:
-        return 1
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def _p(a):

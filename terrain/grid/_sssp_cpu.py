@@ -7,7 +7,6 @@ half the whole run of a 1024² cost distance. ctypes releases the GIL around eac
 import concurrent.futures
 import ctypes
 import math
-import os
 import threading
 import warnings
 
@@ -34,8 +33,6 @@ _SIGNATURES = {
     "terrain_sssp_outputs": (None, [_vp, _vp, _vp] + [_i64] * 2 + [_vp] * 4 + [_i64] * 2),
     "terrain_sssp_max_slope": (_f64, [_vp, _vp, _vp, _i64, _vp] + [_i64] * 4),
 }
-#: below this many cells a pass over the grid runs on the calling thread
-_PARALLEL_MIN = 1 << 20
 
 
 def _lib():
@@ -63,11 +60,8 @@ def _inout(*arrays):
 def _by_rows(fn, rows, cells, *args):
     """``fn(*args, r0, r1)`` over row bands of ``[0, rows)``, on threads for a big grid (the
     C passes release the GIL); their results."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    if cells < _PARALLEL_MIN or n < 2 or rows < 2:
+    n = native.threads(cells)
+    if n < 2 or rows < 2:
         return [fn(*args, 0, rows)]
     bounds = np.linspace(0, rows, min(n, rows) + 1).astype(np.int64).tolist()
     with concurrent.futures.ThreadPoolExecutor(len(bounds) - 1) as pool:
@@ -151,7 +145,7 @@ def _outputs_cpu(dist, label, backlink_p, rows, cols, pad, backlink, distance, a
 
 def _max_abs_slope(zp, offs, codes, lengths, rows, cols, pad):
     """Largest ``|z_v - z_u| / L_k`` over the arcs between vertices (padded flat grid)."""
-    codes = _c(codes, np.int64)
+    zp, codes = _c(zp, np.float32), _c(codes, np.int64)
     return max(_by_rows(_lib().terrain_sssp_max_slope, rows, rows * cols, _p(zp),
                         _p(_c(offs, np.int64)), _p(codes), codes.size,
                         _p(_c(lengths, np.float64)), cols, pad))

@@ -18,8 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["load_library", "declared", "compile_library", "source_tag", "SOURCE", "CFLAGS",
-           "BUILT_NAME"]
+__all__ = ["load_library", "declared", "threads", "compile_library", "source_tag", "SOURCE",
+           "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
 #: (no fused multiply-add, no fast-math)
@@ -30,6 +30,21 @@ BUILT_NAME = "_kernels"
 
 _lib = None
 _lib_lock = threading.Lock()
+
+#: below this much work (bytes, edges, arcs, cells) a kernel runs on the calling thread: a
+#: pool costs more than it shares
+PARALLEL_MIN = 1 << 20
+
+
+def threads(work=None):
+    """The CPUs this process may use (``taskset`` honoured) to run kernels on (ctypes
+    releases the GIL); 1 below :data:`PARALLEL_MIN` of ``work``."""
+    if work is not None and work < PARALLEL_MIN:
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def source_tag():
