@@ -46,6 +46,12 @@ def _grid_size(b, side, what="synthetic grid"):
                    help=f"{what} columns (default {side})")
 
 
+def _terrain_python(b, when=""):
+    b.add_argument("--terrain-python", default=None, help=f"{when}the python of a venv where "
+                   "terrain is installed as a user installs it (pip install .); default: this "
+                   "checkout's source with this python")
+
+
 def _backend(b):
     b.add_argument("--backend", choices=("cpu", "gpu", "auto"), default=None,
                    help="cpu, gpu or auto (default: the GPU when present)")
@@ -104,9 +110,7 @@ def build_parser():
                    "grass on the PATH; none: GRASS not run)")
     b.add_argument("--skimage-python", default=None, help="with --peers: the python of a venv "
                    "with scikit-image and rasterio (none: not run)")
-    b.add_argument("--terrain-python", default=None, help="with --peers: the python of a venv "
-                   "where terrain is installed as a user installs it (pip install .); default: "
-                   "this checkout's source with this python")
+    _terrain_python(b, "with --peers: ")
     _backend(b)
     b = bsub.add_parser("fill", help="terrain fill vs RichDEM FillDepressions, whole "
                         "processes, CPU seconds")
@@ -121,6 +125,7 @@ def build_parser():
     b.add_argument("--backend", choices=("cpu", "gpu"), default="cpu", help="terrain's backend")
     b.add_argument("--gpu-commands", action="store_true",
                    help="print the Neuse-size GPU commands instead")
+    _terrain_python(b)
     b = bsub.add_parser("scale", help="tiled MST of a store on 1, 2, ... dask worker processes "
                         "(docs/scale.md's measured points)")
     from .scale import add_arguments

@@ -1,6 +1,7 @@
 """What the benchmarks share."""
 
 import os
+import sys
 import resource
 import subprocess
 import time
@@ -23,6 +24,15 @@ def child_env(**extra):
     env["PYTHONPATH"] = os.pathsep.join([root] + paths)
     env.update(extra)
     return env
+
+
+def terrain_command(terrain_python=None):
+    """``(argv prefix, env)`` that run terrain's command line as a child: the installation
+    beside ``terrain_python`` (its own console script: ``-m`` would import a checkout in the
+    working directory), else this checkout's source with this python."""
+    if terrain_python:
+        return [str(Path(terrain_python).parent / "terrain")], None
+    return [sys.executable, "-m", "terrain.run"], child_env()
 
 
 def timed_child(argv, env=None):

@@ -29,12 +29,11 @@ before and after. The peers' distances are compared with terrain's ``distance.ti
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from .common import child_env, friction_grid, timed_child
+from .common import friction_grid, terrain_command, timed_child
 
 __all__ = ["bench_cost_peers", "GRASS_SCRIPT", "SKIMAGE_SCRIPT", "friction_tif"]
 
@@ -117,7 +116,7 @@ def bench_cost_peers(args):
     grass = args.grass or shutil.which("grass")
     (work / "grass_cost.sh").write_text(GRASS_SCRIPT)
     (work / "skimage_cost.py").write_text(SKIMAGE_SCRIPT)
-    env = None if args.terrain_python else child_env()
+    ours, env = terrain_command(args.terrain_python)
     sides = [int(s) for s in str(args.sides).split(",")]
     print(f"cost distance, whole processes: friction U[1,2] GeoTIFF (seed {args.seed}), centre "
           f"source, 8-connected; {args.repeat} interleaved runs, minimum wall and minimum CPU "
@@ -130,9 +129,6 @@ def bench_cost_peers(args):
         x, y = X0 + c + 0.5, Y0 + side - r - 0.5
         out = work / f"out-{side}"
         out.mkdir(exist_ok=True)
-        # an installation's own console script: ``-m`` would import a checkout in the cwd
-        ours = ([str(Path(args.terrain_python).parent / "terrain")] if args.terrain_python
-                else [sys.executable, "-m", "terrain.run"])
         cmds = {"terrain": [*ours, "cost-distance", str(tif),
                             "--source-cell", f"{r},{c}", "--cost", "friction", "--friction",
                             str(tif), "-o", str(out / "terrain.zarr"), "--geotiff-dir",

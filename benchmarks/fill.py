@@ -16,13 +16,12 @@ RichDEM runs in its own interpreter (``--richdem-python``: a virtual environment
 the command exists) from a store of the Neuse 40-ft and 10-ft sizes on a GPU machine.
 """
 
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from .common import child_env, timed_child
+from .common import terrain_command, timed_child
 
 __all__ = ["bench_fill_command", "RICHDEM_SCRIPT"]
 
@@ -87,11 +86,11 @@ def bench_fill_command(args):
     script.write_text(RICHDEM_SCRIPT)
     out_store, out_tif = workdir / "terrain.fill.zarr", workdir / "richdem.tif"
     topo = f"D{args.connectivity}"
-    ours = [sys.executable, "-m", "terrain.run", "fill", str(tif), "-o", str(out_store),
+    ours, env = terrain_command(args.terrain_python)
+    ours = [*ours, "fill", str(tif), "-o", str(out_store),
             "--connectivity", str(args.connectivity), "--backend", args.backend,
             "--overwrite"]
     theirs = [args.richdem_python, str(script), str(tif), str(out_tif), topo]
-    env = child_env()
     times = {"terrain": [], "richdem": []}
     for _ in range(args.repeat):
         times["terrain"].append(timed_child(ours, env))

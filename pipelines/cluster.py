@@ -17,6 +17,7 @@ import warnings
 from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
+           "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active"]
 
@@ -55,6 +56,17 @@ class SchedulerLost(InputError):
     its checkpoints) for a resumed run instead of removing it."""
 
     keep_partial = True
+
+
+def runs_in_process(scheduler=None):
+    """True unless the in-core run is on a cluster: ``scheduler`` ``local`` or an address, or
+    a cluster active in this process (a batch's).
+
+    >>> runs_in_process(), runs_in_process("threads"), runs_in_process("tcp://h:8786")
+    (True, True, False)
+    """
+    return not cluster_active() and scheduler in (None, "threads", "synchronous", "sync",
+                                                  "single-threaded")
 
 
 def dashboard_address(text=None):

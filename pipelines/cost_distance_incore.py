@@ -2,7 +2,7 @@
 layers written shard by shard: ``prepare`` (the layers), ``solve`` (the distances handed to a
 pool of writers the moment they are final), ``write`` per shard window, ``finish``. On the
 GPU the layers stay on the device and the writers copy them off tile by tile. The tasks run
-in this process with no task graph unless the run is on a cluster (:func:`runs_in_process`);
+in this process with no task graph unless the run is on a cluster (:func:`pipelines.cluster.runs_in_process`);
 there they form a Dask graph that writes the same bytes (docs/cost-distance.md).
 
 ``--reuse STORE`` of an in-core run's store links STORE's ``elevation`` and ``friction``
@@ -25,25 +25,14 @@ from terrain.grid.costs import check_friction
 from terrain.io import open_grid
 
 from .cost_distance_store import prepare_layers, summary_base
+from .cluster import runs_in_process
 from .ingest import build_ingest_graph, write_elevation
 
-__all__ = ["run_incore", "build_incore_graph", "runs_in_process", "input_fingerprint",
+__all__ = ["run_incore", "build_incore_graph", "input_fingerprint",
            "reusable_kind", "check_incore_reuse", "reuse_attributes", "RUN_ATTRS"]
 
 #: attributes of one run, not of the raster (left behind when a store's DEM is linked)
 RUN_ATTRS = ("cost_distance", "cost_model", "cost_reuse")
-
-
-def runs_in_process(scheduler=None):
-    """True unless the in-core run is on a cluster: ``scheduler`` ``local`` or an address, or
-    a cluster active in this process (a batch's).
-
-    >>> runs_in_process(), runs_in_process("threads"), runs_in_process("tcp://h:8786")
-    (True, True, False)
-    """
-    from .cluster import cluster_active
-    return not cluster_active() and scheduler in (None, "threads", "synchronous", "sync",
-                                                  "single-threaded")
 
 
 class _DistanceWriter:

@@ -46,7 +46,8 @@ LAYERS = {
                    "row-major order of the lakes' first cells; 0 outside any"),
 }
 GEOTIFF_LAYERS = tuple(LAYERS)
-#: host bytes a cell takes in core (DEM, forest, its graph, the drain pass, the layers)
+#: host bytes a cell takes in core at most (DEM, levels, layers, labels; the forest and its graph
+#: with the hierarchy options, which need it)
 IN_CORE_BYTES_PER_CELL = 96
 
 
@@ -312,15 +313,17 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
 
 
 def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
-                 names=tuple(LAYERS)):
-    """The in-core route: the DEM read whole, filled, the layers ``names`` written by shards."""
+                 names=tuple(LAYERS), z=None):
+    """The in-core route: the DEM read whole (or given: ``z``), filled, the layers ``names``
+    written by shards."""
     import concurrent.futures
 
     from terrain.grid.cost_outputs import io_threads, read_layer, shard_layouts, write_windows
     t0 = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(io_threads()) as pool:
         prepared = pool.submit(_prepare, out_path, spec.shape, spec.tile, geo, names=names)
-        z = read_layer(dem_path, "elevation", np.float32)
+        if z is None:
+            z = read_layer(dem_path, "elevation", np.float32)
         t1 = time.perf_counter()
         r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend,
                              **(options or {}))
@@ -473,24 +476,26 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                          f"--outlets only: {names} need the in-core route")
     from . import cluster
     with atomic_output(out, overwrite, inputs=[inp, outlets]) as tmp:
-        upstream = None
+        z = None
         if is_store(inp):
             zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
             dem_path = inp
-        else:
-            from .ingest import build_ingest_graph
-            upstream = build_ingest_graph(inp, tmp, tile)
+        elif route == "in-core" and cluster.runs_in_process(scheduler):
+            from .ingest import write_elevation  # the DEM stays in memory for the fill
+            z = write_elevation(grid, tmp, tile)
             dem_path = tmp
-        if upstream is not None:  # the DEM before the outlets layer and the forest
+        else:  # the DEM before the outlets layer and the forest
+            from .ingest import build_ingest_graph
             with cluster.open_scheduler(scheduler or "threads"):
-                cluster.compute(upstream, label="fill-ingest")
+                cluster.compute(build_ingest_graph(inp, tmp, tile), label="fill-ingest")
+            dem_path = tmp
         if cells is not None:
             write_outlets(tmp, cells, shape, tile, tile * shard)
         if route == "in-core":
             mask = None if cells is None else np.zeros(shape, np.uint8)
             if cells is not None:
                 mask[cells[:, 0], cells[:, 1]] = 1
-            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options)
+            summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
         else:
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo)

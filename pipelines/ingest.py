@@ -275,7 +275,8 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
 def write_elevation(grid, store_path, tile, compressors=None):
     """The store ``store_path`` created with the ``elevation`` of ``grid`` (one that fits in
     memory) on a thread pool: the same store as :func:`build_ingest_graph`'s, byte for byte,
-    without Dask's import and scheduling (a small job's start-up)."""
+    without Dask's import and scheduling (a small job's start-up). Returns the elevations
+    (float32, NaN = nodata), for a caller that works in core not to read them back."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:
@@ -289,6 +290,7 @@ def write_elevation(grid, store_path, tile, compressors=None):
         list(pool.map(lambda w: write_window(store_path, z[w[0]:w[1], w[2]:w[3]], w[0], w[2]),
                       shard_windows(grid.shape, side)))
     finish_elevation(store_path, stats)
+    return z
 
 
 def ingest_command(args):

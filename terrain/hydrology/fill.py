@@ -1,11 +1,13 @@
-"""Exact depression filling from the grid's minimum spanning forest, in core or tiled.
+"""Exact depression filling, in core or tiled.
 
 A cell's spill elevation (priority-flood's) is the minimax elevation over paths to an
-outlet, which the grid MSF with weights ``max(z_u, z_v)`` holds: one O(cells) pass over the
-forest from the outlets fills the grid by comparisons alone, the same bits for every tie
-order, tile size and backend. Tiled runs reduce each group's forest to its ports on the way
-up the quadtree walk and drain with the ports' final levels on the way down.
-docs/hydrology.md has the definitions, outlets and the tiled walk.
+outlet: unique, so every exact method gives the same bits. In core on the CPU a priority
+flood computes it (C, one sequential queue: the fastest there); the GPU and the tiled runs
+take it from the grid MSF with weights ``max(z_u, z_v)``, which holds those paths: one
+O(cells) pass over the forest from the outlets fills the grid by comparisons alone. Tiled
+runs reduce each group's forest to its ports on the way up the quadtree walk and drain with
+the ports' final levels on the way down. docs/hydrology.md has the definitions, outlets, the
+flood and the tiled walk.
 """
 
 import ctypes
@@ -79,13 +81,17 @@ def outlet_cells(z, connectivity=8, outlets=None):
             raise InputError(f"outlets: {o.shape[0]} x {o.shape[1]} cells, the DEM "
                              f"{z.shape[0]} x {z.shape[1]}")
         return (o.astype(np.bool_) & ~xp.isnan(z)).astype(np.uint8)
-    return _beside_nan(xp.pad(z, 1, constant_values=np.nan), _step(connectivity))
+    if xp is not np:
+        return _beside_nan(xp.pad(z, 1, constant_values=np.nan), _step(connectivity))
+    return _edge_cells(z, check_connectivity(connectivity))
 
 
 def _beside_nan(zh, step):
     """uint8: 1 at the valid inner cells of halo block ``zh`` (NumPy or CuPy) with a NaN
-    neighbour (eight shifted masks: NumPy beats a kernel)."""
+    neighbour: on the device eight shifted masks, on the host :func:`_edge_cells`."""
     xp = array_backend(zh).xp
+    if xp is np:
+        return np.ascontiguousarray(_edge_cells(zh, 8 if step == 1 else 4)[1:-1, 1:-1])
     nan = xp.isnan(zh)
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     near = xp.zeros((H, W), np.bool_)
@@ -95,46 +101,98 @@ def _beside_nan(zh, step):
     return (near & ~nan[1:-1, 1:-1]).view(np.uint8)
 
 
+def _edge_cells(z, connectivity):
+    """uint8: 1 at the valid cells of ``z`` (host) beside NaN or the grid's edge:
+    ``terrain_outlet_cells`` of terrain/native/kernels.c: one pass, 0.05 s at 4096² where
+    NumPy's padded copy and shifted masks took 0.06-0.20 s and ten times the grid's bytes."""
+    z = np.ascontiguousarray(z, np.float32)
+    out = np.empty(z.shape, np.uint8)
+    native.declared(_FILL_SIGNATURES).terrain_outlet_cells(
+        z.ctypes.data, z.shape[0], z.shape[1], connectivity, out.ctypes.data)
+    return out
+
+
 def depression_labels(flooded, connectivity=8, backend="cpu"):
     """Connected regions of ``flooded`` cells numbered 1, 2, ... in the row-major order
-    of their first cell (int32, 0 elsewhere): ``ndimage.label`` of the backend (SciPy's
-    raster scan numbers the regions in that order, CuPy's the same), on its arrays.
+    of their first cell (int32, 0 elsewhere): on the GPU ``cupyx.scipy.ndimage.label``, on
+    the CPU ``terrain_label_regions`` of terrain/native/kernels.c (the same numbering as
+    ``scipy.ndimage.label``, without its 0.65 s import).
 
     >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
     [[1, 0, 2], [0, 3, 0]]
     """
     be = get_backend(backend)
-    xp = be.xp
-    structure = xp.ones((3, 3), bool) if check_connectivity(connectivity) == 8 else None
-    labels, _ = be.ndimage.label(xp.asarray(flooded, np.bool_), structure)
+    conn = check_connectivity(connectivity)
+    if be.is_gpu:
+        xp = be.xp
+        structure = xp.ones((3, 3), bool) if conn == 8 else None
+        labels, _ = be.ndimage.label(xp.asarray(flooded, np.bool_), structure)
+        return labels
+    mask = np.ascontiguousarray(flooded, np.bool_).view(np.uint8)
+    labels = np.empty(mask.shape, np.int32)
+    if mask.ndim != 2:
+        raise InputError(f"depression labels: a 2-D mask, got shape {mask.shape}")
+    count = native.declared(_FILL_SIGNATURES).terrain_label_regions(
+        mask.ctypes.data, mask.shape[0], mask.shape[1], conn, labels.ctypes.data)
+    if count < 0:
+        raise MemoryError(f"depression labels: no memory for {mask.shape[0]} x "
+                          f"{mask.shape[1]} cells")
     return labels
 
 
 def _drain_block(zh, mh, src):
     """The drain pass over a halo block's forest from ``src`` (``inf``: no source):
     ``terrain_drain_grid`` of terrain/native/kernels.c. C, not Numba: loading a Numba kernel
-    took 0.9 s of the sample DEM's 1.3 s fill, its forest coming from the C Kruskal."""
+    took 0.9 s of the sample DEM's 1.3 s fill."""
     zh = np.ascontiguousarray(zh, np.float32)
     mh = np.ascontiguousarray(mh, np.uint8)
     src = np.ascontiguousarray(src, np.float32).ravel()
     H, W = zh.shape[0] - 2, zh.shape[1] - 2
     f = np.empty(H * W, np.float32)
-    drain = native.declared(_DRAIN_SIGNATURES).terrain_drain_grid
-    rc = drain(zh.ctypes.data, mh.ctypes.data, src.ctypes.data, H, W, f.ctypes.data)
-    if rc == -1:
-        raise MemoryError(f"fill: no memory for the drain pass of {H} x {W} cells")
-    if rc == -2:
-        raise InputError(f"fill: {H} x {W} cells in one block: the drain pass takes fewer "
-                         "than 2^31")
+    rc = native.declared(_FILL_SIGNATURES).terrain_drain_grid(
+        zh.ctypes.data, mh.ctypes.data, src.ctypes.data, H, W, f.ctypes.data)
+    _check(rc, "the drain pass", H, W)
     return f
 
 
-_DRAIN_SIGNATURES = {"terrain_drain_grid": (
-    ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [ctypes.c_void_p])}
+def _flood_levels(z, outlet, connectivity):
+    """The levels (``inf`` where undrained or nodata) of DEM ``z`` in core: the priority
+    flood ``terrain_flood_grid`` of terrain/native/kernels.c. At 4096² it takes 0.72 s where
+    the forest and its drain pass took 5.9 s, so the CPU's in-core fill builds no forest;
+    the tiled fill and the GPU drain the forest (their steps are per tile and parallel)."""
+    H, W = z.shape
+    z = np.ascontiguousarray(z, np.float32)
+    outlet = np.ascontiguousarray(outlet, np.uint8)
+    fh = np.empty((H + 2, W + 2), np.float32)
+    rc = native.declared(_FILL_SIGNATURES).terrain_flood_grid(
+        z.ctypes.data, outlet.ctypes.data, H, W, connectivity, fh.ctypes.data)
+    _check(rc, "the priority flood", H, W)
+    return fh[1:-1, 1:-1]
+
+
+def _check(rc, what, H, W):
+    if rc == -1:
+        raise MemoryError(f"fill: no memory for {what} of {H} x {W} cells")
+    if rc == -2:
+        raise InputError(f"fill: {H} x {W} cells in one block: {what} takes fewer than "
+                         "2^31")
+
+
+_FILL_SIGNATURES = {
+    "terrain_drain_grid": (ctypes.c_int64,
+                           [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
+    "terrain_flood_grid": (ctypes.c_int64, [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2
+                           + [ctypes.c_int, ctypes.c_void_p]),
+    "terrain_label_regions": (ctypes.c_int64, [ctypes.c_void_p] + [ctypes.c_int64] * 2
+                              + [ctypes.c_int, ctypes.c_void_p]),
+    "terrain_outlet_cells": (None, [ctypes.c_void_p] + [ctypes.c_int64] * 2
+                             + [ctypes.c_int, ctypes.c_void_p]),
+    "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 3
+                            + [ctypes.c_void_p] * 5)}
 
 
 class _CpuOps:
-    """The CPU's forest (kept: it does not depend on the outlets) and drain pass."""
+    """The CPU's forest (kept: it does not depend on the outlets) and priority flood."""
 
     name = "cpu"
 
@@ -149,10 +207,7 @@ class _CpuOps:
         return self.mask
 
     def levels(self, z, outlet, connectivity, tile):
-        mask = self.forest(z, connectivity, tile)
-        src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False)
-        f = _drain_block(np.pad(z, 1, constant_values=np.nan), np.pad(mask, 1), src)
-        return f.reshape(z.shape)
+        return _flood_levels(z, outlet, connectivity)
 
 
 class _GpuOps:
@@ -354,22 +409,20 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
     left on the device without ``host``)."""
     t1 = time.perf_counter()
     on_device = not isinstance(f, np.ndarray)
-    xp = be.xp if on_device else np
-    z = xp.asarray(z)
-    inf = xp.isinf(f)
-    undrained = inf & ~xp.isnan(z)
-    filled = xp.where(inf, z, f).astype(np.float32, copy=False)
-    depth = (filled - z).astype(np.float32, copy=False)
-    flooded = filled > z  # depth > 0: float32 x - y is 0 only where x == y
+    if on_device:
+        filled, depth, flooded, counts, max_depth = _device_layers(be.xp, z, f)
+        xp = be.xp
+    else:
+        filled, depth, flooded, counts, max_depth = _host_layers(z, f)
+        xp = np
     if depression is None and labels:
         depression = depression_labels(flooded, conn, be if on_device else "cpu")
-    valid = int(xp.count_nonzero(~xp.isnan(z)))
+    valid, wet, undrained = counts
     stats = {"cells": valid, "outlets": int(xp.count_nonzero(xp.asarray(outlet))),
-             "flooded": int(xp.count_nonzero(flooded)),
+             "flooded": wet,
              "depressions": (None if depression is None
                              else int(depression.max()) if depression.size else 0),
-             "undrained": int(xp.count_nonzero(undrained)),
-             "max_depth": float(xp.nanmax(depth)) if valid else 0.0,
+             "undrained": undrained, "max_depth": max_depth if valid else 0.0,
              "connectivity": conn, "backend": be.name, "path": path}
     if on_device and host:
         from .._transfer import to_host
@@ -379,6 +432,37 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
     times["total"] = time.perf_counter() - t0
     stats["times"] = {k: round(v, 6) for k, v in times.items()}
     return FillResult(filled, depth, depression, stats)
+
+
+def _device_layers(xp, z, f):
+    """``(filled, depth, flooded, (valid, flooded, undrained cells), max depth)`` from the
+    levels ``f`` on the device (CuPy); :func:`_host_layers` is its twin."""
+    z = xp.asarray(z)
+    inf = xp.isinf(f)
+    nan = xp.isnan(z)
+    filled = xp.where(inf, z, f).astype(np.float32, copy=False)
+    depth = (filled - z).astype(np.float32, copy=False)
+    flooded = filled > z  # depth > 0: float32 x - y is 0 only where x == y
+    valid = int(xp.count_nonzero(~nan))
+    counts = (valid, int(xp.count_nonzero(flooded)), int(xp.count_nonzero(inf & ~nan)))
+    return filled, depth, flooded, counts, float(xp.nanmax(depth)) if valid else 0.0
+
+
+def _host_layers(z, f):
+    """:func:`_device_layers` on the host: ``terrain_fill_layers`` of
+    terrain/native/kernels.c, one pass (NumPy's ten took 0.3 s at 4096²)."""
+    z = np.ascontiguousarray(z, np.float32)
+    f = np.asarray(f, np.float32)
+    if f.strides[1] != 4:
+        f = np.ascontiguousarray(f)
+    H, W = z.shape
+    filled, depth = np.empty_like(z), np.empty_like(z)
+    flooded = np.empty((H, W), np.bool_)
+    counts, deepest = np.zeros(3, np.int64), np.zeros(1, np.float32)
+    native.declared(_FILL_SIGNATURES).terrain_fill_layers(
+        z.ctypes.data, f.ctypes.data, H, W, f.strides[0] // 4, filled.ctypes.data,
+        depth.ctypes.data, flooded.ctypes.data, counts.ctypes.data, deepest.ctypes.data)
+    return filled, depth, flooded, tuple(int(c) for c in counts), float(deepest[0])
 
 
 # -- tiled: the quadtree walk's steps (the in-memory driver below and pipelines/fill.py)

@@ -16,6 +16,7 @@
  * semantics: no -ffast-math, and -ffp-contract=off (the fast path is one operation anyway).
  */
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +399,287 @@ done:
     free(pw);
     free(up);
     free(stack_w);
+    return rc;
+}
+
+/* ==========================================================================================
+ * The fill's default outlets (terrain/hydrology/fill.py outlet_cells): out = 1 at the valid
+ * cells of z (H x W) with a neighbour (4 or 8) outside the grid or NaN, else 0. One pass
+ * where NumPy's padded copy and eight shifted masks allocated ten times the grid's bytes.
+ * ========================================================================================== */
+
+void terrain_outlet_cells(const float *z, int64_t H, int64_t W, int connectivity,
+                          uint8_t *out) {
+    static const int DR[8] = {0, 1, 0, -1, 1, 1, -1, -1}, DC[8] = {1, 0, -1, 0, 1, -1, -1, 1};
+    const int nk = connectivity == 8 ? 8 : 4;
+    for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+            const float v = z[i * W + j];
+            int edge = 0;
+            if (v == v) {
+                if (i == 0 || j == 0 || i == H - 1 || j == W - 1) {
+                    edge = 1;
+                } else {
+                    for (int k = 0; k < nk && !edge; ++k) {
+                        const float u = z[(i + DR[k]) * W + j + DC[k]];
+                        edge = u != u;
+                    }
+                }
+            }
+            out[i * W + j] = (uint8_t)edge;
+        }
+}
+
+/* ==========================================================================================
+ * The fill's layers on the host from its levels f (rows of f_stride floats; inf where
+ * undrained): filled (f, or z where inf), depth = filled - z, flooded = filled > z, and
+ * counts[0..2] = valid, flooded and undrained cells, *max_depth the deepest (0 with no valid
+ * cell). One pass where NumPy's took ten (terrain/hydrology/fill.py _finish).
+ * ========================================================================================== */
+
+void terrain_fill_layers(const float *z, const float *f, int64_t H, int64_t W,
+                         int64_t f_stride, float *filled, float *depth, uint8_t *flooded,
+                         int64_t *counts, float *max_depth) {
+    int64_t valid = 0, wet = 0, undrained = 0;
+    float deepest = 0.0f;
+    for (int64_t i = 0; i < H; ++i) {
+        const float *zr = z + i * W, *fr = f + i * f_stride;
+        for (int64_t j = 0; j < W; ++j) {
+            const float zv = zr[j], fv = fr[j];
+            const int inf = fv == INFINITY, nan = zv != zv;
+            const float level = inf ? zv : fv;
+            const float d = level - zv;
+            const int up = level > zv;
+            filled[i * W + j] = level;
+            depth[i * W + j] = d;
+            flooded[i * W + j] = (uint8_t)up;
+            valid += !nan;
+            wet += up;
+            undrained += inf & !nan;
+            if (d > deepest) deepest = d;
+        }
+    }
+    counts[0] = valid;
+    counts[1] = wet;
+    counts[2] = undrained;
+    *max_depth = deepest;
+}
+
+/* ==========================================================================================
+ * Connected regions of the non-zero cells of mask (H x W; 4- or 8-connected) numbered 1, 2,
+ * ... in the row-major order of their first cell into labels (0 elsewhere): scipy.ndimage's
+ * label, whose import alone took 0.65 s of a 4 s fill (terrain/hydrology/fill.py
+ * depression_labels). Each region is walked from its first cell with a stack. Returns the
+ * number of regions, -1 out of memory.
+ * ========================================================================================== */
+
+int64_t terrain_label_regions(const uint8_t *mask, int64_t H, int64_t W, int connectivity,
+                              int32_t *labels) {
+    const int nk = connectivity == 8 ? 8 : 4;
+    static const int DR[8] = {0, 1, 0, -1, 1, 1, -1, -1}, DC[8] = {1, 0, -1, 0, 1, -1, -1, 1};
+    int64_t cap = 4096, count = 0;
+    int32_t *stack = malloc((size_t)cap * 2 * sizeof *stack); /* (row, column) pairs */
+    if (stack == NULL) return -1;
+    memset(labels, 0, (size_t)(H * W) * sizeof *labels);
+    for (int64_t i0 = 0; i0 < H; ++i0)
+        for (int64_t j0 = 0; j0 < W; ++j0) {
+            if (!mask[i0 * W + j0] || labels[i0 * W + j0]) continue;
+            const int32_t id = (int32_t)++count;
+            int64_t top = 1;
+            labels[i0 * W + j0] = id;
+            stack[0] = (int32_t)i0;
+            stack[1] = (int32_t)j0;
+            while (top > 0) {
+                --top;
+                const int64_t i = stack[2 * top], j = stack[2 * top + 1];
+                for (int k = 0; k < nk; ++k) {
+                    const int64_t ii = i + DR[k], jj = j + DC[k];
+                    if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                    const int64_t u = ii * W + jj;
+                    if (!mask[u] || labels[u]) continue;
+                    labels[u] = id;
+                    if (top == cap) {
+                        int32_t *grown = realloc(stack, (size_t)cap * 4 * sizeof *stack);
+                        if (grown == NULL) {
+                            free(stack);
+                            return -1;
+                        }
+                        stack = grown;
+                        cap *= 2;
+                    }
+                    stack[2 * top] = (int32_t)ii;
+                    stack[2 * top + 1] = (int32_t)jj;
+                    ++top;
+                }
+            }
+        }
+    free(stack);
+    return count;
+}
+
+/* ==========================================================================================
+ * The fill's levels on the CPU in core (terrain/hydrology/fill.py _flood_levels): a
+ * priority flood from the outlets, in nondecreasing level, on the padded (H + 2) x (W + 2)
+ * grid zh (NaN at nodata and in the frame). A cell reached from a cell of level L gets
+ * max(z, L); one at or below L joins the pit stack, drained before the next pop of the queue
+ * (Barnes et al. 2014's improved priority flood: most cells of a flooded DEM never enter
+ * it). The queue is a radix heap over the order-preserving uint32 image of the float32 keys
+ * (monotone: every key pushed is above the last popped), so a push is O(1) and a cell moves
+ * between its 33 buckets at most 32 times. fh gets the levels (inf where no outlet is
+ * reached: undrained or nodata), the unique minimax values: the drain pass's bits. Returns 0,
+ * -1 out of memory, -2 for 2^31 padded cells or more.
+ * ========================================================================================== */
+
+#define FLOOD_AHEAD 2
+
+typedef struct { uint64_t *a; int64_t n, cap; } flood_bucket;
+typedef struct { int32_t *a; int64_t n, cap; } flood_stack;
+
+static inline uint32_t flood_key(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+static inline int flood_append(flood_bucket *b, uint64_t item) {
+    if (b->n == b->cap) {
+        const int64_t cap = b->cap ? 2 * b->cap : 256;
+        uint64_t *a = realloc(b->a, (size_t)cap * sizeof *a);
+        if (a == NULL) return -1;
+        b->a = a;
+        b->cap = cap;
+    }
+    b->a[b->n++] = item;
+    return 0;
+}
+
+static inline int flood_push(flood_stack *s, int32_t p) {
+    if (s->n == s->cap) {
+        const int64_t cap = s->cap ? 2 * s->cap : 4096;
+        int32_t *a = realloc(s->a, (size_t)cap * sizeof *a);
+        if (a == NULL) return -1;
+        s->a = a;
+        s->cap = cap;
+    }
+    s->a[s->n++] = p;
+    return 0;
+}
+
+/* the bucket of key k while the last key popped is last: 0 when equal, else 1 + the highest
+   bit where they differ */
+static inline int flood_bucket_of(uint32_t k, uint32_t last) {
+    return k == last ? 0 : 32 - __builtin_clz(k ^ last);
+}
+
+/* the cells around p (three rows): soon read */
+static inline void flood_prefetch(const uint8_t *closed, const float *fh, int64_t p,
+                                  int64_t w2) {
+#if defined(__GNUC__)
+    for (int64_t r = -w2; r <= w2; r += w2) {
+        __builtin_prefetch(closed + p + r, 0, 3);
+        __builtin_prefetch(fh + p + r, 1, 3);
+    }
+#endif
+}
+
+int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int64_t W,
+                           int connectivity, float *fh) {
+    const int64_t w2 = W + 2, n2 = (H + 2) * (W + 2);
+    if (H <= 0 || W <= 0) return 0;
+    if (n2 >= ((int64_t)1 << 31)) return -2;
+    const int64_t off8[8] = {1, w2 + 1, w2, w2 - 1, -1, -w2 - 1, -w2, -w2 + 1};
+    const int64_t off4[4] = {1, w2, -1, -w2};
+    const int64_t *off = connectivity == 8 ? off8 : off4;
+    const int nk = connectivity == 8 ? 8 : 4;
+    /* closed: reached, or never entered (the frame, nodata); fh holds z until a cell is
+       reached, then its level. One byte a cell beside fh: the flood's scattered reads touch
+       two arrays, the smaller one cached far longer than a second float array. */
+    uint8_t *closed = malloc((size_t)n2);
+    flood_bucket bucket[33] = {{0}};
+    flood_stack pit = {0};
+    uint32_t last = 0;
+    float level = -INFINITY; /* the last key popped */
+    int64_t queued = 0, rc = 0;
+    if (closed == NULL) return -1;
+    memset(closed, 1, (size_t)w2);
+    memset(closed + (H + 1) * w2, 1, (size_t)w2);
+    for (int64_t j = 0; j < w2; ++j) fh[j] = fh[(H + 1) * w2 + j] = INFINITY;
+    for (int64_t i = 0; i < H; ++i) {
+        float *frow = fh + (i + 1) * w2;
+        uint8_t *crow = closed + (i + 1) * w2;
+        const float *zrow = z + i * W;
+        crow[0] = crow[W + 1] = 1;
+        frow[0] = frow[W + 1] = INFINITY;
+        for (int64_t j = 0; j < W; ++j) {
+            frow[j + 1] = zrow[j];
+            crow[j + 1] = zrow[j] != zrow[j];
+        }
+    }
+    for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+            const int64_t p = (i + 1) * w2 + j + 1;
+            if (!outlet[i * W + j] || closed[p]) continue;
+            closed[p] = 1;
+            const uint32_t k = flood_key(fh[p]);
+            if (flood_append(&bucket[flood_bucket_of(k, last)], ((uint64_t)k << 32) | p))
+                goto oom;
+            ++queued;
+        }
+    for (;;) {
+        int64_t p;
+        if (pit.n) {
+            p = pit.a[--pit.n];
+        } else {
+            if (queued == 0) break;
+            if (bucket[0].n == 0) { /* the next key: the least of the lowest bucket */
+                int b = 1;
+                while (bucket[b].n == 0) ++b;
+                flood_bucket *from = &bucket[b];
+                uint64_t least = from->a[0];
+                for (int64_t t = 1; t < from->n; ++t)
+                    if (from->a[t] < least) least = from->a[t];
+                last = (uint32_t)(least >> 32);
+                for (int64_t t = 0; t < from->n; ++t) {
+                    const uint64_t item = from->a[t];
+                    if (flood_append(&bucket[flood_bucket_of((uint32_t)(item >> 32), last)],
+                                     item))
+                        goto oom;
+                }
+                from->n = 0;
+            }
+            p = (int64_t)(uint32_t)bucket[0].a[--bucket[0].n];
+            --queued;
+            level = fh[p];
+            /* the queue's cells lie anywhere: fetch the next one's while this one is done */
+            if (bucket[0].n > FLOOD_AHEAD)
+                flood_prefetch(closed, fh, (uint32_t)bucket[0].a[bucket[0].n - 1 - FLOOD_AHEAD],
+                               w2);
+        }
+        for (int k = 0; k < nk; ++k) {
+            const int64_t q = p + off[k];
+            if (closed[q]) continue;
+            closed[q] = 1;
+            const float zq = fh[q];
+            if (zq <= level) {
+                fh[q] = level;
+                if (flood_push(&pit, (int32_t)q)) goto oom;
+            } else {
+                const uint32_t kq = flood_key(zq);
+                if (flood_append(&bucket[flood_bucket_of(kq, last)], ((uint64_t)kq << 32) | q))
+                    goto oom;
+                ++queued;
+            }
+        }
+    }
+    for (int64_t p = 0; p < n2; ++p) /* the unreached, the frame and nodata: inf */
+        if (!closed[p] || fh[p] != fh[p]) fh[p] = INFINITY;
+    goto done;
+oom:
+    rc = -1;
+done:
+    free(closed);
+    free(pit.a);
+    for (int b = 0; b < 33; ++b) free(bucket[b].a);
     return rc;
 }
 
@@ -1690,7 +1972,6 @@ done:
  * int64 (kind 0) or float64 (kind 1, "%.17g": it reads back to the same bits; numpy.savetxt
  * wrote the same text), separated by sep, each row ended by LF, into out (at most 26 bytes a
  * value); returns the bytes written. */
-#include <math.h>
 #include <stdio.h>
 static inline char *fmt_int(char *p, int64_t x) {
     char digits[20];

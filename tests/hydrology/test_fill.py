@@ -91,6 +91,22 @@ def test_named_outlets_and_undrained():
     np.testing.assert_array_equal(t.filled, r.filled)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_statistics_are_the_layers_counts(seed):
+    """The summary's counts and deepest cell, computed in one pass with the layers, are
+    NumPy's over the returned layers (named outlets leave cells undrained)."""
+    z = random_case(3 * seed, (40, 30))
+    outlets = (np.random.default_rng(seed).random(z.shape) < 0.01) if seed % 2 else None
+    r = fill_depressions(z, 8, outlets, backend="cpu")
+    valid = ~np.isnan(z)
+    assert r.stats["cells"] == np.count_nonzero(valid)
+    assert r.stats["flooded"] == np.count_nonzero(r.filled > z)
+    regions, _ = ndimage.label(valid, np.ones((3, 3)))  # undrained: no outlet in its region
+    drained = np.unique(regions[outlet_cells(z, 8, outlets) != 0])
+    assert r.stats["undrained"] == np.count_nonzero(valid & ~np.isin(regions, drained))
+    assert r.stats["max_depth"] == (float(np.nanmax(r.depth)) if valid.any() else 0.0)
+
+
 def test_outlets_are_edge_and_nodata_neighbours():
     z = np.ones((5, 5), np.float32)
     z[2, 2] = np.nan

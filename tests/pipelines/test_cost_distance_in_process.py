@@ -15,7 +15,7 @@ import zarr
 from cli import run_main
 from grids import random_dem, write_asc
 
-from pipelines.cost_distance_incore import runs_in_process
+from pipelines.cluster import runs_in_process
 
 
 @pytest.fixture
