@@ -45,8 +45,11 @@ def _commands(tmp):
         ["diameter", str(edges), *cpu],
         ["sssp", str(edges), "--source", "0", *cpu],
         ["mst", str(edges), "-o", str(tmp / "warm.graph-mst.npz"), *cpu[:2]],
-        ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), *cpu],
-        ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), *cpu],
+        # in core the fill and flow run C; their tiled routes (the walk's kernels) Numba
+        ["fill", str(grid), "-o", str(tmp / "warm.fill.zarr"), "--route", "tiled", "--tile",
+         "8", *cpu],
+        ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), "--route", "tiled", "--tile",
+         "8", *cpu],
         # the in-core cost distance runs C; the blocked algorithm's window kernel
         [*cost, "--algorithm", "blocked", "-o", str(tmp / "warm.cost.zarr"), *cpu],
     ]

@@ -81,49 +81,15 @@ class FlowDirections:
 
 # -- kernel tables
 class _CpuOps:
-    """The kernels on the CPU (``_flow_cpu.py``); blocks are NumPy arrays."""
+    """The kernels on the CPU (``_flow_cpu.py``, C); blocks are NumPy arrays."""
 
     def __init__(self, backend):
-        from . import _flow_cpu
-        self.k = _flow_cpu
+        from . import _flow_cpu as k
         self.be = backend
-
-    def classify(self, zp, op, edge_outlets, dist, step):
-        code = np.full(zp.shape, 255, np.uint8)
-        has = op is not None
-        self.k.classify_cpu(zp, op if has else np.zeros((1, 1), np.uint8), has, edge_outlets,
-                            dist, step, code)
-        return code
-
-    def flat_distances(self, zp, code, halo_a, halo_t, step):
-        away = np.empty(zp.shape, np.int32)
-        towards = np.empty(zp.shape, np.int32)
-        self.k.flat_distances_cpu(zp, code, halo_a, halo_t, step, away, towards)
-        return away, towards
-
-    def flat_labels(self, code, away, step):
-        labels = np.zeros(code.shape, np.int32)
-        maxa = self.k.flat_labels_cpu(code, away, step, labels)
-        return labels, maxa
-
-    def flat_directions(self, zp, code, away, towards, labels, height, step):
-        out = code.copy()
-        self.k.flat_directions_cpu(zp, code, away, towards, labels,
-                                   np.ascontiguousarray(height, np.int32), step, out)
-        return out
-
-    def accumulate(self, dp, weights, ext):
-        acc = np.full(dp.shape, np.nan, np.float64)
-        order = np.empty(dp.size, np.int64)
-        has_w = weights is not None
-        w = weights if has_w else np.zeros((1, 1), np.float64)
-        done, err = self.k.accumulate_cpu(dp, w, has_w, ext, acc, order)
-        return acc, order, int(done), int(err)
-
-    def exits(self, dp, order, done, out_index):
-        exit_ = np.full(dp.shape, -1, np.int64)
-        self.k.exits_cpu(dp, order, done, out_index, exit_)
-        return exit_
+        self.classify, self.flat_distances, self.flat_labels = (
+            k.classify, k.flat_distances, k.flat_labels)
+        self.flat_directions, self.accumulate, self.exits = (
+            k.flat_directions, k.accumulate, k.exits)
 
 
 def _ops(backend):
@@ -269,7 +235,7 @@ def _flat_heights(plan, results, step):
         us.append(offsets[g] + a[ok].astype(np.int64))
         vs.append(offsets[h] + b[ok].astype(np.int64))
     if us:
-        from ._flow_cpu import union_max_cpu
+        from ._flow_walk_cpu import union_max_cpu
         union_max_cpu(parent, best, np.concatenate(us), np.concatenate(vs))
     return {g: best[offsets[g]:offsets[g] + len(results[g].maxa)].astype(np.int32)
             for g in plan.groups}
@@ -496,7 +462,7 @@ def _compose(spec, level, i, j, children):
 
 
 def _merge_up(spec, level, i, j, *children):
-    from ._flow_cpu import chain_exits_cpu, resolve_edges_cpu
+    from ._flow_walk_cpu import chain_exits_cpu, resolve_edges_cpu
     parts = _compose(spec, level, i, j, children)
     in_tail, in_exit, in_src, out_tail, out_head, out_local, out_external, counts = parts
     out_val = np.empty(len(out_local), np.float64)
@@ -517,7 +483,7 @@ def _merge_up(spec, level, i, j, *children):
 
 
 def _split_down(spec, level, i, j, incoming, children):
-    from ._flow_cpu import resolve_edges_cpu
+    from ._flow_walk_cpu import resolve_edges_cpu
     parts = _compose(spec, level, i, j, children)
     in_tail, in_exit, in_src, out_tail, out_head, out_local, out_external, counts = parts
     given = np.zeros(len(in_tail), np.float64)

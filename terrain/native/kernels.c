@@ -315,8 +315,10 @@ int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t
  * -1 when the work arrays cannot be allocated, -2 for 2^31 cells or more.
  * ========================================================================================== */
 
-static const int DRAIN_DR[8] = {0, 1, 1, 1, 0, -1, -1, -1}; /* E, SE, S, SW, W, NW, N, NE */
-static const int DRAIN_DC[8] = {1, 1, 0, -1, -1, -1, 0, 1};
+/* the neighbours in ESRI code order (terrain/hydrology/_neighbours.py): E, SE, S, SW, W, NW, N,
+   NE, neighbour k with code 1 << k */
+static const int NB_DR[8] = {0, 1, 1, 1, 0, -1, -1, -1};
+static const int NB_DC[8] = {1, 1, 0, -1, -1, -1, 0, 1};
 
 /* bit k set when the forest holds the edge from halo cell p to neighbour k (the W, NW, N and
    NE edges are the neighbours' own bits) */
@@ -365,7 +367,7 @@ int64_t terrain_drain_grid(const float *zh, const uint8_t *mh, const float *src,
             const float zv = zh[(i + 1) * w2 + j + 1];
             for (int k = 0; k < 8; ++k) {
                 if (!(b & (1 << k))) continue;
-                const int64_t ii = i + DRAIN_DR[k], jj = j + DRAIN_DC[k];
+                const int64_t ii = i + NB_DR[k], jj = j + NB_DC[k];
                 if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
                 const int64_t u = ii * W + jj;
                 if (seen[u]) continue;
@@ -463,6 +465,300 @@ void terrain_fill_layers(const float *z, const float *f, int64_t H, int64_t W,
     counts[1] = wet;
     counts[2] = undrained;
     *max_depth = deepest;
+}
+
+/* ==========================================================================================
+ * Flow directions and accumulation on the CPU (terrain/hydrology/_flow_cpu.py, the twins of
+ * terrain/hydrology/_flow.cu): each works on a padded block (R x C, a window with a halo, NaN
+ * / 255 outside the grid), so the in-core and tiled runs execute the same code. Neighbour k
+ * of NB_DR/NB_DC has ESRI code 1 << k; D4 (step 2) takes the even k. Distances are int32
+ * with FLOW_INF unreached; codes 255 nodata, 0 outlet, FLOW_FLAT unresolved.
+ * ========================================================================================== */
+
+#define FLOW_FLAT 254
+#define FLOW_INF 2147483647
+
+/* k of code 1 << k, -1 for any other code */
+static inline int flow_code_k(unsigned v) { return v && !(v & (v - 1)) ? __builtin_ctz(v) : -1; }
+
+/* Codes of the cells inside the outer ring of zp: 255 nodata, 0 outlet (outp given and
+   non-zero, or no lower neighbour beside the grid's edge/nodata with edge_outlets), 1 << k the
+   steepest drop (z - z_k) / dist[k] (ties: the lowest k), else FLOW_FLAT. */
+void terrain_flow_classify(const float *zp, const uint8_t *outp, int edge_outlets,
+                           const double *dist, int step, int64_t R, int64_t C, uint8_t *code) {
+    for (int64_t r = 1; r < R - 1; ++r)
+        for (int64_t c = 1; c < C - 1; ++c) {
+            const float z = zp[r * C + c];
+            if (z != z) {
+                code[r * C + c] = 255;
+                continue;
+            }
+            if (outp != NULL && outp[r * C + c] != 0) {
+                code[r * C + c] = 0;
+                continue;
+            }
+            double best = 0.0;
+            int bk = -1, boundary = 0;
+            for (int k = 0; k < 8; k += step) {
+                const float zn = zp[(r + NB_DR[k]) * C + c + NB_DC[k]];
+                if (zn != zn) {
+                    boundary = 1;
+                    continue;
+                }
+                const double drop = ((double)z - (double)zn) / dist[k];
+                if (drop > best) {
+                    best = drop;
+                    bk = k;
+                }
+            }
+            code[r * C + c] = bk >= 0 ? (uint8_t)(1u << bk)
+                                      : (edge_outlets && boundary) ? 0 : FLOW_FLAT;
+        }
+}
+
+typedef struct { int32_t d; int64_t cell, seq; } flow_seed;
+
+static int flow_seed_before(const void *a, const void *b) {
+    const flow_seed *x = a, *y = b;
+    if (x->d != y->d) return x->d < y->d ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* BFS distances in the interior's flats: away from higher terrain, towards lower (a draining
+   cell of the flat's elevation), seeded also by the halo ring's halo_a / halo_t; FLOW_INF
+   where unreached. The seeds run in the order of their distance (ties: row-major), merged with
+   the queue. Returns 0, -1 out of memory. */
+int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const int32_t *halo_a,
+                                    const int32_t *halo_t, int step, int64_t R, int64_t C,
+                                    int32_t *away, int32_t *towards) {
+    const int64_t n = R * C;
+    int64_t *queue = malloc((size_t)n * sizeof *queue);
+    flow_seed *seeds = malloc((size_t)n * sizeof *seeds);
+    if (queue == NULL || seeds == NULL) {
+        free(queue);
+        free(seeds);
+        return -1;
+    }
+    for (int which = 0; which < 2; ++which) {
+        int32_t *dist = which == 0 ? away : towards;
+        const int32_t *halo = which == 0 ? halo_a : halo_t;
+        int64_t ns = 0;
+        for (int64_t t = 0; t < n; ++t) dist[t] = FLOW_INF;
+        for (int64_t r = 1; r < R - 1; ++r)
+            for (int64_t c = 1; c < C - 1; ++c) {
+                const int64_t v = r * C + c;
+                if (code[v] != FLOW_FLAT) continue;
+                if (!(r >= 2 && r < R - 2 && c >= 2 && c < C - 2)) { /* the halo ring */
+                    if (halo[v] < FLOW_INF) {
+                        seeds[ns] = (flow_seed){halo[v], v, ns};
+                        dist[v] = halo[v];
+                        ++ns;
+                    }
+                    continue;
+                }
+                const float z = zp[v];
+                for (int k = 0; k < 8; k += step) {
+                    const int64_t u = v + NB_DR[k] * C + NB_DC[k];
+                    const float zn = zp[u];
+                    const uint8_t cn = code[u];
+                    if ((which == 0 && zn > z) ||
+                        (which == 1 && cn != FLOW_FLAT && cn != 255 && zn == z)) {
+                        seeds[ns] = (flow_seed){1, v, ns};
+                        dist[v] = 1;
+                        ++ns;
+                        break;
+                    }
+                }
+            }
+        int64_t sorted = 1; /* in core: every seed at 1, in row-major order already */
+        for (int64_t t = 1; t < ns && sorted; ++t) sorted = seeds[t - 1].d <= seeds[t].d;
+        if (!sorted) qsort(seeds, (size_t)ns, sizeof *seeds, flow_seed_before);
+        int64_t head = 0, tail = 0, si = 0;
+        while (si < ns || head < tail) {
+            int64_t v;
+            if (head < tail && (si >= ns || dist[queue[head]] <= seeds[si].d)) {
+                v = queue[head++];
+            } else {
+                v = seeds[si].cell;
+                const int32_t d0 = seeds[si].d;
+                ++si;
+                if (dist[v] < d0) continue; /* reached earlier by a shorter path: expanded then */
+            }
+            const int32_t d = dist[v] + 1;
+            const int64_t r = v / C, c = v % C;
+            for (int k = 0; k < 8; k += step) {
+                const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
+                if (nr < 2 || nr >= R - 2 || nc < 2 || nc >= C - 2) continue;
+                const int64_t u = nr * C + nc;
+                if (code[u] != FLOW_FLAT || dist[u] <= d) continue;
+                dist[u] = d;
+                queue[tail++] = u;
+            }
+        }
+    }
+    free(queue);
+    free(seeds);
+    return 0;
+}
+
+/* Label the interior's flats (row-major, breadth first) into labels (zeroed here); maxa[l]:
+   label l's largest finite away (maxa[0] = 0; the caller sizes it 1 + the flat cells).
+   Returns the number of labels, -1 out of memory. */
+int64_t terrain_flow_flat_labels(const uint8_t *code, const int32_t *away, int step, int64_t R,
+                                 int64_t C, int32_t *labels, int32_t *maxa) {
+    int64_t *queue = malloc((size_t)(R * C) * sizeof *queue);
+    if (queue == NULL) return -1;
+    memset(labels, 0, (size_t)(R * C) * sizeof *labels);
+    int32_t n = 0;
+    maxa[0] = 0;
+    for (int64_t r0 = 2; r0 < R - 2; ++r0)
+        for (int64_t c0 = 2; c0 < C - 2; ++c0) {
+            if (code[r0 * C + c0] != FLOW_FLAT || labels[r0 * C + c0] != 0) continue;
+            ++n;
+            labels[r0 * C + c0] = n;
+            int32_t best = 0;
+            int64_t head = 0, tail = 1;
+            queue[0] = r0 * C + c0;
+            while (head < tail) {
+                const int64_t v = queue[head++], r = v / C, c = v % C;
+                const int32_t a = away[v];
+                if (a < FLOW_INF && a > best) best = a;
+                for (int k = 0; k < 8; k += step) {
+                    const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
+                    if (nr < 2 || nr >= R - 2 || nc < 2 || nc >= C - 2) continue;
+                    const int64_t u = nr * C + nc;
+                    if (code[u] == FLOW_FLAT && labels[u] == 0) {
+                        labels[u] = n;
+                        queue[tail++] = u;
+                    }
+                }
+            }
+            maxa[n] = best;
+        }
+    free(queue);
+    return n;
+}
+
+/* Barnes et al.'s combined gradient: 2 t + (h - a) (0 for a unreached) */
+static inline int64_t flow_mask(int32_t a, int32_t t, int32_t h) {
+    return 2 * (int64_t)t + (a < FLOW_INF ? (int64_t)h - a : 0);
+}
+
+/* Directions of the interior's flat cells into out: towards the least flow_mask in the flat, a
+   drain lowest (ties: cardinal first, then the lowest k); 0 where the flat has no drain.
+   height[label]: the whole flat's largest away. */
+void terrain_flow_flat_directions(const float *zp, const uint8_t *code, const int32_t *away,
+                                  const int32_t *towards, const int32_t *labels,
+                                  const int32_t *height, int step, int64_t R, int64_t C,
+                                  uint8_t *out) {
+    for (int64_t r = 2; r < R - 2; ++r)
+        for (int64_t c = 2; c < C - 2; ++c) {
+            const int64_t v = r * C + c;
+            if (code[v] != FLOW_FLAT) continue;
+            const int32_t t = towards[v];
+            if (t >= FLOW_INF) {
+                out[v] = 0;
+                continue;
+            }
+            const int32_t h = height[labels[v]];
+            int64_t best = flow_mask(away[v], t, h);
+            int bk = -1, bcard = 0;
+            for (int k = 0; k < 8; k += step) {
+                const int64_t u = v + NB_DR[k] * C + NB_DC[k];
+                const uint8_t cn = code[u];
+                int64_t m;
+                if (cn == FLOW_FLAT)
+                    m = flow_mask(away[u], towards[u], h);
+                else if (cn != 255 && zp[u] == zp[v])
+                    m = -1;
+                else
+                    continue;
+                const int card = k % 2 == 0;
+                if (m < best || (m == best && bk >= 0 && card && !bcard)) {
+                    best = m;
+                    bk = k;
+                    bcard = card;
+                }
+            }
+            /* bk >= 0 always: a BFS parent lies lower (Barnes et al., 2014, section 2.4) */
+            out[v] = bk < 0 ? 0 : (uint8_t)(1u << bk);
+        }
+}
+
+/* Accumulation of dp's interior (inflows summed in code order, the halo's from ext; weights:
+   (R - 2) rows of w_stride, or NULL for 1 a cell) in Kahn's order, written to order. Returns
+   the cells done (fewer than the valid ones: a cycle), -1 out of memory; *err = 1 for a
+   direction to nodata or off the grid. */
+int64_t terrain_flow_accumulate(const uint8_t *dp, const double *weights, int64_t w_stride,
+                                const double *ext, int64_t R, int64_t C, double *acc,
+                                int64_t *order, int64_t *err) {
+    uint8_t *indeg = calloc((size_t)(R * C), 1);
+    int64_t *stack = malloc((size_t)(R * C) * sizeof *stack);
+    if (indeg == NULL || stack == NULL) {
+        free(indeg);
+        free(stack);
+        return -1;
+    }
+    *err = 0;
+    for (int64_t r = 1; r < R - 1; ++r)
+        for (int64_t c = 1; c < C - 1; ++c) {
+            const uint8_t v = dp[r * C + c];
+            if (v == 0 || v == 255) continue;
+            const int k = flow_code_k(v);
+            if (k < 0) {
+                *err = 1;
+                continue;
+            }
+            const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
+            if (dp[nr * C + nc] == 255)
+                *err = 1;
+            else if (nr >= 1 && nr < R - 1 && nc >= 1 && nc < C - 1)
+                ++indeg[nr * C + nc];
+        }
+    int64_t top = 0, done = 0;
+    for (int64_t r = 1; r < R - 1; ++r)
+        for (int64_t c = 1; c < C - 1; ++c)
+            if (dp[r * C + c] != 255 && indeg[r * C + c] == 0) stack[top++] = r * C + c;
+    while (top > 0) {
+        const int64_t v = stack[--top], r = v / C, c = v % C;
+        double s = weights != NULL ? weights[(r - 1) * w_stride + c - 1] : 1.0;
+        for (int k = 0; k < 8; ++k) {
+            const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
+            if (dp[nr * C + nc] == (1u << ((k + 4) & 7))) {
+                if (nr >= 1 && nr < R - 1 && nc >= 1 && nc < C - 1)
+                    s += acc[nr * C + nc];
+                else
+                    s += ext[nr * C + nc];
+            }
+        }
+        acc[v] = s;
+        order[done++] = v;
+        const int k = flow_code_k(dp[v]);
+        if (k < 0) continue; /* an outlet (or a code that is no direction: an error already) */
+        const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
+        if (nr >= 1 && nr < R - 1 && nc >= 1 && nc < C - 1 && dp[nr * C + nc] != 255)
+            if (--indeg[nr * C + nc] == 0) stack[top++] = nr * C + nc;
+    }
+    free(indeg);
+    free(stack);
+    return done;
+}
+
+/* Each interior cell's out-edge (out_index) leaving the block; -1: ends inside. */
+void terrain_flow_exits(const uint8_t *dp, const int64_t *order, int64_t done,
+                        const int64_t *out_index, int64_t R, int64_t C, int64_t *exit_) {
+    (void)R; /* the blocks' shape, as every flow kernel takes it */
+    for (int64_t i = done - 1; i >= 0; --i) {
+        const int64_t v = order[i];
+        if (out_index[v] >= 0) {
+            exit_[v] = out_index[v];
+        } else if (dp[v] == 0) {
+            exit_[v] = -1;
+        } else {
+            const int k = flow_code_k(dp[v]);
+            exit_[v] = exit_[v + NB_DR[k] * C + NB_DC[k]];
+        }
+    }
 }
 
 /* ==========================================================================================
