@@ -60,11 +60,14 @@ def default_output(input_path):
 def fill_route(shape, backend, in_core="auto", available=None):
     """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
     working arrays fit half the available memory (:data:`IN_CORE_BYTES_PER_CELL`; on the
-    GPU the device's, :func:`terrain.hydrology.fits_on_device`).
+    GPU the device's, :func:`terrain.hydrology.fits_on_device`) and, on the CPU, the grid
+    with its frame has fewer than 2^31 cells (the priority flood's cell numbers).
 
     >>> fill_route((100, 100), get_backend("cpu"))
     'in-core'
     >>> fill_route((100, 100), get_backend("cpu"), in_core=False)
+    'tiled'
+    >>> fill_route((50000, 50000), get_backend("cpu"), available=2**50)
     'tiled'
     """
     if in_core is not True and in_core is not False and in_core != "auto":
@@ -75,6 +78,8 @@ def fill_route(shape, backend, in_core="auto", available=None):
     if backend.is_gpu:
         from terrain.hydrology import fits_on_device
         return "in-core" if fits_on_device(shape, backend) else "tiled"
+    if (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
+        return "tiled"  # the priority flood numbers its cells with int32
     if available is None:
         import psutil
         available = psutil.virtual_memory().available

@@ -120,11 +120,18 @@ def _write_whole(store, layers, side):
     _each_shard(lambda w: write_windows(store, layers, [w], layouts=layouts), shape, side)
 
 
-def _ingest(path, target, tile):
+def _ingest(path, target, tile, in_memory=False):
+    """The raster ``path`` ingested into the store ``target``; ``in_memory`` (it fits): read
+    whole and written on threads, its elevations returned for the in-core route not to read
+    them back; else by the ingest's task graph (None)."""
     from .cluster import compute, open_scheduler
-    from .ingest import build_ingest_graph
+    from .ingest import build_ingest_graph, write_elevation
+    if in_memory:
+        from terrain.io import open_grid
+        return write_elevation(open_grid(path), target, tile)
     with open_scheduler("threads"):
         compute(build_ingest_graph(path, target, tile), label="flow-ingest")
+    return None
 
 
 def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
@@ -169,6 +176,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     side = int(tile) * shard
     weights_tmp = None
     wall = {}
+    z = None  # the elevations, when the ingest keeps them
     try:
         with atomic_output(out, overwrite, inputs=[inp, outlets, weights]) as tmp:
             t0 = time.perf_counter()
@@ -179,7 +187,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
                 dem_path = inp
             else:
-                _ingest(inp, tmp, tile)
+                z = _ingest(inp, tmp, tile, in_memory=chosen == "in-core")
                 dem_path = tmp
             w_path = None
             if weights is not None:
@@ -198,7 +206,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             wall["ingest"] = time.perf_counter() - t0
             if chosen == "in-core":
                 stats = _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be,
-                                 wall)
+                                 wall, z)
             else:
                 t0 = time.perf_counter()
                 if filled:  # copied as it is
@@ -230,11 +238,12 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     return summary
 
 
-def _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be, wall):
-    """The grid read whole; fill (unless ``filled``), directions and accumulation where
-    ``be`` computes: on the GPU nothing comes back to the host before the writes."""
+def _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be, wall, z=None):
+    """The grid read whole (or given: ``z``); fill (unless ``filled``), directions and
+    accumulation where ``be`` computes: on the GPU nothing comes back to the host before
+    the writes."""
     t0 = time.perf_counter()
-    z = be.asarray(read_layer(dem_path, "elevation", np.float32))
+    z = be.asarray(read_layer(dem_path, "elevation", np.float32) if z is None else z)
     # on the device once: fill and directions both take the outlets
     outl = None if out_layer is None else be.asarray(read_layer(tmp, out_layer))
     w = None if w_path is None else be.asarray(read_layer(w_path, "elevation"), np.float64)
