@@ -46,9 +46,12 @@ LAYERS = {
                    "row-major order of the lakes' first cells; 0 outside any"),
 }
 GEOTIFF_LAYERS = tuple(LAYERS)
-#: host bytes a cell takes in core at most (DEM, levels, layers, labels; the forest and its graph
-#: with the hierarchy options, which need it)
-IN_CORE_BYTES_PER_CELL = 96
+#: host bytes a cell takes in core at most: the priority flood's (DEM 4, levels 4, reached 1,
+#: outlets 1, queue and pit stack up to 12), then the layers (filled, depth, ids 12, the
+#: flooded mask 1, the labelling's stack up to 8); 23 measured at 4096²
+IN_CORE_BYTES_PER_CELL = 40
+#: the same with the options that build the forest (its graph and the hierarchy's)
+FOREST_BYTES_PER_CELL = 96
 
 
 def default_output(input_path):
@@ -57,11 +60,12 @@ def default_output(input_path):
     return p.with_name((p.stem if p.suffix else p.name) + ".fill.zarr")
 
 
-def fill_route(shape, backend, in_core="auto", available=None):
+def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
-    working arrays fit half the available memory (:data:`IN_CORE_BYTES_PER_CELL`; on the
-    GPU the device's, :func:`terrain.hydrology.fits_on_device`) and, on the CPU, the grid
-    with its frame has fewer than 2^31 cells (the priority flood's cell numbers).
+    working arrays fit half the available memory (:data:`IN_CORE_BYTES_PER_CELL`, or
+    :data:`FOREST_BYTES_PER_CELL` with ``forest``: the options that build the forest; on
+    the GPU the device's, :func:`terrain.hydrology.fits_on_device`) and, on the CPU, the
+    grid with its frame has fewer than 2^31 cells (the priority flood's cell numbers).
 
     >>> fill_route((100, 100), get_backend("cpu"))
     'in-core'
@@ -83,7 +87,8 @@ def fill_route(shape, backend, in_core="auto", available=None):
     if available is None:
         import psutil
         available = psutil.virtual_memory().available
-    return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= available / 2 else "tiled"
+    per_cell = FOREST_BYTES_PER_CELL if forest else IN_CORE_BYTES_PER_CELL
+    return "in-core" if cells * per_cell <= available / 2 else "tiled"
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     """``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized GeoTIFFs
@@ -465,7 +470,6 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     cells = None if outlets is None else named_outlets(outlets, geo["geotransform"], shape,
                                                        geo.get("crs"))
     spec = FillSpec(shape, int(tile), int(connectivity), cells is not None)
-    route = fill_route(shape, be, in_core)
     if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
         raise InputError(f"{inp}: minimum depth {min_depth!r} must be a number >= 0")
     if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
@@ -473,6 +477,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     options = {"epsilon": bool(epsilon), "min_depth": min_depth, "min_area": min_area,
                "hierarchy": bool(hierarchy)}
     asked = [k for k, v in options.items() if v not in (None, False)]
+    route = fill_route(shape, be, in_core, forest=bool(asked))
     if asked and route != "in-core":
         names = ", ".join(f"--{k.replace('_', '-')}" for k in asked)
         why = ("the tiled route was asked" if in_core is False else

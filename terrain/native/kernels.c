@@ -815,15 +815,16 @@ int64_t terrain_label_regions(const uint8_t *mask, int64_t H, int64_t W, int con
 
 /* ==========================================================================================
  * The fill's levels on the CPU in core (terrain/hydrology/fill.py _flood_levels): a
- * priority flood from the outlets, in nondecreasing level, on the padded (H + 2) x (W + 2)
- * grid zh (NaN at nodata and in the frame). A cell reached from a cell of level L gets
- * max(z, L); one at or below L joins the pit stack, drained before the next pop of the queue
- * (Barnes et al. 2014's improved priority flood: most cells of a flooded DEM never enter
- * it). The queue is a radix heap over the order-preserving uint32 image of the float32 keys
- * (monotone: every key pushed is above the last popped), so a push is O(1) and a cell moves
- * between its 33 buckets at most 32 times. fh gets the levels (inf where no outlet is
- * reached: undrained or nodata), the unique minimax values: the drain pass's bits. Returns 0,
- * -1 out of memory, -2 for 2^31 padded cells or more.
+ * priority flood of the DEM z (H x W, NaN = nodata) from the outlets (outlet != 0), in
+ * nondecreasing level, on the work array fh of (H + 2) x (W + 2) floats (a frame around the
+ * grid, so no step checks bounds). A cell reached from a cell of level L gets max(z, L); one
+ * at or below L joins the pit stack, drained before the next pop of the queue (Barnes et al.
+ * 2014's improved priority flood: most cells of a flooded DEM never enter it). The queue is a
+ * radix heap over the order-preserving uint32 image of the float32 keys (monotone: every key
+ * pushed is above the last popped), so a push is O(1) and a cell moves between its 33
+ * buckets at most 32 times. At the end the first H x W floats of fh hold the levels,
+ * row-major (inf where no outlet is reached: undrained or nodata): the unique minimax values,
+ * the drain pass's bits. Returns 0, -1 out of memory, -2 for 2^31 framed cells or more.
  * ========================================================================================== */
 
 #define FLOOD_AHEAD 2
@@ -967,8 +968,13 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
             }
         }
     }
-    for (int64_t p = 0; p < n2; ++p) /* the unreached, the frame and nodata: inf */
-        if (!closed[p] || fh[p] != fh[p]) fh[p] = INFINITY;
+    /* the levels to the front of fh, row i at i * W (never past what is still to be read);
+       the unreached and nodata: inf */
+    for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+            const int64_t p = (i + 1) * w2 + j + 1;
+            fh[i * W + j] = closed[p] && fh[p] == fh[p] ? fh[p] : INFINITY;
+        }
     goto done;
 oom:
     rc = -1;
