@@ -1,9 +1,9 @@
 """What the benchmarks share."""
 
 import os
-import sys
 import resource
 import subprocess
+import sys
 import time
 from pathlib import Path
 

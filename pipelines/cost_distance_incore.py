@@ -2,8 +2,9 @@
 layers written shard by shard: ``prepare`` (the layers), ``solve`` (the distances handed to a
 pool of writers the moment they are final), ``write`` per shard window, ``finish``. On the
 GPU the layers stay on the device and the writers copy them off tile by tile. The tasks run
-in this process with no task graph unless the run is on a cluster (:func:`pipelines.cluster.runs_in_process`);
-there they form a Dask graph that writes the same bytes (docs/cost-distance.md).
+in this process with no task graph unless the run is on a cluster
+(:func:`pipelines.cluster.runs_in_process`); there they form a Dask graph that writes the
+same bytes (docs/cost-distance.md).
 
 ``--reuse STORE`` of an in-core run's store links STORE's ``elevation`` and ``friction``
 layers into the output once the input's fingerprint, grid and cost model match
@@ -24,8 +25,8 @@ from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layo
 from terrain.grid.costs import check_friction
 from terrain.io import open_grid
 
-from .cost_distance_store import prepare_layers, summary_base
 from .cluster import runs_in_process
+from .cost_distance_store import prepare_layers, summary_base
 from .ingest import build_ingest_graph, write_elevation
 
 __all__ = ["run_incore", "build_incore_graph", "input_fingerprint",

@@ -90,6 +90,7 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     per_cell = FOREST_BYTES_PER_CELL if forest else IN_CORE_BYTES_PER_CELL
     return "in-core" if cells * per_cell <= available / 2 else "tiled"
 
+
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
     """``filled``, ``depth`` and ``depression`` of a fill store as Cloud-Optimized GeoTIFFs
     ``DIR/<layer>.tif`` (nodata: NaN, NaN, 0; overviews averaged for the elevations,

@@ -129,9 +129,9 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
         labels, _ = be.ndimage.label(xp.asarray(flooded, np.bool_), structure)
         return labels
     mask = np.ascontiguousarray(flooded, np.bool_).view(np.uint8)
-    labels = np.empty(mask.shape, np.int32)
     if mask.ndim != 2:
         raise InputError(f"depression labels: a 2-D mask, got shape {mask.shape}")
+    labels = np.empty(mask.shape, np.int32)
     count = native.declared(_FILL_SIGNATURES).terrain_label_regions(
         mask.ctypes.data, mask.shape[0], mask.shape[1], conn, labels.ctypes.data)
     if count < 0:
@@ -187,8 +187,8 @@ _FILL_SIGNATURES = {
                               + [ctypes.c_int, ctypes.c_void_p]),
     "terrain_outlet_cells": (None, [ctypes.c_void_p] + [ctypes.c_int64] * 2
                              + [ctypes.c_int, ctypes.c_void_p]),
-    "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 3
-                            + [ctypes.c_void_p] * 5)}
+    "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64]
+                            + [ctypes.c_void_p] * 4)}
 
 
 class _CpuOps:
@@ -453,17 +453,13 @@ def _host_layers(z, f):
     terrain/native/kernels.c, one pass (NumPy's ten took 0.3 s at 4096²). ``f`` is consumed:
     ``filled`` takes its memory (at the 40-ft size 0.9 GB fewer to allocate and fault in)."""
     z = np.ascontiguousarray(z, np.float32)
-    f = np.asarray(f, np.float32)
-    if f.strides[1] != 4:
-        f = np.ascontiguousarray(f)
-    H, W = z.shape
-    filled = f if f.flags.c_contiguous and f.flags.writeable else np.empty_like(z)
+    filled = np.require(f, np.float32, ["C", "W"])
     depth = np.empty_like(z)
-    flooded = np.empty((H, W), np.bool_)
+    flooded = np.empty(z.shape, np.bool_)
     counts, deepest = np.zeros(3, np.int64), np.zeros(1, np.float32)
     native.declared(_FILL_SIGNATURES).terrain_fill_layers(
-        z.ctypes.data, f.ctypes.data, H, W, f.strides[0] // 4, filled.ctypes.data,
-        depth.ctypes.data, flooded.ctypes.data, counts.ctypes.data, deepest.ctypes.data)
+        z.ctypes.data, filled.ctypes.data, z.size, depth.ctypes.data, flooded.ctypes.data,
+        counts.ctypes.data, deepest.ctypes.data)
     return filled, depth, flooded, tuple(int(c) for c in counts), float(deepest[0])
 
 

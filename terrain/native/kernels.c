@@ -412,8 +412,7 @@ done:
 
 void terrain_outlet_cells(const float *z, int64_t H, int64_t W, int connectivity,
                           uint8_t *out) {
-    static const int DR[8] = {0, 1, 0, -1, 1, 1, -1, -1}, DC[8] = {1, 0, -1, 0, 1, -1, -1, 1};
-    const int nk = connectivity == 8 ? 8 : 4;
+    const int step = connectivity == 8 ? 1 : 2;
     for (int64_t i = 0; i < H; ++i)
         for (int64_t j = 0; j < W; ++j) {
             const float v = z[i * W + j];
@@ -422,8 +421,8 @@ void terrain_outlet_cells(const float *z, int64_t H, int64_t W, int connectivity
                 if (i == 0 || j == 0 || i == H - 1 || j == W - 1) {
                     edge = 1;
                 } else {
-                    for (int k = 0; k < nk && !edge; ++k) {
-                        const float u = z[(i + DR[k]) * W + j + DC[k]];
+                    for (int k = 0; k < 8 && !edge; k += step) {
+                        const float u = z[(i + NB_DR[k]) * W + j + NB_DC[k]];
                         edge = u != u;
                     }
                 }
@@ -433,33 +432,29 @@ void terrain_outlet_cells(const float *z, int64_t H, int64_t W, int connectivity
 }
 
 /* ==========================================================================================
- * The fill's layers on the host from its levels f (rows of f_stride floats; inf where
- * undrained): filled (f, or z where inf), depth = filled - z, flooded = filled > z, and
- * counts[0..2] = valid, flooded and undrained cells, *max_depth the deepest (0 with no valid
- * cell). One pass where NumPy's took ten (terrain/hydrology/fill.py _finish).
+ * The fill's layers on the host from its levels (terrain/hydrology/fill.py _host_layers), n
+ * cells: filled (in place of the levels: inf where undrained becomes z), depth = filled - z,
+ * flooded = filled > z, and counts[0..2] = valid, flooded and undrained cells, *max_depth the
+ * deepest (0 with no valid cell). One pass where NumPy's took ten.
  * ========================================================================================== */
 
-void terrain_fill_layers(const float *z, const float *f, int64_t H, int64_t W,
-                         int64_t f_stride, float *filled, float *depth, uint8_t *flooded,
-                         int64_t *counts, float *max_depth) {
+void terrain_fill_layers(const float *z, float *filled, int64_t n, float *depth,
+                         uint8_t *flooded, int64_t *counts, float *max_depth) {
     int64_t valid = 0, wet = 0, undrained = 0;
     float deepest = 0.0f;
-    for (int64_t i = 0; i < H; ++i) {
-        const float *zr = z + i * W, *fr = f + i * f_stride;
-        for (int64_t j = 0; j < W; ++j) {
-            const float zv = zr[j], fv = fr[j];
-            const int inf = fv == INFINITY, nan = zv != zv;
-            const float level = inf ? zv : fv;
-            const float d = level - zv;
-            const int up = level > zv;
-            filled[i * W + j] = level;
-            depth[i * W + j] = d;
-            flooded[i * W + j] = (uint8_t)up;
-            valid += !nan;
-            wet += up;
-            undrained += inf & !nan;
-            if (d > deepest) deepest = d;
-        }
+    for (int64_t t = 0; t < n; ++t) {
+        const float zv = z[t], fv = filled[t];
+        const int inf = fv == INFINITY, nan = zv != zv;
+        const float level = inf ? zv : fv;
+        const float d = level - zv;
+        const int up = level > zv;
+        filled[t] = level;
+        depth[t] = d;
+        flooded[t] = (uint8_t)up;
+        valid += !nan;
+        wet += up;
+        undrained += inf & !nan;
+        if (d > deepest) deepest = d;
     }
     counts[0] = valid;
     counts[1] = wet;
@@ -771,8 +766,7 @@ void terrain_flow_exits(const uint8_t *dp, const int64_t *order, int64_t done,
 
 int64_t terrain_label_regions(const uint8_t *mask, int64_t H, int64_t W, int connectivity,
                               int32_t *labels) {
-    const int nk = connectivity == 8 ? 8 : 4;
-    static const int DR[8] = {0, 1, 0, -1, 1, 1, -1, -1}, DC[8] = {1, 0, -1, 0, 1, -1, -1, 1};
+    const int step = connectivity == 8 ? 1 : 2;
     int64_t cap = 4096, count = 0;
     int32_t *stack = malloc((size_t)cap * 2 * sizeof *stack); /* (row, column) pairs */
     if (stack == NULL) return -1;
@@ -788,8 +782,8 @@ int64_t terrain_label_regions(const uint8_t *mask, int64_t H, int64_t W, int con
             while (top > 0) {
                 --top;
                 const int64_t i = stack[2 * top], j = stack[2 * top + 1];
-                for (int k = 0; k < nk; ++k) {
-                    const int64_t ii = i + DR[k], jj = j + DC[k];
+                for (int k = 0; k < 8; k += step) {
+                    const int64_t ii = i + NB_DR[k], jj = j + NB_DC[k];
                     if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
                     const int64_t u = ii * W + jj;
                     if (!mask[u] || labels[u]) continue;
@@ -838,29 +832,21 @@ static inline uint32_t flood_key(float x) {
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-static inline int flood_append(flood_bucket *b, uint64_t item) {
-    if (b->n == b->cap) {
-        const int64_t cap = b->cap ? 2 * b->cap : 256;
-        uint64_t *a = realloc(b->a, (size_t)cap * sizeof *a);
-        if (a == NULL) return -1;
-        b->a = a;
-        b->cap = cap;
+/* append x to the growable array s (doubling from first): 0, or -1 out of memory */
+#define FLOOD_APPEND_FN(NAME, ARRAY, T, FIRST)                                                 \
+    static inline int NAME(ARRAY *s, T x) {                                                    \
+        if (s->n == s->cap) {                                                                  \
+            const int64_t cap = s->cap ? 2 * s->cap : (FIRST);                                 \
+            T *a = realloc(s->a, (size_t)cap * sizeof *a);                                     \
+            if (a == NULL) return -1;                                                          \
+            s->a = a;                                                                          \
+            s->cap = cap;                                                                      \
+        }                                                                                      \
+        s->a[s->n++] = x;                                                                      \
+        return 0;                                                                              \
     }
-    b->a[b->n++] = item;
-    return 0;
-}
-
-static inline int flood_push(flood_stack *s, int32_t p) {
-    if (s->n == s->cap) {
-        const int64_t cap = s->cap ? 2 * s->cap : 4096;
-        int32_t *a = realloc(s->a, (size_t)cap * sizeof *a);
-        if (a == NULL) return -1;
-        s->a = a;
-        s->cap = cap;
-    }
-    s->a[s->n++] = p;
-    return 0;
-}
+FLOOD_APPEND_FN(flood_append, flood_bucket, uint64_t, 256)
+FLOOD_APPEND_FN(flood_push, flood_stack, int32_t, 4096)
 
 /* the bucket of key k while the last key popped is last: 0 when equal, else 1 + the highest
    bit where they differ */
@@ -900,13 +886,11 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
     if (closed == NULL) return -1;
     memset(closed, 1, (size_t)w2);
     memset(closed + (H + 1) * w2, 1, (size_t)w2);
-    for (int64_t j = 0; j < w2; ++j) fh[j] = fh[(H + 1) * w2 + j] = INFINITY;
     for (int64_t i = 0; i < H; ++i) {
         float *frow = fh + (i + 1) * w2;
         uint8_t *crow = closed + (i + 1) * w2;
         const float *zrow = z + i * W;
-        crow[0] = crow[W + 1] = 1;
-        frow[0] = frow[W + 1] = INFINITY;
+        crow[0] = crow[W + 1] = 1; /* the frame's fh is never read */
         for (int64_t j = 0; j < W; ++j) {
             frow[j + 1] = zrow[j];
             crow[j + 1] = zrow[j] != zrow[j];
