@@ -69,3 +69,43 @@ def s3(tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def stops_on_interrupt():
+    """``check(call)``: Ctrl-C reaches a C kernel that ``terrain.native.interruptible`` runs.
+    ``call`` runs up to 20 times while a timer sends SIGINT 0.3 s after the kernel's thread
+    appears (else after 2 s); the KeyboardInterrupt must come within 1.5 s of it, not after
+    the whole run."""
+    import signal
+    import threading
+
+    def check(call):
+        fired, done = [], threading.Event()
+
+        def interrupt():
+            t0 = time.perf_counter()
+            while not done.is_set() and time.perf_counter() - t0 < 2 and not any(
+                    t.name == "terrain-kernel" for t in threading.enumerate()):
+                time.sleep(0.01)
+            if not done.wait(0.3):
+                fired.append(time.perf_counter())
+                os.kill(os.getpid(), signal.SIGINT)
+
+        # a run started in the background by a non-interactive shell inherits SIGINT
+        # ignored; a terminal's user has Python's handler, which is what this is about
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        timer = threading.Thread(target=interrupt)
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                for _ in range(20):
+                    call()
+        finally:
+            done.set()
+            timer.join()
+            signal.signal(signal.SIGINT, previous)
+        assert fired and time.perf_counter() - fired[0] < 1.5
+
+    return check
+

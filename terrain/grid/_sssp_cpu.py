@@ -78,9 +78,10 @@ def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_
              seed_label, fixed, max_cost, targets, left, stop):
     """Lexicographic-key Dijkstra on the padded flat grid, in place on ``dist`` (+inf at
     vertices, -inf elsewhere; ``fixed``: final, only tight arcs relaxed) and ``label``: the
-    cells settled, or -1 when ``stop[0]`` was set (:func:`_interruptible`). With ``left > 0``
-    distinct cells flagged in ``targets``: ends once they are settled and every cell as near
-    as the last of them (cells set farther keep provisional distances: :func:`cut_beyond`).
+    cells settled, or -1 when ``stop[0]`` was set (:func:`terrain.native.interruptible`).
+    With ``left > 0`` distinct cells flagged in ``targets``: ends once they are settled and
+    every cell as near as the last of them (cells set farther keep provisional distances:
+    :func:`cut_beyond`).
     ``terrain_sssp_heap``."""
     _inout((dist, np.float64), (label, np.int64), (stop, np.uint8))
     z, f, codes = _c(z, np.float32), _c(f, np.float32), _c(codes, np.int64)
@@ -249,32 +250,6 @@ def cut_beyond(dist, targets, stats):
         stats["target_distance"] = far
 
 
-def _interruptible(kernel, *args):
-    """``kernel(*args, stop)`` in a thread of its own while this one waits, so Ctrl-C (handled
-    in the main thread) sets ``stop`` and the kernel returns within milliseconds."""
-    stop = np.zeros(1, np.uint8)
-    result = []
-
-    def run():
-        try:
-            result.append(kernel(*args, stop))
-        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            result.append(e)
-
-    t = threading.Thread(target=run, name="terrain-sssp", daemon=True)
-    t.start()
-    try:
-        while t.is_alive():
-            t.join(0.05)
-    except BaseException:
-        stop[0] = 1
-        t.join()
-        raise
-    if isinstance(result[0], BaseException):
-        raise result[0]
-    return result[0]
-
-
 class CpuOps:
     """The in-core SSSP on the CPU: the lexicographic-key Dijkstra on a heap, or on a bucket
     queue where every arc costs more than zero (:func:`bucket_plan`)."""
@@ -303,9 +278,9 @@ class CpuOps:
             left = int(np.count_nonzero(flags))
         stats = {}
         if plan is None:
-            settled = _interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs,
-                                     codes, dist, label, seeds, seed_dist, seed_label, False,
-                                     limit, flags, left)
+            settled = native.interruptible(sssp_cpu, zp, fp, f is not None, model, lengths,
+                                           offs, codes, dist, label, seeds, seed_dist,
+                                           seed_label, False, limit, flags, left)
             cut_beyond(dist, targets, stats)
             stats.update(settled=int(settled), queue="heap")
             res = _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
@@ -318,10 +293,10 @@ class CpuOps:
             prefault = threading.Thread(target=lambda: outputs.extend(_touched_outputs(shape)))
             prefault.start()
             try:
-                settled = _interruptible(sssp_buckets_cpu, zp, fp, f is not None, model,
-                                         lengths, offs, codes, dist, label, seeds, seed_dist,
-                                         seed_label, False, limit, *plan, backlink_p, flags,
-                                         left)
+                settled = native.interruptible(sssp_buckets_cpu, zp, fp, f is not None,
+                                               model, lengths, offs, codes, dist, label, seeds,
+                                               seed_dist, seed_label, False, limit, *plan,
+                                               backlink_p, flags, left)
             finally:
                 prefault.join()
             cut_beyond(dist, targets, stats)
@@ -344,9 +319,9 @@ class CpuOps:
         seeds, _, _ = flat_seeds(rows, cols, seed_d, shape[1])
         seed_lab = (seed_labels[:, 0] << HOPS_BITS) | seed_labels[:, 1]
         offs = offsets(shape[1])
-        _interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs, codes, dist,
-                       label, seeds, np.nan_to_num(seed_d, nan=-np.inf), seed_lab, True,
-                       math.inf, _NO_TARGETS, 0)
+        native.interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs, codes,
+                             dist, label, seeds, np.nan_to_num(seed_d, nan=-np.inf), seed_lab,
+                             True, math.inf, _NO_TARGETS, 0)
         dist[label == NO_LABEL] = -np.inf  # cells whose distance no seed explains
         return _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
                        {})

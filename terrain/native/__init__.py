@@ -18,8 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["load_library", "declared", "threads", "compile_library", "source_tag", "SOURCE",
-           "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
+__all__ = ["load_library", "declared", "threads", "interruptible", "compile_library",
+           "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
 #: (no fused multiply-add, no fast-math)
@@ -170,3 +170,33 @@ def declared(signatures):
                 fn.argtypes = argtypes
             done.add(id(signatures))
     return lib
+
+
+def interruptible(kernel, *args):
+    """``kernel(*args, stop)`` in a thread of its own while this one waits, so Ctrl-C or
+    SIGTERM (handled in the main thread, which a ctypes call would hold for the whole run)
+    sets ``stop`` (a one-byte NumPy flag the kernel polls) and the kernel returns within
+    milliseconds; the interruption is then raised here."""
+    import numpy as np
+
+    stop = np.zeros(1, np.uint8)
+    result = []
+
+    def run():
+        try:
+            result.append(kernel(*args, stop))
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            result.append(e)
+
+    t = threading.Thread(target=run, name="terrain-kernel", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.05)
+    except BaseException:
+        stop[0] = 1
+        t.join()
+        raise
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]

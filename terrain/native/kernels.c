@@ -818,7 +818,8 @@ int64_t terrain_label_regions(const uint8_t *mask, int64_t H, int64_t W, int con
  * pushed is above the last popped), so a push is O(1) and a cell moves between its 33
  * buckets at most 32 times. At the end the first H x W floats of fh hold the levels,
  * row-major (inf where no outlet is reached: undrained or nodata): the unique minimax values,
- * the drain pass's bits. Returns 0, -1 out of memory, -2 for 2^31 framed cells or more.
+ * the drain pass's bits. Returns 0, -1 out of memory, -2 for 2^31 framed cells or more, -3
+ * when *stop was set (checked every 65536 cells).
  * ========================================================================================== */
 
 #define FLOOD_AHEAD 2
@@ -866,7 +867,7 @@ static inline void flood_prefetch(const uint8_t *closed, const float *fh, int64_
 }
 
 int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int64_t W,
-                           int connectivity, float *fh) {
+                           int connectivity, float *fh, const volatile uint8_t *stop) {
     const int64_t w2 = W + 2, n2 = (H + 2) * (W + 2);
     if (H <= 0 || W <= 0) return 0;
     if (n2 >= ((int64_t)1 << 31)) return -2;
@@ -906,8 +907,12 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
                 goto oom;
             ++queued;
         }
-    for (;;) {
+    for (int64_t taken = 1;; ++taken) {
         int64_t p;
+        if ((taken & 0xFFFF) == 0 && *stop) {
+            rc = -3;
+            goto done;
+        }
         if (pit.n) {
             p = pit.a[--pit.n];
         } else {
