@@ -22,18 +22,25 @@ CODE_K = np.full(256, -1, np.int64)  # the neighbour k of code 1 << k, -1 for an
 CODE_K[1 << np.arange(8)] = np.arange(8)
 
 _P, _I, _N = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-_SIGNATURES = {
-    "terrain_flow_classify": (None, [_P, _P, _N, _P, _N, _I, _I, _P]),
-    "terrain_flow_flat_distances": (_I, [_P] * 4 + [_N, _I, _I, _P, _P]),
-    "terrain_flow_flat_labels": (_I, [_P, _P, _N, _I, _I, _P, _P]),
-    "terrain_flow_flat_directions": (None, [_P] * 6 + [_N, _I, _I, _P]),
-    "terrain_flow_accumulate": (_I, [_P, _P, _I, _P, _I, _I, _P, _P, _P]),
+_SIGNATURES = {  # the last pointer of the first five: the stop flag
+    "terrain_flow_classify": (_I, [_P, _P, _N, _P, _N, _I, _I, _P, _P]),
+    "terrain_flow_flat_distances": (_I, [_P] * 4 + [_N, _I, _I, _P, _P, _P]),
+    "terrain_flow_flat_labels": (_I, [_P, _P, _N, _I, _I, _P, _P, _P]),
+    "terrain_flow_flat_directions": (_I, [_P] * 6 + [_N, _I, _I, _P, _P]),
+    "terrain_flow_accumulate": (_I, [_P, _P, _I, _P, _I, _I, _P, _P, _P, _P]),
     "terrain_flow_exits": (None, [_P, _P, _I, _P, _I, _I, _P]),
 }
 
 
 def _lib():
     return native.declared(_SIGNATURES)
+
+
+def _run(name, *args):
+    """Kernel ``name`` on ``args`` and a stop flag, on :func:`terrain.native.interruptible`
+    (Ctrl-C stops it: at the 40-ft size each pass takes seconds)."""
+    kernel = getattr(_lib(), name)
+    return native.interruptible(lambda stop: kernel(*args, stop.ctypes.data))
 
 
 def _c(a, dtype):
@@ -55,9 +62,9 @@ def classify(zp, op, edge_outlets, dist, step):
     R, C = zp.shape
     code = np.full((R, C), 255, np.uint8)
     op = None if op is None else _c(op, np.uint8)
-    _lib().terrain_flow_classify(zp.ctypes.data, None if op is None else op.ctypes.data,
-                                 bool(edge_outlets), _c(dist, np.float64).ctypes.data,
-                                 int(step), R, C, code.ctypes.data)
+    dist = _c(dist, np.float64)
+    _run("terrain_flow_classify", zp.ctypes.data, None if op is None else op.ctypes.data,
+         bool(edge_outlets), dist.ctypes.data, int(step), R, C, code.ctypes.data)
     return code
 
 
@@ -68,10 +75,10 @@ def flat_distances(zp, code, halo_a, halo_t, step):
     zp, code = _c(zp, np.float32), _c(code, np.uint8)
     R, C = zp.shape
     away, towards = np.empty((R, C), np.int32), np.empty((R, C), np.int32)
-    _oom(_lib().terrain_flow_flat_distances(
-        zp.ctypes.data, code.ctypes.data, _c(halo_a, np.int32).ctypes.data,
-        _c(halo_t, np.int32).ctypes.data, int(step), R, C, away.ctypes.data,
-        towards.ctypes.data), "the flat distances", zp.shape)
+    halo_a, halo_t = _c(halo_a, np.int32), _c(halo_t, np.int32)
+    _oom(_run("terrain_flow_flat_distances", zp.ctypes.data, code.ctypes.data,
+              halo_a.ctypes.data, halo_t.ctypes.data, int(step), R, C, away.ctypes.data,
+              towards.ctypes.data), "the flat distances", zp.shape)
     return away, towards
 
 
@@ -82,9 +89,9 @@ def flat_labels(code, away, step):
     R, C = code.shape
     labels = np.empty((R, C), np.int32)
     maxa = np.empty(1 + int(np.count_nonzero(code == FLAT)), np.int32)
-    n = _oom(_lib().terrain_flow_flat_labels(
-        code.ctypes.data, _c(away, np.int32).ctypes.data, int(step), R, C,
-        labels.ctypes.data, maxa.ctypes.data), "the flat labels", code.shape)
+    away = _c(away, np.int32)
+    n = _oom(_run("terrain_flow_flat_labels", code.ctypes.data, away.ctypes.data, int(step),
+                  R, C, labels.ctypes.data, maxa.ctypes.data), "the flat labels", code.shape)
     return labels, maxa[:n + 1].copy()
 
 
@@ -96,10 +103,11 @@ def flat_directions(zp, code, away, towards, labels, height, step):
     zp, code = _c(zp, np.float32), _c(code, np.uint8)
     R, C = code.shape
     out = code.copy()
-    _lib().terrain_flow_flat_directions(
-        zp.ctypes.data, code.ctypes.data, _c(away, np.int32).ctypes.data,
-        _c(towards, np.int32).ctypes.data, _c(labels, np.int32).ctypes.data,
-        _c(height, np.int32).ctypes.data, int(step), R, C, out.ctypes.data)
+    away, towards = _c(away, np.int32), _c(towards, np.int32)
+    labels, height = _c(labels, np.int32), _c(height, np.int32)
+    _run("terrain_flow_flat_directions", zp.ctypes.data, code.ctypes.data, away.ctypes.data,
+         towards.ctypes.data, labels.ctypes.data, height.ctypes.data, int(step), R, C,
+         out.ctypes.data)
     return out
 
 
@@ -114,10 +122,11 @@ def accumulate(dp, weights, ext):
     order = np.empty(R * C, np.int64)
     err = np.zeros(1, np.int64)
     w = None if weights is None else _c(weights, np.float64)
-    done = _oom(_lib().terrain_flow_accumulate(
-        dp.ctypes.data, None if w is None else w.ctypes.data,
-        0 if w is None else w.shape[1], _c(ext, np.float64).ctypes.data, R, C,
-        acc.ctypes.data, order.ctypes.data, err.ctypes.data), "the accumulation", dp.shape)
+    ext = _c(ext, np.float64)
+    done = _oom(_run("terrain_flow_accumulate", dp.ctypes.data,
+                     None if w is None else w.ctypes.data, 0 if w is None else w.shape[1],
+                     ext.ctypes.data, R, C, acc.ctypes.data, order.ctypes.data,
+                     err.ctypes.data), "the accumulation", dp.shape)
     return acc, order, int(done), int(err[0])
 
 

@@ -176,10 +176,13 @@ def interruptible(kernel, *args):
     """``kernel(*args, stop)`` in a thread of its own while this one waits, so Ctrl-C or
     SIGTERM (handled in the main thread, which a ctypes call would hold for the whole run)
     sets ``stop`` (a one-byte NumPy flag the kernel polls) and the kernel returns within
-    milliseconds; the interruption is then raised here."""
+    milliseconds; the interruption is then raised here. Called from another thread (a task's),
+    the kernel runs right there."""
     import numpy as np
 
     stop = np.zeros(1, np.uint8)
+    if threading.current_thread() is not threading.main_thread():
+        return kernel(*args, stop)  # signals reach the main thread only: nothing to wait for
     result = []
 
     def run():

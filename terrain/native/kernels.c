@@ -467,7 +467,8 @@ void terrain_fill_layers(const float *z, float *filled, int64_t n, float *depth,
  * terrain/hydrology/_flow.cu): each works on a padded block (R x C, a window with a halo, NaN
  * / 255 outside the grid), so the in-core and tiled runs execute the same code. Neighbour k
  * of NB_DR/NB_DC has ESRI code 1 << k; D4 (step 2) takes the even k. Distances are int32
- * with FLOW_INF unreached; codes 255 nodata, 0 outlet, FLOW_FLAT unresolved.
+ * with FLOW_INF unreached; codes 255 nodata, 0 outlet, FLOW_FLAT unresolved. Each polls
+ * *stop (row by row, and every 65536 cells of a queue) and returns -3 once it is set.
  * ========================================================================================== */
 
 #define FLOW_FLAT 254
@@ -478,10 +479,12 @@ static inline int flow_code_k(unsigned v) { return v && !(v & (v - 1)) ? __built
 
 /* Codes of the cells inside the outer ring of zp: 255 nodata, 0 outlet (outp given and
    non-zero, or no lower neighbour beside the grid's edge/nodata with edge_outlets), 1 << k the
-   steepest drop (z - z_k) / dist[k] (ties: the lowest k), else FLOW_FLAT. */
-void terrain_flow_classify(const float *zp, const uint8_t *outp, int edge_outlets,
-                           const double *dist, int step, int64_t R, int64_t C, uint8_t *code) {
-    for (int64_t r = 1; r < R - 1; ++r)
+   steepest drop (z - z_k) / dist[k] (ties: the lowest k), else FLOW_FLAT. Returns 0. */
+int64_t terrain_flow_classify(const float *zp, const uint8_t *outp, int edge_outlets,
+                              const double *dist, int step, int64_t R, int64_t C, uint8_t *code,
+                              const volatile uint8_t *stop) {
+    for (int64_t r = 1; r < R - 1; ++r) {
+        if (*stop) return -3;
         for (int64_t c = 1; c < C - 1; ++c) {
             const float z = zp[r * C + c];
             if (z != z) {
@@ -509,6 +512,8 @@ void terrain_flow_classify(const float *zp, const uint8_t *outp, int edge_outlet
             code[r * C + c] = bk >= 0 ? (uint8_t)(1u << bk)
                                       : (edge_outlets && boundary) ? 0 : FLOW_FLAT;
         }
+    }
+    return 0;
 }
 
 typedef struct { int32_t d; int64_t cell, seq; } flow_seed;
@@ -525,7 +530,9 @@ static int flow_seed_before(const void *a, const void *b) {
    the queue. Returns 0, -1 out of memory. */
 int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const int32_t *halo_a,
                                     const int32_t *halo_t, int step, int64_t R, int64_t C,
-                                    int32_t *away, int32_t *towards) {
+                                    int32_t *away, int32_t *towards,
+                                    const volatile uint8_t *stop) {
+    int64_t rc = 0;
     const int64_t n = R * C;
     int64_t *queue = malloc((size_t)n * sizeof *queue);
     flow_seed *seeds = malloc((size_t)n * sizeof *seeds);
@@ -539,7 +546,11 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
         const int32_t *halo = which == 0 ? halo_a : halo_t;
         int64_t ns = 0;
         for (int64_t t = 0; t < n; ++t) dist[t] = FLOW_INF;
-        for (int64_t r = 1; r < R - 1; ++r)
+        for (int64_t r = 1; r < R - 1; ++r) {
+            if (*stop) {
+                rc = -3;
+                goto done;
+            }
             for (int64_t c = 1; c < C - 1; ++c) {
                 const int64_t v = r * C + c;
                 if (code[v] != FLOW_FLAT) continue;
@@ -565,12 +576,17 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
                     }
                 }
             }
+        }
         int64_t sorted = 1; /* in core: every seed at 1, in row-major order already */
         for (int64_t t = 1; t < ns && sorted; ++t) sorted = seeds[t - 1].d <= seeds[t].d;
         if (!sorted) qsort(seeds, (size_t)ns, sizeof *seeds, flow_seed_before);
         int64_t head = 0, tail = 0, si = 0;
-        while (si < ns || head < tail) {
+        for (int64_t taken = 1; si < ns || head < tail; ++taken) {
             int64_t v;
+            if ((taken & 0xFFFF) == 0 && *stop) {
+                rc = -3;
+                goto done;
+            }
             if (head < tail && (si >= ns || dist[queue[head]] <= seeds[si].d)) {
                 v = queue[head++];
             } else {
@@ -591,22 +607,28 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
             }
         }
     }
+done:
     free(queue);
     free(seeds);
-    return 0;
+    return rc;
 }
 
 /* Label the interior's flats (row-major, breadth first) into labels (zeroed here); maxa[l]:
    label l's largest finite away (maxa[0] = 0; the caller sizes it 1 + the flat cells).
    Returns the number of labels, -1 out of memory. */
 int64_t terrain_flow_flat_labels(const uint8_t *code, const int32_t *away, int step, int64_t R,
-                                 int64_t C, int32_t *labels, int32_t *maxa) {
+                                 int64_t C, int32_t *labels, int32_t *maxa,
+                                 const volatile uint8_t *stop) {
     int64_t *queue = malloc((size_t)(R * C) * sizeof *queue);
     if (queue == NULL) return -1;
     memset(labels, 0, (size_t)(R * C) * sizeof *labels);
     int32_t n = 0;
     maxa[0] = 0;
-    for (int64_t r0 = 2; r0 < R - 2; ++r0)
+    for (int64_t r0 = 2; r0 < R - 2; ++r0) {
+        if (*stop) { /* a flat's walk is at most the block: a row's check is enough */
+            free(queue);
+            return -3;
+        }
         for (int64_t c0 = 2; c0 < C - 2; ++c0) {
             if (code[r0 * C + c0] != FLOW_FLAT || labels[r0 * C + c0] != 0) continue;
             ++n;
@@ -630,6 +652,7 @@ int64_t terrain_flow_flat_labels(const uint8_t *code, const int32_t *away, int s
             }
             maxa[n] = best;
         }
+    }
     free(queue);
     return n;
 }
@@ -641,12 +664,13 @@ static inline int64_t flow_mask(int32_t a, int32_t t, int32_t h) {
 
 /* Directions of the interior's flat cells into out: towards the least flow_mask in the flat, a
    drain lowest (ties: cardinal first, then the lowest k); 0 where the flat has no drain.
-   height[label]: the whole flat's largest away. */
-void terrain_flow_flat_directions(const float *zp, const uint8_t *code, const int32_t *away,
-                                  const int32_t *towards, const int32_t *labels,
-                                  const int32_t *height, int step, int64_t R, int64_t C,
-                                  uint8_t *out) {
-    for (int64_t r = 2; r < R - 2; ++r)
+   height[label]: the whole flat's largest away. Returns 0. */
+int64_t terrain_flow_flat_directions(const float *zp, const uint8_t *code, const int32_t *away,
+                                     const int32_t *towards, const int32_t *labels,
+                                     const int32_t *height, int step, int64_t R, int64_t C,
+                                     uint8_t *out, const volatile uint8_t *stop) {
+    for (int64_t r = 2; r < R - 2; ++r) {
+        if (*stop) return -3;
         for (int64_t c = 2; c < C - 2; ++c) {
             const int64_t v = r * C + c;
             if (code[v] != FLOW_FLAT) continue;
@@ -678,6 +702,8 @@ void terrain_flow_flat_directions(const float *zp, const uint8_t *code, const in
             /* bk >= 0 always: a BFS parent lies lower (Barnes et al., 2014, section 2.4) */
             out[v] = bk < 0 ? 0 : (uint8_t)(1u << bk);
         }
+    }
+    return 0;
 }
 
 /* Accumulation of dp's interior (inflows summed in code order, the halo's from ext; weights:
@@ -686,7 +712,7 @@ void terrain_flow_flat_directions(const float *zp, const uint8_t *code, const in
    direction to nodata or off the grid. */
 int64_t terrain_flow_accumulate(const uint8_t *dp, const double *weights, int64_t w_stride,
                                 const double *ext, int64_t R, int64_t C, double *acc,
-                                int64_t *order, int64_t *err) {
+                                int64_t *order, int64_t *err, const volatile uint8_t *stop) {
     uint8_t *indeg = calloc((size_t)(R * C), 1);
     int64_t *stack = malloc((size_t)(R * C) * sizeof *stack);
     if (indeg == NULL || stack == NULL) {
@@ -715,6 +741,10 @@ int64_t terrain_flow_accumulate(const uint8_t *dp, const double *weights, int64_
         for (int64_t c = 1; c < C - 1; ++c)
             if (dp[r * C + c] != 255 && indeg[r * C + c] == 0) stack[top++] = r * C + c;
     while (top > 0) {
+        if ((done & 0xFFFF) == 0xFFFF && *stop) {
+            done = -3;
+            break;
+        }
         const int64_t v = stack[--top], r = v / C, c = v % C;
         double s = weights != NULL ? weights[(r - 1) * w_stride + c - 1] : 1.0;
         for (int k = 0; k < 8; ++k) {
