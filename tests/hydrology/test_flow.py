@@ -184,3 +184,10 @@ def test_accumulation_refuses_a_cycle_and_a_path_off_the_grid():
         d = np.zeros((8, 8), np.uint8)
         d[3, 3], d[3, 4], d[4, 4], d[4, 3] = 1, 4, 16, 64  # a loop across 4 tiles
         flow_accumulation(d, tile=4, backend="cpu")
+
+
+def test_an_interrupt_stops_the_cpu_flow_within_a_second(stops_on_interrupt):
+    """The flow's block kernels poll the stop flag Ctrl-C sets: one 6000² flat (its flats'
+    BFS over every cell takes seconds) is left within about a second of the signal."""
+    z = np.zeros((6000, 6000), np.float32)
+    stops_on_interrupt(lambda: flow_directions(z, backend="cpu"))
