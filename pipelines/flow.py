@@ -120,18 +120,11 @@ def _write_whole(store, layers, side):
     _each_shard(lambda w: write_windows(store, layers, [w], layouts=layouts), shape, side)
 
 
-def _ingest(path, target, tile, in_memory=False):
-    """The raster ``path`` ingested into the store ``target``; ``in_memory`` (it fits): read
-    whole and written on threads, its elevations returned for the in-core route not to read
-    them back; else by the ingest's task graph (None)."""
+def _ingest(path, target, tile):
     from .cluster import compute, open_scheduler
-    from .ingest import build_ingest_graph, write_elevation
-    if in_memory:
-        from terrain.io import open_grid
-        return write_elevation(open_grid(path), target, tile)
+    from .ingest import build_ingest_graph
     with open_scheduler("threads"):
         compute(build_ingest_graph(path, target, tile), label="flow-ingest")
-    return None
 
 
 def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
@@ -186,8 +179,12 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
                 dem_path = inp
+            elif chosen == "in-core":  # read whole, kept for the route not to read it back
+                from .ingest import write_elevation
+                z = write_elevation(grid, tmp, tile)
+                dem_path = tmp
             else:
-                z = _ingest(inp, tmp, tile, in_memory=chosen == "in-core")
+                _ingest(inp, tmp, tile)
                 dem_path = tmp
             w_path = None
             if weights is not None:
