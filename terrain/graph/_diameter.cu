@@ -1,5 +1,5 @@
-// Eccentricity-bound kernels of terrain.graph.diameter (CPU twins: _update_bounds_cpu and
-// _prune_candidates_cpu there). Takes & Kosters' bounds after a BFS from v with
+// Eccentricity-bound kernels of terrain.graph.eccentricity (CPU twins in kernels.c's bounding
+// loop). Takes & Kosters' bounds after a BFS from v with
 // eccentricity e and distances d(v, w):  max(d, e - d) <= ecc(w) <= e + d.
 
 typedef unsigned long long u64;
@@ -41,6 +41,25 @@ extern "C" __global__ void prune_candidates(unsigned char* __restrict__ cand,
     }
     for (int o = 16; o > 0; o >>= 1) left += __shfl_down_sync(0xffffffffu, left, o);
     if ((threadIdx.x & 31) == 0 && left) atomicAdd(remaining, (u64)left);
+}
+
+// The cover bound (kernels.c's bound_cover): every vertex outside the candidates has
+// ecc <= delta_lower, so ecc(w) <= max(delta_lower, d(c, w) + reach), reach the largest
+// d(c, x) over the candidates, c the centre. Sets *fell when an upper bound falls.
+extern "C" __global__ void cover_bounds(const int* __restrict__ centre, int reach,
+                                        int delta_lower, int* __restrict__ upper, long long n,
+                                        unsigned* fell)
+{
+    bool any = false;
+    for (long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x; w < n;
+         w += (long long)gridDim.x * blockDim.x) {
+        const int t = max(delta_lower, centre[w] + reach);
+        if (t < upper[w]) {
+            upper[w] = t;
+            any = true;
+        }
+    }
+    if (__any_sync(0xffffffffu, any) && (threadIdx.x & 31) == 0) *fell = 1u;
 }
 
 // ------------------------------------------------------------------ connected components

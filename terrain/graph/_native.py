@@ -51,7 +51,7 @@ for _it in ("i32", "i64"):
     _SIGNATURES[f"terrain_subgraph_{_it}"] = (_i64, [_vp, _vp, _i64, _vp, _vp, _vp, _vp, _vp,
                                                      _i64])
     _SIGNATURES[f"terrain_diameter_bound_{_it}"] = (_i64, [_vp, _vp, _i64, _int] + [_i64] * 5
-                                                    + [_vp] * 17)
+                                                    + [_vp] * 18)
     _SIGNATURES[f"terrain_mst_upper_{_it}"] = (None, [_vp, _vp, _vp, _i64, _int, _i64, _i64,
                                                       _vp, _vp, _vp, _i64, _vp])
     _SIGNATURES[f"terrain_mst_extract_{_it}"] = (_i64, [_vp, _i64, _vp, _int, _int, _int, _vp,

@@ -1,9 +1,10 @@
 """Exact diameter (and radius, center, periphery) by eccentricity bounding.
 
 Takes & Kosters' bounding: every vertex keeps ``lower[w] <= ecc(w) <= upper[w]``, each BFS
-tightens all of them, and candidates are dropped once their eccentricity is settled or can
-no longer matter; after ``SINGLE_BFS`` single searches, bit-parallel batches of ``BATCH``
-sources run whenever :func:`batch_pays`. One loop per backend (``_CpuBounding``: C;
+tightens all of them, a cover bound from the centre and the last source tightens the upper
+ones, and candidates are dropped once their eccentricity is settled or can no longer matter;
+sources alternate between far and central picks; after ``SINGLE_BFS`` single searches,
+bit-parallel batches of ``BATCH`` sources run whenever :func:`batch_pays`. One loop per backend (``_CpuBounding``: C;
 ``_GpuBounding``: ``_diameter.cu`` and the frontier core) picks the same sources, so both
 give the same answer, endpoints and path. :func:`weighted_diameter` bounds with
 shortest-path searches. Rules and figures: docs/graphs.md ("Exact diameter by bounding").
@@ -79,7 +80,7 @@ _DIAMETER_CU = Path(__file__).with_name("_diameter.cu")
 def _diameter_kernels(backend, index_dtype):
     """The kernels of ``_diameter.cu`` for one index type (compiled once per process)."""
     it = "int" if np.dtype(index_dtype) == np.int32 else "long long"
-    names = {"update": "update_bounds", "prune": "prune_candidates",
+    names = {"update": "update_bounds", "prune": "prune_candidates", "cover": "cover_bounds",
              "init": f"init_parents<{it}>", "hook": f"hook_edges<{it}>",
              "flatten": f"flatten_parents<{it}>", "check": f"check_components<{it}>"}
     module = backend.cuda_module(_DIAMETER_CU, name_expressions=tuple(names.values()))
@@ -199,15 +200,17 @@ class _CpuBounding:
         self.lower = np.zeros(n, np.int32)
         self.upper = np.full(n, np.iinfo(np.int32).max, np.int32)
         self.cand = np.ones(n, np.uint8)
-        # searches, next order, best ecc, its source, its labels kept, left, delta_lower,
-        # radius_upper
-        self.state = np.array([0, 1, -1, 0, 0, n, 0, np.iinfo(np.int32).max], np.int64)
+        # searches, next pick (1: far), best ecc, its source, its labels kept, left,
+        # delta_lower, radius_upper, the centre's ecc, the last single source's ecc
+        big = np.iinfo(np.int32).max
+        self.state = np.array([0, 1, -1, 0, 0, n, 0, big, big, big], np.int64)
 
     def run(self, progress, single_bfs):
         c = self.core
         n = c.n
         q0, q1 = c.ops.buffers()
         best_dist = np.empty(max(n, 1), np.int32)
+        centre_dist = np.empty(max(n, 1), np.int32)
         words = [np.empty(max(n, 1), np.uint64) for _ in range(3)]
         picks = [np.empty(BATCH, np.int64) for _ in range(3)]
         eccs = [np.empty(BATCH, np.int32) for _ in range(2)]
@@ -220,7 +223,8 @@ class _CpuBounding:
             rc = bound(p(c.indptr), p(c.indices), n, int(self.extremes), single_bfs, BATCH,
                        _ROUNDS, c.ops.alpha, BETA, p(self.lower), p(self.upper), p(self.cand),
                        p(c.dist), p(best_dist), p(q0), p(q1), *map(p, words), *map(p, picks),
-                       *map(p, eccs), None if dmat is None else p(dmat), p(st))
+                       *map(p, eccs), None if dmat is None else p(dmat), p(centre_dist),
+                       p(st))
             if rc == -2:
                 raise ValueError("exact_diameter: the graph is not connected (give its "
                                  "largest_component)")
@@ -245,8 +249,9 @@ class _GpuBounding:
         self.cand = xp.ones(n, np.uint8)
         self.degree = core.indptr[1:] - core.indptr[:-1]
         k = _diameter_kernels(core.backend, core.index_dtype)
-        self._update, self._prune = k["update"], k["prune"]
+        self._update, self._prune, self._cover = k["update"], k["prune"], k["cover"]
         self._remaining = xp.zeros(1, np.uint64)
+        self._fell = xp.zeros(1, np.uint32)
         self.grid = (core.ops.blocks(n),)
 
     def select_batch(self, k):
@@ -269,16 +274,17 @@ class _GpuBounding:
         c = self.core
         n = c.n
         best = None
+        centre = None  # (ecc, distances) of the single source of smallest eccentricity
         count = 0
-        largest_upper = True
+        far = True
         remaining = n
         delta_lower = 0
         while remaining > 0:
             if count < single_bfs or not batch_pays(n, c.nnz, delta_lower,
                                                     min(remaining, BATCH), remaining):
                 v = _select(self.xp, self.cand.astype(bool), self.lower, self.upper,
-                            self.degree, largest_upper)
-                largest_upper = not largest_upper
+                            self.degree, c.dist if count else None, far)
+                far = far if count == 0 else not far  # the first two are far picks
                 stats = traverse(c, [v])
                 if stats.reached != n:
                     raise ValueError("exact_diameter: the graph is not connected (give its "
@@ -287,6 +293,9 @@ class _GpuBounding:
                 count += 1
                 if best is None or ecc > best[0]:
                     best = (ecc, v, c.dist.copy())
+                last_ecc = ecc
+                if centre is None or ecc < centre[0]:
+                    centre = (ecc, c.dist.copy())
                 self._update(self.grid, (BLOCK,), (c.dist, np.int32(ecc), self.lower,
                                                    self.upper, np.int64(n)))
             else:
@@ -297,27 +306,55 @@ class _GpuBounding:
                 if best is None or top > best[0]:
                     best = (top, int(batch[int(np.argmax(eccs))]), None)
                 c.bitwise_bfs(batch, eccs, self.lower, self.upper)
-            delta_lower = int(self.lower.max())
-            radius_upper = int(self.upper.min())
-            self._remaining.fill(0)
-            self._prune(self.grid, (BLOCK,), (self.cand, self.lower, self.upper,
-                                              np.int32(delta_lower), np.int32(radius_upper),
-                                              np.int32(self.extremes), np.int64(n),
-                                              self._remaining))
-            remaining = int(self._remaining.get()[0])
+            delta_lower, remaining = self.prune()
+            # the cover bound from the centre, then from the last single source
+            if remaining and (self.cover(centre[1], centre[0], delta_lower)
+                              | self.cover(c.dist, last_ecc, delta_lower)):
+                delta_lower, remaining = self.prune()
             if progress:
                 upper = int(self.xp.where(self.cand.astype(bool), self.upper,
                                           delta_lower).max())
                 progress(count, delta_lower, max(upper, delta_lower), remaining)
         return count, delta_lower, best
 
+    def prune(self):
+        """``prune_candidates`` with the current bounds: ``(delta_lower, candidates left)``."""
+        delta_lower = int(self.lower.max())
+        radius_upper = int(self.upper.min())
+        self._remaining.fill(0)
+        self._prune(self.grid, (BLOCK,), (self.cand, self.lower, self.upper,
+                                          np.int32(delta_lower), np.int32(radius_upper),
+                                          np.int32(self.extremes), np.int64(self.core.n),
+                                          self._remaining))
+        return delta_lower, int(self._remaining.get()[0])
 
-def _select(xp, cand, lower, upper, degree, largest_upper):
-    """The candidate with the largest upper (or smallest lower) bound; ties: higher degree,
-    then lower number (the C loop's rule)."""
-    key = upper if largest_upper else -lower
-    tie = cand & (key == xp.where(cand, key, key.min()).max())
-    return int(xp.flatnonzero(tie & (degree == xp.where(tie, degree, -1).max()))[0])
+    def cover(self, dist, ecc, delta_lower):
+        """The cover bound from one source's distances and eccentricity (``kernels.c``'s
+        ``bound_cover``): does an upper bound fall?"""
+        reach = int(self.xp.where(self.cand.astype(bool), dist, 0).max())
+        if reach >= ecc:
+            return False
+        self._fell.fill(0)
+        self._cover(self.grid, (BLOCK,), (dist, np.int32(reach), np.int32(delta_lower),
+                                          self.upper, np.int64(self.core.n), self._fell))
+        return bool(int(self._fell.get()[0]))
+
+
+def _select(xp, cand, lower, upper, degree, last, far):
+    """The next single source (``kernels.c``'s ``bound_select``). far: the candidate first in
+    (largest upper bound, largest ``last``, higher degree, lower number); else, of the
+    vertices with ``last > 0``, the first in (smallest lower + ``last``, largest ``last``,
+    higher degree, lower number). ``last``: the last single BFS's distances (None: none)."""
+    if last is None:
+        last = xp.zeros(cand.shape, np.int32)
+    pool = cand if far else last > 0
+    if not far and not bool(pool.any()):
+        return _select(xp, cand, lower, upper, degree, None, True)
+    key = upper if far else -(lower + last)
+    for k in (key, last, degree):
+        top = xp.where(pool, k, k.min()).max()
+        pool = pool & (k == top)
+    return int(xp.flatnonzero(pool)[0])
 
 
 def _path(core, dist, ecc):
@@ -402,7 +439,7 @@ def exact_diameter(component, components=None, *, extremes=False, backend=None,
     >>> from terrain.graph.csr import build_csr
     >>> r = exact_diameter(build_csr(4, [0, 1, 2], [1, 2, 3]), backend="cpu")
     >>> r.diameter, r.endpoints, r.path
-    (3, (0, 3), [0, 1, 2, 3])
+    (3, (3, 0), [3, 2, 1, 0])
     """
     if component.n == 0:
         raise InputError(f"{component.name}: empty graph (no vertices)")
@@ -473,7 +510,7 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     >>> import networkx as nx
     >>> r = diameter(nx.path_graph(5), extremes=True, backend="cpu")
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
-    (4, (0, 4), [0, 1, 2, 3, 4], 2, [2])
+    (4, (4, 0), [4, 3, 2, 1, 0], 2, [2])
     """
     g = as_graph(graph, directed=False, weight=None)  # hops: weights are not read
     if g.n == 0:
@@ -518,7 +555,7 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     >>> G = nx.Graph([(0, 1, {"weight": 5}), (1, 2, {"weight": 1}), (2, 3, {"weight": 1})])
     >>> r = weighted_diameter(G, extremes=True, backend="cpu")
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
-    (7, (3, 0), [3, 2, 1, 0], 5, [1])
+    (7, (0, 3), [0, 1, 2, 3], 5, [1])
     """
     from .shortest_paths import ShortestPaths
     g = as_graph(graph, directed=False)
@@ -539,15 +576,15 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
         progress = _stderr_progress()
     best = None
     count = 0
-    largest_upper = True
+    far, last = True, None
     delta_lower, radius_upper = dtype(0), dtype(big)
     b = get_backend(backend)
     solver = ShortestPaths(lcc, b)  # one set-up (weights, device arrays) for every search
     while cand.any():
-        v = _select(np, cand, lower, upper, degree, largest_upper)
-        largest_upper = not largest_upper
+        v = _select(np, cand, lower, upper, degree, last, far)
+        far = far if count == 0 else not far  # the first two are far picks
         r = solver.run([v], algorithm, predecessors=False)
-        d = b.to_numpy(r.dist).astype(dtype, copy=False)  # connected: every vertex reached
+        d = last = b.to_numpy(r.dist).astype(dtype, copy=False)  # connected: all reached
         ecc = d.max()
         count += 1
         sourced[v] = True

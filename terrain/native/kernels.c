@@ -1806,28 +1806,33 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
     }                                                                                          \
     /* The bounding loop of terrain/graph/eccentricity.py on a connected graph, for at most    \
      * rounds searches (a BFS, or, after the first single_bfs, a batch of k <= 64 bit-parallel \
-     * ones when bound_batch_pays says it costs less than k BFS): the next source alternates   \
-     * between the candidate of largest upper bound                                            \
-     * and of smallest lower bound (ties: higher degree, then lower number); a batch takes     \
-     * them in turn from both orders. state: [0] searches so far, [1] next order (1: largest   \
-     * upper), [2] best eccentricity (-1: none), [3] its source, [4] best_dist holds its       \
-     * labels, [5] candidates left, [6] delta_lower, [7] radius_upper. Returns 0, or -2 when   \
-     * a BFS did not reach every vertex. */                                                    \
+     * ones when bound_batch_pays says it costs less than k BFS). The next single source      \
+     * alternates (bound_select) between a far one, the candidate of largest upper bound, and \
+     * a central one near it, the vertex of smallest lower bound + distance from the last     \
+     * source; a batch takes candidates in turn from the largest-upper and smallest-lower     \
+     * orders. dist keeps the last single BFS's distances, centre_dist those of the single    \
+     * source of smallest eccentricity (bound_prune's cover bound). state: [0] searches so    \
+     * far, [1] next pick (1: far), [2] best eccentricity (-1: none), [3] its source, [4]     \
+     * best_dist holds its labels, [5] candidates left, [6] delta_lower, [7] radius_upper,    \
+     * [8] the centre's eccentricity, [9] the last single source's. Returns 0, or -2 when a   \
+     * BFS did not reach every vertex. */                                                      \
     int64_t terrain_diameter_bound_##IN(                                                       \
         const int64_t *indptr, const IT *indices, int64_t n, int extremes, int64_t single_bfs, \
         int64_t batch, int64_t rounds, int64_t alpha, int64_t beta, int32_t *lower,            \
         int32_t *upper, uint8_t *cand, int32_t *dist, int32_t *best_dist, IT *q0, IT *q1,      \
         uint64_t *seen, uint64_t *frontier, uint64_t *nxt, int64_t *chosen,                    \
         int64_t *by_upper, int64_t *by_lower, int32_t *eccs, int32_t *eccs2, uint8_t *dmat,    \
-        int64_t *state) {                                                                      \
+        int32_t *centre_dist, int64_t *state) {                                                \
         for (int64_t round = 0; round < rounds && state[5] > 0; ++round) {                     \
             const int64_t k_max = state[5] < batch ? state[5] : batch;                         \
             const int one_pass = dmat != NULL && 2 * state[6] <= 254;                          \
             if (state[0] < single_bfs                                                          \
                 || !bound_batch_pays(n, indptr[n], state[6], k_max, one_pass,                 \
                                      k_max == state[5])) {                                     \
-                const int64_t v = bound_select(indptr, n, cand, lower, upper, (int)state[1]);  \
-                state[1] = !state[1];                                                          \
+                int64_t v = bound_select(indptr, n, cand, lower, upper,                        \
+                                               state[0] > 0 ? dist : NULL, (int)state[1]);     \
+                if (v < 0) v = bound_select(indptr, n, cand, lower, upper, NULL, 1);           \
+                if (state[0] > 0) state[1] = !state[1]; /* the first two are far picks */      \
                 const IT src = (IT)v;                                                          \
                 int64_t reached = 0;                                                           \
                 const int64_t nl = terrain_bfs_levels_##IN(indptr, indices, n, &src, 1, q0,    \
@@ -1836,11 +1841,16 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
                 if (reached != n) return -2;                                                   \
                 const int32_t ecc = (int32_t)(nl - 1);                                         \
                 state[0] += 1;                                                                 \
+                state[9] = ecc;                                                                \
                 if (state[2] < 0 || ecc > state[2]) {                                          \
                     state[2] = ecc;                                                            \
                     state[3] = v;                                                              \
                     state[4] = 1;                                                              \
                     memcpy(best_dist, dist, (size_t)n * sizeof *dist);                         \
+                }                                                                              \
+                if (ecc < state[8]) {                                                          \
+                    state[8] = ecc;                                                            \
+                    memcpy(centre_dist, dist, (size_t)n * sizeof *dist);                       \
                 }                                                                              \
                 for (int64_t w = 0; w < n; ++w) {                                              \
                     const int32_t d = dist[w], far = ecc - d > d ? ecc - d : d;                \
@@ -1881,6 +1891,10 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
                 }                                                                              \
             }                                                                                  \
             bound_prune(n, extremes, cand, lower, upper, state);                               \
+            /* the cover bound from the centre, then from the last single source */           \
+            if (bound_cover(n, cand, centre_dist, (int32_t)state[8], upper, state)            \
+                | bound_cover(n, cand, dist, (int32_t)state[9], upper, state))                 \
+                bound_prune(n, extremes, cand, lower, upper, state);                           \
         }                                                                                      \
         return 0;                                                                              \
     }
@@ -1894,16 +1908,26 @@ static inline int bound_before(int64_t ka, int64_t da, int64_t a, int64_t kb, in
     return a < b;
 }
 
-/* The candidate first in (largest upper | smallest lower bound, higher degree, lower number). */
+/* The next single source. far: the candidate first in (largest upper bound, largest distance
+ * from the last source, higher degree, lower number). Else central: of every vertex but the
+ * last source, the first in (smallest lower bound + distance from the last source, largest
+ * such distance, higher degree, lower number) -- a vertex whose search can tighten the far
+ * source's neighbourhood (Borassi et al.'s SumSweep selection; it needs not be a candidate).
+ * last: the last single BFS's distances, NULL before the first. A far pick settles its own
+ * eccentricity, so the loop ends however the central picks fall. */
 static int64_t bound_select(const int64_t *indptr, int64_t n, const uint8_t *cand,
-                            const int32_t *lower, const int32_t *upper, int largest_upper) {
-    int64_t best = -1, bk = 0, bd = 0;
+                            const int32_t *lower, const int32_t *upper, const int32_t *last,
+                            int far) {
+    int64_t best = -1, bk = 0, bl = 0, bd = 0;
     for (int64_t v = 0; v < n; ++v) {
-        if (!cand[v]) continue;
-        const int64_t key = largest_upper ? upper[v] : lower[v], d = indptr[v + 1] - indptr[v];
-        if (best < 0 || bound_before(key, d, v, bk, bd, best, largest_upper)) {
+        const int64_t l = last != NULL ? last[v] : 0;
+        if (far ? !cand[v] : l <= 0) continue;
+        const int64_t key = far ? upper[v] : -(int64_t)lower[v] - l;
+        const int64_t d = indptr[v + 1] - indptr[v];
+        if (best < 0 || key > bk || (key == bk && (l > bl || (l == bl && d > bd)))) {
             best = v;
             bk = key;
+            bl = l;
             bd = d;
         }
     }
@@ -1979,6 +2003,32 @@ static void bound_prune(int64_t n, int extremes, uint8_t *cand, const int32_t *l
     state[5] = left;
     state[6] = dl;
     state[7] = ru;
+}
+
+/* The cover bound from the distances d(c, .) of one single source c. Every vertex x outside
+ * the candidates has ecc(x) <= delta_lower, so a longer shortest path joins two candidates
+ * w, x, and d(w, x) <= d(c, w) + d(c, x): ecc(w) <= max(delta_lower, d(c, w) + M), M the
+ * largest d(c, x) over the candidates. Smaller than Takes & Kosters' ecc(c) + d(c, w) once
+ * the candidates left lie nearer c than its farthest vertex: from the centre (the single
+ * source of smallest eccentricity) when they are central, from the last source when they
+ * cluster around it. Returns whether an upper bound fell. */
+static int bound_cover(int64_t n, const uint8_t *cand, const int32_t *dc, int32_t ecc_c,
+                       int32_t *upper, const int64_t *state) {
+    if (state[5] == 0) return 0;
+    int32_t reach = 0;
+    for (int64_t v = 0; v < n; ++v)
+        if (cand[v] && dc[v] > reach) reach = dc[v];
+    if (reach >= ecc_c) return 0; /* no lower than ecc(c) + d(c, w), applied with c's search */
+    const int32_t dl = (int32_t)state[6];
+    int fell = 0;
+    for (int64_t v = 0; v < n; ++v) {
+        const int32_t t = dc[v] + reach > dl ? dc[v] + reach : dl;
+        if (t < upper[v]) {
+            upper[v] = t;
+            fell = 1;
+        }
+    }
+    return fell;
 }
 
 TERRAIN_ENACTOR_FUNCS(int32_t, i32)

@@ -279,12 +279,19 @@ def test_distance_histogram_bit_parallel_equals_single_runs(backend):
 
 def _reference_bounding(g, extremes, single_bfs=8, batch=64):
     """The bounding loop as docs/graphs.md states it, in plain NumPy over scipy's BFS
-    distances (the GPU loop's rules): sources alternate between the largest upper and the
-    smallest lower bound (ties: higher degree, lower number); after ``single_bfs`` of them,
-    batches of k <= 64 taken in turn from both orders whenever ``batch_pays`` (restated:
-    ``p (delta_lower + 1) (50 n + 7 arcs) < k (150 n + 3 arcs)``, one pass ``p = 1`` while
-    ``64 n`` bytes fit ``DMAT_BYTES`` and the levels fit a byte, else two; and the batch
-    takes every candidate left or ``2 (delta_lower + 1) < k``).
+    distances (the GPU loop's rules): after a first far pick, single sources alternate
+    between a far pick (the
+    candidate of largest upper bound; ties: farther from the last source, higher degree,
+    lower number) and a central pick (of all vertices but the last source, smallest lower
+    bound + distance from the last source; ties: farther, higher degree, lower number);
+    after ``single_bfs`` of them, batches of k <= 64 taken in turn from the largest-upper
+    and smallest-lower orders whenever ``batch_pays`` (restated: ``p (delta_lower + 1) (50 n
+    + 7 arcs) < k (150 n + 3 arcs)``, one pass ``p = 1`` while ``64 n`` bytes fit
+    ``DMAT_BYTES`` and the levels fit a byte, else two; and the batch takes every candidate
+    left or ``2 (delta_lower + 1) < k``). After each search and pruning, the cover bound
+    ``upper = min(upper, max(delta_lower, d(c, .) + max over candidates of d(c, .)))``, c the
+    single source of smallest eccentricity, then the same with c the last single source, and
+    pruning again when a bound fell.
     Returns (searches, diameter, source of the first largest eccentricity)."""
     n = g.n
     arcs = g.nnz
@@ -297,17 +304,25 @@ def _reference_bounding(g, extremes, single_bfs=8, batch=64):
     deg = g.degrees()
     lower, upper = np.zeros(n, np.int64), np.full(n, np.iinfo(np.int32).max, np.int64)
     cand = np.ones(n, bool)
-    count, best, largest = 0, None, True
+    count, best, far, last, centre = 0, None, True, np.zeros(n, np.int64), None
 
     def order(key, descending):
         idx = np.flatnonzero(cand)
         return idx[np.lexsort((idx, -deg[idx], -key[idx] if descending else key[idx]))]
 
+    def prune():
+        dl, ru = lower.max(), upper.min()
+        keep = (lower != upper) & (((upper >= dl) | (lower <= ru)) if extremes else upper > dl)
+        cand[:] &= keep
+        return dl
+
     while cand.any():
         left = int(cand.sum())
         if count < single_bfs or not batch_pays(int(lower.max()), min(left, batch), left):
-            picks = [order(upper, True)[0] if largest else order(lower, False)[0]]
-            largest = not largest
+            idx = np.flatnonzero(cand) if far else np.flatnonzero(last > 0)
+            key = upper[idx] if far else -(lower[idx] + last[idx])
+            picks = [idx[np.lexsort((idx, -deg[idx], -last[idx], -key))[0]]]
+            far = far if count == 0 else not far
         else:
             a, b = order(upper, True)[:batch], order(lower, False)[:batch]
             if cand.sum() <= batch:
@@ -328,9 +343,19 @@ def _reference_bounding(g, extremes, single_bfs=8, batch=64):
         for row, e in zip(d, eccs):
             lower = np.maximum(lower, np.maximum(row, e - row))
             upper = np.minimum(upper, e + row)
-        dl, ru = lower.max(), upper.min()
-        keep = (lower != upper) & (((upper >= dl) | (lower <= ru)) if extremes else upper > dl)
-        cand &= keep
+        if len(picks) == 1:
+            last = d[0]
+            if centre is None or eccs[0] < centre[0]:
+                centre = (int(eccs[0]), d[0])
+        dl = prune()
+        if cand.any():
+            fell = False
+            for dist in (centre[1], last):
+                tight = np.maximum(dl, dist + dist[cand].max())
+                fell |= bool((tight < upper).any())
+                upper = np.minimum(upper, tight)
+            if fell:
+                prune()
     return count, int(lower.max()), best[1]
 
 
