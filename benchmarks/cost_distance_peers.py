@@ -146,13 +146,13 @@ def bench_cost_peers(args):
                     (out / f"{'grass' if 'GRASS' in name else 'skimage'}.tif").unlink(
                         missing_ok=True)
                 runs[name].append(timed_child(cmd, env if name == "terrain" else None))
-        ours = _read(out / "terrain" / "distance.tif")
+        distances = _read(out / "terrain" / "distance.tif")
         best = {n: (min(w for w, _, _ in v), min(u for _, _, u in v)) for n, v in runs.items()}
         for name, (wall, cpu) in best.items():
             note = "-"
             if name != "terrain":
                 theirs = _read(out / ("grass.tif" if "GRASS" in name else "skimage.tif"))
-                note = f"{_rel(theirs, ours):.1e}"
+                note = f"{_rel(theirs, distances):.1e}"
             print(f"{side:6d} {name:22s} {wall:8.2f} {cpu:8.2f} "
                   f"{wall / best['terrain'][0]:10.2f} {cpu / best['terrain'][1]:9.2f}  {note}",
                   flush=True)

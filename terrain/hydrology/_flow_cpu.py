@@ -13,8 +13,8 @@ import numpy as np
 from .. import native
 from ._neighbours import NB_DC as DC, NB_DR as DR
 
-__all__ = ["classify", "flat_distances", "flat_labels", "flat_directions", "accumulate",
-           "exits", "DR", "DC", "FLAT", "INF", "CODE_K"]
+__all__ = ["classify", "flat_distances", "flat_labels", "label_regions", "flat_directions",
+           "accumulate", "exits", "DR", "DC", "FLAT", "INF", "CODE_K"]
 
 FLAT = np.uint8(254)    # no lower neighbour, not an outlet: resolved by the flat pass
 INF = np.int32(2**31 - 1)  # an unreached BFS distance
@@ -25,7 +25,7 @@ _P, _I, _N = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _SIGNATURES = {  # the last pointer of the first five: the stop flag
     "terrain_flow_classify": (_I, [_P, _P, _N, _P, _N, _I, _I, _P, _P]),
     "terrain_flow_flat_distances": (_I, [_P] * 4 + [_N, _I, _I, _P, _P, _P]),
-    "terrain_flow_flat_labels": (_I, [_P, _P, _N, _I, _I, _P, _P, _P]),
+    "terrain_label_regions": (_I, [_P, _N, _I, _I, _I, _N, _P, _P, _P, _P]),
     "terrain_flow_flat_directions": (_I, [_P] * 6 + [_N, _I, _I, _P, _P]),
     "terrain_flow_accumulate": (_I, [_P, _P, _I, _P, _I, _I, _P, _P, _P, _P]),
     "terrain_flow_exits": (None, [_P, _P, _I, _P, _I, _I, _P]),
@@ -82,17 +82,32 @@ def flat_distances(zp, code, halo_a, halo_t, step):
     return away, towards
 
 
+def label_regions(cells, value=1, margin=0, connectivity=8, away=None):
+    """``(labels, count)``: the connected regions of ``cells == value`` (uint8) inside
+    ``margin`` numbered 1, 2, ... in the row-major order of their first cell (int32, 0
+    elsewhere), the numbering of ``scipy.ndimage.label``; with ``away`` also ``maxa``, each
+    region's largest finite ``away`` (``maxa[0] = 0``): ``(labels, count, maxa)``."""
+    cells = _c(cells, np.uint8)
+    H, W = cells.shape
+    labels = np.empty((H, W), np.int32)
+    maxa = None
+    if away is not None:
+        away = _c(away, np.int32)
+        maxa = np.empty(1 + int(np.count_nonzero(cells == value)), np.int32)
+    n = _run("terrain_label_regions", cells.ctypes.data, int(value), H, W, int(margin),
+             int(connectivity), None if away is None else away.ctypes.data,
+             None if maxa is None else maxa.ctypes.data, labels.ctypes.data)
+    if n == -1:
+        raise MemoryError(f"no memory to label the regions of a {H} x {W} grid")
+    return (labels, n) if away is None else (labels, n, maxa[:n + 1].copy())
+
+
 def flat_labels(code, away, step):
-    """``(labels, maxa)``: the interior's flats labelled 1, 2, ... (row-major; int32, 0
-    elsewhere) and each label's largest finite ``away`` (``maxa[0] = 0``)."""
-    code = _c(code, np.uint8)
-    R, C = code.shape
-    labels = np.empty((R, C), np.int32)
-    maxa = np.empty(1 + int(np.count_nonzero(code == FLAT)), np.int32)
-    away = _c(away, np.int32)
-    n = _oom(_run("terrain_flow_flat_labels", code.ctypes.data, away.ctypes.data, int(step),
-                  R, C, labels.ctypes.data, maxa.ctypes.data), "the flat labels", code.shape)
-    return labels, maxa[:n + 1].copy()
+    """``(labels, maxa)``: the interior's flats (:data:`FLAT`, inside the two outer rings)
+    labelled 1, 2, ... (row-major; int32, 0 elsewhere) and each label's largest finite
+    ``away`` (``maxa[0] = 0``)."""
+    labels, _, maxa = label_regions(code, FLAT, 2, 8 if step == 1 else 4, away)
+    return labels, maxa
 
 
 def flat_directions(zp, code, away, towards, labels, height, step):

@@ -21,6 +21,7 @@ from ..backend import array_backend, get_backend
 from ..errors import InputError
 from ..grid.edges import check_connectivity
 from ..tiles.quadtree import TiledGrid, walk_down, walk_up
+from . import _flow_cpu
 from ._neighbours import NB_DC, NB_DR
 from .flow import _inside, padded_window
 
@@ -131,13 +132,7 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
     mask = np.ascontiguousarray(flooded, np.bool_).view(np.uint8)
     if mask.ndim != 2:
         raise InputError(f"depression labels: a 2-D mask, got shape {mask.shape}")
-    labels = np.empty(mask.shape, np.int32)
-    count = native.declared(_FILL_SIGNATURES).terrain_label_regions(
-        mask.ctypes.data, mask.shape[0], mask.shape[1], conn, labels.ctypes.data)
-    if count < 0:
-        raise MemoryError(f"depression labels: no memory for {mask.shape[0]} x "
-                          f"{mask.shape[1]} cells")
-    return labels
+    return _flow_cpu.label_regions(mask, 1, 0, conn)[0]
 
 
 def _drain_block(zh, mh, src):
@@ -186,8 +181,6 @@ _FILL_SIGNATURES = {
                            [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
     "terrain_flood_grid": (ctypes.c_int64, [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2
                            + [ctypes.c_int] + [ctypes.c_void_p] * 2),
-    "terrain_label_regions": (ctypes.c_int64, [ctypes.c_void_p] + [ctypes.c_int64] * 2
-                              + [ctypes.c_int, ctypes.c_void_p]),
     "terrain_outlet_cells": (None, [ctypes.c_void_p] + [ctypes.c_int64] * 2
                              + [ctypes.c_int, ctypes.c_void_p]),
     "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64]

@@ -613,48 +613,63 @@ done:
     return rc;
 }
 
-/* Label the interior's flats (row-major, breadth first) into labels (zeroed here); maxa[l]:
-   label l's largest finite away (maxa[0] = 0; the caller sizes it 1 + the flat cells).
-   Returns the number of labels, -1 out of memory. */
-int64_t terrain_flow_flat_labels(const uint8_t *code, const int32_t *away, int step, int64_t R,
-                                 int64_t C, int32_t *labels, int32_t *maxa,
-                                 const volatile uint8_t *stop) {
-    int64_t *queue = malloc((size_t)(R * C) * sizeof *queue);
-    if (queue == NULL) return -1;
-    memset(labels, 0, (size_t)(R * C) * sizeof *labels);
-    int32_t n = 0;
-    maxa[0] = 0;
-    for (int64_t r0 = 2; r0 < R - 2; ++r0) {
-        if (*stop) { /* a flat's walk is at most the block: a row's check is enough */
-            free(queue);
+/* Connected regions of the cells equal to value inside a margin (rows and columns [margin,
+   H - margin) of an H x W grid; 4- or 8-connected) numbered 1, 2, ... in the row-major order
+   of their first cell into labels (zeroed here; 0 elsewhere): scipy.ndimage's label, whose
+   import alone took 0.65 s of a 4 s fill (terrain/hydrology/fill.py depression_labels), and
+   the flow's flats (value FLOW_FLAT, margin 2: a block's interior). With away, maxa[l] gets
+   region l's largest finite away (maxa[0] = 0; the caller sizes it 1 + the cells). Each
+   region is walked from its first cell with a growable stack. Returns the number of regions,
+   -1 out of memory, -3 when *stop (NULL: none; polled each row) was set. */
+int64_t terrain_label_regions(const uint8_t *cells, int value, int64_t H, int64_t W,
+                              int64_t margin, int connectivity, const int32_t *away,
+                              int32_t *maxa, int32_t *labels, const volatile uint8_t *stop) {
+    const int step = connectivity == 8 ? 1 : 2;
+    int64_t cap = 4096, count = 0;
+    int64_t *stack = malloc((size_t)cap * sizeof *stack);
+    if (stack == NULL) return -1;
+    memset(labels, 0, (size_t)(H * W) * sizeof *labels);
+    if (maxa != NULL) maxa[0] = 0;
+    for (int64_t r0 = margin; r0 < H - margin; ++r0) {
+        if (stop != NULL && *stop) { /* a region's walk between two checks: the grid's */
+            free(stack);
             return -3;
         }
-        for (int64_t c0 = 2; c0 < C - 2; ++c0) {
-            if (code[r0 * C + c0] != FLOW_FLAT || labels[r0 * C + c0] != 0) continue;
-            ++n;
-            labels[r0 * C + c0] = n;
+        for (int64_t c0 = margin; c0 < W - margin; ++c0) {
+            const int64_t v0 = r0 * W + c0;
+            if (cells[v0] != value || labels[v0] != 0) continue;
+            const int32_t id = (int32_t)++count;
             int32_t best = 0;
-            int64_t head = 0, tail = 1;
-            queue[0] = r0 * C + c0;
-            while (head < tail) {
-                const int64_t v = queue[head++], r = v / C, c = v % C;
-                const int32_t a = away[v];
-                if (a < FLOW_INF && a > best) best = a;
+            int64_t top = 1;
+            labels[v0] = id;
+            stack[0] = v0;
+            while (top > 0) {
+                const int64_t v = stack[--top], r = v / W, c = v % W;
+                if (away != NULL && away[v] < FLOW_INF && away[v] > best) best = away[v];
                 for (int k = 0; k < 8; k += step) {
                     const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
-                    if (nr < 2 || nr >= R - 2 || nc < 2 || nc >= C - 2) continue;
-                    const int64_t u = nr * C + nc;
-                    if (code[u] == FLOW_FLAT && labels[u] == 0) {
-                        labels[u] = n;
-                        queue[tail++] = u;
+                    if (nr < margin || nr >= H - margin || nc < margin || nc >= W - margin)
+                        continue;
+                    const int64_t u = nr * W + nc;
+                    if (cells[u] != value || labels[u] != 0) continue;
+                    labels[u] = id;
+                    if (top == cap) {
+                        int64_t *grown = realloc(stack, (size_t)cap * 2 * sizeof *stack);
+                        if (grown == NULL) {
+                            free(stack);
+                            return -1;
+                        }
+                        stack = grown;
+                        cap *= 2;
                     }
+                    stack[top++] = u;
                 }
             }
-            maxa[n] = best;
+            if (maxa != NULL) maxa[id] = best;
         }
     }
-    free(queue);
-    return n;
+    free(stack);
+    return count;
 }
 
 /* Barnes et al.'s combined gradient: 2 t + (h - a) (0 for a unreached) */
@@ -784,57 +799,6 @@ void terrain_flow_exits(const uint8_t *dp, const int64_t *order, int64_t done,
             exit_[v] = exit_[v + NB_DR[k] * C + NB_DC[k]];
         }
     }
-}
-
-/* ==========================================================================================
- * Connected regions of the non-zero cells of mask (H x W; 4- or 8-connected) numbered 1, 2,
- * ... in the row-major order of their first cell into labels (0 elsewhere): scipy.ndimage's
- * label, whose import alone took 0.65 s of a 4 s fill (terrain/hydrology/fill.py
- * depression_labels). Each region is walked from its first cell with a stack. Returns the
- * number of regions, -1 out of memory.
- * ========================================================================================== */
-
-int64_t terrain_label_regions(const uint8_t *mask, int64_t H, int64_t W, int connectivity,
-                              int32_t *labels) {
-    const int step = connectivity == 8 ? 1 : 2;
-    int64_t cap = 4096, count = 0;
-    int32_t *stack = malloc((size_t)cap * 2 * sizeof *stack); /* (row, column) pairs */
-    if (stack == NULL) return -1;
-    memset(labels, 0, (size_t)(H * W) * sizeof *labels);
-    for (int64_t i0 = 0; i0 < H; ++i0)
-        for (int64_t j0 = 0; j0 < W; ++j0) {
-            if (!mask[i0 * W + j0] || labels[i0 * W + j0]) continue;
-            const int32_t id = (int32_t)++count;
-            int64_t top = 1;
-            labels[i0 * W + j0] = id;
-            stack[0] = (int32_t)i0;
-            stack[1] = (int32_t)j0;
-            while (top > 0) {
-                --top;
-                const int64_t i = stack[2 * top], j = stack[2 * top + 1];
-                for (int k = 0; k < 8; k += step) {
-                    const int64_t ii = i + NB_DR[k], jj = j + NB_DC[k];
-                    if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
-                    const int64_t u = ii * W + jj;
-                    if (!mask[u] || labels[u]) continue;
-                    labels[u] = id;
-                    if (top == cap) {
-                        int32_t *grown = realloc(stack, (size_t)cap * 4 * sizeof *stack);
-                        if (grown == NULL) {
-                            free(stack);
-                            return -1;
-                        }
-                        stack = grown;
-                        cap *= 2;
-                    }
-                    stack[2 * top] = (int32_t)ii;
-                    stack[2 * top + 1] = (int32_t)jj;
-                    ++top;
-                }
-            }
-        }
-    free(stack);
-    return count;
 }
 
 /* ==========================================================================================
