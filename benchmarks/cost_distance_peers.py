@@ -23,8 +23,8 @@ The peers write one layer (distances), terrain three; none of them builds overvi
 terrain. Runs alternate (terrain, GRASS, skimage, terrain, ...); each figure is the
 minimum over ``--repeat`` runs of the wall seconds and, separately, of the child's user +
 system CPU seconds (``wait4``: its own and its waited-for children's, which a loaded
-machine does not inflate as it does the wall). The machine's load average is printed
-before and after. The peers' distances are compared with terrain's ``distance.tif``.
+machine does not inflate as it does the wall), and the largest peak RSS of the process or
+any child it waited for. The machine's load average is printed before and after. The peers' distances are compared with terrain's ``distance.tif``.
 """
 
 import os
@@ -122,7 +122,7 @@ def bench_cost_peers(args):
           f"source, 8-connected; {args.repeat} interleaved runs, minimum wall and minimum CPU "
           f"(user + sys) seconds; {os.cpu_count()} CPUs, load average {_load()}")
     print(f"{'side':>6s} {'process':22s} {'wall s':>8s} {'CPU s':>8s} {'wall/ours':>10s} "
-          f"{'CPU/ours':>9s}  max rel. diff of distances vs ours")
+          f"{'CPU/ours':>9s} {'peak MB':>8s}  max rel. diff of distances vs ours")
     for side in sides:
         tif = friction_tif(work, side, args.seed)
         r = c = side // 2
@@ -147,14 +147,16 @@ def bench_cost_peers(args):
                         missing_ok=True)
                 runs[name].append(timed_child(cmd, env if name == "terrain" else None))
         distances = _read(out / "terrain" / "distance.tif")
-        best = {n: (min(w for w, _, _ in v), min(u for _, _, u in v)) for n, v in runs.items()}
-        for name, (wall, cpu) in best.items():
+        best = {n: (min(w for w, _, _ in v), min(u for _, _, u in v), max(m for _, m, _ in v))
+                for n, v in runs.items()}
+        for name, (wall, cpu, peak) in best.items():
             note = "-"
             if name != "terrain":
                 theirs = _read(out / ("grass.tif" if "GRASS" in name else "skimage.tif"))
                 note = f"{_rel(theirs, distances):.1e}"
             print(f"{side:6d} {name:22s} {wall:8.2f} {cpu:8.2f} "
-                  f"{wall / best['terrain'][0]:10.2f} {cpu / best['terrain'][1]:9.2f}  {note}",
+                  f"{wall / best['terrain'][0]:10.2f} {cpu / best['terrain'][1]:9.2f} "
+                  f"{peak / 1e6:8.0f}  {note}",
                   flush=True)
     print(f"load average at the end {_load()}")
     return 0

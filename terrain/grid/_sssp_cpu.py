@@ -30,7 +30,7 @@ _SIGNATURES = {
                                     _i64, _vp]),
     "terrain_sssp_backlinks": (None, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp]
                                + [_i64] * 2 + [_vp] * 4 + [_i64] * 2),
-    "terrain_sssp_outputs": (None, [_vp, _vp, _vp] + [_i64] * 2 + [_vp] * 4 + [_i64] * 2),
+    "terrain_sssp_outputs": (None, [_vp, _vp, _vp] + [_i64] * 2 + [_vp] * 3 + [_i64] * 2),
     "terrain_sssp_max_slope": (_f64, [_vp, _vp, _vp, _i64, _vp] + [_i64] * 4),
 }
 
@@ -40,7 +40,7 @@ def _lib():
 
 
 def _p(a):
-    return a.ctypes.data
+    return None if a is None else a.ctypes.data
 
 
 def _c(a, dtype):
@@ -50,8 +50,10 @@ def _c(a, dtype):
 
 def _inout(*arrays):
     """The arrays a kernel writes, checked: ``(array, dtype)`` pairs, each C-contiguous of
-    its dtype (a copy would take the results away)."""
+    its dtype (a copy would take the results away) or None."""
     for a, dtype in arrays:
+        if a is None:
+            continue
         if a.dtype != dtype or not a.flags.c_contiguous:
             raise TypeError(f"grid SSSP kernel: expected a C-contiguous {np.dtype(dtype)} "
                             f"array, got {a.dtype} {'' if a.flags.c_contiguous else 'strided'}")
@@ -134,14 +136,13 @@ def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, c
              _p(allocation), _p(hops))
 
 
-def _outputs_cpu(dist, label, backlink_p, rows, cols, pad, backlink, distance, allocation,
-                 hops):
-    """The output arrays from :func:`sssp_buckets_cpu`'s padded state (its backlinks, and
-    labels with settled marks) in one pass (``terrain_sssp_outputs``)."""
-    _inout((backlink, np.uint8), (distance, np.float64), (allocation, np.int32),
-           (hops, np.int32))
+def _outputs_cpu(dist, label, backlink_p, rows, cols, pad, backlink, allocation, hops):
+    """The outputs from :func:`sssp_buckets_cpu`'s padded state (its backlinks, and labels
+    with settled marks) in one pass (``terrain_sssp_outputs``): the distances in place in
+    ``dist`` (NaN where unreached; the result is its unpadded view), ``hops`` None: none."""
+    _inout((dist, np.float64), (backlink, np.uint8), (allocation, np.int32), (hops, np.int32))
     _by_rows(_lib().terrain_sssp_outputs, rows, rows * cols, _p(dist), _p(label),
-             _p(backlink_p), cols, pad, _p(backlink), _p(distance), _p(allocation), _p(hops))
+             _p(backlink_p), cols, pad, _p(backlink), _p(allocation), _p(hops))
 
 
 def _max_abs_slope(zp, offs, codes, lengths, rows, cols, pad):
@@ -214,20 +215,22 @@ def padded_state(z, f, keep_z=True):
     return zp, fp, dist, label
 
 
-def _touched_outputs(shape):
-    """Empty ``(backlink, distance, allocation, hops)`` arrays of ``shape``, their pages
-    mapped."""
-    arrays = (np.empty(shape, np.uint8), np.empty(shape, np.float64), np.empty(shape, np.int32),
-              np.empty(shape, np.int32))
+def _touched_outputs(shape, hops):
+    """Empty ``(backlink, allocation, hops)`` arrays of ``shape``, their pages mapped (no
+    hops without ``hops``)."""
+    arrays = (np.empty(shape, np.uint8), np.empty(shape, np.int32),
+              np.empty(shape, np.int32) if hops else None)
     for a in arrays:
-        _touch_pages(a.reshape(-1).view(np.uint8))
+        if a is not None:
+            _touch_pages(a.reshape(-1).view(np.uint8))
     return arrays
 
 
-def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats):
+def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats, hops=True):
     """The result from a heap run's padded state: the backlink pass over every cell."""
-    backlink, distance, allocation, hops = (np.empty(shape, t) for t in (np.uint8, np.float64,
-                                                                         np.int32, np.int32))
+    backlink, distance, allocation = (np.empty(shape, t) for t in (np.uint8, np.float64,
+                                                                   np.int32))
+    hops = np.empty(shape, np.int32) if hops else None
     backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
                   PAD, backlink, distance, allocation, hops)
     return GridSSSPResult(distance, allocation, backlink, hops, stats)
@@ -257,10 +260,11 @@ class CpuOps:
     name = "cpu"
 
     def solve(self, z, f, model, codes, lengths, rows, cols, costs, limit, *, queue="auto",
-              targets=None, on_distance=None, **_gpu_only):
+              targets=None, on_distance=None, hops=True, **_gpu_only):
         """Distances, labels and backlinks from the sources ``(rows, cols)`` with start
         ``costs`` (checked); ``queue="heap"`` forces the heap. ``targets`` (padded flat
-        cells): the queue stops once they are settled (:func:`cut_beyond`)."""
+        cells): the queue stops once they are settled (:func:`cut_beyond`). ``hops`` False:
+        no hop counts (``result.hops`` None)."""
         shape = z.shape
         offs = offsets(shape[1])
         plan = None
@@ -284,13 +288,14 @@ class CpuOps:
             cut_beyond(dist, targets, stats)
             stats.update(settled=int(settled), queue="heap")
             res = _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
-                          shape, stats)
+                          shape, stats, hops)
         else:
             backlink_p = np.empty(dist.size, np.uint8)
             # the Dijkstra runs on one core without the GIL; meanwhile another thread
             # allocates the outputs and takes their page faults
             outputs = []
-            prefault = threading.Thread(target=lambda: outputs.extend(_touched_outputs(shape)))
+            prefault = threading.Thread(
+                target=lambda: outputs.extend(_touched_outputs(shape, hops)))
             prefault.start()
             try:
                 settled = native.interruptible(sssp_buckets_cpu, zp, fp, f is not None,
@@ -301,10 +306,10 @@ class CpuOps:
                 prefault.join()
             cut_beyond(dist, targets, stats)
             stats.update(settled=int(settled), queue="buckets")
-            backlink, distance, allocation, hops = outputs or _touched_outputs(shape)
-            _outputs_cpu(dist, label, backlink_p, shape[0], shape[1], PAD, backlink, distance,
-                         allocation, hops)
-            res = GridSSSPResult(distance, allocation, backlink, hops, stats)
+            backlink, allocation, hop_counts = outputs or _touched_outputs(shape, hops)
+            _outputs_cpu(dist, label, backlink_p, shape[0], shape[1], PAD, backlink,
+                         allocation, hop_counts)
+            res = GridSSSPResult(unpad(dist, shape), allocation, backlink, hop_counts, stats)
         if on_distance is not None:
             on_distance(res.distance)
         return res

@@ -2886,26 +2886,27 @@ done:
     return settled;
 }
 
-/* One cell's outputs from its distance and label, or the unreached marks when the distance
- * is not finite; whether the cell was reached. */
-static inline int sssp_put_cell(int64_t i, double dv, int64_t lv, double *distance,
+/* One cell's outputs (its distance into *d, hops when not NULL) from its distance and label,
+ * or the unreached marks when the distance is not finite; whether the cell was reached. */
+static inline int sssp_put_cell(int64_t i, double *d, double dv, int64_t lv,
                                 int32_t *allocation, int32_t *hops, uint8_t *backlink) {
     if (!(dv > -INFINITY && dv < INFINITY)) {
         backlink[i] = 255;
-        distance[i] = NAN;
+        *d = NAN;
         allocation[i] = -1;
-        hops[i] = -1;
+        if (hops != NULL) hops[i] = -1;
         return 0;
     }
-    distance[i] = dv;
+    *d = dv;
     allocation[i] = (int32_t)(lv >> 32);
-    hops[i] = (int32_t)(lv & 0xFFFFFFFF);
+    if (hops != NULL) hops[i] = (int32_t)(lv & 0xFFFFFFFF);
     return 1;
 }
 
 /* Rows [r0, r1) of the unpadded grid: each cell's backlink (the lowest arc code from a
  * neighbour with the label one hop less over a tight arc; 0 at a source), distance (NaN
- * where unreached), allocation and hops (-1 where unreached), from the heap's padded state. */
+ * where unreached), allocation and hops (-1 where unreached; hops NULL: none), from the heap's
+ * padded state. */
 void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model,
                             const double *lengths, const int64_t *offs, const int64_t *codes,
                             int64_t nk, const double *dist, const int64_t *label, int64_t cols,
@@ -2917,7 +2918,7 @@ void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model
         for (int64_t c = 0; c < cols; ++c) {
             const int64_t v = base + c, i = r * cols + c, lv = label[v];
             const double dv = dist[v];
-            if (!sssp_put_cell(i, dv, lv, distance, allocation, hops, backlink)) continue;
+            if (!sssp_put_cell(i, distance + i, dv, lv, allocation, hops, backlink)) continue;
             if ((lv & 0xFFFFFFFF) == 0) {
                 backlink[i] = 0;
                 continue;
@@ -2941,10 +2942,11 @@ void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model
 }
 
 /* Rows [r0, r1) of the outputs from the bucket queue's padded state (its backlinks, and
- * labels with settled marks). */
-void terrain_sssp_outputs(const double *dist, const int64_t *label, const uint8_t *backlink_p,
-                          int64_t cols, int64_t pad, uint8_t *backlink, double *distance,
-                          int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
+ * labels with settled marks); the distances in place in dist (the result is its unpadded
+ * view: no second float64 grid), hops only when not NULL. */
+void terrain_sssp_outputs(double *dist, const int64_t *label, const uint8_t *backlink_p,
+                          int64_t cols, int64_t pad, uint8_t *backlink, int32_t *allocation,
+                          int32_t *hops, int64_t r0, int64_t r1) {
     const int64_t width = cols + 2 * pad;
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t base = (r + pad) * width + pad;
@@ -2952,7 +2954,7 @@ void terrain_sssp_outputs(const double *dist, const int64_t *label, const uint8_
             const int64_t v = base + c, i = r * cols + c;
             int64_t lv = label[v];
             if (lv < 0) lv = -1 - lv; /* a settled mark */
-            if (sssp_put_cell(i, dist[v], lv, distance, allocation, hops, backlink))
+            if (sssp_put_cell(i, dist + v, dist[v], lv, allocation, hops, backlink))
                 backlink[i] = backlink_p[v];
         }
     }
