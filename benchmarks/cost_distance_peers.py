@@ -24,7 +24,8 @@ terrain. Runs alternate (terrain, GRASS, skimage, terrain, ...); each figure is 
 minimum over ``--repeat`` runs of the wall seconds and, separately, of the child's user +
 system CPU seconds (``wait4``: its own and its waited-for children's, which a loaded
 machine does not inflate as it does the wall), and the largest peak RSS of the process or
-any child it waited for. The machine's load average is printed before and after. The peers' distances are compared with terrain's ``distance.tif``.
+any child it waited for. The machine's load average is printed before and after. The
+peers' distances are compared with terrain's ``distance.tif``.
 """
 
 import os

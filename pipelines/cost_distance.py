@@ -13,6 +13,7 @@ left behind. Routes and checks: docs/cost-distance.md.
 
 import json
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -387,6 +388,10 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         if friction is not None:
             if is_store(friction):
                 friction_store = Path(friction)
+            elif spec["algorithm"] == "in-core" and _same_file(friction, inp):
+                # the input is its own friction (a friction surface): one read and ingest,
+                # one array for both (4096²: 0.5 CPU s and 67 MB less)
+                friction_store = (dem_path, "elevation")
             else:
                 friction_store = friction_tmp
                 ingests.append((friction, friction_store))
@@ -407,6 +412,14 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
     windows = shard_windows(spec["shape"], tile * spec["tiles_per_shard"])
     return run_incore(dem_path, tmp, spec, srcs, costs, windows, backend, ingests, geo,
                       friction_store, scheduler)
+
+
+def _same_file(a, b):
+    """Are the local paths ``a`` and ``b`` one file?"""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 def _format_summary(s):

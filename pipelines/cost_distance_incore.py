@@ -83,7 +83,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
     z = read_layer(dem_path, "elevation", np.float32)
     f = None
     if friction_src is not None:
-        f = read_layer(friction_src[0], friction_src[1], np.float32)
+        same = (str(friction_src[0]), friction_src[1]) == (str(dem_path), "elevation")
+        f = z if same else read_layer(friction_src[0], friction_src[1], np.float32)
         if not spec.get("friction_checked"):
             f = check_friction(f, name=str(spec["friction_path"]))
     t_read = time.perf_counter() - t0

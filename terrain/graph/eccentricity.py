@@ -4,10 +4,11 @@ Takes & Kosters' bounding: every vertex keeps ``lower[w] <= ecc(w) <= upper[w]``
 tightens all of them, a cover bound from the centre and the last source tightens the upper
 ones, and candidates are dropped once their eccentricity is settled or can no longer matter;
 sources alternate between far and central picks; after ``SINGLE_BFS`` single searches,
-bit-parallel batches of ``BATCH`` sources run whenever :func:`batch_pays`. One loop per backend (``_CpuBounding``: C;
-``_GpuBounding``: ``_diameter.cu`` and the frontier core) picks the same sources, so both
-give the same answer, endpoints and path. :func:`weighted_diameter` bounds with
-shortest-path searches. Rules and figures: docs/graphs.md ("Exact diameter by bounding").
+bit-parallel batches of ``BATCH`` sources run whenever :func:`batch_pays`. One loop per
+backend (``_CpuBounding``: C; ``_GpuBounding``: ``_diameter.cu`` and the frontier core)
+picks the same sources, so both give the same answer, endpoints and path.
+:func:`weighted_diameter` bounds with shortest-path searches. Rules and figures:
+docs/graphs.md ("Exact diameter by bounding").
 """
 
 import sys

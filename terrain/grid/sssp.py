@@ -161,7 +161,7 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
         The GPU near-far bucket width (default: sampled; ``stats["delta"]`` gives the one
         used). Any width gives the same bits; the CPU ignores it.
     hops : bool
-        False: the GPU leaves the hop counts on the device (``result.hops`` is None).
+        False: no hop counts (``result.hops`` is None; the GPU's stay on the device).
     on_distance : callable, optional
         Called with ``distance`` as soon as it is final (on the GPU before the labels).
     on_device : bool

@@ -96,6 +96,26 @@ def test_friction_cost_and_sources_file(dem, tmp_path):
     assert not list(tmp_path.glob(".*friction*"))  # the friction ingest left nothing
 
 
+def test_an_input_that_is_its_own_friction_gives_a_copys_bits(tmp_path):
+    """A friction surface given as the input and as --friction is read and ingested once (one
+    array for both) and gives the bits of the run given a copy of it as the friction."""
+    rng = np.random.default_rng(4)
+    fr = rng.uniform(1, 3, (40, 33)).round(2).astype(np.float32)
+    fr[7, 3:25] = np.nan
+    path = write_asc(tmp_path / "fr.asc", fr)
+    shutil.copy(path, tmp_path / "copy.asc")
+    outs = {}
+    for name, friction in (("same", path), ("copy", tmp_path / "copy.asc")):
+        outs[name] = tmp_path / f"{name}.zarr"
+        rc, _, se = run_cli("cost-distance", path, "--source-cell", "20,16", "--cost",
+                            "friction", "--friction", friction, "-o", outs[name], "--tile", 16)
+        assert rc == 0, se
+    a, b = (zarr.open_group(str(outs[k]), mode="r") for k in ("same", "copy"))
+    for layer in ("distance", "allocation", "backlink", "friction", "elevation"):
+        assert np.array_equal(np.asarray(a[layer][:]), np.asarray(b[layer][:]), equal_nan=True)
+    assert np.isfinite(np.asarray(a["distance"][:])).sum() > 1000
+
+
 def test_geojson_and_raster_sources_and_max_cost(dem, tmp_path):
     z, path = dem
     gj = tmp_path / "s.geojson"
