@@ -10,6 +10,11 @@ seconds (after one warm-up call in the same process) of terrain's ``diameter`` o
 graph, and with ``--networkit PYTHON`` (an interpreter whose environment has networkit) of
 ``nk.distance.Diameter(G, nk.distance.DiameterAlgo.EXACT).run()`` on the graph networkit's
 ``EdgeListReader`` read, one thread (its CPU seconds grow with more on a shared box).
+
+``--processes`` times whole processes instead, on the stand-ins and every ``--file``: ``terrain
+diameter FILE`` (``--terrain-python``: an installation's) against a networkit script that
+reads the file, extracts the largest component and runs the exact diameter (best wall of
+``--repeat``; peak RSS).
 """
 
 import argparse
@@ -106,6 +111,36 @@ print(d.getDiameter()[0], best)
 """
 
 
+_NETWORKIT_PROCESS = """
+import sys
+import networkit as nk
+nk.setNumberOfThreads(1)
+G = nk.graphio.EdgeListReader("\\t", 0, "#", continuous=False, directed=False).read(sys.argv[1])
+G = nk.components.ConnectedComponents(G).extractLargestConnectedComponent(G, True)
+nk.distance.Diameter(G, nk.distance.DiameterAlgo.EXACT).run()
+"""
+
+
+def _processes(paths, repeat, networkit, terrain_python):
+    """Whole processes: terrain's ``diameter`` command against the networkit script."""
+    from .common import terrain_command, timed_child
+    ours, env = terrain_command(terrain_python)
+    print("graph | terrain wall s | terrain peak MB | networkit wall s | networkit peak MB")
+    for path in paths:
+        cmds = {"terrain": ([*ours, "diameter", str(path)], env)}
+        if networkit:
+            cmds["networkit"] = ([networkit, "-c", _NETWORKIT_PROCESS, str(path)], None)
+        best = {}
+        for _ in range(repeat):  # interleaved
+            for name, (cmd, e) in cmds.items():
+                wall, rss, _ = timed_child(cmd, e)
+                w, m = best.get(name, (float("inf"), 0))
+                best[name] = (min(w, wall), max(m, rss))
+        cells = [f"{best[k][0]:.2f} | {best[k][1] / 1e6:.0f}" if k in best else "- | -"
+                 for k in ("terrain", "networkit")]
+        print(f"{Path(path).name} | {cells[0]} | {cells[1]}", flush=True)
+
+
 def main(argv=None):
     import subprocess
     from terrain.graph import diameter, load_graph
@@ -114,16 +149,27 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--networkit", metavar="PYTHON",
                    help="an interpreter with networkit: time its exact diameter too")
+    p.add_argument("--processes", action="store_true",
+                   help="time whole processes (terrain's command, a networkit script)")
+    p.add_argument("--file", action="append", default=[], metavar="EDGES",
+                   help="with --processes: another SNAP edge list to time")
+    p.add_argument("--terrain-python", metavar="PYTHON",
+                   help="with --processes: an installation's interpreter")
     args = p.parse_args(argv)
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
-    print("graph | vertices | edges | diameter | terrain BFS | terrain CPU ms | networkit CPU ms")
+    paths = {}
     for name, make in (("power", power), ("facebook", facebook), ("hepph", hepph)):
-        path = out / f"{name}.txt"
+        paths[name] = path = out / f"{name}.txt"
         if not path.exists():
             G = make()
             path.write_text(f"# stand-in: {G.number_of_nodes()} nodes\n"
                             + "".join(f"{a}\t{b}\n" for a, b in G.edges()))
+    if args.processes:
+        return _processes([*paths.values(), *args.file], args.repeat, args.networkit,
+                          args.terrain_python)
+    print("graph | vertices | edges | diameter | terrain BFS | terrain CPU ms | networkit CPU ms")
+    for name, path in paths.items():
         g = load_graph(path)
         r = diameter(g, backend="cpu")
         best = min(_cpu_seconds(lambda: diameter(g, backend="cpu")) for _ in range(args.repeat))
