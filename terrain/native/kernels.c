@@ -1770,16 +1770,16 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
     }                                                                                          \
     /* The bounding loop of terrain/graph/eccentricity.py on a connected graph, for at most    \
      * rounds searches (a BFS, or, after the first single_bfs, a batch of k <= 64 bit-parallel \
-     * ones when bound_batch_pays says it costs less than k BFS). The next single source      \
-     * alternates (bound_select) between a far one, the candidate of largest upper bound, and \
-     * a central one near it, the vertex of smallest lower bound + distance from the last     \
-     * source; a batch takes candidates in turn from the largest-upper and smallest-lower     \
-     * orders. dist keeps the last single BFS's distances, centre_dist those of the single    \
-     * source of smallest eccentricity (bound_prune's cover bound). state: [0] searches so    \
-     * far, [1] next pick (1: far), [2] best eccentricity (-1: none), [3] its source, [4]     \
-     * best_dist holds its labels, [5] candidates left, [6] delta_lower, [7] radius_upper,    \
-     * [8] the centre's eccentricity, [9] the last single source's. Returns 0, or -2 when a   \
-     * BFS did not reach every vertex. */                                                      \
+     * ones when bound_batch_pays says it costs less than k BFS). The next single source       \
+     * alternates (bound_select) between a far one, the candidate of largest upper bound, and  \
+     * a central one near it, the vertex of smallest lower bound + distance from the last      \
+     * source; a batch takes candidates in turn from the largest-upper and smallest-lower      \
+     * orders. dist keeps the last single BFS's distances, centre_dist those of the single     \
+     * source of smallest eccentricity (for bound_cover). state: [0] searches so far, [1]      \
+     * next pick (1: far), [2] best eccentricity (-1: none), [3] its source, [4] best_dist     \
+     * holds its labels, [5] candidates left, [6] delta_lower, [7] radius_upper, [8] the       \
+     * centre's eccentricity, [9] the last single source's. Returns 0, or -2 when a BFS did    \
+     * not reach every vertex. */                                                              \
     int64_t terrain_diameter_bound_##IN(                                                       \
         const int64_t *indptr, const IT *indices, int64_t n, int extremes, int64_t single_bfs, \
         int64_t batch, int64_t rounds, int64_t alpha, int64_t beta, int32_t *lower,            \
@@ -1791,10 +1791,10 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
             const int64_t k_max = state[5] < batch ? state[5] : batch;                         \
             const int one_pass = dmat != NULL && 2 * state[6] <= 254;                          \
             if (state[0] < single_bfs                                                          \
-                || !bound_batch_pays(n, indptr[n], state[6], k_max, one_pass,                 \
+                || !bound_batch_pays(n, indptr[n], state[6], k_max, one_pass,                  \
                                      k_max == state[5])) {                                     \
                 int64_t v = bound_select(indptr, n, cand, lower, upper,                        \
-                                               state[0] > 0 ? dist : NULL, (int)state[1]);     \
+                                         state[0] > 0 ? dist : NULL, (int)state[1]);           \
                 if (v < 0) v = bound_select(indptr, n, cand, lower, upper, NULL, 1);           \
                 if (state[0] > 0) state[1] = !state[1]; /* the first two are far picks */      \
                 const IT src = (IT)v;                                                          \
@@ -1855,8 +1855,8 @@ static int bound_batch_pays(int64_t n, int64_t arcs, int64_t delta_lower, int64_
                 }                                                                              \
             }                                                                                  \
             bound_prune(n, extremes, cand, lower, upper, state);                               \
-            /* the cover bound from the centre, then from the last single source */           \
-            if (bound_cover(n, cand, centre_dist, (int32_t)state[8], upper, state)            \
+            /* the cover bound from the centre, then from the last single source */            \
+            if (bound_cover(n, cand, centre_dist, (int32_t)state[8], upper, state)             \
                 | bound_cover(n, cand, dist, (int32_t)state[9], upper, state))                 \
                 bound_prune(n, extremes, cand, lower, upper, state);                           \
         }                                                                                      \
