@@ -13,7 +13,6 @@ left behind. Routes and checks: docs/cost-distance.md.
 
 import json
 import math
-import os
 import shutil
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import finish_store
-from terrain.io.outputs import atomic_output, check_outputs
+from terrain.io.outputs import atomic_output, check_outputs, same_file
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
@@ -388,7 +387,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         if friction is not None:
             if is_store(friction):
                 friction_store = Path(friction)
-            elif spec["algorithm"] == "in-core" and _same_file(friction, inp):
+            elif spec["algorithm"] == "in-core" and same_file(friction, inp):
                 # the input is its own friction (a friction surface): one read and ingest,
                 # one array for both (4096²: 0.5 CPU s and 67 MB less)
                 friction_store = (dem_path, "elevation")
@@ -412,14 +411,6 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
     windows = shard_windows(spec["shape"], tile * spec["tiles_per_shard"])
     return run_incore(dem_path, tmp, spec, srcs, costs, windows, backend, ingests, geo,
                       friction_store, scheduler)
-
-
-def _same_file(a, b):
-    """Are the local paths ``a`` and ``b`` one file?"""
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, TypeError, ValueError):
-        return False
 
 
 def _format_summary(s):

@@ -110,4 +110,3 @@ def stops_on_interrupt():
         assert fired and time.perf_counter() - fired[0] < 1.5
 
     return check
-

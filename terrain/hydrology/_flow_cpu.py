@@ -83,10 +83,10 @@ def flat_distances(zp, code, halo_a, halo_t, step):
 
 
 def label_regions(cells, value=1, margin=0, connectivity=8, away=None):
-    """``(labels, count)``: the connected regions of ``cells == value`` (uint8) inside
+    """``(labels, maxa)``: the connected regions of ``cells == value`` (uint8) inside
     ``margin`` numbered 1, 2, ... in the row-major order of their first cell (int32, 0
-    elsewhere), the numbering of ``scipy.ndimage.label``; with ``away`` also ``maxa``, each
-    region's largest finite ``away`` (``maxa[0] = 0``): ``(labels, count, maxa)``."""
+    elsewhere), the numbering of ``scipy.ndimage.label``; with ``away``, ``maxa`` is each
+    region's largest finite ``away`` (``maxa[0] = 0``), else None."""
     cells = _c(cells, np.uint8)
     H, W = cells.shape
     labels = np.empty((H, W), np.int32)
@@ -99,15 +99,14 @@ def label_regions(cells, value=1, margin=0, connectivity=8, away=None):
              None if maxa is None else maxa.ctypes.data, labels.ctypes.data)
     if n == -1:
         raise MemoryError(f"no memory to label the regions of a {H} x {W} grid")
-    return (labels, n) if away is None else (labels, n, maxa[:n + 1].copy())
+    return labels, None if maxa is None else maxa[:n + 1].copy()
 
 
 def flat_labels(code, away, step):
     """``(labels, maxa)``: the interior's flats (:data:`FLAT`, inside the two outer rings)
     labelled 1, 2, ... (row-major; int32, 0 elsewhere) and each label's largest finite
     ``away`` (``maxa[0] = 0``)."""
-    labels, _, maxa = label_regions(code, FLAT, 2, 8 if step == 1 else 4, away)
-    return labels, maxa
+    return label_regions(code, FLAT, 2, 8 if step == 1 else 4, away)
 
 
 def flat_directions(zp, code, away, towards, labels, height, step):

@@ -35,7 +35,7 @@ from ..errors import InputError
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL", "check_input_file",
-           "OutputExists"]
+           "OutputExists", "same_file"]
 
 
 #: symbolic links followed in one path before it is refused (the kernel's own limit)
@@ -95,7 +95,12 @@ def _inside(path, folder):
     return path != folder and folder in path.parents
 
 
-def _same_file(a, b):
+def same_file(a, b):
+    """Are the paths ``a`` and ``b`` one file (False when either cannot be checked)?
+
+    >>> same_file(__file__, __file__), same_file(__file__, "no-such-file")
+    (True, False)
+    """
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -104,7 +109,7 @@ def _same_file(a, b):
 
 def _check_against_inputs(out, real, inputs):
     for given, r in inputs:
-        if real == r or _same_file(real, r):
+        if real == r or same_file(real, r):
             raise InputError(f"{out}: output is the input {given}")
         if _inside(r, real):
             raise InputError(f"{out}: output would contain the input {given}")

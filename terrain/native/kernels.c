@@ -613,65 +613,6 @@ done:
     return rc;
 }
 
-/* Connected regions of the cells equal to value inside a margin (rows and columns [margin,
-   H - margin) of an H x W grid; 4- or 8-connected) numbered 1, 2, ... in the row-major order
-   of their first cell into labels (zeroed here; 0 elsewhere): scipy.ndimage's label, whose
-   import alone took 0.65 s of a 4 s fill (terrain/hydrology/fill.py depression_labels), and
-   the flow's flats (value FLOW_FLAT, margin 2: a block's interior). With away, maxa[l] gets
-   region l's largest finite away (maxa[0] = 0; the caller sizes it 1 + the cells). Each
-   region is walked from its first cell with a growable stack. Returns the number of regions,
-   -1 out of memory, -3 when *stop (NULL: none; polled each row) was set. */
-int64_t terrain_label_regions(const uint8_t *cells, int value, int64_t H, int64_t W,
-                              int64_t margin, int connectivity, const int32_t *away,
-                              int32_t *maxa, int32_t *labels, const volatile uint8_t *stop) {
-    const int step = connectivity == 8 ? 1 : 2;
-    int64_t cap = 4096, count = 0;
-    int64_t *stack = malloc((size_t)cap * sizeof *stack);
-    if (stack == NULL) return -1;
-    memset(labels, 0, (size_t)(H * W) * sizeof *labels);
-    if (maxa != NULL) maxa[0] = 0;
-    for (int64_t r0 = margin; r0 < H - margin; ++r0) {
-        if (stop != NULL && *stop) { /* a region's walk between two checks: the grid's */
-            free(stack);
-            return -3;
-        }
-        for (int64_t c0 = margin; c0 < W - margin; ++c0) {
-            const int64_t v0 = r0 * W + c0;
-            if (cells[v0] != value || labels[v0] != 0) continue;
-            const int32_t id = (int32_t)++count;
-            int32_t best = 0;
-            int64_t top = 1;
-            labels[v0] = id;
-            stack[0] = v0;
-            while (top > 0) {
-                const int64_t v = stack[--top], r = v / W, c = v % W;
-                if (away != NULL && away[v] < FLOW_INF && away[v] > best) best = away[v];
-                for (int k = 0; k < 8; k += step) {
-                    const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
-                    if (nr < margin || nr >= H - margin || nc < margin || nc >= W - margin)
-                        continue;
-                    const int64_t u = nr * W + nc;
-                    if (cells[u] != value || labels[u] != 0) continue;
-                    labels[u] = id;
-                    if (top == cap) {
-                        int64_t *grown = realloc(stack, (size_t)cap * 2 * sizeof *stack);
-                        if (grown == NULL) {
-                            free(stack);
-                            return -1;
-                        }
-                        stack = grown;
-                        cap *= 2;
-                    }
-                    stack[top++] = u;
-                }
-            }
-            if (maxa != NULL) maxa[id] = best;
-        }
-    }
-    free(stack);
-    return count;
-}
-
 /* Barnes et al.'s combined gradient: 2 t + (h - a) (0 for a unreached) */
 static inline int64_t flow_mask(int32_t a, int32_t t, int32_t h) {
     return 2 * (int64_t)t + (a < FLOW_INF ? (int64_t)h - a : 0);
@@ -966,6 +907,60 @@ done:
     free(pit.a);
     for (int b = 0; b < 33; ++b) free(bucket[b].a);
     return rc;
+}
+
+/* Connected regions of the cells equal to value inside a margin (rows and columns [margin,
+   H - margin) of an H x W grid; 4- or 8-connected) numbered 1, 2, ... in the row-major order
+   of their first cell into labels (zeroed here; 0 elsewhere): scipy.ndimage's label, whose
+   import alone took 0.65 s of a 4 s fill (terrain/hydrology/fill.py depression_labels), and
+   the flow's flats (value FLOW_FLAT, margin 2: a block's interior). With away, maxa[l] gets
+   region l's largest finite away (maxa[0] = 0; the caller sizes it 1 + the cells). Each
+   region is walked from its first cell with a growable stack. Returns the number of regions,
+   -1 out of memory, -3 when *stop was set (polled each row). */
+typedef struct { int64_t *a; int64_t n, cap; } region_stack;
+FLOOD_APPEND_FN(region_push, region_stack, int64_t, 4096)
+
+int64_t terrain_label_regions(const uint8_t *cells, int value, int64_t H, int64_t W,
+                              int64_t margin, int connectivity, const int32_t *away,
+                              int32_t *maxa, int32_t *labels, const volatile uint8_t *stop) {
+    const int step = connectivity == 8 ? 1 : 2;
+    int64_t count = 0, rc = 0;
+    region_stack stack = {NULL, 0, 0};
+    memset(labels, 0, (size_t)(H * W) * sizeof *labels);
+    if (maxa != NULL) maxa[0] = 0;
+    for (int64_t r0 = margin; r0 < H - margin && rc == 0; ++r0) {
+        if (*stop) { /* a region's walk between two checks: the grid's */
+            rc = -3;
+            break;
+        }
+        for (int64_t c0 = margin; c0 < W - margin && rc == 0; ++c0) {
+            const int64_t v0 = r0 * W + c0;
+            if (cells[v0] != value || labels[v0] != 0) continue;
+            const int32_t id = (int32_t)++count;
+            int32_t best = 0;
+            labels[v0] = id;
+            if (region_push(&stack, v0)) rc = -1;
+            while (stack.n > 0 && rc == 0) {
+                const int64_t v = stack.a[--stack.n], r = v / W, c = v % W;
+                if (away != NULL && away[v] < FLOW_INF && away[v] > best) best = away[v];
+                for (int k = 0; k < 8; k += step) {
+                    const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
+                    if (nr < margin || nr >= H - margin || nc < margin || nc >= W - margin)
+                        continue;
+                    const int64_t u = nr * W + nc;
+                    if (cells[u] != value || labels[u] != 0) continue;
+                    labels[u] = id;
+                    if (region_push(&stack, u)) {
+                        rc = -1;
+                        break;
+                    }
+                }
+            }
+            if (maxa != NULL) maxa[id] = best;
+        }
+    }
+    free(stack.a);
+    return rc != 0 ? rc : count;
 }
 
 /* ==========================================================================================
