@@ -246,16 +246,18 @@ def _quiet_logs(*names):
             lg.setLevel(level)
 
 
-def compute(*collections, label="terrain", progress=None):
+def compute(*collections, label="terrain", progress=None, ready_order=None):
     """Compute Dask collections on the active scheduler and return their results (a tuple).
 
     A progress bar goes to stderr when it is a terminal (or ``progress=True``).
+    ``ready_order``: a key function; in this process the tasks ready to run are taken in
+    its order, smallest first (a cluster's scheduler keeps its own).
     """
     if progress is None:
         progress = sys.stderr.isatty()
     client = _active_client
     if client is None:
-        return _compute_locally(collections, progress)
+        return _compute_locally(collections, progress, ready_order)
     address = client.scheduler.address
     futures = client.compute(list(collections))
     try:
@@ -276,15 +278,28 @@ def compute(*collections, label="terrain", progress=None):
         raise
 
 
-def _compute_locally(collections, progress):
+def _ready_order(rank):
+    """A Dask callback keeping the local scheduler's ready tasks sorted by ``rank``, the
+    smallest taken first (the scheduler pops the list's end)."""
+    from dask.callbacks import Callback
+
+    class ReadyOrder(Callback):
+        def _posttask(self, key, result, dsk, state, worker_id):
+            state["ready"].sort(key=rank, reverse=True)
+
+    return ReadyOrder()
+
+
+def _compute_locally(collections, progress, ready_order=None):
     """``dask.compute`` on a thread pool of our own: after an error or a signal the running
     tasks end before the caller removes the partial output (dask's pool would go on writing)."""
     import dask
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
+    order = contextlib.nullcontext() if ready_order is None else _ready_order(ready_order)
     try:
-        with dask.config.set(pool=pool):
+        with dask.config.set(pool=pool), order:
             if progress:
                 from dask.diagnostics import ProgressBar
                 with ProgressBar(out=sys.stderr):

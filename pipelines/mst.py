@@ -40,8 +40,8 @@ from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard
 from . import _plan as _plans
 from .cluster import cluster_active
 from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
-from .mst_input import (IO_THREADS, HeldGrid, device_text_fits, held_get, held_put, hold,
-                        load_grid, shard_runs)
+from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
+                        held_put, held_wait, hold, load_grid, shard_runs)
 
 __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write_geotiff",
            "mst_route", "MSTRoute"]
@@ -225,9 +225,11 @@ def _group_task(dem, spec, backend, super_tile, in_flight, sides, prepared, devi
     """A group's forest and its provisional mask, written to ``mst`` or put in ``device_mask``.
     ``in_flight``: super-tiles a process runs at once; ``sides``: input's and output's shards."""
     be = get_backend(backend)
+    win = spec.window(level, i, j)
+    if isinstance(dem, HeldGrid):
+        held_wait(dem, win[1])  # before its slot: a group waiting for its rows holds none
     with _slot("super-tiles", in_flight if super_tile else None):
         t0 = time.perf_counter()
-        win = spec.window(level, i, j)
         shape = (win[1] - win[0], win[3] - win[2])
         # the whole grid was found to fit by the route (no reduction: nothing goes up)
         in_core = super_tile and (shape == spec.shape or super_tile_fits(shape, be))
@@ -522,22 +524,44 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     return summary
 
 
+def _rows_first(key):
+    """The held route's ready order (:func:`pipelines.cluster.compute`): merges and the rest
+    first, then the groups row by row. Dask's own order walks the quadtree (Morton order)
+    while the rows of a grid being parsed arrive top to bottom: no thread then waits for
+    far rows while near ones have arrived."""
+    if isinstance(key, tuple) and str(key[0]).startswith("mst-group-"):
+        return (1, key[1], key[2])
+    return (0, 0, 0)
+
+
 def _run_held(route, source, geo, tmp, spec, shard, be, wall):
-    """The routes that read the input into this process first (:mod:`pipelines.mst_input`)."""
+    """The routes that read the input into this process first (:mod:`pipelines.mst_input`);
+    a text the device's parser rejects is read again, on the CPU."""
+    try:
+        return _run_held_once(route, source, geo, tmp, spec, shard, be, wall, True)
+    except GridRejected:
+        wall.clear()
+        return _run_held_once(route, source, geo, tmp, spec, shard, be, wall, False)
+
+
+def _run_held_once(route, source, geo, tmp, spec, shard, be, wall, on_device):
     side = spec.tile * shard
     store_geo = geo if not hasattr(source, "shape") else None
-    with load_grid(source, tmp, spec.shape, spec.tile, side, be, wall) as z, hold(z) as dem:
+    with load_grid(source, tmp, spec.shape, spec.tile, side, be, wall, on_device) as (
+            z, arrival), hold(z, arrival) as dem:
         t0 = time.perf_counter()
         if not route.graph:
             summary = _walk(call_now, dem, tmp, spec, shard, be.name, None, store_geo,
-                               "whole")
+                            "whole")
             wall["forest"] = time.perf_counter() - t0
             return summary, 0
         from .cluster import compute, open_scheduler
         with hold(be.xp.zeros(spec.shape, np.uint8)) as mask, open_scheduler("threads"):
+            # the groups are sized while the parse still holds its pieces on the device
+            free = None if arrival is None else free_device_bytes(be) - TEXT_DEVICE_BYTES
             graph = build_mst_graph(dem, tmp, spec, shard, be.name, None, store_geo,
-                                    "groups", device_mask=mask)
-            (summary,) = compute(graph, label="mst")
+                                    "groups", device_mask=mask, free=free)
+            (summary,) = compute(graph, label="mst", ready_order=_rows_first)
         wall["forest"] = time.perf_counter() - t0
     return summary, 0
 

@@ -4,11 +4,14 @@ as they arrive, the forest's tasks taking their blocks from memory.
 :func:`pipelines.mst.mst_route` decides when: the in-core route without a scheduler, and on
 the GPU an ASCII grid whose float32 elevations fit :data:`DEVICE_SHARE` of the device though
 its forest does not fit in core. :func:`load_grid` reads the input once into the backend's
-memory (an ASCII grid on the GPU parsed on the device; a text the device rejects is parsed
-on the CPU, whose parser raises the usual one-line error); a raster's ``elevation`` is
-written by :data:`WRITER_THREADS` threads as it is parsed. Group tasks take their blocks
-from the :class:`HeldGrid` with :func:`held_get`; on the GPU the provisional masks go to a
-second held grid on the device. Design: docs/mst.md, "Routes".
+memory; a raster's ``elevation`` is written by :data:`WRITER_THREADS` threads as it is
+parsed. An ASCII grid on the GPU is parsed on the device by a thread of its own while the
+forest's tasks run: a task waits (:func:`held_wait`) only for the rows of its block
+(:class:`Arrival`), so from a disk the groups' forests run while the rest of the text is
+read. A text the device rejects stops the run with :class:`GridRejected`; the caller then
+parses it on the CPU, whose parser raises the usual one-line error. Group tasks take their
+blocks from the :class:`HeldGrid` with :func:`held_get`; on the GPU the provisional masks go
+to a second held grid on the device. Design: docs/mst.md, "Routes".
 """
 
 import contextlib
@@ -27,9 +30,9 @@ from terrain.tiles.store import read_block, shard_windows
 
 from .ingest import band_stats, create_elevation, finish_elevation, write_window
 
-__all__ = ["HeldGrid", "held_get", "held_put", "hold", "load_grid", "device_text_fits",
-           "read_store", "shard_runs", "DEVICE_SHARE", "WRITER_THREADS",
-           "IO_THREADS"]
+__all__ = ["HeldGrid", "Arrival", "GridRejected", "held_get", "held_put", "held_wait", "hold",
+           "load_grid", "device_text_fits", "read_store", "shard_runs", "DEVICE_SHARE",
+           "WRITER_THREADS", "IO_THREADS"]
 
 #: the device's free memory the float32 grid and the provisional mask may take (the rest:
 #: pieces of text, super-tiles)
@@ -40,7 +43,59 @@ WRITER_THREADS = 8
 IO_THREADS = max(1, min(16, os.cpu_count() or 1))
 
 _GRIDS = {}  # HeldGrid.key -> array (NumPy or CuPy), while a run holds it
+_ARRIVALS = {}  # HeldGrid.key -> Arrival, for a grid still being parsed
 _ids = itertools.count()
+
+
+class GridRejected(Exception):
+    """The device's parser rejected the text: parse it on the CPU (for its error, or its
+    grid) and run again."""
+
+
+class _Stopped(Exception):
+    """The run stopped before the parse ended: the parse stops too."""
+
+
+class Arrival:
+    """The rows of a grid parsed so far, for tasks that start before the parse ends.
+
+    >>> a = Arrival(10)
+    >>> a.advance(4); a.wait(4); a.rows
+    4
+    >>> a.fail(ValueError("bad text")); a.wait(3)  # rows that arrived are still there
+    >>> a.wait(5)
+    Traceback (most recent call last):
+    ValueError: bad text
+    """
+
+    def __init__(self, rows):
+        self.total = int(rows)
+        self.rows = 0
+        self.error = None
+        self._cond = threading.Condition()
+
+    def advance(self, rows):
+        """Rows ``[0, rows)`` hold their values; raises :class:`_Stopped` once the run failed."""
+        with self._cond:
+            if self.error is not None:
+                raise _Stopped()
+            self.rows = max(self.rows, int(rows))
+            self._cond.notify_all()
+
+    def fail(self, error):
+        """No more rows will come: waiters for them raise ``error`` (the first one given)."""
+        with self._cond:
+            if self.error is None:
+                self.error = error
+            self._cond.notify_all()
+
+    def wait(self, rows):
+        """Return once rows ``[0, rows)`` arrived; raise the parse's error if they never will."""
+        with self._cond:
+            while self.rows < rows and self.error is None:
+                self._cond.wait(1.0)  # a timeout: a signal to the main thread gets through
+            if self.rows < rows:
+                raise self.error
 
 
 class HeldGrid:
@@ -71,17 +126,21 @@ class HeldGrid:
 
 
 @contextlib.contextmanager
-def hold(array):
-    """Register ``array`` for the block; yields its :class:`HeldGrid` (None for None)."""
+def hold(array, arrival=None):
+    """Register ``array`` for the block (with the :class:`Arrival` of its rows while it is
+    parsed); yields its :class:`HeldGrid` (None for None)."""
     if array is None:
         yield None
         return
     handle = HeldGrid(f"{os.getpid()}-{next(_ids)}")
     _GRIDS[handle.key] = array
+    if arrival is not None:
+        _ARRIVALS[handle.key] = arrival
     try:
         yield handle
     finally:
         _GRIDS.pop(handle.key, None)
+        _ARRIVALS.pop(handle.key, None)
 
 
 def _held(handle):
@@ -91,11 +150,20 @@ def _held(handle):
     return z
 
 
+def held_wait(handle, rows):
+    """Return once rows ``[0, rows)`` of the held grid ``handle`` hold their values."""
+    arrival = _ARRIVALS.get(handle.key)
+    if arrival is not None:
+        arrival.wait(rows)
+
+
 def held_get(handle, window, backend=None, on_device=False):
-    """The block ``window`` of the held grid ``handle``: NumPy, or with ``on_device`` a
-    contiguous copy on the calling thread's stream (the whole grid when the window is it)."""
-    z = _held(handle)
+    """The block ``window`` of the held grid ``handle`` (once its rows arrived): NumPy, or
+    with ``on_device`` a contiguous copy on the calling thread's stream (the whole grid when
+    the window is it)."""
     r0, r1, c0, c1 = window
+    held_wait(handle, r1)
+    z = _held(handle)
     if isinstance(z, np.ndarray):
         return z[r0:r1, c0:c1]
     be = get_backend(backend or "gpu")
@@ -187,10 +255,14 @@ def read_store(path, shape, side, pool):
 
 
 @contextlib.contextmanager
-def load_grid(source, out_path, shape, tile, side, backend, wall):
+def load_grid(source, out_path, shape, tile, side, backend, wall, on_device=True):
     """The grid of ``source`` (an opened grid, or a store's path) in the backend's memory, for
-    the block; a raster's ``elevation`` is written into ``out_path`` meanwhile (module
-    docstring). ``wall`` gets the steps' wall seconds (and ``parsed_on`` for a text)."""
+    the block, as ``(z, arrival)``: an ASCII grid on the GPU (unless ``on_device`` is False)
+    is parsed on the device while the block runs, ``arrival`` the :class:`Arrival` of its
+    rows (its rejection raises :class:`GridRejected` in and out of the block); else ``z`` is
+    whole and ``arrival`` None. A raster's ``elevation`` is written into ``out_path``
+    meanwhile (module docstring). ``wall`` gets the steps' wall seconds (and ``parsed_on``
+    for a text)."""
     be = get_backend(backend)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(IO_THREADS, thread_name_prefix="terrain-read") as pool, \
@@ -198,24 +270,26 @@ def load_grid(source, out_path, shape, tile, side, backend, wall):
         if not hasattr(source, "shape"):  # a tile store: read, nothing written
             z = read_store(source, shape, side, pool)
             wall["read"] = time.perf_counter() - t0
-            yield z
+            yield z, None
             return
         created = pool.submit(create_elevation, out_path, source, tile)
         writes = []
         try:
-            z = None
-            if isinstance(source, AsciiGrid):
-                z = be.select(lambda: None, lambda: _parse_on_device(
-                    source, out_path, side, be, pool, writers, created, writes, wall))()
-                wall["parsed_on"] = "gpu" if z is not None else "cpu"
-            if z is None:  # on the host (also the CPU's message for a text the device refused)
+            if on_device and isinstance(source, AsciiGrid) and be.select(False, True):
+                wall["parsed_on"] = "gpu"
+                with _device_parse(source, out_path, side, be, pool, writers, created, writes,
+                                   wall, t0) as parsed:
+                    created.result()  # the store the block's steps write into
+                    yield parsed
+            else:
+                wall["parsed_on"] = "cpu"
                 z = (source.read_all(pool)[0] if isinstance(source, AsciiGrid)
                      else source.read_rows(0, shape[0]))
                 created.result()
-                writes = [writers.submit(_write_shard, out_path, z, w)
-                          for w in shard_runs(shape, side, n=WRITER_THREADS)]
-            wall["read"] = time.perf_counter() - t0
-            yield z
+                writes.extend(writers.submit(_write_shard, out_path, z, w)
+                              for w in shard_runs(shape, side, n=WRITER_THREADS))
+                wall["read"] = time.perf_counter() - t0
+                yield z, None
             t0 = time.perf_counter()
             stats = [f.result() for f in writes]
             wall["elevation-write-tail"] = time.perf_counter() - t0
@@ -223,6 +297,42 @@ def load_grid(source, out_path, shape, tile, side, backend, wall):
         finally:
             for f in writes:  # after an error: the running ones end (the writers' exit)
                 f.cancel()
+
+
+@contextlib.contextmanager
+def _device_parse(grid, out_path, side, be, pool, writers, created, writes, wall, t0):
+    """``(zd, arrival)`` at once, the text parsed into ``zd`` on the device by a thread of its
+    own; the block's end waits for the parse (stopped at its next piece if the block
+    failed)."""
+    cp = be.xp
+    zd = cp.empty(grid.shape, cp.float32)
+    arrival = Arrival(grid.shape[0])
+    device = cp.cuda.Device()
+
+    def parse():
+        try:
+            with device:
+                z = _parse_on_device(grid, zd, out_path, side, be, pool, writers, created,
+                                     writes, wall, arrival)
+        except BaseException as e:
+            arrival.fail(e)
+            raise
+        if z is None:
+            arrival.fail(GridRejected(f"{grid.path}: not a grid the device's parser reads"))
+        wall["read"] = time.perf_counter() - t0
+        return z
+
+    with ThreadPoolExecutor(1, thread_name_prefix="terrain-parse") as parser:
+        parsing = parser.submit(parse)
+        try:
+            yield zd, arrival
+        except BaseException:
+            arrival.fail(_Stopped())
+            with contextlib.suppress(BaseException):
+                parsing.result()
+            raise
+        if parsing.result() is None:
+            raise arrival.error
 
 
 def _write_shard(out_path, z, w):
@@ -233,12 +343,13 @@ def _write_shard(out_path, z, w):
     return band_stats(block)
 
 
-def _parse_on_device(grid, out_path, side, be, pool, writers, created, writes, wall):
-    """The text parsed on the device, its ``elevation`` shards queued on ``writers`` as bands
-    arrive; None when the text is not a valid grid."""
+def _parse_on_device(grid, zd, out_path, side, be, pool, writers, created, writes, wall,
+                     arrival):
+    """The text parsed into ``zd`` on the device, its ``elevation`` shards queued on
+    ``writers`` and ``arrival`` advanced as bands arrive; None when the text is not a valid
+    grid."""
     cp = be.xp
     rows, cols = grid.shape
-    zd = cp.empty((rows, cols), cp.float32)
     staging = _Staging(cp, side * side * 4)
     done = [0]
 
@@ -248,21 +359,14 @@ def _parse_on_device(grid, out_path, side, be, pool, writers, created, writes, w
         return band_stats(band)
 
     def on_rows(r0, r1):
-        # whole shard rows parsed (the last one at the grid's end): write them
-        cp.cuda.Device().synchronize()
+        # the parse's kernels ran on this thread's stream (the forest's on their own)
+        cp.cuda.get_current_stream().synchronize()
+        arrival.advance(r1)
         created.result()
-        while done[0] + side <= r1 or (r1 == rows and done[0] < rows):
+        while done[0] + side <= r1 or (r1 == rows and done[0] < rows):  # whole shard rows
             a, b = done[0], min(done[0] + side, rows)
             writes.extend(writers.submit(write, w)
                           for w in shard_windows((rows, cols), side, (a, b, 0, cols)))
             done[0] = b
 
-    if parse_grid_on_device(grid, zd, be, pool, times=wall, on_rows=on_rows) is None:
-        for f in writes:  # the host parse writes every shard again
-            f.cancel()
-        for f in writes:
-            if not f.cancelled():
-                f.exception()
-        writes.clear()
-        return None
-    return zd
+    return parse_grid_on_device(grid, zd, be, pool, times=wall, on_rows=on_rows)

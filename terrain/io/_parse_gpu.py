@@ -74,7 +74,7 @@ def _copy_range_to_device(grid, cp, pool, start, size, text):
                 stream.synchronize()
     finally:
         os.close(fd)
-    cp.cuda.Device().synchronize()  # the sentinel, on the null stream
+    cp.cuda.get_current_stream().synchronize()  # the sentinel (the copies: above)
 
 
 def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
@@ -116,7 +116,7 @@ def _parse_piece(grid, mod, cp, text, size, base, first_row, out, times):
             return None
         del per_row
     del lines
-    cp.cuda.Device().synchronize()
+    cp.cuda.get_current_stream().synchronize()  # for the times (not the other threads' work)
     t2 = time.perf_counter()
     times["index"] = times.get("index", 0.0) + t2 - t1
     if n_tok:

@@ -337,3 +337,25 @@ def test_workers_that_see_other_bytes_are_refused(tmp_path, monkeypatch):
         with pytest.raises(InputError, match="cannot read /nonexistent/g.asc: give a path its "
                                              "workers share"):
             check_inputs_on_workers([tmp_path / "g.asc"], client, "tcp://x")
+
+
+def test_ready_order_takes_ready_tasks_smallest_first(monkeypatch):
+    """compute's ready_order: tasks made ready together by one task are taken in its order
+    (one thread, so the order they start in is the order they were taken)."""
+    import dask
+    from pipelines import cluster
+    started = []
+
+    def step(name, _):
+        started.append(name)
+        return name
+
+    monkeypatch.setattr(cluster.os, "cpu_count", lambda: 1)
+    names = [(i, j) for i in range(3) for j in range(4)]
+    first = dask.delayed(lambda: 0)()
+    tasks = [dask.delayed(step)(n, first) for n in names]
+    column_major = {t.key: (j, i) for t, (i, j) in zip(tasks, names)}
+    with cluster.open_scheduler("threads"):
+        cluster.compute(*tasks, progress=False,
+                        ready_order=lambda k: column_major.get(k, (-1, -1)))
+    assert started == sorted(names, key=lambda n: (n[1], n[0]))
