@@ -24,6 +24,7 @@ from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
 from terrain.io import open_grid
+from terrain.startup import trim_free_memory
 
 from .cluster import runs_in_process
 from .cost_distance_store import prepare_layers, summary_base
@@ -74,17 +75,24 @@ class _DistanceWriter:
 
 
 def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
-           writer=None):
+           writer=None, ingested=None):
     """The solve task: reads the grid, solves, returns ``(result, friction or None)``; the
-    distances written as soon as known (with ``writer``: left running for the caller)."""
+    distances written as soon as known (with ``writer``: left running for the caller).
+    ``ingested``: ``{store: elevations}`` this process just wrote, not read back."""
     from terrain.grid.sssp import grid_sssp
 
     t0 = time.perf_counter()
-    z = read_layer(dem_path, "elevation", np.float32)
+    ingested = ingested or {}
+
+    def layer(store, name):
+        held = ingested.get(str(store)) if name == "elevation" else None
+        return held if held is not None else read_layer(store, name, np.float32)
+
+    z = layer(dem_path, "elevation")
     f = None
     if friction_src is not None:
         same = (str(friction_src[0]), friction_src[1]) == (str(dem_path), "elevation")
-        f = z if same else read_layer(friction_src[0], friction_src[1], np.float32)
+        f = z if same else layer(friction_src[0], friction_src[1])
         if not spec.get("friction_checked"):
             f = check_friction(f, name=str(spec["friction_path"]))
     t_read = time.perf_counter() - t0
@@ -205,9 +213,10 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         return summary
     wall = {}
     t0 = time.perf_counter()
+    ingested = {str(dst): write_elevation(open_grid(src), dst, spec["tile"])
+                for src, dst in ingests}
     if ingests:
-        for src, dst in ingests:
-            write_elevation(open_grid(src), dst, spec["tile"])
+        trim_free_memory()  # what the raster's read left (GDAL's block cache), before the solve
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,
                                                          friction_store)
@@ -221,7 +230,8 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         prepared = pool.submit(prepare_layers, out_path, spec["shape"], spec["tile"], geo or {},
                                with_friction)
         solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
-                        writer=writer)
+                        writer=writer, ingested=ingested)
+        del ingested
         t2 = time.perf_counter()
         layouts = shard_layouts(out_path, list(LAYERS) + ["friction"] * (solved[1] is not None))
         writes = [pool.submit(_write, out_path, solved, [w], layouts) for w in windows]

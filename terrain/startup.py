@@ -20,7 +20,7 @@ import signal
 import sys
 
 __all__ = ["MALLOC_ARENAS", "Terminated", "bound_malloc_arenas", "fixed_mmap_threshold",
-           "quick_exit", "terminate_raises"]
+           "trim_free_memory", "quick_exit", "terminate_raises"]
 
 
 class Terminated(BaseException):
@@ -82,13 +82,32 @@ def fixed_mmap_threshold(nbytes=1 << 20):
     return _mallopt(_M_MMAP_THRESHOLD, nbytes)
 
 
+def trim_free_memory():
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``): a large
+    transient read leaves them in the process (GDAL's block cache of a 4096² GeoTIFF, freed
+    when the file is closed: 67 MB of RSS). Returns True when done (glibc only).
+
+    >>> isinstance(trim_free_memory(), bool)
+    True
+    """
+    if not _glibc():
+        return False
+    return bool(ctypes.CDLL(None).malloc_trim(ctypes.c_size_t(0)))
+
+
+def _glibc():
+    """Whether this process runs on glibc (whose malloc the functions here tune)."""
+    try:
+        return sys.platform.startswith("linux") and bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _mallopt(param, value):
     """glibc's ``mallopt(param, value)``; False off glibc or when it refuses."""
-    if not sys.platform.startswith("linux"):
+    if not _glibc():
         return False
     try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return False
         libc = ctypes.CDLL(None)
         return libc.mallopt(ctypes.c_int(param), ctypes.c_int(int(value))) == 1
     except (AttributeError, OSError, ValueError):
