@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..tiles import borrow_buffer
 from ._sssp_cpu import _NO_TARGETS, backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu
 from ._sssp_frame import HOPS_BITS, NO_LABEL, GridSSSPResult
-from .costs import ARC_DC, ARC_DR, arc_costs_np
+from .costs import ARC_DC, ARC_DR, arc_costs_np, arc_factor_np, knight_mid
 from .sssp import check_max_cost, check_sources, prepare_grid
 
 __all__ = ["BlockPlan", "BlockedSpec", "Bands", "solve_block", "block_outputs",
@@ -384,14 +384,23 @@ class BlockedDriver:
                 continue
             vr, vc = vr[ok], vc[ok]
             zv, fv, dv, lv = self._band_cells(vr, vc)
-            w = arc_costs_np(zu[ok], zv, fu[ok], fv, k, sp.model, sp.lengths)
+            passable = np.ones(vr.size, bool)
+            if k < 8:
+                fac = arc_factor_np(fu[ok], fv)
+            else:  # the cells it passes between lie within 1 of the edge crossed: ring cells
+                (ra, ca), (rb, cb) = knight_mid(k)
+                za, fa, _, _ = self._band_cells(rs[ok] + ra, cs[ok] + ca)
+                zb, fb, _, _ = self._band_cells(rs[ok] + rb, cs[ok] + cb)
+                passable = ~(np.isnan(za) | np.isnan(fa) | np.isnan(zb) | np.isnan(fb))
+                fac = arc_factor_np(fu[ok], fv, fa, fb)
+            w = arc_costs_np(zu[ok], zv, fac, k, sp.model, sp.lengths)
             nd = du[ok] + w
             with np.errstate(invalid="ignore"):
                 if stage == 1:
                     better = (nd < dv) & (nd <= sp.limit)
                 else:
                     better = (nd == dv) & np.isfinite(dv) & (lu[ok] + 1 < lv)
-                better &= ~np.isnan(zv) & ~np.isnan(fv)
+                better &= ~np.isnan(zv) & ~np.isnan(fv) & passable
                 if stage == 1:  # a block never solved: its ring is unknown, try it
                     unknown = np.isnan(zv) & (dv == np.inf) & (du[ok] <= sp.limit)
                     better |= unknown

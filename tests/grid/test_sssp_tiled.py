@@ -10,7 +10,7 @@ from terrain.grid.costs import ARC_DC, ARC_DR, arc_costs_np, arc_lengths
 from terrain.grid.sssp_tiled import (TiledIndex, TiledSpec, node_boundary, tile_boundaries,
                                      tiled_sssp)
 from grids import int_dem
-from oracles import grid_csr, tiled_oracle
+from oracles import grid_csr, oracle_factor, tiled_oracle
 
 
 # ----------------------------------------------------------------------------- tiled_oracle
@@ -54,7 +54,8 @@ def check_backlinks(z, f, r, connectivity, model, sources, start=None, rtol=0.0)
             k = int(r.backlink[cur]) - 1
             u = (cur[0] + ARC_DR[k], cur[1] + ARC_DC[k])
             back = (k + 4) % 8 if k < 8 else 8 + (k - 8 + 4) % 8
-            total += float(arc_costs_np(z[u], z[cur], f[u], f[cur], back, model, lengths))
+            fac = oracle_factor(f, u[0], u[1], cur[0], cur[1], ~np.isnan(z) & ~np.isnan(f))
+            total += float(arc_costs_np(z[u], z[cur], fac[0], back, model, lengths))
             assert r.allocation[u] == r.allocation[v]
             cur = u
             steps += 1
