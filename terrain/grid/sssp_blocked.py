@@ -410,6 +410,27 @@ class BlockedDriver:
                 out[blk] = min(out.get(blk, np.inf), float(nd[n]))
         return out
 
+    def _passing_tails(self, i, j):
+        """``[(block, rows, cols)]``: the reached ring cells of other blocks beside block
+        ``(i, j)`` (within 1 cell), after its first solve made its cells known: a knight arc
+        from one of them may pass between cells of ``(i, j)``, and it exists only now that
+        they are known vertices (none without knight arcs)."""
+        if not np.any(self.spec.codes >= 8):
+            return []
+        p = self.plan
+        R, C = p.shape
+        r0, r1, c0, c1 = p.window(i, j)
+        across, down = np.arange(c0 - 1, c1 + 1), np.arange(r0, r1)
+        rr = np.concatenate([np.full(across.size, r0 - 1), np.full(across.size, r1), down, down])
+        cc = np.concatenate([across, across, np.full(down.size, c0 - 1), np.full(down.size, c1)])
+        inside = (rr >= 0) & (rr < R) & (cc >= 0) & (cc < C)
+        rr, cc = rr[inside], cc[inside]
+        reached = np.isfinite(self._band_cells(rr, cc)[2])
+        rr, cc = rr[reached], cc[reached]
+        blocks = (rr // p.side) * p.blocks[1] + cc // p.side
+        return [(int(b) // p.blocks[1], int(b) % p.blocks[1], rr[blocks == b], cc[blocks == b])
+                for b in np.unique(blocks)]
+
     def block_sources(self, i, j):
         """``(rows, cols, costs, indices)`` of the sources in block ``(i, j)``, in block
         coordinates."""
@@ -446,8 +467,12 @@ class BlockedDriver:
             for (i, j), (ring, n) in zip(take, results):
                 settled += n
                 rs, cs, _ = self.bands.store(i, j, ring, labels=stage == 2)
-                for (a, b), key in self._improved(i, j, rs, cs, stage).items():
-                    keys[a, b] = min(keys[a, b], key)
+                tails = [(i, j, rs, cs)]
+                if stage == 1 and visits[i, j] == 1:
+                    tails += self._passing_tails(i, j)
+                for ti, tj, trs, tcs in tails:
+                    for (a, b), key in self._improved(ti, tj, trs, tcs, stage).items():
+                        keys[a, b] = min(keys[a, b], key)
         self.stats[f"stage{stage}"] = {
             "rounds": rounds, "visits": int(visits.sum()), "settled": int(settled),
             "max_visits": int(visits.max(initial=0)),

@@ -78,6 +78,19 @@ def test_knight_moves_do_not_pass_one_cell_walls():
     assert np.isnan(got.distance[:, 16:]).all() and np.isfinite(got.distance[:, :16]).all()
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("side", [4, 5])
+def test_knight_arcs_passing_between_cells_of_a_third_block(seed, side):
+    """Small blocks, steep friction and nodata: many knight arcs cross a block corner and
+    pass between cells of a block solved only later (the driver then rechecks them)."""
+    rng = np.random.default_rng(seed)
+    z = _rng_dem(23, 19, seed, nodata=0.15)
+    f = np.exp(rng.normal(0, 1.5, z.shape)).astype(np.float32)
+    src = tuple(int(x) for x in np.argwhere(~np.isnan(z))[0])
+    for cost in ("friction", "tobler"):
+        _both(z, [src], side, cost=cost, friction=f, connectivity=16, cellsize=(10.0, 7.0))
+
+
 def test_max_cost_and_float_dem():
     z = _rng_dem(90, 70, 5)
     got, _ = _both(z, [(45, 35), (3, 60)], 32, cost="tobler", connectivity=8,
