@@ -343,3 +343,56 @@ def test_an_interrupt_stops_the_cpu_solve_within_a_second(cost, stops_on_interru
     stops_on_interrupt(lambda: grid_sssp(z, [(1500, 1500)], cost=cost, friction=f,
                                          backend="cpu"))
 
+
+def _knight_grid(**nodata):
+    """3 x 2 cells: a knight arc SSE from u = (0, 0) to v = (2, 1) passes between a = (1, 0)
+    and b = (1, 1); the corners off the way cost 100."""
+    f = np.array([[1, 100], [4, 5], [100, 2]], np.float32)
+    for name, cell in (("a", (1, 0)), ("b", (1, 1))):
+        if nodata.get(name):
+            f[cell] = np.nan
+    return np.zeros_like(f), f
+
+
+def _knight_solvers(z, f, cost="friction"):
+    """The distance and backlink at v = (2, 1) from every CPU solver and the certificate."""
+    from terrain.grid.sssp_blocked import blocked_sssp
+    from terrain.grid.sssp_tiled import tiled_sssp
+    from terrain.verify import verify_grid_sssp
+    kw = dict(cost=cost, friction=f if cost != "absdiff" else None, connectivity=16)
+    zz, ff, _, model, codes, lengths = prepare_grid(z, kw["friction"], cost, 16, (1, 1))
+    heap = CpuOps().solve(zz, ff, model, codes, lengths, np.array([0]), np.array([0]),
+                          np.zeros(1), math.inf, queue="heap")
+    out = []
+    for res in (grid_sssp(z, [(0, 0)], backend="cpu", **kw), heap,
+                blocked_sssp(z, [(0, 0)], side=4, **kw),
+                tiled_sssp(z, [(0, 0)], tile=2, backend="cpu", **kw)):
+        assert verify_grid_sssp(z, res.distance, res.backlink, res.allocation, [(0, 0)],
+                                **kw).ok
+        out.append((float(res.distance[2, 1]), int(res.backlink[2, 1])))
+    assert len(set(out)) == 1, out
+    return out[0]
+
+
+def test_knight_arc_costs_the_four_cells_it_touches():
+    """GRASS r.cost -k: the knight arc's friction factor is the mean of its two ends and the
+    two cells it passes between; it beats the rook-diagonal paths through a and b."""
+    z, f = _knight_grid()
+    d, back = _knight_solvers(z, f)
+    assert d == math.sqrt(5.0) * ((1.0 + 2.0) + (4.0 + 5.0)) * 0.25
+    assert back == 15  # NNW (code 14) back to u
+    ref = oracle_distance(csr_graph(z, "friction", f, 16), z.shape, [(0, 0)])
+    assert ref[2, 1] == pytest.approx(d, rel=1e-15)
+
+
+@pytest.mark.parametrize("cell", ["a", "b"])
+def test_knight_arc_passing_a_nodata_cell_does_not_exist(cell):
+    z, f = _knight_grid(**{cell: True})
+    d, back = _knight_solvers(z, f)
+    if cell == "a":  # through b: diagonal, then south
+        assert (d, back) == (math.sqrt(2.0) * ((1.0 + 5.0) * 0.5) + (5.0 + 2.0) * 0.5, 7)
+    else:  # through a: south, then diagonal
+        assert (d, back) == ((1.0 + 4.0) * 0.5 + math.sqrt(2.0) * ((4.0 + 2.0) * 0.5), 6)
+    # absdiff: a flat knight arc would cost 0; the cell it passes stops it all the same
+    z = np.where(np.isnan(f), np.nan, np.where(f > 2, 10, 0)).astype(np.float32)
+    assert _knight_solvers(z, f, "absdiff")[0] == 20.0
