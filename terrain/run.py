@@ -330,8 +330,10 @@ def build_parser():
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: INPUT's name with .cost.zarr)")
     p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
-                   help="4 (rook), 8 (queen, default) or 16 (adds knight moves, costed on their two "
-                        "end cells; GRASS r.cost -k also charges the two cells between)")
+                   help="4 (rook), 8 (queen, default) or 16 (adds knight moves, costed as GRASS "
+                        "r.cost -k: with the mean friction of the four cells a move touches, "
+                        "its ends and the two it passes between, and only where none of them "
+                        "is nodata)")
     _add_tile(p, raster_input=True)
     p.add_argument("--tile-sssp", type=_tile, default=None, metavar="N",
                    help="tiled: SSSP tile side, a power of two (default 16, or the --reuse store's)")

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from .errors import InputError
-from .grid import arc_cost
+from .grid import arc_cost, window_arc_factor
 from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T
 from .grid.edges import CONNECTIVITIES, grid_edges, order_bits
 
@@ -390,12 +390,16 @@ def _check_cost_window(z, f, has_f, d, b, a, h, model, lengths, codes, src_r, sr
                         code = 5
                     else:
                         ku = (k & 8) | ((k + 4) & 7)  # the arc u -> v
-                        x = du + arc_cost(zu, zv, fu, fv, ku, model, lengths)
-                        if not abs(dv - x) <= rtol * max(1.0, abs(x)):
-                            code = 6
-                        elif a[pi, pj] != av:
-                            code = 7
-                            x = a[pi, pj]
+                        ok, fac = window_arc_factor(z, f, has_f, pi, pj, ku)
+                        if not ok:  # a knight arc passing between nodata cells
+                            code = 5
+                        else:
+                            x = du + arc_cost(zu, zv, fac, ku, model, lengths)
+                            if not abs(dv - x) <= rtol * max(1.0, abs(x)):
+                                code = 6
+                            elif a[pi, pj] != av:
+                                code = 7
+                                x = a[pi, pj]
             if code != 0:
                 out[0], out[1], out[2], out[3] = code, r0 + i - h, c0 + j - h, 0
                 out[4] = x
@@ -411,7 +415,10 @@ def _check_cost_window(z, f, has_f, d, b, a, h, model, lengths, codes, src_r, sr
                 ft = f[ti, tj] if has_f else one
                 if not (zt == zt and ft == ft):
                     continue
-                w = arc_cost(zv, zt, fv, ft, k, model, lengths)
+                ok, fac = window_arc_factor(z, f, has_f, i, j, k)
+                if not ok:
+                    continue  # a knight arc between nodata cells
+                w = arc_cost(zv, zt, fac, k, model, lengths)
                 if not w < math.inf:
                     continue  # never taken (tobler on a cliff, infinite friction)
                 x = dv + w

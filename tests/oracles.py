@@ -11,6 +11,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from terrain.grid.costs import ARC_DC, ARC_DR, arc_codes, arc_costs_np, arc_lengths
 
+
 def ref_edges(z, conn, weight, cellsize=(1.0, 1.0)):
     """All grid edges (ids, u, v, float32 w), written independently of terrain.grid.edges."""
     rows, cols = z.shape
@@ -68,21 +69,68 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 KS = {4: [0, 2, 4, 6], 8: list(range(8)), 16: list(range(16))}
 
 
+def knight_between(dr, dc):
+    """The two cells a knight move ``(dr, dc)`` passes between, as offsets from its tail
+    (GRASS r.cost -k): ``(dr/2, 0), (dr/2, dc)`` when ``|dr| = 2``, else ``(0, dc/2), (dr,
+    dc/2)``."""
+    if abs(dr) == 2:
+        return (dr // 2, 0), (dr // 2, dc)
+    return (0, dc // 2), (dr, dc // 2)
+
+
+def oracle_arcs(valid, f, dr, dc):
+    """Tails ``(ru, cu)``, heads ``(rv, cv)`` and float64 friction factors of the arcs of step
+    ``(dr, dc)`` between vertices (``valid``), from the definition: a knight arc exists only
+    when the two cells it passes between are vertices, and its factor is the mean of the
+    frictions of the four cells ``((f_u + f_v) + (f_a + f_b)) / 4``; any other arc's is
+    ``(f_u + f_v) / 2``."""
+    R, C = valid.shape
+    r, c = np.mgrid[0:R, 0:C]
+    r2, c2 = r + dr, c + dc
+    inside = (r2 >= 0) & (r2 < R) & (c2 >= 0) & (c2 < C)
+    a = inside & valid
+    a[inside] &= valid[r2[inside], c2[inside]]
+    ru, cu, rv, cv = r[a], c[a], r2[a], c2[a]
+    f64 = f.astype(np.float64)
+    fu, fv = f64[ru, cu], f64[rv, cv]
+    if abs(dr) + abs(dc) < 3:
+        return ru, cu, rv, cv, (fu + fv) / 2
+    (ra, ca), (rb, cb) = knight_between(dr, dc)
+    keep = valid[ru + ra, cu + ca] & valid[ru + rb, cu + cb]
+    ru, cu, rv, cv, fu, fv = ru[keep], cu[keep], rv[keep], cv[keep], fu[keep], fv[keep]
+    return ru, cu, rv, cv, ((fu + fv) + (f64[ru + ra, cu + ca] + f64[ru + rb, cu + cb])) / 4
+
+
+def oracle_factor(f, ra, ca, rb, cb, valid=None):
+    """The friction factor of the one arc ``(ra, ca) -> (rb, cb)`` (as :func:`oracle_arcs`)
+    as a 1-element array (as the ``z[r:r + 1, c]`` its callers pass to :func:`oracle_cost`);
+    NaN for a knight arc passing between cells that are not ``valid`` (default: non-NaN
+    ``f``)."""
+    f64 = f.astype(np.float64)
+    valid = ~np.isnan(f) if valid is None else valid
+    total = f64[ra, ca] + f64[rb, cb]
+    dr, dc = rb - ra, cb - ca
+    if abs(dr) + abs(dc) < 3:
+        return np.array([total / 2])
+    (r1, c1), (r2, c2) = knight_between(dr, dc)
+    if not (valid[ra + r1, ca + c1] and valid[ra + r2, ca + c2]):
+        return np.array([math.nan])
+    return np.array([(total + (f64[ra + r1, ca + c1] + f64[ra + r2, ca + c2])) / 4])
+
+
 def grid_csr(z, f, connectivity, model, cellsize=(1.0, 1.0)):
-    """The directed grid graph as a scipy CSR matrix, built independently with NumPy."""
+    """The directed grid graph as a scipy CSR matrix, built independently with NumPy (the
+    costs' bits: :func:`terrain.grid.costs.arc_costs_np` from the factors of
+    :func:`oracle_arcs`)."""
     R, C = z.shape
     valid = ~np.isnan(z) & ~np.isnan(f)
     lengths = arc_lengths(cellsize)
     rows, cols, vals = [], [], []
-    rr, cc = np.meshgrid(np.arange(R), np.arange(C), indexing="ij")
     for k in arc_codes(connectivity):
-        vr, vc = rr + ARC_DR[k], cc + ARC_DC[k]
-        ok = (vr >= 0) & (vr < R) & (vc >= 0) & (vc < C)
-        ok[ok] &= valid[rr[ok], cc[ok]] & valid[vr[ok], vc[ok]]
-        u = (rr[ok] * C + cc[ok])
-        v = (vr[ok] * C + vc[ok])
-        w = arc_costs_np(z.reshape(-1)[u], z.reshape(-1)[v], f.reshape(-1)[u], f.reshape(-1)[v],
-                         k, model, lengths)
+        ru, cu, rv, cv, fac = oracle_arcs(valid, f, int(ARC_DR[k]), int(ARC_DC[k]))
+        u = ru * C + cu
+        v = rv * C + cv
+        w = arc_costs_np(z[ru, cu], z[rv, cv], fac, k, model, lengths)
         rows.append(u)
         cols.append(v)
         # scipy drops explicit zeros from a sparse matrix: keep them as a tiny positive that
@@ -127,14 +175,9 @@ def csr_graph(z, model="absdiff", friction=None, conn=8, dx=1.0, dy=1.0):
     f = np.ones_like(z) if friction is None else friction.astype(np.float32)
     valid = ~np.isnan(z) & ~np.isnan(f)
     src, dst, wts = [], [], []
-    r, c = np.mgrid[0:rows, 0:cols]
     for k in KS[conn]:
-        r2, c2 = r + DR[k], c + DC[k]
-        inside = (r2 >= 0) & (r2 < rows) & (c2 >= 0) & (c2 < cols)
-        a = inside & valid
-        a[inside] &= valid[r2[inside], c2[inside]]
-        ru, cu, rv, cv = r[a], c[a], r2[a], c2[a]
-        w = oracle_cost(model, z[ru, cu], z[rv, cv], f[ru, cu], f[rv, cv], DR[k], DC[k], dx, dy)
+        ru, cu, rv, cv, fmean = oracle_arcs(valid, f, DR[k], DC[k])
+        w = oracle_cost(model, z[ru, cu], z[rv, cv], fmean, DR[k], DC[k], dx, dy)
         src.append(ru * cols + cu)
         dst.append(rv * cols + cv)
         wts.append(w)
@@ -144,13 +187,13 @@ def csr_graph(z, model="absdiff", friction=None, conn=8, dx=1.0, dy=1.0):
     return g
 
 
-def oracle_cost(model, zu, zv, fu, fv, dr, dc, dx=1.0, dy=1.0):
-    """The documented formulas, with NumPy on float64 (vectorised over arcs)."""
+def oracle_cost(model, zu, zv, fmean, dr, dc, dx=1.0, dy=1.0):
+    """The documented formulas, with NumPy on float64 (vectorised over arcs; ``fmean`` the
+    arcs' friction factors, :func:`oracle_arcs`)."""
     zu, zv = zu.astype(np.float64), zv.astype(np.float64)
     length = math.hypot(dc * dx, dr * dy)
     if model == "absdiff":
         return np.abs(zv - zu)
-    fmean = (fu.astype(np.float64) + fv.astype(np.float64)) / 2
     if model == "friction":
         return length * fmean
     slope = (zv - zu) / length

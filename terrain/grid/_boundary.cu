@@ -24,7 +24,7 @@ __device__ void window_dijkstra_dev(const float* z, const float* f, const unsign
         const int ur = u / W, uc = u - ur * W;
         const double du = ld[u];
         const int au = la[u], hu = lh[u] + 1;
-        const float zu = z[u], fu = f[u];
+        const float zu = z[u];
         for (int kk = 0; kk < K; ++kk) {
             const int k = codes[kk];
             const int vr = ur + ARC_DR[k], vc = uc + ARC_DC[k];
@@ -33,7 +33,9 @@ __device__ void window_dijkstra_dev(const float* z, const float* f, const unsign
             if (inner != nullptr && !inner[v]) continue;
             const float zv = z[v], fv = f[v];
             if (zv != zv || fv != fv) continue;
-            const double w = arc_cost(zu, zv, fu, fv, k, model, lengths);
+            double fac;
+            if (!window_arc_factor(z, f, 1, H, W, ur, uc, k, &fac)) continue;
+            const double w = arc_cost(zu, zv, fac, k, model, lengths);
             if (!(w < inf)) continue;
             const double nd = __dadd_rn(du, w);
             if (key_less(nd, au, hu, 0, ld[v], la[v], lh[v], 0)) {
@@ -130,8 +132,10 @@ extern "C" __global__ void boundary_pairs_shared(const float* z, const float* f,
         if (ur >= 0 && ur < T && uc >= 0 && uc < T) {
             const int u = ur * T + uc;
             const float zu = zt[u], fu = ft[u], zv = zt[v], fv = ft[v];
-            if (zu == zu && fu == fu && zv == zv && fv == fv) {
-                const double c = arc_cost(zu, zv, fu, fv, k, model, lengths);
+            double fac;
+            if (zu == zu && fu == fu && zv == zv && fv == fv &&
+                window_arc_factor(zt, ft, 1, T, T, ur, uc, k, &fac)) {
+                const double c = arc_cost(zu, zv, fac, k, model, lengths);
                 if (c < inf) w = c;
             }
         }
@@ -274,8 +278,10 @@ extern "C" __global__ void windows_shared(const float* z, const float* f,
         if (it[v] && ur >= 0 && ur < H && uc >= 0 && uc < W) {
             const int u = ur * W + uc;
             const float zu = zt[u], fu = ft[u], zv = zt[v], fv = ft[v];
-            if (zu == zu && fu == fu && zv == zv && fv == fv) {
-                const double c = arc_cost(zu, zv, fu, fv, k, model, lengths);
+            double fac;
+            if (zu == zu && fu == fu && zv == zv && fv == fv &&
+                window_arc_factor(zt, ft, 1, H, W, ur, uc, k, &fac)) {
+                const double c = arc_cost(zu, zv, fac, k, model, lengths);
                 if (c < inf) w = c;
             }
         }
@@ -581,7 +587,9 @@ extern "C" __global__ void level_compact(long long V, unsigned char* next, long 
 }
 
 // The grid neighbour of vertex u along arc codes[kk] that is a vertex of another node (-1:
-// none), and the arc's cost in *w.
+// none), and the arc's cost in *w. The cells a knight arc passes between lie within a node's
+// frame (2 cells) of the edge it crosses, so they are boundary cells of the level when they
+// are vertices (cell_vertex >= 0), as in arcs_cpu.
 __device__ __forceinline__ long long level_arc(long long u, int kk, int B, const long long* ids,
                                                const float* z, const float* f,
                                                const int* cell_vertex, long long R,
@@ -594,7 +602,17 @@ __device__ __forceinline__ long long level_arc(long long u, int kk, int B, const
     if (rr < 0 || rr >= R || cc < 0 || cc >= C) return -1;
     const long long v = cell_vertex[rr * C + cc];
     if (v < 0 || v / B == u / B) return -1;
-    const double a = arc_cost(z[u], z[v], f[u], f[v], k, model, lengths);
+    double fac;
+    if (k < 8) {
+        fac = pair_factor(f[u], f[v]);
+    } else {  // the cells passed between lie in the bounding box of u and v: inside the grid
+        const int ka = KNIGHT_MID[k - 8][0], kb = KNIGHT_MID[k - 8][1];
+        const long long ma = cell_vertex[(r + ARC_DR[ka]) * C + c + ARC_DC[ka]];
+        const long long mb = cell_vertex[(r + ARC_DR[kb]) * C + c + ARC_DC[kb]];
+        if (ma < 0 || mb < 0) return -1;
+        fac = quad_factor(f[u], f[v], f[ma], f[mb]);
+    }
+    const double a = arc_cost(z[u], z[v], fac, k, model, lengths);
     if (!(a < tt_inf())) return -1;
     *w = a;
     return v;

@@ -32,6 +32,23 @@ __device__ __forceinline__ bool is_vertex(const float* z, const float* f, int ha
     return true;
 }
 
+// Whether arc k from vertex u to vertex u + offs[k] exists, and its friction factor in fac
+// (fu, fv: the ends' frictions, 1 without a friction raster): a knight arc exists only when
+// the two cells it passes between are vertices. The twin of kernels.c's sssp_arc_factor.
+__device__ __forceinline__ bool flat_arc_factor(const float* __restrict__ z,
+                                                const float* __restrict__ f, int has_f,
+                                                const long long* __restrict__ offs, long long u,
+                                                int k, float fu, float fv, double& fac) {
+    if (k < 8) {
+        fac = pair_factor(fu, fv);
+        return true;
+    }
+    const long long a = u + offs[KNIGHT_MID[k - 8][0]], b = u + offs[KNIGHT_MID[k - 8][1]];
+    if (!is_vertex(z, f, has_f, a) || !is_vertex(z, f, has_f, b)) return false;
+    fac = quad_factor(fu, fv, has_f ? f[a] : 1.0f, has_f ? f[b] : 1.0f);
+    return true;
+}
+
 __device__ __forceinline__ double bits_to_double(u64 b) {
     return __longlong_as_double((long long)b);
 }
@@ -39,19 +56,23 @@ __device__ __forceinline__ u64 double_to_bits(double d) {
     return (u64)__double_as_longlong(d);
 }
 
-// Relax the arc of code k from a cell (distance d, elevation zu, friction fu) to cell v:
-// true when it lowered dist[v] to nd (this thread's atomicMin won). Costs past max_cost (and
-// +inf costs) are dropped. The one relaxation of every queue and launch scheme below.
+// Relax the arc of code k from cell u (distance d, elevation zu, friction fu) to cell v =
+// u + offs[k]: true when it lowered dist[v] to nd (this thread's atomicMin won). Costs past
+// max_cost (and +inf costs) are dropped. The one relaxation of every queue and launch scheme
+// below.
 __device__ __forceinline__ bool relax_arc(const float* __restrict__ z,
                                           const float* __restrict__ f, int has_f, int model,
-                                          const double* __restrict__ lengths, long long v, int k,
-                                          double d, float zu, float fu, u64* dist,
-                                          double max_cost, double& nd) {
+                                          const double* __restrict__ lengths,
+                                          const long long* __restrict__ offs, long long u,
+                                          long long v, int k, double d, float zu, float fu,
+                                          u64* dist, double max_cost, double& nd) {
     if (!is_vertex(z, f, has_f, v)) return false;
     const u64 dv_bits = dist[v];
     // cannot improve unless w == 0 and equal: w >= 0 so nd >= d >= dv
     if (dv_bits != SSSP_INF_BITS && bits_to_double(dv_bits) <= d) return false;
-    const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+    double fac;
+    if (!flat_arc_factor(z, f, has_f, offs, u, k, fu, has_f ? f[v] : 1.0f, fac)) return false;
+    const double w = arc_cost(zu, z[v], fac, k, model, lengths);
     nd = __dadd_rn(d, w);
     if (!(nd <= max_cost)) return false;  // also drops +inf costs
     const u64 nd_bits = double_to_bits(nd);
@@ -74,25 +95,29 @@ __device__ __forceinline__ void relax_cell(const float* __restrict__ z,
         const int k = codes[j];
         const long long v = u + offs[k];
         double nd;
-        if (relax_arc(z, f, has_f, model, lengths, v, k, d, zu, fu, dist, max_cost, nd))
+        if (relax_arc(z, f, has_f, model, lengths, offs, u, v, k, d, zu, fu, dist, max_cost,
+                      nd))
             push(v, nd);
     }
 }
 
-// Offer the label nlab (the label of a cell at distance d, elevation zu, friction fu, plus
-// one hop) to cell v across the arc of code k when that arc is tight (d + w == dist[v],
-// exact): true when it lowered label[v].
+// Offer the label nlab (the label of cell u at distance d, elevation zu, friction fu, plus
+// one hop) to cell v = u + offs[k] across the arc of code k when that arc is tight (d + w ==
+// dist[v], exact): true when it lowered label[v].
 __device__ __forceinline__ bool label_arc(const float* __restrict__ z,
                                           const float* __restrict__ f, int has_f, int model,
-                                          const double* __restrict__ lengths, long long v, int k,
-                                          double d, float zu, float fu,
+                                          const double* __restrict__ lengths,
+                                          const long long* __restrict__ offs, long long u,
+                                          long long v, int k, double d, float zu, float fu,
                                           const u64* __restrict__ dist, u64* label, u64 nlab) {
     const u64 dv_bits = dist[v];
     if (dv_bits == SSSP_INF_BITS || !is_vertex(z, f, has_f, v)) return false;
     const double dv = bits_to_double(dv_bits);
     if (dv < d) return false;
     if (nlab >= label[v]) return false;
-    const double w = arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model, lengths);
+    double fac;
+    if (!flat_arc_factor(z, f, has_f, offs, u, k, fu, has_f ? f[v] : 1.0f, fac)) return false;
+    const double w = arc_cost(zu, z[v], fac, k, model, lengths);
     if (__dadd_rn(d, w) != dv) return false;
     return nlab < atomicMin(&label[v], nlab);
 }
@@ -139,7 +164,9 @@ extern "C" __global__ void backlinks(const float* __restrict__ z, const float* _
         if (label[u] != want) continue;
         const int ku = (k & 8) | ((k + 4) & 7);  // the reverse arc u -> v
         const double du = __longlong_as_double((long long)dist[u]);
-        if (__dadd_rn(du, arc_cost(z[u], zv, has_f ? f[u] : 1.0f, fv, ku, model, lengths)) == dv) {
+        double fac;
+        if (!flat_arc_factor(z, f, has_f, offs, u, ku, has_f ? f[u] : 1.0f, fv, fac)) continue;
+        if (__dadd_rn(du, arc_cost(z[u], zv, fac, ku, model, lengths)) == dv) {
             code = (unsigned char)(k + 1);
             break;
         }
@@ -327,7 +354,8 @@ extern "C" __global__ void labels_step(const float* __restrict__ z, const float*
         for (int j = 0; j < nk; ++j) {
             const int k = codes[j];
             const int v = u + (int)offs[k];
-            if (label_arc(z, f, has_f, model, lengths, v, k, d, zu, fu, dist, label, nlab))
+            if (label_arc(z, f, has_f, model, lengths, offs, u, v, k, d, zu, fu, dist, label,
+                          nlab))
                 stamped_push(v, stamp, mark, next, &ctl[C_NNEAR + 1 - cur]);
         }
     }
@@ -449,7 +477,7 @@ extern "C" __global__ void nf_persistent(const float* __restrict__ z, const floa
                 const double d = bits_to_double(dist[u]);
                 const int v = u + (int)offs[t.my_code];
                 double nd;
-                if (relax_arc(z, f, has_f, model, lengths, v, t.my_code, d, z[u],
+                if (relax_arc(z, f, has_f, model, lengths, offs, u, v, t.my_code, d, z[u],
                               has_f ? f[u] : 1.0f, dist, max_cost, nd))
                     push_near_or_far(v, nd, T, q);
             }
@@ -516,8 +544,9 @@ extern "C" __global__ void labels_persistent(const float* __restrict__ z,
         for (long long i = t.cell0; i < n; i += t.cell_stride) {
             const int u = cur[i];
             const int v = u + (int)offs[t.my_code];
-            if (label_arc(z, f, has_f, model, lengths, v, t.my_code, bits_to_double(dist[u]),
-                          z[u], has_f ? f[u] : 1.0f, dist, label, label[u] + 1ULL))
+            if (label_arc(z, f, has_f, model, lengths, offs, u, v, t.my_code,
+                          bits_to_double(dist[u]), z[u], has_f ? f[u] : 1.0f, dist, label,
+                          label[u] + 1ULL))
                 stamped_push(v, stamp, mark, next, n_next);
         }
         s += 1;

@@ -106,7 +106,8 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
     settled first, so the lowest arc code among the relaxations that set or tie a cell's
     final label is :func:`backlinks_cpu`'s. Settled cells keep ``label = -1 - label``
     (except with ``fixed``). ``nbuckets`` (a power of two) must exceed the span of live
-    buckets; ``z`` is not read under ``friction``. ``targets``, ``left``: as
+    buckets; under ``friction`` ``z`` is read only at the cells knight arcs pass between.
+    ``targets``, ``left``: as
     :func:`sssp_cpu`'s, ending after the bucket of the last target. ``terrain_sssp_buckets``.
     """
     _inout((dist, np.float64), (label, np.int64), (backlink, np.uint8), (stop, np.uint8))
@@ -163,7 +164,9 @@ MAX_BUCKETS = 1 << 22
 
 def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
     """``(inv_width, nbuckets)`` of the bucket queue (width ``w_lo / 2`` for a positive bound
-    ``w_lo`` on every arc cost, at most :data:`MAX_BUCKETS`), or None: use the heap."""
+    ``w_lo`` on every arc cost, at most :data:`MAX_BUCKETS`), or None: use the heap. Every
+    arc's friction factor, the mean of two frictions or (knight arcs) four, lies between the
+    least and the greatest friction, rounding being monotone."""
     if model == 0:
         return None
     used = lengths[codes]
@@ -270,8 +273,11 @@ class CpuOps:
         plan = None
         if queue != "heap" and model == 1:  # friction: the plan needs no padded elevations
             plan = bucket_plan(z, f, model, codes, lengths, costs)
-        # the bucket queue under friction never reads elevations: no padded copy of them
-        zp, fp, dist, label = padded_state(z, f, keep_z=not (plan is not None and model == 1))
+        # the bucket queue under friction reads elevations only for the knight arcs (the
+        # cells they pass between must be vertices): else no padded copy of them
+        knights = bool(np.any(np.asarray(codes) >= 8))
+        zp, fp, dist, label = padded_state(
+            z, f, keep_z=not (plan is not None and model == 1 and not knights))
         if queue != "heap" and model == 2:
             plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
         seeds, seed_dist, seed_label = flat_seeds(rows, cols, costs, shape[1])

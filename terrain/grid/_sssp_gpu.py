@@ -18,7 +18,7 @@ import numpy as np
 
 from .._transfer import to_device, to_host
 from ._sssp_frame import HOPS_BITS, PAD, GridSSSPResult, flat_seeds, offsets
-from .costs import ARC_DC, ARC_DR, arc_costs_np
+from .costs import ARC_DC, ARC_DR, arc_costs_np, arc_factor_np, knight_mid
 
 __all__ = ["GpuOps", "mean_arc_cost", "near_far_delta", "download", "upload",
            "DELTA_FACTOR"]
@@ -69,7 +69,12 @@ def mean_arc_cost(z, f, model, codes, lengths, side=_SAMPLE_SIDE):
         one = np.float32(1.0)
         fu = one if f is None else f[a, b]
         fv = one if f is None else f[a2, b2]
-        w = arc_costs_np(z[a, b], z[a2, b2], fu, fv, k, model, lengths)
+        if k < 8 or f is None:
+            fac = arc_factor_np(fu, fv)
+        else:  # the cells a knight arc passes between (in the grid: between its ends)
+            (ra, ca), (rb, cb) = knight_mid(k)
+            fac = arc_factor_np(fu, fv, f[a + ra, b + ca], f[a + rb, b + cb])
+        w = arc_costs_np(z[a, b], z[a2, b2], fac, k, model, lengths)
         w = w[np.isfinite(w)]
         total += float(w.sum())
         count += w.size

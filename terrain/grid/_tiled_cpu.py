@@ -8,9 +8,9 @@ with keys ``(distance, allocation, hops)``.
 import numpy as np
 from numba import njit, prange
 
-from ._costs_cpu import arc_cost
+from ._costs_cpu import arc_cost, pair_factor, quad_factor, window_arc_factor
 from ._tournament import INT_INF, key_less, tt_alloc, tt_lower, tt_pop, tt_seed
-from .costs import ARC_DC, ARC_DR
+from .costs import ARC_DC, ARC_DR, KNIGHT_MID
 
 __all__ = ["TiledCpuOps", "boundary_pairs_cpu", "windows_dijkstra_cpu", "window_dijkstra_cpu",
            "graphs_pairs_cpu", "graph_dijkstra", "graph_dijkstra_paged", "page_to_evict",
@@ -42,7 +42,10 @@ def _arc_table(z, f, inner, codes, model, lengths):
                 fv = f[vr, vc]
                 if zv != zv or fv != fv:
                     continue
-                w = arc_cost(zu, zv, fu, fv, k, model, lengths)
+                ok, fac = window_arc_factor(z, f, True, ur, uc, k)
+                if not ok:
+                    continue
+                w = arc_cost(zu, zv, fac, k, model, lengths)
                 if w < _INF:
                     wt[ur * W + uc, kk] = w
     return wt
@@ -222,7 +225,8 @@ def _backlinks(z, f, inner, codes, model, lengths, ld, la, lh, out):
                 if zu != zu or fu != fu:
                     continue
                 back = (k + 4) % 8 if k < 8 else 8 + (k - 8 + 4) % 8  # the arc u -> v
-                if ld[u] + arc_cost(zu, z[vr, vc], fu, f[vr, vc], back, model, lengths) == ld[v]:
+                ok, fac = window_arc_factor(z, f, True, ur, uc, back)
+                if ok and ld[u] + arc_cost(zu, z[vr, vc], fac, back, model, lengths) == ld[v]:
                     out[vr, vc] = k + 1
                     break
 
@@ -234,11 +238,24 @@ def backlinks_batch(z, f, inner, codes, model, lengths, ld, la, lh, out):
         _backlinks(z[t], f[t], inner[t], codes, model, lengths, ld[t], la[t], lh[t], out[t])
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _vertex_at(r, c, C, order, sorted_ids):
+    """The vertex of cell ``(r, c)`` (inside the grid) of a graph whose cell ids sort as
+    ``sorted_ids`` (positions ``order``); -1 when none."""
+    nid = r * C + c
+    pos = np.searchsorted(sorted_ids, nid)
+    if pos >= sorted_ids.shape[0] or sorted_ids[pos] != nid:
+        return -1
+    return order[pos]
+
+
 @njit(cache=True, nogil=True, parallel=True)
 def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, cptr, cdst,
               cw, fill):
     """Count (``fill`` False: ``cptr[u + 1]``) or write (``cdst``, ``cw``) the grid arcs
-    ``u -> v`` between vertices of different children, by ``u`` then arc code."""
+    ``u -> v`` between vertices of different children, by ``u`` then arc code. The cells a
+    knight arc passes between lie within 1 cell of the edge it crosses, inside the frames (2
+    cells) of their children: vertices of the graph when they are vertices at all."""
     V = ids.shape[0]
     for u in prange(V):
         r = ids[u] // C
@@ -250,14 +267,21 @@ def arcs_cpu(ids, order, sorted_ids, z, f, vchild, R, C, codes, model, lengths, 
             cc = c + ARC_DC[k]
             if rr < 0 or rr >= R or cc < 0 or cc >= C:
                 continue
-            nid = rr * C + cc
-            pos = np.searchsorted(sorted_ids, nid)
-            if pos >= V or sorted_ids[pos] != nid:
+            v = _vertex_at(rr, cc, C, order, sorted_ids)
+            if v < 0:
                 continue
-            v = order[pos]
             if vchild[v] == vchild[u]:
                 continue
-            w = arc_cost(z[u], z[v], f[u], f[v], k, model, lengths)
+            if k < 8:
+                fac = pair_factor(f[u], f[v])
+            else:
+                ka, kb = KNIGHT_MID[k - 8, 0], KNIGHT_MID[k - 8, 1]
+                a = _vertex_at(r + ARC_DR[ka], c + ARC_DC[ka], C, order, sorted_ids)
+                b = _vertex_at(r + ARC_DR[kb], c + ARC_DC[kb], C, order, sorted_ids)
+                if a < 0 or b < 0:
+                    continue
+                fac = quad_factor(f[u], f[v], f[a], f[b])
+            w = arc_cost(z[u], z[v], fac, k, model, lengths)
             if not w < _INF:
                 continue
             if fill:

@@ -2,19 +2,27 @@
 
 Arc ``k`` goes from ``(r, c)`` to ``(r + ARC_DR[k], c + ARC_DC[k])`` (codes 0-7: E, SE, S,
 SW, W, NW, N, NE; 8-15 the knight moves ENE ... NNE); connectivity 4 uses {0, 2, 4, 6}, 8
-uses 0-7, 16 uses 0-15. Costs (``absdiff``, ``friction``, ``tobler``) are float64 from
+uses 0-7, 16 uses 0-15. An arc joins two vertices (cells whose elevation, and friction when
+given, are not nodata). A knight arc is costed as GRASS ``r.cost -k`` costs it: it touches
+four cells, its two ends and the two cells it passes between (:data:`KNIGHT_MID`), exists
+only when all four are vertices, and its friction factor is their mean
+``((f_u + f_v) + (f_a + f_b)) * 0.25``; any other arc's is ``(f_u + f_v) * 0.5``
+(:func:`arc_factor_np`). Costs (``absdiff``, ``friction``, ``tobler``) are float64 from
 float32 inputs, one IEEE operation at a time in the order written, with our own ``exp_det``
 (Cody-Waite reduction, degree-13 Taylor polynomial: libm and CUDA differ in the last bit):
-the NumPy (:func:`arc_costs_np`), Numba (``_costs_cpu.py``) and CUDA (``_costs.cuh``) twins
-give the same bits. An arc of infinite cost is never taken. Definitions: docs/cost-distance.md.
+the NumPy (:func:`arc_costs_np`), Numba (``_costs_cpu.py``), C (``terrain/native/kernels.c``)
+and CUDA (``_costs.cuh``) twins give the same bits. An arc of infinite cost is never taken.
+Definitions: docs/cost-distance.md.
 
 Examples
 --------
 >>> arc_codes(4).tolist()
 [0, 2, 4, 6]
 >>> lengths = arc_lengths((1.0, 1.0))
->>> float(arc_costs_np(0, 0, 1, 2, 1, 1, lengths))
+>>> float(arc_costs_np(0, 0, arc_factor_np(1, 2), 1, 1, lengths))
 2.121320343559643
+>>> float(arc_costs_np(0, 0, arc_factor_np(1, 2, 3, 4), 8, 1, lengths))  # sqrt(5) * 10 / 4
+5.5901699437494745
 """
 
 import math
@@ -24,8 +32,9 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["COST_MODELS", "CONNECTIVITIES", "ARC_DR", "ARC_DC", "ARC_NAMES", "arc_codes",
-           "arc_lengths", "cost_model_code", "check_friction", "arc_costs_np", "exp_det_np",
+__all__ = ["COST_MODELS", "CONNECTIVITIES", "ARC_DR", "ARC_DC", "ARC_NAMES", "KNIGHT_MID",
+           "arc_codes", "arc_lengths", "cost_model_code", "check_friction", "knight_mid",
+           "arc_factor_np", "arc_costs_np", "exp_det_np",
            "TOBLER_V0", "TOBLER_A", "TOBLER_S0", "EXP_COEF", "EXP_MAX", "EXP_MIN", "INV_LN2",
            "LN2_HI", "LN2_LO"]
 
@@ -35,6 +44,11 @@ ARC_DR = np.array([0, 1, 1, 1, 0, -1, -1, -1, -1, 1, 2, 2, 1, -1, -2, -2], dtype
 ARC_DC = np.array([1, 1, 0, -1, -1, -1, 0, 1, 2, 2, 1, -1, -2, -2, -1, 1], dtype=np.int64)
 ARC_NAMES = ("E", "SE", "S", "SW", "W", "NW", "N", "NE",
              "ENE", "ESE", "SSE", "SSW", "WSW", "WNW", "NNW", "NNE")
+#: The two cells knight arc ``k`` (8-15) passes between, as the codes of the arcs from its
+#: tail to them (row ``k - 8``): the rook neighbour on its long axis, then the diagonal one
+#: (NNW from ``(r, c)``: N ``(r - 1, c)`` and NW ``(r - 1, c - 1)``).
+KNIGHT_MID = np.array([[0, 7], [0, 1], [2, 1], [2, 3], [4, 3], [4, 5], [6, 5], [6, 7]],
+                      dtype=np.int64)
 
 TOBLER_V0 = 6000.0 / 3600.0  # m/s on flat ground going slightly downhill (s = -0.05)
 TOBLER_A = 3.5
@@ -88,6 +102,17 @@ def arc_lengths(cellsize=(1.0, 1.0)):
     return np.sqrt(ex + ey)
 
 
+def knight_mid(k):
+    """``((dr_a, dc_a), (dr_b, dc_b))``: the cells knight arc ``k`` passes between, from its
+    tail.
+
+    >>> knight_mid(14)  # NNW: N and NW
+    ((-1, 0), (-1, -1))
+    """
+    a, b = KNIGHT_MID[int(k) - 8]
+    return (int(ARC_DR[a]), int(ARC_DC[a])), (int(ARC_DR[b]), int(ARC_DC[b]))
+
+
 def cost_model_code(model):
     """Integer code (0, 1, 2) of a cost model name; :class:`InputError` for an unknown one."""
     if model not in COST_MODELS:
@@ -128,19 +153,33 @@ def exp_det_np(x):
     return np.where(np.isnan(x), x, out)
 
 
-def arc_costs_np(zu, zv, fu, fv, k, model, lengths):
-    """Cost (float64) of arc ``k`` (scalar or array) from ``u`` to ``v``, vectorised (``fu,
-    fv`` 1 without a friction raster)."""
+def arc_factor_np(fu, fv, fa=None, fb=None):
+    """Friction factor (float64) of an arc, vectorised: ``(f_u + f_v) * 0.5`` from its ends,
+    or with the frictions ``fa, fb`` of the two cells a knight arc passes between
+    ``((f_u + f_v) + (f_a + f_b)) * 0.25`` (all 1 without a friction raster).
+
+    >>> float(arc_factor_np(1, 2)), float(arc_factor_np(1, 2, 3, 6))
+    (1.5, 3.0)
+    """
+    def f64(x):
+        return np.asarray(x, np.float32).astype(np.float64)
+    if fa is None:
+        return (f64(fu) + f64(fv)) * 0.5
+    return ((f64(fu) + f64(fv)) + (f64(fa) + f64(fb))) * 0.25
+
+
+def arc_costs_np(zu, zv, factor, k, model, lengths):
+    """Cost (float64) of arc ``k`` (scalar or array) from ``u`` to ``v`` with friction factor
+    ``factor`` (:func:`arc_factor_np`; unused by ``absdiff``), vectorised."""
     zu = np.asarray(zu, np.float32).astype(np.float64)
     zv = np.asarray(zv, np.float32).astype(np.float64)
     if model == 0:
         return np.abs(zv - zu)
-    fmean = (np.asarray(fu, np.float32).astype(np.float64)
-             + np.asarray(fv, np.float32).astype(np.float64)) * 0.5
+    factor = np.asarray(factor, np.float64)
     length = np.asarray(lengths, np.float64)[np.asarray(k, np.int64)]
     if model == 1:
-        return length * fmean
+        return length * factor
     with np.errstate(over="ignore", invalid="ignore"):
         s = (zv - zu) / length
         e = exp_det_np(TOBLER_A * np.abs(s + TOBLER_S0))
-        return ((length * e) / TOBLER_V0) * fmean
+        return ((length * e) / TOBLER_V0) * factor

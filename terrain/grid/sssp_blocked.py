@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..tiles import borrow_buffer
 from ._sssp_cpu import _NO_TARGETS, backlinks_cpu, bucket_plan, sssp_buckets_cpu, sssp_cpu
 from ._sssp_frame import HOPS_BITS, NO_LABEL, GridSSSPResult
-from .costs import ARC_DC, ARC_DR, arc_costs_np
+from .costs import ARC_DC, ARC_DR, arc_costs_np, arc_factor_np, knight_mid
 from .sssp import check_max_cost, check_sources, prepare_grid
 
 __all__ = ["BlockPlan", "BlockedSpec", "Bands", "solve_block", "block_outputs",
@@ -384,14 +384,23 @@ class BlockedDriver:
                 continue
             vr, vc = vr[ok], vc[ok]
             zv, fv, dv, lv = self._band_cells(vr, vc)
-            w = arc_costs_np(zu[ok], zv, fu[ok], fv, k, sp.model, sp.lengths)
+            passable = np.ones(vr.size, bool)
+            if k < 8:
+                fac = arc_factor_np(fu[ok], fv)
+            else:  # the cells it passes between lie within 1 of the edge crossed: ring cells
+                (ra, ca), (rb, cb) = knight_mid(k)
+                za, fa, _, _ = self._band_cells(rs[ok] + ra, cs[ok] + ca)
+                zb, fb, _, _ = self._band_cells(rs[ok] + rb, cs[ok] + cb)
+                passable = ~(np.isnan(za) | np.isnan(fa) | np.isnan(zb) | np.isnan(fb))
+                fac = arc_factor_np(fu[ok], fv, fa, fb)
+            w = arc_costs_np(zu[ok], zv, fac, k, sp.model, sp.lengths)
             nd = du[ok] + w
             with np.errstate(invalid="ignore"):
                 if stage == 1:
                     better = (nd < dv) & (nd <= sp.limit)
                 else:
                     better = (nd == dv) & np.isfinite(dv) & (lu[ok] + 1 < lv)
-                better &= ~np.isnan(zv) & ~np.isnan(fv)
+                better &= ~np.isnan(zv) & ~np.isnan(fv) & passable
                 if stage == 1:  # a block never solved: its ring is unknown, try it
                     unknown = np.isnan(zv) & (dv == np.inf) & (du[ok] <= sp.limit)
                     better |= unknown
@@ -400,6 +409,27 @@ class BlockedDriver:
                 blk = (int(vr[n]) // p.side, int(vc[n]) // p.side)
                 out[blk] = min(out.get(blk, np.inf), float(nd[n]))
         return out
+
+    def _passing_tails(self, i, j):
+        """``[(block, rows, cols)]``: the reached ring cells of other blocks beside block
+        ``(i, j)`` (within 1 cell), after its first solve made its cells known: a knight arc
+        from one of them may pass between cells of ``(i, j)``, and it exists only now that
+        they are known vertices (none without knight arcs)."""
+        if not np.any(self.spec.codes >= 8):
+            return []
+        p = self.plan
+        R, C = p.shape
+        r0, r1, c0, c1 = p.window(i, j)
+        across, down = np.arange(c0 - 1, c1 + 1), np.arange(r0, r1)
+        rr = np.concatenate([np.full(across.size, r0 - 1), np.full(across.size, r1), down, down])
+        cc = np.concatenate([across, across, np.full(down.size, c0 - 1), np.full(down.size, c1)])
+        inside = (rr >= 0) & (rr < R) & (cc >= 0) & (cc < C)
+        rr, cc = rr[inside], cc[inside]
+        reached = np.isfinite(self._band_cells(rr, cc)[2])
+        rr, cc = rr[reached], cc[reached]
+        blocks = (rr // p.side) * p.blocks[1] + cc // p.side
+        return [(int(b) // p.blocks[1], int(b) % p.blocks[1], rr[blocks == b], cc[blocks == b])
+                for b in np.unique(blocks)]
 
     def block_sources(self, i, j):
         """``(rows, cols, costs, indices)`` of the sources in block ``(i, j)``, in block
@@ -437,8 +467,12 @@ class BlockedDriver:
             for (i, j), (ring, n) in zip(take, results):
                 settled += n
                 rs, cs, _ = self.bands.store(i, j, ring, labels=stage == 2)
-                for (a, b), key in self._improved(i, j, rs, cs, stage).items():
-                    keys[a, b] = min(keys[a, b], key)
+                tails = [(i, j, rs, cs)]
+                if stage == 1 and visits[i, j] == 1:
+                    tails += self._passing_tails(i, j)
+                for ti, tj, trs, tcs in tails:
+                    for (a, b), key in self._improved(ti, tj, trs, tcs, stage).items():
+                        keys[a, b] = min(keys[a, b], key)
         self.stats[f"stage{stage}"] = {
             "rounds": rounds, "visits": int(visits.sum()), "settled": int(settled),
             "max_visits": int(visits.max(initial=0)),

@@ -2573,15 +2573,40 @@ static inline double sssp_exp_det(double x) {
     return ldexp(p, (int)k);
 }
 
-static inline double sssp_arc_cost(float zu, float zv, float fu, float fv, int64_t k, int model,
+/* Cost of arc k from u to v with friction factor fac (sssp_arc_factor's; unused by absdiff). */
+static inline double sssp_arc_cost(float zu, float zv, double fac, int64_t k, int model,
                                    const double *lengths) {
     if (model == 0) return fabs((double)zv - (double)zu);
-    const double fmean = ((double)fu + (double)fv) * 0.5;
     const double length = lengths[k];
-    if (model == 1) return length * fmean;
+    if (model == 1) return length * fac;
     const double s = ((double)zv - (double)zu) / length;
     const double e = sssp_exp_det(3.5 * fabs(s + 0.05));
-    return ((length * e) / (6000.0 / 3600.0)) * fmean;
+    return ((length * e) / (6000.0 / 3600.0)) * fac;
+}
+
+/* The two cells knight arc k (8..15) passes between, as the codes of the arcs from its tail to
+ * them (costs.py's KNIGHT_MID): the rook neighbour on its long axis, then the diagonal one. */
+static const int64_t SSSP_KNIGHT_MID[8][2] = {{0, 7}, {0, 1}, {2, 1}, {2, 3},
+                                              {4, 3}, {4, 5}, {6, 5}, {6, 7}};
+
+/* Whether arc k from vertex u to vertex v = u + offs[k] of the padded flat grid exists, and
+ * its friction factor in *fac: (f_u + f_v) * 0.5, or for a knight arc, which exists only when
+ * the two cells it passes between are vertices (z, and f when has_f, not NaN: z is read here
+ * whatever the model), ((f_u + f_v) + (f_a + f_b)) * 0.25 (GRASS r.cost -k). fu, fv: 1
+ * without a friction raster. */
+static inline int sssp_arc_factor(const float *z, const float *f, int has_f,
+                                  const int64_t *offs, int64_t u, int64_t k, float fu, float fv,
+                                  double *fac) {
+    if (k < 8) {
+        *fac = ((double)fu + (double)fv) * 0.5;
+        return 1;
+    }
+    const int64_t a = u + offs[SSSP_KNIGHT_MID[k - 8][0]], b = u + offs[SSSP_KNIGHT_MID[k - 8][1]];
+    if (z[a] != z[a] || z[b] != z[b]) return 0;
+    const float fa = has_f ? f[a] : 1.0f, fb = has_f ? f[b] : 1.0f;
+    if (fa != fa || fb != fb) return 0;
+    *fac = (((double)fu + (double)fv) + ((double)fa + (double)fb)) * 0.25;
+    return 1;
 }
 
 static inline int sssp_less(double d1, int64_t l1, double d2, int64_t l2) {
@@ -2720,8 +2745,10 @@ int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
             const int64_t k = codes[j], v = u + offs[k];
             const double dv = dist[v];
             if (model == 2 && dv < d) continue; /* settled (or not a vertex): spare the exp */
-            const double nd = d + sssp_arc_cost(zu, z[v], fu, has_f ? f[v] : 1.0f, k, model,
-                                                lengths);
+            double fac;
+            if (!sssp_arc_factor(z, f, has_f, offs, u, k, fu, has_f ? f[v] : 1.0f, &fac))
+                continue;
+            const double nd = d + sssp_arc_cost(zu, z[v], fac, k, model, lengths);
             if (fixed) {
                 if (nd != dv || nlab >= label[v]) continue;
             } else if (nd > max_cost || !sssp_less(nd, nlab, dv, label[v])) {
@@ -2743,7 +2770,8 @@ done:
  * least 2 / inv_width (no cell of the current bucket can improve another of it); the
  * backlinks in the same pass (every tight predecessor is settled first: the lowest arc code
  * among the relaxations that set or tie a cell's final label). Settled cells keep label =
- * -1 - label (except with fixed). z is not read under friction. targets, left, stop and the
+ * -1 - label (except with fixed). Under friction z is read only at the cells knight arcs
+ * pass between (a 1-cell dummy does without knight arcs). targets, left, stop and the
  * return value as terrain_sssp_heap's; it ends after the bucket of the last target. */
 int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int model,
                              const double *lengths, const int64_t *offs, const int64_t *codes,
@@ -2852,8 +2880,11 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
             const int64_t v = u + offj[j];
             const double dv = dist[v];
             if (dv <= d) continue; /* settled, or not a vertex (-inf): every arc costs > 0 */
-            const double nd = d + sssp_arc_cost(zu, model != 1 ? z[v] : 1.0f, fu,
-                                                has_f ? f[v] : 1.0f, codes[j], model, lengths);
+            double fac;
+            if (!sssp_arc_factor(z, f, has_f, offs, u, codes[j], fu, has_f ? f[v] : 1.0f, &fac))
+                continue;
+            const double nd = d + sssp_arc_cost(zu, model != 1 ? z[v] : 1.0f, fac, codes[j],
+                                                model, lengths);
             if (!(nd <= max_cost && nd <= dv) || (fixed && nd != dv)) continue;
             if (nd == dv) {
                 const int64_t lv = label[v];
@@ -2925,8 +2956,10 @@ void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model
                 const int64_t k = codes[j], u = v + offs[k];
                 if (label[u] != want) continue;
                 const int64_t ku = (k & 8) | ((k + 4) & 7); /* the reverse arc u -> v */
-                if (dist[u] + sssp_arc_cost(z[u], zv, has_f ? f[u] : 1.0f, fv, ku, model,
-                                            lengths) == dv) {
+                double fac;
+                if (!sssp_arc_factor(z, f, has_f, offs, u, ku, has_f ? f[u] : 1.0f, fv, &fac))
+                    continue;
+                if (dist[u] + sssp_arc_cost(z[u], zv, fac, ku, model, lengths) == dv) {
                     code = (int)k + 1;
                     break;
                 }

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from terrain.errors import InputError
-from terrain.grid._costs_cpu import arc_cost, exp_det
-from terrain.grid.costs import (ARC_DC, ARC_DR, ARC_NAMES, COST_MODELS, TOBLER_V0, arc_codes,
-                                arc_costs_np, arc_lengths, check_friction, cost_model_code,
-                                exp_det_np)
+from terrain.grid._costs_cpu import arc_cost, exp_det, pair_factor, quad_factor
+from terrain.grid.costs import (ARC_DC, ARC_DR, ARC_NAMES, COST_MODELS, KNIGHT_MID, TOBLER_V0,
+                                arc_codes, arc_costs_np, arc_factor_np, arc_lengths,
+                                check_friction, cost_model_code, exp_det_np, knight_mid)
 
 
 def test_arc_tables():
@@ -71,26 +71,29 @@ def test_hand_computed_costs():
     L = arc_lengths((10.0, 10.0))
     f32 = np.float32
     # absdiff ignores length and friction, symmetric
-    assert arc_cost(f32(5), f32(2.5), f32(9), f32(9), 1, 0, L) == 2.5
-    assert arc_cost(f32(2.5), f32(5), f32(9), f32(9), 1, 0, L) == 2.5
+    assert arc_cost(f32(5), f32(2.5), pair_factor(f32(9), f32(9)), 1, 0, L) == 2.5
+    assert arc_cost(f32(2.5), f32(5), pair_factor(f32(9), f32(9)), 1, 0, L) == 2.5
     # friction: length * mean friction
-    assert arc_cost(f32(0), f32(100), f32(1), f32(2), 0, 1, L) == 15.0
-    assert arc_cost(f32(0), f32(0), f32(1), f32(2), 1, 1, L) == L[1] * 1.5
-    assert arc_cost(f32(0), f32(0), f32(3), f32(3), 8, 1, L) == math.sqrt(500.0) * 3.0
+    assert arc_cost(f32(0), f32(100), pair_factor(f32(1), f32(2)), 0, 1, L) == 15.0
+    assert arc_cost(f32(0), f32(0), pair_factor(f32(1), f32(2)), 1, 1, L) == L[1] * 1.5
+    # a knight arc: length * the mean friction of its ends and the two cells it passes between
+    knight = quad_factor(f32(1), f32(2), f32(3), f32(6))
+    assert knight == 3.0 == arc_factor_np(1, 2, 3, 6)
+    assert arc_cost(f32(0), f32(0), knight, 8, 1, L) == math.sqrt(500.0) * 3.0
     # tobler: flat 10 m at 5 km/h * exp(-0.175)
-    flat = arc_cost(f32(0), f32(0), f32(1), f32(1), 0, 2, L)
+    flat = arc_cost(f32(0), f32(0), pair_factor(f32(1), f32(1)), 0, 2, L)
     assert flat == pytest.approx(10.0 / (TOBLER_V0 * math.exp(-3.5 * 0.05)), rel=1e-15)
     # the fastest slope is -0.05 (downhill 0.5 m over 10 m): exactly L / V0
-    assert arc_cost(f32(0.5), f32(0), f32(1), f32(1), 0, 2, L) == 10.0 / TOBLER_V0
-    up = arc_cost(f32(0), f32(1), f32(1), f32(1), 0, 2, L)
-    down = arc_cost(f32(1), f32(0), f32(1), f32(1), 0, 2, L)
+    assert arc_cost(f32(0.5), f32(0), pair_factor(f32(1), f32(1)), 0, 2, L) == 10.0 / TOBLER_V0
+    up = arc_cost(f32(0), f32(1), pair_factor(f32(1), f32(1)), 0, 2, L)
+    down = arc_cost(f32(1), f32(0), pair_factor(f32(1), f32(1)), 0, 2, L)
     assert up == pytest.approx(10.0 / (TOBLER_V0 * math.exp(-3.5 * 0.15)), rel=1e-15)
     assert down == pytest.approx(10.0 / (TOBLER_V0 * math.exp(-3.5 * 0.05)), rel=1e-15)
     assert up != down  # anisotropic
     # tobler with friction multiplies by the mean friction
-    assert arc_cost(f32(0), f32(1), f32(2), f32(4), 0, 2, L) == up * 3.0
+    assert arc_cost(f32(0), f32(1), pair_factor(f32(2), f32(4)), 0, 2, L) == up * 3.0
     # a cliff: the cost overflows to +inf (an arc never taken), no error
-    assert arc_cost(f32(0), f32(3e4), f32(1), f32(1), 0, 2, L) == math.inf
+    assert arc_cost(f32(0), f32(3e4), pair_factor(f32(1), f32(1)), 0, 2, L) == math.inf
 
 
 def test_exp_det_accuracy_and_twin():
@@ -108,10 +111,11 @@ def test_exp_det_accuracy_and_twin():
 
 
 @numba.njit
-def _costs_loop(zu, zv, fu, fv, k, model, lengths):
+def _costs_loop(zu, zv, fu, fv, fa, fb, k, model, lengths):
     out = np.empty(zu.size, np.float64)
     for i in range(zu.size):
-        out[i] = arc_cost(zu[i], zv[i], fu[i], fv[i], k[i], model, lengths)
+        fac = pair_factor(fu[i], fv[i]) if k[i] < 8 else quad_factor(fu[i], fv[i], fa[i], fb[i])
+        out[i] = arc_cost(zu[i], zv[i], fac, k[i], model, lengths)
     return out
 
 
@@ -124,14 +128,37 @@ def test_numba_equals_numpy_bit_for_bit(model):
     zv[:100] = zu[:100]  # flats
     fu = rng.uniform(0, 5, n).astype(np.float32)
     fv = rng.uniform(0, 5, n).astype(np.float32)
+    fa = rng.uniform(0, 5, n).astype(np.float32)
+    fb = rng.uniform(0, 5, n).astype(np.float32)
     k = rng.integers(0, 16, n)
     L = arc_lengths((30.0, 27.5))
-    ref = arc_costs_np(zu, zv, fu, fv, k, model, L)
-    got = _costs_loop(zu, zv, fu, fv, k, model, L)
+    fac = np.where(k < 8, arc_factor_np(fu, fv), arc_factor_np(fu, fv, fa, fb))
+    ref = arc_costs_np(zu, zv, fac, k, model, L)
+    got = _costs_loop(zu, zv, fu, fv, fa, fb, k, model, L)
     assert ref.dtype == np.float64
     np.testing.assert_array_equal(ref.view(np.uint64), got.view(np.uint64))
     assert (ref >= 0).all()
     # scalar k broadcasts
-    one = arc_costs_np(zu[:10], zv[:10], fu[:10], fv[:10], 3, model, L)
-    np.testing.assert_array_equal(one, _costs_loop(zu[:10], zv[:10], fu[:10], fv[:10],
-                                                   np.full(10, 3), model, L))
+    one = arc_costs_np(zu[:10], zv[:10], arc_factor_np(fu[:10], fv[:10]), 3, model, L)
+    np.testing.assert_array_equal(one, _costs_loop(zu[:10], zv[:10], fu[:10], fv[:10], fa[:10],
+                                                   fb[:10], np.full(10, 3), model, L))
+
+
+def test_rook_and_diagonal_factor_is_the_quad_mean_of_their_ends():
+    """Counting each end twice, the knight's four-cell mean is the pair mean, bit for bit."""
+    rng = np.random.default_rng(3)
+    fu, fv = (rng.uniform(0, 1e6, 10000).astype(np.float32) for _ in range(2))
+    np.testing.assert_array_equal(arc_factor_np(fu, fv), arc_factor_np(fu, fv, fu, fv))
+
+
+def test_knight_mid_cells():
+    """A knight arc passes between the tail's rook neighbour on its long axis and its
+    diagonal neighbour: (r + dr/2, c), (r + dr/2, c + dc) for |dr| = 2, else (r, c + dc/2),
+    (r + dr, c + dc/2) (GRASS r.cost -k)."""
+    for k in range(8, 16):
+        dr, dc = int(ARC_DR[k]), int(ARC_DC[k])
+        want = (((dr // 2, 0), (dr // 2, dc)) if abs(dr) == 2 else
+                ((0, dc // 2), (dr, dc // 2)))
+        assert knight_mid(k) == want
+        for m in KNIGHT_MID[k - 8]:
+            assert m < 8

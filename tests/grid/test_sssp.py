@@ -10,7 +10,7 @@ from backends import assert_backends_identical
 from terrain.errors import InputError
 from terrain.grid._sssp_cpu import CpuOps
 from terrain.grid.sssp import grid_sssp, labels_from_distance, prepare_grid
-from oracles import DC, DR, KS, csr_graph, oracle_cost, oracle_distance
+from oracles import DC, DR, KS, csr_graph, oracle_cost, oracle_distance, oracle_factor
 
 # the arc table, written out again here (independent of terrain.grid.costs)
 
@@ -27,6 +27,7 @@ def walk_backlinks(res, model, z, f=None, conn=8):
     """Follow backlinks from every reached cell; check each path ends at a source and its arc
     costs (oracle formulas) sum, left to right from the source, to the cell's distance."""
     f = np.ones_like(z) if f is None else f
+    valid = ~np.isnan(z) & ~np.isnan(f)
     rows, cols = z.shape
     worst = 0.0
     for r0 in range(rows):
@@ -47,8 +48,8 @@ def walk_backlinks(res, model, z, f=None, conn=8):
             path.reverse()
             d = res.distance[path[0]]  # the source's own distance (its start cost)
             for (ra, ca), (rb, cb) in zip(path, path[1:]):
-                w = oracle_cost(model, z[ra:ra + 1, ca], z[rb:rb + 1, cb], f[ra:ra + 1, ca],
-                                f[rb:rb + 1, cb], rb - ra, cb - ca)[0]
+                w = oracle_cost(model, z[ra:ra + 1, ca], z[rb:rb + 1, cb],
+                                oracle_factor(f, ra, ca, rb, cb, valid), rb - ra, cb - ca)[0]
                 d = d + w
             worst = max(worst, abs(d - res.distance[r0, c0]) / max(1.0, d))
     return worst
@@ -145,10 +146,8 @@ def test_stop_cells_end_the_solve_at_the_farthest(cost, queue):
 
 def test_nodata_barrier_splits_the_grid():
     z = int_dem(20, 20, 3).astype(np.float32)
-    z[:, 9:11] = np.nan  # a wall two cells thick ...
-    z[5, 10] = np.nan
+    z[:, 9] = np.nan  # a wall one cell thick: no knight arc passes between nodata cells
     res = grid_sssp(z, [(10, 2)], connectivity=16, backend="cpu")
-    # a knight move jumps over one cell but not over a whole column
     assert np.isnan(res.distance[:, 9:]).all() and (res.allocation[:, 9:] == -1).all()
     assert (res.backlink[:, 9:] == 255).all()
     ref = oracle_distance(csr_graph(z, conn=16), z.shape, [(10, 2)])
@@ -207,8 +206,8 @@ def test_bucket_queue_backlinks_equal_the_heap_under_ties(conn):
             r, c = r0 + DR[k], c0 + DC[k]
             if not (0 <= r < z.shape[0] and 0 <= c < z.shape[1]) or np.isnan(res.distance[r, c]):
                 continue
-            w = oracle_cost("friction", z[r:r + 1, c], z[r0:r0 + 1, c0], fr[r:r + 1, c],
-                            fr[r0:r0 + 1, c0], -DR[k], -DC[k])[0]
+            w = oracle_cost("friction", z[r:r + 1, c], z[r0:r0 + 1, c0],
+                            oracle_factor(fr, r, c, r0, c0), -DR[k], -DC[k])[0]
             tight += (res.distance[r, c] + w == res.distance[r0, c0]
                       and res.allocation[r, c] == res.allocation[r0, c0]
                       and res.hops[r, c] + 1 == res.hops[r0, c0])
@@ -343,3 +342,57 @@ def test_an_interrupt_stops_the_cpu_solve_within_a_second(cost, stops_on_interru
     f = (1 + rng.random((3000, 3000), dtype=np.float32)) if cost == "friction" else None
     stops_on_interrupt(lambda: grid_sssp(z, [(1500, 1500)], cost=cost, friction=f,
                                          backend="cpu"))
+
+
+def _knight_grid(**nodata):
+    """3 x 2 cells: a knight arc SSE from u = (0, 0) to v = (2, 1) passes between a = (1, 0)
+    and b = (1, 1); the corners off the way cost 100."""
+    f = np.array([[1, 100], [4, 5], [100, 2]], np.float32)
+    for name, cell in (("a", (1, 0)), ("b", (1, 1))):
+        if nodata.get(name):
+            f[cell] = np.nan
+    return np.zeros_like(f), f
+
+
+def _knight_solvers(z, f, cost="friction"):
+    """The distance and backlink at v = (2, 1) from every CPU solver and the certificate."""
+    from terrain.grid.sssp_blocked import blocked_sssp
+    from terrain.grid.sssp_tiled import tiled_sssp
+    from terrain.verify import verify_grid_sssp
+    kw = dict(cost=cost, friction=f if cost != "absdiff" else None, connectivity=16)
+    zz, ff, _, model, codes, lengths = prepare_grid(z, kw["friction"], cost, 16, (1, 1))
+    heap = CpuOps().solve(zz, ff, model, codes, lengths, np.array([0]), np.array([0]),
+                          np.zeros(1), math.inf, queue="heap")
+    out = []
+    for res in (grid_sssp(z, [(0, 0)], backend="cpu", **kw), heap,
+                blocked_sssp(z, [(0, 0)], side=4, **kw),
+                tiled_sssp(z, [(0, 0)], tile=2, backend="cpu", **kw)):
+        assert verify_grid_sssp(z, res.distance, res.backlink, res.allocation, [(0, 0)],
+                                **kw).ok
+        out.append((float(res.distance[2, 1]), int(res.backlink[2, 1])))
+    assert len(set(out)) == 1, out
+    return out[0]
+
+
+def test_knight_arc_costs_the_four_cells_it_touches():
+    """GRASS r.cost -k: the knight arc's friction factor is the mean of its two ends and the
+    two cells it passes between; it beats the rook-diagonal paths through a and b."""
+    z, f = _knight_grid()
+    d, back = _knight_solvers(z, f)
+    assert d == math.sqrt(5.0) * ((1.0 + 2.0) + (4.0 + 5.0)) * 0.25
+    assert back == 15  # NNW (code 14) back to u
+    ref = oracle_distance(csr_graph(z, "friction", f, 16), z.shape, [(0, 0)])
+    assert ref[2, 1] == pytest.approx(d, rel=1e-15)
+
+
+@pytest.mark.parametrize("cell", ["a", "b"])
+def test_knight_arc_passing_a_nodata_cell_does_not_exist(cell):
+    z, f = _knight_grid(**{cell: True})
+    d, back = _knight_solvers(z, f)
+    if cell == "a":  # through b: diagonal, then south
+        assert (d, back) == (math.sqrt(2.0) * ((1.0 + 5.0) * 0.5) + (5.0 + 2.0) * 0.5, 7)
+    else:  # through a: south, then diagonal
+        assert (d, back) == ((1.0 + 4.0) * 0.5 + math.sqrt(2.0) * ((4.0 + 2.0) * 0.5), 6)
+    # absdiff: a flat knight arc would cost 0; the cell it passes stops it all the same
+    z = np.where(np.isnan(f), np.nan, np.where(f > 2, 10, 0)).astype(np.float32)
+    assert _knight_solvers(z, f, "absdiff")[0] == 20.0

@@ -70,12 +70,25 @@ def test_nodata_barrier_splits_grid():
     assert (got.backlink[:, 31:] == 255).all() and (got.allocation[:, 31:] == -1).all()
 
 
-def test_knight_moves_jump_over_one_cell_walls():
+def test_knight_moves_do_not_pass_one_cell_walls():
     z = np.ones((48, 48), np.float32)
     f = np.ones_like(z)
-    f[:, 16] = np.nan  # a one-cell wall on a block edge: only knight moves cross it
+    f[:, 16] = np.nan  # a one-cell wall on a block edge: a knight arc passes between nodata
     got, _ = _both(z, [(8, 3)], 16, cost="friction", friction=f, connectivity=16)
-    assert np.isfinite(got.distance[:, 17:]).all()
+    assert np.isnan(got.distance[:, 16:]).all() and np.isfinite(got.distance[:, :16]).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("side", [4, 5])
+def test_knight_arcs_passing_between_cells_of_a_third_block(seed, side):
+    """Small blocks, steep friction and nodata: many knight arcs cross a block corner and
+    pass between cells of a block solved only later (the driver then rechecks them)."""
+    rng = np.random.default_rng(seed)
+    z = _rng_dem(23, 19, seed, nodata=0.15)
+    f = np.exp(rng.normal(0, 1.5, z.shape)).astype(np.float32)
+    src = tuple(int(x) for x in np.argwhere(~np.isnan(z))[0])
+    for cost in ("friction", "tobler"):
+        _both(z, [src], side, cost=cost, friction=f, connectivity=16, cellsize=(10.0, 7.0))
 
 
 def test_max_cost_and_float_dem():
@@ -114,7 +127,7 @@ def test_distances_equal_scipy_dijkstra():
         c, d = r2[ok], c2[ok]
         good = ~np.isnan(z[a, b]) & ~np.isnan(z[c, d])
         a, b, c, d = a[good], b[good], c[good], d[good]
-        w = arc_costs_np(z[a, b], z[c, d], 1, 1, k, 0, lengths)
+        w = arc_costs_np(z[a, b], z[c, d], 1.0, k, 0, lengths)
         us.append(a * cols + b), vs.append(c * cols + d), ws.append(w + 0.0)
     u, v, w = (np.concatenate(x) for x in (us, vs, ws))
     # scipy takes a stored 0 for "no arc": zero-cost arcs (flats) cost 1e-300 there, which

@@ -10,7 +10,7 @@ from terrain.grid.costs import ARC_DC, ARC_DR, arc_costs_np, arc_lengths
 from terrain.grid.sssp_tiled import (TiledIndex, TiledSpec, node_boundary, tile_boundaries,
                                      tiled_sssp)
 from grids import int_dem
-from oracles import grid_csr, tiled_oracle
+from oracles import grid_csr, oracle_factor, tiled_oracle
 
 
 # ----------------------------------------------------------------------------- tiled_oracle
@@ -54,7 +54,8 @@ def check_backlinks(z, f, r, connectivity, model, sources, start=None, rtol=0.0)
             k = int(r.backlink[cur]) - 1
             u = (cur[0] + ARC_DR[k], cur[1] + ARC_DC[k])
             back = (k + 4) % 8 if k < 8 else 8 + (k - 8 + 4) % 8
-            total += float(arc_costs_np(z[u], z[cur], f[u], f[cur], back, model, lengths))
+            fac = oracle_factor(f, u[0], u[1], cur[0], cur[1], ~np.isnan(z) & ~np.isnan(f))
+            total += float(arc_costs_np(z[u], z[cur], fac[0], back, model, lengths))
             assert r.allocation[u] == r.allocation[v]
             cur = u
             steps += 1
@@ -444,3 +445,25 @@ def test_phase3_shared_kernel_equals_queue_kernel_and_cpu(tile, connectivity, mo
         windows_dijkstra_gpu(be, *args, *got, kernel=kern)
         for g, wnt in zip(got, want):
             np.testing.assert_array_equal(g, wnt, err_msg=kern)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_knight_arcs_passing_between_cells_of_other_tiles(seed):
+    """Small tiles, nodata and steep friction: many knight arcs cross a tile corner and pass
+    between cells of a third tile (boundary cells, or nodata that stops them); the distances
+    and allocations of the in-core algorithm."""
+    from terrain.grid.sssp import grid_sssp
+    from terrain.grid.sssp_tiled import tiled_sssp
+    rng = np.random.default_rng(seed)
+    z = (rng.random((37, 29)) * 50).astype(np.float32)
+    z[rng.random(z.shape) < 0.15] = np.nan
+    f = np.exp(rng.normal(0, 1.5, z.shape)).astype(np.float32)
+    src = [tuple(int(x) for x in np.argwhere(~np.isnan(z))[0])]
+    for cost in ("friction", "tobler"):
+        kw = dict(cost=cost, friction=f, connectivity=16, cellsize=(10.0, 7.0))
+        ref = grid_sssp(z, src, backend="cpu", **kw)
+        for tile, height in ((4, None), (8, 1)):
+            got = tiled_sssp(z, src, tile=tile, max_height=height, backend="cpu", **kw)
+            np.testing.assert_array_equal(np.isnan(got.distance), np.isnan(ref.distance))
+            np.testing.assert_allclose(got.distance, ref.distance, rtol=1e-12, equal_nan=True)
+            np.testing.assert_array_equal(got.allocation, ref.allocation)

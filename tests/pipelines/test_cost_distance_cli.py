@@ -69,7 +69,7 @@ def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):
         total = 0.0
         for (ra, ca), (rb, cb) in zip(cells, cells[1:]):
             assert (rb - ra, cb - ca) in list(zip(DR[:8], DC[:8]))
-            total += oracle_cost("absdiff", z[ra:ra + 1, ca], z[rb:rb + 1, cb], None, None,
+            total += oracle_cost("absdiff", z[ra:ra + 1, ca], z[rb:rb + 1, cb], None,
                                  rb - ra, cb - ca)[0]
         assert total == feat["properties"]["cost"] == dist[r, c]
 
