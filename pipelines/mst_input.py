@@ -59,7 +59,7 @@ class _Stopped(Exception):
 class Arrival:
     """The rows of a grid parsed so far, for tasks that start before the parse ends.
 
-    >>> a = Arrival(10)
+    >>> a = Arrival()
     >>> a.advance(4); a.wait(4); a.rows
     4
     >>> a.fail(ValueError("bad text")); a.wait(3)  # rows that arrived are still there
@@ -68,8 +68,7 @@ class Arrival:
     ValueError: bad text
     """
 
-    def __init__(self, rows):
-        self.total = int(rows)
+    def __init__(self):
         self.rows = 0
         self.error = None
         self._cond = threading.Condition()
@@ -306,7 +305,7 @@ def _device_parse(grid, out_path, side, be, pool, writers, created, writes, wall
     failed)."""
     cp = be.xp
     zd = cp.empty(grid.shape, cp.float32)
-    arrival = Arrival(grid.shape[0])
+    arrival = Arrival()
     device = cp.cuda.Device()
 
     def parse():
