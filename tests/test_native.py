@@ -45,3 +45,27 @@ def test_no_compiler_is_a_clear_runtime_error(no_library, monkeypatch):
     with pytest.raises(RuntimeError, match="compiling terrain's C kernels failed"):
         native.load_library()
     assert not any(no_library.iterdir())
+
+
+def test_a_signal_while_the_kernel_thread_starts_waits_for_the_kernel(monkeypatch):
+    """Ctrl-C landing in ``Thread.start`` (the thread runs all the same) still stops the
+    kernel and waits for it before raising: its arrays must outlive it."""
+    import threading
+    import time
+
+    real_start = threading.Thread.start
+
+    def start_then_signal(self):
+        real_start(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_signal)
+    ran = []
+
+    def kernel(stop):
+        time.sleep(0.2)
+        ran.append(int(stop[0]))
+
+    with pytest.raises(KeyboardInterrupt):
+        native.interruptible(kernel)
+    assert ran == [1]  # returned, told to stop, before interruptible raised

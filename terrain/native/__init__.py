@@ -183,23 +183,43 @@ def interruptible(kernel, *args):
     stop = np.zeros(1, np.uint8)
     if threading.current_thread() is not threading.main_thread():
         return kernel(*args, stop)  # signals reach the main thread only: nothing to wait for
-    result = []
+    result, finished = [], threading.Event()
 
     def run():
         try:
             result.append(kernel(*args, stop))
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             result.append(e)
+        finally:
+            finished.set()
 
     t = threading.Thread(target=run, name="terrain-kernel", daemon=True)
-    t.start()
     try:
-        while t.is_alive():
-            t.join(0.05)
+        t.start()
+    except RuntimeError:  # no thread could be started: no kernel runs
+        raise
+    except BaseException:  # a signal while start() waited for the thread: it runs all the same
+        _stop_and_wait(stop, finished)
+        raise
+    try:
+        while not finished.wait(0.05):
+            pass
     except BaseException:
-        stop[0] = 1
-        t.join()
+        _stop_and_wait(stop, finished)
         raise
     if isinstance(result[0], BaseException):
         raise result[0]
     return result[0]
+
+
+def _stop_and_wait(stop, finished):
+    """Set the kernel's ``stop`` flag and wait until its thread has returned, whatever
+    signal comes meanwhile: the arrays it works on must outlive it (freed under a running
+    kernel, they crash the process)."""
+    stop[0] = 1
+    while True:
+        try:
+            if finished.wait(0.05):
+                return
+        except BaseException:  # noqa: BLE001 - a second signal: the first is being raised
+            continue
