@@ -535,9 +535,12 @@ def main(argv=None):
     try:
         with terminate_raises():
             # URL inputs/outputs (s3://, memory://, ...) staged here, published after
+            # (on a cluster given by address, ingest and mst open the stores there themselves)
+            from pipelines.cluster import shares_nothing
+
             from .io.remote import stage
-            with stage(args, args.storage_options) if hasattr(args, "storage_options") \
-                    else contextlib.nullcontext():
+            with stage(args, args.storage_options, shares_nothing(args)) \
+                    if hasattr(args, "storage_options") else contextlib.nullcontext():
                 status = int(_handler(args)(args) or 0)
         if argv is None:  # the command line's own process: its outputs are complete
             quick_exit(status)
