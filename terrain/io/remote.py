@@ -30,6 +30,7 @@ from .outputs import OutputExists
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
+           "filesystem",
            "PENDING_ROOT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
@@ -219,6 +220,12 @@ def _held_root_store():
 
     _HELD_ROOT.append(HeldRootStore)
     return HeldRootStore
+
+
+def filesystem(path, options=None):
+    """``(fsspec filesystem, root)`` of a URL (with ``options``) or a :class:`Location`;
+    its listings are fresh (other processes write under the prefix)."""
+    return _fs(path, options)
 
 
 def _join(root, name):

@@ -430,8 +430,9 @@ def read_block(store_path, layer, window, out=None):
     ``store_path`` (into ``out`` when given, else a new array of the layer's dtype).
 
     Whole shards in the usual layout are read in the calling thread
-    (:func:`terrain.tiles._shards.read_shard`), so threads read in parallel; others
-    through zarr.
+    (:func:`terrain.tiles._shards.read_shard`), so threads read in parallel; at a URL (or a
+    :class:`terrain.io.remote.Location`) each with one GET of its object
+    (:func:`terrain.tiles._shards.read_url_shard`); others through zarr.
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
@@ -442,6 +443,8 @@ def read_block(store_path, layer, window, out=None):
     """
     from ._shards import fast_layout, read_shard
     r0, r1, c0, c1 = window
+    if is_remote(store_path):
+        return _read_url_block(store_path, layer, window, out)
     arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
     layout = fast_layout(arr)
     shards = None if layout is None else window_shards(layout, window)
@@ -455,10 +458,30 @@ def read_block(store_path, layer, window, out=None):
     return out
 
 
+def _read_url_block(store_path, layer, window, out):
+    """:func:`read_block` of a store at a URL."""
+    from ._shards import read_url_shard, url_layout
+    r0, r1, c0, c1 = window
+    fs, layout = url_layout(store_path, layer)
+    shards = None if layout is None else window_shards(layout, window)
+    if shards is None or (out is not None and out.dtype != layout.dtype):
+        arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+        if out is None:
+            out = np.empty((r1 - r0, c1 - c0), arr.dtype)
+        out[...] = _read(arr, store_path, r0, r1, c0, c1)
+        return out
+    if out is None:
+        out = np.empty((r1 - r0, c1 - c0), layout.dtype)
+    for si, sj in shards:
+        read_url_shard(layout, fs, si, sj, out, r0, c0)
+    return out
+
+
 def write_block(store_path, layer, window, values):
     """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into ``layer`` of the
     store at ``store_path``, whole shards in the calling thread as :func:`read_block`;
-    returns the bytes written (None where zarr wrote them).
+    returns the bytes written (None where zarr wrote them: at a URL, a whole shard is one
+    PUT of its object).
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
