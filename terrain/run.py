@@ -75,7 +75,7 @@ def _add_scheduler(p):
 
 
 def _add_storage_options(p):
-    # object stores: URL inputs and outputs are staged by terrain.io.remote.stage
+    # object stores: URL inputs and outputs go through terrain.io.remote.stage
     p.add_argument("--storage-options", default=None, metavar="JSON",
                    help="fsspec options for s3://, gs://, ... stores (endpoint, anon, ...); "
                         "credentials come from the client library's own environment")

@@ -2,9 +2,10 @@
 ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1, each in its own empty
 folder, give the bits of local runs.
 
-The workers run on this host: they see the client's staging folder (terrain.io.remote.stage),
-so this checks the URL route on a separate-process cluster, not workers that share nothing
-but the store (docs/scale.md says what that still needs).
+ingest and mst share nothing with the client but the store: their tasks open the stores at
+the URLs (terrain.io.remote.Location), and the test makes the client's staging (fetch,
+publish, its temporary folder) fail. fill stages (terrain.io.remote.stage): its workers run
+on this host and see the client's temporary folder.
 """
 
 import json
@@ -116,7 +117,8 @@ def test_s3_share_nothing_stages_nothing(tmp_path, s3, cluster, monkeypatch):
                  "--scheduler", cluster]) == 0
     assert main(["mst", f"{base}/dem.zarr", "-o", f"{base}/mst.zarr", "--backend", "cpu",
                  *opts, "--scheduler", cluster]) == 0
-    assert zarr.open_group(zarr_store(f"{base}/mst.zarr", s3), mode="r").attrs["mst"]["path"] == "tiled"
+    summary = zarr.open_group(zarr_store(f"{base}/mst.zarr", s3), mode="r").attrs["mst"]
+    assert summary["path"] == "tiled"
     for name in ("dem", "mst"):
         got = _arrays(zarr_store(f"{base}/{name}.zarr", s3))
         assert got == _arrays(str(tmp_path / f"{name}.zarr")), name
