@@ -18,7 +18,8 @@ from terrain.errors import InputError
 
 __all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "runs_in_process",
-           "dashboard_address", "check_inputs_on_workers", "remote_input",
+           "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
+           "shares_nothing", "SHARE_NOTHING_COMMANDS",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active"]
 
 LOCAL_SCHEDULERS = ("threads", "synchronous", "sync", "single-threaded")
@@ -176,9 +177,36 @@ def _dashboard_link(cluster, address):
 
 
 def remote_input(path):
-    """``path`` as a cluster given by address should carry it: absolute; local keeps it."""
+    """``path`` as a cluster given by address should carry it: absolute; local keeps it (and
+    a store at a URL, :class:`terrain.io.remote.Location`, is as it is)."""
     from terrain.io.outputs import real_path
+    from terrain.io.remote import is_remote
+    if is_remote(path):
+        return path
     return str(real_path(path)) if _active_client is not None and _external else path
+
+
+#: the commands whose tasks open their stores at URLs themselves (docs/scale.md)
+SHARE_NOTHING_COMMANDS = ("ingest", "mst")
+
+
+def is_address(spec):
+    """True when ``--scheduler`` names a cluster by address.
+
+    >>> is_address("tcp://10.0.0.5:8786"), is_address("local"), is_address(None)
+    (True, False, False)
+    """
+    return bool(spec) and spec != LOCAL_CLUSTER and spec not in LOCAL_SCHEDULERS
+
+
+def shares_nothing(args):
+    """Whether the command ``args`` runs on workers that share nothing with this process but
+    the object store: :data:`SHARE_NOTHING_COMMANDS` on a cluster given by address, without
+    ``--resume``, ``--geotiff`` or ``--dry-run`` (those stage: :func:`terrain.io.remote.stage`).
+    """
+    return (getattr(args, "command", None) in SHARE_NOTHING_COMMANDS
+            and is_address(getattr(args, "scheduler", None))
+            and not any(getattr(args, name, None) for name in ("resume", "geotiff", "dry_run")))
 
 
 def check_inputs_on_workers(inputs, client=None, address=None):
@@ -187,7 +215,8 @@ def check_inputs_on_workers(inputs, client=None, address=None):
     would compute something else and exit 0)."""
     from terrain.io.outputs import input_identity
     client = client or (_active_client if _external else None)
-    paths = [p for p in inputs or () if p is not None]
+    from terrain.io.remote import is_remote
+    paths = [p for p in inputs or () if p is not None and not is_remote(p)]
     if client is None or not paths:
         return
     mine = [input_identity(p) for p in paths]

@@ -350,6 +350,9 @@ def is_graph_input(path):
     """True when ``path`` is a sparse graph (a graph-ingest cache, a graph format by suffix, or
     a text whose first content line is an edge ``U V [W]``) rather than a grid."""
     from terrain.graph import is_graph_cache
+    from terrain.io.remote import is_remote
+    if is_remote(path):  # a tile store at a URL (terrain.io.remote.Location)
+        return False
     path = Path(path)
     if path.is_dir():
         return is_graph_cache(path)

@@ -19,7 +19,8 @@ import zarr
 
 from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid
 from terrain.io.georef import finish_store
-from terrain.io.outputs import atomic_output, check_outputs, input_identity
+from terrain.io.outputs import check_outputs, input_identity
+from terrain.io.remote import is_remote, output_at, store_for
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
 
@@ -118,14 +119,37 @@ def write_window(store_path, z, r0, c0):
 def finish_elevation(store_path, parts):
     """The statistics of the bands ``parts`` (:func:`band_stats` each) into the attributes."""
     stats = merge_stats(parts)
-    zarr.open_group(store=str(store_path), mode="r+").attrs.update({"stats": stats})
+    zarr.open_group(store=store_for(store_path, read_only=False),
+                    mode="r+").attrs.update({"stats": stats})
     BUFFERS.clear()
     return store_path
+
+
+def _write_band(store_path, z, r0, shard_side):
+    """Write the rows ``z`` (read by the client) from row ``r0`` on, once the store is
+    created (``shard_side``); their statistics."""
+    del shard_side  # only orders this task after the store's creation
+    write_window(store_path, z, r0, 0)
+    return band_stats(z)
+
+
+def _held_bands(grid, band_rows):
+    """``[(r0, rows)]``: the grid's bands of ``band_rows`` read in this process."""
+    starts = None
+    if isinstance(grid, AsciiGrid):
+        starts = grid.row_starts([grid.newline_offsets(a, b) for a, b in grid.index_ranges()])
+    rows = grid.shape[0]
+    return [(r0, grid.read_rows(r0, min(r0 + band_rows, rows), starts))
+            for r0 in range(0, rows, band_rows)]
 
 
 def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None, *,
                        band=None, nodata=None, crs=None):
     """Dask graph that ingests ``input_path`` into a new tile store at ``store_path``.
+
+    A store at a URL (a :class:`terrain.io.remote.Location`: workers that may share nothing
+    with this process but the object store) is written by tasks given rows this process
+    reads from ``input_path``; a local store by tasks that read the input themselves.
 
     Parameters
     ----------
@@ -165,14 +189,20 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
     token = dask.base.tokenize(input_identity(input_path), str(store_path), tile)
     shard_side = dask.delayed(create_elevation, pure=False)(
         store_path, grid, tile, compressors, dask_key_name=f"ingest-create-{token}")
+    rows = grid.shape[0]
+    band_rows = tile * tiles_per_shard(tile, grid.shape)
+    if is_remote(store_path):
+        bands = [dask.delayed(_write_band, pure=False)(
+                    store_path, z, r0, shard_side, dask_key_name=(f"ingest-band-{token}", i))
+                 for i, (r0, z) in enumerate(_held_bands(grid, band_rows))]
+        return dask.delayed(finish_elevation, pure=False)(
+            store_path, bands, dask_key_name=f"ingest-finish-{token}")
     starts = None
     if isinstance(grid, AsciiGrid):
         pieces = [dask.delayed(grid.newline_offsets)(a, b,
                                                      dask_key_name=(f"ingest-index-{token}", i))
                   for i, (a, b) in enumerate(grid.index_ranges())]
         starts = dask.delayed(grid.row_starts)(pieces, dask_key_name=f"ingest-rows-{token}")
-    rows = grid.shape[0]
-    band_rows = tile * tiles_per_shard(tile, grid.shape)
     bands = [dask.delayed(_ingest_band, pure=False)(
                 grid, store_path, r0, min(r0 + band_rows, rows), starts, shard_side,
                 dask_key_name=(f"ingest-band-{token}", i))
@@ -216,7 +246,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     >>> store.shape                                                            # doctest: +SKIP
     (300, 400)
     """
-    check_outputs([input_path], [output_path], overwrite)
+    check_outputs([input_path], [] if is_remote(output_path) else [output_path], overwrite)
     check_tile_size(tile)
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     cells = grid.shape[0] * grid.shape[1]
@@ -226,7 +256,9 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
                                  band=band, nodata=nodata, crs=crs)
     from .cluster import open_scheduler
 
-    with open_scheduler(scheduler, cells=cells, inputs=[input_path]):
+    # a store at a URL is written from rows this process reads: no worker reads the input
+    with open_scheduler(scheduler, cells=cells,
+                        inputs=[] if is_remote(output_path) else [input_path]):
         return ingest_on_active_scheduler(input_path, output_path, tile, overwrite, compressors,
                                           resume, band=band, nodata=nodata, crs=crs)
 
@@ -240,16 +272,19 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
     from .cluster import compute, remote_input
 
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
-    with atomic_output(output_path, overwrite, inputs=[input_path], key=key,
-                       resume=resume) as tmp:
+    with output_at(output_path, overwrite, inputs=[input_path], key=key,
+                   resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
         # the paths as the workers of a cluster given by address must see them
         src, part = remote_input(input_path), remote_input(tmp)
-        graph, reused = checkpointed(
-            build_ingest_graph(src, part, tile, compressors, **options), part, CHECKPOINTED)
+        graph = build_ingest_graph(src, part, tile, compressors, **options)
+        reused = 0
+        if not is_remote(tmp):  # checkpoints: in a local partial output only
+            graph, reused = checkpointed(graph, part, CHECKPOINTED)
         compute(graph, label="ingest")
-        drop_checkpoints(tmp)
+        if not is_remote(tmp):
+            drop_checkpoints(tmp)
         # consolidated metadata last, by the command that owns the store: a pipeline that
         # embeds the ingest graph (mst) adds arrays afterwards and consolidates at its end
         finish_store(tmp)
@@ -264,7 +299,7 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
     (:func:`write_elevation`)."""
     check_tile_size(tile)
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
-    with atomic_output(output_path, overwrite, inputs=[input_path], key=key) as tmp:
+    with output_at(output_path, overwrite, inputs=[input_path], key=key) as tmp:
         write_elevation(grid, tmp, tile, compressors)
         finish_store(tmp)
     store = open_store(output_path)

@@ -31,7 +31,8 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, write_georeference
-from terrain.io.outputs import atomic_output, check_outputs
+from terrain.io.outputs import check_outputs
+from terrain.io.remote import is_remote, output_at, store_for
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
 from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard_windows,
@@ -156,7 +157,7 @@ def default_output(input_path):
 def _prepare(out_path, spec, tile_shard, geo, upstream):
     """Create the ``mst`` array (and, for a store input, the georeference) in the output."""
     del upstream  # only orders this task after the ingest
-    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3)
+    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a", zarr_format=3)
     if "x" not in group:
         gt = geo["geotransform"]
         write_georeference(group, spec.shape, gt, geo.get("crs"))
@@ -169,7 +170,7 @@ def _prepare(out_path, spec, tile_shard, geo, upstream):
                              compressors=checksummed(MASK_COMPRESSORS),
                              config={"write_empty_chunks": False}, overwrite=True)
     arr.attrs.update({"bits": "bit d set: edge (cell, d) in the forest; d: E=0, S=1, SE=2, SW=3"})
-    return str(out_path)
+    return out_path if is_remote(out_path) else str(out_path)
 
 
 _pool_lock = threading.Lock()
@@ -335,7 +336,8 @@ def _finish(out_path, spec, group_stats, node_stats, writes, meta):
                "tile": spec.tile, "levels": spec.levels, "connectivity": spec.connectivity,
                "weight": spec.weight, **meta,
                "phase_seconds": {p: round(v, 6) for p, v in times.items()}, **totals}
-    zarr.open_group(store=str(out_path), mode="r+").attrs.update({"mst": summary})
+    zarr.open_group(store=store_for(out_path, read_only=False),
+                    mode="r+").attrs.update({"mst": summary})
     return summary
 
 
@@ -437,7 +439,13 @@ def build_mst_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstre
 
 
 def _open_input(inp, tile):
-    """``(source, geo, shape, tile, cellsize, shard tiles)`` of a tile store or a grid file."""
+    """``(source, geo, shape, tile, cellsize, shard tiles)`` of a tile store (at a path, a
+    URL or a :class:`terrain.io.remote.Location`) or a grid file."""
+    if is_remote(inp):
+        store = open_store(inp)
+        geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
+               "source": str(inp)}
+        return inp, geo, store.shape, store.tile, store.cellsize, store.tiles_per_shard
     if inp.is_dir() and not is_store(inp):
         raise InputError(f"{inp}: is a directory, not a grid file or a tile store written by "
                          "ingest")
@@ -453,8 +461,9 @@ def _open_input(inp, tile):
 
 
 def _data_identity(inp):
-    """A tile store's files' paths, sizes and modification times, hashed; None for a file."""
-    if not inp.is_dir():
+    """A tile store's files' paths, sizes and modification times, hashed; None for a file
+    (and a store at a URL, written again whole: it has no partial to resume)."""
+    if is_remote(inp) or not inp.is_dir():
         return None
     h = hashlib.sha256()
     for root, dirs, files in os.walk(inp):
@@ -486,10 +495,12 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     """
     t_start = time.perf_counter()
     be = get_backend(backend)
-    inp = Path(input_path)
-    out = Path(output_path) if output_path else default_output(inp)
+    inp = input_path if is_remote(input_path) else Path(input_path)
+    out = (output_path if is_remote(output_path) else Path(output_path) if output_path
+           else default_output(inp))
     source, geo, shape, tile, cellsize, shard = _open_input(inp, tile)
-    check_outputs([inp], [out, geotiff], overwrite)
+    check_outputs([] if is_remote(inp) else [inp],
+                  [geotiff] if is_remote(out) else [out, geotiff], overwrite)
     _check_geotiff_name(geotiff)
     check_weight_units(weight, geo["crs"], inp)
     try:
@@ -499,8 +510,8 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         raise InputError(f"{inp}: {e}") from None
     route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core,
                       resume, cluster_active=cluster_active())
-    key = run_key("mst", [inp], spec, _data_identity(inp))
-    with atomic_output(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
+    key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, _data_identity(inp))
+    with output_at(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
         wall = {}
@@ -509,14 +520,16 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         else:
             summary, reused = _run_graph(route, source, inp, geo, tmp, spec, shard, be,
                                          in_core, scheduler)
-        drop_checkpoints(tmp)
+        if not is_remote(tmp):
+            drop_checkpoints(tmp)
         if "parsed_on" in wall:
             summary["parse"] = wall.pop("parsed_on")
         if wall:
             summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
         summary.update(seconds=round(time.perf_counter() - t_start, 6), output=str(out),
                        device=be.device_name(), reused_tasks=reused)
-        zarr.open_group(store=str(tmp), mode="r+").attrs.update({"mst": summary})
+        zarr.open_group(store=store_for(tmp, read_only=False),
+                        mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
         if geotiff:  # from the partial: a failing GeoTIFF leaves no store behind either
             write_geotiff(tmp, geotiff, overwrite, cog=cog)
@@ -570,21 +583,27 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
     """The task-graph routes: the store's groups (a raster ingested into it first)."""
     from .cluster import compute, open_scheduler, remote_input
     # one device's work needs no cluster: the GPU's routes run on threads by default
+    # an output at a URL: the workers see only the stores (a raster is read here)
+    local = not is_remote(tmp)
     with open_scheduler(scheduler if scheduler is not None else be.select(None, "threads"),
-                        cells=spec.shape[0] * spec.shape[1], inputs=[inp]):
+                        cells=spec.shape[0] * spec.shape[1], inputs=[inp] if local else []):
         # the paths as the workers of a cluster given by address must see them
         inp, tmp = remote_input(inp), remote_input(tmp)
+        partial = tmp if local else None  # checkpoints: in a local partial output only
         upstream = None
         if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
             from .ingest import build_ingest_graph
-            upstream, _ = checkpointed(build_ingest_graph(inp, tmp, spec.tile), tmp,
-                                       CHECKPOINTED)
+            upstream = build_ingest_graph(inp, tmp, spec.tile)
+            if local:
+                upstream, _ = checkpointed(upstream, tmp, CHECKPOINTED)
             dem, store_geo = tmp, None
         else:
             dem, store_geo = inp, geo
         graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
-                                in_core, partial=tmp)
-        graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
+                                in_core, partial=partial)
+        reused = 0
+        if local:
+            graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
         (summary,) = compute(graph, label="mst")
     return summary, reused
 

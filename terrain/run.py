@@ -75,7 +75,7 @@ def _add_scheduler(p):
 
 
 def _add_storage_options(p):
-    # object stores: URL inputs and outputs are staged by terrain.io.remote.stage
+    # object stores: URL inputs and outputs go through terrain.io.remote.stage
     p.add_argument("--storage-options", default=None, metavar="JSON",
                    help="fsspec options for s3://, gs://, ... stores (endpoint, anon, ...); "
                         "credentials come from the client library's own environment")
@@ -494,6 +494,14 @@ def _handler(args):
     return getattr(pipelines, args.command.replace("-", "_") + "_command")
 
 
+def _shares_nothing(args):
+    """:func:`pipelines.cluster.shares_nothing`, imported only for a run given a scheduler."""
+    if not getattr(args, "scheduler", None):
+        return False
+    from pipelines.cluster import shares_nothing
+    return shares_nothing(args)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """terrain's own warnings as one line ``terrain: warning: ...``; others as Python prints them."""
     if os.path.dirname(os.path.abspath(filename)).startswith(os.path.dirname(__file__)):
@@ -537,9 +545,10 @@ def main(argv=None):
     try:
         with terminate_raises():
             # URL inputs/outputs (s3://, memory://, ...) staged here, published after
+            # (on a cluster given by address, ingest and mst open the stores there themselves)
             from .io.remote import stage
-            with stage(args, args.storage_options) if hasattr(args, "storage_options") \
-                    else contextlib.nullcontext():
+            with stage(args, args.storage_options, _shares_nothing(args)) \
+                    if hasattr(args, "storage_options") else contextlib.nullcontext():
                 status = int(_handler(args)(args) or 0)
         if argv is None:  # the command line's own process: its outputs are complete
             quick_exit(status)

@@ -4,7 +4,8 @@ from ._parse_gpu import parse_grid_on_device, pinned_empty
 from .ascii_grid import (AsciiGrid, check_geometry, float32_value, looks_like_ascii_grid,
     open_ascii_grid)
 from .raster import open_raster, RasterGrid
-from .remote import (check_url_output, fetch, is_url, local_path, parse_storage_options, publish,
-    stage, store_state, zarr_store)
+from .remote import (check_url_output, fetch, is_remote, is_url, local_path, Location, location,
+    output_at, parse_storage_options, publish, stage, store_for, store_state, url_output,
+    zarr_store)
 from .source import open_grid, read_grid
 from .synth import synth_rows, write_synth

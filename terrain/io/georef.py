@@ -188,13 +188,15 @@ def _mark_all(group):
 def finish_store(path):
     """Tag every raster array (:func:`mark_raster`) and consolidate the group's metadata:
     the last step of every writer, so that ``xarray.open_zarr(path)`` opens it as it is."""
-    group = zarr.open_group(store=str(path), mode="r+", use_consolidated=False)
+    from .remote import store_for
+    group = zarr.open_group(store=store_for(path, read_only=False), mode="r+",
+                            use_consolidated=False)
     if GRID_MAPPING in group:
         _mark_all(group)
     with warnings.catch_warnings():
         # zarr warns that consolidated metadata is not (yet) in the v3 spec: xarray reads it
         warnings.simplefilter("ignore")
-        zarr.consolidate_metadata(str(path))
+        zarr.consolidate_metadata(store_for(path, read_only=False))
 
 
 METRIC_WEIGHTS = ("slope", "length3d")

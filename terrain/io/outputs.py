@@ -34,7 +34,8 @@ from ..errors import InputError
 
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
-           "INVENTORY_ATTR", "array_inventory", "hold_lock", "DISK_FULL", "check_input_file",
+           "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
+           "check_input_file",
            "OutputExists", "same_file"]
 
 
@@ -501,8 +502,26 @@ def array_inventory(folder):
 
 
 def _inventory(folder, meta):
-    """:data:`INVENTORY_ATTR` of the array in ``folder`` (``meta``: its zarr.json); None
-    unless sharded in the default key encoding (``c/i/j``)."""
+    """:data:`INVENTORY_ATTR` of the array in the local ``folder`` (``meta``: its zarr.json)."""
+    def shards():
+        for root, _, files in os.walk(folder / "c"):
+            rel = Path(root).relative_to(folder / "c").parts
+            for name in files:
+                yield (*rel, name)
+    return inventory_of(meta, shards())
+
+
+def inventory_of(meta, shards):
+    """:data:`INVENTORY_ATTR` of an array (``meta``: its zarr.json) whose shard keys under
+    ``c/`` are ``shards`` (each a sequence of key parts, ``("0", "1")`` for ``c/0/1``; other
+    names are skipped); None unless sharded in the default key encoding (``c/i/j``).
+
+    >>> meta = {"shape": [4, 6], "codecs": [{"name": "sharding_indexed"}],
+    ...         "chunk_grid": {"configuration": {"chunk_shape": [2, 4]}},
+    ...         "chunk_key_encoding": {"name": "default"}}
+    >>> inventory_of(meta, [("0", "1"), ("1", "0.abc.partial")])["present"]
+    'QA=='
+    """
     try:
         codecs = meta["codecs"]
         if codecs[0]["name"] != "sharding_indexed":
@@ -517,19 +536,17 @@ def _inventory(folder, meta):
         return None
     grid = [-(-n // s) for n, s in zip(shape, shard)]
     present = bytearray((math.prod(grid) + 7) // 8)
-    for root, _, files in os.walk(folder / "c"):
-        rel = Path(root).relative_to(folder / "c").parts
-        for name in files:
-            try:
-                idx = [int(k) for k in (*rel, name)]
-            except ValueError:  # a shard writer's .partial file, anything else
-                continue
-            if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
-                continue
-            flat = 0
-            for i, g in zip(idx, grid):
-                flat = flat * g + i
-            present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
+    for parts in shards:
+        try:
+            idx = [int(k) for k in parts]
+        except ValueError:  # a shard writer's .partial file, anything else
+            continue
+        if len(idx) != len(grid) or not all(0 <= i < g for i, g in zip(idx, grid)):
+            continue
+        flat = 0
+        for i, g in zip(idx, grid):
+            flat = flat * g + i
+        present[flat // 8] |= 0x80 >> (flat % 8)  # numpy.packbits' bit order
     return {"shape": shape, "shards": grid, "present": base64.b64encode(present).decode()}
 
 

@@ -2,8 +2,15 @@
 ``memory://``, ``file://``) where a command takes a path.
 
 The one place terrain opens a URL. A store is published by writing its root ``zarr.json``
-last (an object store has no rename); :func:`stage` runs a command on local copies of its
-URL inputs and publishes its URL output (design note: docs/gis.md, "Object storage").
+last (an object store has no rename). Two routes (docs/scale.md, "Stores at URLs"):
+
+* share nothing: a store at a URL travels to the tasks as a :class:`Location` (URL and
+  storage options, picklable), which :func:`zarr_store` opens on any worker; the output is
+  written under its prefix with its root metadata held as :data:`PENDING_ROOT` and published
+  last by :func:`url_output` (``ingest`` and ``mst`` on a cluster given by address:
+  :func:`stage` with ``direct``);
+* staged: :func:`stage` runs a command on local copies of its URL inputs in a temporary
+  folder and publishes its URL output (:func:`publish`): every other run.
 
 >>> is_url("s3://bucket/dem.zarr"), is_url("dem.zarr"), is_url("C:/dem.zarr")
 (True, False, False)
@@ -28,10 +35,15 @@ from ..errors import InputError
 from .outputs import OutputExists
 
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
-           "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA"]
+           "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
+           "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
+           "filesystem",
+           "PENDING_ROOT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
 ROOT_METADATA = "zarr.json"
+#: where the root metadata of a store being written at a URL is held until it is published
+PENDING_ROOT = ".terrain-root.json"
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
 
@@ -67,24 +79,160 @@ def parse_storage_options(text):
     return doc
 
 
+class Location:
+    """A store at an fsspec URL and the storage options that reach it: what a task is given
+    to open the store itself on a worker that shares nothing with the client but the object
+    store (picklable; ``str()`` is the URL). ``writing``: the store being written, its root
+    metadata held as :data:`PENDING_ROOT` until :func:`url_output` publishes it.
+
+    >>> str(Location("s3://b/dem.zarr", {"anon": True}))
+    's3://b/dem.zarr'
+    """
+
+    __slots__ = ("url", "options", "writing")
+
+    def __init__(self, url, options=None, writing=False):
+        self.url, self.options, self.writing = str(url).rstrip("/"), dict(options or {}), writing
+
+    def __str__(self):
+        return self.url
+
+    def __repr__(self):
+        return f"Location({self.url!r}{', writing' if self.writing else ''})"
+
+    def __eq__(self, other):
+        return isinstance(other, Location) and (self.url, self.options, self.writing) == (
+            other.url, other.options, other.writing)
+
+    __hash__ = None
+
+    def __getstate__(self):
+        return (self.url, self.options, self.writing)
+
+    def __setstate__(self, state):
+        self.url, self.options, self.writing = state
+
+    def __dask_tokenize__(self):
+        return ("Location", self.url, json.dumps(self.options, sort_keys=True, default=str),
+                self.writing)
+
+
+def is_remote(path):
+    """True for a :class:`Location` or a URL (:func:`is_url`)."""
+    return isinstance(path, Location) or is_url(path)
+
+
+def location(path, options=None):
+    """``path`` as a task should carry it: a URL as a :class:`Location` with ``options``
+    (a :class:`Location` and a local path as they are)."""
+    return Location(path, options) if is_url(path) else path
+
+
+def _split(path, options=None):
+    """``(url, options)`` of a URL (with ``options``) or a :class:`Location`."""
+    if isinstance(path, Location):
+        return path.url, path.options
+    return path, options
+
+
 def _fs(url, options=None):
     import fsspec
+    url, options = _split(url, options)
     try:
-        return fsspec.core.url_to_fs(url, **(options or {}))
+        fs, root = fsspec.core.url_to_fs(url, **(options or {}))
     except ImportError as e:
         raise InputError(f"{url}: no filesystem for this URL ({e})") from None
     except (ValueError, TypeError) as e:
         raise InputError(f"{url}: {e}") from None
+    # the filesystem is cached, its listings too: other processes (a cluster's workers)
+    # write under the prefix
+    fs.invalidate_cache(root)
+    return fs, root
 
 
 def zarr_store(path, options=None, read_only=True):
-    """The zarr store for a local path or an fsspec URL: what every ``zarr.open_*`` of a
-    store that may be remote is given."""
+    """The zarr store for a local path, an fsspec URL or a :class:`Location`: what every
+    ``zarr.open_*`` of a store that may be remote is given."""
     import zarr
+    writing = isinstance(path, Location) and path.writing
+    path, options = _split(path, options)
     if is_url(path):
-        return zarr.storage.FsspecStore.from_url(
+        store = zarr.storage.FsspecStore.from_url(
             path, storage_options=options or None, read_only=read_only)
+        store.fs.invalidate_cache(store.path)  # as in _fs
+        return _held_root_store()(store) if writing else store
     return zarr.storage.LocalStore(local_path(str(path)), read_only=read_only)
+
+
+def store_for(path, read_only=True):
+    """What ``zarr.open_*(store=...)`` is given for ``path``: a local path as text (zarr's
+    own local store), else :func:`zarr_store`."""
+    return zarr_store(path, read_only=read_only) if is_remote(path) else str(path)
+
+
+_HELD_ROOT = []
+
+
+def _held_root_store():
+    """The zarr store class that keeps a store's root metadata as :data:`PENDING_ROOT`: no
+    reader sees a store at the URL before :func:`url_output` publishes it."""
+    if _HELD_ROOT:
+        return _HELD_ROOT[0]
+    from zarr.storage import WrapperStore
+
+    def held(key):
+        return PENDING_ROOT if key == ROOT_METADATA else key
+
+    def shown(key):
+        return ROOT_METADATA if key == PENDING_ROOT else key
+
+    class HeldRootStore(WrapperStore):
+        async def get(self, key, prototype, byte_range=None):
+            return await self._store.get(held(key), prototype, byte_range)
+
+        async def get_partial_values(self, prototype, key_ranges):
+            return await self._store.get_partial_values(
+                prototype, [(held(k), r) for k, r in key_ranges])
+
+        async def exists(self, key):
+            return await self._store.exists(held(key))
+
+        async def set(self, key, value):
+            await self._store.set(held(key), value)
+
+        async def set_if_not_exists(self, key, value):
+            return await self._store.set_if_not_exists(held(key), value)
+
+        async def _set_many(self, values):
+            await self._store._set_many([(held(k), v) for k, v in values])
+
+        async def delete(self, key):
+            await self._store.delete(held(key))
+
+        async def list(self):
+            async for key in self._store.list():
+                yield shown(key)
+
+        async def list_prefix(self, prefix):
+            async for key in self._store.list_prefix(prefix):
+                yield shown(key)
+
+        async def list_dir(self, prefix):
+            async for key in self._store.list_dir(prefix):
+                yield shown(key) if not prefix.strip("/") else key
+
+        async def _get_many(self, requests):
+            for key, prototype, byte_range in requests:
+                yield key, await self.get(key, prototype, byte_range)
+
+    _HELD_ROOT.append(HeldRootStore)
+    return HeldRootStore
+
+
+def filesystem(path, options=None):
+    """``(fsspec filesystem, root)`` of a URL (with ``options``) or a :class:`Location`;
+    its listings are fresh (other processes write under the prefix)."""
+    return _fs(path, options)
 
 
 def _join(root, name):
@@ -95,6 +243,7 @@ def store_state(url, options=None):
     """``"store"`` when ``url`` holds a published store (its root metadata), ``"partial"``
     when it holds objects but no root metadata (a run that died while writing), else None.
     An unreachable store (no bucket, no credentials) is an :class:`InputError` naming it."""
+    url, options = _split(url, options)
     fs, root = _fs(url, options)
     try:
         if fs.exists(_join(root, ROOT_METADATA)):
@@ -164,21 +313,31 @@ def _remove_prefix(fs, root):
             fs.rm(root, recursive=True)
 
 
+def _make_room(fs, root, url, overwrite, options, notify):
+    """Before a store is written at ``url``: a store there unpublished (its root metadata
+    deleted first) and removed with ``overwrite``, else refused; a dead run's partial
+    removed with a notice."""
+    state = store_state(url, options)
+    if state == "store":
+        if not overwrite:
+            raise OutputExists(f"{url}: output exists")
+        fs.rm(_join(root, ROOT_METADATA))  # unpublished before any object changes
+        _remove_prefix(fs, root)
+    elif state == "partial":
+        notify(f"removing the partial output a killed run left at {url}")
+        _remove_prefix(fs, root)
+
+
+def _notify(notify):
+    return notify or (lambda m: print(f"terrain: {m}", file=sys.stderr))
+
+
 def publish(local, url, overwrite=False, options=None, notify=None):
     """Upload the finished local store (or file) ``local`` to ``url``, root metadata last;
     a store there is replaced only with ``overwrite``, a dead run's partial with a notice."""
-    notify = notify or (lambda m: print(f"terrain: {m}", file=sys.stderr))
     fs, root = _fs(url, options)
     try:
-        state = store_state(url, options)
-        if state == "store":
-            if not overwrite:
-                raise OutputExists(f"{url}: output exists")
-            fs.rm(_join(root, ROOT_METADATA))  # unpublished before any object changes
-            _remove_prefix(fs, root)
-        elif state == "partial":
-            notify(f"removing the partial output a killed run left at {url}")
-            _remove_prefix(fs, root)
+        _make_room(fs, root, url, overwrite, options, _notify(notify))
         if os.path.isfile(local):
             fs.put(local, root)
             return url
@@ -201,6 +360,104 @@ def publish(local, url, overwrite=False, options=None, notify=None):
     return url
 
 
+@contextlib.contextmanager
+def url_output(target, overwrite=False, *, inputs=(), resume=False, notify=None):
+    """Yield the :class:`Location` (``writing``) where the store for ``target`` (a URL or a
+    :class:`Location`) is written, by this process or by a cluster's tasks, directly under
+    its prefix; publish it when the block ends without an error: its arrays sealed
+    (:func:`terrain.io.outputs.seal_store`'s inventory), its root metadata written last.
+
+    Checked first as :func:`check_url_output`; a store there goes only with ``overwrite``
+    (unpublished before the work starts), a dead run's partial with a notice. An error
+    removes what was written, except one whose ``keep_partial`` is true (a lost cluster):
+    the next run removes that partial."""
+    url, options = _split(target, None)
+    if resume:
+        raise InputError(f"{url}: --resume needs a local output (a store at a URL is written "
+                         "again whole)")
+    check_url_output(url, overwrite, [str(i) for i in inputs if is_remote(i)], options)
+    fs, root = _fs(url, options)
+    try:
+        _make_room(fs, root, url, overwrite, options, _notify(notify))
+    except (OSError, PermissionError, ValueError) as e:
+        raise InputError(f"{url}: cannot write there: {_short(e)}") from None
+    try:
+        yield Location(url, options, writing=True)
+    except BaseException as e:
+        if not getattr(e, "keep_partial", False):
+            with contextlib.suppress(Exception):
+                fs.invalidate_cache(root)  # written by other processes
+                _remove_prefix(fs, root)
+        raise
+    try:
+        _publish_held_root(fs, root, url)
+    except InputError:
+        raise
+    except (OSError, PermissionError, ValueError) as e:
+        raise InputError(f"{url}: cannot write there: {_short(e)}") from None
+
+
+def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
+    """Where a command writes ``target``: :func:`url_output` for a URL or a
+    :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: its partial's
+    name)."""
+    if is_remote(target):
+        return url_output(target, overwrite, inputs=inputs, resume=resume)
+    from .outputs import atomic_output
+    return atomic_output(target, overwrite, inputs=[i for i in inputs if not is_remote(i)],
+                         key=key, resume=resume)
+
+
+def _publish_held_root(fs, root, url):
+    """Seal the arrays of the store written under ``root`` (each one's inventory of shard
+    objects, in its metadata and the consolidated copy), then publish its held root metadata
+    as :data:`ROOT_METADATA`: the last object written."""
+    from .outputs import INVENTORY_ATTR, inventory_of
+    fs.invalidate_cache(root)  # written by other processes
+    base = root.rstrip("/") + "/"
+    keys = [k[len(base):] for k in fs.find(root) if k.startswith(base)]
+    pending = _join(root, PENDING_ROOT)
+    if PENDING_ROOT not in keys:
+        raise InputError(f"{url}: the run wrote no store there")
+    doc = json.loads(fs.cat_file(pending))
+    consolidated = (doc.get("consolidated_metadata") or {}).get("metadata")
+    for key in keys:
+        folder = key[:-len("/" + ROOT_METADATA)]
+        if not key.endswith("/" + ROOT_METADATA):
+            continue
+        meta = json.loads(fs.cat_file(_join(root, key)))
+        if meta.get("node_type") != "array":
+            continue
+        shards = (k[len(folder) + 3:].split("/") for k in keys if k.startswith(folder + "/c/"))
+        inventory = inventory_of(meta, shards)
+        if inventory is None:
+            continue
+        meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
+        fs.pipe_file(_join(root, key), json.dumps(meta, indent=2).encode())
+        if isinstance(consolidated, dict) and isinstance(consolidated.get(folder), dict):
+            consolidated[folder].setdefault("attributes", {})[INVENTORY_ATTR] = inventory
+    fs.pipe_file(_join(root, ROOT_METADATA), json.dumps(doc, indent=2).encode())  # published
+    fs.rm(pending)
+
+
+def url_inventory(path, name):
+    """The inventory :func:`terrain.io.outputs.seal_store` would write now for the array
+    ``name`` of the store at ``path`` (a URL or a :class:`Location`): what its shard objects
+    are; None where it writes none."""
+    from .outputs import inventory_of
+    fs, root = _fs(path)
+    folder = _join(root, name)
+    try:
+        meta = json.loads(fs.cat_file(_join(folder, ROOT_METADATA)))
+        found = fs.find(_join(folder, "c"))
+    except (OSError, ValueError):
+        return None
+    if meta.get("node_type") != "array":
+        return None
+    base = _join(folder, "c") + "/"
+    return inventory_of(meta, (k[len(base):].split("/") for k in found if k.startswith(base)))
+
+
 #: the argument names of the commands' input and output paths
 INPUT_FIELDS = ("input", "store", "flow", "dem", "friction", "reuse", "sources")
 OUTPUT_FIELDS = ("output",)
@@ -209,10 +466,15 @@ LOCAL_FIELDS = ("geotiff", "geotiff_dir")
 
 
 @contextlib.contextmanager
-def stage(args, storage_options=None):
+def stage(args, storage_options=None, direct=False):
     """Give a command (its parsed ``args``) local paths for its URL inputs and output: the
     output URL is checked first, the inputs are copied to a temporary folder, the output is
-    published when the block ends without an error; messages name the URLs, not the copies."""
+    published when the block ends without an error; messages name the URLs, not the copies.
+
+    ``direct``: the command's tasks open stores at URLs themselves (a cluster that shares
+    nothing but the object store): its output and its input stores are given as
+    :class:`Location` values (the command writes and publishes the output, :func:`url_output`);
+    only input files (a raster, which this process reads) are copied."""
     options = parse_storage_options(storage_options)
     for name in LOCAL_FIELDS:
         if is_url(getattr(args, name, None)):
@@ -227,6 +489,15 @@ def stage(args, storage_options=None):
         return
     if urls_in and hasattr(args, "output") and args.output is None:
         raise InputError(f"{next(iter(urls_in.values()))}: a URL input needs its output named")
+    if direct:
+        for fields in (urls_out, urls_in):
+            for n, url in list(fields.items()):
+                if fields is urls_out or store_state(url, options) == "store":
+                    setattr(args, n, Location(url, options))
+                    del fields[n]
+        if not urls_in and not urls_out:
+            yield args
+            return
     overwrite = bool(getattr(args, "overwrite", False))
     for url in urls_out.values():
         check_url_output(url, overwrite, list(urls_in.values()), options)

@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 
 __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
+           "url_layout", "read_url_shard",
            "io_threads", "MAX_IO_THREADS", "sweep_partial_files",
            "shard_inventory", "borrow_buffer", "shard_grid"]
 
@@ -117,15 +118,16 @@ def _shape_text(inv):
         return "unreadable inventory"
 
 
-def read_layout(array_path):
+def read_layout(array_path, meta=None):
     """A :class:`ShardLayout` for *reading* the array in the directory ``array_path``, from
-    its ``zarr.json`` alone (no zarr import, so start-up can read while zarr imports). None
-    unless it is 2-D, sharded, inner codecs ``bytes`` (little endian) [+ ``blosc``]
-    [+ ``crc32c``], index ``bytes`` + ``crc32c`` at the end, and :data:`BLOSC` exists."""
+    its ``zarr.json`` alone (``meta``: its text, else read there; no zarr import, so start-up
+    can read while zarr imports). None unless it is 2-D, sharded, inner codecs ``bytes``
+    (little endian) [+ ``blosc``] [+ ``crc32c``], index ``bytes`` + ``crc32c`` at the end, and
+    :data:`BLOSC` exists."""
     import json
     try:
         path = Path(array_path)
-        meta = json.loads((path / "zarr.json").read_text())
+        meta = json.loads((path / "zarr.json").read_text() if meta is None else meta)
         if meta.get("zarr_format") != 3 or meta.get("node_type") != "array" or BLOSC is None:
             return None
         shape = tuple(int(s) for s in meta["shape"])
@@ -446,6 +448,61 @@ def read_window(layout, r0, r1, c0, c1, out):
                                     _read_exactly(fh, path, part, length)
                                     src = _decoded(layout, path, part, 0, length, tile)
                                     dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
+
+
+def url_layout(store, layer):
+    """``(filesystem, layout)`` for reading the array ``layer`` of the store at a URL or a
+    :class:`terrain.io.remote.Location` a whole shard object at a time
+    (:func:`read_url_shard`); the layout is None where :func:`read_layout` takes none."""
+    from ..io.remote import filesystem
+    fs, root = filesystem(store)
+    folder = f"{root.rstrip('/')}/{layer}"
+    try:
+        meta = fs.cat_file(f"{folder}/zarr.json")
+    except (OSError, ValueError):
+        return fs, None
+    return fs, read_layout(folder, meta)
+
+
+def read_url_shard(layout, fs, si, sj, out, r0=0, c0=0):
+    """:func:`read_shard` of a store at a URL: the shard's object fetched with one GET
+    (``fs``: :func:`url_layout`'s filesystem), its chunks decoded as a local file's."""
+    R, C = layout.shard
+    a0, b0 = si * R, sj * C
+    a1, b1 = min(a0 + R, layout.shape[0]), min(b0 + C, layout.shape[1])
+    dst = out[a0 - r0:a1 - r0, b0 - c0:b1 - c0]
+    path = layout.file(si, sj)
+    try:
+        blob = np.frombuffer(fs.cat_file(str(path)), np.uint8)
+    except FileNotFoundError:
+        if layout.present is not None and layout.present[si, sj]:
+            raise InputError(f"{path}: shard missing (the store is damaged: its inventory "
+                             "lists it)") from None
+        dst[...] = layout.fill
+        return
+    n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
+    if blob.size < n_idx + 4:
+        raise InputError(f"{path}: short read (the store is damaged)")
+    tail = blob[blob.size - n_idx - 4:].tobytes()
+    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:]).tolist()
+    tr, tc = layout.inner
+    nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
+    with borrow_buffer("tile", nbytes) as tbuf:
+        tile = _view(tbuf, layout.inner, layout.dtype)
+        for ci in range(layout.per_shard[0]):
+            for cj in range(layout.per_shard[1]):
+                ta, tb = ci * tr, cj * tc
+                if a0 + ta >= a1 or b0 + tb >= b1:
+                    continue
+                part = dst[ta:min(ta + tr, a1 - a0), tb:min(tb + tc, b1 - b0)]
+                off, length = index[ci][cj]
+                if off == _ABSENT:
+                    part[...] = layout.fill
+                    continue
+                if off + length > blob.size:
+                    raise InputError(f"{path}: short read (the store is damaged)")
+                src = _decoded(layout, path, blob, off, length, tile)
+                part[...] = src[:part.shape[0], :part.shape[1]]
 
 
 def shard_grid(layout):

@@ -17,7 +17,7 @@ import zarr
 
 from ..errors import InputError
 from ..io.georef import crs_wkt, write_georeference
-from ..io.remote import is_url, store_state, zarr_store
+from ..io.remote import is_remote, is_url, store_for, store_state, url_inventory, zarr_store
 from .morton import morton_order
 
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
@@ -124,8 +124,10 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     rows, cols = (int(shape[0]), int(shape[1]))
     check_tile_count(tile, (rows, cols))
     k = tiles_per_shard(tile, (rows, cols))
-    again = Path(path).is_dir() and any(Path(path).iterdir())
-    group = zarr.open_group(store=str(path), mode="a" if again else "w-", zarr_format=3)
+    # a store at a URL is written whole (terrain.io.remote.url_output cleared its prefix)
+    again = not is_remote(path) and Path(path).is_dir() and any(Path(path).iterdir())
+    group = zarr.open_group(store=store_for(path, read_only=False), mode="a" if again else "w-",
+                            zarr_format=3)
     elev = group.get("elevation") if again else None
     if elev is None or (tuple(elev.shape), tuple(elev.chunks), tuple(elev.shards or ())) != (
             (rows, cols), (tile, tile), (k * tile, k * tile)):
@@ -171,7 +173,7 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
     4.0
     """
     if not isinstance(group, zarr.Group):
-        group = zarr.open_group(store=str(group), mode="a", zarr_format=3)
+        group = zarr.open_group(store=store_for(group, read_only=False), mode="a", zarr_format=3)
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
     k = tiles_per_shard(tile, (rows, cols))
@@ -185,19 +187,26 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
 
 
 def open_store(path, mode="r"):
-    """Open an existing tile store (read-only unless ``mode="r+"``); :class:`InputError` when
-    ``path`` is not one or is damaged (:func:`check_store`)."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{path}: no such file or directory")
+    """Open an existing tile store (read-only unless ``mode="r+"``) at a path, a URL or a
+    :class:`terrain.io.remote.Location`; :class:`InputError` when ``path`` is not one or is
+    damaged (:func:`check_store`)."""
+    if is_remote(path):
+        if store_state(path) != "store":
+            raise InputError(f"{path}: no such store")
+        p = path
+    else:
+        p = Path(path)
+        if not p.exists():
+            raise InputError(f"{path}: no such file or directory")
     try:
-        group = zarr.open_group(store=str(p), mode=mode, use_consolidated=False)
+        group = zarr.open_group(store=store_for(p, read_only=mode == "r"), mode=mode,
+                                use_consolidated=False)
         group["elevation"]
         if "terrain" not in group.attrs:
             raise KeyError("terrain")
     except Exception:
         raise InputError(f"{path}: not a terrain tile store") from None
-    check_store(path, group)
+    check_store(p, group)
     return TileStore(p, group)
 
 
@@ -210,7 +219,7 @@ def check_store(path, group):
     its tile, shard, level and coordinate attributes fit its ``elevation``, every sharded
     array holds exactly the shards its inventory lists, and it is not empty above
     :data:`EMPTY_STORE_CELLS`."""
-    from ..io.outputs import INVENTORY_ATTR, array_inventory
+    from ..io.outputs import INVENTORY_ATTR
     from ._shards import shard_inventory
     elev = group["elevation"]
     a = dict(group.attrs)
@@ -242,16 +251,14 @@ def check_store(path, group):
             raise InputError(f"{path}: {name} has {group[name].shape[0]} values for "
                              f"{shape[axis]} {'rows' if axis == 0 else 'columns'}: the shape "
                              "was edited or the store is damaged")
-    root = Path(str(group.store_path.store.root))
     for name, arr in group.arrays():
         if INVENTORY_ATTR not in arr.attrs:
             continue
-        folder = root / group.path / name if group.path else root / name
         try:
             expected = shard_inventory(dict(arr.attrs), arr.shape, arr.shards or arr.chunks)
         except InputError as e:
             raise InputError(f"{path}: {name}: {e}") from None
-        now = array_inventory(folder)
+        now = _inventory_now(path, group, name)
         found = shard_inventory({INVENTORY_ATTR: now}, arr.shape, arr.shards or arr.chunks)
         if (expected != found).any():
             where = tuple(int(i) for i in np.argwhere(expected != found)[0])
@@ -259,14 +266,26 @@ def check_store(path, group):
             what = "missing" if expected[where] else "not one of the shards it was written with"
             raise InputError(f"{path}: {name}/{key} is {what} (the store is damaged)")
     if shape[0] * shape[1] > EMPTY_STORE_CELLS:
-        now = array_inventory(root / group.path / "elevation" if group.path
-                              else root / "elevation")
+        now = _inventory_now(path, group, "elevation")
         if now is not None and not shard_inventory({INVENTORY_ATTR: now}, shape, shards).any():
             raise InputError(f"{path}: claims {shape[0]} x {shape[1]} cells but holds no data")
 
 
+def _inventory_now(path, group, name):
+    """What the array ``name`` of ``group`` (the store at ``path``) holds now, as an
+    inventory (:func:`terrain.io.outputs.array_inventory`)."""
+    from ..io.outputs import array_inventory
+    where = f"{group.path}/{name}" if group.path else name
+    if is_remote(path):
+        return url_inventory(path, where)
+    return array_inventory(Path(str(group.store_path.store.root)) / where)
+
+
 def is_store(path):
-    """True when ``path`` looks like a Zarr group (a directory with zarr.json)."""
+    """True when ``path`` looks like a Zarr group (a directory with zarr.json; at a URL or a
+    :class:`terrain.io.remote.Location`, a published store)."""
+    if is_remote(path):
+        return store_state(path) == "store"
     p = Path(path)
     return p.is_dir() and (p / "zarr.json").exists()
 
@@ -291,7 +310,7 @@ class TileStore:
     ``tiles_shape``, ``tiles_per_shard``, ``levels`` (quadtree levels, root included)."""
 
     def __init__(self, path, group):
-        self.path = Path(path)
+        self.path = path if is_remote(path) else Path(path)
         self.group = group
         self.elevation = group["elevation"]
         a = dict(group.attrs)
@@ -411,8 +430,9 @@ def read_block(store_path, layer, window, out=None):
     ``store_path`` (into ``out`` when given, else a new array of the layer's dtype).
 
     Whole shards in the usual layout are read in the calling thread
-    (:func:`terrain.tiles._shards.read_shard`), so threads read in parallel; others
-    through zarr.
+    (:func:`terrain.tiles._shards.read_shard`), so threads read in parallel; at a URL (or a
+    :class:`terrain.io.remote.Location`) each with one GET of its object
+    (:func:`terrain.tiles._shards.read_url_shard`); others through zarr.
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
@@ -423,7 +443,9 @@ def read_block(store_path, layer, window, out=None):
     """
     from ._shards import fast_layout, read_shard
     r0, r1, c0, c1 = window
-    arr = zarr.open_array(store=str(store_path), path=layer, mode="r")
+    if is_remote(store_path):
+        return _read_url_block(store_path, layer, window, out)
+    arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
     layout = fast_layout(arr)
     shards = None if layout is None else window_shards(layout, window)
     if out is None:
@@ -436,10 +458,30 @@ def read_block(store_path, layer, window, out=None):
     return out
 
 
+def _read_url_block(store_path, layer, window, out):
+    """:func:`read_block` of a store at a URL."""
+    from ._shards import read_url_shard, url_layout
+    r0, r1, c0, c1 = window
+    fs, layout = url_layout(store_path, layer)
+    shards = None if layout is None else window_shards(layout, window)
+    if shards is None or (out is not None and out.dtype != layout.dtype):
+        arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+        if out is None:
+            out = np.empty((r1 - r0, c1 - c0), arr.dtype)
+        out[...] = _read(arr, store_path, r0, r1, c0, c1)
+        return out
+    if out is None:
+        out = np.empty((r1 - r0, c1 - c0), layout.dtype)
+    for si, sj in shards:
+        read_url_shard(layout, fs, si, sj, out, r0, c0)
+    return out
+
+
 def write_block(store_path, layer, window, values):
     """Write ``values`` (the cells of ``window = (r0, r1, c0, c1)``) into ``layer`` of the
     store at ``store_path``, whole shards in the calling thread as :func:`read_block`;
-    returns the bytes written (None where zarr wrote them).
+    returns the bytes written (None where zarr wrote them: at a URL, a whole shard is one
+    PUT of its object).
 
     >>> import tempfile, os
     >>> d = os.path.join(tempfile.mkdtemp(), "s.zarr")
@@ -450,7 +492,7 @@ def write_block(store_path, layer, window, values):
     """
     from ._shards import fast_layout, write_shard
     r0, r1, c0, c1 = window
-    arr = zarr.open_array(store=str(store_path), path=layer, mode="r+")
+    arr = zarr.open_array(store=store_for(store_path, read_only=False), path=layer, mode="r+")
     layout = fast_layout(arr)
     whole = None if layout is None else window_shards(layout, window)
     values = np.asarray(values)

@@ -199,3 +199,28 @@ def test_s3_ingest_mst_fill_bit_identical(capsys, tmp_path, dem, s3):
                           scheduler=SYNC)
     assert rc == 2 and err.strip().count("\n") == 0
     assert "s3://no-such-bucket/d.zarr: cannot write there" in err
+
+
+def test_url_blocks_read_whole_shard_objects(monkeypatch):
+    """read_block at a URL fetches each whole shard's object once and decodes it as a local
+    file's: the cells zarr reads, fill where a chunk or a shard is absent; write_block there
+    writes what zarr reads back."""
+    from terrain.io.remote import Location
+    from terrain.tiles import _shards
+    from terrain.tiles.store import create_store, read_block, write_block
+    loc = Location("memory://blocks/s.zarr")
+    blosc = zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle")  # ingest's
+    store = create_store(loc, (37, 45), tile=8, compressors=(blosc,))  # one shard of 64
+    z = np.arange(37 * 45, dtype=np.float32).reshape(37, 45)
+    z[:16, :16] = np.nan  # absent chunks
+    assert write_block(loc, "elevation", (0, 37, 0, 45), z) is None  # zarr wrote it
+    calls = []
+    real = _shards.read_url_shard
+    monkeypatch.setattr(_shards, "read_url_shard", lambda *a: calls.append(a[2:4]) or real(*a))
+    got = read_block(loc, "elevation", (0, 37, 0, 45))
+    assert calls == [(0, 0)]
+    np.testing.assert_array_equal(got, store.elevation[...])
+    np.testing.assert_array_equal(got, z)
+    part = read_block(loc, "elevation", (3, 20, 5, 40))  # cuts the shard: zarr reads it
+    np.testing.assert_array_equal(part, z[3:20, 5:40])
+    assert calls == [(0, 0)]
