@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import zarr
 
-from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid
+from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid, read_whole
 from terrain.io.georef import finish_store
 from terrain.io.outputs import check_outputs, input_identity
 from terrain.io.remote import is_remote, output_at, store_for
@@ -134,13 +134,9 @@ def _write_band(store_path, z, r0, shard_side):
 
 
 def _held_bands(grid, band_rows):
-    """``[(r0, rows)]``: the grid's bands of ``band_rows`` read in this process."""
-    starts = None
-    if isinstance(grid, AsciiGrid):
-        starts = grid.row_starts([grid.newline_offsets(a, b) for a, b in grid.index_ranges()])
-    rows = grid.shape[0]
-    return [(r0, grid.read_rows(r0, min(r0 + band_rows, rows), starts))
-            for r0 in range(0, rows, band_rows)]
+    """``[(r0, rows)]``: the grid's bands of ``band_rows``, read in this process."""
+    z = read_whole(grid)
+    return [(r0, z[r0:r0 + band_rows]) for r0 in range(0, grid.shape[0], band_rows)]
 
 
 def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None, *,

@@ -25,7 +25,7 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.grid.mst import thread_stream
-from terrain.io import AsciiGrid, parse_grid_on_device, pinned_empty
+from terrain.io import AsciiGrid, parse_grid_on_device, pinned_empty, read_whole
 from terrain.tiles.store import read_block, shard_windows
 
 from .ingest import band_stats, create_elevation, finish_elevation, write_window
@@ -282,8 +282,7 @@ def load_grid(source, out_path, shape, tile, side, backend, wall, on_device=True
                     yield parsed
             else:
                 wall["parsed_on"] = "cpu"
-                z = (source.read_all(pool)[0] if isinstance(source, AsciiGrid)
-                     else source.read_rows(0, shape[0]))
+                z = read_whole(source, pool)
                 created.result()
                 writes.extend(writers.submit(_write_shard, out_path, z, w)
                               for w in shard_runs(shape, side, n=WRITER_THREADS))

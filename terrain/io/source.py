@@ -11,7 +11,7 @@ from .ascii_grid import AsciiGrid, check_readable_file, looks_like_ascii_grid, o
 from .georef import crs_wkt
 from .raster import RasterGrid, open_raster
 
-__all__ = ["open_grid", "read_grid", "ASCII_SUFFIXES"]
+__all__ = ["open_grid", "read_grid", "read_whole", "ASCII_SUFFIXES"]
 
 ASCII_SUFFIXES = (".asc", ".grd", ".txt", ".arx", ".grass")
 
@@ -76,6 +76,18 @@ def read_grid(path):
     ((300, 400), dtype('float32'), 5972)
     """
     grid = open_grid(path)
+    return read_whole(grid), grid
+
+
+def read_whole(grid, pool=None):
+    """An opened grid (:func:`open_grid`'s) read whole into memory: float32, NaN nodata; an
+    ASCII grid parsed on ``pool`` (default: its own threads).
+
+    Examples
+    --------
+    >>> read_whole(open_grid("data/sample.asc")).shape
+    (300, 400)
+    """
     if isinstance(grid, AsciiGrid):
-        return grid.read_all()[0], grid
-    return grid.read_rows(0, grid.shape[0]), grid
+        return grid.read_all(pool)[0]
+    return grid.read_rows(0, grid.shape[0])
