@@ -275,18 +275,20 @@ def _quiet_logs(*names):
             lg.setLevel(level)
 
 
-def compute(*collections, label="terrain", progress=None, ready_order=None):
+def compute(*collections, label="terrain", progress=None, ready_order=None, on_failure=None):
     """Compute Dask collections on the active scheduler and return their results (a tuple).
 
     A progress bar goes to stderr when it is a terminal (or ``progress=True``).
     ``ready_order``: a key function; in this process the tasks ready to run are taken in
-    its order, smallest first (a cluster's scheduler keeps its own).
+    its order, smallest first (a cluster's scheduler keeps its own). ``on_failure``: called
+    when the run fails or is interrupted, before the running tasks are waited for (what
+    releases tasks that wait on this process).
     """
     if progress is None:
         progress = sys.stderr.isatty()
     client = _active_client
     if client is None:
-        return _compute_locally(collections, progress, ready_order)
+        return _compute_locally(collections, progress, ready_order, on_failure)
     address = client.scheduler.address
     futures = client.compute(list(collections))
     try:
@@ -298,6 +300,8 @@ def compute(*collections, label="terrain", progress=None, ready_order=None):
                 sys.stderr.write("\n")
             return tuple(client.gather(futures))
     except BaseException as e:
+        if on_failure is not None:
+            on_failure()
         lost = _scheduler_lost(client, e)
         _cancel(client, futures, lost)
         if lost:
@@ -319,7 +323,7 @@ def _ready_order(rank):
     return ReadyOrder()
 
 
-def _compute_locally(collections, progress, ready_order=None):
+def _compute_locally(collections, progress, ready_order=None, on_failure=None):
     """``dask.compute`` on a thread pool of our own: after an error or a signal the running
     tasks end before the caller removes the partial output (dask's pool would go on writing)."""
     import dask
@@ -335,6 +339,8 @@ def _compute_locally(collections, progress, ready_order=None):
                     return dask.compute(*collections)
             return dask.compute(*collections)
     except BaseException:
+        if on_failure is not None:
+            on_failure()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:

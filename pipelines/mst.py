@@ -574,7 +574,9 @@ def _run_held_once(route, source, geo, tmp, spec, shard, be, wall, on_device):
             free = None if arrival is None else free_device_bytes(be) - TEXT_DEVICE_BYTES
             graph = build_mst_graph(dem, tmp, spec, shard, be.name, None, store_geo,
                                     "groups", device_mask=mask, free=free)
-            (summary,) = compute(graph, label="mst", ready_order=_rows_first)
+            # a failed run stops the parse: no task waits for rows that no longer come
+            (summary,) = compute(graph, label="mst", ready_order=_rows_first,
+                                 on_failure=None if arrival is None else arrival.stop)
         wall["forest"] = time.perf_counter() - t0
     return summary, 0
 

@@ -88,6 +88,11 @@ class Arrival:
                 self.error = error
             self._cond.notify_all()
 
+    def stop(self):
+        """No more rows are wanted (the run failed): waiters raise, and the parse stops at
+        its next piece."""
+        self.fail(_Stopped())
+
     def wait(self, rows):
         """Return once rows ``[0, rows)`` arrived; raise the parse's error if they never will."""
         with self._cond:
@@ -325,7 +330,7 @@ def _device_parse(grid, out_path, side, be, pool, writers, created, writes, wall
         try:
             yield zd, arrival
         except BaseException:
-            arrival.fail(_Stopped())
+            arrival.stop()
             with contextlib.suppress(BaseException):
                 parsing.result()
             raise

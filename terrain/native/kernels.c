@@ -3010,3 +3010,167 @@ double terrain_sssp_max_slope(const float *zp, const int64_t *offs, const int64_
     }
     return m;
 }
+
+/* ---- Zarr v3 shards: one shard's chunks encoded in a call (terrain/tiles/_shards.py) ----
+ *
+ * The chunk loop of a shard in C, so that writer threads run it in parallel (ctypes releases
+ * the GIL): copy each chunk out of the shard's cells, skip it when every cell is the fill
+ * value, compress it with c-blosc's blosc_compress_ctx (a pointer into numcodecs' extension)
+ * or leave it raw, then its CRC-32C (Castagnoli, as zarr's crc32c codec). */
+
+typedef int (*shard_compress_fn)(int clevel, int doshuffle, size_t typesize, size_t nbytes,
+                                 const void *src, void *dest, size_t destsize,
+                                 const char *compressor, size_t blocksize,
+                                 int numinternalthreads);
+
+static uint32_t crc32c_table[8][256];
+static volatile int crc32c_ready = 0;
+static int crc32c_sse42 = 0;
+
+#if defined(__GNUC__) && defined(__x86_64__)
+/* The CPU's crc32 instruction (SSE 4.2), 8 bytes a step: several GB/s, as google_crc32c. */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t c, const uint8_t *p,
+                                                            int64_t n) {
+    uint64_t c64 = c;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c64 = __builtin_ia32_crc32di(c64, v);
+    }
+    uint32_t c32 = (uint32_t)c64;
+    for (; n > 0; --n, ++p) c32 = __builtin_ia32_crc32qi(c32, *p);
+    return c32;
+}
+#endif
+
+/* The slicing-by-8 tables of the reflected polynomial 0x82F63B78, and whether the CPU has
+ * the crc32 instruction; once, as the library loads (the values do not depend on who
+ * computes them, should a compiler without constructors leave it to the first call). */
+#if defined(__GNUC__)
+__attribute__((constructor))
+#endif
+static void crc32c_build(void) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    crc32c_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
+    for (uint32_t i = 0; i < 256; ++i) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc32c_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i)
+        for (int t = 1; t < 8; ++t)
+            crc32c_table[t][i] = (crc32c_table[t - 1][i] >> 8)
+                                 ^ crc32c_table[0][crc32c_table[t - 1][i] & 0xFFu];
+    crc32c_ready = 1;
+}
+
+/* CRC-32C of n bytes (google_crc32c.value's). */
+uint32_t terrain_crc32c(const uint8_t *p, int64_t n) {
+    if (!crc32c_ready) crc32c_build();
+    uint32_t c = 0xFFFFFFFFu;
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (crc32c_sse42) return crc32c_hw(c, p, n) ^ 0xFFFFFFFFu;
+#endif
+    for (; n >= 8; p += 8, n -= 8) {
+        const uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                                 | (uint32_t)p[3] << 24);
+        const uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
+                            | (uint32_t)p[7] << 24;
+        c = crc32c_table[7][lo & 0xFFu] ^ crc32c_table[6][(lo >> 8) & 0xFFu]
+            ^ crc32c_table[5][(lo >> 16) & 0xFFu] ^ crc32c_table[4][lo >> 24]
+            ^ crc32c_table[3][hi & 0xFFu] ^ crc32c_table[2][(hi >> 8) & 0xFFu]
+            ^ crc32c_table[1][(hi >> 16) & 0xFFu] ^ crc32c_table[0][hi >> 24];
+    }
+    for (; n > 0; --n, ++p) c = (c >> 8) ^ crc32c_table[0][(c ^ *p) & 0xFFu];
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* Whether every cell of the chunk is the fill value: as numbers for floats (kind_float:
+ * itemsize 4 or 8; NaN fill = every cell NaN, and 0.0 equals -0.0), else byte for byte. */
+static int shard_all_fill(const uint8_t *tile, int64_t cells, int64_t itemsize, int kind_float,
+                          const uint8_t *fill) {
+    if (kind_float && itemsize == 4) {
+        float f;
+        memcpy(&f, fill, 4);
+        const float *t = (const float *)tile;
+        if (f != f) {
+            for (int64_t i = 0; i < cells; ++i)
+                if (t[i] == t[i]) return 0;
+        } else {
+            for (int64_t i = 0; i < cells; ++i)
+                if (t[i] != f) return 0;
+        }
+        return 1;
+    }
+    if (kind_float && itemsize == 8) {
+        double f;
+        memcpy(&f, fill, 8);
+        const double *t = (const double *)tile;
+        if (f != f) {
+            for (int64_t i = 0; i < cells; ++i)
+                if (t[i] == t[i]) return 0;
+        } else {
+            for (int64_t i = 0; i < cells; ++i)
+                if (t[i] != f) return 0;
+        }
+        return 1;
+    }
+    for (int64_t i = 0; i < cells; ++i)
+        if (memcmp(tile + i * itemsize, fill, (size_t)itemsize) != 0) return 0;
+    return 1;
+}
+
+/* Encode the chunks order[2*first ..] of one shard into out (cap bytes), in that order: chunk
+ * (ci, cj) covers cells [ci*tr, ci*tr + tr) x [cj*tc, cj*tc + tc) of the shard's rows x cols
+ * cells, block (row stride ld bytes, itemsize bytes a cell, rows contiguous); cells past the
+ * block are fill. A chunk of fill values only is left out; another is copied into tile,
+ * compressed by compress (NULL: raw), followed by its CRC-32C with checksum, and its
+ * (offset + base, length) written into index[2 * (ci * pc + cj)]. Returns the bytes put in
+ * out and sets *next to the first chunk not encoded (nchunks when done: out is full
+ * otherwise); -1 when compress failed. out must hold one chunk: tr * tc * itemsize + 16 + 4. */
+int64_t terrain_shard_encode(const uint8_t *block, int64_t rows, int64_t cols, int64_t ld,
+                             int64_t itemsize, int kind_float, const uint8_t *fill,
+                             int64_t tr, int64_t tc, const int64_t *order, int64_t first,
+                             int64_t nchunks, int64_t pc, shard_compress_fn compress,
+                             int clevel, int shuffle, const char *cname, int64_t blocksize,
+                             int checksum, uint8_t *tile, uint8_t *out, int64_t cap,
+                             uint64_t base, uint64_t *index, int64_t *next) {
+    const int64_t chunk_bytes = tr * tc * itemsize;
+    const int64_t worst = chunk_bytes + 16 + 4; /* BLOSC_MAX_OVERHEAD, the CRC */
+    int64_t used = 0, k = first;
+    for (; k < nchunks; ++k) {
+        const int64_t ci = order[2 * k], cj = order[2 * k + 1];
+        const int64_t a0 = ci * tr, b0 = cj * tc;
+        if (a0 >= rows || b0 >= cols) continue;
+        if (cap - used < worst) break;
+        const int64_t h = rows - a0 < tr ? rows - a0 : tr, w = cols - b0 < tc ? cols - b0 : tc;
+        if (h < tr || w < tc)
+            for (int64_t i = 0; i < tr * tc; ++i)
+                memcpy(tile + i * itemsize, fill, (size_t)itemsize);
+        for (int64_t r = 0; r < h; ++r)
+            memcpy(tile + r * tc * itemsize, block + (a0 + r) * ld + b0 * itemsize,
+                   (size_t)(w * itemsize));
+        if (shard_all_fill(tile, tr * tc, itemsize, kind_float, fill)) continue;
+        int64_t n;
+        if (compress != NULL) {
+            n = compress(clevel, shuffle, (size_t)itemsize, (size_t)chunk_bytes, tile,
+                         out + used, (size_t)(cap - used), cname, (size_t)blocksize, 1);
+            if (n <= 0) return -1;
+        } else {
+            memcpy(out + used, tile, (size_t)chunk_bytes);
+            n = chunk_bytes;
+        }
+        if (checksum) {
+            const uint32_t c = terrain_crc32c(out + used, n);
+            for (int b = 0; b < 4; ++b) out[used + n + b] = (uint8_t)(c >> (8 * b));
+            n += 4;
+        }
+        index[2 * (ci * pc + cj)] = base + (uint64_t)used;
+        index[2 * (ci * pc + cj) + 1] = (uint64_t)n;
+        used += n;
+    }
+    *next = k;
+    return used;
+}

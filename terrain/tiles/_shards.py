@@ -14,6 +14,7 @@ checksum, the read is an :class:`~terrain.errors.InputError`.
 
 import base64
 import contextlib
+import ctypes
 import os
 import threading
 import uuid
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import native
 from ..errors import InputError
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 
@@ -30,6 +32,21 @@ __all__ = ["fast_layout", "read_layout", "write_shard", "read_shard", "read_arra
            "shard_inventory", "borrow_buffer", "shard_grid"]
 
 _ABSENT = 2**64 - 1  # the offset and length of an absent chunk in a shard index
+
+#: bytes of encoded chunks a writer holds before it writes them to the shard's file
+ENCODE_BYTES = 8 << 20
+
+_vp, _i64, _int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+_SIGNATURES = {
+    "terrain_crc32c": (ctypes.c_uint32, [_vp, _i64]),
+    "terrain_shard_encode": (_i64, [_vp] + [_i64] * 4 + [_int, _vp, _i64, _i64, _vp]
+                             + [_i64] * 3 + [_vp, _int, _int, ctypes.c_char_p, _i64, _int,
+                                             _vp, _vp, _i64, ctypes.c_uint64, _vp, _vp]),
+}
+
+
+def _lib():
+    return native.declared(_SIGNATURES)
 
 #: threads that read or write an array's shards at once; each holds its own buffers, so
 #: this count bounds the host memory of the reads and writes
@@ -187,12 +204,15 @@ def fast_layout(arr):
     if not isinstance(arr.store_path.store, LocalStore):
         return None
     layout = read_layout(Path(str(arr.store_path.store.root)) / arr.path)
+    if layout is not None and layout.dtype.kind == "f" and layout.dtype.itemsize not in (4, 8):
+        return None  # the encoder compares float32 and float64 cells with the fill value
     if layout is not None:
         try:  # zarr 3.1 ...
             from zarr.core.indexing import morton_order_iter as morton
         except ImportError:  # ... 3.4
             from zarr.core.indexing import morton_order_coords as morton
-        layout.order = [tuple(int(v) for v in c) for c in morton(layout.per_shard)]
+        layout.order = np.array([tuple(int(v) for v in c) for c in morton(layout.per_shard)],
+                                np.int64).reshape(-1, 2)
     return layout
 
 
@@ -237,77 +257,75 @@ def _view(buf, shape, dtype):
     return buf[:n].view(dtype).reshape(shape)
 
 
-def _all_fill(block, fill):
-    if fill != fill:  # NaN fill
-        return bool(np.isnan(block.flat[0])) and bool(np.isnan(block).all())
-    return block.flat[0] == fill and bool((block == fill).all())
-
-
-def _encode(layout, tile, dest):
-    """``tile`` as the inner chunk's bytes (a view of ``dest``, or of ``tile`` when raw)."""
-    if layout.codec is None:
-        return memoryview(tile).cast("B")
-    clevel, shuffle, typesize, cname, blocksize = layout.codec
-    n = BLOSC.compress(clevel, shuffle, typesize, tile.nbytes, tile.ctypes.data,
-                       dest.ctypes.data, dest.nbytes, cname, blocksize, 1)
-    if n <= 0:
-        raise RuntimeError(f"blosc could not compress a tile of {layout.path}")
-    return memoryview(dest)[:n]
-
-
 def write_shard(layout, si, sj, values, r0=0, c0=0):
     """Encode and write shard ``(si, sj)`` (written beside, then renamed) from ``values``, the
     array's cells from ``(r0, c0)`` on; returns the bytes written (0: fill only, no file).
     ``values`` may be a block reader (:class:`terrain._transfer.DeviceBlocks`: its
-    ``read_block``, ``empty`` and ``buffer_kind``), so no host copy of a device array is made.
+    ``read_block``, ``empty`` and ``buffer_kind``): the shard's cells are copied off the
+    device at once. The chunks are encoded by ``terrain_shard_encode`` (C, the GIL released:
+    writer threads run in parallel), :data:`ENCODE_BYTES` at a time.
     """
-    nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
-    reader = hasattr(values, "read_block")
-    kind, empty = (values.buffer_kind, values.empty) if reader else ("tile", None)
-    with borrow_buffer(kind, nbytes, empty) as tile, \
-            borrow_buffer("dest", nbytes + _OVERHEAD) as dest:
-        return _write_shard(layout, si, sj, values, r0, c0,
-                            _view(tile, layout.inner, layout.dtype),
-                            dest[:nbytes + _OVERHEAD] if layout.codec is not None else None)
-
-
-def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
-    """:func:`write_shard` into a file beside the shard, renamed over it once whole."""
     R, C = layout.shard
+    a0, b0 = si * R, sj * C
+    a1, b1 = min(a0 + R, layout.shape[0]), min(b0 + C, layout.shape[1])
+    chunk = int(np.prod(layout.inner)) * layout.dtype.itemsize
+    with _shard_cells(values, layout.dtype, a0 - r0, a1 - r0, b0 - c0, b1 - c0) as cells, \
+            borrow_buffer("tile", chunk) as tile, \
+            borrow_buffer("dest", max(ENCODE_BYTES, chunk + _OVERHEAD + 4)) as dest:
+        return _write_shard(layout, si, sj, cells, tile, dest)
+
+
+@contextlib.contextmanager
+def _shard_cells(values, dtype, r0, r1, c0, c1):
+    """``values[r0:r1, c0:c1]`` as a host array of ``dtype`` whose rows are contiguous (a
+    view when it is one; a block reader's cells copied into a buffer of its kind)."""
+    if hasattr(values, "read_block"):
+        nbytes = (r1 - r0) * (c1 - c0) * np.dtype(dtype).itemsize
+        with borrow_buffer(values.buffer_kind, nbytes, values.empty) as buf:
+            cells = _view(buf, (r1 - r0, c1 - c0), dtype)
+            values.read_block(cells, r0, r1, c0, c1)
+            yield cells
+        return
+    cells = values[r0:r1, c0:c1]
+    if cells.dtype != dtype or cells.strides[1] != cells.dtype.itemsize:
+        cells = np.ascontiguousarray(cells, dtype)
+    yield cells
+
+
+def _write_shard(layout, si, sj, cells, tile, dest):
+    """:func:`write_shard` into a file beside the shard, renamed over it once whole."""
     tr, tc = layout.inner
-    rows, cols = layout.shape
-    fill = layout.fill
+    order = layout.order
     index = np.full(layout.per_shard + (2,), _ABSENT, np.uint64)
-    offset = 0
+    fill = np.asarray(layout.fill, layout.dtype).reshape(1)
+    codec = layout.codec
+    compress = None if codec is None else ctypes.cast(BLOSC.compress, ctypes.c_void_p).value
+    clevel, shuffle, _, cname, blocksize = codec if codec is not None else (0, 0, 0, b"", 0)
+    encode = _lib().terrain_shard_encode
+    after = np.zeros(1, np.int64)
+    offset, k = 0, 0
     path = layout.file(si, sj)
     tmp = fh = None
     try:
-        for ci, cj in layout.order:
-            a0, b0 = si * R + ci * tr, sj * C + cj * tc
-            if a0 >= rows or b0 >= cols:
+        while k < len(order):
+            n = encode(cells.ctypes.data, cells.shape[0], cells.shape[1], cells.strides[0],
+                       cells.dtype.itemsize, int(cells.dtype.kind == "f"), fill.ctypes.data,
+                       tr, tc, order.ctypes.data, k, len(order), layout.per_shard[1],
+                       compress, clevel, shuffle, cname, blocksize, int(layout.checksum),
+                       tile.ctypes.data, dest.ctypes.data, dest.nbytes, offset,
+                       index.ctypes.data, after.ctypes.data)
+            if n < 0:
+                raise RuntimeError(f"blosc could not compress a tile of {layout.path}")
+            k = int(after[0])
+            if n == 0:
                 continue
-            a1, b1 = min(a0 + tr, rows), min(b0 + tc, cols)
-            if (a1 - a0, b1 - b0) == layout.inner:
-                _copy_block(values, tile, a0 - r0, a1 - r0, b0 - c0, b1 - c0)
-            else:
-                tile[...] = fill
-                _copy_block(values, tile[:a1 - a0, :b1 - b0], a0 - r0, a1 - r0, b0 - c0,
-                            b1 - c0)
-            if _all_fill(tile, fill):
-                continue
-            data = _encode(layout, tile, dest)
             if fh is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # NAME.HEX.partial: the name zarr's local store writes through, so one
                 # sweep (sweep_partial_files) removes what a killed writer of either left
                 tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
                 fh = open(tmp, "wb")
-            fh.write(data)
-            n = len(data)
-            if layout.checksum:
-                fh.write(_crc(data))
-                n += 4
-            index[ci, cj] = (offset, n)
+            fh.write(memoryview(dest)[:n])
             offset += n
         if fh is None:
             try:
@@ -330,19 +348,9 @@ def _write_shard(layout, si, sj, values, r0, c0, tile, dest):
 
 
 def _crc(data):
-    """The CRC-32C of ``data`` as 4 little-endian bytes (an array or bytes: google_crc32c
-    refuses a memoryview)."""
-    import google_crc32c
-    data = np.frombuffer(data, np.uint8) if isinstance(data, memoryview) else data
-    return google_crc32c.value(data).to_bytes(4, "little")
-
-
-def _copy_block(values, out, r0, r1, c0, c1):
-    """``out[...] = values[r0:r1, c0:c1]`` for an array or a block reader (:func:`write_shard`)."""
-    if hasattr(values, "read_block"):
-        values.read_block(out, r0, r1, c0, c1)
-    else:
-        np.copyto(out, values[r0:r1, c0:c1])
+    """The CRC-32C of ``data`` (bytes, a memoryview or an array) as 4 little-endian bytes."""
+    a = np.frombuffer(data, np.uint8)
+    return int(_lib().terrain_crc32c(a.ctypes.data, a.size)).to_bytes(4, "little")
 
 
 def _open_shard(layout, si, sj):

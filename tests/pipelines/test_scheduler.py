@@ -359,3 +359,30 @@ def test_ready_order_takes_ready_tasks_smallest_first(monkeypatch):
         cluster.compute(*tasks, progress=False,
                         ready_order=lambda k: column_major.get(k, (-1, -1)))
     assert started == sorted(names, key=lambda n: (n[1], n[0]))
+
+
+def test_on_failure_releases_tasks_that_wait_on_this_process():
+    """compute's on_failure runs before the running tasks are waited for: a task blocked on
+    this process (as a group waits for the rows of a text being parsed) is released, so the
+    failure is raised at once rather than when the wait would have ended."""
+    import threading
+    import time
+
+    import dask
+    from pipelines import cluster
+    release = threading.Event()
+
+    def waits():
+        release.wait(30)
+        return "released" if release.is_set() else "timed out"
+
+    def fails():
+        time.sleep(0.2)
+        raise ValueError("a task failed")
+
+    with cluster.open_scheduler("threads"):
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match="a task failed"):
+            cluster.compute(dask.delayed(waits)(), dask.delayed(fails)(), progress=False,
+                            on_failure=release.set)
+    assert time.perf_counter() - t0 < 10
