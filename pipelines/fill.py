@@ -166,39 +166,24 @@ def write_outlets(out_path, cells, shape, tile, side):
         write_block(out_path, "outlets", win, block)
 
 
-def _reader(dem_path, out_path, shape):
+def _reader(dem_path, out_path):
     """``read(name, r0, r1, c0, c1)`` for :func:`terrain.hydrology.read_halo`: the DEM from
-    ``dem_path``, the rest from the output; the shard-aligned middle a shard at a time."""
+    ``dem_path``, the rest from the output."""
     def read(name, r0, r1, c0, c1):
-        path = dem_path if name == "elevation" else out_path
-        arr = zarr.open_array(store=str(path), path=name, mode="r")
-        side = (getattr(arr, "shards", None) or arr.chunks)[0]
-        a0, b0 = -(-r0 // side) * side, -(-c0 // side) * side
-        a1 = r1 if r1 == shape[0] else r1 // side * side
-        b1 = c1 if c1 == shape[1] else c1 // side * side
-        out = np.empty((r1 - r0, c1 - c0), arr.dtype)
-        if a0 >= a1 or b0 >= b1:
-            out[...] = arr[r0:r1, c0:c1]
-            return out
-        read_block(path, name, (a0, a1, b0, b1), out=out[a0 - r0:a1 - r0, b0 - c0:b1 - c0])
-        for ra, rb, ca, cb in ((r0, a0, c0, c1), (a1, r1, c0, c1), (a0, a1, c0, b0),
-                               (a0, a1, b1, c1)):
-            if ra < rb and ca < cb:
-                out[ra - r0:rb - r0, ca - c0:cb - c0] = arr[ra:rb, ca:cb]
-        return out
+        return read_block(dem_path if name == "elevation" else out_path, name, (r0, r1, c0, c1))
     return read
 
 
 def _up_task(dem_path, out_path, spec, upstream, level, i, j):
     del upstream  # the forest's mask is written
-    return fill_leaf_up(_reader(dem_path, out_path, spec.shape), spec, level, i, j)
+    return fill_leaf_up(_reader(dem_path, out_path), spec, level, i, j)
 
 
 def _write_task(dem_path, out_path, spec, prepared, names, level, i, j, incoming):
     """A group's final levels: its layers in ``names`` written; returns its label border, its
     label keys and statistics (``prepared``: a root group's only wait for the layers)."""
     del prepared
-    b = fill_leaf_down(_reader(dem_path, out_path, spec.shape), spec, level, i, j, incoming)
+    b = fill_leaf_down(_reader(dem_path, out_path), spec, level, i, j, incoming)
     t0 = time.perf_counter()
     filled, depth = b.layers()
     for name, values in (("filled", filled), ("depth", depth), ("depression", b.labels)):

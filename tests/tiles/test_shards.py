@@ -72,6 +72,26 @@ def test_write_windows_and_read_layer(tmp_path):
                                   v.astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype, fill", [("float32", np.nan), ("uint8", 0)])
+def test_read_block_of_windows_that_cut_shards(tmp_path, monkeypatch, dtype, fill):
+    """Windows that cut shards (halos, edges, absent shards and tiles) are read by the
+    shard reader, not zarr's indexing, and hold zarr's cells."""
+    import terrain.tiles.store as store_mod
+    from terrain.tiles.store import read_block
+    v = _values(dtype, fill)
+    arr = shard_layer(tmp_path / "s.zarr", "x", dtype, fill, CODECS["lz4-bitshuffle"])
+    arr[:, :] = v
+    monkeypatch.setattr(store_mod, "_read", None)  # zarr's indexing would fail
+    rng = np.random.default_rng(1)
+    windows = [(63, 129, 63, 129), (0, 150, 0, 130), (127, 150, 60, 130), (99, 102, 0, 9)]
+    for _ in range(20):
+        r0, c0 = rng.integers(0, 149), rng.integers(0, 129)
+        windows.append((r0, rng.integers(r0 + 1, 151), c0, rng.integers(c0 + 1, 131)))
+    for r0, r1, c0, c1 in windows:
+        np.testing.assert_array_equal(read_block(tmp_path / "s.zarr", "x", (r0, r1, c0, c1)),
+                                      v[r0:r1, c0:c1])
+
+
 class _HostBlocks:
     """A block reader over a NumPy array (what ``DeviceBlocks`` is over a device array),
     counting its copies and the buffers it made."""
@@ -93,9 +113,9 @@ class _HostBlocks:
 
 @pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("int32", -1), ("uint8", 255)])
 def test_shards_from_a_block_reader_are_the_arrays_bytes(tmp_path, dtype, fill):
-    """``write_shard`` from a block reader (a device array's way, chunk by chunk into
-    buffers of the reader's kind): the same files as from the array, edge tiles included,
-    one block per chunk inside the array, at an origin other than the array's too."""
+    """``write_shard`` from a block reader (a device array's way: each shard's cells in one
+    copy into a buffer of the reader's kind): the same files as from the array, edge tiles
+    included, at an origin other than the array's too."""
     v = _values(dtype, fill)
     codec = layer_compressors({"float64": "distance", "int32": "allocation",
                                "uint8": "backlink"}[dtype])
@@ -114,7 +134,7 @@ def test_shards_from_a_block_reader_are_the_arrays_bytes(tmp_path, dtype, fill):
     assert sorted(a) == sorted(b) and len(a) == 7
     for name in a:
         assert a[name] == b[name], name
-    assert reader.blocks == 10 * 9 - 2 * 4  # every chunk but the 2 x 4 of shard (2, 1)
+    assert reader.blocks == 3 * 3 - 1  # one copy a shard, but shard (2, 1)
     assert reader.buffers <= 1  # one tile, reused (or one an earlier test left)
 
 
