@@ -385,7 +385,7 @@ def _run_files(command, runner, files, outputs, outdir, args, inner, progress, t
 
 
 def batch_command(args):
-    """``terrain batch ingest|mst|cost-distance INPUT... -o OUTDIR [options]``."""
+    """``terrain batch ingest|mst|cost-distance|fill|flow INPUT... -o OUTDIR [options]``."""
     rows = run_batch(args.what, args.inputs, args.output, args, scheduler=args.scheduler)
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -361,8 +361,9 @@ def build_parser():
                         "longitude/latitude (RFC 7946)")
     p.add_argument("--overwrite", action="store_true", help="replace PATH.geojson if it exists")
 
-    p = sub.add_parser("batch", help="run ingest, mst or cost-distance over many rasters on one cluster, "
-                       "with a manifest (OUTDIR/manifest.json, .csv); exit 1 if any file failed")
+    p = sub.add_parser("batch", help="run ingest, mst, cost-distance, fill or flow over many "
+                       "rasters on one cluster, with a manifest (OUTDIR/manifest.json, .csv); "
+                       "exit 1 if any file failed")
     p.add_argument("what", choices=BATCH_COMMANDS, metavar="|".join(BATCH_COMMANDS),
                    help="the command to run on every input")
     p.add_argument("inputs", nargs="+", metavar="INPUT",
