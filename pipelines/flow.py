@@ -3,7 +3,8 @@ accumulation into one store (layers, codes and summary: docs/hydrology.md; conve
 :mod:`terrain.hydrology.flow`); ``terrain watershed`` and ``terrain streams`` read it.
 
 ``filled`` comes from ``terrain fill``'s pipeline (:func:`pipelines.fill.write_filled`), or
-with ``--filled`` is the input copied as it is. Two routes (:func:`flow_route`), the same
+with ``--filled`` is the input copied as it is, as is the ``filled`` layer of a store that
+``terrain fill`` wrote (the fill is not run twice). Two routes (:func:`flow_route`), the same
 bits (weighted sums within float64 rounding on the tiled route):
 
 * ``in-core`` (about :data:`IN_CORE_BYTES` a cell fit half the available memory): the
@@ -84,6 +85,31 @@ def flow_route(shape, route="auto", memory_bytes=None):
     return "in-core" if shape[0] * shape[1] * IN_CORE_BYTES <= memory_bytes // 2 else "tiled"
 
 
+def _fill_result(path, connectivity, outlets):
+    """The attributes of the store at ``path`` when ``terrain fill`` wrote it (its ``filled``
+    layer is then the flow's filled DEM), else None. :class:`InputError` when that fill does
+    not drain as this flow would: another connectivity, named outlets, or depressions left
+    unfilled on purpose."""
+    if not is_store(path):
+        return None
+    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    summary = group.attrs.get("fill")
+    if "filled" not in group or not isinstance(summary, dict):
+        return None
+    conn = int(summary.get("connectivity", 0))
+    if conn != int(connectivity):
+        raise InputError(f"{path}: filled {conn}-connected, not {connectivity}-connected as "
+                         "this flow: give the DEM, or a fill of the same connectivity")
+    if outlets is not None or summary.get("outlets_file"):
+        raise InputError(f"{path}: a filled store drains to the grid's edge and nodata here; "
+                         "with named outlets give the DEM and the outlets")
+    kept = [k for k in ("min_depth", "min_area") if summary.get(k) is not None]
+    if kept:
+        raise InputError(f"{path}: its fill left depressions unfilled ({', '.join(kept)}): "
+                         "give the DEM")
+    return dict(group.attrs)
+
+
 def _compressors(name):
     cname, level, shuffle = FLOW_LAYERS[name][2]
     return (zarr.codecs.BloscCodec(cname=cname, clevel=level, shuffle=shuffle),)
@@ -146,7 +172,15 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                   overwrite)
     if int(connectivity) not in (4, 8):
         raise InputError(f"connectivity {connectivity}: must be 4 (D4) or 8 (D8)")
-    if is_store(inp):
+    fill_attrs = _fill_result(inp, connectivity, outlets)
+    dem_layer = "elevation" if fill_attrs is None else "filled"
+    if fill_attrs is not None:  # its filled layer is the filled DEM: no fill again
+        filled = True
+        layer = zarr.open_array(store=str(inp), path="filled", mode="r")
+        shape, tile = layer.shape, int(fill_attrs["tile"])
+        gt, crs = list(fill_attrs["geotransform"]), fill_attrs.get("crs")
+        shard = layer.shards[0] // tile
+    elif is_store(inp):
         store = open_store(inp)
         shape, tile, gt = store.shape, store.tile, list(store.geotransform)
         crs = store.attrs.get("crs")
@@ -173,7 +207,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     try:
         with atomic_output(out, overwrite, inputs=[inp, outlets, weights]) as tmp:
             t0 = time.perf_counter()
-            if is_store(inp):
+            if fill_attrs is not None or is_store(inp):
                 group = zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
                 write_georeference(group, shape, gt, crs)
                 group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
@@ -202,13 +236,13 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 out_layer = "outlets"
             wall["ingest"] = time.perf_counter() - t0
             if chosen == "in-core":
-                stats = _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be,
-                                 wall, z)
+                stats = _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path,
+                                 filled, be, wall, z)
             else:
                 t0 = time.perf_counter()
                 if filled:  # copied as it is
                     _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
-                        dem_path, "elevation", w)), shape, side)
+                        dem_path, dem_layer, w)), shape, side)
                 else:
                     write_filled(dem_path, tmp, shape, tile, connectivity, out_layer, be.name,
                                  scheduler)
@@ -235,12 +269,13 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     return summary
 
 
-def _in_core(tmp, dem_path, spec, side, out_layer, w_path, filled, be, wall, z=None):
-    """The grid read whole (or given: ``z``); fill (unless ``filled``), directions and
-    accumulation where ``be`` computes: on the GPU nothing comes back to the host before
-    the writes."""
+def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be, wall,
+             z=None):
+    """The grid (``dem_layer`` of ``dem_path``) read whole (or given: ``z``); fill (unless
+    ``filled``), directions and accumulation where ``be`` computes: on the GPU nothing comes
+    back to the host before the writes."""
     t0 = time.perf_counter()
-    z = be.asarray(read_layer(dem_path, "elevation", np.float32) if z is None else z)
+    z = be.asarray(read_layer(dem_path, dem_layer, np.float32) if z is None else z)
     # on the device once: fill and directions both take the outlets
     outl = None if out_layer is None else be.asarray(read_layer(tmp, out_layer))
     w = None if w_path is None else be.asarray(read_layer(w_path, "elevation"), np.float64)

@@ -429,7 +429,9 @@ def _add_hydrology(sub):
                        "accumulation. The store holds 'filled' (float32), 'direction' (uint8 "
                        "ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, 128 NE; 0 outlet; "
                        "255 nodata) and 'accumulation' (float64, the cell itself included).")
-    p.add_argument("input", metavar="DEM", help="ASCII grid, any rasterio raster, or a tile store")
+    p.add_argument("input", metavar="DEM", help="ASCII grid, any rasterio raster, a tile "
+                   "store, or a store written by terrain fill (its 'filled' layer, not filled "
+                   "again)")
     p.add_argument("-o", "--output", default=None, metavar="OUT.zarr",
                    help="result store (default: DEM's name with .flow.zarr)")
     p.add_argument("--filled", action="store_true",

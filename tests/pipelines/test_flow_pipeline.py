@@ -97,6 +97,45 @@ def test_filled_input_outlets_weights_and_geotiffs(tmp_path, capsys):
     assert "result    flow: D8" in out and "named" in out
 
 
+def test_a_fill_store_is_flowed_without_filling_again(tmp_path, monkeypatch, capsys):
+    """``fill DEM`` then ``flow FILL_STORE``: the same layers as ``flow DEM`` on both routes
+    (the tiled fill's store, read at halos that cut its shards); a fill that would not
+    drain as the flow does is refused in one line."""
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    _, asc = _dem(tmp_path, seed=5)
+    whole = _both_routes(capsys, tmp_path, asc, 8)["in-core"]
+    for route in ("in-core", "tiled"):
+        rc, _, err = run_main(capsys, "fill", asc, "-o", tmp_path / f"dem-{route}.fill.zarr",
+                              "--route", route, "--tile", "8", scheduler="threads")
+        assert rc == 0, err
+
+    def no_fill(*args, **kwargs):
+        raise AssertionError("filled again")
+    import pipelines.fill
+    import pipelines.flow
+    monkeypatch.setattr(pipelines.fill, "write_filled", no_fill)
+    monkeypatch.setattr(pipelines.flow, "fill_depressions", no_fill)
+    for route in ("in-core", "tiled"):
+        fill = tmp_path / f"dem-{route}.fill.zarr"
+        out = tmp_path / f"from-fill-{route}.zarr"
+        rc, _, err = run_main(capsys, "flow", fill, "-o", out, "--route", route,
+                              scheduler="threads")
+        assert rc == 0, err
+        got = _layers(out)
+        for name in whole:
+            np.testing.assert_array_equal(got[name].view(np.uint8), whole[name].view(np.uint8),
+                                          err_msg=f"{route} {name}")
+        assert zarr.open_group(str(out)).attrs["flow"]["filled_input"] is True
+    fill = tmp_path / "dem-tiled.fill.zarr"
+    for extra, words in ((("--connectivity", "4"), "filled 8-connected, not 4"),
+                         (("--outlets", asc), "named outlets")):
+        rc, _, err = run_main(capsys, "flow", fill, "-o", tmp_path / "no.zarr", *extra,
+                              scheduler="threads")
+        assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "no.zarr").exists()
+
+
 def _one(shape, r, c):
     m = np.zeros(shape, bool)
     m[r, c] = True
