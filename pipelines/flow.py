@@ -103,10 +103,11 @@ def _fill_result(path, connectivity, outlets):
     if outlets is not None or summary.get("outlets_file"):
         raise InputError(f"{path}: a filled store drains to the grid's edge and nodata here; "
                          "with named outlets give the DEM and the outlets")
-    kept = [k for k in ("min_depth", "min_area") if summary.get(k) is not None]
+    kept = [what for k, what in (("min_depth", "depth"), ("min_area", "area"))
+            if summary.get(k) is not None]
     if kept:
-        raise InputError(f"{path}: its fill left depressions unfilled ({', '.join(kept)}): "
-                         "give the DEM")
+        raise InputError(f"{path}: its fill left depressions below a minimum "
+                         f"{' and '.join(kept)} unfilled: give the DEM")
     return dict(group.attrs)
 
 

@@ -134,6 +134,13 @@ def test_a_fill_store_is_flowed_without_filling_again(tmp_path, monkeypatch, cap
                               scheduler="threads")
         assert rc == 2 and words in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "no.zarr").exists()
+    kept = tmp_path / "kept.fill.zarr"
+    monkeypatch.undo()
+    rc, _, err = run_main(capsys, "fill", asc, "-o", kept, "--min-depth", "0.5",
+                          scheduler="threads")
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "flow", kept, "-o", tmp_path / "no.zarr", scheduler="threads")
+    assert rc == 2 and "below a minimum depth unfilled" in err, err
 
 
 def _one(shape, r, c):
