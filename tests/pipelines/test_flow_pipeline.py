@@ -127,6 +127,8 @@ def test_a_fill_store_is_flowed_without_filling_again(tmp_path, monkeypatch, cap
             np.testing.assert_array_equal(got[name].view(np.uint8), whole[name].view(np.uint8),
                                           err_msg=f"{route} {name}")
         assert zarr.open_group(str(out)).attrs["flow"]["filled_input"] is True
+        rc, text, _ = run_main(capsys, "verify", out, scheduler=None)
+        assert rc == 0 and "no cycle" in text
     fill = tmp_path / "dem-tiled.fill.zarr"
     for extra, words in ((("--connectivity", "4"), "filled 8-connected, not 4"),
                          (("--outlets", asc), "named outlets")):
