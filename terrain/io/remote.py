@@ -412,24 +412,20 @@ def _publish_held_root(fs, root, url):
     """Seal the arrays of the store written under ``root`` (each one's inventory of shard
     objects, in its metadata and the consolidated copy), then publish its held root metadata
     as :data:`ROOT_METADATA`: the last object written."""
-    from .outputs import INVENTORY_ATTR, inventory_of
+    from .outputs import INVENTORY_ATTR
     fs.invalidate_cache(root)  # written by other processes
-    base = root.rstrip("/") + "/"
-    keys = [k[len(base):] for k in fs.find(root) if k.startswith(base)]
+    keys = _listed_keys(fs, root)  # one listing for every array of the store
     pending = _join(root, PENDING_ROOT)
     if PENDING_ROOT not in keys:
         raise InputError(f"{url}: the run wrote no store there")
     doc = json.loads(fs.cat_file(pending))
     consolidated = (doc.get("consolidated_metadata") or {}).get("metadata")
     for key in keys:
-        folder = key[:-len("/" + ROOT_METADATA)]
         if not key.endswith("/" + ROOT_METADATA):
             continue
+        folder = key[:-len("/" + ROOT_METADATA)]
         meta = json.loads(fs.cat_file(_join(root, key)))
-        if meta.get("node_type") != "array":
-            continue
-        shards = (k[len(folder) + 3:].split("/") for k in keys if k.startswith(folder + "/c/"))
-        inventory = inventory_of(meta, shards)
+        inventory = _listed_inventory(meta, folder, keys)
         if inventory is None:
             continue
         meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
@@ -440,22 +436,36 @@ def _publish_held_root(fs, root, url):
     fs.rm(pending)
 
 
+def _listed_keys(fs, root, under=None):
+    """The keys of the objects under ``root`` (or its folder ``under``), relative to
+    ``root``: one listing."""
+    base = root.rstrip("/") + "/"
+    return [k[len(base):] for k in fs.find(_join(root, under) if under else root)
+            if k.startswith(base)]
+
+
+def _listed_inventory(meta, folder, keys):
+    """The inventory (:func:`terrain.io.outputs.inventory_of`) of the array in ``folder`` of a
+    store, ``meta`` its metadata, from ``keys`` (a listing relative to the store's root, of
+    the whole store or of the array alone); None for a group or where it writes none."""
+    from .outputs import inventory_of
+    if meta.get("node_type") != "array":
+        return None
+    shards = folder + "/c/"
+    return inventory_of(meta, (k[len(shards):].split("/") for k in keys if k.startswith(shards)))
+
+
 def url_inventory(path, name):
     """The inventory :func:`terrain.io.outputs.seal_store` would write now for the array
     ``name`` of the store at ``path`` (a URL or a :class:`Location`): what its shard objects
     are; None where it writes none."""
-    from .outputs import inventory_of
     fs, root = _fs(path)
-    folder = _join(root, name)
     try:
-        meta = json.loads(fs.cat_file(_join(folder, ROOT_METADATA)))
-        found = fs.find(_join(folder, "c"))
+        meta = json.loads(fs.cat_file(_join(_join(root, name), ROOT_METADATA)))
+        keys = _listed_keys(fs, root, _join(name, "c"))
     except (OSError, ValueError):
         return None
-    if meta.get("node_type") != "array":
-        return None
-    base = _join(folder, "c") + "/"
-    return inventory_of(meta, (k[len(base):].split("/") for k in found if k.startswith(base)))
+    return _listed_inventory(meta, name, keys)
 
 
 #: the argument names of the commands' input and output paths
