@@ -37,7 +37,7 @@ from .outputs import OutputExists
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
-           "filesystem",
+           "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
            "PENDING_ROOT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
@@ -237,6 +237,52 @@ def filesystem(path, options=None):
 
 def _join(root, name):
     return root.rstrip("/") + "/" + name
+
+
+def inside(path, name):
+    """The folder ``name`` of the store at ``path``: a local path, or a :class:`Location`
+    with ``path``'s options (a URL given as text, as a Location without any)."""
+    if is_remote(path):
+        url, options = _split(path)
+        return Location(_join(url, name), options)
+    return Path(path) / name
+
+
+def scratch_beside(path, name):
+    """Where a run writing the store ``path`` keeps its scratch ``name`` (``".blocked"``):
+    a local folder beside it; for a store being written at a URL, a prefix under its own
+    (:func:`inside`): the one place every worker of a cluster that shares nothing but the
+    object store reaches, and removed with the output when the run fails. The run removes
+    it (:func:`remove_tree`) before the output is finished."""
+    if is_remote(path):
+        return inside(path, name)
+    p = Path(path)
+    return p.with_name(p.name + name)
+
+
+def remove_tree(path):
+    """Remove the local folder ``path``, or every object under the URL (or
+    :class:`Location`) ``path``; nothing there is no error."""
+    if not is_remote(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    fs, root = _fs(path)
+    _remove_prefix(fs, root)
+
+
+def object_entries(path, names):
+    """``[[key, size, version], ...]`` of the objects of the store at ``path`` (a URL or a
+    :class:`Location`) that are ``names`` or lie under them, by key; ``version``: the
+    object's ETag or modification time, what says that an object was written again."""
+    fs, root = _fs(path)
+    out = []
+    for name in names:
+        found = fs.find(_join(root, name), detail=True)
+        for key, info in sorted(found.items()):
+            version = info.get("ETag") or info.get("LastModified") or info.get("mtime")
+            out.append([key[len(root.rstrip("/")) + 1:], int(info.get("size") or 0),
+                        str(version)])
+    return out
 
 
 def store_state(url, options=None):
