@@ -7,8 +7,8 @@ last (an object store has no rename). Two routes (docs/scale.md, "Stores at URLs
 * share nothing: a store at a URL travels to the tasks as a :class:`Location` (URL and
   storage options, picklable), which :func:`zarr_store` opens on any worker; the output is
   written under its prefix with its root metadata held as :data:`PENDING_ROOT` and published
-  last by :func:`url_output` (``ingest`` and ``mst`` on a cluster given by address:
-  :func:`stage` with ``direct``);
+  last by :func:`url_output` (``ingest``, ``mst`` and ``cost-distance`` on a cluster given
+  by address: :func:`stage` with ``direct``);
 * staged: :func:`stage` runs a command on local copies of its URL inputs in a temporary
   folder and publishes its URL output (:func:`publish`): every other run.
 

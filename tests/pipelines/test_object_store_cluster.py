@@ -1,10 +1,10 @@
-"""ingest, mst and fill to s3:// (a local moto server) on a cluster of separate processes: a
-``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1, each in its own empty
-folder, give the bits of local runs.
+"""ingest, mst, cost-distance and fill to s3:// (a local moto server) on a cluster of separate
+processes: a ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1, each in its
+own empty folder, give the bits of local runs.
 
-ingest and mst share nothing with the client but the store: their tasks open the stores at
-the URLs (terrain.io.remote.Location), and the test makes the client's staging (fetch,
-publish, its temporary folder) fail. fill stages (terrain.io.remote.stage): its workers run
+ingest, mst and cost-distance share nothing with the client but the store: their tasks open
+the stores at the URLs (terrain.io.remote.Location), and the tests make the client's staging
+(fetch, publish, its temporary folder) fail. fill stages (terrain.io.remote.stage): its workers run
 on this host and see the client's temporary folder.
 """
 
@@ -23,8 +23,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _arrays(store):
+    """Every array of the store, its subgroups' too (a tiled cost distance's index), as bytes."""
     g = zarr.open_group(store=store, mode="r", use_consolidated=False)
-    return {name: np.ascontiguousarray(a[...]).tobytes() for name, a in g.arrays()}
+    return {name: np.ascontiguousarray(a[...]).tobytes()
+            for name, a in g.members(max_depth=None) if isinstance(a, zarr.Array)}
+
+
+def _staging_fails(monkeypatch):
+    """The client's staging (fetch, publish, its temporary folder) raises."""
+    import terrain.io.remote as remote
+
+    def staged(*args, **kwargs):
+        raise AssertionError("staged through the client's disk")
+
+    for name in ("fetch", "publish"):
+        monkeypatch.setattr(remote, name, staged)
+    monkeypatch.setattr(remote.tempfile, "mkdtemp", staged)
 
 
 @pytest.fixture
@@ -103,12 +117,7 @@ def test_s3_share_nothing_stages_nothing(tmp_path, s3, cluster, monkeypatch):
         assert main([command, str(src), "-o", str(out), *extra,
                      "--scheduler", "synchronous"]) == 0
 
-    def staged(*args, **kwargs):
-        raise AssertionError("staged through the client's disk")
-
-    for name in ("fetch", "publish"):
-        monkeypatch.setattr(remote, name, staged)
-    monkeypatch.setattr(remote.tempfile, "mkdtemp", staged)
+    _staging_fails(monkeypatch)
     # a partial a killed run left is removed with a notice; the output then appears
     import fsspec
     fs = fsspec.filesystem("s3", **s3)
@@ -131,18 +140,6 @@ def test_s3_share_nothing_stages_nothing(tmp_path, s3, cluster, monkeypatch):
     assert _arrays(zarr_store(f"{base}/mst.zarr", s3)) == _arrays(str(tmp_path / "mst.zarr"))
     for i in (1, 2):  # the workers wrote nothing where they run
         assert not any((tmp_path / f"proc{i}").iterdir())
-
-
-def _staging_fails(monkeypatch):
-    """The client's staging (fetch, publish, its temporary folder) raises."""
-    import terrain.io.remote as remote
-
-    def staged(*args, **kwargs):
-        raise AssertionError("staged through the client's disk")
-
-    for name in ("fetch", "publish"):
-        monkeypatch.setattr(remote, name, staged)
-    monkeypatch.setattr(remote.tempfile, "mkdtemp", staged)
 
 
 def _friction_grid(dem, path, seed=3):
