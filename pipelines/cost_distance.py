@@ -281,6 +281,8 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     cost = resolve_cost(cost, friction)
     connectivity = check_cost_options(cost, friction, connectivity, max_cost, start_cost)
     inp = _path(input_path)
+    if output_path is None and is_remote(inp):
+        raise InputError(f"{inp}: a URL input needs its output named")
     out = _path(output_path) if output_path else default_output(inp)
     # the output may not be (or hold, or lie in) the DEM, the friction raster, the sources
     # file or the reused store: --overwrite would replace the input (at URLs: url_output)
