@@ -187,7 +187,7 @@ def remote_input(path):
 
 
 #: the commands whose tasks open their stores at URLs themselves (docs/scale.md)
-SHARE_NOTHING_COMMANDS = ("ingest", "mst")
+SHARE_NOTHING_COMMANDS = ("ingest", "mst", "cost-distance")
 
 
 def is_address(spec):
@@ -202,11 +202,13 @@ def is_address(spec):
 def shares_nothing(args):
     """Whether the command ``args`` runs on workers that share nothing with this process but
     the object store: :data:`SHARE_NOTHING_COMMANDS` on a cluster given by address, without
-    ``--resume``, ``--geotiff`` or ``--dry-run`` (those stage: :func:`terrain.io.remote.stage`).
+    ``--resume``, ``--geotiff``, ``--geotiff-dir`` (GeoTIFFs are written from a local partial
+    output) or ``--dry-run`` (those stage: :func:`terrain.io.remote.stage`).
     """
     return (getattr(args, "command", None) in SHARE_NOTHING_COMMANDS
             and is_address(getattr(args, "scheduler", None))
-            and not any(getattr(args, name, None) for name in ("resume", "geotiff", "dry_run")))
+            and not any(getattr(args, name, None)
+                        for name in ("resume", "geotiff", "geotiff_dir", "dry_run")))
 
 
 def check_inputs_on_workers(inputs, client=None, address=None):

@@ -13,7 +13,6 @@ left behind. Routes and checks: docs/cost-distance.md.
 
 import json
 import math
-import shutil
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import finish_store
 from terrain.io.outputs import atomic_output, check_outputs, same_file
+from terrain.io.remote import is_remote, output_at, remove_tree, scratch_beside, store_for
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
@@ -124,7 +124,7 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
         out.append((int(r), int(k)))
     costs = np.full(len(out), float(start_cost or 0.0)) if values else None
     if sources_file is not None:
-        path = Path(sources_file)
+        path = _path(sources_file)
         if _is_points_file(path):
             for x, y in read_points(path, crs=crs):
                 out.append(map_to_cell(x, y, geotransform, shape, what=f"{path}: {what}"))
@@ -152,7 +152,13 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
 
 def _is_points_file(path):
     from terrain.io.points import POINT_SUFFIXES
-    return Path(path).suffix.lower() in POINT_SUFFIXES
+    return Path(str(path)).suffix.lower() in POINT_SUFFIXES
+
+
+def _path(path):
+    """``path`` as a ``Path``; a store at a URL (a :class:`terrain.io.remote.Location`) as
+    it is: the tasks open it where they run."""
+    return path if is_remote(path) else Path(path)
 
 
 def resolve_cost(cost, friction):
@@ -274,12 +280,15 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     be = get_backend(backend)
     cost = resolve_cost(cost, friction)
     connectivity = check_cost_options(cost, friction, connectivity, max_cost, start_cost)
-    inp = Path(input_path)
-    out = Path(output_path) if output_path else default_output(inp)
+    inp = _path(input_path)
+    if output_path is None and is_remote(inp):
+        raise InputError(f"{inp}: a URL input needs its output named")
+    out = _path(output_path) if output_path else default_output(inp)
     # the output may not be (or hold, or lie in) the DEM, the friction raster, the sources
-    # file or the reused store: --overwrite would replace the input
+    # file or the reused store: --overwrite would replace the input (at URLs: url_output)
     inputs = [inp, friction, sources_file, stops_file, reuse]
-    check_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite)
+    check_outputs([i for i in inputs if not is_remote(i)],
+                  [o for o in [out, *geotiff_paths(geotiff_dir)] if not is_remote(o)], overwrite)
     grid = _plans.open_header(inp, tile)
     gt = grid["geotransform"]
     geo = {"geotransform": gt, "crs": grid["crs"], "source": str(inp), "cost": cost}
@@ -289,12 +298,18 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     spec = _make_spec(inp, grid, cost, connectivity, be.name, friction, max_cost, algorithm,
                       tile_sssp, max_height, reuse, memory)
     stops = _stop_cells(spec, gt, stop_points, stop_cells, stops_file, f"{inp}: ", grid["crs"])
+    if spec.get("reuse_incore") and (is_remote(out) or is_remote(reuse)):
+        raise InputError(f"{reuse}: an in-core run's store is reused by linking its layers "
+                         "into the output: both must be local")
     friction_tmp = None
     try:
-        with atomic_output(out, overwrite, inputs=inputs) as tmp:
-            friction_tmp = Path(tmp).with_name(Path(tmp).name + ".friction")
+        with output_at(out, overwrite, inputs=inputs) as tmp:
+            # a friction raster's store: scratch, removed before the output is finished (at
+            # a URL it lies under the output's prefix: consolidated and published otherwise)
+            friction_tmp = scratch_beside(tmp, ".friction")
             summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
                            scheduler)
+            remove_tree(friction_tmp)
             summary["sources"] = [
                 {"index": i, "row": r, "col": c, **dict(zip("xy", cell_centre(r, c, gt))),
                  "start_cost": 0.0 if costs is None else float(costs[i])}
@@ -321,12 +336,12 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                 summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite)
                 summary["geotiff_seconds"] = round(time.perf_counter() - t0, 6)
             summary["seconds"] = round(time.perf_counter() - t_start, 6)
-            zarr.open_group(store=str(tmp), mode="r+", use_consolidated=False).attrs.update(
-                attrs)
+            zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",
+                            use_consolidated=False).attrs.update(attrs)
             finish_store(tmp)
     finally:
         if friction_tmp is not None:
-            shutil.rmtree(friction_tmp, ignore_errors=True)
+            remove_tree(friction_tmp)
     return summary
 
 
@@ -351,13 +366,16 @@ def _stop_cells(spec, gt, points, cells, path, label, crs):
 def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, scheduler):
     """The ingests (or the reused store's links), then the chosen algorithm's pipeline; returns
     its summary. A cluster given by address is opened here, before any graph is built, and
-    every path made absolute (a worker resolves a relative one in its own folder)."""
+    every path made absolute (a worker resolves a relative one in its own folder). An
+    output at a URL: the workers open the stores at their URLs, and this process reads the
+    rasters (DEM, friction) that are ingested (:func:`pipelines.ingest.build_ingest_graph`)."""
     from . import cluster
     if scheduler is not None and scheduler not in cluster.LOCAL_SCHEDULERS + (
             cluster.LOCAL_CLUSTER,):
-        with cluster.open_scheduler(scheduler, cells=math.prod(spec["shape"]),
-                                    inputs=[inp, friction]):
-            inp, tmp, friction_tmp = (Path(cluster.remote_input(p))
+        seen = [p for p in (inp, friction)  # what the workers read at a path themselves
+                if p is not None and (not is_remote(tmp) or is_store(p))]
+        with cluster.open_scheduler(scheduler, cells=math.prod(spec["shape"]), inputs=seen):
+            inp, tmp, friction_tmp = (_path(cluster.remote_input(p))
                                       for p in (inp, tmp, friction_tmp))
             if friction is not None:
                 friction = cluster.remote_input(friction)
@@ -378,7 +396,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         friction_store = (tmp, "friction") if ru["friction"] else None
     else:
         if is_store(inp):
-            zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+            zarr.open_group(store=store_for(tmp, read_only=False), mode="w-", zarr_format=3)
             dem_path = inp
         else:
             ingests.append((inp, tmp))
@@ -386,8 +404,9 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         friction_store = None
         if friction is not None:
             if is_store(friction):
-                friction_store = Path(friction)
-            elif spec["algorithm"] == "in-core" and same_file(friction, inp):
+                friction_store = _path(friction)
+            elif (spec["algorithm"] == "in-core" and not is_remote(inp)
+                  and same_file(friction, inp)):
                 # the input is its own friction (a friction surface): one read and ingest,
                 # one array for both (4096²: 0.5 CPU s and 67 MB less)
                 friction_store = (dem_path, "elevation")

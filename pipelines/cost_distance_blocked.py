@@ -2,7 +2,8 @@
 out of core on the CPU, the in-core result bit for bit in memory bounded by blocks
 (docs/cost-distance.md). The driver builds one small graph a round: ``cost-block{stage}`` per
 block taken, which reads its DEM block (:class:`BlockReader`) and its state
-(:class:`BlockFiles`, in a scratch folder beside the partial output, removed at the end),
+(:class:`BlockFiles`, in a scratch folder beside the partial output, or under the prefix of
+an output at a URL, removed at the end),
 solves it and returns its ring; stage 1 gives distances, stage 2 labels. Then
 ``cost-block-write`` per output window writes the layers.
 """
@@ -10,7 +11,6 @@ solves it and returns its ring; stage 1 gives distances, stage 2 labels. Then
 import contextlib
 import itertools
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -23,8 +23,9 @@ from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
 from terrain.grid.sssp import check_max_cost
 from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, block_outputs,
                                        solve_block)
+from terrain.io.remote import filesystem, is_remote, remove_tree, scratch_beside
 from terrain.startup import fixed_mmap_threshold
-from terrain.tiles import borrow_buffer, read_layout, read_window
+from terrain.tiles import borrow_buffer, read_block, read_layout, read_window
 
 from .cost_distance_store import (StoreReader, prepare_layers, reached, source_arrays,
                                   summary_base, window_stats)
@@ -75,31 +76,52 @@ def cache_bytes(side, memory_bytes, threads, bands_bytes=0):
 
 class BlockFiles:
     """Block states in a directory, one file per block and state (``d``: float64 distances,
-    ``l``: int64 labels), Blosc LZ4, written beside and renamed."""
+    ``l``: int64 labels), Blosc LZ4, written beside and renamed; or under a prefix of an
+    object store (``root`` a :class:`terrain.io.remote.Location`: what every worker of a
+    cluster that shares nothing but the store reaches), one object each (a PUT replaces an
+    object whole)."""
 
     DTYPES = {"d": np.float64, "l": np.int64}
 
     def __init__(self, root, shape):
         from numcodecs import Blosc
-        self.root, self.shape = Path(root), shape
+        self.root, self.shape = (root if is_remote(root) else Path(root)), shape
         self.codec = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)
 
     def path(self, name, i, j):
         return self.root / f"{name}_{i}_{j}.blosc"
 
+    def _object(self, name, i, j):
+        """``(filesystem, key)`` of block ``(i, j)``'s state ``name`` in the object store."""
+        fs, prefix = filesystem(self.root)
+        return fs, f"{prefix.rstrip('/')}/{name}_{i}_{j}.blosc"
+
     def read(self, name, i, j):
         """Block ``(i, j)``'s state ``name`` (None if not stored)."""
-        p = self.path(name, i, j)
-        if not p.exists():
-            return None
+        if is_remote(self.root):
+            fs, key = self._object(name, i, j)
+            try:
+                blob = fs.cat_file(key)
+            except FileNotFoundError:
+                return None
+        else:
+            p = self.path(name, i, j)
+            if not p.exists():
+                return None
+            blob = p.read_bytes()
         out = np.empty(self.shape(i, j), self.DTYPES[name])
-        self.codec.decode(p.read_bytes(), out=out)  # no intermediate copy
+        self.codec.decode(blob, out=out)  # no intermediate copy
         return out
 
     def write(self, name, i, j, a):
+        blob = self.codec.encode(np.ascontiguousarray(a, self.DTYPES[name]))
+        if is_remote(self.root):
+            fs, key = self._object(name, i, j)
+            fs.pipe_file(key, blob)
+            return
         p = self.path(name, i, j)
         tmp = p.with_name(p.name + ".tmp")
-        tmp.write_bytes(self.codec.encode(np.ascontiguousarray(a, self.DTYPES[name])))
+        tmp.write_bytes(blob)
         os.replace(tmp, p)
 
 
@@ -183,7 +205,8 @@ class BlockCache:
 class BlockReader(StoreReader):
     """A :class:`StoreReader` that reads only the inner chunks that meet a window
     (:func:`terrain.tiles.read_window`) where both stores have the usual float32 layout,
-    else through zarr; ``f`` is None without a friction store."""
+    else through zarr; a store at a URL a shard's object a GET
+    (:func:`terrain.tiles.read_block`); ``f`` is None without a friction store."""
 
     ones = False
 
@@ -192,8 +215,13 @@ class BlockReader(StoreReader):
         self.layouts = None  # on the first read: the stores may be ingested by then
 
     def _read(self, i, window):
+        if is_remote(self.paths[i]):
+            r0, r1, c0, c1 = window
+            return read_block(self.paths[i], "elevation", window,
+                              np.empty((r1 - r0, c1 - c0), np.float32))
         if self.layouts is None:
-            lays = [read_layout(Path(p) / "elevation") for p in self.paths]
+            lays = [None if is_remote(p) else read_layout(Path(p) / "elevation")
+                    for p in self.paths]
             self.layouts = lays if all(lay is not None and lay.dtype == np.float32
                                        for lay in lays) else []
         if not self.layouts:
@@ -317,15 +345,16 @@ def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=N
                         arc_lengths(spec["cellsize"]), friction_store is not None,
                         check_max_cost(spec["max_cost"]))
     plan = BlockPlan(tuple(spec["shape"]), int(spec["block"]))
-    files = BlockFiles(Path(out_path).with_name(Path(out_path).name + SCRATCH),
+    files = BlockFiles(scratch_beside(out_path, SCRATCH),
                        lambda i, j: (lambda w: (w[1] - w[0], w[3] - w[2]))(plan.window(i, j)))
-    files.root.mkdir(parents=True, exist_ok=True)
+    if not is_remote(files.root):
+        files.root.mkdir(parents=True, exist_ok=True)
     fixed_mmap_threshold()  # the blocks are allocated and freed at every visit
     try:
         return _run(dem_path, out_path, spec, source_arrays(sources, start_costs), bspec, plan,
                     files, friction_store, upstream, geo, scheduler, t_start)
     finally:
-        shutil.rmtree(files.root, ignore_errors=True)
+        remove_tree(files.root)
 
 
 def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, upstream, geo,

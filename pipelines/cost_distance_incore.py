@@ -24,6 +24,7 @@ from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
 from terrain.io import open_grid
+from terrain.io.remote import is_remote, object_entries, store_for
 from terrain.startup import trim_free_memory
 
 from .cluster import runs_in_process
@@ -172,7 +173,9 @@ def _arguments(out_path, spec, windows, backend, friction_store):
         friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
                         else (friction_store, "elevation"))
     with_friction = friction_store is not None and spec.get("write_friction", True)
-    spec = dict(spec, windows=list(windows), out_path=str(out_path))
+    # a store at a URL stays a Location: the tasks open it with its options
+    spec = dict(spec, windows=list(windows),
+                out_path=out_path if is_remote(out_path) else str(out_path))
     return spec, friction_src, summary_base(spec, backend), with_friction
 
 
@@ -253,7 +256,8 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
 
 def input_fingerprint(path):
     """What says that a raster (a file, or a tile store's ``elevation``) is unchanged: a hash
-    of the size and modification time of each of its files.
+    of the size and modification time of each of its files (of a store at a URL, each
+    object's size and version: :func:`terrain.io.remote.object_entries`).
 
     >>> import tempfile, os
     >>> p = os.path.join(tempfile.mkdtemp(), "a.asc")
@@ -262,6 +266,9 @@ def input_fingerprint(path):
     True
     """
     import hashlib
+    if is_remote(path):
+        entries = object_entries(path, ["zarr.json", "elevation"])
+        return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
     p = Path(path)
     if p.is_dir():
         files = [p / "zarr.json"] + sorted(f for f in (p / "elevation").rglob("*") if f.is_file())
@@ -293,7 +300,7 @@ def reusable_kind(path):
     """``"tiled"`` (the store holds a tiled index) or ``"in-core"`` (an in-core run's
     ``cost_reuse`` attribute); :class:`InputError` for anything else."""
     try:
-        group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+        group = zarr.open_group(store=store_for(path), mode="r", use_consolidated=False)
         if "sssp_index" in group:
             return "tiled"
         if isinstance(group.attrs.get("cost_reuse"), dict):
@@ -306,7 +313,7 @@ def reusable_kind(path):
 def check_incore_reuse(path, spec, inp, friction, geotransform):
     """What an in-core ``--reuse`` takes from the earlier run's store ``path``;
     :class:`InputError` unless that run had the same input, friction, grid and cost."""
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    group = zarr.open_group(store=store_for(path), mode="r", use_consolidated=False)
     got = dict(group.attrs["cost_reuse"])
     if spec["algorithm"] != "in-core":
         raise InputError(f"{path}: holds an in-core run's inputs; this run is {spec['algorithm']}"

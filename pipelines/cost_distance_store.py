@@ -13,6 +13,7 @@ from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, 
 from terrain.grid.costs import check_friction
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
+from terrain.io.remote import is_remote, store_for
 from terrain.tiles.store import create_layer
 
 __all__ = ["StoreReader", "prepare_layers", "dem_in_output",
@@ -25,10 +26,11 @@ GEOTIFF_LAYERS = ("distance", "allocation", "backlink")
 
 def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None):
     """The output's georeference and empty layers (chunks = tiles; ``upstream``: the ingest
-    tasks this one waits for in a graph). Returns ``out_path``."""
+    tasks this one waits for in a graph). Returns ``out_path`` (a path as text; a
+    :class:`terrain.io.remote.Location` as it is)."""
     del upstream
-    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
-                            use_consolidated=False)
+    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a",
+                            zarr_format=3, use_consolidated=False)
     if "x" not in group:
         group.attrs.update({"geotransform": list(geo["geotransform"]), "crs": geo.get("crs"),
                             "source": geo.get("source"), "tile": tile,
@@ -43,7 +45,7 @@ def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None):
         arr = create_layer(group, name, dtype, fill, tile, shape,
                            compressors=layer_compressors(name), attrs=attrs)
         mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
-    return str(out_path)
+    return out_path if is_remote(out_path) else str(out_path)
 
 
 def source_arrays(sources, start_costs):
@@ -79,7 +81,8 @@ def reached(fills):
 
 def dem_in_output(path):
     """True when the output store holds the DEM (``elevation``: a raster input was ingested)."""
-    return "elevation" in zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    return "elevation" in zarr.open_group(store=store_for(path), mode="r",
+                                          use_consolidated=False)
 
 
 def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
@@ -130,18 +133,20 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
 class StoreReader:
     """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer and a friction
     store's (ones without one), the friction checked as the in-core path does
-    (:func:`terrain.grid.costs.check_friction`)."""
+    (:func:`terrain.grid.costs.check_friction`). A store at a URL is a
+    :class:`terrain.io.remote.Location`, which the tasks open wherever they run."""
 
     ones = True  # without a friction store, ``f`` is ones (else None)
 
     def __init__(self, dem_path, friction_path=None, name=""):
-        self.paths = [str(p) for p in (dem_path, friction_path) if p is not None]
+        self.paths = [p if is_remote(p) else str(p) for p in (dem_path, friction_path)
+                      if p is not None]
         self.name = name
 
     def _read(self, i, window):
         r0, r1, c0, c1 = window
-        return np.asarray(zarr.open_array(store=self.paths[i], path="elevation", mode="r")
-                          [r0:r1, c0:c1], np.float32)
+        return np.asarray(zarr.open_array(store=store_for(self.paths[i]), path="elevation",
+                                          mode="r")[r0:r1, c0:c1], np.float32)
 
     def __call__(self, window):
         z = self._read(0, window)

@@ -11,17 +11,16 @@ labels. With ``--backend gpu`` at height 0 the level of tiles stays on the devic
 docs/cost-distance-tiled.md.
 """
 
-import shutil
 import threading
 import time
 from contextlib import nullcontext
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import zarr
 
 from terrain.errors import InputError
+from terrain.io.remote import inside, is_remote, remove_tree, store_for
 from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBoundaries,
                                      NodeBoundary, TileBatch, TiledSpec, default_max_height,
                                      fill_group, index_leaf, level_solve_gpu, node_boundary,
@@ -123,11 +122,14 @@ def top_cache_bytes(backend):
 
 class IndexStore:
     """Per-level node arrays in a Zarr group: the index, or with ``labels=True`` a run's final
-    boundary labels (``d``, ``a``, ``h``). Layout: docs/cost-distance-tiled.md."""
+    boundary labels (``d``, ``a``, ``h``). Layout: docs/cost-distance-tiled.md. ``path``: a
+    local path or a :class:`terrain.io.remote.Location` (the tasks open it where they run);
+    ``self.path`` is its text, what names the run's store in this process's tables."""
 
     def __init__(self, path, tspec, group_level, labels=False, mode="r+",
                  page_bytes=None, sharded=True):
         self.path, self.tspec, self.g, self.labels = str(path), tspec, int(group_level), labels
+        self.where = path if is_remote(path) else str(path)
         self.mode = mode  # "r" for a reused store: never written
         # a GPU run's pages are larger and unsharded: written band by band
         self.page_bytes, self.sharded = int(page_bytes or PAGE_BYTES), bool(sharded)
@@ -160,7 +162,7 @@ class IndexStore:
         return m
 
     def create(self, attrs):
-        root = zarr.open_group(store=self.path, mode="a")
+        root = zarr.open_group(store=store_for(self.where, read_only=False), mode="a")
         grp = root.require_group(self.name)
         grp.attrs.update(attrs)
         for k in range(self.tspec.height + 1):
@@ -189,7 +191,8 @@ class IndexStore:
     def array(self, k, name):
         key = (k, name)
         if key not in self._arrays:
-            self._arrays[key] = zarr.open_array(store=self.path,
+            self._arrays[key] = zarr.open_array(store=store_for(self.where,
+                                                                read_only=self.mode == "r"),
                                                 path=f"{self.name}/L{k}/{name}",
                                                 mode=self.mode)
         return self._arrays[key]
@@ -401,7 +404,7 @@ def solve_spec(spec):
 
 def _index_attrs(path):
     try:
-        return dict(zarr.open_group(store=str(path), mode="r")[INDEX_GROUP].attrs)
+        return dict(zarr.open_group(store=store_for(path), mode="r")[INDEX_GROUP].attrs)
     except Exception:
         raise InputError(f"{path}: not a tiled cost-distance store (no {INDEX_GROUP!r} "
                          "group)") from None
@@ -871,7 +874,7 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
         far = d > max_cost
         d[far], a[far], b[far] = np.nan, -1, 255
     t1 = time.perf_counter()
-    group = zarr.open_group(store=str(out_path), mode="r+")
+    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="r+")
     sl = (slice(r0, r1), slice(c0, c1))
     group["distance"][sl] = d
     group["allocation"][sl] = a
@@ -912,7 +915,7 @@ def _finish(out_path, fills, meta, tops, token=None):
         "top_split": {k: (round(v, 3) if isinstance(v, float) else v) for k, v in top.items()
                       if k in ("read_seconds", "arcs_seconds", "solve_seconds", "gpu_rounds",
                                "write_seconds", "device_level")}})
-    shutil.rmtree(Path(out_path) / LABELS_GROUP, ignore_errors=True)  # the run's scratch
+    remove_tree(inside(out_path, LABELS_GROUP))  # the run's scratch
     return summary
 
 
@@ -1018,7 +1021,8 @@ def tiled_spec(spec, tile_sssp=None, max_height=None, reuse=None, backend=None):
     if reuse is not None:
         attrs = check_reuse_store(reuse, spec)
         spec["max_height"] = int(attrs["height"])
-        spec["reuse"] = str(reuse)
+        # a store at a URL as a Location: the tasks open it with its options
+        spec["reuse"] = reuse if is_remote(reuse) else str(reuse)
     spec["sizing"] = sizing
     return spec
 

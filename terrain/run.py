@@ -548,7 +548,8 @@ def main(argv=None):
     try:
         with terminate_raises():
             # URL inputs/outputs (s3://, memory://, ...) staged here, published after
-            # (on a cluster given by address, ingest and mst open the stores there themselves)
+            # (on a cluster given by address, the commands of
+            # pipelines.cluster.SHARE_NOTHING_COMMANDS open the stores there themselves)
             from .io.remote import stage
             with stage(args, args.storage_options, _shares_nothing(args)) \
                     if hasattr(args, "storage_options") else contextlib.nullcontext():

@@ -28,7 +28,8 @@ import numpy as np
 import zarr
 
 from ..backend import array_backend
-from ..tiles import MAX_IO_THREADS, fast_layout, io_threads, read_array, write_shard
+from ..io.remote import is_remote, store_for
+from ..tiles import MAX_IO_THREADS, fast_layout, io_threads, read_array, read_block, write_shard
 from .costs import ARC_NAMES
 
 __all__ = ["LAYERS", "BACKLINK_CODES", "DISTANCE_UNITS", "layer_attributes",
@@ -85,8 +86,9 @@ def layer_compressors(name="distance"):
 
 def shard_layouts(store_path, names):
     """``{name: (zarr array, ShardLayout or None)}`` of the store's layers ``names``, opened
-    once for many :func:`write_windows` calls (opening serialises the writers)."""
-    group = zarr.open_group(store=str(store_path), mode="r+")
+    once for many :func:`write_windows` calls (opening serialises the writers). ``store_path``:
+    a local path, or a :class:`terrain.io.remote.Location` (zarr writes there)."""
+    group = zarr.open_group(store=store_for(store_path, read_only=False), mode="r+")
     out = {}
     for name in names:
         arr = group[name]
@@ -157,12 +159,18 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     >>> read_layer(d, "allocation")[:3].tolist()
     [[-1, -1, -1, -1, -1, -1], [-1, -1, 7, 7, 7, 7], [-1, -1, 7, 7, 7, 7]]
     """
-    arr = zarr.open_array(store=str(store_path), path=layer, mode="r")
+    arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
     rows, cols = arr.shape
     side = getattr(arr, "shards", None) or arr.chunks
     windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))
                for r in range(0, rows, side[0]) for c in range(0, cols, side[1])]
     workers = max(1, min(workers or io_threads(), len(windows)))
+    if is_remote(store_path):  # a shard's object in one GET a thread (read_block)
+        out = np.empty((rows, cols), dtype or arr.dtype)
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda w: read_block(store_path, layer, w,
+                                               out[w[0]:w[1], w[2]:w[3]]), windows))
+        return out
     layout = fast_layout(arr)
     if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
         return read_array(layout, workers)

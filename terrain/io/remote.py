@@ -7,8 +7,8 @@ last (an object store has no rename). Two routes (docs/scale.md, "Stores at URLs
 * share nothing: a store at a URL travels to the tasks as a :class:`Location` (URL and
   storage options, picklable), which :func:`zarr_store` opens on any worker; the output is
   written under its prefix with its root metadata held as :data:`PENDING_ROOT` and published
-  last by :func:`url_output` (``ingest`` and ``mst`` on a cluster given by address:
-  :func:`stage` with ``direct``);
+  last by :func:`url_output` (``ingest``, ``mst`` and ``cost-distance`` on a cluster given
+  by address: :func:`stage` with ``direct``);
 * staged: :func:`stage` runs a command on local copies of its URL inputs in a temporary
   folder and publishes its URL output (:func:`publish`): every other run.
 
@@ -37,7 +37,7 @@ from .outputs import OutputExists
 __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store_state",
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
-           "filesystem",
+           "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
            "PENDING_ROOT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
@@ -239,6 +239,52 @@ def _join(root, name):
     return root.rstrip("/") + "/" + name
 
 
+def inside(path, name):
+    """The folder ``name`` of the store at ``path``: a local path, or a :class:`Location`
+    with ``path``'s options (a URL given as text, as a Location without any)."""
+    if is_remote(path):
+        url, options = _split(path)
+        return Location(_join(url, name), options)
+    return Path(path) / name
+
+
+def scratch_beside(path, name):
+    """Where a run writing the store ``path`` keeps its scratch ``name`` (``".blocked"``):
+    a local folder beside it; for a store being written at a URL, a prefix under its own
+    (:func:`inside`): the one place every worker of a cluster that shares nothing but the
+    object store reaches, and removed with the output when the run fails. The run removes
+    it (:func:`remove_tree`) before the output is finished."""
+    if is_remote(path):
+        return inside(path, name)
+    p = Path(path)
+    return p.with_name(p.name + name)
+
+
+def remove_tree(path):
+    """Remove the local folder ``path``, or every object under the URL (or
+    :class:`Location`) ``path``; nothing there is no error."""
+    if not is_remote(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    fs, root = _fs(path)
+    _remove_prefix(fs, root)
+
+
+def object_entries(path, names):
+    """``[[key, size, version], ...]`` of the objects of the store at ``path`` (a URL or a
+    :class:`Location`) that are ``names`` or lie under them, by key; ``version``: the
+    object's ETag or modification time, what says that an object was written again."""
+    fs, root = _fs(path)
+    out = []
+    for name in names:
+        found = fs.find(_join(root, name), detail=True)
+        for key, info in sorted(found.items()):
+            version = info.get("ETag") or info.get("LastModified") or info.get("mtime")
+            out.append([key[len(root.rstrip("/")) + 1:], int(info.get("size") or 0),
+                        str(version)])
+    return out
+
+
 def store_state(url, options=None):
     """``"store"`` when ``url`` holds a published store (its root metadata), ``"partial"``
     when it holds objects but no root metadata (a run that died while writing), else None.
@@ -412,24 +458,20 @@ def _publish_held_root(fs, root, url):
     """Seal the arrays of the store written under ``root`` (each one's inventory of shard
     objects, in its metadata and the consolidated copy), then publish its held root metadata
     as :data:`ROOT_METADATA`: the last object written."""
-    from .outputs import INVENTORY_ATTR, inventory_of
+    from .outputs import INVENTORY_ATTR
     fs.invalidate_cache(root)  # written by other processes
-    base = root.rstrip("/") + "/"
-    keys = [k[len(base):] for k in fs.find(root) if k.startswith(base)]
+    keys = _listed_keys(fs, root)  # one listing for every array of the store
     pending = _join(root, PENDING_ROOT)
     if PENDING_ROOT not in keys:
         raise InputError(f"{url}: the run wrote no store there")
     doc = json.loads(fs.cat_file(pending))
     consolidated = (doc.get("consolidated_metadata") or {}).get("metadata")
     for key in keys:
-        folder = key[:-len("/" + ROOT_METADATA)]
         if not key.endswith("/" + ROOT_METADATA):
             continue
+        folder = key[:-len("/" + ROOT_METADATA)]
         meta = json.loads(fs.cat_file(_join(root, key)))
-        if meta.get("node_type") != "array":
-            continue
-        shards = (k[len(folder) + 3:].split("/") for k in keys if k.startswith(folder + "/c/"))
-        inventory = inventory_of(meta, shards)
+        inventory = _listed_inventory(meta, folder, keys)
         if inventory is None:
             continue
         meta.setdefault("attributes", {})[INVENTORY_ATTR] = inventory
@@ -440,22 +482,36 @@ def _publish_held_root(fs, root, url):
     fs.rm(pending)
 
 
+def _listed_keys(fs, root, under=None):
+    """The keys of the objects under ``root`` (or its folder ``under``), relative to
+    ``root``: one listing."""
+    base = root.rstrip("/") + "/"
+    return [k[len(base):] for k in fs.find(_join(root, under) if under else root)
+            if k.startswith(base)]
+
+
+def _listed_inventory(meta, folder, keys):
+    """The inventory (:func:`terrain.io.outputs.inventory_of`) of the array in ``folder`` of a
+    store, ``meta`` its metadata, from ``keys`` (a listing relative to the store's root, of
+    the whole store or of the array alone); None for a group or where it writes none."""
+    from .outputs import inventory_of
+    if meta.get("node_type") != "array":
+        return None
+    shards = folder + "/c/"
+    return inventory_of(meta, (k[len(shards):].split("/") for k in keys if k.startswith(shards)))
+
+
 def url_inventory(path, name):
     """The inventory :func:`terrain.io.outputs.seal_store` would write now for the array
     ``name`` of the store at ``path`` (a URL or a :class:`Location`): what its shard objects
     are; None where it writes none."""
-    from .outputs import inventory_of
     fs, root = _fs(path)
-    folder = _join(root, name)
     try:
-        meta = json.loads(fs.cat_file(_join(folder, ROOT_METADATA)))
-        found = fs.find(_join(folder, "c"))
+        meta = json.loads(fs.cat_file(_join(_join(root, name), ROOT_METADATA)))
+        keys = _listed_keys(fs, root, _join(name, "c"))
     except (OSError, ValueError):
         return None
-    if meta.get("node_type") != "array":
-        return None
-    base = _join(folder, "c") + "/"
-    return inventory_of(meta, (k[len(base):].split("/") for k in found if k.startswith(base)))
+    return _listed_inventory(meta, name, keys)
 
 
 #: the argument names of the commands' input and output paths

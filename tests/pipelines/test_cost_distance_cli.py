@@ -344,3 +344,13 @@ def test_tiled_options_on_another_algorithm_are_refused(dem, tmp_path, capsys, e
     lines = se.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and lines[0].startswith(f"terrain: {path}: {said}"), se
     assert not (tmp_path / "c.zarr").exists()
+
+
+def test_store_at_a_url_needs_its_output_named():
+    """A DEM store at a URL (a Location, as a cluster that shares nothing is given it) has no
+    output name to derive: one line, before anything is read."""
+    from pipelines.cost_distance import run_cost_distance
+    from terrain.errors import InputError
+    from terrain.io.remote import Location
+    with pytest.raises(InputError, match="needs its output named"):
+        run_cost_distance(Location("memory://no-output/dem.zarr"), None, cells=["1,1"])

@@ -112,6 +112,21 @@ def test_reuse_refused(capsys, tmp_path, dem, case):
     assert not (tmp_path / "x.zarr").exists()
 
 
+
+def test_reuse_refused_with_an_output_at_a_url(tmp_path, dem):
+    """An in-core store is reused by hard links: with the output at a URL (a Location, as a
+    cluster that shares nothing writes it) the run is refused before anything is written."""
+    from pipelines.cost_distance import run_cost_distance
+    from terrain.errors import InputError
+    from terrain.io.remote import Location, store_state
+    z, path = dem
+    run_cost_distance(path, tmp_path / "a.zarr", cells=["5,6"], tile=16, backend="cpu")
+    url = "memory://reuse-refused/x.zarr"
+    with pytest.raises(InputError, match="both must be local"):
+        run_cost_distance(path, Location(url, writing=True), cells=["60,40"], tile=16,
+                          backend="cpu", reuse=tmp_path / "a.zarr")
+    assert store_state(url) is None
+
 @pytest.mark.gpu
 def test_reuse_query_on_the_gpu_equals_the_cpu(capsys, tmp_path, dem):
     z, path = dem

@@ -1,10 +1,10 @@
-"""ingest, mst and fill to s3:// (a local moto server) on a cluster of separate processes: a
-``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1, each in its own empty
-folder, give the bits of local runs.
+"""ingest, mst, cost-distance and fill to s3:// (a local moto server) on a cluster of separate
+processes: a ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1, each in its
+own empty folder, give the bits of local runs.
 
-ingest and mst share nothing with the client but the store: their tasks open the stores at
-the URLs (terrain.io.remote.Location), and the test makes the client's staging (fetch,
-publish, its temporary folder) fail. fill stages (terrain.io.remote.stage): its workers run
+ingest, mst and cost-distance share nothing with the client but the store: their tasks open
+the stores at the URLs (terrain.io.remote.Location), and the tests make the client's staging
+(fetch, publish, its temporary folder) fail. fill stages (terrain.io.remote.stage): its workers run
 on this host and see the client's temporary folder.
 """
 
@@ -23,8 +23,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _arrays(store):
+    """Every array of the store, its subgroups' too (a tiled cost distance's index), as bytes."""
     g = zarr.open_group(store=store, mode="r", use_consolidated=False)
-    return {name: np.ascontiguousarray(a[...]).tobytes() for name, a in g.arrays()}
+    return {name: np.ascontiguousarray(a[...]).tobytes()
+            for name, a in g.members(max_depth=None) if isinstance(a, zarr.Array)}
+
+
+def _staging_fails(monkeypatch):
+    """The client's staging (fetch, publish, its temporary folder) raises."""
+    import terrain.io.remote as remote
+
+    def staged(*args, **kwargs):
+        raise AssertionError("staged through the client's disk")
+
+    for name in ("fetch", "publish"):
+        monkeypatch.setattr(remote, name, staged)
+    monkeypatch.setattr(remote.tempfile, "mkdtemp", staged)
 
 
 @pytest.fixture
@@ -103,12 +117,7 @@ def test_s3_share_nothing_stages_nothing(tmp_path, s3, cluster, monkeypatch):
         assert main([command, str(src), "-o", str(out), *extra,
                      "--scheduler", "synchronous"]) == 0
 
-    def staged(*args, **kwargs):
-        raise AssertionError("staged through the client's disk")
-
-    for name in ("fetch", "publish"):
-        monkeypatch.setattr(remote, name, staged)
-    monkeypatch.setattr(remote.tempfile, "mkdtemp", staged)
+    _staging_fails(monkeypatch)
     # a partial a killed run left is removed with a notice; the output then appears
     import fsspec
     fs = fsspec.filesystem("s3", **s3)
@@ -129,5 +138,87 @@ def test_s3_share_nothing_stages_nothing(tmp_path, s3, cluster, monkeypatch):
     assert main(["mst", f"{base}/dem.zarr", "-o", f"{base}/mst.zarr", "--backend", "cpu",
                  "--overwrite", *opts, "--scheduler", cluster]) == 0
     assert _arrays(zarr_store(f"{base}/mst.zarr", s3)) == _arrays(str(tmp_path / "mst.zarr"))
+    for i in (1, 2):  # the workers wrote nothing where they run
+        assert not any((tmp_path / f"proc{i}").iterdir())
+
+
+def _friction_grid(dem, path, seed=3):
+    """An ESRI ASCII friction raster on the grid of the ASCII ``dem`` (0.5 to 2, NaN-free)."""
+    lines = Path(dem).read_text().splitlines()
+    header = {ln.split()[0].lower(): ln.split()[1] for ln in lines[:6]}
+    rows, cols = int(header["nrows"]), int(header["ncols"])
+    values = np.random.default_rng(seed).uniform(0.5, 2.0, (rows, cols))
+    Path(path).write_text("\n".join(lines[:6] + [" ".join(f"{v:.3f}" for v in row)
+                                                  for row in values]) + "\n")
+    return float(header["xllcorner"]), float(header["yllcorner"]), float(header["cellsize"])
+
+
+@pytest.mark.slow
+def test_s3_share_nothing_cost_distance(tmp_path, s3, cluster, monkeypatch):
+    """cost-distance (blocked, tiled, in-core) on the cluster given by address opens its stores at
+    their s3:// URLs in the tasks (DEM, friction and --reuse stores) and keeps its scratch
+    (the blocks' states, the tiled run's labels, a friction raster's store) under the
+    output's prefix; the files (a friction raster, a sources CSV) are read here. Nothing is
+    staged through this process's disk, the workers write nothing where they run, no scratch
+    is left in the published stores, and the arrays are the bits of local runs."""
+    import fsspec
+
+    import terrain.io.remote as remote
+    from terrain.io import write_synth, zarr_store
+    from terrain.run import main
+    # 600 x 300 cells, tile 64: two shards of 512; blocks of 128 and groups of 512
+    write_synth(tmp_path / "g.asc", 600, 300, seed=11, nodata=0.02)
+    x0, y0, cell = _friction_grid(tmp_path / "g.asc", tmp_path / "fr.asc")
+    (tmp_path / "src.csv").write_text(f"x,y\n{x0 + 40.5 * cell},{y0 + 500.5 * cell}\n"
+                                      f"{x0 + 250.5 * cell},{y0 + 80.5 * cell}\n")
+    grid, fr, csv = (str(tmp_path / n) for n in ("g.asc", "fr.asc", "src.csv"))
+    base = "s3://terrain-test/share-nothing-cost"
+    opts = ["--storage-options", json.dumps(s3)]
+    cpu = ["--backend", "cpu"]
+    for name, src in (("dem", grid), ("fr", fr)):
+        assert main(["ingest", src, "-o", str(tmp_path / f"{name}.zarr"), "--tile", "64",
+                     "--scheduler", "synchronous"]) == 0
+        assert main(["ingest", src, "-o", f"{base}/{name}.zarr", "--tile", "64", *opts,
+                     "--scheduler", cluster]) == 0
+    blocked = ["--algorithm", "blocked", "--memory", "32MB", "--cost", "friction",
+               "--sources", csv, *cpu]
+    tiled = ["--algorithm", "tiled", "--tile-sssp", "16", "--source-cell", "300,150",
+             "--source-cell", "20,280", *cpu]
+    # (name, DEM, friction, options): a DEM store with a friction raster read here (its store
+    # the run's scratch), a DEM raster read here (ingested into the output) with a friction
+    # store, that run's index reused, and the in-core graph (one solve task, shard writes)
+    runs = [("blocked", "dem.zarr", fr, blocked),
+            ("tiled", grid, "fr.zarr", tiled),
+            ("reuse", grid, "fr.zarr", [*tiled, "--reuse", "tiled.zarr"]),
+            ("in-core", "dem.zarr", "fr.zarr", ["--algorithm", "in-core", "--sources", csv,
+                                                *cpu])]
+
+    def here(p):
+        return p if p.startswith(str(tmp_path)) else str(tmp_path / p)
+
+    def there(p):
+        return p if p.startswith(str(tmp_path)) else f"{base}/{p}"
+
+    for name, dem, friction, extra in runs:
+        local = [here(e) if e == "tiled.zarr" else e for e in extra]
+        assert main(["cost-distance", here(dem), "-o", str(tmp_path / f"{name}.zarr"),
+                     "--friction", here(friction), *local, "--scheduler", "synchronous"]) == 0
+    _staging_fails(monkeypatch)
+    fs = fsspec.filesystem("s3", **s3)
+    for name, dem, friction, extra in runs:
+        remote_extra = [there(e) if e == "tiled.zarr" else e for e in extra]
+        assert main(["cost-distance", there(dem), "-o", f"{base}/{name}.zarr",
+                     "--friction", there(friction), *remote_extra, *opts,
+                     "--scheduler", cluster]) == 0, name
+        out = zarr_store(f"{base}/{name}.zarr", s3)
+        summary = zarr.open_group(out, mode="r").attrs["cost_distance"]
+        assert summary["algorithm"] == {"reuse": "tiled"}.get(name, name)
+        assert summary["reached_cells"] > 0
+        got = _arrays(out)
+        assert got == _arrays(str(tmp_path / f"{name}.zarr")), name
+        left = {k.split("/")[3] for k in fs.find(f"terrain-test/share-nothing-cost/{name}.zarr")}
+        assert not left & {".blocked", ".friction", "sssp_labels", remote.PENDING_ROOT}, left
+    assert zarr.open_group(zarr_store(f"{base}/reuse.zarr", s3), mode="r").attrs[
+        "cost_distance"]["reused_tasks"] > 0
     for i in (1, 2):  # the workers wrote nothing where they run
         assert not any((tmp_path / f"proc{i}").iterdir())
