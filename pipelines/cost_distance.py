@@ -26,7 +26,8 @@ from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import finish_store
 from terrain.io.outputs import atomic_output, check_outputs, same_file
-from terrain.io.remote import is_remote, output_at, remove_tree, scratch_beside, store_for
+from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote, output_at,
+                               remove_tree, scratch_beside, store_for)
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
@@ -124,7 +125,7 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
         out.append((int(r), int(k)))
     costs = np.full(len(out), float(start_cost or 0.0)) if values else None
     if sources_file is not None:
-        path = _path(sources_file)
+        path = as_path(sources_file)
         if _is_points_file(path):
             for x, y in read_points(path, crs=crs):
                 out.append(map_to_cell(x, y, geotransform, shape, what=f"{path}: {what}"))
@@ -153,12 +154,6 @@ def resolve_sources(geotransform, shape, points=(), cells=(), sources_file=None,
 def _is_points_file(path):
     from terrain.io.points import POINT_SUFFIXES
     return Path(str(path)).suffix.lower() in POINT_SUFFIXES
-
-
-def _path(path):
-    """``path`` as a ``Path``; a store at a URL (a :class:`terrain.io.remote.Location`) as
-    it is: the tasks open it where they run."""
-    return path if is_remote(path) else Path(path)
 
 
 def resolve_cost(cost, friction):
@@ -280,15 +275,11 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     be = get_backend(backend)
     cost = resolve_cost(cost, friction)
     connectivity = check_cost_options(cost, friction, connectivity, max_cost, start_cost)
-    inp = _path(input_path)
-    if output_path is None and is_remote(inp):
-        raise InputError(f"{inp}: a URL input needs its output named")
-    out = _path(output_path) if output_path else default_output(inp)
+    inp, out = command_paths(input_path, output_path, default_output)
     # the output may not be (or hold, or lie in) the DEM, the friction raster, the sources
     # file or the reused store: --overwrite would replace the input (at URLs: url_output)
     inputs = [inp, friction, sources_file, stops_file, reuse]
-    check_outputs([i for i in inputs if not is_remote(i)],
-                  [o for o in [out, *geotiff_paths(geotiff_dir)] if not is_remote(o)], overwrite)
+    check_local_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite)
     grid = _plans.open_header(inp, tile)
     gt = grid["geotransform"]
     geo = {"geotransform": gt, "crs": grid["crs"], "source": str(inp), "cost": cost}
@@ -375,7 +366,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         seen = [p for p in (inp, friction)  # what the workers read at a path themselves
                 if p is not None and (not is_remote(tmp) or is_store(p))]
         with cluster.open_scheduler(scheduler, cells=math.prod(spec["shape"]), inputs=seen):
-            inp, tmp, friction_tmp = (_path(cluster.remote_input(p))
+            inp, tmp, friction_tmp = (as_path(cluster.remote_input(p))
                                       for p in (inp, tmp, friction_tmp))
             if friction is not None:
                 friction = cluster.remote_input(friction)
@@ -404,7 +395,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         friction_store = None
         if friction is not None:
             if is_store(friction):
-                friction_store = _path(friction)
+                friction_store = as_path(friction)
             elif (spec["algorithm"] == "in-core" and not is_remote(inp)
                   and same_file(friction, inp)):
                 # the input is its own friction (a friction surface): one read and ingest,

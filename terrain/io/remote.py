@@ -7,8 +7,8 @@ last (an object store has no rename). Two routes (docs/scale.md, "Stores at URLs
 * share nothing: a store at a URL travels to the tasks as a :class:`Location` (URL and
   storage options, picklable), which :func:`zarr_store` opens on any worker; the output is
   written under its prefix with its root metadata held as :data:`PENDING_ROOT` and published
-  last by :func:`url_output` (``ingest``, ``mst`` and ``cost-distance`` on a cluster given
-  by address: :func:`stage` with ``direct``);
+  last by :func:`url_output` (``ingest``, ``mst``, ``cost-distance``, ``fill`` and ``flow``
+  on a cluster given by address: :func:`stage` with ``direct``);
 * staged: :func:`stage` runs a command on local copies of its URL inputs in a temporary
   folder and publishes its URL output (:func:`publish`): every other run.
 
@@ -38,7 +38,7 @@ __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
            "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
-           "PENDING_ROOT"]
+           "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
 ROOT_METADATA = "zarr.json"
@@ -126,6 +126,30 @@ def location(path, options=None):
     """``path`` as a task should carry it: a URL as a :class:`Location` with ``options``
     (a :class:`Location` and a local path as they are)."""
     return Location(path, options) if is_url(path) else path
+
+
+def as_path(path):
+    """``path`` as a ``Path``; a store at a URL (a :class:`Location`) as it is: the tasks open
+    it where they run."""
+    return path if is_remote(path) else Path(path)
+
+
+def command_paths(input_path, output_path, default_output):
+    """``(input, output)`` of a command (:func:`as_path` each); without an output named,
+    ``default_output(input)``, which derives a local name: for an input at a URL one
+    :class:`InputError` instead."""
+    inp = as_path(input_path)
+    if output_path is None and is_remote(inp):
+        raise InputError(f"{inp}: a URL input needs its output named")
+    return inp, as_path(output_path) if output_path else default_output(inp)
+
+
+def check_local_outputs(inputs, outputs, overwrite=False):
+    """:func:`terrain.io.outputs.check_outputs` of the local ``inputs`` and ``outputs``; an
+    output at a URL is checked by :func:`url_output` (against the inputs at URLs)."""
+    from .outputs import check_outputs
+    check_outputs([i for i in inputs if i is not None and not is_remote(i)],
+                  [o for o in outputs if o is not None and not is_remote(o)], overwrite)
 
 
 def _split(path, options=None):
@@ -515,7 +539,8 @@ def url_inventory(path, name):
 
 
 #: the argument names of the commands' input and output paths
-INPUT_FIELDS = ("input", "store", "flow", "dem", "friction", "reuse", "sources")
+INPUT_FIELDS = ("input", "store", "flow", "dem", "friction", "reuse", "sources", "outlets",
+                "weights")
 OUTPUT_FIELDS = ("output",)
 #: outputs written as local files only (GeoTIFFs beside the store)
 LOCAL_FIELDS = ("geotiff", "geotiff_dir")
