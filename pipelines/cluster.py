@@ -187,7 +187,7 @@ def remote_input(path):
 
 
 #: the commands whose tasks open their stores at URLs themselves (docs/scale.md)
-SHARE_NOTHING_COMMANDS = ("ingest", "mst", "cost-distance")
+SHARE_NOTHING_COMMANDS = ("ingest", "mst", "cost-distance", "fill", "flow")
 
 
 def is_address(spec):

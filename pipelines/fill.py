@@ -11,10 +11,13 @@ Two routes, one choice (:func:`fill_route`), the same store bit for bit
   then the fill walk and the label walk over the same quadtree plan (groups = shards;
   docs/hydrology.md, "Out of core"). Peak memory: a group's block per running task plus
   O(perimeter) per node.
+
+Stores at URLs travel to the tasks as :class:`terrain.io.remote.Location` values, which each
+task opens itself (a cluster that shares nothing but the object store, docs/scale.md); the
+``mst`` mask is scratch inside the output, removed before the output is finished.
 """
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -28,7 +31,8 @@ from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_
                                label_merge, label_numbering, label_split)
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
-from terrain.io.outputs import atomic_output, check_outputs
+from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
+                               output_at, remove_tree, store_for)
 from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                   write_block)
@@ -108,8 +112,8 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
 def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
     """Create the layers ``names`` not there yet (and, for a store input, the georeference)."""
     del upstream  # orders this task after what must run first
-    group = zarr.open_group(store=str(out_path), mode="a", zarr_format=3,
-                            use_consolidated=False)
+    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a",
+                            zarr_format=3, use_consolidated=False)
     if "x" not in group:
         gt = geo["geotransform"]
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
@@ -125,7 +129,7 @@ def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
                                                          else "distance"),
                            attrs={"meaning": meaning})
         mark_raster(arr, nodata=fill)
-    return str(out_path)
+    return out_path if is_remote(out_path) else str(out_path)
 
 
 def named_outlets(path, geotransform, shape, crs=None):
@@ -133,14 +137,16 @@ def named_outlets(path, geotransform, shape, crs=None):
     store (its non-zero, non-nodata cells, mapped through the cell centres) or points (CSV
     ``x,y``, GeoJSON, reprojected from their CRS into ``crs``, the DEM's)."""
     from terrain.io.points import VECTOR_SUFFIXES, map_to_cell, raster_source_cells, read_points
-    p = Path(path)
-    if p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES) and not is_store(p):
-        cells = [map_to_cell(x, y, geotransform, shape, what=f"{p}: outlet")
-                 for x, y in read_points(p, crs=crs)]
-    elif is_store(p):
+    p = as_path(path)  # a store at a URL: read here
+    if is_store(p):
         st = open_store(p)
         cells = raster_source_cells(st.read_window(0, st.shape[0], 0, st.shape[1]),
                                     st.geotransform, geotransform, shape, p)
+    elif is_remote(p):  # a file at a URL is copied here first (terrain.io.remote.stage)
+        raise InputError(f"{p}: no such store")
+    elif p.suffix.lower() in (".csv", ".json", ".geojson", *VECTOR_SUFFIXES):
+        cells = [map_to_cell(x, y, geotransform, shape, what=f"{p}: outlet")
+                 for x, y in read_points(p, crs=crs)]
     else:
         from terrain.io import read_grid
         values, grid = read_grid(p)
@@ -153,8 +159,8 @@ def named_outlets(path, geotransform, shape, crs=None):
 def write_outlets(out_path, cells, shape, tile, side):
     """The ``outlets`` layer (uint8, 1 = outlet) of ``cells``: only the shards (``side``
     cells a side) holding one are written."""
-    create_layer(zarr.open_group(store=str(out_path), mode="a"), "outlets", "uint8", 0, tile,
-                 shape, attrs={"meaning": "1 = an outlet named by --outlets"})
+    create_layer(out_path, "outlets", "uint8", 0, tile, shape,
+                 attrs={"meaning": "1 = an outlet named by --outlets"})
     shard = cells[:, 0] // side * (-(-shape[1] // side)) + cells[:, 1] // side
     for s in np.unique(shard):
         si, sj = divmod(int(s), -(-shape[1] // side))
@@ -336,8 +342,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
         if r.sinks is not None:  # the kept pits drain: verify needs them
             sinks = np.zeros(spec.shape, np.uint8)
             sinks.ravel()[r.sinks] = 1
-            create_layer(zarr.open_group(store=str(out_path), mode="a"), "sinks", "uint8", 0,
-                         spec.tile, spec.shape,
+            create_layer(out_path, "sinks", "uint8", 0, spec.tile, spec.shape,
                          attrs={"meaning": "1 = the pit of a depression kept by --min-depth/"
                                            "--min-area: it drains"})
             write_windows(out_path, {"sinks": sinks}, windows)
@@ -362,8 +367,8 @@ def write_hierarchy(out_path, table):
     """The depression hierarchy as the table ``hierarchy`` of the store: a Zarr group of 1-D
     arrays, one per column, one row per depression (an xarray Dataset, ``depression_id``)."""
     from terrain.hydrology import HIERARCHY_COLUMNS
-    group = zarr.open_group(store=str(out_path), mode="a").create_group("hierarchy",
-                                                                       overwrite=True)
+    group = zarr.open_group(store=store_for(out_path, read_only=False),
+                            mode="a").create_group("hierarchy", overwrite=True)
     n = int(table["id"].shape[0])
     meanings = {"id": "depression id (1-based, in the order the water rises)",
                 "pit_row": "row of the lowest cell", "pit_col": "column of the lowest cell",
@@ -394,7 +399,7 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     be = get_backend(backend)
     shape = tuple(int(s) for s in shape)
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
-    dem = zarr.open_group(store=str(dem_path), mode="r", use_consolidated=False)
+    dem = zarr.open_group(store=store_for(dem_path), mode="r", use_consolidated=False)
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
     if fill_route(shape, be) == "in-core":
@@ -404,17 +409,24 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     if outlets_layer not in (None, "outlets"):
         raise InputError(f"{out_path}: the tiled fill reads its outlets from 'outlets'")
     from . import cluster
-    shard = zarr.open_array(store=str(dem_path), path="elevation", mode="r")
+    shard = zarr.open_array(store=store_for(dem_path), path="elevation", mode="r")
     side = (getattr(shard, "shards", None) or shard.chunks)[0]
     with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
         graph = build_fill_graph(dem_path, out_path, spec, max(1, side // spec.tile), be.name,
                                  None, geo, names=("filled",))
         (summary,) = cluster.compute(graph, label="fill")
-    shutil.rmtree(Path(out_path) / "mst", ignore_errors=True)
-    group = zarr.open_group(store=str(out_path), mode="r+", use_consolidated=False)
+    _drop_forest(out_path)
+    return summary
+
+
+def _drop_forest(out_path):
+    """Remove the tiled route's scratch from the output: the grid MST's ``mst`` mask (a
+    folder, or objects under the prefix of an output at a URL) and its summary."""
+    remove_tree(inside(out_path, "mst"))
+    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="r+",
+                            use_consolidated=False)
     if "mst" in group.attrs:
         del group.attrs["mst"]
-    return summary
 
 
 def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
@@ -434,14 +446,14 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     """
     t_start = time.perf_counter()
     be = get_backend(backend)
-    inp = Path(input_path)
-    out = Path(output_path) if output_path else default_output(inp)
-    check_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)], overwrite)
+    inp, out = command_paths(input_path, output_path, default_output)
+    check_local_outputs([inp, outlets], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
+                        overwrite)
     if is_store(inp):
         store = open_store(inp)
         shape, tile = store.shape, store.tile
         geo = {"geotransform": list(store.geotransform), "crs": store.attrs.get("crs"),
-               "source": str(inp.resolve())}
+               "source": str(inp if is_remote(inp) else inp.resolve())}
         shard = store.tiles_per_shard
     else:
         from terrain.io import open_grid
@@ -471,10 +483,10 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         raise InputError(f"{inp}: {why}, and the tiled fill supports --connectivity and "
                          f"--outlets only: {names} need the in-core route")
     from . import cluster
-    with atomic_output(out, overwrite, inputs=[inp, outlets]) as tmp:
+    with output_at(out, overwrite, inputs=[inp, outlets]) as tmp:
         z = None
         if is_store(inp):
-            zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+            zarr.open_group(store=store_for(tmp, read_only=False), mode="w-", zarr_format=3)
             dem_path = inp
         elif route == "in-core" and cluster.runs_in_process(scheduler):
             from .ingest import write_elevation  # the DEM stays in memory for the fill
@@ -496,16 +508,14 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo)
                 (summary,) = cluster.compute(graph, label="fill")
-            shutil.rmtree(Path(tmp) / "mst", ignore_errors=True)  # the intermediate forest
+            _drop_forest(tmp)  # the intermediate forest, before the output is finished
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()
         if cells is not None:
             summary["outlets_file"] = str(outlets)
-        group = zarr.open_group(store=str(tmp), mode="r+", use_consolidated=False)
-        if "mst" in group.attrs:
-            del group.attrs["mst"]
-        group.attrs.update({"fill": summary})
+        zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",
+                        use_consolidated=False).attrs.update({"fill": summary})
         finish_store(tmp)
         if geotiff_dir:  # from the partial: a failing GeoTIFF leaves no store behind
             summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite, cog=cog)

@@ -13,11 +13,15 @@ bits (weighted sums within float64 rounding on the tiled route):
   until the flats' border distances settle, accumulation by the quadtree walk up and down
   (docs/hydrology.md, "Out of core"). Memory: a group's blocks per running task and the
   boundary graphs (O(perimeter)).
+
+Stores at URLs travel to the tasks as :class:`terrain.io.remote.Location` values, which each
+task opens itself (a cluster that shares nothing but the object store, docs/scale.md); a
+weights raster's store is scratch beside the output (under its prefix at a URL), removed
+before the output is finished.
 """
 
 import itertools
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -31,7 +35,8 @@ from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, dir
                                fill_depressions, flow_accumulation, flow_directions)
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, write_georeference
-from terrain.io.outputs import atomic_output, check_outputs
+from terrain.io.remote import (as_path, check_local_outputs, command_paths, output_at,
+                               remove_tree, scratch_beside, store_for)
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                  write_block)
@@ -92,7 +97,7 @@ def _fill_result(path, connectivity, outlets):
     unfilled on purpose."""
     if not is_store(path):
         return None
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    group = zarr.open_group(store=store_for(path), mode="r", use_consolidated=False)
     summary = group.attrs.get("fill")
     if "filled" not in group or not isinstance(summary, dict):
         return None
@@ -167,17 +172,16 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     from .fill import fill_route, named_outlets, write_filled, write_outlets
     t_start = time.perf_counter()
     be = get_backend(backend)
-    inp = Path(input_path)
-    out = Path(output_path) if output_path else default_output(inp)
-    check_outputs([inp, outlets, weights], [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)],
-                  overwrite)
+    inp, out = command_paths(input_path, output_path, default_output)
+    check_local_outputs([inp, outlets, weights],
+                        [out, *geotiff_paths(geotiff_dir, GEOTIFF_LAYERS)], overwrite)
     if int(connectivity) not in (4, 8):
         raise InputError(f"connectivity {connectivity}: must be 4 (D4) or 8 (D8)")
     fill_attrs = _fill_result(inp, connectivity, outlets)
     dem_layer = "elevation" if fill_attrs is None else "filled"
     if fill_attrs is not None:  # its filled layer is the filled DEM: no fill again
         filled = True
-        layer = zarr.open_array(store=str(inp), path="filled", mode="r")
+        layer = zarr.open_array(store=store_for(inp), path="filled", mode="r")
         shape, tile = layer.shape, int(fill_attrs["tile"])
         gt, crs = list(fill_attrs["geotransform"]), fill_attrs.get("crs")
         shard = layer.shards[0] // tile
@@ -206,10 +210,11 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     wall = {}
     z = None  # the elevations, when the ingest keeps them
     try:
-        with atomic_output(out, overwrite, inputs=[inp, outlets, weights]) as tmp:
+        with output_at(out, overwrite, inputs=[inp, outlets, weights]) as tmp:
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
-                group = zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+                group = zarr.open_group(store=store_for(tmp, read_only=False), mode="w-",
+                                        zarr_format=3)
                 write_georeference(group, shape, gt, crs)
                 group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
@@ -224,9 +229,9 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             w_path = None
             if weights is not None:
                 if is_store(weights):
-                    w_path = Path(weights)
-                else:
-                    weights_tmp = Path(tmp).with_name(Path(tmp).name + ".weights")
+                    w_path = as_path(weights)
+                else:  # read here, ingested into scratch every task reaches
+                    weights_tmp = scratch_beside(tmp, ".weights")
                     _ingest(weights, weights_tmp, tile)
                     w_path = weights_tmp
             for name in ("filled", "direction", "accumulation"):
@@ -249,6 +254,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                  scheduler)
                 wall["fill"] = time.perf_counter() - t0
                 stats = _tiled(tmp, spec, shard, out_layer, w_path, be.name, scheduler, wall)
+            if weights_tmp is not None:  # at a URL it lies under the output's prefix
+                remove_tree(weights_tmp)
             summary = {"rows": shape[0], "cols": shape[1], "connectivity": int(connectivity),
                        "cellsize": list(spec.cellsize), "tile": int(tile), "route": chosen,
                        "backend": be.name, "device": be.device_name(),
@@ -258,14 +265,14 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        "weights": None if weights is None else str(weights), **stats,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
-            zarr.open_group(store=str(tmp), mode="r+", use_consolidated=False).attrs.update(
-                {"flow": summary})
+            zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",
+                            use_consolidated=False).attrs.update({"flow": summary})
             finish_store(tmp)
             if geotiff_dir:
                 summary["geotiff"] = write_flow_geotiffs(tmp, geotiff_dir, overwrite, cog)
     finally:
         if weights_tmp is not None:
-            shutil.rmtree(weights_tmp, ignore_errors=True)
+            remove_tree(weights_tmp)
     summary["seconds"] = round(time.perf_counter() - t_start, 6)
     return summary
 
