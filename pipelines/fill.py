@@ -114,7 +114,9 @@ def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
     del upstream  # orders this task after what must run first
     group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a",
                             zarr_format=3, use_consolidated=False)
-    if "x" not in group:
+    # a store input has no ingest to write the grid's attributes; on the tiled route the
+    # grid MST's own preparation wrote the coordinates (not the tile) before this one
+    if "tile" not in group.attrs:
         gt = geo["geotransform"]
         group.attrs.update({"geotransform": list(gt), "crs": geo.get("crs"),
                             "source": geo.get("source"), "tile": tile,

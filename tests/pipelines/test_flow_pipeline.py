@@ -222,3 +222,32 @@ def test_no_task_key_is_used_twice(tmp_path, monkeypatch, capsys):
         assert rc == 0, err
         assert zarr.open_group(str(tmp_path / out)).attrs["flow"]["flat_rounds"] > 1
     assert len(keys) > 2 * 20 and len(keys) == len(set(map(str, keys)))
+
+
+def test_a_tiled_fill_of_a_store_is_flowed(tmp_path, monkeypatch, capsys):
+    """The tiled fill of a tile store (no ingest: the grid MST's graph prepares the output)
+    records the grid's tile as the in-core one does, and flow of it gives the layers of
+    ``flow DEM``."""
+    import terrain.tiles.store as store_mod
+    monkeypatch.setattr(store_mod, "SHARD_TARGET_SIDE", 32)
+    _, asc = _dem(tmp_path, seed=3, shape=(70, 50))
+    whole = _both_routes(capsys, tmp_path, asc, 8)["tiled"]
+    rc, _, err = run_main(capsys, "ingest", asc, "-o", tmp_path / "dem.zarr", "--tile", "8",
+                          scheduler="synchronous")
+    assert rc == 0, err
+    attrs = {}
+    for route in ("in-core", "tiled"):
+        fill = tmp_path / f"{route}.fill.zarr"
+        rc, _, err = run_main(capsys, "fill", tmp_path / "dem.zarr", "-o", fill, "--route",
+                              route, scheduler="threads")
+        assert rc == 0, err
+        attrs[route] = {k: v for k, v in zarr.open_group(str(fill)).attrs.items() if k != "fill"}
+    assert attrs["tiled"] == attrs["in-core"] and attrs["tiled"]["tile"] == 8
+    out = tmp_path / "from-fill.zarr"
+    rc, _, err = run_main(capsys, "flow", tmp_path / "tiled.fill.zarr", "-o", out, "--route",
+                          "tiled", scheduler="threads")
+    assert rc == 0, err
+    got = _layers(out)
+    for name in whole:
+        np.testing.assert_array_equal(got[name].view(np.uint8), whole[name].view(np.uint8),
+                                      err_msg=name)
