@@ -225,10 +225,11 @@ def test_s3_share_nothing_cost_distance(tmp_path, s3, cluster, monkeypatch):
 
 @pytest.mark.slow
 def test_s3_share_nothing_fill_and_flow(tmp_path, s3, cluster, monkeypatch):
-    """fill and flow (tiled routes) on the cluster given by address open their stores at their
-    s3:// URLs in the tasks (the DEM store, the output, the fill store flow is given) and keep
+    """fill and flow on the cluster given by address open their stores at their s3:// URLs in
+    the tasks (the DEM store, the output, the fill store flow is given) and keep
     their scratch under the output's prefix (the fill's mst mask, flow's ingested weights);
-    the files (a weights raster, an outlets CSV) are read here. Nothing is staged through
+    the files (a DEM raster, a weights raster, an outlets CSV) are read here, and the in-core
+    fill runs here on the DEM the cluster ingested at its URL. Nothing is staged through
     this process's disk, the workers write nothing where they run, no scratch is left in the
     published stores, and the arrays are the bits of local runs."""
     import fsspec
@@ -238,39 +239,49 @@ def test_s3_share_nothing_fill_and_flow(tmp_path, s3, cluster, monkeypatch):
     from terrain.run import main
     # the fill inside flow on the tiled route too (the grid would fit in memory)
     monkeypatch.setattr("pipelines.fill.IN_CORE_BYTES_PER_CELL", 1 << 40)
-    # 600 x 300 cells, tile 64: two shards of 512 (groups), 5 x 10 tiles
+    # 600 x 300 cells, tile 64: two shards of 512 (the groups), 10 x 5 tiles
     write_synth(tmp_path / "g.asc", 600, 300, seed=13, nodata=0.02)
     x0, y0, cell = _friction_grid(tmp_path / "g.asc", tmp_path / "w.asc", seed=4)
     (tmp_path / "outlets.csv").write_text(f"x,y\n{x0 + 150.5 * cell},{y0 + 300.5 * cell}\n")
     grid, weights, outlets = (str(tmp_path / n) for n in ("g.asc", "w.asc", "outlets.csv"))
     base = "s3://terrain-test/share-nothing-hydrology"
     opts = ["--storage-options", json.dumps(s3)]
-    common = ["--route", "tiled", "--backend", "cpu"]
+    tiled = ["--route", "tiled", "--backend", "cpu"]
     # (command, input, output, options): the tiled fill of a DEM store; flow of that fill
     # store (its filled layer copied, then the flats and accumulation tasks); flow of the
-    # DEM store with named outlets and a weights raster (the fill inside flow is tiled)
-    runs = [("fill", "dem.zarr", "fill.zarr", []),
-            ("flow", "fill.zarr", "flow-of-fill.zarr", []),
-            ("flow", "dem.zarr", "flow.zarr", ["--weights", weights, "--outlets", outlets])]
+    # DEM store with named outlets and a weights raster (the fill inside flow is tiled); the
+    # in-core fill of the DEM raster (ingested by the cluster, filled in this process)
+    runs = [("fill", "dem.zarr", "fill.zarr", tiled),
+            ("flow", "fill.zarr", "flow-of-fill.zarr", tiled),
+            ("flow", "dem.zarr", "flow.zarr", [*tiled, "--weights", weights, "--outlets",
+                                               outlets]),
+            ("fill", grid, "fill-in-core.zarr", ["--route", "in-core", "--backend", "cpu"])]
+
+    def here(p):
+        return p if p.startswith(str(tmp_path)) else str(tmp_path / p)
+
+    def there(p):
+        return p if p.startswith(str(tmp_path)) else f"{base}/{p}"
+
     assert main(["ingest", grid, "-o", str(tmp_path / "dem.zarr"), "--tile", "64",
                  "--scheduler", "synchronous"]) == 0
     for command, src, out, extra in runs:
-        assert main([command, str(tmp_path / src), "-o", str(tmp_path / out), *common, *extra,
+        assert main([command, here(src), "-o", str(tmp_path / out), *extra,
                      "--scheduler", "synchronous"]) == 0, out
     assert main(["ingest", grid, "-o", f"{base}/dem.zarr", "--tile", "64", *opts,
                  "--scheduler", cluster]) == 0
     _staging_fails(monkeypatch)  # fill and flow as staged commands would fail here
     fs = fsspec.filesystem("s3", **s3)
     for command, src, out, extra in runs:
-        assert main([command, f"{base}/{src}", "-o", f"{base}/{out}", *common, *extra, *opts,
+        assert main([command, there(src), "-o", f"{base}/{out}", *extra, *opts,
                      "--scheduler", cluster]) == 0, out
         store = zarr_store(f"{base}/{out}", s3)
         attrs = zarr.open_group(store, mode="r").attrs
         assert (attrs["fill"]["path"] if command == "fill" else attrs["flow"]["route"]) == \
-            "tiled"
+            extra[extra.index("--route") + 1]
         assert _arrays(store) == _arrays(str(tmp_path / out)), out
         left = {k.split("/")[3] for k in fs.find(f"terrain-test/share-nothing-hydrology/{out}")}
-        assert not left & {"mst", ".weights", "outlets.csv", remote.PENDING_ROOT}, left
+        assert not left & {"mst", ".weights", remote.PENDING_ROOT}, left
     assert zarr.open_group(zarr_store(f"{base}/flow.zarr", s3), mode="r").attrs["flow"][
         "named_outlets"] == 1
     for i in (1, 2):  # the workers wrote nothing where they run
