@@ -103,6 +103,41 @@ def test_cost_distance_friction_and_sources_at_urls(capsys, tmp_path, dem):
     assert rc == 2 and "local path" in err and not (tmp_path / "g.zarr").exists()
 
 
+def test_flow_outlets_and_weights_at_urls(capsys, tmp_path, dem):
+    """flow's outlets file and weights raster given as URLs are read from there (copied
+    here), the outlets of fill as a store at a URL too: the results hold the bits of the
+    same runs on local copies."""
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    outlets = tmp_path / "o.csv"  # the centres of cells (350, 250) and (100, 400): 10 m cells
+    outlets.write_text("x,y\n502505,4003495\n504005,4005995\n")
+    fs.put(str(dem), "/t-outlets/w.asc")
+    fs.put(str(outlets), "/t-outlets/o.csv")
+    rc, _, err = run_main(capsys, "flow", dem, "-o", "memory://t-outlets/f.zarr", "--outlets",
+                          "memory://t-outlets/o.csv", "--weights", "memory://t-outlets/w.asc",
+                          scheduler=SYNC)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "flow", dem, "-o", tmp_path / "f.zarr", "--outlets", outlets,
+                          "--weights", dem, scheduler=SYNC)
+    assert rc == 0, err
+    _same("memory://t-outlets/f.zarr", tmp_path / "f.zarr")
+    rc, _, err = run_main(capsys, "fill", dem, "-o", "memory://t-outlets/fill.zarr",
+                          "--outlets", "memory://t-outlets/f.zarr", scheduler=SYNC)
+    assert rc == 0, err
+    rc, _, err = run_main(capsys, "fill", dem, "-o", tmp_path / "fill.zarr", "--outlets",
+                          tmp_path / "f.zarr", scheduler=SYNC)
+    assert rc == 0, err
+    _same("memory://t-outlets/fill.zarr", tmp_path / "fill.zarr")
+    # on a cluster that shares nothing the outlets store comes as a Location, read here
+    from pipelines.fill import named_outlets
+    from terrain.io.remote import Location
+    from terrain.tiles import open_store
+    st = open_store(tmp_path / "f.zarr")
+    want = named_outlets(tmp_path / "f.zarr", st.geotransform, st.shape)
+    got = named_outlets(Location("memory://t-outlets/f.zarr"), st.geotransform, st.shape)
+    assert len(want) and np.array_equal(got, want)
+
+
 def test_url_output_exists_refused_then_overwritten(capsys, dem):
     url = "memory://t-exists/dem.zarr"
     assert run_main(capsys, "ingest", dem, "-o", url, scheduler=SYNC)[0] == 0
