@@ -31,8 +31,8 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, write_georeference
-from terrain.io.outputs import check_outputs
-from terrain.io.remote import is_remote, output_at, store_for
+from terrain.io.remote import (check_local_outputs, command_paths, is_remote, output_at,
+                               store_for)
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
 from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard_windows,
@@ -495,12 +495,9 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
     """
     t_start = time.perf_counter()
     be = get_backend(backend)
-    inp = input_path if is_remote(input_path) else Path(input_path)
-    out = (output_path if is_remote(output_path) else Path(output_path) if output_path
-           else default_output(inp))
+    inp, out = command_paths(input_path, output_path, default_output)
     source, geo, shape, tile, cellsize, shard = _open_input(inp, tile)
-    check_outputs([] if is_remote(inp) else [inp],
-                  [geotiff] if is_remote(out) else [out, geotiff], overwrite)
+    check_local_outputs([inp], [out, geotiff], overwrite)
     _check_geotiff_name(geotiff)
     check_weight_units(weight, geo["crs"], inp)
     try:

@@ -259,3 +259,16 @@ def test_url_blocks_read_whole_shard_objects(monkeypatch):
     part = read_block(loc, "elevation", (3, 20, 5, 40))  # cuts the shard: zarr reads it
     np.testing.assert_array_equal(part, z[3:20, 5:40])
     assert calls == [(0, 0)]
+
+
+@pytest.mark.parametrize("command", ["mst", "fill", "flow"])
+def test_store_at_a_url_needs_its_output_named(command):
+    """A DEM store at a URL (a Location, as a cluster that shares nothing is given it) has no
+    output name to derive: one line, before anything is read."""
+    import importlib
+
+    from terrain.errors import InputError
+    from terrain.io.remote import Location
+    run = getattr(importlib.import_module(f"pipelines.{command}"), f"run_{command}")
+    with pytest.raises(InputError, match="needs its output named"):
+        run(Location(f"memory://no-output-{command}/dem.zarr"), None)
