@@ -182,7 +182,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     if fill_attrs is not None:  # its filled layer is the filled DEM: no fill again
         filled = True
         layer = zarr.open_array(store=store_for(inp), path="filled", mode="r")
-        shape, tile = layer.shape, int(fill_attrs["tile"])
+        shape, tile = layer.shape, int(layer.chunks[0])  # its tiles: the inner chunks
         gt, crs = list(fill_attrs["geotransform"]), fill_attrs.get("crs")
         shard = layer.shards[0] // tile
     elif is_store(inp):
