@@ -3091,32 +3091,20 @@ uint32_t terrain_crc32c(const uint8_t *p, int64_t n) {
  * itemsize 4 or 8; NaN fill = every cell NaN, and 0.0 equals -0.0), else byte for byte. */
 static int shard_all_fill(const uint8_t *tile, int64_t cells, int64_t itemsize, int kind_float,
                           const uint8_t *fill) {
-    if (kind_float && itemsize == 4) {
-        float f;
-        memcpy(&f, fill, 4);
-        const float *t = (const float *)tile;
-        if (f != f) {
-            for (int64_t i = 0; i < cells; ++i)
-                if (t[i] == t[i]) return 0;
-        } else {
-            for (int64_t i = 0; i < cells; ++i)
-                if (t[i] != f) return 0;
-        }
-        return 1;
-    }
-    if (kind_float && itemsize == 8) {
-        double f;
-        memcpy(&f, fill, 8);
-        const double *t = (const double *)tile;
-        if (f != f) {
-            for (int64_t i = 0; i < cells; ++i)
-                if (t[i] == t[i]) return 0;
-        } else {
-            for (int64_t i = 0; i < cells; ++i)
-                if (t[i] != f) return 0;
-        }
-        return 1;
-    }
+/* the cells as numbers of type T: a NaN fill matches NaN cells only */
+#define SHARD_ALL_FILL(T)                                            \
+    do {                                                             \
+        T f;                                                         \
+        memcpy(&f, fill, sizeof f);                                  \
+        const T *t = (const T *)tile;                                \
+        int nan = f != f;                                            \
+        for (int64_t i = 0; i < cells; ++i)                          \
+            if (nan ? t[i] == t[i] : t[i] != f) return 0;            \
+        return 1;                                                    \
+    } while (0)
+    if (kind_float && itemsize == 4) SHARD_ALL_FILL(float);
+    if (kind_float && itemsize == 8) SHARD_ALL_FILL(double);
+#undef SHARD_ALL_FILL
     for (int64_t i = 0; i < cells; ++i)
         if (memcmp(tile + i * itemsize, fill, (size_t)itemsize) != 0) return 0;
     return 1;
