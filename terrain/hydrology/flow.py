@@ -120,19 +120,20 @@ def _frames(a, h, w):
             a[2:h + 2, w + 1].copy())
 
 
+#: where a group's halo ring comes from: the neighbour at ``(di, dj)``, the side of its
+#: frames (:func:`_frames`: 0 top, 1 bottom, 2 left, 3 right) and the cells of that side
+_HALO_SOURCES = (((-1, 0), 1, slice(None)), ((1, 0), 0, slice(None)),
+                 ((0, -1), 3, slice(None)), ((0, 1), 2, slice(None)),
+                 ((-1, -1), 1, -1), ((-1, 1), 1, 0), ((1, -1), 0, -1), ((1, 1), 0, 0))
+
+
 def _halo(frames, gi, gj, h, w, fill, dtype):
     """A padded array holding on its inner ring the neighbouring groups' border cells."""
     a = np.full((h + 4, w + 4), fill, dtype)
-    rows, cols, every = slice(2, h + 2), slice(2, w + 2), slice(None)
-    for (di, dj), at, side, take in (((-1, 0), (1, cols), 1, every),
-                                     ((1, 0), (h + 2, cols), 0, every),
-                                     ((0, -1), (rows, 1), 3, every),
-                                     ((0, 1), (rows, w + 2), 2, every),
-                                     ((-1, -1), (1, 1), 1, -1), ((-1, 1), (1, w + 2), 1, 0),
-                                     ((1, -1), (h + 2, 1), 0, -1),
-                                     ((1, 1), (h + 2, w + 2), 0, 0)):
+    rows, cols = slice(2, h + 2), slice(2, w + 2)
+    for (di, dj), side, take in _HALO_SOURCES:
         if (n := frames.get((gi + di, gj + dj))) is not None:
-            a[at] = n[side][take]
+            a[{-1: 1, 0: rows, 1: h + 2}[di], {-1: 1, 0: cols, 1: w + 2}[dj]] = n[side][take]
     return a
 
 
@@ -252,6 +253,16 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=N
     gset = set(groups)
     g = plan.group_level
     frames_a, frames_t, results = {}, {}, {}
+    # each group side's version (0: nothing or all INF published, as the halo's fill); a
+    # group runs again only when a side its halo is made of has changed since its last run
+    # (a pass is a function of its halo): a neighbour's change on a far side, or a border
+    # without flat cells, leaves it as it is
+    versions, ran_with = {}, {}
+
+    def seeds_of(group):
+        gi, gj = group
+        return tuple(versions.get((gi + di, gj + dj), (0, 0, 0, 0))[side]
+                     for (di, dj), side, _ in _HALO_SOURCES)
 
     def run(group, seeded):
         window = plan.window(g, *group)
@@ -261,19 +272,27 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, map_groups=N
     todo, rounds = groups, 0
     while todo:  # first every group unseeded, then the neighbours of changed groups
         seeded = rounds > 0
+        ran_with.update((grp, seeds_of(grp)) for grp in todo)
         again = mapper(lambda grp: run(grp, seeded), todo)
         rounds += 1
         changed = set()
         for grp, res in zip(todo, again):
-            old = results.get(grp)
             results[grp] = res
-            if res.border_flats and (old is None or any(
-                    not np.array_equal(x, y)
-                    for x, y in zip(old.away + old.towards, res.away + res.towards))):
+            if not res.border_flats:
+                continue
+            v = list(versions.get(grp, (0, 0, 0, 0)))
+            pa, pt = frames_a.get(grp), frames_t.get(grp)
+            for side, (a, t) in enumerate(zip(res.away, res.towards)):
+                if pa is None:  # nothing published yet: as all INF
+                    v[side] += bool((a != _INF).any() or (t != _INF).any())
+                elif not (np.array_equal(pa[side], a) and np.array_equal(pt[side], t)):
+                    v[side] += 1
+            if tuple(v) != versions.get(grp, (0, 0, 0, 0)):
+                versions[grp] = tuple(v)
                 frames_a[grp], frames_t[grp] = res.away, res.towards
                 changed.add(grp)
         todo = sorted({n for c in changed for n in _neighbours(c, gset)
-                       if results[n].border_flats})
+                       if results[n].border_flats and seeds_of(n) != ran_with[n]})
     heights = _flat_heights(plan, results, spec.step)
     return results, heights, max(rounds, 1), (frames_a, frames_t)  # an empty grid: 1
 
