@@ -403,13 +403,76 @@ def _read_exactly(fh, path, blob, size):
         raise InputError(f"{path}: short read (the store is damaged)")
 
 
-def read_window(layout, r0, r1, c0, c1, out):
-    """Cells ``[r0:r1, c0:c1]`` of the array into ``out`` (absent chunks: fill). A shard the
-    window covers is read at once, of another only the index and the chunks it meets."""
+class _BlobShard:
+    """A shard's bytes in memory: a local file read whole, or an object fetched with one GET."""
+
+    def __init__(self, path, blob, size):
+        self.path, self.blob, self.size = path, blob, size
+
+    def tail(self, n):  # a short tail fails the index's checksum
+        return bytes(memoryview(self.blob)[:self.size][-n:])
+
+    @contextlib.contextmanager
+    def chunk(self, off, length):
+        if off + length > self.size:
+            raise InputError(f"{self.path}: short read (the store is damaged)")
+        yield self.blob, off
+
+
+class _FileShard:
+    """A shard's file read a chunk at a time: a window that cuts the shard needs only the
+    index and the chunks it meets."""
+
+    def __init__(self, path, fh, size):
+        self.path, self.fh, self.size = path, fh, size
+
+    def tail(self, n):  # a short tail fails the index's checksum
+        self.fh.seek(self.size - n)
+        return self.fh.read(n)
+
+    @contextlib.contextmanager
+    def chunk(self, off, length):
+        with borrow_buffer("blob", length) as part:
+            self.fh.seek(off)
+            _read_exactly(self.fh, self.path, part, length)
+            yield part, 0
+
+
+def _decode_shard(layout, shard, si, sj, r0, r1, c0, c1, out, tile):
+    """The cells of ``[r0:r1, c0:c1]`` in shard ``(si, sj)`` (``shard``: its bytes, a
+    :class:`_BlobShard` or :class:`_FileShard`) decoded into ``out``, the window's cells;
+    absent chunks give the fill value. The index's CRC is checked."""
     R, C = layout.shard
     tr, tc = layout.inner
     rows, cols = layout.shape
     n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
+    tail = shard.tail(n_idx + 4)
+    index = _shard_index(layout, shard.path, tail[:n_idx], tail[n_idx:]).tolist()
+    for ci in range(layout.per_shard[0]):
+        a0 = si * R + ci * tr
+        lo, hi = max(a0, r0), min(a0 + tr, r1, rows)
+        if lo >= hi:
+            continue
+        for cj in range(layout.per_shard[1]):
+            b0 = sj * C + cj * tc
+            clo, chi = max(b0, c0), min(b0 + tc, c1, cols)
+            if clo >= chi:
+                continue
+            dst = out[lo - r0:hi - r0, clo - c0:chi - c0]
+            off, length = index[ci][cj]
+            if off == _ABSENT:
+                dst[...] = layout.fill
+                continue
+            with shard.chunk(off, length) as (buf, start):
+                src = _decoded(layout, shard.path, buf, start, length, tile)
+                dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
+
+
+def read_window(layout, r0, r1, c0, c1, out):
+    """Cells ``[r0:r1, c0:c1]`` of the array into ``out`` (absent chunks: fill). A shard the
+    window covers is read at once, of another only the index and the chunks it meets."""
+    R, C = layout.shard
+    rows, cols = layout.shape
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
     with borrow_buffer("tile", nbytes) as tbuf:
         tile = _view(tbuf, layout.inner, layout.dtype)
@@ -428,34 +491,10 @@ def read_window(layout, r0, r1, c0, c1, out):
                     if whole:  # the whole file at once
                         blob = stack.enter_context(borrow_buffer("blob", size))
                         _read_exactly(fh, path, blob, size)
-                        tail = bytes(memoryview(blob)[:size][-(n_idx + 4):])
+                        shard = _BlobShard(path, blob, size)
                     else:
-                        fh.seek(size - n_idx - 4)
-                        tail = fh.read(n_idx + 4)  # a short tail fails the checksum
-                    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:]).tolist()
-                    for ci in range(layout.per_shard[0]):
-                        a0 = si * R + ci * tr
-                        lo, hi = max(a0, r0), min(a0 + tr, r1, rows)
-                        if lo >= hi:
-                            continue
-                        for cj in range(layout.per_shard[1]):
-                            b0 = sj * C + cj * tc
-                            clo, chi = max(b0, c0), min(b0 + tc, c1, cols)
-                            if clo >= chi:
-                                continue
-                            dst = out[lo - r0:hi - r0, clo - c0:chi - c0]
-                            off, length = index[ci][cj]
-                            if off == _ABSENT:
-                                dst[...] = layout.fill
-                            elif whole:
-                                src = _decoded(layout, path, blob, off, length, tile)
-                                dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
-                            else:
-                                with borrow_buffer("blob", length) as part:
-                                    fh.seek(off)
-                                    _read_exactly(fh, path, part, length)
-                                    src = _decoded(layout, path, part, 0, length, tile)
-                                    dst[...] = src[lo - a0:hi - a0, clo - b0:chi - b0]
+                        shard = _FileShard(path, fh, size)
+                    _decode_shard(layout, shard, si, sj, r0, r1, c0, c1, out, tile)
 
 
 def url_layout(store, layer):
@@ -478,7 +517,6 @@ def read_url_shard(layout, fs, si, sj, out, r0=0, c0=0):
     R, C = layout.shard
     a0, b0 = si * R, sj * C
     a1, b1 = min(a0 + R, layout.shape[0]), min(b0 + C, layout.shape[1])
-    dst = out[a0 - r0:a1 - r0, b0 - c0:b1 - c0]
     path = layout.file(si, sj)
     try:
         blob = np.frombuffer(fs.cat_file(str(path)), np.uint8)
@@ -486,31 +524,15 @@ def read_url_shard(layout, fs, si, sj, out, r0=0, c0=0):
         if layout.present is not None and layout.present[si, sj]:
             raise InputError(f"{path}: shard missing (the store is damaged: its inventory "
                              "lists it)") from None
-        dst[...] = layout.fill
+        out[a0 - r0:a1 - r0, b0 - c0:b1 - c0] = layout.fill
         return
-    n_idx = layout.per_shard[0] * layout.per_shard[1] * 16
-    if blob.size < n_idx + 4:
+    if blob.size < layout.per_shard[0] * layout.per_shard[1] * 16 + 4:
         raise InputError(f"{path}: short read (the store is damaged)")
-    tail = blob[blob.size - n_idx - 4:].tobytes()
-    index = _shard_index(layout, path, tail[:n_idx], tail[n_idx:]).tolist()
-    tr, tc = layout.inner
     nbytes = int(np.prod(layout.inner)) * layout.dtype.itemsize
     with borrow_buffer("tile", nbytes) as tbuf:
-        tile = _view(tbuf, layout.inner, layout.dtype)
-        for ci in range(layout.per_shard[0]):
-            for cj in range(layout.per_shard[1]):
-                ta, tb = ci * tr, cj * tc
-                if a0 + ta >= a1 or b0 + tb >= b1:
-                    continue
-                part = dst[ta:min(ta + tr, a1 - a0), tb:min(tb + tc, b1 - b0)]
-                off, length = index[ci][cj]
-                if off == _ABSENT:
-                    part[...] = layout.fill
-                    continue
-                if off + length > blob.size:
-                    raise InputError(f"{path}: short read (the store is damaged)")
-                src = _decoded(layout, path, blob, off, length, tile)
-                part[...] = src[:part.shape[0], :part.shape[1]]
+        _decode_shard(layout, _BlobShard(path, blob, blob.size), si, sj, a0, a1, b0, b1,
+                      out[a0 - r0:a1 - r0, b0 - c0:b1 - c0],
+                      _view(tbuf, layout.inner, layout.dtype))
 
 
 def shard_grid(layout):
