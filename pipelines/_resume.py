@@ -217,7 +217,8 @@ def checkpointed(delayed, partial, prefixes):
     ----------
     delayed : dask.delayed.Delayed
     partial : Path
-        The partial output directory (checkpoints go in its ``.terrain-checkpoints``).
+        The partial output directory (checkpoints go in its ``.terrain-checkpoints``); an
+        output at a URL gets none (``delayed`` comes back as it is).
     prefixes : tuple of str
         Task names (the key's name part) that get a checkpoint.
 
@@ -227,6 +228,9 @@ def checkpointed(delayed, partial, prefixes):
         The rewritten graph and how many of its tasks already have a checkpoint (they will
         not run again).
     """
+    from terrain.io.remote import is_remote
+    if is_remote(partial):  # a store at a URL is written again whole: no checkpoints there
+        return delayed, 0
     from dask._task_spec import Task  # here, not at the top: run_key's callers need no Dask
     from dask.delayed import Delayed
 
@@ -267,8 +271,12 @@ def prepare_resume(partial):
 
 def drop_checkpoints(partial):
     """Remove the checkpoints from a finished partial output (before its rename), and any
-    half-written shard file a lost worker left (its task ran again elsewhere)."""
+    half-written shard file a lost worker left (its task ran again elsewhere); nothing for a
+    store at a URL (:func:`checkpointed` made none)."""
+    from terrain.io.remote import is_remote
     from terrain.tiles import sweep_partial_files
+    if is_remote(partial):
+        return
     shutil.rmtree(Path(partial) / CHECKPOINT_DIR, ignore_errors=True)
     if Path(partial).is_dir():
         sweep_partial_files(partial)

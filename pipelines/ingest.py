@@ -19,8 +19,8 @@ import zarr
 
 from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid, read_whole
 from terrain.io.georef import finish_store
-from terrain.io.outputs import check_outputs, input_identity
-from terrain.io.remote import is_remote, output_at, store_for
+from terrain.io.outputs import input_identity
+from terrain.io.remote import check_local_outputs, is_remote, output_at, store_for
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
 
@@ -242,7 +242,7 @@ def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, schedule
     >>> store.shape                                                            # doctest: +SKIP
     (300, 400)
     """
-    check_outputs([input_path], [] if is_remote(output_path) else [output_path], overwrite)
+    check_local_outputs([input_path], [output_path], overwrite)
     check_tile_size(tile)
     grid = open_grid(input_path, band=band, nodata=nodata, crs=crs)  # bad input fails early
     cells = grid.shape[0] * grid.shape[1]
@@ -274,13 +274,10 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
             prepare_resume(tmp)
         # the paths as the workers of a cluster given by address must see them
         src, part = remote_input(input_path), remote_input(tmp)
-        graph = build_ingest_graph(src, part, tile, compressors, **options)
-        reused = 0
-        if not is_remote(tmp):  # checkpoints: in a local partial output only
-            graph, reused = checkpointed(graph, part, CHECKPOINTED)
+        graph, reused = checkpointed(
+            build_ingest_graph(src, part, tile, compressors, **options), part, CHECKPOINTED)
         compute(graph, label="ingest")
-        if not is_remote(tmp):
-            drop_checkpoints(tmp)
+        drop_checkpoints(tmp)
         # consolidated metadata last, by the command that owns the store: a pipeline that
         # embeds the ingest graph (mst) adds arrays afterwards and consolidates at its end
         finish_store(tmp)

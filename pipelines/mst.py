@@ -517,8 +517,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         else:
             summary, reused = _run_graph(route, source, inp, geo, tmp, spec, shard, be,
                                          in_core, scheduler)
-        if not is_remote(tmp):
-            drop_checkpoints(tmp)
+        drop_checkpoints(tmp)
         if "parsed_on" in wall:
             summary["parse"] = wall.pop("parsed_on")
         if wall:
@@ -593,16 +592,13 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
         if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
             from .ingest import build_ingest_graph
             upstream = build_ingest_graph(inp, tmp, spec.tile)
-            if local:
-                upstream, _ = checkpointed(upstream, tmp, CHECKPOINTED)
+            upstream, _ = checkpointed(upstream, tmp, CHECKPOINTED)
             dem, store_geo = tmp, None
         else:
             dem, store_geo = inp, geo
         graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
                                 in_core, partial=partial)
-        reused = 0
-        if local:
-            graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
+        graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
         (summary,) = compute(graph, label="mst")
     return summary, reused
 
