@@ -88,13 +88,17 @@ class BlockFiles:
         self.root, self.shape = (root if is_remote(root) else Path(root)), shape
         self.codec = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE)
 
+    @staticmethod
+    def _name(name, i, j):
+        return f"{name}_{i}_{j}.blosc"
+
     def path(self, name, i, j):
-        return self.root / f"{name}_{i}_{j}.blosc"
+        return self.root / self._name(name, i, j)
 
     def _object(self, name, i, j):
         """``(filesystem, key)`` of block ``(i, j)``'s state ``name`` in the object store."""
         fs, prefix = filesystem(self.root)
-        return fs, f"{prefix.rstrip('/')}/{name}_{i}_{j}.blosc"
+        return fs, f"{prefix.rstrip('/')}/{self._name(name, i, j)}"
 
     def read(self, name, i, j):
         """Block ``(i, j)``'s state ``name`` (None if not stored)."""
