@@ -517,12 +517,8 @@ def fill_leaf_up(read, spec, level, i, j):
     t1 = time.perf_counter()
     z = zh[1:-1, 1:-1]
     W = win[3] - win[2]
-    indptr, adj, w, cp, cq, cw = K.block_forest_cpu(zh, mh)
     src = np.where(outlet != 0, z, np.float32(np.inf)).astype(np.float32, copy=False).ravel()
-    port = np.zeros(src.shape[0], np.bool_)
-    port[cp] = True
-    kept, dk, ka, kb, kw = K.forest_reduce_cpu(indptr, adj, w, src, port,
-                                               ~np.isnan(z).ravel())
+    cp, cq, cw, kept, dk, ka, kb, kw = K.leaf_reduce_cpu(zh, mh, src, ~np.isnan(z).ravel())
     ncols = spec.shape[1]
     verts = _local_to_global(kept, win, ncols, W)
     hi, hj = np.divmod(cq, W + 2)
