@@ -495,13 +495,14 @@ def write_block(store_path, layer, window, values):
     >>> float(np.nansum(s.elevation[:]))
     16.0
     """
-    from ._shards import fast_layout, write_shard
+    from ._shards import write_layout, write_shard
     r0, r1, c0, c1 = window
-    arr = zarr.open_array(store=store_for(store_path, read_only=False), path=layer, mode="r+")
-    layout = fast_layout(arr)
+    layout = None if is_remote(store_path) else write_layout(Path(store_path) / layer)
     whole = None if layout is None else window_shards(layout, window)
     values = np.asarray(values)
     if whole is None or values.dtype != layout.dtype:
+        arr = zarr.open_array(store=store_for(store_path, read_only=False), path=layer,
+                              mode="r+")
         arr[r0:r1, c0:c1] = values
         return None
     return sum(write_shard(layout, si, sj, values, r0, c0) for si, sj in whole)
