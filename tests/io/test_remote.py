@@ -272,3 +272,148 @@ def test_store_at_a_url_needs_its_output_named(command):
     run = getattr(importlib.import_module(f"pipelines.{command}"), f"run_{command}")
     with pytest.raises(InputError, match="needs its output named"):
         run(Location(f"memory://no-output-{command}/dem.zarr"), None)
+
+
+# -- the lock object of an output at a URL, and --resume there --------------------------------
+
+def _lock(url, options=None):
+    """The lock object of the output ``url``: (its filesystem, its path there)."""
+    from terrain.io.remote import filesystem, lock_url
+    return filesystem(lock_url(url), options)
+
+
+def _plant_lock(url, options=None, age=0.0, host="another-host", pid=4242):
+    """A lock object as a run on ``host`` refreshed ``age`` seconds ago would have left."""
+    import json
+    import time
+    fs, path = _lock(url, options)
+    fs.pipe_file(path, json.dumps({"run": None, "host": host, "pid": pid, "token": "theirs",
+                                   "started": time.time() - age,
+                                   "heartbeat": time.time() - age}).encode())
+
+
+@pytest.mark.parametrize("route", ["staged"])
+def test_url_lock_refuses_a_second_writer_in_one_line(capsys, dem, route, monkeypatch):
+    """A run writing a URL while another run's lock object is there is refused in one line
+    naming the URL, exit 2, before it touches the output: a run holding the lock (the
+    second run started while the first one publishes), then a lock object alone (a run of
+    another host) in front of a published store and --overwrite. The lock goes with its
+    run, which publishes its own output."""
+    import terrain.io.remote as remote
+    url = f"memory://t-lock-{route}/dem.zarr"
+    # the staged route: the command line's copy; direct: --resume writes under the prefix
+    extra = ["--resume"] if route == "direct" else []
+    second = []
+    where = "_publish_held_root" if route == "direct" else "publish"
+    real = getattr(remote, where)
+
+    def publish_after_a_second_run(*args, **kwargs):
+        from terrain.run import main
+        second.append(main(["ingest", str(dem), "-o", url, "--tile", "128", "--overwrite",
+                            *extra, "--scheduler", SYNC]))
+        second.append(capsys.readouterr().err)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(remote, where, publish_after_a_second_run)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--tile", "128", *extra,
+                          scheduler=SYNC)
+    assert rc == 0, err
+    monkeypatch.setattr(remote, where, real)
+    assert second[0] == 2 and second[1].strip().count("\n") == 0, second
+    assert second[1].startswith(f"terrain: {url}: another terrain run is writing this output")
+    fs, lock = _lock(url)
+    assert not fs.exists(lock)
+    want = _arrays(_remote(url))
+    assert want and store_state_of(url) == "store"
+    _plant_lock(url, age=5)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--tile", "64", "--overwrite",
+                          *extra, scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0 and url in err, err
+    assert "another terrain run is writing this output" in err and "another-host" in err
+    assert _arrays(_remote(url)) == want  # the output is as it was
+    assert fs.exists(lock)  # not this run's to remove
+    fs.rm(lock)
+
+
+def store_state_of(url):
+    from terrain.io import store_state
+    return store_state(url)
+
+
+@pytest.mark.parametrize("route", ["staged"])
+def test_url_lock_removed_after_success_and_failure(capsys, tmp_path, dem, route, monkeypatch):
+    url = f"memory://t-lock-gone-{route}/dem.zarr"
+    extra = ["--resume"] if route == "direct" else []
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, *extra, scheduler=SYNC)
+    assert rc == 0, err
+    fs, lock = _lock(url)
+    assert not fs.exists(lock) and not fs.exists(lock.rsplit("/", 1)[0] + "/.terrain-probe")
+
+    class Failed(RuntimeError):
+        pass
+
+    def fails(*args, **kwargs):
+        raise Failed("a task failed")
+
+    # the band writes fail: the staged route's (rows read here) and the direct one's
+    monkeypatch.setattr("pipelines.ingest._ingest_band", fails)
+    monkeypatch.setattr("pipelines.ingest._write_band", fails)
+    monkeypatch.setattr("pipelines.ingest.write_window", fails)
+    with pytest.raises(Failed):
+        run_main(capsys, "ingest", dem, "-o", url, "--overwrite", *extra, scheduler=SYNC)
+    assert not fs.exists(lock)
+    # a staged run publishes nothing, the old store stays; a direct one replaced it
+    assert store_state_of(url) == ("store" if route == "staged" else None)
+
+
+def test_url_lock_stale_is_taken_over(capsys, dem):
+    """A lock whose heartbeat is older than the lease, or whose process on this host is
+    gone, is taken over with a notice; one of a live process here is not."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from terrain.io.remote import LOCK_LEASE
+    url = "memory://t-lock-stale/dem.zarr"
+    fs, lock = _lock(url)
+    _plant_lock(url, age=LOCK_LEASE + 10)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, scheduler=SYNC)
+    assert rc == 0, err
+    assert "taking over the lock of memory://t-lock-stale/dem.zarr" in err
+    assert "heartbeat stopped" in err and not fs.exists(lock)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _plant_lock(url, age=1, host=socket.gethostname(), pid=dead.pid)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--overwrite", scheduler=SYNC)
+    assert rc == 0, err
+    assert f"its process {dead.pid} on this host is gone" in err and not fs.exists(lock)
+    _plant_lock(url, age=1, host=socket.gethostname(), pid=os.getppid())  # alive
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--overwrite", scheduler=SYNC)
+    assert rc == 2 and "another terrain run is writing this output" in err
+    fs.rm(lock)
+
+
+def test_url_lock_heartbeat_and_takeover_noticed(monkeypatch):
+    """The held lock object is refreshed while its run lives; a run whose lock was taken
+    over meanwhile (its heartbeat stalled past the lease) refuses to publish."""
+    import json
+    import time
+
+    import terrain.io.remote as remote
+    from terrain.errors import InputError
+    monkeypatch.setattr(remote, "LOCK_HEARTBEAT", 0.05)
+    url = "memory://t-lock-beat/out.zarr"
+    fs, lock = _lock(url)
+    with remote.hold_url_lock(url, key="k1") as still_held:
+        first = json.loads(fs.cat_file(lock))
+        assert first["run"] == "k1" and first["pid"] == __import__("os").getpid()
+        time.sleep(0.4)
+        assert json.loads(fs.cat_file(lock))["heartbeat"] > first["heartbeat"]
+        still_held()
+        _plant_lock(url)  # another run took it over
+        time.sleep(0.4)
+        with pytest.raises(InputError, match="took over this output's lock"):
+            still_held()
+    assert json.loads(fs.cat_file(lock))["token"] == "theirs"  # theirs is not removed
+    fs.rm(lock)
