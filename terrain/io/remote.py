@@ -8,9 +8,12 @@ last (an object store has no rename). Two routes (docs/scale.md, "Stores at URLs
   storage options, picklable), which :func:`zarr_store` opens on any worker; the output is
   written under its prefix with its root metadata held as :data:`PENDING_ROOT` and published
   last by :func:`url_output` (``ingest``, ``mst``, ``cost-distance``, ``fill`` and ``flow``
-  on a cluster given by address: :func:`stage` with ``direct``);
+  on a cluster given by address, and resumed runs: :func:`stage` with ``direct``);
 * staged: :func:`stage` runs a command on local copies of its URL inputs in a temporary
   folder and publishes its URL output (:func:`publish`): every other run.
+
+On either route an output at a URL is held by a lock object beside its prefix while its run
+lasts (:func:`hold_url_lock`).
 
 >>> is_url("s3://bucket/dem.zarr"), is_url("dem.zarr"), is_url("C:/dem.zarr")
 (True, False, False)
@@ -88,16 +91,19 @@ class Location:
     """A store at an fsspec URL and the storage options that reach it: what a task is given
     to open the store itself on a worker that shares nothing with the client but the object
     store (picklable; ``str()`` is the URL). ``writing``: the store being written, its root
-    metadata held as :data:`PENDING_ROOT` until :func:`url_output` publishes it.
+    metadata held as :data:`PENDING_ROOT` until :func:`url_output` publishes it; ``key``: the
+    run key of that run (``pipelines._resume.run_key``), which names its checkpoints' folder
+    under the prefix.
 
     >>> str(Location("s3://b/dem.zarr", {"anon": True}))
     's3://b/dem.zarr'
     """
 
-    __slots__ = ("url", "options", "writing")
+    __slots__ = ("url", "options", "writing", "key")
 
-    def __init__(self, url, options=None, writing=False):
+    def __init__(self, url, options=None, writing=False, key=None):
         self.url, self.options, self.writing = str(url).rstrip("/"), dict(options or {}), writing
+        self.key = key
 
     def __str__(self):
         return self.url
@@ -106,20 +112,19 @@ class Location:
         return f"Location({self.url!r}{', writing' if self.writing else ''})"
 
     def __eq__(self, other):
-        return isinstance(other, Location) and (self.url, self.options, self.writing) == (
-            other.url, other.options, other.writing)
+        return isinstance(other, Location) and self.__getstate__() == other.__getstate__()
 
     __hash__ = None
 
     def __getstate__(self):
-        return (self.url, self.options, self.writing)
+        return (self.url, self.options, self.writing, self.key)
 
     def __setstate__(self, state):
-        self.url, self.options, self.writing = state
+        self.url, self.options, self.writing, self.key = state
 
     def __dask_tokenize__(self):
         return ("Location", self.url, json.dumps(self.options, sort_keys=True, default=str),
-                self.writing)
+                self.writing, self.key)
 
 
 def is_remote(path):
@@ -308,7 +313,8 @@ def object_entries(path, names):
     for name in names:
         found = fs.find(_join(root, name), detail=True)
         for key, info in sorted(found.items()):
-            version = info.get("ETag") or info.get("LastModified") or info.get("mtime")
+            version = (info.get("ETag") or info.get("LastModified") or info.get("mtime")
+                       or info.get("created"))  # memory://
             out.append([key[len(root.rstrip("/")) + 1:], int(info.get("size") or 0),
                         str(version)])
     return out
@@ -539,16 +545,19 @@ def _remove_prefix(fs, root):
             fs.rm(root, recursive=True)
 
 
-def _make_room(fs, root, url, overwrite, options, notify):
+def _make_room(fs, root, url, overwrite, options, notify, resume=False):
     """Before a store is written at ``url``: a store there unpublished (its root metadata
     deleted first) and removed with ``overwrite``, else refused; a dead run's partial
-    removed with a notice."""
+    removed with a notice, or kept with ``resume`` (the resumed run decides what of it to
+    reuse: ``pipelines._resume.prepare_resume``)."""
     state = store_state(url, options)
     if state == "store":
         if not overwrite:
             raise OutputExists(f"{url}: output exists")
         fs.rm(_join(root, ROOT_METADATA))  # unpublished before any object changes
         _remove_prefix(fs, root)
+    elif state == "partial" and resume:
+        notify(f"resuming from the partial output at {url}, left by an interrupted run")
     elif state == "partial":
         notify(f"removing the partial output a killed run left at {url}")
         _remove_prefix(fs, root)
@@ -588,30 +597,28 @@ def publish(local, url, overwrite=False, options=None, notify=None):
 
 @contextlib.contextmanager
 def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, notify=None):
-    """Yield the :class:`Location` (``writing``) where the store for ``target`` (a
+    """Yield the :class:`Location` (``writing``, ``key``) where the store for ``target`` (a
     URL or a :class:`Location`) is written, by this process or by a cluster's tasks, directly
     under its prefix; publish it when the block ends without an error: its arrays sealed
     (:func:`terrain.io.outputs.seal_store`'s inventory), its root metadata written last.
 
     Checked first as :func:`check_url_output`, then held by its lock object for the whole
     run (:func:`hold_url_lock`, ``key`` recorded in it); a store there goes only with
-    ``overwrite`` (unpublished before the work starts), a dead run's partial with a notice.
-    An error removes what was written, except one whose ``keep_partial`` is true (a lost
-    cluster): the next run removes that partial."""
+    ``overwrite`` (unpublished before the work starts), a dead run's partial with a notice,
+    or is kept with ``resume`` (its checkpoints lie under the prefix). An error removes what
+    was written, except one whose ``keep_partial`` is true (a lost cluster): the next run
+    resumes that partial, or removes it."""
     url, options = _split(target, None)
-    if resume:
-        raise InputError(f"{url}: --resume needs a local output (a store at a URL is written "
-                         "again whole)")
     check_url_output(url, overwrite, [str(i) for i in inputs if is_remote(i)], options)
     fs, root = _fs(url, options)
     notify = _notify(notify)
     with hold_url_lock(url, options, key=key, notify=notify) as still_held:
         try:
-            _make_room(fs, root, url, overwrite, options, notify)
+            _make_room(fs, root, url, overwrite, options, notify, resume)
         except (OSError, PermissionError, ValueError) as e:
             raise InputError(f"{url}: cannot write there: {_short(e)}") from None
         try:
-            yield Location(url, options, writing=True)
+            yield Location(url, options, writing=True, key=key)
         except BaseException as e:
             if not getattr(e, "keep_partial", False):
                 with contextlib.suppress(Exception):
@@ -630,7 +637,7 @@ def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, no
 def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
     """Where a command writes ``target``: :func:`url_output` for a URL or a
     :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
-    its partial's name there, recorded in the lock object at a URL)."""
+    its partial's name there, its checkpoints' folder at a URL)."""
     if is_remote(target):
         return url_output(target, overwrite, inputs=inputs, key=key, resume=resume)
     from .outputs import atomic_output
@@ -713,10 +720,12 @@ def stage(args, storage_options=None, direct=False):
     published when the block ends without an error; messages name the URLs, not the copies.
 
     ``direct``: the command's tasks open stores at URLs themselves (a cluster that shares
-    nothing but the object store): its output and its input stores are given as
-    :class:`Location` values (the command writes and publishes the output, :func:`url_output`);
-    only input files (a raster, which this process reads) are copied. Else each URL output
-    is held by its lock object (:func:`hold_url_lock`) from its check to its publication."""
+    nothing but the object store, a resumed run): its output and its input stores are given
+    as :class:`Location` values (the command writes and publishes the output,
+    :func:`url_output`); only input files (a raster, which this process reads) are copied.
+    Else each URL output is held by its lock object (:func:`hold_url_lock`) from its check
+    to its publication; a resumed run is refused (its partial would lie in the temporary
+    folder, gone with it)."""
     options = parse_storage_options(storage_options)
     for name in LOCAL_FIELDS:
         if is_url(getattr(args, name, None)):
@@ -742,6 +751,10 @@ def stage(args, storage_options=None, direct=False):
             return
     overwrite = bool(getattr(args, "overwrite", False))
     for url in urls_out.values():
+        if getattr(args, "resume", False) and not getattr(args, "dry_run", False):
+            # a staged run's partial output lies in a temporary folder, gone with the run
+            raise InputError(f"{url}: a run staged through a temporary folder cannot be "
+                             "resumed at a URL (its partial output lies in that folder)")
         check_url_output(url, overwrite, list(urls_in.values()), options)
     with contextlib.ExitStack() as locks:
         held = [locks.enter_context(hold_url_lock(url, options)) for url in urls_out.values()]

@@ -292,7 +292,7 @@ def _plant_lock(url, options=None, age=0.0, host="another-host", pid=4242):
                                    "heartbeat": time.time() - age}).encode())
 
 
-@pytest.mark.parametrize("route", ["staged"])
+@pytest.mark.parametrize("route", ["staged", "direct"])
 def test_url_lock_refuses_a_second_writer_in_one_line(capsys, dem, route, monkeypatch):
     """A run writing a URL while another run's lock object is there is refused in one line
     naming the URL, exit 2, before it touches the output: a run holding the lock (the
@@ -340,7 +340,7 @@ def store_state_of(url):
     return store_state(url)
 
 
-@pytest.mark.parametrize("route", ["staged"])
+@pytest.mark.parametrize("route", ["staged", "direct"])
 def test_url_lock_removed_after_success_and_failure(capsys, tmp_path, dem, route, monkeypatch):
     url = f"memory://t-lock-gone-{route}/dem.zarr"
     extra = ["--resume"] if route == "direct" else []
@@ -417,3 +417,161 @@ def test_url_lock_heartbeat_and_takeover_noticed(monkeypatch):
             still_held()
     assert json.loads(fs.cat_file(lock))["token"] == "theirs"  # theirs is not removed
     fs.rm(lock)
+
+
+class _Killed(RuntimeError):
+    """A run stopped mid-way that keeps its partial output (as a lost cluster does)."""
+
+    keep_partial = True
+
+
+def test_resume_at_a_url_reuses_checkpoints(capsys, tmp_path, dem, monkeypatch):
+    """mst of a raster to memory:// stopped after its first bands were written (partial kept),
+    then run again with --resume: the written bands are not written again, no checkpoint
+    is left in the published store, its lock is gone, and the arrays are the bits of a
+    clean local run. Without --resume the partial is removed."""
+    import json
+
+    import pipelines.ingest as ingest
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)  # 6 bands of 128 rows
+    url = "memory://t-resume/m.zarr"
+    args = ["--tile", "64", "--backend", "cpu", "--json"]
+    rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "m.zarr", *args,
+                          scheduler=SYNC)
+    assert rc == 0, err
+    real, written, kill = ingest._write_band, [], [True]
+
+    def write_band(*a, **k):
+        if kill[0] and len(written) == 2:
+            raise _Killed("killed")
+        written.append(a[2])
+        return real(*a, **k)
+
+    monkeypatch.setattr(ingest, "_write_band", write_band)
+    with pytest.raises(_Killed):
+        run_main(capsys, "mst", dem, "-o", url, *args, "--resume", scheduler=SYNC)
+    fs, lock = _lock(url)
+    assert not fs.exists(lock) and store_state_of(url) == "partial"
+    kept = [k for k in fs.find("/t-resume/m.zarr/.terrain-checkpoints")]
+    assert sum("ingest-band" in k for k in kept) == 2, kept
+    done, written[:], kill[0] = list(written), [], False
+    rc, out, err = run_main(capsys, "mst", dem, "-o", url, *args, "--resume", scheduler=SYNC)
+    assert rc == 0, err
+    assert "resuming from the partial output at memory://t-resume/m.zarr" in err
+    assert len(written) == 4 and not set(written) & set(done), (written, done)  # the rest
+    assert json.loads(out)["reused_tasks"] >= 3  # create and the two bands
+    assert not fs.exists(lock) and store_state_of(url) == "store"
+    assert not [k for k in fs.find("/t-resume/m.zarr") if ".terrain-checkpoints" in k]
+    _same(url, tmp_path / "m.zarr")
+    # a run without --resume removes a partial it finds (the checkpoints with it)
+    written[:], kill[0] = [], True
+    with pytest.raises(_Killed):
+        run_main(capsys, "mst", dem, "-o", f"{url}2", *args, "--resume", scheduler=SYNC)
+    monkeypatch.setattr(ingest, "_write_band", real)
+    rc, out, err = run_main(capsys, "mst", dem, "-o", f"{url}2", *args, scheduler=SYNC)
+    assert rc == 0 and "removing the partial output" in err, err
+    assert json.loads(out)["reused_tasks"] == 0
+
+
+def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monkeypatch):
+    """A partial at the URL whose checkpoints another run (another tile) wrote is removed by
+    a resumed run, which reuses nothing."""
+    import json
+
+    import pipelines.ingest as ingest
+    url = "memory://t-resume-other/m.zarr"
+    real = ingest._write_band
+
+    def killed(*a, **k):
+        raise _Killed("killed")
+
+    monkeypatch.setattr(ingest, "_write_band", killed)
+    with pytest.raises(_Killed):
+        run_main(capsys, "mst", dem, "-o", url, "--tile", "128", "--backend", "cpu", "--resume",
+                 scheduler=SYNC)
+    monkeypatch.setattr(ingest, "_write_band", real)
+    rc, out, err = run_main(capsys, "mst", dem, "-o", url, "--tile", "64", "--backend", "cpu",
+                            "--resume", "--json", scheduler=SYNC)
+    assert rc == 0, err
+    assert json.loads(out)["reused_tasks"] == 0
+    rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "m.zarr", "--tile", "64",
+                          "--backend", "cpu", scheduler=SYNC)
+    assert rc == 0, err
+    _same(url, tmp_path / "m.zarr")
+
+
+def test_resume_staged_at_a_url_refused(capsys, tmp_path, dem):
+    """A run that stages (GeoTIFFs come from a local partial) cannot be resumed at a URL:
+    one line, before any work."""
+    rc, _, err = run_main(capsys, "mst", dem, "-o", "memory://t-resume-geotiff/m.zarr",
+                          "--geotiff", tmp_path / "m.tif", "--resume", scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0, err
+    assert "memory://t-resume-geotiff/m.zarr: a run staged" in err
+    assert not (tmp_path / "m.tif").exists()
+
+
+# the command line, killed (SIGKILL) while it writes its third band of rows: its lock object,
+# its partial output and the checkpoints of the tasks that ended stay at the URL
+KILLED_MID_WAY = """
+import os, signal, sys
+import terrain.tiles.store as store
+store.SHARD_TARGET_SIDE = 128
+import pipelines.ingest as ingest
+real, written = ingest._write_band, []
+def write_band(*a, **k):
+    if len(written) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    written.append(a[2])
+    return real(*a, **k)
+ingest._write_band = write_band
+from terrain.run import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_s3_run_killed_then_resumed(capsys, tmp_path, dem, s3, monkeypatch):
+    """mst of a raster to s3:// killed with SIGKILL mid-way leaves its lock object (its
+    process gone from this host: taken over at once) and a partial with checkpoints; the
+    run again with --resume writes only the bands not written, publishes the bits of a
+    clean local run, and leaves neither checkpoints nor a lock object."""
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import fsspec
+
+    import pipelines.ingest as ingest
+    from cli import ROOT
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)  # 6 bands of 128 rows
+    url = "s3://terrain-test/resume/m.zarr"
+    args = ["mst", str(dem), "-o", url, "--tile", "64", "--backend", "cpu", "--json",
+            "--storage-options", json.dumps(s3), "--resume", "--scheduler", SYNC]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", KILLED_MID_WAY, *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    fs = fsspec.filesystem("s3", **s3)
+    lock = "terrain-test/resume/.m.zarr.lock"
+    assert json.loads(fs.cat_file(lock))["host"] == socket.gethostname()
+    bands = [k for k in fs.find("terrain-test/resume/m.zarr/.terrain-checkpoints")
+             if "ingest-band" in k]
+    assert len(bands) == 2, bands
+    real, written = ingest._write_band, []
+    monkeypatch.setattr(ingest, "_write_band", lambda *a, **k: written.append(a[2]) or
+                        real(*a, **k))
+    rc, out, err = run_main(capsys, *args[:-2], scheduler=SYNC)
+    assert rc == 0, err
+    assert "taking over the lock of s3://terrain-test/resume/m.zarr" in err
+    assert "on this host is gone" in err and "resuming from the partial output" in err
+    assert len(written) == 4, written  # of 6 bands
+    assert json.loads(out)["reused_tasks"] >= 3
+    assert not fs.exists(lock)
+    assert not [k for k in fs.find("terrain-test/resume/m.zarr") if ".terrain-checkpoints" in k]
+    monkeypatch.setattr(ingest, "_write_band", real)
+    rc, _, err = run_main(capsys, *args[:3], str(tmp_path / "m.zarr"), *args[4:8],
+                          scheduler=SYNC)
+    assert rc == 0, err
+    _same(url, tmp_path / "m.zarr", s3)
