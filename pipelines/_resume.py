@@ -3,17 +3,20 @@
 :func:`checkpointed` rewrites a built task graph: every task whose name starts with one of
 the given prefixes runs through :func:`run_checkpointed`, which returns the task's result
 from ``PARTIAL/.terrain-checkpoints/KEY.npz`` when that file exists, else runs the task and
-writes the file (beside, then renamed) *after* the task's own writes into the store. Tasks
-are idempotent (whole shards rewritten); keys are deterministic (:func:`run_key`), so a
-rerun finds the same files. Checkpoints are data only (:func:`save_result`: an ``.npz``
-read with ``allow_pickle=False``, a JSON ``__tree__``); one that does not decode is absent.
-Design: docs/scale.md, "Resume".
+writes the file (beside, then renamed) *after* the task's own writes into the store. An
+output at a URL (a :class:`terrain.io.remote.Location`) is its own partial: its checkpoints
+are objects under ``PREFIX/.terrain-checkpoints/RUNKEY/``, the run key of the run that
+writes them (``Location.key``). Tasks are idempotent (whole shards rewritten); keys are
+deterministic (:func:`run_key`), so a rerun finds the same files. Checkpoints are data only
+(:func:`save_result`: an ``.npz`` read with ``allow_pickle=False``, a JSON ``__tree__``); one
+that does not decode is absent. Design: docs/scale.md, "Resume".
 """
 
 import base64
 import dataclasses
 import hashlib
 import importlib
+import io
 import json
 import os
 import re
@@ -25,10 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from terrain.io.outputs import input_identity
+from terrain.io.remote import filesystem, inside, is_remote, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
            "graph_dict", "run_checkpointed", "checkpoint_file", "save_result", "load_result",
-           "NotCheckpointable"]
+           "NotCheckpointable", "checkpoint_folder", "kept_checkpoints", "checkpoint_at"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
 
@@ -55,6 +59,38 @@ def checkpoint_file(key):
     """The checkpoint's file name of task ``key`` (``('a', 1, 2)`` -> ``a.1.2.npz``)."""
     parts = [str(p) for p in (key if isinstance(key, tuple) else (key,))]
     return ".".join(parts) + ".npz"
+
+
+def checkpoint_folder(partial):
+    """Where the checkpoints of the partial output ``partial`` lie: its local folder
+    ``.terrain-checkpoints``, or for a store being written at a URL (a
+    :class:`~terrain.io.remote.Location`) the prefix ``.terrain-checkpoints/RUNKEY`` under it
+    (a :class:`~terrain.io.remote.Location`): a partial at a URL has no name of its own to
+    say which run wrote it."""
+    if is_remote(partial):
+        key = getattr(partial, "key", None)
+        return inside(partial, CHECKPOINT_DIR + (f"/{key}" if key else ""))
+    return Path(partial) / CHECKPOINT_DIR
+
+
+def checkpoint_at(folder, key):
+    """The checkpoint of task ``key`` in ``folder`` (:func:`checkpoint_folder`): a local path
+    as text, or a :class:`~terrain.io.remote.Location` (what a task on any worker opens)."""
+    if is_remote(folder):
+        return inside(folder, checkpoint_file(key))
+    return str(Path(folder) / checkpoint_file(key))
+
+
+def kept_checkpoints(folder):
+    """The file names of the checkpoints in ``folder`` now (one listing at a URL)."""
+    if is_remote(folder):
+        fs, root = filesystem(folder)
+        try:
+            return {k.rsplit("/", 1)[-1] for k in fs.find(root)}
+        except FileNotFoundError:
+            return set()
+    folder = Path(folder)
+    return set(os.listdir(folder)) if folder.is_dir() else set()
 
 
 class NotCheckpointable(TypeError):
@@ -143,8 +179,8 @@ def _hashable(key):
 
 
 def save_result(path, value):
-    """Write ``value`` to ``path`` as a data-only checkpoint (an ``.npz`` without pickles);
-    :class:`NotCheckpointable` for a type it does not hold.
+    """Write ``value`` to ``path`` (or a binary file object) as a data-only checkpoint (an
+    ``.npz`` without pickles); :class:`NotCheckpointable` for a type it does not hold.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "c.npz"
@@ -154,13 +190,16 @@ def save_result(path, value):
     arrays = {}
     tree = _encode(value, arrays)
     arrays[_TREE] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
+    if hasattr(path, "write"):
+        np.savez(path, **arrays)
+        return
     with open(path, "wb") as f:
         np.savez(f, **arrays)
 
 
 def load_result(path):
-    """The value :func:`save_result` wrote to ``path``; never unpickles (``ValueError`` for
-    anything that is not such a checkpoint)."""
+    """The value :func:`save_result` wrote to ``path`` (or a binary file object); never
+    unpickles (``ValueError`` for anything that is not such a checkpoint)."""
     try:
         with np.load(path, allow_pickle=False) as z:
             if not isinstance(z, np.lib.npyio.NpzFile) or _TREE not in z.files:
@@ -174,8 +213,11 @@ def load_result(path):
 
 
 def run_checkpointed(path, func, *args, **kwargs):
-    """``func(*args, **kwargs)``, or its result kept at ``path`` by an earlier run (one that
-    does not decode is ignored: the task, idempotent, runs again)."""
+    """``func(*args, **kwargs)``, or its result kept at ``path`` (a local path, or a
+    :class:`~terrain.io.remote.Location` of an object) by an earlier run (one that does not
+    decode is ignored: the task, idempotent, runs again)."""
+    if is_remote(path):
+        return _run_checkpointed_at_url(path, func, args, kwargs)
     path = Path(path)
     if path.is_file():
         try:
@@ -194,6 +236,25 @@ def run_checkpointed(path, func, *args, **kwargs):
         tmp.unlink(missing_ok=True)
         raise
     os.replace(tmp, path)
+    return result
+
+
+def _run_checkpointed_at_url(location, func, args, kwargs):
+    """:func:`run_checkpointed` with the checkpoint an object at a URL."""
+    fs, key = filesystem(location)
+    try:
+        return load_result(io.BytesIO(fs.cat_file(key)))
+    except (FileNotFoundError, ValueError):
+        pass
+    result = func(*args, **kwargs)
+    buffer = io.BytesIO()
+    try:
+        save_result(buffer, result)
+    except NotCheckpointable:  # returned, not kept: a resumed run redoes this task
+        return result
+    # one PUT writes an object whole or not at all (an object store has no torn objects
+    # and no rename): no copy beside it first, as a local checkpoint has
+    fs.pipe_file(key, buffer.getvalue())
     return result
 
 
@@ -216,9 +277,9 @@ def checkpointed(delayed, partial, prefixes):
     Parameters
     ----------
     delayed : dask.delayed.Delayed
-    partial : Path
-        The partial output directory (checkpoints go in its ``.terrain-checkpoints``); an
-        output at a URL gets none (``delayed`` comes back as it is).
+    partial : Path or terrain.io.remote.Location
+        The partial output (checkpoints go in :func:`checkpoint_folder`): a local directory,
+        or the store being written at a URL.
     prefixes : tuple of str
         Task names (the key's name part) that get a checkpoint.
 
@@ -228,35 +289,37 @@ def checkpointed(delayed, partial, prefixes):
         The rewritten graph and how many of its tasks already have a checkpoint (they will
         not run again).
     """
-    from terrain.io.remote import is_remote
-    if is_remote(partial):  # a store at a URL is written again whole: no checkpoints there
-        return delayed, 0
     from dask._task_spec import Task  # here, not at the top: run_key's callers need no Dask
     from dask.delayed import Delayed
 
-    folder = Path(partial) / CHECKPOINT_DIR
+    folder = checkpoint_folder(partial)
+    kept = kept_checkpoints(folder)
     graph = graph_dict(delayed)
     reused = 0
     rewritten = False
     for key, task in list(graph.items()):
         if not isinstance(task, Task) or not _key_name(key).startswith(tuple(prefixes)):
             continue
+        reused += checkpoint_file(key) in kept
         if task.func is run_checkpointed:  # wrapped at construction (pipelines.quadtree)
-            reused += Path(task.args[0]).is_file()
             continue
-        path = folder / checkpoint_file(key)
-        reused += path.is_file()
-        graph[key] = Task(key, run_checkpointed, str(path), task.func, *task.args,
-                          **task.kwargs)
+        graph[key] = Task(key, run_checkpointed, checkpoint_at(folder, key), task.func,
+                          *task.args, **task.kwargs)
         rewritten = True
     # a graph wrapped at construction is returned as it is (with its annotations)
     return (Delayed(delayed.key, graph) if rewritten else delayed), reused
 
 
 def prepare_resume(partial):
-    """Before a resumed run: drop a partial holding no checkpoint, and the half-written files
-    of writers the kill stopped. Returns True when something is reused."""
+    """Before a resumed run: drop a partial holding no checkpoint of this run (at a URL: of
+    its run key), and the half-written files of writers the kill stopped (an object store
+    has none). Returns True when something is reused."""
     from terrain.tiles import sweep_partial_files
+    if is_remote(partial):
+        if kept_checkpoints(checkpoint_folder(partial)):
+            return True
+        remove_tree(partial)  # another run's partial, or one without checkpoints
+        return False
     partial = Path(partial)
     folder = partial / CHECKPOINT_DIR
     if folder.is_dir() and any(folder.glob("*.npz")):
@@ -270,12 +333,12 @@ def prepare_resume(partial):
 
 
 def drop_checkpoints(partial):
-    """Remove the checkpoints from a finished partial output (before its rename), and any
-    half-written shard file a lost worker left (its task ran again elsewhere); nothing for a
-    store at a URL (:func:`checkpointed` made none)."""
-    from terrain.io.remote import is_remote
+    """Remove the checkpoints from a finished partial output (before its rename, or before
+    it is published at a URL: every run key's), and any half-written shard file a lost
+    worker left (its task ran again elsewhere)."""
     from terrain.tiles import sweep_partial_files
     if is_remote(partial):
+        remove_tree(inside(partial, CHECKPOINT_DIR))
         return
     shutil.rmtree(Path(partial) / CHECKPOINT_DIR, ignore_errors=True)
     if Path(partial).is_dir():

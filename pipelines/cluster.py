@@ -200,15 +200,26 @@ def is_address(spec):
 
 
 def shares_nothing(args):
-    """Whether the command ``args`` runs on workers that share nothing with this process but
-    the object store: :data:`SHARE_NOTHING_COMMANDS` on a cluster given by address, without
-    ``--resume``, ``--geotiff``, ``--geotiff-dir`` (GeoTIFFs are written from a local partial
-    output) or ``--dry-run`` (those stage: :func:`terrain.io.remote.stage`).
+    """Whether the command ``args`` opens its stores at their URLs in its tasks, its output
+    written directly under its prefix (:func:`terrain.io.remote.url_output`):
+    :data:`SHARE_NOTHING_COMMANDS` on a cluster given by address, whose workers share nothing
+    with this process but the object store, or with ``--resume`` on any scheduler (the
+    checkpoints lie under the output's prefix); not with ``--geotiff``, ``--geotiff-dir``
+    (GeoTIFFs are written from a local partial output) or ``--dry-run``: those stage
+    (:func:`terrain.io.remote.stage`).
+
+    >>> from argparse import Namespace
+    >>> shares_nothing(Namespace(command="mst", scheduler="tcp://h:8786"))
+    True
+    >>> shares_nothing(Namespace(command="mst", scheduler=None, resume=True))
+    True
+    >>> shares_nothing(Namespace(command="mst", scheduler="threads", resume=False))
+    False
     """
     return (getattr(args, "command", None) in SHARE_NOTHING_COMMANDS
-            and is_address(getattr(args, "scheduler", None))
+            and (is_address(getattr(args, "scheduler", None)) or getattr(args, "resume", False))
             and not any(getattr(args, name, None)
-                        for name in ("resume", "geotiff", "geotiff_dir", "dry_run")))
+                        for name in ("geotiff", "geotiff_dir", "dry_run")))
 
 
 def check_inputs_on_workers(inputs, client=None, address=None):

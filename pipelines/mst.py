@@ -31,8 +31,8 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, write_georeference
-from terrain.io.remote import (check_local_outputs, command_paths, is_remote, output_at,
-                               store_for)
+from terrain.io.remote import (check_local_outputs, command_paths, is_remote, object_entries,
+                               output_at, store_for)
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
 from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard_windows,
@@ -461,9 +461,11 @@ def _open_input(inp, tile):
 
 
 def _data_identity(inp):
-    """A tile store's files' paths, sizes and modification times, hashed; None for a file
-    (and a store at a URL, written again whole: it has no partial to resume)."""
-    if is_remote(inp) or not inp.is_dir():
+    """A tile store's files' paths, sizes and modification times (at a URL: its objects'
+    keys, sizes and versions, one listing), hashed; None for a file."""
+    if is_remote(inp):
+        return hashlib.sha256(json.dumps(object_entries(inp, [""])).encode()).hexdigest()
+    if not inp.is_dir():
         return None
     h = hashlib.sha256()
     for root, dirs, files in os.walk(inp):
@@ -587,7 +589,6 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
                         cells=spec.shape[0] * spec.shape[1], inputs=[inp] if local else []):
         # the paths as the workers of a cluster given by address must see them
         inp, tmp = remote_input(inp), remote_input(tmp)
-        partial = tmp if local else None  # checkpoints: in a local partial output only
         upstream = None
         if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
             from .ingest import build_ingest_graph
@@ -597,7 +598,7 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
         else:
             dem, store_geo = inp, geo
         graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
-                                in_core, partial=partial)
+                                in_core, partial=tmp)
         graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
         (summary,) = compute(graph, label="mst")
     return summary, reused

@@ -12,13 +12,13 @@ consumer ran; checkpointed stages are wrapped at construction. Design: docs/mst.
 """
 
 import operator
-from pathlib import Path
 
 import dask
 from dask._task_spec import Task, TaskRef, parse_input
 from dask.delayed import Delayed
 
-from ._resume import CHECKPOINT_DIR, checkpoint_file, graph_dict, run_checkpointed
+from ._resume import (checkpoint_at, checkpoint_file, checkpoint_folder, graph_dict,
+                      kept_checkpoints, run_checkpointed)
 
 __all__ = ["TaskGraph", "delayed_call"]
 
@@ -39,9 +39,9 @@ class TaskGraph:
     ----------
     prefix, token : str
         Task names are ``f"{prefix}-{stage}-{token}"``.
-    partial : path, optional
+    partial : path or terrain.io.remote.Location, optional
         The partial output: steps whose key name starts with one of ``checkpoint``'s names
-        keep their result in its checkpoint folder (:mod:`pipelines._resume`).
+        keep their result in its checkpoint folder (:func:`pipelines._resume.checkpoint_folder`).
     checkpoint : tuple of str
         Key names (``f"{prefix}-{stage}"`` and other graphs' names) that get checkpoints.
 
@@ -66,7 +66,8 @@ class TaskGraph:
         self.prefix, self.token = prefix, token
         self.tasks = {}
         self.reused = 0
-        self._folder = Path(partial) / CHECKPOINT_DIR if partial is not None else None
+        self._folder = checkpoint_folder(partial) if partial is not None else None
+        self._kept = kept_checkpoints(self._folder) if partial is not None else set()
         self._checkpoint = tuple(checkpoint)
 
     def _arg(self, value):
@@ -87,9 +88,9 @@ class TaskGraph:
         key = (name, *index) if index else name
         args = [self._arg(a) for a in args]
         if self._folder is not None and name.startswith(self._checkpoint):
-            path = self._folder / checkpoint_file(key)
-            self.reused += path.is_file()
-            self.tasks[key] = Task(key, run_checkpointed, str(path), fn, *args)
+            self.reused += checkpoint_file(key) in self._kept
+            self.tasks[key] = Task(key, run_checkpointed, checkpoint_at(self._folder, key),
+                                   fn, *args)
         else:
             self.tasks[key] = Task(key, fn, *args)
         return _Ref(key)

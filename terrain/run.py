@@ -84,7 +84,8 @@ def _add_storage_options(p):
 def _add_run_control(p):
     p.add_argument("--resume", action="store_true",
                    help="finish the partial output a killed run with the same input and "
-                        "options left, without redoing its finished tasks")
+                        "options left, without redoing its finished tasks (at a URL too: "
+                        "the checkpoints lie under the output's prefix)")
     _add_dry_run(p)
 
 
@@ -498,8 +499,9 @@ def _handler(args):
 
 
 def _shares_nothing(args):
-    """:func:`pipelines.cluster.shares_nothing`, imported only for a run given a scheduler."""
-    if not getattr(args, "scheduler", None):
+    """:func:`pipelines.cluster.shares_nothing`, imported only for a run given a scheduler
+    or ``--resume``."""
+    if not (getattr(args, "scheduler", None) or getattr(args, "resume", False)):
         return False
     from pipelines.cluster import shares_nothing
     return shares_nothing(args)

@@ -8,9 +8,12 @@ last (an object store has no rename). Two routes (docs/scale.md, "Stores at URLs
   storage options, picklable), which :func:`zarr_store` opens on any worker; the output is
   written under its prefix with its root metadata held as :data:`PENDING_ROOT` and published
   last by :func:`url_output` (``ingest``, ``mst``, ``cost-distance``, ``fill`` and ``flow``
-  on a cluster given by address: :func:`stage` with ``direct``);
+  on a cluster given by address, and resumed runs: :func:`stage` with ``direct``);
 * staged: :func:`stage` runs a command on local copies of its URL inputs in a temporary
   folder and publishes its URL output (:func:`publish`): every other run.
+
+On either route an output at a URL is held by a lock object beside its prefix while its run
+lasts (:func:`hold_url_lock`).
 
 >>> is_url("s3://bucket/dem.zarr"), is_url("dem.zarr"), is_url("C:/dem.zarr")
 (True, False, False)
@@ -27,8 +30,12 @@ import json
 import os
 import re
 import shutil
+import socket
 import sys
 import tempfile
+import threading
+import time
+import uuid
 from pathlib import Path
 
 from ..errors import InputError
@@ -38,7 +45,8 @@ __all__ = ["is_url", "local_path", "parse_storage_options", "zarr_store", "store
            "check_url_output", "fetch", "publish", "stage", "ROOT_METADATA", "Location",
            "is_remote", "location", "store_for", "url_output", "output_at", "url_inventory",
            "filesystem", "scratch_beside", "inside", "remove_tree", "object_entries",
-           "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT"]
+           "as_path", "command_paths", "check_local_outputs", "PENDING_ROOT",
+           "hold_url_lock", "lock_url", "LOCK_LEASE", "LOCK_HEARTBEAT"]
 
 #: the object whose presence makes a prefix a Zarr v3 store (written last, deleted first)
 ROOT_METADATA = "zarr.json"
@@ -83,16 +91,19 @@ class Location:
     """A store at an fsspec URL and the storage options that reach it: what a task is given
     to open the store itself on a worker that shares nothing with the client but the object
     store (picklable; ``str()`` is the URL). ``writing``: the store being written, its root
-    metadata held as :data:`PENDING_ROOT` until :func:`url_output` publishes it.
+    metadata held as :data:`PENDING_ROOT` until :func:`url_output` publishes it; ``key``: the
+    run key of that run (``pipelines._resume.run_key``), which names its checkpoints' folder
+    under the prefix.
 
     >>> str(Location("s3://b/dem.zarr", {"anon": True}))
     's3://b/dem.zarr'
     """
 
-    __slots__ = ("url", "options", "writing")
+    __slots__ = ("url", "options", "writing", "key")
 
-    def __init__(self, url, options=None, writing=False):
+    def __init__(self, url, options=None, writing=False, key=None):
         self.url, self.options, self.writing = str(url).rstrip("/"), dict(options or {}), writing
+        self.key = key
 
     def __str__(self):
         return self.url
@@ -101,20 +112,19 @@ class Location:
         return f"Location({self.url!r}{', writing' if self.writing else ''})"
 
     def __eq__(self, other):
-        return isinstance(other, Location) and (self.url, self.options, self.writing) == (
-            other.url, other.options, other.writing)
+        return isinstance(other, Location) and self.__getstate__() == other.__getstate__()
 
     __hash__ = None
 
     def __getstate__(self):
-        return (self.url, self.options, self.writing)
+        return (self.url, self.options, self.writing, self.key)
 
     def __setstate__(self, state):
-        self.url, self.options, self.writing = state
+        self.url, self.options, self.writing, self.key = state
 
     def __dask_tokenize__(self):
         return ("Location", self.url, json.dumps(self.options, sort_keys=True, default=str),
-                self.writing)
+                self.writing, self.key)
 
 
 def is_remote(path):
@@ -303,7 +313,8 @@ def object_entries(path, names):
     for name in names:
         found = fs.find(_join(root, name), detail=True)
         for key, info in sorted(found.items()):
-            version = info.get("ETag") or info.get("LastModified") or info.get("mtime")
+            version = (info.get("ETag") or info.get("LastModified") or info.get("mtime")
+                       or info.get("created"))  # memory://
             out.append([key[len(root.rstrip("/")) + 1:], int(info.get("size") or 0),
                         str(version)])
     return out
@@ -349,7 +360,6 @@ def check_url_output(url, overwrite=False, inputs=(), options=None):
 def _probe(url, options):
     """Write and delete a probe object under ``url``: a missing bucket or a read-only
     credential fails before the work."""
-    import uuid
     fs, root = _fs(url, options)
     probe = _join(root, f".terrain-probe-{uuid.uuid4().hex}")
     try:
@@ -357,6 +367,158 @@ def _probe(url, options):
         fs.rm(probe)
     except (OSError, PermissionError, ValueError) as e:
         raise InputError(f"{url}: cannot write there: {_short(e)}") from None
+
+
+#: seconds a lock object stays valid after its last refresh: past that its run is taken for
+#: dead (killed with SIGKILL, its machine lost) and the lock is taken over (docs/scale.md)
+LOCK_LEASE = 300
+#: seconds between the refreshes of a held lock object (a few missed ones stay in the lease)
+LOCK_HEARTBEAT = 30
+
+
+def lock_url(url):
+    """Where the lock object of the output ``url`` lies: ``.NAME.lock`` beside its prefix, as
+    a local output's lock file (under the prefix it would make the prefix a partial, and be
+    removed with it).
+
+    >>> lock_url("s3://bucket/runs/dem.zarr")
+    's3://bucket/runs/.dem.zarr.lock'
+    """
+    parent, _, name = url.rstrip("/").rpartition("/")
+    return f"{parent}/.{name}.lock"
+
+
+def _lock_doc(fs, path):
+    """The lock object at ``path`` as a dict; None when there is none, ``{}`` when it is not
+    terrain's (no heartbeat: stale)."""
+    try:
+        doc = json.loads(fs.cat_file(path))
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _stale(doc):
+    """Why the run that holds the lock ``doc`` is taken for dead, or None while it may live:
+    its heartbeat older than :data:`LOCK_LEASE`, or its process gone from this host."""
+    try:
+        age = time.time() - float(doc["heartbeat"])
+    except (KeyError, TypeError, ValueError):
+        return "a lock object that is not terrain's"
+    if age > LOCK_LEASE:
+        return f"its heartbeat stopped {age:.0f} s ago"
+    pid = doc.get("pid")
+    if doc.get("host") == socket.gethostname() and isinstance(pid, int) and pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return f"its process {pid} on this host is gone"
+        except OSError:  # another user's process: alive
+            pass
+    return None
+
+
+def _holder(doc):
+    if not doc:
+        return "a lock object that is not terrain's"
+    try:
+        age = f"{time.time() - float(doc['heartbeat']):.0f} s ago"
+    except (KeyError, TypeError, ValueError):
+        age = "at an unknown time"
+    return f"host {doc.get('host')}, pid {doc.get('pid')}, refreshed {age}"
+
+
+@contextlib.contextmanager
+def hold_url_lock(target, options=None, *, key=None, notify=None):
+    """Hold the lock object of the output ``target`` (a URL or a :class:`Location`) for one
+    run (:func:`lock_url`); refuse when another run holds it, in one line naming the URL.
+
+    The object is created only where none exists (``mode="create"``: S3's conditional put,
+    ``If-None-Match: *``; an exclusive create in memory://; what fsspec gives elsewhere,
+    there a check then a write), records the run (``key``, host, pid) and is refreshed by a
+    thread every :data:`LOCK_HEARTBEAT` s; it is deleted when the block ends, however it
+    ends. A lock whose heartbeat is older than :data:`LOCK_LEASE`, or whose process on this
+    host is gone, is stale: taken over with a notice. Yields a callable that raises
+    :class:`InputError` when another run took the lock over meanwhile (this run's heartbeat
+    stalled past the lease): called before the output is published."""
+    url, options = _split(target, options)
+    fs, root = _fs(url, options)
+    parent, _, name = root.rstrip("/").rpartition("/")
+    if not parent.strip("/"):
+        raise InputError(f"{url}: a store at the root of a bucket has no place for its lock "
+                         "object beside it; name a prefix under the bucket")
+    path, shown = f"{parent}/.{name}.lock", lock_url(url)
+    token, started = uuid.uuid4().hex, time.time()
+
+    def doc():
+        return json.dumps({"run": key, "host": socket.gethostname(), "pid": os.getpid(),
+                           "token": token, "started": started, "heartbeat": time.time()},
+                          indent=1).encode()
+
+    try:
+        _take_lock(fs, path, doc, url, shown, _notify(notify))
+    except InputError:
+        raise
+    except (OSError, PermissionError, ValueError) as e:
+        raise InputError(f"{url}: cannot write there: {_short(e)}") from None
+    stop, lost = threading.Event(), []
+    beat = threading.Thread(target=_heartbeat, args=(fs, path, token, doc, stop, lost),
+                            name="terrain-lock", daemon=True)
+    beat.start()
+
+    def still_held():
+        if lost:
+            raise InputError(f"{url}: another run took over this output's lock ({shown}) "
+                             f"while this run's heartbeat stalled past {LOCK_LEASE} s; "
+                             "not published")
+
+    try:
+        yield still_held
+    finally:
+        stop.set()
+        beat.join()
+        with contextlib.suppress(Exception):
+            if (_lock_doc(fs, path) or {}).get("token") == token:
+                fs.rm(path)
+
+
+def _take_lock(fs, path, doc, url, shown, notify):
+    """Create the lock object at ``path``; a stale one is removed and the create tried once
+    more (two runs taking over one stale lock in the same moment are not told apart)."""
+    for attempt in range(3):
+        try:
+            fs.pipe_file(path, doc(), mode="create")
+            return
+        except FileExistsError:
+            pass
+        held = _lock_doc(fs, path)
+        if held is None:  # released since: try again
+            continue
+        why = _stale(held) if attempt == 0 else None
+        if why is None:
+            raise InputError(f"{url}: another terrain run is writing this output "
+                             f"({shown}: {_holder(held)}; a lock not refreshed for "
+                             f"{LOCK_LEASE} s is taken over)")
+        notify(f"taking over the lock of {url} from a run that ended ({why}: "
+               f"{_holder(held)})")
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(path)
+    raise InputError(f"{url}: another terrain run is writing this output ({shown})")
+
+
+def _heartbeat(fs, path, token, doc, stop, lost):
+    """Refresh the lock object at ``path`` until ``stop``; a lock no longer this run's
+    (taken over) ends the refreshes and is noted in ``lost``."""
+    while not stop.wait(LOCK_HEARTBEAT):
+        try:
+            if (_lock_doc(fs, path) or {}).get("token") != token:
+                lost.append(path)
+                return
+            fs.pipe_file(path, doc())
+        except Exception:  # noqa: BLE001 - a failed refresh is tried again; the lease
+            continue       # covers several
 
 
 def fetch(url, local, options=None):
@@ -383,16 +545,19 @@ def _remove_prefix(fs, root):
             fs.rm(root, recursive=True)
 
 
-def _make_room(fs, root, url, overwrite, options, notify):
+def _make_room(fs, root, url, overwrite, options, notify, resume=False):
     """Before a store is written at ``url``: a store there unpublished (its root metadata
     deleted first) and removed with ``overwrite``, else refused; a dead run's partial
-    removed with a notice."""
+    removed with a notice, or kept with ``resume`` (the resumed run decides what of it to
+    reuse: ``pipelines._resume.prepare_resume``)."""
     state = store_state(url, options)
     if state == "store":
         if not overwrite:
             raise OutputExists(f"{url}: output exists")
         fs.rm(_join(root, ROOT_METADATA))  # unpublished before any object changes
         _remove_prefix(fs, root)
+    elif state == "partial" and resume:
+        notify(f"resuming from the partial output at {url}, left by an interrupted run")
     elif state == "partial":
         notify(f"removing the partial output a killed run left at {url}")
         _remove_prefix(fs, root)
@@ -431,48 +596,50 @@ def publish(local, url, overwrite=False, options=None, notify=None):
 
 
 @contextlib.contextmanager
-def url_output(target, overwrite=False, *, inputs=(), resume=False, notify=None):
-    """Yield the :class:`Location` (``writing``) where the store for ``target`` (a URL or a
-    :class:`Location`) is written, by this process or by a cluster's tasks, directly under
-    its prefix; publish it when the block ends without an error: its arrays sealed
+def url_output(target, overwrite=False, *, inputs=(), key=None, resume=False, notify=None):
+    """Yield the :class:`Location` (``writing``, ``key``) where the store for ``target`` (a
+    URL or a :class:`Location`) is written, by this process or by a cluster's tasks, directly
+    under its prefix; publish it when the block ends without an error: its arrays sealed
     (:func:`terrain.io.outputs.seal_store`'s inventory), its root metadata written last.
 
-    Checked first as :func:`check_url_output`; a store there goes only with ``overwrite``
-    (unpublished before the work starts), a dead run's partial with a notice. An error
-    removes what was written, except one whose ``keep_partial`` is true (a lost cluster):
-    the next run removes that partial."""
+    Checked first as :func:`check_url_output`, then held by its lock object for the whole
+    run (:func:`hold_url_lock`, ``key`` recorded in it); a store there goes only with
+    ``overwrite`` (unpublished before the work starts), a dead run's partial with a notice,
+    or is kept with ``resume`` (its checkpoints lie under the prefix). An error removes what
+    was written, except one whose ``keep_partial`` is true (a lost cluster): the next run
+    resumes that partial, or removes it."""
     url, options = _split(target, None)
-    if resume:
-        raise InputError(f"{url}: --resume needs a local output (a store at a URL is written "
-                         "again whole)")
     check_url_output(url, overwrite, [str(i) for i in inputs if is_remote(i)], options)
     fs, root = _fs(url, options)
-    try:
-        _make_room(fs, root, url, overwrite, options, _notify(notify))
-    except (OSError, PermissionError, ValueError) as e:
-        raise InputError(f"{url}: cannot write there: {_short(e)}") from None
-    try:
-        yield Location(url, options, writing=True)
-    except BaseException as e:
-        if not getattr(e, "keep_partial", False):
-            with contextlib.suppress(Exception):
-                fs.invalidate_cache(root)  # written by other processes
-                _remove_prefix(fs, root)
-        raise
-    try:
-        _publish_held_root(fs, root, url)
-    except InputError:
-        raise
-    except (OSError, PermissionError, ValueError) as e:
-        raise InputError(f"{url}: cannot write there: {_short(e)}") from None
+    notify = _notify(notify)
+    with hold_url_lock(url, options, key=key, notify=notify) as still_held:
+        try:
+            _make_room(fs, root, url, overwrite, options, notify, resume)
+        except (OSError, PermissionError, ValueError) as e:
+            raise InputError(f"{url}: cannot write there: {_short(e)}") from None
+        try:
+            yield Location(url, options, writing=True, key=key)
+        except BaseException as e:
+            if not getattr(e, "keep_partial", False):
+                with contextlib.suppress(Exception):
+                    fs.invalidate_cache(root)  # written by other processes
+                    _remove_prefix(fs, root)
+            raise
+        try:
+            still_held()
+            _publish_held_root(fs, root, url)
+        except InputError:
+            raise
+        except (OSError, PermissionError, ValueError) as e:
+            raise InputError(f"{url}: cannot write there: {_short(e)}") from None
 
 
 def output_at(target, overwrite=False, *, inputs=(), key=None, resume=False):
     """Where a command writes ``target``: :func:`url_output` for a URL or a
-    :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: its partial's
-    name)."""
+    :class:`Location`, else :func:`terrain.io.outputs.atomic_output` (``key``: the run's key,
+    its partial's name there, its checkpoints' folder at a URL)."""
     if is_remote(target):
-        return url_output(target, overwrite, inputs=inputs, resume=resume)
+        return url_output(target, overwrite, inputs=inputs, key=key, resume=resume)
     from .outputs import atomic_output
     return atomic_output(target, overwrite, inputs=[i for i in inputs if not is_remote(i)],
                          key=key, resume=resume)
@@ -553,9 +720,12 @@ def stage(args, storage_options=None, direct=False):
     published when the block ends without an error; messages name the URLs, not the copies.
 
     ``direct``: the command's tasks open stores at URLs themselves (a cluster that shares
-    nothing but the object store): its output and its input stores are given as
-    :class:`Location` values (the command writes and publishes the output, :func:`url_output`);
-    only input files (a raster, which this process reads) are copied."""
+    nothing but the object store, a resumed run): its output and its input stores are given
+    as :class:`Location` values (the command writes and publishes the output,
+    :func:`url_output`); only input files (a raster, which this process reads) are copied.
+    Else each URL output is held by its lock object (:func:`hold_url_lock`) from its check
+    to its publication; a resumed run is refused (its partial would lie in the temporary
+    folder, gone with it)."""
     options = parse_storage_options(storage_options)
     for name in LOCAL_FIELDS:
         if is_url(getattr(args, name, None)):
@@ -581,7 +751,19 @@ def stage(args, storage_options=None, direct=False):
             return
     overwrite = bool(getattr(args, "overwrite", False))
     for url in urls_out.values():
+        if getattr(args, "resume", False) and not getattr(args, "dry_run", False):
+            # a staged run's partial output lies in a temporary folder, gone with the run
+            raise InputError(f"{url}: a run staged through a temporary folder cannot be "
+                             "resumed at a URL (its partial output lies in that folder)")
         check_url_output(url, overwrite, list(urls_in.values()), options)
+    with contextlib.ExitStack() as locks:
+        held = [locks.enter_context(hold_url_lock(url, options)) for url in urls_out.values()]
+        yield from _staged(args, urls_in, urls_out, options, overwrite, held)
+
+
+def _staged(args, urls_in, urls_out, options, overwrite, held):
+    """:func:`stage`'s copies: the inputs fetched into a temporary folder, the outputs
+    published from there (``held``: their locks' checks) when the command ends well."""
     tmp = tempfile.mkdtemp(prefix="terrain-url-")
     names = {}
     try:
@@ -600,6 +782,8 @@ def stage(args, storage_options=None, direct=False):
         except InputError as e:
             _rename_in_message(e, names)
             raise
+        for still_held in held:
+            still_held()
         for n, url in urls_out.items():
             if os.path.exists(getattr(args, n)):  # a command that failed wrote nothing
                 _rename_in_metadata(getattr(args, n), names)

@@ -272,3 +272,306 @@ def test_store_at_a_url_needs_its_output_named(command):
     run = getattr(importlib.import_module(f"pipelines.{command}"), f"run_{command}")
     with pytest.raises(InputError, match="needs its output named"):
         run(Location(f"memory://no-output-{command}/dem.zarr"), None)
+
+
+# -- the lock object of an output at a URL, and --resume there --------------------------------
+
+def _lock(url, options=None):
+    """The lock object of the output ``url``: (its filesystem, its path there)."""
+    from terrain.io.remote import filesystem, lock_url
+    return filesystem(lock_url(url), options)
+
+
+def _plant_lock(url, options=None, age=0.0, host="another-host", pid=4242):
+    """A lock object as a run on ``host`` refreshed ``age`` seconds ago would have left."""
+    import json
+    import time
+    fs, path = _lock(url, options)
+    fs.pipe_file(path, json.dumps({"run": None, "host": host, "pid": pid, "token": "theirs",
+                                   "started": time.time() - age,
+                                   "heartbeat": time.time() - age}).encode())
+
+
+@pytest.mark.parametrize("route", ["staged", "direct"])
+def test_url_lock_refuses_a_second_writer_in_one_line(capsys, dem, route, monkeypatch):
+    """A run writing a URL while another run's lock object is there is refused in one line
+    naming the URL, exit 2, before it touches the output: a run holding the lock (the
+    second run started while the first one publishes), then a lock object alone (a run of
+    another host) in front of a published store and --overwrite. The lock goes with its
+    run, which publishes its own output."""
+    import terrain.io.remote as remote
+    url = f"memory://t-lock-{route}/dem.zarr"
+    # the staged route: the command line's copy; direct: --resume writes under the prefix
+    extra = ["--resume"] if route == "direct" else []
+    second = []
+    where = "_publish_held_root" if route == "direct" else "publish"
+    real = getattr(remote, where)
+
+    def publish_after_a_second_run(*args, **kwargs):
+        from terrain.run import main
+        second.append(main(["ingest", str(dem), "-o", url, "--tile", "128", "--overwrite",
+                            *extra, "--scheduler", SYNC]))
+        second.append(capsys.readouterr().err)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(remote, where, publish_after_a_second_run)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--tile", "128", *extra,
+                          scheduler=SYNC)
+    assert rc == 0, err
+    monkeypatch.setattr(remote, where, real)
+    assert second[0] == 2 and second[1].strip().count("\n") == 0, second
+    assert second[1].startswith(f"terrain: {url}: another terrain run is writing this output")
+    fs, lock = _lock(url)
+    assert not fs.exists(lock)
+    want = _arrays(_remote(url))
+    assert want and store_state_of(url) == "store"
+    _plant_lock(url, age=5)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--tile", "64", "--overwrite",
+                          *extra, scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0 and url in err, err
+    assert "another terrain run is writing this output" in err and "another-host" in err
+    assert _arrays(_remote(url)) == want  # the output is as it was
+    assert fs.exists(lock)  # not this run's to remove
+    fs.rm(lock)
+
+
+def store_state_of(url):
+    from terrain.io import store_state
+    return store_state(url)
+
+
+@pytest.mark.parametrize("route", ["staged", "direct"])
+def test_url_lock_removed_after_success_and_failure(capsys, tmp_path, dem, route, monkeypatch):
+    url = f"memory://t-lock-gone-{route}/dem.zarr"
+    extra = ["--resume"] if route == "direct" else []
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, *extra, scheduler=SYNC)
+    assert rc == 0, err
+    fs, lock = _lock(url)
+    assert not fs.exists(lock) and not fs.exists(lock.rsplit("/", 1)[0] + "/.terrain-probe")
+
+    class Failed(RuntimeError):
+        pass
+
+    def fails(*args, **kwargs):
+        raise Failed("a task failed")
+
+    # the band writes fail: the staged route's (rows read here) and the direct one's
+    monkeypatch.setattr("pipelines.ingest._ingest_band", fails)
+    monkeypatch.setattr("pipelines.ingest._write_band", fails)
+    monkeypatch.setattr("pipelines.ingest.write_window", fails)
+    with pytest.raises(Failed):
+        run_main(capsys, "ingest", dem, "-o", url, "--overwrite", *extra, scheduler=SYNC)
+    assert not fs.exists(lock)
+    # a staged run publishes nothing, the old store stays; a direct one replaced it
+    assert store_state_of(url) == ("store" if route == "staged" else None)
+
+
+def test_url_lock_stale_is_taken_over(capsys, dem):
+    """A lock whose heartbeat is older than the lease, or whose process on this host is
+    gone, is taken over with a notice; one of a live process here is not."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from terrain.io.remote import LOCK_LEASE
+    url = "memory://t-lock-stale/dem.zarr"
+    fs, lock = _lock(url)
+    _plant_lock(url, age=LOCK_LEASE + 10)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, scheduler=SYNC)
+    assert rc == 0, err
+    assert "taking over the lock of memory://t-lock-stale/dem.zarr" in err
+    assert "heartbeat stopped" in err and not fs.exists(lock)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _plant_lock(url, age=1, host=socket.gethostname(), pid=dead.pid)
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--overwrite", scheduler=SYNC)
+    assert rc == 0, err
+    assert f"its process {dead.pid} on this host is gone" in err and not fs.exists(lock)
+    _plant_lock(url, age=1, host=socket.gethostname(), pid=os.getppid())  # alive
+    rc, _, err = run_main(capsys, "ingest", dem, "-o", url, "--overwrite", scheduler=SYNC)
+    assert rc == 2 and "another terrain run is writing this output" in err
+    fs.rm(lock)
+
+
+def test_url_lock_heartbeat_and_takeover_noticed(monkeypatch):
+    """The held lock object is refreshed while its run lives; a run whose lock was taken
+    over meanwhile (its heartbeat stalled past the lease) refuses to publish."""
+    import json
+    import time
+
+    import terrain.io.remote as remote
+    from terrain.errors import InputError
+    monkeypatch.setattr(remote, "LOCK_HEARTBEAT", 0.05)
+    url = "memory://t-lock-beat/out.zarr"
+    fs, lock = _lock(url)
+    with remote.hold_url_lock(url, key="k1") as still_held:
+        first = json.loads(fs.cat_file(lock))
+        assert first["run"] == "k1" and first["pid"] == __import__("os").getpid()
+        time.sleep(0.4)
+        assert json.loads(fs.cat_file(lock))["heartbeat"] > first["heartbeat"]
+        still_held()
+        _plant_lock(url)  # another run took it over
+        time.sleep(0.4)
+        with pytest.raises(InputError, match="took over this output's lock"):
+            still_held()
+    assert json.loads(fs.cat_file(lock))["token"] == "theirs"  # theirs is not removed
+    fs.rm(lock)
+
+
+class _Killed(RuntimeError):
+    """A run stopped mid-way that keeps its partial output (as a lost cluster does)."""
+
+    keep_partial = True
+
+
+def test_resume_at_a_url_reuses_checkpoints(capsys, tmp_path, dem, monkeypatch):
+    """mst of a raster to memory:// stopped after its first bands were written (partial kept),
+    then run again with --resume: the written bands are not written again, no checkpoint
+    is left in the published store, its lock is gone, and the arrays are the bits of a
+    clean local run. Without --resume the partial is removed."""
+    import json
+
+    import pipelines.ingest as ingest
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)  # 6 bands of 128 rows
+    url = "memory://t-resume/m.zarr"
+    args = ["--tile", "64", "--backend", "cpu", "--json"]
+    rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "m.zarr", *args,
+                          scheduler=SYNC)
+    assert rc == 0, err
+    real, written, kill = ingest._write_band, [], [True]
+
+    def write_band(*a, **k):
+        if kill[0] and len(written) == 2:
+            raise _Killed("killed")
+        written.append(a[2])
+        return real(*a, **k)
+
+    monkeypatch.setattr(ingest, "_write_band", write_band)
+    with pytest.raises(_Killed):
+        run_main(capsys, "mst", dem, "-o", url, *args, "--resume", scheduler=SYNC)
+    fs, lock = _lock(url)
+    assert not fs.exists(lock) and store_state_of(url) == "partial"
+    kept = [k for k in fs.find("/t-resume/m.zarr/.terrain-checkpoints")]
+    assert sum("ingest-band" in k for k in kept) == 2, kept
+    done, written[:], kill[0] = list(written), [], False
+    rc, out, err = run_main(capsys, "mst", dem, "-o", url, *args, "--resume", scheduler=SYNC)
+    assert rc == 0, err
+    assert "resuming from the partial output at memory://t-resume/m.zarr" in err
+    assert len(written) == 4 and not set(written) & set(done), (written, done)  # the rest
+    assert json.loads(out)["reused_tasks"] >= 3  # create and the two bands
+    assert not fs.exists(lock) and store_state_of(url) == "store"
+    assert not [k for k in fs.find("/t-resume/m.zarr") if ".terrain-checkpoints" in k]
+    _same(url, tmp_path / "m.zarr")
+    # a run without --resume removes a partial it finds (the checkpoints with it)
+    written[:], kill[0] = [], True
+    with pytest.raises(_Killed):
+        run_main(capsys, "mst", dem, "-o", f"{url}2", *args, "--resume", scheduler=SYNC)
+    monkeypatch.setattr(ingest, "_write_band", real)
+    rc, out, err = run_main(capsys, "mst", dem, "-o", f"{url}2", *args, scheduler=SYNC)
+    assert rc == 0 and "removing the partial output" in err, err
+    assert json.loads(out)["reused_tasks"] == 0
+
+
+def test_resume_at_a_url_of_another_run_starts_again(capsys, tmp_path, dem, monkeypatch):
+    """A partial at the URL whose checkpoints another run (another tile) wrote is removed by
+    a resumed run, which reuses nothing."""
+    import json
+
+    import pipelines.ingest as ingest
+    url = "memory://t-resume-other/m.zarr"
+    real = ingest._write_band
+
+    def killed(*a, **k):
+        raise _Killed("killed")
+
+    monkeypatch.setattr(ingest, "_write_band", killed)
+    with pytest.raises(_Killed):
+        run_main(capsys, "mst", dem, "-o", url, "--tile", "128", "--backend", "cpu", "--resume",
+                 scheduler=SYNC)
+    monkeypatch.setattr(ingest, "_write_band", real)
+    rc, out, err = run_main(capsys, "mst", dem, "-o", url, "--tile", "64", "--backend", "cpu",
+                            "--resume", "--json", scheduler=SYNC)
+    assert rc == 0, err
+    assert json.loads(out)["reused_tasks"] == 0
+    rc, _, err = run_main(capsys, "mst", dem, "-o", tmp_path / "m.zarr", "--tile", "64",
+                          "--backend", "cpu", scheduler=SYNC)
+    assert rc == 0, err
+    _same(url, tmp_path / "m.zarr")
+
+
+def test_resume_staged_at_a_url_refused(capsys, tmp_path, dem):
+    """A run that stages (GeoTIFFs come from a local partial) cannot be resumed at a URL:
+    one line, before any work."""
+    rc, _, err = run_main(capsys, "mst", dem, "-o", "memory://t-resume-geotiff/m.zarr",
+                          "--geotiff", tmp_path / "m.tif", "--resume", scheduler=SYNC)
+    assert rc == 2 and err.strip().count("\n") == 0, err
+    assert "memory://t-resume-geotiff/m.zarr: a run staged" in err
+    assert not (tmp_path / "m.tif").exists()
+
+
+# the command line, killed (SIGKILL) while it writes its third band of rows: its lock object,
+# its partial output and the checkpoints of the tasks that ended stay at the URL
+KILLED_MID_WAY = """
+import os, signal, sys
+import terrain.tiles.store as store
+store.SHARD_TARGET_SIDE = 128
+import pipelines.ingest as ingest
+real, written = ingest._write_band, []
+def write_band(*a, **k):
+    if len(written) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    written.append(a[2])
+    return real(*a, **k)
+ingest._write_band = write_band
+from terrain.run import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_s3_run_killed_then_resumed(capsys, tmp_path, dem, s3, monkeypatch):
+    """mst of a raster to s3:// killed with SIGKILL mid-way leaves its lock object (its
+    process gone from this host: taken over at once) and a partial with checkpoints; the
+    run again with --resume writes only the bands not written, publishes the bits of a
+    clean local run, and leaves neither checkpoints nor a lock object."""
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import fsspec
+
+    import pipelines.ingest as ingest
+    from cli import ROOT
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)  # 6 bands of 128 rows
+    url = "s3://terrain-test/resume/m.zarr"
+    args = ["mst", str(dem), "-o", url, "--tile", "64", "--backend", "cpu", "--json",
+            "--storage-options", json.dumps(s3), "--resume", "--scheduler", SYNC]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", KILLED_MID_WAY, *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    fs = fsspec.filesystem("s3", **s3)
+    lock = "terrain-test/resume/.m.zarr.lock"
+    assert json.loads(fs.cat_file(lock))["host"] == socket.gethostname()
+    bands = [k for k in fs.find("terrain-test/resume/m.zarr/.terrain-checkpoints")
+             if "ingest-band" in k]
+    assert len(bands) == 2, bands
+    real, written = ingest._write_band, []
+    monkeypatch.setattr(ingest, "_write_band", lambda *a, **k: written.append(a[2]) or
+                        real(*a, **k))
+    rc, out, err = run_main(capsys, *args[:-2], scheduler=SYNC)
+    assert rc == 0, err
+    assert "taking over the lock of s3://terrain-test/resume/m.zarr" in err
+    assert "on this host is gone" in err and "resuming from the partial output" in err
+    assert len(written) == 4, written  # of 6 bands
+    assert json.loads(out)["reused_tasks"] >= 3
+    assert not fs.exists(lock)
+    assert not [k for k in fs.find("terrain-test/resume/m.zarr") if ".terrain-checkpoints" in k]
+    monkeypatch.setattr(ingest, "_write_band", real)
+    rc, _, err = run_main(capsys, *args[:3], str(tmp_path / "m.zarr"), *args[4:8],
+                          scheduler=SYNC)
+    assert rc == 0, err
+    _same(url, tmp_path / "m.zarr", s3)
