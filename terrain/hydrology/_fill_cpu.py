@@ -120,7 +120,8 @@ def _peel_start(d, deg, port, present):
 @numba.njit(cache=True, nogil=True)
 def _kept(removed, port, deg):
     """After peeling: ``index`` (the kept number of a vertex, -1 if not kept) and ``kept``
-    (ascending): the ports and the branch points that remain."""
+    (ascending): the ports and the branch points that remain; then the arrays of their
+    levels and of the edges between them, to be filled."""
     n = removed.shape[0]
     index = np.full(n, -1, np.int32)
     nk = 0
@@ -132,7 +133,9 @@ def _kept(removed, port, deg):
     for v in range(n):
         if index[v] >= 0:
             kept[index[v]] = v
-    return index, kept
+    # a forest on the kept vertices: fewer edges than them
+    return (index, kept, np.empty(nk, np.float32), np.empty(nk, np.int32),
+            np.empty(nk, np.int32), np.empty(nk, np.float32))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -161,14 +164,9 @@ def forest_reduce_cpu(indptr, adj, w, d, port, present):
             if not port[y] and deg[y] <= 1:  # at 0: the last vertex of a closed tree
                 stack[top] = y
                 top += 1
-    index, kept = _kept(removed, port, deg)
-    nk = kept.shape[0]
-    dk = np.empty(nk, np.float32)
-    ka = np.empty(nk, np.int32)  # a forest on the kept vertices: fewer edges than them
-    kb = np.empty(nk, np.int32)
-    kw = np.empty(nk, np.float32)
+    index, kept, dk, ka, kb, kw = _kept(removed, port, deg)
     m = 0
-    for t in range(nk):
+    for t in range(kept.shape[0]):
         a = kept[t]
         best = dd[a]
         for e in range(indptr[a], indptr[a + 1]):
@@ -276,6 +274,7 @@ def leaf_reduce_cpu(zh, mh, d, present):
             y = x + step[k]
             if not (bits[x] & (1 << k)) or removed[y]:
                 continue
+            # forest_reduce_cpu's peel step, written out: as a call it took 0.07 of 0.12 s
             zy = zh[y // W + 1, y % W + 1]
             wt = zx if zx >= zy else zy
             val = dd[x] if dd[x] >= wt else wt
@@ -285,14 +284,9 @@ def leaf_reduce_cpu(zh, mh, d, present):
             if not port[y] and deg[y] <= 1:  # at 0: the last vertex of a closed tree
                 stack[top] = y
                 top += 1
-    index, kept = _kept(removed, port, deg)
-    nk = kept.shape[0]
-    dk = np.empty(nk, np.float32)
-    ka = np.empty(nk, np.int32)  # a forest on the kept vertices: fewer edges than them
-    kb = np.empty(nk, np.int32)
-    kw = np.empty(nk, np.float32)
+    index, kept, dk, ka, kb, kw = _kept(removed, port, deg)
     m = 0
-    for t in range(nk):
+    for t in range(kept.shape[0]):
         a = kept[t]
         best = dd[a]
         za = zh[a // W + 1, a % W + 1]
