@@ -23,6 +23,7 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
+from terrain.grid.sssp import padded_grid
 from terrain.io import open_grid
 from terrain.io.remote import is_remote, object_entries, store_for
 from terrain.startup import trim_free_memory
@@ -216,8 +217,9 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         return summary
     wall = {}
     t0 = time.perf_counter()
-    ingested = {str(dst): write_elevation(open_grid(src), dst, spec["tile"])
-                for src, dst in ingests}
+    # read into the in-core SSSP's padded grid: the solve takes it without a copy
+    ingested = {str(dst): write_elevation(grid, dst, spec["tile"], out=padded_grid(grid.shape))
+                for src, dst in ingests for grid in [open_grid(src)]}
     if ingests:
         trim_free_memory()  # what the raster's read left (GDAL's block cache), before the solve
         wall["ingest"] = time.perf_counter() - t0
