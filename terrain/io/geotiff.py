@@ -1,9 +1,13 @@
-"""Raster layers of a terrain store as (Cloud-Optimized) GeoTIFF, streamed shard by shard.
+"""Raster layers of a terrain store as (Cloud-Optimized) GeoTIFF, streamed chunk by chunk.
 
-1. Stage: an uncompressed tiled GTiff beside the target, written one Zarr shard at a time
-   (memory: one shard); cells where ``valid_from`` is NaN are written as nodata.
+1. Stage: an uncompressed tiled GTiff beside the target, written one window of whole Zarr
+   chunks at a time, at least a GeoTIFF block (memory: that window, not a shard); cells
+   where ``valid_from`` is NaN are written as nodata.
 2. Copy: GDAL's ``COG`` driver (or a tiled GTiff with ``cog=False``) builds the overviews
    and compresses every block once, ZSTD level 1, on every core.
+
+GDAL's block cache is held to :data:`CACHE_BYTES` meanwhile (its default, 5 % of the RAM,
+let the three layers of a 4096² cost distance take 500 MB more).
 
 The file carries CRS, geotransform, nodata, band description and tags and appears
 atomically. GDAL encodes (rasterio); terrain streams the windows because GDAL's Zarr driver
@@ -23,10 +27,13 @@ import zarr
 
 from .outputs import DISK_FULL, atomic_output
 from ..errors import InputError
+from ..startup import trim_free_memory
 
 __all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "overview_factors", "BLOCK"]
 
 BLOCK = 512
+#: GDAL's block cache while the GeoTIFFs are written (bytes)
+CACHE_BYTES = 64 << 20
 
 
 def geotiff_paths(directory, layers):
@@ -133,6 +140,7 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
     full disk is one :class:`InputError` naming the folder (libtiff's stderr lines dropped)."""
     prepared = [_prepare(store, **{k: v for k, v in j.items() if k != "tif_path"})
                 for j in jobs]
+    trim_free_memory()  # what the caller freed (a solve's grids) before GDAL's buffers come
     folders = list(dict.fromkeys(Path(j["tif_path"]).parent for j in jobs))
     if jobs:
         _check_room(prepared, folders[0])
@@ -146,7 +154,9 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
                     raise InputError(f"{f}: {e.strerror} while writing the GeoTIFFs; "
                                      "nothing written") from None
                 raise
-        with contextlib.ExitStack() as stack, _stderr_held() as held:
+        import rasterio
+        with contextlib.ExitStack() as stack, _stderr_held() as held, \
+                rasterio.Env(GDAL_CACHEMAX=CACHE_BYTES):
             tmps = [stack.enter_context(atomic_output(Path(j["tif_path"]), overwrite))
                     for j in jobs]
             try:
@@ -274,14 +284,15 @@ def _prepare(store, array_name, nodata=None, valid_from=None, description=None, 
 
 
 def _write_one(p, tmp, cog):
-    """Stage layer ``p`` (uncompressed, shard by shard) and copy it into ``tmp``."""
+    """Stage layer ``p`` (uncompressed, a window of chunks at a time) and copy it into
+    ``tmp``."""
     import rasterio
     from rasterio.transform import Affine
     from rasterio.windows import Window
 
     arr, valid, rows, cols, nodata = p["arr"], p["valid"], p["rows"], p["cols"], p["nodata"]
-    shard = int((arr.shards or arr.chunks)[0])
-    side = shard * max(1, -(-BLOCK // shard))  # whole shards, at least one GeoTIFF block
+    chunk = int(arr.chunks[0])
+    side = chunk * max(1, -(-BLOCK // chunk))  # whole chunks, at least one GeoTIFF block
     profile = {"driver": "GTiff", "height": rows, "width": cols, "count": 1,
                "dtype": p["dtype"].name, "transform": Affine.from_gdal(*p["gt"]),
                "tiled": True, "blockxsize": BLOCK, "blockysize": BLOCK,
