@@ -142,9 +142,11 @@ def _finish(out_path, solved, writes, meta):
     d = res.distance
     if "reached_cells" in res.stats:  # counted on the device already
         reached, max_d = res.stats["reached_cells"], res.stats["max_distance"]
-    else:
-        reached = int(np.count_nonzero(~np.isnan(d)))
-        max_d = float(np.nanmax(d)) if reached else None
+    else:  # a band of rows at a time: no grid-sized mask at the run's peak
+        bands = [d[r0:r0 + 256] for r0 in range(0, d.shape[0], 256)]
+        counts = [int(np.count_nonzero(~np.isnan(b))) for b in bands]
+        reached = sum(counts)
+        max_d = max(float(np.nanmax(b)) for b, n in zip(bands, counts) if n) if reached else None
     writes = list(writes) + list(res.stats.get("early_writes", []))
     summary = dict(meta)
     summary.update({
