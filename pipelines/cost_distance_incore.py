@@ -23,6 +23,7 @@ import zarr
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
+from terrain.grid.sssp import padded_grid
 from terrain.io import open_grid
 from terrain.io.remote import is_remote, object_entries, store_for
 from terrain.startup import trim_free_memory
@@ -141,9 +142,11 @@ def _finish(out_path, solved, writes, meta):
     d = res.distance
     if "reached_cells" in res.stats:  # counted on the device already
         reached, max_d = res.stats["reached_cells"], res.stats["max_distance"]
-    else:
-        reached = int(np.count_nonzero(~np.isnan(d)))
-        max_d = float(np.nanmax(d)) if reached else None
+    else:  # a band of rows at a time: no grid-sized mask at the run's peak
+        bands = [d[r0:r0 + 256] for r0 in range(0, d.shape[0], 256)]
+        counts = [int(np.count_nonzero(~np.isnan(b))) for b in bands]
+        reached = sum(counts)
+        max_d = max(float(np.nanmax(b)) for b, n in zip(bands, counts) if n) if reached else None
     writes = list(writes) + list(res.stats.get("early_writes", []))
     summary = dict(meta)
     summary.update({
@@ -216,8 +219,9 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
         return summary
     wall = {}
     t0 = time.perf_counter()
-    ingested = {str(dst): write_elevation(open_grid(src), dst, spec["tile"])
-                for src, dst in ingests}
+    # read into the in-core SSSP's padded grid: the solve takes it without a copy
+    ingested = {str(dst): write_elevation(grid, dst, spec["tile"], out=padded_grid(grid.shape))
+                for src, dst in ingests for grid in [open_grid(src)]}
     if ingests:
         trim_free_memory()  # what the raster's read left (GDAL's block cache), before the solve
         wall["ingest"] = time.perf_counter() - t0

@@ -14,7 +14,7 @@ from terrain.grid.costs import check_friction
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
 from terrain.io.remote import is_remote, store_for
-from terrain.tiles.store import create_layer
+from terrain.tiles.store import create_layer, read_block
 
 __all__ = ["StoreReader", "prepare_layers", "dem_in_output",
            "cost_model_attributes", "geotiff_paths", "write_geotiffs", "GEOTIFF_LAYERS",
@@ -126,7 +126,8 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
         jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
                          description=f"{a['long_name']}: {a['description']}", tags=tags,
                          resampling="average" if name == "distance" else "nearest"))
-    write_all(store_path, jobs, cog=cog, overwrite=overwrite)
+    write_all(store_path, jobs, cog=cog, overwrite=overwrite,
+              read=lambda name, window: read_block(store_path, name, window))
     return [str(j["tif_path"]) for j in jobs]
 
 

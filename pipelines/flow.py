@@ -384,7 +384,8 @@ def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
         jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
                          description=meaning, tags=tags,
                          resampling="nearest" if name == "direction" else "average"))
-    return [str(p) for p in write_geotiffs(store_path, jobs, cog=cog, overwrite=overwrite)]
+    return [str(p) for p in write_geotiffs(store_path, jobs, cog=cog, overwrite=overwrite,
+                                           read=lambda name, w: read_block(store_path, name, w))]
 
 
 def read_flow_store(path):

@@ -300,19 +300,33 @@ def ingest_in_threads(grid, input_path, output_path, tile=DEFAULT_TILE, overwrit
     return store
 
 
-def write_elevation(grid, store_path, tile, compressors=None):
+#: rows of a raster's band that :func:`write_elevation` reads at once are a multiple of this
+#: (GeoTIFF blocks are 256 or 512 high, or strips)
+READ_ROWS = 512
+
+
+def write_elevation(grid, store_path, tile, compressors=None, out=None):
     """The store ``store_path`` created with the ``elevation`` of ``grid`` (one that fits in
     memory) on a thread pool: the same store as :func:`build_ingest_graph`'s, byte for byte,
     without Dask's import and scheduling (a small job's start-up). Returns the elevations
-    (float32, NaN = nodata), for a caller that works in core not to read them back."""
+    (float32, NaN = nodata), for a caller that works in core not to read them back: ``out``
+    when given (a float32 array of the grid's shape whose rows are contiguous, such as
+    :func:`terrain.grid.sssp.padded_grid`'s, which the in-core SSSP takes without a copy).
+    A raster is read in bands of rows on the pool (a band's read the only copy)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-ingest") as pool:
+    threads = os.cpu_count() or 1
+    with ThreadPoolExecutor(threads, thread_name_prefix="terrain-ingest") as pool:
         created = pool.submit(create_elevation, store_path, grid, tile, compressors)
         if isinstance(grid, AsciiGrid):
-            z, stats = grid.read_all(pool)
+            z, stats = grid.read_all(pool, out)
         else:
-            z = grid.read_rows(0, grid.shape[0])
+            rows = grid.shape[0]
+            z = np.empty(grid.shape, np.float32) if out is None else out
+            step = READ_ROWS * -(-rows // (2 * threads * READ_ROWS))  # 2 bands a thread
+            list(pool.map(lambda r0: grid.read_rows(r0, min(r0 + step, rows),
+                                                    out=z[r0:r0 + step]),
+                          range(0, rows, step)))
             stats = [band_stats(z)]
         side = created.result()
         list(pool.map(lambda w: write_window(store_path, z[w[0]:w[1], w[2]:w[3]], w[0], w[2]),

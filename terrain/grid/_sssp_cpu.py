@@ -13,24 +13,26 @@ import warnings
 import numpy as np
 
 from .. import native
-from ._sssp_frame import HOPS_BITS, NO_LABEL, PAD, GridSSSPResult, flat_seeds, offsets, unpad
+from ._sssp_frame import (HOPS_BITS, PAD, GridSSSPResult, flat_seeds, framed, label_layout,
+                          offsets, unpad)
 from .costs import TOBLER_A, TOBLER_S0, TOBLER_V0
 
 __all__ = ["CpuOps", "sssp_cpu", "sssp_buckets_cpu", "backlinks_cpu", "bucket_plan",
            "padded_state", "MAX_BUCKETS"]
 
 _vp, _i64, _int, _f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
+# every kernel with labels takes them as int32 or int64 (the width after the pointer)
 _SIGNATURES = {
-    "terrain_sssp_init": (None, [_vp, _vp, _int, _int] + [_i64] * 3 + [_vp] * 4
-                          + [_i64] * 2),
-    "terrain_sssp_heap": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _vp,
-                                 _vp, _vp, _i64, _int, _f64, _vp, _i64, _vp]),
-    "terrain_sssp_buckets": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _i64,
-                                    _vp, _vp, _vp, _i64, _int, _f64, _f64, _i64, _vp, _vp,
-                                    _i64, _vp]),
-    "terrain_sssp_backlinks": (None, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp]
-                               + [_i64] * 2 + [_vp] * 4 + [_i64] * 2),
-    "terrain_sssp_outputs": (None, [_vp, _vp, _vp] + [_i64] * 2 + [_vp] * 3 + [_i64] * 2),
+    "terrain_sssp_init": (None, [_vp, _i64, _vp, _i64, _int] + [_i64] * 3 + [_vp] * 4
+                          + [_int] + [_i64] * 2),
+    "terrain_sssp_heap": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _int,
+                                 _vp, _vp, _vp, _i64, _int, _f64, _vp, _i64, _vp]),
+    "terrain_sssp_buckets": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _int,
+                                    _i64, _vp, _vp, _vp, _i64, _int, _f64, _f64, _i64, _vp,
+                                    _vp, _i64, _vp]),
+    "terrain_sssp_backlinks": (None, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp,
+                                      _int, _int] + [_i64] * 2 + [_vp] * 4 + [_i64] * 2),
+    "terrain_sssp_outputs": (None, [_vp, _vp, _int, _int] + [_vp] * 3 + [_i64] * 4),
     "terrain_sssp_max_slope": (_f64, [_vp, _vp, _vp, _i64, _vp] + [_i64] * 4),
 }
 
@@ -50,13 +52,20 @@ def _c(a, dtype):
 
 def _inout(*arrays):
     """The arrays a kernel writes, checked: ``(array, dtype)`` pairs, each C-contiguous of
-    its dtype (a copy would take the results away) or None."""
+    its dtype (a copy would take the results away; a tuple of dtypes: one of them) or None."""
     for a, dtype in arrays:
         if a is None:
             continue
-        if a.dtype != dtype or not a.flags.c_contiguous:
-            raise TypeError(f"grid SSSP kernel: expected a C-contiguous {np.dtype(dtype)} "
+        dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
+        if a.dtype not in dtypes or not a.flags.c_contiguous:
+            want = " or ".join(str(np.dtype(t)) for t in dtypes)
+            raise TypeError(f"grid SSSP kernel: expected a C-contiguous {want} "
                             f"array, got {a.dtype} {'' if a.flags.c_contiguous else 'strided'}")
+
+
+#: the labels' dtypes (:func:`terrain.grid._sssp_frame.label_layout`); a kernel takes their
+#: width in bytes after them
+_LABELS = (np.int32, np.int64)
 
 
 def _by_rows(fn, rows, cells, *args):
@@ -79,19 +88,21 @@ def _settled(n):
 def sssp_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seeds, seed_dist,
              seed_label, fixed, max_cost, targets, left, stop):
     """Lexicographic-key Dijkstra on the padded flat grid, in place on ``dist`` (+inf at
-    vertices, -inf elsewhere; ``fixed``: final, only tight arcs relaxed) and ``label``: the
-    cells settled, or -1 when ``stop[0]`` was set (:func:`terrain.native.interruptible`).
+    vertices, -inf elsewhere; ``fixed``: final, only tight arcs relaxed) and ``label`` (int32
+    or int64): the cells settled, or -1 when ``stop[0]`` was set
+    (:func:`terrain.native.interruptible`).
     With ``left > 0`` distinct cells flagged in ``targets``: ends once they are settled and
     every cell as near as the last of them (cells set farther keep provisional distances:
     :func:`cut_beyond`).
     ``terrain_sssp_heap``."""
-    _inout((dist, np.float64), (label, np.int64), (stop, np.uint8))
+    _inout((dist, np.float64), (label, _LABELS), (stop, np.uint8))
     z, f, codes = _c(z, np.float32), _c(f, np.float32), _c(codes, np.int64)
     targets = _c(targets, np.uint8)
     seeds = _c(seeds, np.int64)
     return _settled(_lib().terrain_sssp_heap(
         _p(z), _p(f), int(has_f), int(model), _p(_c(lengths, np.float64)),
-        _p(_c(offs, np.int64)), _p(codes), codes.size, _p(dist), _p(label), _p(seeds),
+        _p(_c(offs, np.int64)), _p(codes), codes.size, _p(dist), _p(label),
+        label.dtype.itemsize, _p(seeds),
         _p(_c(seed_dist, np.float64)), _p(_c(seed_label, np.int64)), seeds.size, int(fixed),
         float(max_cost), _p(targets), int(left), _p(stop)))
 
@@ -110,40 +121,49 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
     ``targets``, ``left``: as
     :func:`sssp_cpu`'s, ending after the bucket of the last target. ``terrain_sssp_buckets``.
     """
-    _inout((dist, np.float64), (label, np.int64), (backlink, np.uint8), (stop, np.uint8))
+    _inout((dist, np.float64), (label, _LABELS), (backlink, np.uint8), (stop, np.uint8))
     z, f, codes = _c(z, np.float32), _c(f, np.float32), _c(codes, np.int64)
     targets = _c(targets, np.uint8)
     seeds = _c(seeds, np.int64)
     return _settled(_lib().terrain_sssp_buckets(
         _p(z), _p(f), int(has_f), int(model), _p(_c(lengths, np.float64)),
-        _p(_c(offs, np.int64)), _p(codes), codes.size, _p(dist), _p(label), dist.size,
+        _p(_c(offs, np.int64)), _p(codes), codes.size, _p(dist), _p(label),
+        label.dtype.itemsize, dist.size,
         _p(seeds), _p(_c(seed_dist, np.float64)), _p(_c(seed_label, np.int64)), seeds.size,
         int(fixed), float(max_cost), float(inv_width), int(nbuckets), _p(backlink),
         _p(targets), int(left), _p(stop)))
 
 
 def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, cols, pad,
-                  backlink, distance, allocation, hops):
+                  backlink, distance, allocation, hops, hop_bits=HOPS_BITS):
     """Backlink of every cell of the unpadded grid, and its distance (NaN where unreached),
-    allocation and hops (-1 where unreached): one pass over the padded labels
-    (``terrain_sssp_backlinks``, row bands on threads)."""
+    allocation and hops (-1 where unreached): one pass over the padded labels (int32 or
+    int64 with ``hop_bits`` bits of hops; ``terrain_sssp_backlinks``, row bands on
+    threads)."""
     _inout((backlink, np.uint8), (distance, np.float64), (allocation, np.int32),
            (hops, np.int32))
     z, f, codes = _c(z, np.float32), _c(f, np.float32), _c(codes, np.int64)
-    dist, label = _c(dist, np.float64), _c(label, np.int64)
+    dist = _c(dist, np.float64)
+    label = label if label.dtype in _LABELS else label.astype(np.int64)
+    label = np.ascontiguousarray(label)
     _by_rows(_lib().terrain_sssp_backlinks, rows, rows * cols, _p(z), _p(f), int(has_f),
              int(model), _p(_c(lengths, np.float64)), _p(_c(offs, np.int64)), _p(codes),
-             codes.size, _p(dist), _p(label), cols, pad, _p(backlink), _p(distance),
-             _p(allocation), _p(hops))
+             codes.size, _p(dist), _p(label), label.dtype.itemsize, int(hop_bits), cols, pad,
+             _p(backlink), _p(distance), _p(allocation), _p(hops))
 
 
-def _outputs_cpu(dist, label, backlink_p, rows, cols, pad, backlink, allocation, hops):
-    """The outputs from :func:`sssp_buckets_cpu`'s padded state (its backlinks, and labels
-    with settled marks) in one pass (``terrain_sssp_outputs``): the distances in place in
-    ``dist`` (NaN where unreached; the result is its unpadded view), ``hops`` None: none."""
-    _inout((dist, np.float64), (backlink, np.uint8), (allocation, np.int32), (hops, np.int32))
+def _outputs_cpu(dist, label, hop_bits, backlink, rows, cols, allocation, hops):
+    """The outputs from :func:`sssp_buckets_cpu`'s padded state (labels with settled marks,
+    ``hop_bits`` bits of hops; its backlinks) in one pass, in place in padded arrays
+    (``terrain_sssp_outputs``): the distances in ``dist`` (NaN where unreached), the
+    backlinks in ``backlink`` (255 there), allocation and hops (None: none) in int32
+    arrays of the padded size, ``allocation`` being ``label`` itself when that is int32.
+    The results are their unpadded views."""
+    _inout((dist, np.float64), (label, _LABELS), (backlink, np.uint8), (allocation, np.int32),
+           (hops, np.int32))
     _by_rows(_lib().terrain_sssp_outputs, rows, rows * cols, _p(dist), _p(label),
-             _p(backlink_p), cols, pad, _p(backlink), _p(allocation), _p(hops))
+             label.dtype.itemsize, int(hop_bits), _p(backlink), _p(allocation), _p(hops), cols,
+             PAD)
 
 
 def _max_abs_slope(zp, offs, codes, lengths, rows, cols, pad):
@@ -199,18 +219,38 @@ def bucket_plan(z, f, model, codes, lengths, start_costs, zp=None, offs=None):
     return inv_width, 1 << int(math.ceil(math.log2(span)))
 
 
-def padded_state(z, f, keep_z=True):
+def _grid_rows(a):
+    """``(a, row stride in cells)`` of a float32 grid the kernels read in place: ``a`` itself
+    when its rows are contiguous (an unpadded view of a framed array: the frame's width), else
+    a C-contiguous copy."""
+    if a.dtype == np.float32 and a.strides[1] == 4 and a.strides[0] % 4 == 0 and (
+            a.strides[0] >= 4 * a.shape[1]):
+        return a, a.strides[0] // 4
+    a = _c(a, np.float32)
+    return a, a.shape[1]
+
+
+def padded_state(z, f, keep_z=True, label_dtype=np.int64):
     """``(zp, fp, dist, label)``: the padded flat arrays the kernels work on (``zp`` a 1-cell
-    dummy unless ``keep_z``; ``fp`` a 1-cell 1.0 without ``f``)."""
+    dummy unless ``keep_z``; ``fp`` a 1-cell 1.0 without ``f``; labels of ``label_dtype``).
+    A grid read into :func:`terrain.grid._sssp_frame.padded_grid` is its own padded array
+    (the same one for ``z`` and ``f`` when they are one grid): not copied."""
     n = (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD)
-    zp = np.empty(n if keep_z else 1, np.float32)
-    fp = np.empty(n if f is not None else 1, np.float32)
+    fp = framed(f) if f is not None else None
+    zp = (fp if f is z else framed(z)) if keep_z else None
+    copy_z, copy_f = keep_z and zp is None, f is not None and fp is None
+    if zp is None:
+        zp = np.empty(n if keep_z else 1, np.float32)
+    if fp is None:
+        fp = np.empty(n if f is not None else 1, np.float32)
     dist = np.empty(n, np.float64)
-    label = np.empty(n, np.int64)
-    z = _c(z, np.float32)
-    fz = _c(f, np.float32) if f is not None else fp
-    _by_rows(_lib().terrain_sssp_init, z.shape[0] + 2 * PAD, n, _p(z), _p(fz), int(f is not None),
-             int(keep_z), z.shape[0], z.shape[1], PAD, _p(zp), _p(fp), _p(dist), _p(label))
+    label = np.empty(n, label_dtype)
+    zs, z_stride = _grid_rows(z)
+    fs, f_stride = _grid_rows(f) if f is not None else (None, 0)
+    _by_rows(_lib().terrain_sssp_init, z.shape[0] + 2 * PAD, n, _p(zs), z_stride, _p(fs),
+             f_stride, int(f is not None), z.shape[0], z.shape[1], PAD,
+             _p(zp) if copy_z else None, _p(fp) if copy_f else None, _p(dist), _p(label),
+             label.dtype.itemsize)
     if f is None:
         fp[0] = 1.0
     if not keep_z:
@@ -218,24 +258,22 @@ def padded_state(z, f, keep_z=True):
     return zp, fp, dist, label
 
 
-def _touched_outputs(shape, hops):
-    """Empty ``(backlink, allocation, hops)`` arrays of ``shape``, their pages mapped (no
-    hops without ``hops``)."""
-    arrays = (np.empty(shape, np.uint8), np.empty(shape, np.int32),
-              np.empty(shape, np.int32) if hops else None)
+def _touched_int32(n, count):
+    """``count`` empty int32 arrays of ``n`` cells, their pages mapped."""
+    arrays = [np.empty(n, np.int32) for _ in range(count)]
     for a in arrays:
-        if a is not None:
-            _touch_pages(a.reshape(-1).view(np.uint8))
+        _touch_pages(a.view(np.uint8))
     return arrays
 
 
-def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape, stats, hops=True):
+def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, hop_bits, shape, stats,
+            hops=True):
     """The result from a heap run's padded state: the backlink pass over every cell."""
     backlink, distance, allocation = (np.empty(shape, t) for t in (np.uint8, np.float64,
                                                                    np.int32))
     hops = np.empty(shape, np.int32) if hops else None
     backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
-                  PAD, backlink, distance, allocation, hops)
+                  PAD, backlink, distance, allocation, hops, hop_bits)
     return GridSSSPResult(distance, allocation, backlink, hops, stats)
 
 
@@ -276,11 +314,14 @@ class CpuOps:
         # the bucket queue under friction reads elevations only for the knight arcs (the
         # cells they pass between must be vertices): else no padded copy of them
         knights = bool(np.any(np.asarray(codes) >= 8))
+        label_dtype, hop_bits = label_layout(len(costs), shape[0] * shape[1])
         zp, fp, dist, label = padded_state(
-            z, f, keep_z=not (plan is not None and model == 1 and not knights))
+            z, f, keep_z=not (plan is not None and model == 1 and not knights),
+            label_dtype=label_dtype)
         if queue != "heap" and model == 2:
             plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
-        seeds, seed_dist, seed_label = flat_seeds(rows, cols, costs, shape[1])
+        seeds, seed_dist, seed_label = flat_seeds(rows, cols, costs, shape[1],
+                                                  hop_bits=hop_bits)
         flags, left = _NO_TARGETS, 0
         if targets is not None:
             flags = np.zeros(dist.size, np.uint8)
@@ -294,14 +335,18 @@ class CpuOps:
             cut_beyond(dist, targets, stats)
             stats.update(settled=int(settled), queue="heap")
             res = _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
-                          shape, stats, hops)
+                          hop_bits, shape, stats, hops)
         else:
             backlink_p = np.empty(dist.size, np.uint8)
-            # the Dijkstra runs on one core without the GIL; meanwhile another thread
-            # allocates the outputs and takes their page faults
+            # the outputs go in place into padded arrays (their unpadded views are the
+            # result): the distances into dist, the backlinks into the pass's, allocations
+            # into int32 labels; what else they need (int64 labels' allocations, hops) is
+            # allocated, its pages faulted, on another thread while the Dijkstra runs on one
+            # core without the GIL
+            extra = (label.dtype != np.int32) + bool(hops)
             outputs = []
             prefault = threading.Thread(
-                target=lambda: outputs.extend(_touched_outputs(shape, hops)))
+                target=lambda: outputs.extend(_touched_int32(dist.size, extra)))
             prefault.start()
             try:
                 settled = native.interruptible(sssp_buckets_cpu, zp, fp, f is not None,
@@ -310,12 +355,17 @@ class CpuOps:
                                                backlink_p, flags, left)
             finally:
                 prefault.join()
+            del zp, fp  # the queue's pass was the last to read them
             cut_beyond(dist, targets, stats)
             stats.update(settled=int(settled), queue="buckets")
-            backlink, allocation, hop_counts = outputs or _touched_outputs(shape, hops)
-            _outputs_cpu(dist, label, backlink_p, shape[0], shape[1], PAD, backlink,
-                         allocation, hop_counts)
-            res = GridSSSPResult(unpad(dist, shape), allocation, backlink, hop_counts, stats)
+            outputs = outputs or _touched_int32(dist.size, extra)
+            allocation = label if label.dtype == np.int32 else outputs.pop(0)
+            hop_counts = outputs.pop(0) if hops else None
+            _outputs_cpu(dist, label, hop_bits, backlink_p, shape[0], shape[1], allocation,
+                         hop_counts)
+            del label
+            res = GridSSSPResult(*(None if a is None else unpad(a, shape) for a in (
+                dist, allocation, backlink_p, hop_counts)), stats)
         if on_distance is not None:
             on_distance(res.distance)
         return res
@@ -325,14 +375,19 @@ class CpuOps:
         """Allocation, hops and backlinks for final distances ``dist_in`` (``known``: the
         vertices that have one) from seed labels: the heap kernel relaxing tight arcs only."""
         shape = z.shape
-        zp, fp, dist, label = padded_state(z, f)
+        # a seed's hops and then at most one a cell
+        label_dtype, hop_bits = label_layout(
+            int(seed_labels[:, 0].max(initial=0)) + 1,
+            int(seed_labels[:, 1].max(initial=0)) + shape[0] * shape[1] + 1)
+        zp, fp, dist, label = padded_state(z, f, label_dtype=label_dtype)
         unpad(dist, shape)[...] = np.where(known, dist_in, -np.inf)
         seeds, _, _ = flat_seeds(rows, cols, seed_d, shape[1])
-        seed_lab = (seed_labels[:, 0] << HOPS_BITS) | seed_labels[:, 1]
+        seed_lab = (seed_labels[:, 0] << hop_bits) | seed_labels[:, 1]
         offs = offsets(shape[1])
         native.interruptible(sssp_cpu, zp, fp, f is not None, model, lengths, offs, codes,
                              dist, label, seeds, np.nan_to_num(seed_d, nan=-np.inf), seed_lab,
                              True, math.inf, _NO_TARGETS, 0)
-        dist[label == NO_LABEL] = -np.inf  # cells whose distance no seed explains
-        return _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label, shape,
-                       {})
+        # cells whose distance no seed explains
+        dist[label == np.iinfo(label.dtype).max] = -np.inf
+        return _finish(zp, fp, f is not None, model, lengths, offs, codes, dist, label,
+                       hop_bits, shape, {})

@@ -24,11 +24,12 @@ import numpy as np
 
 from ..backend import get_backend
 from ..errors import InputError
-from ._sssp_frame import PAD, UNREACHED_BACKLINK, GridSSSPResult, flat_seeds
+from ._sssp_frame import PAD, UNREACHED_BACKLINK, GridSSSPResult, flat_seeds, padded_grid
 from .costs import arc_codes, arc_lengths, check_friction, cost_model_code
 
 __all__ = ["grid_sssp", "labels_from_distance", "GridSSSPResult", "check_sources",
-           "check_max_cost", "prepare_grid", "incore_bytes", "PAD", "UNREACHED_BACKLINK"]
+           "check_max_cost", "prepare_grid", "incore_bytes", "padded_grid", "PAD",
+           "UNREACHED_BACKLINK"]
 
 
 def incore_bytes(shape, has_friction=False):

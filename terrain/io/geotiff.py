@@ -1,9 +1,14 @@
-"""Raster layers of a terrain store as (Cloud-Optimized) GeoTIFF, streamed shard by shard.
+"""Raster layers of a terrain store as (Cloud-Optimized) GeoTIFF, streamed chunk by chunk.
 
-1. Stage: an uncompressed tiled GTiff beside the target, written one Zarr shard at a time
-   (memory: one shard); cells where ``valid_from`` is NaN are written as nodata.
+1. Stage: an uncompressed tiled GTiff beside the target, written one window of whole Zarr
+   chunks at a time, at least a GeoTIFF block, when the caller gives the shard reader
+   (memory: that window; through zarr's API, a shard); cells where ``valid_from`` is NaN
+   are written as nodata.
 2. Copy: GDAL's ``COG`` driver (or a tiled GTiff with ``cog=False``) builds the overviews
    and compresses every block once, ZSTD level 1, on every core.
+
+GDAL's block cache is held to :data:`CACHE_BYTES` meanwhile (its default, 5 % of the RAM,
+let the three layers of a 4096² cost distance take 500 MB more).
 
 The file carries CRS, geotransform, nodata, band description and tags and appears
 atomically. GDAL encodes (rasterio); terrain streams the windows because GDAL's Zarr driver
@@ -23,10 +28,13 @@ import zarr
 
 from .outputs import DISK_FULL, atomic_output
 from ..errors import InputError
+from ..startup import trim_free_memory
 
 __all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "overview_factors", "BLOCK"]
 
 BLOCK = 512
+#: GDAL's block cache while the GeoTIFFs are written (bytes)
+CACHE_BYTES = 64 << 20
 
 
 def geotiff_paths(directory, layers):
@@ -126,13 +134,18 @@ def write_geotiff(store, array_name, tif_path, *, cog=True, nodata=None, valid_f
     return write_geotiffs(store, [job], cog=cog, overwrite=overwrite)[0]
 
 
-def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
+def write_geotiffs(store, jobs, *, cog=True, overwrite=False, read=None):
     """Write several layers of ``store`` as GeoTIFFs at once, one thread each (``jobs``:
     dicts of :func:`write_geotiff`'s arguments); returns the paths. Every file appears only
     when all are written; a failure leaves nothing (a folder made for them is removed). A
-    full disk is one :class:`InputError` naming the folder (libtiff's stderr lines dropped)."""
-    prepared = [_prepare(store, **{k: v for k, v in j.items() if k != "tif_path"})
-                for j in jobs]
+    full disk is one :class:`InputError` naming the folder (libtiff's stderr lines dropped).
+    ``read(name, (r0, r1, c0, c1))``: a window of layer ``name`` (default: zarr's API; the
+    pipelines pass :func:`terrain.tiles.store.read_block`, the shard reader, which this
+    layer does not import: 512² windows of 2048² shards through zarr cost the three layers
+    of a 4096² cost distance 0.3 CPU s more)."""
+    prepared = [dict(_prepare(store, **{k: v for k, v in j.items() if k != "tif_path"}),
+                     name=j["array_name"], read=read) for j in jobs]
+    trim_free_memory()  # what the caller freed (a solve's grids) before GDAL's buffers come
     folders = list(dict.fromkeys(Path(j["tif_path"]).parent for j in jobs))
     if jobs:
         _check_room(prepared, folders[0])
@@ -146,7 +159,9 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False):
                     raise InputError(f"{f}: {e.strerror} while writing the GeoTIFFs; "
                                      "nothing written") from None
                 raise
-        with contextlib.ExitStack() as stack, _stderr_held() as held:
+        import rasterio
+        with contextlib.ExitStack() as stack, _stderr_held() as held, \
+                rasterio.Env(GDAL_CACHEMAX=CACHE_BYTES):
             tmps = [stack.enter_context(atomic_output(Path(j["tif_path"]), overwrite))
                     for j in jobs]
             try:
@@ -274,14 +289,16 @@ def _prepare(store, array_name, nodata=None, valid_from=None, description=None, 
 
 
 def _write_one(p, tmp, cog):
-    """Stage layer ``p`` (uncompressed, shard by shard) and copy it into ``tmp``."""
+    """Stage layer ``p`` (uncompressed, a window of chunks at a time) and copy it into
+    ``tmp``."""
     import rasterio
     from rasterio.transform import Affine
     from rasterio.windows import Window
 
     arr, valid, rows, cols, nodata = p["arr"], p["valid"], p["rows"], p["cols"], p["nodata"]
-    shard = int((arr.shards or arr.chunks)[0])
-    side = shard * max(1, -(-BLOCK // shard))  # whole shards, at least one GeoTIFF block
+    # whole chunks (zarr's API: whole shards), at least one GeoTIFF block
+    unit = int(arr.chunks[0] if p["read"] is not None else (arr.shards or arr.chunks)[0])
+    side = unit * max(1, -(-BLOCK // unit))
     profile = {"driver": "GTiff", "height": rows, "width": cols, "count": 1,
                "dtype": p["dtype"].name, "transform": Affine.from_gdal(*p["gt"]),
                "tiled": True, "blockxsize": BLOCK, "blockysize": BLOCK,
@@ -297,7 +314,9 @@ def _write_one(p, tmp, cog):
             for r0 in range(0, rows, side):
                 for c0 in range(0, cols, side):
                     r1, c1 = min(r0 + side, rows), min(c0 + side, cols)
-                    block = np.asarray(arr[r0:r1, c0:c1]).astype(p["dtype"], copy=False)
+                    block = (arr[r0:r1, c0:c1] if p["read"] is None
+                             else p["read"](p["name"], (r0, r1, c0, c1)))
+                    block = np.asarray(block).astype(p["dtype"], copy=False)
                     if valid is not None:
                         holes = np.isnan(np.asarray(valid[r0:r1, c0:c1]))
                         if holes.any():

@@ -2613,46 +2613,86 @@ static inline int sssp_less(double d1, int64_t l1, double d2, int64_t l2) {
     return d1 < d2 || (d1 == d2 && l1 < l2);
 }
 
+/* A cell's label, allocation << hb | hops compared as one integer, is an int64 (hb 32) or,
+ * where allocation and hops fit 30 bits, an int32 (_sssp_frame.py's label_layout: 4096^2 with
+ * one source, 67 MB instead of 134): lw, the label width in bytes, is 4 or 8. Labels are
+ * read into an int64 whatever their width; "none" is the type's largest value, a settled mark
+ * -1 - label. The kernels with labels are written once over lw and compiled for each width
+ * (SSSP_WIDTHS: a constant lw folds the width's branches away). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SSSP_GENERIC static inline __attribute__((always_inline))
+#else
+#define SSSP_GENERIC static inline
+#endif
+#define SSSP_WIDTHS(CALL) ((lw) == 4 ? CALL(4) : CALL(8))
+
+static inline int64_t sssp_lab(const void *label, int lw, int64_t i) {
+    return lw == 4 ? (int64_t)((const int32_t *)label)[i] : ((const int64_t *)label)[i];
+}
+
+static inline void sssp_set_lab(void *label, int lw, int64_t i, int64_t v) {
+    if (lw == 4)
+        ((int32_t *)label)[i] = (int32_t)v;
+    else
+        ((int64_t *)label)[i] = v;
+}
+
+static inline const void *sssp_lab_at(const void *label, int lw, int64_t i) {
+    return lw == 4 ? (const void *)((const int32_t *)label + i)
+                   : (const void *)((const int64_t *)label + i);
+}
+
 /* Padded rows [r0, r1) (the last two arguments of every pass over rows, so that callers
- * deal bands to threads): z (if has_z) and f (if has_f) copied inside a NaN frame of pad cells;
- * distance +inf at vertices, -inf elsewhere; labels "none" (INT64_MAX). */
-void terrain_sssp_init(const float *z, const float *f, int has_f, int has_z, int64_t rows,
-                       int64_t cols, int64_t pad, float *zp, float *fp, double *dist,
-                       int64_t *label, int64_t r0, int64_t r1) {
-    const int64_t width = cols + 2 * pad;
+ * deal bands to threads): distance +inf at vertices (z, and f if has_f, not NaN), -inf
+ * elsewhere; labels "none". z and f point at the grid's first cell, their rows zs and fs
+ * cells apart (an unpadded view of a framed array: the frame's width). zp, fp: z and f copied
+ * inside a NaN frame of pad cells, or NULL: no copy (a dummy, or the array is framed
+ * already). */
+SSSP_GENERIC void sssp_init(const float *z, int64_t zs, const float *f, int64_t fs, int has_f,
+                            int64_t rows, int64_t cols, int64_t pad, float *zp, float *fp,
+                            double *dist, void *label, int lw, int64_t r0, int64_t r1) {
+    const int64_t width = cols + 2 * pad, none = lw == 4 ? INT32_MAX : INT64_MAX;
     for (int64_t pr = r0; pr < r1; ++pr) {
         const int64_t r = pr - pad;
         for (int64_t pc = 0; pc < width; ++pc) {
             const int64_t c = pc - pad, i = pr * width + pc;
-            label[i] = INT64_MAX;
+            sssp_set_lab(label, lw, i, none);
             if (r >= 0 && r < rows && c >= 0 && c < cols) {
-                const float zv = z[r * cols + c];
-                if (has_z) zp[i] = zv;
+                const float zv = z[r * zs + c];
+                if (zp != NULL) zp[i] = zv;
                 int ok = zv == zv;
                 if (has_f) {
-                    const float fv = f[r * cols + c];
-                    fp[i] = fv;
+                    const float fv = f[r * fs + c];
+                    if (fp != NULL) fp[i] = fv;
                     ok = ok && fv == fv;
                 }
                 dist[i] = ok ? INFINITY : -INFINITY;
             } else {
-                if (has_z) zp[i] = NAN;
-                if (has_f) fp[i] = NAN;
+                if (zp != NULL) zp[i] = NAN;
+                if (fp != NULL) fp[i] = NAN;
                 dist[i] = -INFINITY;
             }
         }
     }
 }
 
+void terrain_sssp_init(const float *z, int64_t zs, const float *f, int64_t fs, int has_f,
+                       int64_t rows, int64_t cols, int64_t pad, float *zp, float *fp,
+                       double *dist, void *label, int lw, int64_t r0, int64_t r1) {
+#define SSSP_CALL(W) sssp_init(z, zs, f, fs, has_f, rows, cols, pad, zp, fp, dist, label, W, r0, r1)
+    SSSP_WIDTHS(SSSP_CALL);
+#undef SSSP_CALL
+}
+
 /* Seed cell c at (d0, l0) if it is within max_cost and improves the cell (fixed: equals its
  * final distance with a lower label); whether it did. */
-static inline int sssp_take_seed(int64_t c, double d0, int64_t l0, int fixed, double max_cost,
-                                 double *dist, int64_t *label) {
+SSSP_GENERIC int sssp_take_seed(int64_t c, double d0, int64_t l0, int fixed, double max_cost,
+                                double *dist, void *label, int lw) {
     if (!(d0 > -INFINITY && d0 <= max_cost)) return 0;
-    if (fixed ? (d0 != dist[c] || l0 >= label[c]) : !sssp_less(d0, l0, dist[c], label[c]))
-        return 0;
+    const int64_t lc = sssp_lab(label, lw, c);
+    if (fixed ? (d0 != dist[c] || l0 >= lc) : !sssp_less(d0, l0, dist[c], lc)) return 0;
     dist[c] = d0;
-    label[c] = l0;
+    sssp_set_lab(label, lw, c, l0);
     return 1;
 }
 
@@ -2692,12 +2732,13 @@ static int sssp_heap_push(sssp_heap *h, double d, int64_t lab, int32_t c) {
  * cells flagged in targets: ends once they are settled and every cell as near as the last of
  * them. Returns the cells settled, -1 when *stop was set (checked every 65536 settles), -3
  * out of memory. */
-int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
-                          const double *lengths, const int64_t *offs, const int64_t *codes,
-                          int64_t nk, double *dist, int64_t *label, const int64_t *seeds,
-                          const double *seed_dist, const int64_t *seed_label, int64_t nseeds,
-                          int fixed, double max_cost, const uint8_t *targets, int64_t left,
-                          const volatile uint8_t *stop) {
+SSSP_GENERIC int64_t sssp_heap_run(const float *z, const float *f, int has_f, int model,
+                                   const double *lengths, const int64_t *offs,
+                                   const int64_t *codes, int64_t nk, double *dist, void *label,
+                                   int lw, const int64_t *seeds, const double *seed_dist,
+                                   const int64_t *seed_label, int64_t nseeds, int fixed,
+                                   double max_cost, const uint8_t *targets, int64_t left,
+                                   const volatile uint8_t *stop) {
     sssp_heap h = {malloc(1024 * sizeof(double)), malloc(1024 * sizeof(int64_t)),
                    malloc(1024 * sizeof(int32_t)), 0, 1024};
     int64_t settled = -3;
@@ -2706,7 +2747,7 @@ int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
         const int64_t c = seeds[s];
         const double d0 = seed_dist[s];
         const int64_t l0 = seed_label[s];
-        if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label)) continue;
+        if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label, lw)) continue;
         if (sssp_heap_push(&h, d0, l0, (int32_t)c)) goto done;
     }
     settled = 0;
@@ -2735,7 +2776,7 @@ int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
             h.l[i] = xl;
             h.c[i] = xc;
         }
-        if (d != dist[u] || lab != label[u]) continue; /* stale entry */
+        if (d != dist[u] || lab != sssp_lab(label, lw, u)) continue; /* stale entry */
         ++settled;
         if ((settled & 0xFFFF) == 0 && *stop) { settled = -1; goto done; }
         if (left > 0 && targets[u] && --left == 0) bound = d;
@@ -2749,13 +2790,14 @@ int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
             if (!sssp_arc_factor(z, f, has_f, offs, u, k, fu, has_f ? f[v] : 1.0f, &fac))
                 continue;
             const double nd = d + sssp_arc_cost(zu, z[v], fac, k, model, lengths);
+            const int64_t lv = sssp_lab(label, lw, v);
             if (fixed) {
-                if (nd != dv || nlab >= label[v]) continue;
-            } else if (nd > max_cost || !sssp_less(nd, nlab, dv, label[v])) {
+                if (nd != dv || nlab >= lv) continue;
+            } else if (nd > max_cost || !sssp_less(nd, nlab, dv, lv)) {
                 continue;
             }
             dist[v] = nd;
-            label[v] = nlab;
+            sssp_set_lab(label, lw, v, nlab);
             if (sssp_heap_push(&h, nd, nlab, (int32_t)v)) { settled = -3; goto done; }
         }
     }
@@ -2766,6 +2808,20 @@ done:
     return settled;
 }
 
+/* label: int32 or int64 (lw 4 or 8: the labels' width, as every kernel with labels takes) */
+int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
+                          const double *lengths, const int64_t *offs, const int64_t *codes,
+                          int64_t nk, double *dist, void *label, int lw, const int64_t *seeds,
+                          const double *seed_dist, const int64_t *seed_label, int64_t nseeds,
+                          int fixed, double max_cost, const uint8_t *targets, int64_t left,
+                          const volatile uint8_t *stop) {
+#define SSSP_CALL(W)                                                                           \
+    sssp_heap_run(z, f, has_f, model, lengths, offs, codes, nk, dist, label, W, seeds,          \
+                  seed_dist, seed_label, nseeds, fixed, max_cost, targets, left, stop)
+    return SSSP_WIDTHS(SSSP_CALL);
+#undef SSSP_CALL
+}
+
 /* Dijkstra with a circular array of nbuckets buckets (Dinitz), exact when every arc costs at
  * least 2 / inv_width (no cell of the current bucket can improve another of it); the
  * backlinks in the same pass (every tight predecessor is settled first: the lowest arc code
@@ -2773,14 +2829,15 @@ done:
  * -1 - label (except with fixed). Under friction z is read only at the cells knight arcs
  * pass between (a 1-cell dummy does without knight arcs). targets, left, stop and the
  * return value as terrain_sssp_heap's; it ends after the bucket of the last target. */
-int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int model,
-                             const double *lengths, const int64_t *offs, const int64_t *codes,
-                             int64_t nk, double *dist, int64_t *label, int64_t ncells,
-                             const int64_t *seeds, const double *seed_dist,
-                             const int64_t *seed_label, int64_t nseeds, int fixed,
-                             double max_cost, double inv_width, int64_t nbuckets,
-                             uint8_t *backlink, const uint8_t *targets, int64_t left,
-                             const volatile uint8_t *stop) {
+SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f, int model,
+                                      const double *lengths, const int64_t *offs,
+                                      const int64_t *codes, int64_t nk, double *dist,
+                                      void *label, int lw, int64_t ncells,
+                                      const int64_t *seeds, const double *seed_dist,
+                                      const int64_t *seed_label, int64_t nseeds, int fixed,
+                                      double max_cost, double inv_width, int64_t nbuckets,
+                                      uint8_t *backlink, const uint8_t *targets, int64_t left,
+                                      const volatile uint8_t *stop) {
     const int64_t mask = nbuckets - 1;
     int32_t *heads = malloc((size_t)nbuckets * sizeof *heads);
     int64_t cap = 1 << 16, used = 0, live = 0, settled = -3;
@@ -2821,7 +2878,7 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
         const int64_t c = seeds[s];
         const double d0 = seed_dist[s];
         const int64_t l0 = seed_label[s];
-        if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label)) continue;
+        if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label, lw)) continue;
         backlink[c] = 0;
         const int64_t b = (int64_t)(d0 * inv_width);
         if (b < cur) cur = b;
@@ -2851,7 +2908,7 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
             __builtin_prefetch(&dist[un - row], 0, 3);
             __builtin_prefetch(&dist[un], 0, 3);
             __builtin_prefetch(&dist[un + row], 0, 3);
-            __builtin_prefetch(&label[un], 0, 3);
+            __builtin_prefetch(sssp_lab_at(label, lw, un), 0, 3);
             if (has_f) {
                 __builtin_prefetch(&f[un - row], 0, 3);
                 __builtin_prefetch(&f[un], 0, 3);
@@ -2868,9 +2925,9 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
         freed = e;
         --live;
         const double d = dist[u];
-        const int64_t lab = label[u];
+        const int64_t lab = sssp_lab(label, lw, u);
         if (lab < 0 || (int64_t)(d * inv_width) != cur) continue; /* settled, or stale */
-        label[u] = -1 - lab; /* settled mark */
+        sssp_set_lab(label, lw, u, -1 - lab); /* settled mark */
         ++settled;
         if ((settled & 0xFFFF) == 0 && *stop) { settled = -1; goto done; }
         if (left > 0 && targets[u] && --left == 0) last = cur;
@@ -2887,7 +2944,7 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
                                                 model, lengths);
             if (!(nd <= max_cost && nd <= dv) || (fixed && nd != dv)) continue;
             if (nd == dv) {
-                const int64_t lv = label[v];
+                const int64_t lv = sssp_lab(label, lw, v);
                 if (nlab > lv) continue;
                 if (nlab == lv) { /* another tight predecessor with the same label */
                     if (backj[j] < backlink[v]) backlink[v] = backj[j];
@@ -2895,7 +2952,7 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
                 }
             }
             dist[v] = nd;
-            label[v] = nlab;
+            sssp_set_lab(label, lw, v, nlab);
             backlink[v] = backj[j];
             const int64_t b = (int64_t)(nd * inv_width);
             SSSP_ENQUEUE(v, b)
@@ -2903,8 +2960,10 @@ int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int mode
     }
 #undef SSSP_ENQUEUE
     if (fixed) /* settled marks off */
-        for (int64_t i = 0; i < ncells; ++i)
-            if (label[i] < 0) label[i] = -1 - label[i];
+        for (int64_t i = 0; i < ncells; ++i) {
+            const int64_t l = sssp_lab(label, lw, i);
+            if (l < 0) sssp_set_lab(label, lw, i, -1 - l);
+        }
 done:
     free(heads);
     free(pcell);
@@ -2912,9 +2971,26 @@ done:
     return settled;
 }
 
-/* One cell's outputs (its distance into *d, hops when not NULL) from its distance and label,
- * or the unreached marks when the distance is not finite; whether the cell was reached. */
-static inline int sssp_put_cell(int64_t i, double *d, double dv, int64_t lv,
+int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int model,
+                             const double *lengths, const int64_t *offs, const int64_t *codes,
+                             int64_t nk, double *dist, void *label, int lw, int64_t ncells,
+                             const int64_t *seeds, const double *seed_dist,
+                             const int64_t *seed_label, int64_t nseeds, int fixed,
+                             double max_cost, double inv_width, int64_t nbuckets,
+                             uint8_t *backlink, const uint8_t *targets, int64_t left,
+                             const volatile uint8_t *stop) {
+#define SSSP_CALL(W)                                                                           \
+    sssp_buckets_run(z, f, has_f, model, lengths, offs, codes, nk, dist, label, W, ncells,      \
+                     seeds, seed_dist, seed_label, nseeds, fixed, max_cost, inv_width,          \
+                     nbuckets, backlink, targets, left, stop)
+    return SSSP_WIDTHS(SSSP_CALL);
+#undef SSSP_CALL
+}
+
+/* One cell's outputs (its distance into *d, hops when not NULL) from its distance and label
+ * (hb bits of hops), or the unreached marks when the distance is not finite; whether the cell
+ * was reached. */
+static inline int sssp_put_cell(int64_t i, double *d, double dv, int64_t lv, int hb,
                                 int32_t *allocation, int32_t *hops, uint8_t *backlink) {
     if (!(dv > -INFINITY && dv < INFINITY)) {
         backlink[i] = 255;
@@ -2924,28 +3000,30 @@ static inline int sssp_put_cell(int64_t i, double *d, double dv, int64_t lv,
         return 0;
     }
     *d = dv;
-    allocation[i] = (int32_t)(lv >> 32);
-    if (hops != NULL) hops[i] = (int32_t)(lv & 0xFFFFFFFF);
+    allocation[i] = (int32_t)(lv >> hb);
+    if (hops != NULL) hops[i] = (int32_t)(lv & (((int64_t)1 << hb) - 1));
     return 1;
 }
 
 /* Rows [r0, r1) of the unpadded grid: each cell's backlink (the lowest arc code from a
  * neighbour with the label one hop less over a tight arc; 0 at a source), distance (NaN
  * where unreached), allocation and hops (-1 where unreached; hops NULL: none), from the heap's
- * padded state. */
-void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model,
-                            const double *lengths, const int64_t *offs, const int64_t *codes,
-                            int64_t nk, const double *dist, const int64_t *label, int64_t cols,
-                            int64_t pad, uint8_t *backlink, double *distance,
-                            int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
-    const int64_t width = cols + 2 * pad;
+ * padded state (labels of lw bytes, hb bits of hops). */
+SSSP_GENERIC void sssp_backlinks(const float *z, const float *f, int has_f, int model,
+                                 const double *lengths, const int64_t *offs,
+                                 const int64_t *codes, int64_t nk, const double *dist,
+                                 const void *label, int lw, int hb, int64_t cols, int64_t pad,
+                                 uint8_t *backlink, double *distance, int32_t *allocation,
+                                 int32_t *hops, int64_t r0, int64_t r1) {
+    const int64_t width = cols + 2 * pad, hmask = ((int64_t)1 << hb) - 1;
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t base = (r + pad) * width + pad;
         for (int64_t c = 0; c < cols; ++c) {
-            const int64_t v = base + c, i = r * cols + c, lv = label[v];
+            const int64_t v = base + c, i = r * cols + c, lv = sssp_lab(label, lw, v);
             const double dv = dist[v];
-            if (!sssp_put_cell(i, distance + i, dv, lv, allocation, hops, backlink)) continue;
-            if ((lv & 0xFFFFFFFF) == 0) {
+            if (!sssp_put_cell(i, distance + i, dv, lv, hb, allocation, hops, backlink))
+                continue;
+            if ((lv & hmask) == 0) {
                 backlink[i] = 0;
                 continue;
             }
@@ -2954,7 +3032,7 @@ void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model
             const float zv = z[v], fv = has_f ? f[v] : 1.0f;
             for (int64_t j = 0; j < nk; ++j) { /* codes are increasing */
                 const int64_t k = codes[j], u = v + offs[k];
-                if (label[u] != want) continue;
+                if (sssp_lab(label, lw, u) != want) continue;
                 const int64_t ku = (k & 8) | ((k + 4) & 7); /* the reverse arc u -> v */
                 double fac;
                 if (!sssp_arc_factor(z, f, has_f, offs, u, ku, has_f ? f[u] : 1.0f, fv, &fac))
@@ -2969,23 +3047,45 @@ void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model
     }
 }
 
-/* Rows [r0, r1) of the outputs from the bucket queue's padded state (its backlinks, and
- * labels with settled marks); the distances in place in dist (the result is its unpadded
- * view: no second float64 grid), hops only when not NULL. */
-void terrain_sssp_outputs(double *dist, const int64_t *label, const uint8_t *backlink_p,
-                          int64_t cols, int64_t pad, uint8_t *backlink, int32_t *allocation,
-                          int32_t *hops, int64_t r0, int64_t r1) {
+void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model,
+                            const double *lengths, const int64_t *offs, const int64_t *codes,
+                            int64_t nk, const double *dist, const void *label, int lw, int hb,
+                            int64_t cols, int64_t pad, uint8_t *backlink, double *distance,
+                            int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
+#define SSSP_CALL(W)                                                                           \
+    sssp_backlinks(z, f, has_f, model, lengths, offs, codes, nk, dist, label, W, hb, cols, pad, \
+                   backlink, distance, allocation, hops, r0, r1)
+    SSSP_WIDTHS(SSSP_CALL);
+#undef SSSP_CALL
+}
+
+/* Rows [r0, r1) of the outputs from the bucket queue's padded state (labels of lw bytes with
+ * settled marks, hb bits of hops; the backlinks its pass set), in place at each cell's padded
+ * index, so that the results are unpadded views (no second grid of any): the distance in
+ * dist (NaN where unreached), 255 in backlink where unreached, allocation and hops (NULL:
+ * none) in int32 arrays of the padded size; allocation may be the labels themselves when they
+ * are int32 (a cell's label is read before its allocation is written over it). */
+SSSP_GENERIC void sssp_outputs(double *dist, const void *label, int lw, int hb,
+                               uint8_t *backlink, int32_t *allocation, int32_t *hops,
+                               int64_t cols, int64_t pad, int64_t r0, int64_t r1) {
     const int64_t width = cols + 2 * pad;
     for (int64_t r = r0; r < r1; ++r) {
         const int64_t base = (r + pad) * width + pad;
         for (int64_t c = 0; c < cols; ++c) {
-            const int64_t v = base + c, i = r * cols + c;
-            int64_t lv = label[v];
+            const int64_t v = base + c;
+            int64_t lv = sssp_lab(label, lw, v);
             if (lv < 0) lv = -1 - lv; /* a settled mark */
-            if (sssp_put_cell(i, dist + v, dist[v], lv, allocation, hops, backlink))
-                backlink[i] = backlink_p[v];
+            sssp_put_cell(v, dist + v, dist[v], lv, hb, allocation, hops, backlink);
         }
     }
+}
+
+void terrain_sssp_outputs(double *dist, const void *label, int lw, int hb, uint8_t *backlink,
+                          int32_t *allocation, int32_t *hops, int64_t cols, int64_t pad,
+                          int64_t r0, int64_t r1) {
+#define SSSP_CALL(W) sssp_outputs(dist, label, W, hb, backlink, allocation, hops, cols, pad, r0, r1)
+    SSSP_WIDTHS(SSSP_CALL);
+#undef SSSP_CALL
 }
 
 /* The largest |z_v - z_u| / L_k over the arcs between vertices whose tail is in rows

@@ -218,6 +218,54 @@ def test_bucket_queue_backlinks_equal_the_heap_under_ties(conn):
     np.testing.assert_allclose(res.distance, ref, rtol=1e-12, equal_nan=True)
 
 
+@pytest.mark.parametrize("queue", ["auto", "heap"])
+@pytest.mark.parametrize("cost", ["friction", "absdiff"])
+def test_int32_labels_and_a_padded_grid_give_the_int64_bits(monkeypatch, cost, queue):
+    """The CPU's int32 labels (label_layout: allocation and hops in 30 bits) order cells as
+    the int64 ones do, ties included, and a grid read into padded_grid (taken without a
+    copy) solves as a plain array; labels_from_distance too."""
+    import terrain.grid._sssp_cpu as cpu
+    from terrain.grid._sssp_frame import framed, label_layout
+    from terrain.grid.sssp import padded_grid
+
+    rng = np.random.default_rng(7)
+    z = int_dem(29, 33, 3, nan_frac=0.05, high=4)
+    fr = rng.integers(1, 3, z.shape).astype(np.float32)
+    fr[np.isnan(z)] = np.nan
+    sources = [(0, 0), (28, 32), (14, 16)]
+    for s in sources:
+        z[s], fr[s] = 1.0, 1.0
+    fg = padded_grid(fr.shape)
+    fg[...] = fr
+    assert framed(fg) is not None and label_layout(3, z.size)[0] == np.int32
+
+    def run(friction):
+        zz, f, _, model, codes, lengths = prepare_grid(z, friction, cost, 8, (1, 1))
+        rows, cols = np.array(sources).T
+        return CpuOps().solve(zz, f if cost == "friction" else None, model, codes, lengths,
+                              rows, cols, np.zeros(3), math.inf, queue=queue)
+
+    narrow, framed_run = run(fr), run(fg)
+    monkeypatch.setattr(cpu, "label_layout", lambda *_: (np.int64, 32))
+    wide = run(fr)
+    assert narrow.stats["queue"] == ("heap" if cost == "absdiff" else queue.replace(
+        "auto", "buckets"))
+    for name in ("distance", "allocation", "backlink", "hops"):
+        for other in (framed_run, wide):
+            np.testing.assert_array_equal(getattr(narrow, name), getattr(other, name),
+                                          strict=True)
+    # the tight-arc label pass from seeds with hops of their own, in both widths
+    f = fr if cost == "friction" else None
+    seeds = list(zip(*np.nonzero(narrow.hops == 3)))[:20]
+    labels = [(narrow.allocation[s], narrow.hops[s]) for s in seeds]
+    wide = labels_from_distance(z, narrow.distance, seeds, labels, cost=cost, friction=f)
+    monkeypatch.undo()
+    again = labels_from_distance(z, narrow.distance, seeds, labels, cost=cost, friction=f)
+    assert np.count_nonzero(again.hops > 3) > 20
+    for name in ("distance", "allocation", "hops", "backlink"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(wide, name), strict=True)
+
+
 @pytest.mark.parametrize("conn", [4, 8])
 def test_friction_equals_skimage_mcp_geometric(conn):
     graph = pytest.importorskip("skimage.graph")
