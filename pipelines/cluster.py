@@ -305,13 +305,7 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
     if client is None:
         return _compute_locally(collections, progress, ready_order, on_failure)
     address = client.scheduler.address
-    import dask
-    # distributed warns of a graph over 10 MB: a cost over a network, none here, where the
-    # in-process cluster's graph never leaves this process (the tiled flow's flat rounds
-    # send each group's border distances: 50 MB a round at 10 ft, pickled in ~0.05 s)
-    limit = {} if _external else {"distributed.admin.large-graph-warning-threshold": "4GiB"}
-    with dask.config.set(limit):
-        futures = client.compute(list(collections))
+    futures = client.compute(list(collections))
     try:
         # a scheduler that goes away makes the client log each reconnection attempt with
         # its traceback: the one line below says it (the in-process cluster logs nothing)

@@ -84,29 +84,6 @@ def test_in_process_cluster_samples_and_ticks_less_often():
     assert profile == 100  # ms; distributed's default is 10
 
 
-def test_in_process_cluster_does_not_warn_of_a_large_graph():
-    """A graph carrying 24 MB (as the tiled flow's flat rounds do) stays in this process:
-    no "Sending large graph" warning on the user's terminal (distributed warns over 10 MB)."""
-    pytest.importorskip("distributed")
-    import warnings
-
-    import dask
-
-    from pipelines.cluster import compute, open_scheduler
-
-    big = np.arange(3 << 20, dtype=np.float64)  # 24 MB in the task's closure
-
-    def total():
-        return float(big.sum())
-
-    with open_scheduler("local", quiet=True):
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            (value,) = compute(dask.delayed(total, pure=False)(), label="big")
-    assert value == float(big.sum())
-    assert not [w for w in seen if "large graph" in str(w.message)]
-
-
 @pytest.mark.parametrize("scheduler", ["threads", "local"])
 def test_run_as_completed_runs_the_work_results_find_once_each(scheduler):
     """Items found by ``after`` start without waiting for the others; one already waiting is
