@@ -16,7 +16,7 @@ import warnings
 
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "compute", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
+__all__ = ["open_scheduler", "compute", "run_as_completed", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
            "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
            "shares_nothing", "SHARE_NOTHING_COMMANDS",
@@ -305,13 +305,7 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
     if client is None:
         return _compute_locally(collections, progress, ready_order, on_failure)
     address = client.scheduler.address
-    import dask
-    # distributed warns of a graph over 10 MB: a cost over a network, none here, where the
-    # in-process cluster's graph never leaves this process (the tiled flow's flat rounds
-    # send each group's border distances: 50 MB a round at 10 ft, pickled in ~0.05 s)
-    limit = {} if _external else {"distributed.admin.large-graph-warning-threshold": "4GiB"}
-    with dask.config.set(limit):
-        futures = client.compute(list(collections))
+    futures = client.compute(list(collections))
     try:
         # a scheduler that goes away makes the client log each reconnection attempt with
         # its traceback: the one line below says it (the in-process cluster logs nothing)
@@ -323,13 +317,84 @@ def compute(*collections, label="terrain", progress=None, ready_order=None, on_f
     except BaseException as e:
         if on_failure is not None:
             on_failure()
-        lost = _scheduler_lost(client, e)
-        _cancel(client, futures, lost)
-        if lost:
-            raise SchedulerLost(f"lost the Dask scheduler at {address} during the run "
-                                f"({_first_line(e)}); the partial output is kept for a "
-                                "resumed run") from None
+        _stop(client, futures, e, address)
         raise
+
+
+def _stop(client, futures, error, address):
+    """After ``error`` while waiting for ``futures``: cancel them (:func:`_cancel`);
+    :class:`SchedulerLost` when the scheduler is gone, else return (the caller re-raises)."""
+    lost = _scheduler_lost(client, error)
+    _cancel(client, futures, lost)
+    if lost:
+        raise SchedulerLost(f"lost the Dask scheduler at {address} during the run "
+                            f"({_first_line(error)}); the partial output is kept for a "
+                            "resumed run") from None
+
+
+def run_as_completed(fn, prepare, first, after, label="terrain"):
+    """Run ``fn(prepare(x))`` for each ``x`` of ``first`` and of the lists ``after(x,
+    result)`` returns, on the active scheduler, as many at once as it has threads: ``prepare``
+    is called as ``x`` starts and ``after`` as it completes, both in this thread, so work
+    found as results arrive starts at once (no rounds); an ``x`` already waiting is not
+    queued twice. Errors, signals and a lost scheduler end it as :func:`compute`."""
+    import collections
+    import uuid
+    from concurrent import futures as cf
+
+    client = _active_client
+    waiting = collections.deque(dict.fromkeys(first))
+    queued, running = set(waiting), {}
+    if client is None:
+        pool = cf.ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="terrain-task")
+        width, submit = os.cpu_count() or 1, (lambda item: pool.submit(fn, item))
+    else:
+        from distributed import as_completed
+        width = max(1, sum(client.nthreads().values()))
+        token = uuid.uuid4().hex  # keys unique per run: a scheduler may still hold old ones
+        count = iter(range(1 << 62))
+        submit = (lambda item: client.submit(fn, item, pure=False,
+                                             key=f"{label}-{token}-{next(count)}"))
+
+    def start():
+        new = []
+        while waiting and len(running) < width:
+            x = waiting.popleft()
+            queued.discard(x)
+            future = submit(prepare(x))
+            running[future] = x
+            new.append(future)
+        return new
+
+    def finish(future):
+        for n in after(running.pop(future), future.result()):
+            if n not in queued:
+                waiting.append(n)
+                queued.add(n)
+
+    try:
+        if client is None:
+            start()
+            while running:
+                done, _ = cf.wait(list(running), return_when=cf.FIRST_COMPLETED)
+                for future in done:
+                    finish(future)
+                start()
+        else:
+            with _quiet_logs(*_CLIENT_LOGGERS, "tornado", "asyncio"):
+                arrived = as_completed(start())
+                for future in arrived:
+                    finish(future)
+                    arrived.update(start())
+    except BaseException as e:
+        if client is None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        else:
+            _stop(client, list(running), e, client.scheduler.address)
+        raise
+    finally:
+        if client is None:
+            pool.shutdown(wait=False)
 
 
 def _ready_order(rank):

@@ -20,7 +20,6 @@ weights raster's store is scratch beside the output (under its prefix at a URL),
 before the output is finished.
 """
 
-import itertools
 import json
 import time
 from pathlib import Path
@@ -307,34 +306,26 @@ def _stats(dstats, acc_max, groups=1):
     mx = float(np.nanmax(acc_max)) if np.size(acc_max) and not np.all(np.isnan(acc_max)) \
         else float("nan")
     return {"cells": int(dstats["cells"]), "outlet_cells": int(dstats["outlets"]),
-            "flat_cells": int(dstats["flat_cells"]), "flat_rounds": int(dstats["rounds"]),
+            "flat_cells": int(dstats["flat_cells"]), "flat_passes": int(dstats["flat_passes"]),
             "groups": groups, "max_accumulation": mx}
 
 
 def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
     import dask
 
-    from .cluster import compute, open_scheduler
+    from .cluster import compute, open_scheduler, run_as_completed
     from .quadtree import TaskGraph
 
     plan = spec.plan(shard)
     read_z = _reader(tmp, "filled", np.float32)
     read_out = None if out_layer is None else _reader(tmp, out_layer)
     t0 = time.perf_counter()
-    # keys unique per run and round: a distributed scheduler that still holds a key of an
-    # earlier round (its release is asynchronous) would hand back that result
+    # keys unique per run: a distributed scheduler may still hold a key of an earlier one
     token = dask.base.tokenize(str(tmp), spec, plan.group_level, time.time_ns())
-    rounds = itertools.count()
     with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
-        def map_groups(fn, items):
-            n = next(rounds)
-            tasks = [dask.delayed(fn, pure=False)(g, dask_key_name=(f"flow-flats-{token}", n,
-                                                                    *g))
-                     for g in items]
-            return list(compute(*tasks, label="flow-flats"))
-
-        results, heights, rounds, frames = direction_pass(spec, plan, read_z, read_out,
-                                                          backend, map_groups)
+        results, heights, passes, frames = direction_pass(
+            spec, plan, read_z, read_out, backend,
+            lambda *a: run_as_completed(*a, label="flow-flats"))
         t1 = time.perf_counter()
 
         def write_dir(group):
@@ -363,7 +354,7 @@ def _tiled(tmp, spec, shard, out_layer, w_path, backend, scheduler, wall):
         t3 = time.perf_counter()
     total = {"cells": sum(s["cells"] for s in stats),
              "outlets": sum(s["outlets"] for s in stats),
-             "flat_cells": sum(s["flat_cells"] for s in stats), "rounds": rounds}
+             "flat_cells": sum(s["flat_cells"] for s in stats), "flat_passes": passes}
     wall.update({"flats": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2})
     return _stats(total, np.asarray(maxima, np.float64), len(plan.groups))
 
@@ -406,7 +397,8 @@ def _format_summary(s):
         f"{s['cells']} cells, route {s['route']}, backend {s['backend']}",
         f"outlets   {s['outlet_cells']} outlet cells ({s['outlets']})",
         f"flats     {s['flat_cells']} flat cells resolved"
-        + (f" in {s['flat_rounds']} rounds" if s["flat_rounds"] > 1 else ""),
+        + (f" in {s['flat_passes']} passes over {s['groups']} groups" if s["groups"] > 1
+           else ""),
         f"max acc   {s['max_accumulation']:.10g}" + (" (weighted)" if s.get("weights") else
                                                        " cells"),
         "wall      " + ", ".join(f"{k} {v:.2f}" for k, v in s["wall_seconds"].items()),

@@ -52,7 +52,7 @@ def test_a_flat_across_many_groups_takes_rounds_and_the_same_bits():
     inc = flow_directions(f, backend="cpu")
     np.testing.assert_array_equal(inc.direction, want)
     tiled = flow_directions(f, tile=4, group_tiles=1, backend="cpu")
-    assert tiled.stats["rounds"] > 3
+    assert tiled.stats["flat_passes"] > 16 * 16  # groups ran again as the lake's BFS crossed
     np.testing.assert_array_equal(tiled.direction, want)
     acc = flow_accumulation(tiled.direction, tile=4, backend="cpu")
     assert acc[40, 0] == np.count_nonzero(

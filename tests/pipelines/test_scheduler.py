@@ -84,27 +84,41 @@ def test_in_process_cluster_samples_and_ticks_less_often():
     assert profile == 100  # ms; distributed's default is 10
 
 
-def test_in_process_cluster_does_not_warn_of_a_large_graph():
-    """A graph carrying 24 MB (as the tiled flow's flat rounds do) stays in this process:
-    no "Sending large graph" warning on the user's terminal (distributed warns over 10 MB)."""
+@pytest.mark.parametrize("scheduler", ["threads", "local"])
+def test_run_as_completed_runs_the_work_results_find_once_each(scheduler):
+    """Items found by ``after`` start without waiting for the others; one already waiting is
+    not queued twice; ``prepare`` sees each start, ``after`` each result, in this thread."""
     pytest.importorskip("distributed")
-    import warnings
+    import threading
 
-    import dask
+    from pipelines.cluster import open_scheduler, run_as_completed
 
-    from pipelines.cluster import compute, open_scheduler
+    started, seen, here = [], {}, threading.get_ident()
 
-    big = np.arange(3 << 20, dtype=np.float64)  # 24 MB in the task's closure
+    def prepare(x):
+        assert threading.get_ident() == here
+        started.append(x)
+        return x
 
-    def total():
-        return float(big.sum())
+    def after(x, result):
+        assert threading.get_ident() == here
+        seen[x] = result
+        return [y for y in (2 * x, 2 * x + 1, 2 * x) if y < 40]  # a tree, each found twice
 
-    with open_scheduler("local", quiet=True):
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            (value,) = compute(dask.delayed(total, pure=False)(), label="big")
-    assert value == float(big.sum())
-    assert not [w for w in seen if "large graph" in str(w.message)]
+    with open_scheduler(scheduler, quiet=True):
+        run_as_completed(lambda x: x * x, prepare, [1, 1], after, label="test")
+    assert sorted(started) == list(range(1, 40))
+    assert seen == {x: x * x for x in range(1, 40)}
+
+
+def test_run_as_completed_raises_a_task_error():
+    from pipelines.cluster import open_scheduler, run_as_completed
+
+    def fail(x):
+        raise ValueError(f"bad {x}")
+
+    with open_scheduler("threads"), pytest.raises(ValueError, match="bad 3"):
+        run_as_completed(fail, lambda x: x, [3], lambda x, r: [])
 
 
 # ----------------------------------------------------------------------------- what users hit
