@@ -16,8 +16,8 @@ import warnings
 
 from terrain.errors import InputError
 
-__all__ = ["open_scheduler", "compute", "run_as_completed", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER", "SchedulerLost",
-           "runs_in_process",
+__all__ = ["open_scheduler", "compute", "run_as_completed", "LOCAL_SCHEDULERS", "LOCAL_CLUSTER",
+           "SchedulerLost", "runs_in_process",
            "dashboard_address", "check_inputs_on_workers", "remote_input", "is_address",
            "shares_nothing", "SHARE_NOTHING_COMMANDS",
            "DASHBOARD_MIN_CELLS", "IN_PROCESS_CONFIG", "cluster_active"]
