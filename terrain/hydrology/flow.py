@@ -253,8 +253,8 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
     ``pipelines.cluster.run_as_completed``; default: one pass at a time, in order). A pass
     publishes its border distances as it completes and a neighbour runs again with them as
     soon as it can, instead of after a round of every group: the distances are a min-plus
-    fixed point, the same whatever the order (8192², 256 groups: 872 passes, where rounds of
-    every group took 1080)."""
+    fixed point, the same whatever the order (8192², 256 groups one at a time, first in
+    first out: 772 passes, where rounds of every group took 1080; last in first out 2280)."""
     ops = _ops(backend)
     groups = list(plan.groups)
     gset = set(groups)
