@@ -127,7 +127,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
                          description=f"{a['long_name']}: {a['description']}", tags=tags,
                          resampling="average" if name == "distance" else "nearest"))
     write_all(store_path, jobs, cog=cog, overwrite=overwrite,
-              read=lambda name, window: read_block(store_path, name, window))
+              read=read_block)
     return [str(j["tif_path"]) for j in jobs]
 
 

@@ -107,7 +107,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
                  resampling="nearest" if name == "depression" else "average")
             for name in GEOTIFF_LAYERS for _, fill, meaning in [LAYERS[name]]]
     return [str(p) for p in write_all(store_path, jobs, cog=cog, overwrite=overwrite,
-                                      read=lambda name, w: read_block(store_path, name, w))]
+                                      read=read_block)]
 
 
 def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):

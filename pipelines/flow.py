@@ -255,6 +255,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 stats = _tiled(tmp, spec, shard, out_layer, w_path, be.name, scheduler, wall)
             if weights_tmp is not None:  # at a URL it lies under the output's prefix
                 remove_tree(weights_tmp)
+                weights_tmp = None  # gone: nothing for the finally below
             summary = {"rows": shape[0], "cols": shape[1], "connectivity": int(connectivity),
                        "cellsize": list(spec.cellsize), "tile": int(tile), "route": chosen,
                        "backend": be.name, "device": be.device_name(),
@@ -376,7 +377,7 @@ def write_flow_geotiffs(store_path, directory, overwrite=False, cog=True):
                          description=meaning, tags=tags,
                          resampling="nearest" if name == "direction" else "average"))
     return [str(p) for p in write_geotiffs(store_path, jobs, cog=cog, overwrite=overwrite,
-                                           read=lambda name, w: read_block(store_path, name, w))]
+                                           read=read_block)]
 
 
 def read_flow_store(path):

@@ -18,6 +18,7 @@ does not read every v3 sharded array terrain writes (docs/gis.md, "GeoTIFF outpu
 import concurrent.futures
 import contextlib
 import errno
+import functools
 import math
 import os
 import shutil
@@ -139,12 +140,13 @@ def write_geotiffs(store, jobs, *, cog=True, overwrite=False, read=None):
     dicts of :func:`write_geotiff`'s arguments); returns the paths. Every file appears only
     when all are written; a failure leaves nothing (a folder made for them is removed). A
     full disk is one :class:`InputError` naming the folder (libtiff's stderr lines dropped).
-    ``read(name, (r0, r1, c0, c1))``: a window of layer ``name`` (default: zarr's API; the
-    pipelines pass :func:`terrain.tiles.store.read_block`, the shard reader, which this
+    ``read(store, name, (r0, r1, c0, c1))``: a window of layer ``name`` (default: zarr's API;
+    the pipelines pass :func:`terrain.tiles.store.read_block`, the shard reader, which this
     layer does not import: 512² windows of 2048² shards through zarr cost the three layers
     of a 4096² cost distance 0.3 CPU s more)."""
     prepared = [dict(_prepare(store, **{k: v for k, v in j.items() if k != "tif_path"}),
-                     name=j["array_name"], read=read) for j in jobs]
+                     name=j["array_name"], read=None if read is None else
+                     functools.partial(read, store)) for j in jobs]
     trim_free_memory()  # what the caller freed (a solve's grids) before GDAL's buffers come
     folders = list(dict.fromkeys(Path(j["tif_path"]).parent for j in jobs))
     if jobs:
