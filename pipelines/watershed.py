@@ -81,10 +81,12 @@ def _write_tif(path, labels, gt, crs):
     import tempfile
 
     from terrain.io.geotiff import write_geotiff
+    from terrain.tiles.store import read_block
     with tempfile.TemporaryDirectory(dir=Path(path).parent, prefix=".watershed-") as d:
         store = Path(d) / "w.zarr"
         _write_store(store, labels, gt, crs)
-        write_geotiff(store, "watershed", path, nodata=-1, description=LABEL_MEANING)
+        write_geotiff(store, "watershed", path, read=read_block, nodata=-1,
+                      description=LABEL_MEANING)
 
 
 def _write_store(path, labels, gt, crs):
