@@ -153,8 +153,8 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False):
     read whole 2048² shards through its one event loop. The ``mst`` GeoTIFF of a 4096²
     grid took 0.49 CPU s and a 154 MB peak so, against 0.55 s and 233 MB through zarr;
     the three layers of a 4096² cost distance 0.3 CPU s less (2-core VM). Layouts it does
-    not decode itself it reads through zarr, opening the array per window: the 4096²
-    ``watershed`` labels (512² chunks, no shards) 0.61 against 0.50 CPU s."""
+    not decode itself (not terrain's) it reads through zarr, opening the array per
+    window."""
     prepared = [dict(_prepare(store, **{k: v for k, v in j.items() if k != "tif_path"}),
                      name=j["array_name"], read=read, store=store) for j in jobs]
     trim_free_memory()  # what the caller freed (a solve's grids) before GDAL's buffers come
