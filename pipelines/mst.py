@@ -623,8 +623,8 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True):
         valid = (store_path, "elevation")
     elif group.attrs.get("source") and is_store(group.attrs["source"]):
         valid = (group.attrs["source"], "elevation")
-    return write_layer(store_path, "mst", tif_path, cog=cog, nodata=255, valid_from=valid,
-                       description=MST_BAND_DESCRIPTION, resampling="nearest",
+    return write_layer(store_path, "mst", tif_path, read=read_block, cog=cog, nodata=255,
+                       valid_from=valid, description=MST_BAND_DESCRIPTION, resampling="nearest",
                        tags={"E": 1, "S": 2, "SE": 4, "SW": 8, "nodata": 255},
                        overwrite=overwrite)
 

@@ -10,6 +10,7 @@ from pipelines.mst import run_mst
 from terrain.errors import InputError
 from terrain.io.geotiff import overview_factors, write_geotiff
 from terrain.io.georef import finish_store, write_georeference
+from terrain.tiles.store import read_block
 
 from cli import run_main
 from grids import GT, write_utm_tif
@@ -32,7 +33,11 @@ def mst_store(dem_tif, tmp_path_factory):
 
 
 def test_mst_cog(mst_store, dem_tif, tmp_path):
+    """The COG's pixels are the store's: read by the shard reader itself (both layers are in
+    its layout), 512² windows cutting the 2048² shards."""
     from pipelines.mst import write_geotiff as write_mst_geotiff
+    from terrain.tiles import read_layout
+    assert all(read_layout(mst_store / name) is not None for name in ("mst", "elevation"))
     tif = tmp_path / "mst.tif"
     write_mst_geotiff(mst_store, tif)
     mask = zarr.open_group(str(mst_store), mode="r")["mst"][:]
@@ -77,7 +82,7 @@ def test_float_layer_rioxarray_round_trip(tmp_path):
     a[:] = vals
     write_georeference(g, (rows, cols), GT, "EPSG:32617")
     finish_store(tmp_path / "d.zarr")
-    tif = write_geotiff(tmp_path / "d.zarr", "distance", tmp_path / "d.tif",
+    tif = write_geotiff(tmp_path / "d.zarr", "distance", tmp_path / "d.tif", read=read_block,
                         description="cost distance", resampling="average")
     da = rioxarray.open_rasterio(tif, masked=True).squeeze()
     assert da.rio.crs.to_epsg() == 32617
@@ -89,12 +94,13 @@ def test_float_layer_rioxarray_round_trip(tmp_path):
         assert src.descriptions[0] == "cost distance"
     # plain tiled GTiff too, and never over an existing file
     with pytest.raises(InputError, match="exists"):
-        write_geotiff(tmp_path / "d.zarr", "distance", tif)
-    plain = write_geotiff(tmp_path / "d.zarr", "distance", tmp_path / "p.tif", cog=False)
+        write_geotiff(tmp_path / "d.zarr", "distance", tif, read=read_block)
+    plain = write_geotiff(tmp_path / "d.zarr", "distance", tmp_path / "p.tif", read=read_block,
+                          cog=False)
     with rasterio.open(plain) as src:
         assert src.overviews(1) == [2] and src.block_shapes[0] == (512, 512)
     with pytest.raises(InputError, match="no array"):
-        write_geotiff(tmp_path / "d.zarr", "nope", tmp_path / "n.tif")
+        write_geotiff(tmp_path / "d.zarr", "nope", tmp_path / "n.tif", read=read_block)
     assert not (tmp_path / "n.tif").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.tif", "d.zarr", "p.tif"]
 
