@@ -172,3 +172,21 @@ def test_the_build_has_what_the_precompile_imports():
     build = {name(s) for s in meta["build-system"]["requires"]}
     runtime = {name(s) for s in meta["project"]["dependencies"]} - {"bokeh"}
     assert runtime <= build, sorted(runtime - build)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_command_line_starts_no_openblas_pool_unless_told(given):
+    """No command multiplies matrices: OpenBLAS, loaded with NumPy, starts no threads of its
+    own (they spin, costing a small job CPU time), unless the user set a count."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given:
+        env["OPENBLAS_NUM_THREADS"] = given
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    code = ("import os; import terrain.run; import numpy; "
+            "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))")
+    count, threads = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                    text=True, timeout=120, check=True).stdout.split()
+    assert count == (given or "1")
+    if not given:
+        assert threads == "1"
