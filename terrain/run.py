@@ -14,8 +14,9 @@ import sys
 import warnings
 
 # No command multiplies matrices, yet OpenBLAS, loaded with NumPy (below), starts a thread a
-# core that spins awhile for work: with one, a 1024² cost distance takes 1.10 CPU s against
-# 1.24 (min of 5, 2-core VM). Set before NumPy's import; worker processes inherit it.
+# core that spins awhile for work: with one, a 1024² cost distance takes 1.23 CPU s against
+# 1.31 (mean of 8; min 0.99 against 1.24; 2-core VM). Before NumPy's import; worker
+# processes inherit it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .backend import BACKEND_CHOICES  # noqa: E402 (after the thread count above)
