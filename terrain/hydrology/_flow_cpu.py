@@ -63,8 +63,9 @@ def classify(zp, op, edge_outlets, dist, step):
     code = np.full((R, C), 255, np.uint8)
     op = None if op is None else _c(op, np.uint8)
     dist = _c(dist, np.float64)
-    _run("terrain_flow_classify", zp.ctypes.data, None if op is None else op.ctypes.data,
-         bool(edge_outlets), dist.ctypes.data, int(step), R, C, code.ctypes.data)
+    _oom(_run("terrain_flow_classify", zp.ctypes.data, None if op is None else op.ctypes.data,
+              bool(edge_outlets), dist.ctypes.data, int(step), R, C, code.ctypes.data),
+         "the codes", (R, C))
     return code
 
 
