@@ -559,11 +559,20 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
     const int64_t n = R * C;
     int64_t *queue = malloc((size_t)n * sizeof *queue);
     flow_seed *seeds = malloc((size_t)n * sizeof *seeds);
-    if (queue == NULL || seeds == NULL) {
+    /* the interior's flat cells, the only ones a step enters: a neighbour is then one
+       offset and one load, not a division into row and column and four bounds (the BFS
+       of a 2052² block with a fifth of it flat: 88 -> 58 ms, 2-core VM) */
+    uint8_t *open = calloc((size_t)n, 1);
+    if (queue == NULL || seeds == NULL || open == NULL) {
         free(queue);
         free(seeds);
+        free(open);
         return -1;
     }
+    int64_t off[8];
+    for (int k = 0; k < 8; ++k) off[k] = NB_DR[k] * C + NB_DC[k];
+    for (int64_t r = 2; r < R - 2; ++r)
+        for (int64_t c = 2; c < C - 2; ++c) open[r * C + c] = code[r * C + c] == FLOW_FLAT;
     for (int which = 0; which < 2; ++which) {
         int32_t *dist = which == 0 ? away : towards;
         const int32_t *halo = which == 0 ? halo_a : halo_t;
@@ -619,12 +628,9 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
                 if (dist[v] < d0) continue; /* reached earlier by a shorter path: expanded then */
             }
             const int32_t d = dist[v] + 1;
-            const int64_t r = v / C, c = v % C;
-            for (int k = 0; k < 8; k += step) {
-                const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
-                if (nr < 2 || nr >= R - 2 || nc < 2 || nc >= C - 2) continue;
-                const int64_t u = nr * C + nc;
-                if (code[u] != FLOW_FLAT || dist[u] <= d) continue;
+            for (int k = 0; k < 8; k += step) { /* v is in the rings' inside: u in the array */
+                const int64_t u = v + off[k];
+                if (!open[u] || dist[u] <= d) continue;
                 dist[u] = d;
                 queue[tail++] = u;
             }
@@ -633,6 +639,7 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
 done:
     free(queue);
     free(seeds);
+    free(open);
     return rc;
 }
 
