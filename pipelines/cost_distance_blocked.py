@@ -5,7 +5,9 @@ block taken, which reads its DEM block (:class:`BlockReader`) and its state
 (:class:`BlockFiles`, in a scratch folder beside the partial output, or under the prefix of
 an output at a URL, removed at the end),
 solves it and returns its ring; stage 1 gives distances, stage 2 labels. Then
-``cost-block-write`` per output window writes the layers.
+``cost-block-write`` per output window (whole shards) writes the layers block by block, each
+block's chunks encoded as they come (:class:`terrain.tiles.ShardWriter`): no task holds a
+shard's layers, and the block cache keeps its budget to the end.
 """
 
 import contextlib
@@ -18,17 +20,18 @@ import numpy as np
 
 from terrain.backend import get_backend
 from terrain.errors import InputError
-from terrain.grid.cost_outputs import write_windows
+from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, arc_lengths, cost_model_code
 from terrain.grid.sssp import check_max_cost
 from terrain.grid.sssp_blocked import (BlockedDriver, BlockedSpec, BlockPlan, block_outputs,
                                        solve_block)
 from terrain.io.remote import filesystem, is_remote, remove_tree, scratch_beside
 from terrain.startup import fixed_mmap_threshold
-from terrain.tiles import borrow_buffer, read_block, read_layout, read_window
+from terrain.tiles import (ShardWriter, morton_encode, read_block, read_layout, read_window,
+                           write_block, write_layout)
+from terrain.tiles.store import tiles_per_shard
 
-from .cost_distance_store import (StoreReader, prepare_layers, reached, source_arrays,
-                                  summary_base, window_stats)
+from .cost_distance_store import StoreReader, prepare_layers, reached, source_arrays, summary_base
 
 __all__ = ["run_blocked", "blocked_spec", "block_side", "BlockFiles", "BlockReader",
            "MAX_BLOCK", "SCRATCH", "block_task_bytes", "cache_bytes"]
@@ -172,8 +175,9 @@ class BlockCache:
         self.lock = threading.Lock()
 
     @staticmethod
-    def _size(e):
-        return sum(a.nbytes for k, a in e.items() if k != "dirty" and a is not None)
+    def _size(e):  # an array held twice (a DEM that is its own friction) counted once
+        return sum({id(a): a.nbytes for k, a in e.items()
+                    if k != "dirty" and a is not None}.values())
 
     def take(self, i, j):
         with self.lock:
@@ -181,11 +185,6 @@ class BlockCache:
             if e is not None:
                 self.used -= self._size(e)
             return e
-
-    def shrink(self, nbytes):
-        """Hold at most ``nbytes`` from now on (the blocks that leave are written)."""
-        self.nbytes = max(0, int(nbytes))
-        self._evict()
 
     def put(self, i, j, e):
         with self.lock:
@@ -219,13 +218,13 @@ class BlockReader(StoreReader):
         self.layouts = None  # on the first read: the stores may be ingested by then
 
     def _read(self, i, window):
-        if is_remote(self.paths[i]):
+        path, layer = self.sources[i]
+        if is_remote(path):
             r0, r1, c0, c1 = window
-            return read_block(self.paths[i], "elevation", window,
-                              np.empty((r1 - r0, c1 - c0), np.float32))
+            return read_block(path, layer, window, np.empty((r1 - r0, c1 - c0), np.float32))
         if self.layouts is None:
-            lays = [None if is_remote(p) else read_layout(Path(p) / "elevation")
-                    for p in self.paths]
+            lays = [None if is_remote(p) else read_layout(Path(p) / lay)
+                    for p, lay in self.sources]
             self.layouts = lays if all(lay is not None and lay.dtype == np.float32
                                        for lay in lays) else []
         if not self.layouts:
@@ -276,54 +275,99 @@ class _RingArray:
         return self.rows[int(r)]
 
 
-def _out_array(stack, name, shape, dtype, fill):
-    """An output window's array of ``shape`` filled with ``fill``, in a buffer borrowed for
-    the task (``stack``) from the process's shared ones: the run's largest arrays."""
-    n = shape[0] * shape[1]
-    buf = stack.enter_context(borrow_buffer(f"blocked-out-{name}", n * np.dtype(dtype).itemsize))
-    out = buf[:n * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
-    out[...] = fill
-    return out
-
-
 def _write_task(ctx, out_path, window, blocks, write_friction):
-    """Outputs of the blocks of one output ``window`` (whole shards), one write."""
-    t0 = time.perf_counter()
-    r0, r1, c0, c1 = window
-    shape = (r1 - r0, c1 - c0)
+    """The layers of one output ``window`` (whole shards of them, whole blocks), block by
+    block: each block's outputs (:func:`block_outputs`) go into the shards' chunks as they
+    are computed (:class:`_LayerSink`), so the task holds one block's arrays, never a
+    window's layers. Returns the window's reached cells, largest distance and seconds."""
+    names = LAYER_NAMES + (("friction",) if write_friction else ())
+    found, top, solve, write = 0, None, 0.0, 0.0
     with contextlib.ExitStack() as stack:
-        d = _out_array(stack, "d", shape, np.float64, np.nan)
-        a = _out_array(stack, "a", shape, np.int32, -1)
-        b = _out_array(stack, "b", shape, np.uint8, 255)
-        fr = _out_array(stack, "f", shape, np.float32, np.nan) if write_friction else None
+        sinks = {n: stack.enter_context(_LayerSink(out_path, n, window)) for n in names}
         for i, j, halo in blocks:
-            q0, q1, p0, p1 = ctx.plan.window(i, j)
-            sl = (slice(q0 - r0, q1 - r0), slice(p0 - c0, p1 - c0))
+            t0 = time.perf_counter()
+            q0, _, p0, _ = ctx.plan.window(i, j)
             e = ctx.take(i, j, 3)
-            if fr is not None:
-                fr[sl] = e["f"]
-            if e["d"] is None:
-                continue  # never reached
-            d[sl], a[sl], b[sl] = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
+            out = {"friction": e["f"]} if write_friction else {}
+            if e["d"] is not None:  # else never reached: the layers' fill
+                d, a, b = block_outputs(ctx.spec, e["z"], e["f"], e["d"], e["l"], halo)
+                out.update(distance=d, allocation=a, backlink=b)
+                n = int(np.count_nonzero(~np.isnan(d)))
+                if n:
+                    found, most = found + n, float(np.nanmax(d))
+                    top = most if top is None else max(top, most)
             del e  # not given back: the block is done
-        t1 = time.perf_counter()
-        layers = {"distance": d, "allocation": a, "backlink": b}
-        if fr is not None:
-            layers["friction"] = fr
-        write_windows(out_path, {k: _Offset(v, r0, c0) for k, v in layers.items()}, [window])
-        return window_stats(d, t0, t1)
+            t1 = time.perf_counter()
+            for name, values in out.items():
+                sinks[name].put(values, q0, p0)
+            del out
+            t2 = time.perf_counter()
+            solve, write = solve + t1 - t0, write + t2 - t1
+        t2 = time.perf_counter()
+        for sink in sinks.values():
+            sink.close()
+        write += time.perf_counter() - t2
+    return {"reached": found, "max": top, "solve": solve, "write": write}
 
 
-class _Offset:
-    """A window's array seen in grid coordinates (``write_windows`` slices the grid)."""
+LAYER_NAMES = ("distance", "allocation", "backlink")
 
-    def __init__(self, a, r0, c0):
-        self.a, self.r0, self.c0 = a, r0, c0
-        self.dtype, self.shape = a.dtype, a.shape
 
-    def __getitem__(self, key):
-        rs, cs = key
-        return self.a[rs.start - self.r0:rs.stop - self.r0, cs.start - self.c0:cs.stop - self.c0]
+class _LayerSink:
+    """Where a write task puts a layer's blocks: in a local store of the usual layout one
+    :class:`terrain.tiles.ShardWriter` a shard of the window (the blocks' chunks encoded as
+    they come); elsewhere (a store at a URL: a shard is one object, one PUT) the window's
+    array, written whole by :func:`terrain.tiles.write_block` at :meth:`close`."""
+
+    def __init__(self, out_path, name, window):
+        self.out_path, self.name, self.window = out_path, name, window
+        self.layout = None if is_remote(out_path) else write_layout(Path(out_path) / name)
+        dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
+        self.dtype = np.dtype(dtype) if self.layout is None else self.layout.dtype
+        r0, r1, c0, c1 = window
+        if self.layout is None:
+            self.cells = np.full((r1 - r0, c1 - c0), fill, self.dtype)
+            return
+        R, C = self.layout.shard
+        self.writers = {(si, sj): ShardWriter(self.layout, si, sj)
+                        for si in range(r0 // R, -(-r1 // R))
+                        for sj in range(c0 // C, -(-c1 // C))}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for w in getattr(self, "writers", {}).values():
+            w.__exit__(*exc)
+
+    def put(self, values, r0, c0):
+        """A block's cells ``values`` from the grid's ``(r0, c0)`` on."""
+        values = np.ascontiguousarray(values, self.dtype)
+        h, w = values.shape
+        if self.layout is None:
+            self.cells[r0 - self.window[0]:r0 - self.window[0] + h,
+                       c0 - self.window[2]:c0 - self.window[2] + w] = values
+            return
+        R, C = self.layout.shard
+        for si in range(r0 // R, -(-(r0 + h) // R)):
+            for sj in range(c0 // C, -(-(c0 + w) // C)):
+                a0, b0 = max(si * R, r0), max(sj * C, c0)
+                a1, b1 = min(si * R + R, r0 + h), min(sj * C + C, c0 + w)
+                self.writers[si, sj].put(values[a0 - r0:a1 - r0, b0 - c0:b1 - c0], a0, b0)
+
+    def close(self):
+        if self.layout is None:
+            write_block(self.out_path, self.name, self.window, self.cells)
+            return
+        for w in self.writers.values():
+            w.close()
+
+
+def _morton_blocks(blocks):
+    """``blocks`` (``(i, j, ...)``) in Morton order: a window's chunks in the shards' order
+    (zarr's bytes) where the blocks are whole quadrants of the shards."""
+    i0, j0 = min(b[0] for b in blocks), min(b[1] for b in blocks)
+    return sorted(blocks, key=lambda b: int(morton_encode(b[0] - i0, b[1] - j0)))
 
 
 def blocked_spec(spec, memory_bytes, reuse, backend):
@@ -368,7 +412,6 @@ def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, ups
     from . import cluster
 
     shape, tile, side = plan.shape, int(spec["tile"]), plan.side
-    shard_side = tile * int(spec["tiles_per_shard"])
     reader = BlockReader(dem_path, friction_store, spec.get("friction_path") or "")
     threads = os.cpu_count() or 1
     # tasks in this process (Dask's local schedulers, our in-process LocalCluster): the
@@ -404,19 +447,16 @@ def _run(dem_path, out_path, spec, srcs, bspec, plan, files, friction_store, ups
         t1 = time.perf_counter()
         driver.run(execute, 2)
         t2 = time.perf_counter()
-        out_side = max(side, shard_side)
-        if cache is not None:  # room for the output windows (the run's largest arrays)
-            cache.shrink(cache.nbytes - threads * out_side ** 2 * (8 + 4 + 1 + 4 * (
-                friction_store is not None)))
-        nbr = max(1, out_side // side)
+        # windows of whole output shards (a block larger than a shard: the block's)
+        out_side = max(side, tile * tiles_per_shard(tile, shape))
         writes = []
         R, C = shape
         for r in range(0, R, out_side):
             for c in range(0, C, out_side):
                 window = (r, min(r + out_side, R), c, min(c + out_side, C))
-                blocks = [(i, j, driver.bands.halo(i, j))
-                          for i in range(r // side, min(r // side + nbr, plan.blocks[0]))
-                          for j in range(c // side, min(c // side + nbr, plan.blocks[1]))]
+                blocks = _morton_blocks([(i, j, driver.bands.halo(i, j))
+                                         for i in range(r // side, -(-window[1] // side))
+                                         for j in range(c // side, -(-window[3] // side))])
                 writes.append(dask.delayed(_write_task, pure=False)(
                     ctx, out_path, window, blocks, friction_store is not None,
                     dask_key_name=(f"cost-block-write-{token}", r // out_side,

@@ -104,12 +104,13 @@ def geotiff_paths(directory):
     return shared_geotiff_paths(directory, GEOTIFF_LAYERS)
 
 
-def write_geotiffs(store_path, directory, overwrite=False, cog=True):
+def write_geotiffs(store_path, directory, overwrite=False, cog=True, memory=None):
     """Write ``distance``, ``allocation`` and ``backlink`` of a cost store as Cloud-Optimized
     GeoTIFFs ``DIR/<layer>.tif`` (:func:`terrain.io.geotiff.write_geotiffs`: the three at
-    once, each appears atomically). Nodata: distance NaN, allocation -1, backlink 255 (the
-    layers' fill values). A folder this call made is removed again when it fails (a full
-    disk leaves nothing). Returns the paths written."""
+    once, fewer under a budget of ``memory`` bytes; each appears atomically). Nodata:
+    distance NaN, allocation -1, backlink 255 (the layers' fill values). A folder this call
+    made is removed again when it fails (a full disk leaves nothing). Returns the paths
+    written."""
     from terrain.io.geotiff import write_geotiffs as write_all
 
     group = zarr.open_group(store=str(store_path), mode="r", use_consolidated=False)
@@ -126,31 +127,40 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
         jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
                          description=f"{a['long_name']}: {a['description']}", tags=tags,
                          resampling="average" if name == "distance" else "nearest"))
-    write_all(store_path, jobs, cog=cog, overwrite=overwrite,
-              read=read_block)
+    write_all(store_path, jobs, cog=cog, overwrite=overwrite, read=read_block, memory=memory)
     return [str(j["tif_path"]) for j in jobs]
 
 
 class StoreReader:
     """``reader(window) -> (z, f)`` from a tile store's ``elevation`` layer and a friction
-    store's (ones without one), the friction checked as the in-core path does
+    store's (ones without one; a ``(store, layer)`` pair: that layer, the DEM's own when it
+    is the input's, read once for both), the friction checked as the in-core path does
     (:func:`terrain.grid.costs.check_friction`). A store at a URL is a
     :class:`terrain.io.remote.Location`, which the tasks open wherever they run."""
 
     ones = True  # without a friction store, ``f`` is ones (else None)
 
     def __init__(self, dem_path, friction_path=None, name=""):
-        self.paths = [p if is_remote(p) else str(p) for p in (dem_path, friction_path)
-                      if p is not None]
+        self.sources = [(p if is_remote(p) else str(p), layer) for p, layer in
+                        (_source(dem_path), _source(friction_path)) if p is not None]
+        self.own = len(self.sources) == 2 and self.sources[0] == self.sources[1]
         self.name = name
 
     def _read(self, i, window):
         r0, r1, c0, c1 = window
-        return np.asarray(zarr.open_array(store=store_for(self.paths[i]), path="elevation",
+        path, layer = self.sources[i]
+        return np.asarray(zarr.open_array(store=store_for(path), path=layer,
                                           mode="r")[r0:r1, c0:c1], np.float32)
 
     def __call__(self, window):
         z = self._read(0, window)
-        if len(self.paths) == 1:
+        if len(self.sources) == 1:
             return z, (np.ones_like(z) if self.ones else None)
-        return z, check_friction(self._read(1, window), name=self.name)
+        return z, check_friction(z if self.own else self._read(1, window), name=self.name)
+
+
+def _source(path):
+    """``(store, layer)`` of a reader's store: a path's ``elevation``, or a pair as it is."""
+    if isinstance(path, (tuple, list)):
+        return tuple(path)
+    return path, "elevation"

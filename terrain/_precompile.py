@@ -36,7 +36,6 @@ def _commands(tmp):
     _write_grid(grid)
     _write_edges(edges)
     cpu = ["--backend", "cpu", "--scheduler", "synchronous"]
-    cost = ["cost-distance", str(grid), "--source-cell", "5,5"]
     return [
         ["mst", str(grid), "-o", str(tmp / "warm.mst.zarr"), *cpu],
         ["ingest", str(grid), "-o", str(tmp / "warm.zarr"), *cpu[2:]],
@@ -50,8 +49,6 @@ def _commands(tmp):
          "8", *cpu],
         ["flow", str(grid), "-o", str(tmp / "warm.flow.zarr"), "--route", "tiled", "--tile",
          "8", *cpu],
-        # the in-core cost distance runs C; the blocked algorithm's window kernel
-        [*cost, "--algorithm", "blocked", "-o", str(tmp / "warm.cost.zarr"), *cpu],
     ]
 
 

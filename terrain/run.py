@@ -157,8 +157,9 @@ def _add_cost_options(p, batch=False):
                         "(out-of-core, CPU) one, or auto (default): in-core when the grid "
                         "fits in memory, else blocked on the CPU and tiled on the GPU")
     p.add_argument("--memory", default=None, metavar="SIZE",
-                   help=f"{pre}memory budget (e.g. 1.5GB) that picks the algorithm and sizes "
-                        "the blocked algorithm's blocks (default: the available RAM)")
+                   help=f"{pre}memory budget (e.g. 1.5GB) that picks the algorithm and "
+                        "bounds what the blocked algorithm holds beside the process: its "
+                        "blocks, block cache and GeoTIFF writers (default: the available RAM)")
 
 
 def _add_vertex_results(p):

@@ -23,7 +23,6 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
 from ..backend import get_backend
@@ -225,11 +224,23 @@ def _window(ws, z, f, halo, state_d, state_l, labels, halo_labels=False):
             continue
         a2 = a.reshape(H, W)
         a2[:fr], a2[H - fr:], a2[:, :fr], a2[:, W - fr:] = fill, fill, fill, fill
-    dummy_d, dummy_l = np.empty((1, 1)), np.empty((1, 1), np.int64)
-    window_inner_cpu(z, f if f is not None else z, f is not None,
-                     state_d if state_d is not None else dummy_d, state_d is not None,
-                     state_l if state_l is not None else dummy_l, state_l is not None,
-                     labels, _OFF, W, zp, fp if fp is not None else zp, dist, label)
+    # the block's cells: inputs, state (none yet: +inf, or -inf for labels), -inf at
+    # non-vertices (and, for labels, at cells without a finite distance)
+    inner = (slice(_OFF, _OFF + th), slice(_OFF, _OFF + tw))
+    zp.reshape(H, W)[inner] = z
+    d = dist.reshape(H, W)[inner]
+    d[...] = state_d if state_d is not None else (-np.inf if labels else np.inf)
+    with borrow_buffer("blocked-mask", 2 * th * tw) as buf:  # no fresh pages a visit
+        off, more = (buf[k * th * tw:(k + 1) * th * tw].view(bool).reshape(th, tw)
+                     for k in (0, 1))
+        np.isnan(z, out=off)
+        if fp is not None:
+            fp.reshape(H, W)[inner] = f
+            off |= np.isnan(f, out=more)
+        if labels:
+            off |= np.logical_not(np.isfinite(d, out=more), out=more)
+        np.copyto(d, -np.inf, where=off)
+    label.reshape(H, W)[inner] = (state_l if state_l is not None else none) if labels else 0
     idx, hv = _halo_cells(halo, th, tw, W)
     zp[idx] = hv["z"]
     valid = ~np.isnan(hv["z"])
@@ -546,33 +557,3 @@ def blocked_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=Non
     stats = dict(driver.stats, blocks=int(np.prod(plan.blocks)), side=plan.side,
                  seconds=time.perf_counter() - t0, backend="cpu", algorithm="blocked")
     return GridSSSPResult(distance, allocation, backlink, None, stats)
-
-
-@numba.njit(cache=True, nogil=True)
-def window_inner_cpu(z, f, has_f, state_d, has_d, state_l, has_l, labels, off, width, zp, fp,
-                     dist, label):
-    """Fill the block's cells of its padded flat window (``off`` cells of halo and frame
-    before, ``width`` a row) from ``z``, ``f`` and the block's state, as
-    :func:`terrain.grid.sssp_blocked._window` describes."""
-    th, tw = z.shape
-    none = np.iinfo(np.int64).max
-    empty = -math.inf if labels else math.inf
-    for r in range(th):
-        base = (r + off) * width + off
-        for c in range(tw):
-            i = base + c
-            zv = z[r, c]
-            zp[i] = zv
-            ok = zv == zv
-            if has_f:
-                fv = f[r, c]
-                fp[i] = fv
-                ok = ok and fv == fv
-            d = state_d[r, c] if has_d else empty
-            if not ok or (labels and not (d > -math.inf and d < math.inf)):
-                d = -math.inf
-            dist[i] = d
-            if labels:
-                label[i] = state_l[r, c] if has_l else none
-            else:
-                label[i] = 0

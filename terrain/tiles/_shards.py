@@ -27,8 +27,8 @@ from .. import native
 from ..errors import InputError
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 
-__all__ = ["fast_layout", "write_layout", "read_layout", "write_shard", "read_shard", "read_array", "read_window",
-           "url_layout", "read_url_shard",
+__all__ = ["fast_layout", "write_layout", "read_layout", "write_shard", "ShardWriter",
+           "read_shard", "read_array", "read_window", "url_layout", "read_url_shard",
            "io_threads", "MAX_IO_THREADS", "sweep_partial_files",
            "shard_inventory", "borrow_buffer", "shard_grid"]
 
@@ -279,17 +279,15 @@ def write_shard(layout, si, sj, values, r0=0, c0=0):
     array's cells from ``(r0, c0)`` on; returns the bytes written (0: fill only, no file).
     ``values`` may be a block reader (:class:`terrain._transfer.DeviceBlocks`: its
     ``read_block``, ``empty`` and ``buffer_kind``): the shard's cells are copied off the
-    device at once. The chunks are encoded by ``terrain_shard_encode`` (C, the GIL released:
-    writer threads run in parallel), :data:`ENCODE_BYTES` at a time.
+    device at once. One :meth:`ShardWriter.put` of the whole shard.
     """
     R, C = layout.shard
     a0, b0 = si * R, sj * C
     a1, b1 = min(a0 + R, layout.shape[0]), min(b0 + C, layout.shape[1])
-    chunk = int(np.prod(layout.inner)) * layout.dtype.itemsize
     with _shard_cells(values, layout.dtype, a0 - r0, a1 - r0, b0 - c0, b1 - c0) as cells, \
-            borrow_buffer("tile", chunk) as tile, \
-            borrow_buffer("dest", max(ENCODE_BYTES, chunk + _OVERHEAD + 4)) as dest:
-        return _write_shard(layout, si, sj, cells, tile, dest)
+            ShardWriter(layout, si, sj) as writer:
+        writer.put(cells, a0, b0)
+        return writer.close()
 
 
 @contextlib.contextmanager
@@ -309,59 +307,110 @@ def _shard_cells(values, dtype, r0, r1, c0, c1):
     yield cells
 
 
-def _write_shard(layout, si, sj, cells, tile, dest):
-    """:func:`write_shard` into a file beside the shard, renamed over it once whole."""
-    tr, tc = layout.inner
-    order = layout.order
-    index = np.full(layout.per_shard + (2,), _ABSENT, np.uint64)
-    fill = np.asarray(layout.fill, layout.dtype).reshape(1)
-    codec = layout.codec
-    compress = None if codec is None else ctypes.cast(BLOSC.compress, ctypes.c_void_p).value
-    clevel, shuffle, _, cname, blocksize = codec if codec is not None else (0, 0, 0, b"", 0)
-    encode = _lib().terrain_shard_encode
-    after = np.zeros(1, np.int64)
-    offset, k = 0, 0
-    path = layout.file(si, sj)
-    tmp = fh = None
-    try:
-        while k < len(order):
-            n = encode(cells.ctypes.data, cells.shape[0], cells.shape[1], cells.strides[0],
-                       cells.dtype.itemsize, int(cells.dtype.kind == "f"), fill.ctypes.data,
-                       tr, tc, order.ctypes.data, k, len(order), layout.per_shard[1],
-                       compress, clevel, shuffle, cname, blocksize, int(layout.checksum),
-                       tile.ctypes.data, dest.ctypes.data, dest.nbytes, offset,
-                       index.ctypes.data, after.ctypes.data)
-            if n < 0:
-                raise RuntimeError(f"blosc could not compress a tile of {layout.path}")
-            k = int(after[0])
-            if n == 0:
-                continue
-            if fh is None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # NAME.HEX.partial: the name zarr's local store writes through, so one
-                # sweep (sweep_partial_files) removes what a killed writer of either left
-                tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
-                fh = open(tmp, "wb")
-            fh.write(memoryview(dest)[:n])
-            offset += n
-        if fh is None:
+class ShardWriter:
+    """Shard ``(si, sj)`` of the array ``layout`` written as its cells come: each
+    :meth:`put` encodes the chunks of a window of whole chunks (``terrain_shard_encode``, C,
+    the GIL released, :data:`ENCODE_BYTES` at a time) and appends them to a file beside the
+    shard; :meth:`close` writes the index and renames the file over the shard (no chunk but
+    fill: no file). So a writer holds a window's cells, not the shard's. Windows put in the
+    shard's chunk order (Morton; what :func:`write_shard` puts, the whole shard at once) give
+    zarr's bytes; another order the same cells. A context manager: leaving it without
+    :meth:`close` (an error) leaves the shard as it was."""
+
+    def __init__(self, layout, si, sj):
+        self.layout, self.si, self.sj = layout, si, sj
+        self.index = np.full(layout.per_shard + (2,), _ABSENT, np.uint64)
+        self.offset = 0
+        self.fh = self.tmp = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._discard()
+
+    def put(self, cells, r0, c0):
+        """Encode ``cells``, the array's cells from ``(r0, c0)`` on (C-contiguous rows, the
+        array's dtype): ``(r0, c0)`` a chunk corner inside this shard, the window whole
+        chunks of it (or up to the array's edge)."""
+        lay = self.layout
+        (R, C), (tr, tc), (rows, cols) = lay.shard, lay.inner, lay.shape
+        h, w = cells.shape
+        a0, b0 = self.si * R, self.sj * C
+        if ((r0 - a0) % tr or (c0 - b0) % tc or not (a0 <= r0 and r0 + h <= min(a0 + R, rows)
+                                                     and b0 <= c0 and c0 + w <= min(b0 + C, cols))
+                or (h % tr and r0 + h != rows) or (w % tc and c0 + w != cols)):
+            raise ValueError(f"ShardWriter.put: window ({r0}, {c0}) + {cells.shape} is not "
+                             f"whole chunks of shard ({self.si}, {self.sj})")
+        if cells.dtype != lay.dtype or cells.strides[1] != cells.dtype.itemsize:
+            raise ValueError("ShardWriter.put: cells of another dtype or with gaps in a row")
+        ci0, cj0 = (r0 - a0) // tr, (c0 - b0) // tc
+        order = lay.order
+        inside = ((order[:, 0] >= ci0) & (order[:, 0] < ci0 + -(-h // tr))
+                  & (order[:, 1] >= cj0) & (order[:, 1] < cj0 + -(-w // tc)))
+        order = np.ascontiguousarray(order[inside] - (ci0, cj0))
+        pc = lay.per_shard[1]
+        chunk = tr * tc * lay.dtype.itemsize
+        fill = np.asarray(lay.fill, lay.dtype).reshape(1)
+        codec = lay.codec
+        compress = None if codec is None else ctypes.cast(BLOSC.compress, ctypes.c_void_p).value
+        clevel, shuffle, _, cname, blocksize = codec if codec is not None else (0, 0, 0, b"", 0)
+        encode = _lib().terrain_shard_encode
+        # the index entries from this window's first chunk on (its rows are the shard's)
+        index = self.index.ctypes.data + 16 * (ci0 * pc + cj0)
+        after = np.zeros(1, np.int64)
+        with borrow_buffer("tile", chunk) as tile, \
+                borrow_buffer("dest", max(ENCODE_BYTES, chunk + _OVERHEAD + 4)) as dest:
+            k = 0
+            while k < len(order):
+                n = encode(cells.ctypes.data, h, w, cells.strides[0], cells.dtype.itemsize,
+                           int(cells.dtype.kind == "f"), fill.ctypes.data, tr, tc,
+                           order.ctypes.data, k, len(order), pc, compress, clevel, shuffle,
+                           cname, blocksize, int(lay.checksum), tile.ctypes.data,
+                           dest.ctypes.data, dest.nbytes, self.offset, index,
+                           after.ctypes.data)
+                if n < 0:
+                    raise RuntimeError(f"blosc could not compress a tile of {lay.path}")
+                k = int(after[0])
+                if n:
+                    self._file().write(memoryview(dest)[:n])
+                    self.offset += n
+
+    def _file(self):
+        if self.fh is None:
+            path = self.layout.file(self.si, self.sj)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # NAME.HEX.partial: the name zarr's local store writes through, so one sweep
+            # (sweep_partial_files) removes what a killed writer of either left
+            self.tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+            self.fh = open(self.tmp, "wb")
+        return self.fh
+
+    def close(self):
+        """The index written and the file renamed over the shard; returns the bytes written
+        (0: fill only, and the shard's file removed)."""
+        path = self.layout.file(self.si, self.sj)
+        if self.fh is None:
             try:
                 path.unlink()
             except FileNotFoundError:
                 pass
             return 0
-        raw = index.astype("<u8").tobytes()
-        fh.write(raw + _crc(raw))
-        fh.close()
-        os.replace(tmp, path)
-        tmp = None
-        return offset + len(raw) + 4
-    finally:
-        if fh is not None:
-            fh.close()
-        if tmp is not None:
+        raw = self.index.astype("<u8").tobytes()
+        self.fh.write(raw + _crc(raw))
+        self.fh.close()
+        os.replace(self.tmp, path)
+        self.fh = self.tmp = None
+        return self.offset + len(raw) + 4
+
+    def _discard(self):
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+        if self.tmp is not None:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+                os.unlink(self.tmp)
+            self.tmp = None
 
 
 def _crc(data):

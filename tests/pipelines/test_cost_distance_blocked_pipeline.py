@@ -87,6 +87,38 @@ def test_auto_picks_blocked_under_a_small_budget(capsys, tmp_path, dem, small_sh
     assert not (tmp_path / "p.zarr").exists()
 
 
+def test_blocks_inside_shards_own_friction_and_geotiffs_under_a_budget(capsys, tmp_path, dem,
+                                                                        small_shards,
+                                                                        monkeypatch):
+    """``--memory 20KB``: blocks of 8 in output shards of 16, each shard written block by
+    block (``ShardWriter``), and the GeoTIFFs one layer at a time: the store and the
+    GeoTIFFs equal the in-core run's. The DEM is its own friction: ingested once."""
+    import rasterio
+
+    import pipelines.ingest as ingest
+    z, path = dem
+    common = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8,
+              "--cost", "friction", "--friction", path]
+    s_in = _run(capsys, path, "-o", tmp_path / "in.zarr", "--algorithm", "in-core",
+                "--geotiff-dir", tmp_path / "gi", *common)
+    ingests, build = [], ingest.build_ingest_graph
+    monkeypatch.setattr(ingest, "build_ingest_graph",
+                        lambda *a, **k: ingests.append(a[0]) or build(*a, **k))
+    s_b = _run(capsys, path, "-o", tmp_path / "b.zarr", "--algorithm", "blocked", "--memory",
+               "20KB", "--geotiff-dir", tmp_path / "gb", *common, scheduler="threads")
+    assert s_b["block"] == 8 and s_b["blocks"] == 30 and len(ingests) == 1
+    a, b = _layers(tmp_path / "in.zarr"), _layers(tmp_path / "b.zarr")
+    assert set(a) == set(b) == {*LAYERS, "friction"}
+    for n in a:
+        np.testing.assert_array_equal(a[n], b[n], err_msg=n)
+    assert (s_b["reached_cells"], s_b["max_distance"]) == (s_in["reached_cells"],
+                                                           s_in["max_distance"])
+    for n in LAYERS:
+        with rasterio.open(tmp_path / "gi" / f"{n}.tif") as x, \
+                rasterio.open(tmp_path / "gb" / f"{n}.tif") as y:
+            np.testing.assert_array_equal(x.read(1), y.read(1), err_msg=n)
+
+
 def test_source_on_nodata_leaves_nothing(capsys, tmp_path, dem, small_shards):
     z, path = dem
     rc, so, se = run_main(capsys, "cost-distance", path, "-o", tmp_path / "x.zarr",
@@ -137,21 +169,21 @@ def test_block_reader_equals_zarr(tmp_path, small_shards):
     assert other.layouts == []
 
 
-def test_block_cache_shrinks_writing_changed_states(tmp_path):
-    """Before the output stage the cache makes room for the output windows: the least
-    recently used blocks leave, their changed states written (and read back the same)."""
+def test_block_cache_writes_changed_states_when_they_leave(tmp_path):
+    """The cache holds what fits its budget: the least recently used blocks leave, their
+    changed states written (and read back the same), unchanged ones dropped."""
     from pipelines.cost_distance_blocked import BlockCache, BlockFiles
     files = BlockFiles(tmp_path, lambda i, j: (4, 4))
-    cache = BlockCache(files, 10 ** 6)
-    d = [np.full((4, 4), float(k)) for k in range(3)]
+    cache = BlockCache(files, 2 * 128)  # room for two blocks' distances
+    d = [np.full((4, 4), float(k)) for k in range(4)]
     for k in range(3):
         cache.put(0, k, {"z": None, "f": None, "d": d[k], "l": None,
                          "dirty": {"d"} if k != 1 else set()})
-    cache.shrink(2 * 128)  # room for two blocks' distances
     assert list(cache.entries) == [(0, 1), (0, 2)] and not files.path("d", 0, 1).exists()
     assert np.array_equal(files.read("d", 0, 0), d[0])  # written when it left
-    cache.shrink(0)  # the last block used stays
-    assert list(cache.entries) == [(0, 2)] and files.read("d", 0, 1) is None
+    cache.put(0, 3, {"z": None, "f": None, "d": np.zeros((8, 8)), "l": None, "dirty": set()})
+    assert list(cache.entries) == [(0, 3)] and files.read("d", 0, 1) is None  # the last stays
+    assert np.array_equal(files.read("d", 0, 2), d[2])
 
 
 def test_no_task_key_is_used_twice(capsys, tmp_path, dem, small_shards, monkeypatch):

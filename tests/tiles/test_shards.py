@@ -5,7 +5,8 @@ import pytest
 import zarr
 
 from terrain.grid.cost_outputs import layer_compressors, read_layer, write_windows
-from terrain.tiles._shards import fast_layout, read_shard, shard_grid, write_shard
+from terrain.tiles._shards import (ShardWriter, fast_layout, read_shard, shard_grid,
+                                   write_shard)
 from grids import SHAPE, shard_files, shard_layer
 
 CODECS = {"lz4-bitshuffle": (zarr.codecs.BloscCodec(cname="lz4", clevel=5,
@@ -48,6 +49,43 @@ def test_hand_written_shards_are_zarrs_bytes(tmp_path, codec, dtype, fill):
         for sj in range(3):
             read_shard(layout, si, sj, back)  # and we read zarr's
     np.testing.assert_array_equal(back, np.asarray(by_zarr[:, :]))
+
+
+@pytest.mark.parametrize("side", [16, 32])
+def test_shard_writer_takes_a_shard_window_by_window(tmp_path, side):
+    """``ShardWriter.put`` of whole-chunk windows (blocks of ``side``) in Morton order gives
+    ``write_shard``'s bytes, holding a window at a time; in another order the same cells
+    (the index says where each chunk lies); a window that is not whole chunks, or a writer
+    left without ``close``, writes nothing."""
+    from terrain.tiles.morton import morton_encode
+    v = _values("float64", np.nan)
+    whole = shard_layer(tmp_path / "a.zarr", "x", "float64", np.nan, CODECS["lz4-bitshuffle"])
+    for si in range(3):
+        for sj in range(3):
+            write_shard(fast_layout(whole), si, sj, v)
+    for name, ordered in (("b.zarr", True), ("c.zarr", False)):
+        arr = shard_layer(tmp_path / name, "x", "float64", np.nan, CODECS["lz4-bitshuffle"])
+        layout = fast_layout(arr)
+        for si in range(3):
+            for sj in range(3):
+                blocks = [(r, c) for r in range(si * 64, min(si * 64 + 64, SHAPE[0]), side)
+                          for c in range(sj * 64, min(sj * 64 + 64, SHAPE[1]), side)]
+                blocks.sort(key=lambda b: int(morton_encode(b[0] // side, b[1] // side)),
+                            reverse=not ordered)
+                with ShardWriter(layout, si, sj) as w:
+                    for r, c in blocks:
+                        w.put(np.ascontiguousarray(v[r:r + side, c:c + side]), r, c)
+                    w.close()
+        np.testing.assert_array_equal(np.asarray(arr[:, :]), v)
+        if ordered:
+            assert shard_files(tmp_path / "a.zarr" / "x") == shard_files(tmp_path / name / "x")
+    layout = fast_layout(arr)
+    with ShardWriter(layout, 0, 0) as w:
+        with pytest.raises(ValueError, match="whole chunks"):
+            w.put(np.zeros((8, 16)), 0, 0)
+        w.put(np.ones((16, 16)), 0, 0)  # not closed: the shard stays as it was
+    assert np.isnan(np.asarray(arr[0, 0]))
+    assert not list((tmp_path / "c.zarr" / "x").rglob("*.partial"))
 
 
 def test_write_windows_and_read_layer(tmp_path):
