@@ -517,7 +517,7 @@ int64_t terrain_flow_classify(const float *zp, const uint8_t *outp, int edge_out
                 const float n = zn[i];
                 boundary[i] |= (uint8_t)(n != n);
                 const double drop = ((double)zr[i] - (double)n) / d;
-                const int steeper = __builtin_isgreater(drop, best[i]);
+                const int steeper = isgreater(drop, best[i]);
                 best[i] = steeper ? drop : best[i];
                 bk[i] = steeper ? k : bk[i];
             }
