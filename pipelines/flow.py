@@ -324,7 +324,7 @@ GROUP_BACKEND = "cpu"
 def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
     import dask
 
-    from .cluster import compute, open_scheduler, run_as_completed
+    from .cluster import compute, open_scheduler, run_as_completed, share
     from .quadtree import TaskGraph
 
     plan = spec.plan(shard)
@@ -339,14 +339,15 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
             lambda *a: run_as_completed(*a, label="flow-flats"))
         t1 = time.perf_counter()
 
-        def write_dir(group):
-            code, s = direction_group(spec, plan, group, read_z, read_out, heights, frames,
+        def write_dir(group, flats):
+            code, s = direction_group(spec, plan, group, read_z, read_out, *flats,
                                       GROUP_BACKEND)
             write_block(tmp, "direction", plan.window(plan.group_level, *group), code)
             return s
 
+        flats = share((heights, frames))
         stats = list(compute(*[dask.delayed(write_dir, pure=False)(
-            g, dask_key_name=(f"flow-direction-{token}", *g)) for g in plan.groups],
+            g, flats, dask_key_name=(f"flow-direction-{token}", *g)) for g in plan.groups],
             label="flow-direction"))
         t2 = time.perf_counter()
 

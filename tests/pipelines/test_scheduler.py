@@ -85,6 +85,27 @@ def test_in_process_cluster_samples_and_ticks_less_often():
 
 
 @pytest.mark.parametrize("scheduler", ["threads", "local"])
+def test_shared_value_is_sent_once_not_with_every_task(scheduler):
+    """A value every task reads goes to a cluster once: the graph of 64 tasks that read 16 MB
+    stays small (Dask warns of a large graph past 10 MB) and each task sees the value."""
+    pytest.importorskip("distributed")
+    import warnings
+
+    import dask
+
+    from pipelines.cluster import compute, open_scheduler, share
+
+    big = np.arange(2 << 20, dtype=np.float64)  # 16 MB
+    with open_scheduler(scheduler, quiet=True), warnings.catch_warnings():
+        warnings.simplefilter("error")  # distributed's "Sending large graph" is a UserWarning
+        value = share(big)
+        assert (value is big) == (scheduler == "threads")
+        sums = compute(*[dask.delayed(lambda i, v: float(v[i::64].sum()), pure=False)(i, value)
+                         for i in range(64)])
+    assert sum(sums) == float(big.sum())
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "local"])
 def test_run_as_completed_runs_the_work_results_find_once_each(scheduler):
     """Items found by ``after`` start without waiting for the others; one already waiting is
     not queued twice; ``prepare`` sees each start, ``after`` each result, in this thread."""
