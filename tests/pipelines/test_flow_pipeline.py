@@ -1,6 +1,8 @@
 """``terrain flow`` in process: the in-core and tiled routes give the same store bits, the
 library's results and a certificate; outlets, weights, GeoTIFFs, info, verify, batch."""
 
+import os
+
 import numpy as np
 import pytest
 import zarr
@@ -127,6 +129,9 @@ def test_a_fill_store_is_flowed_without_filling_again(tmp_path, monkeypatch, cap
             np.testing.assert_array_equal(got[name].view(np.uint8), whole[name].view(np.uint8),
                                           err_msg=f"{route} {name}")
         assert zarr.open_group(str(out)).attrs["flow"]["filled_input"] is True
+        # the fill's shard files shared, not written again
+        shards = [p for p in (fill / "filled").rglob("*") if p.is_file() and p.name != "zarr.json"]
+        assert shards and all(os.path.samefile(p, out / p.relative_to(fill)) for p in shards)
         rc, text, _ = run_main(capsys, "verify", out, scheduler=None)
         assert rc == 0 and "no cycle" in text
     fill = tmp_path / "dem-tiled.fill.zarr"
