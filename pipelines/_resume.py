@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from terrain.io.outputs import input_identity
-from terrain.io.remote import filesystem, inside, is_remote, remove_tree
+from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
-           "graph_dict", "run_checkpointed", "checkpoint_file", "save_result", "load_result",
+           "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result", "load_result",
            "NotCheckpointable", "checkpoint_folder", "kept_checkpoints", "checkpoint_at"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
@@ -49,6 +49,23 @@ def run_key(command, inputs, *params):
     """
     text = repr((command, [input_identity(p) for p in inputs], [repr(p) for p in params]))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def data_identity(inp):
+    """A tile store's files' paths, sizes and modification times (at a URL: its objects'
+    keys, sizes and versions, one listing), hashed; None for a file."""
+    if is_remote(inp):
+        return hashlib.sha256(json.dumps(object_entries(inp, [""])).encode()).hexdigest()
+    if not inp.is_dir():
+        return None
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(inp):
+        dirs.sort()
+        for name in sorted(files):
+            p = os.path.join(root, name)
+            st = os.stat(p)
+            h.update(f"{os.path.relpath(p, inp)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
 
 
 def _key_name(key):

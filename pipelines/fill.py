@@ -37,6 +37,8 @@ from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                   write_block)
 
+from ._resume import checkpointed, data_identity, drop_checkpoints, prepare_resume, run_key
+
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
            "default_output", "named_outlets", "write_outlets", "write_geotiffs",
            "write_hierarchy", "LAYERS", "GEOTIFF_LAYERS"]
@@ -50,6 +52,15 @@ LAYERS = {
                    "row-major order of the lakes' first cells; 0 outside any"),
 }
 GEOTIFF_LAYERS = tuple(LAYERS)
+#: the tiled route's steps that keep their results in the partial output (``--resume``),
+#: beside the grid MST's: every step of the fill's walks (each idempotent: a group's writes
+#: are whole shards, the labels read from the scratch below)
+CHECKPOINTED = ("fill-",)
+#: the tiled route's scratch layer: each group's own lake labels, which the label walk turns
+#: into ``depression`` ids (read from here, not from ``depression`` itself, so that a step
+#: run twice, retried or resumed, writes the same ids)
+LAKE_LABELS = "lake_labels"
+_LAKE_LABELS = ("int32", 0, "scratch: a group's own numbering of its lakes")
 #: host bytes a cell takes in core at most: the priority flood's (DEM 4, levels 4, reached 1,
 #: outlets 1, queue and pit stack up to 12), then the layers (filled, depth, ids 12, the
 #: flooded mask 1, the labelling's stack up to 8); 23 measured at 4096²
@@ -124,7 +135,7 @@ def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
                             "cellsize": [abs(gt[1]), abs(gt[5])]})
     write_georeference(group, shape, geo["geotransform"], geo.get("crs"))
     from terrain.grid.cost_outputs import layer_compressors
-    for name, (dtype, fill, meaning) in LAYERS.items():
+    for name, (dtype, fill, meaning) in {**LAYERS, LAKE_LABELS: _LAKE_LABELS}.items():
         if name not in names or name in group:
             continue
         arr = create_layer(group, name, dtype, fill, tile, shape,
@@ -162,8 +173,8 @@ def named_outlets(path, geotransform, shape, crs=None):
 def write_outlets(out_path, cells, shape, tile, side):
     """The ``outlets`` layer (uint8, 1 = outlet) of ``cells``: only the shards (``side``
     cells a side) holding one are written."""
-    create_layer(out_path, "outlets", "uint8", 0, tile, shape,
-                 attrs={"meaning": "1 = an outlet named by --outlets"})
+    create_layer(out_path, "outlets", "uint8", 0, tile, shape,  # again when resumed
+                 attrs={"meaning": "1 = an outlet named by --outlets"}, overwrite=True)
     shard = cells[:, 0] // side * (-(-shape[1] // side)) + cells[:, 1] // side
     for s in np.unique(shard):
         si, sj = divmod(int(s), -(-shape[1] // side))
@@ -195,7 +206,8 @@ def _write_task(dem_path, out_path, spec, prepared, names, level, i, j, incoming
     b = fill_leaf_down(_reader(dem_path, out_path), spec, level, i, j, incoming)
     t0 = time.perf_counter()
     filled, depth = b.layers()
-    for name, values in (("filled", filled), ("depth", depth), ("depression", b.labels)):
+    # the groups' own lake labels as scratch: the label walk writes ``depression``
+    for name, values in (("filled", filled), ("depth", depth), (LAKE_LABELS, b.labels)):
         if name in names:
             write_block(out_path, name, b.window, values)
     s = b.stats
@@ -223,7 +235,7 @@ def _numbering_task(spec, *counts):
 
 def _label_task(out_path, spec, level, i, j, keys, incoming, numbering):
     win = spec.window(level, i, j)
-    labels = read_block(out_path, "depression", win)
+    labels = read_block(out_path, LAKE_LABELS, win)
     ids = label_ids(spec, win, labels, keys, incoming, numbering)
     write_block(out_path, "depression", win, ids)
     return int(ids.max(initial=0))
@@ -249,7 +261,7 @@ def _finish(out_path, spec, mst_summary, writes, labels, meta):
 
 
 def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstream=None,
-                     geo=None, names=tuple(LAYERS)):
+                     geo=None, names=tuple(LAYERS), partial=None):
     """The tiled route's Dask graph (module docstring): the grid MST's graph, then the fill
     and label walks. Computing it returns the summary dict.
 
@@ -267,6 +279,9 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
         ``geotransform``, ``crs``, ``source`` of the grid.
     names : tuple of str
         The layers to write; without ``depression`` the label walk is left out.
+    partial : path, optional
+        The partial output of a resumable run: every step keeps its result among its
+        checkpoints (:class:`pipelines.quadtree.TaskGraph`; the grid MST's steps too).
     """
     from terrain.grid.mst import MSTSpec
 
@@ -276,19 +291,20 @@ def build_fill_graph(dem_path, out_path, spec, group_tiles, backend="cpu", upstr
     from .quadtree import TaskGraph
     mst_spec = MSTSpec(spec.shape, spec.tile, spec.connectivity, "max")
     mst = build_mst_graph(dem_path, out_path, mst_spec, group_tiles, backend, upstream, geo,
-                          in_core="auto" if backend == "gpu" else False)
+                          in_core="auto" if backend == "gpu" else False, partial=partial)
     plan = spec.plan(group_tiles)
     g = plan.group_level
     token = dask.base.tokenize(str(dem_path), str(out_path), spec, g)
-    graph = TaskGraph("fill", token)
+    graph = TaskGraph("fill", token, partial, CHECKPOINTED if partial is not None else ())
     call = graph.call
-    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, mst, tuple(names),
+    scratch = (LAKE_LABELS,) if "depression" in names else ()
+    prepared = call(_prepare, out_path, spec.shape, spec.tile, geo, mst, (*names, *scratch),
                     key=("prepare",))
     _, rest = walk_up(plan, (_up_task, dem_path, out_path, spec, prepared), (fill_merge, spec),
                       call, nout=3, names=("up", "merge"))
     own = {node: r[:1] for node, r in rest.items() if node[0] > g}
     _, leaves = walk_down(plan, (fill_split, spec),
-                          (_write_task, dem_path, out_path, spec, prepared, tuple(names)),
+                          (_write_task, dem_path, out_path, spec, prepared, (*names, *scratch)),
                           call, extra=own, node_nout=5, leaf_nout=3, names=("split", "write"))
 
     meta = {"backend": backend, "path": "tiled", "group_tiles": 1 << g}
@@ -423,9 +439,11 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
 
 
 def _drop_forest(out_path):
-    """Remove the tiled route's scratch from the output: the grid MST's ``mst`` mask (a
-    folder, or objects under the prefix of an output at a URL) and its summary."""
+    """Remove the tiled route's scratch from the output: the grid MST's ``mst`` mask and
+    the groups' own lake labels (folders, or objects under the prefix of an output at a URL)
+    and the MST's summary."""
     remove_tree(inside(out_path, "mst"))
+    remove_tree(inside(out_path, LAKE_LABELS))
     group = zarr.open_group(store=store_for(out_path, read_only=False), mode="r+",
                             use_consolidated=False)
     if "mst" in group.attrs:
@@ -434,13 +452,17 @@ def _drop_forest(out_path):
 
 def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
              epsilon=False, min_depth=None, min_area=None, hierarchy=False, backend=None,
-             scheduler=None, overwrite=False, geotiff_dir=None, cog=True, in_core="auto"):
+             scheduler=None, overwrite=False, geotiff_dir=None, cog=True, in_core="auto",
+             resume=False):
     """Fill the depressions of ``input_path`` (raster or tile store) into ``output_path``.
 
     ``outlets``: a raster, tile store or points file naming the outlets (instead of the
     grid's edge and nodata). ``epsilon``, ``min_depth``, ``min_area``, ``hierarchy``: as
     :func:`terrain.hydrology.fill_depressions` (in core only: a grid that does not fit is
     refused with them). ``in_core``: "auto", True or False (:func:`fill_route`).
+    ``resume``: finish the partial output that a killed run with the same input and
+    options left, its finished steps not run again (the tiled route: its steps keep their
+    results among the partial's checkpoints; the summary's ``reused_tasks`` counts them).
     Returns the summary dict (also in the output's ``fill`` attribute).
 
     Examples
@@ -478,27 +500,43 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     options = {"epsilon": bool(epsilon), "min_depth": min_depth, "min_area": min_area,
                "hierarchy": bool(hierarchy)}
     asked = [k for k, v in options.items() if v not in (None, False)]
-    route = fill_route(shape, be, in_core, forest=bool(asked))
+    if resume and in_core is True:
+        raise InputError(f"{inp}: a resumed fill takes the tiled route (in core a run keeps "
+                         "no steps to resume)")
+    # a resumable run keeps its steps: the tiled route, whatever the grid's size
+    route = "tiled" if resume else fill_route(shape, be, in_core, forest=bool(asked))
     if asked and route != "in-core":
         names = ", ".join(f"--{k.replace('_', '-')}" for k in asked)
         why = ("the tiled route was asked" if in_core is False else
+               "a resumed run takes the tiled route" if resume else
                f"{shape[0]} x {shape[1]} cells do not fit in memory")
         raise InputError(f"{inp}: {why}, and the tiled fill supports --connectivity and "
                          f"--outlets only: {names} need the in-core route")
     from . import cluster
-    with output_at(out, overwrite, inputs=[inp, outlets]) as tmp:
+    key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
+                  str(inp), spec, data_identity(inp), be.name)
+    with output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume) as tmp:
+        if resume:
+            prepare_resume(tmp)
+        partial = tmp if route == "tiled" else None
+        reused = 0
         z = None
         if is_store(inp):
-            zarr.open_group(store=store_for(tmp, read_only=False), mode="w-", zarr_format=3)
+            zarr.open_group(store=store_for(tmp, read_only=False),
+                            mode="a" if resume else "w-", zarr_format=3)
             dem_path = inp
         elif route == "in-core" and cluster.runs_in_process(scheduler):
             from .ingest import write_elevation  # the DEM stays in memory for the fill
             z = write_elevation(grid, tmp, tile)
             dem_path = tmp
         else:  # the DEM before the outlets layer and the forest
+            from .ingest import CHECKPOINTED as INGEST_CHECKPOINTED
             from .ingest import build_ingest_graph
+            ingest = build_ingest_graph(inp, tmp, tile)
+            if partial is not None:
+                ingest, reused = checkpointed(ingest, partial, INGEST_CHECKPOINTED)
             with cluster.open_scheduler(scheduler or "threads"):
-                cluster.compute(build_ingest_graph(inp, tmp, tile), label="fill-ingest")
+                cluster.compute(ingest, label="fill-ingest")
             dem_path = tmp
         if cells is not None:
             write_outlets(tmp, cells, shape, tile, tile * shard)
@@ -508,10 +546,16 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 mask[cells[:, 0], cells[:, 1]] = 1
             summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
         else:
+            from .mst import CHECKPOINTED as MST_CHECKPOINTED
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
-                graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo)
+                graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo,
+                                         partial=partial)
+                graph, kept = checkpointed(graph, partial, (*MST_CHECKPOINTED, *CHECKPOINTED))
                 (summary,) = cluster.compute(graph, label="fill")
+            reused += kept
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
+            drop_checkpoints(tmp)
+            summary["reused_tasks"] = reused
         summary["seconds"] = round(time.perf_counter() - t_start, 6)
         summary["output"] = str(out)
         summary["device"] = be.device_name()
@@ -537,7 +581,9 @@ def _format_summary(s):
         f"route     {s['path']}, backend {s['backend']} ({s['device']})",
         "phases    " + ", ".join(f"{p} {v:.2f}" for p, v in t.items()),
         f"time      {s['seconds']:.2f} s",
-    ] + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
+    ] + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"]
+         if s.get("reused_tasks") else [])
+      + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
 def fill_command(args):
@@ -549,6 +595,7 @@ def fill_command(args):
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
                        cog=not args.no_cog,
-                       in_core={"auto": "auto", "in-core": True, "tiled": False}[args.route])
+                       in_core={"auto": "auto", "in-core": True, "tiled": False}[args.route],
+                       resume=args.resume)
     print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
     return 0

@@ -11,7 +11,6 @@ or ``--resume``), ``super-tiles`` (GPU: groups as large as the device holds) and
 """
 
 import contextlib
-import hashlib
 import json
 import os
 import threading
@@ -31,7 +30,7 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, write_georeference
-from terrain.io.remote import (check_local_outputs, command_paths, is_remote, object_entries,
+from terrain.io.remote import (check_local_outputs, command_paths, is_remote,
                                output_at, store_for)
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
@@ -40,7 +39,7 @@ from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard
 
 from . import _plan as _plans
 from .cluster import cluster_active
-from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
+from ._resume import checkpointed, data_identity, drop_checkpoints, prepare_resume, run_key
 from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
                         held_put, held_wait, hold, load_grid, shard_runs)
 
@@ -460,23 +459,6 @@ def _open_input(inp, tile):
             tiles_per_shard(tile, grid.shape))
 
 
-def _data_identity(inp):
-    """A tile store's files' paths, sizes and modification times (at a URL: its objects'
-    keys, sizes and versions, one listing), hashed; None for a file."""
-    if is_remote(inp):
-        return hashlib.sha256(json.dumps(object_entries(inp, [""])).encode()).hexdigest()
-    if not inp.is_dir():
-        return None
-    h = hashlib.sha256()
-    for root, dirs, files in os.walk(inp):
-        dirs.sort()
-        for name in sorted(files):
-            p = os.path.join(root, name)
-            st = os.stat(p)
-            h.update(f"{os.path.relpath(p, inp)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
-
-
 def _check_geotiff_name(path):
     if path is not None and Path(path).suffix.lower() not in (".tif", ".tiff"):
         raise InputError(f"{path}: a GeoTIFF is written there; name it .tif or .tiff")
@@ -509,7 +491,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
         raise InputError(f"{inp}: {e}") from None
     route = mst_route(spec, be, isinstance(source, AsciiGrid), scheduler, in_core,
                       resume, cluster_active=cluster_active())
-    key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, _data_identity(inp))
+    key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
     with output_at(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
         if resume:
             prepare_resume(tmp)
@@ -678,7 +660,7 @@ def _plan(plan, grid, args, inp, out):
                       getattr(args, "resume", False), free, cluster_active())
     tasks = 0
     if route.graph and not route.device_text:
-        partial = partial_path(out, run_key("mst", [inp], spec, _data_identity(inp)))
+        partial = partial_path(out, run_key("mst", [inp], spec, data_identity(inp)))
         upstream = None
         if not grid["from_store"]:
             from .ingest import build_ingest_graph

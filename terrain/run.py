@@ -88,11 +88,15 @@ def _add_storage_options(p):
 
 
 def _add_run_control(p):
+    _add_resume(p)
+    _add_dry_run(p)
+
+
+def _add_resume(p):
     p.add_argument("--resume", action="store_true",
                    help="finish the partial output a killed run with the same input and "
                         "options left, without redoing its finished tasks (at a URL too: "
                         "the checkpoints lie under the output's prefix)")
-    _add_dry_run(p)
 
 
 def _add_dry_run(p):
@@ -283,6 +287,7 @@ def build_parser():
     p.add_argument("--no-cog", action="store_true",
                    help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+    _add_resume(p)
     _add_storage_options(p)
 
     p = sub.add_parser("graph-ingest", help="parse a sparse graph once and cache its CSR")

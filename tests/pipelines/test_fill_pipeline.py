@@ -256,3 +256,66 @@ def test_outlet_points_in_lon_lat_are_reprojected_into_the_dem_crs(tmp_path):
         out[r, c] = 1
     out &= ~np.isnan(z)
     np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "f.zarr"))["outlets"][:], out)
+
+
+def test_a_killed_tiled_fill_resumes_to_the_same_store(tmp_path):
+    """A tiled fill killed just after a label step wrote its ids (its checkpoint not yet
+    written) is finished by ``fill --resume``: its steps reused, that label step run again
+    (it reads the groups' own labels, not the ids it wrote), the store a fresh run's bit for
+    bit, with no scratch layer, checkpoint or partial left."""
+    import os
+    import subprocess
+    import sys
+
+    asc, _ = _asc(tmp_path, _dem(6, (40, 44), integer=True))  # 9 groups, 57 lakes
+    args = dict(tile=4, backend="cpu", scheduler="synchronous", in_core=False)
+    code = f"""
+import os
+import terrain.tiles.store as store_mod
+store_mod.SHARD_TARGET_SIDE = 16
+import pipelines.fill as fill
+done = []
+label = fill._label_task
+def label_then_die(*a, **k):
+    out = label(*a, **k)
+    done.append(out)
+    if len(done) == 9:  # the last group's: its ids follow the other groups' lakes
+        os._exit(9)
+    return out
+fill._label_task = label_then_die
+fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
+"""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=300)
+    assert proc.returncode == 9, proc.stderr
+    (partial,) = tmp_path.glob(".f.zarr.partial-*")
+    assert len(list((partial / ".terrain-checkpoints").glob("fill-label*"))) == 8
+
+    import terrain.tiles.store as store_mod
+    side = store_mod.SHARD_TARGET_SIDE
+    store_mod.SHARD_TARGET_SIDE = 16
+    try:
+        s = run_fill(asc, tmp_path / "f.zarr", resume=True, **args)
+        fresh = run_fill(asc, tmp_path / "g.zarr", **args)
+    finally:
+        store_mod.SHARD_TARGET_SIDE = side
+    assert s["reused_tasks"] > 50 and fresh["reused_tasks"] == 0
+    assert not partial.exists()
+    a = zarr.open_group(str(tmp_path / "f.zarr"), mode="r")
+    b = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")
+    assert sorted(a.array_keys()) == sorted(b.array_keys())
+    assert not {"mst", "lake_labels"} & set(a.array_keys())
+    assert not (tmp_path / "f.zarr" / ".terrain-checkpoints").exists()
+    for name in a.array_keys():
+        assert a[name][...].tobytes() == b[name][...].tobytes(), name
+    for k in ("flooded", "depressions", "outlets", "cells"):
+        assert s[k] == fresh[k], k
+
+
+def test_a_resumed_fill_is_not_in_core(tmp_path, capsys):
+    asc, _ = _asc(tmp_path, _dem(7, (20, 20)))
+    rc, _, err = run_main(capsys, "fill", asc, "-o", tmp_path / "f.zarr", "--route", "in-core",
+                          "--resume")
+    assert rc == 2 and "a resumed fill takes the tiled route" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.zarr").exists()
