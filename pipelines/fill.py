@@ -411,10 +411,12 @@ def write_hierarchy(out_path, table):
 
 
 def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=None,
-                 backend=None, scheduler=None):
+                 backend=None, scheduler=None, partial=None):
     """Write ``filled`` (the depression fill of the ``elevation`` of ``dem_path``; outlets: the
     edge and nodata, or the ``outlets_layer`` of ``out_path``) into the store ``out_path`` by
-    :func:`fill_route`'s route (``terrain flow``'s fill). Returns the summary (not stored)."""
+    :func:`fill_route`'s route (``terrain flow``'s fill); on the tiled route its steps keep
+    their results in the partial output ``partial`` when given. Returns the summary (not
+    stored)."""
     be = get_backend(backend)
     shape = tuple(int(s) for s in shape)
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
@@ -432,7 +434,7 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     side = (getattr(shard, "shards", None) or shard.chunks)[0]
     with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
         graph = build_fill_graph(dem_path, out_path, spec, max(1, side // spec.tile), be.name,
-                                 None, geo, names=("filled",))
+                                 None, geo, names=("filled",), partial=partial)
         (summary,) = cluster.compute(graph, label="fill")
     _drop_forest(out_path)
     return summary

@@ -44,6 +44,9 @@ from terrain.tiles.store import (create_layer, link_layer, read_block, shard_win
                                  tiles_per_shard, write_block)
 
 from . import _plan as _plans
+from ._resume import (checkpoint_at, checkpoint_folder, checkpointed, data_identity,
+                      drop_checkpoints, kept_checkpoints, prepare_resume, run_checkpointed,
+                      run_key)
 
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
            "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
@@ -154,22 +157,30 @@ def _write_whole(store, layers, side):
     _each_shard(lambda w: write_windows(store, layers, [w], layouts=layouts), shape, side)
 
 
-def _ingest(path, target, tile):
+def _ingest(path, target, tile, partial=None):
+    """``path`` ingested into the store ``target``, the steps checkpointed in ``partial``."""
     from .cluster import compute, open_scheduler
-    from .ingest import build_ingest_graph
+    from .ingest import CHECKPOINTED, build_ingest_graph
+    graph = build_ingest_graph(path, target, tile)
+    if partial is not None:
+        graph, _ = checkpointed(graph, partial, CHECKPOINTED)
     with open_scheduler("threads"):
-        compute(build_ingest_graph(path, target, tile), label="flow-ingest")
+        compute(graph, label="flow-ingest")
 
 
 def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
              weights=None, filled=False, backend=None, scheduler=None, overwrite=False,
-             geotiff_dir=None, cog=True, route="auto", memory_bytes=None):
+             geotiff_dir=None, cog=True, route="auto", memory_bytes=None, resume=False):
     """Fill, flow directions and accumulation of ``input_path`` into ``output_path``.
 
     ``filled``: the input is already depression-filled (it is copied as ``filled``).
     ``outlets``: a raster or points file naming the outlets (default: the grid's edge and
     nodata). ``weights``: a raster on the same grid (float; NaN counts 0). ``route``:
-    :func:`flow_route`. Returns the summary (also in the store's ``flow`` attribute).
+    :func:`flow_route`. ``resume``: finish the partial output a killed run with the same
+    input and options left (the tiled route: the fill's steps, the flats' settled borders
+    and the directions' and accumulation's steps keep their results among its checkpoints;
+    the summary's ``reused_tasks`` counts them). Returns the summary (also in the store's
+    ``flow`` attribute).
     """
     from .fill import fill_route, named_outlets, write_filled, write_outlets
     t_start = time.perf_counter()
@@ -203,7 +214,10 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         _plans.check_same_grid(weights, shape, gt, "weights raster")
     spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
                     outlets is None)
-    chosen = flow_route(shape, route, memory_bytes)
+    if resume and route == "in-core":
+        raise InputError(f"{inp}: a resumed flow takes the tiled route (in core a run keeps "
+                         "no steps to resume)")
+    chosen = "tiled" if resume else flow_route(shape, route, memory_bytes)
     if (chosen == "in-core" and route == "auto" and not filled
             and fill_route(shape, be) != "in-core"):
         chosen = "tiled"  # the in-core route fills in core too
@@ -211,12 +225,19 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     weights_tmp = None
     wall = {}
     z = None  # the elevations, when the ingest keeps them
+    key = run_key("flow", [p for p in (inp, outlets, weights)
+                           if p is not None and not is_remote(p)],
+                  str(inp), spec, data_identity(inp), bool(filled), be.name)
     try:
-        with output_at(out, overwrite, inputs=[inp, outlets, weights]) as tmp:
+        with output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
+                       resume=resume) as tmp:
+            reused = prepare_resume(tmp) if resume else False
+            # every checkpoint a resumed run finds is of this run: its step is not run again
+            kept = len(kept_checkpoints(checkpoint_folder(tmp))) if reused else 0
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
-                group = zarr.open_group(store=store_for(tmp, read_only=False), mode="w-",
-                                        zarr_format=3)
+                group = zarr.open_group(store=store_for(tmp, read_only=False),
+                                        mode="a" if reused else "w-", zarr_format=3)
                 write_georeference(group, shape, gt, crs)
                 group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
@@ -226,7 +247,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 z = write_elevation(grid, tmp, tile)
                 dem_path = tmp
             else:
-                _ingest(inp, tmp, tile)
+                _ingest(inp, tmp, tile, partial=tmp)
                 dem_path = tmp
             w_path = None
             if weights is not None:
@@ -234,14 +255,18 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                     w_path = as_path(weights)
                 else:  # read here, ingested into scratch every task reaches
                     weights_tmp = scratch_beside(tmp, ".weights")
+                    remove_tree(weights_tmp)  # a killed run's
                     _ingest(weights, weights_tmp, tile)
                     w_path = weights_tmp
             # a fill store's layer as it is, its files shared (not at a URL: no links there)
             linked = fill_attrs is not None and not (is_remote(inp) or is_remote(tmp))
             if linked:
                 link_layer(inp, tmp, "filled")
+            there = set(zarr.open_group(store=store_for(tmp), mode="r",
+                                        use_consolidated=False).array_keys()) if reused else ()
             for name in ("direction", "accumulation") if linked else FLOW_LAYERS:
-                _create(tmp, name, tile, shape)
+                if name not in there:  # a resumed run's are kept
+                    _create(tmp, name, tile, shape)
             out_layer = None
             if cells is not None:
                 write_outlets(tmp, cells, shape, tile, side)
@@ -257,9 +282,10 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                         dem_path, dem_layer, w)), shape, side)
                 elif not filled:
                     write_filled(dem_path, tmp, shape, tile, connectivity, out_layer, be.name,
-                                 scheduler)
+                                 scheduler, partial=tmp)
                 wall["fill"] = time.perf_counter() - t0
                 stats = _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall)
+                drop_checkpoints(tmp)
             if weights_tmp is not None:  # at a URL it lies under the output's prefix
                 remove_tree(weights_tmp)
                 weights_tmp = None  # gone: nothing for the finally below
@@ -270,6 +296,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        "outlets": "grid edge and nodata" if cells is None else "named",
                        "named_outlets": 0 if cells is None else len(cells),
                        "weights": None if weights is None else str(weights), **stats,
+                       "reused_tasks": kept,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
             zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",
@@ -339,12 +366,20 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
     read_z = _reader(tmp, "filled", np.float32)
     read_out = None if out_layer is None else _reader(tmp, out_layer)
     t0 = time.perf_counter()
-    # keys unique per run: a distributed scheduler may still hold a key of an earlier one
-    token = dask.base.tokenize(str(tmp), spec, plan.group_level, time.time_ns())
-    with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
-        results, heights, passes, frames = direction_pass(
+    # keys of this output's partial (named by the run's key): the same when resumed, and
+    # another output's run on the same cluster has its own
+    token = dask.base.tokenize(str(tmp), spec, plan.group_level)
+    folder = checkpoint_folder(tmp)
+
+    def flats():  # the flats' settled heights and borders: one checkpoint
+        _, heights, passes, frames = direction_pass(
             spec, plan, read_z, read_out, GROUP_BACKEND,
             lambda *a: run_as_completed(*a, label="flow-flats"))
+        return heights, frames, passes
+
+    with open_scheduler(scheduler, cells=spec.shape[0] * spec.shape[1]):
+        heights, frames, passes = run_checkpointed(
+            checkpoint_at(folder, f"flow-flats-{token}"), flats)
         t1 = time.perf_counter()
 
         def write_dir(group, flats):
@@ -353,9 +388,10 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
             write_block(tmp, "direction", plan.window(plan.group_level, *group), code)
             return s
 
-        flats = share((heights, frames))
-        stats = list(compute(*[dask.delayed(write_dir, pure=False)(
-            g, flats, dask_key_name=(f"flow-direction-{token}", *g)) for g in plan.groups],
+        settled = share((heights, frames))
+        stats = list(compute(*[dask.delayed(run_checkpointed, pure=False)(
+            checkpoint_at(folder, key), write_dir, g, settled, dask_key_name=key)
+            for g in plan.groups for key in [(f"flow-direction-{token}", *g)]],
             label="flow-direction"))
         t2 = time.perf_counter()
 
@@ -363,7 +399,7 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
             write_block(tmp, "accumulation", window, acc)
             return float(np.nanmax(acc)) if np.any(~np.isnan(acc)) else float("nan")
 
-        graph = TaskGraph("flow", token)
+        graph = TaskGraph("flow", token, tmp, ("flow-acc",))
         out = accumulation_pass(spec, plan, _reader(tmp, "direction"), write_acc,
                                 None if w_path is None else _reader(w_path, "elevation",
                                                                     np.float64),
@@ -427,6 +463,8 @@ def _format_summary(s):
         "wall      " + ", ".join(f"{k} {v:.2f}" for k, v in s["wall_seconds"].items()),
         f"time      {s['seconds']:.2f} s",
     ]
+    if s.get("reused_tasks"):
+        lines.append(f"resumed   {s['reused_tasks']} tasks reused from the interrupted run")
     if s.get("geotiff"):
         lines.append("geotiff   " + ", ".join(s["geotiff"]))
     return "\n".join(lines)
@@ -438,6 +476,6 @@ def flow_command(args):
                        outlets=args.outlets, weights=args.weights, filled=args.filled,
                        backend=args.backend, scheduler=args.scheduler,
                        overwrite=args.overwrite, geotiff_dir=args.geotiff_dir,
-                       cog=not args.no_cog, route=args.route)
+                       cog=not args.no_cog, route=args.route, resume=args.resume)
     print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
     return 0

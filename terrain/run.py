@@ -468,6 +468,7 @@ def _add_hydrology(sub):
                    help="with --geotiff-dir: plain tiled GeoTIFFs with overviews")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--overwrite", action="store_true", help="replace OUT (and the GeoTIFFs)")
+    _add_resume(p)
     _add_storage_options(p)
 
     p = sub.add_parser("watershed", help="label the cells draining to outlet points (from a "

@@ -396,6 +396,8 @@ def link_layer(src, dst, name):
             if fname == "zarr.json":
                 shutil.copyfile(a, b)
                 continue
+            if b.exists() or b.is_symlink():  # linked by an earlier run (resumed): a new
+                b.unlink()  # name, never a write through the old one into ``src``'s file
             try:
                 os.link(a, b)
             except OSError:

@@ -1,6 +1,7 @@
 """``terrain flow`` in process: the in-core and tiled routes give the same store bits, the
 library's results and a certificate; outlets, weights, GeoTIFFs, info, verify, batch."""
 
+import json
 import os
 
 import numpy as np
@@ -256,3 +257,64 @@ def test_a_tiled_fill_of_a_store_is_flowed(tmp_path, monkeypatch, capsys):
     for name in whole:
         np.testing.assert_array_equal(got[name].view(np.uint8), whole[name].view(np.uint8),
                                       err_msg=name)
+
+
+@pytest.mark.parametrize("killed_in", ["_leaf_down", "direction_group"])
+def test_a_killed_tiled_flow_resumes_to_the_same_store(tmp_path, capsys, killed_in):
+    """A tiled flow killed in its accumulation's or its directions' steps is finished by
+    ``flow --resume``: the flats' settled borders and the finished steps come from its
+    checkpoints, the store is a fresh run's bit for bit, and nothing is left beside it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _, asc = _dem(tmp_path, seed=3)
+    argv = ["flow", str(asc), "--route", "tiled", "--tile", "8", "--json"]
+    module = "terrain.hydrology.flow" if killed_in == "_leaf_down" else "pipelines.flow"
+    code = f"""
+import importlib, os, sys
+import terrain.tiles.store as store_mod
+store_mod.SHARD_TARGET_SIDE = 32
+mod = importlib.import_module({module!r})
+step, done = getattr(mod, {killed_in!r}), []
+def step_then_die(*a, **k):
+    out = step(*a, **k)
+    done.append(1)
+    if len(done) == 3:
+        os._exit(9)
+    return out
+setattr(mod, {killed_in!r}, step_then_die)
+from terrain.run import main
+main({argv + ["-o", str(tmp_path / "f.zarr"), "--scheduler", "synchronous"]!r})
+"""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=300)
+    assert proc.returncode == 9, proc.stderr
+    (partial,) = tmp_path.glob(".f.zarr.partial-*")
+    assert list((partial / ".terrain-checkpoints").glob("flow-flats-*"))
+
+    import terrain.tiles.store as store_mod
+    side, store_mod.SHARD_TARGET_SIDE = store_mod.SHARD_TARGET_SIDE, 32
+    try:
+        rc, out, err = run_main(capsys, *argv, "-o", tmp_path / "f.zarr", "--resume")
+        assert rc == 0 and "resuming from" in err, err
+        resumed = json.loads(out)
+        rc, out, err = run_main(capsys, *argv, "-o", tmp_path / "g.zarr")
+        assert rc == 0, err
+    finally:
+        store_mod.SHARD_TARGET_SIDE = side
+    assert resumed["reused_tasks"] >= 6 and json.loads(out)["reused_tasks"] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", "f.zarr", "g.zarr"]
+    assert not (tmp_path / "f.zarr" / ".terrain-checkpoints").exists()
+    a, b = _layers(tmp_path / "f.zarr"), _layers(tmp_path / "g.zarr")
+    for name in a:
+        assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def test_a_resumed_flow_is_not_in_core(tmp_path, capsys):
+    _, asc = _dem(tmp_path)
+    rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / "f.zarr", "--route", "in-core",
+                          "--resume")
+    assert rc == 2 and "a resumed flow takes the tiled route" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.zarr").exists()
