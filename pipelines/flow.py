@@ -335,12 +335,15 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     t5 = time.perf_counter()
     wall.update({"read": t1 - t0, "fill": t2 - t1, "direction": t3 - t2,
                  "accumulation": t4 - t3, "write": t5 - t4})
-    return _stats(d.stats, acc)
+    # the array's own nanmax, one kernel on the device: NumPy's functions on a CuPy array
+    # (np.isnan, np.all) go through NumPy's ufunc, whose first call imports
+    # cupyx.scipy.special (0.24 s of the 40-ft flow's 4.5 s on an H200)
+    mx = float(be.xp.nanmax(acc)) if d.stats["cells"] else float("nan")
+    return _stats(d.stats, mx)
 
 
-def _stats(dstats, acc_max, groups=1):
-    mx = float(np.nanmax(acc_max)) if np.size(acc_max) and not np.all(np.isnan(acc_max)) \
-        else float("nan")
+def _stats(dstats, mx, groups=1):
+    """The summary's counts; ``mx``: the largest accumulation (NaN: no valid cell)."""
     return {"cells": int(dstats["cells"]), "outlet_cells": int(dstats["outlets"]),
             "flat_cells": int(dstats["flat_cells"]), "flat_passes": int(dstats["flat_passes"]),
             "groups": groups, "max_accumulation": mx}
@@ -412,7 +415,9 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
              "outlets": sum(s["outlets"] for s in stats),
              "flat_cells": sum(s["flat_cells"] for s in stats), "flat_passes": passes}
     wall.update({"flats": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2})
-    return {**_stats(total, np.asarray(maxima, np.float64), len(plan.groups)),
+    maxima = np.asarray(maxima, np.float64)
+    mx = float(np.nanmax(maxima)) if not np.all(np.isnan(maxima)) else float("nan")
+    return {**_stats(total, mx, len(plan.groups)),
             "group_backend": GROUP_BACKEND}
 
 
