@@ -14,7 +14,8 @@ Two routes, one choice (:func:`fill_route`), the same store bit for bit
 
 Stores at URLs travel to the tasks as :class:`terrain.io.remote.Location` values, which each
 task opens itself (a cluster that shares nothing but the object store, docs/scale.md); the
-``mst`` mask is scratch inside the output, removed before the output is finished.
+``mst`` mask and the groups' own lake labels are scratch inside the output, removed before
+the output is finished.
 """
 
 import json
