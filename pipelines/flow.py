@@ -51,14 +51,17 @@ from ._resume import (checkpoint_at, checkpoint_folder, checkpointed, data_ident
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
            "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
 
-#: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description)
+#: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description). Zstd level 1
+#: for the directions and accumulations: a 10-ft flow's layers take 0.8 and 3.7 GB instead of
+#: 1.6 and 5.5 with LZ4 level 5 (chunks of its store: 14 and 15 % of their bytes against 28
+#: and 22 %), encoded at 400-490 MB/s a core against 900-1300
 FLOW_LAYERS = {
     "filled": ("float32", np.float32(np.nan), ("lz4", 1, "shuffle"),
                "depression-filled elevation (the spill level of every cell); NaN nodata"),
-    "direction": ("uint8", 255, ("lz4", 5, "bitshuffle"),
+    "direction": ("uint8", 255, ("zstd", 1, "noshuffle"),
                   "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, "
                   "128 NE; 0 outlet; 255 nodata"),
-    "accumulation": ("float64", np.nan, ("lz4", 5, "shuffle"),
+    "accumulation": ("float64", np.nan, ("zstd", 1, "shuffle"),
                      "flow accumulation: cells (or weights) draining through the cell, "
                      "itself included; NaN nodata"),
 }
