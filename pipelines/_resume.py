@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import uuid
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -35,6 +36,10 @@ __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume
            "NotCheckpointable", "checkpoint_folder", "kept_checkpoints", "checkpoint_at"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
+# zarr warns of every folder in a group that is no node of it: listing a partial output's
+# arrays (its checks, a resumed run's layers) would warn of the checkpoints' one
+warnings.filterwarnings("ignore", message=f"Object at {re.escape(CHECKPOINT_DIR)} is not "
+                        "recognized as a component of a Zarr hierarchy")
 
 
 def run_key(command, inputs, *params):

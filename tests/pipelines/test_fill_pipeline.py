@@ -319,3 +319,19 @@ def test_a_resumed_fill_is_not_in_core(tmp_path, capsys):
                           "--resume")
     assert rc == 2 and "a resumed fill takes the tiled route" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.zarr").exists()
+
+
+def test_a_tiled_fill_says_nothing_of_its_checkpoints(tmp_path):
+    """The partial output's checkpoint folder is no node of the store: listing its arrays
+    made zarr warn of it on stderr (a ZarrUserWarning of two lines, for every tiled fill)."""
+    import os
+    import subprocess
+    import sys
+    asc, _ = _asc(tmp_path, _dem(8, (40, 40)))
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "fill", str(asc), "-o",
+                           str(tmp_path / "f.zarr"), "--route", "tiled", "--tile", "4",
+                           "--scheduler", "threads"], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
