@@ -32,8 +32,9 @@ from terrain.io.outputs import input_identity
 from terrain.io.remote import filesystem, inside, is_remote, object_entries, remove_tree
 
 __all__ = ["CHECKPOINT_DIR", "checkpointed", "drop_checkpoints", "prepare_resume", "run_key",
-           "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result", "load_result",
-           "NotCheckpointable", "checkpoint_folder", "kept_checkpoints", "checkpoint_at"]
+           "data_identity", "graph_dict", "run_checkpointed", "checkpoint_file", "save_result",
+           "load_result", "NotCheckpointable", "checkpoint_folder", "kept_checkpoints",
+           "checkpoint_at"]
 
 CHECKPOINT_DIR = ".terrain-checkpoints"
 # zarr warns of every folder in a group that is no node of it: listing a partial output's
