@@ -203,9 +203,9 @@ def _hashable(key):
 
 def save_result(path, value):
     """Write ``value`` to ``path`` (or a binary file object) as a data-only checkpoint (an
-    ``.npz`` without pickles, deflated: an 8192² tiled fill's checkpoints take 7.6 MB instead
-    of 26, its ids and boundary graphs compressing 3.4×); :class:`NotCheckpointable` for a
-    type it does not hold.
+    ``.npz`` without pickles, deflated at level 1: an 8192² tiled fill's checkpoints take
+    8.0 MB instead of 26 in 0.36 CPU s, where ``np.savez_compressed``'s level 6 took 1.5 s
+    for 7.6 MB); :class:`NotCheckpointable` for a type it does not hold.
 
     >>> import tempfile
     >>> p = Path(tempfile.mkdtemp()) / "c.npz"
@@ -216,10 +216,18 @@ def save_result(path, value):
     tree = _encode(value, arrays)
     arrays[_TREE] = np.frombuffer(json.dumps(tree).encode(), np.uint8)
     if hasattr(path, "write"):
-        np.savez_compressed(path, **arrays)
+        _write_npz(path, arrays)
         return
     with open(path, "wb") as f:
-        np.savez_compressed(f, **arrays)
+        _write_npz(f, arrays)
+
+
+def _write_npz(file, arrays):
+    """``arrays`` as the ``.npz`` ``np.load`` reads, each member deflated at level 1."""
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        for name, arr in arrays.items():
+            with z.open(f"{name}.npy", "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, np.asanyarray(arr), allow_pickle=False)
 
 
 def load_result(path):
