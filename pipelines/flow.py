@@ -51,20 +51,27 @@ from ._resume import (checkpoint_at, checkpoint_folder, checkpointed, data_ident
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
            "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
 
-#: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description). Zstd level 1
-#: for the directions and accumulations: a 10-ft flow's layers take 0.8 and 3.5 GB instead of
-#: 1.6 and 5.5 with LZ4 level 5 (chunks of its store: 14 and 15 % of their bytes against 28
-#: and 22 %), encoded at 400-490 MB/s a core against 900-1300
+#: layer -> (dtype, fill = nodata, Blosc (cname, level, shuffle), description); the codecs
+#: of the in-core route, whose writes are its last step: LZ4 encodes 2-3× faster than Zstd
+#: (the 4096² flow of a filled GeoTIFF on the CPU, whole process: 2.96-3.32 s against
+#: 3.29-4.25 s with the tiled route's codecs; the 40-ft flow on an H200: writes 0.84 s
+#: against 1.00 s)
 FLOW_LAYERS = {
     "filled": ("float32", np.float32(np.nan), ("lz4", 1, "shuffle"),
                "depression-filled elevation (the spill level of every cell); NaN nodata"),
-    "direction": ("uint8", 255, ("zstd", 1, "noshuffle"),
+    "direction": ("uint8", 255, ("lz4", 5, "bitshuffle"),
                   "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, 32 NW, 64 N, "
                   "128 NE; 0 outlet; 255 nodata"),
-    "accumulation": ("float64", np.nan, ("zstd", 1, "shuffle"),
+    "accumulation": ("float64", np.nan, ("lz4", 5, "shuffle"),
                      "flow accumulation: cells (or weights) draining through the cell, "
                      "itself included; NaN nodata"),
 }
+#: the tiled route's codecs where they differ: out of core the bytes bound the run, and Zstd
+#: level 1 keeps a 10-ft flow's directions and accumulations in 0.8 and 3.5 GB against 1.6
+#: and 5.5 with LZ4 level 5 (chunks of its store: 14 and 15 % of their bytes against 28 and
+#: 22 %, encoded at 400-490 MB/s a core against 900-1300): the flow wrote 5.1 GB where it
+#: wrote 7.5 GB with LZ4, and with its fill read and wrote 3.87× the DEM's store (2-core VM)
+TILED_CODECS = {"direction": ("zstd", 1, "noshuffle"), "accumulation": ("zstd", 1, "shuffle")}
 #: the layers ``--geotiff-dir`` writes
 GEOTIFF_LAYERS = ("filled", "direction", "accumulation")
 #: bytes a cell of the in-core route holds: filled (4) + padded codes, distances and
@@ -124,15 +131,15 @@ def _fill_result(path, connectivity, outlets):
     return dict(group.attrs)
 
 
-def _compressors(name):
-    cname, level, shuffle = FLOW_LAYERS[name][2]
+def _compressors(name, tiled=False):
+    cname, level, shuffle = (TILED_CODECS.get(name) if tiled else None) or FLOW_LAYERS[name][2]
     return (zarr.codecs.BloscCodec(cname=cname, clevel=level, shuffle=shuffle),)
 
 
-def _create(out_path, name, tile, shape):
+def _create(out_path, name, tile, shape, tiled=False):
     dtype, fill, _, meaning = FLOW_LAYERS[name]
     return create_layer(out_path, name, dtype, fill, tile, shape,
-                        compressors=_compressors(name), attrs={"meaning": meaning})
+                        compressors=_compressors(name, tiled), attrs={"meaning": meaning})
 
 
 def _each_shard(fn, shape, side):
@@ -269,7 +276,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                         use_consolidated=False).array_keys()) if reused else ()
             for name in ("direction", "accumulation") if linked else FLOW_LAYERS:
                 if name not in there:  # a resumed run's are kept
-                    _create(tmp, name, tile, shape)
+                    _create(tmp, name, tile, shape, tiled=chosen == "tiled")
             out_layer = None
             if cells is not None:
                 write_outlets(tmp, cells, shape, tile, side)

@@ -318,3 +318,23 @@ def test_a_resumed_flow_is_not_in_core(tmp_path, capsys):
                           "--resume")
     assert rc == 2 and "a resumed flow takes the tiled route" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "f.zarr").exists()
+
+
+def test_each_route_writes_its_codecs(tmp_path, capsys):
+    """In core the layers are LZ4 (the writes end the run: faster); tiled, the directions
+    and accumulations are Zstd (the bytes bound it: smaller) — the same values."""
+    import pipelines.flow as flow
+    _, asc = _dem(tmp_path, shape=(40, 30))
+    for route in ("in-core", "tiled"):
+        rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / f"{route}.zarr", "--route",
+                              route, "--tile", "8", scheduler="threads")
+        assert rc == 0, err
+        for name in ("direction", "accumulation"):
+            meta = json.loads((tmp_path / f"{route}.zarr" / name / "zarr.json").read_text())
+            blosc = meta["codecs"][0]["configuration"]["codecs"][1]["configuration"]
+            want = (flow.TILED_CODECS if route == "tiled" else
+                    {n: v[2] for n, v in flow.FLOW_LAYERS.items()})[name]
+            assert (blosc["cname"], blosc["clevel"], blosc["shuffle"]) == want, (route, name)
+    a, b = _layers(tmp_path / "in-core.zarr"), _layers(tmp_path / "tiled.zarr")
+    for name in a:
+        assert a[name].tobytes() == b[name].tobytes(), name
