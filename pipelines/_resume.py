@@ -305,7 +305,7 @@ def graph_dict(delayed):
 
 
 def checkpointed(delayed, partial, prefixes):
-    """Return ``(delayed', reused)``: ``delayed`` with checkpoints for the named tasks.
+    """``delayed`` with checkpoints for the named tasks.
 
     Parameters
     ----------
@@ -318,51 +318,45 @@ def checkpointed(delayed, partial, prefixes):
 
     Returns
     -------
-    (Delayed, int)
-        The rewritten graph and how many of its tasks already have a checkpoint (they will
-        not run again).
+    Delayed
+        The rewritten graph (a task whose checkpoint exists returns it and does not run
+        again: :func:`prepare_resume` counts them).
     """
     from dask._task_spec import Task  # here, not at the top: run_key's callers need no Dask
     from dask.delayed import Delayed
 
     folder = checkpoint_folder(partial)
-    kept = kept_checkpoints(folder)
     graph = graph_dict(delayed)
-    reused = 0
     rewritten = False
     for key, task in list(graph.items()):
         if not isinstance(task, Task) or not _key_name(key).startswith(tuple(prefixes)):
             continue
-        reused += checkpoint_file(key) in kept
         if task.func is run_checkpointed:  # wrapped at construction (pipelines.quadtree)
             continue
         graph[key] = Task(key, run_checkpointed, checkpoint_at(folder, key), task.func,
                           *task.args, **task.kwargs)
         rewritten = True
     # a graph wrapped at construction is returned as it is (with its annotations)
-    return (Delayed(delayed.key, graph) if rewritten else delayed), reused
+    return Delayed(delayed.key, graph) if rewritten else delayed
 
 
 def prepare_resume(partial):
     """Before a resumed run: drop a partial holding no checkpoint of this run (at a URL: of
     its run key), and the half-written files of writers the kill stopped (an object store
-    has none). Returns True when something is reused."""
+    has none). Returns how many checkpoints are kept: the run key names every task, so each
+    is a task of this run that does not run again (a summary's ``reused_tasks``)."""
     from terrain.tiles import sweep_partial_files
-    if is_remote(partial):
-        if kept_checkpoints(checkpoint_folder(partial)):
-            return True
-        remove_tree(partial)  # another run's partial, or one without checkpoints
-        return False
-    partial = Path(partial)
-    folder = partial / CHECKPOINT_DIR
-    if folder.is_dir() and any(folder.glob("*.npz")):
-        sweep_partial_files(partial)
-        return True
-    if partial.is_dir():
-        shutil.rmtree(partial, ignore_errors=True)
-    elif partial.exists():
-        partial.unlink()
-    return False
+    kept = sum(name.endswith(".npz") for name in kept_checkpoints(checkpoint_folder(partial)))
+    if kept:
+        if not is_remote(partial):
+            sweep_partial_files(Path(partial))
+        return kept
+    # another run's partial, or one without checkpoints
+    if not is_remote(partial) and Path(partial).is_file():
+        Path(partial).unlink()
+    else:
+        remove_tree(partial)
+    return 0
 
 
 def drop_checkpoints(partial):

@@ -519,10 +519,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     key = run_key("fill", [p for p in (inp, outlets) if p is not None and not is_remote(p)],
                   str(inp), spec, data_identity(inp), be.name)
     with output_at(out, overwrite, inputs=[inp, outlets], key=key, resume=resume) as tmp:
-        if resume:
-            prepare_resume(tmp)
+        reused = prepare_resume(tmp) if resume else 0
         partial = tmp if route == "tiled" else None
-        reused = 0
         z = None
         if is_store(inp):
             zarr.open_group(store=store_for(tmp, read_only=False),
@@ -533,13 +531,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             z = write_elevation(grid, tmp, tile)
             dem_path = tmp
         else:  # the DEM before the outlets layer and the forest
-            from .ingest import CHECKPOINTED as INGEST_CHECKPOINTED
-            from .ingest import build_ingest_graph
-            ingest = build_ingest_graph(inp, tmp, tile)
-            if partial is not None:
-                ingest, reused = checkpointed(ingest, partial, INGEST_CHECKPOINTED)
-            with cluster.open_scheduler(scheduler or "threads"):
-                cluster.compute(ingest, label="fill-ingest")
+            from .ingest import ingest_into
+            ingest_into(inp, tmp, tile, partial=partial, label="fill-ingest")
             dem_path = tmp
         if cells is not None:
             write_outlets(tmp, cells, shape, tile, tile * shard)
@@ -553,9 +546,8 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo,
                                          partial=partial)
-                graph, kept = checkpointed(graph, partial, (*MST_CHECKPOINTED, *CHECKPOINTED))
+                graph = checkpointed(graph, partial, (*MST_CHECKPOINTED, *CHECKPOINTED))
                 (summary,) = cluster.compute(graph, label="fill")
-            reused += kept
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
             drop_checkpoints(tmp)
             summary["reused_tasks"] = reused

@@ -44,9 +44,9 @@ from terrain.tiles.store import (create_layer, link_layer, read_block, shard_win
                                  tiles_per_shard, write_block)
 
 from . import _plan as _plans
-from ._resume import (checkpoint_at, checkpoint_folder, checkpointed, data_identity,
-                      drop_checkpoints, kept_checkpoints, prepare_resume, run_checkpointed,
-                      run_key)
+from ._resume import (checkpoint_at, checkpoint_folder, data_identity, drop_checkpoints,
+                      prepare_resume, run_checkpointed, run_key)
+from .ingest import ingest_into, write_elevation
 
 __all__ = ["run_flow", "flow_command", "flow_route", "default_output", "FLOW_LAYERS",
            "IN_CORE_BYTES", "write_flow_geotiffs", "read_flow_store"]
@@ -167,17 +167,6 @@ def _write_whole(store, layers, side):
     _each_shard(lambda w: write_windows(store, layers, [w], layouts=layouts), shape, side)
 
 
-def _ingest(path, target, tile, partial=None):
-    """``path`` ingested into the store ``target``, the steps checkpointed in ``partial``."""
-    from .cluster import compute, open_scheduler
-    from .ingest import CHECKPOINTED, build_ingest_graph
-    graph = build_ingest_graph(path, target, tile)
-    if partial is not None:
-        graph, _ = checkpointed(graph, partial, CHECKPOINTED)
-    with open_scheduler("threads"):
-        compute(graph, label="flow-ingest")
-
-
 def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=None,
              weights=None, filled=False, backend=None, scheduler=None, overwrite=False,
              geotiff_dir=None, cog=True, route="auto", memory_bytes=None, resume=False):
@@ -241,9 +230,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     try:
         with output_at(out, overwrite, inputs=[inp, outlets, weights], key=key,
                        resume=resume) as tmp:
-            reused = prepare_resume(tmp) if resume else False
-            # every checkpoint a resumed run finds is of this run: its step is not run again
-            kept = len(kept_checkpoints(checkpoint_folder(tmp))) if reused else 0
+            reused = prepare_resume(tmp) if resume else 0
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
                 group = zarr.open_group(store=store_for(tmp, read_only=False),
@@ -253,11 +240,10 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
                 dem_path = inp
             elif chosen == "in-core":  # read whole, kept for the route not to read it back
-                from .ingest import write_elevation
                 z = write_elevation(grid, tmp, tile)
                 dem_path = tmp
             else:
-                _ingest(inp, tmp, tile, partial=tmp)
+                ingest_into(inp, tmp, tile, partial=tmp, label="flow-ingest")
                 dem_path = tmp
             w_path = None
             if weights is not None:
@@ -266,7 +252,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 else:  # read here, ingested into scratch every task reaches
                     weights_tmp = scratch_beside(tmp, ".weights")
                     remove_tree(weights_tmp)  # a killed run's
-                    _ingest(weights, weights_tmp, tile)
+                    ingest_into(weights, weights_tmp, tile, label="flow-ingest")
                     w_path = weights_tmp
             # a fill store's layer as it is, its files shared (not at a URL: no links there)
             linked = fill_attrs is not None and not (is_remote(inp) or is_remote(tmp))
@@ -306,7 +292,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        "outlets": "grid edge and nodata" if cells is None else "named",
                        "named_outlets": 0 if cells is None else len(cells),
                        "weights": None if weights is None else str(weights), **stats,
-                       "reused_tasks": kept,
+                       "reused_tasks": reused,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
             zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",

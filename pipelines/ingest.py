@@ -25,7 +25,7 @@ from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_stor
 from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
 
 from . import _plan as _plans
-from ._resume import drop_checkpoints, prepare_resume, run_key
+from ._resume import checkpointed, drop_checkpoints, prepare_resume, run_key
 from .cluster import DASHBOARD_MIN_CELLS, cluster_active
 from .info import merge_stats
 
@@ -33,7 +33,7 @@ from .info import merge_stats
 # grid's ingest runs without one (ingest_in_threads) and does not pay its import
 
 __all__ = ["build_ingest_graph", "bands_at_once", "ingest", "ingest_in_threads", "write_elevation",
-           "band_stats",
+           "band_stats", "ingest_into",
            "create_elevation", "finish_elevation", "write_window",
            "ingest_on_active_scheduler", "ingest_command", "synth_command",
            "default_compressors"]
@@ -211,6 +211,19 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
 CHECKPOINTED = ("ingest-create", "ingest-band")
 
 
+def ingest_into(input_path, store_path, tile, partial=None, label="ingest"):
+    """``input_path`` ingested into ``store_path``, a store that a command writes (its
+    partial output, or scratch beside it), on this process's threads: the input is read
+    where the command runs, whatever cluster computes the rest. With ``partial``, the steps
+    keep their results among its checkpoints (``--resume``)."""
+    from .cluster import compute, open_scheduler
+    graph = build_ingest_graph(input_path, store_path, tile)
+    if partial is not None:
+        graph = checkpointed(graph, partial, CHECKPOINTED)
+    with open_scheduler("threads"):
+        compute(graph, label=label)
+
+
 def ingest(input_path, output_path, tile=DEFAULT_TILE, overwrite=False, scheduler=None,
            compressors=None, resume=False, *, band=None, nodata=None, crs=None):
     """Ingest a grid into a tile store at ``output_path``, atomically.
@@ -264,17 +277,15 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
     """:func:`ingest` on the scheduler made active by :func:`pipelines.cluster.open_scheduler`;
     ``options``: :func:`terrain.io.open_grid`'s. The store's ``reused_tasks`` counts the tasks
     a resumed run took from checkpoints."""
-    from ._resume import checkpointed
     from .cluster import compute, remote_input
 
     key = run_key("ingest", [input_path], tile, compressors, sorted(options.items()))
     with output_at(output_path, overwrite, inputs=[input_path], key=key,
                    resume=resume) as tmp:
-        if resume:
-            prepare_resume(tmp)
+        reused = prepare_resume(tmp) if resume else 0
         # the paths as the workers of a cluster given by address must see them
         src, part = remote_input(input_path), remote_input(tmp)
-        graph, reused = checkpointed(
+        graph = checkpointed(
             build_ingest_graph(src, part, tile, compressors, **options), part, CHECKPOINTED)
         compute(graph, label="ingest")
         drop_checkpoints(tmp)

@@ -493,14 +493,13 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
                       resume, cluster_active=cluster_active())
     key = run_key("mst", [] if is_remote(inp) else [inp], str(inp), spec, data_identity(inp))
     with output_at(out, overwrite, inputs=[inp], key=key, resume=resume) as tmp:
-        if resume:
-            prepare_resume(tmp)
+        reused = prepare_resume(tmp) if resume else 0
         wall = {}
         if route.held:
-            summary, reused = _run_held(route, source, geo, tmp, spec, shard, be, wall)
+            summary = _run_held(route, source, geo, tmp, spec, shard, be, wall)
         else:
-            summary, reused = _run_graph(route, source, inp, geo, tmp, spec, shard, be,
-                                         in_core, scheduler)
+            summary = _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core,
+                                 scheduler)
         drop_checkpoints(tmp)
         if "parsed_on" in wall:
             summary["parse"] = wall.pop("parsed_on")
@@ -547,7 +546,7 @@ def _run_held_once(route, source, geo, tmp, spec, shard, be, wall, on_device):
             summary = _walk(call_now, dem, tmp, spec, shard, be.name, None, store_geo,
                             "whole")
             wall["forest"] = time.perf_counter() - t0
-            return summary, 0
+            return summary
         from .cluster import compute, open_scheduler
         with hold(be.xp.zeros(spec.shape, np.uint8)) as mask, open_scheduler("threads"):
             # the groups are sized while the parse still holds its pieces on the device
@@ -558,7 +557,7 @@ def _run_held_once(route, source, geo, tmp, spec, shard, be, wall, on_device):
             (summary,) = compute(graph, label="mst", ready_order=_rows_first,
                                  on_failure=None if arrival is None else arrival.stop)
         wall["forest"] = time.perf_counter() - t0
-    return summary, 0
+    return summary
 
 
 def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler):
@@ -575,15 +574,15 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
         if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
             from .ingest import build_ingest_graph
             upstream = build_ingest_graph(inp, tmp, spec.tile)
-            upstream, _ = checkpointed(upstream, tmp, CHECKPOINTED)
+            upstream = checkpointed(upstream, tmp, CHECKPOINTED)
             dem, store_geo = tmp, None
         else:
             dem, store_geo = inp, geo
         graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
                                 in_core, partial=tmp)
-        graph, reused = checkpointed(graph, tmp, CHECKPOINTED)
+        graph = checkpointed(graph, tmp, CHECKPOINTED)
         (summary,) = compute(graph, label="mst")
-    return summary, reused
+    return summary
 
 
 MST_BAND_DESCRIPTION = ("MST edges: bit d set = the forest holds the edge from this cell in "

@@ -17,8 +17,7 @@ import dask
 from dask._task_spec import Task, TaskRef, parse_input
 from dask.delayed import Delayed
 
-from ._resume import (checkpoint_at, checkpoint_file, checkpoint_folder, graph_dict,
-                      kept_checkpoints, run_checkpointed)
+from ._resume import checkpoint_at, checkpoint_folder, graph_dict, run_checkpointed
 
 __all__ = ["TaskGraph", "delayed_call"]
 
@@ -45,11 +44,6 @@ class TaskGraph:
     checkpoint : tuple of str
         Key names (``f"{prefix}-{stage}"`` and other graphs' names) that get checkpoints.
 
-    Attributes
-    ----------
-    reused : int
-        Checkpointed steps whose checkpoint already exists (they will not run again).
-
     Examples
     --------
     >>> from terrain.tiles.quadtree import QuadtreePlan, walk_up
@@ -65,9 +59,7 @@ class TaskGraph:
     def __init__(self, prefix, token, partial=None, checkpoint=()):
         self.prefix, self.token = prefix, token
         self.tasks = {}
-        self.reused = 0
         self._folder = checkpoint_folder(partial) if partial is not None else None
-        self._kept = kept_checkpoints(self._folder) if partial is not None else set()
         self._checkpoint = tuple(checkpoint)
 
     def _arg(self, value):
@@ -88,7 +80,6 @@ class TaskGraph:
         key = (name, *index) if index else name
         args = [self._arg(a) for a in args]
         if self._folder is not None and name.startswith(self._checkpoint):
-            self.reused += checkpoint_file(key) in self._kept
             self.tasks[key] = Task(key, run_checkpointed, checkpoint_at(self._folder, key),
                                    fn, *args)
         else:

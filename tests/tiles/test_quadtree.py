@@ -75,7 +75,7 @@ def test_the_dask_walk_equals_the_direct_walk():
 
 def test_the_task_graph_walk_equals_the_direct_walk_both_ways(tmp_path):
     dask = pytest.importorskip("dask")
-    from pipelines._resume import CHECKPOINT_DIR
+    from pipelines._resume import CHECKPOINT_DIR, prepare_resume
     from pipelines.quadtree import TaskGraph
 
     plan = QuadtreePlan.build((45, 30), 4, 2)
@@ -99,8 +99,14 @@ def test_the_task_graph_walk_equals_the_direct_walk_both_ways(tmp_path):
         assert result[0] == up_direct
         assert result[1] == [list(r) for r in down_direct[0].values()]
         assert result[2] == list(down_direct[1].values())
-    # the checkpoints were written as the tasks ran, and a second graph finds them
+    # the checkpoints were written as the tasks ran: a resumed run counts them, and its
+    # checkpointed steps return them instead of running
     assert len(list((tmp_path / CHECKPOINT_DIR).glob("*.npz"))) == 2 * len(plan.groups)
+    assert prepare_resume(tmp_path) == 2 * len(plan.groups)
+
+    def leaf_again(*_):
+        raise AssertionError("a checkpointed leaf ran again")
+
     again = TaskGraph("t", "x", tmp_path, ("t-leaf", "t-apply"))
-    walk_up(plan, _leaf, _merge, call=again.call)
-    assert again.reused == len(plan.groups)
+    up, _ = walk_up(plan, leaf_again, _merge, call=again.call)
+    assert dask.compute(again.delayed(up), scheduler="sync")[0] == up_direct
