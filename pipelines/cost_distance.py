@@ -33,6 +33,7 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
+from ._resume import checkpointed, data_identity, drop_checkpoints, prepare_resume, run_key
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
                                    reuse_attributes, run_incore)
 from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_paths,
@@ -260,7 +261,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                       connectivity=8, max_cost=None, tile=512, backend=None, scheduler=None,
                       overwrite=False, geotiff_dir=None, algorithm="auto", tile_sssp=None,
                       max_height=None, reuse=None, memory=None, stop_points=(), stop_cells=(),
-                      stops_file=None):
+                      stops_file=None, resume=False):
     """Cost distance from sources over a DEM (raster or tile store) into ``output_path``.
 
     ``cost`` None: ``friction`` with a friction raster, else ``absdiff``. ``start_values``:
@@ -269,7 +270,10 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     (:func:`terrain.grid.sssp.grid_sssp`'s ``stops``; the in-core algorithm). ``memory`` (bytes
     or a size such as ``"1.5GB"``): the memory budget that chooses the algorithm and bounds
     the blocked algorithm's blocks, block cache and GeoTIFF writers (default: the available
-    RAM). Returns the summary dict (also in
+    RAM). ``resume``: finish the partial output that a killed run with the same input,
+    sources and options left: its ingested bands, and on the tiled algorithm its index once
+    whole (phases 1 and 2), are not computed again; the rest of the solve runs again (the
+    summary's ``reused_tasks`` counts what was not). Returns the summary dict (also in
     the output's ``cost_distance`` attribute).
     """
     t_start = time.perf_counter()
@@ -294,14 +298,26 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
         raise InputError(f"{reuse}: an in-core run's store is reused by linking its layers "
                          "into the output: both must be local")
     friction_tmp = None
+    key = run_key("cost-distance", [p for p in inputs if p is not None and not is_remote(p)],
+                  str(inp), data_identity(inp), cost, connectivity, max_cost, tile, tile_sssp,
+                  max_height, spec["algorithm"], be.name, _digest(srcs, costs, stops))
     try:
-        with output_at(out, overwrite, inputs=inputs) as tmp:
+        with output_at(out, overwrite, inputs=inputs, key=key, resume=resume) as tmp:
+            reused = prepare_resume(tmp) if resume else 0
             # a friction raster's store: scratch, removed before the output is finished (at
-            # a URL it lies under the output's prefix: consolidated and published otherwise)
+            # a URL it lies under the output's prefix: consolidated and published otherwise;
+            # a killed run's is ingested again)
             friction_tmp = scratch_beside(tmp, ".friction")
-            summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
-                           scheduler)
             remove_tree(friction_tmp)
+            if reused and spec["algorithm"] == "tiled" and spec.get("reuse") is None:
+                from .cost_distance_tiled import resume_index
+                resume_index(spec, tmp, tile_sssp, max_height, be.name)
+            summary = _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, be.name, geo,
+                           scheduler, resumed=bool(reused))
+            remove_tree(friction_tmp)
+            drop_checkpoints(tmp)
+            summary["reused_tasks"] = summary.get("reused_tasks", 0) + reused
+            summary["resumed"] = bool(reused)
             summary["sources"] = [
                 {"index": i, "row": r, "col": c, **dict(zip("xy", cell_centre(r, c, gt))),
                  "start_cost": 0.0 if costs is None else float(costs[i])}
@@ -356,10 +372,21 @@ def _stop_cells(spec, gt, points, cells, path, label, crs):
     return spec["stops"]
 
 
-def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, scheduler):
+def _digest(srcs, costs, stops):
+    """A hash of the sources, their start costs and the stop cells (a run's key)."""
+    import hashlib
+    h = hashlib.sha256(np.asarray(srcs, np.int64).tobytes())
+    h.update(b"-" if costs is None else np.asarray(costs, np.float64).tobytes())
+    h.update(np.asarray(stops or [], np.int64).tobytes())
+    return h.hexdigest()
+
+
+def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, scheduler,
+         resumed=False):
     """The ingests (or the reused store's links), then the chosen algorithm's pipeline; returns
-    its summary. A cluster given by address is opened here, before any graph is built, and
-    every path made absolute (a worker resolves a relative one in its own folder). An
+    its summary (``resumed``: ``tmp`` holds a killed run's checkpoints). A cluster given by
+    address is opened here, before any graph is built, and every path made absolute (a
+    worker resolves a relative one in its own folder). An
     output at a URL: the workers open the stores at their URLs, and this process reads the
     rasters (DEM, friction) that are ingested (:func:`pipelines.ingest.build_ingest_graph`)."""
     from . import cluster
@@ -373,7 +400,8 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
             if friction is not None:
                 friction = cluster.remote_input(friction)
             # the routes find the cluster active (scheduler None: the active one)
-            return _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, None)
+            return _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, None,
+                        resumed)
     ingests, tile = [], spec["tile"]  # (raster, store) pairs to ingest before the solve
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's checked inputs, linked into this output
@@ -389,7 +417,8 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         friction_store = (tmp, "friction") if ru["friction"] else None
     else:
         if is_store(inp):
-            zarr.open_group(store=store_for(tmp, read_only=False), mode="w-", zarr_format=3)
+            zarr.open_group(store=store_for(tmp, read_only=False),
+                            mode="a" if resumed else "w-", zarr_format=3)
             dem_path = inp
         else:
             ingests.append((inp, tmp))
@@ -408,8 +437,12 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
                 friction_store = friction_tmp
                 ingests.append((friction, friction_store))
     if spec["algorithm"] != "in-core":
-        from .ingest import build_ingest_graph
-        upstream = [build_ingest_graph(src, dst, tile) for src, dst in ingests]
+        from .ingest import CHECKPOINTED, build_ingest_graph
+        # the DEM's bands keep their results in the partial (a friction raster's scratch
+        # store is ingested again by a resumed run)
+        upstream = [checkpointed(build_ingest_graph(src, dst, tile), tmp, CHECKPOINTED)
+                    if dst == tmp else build_ingest_graph(src, dst, tile)
+                    for src, dst in ingests]
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import run_blocked
         return run_blocked(dem_path, tmp, spec, srcs, costs, friction_store, upstream, geo,
@@ -448,6 +481,8 @@ def _format_summary(s):
           f"{s['stage_stats']['stage1']['visits']} times for the distances, "
           f"{s['stage_stats']['stage2']['visits']} for the labels"]
          if s.get("stage_stats") else [])
+      + ([f"resumed   {s['reused_tasks']} tasks reused from the interrupted run"
+          + (" (its index)" if s.get("resumed_index") else "")] if s.get("resumed") else [])
       + ([f"geotiff   {', '.join(s['geotiff'])}"] if s.get("geotiff") else []))
 
 
@@ -466,7 +501,7 @@ def cost_distance_command(args):
         algorithm=getattr(args, "algorithm", "auto"), tile_sssp=getattr(args, "tile_sssp", None),
         max_height=getattr(args, "max_height", None), reuse=getattr(args, "reuse", None),
         memory=getattr(args, "memory", None), stop_points=args.stop or (),
-        stop_cells=args.stop_cell or (), stops_file=args.stops)
+        stop_cells=args.stop_cell or (), stops_file=args.stops, resume=args.resume)
     print(json.dumps(summary, indent=2) if args.json else _format_summary(summary))
     return 0
 

@@ -395,6 +395,7 @@ def run_blocked(dem_path, out_path, spec, sources, start_costs, friction_store=N
     plan = BlockPlan(tuple(spec["shape"]), int(spec["block"]))
     files = BlockFiles(scratch_beside(out_path, SCRATCH),
                        lambda i, j: (lambda w: (w[1] - w[0], w[3] - w[2]))(plan.window(i, j)))
+    remove_tree(files.root)  # a killed run's states (at a URL: under a resumed partial)
     if not is_remote(files.root):
         files.root.mkdir(parents=True, exist_ok=True)
     fixed_mmap_threshold()  # the blocks are allocated and freed at every visit

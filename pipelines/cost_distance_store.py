@@ -42,8 +42,9 @@ def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None):
         dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
         if name == "friction" and not with_friction:
             continue
+        # a resumed run's partial holds the killed run's layers: made again, empty
         arr = create_layer(group, name, dtype, fill, tile, shape,
-                           compressors=layer_compressors(name), attrs=attrs)
+                           compressors=layer_compressors(name), attrs=attrs, overwrite=True)
         mark_raster(arr, nodata=fill)  # grid_mapping and _FillValue (xarray masks it)
     return out_path if is_remote(out_path) else str(out_path)
 

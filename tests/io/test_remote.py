@@ -614,3 +614,51 @@ def test_s3_run_killed_then_resumed(capsys, tmp_path, dem, s3, monkeypatch):
                           scheduler=SYNC)
     assert rc == 0, err
     _same(url, tmp_path / "m.zarr", s3)
+
+
+@pytest.mark.parametrize("algorithm, module, step", [
+    ("tiled", "pipelines.cost_distance_tiled", "_fill_task"),
+    ("blocked", "pipelines.cost_distance_blocked", "_write_task")])
+def test_cost_distance_resume_at_a_url(capsys, tmp_path, monkeypatch, algorithm, module,
+                                       step):
+    """cost-distance to memory:// stopped in its last phase (the partial kept), then run
+    again with --resume: the ingest's bands (and the tiled index, whole by then) come from
+    the checkpoints under the prefix, the blocked states start afresh, and the published
+    store, with no checkpoint or scratch in it, is a clean local run's."""
+    import importlib
+    import json
+
+    from terrain.io import write_synth
+    from terrain.io.remote import filesystem
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 64)
+    write_synth(tmp_path / "d.asc", 150, 130, seed=4, nodata=0.02)
+    dem = tmp_path / "d.asc"
+    url = f"memory://t-resume-cost-{algorithm}/c.zarr"
+    args = ["--tile", "32", "--backend", "cpu", "--json", "--algorithm", algorithm,
+            "--source-cell", "70,60", *(["--memory", "1MB"] if algorithm == "blocked" else [])]
+    rc, _, err = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "c.zarr", *args,
+                          scheduler=SYNC)
+    assert rc == 0, err
+    mod = importlib.import_module(module)
+    real, calls = getattr(mod, step), []
+
+    def stop_after_two(*a, **k):
+        if len(calls) == 2:
+            raise _Killed("killed")
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(mod, step, stop_after_two)
+    with pytest.raises(_Killed):
+        run_main(capsys, "cost-distance", dem, "-o", url, *args, "--resume", scheduler=SYNC)
+    monkeypatch.setattr(mod, step, real)
+    rc, out, err = run_main(capsys, "cost-distance", dem, "-o", url, *args, "--resume",
+                            scheduler=SYNC)
+    assert rc == 0, err
+    assert f"resuming from the partial output at {url}" in err
+    summary = json.loads(out)
+    assert summary["resumed"] and summary["reused_tasks"] >= 2
+    assert summary.get("resumed_index", False) == (algorithm == "tiled")
+    fs, root = filesystem(url)
+    assert not [k for k in fs.find(root) if ".terrain-checkpoints" in k or ".blocked" in k]
+    _same(url, tmp_path / "c.zarr")
