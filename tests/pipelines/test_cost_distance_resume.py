@@ -51,7 +51,8 @@ from terrain.run import main
 main({[str(a) for a in argv]!r})
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [str(ROOT), os.environ.get("PYTHONPATH", "")])), timeout=300)
     assert proc.returncode == 9, proc.stderr
 
 
