@@ -87,16 +87,16 @@ def _add_storage_options(p):
                         "credentials come from the client library's own environment")
 
 
-def _add_run_control(p):
-    _add_resume(p)
+def _add_run_control(p, reused="its finished tasks"):
+    _add_resume(p, reused)
     _add_dry_run(p)
 
 
-def _add_resume(p):
+def _add_resume(p, reused="its finished tasks"):
     p.add_argument("--resume", action="store_true",
                    help="finish the partial output a killed run with the same input and "
-                        "options left, without redoing its finished tasks (at a URL too: "
-                        "the checkpoints lie under the output's prefix)")
+                        f"options left, without redoing {reused} (at a URL too: the "
+                        "checkpoints lie under the output's prefix)")
 
 
 def _add_dry_run(p):
@@ -363,7 +363,8 @@ def build_parser():
                    help="also write distance.tif, allocation.tif and backlink.tif there")
     p.add_argument("--overwrite", action="store_true", help="replace OUT.zarr (and the GeoTIFFs) if they exist")
     _add_storage_options(p)
-    _add_run_control(p)
+    _add_run_control(p, "its ingest or, on the tiled algorithm, its index once whole; the "
+                        "query runs again")
 
     p = sub.add_parser("path", help="least-cost paths along the backlinks of a cost-distance store")
     p.add_argument("store", metavar="COSTSTORE", help="a cost-distance output store")
