@@ -271,8 +271,8 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     or a size such as ``"1.5GB"``): the memory budget that chooses the algorithm and bounds
     the blocked algorithm's blocks, block cache and GeoTIFF writers (default: the available
     RAM). ``resume``: finish the partial output that a killed run with the same input,
-    sources and options left: its ingested bands, and on the tiled algorithm its index once
-    whole (phases 1 and 2), are not computed again; the rest of the solve runs again (the
+    sources and options left: its ingested bands, and on the tiled algorithm on the CPU its
+    index once whole (phases 1 and 2), are not computed again; the rest runs again (the
     summary's ``reused_tasks`` counts what was not). Returns the summary dict (also in
     the output's ``cost_distance`` attribute).
     """

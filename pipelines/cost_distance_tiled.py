@@ -40,8 +40,10 @@ __all__ = ["IndexStore", "build_cost_distance_tiled", "tiled_spec", "resume_inde
 
 INDEX_GROUP = "sssp_index"
 LABELS_GROUP = "sssp_labels"
-#: the checkpoint that says a run's index is whole in its partial output: a resumed run
-#: takes it as ``--reuse`` takes an earlier store's (:func:`resume_index`)
+#: the checkpoint that says a CPU run's index is whole in its partial output: a resumed run
+#: takes it as ``--reuse`` takes an earlier store's (:func:`resume_index`). A GPU run writes
+#: none: reading its index back (the top solved from the store's pages) took as long as
+#: building it again on the device (40-ft, H200: 55.3 s resumed against 55.5 s fresh)
 INDEX_DONE = "cost-index-done"
 GROUP_SIDE = 512       # cells a side of a group (phase 1 / phase 3 batch, index chunks)
 PAGE_BYTES = 512 << 10  # a page of distance matrices (the top Dijkstra's cache unit), at most
@@ -520,26 +522,22 @@ def _write_later(path, group, fn, *args):
     return fut
 
 
-def _wait_writes(path, groups=None, forget=True):
-    """Wait for this process's matrix writes of ``path`` (of ``groups``, else all, then
-    forgotten unless ``forget`` is False)."""
+def _wait_writes(path, groups=None):
+    """Wait for this process's matrix writes of ``path`` (of ``groups``, else all, forgotten)."""
     with _LEVELS_LOCK:
         pending = _WRITES.get(str(path), {})
-        if groups is None and forget:
+        if groups is None:
             futs = list(_WRITES.pop(str(path), {}).values())
         else:
-            futs = [pending[k] for k in (pending if groups is None else groups)
-                    if k in pending]
+            futs = [pending[k] for k in groups if k in pending]
     for fut in futs:
         fut.result()
 
 
-def _index_written(path, root):
-    """After the index's walk (``root``): its matrices written by every process (a GPU run's
-    in the background, still read by the sources' tasks: not forgotten). Run through the
-    :data:`INDEX_DONE` checkpoint."""
+def _index_written(root):
+    """The :data:`INDEX_DONE` step: once the index's walk (``root``) has returned, a CPU
+    run's index is whole in the store (its tasks write it themselves)."""
     del root
-    _here_and_on_every_worker(_wait_writes, path, None, False)
     return True
 
 
@@ -908,8 +906,7 @@ def _release_level(path):
         _DEVICE_LABELS.pop(str(path), None)
 
 
-def _finish(out_path, fills, meta, tops, token=None, index_done=None):
-    del index_done  # a fresh index's checkpoint, written before the run ends
+def _finish(out_path, fills, meta, tops, token=None):
     # groups written by other processes, a level left on a device whose process did not
     # run the top: every process ends the run
     _here_and_on_every_worker(_release_level, str(out_path))
@@ -968,24 +965,19 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
     made = dask.delayed(_make_stores, pure=False)(
         index if reuse is None else None, lstore, spec, tspec.height, prepared,
         dask_key_name=f"cost-index-make-{token}")
-    done = None
     if reuse is None:
         ready, _ = walk_up(plan, (_index_leaf_task, tspec, reader, backend, index, made),
                            (_index_merge_task, tspec, index), call=call("index"))
-        done = dask.delayed(run_checkpointed, pure=False)(
-            checkpoint_at(checkpoint_folder(out_path), INDEX_DONE), _index_written,
-            index.path, ready, dask_key_name=f"{INDEX_DONE}-{token}")
+        if backend != "gpu":  # the sources start once the checkpoint is written
+            ready = dask.delayed(run_checkpointed, pure=False)(
+                checkpoint_at(checkpoint_folder(out_path), INDEX_DONE), _index_written,
+                ready, dask_key_name=f"{INDEX_DONE}-{token}")
     else:
         ready = [dask.delayed(_Timed(_index_check_task, token, "index-check"), pure=False)(
             tspec, reader, index, made, g, i, j, dask_key_name=(f"cost-index-check-{token}",
                                                                 i, j))
             for (i, j) in plan.groups]
     name = spec.get("input", "")
-    if done is not None and backend != "gpu":
-        # the CPU's index tasks write it themselves: its checkpoint costs the sources no
-        # wait, and is written before the query's phases (a GPU run writes its matrices
-        # in the background while the top is solved: the sources wait for their own only)
-        ready = done
     _, rest = walk_up(plan, (_sources_leaf_task, tspec, index, reader, srcs, name, ready),
                       (_sources_merge_task, tspec, index), call=call("src"))
     labels = dask.delayed(_collect_rest, pure=False)(rest, dask_key_name=f"cost-labels-{token}")
@@ -1019,12 +1011,12 @@ def build_cost_distance_tiled(dem_path, out_path, spec, sources, start_costs, ba
                  "reuse": None if reuse is None or resumed else str(reuse),
                  "resumed_index": resumed, "sizing": spec.get("sizing")})
     tops = [out[(g, 0, 0)]] if (g, 0, 0) in out else []
-    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops, token, done,
+    return dask.delayed(_finish, pure=False)(out_path, fills, meta, tops, token,
                                              dask_key_name=f"cost-tiled-finish-{token}")
 
 
 def resume_index(spec, partial, tile_sssp=None, max_height=None, backend=None):
-    """For a resumed run: when the killed run's index is whole in the partial output
+    """For a resumed run: when the killed CPU run's index is whole in the partial output
     ``partial`` (its :data:`INDEX_DONE` checkpoint), complete ``spec`` to take it as
     ``--reuse`` takes an earlier store's (its tile and group side; phases 1 and 2 are not run
     again, the stored cells checked against the raster) and return True; else False."""

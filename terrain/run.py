@@ -363,8 +363,8 @@ def build_parser():
                    help="also write distance.tif, allocation.tif and backlink.tif there")
     p.add_argument("--overwrite", action="store_true", help="replace OUT.zarr (and the GeoTIFFs) if they exist")
     _add_storage_options(p)
-    _add_run_control(p, "its ingest or, on the tiled algorithm, its index once whole; the "
-                        "query runs again")
+    _add_run_control(p, "its ingest or, on the tiled algorithm on the CPU, its index once "
+                        "whole; the query runs again")
 
     p = sub.add_parser("path", help="least-cost paths along the backlinks of a cost-distance store")
     p.add_argument("store", metavar="COSTSTORE", help="a cost-distance output store")

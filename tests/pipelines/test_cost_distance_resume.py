@@ -96,9 +96,9 @@ def test_a_killed_tiled_run_resumes_to_a_fresh_runs_store(capsys, tmp_path, dem,
 
 @pytest.mark.gpu
 def test_a_killed_gpu_tiled_run_resumes_to_the_cpus_store(capsys, tmp_path, dem, small_shards):
-    """On the GPU (the level of tiles on the device, its matrices written in the
-    background) the index's checkpoint follows those writes: a run killed as it ends resumes
-    from its index, on the device, to the CPU's store."""
+    """On the GPU a resumed run takes the ingest's bands and builds its index again (the
+    device builds it as fast as the stored one is read back): a run killed as it ends
+    resumes to the CPU's store."""
     _, path = dem
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8,
               "--algorithm", "tiled", "--tile-sssp", 4, "--max-height", 0]
@@ -107,7 +107,8 @@ def test_a_killed_gpu_tiled_run_resumes_to_the_cpus_store(capsys, tmp_path, dem,
              "threads"], "pipelines.cost_distance_tiled", "_finish", 1)
     s = _run(capsys, path, "-o", out, *common, "--backend", "gpu", "--resume")
     _run(capsys, path, "-o", tmp_path / "cpu.zarr", *common, "--backend", "cpu")
-    assert s["resumed_index"] and s["backend"] == "gpu"
+    assert s["resumed"] and not s["resumed_index"] and s["backend"] == "gpu"
+    assert s["reused_tasks"] >= 2 and s["index_tasks"] > 0
     _same_stores(out, tmp_path / "cpu.zarr")
 
 
