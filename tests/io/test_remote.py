@@ -473,23 +473,12 @@ def test_resume_at_a_url_reuses_checkpoints(capsys, tmp_path, dem, monkeypatch):
     assert json.loads(out)["reused_tasks"] == 0
 
 
-@pytest.mark.parametrize("command, module, step", [("fill", "pipelines.fill", "_label_task"),
-                                                   ("flow", "pipelines.flow", "direction_group")])
-def test_fill_and_flow_resume_at_a_url(capsys, tmp_path, dem, monkeypatch, command, module,
-                                       step):
-    """fill and flow to memory:// stopped in a late step of the tiled route (the partial
-    kept), then run again with --resume: the finished steps come from the checkpoints under
-    the prefix, none is left in the published store, whose arrays are a clean local run's."""
+def _stopped_then_resumed(capsys, monkeypatch, command, dem, url, args, module, step):
+    """``command DEM -o URL ARGS --resume`` stopped at the third call of ``module.step``
+    (:class:`_Killed`: the partial kept, as a lost cluster leaves it), then run again; the
+    second run's summary, once it said it resumed."""
     import importlib
     import json
-
-    from terrain.io.remote import filesystem
-    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)  # 4 x 6 groups
-    url = f"memory://t-resume-{command}/o.zarr"
-    args = ["--tile", "64", "--backend", "cpu", "--json", "--route", "tiled"]
-    rc, _, err = run_main(capsys, command, dem, "-o", tmp_path / "o.zarr", *args,
-                          scheduler=SYNC)
-    assert rc == 0, err
     mod = importlib.import_module(module)
     real, calls = getattr(mod, step), []
 
@@ -506,7 +495,26 @@ def test_fill_and_flow_resume_at_a_url(capsys, tmp_path, dem, monkeypatch, comma
     rc, out, err = run_main(capsys, command, dem, "-o", url, *args, "--resume", scheduler=SYNC)
     assert rc == 0, err
     assert f"resuming from the partial output at {url}" in err
-    assert json.loads(out)["reused_tasks"] > 2
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("command, module, step", [("fill", "pipelines.fill", "_label_task"),
+                                                   ("flow", "pipelines.flow", "direction_group")])
+def test_fill_and_flow_resume_at_a_url(capsys, tmp_path, dem, monkeypatch, command, module,
+                                       step):
+    """fill and flow to memory:// stopped in a late step of the tiled route (the partial
+    kept), then run again with --resume: the finished steps come from the checkpoints under
+    the prefix, none is left in the published store, whose arrays are a clean local run's."""
+    from terrain.io.remote import filesystem
+    monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)  # 4 x 6 groups
+    url = f"memory://t-resume-{command}/o.zarr"
+    args = ["--tile", "64", "--backend", "cpu", "--json", "--route", "tiled"]
+    rc, _, err = run_main(capsys, command, dem, "-o", tmp_path / "o.zarr", *args,
+                          scheduler=SYNC)
+    assert rc == 0, err
+    summary = _stopped_then_resumed(capsys, monkeypatch, command, dem, url, args, module,
+                                    step)
+    assert summary["reused_tasks"] > 2
     fs, root = filesystem(url)
     assert not [k for k in fs.find(root) if ".terrain-checkpoints" in k]
     _same(url, tmp_path / "o.zarr")
@@ -625,9 +633,6 @@ def test_cost_distance_resume_at_a_url(capsys, tmp_path, monkeypatch, algorithm,
     again with --resume: the ingest's bands (and the tiled index, whole by then) come from
     the checkpoints under the prefix, the blocked states start afresh, and the published
     store, with no checkpoint or scratch in it, is a clean local run's."""
-    import importlib
-    import json
-
     from terrain.io import write_synth
     from terrain.io.remote import filesystem
     monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 64)
@@ -639,24 +644,8 @@ def test_cost_distance_resume_at_a_url(capsys, tmp_path, monkeypatch, algorithm,
     rc, _, err = run_main(capsys, "cost-distance", dem, "-o", tmp_path / "c.zarr", *args,
                           scheduler=SYNC)
     assert rc == 0, err
-    mod = importlib.import_module(module)
-    real, calls = getattr(mod, step), []
-
-    def stop_after_two(*a, **k):
-        if len(calls) == 2:
-            raise _Killed("killed")
-        calls.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(mod, step, stop_after_two)
-    with pytest.raises(_Killed):
-        run_main(capsys, "cost-distance", dem, "-o", url, *args, "--resume", scheduler=SYNC)
-    monkeypatch.setattr(mod, step, real)
-    rc, out, err = run_main(capsys, "cost-distance", dem, "-o", url, *args, "--resume",
-                            scheduler=SYNC)
-    assert rc == 0, err
-    assert f"resuming from the partial output at {url}" in err
-    summary = json.loads(out)
+    summary = _stopped_then_resumed(capsys, monkeypatch, "cost-distance", dem, url, args,
+                                    module, step)
     assert summary["resumed"] and summary["reused_tasks"] >= 2
     assert summary.get("resumed_index", False) == (algorithm == "tiled")
     fs, root = filesystem(url)
