@@ -168,6 +168,25 @@ def open_(path, mode="r", *args, **kwargs):
 shards.open = open_
 """
 
+#: a worker's preload that kills the scheduler as the worker starts a task ``module.task``
+#: (the graph names its functions by module: the worker runs the one set here)
+KILL_IN_A_TASK = """
+import os, signal
+import {module} as m
+SCHEDULER, MARKER = {pid}, {marker!r}
+real = m.{task}
+
+def task(*a, **k):
+    try:
+        os.close(os.open(MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        os.kill(SCHEDULER, signal.SIGKILL)
+    except FileExistsError:
+        pass
+    return real(*a, **k)
+
+m.{task} = task
+"""
+
 
 def _env():
     import os
@@ -206,11 +225,25 @@ def _stop(procs):
         p.wait()
 
 
+#: the commands a lost scheduler is tested with: arguments, what kills it (mst: a shard
+#: its write phase rewrites; cost-distance: its first fill task, its index whole by then),
+#: the layers compared with a one-process run
+KILLED_RUNS = {
+    "mst": (["--tile", "256"], KILL_THE_SCHEDULER, {}, ("elevation", "mst")),
+    "cost-distance": (["--tile", "256", "--algorithm", "tiled", "--source-cell", "1100,500"],
+                      KILL_IN_A_TASK,
+                      {"module": "pipelines.cost_distance_tiled", "task": "_fill_task"},
+                      ("elevation", "distance", "allocation", "backlink")),
+}
+
+
 @pytest.mark.slow
-def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_path):
+@pytest.mark.parametrize("command", sorted(KILLED_RUNS))
+def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_path, command):
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 2200, 1000, seed=5, nodata=0.02)  # 2 shards at tile 256, tiled
-    argv = [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile", "256",
+    extra, kill, where, compared = KILLED_RUNS[command]
+    argv = [sys.executable, "-m", "terrain.run", command, str(tmp_path / "g.asc"), *extra,
             "--backend", "cpu", "--json"]
     out = str(tmp_path / "m.zarr")
     marker = tmp_path / "killed"
@@ -220,7 +253,7 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     try:
         address, procs = _cluster(tmp_path, "first", preload=None)
         _stop(procs[1:])  # a worker that kills this scheduler
-        preload.write_text(KILL_THE_SCHEDULER.format(pid=procs[0].pid, marker=str(marker)))
+        preload.write_text(kill.format(pid=procs[0].pid, marker=str(marker), **where))
         sched_file = tmp_path / "first.json"
         procs[1:] = [subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
@@ -247,13 +280,15 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     finally:
         _stop(procs)
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout)["reused_tasks"] > 0
+    summary = json.loads(resumed.stdout)
+    assert summary["reused_tasks"] > 0
+    assert command != "cost-distance" or summary["resumed_index"]  # the CPU's index kept
     ref = subprocess.run(argv + ["-o", str(tmp_path / "ref.zarr"), "--scheduler", "synchronous"],
                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
     assert ref.returncode == 0, ref.stderr
     a = zarr.open_group(out, mode="r")
     b = zarr.open_group(str(tmp_path / "ref.zarr"), mode="r")
-    for k in ("elevation", "mst"):
+    for k in compared:
         assert np.asarray(a[k][:]).tobytes() == np.asarray(b[k][:]).tobytes(), k
     assert not list(tmp_path.glob(".m.zarr.partial-*"))
 
