@@ -33,7 +33,7 @@ from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
 
 from . import _plan as _plans
-from ._resume import checkpointed, data_identity, drop_checkpoints, prepare_resume, run_key
+from ._resume import data_identity, drop_checkpoints, prepare_resume, run_key
 from .cost_distance_incore import (RUN_ATTRS, check_incore_reuse, reusable_kind,
                                    reuse_attributes, run_incore)
 from .cost_distance_store import (cost_model_attributes, dem_in_output, geotiff_paths,
@@ -386,9 +386,9 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
     """The ingests (or the reused store's links), then the chosen algorithm's pipeline; returns
     its summary (``resumed``: ``tmp`` holds a killed run's checkpoints). A cluster given by
     address is opened here, before any graph is built, and every path made absolute (a
-    worker resolves a relative one in its own folder). An
-    output at a URL: the workers open the stores at their URLs, and this process reads the
-    rasters (DEM, friction) that are ingested (:func:`pipelines.ingest.build_ingest_graph`)."""
+    worker resolves a relative one in its own folder). An output at a URL: the workers open
+    the stores at their URLs, and this process reads the rasters (DEM, friction) that are
+    ingested (:func:`pipelines.ingest.build_ingest_graph`)."""
     from . import cluster
     if scheduler is not None and scheduler not in cluster.LOCAL_SCHEDULERS + (
             cluster.LOCAL_CLUSTER,):
@@ -437,11 +437,10 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
                 friction_store = friction_tmp
                 ingests.append((friction, friction_store))
     if spec["algorithm"] != "in-core":
-        from .ingest import CHECKPOINTED, build_ingest_graph
+        from .ingest import build_ingest_graph
         # the DEM's bands keep their results in the partial (a friction raster's scratch
         # store is ingested again by a resumed run)
-        upstream = [checkpointed(build_ingest_graph(src, dst, tile), tmp, CHECKPOINTED)
-                    if dst == tmp else build_ingest_graph(src, dst, tile)
+        upstream = [build_ingest_graph(src, dst, tile, partial=tmp if dst == tmp else None)
                     for src, dst in ingests]
     if spec["algorithm"] == "blocked":
         from .cost_distance_blocked import run_blocked

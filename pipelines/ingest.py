@@ -139,8 +139,12 @@ def _held_bands(grid, band_rows):
     return [(r0, z[r0:r0 + band_rows]) for r0 in range(0, grid.shape[0], band_rows)]
 
 
+# tasks whose results are checkpointed in the partial store (``--resume``)
+CHECKPOINTED = ("ingest-create", "ingest-band")
+
+
 def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=None, *,
-                       band=None, nodata=None, crs=None):
+                       band=None, nodata=None, crs=None, partial=None):
     """Dask graph that ingests ``input_path`` into a new tile store at ``store_path``.
 
     A store at a URL (a :class:`terrain.io.remote.Location`: workers that may share nothing
@@ -160,6 +164,9 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
         Default: :func:`default_compressors` (Blosc LZ4).
     band, nodata, crs : optional
         Band to read, nodata value and CRS overriding the file's (:func:`terrain.io.open_grid`).
+    partial : path or terrain.io.remote.Location, optional
+        The partial output of a resumable run: the store's creation and every band keep
+        their results among its checkpoints (:data:`CHECKPOINTED`, ``--resume``).
 
     Returns
     -------
@@ -191,24 +198,20 @@ def build_ingest_graph(input_path, store_path, tile=DEFAULT_TILE, compressors=No
         bands = [dask.delayed(_write_band, pure=False)(
                     store_path, z, r0, shard_side, dask_key_name=(f"ingest-band-{token}", i))
                  for i, (r0, z) in enumerate(_held_bands(grid, band_rows))]
-        return dask.delayed(finish_elevation, pure=False)(
-            store_path, bands, dask_key_name=f"ingest-finish-{token}")
-    starts = None
-    if isinstance(grid, AsciiGrid):
-        pieces = [dask.delayed(grid.newline_offsets)(a, b,
-                                                     dask_key_name=(f"ingest-index-{token}", i))
-                  for i, (a, b) in enumerate(grid.index_ranges())]
-        starts = dask.delayed(grid.row_starts)(pieces, dask_key_name=f"ingest-rows-{token}")
-    bands = [dask.delayed(_ingest_band, pure=False)(
-                grid, store_path, r0, min(r0 + band_rows, rows), starts, shard_side,
-                dask_key_name=(f"ingest-band-{token}", i))
-             for i, r0 in enumerate(range(0, rows, band_rows))]
-    return dask.delayed(finish_elevation, pure=False)(store_path, bands,
-                                             dask_key_name=f"ingest-finish-{token}")
-
-
-# tasks whose results are checkpointed in the partial store (``--resume``)
-CHECKPOINTED = ("ingest-create", "ingest-band")
+    else:
+        starts = None
+        if isinstance(grid, AsciiGrid):
+            pieces = [dask.delayed(grid.newline_offsets)(
+                a, b, dask_key_name=(f"ingest-index-{token}", i))
+                for i, (a, b) in enumerate(grid.index_ranges())]
+            starts = dask.delayed(grid.row_starts)(pieces, dask_key_name=f"ingest-rows-{token}")
+        bands = [dask.delayed(_ingest_band, pure=False)(
+                    grid, store_path, r0, min(r0 + band_rows, rows), starts, shard_side,
+                    dask_key_name=(f"ingest-band-{token}", i))
+                 for i, r0 in enumerate(range(0, rows, band_rows))]
+    graph = dask.delayed(finish_elevation, pure=False)(store_path, bands,
+                                                      dask_key_name=f"ingest-finish-{token}")
+    return graph if partial is None else checkpointed(graph, partial, CHECKPOINTED)
 
 
 def ingest_into(input_path, store_path, tile, partial=None, label="ingest"):
@@ -217,9 +220,7 @@ def ingest_into(input_path, store_path, tile, partial=None, label="ingest"):
     where the command runs, whatever cluster computes the rest. With ``partial``, the steps
     keep their results among its checkpoints (``--resume``)."""
     from .cluster import compute, open_scheduler
-    graph = build_ingest_graph(input_path, store_path, tile)
-    if partial is not None:
-        graph = checkpointed(graph, partial, CHECKPOINTED)
+    graph = build_ingest_graph(input_path, store_path, tile, partial=partial)
     with open_scheduler("threads"):
         compute(graph, label=label)
 
@@ -285,8 +286,7 @@ def ingest_on_active_scheduler(input_path, output_path, tile=DEFAULT_TILE, overw
         reused = prepare_resume(tmp) if resume else 0
         # the paths as the workers of a cluster given by address must see them
         src, part = remote_input(input_path), remote_input(tmp)
-        graph = checkpointed(
-            build_ingest_graph(src, part, tile, compressors, **options), part, CHECKPOINTED)
+        graph = build_ingest_graph(src, part, tile, compressors, partial=part, **options)
         compute(graph, label="ingest")
         drop_checkpoints(tmp)
         # consolidated metadata last, by the command that owns the store: a pipeline that

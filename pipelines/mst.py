@@ -47,8 +47,7 @@ __all__ = ["build_mst_graph", "run_mst", "mst_command", "default_output", "write
            "mst_route", "MSTRoute"]
 
 # tasks whose results are checkpointed in the partial output (``--resume``)
-CHECKPOINTED = ("ingest-create", "ingest-band", "mst-prepare", "mst-group", "mst-merge",
-                "mst-write")
+CHECKPOINTED = ("mst-prepare", "mst-group", "mst-merge", "mst-write")
 
 #: the ``mst`` mask's codec: Blosc LZ4 level 5 after a bit shuffle (docs/mst.md, "Output"),
 #: which the whole-shard reader and writer handle with the GIL released
@@ -573,8 +572,7 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
         upstream = None
         if hasattr(source, "shape"):  # a raster: ingested into the output in the same graph
             from .ingest import build_ingest_graph
-            upstream = build_ingest_graph(inp, tmp, spec.tile)
-            upstream = checkpointed(upstream, tmp, CHECKPOINTED)
+            upstream = build_ingest_graph(inp, tmp, spec.tile, partial=tmp)
             dem, store_geo = tmp, None
         else:
             dem, store_geo = inp, geo
