@@ -351,11 +351,7 @@ def prepare_resume(partial):
         if not is_remote(partial):
             sweep_partial_files(Path(partial))
         return kept
-    # another run's partial, or one without checkpoints
-    if not is_remote(partial) and Path(partial).is_file():
-        Path(partial).unlink()
-    else:
-        remove_tree(partial)
+    remove_tree(partial)  # another run's partial, or one without checkpoints
     return 0
 
 

@@ -295,10 +295,13 @@ def scratch_beside(path, name):
 
 
 def remove_tree(path):
-    """Remove the local folder ``path``, or every object under the URL (or
+    """Remove the local folder (or file) ``path``, or every object under the URL (or
     :class:`Location`) ``path``; nothing there is no error."""
     if not is_remote(path):
-        shutil.rmtree(path, ignore_errors=True)
+        if os.path.isfile(path) or os.path.islink(path):
+            os.unlink(path)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
         return
     fs, root = _fs(path)
     _remove_prefix(fs, root)
