@@ -48,12 +48,44 @@ def assert_one_line_error(proc, expected):
     assert lines[0].startswith("terrain") and expected in lines[0], lines[0]
 
 
-def run_terrain(*argv, cwd, timeout=None):
-    # run from the test's directory; the checkout stays importable when not pip-installed
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+def child_env():
+    """This process's environment for a child process: the checkout first on ``PYTHONPATH``
+    (importable when not pip-installed), what was there kept (a device image's packages)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+
+
+def run_terrain(*argv, cwd, timeout=None):
+    # run from the test's directory
     return subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=timeout)
+                          env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def run_killed(argv, module, step, after, shard_side=None, timeout=300):
+    """``terrain ARGV`` in a child process that ends with ``os._exit(9)`` right after its
+    ``after``-th call of ``module.step`` returned, as a SIGKILL leaves a run (its partial
+    output, no cleanup); ``shard_side``: the stores' shard target (small grids, several
+    shards). Asserts that the child ended so."""
+    code = f"""
+import importlib, os
+import terrain.tiles.store as store_mod
+if {shard_side!r} is not None:
+    store_mod.SHARD_TARGET_SIDE = {shard_side!r}
+mod = importlib.import_module({module!r})
+step, done = getattr(mod, {step!r}), []
+def step_then_die(*a, **k):
+    out = step(*a, **k)
+    done.append(1)
+    if len(done) == {after!r}:
+        os._exit(9)
+    return out
+setattr(mod, {step!r}, step_then_die)
+from terrain.run import main
+main({[str(a) for a in argv]!r})
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=timeout)
+    assert proc.returncode == 9, proc.stderr
 
 
 SAMPLE = ROOT / "data" / "sample.asc"

@@ -1,22 +1,18 @@
 """``cost-distance --resume``: a run killed mid-way (the process gone, its partial output
 left) is finished by a resumed run into a fresh run's store, bit for bit: its ingested bands
-are not read again, and on the tiled algorithm its index, once whole, is not built again."""
+are not read again, and on the tiled algorithm on the CPU its index, once whole, is not
+built again."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
 
-from cli import run_main
+from cli import run_killed, run_main
 from grids import random_dem
 
 LAYERS = ("distance", "allocation", "backlink", "elevation")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -29,31 +25,6 @@ def _run(capsys, *argv):
     rc, so, se = run_main(capsys, "cost-distance", *argv, "--json", scheduler="synchronous")
     assert rc == 0, se
     return json.loads(so)
-
-
-def _killed(argv, module, task, after):
-    """``terrain cost-distance ARGV`` in a child process (shards of 16 cells) that ends with
-    ``os._exit(9)`` right after its ``after``-th call of ``module.task`` returned."""
-    code = f"""
-import os
-import terrain.tiles.store as store_mod
-store_mod.SHARD_TARGET_SIDE = 16
-import {module} as m
-task, calls = m.{task}, []
-def task_then_die(*a, **k):
-    out = task(*a, **k)
-    calls.append(1)
-    if len(calls) == {after}:
-        os._exit(9)
-    return out
-m.{task} = task_then_die
-from terrain.run import main
-main({[str(a) for a in argv]!r})
-"""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
-                              [str(ROOT), os.environ.get("PYTHONPATH", "")])), timeout=300)
-    assert proc.returncode == 9, proc.stderr
 
 
 def _same_stores(a, b):
@@ -74,8 +45,8 @@ def test_a_killed_tiled_run_resumes_to_a_fresh_runs_store(capsys, tmp_path, dem,
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8,
               "--algorithm", "tiled", "--tile-sssp", 4]
     out = tmp_path / "c.zarr"
-    _killed(["cost-distance", path, "-o", out, *common, "--scheduler", "synchronous"],
-            "pipelines.cost_distance_tiled", killed_in, 2)
+    run_killed(["cost-distance", path, "-o", out, *common, "--scheduler", "synchronous"],
+               "pipelines.cost_distance_tiled", killed_in, 2, shard_side=16)
     (partial,) = tmp_path.glob(".c.zarr.partial-*")
     done = (partial / ".terrain-checkpoints" / "cost-index-done.npz").exists()
     assert done == index_kept
@@ -103,8 +74,8 @@ def test_a_killed_gpu_tiled_run_resumes_to_the_cpus_store(capsys, tmp_path, dem,
     common = ["--source-cell", "3,4", "--source-cell", "40,30", "--tile", 8,
               "--algorithm", "tiled", "--tile-sssp", 4, "--max-height", 0]
     out = tmp_path / "c.zarr"
-    _killed(["cost-distance", path, "-o", out, *common, "--backend", "gpu", "--scheduler",
-             "threads"], "pipelines.cost_distance_tiled", "_finish", 1)
+    run_killed(["cost-distance", path, "-o", out, *common, "--backend", "gpu", "--scheduler",
+                "threads"], "pipelines.cost_distance_tiled", "_finish", 1, shard_side=16)
     s = _run(capsys, path, "-o", out, *common, "--backend", "gpu", "--resume")
     _run(capsys, path, "-o", tmp_path / "cpu.zarr", *common, "--backend", "cpu")
     assert s["resumed"] and not s["resumed_index"] and s["backend"] == "gpu"
@@ -121,8 +92,8 @@ def test_a_killed_blocked_run_resumes_to_a_fresh_runs_store(capsys, tmp_path, de
     common = ["--source-cell", "3,4", "--source-cell", "16,16", "--tile", 8,
               "--algorithm", "blocked", "--memory", "1MB"]
     out = tmp_path / "c.zarr"
-    _killed(["cost-distance", path, "-o", out, *common, "--scheduler", "synchronous"],
-            "pipelines.cost_distance_blocked", "_write_task", 1)
+    run_killed(["cost-distance", path, "-o", out, *common, "--scheduler", "synchronous"],
+               "pipelines.cost_distance_blocked", "_write_task", 1, shard_side=16)
     assert list(tmp_path.glob(".c.zarr.partial-*.blocked"))  # the killed run's block states
     s = _run(capsys, path, "-o", out, *common, "--resume")
     fresh = _run(capsys, path, "-o", tmp_path / "f.zarr", *common)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import run_main
+from cli import child_env, run_main
 from grids import write_asc
 from oracles import priority_flood
 from pipelines.fill import run_fill
@@ -263,7 +263,6 @@ def test_a_killed_tiled_fill_resumes_to_the_same_store(tmp_path):
     written) is finished by ``fill --resume``: its steps reused, that label step run again
     (it reads the groups' own labels, not the ids it wrote), the store a fresh run's bit for
     bit, with no scratch layer, checkpoint or partial left."""
-    import os
     import subprocess
     import sys
 
@@ -285,9 +284,8 @@ def label_then_die(*a, **k):
 fill._label_task = label_then_die
 fill.run_fill({str(asc)!r}, {str(tmp_path / 'f.zarr')!r}, **{args!r})
 """
-    root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=300)
+                          env=child_env(), timeout=300)
     assert proc.returncode == 9, proc.stderr
     (partial,) = tmp_path.glob(".f.zarr.partial-*")
     assert len(list((partial / ".terrain-checkpoints").glob("fill-label*"))) == 8
@@ -324,14 +322,9 @@ def test_a_resumed_fill_is_not_in_core(tmp_path, capsys):
 def test_a_tiled_fill_says_nothing_of_its_checkpoints(tmp_path):
     """The partial output's checkpoint folder is no node of the store: listing its arrays
     made zarr warn of it on stderr (a ZarrUserWarning of two lines, for every tiled fill)."""
-    import os
-    import subprocess
-    import sys
+    from cli import run_terrain
     asc, _ = _asc(tmp_path, _dem(8, (40, 40)))
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-m", "terrain.run", "fill", str(asc), "-o",
-                           str(tmp_path / "f.zarr"), "--route", "tiled", "--tile", "4",
-                           "--scheduler", "threads"], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=300)
+    proc = run_terrain("fill", asc, "-o", tmp_path / "f.zarr", "--route", "tiled", "--tile", 4,
+                       "--scheduler", "threads", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import run_main
+from cli import run_killed, run_main
 from grids import dem, write_asc
 from oracles import priority_flood
 from terrain.hydrology import flow_accumulation, flow_directions
@@ -264,33 +264,11 @@ def test_a_killed_tiled_flow_resumes_to_the_same_store(tmp_path, capsys, killed_
     """A tiled flow killed in its accumulation's or its directions' steps is finished by
     ``flow --resume``: the flats' settled borders and the finished steps come from its
     checkpoints, the store is a fresh run's bit for bit, and nothing is left beside it."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     _, asc = _dem(tmp_path, seed=3)
     argv = ["flow", str(asc), "--route", "tiled", "--tile", "8", "--json"]
     module = "terrain.hydrology.flow" if killed_in == "_leaf_down" else "pipelines.flow"
-    code = f"""
-import importlib, os, sys
-import terrain.tiles.store as store_mod
-store_mod.SHARD_TARGET_SIDE = 32
-mod = importlib.import_module({module!r})
-step, done = getattr(mod, {killed_in!r}), []
-def step_then_die(*a, **k):
-    out = step(*a, **k)
-    done.append(1)
-    if len(done) == 3:
-        os._exit(9)
-    return out
-setattr(mod, {killed_in!r}, step_then_die)
-from terrain.run import main
-main({argv + ["-o", str(tmp_path / "f.zarr"), "--scheduler", "synchronous"]!r})
-"""
-    root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(root)), timeout=300)
-    assert proc.returncode == 9, proc.stderr
+    run_killed([*argv, "-o", tmp_path / "f.zarr", "--scheduler", "synchronous"], module,
+               killed_in, 3, shard_side=32)
     (partial,) = tmp_path.glob(".f.zarr.partial-*")
     assert list((partial / ".terrain-checkpoints").glob("flow-flats-*"))
 

@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import zarr
 
+from cli import child_env
+
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.asc"
 
 
@@ -144,8 +146,6 @@ def test_run_as_completed_raises_a_task_error():
 
 # ----------------------------------------------------------------------------- what users hit
 
-ROOT = Path(__file__).resolve().parents[2]
-
 # loaded by the worker (``dask worker --preload``): when the write phase begins (the first
 # rewrite of an mst shard), the scheduler is killed -- once
 KILL_THE_SCHEDULER = """
@@ -188,11 +188,6 @@ m.{task} = task
 """
 
 
-def _env():
-    import os
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-
 
 def _cluster(tmp_path, name, preload=None):
     """``dask scheduler`` + one ``dask worker`` (2 threads) on 127.0.0.1, as processes:
@@ -203,7 +198,7 @@ def _cluster(tmp_path, name, preload=None):
     procs = [subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
          "--port", "0", "--no-dashboard", "--scheduler-file", str(sched_file)],
-        cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+        cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     t0 = time.monotonic()
     while not sched_file.exists():
         assert time.monotonic() - t0 < 60, "no scheduler"
@@ -212,7 +207,7 @@ def _cluster(tmp_path, name, preload=None):
     procs.append(subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(sched_file),
          "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1", "--no-dashboard", *extra],
-        cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     address = json.loads(sched_file.read_text())["address"]
     with distributed.Client(address, timeout=60) as client:
         client.wait_for_workers(1, timeout=120)
@@ -259,9 +254,9 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
              str(sched_file), "--nthreads", "2", "--no-nanny", "--host", "127.0.0.1",
              "--no-dashboard", "--preload", str(preload)],
-            cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+            cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         proc = subprocess.run(argv + ["-o", out, "--scheduler", address], cwd=tmp_path,
-                              env=_env(), capture_output=True, text=True, timeout=300)
+                              env=child_env(), capture_output=True, text=True, timeout=300)
     finally:
         _stop(procs)
     assert marker.exists(), "the scheduler was not killed mid-run"
@@ -275,7 +270,7 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     address, procs = _cluster(tmp_path, "second")
     try:
         resumed = subprocess.run(argv + ["-o", out, "--scheduler", address, "--resume"],
-                                 cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                                 cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                                  timeout=300)
     finally:
         _stop(procs)
@@ -284,7 +279,7 @@ def test_scheduler_killed_mid_run_is_one_line_and_resume_finishes_elsewhere(tmp_
     assert summary["reused_tasks"] > 0
     assert command != "cost-distance" or summary["resumed_index"]  # the CPU's index kept
     ref = subprocess.run(argv + ["-o", str(tmp_path / "ref.zarr"), "--scheduler", "synchronous"],
-                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
     assert ref.returncode == 0, ref.stderr
     a = zarr.open_group(out, mode="r")
     b = zarr.open_group(str(tmp_path / "ref.zarr"), mode="r")
@@ -345,14 +340,14 @@ def test_batch_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path):
     try:
         proc = subprocess.run([sys.executable, "-m", "terrain.run", "batch", "mst", "g.asc", "-o",
                                "out", "--tile", "16", "--backend", "cpu", "--scheduler", address],
-                              cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                              cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                               timeout=300)
     finally:
         _stop(procs)
     assert proc.returncode == 0, proc.stderr
     ref = subprocess.run([sys.executable, "-m", "terrain.run", "mst", "g.asc", "-o", "ref.zarr",
                           "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"],
-                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
     assert ref.returncode == 0, ref.stderr
     assert _layers(tmp_path / "out" / "g.mst.zarr") == _layers(tmp_path / "ref.zarr")
 
@@ -386,7 +381,7 @@ def test_a_command_on_a_cluster_reads_the_clients_file_not_a_namesake(tmp_path, 
 
     def run(folder, *argv):
         proc = subprocess.run([sys.executable, "-m", "terrain.run", *argv], cwd=folder,
-                              env=_env(), capture_output=True, text=True, timeout=300)
+                              env=child_env(), capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
 
     address, procs = _worker_elsewhere(tmp_path)
