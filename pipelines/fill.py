@@ -38,7 +38,7 @@ from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                   write_block)
 
-from ._resume import checkpointed, data_identity, drop_checkpoints, prepare_resume, run_key
+from ._resume import data_identity, drop_checkpoints, prepare_resume, run_key
 
 __all__ = ["run_fill", "write_filled", "fill_command", "fill_route", "build_fill_graph",
            "default_output", "named_outlets", "write_outlets", "write_geotiffs",
@@ -542,11 +542,9 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 mask[cells[:, 0], cells[:, 1]] = 1
             summary = _run_in_core(dem_path, tmp, spec, geo, be.name, mask, options, z=z)
         else:
-            from .mst import CHECKPOINTED as MST_CHECKPOINTED
             with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
                 graph = build_fill_graph(dem_path, tmp, spec, shard, be.name, None, geo,
                                          partial=partial)
-                graph = checkpointed(graph, partial, (*MST_CHECKPOINTED, *CHECKPOINTED))
                 (summary,) = cluster.compute(graph, label="fill")
             _drop_forest(tmp)  # the intermediate forest, before the output is finished
             drop_checkpoints(tmp)

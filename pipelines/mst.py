@@ -39,7 +39,7 @@ from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard
 
 from . import _plan as _plans
 from .cluster import cluster_active
-from ._resume import checkpointed, data_identity, drop_checkpoints, prepare_resume, run_key
+from ._resume import data_identity, drop_checkpoints, prepare_resume, run_key
 from .mst_input import (IO_THREADS, GridRejected, HeldGrid, device_text_fits, held_get,
                         held_put, held_wait, hold, load_grid, shard_runs)
 
@@ -578,7 +578,6 @@ def _run_graph(route, source, inp, geo, tmp, spec, shard, be, in_core, scheduler
             dem, store_geo = inp, geo
         graph = build_mst_graph(dem, tmp, spec, shard, be.name, upstream, store_geo,
                                 in_core, partial=tmp)
-        graph = checkpointed(graph, tmp, CHECKPOINTED)
         (summary,) = compute(graph, label="mst")
     return summary
 

@@ -48,11 +48,13 @@ def assert_one_line_error(proc, expected):
     assert lines[0].startswith("terrain") and expected in lines[0], lines[0]
 
 
-def child_env():
-    """This process's environment for a child process: the checkout first on ``PYTHONPATH``
-    (importable when not pip-installed), what was there kept (a device image's packages)."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+def child_env(*paths, **variables):
+    """This process's environment for a child process, with ``variables`` set: the checkout
+    first on ``PYTHONPATH`` (importable when not pip-installed), then ``paths``, then what was
+    there (a device image's packages)."""
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(os.environ, **variables,
+                PYTHONPATH=os.pathsep.join([str(ROOT), *map(str, paths), *inherited]))
 
 
 def run_terrain(*argv, cwd, timeout=None):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import HEADER, ROWS, assert_one_line_error, run_terrain
+from cli import HEADER, ROWS, assert_one_line_error, child_env, run_terrain
 
 from terrain.io.outputs import atomic_output, hold_lock
 from terrain.errors import InputError
@@ -175,8 +175,7 @@ def big_grid(tmp_path_factory):
 
 
 def _start(argv, cwd):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = child_env()
     # SIGINT as a terminal gives it: a test run started in the background by a non-interactive
     # shell (nohup, `&` in a CI script) passes SIGINT ignored to its children, and a program
     # started with SIGINT ignored rightly keeps ignoring it (Python and terrain do)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli import ROOT, SAMPLE
+from cli import SAMPLE, child_env
 
 from pipelines._resume import CHECKPOINT_DIR, load_result, run_checkpointed, save_result
 
@@ -64,7 +64,7 @@ MST = ["mst", "good.asc", "-o", "m.zarr", "--tile", "64", "--backend", "cpu",
 
 def test_resume_never_unpickles_a_planted_checkpoint(tmp_path):
     (tmp_path / "good.asc").write_bytes(SAMPLE.read_bytes())
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", KILLED_BEFORE_RENAME, *MST], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr

@@ -14,13 +14,13 @@ import sys
 
 import pytest
 
-from cli import ROOT, assert_one_line_error
+from cli import assert_one_line_error, child_env
 
 SYNC = ("--scheduler", "synchronous")
 
 
 def _run(*argv, cwd, fsize=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
 
     def limit():
         signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -9,7 +9,7 @@ import sys
 import pytest
 import zarr
 
-from cli import HEADER, ROOT, ROWS, assert_one_line_error, run_terrain
+from cli import HEADER, ROWS, assert_one_line_error, child_env, run_terrain
 
 from terrain.io.outputs import atomic_output
 
@@ -30,7 +30,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def _killed_mid_swap(*argv, cwd):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     return subprocess.run([sys.executable, "-c", KILLED_MID_SWAP, *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
@@ -120,8 +120,6 @@ def test_a_replaced_output_slow_to_remove_goes_in_the_background(tmp_path, monke
     """The output an overwrite replaced is removed for DISCARD_WAIT seconds, then by a process
     of its own: the run returns once its output is in place, and nothing of the old one
     stays (the 10-ft MST's old store took seconds to unlink)."""
-    import time
-
     from terrain.io import outputs
     target = tmp_path / "out.zarr"
     zarr.open_group(str(target), mode="w")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import ROOT, killed_mid_shard
+from cli import child_env, killed_mid_shard
 
 @pytest.fixture(scope="module")
 def two_shards(tmp_path_factory):
@@ -38,7 +38,7 @@ def _arrays(path):
 
 @pytest.mark.slow
 def test_kill_mid_shard_write_then_resume_is_bit_identical(tmp_path, two_shards):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     argv = ["mst", str(two_shards), "--tile", "256", "--backend", "cpu", "--json",
             "--scheduler", "synchronous"]
     proc = subprocess.run([sys.executable, "-c", killed_mid_shard(main=True), *argv, "-o",

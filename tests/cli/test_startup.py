@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample.asc"
@@ -22,7 +23,7 @@ def _imported_after(commands, modules):
             f"status = [main(c) for c in {[[str(a) for a in c] for c in commands]!r}]; "
             f"print(sorted(m for m in {tuple(modules)!r} if m in sys.modules)); "
             "sys.exit(max(status))")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -34,8 +35,7 @@ def test_warm_up_compiles_every_kernel_the_sample_mst_uses(tmp_path):
     """After ``python -m terrain._precompile mst`` (what setup.py runs at build time) into an
     empty cache, ``mst data/sample.asc`` adds no compiled signature: no index file of the
     cache is written again."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     subprocess.run([sys.executable, "-m", "terrain._precompile", "mst"], env=env, check=True,
                    capture_output=True, timeout=600)
     before = _index_files(tmp_path / "cache")
@@ -185,7 +185,7 @@ def test_the_command_line_starts_no_openblas_pool_unless_told(given):
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given:
         env["OPENBLAS_NUM_THREADS"] = given
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = child_env()["PYTHONPATH"]
     code = ("import os; import terrain.run; import numpy; "
             "print(os.environ['OPENBLAS_NUM_THREADS'], len(os.listdir('/proc/self/task')))")
     count, threads = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -16,6 +16,7 @@ from terrain.errors import InputError
 from terrain.graph.generators import write_int_rows
 from terrain.graph import graph_from_edges, load_graph
 from terrain.graph.loaders import read_graph_file
+from cli import child_env
 
 
 def _random_snap(rng, weights, m=400):
@@ -163,12 +164,9 @@ def test_bfs_process_imports_neither_numba_nor_scipy(tmp_path):
     """``terrain bfs FILE`` (no ``--out``, CPU) runs on the C kernels alone: neither Numba
     nor SciPy is imported (their start-up was most of a one-second process), and the
     distances still match networkx."""
-    import os
     import subprocess
     import sys
-    from pathlib import Path
     import networkx as nx
-    root = Path(__file__).resolve().parents[2]
     rng = np.random.default_rng(5)
     u, v = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
     path = tmp_path / "g.txt"
@@ -178,8 +176,7 @@ def test_bfs_process_imports_neither_numba_nor_scipy(tmp_path):
             "'cpu', '--json']); "
             "print(sorted(m for m in ('numba', 'scipy', 'dask', 'zarr') if m in sys.modules)); "
             "sys.exit(status)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root),
-                                                       os.environ.get("PYTHONPATH", "")]))
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

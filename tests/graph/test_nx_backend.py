@@ -2,7 +2,6 @@
 dispatch (nx.diameter(G, backend="terrain")) through the entry points pyproject declares."""
 
 import math
-import os
 import random
 import subprocess
 import sys
@@ -16,6 +15,7 @@ nx = pytest.importorskip("networkx")
 
 from terrain.nx_backend import BackendInterface as B  # noqa: E402
 from terrain.nx_backend import TerrainGraph, get_info  # noqa: E402
+from cli import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -124,7 +124,7 @@ def test_dispatch_through_the_entry_points(tmp_path):
             "T = nx.minimum_spanning_tree(G, backend='terrain')\n"
             "print(type(T).__name__, nx.utils.edges_equal(T.edges(data=True), "
             "nx.minimum_spanning_tree(G).edges(data=True)))\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    env = child_env(tmp_path)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -330,8 +330,7 @@ def test_networkx_own_tests_with_the_backend(module, tmp_path):
     NETWORKX_TEST_BACKEND=terrain, falling back to NetworkX where the backend declines).
     The random on/off-bounds consistency cases are sampled (one of their ten seeds)."""
     _entry_points(tmp_path)
-    env = dict(os.environ, NETWORKX_TEST_BACKEND="terrain", NETWORKX_FALLBACK_TO_NX="True",
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(tmp_path)]))
+    env = child_env(tmp_path, NETWORKX_TEST_BACKEND="terrain", NETWORKX_FALLBACK_TO_NX="True")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "--pyargs", module, "-k",
                            "not test_use_bounds_on_off_consistency or -1]"],

@@ -2,7 +2,6 @@
 correctly rounded ``float`` on every token form, its strict inner layer, how its library is
 found or compiled, and the graph-free ingest path it serves (same store, no Numba, no Dask)."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from terrain.io import read_grid
 from grids import assert_bits_equal, esri_text, grass_text
 from grids import TRICKY
 from oracles import parse_oracle
+from cli import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,8 +146,7 @@ def test_cli_ingest_of_a_small_grid_imports_neither_numba_nor_dask(tmp_path):
             f"main(['ingest', {str(ROOT / 'data' / 'sample.asc')!r}, '-o', 's.zarr']); "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'numba', 'dask', 'distributed', 'scipy', 'rasterio'}))")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

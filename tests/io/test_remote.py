@@ -582,7 +582,6 @@ def test_s3_run_killed_then_resumed(capsys, tmp_path, dem, s3, monkeypatch):
     run again with --resume writes only the bands not written, publishes the bits of a
     clean local run, and leaves neither checkpoints nor a lock object."""
     import json
-    import os
     import signal
     import socket
     import subprocess
@@ -591,12 +590,12 @@ def test_s3_run_killed_then_resumed(capsys, tmp_path, dem, s3, monkeypatch):
     import fsspec
 
     import pipelines.ingest as ingest
-    from cli import ROOT
+    from cli import child_env
     monkeypatch.setattr("terrain.tiles.store.SHARD_TARGET_SIDE", 128)  # 6 bands of 128 rows
     url = "s3://terrain-test/resume/m.zarr"
     args = ["mst", str(dem), "-o", url, "--tile", "64", "--backend", "cpu", "--json",
             "--storage-options", json.dumps(s3), "--resume", "--scheduler", SYNC]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", KILLED_MID_WAY, *args], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr

@@ -2,7 +2,6 @@
 tile store's interrupted run, and a small job starting little besides its work."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cli import ROOT, SAMPLE, assert_one_line_error, run_main, run_terrain, snapshot
+from cli import SAMPLE, assert_one_line_error, child_env, run_main, run_terrain, snapshot
 from grids import small_shards_case
 from oracles import mask_ids, ref_kruskal
 
@@ -84,7 +83,7 @@ mst._write_task = die
 mst.run_mst({str(tmp_path / 'in.zarr')!r}, {str(tmp_path / 'm.zarr')!r}, backend="cpu",
             scheduler="synchronous", in_core=False)
 """
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 9, proc.stderr
@@ -128,7 +127,7 @@ def test_a_small_job_starts_neither_numba_nor_dask(tmp_path):
             f"main(['mst', {str(SAMPLE)!r}, '-o', 's.zarr', '--backend', 'cpu', '--json']); "
             "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'numba', 'dask', 'distributed', 'scipy', 'rasterio'})))")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = child_env()
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

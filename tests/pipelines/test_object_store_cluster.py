@@ -8,7 +8,6 @@ publish, its temporary folder) fail.
 """
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -17,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-
-ROOT = Path(__file__).resolve().parents[2]
+from cli import child_env
 
 
 def _arrays(store):
@@ -44,8 +42,7 @@ def _staging_fails(monkeypatch):
 def cluster(tmp_path):
     """The scheduler's address; scheduler and two workers in their own empty folders."""
     pytest.importorskip("distributed")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = child_env()
     dask = str(Path(sys.executable).parent / "dask")
     sched = tmp_path / "scheduler.json"
     procs = []

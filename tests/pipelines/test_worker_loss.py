@@ -13,13 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
-
-ROOT = Path(__file__).resolve().parents[2]
+from cli import child_env
 
 
 @pytest.mark.slow
@@ -27,8 +25,7 @@ def test_mst_survives_a_killed_worker(tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     from terrain.io import write_synth
     write_synth(tmp_path / "g.asc", 2200, 400, seed=5, nodata=0.02)  # 2 shards, 2 bands
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.setenv("PYTHONPATH", child_env()["PYTHONPATH"])
     # absolute paths: the workers run in another directory
     argv = [sys.executable, "-m", "terrain.run", "mst", str(tmp_path / "g.asc"), "--tile", "256",
             "--backend", "cpu", "--json"]
@@ -79,8 +76,7 @@ def test_worker_killed_mid_shard_write_on_a_dask_cluster(tmp_path):
     (tmp_path / "kill_mid_shard.py").write_text(killed_mid_shard(marker))
     workdir = tmp_path / "workers"  # the workers run elsewhere
     workdir.mkdir()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env = child_env()
     sched_file = tmp_path / "scheduler.json"
     procs = [subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
