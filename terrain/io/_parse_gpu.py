@@ -48,6 +48,10 @@ def _copy_range_to_device(grid, cp, pool, start, size, text):
     text[size:size + 1] = 10
     local = threading.local()
     fd = os.open(grid.path, os.O_RDONLY)
+    # the pool's reads walk the range in order: a doubled read-ahead keeps the disk busy
+    # (the 24.7 GB 10-ft text from disk on an H200 host, this pattern without the parse:
+    # 11.7 s with it against 15.5 s without; dd 13.6-16.1 s)
+    os.posix_fadvise(fd, start, size, os.POSIX_FADV_SEQUENTIAL)
     used = []
 
     def copy(a):
