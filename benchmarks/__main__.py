@@ -155,6 +155,9 @@ def build_parser():
         if name == "sssp":
             b.add_argument("--delta", default=None,
                            help="GPU delta-stepping bucket widths to time, comma-separated")
+            b.add_argument("--float-weights", action="store_true",
+                           help="the weights divided by 7 as float64 (the CPU's heap, not "
+                                "Dial's buckets)")
         b.add_argument("--scale", type=_positive_int, default=16, help="RMAT: 2**scale vertices")
         b.add_argument("--edge-factor", type=_positive_int, default=16, help="RMAT: edges per vertex")
         _grid_size(b, 1024, "grid")

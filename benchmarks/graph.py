@@ -299,6 +299,9 @@ def weighted_graph(args, rng):
         g = geometric_graph(args.rows * args.cols, getattr(args, "degree", 6.0), args.seed, xp)
     else:
         g = weighted_rmat_graph(args.scale, args.edge_factor, args.seed, xp)
+    if getattr(args, "float_weights", False):  # sums that round: the heap's path on the CPU
+        from terrain.graph import Graph
+        g = Graph(g.indptr, g.indices, weights=g.weights / 7.0, name=f"{g.name}/7")
     print(f"graph {g.name}: {g.n} vertices, {g.m} edges, weights "
           f"{'none' if g.weights is None else g.weights.dtype} "
           f"(built in {time.perf_counter() - t0:.1f} s)", flush=True)
@@ -306,14 +309,19 @@ def weighted_graph(args, rng):
 
 
 def _write_mtx(graph, path):
-    """The graph as a Matrix Market ``integer symmetric`` file (lower triangle, row order),
-    for the load-included timings of both contenders."""
+    """The graph as a Matrix Market ``integer`` (or ``real``) ``symmetric`` file (lower
+    triangle, row order), for the load-included timings of both contenders."""
     rows = np.repeat(np.arange(graph.n, dtype=np.int64), np.diff(graph.indptr))
     keep = rows > graph.indices
-    write_int_rows(path, [rows[keep] + 1, graph.indices[keep].astype(np.int64) + 1,
-                          graph.weights[keep].astype(np.int64)],
-                   "%%MatrixMarket matrix coordinate integer symmetric\n"
-                   f"{graph.n} {graph.n} {int(keep.sum())}\n", sep=" ")
+    header = (f"%%MatrixMarket matrix coordinate {{}} symmetric\n"
+              f"{graph.n} {graph.n} {int(keep.sum())}\n")
+    u, v, w = rows[keep] + 1, graph.indices[keep].astype(np.int64) + 1, graph.weights[keep]
+    if w.dtype.kind == "f":
+        with open(path, "w") as f:
+            f.write(header.format("real"))
+            np.savetxt(f, np.column_stack([u, v, w]), fmt=["%d", "%d", "%.17g"])
+        return
+    write_int_rows(path, [u, v, w.astype(np.int64)], header.format("integer"), sep=" ")
 
 
 def _gpu_sssp_runs(solver, sources, algorithm, delta, reference, edges, cap_s=10.0):

@@ -1,5 +1,6 @@
 """ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: the edge-list scanner,
-SNAP relabelling, the CSR build, the CPU's traversals, Dial's SSSP queue, table text.
+SNAP relabelling, the CSR build, the CPU's traversals, Dial's SSSP queue and the heap's, the
+SSSP predecessors, table text.
 
 C through ctypes, not Numba: a traversal process imports nothing heavier than NumPy, and
 ctypes releases the GIL (callers run chunks on threads). Arrays must be C-contiguous with
@@ -20,7 +21,7 @@ from ..native import threads
 __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "traversal_kernels",
            "format_rows", "discovery_bfs", "discovery_dijkstra", "dial", "dial_labels",
-           "threads"]
+           "sssp_heap", "sssp_parents", "zero_hop_level", "zero_parents", "threads"]
 
 _i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
 _SIGNATURES = {
@@ -62,6 +63,16 @@ for _it in ("i32", "i64"):
     for _wt in ("i32", "i64"):
         _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
             _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
+    for _wt, _inf in (("f64", ctypes.c_double), ("i64", _i64)):
+        _SIGNATURES[f"terrain_sssp_heap_{_it}_{_wt}"] = (_i64, [_vp, _vp, _vp, _vp, _i64, _vp])
+        _SIGNATURES[f"terrain_sssp_parents_{_it}_{_wt}"] = (
+            None, [_vp, _vp, _vp, _i64, _vp, _inf, _vp])
+        _SIGNATURES[f"terrain_sssp_parents_pull_{_it}_{_wt}"] = (
+            None, [_vp, _vp, _vp, _i64, _i64, _vp, _inf, _vp])
+        _SIGNATURES[f"terrain_zero_hop_level_{_it}_{_wt}"] = (
+            _int, [_vp, _vp, _vp, _i64, _vp, _vp, _i32])
+        _SIGNATURES[f"terrain_zero_parents_{_it}_{_wt}"] = (
+            None, [_vp, _vp, _vp, _i64, _vp, _vp, _vp])
 _SIGNATURES["terrain_newlines"] = (_i64, [_vp, _i64, _i64, _vp, _i64])
 _SIGNATURES["terrain_dial_labels"] = (None, [_vp, _i64, _int, _vp, _vp, _i64])
 _SIGNATURES["terrain_format_rows"] = (_i64, [_vp, _vp, _i64, _i64, _i64, _int, _vp])
@@ -220,6 +231,68 @@ def dial_labels(label, shift, dist, pred, inf):
     None)."""
     library().terrain_dial_labels(_p(label), label.shape[0], int(shift), _p(dist),
                                   None if pred is None else _p(pred), int(inf))
+
+
+def _weighted(name, indices, weights, dist):
+    """The kernel ``name`` for these index and weight dtypes (``dist`` summed as the weights)."""
+    if dist.dtype != weights.dtype:
+        raise TypeError(f"{name}: distances {dist.dtype} are not summed as weights {weights.dtype}")
+    return getattr(library(), f"{name}_{_TYPE_NAMES[indices.dtype]}_{_TYPE_NAMES[weights.dtype]}")
+
+
+def sssp_heap(indptr, indices, weights, sources, dist):
+    """Dijkstra on a 4-ary heap from ``sources`` into ``dist`` (pre-filled with the weights'
+    ``inf``; float64 or int64 as the weights); returns the settled count.
+
+    >>> d = np.full(3, np.inf)
+    >>> sssp_heap(np.array([0, 1, 2, 2]), np.array([1, 2]), np.array([0.5, 2.0]), [0], d), d
+    (3, array([0. , 0.5, 2.5]))
+    """
+    src = np.ascontiguousarray(sources, np.int64)
+    settled = _weighted("terrain_sssp_heap", indices, weights, dist)(
+        _p(indptr), _p(indices), _p(weights), _p(src), src.shape[0], _p(dist))
+    if settled < 0:
+        raise MemoryError("sssp: no memory for the Dijkstra heap")
+    return int(settled)
+
+
+def sssp_parents(indptr, indices, weights, dist, inf, pred, pull=False):
+    """Into ``pred`` (pre-filled with the int64 maximum), each vertex's smallest tight tail
+    strictly closer (``kernels.c``); ``pull``: an undirected graph's rows are pulled, ranges
+    of vertices on threads."""
+    inf = float(inf) if weights.dtype.kind == "f" else int(inf)
+    if not pull:
+        _weighted("terrain_sssp_parents", indices, weights, dist)(
+            _p(indptr), _p(indices), _p(weights), dist.shape[0], _p(dist), inf, _p(pred))
+        return
+    fn = _weighted("terrain_sssp_parents_pull", indices, weights, dist)
+    n = dist.shape[0]
+    parts = threads(indices.shape[0])
+    bounds = [n * k // parts for k in range(parts + 1)]
+
+    def one(k):
+        fn(_p(indptr), _p(indices), _p(weights), bounds[k], bounds[k + 1], _p(dist), inf,
+           _p(pred))
+
+    if parts == 1:
+        one(0)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(parts) as pool:
+        list(pool.map(one, range(parts)))
+
+
+def zero_hop_level(indptr, indices, weights, dist, hops, level):
+    """Hop level ``level + 1`` (int32 ``hops``, -1 unset) for the vertices a zero-weight arc
+    from level ``level`` reaches at the same distance; whether any was."""
+    return bool(_weighted("terrain_zero_hop_level", indices, weights, dist)(
+        _p(indptr), _p(indices), _p(weights), dist.shape[0], _p(dist), _p(hops), int(level)))
+
+
+def zero_parents(indptr, indices, weights, dist, hops, pred):
+    """Behind zero-weight arcs, ``pred`` = the smallest zero-weight tail one hop level closer."""
+    _weighted("terrain_zero_parents", indices, weights, dist)(
+        _p(indptr), _p(indices), _p(weights), dist.shape[0], _p(dist), _p(hops), _p(pred))
 
 
 def discovery_bfs(indptr, indices, sources):

@@ -102,8 +102,7 @@ class FrontierCore:
 
 
 class _CpuOps:
-    """The operators on the CPU: C (``terrain/native/kernels.c``), the SSSP predecessors in
-    Numba (:mod:`terrain.graph._frontier_cpu`, loaded on first use)."""
+    """The operators on the CPU: C (``terrain/native/kernels.c``)."""
 
     NAMES = {1: "top-down", 2: "bottom-up"}
     #: not Beamer's 14: a bottom-up level on the CPU scans every arc of a part the frontier has
@@ -171,20 +170,17 @@ class _CpuOps:
         return out
 
     def sssp_parents(self, dist, weights, inf, pred):
-        from . import _frontier_cpu as kc
         c = self.core
-        fn = kc._sssp_parents_cpu if c.graph.directed else kc._sssp_parents_pull_cpu
-        fn(c.indptr, c.indices, weights, dist, dist.dtype.type(inf), pred)
+        _native.sssp_parents(c.indptr, c.indices, weights, dist, dist.dtype.type(inf), pred,
+                             pull=not c.graph.directed)
 
     def zero_hop_level(self, dist, weights, hops, level):
-        from . import _frontier_cpu as kc
         c = self.core
-        return kc._zero_hop_level_cpu(c.indptr, c.indices, weights, dist, hops, level)
+        return _native.zero_hop_level(c.indptr, c.indices, weights, dist, hops, level)
 
     def zero_parents(self, dist, weights, hops, pred):
-        from . import _frontier_cpu as kc
         c = self.core
-        kc._zero_parents_cpu(c.indptr, c.indices, weights, dist, hops, pred)
+        _native.zero_parents(c.indptr, c.indices, weights, dist, hops, pred)
 
 
 class CapturedLaunches:

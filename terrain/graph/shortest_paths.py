@@ -222,7 +222,8 @@ class ShortestPaths:
 
 class _CpuSearch:
     """The searches on the CPU: Dial's buckets in C for integer weights up to
-    ``DIAL_MAX_WEIGHT`` (and 4n), else a 4-ary heap; Crauser and near-far as Numba twins."""
+    ``DIAL_MAX_WEIGHT`` (and 4n), else a 4-ary heap in C; Crauser and near-far as Numba
+    twins."""
 
     def __init__(self, solver):
         self.s = solver
@@ -243,12 +244,13 @@ class _CpuSearch:
             dist = np.empty(g.n, w.dtype)
             pred = np.empty(g.n, np.int64) if fused else None
             _native.dial_labels(label, shift, dist, pred, inf)
+        elif algorithm == "dijkstra":
+            dist = np.full(g.n, inf, w.dtype)
+            iterations = _native.sssp_heap(g.indptr, g.indices, w, src, dist)
         else:
             from . import _frontier_cpu as kc  # Numba, loaded on first use
             dist = np.full(g.n, inf, w.dtype)
-            if algorithm == "dijkstra":
-                iterations = kc._dijkstra_cpu(g.indptr, g.indices, w, src, dist, inf)
-            elif algorithm == "crauser":
+            if algorithm == "crauser":
                 min_in, min_out = sv.min_in_out()
                 iterations = kc._crauser_cpu(g.indptr, g.indices, w, min_in, min_out,
                                              src.astype(g.indices.dtype), dist, inf)

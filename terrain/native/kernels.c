@@ -1197,7 +1197,21 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
         x = e >= 0 ? x * POW10[e] : x / POW10[-e];
         w_flt[k] = neg ? -x : x;
     } else {
+        /* off the fast path (17 significant digits, as printf's %.17g writes a double):
+         * strtod, correctly rounded (glibc, musl); a token it does not read whole (a long
+         * one, a locale's other decimal point) is left NaN, for the caller's Python float
+         * (a 1000² grid's Matrix Market file of 2 M such weights loads in 0.23-0.40 s
+         * against 1.0-1.6 s converted by NumPy; 2-core VM) */
+        char text[64];
+        const int64_t len = i - s;
         w_flt[k] = (double)bits_to_float(NAN_BITS);
+        if (len < (int64_t)sizeof text) {
+            memcpy(text, buf + s, (size_t)len);
+            text[len] = 0;
+            char *stop = NULL;
+            const double x = strtod(text, &stop);
+            if (stop == text + len) w_flt[k] = x;
+        }
     }
     return G_ERR_NONE;
 }
@@ -2480,6 +2494,223 @@ TERRAIN_DIAL_FUNCS(int32_t, i32, int32_t, i32)
 TERRAIN_DIAL_FUNCS(int32_t, i32, int64_t, i64)
 TERRAIN_DIAL_FUNCS(int64_t, i64, int32_t, i32)
 TERRAIN_DIAL_FUNCS(int64_t, i64, int64_t, i64)
+
+/* ---------------------------------------------------------------- The SSSP CPU twin's
+ * Dijkstra for the weights Dial's queue does not take (floats, large integers;
+ * terrain/graph/shortest_paths.py), and the canonical predecessors of final distances for
+ * every search (the twins of _frontier.cu's sssp_parents, zero_hop_level and zero_parents;
+ * docs/graphs.md, "SSSP"). WT is the summing type (double or int64), inf its "unreached".
+ *
+ * terrain_sssp_heap: dist pre-filled with inf; a 4-ary min-heap of (key, vertex), an entry
+ * stale when its key exceeds the vertex's distance (one vertex's keys strictly decrease, so
+ * one entry a vertex is current); the heap grows as needed, to at most nnz + sources
+ * entries. Returns the settled count, or -1 when the heap's memory cannot be had. */
+#define TERRAIN_SSSP_FUNCS(IT, IN, WT, WN)                                                     \
+    int64_t terrain_sssp_heap_##IN##_##WN(const int64_t *indptr, const IT *indices,            \
+                                          const WT *w, const int64_t *sources,                 \
+                                          int64_t n_sources, WT *dist) {                       \
+        int64_t cap = 4096, size = 0, settled = 0;                                             \
+        WT *keys = malloc((size_t)cap * sizeof *keys);                                         \
+        IT *vals = malloc((size_t)cap * sizeof *vals);                                         \
+        if (keys == NULL || vals == NULL) { free(keys); free(vals); return -1; }               \
+        for (int64_t i = 0; i < n_sources; ++i) {                                              \
+            const int64_t s = sources[i];                                                      \
+            if (dist[s] != 0) {                                                                \
+                dist[s] = 0;                                                                   \
+                SSSP_HEAP_PUSH(WT, IT, 0, s);                                                  \
+            }                                                                                  \
+        }                                                                                      \
+        while (size > 0) {                                                                     \
+            const WT k = keys[0];                                                              \
+            const IT u = vals[0];                                                              \
+            { /* pop: the hole at the root moves down along the smallest children */           \
+                --size;                                                                        \
+                const WT lk = keys[size];                                                      \
+                const IT lv = vals[size];                                                      \
+                int64_t i = 0;                                                                 \
+                for (;;) {                                                                     \
+                    const int64_t c = 4 * i + 1;                                               \
+                    if (c >= size) break;                                                      \
+                    int64_t best = c;                                                          \
+                    WT bk = keys[c];                                                           \
+                    const int64_t last = c + 4 < size ? c + 4 : size;                          \
+                    for (int64_t j = c + 1; j < last; ++j)                                     \
+                        if (keys[j] < bk) { bk = keys[j]; best = j; }                          \
+                    if (bk >= lk) break;                                                       \
+                    keys[i] = bk;                                                              \
+                    vals[i] = vals[best];                                                      \
+                    i = best;                                                                  \
+                }                                                                              \
+                keys[i] = lk;                                                                  \
+                vals[i] = lv;                                                                  \
+            }                                                                                  \
+            if (k > dist[u]) continue; /* stale */                                             \
+            ++settled;                                                                         \
+            const int64_t e1 = indptr[u + 1];                                                  \
+            for (int64_t e = indptr[u]; e < e1; ++e) {                                         \
+                const IT v = indices[e];                                                       \
+                const WT nd = k + w[e];                                                        \
+                if (nd < dist[v]) {                                                            \
+                    dist[v] = nd;                                                              \
+                    SSSP_HEAP_PUSH(WT, IT, nd, v);                                             \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        free(keys); free(vals);                                                                \
+        return settled;                                                                        \
+    }                                                                                          \
+    /* pred[v] = the smallest u with an arc u -> v, dist[u] < dist[v] and dist[u] + w ==       \
+     * dist[v] (pred pre-filled with INT64_MAX): each tail's row pushed (any graph) */         \
+    void terrain_sssp_parents_##IN##_##WN(const int64_t *indptr, const IT *indices,            \
+                                          const WT *w, int64_t n, const WT *dist, WT inf,      \
+                                          int64_t *pred) {                                     \
+        for (int64_t u = 0; u < n; ++u) {                                                      \
+            const WT du = dist[u];                                                             \
+            if (du == inf) continue;                                                           \
+            for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
+                const IT v = indices[e];                                                       \
+                if (du < dist[v] && du + w[e] == dist[v] && u < pred[v]) pred[v] = u;          \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    /* the same for vertices [v0, v1) of an undirected graph, pulled from each one's own       \
+     * sorted row (its first tight, strictly closer neighbour is the smallest): ranges run     \
+     * on threads */                                                                           \
+    void terrain_sssp_parents_pull_##IN##_##WN(const int64_t *indptr, const IT *indices,       \
+                                               const WT *w, int64_t v0, int64_t v1,            \
+                                               const WT *dist, WT inf, int64_t *pred) {        \
+        for (int64_t v = v0; v < v1; ++v) {                                                    \
+            const WT dv = dist[v];                                                             \
+            if (dv == inf) continue;                                                           \
+            for (int64_t e = indptr[v]; e < indptr[v + 1]; ++e) {                              \
+                const WT du = dist[indices[e]];                                                \
+                if (du < dv && du + w[e] == dv) { pred[v] = indices[e]; break; }               \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    /* behind zero-weight arcs: hops[v] = level + 1 for the vertices a zero-weight arc from    \
+     * level `level` reaches at the same distance (-1: not yet); returns whether any was */    \
+    int terrain_zero_hop_level_##IN##_##WN(const int64_t *indptr, const IT *indices,           \
+                                           const WT *w, int64_t n, const WT *dist,             \
+                                           int32_t *hops, int32_t level) {                     \
+        int changed = 0;                                                                       \
+        for (int64_t u = 0; u < n; ++u) {                                                      \
+            if (hops[u] != level) continue;                                                    \
+            const WT du = dist[u];                                                             \
+            for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
+                const IT v = indices[e];                                                       \
+                if (w[e] == 0 && dist[v] == du && hops[v] < 0) {                               \
+                    hops[v] = level + 1;                                                       \
+                    changed = 1;                                                               \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        return changed;                                                                        \
+    }                                                                                          \
+    /* pred[v] = the smallest zero-weight tail one hop level closer */                         \
+    void terrain_zero_parents_##IN##_##WN(const int64_t *indptr, const IT *indices,            \
+                                          const WT *w, int64_t n, const WT *dist,              \
+                                          const int32_t *hops, int64_t *pred) {                \
+        for (int64_t u = 0; u < n; ++u) {                                                      \
+            const int32_t h = hops[u];                                                         \
+            if (h < 0) continue;                                                               \
+            const WT du = dist[u];                                                             \
+            for (int64_t e = indptr[u]; e < indptr[u + 1]; ++e) {                              \
+                const IT v = indices[e];                                                       \
+                if (w[e] == 0 && dist[v] == du && hops[v] == h + 1 && u < pred[v])             \
+                    pred[v] = u;                                                               \
+            }                                                                                  \
+        }                                                                                      \
+    }
+/* radix-heap experiment */
+static inline uint64_t sssp_bits_f64(double x) { uint64_t b; memcpy(&b, &x, sizeof b); return b; }
+static inline uint64_t sssp_bits_i64(int64_t x) { return (uint64_t)x; }
+#define TERRAIN_SSSP_RADIX(IT, IN, WT, WN)                                                     \
+    int64_t terrain_sssp_radix_##IN##_##WN(const int64_t *indptr, const IT *indices,          \
+                                           const WT *w, const int64_t *sources,                \
+                                           int64_t n_sources, WT *dist) {                      \
+        WT *bk[65]; IT *bv[65]; int64_t bs[65], bc[65];                                        \
+        for (int b = 0; b < 65; ++b) { bk[b] = NULL; bv[b] = NULL; bs[b] = 0; bc[b] = 0; }     \
+        uint64_t last = 0; int64_t queued = 0, settled = 0; int failed = 0;                    \
+        for (int64_t i = 0; i < n_sources; ++i) {                                              \
+            const int64_t s = sources[i];                                                      \
+            if (dist[s] != 0) { dist[s] = 0; RADIX_PUSH(WT, IT, WN, (WT)0, (IT)s); }            \
+        }                                                                                      \
+        while (queued > 0 && !failed) {                                                        \
+            if (bs[0] == 0) {                                                                  \
+                int b = 1;                                                                     \
+                while (bs[b] == 0) ++b;                                                        \
+                WT m = bk[b][0];                                                               \
+                for (int64_t j = 1; j < bs[b]; ++j) if (bk[b][j] < m) m = bk[b][j];            \
+                last = sssp_bits_##WN(m);                                                      \
+                const int64_t cnt = bs[b]; bs[b] = 0; queued -= cnt;                           \
+                for (int64_t j = 0; j < cnt; ++j) {                                            \
+                    RADIX_PUSH(WT, IT, WN, bk[b][j], bv[b][j]);                                \
+                }                                                                              \
+            }                                                                                  \
+            const int64_t top = --bs[0];                                                       \
+            --queued;                                                                          \
+            const WT k = bk[0][top];                                                           \
+            const IT u = bv[0][top];                                                           \
+            if (k > dist[u]) continue;                                                         \
+            ++settled;                                                                         \
+            const int64_t e1 = indptr[u + 1];                                                  \
+            for (int64_t e = indptr[u]; e < e1; ++e) {                                         \
+                const IT v = indices[e];                                                       \
+                const WT nd = k + w[e];                                                        \
+                if (nd < dist[v]) { dist[v] = nd; RADIX_PUSH(WT, IT, WN, nd, v); }             \
+            }                                                                                  \
+        }                                                                                      \
+        for (int b = 0; b < 65; ++b) { free(bk[b]); free(bv[b]); }                             \
+        return failed ? -1 : settled;                                                          \
+    }
+#define RADIX_PUSH(WT, IT, WN, k, v)                                                           \
+    do {                                                                                       \
+        const WT rk_ = (k);                                                                    \
+        const uint64_t x_ = sssp_bits_##WN(rk_) ^ last;                                        \
+        const int b_ = x_ == 0 ? 0 : 64 - __builtin_clzll(x_);                                 \
+        if (bs[b_] == bc[b_]) {                                                                \
+            const int64_t nc_ = bc[b_] ? 2 * bc[b_] : 64;                                      \
+            WT *nk_ = realloc(bk[b_], (size_t)nc_ * sizeof(WT));                               \
+            IT *nv_ = nk_ ? realloc(bv[b_], (size_t)nc_ * sizeof(IT)) : NULL;                  \
+            if (nk_) bk[b_] = nk_;                                                             \
+            if (!nk_ || !nv_) { failed = 1; break; }                                           \
+            bv[b_] = nv_; bc[b_] = nc_;                                                        \
+        }                                                                                      \
+        bk[b_][bs[b_]] = rk_; bv[b_][bs[b_]] = (IT)(v); ++bs[b_]; ++queued;                    \
+    } while (0)
+TERRAIN_SSSP_RADIX(int32_t, i32, double, f64)
+TERRAIN_SSSP_RADIX(int64_t, i64, double, f64)
+
+/* push (k, v) (types WT, IT): sift up from a new last slot, the arrays doubled when full */
+#define SSSP_HEAP_PUSH(WT, IT, k, v)                                                           \
+    do {                                                                                       \
+        if (size == cap) {                                                                     \
+            WT *nk_ = realloc(keys, (size_t)(2 * cap) * sizeof *keys);                         \
+            if (nk_ == NULL) { free(keys); free(vals); return -1; }                            \
+            keys = nk_;                                                                        \
+            IT *nv_ = realloc(vals, (size_t)(2 * cap) * sizeof *vals);                         \
+            if (nv_ == NULL) { free(keys); free(vals); return -1; }                            \
+            vals = nv_;                                                                        \
+            cap *= 2;                                                                          \
+        }                                                                                      \
+        const WT pk_ = (WT)(k);                                                                \
+        int64_t i_ = size++;                                                                   \
+        while (i_ > 0) {                                                                       \
+            const int64_t up_ = (i_ - 1) >> 2;                                                 \
+            if (keys[up_] <= pk_) break;                                                       \
+            keys[i_] = keys[up_];                                                              \
+            vals[i_] = vals[up_];                                                              \
+            i_ = up_;                                                                          \
+        }                                                                                      \
+        keys[i_] = pk_;                                                                        \
+        vals[i_] = (IT)(v);                                                                    \
+    } while (0)
+
+TERRAIN_SSSP_FUNCS(int32_t, i32, double, f64)
+TERRAIN_SSSP_FUNCS(int32_t, i32, int64_t, i64)
+TERRAIN_SSSP_FUNCS(int64_t, i64, double, f64)
+TERRAIN_SSSP_FUNCS(int64_t, i64, int64_t, i64)
 
 /* Unpack terrain_dial_*'s labels: dist[i] (inf where unreached) and, when pred is not NULL,
  * pred[i] (-1 at sources and unreached vertices). */

@@ -189,3 +189,42 @@ def test_bfs_process_imports_neither_numba_nor_scipy(tmp_path):
     lengths = nx.single_source_shortest_path_length(G, int(u[0]))
     assert summary["reached"] == len(lengths)
     assert summary["max_distance"] == max(lengths.values())
+
+
+def test_weighted_sssp_process_imports_neither_numba_nor_scipy(tmp_path):
+    """``terrain sssp FILE --out d.csv`` of float weights (the heap's Dijkstra and the
+    predecessors, CPU) runs on the C kernels alone, and its distances and predecessors are
+    networkx's: each reached vertex's predecessor is a neighbour on a shortest path."""
+    import csv
+    import subprocess
+    import sys
+    import networkx as nx
+    rng = np.random.default_rng(6)
+    u, v = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
+    w = np.round(rng.random(2000) * 10, 3)
+    path, out = tmp_path / "g.txt", tmp_path / "d.csv"
+    path.write_text("".join(f"{a} {b} {c}\n" for a, b, c in zip(u, v, w)))
+    code = ("import sys; from terrain.run import main; "
+            f"status = main(['sssp', {str(path)!r}, '--source', '{int(u[0])}', '--backend', "
+            f"'cpu', '--out', {str(out)!r}]); "
+            "print(sorted(m for m in ('numba', 'scipy', 'dask', 'zarr') if m in sys.modules)); "
+            "sys.exit(status)")
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    G = nx.Graph()
+    for a, b, c in zip(u.tolist(), v.tolist(), w.tolist()):
+        if a != b and (not G.has_edge(a, b) or G[a][b]["weight"] > c):
+            G.add_edge(a, b, weight=c)
+    want = nx.single_source_dijkstra_path_length(G, int(u[0]))
+    with open(out, newline="") as f:
+        rows = {int(r["id"]): r for r in csv.DictReader(f)}
+    reached = {i: float(r["distance"]) for i, r in rows.items()
+               if float(r["distance"]) not in (-1.0, float("inf"))}
+    assert reached.keys() == want.keys()
+    assert all(reached[i] == want[i] for i in want)
+    for i, r in rows.items():
+        p = int(r["predecessor"])
+        if i in want and i != int(u[0]):
+            assert reached[p] + G[p][i]["weight"] == reached[i]
