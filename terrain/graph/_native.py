@@ -1,6 +1,6 @@
 """ctypes bindings of the graph kernels in ``terrain/native/kernels.c``: the edge-list scanner,
-SNAP relabelling, the CSR build, the CPU's traversals, Dial's SSSP queue and the heap's, the
-SSSP predecessors, table text.
+SNAP relabelling, the CSR build, the CPU's traversals, Dial's SSSP queue and the radix
+heap's, the SSSP predecessors, table text.
 
 C through ctypes, not Numba: a traversal process imports nothing heavier than NumPy, and
 ctypes releases the GIL (callers run chunks on threads). Arrays must be C-contiguous with
@@ -21,7 +21,7 @@ from ..native import threads
 __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "traversal_kernels",
            "format_rows", "discovery_bfs", "discovery_dijkstra", "dial", "dial_labels",
-           "sssp_heap", "sssp_parents", "zero_hop_level", "zero_parents", "threads"]
+           "sssp_radix", "sssp_parents", "zero_hop_level", "zero_parents", "threads"]
 
 _i64, _i32, _vp, _int = ctypes.c_int64, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int
 _SIGNATURES = {
@@ -64,7 +64,7 @@ for _it in ("i32", "i64"):
         _SIGNATURES[f"terrain_dial_{_it}_{_wt}"] = (
             _i64, [_vp, _vp, _vp, _i64, _vp, _i64, _vp, _i64, _int])
     for _wt, _inf in (("f64", ctypes.c_double), ("i64", _i64)):
-        _SIGNATURES[f"terrain_sssp_heap_{_it}_{_wt}"] = (_i64, [_vp, _vp, _vp, _vp, _i64, _vp])
+        _SIGNATURES[f"terrain_sssp_radix_{_it}_{_wt}"] = (_i64, [_vp, _vp, _vp, _vp, _i64, _vp])
         _SIGNATURES[f"terrain_sssp_parents_{_it}_{_wt}"] = (
             None, [_vp, _vp, _vp, _i64, _vp, _inf, _vp])
         _SIGNATURES[f"terrain_sssp_parents_pull_{_it}_{_wt}"] = (
@@ -240,19 +240,19 @@ def _weighted(name, indices, weights, dist):
     return getattr(library(), f"{name}_{_TYPE_NAMES[indices.dtype]}_{_TYPE_NAMES[weights.dtype]}")
 
 
-def sssp_heap(indptr, indices, weights, sources, dist):
-    """Dijkstra on a 4-ary heap from ``sources`` into ``dist`` (pre-filled with the weights'
-    ``inf``; float64 or int64 as the weights); returns the settled count.
+def sssp_radix(indptr, indices, weights, sources, dist):
+    """Dijkstra on a radix heap from ``sources`` into ``dist`` (pre-filled with the weights'
+    ``inf``; float64 or int64 as the weights, none negative); returns the settled count.
 
     >>> d = np.full(3, np.inf)
-    >>> sssp_heap(np.array([0, 1, 2, 2]), np.array([1, 2]), np.array([0.5, 2.0]), [0], d), d
+    >>> sssp_radix(np.array([0, 1, 2, 2]), np.array([1, 2]), np.array([0.5, 2.0]), [0], d), d
     (3, array([0. , 0.5, 2.5]))
     """
     src = np.ascontiguousarray(sources, np.int64)
-    settled = _weighted("terrain_sssp_heap", indices, weights, dist)(
+    settled = _weighted("terrain_sssp_radix", indices, weights, dist)(
         _p(indptr), _p(indices), _p(weights), _p(src), src.shape[0], _p(dist))
     if settled < 0:
-        raise MemoryError("sssp: no memory for the Dijkstra heap")
+        raise MemoryError("sssp: no memory for the Dijkstra radix heap")
     return int(settled)
 
 

@@ -1,7 +1,7 @@
 """Single-source (and multi-source) shortest paths on weighted sparse graphs.
 
 ``algorithm=``: ``dijkstra`` (CPU: Dial's buckets in C for small integer weights, else a
-4-ary heap), ``crauser`` (Crauser et al.) and ``delta`` (near-far delta-stepping), on the
+radix heap in C), ``crauser`` (Crauser et al.) and ``delta`` (near-far delta-stepping), on the
 GPU (``_sssp.cu``) with sequential Numba twins on the CPU; ``auto``: ``dijkstra`` on the
 CPU, on the GPU ``delta`` for road-like graphs (:func:`is_road_like`), else ``crauser``.
 Every algorithm and backend gives the same bits (int64 sums or float64 left folds, canonical
@@ -222,7 +222,7 @@ class ShortestPaths:
 
 class _CpuSearch:
     """The searches on the CPU: Dial's buckets in C for integer weights up to
-    ``DIAL_MAX_WEIGHT`` (and 4n), else a 4-ary heap in C; Crauser and near-far as Numba
+    ``DIAL_MAX_WEIGHT`` (and 4n), else a radix heap in C; Crauser and near-far as Numba
     twins."""
 
     def __init__(self, solver):
@@ -246,7 +246,7 @@ class _CpuSearch:
             _native.dial_labels(label, shift, dist, pred, inf)
         elif algorithm == "dijkstra":
             dist = np.full(g.n, inf, w.dtype)
-            iterations = _native.sssp_heap(g.indptr, g.indices, w, src, dist)
+            iterations = _native.sssp_radix(g.indptr, g.indices, w, src, dist)
         else:
             from . import _frontier_cpu as kc  # Numba, loaded on first use
             dist = np.full(g.n, inf, w.dtype)
