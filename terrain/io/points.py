@@ -36,7 +36,16 @@ _Y_NAMES = ("y", "northing", "north", "n", "point_y", "y_coord", "ycoord") + _LA
 
 def map_to_cell(x, y, geotransform, shape, what="point"):
     """``(row, col)`` of the cell holding map point ``(x, y)``; :class:`InputError` outside
-    the raster or for a coordinate that is not a finite number."""
+    the raster (naming its extent) or for a coordinate that is not a finite number.
+
+    >>> gt = (500000.0, 10.0, 0.0, 4000000.0, 0.0, -10.0)
+    >>> map_to_cell(500015.0, 3999995.0, gt, (300, 400))
+    (0, 1)
+    >>> map_to_cell(150, 150, gt, (300, 400), "outlet")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: outlet (150.0, 150.0) ... x 500000 to 504000, y 3997000 to 4000000)
+    """
     try:
         x, y = float(x), float(y)
     except (TypeError, ValueError):
@@ -54,8 +63,11 @@ def map_to_cell(x, y, geotransform, shape, what="point"):
             hint = (" (it looks like longitude/latitude: give points in the raster's CRS, or "
                     "a GeoJSON file or a CSV file with lon,lat columns, whose points are "
                     "reprojected)")
+        xs = sorted((x0, x0 + shape[1] * dx))
+        ys = sorted((y0, y0 + shape[0] * dy))
         raise InputError(f"{what} ({x}, {y}) is outside the raster "
-                         f"({shape[0]} x {shape[1]} cells){hint}")
+                         f"({shape[0]} x {shape[1]} cells: x {xs[0]:.10g} to {xs[1]:.10g}, "
+                         f"y {ys[0]:.10g} to {ys[1]:.10g}){hint}")
     return row, col
 
 

@@ -246,7 +246,8 @@ def test_truncated_geotiff_in_a_batch_says_why(tmp_path):
     (["--source", "nan,nan"], "terrain: source 'nan,nan': coordinates must be finite numbers"),
     # a negative first number is the value, not an option ("expected one argument" before)
     (["--source-cell", "-1,5"], "terrain: dem.asc: source cell (-1, 5) is outside the raster"),
-    (["--source", "-5.5,2"], "terrain: dem.asc: source (-5.5, 2.0) is outside the raster"),
+    (["--source", "-5.5,2"], "terrain: dem.asc: source (-5.5, 2.0) is outside the raster "
+     "(300 x 400 cells: x 500000 to 504000, y 4000000 to 4003000)"),
     (["--sources", "pts.gpkg"], "terrain: pts.gpkg: terrain reads points from CSV or GeoJSON"),
 ])
 def test_bad_sources_are_one_line(tmp_path, argv, expected):
