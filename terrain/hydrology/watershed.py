@@ -19,87 +19,54 @@ Examples
 [([(1, 1), (2, 1)], 1), ([(2, 0), (2, 1)], 1), ([(2, 1)], 2), ([(2, 2), (2, 1)], 1)]
 """
 
-import numba
+import ctypes
+
 import numpy as np
 
+from .. import native
 from ..errors import InputError
-from ._flow_cpu import CODE_K, DC, DR
 
 __all__ = ["watershed", "snap_outlets", "stream_links"]
 
-
-@numba.njit(cache=True)
-def _downstream(d):
-    """Each cell's downstream cell; -1 at outlets and nodata; -2: a bad code or off the grid."""
-    R, C = d.shape
-    out = np.full(R * C, -1, np.int64)
-    for r in range(R):
-        for c in range(C):
-            v = d[r, c]
-            if v == 0 or v == 255:
-                continue
-            k = CODE_K[v]
-            rr, cc = r + DR[max(k, 0)], c + DC[max(k, 0)]
-            if k < 0 or rr < 0 or rr >= R or cc < 0 or cc >= C or d[rr, cc] == 255:
-                out[r * C + c] = -2
-            else:
-                out[r * C + c] = rr * C + cc
-    return out
+_P, _I = ctypes.c_void_p, ctypes.c_int64
+#: the kernels of ``terrain/native/kernels.c`` (``terrain_ws_*``): C, not Numba, whose import
+#: and cache load were most of a ``streams`` process (0.82-0.90 s on the sample, 2-core VM)
+_SIGNATURES = {
+    "terrain_ws_downstream": (None, [_P, _I, _I, _P]),
+    "terrain_ws_topological": (_I, [_P, _P, _I, _P]),
+    "terrain_ws_labels_down": (None, [_P, _I, _P, _P, _P]),
+    "terrain_ws_strahler": (_I, [_P, _I, _P, _P, _P, _I, _P]),
+}
 
 
-@numba.njit(cache=True)
-def _topological(down, valid):
-    """Cells in an upstream-first order (Kahn); fewer than the valid cells: a cycle."""
-    n = down.shape[0]
-    indeg = np.zeros(n, np.int32)
-    for i in range(n):
-        if down[i] >= 0:
-            indeg[down[i]] += 1
-    order = np.empty(n, np.int64)
-    head = 0
-    tail = 0
-    for i in range(n):
-        if valid[i] and indeg[i] == 0:
-            order[tail] = i
-            tail += 1
-    while head < tail:
-        i = order[head]
-        head += 1
-        j = down[i]
-        if j >= 0:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                order[tail] = j
-                tail += 1
-    return order[:tail]
+def _lib():
+    return native.declared(_SIGNATURES)
+
+
+def _p(a):
+    return a.ctypes.data
 
 
 def _prepare(direction):
     d = np.ascontiguousarray(direction, np.uint8)
     if d.ndim != 2:
         raise InputError(f"direction: must be 2-D, got shape {d.shape}")
-    down = _downstream(d)
+    R, C = d.shape
+    down = np.empty(R * C, np.int64)
+    _lib().terrain_ws_downstream(_p(d), R, C, _p(down))
     if (down == -2).any():
         i = int(np.flatnonzero(down == -2)[0])
         raise InputError(f"direction: cell ({i // d.shape[1]}, {i % d.shape[1]}) holds no D8 "
                          "code or leads off the grid or to nodata")
     valid = (d != 255).ravel()
-    order = _topological(down, valid)
-    if len(order) != int(valid.sum()):
+    order = np.empty(R * C, np.int64)
+    count = _lib().terrain_ws_topological(_p(down), _p(valid), R * C, _p(order))
+    if count < 0:
+        raise MemoryError(f"direction: no memory to order {R} x {C} cells")
+    order = order[:count]
+    if count != int(valid.sum()):
         raise InputError("direction: the flow directions hold a cycle")
     return d, down, valid, order
-
-
-@numba.njit(cache=True)
-def _labels_down(order, down, seeds, labels):
-    for q in range(order.shape[0] - 1, -1, -1):
-        i = order[q]
-        if seeds[i] > 0:
-            labels[i] = seeds[i]
-        elif down[i] >= 0:
-            labels[i] = labels[down[i]]
-        else:
-            labels[i] = 0
 
 
 def watershed(direction, outlets):
@@ -119,7 +86,7 @@ def watershed(direction, outlets):
         if seeds[r * C + c] == 0:
             seeds[r * C + c] = n
     labels = np.full(R * C, -1, np.int32)
-    _labels_down(order, down, seeds, labels)
+    _lib().terrain_ws_labels_down(_p(order), order.shape[0], _p(down), _p(seeds), _p(labels))
     return labels.reshape(R, C)
 
 
@@ -142,27 +109,6 @@ def snap_outlets(accumulation, outlets, radius_cells):
     return out
 
 
-@numba.njit(cache=True)
-def _strahler(order, down, stream, ins, strahler):
-    """Strahler order of every stream cell, upstream first; ``ins``: stream inflows."""
-    n = order.shape[0]
-    best = np.zeros(down.shape[0], np.int32)
-    count = np.zeros(down.shape[0], np.int32)
-    for q in range(n):
-        i = order[q]
-        if not stream[i]:
-            continue
-        s = 1 if ins[i] == 0 else best[i] + (1 if count[i] >= 2 else 0)
-        strahler[i] = s
-        j = down[i]
-        if j >= 0 and stream[j]:
-            if s > best[j]:
-                best[j] = s
-                count[j] = 1
-            elif s == best[j]:
-                count[j] += 1
-
-
 def stream_links(direction, accumulation, threshold):
     """The stream network's links (module docstring): a list of dicts, in the row-major
     order of their first cells, with ``cells`` (``(row, col)`` from upstream down, ending at
@@ -178,7 +124,9 @@ def stream_links(direction, accumulation, threshold):
     src = np.flatnonzero(stream & (down >= 0))
     np.add.at(ins, down[src][stream[down[src]]], 1)
     strahler = np.zeros(d.size, np.int32)
-    _strahler(order, down, stream, ins, strahler)
+    if _lib().terrain_ws_strahler(_p(order), order.shape[0], _p(down), _p(stream), _p(ins),
+                                  d.size, _p(strahler)) < 0:
+        raise MemoryError(f"streams: no memory for the orders of {d.size} cells")
     C = d.shape[1]
     links = []
     for start in np.flatnonzero(stream & (ins != 1)):

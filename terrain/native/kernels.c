@@ -772,6 +772,89 @@ void terrain_flow_exits(const uint8_t *dp, const int64_t *order, int64_t done,
     }
 }
 
+/* ---------------------------------------------------------------- Watersheds and stream links
+ * (terrain/hydrology/watershed.py) on a whole grid of D8 codes d (R x C, row-major; 0 outlet,
+ * 255 nodata). C, not Numba: Numba's import and cache load were most of a `streams` process.
+ *
+ * down[i]: cell i's downstream cell; -1 at outlets and nodata; -2 for a code that is no
+ * direction, or one leading off the grid or to nodata. */
+void terrain_ws_downstream(const uint8_t *d, int64_t R, int64_t C, int64_t *down) {
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+            const int64_t i = r * C + c;
+            const uint8_t v = d[i];
+            down[i] = -1;
+            if (v == 0 || v == 255) continue;
+            const int k = flow_code_k(v);
+            const int64_t rr = r + (k < 0 ? 0 : NB_DR[k]), cc = c + (k < 0 ? 0 : NB_DC[k]);
+            if (k < 0 || rr < 0 || rr >= R || cc < 0 || cc >= C || d[rr * C + cc] == 255)
+                down[i] = -2;
+            else
+                down[i] = rr * C + cc;
+        }
+}
+
+/* order: the valid cells upstream first (Kahn's order from the cells nothing drains into).
+ * Returns their count (fewer than the valid cells: a cycle), -1 out of memory. */
+int64_t terrain_ws_topological(const int64_t *down, const uint8_t *valid, int64_t n,
+                               int64_t *order) {
+    int32_t *indeg = calloc((size_t)(n > 0 ? n : 1), sizeof *indeg);
+    if (indeg == NULL) return -1;
+    for (int64_t i = 0; i < n; ++i)
+        if (down[i] >= 0) ++indeg[down[i]];
+    int64_t head = 0, tail = 0;
+    for (int64_t i = 0; i < n; ++i)
+        if (valid[i] && indeg[i] == 0) order[tail++] = i;
+    while (head < tail) {
+        const int64_t j = down[order[head++]];
+        if (j >= 0 && --indeg[j] == 0) order[tail++] = j;
+    }
+    free(indeg);
+    return tail;
+}
+
+/* labels, downstream first: a seed's own label, else its downstream cell's, 0 at an outlet. */
+void terrain_ws_labels_down(const int64_t *order, int64_t count, const int64_t *down,
+                            const int32_t *seeds, int32_t *labels) {
+    for (int64_t q = count - 1; q >= 0; --q) {
+        const int64_t i = order[q];
+        labels[i] = seeds[i] > 0 ? seeds[i] : down[i] >= 0 ? labels[down[i]] : 0;
+    }
+}
+
+/* The Strahler order of every stream cell, upstream first (ins: each one's stream inflows):
+ * 1 at a source, else the largest inflowing order, plus one when two or more bring it.
+ * Returns 0, -1 out of memory. */
+int64_t terrain_ws_strahler(const int64_t *order, int64_t count, const int64_t *down,
+                            const uint8_t *stream, const int32_t *ins, int64_t n,
+                            int32_t *strahler) {
+    int32_t *best = calloc((size_t)(n > 0 ? n : 1), sizeof *best);
+    int32_t *many = calloc((size_t)(n > 0 ? n : 1), sizeof *many);
+    if (best == NULL || many == NULL) {
+        free(best);
+        free(many);
+        return -1;
+    }
+    for (int64_t q = 0; q < count; ++q) {
+        const int64_t i = order[q];
+        if (!stream[i]) continue;
+        const int32_t s = ins[i] == 0 ? 1 : best[i] + (many[i] >= 2);
+        strahler[i] = s;
+        const int64_t j = down[i];
+        if (j >= 0 && stream[j]) {
+            if (s > best[j]) {
+                best[j] = s;
+                many[j] = 1;
+            } else if (s == best[j]) {
+                ++many[j];
+            }
+        }
+    }
+    free(best);
+    free(many);
+    return 0;
+}
+
 /* ==========================================================================================
  * The fill's levels on the CPU in core (terrain/hydrology/fill.py _flood_levels): a
  * priority flood of the DEM z (H x W, NaN = nodata) from the outlets (outlet != 0), in

@@ -122,3 +122,28 @@ def test_watershed_command(utm_flow, tmp_path, capsys):
     rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet", "0,0", "-o",
                           tmp_path / "x.tif", scheduler=None)
     assert rc == 2 and "outside" in err and not (tmp_path / "x.tif").exists()
+
+
+def test_watershed_refuses_a_cycle_a_bad_code_and_a_path_off_the_grid():
+    from terrain.errors import InputError
+    cycle = np.array([[1, 4], [64, 16]], np.uint8)  # E, S / N, W: a loop of four cells
+    with pytest.raises(InputError, match="cycle"):
+        watershed(cycle, [(0, 0)])
+    with pytest.raises(InputError, match=r"cell \(0, 1\) holds no D8 code"):
+        watershed(np.array([[0, 3]], np.uint8), [(0, 0)])
+    with pytest.raises(InputError, match=r"cell \(0, 1\) holds no D8 code"):
+        stream_links(np.array([[0, 1]], np.uint8), np.ones((1, 2)), 1)  # east off the grid
+
+
+def test_streams_process_imports_no_numba(utm_flow, tmp_path):
+    import sys
+    from cli import child_env
+    code = ("import sys; from terrain.run import main; "
+            f"status = main(['streams', {str(utm_flow)!r}, '--threshold', '20', '-o', "
+            f"{str(tmp_path / 's.geojson')!r}]); "
+            "print(sorted(m for m in ('numba', 'scipy') if m in sys.modules)); "
+            "sys.exit(status)")
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
