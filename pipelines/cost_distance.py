@@ -450,7 +450,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         from .cost_distance_tiled import build_cost_distance_tiled
         graph = build_cost_distance_tiled(dem_path, tmp, spec, srcs, costs, backend, upstream,
                                           geo, friction_store)
-        with cluster.open_scheduler(scheduler):
+        with cluster.open_scheduler(scheduler, cells=math.prod(spec["shape"])):
             (summary,) = cluster.compute(graph, label="cost-distance")
         return summary
     windows = shard_windows(spec["shape"], tile * spec["tiles_per_shard"])
