@@ -216,3 +216,39 @@ def test_build_csr_weighted_matches_scipy_min():
     A.sort_indices()
     assert np.array_equal(g.indptr, A.indptr) and np.array_equal(g.indices, A.indices)
     assert np.array_equal(g.weights, A.data)
+
+
+def test_decimal_weights_parse_to_pythons_float_bit_for_bit():
+    """Decimal weights off the parser's exact fast path (16-19 significant digits, large
+    exponents, values a hair from halfway between two doubles) come out as Python's
+    ``float`` of the token, bit for bit: the 128-bit rounding, ``strtod`` or the Python
+    fallback, whichever takes them."""
+    import math
+    import random
+    from decimal import Decimal, getcontext
+    from terrain.graph._native import parse_pairs
+    getcontext().prec = 60
+    rng = random.Random(5)
+    tokens = []
+    for _ in range(20000):
+        d = rng.random() * 10.0 ** rng.randint(-15, 20)
+        mid = (Decimal(d) + Decimal(math.nextafter(d, math.inf))) / 2  # a halfway point
+        tokens += ["%.17g" % d, format(mid, f".{rng.randint(14, 18)}e"),
+                   "%.*g" % (rng.randint(1, 19), rng.random() * 10.0 ** rng.randint(-30, 30))]
+        m = str(rng.randint(1, 10 ** rng.randint(1, 19) - 1))
+        cut = rng.randint(0, len(m))
+        tokens.append((m[:cut] or "0") + "." + m[cut:] + f"e{rng.randint(-25, 25)}")
+    # decimals all (an integer token of 19 digits is refused: int64 weights)
+    tokens = [("-" if rng.random() < 0.2 else "") + t + ("" if "." in t or "e" in t else ".0")
+              for t in tokens]
+    buf = np.frombuffer("".join(f"1 2 {t}\n" for t in tokens).encode(), np.uint8)
+    n = len(tokens)
+    u, v, w_int = (np.zeros(n, np.int64) for _ in range(3))
+    w_len, w_flt = np.zeros(n, np.int32), np.zeros(n)
+    assert parse_pairs(buf, ord("%"), 0, 0, -1, u, v, 3, w_int, w_len, w_flt)[:2] == (n, 0)
+    from terrain.graph.loaders import _chunk_weights
+    got = _chunk_weights(buf, n, w_int, w_len, w_flt)
+    want = np.array([float(t) for t in tokens])
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+    decimal = w_len < 0
+    assert not np.isnan(w_flt[decimal]).any()  # none was left to Python's float
