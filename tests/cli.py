@@ -57,6 +57,19 @@ def child_env(*paths, **variables):
                 PYTHONPATH=os.pathsep.join([str(ROOT), *map(str, paths), *inherited]))
 
 
+def imported_after(commands, modules):
+    """Run the command lines ``commands`` (lists of arguments) through ``terrain.run.main`` in
+    a fresh interpreter: ``(its stdout, which of modules it imported)``; each must exit 0."""
+    code = ("import sys; from terrain.run import main; "
+            f"status = [main(c) for c in {[[str(a) for a in c] for c in commands]!r}]; "
+            f"print(sorted(m for m in {tuple(modules)!r} if m in sys.modules)); "
+            "sys.exit(max(status))")
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, proc.stdout.strip().splitlines()[-1]
+
+
 def run_terrain(*argv, cwd, timeout=None):
     # run from the test's directory
     return subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)], cwd=cwd,

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli import child_env
+from cli import child_env, imported_after
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample.asc"
@@ -14,20 +14,6 @@ SAMPLE = ROOT / "data" / "sample.asc"
 
 def _index_files(cache):
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in Path(cache).rglob("*.nbi")}
-
-
-def _imported_after(commands, modules):
-    """Run the command lines ``commands`` (lists of arguments) through ``terrain.run.main`` in
-    a fresh interpreter: ``(its stdout, which of modules it imported)``; each must exit 0."""
-    code = ("import sys; from terrain.run import main; "
-            f"status = [main(c) for c in {[[str(a) for a in c] for c in commands]!r}]; "
-            f"print(sorted(m for m in {tuple(modules)!r} if m in sys.modules)); "
-            "sys.exit(max(status))")
-    env = child_env()
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout, proc.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.slow
@@ -51,7 +37,7 @@ def test_warm_up_compiles_every_kernel_the_sample_mst_uses(tmp_path):
 def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
     """The default path of a small ASCII job stays off the heavy imports (docs/architecture.md;
     numba itself imports the top-level scipy package, which is light)."""
-    _, imported = _imported_after([["ingest", SAMPLE, "-o", tmp_path / "g.zarr"]],
+    _, imported = imported_after([["ingest", SAMPLE, "-o", tmp_path / "g.zarr"]],
                                   ("distributed", "bokeh", "rasterio", "scipy.sparse"))
     assert imported == "[]"
 
@@ -67,7 +53,7 @@ def test_cost_distance_in_process_does_not_import_dask(tmp_path, kind):
     friction = []
     if kind == "raster":
         dem, friction = SAMPLE, ["--friction", SAMPLE]
-    _, imported = _imported_after([["cost-distance", dem, "-o", tmp_path / "c.zarr",
+    _, imported = imported_after([["cost-distance", dem, "-o", tmp_path / "c.zarr",
                                     "--source-cell", "150,200", *friction]],
                                   ("dask", "distributed"))
     assert imported == "[]"
@@ -79,7 +65,7 @@ def test_fill_and_flow_in_core_do_not_import_dask(tmp_path):
     dem = tmp_path / "g.zarr"
     from terrain.run import main
     assert main(["ingest", str(SAMPLE), "-o", str(dem)]) == 0
-    _, imported = _imported_after([["fill", dem, "-o", tmp_path / "f.zarr"],
+    _, imported = imported_after([["fill", dem, "-o", tmp_path / "f.zarr"],
                                    ["flow", dem, "-o", tmp_path / "w.zarr"]],
                                   ("dask", "distributed"))
     assert imported == "[]"
@@ -92,7 +78,7 @@ def test_cpu_fill_and_flow_in_core_leave_numba_and_ndimage_unimported(tmp_path):
     dem = tmp_path / "g.zarr"
     from terrain.run import main
     assert main(["ingest", str(SAMPLE), "-o", str(dem)]) == 0
-    _, imported = _imported_after([["fill", dem, "-o", tmp_path / "f.zarr", "--backend", "cpu"],
+    _, imported = imported_after([["fill", dem, "-o", tmp_path / "f.zarr", "--backend", "cpu"],
                                    ["fill", SAMPLE, "-o", tmp_path / "s.zarr", "--backend", "cpu",
                                     "--connectivity", "4"],
                                    ["flow", dem, "-o", tmp_path / "w.zarr", "--backend", "cpu"],
@@ -109,7 +95,7 @@ def test_fill_and_flow_on_the_gpu_leave_numba_unimported(tmp_path):
     store = tmp_path / "g.zarr"
     from terrain.run import main
     assert main(["ingest", str(SAMPLE), "-o", str(store)]) == 0
-    _, imported = _imported_after([["fill", store, "-o", tmp_path / "f.zarr", "--backend", "gpu"],
+    _, imported = imported_after([["fill", store, "-o", tmp_path / "f.zarr", "--backend", "gpu"],
                                    ["flow", store, "-o", tmp_path / "w.zarr", "--backend", "gpu"]],
                                   ("numba",))
     assert imported == "[]"
@@ -121,7 +107,7 @@ def test_gpu_commands_leave_cupyx_scipy_unimported(tmp_path):
     operator: CuPy sends those through NumPy's ufunc machinery, whose first call imports
     cupyx.scipy.special (a quarter of a second of a process)."""
     store = tmp_path / "g.zarr"
-    out, imported = _imported_after(
+    out, imported = imported_after(
         [["mst", SAMPLE, "-o", tmp_path / "m.zarr", "--backend", "gpu", "--json"],
          ["ingest", SAMPLE, "-o", store],
          ["cost-distance", store, "-o", tmp_path / "c.zarr", "--source-cell", "150,200",
@@ -148,7 +134,7 @@ def test_a_cpu_cost_distance_leaves_numba_unimported(tmp_path):
                                        ["--cost", "tobler", "--connectivity", "4"],
                                        ["--friction", tmp_path / "f.asc", "--algorithm",
                                         "blocked"]))]
-    _, imported = _imported_after(runs, ("numba",))
+    _, imported = imported_after(runs, ("numba",))
     assert imported == "[]"
 
 
@@ -157,7 +143,7 @@ def test_diameter_of_a_small_graph_does_not_load_cupy(tmp_path):
     the device's break-even stays on the CPU, CuPy never imported (also on a GPU machine)."""
     g = tmp_path / "g.txt"
     g.write_text("0 1\n1 2\n2 3\n3 0\n3 4\n")
-    out, imported = _imported_after([["diameter", g, "--backend", "auto"]], ("cupy",))
+    out, imported = imported_after([["diameter", g, "--backend", "auto"]], ("cupy",))
     assert "diameter 3 " in out and ", cpu)" in out
     assert imported == "[]"
 

@@ -16,7 +16,7 @@ from terrain.errors import InputError
 from terrain.graph.generators import write_int_rows
 from terrain.graph import graph_from_edges, load_graph
 from terrain.graph.loaders import read_graph_file
-from cli import child_env
+from cli import imported_after
 
 
 def _random_snap(rng, weights, m=400):
@@ -164,26 +164,17 @@ def test_bfs_process_imports_neither_numba_nor_scipy(tmp_path):
     """``terrain bfs FILE`` (no ``--out``, CPU) runs on the C kernels alone: neither Numba
     nor SciPy is imported (their start-up was most of a one-second process), and the
     distances still match networkx."""
-    import subprocess
-    import sys
     import networkx as nx
     rng = np.random.default_rng(5)
     u, v = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
     path = tmp_path / "g.txt"
     write_int_rows(path, [u, v], "# g\n")
-    code = ("import sys; from terrain.run import main; "
-            f"status = main(['bfs', {str(path)!r}, '--source', '{int(u[0])}', '--backend', "
-            "'cpu', '--json']); "
-            "print(sorted(m for m in ('numba', 'scipy', 'dask', 'zarr') if m in sys.modules)); "
-            "sys.exit(status)")
-    env = child_env()
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout.strip().splitlines()
-    assert out[-1] == "[]"
+    out, imported = imported_after(
+        [["bfs", path, "--source", int(u[0]), "--backend", "cpu", "--json"]],
+        ("numba", "scipy", "dask", "zarr"))
+    assert imported == "[]"
     import json
-    summary = json.loads(out[-2])
+    summary = json.loads(out.strip().splitlines()[-2])
     G = nx.Graph()
     G.add_edges_from(zip(u.tolist(), v.tolist()))
     lengths = nx.single_source_shortest_path_length(G, int(u[0]))
@@ -196,23 +187,16 @@ def test_weighted_sssp_process_imports_neither_numba_nor_scipy(tmp_path):
     predecessors, CPU) runs on the C kernels alone, and its distances and predecessors are
     networkx's: each reached vertex's predecessor is a neighbour on a shortest path."""
     import csv
-    import subprocess
-    import sys
     import networkx as nx
     rng = np.random.default_rng(6)
     u, v = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
     w = np.round(rng.random(2000) * 10, 3)
     path, out = tmp_path / "g.txt", tmp_path / "d.csv"
     path.write_text("".join(f"{a} {b} {c}\n" for a, b, c in zip(u, v, w)))
-    code = ("import sys; from terrain.run import main; "
-            f"status = main(['sssp', {str(path)!r}, '--source', '{int(u[0])}', '--backend', "
-            f"'cpu', '--out', {str(out)!r}]); "
-            "print(sorted(m for m in ('numba', 'scipy', 'dask', 'zarr') if m in sys.modules)); "
-            "sys.exit(status)")
-    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    _, imported = imported_after(
+        [["sssp", path, "--source", int(u[0]), "--backend", "cpu", "--out", out]],
+        ("numba", "scipy", "dask", "zarr"))
+    assert imported == "[]"
     G = nx.Graph()
     for a, b, c in zip(u.tolist(), v.tolist(), w.tolist()):
         if a != b and (not G.has_edge(a, b) or G[a][b]["weight"] > c):

@@ -136,14 +136,8 @@ def test_watershed_refuses_a_cycle_a_bad_code_and_a_path_off_the_grid():
 
 
 def test_streams_process_imports_no_numba(utm_flow, tmp_path):
-    import sys
-    from cli import child_env
-    code = ("import sys; from terrain.run import main; "
-            f"status = main(['streams', {str(utm_flow)!r}, '--threshold', '20', '-o', "
-            f"{str(tmp_path / 's.geojson')!r}]); "
-            "print(sorted(m for m in ('numba', 'scipy') if m in sys.modules)); "
-            "sys.exit(status)")
-    proc = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    from cli import imported_after
+    _, imported = imported_after(
+        [["streams", utm_flow, "--threshold", "20", "-o", tmp_path / "s.geojson"]],
+        ("numba", "scipy"))
+    assert imported == "[]"
