@@ -1,7 +1,7 @@
 """Numba CPU twins of ``_sssp.cu``'s near-far and Crauser loops (sequential).
 
-Imported on first use: BFS, the diameter, Dijkstra (Dial's buckets or the heap) and the SSSP
-predecessors run C only, without Numba.
+Imported on first use: BFS, the diameter, Dijkstra (Dial's buckets or the radix heap) and the
+SSSP predecessors run C only, without Numba.
 """
 
 import numba

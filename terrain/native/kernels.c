@@ -1227,7 +1227,7 @@ static double g_decimal(uint64_t mant, int64_t e, int neg, const uint8_t *text, 
         for (int64_t j = 0; j < (e < 0 ? -e : e); ++j) p10 *= 10u;
         double x;
         if (e >= 0) {
-            if (mant > ~(g_u128)0 / p10) goto text; /* beyond 128 bits */
+            if (mant > ~(g_u128)0 / p10) goto by_strtod; /* beyond 128 bits */
             x = g_round128((g_u128)mant * p10, 0, 0);
         } else {
             const int k = 127 - g_bits128(mant);
@@ -1236,7 +1236,7 @@ static double g_decimal(uint64_t mant, int64_t e, int neg, const uint8_t *text, 
         }
         return neg ? -x : x;
     }
-text:;
+by_strtod:;
 #endif
     char buf[64];
     if (len >= (int64_t)sizeof buf) {
