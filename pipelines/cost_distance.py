@@ -695,8 +695,9 @@ def trace_paths(store_path, cells):
 
 
 def path_command(args):
-    """``terrain path COSTSTORE --to X,Y [--to ...] -o PATH.geojson``: the least-cost paths
-    as GeoJSON LineStrings (RFC 7946: longitude/latitude, WGS 84)."""
+    """``terrain path COSTSTORE --to X,Y [--to-cell ROW,COL ...] -o PATH.geojson``: the
+    least-cost paths as GeoJSON LineStrings (RFC 7946: longitude/latitude, WGS 84; a store
+    without a CRS keeps its grid's coordinates)."""
     from terrain.io.points import path_format, write_paths
     store = Path(args.store)
     if not is_store(store):
@@ -709,16 +710,20 @@ def path_command(args):
         raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
     shape = group["backlink"].shape
     gt = group.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
-    targets = [map_to_cell(*parse_pair(t, "target"), gt, shape, what=f"{store}: target")
-               for t in args.to]
+    points, cells = args.to or [], args.to_cell or []
+    if not points and not cells:
+        raise InputError(f"{store}: no path ends given")
+    targets, _ = resolve_sources(gt, shape, points, cells, label=f"{store}: ", what="target")
     paths = trace_paths(store, targets)
     lines = [[cell_centre(r, c, gt) for r, c in p["cells"]] for p in paths]
+    ends = [*points, *(f"cell {c}" for c in cells)]
     props = [{"cost": p["cost"], "source": p["source"], "to": text, "cells": len(p["cells"])}
-             for text, p in zip(args.to, paths)]
+             for text, p in zip(ends, paths)]
+    crs = group.attrs.get("crs")
     with atomic_output(out, args.overwrite, inputs=[store]) as tmp:
-        write_paths(tmp, lines, props, crs=group.attrs.get("crs"), fmt=path_format(out),
-                    what=str(store))
+        write_paths(tmp, lines, props, crs=crs, fmt=path_format(out), what=str(store))
     print(f"path      {out}: {len(paths)} path(s)"
+          + ("" if crs else "; coordinates: the grid's (the store has no CRS)")
           + "".join(f"\n  to {p['to']}: cost {p['cost']:.10g}, source {p['source']}, "
                     f"{p['cells']} cells" for p in props))
     return 0

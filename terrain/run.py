@@ -368,8 +368,10 @@ def build_parser():
 
     p = sub.add_parser("path", help="least-cost paths along the backlinks of a cost-distance store")
     p.add_argument("store", metavar="COSTSTORE", help="a cost-distance output store")
-    p.add_argument("--to", action="append", required=True, metavar="X,Y",
+    p.add_argument("--to", action="append", metavar="X,Y",
                    help="end of a path in map coordinates (repeatable)")
+    p.add_argument("--to-cell", action="append", metavar="ROW,COL",
+                   help="end of a path as a cell (repeatable; after the --to ends)")
     p.add_argument("-o", "--output", required=True, metavar="PATH.geojson",
                    help="GeoJSON FeatureCollection of LineStrings (source to target), in "
                         "longitude/latitude (RFC 7946)")

@@ -73,6 +73,15 @@ def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):
                                  rb - ra, cb - ca)[0]
         assert total == feat["properties"]["cost"] == dist[r, c]
 
+    # the same ends given as cells (after the points): the same lines
+    cells_geo = tmp_path / "q.geojson"
+    args = [a for r, c in targets for a in ("--to-cell", f"{r},{c}")]
+    rc, so, se = run_cli("path", out, *args, "-o", cells_geo, scheduler=None)
+    assert rc == 0, se
+    by_cell = json.loads(cells_geo.read_text())["features"]
+    assert [f["geometry"] for f in by_cell] == [f["geometry"] for f in doc["features"]]
+    assert [f["properties"]["to"] for f in by_cell] == [f"cell {r},{c}" for r, c in targets]
+
 
 def test_friction_cost_and_sources_file(dem, tmp_path):
     z, path = dem
@@ -305,10 +314,12 @@ def test_path_bad_input(dem, tmp_path):
     assert rc == 0, se
     d = np.asarray(zarr.open_group(str(out), mode="r")["distance"][:])
     far = tuple(int(v) for v in np.argwhere(np.isnan(d) & ~np.isnan(z))[0])
-    for to in ["%r,%r" % xy(*far, z.shape[0]), f"{XLL - 1},{YLL}"]:
-        rc, _, se = run_cli("path", out, "--to", to, "-o", tmp_path / "p.geojson", scheduler=None)
+    for ends in (["--to", "%r,%r" % xy(*far, z.shape[0])], ["--to", f"{XLL - 1},{YLL}"],
+                 ["--to-cell", f"{z.shape[0]},0"], []):
+        rc, _, se = run_cli("path", out, *ends, "-o", tmp_path / "p.geojson", scheduler=None)
         assert rc == 2 and se.startswith("terrain: ") and len(se.strip().splitlines()) == 1, se
         assert not (tmp_path / "p.geojson").exists()
+    assert "no path ends given" in se
 
 
 
