@@ -698,9 +698,10 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     cert.checks.append(f"0 exactly at the {outl_n} outlets (" + (
         "the named cells" if has_out else "cells without a lower neighbour beside the "
         "grid's edge or nodata") + "): no undrained sink")
-    from .hydrology.watershed import _downstream, _topological
-    lost = d.ravel() != 255  # the valid cells Kahn's order never reaches: on or below a cycle
-    lost[_topological(_downstream(d), lost.copy())] = False
+    from .hydrology.watershed import downstream_order
+    # the valid cells Kahn's order never reaches: on or below a cycle
+    _, lost, order = downstream_order(np.ascontiguousarray(d, np.uint8))
+    lost[order] = False
     if lost.any():
         return cert.fail(f"direction of cell {_cell(np.argmax(lost), cols)} {_FLOW_WHY[10]}")
     cert.checks.append("in-degree order reaches every cell: no cycle, every path ends at an "

@@ -47,24 +47,32 @@ def _p(a):
     return a.ctypes.data
 
 
-def _prepare(direction):
-    d = np.ascontiguousarray(direction, np.uint8)
-    if d.ndim != 2:
-        raise InputError(f"direction: must be 2-D, got shape {d.shape}")
+def downstream_order(d):
+    """``(down, valid, order)`` of a C-contiguous uint8 grid of D8 codes ``d``: each cell's
+    downstream cell (-1 at outlets and nodata, -2 for a code that is no direction or leads off
+    the grid or to nodata), the valid cells (not 255) and those cells upstream first (Kahn's
+    order: fewer than the valid cells when some lie on or above a cycle)."""
     R, C = d.shape
     down = np.empty(R * C, np.int64)
     _lib().terrain_ws_downstream(_p(d), R, C, _p(down))
-    if (down == -2).any():
-        i = int(np.flatnonzero(down == -2)[0])
-        raise InputError(f"direction: cell ({i // d.shape[1]}, {i % d.shape[1]}) holds no D8 "
-                         "code or leads off the grid or to nodata")
     valid = (d != 255).ravel()
     order = np.empty(R * C, np.int64)
     count = _lib().terrain_ws_topological(_p(down), _p(valid), R * C, _p(order))
     if count < 0:
         raise MemoryError(f"direction: no memory to order {R} x {C} cells")
-    order = order[:count]
-    if count != int(valid.sum()):
+    return down, valid, order[:count]
+
+
+def _prepare(direction):
+    d = np.ascontiguousarray(direction, np.uint8)
+    if d.ndim != 2:
+        raise InputError(f"direction: must be 2-D, got shape {d.shape}")
+    down, valid, order = downstream_order(d)
+    if (down == -2).any():
+        i = int(np.flatnonzero(down == -2)[0])
+        raise InputError(f"direction: cell ({i // d.shape[1]}, {i % d.shape[1]}) holds no D8 "
+                         "code or leads off the grid or to nodata")
+    if order.shape[0] != int(valid.sum()):
         raise InputError("direction: the flow directions hold a cycle")
     return d, down, valid, order
 
