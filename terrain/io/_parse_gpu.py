@@ -51,7 +51,7 @@ def _copy_range_to_device(grid, cp, pool, start, size, text):
     fd = os.open(grid.path, os.O_RDONLY)
     # the pool's reads walk the range in order: a doubled read-ahead keeps the disk busy
     # (the 24.7 GB 10-ft text from disk on an H200 host, this pattern without the parse:
-    # 11.7 s with it against 15.5 s without; dd 13.6-16.1 s)
+    # 11.7-13.8 s with it against 13.2-15.8 s without, three rounds; dd 11.4-16.1 s)
     os.posix_fadvise(fd, start, size, os.POSIX_FADV_SEQUENTIAL)
     used = []
 
@@ -264,7 +264,7 @@ def parse_grid_on_device(grid, out, backend="gpu", pool=None, times=None, on_row
         with ThreadPoolExecutor(1) as feeder:  # orders the copies; the pool does them
             def copy(k):
                 a, b = pieces[k]
-                if k + 1 < len(pieces):  # the disk reads on while the pool waits for the GIL
+                if k + 1 < len(pieces):  # the disk reads the next piece while this one is copied
                     _prefetch(grid.path, *pieces[k + 1])
                 _copy_range_to_device(grid, cp, pool, a, b - a, texts[k % 2])
 
