@@ -16,7 +16,7 @@ import ctypes
 import numpy as np
 
 from .. import native
-from ..native import threads
+from ..native import address as _p, threads
 
 __all__ = ["library", "lf_count", "parse_pairs", "parse_metis", "newline_count",
            "shift_ids", "max_id", "mark_present", "relabel", "csr_kernels", "traversal_kernels",
@@ -88,9 +88,6 @@ def library():
     """The shared library with the graph kernels' signatures declared."""
     return native.declared(_SIGNATURES)
 
-
-def _p(a):
-    return a.ctypes.data
 
 
 def lf_count(buf):

@@ -24,6 +24,7 @@ import ctypes
 import numpy as np
 
 from .. import native
+from ..native import address as _p
 from ..errors import InputError
 
 __all__ = ["watershed", "snap_outlets", "stream_links"]
@@ -42,9 +43,6 @@ _SIGNATURES = {
 def _lib():
     return native.declared(_SIGNATURES)
 
-
-def _p(a):
-    return a.ctypes.data
 
 
 def downstream_order(d):

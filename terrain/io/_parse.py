@@ -21,6 +21,7 @@ import ctypes
 import numpy as np
 
 from .. import native
+from ..native import address as _ptr
 
 __all__ = ["newline_offsets", "parse_rows", "nan_min_max", "load_library",
            "PARSE_OK", "PARSE_BAD_TOKEN", "PARSE_ROW_LENGTH", "SLOW_BITS"]
@@ -75,9 +76,6 @@ def load_library():
     """The C kernels' library with the parser's functions declared."""
     return native.declared(_SIGNATURES)
 
-
-def _ptr(a):
-    return a.ctypes.data
 
 
 def parse_rows(buf, starts, ncols, out, nodata, has_nodata, star_is_nodata):

@@ -18,7 +18,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["load_library", "declared", "threads", "interruptible", "compile_library",
+__all__ = ["load_library", "declared", "address", "threads", "interruptible", "compile_library",
            "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
@@ -34,6 +34,11 @@ _lib_lock = threading.Lock()
 #: below this much work (bytes, edges, arcs, cells) a kernel runs on the calling thread: a
 #: pool costs more than it shares
 PARALLEL_MIN = 1 << 20
+
+
+def address(a):
+    """The address of a C-contiguous NumPy array's data, a kernel's pointer argument."""
+    return a.ctypes.data
 
 
 def threads(work=None):
