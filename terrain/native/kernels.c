@@ -1217,7 +1217,8 @@ static double g_round128(g_u128 x, int above, int k) {
  * it does not read the token whole). The 17-digit values printf's %.17g writes: a 1000²
  * grid's Matrix Market file of 2 M of them loads in 0.14-0.16 s so, 0.19-0.22 s through
  * strtod alone, 1.0-1.6 s through NumPy; RMAT-18's (7.5 M) 0.25-0.34 s against 0.34-0.58 s
- * (2-core VM). */
+ * (2-core VM). Clinger's fast path stays in front for up to 15 digits: 4 M weights of three
+ * decimals scanned in 0.16-0.17 s with it, 0.27-0.30 s through this path alone. */
 static double g_decimal(uint64_t mant, int64_t e, int neg, const uint8_t *text, int64_t len,
                         int *ok) {
     *ok = 1;
