@@ -114,7 +114,8 @@ def bench_cost_peers(args):
     """Print the table of the module docstring for every side of ``--sides``."""
     work = Path(args.workdir or "/tmp/terrain-bench-cost-peers")
     work.mkdir(parents=True, exist_ok=True)
-    grass = args.grass or shutil.which("grass")
+    grass = None if args.grass == "none" else args.grass or shutil.which("grass")
+    skimage = None if args.skimage_python == "none" else args.skimage_python
     (work / "grass_cost.sh").write_text(GRASS_SCRIPT)
     (work / "skimage_cost.py").write_text(SKIMAGE_SCRIPT)
     ours, env = terrain_command(args.terrain_python)
@@ -137,8 +138,8 @@ def bench_cost_peers(args):
         if grass:
             cmds["GRASS r.cost"] = ["bash", str(work / "grass_cost.sh"), grass, str(tif),
                                     str(out / "grass.tif"), str(x), str(y)]
-        if args.skimage_python:
-            cmds["skimage MCP_Geometric"] = [args.skimage_python, str(work / "skimage_cost.py"),
+        if skimage:
+            cmds["skimage MCP_Geometric"] = [skimage, str(work / "skimage_cost.py"),
                                              str(tif), str(out / "skimage.tif"), str(x), str(y)]
         runs = {name: [] for name in cmds}
         for _ in range(args.repeat):
