@@ -24,7 +24,6 @@ default /work/peers/hydro/bin/python) and ``grass`` on the PATH.
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys
