@@ -3,7 +3,10 @@
 Each check returns a :class:`Certificate`: ``ok``, the checks passed, and the first violation
 (a sentence naming the vertex or edge). The MST check is the cycle property, offline by one
 sorted union-find sweep (docs/gis.md, "verify"); the SSSP check: ``d(s) = 0``, no arc
-relaxes, every reached vertex has a tight incoming arc.
+relaxes, every reached vertex has a tight incoming arc. The passes are C
+(``terrain_cert_*``, ``terrain_mst_cert_*``), so a certificate loads neither Numba nor SciPy;
+the cost-distance windows' checks are Numba, beside the arc costs they recompute
+(:func:`terrain.grid.cost_window_violation`).
 
 Examples
 --------
@@ -16,16 +19,17 @@ True
 (False, 'the forest has 2 trees but the graph has 1 connected component(s): non-tree edge (0, 0) SE joins two trees')
 """
 
+import ctypes
 import math
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
 
+from . import native
 from .errors import InputError
-from .grid import arc_cost, window_arc_factor
-from .grid.costs import ARC_DC as ARC_DC_T, ARC_DR as ARC_DR_T
-from .grid.edges import CONNECTIVITIES, grid_edges, order_bits
+from .grid.costs import ARC_DC, ARC_DR
+from .grid.edges import (CONNECTIVITIES, DIRECTIONS, WeightSum, edge_keys, edge_weights_np,
+                         horizontal_lengths, weight_model_code)
 
 __all__ = ["Certificate", "verify_grid_mst", "verify_sssp", "verify_grid_sssp", "verify_fill",
            "verify_flow", "DIRECTION_NAMES"]
@@ -52,65 +56,36 @@ class Certificate:
 
 
 # --------------------------------------------------------------------------- grid MST
-@numba.njit(cache=True, nogil=True)
-def _find(parent, x):
-    root = x
-    while parent[root] != root:
-        root = parent[root]
-    while parent[x] != root:
-        parent[x], x = root, parent[x]
-    return root
+_MST_CERT_SIGNATURES = {
+    "terrain_mst_cert_forest": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 +
+                                [ctypes.c_int] + [ctypes.c_void_p] * 2),
+    "terrain_mst_cert_order": (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p] +
+                               [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2),
+}
+_CHECK_SIGNATURES = {
+    "terrain_cert_flow": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 +
+                          [ctypes.c_void_p] + [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
+    "terrain_cert_accumulation": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] +
+                                  [ctypes.c_double] + [ctypes.c_int64] * 2 +
+                                  [ctypes.c_void_p]),
+    "terrain_cert_fill_local": (ctypes.c_int64, [ctypes.c_void_p] * 4 + [ctypes.c_int] * 2 +
+                                [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
+    "terrain_cert_drains": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] +
+                            [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
+    "terrain_cert_sssp": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] +
+                          [ctypes.c_void_p] * 2 + [ctypes.c_double, ctypes.c_int64,
+                                                   ctypes.c_void_p]),
+}
 
 
-@numba.njit(cache=True, nogil=True)
-def _union_tree_edges(parent, u, v):
-    """Union the tree edges in order; index of the first one closing a cycle, else -1."""
-    for i in range(u.size):
-        a, b = _find(parent, u[i]), _find(parent, v[i])
-        if a == b:
-            return i
-        parent[a] = b
-    return -1
+def _checks():
+    """The C library with the certificates' passes declared."""
+    return native.declared({**_MST_CERT_SIGNATURES, **_CHECK_SIGNATURES})
 
 
-@numba.njit(cache=True, nogil=True)
-def _first_cross_edge(parent, u, v):
-    """Index of the first edge whose ends lie in different trees, else -1."""
-    for i in range(u.size):
-        if _find(parent, u[i]) != _find(parent, v[i]):
-            return i
-    return -1
-
-
-def _edge_order(w):
-    """Edge indices sorted by (weight, id) (edges come in id order: the index breaks ties)."""
-    bits = order_bits(w).astype(np.uint64)
-    index = np.arange(w.size, dtype=np.uint64)
-    if w.size < 2**32:
-        keys = np.sort((bits << np.uint64(32)) | index)  # sorting values beats argsort
-        return (keys & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    return np.lexsort((index, bits))
-
-
-@numba.njit(cache=True, nogil=True)
-def _first_kruskal_violation(order, u, v, in_tree, parent, size):
-    """Sweep the edges in (weight, id) order joining tree edges' ends: the first non-tree
-    edge with unjoined ends, and the tree edge that later joins them (its path's heaviest),
-    or (-1, -1)."""
-    bad = -1
-    for k in range(order.size):
-        e = order[k]
-        a, b = _find(parent, u[e]), _find(parent, v[e])
-        if in_tree[e]:
-            if size[a] > size[b]:
-                a, b = b, a
-            parent[a] = b
-            size[b] += size[a]
-            if bad >= 0 and _find(parent, u[bad]) == _find(parent, v[bad]):
-                return bad, e
-        elif a != b and bad < 0:
-            bad = e
-    return bad, -1
+#: the certificate's bytes a cell: the edges' sorted keys (8 an edge), the union-find's
+#: parents, the DEM and the mask
+MST_CERT_BYTES_PER_CELL = 41
 
 
 def _cell(c, cols):
@@ -119,6 +94,12 @@ def _cell(c, cols):
 
 def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)):
     """Check that ``mask`` is the minimum spanning forest of the grid graph of ``dem``.
+
+    Four checks, each a pass of C over the grid (``terrain_mst_cert_*``): every set bit is an
+    edge of the graph; the tree edges close no cycle; every non-tree edge joins two cells of
+    one tree; and the cycle property, as one sweep of the graph's edges in ``(weight, id)``
+    order (the one array it holds, the edges' keys: about
+    :data:`MST_CERT_BYTES_PER_CELL` bytes a cell in all).
 
     Parameters
     ----------
@@ -134,115 +115,82 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
     -------
     Certificate
     """
-    z = np.asarray(dem, dtype=np.float32)
+    z = np.ascontiguousarray(dem, dtype=np.float32)
     m = np.asarray(mask)
     if z.ndim != 2 or m.shape != z.shape:
         raise InputError(f"verify: DEM {z.shape} and mask {m.shape} must be 2-D of one shape")
     if int(connectivity) not in CONNECTIVITIES:
         raise InputError(f"verify: connectivity {connectivity!r} is not 4 or 8")
+    connectivity = int(connectivity)
+    model, hlen = weight_model_code(weight), horizontal_lengths(cellsize)
     rows, cols = z.shape
     n = rows * cols
+    if n >= 1 << 30:
+        raise InputError(f"verify: {rows} x {cols} cells: the forest's certificate takes grids "
+                         "of fewer than 2^30 cells (32-bit edge ids)")
+    m = np.ascontiguousarray(m.astype(np.uint8, copy=False))
+    lib = _checks()
+    parent = np.empty(max(n, 1), np.int32)
+    out = np.zeros(7, np.int64)
+    lib.terrain_mst_cert_forest(z.ctypes.data, m.ctypes.data, rows, cols, connectivity,
+                                parent.ctypes.data, out.ctypes.data)
+    fault, cell, d, bits_total, vertices, edges, comps = (int(x) for x in out)
     cert = Certificate("minimum spanning forest")
-    ids, u, v, w = grid_edges(z, int(connectivity), weight, cellsize)
-    d = (ids & 3).astype(np.int8)
-    del ids
-    m = m.astype(np.uint8, copy=False)
-    # 1. every set bit is a graph edge
-    allowed = np.uint8(0x3 if int(connectivity) == 4 else 0xF)
-    bits_total = int(np.unpackbits(m.reshape(-1, 1), axis=1).sum()) if m.size else 0
-    in_tree = ((m.reshape(-1)[u] >> d.astype(np.uint8)) & 1).astype(bool)
-    if int(in_tree.sum()) != bits_total:
-        edge_set = np.zeros(n, np.uint8)
-        np.bitwise_or.at(edge_set, u, (np.uint8(1) << d.astype(np.uint8)))
-        stray = m.reshape(-1) & ~edge_set
-        cell = int(np.flatnonzero(stray)[0])
-        bad = int(stray[cell]).bit_length() - 1
-        why = ("a direction 4-connectivity does not have" if not (1 << bad) & allowed
+    if fault == 1:
+        if d >= 4:
+            return cert.fail(f"mask value {int(m.flat[cell])} of cell {_cell(cell, cols)} sets "
+                             "a bit beyond the four directions E, S, SE, SW")
+        why = ("a direction 4-connectivity does not have" if d >= connectivity // 2
                else "an edge the graph does not have (off the grid or at a nodata cell)")
-        return cert.fail(f"mask bit {DIRECTION_NAMES[bad]} of cell {_cell(cell, cols)} is set: "
+        return cert.fail(f"mask bit {DIRECTION_NAMES[d]} of cell {_cell(cell, cols)} is set: "
                          f"{why}")
     cert.checks.append(f"every one of the {bits_total} set bits is an edge of the "
-                       f"{int(connectivity)}-connected graph")
-    valid = ~np.isnan(z).reshape(-1)
-    vertices = int(valid.sum())
-    tu, tv = u[in_tree], v[in_tree]
-    # 2. acyclic, spanning
-    parent = np.arange(n, dtype=np.int64)
-    cyc = _union_tree_edges(parent, tu, tv)
-    if cyc >= 0:
-        e = np.flatnonzero(in_tree)[cyc]
-        return cert.fail(f"tree edge {_cell(u[e], cols)} {DIRECTION_NAMES[d[e]]} closes a cycle")
-    edges = int(tu.size)
+                       f"{connectivity}-connected graph")
+    if fault == 2:
+        return cert.fail(f"tree edge {_cell(cell, cols)} {DIRECTION_NAMES[d]} closes a cycle")
     trees = vertices - edges
     cert.checks.append(f"the {edges} tree edges form no cycle: a forest of {trees} trees")
-    nu, nv = u[~in_tree], v[~in_tree]
-    cross = _first_cross_edge(parent, nu, nv)
-    if cross >= 0:
-        comps = _components(n, vertices, u, v)
-        e = np.flatnonzero(~in_tree)[cross]
+    if fault == 3:
         return cert.fail(f"the forest has {trees} trees but the graph has {comps} connected "
-                         f"component(s): non-tree edge {_cell(u[e], cols)} "
-                         f"{DIRECTION_NAMES[d[e]]} joins two trees")
+                         f"component(s): non-tree edge {_cell(cell, cols)} "
+                         f"{DIRECTION_NAMES[d]} joins two trees")
     cert.checks.append(f"every graph edge joins two vertices of one tree: the forest spans "
                        f"each of the {trees} connected components (edges = vertices - "
                        f"components: {edges} = {vertices} - {trees})")
-    # 3. cycle property, evaluated offline in the order (weight, id)
-    order = _edge_order(w)
-    parent = np.arange(n, dtype=np.int64)
-    bad, t = _first_kruskal_violation(order, u, v, in_tree, parent, np.ones(n, np.int64))
-    del order, parent
+    keys, _ = edge_keys(z, connectivity, model, hlen)
+    keys.sort()
+    lib.terrain_mst_cert_order(keys.ctypes.data, keys.size, m.ctypes.data, n, cols,
+                               parent.ctypes.data, out.ctypes.data)
+    graph_edges = int(keys.size)
+    del keys, parent
+    bad, heavy = int(out[0]), int(out[1])
+
+    def edge(e):
+        c, k = e >> 2, e & 3
+        dr, dc = DIRECTIONS[k]
+        w = edge_weights_np(z.flat[c:c + 1], z.flat[c + dr * cols + dc:c + dr * cols + dc + 1],
+                            k, model, hlen)
+        return f"{_cell(c, cols)} {DIRECTION_NAMES[k]} (weight {float(w[0]):.9g})"
+
     if bad >= 0:
-        return cert.fail(
-            f"cycle property fails: non-tree edge {_cell(u[bad], cols)} "
-            f"{DIRECTION_NAMES[d[bad]]} (weight {float(w[bad]):.9g}) is lighter than tree edge "
-            f"{_cell(u[t], cols)} {DIRECTION_NAMES[d[t]]} (weight {float(w[t]):.9g}) on the "
-            "tree path between its ends")
-    cert.checks.append(f"cycle property: each of the {int(nu.size)} non-tree edges is heavier, "
-                       "in the order (weight, edge id), than every tree edge on the path "
-                       "between its ends")
-    total = float(np.sum(w[in_tree], dtype=np.float64))
+        return cert.fail(f"cycle property fails: non-tree edge {edge(bad)} is lighter than "
+                         f"tree edge {edge(heavy)} on the tree path between its ends")
+    cert.checks.append(f"cycle property: each of the {graph_edges - edges} non-tree edges is "
+                       "heavier, in the order (weight, edge id), than every tree edge on the "
+                       "path between its ends")
+    total = WeightSum()
+    for k in range(connectivity // 2):
+        dr, dc = DIRECTIONS[k]
+        c0, c1 = max(0, -dc), cols - max(0, dc)
+        tree = (m[:rows - dr, c0:c1] >> np.uint8(k)) & np.uint8(1) == 1
+        total.add(edge_weights_np(z[:rows - dr, c0:c1][tree],
+                                  z[dr:, c0 + dc:c1 + dc][tree], k, model, hlen))
     cert.facts = {"vertices": vertices, "edges": edges, "trees": trees,
-                  "graph_edges": int(w.size), "total_weight": total}
+                  "graph_edges": graph_edges, "total_weight": total.value()}
     return cert
 
 
-def _components(n, vertices, u, v):
-    """Connected components of the graph (nodata cells are isolated: not counted)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    adj = coo_matrix((np.ones(u.size, np.int8), (u, v)), shape=(n, n))
-    count = connected_components(adj, directed=False)[0]
-    return int(count - (n - vertices))
-
-
 # --------------------------------------------------------------------------- SSSP / BFS
-@numba.njit(cache=True, nogil=True)
-def _check_sssp(indptr, indices, weights, unit, dist, is_source, tol):
-    """(code, u, v): 0 ok; 1 d(v) > d(u) + w; 2 no tight arc into v; 3 v unreached."""
-    n = indptr.size - 1
-    tight = is_source.copy()
-    for x in range(n):
-        dx = dist[x]
-        if not np.isfinite(dx):
-            continue
-        for k in range(indptr[x], indptr[x + 1]):
-            y = indices[k]
-            wk = 1.0 if unit else weights[k]
-            cand = dx + wk
-            dy = dist[y]
-            if not np.isfinite(dy):
-                return 3, x, y
-            if dy > cand + tol * max(1.0, abs(cand)):
-                return 1, x, y
-            if abs(dy - cand) <= tol * max(1.0, abs(cand)):
-                tight[y] = True
-    for y in range(n):
-        if np.isfinite(dist[y]) and not tight[y]:
-            return 2, -1, y
-    return 0, -1, -1
-
-
 def verify_sssp(graph, dist, sources, weights=None, unreached=-1, rtol=0.0):
     """Check that ``dist`` holds the exact shortest-path distances from ``sources``.
 
@@ -302,9 +250,16 @@ def verify_sssp(graph, dist, sources, weights=None, unreached=-1, rtol=0.0):
         if d[s] != 0:
             return cert.fail(f"source {label(s)}: d = {fmt(d[s])}, not 0")
     cert.checks.append(f"d(source) = 0 for the {src.size} source(s)")
-    is_source = np.zeros(n, np.bool_)
-    is_source[src] = True
-    code, a, b = _check_sssp(indptr, indices, w, unit, d, is_source, float(rtol))
+    indptr, indices, w = (np.ascontiguousarray(x) for x in (indptr, indices, w))
+    is_source = np.zeros(n, np.uint8)
+    is_source[src] = 1
+    uv = np.zeros(2, np.int64)
+    code = _checks().terrain_cert_sssp(
+        indptr.ctypes.data, indices.ctypes.data, w.ctypes.data, unit, d.ctypes.data,
+        is_source.ctypes.data, float(rtol), n, uv.ctypes.data)
+    if code < 0:
+        raise MemoryError("verify: no memory for the tight arcs' marks")
+    a, b = (int(x) for x in uv)
     if code == 3:
         return cert.fail(f"vertex {label(b)} is marked unreachable but is a neighbour of "
                          f"reached vertex {label(a)}")
@@ -340,99 +295,6 @@ _GRID_SSSP_CODES = {
     9: "cell ({r2}, {c2}) is unreached but a neighbour of reached cell ({r}, {c}) at "
        "d + w = {x} (within the max cost)",
 }
-
-
-@numba.njit(cache=True, nogil=True)
-def _check_cost_window(z, f, has_f, d, b, a, h, model, lengths, codes, src_r, src_c, start,
-                       limit, rtol, r0, c0, rows, cols, out):
-    """Checks of one window's cells; the first violation into ``out``; its code or 0."""
-    nr, nc = z.shape
-    one = np.float32(1.0)
-    nk = codes.size
-    nsrc = src_r.size
-    for i in range(h, nr - h):
-        for j in range(h, nc - h):
-            zv = z[i, j]
-            fv = f[i, j] if has_f else one
-            dv = d[i, j]
-            bv = b[i, j]
-            av = a[i, j]
-            valid = zv == zv and fv == fv
-            reached = dv == dv
-            code = 0
-            x = 0.0
-            if not valid:
-                if reached or bv != 255 or av != -1:
-                    code = 1
-            elif not reached:
-                if bv != 255 or av != -1:
-                    code = 2
-            elif bv == 255 or av < 0 or av >= nsrc:
-                code = 3
-            elif bv == 0:
-                if src_r[av] != r0 + i - h or src_c[av] != c0 + j - h or dv != start[av]:
-                    code = 4
-            else:
-                k = bv - 1
-                allowed = False
-                for q in range(nk):
-                    if codes[q] == k:
-                        allowed = True
-                if not allowed:
-                    code = 5
-                else:
-                    pi = i + ARC_DR_T[k]
-                    pj = j + ARC_DC_T[k]
-                    zu = z[pi, pj]
-                    fu = f[pi, pj] if has_f else one
-                    du = d[pi, pj]
-                    if not (zu == zu and fu == fu and du == du):
-                        code = 5
-                    else:
-                        ku = (k & 8) | ((k + 4) & 7)  # the arc u -> v
-                        ok, fac = window_arc_factor(z, f, has_f, pi, pj, ku)
-                        if not ok:  # a knight arc passing between nodata cells
-                            code = 5
-                        else:
-                            x = du + arc_cost(zu, zv, fac, ku, model, lengths)
-                            if not abs(dv - x) <= rtol * max(1.0, abs(x)):
-                                code = 6
-                            elif a[pi, pj] != av:
-                                code = 7
-                                x = a[pi, pj]
-            if code != 0:
-                out[0], out[1], out[2], out[3] = code, r0 + i - h, c0 + j - h, 0
-                out[4] = x
-                return code
-            if not (valid and reached):
-                continue
-            # every arc out of this reached cell: d(w) <= d(v) + w(v, w)
-            for q in range(nk):
-                k = codes[q]
-                ti = i + ARC_DR_T[k]
-                tj = j + ARC_DC_T[k]
-                zt = z[ti, tj]
-                ft = f[ti, tj] if has_f else one
-                if not (zt == zt and ft == ft):
-                    continue
-                ok, fac = window_arc_factor(z, f, has_f, i, j, k)
-                if not ok:
-                    continue  # a knight arc between nodata cells
-                w = arc_cost(zv, zt, fac, k, model, lengths)
-                if not w < math.inf:
-                    continue  # never taken (tobler on a cliff, infinite friction)
-                x = dv + w
-                dt = d[ti, tj]
-                if dt != dt:
-                    if x <= limit:
-                        code = 9
-                elif dt > x + rtol * max(1.0, abs(x)):
-                    code = 8
-                if code != 0:
-                    out[0], out[1], out[2], out[3] = code, r0 + i - h, c0 + j - h, k
-                    out[4] = x
-                    return code
-    return 0
 
 
 def _halo_window(array, r0, r1, c0, c1, h, fill, dtype):
@@ -497,6 +359,7 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
             return cert.fail(f"source {i} at cell ({r}, {c}): d = {fmt(ds)}, above its start "
                              f"cost {fmt(start[i])}")
     cert.checks.append(f"d(source) <= start cost for the {src.shape[0]} source(s)")
+    from .grid import cost_window_violation
     from .tiles.store import shard_windows
     h = HALO
     out = np.zeros(5, np.float64)
@@ -510,9 +373,9 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
         d = _halo_window(distance, r0, r1, c0, c1, h, np.nan, np.float64)
         b = _halo_window(backlink, r0, r1, c0, c1, h, 255, np.uint8)
         a = _halo_window(allocation, r0, r1, c0, c1, h, -1, np.int32)
-        code = _check_cost_window(z, f, friction is not None, d, b, a, h, model, lengths,
-                                  codes, src[:, 0].copy(), src[:, 1].copy(), start, limit,
-                                  float(rtol), r0, c0, rows, cols, out)
+        code = cost_window_violation(z, f, friction is not None, d, b, a, h, model, lengths,
+                                     codes, src[:, 0].copy(), src[:, 1].copy(), start, limit,
+                                     float(rtol), r0, c0, rows, cols, out)
         if code:
             return cert.fail(_cost_violation(out, d, b, a, r0 - h, c0 - h, fmt))
         core = d[h:-h, h:-h]
@@ -521,8 +384,8 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
         if n:
             top = max(top, float(np.nanmax(core)))
     nk = codes.size
-    cert.checks.append(f"nodata and unreached cells carry NaN / 255 / -1; every backlink root "
-                       f"is its source")
+    cert.checks.append("nodata and unreached cells carry NaN / 255 / -1; every backlink root "
+                       "is its source")
     cert.checks.append(f"d(v) <= d(u) + w(u, v) for every arc ({nk} per cell) out of the "
                        f"{reached} reached cells; no reachable cell left unreached"
                        + (f" within max cost {max_cost:g}" if max_cost is not None else ""))
@@ -565,90 +428,6 @@ _FLOW_WHY = {
 }
 
 
-@numba.njit(cache=True)
-def _check_flow(z, d, outl, has_out, edge_outlets, step, dist):
-    """(violation, cell) of the direction checks; (0, -1) when they all hold."""
-    R, C = z.shape
-    for r in range(R):
-        for c in range(C):
-            v = d[r, c]
-            cell = r * C + c
-            nan = np.isnan(z[r, c])
-            if v == 255 or nan:
-                if not (v == 255 and nan):
-                    return 2, cell
-                continue
-            k = -1
-            if v != 0:
-                for q in range(8):
-                    if v == (1 << q):
-                        k = q
-                if k < 0:
-                    return 1, cell
-                if step == 2 and k % 2 == 1:
-                    return 9, cell
-            best = 0.0
-            bk = -1
-            boundary = False
-            for q in range(0, 8, step):
-                rr = r + ARC_DR_T[q]
-                cc = c + ARC_DC_T[q]
-                if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
-                    boundary = True
-                    continue
-                drop = (np.float64(z[r, c]) - np.float64(z[rr, cc])) / dist[q]
-                if drop > best:
-                    best = drop
-                    bk = q
-            named = has_out and outl[r, c] != 0
-            must_out = named or (edge_outlets and boundary and bk < 0)
-            if v == 0:
-                if not must_out:
-                    return 7, cell
-                continue
-            if must_out:
-                return 8, cell
-            rr = r + ARC_DR_T[k]
-            cc = c + ARC_DC_T[k]
-            if rr < 0 or rr >= R or cc < 0 or cc >= C or np.isnan(z[rr, cc]):
-                return 3, cell
-            if z[rr, cc] > z[r, c]:
-                return 4, cell
-            if bk >= 0 and k != bk:
-                return 5, cell
-            if bk < 0 and z[rr, cc] != z[r, c]:
-                return 6, cell
-    return 0, -1
-
-
-@numba.njit(cache=True)
-def _check_accumulation(d, acc, w, has_w, rtol):
-    R, C = d.shape
-    for r in range(R):
-        for c in range(C):
-            if d[r, c] == 255:
-                if not np.isnan(acc[r, c]):
-                    return 12, r * C + c
-                continue
-            s = w[r, c] if has_w else 1.0
-            if has_w and np.isnan(s):
-                s = 0.0
-            for q in range(8):
-                rr = r + ARC_DR_T[q]
-                cc = c + ARC_DC_T[q]
-                if 0 <= rr < R and 0 <= cc < C and d[rr, cc] == (1 << ((q + 4) & 7)):
-                    s += acc[rr, cc]
-            a = acc[r, c]
-            if np.isnan(a):
-                return 12, r * C + c
-            if rtol == 0.0:
-                if a != s:
-                    return 11, r * C + c
-            elif abs(a - s) > rtol * max(abs(a), abs(s)):
-                return 11, r * C + c
-    return 0, -1
-
-
 def verify_flow(filled, direction, accumulation=None, weights=None, *, connectivity=8,
                 cellsize=(1.0, 1.0), outlets=None, rtol=0.0):
     """Check flow directions (and accumulation) on a filled DEM.
@@ -687,7 +466,11 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
             else np.zeros((1, 1), np.uint8))
     cert = Certificate("flow directions" + ("" if accumulation is None else " and accumulation"))
     cols = z.shape[1]
-    why, cell = _check_flow(z, d, outl, has_out, outlets is None, step, dist)
+    at = ctypes.c_int64()
+    why = _checks().terrain_cert_flow(z.ctypes.data, d.ctypes.data, outl.ctypes.data, has_out,
+                                      outlets is None, step, dist.ctypes.data, *z.shape,
+                                      ctypes.byref(at))
+    cell = at.value
     if why:
         return cert.fail(f"direction of cell {_cell(cell, cols)} {_FLOW_WHY[why]}")
     valid = int(np.count_nonzero(d != 255))
@@ -714,7 +497,9 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
         has_w = weights is not None
         w = (np.ascontiguousarray(weights, np.float64) if has_w
              else np.zeros((1, 1), np.float64))
-        why, cell = _check_accumulation(d, acc, w, has_w, float(rtol))
+        why = _checks().terrain_cert_accumulation(d.ctypes.data, acc.ctypes.data, w.ctypes.data,
+                                                  has_w, float(rtol), *z.shape, ctypes.byref(at))
+        cell = at.value
         if why:
             return cert.fail(f"cell {_cell(cell, cols)}: {_FLOW_WHY[why]}")
         cert.checks.append("accumulation = " + ("weight" if has_w else "1") + " + the "
@@ -722,71 +507,6 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
                            (" (equal bits)" if rtol == 0 else f" (within {rtol:g})"))
         cert.facts["max_accumulation"] = float(np.nanmax(acc)) if valid else float("nan")
     return cert
-
-
-@numba.njit(cache=True, nogil=True)
-def _fill_local_cpu(z, f, outlet, cut_off, step, strict):
-    """First cell breaking the local checks and which (1 lowered, 2 outlet changed, 3 not at
-    its spill level, 4 no lower neighbour (strict), 5 cut off but changed); -1 when none."""
-    H, W = z.shape
-    for i in range(H):
-        for j in range(W):
-            zc = z[i, j]
-            if np.isnan(zc):
-                continue
-            fc = f[i, j]
-            c = i * W + j
-            if not fc >= zc:
-                return c, 1
-            if outlet[i, j]:
-                if fc != zc:
-                    return c, 2
-                continue
-            if cut_off[i, j]:
-                if fc != zc:
-                    return c, 5
-                continue
-            low = np.float32(np.inf)
-            for k in range(0, 8, step):
-                ii, jj = i + ARC_DR_T[k], j + ARC_DC_T[k]
-                if 0 <= ii < H and 0 <= jj < W and not np.isnan(z[ii, jj]):
-                    if f[ii, jj] < low:
-                        low = f[ii, jj]
-            if strict:
-                if not low < fc:
-                    return c, 4
-            else:
-                want = zc if zc >= low else low
-                if fc != want:
-                    return c, 3
-    return -1, 0
-
-
-@numba.njit(cache=True, nogil=True)
-def _drains_cpu(z, f, outlet, step):
-    """The cells with a path to an outlet on which ``f`` never rises (searched upwards)."""
-    H, W = z.shape
-    seen = np.zeros((H, W), np.bool_)
-    stack = np.empty(H * W, np.int64)
-    top = 0
-    for i in range(H):
-        for j in range(W):
-            if outlet[i, j] and not np.isnan(z[i, j]):
-                seen[i, j] = True
-                stack[top] = i * W + j
-                top += 1
-    while top > 0:
-        top -= 1
-        c = stack[top]
-        i, j = c // W, c % W
-        for k in range(0, 8, step):
-            ii, jj = i + ARC_DR_T[k], j + ARC_DC_T[k]
-            if 0 <= ii < H and 0 <= jj < W and not seen[ii, jj] and not np.isnan(z[ii, jj]) \
-                    and f[ii, jj] >= f[i, j]:
-                seen[ii, jj] = True
-                stack[top] = ii * W + jj
-                top += 1
-    return seen
 
 
 def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depression=None,
@@ -823,13 +543,18 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     drains = np.zeros(int(parts.max(initial=0)) + 1, np.bool_)
     drains[parts[out != 0]] = True
     cut_off = valid & ~drains[parts]
-    cell, kind = _fill_local_cpu(z, f, out, cut_off, step, bool(epsilon))
-    if cell >= 0:
+    lib, at = _checks(), ctypes.c_int64()
+    out = np.ascontiguousarray(out, np.uint8)
+    kind = lib.terrain_cert_fill_local(z.ctypes.data, f.ctypes.data, out.ctypes.data,
+                                       cut_off.view(np.uint8).ctypes.data, step, bool(epsilon),
+                                       *z.shape, ctypes.byref(at))
+    if kind:
+        cell = at.value
         r, c = divmod(int(cell), z.shape[1])
         zc, fc = float(z[r, c]), float(f[r, c])
         if kind == 3:
-            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(ARC_DR_T[:8:step],
-                                                                   ARC_DC_T[:8:step])
+            low = min((float(f[r + dr, c + dc]) for dr, dc in zip(ARC_DR[:8:step],
+                                                                   ARC_DC[:8:step])
                        if 0 <= r + dr < z.shape[0] and 0 <= c + dc < z.shape[1]
                        and not np.isnan(z[r + dr, c + dc])), default=math.inf)
             spill = max(zc, low)
@@ -847,7 +572,10 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     cert.checks.append("every cell drains to a lower neighbour" if epsilon else
                        "no cell above its spill level: filled = max(elevation, lowest "
                        "neighbour's filled)")
-    seen = _drains_cpu(z, f, out, step)
+    seen = np.empty(z.shape, np.bool_)
+    if lib.terrain_cert_drains(z.ctypes.data, f.ctypes.data, out.ctypes.data, step, *z.shape,
+                               seen.view(np.uint8).ctypes.data) < 0:
+        raise MemoryError("verify: no memory for the drainage search")
     lost = valid & ~cut_off & ~seen
     if lost.any():
         r, c = np.argwhere(lost)[0]

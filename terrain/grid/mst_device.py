@@ -18,7 +18,7 @@ import numpy as np
 from .. import native
 from ..backend import get_backend
 from ..errors import InputError
-from .edges import DIRECTIONS, WeightSum, edge_weights_np, order_bits
+from .edges import WeightSum, edge_keys
 
 __all__ = ["device_mst", "host_mst", "in_core_mst", "InCoreForest", "fits_in_core",
            "fits_on_device", "free_device_bytes", "device_bytes", "MAX_CELLS",
@@ -114,28 +114,6 @@ def in_core_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend=N
     return be.select(host_mst, device_mst)(z, connectivity, model, hlen, be)
 
 
-def _grid_keys(z, connectivity, model, hlen):
-    """The keys ``order_bits(w) << 32 | 4·cell + d`` of every edge of ``z`` (unsorted) and
-    its count of valid cells."""
-    rows, cols = z.shape
-    valid = ~np.isnan(z)
-    parts = []
-    for d in range(2 if int(connectivity) == 4 else 4):
-        dr, dc = DIRECTIONS[d]
-        c0, c1 = max(0, -dc), cols - max(0, dc)
-        if rows - dr <= 0 or c1 <= c0:
-            continue
-        ok = valid[: rows - dr, c0:c1] & valid[dr:, c0 + dc:c1 + dc]
-        w = edge_weights_np(z[: rows - dr, c0:c1][ok], z[dr:, c0 + dc:c1 + dc][ok], d, model,
-                            hlen)
-        r, c = np.divmod(np.flatnonzero(ok), c1 - c0)
-        key = order_bits(w).astype(np.uint64) << np.uint64(32)
-        key |= ((r * cols + c + c0) * 4 + d).astype(np.uint64)
-        parts.append(key)
-    keys = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
-    return keys, int(np.count_nonzero(valid))
-
-
 _KRUSKAL_SIGNATURES = {"terrain_grid_kruskal": (
     ctypes.c_int64, [ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 3)}
 
@@ -157,7 +135,7 @@ def host_mst(z, connectivity=8, model=0, hlen=(1.0, 1.0, 1.0, 1.0), backend="cpu
     if n > HOST_MAX_CELLS:
         raise InputError(f"host_mst: {rows} x {cols} cells exceed {HOST_MAX_CELLS} (the tiled "
                          "path takes larger grids)")
-    keys, vertices = _grid_keys(z, connectivity, model, np.asarray(hlen, np.float64))
+    keys, vertices = edge_keys(z, connectivity, model, np.asarray(hlen, np.float64))
     keys.sort()
     mask = np.zeros((rows, cols), np.uint8)
     chosen = np.empty(max(n - 1, 1), np.uint64)

@@ -305,6 +305,312 @@ int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t
 }
 
 /* ==========================================================================================
+ * The grid MST's certificate (terrain/verify.py verify_grid_mst), on the mask and the DEM
+ * alone: the edges are walked in id order (cell, then d) and never stored, so the checks but
+ * the last hold 4 bytes a cell (parent) where edge arrays held 300.
+ * terrain_mst_cert_forest: the first set bit that is not an edge of the graph (an unknown
+ * direction, off the grid, at a NaN cell, or a diagonal under 4-connectivity), else the first
+ * tree edge closing a cycle (tree edges joined in id order), else the first non-tree edge
+ * whose ends lie in two trees (the graph's components are then counted). out: [code (0 ok,
+ * 1 stray bit, 2 cycle, 3 two trees), cell, bit or d, set bits, vertices, tree edges,
+ * components (code 3 only)].
+ * terrain_mst_cert_order: the cycle property, as a sweep of the graph's edges in (weight, id)
+ * order (keys as terrain_grid_kruskal's, sorted): tree edges join their ends; the first
+ * non-tree edge whose ends are not yet joined is lighter than the tree edge that joins them
+ * later, the heaviest on its tree path. out: [that non-tree edge's id, the tree edge's id],
+ * or -1s. Cells < 2^30 (32-bit edge ids).
+ * ========================================================================================== */
+
+/* the other end of edge (cell, d) when it is an edge of the graph, else -1 */
+static inline int64_t cert_edge_end(const float *z, int64_t rows, int64_t cols, int conn,
+                                    int64_t cell, int d) {
+    static const int DR[4] = {0, 1, 1, 1}, DC[4] = {1, 0, 1, -1};
+    if (d >= (conn == 4 ? 2 : 4)) return -1;
+    const int64_t r = cell / cols + DR[d], c = cell % cols + DC[d];
+    if (r >= rows || c < 0 || c >= cols) return -1;
+    const int64_t v = r * cols + c;
+    return z[cell] == z[cell] && z[v] == z[v] ? v : -1;
+}
+
+void terrain_mst_cert_forest(const float *z, const uint8_t *mask, int64_t rows, int64_t cols,
+                             int conn, int32_t *parent, int64_t *out) {
+    const int64_t n = rows * cols;
+    for (int k = 0; k < 7; ++k) out[k] = 0;
+    for (int64_t cell = 0; cell < n; ++cell) {
+        const int m = mask[cell];
+        out[3] += __builtin_popcount((unsigned)m);
+        if (z[cell] == z[cell]) ++out[4];
+        if (out[0] != 0 || m == 0) continue;
+        for (int d = 7; d >= 0; --d) /* the highest stray bit names the cell's fault */
+            if ((m >> d) & 1 && (d >= 4 || cert_edge_end(z, rows, cols, conn, cell, d) < 0)) {
+                out[0] = 1;
+                out[1] = cell;
+                out[2] = d;
+                break;
+            }
+    }
+    if (out[0] != 0) return;
+    for (int64_t i = 0; i < n; ++i) parent[i] = (int32_t)i;
+    for (int64_t cell = 0; cell < n; ++cell)
+        for (int d = 0; d < 4; ++d) {
+            if (!((mask[cell] >> d) & 1)) continue;
+            const int32_t a = uf_find(parent, (int32_t)cell);
+            const int32_t b = uf_find(parent, (int32_t)cert_edge_end(z, rows, cols, conn, cell, d));
+            if (a == b) {
+                out[0] = 2;
+                out[1] = cell;
+                out[2] = d;
+                return;
+            }
+            if (a < b) parent[b] = a; else parent[a] = b;
+            ++out[5];
+        }
+    for (int64_t cell = 0; cell < n && out[0] == 0; ++cell)
+        for (int d = 0; d < 4; ++d) {
+            if ((mask[cell] >> d) & 1) continue;
+            const int64_t v = cert_edge_end(z, rows, cols, conn, cell, d);
+            if (v >= 0 && uf_find(parent, (int32_t)cell) != uf_find(parent, (int32_t)v)) {
+                out[0] = 3;
+                out[1] = cell;
+                out[2] = d;
+                break;
+            }
+        }
+    if (out[0] != 3) return;
+    for (int64_t i = 0; i < n; ++i) parent[i] = (int32_t)i;
+    for (int64_t cell = 0; cell < n; ++cell)
+        for (int d = 0; d < 4; ++d) {
+            const int64_t v = cert_edge_end(z, rows, cols, conn, cell, d);
+            if (v < 0) continue;
+            const int32_t a = uf_find(parent, (int32_t)cell), b = uf_find(parent, (int32_t)v);
+            if (a != b) {
+                if (a < b) parent[b] = a; else parent[a] = b;
+            }
+        }
+    for (int64_t i = 0; i < n; ++i)
+        if (z[i] == z[i] && parent[i] == (int32_t)i) ++out[6];
+}
+
+void terrain_mst_cert_order(const uint64_t *keys, int64_t m, const uint8_t *mask, int64_t n,
+                            int64_t cols, int32_t *parent, int64_t *out) {
+    const int64_t step[4] = {1, cols, cols + 1, cols - 1};
+    int32_t bad_a = -1, bad_b = -1;
+    out[0] = out[1] = -1;
+    for (int64_t i = 0; i < n; ++i) parent[i] = (int32_t)i;
+    for (int64_t e = 0; e < m; ++e) {
+        const uint32_t id = (uint32_t)(keys[e] & 0xFFFFFFFFu);
+        const int64_t cell = (int64_t)(id >> 2);
+        const int d = (int)(id & 3u);
+        const int32_t a = uf_find(parent, (int32_t)cell);
+        const int32_t b = uf_find(parent, (int32_t)(cell + step[d]));
+        if ((mask[cell] >> d) & 1) {
+            if (a < b) parent[b] = a; else parent[a] = b;
+            if (out[0] >= 0 && uf_find(parent, bad_a) == uf_find(parent, bad_b)) {
+                out[1] = id;
+                return;
+            }
+        } else if (a != b && out[0] < 0) {
+            out[0] = id;
+            bad_a = (int32_t)cell;
+            bad_b = (int32_t)(cell + step[d]);
+        }
+    }
+}
+
+/* ==========================================================================================
+ * The other certificates' passes (terrain/verify.py): each returns the first violation's code
+ * in row-major (vertex) order, 0 when none, and the cell (vertex) it names; the sentences are
+ * the Python's. Neighbours in ESRI code order (NB_DR, NB_DC below; q = 0, step, ... < 8).
+ * ========================================================================================== */
+
+/* the neighbours in ESRI code order (terrain/hydrology/_neighbours.py): E, SE, S, SW, W, NW, N,
+   NE, neighbour k with code 1 << k */
+static const int NB_DR[8] = {0, 1, 1, 1, 0, -1, -1, -1};
+static const int NB_DC[8] = {1, 1, 0, -1, -1, -1, 0, 1};
+
+/* verify_flow's direction checks (the codes of _FLOW_WHY): ESRI codes, 255 exactly at nodata,
+ * none climbs, the steepest descent (distance-weighted drop, the first in code order on ties)
+ * or, without a lower neighbour, within the flat; 0 exactly at the outlets (the named ones,
+ * else edge_outlets: cells beside the grid's edge or nodata without a lower neighbour). */
+int64_t terrain_cert_flow(const float *z, const uint8_t *d, const uint8_t *outl, int has_out,
+                          int edge_outlets, int step, const double *dist, int64_t R, int64_t C,
+                          int64_t *cell) {
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+            const int64_t i = r * C + c;
+            const int v = d[i], nan = z[i] != z[i];
+            *cell = i;
+            if (v == 255 || nan) {
+                if (!(v == 255 && nan)) return 2;
+                continue;
+            }
+            int k = -1;
+            if (v != 0) {
+                for (int q = 0; q < 8; ++q)
+                    if (v == (1 << q)) k = q;
+                if (k < 0) return 1;
+                if (step == 2 && k % 2 == 1) return 9;
+            }
+            double best = 0.0;
+            int bk = -1, boundary = 0;
+            for (int q = 0; q < 8; q += step) {
+                const int64_t rr = r + NB_DR[q], cc = c + NB_DC[q];
+                if (rr < 0 || rr >= R || cc < 0 || cc >= C || z[rr * C + cc] != z[rr * C + cc]) {
+                    boundary = 1;
+                    continue;
+                }
+                const double drop = ((double)z[i] - (double)z[rr * C + cc]) / dist[q];
+                if (drop > best) {
+                    best = drop;
+                    bk = q;
+                }
+            }
+            const int must_out = (has_out && outl[i] != 0) || (edge_outlets && boundary && bk < 0);
+            if (v == 0) {
+                if (!must_out) return 7;
+                continue;
+            }
+            if (must_out) return 8;
+            const int64_t rr = r + NB_DR[k], cc = c + NB_DC[k];
+            if (rr < 0 || rr >= R || cc < 0 || cc >= C || z[rr * C + cc] != z[rr * C + cc])
+                return 3;
+            const float zd = z[rr * C + cc];
+            if (zd > z[i]) return 4;
+            if (bk >= 0 && k != bk) return 5;
+            if (bk < 0 && zd != z[i]) return 6;
+        }
+    *cell = -1;
+    return 0;
+}
+
+/* verify_flow's accumulation: NaN exactly at nodata (12), else the cell's weight (w; NaN
+ * counts 0) or 1 plus its inflows, summed in code order, equal bits (rtol 0) or within rtol
+ * (11). */
+int64_t terrain_cert_accumulation(const uint8_t *d, const double *acc, const double *w,
+                                  int has_w, double rtol, int64_t R, int64_t C, int64_t *cell) {
+    for (int64_t r = 0; r < R; ++r)
+        for (int64_t c = 0; c < C; ++c) {
+            const int64_t i = r * C + c;
+            *cell = i;
+            if (d[i] == 255) {
+                if (acc[i] == acc[i]) return 12;
+                continue;
+            }
+            double s = has_w ? (w[i] == w[i] ? w[i] : 0.0) : 1.0;
+            for (int q = 0; q < 8; ++q) {
+                const int64_t rr = r + NB_DR[q], cc = c + NB_DC[q];
+                if (rr >= 0 && rr < R && cc >= 0 && cc < C && d[rr * C + cc] == (1 << ((q + 4) & 7)))
+                    s += acc[rr * C + cc];
+            }
+            const double a = acc[i];
+            if (a != a) return 12;
+            if (rtol == 0.0 ? a != s : fabs(a - s) > rtol * fmax(fabs(a), fabs(s))) return 11;
+        }
+    *cell = -1;
+    return 0;
+}
+
+/* verify_fill's local checks: 1 a cell lowered, 2 an outlet changed, 5 a cell cut off from
+ * every outlet changed, 3 a cell not at its spill level max(z, lowest neighbour's f), or with
+ * strict (the epsilon fill) 4 a cell without a neighbour lower than it. */
+int64_t terrain_cert_fill_local(const float *z, const float *f, const uint8_t *outlet,
+                                const uint8_t *cut_off, int step, int strict, int64_t H,
+                                int64_t W, int64_t *cell) {
+    for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+            const int64_t c = i * W + j;
+            const float zc = z[c], fc = f[c];
+            *cell = c;
+            if (zc != zc) continue;
+            if (!(fc >= zc)) return 1;
+            if (outlet[c] || cut_off[c]) {
+                if (fc != zc) return outlet[c] ? 2 : 5;
+                continue;
+            }
+            float low = INFINITY;
+            for (int k = 0; k < 8; k += step) {
+                const int64_t ii = i + NB_DR[k], jj = j + NB_DC[k];
+                if (ii >= 0 && ii < H && jj >= 0 && jj < W && z[ii * W + jj] == z[ii * W + jj] &&
+                    f[ii * W + jj] < low)
+                    low = f[ii * W + jj];
+            }
+            if (strict ? !(low < fc) : fc != (zc >= low ? zc : low)) return strict ? 4 : 3;
+        }
+    *cell = -1;
+    return 0;
+}
+
+/* verify_fill's drainage: seen = 1 at the valid cells with a path to an outlet on which f
+ * never rises, searched upwards from the outlets (a stack that grows as it needs). 0, or -1
+ * when memory runs out. */
+int64_t terrain_cert_drains(const float *z, const float *f, const uint8_t *outlet, int step,
+                            int64_t H, int64_t W, uint8_t *seen) {
+    int64_t cap = 1 << 16, top = 0;
+    int64_t *stack = malloc((size_t)cap * sizeof *stack);
+    if (stack == NULL) return -1;
+    memset(seen, 0, (size_t)(H * W));
+#define CERT_PUSH(X)                                                                           \
+    {                                                                                          \
+        if (top == cap) {                                                                      \
+            int64_t *grown = realloc(stack, (size_t)(2 * cap) * sizeof *stack);                 \
+            if (grown == NULL) { free(stack); return -1; }                                     \
+            stack = grown;                                                                     \
+            cap *= 2;                                                                          \
+        }                                                                                      \
+        seen[X] = 1;                                                                           \
+        stack[top++] = (X);                                                                    \
+    }
+    for (int64_t c = 0; c < H * W; ++c)
+        if (outlet[c] && z[c] == z[c]) CERT_PUSH(c)
+    while (top > 0) {
+        const int64_t c = stack[--top], i = c / W, j = c % W;
+        for (int k = 0; k < 8; k += step) {
+            const int64_t ii = i + NB_DR[k], jj = j + NB_DC[k], u = ii * W + jj;
+            if (ii >= 0 && ii < H && jj >= 0 && jj < W && !seen[u] && z[u] == z[u] &&
+                f[u] >= f[c])
+                CERT_PUSH(u)
+        }
+    }
+#undef CERT_PUSH
+    free(stack);
+    return 0;
+}
+
+/* verify_sssp: 1 an arc relaxes (d(v) > d(u) + w beyond tol), 3 an unreached neighbour of a
+ * reached vertex, 2 a reached non-source vertex without a tight arc into it (within tol);
+ * uv: the arc's ends (u -1 for code 2). Arcs of the CSR (int64), weights w or 1 (unit). */
+int64_t terrain_cert_sssp(const int64_t *indptr, const int64_t *indices, const double *w,
+                          int unit, const double *dist, const uint8_t *is_source, double tol,
+                          int64_t n, int64_t *uv) {
+    uint8_t *tight = malloc((size_t)(n > 0 ? n : 1));
+    if (tight == NULL) return -1;
+    memcpy(tight, is_source, (size_t)n);
+    int64_t code = 0;
+    for (int64_t x = 0; x < n && code == 0; ++x) {
+        const double dx = dist[x];
+        if (!isfinite(dx)) continue;
+        for (int64_t k = indptr[x]; k < indptr[x + 1]; ++k) {
+            const int64_t y = indices[k];
+            const double cand = dx + (unit ? 1.0 : w[k]), dy = dist[y];
+            const double slack = tol * fmax(1.0, fabs(cand));
+            uv[0] = x;
+            uv[1] = y;
+            if (!isfinite(dy)) { code = 3; break; }
+            if (dy > cand + slack) { code = 1; break; }
+            if (fabs(dy - cand) <= slack) tight[y] = 1;
+        }
+    }
+    for (int64_t y = 0; y < n && code == 0; ++y)
+        if (isfinite(dist[y]) && !tight[y]) {
+            uv[0] = -1;
+            uv[1] = y;
+            code = 2;
+        }
+    free(tight);
+    return code;
+}
+
+/* ==========================================================================================
  * The fill's drain pass on the CPU (terrain/hydrology/fill.py _drain_block): on a halo block
  * (H + 2) x (W + 2) of elevations zh and forest bits mh (the grid MST's mask: bit 1 E, 2 S,
  * 4 SE, 8 SW of the owning cell), f[v] = min over the sources s of v's tree of
@@ -315,10 +621,6 @@ int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t
  * -1 when the work arrays cannot be allocated, -2 for 2^31 cells or more.
  * ========================================================================================== */
 
-/* the neighbours in ESRI code order (terrain/hydrology/_neighbours.py): E, SE, S, SW, W, NW, N,
-   NE, neighbour k with code 1 << k */
-static const int NB_DR[8] = {0, 1, 1, 1, 0, -1, -1, -1};
-static const int NB_DC[8] = {1, 1, 0, -1, -1, -1, 0, 1};
 
 /* bit k set when the forest holds the edge from halo cell p to neighbour k (the W, NW, N and
    NE edges are the neighbours' own bits) */

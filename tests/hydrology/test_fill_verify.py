@@ -99,3 +99,18 @@ def test_verify_command_rejects_a_corrupted_store(tmp_path, capsys):
     g["filled"][:] = f
     rc, so, _ = run_main(capsys, "verify", tmp_path / "f.zarr", scheduler=None)
     assert rc == 1 and "FAIL" in so
+
+
+def test_outlets_and_cut_off_cells_keep_their_elevation():
+    z = np.array([[5, 5, 5, np.nan, 9], [5, 1, 5, np.nan, 2], [5, 5, 5, np.nan, 9]],
+                 np.float32)
+    outlets = np.zeros(z.shape, bool)
+    outlets[0, 0] = True  # the one named outlet: the part right of the nodata reaches none
+    r = fill_depressions(z, 8, outlets, backend="cpu")
+    assert verify_fill(z, r.filled, 8, outlets).ok
+    f = r.filled.copy()
+    f[0, 0] += 1
+    assert "outlet (0, 0): filled 6" in verify_fill(z, f, 8, outlets).violation
+    f = r.filled.copy()
+    f[1, 4] = 9
+    assert "(1, 4) reaches no outlet but was raised" in verify_fill(z, f, 8, outlets).violation

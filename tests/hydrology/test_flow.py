@@ -191,3 +191,30 @@ def test_an_interrupt_stops_the_cpu_flow_within_a_second(stops_on_interrupt):
     BFS over every cell takes seconds) is left within about a second of the signal."""
     z = np.zeros((6000, 6000), np.float32)
     stops_on_interrupt(lambda: flow_directions(z, backend="cpu"))
+
+
+def test_each_direction_check_names_its_fault():
+    """One corruption per check of the certificate, on a plane falling to the south-east
+    (cell (1, 1) drains SE, (2, 2) is the outlet), each refused with its own sentence."""
+    f = np.add.outer(np.arange(3), np.arange(3))[::-1, ::-1].astype(np.float32)
+    d = flow_directions(f, backend="cpu").direction
+    acc = flow_accumulation(d, backend="cpu")
+    assert d[1, 1] == 2 and d[2, 2] == 0 and verify_flow(f, d, acc).ok
+    faults = {((1, 1), 3): "not an ESRI D8 code", ((1, 1), 255): "is nodata (255)",
+              ((0, 0), 64): "points off the grid", ((1, 1), 32): "climbs",
+              ((1, 1), 1): "not the steepest descent", ((1, 1), 0): "is an outlet (0)",
+              ((2, 2), 16): "should be an outlet (0)"}
+    for (cell, code), words in faults.items():
+        bad = d.copy()
+        bad[cell] = code
+        assert words in verify_flow(f, bad).violation, (cell, code)
+    d4 = flow_directions(f, connectivity=4, backend="cpu").direction
+    d4[1, 1] = 2
+    assert "D4 does not have" in verify_flow(f, d4, connectivity=4).violation
+    hole = f.copy()
+    hole[0, 2] = np.nan
+    dh = flow_directions(hole, backend="cpu").direction
+    ah = flow_accumulation(dh, backend="cpu")
+    assert verify_flow(hole, dh, ah).ok
+    ah[0, 2] = 0.0
+    assert "NaN exactly at the nodata" in verify_flow(hole, dh, ah).violation

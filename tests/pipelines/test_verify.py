@@ -97,6 +97,113 @@ def test_cycle_property_names_the_heaviest_tree_edge_on_the_path():
         "(0, 1) E (weight 9) on the tree path between its ends")
 
 
+_STEPS = {"E": (0, 1), "S": (1, 0), "SE": (1, 1), "SW": (1, -1)}
+
+
+def _grid_graph(z, connectivity, weight):
+    """networkx graph of the grid, each edge with its id and its rank in (weight, id) order."""
+    nx = pytest.importorskip("networkx")
+    from terrain.grid.edges import grid_edges
+    ids, u, v, w = grid_edges(z, connectivity, weight)
+    rank = np.empty(ids.size, np.int64)
+    rank[np.lexsort((ids, w))] = np.arange(ids.size)
+    g = nx.Graph()
+    g.add_nodes_from(np.flatnonzero(~np.isnan(z.ravel())).tolist())
+    for e, a, b, k in zip(ids.tolist(), u.tolist(), v.tolist(), rank.tolist()):
+        g.add_edge(a, b, id=e, rank=k)
+    return g
+
+
+def _mask_of(tree, shape):
+    m = np.zeros(shape, np.uint8)
+    for _, _, d in tree.edges(data=True):
+        m.flat[d["id"] >> 2] |= np.uint8(1 << (d["id"] & 3))
+    return m
+
+
+@pytest.mark.parametrize("connectivity,weight", [(8, "max"), (4, "slope")])
+def test_other_spanning_forests_fail_at_a_pair_the_tree_path_confirms(connectivity, weight):
+    """The minimum spanning forest under the (weight, id) order is unique (networkx's over the
+    ranks): every other spanning forest (networkx's over random weights) fails the cycle
+    property at a non-tree edge lighter than the heaviest tree edge of its tree path, which
+    networkx walks."""
+    import re
+    nx = pytest.importorskip("networkx")
+    z = dem(11, 13, 5, holes=0.15, integer=True)
+    cols = z.shape[1]
+    g = _grid_graph(z, connectivity, weight)
+    want = _mask_of(nx.minimum_spanning_tree(g, weight="rank"), z.shape)
+    assert verify_grid_mst(z, want, connectivity, weight).ok
+    rng = np.random.default_rng(1)
+    failed = 0
+    for _ in range(6):
+        for a, b in g.edges:
+            g.edges[a, b]["r"] = float(rng.random())
+        other = nx.minimum_spanning_tree(g, weight="r")
+        c = verify_grid_mst(z, _mask_of(other, z.shape), connectivity, weight)
+        if (_mask_of(other, z.shape) == want).all():
+            assert c.ok
+            continue
+        failed += 1
+        hit = re.fullmatch(r"cycle property fails: non-tree edge \((\d+), (\d+)\) (\w+) .* "
+                           r"tree edge \((\d+), (\d+)\) (\w+) .*", c.violation)
+        assert hit, c.violation
+        ends = []
+        for r0, c0, d in (hit.groups()[:3], hit.groups()[3:]):
+            u = int(r0) * cols + int(c0)
+            ends.append((u, u + _STEPS[d][0] * cols + _STEPS[d][1]))
+        path = nx.shortest_path(other, *ends[0])
+        on_path = {frozenset(p) for p in zip(path, path[1:])}
+        assert frozenset(ends[1]) in on_path
+        assert g.edges[ends[1]]["rank"] == max(g.edges[tuple(p)]["rank"] for p in on_path)
+        assert g.edges[ends[0]]["rank"] < g.edges[ends[1]]["rank"]
+    assert failed >= 5
+
+
+def test_two_trees_message_counts_the_components_as_scipy_does():
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from terrain.grid.edges import grid_edges
+    z = dem(25, 21, 2, holes=0.35)
+    r = grid_mst(z, tile=8, backend="cpu")
+    _, u, v, _ = grid_edges(z, 8)
+    n = z.size
+    comps = connected_components(coo_matrix((np.ones(u.size), (u, v)), shape=(n, n)),
+                                 directed=False)[0] - int(np.isnan(z).sum())
+    m = r.mask.copy()
+    cell = tuple(np.argwhere(m)[0])
+    dropped = int(m[cell]).bit_count()
+    m[cell] = 0
+    c = verify_grid_mst(z, m)
+    assert c.violation.startswith(f"the forest has {r.trees + dropped} trees but the graph has "
+                                  f"{comps} connected component(s)"), c.violation
+
+
+def test_a_mask_value_beyond_the_four_directions_is_named():
+    z = dem(6, 7, 1, holes=0.0)
+    m = grid_mst(z, tile=4, backend="cpu").mask.copy()
+    m[2, 3] |= np.uint8(32)
+    assert verify_grid_mst(z, m).violation == (
+        f"mask value {int(m[2, 3])} of cell (2, 3) sets a bit beyond the four directions E, S, "
+        "SE, SW")
+
+
+def test_the_forest_certificate_holds_its_keys_not_edge_arrays():
+    """About 41 bytes a cell (the edges' sorted keys, parents, DEM and mask) and a band's
+    transients: edge arrays of the whole grid took over 300."""
+    import tracemalloc
+    z = dem(512, 512, 3, holes=0.02)
+    r = grid_mst(z, backend="cpu")
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        assert verify_grid_mst(z, r.mask).ok
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 85 * z.size, peak / z.size
+
+
 def test_accepts_bfs_and_rejects_a_lowered_distance():
     nx = pytest.importorskip("networkx")
     from terrain.graph import bfs
@@ -116,6 +223,10 @@ def test_accepts_bfs_and_rejects_a_lowered_distance():
     d = r.dist.copy()
     d[0] = 1
     assert "source" in verify_sssp(H, d, r.sources).violation
+    d = r.dist.copy()
+    d[1] = -1  # a neighbour of source 0 marked unreached
+    assert "is marked unreachable but is a neighbour of reached vertex" in \
+        verify_sssp(H, d, r.sources).violation
 
 
 def test_accepts_dijkstra_distances():
@@ -164,3 +275,16 @@ def test_verify_cli_on_mst_output_and_bfs_result(tmp_path, capsys):
     assert rc == 1 and "FAIL" in text
     rc, text, err = run_main(capsys, "verify", tmp_path / "d.npy", scheduler=None)
     assert rc == 2 and "--graph" in err
+
+
+def test_verify_of_forest_fill_and_flow_stores_imports_no_numba(tmp_path):
+    """The certificates' passes are C: checking a small result costs no JIT's start."""
+    from cli import imported_after
+    from terrain.io import write_synth
+    write_synth(tmp_path / "s.asc", 30, 40, seed=2, nodata=0.05)
+    stores = {c: tmp_path / f"s.{c}.zarr" for c in ("mst", "fill", "flow")}
+    imported_after([[c, tmp_path / "s.asc", "-o", p, "--backend", "cpu"]
+                    for c, p in stores.items()], ())
+    out, imported = imported_after([["verify", p] for p in stores.values()],
+                                   ("numba", "scipy"))
+    assert imported == "[]" and out.count("verified") == 3, out
