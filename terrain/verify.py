@@ -4,9 +4,8 @@ Each check returns a :class:`Certificate`: ``ok``, the checks passed, and the fi
 (a sentence naming the vertex or edge). The MST check is the cycle property, offline by one
 sorted union-find sweep (docs/gis.md, "verify"); the SSSP check: ``d(s) = 0``, no arc
 relaxes, every reached vertex has a tight incoming arc. The passes are C
-(``terrain_cert_*``, ``terrain_mst_cert_*``), so a certificate loads neither Numba nor SciPy;
-the cost-distance windows' checks are Numba, beside the arc costs they recompute
-(:func:`terrain.grid.cost_window_violation`).
+(``terrain_cert_*``, ``terrain_mst_cert_*``; the cost distance's with the solve's own arc
+costs), so a certificate loads neither Numba nor SciPy.
 
 Examples
 --------
@@ -72,6 +71,12 @@ _CHECK_SIGNATURES = {
                                 [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
     "terrain_cert_drains": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] +
                             [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
+    "terrain_cert_cost_window": (ctypes.c_int64, [ctypes.c_void_p] * 2 + [ctypes.c_int] +
+                                 [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3 +
+                                 [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int64] +
+                                 [ctypes.c_void_p] * 3 + [ctypes.c_int64] +
+                                 [ctypes.c_double] * 2 + [ctypes.c_int64] * 2 +
+                                 [ctypes.c_void_p]),
     "terrain_cert_sssp": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int] +
                           [ctypes.c_void_p] * 2 + [ctypes.c_double, ctypes.c_int64,
                                                    ctypes.c_void_p]),
@@ -359,8 +364,12 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
             return cert.fail(f"source {i} at cell ({r}, {c}): d = {fmt(ds)}, above its start "
                              f"cost {fmt(start[i])}")
     cert.checks.append(f"d(source) <= start cost for the {src.shape[0]} source(s)")
-    from .grid import cost_window_violation
     from .tiles.store import shard_windows
+    lib, has_f = _checks(), friction is not None
+    lengths, codes = (np.ascontiguousarray(x, t) for x, t in ((lengths, np.float64),
+                                                              (codes, np.int64)))
+    src_r, src_c = np.ascontiguousarray(src[:, 0]), np.ascontiguousarray(src[:, 1])
+    start = np.ascontiguousarray(start, np.float64)
     h = HALO
     out = np.zeros(5, np.float64)
     rows, cols = shape
@@ -373,9 +382,12 @@ def verify_grid_sssp(dem, distance, backlink, allocation, sources, start_costs=N
         d = _halo_window(distance, r0, r1, c0, c1, h, np.nan, np.float64)
         b = _halo_window(backlink, r0, r1, c0, c1, h, 255, np.uint8)
         a = _halo_window(allocation, r0, r1, c0, c1, h, -1, np.int32)
-        code = cost_window_violation(z, f, friction is not None, d, b, a, h, model, lengths,
-                                     codes, src[:, 0].copy(), src[:, 1].copy(), start, limit,
-                                     float(rtol), r0, c0, rows, cols, out)
+        offs = np.ascontiguousarray(ARC_DR * z.shape[1] + ARC_DC)
+        code = lib.terrain_cert_cost_window(
+            z.ctypes.data, f.ctypes.data, has_f, d.ctypes.data, b.ctypes.data, a.ctypes.data,
+            *z.shape, h, model, lengths.ctypes.data, offs.ctypes.data, codes.ctypes.data,
+            codes.size, src_r.ctypes.data, src_c.ctypes.data, start.ctypes.data, src.shape[0],
+            limit, float(rtol), r0, c0, out.ctypes.data)
         if code:
             return cert.fail(_cost_violation(out, d, b, a, r0 - h, c0 - h, fmt))
         core = d[h:-h, h:-h]

@@ -1,4 +1,4 @@
-from ._costs_cpu import arc_cost, cost_window_violation, window_arc_factor
+from ._costs_cpu import arc_cost, window_arc_factor
 from ._boruvka import boruvka_tiles
 from .costs import arc_codes, arc_lengths, COST_MODELS
 from .edges import (CONNECTIVITIES, edge_endpoints, edge_id, grid_edges, horizontal_lengths,

@@ -1,7 +1,6 @@
 """The Numba twins of :func:`terrain.grid.costs.arc_costs_np`, ``arc_factor_np`` and
 ``exp_det_np`` (and of ``_costs.cuh``), the same bits, and :func:`window_arc_factor`, an
-arc's existence and friction factor on a window of cells, and the cost-distance
-certificate's window checks, which recompute the arcs with them; apart from
+arc's existence and friction factor on a window of cells; apart from
 :mod:`terrain.grid.costs` so the GPU never imports Numba.
 """
 
@@ -13,8 +12,7 @@ import numpy as np
 from .costs import (ARC_DC, ARC_DR, EXP_COEF, EXP_MAX, EXP_MIN, INV_LN2, KNIGHT_MID, LN2_HI,
                     LN2_LO, TOBLER_A, TOBLER_S0, TOBLER_V0)
 
-__all__ = ["arc_cost", "exp_det", "pair_factor", "quad_factor", "window_arc_factor",
-           "cost_window_violation"]
+__all__ = ["arc_cost", "exp_det", "pair_factor", "quad_factor", "window_arc_factor"]
 
 _C = EXP_COEF
 
@@ -105,98 +103,3 @@ def arc_cost(zu, zv, factor, k, model, lengths):
     s = (np.float64(zv) - np.float64(zu)) / length
     e = exp_det(TOBLER_A * abs(s + TOBLER_S0))
     return ((length * e) / TOBLER_V0) * factor
-
-
-@numba.njit(cache=True, nogil=True)
-def cost_window_violation(z, f, has_f, d, b, a, h, model, lengths, codes, src_r, src_c,
-                          start, limit, rtol, r0, c0, rows, cols, out):
-    """The cost-distance certificate's checks of one window's cells (terrain.verify.
-    verify_grid_sssp, whose ``_COST_WHY`` names the codes): the first violation into
-    ``out``; its code or 0."""
-    nr, nc = z.shape
-    one = np.float32(1.0)
-    nk = codes.size
-    nsrc = src_r.size
-    for i in range(h, nr - h):
-        for j in range(h, nc - h):
-            zv = z[i, j]
-            fv = f[i, j] if has_f else one
-            dv = d[i, j]
-            bv = b[i, j]
-            av = a[i, j]
-            valid = zv == zv and fv == fv
-            reached = dv == dv
-            code = 0
-            x = 0.0
-            if not valid:
-                if reached or bv != 255 or av != -1:
-                    code = 1
-            elif not reached:
-                if bv != 255 or av != -1:
-                    code = 2
-            elif bv == 255 or av < 0 or av >= nsrc:
-                code = 3
-            elif bv == 0:
-                if src_r[av] != r0 + i - h or src_c[av] != c0 + j - h or dv != start[av]:
-                    code = 4
-            else:
-                k = bv - 1
-                allowed = False
-                for q in range(nk):
-                    if codes[q] == k:
-                        allowed = True
-                if not allowed:
-                    code = 5
-                else:
-                    pi = i + ARC_DR[k]
-                    pj = j + ARC_DC[k]
-                    zu = z[pi, pj]
-                    fu = f[pi, pj] if has_f else one
-                    du = d[pi, pj]
-                    if not (zu == zu and fu == fu and du == du):
-                        code = 5
-                    else:
-                        ku = (k & 8) | ((k + 4) & 7)  # the arc u -> v
-                        ok, fac = window_arc_factor(z, f, has_f, pi, pj, ku)
-                        if not ok:  # a knight arc passing between nodata cells
-                            code = 5
-                        else:
-                            x = du + arc_cost(zu, zv, fac, ku, model, lengths)
-                            if not abs(dv - x) <= rtol * max(1.0, abs(x)):
-                                code = 6
-                            elif a[pi, pj] != av:
-                                code = 7
-                                x = a[pi, pj]
-            if code != 0:
-                out[0], out[1], out[2], out[3] = code, r0 + i - h, c0 + j - h, 0
-                out[4] = x
-                return code
-            if not (valid and reached):
-                continue
-            # every arc out of this reached cell: d(w) <= d(v) + w(v, w)
-            for q in range(nk):
-                k = codes[q]
-                ti = i + ARC_DR[k]
-                tj = j + ARC_DC[k]
-                zt = z[ti, tj]
-                ft = f[ti, tj] if has_f else one
-                if not (zt == zt and ft == ft):
-                    continue
-                ok, fac = window_arc_factor(z, f, has_f, i, j, k)
-                if not ok:
-                    continue  # a knight arc between nodata cells
-                w = arc_cost(zv, zt, fac, k, model, lengths)
-                if not w < math.inf:
-                    continue  # never taken (tobler on a cliff, infinite friction)
-                x = dv + w
-                dt = d[ti, tj]
-                if dt != dt:
-                    if x <= limit:
-                        code = 9
-                elif dt > x + rtol * max(1.0, abs(x)):
-                    code = 8
-                if code != 0:
-                    out[0], out[1], out[2], out[3] = code, r0 + i - h, c0 + j - h, k
-                    out[4] = x
-                    return code
-    return 0

@@ -3278,6 +3278,93 @@ static inline int sssp_arc_factor(const float *z, const float *f, int has_f,
     return 1;
 }
 
+/* verify_grid_sssp's checks of one window's core cells (terrain/verify.py, whose _COST_WHY
+ * names the codes): z, f (has_f), d, b, a: nr x nc cells, the core framed by h cells of halo
+ * (the longest arc's reach, so every arc of a core cell, and every cell a knight arc passes
+ * between, lies in the window); offs: the 16 arcs' offsets in the window, codes: the nk arcs
+ * of the connectivity, lengths and model as the solve's; the sources' cells and start costs.
+ * The arcs are recomputed with the solve's own cost and factor (sssp_arc_cost,
+ * sssp_arc_factor). The first violation in row-major order into out: [code, row, col, arc,
+ * the value its sentence gives]; returns its code, or 0. */
+int64_t terrain_cert_cost_window(const float *z, const float *f, int has_f, const double *d,
+                                 const uint8_t *b, const int32_t *a, int64_t nr, int64_t nc,
+                                 int64_t h, int model, const double *lengths,
+                                 const int64_t *offs, const int64_t *codes, int64_t nk,
+                                 const int64_t *src_r, const int64_t *src_c,
+                                 const double *start, int64_t nsrc, double limit, double rtol,
+                                 int64_t r0, int64_t c0, double *out) {
+    for (int64_t i = h; i < nr - h; ++i)
+        for (int64_t j = h; j < nc - h; ++j) {
+            const int64_t v = i * nc + j;
+            const float zv = z[v], fv = has_f ? f[v] : 1.0f;
+            const double dv = d[v];
+            const int bv = b[v];
+            const int32_t av = a[v];
+            const int valid = zv == zv && fv == fv, reached = dv == dv;
+            int code = 0;
+            double x = 0.0, fac;
+            if (!valid) {
+                if (reached || bv != 255 || av != -1) code = 1;
+            } else if (!reached) {
+                if (bv != 255 || av != -1) code = 2;
+            } else if (bv == 255 || av < 0 || av >= nsrc) {
+                code = 3;
+            } else if (bv == 0) {
+                if (src_r[av] != r0 + i - h || src_c[av] != c0 + j - h || dv != start[av])
+                    code = 4;
+            } else {
+                const int64_t k = bv - 1;
+                int allowed = 0;
+                for (int64_t q = 0; q < nk; ++q) allowed |= codes[q] == k;
+                const int64_t u = v + (allowed ? offs[k] : 0);
+                const float zu = z[u], fu = has_f ? f[u] : 1.0f;
+                const double du = d[u];
+                const int64_t ku = (k & 8) | ((k + 4) & 7); /* the arc u -> v */
+                if (!allowed || !(zu == zu && fu == fu && du == du) ||
+                    !sssp_arc_factor(z, f, has_f, offs, u, ku, fu, fv, &fac)) {
+                    code = 5; /* not an arc, from a cell that is no vertex, or a knight arc
+                                 passing between nodata cells */
+                } else {
+                    x = du + sssp_arc_cost(zu, zv, fac, ku, model, lengths);
+                    if (!(fabs(dv - x) <= rtol * fmax(1.0, fabs(x)))) {
+                        code = 6;
+                    } else if (a[u] != av) {
+                        code = 7;
+                        x = a[u];
+                    }
+                }
+            }
+            if (code != 0) {
+                out[0] = code;
+                out[1] = (double)(r0 + i - h);
+                out[2] = (double)(c0 + j - h);
+                out[3] = 0;
+                out[4] = x;
+                return code;
+            }
+            if (!(valid && reached)) continue;
+            for (int64_t q = 0; q < nk; ++q) { /* every arc out: d(t) <= d(v) + w(v, t) */
+                const int64_t k = codes[q], t = v + offs[k];
+                const float zt = z[t], ft = has_f ? f[t] : 1.0f;
+                if (!(zt == zt && ft == ft) || !sssp_arc_factor(z, f, has_f, offs, v, k, fv, ft, &fac))
+                    continue;
+                const double w = sssp_arc_cost(zv, zt, fac, k, model, lengths);
+                if (!(w < INFINITY)) continue; /* never taken (tobler on a cliff) */
+                x = dv + w;
+                const double dt = d[t];
+                if (dt != dt ? x <= limit : dt > x + rtol * fmax(1.0, fabs(x))) {
+                    out[0] = dt != dt ? 9 : 8;
+                    out[1] = (double)(r0 + i - h);
+                    out[2] = (double)(c0 + j - h);
+                    out[3] = (double)k;
+                    out[4] = x;
+                    return (int64_t)out[0];
+                }
+            }
+        }
+    return 0;
+}
+
 static inline int sssp_less(double d1, int64_t l1, double d2, int64_t l2) {
     return d1 < d2 || (d1 == d2 && l1 < l2);
 }

@@ -277,14 +277,15 @@ def test_verify_cli_on_mst_output_and_bfs_result(tmp_path, capsys):
     assert rc == 2 and "--graph" in err
 
 
-def test_verify_of_forest_fill_and_flow_stores_imports_no_numba(tmp_path):
+def test_verify_imports_no_numba(tmp_path):
     """The certificates' passes are C: checking a small result costs no JIT's start."""
     from cli import imported_after
     from terrain.io import write_synth
     write_synth(tmp_path / "s.asc", 30, 40, seed=2, nodata=0.05)
-    stores = {c: tmp_path / f"s.{c}.zarr" for c in ("mst", "fill", "flow")}
+    stores = {c: tmp_path / f"s.{c}.zarr" for c in ("mst", "fill", "flow", "cost-distance")}
     imported_after([[c, tmp_path / "s.asc", "-o", p, "--backend", "cpu"]
+                    + (["--source-cell", "5,5"] if c == "cost-distance" else [])
                     for c, p in stores.items()], ())
     out, imported = imported_after([["verify", p] for p in stores.values()],
                                    ("numba", "scipy"))
-    assert imported == "[]" and out.count("verified") == 3, out
+    assert imported == "[]" and out.count("verified") == 4, out
