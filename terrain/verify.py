@@ -544,13 +544,13 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     if f.shape != z.shape:
         return cert.fail(f"filled has {f.shape[0]} x {f.shape[1]} cells, the DEM "
                          f"{z.shape[0]} x {z.shape[1]}")
-    if not np.array_equal(np.isnan(f), np.isnan(z)):
-        r, c = np.argwhere(np.isnan(f) != np.isnan(z))[0]
+    valid = ~np.isnan(z)
+    if not np.array_equal(np.isnan(f), ~valid):
+        r, c = np.argwhere(np.isnan(f) == valid)[0]
         return cert.fail(f"cell ({r}, {c}): nodata in one of the DEM and the filled DEM only")
     cert.checks.append("the filled DEM has the DEM's nodata")
     out = outlet_cells(z, conn, outlets)
     step = 1 if conn == 8 else 2
-    valid = ~np.isnan(z)
     parts = depression_labels(valid, conn)  # connected parts of the grid
     drains = np.zeros(int(parts.max(initial=0)) + 1, np.bool_)
     drains[parts[out != 0]] = True
@@ -594,22 +594,25 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
         return cert.fail(f"cell ({r}, {c}): no path on the filled DEM leads down to an "
                          "outlet (it lies in a depression)")
     cert.checks.append("every cell drains to an outlet on the filled DEM")
+    raised = f - z  # float32, NaN at nodata
     if depth is not None:
         d = np.asarray(depth, np.float32)
-        if not np.array_equal(d, (f - z).astype(np.float32), equal_nan=True):
-            r, c = np.argwhere(~((d == f - z) | (np.isnan(d) & np.isnan(z))))[0]
+        if not np.array_equal(d, raised, equal_nan=True):
+            r, c = np.argwhere(~((d == raised) | (np.isnan(d) & np.isnan(z))))[0]
             return cert.fail(f"cell ({r}, {c}): depth {float(d[r, c]):.9g} is not filled - "
                              "elevation")
         cert.checks.append("depth = filled - elevation")
+    flooded = raised > 0
+    del raised
     if depression is not None:
-        want = depression_labels((f - z) > 0, conn)
+        want = depression_labels(flooded, conn)
         got = np.asarray(depression)
         if not np.array_equal(got, want):
             r, c = np.argwhere(got != want)[0]
             return cert.fail(f"cell ({r}, {c}): depression id {int(got[r, c])}, the flooded "
                              f"regions give {int(want[r, c])}")
         cert.checks.append("depression ids: the flooded regions in row-major order")
-    cert.facts = {"cells": int(valid.sum()), "outlets": int(np.count_nonzero(out)),
-                  "flooded": int(np.count_nonzero((f - z) > 0)),
+    cert.facts = {"cells": int(np.count_nonzero(valid)), "outlets": int(np.count_nonzero(out)),
+                  "flooded": int(np.count_nonzero(flooded)),
                   "cut_off": int(np.count_nonzero(cut_off))}
     return cert
