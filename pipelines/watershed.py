@@ -117,7 +117,7 @@ def run_streams(flow_path, output, threshold, overwrite=False):
     group, summary = read_flow_store(flow_path)
     d = group["direction"][:]
     gt, crs = _geo(group, d.shape)
-    links = stream_links(d, group["accumulation"][:], threshold)
+    links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
     lines = []
     for link in links:
         xy = [cell_centre(r, c, gt) for r, c in link["cells"]]

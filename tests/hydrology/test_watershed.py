@@ -141,3 +141,24 @@ def test_streams_process_imports_no_numba(utm_flow, tmp_path):
         [["streams", utm_flow, "--threshold", "20", "-o", tmp_path / "s.geojson"]],
         ("numba", "scipy"))
     assert imported == "[]"
+
+
+def test_stream_links_read_the_accumulation_a_band_at_a_time(monkeypatch):
+    """Bands of a few rows, from a zarr array: the same links as from one NumPy band."""
+    import importlib
+    import zarr
+    from terrain.errors import InputError
+    ws = importlib.import_module("terrain.hydrology.watershed")
+    f, d, acc = _flow(seed=2, shape=(80, 70))
+    want = stream_links(d, acc, 15)
+    stored = zarr.create_array(store={}, shape=acc.shape, chunks=(16, 16), dtype=acc.dtype)
+    stored[:] = acc
+    monkeypatch.setattr(ws, "_STREAM_BAND_CELLS", 3 * 70 + 5)
+    assert stream_links(d, stored, 15) == want
+    hole = d.copy()
+    r, c = want[0]["cells"][0]
+    hole[r + 1, c] = 255  # the cell below a stream's source becomes nodata
+    hole[r, c] = 4  # which now flows into it
+    with pytest.raises(InputError, match=rf"cell \({r}, {c}\) holds no D8 code or leads off "
+                       "the grid or to nodata"):
+        stream_links(hole, acc, 15)
