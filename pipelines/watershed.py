@@ -20,7 +20,7 @@ import numpy as np
 from terrain.errors import InputError
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.outputs import atomic_output, check_outputs
-from terrain.io.points import cell_centre, map_to_cell, read_points
+from terrain.io.points import cell_centre
 
 from .flow import read_flow_store
 
@@ -37,9 +37,13 @@ def _geo(group, shape):
     return [float(v) for v in gt], group.attrs.get("crs")
 
 
-def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, overwrite=False):
-    """Label the basins of the outlet points (map coordinates) of the flow store
-    ``flow_path`` into ``output`` (``.tif`` or ``.zarr``); returns the summary."""
+def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, overwrite=False,
+                  cells=()):
+    """Label the basins of the outlets of the flow store ``flow_path`` into ``output``
+    (``.tif`` or ``.zarr``): ``points`` (map X,Y), then ``cells`` (ROW,COL), then the points
+    (or a raster's cells) of ``points_file``, labelled 1, 2, ... in that order; returns the
+    summary."""
+    from .cost_distance import resolve_sources
     out = Path(output)
     if out.suffix.lower() not in (".tif", ".tiff", ".zarr"):
         raise InputError(f"{output}: the labels go to a GeoTIFF (.tif) or a store (.zarr)")
@@ -47,18 +51,10 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
     group, summary = read_flow_store(flow_path)
     d = group["direction"][:]
     gt, crs = _geo(group, d.shape)
-    xy = []
-    for text in points or ():
-        try:
-            x, y = (float(v) for v in str(text).split(","))
-        except ValueError:
-            raise InputError(f"outlet {text!r}: expected two numbers X,Y") from None
-        xy.append((x, y))
-    if points_file is not None:
-        xy += list(read_points(points_file, crs=crs))
-    if not xy:
+    cells, _ = resolve_sources(gt, d.shape, points or (), cells or (), points_file,
+                               label=f"{flow_path}: ", crs=crs, what="outlet")
+    if not cells:
         raise InputError(f"{flow_path}: no outlets given")
-    cells = [map_to_cell(x, y, gt, d.shape, what=f"{flow_path}: outlet") for x, y in xy]
     if snap and snap > 0:
         cells = snap_outlets(group["accumulation"][:], cells, snap / abs(gt[1]))
     labels = watershed(d, cells)
@@ -228,9 +224,10 @@ def write_geopackage_lines(path, lines, crs):
 
 
 def watershed_command(args):
-    """``terrain watershed FLOW --outlet X,Y [--outlets FILE] [--snap D] -o OUT``."""
+    """``terrain watershed FLOW --outlet X,Y [--outlet-cell ROW,COL] [--outlets FILE]
+    [--snap D] -o OUT``."""
     s = run_watershed(args.flow, args.output, args.outlet or (), args.outlets, args.snap,
-                      args.overwrite)
+                      args.overwrite, args.outlet_cell or ())
     if args.json:
         print(json.dumps(s, indent=2))
     else:

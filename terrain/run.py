@@ -479,8 +479,11 @@ def _add_hydrology(sub):
     p.add_argument("flow", metavar="FLOW", help="a store written by terrain flow")
     p.add_argument("--outlet", action="append", default=None, metavar="X,Y",
                    help="an outlet in map coordinates (repeatable); labels 1, 2, ... in order")
+    p.add_argument("--outlet-cell", action="append", default=None, metavar="ROW,COL",
+                   help="an outlet as a cell (repeatable; labelled after the --outlet points)")
     p.add_argument("--outlets", default=None, metavar="FILE",
-                   help="outlets: CSV of x,y or GeoJSON points (labelled after --outlet)")
+                   help="outlets: CSV of x,y or GeoJSON points, or a raster whose cells that "
+                        "are not nodata or 0 are outlets (labelled after the others)")
     p.add_argument("--snap", type=float, default=0.0, metavar="DIST",
                    help="move each outlet to the cell of largest accumulation within DIST map "
                         "units (ArcGIS's Snap Pour Point; default 0: as given)")

@@ -122,6 +122,19 @@ def test_watershed_command(utm_flow, tmp_path, capsys):
     rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet", "0,0", "-o",
                           tmp_path / "x.tif", scheduler=None)
     assert rc == 2 and "outside" in err and not (tmp_path / "x.tif").exists()
+    # the same outlet as a cell, after a second one given by its point
+    rc, out, err = run_main(capsys, "watershed", utm_flow, "--outlet", f"{x + 30},{y}",
+                            "--outlet-cell", f"{r},{c}", "-o", tmp_path / "w2.zarr", "--json",
+                            scheduler=None)
+    assert rc == 0, err
+    s2 = json.loads(out)
+    assert [(o["label"], o["row"], o["col"]) for o in s2["outlets"]] == [
+        (1, int(r), int(c) + 1), (2, int(r), int(c))]
+    labels = zarr.open_group(str(tmp_path / "w2.zarr"))["watershed"][:]
+    assert (labels > 0).sum() == acc[r, c]
+    rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet-cell", "60,0", "-o",
+                          tmp_path / "y.tif", scheduler=None)
+    assert rc == 2 and "outlet cell (60, 0) is outside the raster" in err
 
 
 def test_watershed_refuses_a_cycle_a_bad_code_and_a_path_off_the_grid():
