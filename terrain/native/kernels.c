@@ -285,6 +285,11 @@ static inline int32_t uf_find(int32_t *parent, int32_t x) {
     return x;
 }
 
+/* join the trees of roots a and b (the lower root stays) */
+static inline void uf_union(int32_t *parent, int32_t a, int32_t b) {
+    if (a < b) parent[b] = a; else if (b < a) parent[a] = b;
+}
+
 int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t cols,
                              int32_t *parent, uint8_t *mask, uint64_t *chosen) {
     const int64_t step[4] = {1, cols, cols + 1, cols - 1};
@@ -297,7 +302,7 @@ int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t
         const int32_t a = uf_find(parent, (int32_t)cell);
         const int32_t b = uf_find(parent, (int32_t)(cell + step[d]));
         if (a == b) continue;
-        if (a < b) parent[b] = a; else parent[a] = b;
+        uf_union(parent, a, b);
         mask[cell] |= (uint8_t)(1u << d);
         chosen[k++] = keys[e];
     }
@@ -321,6 +326,13 @@ int64_t terrain_grid_kruskal(const uint64_t *keys, int64_t m, int64_t n, int64_t
  * or -1s. Cells < 2^30 (32-bit edge ids).
  * ========================================================================================== */
 
+/* the first fault: its code, cell and bit (direction) */
+static inline void cert_fault(int64_t *out, int64_t code, int64_t cell, int d) {
+    out[0] = code;
+    out[1] = cell;
+    out[2] = d;
+}
+
 /* the other end of edge (cell, d) when it is an edge of the graph, else -1 */
 static inline int64_t cert_edge_end(const float *z, int64_t rows, int64_t cols, int conn,
                                     int64_t cell, int d) {
@@ -343,9 +355,7 @@ void terrain_mst_cert_forest(const float *z, const uint8_t *mask, int64_t rows, 
         if (out[0] != 0 || m == 0) continue;
         for (int d = 7; d >= 0; --d) /* the highest stray bit names the cell's fault */
             if ((m >> d) & 1 && (d >= 4 || cert_edge_end(z, rows, cols, conn, cell, d) < 0)) {
-                out[0] = 1;
-                out[1] = cell;
-                out[2] = d;
+                cert_fault(out, 1, cell, d);
                 break;
             }
     }
@@ -357,12 +367,10 @@ void terrain_mst_cert_forest(const float *z, const uint8_t *mask, int64_t rows, 
             const int32_t a = uf_find(parent, (int32_t)cell);
             const int32_t b = uf_find(parent, (int32_t)cert_edge_end(z, rows, cols, conn, cell, d));
             if (a == b) {
-                out[0] = 2;
-                out[1] = cell;
-                out[2] = d;
+                cert_fault(out, 2, cell, d);
                 return;
             }
-            if (a < b) parent[b] = a; else parent[a] = b;
+            uf_union(parent, a, b);
             ++out[5];
         }
     for (int64_t cell = 0; cell < n && out[0] == 0; ++cell)
@@ -370,9 +378,7 @@ void terrain_mst_cert_forest(const float *z, const uint8_t *mask, int64_t rows, 
             if ((mask[cell] >> d) & 1) continue;
             const int64_t v = cert_edge_end(z, rows, cols, conn, cell, d);
             if (v >= 0 && uf_find(parent, (int32_t)cell) != uf_find(parent, (int32_t)v)) {
-                out[0] = 3;
-                out[1] = cell;
-                out[2] = d;
+                cert_fault(out, 3, cell, d);
                 break;
             }
         }
@@ -382,10 +388,7 @@ void terrain_mst_cert_forest(const float *z, const uint8_t *mask, int64_t rows, 
         for (int d = 0; d < 4; ++d) {
             const int64_t v = cert_edge_end(z, rows, cols, conn, cell, d);
             if (v < 0) continue;
-            const int32_t a = uf_find(parent, (int32_t)cell), b = uf_find(parent, (int32_t)v);
-            if (a != b) {
-                if (a < b) parent[b] = a; else parent[a] = b;
-            }
+            uf_union(parent, uf_find(parent, (int32_t)cell), uf_find(parent, (int32_t)v));
         }
     for (int64_t i = 0; i < n; ++i)
         if (z[i] == z[i] && parent[i] == (int32_t)i) ++out[6];
@@ -404,7 +407,7 @@ void terrain_mst_cert_order(const uint64_t *keys, int64_t m, const uint8_t *mask
         const int32_t a = uf_find(parent, (int32_t)cell);
         const int32_t b = uf_find(parent, (int32_t)(cell + step[d]));
         if ((mask[cell] >> d) & 1) {
-            if (a < b) parent[b] = a; else parent[a] = b;
+            uf_union(parent, a, b);
             if (out[0] >= 0 && uf_find(parent, bad_a) == uf_find(parent, bad_b)) {
                 out[1] = id;
                 return;
