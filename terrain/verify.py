@@ -88,11 +88,6 @@ def _checks():
     return native.declared({**_MST_CERT_SIGNATURES, **_CHECK_SIGNATURES})
 
 
-#: the certificate's bytes a cell: the edges' sorted keys (8 an edge), the union-find's
-#: parents, the DEM and the mask
-MST_CERT_BYTES_PER_CELL = 41
-
-
 def _cell(c, cols):
     return f"({int(c) // cols}, {int(c) % cols})"
 
@@ -103,8 +98,8 @@ def verify_grid_mst(dem, mask, connectivity=8, weight="max", cellsize=(1.0, 1.0)
     Four checks, each a pass of C over the grid (``terrain_mst_cert_*``): every set bit is an
     edge of the graph; the tree edges close no cycle; every non-tree edge joins two cells of
     one tree; and the cycle property, as one sweep of the graph's edges in ``(weight, id)``
-    order (the one array it holds, the edges' keys: about
-    :data:`MST_CERT_BYTES_PER_CELL` bytes a cell in all).
+    order. It holds one array beside the inputs, the edges' sorted keys (8 bytes an edge),
+    and the union-find's parents: about 41 bytes a cell in all.
 
     Parameters
     ----------
