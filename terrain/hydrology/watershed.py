@@ -35,7 +35,7 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {
     "terrain_ws_downstream": (None, [_P, _I, _I, _P]),
     "terrain_ws_topological": (_I, [_P, _P, _I, _P]),
-    "terrain_ws_labels_down": (None, [_P, _I, _P, _P, _P]),
+    "terrain_ws_basins": (_I, [_P, _I, _I, _P, _P, _I, _P, _P]),
     "terrain_ws_strahler": (_I, [_P, _I, _P, _P, _P, _I, _P]),
 }
 
@@ -61,39 +61,38 @@ def downstream_order(d):
     return down, valid, order[:count]
 
 
-def _prepare(direction):
-    d = np.ascontiguousarray(direction, np.uint8)
-    if d.ndim != 2:
-        raise InputError(f"direction: must be 2-D, got shape {d.shape}")
-    down, valid, order = downstream_order(d)
-    if (down == -2).any():
-        i = int(np.flatnonzero(down == -2)[0])
-        raise InputError(f"direction: cell ({i // d.shape[1]}, {i % d.shape[1]}) holds no D8 "
-                         "code or leads off the grid or to nodata")
-    if order.shape[0] != int(valid.sum()):
-        raise InputError("direction: the flow directions hold a cycle")
-    return d, down, valid, order
-
-
 def watershed(direction, outlets):
     """int32 labels of the cells draining to each outlet cell (module docstring).
 
-    ``outlets``: ``[(row, col), ...]``; a cell named twice keeps its first label.
+    ``outlets``: ``[(row, col), ...]``; a cell named twice keeps its first label. Each cell's
+    path is walked down once (``terrain_ws_basins``): the codes and 4 bytes of labels a cell.
     """
-    d, down, valid, order = _prepare(direction)
+    d = np.ascontiguousarray(direction, np.uint8)
+    if d.ndim != 2:
+        raise InputError(f"direction: must be 2-D, got shape {d.shape}")
     R, C = d.shape
-    seeds = np.zeros(R * C, np.int32)
+    first = {}
     for n, (r, c) in enumerate(outlets, start=1):
         r, c = int(r), int(c)
         if not (0 <= r < R and 0 <= c < C):
             raise InputError(f"outlet cell ({r}, {c}) is outside the grid ({R} x {C} cells)")
         if d[r, c] == 255:
             raise InputError(f"outlet cell ({r}, {c}) is nodata")
-        if seeds[r * C + c] == 0:
-            seeds[r * C + c] = n
-    labels = np.full(R * C, -1, np.int32)
-    _lib().terrain_ws_labels_down(_p(order), order.shape[0], _p(down), _p(seeds), _p(labels))
-    return labels.reshape(R, C)
+        first.setdefault(r * C + c, n)
+    cells = np.array(sorted(first), np.int64)
+    seeds = np.array([first[c] for c in cells.tolist()], np.int32)
+    labels = np.empty((R, C), np.int32)
+    bad = ctypes.c_int64(-1)
+    status = _lib().terrain_ws_basins(_p(d), R, C, _p(cells), _p(seeds), cells.size,
+                                      _p(labels), ctypes.byref(bad))
+    if status < 0:
+        raise MemoryError(f"watershed: no memory for the paths of {R} x {C} cells")
+    if status == 1:
+        raise InputError(f"direction: cell ({bad.value // C}, {bad.value % C}) holds no D8 "
+                         "code or leads off the grid or to nodata")
+    if status == 2:
+        raise InputError("direction: the flow directions hold a cycle")
+    return labels
 
 
 def snap_outlets(accumulation, outlets, radius_cells):

@@ -1083,21 +1083,85 @@ void terrain_flow_exits(const uint8_t *dp, const int64_t *order, int64_t done,
  *
  * down[i]: cell i's downstream cell; -1 at outlets and nodata; -2 for a code that is no
  * direction, or one leading off the grid or to nodata. */
-void terrain_ws_downstream(const uint8_t *d, int64_t R, int64_t C, int64_t *down) {
-    for (int64_t r = 0; r < R; ++r)
-        for (int64_t c = 0; c < C; ++c) {
-            const int64_t i = r * C + c;
-            const uint8_t v = d[i];
-            down[i] = -1;
-            if (v == 0 || v == 255) continue;
-            const int k = flow_code_k(v);
-            const int64_t rr = r + (k < 0 ? 0 : NB_DR[k]), cc = c + (k < 0 ? 0 : NB_DC[k]);
-            if (k < 0 || rr < 0 || rr >= R || cc < 0 || cc >= C || d[rr * C + cc] == 255)
-                down[i] = -2;
-            else
-                down[i] = rr * C + cc;
-        }
+static inline int64_t ws_down(const uint8_t *d, int64_t R, int64_t C, int64_t i) {
+    const uint8_t v = d[i];
+    if (v == 0 || v == 255) return -1;
+    const int k = flow_code_k(v);
+    if (k < 0) return -2;
+    const int64_t rr = i / C + NB_DR[k], cc = i % C + NB_DC[k];
+    if (rr < 0 || rr >= R || cc < 0 || cc >= C || d[rr * C + cc] == 255) return -2;
+    return rr * C + cc;
 }
+
+void terrain_ws_downstream(const uint8_t *d, int64_t R, int64_t C, int64_t *down) {
+    for (int64_t i = 0; i < R * C; ++i) down[i] = ws_down(d, R, C, i);
+}
+
+/* Watershed labels without a whole-grid order (5 bytes a cell with the codes, where the
+ * downstream cells and Kahn's order took 26): each unlabelled cell's path is walked down to
+ * an outlet or a labelled cell and labelled on the way back, a cell taking the label of the
+ * first seed at or below it (seed_cells ascending, with seed_labels > 0), 0 where its path
+ * ends elsewhere, -1 at nodata. Returns 0; 1 with *bad the first cell whose code is no
+ * direction or leads off the grid or to nodata; 2 with *bad a cell on a cycle (a walk met
+ * its own path); -1 out of memory. */
+#define WS_UNSEEN INT32_MIN
+#define WS_WALKING (INT32_MIN + 1)
+int64_t terrain_ws_basins(const uint8_t *d, int64_t R, int64_t C, const int64_t *seed_cells,
+                          const int32_t *seed_labels, int64_t k, int32_t *labels, int64_t *bad) {
+    const int64_t n = R * C;
+    for (int64_t i = 0; i < n; ++i) {
+        labels[i] = d[i] == 255 ? -1 : WS_UNSEEN;
+        if (d[i] != 255 && ws_down(d, R, C, i) == -2) {
+            *bad = i;
+            return 1;
+        }
+    }
+    int64_t cap = 1 << 12;
+    int64_t *path = malloc((size_t)cap * sizeof *path);
+    if (path == NULL) return -1;
+    for (int64_t s = 0; s < n; ++s) {
+        if (labels[s] != WS_UNSEEN) continue;
+        int64_t top = 0, x = s;
+        int32_t cur = 0;
+        for (;;) {
+            if (labels[x] == WS_WALKING) {
+                free(path);
+                *bad = x;
+                return 2;
+            }
+            if (labels[x] != WS_UNSEEN) {
+                cur = labels[x];
+                break;
+            }
+            if (top == cap) {
+                int64_t *grown = realloc(path, (size_t)(2 * cap) * sizeof *path);
+                if (grown == NULL) {
+                    free(path);
+                    return -1;
+                }
+                path = grown;
+                cap *= 2;
+            }
+            path[top++] = x;
+            labels[x] = WS_WALKING;
+            if ((x = ws_down(d, R, C, x)) < 0) break; /* an outlet: cur stays 0 */
+        }
+        while (top > 0) { /* back up the path: a seed's label from it upwards */
+            x = path[--top];
+            int64_t lo = 0, hi = k;
+            while (lo < hi) {
+                const int64_t mid = lo + (hi - lo) / 2;
+                if (seed_cells[mid] < x) lo = mid + 1; else hi = mid;
+            }
+            if (lo < k && seed_cells[lo] == x) cur = seed_labels[lo];
+            labels[x] = cur;
+        }
+    }
+    free(path);
+    return 0;
+}
+#undef WS_UNSEEN
+#undef WS_WALKING
 
 /* order: the valid cells upstream first (Kahn's order from the cells nothing drains into).
  * Returns their count (fewer than the valid cells: a cycle), -1 out of memory. */
@@ -1116,15 +1180,6 @@ int64_t terrain_ws_topological(const int64_t *down, const uint8_t *valid, int64_
     }
     free(indeg);
     return tail;
-}
-
-/* labels, downstream first: a seed's own label, else its downstream cell's, 0 at an outlet. */
-void terrain_ws_labels_down(const int64_t *order, int64_t count, const int64_t *down,
-                            const int32_t *seeds, int32_t *labels) {
-    for (int64_t q = count - 1; q >= 0; --q) {
-        const int64_t i = order[q];
-        labels[i] = seeds[i] > 0 ? seeds[i] : down[i] >= 0 ? labels[down[i]] : 0;
-    }
 }
 
 /* The Strahler order of every stream cell, upstream first (ins: each one's stream inflows):

@@ -175,3 +175,24 @@ def test_stream_links_read_the_accumulation_a_band_at_a_time(monkeypatch):
     with pytest.raises(InputError, match=rf"cell \({r}, {c}\) holds no D8 code or leads off "
                        "the grid or to nodata"):
         stream_links(hole, acc, 15)
+
+
+def test_watershed_of_many_nested_outlets_against_walked_paths():
+    """Outlets along one another's paths and a cell named twice (it keeps its first label):
+    every cell's label is that of the first outlet on its walked path."""
+    f, d, acc = _flow(seed=4, shape=(45, 38))
+    rng = np.random.default_rng(4)
+    big = np.argsort(acc.ravel())[::-1]
+    picks = [divmod(int(i), d.shape[1]) for i in big[rng.choice(200, 7, replace=False)]]
+    outlets = picks + [picks[2]]
+    labels = watershed(d, outlets)
+    label_of = {}
+    for n, cell in enumerate(outlets, start=1):
+        label_of.setdefault(cell, n)
+    for r in range(d.shape[0]):
+        for c in range(d.shape[1]):
+            if d[r, c] == 255:
+                assert labels[r, c] == -1
+                continue
+            want = next((label_of[p] for p in _path(d, r, c) if p in label_of), 0)
+            assert labels[r, c] == want, (r, c)
