@@ -440,8 +440,9 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     """Check flow directions (and accumulation) on a filled DEM.
 
     Directions: ESRI codes, 255 exactly at nodata, none climbs, steepest descents, flats
-    stay at their elevation, 0 exactly at the outlets, no cycle (Kahn). Accumulation: NaN
-    exactly at nodata, each cell its weight plus its inflows (equal bits, or within ``rtol``).
+    stay at their elevation, 0 exactly at the outlets, no cycle (each path walked down
+    once). Accumulation: NaN exactly at nodata, each cell its weight plus its inflows (equal
+    bits, or within ``rtol``).
 
     Returns
     -------
@@ -488,14 +489,11 @@ def verify_flow(filled, direction, accumulation=None, weights=None, *, connectiv
     cert.checks.append(f"0 exactly at the {outl_n} outlets (" + (
         "the named cells" if has_out else "cells without a lower neighbour beside the "
         "grid's edge or nodata") + "): no undrained sink")
-    from .hydrology.watershed import downstream_order
-    # the valid cells Kahn's order never reaches: on or below a cycle
-    _, lost, order = downstream_order(np.ascontiguousarray(d, np.uint8))
-    lost[order] = False
-    if lost.any():
-        return cert.fail(f"direction of cell {_cell(np.argmax(lost), cols)} {_FLOW_WHY[10]}")
-    cert.checks.append("in-degree order reaches every cell: no cycle, every path ends at an "
-                       "outlet")
+    from .hydrology.watershed import cycle_cell
+    looped = cycle_cell(d)  # every path walked down once
+    if looped >= 0:
+        return cert.fail(f"direction of cell {_cell(looped, cols)} {_FLOW_WHY[10]}")
+    cert.checks.append("every cell's path ends at an outlet: no cycle")
     cert.facts = {"cells": valid, "outlets": outl_n}
     if accumulation is not None:
         acc = np.ascontiguousarray(accumulation, np.float64)

@@ -27,13 +27,12 @@ from .. import native
 from ..native import address as _p
 from ..errors import InputError
 
-__all__ = ["watershed", "snap_outlets", "stream_links"]
+__all__ = ["watershed", "snap_outlets", "stream_links", "cycle_cell"]
 
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 #: the kernels of ``terrain/native/kernels.c`` (``terrain_ws_*``): C, not Numba, whose import
 #: and cache load were most of a ``streams`` process (0.82-0.90 s on the sample, 2-core VM)
 _SIGNATURES = {
-    "terrain_ws_downstream": (None, [_P, _I, _I, _P]),
     "terrain_ws_topological": (_I, [_P, _P, _I, _P]),
     "terrain_ws_basins": (_I, [_P, _I, _I, _P, _P, _I, _P, _P]),
     "terrain_ws_strahler": (_I, [_P, _I, _P, _P, _P, _I, _P]),
@@ -45,20 +44,24 @@ def _lib():
 
 
 
-def downstream_order(d):
-    """``(down, valid, order)`` of a C-contiguous uint8 grid of D8 codes ``d``: each cell's
-    downstream cell (-1 at outlets and nodata, -2 for a code that is no direction or leads off
-    the grid or to nodata), the valid cells (not 255) and those cells upstream first (Kahn's
-    order: fewer than the valid cells when some lie on or above a cycle)."""
+def _basins(d, cells, seeds):
+    """``terrain_ws_basins`` on the C-contiguous uint8 codes ``d``: ``(status, labels, bad)``
+    (the kernel's return, the int32 labels, the cell it names)."""
     R, C = d.shape
-    down = np.empty(R * C, np.int64)
-    _lib().terrain_ws_downstream(_p(d), R, C, _p(down))
-    valid = (d != 255).ravel()
-    order = np.empty(R * C, np.int64)
-    count = _lib().terrain_ws_topological(_p(down), _p(valid), R * C, _p(order))
-    if count < 0:
-        raise MemoryError(f"direction: no memory to order {R} x {C} cells")
-    return down, valid, order[:count]
+    labels = np.empty((R, C), np.int32)
+    bad = ctypes.c_int64(-1)
+    status = _lib().terrain_ws_basins(_p(d), R, C, _p(cells), _p(seeds), cells.size,
+                                      _p(labels), ctypes.byref(bad))
+    if status < 0:
+        raise MemoryError(f"direction: no memory for the paths of {R} x {C} cells")
+    return status, labels, bad.value
+
+
+def cycle_cell(d):
+    """A cell on a cycle of the D8 codes ``d`` (C-contiguous uint8, every code checked),
+    as a row-major index, or -1 when every path ends at an outlet."""
+    status, _, bad = _basins(d, np.zeros(0, np.int64), np.zeros(0, np.int32))
+    return bad if status == 2 else -1
 
 
 def watershed(direction, outlets):
@@ -80,16 +83,11 @@ def watershed(direction, outlets):
             raise InputError(f"outlet cell ({r}, {c}) is nodata")
         first.setdefault(r * C + c, n)
     cells = np.array(sorted(first), np.int64)
-    seeds = np.array([first[c] for c in cells.tolist()], np.int32)
-    labels = np.empty((R, C), np.int32)
-    bad = ctypes.c_int64(-1)
-    status = _lib().terrain_ws_basins(_p(d), R, C, _p(cells), _p(seeds), cells.size,
-                                      _p(labels), ctypes.byref(bad))
-    if status < 0:
-        raise MemoryError(f"watershed: no memory for the paths of {R} x {C} cells")
+    status, labels, bad = _basins(d, cells, np.array([first[c] for c in cells.tolist()],
+                                                     np.int32))
     if status == 1:
-        raise InputError(f"direction: cell ({bad.value // C}, {bad.value % C}) holds no D8 "
-                         "code or leads off the grid or to nodata")
+        raise InputError(f"direction: cell ({bad // C}, {bad % C}) holds no D8 code or leads "
+                         "off the grid or to nodata")
     if status == 2:
         raise InputError("direction: the flow directions hold a cycle")
     return labels

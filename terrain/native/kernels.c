@@ -1081,7 +1081,7 @@ void terrain_flow_exits(const uint8_t *dp, const int64_t *order, int64_t done,
  * (terrain/hydrology/watershed.py) on a whole grid of D8 codes d (R x C, row-major; 0 outlet,
  * 255 nodata). C, not Numba: Numba's import and cache load were most of a `streams` process.
  *
- * down[i]: cell i's downstream cell; -1 at outlets and nodata; -2 for a code that is no
+ * ws_down: cell i's downstream cell; -1 at outlets and nodata; -2 for a code that is no
  * direction, or one leading off the grid or to nodata. */
 static inline int64_t ws_down(const uint8_t *d, int64_t R, int64_t C, int64_t i) {
     const uint8_t v = d[i];
@@ -1091,10 +1091,6 @@ static inline int64_t ws_down(const uint8_t *d, int64_t R, int64_t C, int64_t i)
     const int64_t rr = i / C + NB_DR[k], cc = i % C + NB_DC[k];
     if (rr < 0 || rr >= R || cc < 0 || cc >= C || d[rr * C + cc] == 255) return -2;
     return rr * C + cc;
-}
-
-void terrain_ws_downstream(const uint8_t *d, int64_t R, int64_t C, int64_t *down) {
-    for (int64_t i = 0; i < R * C; ++i) down[i] = ws_down(d, R, C, i);
 }
 
 /* Watershed labels without a whole-grid order (5 bytes a cell with the codes, where the

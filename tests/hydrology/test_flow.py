@@ -211,6 +211,12 @@ def test_each_direction_check_names_its_fault():
     d4 = flow_directions(f, connectivity=4, backend="cpu").direction
     d4[1, 1] = 2
     assert "D4 does not have" in verify_flow(f, d4, connectivity=4).violation
+    flat = np.zeros((4, 4), np.float32)
+    loop = np.zeros((4, 4), np.uint8)  # the edge's cells are outlets; inside, a loop of four
+    loop[1, 1], loop[1, 2], loop[2, 2], loop[2, 1] = 1, 4, 16, 64
+    assert verify_flow(flat, loop).violation == (
+        "direction of cell (1, 1) never reaches an outlet: the directions hold a cycle upstream "
+        "of or through it")
     hole = f.copy()
     hole[0, 2] = np.nan
     dh = flow_directions(hole, backend="cpu").direction
