@@ -26,6 +26,7 @@ import numpy as np
 from .. import native
 from ..native import address as _p
 from ..errors import InputError
+from ._neighbours import NB_DC, NB_DR
 
 __all__ = ["watershed", "snap_outlets", "stream_links", "cycle_cell"]
 
@@ -41,7 +42,6 @@ _SIGNATURES = {
 
 def _lib():
     return native.declared(_SIGNATURES)
-
 
 
 def _basins(d, cells, seeds):
@@ -115,8 +115,6 @@ def snap_outlets(accumulation, outlets, radius_cells):
 #: rows of accumulation a band reads at once (about this many cells): the stream cells are
 #: picked band by band, so only the directions (1 byte a cell) are whole-grid
 _STREAM_BAND_CELLS = 1 << 22
-#: (drow, dcol) of the D8 codes 1, 2, 4, ..., 128 (ESRI: E, SE, S, SW, W, NW, N, NE)
-_D8_STEPS = np.array([(0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1)])
 
 
 def stream_links(direction, accumulation, threshold):
@@ -151,7 +149,7 @@ def stream_links(direction, accumulation, threshold):
     for q in range(8):
         k[code == 1 << q] = q
     r, c = np.divmod(cells, C)
-    rr, cc = r + _D8_STEPS[k, 0], c + _D8_STEPS[k, 1]
+    rr, cc = r + NB_DR[k], c + NB_DC[k]  # k -1 (no code) is refused below
     ok = (code == 0) | ((k >= 0) & (rr >= 0) & (rr < R) & (cc >= 0) & (cc < C))
     below = np.where(ok & (code != 0), rr * C + cc, -1)
     ok &= (below < 0) | (d.ravel()[np.maximum(below, 0)] != 255)
