@@ -68,8 +68,9 @@ def _verify_fill_store(path, group):
         from terrain.hydrology import outlet_cells
         z = dem[:]
         outlets = outlet_cells(z, int(s.get("connectivity", 8)), outlets) | group["sinks"][:]
+    # depth and depression stay in the store until their checks read them (then freed)
     return verify_fill(dem[:], group["filled"][:], int(s.get("connectivity", 8)), outlets,
-                       group["depth"][:], group["depression"][:], bool(s.get("epsilon")))
+                       group["depth"], group["depression"], bool(s.get("epsilon")))
 
 
 def _verify_flow_store(path, group):

@@ -519,7 +519,9 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     """Certificate that ``filled`` is the depression fill of ``dem`` (docs/hydrology.md).
 
     ``outlets``: the named outlets' mask (default: the grid's edge and nodata);
-    ``epsilon``: the epsilon fill's certificate.
+    ``depth``, ``depression``: the layers to check too, arrays or anything NumPy reads (a
+    zarr array is read when its check comes, and freed after it); ``epsilon``: the epsilon
+    fill's certificate.
 
     >>> z = np.array([[5, 5, 5], [5, 1, 5], [5, 4, 5]], np.float32)
     >>> verify_fill(z, np.array([[5, 5, 5], [5, 4, 5], [5, 4, 5]], np.float32)).ok
@@ -548,6 +550,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
     drains = np.zeros(int(parts.max(initial=0)) + 1, np.bool_)
     drains[parts[out != 0]] = True
     cut_off = valid & ~drains[parts]
+    del parts
     lib, at = _checks(), ctypes.c_int64()
     out = np.ascontiguousarray(out, np.uint8)
     kind = lib.terrain_cert_fill_local(z.ctypes.data, f.ctypes.data, out.ctypes.data,
@@ -582,6 +585,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
                                seen.view(np.uint8).ctypes.data) < 0:
         raise MemoryError("verify: no memory for the drainage search")
     lost = valid & ~cut_off & ~seen
+    del seen
     if lost.any():
         r, c = np.argwhere(lost)[0]
         return cert.fail(f"cell ({r}, {c}): no path on the filled DEM leads down to an "
@@ -594,6 +598,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
             r, c = np.argwhere(~((d == raised) | (np.isnan(d) & np.isnan(z))))[0]
             return cert.fail(f"cell ({r}, {c}): depth {float(d[r, c]):.9g} is not filled - "
                              "elevation")
+        del d
         cert.checks.append("depth = filled - elevation")
     flooded = raised > 0
     del raised
@@ -604,6 +609,7 @@ def verify_fill(dem, filled, connectivity=8, outlets=None, depth=None, depressio
             r, c = np.argwhere(got != want)[0]
             return cert.fail(f"cell ({r}, {c}): depression id {int(got[r, c])}, the flooded "
                              f"regions give {int(want[r, c])}")
+        del got, want
         cert.checks.append("depression ids: the flooded regions in row-major order")
     cert.facts = {"cells": int(np.count_nonzero(valid)), "outlets": int(np.count_nonzero(out)),
                   "flooded": int(np.count_nonzero(flooded)),
