@@ -373,25 +373,21 @@ void terrain_mst_cert_forest(const float *z, const uint8_t *mask, int64_t rows, 
             uf_union(parent, a, b);
             ++out[5];
         }
-    for (int64_t cell = 0; cell < n && out[0] == 0; ++cell)
+    /* the first non-tree edge between two trees is the fault; joining the ends of every such
+     * edge onto the forest's trees leaves the graph's components (trees - joins) */
+    int64_t joins = 0;
+    for (int64_t cell = 0; cell < n; ++cell)
         for (int d = 0; d < 4; ++d) {
             if ((mask[cell] >> d) & 1) continue;
             const int64_t v = cert_edge_end(z, rows, cols, conn, cell, d);
-            if (v >= 0 && uf_find(parent, (int32_t)cell) != uf_find(parent, (int32_t)v)) {
-                cert_fault(out, 3, cell, d);
-                break;
-            }
-        }
-    if (out[0] != 3) return;
-    for (int64_t i = 0; i < n; ++i) parent[i] = (int32_t)i;
-    for (int64_t cell = 0; cell < n; ++cell)
-        for (int d = 0; d < 4; ++d) {
-            const int64_t v = cert_edge_end(z, rows, cols, conn, cell, d);
             if (v < 0) continue;
-            uf_union(parent, uf_find(parent, (int32_t)cell), uf_find(parent, (int32_t)v));
+            const int32_t a = uf_find(parent, (int32_t)cell), b = uf_find(parent, (int32_t)v);
+            if (a == b) continue;
+            if (out[0] == 0) cert_fault(out, 3, cell, d);
+            uf_union(parent, a, b);
+            ++joins;
         }
-    for (int64_t i = 0; i < n; ++i)
-        if (z[i] == z[i] && parent[i] == (int32_t)i) ++out[6];
+    if (out[0] == 3) out[6] = out[4] - out[5] - joins;
 }
 
 void terrain_mst_cert_order(const uint64_t *keys, int64_t m, const uint8_t *mask, int64_t n,
@@ -543,6 +539,17 @@ int64_t terrain_cert_fill_local(const float *z, const float *f, const uint8_t *o
     return 0;
 }
 
+/* room for one more entry in the int64 stack *buf of *cap entries holding top: doubled when
+ * full; 0, or -1 out of memory (*buf kept) */
+static inline int stack_room(int64_t **buf, int64_t *cap, int64_t top) {
+    if (top < *cap) return 0;
+    int64_t *grown = realloc(*buf, (size_t)(2 * *cap) * sizeof **buf);
+    if (grown == NULL) return -1;
+    *buf = grown;
+    *cap *= 2;
+    return 0;
+}
+
 /* verify_fill's drainage: seen = 1 at the valid cells with a path to an outlet on which f
  * never rises, searched upwards from the outlets (a stack that grows as it needs). 0, or -1
  * when memory runs out. */
@@ -554,12 +561,7 @@ int64_t terrain_cert_drains(const float *z, const float *f, const uint8_t *outle
     memset(seen, 0, (size_t)(H * W));
 #define CERT_PUSH(X)                                                                           \
     {                                                                                          \
-        if (top == cap) {                                                                      \
-            int64_t *grown = realloc(stack, (size_t)(2 * cap) * sizeof *stack);                 \
-            if (grown == NULL) { free(stack); return -1; }                                     \
-            stack = grown;                                                                     \
-            cap *= 2;                                                                          \
-        }                                                                                      \
+        if (stack_room(&stack, &cap, top)) { free(stack); return -1; }                         \
         seen[X] = 1;                                                                           \
         stack[top++] = (X);                                                                    \
     }
@@ -1129,14 +1131,9 @@ int64_t terrain_ws_basins(const uint8_t *d, int64_t R, int64_t C, const int64_t 
                 cur = labels[x];
                 break;
             }
-            if (top == cap) {
-                int64_t *grown = realloc(path, (size_t)(2 * cap) * sizeof *path);
-                if (grown == NULL) {
-                    free(path);
-                    return -1;
-                }
-                path = grown;
-                cap *= 2;
+            if (stack_room(&path, &cap, top)) {
+                free(path);
+                return -1;
             }
             path[top++] = x;
             labels[x] = WS_WALKING;
