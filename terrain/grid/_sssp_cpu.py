@@ -31,7 +31,7 @@ _SIGNATURES = {
                                     _i64, _vp, _vp, _vp, _i64, _int, _f64, _f64, _i64, _vp,
                                     _vp, _i64, _vp]),
     "terrain_sssp_backlinks": (None, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp,
-                                      _int, _int] + [_i64] * 2 + [_vp] * 4 + [_i64] * 2),
+                                      _int, _int] + [_i64] * 3 + [_vp] * 4 + [_i64] * 2),
     "terrain_sssp_outputs": (None, [_vp, _vp, _int, _int] + [_vp] * 3 + [_i64] * 4),
     "terrain_sssp_max_slope": (_f64, [_vp, _vp, _vp, _i64, _vp] + [_i64] * 4),
 }
@@ -135,11 +135,13 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
 
 
 def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, cols, pad,
-                  backlink, distance, allocation, hops, hop_bits=HOPS_BITS):
+                  backlink, distance, allocation, hops, hop_bits=HOPS_BITS, out_pad=0):
     """Backlink of every cell of the unpadded grid, and its distance (NaN where unreached),
     allocation and hops (-1 where unreached): one pass over the padded labels (int32 or
     int64 with ``hop_bits`` bits of hops; ``terrain_sssp_backlinks``, row bands on
-    threads)."""
+    threads). The outputs are flat arrays framed by ``out_pad`` cells (0: the unpadded
+    grid); ``distance`` and ``allocation`` None: the backlinks alone (255 where
+    unreached), as :func:`_outputs_cpu` takes them."""
     _inout((backlink, np.uint8), (distance, np.float64), (allocation, np.int32),
            (hops, np.int32))
     z, f, codes = _c(z, np.float32), _c(f, np.float32), _c(codes, np.int64)
@@ -149,7 +151,7 @@ def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, c
     _by_rows(_lib().terrain_sssp_backlinks, rows, rows * cols, _p(z), _p(f), int(has_f),
              int(model), _p(_c(lengths, np.float64)), _p(_c(offs, np.int64)), _p(codes),
              codes.size, _p(dist), _p(label), label.dtype.itemsize, int(hop_bits), cols, pad,
-             _p(backlink), _p(distance), _p(allocation), _p(hops))
+             out_pad, _p(backlink), _p(distance), _p(allocation), _p(hops))
 
 
 def _outputs_cpu(dist, label, hop_bits, backlink, rows, cols, allocation, hops):
@@ -266,15 +268,28 @@ def _touched_int32(n, count):
     return arrays
 
 
+def _in_place_result(dist, label, hop_bits, backlink_p, shape, stats, hops, outputs=()):
+    """The result from a queue's padded state, in place (:func:`_outputs_cpu`): the
+    distances in ``dist``, allocations over int32 labels; int64 labels' allocations and hop
+    counts (``hops``) in int32 arrays of the padded size, taken from ``outputs`` when given
+    (their pages already faulted). The arrays are the result's unpadded views."""
+    extra = (label.dtype != np.int32) + bool(hops)
+    outputs = list(outputs) or _touched_int32(dist.size, extra)
+    allocation = label if label.dtype == np.int32 else outputs.pop(0)
+    hop_counts = outputs.pop(0) if hops else None
+    _outputs_cpu(dist, label, hop_bits, backlink_p, shape[0], shape[1], allocation, hop_counts)
+    return GridSSSPResult(*(None if a is None else unpad(a, shape) for a in (
+        dist, allocation, backlink_p, hop_counts)), stats)
+
+
 def _finish(zp, fp, has_f, model, lengths, offs, codes, dist, label, hop_bits, shape, stats,
             hops=True):
-    """The result from a heap run's padded state: the backlink pass over every cell."""
-    backlink, distance, allocation = (np.empty(shape, t) for t in (np.uint8, np.float64,
-                                                                   np.int32))
-    hops = np.empty(shape, np.int32) if hops else None
+    """The result from a heap run's padded state: the backlink pass over every cell into a
+    padded array, then the outputs in place (:func:`_in_place_result`)."""
+    backlink_p = np.empty(dist.size, np.uint8)
     backlinks_cpu(zp, fp, has_f, model, lengths, offs, codes, dist, label, shape[0], shape[1],
-                  PAD, backlink, distance, allocation, hops, hop_bits)
-    return GridSSSPResult(distance, allocation, backlink, hops, stats)
+                  PAD, backlink_p, None, None, None, hop_bits, out_pad=PAD)
+    return _in_place_result(dist, label, hop_bits, backlink_p, shape, stats, hops)
 
 
 #: no targets: the queue runs until it is empty
@@ -358,14 +373,9 @@ class CpuOps:
             del zp, fp  # the queue's pass was the last to read them
             cut_beyond(dist, targets, stats)
             stats.update(settled=int(settled), queue="buckets")
-            outputs = outputs or _touched_int32(dist.size, extra)
-            allocation = label if label.dtype == np.int32 else outputs.pop(0)
-            hop_counts = outputs.pop(0) if hops else None
-            _outputs_cpu(dist, label, hop_bits, backlink_p, shape[0], shape[1], allocation,
-                         hop_counts)
+            res = _in_place_result(dist, label, hop_bits, backlink_p, shape, stats, hops,
+                                   outputs)
             del label
-            res = GridSSSPResult(*(None if a is None else unpad(a, shape) for a in (
-                dist, allocation, backlink_p, hop_counts)), stats)
         if on_distance is not None:
             on_distance(res.distance)
         return res

@@ -3503,36 +3503,48 @@ SSSP_GENERIC int sssp_take_seed(int64_t c, double d0, int64_t l0, int fixed, dou
     return 1;
 }
 
-typedef struct { double *d; int64_t *l; int32_t *c; int64_t n, cap; } sssp_heap;
+/* The lexicographic Dijkstra's queue: a radix heap (the graph SSSP's, terrain_sssp_radix) over
+ * 128-bit keys, a distance's order bits above a label. Dijkstra pops keys that never
+ * decrease (an arc costs >= 0, and one of cost 0 adds a hop to the label), so an entry goes to
+ * bucket 0 when its key equals the last popped one, else to 1 + the top bit of key ^ last:
+ * 1-64 where only the labels differ, 65-128 where the distances do. An empty bucket 0 is
+ * refilled from the lowest non-empty bucket, whose smallest key becomes the last, its stale
+ * entries (a cell's distance or label has improved since) dropped. Against the binary
+ * heap it replaced (absdiff, 4096², 2-core VM): see docs/performance.md. */
+typedef struct {
+    double d;
+    int64_t l, c;
+} sssp_entry;
 
-static int sssp_heap_push(sssp_heap *h, double d, int64_t lab, int32_t c) {
-    if (h->n == h->cap) {
-        const int64_t cap = 2 * h->cap;
-        double *nd = realloc(h->d, (size_t)cap * sizeof *nd);
-        if (nd == NULL) return -3;
-        h->d = nd;
-        int64_t *nl = realloc(h->l, (size_t)cap * sizeof *nl);
-        if (nl == NULL) return -3;
-        h->l = nl;
-        int32_t *nc = realloc(h->c, (size_t)cap * sizeof *nc);
-        if (nc == NULL) return -3;
-        h->c = nc;
-        h->cap = cap;
+typedef struct {
+    sssp_entry *e[129];
+    int64_t n[129], cap[129], queued;
+    uint64_t last_d, last_l;
+} sssp_radix;
+
+/* A double's bits as an unsigned integer that orders as the doubles do (-0.0 taken as 0.0). */
+static inline uint64_t sssp_order_f64(double x) {
+    const uint64_t b = sssp_bits_f64(x + 0.0);
+    return (b >> 63) ? ~b : b | ((uint64_t)1 << 63);
+}
+
+static inline int sssp_radix_push(sssp_radix *q, double d, int64_t l, int64_t c) {
+    const uint64_t xd = sssp_order_f64(d) ^ q->last_d;
+    const int b = xd != 0 ? 64 + sssp_bucket(xd) : sssp_bucket((uint64_t)l ^ q->last_l);
+    if (q->n[b] == q->cap[b]) {
+        const int64_t cap = q->cap[b] ? 2 * q->cap[b] : 256;
+        sssp_entry *a = realloc(q->e[b], (size_t)cap * sizeof *a);
+        if (a == NULL) return -3;
+        q->e[b] = a;
+        q->cap[b] = cap;
     }
-    int64_t i = h->n++;
-    while (i > 0) {
-        const int64_t p = (i - 1) >> 1;
-        if (!sssp_less(d, lab, h->d[p], h->l[p])) break;
-        h->d[i] = h->d[p];
-        h->l[i] = h->l[p];
-        h->c[i] = h->c[p];
-        i = p;
-    }
-    h->d[i] = d;
-    h->l[i] = lab;
-    h->c[i] = c;
+    q->e[b][q->n[b]++] = (sssp_entry){d, l, c};
+    ++q->queued;
     return 0;
 }
+
+/* Whether entry x is still its cell's (distance, label). */
+#define SSSP_LIVE(X) ((X).d == dist[(X).c] && (X).l == sssp_lab(label, lw, (X).c))
 
 /* Lexicographic-key Dijkstra on the padded flat grid, in place on dist (+inf at vertices,
  * -inf elsewhere; fixed: final, only tight arcs relaxed) and label. With left > 0 distinct
@@ -3546,44 +3558,60 @@ SSSP_GENERIC int64_t sssp_heap_run(const float *z, const float *f, int has_f, in
                                    const int64_t *seed_label, int64_t nseeds, int fixed,
                                    double max_cost, const uint8_t *targets, int64_t left,
                                    const volatile uint8_t *stop) {
-    sssp_heap h = {malloc(1024 * sizeof(double)), malloc(1024 * sizeof(int64_t)),
-                   malloc(1024 * sizeof(int32_t)), 0, 1024};
+    sssp_radix q;
+    memset(&q, 0, sizeof q);
     int64_t settled = -3;
-    if (h.d == NULL || h.l == NULL || h.c == NULL) goto done;
     for (int64_t s = 0; s < nseeds; ++s) {
         const int64_t c = seeds[s];
         const double d0 = seed_dist[s];
         const int64_t l0 = seed_label[s];
         if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label, lw)) continue;
-        if (sssp_heap_push(&h, d0, l0, (int32_t)c)) goto done;
+        if (sssp_radix_push(&q, d0, l0, c)) goto done;
     }
     settled = 0;
     double bound = INFINITY; /* the last target's distance, once every target is settled */
-    while (h.n > 0) {
-        const double d = h.d[0];
-        const int64_t lab = h.l[0];
-        const int64_t u = h.c[0];
-        if (d > bound) break;
-        if (--h.n > 0) { /* pop: move the last entry down from the root */
-            const double xd = h.d[h.n];
-            const int64_t xl = h.l[h.n];
-            const int32_t xc = h.c[h.n];
-            int64_t i = 0;
-            for (;;) {
-                int64_t ch = 2 * i + 1;
-                if (ch >= h.n) break;
-                if (ch + 1 < h.n && sssp_less(h.d[ch + 1], h.l[ch + 1], h.d[ch], h.l[ch])) ++ch;
-                if (!sssp_less(h.d[ch], h.l[ch], xd, xl)) break;
-                h.d[i] = h.d[ch];
-                h.l[i] = h.l[ch];
-                h.c[i] = h.c[ch];
-                i = ch;
+    while (q.queued > 0) {
+        if (q.n[0] == 0) { /* refill bucket 0 from the lowest non-empty bucket */
+            int b = 1;
+            while (q.n[b] == 0) ++b;
+            sssp_entry *e = q.e[b];
+            const int64_t count = q.n[b];
+            q.n[b] = 0;
+            q.queued -= count;
+            int64_t m = 0; /* the least key, stale or not: no live key is below it */
+            for (int64_t j = 1; j < count; ++j)
+                if (sssp_less(e[j].d, e[j].l, e[m].d, e[m].l)) m = j;
+            q.last_d = sssp_order_f64(e[m].d);
+            q.last_l = (uint64_t)e[m].l;
+            for (int64_t j = 0; j < count; ++j) { /* each into a bucket below b */
+                if (j + 16 < count) { /* the cells' state ahead of time: random reads */
+                    __builtin_prefetch(&dist[e[j + 16].c], 0, 3);
+                    __builtin_prefetch(sssp_lab_at(label, lw, e[j + 16].c), 0, 3);
+                }
+                if (SSSP_LIVE(e[j]) && sssp_radix_push(&q, e[j].d, e[j].l, e[j].c)) {
+                    settled = -3;
+                    goto done;
+                }
             }
-            h.d[i] = xd;
-            h.l[i] = xl;
-            h.c[i] = xc;
+            continue;
         }
-        if (d != dist[u] || lab != sssp_lab(label, lw, u)) continue; /* stale entry */
+        const sssp_entry x = q.e[0][--q.n[0]];
+        --q.queued;
+        if (q.n[0] > 0) { /* the next cell's neighbourhood, ahead of time */
+            const int64_t un = q.e[0][q.n[0] - 1].c, row = offs[2] - offs[0] + 1;
+            __builtin_prefetch(&dist[un - row], 0, 3);
+            __builtin_prefetch(&dist[un], 0, 3);
+            __builtin_prefetch(&dist[un + row], 0, 3);
+            __builtin_prefetch(sssp_lab_at(label, lw, un), 0, 3);
+            __builtin_prefetch(&z[un - row], 0, 3);
+            __builtin_prefetch(&z[un], 0, 3);
+            __builtin_prefetch(&z[un + row], 0, 3);
+            if (has_f) __builtin_prefetch(&f[un], 0, 3);
+        }
+        const double d = x.d;
+        const int64_t lab = x.l, u = x.c;
+        if (d > bound) break;
+        if (!SSSP_LIVE(x)) continue; /* stale entry */
         ++settled;
         if ((settled & 0xFFFF) == 0 && *stop) { settled = -1; goto done; }
         if (left > 0 && targets[u] && --left == 0) bound = d;
@@ -3605,15 +3633,14 @@ SSSP_GENERIC int64_t sssp_heap_run(const float *z, const float *f, int has_f, in
             }
             dist[v] = nd;
             sssp_set_lab(label, lw, v, nlab);
-            if (sssp_heap_push(&h, nd, nlab, (int32_t)v)) { settled = -3; goto done; }
+            if (sssp_radix_push(&q, nd, nlab, v)) { settled = -3; goto done; }
         }
     }
 done:
-    free(h.d);
-    free(h.l);
-    free(h.c);
+    for (int b = 0; b < 129; ++b) free(q.e[b]);
     return settled;
 }
+#undef SSSP_LIVE
 
 /* label: int32 or int64 (lw 4 or 8: the labels' width, as every kernel with labels takes) */
 int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
@@ -3813,23 +3840,32 @@ static inline int sssp_put_cell(int64_t i, double *d, double dv, int64_t lv, int
 }
 
 /* Rows [r0, r1) of the unpadded grid: each cell's backlink (the lowest arc code from a
- * neighbour with the label one hop less over a tight arc; 0 at a source), distance (NaN
- * where unreached), allocation and hops (-1 where unreached; hops NULL: none), from the heap's
- * padded state (labels of lw bytes, hb bits of hops). */
+ * neighbour with the label one hop less over a tight arc; 0 at a source, 255 where
+ * unreached), distance (NaN where unreached), allocation and hops (-1 where unreached; hops
+ * NULL: none), from the heap's padded state (labels of lw bytes, hb bits of hops). The
+ * outputs lie in a frame of opad cells (0: unpadded; pad: the state's own frame, where
+ * sssp_outputs then puts the rest in place); distance and allocation NULL: the backlinks
+ * alone. */
 SSSP_GENERIC void sssp_backlinks(const float *z, const float *f, int has_f, int model,
                                  const double *lengths, const int64_t *offs,
                                  const int64_t *codes, int64_t nk, const double *dist,
                                  const void *label, int lw, int hb, int64_t cols, int64_t pad,
-                                 uint8_t *backlink, double *distance, int32_t *allocation,
-                                 int32_t *hops, int64_t r0, int64_t r1) {
-    const int64_t width = cols + 2 * pad, hmask = ((int64_t)1 << hb) - 1;
+                                 int64_t opad, uint8_t *backlink, double *distance,
+                                 int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
+    const int64_t width = cols + 2 * pad, owidth = cols + 2 * opad,
+                  hmask = ((int64_t)1 << hb) - 1;
     for (int64_t r = r0; r < r1; ++r) {
-        const int64_t base = (r + pad) * width + pad;
+        const int64_t base = (r + pad) * width + pad, obase = (r + opad) * owidth + opad;
         for (int64_t c = 0; c < cols; ++c) {
-            const int64_t v = base + c, i = r * cols + c, lv = sssp_lab(label, lw, v);
+            const int64_t v = base + c, i = obase + c, lv = sssp_lab(label, lw, v);
             const double dv = dist[v];
-            if (!sssp_put_cell(i, distance + i, dv, lv, hb, allocation, hops, backlink))
+            if (distance != NULL) {
+                if (!sssp_put_cell(i, distance + i, dv, lv, hb, allocation, hops, backlink))
+                    continue;
+            } else if (!(dv > -INFINITY && dv < INFINITY)) {
+                backlink[i] = 255;
                 continue;
+            }
             if ((lv & hmask) == 0) {
                 backlink[i] = 0;
                 continue;
@@ -3857,19 +3893,20 @@ SSSP_GENERIC void sssp_backlinks(const float *z, const float *f, int has_f, int 
 void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model,
                             const double *lengths, const int64_t *offs, const int64_t *codes,
                             int64_t nk, const double *dist, const void *label, int lw, int hb,
-                            int64_t cols, int64_t pad, uint8_t *backlink, double *distance,
-                            int32_t *allocation, int32_t *hops, int64_t r0, int64_t r1) {
+                            int64_t cols, int64_t pad, int64_t opad, uint8_t *backlink,
+                            double *distance, int32_t *allocation, int32_t *hops, int64_t r0,
+                            int64_t r1) {
 #define SSSP_CALL(W)                                                                           \
     sssp_backlinks(z, f, has_f, model, lengths, offs, codes, nk, dist, label, W, hb, cols, pad, \
-                   backlink, distance, allocation, hops, r0, r1)
+                   opad, backlink, distance, allocation, hops, r0, r1)
     SSSP_WIDTHS(SSSP_CALL);
 #undef SSSP_CALL
 }
 
-/* Rows [r0, r1) of the outputs from the bucket queue's padded state (labels of lw bytes with
- * settled marks, hb bits of hops; the backlinks its pass set), in place at each cell's padded
- * index, so that the results are unpadded views (no second grid of any): the distance in
- * dist (NaN where unreached), 255 in backlink where unreached, allocation and hops (NULL:
+/* Rows [r0, r1) of the outputs from a queue's padded state (labels of lw bytes, with settled
+ * marks after the bucket queue; hb bits of hops; the backlinks its pass or sssp_backlinks
+ * set), in place at each cell's padded index, so that the results are unpadded views (no
+ * second grid of any): the distance in dist (NaN where unreached), 255 in backlink where unreached, allocation and hops (NULL:
  * none) in int32 arrays of the padded size; allocation may be the labels themselves when they
  * are int32 (a cell's label is read before its allocation is written over it). */
 SSSP_GENERIC void sssp_outputs(double *dist, const void *label, int lw, int hb,

@@ -67,6 +67,51 @@ def test_integer_absdiff_equals_scipy_exactly(conn):
     assert walk_backlinks(res, "absdiff", z, conn=conn) == 0.0
 
 
+def lexicographic_labels(g, shape, sources, start_costs):
+    """The canonical labels by their definition: Dijkstra in Python (heapq) on ``(distance,
+    source index, hops)`` over the oracle's CSR graph (explicit zero arcs kept)."""
+    import heapq
+    n = g.shape[0]
+    best = [(math.inf, 0, 0)] * n
+    heap = []
+    for i, ((r, c), d0) in enumerate(zip(sources, start_costs)):
+        key = (float(d0), i, 0)
+        if key < best[r * shape[1] + c]:
+            best[r * shape[1] + c] = key
+            heapq.heappush(heap, (*key, r * shape[1] + c))
+    while heap:
+        d, a, h, u = heapq.heappop(heap)
+        if (d, a, h) != best[u]:
+            continue
+        for e in range(g.indptr[u], g.indptr[u + 1]):
+            v, key = int(g.indices[e]), (d + float(g.data[e]), a, h + 1)
+            if key < best[v]:
+                best[v] = key
+                heapq.heappush(heap, (*key, v))
+    alloc = np.array([a if d < math.inf else -1 for d, a, _ in best]).reshape(shape)
+    hops = np.array([h if d < math.inf else -1 for d, _, h in best]).reshape(shape)
+    return alloc, hops
+
+
+@pytest.mark.parametrize("conn", [4, 8, 16])
+def test_heap_labels_are_the_lexicographic_least(conn):
+    """On plateaus of zero-cost arcs (absdiff on integer heights) with sources tied in
+    start cost, the heap's allocation and hops are the least (source index, hops) among
+    the shortest paths: a heapq Dijkstra on those keys says which."""
+    z = int_dem(41, 47, 10 + conn, nan_frac=0.04, high=3)
+    rng = np.random.default_rng(conn)
+    valid = np.argwhere(~np.isnan(z))
+    sources = [tuple(valid[i]) for i in rng.choice(len(valid), 5, replace=False)]
+    starts = [0.0, 1.0, 0.0, 2.0, 1.0]
+    res = grid_sssp(z, sources, starts, cost="absdiff", connectivity=conn, backend="cpu")
+    assert res.stats["queue"] == "heap"
+    g = csr_graph(z, "absdiff", conn=conn).tocsr()
+    alloc, hops = lexicographic_labels(g, z.shape, sources, starts)
+    np.testing.assert_array_equal(res.allocation, alloc)
+    np.testing.assert_array_equal(res.hops, hops)
+    np.testing.assert_array_equal(res.distance, oracle_distance(g, z.shape, sources, starts))
+
+
 def test_allocation_is_argmin_of_per_source_runs():
     z = int_dem(31, 33, 5, nan_frac=0.05, high=6)  # many ties
     rng = np.random.default_rng(2)
