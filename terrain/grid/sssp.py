@@ -3,7 +3,7 @@
 Every reached cell gets ``distance``, ``(allocation, hops)`` and ``backlink``: canonical
 labels, the same for every backend and algorithm (docs/cost-distance.md, "Labels"). CPU:
 Dijkstra on the implicit padded grid (a bucket queue when every arc costs more than zero,
-else a binary heap); GPU: near-far, then min-label propagation over tight arcs; both reach
+else a radix heap); GPU: near-far, then min-label propagation over tight arcs; both reach
 the same least fixed point. The kernels are one table (``CpuOps``/``GpuOps``).
 
 Examples
