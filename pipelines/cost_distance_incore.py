@@ -27,6 +27,7 @@ from terrain.grid.sssp import padded_grid
 from terrain.io import open_grid
 from terrain.io.remote import is_remote, object_entries, store_for
 from terrain.startup import trim_free_memory
+from terrain.tiles import release_buffers
 
 from .cluster import runs_in_process
 from .cost_distance_store import prepare_layers, summary_base
@@ -40,12 +41,14 @@ RUN_ATTRS = ("cost_distance", "cost_model", "cost_reuse")
 
 
 class _DistanceWriter:
-    """Writes the ``distance`` layer on a thread pool as soon as the solve has the distances;
+    """Writes the ``distance`` layer as soon as the solve has the distances, on ``pool`` (the
+    run's writers, shared with the other layers' writes: one writer a core, whose encoding
+    buffers are what the writes hold beside the grids; a pool of its own without one);
     :meth:`wait` returns each shard window's ``(start, end)``."""
 
-    def __init__(self, out_path, windows):
+    def __init__(self, out_path, windows, pool=None):
         self.out_path, self.windows = out_path, windows or []
-        self.pool, self.futures = None, []
+        self.pool, self.own, self.futures = pool, pool is None, []
 
     def _one(self, distance, window, layouts):
         t0 = time.perf_counter()
@@ -54,8 +57,9 @@ class _DistanceWriter:
 
     def start(self, distance):
         layouts = shard_layouts(self.out_path, ["distance"])  # once, not per window
-        self.pool = concurrent.futures.ThreadPoolExecutor(
-            max(1, min(io_threads(), len(self.windows))))
+        if self.own:
+            self.pool = concurrent.futures.ThreadPoolExecutor(
+                max(1, min(io_threads(), len(self.windows))))
         self.futures = [self.pool.submit(self._one, distance, w, layouts)
                         for w in self.windows]
 
@@ -65,11 +69,14 @@ class _DistanceWriter:
         try:
             return [fut.result() for fut in self.futures]
         finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+            if self.own:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+                self.pool = None
 
     def stop(self):
         """After a failure: no write runs on (their own errors are not news then)."""
+        for fut in self.futures:
+            fut.cancel()
         try:
             self.wait()
         except Exception:  # noqa: BLE001 - the failure being handled is the one to report
@@ -222,16 +229,17 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     # read into the in-core SSSP's padded grid: the solve takes it without a copy
     ingested = {str(dst): write_elevation(grid, dst, spec["tile"], out=padded_grid(grid.shape))
                 for src, dst in ingests for grid in [open_grid(src)]}
-    if ingests:
-        trim_free_memory()  # what the raster's read left (GDAL's block cache), before the solve
+    if ingests:  # what the raster's read and the ingest's writers left, before the solve:
+        release_buffers()  # the writers' reusable buffers (7.5 MB at 4096²)
+        trim_free_memory()  # and GDAL's block cache
         wall["ingest"] = time.perf_counter() - t0
     spec, friction_src, meta, with_friction = _arguments(out_path, spec, windows, backend,
                                                          friction_store)
     if backend == "gpu":
         spec["on_device"] = True  # the writers copy the layers off the device tile by tile
     pool = concurrent.futures.ThreadPoolExecutor(io_threads(), thread_name_prefix="terrain-cost")
-    # the distances' writes run on while the other layers are written
-    writer = _DistanceWriter(out_path, spec["windows"])
+    # the distances' writes run on while the other layers are written, on the same threads
+    writer = _DistanceWriter(out_path, spec["windows"], pool)
     try:
         t1 = time.perf_counter()
         prepared = pool.submit(prepare_layers, out_path, spec["shape"], spec["tile"], geo or {},

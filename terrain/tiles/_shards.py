@@ -30,7 +30,7 @@ from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
 __all__ = ["fast_layout", "write_layout", "read_layout", "write_shard", "ShardWriter",
            "read_shard", "read_array", "read_window", "url_layout", "read_url_shard",
            "io_threads", "MAX_IO_THREADS", "sweep_partial_files",
-           "shard_inventory", "borrow_buffer", "shard_grid"]
+           "shard_inventory", "borrow_buffer", "release_buffers", "shard_grid"]
 
 _ABSENT = 2**64 - 1  # the offset and length of an absent chunk in a shard index
 
@@ -262,9 +262,17 @@ class _Buffers:
                     free.append(buf)
 
 
+    def release(self):
+        """Drop the free buffers (a phase whose arrays need the memory comes next)."""
+        with self.lock:
+            self.free.clear()
+
+
 _buffers = _Buffers()
 #: a reusable uint8 buffer shared by a process's threads, as a context manager
 borrow_buffer = _buffers.borrow
+#: drop the free reusable buffers
+release_buffers = _buffers.release
 
 
 def _view(buf, shape, dtype):
