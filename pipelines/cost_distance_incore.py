@@ -127,7 +127,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
         raise
     res.stats["early_writes"] = writer.wait() if own else []
     res.stats["read_seconds"] = t_read
-    return res, (f if spec.get("write_friction", True) else None)
+    return res, (f if spec.get("write_friction", True) and not spec.get("friction_from")
+                 else None)
 
 
 def _write(out_path, solved, windows, layouts=None):
@@ -183,6 +184,12 @@ def _arguments(out_path, spec, windows, backend, friction_store):
         friction_src = (tuple(friction_store) if isinstance(friction_store, (tuple, list))
                         else (friction_store, "elevation"))
     with_friction = friction_store is not None and spec.get("write_friction", True)
+    # a friction surface given as the DEM: the output's elevation layer holds the friction's
+    # cells already (one ingest, one array), so its friction layer is that layer linked, not
+    # written again (4096²: 64 MB of grid freed before the writes, 0.1-0.2 CPU s less)
+    if (with_friction and friction_src[1] == "elevation" and not is_remote(out_path)
+            and str(friction_src[0]) == str(out_path)):
+        spec = dict(spec, friction_from="elevation")
     # a store at a URL stays a Location: the tasks open it with its options
     spec = dict(spec, windows=list(windows),
                 out_path=out_path if is_remote(out_path) else str(out_path))
@@ -199,7 +206,7 @@ def build_incore_graph(dem_path, out_path, spec, sources, start_costs, windows,
                                                          friction_store)
     prepared = dask.delayed(prepare_layers, pure=False)(
         out_path, spec["shape"], spec["tile"], geo or {}, with_friction, upstream,
-        dask_key_name=name("prepare"))
+        spec.get("friction_from"), dask_key_name=name("prepare"))
     solved = dask.delayed(_solve, pure=False)(dem_path, friction_src, spec, sources,
                                               start_costs, backend, prepared,
                                               dask_key_name=name("solve"))
@@ -243,7 +250,7 @@ def run_incore(dem_path, out_path, spec, sources, start_costs, windows, backend=
     try:
         t1 = time.perf_counter()
         prepared = pool.submit(prepare_layers, out_path, spec["shape"], spec["tile"], geo or {},
-                               with_friction)
+                               with_friction, None, spec.get("friction_from"))
         solved = _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared,
                         writer=writer, ingested=ingested)
         del ingested

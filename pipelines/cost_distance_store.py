@@ -3,6 +3,7 @@
 the GeoTIFFs of ``--geotiff-dir``.
 """
 
+import shutil
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from terrain.grid.costs import check_friction
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
 from terrain.io.remote import is_remote, store_for
-from terrain.tiles.store import create_layer, read_block
+from terrain.tiles.store import create_layer, link_layer, read_block
 
 __all__ = ["StoreReader", "prepare_layers", "dem_in_output",
            "cost_model_attributes", "geotiff_paths", "write_geotiffs", "GEOTIFF_LAYERS",
@@ -24,9 +25,12 @@ __all__ = ["StoreReader", "prepare_layers", "dem_in_output",
 GEOTIFF_LAYERS = ("distance", "allocation", "backlink")
 
 
-def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None):
+def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None,
+                   friction_from=None):
     """The output's georeference and empty layers (chunks = tiles; ``upstream``: the ingest
-    tasks this one waits for in a graph). Returns ``out_path`` (a path as text; a
+    tasks this one waits for in a graph); ``friction_from``: a layer of the output already
+    written that is the friction too (a friction surface given as the DEM), linked as the
+    ``friction`` layer (a local output). Returns ``out_path`` (a path as text; a
     :class:`terrain.io.remote.Location` as it is)."""
     del upstream
     group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a",
@@ -41,6 +45,13 @@ def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None):
     for name, attrs in layer_attributes(geo.get("cost", "absdiff")).items():
         dtype, fill, _ = LAYERS.get(name, ("float32", np.nan, None))
         if name == "friction" and not with_friction:
+            continue
+        if name == "friction" and friction_from:  # the same cells: its shard files linked
+            shutil.rmtree(Path(out_path) / name, ignore_errors=True)  # a resumed run's
+            link_layer(out_path, out_path, friction_from, name)
+            arr = group["friction"]
+            arr.attrs.put(attrs)
+            mark_raster(arr, nodata=fill)
             continue
         # a resumed run's partial holds the killed run's layers: made again, empty
         arr = create_layer(group, name, dtype, fill, tile, shape,

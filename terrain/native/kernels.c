@@ -3906,9 +3906,10 @@ void terrain_sssp_backlinks(const float *z, const float *f, int has_f, int model
 /* Rows [r0, r1) of the outputs from a queue's padded state (labels of lw bytes, with settled
  * marks after the bucket queue; hb bits of hops; the backlinks its pass or sssp_backlinks
  * set), in place at each cell's padded index, so that the results are unpadded views (no
- * second grid of any): the distance in dist (NaN where unreached), 255 in backlink where unreached, allocation and hops (NULL:
- * none) in int32 arrays of the padded size; allocation may be the labels themselves when they
- * are int32 (a cell's label is read before its allocation is written over it). */
+ * second grid of any): the distance in dist (NaN where unreached), 255 in backlink where
+ * unreached, allocation and hops (NULL: none) in int32 arrays of the padded size; allocation
+ * may be the labels themselves when they are int32 (a cell's label is read before its
+ * allocation is written over it). */
 SSSP_GENERIC void sssp_outputs(double *dist, const void *label, int lw, int hb,
                                uint8_t *backlink, int32_t *allocation, int32_t *hops,
                                int64_t cols, int64_t pad, int64_t r0, int64_t r1) {

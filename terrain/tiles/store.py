@@ -372,9 +372,10 @@ def _read(arr, path, r0, r1, c0, c1):
                          f"columns {c0}:{c1} (the store is damaged)") from None
 
 
-def link_layer(src, dst, name):
-    """Give the store ``dst`` the layer ``name`` of the store ``src``: shard files hard
-    linked (copied across file systems; never rewritten in place), metadata copied.
+def link_layer(src, dst, name, as_name=None):
+    """Give the store ``dst`` the layer ``name`` of the store ``src`` (as ``as_name``, default
+    ``name``): shard files hard linked (copied across file systems; never rewritten in
+    place), metadata copied.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -387,7 +388,7 @@ def link_layer(src, dst, name):
     """
     import os
     import shutil
-    src_dir, dst_dir = Path(src) / name, Path(dst) / name
+    src_dir, dst_dir = Path(src) / name, Path(dst) / (as_name or name)
     for root, _, files in os.walk(src_dir):
         target = dst_dir / Path(root).relative_to(src_dir)
         target.mkdir(parents=True, exist_ok=True)

@@ -123,6 +123,16 @@ def test_an_input_that_is_its_own_friction_gives_a_copys_bits(tmp_path):
     for layer in ("distance", "allocation", "backlink", "friction", "elevation"):
         assert np.array_equal(np.asarray(a[layer][:]), np.asarray(b[layer][:]), equal_nan=True)
     assert np.isfinite(np.asarray(a["distance"][:])).sum() > 1000
+    # the same run's friction layer is its elevation layer's shard files linked, under the
+    # friction's attributes
+    elevation, friction = outs["same"] / "elevation", outs["same"] / "friction"
+    shards = sorted(p.relative_to(elevation) for p in elevation.rglob("*")
+                    if p.is_file() and p.name.isdigit())
+    assert shards and all((elevation / p).stat().st_ino == (friction / p).stat().st_ino
+                          for p in shards)
+    assert a["friction"].attrs["long_name"] == "friction" == b["friction"].attrs["long_name"]
+    rc, so, se = run_cli("verify", outs["same"], scheduler=None)
+    assert rc == 0, se
 
 
 def test_geojson_and_raster_sources_and_max_cost(dem, tmp_path):
