@@ -3509,8 +3509,9 @@ SSSP_GENERIC int sssp_take_seed(int64_t c, double d0, int64_t l0, int fixed, dou
  * bucket 0 when its key equals the last popped one, else to 1 + the top bit of key ^ last:
  * 1-64 where only the labels differ, 65-128 where the distances do. An empty bucket 0 is
  * refilled from the lowest non-empty bucket, whose smallest key becomes the last, its stale
- * entries (a cell's distance or label has improved since) dropped. Against the binary
- * heap it replaced (absdiff, 4096², 2-core VM): see docs/performance.md. */
+ * entries (a cell's distance or label has improved since) dropped. Against the binary heap
+ * it replaced (absdiff, 4096² from the centre, 2-core VM): solve 4.7-5.1 s against 8.2-8.7 s;
+ * the 40-ft size 92 s against 188 s. */
 typedef struct {
     double d;
     int64_t l, c;
