@@ -132,12 +132,12 @@ def test_read_block_of_windows_that_cut_shards(tmp_path, monkeypatch, dtype, fil
 
 class _HostBlocks:
     """A block reader over a NumPy array (what ``DeviceBlocks`` is over a device array),
-    counting its copies and the buffers it made."""
+    counting its copies, the buffers it made and the largest copy's bytes."""
 
     buffer_kind = "test-blocks"
 
     def __init__(self, values):
-        self.values, self.blocks, self.buffers = values, 0, 0
+        self.values, self.blocks, self.buffers, self.most = values, 0, 0, 0
 
     def empty(self, nbytes):
         self.buffers += 1
@@ -146,14 +146,15 @@ class _HostBlocks:
     def read_block(self, out, r0, r1, c0, c1):
         assert out.shape == (r1 - r0, c1 - c0) and out.dtype == self.values.dtype
         self.blocks += 1
+        self.most = max(self.most, out.nbytes)
         out[...] = self.values[r0:r1, c0:c1]
 
 
 @pytest.mark.parametrize("dtype, fill", [("float64", np.nan), ("int32", -1), ("uint8", 255)])
 def test_shards_from_a_block_reader_are_the_arrays_bytes(tmp_path, dtype, fill):
-    """``write_shard`` from a block reader (a device array's way: each shard's cells in one
-    copy into a buffer of the reader's kind): the same files as from the array, edge tiles
-    included, at an origin other than the array's too."""
+    """``write_shard`` from a block reader (a device array's way: each quarter of a shard in
+    one copy into a buffer of the reader's kind, put in the chunks' order): the same files as
+    from the array, edge tiles included, at an origin other than the array's too."""
     v = _values(dtype, fill)
     codec = layer_compressors({"float64": "distance", "int32": "allocation",
                                "uint8": "backlink"}[dtype])
@@ -172,8 +173,11 @@ def test_shards_from_a_block_reader_are_the_arrays_bytes(tmp_path, dtype, fill):
     assert sorted(a) == sorted(b) and len(a) == 7
     for name in a:
         assert a[name] == b[name], name
-    assert reader.blocks == 3 * 3 - 1  # one copy a shard, but shard (2, 1)
-    assert reader.buffers <= 1  # one tile, reused (or one an earlier test left)
+    # a copy a quarter of a shard, none past the array's edge (150 x 130 in 64² shards:
+    # 4 a whole shard, 2 a shard of the last row or column, 1 the corner's), but shard
+    # (2, 1); one buffer, reused, that holds a quarter
+    assert reader.blocks == 4 * 4 + 2 + 2 + 2 + 1
+    assert reader.buffers <= 1 and reader.most == 32 * 32 * v.dtype.itemsize
 
 
 def test_unusual_layouts_go_through_zarr(tmp_path):
