@@ -308,7 +308,8 @@ def _put_windows(layout, si, sj, quarters):
     if not (quarters and pr % 2 == 0 and pc % 2 == 0):
         return [(a0, min(a0 + R, rows), b0, min(b0 + C, cols))]
     hr, hc = pr // 2 * tr, pc // 2 * tc
-    # zarr's chunk order: the quarters in the order their chunks come, each chunks in a row
+    # zarr's chunk order: the quarters in the order their chunks come, each quarter's chunks
+    # in one run (else the one put)
     seq = [(ci >= pr // 2, cj >= pc // 2) for ci, cj in layout.order.tolist()]
     quads = list(dict.fromkeys(seq))
     if sum(a != b for a, b in zip(seq, seq[1:])) != len(quads) - 1:
