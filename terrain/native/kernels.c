@@ -3544,6 +3544,27 @@ static inline int sssp_radix_push(sssp_radix *q, double d, int64_t l, int64_t c)
     return 0;
 }
 
+/* What the relaxations of padded cell un read, asked for ahead of time: its rows of dist and
+ * f (has_f) and of z (not NULL), and its label; row is the padded row width. */
+SSSP_GENERIC void sssp_prefetch_cell(const double *dist, const void *label, int lw,
+                                      const float *f, int has_f, const float *z, int64_t un,
+                                      int64_t row) {
+    __builtin_prefetch(&dist[un - row], 0, 3);
+    __builtin_prefetch(&dist[un], 0, 3);
+    __builtin_prefetch(&dist[un + row], 0, 3);
+    __builtin_prefetch(sssp_lab_at(label, lw, un), 0, 3);
+    if (has_f) {
+        __builtin_prefetch(&f[un - row], 0, 3);
+        __builtin_prefetch(&f[un], 0, 3);
+        __builtin_prefetch(&f[un + row], 0, 3);
+    }
+    if (z != NULL) {
+        __builtin_prefetch(&z[un - row], 0, 3);
+        __builtin_prefetch(&z[un], 0, 3);
+        __builtin_prefetch(&z[un + row], 0, 3);
+    }
+}
+
 /* Whether entry x is still its cell's (distance, label). */
 #define SSSP_LIVE(X) ((X).d == dist[(X).c] && (X).l == sssp_lab(label, lw, (X).c))
 
@@ -3571,6 +3592,7 @@ SSSP_GENERIC int64_t sssp_heap_run(const float *z, const float *f, int has_f, in
     }
     settled = 0;
     double bound = INFINITY; /* the last target's distance, once every target is settled */
+    const int64_t row = offs[2] - offs[0] + 1; /* the padded row width */
     while (q.queued > 0) {
         if (q.n[0] == 0) { /* refill bucket 0 from the lowest non-empty bucket */
             int b = 1;
@@ -3598,17 +3620,8 @@ SSSP_GENERIC int64_t sssp_heap_run(const float *z, const float *f, int has_f, in
         }
         const sssp_entry x = q.e[0][--q.n[0]];
         --q.queued;
-        if (q.n[0] > 0) { /* the next cell's neighbourhood, ahead of time */
-            const int64_t un = q.e[0][q.n[0] - 1].c, row = offs[2] - offs[0] + 1;
-            __builtin_prefetch(&dist[un - row], 0, 3);
-            __builtin_prefetch(&dist[un], 0, 3);
-            __builtin_prefetch(&dist[un + row], 0, 3);
-            __builtin_prefetch(sssp_lab_at(label, lw, un), 0, 3);
-            __builtin_prefetch(&z[un - row], 0, 3);
-            __builtin_prefetch(&z[un], 0, 3);
-            __builtin_prefetch(&z[un + row], 0, 3);
-            if (has_f) __builtin_prefetch(&f[un], 0, 3);
-        }
+        if (q.n[0] > 0) /* the next cell's neighbourhood, ahead of time */
+            sssp_prefetch_cell(dist, label, lw, f, has_f, z, q.e[0][q.n[0] - 1].c, row);
         const double d = x.d;
         const int64_t lab = x.l, u = x.c;
         if (d > bound) break;
@@ -3739,17 +3752,7 @@ SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f,
         heads[slot] = en;
         const int64_t u = pcell[e];
         if (en >= 0) { /* the next cell's neighbourhood and the entry after it, ahead of time */
-            const int64_t un = pcell[en];
-            __builtin_prefetch(&dist[un - row], 0, 3);
-            __builtin_prefetch(&dist[un], 0, 3);
-            __builtin_prefetch(&dist[un + row], 0, 3);
-            __builtin_prefetch(sssp_lab_at(label, lw, un), 0, 3);
-            if (has_f) {
-                __builtin_prefetch(&f[un - row], 0, 3);
-                __builtin_prefetch(&f[un], 0, 3);
-                __builtin_prefetch(&f[un + row], 0, 3);
-            }
-            if (model != 1) __builtin_prefetch(&z[un], 0, 3);
+            sssp_prefetch_cell(dist, label, lw, f, has_f, model != 1 ? z : NULL, pcell[en], row);
             const int32_t en2 = pnext[en];
             if (en2 >= 0) {
                 __builtin_prefetch(&pcell[en2], 0, 3);
