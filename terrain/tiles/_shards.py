@@ -304,16 +304,10 @@ def _put_windows(layout, si, sj, quarters):
     (the 40-ft cost distance's writers on a 16-core host copy float64 shards of 32 MB)."""
     (R, C), (tr, tc), (rows, cols) = layout.shard, layout.inner, layout.shape
     a0, b0 = si * R, sj * C
-    pr, pc = layout.per_shard
-    if not (quarters and pr % 2 == 0 and pc % 2 == 0):
+    quads = _quarter_order(layout.per_shard) if quarters else None
+    if quads is None:
         return [(a0, min(a0 + R, rows), b0, min(b0 + C, cols))]
-    hr, hc = pr // 2 * tr, pc // 2 * tc
-    # zarr's chunk order: the quarters in the order their chunks come, each quarter's chunks
-    # in one run (else the one put)
-    seq = [(ci >= pr // 2, cj >= pc // 2) for ci, cj in layout.order.tolist()]
-    quads = list(dict.fromkeys(seq))
-    if sum(a != b for a, b in zip(seq, seq[1:])) != len(quads) - 1:
-        return [(a0, min(a0 + R, rows), b0, min(b0 + C, cols))]
+    hr, hc = layout.per_shard[0] // 2 * tr, layout.per_shard[1] // 2 * tc
     out = []
     for qi, qj in quads:
         r0, c0 = a0 + qi * hr, b0 + qj * hc
@@ -321,6 +315,25 @@ def _put_windows(layout, si, sj, quarters):
         if r1 > r0 and c1 > c0:
             out.append((r0, r1, c0, c1))
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _quarter_order(per_shard):
+    """The quarters ``(qi, qj)`` of a shard of ``per_shard`` chunks in the order zarr writes
+    their chunks (:func:`_morton_order`), or None when a side is odd or a quarter's chunks do
+    not come in one run (then a shard is written whole).
+
+    >>> _quarter_order((4, 4))
+    ((0, 0), (1, 0), (0, 1), (1, 1))
+    """
+    pr, pc = per_shard
+    if pr % 2 or pc % 2:
+        return None
+    seq = [(int(ci >= pr // 2), int(cj >= pc // 2)) for ci, cj in _morton_order(per_shard)]
+    quads = tuple(dict.fromkeys(seq))
+    if sum(a != b for a, b in zip(seq, seq[1:])) != len(quads) - 1:
+        return None
+    return quads
 
 
 @contextlib.contextmanager
