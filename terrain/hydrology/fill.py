@@ -184,7 +184,14 @@ _FILL_SIGNATURES = {
     "terrain_outlet_cells": (None, [ctypes.c_void_p] + [ctypes.c_int64] * 2
                              + [ctypes.c_int, ctypes.c_void_p]),
     "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64]
-                            + [ctypes.c_void_p] * 4)}
+                            + [ctypes.c_void_p] * 4),
+    "terrain_fill_hierarchy": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int64]
+                               + [ctypes.c_void_p] * 3 + [ctypes.c_int64]
+                               + [ctypes.c_void_p] * 2),
+    "terrain_free": (None, [ctypes.c_void_p]),
+    "terrain_fill_epsilon": (ctypes.c_int64, [ctypes.c_void_p] + [ctypes.c_int64] * 2
+                             + [ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
+                             + [ctypes.c_int64, ctypes.c_int] + [ctypes.c_void_p] * 2)}
 
 
 class _CpuOps:
@@ -319,10 +326,11 @@ RICHDEM_D4 = (np.array([0, -1, 0, 1]), np.array([-1, 0, 1, 0]))
 
 
 def epsilon_levels(z, outlet, connectivity=8, named=False):
-    """The epsilon fill's levels (``inf`` where undrained), RichDEM's port. Seeds: RichDEM's
-    edge cells then the cells of nodata holes off the edge (so cells beside nodata drain),
-    or the ``named`` outlets, row-major."""
-    from . import _fill_cpu as K
+    """The epsilon fill's levels (``inf`` where undrained): RichDEM's priority flood step for
+    step, ``terrain_fill_epsilon`` of terrain/native/kernels.c (C, not Numba: Numba's import
+    and kernel load took ``fill --epsilon`` of the 300 x 400 sample from 0.6 to 1.2 s, 3.2 s
+    on first use). Seeds: RichDEM's edge cells then the cells of nodata holes off the edge
+    (so cells beside nodata drain), or the ``named`` outlets, row-major."""
     z = np.ascontiguousarray(z, np.float32)
     H, W = z.shape
     if named:
@@ -338,9 +346,18 @@ def epsilon_levels(z, outlet, connectivity=8, named=False):
         inner = np.flatnonzero((nodata & ~np.isin(holes, edge)).ravel())
         seeds = np.concatenate([rows, cols, inner]) if H * W else np.zeros(0, np.int64)
     dr, dc = RICHDEM_D8 if check_connectivity(connectivity) == 8 else RICHDEM_D4
-    e = K.epsilon_fill_cpu(z, seeds.astype(np.int64), np.isnan(z.ravel()[seeds]), dr, dc,
-                           bool(named))
-    return np.where(np.isnan(z.ravel()), np.float32(np.inf), e).reshape(z.shape)
+    seeds = np.ascontiguousarray(seeds, np.int64)
+    seed_nodata = np.isnan(z.ravel()[seeds]).view(np.uint8)
+    dr, dc = np.ascontiguousarray(dr, np.int64), np.ascontiguousarray(dc, np.int64)
+    e = np.empty((H, W), np.float32)
+    rc = native.interruptible(  # its own thread: Ctrl-C stops it
+        lambda stop: native.declared(_FILL_SIGNATURES).terrain_fill_epsilon(
+            z.ctypes.data, H, W, seeds.ctypes.data, seed_nodata.ctypes.data, seeds.size,
+            dr.ctypes.data, dc.ctypes.data, dr.size, int(bool(named)), e.ctypes.data,
+            stop.ctypes.data))
+    _check(rc, "the epsilon fill", H, W)
+    e[np.isnan(z)] = np.inf
+    return e
 
 
 HIERARCHY_COLUMNS = ("id", "pit_row", "pit_col", "pit_elevation", "spill_elevation",
@@ -358,14 +375,12 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
     >>> h["pit_elevation"].tolist(), h["spill_elevation"].tolist(), h["parent"].tolist()
     ([1.0, 2.0, 1.0], [5.0, 5.0, 9.0], [3, 3, 0])
     """
-    from . import _fill_cpu as K
     z = np.ascontiguousarray(z, np.float32)
-    u, v, ids = K.forest_edges_cpu(np.ascontiguousarray(mask), _step(connectivity))
+    u, v, ids = _forest_edges(np.asarray(mask), z.shape[1])
     zf = z.ravel()
     w = np.maximum(zf[u], zf[v])
     order = np.lexsort((ids, w))
-    nodes = np.ascontiguousarray(K.hierarchy_cpu(zf, u[order], v[order], w[order],
-                                                 (outlet != 0).ravel()).T)
+    nodes = _hierarchy_nodes(zf, u[order], v[order], w[order], (outlet != 0).ravel()).T
     pit, parent, left, right, cells = nodes[[0, 3, 4, 5, 6]].astype(np.int64)
     pitz, spill = nodes[1:3].astype(np.float32)
     rows, cols = np.divmod(pit, z.shape[1])
@@ -373,6 +388,42 @@ def depression_hierarchy(z, mask, outlet, connectivity=8):
             "pit_row": rows,
             "pit_col": cols, "pit_elevation": pitz, "spill_elevation": spill,
             "parent": parent, "left": left, "right": right, "cells": cells, "volume": nodes[7]}
+
+
+def _forest_edges(mask, width):
+    """The forest's edges ``(u, v, id)`` from its mask (bit ``d``: the edge from a cell to
+    its E, S, SE, SW neighbour), ``id = 4 u + d`` (the MST's ids)."""
+    flat = mask.ravel()
+    us, vs, ids = [], [], []
+    for d, step in enumerate((1, width, width + 1, width - 1)):
+        u = np.flatnonzero(flat & (1 << d))
+        us.append(u)
+        vs.append(u + step)
+        ids.append(4 * u + d)
+    return np.concatenate(us), np.concatenate(vs), np.concatenate(ids)
+
+
+def _hierarchy_nodes(zf, eu, ev, ew, drained):
+    """The hierarchy's nodes, rows of ``(pit, pit_z, spill, parent, left, right, cells,
+    volume)`` (float64): Kruskal over the forest's edges sorted by ``(weight, id)``,
+    ``terrain_fill_hierarchy`` of terrain/native/kernels.c (C, not Numba: Numba's import and
+    kernel loads were 0.6 s of the sample's 1.1 s ``fill --min-depth``, 3.8 s more on first
+    use)."""
+    lib = native.declared(_FILL_SIGNATURES)
+    eu, ev = np.ascontiguousarray(eu, np.int64), np.ascontiguousarray(ev, np.int64)
+    ew = np.ascontiguousarray(ew, np.float32)
+    drained = np.ascontiguousarray(drained, np.uint8)
+    out = ctypes.c_void_p()
+    k = lib.terrain_fill_hierarchy(zf.ctypes.data, zf.size, eu.ctypes.data, ev.ctypes.data,
+                                   ew.ctypes.data, eu.size, drained.ctypes.data,
+                                   ctypes.byref(out))
+    if k < 0:
+        raise MemoryError(f"fill: no memory for the depression hierarchy of {zf.size} cells")
+    try:
+        return (np.frombuffer((ctypes.c_double * (8 * k)).from_address(out.value),
+                              np.float64).reshape(k, 8).copy() if k else np.zeros((0, 8)))
+    finally:
+        lib.terrain_free(out)
 
 
 def kept_pits(table, min_depth=None, min_area=None):

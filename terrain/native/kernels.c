@@ -1375,6 +1375,266 @@ done:
     return rc;
 }
 
+/* ==========================================================================================
+ * The epsilon fill's levels (terrain/hydrology/fill.py epsilon_levels): RichDEM's
+ * PriorityFloodEpsilon_Barnes2014 step for step, so its ulps are RichDEM's. A binary heap of
+ * cells at their elevation, libstdc++'s push_heap/pop_heap move for move (RichDEM's queue
+ * compares elevations only: among equal ones this heap's order decides the ulps), and a FIFO
+ * of cells raised to the next float32 above the cell they were reached from. seeds in
+ * RichDEM's order, those with seed_nodata at -inf; with named outlets a nodata cell is never
+ * entered. (ndr, ndc): RichDEM's nk neighbour steps. e (H x W) gets the levels, inf where
+ * unreached. Returns 0, -1 out of memory, -3 when *stop was set (checked every 65536 cells).
+ * ========================================================================================== */
+
+static inline void eps_sift_up(float *hz, int64_t *hc, int64_t hole, float vz, int64_t vc) {
+    int64_t parent = (hole - 1) / 2;
+    while (hole > 0 && hz[parent] > vz) {
+        hz[hole] = hz[parent];
+        hc[hole] = hc[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    hz[hole] = vz;
+    hc[hole] = vc;
+}
+
+/* std::pop_heap: the top moved to slot size - 1 (__adjust_heap from the root); returns the
+ * new size */
+static int64_t eps_pop(float *hz, int64_t *hc, int64_t size) {
+    const int64_t last = size - 1;
+    if (last > 0) {
+        const float vz = hz[last];
+        const int64_t vc = hc[last];
+        hz[last] = hz[0];
+        hc[last] = hc[0];
+        const int64_t n = last;
+        int64_t hole = 0, child = 0;
+        while (child < (n - 1) / 2) {
+            child = 2 * (child + 1);
+            if (hz[child] > hz[child - 1]) --child;
+            hz[hole] = hz[child];
+            hc[hole] = hc[child];
+            hole = child;
+        }
+        if ((n & 1) == 0 && child == (n - 2) / 2) {
+            child = 2 * (child + 1);
+            hz[hole] = hz[child - 1];
+            hc[hole] = hc[child - 1];
+            hole = child - 1;
+        }
+        eps_sift_up(hz, hc, hole, vz, vc);
+    }
+    return last;
+}
+
+int64_t terrain_fill_epsilon(const float *z, int64_t H, int64_t W, const int64_t *seeds,
+                             const uint8_t *seed_nodata, int64_t nseeds, const int64_t *ndr,
+                             const int64_t *ndc, int64_t nk, int named, float *e,
+                             const volatile uint8_t *stop) {
+    const int64_t n = H * W;
+    uint8_t *closed = calloc((size_t)(n > 0 ? n : 1), 1);
+    float *hz = malloc((size_t)(nseeds + n + 1) * sizeof *hz);
+    int64_t *hc = malloc((size_t)(nseeds + n + 1) * sizeof *hc);
+    float *qz = malloc((size_t)(n + 1) * sizeof *qz);
+    int64_t *qc = malloc((size_t)(n + 1) * sizeof *qc);
+    int64_t rc = -1, size = 0, head = 0, tail = 0, popped = 0;
+    if (closed == NULL || hz == NULL || hc == NULL || qz == NULL || qc == NULL) goto done;
+    for (int64_t i = 0; i < n; ++i) e[i] = INFINITY;
+    for (int64_t t = 0; t < nseeds; ++t) {
+        const int64_t c = seeds[t];
+        if (!seed_nodata[t]) e[c] = z[c];
+        closed[c] = 1;
+        eps_sift_up(hz, hc, size++, seed_nodata[t] ? -INFINITY : z[c], c);
+    }
+    rc = 0;
+    while (size > 0 || head < tail) {
+        float cz;
+        int64_t c;
+        if (head < tail && !(size > 0 && hz[0] == qz[head])) {
+            cz = qz[head];
+            c = qc[head++];
+        } else {
+            size = eps_pop(hz, hc, size);
+            cz = hz[size];
+            c = hc[size];
+        }
+        if ((++popped & 0xFFFF) == 0 && *stop) { rc = -3; goto done; }
+        const int64_t i = c / W, j = c - (c / W) * W;
+        const float nxt = nextafterf(cz, INFINITY);
+        for (int64_t k = 0; k < nk; ++k) {
+            const int64_t ii = i + ndr[k], jj = j + ndc[k];
+            if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+            const int64_t u = ii * W + jj;
+            if (closed[u]) continue;
+            const float zu = z[u];
+            if (isnan(zu)) {
+                if (named) continue;
+                closed[u] = 1;
+                qz[tail] = -INFINITY;
+                qc[tail++] = u;
+                continue;
+            }
+            closed[u] = 1;
+            if (zu <= nxt) {
+                e[u] = nxt;
+                qz[tail] = nxt;
+                qc[tail++] = u;
+            } else {
+                e[u] = zu;
+                eps_sift_up(hz, hc, size++, zu, u);
+            }
+        }
+    }
+done:
+    free(closed);
+    free(hz);
+    free(hc);
+    free(qz);
+    free(qc);
+    return rc;
+}
+
+/* ==========================================================================================
+ * The depression hierarchy (terrain/hydrology/fill.py depression_hierarchy): Kruskal over the
+ * forest's m edges (eu, ev) given sorted by (weight ew, id), the outlets (drained0 != 0)
+ * drained from the start (docs/hydrology.md). *out gets a malloc'd array of k rows of 8
+ * doubles (pit, pit_z, spill, parent, left, right, cells, volume; exact: float32 levels, ids
+ * and counts below 2^53), freed with terrain_free. Returns k, or -1 out of memory.
+ * ========================================================================================== */
+
+static inline int64_t hier_find(int64_t *parent, int64_t x) {
+    while (parent[x] != x) {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    return x;
+}
+
+int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, const int64_t *ev,
+                               const float *ew, int64_t m, const uint8_t *drained0,
+                               double **out) {
+    int64_t *parent = malloc((size_t)(n > 0 ? n : 1) * sizeof *parent);
+    int64_t *size = malloc((size_t)(n > 0 ? n : 1) * sizeof *size);
+    int64_t *pit = malloc((size_t)(n > 0 ? n : 1) * sizeof *pit);
+    int64_t *node = malloc((size_t)(n > 0 ? n : 1) * sizeof *node);
+    double *sumz = malloc((size_t)(n > 0 ? n : 1) * sizeof *sumz);
+    uint8_t *drained = malloc((size_t)(n > 0 ? n : 1));
+    int64_t cap = 16, k = 0;
+    double *nodes = malloc((size_t)cap * 8 * sizeof *nodes);
+    *out = NULL;
+    if (!parent || !size || !pit || !node || !sumz || !drained || !nodes) goto oom;
+    for (int64_t x = 0; x < n; ++x) {
+        parent[x] = x;
+        size[x] = 1;
+        pit[x] = x;
+        node[x] = -1;
+        sumz[x] = (double)z[x];
+        drained[x] = drained0[x] != 0;
+    }
+/* a new row of nodes (zeros), the array doubled when full */
+#define HIER_ROW()                                                                             \
+    {                                                                                          \
+        if (k == cap) {                                                                        \
+            double *g = realloc(nodes, (size_t)(2 * cap) * 8 * sizeof *g);                     \
+            if (g == NULL) goto oom;                                                           \
+            nodes = g;                                                                         \
+            cap *= 2;                                                                          \
+        }                                                                                      \
+        memset(nodes + 8 * k, 0, 8 * sizeof *nodes);                                           \
+        ++k;                                                                                   \
+    }
+    for (int64_t e = 0; e < m; ++e) {
+        int64_t a = hier_find(parent, eu[e]), b = hier_find(parent, ev[e]);
+        if (a == b) continue;
+        const float level = ew[e];
+        int64_t ids[2];
+        int deep[2];
+        for (int t = 0; t < 2; ++t) {
+            const int64_t x = t == 0 ? a : b;
+            deep[t] = !drained[x] && z[pit[x]] < level;
+            if (deep[t] && node[x] < 0) { /* a new leaf */
+                HIER_ROW()
+                double *r = nodes + 8 * (k - 1);
+                r[0] = (double)pit[x];
+                r[1] = (double)z[pit[x]];
+                r[2] = INFINITY;
+                node[x] = k;
+            }
+            ids[t] = node[x];
+        }
+        int64_t made = -1;
+        const int spills = (deep[0] && deep[1]) || drained[a] || drained[b];
+        if (spills) /* each deep side ends here: it merges with the other, or drains */
+            for (int t = 0; t < 2; ++t)
+                if (deep[t]) {
+                    const int64_t x = t == 0 ? a : b;
+                    double *r = nodes + 8 * (ids[t] - 1);
+                    r[2] = (double)level;
+                    r[6] = (double)size[x];
+                    r[7] = (double)size[x] * (double)level - sumz[x];
+                }
+        if (deep[0] && deep[1]) {
+            HIER_ROW()
+            made = k;
+            double *r = nodes + 8 * (k - 1);
+            r[2] = INFINITY;
+            r[4] = (double)ids[0];
+            r[5] = (double)ids[1];
+            nodes[8 * (ids[0] - 1) + 3] = (double)k;
+            nodes[8 * (ids[1] - 1) + 3] = (double)k;
+        } else if (deep[0] && !spills) {
+            made = ids[0]; /* a depression swallowing a shallow component */
+        } else if (deep[1] && !spills) {
+            made = ids[1];
+        }
+        /* union (the smaller pit (z, cell) is the pit of the union) */
+        const int64_t pa = pit[a], pb = pit[b];
+        const int64_t low = (z[pa] < z[pb] || (z[pa] == z[pb] && pa < pb)) ? pa : pb;
+        if (size[a] < size[b]) {
+            const int64_t t = a;
+            a = b;
+            b = t;
+        }
+        parent[b] = a;
+        size[a] += size[b];
+        sumz[a] += sumz[b];
+        pit[a] = low;
+        const uint8_t dr = drained[a] || drained[b];
+        drained[a] = dr;
+        if (made >= 1 && deep[0] && deep[1]) {
+            nodes[8 * (made - 1) + 0] = (double)low;
+            nodes[8 * (made - 1) + 1] = (double)z[low];
+        }
+        node[a] = dr ? -1 : made;
+    }
+#undef HIER_ROW
+    for (int64_t x = 0; x < n; ++x) /* depressions that never drain (no outlet reachable) */
+        if (parent[x] == x && node[x] >= 1) {
+            nodes[8 * (node[x] - 1) + 6] = (double)size[x];
+            nodes[8 * (node[x] - 1) + 7] = NAN;
+        }
+    free(parent);
+    free(size);
+    free(pit);
+    free(node);
+    free(sumz);
+    free(drained);
+    *out = nodes;
+    return k;
+oom:
+    free(parent);
+    free(size);
+    free(pit);
+    free(node);
+    free(sumz);
+    free(drained);
+    free(nodes);
+    return -1;
+}
+
+/* Frees what a kernel returned through an out pointer. */
+void terrain_free(void *p) { free(p); }
+
 /* Connected regions of the cells equal to value inside a margin (rows and columns [margin,
    H - margin) of an H x W grid; 4- or 8-connected) numbered 1, 2, ... in the row-major order
    of their first cell into labels (zeroed here; 0 elsewhere): scipy.ndimage's label, whose
