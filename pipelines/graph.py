@@ -2,8 +2,8 @@
 ``mst`` of a graph file, in this process or as Dask graphs.
 
 Without ``--scheduler`` (and no cluster already active) a command loads and runs in this
-process and imports no Dask (:func:`_load_and_run`). ``graph-ingest`` and any
-``--scheduler`` build a task graph (the header read eagerly): ``graph-read`` (gzip),
+process and imports no Dask (:func:`_load_and_run`). ``--scheduler`` builds a task graph
+(the header read eagerly): ``graph-read`` (gzip),
 ``graph-chunk`` per byte range, ``graph-csr``, then the command's task. Tables are written
 by this process, atomically, in the file's ids. Design and tasks: docs/graphs.md ("Commands
 as Dask graphs").
@@ -119,18 +119,13 @@ def _write_task(graph, output, overwrite):
 
 
 def graph_ingest_command(args):
-    """``graph-ingest GRAPH -o G.zarr``: parse once, cache the CSR."""
-    import dask
-    from .cluster import compute, open_scheduler
+    """``graph-ingest GRAPH -o G.zarr``: parse once, cache the CSR (in this process, as the
+    other graph commands: :func:`_load_and_run`)."""
     check_outputs([args.graph], [args.output], args.overwrite)
-    token = _token(args.graph, args.output)
-    graph = build_load_graph(args.graph, args.format, lcc=args.lcc, token=token)
-    written = dask.delayed(_write_task)(graph, args.output, args.overwrite,
-                                        dask_key_name=f"graph-write-{token}")
-    with open_scheduler(args.scheduler):
-        t0 = time.perf_counter()
-        (s,) = compute(written, label="graph-ingest")
-        seconds = time.perf_counter() - t0 - s["write_seconds"]
+    t0 = time.perf_counter()
+    s = _load_and_run(_source(args), _write_task, (args.output, args.overwrite),
+                      directed=None, name="graph-write", label="graph-ingest")
+    seconds = time.perf_counter() - t0 - s["write_seconds"]
     print(f"{args.output}: {s['n']} vertices, {s['m']} edges "
           f"(format {s['format']}, parsed in {seconds:.2f} s, "
           f"written in {s['write_seconds']:.2f} s)")

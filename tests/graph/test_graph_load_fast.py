@@ -182,6 +182,23 @@ def test_bfs_process_imports_neither_numba_nor_scipy(tmp_path):
     assert summary["max_distance"] == max(lengths.values())
 
 
+def test_graph_ingest_runs_in_process(tmp_path):
+    """``terrain graph-ingest FILE -o G.zarr`` without ``--scheduler`` parses and writes in
+    its own process, as bfs and sssp do: no Dask and no cluster (a LocalCluster and its
+    dashboard had started for a 4-edge file), and the cache holds the file's graph."""
+    from terrain.graph import load_graph
+    rng = np.random.default_rng(7)
+    u, v = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
+    path, cache = tmp_path / "g.txt", tmp_path / "g.zarr"
+    write_int_rows(path, [u, v], "# g\n")
+    _, imported = imported_after([["graph-ingest", path, "-o", cache]],
+                                 ("numba", "scipy", "dask", "distributed"))
+    assert imported == "[]"
+    a, b = load_graph(path), load_graph(cache)
+    assert (a.n, a.m) == (b.n, b.m)
+    assert a.indptr.tolist() == b.indptr.tolist() and a.indices.tolist() == b.indices.tolist()
+
+
 def test_weighted_sssp_process_imports_neither_numba_nor_scipy(tmp_path):
     """``terrain sssp FILE --out d.csv`` of float weights (the heap's Dijkstra and the
     predecessors, CPU) runs on the C kernels alone, and its distances and predecessors are
