@@ -34,6 +34,30 @@ def test_warm_up_compiles_every_kernel_the_sample_mst_uses(tmp_path):
     assert _index_files(tmp_path / "cache") == before
 
 
+@pytest.mark.slow
+def test_warm_up_compiles_the_tiled_fill_and_flow(tmp_path):
+    """After ``python -m terrain._precompile fill flow`` into an empty cache, a tiled fill and
+    a tiled flow of a grid of several groups (a DEM of its own, another tile) add no
+    compiled signature: the steps between groups are warmed too, not only a one-group grid's
+    (a first tiled fill of 8192² after install had compiled them for 7 s)."""
+    from terrain.io import write_synth
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-m", "terrain._precompile", "fill", "flow"], env=env,
+                   check=True, capture_output=True, timeout=900)
+    before = _index_files(tmp_path / "cache")
+    assert any(name.startswith("_fill_cpu.leaf_reduce_cpu") for name in before), before
+    dem = tmp_path / "t.asc"
+    write_synth(dem, 2100, 40, seed=3, nodata=0.05)
+    cpu = ["--route", "tiled", "--tile", "16", "--backend", "cpu", "--scheduler", "synchronous"]
+    for argv in (["fill", dem, "-o", tmp_path / "f.zarr", *cpu],
+                 ["flow", tmp_path / "f.zarr", "-o", tmp_path / "w.zarr", *cpu]):
+        proc = subprocess.run([sys.executable, "-m", "terrain.run", *map(str, argv)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert '"groups": 1,' not in proc.stdout
+    assert _index_files(tmp_path / "cache") == before
+
+
 def test_small_job_imports_neither_distributed_nor_rasterio(tmp_path):
     """The default path of a small ASCII job stays off the heavy imports (docs/architecture.md;
     numba itself imports the top-level scipy package, which is light)."""
