@@ -1519,10 +1519,10 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
     int64_t *node = malloc((size_t)(n > 0 ? n : 1) * sizeof *node);
     double *sumz = malloc((size_t)(n > 0 ? n : 1) * sizeof *sumz);
     uint8_t *drained = malloc((size_t)(n > 0 ? n : 1));
-    int64_t cap = 16, k = 0;
+    int64_t cap = 16, k = 0, rc = -1;
     double *nodes = malloc((size_t)cap * 8 * sizeof *nodes);
     *out = NULL;
-    if (!parent || !size || !pit || !node || !sumz || !drained || !nodes) goto oom;
+    if (!parent || !size || !pit || !node || !sumz || !drained || !nodes) goto done;
     for (int64_t x = 0; x < n; ++x) {
         parent[x] = x;
         size[x] = 1;
@@ -1536,7 +1536,7 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
     {                                                                                          \
         if (k == cap) {                                                                        \
             double *g = realloc(nodes, (size_t)(2 * cap) * 8 * sizeof *g);                     \
-            if (g == NULL) goto oom;                                                           \
+            if (g == NULL) goto done;                                                          \
             nodes = g;                                                                         \
             cap *= 2;                                                                          \
         }                                                                                      \
@@ -1613,23 +1613,19 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
             nodes[8 * (node[x] - 1) + 6] = (double)size[x];
             nodes[8 * (node[x] - 1) + 7] = NAN;
         }
+    rc = k;
+done:
     free(parent);
     free(size);
     free(pit);
     free(node);
     free(sumz);
     free(drained);
-    *out = nodes;
-    return k;
-oom:
-    free(parent);
-    free(size);
-    free(pit);
-    free(node);
-    free(sumz);
-    free(drained);
-    free(nodes);
-    return -1;
+    if (rc < 0)
+        free(nodes);
+    else
+        *out = nodes;
+    return rc;
 }
 
 /* Frees what a kernel returned through an out pointer. */
