@@ -187,7 +187,7 @@ _FILL_SIGNATURES = {
                             + [ctypes.c_void_p] * 4),
     "terrain_fill_hierarchy": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int64]
                                + [ctypes.c_void_p] * 3 + [ctypes.c_int64]
-                               + [ctypes.c_void_p] * 2),
+                               + [ctypes.c_void_p] * 3),
     "terrain_free": (None, [ctypes.c_void_p]),
     "terrain_fill_epsilon": (ctypes.c_int64, [ctypes.c_void_p] + [ctypes.c_int64] * 2
                              + [ctypes.c_void_p] * 2 + [ctypes.c_int64] + [ctypes.c_void_p] * 2
@@ -414,10 +414,12 @@ def _hierarchy_nodes(zf, eu, ev, ew, drained):
     ew = np.ascontiguousarray(ew, np.float32)
     drained = np.ascontiguousarray(drained, np.uint8)
     out = ctypes.c_void_p()
-    k = lib.terrain_fill_hierarchy(zf.ctypes.data, zf.size, eu.ctypes.data, ev.ctypes.data,
-                                   ew.ctypes.data, eu.size, drained.ctypes.data,
-                                   ctypes.byref(out))
-    if k < 0:
+    k = native.interruptible(  # its own thread: Ctrl-C stops it
+        lambda stop: lib.terrain_fill_hierarchy(zf.ctypes.data, zf.size, eu.ctypes.data,
+                                                ev.ctypes.data, ew.ctypes.data, eu.size,
+                                                drained.ctypes.data, ctypes.byref(out),
+                                                stop.ctypes.data))
+    if k == -1:
         raise MemoryError(f"fill: no memory for the depression hierarchy of {zf.size} cells")
     try:
         return (np.frombuffer((ctypes.c_double * (8 * k)).from_address(out.value),

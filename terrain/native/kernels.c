@@ -1499,7 +1499,8 @@ done:
  * forest's m edges (eu, ev) given sorted by (weight ew, id), the outlets (drained0 != 0)
  * drained from the start (docs/hydrology.md). *out gets a malloc'd array of k rows of 8
  * doubles (pit, pit_z, spill, parent, left, right, cells, volume; exact: float32 levels, ids
- * and counts below 2^53), freed with terrain_free. Returns k, or -1 out of memory.
+ * and counts below 2^53), freed with terrain_free. Returns k, -1 out of memory, or -3 when
+ * *stop was set (checked every 65536 edges).
  * ========================================================================================== */
 
 static inline int64_t hier_find(int64_t *parent, int64_t x) {
@@ -1512,7 +1513,7 @@ static inline int64_t hier_find(int64_t *parent, int64_t x) {
 
 int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, const int64_t *ev,
                                const float *ew, int64_t m, const uint8_t *drained0,
-                               double **out) {
+                               double **out, const volatile uint8_t *stop) {
     int64_t *parent = malloc((size_t)(n > 0 ? n : 1) * sizeof *parent);
     int64_t *size = malloc((size_t)(n > 0 ? n : 1) * sizeof *size);
     int64_t *pit = malloc((size_t)(n > 0 ? n : 1) * sizeof *pit);
@@ -1544,6 +1545,10 @@ int64_t terrain_fill_hierarchy(const float *z, int64_t n, const int64_t *eu, con
         ++k;                                                                                   \
     }
     for (int64_t e = 0; e < m; ++e) {
+        if ((e & 0xFFFF) == 0 && *stop) {
+            rc = -3;
+            goto done;
+        }
         int64_t a = hier_find(parent, eu[e]), b = hier_find(parent, ev[e]);
         if (a == b) continue;
         const float level = ew[e];
