@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
@@ -345,8 +345,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
                                                     memory=spec.get("memory_bytes"))
                 summary["geotiff_seconds"] = round(time.perf_counter() - t0, 6)
             summary["seconds"] = round(time.perf_counter() - t_start, 6)
-            zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",
-                            use_consolidated=False).attrs.update(attrs)
+            open_group(tmp, mode="r+").attrs.update(attrs)
             finish_store(tmp)
     finally:
         if friction_tmp is not None:
@@ -405,7 +404,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
     ingests, tile = [], spec["tile"]  # (raster, store) pairs to ingest before the solve
     ru = spec.get("reuse_incore")
     if ru is not None:  # the earlier run's checked inputs, linked into this output
-        group = zarr.open_group(store=str(tmp), mode="w-", zarr_format=3)
+        group = open_group(tmp, mode="w-")
         dem_path = inp
         if ru["dem_in_store"]:
             link_layer(ru["store"], tmp, "elevation")
@@ -417,8 +416,7 @@ def _run(inp, tmp, friction_tmp, friction, spec, srcs, costs, backend, geo, sche
         friction_store = (tmp, "friction") if ru["friction"] else None
     else:
         if is_store(inp):
-            zarr.open_group(store=store_for(tmp, read_only=False),
-                            mode="a" if resumed else "w-", zarr_format=3)
+            open_group(tmp, mode="a" if resumed else "w-")
             dem_path = inp
         else:
             ingests.append((inp, tmp))
@@ -656,7 +654,7 @@ def trace_paths(store_path, cells):
     "cost": distance, "source": allocation}``; :class:`InputError` for an unreached cell.
     """
     from terrain.grid.costs import ARC_DC, ARC_DR
-    group = zarr.open_group(store=str(store_path), mode="r")
+    group = open_group(store_path, mode="r")
     for name in LAYERS:
         if name not in group:
             raise InputError(f"{store_path}: not a cost-distance store (no {name!r} layer)")
@@ -705,7 +703,7 @@ def path_command(args):
     out = Path(args.output)
     check_outputs([store], [out], args.overwrite)
     path_format(out)  # an unknown suffix is refused before any work
-    group = zarr.open_group(store=str(store), mode="r")
+    group = open_group(store, mode="r")
     if "backlink" not in group:
         raise InputError(f"{store}: not a cost-distance store (no 'backlink' layer)")
     shape = group["backlink"].shape

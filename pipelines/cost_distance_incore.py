@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
@@ -323,7 +323,7 @@ def reusable_kind(path):
     """``"tiled"`` (the store holds a tiled index) or ``"in-core"`` (an in-core run's
     ``cost_reuse`` attribute); :class:`InputError` for anything else."""
     try:
-        group = zarr.open_group(store=store_for(path), mode="r", use_consolidated=False)
+        group = open_group(path, mode="r")
         if "sssp_index" in group:
             return "tiled"
         if isinstance(group.attrs.get("cost_reuse"), dict):
@@ -336,7 +336,7 @@ def reusable_kind(path):
 def check_incore_reuse(path, spec, inp, friction, geotransform):
     """What an in-core ``--reuse`` takes from the earlier run's store ``path``;
     :class:`InputError` unless that run had the same input, friction, grid and cost."""
-    group = zarr.open_group(store=store_for(path), mode="r", use_consolidated=False)
+    group = open_group(path, mode="r")
     got = dict(group.attrs["cost_reuse"])
     if spec["algorithm"] != "in-core":
         raise InputError(f"{path}: holds an in-core run's inputs; this run is {spec['algorithm']}"

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import open_group
 from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
 from terrain.grid.costs import check_friction
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
@@ -33,8 +33,7 @@ def prepare_layers(out_path, shape, tile, geo, with_friction, upstream=None,
     ``friction`` layer (a local output). Returns ``out_path`` (a path as text; a
     :class:`terrain.io.remote.Location` as it is)."""
     del upstream
-    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a",
-                            zarr_format=3, use_consolidated=False)
+    group = open_group(out_path, mode="a")
     if "x" not in group:
         group.attrs.update({"geotransform": list(geo["geotransform"]), "crs": geo.get("crs"),
                             "source": geo.get("source"), "tile": tile,
@@ -93,8 +92,7 @@ def reached(fills):
 
 def dem_in_output(path):
     """True when the output store holds the DEM (``elevation``: a raster input was ingested)."""
-    return "elevation" in zarr.open_group(store=store_for(path), mode="r",
-                                          use_consolidated=False)
+    return "elevation" in open_group(path, mode="r")
 
 
 def cost_model_attributes(spec, sources, start_costs, has_friction, dem):
@@ -125,7 +123,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True, memory=None
     written."""
     from terrain.io.geotiff import write_geotiffs as write_all
 
-    group = zarr.open_group(store=str(store_path), mode="r", use_consolidated=False)
+    group = open_group(store_path, mode="r")
     cost = (group.attrs.get("cost_model") or {}).get("cost", "absdiff")
     attrs = layer_attributes(cost)
     directory = Path(directory)
@@ -161,6 +159,7 @@ class StoreReader:
     def _read(self, i, window):
         r0, r1, c0, c1 = window
         path, layer = self.sources[i]
+        import zarr
         return np.asarray(zarr.open_array(store=store_for(path), path=layer,
                                           mode="r")[r0:r1, c0:c1], np.float32)
 

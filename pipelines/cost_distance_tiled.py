@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 import zarr
 
+from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.io.remote import inside, is_remote, remove_tree, store_for
 from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBoundaries,
@@ -411,7 +412,7 @@ def solve_spec(spec):
 
 def _index_attrs(path):
     try:
-        return dict(zarr.open_group(store=store_for(path), mode="r")[INDEX_GROUP].attrs)
+        return dict(open_group(path, mode="r")[INDEX_GROUP].attrs)
     except Exception:
         raise InputError(f"{path}: not a tiled cost-distance store (no {INDEX_GROUP!r} "
                          "group)") from None
@@ -888,7 +889,7 @@ def _fill_shard(tspec, store, lstore, reader, backend, srcs, out_path, max_cost,
         far = d > max_cost
         d[far], a[far], b[far] = np.nan, -1, 255
     t1 = time.perf_counter()
-    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="r+")
+    group = open_group(out_path, mode="r+")
     sl = (slice(r0, r1), slice(c0, c1))
     group["distance"][sl] = d
     group["allocation"][sl] = a

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import open_array, open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_leaf_up,
@@ -125,8 +125,7 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True):
 def _prepare(out_path, shape, tile, geo, upstream=None, names=tuple(LAYERS)):
     """Create the layers ``names`` not there yet (and, for a store input, the georeference)."""
     del upstream  # orders this task after what must run first
-    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a",
-                            zarr_format=3, use_consolidated=False)
+    group = open_group(out_path, mode="a")
     # a store input has no ingest to write the grid's attributes; on the tiled route the
     # grid MST's own preparation wrote the coordinates (not the tile) before this one
     if "tile" not in group.attrs:
@@ -387,8 +386,7 @@ def write_hierarchy(out_path, table):
     """The depression hierarchy as the table ``hierarchy`` of the store: a Zarr group of 1-D
     arrays, one per column, one row per depression (an xarray Dataset, ``depression_id``)."""
     from terrain.hydrology import HIERARCHY_COLUMNS
-    group = zarr.open_group(store=store_for(out_path, read_only=False),
-                            mode="a").create_group("hierarchy", overwrite=True)
+    group = open_group(out_path, mode="a").create_group("hierarchy", overwrite=True)
     n = int(table["id"].shape[0])
     meanings = {"id": "depression id (1-based, in the order the water rises)",
                 "pit_row": "row of the lowest cell", "pit_col": "column of the lowest cell",
@@ -421,7 +419,7 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     be = get_backend(backend)
     shape = tuple(int(s) for s in shape)
     spec = FillSpec(shape, int(tile), int(connectivity), outlets_layer is not None)
-    dem = zarr.open_group(store=store_for(dem_path), mode="r", use_consolidated=False)
+    dem = open_group(dem_path, mode="r")
     gt = dem.attrs.get("geotransform") or [0.0, 1.0, 0.0, float(shape[0]), 0.0, -1.0]
     geo = {"geotransform": list(gt), "crs": dem.attrs.get("crs"), "source": str(dem_path)}
     if fill_route(shape, be) == "in-core":
@@ -431,7 +429,7 @@ def write_filled(dem_path, out_path, shape, tile, connectivity=8, outlets_layer=
     if outlets_layer not in (None, "outlets"):
         raise InputError(f"{out_path}: the tiled fill reads its outlets from 'outlets'")
     from . import cluster
-    shard = zarr.open_array(store=store_for(dem_path), path="elevation", mode="r")
+    shard = open_array(dem_path, "elevation")
     side = (getattr(shard, "shards", None) or shard.chunks)[0]
     with cluster.open_scheduler(scheduler, cells=shape[0] * shape[1]):
         graph = build_fill_graph(dem_path, out_path, spec, max(1, side // spec.tile), be.name,
@@ -447,8 +445,7 @@ def _drop_forest(out_path):
     and the MST's summary."""
     remove_tree(inside(out_path, "mst"))
     remove_tree(inside(out_path, LAKE_LABELS))
-    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="r+",
-                            use_consolidated=False)
+    group = open_group(out_path, mode="r+")
     if "mst" in group.attrs:
         del group.attrs["mst"]
 
@@ -523,8 +520,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         partial = tmp if route == "tiled" else None
         z = None
         if is_store(inp):
-            zarr.open_group(store=store_for(tmp, read_only=False),
-                            mode="a" if resume else "w-", zarr_format=3)
+            open_group(tmp, mode="a" if resume else "w-")
             dem_path = inp
         elif route == "in-core" and cluster.runs_in_process(scheduler):
             from .ingest import write_elevation  # the DEM stays in memory for the fill
@@ -554,8 +550,7 @@ def run_fill(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
         summary["device"] = be.device_name()
         if cells is not None:
             summary["outlets_file"] = str(outlets)
-        zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",
-                        use_consolidated=False).attrs.update({"fill": summary})
+        open_group(tmp, mode="r+").attrs.update({"fill": summary})
         finish_store(tmp)
         if geotiff_dir:  # from the partial: a failing GeoTIFF leaves no store behind
             summary["geotiff"] = write_geotiffs(tmp, geotiff_dir, overwrite, cog=cog)

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import codec, open_array, open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
@@ -112,7 +112,7 @@ def _fill_result(path, connectivity, outlets):
     unfilled on purpose."""
     if not is_store(path):
         return None
-    group = zarr.open_group(store=store_for(path), mode="r", use_consolidated=False)
+    group = open_group(path, mode="r")
     summary = group.attrs.get("fill")
     if "filled" not in group or not isinstance(summary, dict):
         return None
@@ -133,7 +133,7 @@ def _fill_result(path, connectivity, outlets):
 
 def _compressors(name, tiled=False):
     cname, level, shuffle = (TILED_CODECS.get(name) if tiled else None) or FLOW_LAYERS[name][2]
-    return (zarr.codecs.BloscCodec(cname=cname, clevel=level, shuffle=shuffle),)
+    return (codec("blosc", cname=cname, clevel=level, shuffle=shuffle),)
 
 
 def _create(out_path, name, tile, shape, tiled=False):
@@ -193,7 +193,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     dem_layer = "elevation" if fill_attrs is None else "filled"
     if fill_attrs is not None:  # its filled layer is the filled DEM: no fill again
         filled = True
-        layer = zarr.open_array(store=store_for(inp), path="filled", mode="r")
+        layer = open_array(inp, "filled")
         shape, tile = layer.shape, int(layer.chunks[0])  # its tiles: the inner chunks
         gt, crs = list(fill_attrs["geotransform"]), fill_attrs.get("crs")
         shard = layer.shards[0] // tile
@@ -233,8 +233,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             reused = prepare_resume(tmp) if resume else 0
             t0 = time.perf_counter()
             if fill_attrs is not None or is_store(inp):
-                group = zarr.open_group(store=store_for(tmp, read_only=False),
-                                        mode="a" if reused else "w-", zarr_format=3)
+                group = open_group(tmp, mode="a" if reused else "w-")
                 write_georeference(group, shape, gt, crs)
                 group.attrs.update({"geotransform": gt, "crs": crs, "source": str(inp),
                                     "tile": int(tile), "cellsize": [abs(gt[1]), abs(gt[5])]})
@@ -258,8 +257,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             linked = fill_attrs is not None and not (is_remote(inp) or is_remote(tmp))
             if linked:
                 link_layer(inp, tmp, "filled")
-            there = set(zarr.open_group(store=store_for(tmp), mode="r",
-                                        use_consolidated=False).array_keys()) if reused else ()
+            there = set(open_group(tmp, mode="r").array_keys()) if reused else ()
             for name in ("direction", "accumulation") if linked else FLOW_LAYERS:
                 if name not in there:  # a resumed run's are kept
                     _create(tmp, name, tile, shape, tiled=chosen == "tiled")
@@ -295,8 +293,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                        "reused_tasks": reused,
                        "wall_seconds": {k: round(v, 6) for k, v in wall.items()},
                        "seconds": round(time.perf_counter() - t_start, 6), "output": str(out)}
-            zarr.open_group(store=store_for(tmp, read_only=False), mode="r+",
-                            use_consolidated=False).attrs.update({"flow": summary})
+            open_group(tmp, mode="r+").attrs.update({"flow": summary})
             finish_store(tmp)
             if geotiff_dir:
                 summary["geotiff"] = write_flow_geotiffs(tmp, geotiff_dir, overwrite, cog)
@@ -442,7 +439,7 @@ def read_flow_store(path):
     p = Path(path)
     if not is_store(p) and not (p / "zarr.json").is_file():
         raise InputError(f"{path}: no such flow store (terrain flow DEM -o FLOW.zarr writes one)")
-    group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
+    group = open_group(p, mode="r")
     if "direction" not in group or not isinstance(group.attrs.get("flow"), dict):
         raise InputError(f"{path}: not a flow store (no 'direction' layer and 'flow' summary)")
     return group, dict(group.attrs["flow"])

@@ -9,8 +9,8 @@ CRS is printed as ``EPSG:xxxx`` (``--json`` gives the full WKT too).
 import json
 import math
 
-import zarr
 
+from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.io.georef import RASTER_DIMS, crs_label
 from terrain.tiles import is_store, open_store
@@ -50,7 +50,7 @@ def describe_path(path):
     """Everything ``info`` prints about a store, as a JSON-ready dict."""
     if not is_store(path):
         open_store(path)  # raises the usual "no such file" / "not a terrain tile store"
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    group = open_group(path, mode="r")
     a = dict(group.attrs)
     if a.get("kind") == "terrain-graph-csr":
         return {"store": str(path), "kind": "graph cache", "vertices": int(a["n"]),

@@ -15,8 +15,8 @@ import time
 import warnings
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import codec, open_group
 from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid, read_whole
 from terrain.io.georef import finish_store
 from terrain.io.outputs import input_identity
@@ -48,7 +48,7 @@ def band_stats(z):
 def default_compressors():
     """Blosc LZ4 (level 1, byte shuffle): the parser, not the codec, bounds throughput
     (figures: docs/architecture.md, "Codecs")."""
-    return (zarr.codecs.BloscCodec(cname="lz4", clevel=1, shuffle="shuffle"),)
+    return (codec("blosc", cname="lz4", clevel=1, shuffle="shuffle"),)
 
 
 def create_elevation(store_path, grid, tile, compressors=None):
@@ -119,8 +119,7 @@ def write_window(store_path, z, r0, c0):
 def finish_elevation(store_path, parts):
     """The statistics of the bands ``parts`` (:func:`band_stats` each) into the attributes."""
     stats = merge_stats(parts)
-    zarr.open_group(store=store_for(store_path, read_only=False),
-                    mode="r+").attrs.update({"stats": stats})
+    open_group(store_path, mode="r+").attrs.update({"stats": stats})
     BUFFERS.clear()
     return store_path
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import codec, open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.edges import WeightSum
@@ -51,7 +51,7 @@ CHECKPOINTED = ("mst-prepare", "mst-group", "mst-merge", "mst-write")
 
 #: the ``mst`` mask's codec: Blosc LZ4 level 5 after a bit shuffle (docs/mst.md, "Output"),
 #: which the whole-shard reader and writer handle with the GIL released
-MASK_COMPRESSORS = (zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="bitshuffle"),)
+MASK_COMPRESSORS = (codec("blosc", cname="lz4", clevel=5, shuffle="bitshuffle"),)
 
 #: text the device parse holds beside the grid while it streams: two pieces and an index
 TEXT_DEVICE_BYTES = 3 * (512 << 20)
@@ -155,7 +155,7 @@ def default_output(input_path):
 def _prepare(out_path, spec, tile_shard, geo, upstream):
     """Create the ``mst`` array (and, for a store input, the georeference) in the output."""
     del upstream  # only orders this task after the ingest
-    group = zarr.open_group(store=store_for(out_path, read_only=False), mode="a", zarr_format=3)
+    group = open_group(out_path, mode="a")
     if "x" not in group:
         gt = geo["geotransform"]
         write_georeference(group, spec.shape, gt, geo.get("crs"))
@@ -334,8 +334,7 @@ def _finish(out_path, spec, group_stats, node_stats, writes, meta):
                "tile": spec.tile, "levels": spec.levels, "connectivity": spec.connectivity,
                "weight": spec.weight, **meta,
                "phase_seconds": {p: round(v, 6) for p, v in times.items()}, **totals}
-    zarr.open_group(store=store_for(out_path, read_only=False),
-                    mode="r+").attrs.update({"mst": summary})
+    open_group(out_path, mode="r+").attrs.update({"mst": summary})
     return summary
 
 
@@ -506,8 +505,7 @@ def run_mst(input_path, output_path=None, tile=512, connectivity=8, weight="max"
             summary["wall_seconds"] = {k: round(v, 6) for k, v in wall.items()}
         summary.update(seconds=round(time.perf_counter() - t_start, 6), output=str(out),
                        device=be.device_name(), reused_tasks=reused)
-        zarr.open_group(store=store_for(tmp, read_only=False),
-                        mode="r+").attrs.update({"mst": summary})
+        open_group(tmp, mode="r+").attrs.update({"mst": summary})
         finish_store(tmp)
         if geotiff:  # from the partial: a failing GeoTIFF leaves no store behind either
             write_geotiff(tmp, geotiff, overwrite, cog=cog)
@@ -595,7 +593,7 @@ def write_geotiff(store_path, tif_path, overwrite=False, cog=True):
     from terrain.io.geotiff import write_geotiff as write_layer
 
     _check_geotiff_name(tif_path)
-    group = zarr.open_group(store=str(store_path), mode="r", use_consolidated=False)
+    group = open_group(store_path, mode="r")
     valid = None
     if "elevation" in group:
         valid = (store_path, "elevation")

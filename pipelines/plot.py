@@ -9,8 +9,8 @@ and, when zoomed in, the mask of the window; both are small. The PNG appears ato
 
 import sys
 
-import zarr
 
+from terrain.io.zarr_meta import open_group
 from terrain.io.outputs import atomic_output, check_input_file, check_outputs
 from terrain.errors import InputError
 from terrain.tiles import is_store
@@ -132,7 +132,7 @@ def plot_command(args):
     check_input_file(args.store)
     if not is_store(args.store):
         raise InputError(f"{args.store}: not a terrain store")
-    group = zarr.open_group(store=str(args.store), mode="r", use_consolidated=False)
+    group = open_group(args.store, mode="r")
     if "distance" in group and "backlink" in group:
         return _plot_cost_distance(args, group)
     if getattr(args, "paths", None):

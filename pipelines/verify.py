@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.io.outputs import check_input_file
 from terrain.tiles import is_store
@@ -83,7 +83,7 @@ def _verify_flow_store(path, group):
         if not wpath.exists():
             raise InputError(f"{path}: its accumulation was weighted by {wpath}, which is gone")
         if is_store(wpath):
-            weights = zarr.open_group(store=str(wpath), mode="r")["elevation"][:]
+            weights = open_group(wpath, mode="r")["elevation"][:]
         else:
             from terrain.io import read_grid
             weights, _ = read_grid(wpath)
@@ -119,7 +119,7 @@ def verify_path(path, graph=None, sources=None, fmt="auto"):
         raise InputError(f"{path}: no such file or directory")
     check_input_file(p)
     if is_store(p):
-        group = zarr.open_group(store=str(p), mode="r", use_consolidated=False)
+        group = open_group(p, mode="r")
         if "mst" in group:
             return _verify_mst_store(p, group)
         if "distance" in group and "backlink" in group:

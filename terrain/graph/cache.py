@@ -23,12 +23,12 @@ _CHUNK = 1 << 24
 
 def is_graph_cache(path):
     """True when ``path`` is a Zarr group written by :func:`write_graph_cache`."""
+    from ..io.zarr_meta import open_group
     path = Path(path)
     if not (path / "zarr.json").is_file():
         return False
-    import zarr
-    try:
-        return zarr.open_group(str(path), mode="r").attrs.get("kind") == _KIND
+    try:  # its attributes alone (the grid commands ask it of every store input)
+        return open_group(path, mode="r").attrs.get("kind") == _KIND
     except Exception:  # not a readable group: not our cache
         return False
 

@@ -25,10 +25,10 @@ import concurrent.futures
 import os
 
 import numpy as np
-import zarr
 
 from ..backend import array_backend
 from ..io.remote import is_remote, store_for
+from ..io.zarr_meta import Array, codec, open_group
 from ..tiles import MAX_IO_THREADS, fast_layout, io_threads, read_array, read_block, write_shard
 from .costs import ARC_NAMES
 
@@ -76,19 +76,19 @@ def layer_compressors(name="distance"):
     """The codecs of the output layer ``name``: Blosc LZ4 level 5 after a byte shuffle
     (floats), a bit shuffle (backlinks) or none (allocation).
 
-    >>> [(str(getattr(c.cname, "value", c.cname)), str(getattr(c.shuffle, "value", c.shuffle)))
+    >>> [(c["configuration"]["cname"], c["configuration"]["shuffle"])
     ...  for n in ("distance", "allocation", "backlink") for c in layer_compressors(n)]
     [('lz4', 'shuffle'), ('lz4', 'noshuffle'), ('lz4', 'bitshuffle')]
     """
     cname, clevel, shuffle = LAYER_CODECS.get(name, LAYER_CODECS["distance"])
-    return (zarr.codecs.BloscCodec(cname=cname, clevel=clevel, shuffle=shuffle),)
+    return (codec("blosc", cname=cname, clevel=clevel, shuffle=shuffle),)
 
 
 def shard_layouts(store_path, names):
     """``{name: (zarr array, ShardLayout or None)}`` of the store's layers ``names``, opened
     once for many :func:`write_windows` calls (opening serialises the writers). ``store_path``:
     a local path, or a :class:`terrain.io.remote.Location` (zarr writes there)."""
-    group = zarr.open_group(store=store_for(store_path, read_only=False), mode="r+")
+    group = open_group(store_path, mode="r+")
     out = {}
     for name in names:
         arr = group[name]
@@ -109,6 +109,7 @@ def write_windows(store_path, layers, windows, config=None, layouts=None):
     >>> a = create_layer(d, "backlink", "uint8", 255, 4, (5, 6))
     >>> write_windows(d, {"backlink": np.arange(30, dtype=np.uint8).reshape(5, 6)},
     ...               [(0, 4, 0, 4), (4, 5, 0, 6)])
+    >>> import zarr
     >>> zarr.open_array(d, path="backlink")[4, :3].tolist(), int(a[0, 4])
     ([24, 25, 26], 255)
     """
@@ -159,7 +160,11 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     >>> read_layer(d, "allocation")[:3].tolist()
     [[-1, -1, -1, -1, -1, -1], [-1, -1, 7, 7, 7, 7], [-1, -1, 7, 7, 7, 7]]
     """
-    arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+    if is_remote(store_path):
+        import zarr
+        arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
+    else:
+        arr = Array(os.path.join(store_path, layer))
     rows, cols = arr.shape
     side = getattr(arr, "shards", None) or arr.chunks
     windows = [(r, min(r + side[0], rows), c, min(c + side[1], cols))

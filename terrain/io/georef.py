@@ -19,7 +19,6 @@ import struct
 import warnings
 
 import numpy as np
-import zarr
 
 from ..errors import InputError
 
@@ -135,7 +134,7 @@ def write_georeference(group, shape, geotransform, crs=None):
 
     Parameters
     ----------
-    group : zarr.Group (writable)
+    group : terrain.io.zarr_meta.Group or zarr.Group (writable)
     shape : (rows, cols)
     geotransform : sequence of 6 floats (GDAL order)
     crs : str, optional
@@ -143,7 +142,9 @@ def write_georeference(group, shape, geotransform, crs=None):
 
     Examples
     --------
-    >>> g = zarr.open_group(zarr.storage.MemoryStore(), mode="w", zarr_format=3)
+    >>> import tempfile, os
+    >>> from terrain.io.zarr_meta import open_group
+    >>> g = open_group(os.path.join(tempfile.mkdtemp(), "g.zarr"), mode="w-")
     >>> write_georeference(g, (2, 3), (500000, 10, 0, 4000020, 0, -10), "EPSG:32617")
     >>> g["x"][:].tolist(), g["y"][:].tolist()
     ([500005.0, 500015.0, 500025.0], [4000015.0, 4000005.0])
@@ -188,11 +189,15 @@ def _mark_all(group):
 def finish_store(path):
     """Tag every raster array (:func:`mark_raster`) and consolidate the group's metadata:
     the last step of every writer, so that ``xarray.open_zarr(path)`` opens it as it is."""
-    from .remote import store_for
-    group = zarr.open_group(store=store_for(path, read_only=False), mode="r+",
-                            use_consolidated=False)
+    from .remote import is_remote, store_for
+    from .zarr_meta import consolidate, open_group
+    group = open_group(path, mode="r+")
     if GRID_MAPPING in group:
         _mark_all(group)
+    if not is_remote(path):
+        consolidate(path)
+        return
+    import zarr
     with warnings.catch_warnings():
         # zarr warns that consolidated metadata is not (yet) in the v3 spec: xarray reads it
         warnings.simplefilter("ignore")

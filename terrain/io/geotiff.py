@@ -27,8 +27,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import zarr
 
+from .zarr_meta import open_group
 from .outputs import DISK_FULL, atomic_output
 from ..errors import InputError
 from ..startup import trim_free_memory
@@ -105,7 +105,7 @@ def geotiff_plan(layers, memory=None):
 
 
 def _open_array(path, name):
-    group = zarr.open_group(store=str(path), mode="r", use_consolidated=False)
+    group = open_group(path, mode="r")
     if name not in group:
         raise InputError(f"{path}: no array {name!r} in this store")
     return group, group[name]

@@ -202,6 +202,9 @@ def read_layout(array_path, meta=None):
 def fast_layout(arr):
     """A :class:`ShardLayout` that can also *write* when ``arr`` (a zarr array) is in a
     local directory store and :func:`read_layout` takes it; else None (zarr does it)."""
+    from ..io.zarr_meta import Array
+    if isinstance(arr, Array):
+        return write_layout(arr.folder)
     from zarr.storage import LocalStore
     if not isinstance(arr.store_path.store, LocalStore):
         return None
@@ -222,7 +225,15 @@ def write_layout(array_path):
 
 @functools.lru_cache(maxsize=None)
 def _morton_order(per_shard):
-    """zarr's write order of the chunks in a shard of ``per_shard`` chunks (read-only)."""
+    """zarr's write order of the chunks in a shard of ``per_shard`` chunks (read-only): of a
+    square power-of-two shard (terrain's) :func:`terrain.tiles.morton.morton_order`, the same
+    order without importing zarr (a test compares them), else zarr's own."""
+    k = per_shard[0]
+    if len(per_shard) == 2 and per_shard[1] == k and k & (k - 1) == 0:
+        from .morton import morton_order
+        order = np.ascontiguousarray(morton_order(k, k), np.int64)
+        order.flags.writeable = False
+        return order
     try:  # zarr 3.1 ...
         from zarr.core.indexing import morton_order_iter as morton
     except ImportError:  # ... 3.4

@@ -13,11 +13,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-import zarr
 
 from ..errors import InputError
 from ..io.georef import crs_wkt, write_georeference
 from ..io.remote import is_remote, is_url, store_for, store_state, url_inventory, zarr_store
+from ..io.zarr_meta import Group, as_codec, codec, open_group
 from .morton import morton_order
 
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
@@ -88,22 +88,23 @@ def tiles_per_shard(tile, shape):
 
 
 def checksummed(compressors):
-    """``compressors`` (zarr's bytes-to-bytes codecs, ``"auto"`` or None) followed by
-    zarr's ``crc32c`` codec, so a flipped bit is a read error, not a different elevation.
+    """``compressors`` (bytes-to-bytes codecs as zarr.json names them,
+    :func:`terrain.io.zarr_meta.codec`; ``"auto"`` or None) followed by the ``crc32c``
+    codec, so a flipped bit is a read error, not a different elevation.
 
-    >>> [c.to_dict()["name"] for c in checksummed(None)]
-    ['crc32c']
+    >>> [c["name"] for c in checksummed("auto")]
+    ['zstd', 'crc32c']
     """
-    from zarr.codecs import Crc32cCodec, ZstdCodec
     if compressors is None:
         compressors = ()
     elif isinstance(compressors, str):  # "auto": zarr's default for numbers
-        compressors = (ZstdCodec(level=0, checksum=False),)
-    elif not isinstance(compressors, (list, tuple)):
+        compressors = (codec("zstd", level=0, checksum=False),)
+    elif isinstance(compressors, dict) or hasattr(compressors, "to_dict"):
         compressors = (compressors,)
-    if compressors and isinstance(compressors[-1], Crc32cCodec):
-        return tuple(compressors)
-    return (*compressors, Crc32cCodec())
+    compressors = tuple(map(as_codec, compressors))  # zarr's codec objects taken too
+    if compressors and compressors[-1]["name"] == "crc32c":
+        return compressors
+    return (*compressors, codec("crc32c"))
 
 
 def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None, nodata=None,
@@ -126,8 +127,7 @@ def create_store(path, shape, tile=DEFAULT_TILE, *, geotransform=None, crs=None,
     k = tiles_per_shard(tile, (rows, cols))
     # a store at a URL is written whole (terrain.io.remote.url_output cleared its prefix)
     again = not is_remote(path) and Path(path).is_dir() and any(Path(path).iterdir())
-    group = zarr.open_group(store=store_for(path, read_only=False), mode="a" if again else "w-",
-                            zarr_format=3)
+    group = open_group(path, mode="a" if again else "w-")
     elev = group.get("elevation") if again else None
     if elev is None or (tuple(elev.shape), tuple(elev.chunks), tuple(elev.shards or ())) != (
             (rows, cols), (tile, tile), (k * tile, k * tile)):
@@ -160,7 +160,7 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
                  overwrite=False):
     """Create a raster layer ``name`` beside ``elevation`` in a store's Zarr ``group`` (or
     store path) with the elevation's tiles and shards, so the same windows own whole shards
-    of every layer. Returns the zarr array.
+    of every layer. Returns the array.
 
     Examples
     --------
@@ -172,8 +172,8 @@ def create_layer(group, name, dtype, fill, tile, shape, *, compressors="auto", a
     >>> float(s.read_window(0, 2, 0, 2, layer="distance").sum())
     4.0
     """
-    if not isinstance(group, zarr.Group):
-        group = zarr.open_group(store=store_for(group, read_only=False), mode="a", zarr_format=3)
+    if isinstance(group, (str, Path)) or is_remote(group):
+        group = open_group(group, mode="a")
     tile = check_tile_size(tile)
     rows, cols = (int(shape[0]), int(shape[1]))
     k = tiles_per_shard(tile, (rows, cols))
@@ -199,8 +199,7 @@ def open_store(path, mode="r"):
         if not p.exists():
             raise InputError(f"{path}: no such file or directory")
     try:
-        group = zarr.open_group(store=store_for(p, read_only=mode == "r"), mode=mode,
-                                use_consolidated=False)
+        group = open_group(p, mode=mode)
         group["elevation"]
         if "terrain" not in group.attrs:
             raise KeyError("terrain")
@@ -275,6 +274,8 @@ def _inventory_now(path, group, name):
     """What the array ``name`` of ``group`` (the store at ``path``) holds now, as an
     inventory (:func:`terrain.io.outputs.array_inventory`)."""
     from ..io.outputs import array_inventory
+    if isinstance(group, Group):
+        return array_inventory(group.root / name)
     where = f"{group.path}/{name}" if group.path else name
     if is_remote(path):
         return url_inventory(path, where)
@@ -297,6 +298,7 @@ def result_dem(path, group, source, required=True):
         return group["elevation"]
     # a result published to an object store names its DEM's URL
     if source and (store_state(source) == "store" if is_url(source) else is_store(source)):
+        import zarr
         return zarr.open_group(store=zarr_store(source), mode="r",
                                use_consolidated=False)["elevation"]
     if not required:
@@ -381,6 +383,7 @@ def link_layer(src, dst, name, as_name=None):
     >>> d = tempfile.mkdtemp()
     >>> s = create_store(os.path.join(d, "a.zarr"), (5, 6), tile=4)
     >>> s.write_window("elevation", 0, 0, np.ones((5, 6)))
+    >>> import zarr
     >>> _ = zarr.open_group(os.path.join(d, "b.zarr"), mode="w", zarr_format=3)
     >>> link_layer(os.path.join(d, "a.zarr"), os.path.join(d, "b.zarr"), "elevation")
     >>> float(zarr.open_array(os.path.join(d, "b.zarr"), path="elevation")[:].sum())
@@ -455,6 +458,7 @@ def read_block(store_path, layer, window, out=None):
     layout = read_layout(Path(store_path) / layer)  # its zarr.json alone, no event loop
     if (layout is None or (out is not None and out.dtype != layout.dtype) or min(r0, c0) < 0
             or r1 > layout.shape[0] or c1 > layout.shape[1] or r0 >= r1 or c0 >= c1):
+        import zarr
         arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
         if out is None:
             out = np.empty((r1 - r0, c1 - c0), arr.dtype)
@@ -473,6 +477,7 @@ def _read_url_block(store_path, layer, window, out):
     fs, layout = url_layout(store_path, layer)
     shards = None if layout is None else window_shards(layout, window)
     if shards is None or (out is not None and out.dtype != layout.dtype):
+        import zarr
         arr = zarr.open_array(store=store_for(store_path), path=layer, mode="r")
         if out is None:
             out = np.empty((r1 - r0, c1 - c0), arr.dtype)
@@ -504,6 +509,7 @@ def write_block(store_path, layer, window, values):
     whole = None if layout is None else window_shards(layout, window)
     values = np.asarray(values)
     if whole is None or values.dtype != layout.dtype:
+        import zarr
         arr = zarr.open_array(store=store_for(store_path, read_only=False), path=layer,
                               mode="r+")
         arr[r0:r1, c0:c1] = values
