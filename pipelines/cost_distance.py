@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
@@ -26,9 +25,10 @@ from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
 from terrain.io.georef import finish_store
 from terrain.io.outputs import atomic_output, check_outputs, same_file
-from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote, output_at,
-                               remove_tree, scratch_beside, store_for)
+from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
+                               output_at, remove_tree, scratch_beside)
 from terrain.io.points import cell_centre, map_to_cell, raster_source_cells, read_points
+from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import link_layer, shard_windows
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS, io_threads, read_layer, shard_layouts, write_windows
 from terrain.grid.costs import check_friction
 from terrain.grid.sssp import padded_grid
 from terrain.io import open_grid
-from terrain.io.remote import is_remote, object_entries, store_for
+from terrain.io.remote import is_remote, object_entries
+from terrain.io.zarr_meta import open_group
 from terrain.startup import trim_free_memory
 from terrain.tiles import release_buffers
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import open_group
 from terrain.grid.cost_outputs import BACKLINK_CODES, LAYERS, layer_attributes, layer_compressors
 from terrain.grid.costs import check_friction
 from terrain.io.geotiff import geotiff_paths as shared_geotiff_paths
 from terrain.io.georef import mark_raster, write_georeference
 from terrain.io.remote import is_remote, store_for
+from terrain.io.zarr_meta import open_group
 from terrain.tiles.store import create_layer, link_layer, read_block
 
 __all__ = ["StoreReader", "prepare_layers", "dem_in_output",

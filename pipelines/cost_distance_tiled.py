@@ -19,7 +19,6 @@ from dataclasses import replace
 import numpy as np
 import zarr
 
-from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.io.remote import inside, is_remote, remove_tree, store_for
 from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBoundaries,
@@ -27,6 +26,7 @@ from terrain.grid.sssp_tiled import (INT_INF, MAX_GPU_TILE, DeviceLevel, FlatBou
                                      fill_group, index_leaf, level_solve_gpu, node_boundary,
                                      node_down, shared_pass, sources_leaf, sources_merge,
                                      tile_batch, top_labels_paged, tt_capacity)
+from terrain.io.zarr_meta import open_group
 from terrain.tiles.quadtree import QuadtreePlan, walk_down, walk_up
 
 from ._resume import (checkpoint_at, checkpoint_file, checkpoint_folder, kept_checkpoints,

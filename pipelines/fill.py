@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import open_array, open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_leaf_up,
@@ -33,7 +32,8 @@ from terrain.hydrology import (FillSpec, fill_depressions, fill_leaf_down, fill_
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, inside, is_remote,
-                               output_at, remove_tree, store_for)
+                               output_at, remove_tree)
+from terrain.io.zarr_meta import open_array, open_group
 from terrain.tiles import is_store, open_store, walk_down, walk_up
 from terrain.tiles.store import (create_layer, read_block, shard_windows, tiles_per_shard,
                                   write_block)

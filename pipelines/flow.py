@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import codec, open_array, open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
@@ -38,7 +37,8 @@ from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, dir
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, write_georeference
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
-                               output_at, remove_tree, scratch_beside, store_for)
+                               output_at, remove_tree, scratch_beside)
+from terrain.io.zarr_meta import codec, open_array, open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.store import (create_layer, link_layer, read_block, shard_windows,
                                  tiles_per_shard, write_block)

@@ -10,9 +10,9 @@ import json
 import math
 
 
-from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.io.georef import RASTER_DIMS, crs_label
+from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store, open_store
 
 __all__ = ["describe_path", "describe_store", "store_stats", "merge_stats", "format_description",

@@ -16,11 +16,11 @@ import warnings
 
 import numpy as np
 
-from terrain.io.zarr_meta import codec, open_group
 from terrain.io import BUFFERS, AsciiGrid, nan_min_max, open_grid, read_whole
 from terrain.io.georef import finish_store
 from terrain.io.outputs import input_identity
-from terrain.io.remote import check_local_outputs, is_remote, output_at, store_for
+from terrain.io.remote import check_local_outputs, is_remote, output_at
+from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import DEFAULT_TILE, check_tile_size, create_store, open_store
 from terrain.tiles.store import shard_windows, tiles_per_shard, write_block
 

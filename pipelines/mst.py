@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import codec, open_group
 from terrain.backend import get_backend
 from terrain.errors import InputError
 from terrain.grid.edges import WeightSum
@@ -30,8 +29,8 @@ from terrain.grid.mst import (PHASES, MSTSpec, expand_step, finish_stats, group_
 from terrain.grid.mst_device import fits_in_core, free_device_bytes
 from terrain.io import AsciiGrid, open_grid
 from terrain.io.georef import check_weight_units, finish_store, write_georeference
-from terrain.io.remote import (check_local_outputs, command_paths, is_remote,
-                               output_at, store_for)
+from terrain.io.remote import check_local_outputs, command_paths, is_remote, output_at
+from terrain.io.zarr_meta import codec, open_group
 from terrain.tiles import is_store, open_store
 from terrain.tiles.quadtree import call_now, walk_down, walk_up
 from terrain.tiles.store import (check_tile_size, checksummed, read_block, shard_windows,

@@ -10,9 +10,9 @@ and, when zoomed in, the mask of the window; both are small. The PNG appears ato
 import sys
 
 
-from terrain.io.zarr_meta import open_group
 from terrain.io.outputs import atomic_output, check_input_file, check_outputs
 from terrain.errors import InputError
+from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import open_group
 from terrain.errors import InputError
 from terrain.io.outputs import check_input_file
+from terrain.io.zarr_meta import open_group
 from terrain.tiles import is_store
 from terrain.tiles.store import result_dem
 

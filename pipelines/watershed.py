@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.io.zarr_meta import codec, open_group
 from terrain.errors import InputError
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.outputs import atomic_output, check_outputs
 from terrain.io.points import cell_centre
+from terrain.io.zarr_meta import codec, open_group
 
 from .flow import read_flow_store
 

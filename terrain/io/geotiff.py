@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .zarr_meta import open_group
 from .outputs import DISK_FULL, atomic_output
 from ..errors import InputError
 from ..startup import trim_free_memory
+from .zarr_meta import open_group
 
 __all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "geotiff_plan",
            "overview_factors", "BLOCK"]

@@ -200,8 +200,9 @@ def read_layout(array_path, meta=None):
 
 
 def fast_layout(arr):
-    """A :class:`ShardLayout` that can also *write* when ``arr`` (a zarr array) is in a
-    local directory store and :func:`read_layout` takes it; else None (zarr does it)."""
+    """A :class:`ShardLayout` that can also *write* when ``arr`` (a
+    :class:`terrain.io.zarr_meta.Array`, or zarr's array) is in a local directory store and
+    :func:`read_layout` takes it; else None (zarr does it)."""
     from ..io.zarr_meta import Array
     if isinstance(arr, Array):
         return write_layout(arr.folder)
