@@ -57,7 +57,9 @@ def as_codec(c):
 def open_group(path, mode="r"):
     """The group at ``path``: a :class:`Group` for a local path, zarr's ``Group`` at a URL.
     ``mode`` as zarr's: ``r``/``r+`` (it must exist), ``a`` (created when missing), ``w-``
-    (created; an error when a group or array is there), ``w`` (created anew)."""
+    (created; an error when a group or array is there). No mode removes what is there."""
+    if mode not in ("r", "r+", "a", "w-"):
+        raise ValueError(f"open_group: mode {mode!r} is not 'r', 'r+', 'a' or 'w-'")
     if is_remote(path):
         import zarr
         return zarr.open_group(store=store_for(path, read_only=mode == "r"), mode=mode,
@@ -68,9 +70,7 @@ def open_group(path, mode="r"):
         raise FileNotFoundError(f"{root}: no Zarr group")
     if mode == "w-" and doc is not None:
         raise FileExistsError(f"{root}: a Zarr node is there already")
-    if mode == "w" and root.exists():
-        shutil.rmtree(root)
-    if doc is None or mode == "w":
+    if doc is None:
         _write(root, {"attributes": {}, "zarr_format": 3, "node_type": "group"})
     elif doc.get("node_type") != "group":
         raise FileExistsError(f"{root}: an array, not a group")
