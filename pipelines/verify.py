@@ -25,6 +25,16 @@ from terrain.tiles.store import result_dem
 __all__ = ["verify_path", "verify_command"]
 
 
+def _whole(arr):
+    """A layer read whole: a local store's by the shard reader (on threads, no zarr import;
+    a damaged shard is an InputError), else through zarr."""
+    from terrain.io.zarr_meta import Array
+    if isinstance(arr, Array):
+        from terrain.grid.cost_outputs import read_layer
+        return read_layer(arr.folder.parent, arr.name)
+    return arr[:]
+
+
 def _verify_mst_store(path, group):
     from terrain.verify import verify_grid_mst
     summary = dict(group.attrs.get("mst") or {})
@@ -32,8 +42,9 @@ def _verify_mst_store(path, group):
     a = dict(group.attrs)
     gt = a.get("geotransform") or [0.0, 1.0, 0.0, 0.0, 0.0, -1.0]
     cellsize = a.get("cellsize") or [abs(gt[1]), abs(gt[5])]
-    return verify_grid_mst(dem[:], group["mst"][:], int(summary.get("connectivity", 8)),
-                           summary.get("weight", "max"), tuple(cellsize))
+    return verify_grid_mst(_whole(dem), _whole(group["mst"]),
+                           int(summary.get("connectivity", 8)), summary.get("weight", "max"),
+                           tuple(cellsize))
 
 
 def _verify_cost_store(path, group):
@@ -63,34 +74,35 @@ def _verify_fill_store(path, group):
     dem = result_dem(path, group, group.attrs.get("source"))
     outlets = None
     if "outlets" in group:
-        outlets = group["outlets"][:]
+        outlets = _whole(group["outlets"])
+    z = _whole(dem)
     if "sinks" in group:  # pits a --min-depth/--min-area run kept: they drain
         from terrain.hydrology import outlet_cells
-        z = dem[:]
-        outlets = outlet_cells(z, int(s.get("connectivity", 8)), outlets) | group["sinks"][:]
+        outlets = outlet_cells(z, int(s.get("connectivity", 8)), outlets) | _whole(group["sinks"])
     # depth and depression stay in the store until their checks read them (then freed)
-    return verify_fill(dem[:], group["filled"][:], int(s.get("connectivity", 8)), outlets,
+    return verify_fill(z, _whole(group["filled"]), int(s.get("connectivity", 8)), outlets,
                        group["depth"], group["depression"], bool(s.get("epsilon")))
 
 
 def _verify_flow_store(path, group):
     from terrain.verify import verify_flow
     s = dict(group.attrs.get("flow") or {})
-    outlets = group["outlets"][:] if "outlets" in group else None
+    outlets = _whole(group["outlets"]) if "outlets" in group else None
     weights = None
     if s.get("weights"):
         wpath = Path(s["weights"])
         if not wpath.exists():
             raise InputError(f"{path}: its accumulation was weighted by {wpath}, which is gone")
         if is_store(wpath):
-            weights = open_group(wpath, mode="r")["elevation"][:]
+            weights = _whole(open_group(wpath, mode="r")["elevation"])
         else:
             from terrain.io import read_grid
             weights, _ = read_grid(wpath)
     # tiled weighted sums associate per quadtree node (terrain.hydrology.flow): rounding
     rtol = 1e-12 if weights is not None and s.get("route") == "tiled" else 0.0
-    return verify_flow(group["filled"][:], group["direction"][:], group["accumulation"][:],
-                       weights, connectivity=int(s.get("connectivity", 8)),
+    return verify_flow(_whole(group["filled"]), _whole(group["direction"]),
+                       _whole(group["accumulation"]), weights,
+                       connectivity=int(s.get("connectivity", 8)),
                        cellsize=tuple(s.get("cellsize", (1.0, 1.0))), outlets=outlets,
                        rtol=rtol)
 
