@@ -37,7 +37,7 @@ import numpy as np
 from .remote import is_remote, store_for
 
 __all__ = ["open_group", "open_array", "Group", "Array", "consolidate", "codec", "as_codec",
-           "ZARR_JSON"]
+           "compressor_list", "ZARR_JSON"]
 
 ZARR_JSON = "zarr.json"
 _CONSOLIDATED_EMPTY = {"kind": "inline", "must_understand": False, "metadata": {}}
@@ -71,7 +71,7 @@ def open_group(path, mode="r"):
     if mode == "w-" and doc is not None:
         raise FileExistsError(f"{root}: a Zarr node is there already")
     if doc is None:
-        _write(root, {"attributes": {}, "zarr_format": 3, "node_type": "group"})
+        _write_group(root)
     elif doc.get("node_type") != "group":
         raise FileExistsError(f"{root}: an array, not a group")
     return Group(root)
@@ -100,6 +100,11 @@ def _write(folder, doc):
     tmp = folder / f".{ZARR_JSON}.{uuid.uuid4().hex[:8]}.tmp"
     tmp.write_text(json.dumps(doc, indent=2))
     os.replace(tmp, folder / ZARR_JSON)
+
+
+def _write_group(folder):
+    """An empty group's zarr.json in ``folder``."""
+    _write(folder, {"attributes": {}, "zarr_format": 3, "node_type": "group"})
 
 
 class Attributes(MutableMapping):
@@ -139,9 +144,6 @@ class Attributes(MutableMapping):
         doc = _read(self._folder)
         doc["attributes"] = dict(attributes)
         _write(self._folder, doc)
-
-    def asdict(self):
-        return dict(self._all())
 
 
 class Group:
@@ -185,9 +187,6 @@ class Group:
     def array_keys(self):
         return iter(self._members("array"))
 
-    def group_keys(self):
-        return iter(self._members("group"))
-
     def arrays(self):
         return iter([(name, self[name]) for name in self._members("array")])
 
@@ -196,7 +195,7 @@ class Group:
             raise FileExistsError(f"{self.root / name}: a Zarr node is there already")
         if overwrite and (self.root / name).exists():
             shutil.rmtree(self.root / name)
-        _write(self.root / name, {"attributes": {}, "zarr_format": 3, "node_type": "group"})
+        _write_group(self.root / name)
         return Group(self.root / name)
 
     def create_array(self, name, *, shape, dtype, chunks=None, shards=None, fill_value=None,
@@ -217,7 +216,7 @@ class Group:
         dtype = np.dtype(dtype)
         shape = tuple(int(s) for s in shape)
         chunks = tuple(int(c) for c in (chunks if chunks is not None else shape))
-        inner = [_bytes_codec(dtype), *_compressors(compressors, dtype)]
+        inner = [_bytes_codec(dtype), *(_sized(c, dtype) for c in compressor_list(compressors))]
         if shards is not None:
             shards = tuple(int(s) for s in shards)
             codecs = [{"name": "sharding_indexed", "configuration": {
@@ -251,24 +250,29 @@ def _bytes_codec(dtype):
             {"name": "bytes", "configuration": {"endian": "little"}})
 
 
-def _compressors(compressors, dtype):
+def compressor_list(compressors):
+    """``compressors`` as a list of zarr.json codec dicts: None none, ``"auto"`` zarr's
+    default for numbers (Zstd level 0), one codec or several, dicts or zarr's codec objects."""
     if compressors is None:
         return []
-    if isinstance(compressors, str):  # "auto": zarr's default for numbers
+    if isinstance(compressors, str):  # "auto"
         return [codec("zstd", level=0, checksum=False)]
     if isinstance(compressors, dict) or hasattr(compressors, "to_dict"):
         compressors = [compressors]
-    out = []
-    for c in map(as_codec, compressors):
-        c = {"name": c["name"], **({"configuration": dict(c["configuration"])}
-                                   if c.get("configuration") else {})}
-        if c["name"] == "blosc":  # zarr fills in the element size and the block size
-            conf = c["configuration"]
-            c["configuration"] = {"typesize": dtype.itemsize, "cname": conf["cname"],
-                                  "clevel": conf["clevel"], "shuffle": conf["shuffle"],
-                                  "blocksize": conf.get("blocksize", 0)}
-        out.append(c)
-    return out
+    return [as_codec(c) for c in compressors]
+
+
+def _sized(c, dtype):
+    """Codec ``c`` as zarr stores it for ``dtype``: Blosc with the element size and block
+    size zarr fills in."""
+    c = {"name": c["name"], **({"configuration": dict(c["configuration"])}
+                               if c.get("configuration") else {})}
+    if c["name"] == "blosc":
+        conf = c["configuration"]
+        c["configuration"] = {"typesize": dtype.itemsize, "cname": conf["cname"],
+                              "clevel": conf["clevel"], "shuffle": conf["shuffle"],
+                              "blocksize": conf.get("blocksize", 0)}
+    return c
 
 
 def _fill_json(value, dtype):

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import InputError
 from ..io.georef import crs_wkt, write_georeference
 from ..io.remote import is_remote, is_url, store_for, store_state, url_inventory, zarr_store
-from ..io.zarr_meta import Group, as_codec, codec, open_group
+from ..io.zarr_meta import Group, codec, compressor_list, open_group
 from .morton import morton_order
 
 __all__ = ["create_store", "open_store", "TileStore", "DEFAULT_TILE", "check_tile_size",
@@ -95,13 +95,7 @@ def checksummed(compressors):
     >>> [c["name"] for c in checksummed("auto")]
     ['zstd', 'crc32c']
     """
-    if compressors is None:
-        compressors = ()
-    elif isinstance(compressors, str):  # "auto": zarr's default for numbers
-        compressors = (codec("zstd", level=0, checksum=False),)
-    elif isinstance(compressors, dict) or hasattr(compressors, "to_dict"):
-        compressors = (compressors,)
-    compressors = tuple(map(as_codec, compressors))  # zarr's codec objects taken too
+    compressors = tuple(compressor_list(compressors))  # zarr's codec objects taken too
     if compressors and compressors[-1]["name"] == "crc32c":
         return compressors
     return (*compressors, codec("crc32c"))
