@@ -20,7 +20,6 @@ Examples
 'seconds of walking (Tobler), times the friction factor'
 """
 
-import asyncio
 import concurrent.futures
 import os
 
@@ -180,6 +179,7 @@ def read_layer(store_path, layer, dtype=None, workers=None):
     if layout is not None and (dtype is None or np.dtype(dtype) == layout.dtype):
         return read_array(layout, workers)
     out = np.empty((rows, cols), dtype or arr.dtype)
+    import asyncio  # here: stores at URLs only (asyncio and ssl, 6 MB of a local run's RSS)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -26,6 +26,7 @@ import numpy as np
 from .. import native
 from ..errors import InputError
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
+from ..io.zarr_meta import codec_library
 
 __all__ = ["fast_layout", "write_layout", "read_layout", "write_shard", "ShardWriter",
            "read_shard", "read_array", "read_window", "url_layout", "read_url_shard",
@@ -71,10 +72,7 @@ class _Blosc:
     held); :data:`BLOSC` is None where the symbols are not exported (zarr then does it)."""
 
     def __init__(self):
-        import ctypes
-
-        import numcodecs.blosc
-        lib = ctypes.CDLL(numcodecs.blosc.__file__)
+        lib = codec_library("blosc")
         self.compress = lib.blosc_compress_ctx
         self.compress.restype = ctypes.c_int
         self.compress.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
