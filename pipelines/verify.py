@@ -35,6 +35,39 @@ def _whole(arr):
     return arr[:]
 
 
+class _WholeLater:
+    """A layer read whole by :func:`_whole` when NumPy asks for it (``np.asarray``), not
+    before: a check that reads it last does not hold it beside the others."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __array__(self, dtype=None, copy=None):
+        a = _whole(self.arr)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+
+class _Windows:
+    """A local store's layer read a window at a time by the shard reader
+    (``layer[r0:r1, c0:c1]``, or one cell), as the windowed certificates read it."""
+
+    def __init__(self, arr):
+        self.arr, self.shape, self.dtype = arr, tuple(arr.shape), arr.dtype
+
+    def __getitem__(self, key):
+        from terrain.tiles.store import read_block
+        bounds = [(k.start, k.stop) if isinstance(k, slice) else (int(k), int(k) + 1)
+                  for k in key]
+        block = read_block(self.arr.folder.parent, self.arr.name, (*bounds[0], *bounds[1]))
+        return block[tuple(slice(None) if isinstance(k, slice) else 0 for k in key)]
+
+
+def _windowed(arr):
+    """``arr`` for a windowed certificate: :class:`_Windows` of a local store's layer."""
+    from terrain.io.zarr_meta import Array
+    return _Windows(arr) if isinstance(arr, Array) else arr
+
+
 def _verify_mst_store(path, group):
     from terrain.verify import verify_grid_mst
     summary = dict(group.attrs.get("mst") or {})
@@ -54,14 +87,15 @@ def _verify_cost_store(path, group):
         raise InputError(f"{path}: no 'cost_model' attribute (written by cost-distance): "
                          "cannot recompute the arc costs")
     dem = result_dem(path, group, m.get("dem"))  # "elevation": the store's own
-    friction = group[m["friction"]] if m.get("friction") else None
+    friction = _windowed(group[m["friction"]]) if m.get("friction") else None
     algorithm = (group.attrs.get("cost_distance") or {}).get("algorithm", "in-core")
     # the in-core SSSP sums exactly what verify sums; the tiled one adds boundary-matrix
     # entries (other sums of the same arcs), which differ in the last bits (1e-16 per add);
     # the blocked one gives the in-core bits
     rtol = 0.0 if algorithm in ("in-core", "blocked") else 1e-10
     side = int(group["distance"].chunks[0])
-    return verify_grid_sssp(dem, group["distance"], group["backlink"], group["allocation"],
+    return verify_grid_sssp(_windowed(dem), *(_windowed(group[k]) for k in
+                                              ("distance", "backlink", "allocation")),
                             m["sources"], m.get("start_costs"), cost=m["cost"],
                             friction=friction, connectivity=int(m["connectivity"]),
                             cellsize=tuple(m["cellsize"]), max_cost=m.get("max_cost"),
@@ -81,7 +115,8 @@ def _verify_fill_store(path, group):
         outlets = outlet_cells(z, int(s.get("connectivity", 8)), outlets) | _whole(group["sinks"])
     # depth and depression stay in the store until their checks read them (then freed)
     return verify_fill(z, _whole(group["filled"]), int(s.get("connectivity", 8)), outlets,
-                       group["depth"], group["depression"], bool(s.get("epsilon")))
+                       _WholeLater(group["depth"]), _WholeLater(group["depression"]),
+                       bool(s.get("epsilon")))
 
 
 def _verify_flow_store(path, group):
