@@ -234,8 +234,9 @@ def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None)
 
 def _check_room(prepared, folder):
     """:class:`InputError` before any write when ``folder`` cannot hold the layers'
-    uncompressed stages (GDAL would report a full disk on stderr, line after line)."""
-    need = sum(p["rows"] * p["cols"] * p["dtype"].itemsize for p in prepared)
+    uncompressed stages and their overviews, a third more at most (GDAL would report a full
+    disk on stderr, line after line)."""
+    need = sum(p["rows"] * p["cols"] * p["dtype"].itemsize for p in prepared) * 4 // 3
     try:
         free = shutil.disk_usage(folder if folder.exists() else folder.parent).free
     except OSError:
@@ -378,23 +379,22 @@ def _write_one(p, tmp, cog):
 
 
 def _copy(stage, target, resampling, overviews, cog):
-    """The stage into ``target``: a COG, or a tiled GTiff with internal overviews."""
+    """The stage into ``target``: a COG, or a tiled GTiff with internal overviews. The
+    overviews are built on the uncompressed stage and copied as they are: the COG driver's
+    own (a compressed temporary file, read back) took 0.21-0.28 s of a 2048² float64
+    layer's copy against 0.15-0.19 s so, the same overview values (2-core VM)."""
     import rasterio
+    from rasterio.enums import Resampling
     from rasterio.shutil import copy as gdal_copy
 
-    if cog:
-        options = dict(BLOCKSIZE=BLOCK, COMPRESS="ZSTD", NUM_THREADS="ALL_CPUS",
-                       BIGTIFF="IF_SAFER", RESAMPLING=resampling.upper(), LEVEL=1)
-        if overviews:
-            options["OVERVIEW_COUNT"] = overviews
-        else:
-            options["OVERVIEWS"] = "NONE"
-        gdal_copy(stage, target, driver="COG", **options)
-        return
-    from rasterio.enums import Resampling
     if overviews:
         with rasterio.open(stage, "r+") as ds:
             ds.build_overviews([2 ** (k + 1) for k in range(overviews)], Resampling[resampling])
+    if cog:
+        gdal_copy(stage, target, driver="COG", BLOCKSIZE=BLOCK, COMPRESS="ZSTD",
+                  NUM_THREADS="ALL_CPUS", BIGTIFF="IF_SAFER", LEVEL=1,
+                  OVERVIEWS="FORCE_USE_EXISTING" if overviews else "NONE")
+        return
     gdal_copy(stage, target, driver="GTiff", TILED="YES", BLOCKXSIZE=BLOCK, BLOCKYSIZE=BLOCK,
               COMPRESS="ZSTD", COPY_SRC_OVERVIEWS="YES", NUM_THREADS="ALL_CPUS",
               BIGTIFF="IF_SAFER", ZSTD_LEVEL=1)

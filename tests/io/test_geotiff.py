@@ -92,6 +92,13 @@ def test_float_layer_rioxarray_round_trip(tmp_path):
     with rasterio.open(tif) as src:
         assert src.overviews(1) == [2] and np.isnan(src.nodata)
         assert src.descriptions[0] == "cost distance"
+        overview = src.read(1, out_shape=(rows // 2, cols // 2))
+    # an "average" overview: the mean of each 2 x 2 block's valid cells, NaN where none is
+    blocks = vals.reshape(rows // 2, 2, cols // 2, 2)
+    valid = (~np.isnan(blocks)).sum(axis=(1, 3))
+    with np.errstate(invalid="ignore"):
+        want = np.nansum(blocks.astype(np.float64), axis=(1, 3)) / valid
+    assert np.allclose(overview, want, rtol=1e-6, equal_nan=True)
     # plain tiled GTiff too, and never over an existing file
     with pytest.raises(InputError, match="exists"):
         write_geotiff(tmp_path / "d.zarr", "distance", tif, read=read_block)
