@@ -60,14 +60,21 @@ def codec_library(name):
     raise ImportError(f"numcodecs has no {name} extension in {folder}")
 
 
-def zstd_encode(raw, level):
-    """``raw`` (bytes) as one Zstandard frame at ``level``: what zarr's ``zstd`` codec
-    decodes (``ZSTD_compress`` of numcodecs' extension, :func:`codec_library`)."""
+@functools.cache
+def _zstd():
     import ctypes
     lib = codec_library("zstd")
     lib.ZSTD_compressBound.restype = ctypes.c_size_t
     lib.ZSTD_compress.restype = ctypes.c_size_t
     lib.ZSTD_isError.restype = ctypes.c_uint
+    return lib
+
+
+def zstd_encode(raw, level):
+    """``raw`` (bytes) as one Zstandard frame at ``level``: what zarr's ``zstd`` codec
+    decodes (``ZSTD_compress`` of numcodecs' extension, :func:`codec_library`)."""
+    import ctypes
+    lib = _zstd()
     cap = lib.ZSTD_compressBound(ctypes.c_size_t(len(raw)))
     out = ctypes.create_string_buffer(cap)
     n = lib.ZSTD_compress(out, ctypes.c_size_t(cap), raw, ctypes.c_size_t(len(raw)),
