@@ -146,6 +146,29 @@ def test_gpu_commands_leave_cupyx_scipy_unimported(tmp_path):
     assert imported == "[]"
 
 
+@pytest.mark.slow
+def test_warm_up_compiles_the_tiled_cost_distance_levels(tmp_path):
+    """After ``python -m terrain._precompile cost-distance`` into an empty cache, a tiled
+    cost distance with levels of boundary graphs (another DEM, another source) adds no
+    compiled signature: their Dijkstras are warmed, not only the leaves' (a grid under
+    16384 tiles builds no level on its own)."""
+    from terrain.io import write_synth
+    env = child_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-m", "terrain._precompile", "cost-distance"], env=env,
+                   check=True, capture_output=True, timeout=900)
+    before = _index_files(tmp_path / "cache")
+    assert any(name.startswith("_tiled_cpu.graphs_pairs_cpu") for name in before), before
+    assert any(name.startswith("_tiled_cpu.graph_dijkstra-") for name in before), before
+    write_synth(tmp_path / "t.asc", 200, 150, seed=4, nodata=0.05)
+    proc = subprocess.run([sys.executable, "-m", "terrain.run", "cost-distance",
+                           str(tmp_path / "t.asc"), "--source-cell", "100,70", "-o",
+                           str(tmp_path / "c.zarr"), "--algorithm", "tiled", "--max-height",
+                           "2", "--backend", "cpu", "--scheduler", "synchronous"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert _index_files(tmp_path / "cache") == before
+
+
 def test_a_cpu_cost_distance_leaves_numba_unimported(tmp_path):
     """Every cost model's in-core CPU solve (the heap, the bucket queue without elevations,
     Tobler's plan, 4- and 16-connected) and the blocked one run C kernels, so the process
