@@ -90,7 +90,7 @@ def test_attributes_are_read_again_and_updated_whole(tmp_path):
 def test_a_command_writing_a_store_imports_no_zarr(tmp_path):
     """``mst``, ``fill``, ``flow`` and ``cost-distance`` of an ASCII grid write their stores
     with zarr_meta and the shard writer alone: zarr's import (0.22-0.27 s) is not paid, nor
-    numcodecs' package (its C codecs are called through ctypes) or asyncio (9-10 MB of a 4096²
+    numcodecs' package (its C codecs are called through ctypes) or asyncio (7-10 MiB of a 4096²
     cost distance's peak RSS together); the stores open in zarr and xarray as before."""
     from pathlib import Path
     sample = Path(__file__).resolve().parents[2] / "data" / "sample.asc"
