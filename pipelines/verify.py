@@ -52,7 +52,7 @@ class _Windows:
     (``layer[r0:r1, c0:c1]``, or one cell), as the windowed certificates read it."""
 
     def __init__(self, arr):
-        self.arr, self.shape, self.dtype = arr, tuple(arr.shape), arr.dtype
+        self.arr, self.shape = arr, tuple(arr.shape)
 
     def __getitem__(self, key):
         from terrain.tiles.store import read_block

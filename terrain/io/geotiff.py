@@ -4,8 +4,9 @@
    chunks at a time, at least a GeoTIFF block, each read by the caller's ``read`` (the
    shard reader :func:`terrain.tiles.store.read_block`); cells where ``valid_from`` is NaN
    are written as nodata.
-2. Copy: GDAL's ``COG`` driver (or a tiled GTiff with ``cog=False``) builds the overviews
-   and compresses every block once, ZSTD level 1, on every core.
+2. Overviews: built into the uncompressed stage (GDAL's ``BuildOverviews``).
+3. Copy: GDAL's ``COG`` driver (or a tiled GTiff with ``cog=False``) copies the stage and
+   its overviews, compressing every block once, ZSTD level 1, on every core.
 
 GDAL's block cache is held to :data:`CACHE_BYTES` meanwhile (its default, 5 % of the RAM,
 let the three layers of a 4096² cost distance take 500 MB more), and no more layers are
@@ -372,28 +373,29 @@ def _write_one(p, tmp, cog):
                 dst.set_band_description(1, p["description"])
             if p["tags"]:
                 dst.update_tags(1, **{k: str(v) for k, v in p["tags"].items()})
-        _copy(stage, tmp, p["resampling"], len(factors), cog)
+        _copy(stage, tmp, p["resampling"], factors, cog)
     finally:
         if stage.exists():
             os.unlink(stage)
 
 
-def _copy(stage, target, resampling, overviews, cog):
-    """The stage into ``target``: a COG, or a tiled GTiff with internal overviews. The
-    overviews are built on the uncompressed stage and copied as they are: the COG driver's
-    own (a compressed temporary file, read back) took 0.21-0.28 s of a 2048² float64
-    layer's copy against 0.15-0.19 s so, the same overview values (2-core VM)."""
+def _copy(stage, target, resampling, factors, cog):
+    """The stage into ``target``: a COG, or a tiled GTiff with internal overviews (decimation
+    ``factors``, :func:`overview_factors`). The overviews are built on the uncompressed
+    stage and copied as they are: the COG driver's own (a compressed temporary file, read
+    back) took 0.21-0.28 s of a 2048² float64 layer's copy against 0.15-0.19 s so, the
+    same overview values (2-core VM)."""
     import rasterio
     from rasterio.enums import Resampling
     from rasterio.shutil import copy as gdal_copy
 
-    if overviews:
+    if factors:
         with rasterio.open(stage, "r+") as ds:
-            ds.build_overviews([2 ** (k + 1) for k in range(overviews)], Resampling[resampling])
+            ds.build_overviews(list(factors), Resampling[resampling])
     if cog:
         gdal_copy(stage, target, driver="COG", BLOCKSIZE=BLOCK, COMPRESS="ZSTD",
                   NUM_THREADS="ALL_CPUS", BIGTIFF="IF_SAFER", LEVEL=1,
-                  OVERVIEWS="FORCE_USE_EXISTING" if overviews else "NONE")
+                  OVERVIEWS="FORCE_USE_EXISTING" if factors else "NONE")
         return
     gdal_copy(stage, target, driver="GTiff", TILED="YES", BLOCKXSIZE=BLOCK, BLOCKYSIZE=BLOCK,
               COMPRESS="ZSTD", COPY_SRC_OVERVIEWS="YES", NUM_THREADS="ALL_CPUS",
