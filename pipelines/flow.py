@@ -339,7 +339,8 @@ def _stats(dstats, mx, groups=1):
     """The summary's counts; ``mx``: the largest accumulation (NaN: no valid cell)."""
     return {"cells": int(dstats["cells"]), "outlet_cells": int(dstats["outlets"]),
             "flat_cells": int(dstats["flat_cells"]), "flat_passes": int(dstats["flat_passes"]),
-            "groups": groups, "max_accumulation": mx}
+            "flat_passes_lowered": int(dstats["flat_passes_lowered"]), "groups": groups,
+            "max_accumulation": mx}
 
 
 #: the tiled route's group kernels (flats, directions, accumulation) run on the CPU, one
@@ -406,7 +407,7 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
         t3 = time.perf_counter()
     total = {"cells": sum(s["cells"] for s in stats),
              "outlets": sum(s["outlets"] for s in stats),
-             "flat_cells": sum(s["flat_cells"] for s in stats), "flat_passes": passes}
+             "flat_cells": sum(s["flat_cells"] for s in stats), **passes}
     wall.update({"flats": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2})
     maxima = np.asarray(maxima, np.float64)
     mx = float(np.nanmax(maxima)) if not np.all(np.isnan(maxima)) else float("nan")
@@ -454,8 +455,8 @@ def _format_summary(s):
            != s["backend"] else ""),
         f"outlets   {s['outlet_cells']} outlet cells ({s['outlets']})",
         f"flats     {s['flat_cells']} flat cells resolved"
-        + (f" in {s['flat_passes']} passes over {s['groups']} groups" if s["groups"] > 1
-           else ""),
+        + (f" in {s['flat_passes']} passes over {s['groups']} groups"
+           f" ({s['flat_passes_lowered']} from a kept state)" if s["groups"] > 1 else ""),
         f"max acc   {s['max_accumulation']:.10g}" + (" (weighted)" if s.get("weights") else
                                                        " cells"),
         "wall      " + ", ".join(f"{k} {v:.2f}" for k, v in s["wall_seconds"].items()),

@@ -13,7 +13,7 @@ import numpy as np
 from .. import native
 from ._neighbours import NB_DC as DC, NB_DR as DR
 
-__all__ = ["classify", "flat_distances", "flat_labels", "label_regions", "flat_directions",
+__all__ = ["classify", "flat_distances", "lower_flat_distances", "flat_labels", "label_regions", "flat_directions",
            "accumulate", "exits", "DR", "DC", "FLAT", "INF", "CODE_K"]
 
 FLAT = np.uint8(254)    # no lower neighbour, not an outlet: resolved by the flat pass
@@ -24,7 +24,7 @@ CODE_K[1 << np.arange(8)] = np.arange(8)
 _P, _I, _N = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _SIGNATURES = {  # the last pointer of the first five: the stop flag
     "terrain_flow_classify": (_I, [_P, _P, _N, _P, _N, _I, _I, _P, _P]),
-    "terrain_flow_flat_distances": (_I, [_P] * 4 + [_N, _I, _I, _P, _P, _P]),
+    "terrain_flow_flat_distances": (_I, [_P] * 4 + [_N, _I, _I, _P, _P, _N, _P]),
     "terrain_label_regions": (_I, [_P, _N, _I, _I, _I, _N, _P, _P, _P, _P]),
     "terrain_flow_flat_directions": (_I, [_P] * 6 + [_N, _I, _I, _P, _P]),
     "terrain_flow_accumulate": (_I, [_P, _P, _I, _P, _I, _I, _P, _P, _P, _P]),
@@ -73,14 +73,31 @@ def flat_distances(zp, code, halo_a, halo_t, step):
     """``(away, towards)`` (int32): BFS distances in the interior's flats from higher
     terrain and towards lower (a draining cell of the flat's elevation), seeded also by the
     halo ring's ``halo_a``/``halo_t``; :data:`INF` where unreached."""
-    zp, code = _c(zp, np.float32), _c(code, np.uint8)
-    R, C = zp.shape
-    away, towards = np.empty((R, C), np.int32), np.empty((R, C), np.int32)
-    halo_a, halo_t = _c(halo_a, np.int32), _c(halo_t, np.int32)
-    _oom(_run("terrain_flow_flat_distances", zp.ctypes.data, code.ctypes.data,
-              halo_a.ctypes.data, halo_t.ctypes.data, int(step), R, C, away.ctypes.data,
-              towards.ctypes.data), "the flat distances", zp.shape)
+    zp = _c(zp, np.float32)
+    away, towards = np.empty(zp.shape, np.int32), np.empty(zp.shape, np.int32)
+    _flat_distances(zp, code, halo_a, halo_t, step, away, towards, True)
     return away, towards
+
+
+def lower_flat_distances(code, halo_a, halo_t, step, away, towards):
+    """:func:`flat_distances` again, in place, from its ``away`` and ``towards`` of halos no
+    lower anywhere than ``halo_a``/``halo_t``: only the halo cells now lower seed, and the
+    result is :func:`flat_distances`' with these halos (the distances are a minimum over
+    seeds). ``code`` needs its flat cells only where the halo can reach."""
+    _flat_distances(None, code, halo_a, halo_t, step, away, towards, False)
+
+
+def _flat_distances(zp, code, halo_a, halo_t, step, away, towards, fresh):
+    code = _c(code, np.uint8)
+    R, C = code.shape
+    for a in (away, towards):
+        if a.dtype != np.int32 or a.shape != (R, C) or not a.flags.c_contiguous:
+            raise ValueError("flat distances: int32 C-contiguous arrays of the codes' shape")
+    halo_a, halo_t = _c(halo_a, np.int32), _c(halo_t, np.int32)
+    _oom(_run("terrain_flow_flat_distances", None if zp is None else zp.ctypes.data,
+              code.ctypes.data, halo_a.ctypes.data, halo_t.ctypes.data, int(step), R, C,
+              away.ctypes.data, towards.ctypes.data, int(fresh)), "the flat distances",
+         (R, C))
 
 
 def label_regions(cells, value=1, margin=0, connectivity=8, away=None):

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..backend import array_backend, get_backend
 from ..errors import InputError
+from ..io.zarr_meta import blosc
 from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
 from ._flow_gpu import GpuOps
 from ._neighbours import NB_DC, NB_DR
@@ -36,6 +37,8 @@ __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "direction_pass", "direction_group", "accumulation_pass", "padded_window"]
 
 _INF = 2**31 - 1
+#: the flat passes' memo holds states up to this share of the machine's memory (1/N)
+FLAT_MEMO_SHARE = 16
 #: (drow, dcol) of each uint8 code (0, 0 for a code that is no direction)
 _CODE_DR, _CODE_DC = np.zeros(256, np.int64), np.zeros(256, np.int64)
 _CODE_DR[[1 << k for k in range(8)]], _CODE_DC[[1 << k for k in range(8)]] = NB_DR, NB_DC
@@ -146,7 +149,8 @@ def _seeds(frames, group, window):
 @dataclass
 class _GroupFlats:
     """What a group's flat pass publishes: its border cells' away/towards distances and
-    labels, each local flat's largest ``away``, whether a flat touches the border, counts."""
+    labels, each local flat's largest ``away``, whether a flat touches the border, counts,
+    and whether the pass lowered a kept state (:class:`_FlatState`) instead of running whole."""
 
     away: tuple
     towards: tuple
@@ -154,6 +158,7 @@ class _GroupFlats:
     maxa: np.ndarray
     border_flats: bool
     stats: dict
+    lowered: bool = False
 
 
 def _padded(spec, read_z, read_out, window):
@@ -164,11 +169,12 @@ def _padded(spec, read_z, read_out, window):
     return zp, op
 
 
-def _group_step(spec, ops, zp, op, halo_a, halo_t, height):
+def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None):
     """One group's work on its padded elevations ``zp`` and outlets ``op``: classify, flat
     distances (seeded by the halo), labels; with ``height`` (each local flat's whole-flat
     largest ``away``) the codes, left where ``ops`` computes. What a first pass publishes to
-    the other groups is on the host."""
+    the other groups is on the host; ``memo(away, towards, labels, flats)`` is given its
+    flats' arrays when they reach the group's border (with the CPU's kernels)."""
     xp, host = ops.be.xp, ops.be.to_numpy
     h, w = zp.shape[0] - 4, zp.shape[1] - 4
     code = ops.classify(zp, op, spec.edge_outlets, spec.distances, spec.step)
@@ -186,13 +192,171 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height):
     if isinstance(height, str):  # "local": the block holds its flats whole (one group)
         height = maxa
     if height is None:
-        fl = tuple(host(x) for x in _frames(labels, h, w))
-        border = any(bool(np.any(x > 0)) for x in fl)
-        return _GroupFlats(tuple(host(x) for x in _frames(away, h, w)),
-                           tuple(host(x) for x in _frames(towards, h, w)), fl, host(maxa),
-                           border, stats)
+        res = _published(away, towards, labels, host(maxa), stats, host)
+        if memo is not None and res.border_flats:
+            memo(away, towards, labels, code, res)
+        return res
     out = ops.flat_directions(zp, code, away, towards, labels, height, spec.step)
     return out[2:h + 2, 2:w + 2].copy(), stats
+
+
+def _published(away, towards, labels, maxa, stats, host=np.asarray):
+    """What a flat pass publishes (:class:`_GroupFlats`, on the host) from its padded
+    arrays."""
+    h, w = away.shape[0] - 4, away.shape[1] - 4
+    fl = tuple(host(x) for x in _frames(labels, h, w))
+    return _GroupFlats(tuple(host(x) for x in _frames(away, h, w)),
+                       tuple(host(x) for x in _frames(towards, h, w)), fl, maxa,
+                       any(bool(np.any(x > 0)) for x in fl), stats)
+
+
+def _packed(a):
+    """``a`` (int32) compressed (Blosc LZ4 over shuffled bytes: a group's flat state,
+    distances in smooth runs and cell numbers as steps, takes 20-40x less, at about 1 GB/s);
+    ``a`` itself without c-blosc."""
+    lib = blosc()
+    if lib is None:
+        return a
+    out = np.empty(a.nbytes + 16, np.uint8)  # BLOSC_MAX_OVERHEAD
+    n = lib.compress(1, 1, 4, a.nbytes, a.ctypes.data, out.ctypes.data, out.nbytes, b"lz4",
+                     0, 1)
+    if n <= 0:
+        raise MemoryError("blosc: compression of a flat state failed")
+    return out[:n].copy()
+
+
+def _unpacked(blob, size):
+    """The int32 array of ``size`` that :func:`_packed` gave ``blob``."""
+    if blob.dtype == np.int32:
+        return blob
+    a = np.empty(size, np.int32)
+    if blosc().decompress(blob.ctypes.data, a.ctypes.data, a.nbytes, 1) != a.nbytes:
+        raise ValueError("blosc: a flat state does not decompress to its size")
+    return a
+
+
+@dataclass
+class _FlatState:
+    """A group's flats that reach its border after a pass, as the next pass needs them: their
+    cells and the halo ring's flat cells (padded flat indices, stored as steps), distances and
+    labels there (0 on the ring), each :func:`_packed`; every flat's largest ``away``, the
+    border's labels and the pass's counts."""
+
+    shape: tuple
+    count: int
+    steps: np.ndarray
+    away: np.ndarray
+    towards: np.ndarray
+    labels: np.ndarray
+    maxa: np.ndarray
+    border: np.ndarray
+    stats: dict
+
+    @classmethod
+    def of(cls, away, towards, labels, code, res):
+        R, C = labels.shape
+        if R * C >= 2**31:
+            return None  # cell numbers of int32
+        border = np.unique(np.concatenate(res.labels))
+        border = border[border > 0]
+        reach = np.zeros(len(res.maxa), bool)
+        reach[border] = True
+        keep = reach[labels]
+        ring = np.zeros((R, C), bool)
+        ring[1, 1:C - 1] = ring[R - 2, 1:C - 1] = ring[1:R - 1, 1] = ring[1:R - 1, C - 2] = True
+        keep |= ring & (code == 254)
+        cells = np.flatnonzero(keep)
+        return cls((R, C), cells.size, _packed(np.diff(cells, prepend=0).astype(np.int32)),
+                   *(_packed(a.ravel()[cells]) for a in (away, towards, labels)), res.maxa,
+                   border, res.stats)
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in (self.steps, self.away, self.towards, self.labels,
+                                      self.maxa, self.border))
+
+    def again(self, halo_a, halo_t, step):
+        """The pass again with lower halos: only the distances the halos lower are walked
+        (:func:`terrain.hydrology._flow_cpu.lower_flat_distances`). Returns what it
+        publishes; the state becomes the new pass's."""
+        from ._flow_cpu import lower_flat_distances
+        n = self.shape[0] * self.shape[1]
+        cells = np.cumsum(_unpacked(self.steps, self.count), dtype=np.int64)
+        code = np.full(n, 255, np.uint8)
+        code[cells] = 254
+        dense = []
+        for part in (self.away, self.towards):
+            a = np.full(n, _INF, np.int32)
+            a[cells] = _unpacked(part, self.count)
+            dense.append(a.reshape(self.shape))
+        lower_flat_distances(code.reshape(self.shape), halo_a, halo_t, step, *dense)
+        away = dense[0].ravel()[cells]
+        self.away, self.towards = _packed(away), _packed(dense[1].ravel()[cells])
+        labels = _unpacked(self.labels, self.count)
+        inside = labels > 0
+        lab, a = labels[inside], away[inside]
+        finite = a < _INF
+        maxa = self.maxa.copy()
+        maxa[self.border] = 0
+        np.maximum.at(maxa, lab[finite], a[finite])
+        self.maxa = maxa
+        dense_labels = np.zeros(n, np.int32)
+        dense_labels[cells] = labels
+        res = _published(*dense, dense_labels.reshape(self.shape), maxa, dict(self.stats))
+        res.lowered = True
+        return res
+
+
+class _FlatMemo:
+    """The :class:`_FlatState` of groups between their passes in this process, up to
+    ``budget`` bytes: a pass run again as its neighbours publish walks only what their new
+    borders lower, and a group not here (not admitted, or passed on another worker) runs
+    whole, to the same result. A state comes in while there is room and stays until its
+    run ends: the passes go round the groups in waves, where dropping the least recently
+    used keeps none until asked again (16384², 64 groups, a quarter of the room all states
+    take: no pass of 217 found its state)."""
+
+    def __init__(self, budget):
+        import threading
+        self.budget, self.used = budget, 0
+        self.states = {}
+        self.lock = threading.Lock()
+
+    def put(self, key, state):
+        with self.lock:
+            self._drop(key)
+            if state is not None and self.used + state.nbytes <= self.budget:
+                self.states[key] = state
+                self.used += state.nbytes
+
+    def take(self, key):
+        """The state of ``key``, out of the memo while its pass runs (put back after)."""
+        with self.lock:
+            state = self.states.pop(key, None)
+            if state is not None:
+                self.used -= state.nbytes
+            return state
+
+    def forget(self, run):
+        with self.lock:
+            for key in [k for k in self.states if k[0] == run]:
+                self._drop(key)
+
+    def _drop(self, key):
+        state = self.states.pop(key, None)
+        if state is not None:
+            self.used -= state.nbytes
+
+
+_memo = None
+
+
+def _flat_memo():
+    global _memo
+    if _memo is None:
+        import psutil
+        _memo = _FlatMemo(psutil.virtual_memory().total // FLAT_MEMO_SHARE)
+    return _memo
 
 
 def _neighbours(g, groups):
@@ -245,7 +409,8 @@ def _flat_heights(plan, results, step):
 def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=None):
     """The tiled directions' flat work: per-group flat passes until no border distance
     changes, then the flats' heights. Returns ``(results, heights, passes, frames)`` for
-    :func:`direction_group`. ``read_z``/``read_out`` read the grid.
+    :func:`direction_group`, ``passes`` the counts ``flat_passes`` and
+    ``flat_passes_lowered`` (those that lowered a kept state). ``read_z``/``read_out`` read the grid.
 
     ``run_groups(fn, prepare, first, after)`` runs ``fn(prepare(group))`` for each group of
     ``first`` and of the lists ``after(group, result)`` returns, ``prepare`` and ``after``
@@ -255,7 +420,9 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
     soon as it can, instead of after a round of every group: the distances are a min-plus
     fixed point, the same whatever the order (8192², 256 groups one at a time, first in
     first out: 772 passes, where rounds of every group took 1080; last in first out 2280)."""
+    import uuid
     ops = _ops(backend)
+    run = uuid.uuid4().hex  # this pass's states in the memo of each process it runs in
     groups = list(plan.groups)
     gset = set(groups)
     frames_a, frames_t, results = {}, {}, {}
@@ -264,7 +431,7 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
     # (a pass is a function of its halo): a neighbour's change on a far side, or a border
     # without flat cells, leaves it as it is
     versions, ran_with, running = {}, {}, set()
-    passes = 0
+    passes = {"flat_passes": 0, "flat_passes_lowered": 0}
 
     def seeds_of(group):
         gi, gj = group
@@ -278,9 +445,9 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
                        if n in frames_a}
 
     def after(group, res):
-        nonlocal passes
         running.discard(group)
-        passes += 1
+        passes["flat_passes"] += 1
+        passes["flat_passes_lowered"] += res.lowered
         results[group] = res
         if res.border_flats:
             v = list(versions.get(group, (0, 0, 0, 0)))
@@ -304,9 +471,23 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
         ha, ht = (_seeds(({n: a for n, (a, _) in near.items()},
                           {n: t for n, (_, t) in near.items()}), group, window)
                   if near else (None, None))
-        return _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht, None)
+        # the memo keeps host states: a device's kernels run every pass whole
+        memo = None if ops.be.is_gpu else _flat_memo()
+        state = None if memo is None or ha is None else memo.take((run, group))
+        if state is not None:
+            res = state.again(ha, ht, spec.step)
+            memo.put((run, group), state)
+            return res
+        keep = None if memo is None else (
+            lambda *a: memo.put((run, group), _FlatState.of(*a)))
+        return _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht, None,
+                           keep)
 
-    (run_groups or _run_in_order)(flat_pass, prepare, groups, after)
+    try:
+        (run_groups or _run_in_order)(flat_pass, prepare, groups, after)
+    finally:
+        if not ops.be.is_gpu:
+            _flat_memo().forget(run)
     heights = _flat_heights(plan, results, spec.step)
     return results, heights, passes, (frames_a, frames_t)
 
@@ -383,7 +564,8 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         zp = be.xp.pad(be.asarray(z), 2, constant_values=np.nan)
         op = None if out is None else be.xp.pad(be.asarray(out), 2)
         code, stats = _group_step(spec, ops, zp, op, None, None, "local")
-        stats.update(outlets=int(be.xp.count_nonzero(code == 0)), flat_passes=1)
+        stats.update(outlets=int(be.xp.count_nonzero(code == 0)), flat_passes=1,
+                     flat_passes_lowered=0)
         return FlowDirections(where.asarray(code), stats)
     z = where.to_numpy(z)
     read_z = _array_reader(z)
@@ -397,7 +579,7 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         direction[r0:r1, c0:c1] = code
         for k in stats:
             stats[k] += s[k]
-    stats["flat_passes"] = passes
+    stats.update(passes)
     return FlowDirections(where.asarray(direction), stats)
 
 

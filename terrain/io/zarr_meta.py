@@ -38,7 +38,7 @@ import numpy as np
 from .remote import is_remote, store_for
 
 __all__ = ["open_group", "open_array", "Group", "Array", "consolidate", "codec", "as_codec",
-           "compressor_list", "codec_library", "zstd_encode", "ZARR_JSON"]
+           "compressor_list", "codec_library", "blosc", "zstd_encode", "ZARR_JSON"]
 
 ZARR_JSON = "zarr.json"
 _CONSOLIDATED_EMPTY = {"kind": "inline", "must_understand": False, "metadata": {}}
@@ -58,6 +58,35 @@ def codec_library(name):
         if (folder / f"{name}{suffix}").exists():
             return ctypes.CDLL(str(folder / f"{name}{suffix}"))
     raise ImportError(f"numcodecs has no {name} extension in {folder}")
+
+
+class _Blosc:
+    """c-blosc's ``blosc_(de)compress_ctx`` from numcodecs' extension through ctypes, on
+    caller-owned buffers, the GIL released (numcodecs allocates a ``bytes`` per call, GIL
+    held)."""
+
+    def __init__(self):
+        import ctypes
+        lib = codec_library("blosc")
+        self.compress = lib.blosc_compress_ctx
+        self.compress.restype = ctypes.c_int
+        self.compress.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
+                                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+        self.decompress = lib.blosc_decompress_ctx
+        self.decompress.restype = ctypes.c_int
+        self.decompress.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                    ctypes.c_int]
+
+
+@functools.cache
+def blosc():
+    """c-blosc's context functions (``.compress``, ``.decompress``: ``blosc_*_ctx``), or
+    None where numcodecs' extension does not export them (zarr's codecs then do it)."""
+    try:
+        return _Blosc()
+    except Exception:  # noqa: BLE001 - no exported symbols
+        return None
 
 
 @functools.cache

@@ -857,10 +857,13 @@ static int flow_seed_before(const void *a, const void *b) {
 /* BFS distances in the interior's flats: away from higher terrain, towards lower (a draining
    cell of the flat's elevation), seeded also by the halo ring's halo_a / halo_t; FLOW_INF
    where unreached. The seeds run in the order of their distance (ties: row-major), merged with
-   the queue. Returns 0, -1 out of memory. */
+   the queue. Not fresh: away / towards hold an earlier call's distances with halos no lower
+   than these anywhere, and only the halo cells now lower seed (zp unread): the distances
+   are a minimum over seeds, so lowering from there gives a fresh call's (a tiled pass run
+   again as its neighbours publish). Returns 0, -1 out of memory. */
 int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const int32_t *halo_a,
                                     const int32_t *halo_t, int step, int64_t R, int64_t C,
-                                    int32_t *away, int32_t *towards,
+                                    int32_t *away, int32_t *towards, int fresh,
                                     const volatile uint8_t *stop) {
     int64_t rc = 0;
     const int64_t n = R * C;
@@ -884,17 +887,20 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
         int32_t *dist = which == 0 ? away : towards;
         const int32_t *halo = which == 0 ? halo_a : halo_t;
         int64_t ns = 0;
-        for (int64_t t = 0; t < n; ++t) dist[t] = FLOW_INF;
+        if (fresh)
+            for (int64_t t = 0; t < n; ++t) dist[t] = FLOW_INF;
         for (int64_t r = 1; r < R - 1; ++r) {
             if (*stop) {
                 rc = -3;
                 goto done;
             }
+            const int ring = r < 2 || r >= R - 2;
             for (int64_t c = 1; c < C - 1; ++c) {
+                if (!fresh && !ring && c == 2) c = C - 2; /* not fresh: the ring only */
                 const int64_t v = r * C + c;
                 if (code[v] != FLOW_FLAT) continue;
                 if (!(r >= 2 && r < R - 2 && c >= 2 && c < C - 2)) { /* the halo ring */
-                    if (halo[v] < FLOW_INF) {
+                    if (halo[v] < dist[v]) { /* fresh: dist INF */
                         seeds[ns] = (flow_seed){halo[v], v, ns};
                         dist[v] = halo[v];
                         ++ns;

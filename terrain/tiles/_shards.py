@@ -26,7 +26,7 @@ import numpy as np
 from .. import native
 from ..errors import InputError
 from ..io.outputs import INVENTORY_ATTR, sweep_partial_files
-from ..io.zarr_meta import codec_library
+from ..io.zarr_meta import blosc
 
 __all__ = ["fast_layout", "write_layout", "read_layout", "write_shard", "ShardWriter",
            "read_shard", "read_array", "read_window", "url_layout", "read_url_shard",
@@ -66,28 +66,7 @@ def io_threads():
     return max(1, min(MAX_IO_THREADS, cpus or 1))
 
 
-class _Blosc:
-    """c-blosc's ``blosc_(de)compress_ctx`` from numcodecs' extension through ctypes, on
-    caller-owned buffers, the GIL released (numcodecs allocates a ``bytes`` per call, GIL
-    held); :data:`BLOSC` is None where the symbols are not exported (zarr then does it)."""
-
-    def __init__(self):
-        lib = codec_library("blosc")
-        self.compress = lib.blosc_compress_ctx
-        self.compress.restype = ctypes.c_int
-        self.compress.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t,
-                                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                  ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
-        self.decompress = lib.blosc_decompress_ctx
-        self.decompress.restype = ctypes.c_int
-        self.decompress.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
-                                    ctypes.c_int]
-
-
-try:
-    BLOSC = _Blosc()
-except Exception:  # noqa: BLE001 - no exported symbols: zarr's own codecs
-    BLOSC = None
+BLOSC = blosc()
 
 
 _OVERHEAD = 16  # BLOSC_MAX_OVERHEAD

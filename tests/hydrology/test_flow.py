@@ -53,10 +53,52 @@ def test_a_flat_across_many_groups_takes_rounds_and_the_same_bits():
     np.testing.assert_array_equal(inc.direction, want)
     tiled = flow_directions(f, tile=4, group_tiles=1, backend="cpu")
     assert tiled.stats["flat_passes"] > 16 * 16  # groups ran again as the lake's BFS crossed
+    assert tiled.stats["flat_passes_lowered"] > 0  # ... from their kept states
     np.testing.assert_array_equal(tiled.direction, want)
     acc = flow_accumulation(tiled.direction, tile=4, backend="cpu")
     assert acc[40, 0] == np.count_nonzero(
         _upstream_of(tiled.direction, 40, 0))
+
+
+def test_passes_without_kept_states_run_whole_to_the_same_bits(monkeypatch):
+    # the memo of flat states holds nothing: every pass runs whole, in the same order
+    import terrain.hydrology.flow as flow
+    f = _filled("plateau", (40, 33), 1)
+    kept = flow_directions(f, tile=4, group_tiles=1, backend="cpu")
+    monkeypatch.setattr(flow, "_memo", flow._FlatMemo(0))
+    whole = flow_directions(f, tile=4, group_tiles=1, backend="cpu")
+    assert kept.stats["flat_passes_lowered"] > 0 and whole.stats["flat_passes_lowered"] == 0
+    assert kept.stats["flat_passes"] == whole.stats["flat_passes"]
+    np.testing.assert_array_equal(kept.direction, whole.direction)
+    np.testing.assert_array_equal(kept.direction, flow_directions(f, backend="cpu").direction)
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+def test_lowering_flat_distances_gives_the_fresh_ones(conn):
+    # distances of halos h1, lowered to halos h2 <= h1: those of h2 from scratch
+    from terrain.hydrology._flow_cpu import classify, flat_distances, lower_flat_distances
+    step = 1 if conn == 8 else 2
+    rng = np.random.default_rng(3)
+    z = _filled("plateau", (64, 72), 5, conn)
+    zp = z[8:52, 8:62]  # a group's window inside the grid, with its halo of 2
+    code = classify(zp, None, True, np.ones(8), step)
+    ring = np.zeros(zp.shape, bool)
+    ring[1, 1:-1] = ring[-2, 1:-1] = ring[1:-1, 1] = ring[1:-1, -2] = True
+    inf = np.int32(2**31 - 1)
+    changed = 0
+    for trial in range(4):
+        h1 = [np.where(ring & (rng.random(zp.shape) < 0.5), rng.integers(1, 40, zp.shape),
+                       inf).astype(np.int32) for _ in range(2)]
+        h2 = [np.where(ring & (rng.random(zp.shape) < 0.3), np.minimum(h, rng.integers(
+            1, 40, zp.shape)), h).astype(np.int32) for h in h1]
+        away, towards = flat_distances(zp, code, *h1, step)
+        before = away.copy(), towards.copy()
+        lower_flat_distances(code, *h2, step, away, towards)
+        want = flat_distances(zp, code, *h2, step)
+        np.testing.assert_array_equal(away, want[0])
+        np.testing.assert_array_equal(towards, want[1])
+        changed += int((away != before[0]).sum() + (towards != before[1]).sum())
+    assert changed > 100  # the lower halos reached into the flats
 
 
 def _upstream_of(d, r, c):
