@@ -1012,12 +1012,37 @@ int64_t terrain_flow_flat_directions(const float *zp, const uint8_t *code, const
 int64_t terrain_flow_accumulate(const uint8_t *dp, const double *weights, int64_t w_stride,
                                 const double *ext, int64_t R, int64_t C, double *acc,
                                 int64_t *order, int64_t *err, const volatile uint8_t *stop) {
-    uint8_t *indeg = calloc((size_t)(R * C), 1);
-    int64_t *stack = malloc((size_t)(R * C) * sizeof *stack);
+    const int64_t n = R * C;
+    /* no path enters the ring (its inflows are ext's) or nodata: their in-degrees start at a
+       count no decrement takes to 0, and while the block runs the ring of acc holds ext's
+       (NaN again at the end), so that a cell's inflow is one load and its successor one
+       decrement, with no division into row and column (a 4096² block, 2-core VM: 0.51-0.55
+       s, 0.78-0.85 s before) */
+    enum { NO_ENTRY = 64 };
+    uint8_t *indeg = malloc((size_t)n);
+    int64_t *stack = malloc((size_t)n * sizeof *stack);
     if (indeg == NULL || stack == NULL) {
         free(indeg);
         free(stack);
         return -1;
+    }
+    memset(indeg, NO_ENTRY, (size_t)n);
+    int64_t off[8];
+    uint8_t into[8]; /* the code of a neighbour k that drains into the cell */
+    for (int k = 0; k < 8; ++k) {
+        off[k] = NB_DR[k] * C + NB_DC[k];
+        into[k] = (uint8_t)(1u << ((k + 4) & 7));
+    }
+    for (int64_t r = 1; r < R - 1; ++r)
+        for (int64_t c = 1; c < C - 1; ++c)
+            if (dp[r * C + c] != 255) indeg[r * C + c] = 0;
+    for (int64_t c = 0; c < C; ++c) {
+        acc[c] = ext[c];
+        acc[(R - 1) * C + c] = ext[(R - 1) * C + c];
+    }
+    for (int64_t r = 1; r < R - 1; ++r) {
+        acc[r * C] = ext[r * C];
+        acc[r * C + C - 1] = ext[r * C + C - 1];
     }
     *err = 0;
     for (int64_t r = 1; r < R - 1; ++r)
@@ -1029,40 +1054,34 @@ int64_t terrain_flow_accumulate(const uint8_t *dp, const double *weights, int64_
                 *err = 1;
                 continue;
             }
-            const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
-            if (dp[nr * C + nc] == 255)
+            const int64_t u = r * C + c + off[k];
+            if (dp[u] == 255)
                 *err = 1;
-            else if (nr >= 1 && nr < R - 1 && nc >= 1 && nc < C - 1)
-                ++indeg[nr * C + nc];
+            else
+                ++indeg[u];
         }
     int64_t top = 0, done = 0;
     for (int64_t r = 1; r < R - 1; ++r)
         for (int64_t c = 1; c < C - 1; ++c)
-            if (dp[r * C + c] != 255 && indeg[r * C + c] == 0) stack[top++] = r * C + c;
+            if (indeg[r * C + c] == 0) stack[top++] = r * C + c;
     while (top > 0) {
         if ((done & 0xFFFF) == 0xFFFF && *stop) {
             done = -3;
             break;
         }
-        const int64_t v = stack[--top], r = v / C, c = v % C;
-        double s = weights != NULL ? weights[(r - 1) * w_stride + c - 1] : 1.0;
-        for (int k = 0; k < 8; ++k) {
-            const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
-            if (dp[nr * C + nc] == (1u << ((k + 4) & 7))) {
-                if (nr >= 1 && nr < R - 1 && nc >= 1 && nc < C - 1)
-                    s += acc[nr * C + nc];
-                else
-                    s += ext[nr * C + nc];
-            }
-        }
+        const int64_t v = stack[--top];
+        double s = 1.0;
+        if (weights != NULL) s = weights[(v / C - 1) * w_stride + v % C - 1];
+        for (int k = 0; k < 8; ++k)
+            if (dp[v + off[k]] == into[k]) s += acc[v + off[k]];
         acc[v] = s;
         order[done++] = v;
         const int k = flow_code_k(dp[v]);
         if (k < 0) continue; /* an outlet (or a code that is no direction: an error already) */
-        const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
-        if (nr >= 1 && nr < R - 1 && nc >= 1 && nc < C - 1 && dp[nr * C + nc] != 255)
-            if (--indeg[nr * C + nc] == 0) stack[top++] = nr * C + nc;
+        if (--indeg[v + off[k]] == 0) stack[top++] = v + off[k];
     }
+    for (int64_t c = 0; c < C; ++c) acc[c] = acc[(R - 1) * C + c] = NAN;
+    for (int64_t r = 1; r < R - 1; ++r) acc[r * C] = acc[r * C + C - 1] = NAN;
     free(indeg);
     free(stack);
     return done;
