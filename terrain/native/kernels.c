@@ -1691,9 +1691,11 @@ int64_t terrain_label_regions(const uint8_t *cells, int value, int64_t H, int64_
             const int32_t id = (int32_t)++count;
             int32_t best = 0;
             labels[v0] = id;
-            if (region_push(&stack, v0)) rc = -1;
+            /* the stack holds (row << 32 | column): no division of a cell number by W */
+            if (region_push(&stack, r0 << 32 | c0)) rc = -1;
             while (stack.n > 0 && rc == 0) {
-                const int64_t v = stack.a[--stack.n], r = v / W, c = v % W;
+                const int64_t rc_ = stack.a[--stack.n], r = rc_ >> 32, c = rc_ & 0xFFFFFFFF;
+                const int64_t v = r * W + c;
                 if (away != NULL && away[v] < FLOW_INF && away[v] > best) best = away[v];
                 for (int k = 0; k < 8; k += step) {
                     const int64_t nr = r + NB_DR[k], nc = c + NB_DC[k];
@@ -1702,7 +1704,7 @@ int64_t terrain_label_regions(const uint8_t *cells, int value, int64_t H, int64_
                     const int64_t u = nr * W + nc;
                     if (cells[u] != value || labels[u] != 0) continue;
                     labels[u] = id;
-                    if (region_push(&stack, u)) {
+                    if (region_push(&stack, nr << 32 | nc)) {
                         rc = -1;
                         break;
                     }
