@@ -4,5 +4,5 @@ from .fill import (depression_hierarchy, depression_labels, fill_depressions, fi
     HIERARCHY_COLUMNS, kept_pits, label_border, label_count, label_ids, label_merge,
     label_numbering, label_split, LabelBorder, LeafBlock, outlet_cells, PortGraph, read_halo)
 from .flow import (accumulation_pass, direction_group, direction_pass, flow_accumulation,
-    flow_directions, FlowDirections, FlowSpec)
+    flow_directions, FlowDirections, FlowSpec, forget_flat_states)
 from .watershed import snap_outlets, stream_links, watershed

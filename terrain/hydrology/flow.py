@@ -22,6 +22,7 @@ A filled basin (a flat of two cells at 3) spilling south through the cell at 1:
 """
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,11 +35,14 @@ from ._flow_gpu import GpuOps
 from ._neighbours import NB_DC, NB_DR
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
-           "direction_pass", "direction_group", "accumulation_pass", "padded_window"]
+           "direction_pass", "direction_group", "forget_flat_states", "accumulation_pass", "padded_window"]
 
 _INF = 2**31 - 1
-#: the flat passes' memo holds states up to this share of the machine's memory (1/N)
-FLAT_MEMO_SHARE = 16
+_scratch = threading.local()  # each thread's buffer for _packed
+#: the flat passes' memo holds states up to this share of the machine's memory (1/N): 0.37 GB
+#: on a 24 GB machine, where the 10-ft grid's tiled flow peaks at 1.35 GB without it (the
+#: 64 groups of a 16384² grid keep 63 MiB)
+FLAT_MEMO_SHARE = 64
 #: (drow, dcol) of each uint8 code (0, 0 for a code that is no direction)
 _CODE_DR, _CODE_DC = np.zeros(256, np.int64), np.zeros(256, np.int64)
 _CODE_DR[[1 << k for k in range(8)]], _CODE_DC[[1 << k for k in range(8)]] = NB_DR, NB_DC
@@ -169,12 +173,13 @@ def _padded(spec, read_z, read_out, window):
     return zp, op
 
 
-def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None):
+def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None, state=None):
     """One group's work on its padded elevations ``zp`` and outlets ``op``: classify, flat
     distances (seeded by the halo), labels; with ``height`` (each local flat's whole-flat
     largest ``away``) the codes, left where ``ops`` computes. What a first pass publishes to
-    the other groups is on the host; ``memo(away, towards, labels, flats)`` is given its
-    flats' arrays when they reach the group's border (with the CPU's kernels)."""
+    the other groups is on the host; ``memo(away, towards, labels, code, published)`` is
+    given its flats' arrays (with the CPU's kernels). With ``state`` (the group's
+    :class:`_FlatState` after its last pass) the distances and labels are the state's."""
     xp, host = ops.be.xp, ops.be.to_numpy
     h, w = zp.shape[0] - 4, zp.shape[1] - 4
     code = ops.classify(zp, op, spec.edge_outlets, spec.distances, spec.step)
@@ -185,15 +190,18 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None):
         if height is not None:
             return inner.copy(), stats
         return _GroupFlats((), (), (), np.zeros(1, np.int32), False, stats)
-    if halo_a is None:
-        halo_a = halo_t = xp.full(zp.shape, _INF, np.int32)
-    away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
-    labels, maxa = ops.flat_labels(code, away, spec.step)
+    if state is not None:
+        away, towards, labels = state.dense()
+    else:
+        if halo_a is None:
+            halo_a = halo_t = xp.full(zp.shape, _INF, np.int32)
+        away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
+        labels, maxa = ops.flat_labels(code, away, spec.step)
     if isinstance(height, str):  # "local": the block holds its flats whole (one group)
         height = maxa
     if height is None:
         res = _published(away, towards, labels, host(maxa), stats, host)
-        if memo is not None and res.border_flats:
+        if memo is not None:
             memo(away, towards, labels, code, res)
         return res
     out = ops.flat_directions(zp, code, away, towards, labels, height, spec.step)
@@ -212,17 +220,25 @@ def _published(away, towards, labels, maxa, stats, host=np.asarray):
 
 def _packed(a):
     """``a`` (int32) compressed (Blosc LZ4 over shuffled bytes: a group's flat state,
-    distances in smooth runs and cell numbers as steps, takes 20-40x less, at about 1 GB/s);
-    ``a`` itself without c-blosc."""
+    distances in smooth runs and cell numbers as steps, takes 20-40x less, at about 1 GB/s)
+    in a mapping of its own: kept between passes amid the passes' large arrays, blocks of
+    malloc's heap would pin them there (16384², 64 groups: 0.77-0.88 GB peak against 0.59),
+    and serving every large array by mmap instead costs 19 s of page faults there. ``a``
+    itself without c-blosc."""
+    import mmap
     lib = blosc()
     if lib is None:
         return a
-    out = np.empty(a.nbytes + 16, np.uint8)  # BLOSC_MAX_OVERHEAD
-    n = lib.compress(1, 1, 4, a.nbytes, a.ctypes.data, out.ctypes.data, out.nbytes, b"lz4",
-                     0, 1)
+    scratch = getattr(_scratch, "buffer", None)
+    if scratch is None or scratch.nbytes < a.nbytes + 16:  # BLOSC_MAX_OVERHEAD
+        scratch = _scratch.buffer = np.empty(a.nbytes + 16, np.uint8)
+    n = lib.compress(1, 1, 4, a.nbytes, a.ctypes.data, scratch.ctypes.data, scratch.nbytes,
+                     b"lz4", 0, 1)
     if n <= 0:
         raise MemoryError("blosc: compression of a flat state failed")
-    return out[:n].copy()
+    out = np.frombuffer(mmap.mmap(-1, n), np.uint8)
+    out[:] = scratch[:n]
+    return out
 
 
 def _unpacked(blob, size):
@@ -237,17 +253,14 @@ def _unpacked(blob, size):
 
 @dataclass
 class _FlatState:
-    """A group's flats that reach its border after a pass, as the next pass needs them: their
-    cells and the halo ring's flat cells (padded flat indices, stored as steps), distances and
-    labels there (0 on the ring), each :func:`_packed`; every flat's largest ``away``, the
-    border's labels and the pass's counts."""
+    """A group's flats after a pass, as its next pass and its last (directions) need them:
+    the flats that reach its border with the halo ring's flat cells (``edge``) and the others
+    (``inner``, final after the first pass), each :class:`_FlatCells`; every flat's largest
+    ``away``, the border's labels and the pass's counts."""
 
     shape: tuple
-    count: int
-    steps: np.ndarray
-    away: np.ndarray
-    towards: np.ndarray
-    labels: np.ndarray
+    edge: "_FlatCells"
+    inner: "_FlatCells"
     maxa: np.ndarray
     border: np.ndarray
     stats: dict
@@ -261,38 +274,47 @@ class _FlatState:
         border = border[border > 0]
         reach = np.zeros(len(res.maxa), bool)
         reach[border] = True
-        keep = reach[labels]
+        edge = reach[labels]
+        inner = (labels > 0) & ~edge
         ring = np.zeros((R, C), bool)
         ring[1, 1:C - 1] = ring[R - 2, 1:C - 1] = ring[1:R - 1, 1] = ring[1:R - 1, C - 2] = True
-        keep |= ring & (code == 254)
-        cells = np.flatnonzero(keep)
-        return cls((R, C), cells.size, _packed(np.diff(cells, prepend=0).astype(np.int32)),
-                   *(_packed(a.ravel()[cells]) for a in (away, towards, labels)), res.maxa,
-                   border, res.stats)
+        edge |= ring & (code == 254)
+        arrays = (away, towards, labels)
+        return cls((R, C), _FlatCells.of(edge, *arrays), _FlatCells.of(inner, *arrays),
+                   res.maxa, border, res.stats)
 
     @property
     def nbytes(self):
-        return sum(a.nbytes for a in (self.steps, self.away, self.towards, self.labels,
-                                      self.maxa, self.border))
+        return self.edge.nbytes + self.inner.nbytes + self.maxa.nbytes + self.border.nbytes
+
+    def dense(self):
+        """The padded ``(away, towards, labels)`` of every flat (INF, INF, 0 elsewhere)."""
+        n = self.shape[0] * self.shape[1]
+        out = [np.full(n, _INF, np.int32), np.full(n, _INF, np.int32), np.zeros(n, np.int32)]
+        for part in (self.edge, self.inner):
+            cells = part.cells()
+            for a, values in zip(out, part.values()):
+                a[cells] = values
+        return tuple(a.reshape(self.shape) for a in out)
 
     def again(self, halo_a, halo_t, step):
         """The pass again with lower halos: only the distances the halos lower are walked
-        (:func:`terrain.hydrology._flow_cpu.lower_flat_distances`). Returns what it
-        publishes; the state becomes the new pass's."""
+        (:func:`terrain.hydrology._flow_cpu.lower_flat_distances`), on the flats that reach
+        the border. Returns what it publishes; the state becomes the new pass's."""
         from ._flow_cpu import lower_flat_distances
         n = self.shape[0] * self.shape[1]
-        cells = np.cumsum(_unpacked(self.steps, self.count), dtype=np.int64)
+        cells = self.edge.cells()
+        away, towards, labels = self.edge.values()
         code = np.full(n, 255, np.uint8)
         code[cells] = 254
         dense = []
-        for part in (self.away, self.towards):
+        for part in (away, towards):
             a = np.full(n, _INF, np.int32)
-            a[cells] = _unpacked(part, self.count)
+            a[cells] = part
             dense.append(a.reshape(self.shape))
         lower_flat_distances(code.reshape(self.shape), halo_a, halo_t, step, *dense)
         away = dense[0].ravel()[cells]
-        self.away, self.towards = _packed(away), _packed(dense[1].ravel()[cells])
-        labels = _unpacked(self.labels, self.count)
+        self.edge.away, self.edge.towards = _packed(away), _packed(dense[1].ravel()[cells])
         inside = labels > 0
         lab, a = labels[inside], away[inside]
         finite = a < _INF
@@ -307,6 +329,34 @@ class _FlatState:
         return res
 
 
+@dataclass
+class _FlatCells:
+    """Cells of a padded block (flat indices, stored as steps) with their ``away``,
+    ``towards`` and labels, each :func:`_packed`."""
+
+    count: int
+    steps: np.ndarray
+    away: np.ndarray
+    towards: np.ndarray
+    labels: np.ndarray
+
+    @classmethod
+    def of(cls, mask, away, towards, labels):
+        cells = np.flatnonzero(mask)
+        return cls(cells.size, _packed(np.diff(cells, prepend=0).astype(np.int32)),
+                   *(_packed(a.ravel()[cells]) for a in (away, towards, labels)))
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in (self.steps, self.away, self.towards, self.labels))
+
+    def cells(self):
+        return np.cumsum(_unpacked(self.steps, self.count), dtype=np.int64)
+
+    def values(self):
+        return tuple(_unpacked(a, self.count) for a in (self.away, self.towards, self.labels))
+
+
 class _FlatMemo:
     """The :class:`_FlatState` of groups between their passes in this process, up to
     ``budget`` bytes: a pass run again as its neighbours publish walks only what their new
@@ -317,7 +367,6 @@ class _FlatMemo:
     take: no pass of 217 found its state)."""
 
     def __init__(self, budget):
-        import threading
         self.budget, self.used = budget, 0
         self.states = {}
         self.lock = threading.Lock()
@@ -485,11 +534,17 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
 
     try:
         (run_groups or _run_in_order)(flat_pass, prepare, groups, after)
-    finally:
-        if not ops.be.is_gpu:
-            _flat_memo().forget(run)
+    except BaseException:
+        forget_flat_states((None, None, run))
+        raise
     heights = _flat_heights(plan, results, spec.step)
-    return results, heights, passes, (frames_a, frames_t)
+    return results, heights, passes, (frames_a, frames_t, run)
+
+
+def forget_flat_states(frames):
+    """Drop what :func:`direction_pass` (``frames``: the last of what it returns) kept in
+    this process for :func:`direction_group`s that did not run here."""
+    _flat_memo().forget(frames[2])
 
 
 def _run_in_order(fn, prepare, first, after):
@@ -506,12 +561,15 @@ def _run_in_order(fn, prepare, first, after):
 
 
 def direction_group(spec, plan, group, read_z, read_out, heights, frames, backend=None):
-    """One group's final directions and counts, after :func:`direction_pass`."""
+    """One group's final directions and counts, after :func:`direction_pass`: from the
+    group's flats as its last pass left them where this process kept them (its last pass ran
+    with the final borders), else computed again."""
     ops = _ops(backend)
     window = plan.window(plan.group_level, *group)
-    ha, ht = _seeds(frames, group, window)
+    state = None if ops.be.is_gpu else _flat_memo().take((frames[2], group))
+    ha, ht = (None, None) if state is not None else _seeds(frames[:2], group, window)
     code, stats = _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht,
-                              heights.get(group, np.zeros(1, np.int32)))
+                              heights.get(group, np.zeros(1, np.int32)), state=state)
     code = ops.be.to_numpy(code)
     stats["outlets"] = int(np.count_nonzero(code == 0))
     return code, stats
@@ -573,12 +631,16 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
     results, heights, passes, frames = direction_pass(spec, plan, read_z, read_out, backend)
     direction = np.empty(z.shape, np.uint8)
     stats = {"cells": 0, "flat_cells": 0, "outlets": 0}
-    for grp in plan.groups:
-        code, s = direction_group(spec, plan, grp, read_z, read_out, heights, frames, backend)
-        r0, r1, c0, c1 = plan.window(plan.group_level, *grp)
-        direction[r0:r1, c0:c1] = code
-        for k in stats:
-            stats[k] += s[k]
+    try:
+        for grp in plan.groups:
+            code, s = direction_group(spec, plan, grp, read_z, read_out, heights, frames,
+                                      backend)
+            r0, r1, c0, c1 = plan.window(plan.group_level, *grp)
+            direction[r0:r1, c0:c1] = code
+            for k in stats:
+                stats[k] += s[k]
+    finally:
+        forget_flat_states(frames)
     stats.update(passes)
     return FlowDirections(where.asarray(direction), stats)
 
