@@ -13,8 +13,8 @@ import numpy as np
 from .. import native
 from ._neighbours import NB_DC as DC, NB_DR as DR
 
-__all__ = ["classify", "flat_distances", "lower_flat_distances", "flat_labels", "label_regions", "flat_directions",
-           "accumulate", "exits", "DR", "DC", "FLAT", "INF", "CODE_K"]
+__all__ = ["classify", "flat_distances", "lower_flat_distances", "flat_labels", "label_regions",
+           "flat_directions", "accumulate", "exits", "DR", "DC", "FLAT", "INF", "CODE_K"]
 
 FLAT = np.uint8(254)    # no lower neighbour, not an outlet: resolved by the flat pass
 INF = np.int32(2**31 - 1)  # an unreached BFS distance

@@ -35,10 +35,10 @@ from ._flow_gpu import GpuOps
 from ._neighbours import NB_DC, NB_DR
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
-           "direction_pass", "direction_group", "forget_flat_states", "accumulation_pass", "padded_window"]
+           "direction_pass", "direction_group", "forget_flat_states", "accumulation_pass",
+           "padded_window"]
 
 _INF = 2**31 - 1
-_scratch = threading.local()  # each thread's buffer for _packed
 #: the flat passes' memo holds states up to this share of the machine's memory (1/N): 0.37 GB
 #: on a 24 GB machine, where the 10-ft grid's tiled flow peaks at 1.35 GB without it (the
 #: 64 groups of a 16384² grid keep 63 MiB)
@@ -220,25 +220,17 @@ def _published(away, towards, labels, maxa, stats, host=np.asarray):
 
 def _packed(a):
     """``a`` (int32) compressed (Blosc LZ4 over shuffled bytes: a group's flat state,
-    distances in smooth runs and cell numbers as steps, takes 20-40x less, at about 1 GB/s)
-    in a mapping of its own: kept between passes amid the passes' large arrays, blocks of
-    malloc's heap would pin them there (16384², 64 groups: 0.77-0.88 GB peak against 0.59),
-    and serving every large array by mmap instead costs 19 s of page faults there. ``a``
-    itself without c-blosc."""
-    import mmap
+    distances in smooth runs and cell numbers as steps, takes 20-40x less, at about 1 GB/s);
+    ``a`` itself without c-blosc."""
     lib = blosc()
     if lib is None:
         return a
-    scratch = getattr(_scratch, "buffer", None)
-    if scratch is None or scratch.nbytes < a.nbytes + 16:  # BLOSC_MAX_OVERHEAD
-        scratch = _scratch.buffer = np.empty(a.nbytes + 16, np.uint8)
-    n = lib.compress(1, 1, 4, a.nbytes, a.ctypes.data, scratch.ctypes.data, scratch.nbytes,
-                     b"lz4", 0, 1)
+    out = np.empty(a.nbytes + 16, np.uint8)  # BLOSC_MAX_OVERHEAD
+    n = lib.compress(1, 1, 4, a.nbytes, a.ctypes.data, out.ctypes.data, out.nbytes, b"lz4",
+                     0, 1)
     if n <= 0:
         raise MemoryError("blosc: compression of a flat state failed")
-    out = np.frombuffer(mmap.mmap(-1, n), np.uint8)
-    out[:] = scratch[:n]
-    return out
+    return out[:n].copy()
 
 
 def _unpacked(blob, size):
@@ -398,14 +390,17 @@ class _FlatMemo:
 
 
 _memo = None
+_memo_made = threading.Lock()
 
 
 def _flat_memo():
+    """This process's :class:`_FlatMemo`, made on first use."""
     global _memo
-    if _memo is None:
-        import psutil
-        _memo = _FlatMemo(psutil.virtual_memory().total // FLAT_MEMO_SHARE)
-    return _memo
+    with _memo_made:
+        if _memo is None:
+            import psutil
+            _memo = _FlatMemo(psutil.virtual_memory().total // FLAT_MEMO_SHARE)
+        return _memo
 
 
 def _neighbours(g, groups):
@@ -459,7 +454,8 @@ def direction_pass(spec, plan, read_z, read_out=None, backend=None, run_groups=N
     """The tiled directions' flat work: per-group flat passes until no border distance
     changes, then the flats' heights. Returns ``(results, heights, passes, frames)`` for
     :func:`direction_group`, ``passes`` the counts ``flat_passes`` and
-    ``flat_passes_lowered`` (those that lowered a kept state). ``read_z``/``read_out`` read the grid.
+    ``flat_passes_lowered`` (those that lowered a kept state). ``read_z``/``read_out`` read
+    the grid.
 
     ``run_groups(fn, prepare, first, after)`` runs ``fn(prepare(group))`` for each group of
     ``first`` and of the lists ``after(group, result)`` returns, ``prepare`` and ``after``

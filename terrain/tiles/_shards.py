@@ -66,6 +66,7 @@ def io_threads():
     return max(1, min(MAX_IO_THREADS, cpus or 1))
 
 
+#: c-blosc's context functions (:func:`terrain.io.zarr_meta.blosc`), None without them
 BLOSC = blosc()
 
 
