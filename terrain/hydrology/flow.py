@@ -354,9 +354,10 @@ class _FlatMemo:
     ``budget`` bytes: a pass run again as its neighbours publish walks only what their new
     borders lower, and a group not here (not admitted, or passed on another worker) runs
     whole, to the same result. A state comes in while there is room and stays until its
-    run ends: the passes go round the groups in waves, where dropping the least recently
-    used keeps none until asked again (16384², 64 groups, a quarter of the room all states
-    take: no pass of 217 found its state)."""
+    run's directions take it: the passes go round the groups in waves, where dropping the
+    least recently used keeps none until asked again (16384², 64 groups, a quarter of the
+    room all states take: no pass of 217 found its state). States of another run, left in a
+    worker whose directions ran elsewhere, make room for the run at hand."""
 
     def __init__(self, budget):
         self.budget, self.used = budget, 0
@@ -366,7 +367,13 @@ class _FlatMemo:
     def put(self, key, state):
         with self.lock:
             self._drop(key)
-            if state is not None and self.used + state.nbytes <= self.budget:
+            if state is None:
+                return
+            if self.used + state.nbytes > self.budget:
+                # another run's states, left where its directions ran in another process
+                for other in [k for k in self.states if k[0] != key[0]]:
+                    self._drop(other)
+            if self.used + state.nbytes <= self.budget:
                 self.states[key] = state
                 self.used += state.nbytes
 

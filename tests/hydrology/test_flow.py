@@ -73,6 +73,22 @@ def test_passes_without_kept_states_run_whole_to_the_same_bits(monkeypatch):
     np.testing.assert_array_equal(kept.direction, flow_directions(f, backend="cpu").direction)
 
 
+def test_the_memo_makes_room_from_other_runs_only():
+    from terrain.hydrology.flow import _FlatMemo
+
+    class State:
+        nbytes = 40
+
+    memo = _FlatMemo(100)
+    memo.put(("a", 1), State())
+    memo.put(("a", 2), State())
+    memo.put(("a", 3), State())  # no room, and no other run's to drop: not kept
+    assert set(memo.states) == {("a", 1), ("a", 2)} and memo.used == 80
+    memo.put(("b", 1), State())  # a new run: the old one's states go
+    assert set(memo.states) == {("b", 1)} and memo.used == 40
+    assert memo.take(("b", 1)) is not None and memo.used == 0
+
+
 @pytest.mark.parametrize("conn", [8, 4])
 def test_lowering_flat_distances_gives_the_fresh_ones(conn):
     # distances of halos h1, lowered to halos h2 <= h1: those of h2 from scratch
