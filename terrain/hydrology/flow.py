@@ -39,10 +39,10 @@ __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
            "padded_window"]
 
 _INF = 2**31 - 1
-#: the flat passes' memo holds states up to this share of the machine's memory (1/N): 0.37 GB
-#: on a 24 GB machine, where the 10-ft grid's tiled flow peaks at 1.35 GB without it (the
-#: 64 groups of a 16384² grid keep 63 MiB)
-FLAT_MEMO_SHARE = 64
+#: the flat passes' memo holds states up to this share of the machine's memory (1/N): 94 MB
+#: on a 24 GB machine (the 64 groups of a 16384² grid keep 63 MiB), where the 10-ft grid's
+#: tiled flow peaked at 2.05 GB with 1/64 (1.35 GB without the memo; floor 2 GB)
+FLAT_MEMO_SHARE = 256
 #: (drow, dcol) of each uint8 code (0, 0 for a code that is no direction)
 _CODE_DR, _CODE_DC = np.zeros(256, np.int64), np.zeros(256, np.int64)
 _CODE_DR[[1 << k for k in range(8)]], _CODE_DC[[1 << k for k in range(8)]] = NB_DR, NB_DC
