@@ -268,9 +268,9 @@ class _FlatState:
         reach[border] = True
         edge = reach[labels]
         inner = (labels > 0) & ~edge
-        ring = np.zeros((R, C), bool)
-        ring[1, 1:C - 1] = ring[R - 2, 1:C - 1] = ring[1:R - 1, 1] = ring[1:R - 1, C - 2] = True
-        edge |= ring & (code == 254)
+        for ring in (np.s_[1, 1:C - 1], np.s_[R - 2, 1:C - 1], np.s_[1:R - 1, 1],
+                     np.s_[1:R - 1, C - 2]):  # the halo ring's flat cells
+            edge[ring] |= code[ring] == 254
         arrays = (away, towards, labels)
         return cls((R, C), _FlatCells.of(edge, *arrays), _FlatCells.of(inner, *arrays),
                    res.maxa, border, res.stats)
@@ -281,30 +281,21 @@ class _FlatState:
 
     def dense(self):
         """The padded ``(away, towards, labels)`` of every flat (INF, INF, 0 elsewhere)."""
-        n = self.shape[0] * self.shape[1]
-        out = [np.full(n, _INF, np.int32), np.full(n, _INF, np.int32), np.zeros(n, np.int32)]
+        out = _no_flats(self.shape)
         for part in (self.edge, self.inner):
-            cells = part.cells()
-            for a, values in zip(out, part.values()):
-                a[cells] = values
-        return tuple(a.reshape(self.shape) for a in out)
+            part.into(out)
+        return out
 
     def again(self, halo_a, halo_t, step):
         """The pass again with lower halos: only the distances the halos lower are walked
         (:func:`terrain.hydrology._flow_cpu.lower_flat_distances`), on the flats that reach
         the border. Returns what it publishes; the state becomes the new pass's."""
         from ._flow_cpu import lower_flat_distances
-        n = self.shape[0] * self.shape[1]
-        cells = self.edge.cells()
-        away, towards, labels = self.edge.values()
-        code = np.full(n, 255, np.uint8)
-        code[cells] = 254
-        dense = []
-        for part in (away, towards):
-            a = np.full(n, _INF, np.int32)
-            a[cells] = part
-            dense.append(a.reshape(self.shape))
-        lower_flat_distances(code.reshape(self.shape), halo_a, halo_t, step, *dense)
+        dense = _no_flats(self.shape)
+        cells, (_, _, labels) = self.edge.into(dense)
+        code = np.full(self.shape, 255, np.uint8)
+        code.ravel()[cells] = 254
+        lower_flat_distances(code, halo_a, halo_t, step, *dense[:2])
         away = dense[0].ravel()[cells]
         self.edge.away, self.edge.towards = _packed(away), _packed(dense[1].ravel()[cells])
         inside = labels > 0
@@ -314,11 +305,15 @@ class _FlatState:
         maxa[self.border] = 0
         np.maximum.at(maxa, lab[finite], a[finite])
         self.maxa = maxa
-        dense_labels = np.zeros(n, np.int32)
-        dense_labels[cells] = labels
-        res = _published(*dense, dense_labels.reshape(self.shape), maxa, dict(self.stats))
+        res = _published(*dense, maxa, dict(self.stats))
         res.lowered = True
         return res
+
+
+def _no_flats(shape):
+    """Padded ``(away, towards, labels)`` of a block without flats: INF, INF, 0."""
+    return (np.full(shape, _INF, np.int32), np.full(shape, _INF, np.int32),
+            np.zeros(shape, np.int32))
 
 
 @dataclass
@@ -347,6 +342,14 @@ class _FlatCells:
 
     def values(self):
         return tuple(_unpacked(a, self.count) for a in (self.away, self.towards, self.labels))
+
+    def into(self, dense):
+        """Its values written at its cells of ``dense`` (:func:`_no_flats`); returns
+        ``(cells, values)``."""
+        cells, values = self.cells(), self.values()
+        for a, v in zip(dense, values):
+            a.ravel()[cells] = v
+        return cells, values
 
 
 class _FlatMemo:

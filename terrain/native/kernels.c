@@ -1005,6 +1005,18 @@ int64_t terrain_flow_flat_directions(const float *zp, const uint8_t *code, const
     return 0;
 }
 
+/* The outer ring of an R x C block a: src's, or NaN without src. */
+static void flow_ring_set(double *a, const double *src, int64_t R, int64_t C) {
+    for (int64_t c = 0; c < C; ++c) {
+        a[c] = src != NULL ? src[c] : NAN;
+        a[(R - 1) * C + c] = src != NULL ? src[(R - 1) * C + c] : NAN;
+    }
+    for (int64_t r = 1; r < R - 1; ++r) {
+        a[r * C] = src != NULL ? src[r * C] : NAN;
+        a[r * C + C - 1] = src != NULL ? src[r * C + C - 1] : NAN;
+    }
+}
+
 /* Accumulation of dp's interior (inflows summed in code order, the halo's from ext; weights:
    (R - 2) rows of w_stride, or NULL for 1 a cell) in Kahn's order, written to order. Returns
    the cells done (fewer than the valid ones: a cycle), -1 out of memory; *err = 1 for a
@@ -1036,14 +1048,7 @@ int64_t terrain_flow_accumulate(const uint8_t *dp, const double *weights, int64_
     for (int64_t r = 1; r < R - 1; ++r)
         for (int64_t c = 1; c < C - 1; ++c)
             if (dp[r * C + c] != 255) indeg[r * C + c] = 0;
-    for (int64_t c = 0; c < C; ++c) {
-        acc[c] = ext[c];
-        acc[(R - 1) * C + c] = ext[(R - 1) * C + c];
-    }
-    for (int64_t r = 1; r < R - 1; ++r) {
-        acc[r * C] = ext[r * C];
-        acc[r * C + C - 1] = ext[r * C + C - 1];
-    }
+    flow_ring_set(acc, ext, R, C);
     *err = 0;
     for (int64_t r = 1; r < R - 1; ++r)
         for (int64_t c = 1; c < C - 1; ++c) {
@@ -1080,8 +1085,7 @@ int64_t terrain_flow_accumulate(const uint8_t *dp, const double *weights, int64_
         if (k < 0) continue; /* an outlet (or a code that is no direction: an error already) */
         if (--indeg[v + off[k]] == 0) stack[top++] = v + off[k];
     }
-    for (int64_t c = 0; c < C; ++c) acc[c] = acc[(R - 1) * C + c] = NAN;
-    for (int64_t r = 1; r < R - 1; ++r) acc[r * C] = acc[r * C + C - 1] = NAN;
+    flow_ring_set(acc, NULL, R, C);
     free(indeg);
     free(stack);
     return done;
