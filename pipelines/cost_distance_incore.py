@@ -114,6 +114,9 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
     # 2-core VM: 7.5 MB), and GDAL's block cache of a raster read
     release_buffers()
     trim_free_memory()
+    # the friction grid is written after the solve unless the output links it from the
+    # elevation layer: else the solve may keep its labels in it
+    keep_f = bool(spec.get("write_friction", True) and not spec.get("friction_from"))
     own = writer is None
     writer = _DistanceWriter(spec["out_path"], spec["windows"]) if own else writer
     on_device = bool(spec.get("on_device"))
@@ -122,7 +125,8 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
                         connectivity=spec["connectivity"], cellsize=spec["cellsize"],
                         max_cost=spec["max_cost"], stops=spec.get("stops"), backend=backend,
                         delta=spec.get("near_far_delta"), hops=False,
-                        on_distance=writer.start, on_device=on_device)
+                        on_distance=writer.start, on_device=on_device,
+                        overwrite_friction=not keep_f)
         if not on_device:
             res = res.to_host()
     except InputError as e:
@@ -133,8 +137,7 @@ def _solve(dem_path, friction_src, spec, sources, start_costs, backend, prepared
         raise
     res.stats["early_writes"] = writer.wait() if own else []
     res.stats["read_seconds"] = t_read
-    return res, (f if spec.get("write_friction", True) and not spec.get("friction_from")
-                 else None)
+    return res, (f if keep_f else None)
 
 
 def _write(out_path, solved, windows, layouts=None):

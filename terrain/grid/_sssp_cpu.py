@@ -28,8 +28,8 @@ _SIGNATURES = {
     "terrain_sssp_heap": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _int,
                                  _vp, _vp, _vp, _i64, _int, _f64, _vp, _i64, _vp]),
     "terrain_sssp_buckets": (_i64, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp, _int,
-                                    _i64, _vp, _vp, _vp, _i64, _int, _f64, _f64, _i64, _vp,
-                                    _vp, _i64, _vp]),
+                                    _int, _i64, _vp, _vp, _vp, _i64, _int, _f64, _f64, _i64,
+                                    _vp, _vp, _i64, _vp]),
     "terrain_sssp_backlinks": (None, [_vp, _vp, _int, _int, _vp, _vp, _vp, _i64, _vp, _vp,
                                       _int, _int] + [_i64] * 3 + [_vp] * 4 + [_i64] * 2),
     "terrain_sssp_outputs": (None, [_vp, _vp, _int, _int] + [_vp] * 3 + [_i64] * 4),
@@ -115,22 +115,25 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
 
     As :func:`sssp_cpu`, plus the backlinks in the same pass: every tight predecessor is
     settled first, so the lowest arc code among the relaxations that set or tie a cell's
-    final label is :func:`backlinks_cpu`'s. Settled cells keep ``label = -1 - label``
-    (except with ``fixed``). ``nbuckets`` (a power of two) must exceed the span of live
-    buckets; under ``friction`` ``z`` is read only at the cells knight arcs pass between.
+    final label is :func:`backlinks_cpu`'s. A label is written as its cell is settled, as
+    ``-1 - label`` (the marks stay, except with ``fixed``); until then it follows from the
+    backlink. ``label`` may be ``f``'s memory viewed as int32 (:func:`padded_state`'s
+    ``label_in_f``: every label "none" at the start, no knight arcs); it then holds no
+    friction after. ``nbuckets`` (a power of two) must exceed the span of live buckets;
+    under ``friction`` ``z`` is read only at the cells knight arcs pass between.
     ``targets``, ``left``: as
     :func:`sssp_cpu`'s, ending after the bucket of the last target. ``terrain_sssp_buckets``.
     """
     _inout((dist, np.float64), (label, _LABELS), (backlink, np.uint8), (stop, np.uint8))
     z, f, codes = _c(z, np.float32), _c(f, np.float32), _c(codes, np.int64)
+    label_in_f = f.ctypes.data == label.ctypes.data
     targets = _c(targets, np.uint8)
     seeds = _c(seeds, np.int64)
     return _settled(_lib().terrain_sssp_buckets(
         _p(z), _p(f), int(has_f), int(model), _p(_c(lengths, np.float64)),
         _p(_c(offs, np.int64)), _p(codes), codes.size, _p(dist), _p(label),
-        label.dtype.itemsize, dist.size,
-        _p(seeds), _p(_c(seed_dist, np.float64)), _p(_c(seed_label, np.int64)), seeds.size,
-        int(fixed), float(max_cost), float(inv_width), int(nbuckets), _p(backlink),
+        label.dtype.itemsize, int(label_in_f), dist.size, _p(seeds),
+        _p(_c(seed_dist, np.float64)), _p(_c(seed_label, np.int64)), seeds.size, int(fixed), float(max_cost), float(inv_width), int(nbuckets), _p(backlink),
         _p(targets), int(left), _p(stop)))
 
 
@@ -232,27 +235,30 @@ def _grid_rows(a):
     return a, a.shape[1]
 
 
-def padded_state(z, f, keep_z=True, label_dtype=np.int64):
+def padded_state(z, f, keep_z=True, label_dtype=np.int64, label_in_f=False, overwrite_f=False):
     """``(zp, fp, dist, label)``: the padded flat arrays the kernels work on (``zp`` a 1-cell
     dummy unless ``keep_z``; ``fp`` a 1-cell 1.0 without ``f``; labels of ``label_dtype``).
     A grid read into :func:`terrain.grid._sssp_frame.padded_grid` is its own padded array
-    (the same one for ``z`` and ``f`` when they are one grid): not copied."""
+    (the same one for ``z`` and ``f`` when they are one grid): not copied, unless
+    ``label_in_f`` without ``overwrite_f``. ``label_in_f`` (int32 labels, ``f`` given, no
+    ``keep_z``): the labels are ``fp``'s memory, left uninitialised, for the bucket queue
+    (:func:`sssp_buckets_cpu`), after which ``fp`` holds labels, not friction."""
     n = (z.shape[0] + 2 * PAD) * (z.shape[1] + 2 * PAD)
-    fp = framed(f) if f is not None else None
-    zp = (fp if f is z else framed(z)) if keep_z else None
+    fp = framed(f) if f is not None and (overwrite_f or not label_in_f) else None
+    zp = (fp if f is z and fp is not None else framed(z)) if keep_z else None
     copy_z, copy_f = keep_z and zp is None, f is not None and fp is None
     if zp is None:
         zp = np.empty(n if keep_z else 1, np.float32)
     if fp is None:
         fp = np.empty(n if f is not None else 1, np.float32)
     dist = np.empty(n, np.float64)
-    label = np.empty(n, label_dtype)
+    label = fp.view(np.int32) if label_in_f else np.empty(n, label_dtype)
     zs, z_stride = _grid_rows(z)
     fs, f_stride = _grid_rows(f) if f is not None else (None, 0)
     _by_rows(_lib().terrain_sssp_init, z.shape[0] + 2 * PAD, n, _p(zs), z_stride, _p(fs),
              f_stride, int(f is not None), z.shape[0], z.shape[1], PAD,
-             _p(zp) if copy_z else None, _p(fp) if copy_f else None, _p(dist), _p(label),
-             label.dtype.itemsize)
+             _p(zp) if copy_z else None, _p(fp) if copy_f else None, _p(dist),
+             None if label_in_f else _p(label), label.dtype.itemsize)
     if f is None:
         fp[0] = 1.0
     if not keep_z:
@@ -316,11 +322,13 @@ class CpuOps:
     name = "cpu"
 
     def solve(self, z, f, model, codes, lengths, rows, cols, costs, limit, *, queue="auto",
-              targets=None, on_distance=None, hops=True, **_gpu_only):
+              targets=None, on_distance=None, hops=True, overwrite_friction=False,
+              **_gpu_only):
         """Distances, labels and backlinks from the sources ``(rows, cols)`` with start
         ``costs`` (checked); ``queue="heap"`` forces the heap. ``targets`` (padded flat
         cells): the queue stops once they are settled (:func:`cut_beyond`). ``hops`` False:
-        no hop counts (``result.hops`` None)."""
+        no hop counts (``result.hops`` None). ``overwrite_friction``: a padded ``f`` may
+        become the labels' memory (its friction lost)."""
         shape = z.shape
         offs = offsets(shape[1])
         plan = None
@@ -330,9 +338,15 @@ class CpuOps:
         # cells they pass between must be vertices): else no padded copy of them
         knights = bool(np.any(np.asarray(codes) >= 8))
         label_dtype, hop_bits = label_layout(len(costs), shape[0] * shape[1])
+        # the bucket queue reads a cell's friction only until it is settled, when its label
+        # is written: int32 labels share the friction's grid (4096², one source: 272 MB of
+        # grids in the queue's pass → 208 MB), unless knight arcs read the friction of
+        # settled cells between their ends
+        friction_queue = plan is not None and model == 1 and not knights
         zp, fp, dist, label = padded_state(
-            z, f, keep_z=not (plan is not None and model == 1 and not knights),
-            label_dtype=label_dtype)
+            z, f, keep_z=not friction_queue, label_dtype=label_dtype,
+            label_in_f=friction_queue and label_dtype is np.int32,
+            overwrite_f=overwrite_friction)
         if queue != "heap" and model == 2:
             plan = bucket_plan(z, f, model, codes, lengths, costs, zp, offs)
         seeds, seed_dist, seed_label = flat_seeds(rows, cols, costs, shape[1],

@@ -432,12 +432,13 @@ class GpuOps:
 
     def solve(self, z, f, model, codes, lengths, rows, cols, costs, limit, *, delta=None,
               use_graph=True, persistent=True, hops=True, targets=None, on_distance=None,
-              on_device=False):
+              on_device=False, overwrite_friction=False):
         """Distances, labels and backlinks (:meth:`CpuOps.solve`). ``targets``: the near-far
         loop runs to its end, then the cells beyond them are cut as on the CPU.
 
         ``persistent``: the whole loop in one launch (default), else one launch a step
-        (``use_graph``: from a captured CUDA graph); the rest as :func:`grid_sssp`.
+        (``use_graph``: from a captured CUDA graph); the rest as :func:`grid_sssp`
+        (``overwrite_friction`` unused: the device holds its own copy).
         """
         cp = self.be.xp
         phases = {}

@@ -133,7 +133,8 @@ def prepare_grid(dem, friction, cost, connectivity, cellsize):
 
 def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
               connectivity=8, cellsize=(1.0, 1.0), max_cost=None, stops=None, backend=None,
-              delta=None, hops=True, on_distance=None, on_device=False):
+              delta=None, hops=True, on_distance=None, on_device=False,
+              overwrite_friction=False):
     """Cost distance, allocation and backlinks from ``sources`` over a grid held in memory.
 
     Parameters
@@ -168,6 +169,10 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
     on_device : bool
         True: on the GPU the result's arrays stay on the device (see
         :meth:`GridSSSPResult.to_host`).
+    overwrite_friction : bool
+        True: a ``friction`` read into :func:`padded_grid` may be overwritten (on the CPU
+        it then holds the labels, one grid less: 4 bytes a cell), as SciPy's
+        ``overwrite_a``. Other arrays are never written.
 
     Returns
     -------
@@ -192,7 +197,8 @@ def grid_sssp(dem, sources, start_costs=None, *, cost="absdiff", friction=None,
         targets = flat_seeds(srows, scols, np.zeros(srows.size), z.shape[1])[0]
     res = _ops(be).solve(z, f, model, codes, lengths, rows, cols, costs,
                          check_max_cost(max_cost), delta=delta, hops=hops, targets=targets,
-                         on_distance=on_distance, on_device=on_device)
+                         on_distance=on_distance, on_device=on_device,
+                         overwrite_friction=overwrite_friction)
     res.stats.update(seconds=time.perf_counter() - t0, backend=be.name,
                      device=be.device_name(), algorithm="in-core")
     return res

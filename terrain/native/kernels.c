@@ -3743,10 +3743,10 @@ static inline const void *sssp_lab_at(const void *label, int lw, int64_t i) {
 
 /* Padded rows [r0, r1) (the last two arguments of every pass over rows, so that callers
  * deal bands to threads): distance +inf at vertices (z, and f if has_f, not NaN), -inf
- * elsewhere; labels "none". z and f point at the grid's first cell, their rows zs and fs
- * cells apart (an unpadded view of a framed array: the frame's width). zp, fp: z and f copied
- * inside a NaN frame of pad cells, or NULL: no copy (a dummy, or the array is framed
- * already). */
+ * elsewhere; labels "none" (label NULL: none written, the labels being f's memory). z and f
+ * point at the grid's first cell, their rows zs and fs cells apart (an unpadded view of a
+ * framed array: the frame's width). zp, fp: z and f copied inside a NaN frame of pad cells,
+ * or NULL: no copy (a dummy, or the array is framed already). */
 SSSP_GENERIC void sssp_init(const float *z, int64_t zs, const float *f, int64_t fs, int has_f,
                             int64_t rows, int64_t cols, int64_t pad, float *zp, float *fp,
                             double *dist, void *label, int lw, int64_t r0, int64_t r1) {
@@ -3755,7 +3755,7 @@ SSSP_GENERIC void sssp_init(const float *z, int64_t zs, const float *f, int64_t 
         const int64_t r = pr - pad;
         for (int64_t pc = 0; pc < width; ++pc) {
             const int64_t c = pc - pad, i = pr * width + pc;
-            sssp_set_lab(label, lw, i, none);
+            if (label != NULL) sssp_set_lab(label, lw, i, none);
             if (r >= 0 && r < rows && c >= 0 && c < cols) {
                 const float zv = z[r * zs + c];
                 if (zp != NULL) zp[i] = zv;
@@ -3962,33 +3962,76 @@ int64_t terrain_sssp_heap(const float *z, const float *f, int has_f, int model,
 #undef SSSP_CALL
 }
 
+/* A seed of the bucket queue: its cell, start distance and label. */
+typedef struct {
+    int64_t c;
+    double d;
+    int64_t l;
+} sssp_seed;
+
+/* Seeds ordered by cell, then (distance, label): each cell's first is the least. */
+static int sssp_seed_order(const void *a, const void *b) {
+    const sssp_seed *x = a, *y = b;
+    if (x->c != y->c) return x->c < y->c ? -1 : 1;
+    if (x->d != y->d) return x->d < y->d ? -1 : 1;
+    return (x->l > y->l) - (x->l < y->l);
+}
+
+/* The label this run has given cell v (backlink[v] not 255): a seed's (backlink 0; won: the
+ * seeds taken, ordered by cell), else its predecessor's plus a hop, the predecessor being
+ * settled (its label holds the mark -1 - label). */
+SSSP_GENERIC int64_t sssp_given_label(const void *label, int lw, const uint8_t *backlink,
+                                      const int64_t *offs, const sssp_seed *won, int64_t nwon,
+                                      int64_t v) {
+    const int b = backlink[v];
+    if (b != 0) return -sssp_lab(label, lw, v + offs[b - 1]);
+    int64_t lo = 0, hi = nwon - 1;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (won[mid].c < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return won[lo].l;
+}
+
 /* Dijkstra with a circular array of nbuckets buckets (Dinitz), exact when every arc costs at
  * least 2 / inv_width (no cell of the current bucket can improve another of it); the
  * backlinks in the same pass (every tight predecessor is settled first: the lowest arc code
- * among the relaxations that set or tie a cell's final label). Settled cells keep label =
- * -1 - label (except with fixed). Under friction z is read only at the cells knight arcs
- * pass between (a 1-cell dummy does without knight arcs). targets, left, stop and the
+ * among the relaxations that set or tie a cell's final label). A cell's label is written
+ * once, as it is settled (label = -1 - label; the marks stay, except with fixed): until
+ * then the label this run gives it follows from its backlink (sssp_given_label), and one it
+ * has not been given is its label at the start, or "none" with label_in_f. label_in_f: the
+ * labels are f's memory (f read at a cell only until it is settled, which holds without
+ * knight arcs, whose middle cells' f may be read later; the labels at the start unread), so
+ * that friction and labels take one grid. Under friction z is read only at the cells knight
+ * arcs pass between (a 1-cell dummy does without knight arcs). targets, left, stop and the
  * return value as terrain_sssp_heap's; it ends after the bucket of the last target. */
 SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f, int model,
                                       const double *lengths, const int64_t *offs,
                                       const int64_t *codes, int64_t nk, double *dist,
-                                      void *label, int lw, int64_t ncells,
+                                      void *label, int lw, int label_in_f, int64_t ncells,
                                       const int64_t *seeds, const double *seed_dist,
                                       const int64_t *seed_label, int64_t nseeds, int fixed,
                                       double max_cost, double inv_width, int64_t nbuckets,
                                       uint8_t *backlink, const uint8_t *targets, int64_t left,
                                       const volatile uint8_t *stop) {
-    const int64_t mask = nbuckets - 1;
+    const int64_t mask = nbuckets - 1, none = lw == 4 ? INT32_MAX : INT64_MAX;
     int32_t *heads = malloc((size_t)nbuckets * sizeof *heads);
-    int64_t cap = 1 << 16, used = 0, live = 0, settled = -3;
+    int64_t cap = 1 << 16, used = 0, live = 0, settled = -3, nwon = 0;
     int32_t *pcell = malloc((size_t)cap * sizeof *pcell);
     int32_t *pnext = malloc((size_t)cap * sizeof *pnext);
+    sssp_seed *won = malloc((size_t)(nseeds > 0 ? nseeds : 1) * sizeof *won);
     int32_t freed = -1;
     int64_t cur = (int64_t)1 << 62;
     int64_t offj[16];
     uint8_t backj[16];
-    if (heads == NULL || pcell == NULL || pnext == NULL) goto done;
+    if (heads == NULL || pcell == NULL || pnext == NULL || won == NULL) goto done;
     for (int64_t i = 0; i < nbuckets; ++i) heads[i] = -1;
+    memset(backlink, 255, (size_t)ncells); /* no cell given a label yet */
+/* The label cell V has now: given by this run, or its label at the start. */
+#define SSSP_LABEL_NOW(V)                                                                      \
+    (backlink[V] != 255 ? sssp_given_label(label, lw, backlink, offs, won, nwon, V)            \
+                        : label_in_f ? none : sssp_lab(label, lw, V))
 /* Enqueue CELL in bucket B: an entry from the free list, else a new one (the pools doubled when
  * full). */
 #define SSSP_ENQUEUE(CELL, B)                                                                  \
@@ -4014,15 +4057,27 @@ SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f,
         heads[(B) & mask] = e_;                                                                \
         ++live;                                                                                \
     }
+    /* each cell's least seed (within max_cost; with fixed, at its final distance) is taken
+     * where it improves the cell, as taking the seeds one by one would leave it */
+    int64_t nvalid = 0;
     for (int64_t s = 0; s < nseeds; ++s) {
         const int64_t c = seeds[s];
         const double d0 = seed_dist[s];
-        const int64_t l0 = seed_label[s];
-        if (!sssp_take_seed(c, d0, l0, fixed, max_cost, dist, label, lw)) continue;
-        backlink[c] = 0;
-        const int64_t b = (int64_t)(d0 * inv_width);
+        if (!(d0 > -INFINITY && d0 <= max_cost) || (fixed && d0 != dist[c])) continue;
+        won[nvalid++] = (sssp_seed){c, d0, seed_label[s]};
+    }
+    qsort(won, (size_t)nvalid, sizeof *won, sssp_seed_order);
+    for (int64_t s = 0; s < nvalid; ++s) {
+        if (s > 0 && won[s].c == won[s - 1].c) continue;
+        const sssp_seed x = won[s];
+        const int64_t lc = label_in_f ? none : sssp_lab(label, lw, x.c);
+        if (fixed ? x.l >= lc : !sssp_less(x.d, x.l, dist[x.c], lc)) continue;
+        won[nwon++] = x;
+        dist[x.c] = x.d;
+        backlink[x.c] = 0;
+        const int64_t b = (int64_t)(x.d * inv_width);
         if (b < cur) cur = b;
-        SSSP_ENQUEUE(c, b)
+        SSSP_ENQUEUE(x.c, b)
     }
     /* per arc j: the neighbour offset, and the backlink code of the reverse arc (v -> u) + 1 */
     for (int64_t j = 0; j < nk; ++j) {
@@ -4055,13 +4110,15 @@ SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f,
         freed = e;
         --live;
         const double d = dist[u];
-        const int64_t lab = sssp_lab(label, lw, u);
-        if (lab < 0 || (int64_t)(d * inv_width) != cur) continue; /* settled, or stale */
-        sssp_set_lab(label, lw, u, -1 - lab); /* settled mark */
+        /* settled (a mark), or stale; with label_in_f an unsettled cell's label is its
+         * friction, whose bits are positive (the queue runs only where every friction is) */
+        if (sssp_lab(label, lw, u) < 0 || (int64_t)(d * inv_width) != cur) continue;
+        const int64_t lab = sssp_given_label(label, lw, backlink, offs, won, nwon, u);
+        const float zu = model != 1 ? z[u] : 1.0f, fu = has_f ? f[u] : 1.0f;
+        sssp_set_lab(label, lw, u, -1 - lab); /* settled mark, after f[u]'s last read */
         ++settled;
         if ((settled & 0xFFFF) == 0 && *stop) { settled = -1; goto done; }
         if (left > 0 && targets[u] && --left == 0) last = cur;
-        const float zu = model != 1 ? z[u] : 1.0f, fu = has_f ? f[u] : 1.0f;
         const int64_t nlab = lab + 1;
         for (int64_t j = 0; j < nk; ++j) {
             const int64_t v = u + offj[j];
@@ -4074,7 +4131,7 @@ SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f,
                                                 model, lengths);
             if (!(nd <= max_cost && nd <= dv) || (fixed && nd != dv)) continue;
             if (nd == dv) {
-                const int64_t lv = sssp_lab(label, lw, v);
+                const int64_t lv = SSSP_LABEL_NOW(v);
                 if (nlab > lv) continue;
                 if (nlab == lv) { /* another tight predecessor with the same label */
                     if (backj[j] < backlink[v]) backlink[v] = backj[j];
@@ -4082,13 +4139,13 @@ SSSP_GENERIC int64_t sssp_buckets_run(const float *z, const float *f, int has_f,
                 }
             }
             dist[v] = nd;
-            sssp_set_lab(label, lw, v, nlab);
             backlink[v] = backj[j];
             const int64_t b = (int64_t)(nd * inv_width);
             SSSP_ENQUEUE(v, b)
         }
     }
 #undef SSSP_ENQUEUE
+#undef SSSP_LABEL_NOW
     if (fixed) /* settled marks off */
         for (int64_t i = 0; i < ncells; ++i) {
             const int64_t l = sssp_lab(label, lw, i);
@@ -4098,20 +4155,21 @@ done:
     free(heads);
     free(pcell);
     free(pnext);
+    free(won);
     return settled;
 }
 
 int64_t terrain_sssp_buckets(const float *z, const float *f, int has_f, int model,
                              const double *lengths, const int64_t *offs, const int64_t *codes,
-                             int64_t nk, double *dist, void *label, int lw, int64_t ncells,
-                             const int64_t *seeds, const double *seed_dist,
+                             int64_t nk, double *dist, void *label, int lw, int label_in_f,
+                             int64_t ncells, const int64_t *seeds, const double *seed_dist,
                              const int64_t *seed_label, int64_t nseeds, int fixed,
                              double max_cost, double inv_width, int64_t nbuckets,
                              uint8_t *backlink, const uint8_t *targets, int64_t left,
                              const volatile uint8_t *stop) {
 #define SSSP_CALL(W)                                                                           \
-    sssp_buckets_run(z, f, has_f, model, lengths, offs, codes, nk, dist, label, W, ncells,      \
-                     seeds, seed_dist, seed_label, nseeds, fixed, max_cost, inv_width,          \
+    sssp_buckets_run(z, f, has_f, model, lengths, offs, codes, nk, dist, label, W, label_in_f,  \
+                     ncells, seeds, seed_dist, seed_label, nseeds, fixed, max_cost, inv_width,  \
                      nbuckets, backlink, targets, left, stop)
     return SSSP_WIDTHS(SSSP_CALL);
 #undef SSSP_CALL

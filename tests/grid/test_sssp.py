@@ -284,19 +284,26 @@ def test_int32_labels_and_a_padded_grid_give_the_int64_bits(monkeypatch, cost, q
     fg[...] = fr
     assert framed(fg) is not None and label_layout(3, z.size)[0] == np.int32
 
-    def run(friction):
+    def run(friction, overwrite=False):
         zz, f, _, model, codes, lengths = prepare_grid(z, friction, cost, 8, (1, 1))
         rows, cols = np.array(sources).T
         return CpuOps().solve(zz, f if cost == "friction" else None, model, codes, lengths,
-                              rows, cols, np.zeros(3), math.inf, queue=queue)
+                              rows, cols, np.zeros(3), math.inf, queue=queue,
+                              overwrite_friction=overwrite)
 
     narrow, framed_run = run(fr), run(fg)
+    np.testing.assert_array_equal(fg, fr)  # not given to overwrite: read only
+    # given to overwrite, the bucket queue keeps its labels in the friction's grid
+    fg_own = padded_grid(fr.shape)
+    fg_own[...] = fr
+    overwritten = run(fg_own, overwrite=True)
+    assert np.array_equal(fg_own, fr, equal_nan=True) == (narrow.stats["queue"] == "heap")
     monkeypatch.setattr(cpu, "label_layout", lambda *_: (np.int64, 32))
     wide = run(fr)
     assert narrow.stats["queue"] == ("heap" if cost == "absdiff" else queue.replace(
         "auto", "buckets"))
     for name in ("distance", "allocation", "backlink", "hops"):
-        for other in (framed_run, wide):
+        for other in (framed_run, overwritten, wide):
             np.testing.assert_array_equal(getattr(narrow, name), getattr(other, name),
                                           strict=True)
     # the tight-arc label pass from seeds with hops of their own, in both widths
