@@ -11,8 +11,8 @@
 GDAL's block cache is held to :data:`CACHE_BYTES` meanwhile (its default, 5 % of the RAM,
 let the three layers of a 4096² cost distance take 500 MB more), and no more layers are
 written at once than there are cores (:func:`geotiff_plan`). Under a memory budget
-(``memory``) the cache is an eighth of it and fewer layers are written at once: each COG
-copy holds about :data:`LAYER_BYTES` beside the cache, whatever the grid.
+(``memory``) fewer layers are written at once: each COG copy holds about
+:data:`LAYER_BYTES` beside the cache, whatever the grid.
 
 The file carries CRS, geotransform, nodata, band description and tags and appears
 atomically. GDAL encodes (rasterio); terrain streams the windows because GDAL's Zarr driver
@@ -38,15 +38,15 @@ __all__ = ["write_geotiff", "write_geotiffs", "geotiff_paths", "geotiff_plan",
            "overview_factors", "BLOCK"]
 
 BLOCK = 512
-#: GDAL's block cache while the GeoTIFFs are written (bytes): the three layers of a 4096²
-#: cost distance, 2-core VM, two at once: 1.37-1.52 s and 293-306 MiB with 16 MB, against
-#: 1.31-1.45 s and 393-413 MiB three at once with 64 MB (1.19-1.53 s, 310-340 with 16 MB)
-CACHE_BYTES = 16 << 20
+#: GDAL's block cache while the GeoTIFFs are written (bytes): every window is whole blocks,
+#: so the cache holds blocks only on their way. Two layers at once, 2-core VM, peak RSS of
+#: the writes alone and their wall time: a 4096² cost distance's three layers 130-143 MiB
+#: and 1.16-1.26 s with 4 MB against 171-188 MiB and 1.23-1.32 s with 16 MB; an 8192² fill's
+#: 125-127 MiB and 4.30-4.59 s against 163-164 MiB and 3.98-4.63 s
+CACHE_BYTES = 4 << 20
 #: what one layer's COG copy holds beside GDAL's block cache (its overview and compression
-#: threads; a float64 layer, 2-core VM: 95-100 MB at 4096² and at 8192², 16 MB cache)
-LAYER_BYTES = 100 << 20
-#: the least block cache under a budget
-MIN_CACHE_BYTES = 8 << 20
+#: threads; 2-core VM, one layer at a time: 50-54 MiB at 4096² and at 8192²)
+LAYER_BYTES = 64 << 20
 
 
 def geotiff_paths(directory, layers):
@@ -90,19 +90,16 @@ def overview_factors(shape, block=BLOCK):
 def geotiff_plan(layers, memory=None):
     """``(layers at once, GDAL block cache bytes)`` for writing ``layers`` GeoTIFFs: as many
     at once as there are cores (GDAL compresses each on every core already: more at once
-    add memory, not speed), with :data:`CACHE_BYTES`; under a budget of ``memory`` bytes a
-    cache of an eighth of it (:data:`MIN_CACHE_BYTES` to :data:`CACHE_BYTES`) and at most as
-    many layers as half of it holds at :data:`LAYER_BYTES` each beside the cache, at least
-    one.
+    add memory, not speed), with :data:`CACHE_BYTES`; under a budget of ``memory`` bytes at
+    most as many layers as half of it holds at :data:`LAYER_BYTES` each, at least one.
 
-    >>> geotiff_plan(1), geotiff_plan(3, 200e6)
-    ((1, 16777216), (1, 16777216))
+    >>> geotiff_plan(1), geotiff_plan(3, 100e6)
+    ((1, 4194304), (1, 4194304))
     """
     at_once = max(1, min(layers, os.cpu_count() or 1))
-    if memory is None:
-        return at_once, CACHE_BYTES
-    cache = int(min(CACHE_BYTES, max(MIN_CACHE_BYTES, memory // 8)))
-    return max(1, min(at_once, int((memory // 2 - cache) // LAYER_BYTES))), cache
+    if memory is not None:
+        at_once = max(1, min(at_once, int((memory // 2 - CACHE_BYTES) // LAYER_BYTES)))
+    return at_once, CACHE_BYTES
 
 
 def _open_array(path, name):
@@ -172,9 +169,9 @@ def write_geotiff(store, array_name, tif_path, *, read, cog=True, nodata=None,
 def write_geotiffs(store, jobs, *, read, cog=True, overwrite=False, memory=None):
     """Write several layers of ``store`` as GeoTIFFs at once, one thread each (``jobs``:
     dicts of :func:`write_geotiff`'s arguments but ``read``); returns the paths. Under a
-    budget of ``memory`` bytes fewer at once and a smaller GDAL cache (:func:`geotiff_plan`:
-    the three layers of a 4096² cost distance one at a time at 200 MB, 137-146 MB against
-    330-350 MB beside the process, 1.26-1.29 s against 1.10-1.11 s, the same CPU s). Every
+    budget of ``memory`` bytes fewer at once (:func:`geotiff_plan`: the three layers of a
+    4096² cost distance one at a time, 2-core VM, 106-110 MiB against 130-143 MiB two at
+    once, 1.22-1.57 s against 1.16-1.26 s; an 8192² fill's 5.3-6.0 s against 4.3-4.6). Every
     file appears only when all are written; a failure leaves nothing (a folder made for
     them is removed). A full disk is one :class:`InputError` naming the folder (libtiff's
     stderr lines dropped).
