@@ -133,8 +133,9 @@ def sssp_buckets_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, seed
         _p(z), _p(f), int(has_f), int(model), _p(_c(lengths, np.float64)),
         _p(_c(offs, np.int64)), _p(codes), codes.size, _p(dist), _p(label),
         label.dtype.itemsize, int(label_in_f), dist.size, _p(seeds),
-        _p(_c(seed_dist, np.float64)), _p(_c(seed_label, np.int64)), seeds.size, int(fixed), float(max_cost), float(inv_width), int(nbuckets), _p(backlink),
-        _p(targets), int(left), _p(stop)))
+        _p(_c(seed_dist, np.float64)), _p(_c(seed_label, np.int64)), seeds.size, int(fixed),
+        float(max_cost), float(inv_width), int(nbuckets), _p(backlink), _p(targets), int(left),
+        _p(stop)))
 
 
 def backlinks_cpu(z, f, has_f, model, lengths, offs, codes, dist, label, rows, cols, pad,
