@@ -130,12 +130,12 @@ def test_geotiff_writer_out_of_space_leaves_nothing(tmp_path, monkeypatch, capfd
         folder.mkdir()
     real, lock, calls = geotiff._write_one, threading.Lock(), []
 
-    def out_of_space(p, tmp, cog):
+    def out_of_space(p, tmp, cog, threads):
         with lock:
             calls.append(tmp)
             first = len(calls) == 1
         if first:
-            return real(p, tmp, cog)
+            return real(p, tmp, cog, threads)
         tmp.write_bytes(b"II*\0 half a TIFF")
         os.write(2, b"_tiffWriteProc: No space left on device.\n")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
