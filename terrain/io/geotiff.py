@@ -92,11 +92,11 @@ def overview_factors(shape, block=BLOCK):
 def geotiff_plan(layers, memory=None, cores=None):
     """``(layers at once, GDAL block cache bytes, compression threads a layer)`` for writing
     ``layers`` GeoTIFFs: as many at once as there are ``cores`` (default: those this process
-    may use; more at once add memory, not speed), with :data:`CACHE_BYTES`, the cores shared among
-    them; under a budget of ``memory`` bytes at most as many layers as half of it holds at
-    :data:`LAYER_BYTES` each, at least one. Each copy on its share of the cores, not on
-    every core: two layers at once on the 2-core VM, a 4096² cost distance's three 109-117
-    MiB and 0.94-1.25 s against 126-138 MiB and 0.96-1.04 s, 1.29-1.58 CPU s against
+    may use; more at once add memory, not speed), with :data:`CACHE_BYTES`, the cores shared
+    among them; under a budget of ``memory`` bytes at most as many layers as half of it
+    holds at :data:`LAYER_BYTES` each, at least one. Each copy on its share of the cores,
+    not on every core: two layers at once on the 2-core VM, a 4096² cost distance's three
+    109-117 MiB and 0.94-1.25 s against 126-138 MiB and 0.96-1.04 s, 1.29-1.58 CPU s against
     1.48-1.56; an 8192² fill's 108-111 MiB against 122-128, the same 3.3-3.5 s.
 
     >>> geotiff_plan(1, cores=2), geotiff_plan(3, cores=2), geotiff_plan(3, 100e6, cores=2)
