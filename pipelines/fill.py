@@ -62,9 +62,9 @@ CHECKPOINTED = ("fill-",)
 #: run twice, retried or resumed, writes the same ids)
 LAKE_LABELS = "lake_labels"
 _LAKE_LABELS = ("int32", 0, "scratch: a group's own numbering of its lakes")
-#: host bytes a cell takes in core at most: the priority flood's (DEM 4, levels 4, reached 1,
-#: outlets 1, queue and pit stack up to 12), then the layers (filled, depth, ids 12, the
-#: flooded mask 1, the labelling's stack up to 8); 23 measured at 4096²
+#: host bytes a cell takes in core at most: the priority flood's (DEM 4, levels 4, reached 1
+#: or in strips labels 4, outlets 1, queue and pit stack up to 12), then the layers (filled,
+#: depth, ids 12, the flooded mask 1, the labelling's stack up to 8); 23 measured at 4096²
 IN_CORE_BYTES_PER_CELL = 40
 #: the same with the options that build the forest (its graph and the hierarchy's)
 FOREST_BYTES_PER_CELL = 96

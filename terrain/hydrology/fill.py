@@ -2,14 +2,15 @@
 
 A cell's spill elevation (priority-flood's) is the minimax elevation over paths to an
 outlet: unique, so every exact method gives the same bits. In core on the CPU a priority
-flood computes it (C, one sequential queue: the fastest there); the GPU and the tiled runs
-take it from the grid MSF with weights ``max(z_u, z_v)``, which holds those paths: one
-O(cells) pass over the forest from the outlets fills the grid by comparisons alone. Tiled
-runs reduce each group's forest to its ports on the way up the quadtree walk and drain with
-the ports' final levels on the way down. docs/hydrology.md has the definitions, outlets, the
-flood and the tiled walk.
+flood computes it (C; a big grid in row strips, one a core, joined by their spills); the GPU
+and the tiled runs take it from the grid MSF with weights ``max(z_u, z_v)``, which holds
+those paths: one O(cells) pass over the forest from the outlets fills the grid by
+comparisons alone. Tiled runs reduce each group's forest to its ports on the way up the
+quadtree walk and drain with the ports' final levels on the way down. docs/hydrology.md has
+the definitions, outlets, the flood and the tiled walk.
 """
 
+import concurrent.futures
 import ctypes
 import time
 from dataclasses import dataclass, field
@@ -152,20 +153,109 @@ def _drain_block(zh, mh, src):
 
 def _flood_levels(z, outlet, connectivity):
     """The levels (``inf`` where undrained or nodata) of DEM ``z`` in core: the priority
-    flood ``terrain_flood_grid`` of terrain/native/kernels.c. At 4096² it takes 0.72 s where
-    the forest and its drain pass took 5.9 s, so the CPU's in-core fill builds no forest;
-    the tiled fill and the GPU drain the forest (their steps are per tile and parallel)."""
+    flood ``terrain_flood_grid`` of terrain/native/kernels.c, on a big grid one row strip a
+    thread (:func:`_raise_strips`). At 4096² one strip takes 0.72 s where the forest and its
+    drain pass took 5.9 s, so the CPU's in-core fill builds no forest; the tiled fill and
+    the GPU drain the forest (their steps are per tile and parallel)."""
     H, W = z.shape
     z = np.ascontiguousarray(z, np.float32)
     outlet = np.ascontiguousarray(outlet, np.uint8)
-    fh = np.empty((H + 2, W + 2), np.float32)
-    # on a thread of its own: Ctrl-C stops it (a 221 M-cell flood takes 15 s on two cores)
-    rc = native.interruptible(
-        lambda stop: native.declared(_FILL_SIGNATURES).terrain_flood_grid(
-            z.ctypes.data, outlet.ctypes.data, H, W, connectivity, fh.ctypes.data,
-            stop.ctypes.data))
-    _check(rc, "the priority flood", H, W)
-    return fh.reshape(-1)[:H * W].reshape(H, W)  # the kernel moved them to the front
+    bounds = _strip_bounds(H, W, native.threads(H * W))
+    k = len(bounds) - 1
+    # the strips' framed work arrays in one buffer, strip s from row bounds[s] + 2s; their
+    # levels end at its front, row-major: the kernel and the moves below never write past
+    # what is still to be read
+    fh = np.empty((H + 2 * k) * (W + 2), np.float32)
+    labels = np.empty(fh.size, np.int32) if k > 1 else None
+    lib = native.declared(_FILL_SIGNATURES)
+
+    def flood(s, stop):
+        r0, r1 = bounds[s], bounds[s + 1]
+        at = (r0 + 2 * s) * (W + 2)
+        keys, weights = ctypes.c_void_p(), ctypes.c_void_p()
+        m = lib.terrain_flood_grid(
+            z.ctypes.data + 4 * r0 * W, outlet.ctypes.data + r0 * W, r1 - r0, W, connectivity,
+            (s > 0) | (s < k - 1) << 1, fh.ctypes.data + 4 * at,
+            None if labels is None else labels.ctypes.data + 4 * at, ctypes.byref(keys),
+            ctypes.byref(weights), stop.ctypes.data)
+        try:
+            _check(m, "the priority flood", r1 - r0, W)
+            return (np.ctypeslib.as_array((ctypes.c_uint64 * m).from_address(keys.value)).copy(),
+                    np.ctypeslib.as_array((ctypes.c_float * m).from_address(weights.value)).copy()
+                    ) if m > 0 else None
+        finally:
+            lib.terrain_free(keys)
+            lib.terrain_free(weights)
+
+    def run(stop):  # on a thread of its own: Ctrl-C stops it (the 40-ft size: 15 s, one strip)
+        if k == 1:
+            return [flood(0, stop)]
+        with concurrent.futures.ThreadPoolExecutor(k) as pool:
+            return list(pool.map(lambda s: flood(s, stop), range(k)))
+
+    spills = native.interruptible(run)
+    if k > 1:
+        _raise_strips(lib, z, fh, labels, bounds, spills, connectivity)
+    return fh[:H * W].reshape(H, W)
+
+
+def _strip_bounds(H, W, threads):
+    """Row bounds of the flood's strips: one a thread, at least 2 rows each, and as many more
+    as keep each strip's framed cells under 2^30 (the kernel numbers them with int32).
+
+    >>> _strip_bounds(10, 10, 1), _strip_bounds(10, 10, 4), _strip_bounds(3, 10, 4)
+    ([0, 10], [0, 2, 5, 7, 10], [0, 3])
+    """
+    k = max(threads, -(-(H + 2) * (W + 2) // (1 << 30)))
+    return np.linspace(0, H, max(1, min(k, H // 2)) + 1).astype(np.int64).tolist()
+
+
+def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
+    """Barnes (2016)'s parallel priority flood, the strips' step after their floods: every
+    strip's labels get their minimax spill level from the outlets' labels over the strips'
+    spills and the pairs of cells across each seam (both seeds: their own elevations), the
+    strips' levels are raised to their labels' (``terrain_spill_levels``,
+    ``terrain_flood_raise``) and moved to the front of ``fh``: the one-strip flood's levels
+    bit for bit (docs/hydrology.md, "In core on the CPU")."""
+    H, W = z.shape
+    k = len(bounds) - 1
+    span = 2 * W + 2  # a strip's labels: 0 none, 1 its outlets, 2... its seams' cells
+    at = [(bounds[s] + 2 * s) * (W + 2) for s in range(k)]
+    eu, ev, ew = [], [], []
+    for s, got in enumerate(spills):
+        if got is not None:
+            eu.append((got[0] >> np.uint64(32)).astype(np.int64) + s * span)
+            ev.append((got[0] & np.uint64(0xFFFFFFFF)).astype(np.int64) + s * span)
+            ew.append(got[1])
+    for s in range(k - 1):
+        r = bounds[s + 1]
+        above = labels[at[s] + (r - bounds[s] - 1) * W:][:W]
+        below = labels[at[s + 1]:][:W]
+        for d in ((0,) if connectivity == 4 else (-1, 0, 1)):  # above[j] meets below[j + d]
+            j0, j1 = max(0, -d), W - max(0, d)
+            a, b = above[j0:j1], below[j0 + d:j1 + d]
+            both = (a != 0) & (b != 0)
+            eu.append(a[both] + s * span)
+            ev.append(b[both] + (s + 1) * span)
+            ew.append(np.maximum(z[r - 1, j0:j1], z[r, j0 + d:j1 + d])[both])
+    eu, ev = np.concatenate(eu).astype(np.int64), np.concatenate(ev).astype(np.int64)
+    ew = np.concatenate(ew).astype(np.float32)
+    g = np.full(k * span, np.inf, np.float32)
+    g[1::span] = -np.inf
+    if lib.terrain_spill_levels(g.size, eu.size, eu.ctypes.data, ev.ctypes.data,
+                                ew.ctypes.data, g.ctypes.data):
+        raise MemoryError(f"fill: no memory for the spills of {H} x {W} cells")
+    g[0::span] = -np.inf  # nodata and the unreached: inf already
+
+    def lift(s):
+        lib.terrain_flood_raise(fh.ctypes.data + 4 * at[s], labels.ctypes.data + 4 * at[s],
+                                (bounds[s + 1] - bounds[s]) * W, g.ctypes.data + 4 * s * span)
+
+    with concurrent.futures.ThreadPoolExecutor(k) as pool:
+        list(pool.map(lift, range(k)))
+    for s in range(k):  # forwards: each strip's levels to rows bounds[s]... of the front
+        ctypes.memmove(fh.ctypes.data + 4 * bounds[s] * W, fh.ctypes.data + 4 * at[s],
+                       4 * (bounds[s + 1] - bounds[s]) * W)
 
 
 def _check(rc, what, H, W):
@@ -180,7 +270,9 @@ _FILL_SIGNATURES = {
     "terrain_drain_grid": (ctypes.c_int64,
                            [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [ctypes.c_void_p]),
     "terrain_flood_grid": (ctypes.c_int64, [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2
-                           + [ctypes.c_int] + [ctypes.c_void_p] * 2),
+                           + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5),
+    "terrain_spill_levels": (ctypes.c_int64, [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 4),
+    "terrain_flood_raise": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]),
     "terrain_outlet_cells": (None, [ctypes.c_void_p] + [ctypes.c_int64] * 2
                              + [ctypes.c_int, ctypes.c_void_p]),
     "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64]

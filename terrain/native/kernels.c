@@ -1248,14 +1248,29 @@ int64_t terrain_ws_strahler(const int64_t *order, int64_t count, const int64_t *
  * pushed is above the last popped), so a push is O(1) and a cell moves between its 33
  * buckets at most 32 times. At the end the first H x W floats of fh hold the levels,
  * row-major (inf where no outlet is reached: undrained or nodata): the unique minimax values,
- * the drain pass's bits. Returns 0, -1 out of memory, -2 for 2^31 framed cells or more, -3
- * when *stop was set (checked every 65536 cells).
+ * the drain pass's bits.
+ *
+ * A strip of a grid cut into row strips (Barnes 2016's parallel priority flood, with strips
+ * for tiles): label (H + 2) x (W + 2) int32, else NULL. Bit 1 of seams: the first row borders
+ * the strip above, bit 2: the last row the strip below; every valid cell of such a row is a
+ * seed at its own elevation with a label of its own (2, 3, ... in row-major order), the
+ * outlets label 1, and a cell takes the label of the cell it is reached from. Where two
+ * labels a < b meet (adjacent cells, one of them being expanded), the spill max(level,
+ * level) is kept, the least per pair, as key a << 32 | b in *spill_keys with its weight in
+ * *spill_w (malloc'd, freed with terrain_free; the return value counts them). At the end
+ * the first H x W ints of label hold the cells' labels (0: nodata or unreached). The grid's
+ * level of a cell is then max(its strip's level, its label's minimax spill level from the
+ * outlets' labels over every strip's spills and the seams' pairs): terrain_spill_levels,
+ * terrain_flood_raise. Returns the spills kept (0 without labels), -1 out of memory, -2 for
+ * 2^31 framed cells or more, -3 when *stop was set (checked every 65536 cells).
  * ========================================================================================== */
 
 #define FLOOD_AHEAD 2
 
 typedef struct { uint64_t *a; int64_t n, cap; } flood_bucket;
 typedef struct { int32_t *a; int64_t n, cap; } flood_stack;
+/* open addressing, linear probing; key 0 is empty (labels are >= 1) */
+typedef struct { uint64_t *key; float *w; int64_t n, cap; } flood_spills;
 
 static inline uint32_t flood_key(float x) {
     uint32_t b;
@@ -1279,6 +1294,49 @@ static inline uint32_t flood_key(float x) {
 FLOOD_APPEND_FN(flood_append, flood_bucket, uint64_t, 256)
 FLOOD_APPEND_FN(flood_push, flood_stack, int32_t, 4096)
 
+static inline int64_t flood_slot(uint64_t key, int64_t cap) {
+    return (int64_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+/* keep the least w for the pair of labels a != b: 0, or -1 out of memory */
+static int flood_spill(flood_spills *t, uint32_t a, uint32_t b, float w) {
+    const uint64_t key = a < b ? (uint64_t)a << 32 | b : (uint64_t)b << 32 | a;
+    if (2 * (t->n + 1) > t->cap) { /* at most half full */
+        const int64_t cap = t->cap ? 2 * t->cap : 1024;
+        uint64_t *keys = calloc((size_t)cap, sizeof *keys);
+        float *ws = malloc((size_t)cap * sizeof *ws);
+        if (keys == NULL || ws == NULL) {
+            free(keys);
+            free(ws);
+            return -1;
+        }
+        for (int64_t i = 0; i < t->cap; ++i) {
+            if (!t->key[i]) continue;
+            int64_t h = flood_slot(t->key[i], cap);
+            while (keys[h]) h = (h + 1) & (cap - 1);
+            keys[h] = t->key[i];
+            ws[h] = t->w[i];
+        }
+        free(t->key);
+        free(t->w);
+        t->key = keys;
+        t->w = ws;
+        t->cap = cap;
+    }
+    for (int64_t h = flood_slot(key, t->cap);; h = (h + 1) & (t->cap - 1)) {
+        if (t->key[h] == key) {
+            if (w < t->w[h]) t->w[h] = w;
+            return 0;
+        }
+        if (!t->key[h]) {
+            t->key[h] = key;
+            t->w[h] = w;
+            ++t->n;
+            return 0;
+        }
+    }
+}
+
 /* the bucket of key k while the last key popped is last: 0 when equal, else 1 + the highest
    bit where they differ */
 static inline int flood_bucket_of(uint32_t k, uint32_t last) {
@@ -1286,19 +1344,26 @@ static inline int flood_bucket_of(uint32_t k, uint32_t last) {
 }
 
 /* the cells around p (three rows): soon read */
-static inline void flood_prefetch(const uint8_t *closed, const float *fh, int64_t p,
-                                  int64_t w2) {
+static inline void flood_prefetch(const uint8_t *closed, const float *fh,
+                                  const int32_t *label, int64_t p, int64_t w2) {
 #if defined(__GNUC__)
     for (int64_t r = -w2; r <= w2; r += w2) {
-        __builtin_prefetch(closed + p + r, 0, 3);
+        if (label)
+            __builtin_prefetch(label + p + r, 1, 3);
+        else
+            __builtin_prefetch(closed + p + r, 0, 3);
         __builtin_prefetch(fh + p + r, 1, 3);
     }
 #endif
 }
 
 int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int64_t W,
-                           int connectivity, float *fh, const volatile uint8_t *stop) {
+                           int connectivity, int seams, float *fh, int32_t *label,
+                           uint64_t **spill_keys, float **spill_w,
+                           const volatile uint8_t *stop) {
     const int64_t w2 = W + 2, n2 = (H + 2) * (W + 2);
+    if (spill_keys) *spill_keys = NULL;
+    if (spill_w) *spill_w = NULL;
     if (H <= 0 || W <= 0) return 0;
     if (n2 >= ((int64_t)1 << 31)) return -2;
     const int64_t off8[8] = {1, w2 + 1, w2, w2 - 1, -1, -w2 - 1, -w2, -w2 + 1};
@@ -1307,36 +1372,50 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
     const int nk = connectivity == 8 ? 8 : 4;
     /* closed: reached, or never entered (the frame, nodata); fh holds z until a cell is
        reached, then its level. One byte a cell beside fh: the flood's scattered reads touch
-       two arrays, the smaller one cached far longer than a second float array. */
-    uint8_t *closed = malloc((size_t)n2);
+       two arrays, the smaller one cached far longer than a second float array. A strip's
+       labels say it themselves (-1 never entered, 0 not reached yet). */
+#define FLOOD_CLOSED(q) (label ? label[q] != 0 : closed[q] != 0)
+    uint8_t *closed = label ? NULL : malloc((size_t)n2);
     flood_bucket bucket[33] = {{0}};
     flood_stack pit = {0};
+    flood_spills spills = {0};
     uint32_t last = 0;
     float level = -INFINITY; /* the last key popped */
     int64_t queued = 0, rc = 0;
-    if (closed == NULL) return -1;
-    memset(closed, 1, (size_t)w2);
-    memset(closed + (H + 1) * w2, 1, (size_t)w2);
-    for (int64_t i = 0; i < H; ++i) {
-        float *frow = fh + (i + 1) * w2;
-        uint8_t *crow = closed + (i + 1) * w2;
-        const float *zrow = z + i * W;
-        crow[0] = crow[W + 1] = 1; /* the frame's fh is never read */
-        for (int64_t j = 0; j < W; ++j) {
-            frow[j + 1] = zrow[j];
-            crow[j + 1] = zrow[j] != zrow[j];
+    if (closed == NULL && label == NULL) return -1;
+    for (int64_t i = 0; i < H + 2; ++i)
+        for (int64_t j = 0; j < w2; ++j) {
+            const int64_t p = i * w2 + j;
+            int never = 1; /* the frame's fh is never read */
+            if (i > 0 && i <= H && j > 0 && j <= W) {
+                const float zc = z[(i - 1) * W + j - 1];
+                fh[p] = zc;
+                never = zc != zc;
+            }
+            if (label)
+                label[p] = -never;
+            else
+                closed[p] = (uint8_t)never;
         }
+    int32_t next = 2; /* the seams' labels */
+    for (int pass = 0; pass < (label ? 3 : 1); ++pass) { /* the outlets, then the seams */
+        if (pass == 1 && !(seams & 1)) continue;
+        if (pass == 2 && !(seams & 2)) continue;
+        const int64_t i0 = pass == 2 ? H - 1 : 0, i1 = pass == 1 ? 1 : H;
+        for (int64_t i = i0; i < i1; ++i)
+            for (int64_t j = 0; j < W; ++j) {
+                const int64_t p = (i + 1) * w2 + j + 1;
+                if ((pass == 0 && !outlet[i * W + j]) || FLOOD_CLOSED(p)) continue;
+                if (label)
+                    label[p] = pass == 0 ? 1 : next++;
+                else
+                    closed[p] = 1;
+                const uint32_t k = flood_key(fh[p]);
+                if (flood_append(&bucket[flood_bucket_of(k, last)], ((uint64_t)k << 32) | p))
+                    goto oom;
+                ++queued;
+            }
     }
-    for (int64_t i = 0; i < H; ++i)
-        for (int64_t j = 0; j < W; ++j) {
-            const int64_t p = (i + 1) * w2 + j + 1;
-            if (!outlet[i * W + j] || closed[p]) continue;
-            closed[p] = 1;
-            const uint32_t k = flood_key(fh[p]);
-            if (flood_append(&bucket[flood_bucket_of(k, last)], ((uint64_t)k << 32) | p))
-                goto oom;
-            ++queued;
-        }
     for (int64_t taken = 1;; ++taken) {
         int64_t p;
         if ((taken & 0xFFFF) == 0 && *stop) {
@@ -1368,13 +1447,23 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
             level = fh[p];
             /* the queue's cells lie anywhere: fetch the next one's while this one is done */
             if (bucket[0].n > FLOOD_AHEAD)
-                flood_prefetch(closed, fh, (uint32_t)bucket[0].a[bucket[0].n - 1 - FLOOD_AHEAD],
-                               w2);
+                flood_prefetch(closed, fh, label,
+                               (uint32_t)bucket[0].a[bucket[0].n - 1 - FLOOD_AHEAD], w2);
         }
+        const int32_t a = label ? label[p] : 0;
         for (int k = 0; k < nk; ++k) {
             const int64_t q = p + off[k];
-            if (closed[q]) continue;
-            closed[q] = 1;
+            if (FLOOD_CLOSED(q)) {
+                if (label && label[q] != a && label[q] > 0 &&
+                    flood_spill(&spills, (uint32_t)a, (uint32_t)label[q],
+                                fh[q] > level ? fh[q] : level))
+                    goto oom;
+                continue;
+            }
+            if (label)
+                label[q] = a;
+            else
+                closed[q] = 1;
             const float zq = fh[q];
             if (zq <= level) {
                 fh[q] = level;
@@ -1387,21 +1476,125 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
             }
         }
     }
-    /* the levels to the front of fh, row i at i * W (never past what is still to be read);
-       the unreached and nodata: inf */
+    /* the levels (and labels) to the front, row i at i * W (never past what is still to be
+       read); the unreached and nodata: inf (label 0) */
     for (int64_t i = 0; i < H; ++i)
         for (int64_t j = 0; j < W; ++j) {
             const int64_t p = (i + 1) * w2 + j + 1;
-            fh[i * W + j] = closed[p] && fh[p] == fh[p] ? fh[p] : INFINITY;
+            const int reached = label ? label[p] > 0 : closed[p] && fh[p] == fh[p];
+            fh[i * W + j] = reached ? fh[p] : INFINITY;
+            if (label) label[i * W + j] = reached ? label[p] : 0;
         }
+    if (label) { /* the spills to the front of their table */
+        int64_t m = 0;
+        for (int64_t h = 0; h < spills.cap; ++h)
+            if (spills.key[h]) {
+                spills.key[m] = spills.key[h];
+                spills.w[m++] = spills.w[h];
+            }
+        *spill_keys = spills.key;
+        *spill_w = spills.w;
+        spills.key = NULL;
+        spills.w = NULL;
+        rc = m;
+    }
     goto done;
 oom:
     rc = -1;
 done:
     free(closed);
     free(pit.a);
+    free(spills.key);
+    free(spills.w);
     for (int b = 0; b < 33; ++b) free(bucket[b].a);
     return rc;
+#undef FLOOD_CLOSED
+}
+
+/* The strips' labels' levels: g (n) holds -inf at the outlets' labels and +inf elsewhere;
+ * each becomes the least, over paths of spills (eu[e], ev[e]) from an outlets' label, of
+ * the paths' greatest weight ew[e] (a minimax Dijkstra over a binary heap). Returns 0, or -1
+ * out of memory. */
+int64_t terrain_spill_levels(int64_t n, int64_t m, const int64_t *eu, const int64_t *ev,
+                             const float *ew, float *g) {
+    int64_t *start = calloc((size_t)n + 1, sizeof *start);
+    int64_t *to = malloc((size_t)(2 * m + 1) * sizeof *to);
+    float *w = malloc((size_t)(2 * m + 1) * sizeof *w);
+    int64_t *hv = malloc((size_t)(n + 2 * m + 1) * sizeof *hv);
+    float *hk = malloc((size_t)(n + 2 * m + 1) * sizeof *hk);
+    int64_t rc = -1, size = 0;
+    if (!start || !to || !w || !hv || !hk) goto out;
+    for (int64_t e = 0; e < m; ++e) {
+        ++start[eu[e] + 1];
+        ++start[ev[e] + 1];
+    }
+    for (int64_t v = 0; v < n; ++v) start[v + 1] += start[v];
+    for (int64_t e = 0; e < m; ++e) { /* hv as the fill cursors */
+        hv[eu[e]] = hv[ev[e]] = 0;
+    }
+    for (int64_t e = 0; e < m; ++e) {
+        const int64_t a = eu[e], b = ev[e];
+        to[start[a] + hv[a]] = b;
+        w[start[a] + hv[a]++] = ew[e];
+        to[start[b] + hv[b]] = a;
+        w[start[b] + hv[b]++] = ew[e];
+    }
+    for (int64_t v = 0; v < n; ++v) /* the outlets' labels first: a heap of equal keys */
+        if (g[v] == -INFINITY) {
+            hk[size] = g[v];
+            hv[size++] = v;
+        }
+    while (size) {
+        const float k = hk[0];
+        const int64_t v = hv[0];
+        /* pop: the last item sifted down from the root */
+        const float lk = hk[--size];
+        const int64_t lv = hv[size];
+        int64_t hole = 0;
+        for (;;) {
+            int64_t c = 2 * hole + 1;
+            if (c >= size) break;
+            if (c + 1 < size && hk[c + 1] < hk[c]) ++c;
+            if (hk[c] >= lk) break;
+            hk[hole] = hk[c];
+            hv[hole] = hv[c];
+            hole = c;
+        }
+        hk[hole] = lk;
+        hv[hole] = lv;
+        if (k > g[v]) continue; /* a stale entry */
+        for (int64_t t = start[v]; t < start[v + 1]; ++t) {
+            const float nk = w[t] > k ? w[t] : k;
+            const int64_t u = to[t];
+            if (nk >= g[u]) continue;
+            g[u] = nk;
+            int64_t at = size++; /* push */
+            while (at > 0 && hk[(at - 1) / 2] > nk) {
+                hk[at] = hk[(at - 1) / 2];
+                hv[at] = hv[(at - 1) / 2];
+                at = (at - 1) / 2;
+            }
+            hk[at] = nk;
+            hv[at] = u;
+        }
+    }
+    rc = 0;
+out:
+    free(start);
+    free(to);
+    free(w);
+    free(hv);
+    free(hk);
+    return rc;
+}
+
+/* f[i] = max(f[i], g[label[i]]) for the n cells of a strip: its levels raised to their
+ * labels' spill levels */
+void terrain_flood_raise(float *f, const int32_t *label, int64_t n, const float *g) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = g[label[i]];
+        if (v > f[i]) f[i] = v;
+    }
 }
 
 /* ==========================================================================================

@@ -37,6 +37,23 @@ def test_in_core_equals_priority_flood(seed, conn):
     assert np.array_equal(r.depth, r.filled - z, equal_nan=True)
 
 
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(20))
+def test_row_strips_fill_as_one_grid(seed, conn, monkeypatch):
+    """Barnes's parallel flood: the grid cut into row strips, a thread each, gives the
+    one-strip levels bit for bit (ties, nodata, named outlets with undrained cells, strips of
+    two rows)."""
+    from terrain import native
+    rng = np.random.default_rng(seed)
+    z = random_case(seed, (int(rng.integers(4, 41)), int(rng.integers(1, 41))))
+    outlets = (rng.random(z.shape) < 0.01).astype(np.uint8) if seed % 4 == 3 else None
+    want = priority_flood(z, conn, outlets)
+    for strips in (2, 3, 7):
+        monkeypatch.setattr(native, "threads", lambda work=None, n=strips: n)
+        r = fill_depressions(z, conn, outlets, backend="cpu")
+        np.testing.assert_array_equal(r.filled, want, strict=True, err_msg=f"{strips} strips")
+
+
 @pytest.mark.parametrize("kind", ["random", "integer", "plateau", "holes"])
 @pytest.mark.parametrize("conn", [4, 8])
 def test_grids_kinds(kind, conn):
