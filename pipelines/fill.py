@@ -80,15 +80,17 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
     working arrays fit half the available memory (:data:`IN_CORE_BYTES_PER_CELL`, or
     :data:`FOREST_BYTES_PER_CELL` with ``forest``: the options that build the forest; on
-    the GPU the device's, :func:`terrain.hydrology.fits_on_device`) and, on the CPU, the
-    grid with its frame has fewer than 2^31 cells (the priority flood's cell numbers).
+    the GPU the device's, :func:`terrain.hydrology.fits_on_device`) and, on the CPU with
+    ``forest``, the grid with its frame has fewer than 2^31 cells (the plain flood cuts a
+    bigger grid into strips of fewer).
 
     >>> fill_route((100, 100), get_backend("cpu"))
     'in-core'
     >>> fill_route((100, 100), get_backend("cpu"), in_core=False)
     'tiled'
-    >>> fill_route((50000, 50000), get_backend("cpu"), available=2**50)
-    'tiled'
+    >>> [fill_route((50000, 50000), get_backend("cpu"), available=a, forest=f)
+    ...  for a, f in ((2**50, False), (2**50, True), (2**30, False))]
+    ['in-core', 'tiled', 'tiled']
     """
     if in_core is not True and in_core is not False and in_core != "auto":
         raise InputError(f"fill: in_core {in_core!r} is not True, False or 'auto'")
@@ -98,8 +100,8 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     if backend.is_gpu:
         from terrain.hydrology import fits_on_device
         return "in-core" if fits_on_device(shape, backend) else "tiled"
-    if (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
-        return "tiled"  # the priority flood numbers its cells with int32
+    if forest and (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
+        return "tiled"
     if available is None:
         import psutil
         available = psutil.virtual_memory().available

@@ -205,6 +205,8 @@ def _strip_bounds(H, W, threads):
 
     >>> _strip_bounds(10, 10, 1), _strip_bounds(10, 10, 4), _strip_bounds(3, 10, 4)
     ([0, 10], [0, 2, 5, 7, 10], [0, 3])
+    >>> _strip_bounds(50000, 50000, 2)  # 2.5·10⁹ cells
+    [0, 16666, 33333, 50000]
     """
     k = max(threads, -(-(H + 2) * (W + 2) // (1 << 30)))
     return np.linspace(0, H, max(1, min(k, H // 2)) + 1).astype(np.int64).tolist()
