@@ -100,21 +100,24 @@ def _flat_distances(zp, code, halo_a, halo_t, step, away, towards, fresh):
          (R, C))
 
 
-def label_regions(cells, value=1, margin=0, connectivity=8, away=None):
+def label_regions(cells, value=1, margin=0, connectivity=8, away=None, out=None, stop=None):
     """``(labels, maxa)``: the connected regions of ``cells == value`` (uint8) inside
     ``margin`` numbered 1, 2, ... in the row-major order of their first cell (int32, 0
-    elsewhere), the numbering of ``scipy.ndimage.label``; with ``away``, ``maxa`` is each
-    region's largest finite ``away`` (``maxa[0] = 0``), else None."""
+    elsewhere; into ``out`` when given), the numbering of ``scipy.ndimage.label``; with
+    ``away``, ``maxa`` is each region's largest finite ``away`` (``maxa[0] = 0``), else None.
+    ``stop``: the caller's flag (:func:`terrain.native.interruptible`), else one of its own."""
     cells = _c(cells, np.uint8)
     H, W = cells.shape
-    labels = np.empty((H, W), np.int32)
+    labels = np.empty((H, W), np.int32) if out is None else out
     maxa = None
     if away is not None:
         away = _c(away, np.int32)
         maxa = np.empty(1 + int(np.count_nonzero(cells == value)), np.int32)
-    n = _run("terrain_label_regions", cells.ctypes.data, int(value), H, W, int(margin),
-             int(connectivity), None if away is None else away.ctypes.data,
-             None if maxa is None else maxa.ctypes.data, labels.ctypes.data)
+    args = (cells.ctypes.data, int(value), H, W, int(margin), int(connectivity),
+            None if away is None else away.ctypes.data,
+            None if maxa is None else maxa.ctypes.data, labels.ctypes.data)
+    n = (_run("terrain_label_regions", *args) if stop is None
+         else _lib().terrain_label_regions(*args, stop.ctypes.data))
     if n == -1:
         raise MemoryError(f"no memory to label the regions of a {H} x {W} grid")
     return labels, None if maxa is None else maxa[:n + 1].copy()

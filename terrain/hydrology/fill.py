@@ -133,7 +133,63 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
     mask = np.ascontiguousarray(flooded, np.bool_).view(np.uint8)
     if mask.ndim != 2:
         raise InputError(f"depression labels: a 2-D mask, got shape {mask.shape}")
-    return _flow_cpu.label_regions(mask, 1, 0, conn)[0]
+    H, W = mask.shape
+    bounds = _strip_bounds(H, W, native.threads(mask.size))
+    labels = np.empty((H, W), np.int32)
+
+    def label(s, stop):  # a strip's own numbering; its count
+        rows = slice(bounds[s], bounds[s + 1])
+        _flow_cpu.label_regions(mask[rows], 1, 0, conn, out=labels[rows], stop=stop)
+        return int(labels[rows].max()) if labels[rows].size else 0
+
+    counts = _in_strips(bounds, label)
+    if len(counts) > 1:
+        _join_strip_labels(labels, bounds, counts, conn)
+    return labels
+
+
+def _join_strip_labels(labels, bounds, counts, conn):
+    """The strips' own numberings in ``labels`` made the grid's, in place: regions that meet
+    across a seam joined (each keyed by its strip and number, the least key of a region
+    kept: the strip and number of its first cell), then numbered in the order of their keys,
+    which is the row-major order of their first cells."""
+    W = labels.shape[1]
+    first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)  # key first[s] + n
+    parent = np.arange(first[-1] + 1)
+
+    def root(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for s in range(len(counts) - 1):
+        above, below = labels[bounds[s + 1] - 1], labels[bounds[s + 1]]
+        for d in ((0,) if conn == 4 else (-1, 0, 1)):  # above[j] meets below[j + d]
+            j0, j1 = max(0, -d), W - max(0, d)
+            a, b = above[j0:j1], below[j0 + d:j1 + d]
+            both = (a != 0) & (b != 0)
+            pairs = np.unique(np.stack([a[both] + first[s], b[both] + first[s + 1]], 1), axis=0)
+            for u, v in pairs.tolist():
+                ru, rv = root(u), root(v)
+                if ru != rv:
+                    parent[max(ru, rv)] = min(ru, rv)
+    while True:  # every key straight to its root
+        up = parent[parent]
+        if np.array_equal(up, parent):
+            break
+        parent = up
+    ids = (np.cumsum(parent == np.arange(parent.size)) - 1)[parent].astype(np.int32)
+
+    lib = native.declared(_FILL_SIGNATURES)
+
+    def renumber(s, stop):  # in place (np.take would hold 8 bytes a cell of indices)
+        table = ids[first[s]:first[s] + counts[s] + 1].copy()
+        table[0] = 0  # no region
+        lib.terrain_renumber_strip(labels.ctypes.data + 4 * bounds[s] * W,
+                            (bounds[s + 1] - bounds[s]) * W, table.ctypes.data)
+
+    _in_strips(bounds, renumber)
 
 
 def _drain_block(zh, mh, src):
@@ -283,6 +339,7 @@ _FILL_SIGNATURES = {
                            + [ctypes.c_int] * 2 + [ctypes.c_void_p] * 5),
     "terrain_spill_levels": (ctypes.c_int64, [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 4),
     "terrain_flood_raise": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]),
+    "terrain_renumber_strip": (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]),
     "terrain_outlet_cells": (None, [ctypes.c_void_p] + [ctypes.c_int64] * 2
                              + [ctypes.c_int, ctypes.c_void_p]),
     "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64]

@@ -1588,6 +1588,12 @@ out:
     return rc;
 }
 
+/* labels[i] = table[labels[i]] for the n cells of a strip: its own region numbers made the
+ * grid's (terrain/hydrology/fill.py _join_strip_labels), in place */
+void terrain_renumber_strip(int32_t *labels, int64_t n, const int32_t *table) {
+    for (int64_t i = 0; i < n; ++i) labels[i] = table[labels[i]];
+}
+
 /* f[i] = max(f[i], g[label[i]]) for the n cells of a strip: its levels raised to their
  * labels' spill levels */
 void terrain_flood_raise(float *f, const int32_t *label, int64_t n, const float *g) {

@@ -198,3 +198,20 @@ def test_depression_labels_are_row_major_regions(conn):
     flooded = ndimage.binary_dilation(rng.random((150, 61)) < 0.15)
     np.testing.assert_array_equal(depression_labels(flooded, conn),
                                   region_labels(flooded, conn), strict=True)
+
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("seed", range(8))
+def test_depression_labels_in_row_strips(seed, conn, monkeypatch):
+    """Labelled in row strips, a thread each, then joined across the seams: the grid's
+    row-major numbering (regions winding through several strips, and back up, included)."""
+    from terrain import native
+    from terrain.hydrology import depression_labels
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(2, 60)), int(rng.integers(1, 40)))
+    flooded = rng.random(shape) < (0.3, 0.45, 0.6)[seed % 3]
+    want = region_labels(flooded, conn)
+    for strips in (2, 3, 7):
+        monkeypatch.setattr(native, "threads", lambda work=None, n=strips: n)
+        np.testing.assert_array_equal(depression_labels(flooded, conn), want, strict=True,
+                                      err_msg=f"{strips} strips")
