@@ -118,7 +118,8 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
     """Connected regions of ``flooded`` cells numbered 1, 2, ... in the row-major order
     of their first cell (int32, 0 elsewhere): on the GPU ``cupyx.scipy.ndimage.label``, on
     the CPU ``terrain_label_regions`` of terrain/native/kernels.c (the same numbering as
-    ``scipy.ndimage.label``, without its 0.65 s import).
+    ``scipy.ndimage.label``, without its 0.65 s import), on a big grid in row strips joined
+    across their seams (:func:`_join_strip_labels`).
 
     >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
     [[1, 0, 2], [0, 3, 0]]
@@ -187,7 +188,7 @@ def _join_strip_labels(labels, bounds, counts, conn):
         table = ids[first[s]:first[s] + counts[s] + 1].copy()
         table[0] = 0  # no region
         lib.terrain_renumber_strip(labels.ctypes.data + 4 * bounds[s] * W,
-                            (bounds[s + 1] - bounds[s]) * W, table.ctypes.data)
+                                   (bounds[s + 1] - bounds[s]) * W, table.ctypes.data)
 
     _in_strips(bounds, renumber)
 
@@ -265,8 +266,9 @@ def _in_strips(bounds, work):
 
 
 def _strip_bounds(H, W, threads):
-    """Row bounds of the flood's strips: one a thread, at least 2 rows each, and as many more
-    as keep each strip's framed cells under 2^30 (the kernel numbers them with int32).
+    """Row bounds of the strips of the flood, the layers and the lake ids: one a thread, at
+    least 2 rows each, and as many more as keep each strip's framed cells under 2^30 (the
+    flood numbers them with int32).
 
     >>> _strip_bounds(10, 10, 1), _strip_bounds(10, 10, 4), _strip_bounds(3, 10, 4)
     ([0, 10], [0, 2, 5, 7, 10], [0, 3])
