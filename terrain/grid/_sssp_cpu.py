@@ -4,7 +4,6 @@
 half the whole run of a 1024² cost distance. ctypes releases the GIL around each call.
 """
 
-import concurrent.futures
 import ctypes
 import math
 import threading
@@ -71,12 +70,9 @@ _LABELS = (np.int32, np.int64)
 def _by_rows(fn, rows, cells, *args):
     """``fn(*args, r0, r1)`` over row bands of ``[0, rows)``, on threads for a big grid (the
     C passes release the GIL); their results."""
-    n = native.threads(cells)
-    if n < 2 or rows < 2:
-        return [fn(*args, 0, rows)]
-    bounds = np.linspace(0, rows, min(n, rows) + 1).astype(np.int64).tolist()
-    with concurrent.futures.ThreadPoolExecutor(len(bounds) - 1) as pool:
-        return list(pool.map(lambda b: fn(*args, b[0], b[1]), zip(bounds, bounds[1:])))
+    n = max(1, min(native.threads(cells), rows))
+    bounds = np.linspace(0, rows, n + 1).astype(np.int64).tolist()
+    return native.in_strips(bounds, lambda s, stop: fn(*args, bounds[s], bounds[s + 1]))
 
 
 def _settled(n):

@@ -10,7 +10,6 @@ quadtree walk and drain with the ports' final levels on the way down. docs/hydro
 the definitions, outlets, the flood and the tiled walk.
 """
 
-import concurrent.futures
 import ctypes
 import time
 from dataclasses import dataclass, field
@@ -135,7 +134,7 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
     if mask.ndim != 2:
         raise InputError(f"depression labels: a 2-D mask, got shape {mask.shape}")
     H, W = mask.shape
-    bounds = _strip_bounds(H, W, native.threads(mask.size))
+    bounds = _strip_bounds(H, W)
     labels = np.empty((H, W), np.int32)
 
     def label(s, stop):  # a strip's own numbering; its count
@@ -143,7 +142,7 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
         _flow_cpu.label_regions(mask[rows], 1, 0, conn, out=labels[rows], stop=stop)
         return int(labels[rows].max()) if labels[rows].size else 0
 
-    counts = _in_strips(bounds, label)
+    counts = native.in_strips(bounds, label)
     if len(counts) > 1:
         _join_strip_labels(labels, bounds, counts, conn)
     return labels
@@ -166,9 +165,8 @@ def _join_strip_labels(labels, bounds, counts, conn):
 
     for s in range(len(counts) - 1):
         above, below = labels[bounds[s + 1] - 1], labels[bounds[s + 1]]
-        for d in ((0,) if conn == 4 else (-1, 0, 1)):  # above[j] meets below[j + d]
-            j0, j1 = max(0, -d), W - max(0, d)
-            a, b = above[j0:j1], below[j0 + d:j1 + d]
+        for up, down in _across_seam(W, conn):
+            a, b = above[up], below[down]
             both = (a != 0) & (b != 0)
             pairs = np.unique(np.stack([a[both] + first[s], b[both] + first[s + 1]], 1), axis=0)
             for u, v in pairs.tolist():
@@ -190,7 +188,7 @@ def _join_strip_labels(labels, bounds, counts, conn):
         lib.terrain_renumber_strip(labels.ctypes.data + 4 * bounds[s] * W,
                                    (bounds[s + 1] - bounds[s]) * W, table.ctypes.data)
 
-    _in_strips(bounds, renumber)
+    native.in_strips(bounds, renumber)
 
 
 def _drain_block(zh, mh, src):
@@ -217,7 +215,7 @@ def _flood_levels(z, outlet, connectivity):
     H, W = z.shape
     z = np.ascontiguousarray(z, np.float32)
     outlet = np.ascontiguousarray(outlet, np.uint8)
-    bounds = _strip_bounds(H, W, native.threads(H * W))
+    bounds = _strip_bounds(H, W)
     k = len(bounds) - 1
     # the strips' framed work arrays in one buffer, strip s from row bounds[s] + 2s; their
     # levels end at its front, row-major: the kernel and the moves below never write past
@@ -244,39 +242,38 @@ def _flood_levels(z, outlet, connectivity):
             lib.terrain_free(keys)
             lib.terrain_free(weights)
 
-    spills = _in_strips(bounds, flood)
+    spills = native.in_strips(bounds, flood)
     if k > 1:
         _raise_strips(lib, z, fh, labels, bounds, spills, connectivity)
     return fh[:H * W].reshape(H, W)
 
 
-def _in_strips(bounds, work):
-    """``work(s, stop)`` for every strip ``s`` of the row ``bounds``, a thread each, under one
-    stop flag that Ctrl-C sets (:func:`terrain.native.interruptible`: the 40-ft size's flood
-    takes 15 s as one strip); their results in strip order."""
-    k = len(bounds) - 1
-
-    def run(stop):
-        if k == 1:
-            return [work(0, stop)]
-        with concurrent.futures.ThreadPoolExecutor(k) as pool:
-            return list(pool.map(lambda s: work(s, stop), range(k)))
-
-    return native.interruptible(run)
-
-
-def _strip_bounds(H, W, threads):
-    """Row bounds of the strips of the flood, the layers and the lake ids: one a thread, at
-    least 2 rows each, and as many more as keep each strip's framed cells under 2^30 (the
-    flood numbers them with int32).
+def _strip_bounds(H, W, threads=None):
+    """Row bounds of the strips of the flood, the layers and the lake ids: one a thread
+    (default :func:`terrain.native.threads` of the grid's cells), at least 2 rows each, and
+    as many more as keep each strip's framed cells under 2^30 (the flood numbers them with
+    int32).
 
     >>> _strip_bounds(10, 10, 1), _strip_bounds(10, 10, 4), _strip_bounds(3, 10, 4)
     ([0, 10], [0, 2, 5, 7, 10], [0, 3])
     >>> _strip_bounds(50000, 50000, 2)  # 2.5·10⁹ cells
     [0, 16666, 33333, 50000]
     """
+    threads = native.threads(H * W) if threads is None else threads
     k = max(threads, -(-(H + 2) * (W + 2) // (1 << 30)))
     return np.linspace(0, H, max(1, min(k, H // 2)) + 1).astype(np.int64).tolist()
+
+
+def _across_seam(W, connectivity):
+    """``(columns above, columns below)`` slices pairing the cells of a row and the next that
+    touch (the diagonals too with 8-connectivity).
+
+    >>> list(_across_seam(3, 8))[0]
+    (slice(1, 3, None), slice(0, 2, None))
+    """
+    for d in ((0,) if connectivity == 4 else (-1, 0, 1)):  # above[j] meets below[j + d]
+        j0, j1 = max(0, -d), W - max(0, d)
+        yield slice(j0, j1), slice(j0 + d, j1 + d)
 
 
 def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
@@ -300,13 +297,12 @@ def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
         r = bounds[s + 1]
         above = labels[at[s] + (r - bounds[s] - 1) * W:][:W]
         below = labels[at[s + 1]:][:W]
-        for d in ((0,) if connectivity == 4 else (-1, 0, 1)):  # above[j] meets below[j + d]
-            j0, j1 = max(0, -d), W - max(0, d)
-            a, b = above[j0:j1], below[j0 + d:j1 + d]
+        for up, down in _across_seam(W, connectivity):
+            a, b = above[up], below[down]
             both = (a != 0) & (b != 0)
             eu.append(a[both] + s * span)
             ev.append(b[both] + (s + 1) * span)
-            ew.append(np.maximum(z[r - 1, j0:j1], z[r, j0 + d:j1 + d])[both])
+            ew.append(np.maximum(z[r - 1, up], z[r, down])[both])
     eu, ev = np.concatenate(eu).astype(np.int64), np.concatenate(ev).astype(np.int64)
     ew = np.concatenate(ew).astype(np.float32)
     g = np.full(k * span, np.inf, np.float32)
@@ -320,7 +316,7 @@ def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
         lib.terrain_flood_raise(fh.ctypes.data + 4 * at[s], labels.ctypes.data + 4 * at[s],
                                 (bounds[s + 1] - bounds[s]) * W, g.ctypes.data + 4 * s * span)
 
-    _in_strips(bounds, lift)
+    native.in_strips(bounds, lift)
     for s in range(k):  # forwards: each strip's levels to rows bounds[s]... of the front
         ctypes.memmove(fh.ctypes.data + 4 * bounds[s] * W, fh.ctypes.data + 4 * at[s],
                        4 * (bounds[s + 1] - bounds[s]) * W)
@@ -668,7 +664,7 @@ def _host_layers(z, f):
     depth = np.empty_like(z)
     flooded = np.empty(z.shape, np.bool_)
     H, W = z.shape
-    bounds = _strip_bounds(H, W, native.threads(z.size))
+    bounds = _strip_bounds(H, W)
     counts = np.zeros((len(bounds) - 1, 3), np.int64)
     deepest = np.zeros(len(bounds) - 1, np.float32)
     lib = native.declared(_FILL_SIGNATURES)
@@ -679,7 +675,7 @@ def _host_layers(z, f):
                                 depth.ctypes.data + 4 * a, flooded.ctypes.data + a,
                                 counts[s].ctypes.data, deepest.ctypes.data + 4 * s)
 
-    _in_strips(bounds, layers)
+    native.in_strips(bounds, layers)
     return (filled, depth, flooded, tuple(int(c) for c in counts.sum(0)),
             float(deepest.max()))
 

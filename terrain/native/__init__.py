@@ -18,7 +18,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["load_library", "declared", "address", "threads", "interruptible", "compile_library",
+__all__ = ["load_library", "declared", "address", "threads", "interruptible", "in_strips",
+           "compile_library",
            "source_tag", "SOURCE", "CFLAGS", "BUILT_NAME", "PARALLEL_MIN"]
 
 #: the C source, and the flags it is compiled with (here and by setup.py): IEEE doubles kept
@@ -215,6 +216,23 @@ def interruptible(kernel, *args):
     if isinstance(result[0], BaseException):
         raise result[0]
     return result[0]
+
+
+def in_strips(bounds, work):
+    """``work(s, stop)`` for every strip ``s`` of the row ``bounds`` (``[r0, r1, ...]``), a
+    thread each (the C passes release the GIL), under one stop flag that Ctrl-C sets
+    (:func:`interruptible`); their results in strip order."""
+    import concurrent.futures
+
+    k = len(bounds) - 1
+
+    def run(stop):
+        if k == 1:
+            return [work(0, stop)]
+        with concurrent.futures.ThreadPoolExecutor(k) as pool:
+            return list(pool.map(lambda s: work(s, stop), range(k)))
+
+    return interruptible(run)
 
 
 def _stop_and_wait(stop, finished):

@@ -1511,10 +1511,13 @@ done:
 #undef FLOOD_CLOSED
 }
 
+static inline void eps_sift_up(float *hz, int64_t *hc, int64_t hole, float vz, int64_t vc);
+static int64_t eps_pop(float *hz, int64_t *hc, int64_t size);
+
 /* The strips' labels' levels: g (n) holds -inf at the outlets' labels and +inf elsewhere;
  * each becomes the least, over paths of spills (eu[e], ev[e]) from an outlets' label, of
- * the paths' greatest weight ew[e] (a minimax Dijkstra over a binary heap). Returns 0, or -1
- * out of memory. */
+ * the paths' greatest weight ew[e] (a minimax Dijkstra over the epsilon fill's binary heap,
+ * below). Returns 0, or -1 out of memory. */
 int64_t terrain_spill_levels(int64_t n, int64_t m, const int64_t *eu, const int64_t *ev,
                              const float *ew, float *g) {
     int64_t *start = calloc((size_t)n + 1, sizeof *start);
@@ -1545,37 +1548,16 @@ int64_t terrain_spill_levels(int64_t n, int64_t m, const int64_t *eu, const int6
             hv[size++] = v;
         }
     while (size) {
-        const float k = hk[0];
-        const int64_t v = hv[0];
-        /* pop: the last item sifted down from the root */
-        const float lk = hk[--size];
-        const int64_t lv = hv[size];
-        int64_t hole = 0;
-        for (;;) {
-            int64_t c = 2 * hole + 1;
-            if (c >= size) break;
-            if (c + 1 < size && hk[c + 1] < hk[c]) ++c;
-            if (hk[c] >= lk) break;
-            hk[hole] = hk[c];
-            hv[hole] = hv[c];
-            hole = c;
-        }
-        hk[hole] = lk;
-        hv[hole] = lv;
+        size = eps_pop(hk, hv, size);
+        const float k = hk[size];
+        const int64_t v = hv[size];
         if (k > g[v]) continue; /* a stale entry */
         for (int64_t t = start[v]; t < start[v + 1]; ++t) {
             const float nk = w[t] > k ? w[t] : k;
             const int64_t u = to[t];
             if (nk >= g[u]) continue;
             g[u] = nk;
-            int64_t at = size++; /* push */
-            while (at > 0 && hk[(at - 1) / 2] > nk) {
-                hk[at] = hk[(at - 1) / 2];
-                hv[at] = hv[(at - 1) / 2];
-                at = (at - 1) / 2;
-            }
-            hk[at] = nk;
-            hv[at] = u;
+            eps_sift_up(hk, hv, size++, nk, u);
         }
     }
     rc = 0;
