@@ -4,9 +4,9 @@ summary: docs/hydrology.md, "The store"; the algorithm: :mod:`terrain.hydrology.
 Two routes, one choice (:func:`fill_route`), the same store bit for bit
 (tests/pipelines/test_fill_pipeline.py):
 
-* *in core* (the working arrays fit half the memory; on the GPU, the device's): no task
-  graph; the whole DEM read, :func:`terrain.hydrology.fill_depressions`, the layers written
-  shard by shard.
+* *in core* (the working arrays fit half the memory; on the GPU the device, or the host
+  while the device floods the grid strip by strip): no task graph; the whole DEM read,
+  :func:`terrain.hydrology.fill_depressions`, the layers written shard by shard.
 * *tiled* (out of core): one graph: the grid MST's (weight ``max``) writes the ``mst`` mask,
   then the fill walk and the label walk over the same quadtree plan (groups = shards;
   docs/hydrology.md, "Out of core"). Peak memory: a group's block per running task plus
@@ -68,6 +68,11 @@ _LAKE_LABELS = ("int32", 0, "scratch: a group's own numbering of its lakes")
 IN_CORE_BYTES_PER_CELL = 40
 #: the same with the options that build the forest (its graph and the hierarchy's)
 FOREST_BYTES_PER_CELL = 96
+#: host bytes a cell takes in core when the device floods the grid in strips (a grid it
+#: cannot hold whole): DEM 4, outlets 1, levels 4, the strips' labels 4, then the layers
+#: (depth, ids 8, the flooded mask 1, the labelling's stack up to 8) over the levels. No
+#: queue grows on the host, so this is a bound, held to 90 % of the available memory
+DEVICE_STRIPS_BYTES_PER_CELL = 26
 
 
 def default_output(input_path):
@@ -78,11 +83,13 @@ def default_output(input_path):
 
 def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
-    working arrays fit half the available memory (:data:`IN_CORE_BYTES_PER_CELL`, or
-    :data:`FOREST_BYTES_PER_CELL` with ``forest``: the options that build the forest; on
-    the GPU the device's, :func:`terrain.hydrology.fits_on_device`) and, on the CPU with
-    ``forest``, the grid with its frame has fewer than 2^31 cells (the plain flood cuts a
-    bigger grid into strips of fewer).
+    working arrays fit: on the CPU half the available memory (:data:`IN_CORE_BYTES_PER_CELL`,
+    or :data:`FOREST_BYTES_PER_CELL` with ``forest``: the options that build the forest)
+    and, with ``forest``, the grid with its frame has fewer than 2^31 cells (the plain flood
+    cuts a bigger grid into strips of fewer); on the GPU the device
+    (:func:`terrain.hydrology.fits_on_device`) or, without ``forest``, 90 % of the host's
+    available memory (:data:`DEVICE_STRIPS_BYTES_PER_CELL`: the device floods the grid
+    strip by strip).
 
     >>> fill_route((100, 100), get_backend("cpu"))
     'in-core'
@@ -99,14 +106,19 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     cells = int(shape[0]) * int(shape[1])
     if backend.is_gpu:
         from terrain.hydrology import fits_on_device
-        return "in-core" if fits_on_device(shape, backend) else "tiled"
-    if forest and (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
+        if fits_on_device(shape, backend):
+            return "in-core"
+        if forest:  # the options' forest is built on the device whole
+            return "tiled"
+        per_cell, share = DEVICE_STRIPS_BYTES_PER_CELL, 0.9
+    elif forest and (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
         return "tiled"
+    else:
+        per_cell, share = FOREST_BYTES_PER_CELL if forest else IN_CORE_BYTES_PER_CELL, 0.5
     if available is None:
         import psutil
         available = psutil.virtual_memory().available
-    per_cell = FOREST_BYTES_PER_CELL if forest else IN_CORE_BYTES_PER_CELL
-    return "in-core" if cells * per_cell <= available / 2 else "tiled"
+    return "in-core" if cells * per_cell <= share * available else "tiled"
 
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):

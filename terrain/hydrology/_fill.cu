@@ -140,3 +140,63 @@ extern "C" __global__ void fill_jump(const int* __restrict__ P, const float* __r
     P2[v] = pp;
     if (pp != p && !*(volatile int*)flag) *flag = 1;
 }
+
+// A row strip of a grid too big for the device, flooded from its outlets and from every
+// cell of a row it shares a seam with (Barnes 2016; terrain/hydrology/fill.py joins the
+// strips on the host). The tree a cell drains along says where it was reached from:
+//
+//   fill_strip_labels  label[v]: 0 undrained or nodata (level inf), 1 drained by an outlet
+//                      of the grid, 2 + j by cell j of the strip's first row (a seam: seams
+//                      bit 1), 2 + cols + j by cell j of its last row (seams bit 2)
+//   fill_strip_spills  every pair of neighbours (each pair once: E, S, and SE, SW with
+//                      8-connectivity) whose labels differ, both non-zero: key lo << 32 | hi,
+//                      weight max(level_u, level_v); appended by an atomic count (the pairs
+//                      past cap are counted, not written: the launcher runs it again larger)
+
+extern "C" __global__ void fill_strip_labels(const int* __restrict__ root,
+                                             const float* __restrict__ val,
+                                             const unsigned char* __restrict__ outlet,
+                                             int* __restrict__ label, int rows, int cols,
+                                             int seams) {
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= rows * cols) return;
+    if (isinf(val[v])) {
+        label[v] = 0;
+        return;
+    }
+    const int r = root[v];
+    if (outlet[r]) {
+        label[v] = 1;
+        return;
+    }
+    const int i = r / cols, j = r - i * cols;
+    label[v] = (seams & 1) && i == 0 ? 2 + j
+             : (seams & 2) && i == rows - 1 ? 2 + cols + j : 0;
+}
+
+extern "C" __global__ void fill_strip_spills(const int* __restrict__ label,
+                                             const float* __restrict__ val, int rows, int cols,
+                                             int connectivity,
+                                             unsigned long long* __restrict__ keys,
+                                             float* __restrict__ w,
+                                             unsigned long long* __restrict__ count,
+                                             unsigned long long cap) {
+    int v = blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= rows * cols) return;
+    const int a = label[v];
+    if (!a) return;
+    const int i = v / cols, j = v - i * cols;
+    const int dr[4] = {0, 1, 1, 1}, dc[4] = {1, 0, 1, -1};  // E, S, SE, SW
+    for (int k = 0; k < (connectivity == 8 ? 4 : 2); ++k) {
+        const int i2 = i + dr[k], j2 = j + dc[k];
+        if (i2 >= rows || j2 < 0 || j2 >= cols) continue;
+        const int u = i2 * cols + j2, b = label[u];
+        if (!b || b == a) continue;
+        const unsigned long long at = atomicAdd(count, 1ULL);
+        if (at >= cap) continue;
+        const unsigned lo = a < b ? a : b, hi = a < b ? b : a;
+        keys[at] = ((unsigned long long)lo << 32) | hi;
+        const float x = val[v], y = val[u];
+        w[at] = x >= y ? x : y;
+    }
+}

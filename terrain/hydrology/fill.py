@@ -22,6 +22,7 @@ from ..errors import InputError
 from ..grid.edges import check_connectivity
 from ..tiles.quadtree import TiledGrid, walk_down, walk_up
 from . import _flow_cpu
+from ._fill_gpu import fits_on_device
 from ._neighbours import NB_DC, NB_DR
 from .flow import _inside, padded_window
 
@@ -105,11 +106,16 @@ def _beside_nan(zh, step):
 def _edge_cells(z, connectivity):
     """uint8: 1 at the valid cells of ``z`` (host) beside NaN or the grid's edge:
     ``terrain_outlet_cells`` of terrain/native/kernels.c: one pass, 0.05 s at 4096² where
-    NumPy's padded copy and shifted masks took 0.06-0.20 s and ten times the grid's bytes."""
+    NumPy's padded copy and shifted masks took 0.06-0.20 s and ten times the grid's bytes;
+    in the flood's row strips (the 10-ft size's 3.5·10⁹ cells on 16 cores: ... s against
+    ... s as one)."""
     z = np.ascontiguousarray(z, np.float32)
     out = np.empty(z.shape, np.uint8)
-    native.declared(_FILL_SIGNATURES).terrain_outlet_cells(
-        z.ctypes.data, z.shape[0], z.shape[1], connectivity, out.ctypes.data)
+    H, W = z.shape
+    bounds = _strip_bounds(H, W)
+    lib = native.declared(_FILL_SIGNATURES)
+    native.in_strips(bounds, lambda s, stop: lib.terrain_outlet_cells(
+        z.ctypes.data, H, W, connectivity, out.ctypes.data, bounds[s], bounds[s + 1]))
     return out
 
 
@@ -206,32 +212,53 @@ def _drain_block(zh, mh, src):
     return f
 
 
-def _flood_levels(z, outlet, connectivity):
+def _flood_levels(z, outlet, connectivity, device=None, strip_cells=None):
     """The levels (``inf`` where undrained or nodata) of DEM ``z`` in core: the priority
     flood ``terrain_flood_grid`` of terrain/native/kernels.c, on a big grid one row strip a
-    thread (:func:`_raise_strips`). At 4096² one strip takes 0.72 s where the forest and its
-    drain pass took 5.9 s, so the CPU's in-core fill builds no forest; the tiled fill and
-    the GPU drain the forest (their steps are per tile and parallel)."""
+    thread, joined by :func:`_raise_strips`. At 4096² one strip takes 0.72 s where the
+    forest and its drain pass took 5.9 s, so the CPU's in-core fill builds no forest; the
+    tiled fill and the GPU drain the forest (their steps are per tile and parallel).
+
+    With ``device`` (a GPU backend), for a grid on the host that the device cannot hold
+    whole: the strips are flooded on the device in turn
+    (:func:`terrain.hydrology._fill_gpu.flood_strip`), as few as keep each within
+    ``strip_cells`` (default: what the device's free memory takes), and joined the same
+    way."""
     H, W = z.shape
     z = np.ascontiguousarray(z, np.float32)
     outlet = np.ascontiguousarray(outlet, np.uint8)
-    bounds = _strip_bounds(H, W)
+    if device is None:
+        bounds = _strip_bounds(H, W)
+    else:
+        from ._fill_gpu import flood_strip, strip_cells as device_cells
+        cap = device_cells(W, device) if strip_cells is None else strip_cells
+        bounds = _strip_bounds(H, W, -(-H * W // cap))
     k = len(bounds) - 1
-    # the strips' framed work arrays in one buffer, strip s from row bounds[s] + 2s; their
-    # levels end at its front, row-major: the kernel and the moves below never write past
-    # what is still to be read
-    fh = np.empty((H + 2 * k) * (W + 2), np.float32)
+    # on the CPU the strips' framed work arrays in one buffer, strip s from row bounds[s] +
+    # 2s; their levels end at its front, row-major: the kernel and the moves below never
+    # write past what is still to be read. The device's strips have no frame: in place.
+    if device is None:
+        at = [(bounds[s] + 2 * s) * (W + 2) for s in range(k)]
+        fh = np.empty((H + 2 * k) * (W + 2), np.float32)
+    else:
+        at = [r * W for r in bounds[:-1]]
+        fh = np.empty(H * W, np.float32)
     labels = np.empty(fh.size, np.int32) if k > 1 else None
     lib = native.declared(_FILL_SIGNATURES)
 
     def flood(s, stop):
         r0, r1 = bounds[s], bounds[s + 1]
-        at = (r0 + 2 * s) * (W + 2)
+        seams = (s > 0) | (s < k - 1) << 1
+        if device is not None:
+            n = (r1 - r0) * W
+            return flood_strip(z[r0:r1], outlet[r0:r1], seams, connectivity,
+                               fh[at[s]:at[s] + n].reshape(r1 - r0, W),
+                               None if labels is None else labels[at[s]:at[s] + n], device)
         keys, weights = ctypes.c_void_p(), ctypes.c_void_p()
         m = lib.terrain_flood_grid(
             z.ctypes.data + 4 * r0 * W, outlet.ctypes.data + r0 * W, r1 - r0, W, connectivity,
-            (s > 0) | (s < k - 1) << 1, fh.ctypes.data + 4 * at,
-            None if labels is None else labels.ctypes.data + 4 * at, ctypes.byref(keys),
+            seams, fh.ctypes.data + 4 * at[s],
+            None if labels is None else labels.ctypes.data + 4 * at[s], ctypes.byref(keys),
             ctypes.byref(weights), stop.ctypes.data)
         try:
             _check(m, "the priority flood", r1 - r0, W)
@@ -242,9 +269,11 @@ def _flood_levels(z, outlet, connectivity):
             lib.terrain_free(keys)
             lib.terrain_free(weights)
 
-    spills = native.in_strips(bounds, flood)
+    # one device floods its strips in turn
+    spills = (native.in_strips(bounds, flood) if device is None
+              else [flood(s, None) for s in range(k)])
     if k > 1:
-        _raise_strips(lib, z, fh, labels, bounds, spills, connectivity)
+        _raise_strips(lib, z, fh, labels, bounds, at, spills, connectivity)
     return fh[:H * W].reshape(H, W)
 
 
@@ -276,17 +305,16 @@ def _across_seam(W, connectivity):
         yield slice(j0, j1), slice(j0 + d, j1 + d)
 
 
-def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
+def _raise_strips(lib, z, fh, labels, bounds, at, spills, connectivity):
     """Barnes (2016)'s parallel priority flood, the strips' step after their floods: every
     strip's labels get their minimax spill level from the outlets' labels over the strips'
     spills and the pairs of cells across each seam (both seeds: their own elevations), the
     strips' levels are raised to their labels' (``terrain_spill_levels``,
-    ``terrain_flood_raise``) and moved to the front of ``fh``: the one-strip flood's levels
-    bit for bit (docs/hydrology.md, "In core on the CPU")."""
+    ``terrain_flood_raise``) and moved from ``at[s]`` to the front of ``fh``, row-major: the
+    one-strip flood's levels bit for bit (docs/hydrology.md, "In core on the CPU")."""
     H, W = z.shape
     k = len(bounds) - 1
     span = 2 * W + 2  # a strip's labels: 0 none, 1 its outlets, 2... its seams' cells
-    at = [(bounds[s] + 2 * s) * (W + 2) for s in range(k)]
     eu, ev, ew = [], [], []
     for s, got in enumerate(spills):
         if got is not None:
@@ -312,14 +340,21 @@ def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
         raise MemoryError(f"fill: no memory for the spills of {H} x {W} cells")
     g[0::span] = -np.inf  # nodata and the unreached: inf already
 
-    def lift(s, stop):
-        lib.terrain_flood_raise(fh.ctypes.data + 4 * at[s], labels.ctypes.data + 4 * at[s],
-                                (bounds[s + 1] - bounds[s]) * W, g.ctypes.data + 4 * s * span)
+    # the lift in pieces of the strips, one a thread (the device's strips are fewer)
+    pieces = sorted(set(bounds) | set(_strip_bounds(H, W)))
 
-    native.in_strips(bounds, lift)
-    for s in range(k):  # forwards: each strip's levels to rows bounds[s]... of the front
-        ctypes.memmove(fh.ctypes.data + 4 * bounds[s] * W, fh.ctypes.data + 4 * at[s],
-                       4 * (bounds[s + 1] - bounds[s]) * W)
+    def lift(p, stop):
+        r0, r1 = pieces[p], pieces[p + 1]
+        s = int(np.searchsorted(bounds, r0, "right")) - 1
+        a = at[s] + (r0 - bounds[s]) * W
+        lib.terrain_flood_raise(fh.ctypes.data + 4 * a, labels.ctypes.data + 4 * a,
+                                (r1 - r0) * W, g.ctypes.data + 4 * s * span)
+
+    native.in_strips(pieces, lift)
+    for s in range(k):  # forwards: each strip's levels at ``at[s]`` to rows bounds[s]...
+        if at[s] != bounds[s] * W:
+            ctypes.memmove(fh.ctypes.data + 4 * bounds[s] * W, fh.ctypes.data + 4 * at[s],
+                           4 * (bounds[s + 1] - bounds[s]) * W)
 
 
 def _check(rc, what, H, W):
@@ -339,7 +374,7 @@ _FILL_SIGNATURES = {
     "terrain_flood_raise": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64, ctypes.c_void_p]),
     "terrain_renumber_strip": (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]),
     "terrain_outlet_cells": (None, [ctypes.c_void_p] + [ctypes.c_int64] * 2
-                             + [ctypes.c_int, ctypes.c_void_p]),
+                             + [ctypes.c_int, ctypes.c_void_p] + [ctypes.c_int64] * 2),
     "terrain_fill_layers": (None, [ctypes.c_void_p] * 2 + [ctypes.c_int64]
                             + [ctypes.c_void_p] * 4),
     "terrain_fill_hierarchy": (ctypes.c_int64, [ctypes.c_void_p, ctypes.c_int64]
@@ -383,9 +418,11 @@ class _GpuOps:
         from ..grid.mst import grid_mst
         return grid_mst(z, connectivity, "max", tile, self.be).mask
 
-    def levels(self, z, outlet, connectivity, tile):  # left on the device for _finish
+    def levels(self, z, outlet, connectivity, tile):
+        if isinstance(z, np.ndarray):  # too big for the device whole: strips, on the host
+            return _flood_levels(z, outlet, connectivity, device=self.be)
         from ._fill_gpu import device_levels
-        return device_levels(z, outlet, connectivity, self.be)
+        return device_levels(z, outlet, connectivity, self.be)  # left there for _finish
 
 
 def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_depth=None,
@@ -427,13 +464,15 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     t0 = time.perf_counter()
     plain = not (hierarchy or epsilon or min_depth is not None or min_area is not None)
     be, conn = get_backend(backend), check_connectivity(connectivity)
-    z = _dem(dem, device=be.is_gpu and plain)
+    # the device takes the grid whole where it fits (else its strips, from the host)
+    whole = be.is_gpu and plain and fits_on_device(np.shape(dem), be)
+    z = _dem(dem, device=whole)
     if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
         raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
     if min_area is not None and not (int(min_area) == min_area and min_area >= 1):
         raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
     simplify = min_depth is not None or min_area is not None
-    if be.is_gpu and plain:  # all on the device from here
+    if whole:  # all on the device from here
         z = be.xp.asarray(z)
     outlet = outlet_cells(z, conn, outlets)
     ops = be.select(_CpuOps, _GpuOps)(be)
@@ -624,10 +663,12 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
     if depression is None and labels:
         depression = depression_labels(flooded, conn, be if on_device else "cpu")
     valid, wet, undrained = counts
-    stats = {"cells": valid, "outlets": int(xp.count_nonzero(xp.asarray(outlet))),
+    stats = {"cells": valid, "outlets": int(_reduce(xp.count_nonzero, xp.asarray(outlet),
+                                                    sum)),
              "flooded": wet,
              "depressions": (None if depression is None
-                             else int(depression.max()) if depression.size else 0),
+                             else int(_reduce(xp.max, depression, max)) if depression.size
+                             else 0),
              "undrained": undrained, "max_depth": max_depth if valid else 0.0,
              "connectivity": conn, "backend": be.name, "path": path}
     if on_device and host:
@@ -638,6 +679,16 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
     times["total"] = time.perf_counter() - t0
     stats["times"] = {k: round(v, 6) for k, v in times.items()}
     return FillResult(filled, depth, depression, stats)
+
+
+def _reduce(fn, a, combine):
+    """``fn(a)`` of a 2-D array: on the device as it is, on the host ``combine`` of ``fn``
+    over the row strips, one a thread (NumPy's reductions release the GIL: the 10-ft size's
+    ids 0.? s against 3 s on one thread)."""
+    if not isinstance(a, np.ndarray):
+        return fn(a)
+    bounds = _strip_bounds(*a.shape)
+    return combine(native.in_strips(bounds, lambda s, stop: fn(a[bounds[s]:bounds[s + 1]])))
 
 
 def _device_layers(xp, z, f):

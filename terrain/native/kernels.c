@@ -718,9 +718,9 @@ done:
  * ========================================================================================== */
 
 void terrain_outlet_cells(const float *z, int64_t H, int64_t W, int connectivity,
-                          uint8_t *out) {
+                          uint8_t *out, int64_t i0, int64_t i1) { /* rows i0 <= i < i1 */
     const int step = connectivity == 8 ? 1 : 2;
-    for (int64_t i = 0; i < H; ++i)
+    for (int64_t i = i0; i < i1; ++i)
         for (int64_t j = 0; j < W; ++j) {
             const float v = z[i * W + j];
             int edge = 0;
