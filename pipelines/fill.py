@@ -4,9 +4,9 @@ summary: docs/hydrology.md, "The store"; the algorithm: :mod:`terrain.hydrology.
 Two routes, one choice (:func:`fill_route`), the same store bit for bit
 (tests/pipelines/test_fill_pipeline.py):
 
-* *in core* (the working arrays fit half the memory; on the GPU the device, or the host
-  while the device floods the grid strip by strip): no task graph; the whole DEM read,
-  :func:`terrain.hydrology.fill_depressions`, the layers written shard by shard.
+* *in core* (the working arrays fit the memory: the device's, or the host's):
+  no task graph; the whole DEM read, :func:`terrain.hydrology.fill_depressions`, the layers
+  written shard by shard.
 * *tiled* (out of core): one graph: the grid MST's (weight ``max``) writes the ``mst`` mask,
   then the fill walk and the label walk over the same quadtree plan (groups = shards;
   docs/hydrology.md, "Out of core"). Peak memory: a group's block per running task plus
@@ -62,17 +62,15 @@ CHECKPOINTED = ("fill-",)
 #: run twice, retried or resumed, writes the same ids)
 LAKE_LABELS = "lake_labels"
 _LAKE_LABELS = ("int32", 0, "scratch: a group's own numbering of its lakes")
-#: host bytes a cell takes in core at most: the priority flood's (DEM 4, levels 4, reached 1
-#: or in strips labels 4, outlets 1, queue and pit stack up to 12), then the layers (filled,
-#: depth, ids 12, the flooded mask 1, the labelling's stack up to 8); 23 measured at 4096²
-IN_CORE_BYTES_PER_CELL = 40
-#: the same with the options that build the forest (its graph and the hierarchy's)
+#: host bytes a cell the in-core fill takes: the priority flood's (DEM 4, levels 4, in
+#: strips labels 4, outlets 1, its queue), then the layers (filled over the levels, depth
+#: and ids 8, the flooded mask 1, the labelling's stack). Peak RSS over cells measured 18-19
+#: at the 40-ft, 16384² and 10-ft sizes, 23 at 4096² (where the process's own 0.1 GB counts)
+IN_CORE_BYTES_PER_CELL = 24
+#: the same with the options that build the forest (its graph and the hierarchy's): an
+#: estimate, not measured at scale, so held to half the memory where the plain fill's
+#: measured bytes are held to 80 %
 FOREST_BYTES_PER_CELL = 96
-#: host bytes a cell takes in core when the device floods the grid in strips (a grid it
-#: cannot hold whole): DEM 4, outlets 1, levels 4, the strips' labels 4, then the layers
-#: (depth, ids 8, the flooded mask 1, the labelling's stack up to 8) over the levels. No
-#: queue grows on the host, so this is a bound, held to 90 % of the available memory
-DEVICE_STRIPS_BYTES_PER_CELL = 26
 
 
 def default_output(input_path):
@@ -83,13 +81,13 @@ def default_output(input_path):
 
 def fill_route(shape, backend, in_core="auto", available=None, forest=False):
     """"in-core" or "tiled": in core when ``in_core`` is True, or "auto" and the grid's
-    working arrays fit: on the CPU half the available memory (:data:`IN_CORE_BYTES_PER_CELL`,
-    or :data:`FOREST_BYTES_PER_CELL` with ``forest``: the options that build the forest)
-    and, with ``forest``, the grid with its frame has fewer than 2^31 cells (the plain flood
-    cuts a bigger grid into strips of fewer); on the GPU the device
-    (:func:`terrain.hydrology.fits_on_device`) or, without ``forest``, 90 % of the host's
-    available memory (:data:`DEVICE_STRIPS_BYTES_PER_CELL`: the device floods the grid
-    strip by strip).
+    working arrays fit: on the GPU the device (:func:`terrain.hydrology.fits_on_device`);
+    else on the host :data:`IN_CORE_BYTES_PER_CELL` within 80 % of the available memory,
+    or with ``forest`` (the options that build the forest; not on the GPU)
+    :data:`FOREST_BYTES_PER_CELL` within half of it and, the grid with its frame, fewer
+    than 2^31 cells (the plain flood cuts a bigger grid into strips of fewer). The host
+    floods a grid the device cannot hold as fast as the device does strip by strip (the
+    10-ft size on an H200 host's 16 cores: 26.9 s against 24.4-27.9 s whole process).
 
     >>> fill_route((100, 100), get_backend("cpu"))
     'in-core'
@@ -110,15 +108,14 @@ def fill_route(shape, backend, in_core="auto", available=None, forest=False):
             return "in-core"
         if forest:  # the options' forest is built on the device whole
             return "tiled"
-        per_cell, share = DEVICE_STRIPS_BYTES_PER_CELL, 0.9
-    elif forest and (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
+    if forest and (int(shape[0]) + 2) * (int(shape[1]) + 2) >= 2**31:
         return "tiled"
-    else:
-        per_cell, share = FOREST_BYTES_PER_CELL if forest else IN_CORE_BYTES_PER_CELL, 0.5
     if available is None:
         import psutil
         available = psutil.virtual_memory().available
-    return "in-core" if cells * per_cell <= share * available else "tiled"
+    if forest:
+        return "in-core" if cells * FOREST_BYTES_PER_CELL <= available / 2 else "tiled"
+    return "in-core" if cells * IN_CORE_BYTES_PER_CELL <= 0.8 * available else "tiled"
 
 
 def write_geotiffs(store_path, directory, overwrite=False, cog=True):
@@ -361,7 +358,7 @@ def _run_in_core(dem_path, out_path, spec, geo, backend, outlets, options=None,
             z = read_layer(dem_path, "elevation", np.float32)
         t1 = time.perf_counter()
         r = fill_depressions(z, spec.connectivity, outlets, tile=spec.tile, backend=backend,
-                             **(options or {}))
+                             labels="depression" in names, **(options or {}))
         t2 = time.perf_counter()
         prepared.result()
         windows = shard_windows(spec.shape, spec.tile * tiles_per_shard(spec.tile, spec.shape))

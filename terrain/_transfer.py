@@ -151,30 +151,24 @@ def to_device(cp, host, device, stream=None):
     return Copies(fits, done, ring)
 
 
-def to_host(cp, device, pinned=False, stream=None, out=None):
-    """New NumPy arrays holding the contiguous device arrays ``device`` (or ``out``: given
-    C-contiguous host arrays of their shapes and dtypes, filled), copied on ``stream``
+def to_host(cp, device, pinned=False, stream=None):
+    """New NumPy arrays holding the contiguous device arrays ``device``, copied on ``stream``
     (default: the current one) and done on return: pageable arrays filled through the
     pinned ring (direct copies below :data:`SMALL_BYTES`), or with ``pinned=True`` arrays
     in pinned memory, one direct copy each."""
     stream = stream if stream is not None else cp.cuda.get_current_stream()
     d2h = cp.cuda.runtime.memcpyDeviceToHost
     small = sum(a.nbytes for a in device) <= SMALL_BYTES
-    if out is not None:
-        if any(o.shape != a.shape or np.dtype(o.dtype) != np.dtype(a.dtype)
-               or not o.flags.c_contiguous for o, a in zip(out, device)):
-            raise ValueError("to_host: out does not match the device arrays")
-        pinned = False
     if pinned or small:  # one direct copy per array
         empty = pinned_empty if pinned else (lambda cp, shape, dtype: np.empty(shape, dtype))
-        out = out or [empty(cp, a.shape, a.dtype) for a in device]
+        out = [empty(cp, a.shape, a.dtype) for a in device]
         for a, o in zip(device, out):
             if a.nbytes:
                 cp.cuda.runtime.memcpyAsync(o.ctypes.data, a.data.ptr, a.nbytes, d2h,
                                             stream.ptr)
         stream.synchronize()
         return out
-    out = out or [np.empty(a.shape, a.dtype) for a in device]
+    out = [np.empty(a.shape, a.dtype) for a in device]
     flat = [o.reshape(-1) for o in out]
     pieces = _pieces(flat, flat)
     pool, slots, ring, events = _ring(cp, len(pieces))

@@ -107,8 +107,8 @@ def _edge_cells(z, connectivity):
     """uint8: 1 at the valid cells of ``z`` (host) beside NaN or the grid's edge:
     ``terrain_outlet_cells`` of terrain/native/kernels.c: one pass, 0.05 s at 4096² where
     NumPy's padded copy and shifted masks took 0.06-0.20 s and ten times the grid's bytes;
-    in the flood's row strips (the 10-ft size's 3.5·10⁹ cells on 16 cores: ... s against
-    ... s as one)."""
+    in the flood's row strips, one a thread (8192² on the 2-core VM: 0.22 s against 0.36 s
+    on one; the 10-ft size took 12 s on one thread)."""
     z = np.ascontiguousarray(z, np.float32)
     out = np.empty(z.shape, np.uint8)
     H, W = z.shape
@@ -212,53 +212,32 @@ def _drain_block(zh, mh, src):
     return f
 
 
-def _flood_levels(z, outlet, connectivity, device=None, strip_cells=None):
+def _flood_levels(z, outlet, connectivity):
     """The levels (``inf`` where undrained or nodata) of DEM ``z`` in core: the priority
     flood ``terrain_flood_grid`` of terrain/native/kernels.c, on a big grid one row strip a
-    thread, joined by :func:`_raise_strips`. At 4096² one strip takes 0.72 s where the
-    forest and its drain pass took 5.9 s, so the CPU's in-core fill builds no forest; the
-    tiled fill and the GPU drain the forest (their steps are per tile and parallel).
-
-    With ``device`` (a GPU backend), for a grid on the host that the device cannot hold
-    whole: the strips are flooded on the device in turn
-    (:func:`terrain.hydrology._fill_gpu.flood_strip`), as few as keep each within
-    ``strip_cells`` (default: what the device's free memory takes), and joined the same
-    way."""
+    thread (:func:`_raise_strips`). At 4096² one strip takes 0.72 s where the forest and its
+    drain pass took 5.9 s, so the CPU's in-core fill builds no forest; the tiled fill and
+    the GPU drain the forest (their steps are per tile and parallel)."""
     H, W = z.shape
     z = np.ascontiguousarray(z, np.float32)
     outlet = np.ascontiguousarray(outlet, np.uint8)
-    if device is None:
-        bounds = _strip_bounds(H, W)
-    else:
-        from ._fill_gpu import flood_strip, strip_cells as device_cells
-        cap = device_cells(W, device) if strip_cells is None else strip_cells
-        bounds = _strip_bounds(H, W, -(-H * W // cap))
+    bounds = _strip_bounds(H, W)
     k = len(bounds) - 1
-    # on the CPU the strips' framed work arrays in one buffer, strip s from row bounds[s] +
-    # 2s; their levels end at its front, row-major: the kernel and the moves below never
-    # write past what is still to be read. The device's strips have no frame: in place.
-    if device is None:
-        at = [(bounds[s] + 2 * s) * (W + 2) for s in range(k)]
-        fh = np.empty((H + 2 * k) * (W + 2), np.float32)
-    else:
-        at = [r * W for r in bounds[:-1]]
-        fh = np.empty(H * W, np.float32)
+    # the strips' framed work arrays in one buffer, strip s from row bounds[s] + 2s; their
+    # levels end at its front, row-major: the kernel and the moves below never write past
+    # what is still to be read
+    fh = np.empty((H + 2 * k) * (W + 2), np.float32)
     labels = np.empty(fh.size, np.int32) if k > 1 else None
     lib = native.declared(_FILL_SIGNATURES)
 
     def flood(s, stop):
         r0, r1 = bounds[s], bounds[s + 1]
-        seams = (s > 0) | (s < k - 1) << 1
-        if device is not None:
-            n = (r1 - r0) * W
-            return flood_strip(z[r0:r1], outlet[r0:r1], seams, connectivity,
-                               fh[at[s]:at[s] + n].reshape(r1 - r0, W),
-                               None if labels is None else labels[at[s]:at[s] + n], device)
+        at = (r0 + 2 * s) * (W + 2)
         keys, weights = ctypes.c_void_p(), ctypes.c_void_p()
         m = lib.terrain_flood_grid(
             z.ctypes.data + 4 * r0 * W, outlet.ctypes.data + r0 * W, r1 - r0, W, connectivity,
-            seams, fh.ctypes.data + 4 * at[s],
-            None if labels is None else labels.ctypes.data + 4 * at[s], ctypes.byref(keys),
+            (s > 0) | (s < k - 1) << 1, fh.ctypes.data + 4 * at,
+            None if labels is None else labels.ctypes.data + 4 * at, ctypes.byref(keys),
             ctypes.byref(weights), stop.ctypes.data)
         try:
             _check(m, "the priority flood", r1 - r0, W)
@@ -269,11 +248,9 @@ def _flood_levels(z, outlet, connectivity, device=None, strip_cells=None):
             lib.terrain_free(keys)
             lib.terrain_free(weights)
 
-    # one device floods its strips in turn
-    spills = (native.in_strips(bounds, flood) if device is None
-              else [flood(s, None) for s in range(k)])
+    spills = native.in_strips(bounds, flood)
     if k > 1:
-        _raise_strips(lib, z, fh, labels, bounds, at, spills, connectivity)
+        _raise_strips(lib, z, fh, labels, bounds, spills, connectivity)
     return fh[:H * W].reshape(H, W)
 
 
@@ -305,16 +282,17 @@ def _across_seam(W, connectivity):
         yield slice(j0, j1), slice(j0 + d, j1 + d)
 
 
-def _raise_strips(lib, z, fh, labels, bounds, at, spills, connectivity):
+def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
     """Barnes (2016)'s parallel priority flood, the strips' step after their floods: every
     strip's labels get their minimax spill level from the outlets' labels over the strips'
     spills and the pairs of cells across each seam (both seeds: their own elevations), the
     strips' levels are raised to their labels' (``terrain_spill_levels``,
-    ``terrain_flood_raise``) and moved from ``at[s]`` to the front of ``fh``, row-major: the
-    one-strip flood's levels bit for bit (docs/hydrology.md, "In core on the CPU")."""
+    ``terrain_flood_raise``) and moved to the front of ``fh``: the one-strip flood's levels
+    bit for bit (docs/hydrology.md, "In core on the CPU")."""
     H, W = z.shape
     k = len(bounds) - 1
     span = 2 * W + 2  # a strip's labels: 0 none, 1 its outlets, 2... its seams' cells
+    at = [(bounds[s] + 2 * s) * (W + 2) for s in range(k)]
     eu, ev, ew = [], [], []
     for s, got in enumerate(spills):
         if got is not None:
@@ -340,21 +318,14 @@ def _raise_strips(lib, z, fh, labels, bounds, at, spills, connectivity):
         raise MemoryError(f"fill: no memory for the spills of {H} x {W} cells")
     g[0::span] = -np.inf  # nodata and the unreached: inf already
 
-    # the lift in pieces of the strips, one a thread (the device's strips are fewer)
-    pieces = sorted(set(bounds) | set(_strip_bounds(H, W)))
+    def lift(s, stop):
+        lib.terrain_flood_raise(fh.ctypes.data + 4 * at[s], labels.ctypes.data + 4 * at[s],
+                                (bounds[s + 1] - bounds[s]) * W, g.ctypes.data + 4 * s * span)
 
-    def lift(p, stop):
-        r0, r1 = pieces[p], pieces[p + 1]
-        s = int(np.searchsorted(bounds, r0, "right")) - 1
-        a = at[s] + (r0 - bounds[s]) * W
-        lib.terrain_flood_raise(fh.ctypes.data + 4 * a, labels.ctypes.data + 4 * a,
-                                (r1 - r0) * W, g.ctypes.data + 4 * s * span)
-
-    native.in_strips(pieces, lift)
-    for s in range(k):  # forwards: each strip's levels at ``at[s]`` to rows bounds[s]...
-        if at[s] != bounds[s] * W:
-            ctypes.memmove(fh.ctypes.data + 4 * bounds[s] * W, fh.ctypes.data + 4 * at[s],
-                           4 * (bounds[s + 1] - bounds[s]) * W)
+    native.in_strips(bounds, lift)
+    for s in range(k):  # forwards: each strip's levels to rows bounds[s]... of the front
+        ctypes.memmove(fh.ctypes.data + 4 * bounds[s] * W, fh.ctypes.data + 4 * at[s],
+                       4 * (bounds[s + 1] - bounds[s]) * W)
 
 
 def _check(rc, what, H, W):
@@ -419,8 +390,8 @@ class _GpuOps:
         return grid_mst(z, connectivity, "max", tile, self.be).mask
 
     def levels(self, z, outlet, connectivity, tile):
-        if isinstance(z, np.ndarray):  # too big for the device whole: strips, on the host
-            return _flood_levels(z, outlet, connectivity, device=self.be)
+        if isinstance(z, np.ndarray):  # more than the device holds: the host's flood
+            return _flood_levels(z, outlet, connectivity)
         from ._fill_gpu import device_levels
         return device_levels(z, outlet, connectivity, self.be)  # left there for _finish
 
@@ -432,7 +403,8 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     Parameters
     ----------
     dem : (rows, cols) array, NaN = nodata
-        A CuPy ``dem`` filled on the GPU gives CuPy layers (nothing leaves the device).
+        A CuPy ``dem`` filled on the GPU gives CuPy layers (nothing leaves the device). A
+        grid the device cannot hold whole is filled on the host, NumPy layers.
     connectivity : {4, 8}
     outlets : (rows, cols) array, optional
         Non-zero cells are the outlets (instead of the grid's edge and nodata).
@@ -464,7 +436,8 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     t0 = time.perf_counter()
     plain = not (hierarchy or epsilon or min_depth is not None or min_area is not None)
     be, conn = get_backend(backend), check_connectivity(connectivity)
-    # the device takes the grid whole where it fits (else its strips, from the host)
+    # the device takes the grid whole where it fits, else the host floods it (in row
+    # strips on its cores: as fast as the device flooding it strip by strip, measured)
     whole = be.is_gpu and plain and fits_on_device(np.shape(dem), be)
     z = _dem(dem, device=whole)
     if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
@@ -683,8 +656,8 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
 
 def _reduce(fn, a, combine):
     """``fn(a)`` of a 2-D array: on the device as it is, on the host ``combine`` of ``fn``
-    over the row strips, one a thread (NumPy's reductions release the GIL: the 10-ft size's
-    ids 0.? s against 3 s on one thread)."""
+    over the row strips, one a thread (NumPy's reductions release the GIL; the largest of
+    the 10-ft size's ids took 3 s on one thread)."""
     if not isinstance(a, np.ndarray):
         return fn(a)
     bounds = _strip_bounds(*a.shape)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from backends import assert_backends_identical
-from terrain.backend import get_backend
 from terrain.hydrology import fill_depressions, fill_tiled, outlet_cells
 from terrain.hydrology._fill_cpu import NB_DC, NB_DR
 from terrain.hydrology._fill_gpu import _MAX_ROUNDS, _roots
@@ -136,44 +135,6 @@ def fill_jump_twin(P, val, P2, val2, n):
     return flag
 
 
-@numba.njit(cache=True)
-def fill_strip_labels_twin(root, val, outlet, label, rows, cols, seams):
-    for v in range(rows * cols):
-        if np.isinf(val[v]):
-            label[v] = 0
-            continue
-        r = root[v]
-        if outlet[r]:
-            label[v] = 1
-            continue
-        i, j = r // cols, r % cols
-        label[v] = (2 + j if (seams & 1) and i == 0 else
-                    2 + cols + j if (seams & 2) and i == rows - 1 else 0)
-
-
-@numba.njit(cache=True)
-def fill_strip_spills_twin(label, val, rows, cols, connectivity, keys, w, count, cap):
-    dr, dc = (0, 1, 1, 1), (1, 0, 1, -1)  # E, S, SE, SW
-    for v in range(rows * cols):
-        a = label[v]
-        if not a:
-            continue
-        i, j = v // cols, v % cols
-        for k in range(4 if connectivity == 8 else 2):
-            i2, j2 = i + dr[k], j + dc[k]
-            if i2 >= rows or j2 < 0 or j2 >= cols:
-                continue
-            b = label[i2 * cols + j2]
-            if not b or b == a:
-                continue
-            at = count[0]
-            count[0] += 1
-            if at >= cap:
-                continue
-            keys[at] = (np.uint64(min(a, b)) << np.uint64(32)) | np.uint64(max(a, b))
-            w[at] = max(val[v], val[i2 * cols + j2])
-
-
 def euler_levels_twin(z, mask, outlet, labels):
     """device_levels' steps after the forest, on the CPU with the kernels' twins: ``mask``
     a forest in which every tree holds at most one outlet, ``labels`` a cell of each tree
@@ -266,14 +227,25 @@ def test_gpu_options_and_tiled_equal_cpu():
                                                    backend=b).filled)
 
 
+@pytest.mark.gpu
+def test_gpu_fill_beyond_the_device_is_the_hosts(monkeypatch):
+    """A grid the device cannot hold whole (its free memory made to look small) is filled
+    by the host's flood: NumPy layers, the CPU's bit for bit."""
+    import terrain.hydrology.fill as fill_module
+    z = case(3, (300, 257))
+    cpu = fill_depressions(z, 8, backend="cpu")
+    monkeypatch.setattr(fill_module, "fits_on_device", lambda shape, backend=None: False)
+    gpu = fill_depressions(z, 8, backend="gpu")
+    for name in ("filled", "depth", "depression"):
+        assert isinstance(getattr(gpu, name), np.ndarray)
+        np.testing.assert_array_equal(getattr(gpu, name), getattr(cpu, name), strict=True)
+
+
 class _HostArray(np.ndarray):
     """A NumPy array with CuPy's ``.get()``: the launcher's host reads."""
 
-    def get(self, out=None):
-        if out is None:
-            return np.asarray(self)
-        out[...] = self
-        return out
+    def get(self):
+        return np.asarray(self)
 
     def __getitem__(self, key):  # CuPy indexes a scalar as a 0-d array
         out = super().__getitem__(key)
@@ -285,7 +257,7 @@ class _FakeCupy:
     :class:`_HostArray`, so the launch sequence (arguments, buffers, swaps, flags) runs with
     the kernels' Numba twins in place of the CUDA kernels."""
 
-    float32, uint8, int32, uint32, uint64 = np.float32, np.uint8, np.int32, np.uint32, np.uint64
+    float32, uint8, int32 = np.float32, np.uint8, np.int32
 
     def __getattr__(self, name):
         fn = getattr(np, name)
@@ -296,12 +268,12 @@ class _FakeCupy:
         return wrapped
 
 
-def _twin_device(monkeypatch):
-    """A GPU backend without a GPU: the seeded forest from Kruskal (what
-    device_mst(seeds=...) makes), the CUDA kernels of ``_fill.cu`` replaced by their twins
-    through the same argument lists, CuPy by :class:`_FakeCupy`."""
-    import terrain._transfer as transfer
+def test_device_launcher_with_the_twins(monkeypatch):
+    """terrain.hydrology._fill_gpu.device_levels end to end without a GPU: the seeded
+    forest from Kruskal (what device_mst(seeds=...) makes), the CUDA kernels replaced by
+    their twins through the same argument lists; the levels equal the CPU's."""
     import terrain.grid.mst_device as md
+    import terrain.hydrology._fill_gpu as fg
     from terrain.backend import Backend
 
     def fake_mst(z, connectivity, model, hlen, be, seeds=None):
@@ -322,12 +294,7 @@ def _twin_device(monkeypatch):
                "fill_succ": lambda g, b, a: fill_succ_twin(*a[:4], int(a[4]), int(a[5])),
                "fill_rank": rank,
                "fill_parent": lambda g, b, a: fill_parent_twin(*a[:8], int(a[8]), int(a[9])),
-               "fill_jump": jump,
-               "fill_strip_labels": lambda g, b, a: fill_strip_labels_twin(
-                   *(np.ravel(x) for x in a[:4]), *(int(x) for x in a[4:])),
-               "fill_strip_spills": lambda g, b, a: fill_strip_spills_twin(
-                   np.ravel(a[0]), np.ravel(a[1]), *(int(x) for x in a[2:5]), *a[5:8],
-                   int(a[8]))}
+               "fill_jump": jump}
 
     class Module:
         def get_function(self, name):
@@ -339,31 +306,8 @@ def _twin_device(monkeypatch):
         def cuda_module(self, path, *a, **k):
             return Module()
 
-    class Copied:
-        def wait(self):
-            pass
-
-    def to_device(cp, host, device, stream=None):
-        for h, d in zip(host, device):
-            d[...] = h
-        return Copied()
-
-    def to_host(cp, device, pinned=False, stream=None, out=None):
-        for d, o in zip(device, out):
-            o[...] = d
-        return out
-
     monkeypatch.setattr(md, "device_mst", fake_mst)
-    monkeypatch.setattr(transfer, "to_device", to_device)
-    monkeypatch.setattr(transfer, "to_host", to_host)
-    return FakeGpu("gpu", _FakeCupy())
-
-
-def test_device_launcher_with_the_twins(monkeypatch):
-    """terrain.hydrology._fill_gpu.device_levels end to end without a GPU: the levels
-    equal the CPU's."""
-    import terrain.hydrology._fill_gpu as fg
-    be = _twin_device(monkeypatch)
+    be = FakeGpu("gpu", _FakeCupy())
     for seed in range(8):
         z = case(seed, (23, 31))
         for conn in (4, 8):
@@ -372,54 +316,3 @@ def test_device_launcher_with_the_twins(monkeypatch):
             want = fill_depressions(z, conn, backend="cpu")
             np.testing.assert_array_equal(np.where(np.isinf(got), z, got), want.filled,
                                           strict=True)
-
-
-@pytest.mark.parametrize("conn", [4, 8])
-@pytest.mark.parametrize("seed", range(8))
-def test_device_strips_with_the_twins(seed, conn, monkeypatch):
-    """A grid the device cannot hold whole, flooded on it strip by strip
-    (terrain.hydrology._fill_gpu.flood_strip, the twins in place of the CUDA kernels) and
-    joined on the host: the CPU's levels bit for bit, with ties, nodata, named outlets that
-    leave cells undrained, and strips of 2 rows; the host's passes in 5 strips of their
-    own, across the device's."""
-    from terrain import native
-    from terrain.hydrology.fill import _flood_levels
-    be = _twin_device(monkeypatch)
-    monkeypatch.setattr(native, "threads", lambda work=None: 5)
-    z = case(seed, (37, 29))
-    outlets = None
-    if seed % 4 == 1:
-        outlets = np.zeros(z.shape, np.uint8)
-        outlets.ravel()[::53] = 1
-    out = outlet_cells(z, conn, outlets)
-    want = _flood_levels(z, out, conn)
-    for rows in (18, 12, 5, 2):  # 3, 4, 8 and 19 strips
-        got = _flood_levels(z, out, conn, device=be, strip_cells=rows * z.shape[1])
-        np.testing.assert_array_equal(got, want, strict=True, err_msg=f"{rows} rows")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("conn", [4, 8])
-@pytest.mark.parametrize("seed", range(4))
-def test_gpu_strips_equal_cpu(seed, conn, monkeypatch):
-    """On the device: a grid cut into strips of a few rows each gives the one-strip levels,
-    and ``fill_depressions`` of a grid the device cannot hold whole (the device's free memory
-    made to look small) gives the CPU's layers."""
-    from terrain.hydrology import _fill_gpu
-    from terrain.hydrology.fill import _flood_levels
-    z = case(seed, (300, 257))
-    out = outlet_cells(z, conn)
-    want = _flood_levels(z, out, conn)
-    for rows in (150, 61, 7):
-        got = _flood_levels(z, out, conn, device=get_backend("gpu"),
-                            strip_cells=rows * z.shape[1])
-        np.testing.assert_array_equal(got, want, strict=True, err_msg=f"{rows} rows")
-    cpu = fill_depressions(z, conn, backend="cpu")
-    monkeypatch.setattr(_fill_gpu, "fits_on_device", lambda shape, backend=None: False)
-    import terrain.hydrology.fill as fill_module
-    monkeypatch.setattr(fill_module, "fits_on_device", lambda shape, backend=None: False)
-    monkeypatch.setattr(_fill_gpu, "strip_cells", lambda cols, backend=None: 40 * cols)
-    gpu = fill_depressions(z, conn, backend="gpu")
-    assert isinstance(gpu.filled, np.ndarray)
-    for name in ("filled", "depth", "depression"):
-        np.testing.assert_array_equal(getattr(gpu, name), getattr(cpu, name), strict=True)

@@ -127,6 +127,31 @@ def test_route_option(tmp_path, capsys, small_shards):
     _assert_store_is(tmp_path / "t.zarr", fill_depressions(z, 8, backend="cpu"))
 
 
+def test_route_by_memory(monkeypatch):
+    """In core where the grid's bytes fit: on the host 24 a cell within 80 % of the
+    available memory, 96 within half with the options that build the forest; on the GPU the
+    device, or else the host's flood (the forest's options: the tiled route)."""
+    import terrain.hydrology
+    from pipelines.fill import fill_route
+    from terrain.backend import get_backend
+
+    class Gpu:
+        is_gpu = True
+
+    ten_ft, host = (50220, 70520), 125 << 30  # an H200 host's available memory
+    cpu = get_backend("cpu")
+    assert fill_route(ten_ft, cpu, available=host) == "in-core"
+    assert fill_route(ten_ft, cpu, available=24 << 30) == "tiled"  # the 2-core VM
+    assert fill_route((12555, 17630), cpu, available=20 << 30) == "in-core"  # 40-ft size
+    assert fill_route((12555, 17630), cpu, available=20 << 30, forest=True) == "tiled"
+    assert fill_route((8192, 8192), cpu, available=20 << 30, forest=True) == "in-core"
+    monkeypatch.setattr(terrain.hydrology, "fits_on_device", lambda shape, backend: False)
+    assert fill_route(ten_ft, Gpu(), available=host) == "in-core"
+    assert fill_route(ten_ft, Gpu(), available=host, forest=True) == "tiled"
+    monkeypatch.setattr(terrain.hydrology, "fits_on_device", lambda shape, backend: True)
+    assert fill_route(ten_ft, Gpu(), available=1, forest=True) == "in-core"
+
+
 def test_options_reach_the_library(tmp_path, capsys):
     z = _dem(6, (30, 40), integer=True)
     asc, z = _asc(tmp_path, z)
