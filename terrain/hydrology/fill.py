@@ -129,13 +129,19 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
     >>> depression_labels(np.array([[1, 0, 1], [0, 1, 0]], bool), 4).tolist()
     [[1, 0, 2], [0, 3, 0]]
     """
+    return _labelled(flooded, connectivity, backend)[0]
+
+
+def _labelled(flooded, connectivity, backend):
+    """``(depression_labels(...), the number of regions)``: the count, the largest id, is
+    what the labelling knows, not another pass over the grid."""
     be = get_backend(backend)
     conn = check_connectivity(connectivity)
     if be.is_gpu:
         xp = be.xp
         structure = xp.ones((3, 3), bool) if conn == 8 else None
-        labels, _ = be.ndimage.label(xp.asarray(flooded, np.bool_), structure)
-        return labels
+        labels, count = be.ndimage.label(xp.asarray(flooded, np.bool_), structure)
+        return labels, int(count)
     mask = np.ascontiguousarray(flooded, np.bool_).view(np.uint8)
     if mask.ndim != 2:
         raise InputError(f"depression labels: a 2-D mask, got shape {mask.shape}")
@@ -150,15 +156,15 @@ def depression_labels(flooded, connectivity=8, backend="cpu"):
 
     counts = native.in_strips(bounds, label)
     if len(counts) > 1:
-        _join_strip_labels(labels, bounds, counts, conn)
-    return labels
+        return labels, _join_strip_labels(labels, bounds, counts, conn)
+    return labels, counts[0]
 
 
 def _join_strip_labels(labels, bounds, counts, conn):
     """The strips' own numberings in ``labels`` made the grid's, in place: regions that meet
     across a seam joined (each keyed by its strip and number, the least key of a region
     kept: the strip and number of its first cell), then numbered in the order of their keys,
-    which is the row-major order of their first cells."""
+    which is the row-major order of their first cells. Returns the number of regions."""
     W = labels.shape[1]
     first = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)  # key first[s] + n
     parent = np.arange(first[-1] + 1)
@@ -195,6 +201,7 @@ def _join_strip_labels(labels, bounds, counts, conn):
                                    (bounds[s + 1] - bounds[s]) * W, table.ctypes.data)
 
     native.in_strips(bounds, renumber)
+    return int(ids.max())
 
 
 def _drain_block(zh, mh, src):
@@ -634,14 +641,13 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
         filled, depth, flooded, counts, max_depth = _host_layers(z, f)
         xp = np
     if depression is None and labels:
-        depression = depression_labels(flooded, conn, be if on_device else "cpu")
+        depression, regions = _labelled(flooded, conn, be if on_device else "cpu")
+    elif depression is not None:
+        regions = int(depression.max()) if depression.size else 0
     valid, wet, undrained = counts
-    stats = {"cells": valid, "outlets": int(_reduce(xp.count_nonzero, xp.asarray(outlet),
-                                                    sum)),
+    stats = {"cells": valid, "outlets": _count_nonzero(xp, xp.asarray(outlet)),
              "flooded": wet,
-             "depressions": (None if depression is None
-                             else int(_reduce(xp.max, depression, max)) if depression.size
-                             else 0),
+             "depressions": None if depression is None else regions,
              "undrained": undrained, "max_depth": max_depth if valid else 0.0,
              "connectivity": conn, "backend": be.name, "path": path}
     if on_device and host:
@@ -654,14 +660,14 @@ def _finish(z, f, outlet, conn, be, path, times, t0, depression=None, host=True,
     return FillResult(filled, depth, depression, stats)
 
 
-def _reduce(fn, a, combine):
-    """``fn(a)`` of a 2-D array: on the device as it is, on the host ``combine`` of ``fn``
-    over the row strips, one a thread (NumPy's reductions release the GIL; the largest of
-    the 10-ft size's ids took 3 s on one thread)."""
-    if not isinstance(a, np.ndarray):
-        return fn(a)
+def _count_nonzero(xp, a):
+    """The non-zero cells of a 2-D array: on the device at once, on the host summed over the
+    row strips, one a thread (NumPy's count releases the GIL)."""
+    if xp is not np:
+        return int(xp.count_nonzero(a))
     bounds = _strip_bounds(*a.shape)
-    return combine(native.in_strips(bounds, lambda s, stop: fn(a[bounds[s]:bounds[s + 1]])))
+    return sum(native.in_strips(bounds, lambda s, stop: int(
+        np.count_nonzero(a[bounds[s]:bounds[s + 1]]))))
 
 
 def _device_layers(xp, z, f):
