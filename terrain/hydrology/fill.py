@@ -365,7 +365,8 @@ _FILL_SIGNATURES = {
 
 
 class _CpuOps:
-    """The CPU's forest (kept: it does not depend on the outlets) and priority flood."""
+    """The host's priority flood (the CPU's, and the GPU's for a grid the device cannot
+    hold whole) and the backend's forest (kept: it does not depend on the outlets)."""
 
     name = "cpu"
 
@@ -397,8 +398,6 @@ class _GpuOps:
         return grid_mst(z, connectivity, "max", tile, self.be).mask
 
     def levels(self, z, outlet, connectivity, tile):
-        if isinstance(z, np.ndarray):  # more than the device holds: the host's flood
-            return _flood_levels(z, outlet, connectivity)
         from ._fill_gpu import device_levels
         return device_levels(z, outlet, connectivity, self.be)  # left there for _finish
 
@@ -444,8 +443,10 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     plain = not (hierarchy or epsilon or min_depth is not None or min_area is not None)
     be, conn = get_backend(backend), check_connectivity(connectivity)
     # the device takes the grid whole where it fits, else the host floods it (in row
-    # strips on its cores: as fast as the device flooding it strip by strip, measured)
-    whole = be.is_gpu and plain and fits_on_device(np.shape(dem), be)
+    # strips on its cores: as fast as the device flooding it strip by strip, measured);
+    # the options' hierarchy is the host's, so their DEM stays there, their levels not
+    fits = be.is_gpu and fits_on_device(np.shape(dem), be)
+    whole = fits and plain
     z = _dem(dem, device=whole)
     if min_depth is not None and not (np.isfinite(min_depth) and min_depth >= 0):
         raise InputError(f"fill: min_depth {min_depth!r} must be a number >= 0")
@@ -455,7 +456,7 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
     if whole:  # all on the device from here
         z = be.xp.asarray(z)
     outlet = outlet_cells(z, conn, outlets)
-    ops = be.select(_CpuOps, _GpuOps)(be)
+    ops = (_GpuOps if fits else _CpuOps)(be)
     times = {}
     table = None
     t1 = time.perf_counter()

@@ -241,6 +241,22 @@ def test_gpu_fill_beyond_the_device_is_the_hosts(monkeypatch):
         np.testing.assert_array_equal(getattr(gpu, name), getattr(cpu, name), strict=True)
 
 
+@pytest.mark.gpu
+def test_gpu_options_fill_on_the_device(monkeypatch):
+    """The options keep their DEM and hierarchy on the host, but where the grid fits the
+    device their levels are the device's: the host's flood is for grids beyond it."""
+    import terrain.hydrology.fill as fill_module
+    z = case(4, (120, 130))
+    cpu = fill_depressions(z, 8, backend="cpu", min_depth=2.0)
+
+    def host_flood(*args, **kwargs):
+        raise AssertionError("the host's flood ran for a grid that fits the device")
+
+    monkeypatch.setattr(fill_module, "_flood_levels", host_flood)
+    gpu = fill_depressions(z, 8, backend="gpu", min_depth=2.0)
+    np.testing.assert_array_equal(gpu.filled, cpu.filled, strict=True)
+
+
 class _HostArray(np.ndarray):
     """A NumPy array with CuPy's ``.get()``: the launcher's host reads."""
 
