@@ -1,4 +1,5 @@
 from ._fill_gpu import fits_on_device
+from ._flow_gpu import flow_fits_on_device
 from .fill import (depression_hierarchy, depression_labels, fill_depressions, fill_leaf_down,
     fill_leaf_up, fill_merge, fill_split, fill_tiled, FillResult, FillSpec,
     HIERARCHY_COLUMNS, kept_pits, label_border, label_count, label_ids, label_merge,

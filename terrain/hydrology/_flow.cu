@@ -57,16 +57,18 @@ extern "C" __global__ void classify(const float* zp, const unsigned char* outp, 
 }
 
 // which 0: a flat interior cell beside a higher cell; which 1: beside a drain (a coded or
-// outlet cell of its elevation). Halo flat cells take their given distances.
+// outlet cell of its elevation). Halo flat cells take their given distances (has_halo), else
+// none: a block that holds its flats whole has no halo to read.
 extern "C" __global__ void flat_seed(const float* zp, const unsigned char* code, const int* halo,
-                                     int which, int step, int R, int C, int* dist) {
+                                     int has_halo, int which, int step, int R, int C,
+                                     int* dist) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)R * C) return;
     int r = (int)(i / C), c = (int)(i % C);
     dist[i] = INF;
     if (r < 1 || r >= R - 1 || c < 1 || c >= C - 1 || code[i] != FLAT) return;
     bool inner = r >= 2 && r < R - 2 && c >= 2 && c < C - 2;
-    if (!inner) { dist[i] = halo[i]; return; }
+    if (!inner) { dist[i] = has_halo ? halo[i] : INF; return; }
     float z = zp[i];
     for (int k = 0; k < 8; k += step) {
         long long n = i + (long long)DR[k] * C + DC[k];
@@ -79,11 +81,13 @@ extern "C" __global__ void flat_seed(const float* zp, const unsigned char* code,
     }
 }
 
-extern "C" __global__ void flat_frontier(const long long* front, const int* count,
+extern "C" __global__ void flat_frontier(const long long* front, const unsigned int* count,
                                          const unsigned char* code, int step, int R, int C,
                                          int round, int* dist, int* stamp, long long* next,
-                                         int* next_count) {
-    int n = *count;  // read on the device: the host enqueues rounds without waiting
+                                         unsigned int* next_count) {
+    // read on the device: the host enqueues rounds without waiting; a block's cells (and so
+    // its flat cells) are fewer than 2^32 (GpuOps)
+    unsigned int n = *count;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n;
          t += (long long)gridDim.x * blockDim.x) {
         long long i = front[t];
@@ -93,23 +97,24 @@ extern "C" __global__ void flat_frontier(const long long* front, const int* coun
             int r = (int)(m / C), c = (int)(m % C);
             if (r < 2 || r >= R - 2 || c < 2 || c >= C - 2 || code[m] != FLAT) continue;
             if (atomicMin(&dist[m], d) > d && atomicExch(&stamp[m], round) != round)
-                next[atomicAdd(next_count, 1)] = m;
+                next[atomicAdd(next_count, 1u)] = m;
         }
     }
 }
 
+// labels are cell indices: unsigned 32 bits hold every index of a block below 2^32 cells
 extern "C" __global__ void label_min(const long long* cells, long long n, const unsigned char* code,
-                                     int step, int R, int C, int* label, int* changed) {
+                                     int step, int R, int C, unsigned int* label, int* changed) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
     long long i = cells[t];
-    int l = label[i];
-    int best = l;
+    unsigned int l = label[i];
+    unsigned int best = l;
     for (int k = 0; k < 8; k += step) {
         long long m = i + (long long)DR[k] * C + DC[k];
         int r = (int)(m / C), c = (int)(m % C);
         if (r < 2 || r >= R - 2 || c < 2 || c >= C - 2 || code[m] != FLAT) continue;
-        int lm = ((volatile int*)label)[m];
+        unsigned int lm = ((volatile unsigned int*)label)[m];
         if (lm < best) best = lm;
     }
     if (best < l) {
@@ -119,12 +124,12 @@ extern "C" __global__ void label_min(const long long* cells, long long n, const 
     }
 }
 
-extern "C" __global__ void label_jump(const long long* cells, long long n, int* label) {
+extern "C" __global__ void label_jump(const long long* cells, long long n, unsigned int* label) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
     long long i = cells[t];
-    int l = label[i];
-    int p = label[l];
+    unsigned int l = label[i];
+    unsigned int p = label[l];
     while (p != l) {
         l = p;
         p = label[l];
@@ -185,7 +190,8 @@ extern "C" __global__ void indegree(const unsigned char* dp, int R, int C, unsig
 }
 
 extern "C" __global__ void accumulate(const unsigned char* dp, const double* weights, int has_w,
-                                      const double* ext, const long long* sources, long long n,
+                                      const double* ext, int has_ext, const long long* sources,
+                                      long long n,
                                       int R, int C, unsigned int* indeg, double* acc,
                                       unsigned long long* done) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -200,7 +206,7 @@ extern "C" __global__ void accumulate(const unsigned char* dp, const double* wei
             if (dp[m] == (1 << ((k + 4) & 7))) {
                 int mr = r + DR[k], mc = c + DC[k];
                 if (mr >= 1 && mr < R - 1 && mc >= 1 && mc < C - 1) s = __dadd_rn(s, __ldcg(acc + m));
-                else s = __dadd_rn(s, ext[m]);
+                else if (has_ext) s = __dadd_rn(s, ext[m]);
             }
         }
         __stcg(acc + i, s);

@@ -72,7 +72,8 @@ def classify(zp, op, edge_outlets, dist, step):
 def flat_distances(zp, code, halo_a, halo_t, step):
     """``(away, towards)`` (int32): BFS distances in the interior's flats from higher
     terrain and towards lower (a draining cell of the flat's elevation), seeded also by the
-    halo ring's ``halo_a``/``halo_t``; :data:`INF` where unreached."""
+    halo ring's ``halo_a``/``halo_t`` (None: no halo, a block that holds its flats whole);
+    :data:`INF` where unreached."""
     zp = _c(zp, np.float32)
     away, towards = np.empty(zp.shape, np.int32), np.empty(zp.shape, np.int32)
     _flat_distances(zp, code, halo_a, halo_t, step, away, towards, True)
@@ -93,9 +94,10 @@ def _flat_distances(zp, code, halo_a, halo_t, step, away, towards, fresh):
     for a in (away, towards):
         if a.dtype != np.int32 or a.shape != (R, C) or not a.flags.c_contiguous:
             raise ValueError("flat distances: int32 C-contiguous arrays of the codes' shape")
-    halo_a, halo_t = _c(halo_a, np.int32), _c(halo_t, np.int32)
+    halo_a, halo_t = (None if h is None else _c(h, np.int32).ctypes.data
+                      for h in (halo_a, halo_t))
     _oom(_run("terrain_flow_flat_distances", None if zp is None else zp.ctypes.data,
-              code.ctypes.data, halo_a.ctypes.data, halo_t.ctypes.data, int(step), R, C,
+              code.ctypes.data, halo_a, halo_t, int(step), R, C,
               away.ctypes.data, towards.ctypes.data, int(fresh)), "the flat distances",
          (R, C))
 
@@ -148,8 +150,8 @@ def flat_directions(zp, code, away, towards, labels, height, step):
 
 def accumulate(dp, weights, ext):
     """``(acc, order, done, err)``: the accumulation of ``dp``'s interior (float64, NaN in
-    the ring; inflows summed in code order, the ring's from ``ext``; ``weights`` the
-    interior's, or 1 a cell) in Kahn's order (``order``: flat block indices). ``err`` 1 for
+    the ring; inflows summed in code order, the ring's from ``ext``, or None for a block
+    whose ring is nodata; ``weights`` the interior's, or 1 a cell) in Kahn's order (``order``: flat block indices). ``err`` 1 for
     a direction to nodata or off the grid; fewer cells ``done`` than valid: a cycle."""
     dp = _c(dp, np.uint8)
     R, C = dp.shape
@@ -157,11 +159,11 @@ def accumulate(dp, weights, ext):
     order = np.empty(R * C, np.int64)
     err = np.zeros(1, np.int64)
     w = None if weights is None else _c(weights, np.float64)
-    ext = _c(ext, np.float64)
+    ext = None if ext is None else _c(ext, np.float64)
     done = _oom(_run("terrain_flow_accumulate", dp.ctypes.data,
                      None if w is None else w.ctypes.data, 0 if w is None else w.shape[1],
-                     ext.ctypes.data, R, C, acc.ctypes.data, order.ctypes.data,
-                     err.ctypes.data), "the accumulation", dp.shape)
+                     None if ext is None else ext.ctypes.data, R, C, acc.ctypes.data,
+                     order.ctypes.data, err.ctypes.data), "the accumulation", dp.shape)
     return acc, order, int(done), int(err[0])
 
 

@@ -7,13 +7,40 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backend import get_backend
+from ..errors import InputError
 from ._neighbours import NB_DC, NB_DR
 
-__all__ = ["GpuOps"]
+__all__ = ["GpuOps", "MAX_CELLS", "DEVICE_BYTES_PER_CELL", "flow_fits_on_device"]
 
 _BLOCK = 256
 _CHECK = 32  # frontier rounds between the host's looks at the frontier's size
 _INF = 2**31 - 1
+#: cells of the largest block: the flats' labels are its cell indices in 32 bits (unsigned)
+MAX_CELLS = 2**32
+#: device bytes a cell of a grid's flow in core (flow_directions and flow_accumulation of
+#: one block) at its peak, the flats' labels: padded elevations (4), codes (1), away and
+#: towards (8), the labels' cell indices and numbers (8), with a quarter of the cells flat
+#: (their index lists, 28 a flat cell). The 10-ft size's (3.5·10⁹ cells, 25 % flat) ran so
+#: on an H200 (139 GB free; CuPy's pool, reusing its blocks, reserved all of it)
+DEVICE_BYTES_PER_CELL = 32
+
+
+def flow_fits_on_device(shape, backend=None, headroom=0.9):
+    """True when the flow of a grid of ``shape`` runs whole on the backend's device: one
+    block of fewer than :data:`MAX_CELLS` cells, :data:`DEVICE_BYTES_PER_CELL` a cell within
+    ``headroom`` of its free memory."""
+    from ..grid.mst_device import free_device_bytes
+    be = get_backend(backend)
+    n = (int(shape[0]) + 4) * (int(shape[1]) + 4)
+    return (be.is_gpu and n < MAX_CELLS
+            and DEVICE_BYTES_PER_CELL * n <= headroom * free_device_bytes(be))
+
+
+def _check_cells(R, C):
+    if R * C >= MAX_CELLS:
+        raise InputError(f"flow: a {R} x {C} block is more than the device's flat kernels "
+                         f"index ({MAX_CELLS} cells)")
 
 
 class GpuOps:
@@ -43,27 +70,31 @@ class GpuOps:
         cp = self.cp
         inner = cp.zeros((R, C), bool)
         inner[2:R - 2, 2:C - 2] = True
-        return cp.flatnonzero(inner.ravel() & (code_d.ravel() == 254)).astype(cp.int64)
+        return cp.flatnonzero(inner.ravel() & (code_d.ravel() == 254))  # int64
 
     def flat_distances(self, zp, code, halo_a, halo_t, step):
         """The away and towards BFS distances over the flats, round by round on a frontier
-        (rounds are enqueued without waiting; the host looks every ``_CHECK`` rounds)."""
+        (rounds are enqueued without waiting; the host looks every ``_CHECK`` rounds). No
+        halos (None): a block that holds its flats whole."""
         cp = self.cp
         R, C = zp.shape
+        _check_cells(R, C)
         z = cp.asarray(zp, cp.float32)
         code_d = cp.asarray(code)
         flat = code_d == 254
         size = max(1, int(cp.count_nonzero(flat)))
         stamp = cp.full(R * C, -1, cp.int32)
         fronts = (cp.empty(size, cp.int64), cp.empty(size, cp.int64))
-        counts = (cp.zeros(1, cp.int32), cp.zeros(1, cp.int32))
+        counts = (cp.zeros(1, cp.uint32), cp.zeros(1, cp.uint32))
         grid = (min(4096, (size + _BLOCK - 1) // _BLOCK),)
         rnd = 0
         out = []
         for which, halo in ((0, halo_a), (1, halo_t)):
             dist = cp.empty((R, C), cp.int32)
-            self._launch("flat_seed", R * C, z, code_d, cp.asarray(halo, cp.int32),
-                         np.int32(which), np.int32(step), np.int32(R), np.int32(C), dist)
+            self._launch("flat_seed", R * C, z, code_d,
+                         dist if halo is None else cp.asarray(halo, cp.int32),
+                         np.int32(halo is not None), np.int32(which), np.int32(step),
+                         np.int32(R), np.int32(C), dist)
             seeds = cp.flatnonzero(flat.ravel() & (dist.ravel() < _INF))
             fronts[0][:seeds.size] = seeds
             counts[0].fill(seeds.size)
@@ -85,8 +116,9 @@ class GpuOps:
         cp = self.cp
         R, C = code.shape
         code_d = cp.asarray(code)
+        _check_cells(R, C)
         cells = self._flat_cells(code_d, R, C)
-        label = cp.arange(R * C, dtype=cp.int32)
+        label = cp.arange(R * C, dtype=cp.uint32)  # label_min's cell indices
         changed = cp.zeros(1, cp.int32)
         while cells.size:
             changed.fill(0)
@@ -96,6 +128,7 @@ class GpuOps:
             if not int(changed.get()[0]):
                 break
         roots = label[cells]
+        del label  # before the labels' grid is made: a grid in core peaks here
         uniq = cp.unique(roots)  # sorted: row-major order of each component's first cell
         lab = cp.searchsorted(uniq, roots).astype(cp.int32) + 1
         labels = cp.zeros(R * C, cp.int32)
@@ -127,12 +160,14 @@ class GpuOps:
         inner[1:R - 1, 1:C - 1] = True
         sources = cp.flatnonzero(inner.ravel() & (d.ravel() != 255)
                                  & (indeg.ravel() == 0)).astype(cp.int64)
+        del inner
         acc = cp.full((R, C), cp.nan, cp.float64)
         done = cp.zeros(1, cp.uint64)
         w = (cp.asarray(weights, cp.float64) if weights is not None
              else cp.zeros(1, cp.float64))
         self._launch("accumulate", sources.size, d, w, np.int32(weights is not None),
-                     cp.asarray(ext, cp.float64), sources, np.int64(sources.size),
+                     acc if ext is None else cp.asarray(ext, cp.float64),
+                     np.int32(ext is not None), sources, np.int64(sources.size),
                      np.int32(R), np.int32(C), indeg, acc, done)
         return acc, None, int(done.get()[0]), int(err.get()[0])
 

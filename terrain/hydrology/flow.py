@@ -193,8 +193,6 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None, state=None
     if state is not None:
         away, towards, labels = state.dense()
     else:
-        if halo_a is None:
-            halo_a = halo_t = xp.full(zp.shape, _INF, np.int32)
         away, towards = ops.flat_distances(zp, code, halo_a, halo_t, spec.step)
         labels, maxa = ops.flat_labels(code, away, spec.step)
     if isinstance(height, str):  # "local": the block holds its flats whole (one group)
@@ -846,7 +844,7 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
         xp = ops.be.xp
         dp = xp.pad(ops.be.asarray(d), 1, constant_values=255)
         wd = None if w is None else xp.nan_to_num(ops.be.asarray(w), nan=0.0)
-        acc = _checked_accumulate(ops, dp, wd, xp.zeros(dp.shape, np.float64), "direction")[0]
+        acc = _checked_accumulate(ops, dp, wd, None, "direction")[0]
         return where.asarray(acc[1:-1, 1:-1])
     d, w = where.to_numpy(d), None if w is None else where.to_numpy(w)
     acc = np.empty(d.shape, np.float64)

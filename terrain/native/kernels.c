@@ -855,7 +855,8 @@ static int flow_seed_before(const void *a, const void *b) {
 }
 
 /* BFS distances in the interior's flats: away from higher terrain, towards lower (a draining
-   cell of the flat's elevation), seeded also by the halo ring's halo_a / halo_t; FLOW_INF
+   cell of the flat's elevation), seeded also by the halo ring's halo_a / halo_t (NULL: none,
+   a block that holds its flats whole); FLOW_INF
    where unreached. The seeds run in the order of their distance (ties: row-major), merged with
    the queue. Not fresh: away / towards hold an earlier call's distances with halos no lower
    than these anywhere, and only the halo cells now lower seed (zp unread): the distances
@@ -900,7 +901,7 @@ int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const 
                 const int64_t v = r * C + c;
                 if (code[v] != FLOW_FLAT) continue;
                 if (!(r >= 2 && r < R - 2 && c >= 2 && c < C - 2)) { /* the halo ring */
-                    if (halo[v] < dist[v]) { /* fresh: dist INF */
+                    if (halo && halo[v] < dist[v]) { /* fresh: dist INF */
                         seeds[ns] = (flow_seed){halo[v], v, ns};
                         dist[v] = halo[v];
                         ++ns;

@@ -63,3 +63,13 @@ def test_device_arrays_stay_on_the_device():
         np.testing.assert_array_equal(cp.asnumpy(filled), host)
         np.testing.assert_array_equal(cp.asnumpy(d), dh)
         np.testing.assert_array_equal(cp.asnumpy(acc), flow_accumulation(dh, w, backend="cpu"))
+
+
+def test_what_the_device_holds_whole():
+    """A grid's flow runs whole on the device where DEVICE_BYTES_PER_CELL a cell fit its free
+    memory and the flats' 32-bit labels index every cell; never on the CPU."""
+    from terrain.hydrology import flow_fits_on_device
+    assert flow_fits_on_device((4096, 4096), "gpu")
+    assert not flow_fits_on_device((4096, 4096), "cpu")
+    assert not flow_fits_on_device((65536, 65536), "gpu")  # 2^32 cells
+    assert not flow_fits_on_device((4096, 4096), "gpu", headroom=1e-6)

@@ -316,3 +316,48 @@ def test_each_route_writes_its_codecs(tmp_path, capsys):
     a, b = _layers(tmp_path / "in-core.zarr"), _layers(tmp_path / "tiled.zarr")
     for name in a:
         assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def test_flow_route_by_memory(monkeypatch):
+    """On the CPU the in-core flow holds IN_CORE_BYTES a cell within half the memory; on a
+    GPU whose device holds the grid's flow, the host holds the in-core fill's within 80 %:
+    the 10-ft size in core on an H200 host (125 GB available), not on the 2-core VM."""
+    import pipelines.flow as flow_module
+    from pipelines.flow import flow_route
+    from terrain.backend import get_backend
+
+    class Gpu:
+        is_gpu = True
+
+    ten_ft, host = (50220, 70520), 125 << 30
+    assert flow_route(ten_ft, memory_bytes=host) == "tiled"
+    assert flow_route(ten_ft, memory_bytes=host, backend=get_backend("cpu")) == "tiled"
+    assert flow_route((4096, 4096), memory_bytes=8 << 30, backend=get_backend("cpu")) \
+        == "in-core"
+    monkeypatch.setattr(flow_module, "flow_fits_on_device", lambda shape, backend: True)
+    assert flow_route(ten_ft, memory_bytes=host, backend=Gpu()) == "in-core"
+    assert flow_route(ten_ft, memory_bytes=24 << 30, backend=Gpu()) == "tiled"
+    assert flow_route(ten_ft, "tiled", memory_bytes=host, backend=Gpu()) == "tiled"
+    monkeypatch.setattr(flow_module, "flow_fits_on_device", lambda shape, backend: False)
+    assert flow_route(ten_ft, memory_bytes=host, backend=Gpu()) == "tiled"
+
+
+@pytest.mark.gpu
+def test_gpu_flow_of_a_grid_beyond_the_devices_fill(tmp_path, monkeypatch, capsys):
+    """A grid the device's fill cannot hold is filled on the host, its flow in core on the
+    device (the 10-ft size on an H200): the CPU's store bits."""
+    import terrain.hydrology.fill as fill_module
+    _, asc = _dem(tmp_path)
+    rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / "cpu.zarr", "--route",
+                          "in-core", "--backend", "cpu", scheduler="threads")
+    assert rc == 0, err
+    monkeypatch.setattr(fill_module, "fits_on_device", lambda shape, backend=None: False)
+    rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / "gpu.zarr", "--route",
+                          "in-core", "--backend", "gpu", scheduler="threads")
+    assert rc == 0, err
+    cpu, gpu = _layers(tmp_path / "cpu.zarr"), _layers(tmp_path / "gpu.zarr")
+    for name in cpu:
+        np.testing.assert_array_equal(gpu[name].view(np.uint8), cpu[name].view(np.uint8),
+                                      err_msg=name)
+    s = zarr.open_group(str(tmp_path / "gpu.zarr")).attrs["flow"]
+    assert s["max_accumulation"] == np.nanmax(cpu["accumulation"])
