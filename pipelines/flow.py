@@ -10,8 +10,9 @@ flow of an 8192² fill store wrote 144 MB instead of 273 and took 11.6 s instead
 (2-core VM). Two routes (:func:`flow_route`), the same
 bits (weighted sums within float64 rounding on the tiled route):
 
-* ``in-core`` (about :data:`IN_CORE_BYTES` a cell fit half the available memory): the
-  filled DEM read whole, directions and accumulation as one block, no task graph.
+* ``in-core`` (about :data:`IN_CORE_BYTES` a cell fit half the available memory, or the
+  GPU's device holds the flow): the filled DEM read whole, directions and accumulation as
+  one block, no task graph.
 * ``tiled``: groups = the store's shards; directions in rounds of per-group flat passes
   until the flats' border distances settle, accumulation by the quadtree walk up and down
   (docs/hydrology.md, "Out of core"). Memory: a group's blocks per running task and the
