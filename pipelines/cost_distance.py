@@ -693,9 +693,10 @@ def trace_paths(store_path, cells):
 
 
 def path_command(args):
-    """``terrain path COSTSTORE --to X,Y [--to-cell ROW,COL ...] -o PATH.geojson``: the
-    least-cost paths as GeoJSON LineStrings (RFC 7946: longitude/latitude, WGS 84; a store
-    without a CRS keeps its grid's coordinates)."""
+    """``terrain path COSTSTORE --to X,Y [--to-cell ROW,COL ...] -o PATH.geojson|.gpkg|.fgb``:
+    the least-cost paths as LineStrings: GeoJSON (RFC 7946: longitude/latitude, WGS 84; a
+    store without a CRS keeps its grid's coordinates), or GeoPackage or FlatGeobuf in the
+    store's CRS."""
     from terrain.io.points import path_format, write_paths
     store = Path(args.store)
     if not is_store(store):

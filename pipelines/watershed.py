@@ -1,18 +1,17 @@
 """``terrain watershed FLOW --outlet X,Y -o labels.tif`` and ``terrain streams FLOW
---threshold N -o streams.geojson|.gpkg``: basins and stream networks from a ``flow`` store
-(:mod:`terrain.hydrology.watershed` has the definitions).
+--threshold N -o streams.geojson|.gpkg|.fgb``: basins and stream networks from a ``flow``
+store (:mod:`terrain.hydrology.watershed` has the definitions).
 
 Labels are int32 (1, 2, ... per outlet; 0 drains elsewhere; -1 nodata) in a COG or a store
 (layer ``watershed``). Streams are one LineString per link (``order``, ``upstream``,
-``outlet``, ``cells``, ``length``); GeoJSON is RFC 7946 (WGS 84, reprojected with pyproj),
-a GeoPackage keeps the DEM's CRS exactly. Formats: docs/hydrology.md, "Watersheds and
+``outlet``, ``cells``, ``length``) written as the paths are
+(:func:`terrain.io.points.write_paths`): GeoJSON is RFC 7946 (WGS 84, reprojected), a
+GeoPackage or FlatGeobuf keeps the DEM's CRS exactly. Formats: docs/hydrology.md, "Watersheds and
 streams".
 """
 
 import json
 import math
-import sqlite3
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +19,12 @@ import numpy as np
 from terrain.errors import InputError
 from terrain.hydrology import snap_outlets, stream_links, watershed
 from terrain.io.outputs import atomic_output, check_outputs
-from terrain.io.points import cell_centre
+from terrain.io.points import cell_centre, path_format, write_paths
 from terrain.io.zarr_meta import codec, open_group
 
 from .flow import read_flow_store
 
-__all__ = ["run_watershed", "run_streams", "watershed_command", "streams_command",
-           "write_geojson_lines", "write_geopackage_lines"]
+__all__ = ["run_watershed", "run_streams", "watershed_command", "streams_command"]
 
 
 #: what a watershed label means (the store's attribute, the GeoTIFF's band description)
@@ -105,121 +103,26 @@ def _write_store(path, labels, gt, crs):
 def run_streams(flow_path, output, threshold, overwrite=False):
     """The stream links of accumulation >= ``threshold`` as GeoJSON or GeoPackage lines."""
     out = Path(output)
-    kind = out.suffix.lower()
-    if kind not in (".geojson", ".json", ".gpkg"):
-        raise InputError(f"{output}: streams go to GeoJSON (.geojson) or GeoPackage (.gpkg)")
+    fmt = path_format(out, "streams")
     check_outputs([flow_path], [out], overwrite)
     group, summary = read_flow_store(flow_path)
     d = group["direction"][:]
     gt, crs = _geo(group, d.shape)
     links = stream_links(d, group["accumulation"], threshold)  # read a band at a time
-    lines = []
+    lines, props = [], []
     for link in links:
         xy = [cell_centre(r, c, gt) for r, c in link["cells"]]
-        if len(xy) == 1:
-            xy = xy * 2  # a LineString needs two positions
-        length = sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))
-        lines.append((xy, {"order": link["order"], "upstream": link["upstream"],
-                           "outlet": link["outlet"], "cells": len(link["cells"]),
-                           "length": length}))
+        lines.append(xy)
+        props.append({"order": link["order"], "upstream": link["upstream"],
+                      "outlet": link["outlet"], "cells": len(link["cells"]),
+                      "length": sum(math.dist(a, b) for a, b in zip(xy, xy[1:]))})
     with atomic_output(out, overwrite, inputs=[flow_path]) as tmp:
-        if kind == ".gpkg":
-            write_geopackage_lines(tmp, lines, crs)
-            note = "the DEM's CRS"
-        else:
-            note = write_geojson_lines(tmp, lines, crs)
-    orders = [p["order"] for _, p in lines]
+        write_paths(tmp, lines, props, crs=crs, fmt=fmt, what="streams", layer="streams")
+    note = ("the grid's coordinates (the DEM has no CRS)" if not crs
+            else "longitude/latitude (WGS 84)" if fmt == "geojson" else "the DEM's CRS")
+    orders = [p["order"] for p in props]
     return {"output": str(out), "links": len(lines), "threshold": float(threshold),
             "max_order": max(orders) if orders else 0, "coordinates": note}
-
-
-def write_geojson_lines(path, lines, crs):
-    """RFC 7946 GeoJSON of ``[(xy, properties)]``: coordinates reprojected to longitude/
-    latitude (WGS 84) from ``crs`` (WKT); without a CRS, the grid's own. Returns a note
-    saying which."""
-    note = "longitude/latitude (WGS 84)"
-    transform = None
-    if crs:
-        from pyproj import CRS, Transformer
-        src = CRS.from_user_input(crs)
-        if not src.equals(CRS.from_epsg(4326)):
-            transform = Transformer.from_crs(src, CRS.from_epsg(4326), always_xy=True)
-    else:
-        note = "the grid's coordinates (the DEM has no CRS)"
-    features = []
-    for xy, props in lines:
-        a = np.asarray(xy, np.float64)
-        if transform is not None:
-            lon, lat = transform.transform(a[:, 0], a[:, 1])
-            a = np.column_stack([lon, lat])
-        features.append({"type": "Feature", "properties": props,
-                         "geometry": {"type": "LineString",
-                                      "coordinates": np.round(a, 9).tolist()}})
-    doc = {"type": "FeatureCollection", "features": features}
-    Path(path).write_text(json.dumps(doc))
-    return note
-
-
-def _gpkg_line(xy, srs_id):
-    """GeoPackage binary: header (magic, version, flags: little endian, envelope xy) + WKB."""
-    a = np.asarray(xy, np.float64)
-    env = struct.pack("<4d", a[:, 0].min(), a[:, 0].max(), a[:, 1].min(), a[:, 1].max())
-    header = b"GP" + bytes([0, 0b00000011]) + struct.pack("<i", srs_id) + env
-    wkb = struct.pack("<BII", 1, 2, len(a)) + a.astype("<f8").tobytes()
-    return header + wkb
-
-
-def write_geopackage_lines(path, lines, crs):
-    """An OGC GeoPackage of one LineString layer ``streams`` in the CRS ``crs`` (WKT; EPSG
-    code kept when it has one)."""
-    srs_id, org, code = -1, "NONE", -1
-    wkt = "undefined"
-    if crs:
-        from pyproj import CRS
-        c = CRS.from_user_input(crs)
-        wkt = c.to_wkt("WKT1_GDAL")
-        epsg = c.to_epsg()
-        srs_id, org, code = (epsg, "EPSG", epsg) if epsg else (100000, "NONE", 100000)
-    con = sqlite3.connect(str(path))
-    try:
-        con.execute("PRAGMA application_id = 1196444487")  # 'GPKG'
-        con.execute("PRAGMA user_version = 10300")
-        con.executescript("""
-            CREATE TABLE gpkg_spatial_ref_sys (srs_name TEXT NOT NULL, srs_id INTEGER PRIMARY
-              KEY, organization TEXT NOT NULL, organization_coordsys_id INTEGER NOT NULL,
-              definition TEXT NOT NULL, description TEXT);
-            CREATE TABLE gpkg_contents (table_name TEXT NOT NULL PRIMARY KEY, data_type TEXT
-              NOT NULL, identifier TEXT UNIQUE, description TEXT DEFAULT '', last_change
-              DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')), min_x DOUBLE,
-              min_y DOUBLE, max_x DOUBLE, max_y DOUBLE, srs_id INTEGER);
-            CREATE TABLE gpkg_geometry_columns (table_name TEXT NOT NULL, column_name TEXT NOT
-              NULL, geometry_type_name TEXT NOT NULL, srs_id INTEGER NOT NULL, z TINYINT NOT
-              NULL, m TINYINT NOT NULL, CONSTRAINT pk_geom_cols PRIMARY KEY (table_name,
-              column_name));
-            CREATE TABLE streams (fid INTEGER PRIMARY KEY AUTOINCREMENT, geom LINESTRING,
-              "order" INTEGER, upstream DOUBLE, outlet BOOLEAN, cells INTEGER, length DOUBLE);
-        """)
-        rows = [("Undefined cartesian SRS", -1, "NONE", -1, "undefined", None),
-                ("Undefined geographic SRS", 0, "NONE", 0, "undefined", None)]
-        if srs_id > 0:
-            rows.append((wkt.split('"')[1] if '"' in wkt else "dem", srs_id, org, code, wkt,
-                         None))
-        con.executemany("INSERT INTO gpkg_spatial_ref_sys VALUES (?,?,?,?,?,?)", rows)
-        allxy = np.concatenate([np.asarray(xy) for xy, _ in lines]) if lines else np.zeros((1, 2))
-        con.execute("INSERT INTO gpkg_contents (table_name, data_type, identifier, min_x, "
-                    "min_y, max_x, max_y, srs_id) VALUES (?,?,?,?,?,?,?,?)",
-                    ("streams", "features", "streams", float(allxy[:, 0].min()),
-                     float(allxy[:, 1].min()), float(allxy[:, 0].max()),
-                     float(allxy[:, 1].max()), srs_id))
-        con.execute("INSERT INTO gpkg_geometry_columns VALUES (?,?,?,?,?,?)",
-                    ("streams", "geom", "LINESTRING", srs_id, 0, 0))
-        con.executemany('INSERT INTO streams (geom, "order", upstream, outlet, cells, length) '
-                        "VALUES (?,?,?,?,?,?)",
-                        [(_gpkg_line(xy, srs_id), p["order"], p["upstream"], int(p["outlet"]),
-                          p["cells"], p["length"]) for xy, p in lines])
-        con.commit()
-    finally:
-        con.close()
 
 
 def watershed_command(args):

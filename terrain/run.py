@@ -130,8 +130,9 @@ def _add_cost_options(p, batch=False):
                    help=f"{pre}a source cell{every} (repeatable)")
     p.add_argument("--sources", default=None, metavar="FILE",
                    help=f"{pre}sources: a raster (non-zero, non-nodata cells), CSV of x,y "
-                        f"(or lon,lat columns), or GeoJSON points (lon/lat unless a crs "
-                        f"member says otherwise; reprojected){stem}")
+                        f"(or lon,lat columns), GeoJSON points (lon/lat unless a crs "
+                        f"member says otherwise) or a GeoPackage, Shapefile, FlatGeobuf or "
+                        f"KML of points (reprojected){stem}")
     p.add_argument("--stop", action="append", metavar="X,Y",
                    help=f"{pre}a stop point in map coordinates (repeatable; as r.cost's): "
                         "once every stop is reached, cells farther than the farthest stay "
@@ -139,7 +140,7 @@ def _add_cost_options(p, batch=False):
     p.add_argument("--stop-cell", action="append", metavar="ROW,COL",
                    help=f"{pre}a stop cell (repeatable)")
     p.add_argument("--stops", default=None, metavar="FILE",
-                   help=f"{pre}stop points: a raster, CSV or GeoJSON, as --sources{stem}")
+                   help=f"{pre}stop points: a raster or points, as --sources{stem}")
     p.add_argument("--start-cost", type=float, default=None, metavar="C",
                    help=f"{pre}cost already spent at every source (default 0)")
     p.add_argument("--start-values", action="store_true",
@@ -265,7 +266,8 @@ def build_parser():
     p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
                    help="where water leaves the grid: the non-zero cells of a raster or tile "
                         "store, or points (CSV x,y in the DEM's CRS or lon,lat; GeoJSON, "
-                        "reprojected) (default: cells on the grid's edge or beside nodata)")
+                        "GeoPackage, Shapefile, FlatGeobuf, KML: reprojected) (default: "
+                        "cells on the grid's edge or beside nodata)")
     p.add_argument("--epsilon", action="store_true",
                    help="raise flats and filled depressions by the smallest float32 steps so "
                         "every cell drains (RichDEM's epsilon fill)")
@@ -372,10 +374,10 @@ def build_parser():
                    help="end of a path in map coordinates (repeatable)")
     p.add_argument("--to-cell", action="append", metavar="ROW,COL",
                    help="end of a path as a cell (repeatable; after the --to ends)")
-    p.add_argument("-o", "--output", required=True, metavar="PATH.geojson",
-                   help="GeoJSON FeatureCollection of LineStrings (source to target), in "
-                        "longitude/latitude (RFC 7946)")
-    p.add_argument("--overwrite", action="store_true", help="replace PATH.geojson if it exists")
+    p.add_argument("-o", "--output", required=True, metavar="PATH.geojson|.gpkg|.fgb",
+                   help="LineStrings (source to target): GeoJSON (RFC 7946: longitude/"
+                        "latitude, WGS 84), or GeoPackage or FlatGeobuf (the store's own CRS)")
+    p.add_argument("--overwrite", action="store_true", help="replace the output if it exists")
 
     p = sub.add_parser("batch", help="run ingest, mst, cost-distance, fill or flow over many "
                        "rasters on one cluster, with a manifest (OUTDIR/manifest.json, .csv); "
@@ -455,8 +457,9 @@ def _add_hydrology(sub):
     p.add_argument("--connectivity", type=int, choices=CONNECTIVITIES, default=8,
                    help="8: D8 (default); 4: D4")
     p.add_argument("--outlets", default=None, metavar="RASTER|POINTS",
-                   help="the cells water leaves by: a raster (non-zero cells) or CSV/GeoJSON "
-                        "points (default: the grid's edge and nodata)")
+                   help="the cells water leaves by: a raster (non-zero cells) or points "
+                        "(CSV, GeoJSON, GeoPackage, Shapefile, FlatGeobuf, KML) (default: the "
+                        "grid's edge and nodata)")
     p.add_argument("--weights", default=None, metavar="RASTER",
                    help="accumulate these per-cell weights (e.g. rainfall) instead of 1 per cell")
     p.add_argument("--route", choices=("auto", "in-core", "tiled"), default="auto",
@@ -482,8 +485,9 @@ def _add_hydrology(sub):
     p.add_argument("--outlet-cell", action="append", default=None, metavar="ROW,COL",
                    help="an outlet as a cell (repeatable; labelled after the --outlet points)")
     p.add_argument("--outlets", default=None, metavar="FILE",
-                   help="outlets: CSV of x,y or GeoJSON points, or a raster whose cells that "
-                        "are not nodata or 0 are outlets (labelled after the others)")
+                   help="outlets: points (CSV of x,y, GeoJSON, GeoPackage, Shapefile, "
+                        "FlatGeobuf, KML), or a raster whose cells that are not nodata or 0 "
+                        "are outlets (labelled after the others)")
     p.add_argument("--snap", type=float, default=0.0, metavar="DIST",
                    help="move each outlet to the cell of largest accumulation within DIST map "
                         "units (ArcGIS's Snap Pour Point; default 0: as given)")
@@ -497,9 +501,10 @@ def _add_hydrology(sub):
     p.add_argument("flow", metavar="FLOW", help="a store written by terrain flow")
     p.add_argument("--threshold", type=_positive_float, required=True, metavar="N",
                    help="a cell is on a stream when its accumulation is at least N")
-    p.add_argument("-o", "--output", required=True, metavar="STREAMS.geojson|.gpkg",
-                   help="GeoJSON (RFC 7946: longitude/latitude, WGS 84) or GeoPackage (the "
-                        "DEM's own CRS) of LineStrings, one per link between confluences")
+    p.add_argument("-o", "--output", required=True, metavar="STREAMS.geojson|.gpkg|.fgb",
+                   help="GeoJSON (RFC 7946: longitude/latitude, WGS 84), or GeoPackage or "
+                        "FlatGeobuf (the DEM's own CRS) of LineStrings, one per link between "
+                        "confluences")
     p.add_argument("--overwrite", action="store_true", help="replace the output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 

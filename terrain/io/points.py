@@ -1,9 +1,10 @@
-"""Points in map coordinates: read from CSV / GeoJSON / rasters, mapped to grid cells
-(GDAL geotransform; a point on a cell's west or north edge belongs to it), and least-cost
-paths written as RFC 7946 GeoJSON. GeoJSON points are WGS 84 unless a ``crs`` member says
-otherwise, CSV points the raster's CRS unless their columns are named lon/lat; both are
-reprojected into the raster's CRS. OGR formats are refused with an ``ogr2ogr`` hint (terrain
-does not depend on an OGR binding).
+"""Points in map coordinates: read from CSV / GeoJSON / OGR vector files / rasters, mapped
+to grid cells (GDAL geotransform; a point on a cell's west or north edge belongs to it), and
+lines (least-cost paths, streams) written as RFC 7946 GeoJSON, GeoPackage or FlatGeobuf.
+GeoJSON points are WGS 84 unless a ``crs`` member says otherwise, CSV points the raster's
+CRS unless their columns are named lon/lat, a GeoPackage's, Shapefile's, FlatGeobuf's or
+KML's those of its layer; all are reprojected into the raster's CRS. The OGR formats go
+through pyogrio (GDAL's vector drivers).
 
 >>> map_to_cell(2.5, 7.9, (0.0, 1.0, 0.0, 10.0, 0.0, -1.0), (10, 10))
 (2, 2)
@@ -14,6 +15,7 @@ does not depend on an OGR binding).
 import csv
 import json
 import math
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +23,14 @@ import numpy as np
 from ..errors import InputError, where
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
-           "path_format", "POINT_SUFFIXES", "VECTOR_SUFFIXES", "WGS84"]
+           "path_format", "POINT_SUFFIXES", "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84"]
 
-#: vector formats that hold points but need an OGR binding to read (refused with a hint)
+#: vector formats read through OGR (pyogrio): the points of a layer's first
 VECTOR_SUFFIXES = (".gpkg", ".shp", ".fgb", ".kml")
+#: what lines are written as, by suffix: RFC 7946 GeoJSON (longitude/latitude), or OGR's
+#: GeoPackage and FlatGeobuf, which keep the DEM's CRS and coordinates exactly
+LINE_FORMATS = {".geojson": "geojson", ".json": "geojson", ".gpkg": "GPKG",
+                ".fgb": "FlatGeobuf"}
 #: files read as points (anything else is read as a raster of sources)
 POINT_SUFFIXES = (".csv", ".txt", ".json", ".geojson") + VECTOR_SUFFIXES
 WGS84 = "EPSG:4326"
@@ -79,16 +85,16 @@ def cell_centre(row, col, geotransform):
 
 def read_points(path, crs=None):
     """Points ``[(x, y), ...]`` from a CSV file (``x,y``, or named columns: ``easting``, ...,
-    or ``lon,lat`` in WGS 84) or a GeoJSON file (points, features, collections), in ``crs``
-    (the raster's; None: as they are written)."""
+    or ``lon,lat`` in WGS 84), a GeoJSON file (points, features, collections) or an OGR
+    vector file (:data:`VECTOR_SUFFIXES`: its first layer's points), in ``crs`` (the
+    raster's; None: as they are written)."""
     path = Path(path)
-    if path.suffix.lower() in VECTOR_SUFFIXES:
-        raise InputError(f"{path}: terrain reads points from CSV or GeoJSON only (reading "
-                         f"{path.suffix} needs an OGR binding, fiona or pyogrio, which terrain "
-                         f"does not depend on); convert it: ogr2ogr -f GeoJSON "
-                         f"{path.with_suffix('.geojson').name} {path.name}")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    if path.suffix.lower() in VECTOR_SUFFIXES:
+        points, src_crs = _ogr_points(path)
+        return points if crs is None or src_crs is None else _reproject(points, src_crs, crs,
+                                                                        path)
     text = path.read_text(errors="replace")
     if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
         points, src_crs = _geojson_points(path, text)
@@ -204,6 +210,51 @@ def _geojson_points(path, text):
     return out, _geojson_crs(doc, path)
 
 
+#: WKB geometry types (2-D: pyogrio forces them) by number, for the refusal of other ones
+_WKB_TYPES = {1: "Point", 2: "LineString", 3: "Polygon", 4: "MultiPoint",
+              5: "MultiLineString", 6: "MultiPolygon", 7: "GeometryCollection"}
+
+
+def _ogr_points(path):
+    """``(points, crs)`` of the first layer of an OGR vector file, read by pyogrio: its
+    Point and MultiPoint geometries (their WKB) and the layer's CRS (None: the raster's)."""
+    import pyogrio.raw  # here: 0.3-0.9 s of import, for the runs that read such a file
+    try:
+        meta, _, geometry, _ = pyogrio.raw.read(path, columns=[], force_2d=True)
+    except Exception as e:  # noqa: BLE001 - GDAL's errors (pyogrio.errors) name no layer
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(f"{path}: not a vector file OGR reads ({reason})") from None
+    out = []
+    for wkb in geometry:
+        if wkb is None:  # a feature without a geometry
+            continue
+        _wkb_points(bytes(wkb), out, path)
+    if not out:
+        raise InputError(f"{path}: no points")
+    return out, meta.get("crs") or None
+
+
+def _wkb_points(wkb, out, path, at=0):
+    """Append the points of the 2-D WKB Point or MultiPoint at ``wkb[at:]`` to ``out``;
+    returns where it ends."""
+    order = "<" if wkb[at] == 1 else ">"
+    (kind,) = struct.unpack_from(order + "I", wkb, at + 1)
+    if kind == 1:
+        x, y = struct.unpack_from(order + "2d", wkb, at + 5)
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise InputError(f"{path}: an empty point or one without finite coordinates")
+        out.append((x, y))
+        return at + 21
+    if kind == 4:
+        (n,) = struct.unpack_from(order + "I", wkb, at + 5)
+        at += 9
+        for _ in range(n):
+            at = _wkb_points(wkb, out, path, at)
+        return at
+    raise InputError(f"{path}: {_WKB_TYPES.get(kind, f'geometry type {kind}')} is not a "
+                     "point geometry")
+
+
 def _geojson_crs(doc, path):
     """The CRS of a GeoJSON document: its (2008) ``crs`` member's name, else WGS 84."""
     c = doc.get("crs")
@@ -279,24 +330,32 @@ def raster_source_cells(values, geotransform, grid_geotransform, grid_shape, pat
     return cells, costs
 
 
-def path_format(path):
-    """The format a paths file is written in, by its suffix: ``"geojson"``;
-    :class:`InputError` for another.
+def path_format(path, what="paths"):
+    """The format lines are written in, by the suffix of ``path``
+    (:data:`LINE_FORMATS`); :class:`InputError` for another.
 
-    >>> path_format("p.geojson")
-    'geojson'
+    >>> path_format("p.geojson"), path_format("streams.gpkg")
+    ('geojson', 'GPKG')
     """
-    if Path(path).suffix.lower() in (".geojson", ".json"):
-        return "geojson"
-    raise InputError(f"{path}: paths are written as GeoJSON (.geojson)")
+    fmt = LINE_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputError(f"{path}: {what} are written as GeoJSON (.geojson), GeoPackage "
+                         "(.gpkg) or FlatGeobuf (.fgb)")
+    return fmt
 
 
-def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"):
-    """Write LineStrings (lists of map ``(x, y)`` in ``crs``) with their properties as an
-    RFC 7946 GeoJSON FeatureCollection in WGS 84; without a CRS, as they are, with a ``crs``
-    member saying so."""
+def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths",
+                layer="paths"):
+    """Write LineStrings (lists of map ``(x, y)`` in ``crs``, WKT) with their properties
+    (dicts of the same keys: numbers, bools, strings): as an RFC 7946 GeoJSON
+    FeatureCollection in WGS 84 (without a CRS, as they are, with a ``crs`` member saying
+    so), or as the layer ``layer`` of a GeoPackage or FlatGeobuf (``fmt``, as
+    :func:`path_format` names it) in ``crs`` itself."""
+    if fmt in ("GPKG", "FlatGeobuf"):
+        _write_ogr_lines(target, lines, properties, crs, fmt, layer)
+        return
     if fmt != "geojson":
-        raise InputError(f"{target}: unknown paths format {fmt!r}")
+        raise InputError(f"{target}: unknown {what} format {fmt!r}")
     project = None
     if crs:
         from .georef import _crs
@@ -322,3 +381,23 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
     if not crs:
         doc["crs"] = {"type": "name", "properties": {"name": "unknown (grid coordinates)"}}
     Path(target).write_text(json.dumps(doc))
+
+
+def _write_ogr_lines(target, lines, properties, crs, driver, layer):
+    """:func:`write_paths` through OGR (pyogrio): WKB LineStrings, one field a property."""
+    import pyogrio.raw
+    geometry = np.empty(len(lines), object)
+    for i, pts in enumerate(lines):
+        a = np.asarray(list(pts), "<f8").reshape(-1, 2)
+        if len(a) == 1:
+            a = np.concatenate([a, a])  # a LineString needs two positions
+        geometry[i] = struct.pack("<BII", 1, 2, len(a)) + a.tobytes()
+    names = list(properties[0]) if properties else []
+    fields = []
+    for name in names:
+        values = np.asarray([p[name] for p in properties])
+        fields.append(values.astype(object) if values.dtype.kind == "U" else values)
+    # FlatGeobuf's spatial index would order the features by place: kept in their order
+    options = {"SPATIAL_INDEX": "NO"} if driver == "FlatGeobuf" else {}
+    pyogrio.raw.write(str(target), geometry, fields, names, driver=driver, layer=layer,
+                      geometry_type="LineString", crs=crs or None, layer_options=options)

@@ -248,7 +248,7 @@ def test_truncated_geotiff_in_a_batch_says_why(tmp_path):
     (["--source-cell", "-1,5"], "terrain: dem.asc: source cell (-1, 5) is outside the raster"),
     (["--source", "-5.5,2"], "terrain: dem.asc: source (-5.5, 2.0) is outside the raster "
      "(300 x 400 cells: x 500000 to 504000, y 4000000 to 4003000)"),
-    (["--sources", "pts.gpkg"], "terrain: pts.gpkg: terrain reads points from CSV or GeoJSON"),
+    (["--sources", "pts.gpkg"], "terrain: pts.gpkg: not a vector file OGR reads ("),
 ])
 def test_bad_sources_are_one_line(tmp_path, argv, expected):
     from cli import SAMPLE

@@ -92,10 +92,16 @@ def test_streams_geojson_is_lon_lat_and_geopackage_keeps_the_crs(utm_flow, tmp_p
     x, y = first["geometry"]["coordinates"][0]
     assert -81 < x < -79 and 35 < y < 36  # UTM 17N near 600 km E, 3900 km N
     assert {"order", "upstream", "cells", "length"} <= set(first["properties"])
-    rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "20", "-o",
-                            tmp_path / "s.gpkg", scheduler=None)
-    assert rc == 0, err
-    if shutil.which("ogrinfo"):
+    import pyogrio
+    for suffix in (".gpkg", ".fgb"):
+        rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "20", "-o",
+                                tmp_path / f"s{suffix}", scheduler=None)
+        assert rc == 0, err
+        info = pyogrio.read_info(tmp_path / f"s{suffix}", layer="streams")
+        assert info["features"] == len(doc["features"]) and info["crs"] == "EPSG:32617"
+        assert info["geometry_type"] == "LineString"
+        assert list(info["fields"]) == ["order", "upstream", "outlet", "cells", "length"]
+    if shutil.which("ogrinfo"):  # the system's GDAL reads it too
         info = subprocess.run(["ogrinfo", "-so", str(tmp_path / "s.gpkg"), "streams"],
                               capture_output=True, text=True).stdout
         assert f"Feature Count: {len(doc['features'])}" in info and "32617" in info
@@ -196,3 +202,17 @@ def test_watershed_of_many_nested_outlets_against_walked_paths():
                 continue
             want = next((label_of[p] for p in _path(d, r, c) if p in label_of), 0)
             assert labels[r, c] == want, (r, c)
+
+
+def test_streams_need_no_pyproj(utm_flow, tmp_path, capsys, monkeypatch):
+    """pyproj is no dependency (a user's install lacks it): the streams of a DEM with a CRS
+    are written without it, GeoJSON reprojected and a GeoPackage in the DEM's CRS."""
+    import sys
+    monkeypatch.setitem(sys.modules, "pyproj", None)  # ``import pyproj`` raises ImportError
+    for suffix in (".geojson", ".gpkg"):
+        rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "20", "-o",
+                                tmp_path / f"s{suffix}", scheduler=None)
+        assert rc == 0, err
+    x, y = json.loads((tmp_path / "s.geojson").read_text())["features"][0]["geometry"][
+        "coordinates"][0]
+    assert -81 < x < -79 and 35 < y < 36

@@ -1,5 +1,7 @@
-"""GeoJSON sources (terrain/io/points.py): a position is two finite JSON numbers, and each
-bad document is an InputError naming the file."""
+"""Points and lines (terrain/io/points.py): a GeoJSON position is two finite JSON numbers,
+and each bad document is an InputError naming the file; OGR's files (written here by GDAL
+through pyogrio) give their points, reprojected; lines go to GeoJSON, GeoPackage and
+FlatGeobuf."""
 
 import pytest
 
@@ -101,13 +103,84 @@ def test_csv_header_naming_no_coordinates_is_refused(tmp_path):
         read_points(path)
 
 
-@pytest.mark.parametrize("suffix", [".gpkg", ".shp", ".fgb"])
-def test_vector_formats_are_refused_with_a_hint(tmp_path, suffix):
-    path = tmp_path / f"pts{suffix}"
-    path.write_bytes(b"\0" * 64)
-    with pytest.raises(InputError, match=rf"pts\{suffix}: terrain reads points from CSV or "
-                                         rf"GeoJSON only.*ogr2ogr -f GeoJSON pts.geojson"):
-        read_points(path)
+def _ogr_file(path, geometries, geometry_type, crs, driver):
+    """A vector file written by GDAL (pyogrio) from ``(type, coordinates)`` geometries."""
+    import struct
+
+    import numpy as np
+    import pyogrio.raw
+    wkb = np.empty(len(geometries), object)
+    for i, (kind, xy) in enumerate(geometries):
+        if kind == "Point":
+            wkb[i] = struct.pack("<BI2d", 1, 1, *xy)
+        else:  # MultiPoint or LineString: a count, then points (each its own WKB for Multi)
+            body = b"".join(struct.pack("<BI2d", 1, 1, *p) if kind == "MultiPoint"
+                            else struct.pack("<2d", *p) for p in xy)
+            wkb[i] = struct.pack("<BII", 1, 4 if kind == "MultiPoint" else 2, len(xy)) + body
+    pyogrio.raw.write(str(path), wkb, [np.arange(len(geometries))], ["id"], driver=driver,
+                      geometry_type=geometry_type, crs=crs)
+    return path
+
+
+@pytest.mark.parametrize("suffix, driver", [(".gpkg", "GPKG"), (".shp", "ESRI Shapefile"),
+                                            (".fgb", "FlatGeobuf"), (".kml", "KML")])
+def test_vector_files_give_their_points_reprojected_into_the_raster_crs(tmp_path, suffix,
+                                                                         driver):
+    lonlat = [(-78.75, 35.19), (-78.7, 35.2)]
+    path = _ogr_file(tmp_path / f"p{suffix}", [("Point", p) for p in lonlat], "Point",
+                     "EPSG:4326", driver)
+    got = sorted(read_points(path, crs=UTM17))  # FlatGeobuf's index orders its features
+    assert [v for p in got for v in p] == pytest.approx(
+        [v for p in sorted(lonlat) for v in _to_utm(*p)], abs=1e-6)
+    as_written = sorted(read_points(path))  # no raster CRS
+    assert [v for p in as_written for v in p] == pytest.approx([v for p in lonlat for v in p])
+
+
+def test_a_geopackage_of_multipoints_in_the_raster_crs(tmp_path):
+    pts = [(704515.0, 3896985.0), (704545.0, 3896955.0), (704575.0, 3896925.0)]
+    path = _ogr_file(tmp_path / "m.gpkg", [("MultiPoint", pts[:2]), ("MultiPoint", pts[2:])],
+                     "MultiPoint", UTM17, "GPKG")
+    assert read_points(path, crs=UTM17) == pts  # the same CRS: the coordinates as stored
+
+
+def test_vector_files_without_points_are_refused_naming_the_file(tmp_path):
+    lines = _ogr_file(tmp_path / "l.gpkg", [("LineString", [(0, 0), (1, 1)])], "LineString",
+                      UTM17, "GPKG")
+    with pytest.raises(InputError, match=r"l.gpkg: LineString is not a point geometry"):
+        read_points(lines)
+    junk = tmp_path / "j.gpkg"
+    junk.write_bytes(b"SQLite format 3\0" + b"\0" * 64)
+    with pytest.raises(InputError, match=r"j.gpkg: not a vector file OGR reads \("):
+        read_points(junk)
+
+
+@pytest.mark.parametrize("suffix", [".gpkg", ".fgb"])
+def test_paths_to_geopackage_and_flatgeobuf_keep_the_crs_and_properties(tmp_path, suffix):
+    import struct
+
+    import pyogrio.raw
+    from terrain.io.points import path_format, write_paths
+    lines = [[(704515.0, 3896985.0), (704545.0, 3896955.0)], [(704575.0, 3896925.0)]]
+    props = [{"cost": 1.5, "to": "a", "cells": 2, "outlet": True},
+             {"cost": 0.0, "to": "cell (3, 4)", "cells": 1, "outlet": False}]
+    out = tmp_path / f"p{suffix}"
+    write_paths(out, lines, props, crs=UTM17, fmt=path_format(out), layer="streams")
+    meta, _, geometry, fields = pyogrio.raw.read(out)
+    assert meta["crs"] == UTM17 and meta["geometry_type"] == "LineString"
+    assert pyogrio.list_layers(out)[0][0] == "streams"
+    for wkb, want in zip(geometry, lines):
+        n = struct.unpack_from("<I", wkb, 5)[0]
+        got = list(zip(*[iter(struct.unpack_from(f"<{2 * n}d", wkb, 9))] * 2))
+        assert got == (want * 2 if len(want) == 1 else want)  # in order, two positions at least
+    assert dict(zip(meta["fields"], (list(f) for f in fields))) == {
+        k: [p[k] for p in props] for k in props[0]}
+
+
+def test_an_unknown_lines_format_is_refused():
+    from terrain.io.points import path_format
+    with pytest.raises(InputError, match=r"s.shp: streams are written as GeoJSON \(.geojson\), "
+                                         r"GeoPackage \(.gpkg\) or FlatGeobuf \(.fgb\)"):
+        path_format("s.shp", "streams")
 
 
 def test_paths_are_written_as_rfc7946_lon_lat(tmp_path):

@@ -81,6 +81,13 @@ def test_cost_distance_matches_scipy_and_path_walks_back(dem, tmp_path):
     by_cell = json.loads(cells_geo.read_text())["features"]
     assert [f["geometry"] for f in by_cell] == [f["geometry"] for f in doc["features"]]
     assert [f["properties"]["to"] for f in by_cell] == [f"cell {r},{c}" for r, c in targets]
+    # and as a GeoPackage: the same lines and properties, read back by GDAL
+    import pyogrio
+    rc, so, se = run_cli("path", out, *args, "-o", tmp_path / "q.gpkg", scheduler=None)
+    assert rc == 0, se
+    back = pyogrio.read_info(tmp_path / "q.gpkg")
+    assert back["features"] == len(targets) and back["geometry_type"] == "LineString"
+    assert list(back["fields"]) == ["cost", "source", "to", "cells"]
 
 
 def test_friction_cost_and_sources_file(dem, tmp_path):
@@ -159,6 +166,16 @@ def test_geojson_and_raster_sources_and_max_cost(dem, tmp_path):
         np.testing.assert_array_equal(ds.read(1), d)
     out2 = tmp_path / "g.zarr"
     rc, so, se = run_cli("cost-distance", path, "--sources", gj, "-o", out2, "--json")
+    assert rc == 0, se
+    assert [(s["row"], s["col"]) for s in json.loads(so)["sources"]] == [(40, 30)]
+    import struct
+
+    import pyogrio.raw  # a GeoPackage of the point, without a CRS: the raster's
+    gpkg = tmp_path / "s.gpkg"
+    pyogrio.raw.write(str(gpkg), np.array([struct.pack("<BI2d", 1, 1, *xy(40, 30, 45))],
+                                          object), [], [], driver="GPKG", geometry_type="Point")
+    rc, so, se = run_cli("cost-distance", path, "--sources", gpkg, "-o", tmp_path / "k.zarr",
+                         "--json")
     assert rc == 0, se
     assert [(s["row"], s["col"]) for s in json.loads(so)["sources"]] == [(40, 30)]
 
@@ -330,6 +347,8 @@ def test_path_bad_input(dem, tmp_path):
         assert rc == 2 and se.startswith("terrain: ") and len(se.strip().splitlines()) == 1, se
         assert not (tmp_path / "p.geojson").exists()
     assert "no path ends given" in se
+    rc, _, se = run_cli("path", out, "--to-cell", "3,5", "-o", tmp_path / "p.shp", scheduler=None)
+    assert rc == 2 and "p.shp: paths are written as GeoJSON (.geojson), GeoPackage" in se, se
 
 
 
