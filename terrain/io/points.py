@@ -16,6 +16,7 @@ import csv
 import json
 import math
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from ..errors import InputError, where
 __all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
            "path_format", "POINT_SUFFIXES", "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84"]
 
-#: vector formats read through OGR (pyogrio): the points of a layer's first
+#: vector formats read through OGR (pyogrio): the points of their first layer
 VECTOR_SUFFIXES = (".gpkg", ".shp", ".fgb", ".kml")
 #: what lines are written as, by suffix: RFC 7946 GeoJSON (longitude/latitude), or OGR's
 #: GeoPackage and FlatGeobuf, which keep the DEM's CRS and coordinates exactly
@@ -220,7 +221,7 @@ def _ogr_points(path):
     Point and MultiPoint geometries (their WKB) and the layer's CRS (None: the raster's)."""
     import pyogrio.raw  # here: 0.3-0.9 s of import, for the runs that read such a file
     try:
-        meta, _, geometry, _ = pyogrio.raw.read(path, columns=[], force_2d=True)
+        meta, _, geometry, _ = pyogrio.raw.read(path, layer=0, columns=[], force_2d=True)
     except Exception as e:  # noqa: BLE001 - GDAL's errors (pyogrio.errors) name no layer
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InputError(f"{path}: not a vector file OGR reads ({reason})") from None
@@ -399,5 +400,7 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer):
         fields.append(values.astype(object) if values.dtype.kind == "U" else values)
     # FlatGeobuf's spatial index would order the features by place: kept in their order
     options = {"SPATIAL_INDEX": "NO"} if driver == "FlatGeobuf" else {}
-    pyogrio.raw.write(str(target), geometry, fields, names, driver=driver, layer=layer,
-                      geometry_type="LineString", crs=crs or None, layer_options=options)
+    with warnings.catch_warnings():  # a grid without a CRS has none to give (the summary
+        warnings.filterwarnings("ignore", "'crs' was not provided")  # says so)
+        pyogrio.raw.write(str(target), geometry, fields, names, driver=driver, layer=layer,
+                          geometry_type="LineString", crs=crs or None, layer_options=options)

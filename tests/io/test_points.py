@@ -176,6 +176,18 @@ def test_paths_to_geopackage_and_flatgeobuf_keep_the_crs_and_properties(tmp_path
         k: [p[k] for p in props] for k in props[0]}
 
 
+def test_lines_of_a_grid_without_a_crs_are_written_without_one_or_a_warning(tmp_path):
+    import warnings
+
+    import pyogrio
+    from terrain.io.points import write_paths
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        write_paths(tmp_path / "p.fgb", [[(0.5, 9.5), (1.5, 8.5)]], [{"cost": 1.0}],
+                    fmt="FlatGeobuf")
+    assert pyogrio.read_info(tmp_path / "p.fgb")["crs"] is None
+
+
 def test_an_unknown_lines_format_is_refused():
     from terrain.io.points import path_format
     with pytest.raises(InputError, match=r"s.shp: streams are written as GeoJSON \(.geojson\), "
