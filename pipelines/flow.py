@@ -339,10 +339,10 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     t5 = time.perf_counter()
     wall.update({"read": t1 - t0, "fill": t2 - t1, "direction": t3 - t2,
                  "accumulation": t4 - t3, "write": t5 - t4})
-    # the array's own nanmax, one kernel on the device: np.isnan and np.all besides it were
-    # two more CuPy kernels to load (0.1 s of the 40-ft flow on an H200, in a profile) and
-    # NumPy ufuncs, whose first call on a CuPy array imports cupyx.scipy.special (0.24 s)
-    # (where the array is: a grid beyond the device's fill comes back to the host)
+    # the array's own nanmax where it is (on the host when the device could not hold the
+    # fill), one kernel on the device: np.isnan and np.all besides it were two more CuPy
+    # kernels to load (0.1 s of the 40-ft flow on an H200, in a profile) and NumPy ufuncs,
+    # whose first call on a CuPy array imports cupyx.scipy.special (0.24 s)
     mx = float(array_backend(acc).xp.nanmax(acc)) if d.stats["cells"] else float("nan")
     return _stats(d.stats, mx)
 

@@ -151,7 +151,8 @@ def flat_directions(zp, code, away, towards, labels, height, step):
 def accumulate(dp, weights, ext):
     """``(acc, order, done, err)``: the accumulation of ``dp``'s interior (float64, NaN in
     the ring; inflows summed in code order, the ring's from ``ext``, or None for a block
-    whose ring is nodata; ``weights`` the interior's, or 1 a cell) in Kahn's order (``order``: flat block indices). ``err`` 1 for
+    whose ring is nodata; ``weights`` the interior's, or 1 a cell) in Kahn's order
+    (``order``: flat block indices). ``err`` 1 for
     a direction to nodata or off the grid; fewer cells ``done`` than valid: a cycle."""
     dp = _c(dp, np.uint8)
     R, C = dp.shape

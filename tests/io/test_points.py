@@ -171,7 +171,8 @@ def test_paths_to_geopackage_and_flatgeobuf_keep_the_crs_and_properties(tmp_path
     for wkb, want in zip(geometry, lines):
         n = struct.unpack_from("<I", wkb, 5)[0]
         got = list(zip(*[iter(struct.unpack_from(f"<{2 * n}d", wkb, 9))] * 2))
-        assert got == (want * 2 if len(want) == 1 else want)  # in order, two positions at least
+        # in their order, two positions at least
+        assert got == (want * 2 if len(want) == 1 else want)
     assert dict(zip(meta["fields"], (list(f) for f in fields))) == {
         k: [p[k] for p in props] for k in props[0]}
 
@@ -190,8 +191,9 @@ def test_lines_of_a_grid_without_a_crs_are_written_without_one_or_a_warning(tmp_
 
 def test_an_unknown_lines_format_is_refused():
     from terrain.io.points import path_format
-    with pytest.raises(InputError, match=r"s.shp: streams are written as GeoJSON \(.geojson\), "
-                                         r"GeoPackage \(.gpkg\) or FlatGeobuf \(.fgb\)"):
+    with pytest.raises(InputError, match=r"s.shp: streams are written as GeoJSON "
+                                         r"\(.geojson\), GeoPackage \(.gpkg\) or "
+                                         r"FlatGeobuf \(.fgb\)"):
         path_format("s.shp", "streams")
 
 

@@ -172,8 +172,8 @@ def test_geojson_and_raster_sources_and_max_cost(dem, tmp_path):
 
     import pyogrio.raw  # a GeoPackage of the point, without a CRS: the raster's
     gpkg = tmp_path / "s.gpkg"
-    pyogrio.raw.write(str(gpkg), np.array([struct.pack("<BI2d", 1, 1, *xy(40, 30, 45))],
-                                          object), [], [], driver="GPKG", geometry_type="Point")
+    point = np.array([struct.pack("<BI2d", 1, 1, *xy(40, 30, 45))], object)
+    pyogrio.raw.write(str(gpkg), point, [], [], driver="GPKG", geometry_type="Point")
     rc, so, se = run_cli("cost-distance", path, "--sources", gpkg, "-o", tmp_path / "k.zarr",
                          "--json")
     assert rc == 0, se
@@ -347,7 +347,8 @@ def test_path_bad_input(dem, tmp_path):
         assert rc == 2 and se.startswith("terrain: ") and len(se.strip().splitlines()) == 1, se
         assert not (tmp_path / "p.geojson").exists()
     assert "no path ends given" in se
-    rc, _, se = run_cli("path", out, "--to-cell", "3,5", "-o", tmp_path / "p.shp", scheduler=None)
+    rc, _, se = run_cli("path", out, "--to-cell", "3,5", "-o", tmp_path / "p.shp",
+                        scheduler=None)
     assert rc == 2 and "p.shp: paths are written as GeoJSON (.geojson), GeoPackage" in se, se
 
 
