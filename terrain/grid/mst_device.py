@@ -67,17 +67,18 @@ def device_bytes(shape):
 
 
 def fits_on_device(shape, backend=None, headroom=0.9, per_cell=BYTES_PER_CELL, copies=1,
-                   free=None):
-    """True when a grid of ``shape`` can take :func:`device_mst`: at most :data:`MAX_CELLS`
-    cells and ``copies × per_cell`` bytes a cell within ``headroom`` of the device's free
-    memory (or of ``free`` bytes). Always False on the CPU.
+                   free=None, max_cells=MAX_CELLS):
+    """True when a grid of ``shape`` can take :func:`device_mst` (or another device
+    algorithm of ``per_cell`` bytes a cell and at most ``max_cells`` cells): at most
+    ``max_cells`` cells and ``copies × per_cell`` bytes a cell within ``headroom`` of the
+    device's free memory (or of ``free`` bytes). Always False on the CPU.
 
     >>> fits_on_device((10, 10), "cpu")
     False
     """
     be = get_backend(backend)
     n = int(shape[0]) * int(shape[1])
-    if not be.is_gpu or n > MAX_CELLS:
+    if not be.is_gpu or n > max_cells:
         return False
     if free is None:
         free = free_device_bytes(be)

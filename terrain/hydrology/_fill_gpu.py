@@ -20,13 +20,10 @@ _MAX_ROUNDS = 64
 
 
 def fits_on_device(shape, backend=None, headroom=0.9):
-    """True when the in-core fill of a grid of ``shape`` fits the device."""
-    from ..grid.mst_device import BYTES_PER_CELL as MST_BYTES, MAX_CELLS, free_device_bytes
-    be = get_backend(backend)
-    n = int(shape[0]) * int(shape[1])
-    if not be.is_gpu or n > MAX_CELLS:
-        return False
-    return max(BYTES_PER_CELL, MST_BYTES + 1) * n <= headroom * free_device_bytes(be)
+    """True when the in-core fill of a grid of ``shape`` fits the device (its forest's
+    :func:`terrain.grid.mst_device.fits_on_device`, at the fill's bytes a cell)."""
+    from ..grid.mst_device import BYTES_PER_CELL as MST_BYTES, fits_on_device as mst_fits
+    return mst_fits(shape, backend, headroom, per_cell=max(BYTES_PER_CELL, MST_BYTES + 1))
 
 
 def device_levels(z, outlet, connectivity, backend="gpu"):

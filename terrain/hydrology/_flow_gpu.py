@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backend import get_backend
 from ..errors import InputError
 from ._neighbours import NB_DC, NB_DR
 
@@ -16,8 +15,9 @@ __all__ = ["GpuOps", "MAX_CELLS", "DEVICE_BYTES_PER_CELL", "flow_fits_on_device"
 _BLOCK = 256
 _CHECK = 32  # frontier rounds between the host's looks at the frontier's size
 _INF = 2**31 - 1
-#: cells of the largest block: the flats' labels are its cell indices in 32 bits (unsigned)
-MAX_CELLS = 2**32
+#: the most cells of a block: the flats' labels (its cell indices) and frontier counts are
+#: unsigned 32-bit
+MAX_CELLS = 2**32 - 1
 #: device bytes a cell of a grid's flow in core (flow_directions and flow_accumulation of
 #: one block) at its peak, the flats' labels: padded elevations (4), codes (1), away and
 #: towards (8), the labels' cell indices and numbers (8), with a quarter of the cells flat
@@ -27,20 +27,18 @@ DEVICE_BYTES_PER_CELL = 32
 
 
 def flow_fits_on_device(shape, backend=None, headroom=0.9):
-    """True when the flow of a grid of ``shape`` runs whole on the backend's device: one
-    block of fewer than :data:`MAX_CELLS` cells, :data:`DEVICE_BYTES_PER_CELL` a cell within
-    ``headroom`` of its free memory."""
-    from ..grid.mst_device import free_device_bytes
-    be = get_backend(backend)
-    n = (int(shape[0]) + 4) * (int(shape[1]) + 4)
-    return (be.is_gpu and n < MAX_CELLS
-            and DEVICE_BYTES_PER_CELL * n <= headroom * free_device_bytes(be))
+    """True when the flow of a grid of ``shape`` runs whole on the backend's device: its
+    padded block of at most :data:`MAX_CELLS` cells, :data:`DEVICE_BYTES_PER_CELL` a cell
+    within ``headroom`` of its free memory (:func:`terrain.grid.mst_device.fits_on_device`)."""
+    from ..grid.mst_device import fits_on_device
+    return fits_on_device((int(shape[0]) + 4, int(shape[1]) + 4), backend, headroom,
+                          per_cell=DEVICE_BYTES_PER_CELL, max_cells=MAX_CELLS)
 
 
 def _check_cells(R, C):
-    if R * C >= MAX_CELLS:
+    if R * C > MAX_CELLS:
         raise InputError(f"flow: a {R} x {C} block is more than the device's flat kernels "
-                         f"index ({MAX_CELLS} cells)")
+                         f"index (at most {MAX_CELLS} cells)")
 
 
 class GpuOps:

@@ -282,3 +282,22 @@ def test_each_direction_check_names_its_fault():
     assert verify_flow(hole, dh, ah).ok
     ah[0, 2] = 0.0
     assert "NaN exactly at the nodata" in verify_flow(hole, dh, ah).violation
+
+
+def test_the_device_rules_of_the_fill_and_the_flow(monkeypatch):
+    """What the device holds whole, by the one rule of terrain.grid.mst_device on a made-up
+    device (139 GiB free, an H200's): the 10-ft size's flow (32 bytes a cell of its padded
+    block) but not its fill (beyond the forest's 2^30 cells); no block of 2^32 cells."""
+    import terrain.grid.mst_device as mst_device
+    from terrain.hydrology import fits_on_device, flow_fits_on_device
+
+    class Device:
+        is_gpu = True
+
+    monkeypatch.setattr(mst_device, "get_backend", lambda backend=None: Device())
+    monkeypatch.setattr(mst_device, "free_device_bytes", lambda backend=None: 139 << 30)
+    ten_ft = (50220, 70520)
+    assert flow_fits_on_device(ten_ft) and not fits_on_device(ten_ft)
+    assert not flow_fits_on_device(ten_ft, headroom=0.75)  # 105.6 GiB of 104.25
+    assert not flow_fits_on_device((65532, 65532))  # a padded block of 2^32 cells
+    assert fits_on_device((4096, 4096)) and not fits_on_device((4096, 4096), headroom=1e-3)
