@@ -34,8 +34,8 @@ from terrain.backend import array_backend, get_backend
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
 from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
-                               fill_depressions, flow_accumulation, flow_directions,
-                               flow_fits_on_device, forget_flat_states)
+                               fill_depressions, fits_on_device, flow_accumulation,
+                               flow_directions, flow_fits_on_device, forget_flat_states)
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, write_georeference
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
@@ -321,14 +321,23 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     ``filled``), directions and accumulation where ``be`` computes: on the GPU nothing comes
     back to the host before the writes."""
     t0 = time.perf_counter()
-    z = be.asarray(read_layer(dem_path, dem_layer, np.float32) if z is None else z)
-    # on the device once: fill and directions both take the outlets
-    outl = None if out_layer is None else be.asarray(read_layer(tmp, out_layer))
+    z = read_layer(dem_path, dem_layer, np.float32) if z is None else z
+    outl = None if out_layer is None else read_layer(tmp, out_layer)
+    # a grid beyond the device's fill (the 10-ft size on an H200) is filled on the host and
+    # goes up once, filled; else up now, the outlets with it (fill and directions take them)
+    host_fill = not filled and be.is_gpu and not fits_on_device(np.shape(z), be)
+
+    def on_device(*arrays):
+        return [None if a is None else be.asarray(a) for a in arrays]
+    if not host_fill:
+        z, outl = on_device(z, outl)
     w = None if w_path is None else be.asarray(read_layer(w_path, "elevation"), np.float64)
     t1 = time.perf_counter()
     if not filled:
         z = fill_depressions(z, spec.connectivity, outl, labels=False, tile=spec.tile,
                              backend=be).filled
+    if host_fill:  # directions and accumulation then stay on the device until the writes
+        z, outl = on_device(z, outl)
     t2 = time.perf_counter()
     d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=be)
     t3 = time.perf_counter()
@@ -339,10 +348,10 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     t5 = time.perf_counter()
     wall.update({"read": t1 - t0, "fill": t2 - t1, "direction": t3 - t2,
                  "accumulation": t4 - t3, "write": t5 - t4})
-    # the array's own nanmax where it is (on the host when the device could not hold the
-    # fill), one kernel on the device: np.isnan and np.all besides it were two more CuPy
-    # kernels to load (0.1 s of the 40-ft flow on an H200, in a profile) and NumPy ufuncs,
-    # whose first call on a CuPy array imports cupyx.scipy.special (0.24 s)
+    # the array's own nanmax where it is, one kernel on the device: np.isnan and np.all
+    # besides it were two more CuPy kernels to load (0.1 s of the 40-ft flow on an H200, in
+    # a profile) and NumPy ufuncs, whose first call on a CuPy array imports
+    # cupyx.scipy.special (0.24 s)
     mx = float(array_backend(acc).xp.nanmax(acc)) if d.stats["cells"] else float("nan")
     return _stats(d.stats, mx)
 

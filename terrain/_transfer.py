@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-__all__ = ["to_device", "to_host", "workers", "pinned_empty", "DeviceBlocks"]
+__all__ = ["to_device", "to_host", "workers", "pinned_empty", "DeviceBlocks",
+           "rows_contiguous"]
 
 SLOT_BYTES = 16 << 20
 MAX_WORKERS = 16
@@ -197,12 +198,19 @@ def to_host(cp, device, pinned=False, stream=None):
     return out
 
 
+def rows_contiguous(array):
+    """True when ``array`` is 2-D with each row's elements adjacent (rows a pitch apart)."""
+    return array.ndim == 2 and (array.shape[1] <= 1 or array.strides[1] == array.itemsize) \
+        and array.strides[0] >= array.shape[1] * array.itemsize
+
+
 _streams = threading.local()  # per thread: {device id: the stream of its block copies}
 
 
 class DeviceBlocks:
-    """A C-contiguous 2-D device array read block by block into host buffers: the *block
-    reader* of :func:`terrain.tiles._shards.write_shard`.
+    """A 2-D device array whose rows are contiguous (a C-contiguous array or a window of
+    one, such as a padded grid's interior) read block by block into host buffers: the
+    *block reader* of :func:`terrain.tiles._shards.write_shard`.
 
     Each :meth:`read_block` is one strided copy on a non-blocking stream of the calling
     thread's own, so several writer threads' copies overlap their encoding and kernels on
@@ -213,8 +221,8 @@ class DeviceBlocks:
     buffer_kind = "pinned"
 
     def __init__(self, cp, array):
-        if array.ndim != 2 or not array.flags.c_contiguous:
-            raise ValueError("DeviceBlocks takes a C-contiguous 2-D device array")
+        if not rows_contiguous(array):
+            raise ValueError("DeviceBlocks takes a 2-D device array whose rows are contiguous")
         self.cp, self.array = cp, array
         self.shape, self.dtype = tuple(array.shape), np.dtype(array.dtype)
         self.device_id = array.device.id
@@ -239,8 +247,7 @@ class DeviceBlocks:
             stream = streams.get(self.device_id)
             if stream is None:
                 stream = streams[self.device_id] = cp.cuda.Stream(non_blocking=True)
-            item = self.dtype.itemsize
-            pitch = self.shape[1] * item
+            item, pitch = self.dtype.itemsize, self.array.strides[0]
             cp.cuda.runtime.memcpy2DAsync(
                 out.ctypes.data, out.strides[0], self.array.data.ptr + r0 * pitch + c0 * item,
                 pitch, (c1 - c0) * item, r1 - r0, cp.cuda.runtime.memcpyDeviceToHost,

@@ -79,9 +79,17 @@ class Backend:
         return ndimage
 
     def asarray(self, a, dtype=None):
-        """``a`` on this backend's device (a device array comes to the host for the CPU)."""
+        """``a`` on this backend's device (a device array comes to the host for the CPU; a
+        NumPy array of more than a megabyte goes up through the pinned ring of
+        :func:`terrain._transfer.to_device`, 4x CuPy's pageable copy: docs/graphs.md)."""
         if not self.is_gpu:
             a = array_backend(a).to_numpy(a)
+        elif isinstance(a, np.ndarray) and (dtype is None or np.dtype(dtype) == a.dtype):
+            from ._transfer import SMALL_BYTES, to_device
+            if a.nbytes > SMALL_BYTES:
+                out = self.xp.empty(a.shape, a.dtype)
+                to_device(self.xp, [a], [out]).wait()
+                return out
         return self.xp.asarray(a, dtype=dtype)
 
     def to_numpy(self, a):

@@ -59,6 +59,22 @@ def test_harness_compares_backends():
     assert got.tolist() == list(range(0, 30, 3))
 
 
+@pytest.mark.gpu
+def test_gpu_asarray_through_the_pinned_ring():
+    """A NumPy array beyond a megabyte goes up through the pinned ring: the same values,
+    dtype and C layout as CuPy's copy, for a strided view too; a dtype change is CuPy's."""
+    be = get_backend("gpu")
+    rng = np.random.default_rng(0)
+    big = rng.random((700, 900)).astype(np.float32)   # 2.5 MB
+    flags = rng.random((1500, 1500)) < 0.5             # bool, 2.25 MB
+    for a in (big, big[::2, 1:], big.T, flags, big[:3]):
+        got = be.asarray(a)
+        assert got.dtype == a.dtype and got.shape == a.shape and got.flags.c_contiguous
+        np.testing.assert_array_equal(got.get(), a)
+    wide = be.asarray(big, np.float64)
+    assert wide.dtype == np.float64 and (wide.get() == big).all()
+
+
 def test_assert_identical_catches_differences():
     assert_identical({"a": np.array([1.0, np.nan])}, {"a": np.array([1.0, np.nan])})
     with pytest.raises(AssertionError):

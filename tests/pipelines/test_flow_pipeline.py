@@ -11,7 +11,7 @@ import zarr
 from cli import run_killed, run_main
 from grids import dem, write_asc
 from oracles import priority_flood
-from terrain.hydrology import flow_accumulation, flow_directions
+from terrain.hydrology import fill_depressions, flow_accumulation, flow_directions
 
 
 def _dem(tmp_path, seed=0, shape=(150, 111)):
@@ -343,18 +343,31 @@ def test_flow_route_by_memory(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_flow_of_a_grid_beyond_the_devices_fill(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("named", [False, True], ids=["edge outlets", "named outlets"])
+def test_gpu_flow_of_a_grid_beyond_the_devices_fill(tmp_path, monkeypatch, capsys, named):
     """A grid the device's fill cannot hold is filled on the host, its flow in core on the
-    device (the 10-ft size on an H200): the CPU's store bits."""
+    device (the 10-ft size on an H200): the CPU's store bits, and the DEM (and the outlets)
+    filled where they were read, not sent to the device and back."""
+    import pipelines.flow as flow_module
     import terrain.hydrology.fill as fill_module
     _, asc = _dem(tmp_path)
+    outlets = ("--outlets", asc) if named else ()
     rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / "cpu.zarr", "--route",
-                          "in-core", "--backend", "cpu", scheduler="threads")
+                          "in-core", "--backend", "cpu", *outlets, scheduler="threads")
     assert rc == 0, err
-    monkeypatch.setattr(fill_module, "fits_on_device", lambda shape, backend=None: False)
+    beyond = lambda shape, backend=None: False  # noqa: E731
+    monkeypatch.setattr(fill_module, "fits_on_device", beyond)
+    monkeypatch.setattr(flow_module, "fits_on_device", beyond)
+    given = []
+
+    def fill_where_read(z, connectivity, outlets, **kw):
+        given.extend(type(a) for a in (z, outlets) if a is not None)
+        return fill_depressions(z, connectivity, outlets, **kw)
+    monkeypatch.setattr(flow_module, "fill_depressions", fill_where_read)
     rc, _, err = run_main(capsys, "flow", asc, "-o", tmp_path / "gpu.zarr", "--route",
-                          "in-core", "--backend", "gpu", scheduler="threads")
+                          "in-core", "--backend", "gpu", *outlets, scheduler="threads")
     assert rc == 0, err
+    assert given == [np.ndarray] * (1 + named)
     cpu, gpu = _layers(tmp_path / "cpu.zarr"), _layers(tmp_path / "gpu.zarr")
     for name in cpu:
         np.testing.assert_array_equal(gpu[name].view(np.uint8), cpu[name].view(np.uint8),
