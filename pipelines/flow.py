@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from terrain.backend import array_backend, get_backend
+from terrain.backend import get_backend, nanmax
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
 from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
@@ -348,11 +348,10 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     t5 = time.perf_counter()
     wall.update({"read": t1 - t0, "fill": t2 - t1, "direction": t3 - t2,
                  "accumulation": t4 - t3, "write": t5 - t4})
-    # the array's own nanmax where it is, one kernel on the device: np.isnan and np.all
-    # besides it were two more CuPy kernels to load (0.1 s of the 40-ft flow on an H200, in
-    # a profile) and NumPy ufuncs, whose first call on a CuPy array imports
-    # cupyx.scipy.special (0.24 s)
-    mx = float(array_backend(acc).xp.nanmax(acc)) if d.stats["cells"] else float("nan")
+    # where the array is (np.isnan and np.all beside the device's nanmax were two more CuPy
+    # kernels to load, 0.1 s of the 40-ft flow on an H200, and NumPy ufuncs, whose first call
+    # on a CuPy array imports cupyx.scipy.special, 0.24 s)
+    mx = nanmax(acc) if d.stats["cells"] else float("nan")
     return _stats(d.stats, mx)
 
 

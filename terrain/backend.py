@@ -18,8 +18,8 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Backend", "get_backend", "array_backend", "gpu_available", "BACKEND_CHOICES",
-           "GPU_MIN_WORK"]
+__all__ = ["Backend", "get_backend", "array_backend", "gpu_available", "count_nonzero",
+           "nanmax", "BACKEND_CHOICES", "GPU_MIN_WORK"]
 
 BACKEND_CHOICES = ("auto", "cpu", "gpu")
 
@@ -193,6 +193,38 @@ def get_backend(name=None, work=None):
                              "is missing")
         return _CPU
     return Backend("gpu", cupy)
+
+
+def count_nonzero(a):
+    """The non-zero elements of array ``a`` (NumPy or CuPy), an int. A device grid is counted
+    row by row first: CuPy reduces a whole array to one value in one thread block unless CUB
+    takes the reduction (a contiguous array's sum, max, nanmax; not a count, nor any
+    reduction of a view), which at the 10-ft size (3.5·10⁹ cells) took 3.6 s for a padded
+    grid's interior where rows first take 0.01 s (an H200).
+
+    >>> count_nonzero(np.eye(3))
+    3
+    """
+    xp = array_backend(a).xp
+    if xp is np or a.ndim != 2:
+        return int(xp.count_nonzero(a))
+    return int(xp.count_nonzero(a, axis=1).sum())
+
+
+def nanmax(a):
+    """The largest value of array ``a`` that is not NaN (NaN where there is none), a float;
+    on the device row by row first, as :func:`count_nonzero`.
+
+    >>> nanmax(np.array([[1.0, np.nan], [np.nan, np.nan]]))
+    1.0
+    """
+    import warnings
+    xp = array_backend(a).xp
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows, or all NaN
+        if xp is np or a.ndim != 2:
+            return float(xp.nanmax(a)) if a.size else float("nan")
+        return float(xp.nanmax(xp.nanmax(a, axis=1))) if a.size else float("nan")
 
 
 def array_backend(a):

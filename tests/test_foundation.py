@@ -2,13 +2,14 @@
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
 
 from backends import assert_backends_identical, assert_identical
 from terrain.io.outputs import atomic_output
-from terrain.backend import get_backend, gpu_available
+from terrain.backend import count_nonzero, get_backend, gpu_available, nanmax
 from terrain.errors import InputError
 from terrain.tiles import morton_encode, morton_order
 
@@ -73,6 +74,32 @@ def test_gpu_asarray_through_the_pinned_ring():
         np.testing.assert_array_equal(got.get(), a)
     wide = be.asarray(big, np.float64)
     assert wide.dtype == np.float64 and (wide.get() == big).all()
+
+
+def test_counts_and_maxima_on_the_host():
+    a = np.array([[1.0, np.nan, 3.0], [np.nan] * 3])
+    assert nanmax(a) == 3.0 and count_nonzero(a == 1.0) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an all-NaN grid is NaN, not a warning
+        assert np.isnan(nanmax(a[1:])) and np.isnan(nanmax(a[:0]))
+
+
+@pytest.mark.gpu
+def test_gpu_counts_and_maxima_as_numpy():
+    """``count_nonzero`` and ``nanmax`` on the device (rows first) give NumPy's, for views
+    of padded grids, all-NaN rows, an all-NaN grid and an empty one."""
+    be = get_backend("gpu")
+    rng = np.random.default_rng(1)
+    a = rng.random((300, 400))
+    a[rng.random(a.shape) < 0.3] = np.nan
+    a[5] = np.nan
+    d = be.asarray(a)
+    for host, dev in ((a, d), (a[2:-2, 3:-1], d[2:-2, 3:-1]), (a[::3], d[::3])):
+        assert nanmax(dev) == np.nanmax(host)
+        assert count_nonzero(dev > 0.5) == np.count_nonzero(host > 0.5)
+        assert count_nonzero(dev.ravel() > 0.5) == np.count_nonzero(host > 0.5)
+    assert np.isnan(nanmax(be.xp.full((3, 4), np.nan))) and np.isnan(nanmax(d[:0]))
+    assert count_nonzero(d[:0]) == 0
 
 
 def test_assert_identical_catches_differences():

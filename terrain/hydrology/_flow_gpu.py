@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backend import count_nonzero
 from ..errors import InputError
 from ._neighbours import NB_DC, NB_DR
 
@@ -80,7 +81,7 @@ class GpuOps:
         z = cp.asarray(zp, cp.float32)
         code_d = cp.asarray(code)
         flat = code_d == 254
-        size = max(1, int(cp.count_nonzero(flat)))
+        size = max(1, count_nonzero(flat))
         stamp = cp.full(R * C, -1, cp.int32)
         fronts = (cp.empty(size, cp.int64), cp.empty(size, cp.int64))
         counts = (cp.zeros(1, cp.uint32), cp.zeros(1, cp.uint32))

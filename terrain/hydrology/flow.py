@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend import array_backend, get_backend
+from ..backend import array_backend, count_nonzero, get_backend
 from ..errors import InputError
 from ..io.zarr_meta import blosc
 from ..tiles.quadtree import TiledGrid, call_now, walk_down, walk_up
@@ -180,12 +180,12 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None, state=None
     the other groups is on the host; ``memo(away, towards, labels, code, published)`` is
     given its flats' arrays (with the CPU's kernels). With ``state`` (the group's
     :class:`_FlatState` after its last pass) the distances and labels are the state's."""
-    xp, host = ops.be.xp, ops.be.to_numpy
+    host = ops.be.to_numpy
     h, w = zp.shape[0] - 4, zp.shape[1] - 4
     code = ops.classify(zp, op, spec.edge_outlets, spec.distances, spec.step)
     inner = code[2:h + 2, 2:w + 2]
-    flats = int(xp.count_nonzero(inner == 254))
-    stats = {"cells": int(xp.count_nonzero(inner != 255)), "flat_cells": flats}
+    flats = count_nonzero(inner == 254)
+    stats = {"cells": count_nonzero(inner != 255), "flat_cells": flats}
     if flats == 0:
         if height is not None:
             return inner.copy(), stats
@@ -626,7 +626,7 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         zp = be.xp.pad(be.asarray(z), 2, constant_values=np.nan)
         op = None if out is None else be.xp.pad(be.asarray(out), 2)
         code, stats = _group_step(spec, ops, zp, op, None, None, "local")
-        stats.update(outlets=int(be.xp.count_nonzero(code == 0)), flat_passes=1,
+        stats.update(outlets=count_nonzero(code == 0), flat_passes=1,
                      flat_passes_lowered=0)
         return FlowDirections(where.asarray(code), stats)
     z = where.to_numpy(z)
@@ -700,7 +700,7 @@ def _checked_accumulate(ops, dp, weights, ext, what):
     if err:
         raise InputError(f"{what}: a flow direction leads to nodata, off the grid or is not "
                          "an ESRI D8 code")
-    valid = int(array_backend(dp).xp.count_nonzero(dp[1:-1, 1:-1] != 255))
+    valid = count_nonzero(dp[1:-1, 1:-1] != 255)
     if done != valid:
         raise InputError(f"{what}: the flow directions hold a cycle ({valid - done} cells "
                          "never drain)")

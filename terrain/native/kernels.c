@@ -1576,12 +1576,14 @@ void terrain_renumber_strip(int32_t *labels, int64_t n, const int32_t *table) {
     for (int64_t i = 0; i < n; ++i) labels[i] = table[labels[i]];
 }
 
-/* f[i] = max(f[i], g[label[i]]) for the n cells of a strip: its levels raised to their
- * labels' spill levels */
-void terrain_flood_raise(float *f, const int32_t *label, int64_t n, const float *g) {
+/* out[i] = max(f[i], g[label[i]]) for n cells of a strip, front to back: its levels raised
+ * to their labels' spill levels on their way to out, which may lie at or before f in the
+ * same buffer (the flood's buffer compacted as it is raised) */
+void terrain_flood_raise(float *out, const float *f, const int32_t *label, int64_t n,
+                         const float *g) {
     for (int64_t i = 0; i < n; ++i) {
-        const float v = g[label[i]];
-        if (v > f[i]) f[i] = v;
+        const float v = g[label[i]], x = f[i];
+        out[i] = v > x ? v : x;
     }
 }
 
