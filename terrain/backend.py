@@ -11,6 +11,7 @@ Each CUDA kernel (a ``.cu`` file) has a CPU twin giving identical results
 import functools
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +82,8 @@ class Backend:
     def asarray(self, a, dtype=None):
         """``a`` on this backend's device (a device array comes to the host for the CPU; a
         NumPy array of more than a megabyte goes up through the pinned ring of
-        :func:`terrain._transfer.to_device`, 4x CuPy's pageable copy: docs/graphs.md)."""
+        :func:`terrain._transfer.to_device`: the 10-ft DEM's 14 GB at 19 GB/s on an H200
+        host, where CuPy's pageable copy runs at about 7, docs/graphs.md)."""
         if not self.is_gpu:
             a = array_backend(a).to_numpy(a)
         elif isinstance(a, np.ndarray) and (dtype is None or np.dtype(dtype) == a.dtype):
@@ -218,7 +220,6 @@ def nanmax(a):
     >>> nanmax(np.array([[1.0, np.nan], [np.nan, np.nan]]))
     1.0
     """
-    import warnings
     xp = array_backend(a).xp
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows, or all NaN
