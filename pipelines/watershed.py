@@ -101,7 +101,8 @@ def _write_store(path, labels, gt, crs):
 
 
 def run_streams(flow_path, output, threshold, overwrite=False):
-    """The stream links of accumulation >= ``threshold`` as GeoJSON or GeoPackage lines."""
+    """The stream links of accumulation >= ``threshold`` as GeoJSON, GeoPackage or
+    FlatGeobuf lines (:func:`terrain.io.points.path_format` of ``output``)."""
     out = Path(output)
     fmt = path_format(out, "streams")
     check_outputs([flow_path], [out], overwrite)
