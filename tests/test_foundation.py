@@ -68,7 +68,10 @@ def test_gpu_asarray_through_the_pinned_ring():
     rng = np.random.default_rng(0)
     big = rng.random((700, 900)).astype(np.float32)   # 2.5 MB
     flags = rng.random((1500, 1500)) < 0.5             # bool, 2.25 MB
-    for a in (big, big[::2, 1:], big.T, flags, big[:3]):
+    long = rng.uniform(0, 1, 40_000_003).astype(np.float32)  # 160 MB: many pieces, a tail
+    long[::7] = np.nan
+    ints = np.arange(-5, 3_000_000, dtype=np.int32).reshape(-1, 5)
+    for a in (big, big[::2, 1:], big.T, flags, big[:3], long, ints):
         got = be.asarray(a)
         assert got.dtype == a.dtype and got.shape == a.shape and got.flags.c_contiguous
         np.testing.assert_array_equal(got.get(), a)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._transfer import to_device, to_host
+from .._transfer import to_host
 from ._sssp_frame import HOPS_BITS, PAD, GridSSSPResult, flat_seeds, offsets
 from .costs import ARC_DC, ARC_DR, arc_costs_np, arc_factor_np, knight_mid
 
@@ -125,7 +125,7 @@ class _Grid:
         rows, cols = a.shape
         out = cp.empty((rows + 2 * PAD) * (cols + 2 * PAD), cp.float32)
         self.mod.get_function("pad_grid")((self.blocks_for(out.size),), (_BLOCK,),
-                                          (upload(cp, a), np.int64(rows), np.int64(cols),
+                                          (self.be.asarray(a), np.int64(rows), np.int64(cols),
                                            np.int32(PAD), out))
         return out
 
@@ -399,15 +399,6 @@ def download(cp, arrays, synchronize=True):
     if synchronize:
         cp.cuda.Device().synchronize()
     return to_host(cp, arrays, stream=cp.cuda.Stream(non_blocking=True))
-
-
-def upload(cp, array):
-    """A NumPy array to a new device array (ready on return), through the pinned ring of
-    :func:`terrain._transfer.to_device`."""
-    a = np.ascontiguousarray(array)
-    out = cp.empty(a.shape, a.dtype)
-    to_device(cp, [a], [out]).wait()
-    return out
 
 
 def _root_labels(seeds, seed_dist, seed_label, final_dist):

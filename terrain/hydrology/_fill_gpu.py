@@ -33,7 +33,7 @@ def device_levels(z, outlet, connectivity, backend="gpu"):
     if not be.is_gpu:
         raise InputError("device_levels: the device fill needs the gpu backend")
     cp = be.xp
-    zd = cp.ascontiguousarray(cp.asarray(z, dtype=cp.float32))
+    zd = cp.ascontiguousarray(be.asarray(z, cp.float32))
     rows, cols = (int(s) for s in zd.shape)
     n = rows * cols
     if n == 0:

@@ -465,7 +465,7 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
         raise InputError(f"fill: min_area {min_area!r} must be a whole number >= 1")
     simplify = min_depth is not None or min_area is not None
     if whole:  # all on the device from here
-        z = be.xp.asarray(z)
+        z = be.asarray(z)
     outlet = outlet_cells(z, conn, outlets)
     ops = (_GpuOps if fits else _CpuOps)(be)
     times = {}

@@ -153,21 +153,6 @@ def test_download_through_pinned_stages_equals_asnumpy():
 
 
 @pytest.mark.gpu
-def test_upload_through_pinned_stages_equals_asarray():
-    import cupy as cp
-
-    from terrain.grid._sssp_gpu import upload
-
-    rng = np.random.default_rng(3)
-    big = rng.uniform(0, 1, 40_000_003).astype(np.float32)  # 160 MB: many stages, a tail
-    big[::7] = np.nan
-    for host in (big, big[:1001], np.arange(-5, 3_000_000, dtype=np.int32).reshape(-1, 5)):
-        dev = upload(cp, host)
-        assert dev.dtype == host.dtype and dev.shape == host.shape
-        assert np.array_equal(cp.asnumpy(dev), host, equal_nan=True)
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("cost, conn, max_cost", [("absdiff", 8, None), ("tobler", 16, 40.0)])
 def test_gpu_early_distances_and_no_hops_equal_cpu(cost, conn, max_cost):
     """``on_distance`` gets the final distances before the labels (the array the result
