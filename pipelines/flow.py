@@ -318,30 +318,27 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
 def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be, wall,
              z=None, write_filled_layer=True):
     """The grid (``dem_layer`` of ``dem_path``) read whole (or given: ``z``); fill (unless
-    ``filled``), directions and accumulation where ``be`` computes: on the GPU nothing comes
-    back to the host before the writes."""
+    ``filled``), directions and accumulation where ``be`` computes; on the GPU the
+    accumulation stays on the device until the writes."""
     t0 = time.perf_counter()
     z = read_layer(dem_path, dem_layer, np.float32) if z is None else z
     outl = None if out_layer is None else read_layer(tmp, out_layer)
-    # a grid beyond the device's fill (the 10-ft size on an H200) is filled on the host and
-    # goes up once, filled; else up now, the outlets with it (fill and directions take them)
-    host_fill = not filled and be.is_gpu and not fits_on_device(np.shape(z), be)
-
-    def on_device(*arrays):
-        return [None if a is None else be.asarray(a) for a in arrays]
-    if not host_fill:
-        z, outl = on_device(z, outl)
-    w = None if w_path is None else be.asarray(read_layer(w_path, "elevation"), np.float64)
+    # the DEM and the outlets go up now for a fill on the device; else they stay on the
+    # host (a grid beyond the device's fill, the 10-ft size on an H200, fills there), the
+    # directions take them up padded and their codes come back for the writes, up again for
+    # the accumulation: 3.5 GB each way at the 10-ft size, where a second copy of the DEM on
+    # the device took 14 GB (flow_fits_on_device)
+    if not filled and be.is_gpu and fits_on_device(np.shape(z), be):
+        z, outl = (None if a is None else be.asarray(a) for a in (z, outl))
+    w = None if w_path is None else read_layer(w_path, "elevation", np.float64)
     t1 = time.perf_counter()
     if not filled:
         z = fill_depressions(z, spec.connectivity, outl, labels=False, tile=spec.tile,
                              backend=be).filled
-    if host_fill:  # directions and accumulation then stay on the device until the writes
-        z, outl = on_device(z, outl)
     t2 = time.perf_counter()
     d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=be)
     t3 = time.perf_counter()
-    acc = flow_accumulation(d.direction, w, backend=be)
+    acc = flow_accumulation(be.asarray(d.direction), w, backend=be)
     t4 = time.perf_counter()
     _write_whole(tmp, {**({"filled": z} if write_filled_layer else {}),
                        "direction": d.direction, "accumulation": acc}, side)

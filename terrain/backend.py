@@ -95,8 +95,14 @@ class Backend:
         return self.xp.asarray(a, dtype=dtype)
 
     def to_numpy(self, a):
-        """``a`` as a NumPy array on the host (no copy on the CPU backend)."""
+        """``a`` as a NumPy array on the host (no copy on the CPU backend; a contiguous
+        device array of more than a megabyte comes down through the pinned ring of
+        :func:`terrain._transfer.to_host`, as :meth:`asarray` sends one up)."""
         if self.is_gpu and not isinstance(a, np.ndarray):
+            from ._transfer import SMALL_BYTES, to_host
+            if (isinstance(a, self.xp.ndarray) and a.nbytes > SMALL_BYTES
+                    and a.flags.c_contiguous):
+                return to_host(self.xp, [a])[0]
             return self.xp.asnumpy(a)
         return np.asarray(a)
 

@@ -18,6 +18,10 @@
 // accumulate          one thread per source cell walks downstream; at a confluence the last
 //                     thread to arrive (atomicSub of the in-degree) goes on, so every cell is
 //                     summed once, after all its inflows, in code order: the CPU's bits.
+//
+// Lists of cells (frontiers, flat cells, sources) hold unsigned 32-bit indices: a block has
+// fewer than 2^32 cells (_flow_gpu.MAX_CELLS), and a list of a quarter of the 10-ft size's
+// cells takes 3.5 GB so, where 64-bit indices took 7.
 
 #define FLAT 254
 #define NODATA 255
@@ -81,9 +85,9 @@ extern "C" __global__ void flat_seed(const float* zp, const unsigned char* code,
     }
 }
 
-extern "C" __global__ void flat_frontier(const long long* front, const unsigned int* count,
+extern "C" __global__ void flat_frontier(const unsigned int* front, const unsigned int* count,
                                          const unsigned char* code, int step, int R, int C,
-                                         int round, int* dist, int* stamp, long long* next,
+                                         int round, int* dist, int* stamp, unsigned int* next,
                                          unsigned int* next_count) {
     // read on the device: the host enqueues rounds without waiting; a block's cells (and so
     // its flat cells) are fewer than 2^32 (GpuOps)
@@ -97,14 +101,15 @@ extern "C" __global__ void flat_frontier(const long long* front, const unsigned 
             int r = (int)(m / C), c = (int)(m % C);
             if (r < 2 || r >= R - 2 || c < 2 || c >= C - 2 || code[m] != FLAT) continue;
             if (atomicMin(&dist[m], d) > d && atomicExch(&stamp[m], round) != round)
-                next[atomicAdd(next_count, 1u)] = m;
+                next[atomicAdd(next_count, 1u)] = (unsigned int)m;
         }
     }
 }
 
 // labels are cell indices: unsigned 32 bits hold every index of a block below 2^32 cells
-extern "C" __global__ void label_min(const long long* cells, long long n, const unsigned char* code,
-                                     int step, int R, int C, unsigned int* label, int* changed) {
+extern "C" __global__ void label_min(const unsigned int* cells, long long n,
+                                     const unsigned char* code, int step, int R, int C,
+                                     unsigned int* label, int* changed) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
     long long i = cells[t];
@@ -124,7 +129,7 @@ extern "C" __global__ void label_min(const long long* cells, long long n, const 
     }
 }
 
-extern "C" __global__ void label_jump(const long long* cells, long long n, unsigned int* label) {
+extern "C" __global__ void label_jump(const unsigned int* cells, long long n, unsigned int* label) {
     long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n) return;
     long long i = cells[t];
@@ -190,7 +195,7 @@ extern "C" __global__ void indegree(const unsigned char* dp, int R, int C, unsig
 }
 
 extern "C" __global__ void accumulate(const unsigned char* dp, const double* weights, int has_w,
-                                      const double* ext, int has_ext, const long long* sources,
+                                      const double* ext, int has_ext, const unsigned int* sources,
                                       long long n,
                                       int R, int C, unsigned int* indeg, double* acc,
                                       unsigned long long* done) {

@@ -20,11 +20,12 @@ _INF = 2**31 - 1
 #: unsigned 32-bit
 MAX_CELLS = 2**32 - 1
 #: device bytes a cell of a grid's flow in core (flow_directions and flow_accumulation of
-#: one block) at its peak, the flats' labels: padded elevations (4), codes (1), away and
-#: towards (8), the labels' cell indices and numbers (8), with a quarter of the cells flat
-#: (their index lists, 28 a flat cell). The 10-ft size's (3.5·10⁹ cells, 25 % flat) ran so
-#: on an H200 (139 GB free; CuPy's pool, reusing its blocks, reserved all of it)
-DEVICE_BYTES_PER_CELL = 32
+#: one block, given the DEM on the host) at its peak, the flats' labels: padded elevations
+#: (4), codes (1), away and towards (8), the labels' grid (4), and 4 + 4 for each flat cell
+#: (its index and its root), the cell lists found a band of rows at a time. The 10-ft size
+#: (3.54·10⁹ cells, a quarter of them flat) peaked at 20.3 (71.8 GB; 32 before its lists were
+#: 32-bit and the DEM's second copy stayed on the host): it runs so on an 80 GB H100
+DEVICE_BYTES_PER_CELL = 20
 
 
 def flow_fits_on_device(shape, backend=None, headroom=0.9):
@@ -34,6 +35,30 @@ def flow_fits_on_device(shape, backend=None, headroom=0.9):
     from ..grid.mst_device import fits_on_device
     return fits_on_device((int(shape[0]) + 4, int(shape[1]) + 4), backend, headroom,
                           per_cell=DEVICE_BYTES_PER_CELL, max_cells=MAX_CELLS)
+
+
+#: cells of a band of rows in :func:`_cells_where`: its bool masks and int64 indices take at
+#: most 1.5 GB, where the whole grid's took about 5 bytes a cell (a quarter of them flat)
+_BAND_CELLS = 1 << 27
+
+
+def _cells_where(cp, R, C, test, out=None):
+    """The row-major indices (uint32) of the cells of an ``R`` x ``C`` block where
+    ``test(r0, r1)`` (a bool array of rows ``r0:r1``) holds, found a band of rows at a time;
+    into ``out`` (returning how many) or a new array."""
+    rows = max(1, _BAND_CELLS // max(C, 1))
+    parts, n = [], 0
+    for r0 in range(0, R, rows):
+        idx = cp.flatnonzero(test(r0, min(R, r0 + rows)))
+        idx += r0 * C
+        if out is None:
+            parts.append(idx.astype(cp.uint32))
+        else:
+            out[n:n + idx.size] = idx
+        n += int(idx.size)
+    if out is not None:
+        return n
+    return cp.concatenate(parts) if parts else cp.empty(0, cp.uint32)
 
 
 def _check_cells(R, C):
@@ -66,10 +91,15 @@ class GpuOps:
         return code
 
     def _flat_cells(self, code_d, R, C):
-        cp = self.cp
-        inner = cp.zeros((R, C), bool)
-        inner[2:R - 2, 2:C - 2] = True
-        return cp.flatnonzero(inner.ravel() & (code_d.ravel() == 254))  # int64
+        """The interior's flat cells (uint32 indices, row-major)."""
+        def inner_flat(r0, r1):
+            band = code_d[r0:r1] == 254
+            band[:, :2] = False
+            band[:, C - 2:] = False
+            band[:max(0, 2 - r0)] = False
+            band[max(0, R - 2 - r0):] = False
+            return band
+        return _cells_where(self.cp, R, C, inner_flat)
 
     def flat_distances(self, zp, code, halo_a, halo_t, step):
         """The away and towards BFS distances over the flats, round by round on a frontier
@@ -80,10 +110,9 @@ class GpuOps:
         _check_cells(R, C)
         z = cp.asarray(zp, cp.float32)
         code_d = cp.asarray(code)
-        flat = code_d == 254
-        size = max(1, count_nonzero(flat))
+        size = max(1, count_nonzero(code_d == 254))
         stamp = cp.full(R * C, -1, cp.int32)
-        fronts = (cp.empty(size, cp.int64), cp.empty(size, cp.int64))
+        fronts = (cp.empty(size, cp.uint32), cp.empty(size, cp.uint32))
         counts = (cp.zeros(1, cp.uint32), cp.zeros(1, cp.uint32))
         grid = (min(4096, (size + _BLOCK - 1) // _BLOCK),)
         rnd = 0
@@ -94,9 +123,9 @@ class GpuOps:
                          dist if halo is None else cp.asarray(halo, cp.int32),
                          np.int32(halo is not None), np.int32(which), np.int32(step),
                          np.int32(R), np.int32(C), dist)
-            seeds = cp.flatnonzero(flat.ravel() & (dist.ravel() < _INF))
-            fronts[0][:seeds.size] = seeds
-            counts[0].fill(seeds.size)
+            seeds = _cells_where(cp, R, C, lambda r0, r1: (code_d[r0:r1] == 254)
+                                 & (dist[r0:r1] < _INF), fronts[0])
+            counts[0].fill(seeds)
             cur = 0
             while True:
                 for _ in range(_CHECK):
@@ -127,15 +156,18 @@ class GpuOps:
             if not int(changed.get()[0]):
                 break
         roots = label[cells]
-        del label  # before the labels' grid is made: a grid in core peaks here
-        uniq = cp.unique(roots)  # sorted: row-major order of each component's first cell
-        lab = cp.searchsorted(uniq, roots).astype(cp.int32) + 1
-        labels = cp.zeros(R * C, cp.int32)
-        labels[cells] = lab
-        a = cp.asarray(away).ravel()[cells]
-        a = cp.where(a < _INF, a, 0).astype(cp.int32)
+        # a component's root is its first cell: in row-major order, as the cells are
+        uniq = cells[roots == cells]
+        labels = label.view(cp.int32)  # the grid of labels takes the indices' memory
+        labels.fill(0)
+        away = cp.asarray(away).ravel()
         maxa = cp.zeros(int(uniq.size) + 1, cp.int32)
-        cp.maximum.at(maxa, lab, a)
+        for s in range(0, int(cells.size), _BAND_CELLS):  # int64 temporaries a band at a time
+            c = cells[s:s + _BAND_CELLS]
+            lab = cp.searchsorted(uniq, roots[s:s + _BAND_CELLS]).astype(cp.int32) + 1
+            labels[c] = lab
+            a = away[c]
+            cp.maximum.at(maxa, lab, cp.where(a < _INF, a, 0).astype(cp.int32))
         return labels.reshape(R, C), maxa
 
     def flat_directions(self, zp, code, away, towards, labels, height, step):
@@ -155,11 +187,14 @@ class GpuOps:
         indeg = cp.zeros((R, C), cp.uint32)
         err = cp.zeros(1, cp.int32)
         self._launch("indegree", R * C, d, np.int32(R), np.int32(C), indeg, err)
-        inner = cp.zeros((R, C), bool)
-        inner[1:R - 1, 1:C - 1] = True
-        sources = cp.flatnonzero(inner.ravel() & (d.ravel() != 255)
-                                 & (indeg.ravel() == 0)).astype(cp.int64)
-        del inner
+
+        def source(r0, r1):  # interior cells, not nodata, nothing flowing in
+            band = (d[r0:r1] != 255) & (indeg[r0:r1] == 0)
+            band[:, 0] = band[:, C - 1] = False
+            band[:max(0, 1 - r0)] = False
+            band[max(0, R - 1 - r0):] = False
+            return band
+        sources = _cells_where(cp, R, C, source)
         acc = cp.full((R, C), cp.nan, cp.float64)
         done = cp.zeros(1, cp.uint64)
         w = (cp.asarray(weights, cp.float64) if weights is not None

@@ -73,3 +73,35 @@ def test_what_the_device_holds_whole():
     assert not flow_fits_on_device((4096, 4096), "cpu")
     assert not flow_fits_on_device((65536, 65536), "gpu")  # 2^32 cells
     assert not flow_fits_on_device((4096, 4096), "gpu", headroom=1e-6)
+
+
+def test_a_grid_in_core_within_its_device_bytes(monkeypatch):
+    """The DEM given on the host, a grid's flow peaks on the device within
+    DEVICE_BYTES_PER_CELL a padded cell (a fifth of its cells flat, as the 10-ft size's),
+    its cell lists found in bands of three rows; the CPU's bits."""
+    import cupy as cp
+
+    from terrain.hydrology import _flow_gpu, fill_depressions
+    from terrain.io.synth import synth_rows
+    monkeypatch.setattr(_flow_gpu, "_BAND_CELLS", 3 * 504)
+    z = synth_rows(600, 500, 0, 600, seed=3, nodata=0.02)
+    f = fill_depressions(z, backend="cpu").filled
+    pool = cp.get_default_memory_pool()
+    base, peak = pool.used_bytes(), [0]
+
+    class Peak(cp.cuda.MemoryHook):
+        name = "peak"
+
+        def malloc_postprocess(self, **kw):
+            peak[0] = max(peak[0], pool.used_bytes() - base)
+
+    with Peak():
+        d = flow_directions(f, backend="gpu")
+        acc = flow_accumulation(cp.asarray(d.direction), backend="gpu")
+    cpu = flow_directions(f, backend="cpu")
+    assert isinstance(d.direction, np.ndarray) and 0.15 < d.stats["flat_cells"] / (
+        d.stats["cells"]) < 0.3
+    assert 0 < peak[0] <= _flow_gpu.DEVICE_BYTES_PER_CELL * 604 * 504
+    np.testing.assert_array_equal(d.direction, cpu.direction)
+    np.testing.assert_array_equal(cp.asnumpy(acc), flow_accumulation(cpu.direction,
+                                                                      backend="cpu"))
