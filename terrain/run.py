@@ -588,6 +588,11 @@ def main(argv=None):
         hint = OPTION_HINTS.get(getattr(e, "option", None), "")
         print(f"terrain: {e}{hint}", file=sys.stderr)
         return 2
+    except MemoryError as e:
+        # the host's, or the device's (CuPy's OutOfMemoryError is one): the outputs' partials
+        # are gone (atomic_output), and a traceback would say no more than its message
+        print(f"terrain: out of memory: {e or 'an allocation failed'}", file=sys.stderr)
+        return 2
     except (KeyboardInterrupt, Terminated) as e:
         # late failures of cancelled tasks are not news ("Task exception was never retrieved")
         logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)

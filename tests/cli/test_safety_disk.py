@@ -1,5 +1,6 @@
-"""A full disk is one line naming the output, and nothing is left: ``ingest``/``mst -o /small/x.zarr`` on a 600 KiB file system, a batch whose
-manifest cannot be written.
+"""A full disk (or memory) is one line naming the output, and nothing is left:
+``ingest``/``mst -o /small/x.zarr`` on a 600 KiB file system, a batch whose manifest cannot
+be written, memory exhausted mid-run.
 
 The file system is a real tmpfs where the tests may mount one (root in a container), else
 those tests skip; the size limit of a process (``RLIMIT_FSIZE``: EFBIG, "File too large")
@@ -149,3 +150,22 @@ def test_geotiff_writer_out_of_space_leaves_nothing(tmp_path, monkeypatch, capfd
     assert len(calls) == 3
     assert sorted(os.listdir(tmp_path)) == ["g.asc"] + ["tifs"] * made
     assert not made or os.listdir(folder) == []
+
+
+def test_out_of_memory_is_one_line_and_leaves_nothing(tmp_path, dem, monkeypatch, capsys):
+    """Memory exhausted mid-run (the host's, or the device's: CuPy's OutOfMemoryError is a
+    MemoryError): one line with the allocation's message, status 2, no partial output."""
+    import pipelines.fill
+    from terrain.run import main
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError("Unable to allocate 13.2 GiB for an array with shape (50220, "
+                          "70520) and data type float32")
+    monkeypatch.setattr(pipelines.fill, "fill_depressions", exhausted)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["fill", str(dem), "-o", str(out / "f.zarr")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["terrain: out of memory: Unable to allocate 13.2 GiB for an array with "
+                   "shape (50220, 70520) and data type float32"], err
+    assert list(out.iterdir()) == []
