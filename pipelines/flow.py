@@ -321,6 +321,7 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
     """The grid (``dem_layer`` of ``dem_path``) read whole (or given: ``z``); fill (unless
     ``filled``), directions and accumulation where ``be`` computes; on the GPU the
     accumulation stays on the device until the writes."""
+    from concurrent.futures import ThreadPoolExecutor
     t0 = time.perf_counter()
     z = read_layer(dem_path, dem_layer, np.float32) if z is None else z
     outl = None if out_layer is None else read_layer(tmp, out_layer)
@@ -337,8 +338,6 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
         z = fill_depressions(z, spec.connectivity, outl, labels=False, tile=spec.tile,
                              backend=be).filled
     t2 = time.perf_counter()
-    from concurrent.futures import ThreadPoolExecutor
-
     # a layer is written while the next is computed: at the 10-ft size the filled DEM (14
     # GB) and the codes (3.5 GB) while the device finds the directions and the accumulation
     with ThreadPoolExecutor(1) as writer:

@@ -24,7 +24,8 @@ MAX_CELLS = 2**32 - 1
 #: (4), codes (1), away and towards (8), the labels' grid (4), and 4 + 4 for each flat cell
 #: (its index and its root), the cell lists found a band of rows at a time. The 10-ft size
 #: (3.54·10⁹ cells, a quarter of them flat) peaked at 20.3 (71.8 GB; 32 before its lists were
-#: 32-bit and the DEM's second copy stayed on the host): it runs so on an 80 GB H100
+#: 32-bit and the DEM's second copy stayed on the host): it ran so on an H200 of which another
+#: process held all but an 80 GB H100's 84 GB
 DEVICE_BYTES_PER_CELL = 20
 
 

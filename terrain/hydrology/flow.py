@@ -203,7 +203,7 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None, state=None
             memo(away, towards, labels, code, res)
         return res
     out = ops.flat_directions(zp, code, away, towards, labels, height, spec.step)
-    del code, inner, away, towards, labels  # before the copy: a grid in core peaks there
+    del code, inner, away, towards, labels  # freed before the copy, made beside the rest
     return out[2:h + 2, 2:w + 2].copy(), stats
 
 
