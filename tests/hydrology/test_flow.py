@@ -285,19 +285,23 @@ def test_each_direction_check_names_its_fault():
 
 
 def test_the_device_rules_of_the_fill_and_the_flow(monkeypatch):
-    """What the device holds whole, by the one rule of terrain.grid.mst_device on a made-up
-    device (139 GiB free, an H200's): the 10-ft size's flow (32 bytes a cell of its padded
-    block) but not its fill (beyond the forest's 2^30 cells); no block of 2^32 cells."""
+    """What the device holds whole, by the one rule of terrain.grid.mst_device on made-up
+    devices (139 GiB free, an H200's; 79 GiB, an 80 GB H100's): the 10-ft size's flow (20
+    bytes a cell of its padded block, 66 GiB) on both but not its fill (beyond the forest's
+    2^30 cells); no block of 2^32 cells."""
     import terrain.grid.mst_device as mst_device
     from terrain.hydrology import fits_on_device, flow_fits_on_device
 
     class Device:
         is_gpu = True
 
+    free = [139 << 30]
     monkeypatch.setattr(mst_device, "get_backend", lambda backend=None: Device())
-    monkeypatch.setattr(mst_device, "free_device_bytes", lambda backend=None: 139 << 30)
+    monkeypatch.setattr(mst_device, "free_device_bytes", lambda backend=None: free[0])
     ten_ft = (50220, 70520)
     assert flow_fits_on_device(ten_ft) and not fits_on_device(ten_ft)
-    assert not flow_fits_on_device(ten_ft, headroom=0.75)  # 105.6 GiB of 104.25
+    free[0] = 79 << 30
+    assert flow_fits_on_device(ten_ft)  # 65.97 GiB of 71.1
+    assert not flow_fits_on_device(ten_ft, headroom=0.8)  # of 63.2
     assert not flow_fits_on_device((65532, 65532))  # a padded block of 2^32 cells
     assert fits_on_device((4096, 4096)) and not fits_on_device((4096, 4096), headroom=1e-3)
