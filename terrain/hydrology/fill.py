@@ -334,12 +334,14 @@ def _raise_strips(lib, z, fh, labels, bounds, spills, connectivity):
     def lift(s, stop):
         n = (bounds[s + 1] - bounds[s]) * W
         h = 0 if s == 0 else min(n, at[s - 1] - bounds[s - 1] * W)  # the strip before's shift
-        if h:
-            heads[s] = np.maximum(fh[at[s]:at[s] + h], g[s * span:][labels[at[s]:at[s] + h]])
-        lib.terrain_flood_raise(fh.ctypes.data + 4 * (bounds[s] * W + h),
-                                fh.ctypes.data + 4 * (at[s] + h),
-                                labels.ctypes.data + 4 * (at[s] + h), n - h,
-                                g.ctypes.data + 4 * s * span)
+
+        def raise_into(out, first, count):  # the strip's levels first... raised into out
+            lib.terrain_flood_raise(out, fh.ctypes.data + 4 * (at[s] + first),
+                                    labels.ctypes.data + 4 * (at[s] + first), count,
+                                    g.ctypes.data + 4 * s * span)
+        heads[s] = np.empty(h, np.float32)
+        raise_into(heads[s].ctypes.data, 0, h)
+        raise_into(fh.ctypes.data + 4 * (bounds[s] * W + h), h, n - h)
 
     native.in_strips(bounds, lift)
     for s in range(k):

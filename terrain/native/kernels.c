@@ -857,10 +857,11 @@ static int flow_seed_before(const void *a, const void *b) {
 /* BFS distances in the interior's flats: away from higher terrain, towards lower (a draining
    cell of the flat's elevation), seeded also by the halo ring's halo_a / halo_t (NULL: none,
    a block that holds its flats whole); FLOW_INF where unreached. The seeds run in the order
-   of their distance (ties: row-major), merged with the queue. Not fresh: away / towards hold an earlier call's distances with halos no lower
-   than these anywhere, and only the halo cells now lower seed (zp unread): the distances
-   are a minimum over seeds, so lowering from there gives a fresh call's (a tiled pass run
-   again as its neighbours publish). Returns 0, -1 out of memory. */
+   of their distance (ties: row-major), merged with the queue. Not fresh: away / towards
+   hold an earlier call's distances with halos no lower than these anywhere, and only the
+   halo cells now lower seed (zp unread): the distances are a minimum over seeds, so
+   lowering from there gives a fresh call's (a tiled pass run again as its neighbours
+   publish). Returns 0, -1 out of memory. */
 int64_t terrain_flow_flat_distances(const float *zp, const uint8_t *code, const int32_t *halo_a,
                                     const int32_t *halo_t, int step, int64_t R, int64_t C,
                                     int32_t *away, int32_t *towards, int fresh,
