@@ -1244,7 +1244,14 @@ int64_t terrain_ws_strahler(const int64_t *order, int64_t count, const int64_t *
  * nondecreasing level, on the work array fh of (H + 2) x (W + 2) floats (a frame around the
  * grid, so no step checks bounds). A cell reached from a cell of level L gets max(z, L); one
  * at or below L joins the pit stack, drained before the next pop of the queue (Barnes et al.
- * 2014's improved priority flood: most cells of a flooded DEM never enter it). The queue is a
+ * 2014's improved priority flood: most cells of a flooded DEM never enter it). One above L
+ * is a slope: its level is its own z, and it joins the slope stack, drained first; a slope
+ * none of whose open neighbours lies at or below it is expanded at once, the others enter
+ * the queue (Zhou, Sun & Fu 2016's variant). About half the slopes skip the queue on the
+ * synthetic DEMs (6.7 M of 12.8 M at 4096²): one core's flood of that DEM took 0.66-0.68 s
+ * against 0.75-0.85 s, 16 strips of a 16384² DEM 1.51-1.56 s against 1.67-1.75 s (H200
+ * host), the same levels bit for bit; a slope's label is that of the cell it was reached
+ * from, below it, so the strips' labels keep their meaning. The queue is a
  * radix heap over the order-preserving uint32 image of the float32 keys (monotone: every key
  * pushed is above the last popped), so a push is O(1) and a cell moves between its 33
  * buckets at most 32 times. At the end the first H x W floats of fh hold the levels,
@@ -1378,10 +1385,9 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
 #define FLOOD_CLOSED(q) (label ? label[q] != 0 : closed[q] != 0)
     uint8_t *closed = label ? NULL : malloc((size_t)n2);
     flood_bucket bucket[33] = {{0}};
-    flood_stack pit = {0};
+    flood_stack pit = {0}, slope = {0};
     flood_spills spills = {0};
     uint32_t last = 0;
-    float level = -INFINITY; /* the last key popped */
     int64_t queued = 0, rc = 0;
     if (closed == NULL && label == NULL) return -1;
     for (int64_t i = 0; i < H + 2; ++i)
@@ -1423,7 +1429,22 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
             rc = -3;
             goto done;
         }
-        if (pit.n) {
+        if (slope.n) { /* a cell above the level of the cell it was reached from */
+            p = slope.a[--slope.n];
+            const float zp = fh[p];
+            int k = 0; /* every open neighbour above zp, its own level: expand it now */
+            for (; k < nk; ++k) {
+                const int64_t q = p + off[k];
+                if (!FLOOD_CLOSED(q) && fh[q] <= zp) break;
+            }
+            if (k < nk) { /* it would: in turn, at level zp */
+                const uint32_t kp = flood_key(zp);
+                if (flood_append(&bucket[flood_bucket_of(kp, last)], ((uint64_t)kp << 32) | p))
+                    goto oom;
+                ++queued;
+                continue;
+            }
+        } else if (pit.n) {
             p = pit.a[--pit.n];
         } else {
             if (queued == 0) break;
@@ -1445,19 +1466,19 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
             }
             p = (int64_t)(uint32_t)bucket[0].a[--bucket[0].n];
             --queued;
-            level = fh[p];
             /* the queue's cells lie anywhere: fetch the next one's while this one is done */
             if (bucket[0].n > FLOOD_AHEAD)
                 flood_prefetch(closed, fh, label,
                                (uint32_t)bucket[0].a[bucket[0].n - 1 - FLOOD_AHEAD], w2);
         }
         const int32_t a = label ? label[p] : 0;
+        const float lp = fh[p]; /* its level: the last key popped, a pit's, a slope's own z */
         for (int k = 0; k < nk; ++k) {
             const int64_t q = p + off[k];
             if (FLOOD_CLOSED(q)) {
                 if (label && label[q] != a && label[q] > 0 &&
                     flood_spill(&spills, (uint32_t)a, (uint32_t)label[q],
-                                fh[q] > level ? fh[q] : level))
+                                fh[q] > lp ? fh[q] : lp))
                     goto oom;
                 continue;
             }
@@ -1465,15 +1486,11 @@ int64_t terrain_flood_grid(const float *z, const uint8_t *outlet, int64_t H, int
                 label[q] = a;
             else
                 closed[q] = 1;
-            const float zq = fh[q];
-            if (zq <= level) {
-                fh[q] = level;
+            if (fh[q] <= lp) { /* never beside a slope expanded: lp is the level popped */
+                fh[q] = lp;
                 if (flood_push(&pit, (int32_t)q)) goto oom;
-            } else {
-                const uint32_t kq = flood_key(zq);
-                if (flood_append(&bucket[flood_bucket_of(kq, last)], ((uint64_t)kq << 32) | q))
-                    goto oom;
-                ++queued;
+            } else if (flood_push(&slope, (int32_t)q)) {
+                goto oom;
             }
         }
     }
@@ -1505,6 +1522,7 @@ oom:
 done:
     free(closed);
     free(pit.a);
+    free(slope.a);
     free(spills.key);
     free(spills.w);
     for (int b = 0; b < 33; ++b) free(bucket[b].a);

@@ -37,6 +37,24 @@ def test_in_core_equals_priority_flood(seed, conn):
     assert np.array_equal(r.depth, r.filled - z, equal_nan=True)
 
 
+
+@pytest.mark.parametrize("conn", [4, 8])
+@pytest.mark.parametrize("strips", [1, 3])
+def test_smooth_slopes_climbed_off_the_queue(conn, strips, monkeypatch):
+    """Smooth hillsides, ridges and pits (most slopes climbed from the slope stack, those
+    beside a lower open cell queued): the independent flood's levels, in one strip and in
+    three."""
+    from terrain import native
+    monkeypatch.setattr(native, "threads", lambda work=None: strips)
+    i, j = np.mgrid[0:61, 0:47].astype(np.float64)
+    z = 40 * np.sin(i / 7) * np.cos(j / 5) + 0.5 * np.abs(i - 30) + np.abs(j - 23)
+    z[20:24, 10:13] -= 60  # a deep pit on a hillside
+    z[:, 30] += 25  # a ridge across every strip
+    z = z.astype(np.float32)
+    r = fill_depressions(z, conn, backend="cpu")
+    np.testing.assert_array_equal(r.filled, priority_flood(z, conn), strict=True)
+    assert (r.depth > 0).sum() > 50
+
 @pytest.mark.parametrize("conn", [4, 8])
 @pytest.mark.parametrize("seed", range(20))
 def test_row_strips_fill_as_one_grid(seed, conn, monkeypatch):
