@@ -23,7 +23,7 @@ from terrain.errors import InputError
 from terrain.grid.cost_outputs import LAYERS
 from terrain.grid.costs import arc_codes, cost_model_code
 from terrain.grid.sssp import incore_bytes
-from terrain.io.georef import finish_store
+from terrain.io.georef import check_weight_units, finish_store
 from terrain.io.outputs import atomic_output, check_outputs, same_file
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
@@ -286,6 +286,7 @@ def run_cost_distance(input_path, output_path=None, *, points=(), cells=(), sour
     inputs = [inp, friction, sources_file, stops_file, reuse]
     check_local_outputs(inputs, [out, *geotiff_paths(geotiff_dir)], overwrite)
     grid = _plans.open_header(inp, tile)
+    check_weight_units(cost, grid["crs"], inp, kind="cost")
     gt = grid["geotransform"]
     geo = {"geotransform": gt, "crs": grid["crs"], "source": str(inp), "cost": cost}
     srcs, costs = resolve_sources(gt, grid["shape"], points, cells, sources_file,

@@ -24,6 +24,7 @@ weights raster's store is scratch beside the output (under its prefix at a URL),
 before the output is finished.
 """
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -278,20 +279,21 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                 write_outlets(tmp, cells, shape, tile, side)
                 out_layer = "outlets"
             wall["ingest"] = time.perf_counter() - t0
-            if chosen == "in-core":
-                stats = _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path,
-                                 filled, be, wall, z, write_filled_layer=not linked)
-            else:
-                t0 = time.perf_counter()
-                if filled and not linked:  # copied as it is
-                    _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
-                        dem_path, dem_layer, w)), shape, side)
-                elif not filled:
-                    write_filled(dem_path, tmp, shape, tile, connectivity, out_layer, be.name,
-                                 scheduler, partial=tmp)
-                wall["fill"] = time.perf_counter() - t0
-                stats = _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall)
-                drop_checkpoints(tmp)
+            with _naming_weights(weights):
+                if chosen == "in-core":
+                    stats = _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path,
+                                     filled, be, wall, z, write_filled_layer=not linked)
+                else:
+                    t0 = time.perf_counter()
+                    if filled and not linked:  # copied as it is
+                        _each_shard(lambda w: write_block(tmp, "filled", w, read_block(
+                            dem_path, dem_layer, w)), shape, side)
+                    elif not filled:
+                        write_filled(dem_path, tmp, shape, tile, connectivity, out_layer,
+                                     be.name, scheduler, partial=tmp)
+                    wall["fill"] = time.perf_counter() - t0
+                    stats = _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall)
+                    drop_checkpoints(tmp)
             if weights_tmp is not None:  # at a URL it lies under the output's prefix
                 remove_tree(weights_tmp)
                 weights_tmp = None  # gone: nothing for the finally below
@@ -314,6 +316,17 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             remove_tree(weights_tmp)
     summary["seconds"] = round(time.perf_counter() - t_start, 6)
     return summary
+
+
+@contextlib.contextmanager
+def _naming_weights(weights):
+    """The library's refusal of a weight ("weights: cell ...") names the weights raster."""
+    try:
+        yield
+    except InputError as e:
+        if weights is None or not str(e).startswith("weights: "):
+            raise
+        raise InputError(f"{weights}: {str(e)[len('weights: '):]}") from None
 
 
 def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be, wall,

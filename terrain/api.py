@@ -364,6 +364,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
         cost = "friction" if friction is not None else "absdiff"
     cost_model_code(cost)
     z, geo = _in_memory(dem)
+    check_weight_units(cost, geo.crs, geo.where, kind="cost")
     cs = tuple(cellsize) if cellsize is not None else geo.cellsize
     f = None
     if friction is not None:

@@ -75,6 +75,8 @@ def test_store_path_and_geographic_refusal(tmp_path):
     assert f.attrs["grid_mapping"] == "spatial_ref" and "WGS 84" in f.spatial_ref.attrs["crs_wkt"]
     with pytest.raises(InputError, match="geographic"):
         terrain.mst(store.path, weight="length3d", backend="cpu")
+    with pytest.raises(InputError, match="cost 'tobler'.*geographic"):
+        terrain.cost_distance(store.path, [(1, 1)], cost="tobler", backend="cpu")
     with pytest.raises(InputError, match="2-D"):
         terrain.mst(np.zeros((2, 2, 2)), backend="cpu")
 

@@ -482,7 +482,8 @@ def fill_depressions(dem, connectivity=8, outlets=None, *, epsilon=False, min_de
             outlet.ravel()[pits] = 1
     t1 = time.perf_counter()
     if epsilon:
-        f = epsilon_levels(z, outlet, conn, named=outlets is not None)
+        f = epsilon_levels(z, outlet, conn, named=outlets is not None,
+                           kept=pits if simplify else None)
     else:
         f = ops.levels(z, outlet, conn, tile)
     times["levels"] = time.perf_counter() - t1
@@ -515,12 +516,14 @@ RICHDEM_D8 = (np.array([0, -1, -1, -1, 0, 1, 1, 1]), np.array([-1, -1, 0, 1, 1, 
 RICHDEM_D4 = (np.array([0, -1, 0, 1]), np.array([-1, 0, 1, 0]))
 
 
-def epsilon_levels(z, outlet, connectivity=8, named=False):
+def epsilon_levels(z, outlet, connectivity=8, named=False, kept=None):
     """The epsilon fill's levels (``inf`` where undrained): RichDEM's priority flood step for
     step, ``terrain_fill_epsilon`` of terrain/native/kernels.c (C, not Numba: Numba's import
     and kernel load took ``fill --epsilon`` of the 300 x 400 sample from 0.6 to 1.2 s, 3.2 s
     on first use). Seeds: RichDEM's edge cells then the cells of nodata holes off the edge
-    (so cells beside nodata drain), or the ``named`` outlets, row-major."""
+    (so cells beside nodata drain), or the ``named`` outlets, row-major; then the ``kept``
+    pits (flat indices, :func:`kept_pits`) where the outlets are not named (named ones
+    include them)."""
     z = np.ascontiguousarray(z, np.float32)
     H, W = z.shape
     if named:
@@ -535,6 +538,9 @@ def epsilon_levels(z, outlet, connectivity=8, named=False):
         edge = np.unique(np.concatenate([holes[0], holes[-1], holes[:, 0], holes[:, -1]]))
         inner = np.flatnonzero((nodata & ~np.isin(holes, edge)).ravel())
         seeds = np.concatenate([rows, cols, inner]) if H * W else np.zeros(0, np.int64)
+        if kept is not None:
+            kept = np.asarray(kept, np.int64)
+            seeds = np.concatenate([seeds, kept[~np.isin(kept, seeds)]])
     dr, dc = RICHDEM_D8 if check_connectivity(connectivity) == 8 else RICHDEM_D4
     seeds = np.ascontiguousarray(seeds, np.int64)
     seed_nodata = np.isnan(z.ravel()[seeds]).view(np.uint8)

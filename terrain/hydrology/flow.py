@@ -686,13 +686,31 @@ def _accumulate_block(ops, spec, read_dir, read_w, window, incoming, what):
     weights = None
     if read_w is not None:
         r0, r1, c0, c1 = window
-        weights = np.nan_to_num(np.asarray(read_w(r0, r1, c0, c1), np.float64), nan=0.0)
+        weights = _finite_weights(np, np.asarray(read_w(r0, r1, c0, c1), np.float64),
+                                  (r0, c0))
     ir, ic, er, ec = _ring_edges(dp, 0, True)
     ext = np.zeros(dp.shape, np.float64)
     if incoming is not None and len(ir):
         ext[ir, ic] = incoming
     acc, order, done = _checked_accumulate(ops, dp, weights, ext, what)
     return dp, (ir, ic, er, ec), ops.be.to_numpy(acc), order, done
+
+
+def _finite_weights(xp, w, origin=(0, 0)):
+    """Weights (float64, ``xp``'s) with NaN as 0; :class:`InputError` naming the first
+    cell (offset by ``origin``) that is infinite: its inflow could not be summed.
+
+    >>> _finite_weights(np, np.array([[1.0, np.nan], [np.inf, 2.0]]), (10, 0))
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: weights: cell (11, 0) is inf; weights must be finite (NaN counts 0)
+    """
+    bad = xp.isinf(w)
+    if bool(bad.any()):
+        r, c = (int(v) for v in np.unravel_index(int(bad.argmax()), w.shape))
+        raise InputError(f"weights: cell ({r + origin[0]}, {c + origin[1]}) is "
+                         f"{float(w[r, c])}; weights must be finite (NaN counts 0)")
+    return xp.nan_to_num(w, nan=0.0)
 
 
 def _checked_accumulate(ops, dp, weights, ext, what):
@@ -823,7 +841,8 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
         ESRI D8 codes (0 outlet, 255 nodata), e.g. :func:`flow_directions`'s. The result
         comes back where it is (a CuPy array on the device).
     weights : 2-D array, optional
-        Per-cell weight (rainfall); NaN counts as 0. Default: 1 per cell.
+        Per-cell weight (rainfall); NaN counts as 0, an infinite weight is refused.
+        Default: 1 per cell.
     tile, group_tiles : int, optional
         Run tiled, as the out-of-core pipeline does.
     backend : {'cpu', 'gpu', 'auto'}, optional
@@ -844,7 +863,7 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
         ops = _ops(backend)
         xp = ops.be.xp
         dp = xp.pad(ops.be.asarray(d), 1, constant_values=255)
-        wd = None if w is None else xp.nan_to_num(ops.be.asarray(w), nan=0.0)
+        wd = None if w is None else _finite_weights(xp, ops.be.asarray(w))
         acc = _checked_accumulate(ops, dp, wd, None, "direction")[0]
         return where.asarray(acc[1:-1, 1:-1])
     d, w = where.to_numpy(d), None if w is None else where.to_numpy(w)

@@ -204,12 +204,14 @@ def finish_store(path):
         zarr.consolidate_metadata(store_for(path, read_only=False))
 
 
-METRIC_WEIGHTS = ("slope", "length3d")
+#: the MST weights and cost models that divide a rise by a run: cells in degrees are refused
+METRIC_WEIGHTS = ("slope", "length3d", "tobler")
 
 
-def check_weight_units(weight, crs, where):
-    """Raise :class:`InputError` for a length-based weight (``slope``, ``length3d``) on a
-    geographic CRS, whose cells are in degrees (why: docs/gis.md, "Ingest options").
+def check_weight_units(weight, crs, where, kind="weight"):
+    """Raise :class:`InputError` for a weight or cost model (``kind``) that takes the cell
+    sizes in the elevation's unit (:data:`METRIC_WEIGHTS`) on a geographic CRS, whose cells
+    are in degrees (why: docs/gis.md, "Ingest options").
 
     Examples
     --------
@@ -220,6 +222,6 @@ def check_weight_units(weight, crs, where):
     terrain.errors.InputError: dem.tif: weight 'slope' needs cell sizes in the elevation's unit, but the CRS (EPSG:4326) is geographic: cells are in degrees; reproject the DEM to a projected CRS first
     """
     if weight in METRIC_WEIGHTS and crs and is_geographic(crs):
-        raise InputError(f"{where}: weight {weight!r} needs cell sizes in the elevation's unit, "
+        raise InputError(f"{where}: {kind} {weight!r} needs cell sizes in the elevation's unit, "
                          f"but the CRS ({crs_label(crs)}) is geographic: cells are in degrees; "
                          "reproject the DEM to a projected CRS first")

@@ -15,6 +15,7 @@ through pyogrio (GDAL's vector drivers).
 import csv
 import json
 import math
+import os
 import struct
 import warnings
 from pathlib import Path
@@ -400,7 +401,19 @@ def _write_ogr_lines(target, lines, properties, crs, driver, layer):
         fields.append(values.astype(object) if values.dtype.kind == "U" else values)
     # FlatGeobuf's spatial index would order the features by place: kept in their order
     options = {"SPATIAL_INDEX": "NO"} if driver == "FlatGeobuf" else {}
-    with warnings.catch_warnings():  # a grid without a CRS has none to give (the summary
-        warnings.filterwarnings("ignore", "'crs' was not provided")  # says so)
-        pyogrio.raw.write(str(target), geometry, fields, names, driver=driver, layer=layer,
-                          geometry_type="LineString", crs=crs or None, layer_options=options)
+    # OGR goes by the name's suffix (a FlatGeobuf named otherwise becomes a folder), and
+    # an output is written under a partial name first: written as NAME.fgb, then renamed
+    target = Path(target)
+    suffix = next(k for k, v in LINE_FORMATS.items() if v == driver)
+    named = target if target.suffix.lower() == suffix else target.with_name(target.name + suffix)
+    try:
+        with warnings.catch_warnings():  # a grid without a CRS has none to give (the
+            warnings.filterwarnings("ignore", "'crs' was not provided")  # summary says so)
+            pyogrio.raw.write(str(named), geometry, fields, names, driver=driver,
+                              layer=layer, geometry_type="LineString", crs=crs or None,
+                              layer_options=options)
+        if named != target:
+            os.replace(named, target)
+    finally:
+        if named != target and named.exists():
+            named.unlink()

@@ -117,6 +117,11 @@ def test_length_weights_on_a_geographic_crs(three_bands, tmp_path, capsys):
     rc, out, err = run_main(capsys, "mst", path, "-o", tmp_path / "m.zarr", "--weight", "absdiff",
                            "--backend", "cpu")
     assert rc == 0, err
+    # Tobler's walking time divides a rise by a run as well
+    rc, out, err = run_main(capsys, "cost-distance", path, "--source-cell", "1,1", "--cost",
+                            "tobler", "-o", tmp_path / "c.zarr")
+    assert rc == 2 and err.count("\n") == 1 and "cost 'tobler'" in err and "EPSG:4326" in err
+    assert not (tmp_path / "c.zarr").exists()
 
 
 def test_info_on_mst_outputs(tmp_path, capsys):

@@ -95,6 +95,33 @@ def test_min_depth_area_is_a_flood_from_the_kept_pits(seed, conn):
             np.testing.assert_array_equal(r.filled, priority_flood(z, conn), strict=True)
 
 
+
+@pytest.mark.parametrize("named", [False, True])
+def test_epsilon_with_min_depth_drains_to_the_kept_pits(named):
+    """Epsilon and persistence together: the kept pits stay at their elevation and every
+    other cell drains, strictly downhill, to them or to an outlet; no cell lies below the
+    exact fill from the same pits."""
+    z = rand(9, False)
+    z[5:8, 20:23] = np.nan
+    out = outlet_cells(z, 8)
+    r = fill_depressions(z, 8, out if named else None, epsilon=True, min_depth=2.0,
+                         backend="cpu")
+    exact = fill_depressions(z, 8, out if named else None, min_depth=2.0, backend="cpu")
+    pits = r.sinks
+    assert pits.size > 0 and np.array_equal(pits, exact.sinks)
+    assert np.array_equal(r.filled.ravel()[pits], z.ravel()[pits])
+    drains = out.copy()
+    drains.ravel()[pits] = 1
+    f = np.where(np.isnan(z), np.inf, r.filled)
+    R, C = z.shape
+    for i in range(R):
+        for j in range(C):
+            if np.isnan(z[i, j]) or drains[i, j]:
+                continue
+            assert f[max(i - 1, 0):i + 2, max(j - 1, 0):j + 2].min() < f[i, j], (i, j)
+    assert np.all((r.filled >= exact.filled) | np.isnan(z))
+    assert not np.array_equal(r.filled, fill_depressions(z, 8, epsilon=True, backend="cpu").filled)
+
 def test_min_depth_keeps_the_elder_pit():
     # two pits (1 and 2) merge at 5 and spill at 9: depth 8 for pit 1, 3 for pit 2
     z = np.array([[9, 9, 9, 9, 9], [9, 1, 5, 2, 9], [9, 9, 9, 9, 9]], np.float32)

@@ -167,6 +167,16 @@ def test_weighted_accumulation():
                                   flow_accumulation(d, wi, backend="cpu"))
 
 
+
+def test_an_infinite_weight_is_refused():
+    f = _filled("random", (40, 33), 3)
+    d = flow_directions(f, backend="cpu").direction
+    w = np.ones(f.shape)
+    w[17, 5] = -np.inf
+    for tile in (None, 4):  # one block, and groups (the cell named in the grid's terms)
+        with pytest.raises(InputError, match=r"weights: cell \(17, 5\) is -inf"):
+            flow_accumulation(d, w, tile=tile, backend="cpu")
+
 def test_named_outlets_replace_the_edge():
     z = dem("random", (30, 30), 4)
     outl = np.zeros(z.shape, bool)

@@ -101,6 +101,15 @@ def test_streams_geojson_is_lon_lat_and_geopackage_keeps_the_crs(utm_flow, tmp_p
         assert info["features"] == len(doc["features"]) and info["crs"] == "EPSG:32617"
         assert info["geometry_type"] == "LineString"
         assert list(info["fields"]) == ["order", "upstream", "outlet", "cells", "length"]
+        # one file, not OGR's folder for a name without the suffix (the partial's), no
+        # warning, and replaced by a run with --overwrite
+        assert (tmp_path / f"s{suffix}").is_file() and not err
+        rc, out, err = run_main(capsys, "streams", utm_flow, "--threshold", "40", "-o",
+                                tmp_path / f"s{suffix}", "--overwrite", scheduler=None)
+        assert rc == 0 and not err, err
+        assert pyogrio.read_info(tmp_path / f"s{suffix}")["features"] < len(doc["features"])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("s.")) == [
+        "s.fgb", "s.geojson", "s.gpkg"]
     if shutil.which("ogrinfo"):  # the system's GDAL reads it too
         info = subprocess.run(["ogrinfo", "-so", str(tmp_path / "s.gpkg"), "streams"],
                               capture_output=True, text=True).stdout

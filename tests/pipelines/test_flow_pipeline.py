@@ -100,6 +100,25 @@ def test_filled_input_outlets_weights_and_geotiffs(tmp_path, capsys):
     assert "result    flow: D8" in out and "named" in out
 
 
+
+@pytest.mark.parametrize("route", ["in-core", "tiled"])
+def test_an_infinite_weight_is_one_line_naming_the_raster(tmp_path, capsys, route):
+    rasterio = pytest.importorskip("rasterio")
+    z, asc = _dem(tmp_path, seed=3, shape=(60, 50))
+    w = np.ones(z.shape, np.float32)
+    w[41, 7] = np.inf  # ESRI ASCII has no word for it: a GeoTIFF
+    tif = tmp_path / "rain.tif"
+    with rasterio.open(asc) as src:
+        profile = {"driver": "GTiff", "height": z.shape[0], "width": z.shape[1], "count": 1,
+                   "dtype": "float32", "transform": src.transform}
+    with rasterio.open(tif, "w", **profile) as dst:
+        dst.write(w, 1)
+    rc, out, err = run_main(capsys, "flow", asc, "-o", tmp_path / "w.zarr", "--weights",
+                            tif, "--route", route, "--tile", "16", scheduler="threads")
+    assert rc == 2 and err == f"terrain: {tif}: cell (41, 7) is inf; weights must be finite " \
+        "(NaN counts 0)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", "rain.tif"]
+
 def test_a_fill_store_is_flowed_without_filling_again(tmp_path, monkeypatch, capsys):
     """``fill DEM`` then ``flow FILL_STORE``: the same layers as ``flow DEM`` on both routes
     (the tiled fill's store, read at halos that cut its shards); a fill that would not
