@@ -38,7 +38,7 @@ from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, dir
                                fill_depressions, fits_on_device, flow_accumulation,
                                flow_directions, flow_fits_on_device, forget_flat_states)
 from terrain.io.geotiff import geotiff_paths
-from terrain.io.georef import finish_store, write_georeference
+from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
                                output_at, remove_tree, scratch_beside)
 from terrain.io.zarr_meta import codec, open_array, open_group
@@ -151,8 +151,10 @@ def _compressors(name, tiled=False):
 
 def _create(out_path, name, tile, shape, tiled=False):
     dtype, fill, _, meaning = FLOW_LAYERS[name]
-    return create_layer(out_path, name, dtype, fill, tile, shape,
-                        compressors=_compressors(name, tiled), attrs={"meaning": meaning})
+    arr = create_layer(out_path, name, dtype, fill, tile, shape,
+                       compressors=_compressors(name, tiled), attrs={"meaning": meaning})
+    mark_raster(arr, nodata=fill)  # every layer's fill is its nodata (255 for the codes)
+    return arr
 
 
 def _each_shard(fn, shape, side):

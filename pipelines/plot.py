@@ -108,7 +108,8 @@ def _plot_cost_distance(args, group):
     model = dict(group.attrs.get("cost_model") or {})
     dem = result_dem(args.store, group, model.get("dem") or group.attrs.get("source"),
                      required=False)
-    paths = read_paths(args.paths)[0] if getattr(args, "paths", None) else None
+    paths = (read_paths(args.paths, group.attrs.get("crs"))[0]
+             if getattr(args, "paths", None) else None)
     units = (group["distance"].attrs.get("units") or "").split(" (")[0] or None
     with atomic_output(args.output, args.overwrite) as tmp:
         info = render_cost_distance(tmp, group["distance"], dem, paths=paths,

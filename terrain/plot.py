@@ -269,16 +269,21 @@ def render_bfs_levels(path, stats, *, size=(900, 600), title=None, dpi=100, form
     return {"levels": int(sizes.size - 1), "reached": int(sizes.sum())}
 
 
-def read_paths(path):
+def read_paths(path, crs=None):
     """LineStrings (``(N, 2)`` map x, y arrays) and their costs from a GeoJSON file of
-    LineString / MultiLineString features (as ``terrain path`` writes)."""
+    LineString / MultiLineString features (as ``terrain path`` writes), in ``crs`` (the
+    store's): RFC 7946's longitude/latitude, or the CRS its ``crs`` member names,
+    reprojected; positions without a CRS (or for ``crs`` None) as they are."""
     import json
     from pathlib import Path
+
+    from .io.points import geojson_crs, reproject_points
 
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise InputError(f"{path}: not a GeoJSON file ({e})") from None
+    src = geojson_crs(doc, path) if isinstance(doc, dict) else None
     feats = doc.get("features", [doc]) if isinstance(doc, dict) else []
     lines, costs = [], []
     for i, f in enumerate(feats):
@@ -295,6 +300,9 @@ def read_paths(path):
                 raise InputError(f"{path}: feature {i} has malformed coordinates")
             lines.append(a[:, :2])
             costs.append((f.get("properties") or {}).get("cost"))
+    if crs and src and lines:  # all positions at once
+        xy = np.asarray(reproject_points(np.concatenate(lines).tolist(), src, crs, path))
+        lines = np.split(xy, np.cumsum([len(a) for a in lines])[:-1])
     return lines, costs
 
 

@@ -563,6 +563,15 @@ def join_negative_pairs(argv):
     return out
 
 
+def _stopped(signal):
+    """The one line and exit status of a run stopped by Ctrl-C or SIGTERM."""
+    # late failures of cancelled tasks are not news ("Task exception was never retrieved")
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
+    interrupted = isinstance(signal, KeyboardInterrupt)
+    print(f"terrain: {'interrupted' if interrupted else 'terminated'}", file=sys.stderr)
+    return 130 if interrupted else 143
+
+
 def main(argv=None):
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(join_negative_pairs(sys.argv[1:] if argv is None
@@ -594,11 +603,13 @@ def main(argv=None):
         print(f"terrain: out of memory: {e or 'an allocation failed'}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Terminated) as e:
-        # late failures of cancelled tasks are not news ("Task exception was never retrieved")
-        logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
-        interrupted = isinstance(e, KeyboardInterrupt)
-        print(f"terrain: {'interrupted' if interrupted else 'terminated'}", file=sys.stderr)
-        return 130 if interrupted else 143
+        return _stopped(e)
+    except SystemError as e:
+        # a signal inside a Numba kernel surfaces as "... returned a result with an
+        # exception set", the interrupt its cause
+        if not isinstance(e.__cause__, (KeyboardInterrupt, Terminated)):
+            raise
+        return _stopped(e.__cause__)
     except BrokenPipeError:
         # the reader went away (`terrain info STORE | head`): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -25,7 +25,8 @@ import numpy as np
 from ..errors import InputError, where
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
-           "path_format", "POINT_SUFFIXES", "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84"]
+           "path_format", "geojson_crs", "reproject_points", "POINT_SUFFIXES",
+           "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84", "GRID_COORDINATES"]
 
 #: vector formats read through OGR (pyogrio): the points of their first layer
 VECTOR_SUFFIXES = (".gpkg", ".shp", ".fgb", ".kml")
@@ -95,7 +96,7 @@ def read_points(path, crs=None):
         raise InputError(f"{path}: no such file")
     if path.suffix.lower() in VECTOR_SUFFIXES:
         points, src_crs = _ogr_points(path)
-        return points if crs is None or src_crs is None else _reproject(points, src_crs, crs,
+        return points if crs is None or src_crs is None else reproject_points(points, src_crs, crs,
                                                                         path)
     text = path.read_text(errors="replace")
     if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
@@ -104,7 +105,7 @@ def read_points(path, crs=None):
         points, src_crs = _csv_points(path, text)
     if crs is None or src_crs is None:
         return points
-    return _reproject(points, src_crs, crs, path)
+    return reproject_points(points, src_crs, crs, path)
 
 
 def _csv_points(path, text):
@@ -209,7 +210,7 @@ def _geojson_points(path, text):
     visit(doc)
     if not out:
         raise InputError(f"{path}: no points")
-    return out, _geojson_crs(doc, path)
+    return out, geojson_crs(doc, path)
 
 
 #: WKB geometry types (2-D: pyogrio forces them) by number, for the refusal of other ones
@@ -257,21 +258,28 @@ def _wkb_points(wkb, out, path, at=0):
                      "point geometry")
 
 
-def _geojson_crs(doc, path):
-    """The CRS of a GeoJSON document: its (2008) ``crs`` member's name, else WGS 84."""
+#: the ``crs`` member's name of lines written without a CRS (:func:`write_paths`)
+GRID_COORDINATES = "unknown (grid coordinates)"
+
+
+def geojson_crs(doc, path):
+    """The CRS of a GeoJSON document: its (2008) ``crs`` member's name, else WGS 84; None
+    for :data:`GRID_COORDINATES` (positions as they are)."""
     c = doc.get("crs")
     if c is None:
         return WGS84
     name = (c.get("properties") or {}).get("name") if isinstance(c, dict) else None
     if not isinstance(name, str) or not name:
         raise InputError(f"{path}: its 'crs' member names no CRS")
+    if name == GRID_COORDINATES:
+        return None
     if name.upper().replace(":", "") in ("URNOGCDEF CRSOGC1.3CRS84".replace(" ", ""),
                                          "OGCCRS84"):
         return WGS84
     return name
 
 
-def _reproject(points, src, dst, path):
+def reproject_points(points, src, dst, path):
     """``points`` from CRS ``src`` into ``dst``; points said to be longitude/latitude that
     are not are refused with a hint, not sent to PROJ."""
     from .georef import _crs  # zarr's import, only where points are reprojected
@@ -381,7 +389,7 @@ def write_paths(target, lines, properties, crs=None, fmt="geojson", what="paths"
                          "properties": props})
     doc = {"type": "FeatureCollection", "features": features}
     if not crs:
-        doc["crs"] = {"type": "name", "properties": {"name": "unknown (grid coordinates)"}}
+        doc["crs"] = {"type": "name", "properties": {"name": GRID_COORDINATES}}
     Path(target).write_text(json.dumps(doc))
 
 

@@ -124,6 +124,23 @@ def test_length_weights_on_a_geographic_crs(three_bands, tmp_path, capsys):
     assert not (tmp_path / "c.zarr").exists()
 
 
+
+def test_a_rotated_raster_is_refused(tmp_path, capsys):
+    """Rows and columns are the map's axes everywhere: a rotated geotransform would put
+    every output in the wrong place (190 m off in a trial), so it is refused in one line."""
+    path = tmp_path / "rot.tif"
+    with rasterio.open(path, "w", driver="GTiff", height=20, width=30, count=1,
+                       dtype="float32", crs="EPSG:32617",
+                       transform=rasterio.Affine(10, 2, 500000, 2, -10, 4003000)) as dst:
+        dst.write(np.ones((1, 20, 30), np.float32))
+    for command in (["ingest", path, "-o", tmp_path / "r.zarr"],
+                    ["flow", path, "-o", tmp_path / "f.zarr"]):
+        rc, out, err = run_main(capsys, *command)
+        assert rc == 2 and err == (f"terrain: {path}: a rotated or sheared raster (geotransform "
+                                   "500000, 10, 2, 4003000, 2, -10) is not supported; warp it "
+                                   "north-up first (gdalwarp)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rot.tif"]
+
 def test_info_on_mst_outputs(tmp_path, capsys):
     from terrain.io import write_synth
     write_synth(tmp_path / "s.asc", 30, 40, seed=1, nodata=0.1)

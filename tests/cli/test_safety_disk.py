@@ -169,3 +169,21 @@ def test_out_of_memory_is_one_line_and_leaves_nothing(tmp_path, dem, monkeypatch
     assert err == ["terrain: out of memory: Unable to allocate 13.2 GiB for an array with "
                    "shape (50220, 70520) and data type float32"], err
     assert list(out.iterdir()) == []
+
+
+def test_an_interrupt_inside_a_compiled_kernel_is_one_line(tmp_path, dem, monkeypatch, capsys):
+    """Ctrl-C while a Numba kernel runs reaches Python as a SystemError caused by the
+    KeyboardInterrupt: the same one line and status 130 as anywhere else."""
+    import pipelines.fill
+    from terrain.run import main
+
+    def kernel(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("CPUDispatcher(<function _reduce_tile_cpu>) returned a result "
+                              "with an exception set") from e
+    monkeypatch.setattr(pipelines.fill, "fill_depressions", kernel)
+    assert main(["fill", str(dem), "-o", str(tmp_path / "f.zarr")]) == 130
+    assert capsys.readouterr().err == "terrain: interrupted\n"
+    assert not list(tmp_path.glob("*f.zarr*"))

@@ -96,3 +96,18 @@ def test_store_opens_after_a_layer_is_added(utm_tif, tmp_path):
     g.create_array("extra", shape=store.shape, dtype="float32", dimension_names=("y", "x"))
     s = open_store(store.path)
     assert "extra" in set(s.group.array_keys())
+
+
+def test_flow_and_watershed_layers_declare_their_nodata(utm_tif, tmp_path):
+    """Integer layers whose fill value is nodata say so (``_FillValue``): xarray masks the
+    D8 codes' 255 and the watershed labels' -1 as GDAL does in their GeoTIFFs."""
+    from pipelines.flow import run_flow
+    from pipelines.watershed import run_watershed
+    run_flow(utm_tif, tmp_path / "f.zarr", backend="cpu")
+    ds = open_quietly(tmp_path / "f.zarr")
+    assert ds.direction.encoding["_FillValue"] == 255
+    assert int(ds.direction.isnull().sum()) == 40  # the nodata block, masked
+    x, y = GT[0] + 30 * 20.5, GT[3] - 30 * 40.5
+    run_watershed(tmp_path / "f.zarr", tmp_path / "w.zarr", points=[(x, y)])
+    w = open_quietly(tmp_path / "w.zarr").watershed
+    assert w.encoding["_FillValue"] == -1 and int(w.isnull().sum()) == 40

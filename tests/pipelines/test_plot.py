@@ -1,5 +1,7 @@
 """Pictures: PNGs of the requested size; the forest drawn only when zoomed in enough."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -173,3 +175,28 @@ def test_dem_and_mst_pictures_have_a_colour_bar(mst_out, tmp_path, capsys):
     assert _colour_bar(mpl_image.imread(tmp_path / "a.png")) is not None
     # an overview says why the forest is not drawn
     assert "forest not drawn at this scale" in out
+
+
+def test_paths_in_lon_lat_are_drawn_where_they_lie(tmp_path, capsys):
+    """``terrain path`` writes RFC 7946 longitude/latitude for a store with a CRS: plot
+    reprojects them into the store's CRS (drawn raw, they fell off the picture)."""
+    from grids import GT, write_utm_tif
+    from pipelines.cost_distance import run_cost_distance
+    z = (np.add.outer(np.arange(90.0), np.arange(120.0)) % 17).astype(np.float32) + 100
+    write_utm_tif(tmp_path / "u.tif", z)
+    out = tmp_path / "c.zarr"
+    run_cost_distance(tmp_path / "u.tif", out, cells=[(10, 10)], backend="cpu",
+                      scheduler="synchronous")
+    to = f"{GT[0] + GT[1] * 100.5},{GT[3] + GT[5] * 80.5}"
+    rc, _, err = run_main(capsys, "path", out, "--to", to, "-o", tmp_path / "p.geojson",
+                          scheduler=None)
+    assert rc == 0, err
+    x, y = json.loads((tmp_path / "p.geojson").read_text())["features"][0]["geometry"][
+        "coordinates"][0]
+    assert -81 < x < -79 and 35 < y < 36  # longitude/latitude
+    rc, text, err = run_main(capsys, "plot", out, "--paths", tmp_path / "p.geojson", "-o",
+                             tmp_path / "c.png", "--size", "480x360", scheduler=None)
+    assert rc == 0 and "1 path(s)" in text, err
+    img = mpl_image.imread(tmp_path / "c.png")
+    blue = (img[..., 0] < 0.1) & (img[..., 1] > 0.5) & (img[..., 2] > 0.9)  # the path colour
+    assert blue.sum() > 100
