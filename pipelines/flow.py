@@ -508,7 +508,8 @@ def _format_summary(s):
         + (f" in {s['flat_passes']} passes over {s['groups']} groups"
            f" ({s['flat_passes_lowered']} from a kept state)" if s["groups"] > 1 else ""),
         f"max acc   {s['max_accumulation']:.10g}" + (" (weighted)" if s.get("weights") else
-                                                       " cells"),
+                                                       " cells")
+        if s["max_accumulation"] == s["max_accumulation"] else "max acc   none (no valid cell)",
         "wall      " + ", ".join(f"{k} {v:.2f}" for k, v in s["wall_seconds"].items()),
         f"time      {s['seconds']:.2f} s",
     ]

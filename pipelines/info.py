@@ -147,7 +147,8 @@ def format_description(d):
     gt, cells = d["geotransform"], rows * cols
     tiles = d["kind"] == "tile store"
     lines = [f"store     {d['store']}" if tiles else
-             f"store     {d['store']} (result store; the DEM is in {d.get('source')})",
+             f"store     {d['store']} (result store"
+             + (f"; the DEM is in {d['source']})" if d.get("source") else ")"),
              f"shape     {rows} rows x {cols} cols ({cells} cells)"]
     if tiles:
         fmt = (lambda v: "n/a" if v is None else f"{v:.6g}")

@@ -44,6 +44,8 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
     summary."""
     from .cost_distance import resolve_sources
     out = Path(output)
+    if not (np.isfinite(snap) and snap >= 0):
+        raise InputError(f"snap distance {snap:g}: must be a number of map units >= 0")
     if out.suffix.lower() not in (".tif", ".tiff", ".zarr"):
         raise InputError(f"{output}: the labels go to a GeoTIFF (.tif) or a store (.zarr)")
     check_outputs([flow_path, points_file], [out], overwrite)
@@ -56,7 +58,10 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
         raise InputError(f"{flow_path}: no outlets given")
     if snap and snap > 0:
         cells = snap_outlets(group["accumulation"][:], cells, snap / abs(gt[1]))
-    labels = watershed(d, cells)
+    try:
+        labels = watershed(d, cells)
+    except InputError as e:  # an outlet on nodata: said of the flow store
+        raise InputError(f"{flow_path}: {e}") from None
     counts = np.bincount(labels[labels > 0].ravel(), minlength=len(cells) + 1)[1:]
     with atomic_output(out, overwrite, inputs=[flow_path, points_file]) as tmp:
         if out.suffix.lower() == ".zarr":

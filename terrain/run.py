@@ -119,6 +119,35 @@ def _add_weight(p, prefix=""):
                         "metres)")
 
 
+class _Scoped:
+    """Adds options to parser ``p`` on behalf of some of ``batch``'s commands, keeping each
+    option's commands and default (:func:`_check_batch_scopes`)."""
+
+    def __init__(self, p):
+        self.p, self.scopes = p, {}
+
+    def add(self, *commands):
+        scoped = self
+
+        class Adder:
+            @staticmethod
+            def add_argument(*names, **kwargs):
+                action = scoped.p.add_argument(*names, **kwargs)
+                scoped.scopes[action.dest] = (commands, action.option_strings[0],
+                                              action.default)
+                return action
+        return Adder
+
+
+def _check_batch_scopes(args):
+    """``batch COMMAND`` refuses an option of the other commands (it would be ignored)."""
+    for dest, (commands, flag, default) in args.batch_scopes.items():
+        if args.what not in commands and getattr(args, dest) != default:
+            others = ", ".join(commands[:-1]) + (" and " if len(commands) > 1 else "") \
+                + commands[-1]
+            raise InputError(f"batch {args.what}: {flag} is an option of batch {others}")
+
+
 def _add_cost_options(p, batch=False):
     """The options ``cost-distance`` and ``batch cost-distance`` share."""
     pre = "cost-distance: " if batch else ""
@@ -389,10 +418,15 @@ def build_parser():
                         "(.lst/.txt: one path a line)")
     p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="directory for the outputs")
     _add_tile(p)
-    p.add_argument("--connectivity", type=int, choices=(4, 8, 16), default=8,
-                   help="mst (4 or 8), cost-distance (4, 8 or 16)")
-    _add_weight(p, "mst: ")
-    _add_cost_options(p, batch=True)
+    scoped = _Scoped(p)  # the options of some commands only: refused with the others
+    scoped.add("mst", "cost-distance", "fill", "flow").add_argument(
+        "--connectivity", type=int, choices=(4, 8, 16), default=8,
+        help="mst, fill, flow (4 or 8), cost-distance (4, 8 or 16)")
+    _add_weight(scoped.add("mst"), "mst: ")
+    _add_cost_options(scoped.add("cost-distance"), batch=True)
+    scoped.add("flow").add_argument("--filled", action="store_true",
+                                    help="flow: the DEMs are already depression-filled")
+    p.set_defaults(batch_scopes=scoped.scopes)
     _add_backend(p)
     _add_scheduler(p)
     p.add_argument("--overwrite", action="store_true",
@@ -508,8 +542,6 @@ def _add_hydrology(sub):
     p.add_argument("--overwrite", action="store_true", help="replace the output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
-    sub.choices["batch"].add_argument("--filled", action="store_true",
-                                      help="flow: the DEMs are already depression-filled")
 
 
 def _handler(args):
@@ -585,6 +617,8 @@ def main(argv=None):
             # URL inputs/outputs (s3://, memory://, ...) staged here, published after
             # (on a cluster given by address, the commands of
             # pipelines.cluster.SHARE_NOTHING_COMMANDS open the stores there themselves)
+            if args.command == "batch":
+                _check_batch_scopes(args)
             from .io.remote import stage
             with stage(args, args.storage_options, _shares_nothing(args)) \
                     if hasattr(args, "storage_options") else contextlib.nullcontext():

@@ -31,15 +31,19 @@ RASTER_DIMS = ("y", "x")
 
 
 def _crs(value, what="crs"):
+    import rasterio
     from rasterio.crs import CRS
     from rasterio.errors import CRSError
 
     if isinstance(value, CRS):
         return value
     try:
-        if isinstance(value, (int, np.integer)):
-            return CRS.from_epsg(int(value))
-        return CRS.from_user_input(str(value).strip())
+        # in an environment of rasterio's, whose error handler keeps GDAL's own "ERROR 1:"
+        # line off stderr (outside one GDAL prints it beside the message below)
+        with rasterio.Env():
+            if isinstance(value, (int, np.integer)):
+                return CRS.from_epsg(int(value))
+            return CRS.from_user_input(str(value).strip())
     except (CRSError, ValueError, TypeError) as e:
         short = str(value).strip().splitlines()[0][:60] if str(value).strip() else repr(value)
         raise InputError(f"{what}: {short!r} is not a coordinate reference system ({e})") from None

@@ -128,7 +128,7 @@ def _csv_points(path, text):
         try:
             x, y = float(row[cx]), float(row[cy])
         except (ValueError, IndexError):
-            if line == first and not points:
+            if line == first and not points and len(row) >= 2:
                 if len(row) > 2:
                     raise InputError(
                         f"{where(path, line)}: no x and y columns among "

@@ -14,7 +14,7 @@ from terrain.errors import InputError
 from terrain.io import open_grid, read_grid
 from terrain.run import build_parser
 
-from cli import run_cli, run_main
+from cli import assert_one_line_error, run_cli, run_main, run_terrain
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,11 @@ def test_band_choice_and_errors(three_bands, tmp_path, capsys):
     assert d["crs_label"] == "EPSG:32617" and 'UTM zone 17N' in d["crs"]
     rc, out, err = run_main(capsys, "ingest", path, "-o", tmp_path / "d.zarr", "--crs", "EPSG:nope")
     assert rc == 2 and "not a coordinate reference system" in err
+    # a code PROJ does not know: GDAL's own "ERROR 1:" line (written by C to the process's
+    # stderr) stays off
+    proc = run_terrain("ingest", path, "-o", tmp_path / "d.zarr", "--crs", "EPSG:999999",
+                       cwd=tmp_path)
+    assert_one_line_error(proc, "'EPSG:999999' is not a coordinate reference system")
 
 
 def read_grid_band(path, band):

@@ -137,6 +137,11 @@ def test_watershed_command(utm_flow, tmp_path, capsys):
     rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet", "0,0", "-o",
                           tmp_path / "x.tif", scheduler=None)
     assert rc == 2 and "outside" in err and not (tmp_path / "x.tif").exists()
+    for snap in ("-5", "nan"):
+        rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet", f"{x},{y}", "--snap",
+                              snap, "-o", tmp_path / "x.tif", scheduler=None)
+        assert rc == 2 and err == (f"terrain: snap distance {float(snap):g}: must be a number "
+                                   "of map units >= 0\n") and not (tmp_path / "x.tif").exists()
     # the same outlet as a cell, after a second one given by its point
     rc, out, err = run_main(capsys, "watershed", utm_flow, "--outlet", f"{x + 30},{y}",
                             "--outlet-cell", f"{r},{c}", "-o", tmp_path / "w2.zarr", "--json",
@@ -150,6 +155,13 @@ def test_watershed_command(utm_flow, tmp_path, capsys):
     rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet-cell", "60,0", "-o",
                           tmp_path / "y.tif", scheduler=None)
     assert rc == 2 and "outlet cell (60, 0) is outside the raster" in err
+    d = zarr.open_group(str(utm_flow))["direction"]
+    d[5, 7] = 255  # a nodata cell
+    rc, _, err = run_main(capsys, "watershed", utm_flow, "--outlet-cell", "5,7", "-o",
+                          tmp_path / "y.tif", scheduler=None)
+    assert rc == 2 and err == f"terrain: {utm_flow}: outlet cell (5, 7) is nodata\n"
+    rc, out, err = run_main(capsys, "info", tmp_path / "w2.zarr", scheduler=None)
+    assert rc == 0 and out.splitlines()[0] == f"store     {tmp_path / 'w2.zarr'} (result store)"
 
 
 def test_watershed_refuses_a_cycle_a_bad_code_and_a_path_off_the_grid():

@@ -96,6 +96,16 @@ def test_csv_lon_lat_columns_are_wgs84_reprojected_into_the_raster_crs(tmp_path)
     assert read_points(path, crs=UTM17) == [(704515.0, 3896985.0)]
 
 
+
+@pytest.mark.parametrize("text", ["502005 4001505\n", "502005;4001505\n"])
+def test_a_first_line_of_one_column_is_a_bad_point_not_a_header(tmp_path, text):
+    """Two names make a header; a line of one field (spaces or semicolons between the
+    numbers) is a point the parser cannot read, said at its line."""
+    path = tmp_path / "o.csv"
+    path.write_text(text)
+    with pytest.raises(InputError, match=rf"^{path}:1: expected x,y numbers"):
+        read_points(path)
+
 def test_csv_header_naming_no_coordinates_is_refused(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("id,height,name\n1,3896985,704515\n")

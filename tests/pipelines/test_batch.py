@@ -177,6 +177,24 @@ def test_batch_cost_distance_checks_shared_options_first(tmp_path, rasters):
         assert not (tmp_path / "out").exists()
 
 
+
+def test_batch_refuses_the_options_of_other_commands(tmp_path, capsys):
+    """An option only another command takes would be ignored: refused in one line, before
+    any folder is made."""
+    from cli import run_main
+    for what, extra, flag, owners in [
+            ("fill", ("--weight", "slope"), "--weight", "mst"),
+            ("flow", ("--friction", "f.tif"), "--friction", "cost-distance"),
+            ("ingest", ("--connectivity", "4"), "--connectivity",
+             "mst, cost-distance, fill and flow"),
+            ("mst", ("--filled",), "--filled", "flow"),
+            ("fill", ("--source", "1,2", "--max-cost", "5"), "--source", "cost-distance")]:
+        rc, _, err = run_main(capsys, "batch", what, tmp_path / "*.tif", "-o",
+                              tmp_path / "out", *extra)
+        assert rc == 2 and err == f"terrain: batch {what}: {flag} is an option of batch " \
+            f"{owners}\n"
+    assert list(tmp_path.iterdir()) == []
+
 def test_batch_cost_distance_friction_per_input(tmp_path, rasters):
     """``{stem}`` picks each DEM's own friction raster; a source outside one raster fails
     that file only."""

@@ -119,6 +119,14 @@ def test_an_infinite_weight_is_one_line_naming_the_raster(tmp_path, capsys, rout
         "(NaN counts 0)\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dem.asc", "rain.tif"]
 
+
+def test_a_dem_of_nodata_only_flows_to_an_empty_summary(tmp_path, capsys):
+    asc = write_asc(tmp_path / "nd.asc", np.full((3, 4), np.nan, np.float32))
+    rc, out, err = run_main(capsys, "flow", asc, "-o", tmp_path / "w.zarr", scheduler=None)
+    assert rc == 0, err
+    assert "max acc   none (no valid cell)" in out.splitlines()
+    assert (_layers(tmp_path / "w.zarr")["direction"] == 255).all()
+
 def test_a_fill_store_is_flowed_without_filling_again(tmp_path, monkeypatch, capsys):
     """``fill DEM`` then ``flow FILL_STORE``: the same layers as ``flow DEM`` on both routes
     (the tiled fill's store, read at halos that cut its shards); a fill that would not
