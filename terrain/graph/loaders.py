@@ -480,7 +480,8 @@ def _snap_header(path, head, whole):
         out["body"] = nxt
         lineno, tokens, nxt = _first_content_line(lines, lineno, ("#", "%"), whole)
         tokens = split(tokens or [])
-    if len(tokens) == 2 and all(t.isdigit() for t in tokens):
+    # ids of more than 18 digits are refused as ids (the parser's), not read as counts
+    if len(tokens) == 2 and all(t.isdigit() and len(t) <= 18 for t in tokens):
         out["counts"] = (int(tokens[0]), int(tokens[1]), lineno)
         out["body"] = nxt
         _, tokens, _ = _first_content_line(lines, lineno, ("#", "%"), whole)

@@ -2172,13 +2172,14 @@ static int g_scan_weight(const uint8_t *buf, int64_t i, int64_t end, int wmode, 
     }
     const int ok = nd + frac > 0 && (i >= end || g_sep_s(buf[i], sep));
     if (!ok) return G_ERR_WEIGHT;
-    if (is_int) {
-        if (nd > 18) return G_ERR_WEIGHT;
+    if (is_int && nd <= 18) {
         w_int[k] = neg ? -(int64_t)val : (int64_t)val;
         w_len[k] = (int32_t)(i - s);
         return G_ERR_NONE;
     }
-    if (wmode == 2) return G_ERR_WEIGHT_INT;
+    /* an integer of more than 18 digits is read as a decimal (a float64 weight, rounded
+       to nearest), where an integer weight is allowed to be one */
+    if (wmode == 2) return is_int ? G_ERR_WEIGHT : G_ERR_WEIGHT_INT;
     w_int[k] = s;
     w_len[k] = (int32_t)(-(i - s));
     const int64_t e = exp10 - scale;

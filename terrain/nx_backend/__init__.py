@@ -166,6 +166,18 @@ def _dijkstra(G, sources, weight, cutoff=None, target=-1):
     return [(v, f if flt else i) for v, i, f, flt in zip(got.tolist(), ints, floats, isf)]
 
 
+class _NodeBunch:
+    """What ``networkx.Graph.nbunch_iter`` reads of a graph (membership, the adjacency's
+    keys), for a :class:`TerrainGraph`."""
+
+    def __init__(self, G):
+        self._adj = G.index
+        self._graph = G
+
+    def __contains__(self, node):
+        return node in self._graph
+
+
 class BackendInterface:
     """What NetworkX loads from the ``networkx.backends`` entry point."""
 
@@ -278,11 +290,8 @@ class BackendInterface:
             wanted = G.nodes
         elif single:
             wanted = [v]
-        else:  # a container of nodes: those in G, as NetworkX's nbunch_iter takes them
-            try:
-                wanted = [node for node in v if node in G]
-            except TypeError:
-                raise nx.NetworkXError("nbunch is not a node or a sequence of nodes.") from None
+        else:  # a container of nodes, read by NetworkX's own nbunch_iter (its errors too)
+            wanted = list(nx.Graph.nbunch_iter(_NodeBunch(G), v))
         core = FrontierCore(G.csr(), "cpu")
         n = len(G)
         out = {}

@@ -118,6 +118,17 @@ def test_a_first_line_that_is_an_edge_stays_an_edge(tmp_path):
     assert g.m == 3 and 7 in g.id_array().tolist()
 
 
+
+@pytest.mark.parametrize("text", ["1 99999999999999999999\n",
+                                  "99999999999999999999 1\n2 3\n4 5\n"])
+def test_an_id_past_64_bits_on_the_first_line_is_one_line(tmp_path, text):
+    """Two integers first may be a header of counts, but not ids of more than 18 digits:
+    those are refused as on any other line (an OverflowError's traceback before)."""
+    path = tmp_path / "g.txt"
+    path.write_text(text)
+    with pytest.raises(InputError, match=rf"^{path}:1: vertex id too large in "):
+        load_graph(path)
+
 def test_graph_mst_of_a_small_file_runs_in_process(tmp_path):
     """``mst`` of a 78-edge graph starts no cluster: no Dask, a fraction of a second."""
     import networkx as nx

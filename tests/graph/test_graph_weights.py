@@ -238,9 +238,12 @@ def test_decimal_weights_parse_to_pythons_float_bit_for_bit():
         m = str(rng.randint(1, 10 ** rng.randint(1, 19) - 1))
         cut = rng.randint(0, len(m))
         tokens.append((m[:cut] or "0") + "." + m[cut:] + f"e{rng.randint(-25, 25)}")
-    # decimals all (an integer token of 19 digits is refused: int64 weights)
+    # decimals all (an integer token of up to 18 digits is an int64 weight) ...
     tokens = [("-" if rng.random() < 0.2 else "") + t + ("" if "." in t or "e" in t else ".0")
               for t in tokens]
+    # ... and integers of 19 to 40 digits, read as decimals (int64 holds none of them whole)
+    tokens += [("-" if rng.random() < 0.2 else "") + str(rng.randint(10 ** 18, 10 ** 40))
+               for _ in range(2000)] + ["9223372036854775807", "2305843009213693952"]
     buf = np.frombuffer("".join(f"1 2 {t}\n" for t in tokens).encode(), np.uint8)
     n = len(tokens)
     u, v, w_int = (np.zeros(n, np.int64) for _ in range(3))
