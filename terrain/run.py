@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import sys
+import types
 import warnings
 
 # No command multiplies matrices, yet OpenBLAS, loaded with NumPy (below), starts a thread a
@@ -127,16 +128,12 @@ class _Scoped:
         self.p, self.scopes = p, {}
 
     def add(self, *commands):
-        scoped = self
-
-        class Adder:
-            @staticmethod
-            def add_argument(*names, **kwargs):
-                action = scoped.p.add_argument(*names, **kwargs)
-                scoped.scopes[action.dest] = (commands, action.option_strings[0],
-                                              action.default)
-                return action
-        return Adder
+        """What ``add_argument`` is called on for the options of ``commands``."""
+        def add_argument(*names, **kwargs):
+            action = self.p.add_argument(*names, **kwargs)
+            self.scopes[action.dest] = (commands, action.option_strings[0], action.default)
+            return action
+        return types.SimpleNamespace(add_argument=add_argument)
 
 
 def _check_batch_scopes(args):
@@ -541,7 +538,6 @@ def _add_hydrology(sub):
                         "confluences")
     p.add_argument("--overwrite", action="store_true", help="replace the output")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-
 
 
 def _handler(args):
