@@ -405,7 +405,9 @@ def effective_diameter(core, k, seed=0):
     return round(float(value), 6), sources
 
 
-def _stderr_progress(start=time.monotonic):
+def _stderr_progress(extremes=False, start=time.monotonic):
+    """A ``progress`` that prints a line a second after two seconds; once the diameter is
+    known, what the candidates are left for (with ``extremes``: the radius and the rest)."""
     t0 = start()
     last = [t0]
 
@@ -413,8 +415,11 @@ def _stderr_progress(start=time.monotonic):
         now = start()
         if now - t0 > 2.0 and now - last[0] > 1.0:
             last[0] = now
-            print(f"diameter: {bfs_count} BFS, {delta_lower} <= diameter <= {diameter_upper}, "
-                  f"{remaining} candidates left", file=sys.stderr, flush=True)
+            bounds = (f"diameter {delta_lower}, {remaining} candidates left for the radius, "
+                      "centre and periphery" if extremes and delta_lower == diameter_upper else
+                      f"{delta_lower} <= diameter <= {diameter_upper}, {remaining} candidates "
+                      "left")
+            print(f"diameter: {bfs_count} BFS, {bounds}", file=sys.stderr, flush=True)
     return report
 
 
@@ -454,7 +459,7 @@ def _bound(core, info, extremes, progress):
     """The bounding loop on ``core`` (a connected component)."""
     lcc = core.graph
     if progress is True:
-        progress = _stderr_progress()
+        progress = _stderr_progress(extremes)
     bounding = core.backend.select(_CpuBounding, _GpuBounding)(core, extremes)
     bfs_count, delta_lower, (ecc, source, dist) = bounding.run(progress, SINGLE_BFS)
     if dist is None:  # found by a bit-parallel batch: one BFS for its labels
@@ -574,7 +579,7 @@ def weighted_diameter(graph, *, extremes=False, backend=None, algorithm="auto",
     ecc_of = np.zeros(n, dtype)
     degree = lcc.degrees()
     if progress is True:
-        progress = _stderr_progress()
+        progress = _stderr_progress(extremes)
     best = None
     count = 0
     far, last = True, None

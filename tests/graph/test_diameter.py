@@ -419,3 +419,19 @@ def test_random_graphs_match_networkx(name, G):
         assert (r.components, r.connected) == (len(comps), len(comps) == 1)
         _check_path(lcc, r)
         assert diameter(graph, backend="cpu").diameter == r.diameter
+
+
+def test_progress_lines_say_what_the_candidates_are_left_for(capsys):
+    """Once the diameter is settled, an --all run's candidates are for the radius, centre
+    and periphery: the line says so (it repeated the settled bounds for minutes)."""
+    from terrain.graph.eccentricity import _stderr_progress
+    clock = iter(range(0, 100, 3))
+    for extremes in (False, True):
+        report = _stderr_progress(extremes, start=lambda: next(clock))
+        report(10, 5, 9, 40)
+        report(20, 8, 8, 35)
+    assert capsys.readouterr().err.splitlines() == [
+        "diameter: 10 BFS, 5 <= diameter <= 9, 40 candidates left",
+        "diameter: 20 BFS, 8 <= diameter <= 8, 35 candidates left",
+        "diameter: 10 BFS, 5 <= diameter <= 9, 40 candidates left",
+        "diameter: 20 BFS, diameter 8, 35 candidates left for the radius, centre and periphery"]
