@@ -109,11 +109,15 @@ def _file_params(command, args, inp):
         return {"tile": args.tile}
     if command == "mst":
         return {"tile": args.tile, "connectivity": args.connectivity, "weight": args.weight}
+    # files named by options added later: in the parameters only when given, so that a
+    # rerun of an older batch without them still finds its files done
+    named = {name: list(input_identity(_per_file(getattr(args, name, None), inp)))
+             for name in ("outlets", "weights") if getattr(args, name, None) is not None}
     if command == "fill":
-        return {"tile": args.tile, "connectivity": args.connectivity}
+        return {"tile": args.tile, "connectivity": args.connectivity, **named}
     if command == "flow":
         return {"tile": args.tile, "connectivity": args.connectivity,
-                "filled": getattr(args, "filled", False)}
+                "filled": getattr(args, "filled", False), **named}
     files = {name: _per_file(getattr(args, name), inp)
              for name in ("friction", "sources", "stops")}
     return {"source": list(args.source or ()), "source_cell": list(args.source_cell or ()),
@@ -131,13 +135,15 @@ def _file_params(command, args, inp):
 def _run_fill(inp, out, args, scheduler):
     from .fill import run_fill
     s = run_fill(inp, out, tile=args.tile, connectivity=args.connectivity,
-                 backend=args.backend, scheduler=scheduler, overwrite=args.overwrite)
+                 outlets=_per_file(args.outlets, inp), backend=args.backend,
+                 scheduler=scheduler, overwrite=args.overwrite)
     return {k: s[k] for k in ("rows", "cols", "path", "flooded", "depressions")}
 
 
 def _run_flow(inp, out, args, scheduler):
     from .flow import run_flow
     s = run_flow(inp, out, tile=args.tile, connectivity=args.connectivity,
+                 outlets=_per_file(args.outlets, inp), weights=_per_file(args.weights, inp),
                  filled=getattr(args, "filled", False), backend=args.backend,
                  scheduler=scheduler, overwrite=args.overwrite)
     return {k: s[k] for k in ("rows", "cols", "cells", "outlet_cells", "max_accumulation")}

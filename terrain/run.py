@@ -423,6 +423,13 @@ def build_parser():
     _add_cost_options(scoped.add("cost-distance"), batch=True)
     scoped.add("flow").add_argument("--filled", action="store_true",
                                     help="flow: the DEMs are already depression-filled")
+    stem = "{stem} = the input's stem, else the same file for every input"
+    scoped.add("fill", "flow").add_argument(
+        "--outlets", default=None, metavar="RASTER|POINTS",
+        help=f"fill, flow: the cells water leaves by, a raster or points as fill --outlets; {stem}")
+    scoped.add("flow").add_argument(
+        "--weights", default=None, metavar="RASTER",
+        help=f"flow: per-cell weights (e.g. rainfall) on the input's grid; {stem}")
     p.set_defaults(batch_scopes=scoped.scopes)
     _add_backend(p)
     _add_scheduler(p)

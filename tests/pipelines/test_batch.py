@@ -104,9 +104,9 @@ def test_batch_with_nothing_to_do_is_one_line(tmp_path):
 CD_SOURCES = ("--source", "502005,4001505", "--source-cell", "10,390")
 
 
-def _layers(store):
+def _layers(store, names=("distance", "allocation", "backlink")):
     g = zarr.open_group(str(store), mode="r")
-    return {name: np.asarray(g[name][:]) for name in ("distance", "allocation", "backlink")}
+    return {name: np.asarray(g[name][:]) for name in names}
 
 
 def test_batch_cost_distance_mixed_formats_one_bad_file(tmp_path, rasters):
@@ -194,6 +194,43 @@ def test_batch_refuses_the_options_of_other_commands(tmp_path, capsys):
         assert rc == 2 and err == f"terrain: batch {what}: {flag} is an option of batch " \
             f"{owners}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+FLOW = ("filled", "direction", "accumulation")
+
+
+def test_batch_flow_weights_per_input_and_shared_outlets(tmp_path, rasters, capsys):
+    """``batch flow --weights 'rain/{stem}.asc' --outlets o.csv``: each DEM its own weights,
+    every DEM the same outlet; each output the layers of its own ``flow`` run."""
+    from cli import run_main
+    z, _ = read_grid(SAMPLE)
+    (rasters / "broken.asc").unlink()
+    (rasters / "c.grass").unlink()
+    rain = tmp_path / "rain"
+    rain.mkdir()
+    head = "".join(SAMPLE.read_text().splitlines(keepends=True)[:6])
+    for stem, value in (("a", "2"), ("b", "0.5")):
+        (rain / f"{stem}.asc").write_text(head + "\n".join(
+            " ".join([value] * z.shape[1]) for _ in range(z.shape[0])) + "\n")
+    (tmp_path / "o.csv").write_text("x,y\n501005,4002505\n")
+    proc = run_terrain("batch", "flow", "rasters/*", "-o", "out", "--weights", "rain/{stem}.asc",
+                       "--outlets", "o.csv", "--backend", "cpu", "--scheduler", "threads",
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = _manifest(tmp_path / "out")
+    assert {k: r["status"] for k, r in rows.items()} == {"a.asc": "done", "b.tif": "done"}
+    for stem, name in (("a", "a.asc"), ("b", "b.tif")):
+        rc, _, err = run_main(capsys, "flow", rasters / name, "-o", tmp_path / f"{stem}.zarr",
+                              "--weights", rain / f"{stem}.asc", "--outlets", tmp_path / "o.csv",
+                              "--backend", "cpu", scheduler="threads")
+        assert rc == 0, err
+        got, want = (_layers(path, FLOW) for path in (tmp_path / "out" / f"{stem}.flow.zarr",
+                                                       tmp_path / f"{stem}.zarr"))
+        for layer in FLOW:
+            np.testing.assert_array_equal(got[layer], want[layer])
+        assert np.count_nonzero(got["direction"] == 0) == 1  # the one named outlet
+    a, b = (_layers(tmp_path / "out" / f"{s}.flow.zarr", FLOW)["accumulation"] for s in "ab")
+    np.testing.assert_array_equal(a, 4 * b)  # weights 2 and 0.5 on the same grid
 
 def test_batch_cost_distance_friction_per_input(tmp_path, rasters):
     """``{stem}`` picks each DEM's own friction raster; a source outside one raster fails
