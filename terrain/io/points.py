@@ -96,8 +96,9 @@ def read_points(path, crs=None):
         raise InputError(f"{path}: no such file")
     if path.suffix.lower() in VECTOR_SUFFIXES:
         points, src_crs = _ogr_points(path)
-        return points if crs is None or src_crs is None else reproject_points(points, src_crs, crs,
-                                                                        path)
+        if crs is None or src_crs is None:
+            return points
+        return reproject_points(points, src_crs, crs, path)
     text = path.read_text(errors="replace")
     if path.suffix.lower() in (".json", ".geojson") or text.lstrip().startswith("{"):
         points, src_crs = _geojson_points(path, text)
