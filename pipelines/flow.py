@@ -97,7 +97,7 @@ def flow_route(shape, route="auto", memory_bytes=None, backend=None):
     holds the in-core fill's (:data:`pipelines.fill.IN_CORE_BYTES_PER_CELL` within 80 % of
     ``memory_bytes``, default: the available RAM); else :data:`IN_CORE_BYTES` a cell fit
     half of it. The 10-ft size (3.5·10⁹ cells) on an H200 and its host's 128 GB: in core,
-    38 s whole process against the tiled route's 188 s, the same bits (39 s with only an
+    33-36 s whole process against the tiled route's 188 s, the same bits (37 s with only an
     H100's 84 GB free).
 
     >>> flow_route((4096, 4096), memory_bytes=8 << 30), flow_route((50220, 70520),

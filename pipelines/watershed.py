@@ -56,7 +56,7 @@ def run_watershed(flow_path, output, points=(), points_file=None, snap=0.0, over
                                label=f"{flow_path}: ", crs=crs, what="outlet")
     if not cells:
         raise InputError(f"{flow_path}: no outlets given")
-    if snap and snap > 0:
+    if snap > 0:
         cells = snap_outlets(group["accumulation"][:], cells, snap / abs(gt[1]))
     try:
         labels = watershed(d, cells)

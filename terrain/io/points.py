@@ -26,7 +26,7 @@ from ..errors import InputError, where
 
 __all__ = ["map_to_cell", "cell_centre", "read_points", "raster_source_cells", "write_paths",
            "path_format", "geojson_crs", "reproject_points", "POINT_SUFFIXES",
-           "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84", "GRID_COORDINATES"]
+           "VECTOR_SUFFIXES", "LINE_FORMATS", "WGS84"]
 
 #: vector formats read through OGR (pyogrio): the points of their first layer
 VECTOR_SUFFIXES = (".gpkg", ".shp", ".fgb", ".kml")
