@@ -34,9 +34,10 @@ import numpy as np
 from terrain.backend import get_backend, nanmax
 from terrain.errors import InputError
 from terrain.grid.cost_outputs import read_layer, shard_layouts, write_windows
-from terrain.hydrology import (FlowSpec, accumulation_pass, direction_group, direction_pass,
-                               fill_depressions, fits_on_device, flow_accumulation,
-                               flow_directions, flow_fits_on_device, forget_flat_states)
+from terrain.hydrology import (FlowSpec, accumulation_pass, check_drained, direction_group,
+                               direction_pass, fill_depressions, fits_on_device,
+                               flow_accumulation, flow_directions, flow_fits_on_device,
+                               forget_flat_states, group_totals)
 from terrain.io.geotiff import geotiff_paths
 from terrain.io.georef import finish_store, mark_raster, write_georeference
 from terrain.io.remote import (as_path, check_local_outputs, command_paths, is_remote,
@@ -284,7 +285,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
             with _naming_weights(weights):
                 if chosen == "in-core":
                     stats = _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path,
-                                     filled, be, wall, z, write_filled_layer=not linked)
+                                     filled and inp, be, wall, z,
+                                     write_filled_layer=not linked)
                 else:
                     t0 = time.perf_counter()
                     if filled and not linked:  # copied as it is
@@ -294,7 +296,8 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
                         write_filled(dem_path, tmp, shape, tile, connectivity, out_layer,
                                      be.name, scheduler, partial=tmp)
                     wall["fill"] = time.perf_counter() - t0
-                    stats = _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall)
+                    stats = _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall,
+                                   filled and inp)
                     drop_checkpoints(tmp)
             if weights_tmp is not None:  # at a URL it lies under the output's prefix
                 remove_tree(weights_tmp)
@@ -334,8 +337,9 @@ def _naming_weights(weights):
 def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be, wall,
              z=None, write_filled_layer=True):
     """The grid (``dem_layer`` of ``dem_path``) read whole (or given: ``z``); fill (unless
-    ``filled``), directions and accumulation where ``be`` computes; on the GPU the
-    accumulation stays on the device until the writes."""
+    ``filled``: then the input's name, refused when it is not filled), directions and
+    accumulation where ``be`` computes; on the GPU the accumulation stays on the device
+    until the writes."""
     from concurrent.futures import ThreadPoolExecutor
     t0 = time.perf_counter()
     z = read_layer(dem_path, dem_layer, np.float32) if z is None else z
@@ -359,6 +363,8 @@ def _in_core(tmp, dem_path, dem_layer, spec, side, out_layer, w_path, filled, be
         written = [writer.submit(_write_whole, tmp, {"filled": z}, side)
                    ] if write_filled_layer else []
         d = flow_directions(z, spec.cellsize, spec.connectivity, outl, backend=be)
+        if filled:
+            check_drained(d.stats, filled)
         t3 = time.perf_counter()
         written.append(writer.submit(_write_whole, tmp, {"direction": d.direction}, side))
         acc = flow_accumulation(be.asarray(d.direction), w, backend=be)
@@ -395,7 +401,9 @@ def _stats(dstats, mx, groups=1):
 GROUP_BACKEND = "cpu"
 
 
-def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
+def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall, filled=None):
+    """Directions and accumulation of the ``filled`` layer of ``tmp`` by groups of shards;
+    ``filled``: the input's name when it was given filled (refused when it is not)."""
     import dask
 
     from .cluster import compute, open_scheduler, run_as_completed, share
@@ -439,6 +447,9 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
                 label="flow-direction"))
         finally:
             forget_flat_states(frames)
+        stats = group_totals(stats)
+        if filled:
+            check_drained(stats, filled)
         trim_free_memory()
         t2 = time.perf_counter()
 
@@ -455,9 +466,7 @@ def _tiled(tmp, spec, shard, out_layer, w_path, scheduler, wall):
         done = graph.delayed(graph.add(f"flow-acc-finish-{token}", (), list, refs))
         (maxima,) = compute(done, label="flow-accumulation")
         t3 = time.perf_counter()
-    total = {"cells": sum(s["cells"] for s in stats),
-             "outlets": sum(s["outlets"] for s in stats),
-             "flat_cells": sum(s["flat_cells"] for s in stats), **passes}
+    total = {**stats, **passes}
     wall.update({"flats": t1 - t0, "direction": t2 - t1, "accumulation": t3 - t2})
     maxima = np.asarray(maxima, np.float64)
     mx = float(np.nanmax(maxima)) if not np.all(np.isnan(maxima)) else float("nan")

@@ -425,7 +425,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     weights : same kinds as ``dem``, optional
         Per-cell weights (rainfall) to accumulate instead of 1 per cell; NaN counts 0.
     filled : bool
-        ``dem`` is already depression-filled: skip the fill.
+        ``dem`` is already depression-filled: skip the fill. A DEM with pits or flats that
+        drain nowhere is then refused (:class:`terrain.hydrology.NotFilled`).
     backend : {'cpu', 'gpu', 'auto'}, optional
     cellsize : (dx, dy), optional
         Overrides the input's cell size.
@@ -446,7 +447,7 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     """
     import xarray as xr
 
-    from .hydrology import fill_depressions, flow_accumulation, flow_directions
+    from .hydrology import check_drained, fill_depressions, flow_accumulation, flow_directions
 
     z, geo = _in_memory(dem)
     mask = None if outlets is None else _outlet_mask(outlets, z, geo)
@@ -454,6 +455,8 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
     f = z if filled else fill_depressions(z, connectivity, mask, backend=backend).filled
     cs = tuple(cellsize) if cellsize is not None else geo.cellsize
     d = flow_directions(f, cs, connectivity, mask, backend=backend)
+    if filled:
+        check_drained(d.stats, "dem")
     acc = flow_accumulation(d.direction, w, backend=backend)
     meanings = {"filled": "depression-filled elevation; NaN nodata",
                 "direction": "D8 flow direction, ESRI codes: 1 E, 2 SE, 4 S, 8 SW, 16 W, "

@@ -575,7 +575,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 
 #: what the command line adds to a library error that names one of these parameters
-OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)"}
+OPTION_HINTS = {"overwrite": " (use --overwrite to replace it)",
+                "filled": " (without --filled, flow fills the DEM first)"}
 
 
 _NEGATIVE_PAIR = re.compile(r"-\.?\d[\d.eE+-]*,")

@@ -35,8 +35,8 @@ from ._flow_gpu import GpuOps
 from ._neighbours import NB_DC, NB_DR
 
 __all__ = ["flow_directions", "flow_accumulation", "FlowSpec", "FlowDirections",
-           "direction_pass", "direction_group", "forget_flat_states", "accumulation_pass",
-           "padded_window"]
+           "direction_pass", "direction_group", "group_totals", "forget_flat_states",
+           "accumulation_pass", "padded_window", "NotFilled", "check_drained"]
 
 _INF = 2**31 - 1
 #: the flat passes' memo holds states up to this share of the machine's memory (1/N): 94 MB
@@ -185,7 +185,8 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None, state=None
     code = ops.classify(zp, op, spec.edge_outlets, spec.distances, spec.step)
     inner = code[2:h + 2, 2:w + 2]
     flats = count_nonzero(inner == 254)
-    stats = {"cells": count_nonzero(inner != 255), "flat_cells": flats}
+    stats = {"cells": count_nonzero(inner != 255), "flat_cells": flats,
+             "outlets": count_nonzero(inner == 0), "undrained": 0}
     if flats == 0:
         if height is not None:
             return inner.copy(), stats
@@ -203,8 +204,16 @@ def _group_step(spec, ops, zp, op, halo_a, halo_t, height, memo=None, state=None
             memo(away, towards, labels, code, res)
         return res
     out = ops.flat_directions(zp, code, away, towards, labels, height, spec.step)
-    del code, inner, away, towards, labels  # freed before the copy, made beside the rest
-    return out[2:h + 2, 2:w + 2].copy(), stats
+    del away, towards, labels  # freed before the copy, made beside the rest
+    final = out[2:h + 2, 2:w + 2]
+    # a flat with no drain keeps 0: on a filled DEM none (every flat spills), on a DEM that
+    # is not, its pits (undrained_cell says where)
+    stats["undrained"] = count_nonzero(final == 0) - stats["outlets"]
+    if stats["undrained"]:
+        first = int(ops.be.xp.argmax(((inner == 254) & (final == 0)).ravel()))
+        stats["first_undrained"] = divmod(first, w)
+    del code, inner
+    return final.copy(), stats
 
 
 def _published(away, towards, labels, maxa, stats, host=np.asarray):
@@ -575,9 +584,9 @@ def direction_group(spec, plan, group, read_z, read_out, heights, frames, backen
     ha, ht = (None, None) if state is not None else _seeds(frames[:2], group, window)
     code, stats = _group_step(spec, ops, *_padded(spec, read_z, read_out, window), ha, ht,
                               heights.get(group, np.zeros(1, np.int32)), state=state)
-    code = ops.be.to_numpy(code)
-    stats["outlets"] = int(np.count_nonzero(code == 0))
-    return code, stats
+    if "first_undrained" in stats:
+        stats["first_undrained"] = tuple(map(sum, zip(stats["first_undrained"], window[::2])))
+    return ops.be.to_numpy(code), stats
 
 
 def _in_core_tile(shape):
@@ -627,27 +636,53 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         zp = be.xp.pad(be.asarray(z), 2, constant_values=np.nan)
         op = None if out is None else be.xp.pad(be.asarray(out), 2)
         code, stats = _group_step(spec, ops, zp, op, None, None, "local")
-        stats.update(outlets=count_nonzero(code == 0), flat_passes=1,
-                     flat_passes_lowered=0)
+        stats.update(flat_passes=1, flat_passes_lowered=0)
         return FlowDirections(where.asarray(code), stats)
     z = where.to_numpy(z)
     read_z = _array_reader(z)
     read_out = None if out is None else _array_reader(where.to_numpy(out))
     results, heights, passes, frames = direction_pass(spec, plan, read_z, read_out, backend)
     direction = np.empty(z.shape, np.uint8)
-    stats = {"cells": 0, "flat_cells": 0, "outlets": 0}
+    counts = []
     try:
         for grp in plan.groups:
             code, s = direction_group(spec, plan, grp, read_z, read_out, heights, frames,
                                       backend)
             r0, r1, c0, c1 = plan.window(plan.group_level, *grp)
             direction[r0:r1, c0:c1] = code
-            for k in stats:
-                stats[k] += s[k]
+            counts.append(s)
     finally:
         forget_flat_states(frames)
-    stats.update(passes)
-    return FlowDirections(where.asarray(direction), stats)
+    return FlowDirections(where.asarray(direction), {**group_totals(counts), **passes})
+
+
+def group_totals(counts):
+    """The groups' counts (:func:`direction_group`'s) summed; ``first_undrained``, the
+    first in row-major order, where some cell drains nowhere."""
+    total = {k: sum(int(s[k]) for s in counts)
+             for k in ("cells", "flat_cells", "outlets", "undrained")}
+    firsts = [s["first_undrained"] for s in counts if "first_undrained" in s]
+    if firsts:
+        total["first_undrained"] = min(firsts)
+    return total
+
+
+class NotFilled(InputError):
+    """A DEM given as depression-filled is not: ``option`` names the parameter that said it
+    was (the command line turns it into its flag)."""
+
+    option = "filled"
+
+
+def check_drained(stats, what):
+    """:class:`NotFilled` when the directions' counts (:func:`flow_directions`') have cells
+    that drain nowhere: ``what`` (the DEM's name) was said to be filled."""
+    n = int(stats.get("undrained", 0))
+    if n:
+        r, c = stats["first_undrained"]
+        cells = f"{n} cells drain" if n > 1 else "1 cell drains"
+        raise NotFilled(f"{what}: not depression-filled: {cells} nowhere (pits, or flats with "
+                        f"no lower way out), the first at row {r}, column {c}")
 
 
 # -- accumulation

@@ -48,3 +48,16 @@ def test_flow_then_verify(tmp_path):
     _one_line(rc, err, "exists")
     rc, out, _ = run_cli("verify", tmp_path / "f.zarr", scheduler=None)
     assert rc == 0 and "verified" in out
+
+
+def test_a_dem_given_filled_that_is_not_is_refused(tmp_path):
+    z = dem("random", (40, 30), 3)
+    asc = write_asc(tmp_path / "pits.asc", z)
+    for route in ("in-core", "tiled"):
+        rc, _, err = run_cli("flow", asc, "--filled", "--route", route, "--tile", "8",
+                             "-o", tmp_path / "o.zarr")
+        _one_line(rc, err, "pits.asc: not depression-filled: ")
+        assert "cells drain nowhere" in err and "(without --filled, flow fills" in err
+        assert not (tmp_path / "o.zarr").exists()
+    rc, _, err = run_cli("flow", asc, "-o", tmp_path / "o.zarr")
+    assert rc == 0, err

@@ -31,6 +31,45 @@ def test_directions_match_the_reference_and_certify(kind, shape, seed, conn):
     assert cert.ok, cert.violation
 
 
+def undrained_cells(z, conn):
+    """The cells of a DEM that drain nowhere, by the reference: code 0 (ref_directions)
+    and no outlet (every neighbour on the grid and valid), row-major."""
+    pad = np.pad(np.isnan(np.asarray(z, np.float32)), 1, constant_values=True)
+    R, C = np.shape(z)
+    steps = [(0, 1), (1, 0), (0, -1), (-1, 0)] + [(1, 1), (1, -1), (-1, 1), (-1, -1)][:conn - 4]
+    boundary = np.zeros((R, C), bool)
+    for dr, dc in steps:
+        boundary |= pad[1 + dr:R + 1 + dr, 1 + dc:C + 1 + dc]
+    return np.argwhere((ref_directions(z, CELL, conn) == 0) & ~boundary).tolist()
+
+
+@pytest.mark.parametrize("conn", [8, 4])
+@pytest.mark.parametrize("kind,shape,seed", CASES[:6])
+def test_cells_that_drain_nowhere_are_counted_and_the_first_named(kind, shape, seed, conn):
+    z = dem(kind, shape, seed)
+    want = undrained_cells(z, conn)
+    assert want, "the unfilled DEM has pits"
+    for tile, group in ((None, 1), (4, 2), (8, 1)):
+        s = flow_directions(z, CELL, conn, tile=tile, group_tiles=group, backend="cpu").stats
+        assert s["undrained"] == len(want) and list(s["first_undrained"]) == want[0]
+        assert s["outlets"] + s["undrained"] == np.count_nonzero(
+            ref_directions(z, CELL, conn) == 0)
+    s = flow_directions(_filled(kind, shape, seed, conn), CELL, conn, backend="cpu").stats
+    assert s["undrained"] == 0 and "first_undrained" not in s
+
+
+def test_a_dem_given_filled_that_is_not_is_refused():
+    import terrain
+    from terrain.hydrology import NotFilled
+    z = np.full((5, 6), 5.0, np.float32)
+    z[2, 3] = 1.0
+    with pytest.raises(NotFilled, match=r"dem: not depression-filled: 1 cell drains nowhere "
+                                        r"\(pits, or flats with no lower way out\), the first "
+                                        "at row 2, column 3"):
+        terrain.flow(z, filled=True, backend="cpu")
+    assert terrain.flow(z, backend="cpu").direction.values[2, 3] != 0  # filled first
+
+
 @pytest.mark.parametrize("conn", [8, 4])
 @pytest.mark.parametrize("kind,shape,seed", CASES)
 def test_tiled_directions_are_the_in_core_bits(kind, shape, seed, conn):

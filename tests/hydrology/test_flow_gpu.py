@@ -105,3 +105,18 @@ def test_a_grid_in_core_within_its_device_bytes(monkeypatch):
     np.testing.assert_array_equal(d.direction, cpu.direction)
     np.testing.assert_array_equal(cp.asnumpy(acc), flow_accumulation(cpu.direction,
                                                                       backend="cpu"))
+
+
+def test_cells_that_drain_nowhere_on_both_backends():
+    z = dem("random", (64, 77), 1)  # not filled: its pits drain nowhere
+
+    def run(backend):
+        out = []
+        for tile, group in ((None, 1), (16, 2)):
+            d = flow_directions(z, (10.0, 7.0), 8, tile=tile, group_tiles=group,
+                                backend=backend)
+            s = d.stats
+            out += [d.direction, np.array([s["undrained"], *s["first_undrained"], s["outlets"]])]
+        return out
+
+    assert_backends_identical(run)
