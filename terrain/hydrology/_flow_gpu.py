@@ -43,14 +43,21 @@ def flow_fits_on_device(shape, backend=None, headroom=0.9):
 _BAND_CELLS = 1 << 27
 
 
-def _cells_where(cp, R, C, test, out=None):
+def _cells_where(cp, R, C, test, out=None, margin=0):
     """The row-major indices (uint32) of the cells of an ``R`` x ``C`` block where
-    ``test(r0, r1)`` (a bool array of rows ``r0:r1``) holds, found a band of rows at a time;
-    into ``out`` (returning how many) or a new array."""
+    ``test(r0, r1)`` (a new bool array of rows ``r0:r1``) holds, ``margin`` cells or more
+    from the block's border, found a band of rows at a time; into ``out`` (returning how
+    many) or a new array."""
     rows = max(1, _BAND_CELLS // max(C, 1))
     parts, n = [], 0
     for r0 in range(0, R, rows):
-        idx = cp.flatnonzero(test(r0, min(R, r0 + rows)))
+        band = test(r0, min(R, r0 + rows))
+        if margin:
+            band[:, :margin] = False
+            band[:, C - margin:] = False
+            band[:max(0, margin - r0)] = False
+            band[max(0, R - margin - r0):] = False
+        idx = cp.flatnonzero(band)
         idx += r0 * C
         if out is None:
             parts.append(idx.astype(cp.uint32))
@@ -93,14 +100,7 @@ class GpuOps:
 
     def _flat_cells(self, code_d, R, C):
         """The interior's flat cells (uint32 indices, row-major)."""
-        def inner_flat(r0, r1):
-            band = code_d[r0:r1] == 254
-            band[:, :2] = False
-            band[:, C - 2:] = False
-            band[:max(0, 2 - r0)] = False
-            band[max(0, R - 2 - r0):] = False
-            return band
-        return _cells_where(self.cp, R, C, inner_flat)
+        return _cells_where(self.cp, R, C, lambda r0, r1: code_d[r0:r1] == 254, margin=2)
 
     def flat_distances(self, zp, code, halo_a, halo_t, step):
         """The away and towards BFS distances over the flats, round by round on a frontier
@@ -189,13 +189,9 @@ class GpuOps:
         err = cp.zeros(1, cp.int32)
         self._launch("indegree", R * C, d, np.int32(R), np.int32(C), indeg, err)
 
-        def source(r0, r1):  # interior cells, not nodata, nothing flowing in
-            band = (d[r0:r1] != 255) & (indeg[r0:r1] == 0)
-            band[:, 0] = band[:, C - 1] = False
-            band[:max(0, 1 - r0)] = False
-            band[max(0, R - 1 - r0):] = False
-            return band
-        sources = _cells_where(cp, R, C, source)
+        # interior cells, not nodata, nothing flowing in
+        sources = _cells_where(cp, R, C, lambda r0, r1: (d[r0:r1] != 255)
+                               & (indeg[r0:r1] == 0), margin=1)
         acc = cp.full((R, C), cp.nan, cp.float64)
         done = cp.zeros(1, cp.uint64)
         w = (cp.asarray(weights, cp.float64) if weights is not None
