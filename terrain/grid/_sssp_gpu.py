@@ -20,8 +20,7 @@ from .._transfer import to_host
 from ._sssp_frame import HOPS_BITS, PAD, GridSSSPResult, flat_seeds, offsets
 from .costs import ARC_DC, ARC_DR, arc_costs_np, arc_factor_np, knight_mid
 
-__all__ = ["GpuOps", "mean_arc_cost", "near_far_delta", "download", "upload",
-           "DELTA_FACTOR"]
+__all__ = ["GpuOps", "mean_arc_cost", "near_far_delta", "download", "DELTA_FACTOR"]
 
 _BLOCK = 256
 _BATCH = 64  # launches per host check (and per captured graph)

@@ -175,8 +175,6 @@ def test_device_reduce_every_weight_model_and_long_paths(weight):
 def test_super_tile_path_reduces_on_the_device(monkeypatch):
     # the GPU's super-tile groups call the device reduction, never the host walk, and the
     # forest equals the CPU's
-    import terrain.grid.mst as mst_mod
-
     def no_host_reduce(*a, **k):
         raise AssertionError("host reduce_tile called on the GPU super-tile path")
 
