@@ -831,14 +831,23 @@ def edges_from_chunks(plan, chunks, joined=None):
 def _counts_header(plan, chunks):
     """The chunks of a SNAP file whose first line ``a b`` may be a header of counts
     (docs/graphs.md, "A header of counts"): its edge lines only if it is, else that line put
-    back first as an edge (an :class:`InputError` in a weighted file)."""
+    back first as an edge (an :class:`InputError` in a weighted file). The lines after the
+    counted edges are not read: a warning names the first (a typo there would otherwise
+    cut the graph short unseen)."""
     a, b, line = plan.counts
     stop = next((j for j, c in enumerate(chunks) if c.error is not None), len(chunks))
     kept = chunks[:stop + 1]
     edges = sum(c.u.size for c in kept)
     top = max((max(int(c.u.max()), int(c.v.max())) for c in kept if c.u.size), default=0)
-    if (edges == a and top <= b) or (edges == b and top <= a):
+    if edges and ((edges == a and top <= b) or (edges == b and top <= a)):
         if stop < len(chunks):
+            import warnings
+            at = plan.header_lines + sum(c.newlines for c in chunks[:stop]) + 1 \
+                + kept[stop].error[0]
+            counted = f"{edges} edge lines" if edges > 1 else "1 edge line"
+            warnings.warn(f"{where(plan.path, at)}: not read, nor any line after it: line "
+                          f"{line}, '{a} {b}', is a header of counts, and the {counted} it "
+                          "counts end here", stacklevel=2)
             kept[stop] = dataclasses.replace(kept[stop], error=None)
         return kept
     note = (f" (a SNAP edge list: its first line {a} {b} would be a header of counts if "

@@ -102,13 +102,39 @@ def test_comma_separated_edge_lists_with_a_header_row(tmp_path):
 def test_a_header_of_counts_and_trailing_vertex_values(tmp_path, tail):
     """``N M`` (or ``M N``) first, then exactly M edge lines, then perhaps a section of
     vertex lines: the header is counts, the section is not read as edges."""
+    import warnings
     edges = "0 1\n1 2\n2 3\n3 4\n0 4\n1 3\n"
     for header in ("5 6\n", "6 5\n"):
         path = tmp_path / "g.txt"
         path.write_text("# counts, edges, values\n" + header + edges + tail)
-        g = load_graph(path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            g = load_graph(path)
         assert (g.n, g.m) == (5, 6), header
         assert sorted(g.id_array().tolist()) == [0, 1, 2, 3, 4]
+        # the section not read is named (a typo in an edge list would end it unseen)
+        said = [str(w.message) for w in caught]
+        assert said == ([f"{path}:9: not read, nor any line after it: line 2, "
+                         f"'{header.strip()}', is a header of counts, and the 6 edge lines "
+                         "it counts end here"] if tail else [])
+
+
+@pytest.mark.parametrize("text,line,what", [
+    ("0 1\n1 x\n", 2, "cannot parse '1 x'"), ("0 1\n-1 2\n", 2, "negative vertex id"),
+    ("5 1\n0 1\n1 x\n2 3\n", None, None)])
+def test_a_bad_line_after_a_first_line_of_two_integers(tmp_path, text, line, what):
+    """A header that would count no edge is an edge line, and the bad line after it is the
+    error; one that counts the edges before a bad line warns that the rest is not read."""
+    path = tmp_path / "g.txt"
+    path.write_text(text)
+    if line is not None:
+        with pytest.raises(InputError, match=rf"^{path}:{line}: {what}"):
+            load_graph(path)
+        return
+    with pytest.warns(UserWarning, match=rf"^{path}:3: not read, nor any line after it: "
+                                         r"line 1, '5 1', is a header of counts, and the 1 "
+                                         "edge line it counts end here"):
+        assert load_graph(path).n == 2
 
 
 def test_a_first_line_that_is_an_edge_stays_an_edge(tmp_path):
