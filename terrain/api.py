@@ -70,6 +70,18 @@ def _is_dask(obj):
     return type(obj).__module__.startswith("dask.array") and hasattr(obj, "compute")
 
 
+def _attrs_transform(da):
+    """The affine ``(a, b, c, d, e, f)`` of the ``transform`` attribute that
+    ``xarray.open_rasterio`` (and rioxarray without its accessor) leave, as a GDAL
+    geotransform; None without one."""
+    t = da.attrs.get("transform")
+    try:
+        a, b, c, d, e, f = (float(v) for v in tuple(t)[:6])
+    except (TypeError, ValueError):
+        return None
+    return (c, a, b, f, d, e)
+
+
 def _cellsize_of(da):
     try:
         res = da.rio.resolution()
@@ -79,8 +91,11 @@ def _cellsize_of(da):
     out = []
     for dim in (da.dims[1], da.dims[0]):
         c = np.asarray(da.coords[dim].values, dtype=np.float64) if dim in da.coords else None
-        out.append(abs(float(c[1] - c[0])) if c is not None and c.size > 1 else 1.0)
-    return tuple(out)
+        out.append(abs(float(c[1] - c[0])) if c is not None and c.size > 1 else None)
+    gt = _attrs_transform(da)
+    if gt is not None:  # where the coordinates do not say
+        out = [out[0] or abs(gt[1]), out[1] or abs(gt[5])]
+    return tuple(v or 1.0 for v in out)
 
 
 def _crs_of(da):
@@ -94,11 +109,21 @@ def _crs_of(da):
     if name in da.coords:
         a = da.coords[name].attrs
         return a.get("crs_wkt") or a.get("spatial_ref")
-    return None
+    return da.attrs.get("crs") or None  # xarray.open_rasterio's attribute
 
 
-def as_dem(dem):
-    """Any DEM input (see the module docstring) -> ``(float32 array or None, Georef)``.
+def _real(values, where):
+    """:class:`InputError` unless ``values`` are real numbers (not strings, complex numbers
+    or objects: NumPy's conversion would raise its own message, or drop imaginary parts
+    with a warning)."""
+    dtype = np.asarray(values).dtype
+    if dtype.kind not in "biuf":
+        raise InputError(f"{where}: a raster must hold real numbers, got dtype {dtype}")
+
+
+def as_dem(dem, dtype=np.float32):
+    """Any DEM input (see the module docstring) -> ``(float array or None, Georef)``:
+    ``dtype`` float32 (elevations) or float64 (weights, kept as given).
 
     The array is None for a tile store (read it through ``georef.store``).
 
@@ -122,39 +147,59 @@ def as_dem(dem):
         da = dem
         if da.ndim == 3 and da.shape[0] == 1:
             da = da.isel({da.dims[0]: 0}, drop=True)
+        where = f"DataArray {da.name!r}" if da.name else "DataArray"
         if da.ndim != 2:
-            raise InputError(f"DataArray {da.name!r}: a DEM must be 2-D, got dims {da.dims}")
-        values = np.asarray(da.data.compute() if _is_dask(da.data) else da.values,
-                            dtype=np.float32)
+            raise InputError(f"{where}: a DEM must be 2-D, got dims {da.dims}")
+        values = da.data.compute() if _is_dask(da.data) else da.values
+        _real(values, where)
+        values = np.asarray(values, dtype=dtype)
         nodata = da.attrs.get("_FillValue", da.encoding.get("_FillValue"))
         try:
             nodata = da.rio.nodata if nodata is None else nodata
         except Exception:
             pass
         if nodata is not None and not np.isnan(nodata):
-            values = np.where(values == np.float32(nodata), np.float32(np.nan), values)
-        return values, Georef(_cellsize_of(da), _crs_of(da), None, da, None,
-                              f"DataArray {da.name!r}" if da.name else "DataArray")
+            values = np.where(values == values.dtype.type(nodata), np.nan, values)
+        return values, Georef(_cellsize_of(da), _crs_of(da), None, da, None, where)
     if _is_dask(dem):
         dem = dem.compute()
-    z = np.asarray(dem, dtype=np.float32)
+    try:
+        dem = np.asarray(dem)
+    except ValueError:  # ragged nested lists
+        raise InputError("dem: a raster must be a rectangular array of numbers") from None
+    _real(dem, "dem")
+    z = np.asarray(dem, dtype=dtype)
     if z.ndim != 2:
         raise InputError(f"a DEM must be 2-D, got shape {z.shape}")
     return z, Georef()
 
 
-def _in_memory(dem):
+def _in_memory(dem, dtype=np.float32):
     """:func:`as_dem`, a tile store read whole."""
-    z, geo = as_dem(dem)
+    z, geo = as_dem(dem, dtype)
     if z is None:
         z = np.asarray(geo.store.read_window(0, geo.store.shape[0], 0, geo.store.shape[1]),
-                       np.float32)
+                       dtype)
     return z, geo
 
 
-def _on_grid(raster, shape, what):
+def _cellsize(cellsize, geo):
+    """The cell size given (a number, or ``(dx, dy)``), each positive and finite, else the
+    input's; :class:`InputError` otherwise."""
+    if cellsize is None:
+        return geo.cellsize
+    try:
+        pair = np.broadcast_to(np.asarray(cellsize, np.float64), (2,))
+    except (TypeError, ValueError):
+        pair = None
+    if pair is None or not np.all(np.isfinite(pair) & (pair > 0)):
+        raise InputError(f"cellsize {cellsize!r}: must be a positive number or two, (dx, dy)")
+    return (float(pair[0]), float(pair[1]))
+
+
+def _on_grid(raster, shape, what, dtype=np.float32):
     """A raster that must lie on the DEM's grid (friction, weights, outlets) in memory."""
-    values, geo = _in_memory(raster)
+    values, geo = _in_memory(raster, dtype)
     if values.shape != tuple(shape):
         raise InputError(f"{geo.where}: {what} {values.shape[0]} x {values.shape[1]} cells, "
                          f"the DEM {shape[0]} x {shape[1]}")
@@ -163,7 +208,13 @@ def _on_grid(raster, shape, what):
 
 def _outlet_mask(outlets, z, geo):
     """Outlets (cells ``(row, col)``, or the non-zero cells of a raster on the grid) as a
-    bool mask on the DEM's grid."""
+    bool mask on the DEM's grid. An integer array of the grid's shape that could be either
+    (a grid of two columns) is refused."""
+    if (isinstance(outlets, np.ndarray) and outlets.shape == z.shape == (len(z), 2)
+            and outlets.dtype != bool):
+        raise InputError(f"{geo.where}: outlets of shape {outlets.shape} could be cells or a "
+                         "mask on this two-column grid: give a bool mask or a list of "
+                         "(row, col)")
     if isinstance(outlets, (list, tuple)) or (isinstance(outlets, np.ndarray)
                                               and outlets.shape[-1:] == (2,)
                                               and outlets.shape != z.shape):
@@ -247,7 +298,7 @@ def mst(dem, connectivity=8, weight="max", *, tile=512, backend=None, cellsize=N
 
     z, geo = as_dem(dem)
     check_weight_units(weight, geo.crs, geo.where)
-    cs = tuple(cellsize) if cellsize is not None else geo.cellsize
+    cs = _cellsize(cellsize, geo)
     r = grid_mst(geo.store if z is None else z, connectivity=connectivity, weight=weight,
                  tile=tile, backend=backend, cellsize=cs)
     attrs = {"total_weight": float(r.total_weight), "edges": int(r.edges), "trees": int(r.trees),
@@ -269,7 +320,7 @@ def _geotransform(geo, shape):
         pass
     ydim, xdim = t.dims[-2], t.dims[-1]
     if xdim not in t.coords or ydim not in t.coords or min(shape) < 2:
-        return None
+        return _attrs_transform(t)
     x = np.asarray(t.coords[xdim].values, np.float64)
     y = np.asarray(t.coords[ydim].values, np.float64)
     dx, dy = x[1] - x[0], y[1] - y[0]
@@ -365,7 +416,7 @@ def cost_distance(dem, sources=None, *, points=None, start_costs=None, cost=None
     cost_model_code(cost)
     z, geo = _in_memory(dem)
     check_weight_units(cost, geo.crs, geo.where, kind="cost")
-    cs = tuple(cellsize) if cellsize is not None else geo.cellsize
+    cs = _cellsize(cellsize, geo)
     f = None
     if friction is not None:
         f, fgeo = _on_grid(friction, z.shape, "friction has")
@@ -451,9 +502,10 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
 
     z, geo = _in_memory(dem)
     mask = None if outlets is None else _outlet_mask(outlets, z, geo)
-    w = None if weights is None else _on_grid(weights, z.shape, "weights have")[0]
+    w = (None if weights is None
+         else _on_grid(weights, z.shape, "weights have", np.float64)[0])
     f = z if filled else fill_depressions(z, connectivity, mask, backend=backend).filled
-    cs = tuple(cellsize) if cellsize is not None else geo.cellsize
+    cs = _cellsize(cellsize, geo)
     d = flow_directions(f, cs, connectivity, mask, backend=backend)
     if filled:
         check_drained(d.stats, "dem")
@@ -464,7 +516,7 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
                 "accumulation": "cells (or weights) draining through the cell, itself "
                                 "included; NaN nodata"}
     layers = {name: raster_like(v, geo, name, {"description": meanings[name]})
-              for name, v in (("filled", np.asarray(f, np.float32)),
+              for name, v in (("filled", np.array(f, np.float32)),  # a copy: not the input
                               ("direction", d.direction), ("accumulation", acc))}
     attrs = {"connectivity": int(connectivity), "cellsize": list(cs),
              "cells": int(d.stats["cells"]), "outlet_cells": int(d.stats["outlets"]),
@@ -474,17 +526,42 @@ def flow(dem, *, connectivity=8, outlets=None, weights=None, filled=False, backe
 
 
 def bfs(graph, sources, **options):
-    """Breadth-first search (:func:`terrain.graph.bfs`): hop distances, predecessors; for a
-    NetworkX graph ``sources`` are nodes.
+    """Breadth-first search (:func:`terrain.graph.bfs`): hop distances, predecessors.
+
+    For a NetworkX graph ``sources`` are nodes, and the result is in nodes as
+    :func:`sssp`'s: ``dist`` ``{node: hops}`` of the reached nodes in order of distance,
+    ``pred`` ``{node: predecessor}`` of the reached non-sources, ``sources`` nodes. For a
+    matrix (or Graph, arrays): arrays by row number (-1 where unreached).
 
     Examples
     --------
     >>> import networkx as nx
-    >>> bfs(nx.path_graph(4), 1, backend="cpu").dist.tolist()
+    >>> r = bfs(nx.path_graph(["a", "b", "c", "d"]), "b", backend="cpu")
+    >>> r.dist, r.pred, r.sources
+    ({'b': 0, 'a': 1, 'c': 1, 'd': 2}, {'a': 'b', 'c': 'b', 'd': 'c'}, ['b'])
+    >>> import scipy.sparse as sp
+    >>> bfs(nx.to_scipy_sparse_array(nx.path_graph(4)), 1, backend="cpu").dist.tolist()
     [1, 0, 1, 2]
     """
     from .graph import bfs as _bfs
-    return _bfs(graph, sources, **options)
+    from .graph import is_networkx
+    r = _bfs(graph, sources, **options)
+    if is_networkx(graph):
+        _in_nodes(graph, r, r.dist >= 0)
+    return r
+
+
+def _in_nodes(graph, r, reached):
+    """A result's ``dist``, ``pred`` and ``sources`` by row number put in the NetworkX
+    graph's nodes, in place: ``dist`` of the ``reached`` in order of distance (ties in the
+    graph's node order), ``pred`` of the reached non-sources."""
+    nodes = list(graph)
+    reached = np.flatnonzero(reached)
+    order = reached[np.argsort(r.dist[reached], kind="stable")]
+    if r.pred is not None:
+        r.pred = {nodes[i]: nodes[int(r.pred[i])] for i in order.tolist() if r.pred[i] >= 0}
+    r.dist = {nodes[i]: r.dist[i].item() for i in order.tolist()}
+    r.sources = [nodes[i] for i in np.asarray(r.sources).tolist()]
 
 
 def diameter(graph, **options):
@@ -539,15 +616,8 @@ def sssp(graph, sources, **options):
     from .graph import is_networkx
     from .graph import sssp as _sssp
     r = _sssp(graph, sources, **options)
-    if not is_networkx(graph):
-        return r
-    nodes = list(graph)
-    reached = np.flatnonzero(r.reached)
-    order = reached[np.argsort(r.dist[reached], kind="stable")]
-    r.dist = {nodes[i]: r.dist[i].item() for i in order.tolist()}
-    if r.pred is not None:
-        r.pred = {nodes[i]: nodes[int(r.pred[i])] for i in order.tolist() if r.pred[i] >= 0}
-    r.sources = [nodes[i] for i in r.sources.tolist()]
+    if is_networkx(graph):
+        _in_nodes(graph, r, r.reached)
     return r
 
 

@@ -199,3 +199,94 @@ def test_outlets_as_cells_or_raster_give_one_answer():
             op(z, outlets=[(4, 0)], backend="cpu")
         with pytest.raises(InputError, match="outlets have 3 x 3 cells, the DEM 4 x 4"):
             op(z, outlets=np.zeros((3, 3)), backend="cpu")
+
+
+def test_flow_of_a_filled_dem_is_a_copy_and_weights_stay_float64():
+    z = np.array([[3, 2, 1], [3, 2, 1]], np.float32)
+    ds = terrain.flow(z, filled=True, backend="cpu")
+    ds.filled.values[0, 0] = -1
+    assert z[0, 0] == 3  # the input untouched
+    w = np.array([[16777217.0, 0.1, 0.1]] * 2)
+    acc = terrain.flow(z, filled=True, weights=w, backend="cpu").accumulation.values
+    from terrain.hydrology import flow_accumulation
+    want = flow_accumulation(ds.direction.values, w, backend="cpu")
+    assert acc.tolist() == want.tolist() and acc[0, 2] > 16777217.1  # float32: 16777216.x
+
+
+def test_bfs_of_a_networkx_graph_is_in_its_nodes():
+    nx = pytest.importorskip("networkx")
+    rng = np.random.default_rng(3)
+    for seed in range(5):
+        G = nx.gnm_random_graph(40, 60, seed=seed)
+        G = nx.relabel_nodes(G, {v: f"n{int(rng.integers(1000))}-{v}" for v in G})
+        src = list(G)[seed]
+        r = terrain.bfs(G, src, backend="cpu")
+        want = nx.single_source_shortest_path_length(G, src)
+        assert r.dist == want and r.sources == [src]
+        assert list(r.dist.values()) == sorted(r.dist.values())
+        assert set(r.pred) == set(want) - {src}
+        assert all(G.has_edge(v, p) and want[p] == want[v] - 1 for v, p in r.pred.items())
+
+
+def test_empty_grids_flow_as_they_fill():
+    z = np.zeros((0, 3), np.float32)
+    ds = terrain.flow(z, backend="cpu")
+    assert ds.direction.shape == ds.accumulation.shape == (0, 3)
+    assert ds.attrs["cells"] == 0 and terrain.fill(z, backend="cpu").filled.shape == (0, 3)
+
+
+def test_dataarray_georeference_in_attributes():
+    """``transform`` and ``crs`` attributes (xarray.open_rasterio's) when rioxarray is not
+    there and the coordinates do not say."""
+    z = dem(1, (6, 5))
+    X = xr.DataArray(z, dims=("y", "x"), attrs={"transform": (30, 0, 1000, 0, -20, 5000),
+                                                 "crs": "EPSG:32633"})
+    assert terrain.flow(X, backend="cpu").attrs["cellsize"] == [30.0, 20.0]
+    r = terrain.cost_distance(X, points=[(1045, 4975)], backend="cpu")
+    assert r.attrs["sources"] == [[1, 1]] and r.attrs["cellsize"] == [30.0, 20.0]
+    X = X.copy()  # not the accessor rioxarray (where imported) cached on the first
+    X.attrs["crs"] = "EPSG:4326"
+    with pytest.raises(InputError, match="^DataArray: weight 'slope' needs cell sizes"):
+        terrain.mst(X, weight="slope", backend="cpu")
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda z: terrain.flow(np.array([["a", "b"]])), "^dem: a raster must hold real numbers"),
+    (lambda z: terrain.mst(z.astype(complex)), "^dem: a raster must hold real numbers, got "
+                                               "dtype complex128"),
+    (lambda z: terrain.mst([[1, 2], [3]]), "^dem: a raster must be a rectangular array"),
+    (lambda z: terrain.mst(xr.DataArray(np.zeros((2, 2, 2)))), "^DataArray: a DEM must be 2-D"),
+    (lambda z: terrain.mst(z, cellsize=(-1, 1)), r"^cellsize \(-1, 1\): must be a positive"),
+    (lambda z: terrain.flow(z, cellsize="x"), "^cellsize 'x': must be a positive"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], start_costs=[1, 2]),
+     "^sources: 2 start costs for 1 sources"),
+    (lambda z: terrain.cost_distance(z, [(0, 0)], start_costs="x"),
+     "^sources: start costs must be numbers"),
+    (lambda z: terrain.fill(np.ones((3, 2), np.float32), outlets=np.array([(1, 1), (0, 0),
+                                                                           (2, 0)])),
+     "could be cells or a mask"),
+    (lambda z: terrain.diameter(__import__("networkx").path_graph(9), effective=-3),
+     "^effective -3: the sources to sample"),
+])
+def test_bad_arguments_are_the_librarys_errors(call, message):
+    with pytest.raises(InputError, match=message):
+        call(dem(2, (8, 9)))
+
+
+def test_cell_size_as_one_number():
+    z = dem(2, (8, 9))
+    a = terrain.mst(z, weight="slope", cellsize=2, backend="cpu").attrs["total_weight"]
+    assert a == terrain.mst(z, weight="slope", cellsize=(2, 2),
+                            backend="cpu").attrs["total_weight"]
+
+
+def test_watershed_cells_must_be_whole_and_the_snap_radius_not_negative():
+    from terrain.hydrology import snap_outlets, watershed
+    d = np.array([[1, 1, 0]], np.uint8)
+    with pytest.raises(InputError, match=r"^outlet cell \(0.5, 1\): cells must be whole"):
+        watershed(d, [(0.5, 1)])
+    with pytest.raises(InputError, match=r"^snap radius -1: must be a number >= 0"):
+        snap_outlets(np.ones((1, 3)), [(0, 0)], -1)
+    with pytest.raises(InputError, match=r"^outlet cell \(0, 9\) is outside the grid"):
+        snap_outlets(np.ones((1, 3)), [(0, 9)], 1)
+    assert watershed(d, [(0, 2.0)]).tolist() == [[1, 1, 1]]

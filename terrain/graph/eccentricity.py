@@ -518,6 +518,10 @@ def diameter(graph, *, extremes=False, effective=None, seed=0, backend=None, pro
     >>> r.diameter, r.endpoints, r.path, r.radius, r.center
     (4, (4, 0), [4, 3, 2, 1, 0], 2, [2])
     """
+    if effective is not None and not (isinstance(effective, (int, np.integer))
+                                      and not isinstance(effective, bool) and effective >= 0):
+        raise InputError(f"effective {effective!r}: the sources to sample, a whole number "
+                         ">= 0")
     g = as_graph(graph, directed=False, weight=None)  # hops: weights are not read
     if g.n == 0:
         raise InputError(f"{g.name}: empty graph (no vertices)")

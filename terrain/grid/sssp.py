@@ -75,7 +75,15 @@ def check_sources(sources, valid, start_costs=None, name="source"):
     if start_costs is None:
         costs = np.zeros(rows.size, np.float64)
     else:
-        costs = np.broadcast_to(np.asarray(start_costs, np.float64), rows.shape).copy()
+        try:
+            given = np.asarray(start_costs, np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"{name}s: start costs must be numbers, got "
+                             f"{start_costs!r}") from None
+        if given.size not in (1, rows.size):
+            raise InputError(f"{name}s: {given.size} start costs for {rows.size} {name}s "
+                             f"(one a {name}, or one for all)")
+        costs = np.broadcast_to(given.reshape(-1)[:rows.size], rows.shape).copy()
         if not (np.all(np.isfinite(costs)) and np.all(costs >= 0)):
             raise InputError(f"{name}s: start costs must be finite and >= 0")
     return rows, cols, costs

@@ -627,6 +627,10 @@ def flow_directions(filled, cellsize=(1.0, 1.0), connectivity=8, outlets=None, *
         if out.shape != z.shape:
             raise InputError(f"outlets: {out.shape} cells, the DEM {z.shape}")
         out = out.view(np.uint8)
+    if z.size == 0:  # no cell: no direction (as an empty fill)
+        return FlowDirections(where.xp.empty(z.shape, np.uint8), {
+            "cells": 0, "flat_cells": 0, "outlets": 0, "undrained": 0, "flat_passes": 0,
+            "flat_passes_lowered": 0})
     spec = FlowSpec(z.shape, int(tile or _in_core_tile(z.shape)), int(connectivity),
                     tuple(float(v) for v in cellsize), outlets is None)
     plan = spec.plan(group_tiles)
@@ -892,6 +896,8 @@ def flow_accumulation(direction, weights=None, *, tile=None, group_tiles=1, back
         w = where.asarray(weights, np.float64)
         if w.shape != d.shape:
             raise InputError(f"weights: {w.shape} cells, the directions {d.shape}")
+    if d.size == 0:  # no cell: nothing to accumulate (as an empty fill)
+        return where.xp.empty(d.shape, np.float64)
     spec = FlowSpec(d.shape, int(tile or _in_core_tile(d.shape)))
     plan = spec.plan(group_tiles)
     if len(plan.groups) == 1:  # one block: nothing enters it, computed where ops compute

@@ -75,10 +75,7 @@ def watershed(direction, outlets):
         raise InputError(f"direction: must be 2-D, got shape {d.shape}")
     R, C = d.shape
     first = {}
-    for n, (r, c) in enumerate(outlets, start=1):
-        r, c = int(r), int(c)
-        if not (0 <= r < R and 0 <= c < C):
-            raise InputError(f"outlet cell ({r}, {c}) is outside the grid ({R} x {C} cells)")
+    for n, (r, c) in enumerate(_outlet_cells(outlets, R, C), start=1):
         if d[r, c] == 255:
             raise InputError(f"outlet cell ({r}, {c}) is nodata")
         first.setdefault(r * C + c, n)
@@ -93,15 +90,38 @@ def watershed(direction, outlets):
     return labels
 
 
+def _outlet_cells(outlets, R, C):
+    """The outlets as ``(row, col)`` ints; :class:`InputError` for a cell that is not a
+    whole number or lies off the ``R`` x ``C`` grid (never truncated or wrapped)."""
+    cells = []
+    for cell in outlets:
+        try:
+            r, c = (float(v) for v in cell)
+        except (TypeError, ValueError):
+            raise InputError(f"outlet {cell!r}: expected a (row, col) cell") from None
+        if not (r.is_integer() and c.is_integer()):
+            raise InputError(f"outlet cell ({r:g}, {c:g}): cells must be whole (row, col) "
+                             "numbers")
+        r, c = int(r), int(c)
+        if not (0 <= r < R and 0 <= c < C):
+            raise InputError(f"outlet cell ({r}, {c}) is outside the grid ({R} x {C} cells)")
+        cells.append((r, c))
+    return cells
+
+
 def snap_outlets(accumulation, outlets, radius_cells):
     """Each outlet moved to the cell of largest accumulation within ``radius_cells``
-    (Euclidean, in cells; ties: the first in row-major order)."""
+    (Euclidean, in cells, a number >= 0; ties: the first in row-major order)."""
     acc = np.asarray(accumulation)
+    if acc.ndim != 2:
+        raise InputError(f"accumulation: must be 2-D, got shape {acc.shape}")
     R, C = acc.shape
     rad = float(radius_cells)
+    if not (np.isfinite(rad) and rad >= 0):
+        raise InputError(f"snap radius {radius_cells!r}: must be a number >= 0 (cells)")
     k = int(np.floor(rad))
     out = []
-    for r, c in outlets:
+    for r, c in _outlet_cells(outlets, R, C):
         r0, r1, c0, c1 = max(0, r - k), min(R, r + k + 1), max(0, c - k), min(C, c + k + 1)
         rr, cc = np.mgrid[r0:r1, c0:c1]
         win = np.where(((rr - r) ** 2 + (cc - c) ** 2 <= rad * rad)
