@@ -124,18 +124,20 @@ def write_geotiffs(store_path, directory, overwrite=False, cog=True, memory=None
     from terrain.io.geotiff import write_geotiffs as write_all
 
     group = open_group(store_path, mode="r")
-    cost = (group.attrs.get("cost_model") or {}).get("cost", "absdiff")
-    attrs = layer_attributes(cost)
     directory = Path(directory)
     jobs = []
     for name in GEOTIFF_LAYERS:
         _, fill, _ = LAYERS[name]
-        a = attrs[name]
+        # the layer's own attributes (its cost model's units): the run's summary attributes
+        # come after the GeoTIFFs, which a partial store writes first
+        a = {**layer_attributes("absdiff")[name], **dict(group[name].attrs)}
         tags = {"units": a["units"]}
         if name == "backlink":
             tags.update({f"code_{k}": v for k, v in BACKLINK_CODES.items()})
+        said = a["description"]
         jobs.append(dict(array_name=name, tif_path=directory / f"{name}.tif", nodata=fill,
-                         description=f"{a['long_name']}: {a['description']}", tags=tags,
+                         description=said if said.startswith(a["long_name"])
+                         else f"{a['long_name']}: {said}", tags=tags,
                          resampling="average" if name == "distance" else "nearest"))
     write_all(store_path, jobs, cog=cog, overwrite=overwrite, read=read_block, memory=memory)
     return [str(j["tif_path"]) for j in jobs]

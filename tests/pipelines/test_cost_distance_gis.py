@@ -56,7 +56,7 @@ def test_geotiffs_are_cogs_with_crs_transform_nodata_overviews(cost_out):
                 assert ds.nodata == nodata
             assert ds.overviews(1) == [2]  # 600 cells > one 512 block
             assert ds.block_shapes[0] == (512, 512)
-            assert ds.descriptions[0] and ds.tags(1)["units"]
+            assert ds.descriptions[0] and ds.tags(1)["units"] == g[name].attrs["units"]
             assert ds.tags(ns="IMAGE_STRUCTURE").get("LAYOUT") == "COG"
             np.testing.assert_array_equal(ds.read(1), np.asarray(g[name][:]))
             assert ds.compression.name == "zstd"
@@ -237,3 +237,17 @@ def test_existing_geotiffs_are_not_overwritten(cost_out, tmp_path):
     with pytest.raises(InputError, match="not a directory"):
         run_cost_distance(d / "dem.tif", tmp_path / "again.zarr", cells=[(100, 200)],
                           backend="cpu", scheduler="synchronous", geotiff_dir=tmp_path / "file")
+
+
+@pytest.mark.parametrize("cost,units", [("friction", "friction x CRS length units"),
+                                        ("tobler", "seconds of walking")])
+def test_geotiffs_carry_their_cost_models_units(cost_out, tmp_path, cost, units):
+    """The distance GeoTIFF's units are its cost model's (they were absdiff's whatever the
+    model: the GeoTIFFs are written before the run's attributes)."""
+    d, _, _, _ = cost_out
+    run_cost_distance(d / "dem.tif", tmp_path / "c.zarr", cells=[(100, 200)], cost=cost,
+                      friction=d / "dem.tif" if cost == "friction" else None, tile=128,
+                      backend="cpu", scheduler="synchronous", geotiff_dir=tmp_path / "tif")
+    with rasterio.open(tmp_path / "tif" / "distance.tif") as ds:
+        assert ds.tags(1)["units"].startswith(units)
+        assert ds.descriptions[0] == "accumulated cost from the nearest source; NaN unreached"
