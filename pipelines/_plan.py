@@ -78,11 +78,16 @@ def open_header(inp, tile=512, stores=True):
             "from_store": False}
 
 
-def check_same_grid(path, shape, geotransform, what):
+def check_same_grid(path, shape, geotransform, what, crs=None):
     """:class:`InputError` unless the raster ``path`` (a friction or weights raster: ``what``)
-    has the DEM's ``shape`` and ``geotransform``."""
+    has the DEM's ``shape``, ``geotransform`` and (where both say one) ``crs``."""
     import numpy as np
+
+    from terrain.io.georef import crs_label, same_crs
     header = open_header(path)
+    if not same_crs(header["crs"], crs):
+        raise InputError(f"{path}: {what}'s CRS {crs_label(header['crs'])} is not the DEM's "
+                         f"{crs_label(crs)}")
     fshape, fgt = header["shape"], header["geotransform"]
     if tuple(fshape) != tuple(shape):
         raise InputError(f"{path}: {what} has {fshape[0]} x {fshape[1]} cells, the DEM "

@@ -231,7 +231,7 @@ def _make_spec(inp, grid, cost, connectivity, backend, friction=None, max_cost=N
     """The run's spec for the header ``grid`` after every check that needs no data."""
     shape, gt = grid["shape"], grid["geotransform"]
     if friction is not None:
-        _plans.check_same_grid(friction, shape, gt, "friction raster")
+        _plans.check_same_grid(friction, shape, gt, "friction raster", grid.get("crs"))
     reuse_kind = None if reuse is None else reusable_kind(reuse)
     memory_bytes = parse_memory(memory)
     spec = {"shape": shape, "tile": grid["tile"], "tiles_per_shard": grid["tiles_per_shard"],

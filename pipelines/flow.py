@@ -226,7 +226,7 @@ def run_flow(input_path, output_path=None, *, tile=512, connectivity=8, outlets=
     shape = tuple(int(s) for s in shape)
     cells = None if outlets is None else named_outlets(outlets, gt, shape, crs)
     if weights is not None:
-        _plans.check_same_grid(weights, shape, gt, "weights raster")
+        _plans.check_same_grid(weights, shape, gt, "weights raster", crs)
     spec = FlowSpec(shape, int(tile), int(connectivity), (abs(gt[1]), abs(gt[5])),
                     outlets is None)
     if resume and route == "in-core":

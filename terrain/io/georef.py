@@ -22,8 +22,8 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["crs_wkt", "crs_label", "is_geographic", "write_georeference", "mark_raster",
-           "finish_store", "fill_value_attr", "check_weight_units", "GRID_MAPPING",
+__all__ = ["crs_wkt", "crs_label", "same_crs", "is_geographic", "write_georeference",
+           "mark_raster", "finish_store", "fill_value_attr", "check_weight_units", "GRID_MAPPING",
            "RASTER_DIMS", "METRIC_WEIGHTS"]
 
 GRID_MAPPING = "spatial_ref"
@@ -88,6 +88,18 @@ def crs_label(wkt):
     start = text.find('"')
     end = text.find('"', start + 1)
     return text[start + 1:end] if 0 <= start < end else text[:60]
+
+
+def same_crs(a, b):
+    """False when both CRSs are known and differ (PROJ's equality, not the texts'); True
+    when they match or either is unknown (a raster without a CRS takes the DEM's).
+
+    >>> same_crs("EPSG:32617", "EPSG:32617"), same_crs("EPSG:32617", "EPSG:32618")
+    (True, False)
+    """
+    if not a or not b:
+        return True
+    return _crs(a) == _crs(b)
 
 
 def is_geographic(wkt):
@@ -209,7 +221,7 @@ def finish_store(path):
 
 
 #: the MST weights and cost models that divide a rise by a run: cells in degrees are refused
-METRIC_WEIGHTS = ("slope", "length3d", "tobler")
+METRIC_WEIGHTS = ("slope", "length3d", "tobler", "friction")
 
 
 def check_weight_units(weight, crs, where, kind="weight"):
@@ -226,6 +238,8 @@ def check_weight_units(weight, crs, where, kind="weight"):
     terrain.errors.InputError: dem.tif: weight 'slope' needs cell sizes in the elevation's unit, but the CRS (EPSG:4326) is geographic: cells are in degrees; reproject the DEM to a projected CRS first
     """
     if weight in METRIC_WEIGHTS and crs and is_geographic(crs):
-        raise InputError(f"{where}: {kind} {weight!r} needs cell sizes in the elevation's unit, "
-                         f"but the CRS ({crs_label(crs)}) is geographic: cells are in degrees; "
-                         "reproject the DEM to a projected CRS first")
+        # friction multiplies lengths alone: a degree east and a degree north differ
+        unit = "a linear unit" if weight == "friction" else "the elevation's unit"
+        raise InputError(f"{where}: {kind} {weight!r} needs cell sizes in {unit}, but the CRS "
+                         f"({crs_label(crs)}) is geographic: cells are in degrees; reproject "
+                         "the DEM to a projected CRS first")

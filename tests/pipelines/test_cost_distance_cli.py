@@ -395,3 +395,27 @@ def test_store_at_a_url_needs_its_output_named():
     from terrain.io.remote import Location
     with pytest.raises(InputError, match="needs its output named"):
         run_cost_distance(Location("memory://no-output/dem.zarr"), None, cells=["1,1"])
+
+
+def test_friction_in_another_crs_or_in_degrees_is_refused(tmp_path):
+    import rasterio
+    z = np.random.default_rng(4).random((20, 30)).astype(np.float32)
+
+    def tif(name, crs):
+        with rasterio.open(tmp_path / name, "w", driver="GTiff", height=20, width=30, count=1,
+                           dtype="float32", crs=crs,
+                           transform=rasterio.Affine(0.001, 0, -78, 0, -0.001, 36)) as dst:
+            dst.write(z + 1, 1)
+        return tmp_path / name
+
+    out = tmp_path / "c.zarr"
+    for dem, friction, said in (
+            (tif("d.tif", "EPSG:32617"), tif("f.tif", "EPSG:32618"),
+             "f.tif: friction raster's CRS EPSG:32618 is not the DEM's EPSG:32617"),
+            (tif("g.tif", "EPSG:4326"), tif("fg.tif", "EPSG:4326"),
+             "g.tif: cost 'friction' needs cell sizes in a linear unit, but the CRS "
+             "(EPSG:4326) is geographic")):
+        rc, _, se = run_cli("cost-distance", dem, "--source-cell", "3,4", "--friction",
+                            friction, "-o", out)
+        assert rc == 2 and se.count("\n") == 1 and said in se, se
+        assert not out.exists()
