@@ -404,6 +404,7 @@ def build_parser():
                    help="LineStrings (source to target): GeoJSON (RFC 7946: longitude/"
                         "latitude, WGS 84), or GeoPackage or FlatGeobuf (the store's own CRS)")
     p.add_argument("--overwrite", action="store_true", help="replace the output if it exists")
+    _add_storage_options(p)
 
     p = sub.add_parser("batch", help="run ingest, mst, cost-distance, fill or flow over many "
                        "rasters on one cluster, with a manifest (OUTDIR/manifest.json, .csv); "
@@ -450,6 +451,7 @@ def build_parser():
     p.add_argument("--source", default=None, metavar="S[,S...]", help="the BFS source id(s)")
     p.add_argument("--format", choices=GRAPH_FORMATS, default="auto", help="format of --graph")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    _add_storage_options(p)
 
     p = sub.add_parser("plot", help="PNG: hillshade of the DEM with the minimum spanning forest "
                        "drawn; a cost-distance map with contours and paths; or a graph's BFS "

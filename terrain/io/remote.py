@@ -709,8 +709,8 @@ def url_inventory(path, name):
 
 
 #: the argument names of the commands' input and output paths
-INPUT_FIELDS = ("input", "store", "flow", "dem", "friction", "reuse", "sources", "outlets",
-                "weights")
+INPUT_FIELDS = ("input", "store", "result", "flow", "dem", "friction", "reuse", "sources",
+                "outlets", "weights")
 OUTPUT_FIELDS = ("output",)
 #: outputs written as local files only (GeoTIFFs beside the store)
 LOCAL_FIELDS = ("geotiff", "geotiff_dir")

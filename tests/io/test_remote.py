@@ -71,6 +71,15 @@ def test_memory_store_results_bit_identical(capsys, tmp_path, dem, command):
     got = zarr.open_group(_remote(f"{url}/out.zarr"), mode="r", use_consolidated=False)
     assert got.attrs.get("source") in (None, f"{url}/dem.zarr")
     _same(f"{url}/out.zarr", tmp_path / "out.zarr")
+    # the result at the URL is verified, and paths walk it, as a local one
+    rc, out, err = run_main(capsys, "verify", f"{url}/out.zarr", scheduler=None)
+    assert rc == 0 and "verified" in out and "terrain-url-" not in out, err
+    if command == "cost-distance":
+        for store, name in ((f"{url}/out.zarr", "u.geojson"), (tmp_path / "out.zarr", "l.geojson")):
+            rc, _, err = run_main(capsys, "path", store, "--to-cell", "600,100",
+                                  "-o", tmp_path / name, scheduler=None)
+            assert rc == 0, err
+        assert (tmp_path / "u.geojson").read_bytes() == (tmp_path / "l.geojson").read_bytes()
 
 
 def test_cost_distance_friction_and_sources_at_urls(capsys, tmp_path, dem):
