@@ -23,7 +23,7 @@ import os
 import shutil
 from pathlib import Path
 
-from terrain.io.outputs import check_outputs, real_path
+from terrain.io.outputs import check_outputs, check_store_name, real_path
 from terrain.errors import InputError
 
 __all__ = ["build_plan", "dry_run_command", "format_bytes", "register", "PLANNERS",
@@ -133,6 +133,7 @@ def build_plan(command, args):
     out = Path(args.output) if args.output else default_output(inp, args)
     more_inputs, more_outputs = paths(args)
     check_outputs([inp, *more_inputs], [out, *more_outputs], args.overwrite)
+    check_store_name(out)  # as the run does
     grid = open_header(inp, args.tile, stores=command != "ingest")
     rows, cols = grid["shape"]
     tile, shard = grid["tile"], grid["tiles_per_shard"]

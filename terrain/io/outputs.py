@@ -35,7 +35,7 @@ from ..errors import InputError
 __all__ = ["atomic_output", "check_output_free", "check_outputs", "input_identity", "partial_path",
            "real_path", "stale_partials", "write_path", "seal_store", "sweep_partial_files",
            "INVENTORY_ATTR", "array_inventory", "inventory_of", "hold_lock", "DISK_FULL",
-           "check_input_file",
+           "check_input_file", "check_store_name", "FILE_SUFFIXES",
            "OutputExists", "same_file"]
 
 
@@ -150,6 +150,28 @@ def _check_replaceable(out, real, overwrite):
         raise OutputExists(f"{out}: output exists")
     if real.is_dir() and not (real / "zarr.json").is_file():
         raise InputError(f"{out}: is a directory but not a tile store; not replacing it")
+
+
+#: suffixes of files, not folders: a store named so is a mistake (``-o out.tif`` would make a
+#: folder called out.tif, and with overwrite replace such a file with it)
+FILE_SUFFIXES = (".tif", ".tiff", ".asc", ".txt", ".csv", ".json", ".geojson", ".gpkg",
+                 ".fgb", ".shp", ".png", ".jpg", ".jpeg", ".npy", ".npz", ".parquet", ".nc",
+                 ".img", ".vrt", ".xyz")
+
+
+def check_store_name(out):
+    """:class:`InputError` when the store ``out`` is named as a file of another format.
+
+    >>> check_store_name("dem.cost.zarr")
+    >>> check_store_name("out.tif")
+    Traceback (most recent call last):
+    ...
+    terrain.errors.InputError: out.tif: the output is a Zarr store (a folder), not a .tif file: name it out.zarr
+    """
+    suffix = Path(str(out).rstrip("/")).suffix
+    if suffix.lower() in FILE_SUFFIXES:
+        raise InputError(f"{out}: the output is a Zarr store (a folder), not a {suffix} file: "
+                         f"name it {Path(str(out).rstrip('/')).with_suffix('.zarr').name}")
 
 
 def check_outputs(inputs, outputs, overwrite=False):

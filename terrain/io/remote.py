@@ -156,10 +156,14 @@ def command_paths(input_path, output_path, default_output):
 
 def check_local_outputs(inputs, outputs, overwrite=False):
     """:func:`terrain.io.outputs.check_outputs` of the local ``inputs`` and ``outputs``; an
-    output at a URL is checked by :func:`url_output` (against the inputs at URLs)."""
-    from .outputs import check_outputs
+    output at a URL is checked by :func:`url_output` (against the inputs at URLs). The first
+    output is the command's store: not named as a file of another format
+    (:func:`terrain.io.outputs.check_store_name`)."""
+    from .outputs import check_outputs, check_store_name
     check_outputs([i for i in inputs if i is not None and not is_remote(i)],
                   [o for o in outputs if o is not None and not is_remote(o)], overwrite)
+    if outputs and outputs[0] is not None:
+        check_store_name(outputs[0])
 
 
 def _split(path, options=None):

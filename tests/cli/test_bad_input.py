@@ -96,6 +96,25 @@ def test_output_exists_without_overwrite(tmp_path):
     assert src.read_text() == HEADER + ROWS
 
 
+@pytest.mark.parametrize("command", [["ingest"], ["mst"], ["fill"], ["flow"],
+                                     ["cost-distance", "--source-cell", "1,1"]])
+def test_a_store_named_as_another_format_is_refused(tmp_path, command):
+    """``-o out.tif`` made a folder named out.tif; with ``--overwrite`` it replaced such a
+    file with one (the run and its dry run refuse it alike)."""
+    (tmp_path / "g.asc").write_text(HEADER + ROWS)
+    (tmp_path / "st.json").write_text("{}")
+    runs = [("out.tif", ".tif", []), ("st.json", ".json", ["--overwrite"])]
+    if command[0] not in ("fill", "flow"):  # the commands with a dry run
+        runs.append(("out.tif", ".tif", ["--dry-run"]))
+    for out, suffix, more in runs:
+        proc = run_terrain(command[0], "g.asc", *command[1:], "-o", out, *more,
+                           "--scheduler", "synchronous", cwd=tmp_path)
+        stem = out[:-len(suffix)]
+        assert_one_line_error(proc, f"terrain: {out}: the output is a Zarr store (a folder), "
+                                    f"not a {suffix} file: name it {stem}.zarr")
+    assert not (tmp_path / "out.tif").exists() and (tmp_path / "st.json").read_text() == "{}"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["ingest", "g.asc", "-o", "o.zarr", "--tile", "300"], "300 is not a power of two"),
     (["ingest", "g.asc", "-o", "o.zarr", "--tile", "1"], "1 is not a power of two"),
